@@ -1,0 +1,170 @@
+"""Bearer-token authentication and role checks (SEC1, API0a).
+
+Tokens are JWTs. By default they are HS256 with a key generated on first start (mode 0600);
+RS256 with a public key or a JWKS URL can be configured for tokens issued elsewhere.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+
+from drods.errors import ApiError
+
+ISSUER = "drods"
+
+
+class Role(enum.StrEnum):
+    ADMIN = "admin"
+    OPERATOR = "operator"
+    VIEWER = "viewer"
+    CLUSTER_AGENT = "cluster-agent"
+
+
+class Action(enum.StrEnum):
+    READ = "read"  # get, list, watch
+    WRITE = "write"  # create, update, patch, delete objects
+    REPORT = "report"  # push metrics and events for one cluster
+    ADMIN = "admin"  # audit log and other administrative reads
+
+
+ALLOWED: dict[Role, frozenset[Action]] = {
+    Role.ADMIN: frozenset(Action),
+    Role.OPERATOR: frozenset({Action.READ, Action.WRITE, Action.REPORT}),
+    Role.VIEWER: frozenset({Action.READ}),
+    Role.CLUSTER_AGENT: frozenset({Action.REPORT}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    subject: str
+    role: Role
+    cluster: str | None = None
+    expires: float | None = None
+
+    def require(self, action: Action, cluster: str | None = None) -> None:
+        """403 unless the role allows ``action``; a cluster agent acts only for its own cluster."""
+        if action not in ALLOWED[self.role]:
+            raise ApiError(
+                403, "FORBIDDEN", f"role {self.role.value!r} may not {action.value}",
+                {"role": self.role.value, "action": action.value},
+            )
+        if self.role is Role.CLUSTER_AGENT and cluster is not None and cluster != self.cluster:
+            raise ApiError(
+                403, "FORBIDDEN", f"this token may only report for cluster {self.cluster!r}",
+                {"role": self.role.value, "tokenCluster": self.cluster, "cluster": cluster},
+            )
+
+
+def load_or_create_signing_key(path: Path) -> bytes:
+    env = os.environ.get("DRODS_JWT_SECRET")
+    if env:
+        return env.encode()
+    if path.exists():
+        return path.read_bytes().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(48).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    return key
+
+
+class TokenAuthority:
+    """Issues and verifies tokens; verified tokens are cached until they expire (hot path)."""
+
+    _CACHE_MAX = 10_000
+
+    def __init__(
+        self,
+        hs256_key: bytes,
+        *,
+        rs256_public_key: str | None = None,
+        jwks_url: str | None = None,
+        audience: str | None = None,
+    ) -> None:
+        self._key = hs256_key
+        self._rs_key = rs256_public_key
+        self._jwks = jwt.PyJWKClient(jwks_url) if jwks_url else None
+        self._audience = audience
+        self._cache: dict[str, Principal] = {}
+
+    def issue(self, role: Role, *, subject: str | None = None, cluster: str | None = None,
+              ttl_seconds: int | None = 30 * 24 * 3600) -> str:
+        if role is Role.CLUSTER_AGENT and not cluster:
+            raise ValueError("a cluster-agent token must name its cluster")
+        if role is not Role.CLUSTER_AGENT and cluster:
+            raise ValueError("only cluster-agent tokens are bound to a cluster")
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "iss": ISSUER, "sub": subject or f"{role.value}-{uuid.uuid4().hex[:8]}",
+            "role": role.value, "iat": now, "jti": uuid.uuid4().hex,
+        }
+        if cluster:
+            claims["cluster"] = cluster
+        if ttl_seconds:
+            claims["exp"] = now + ttl_seconds
+        if self._audience:
+            claims["aud"] = self._audience
+        return jwt.encode(claims, self._key, algorithm="HS256")
+
+    def verify(self, token: str) -> Principal:
+        cached = self._cache.get(token)
+        if cached is not None:
+            if cached.expires is None or cached.expires > time.time():
+                return cached
+            self._cache.pop(token, None)
+        principal = self._decode(token)
+        if len(self._cache) >= self._CACHE_MAX:
+            self._cache.clear()
+        self._cache[token] = principal
+        return principal
+
+    def _decode(self, token: str) -> Principal:
+        try:
+            header = jwt.get_unverified_header(token)
+            alg = header.get("alg")
+            options = {"require": ["sub", "iat"], "verify_aud": self._audience is not None}
+            if alg == "HS256":
+                claims = jwt.decode(token, self._key, algorithms=["HS256"], audience=self._audience,
+                                    issuer=ISSUER, options=options)
+            elif alg == "RS256" and (self._rs_key or self._jwks):
+                key: Any = self._rs_key or self._jwks.get_signing_key_from_jwt(token).key  # type: ignore[union-attr]
+                claims = jwt.decode(token, key, algorithms=["RS256"], audience=self._audience, options=options)
+            else:
+                raise jwt.InvalidAlgorithmError(f"algorithm {alg!r} not accepted")
+        except jwt.ExpiredSignatureError as e:
+            raise unauthenticated("token expired") from e
+        except jwt.PyJWTError as e:
+            raise unauthenticated(f"invalid token: {e}") from e
+        try:
+            role = Role(claims.get("role", ""))
+        except ValueError as e:
+            raise unauthenticated(f"token has unknown role {claims.get('role')!r}") from e
+        cluster = claims.get("cluster")
+        if role is Role.CLUSTER_AGENT and not cluster:
+            raise unauthenticated("cluster-agent token without a cluster claim")
+        exp = claims.get("exp")
+        return Principal(str(claims["sub"]), role, cluster, float(exp) if exp is not None else None)
+
+
+def unauthenticated(message: str) -> ApiError:
+    return ApiError(401, "UNAUTHENTICATED", message, {})
+
+
+def bearer_token(authorization: str | None) -> str:
+    if not authorization:
+        raise unauthenticated("missing Authorization: Bearer <token>")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise unauthenticated("Authorization header must be 'Bearer <token>'")
+    return token.strip()

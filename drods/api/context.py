@@ -1,0 +1,66 @@
+"""What every request handler needs, built once per server process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+
+from drods.api.audit import AuditLog
+from drods.api.auth import Action, Principal, TokenAuthority, bearer_token, load_or_create_signing_key
+from drods.api.observability import ApiMetrics, InstrumentedStore
+from drods.registry.objects import ObjectRegistry
+from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.store import Store
+
+
+@dataclass
+class ApiContext:
+    store: Store
+    registry: ObjectRegistry
+    tokens: TokenAuthority
+    audit: AuditLog
+    metrics: ApiMetrics
+    data_dir: Path
+    # Extra services other components attach (scheduler, monitoring) keyed by name.
+    services: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, store: Store, data_dir: Path, *, jwks_url: str | None = None,
+              rs256_public_key: str | None = None) -> ApiContext:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        metrics = ApiMetrics()
+        instrumented = InstrumentedStore(store, metrics)
+        secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"))
+        tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
+                                jwks_url=jwks_url, rs256_public_key=rs256_public_key)
+        return cls(instrumented, ObjectRegistry(instrumented, secrets), tokens, AuditLog(instrumented),
+                   metrics, data_dir)
+
+
+def context(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.ctx
+    return ctx
+
+
+def authenticate(request: Request) -> Principal:
+    """Verify the bearer token once per request and remember who it was for the audit log."""
+    cached = getattr(request.state, "principal", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    principal = context(request).tokens.verify(bearer_token(request.headers.get("authorization")))
+    request.state.principal = principal
+    return principal
+
+
+def require(action: Action):  # type: ignore[no-untyped-def]
+    """FastAPI dependency: authenticated and allowed to ``action``."""
+
+    def dependency(request: Request) -> Principal:
+        principal = authenticate(request)
+        principal.require(action)
+        return principal
+
+    return dependency

@@ -1,0 +1,84 @@
+"""Prometheus exposition of the API server's own work (request rate/latency, store ops, watches)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from drods.store import Store
+from drods.store.base import Compare, KeyValue, Lease, TxnOp, TxnResult, WatchEvent
+
+
+class ApiMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("drods_apiserver_requests_total", "API requests by route, method and code",
+                                ["route", "method", "code"], registry=self.registry)
+        self.latency = Histogram("drods_apiserver_request_duration_seconds", "API request latency by route",
+                                 ["route", "method"], registry=self.registry,
+                                 buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+        self.store_latency = Histogram("drods_store_operation_duration_seconds", "Store operation latency",
+                                       ["operation"], registry=self.registry,
+                                       buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1))
+        self.watches = Gauge("drods_apiserver_watches", "Open watch streams", registry=self.registry)
+
+
+class InstrumentedStore(Store):
+    """Times every store call; the wrapped store does the work."""
+
+    def __init__(self, inner: Store, metrics: ApiMetrics) -> None:
+        self.inner = inner
+        self._h = metrics.store_latency
+
+    async def _timed(self, op: str, coro: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await coro
+        finally:
+            self._h.labels(op).observe(time.perf_counter() - t0)
+
+    async def get(self, key: str) -> KeyValue | None:
+        return await self._timed("get", self.inner.get(key))  # type: ignore[no-any-return]
+
+    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
+        return await self._timed("range", self.inner.range(prefix, limit=limit))  # type: ignore[no-any-return]
+
+    async def put(self, key: str, value: bytes, *, expect_revision: int | None = None, lease: int = 0) -> int:
+        return await self._timed(  # type: ignore[no-any-return]
+            "put", self.inner.put(key, value, expect_revision=expect_revision, lease=lease))
+
+    async def delete(self, key: str, *, expect_revision: int | None = None) -> KeyValue | None:
+        return await self._timed("delete", self.inner.delete(key, expect_revision=expect_revision))  # type: ignore[no-any-return]
+
+    async def delete_prefix(self, prefix: str) -> int:
+        return await self._timed("delete_prefix", self.inner.delete_prefix(prefix))  # type: ignore[no-any-return]
+
+    async def txn(self, compares: Any, success: Any, failure: Any = ()) -> TxnResult:
+        return await self._timed("txn", self.inner.txn(compares, success, failure))  # type: ignore[no-any-return]
+
+    def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
+        return self.inner.watch(prefix, start_revision=start_revision)
+
+    async def grant_lease(self, ttl: int) -> Lease:
+        return await self.inner.grant_lease(ttl)
+
+    async def keep_alive(self, lease_id: int) -> int:
+        return await self.inner.keep_alive(lease_id)
+
+    async def revoke_lease(self, lease_id: int) -> None:
+        await self.inner.revoke_lease(lease_id)
+
+    async def compact(self, revision: int) -> None:
+        await self.inner.compact(revision)
+
+    async def current_revision(self) -> int:
+        return await self.inner.current_revision()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+__all__ = ["ApiMetrics", "Compare", "InstrumentedStore", "TxnOp"]

@@ -1,0 +1,90 @@
+"""Kubernetes discovery documents kubectl needs before it can get/apply/delete anything."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from drods import __version__
+from drods.api.auth import Principal
+from drods.api.context import authenticate
+from drods.errors import ApiError
+from drods.model.kinds import ALL_KINDS, Kind
+
+router = APIRouter(include_in_schema=False)
+
+KUBE_GIT_VERSION = "v1.30.0"  # the Kubernetes API level DRO-DS serves
+
+
+def _groups() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for k in ALL_KINDS:
+        if k.group:
+            versions = out.setdefault(k.group, [])
+            if k.version not in versions:
+                versions.append(k.version)
+    return out
+
+
+def _resources(kinds: list[Kind]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for k in kinds:
+        out.append({"name": k.plural, "singularName": k.singular, "namespaced": k.namespaced, "kind": k.kind,
+                    "verbs": list(k.verbs), "shortNames": list(k.short_names),
+                    "categories": ["all", "drods"] if k.group == "multicluster.io" else ["all"]})
+        if k.spec_model is not None or k.kind in ("Deployment", "StatefulSet", "Job"):
+            out.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced,
+                        "kind": k.kind, "verbs": ["get", "patch", "update"]})
+    return out
+
+
+@router.get("/version")
+async def version() -> JSONResponse:
+    major, minor = KUBE_GIT_VERSION.lstrip("v").split(".")[:2]
+    return JSONResponse({"major": major, "minor": minor, "gitVersion": f"{KUBE_GIT_VERSION}+drods.{__version__}",
+                         "gitCommit": "", "gitTreeState": "clean", "buildDate": "", "goVersion": "",
+                         "compiler": "cpython", "platform": f"{platform.system().lower()}/{platform.machine()}"})
+
+
+@router.get("/api")
+async def core_versions(_: Principal = Depends(authenticate)) -> JSONResponse:
+    return JSONResponse({"kind": "APIVersions", "versions": ["v1"],
+                         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]})
+
+
+@router.get("/api/v1")
+async def core_resources(_: Principal = Depends(authenticate)) -> JSONResponse:
+    kinds = [k for k in ALL_KINDS if k.group == "" and k.version == "v1"]
+    return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+                         "resources": _resources(kinds)})
+
+
+def _group_doc(name: str, versions: list[str]) -> dict[str, Any]:
+    gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+@router.get("/apis")
+async def groups(_: Principal = Depends(authenticate)) -> JSONResponse:
+    return JSONResponse({"kind": "APIGroupList", "apiVersion": "v1",
+                         "groups": [_group_doc(g, vs) for g, vs in _groups().items()]})
+
+
+@router.get("/apis/{group}")
+async def group(group: str, _: Principal = Depends(authenticate)) -> JSONResponse:
+    versions = _groups().get(group)
+    if not versions:
+        raise ApiError(404, "NOT_FOUND", f"API group {group!r} not found", {"group": group})
+    return JSONResponse({"kind": "APIGroup", "apiVersion": "v1", **_group_doc(group, versions)})
+
+
+@router.get("/apis/{group}/{version}")
+async def group_version(group: str, version: str, _: Principal = Depends(authenticate)) -> JSONResponse:
+    kinds = [k for k in ALL_KINDS if k.group == group and k.version == version]
+    if not kinds:
+        raise ApiError(404, "NOT_FOUND", f"API {group}/{version} not found", {"group": group})
+    return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",
+                         "resources": _resources(kinds)})

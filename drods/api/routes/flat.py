@@ -1,0 +1,136 @@
+"""The draft's flat JSON façade (API1, API2) over Kubernetes-style objects.
+
+A flat resource is ``{"name", "labels", **spec}``; reads add ``status`` and identity fields. The
+same object is reachable at ``/apis/multicluster.io/v1alpha1/<plural>/<name>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Request
+from fastapi.responses import JSONResponse
+
+from drods.api.auth import Action, Principal
+from drods.api.context import ApiContext, context, require
+from drods.api.schemas import ERROR_RESPONSES, ObjectList
+from drods.errors import ApiError
+from drods.model.kinds import Kind
+from drods.registry.patch import MERGE_PATCH
+from pydantic import BaseModel
+
+
+def to_object(kind: Kind, flat: dict[str, Any]) -> dict[str, Any]:
+    spec = {k: v for k, v in flat.items() if k not in ("name", "labels")}
+    return {"apiVersion": kind.api_version, "kind": kind.kind,
+            "metadata": {"name": flat.get("name"), "labels": flat.get("labels") or {}}, "spec": spec}
+
+
+def to_flat(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    out: dict[str, Any] = {"name": meta["name"], "labels": meta.get("labels", {})}
+    out.update(obj.get("spec") or {})
+    out["status"] = obj.get("status") or {}
+    out["uid"] = meta.get("uid")
+    out["resourceVersion"] = meta.get("resourceVersion")
+    out["generation"] = meta.get("generation")
+    out["creationTimestamp"] = meta.get("creationTimestamp")
+    if meta.get("deletionTimestamp"):
+        out["deletionTimestamp"] = meta["deletionTimestamp"]
+    return out
+
+
+def _flat_errors(err: ApiError) -> ApiError:
+    """Field paths in the flat form have no ``spec.`` prefix."""
+    fields = err.details.get("fields")
+    if fields:
+        for f in fields:
+            f["field"] = str(f.get("field", "")).removeprefix("spec.").replace("metadata.name", "name")
+    return err
+
+
+def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_code: str,
+                conflict_detail: str, decorate: Any = None) -> APIRouter:
+    """CRUD + merge-patch for one kind at ``path``; ``decorate(ctx, flat)`` may add live fields on read."""
+    router = APIRouter(prefix=path, tags=[kind.plural], responses=ERROR_RESPONSES)
+
+    async def render(ctx: ApiContext, obj: dict[str, Any]) -> dict[str, Any]:
+        flat = to_flat(obj)
+        if decorate is not None:
+            await decorate(ctx, flat)
+        return flat
+
+    @router.get("", response_model=ObjectList, summary=f"List {kind.plural}")
+    async def list_all(request: Request, labelSelector: str | None = None,
+                       _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+        from drods.api.routes.kubernetes import selector_of
+
+        ctx = context(request)
+        items, rev = await ctx.registry.list(kind, None, selector_of(request))
+        return JSONResponse({"items": [await render(ctx, o) for o in items], "resourceVersion": str(rev)})
+
+    @router.post("", status_code=201, summary=f"Create a {kind.kind}")
+    async def create(request: Request, body: body_model = Body(...),  # type: ignore[valid-type]
+                     _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+        ctx = context(request)
+        flat = body.model_dump(mode="json", exclude_unset=True)  # type: ignore[attr-defined]
+        try:
+            obj = await ctx.registry.create(kind, to_object(kind, flat))
+        except ApiError as e:
+            if e.code == "ALREADY_EXISTS":
+                raise ApiError(409, conflict_code, e.message, {conflict_detail: flat["name"]}) from e
+            raise _flat_errors(e) from e
+        return JSONResponse(await render(ctx, obj), status_code=201)
+
+    @router.get("/{name}", summary=f"Get one {kind.kind}")
+    async def get_one(request: Request, name: str, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+        ctx = context(request)
+        return JSONResponse(await render(ctx, await ctx.registry.get(kind, name)))
+
+    @router.patch("/{name}", summary=f"Merge-patch a {kind.kind} (RFC 7386)",
+                  openapi_extra={"requestBody": {"required": True, "content": {
+                      MERGE_PATCH: {"schema": {"type": "object"}}, "application/json": {"schema": {"type": "object"}}}}})
+    async def patch(request: Request, name: str, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+        from drods.api.body import read_body
+        from drods.registry.patch import merge_patch
+
+        ctx = context(request)
+        media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+        if media not in (MERGE_PATCH, "application/json"):
+            raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"use {MERGE_PATCH}", {"contentType": media})
+        patch_doc = await read_body(request)
+        if not isinstance(patch_doc, dict):
+            raise ApiError(400, "BAD_REQUEST", "a merge patch must be a JSON object", {})
+        if "name" in patch_doc and patch_doc["name"] != name:
+            raise ApiError(422, "VALIDATION_FAILED", "name cannot be changed",
+                           {"fields": [{"field": "name", "message": "immutable"}]})
+        current = await ctx.registry.get(kind, name)
+        flat = {k: v for k, v in to_flat(current).items()
+                if k in ("name", "labels") or k in (current.get("spec") or {})}
+        merged = merge_patch(flat, patch_doc)
+        try:
+            body_model.model_validate(merged)
+        except Exception as e:  # pydantic.ValidationError
+            from pydantic import ValidationError
+
+            from drods.registry.objects import field_errors
+
+            if isinstance(e, ValidationError):
+                raise ApiError(422, "VALIDATION_FAILED", f"invalid {kind.kind}", {"fields": field_errors(e)}) from e
+            raise
+        obj = to_object(kind, merged)
+        obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        try:
+            updated = await ctx.registry.update(kind, obj)
+        except ApiError as e:
+            raise _flat_errors(e) from e
+        return JSONResponse(await render(ctx, updated))
+
+    @router.delete("/{name}", summary=f"Delete a {kind.kind}")
+    async def delete(request: Request, name: str, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+        ctx = context(request)
+        obj, gone = await ctx.registry.delete(kind, name)
+        flat = await render(ctx, obj)
+        return JSONResponse(flat, status_code=200 if gone else 202)
+
+    return router

@@ -1,0 +1,275 @@
+"""The Kubernetes-shaped resource paths (``/apis/{group}/{version}/…``, ``/api/v1/namespaces/…``).
+
+kubectl and the official clients speak this dialect; the flat ``/api/v1/…`` façade and these
+paths are two views of one registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from drods.api.auth import Action, Principal
+from drods.api.body import read_body
+from drods.api.context import ApiContext, context, require
+from drods.api.table import wants_table, to_table
+from drods.errors import ApiError, not_found
+from drods.model.kinds import ALL_KINDS, Kind
+from drods.model.selector import LabelSelector, parse_selector
+
+router = APIRouter(include_in_schema=False)
+
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def resolve(group: str, version: str, plural: str) -> Kind:
+    for k in ALL_KINDS:
+        if k.group == group and k.version == version and k.plural == plural:
+            return k
+    raise ApiError(404, "RESOURCE_TYPE_NOT_FOUND",
+                   f"the server could not find the requested resource {plural}.{group or 'core'}/{version}",
+                   {"group": group, "kind": plural})
+
+
+def selector_of(request: Request) -> LabelSelector | None:
+    text = request.query_params.get("labelSelector")
+    if not text:
+        return None
+    try:
+        return parse_selector(text)
+    except ValueError as e:
+        raise ApiError(400, "BAD_REQUEST", f"invalid labelSelector: {e}", {"labelSelector": text}) from e
+
+
+def _name_field_selector(request: Request) -> str | None:
+    fs = request.query_params.get("fieldSelector")
+    if not fs:
+        return None
+    key, _, value = fs.partition("=")
+    if key.strip() != "metadata.name":
+        raise ApiError(400, "BAD_REQUEST", "only fieldSelector=metadata.name=… is supported", {"fieldSelector": fs})
+    return value.lstrip("=").strip()
+
+
+async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None) -> Response:
+    selector = selector_of(request)
+    only_name = _name_field_selector(request)
+    if request.query_params.get("watch") in ("true", "1"):
+        rv_text = request.query_params.get("resourceVersion") or "0"
+        if not rv_text.isdigit():
+            raise ApiError(400, "BAD_REQUEST", "resourceVersion must be an integer", {})
+        timeout = request.query_params.get("timeoutSeconds")
+        return StreamingResponse(
+            _watch_stream(ctx, kind, namespace, int(rv_text), selector, only_name,
+                          float(timeout) if timeout and timeout.isdigit() else None),
+            media_type="application/json",
+        )
+    items, revision = await ctx.registry.list(kind, namespace, selector)
+    if only_name is not None:
+        items = [o for o in items if o["metadata"]["name"] == only_name]
+    if wants_table(request):
+        return JSONResponse(to_table(kind, items, revision))
+    return JSONResponse({
+        "kind": f"{kind.kind}List", "apiVersion": kind.api_version,
+        "metadata": {"resourceVersion": str(revision)}, "items": items,
+    })
+
+
+async def _watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
+                        selector: LabelSelector | None, only_name: str | None,
+                        timeout: float | None) -> AsyncIterator[bytes]:
+    ctx.metrics.watches.inc()
+    events = ctx.registry.watch(kind, namespace, rv or None, selector)
+    try:
+        async with asyncio.timeout(timeout):
+            async for event_type, obj in events:
+                if only_name is not None and obj["metadata"]["name"] != only_name:
+                    continue
+                yield json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
+    except TimeoutError:
+        return
+    except ApiError as e:
+        yield json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": e.status, "message": e.message}}).encode()
+    finally:
+        ctx.metrics.watches.dec()
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+async def create(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None) -> JSONResponse:
+    body = await read_body(request)
+    obj = await ctx.registry.create(kind, body, namespace)
+    return JSONResponse(obj, status_code=201)
+
+
+async def get_one(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None) -> JSONResponse:
+    obj = await ctx.registry.get(kind, name, namespace)
+    if wants_table(request):
+        return JSONResponse(to_table(kind, [obj], int(obj["metadata"]["resourceVersion"])))
+    return JSONResponse(obj)
+
+
+async def replace(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None,
+                  subresource: str | None = None) -> JSONResponse:
+    body = await read_body(request)
+    if not isinstance(body, dict):
+        raise ApiError(422, "VALIDATION_FAILED", "object must be a mapping", {})
+    meta = body.get("metadata")
+    if isinstance(meta, dict) and meta.get("name") not in (None, name):
+        raise ApiError(400, "BAD_REQUEST", "metadata.name does not match the name in the path", {"name": name})
+    obj = await ctx.registry.update(kind, body, namespace, subresource=subresource)
+    return JSONResponse(obj)
+
+
+async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None,
+                subresource: str | None = None) -> JSONResponse:
+    content_type = request.headers.get("content-type", "")
+    body = await read_body(request)
+    if content_type.startswith(APPLY_PATCH):
+        # Server-side apply: create if missing, else merge what the applier owns.
+        existing = await ctx.registry.try_get(kind, name, namespace)
+        if existing is None:
+            if isinstance(body, dict):
+                body.setdefault("metadata", {}).setdefault("name", name)
+            return JSONResponse(await ctx.registry.create(kind, body, namespace), status_code=201)
+        content_type = "application/merge-patch+json"
+    obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource)
+    return JSONResponse(obj)
+
+
+async def delete(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None) -> JSONResponse:
+    rv = None
+    if int(request.headers.get("content-length") or 0) > 0:
+        opts = await read_body(request)
+        if isinstance(opts, dict):
+            rv = (opts.get("preconditions") or {}).get("resourceVersion")
+    obj, gone = await ctx.registry.delete(kind, name, namespace, resource_version=rv)
+    if gone:
+        return JSONResponse({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": name, "group": kind.group, "kind": kind.plural, "uid": obj["metadata"].get("uid")},
+        })
+    return JSONResponse(obj, status_code=202)
+
+
+async def dispatch(request: Request, principal: Principal, kind: Kind, namespace: str | None,
+                   name: str | None, subresource: str | None) -> Response:
+    ctx = context(request)
+    method = request.method
+    principal.require(Action.READ if method == "GET" else Action.WRITE)
+    if subresource not in (None, "status"):
+        raise not_found(kind.kind, f"{name}/{subresource}")
+    if name is None:
+        if method == "GET":
+            return await list_or_watch(ctx, request, kind, namespace)
+        if method == "POST":
+            return await create(ctx, request, kind, namespace)
+    else:
+        if method == "GET":
+            return await get_one(ctx, request, kind, name, namespace)
+        if method == "PUT":
+            return await replace(ctx, request, kind, name, namespace, subresource)
+        if method == "PATCH":
+            return await patch(ctx, request, kind, name, namespace, subresource)
+        if method == "DELETE" and subresource is None:
+            return await delete(ctx, request, kind, name, namespace)
+    raise ApiError(405, "METHOD_NOT_ALLOWED", f"{method} is not allowed here", {"method": method})
+
+
+def _namespaced(kind: Kind, namespace: str | None) -> None:
+    if namespace is not None and not kind.namespaced:
+        raise ApiError(404, "RESOURCE_TYPE_NOT_FOUND", f"{kind.plural} are not namespaced", {"kind": kind.kind})
+
+
+_COLLECTION_METHODS = ["GET", "POST"]
+_ITEM_METHODS = ["GET", "PUT", "PATCH", "DELETE"]
+_STATUS_METHODS = ["GET", "PUT", "PATCH"]
+
+
+def _principal(request: Request) -> Principal:
+    from drods.api.context import authenticate
+
+    return authenticate(request)
+
+
+@router.api_route("/apis/{group}/{version}/{plural}", methods=_COLLECTION_METHODS)
+async def group_collection(request: Request, group: str, version: str, plural: str,
+                           p: Principal = Depends(_principal)) -> Response:
+    return await dispatch(request, p, resolve(group, version, plural), None, None, None)
+
+
+@router.api_route("/apis/{group}/{version}/{plural}/{name}", methods=_ITEM_METHODS)
+async def group_item(request: Request, group: str, version: str, plural: str, name: str,
+                     p: Principal = Depends(_principal)) -> Response:
+    if plural == "namespaces":  # /apis/g/v/namespaces/{ns} is not a resource
+        raise ApiError(404, "NOT_FOUND", "not found", {})
+    return await dispatch(request, p, resolve(group, version, plural), None, name, None)
+
+
+@router.api_route("/apis/{group}/{version}/{plural}/{name}/{sub}", methods=["POST", *_STATUS_METHODS])
+async def group_item_sub(request: Request, group: str, version: str, plural: str, name: str, sub: str,
+                         p: Principal = Depends(_principal)) -> Response:
+    """Also serves ``/apis/{g}/{v}/namespaces/{ns}/{plural}``: both shapes have six segments."""
+    if plural == "namespaces":
+        kind = resolve(group, version, sub)
+        _namespaced(kind, name)
+        return await dispatch(request, p, kind, name, None, None)
+    if request.method == "POST":
+        raise ApiError(405, "METHOD_NOT_ALLOWED", "POST is not allowed here", {"method": "POST"})
+    return await dispatch(request, p, resolve(group, version, plural), None, name, sub)
+
+
+@router.api_route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
+async def ns_item(request: Request, group: str, version: str, ns: str, plural: str, name: str,
+                  p: Principal = Depends(_principal)) -> Response:
+    kind = resolve(group, version, plural)
+    _namespaced(kind, ns)
+    return await dispatch(request, p, kind, ns, name, None)
+
+
+@router.api_route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
+async def ns_item_sub(request: Request, group: str, version: str, ns: str, plural: str, name: str, sub: str,
+                      p: Principal = Depends(_principal)) -> Response:
+    kind = resolve(group, version, plural)
+    _namespaced(kind, ns)
+    return await dispatch(request, p, kind, ns, name, sub)
+
+
+# ---- core group (/api/v1) ---------------------------------------------------------------------
+
+
+@router.api_route("/api/v1/namespaces", methods=_COLLECTION_METHODS)
+async def core_namespaces(request: Request, p: Principal = Depends(_principal)) -> Response:
+    return await dispatch(request, p, resolve("", "v1", "namespaces"), None, None, None)
+
+
+@router.api_route("/api/v1/namespaces/{name}", methods=_ITEM_METHODS)
+async def core_namespace(request: Request, name: str, p: Principal = Depends(_principal)) -> Response:
+    return await dispatch(request, p, resolve("", "v1", "namespaces"), None, name, None)
+
+
+@router.api_route("/api/v1/namespaces/{ns}/{plural}", methods=_COLLECTION_METHODS)
+async def core_ns_collection(request: Request, ns: str, plural: str, p: Principal = Depends(_principal)) -> Response:
+    kind = resolve("", "v1", plural)
+    _namespaced(kind, ns)
+    return await dispatch(request, p, kind, ns, None, None)
+
+
+@router.api_route("/api/v1/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
+async def core_ns_item(request: Request, ns: str, plural: str, name: str,
+                       p: Principal = Depends(_principal)) -> Response:
+    kind = resolve("", "v1", plural)
+    _namespaced(kind, ns)
+    return await dispatch(request, p, kind, ns, name, None)
+
+
+@router.api_route("/api/v1/namespaces/{ns}/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
+async def core_ns_item_sub(request: Request, ns: str, plural: str, name: str, sub: str,
+                           p: Principal = Depends(_principal)) -> Response:
+    kind = resolve("", "v1", plural)
+    _namespaced(kind, ns)
+    return await dispatch(request, p, kind, ns, name, sub)

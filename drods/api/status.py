@@ -1,0 +1,45 @@
+"""Error rendering: the SPEC's ``{code, message, details}`` body, or a Kubernetes ``Status`` on the
+Kubernetes-shaped paths so kubectl and the official clients understand it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from drods.errors import ApiError
+
+_REASONS = {
+    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+    406: "NotAcceptable", 409: "Conflict", 410: "Expired", 413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+    503: "ServiceUnavailable",
+}
+
+
+def is_kubernetes_path(path: str) -> bool:
+    return path == "/api" or path.startswith(("/apis", "/api/v1/namespaces")) or path == "/api/v1"
+
+
+def kubernetes_status(err: ApiError) -> dict[str, Any]:
+    reason = "AlreadyExists" if err.code == "ALREADY_EXISTS" else _REASONS.get(err.status, "Unknown")
+    details: dict[str, Any] = {}
+    for src, dst in (("name", "name"), ("kind", "kind"), ("group", "group")):
+        if src in err.details:
+            details[dst] = err.details[src]
+    fields = err.details.get("fields")
+    if fields:
+        details["causes"] = [
+            {"reason": "FieldValueInvalid", "field": f.get("field", ""), "message": f.get("message", "")}
+            for f in fields
+        ]
+    return {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": err.message, "reason": reason, "details": details, "code": err.status,
+    }
+
+
+def error_response(path: str, err: ApiError) -> JSONResponse:
+    body = kubernetes_status(err) if is_kubernetes_path(path) else err.body()
+    headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
+    return JSONResponse(body, status_code=err.status, headers=headers)

@@ -1,0 +1,73 @@
+"""Server-side printing (``as=Table``) so ``kubectl get`` shows useful columns for our kinds."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import Request
+
+from drods.model.kinds import Kind
+
+Column = tuple[str, str, str]  # name, type, JSON path within the object (dotted)
+
+_COLUMNS: dict[str, list[Column]] = {
+    "Cluster": [("Mode", "string", "spec.syncMode"), ("Region", "string", "spec.region"),
+                ("Provider", "string", "spec.provider"), ("City", "string", "spec.city"),
+                ("Ready", "string", "status.ready")],
+    "Binding": [("Replicas", "integer", "spec.replicas"), ("Phase", "string", "status.phase")],
+    "Deployment": [("Replicas", "integer", "spec.replicas")],
+}
+
+
+def wants_table(request: Request) -> bool:
+    return "as=Table" in request.headers.get("accept", "")
+
+
+def _get(obj: dict[str, Any], path: str) -> Any:
+    cur: Any = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def _age(created: str | None) -> str:
+    if not created:
+        return "<unknown>"
+    try:
+        then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return "<unknown>"
+    secs = int((datetime.now(UTC) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit}"
+    return f"{max(secs, 0)}s"
+
+
+def _ready(obj: dict[str, Any]) -> str:
+    for cond in _get(obj, "status.conditions") or []:
+        if cond.get("type") == "Ready":
+            return str(cond.get("status"))
+    return "Unknown"
+
+
+def to_table(kind: Kind, items: list[dict[str, Any]], revision: int) -> dict[str, Any]:
+    extra = _COLUMNS.get(kind.kind, [])
+    columns = [{"name": "Name", "type": "string", "format": "name", "description": "name", "priority": 0}]
+    columns += [{"name": n, "type": t, "format": "", "description": p, "priority": 0} for n, t, p in extra]
+    columns.append({"name": "Age", "type": "string", "format": "", "description": "age", "priority": 0})
+    rows = []
+    for obj in items:
+        meta = obj["metadata"]
+        cells: list[Any] = [meta["name"]]
+        for _, _, path in extra:
+            value = _ready(obj) if path == "status.ready" else _get(obj, path)
+            cells.append("" if value is None else value)
+        cells.append(_age(meta.get("creationTimestamp")))
+        rows.append({"cells": cells, "object": {"kind": "PartialObjectMetadata",
+                                                "apiVersion": "meta.k8s.io/v1", "metadata": meta}})
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(revision)},
+            "columnDefinitions": columns, "rows": rows}

@@ -1,0 +1,72 @@
+"""The ``Binding`` kind: one scheduling task and its result (SPEC S1-S7, API5).
+
+It is the contract between the scheduler (writes ``status.placement``) and the propagation
+controller (turns the placement into per-cluster manifests).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.model.placement import Placement
+
+BindingPhase = Literal["Pending", "Scheduled", "Unschedulable", "Propagated", "Running", "Failed"]
+
+
+class ObjectReference(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    apiVersion: str
+    kind: str
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+
+
+class ReplicaRequirements(BaseModel):
+    """Per-replica demand: cpu in cores, memory and storage in GiB."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu: float = Field(default=0.0, ge=0)
+    memory: float = Field(default=0.0, ge=0)
+    gpu: int = Field(default=0, ge=0)
+    gpuModel: str | None = None
+    storage: float = Field(default=0.0, ge=0)
+    storageTier: str | None = None
+
+
+class NetworkRequirements(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    identifier: str | None = None
+    maxLatencyMs: float | None = Field(default=None, ge=0)
+    minBandwidthMbps: float | None = Field(default=None, ge=0)
+
+
+class BindingSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    resource: ObjectReference | None = None
+    replicas: int = Field(default=1, ge=0)
+    priority: int = 0
+    resources: ReplicaRequirements = Field(default_factory=ReplicaRequirements)
+    network: NetworkRequirements | None = None
+    capabilities: list[str] = Field(default_factory=list)
+    placement: Placement = Field(default_factory=Placement)
+    targetClusters: list[str] = Field(default_factory=list)
+    regions: list[str] = Field(default_factory=list)
+    providers: list[str] = Field(default_factory=list)
+    zones: list[str] = Field(default_factory=list)
+    cities: list[str] = Field(default_factory=list)
+    policyRef: ObjectReference | None = None
+    rescheduleTriggeredAt: str | None = None
+
+
+class TargetCluster(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str
+    replicas: int = Field(ge=0)

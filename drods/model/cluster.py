@@ -1,0 +1,70 @@
+"""The ``Cluster`` kind: one member domain (SPEC API1, F1)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class Taint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: TaintEffect
+    timeAdded: str | None = None
+
+
+class Credentials(BaseModel):
+    """How DRO-DS reaches a push-mode member. Encrypted at rest; never returned in full."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    token: str | None = None
+    caData: str | None = None
+    insecureSkipTLSVerify: bool = False
+
+
+class CostModel(BaseModel):
+    """Prices in one currency per hour / per GiB; used by cost-aware scoring (F6)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpuCoreHour: float = Field(default=0.0, ge=0)
+    memoryGiBHour: float = Field(default=0.0, ge=0)
+    gpuHour: float = Field(default=0.0, ge=0)
+    egressGiB: float = Field(default=0.0, ge=0)
+
+
+class NetworkProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bandwidthMbps: float | None = Field(default=None, ge=0)
+    latencyMs: dict[str, float] = Field(default_factory=dict)
+    identifier: str | None = None
+
+
+class ClusterSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str | None = None
+    syncMode: Literal["Push", "Pull"] = "Push"
+    region: str | None = None
+    zone: str | None = None
+    provider: str | None = None
+    city: str | None = None
+    capabilities: list[str] = Field(default_factory=list)
+    gpuModels: list[str] = Field(default_factory=list)
+    storageTiers: list[str] = Field(default_factory=list)
+    taints: list[Taint] = Field(default_factory=list)
+    credentials: Credentials | None = None
+    cost: CostModel | None = None
+    network: NetworkProfile | None = None
+    waterLevelLimit: float | None = Field(default=None, gt=0, le=1)
+    unschedulable: bool = False
+    prometheus: str | None = None

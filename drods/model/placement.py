@@ -1,0 +1,104 @@
+"""Where a workload may run and how its replicas are divided (Karmada-compatible field names)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from drods.model.selector import LabelSelector
+
+DEFAULT_WATER_LEVEL_LIMIT = 0.85
+
+
+class FieldSelectorRequirement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: Literal["provider", "region", "zone", "city"]
+    operator: Literal["In", "NotIn"]
+    values: list[str] = Field(min_length=1)
+
+
+class FieldSelector(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    matchExpressions: list[FieldSelectorRequirement] = Field(default_factory=list)
+
+
+class ClusterAffinity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clusterNames: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    labelSelector: LabelSelector | None = None
+    fieldSelector: FieldSelector | None = None
+
+
+class ClusterAffinityTerm(ClusterAffinity):
+    affinityName: str = Field(min_length=1)
+
+
+class Toleration(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = Field(default=None, ge=0)
+
+
+class SpreadConstraint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    spreadByField: Literal["cluster", "region", "zone", "provider", "city"] | None = None
+    spreadByLabel: str | None = None
+    maxGroups: int | None = Field(default=None, ge=1)
+    minGroups: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_key(self) -> SpreadConstraint:
+        if (self.spreadByField is None) == (self.spreadByLabel is None):
+            raise ValueError("set exactly one of spreadByField or spreadByLabel")
+        if self.maxGroups and self.minGroups and self.minGroups > self.maxGroups:
+            raise ValueError("minGroups must not exceed maxGroups")
+        return self
+
+
+class StaticClusterWeight(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    targetCluster: ClusterAffinity
+    weight: int = Field(ge=1)
+
+
+class WeightPreference(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    staticWeightList: list[StaticClusterWeight] = Field(default_factory=list)
+    dynamicWeight: Literal["WaterLevel", "AvailableReplicas"] | None = None
+
+
+class ReplicaScheduling(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    replicaSchedulingType: Literal["Duplicated", "Divided"] = "Divided"
+    replicaDivisionPreference: Literal["Aggregated", "Weighted"] = "Weighted"
+    weightPreference: WeightPreference | None = None
+
+
+class Placement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clusterAffinity: ClusterAffinity | None = None
+    clusterAffinities: list[ClusterAffinityTerm] = Field(default_factory=list)
+    clusterTolerations: list[Toleration] = Field(default_factory=list)
+    spreadConstraints: list[SpreadConstraint] = Field(default_factory=list)
+    replicaScheduling: ReplicaScheduling | None = None
+    waterLevelLimit: float = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_affinity_form(self) -> Placement:
+        if self.clusterAffinity is not None and self.clusterAffinities:
+            raise ValueError("clusterAffinity and clusterAffinities are mutually exclusive")
+        return self

@@ -1,0 +1,128 @@
+"""Policy kinds: PropagationPolicy (API2), ResourcePlacementPolicy (API3), ClusterOverridePolicy (API4)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from drods.model.placement import Placement
+from drods.model.selector import LabelSelector
+
+
+class ResourceSelector(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    apiVersion: str | None = None
+    kind: str = Field(min_length=1)
+    name: str | None = None
+    namespace: str | None = None
+    labelSelector: LabelSelector | None = None
+
+
+class PropagationPolicySpec(BaseModel):
+    """Karmada's PropagationPolicy plus the draft's flat shorthands ``resourceType``/``targetClusters``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resourceType: str | None = None
+    targetClusters: list[str] = Field(default_factory=list)
+    resourceSelectors: list[ResourceSelector] = Field(default_factory=list)
+    placement: Placement | None = None
+    priority: int = 0
+    schedulerName: str | None = None
+
+    @model_validator(mode="after")
+    def _selects_something(self) -> PropagationPolicySpec:
+        if not self.resourceType and not self.resourceSelectors:
+            raise ValueError("set resourceType or resourceSelectors")
+        return self
+
+    def selectors(self) -> list[ResourceSelector]:
+        if self.resourceSelectors:
+            return self.resourceSelectors
+        return [ResourceSelector(kind=self.resourceType or "")]
+
+
+class TargetClusterSelector(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    selectorType: Literal["name", "label"]
+    values: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _label_form(self) -> TargetClusterSelector:
+        if self.selectorType == "label":
+            for v in self.values:
+                if "=" not in v:
+                    raise ValueError(f"label selector value {v!r} must be key=value")
+        return self
+
+
+class ResourcePlacementPolicySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    resourceSelector: ResourceSelector
+    targetClusters: list[TargetClusterSelector] = Field(default_factory=list)
+    placement: Placement | None = None
+    priority: int = 0
+
+
+class FieldPatch(BaseModel):
+    """``path`` uses dots and ``[i]`` indexes: ``spec.template.spec.containers[0].resources.limits``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-./\[\]]+$")
+    op: Literal["replace", "add", "remove", "merge"] = "replace"
+    value: Any = None
+
+
+class ImageOverrider(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    component: Literal["Registry", "Repository", "Tag"]
+    operator: Literal["add", "remove", "replace"] = "replace"
+    value: str = ""
+    container: str | None = None
+
+
+class CommandArgsOverrider(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    containerName: str
+    operator: Literal["add", "remove"]
+    value: list[str] = Field(default_factory=list)
+
+
+class MapOverrider(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    operator: Literal["add", "remove", "replace"]
+    value: dict[str, str] = Field(default_factory=dict)
+
+
+class OverrideClusterSelector(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    names: list[str] = Field(default_factory=list)
+    labelSelector: LabelSelector | None = None
+
+
+class OverrideRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clusterSelector: OverrideClusterSelector
+    fieldPatches: list[FieldPatch] = Field(default_factory=list)
+    imageOverrider: list[ImageOverrider] = Field(default_factory=list)
+    commandOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
+    argsOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
+    labelsOverrider: list[MapOverrider] = Field(default_factory=list)
+    annotationsOverrider: list[MapOverrider] = Field(default_factory=list)
+
+
+class ClusterOverridePolicySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    resourceSelectors: list[ResourceSelector] = Field(default_factory=list)
+    overrides: list[OverrideRule] = Field(min_length=1)

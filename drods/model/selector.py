@@ -1,0 +1,87 @@
+"""Label selectors, Kubernetes semantics (matchLabels AND matchExpressions)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class LabelSelectorRequirement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels
+
+
+class LabelSelector(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    matchLabels: dict[str, str] = Field(default_factory=dict)
+    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.matchLabels.items()) and all(
+            r.matches(labels) for r in self.matchExpressions
+        )
+
+
+def parse_selector(text: str) -> LabelSelector:
+    """Parse the query-string form ``a=b,c!=d,e in (x,y),f notin (z),g,!h``."""
+    reqs: list[LabelSelectorRequirement] = []
+    match_labels: dict[str, str] = {}
+    parts: list[str] = []
+    depth, cur = 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        parts.append(cur)
+    for raw in (p.strip() for p in parts):
+        if not raw:
+            continue
+        lowered = raw.replace("\t", " ")
+        if " notin " in lowered or " in " in lowered:
+            op = "NotIn" if " notin " in lowered else "In"
+            key, _, rest = lowered.partition(" notin " if op == "NotIn" else " in ")
+            rest = rest.strip()
+            if not (rest.startswith("(") and rest.endswith(")")):
+                raise ValueError(f"invalid selector term {raw!r}: values must be in parentheses")
+            values = [v.strip() for v in rest[1:-1].split(",") if v.strip()]
+            reqs.append(LabelSelectorRequirement(key=key.strip(), operator=op, values=values))
+        elif "!=" in raw:
+            key, _, value = raw.partition("!=")
+            reqs.append(LabelSelectorRequirement(key=key.strip(), operator="NotIn", values=[value.strip()]))
+        elif "=" in raw:
+            key, _, value = raw.replace("==", "=").partition("=")
+            match_labels[key.strip()] = value.strip()
+        elif raw.startswith("!"):
+            reqs.append(LabelSelectorRequirement(key=raw[1:].strip(), operator="DoesNotExist"))
+        else:
+            reqs.append(LabelSelectorRequirement(key=raw, operator="Exists"))
+    return LabelSelector(matchLabels=match_labels, matchExpressions=reqs)

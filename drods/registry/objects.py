@@ -1,0 +1,388 @@
+"""The object registry: Kubernetes-style CRUD, patch, finalizers and watch over the store.
+
+Every component reads and writes objects through this class, so the rules live in one place:
+resourceVersion is the store's mod revision (a stale one is a 409), spec changes bump
+``generation``, secret fields are sealed before they reach the store, and deletion of an object
+with finalizers only marks it until the last finalizer is removed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from drods.errors import ApiError, already_exists, bad_request, conflict, not_found, validation_failed
+from drods.model.kinds import Kind
+from drods.model.meta import ObjectMeta, check_name
+from drods.model.selector import LabelSelector
+from drods.registry.secrets import SecretBox
+from drods.store import CasFailed, EventType, KeyValue, Store
+
+Obj = dict[str, Any]
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def field_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, Any]]:
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in err["loc"])
+        loc = loc.replace(".[", "[")
+        out.append({"field": f"{prefix}{loc}" if loc else prefix.rstrip("."), "message": err["msg"]})
+    return out
+
+
+class ObjectRegistry:
+    def __init__(self, store: Store, secrets: SecretBox) -> None:
+        self.store = store
+        self.secrets = secrets
+
+    # ---- validation -------------------------------------------------------------------------
+
+    def validate(self, kind: Kind, obj: Any, *, namespace: str | None = None) -> Obj:
+        """Check shape and schema; return the normalised object (as given, plus identity fields)."""
+        if not isinstance(obj, dict):
+            raise validation_failed("object must be a JSON/YAML mapping")
+        api_version, obj_kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version is not None and api_version != kind.api_version:
+            raise validation_failed(
+                f"apiVersion must be {kind.api_version!r}",
+                [{"field": "apiVersion", "message": f"expected {kind.api_version!r}, got {api_version!r}"}],
+            )
+        if obj_kind is not None and obj_kind != kind.kind:
+            raise validation_failed(
+                f"kind must be {kind.kind!r}",
+                [{"field": "kind", "message": f"expected {kind.kind!r}, got {obj_kind!r}"}],
+            )
+        allowed = {"apiVersion", "kind", "metadata", "spec", "status"}
+        if kind.spec_model is None:
+            allowed |= set(obj) - {"metadata"}  # workload templates are kept as given
+        unknown = sorted(set(obj) - allowed)
+        if unknown:
+            raise validation_failed(
+                f"unknown field(s): {', '.join(unknown)}",
+                [{"field": f, "message": "unknown field"} for f in unknown],
+            )
+        try:
+            meta = ObjectMeta.model_validate(obj.get("metadata") or {})
+        except ValidationError as e:
+            raise validation_failed("invalid metadata", field_errors(e, "metadata.")) from e
+        if not meta.name:
+            raise validation_failed("metadata.name is required", [{"field": "metadata.name", "message": "required"}])
+        try:
+            check_name(meta.name)
+        except ValueError as e:
+            raise validation_failed(
+                f"invalid name {meta.name!r}", [{"field": "metadata.name", "message": str(e)}]
+            ) from e
+        if kind.namespaced:
+            ns = meta.namespace or namespace or "default"
+            if namespace and meta.namespace and meta.namespace != namespace:
+                raise bad_request(
+                    f"the namespace of the object ({meta.namespace}) does not match the namespace "
+                    f"of the request ({namespace})"
+                )
+            meta.namespace = ns
+        else:
+            meta.namespace = None
+        out = dict(obj)
+        out["apiVersion"] = kind.api_version
+        out["kind"] = kind.kind
+        out["metadata"] = meta.model_dump(exclude_none=True, exclude_defaults=False)
+        if kind.spec_model is not None:
+            spec = obj.get("spec")
+            if spec is None:
+                spec = {}
+            if not isinstance(spec, dict):
+                raise validation_failed("spec must be a mapping", [{"field": "spec", "message": "not a mapping"}])
+            try:
+                model: BaseModel = kind.spec_model.model_validate(spec)
+            except ValidationError as e:
+                raise validation_failed(f"invalid {kind.kind} spec", field_errors(e, "spec.")) from e
+            out["spec"] = model.model_dump(mode="json", exclude_unset=True)
+        status = obj.get("status")
+        if status is not None and not isinstance(status, dict):
+            raise validation_failed("status must be a mapping", [{"field": "status", "message": "not a mapping"}])
+        return out
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    def _decode(self, kind: Kind, kv: KeyValue, *, reveal: bool) -> Obj:
+        obj: Obj = json.loads(kv.value)
+        obj["metadata"]["resourceVersion"] = str(kv.mod_revision)
+        if kind.secret_paths and isinstance(obj.get("spec"), dict):
+            obj["spec"] = (
+                self.secrets.reveal(obj["spec"], kind.secret_paths)
+                if reveal
+                else self.secrets.redact(obj["spec"], kind.secret_paths)
+            )
+        return obj
+
+    async def get(self, kind: Kind, name: str, namespace: str | None = None, *, reveal: bool = False) -> Obj:
+        kv = await self.store.get(kind.key(name, self._ns(kind, namespace)))
+        if kv is None:
+            raise not_found(kind.kind, name)
+        return self._decode(kind, kv, reveal=reveal)
+
+    async def try_get(self, kind: Kind, name: str, namespace: str | None = None, *, reveal: bool = False) -> Obj | None:
+        try:
+            return await self.get(kind, name, namespace, reveal=reveal)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        selector: LabelSelector | None = None,
+        *,
+        reveal: bool = False,
+    ) -> tuple[list[Obj], int]:
+        kvs, revision = await self.store.range(kind.key_prefix(namespace if kind.namespaced else None))
+        items = [self._decode(kind, kv, reveal=reveal) for kv in kvs]
+        if selector is not None:
+            items = [o for o in items if selector.matches(o["metadata"].get("labels", {}))]
+        return items, revision
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    async def create(self, kind: Kind, obj: Any, namespace: str | None = None) -> Obj:
+        obj = self.validate(kind, obj, namespace=namespace)
+        meta = obj["metadata"]
+        for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
+            meta.pop(f, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["generation"] = 1
+        meta["creationTimestamp"] = now_rfc3339()
+        obj.setdefault("status", {})
+        self._seal(kind, obj, None)
+        key = kind.key(meta["name"], meta.get("namespace"))
+        try:
+            rev = await self.store.put(key, _encode(obj), expect_revision=0)
+        except CasFailed as e:
+            raise already_exists(kind.kind, meta["name"]) from e
+        return self._result(kind, obj, rev)
+
+    async def update(
+        self, kind: Kind, obj: Any, namespace: str | None = None, *, subresource: str | None = None
+    ) -> Obj:
+        """PUT semantics: with metadata.resourceVersion it is a CAS, without it last-writer-wins."""
+        incoming = self.validate(kind, obj, namespace=namespace)
+        meta = incoming["metadata"]
+        key = kind.key(meta["name"], meta.get("namespace"))
+        kv = await self.store.get(key)
+        if kv is None:
+            raise not_found(kind.kind, meta["name"])
+        rv = meta.get("resourceVersion")
+        if rv is not None and str(kv.mod_revision) != str(rv):
+            raise conflict(kind.kind, meta["name"], str(kv.mod_revision))
+        current: Obj = json.loads(kv.value)
+        merged = self._carry_over(kind, current, incoming, subresource)
+        return await self._write(kind, key, merged, current, kv.mod_revision)
+
+    async def patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Any,
+        content_type: str,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        from drods.registry.patch import apply_patch
+
+        key = kind.key(name, self._ns(kind, namespace))
+        kv = await self.store.get(key)
+        if kv is None:
+            raise not_found(kind.kind, name)
+        current = self._decode(kind, kv, reveal=False)
+        patched = apply_patch(current, patch, content_type)
+        rv = patched.get("metadata", {}).get("resourceVersion") if isinstance(patched.get("metadata"), dict) else None
+        if rv is not None and str(rv) != str(kv.mod_revision):
+            raise conflict(kind.kind, name, str(kv.mod_revision))
+        if isinstance(patched.get("metadata"), dict) and patched["metadata"].get("name", name) != name:
+            raise bad_request("metadata.name cannot be changed by a patch")
+        incoming = self.validate(kind, patched, namespace=namespace)
+        stored: Obj = json.loads(kv.value)
+        merged = self._carry_over(kind, stored, incoming, subresource)
+        return await self._write(kind, key, merged, stored, kv.mod_revision)
+
+    async def update_status(self, kind: Kind, name: str, status: dict[str, Any], namespace: str | None = None,
+                            *, resource_version: int | None = None) -> Obj:
+        """Controllers' status write: CAS on the revision they read (or the current one)."""
+        key = kind.key(name, self._ns(kind, namespace))
+        kv = await self.store.get(key)
+        if kv is None:
+            raise not_found(kind.kind, name)
+        if resource_version is not None and kv.mod_revision != resource_version:
+            raise conflict(kind.kind, name, str(kv.mod_revision))
+        current: Obj = json.loads(kv.value)
+        new = copy.deepcopy(current)
+        new["status"] = status
+        return await self._write(kind, key, new, current, kv.mod_revision)
+
+    async def delete(
+        self, kind: Kind, name: str, namespace: str | None = None, *, resource_version: str | None = None
+    ) -> tuple[Obj, bool]:
+        """Returns (object, gone). With finalizers the object is only marked for deletion."""
+        key = kind.key(name, self._ns(kind, namespace))
+        while True:
+            kv = await self.store.get(key)
+            if kv is None:
+                raise not_found(kind.kind, name)
+            if resource_version is not None and str(kv.mod_revision) != str(resource_version):
+                raise conflict(kind.kind, name, str(kv.mod_revision))
+            current: Obj = json.loads(kv.value)
+            meta = current["metadata"]
+            try:
+                if meta.get("finalizers"):
+                    if meta.get("deletionTimestamp"):
+                        return self._decode(kind, kv, reveal=False), False
+                    marked = copy.deepcopy(current)
+                    marked["metadata"]["deletionTimestamp"] = now_rfc3339()
+                    marked["metadata"]["deletionGracePeriodSeconds"] = 0
+                    rev = await self.store.put(key, _encode(marked), expect_revision=kv.mod_revision)
+                    return self._result(kind, marked, rev), False
+                await self.store.delete(key, expect_revision=kv.mod_revision)
+                return self._decode(kind, kv, reveal=False), True
+            except CasFailed:
+                if resource_version is not None:
+                    raise conflict(kind.kind, name, None) from None
+                continue
+
+    async def remove_finalizer(self, kind: Kind, name: str, finalizer: str, namespace: str | None = None) -> None:
+        """Drop one finalizer; the object disappears when it was the last one on a deleted object."""
+        key = kind.key(name, self._ns(kind, namespace))
+        while True:
+            kv = await self.store.get(key)
+            if kv is None:
+                return
+            current: Obj = json.loads(kv.value)
+            fins = current["metadata"].get("finalizers", [])
+            if finalizer not in fins:
+                return
+            fins = [f for f in fins if f != finalizer]
+            try:
+                if not fins and current["metadata"].get("deletionTimestamp"):
+                    await self.store.delete(key, expect_revision=kv.mod_revision)
+                else:
+                    current["metadata"]["finalizers"] = fins
+                    await self.store.put(key, _encode(current), expect_revision=kv.mod_revision)
+                return
+            except CasFailed:
+                continue
+
+    async def watch(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        resource_version: int | None = None,
+        selector: LabelSelector | None = None,
+    ) -> AsyncIterator[tuple[str, Obj]]:
+        """Kubernetes watch semantics: from ``resource_version`` (exclusive), or the current state first."""
+        prefix = kind.key_prefix(namespace if kind.namespaced else None)
+        if resource_version is None or resource_version == 0:
+            items, rev = await self.list(kind, namespace, selector)
+            for item in items:
+                yield "ADDED", item
+            start = rev + 1
+        else:
+            start = resource_version + 1
+        async for ev in self.store.watch(prefix, start_revision=start):
+            if ev.type is EventType.DELETE:
+                if ev.prev_kv is None:
+                    continue
+                obj = self._decode(kind, ev.prev_kv, reveal=False)
+                obj["metadata"]["resourceVersion"] = str(ev.kv.mod_revision)
+                kind_of_event = "DELETED"
+            else:
+                obj = self._decode(kind, ev.kv, reveal=False)
+                kind_of_event = "ADDED" if ev.kv.version == 1 else "MODIFIED"
+            if selector is not None and not selector.matches(obj["metadata"].get("labels", {})):
+                continue
+            yield kind_of_event, obj
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _ns(kind: Kind, namespace: str | None) -> str | None:
+        if not kind.namespaced:
+            return None
+        return namespace or "default"
+
+    def _carry_over(self, kind: Kind, current: Obj, incoming: Obj, subresource: str | None) -> Obj:
+        """Keep server-owned fields; the status subresource changes only status, the main one only the rest."""
+        meta, cur_meta = incoming["metadata"], current["metadata"]
+        for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+            if f in cur_meta:
+                meta[f] = cur_meta[f]
+            else:
+                meta.pop(f, None)
+        meta.pop("resourceVersion", None)
+        if subresource == "status":
+            out = copy.deepcopy(current)
+            out["status"] = incoming.get("status", {})
+            return out
+        if kind.spec_model is not None or "status" in current:
+            incoming["status"] = current.get("status", {})
+        if cur_meta.get("deletionTimestamp"):
+            added = set(meta.get("finalizers", [])) - set(cur_meta.get("finalizers", []))
+            if added:
+                raise ApiError(
+                    422, "VALIDATION_FAILED", "no new finalizers can be added once deletion has started",
+                    {"fields": [{"field": "metadata.finalizers", "message": "object is being deleted"}]},
+                )
+        self._seal(kind, incoming, current)
+        if _content(incoming) != _content(current):
+            meta["generation"] = int(cur_meta.get("generation", 1)) + 1
+        return incoming
+
+    def _seal(self, kind: Kind, obj: Obj, previous: Obj | None) -> None:
+        if kind.secret_paths and isinstance(obj.get("spec"), dict):
+            prev_spec = previous.get("spec") if previous else None
+            self.secrets.seal(obj["spec"], kind.secret_paths, prev_spec)
+
+    async def _write(self, kind: Kind, key: str, new: Obj, current: Obj, revision: int) -> Obj:
+        name = new["metadata"]["name"]
+        if new == current:
+            return self._result(kind, current, revision)
+        try:
+            rev = await self.store.put(key, _encode(new), expect_revision=revision)
+        except CasFailed as e:
+            raise conflict(kind.kind, name, str(e.current.mod_revision) if e.current else None) from e
+        # A deleted object whose last finalizer was removed by this write goes away now.
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            try:
+                await self.store.delete(key, expect_revision=rev)
+            except CasFailed:
+                pass
+        return self._result(kind, new, rev)
+
+    def _result(self, kind: Kind, obj: Obj, revision: int) -> Obj:
+        out = copy.deepcopy(obj)
+        out["metadata"]["resourceVersion"] = str(revision)
+        if kind.secret_paths and isinstance(out.get("spec"), dict):
+            out["spec"] = self.secrets.redact(out["spec"], kind.secret_paths)
+        return out
+
+
+def _content(obj: Obj) -> Any:
+    """What counts for ``generation``: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _encode(obj: Obj) -> bytes:
+    body = dict(obj)
+    body["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    return json.dumps(body, separators=(",", ":")).encode()

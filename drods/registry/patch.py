@@ -1,0 +1,52 @@
+"""The patch formats kubectl and the REST API send: merge patch (RFC 7386) and JSON patch (RFC 6902)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+
+from drods.errors import ApiError, bad_request
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def apply_patch(doc: dict[str, Any], patch: Any, content_type: str) -> dict[str, Any]:
+    """Strategic merge patch is applied as a merge patch: our kinds have no patch-merge keys."""
+    media = content_type.split(";")[0].strip().lower()
+    if media in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+        if not isinstance(patch, dict):
+            raise bad_request("a merge patch must be a JSON object")
+        out = merge_patch(doc, patch)
+        assert isinstance(out, dict)
+        return out
+    if media == JSON_PATCH:
+        if not isinstance(patch, list):
+            raise bad_request("a JSON patch must be a JSON array of operations")
+        try:
+            result = jsonpatch.apply_patch(doc, patch)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as e:
+            raise bad_request(f"JSON patch failed: {e}") from e
+        if not isinstance(result, dict):
+            raise bad_request("a JSON patch must leave an object")
+        return result
+    raise ApiError(
+        415, "UNSUPPORTED_MEDIA_TYPE", f"unsupported patch type {media!r}",
+        {"supported": [MERGE_PATCH, STRATEGIC_MERGE_PATCH, JSON_PATCH]},
+    )
