@@ -1,0 +1,289 @@
+"""Load forecasting for pre-allocation before peaks (SPEC F6) and predictive placement (A5).
+
+Cluster load is dominated by a daily cycle, so the model is additive Holt-Winters
+(statsmodels ``ExponentialSmoothing``, damped additive trend + additive daily season) fitted on
+history resampled to a fixed step. It is only worth using if it beats the trivial forecasts,
+so `evaluate` always reports it next to two baselines on held-out data:
+
+* last value — "tomorrow looks like now";
+* seasonal naive — "tomorrow looks like today at the same hour".
+
+Fitting is cheap (heuristic initialisation: ~0.2 s for a week of 5-min samples), but not free,
+so `Forecaster` fits on a schedule in a worker thread and serves predictions from a cached
+forecast path: the scheduler's hot path is a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from drods.monitor.report import WATER_LEVEL
+from drods.monitor.series import Point, SeriesReader
+
+Method = Literal["holt_winters", "seasonal_naive", "last_value"]
+DAY = 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """``values[k]`` predicts time ``start + k * step_s``; ``method`` is what was actually used
+    (Holt-Winters falls back to simpler models when history is too short)."""
+
+    start: float
+    step_s: float
+    values: np.ndarray
+    method: str
+
+    def at(self, t: float) -> float | None:
+        k = int(round((t - self.start) / self.step_s))
+        if k < 0:
+            k = 0
+        if k >= len(self.values):
+            return None
+        return float(self.values[k])
+
+
+def resample(points: Iterable[Point], step_s: float) -> tuple[float, np.ndarray]:
+    """Average ``(t, v)`` points into a regular grid aligned to ``step_s``; interpolate gaps.
+
+    Returns (time of the first slot, values). Raises ValueError on an empty series.
+    """
+    pts = np.asarray(list(points), dtype=float)
+    if pts.size == 0:
+        raise ValueError("empty series")
+    t, v = pts[:, 0], pts[:, 1]
+    slots = np.floor(t / step_s).astype(np.int64)
+    first = int(slots.min())
+    idx = slots - first
+    n = int(idx.max()) + 1
+    sums = np.bincount(idx, weights=v, minlength=n)
+    counts = np.bincount(idx, minlength=n)
+    out = np.full(n, np.nan)
+    have = counts > 0
+    out[have] = sums[have] / counts[have]
+    if not have.all():
+        x = np.arange(n)
+        out = np.interp(x, x[have], out[have])
+    return first * step_s, out
+
+
+def mape(actual: np.ndarray, predicted: np.ndarray, eps: float = 1e-9) -> float:
+    """Mean absolute percentage error (as a fraction), ignoring points where actual ≈ 0."""
+    a, p = np.asarray(actual, dtype=float), np.asarray(predicted, dtype=float)
+    mask = np.abs(a) > eps
+    if not mask.any():
+        return math.nan
+    return float(np.mean(np.abs(p[mask] - a[mask]) / np.abs(a[mask])))
+
+
+def last_value_forecast(y: np.ndarray, horizon: int) -> np.ndarray:
+    return np.full(horizon, float(y[-1]))
+
+
+def seasonal_naive_forecast(y: np.ndarray, horizon: int, season: int) -> np.ndarray:
+    if season < 1 or len(y) < season:
+        return last_value_forecast(y, horizon)
+    last = y[-season:]
+    return np.array([last[k % season] for k in range(horizon)], dtype=float)
+
+
+def holt_winters_forecast(y: np.ndarray, horizon: int, season: int) -> tuple[np.ndarray, str]:
+    """Fit and forecast; returns (values, method used)."""
+    from statsmodels.tsa.holtwinters import ExponentialSmoothing
+
+    n = len(y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence chatter on flat series is expected
+        if season >= 2 and n >= 2 * season:
+            init = "heuristic" if n >= 10 + 2 * (season // 2) else "estimated"
+            model = ExponentialSmoothing(
+                y,
+                trend="add",
+                damped_trend=True,
+                seasonal="add",
+                seasonal_periods=season,
+                initialization_method=init,
+            )
+            method = "holt_winters"
+        elif n >= 10:
+            model = ExponentialSmoothing(y, trend="add", damped_trend=True, initialization_method="estimated")
+            method = "holt"
+        else:
+            return last_value_forecast(y, horizon), "last_value"
+        fitted = model.fit()
+        values = np.asarray(fitted.forecast(horizon), dtype=float)
+    if not np.isfinite(values).all():
+        return seasonal_naive_forecast(y, horizon, season), "seasonal_naive"
+    return values, method
+
+
+def _as_regular(series: Sequence[Point] | np.ndarray, step_s: float) -> tuple[float, np.ndarray]:
+    if isinstance(series, np.ndarray) and series.ndim == 1:
+        return 0.0, series.astype(float)
+    return resample(series, step_s)
+
+
+def forecast(
+    series: Sequence[Point] | np.ndarray,
+    horizon: int,
+    *,
+    step_s: float = 300.0,
+    period_s: float = DAY,
+    method: Method = "holt_winters",
+    clip: tuple[float, float] | None = None,
+) -> Forecast:
+    """Predict ``horizon`` steps after the end of ``series`` (points, or an already regular
+    1-D array sampled every ``step_s``)."""
+    t0, y = _as_regular(series, step_s)
+    if horizon < 1:
+        raise ValueError("horizon must be >= 1")
+    season = max(int(round(period_s / step_s)), 1)
+    if method == "holt_winters":
+        values, used = holt_winters_forecast(y, horizon, season)
+    elif method == "seasonal_naive":
+        values, used = seasonal_naive_forecast(y, horizon, season), method
+    else:
+        values, used = last_value_forecast(y, horizon), method
+    if clip is not None:
+        values = np.clip(values, clip[0], clip[1])
+    return Forecast(t0 + len(y) * step_s, step_s, values, used)
+
+
+def evaluate(
+    series: Sequence[Point] | np.ndarray,
+    holdout: int,
+    *,
+    step_s: float = 300.0,
+    period_s: float = DAY,
+) -> dict[str, float]:
+    """Fit on all but the last ``holdout`` steps and score on them (MAPE as a fraction).
+
+    ``mape_naive`` is the last-value baseline; the seasonal-naive one is reported too.
+    """
+    _, y = _as_regular(series, step_s)
+    if holdout < 1 or holdout >= len(y):
+        raise ValueError("holdout must be between 1 and len(series) - 1")
+    train, test = y[:-holdout], y[-holdout:]
+    model = forecast(train, holdout, step_s=step_s, period_s=period_s, method="holt_winters")
+    sn = forecast(train, holdout, step_s=step_s, period_s=period_s, method="seasonal_naive")
+    lv = forecast(train, holdout, step_s=step_s, period_s=period_s, method="last_value")
+    m_lv = mape(test, lv.values)
+    return {
+        "mape_model": mape(test, model.values),
+        "mape_naive": m_lv,
+        "mape_seasonal_naive": mape(test, sn.values),
+        "mape_last_value": m_lv,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Fitted:
+    forecast: Forecast
+    fitted_at: float
+    last_t: float
+    last_v: float
+
+
+def _default_clip(metric: str) -> tuple[float, float]:
+    if metric == WATER_LEVEL or metric.endswith(".utilisation"):
+        return (0.0, 1.0)
+    return (0.0, math.inf)
+
+
+class Forecaster:
+    """Cached per-(cluster, metric) forecasts, refitted every ``refit_every_s``.
+
+    `refresh_due` (async, from a periodic task) does the I/O and fitting; `predict`,
+    `water_level_in` and `fleet_water_level_in` are synchronous lookups for the scheduler.
+    """
+
+    def __init__(
+        self,
+        reader: SeriesReader,
+        *,
+        clock: Callable[[], float] = time.time,
+        step_s: float = 300.0,
+        period_s: float = DAY,
+        history_s: float = 7 * DAY,
+        horizon_s: float = DAY,
+        refit_every_s: float = 3600.0,
+        method: Method = "holt_winters",
+    ) -> None:
+        self.reader = reader
+        self.clock = clock
+        self.step_s = step_s
+        self.period_s = period_s
+        self.history_s = history_s
+        self.horizon_s = horizon_s
+        self.refit_every_s = refit_every_s
+        self.method: Method = method
+        self._cache: dict[tuple[str, str], _Fitted] = {}
+
+    def _fit(self, points: list[Point], metric: str, now: float) -> _Fitted:
+        horizon = max(int(math.ceil(self.horizon_s / self.step_s)), 1)
+        fc = forecast(
+            points,
+            horizon,
+            step_s=self.step_s,
+            period_s=self.period_s,
+            method=self.method,
+            clip=_default_clip(metric),
+        )
+        last_t, last_v = points[-1]
+        return _Fitted(fc, now, last_t, last_v)
+
+    async def refresh(self, cluster: str, metric: str = WATER_LEVEL) -> bool:
+        """Fetch history and refit now; False when there is no history yet."""
+        now = self.clock()
+        points = await self.reader.query(cluster, metric, now - self.history_s, now, self.step_s)
+        if not points:
+            return False
+        fitted = await asyncio.to_thread(self._fit, points, metric, now)
+        self._cache[(cluster, metric)] = fitted
+        return True
+
+    def is_due(self, cluster: str, metric: str = WATER_LEVEL) -> bool:
+        f = self._cache.get((cluster, metric))
+        return f is None or self.clock() - f.fitted_at >= self.refit_every_s
+
+    async def refresh_due(self, clusters: Iterable[str], metric: str = WATER_LEVEL) -> int:
+        """Refit every cluster whose model is missing or older than ``refit_every_s``."""
+        n = 0
+        for c in clusters:
+            if self.is_due(c, metric) and await self.refresh(c, metric):
+                n += 1
+        return n
+
+    def predict(self, cluster: str, at: float, metric: str = WATER_LEVEL) -> float | None:
+        f = self._cache.get((cluster, metric))
+        if f is None:
+            return None
+        if at <= f.last_t:
+            return f.last_v
+        return f.forecast.at(at)
+
+    def water_level_in(self, cluster: str, minutes: float) -> float | None:
+        """Forecast water level ``minutes`` from now (None: no model yet, or past the horizon)."""
+        return self.predict(cluster, self.clock() + minutes * 60.0)
+
+    def fleet_water_level_in(self, minutes: float, weights: Mapping[str, float]) -> float | None:
+        """Capacity-weighted fleet forecast; ``weights`` are e.g. CPU capacities per cluster."""
+        num = den = 0.0
+        for c, w in weights.items():
+            p = self.water_level_in(c, minutes)
+            if p is not None and w > 0:
+                num += p * w
+                den += w
+        return None if den == 0 else num / den
+
+    def forget(self, cluster: str) -> None:
+        for k in [k for k in self._cache if k[0] == cluster]:
+            del self._cache[k]
