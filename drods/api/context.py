@@ -11,6 +11,7 @@ from fastapi import Request
 from drods.api.audit import AuditLog
 from drods.api.auth import Action, Principal, TokenAuthority, bearer_token, load_or_create_signing_key
 from drods.api.observability import ApiMetrics, InstrumentedStore
+from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.store import Store
@@ -24,12 +25,14 @@ class ApiContext:
     audit: AuditLog
     metrics: ApiMetrics
     data_dir: Path
+    # The kinds this server serves; a simulated member cluster serves a different set.
+    kinds: tuple[Kind, ...] = ALL_KINDS
     # Extra services other components attach (scheduler, monitoring) keyed by name.
     services: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(cls, store: Store, data_dir: Path, *, jwks_url: str | None = None,
-              rs256_public_key: str | None = None) -> ApiContext:
+              rs256_public_key: str | None = None, kinds: tuple[Kind, ...] = ALL_KINDS) -> ApiContext:
         data_dir.mkdir(parents=True, exist_ok=True)
         metrics = ApiMetrics()
         instrumented = InstrumentedStore(store, metrics)
@@ -37,7 +40,7 @@ class ApiContext:
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
         return cls(instrumented, ObjectRegistry(instrumented, secrets), tokens, AuditLog(instrumented),
-                   metrics, data_dir)
+                   metrics, data_dir, kinds)
 
 
 def context(request: Request) -> ApiContext:

@@ -8,6 +8,8 @@ with finalizers only marks it until the last finalizer is removed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import json
 import uuid
@@ -22,7 +24,7 @@ from drods.model.kinds import Kind
 from drods.model.meta import ObjectMeta, check_name
 from drods.model.selector import LabelSelector
 from drods.registry.secrets import SecretBox
-from drods.store import CasFailed, EventType, KeyValue, Store
+from drods.store import CasFailed, Compare, EventType, KeyValue, Put, Store
 
 Obj = dict[str, Any]
 
@@ -96,7 +98,7 @@ class ObjectRegistry:
         out = dict(obj)
         out["apiVersion"] = kind.api_version
         out["kind"] = kind.kind
-        out["metadata"] = meta.model_dump(exclude_none=True, exclude_defaults=False)
+        out["metadata"] = meta.model_dump(exclude_defaults=True)
         if kind.spec_model is not None:
             spec = obj.get("spec")
             if spec is None:
@@ -283,6 +285,52 @@ class ObjectRegistry:
             except CasFailed:
                 continue
 
+    async def batch_upsert(self, items: list[tuple[Kind, Any]]) -> list[tuple[Obj, bool]]:
+        """Create or update many objects: all are validated before anything is written, then
+        written in as few store transactions as the backend allows, each guarded by CAS."""
+        validated: list[tuple[Kind, Obj, str]] = []
+        seen: set[str] = set()
+        for i, (kind, raw) in enumerate(items):
+            try:
+                obj = self.validate(kind, raw)
+            except ApiError as e:
+                name = raw.get("metadata", {}).get("name") if isinstance(raw, dict) else None
+                e.details.update({"index": i, "kind": kind.kind, "name": name})
+                e.message = f"objects[{i}] ({kind.kind} {name!r}): {e.message}"
+                raise
+            key = kind.key(obj["metadata"]["name"], obj["metadata"].get("namespace"))
+            if key in seen:
+                raise validation_failed(f"objects[{i}] appears twice in the batch", index=i,
+                                        name=obj["metadata"]["name"], kind=kind.kind)
+            seen.add(key)
+            validated.append((kind, obj, key))
+        currents = await asyncio.gather(*(self.store.get(key) for _, _, key in validated))
+        plans: list[tuple[Kind, str, Obj, int]] = []
+        for (kind, obj, key), kv in zip(validated, currents, strict=True):
+            if kv is None:
+                meta = obj["metadata"]
+                for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
+                    meta.pop(f, None)
+                meta.update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=now_rfc3339())
+                obj.setdefault("status", {})
+                self._seal(kind, obj, None)
+                plans.append((kind, key, obj, 0))
+            else:
+                plans.append((kind, key, self._carry_over(kind, json.loads(kv.value), obj, None), kv.mod_revision))
+        chunk = max(1, int(getattr(self.store, "max_txn_ops", 128)))
+        results: list[tuple[Obj, bool]] = []
+        for start in range(0, len(plans), chunk):
+            part = plans[start:start + chunk]
+            res = await self.store.txn(
+                [Compare(key, "mod", "=", rev) for _, key, _, rev in part],
+                [Put(key, _encode(obj)) for _, key, obj, _ in part],
+            )
+            if not res.succeeded:
+                raise ApiError(409, "CONFLICT", "objects in the batch changed while it was written; retry",
+                               {"written": len(results)})
+            results += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
+        return results
+
     async def watch(
         self,
         kind: Kind,
@@ -363,10 +411,8 @@ class ObjectRegistry:
             raise conflict(kind.kind, name, str(e.current.mod_revision) if e.current else None) from e
         # A deleted object whose last finalizer was removed by this write goes away now.
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            try:
+            with contextlib.suppress(CasFailed):
                 await self.store.delete(key, expect_revision=rev)
-            except CasFailed:
-                pass
         return self._result(kind, new, rev)
 
     def _result(self, kind: Kind, obj: Obj, revision: int) -> Obj:

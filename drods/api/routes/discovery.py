@@ -5,23 +5,23 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from drods import __version__
 from drods.api.auth import Principal
-from drods.api.context import authenticate
+from drods.api.context import authenticate, context
 from drods.errors import ApiError
-from drods.model.kinds import ALL_KINDS, Kind
+from drods.model.kinds import Kind
 
 router = APIRouter(include_in_schema=False)
 
 KUBE_GIT_VERSION = "v1.30.0"  # the Kubernetes API level DRO-DS serves
 
 
-def _groups() -> dict[str, list[str]]:
+def _groups(kinds: tuple[Kind, ...]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for k in ALL_KINDS:
+    for k in kinds:
         if k.group:
             versions = out.setdefault(k.group, [])
             if k.version not in versions:
@@ -56,8 +56,8 @@ async def core_versions(_: Principal = Depends(authenticate)) -> JSONResponse:
 
 
 @router.get("/api/v1")
-async def core_resources(_: Principal = Depends(authenticate)) -> JSONResponse:
-    kinds = [k for k in ALL_KINDS if k.group == "" and k.version == "v1"]
+async def core_resources(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
+    kinds = [k for k in context(request).kinds if k.group == "" and k.version == "v1"]
     return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
                          "resources": _resources(kinds)})
 
@@ -68,22 +68,22 @@ def _group_doc(name: str, versions: list[str]) -> dict[str, Any]:
 
 
 @router.get("/apis")
-async def groups(_: Principal = Depends(authenticate)) -> JSONResponse:
+async def groups(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
     return JSONResponse({"kind": "APIGroupList", "apiVersion": "v1",
-                         "groups": [_group_doc(g, vs) for g, vs in _groups().items()]})
+                         "groups": [_group_doc(g, vs) for g, vs in _groups(context(request).kinds).items()]})
 
 
 @router.get("/apis/{group}")
-async def group(group: str, _: Principal = Depends(authenticate)) -> JSONResponse:
-    versions = _groups().get(group)
+async def group(request: Request, group: str, _: Principal = Depends(authenticate)) -> JSONResponse:
+    versions = _groups(context(request).kinds).get(group)
     if not versions:
         raise ApiError(404, "NOT_FOUND", f"API group {group!r} not found", {"group": group})
     return JSONResponse({"kind": "APIGroup", "apiVersion": "v1", **_group_doc(group, versions)})
 
 
 @router.get("/apis/{group}/{version}")
-async def group_version(group: str, version: str, _: Principal = Depends(authenticate)) -> JSONResponse:
-    kinds = [k for k in ALL_KINDS if k.group == group and k.version == version]
+async def group_version(request: Request, group: str, version: str, _: Principal = Depends(authenticate)) -> JSONResponse:
+    kinds = [k for k in context(request).kinds if k.group == group and k.version == version]
     if not kinds:
         raise ApiError(404, "NOT_FOUND", f"API {group}/{version} not found", {"group": group})
     return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",

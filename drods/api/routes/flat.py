@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from drods.api.auth import Action, Principal
 from drods.api.context import ApiContext, context, require
@@ -17,7 +18,6 @@ from drods.api.schemas import ERROR_RESPONSES, ObjectList
 from drods.errors import ApiError
 from drods.model.kinds import Kind
 from drods.registry.patch import MERGE_PATCH
-from pydantic import BaseModel
 
 
 def to_object(kind: Kind, flat: dict[str, Any]) -> dict[str, Any]:
@@ -69,11 +69,10 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         items, rev = await ctx.registry.list(kind, None, selector_of(request))
         return JSONResponse({"items": [await render(ctx, o) for o in items], "resourceVersion": str(rev)})
 
-    @router.post("", status_code=201, summary=f"Create a {kind.kind}")
-    async def create(request: Request, body: body_model = Body(...),  # type: ignore[valid-type]
+    async def create(request: Request, body: BaseModel = Body(...),
                      _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
         ctx = context(request)
-        flat = body.model_dump(mode="json", exclude_unset=True)  # type: ignore[attr-defined]
+        flat = body.model_dump(mode="json", exclude_unset=True)
         try:
             obj = await ctx.registry.create(kind, to_object(kind, flat))
         except ApiError as e:
@@ -81,6 +80,10 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
                 raise ApiError(409, conflict_code, e.message, {conflict_detail: flat["name"]}) from e
             raise _flat_errors(e) from e
         return JSONResponse(await render(ctx, obj), status_code=201)
+
+    # The body type is only known at runtime; FastAPI reads it from the annotations.
+    create.__annotations__["body"] = body_model
+    router.post("", status_code=201, summary=f"Create a {kind.kind}")(create)
 
     @router.get("/{name}", summary=f"Get one {kind.kind}")
     async def get_one(request: Request, name: str, _: Principal = Depends(require(Action.READ))) -> JSONResponse:

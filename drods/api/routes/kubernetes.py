@@ -9,17 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
-from drods.api.context import ApiContext, context, require
-from drods.api.table import wants_table, to_table
+from drods.api.context import ApiContext, context
+from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
-from drods.model.kinds import ALL_KINDS, Kind
+from drods.model.kinds import Kind
 from drods.model.selector import LabelSelector, parse_selector
 
 router = APIRouter(include_in_schema=False)
@@ -27,8 +26,8 @@ router = APIRouter(include_in_schema=False)
 APPLY_PATCH = "application/apply-patch+yaml"
 
 
-def resolve(group: str, version: str, plural: str) -> Kind:
-    for k in ALL_KINDS:
+def resolve(request: Request, group: str, version: str, plural: str) -> Kind:
+    for k in context(request).kinds:
         if k.group == group and k.version == version and k.plural == plural:
             return k
     raise ApiError(404, "RESOURCE_TYPE_NOT_FOUND",
@@ -199,7 +198,7 @@ def _principal(request: Request) -> Principal:
 @router.api_route("/apis/{group}/{version}/{plural}", methods=_COLLECTION_METHODS)
 async def group_collection(request: Request, group: str, version: str, plural: str,
                            p: Principal = Depends(_principal)) -> Response:
-    return await dispatch(request, p, resolve(group, version, plural), None, None, None)
+    return await dispatch(request, p, resolve(request, group, version, plural), None, None, None)
 
 
 @router.api_route("/apis/{group}/{version}/{plural}/{name}", methods=_ITEM_METHODS)
@@ -207,7 +206,7 @@ async def group_item(request: Request, group: str, version: str, plural: str, na
                      p: Principal = Depends(_principal)) -> Response:
     if plural == "namespaces":  # /apis/g/v/namespaces/{ns} is not a resource
         raise ApiError(404, "NOT_FOUND", "not found", {})
-    return await dispatch(request, p, resolve(group, version, plural), None, name, None)
+    return await dispatch(request, p, resolve(request, group, version, plural), None, name, None)
 
 
 @router.api_route("/apis/{group}/{version}/{plural}/{name}/{sub}", methods=["POST", *_STATUS_METHODS])
@@ -215,18 +214,18 @@ async def group_item_sub(request: Request, group: str, version: str, plural: str
                          p: Principal = Depends(_principal)) -> Response:
     """Also serves ``/apis/{g}/{v}/namespaces/{ns}/{plural}``: both shapes have six segments."""
     if plural == "namespaces":
-        kind = resolve(group, version, sub)
+        kind = resolve(request, group, version, sub)
         _namespaced(kind, name)
         return await dispatch(request, p, kind, name, None, None)
     if request.method == "POST":
         raise ApiError(405, "METHOD_NOT_ALLOWED", "POST is not allowed here", {"method": "POST"})
-    return await dispatch(request, p, resolve(group, version, plural), None, name, sub)
+    return await dispatch(request, p, resolve(request, group, version, plural), None, name, sub)
 
 
 @router.api_route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
 async def ns_item(request: Request, group: str, version: str, ns: str, plural: str, name: str,
                   p: Principal = Depends(_principal)) -> Response:
-    kind = resolve(group, version, plural)
+    kind = resolve(request, group, version, plural)
     _namespaced(kind, ns)
     return await dispatch(request, p, kind, ns, name, None)
 
@@ -234,7 +233,7 @@ async def ns_item(request: Request, group: str, version: str, ns: str, plural: s
 @router.api_route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
 async def ns_item_sub(request: Request, group: str, version: str, ns: str, plural: str, name: str, sub: str,
                       p: Principal = Depends(_principal)) -> Response:
-    kind = resolve(group, version, plural)
+    kind = resolve(request, group, version, plural)
     _namespaced(kind, ns)
     return await dispatch(request, p, kind, ns, name, sub)
 
@@ -244,17 +243,17 @@ async def ns_item_sub(request: Request, group: str, version: str, ns: str, plura
 
 @router.api_route("/api/v1/namespaces", methods=_COLLECTION_METHODS)
 async def core_namespaces(request: Request, p: Principal = Depends(_principal)) -> Response:
-    return await dispatch(request, p, resolve("", "v1", "namespaces"), None, None, None)
+    return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, None, None)
 
 
 @router.api_route("/api/v1/namespaces/{name}", methods=_ITEM_METHODS)
 async def core_namespace(request: Request, name: str, p: Principal = Depends(_principal)) -> Response:
-    return await dispatch(request, p, resolve("", "v1", "namespaces"), None, name, None)
+    return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, name, None)
 
 
 @router.api_route("/api/v1/namespaces/{ns}/{plural}", methods=_COLLECTION_METHODS)
 async def core_ns_collection(request: Request, ns: str, plural: str, p: Principal = Depends(_principal)) -> Response:
-    kind = resolve("", "v1", plural)
+    kind = resolve(request, "", "v1", plural)
     _namespaced(kind, ns)
     return await dispatch(request, p, kind, ns, None, None)
 
@@ -262,7 +261,7 @@ async def core_ns_collection(request: Request, ns: str, plural: str, p: Principa
 @router.api_route("/api/v1/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
 async def core_ns_item(request: Request, ns: str, plural: str, name: str,
                        p: Principal = Depends(_principal)) -> Response:
-    kind = resolve("", "v1", plural)
+    kind = resolve(request, "", "v1", plural)
     _namespaced(kind, ns)
     return await dispatch(request, p, kind, ns, name, None)
 
@@ -270,6 +269,6 @@ async def core_ns_item(request: Request, ns: str, plural: str, name: str,
 @router.api_route("/api/v1/namespaces/{ns}/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
 async def core_ns_item_sub(request: Request, ns: str, plural: str, name: str, sub: str,
                            p: Principal = Depends(_principal)) -> Response:
-    kind = resolve("", "v1", plural)
+    kind = resolve(request, "", "v1", plural)
     _namespaced(kind, ns)
     return await dispatch(request, p, kind, ns, name, sub)

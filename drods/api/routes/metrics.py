@@ -16,6 +16,7 @@ from drods.api.routes.clusters import status_key
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import not_found
 from drods.model.kinds import CLUSTER
+from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, iso
 
 router = APIRouter(prefix="/api/v1/metrics", tags=["metrics"], responses=ERROR_RESPONSES)
 
@@ -49,3 +50,48 @@ async def post_event(request: Request, event: DomainEvent = Body(...),
     doc: dict[str, Any] = event.model_dump(mode="json")
     await ctx.store.put(key, json.dumps(doc).encode(), lease=lease.id)
     return JSONResponse({"accepted": True, "key": key}, status_code=201)
+
+
+def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
+    """The compact per-cluster document the scheduler's snapshot reads (plain numbers)."""
+
+    def res(view: Any) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if view.capacity is not None:
+            out["capacity"] = view.capacity
+        if view.used is not None:
+            out["used"] = view.used
+        return out
+
+    doc: dict[str, Any] = {
+        "timestamp": iso(status.ts), "source": status.source,
+        "cpu": res(status.cpu), "memory": res(status.memory), "gpu": res(status.gpu),
+    }
+    storage = status.storage
+    if storage.capacity is not None:
+        doc["storage"] = {"capacity": storage.capacity, "available": storage.free}
+    if status.pods is not None:
+        doc["pods"] = {"used": status.pods}
+    free = {k: status.get(f"largestNodeFree.{k}") for k in ("cpu", "memory", "gpu")}
+    if any(v is not None for v in free.values()):
+        doc["largestNodeFree"] = {k: v for k, v in free.items() if v is not None}
+    doc["network"] = {"inMbps": status.get("network.inMbps") or 0.0, "outMbps": status.get("network.outMbps") or 0.0}
+    if status.water_level is not None:
+        doc["waterLevel"] = status.water_level
+    return doc
+
+
+@router.put("", summary="Report the latest status of one cluster")
+async def put_metrics(request: Request, report: MetricsReport = Body(...),
+                      principal: Principal = Depends(authenticate)) -> JSONResponse:
+    await _ensure_cluster(request, principal, report.cluster)
+    ctx = context(request)
+    normaliser: Normaliser = ctx.services.setdefault("normaliser", Normaliser())
+    result = normaliser(report, time.time())
+    if isinstance(result, Rejection):
+        return JSONResponse({"accepted": False, "code": result.code, "reason": result.reason}, status_code=202)
+    doc = {"status": scheduler_view(result), "observed": result.to_dict(),
+           "report": report.model_dump(mode="json")}
+    await ctx.store.put(status_key(report.cluster), json.dumps(doc).encode())
+    return JSONResponse({"accepted": True, "cluster": report.cluster, "waterLevel": result.water_level,
+                         "clockSkewClamped": result.clock_skew_clamped})

@@ -1,0 +1,138 @@
+"""The API server (A1): one FastAPI app, every error in one shape, every change audited."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from drods import __version__
+from drods.api.audit import AuditEntry, utc_now_iso
+from drods.api.context import ApiContext
+from drods.api.routes import admin, discovery, kubernetes, metrics, sync
+from drods.api.routes.clusters import clusters, propagation_policies
+from drods.api.status import error_response
+from drods.errors import ApiError
+
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# High-rate data-plane reports are not configuration changes; they go to history instead.
+NOT_AUDITED_PREFIXES = ("/api/v1/metrics",)
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
+               extra_routers: list[Any] | None = None) -> FastAPI:
+    app = FastAPI(
+        title="DRO-DS API",
+        version=__version__,
+        description="Cross-domain resource orchestration and dynamic scheduling. "
+        "Every call needs `Authorization: Bearer <token>` (make one with `drods token create`).",
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    for r in (admin.router, clusters, propagation_policies, metrics.router, sync.router,
+              *(extra_routers or []), discovery.router, kubernetes.router):
+        app.include_router(r)
+    _install_error_handlers(app)
+    app.add_middleware(AuditAndMetrics, ctx=ctx)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(request.url.path, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            err = ApiError(400, "MALFORMED_BODY", "request body is not valid JSON",
+                           {"errors": [str(e.get("ctx", {}).get("error", "")) for e in errors]})
+            return error_response(request.url.path, err)
+        fields = []
+        for e in errors:
+            loc = [str(p) for p in e.get("loc", ()) if p != "body"]
+            fields.append({"field": ".".join(loc), "message": e.get("msg", "invalid")})
+        return error_response(request.url.path, ApiError(422, "VALIDATION_FAILED", "request validation failed",
+                                                         {"fields": fields}))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+        code = codes.get(exc.status_code, "HTTP_ERROR")
+        message = {404: f"no such path {request.url.path}",
+                   405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
+        return error_response(request.url.path, ApiError(exc.status_code, code, message,
+                                                         {"path": request.url.path, "method": request.method}))
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, ApiError(500, "INTERNAL", f"internal error: {type(exc).__name__}",
+                                                         {}))
+
+
+class AuditAndMetrics:
+    """Pure ASGI middleware (no per-request task overhead): request metrics for every call, an
+    audit entry for every mutating call, with who made it and what came of it."""
+
+    def __init__(self, app: ASGIApp, ctx: ApiContext) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            method = scope["method"]
+            self.ctx.metrics.requests.labels(template, method, str(status)).inc()
+            self.ctx.metrics.latency.labels(template, method).observe(time.perf_counter() - started)
+            path: str = scope["path"]
+            if method in MUTATING and not path.startswith(NOT_AUDITED_PREFIXES):
+                await self._audit(scope, method, path, status)
+
+    async def _audit(self, scope: Scope, method: str, path: str, status: int) -> None:
+        state: dict[str, Any] = scope.get("state") or {}
+        principal = state.get("principal")
+        entry = AuditEntry(
+            time=utc_now_iso(),
+            subject=principal.subject if principal else "anonymous",
+            role=principal.role.value if principal else "",
+            verb=method,
+            path=path,
+            object=_object_of(path),
+            result=status,
+        )
+        try:
+            await self.ctx.audit.append(entry)
+        except Exception:  # noqa: BLE001 - an audit write failure must not mask the response already sent
+            self.ctx.metrics.requests.labels("audit-write-failed", method, "0").inc()
+
+
+def _object_of(path: str) -> str:
+    parts = [p for p in path.split("/") if p]
+    return "/".join(parts[2:]) if parts[:1] == ["api"] else "/".join(parts[3:]) if parts[:1] == ["apis"] else path
+
+

@@ -1,0 +1,71 @@
+"""API7: domain configuration and bulk object sync."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.api.auth import Action, Principal
+from drods.api.body import read_body
+from drods.api.context import context, require
+from drods.api.schemas import ERROR_RESPONSES
+from drods.errors import ApiError
+from drods.model.kinds import by_kind
+
+router = APIRouter(prefix="/api/v1/sync", tags=["sync"], responses=ERROR_RESPONSES)
+
+MAX_BATCH = 1000
+BATCH_BODY_LIMIT = 64 * 1024 * 1024
+
+
+class DomainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str | None = Field(default=None, description="the domain; omit for fleet-wide configuration")
+    configs: dict[str, Any] = Field(default_factory=dict)
+
+
+class SyncBatch(BaseModel):
+    objects: list[dict[str, Any]]
+
+
+@router.put("/configs", summary="Store domain configuration")
+async def put_configs(request: Request, body: DomainConfig = Body(...),
+                      _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+    ctx = context(request)
+    key = f"/sync/configs/{body.cluster or '_fleet'}"
+    rev = await ctx.store.put(key, json.dumps(body.configs).encode())
+    return JSONResponse({"cluster": body.cluster, "configs": body.configs, "resourceVersion": str(rev)})
+
+
+@router.post("/batch", summary="Create or update up to 1000 objects at once, all or nothing",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": SyncBatch.model_json_schema()}}}})
+async def post_batch(request: Request, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+    ctx = context(request)
+    body = await read_body(request, limit=BATCH_BODY_LIMIT)
+    if not isinstance(body, dict) or not isinstance(body.get("objects"), list):
+        raise ApiError(422, "VALIDATION_FAILED", "body must be {\"objects\": [...]}",
+                       {"fields": [{"field": "objects", "message": "a list is required"}]})
+    objects = body["objects"]
+    if len(objects) > MAX_BATCH:
+        raise ApiError(413, "BATCH_TOO_LARGE", f"{len(objects)} objects in one batch; at most {MAX_BATCH}",
+                       {"count": len(objects), "limit": MAX_BATCH})
+    items = []
+    for i, obj in enumerate(objects):
+        if not isinstance(obj, dict):
+            raise ApiError(422, "VALIDATION_FAILED", f"objects[{i}] is not an object", {"index": i})
+        kind = by_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
+        if kind is None:
+            raise ApiError(422, "VALIDATION_FAILED",
+                           f"objects[{i}]: unknown apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')}",
+                           {"index": i, "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")})
+        items.append((kind, obj))
+    results = await ctx.registry.batch_upsert(items)
+    return JSONResponse({"count": len(results), "items": [
+        {"kind": o["kind"], "name": o["metadata"]["name"], "namespace": o["metadata"].get("namespace"),
+         "resourceVersion": o["metadata"]["resourceVersion"], "created": created} for o, created in results]})

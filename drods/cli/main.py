@@ -1,0 +1,114 @@
+"""The ``drods`` command: servers, tokens and the client verbs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
+
+app = typer.Typer(help="DRO-DS: cross-domain resource orchestration and dynamic scheduling.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+token_app = typer.Typer(help="Make API tokens.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+
+DEFAULT_DATA_DIR = Path(os.environ.get("DRODS_DATA_DIR", str(Path.home() / ".drods")))
+
+DataDir = Annotated[Path, typer.Option("--data-dir", help="Keys, the embedded store and history live here.")]
+
+
+def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
+                   tls_key: str | None):  # type: ignore[no-untyped-def]
+    from drods.server import ServerConfig, default_store_url
+
+    if bool(tls_cert) != bool(tls_key):
+        raise typer.BadParameter("--tls-cert and --tls-key go together")
+    return ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
+                        tls_cert=tls_cert, tls_key=tls_key)
+
+
+StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
+HostOpt = Annotated[str, typer.Option("--host")]
+PortOpt = Annotated[int, typer.Option("--port")]
+CertOpt = Annotated[str | None, typer.Option("--tls-cert")]
+KeyOpt = Annotated[str | None, typer.Option("--tls-key")]
+
+
+@app.command()
+def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
+          data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None) -> None:
+    """Run the whole control plane in one process (API server, scheduler, controllers, monitoring)."""
+    from drods.components import all_components
+    from drods.server import run
+
+    config = _server_config(store, host, port, data_dir, tls_cert, tls_key)
+    config.components = all_components()
+    run(config)
+
+
+@app.command()
+def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
+              data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None) -> None:
+    """Run only the API server (stateless; run several over etcd)."""
+    from drods.server import run
+
+    run(_server_config(store, host, port, data_dir, tls_cert, tls_key))
+
+
+@token_app.command("create")
+def token_create(
+    role: Annotated[Role, typer.Option("--role", help="admin | operator | viewer | cluster-agent")],
+    cluster: Annotated[str | None, typer.Option("--cluster", help="the one cluster a cluster-agent reports for")] = None,
+    subject: Annotated[str | None, typer.Option("--subject", help="who the token is for (audit log)")] = None,
+    ttl: Annotated[int, typer.Option("--ttl", help="lifetime in seconds (0 = never expires)")] = 30 * 24 * 3600,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Print a signed token on stdout (and nothing else)."""
+    authority = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"))
+    try:
+        token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl or None)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    typer.echo(token)
+
+
+@app.command()
+def kubeconfig(
+    server: Annotated[str, typer.Option("--server", envvar="DRODS_SERVER")] = "http://127.0.0.1:8080",
+    token: Annotated[str | None, typer.Option("--token", envvar="DRODS_TOKEN")] = None,
+    role: Annotated[Role, typer.Option("--role", help="role of the token minted when --token is not given")] = Role.ADMIN,
+    ca_file: Annotated[Path | None, typer.Option("--ca-file", help="CA certificate of a TLS server")] = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Print a kubeconfig that points kubectl at DRO-DS."""
+    import base64
+
+    if token is None:
+        token = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key")).issue(role, subject="kubectl")
+    cluster: dict[str, object] = {"server": server}
+    if ca_file is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
+    elif server.startswith("https://"):
+        cluster["insecure-skip-tls-verify"] = True
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "drods",
+        "clusters": [{"name": "drods", "cluster": cluster}],
+        "users": [{"name": "drods", "user": {"token": token}}],
+        "contexts": [{"name": "drods", "context": {"cluster": "drods", "user": "drods", "namespace": "default"}}],
+    }
+    typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+
+
+def _register_client_commands() -> None:
+    try:
+        from drods.cli import client
+    except ImportError:
+        return
+    client.register(app)
+
+
+_register_client_commands()

@@ -1,0 +1,9 @@
+"""The components ``drods serve`` runs next to the API server; each is an async function of the context."""
+
+from __future__ import annotations
+
+from drods.server import Component
+
+
+def all_components() -> list[Component]:
+    return []
