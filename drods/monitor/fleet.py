@@ -38,16 +38,22 @@ class RealtimeSnapshot(BaseModel):
     timestamp: str
 
 
+_UNITS = (("bps", 1.0), ("Kbps", 1e3), ("Mbps", 1e6), ("Gbps", 1e9), ("Tbps", 1e12))
+
+
 def format_bitrate(mbps: float) -> str:
-    """Human bit rate from Mbps: 850 → "850Mbps", 1200 → "1.2Gbps"."""
-    for unit, scale in (("Tbps", 1e6), ("Gbps", 1e3), ("Mbps", 1.0)):
-        if mbps >= scale:
-            v = mbps / scale
-            return f"{v:.1f}{unit}" if v < 100 else f"{v:.0f}{unit}"
-    if mbps <= 0:
+    """Human bit rate from Mbps, 3 significant digits: 1200 → "1.2Gbps", 850 → "850Mbps"."""
+    bps = mbps * 1e6
+    if not bps > 0:
         return "0bps"
-    kbps = mbps * 1e3
-    return f"{kbps:.1f}Kbps" if kbps >= 1 else f"{mbps * 1e6:.0f}bps"
+    i = len(_UNITS) - 1
+    while i > 0 and bps < _UNITS[i][1]:
+        i -= 1
+    v = float(f"{bps / _UNITS[i][1]:.3g}")
+    if v >= 1000 and i + 1 < len(_UNITS):  # 999.7 Mbps rounds to 1000 → "1Gbps"
+        i += 1
+        v = float(f"{bps / _UNITS[i][1]:.3g}")
+    return f"{v:g}{_UNITS[i][0]}" if v < 1e6 else f"{v:.0f}{_UNITS[i][0]}"
 
 
 def _col(statuses: list[NormalisedStatus], metric: str) -> np.ndarray:

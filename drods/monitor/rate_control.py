@@ -93,9 +93,7 @@ def _band_of(thresholds: tuple[float, ...], v: float) -> int:
 class RateController:
     """Per-key damping state machine; keys are usually ``(cluster, metric)``."""
 
-    def __init__(
-        self, policies: Mapping[str, RatePolicy] | None = None, default: RatePolicy | None = None
-    ) -> None:
+    def __init__(self, policies: Mapping[str, RatePolicy] | None = None, default: RatePolicy | None = None) -> None:
         self.policies: dict[str, RatePolicy] = dict(DEFAULT_POLICIES if policies is None else policies)
         self.default = default or RatePolicy()
         self._state: dict[Hashable, _State] = {}

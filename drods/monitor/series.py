@@ -122,9 +122,7 @@ class SeriesStore:
         if missing:
             self._db.executemany("INSERT OR IGNORE INTO series (cluster, metric) VALUES (?, ?)", missing)
             for k in missing:
-                row = self._db.execute(
-                    "SELECT id FROM series WHERE cluster = ? AND metric = ?", k
-                ).fetchone()
+                row = self._db.execute("SELECT id FROM series WHERE cluster = ? AND metric = ?", k).fetchone()
                 self._sid[k] = row[0]
 
     def append(self, samples: Iterable[Sample]) -> int:

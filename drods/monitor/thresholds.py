@@ -161,12 +161,7 @@ class SustainedDetector:
         ep = self._ep.get(cluster)
         if ep is None:
             ep = self._ep[cluster] = _Episode()
-        if (
-            self.max_gap_s is not None
-            and ep.last_ts is not None
-            and ts - ep.last_ts > self.max_gap_s
-            and not ep.fired
-        ):
+        if self.max_gap_s is not None and ep.last_ts is not None and ts - ep.last_ts > self.max_gap_s and not ep.fired:
             ep.since = None
         ep.last_ts = ts
         if value >= self.limit:
