@@ -1,0 +1,747 @@
+"""Embedded store: one SQLite file in WAL mode, shaped like etcd.
+
+Why it looks the way it does:
+
+* Durability: ``synchronous=FULL`` in WAL mode fsyncs the log on every commit, so a write whose
+  ``put()`` has returned survives a SIGKILL or power cut.
+* Throughput despite one fsync per commit: a single writer thread drains a queue of pending
+  writes and commits them together (group commit). Each op is still evaluated in order and takes
+  its own revision, so CAS semantics are those of a serial store.
+* History: every change is appended to ``log`` (with the previous value) so ``watch`` can replay
+  from any revision not yet compacted, in this process or another one sharing the file.
+* The event loop never touches the disk: writes go to the writer thread, reads to a small
+  thread pool with one connection per thread. Nothing is bound to an event loop, so one store
+  can serve several loops over its lifetime (futures are resolved on the loop that awaits them).
+* Leases are expired by the writer thread (it already owns the write connection and runs no
+  matter which loop is alive); expiry deletes the attached keys with ordinary DELETE events.
+* Watches get an in-process push after each commit and also poll the file, so writes made by
+  another process on the same file (e.g. a separate scheduler) are seen within ``POLL_INTERVAL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import queue
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from drods.store.base import (
+    CasFailed,
+    Compacted,
+    Compare,
+    Delete,
+    EventType,
+    Get,
+    KeyValue,
+    Lease,
+    LeaseNotFound,
+    Put,
+    Store,
+    StoreError,
+    TxnOp,
+    TxnResult,
+    WatchEvent,
+    compare_holds,
+)
+
+T = TypeVar("T")
+
+POLL_INTERVAL = 0.1  # seconds between cross-process checks of an idle watch
+LEASE_CHECK_INTERVAL = 0.1  # seconds between lease expiry sweeps
+MAX_BATCH = 512  # writes per group commit
+REPLAY_WINDOW = 5000  # revisions fetched per history query
+MAX_PENDING_BATCHES = 1024  # in-memory backlog per watcher before it falls back to reading the log
+BUSY_TIMEOUT_MS = 30_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('rev', 1), ('compact', 0);
+CREATE TABLE IF NOT EXISTS kv (
+    key BLOB PRIMARY KEY,
+    value BLOB NOT NULL,
+    create_rev INTEGER NOT NULL,
+    mod_rev INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    lease INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kv_lease ON kv (lease) WHERE lease != 0;
+CREATE TABLE IF NOT EXISTS log (
+    id INTEGER PRIMARY KEY,
+    rev INTEGER NOT NULL,
+    type INTEGER NOT NULL,
+    key BLOB NOT NULL,
+    value BLOB NOT NULL,
+    create_rev INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    lease INTEGER NOT NULL,
+    prev_value BLOB,
+    prev_create_rev INTEGER,
+    prev_mod_rev INTEGER,
+    prev_version INTEGER,
+    prev_lease INTEGER
+);
+CREATE INDEX IF NOT EXISTS log_rev ON log (rev);
+CREATE TABLE IF NOT EXISTS leases (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL, expiry REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expiry);
+"""
+
+_PUT, _DELETE = 0, 1
+_KV_COLS = "key, value, create_rev, mod_rev, version, lease"
+_LOG_COLS = (
+    "rev, type, key, value, create_rev, version, lease,"
+    " prev_value, prev_create_rev, prev_mod_rev, prev_version, prev_lease"
+)
+
+
+def _kb(key: str) -> bytes:
+    return key.encode("utf-8", "surrogateescape")
+
+
+def _ks(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _range_bounds(prefix: str) -> tuple[bytes, bytes | None]:
+    """Byte bounds [start, end) of every key under ``prefix``; end None means unbounded."""
+    start = _kb(prefix)
+    end = bytearray(start)
+    while end:
+        if end[-1] < 0xFF:
+            end[-1] += 1
+            return start, bytes(end)
+        end.pop()
+    return start, None
+
+
+def _row_kv(row: Sequence[Any]) -> KeyValue:
+    return KeyValue(_ks(row[0]), row[1], row[2], row[3], row[4], row[5])
+
+
+def _log_event(row: Sequence[Any]) -> WatchEvent:
+    rev, typ, kraw, value, create_rev, version, lease = row[:7]
+    key = _ks(kraw)
+    prev = None
+    if row[9] is not None:
+        prev = KeyValue(key, row[7], row[8], row[9], row[10], row[11])
+    if typ == _PUT:
+        return WatchEvent(EventType.PUT, KeyValue(key, value, create_rev, rev, version, lease), prev)
+    return WatchEvent(EventType.DELETE, KeyValue(key, b"", 0, rev, 0, 0), prev)
+
+
+def _connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA synchronous = FULL")
+    if readonly:
+        conn.execute("PRAGMA query_only = 1")
+    return conn
+
+
+class _WriteTxn:
+    """The writer's view of one open SQLite transaction (one group commit)."""
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+        self.base_rev = self.rev = conn.execute("SELECT value FROM meta WHERE name = 'rev'").fetchone()[0]
+        self.compact_rev = conn.execute("SELECT value FROM meta WHERE name = 'compact'").fetchone()[0]
+        self.events: list[WatchEvent] = []
+
+    # -- reads inside the write transaction
+    def load(self, key: str) -> KeyValue | None:
+        row = self.conn.execute(f"SELECT {_KV_COLS} FROM kv WHERE key = ?", (_kb(key),)).fetchone()
+        return _row_kv(row) if row else None
+
+    def range(self, key: str, prefix: bool, limit: int = 0) -> list[KeyValue]:
+        if not prefix:
+            kv = self.load(key)
+            return [kv] if kv else []
+        start, end = _range_bounds(key)
+        sql = f"SELECT {_KV_COLS} FROM kv WHERE key >= ?"
+        args: list[Any] = [start]
+        if end is not None:
+            sql += " AND key < ?"
+            args.append(end)
+        sql += " ORDER BY key"
+        if limit > 0:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [_row_kv(r) for r in self.conn.execute(sql, args)]
+
+    def lease_alive(self, lease_id: int) -> bool:
+        row = self.conn.execute("SELECT expiry FROM leases WHERE id = ?", (lease_id,)).fetchone()
+        return row is not None and row[0] > self.now
+
+    def check_leases(self, ops: Sequence[TxnOp]) -> None:
+        for op in ops:
+            if isinstance(op, Put) and op.lease and not self.lease_alive(op.lease):
+                raise LeaseNotFound(f"lease {op.lease} not found")
+
+    # -- writes; ``rev`` is the revision of the op in progress (self.rev + 1)
+    def write_put(self, key: str, value: bytes, lease: int, rev: int) -> None:
+        prev = self.load(key)
+        create = prev.create_revision if prev else rev
+        version = prev.version + 1 if prev else 1
+        kraw = _kb(key)
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO kv ({_KV_COLS}) VALUES (?, ?, ?, ?, ?, ?)",
+            (kraw, value, create, rev, version, lease),
+        )
+        self._log(rev, _PUT, kraw, KeyValue(key, value, create, rev, version, lease), prev)
+
+    def write_delete(self, kvs: Sequence[KeyValue], rev: int) -> None:
+        for kv in kvs:
+            kraw = _kb(kv.key)
+            self.conn.execute("DELETE FROM kv WHERE key = ?", (kraw,))
+            self._log(rev, _DELETE, kraw, KeyValue(kv.key, b"", 0, rev, 0, 0), kv)
+
+    def _log(self, rev: int, typ: int, kraw: bytes, kv: KeyValue, prev: KeyValue | None) -> None:
+        self.conn.execute(
+            f"INSERT INTO log ({_LOG_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rev, typ, kraw, kv.value, kv.create_revision, kv.version, kv.lease,
+                prev.value if prev else None, prev.create_revision if prev else None,
+                prev.mod_revision if prev else None, prev.version if prev else None,
+                prev.lease if prev else None,
+            ),
+        )
+        self.events.append(WatchEvent(EventType.PUT if typ == _PUT else EventType.DELETE, kv, prev))
+
+    def revoke(self, lease_id: int) -> bool:
+        """Delete the lease and its keys (one revision if any key went); False if it was unknown."""
+        if self.conn.execute("DELETE FROM leases WHERE id = ?", (lease_id,)).rowcount == 0:
+            return False
+        rows = self.conn.execute(f"SELECT {_KV_COLS} FROM kv WHERE lease = ? ORDER BY key", (lease_id,))
+        kvs = [_row_kv(r) for r in rows]
+        if kvs:
+            self.write_delete(kvs, self.rev + 1)
+            self.rev += 1
+        return True
+
+    def expire_leases(self) -> None:
+        rows = self.conn.execute("SELECT id FROM leases WHERE expiry <= ?", (self.now,)).fetchall()
+        for (lease_id,) in rows:
+            self.revoke(lease_id)
+
+
+@dataclass(slots=True)
+class _Request:
+    fn: Callable[[_WriteTxn], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+
+
+_Batch = tuple[int, int, list[WatchEvent]]  # (revision before, revision after, events)
+
+
+@dataclass(eq=False)
+class _Watcher:
+    """Per-watch mailbox, fed from the writer thread via ``loop.call_soon_threadsafe``."""
+
+    loop: asyncio.AbstractEventLoop
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    pending: collections.deque[_Batch] = field(default_factory=collections.deque)
+    overflow: bool = False
+
+    def deliver(self, batch: _Batch) -> None:
+        if len(self.pending) >= MAX_PENDING_BATCHES:
+            self.pending.clear()
+            self.overflow = True  # the consumer is slow: it will re-read the log instead
+        else:
+            self.pending.append(batch)
+        self.wake.set()
+
+
+def _resolve(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for fut, result, error in items:
+        if fut.done():
+            continue
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
+
+
+def _deliver_all(watchers: list[_Watcher], batch: _Batch) -> None:
+    for w in watchers:
+        w.deliver(batch)
+
+
+_STOP = object()
+
+
+class SqliteStore(Store):
+    """The embedded default backend (see the module docstring for the design)."""
+
+    def __init__(self, path: str) -> None:
+        if path in ("", ":memory:") or path.startswith("file::memory:"):
+            raise ValueError("SqliteStore needs a file path (its connections must share one database)")
+        self.path = path
+        conn = _connect(path)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+            self._seen_rev = _read_rev(conn)  # highest revision observed: anchors watch-from-now
+        finally:
+            conn.close()
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._local = threading.local()
+        self._watchers: set[_Watcher] = set()
+        self._closed = False
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    def _start_writer(self) -> None:
+        with self._lock:
+            self._start_writer_locked()
+
+    def _start_writer_locked(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._writer_main, name="drods-sqlite-writer", daemon=True)
+            self._writer.start()
+
+    async def _write(self, fn: Callable[[_WriteTxn], T]) -> T:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        with self._lock:  # so nothing is queued behind the writer's stop marker
+            self._start_writer_locked()
+            self._queue.put(_Request(fn, loop, fut))
+        return await fut
+
+    def _reader_conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path, readonly=True)
+            self._local.conn = conn
+            with self._lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        self._check_open()
+        if self._readers is None:
+            self._start_writer()  # lease expiry must run even in a read-only process
+            with self._lock:
+                if self._readers is None:
+                    self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drods-sqlite-read")
+        readers = self._readers
+        return await asyncio.get_running_loop().run_in_executor(readers, lambda: fn(self._reader_conn()))
+
+    def _saw(self, rev: int) -> int:
+        if rev > self._seen_rev:
+            self._seen_rev = rev
+        return rev
+
+    # ------------------------------------------------------------------ writer thread
+
+    def _writer_main(self) -> None:
+        conn = _connect(self.path)
+        next_sweep = 0.0
+        stopping = False
+        try:
+            while not stopping:
+                batch: list[_Request] = []
+                try:
+                    item = self._queue.get(timeout=max(0.0, next_sweep - time.monotonic()))
+                except queue.Empty:
+                    item = None
+                while item is not None:
+                    if item is _STOP:
+                        stopping = True
+                        break
+                    batch.append(item)
+                    if len(batch) >= MAX_BATCH:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        item = None
+                sweep = time.monotonic() >= next_sweep
+                if sweep:
+                    next_sweep = time.monotonic() + LEASE_CHECK_INTERVAL
+                    if not batch and not self._leases_due(conn):
+                        continue
+                if batch or sweep:
+                    self._commit(conn, batch, sweep)
+        finally:
+            conn.close()
+            leftovers: list[tuple[_Request, Any, BaseException | None]] = []
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    item = self._queue.get_nowait()
+                    if isinstance(item, _Request):
+                        leftovers.append((item, None, StoreError("store is closed")))
+            self._settle(leftovers)
+
+    def _leases_due(self, conn: sqlite3.Connection) -> bool:
+        try:
+            row = conn.execute("SELECT 1 FROM leases WHERE expiry <= ? LIMIT 1", (time.time(),)).fetchone()
+        except sqlite3.Error:
+            return False
+        return row is not None
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Request], sweep: bool) -> None:
+        """Run ``batch`` in one transaction; on a SQLite failure retry each op on its own."""
+        outcomes: list[tuple[_Request, Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            txn = _WriteTxn(conn, time.time())
+            for req in batch:
+                try:
+                    outcomes.append((req, req.fn(txn), None))
+                except (StoreError, ValueError) as exc:  # logical failures write nothing
+                    outcomes.append((req, None, exc))
+            if sweep:
+                txn.expire_leases()
+            if txn.rev != txn.base_rev:
+                conn.execute("UPDATE meta SET value = ? WHERE name = 'rev'", (txn.rev,))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if len(batch) > 1:
+                for req in batch:
+                    self._commit(conn, [req], False)
+            else:
+                self._settle([(req, None, StoreError(f"sqlite: {exc}")) for req in batch])
+            return
+        if txn.events:
+            self._publish((txn.base_rev, txn.rev, txn.events))
+        self._saw(txn.rev)
+        self._settle(outcomes)
+
+    def _settle(self, outcomes: list[tuple[_Request, Any, BaseException | None]]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]]
+        by_loop = {}
+        for req, result, error in outcomes:
+            by_loop.setdefault(req.loop, []).append((req.future, result, error))
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody is waiting
+                loop.call_soon_threadsafe(_resolve, items)
+
+    def _publish(self, batch: _Batch) -> None:
+        with self._lock:
+            watchers = list(self._watchers)
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Watcher]] = {}
+        for w in watchers:
+            by_loop.setdefault(w.loop, []).append(w)
+        for loop, ws in by_loop.items():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_deliver_all, ws, batch)
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(self, key: str) -> KeyValue | None:
+        kraw = _kb(key)
+
+        def q(c: sqlite3.Connection) -> KeyValue | None:
+            row = c.execute(f"SELECT {_KV_COLS} FROM kv WHERE key = ?", (kraw,)).fetchone()
+            return _row_kv(row) if row else None
+
+        return await self._read(q)
+
+    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
+        start, end = _range_bounds(prefix)
+        sql = f"SELECT {_KV_COLS} FROM kv WHERE key >= ?"
+        args: list[Any] = [start]
+        if end is not None:
+            sql += " AND key < ?"
+            args.append(end)
+        sql += " ORDER BY key"
+        if limit > 0:
+            sql += " LIMIT ?"
+            args.append(limit)
+
+        def q(c: sqlite3.Connection) -> tuple[list[KeyValue], int]:
+            c.execute("BEGIN")
+            try:
+                rev = c.execute("SELECT value FROM meta WHERE name = 'rev'").fetchone()[0]
+                kvs = [_row_kv(r) for r in c.execute(sql, args)]
+            finally:
+                c.execute("COMMIT")
+            return kvs, rev
+
+        kvs, rev = await self._read(q)
+        self._saw(rev)
+        return kvs, rev
+
+    async def current_revision(self) -> int:
+        return self._saw(await self._read(_read_rev))
+
+    # ------------------------------------------------------------------ writes
+
+    async def put(
+        self, key: str, value: bytes, *, expect_revision: int | None = None, lease: int = 0
+    ) -> int:
+        value = bytes(value)
+
+        def op(t: _WriteTxn) -> int:
+            if expect_revision is not None:
+                cur = t.load(key)
+                if (cur.mod_revision if cur else 0) != expect_revision:
+                    raise CasFailed(key, cur)
+            if lease and not t.lease_alive(lease):
+                raise LeaseNotFound(f"lease {lease} not found")
+            t.rev += 1
+            t.write_put(key, value, lease, t.rev)
+            return t.rev
+
+        return await self._write(op)
+
+    async def delete(self, key: str, *, expect_revision: int | None = None) -> KeyValue | None:
+        def op(t: _WriteTxn) -> KeyValue | None:
+            cur = t.load(key)
+            if expect_revision is not None and (cur.mod_revision if cur else 0) != expect_revision:
+                raise CasFailed(key, cur)
+            if cur is None:
+                return None
+            t.rev += 1
+            t.write_delete([cur], t.rev)
+            return cur
+
+        return await self._write(op)
+
+    async def delete_prefix(self, prefix: str) -> int:
+        def op(t: _WriteTxn) -> int:
+            kvs = t.range(prefix, True)
+            if kvs:
+                t.rev += 1
+                t.write_delete(kvs, t.rev)
+            return len(kvs)
+
+        return await self._write(op)
+
+    async def txn(
+        self, compares: Sequence[Compare], success: Sequence[TxnOp], failure: Sequence[TxnOp] = ()
+    ) -> TxnResult:
+        compares, success, failure = list(compares), list(success), list(failure)
+        for o in (*success, *failure):
+            if not isinstance(o, Get | Put | Delete):
+                raise ValueError(f"unknown txn op {o!r}")
+
+        def op(t: _WriteTxn) -> TxnResult:
+            ok = all(compare_holds(c, t.load(c.key)) for c in compares)
+            ops = success if ok else failure
+            t.check_leases(ops)
+            rev = t.rev + 1
+            wrote = False
+            responses: list[object] = []
+            for o in ops:
+                if isinstance(o, Get):
+                    responses.append(t.range(o.key, o.prefix))
+                elif isinstance(o, Put):
+                    t.write_put(o.key, bytes(o.value), o.lease, rev)
+                    wrote = True
+                    responses.append(rev)
+                elif isinstance(o, Delete):
+                    kvs = t.range(o.key, o.prefix)
+                    if kvs:
+                        t.write_delete(kvs, rev)
+                        wrote = True
+                    responses.append(kvs)
+                else:
+                    raise ValueError(f"unknown txn op {o!r}")
+            if wrote:
+                t.rev = rev
+            return TxnResult(ok, t.rev, responses)
+
+        result = await self._write(op)
+        self._saw(result.revision)
+        return result
+
+    async def compact(self, revision: int) -> None:
+        def op(t: _WriteTxn) -> None:
+            if revision > t.rev:
+                raise StoreError(f"cannot compact future revision {revision} (current {t.rev})")
+            if revision <= t.compact_rev:
+                return
+            t.conn.execute("DELETE FROM log WHERE rev < ?", (revision,))
+            t.conn.execute("UPDATE meta SET value = ? WHERE name = 'compact'", (revision,))
+            t.compact_rev = revision
+
+        await self._write(op)
+
+    # ------------------------------------------------------------------ leases
+
+    async def grant_lease(self, ttl: int) -> Lease:
+        if ttl <= 0:
+            raise ValueError("lease TTL must be positive")
+
+        def op(t: _WriteTxn) -> Lease:
+            while True:
+                lease_id = secrets.randbits(62) or 1  # random so several processes never collide
+                try:
+                    t.conn.execute(
+                        "INSERT INTO leases (id, ttl, expiry) VALUES (?, ?, ?)", (lease_id, ttl, t.now + ttl)
+                    )
+                except sqlite3.IntegrityError:
+                    continue
+                return Lease(lease_id, ttl)
+
+        return await self._write(op)
+
+    async def keep_alive(self, lease_id: int) -> int:
+        def op(t: _WriteTxn) -> int | _DeferredError:
+            row = t.conn.execute("SELECT ttl, expiry FROM leases WHERE id = ?", (lease_id,)).fetchone()
+            if row is None:
+                raise LeaseNotFound(f"lease {lease_id} not found")
+            ttl, expiry = row
+            if expiry <= t.now:
+                t.revoke(lease_id)  # already dead: reap it now rather than at the next sweep
+                return _DeferredError(LeaseNotFound(f"lease {lease_id} expired"))
+            t.conn.execute("UPDATE leases SET expiry = ? WHERE id = ?", (t.now + ttl, lease_id))
+            return int(ttl)
+
+        result = await self._write(op)
+        if isinstance(result, _DeferredError):
+            raise result.error
+        return result
+
+    async def revoke_lease(self, lease_id: int) -> None:
+        def op(t: _WriteTxn) -> None:
+            t.revoke(lease_id)
+
+        await self._write(op)
+
+    # ------------------------------------------------------------------ watch
+
+    def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
+        # "From now" is anchored at the call, not at the first iteration: anything this instance
+        # writes after calling watch() is delivered even if iteration starts later.
+        anchor = None if start_revision is not None else self._seen_rev + 1
+        return self._watch(prefix, start_revision, anchor)
+
+    async def _watch(
+        self, prefix: str, start_revision: int | None, anchor: int | None
+    ) -> AsyncIterator[WatchEvent]:
+        self._check_open()
+        self._start_writer()
+        w = _Watcher(asyncio.get_running_loop())
+        with self._lock:
+            self._watchers.add(w)
+        try:
+            if start_revision is not None:
+                known, need_log, strict = start_revision - 1, True, True
+            elif anchor is not None:
+                known, need_log, strict = anchor - 1, True, False
+            else:
+                known, need_log, strict = self._saw(await self._read(_read_rev)), False, False
+            start, end = _range_bounds(prefix)
+            while not self._closed:
+                if need_log:
+                    need_log = False
+                    read = functools.partial(_read_log, after=known, start=start, end=end)
+                    top, compact_rev, events = await self._read(read)
+                    if known + 1 < compact_rev:
+                        if strict:
+                            raise Compacted(compact_rev)
+                        known = compact_rev - 1  # a from-now watch just starts at what is kept
+                        need_log = True
+                        continue
+                    for ev in events:
+                        yield ev
+                    need_log = top > known + REPLAY_WINDOW
+                    known = max(known, min(top, known + REPLAY_WINDOW))
+                    self._saw(known)
+                    continue
+                if w.overflow:
+                    w.overflow, need_log = False, True
+                    w.pending.clear()
+                    continue
+                if w.pending:
+                    base, last, events = w.pending.popleft()
+                    if last <= known:
+                        continue
+                    if base > known:  # someone else (another process) wrote in between
+                        w.pending.appendleft((base, last, events))
+                        need_log = True
+                        continue
+                    for ev in events:
+                        if ev.kv.mod_revision > known and ev.kv.key.startswith(prefix):
+                            yield ev
+                    known = last
+                    continue
+                w.wake.clear()
+                try:
+                    await asyncio.wait_for(w.wake.wait(), POLL_INTERVAL)
+                except TimeoutError:
+                    if self._closed:
+                        break
+                    if await self._read(_read_rev) > known:
+                        need_log = True
+        finally:
+            with self._lock:
+                self._watchers.discard(w)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        with self._lock:
+            self._closed = True
+            writer, readers, watchers = self._writer, self._readers, list(self._watchers)
+            if writer is not None:
+                self._queue.put(_STOP)
+        if writer is not None:
+            await asyncio.to_thread(writer.join)
+        for w in watchers:
+            with contextlib.suppress(RuntimeError):
+                w.loop.call_soon_threadsafe(w.wake.set)
+        if readers is not None:
+            await asyncio.to_thread(readers.shutdown, True)
+        with self._lock:
+            conns, self._reader_conns = self._reader_conns, []
+        for conn in conns:
+            conn.close()
+
+
+class _DeferredError:
+    """An error raised after the writer has committed (so the reaping it did is kept)."""
+
+    def __init__(self, error: StoreError) -> None:
+        self.error = error
+
+
+def _read_rev(c: sqlite3.Connection) -> int:
+    return int(c.execute("SELECT value FROM meta WHERE name = 'rev'").fetchone()[0])
+
+
+def _read_log(
+    c: sqlite3.Connection, after: int, start: bytes, end: bytes | None
+) -> tuple[int, int, list[WatchEvent]]:
+    """Events under [start, end) with revision in (after, after + REPLAY_WINDOW], plus rev and compact."""
+    c.execute("BEGIN")
+    try:
+        top = c.execute("SELECT value FROM meta WHERE name = 'rev'").fetchone()[0]
+        compact_rev = c.execute("SELECT value FROM meta WHERE name = 'compact'").fetchone()[0]
+        sql = f"SELECT {_LOG_COLS} FROM log WHERE rev > ? AND rev <= ? AND key >= ?"
+        args: list[Any] = [after, min(top, after + REPLAY_WINDOW), start]
+        if end is not None:
+            sql += " AND key < ?"
+            args.append(end)
+        rows = c.execute(sql + " ORDER BY id", args).fetchall()
+    finally:
+        c.execute("COMMIT")
+    return top, compact_rev, [_log_event(r) for r in rows]
