@@ -93,25 +93,31 @@ class AuditAndMetrics:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500
+        responded = False
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status
+            # Account before the client sees the answer: an acknowledged change is already audited.
+            nonlocal responded
             if message["type"] == "http.response.start":
-                status = message["status"]
+                responded = True
+                await self._account(scope, message["status"], started)
             await send(message)
 
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            method = scope["method"]
-            self.ctx.metrics.requests.labels(template, method, str(status)).inc()
-            self.ctx.metrics.latency.labels(template, method).observe(time.perf_counter() - started)
-            path: str = scope["path"]
-            if method in MUTATING and not path.startswith(NOT_AUDITED_PREFIXES):
-                await self._audit(scope, method, path, status)
+            if not responded:
+                await self._account(scope, 500, started)
+
+    async def _account(self, scope: Scope, status: int, started: float) -> None:
+        route = scope.get("route")
+        template = getattr(route, "path", "unmatched")
+        method = scope["method"]
+        self.ctx.metrics.requests.labels(template, method, str(status)).inc()
+        self.ctx.metrics.latency.labels(template, method).observe(time.perf_counter() - started)
+        path: str = scope["path"]
+        if method in MUTATING and not path.startswith(NOT_AUDITED_PREFIXES):
+            await self._audit(scope, method, path, status)
 
     async def _audit(self, scope: Scope, method: str, path: str, status: int) -> None:
         state: dict[str, Any] = scope.get("state") or {}

@@ -1,0 +1,50 @@
+"""Workers that drain a work queue into an idempotent ``reconcile(key)`` (controller-runtime's shape)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+
+from drods.machinery.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+# reconcile returns None when done, or seconds after which to look again.
+Reconcile = Callable[[Hashable], Awaitable[float | None]]
+
+
+class Controller:
+    def __init__(self, name: str, reconcile: Reconcile, *, workers: int = 4,
+                 queue: WorkQueue[Hashable] | None = None) -> None:
+        self.name = name
+        self.reconcile = reconcile
+        self.workers = workers
+        self.queue: WorkQueue[Hashable] = queue or WorkQueue()
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self._worker(), name=f"{self.name}-{i}") for i in range(self.workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self.queue.shutdown()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                again = await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = self.queue.add_rate_limited(key)
+                log.exception("%s: reconcile %s failed; retry in %.2fs", self.name, key, delay)
+            else:
+                self.queue.forget(key)
+                if again is not None:
+                    self.queue.add_after(key, again)
+            finally:
+                self.queue.done(key)

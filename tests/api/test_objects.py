@@ -1,0 +1,234 @@
+"""The object API as a user drives it: flat façade, Kubernetes paths, CAS, patch, finalizers, watch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tests.api.conftest import Api
+
+CLUSTER = {"name": "gcp-production", "endpoint": "https://k8s.gcp.example", "capabilities": ["gpu", "tls-encryption"],
+           "region": "us-central1", "provider": "gcp", "labels": {"tier": "prod"}}
+GV = "/apis/multicluster.io/v1alpha1"
+
+
+async def test_register_get_list_delete_cluster(api: Api) -> None:
+    r = await api.call("POST", "/api/v1/clusters", json=CLUSTER)
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["name"] == "gcp-production" and body["capabilities"] == ["gpu", "tls-encryption"]
+    assert body["resourceVersion"].isdigit()
+
+    r = await api.call("GET", "/api/v1/clusters")
+    assert [c["name"] for c in r.json()["items"]] == ["gcp-production"]
+    r = await api.call("GET", "/api/v1/clusters?labelSelector=tier%3Ddev")
+    assert r.json()["items"] == []
+
+    # The same object on the Kubernetes path.
+    r = await api.call("GET", f"{GV}/clusters/gcp-production")
+    assert r.status_code == 200
+    assert r.json()["spec"]["region"] == "us-central1" and r.json()["kind"] == "Cluster"
+
+    r = await api.call("DELETE", "/api/v1/clusters/gcp-production")
+    assert r.status_code == 200
+    r = await api.call("GET", "/api/v1/clusters/gcp-production")
+    assert r.status_code == 404
+    assert r.json() == {"code": "CLUSTER_NOT_FOUND", "message": "Cluster 'gcp-production' not found",
+                        "details": {"kind": "Cluster", "name": "gcp-production"}}
+
+
+async def test_duplicate_and_invalid_change_nothing(api: Api) -> None:
+    assert (await api.call("POST", "/api/v1/clusters", json=CLUSTER)).status_code == 201
+    r = await api.call("POST", "/api/v1/clusters", json=CLUSTER | {"region": "elsewhere"})
+    assert r.status_code == 409 and r.json()["code"] == "CLUSTER_ALREADY_EXISTS"
+    r = await api.call("POST", "/api/v1/clusters", json={"name": "Bad_Name"})
+    assert r.status_code == 422 and r.json()["code"] == "VALIDATION_FAILED"
+    assert r.json()["details"]["fields"][0]["field"] == "name"
+    r = await api.call("POST", "/api/v1/clusters", json={"name": "x", "syncMode": "Sideways"})
+    assert r.status_code == 422 and r.json()["details"]["fields"][0]["field"] == "syncMode"
+    r = await api.call("GET", "/api/v1/clusters")
+    items = r.json()["items"]
+    assert len(items) == 1 and items[0]["region"] == "us-central1"
+
+
+async def test_propagation_policy_merge_patch_and_conflict(api: Api) -> None:
+    body = {"name": "cross-region-policy", "resourceType": "Deployment",
+            "targetClusters": ["aws-us-east", "azure-europe"]}
+    assert (await api.call("POST", "/api/v1/propagationpolicies", json=body)).status_code == 201
+    r = await api.call("POST", "/api/v1/propagationpolicies", json=body)
+    assert r.status_code == 409
+    assert r.json()["code"] == "POLICY_CONFLICT" and r.json()["details"] == {"policyName": "cross-region-policy"}
+
+    r = await api.call("PATCH", "/api/v1/propagationpolicies/cross-region-policy",
+                       headers={"content-type": "application/merge-patch+json"},
+                       content=json.dumps({"targetClusters": ["gcp-asia"], "priority": 5}))
+    assert r.status_code == 200, r.text
+    assert r.json()["targetClusters"] == ["gcp-asia"] and r.json()["priority"] == 5
+    assert r.json()["resourceType"] == "Deployment"
+    # null removes a field (RFC 7386).
+    r = await api.call("PATCH", "/api/v1/propagationpolicies/cross-region-policy",
+                       headers={"content-type": "application/merge-patch+json"},
+                       content=json.dumps({"priority": None}))
+    assert "priority" not in r.json()
+    # An invalid patch changes nothing.
+    r = await api.call("PATCH", "/api/v1/propagationpolicies/cross-region-policy",
+                       headers={"content-type": "application/merge-patch+json"},
+                       content=json.dumps({"targetClusters": "not-a-list"}))
+    assert r.status_code == 422
+    r = await api.call("GET", f"{GV}/propagationpolicies/cross-region-policy")
+    assert r.json()["spec"]["targetClusters"] == ["gcp-asia"]
+
+
+async def test_stale_resource_version_is_409(api: Api) -> None:
+    r = await api.call("POST", f"{GV}/clusters", json={"apiVersion": "multicluster.io/v1alpha1", "kind": "Cluster",
+                                                        "metadata": {"name": "a"}, "spec": {"region": "eu"}})
+    assert r.status_code == 201
+    obj = r.json()
+    first = dict(obj, spec={"region": "us"})
+    r = await api.call("PUT", f"{GV}/clusters/a", json=first)
+    assert r.status_code == 200 and r.json()["metadata"]["generation"] == 2
+    stale = dict(obj, spec={"region": "asia"})  # still carries the first resourceVersion
+    r = await api.call("PUT", f"{GV}/clusters/a", json=stale)
+    assert r.status_code == 409 and r.json()["kind"] == "Status" and r.json()["reason"] == "Conflict"
+    r = await api.call("GET", f"{GV}/clusters/a")
+    assert r.json()["spec"]["region"] == "us"
+
+
+async def test_yaml_body_and_placement_policies(api: Api) -> None:
+    rpp = """
+apiVersion: multicluster.io/v1alpha1
+kind: ResourcePlacementPolicy
+metadata: {name: web-placement}
+spec:
+  resourceSelector: {apiVersion: apps/v1, kind: Deployment, name: web, namespace: default}
+  targetClusters:
+  - {selectorType: name, values: [a, b]}
+  - {selectorType: label, values: ["tier=prod"]}
+  placement:
+    replicaScheduling: {replicaSchedulingType: Divided, weightPreference: {dynamicWeight: WaterLevel}}
+"""
+    r = await api.call("POST", f"{GV}/resourceplacementpolicies", content=rpp,
+                       headers={"content-type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    cop = {"apiVersion": "multicluster.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "gpu"},
+           "spec": {"overrides": [{"clusterSelector": {"names": ["a"]}, "fieldPatches": [
+               {"path": "spec.template.spec.containers[0].resources.limits", "value": {"nvidia.com/gpu": 2}}]}]}}
+    r = await api.call("POST", f"{GV}/clusteroverridepolicies", json=cop)
+    assert r.status_code == 201, r.text
+    r = await api.call("GET", f"{GV}/resourceplacementpolicies")
+    assert [o["metadata"]["name"] for o in r.json()["items"]] == ["web-placement"]
+    bad = dict(cop, metadata={"name": "bad"}, spec={"overrides": [{"clusterSelector": {"names": ["a"]},
+                                                                   "fieldPatches": [{"value": 1}]}]})
+    r = await api.call("POST", f"{GV}/clusteroverridepolicies", json=bad)
+    assert r.status_code == 422
+    assert r.json()["details"]["causes"][0]["field"] == "spec.overrides[0].fieldPatches[0].path"
+    r = await api.call("DELETE", f"{GV}/resourceplacementpolicies/web-placement")
+    assert r.status_code == 200
+    assert (await api.call("GET", f"{GV}/resourceplacementpolicies/web-placement")).status_code == 404
+
+
+async def test_credentials_encrypted_at_rest_and_redacted(api: Api) -> None:
+    secret = "kubeconfig-with-a-very-secret-token"
+    r = await api.call("POST", "/api/v1/clusters", json={"name": "c", "credentials": {"kubeconfig": secret}})
+    assert r.status_code == 201 and secret not in r.text
+    assert r.json()["credentials"] == {"kubeconfig": "***redacted***"}
+    ctx = api.app.state.ctx  # type: ignore[attr-defined]
+    raw = await ctx.store.get("/registry/multicluster.io/clusters/c")
+    assert secret.encode() not in raw.value
+    # A merge patch that leaves credentials alone keeps them (redaction is not written back).
+    r = await api.call("PATCH", "/api/v1/clusters/c", headers={"content-type": "application/merge-patch+json"},
+                       content=json.dumps({"region": "eu"}))
+    assert r.status_code == 200
+    full = await ctx.registry.get(ctx.registry_kind("Cluster") if hasattr(ctx, "registry_kind") else _cluster(),
+                                  "c", reveal=True)
+    assert full["spec"]["credentials"]["kubeconfig"] == secret
+
+
+def _cluster():  # type: ignore[no-untyped-def]
+    from drods.model.kinds import CLUSTER
+
+    return CLUSTER
+
+
+async def test_finalizers_hold_deletion_until_removed(api: Api) -> None:
+    obj = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Cluster",
+           "metadata": {"name": "f", "finalizers": ["drods.io/cleanup"]}, "spec": {}}
+    assert (await api.call("POST", f"{GV}/clusters", json=obj)).status_code == 201
+    r = await api.call("DELETE", f"{GV}/clusters/f")
+    assert r.status_code == 202 and r.json()["metadata"]["deletionTimestamp"]
+    assert (await api.call("GET", f"{GV}/clusters/f")).status_code == 200
+    r = await api.call("PATCH", f"{GV}/clusters/f", headers={"content-type": "application/merge-patch+json"},
+                       content=json.dumps({"metadata": {"finalizers": None}}))
+    assert r.status_code == 200, r.text
+    assert (await api.call("GET", f"{GV}/clusters/f")).status_code == 404
+
+
+async def test_watch_streams_changes_from_resource_version(api: Api) -> None:
+    r = await api.call("POST", f"{GV}/clusters", json={"metadata": {"name": "w1"}, "spec": {}})
+    rv = int(r.json()["metadata"]["resourceVersion"])
+    events: list[dict] = []
+
+    async def follow() -> None:
+        async with api.client.stream("GET", f"{GV}/clusters?watch=true&resourceVersion={rv}",
+                                     headers=api.auth("viewer")) as resp:
+            assert resp.status_code == 200
+            async for line in resp.aiter_lines():
+                if line:
+                    events.append(json.loads(line))
+                if len(events) == 3:
+                    return
+
+    task = asyncio.create_task(follow())
+    await api.call("POST", f"{GV}/clusters", json={"metadata": {"name": "w2"}, "spec": {}})
+    await api.call("PATCH", f"{GV}/clusters/w1", headers={"content-type": "application/merge-patch+json"},
+                   content=json.dumps({"spec": {"region": "eu"}}))
+    await api.call("DELETE", f"{GV}/clusters/w2")
+    await asyncio.wait_for(task, 10)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "w2"), ("MODIFIED", "w1"), ("DELETED", "w2")]
+    assert events[1]["object"]["spec"]["region"] == "eu"
+
+
+async def test_sync_batch_all_or_nothing(api: Api) -> None:
+    objs = [{"apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": f"p{i}"},
+             "spec": {"resourceType": "Deployment"}} for i in range(1000)]
+    r = await api.call("POST", "/api/v1/sync/batch", json={"objects": objs})
+    assert r.status_code == 200, r.text
+    assert r.json()["count"] == 1000 and all(i["created"] for i in r.json()["items"])
+    r = await api.call("GET", "/api/v1/propagationpolicies")
+    assert len(r.json()["items"]) == 1000
+
+    too_many = objs + [dict(objs[0], metadata={"name": "extra"})]
+    r = await api.call("POST", "/api/v1/sync/batch", json={"objects": too_many})
+    assert r.status_code == 413 and r.json()["code"] == "BATCH_TOO_LARGE"
+
+    changed = [dict(o, spec={"resourceType": "StatefulSet"}) for o in objs[:10]]
+    changed[5] = dict(changed[5], spec={"resourceType": "StatefulSet", "priority": "high"})
+    r = await api.call("POST", "/api/v1/sync/batch", json={"objects": changed})
+    assert r.status_code == 422 and r.json()["details"]["index"] == 5 and r.json()["details"]["name"] == "p5"
+    r = await api.call("GET", f"{GV}/propagationpolicies/p0")
+    assert r.json()["spec"]["resourceType"] == "Deployment"  # nothing written
+
+
+async def test_metrics_report_stored_and_extra_fields_kept(api: Api) -> None:
+    await api.call("POST", "/api/v1/clusters", json={"name": "a", "syncMode": "Pull"})
+    report = {"cluster": "a", "timestamp": "2099-01-01T00:00:00Z", "cpuCapacity": 64, "cpuUsage": 50.0,
+              "memoryCapacity": 256, "memoryAvailable": 64, "pods": 120, "networkIn": 100, "networkOut": 50,
+              "largestNodeFree": {"cpu": 4, "memory": 16, "gpu": 0}, "rackTemperature": 31.5}
+    r = await api.call("PUT", "/api/v1/metrics", role="agent-a", json=report)
+    assert r.status_code == 200, r.text
+    assert r.json()["clockSkewClamped"] is True  # a timestamp in the future is clamped and flagged
+    assert abs(r.json()["waterLevel"] - 0.75) < 1e-9
+    r = await api.call("GET", "/api/v1/clusters/a")
+    status = r.json()["status"]["resources"]
+    assert status["cpu"] == {"capacity": 64.0, "used": 32.0}
+    ctx = api.app.state.ctx  # type: ignore[attr-defined]
+    stored = json.loads((await ctx.store.get("/status/clusters/a")).value)
+    assert stored["report"]["rackTemperature"] == 31.5
+
+    r = await api.call("PUT", "/api/v1/metrics", role="agent-a", json=report | {"cluster": "b"})
+    assert r.status_code == 403 and r.json()["code"] == "FORBIDDEN"
+    r = await api.call("PUT", "/api/v1/metrics", json=report | {"cluster": "nope"})
+    assert r.status_code == 404 and r.json()["code"] == "CLUSTER_NOT_FOUND"
+    r = await api.call("PUT", "/api/v1/metrics", json=report | {"cpuUsage": 140})
+    assert r.status_code == 422 and r.json()["details"]["fields"][0]["field"] == "cpuUsage"
