@@ -1,0 +1,29 @@
+"""DRO-DS scheduler (S1-S11): a pure, array-based scheduling library.
+
+Public API::
+
+    snap = Snapshot()
+    snap.upsert_cluster(name, labels, spec, ready, status)
+    sched = Scheduler(Profile.default(), rng_seed=0)
+    result = sched.schedule(Task(spec, name="ns/app", current=[...]), snap)
+    if result.phase == "Scheduled":
+        snap.assume(result.placement, spec.resources, key="ns/app")
+"""
+
+from __future__ import annotations
+
+from drods.scheduler.adjuster import Adjuster, AdjusterConfig, Adjustment
+from drods.scheduler.divide import DivisionInput, divide, fill_in_order, webster
+from drods.scheduler.framework import Scheduler, ScheduleResult, summarize
+from drods.scheduler.profile import Profile, ProfileError, ProfileSpec
+from drods.scheduler.queue import QueueEntry, SchedulingQueue
+from drods.scheduler.registry import ENTRY_POINT_GROUP, load_entry_points, register
+from drods.scheduler.snapshot import Snapshot, parse_status, requirement_vector
+from drods.scheduler.task import Task, TaskInfo, analyse
+
+__all__ = [
+    "ENTRY_POINT_GROUP", "Adjuster", "AdjusterConfig", "Adjustment", "DivisionInput", "Profile",
+    "ProfileError", "ProfileSpec", "QueueEntry", "ScheduleResult", "Scheduler", "SchedulingQueue",
+    "Snapshot", "Task", "TaskInfo", "analyse", "divide", "fill_in_order", "load_entry_points",
+    "parse_status", "register", "requirement_vector", "summarize", "webster",
+]

@@ -1,0 +1,24 @@
+"""Balanced allocation score: after one more replica, cpu/memory (and gpu when requested) load
+fractions should be close to each other, so no resource is stranded (Kubernetes' plugin of the
+same name)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
+from drods.scheduler.snapshot import GPU, Snapshot
+from drods.scheduler.task import TaskInfo
+
+
+class BalancedAllocation(PluginBase):
+    name = "BalancedAllocation"
+
+    def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
+        n = snap.n
+        cols = [0, 1, GPU] if task.req[GPU] > 0 else [0, 1]
+        alloc = snap.alloc[:n, cols]
+        used = snap.load[:n, cols] + snap.assumed[:n, cols] + task.req[cols]
+        frac = np.where(alloc > 0, used / np.where(alloc > 0, alloc, 1.0), 1.0)
+        np.clip(frac, 0.0, 1.0, out=frac)
+        return 100.0 * (1.0 - (frac.max(axis=1) - frac.min(axis=1)))  # type: ignore[no-any-return]

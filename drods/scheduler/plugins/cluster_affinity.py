@@ -1,0 +1,32 @@
+"""Cluster affinity filter: clusterNames, exclude, labelSelector, fieldSelector of the affinity term
+being tried (the framework walks ordered ``clusterAffinities`` groups), plus the binding's
+region/provider/zone/city shorthands."""
+
+from __future__ import annotations
+
+from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, Rejection, reject
+from drods.scheduler.selectors import affinity_parts
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.task import TaskInfo
+
+
+class ClusterAffinity(PluginBase):
+    name = "ClusterAffinity"
+
+    def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
+        out: list[Rejection] = []
+        term = task.affinity
+        if term is not None:
+            prefix = f"affinity {term.name}: " if term.name else ""
+            for reason, ok in affinity_parts(snap, term):
+                drop = mask & ~ok
+                if drop.any():
+                    out.append(reject(self.name, prefix + reason, drop))
+                    mask = mask & ok
+        for fld, values in task.shorthand:
+            ok = snap.field_in(fld, values)
+            drop = mask & ~ok
+            if drop.any():
+                out.append(reject(self.name, f"{fld} not in [{', '.join(values)}]", drop))
+                mask = mask & ok
+        return mask, out

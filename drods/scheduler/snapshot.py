@@ -1,0 +1,620 @@
+"""The scheduler's global view (S2): one row per cluster in NumPy arrays, updated incrementally.
+
+Rows are kept dense (``[0, n)``): removing a cluster moves the last row into the hole
+(swap-remove), and arrays grow by doubling, so ``upsert_cluster``/``remove_cluster`` are O(1)
+amortised in the number of clusters. Plugins read ``[:n]`` views.
+
+Resources are columns ``cpu`` (cores), ``memory`` (GiB), ``gpu`` (count), ``pods`` (count) and
+``storage`` (GiB). For each the snapshot holds
+
+* ``alloc``   — allocatable (status ``allocatable``, defaulting to ``capacity``),
+* ``load``    — observed load = max(``allocated`` requests, ``used``),
+* ``assumed`` — what this scheduler placed and the status does not show yet (S7 assume).
+
+Free = alloc - load - assumed. Missing sections: cpu/memory/gpu → 0 capacity; pods/storage →
+unlimited (not enforced). The largest free node (cpu, memory, gpu) comes from
+``largestNodeFree``; when absent the whole free amount is treated as one node. After assumes the
+effective largest node is min(observed largest node, cluster free).
+
+Water level (SPEC S10): for cpu and memory, fraction_r = (load_r + assumed_r) / alloc_r; the
+water level is max(fraction_cpu, fraction_mem). If the status carries ``waterLevel`` it replaces
+the observed part: we keep the offset (status waterLevel - observed max fraction) and add it, so
+with nothing assumed the water level equals the status value exactly and assumed placements add
+on top.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from drods.model.binding import ReplicaRequirements, TargetCluster
+from drods.model.cluster import ClusterSpec
+from drods.scheduler.interface import BoolArr, FloatArr
+
+RESOURCES = ("cpu", "memory", "gpu", "pods", "storage")
+CPU, MEM, GPU, PODS, STORAGE = range(5)
+NRES = len(RESOURCES)
+TOPOLOGY_FIELDS = ("region", "zone", "provider", "city", "network")
+SET_FIELDS = ("capability", "gpuModel", "storageTier")
+INF = math.inf
+
+
+def requirement_vector(req: ReplicaRequirements | Sequence[float] | FloatArr) -> FloatArr:
+    """Per-replica demand as a resource vector; every replica needs one pod slot."""
+    if isinstance(req, ReplicaRequirements):
+        return np.array([req.cpu, req.memory, float(req.gpu), 1.0, req.storage], dtype=np.float64)
+    vec = np.asarray(req, dtype=np.float64)
+    if vec.shape != (NRES,):
+        raise ValueError(f"requirement vector must have {NRES} entries {RESOURCES}")
+    return vec
+
+
+@dataclass(slots=True)
+class ParsedStatus:
+    """A status document reduced to the numbers the scheduler uses."""
+
+    alloc: FloatArr
+    load: FloatArr
+    largest: FloatArr
+    wl_offset: float
+    net_mbps: float
+    present: bool
+
+
+def _num(d: Mapping[str, Any], key: str, default: float) -> float:
+    v = d.get(key)
+    if v is None:
+        return default
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return default
+    return f if math.isfinite(f) and f >= 0 else default
+
+
+def parse_status(doc: Mapping[str, Any] | None) -> ParsedStatus:
+    """Apply the documented defaults to a ``/status/clusters/<name>`` document (any field may miss)."""
+    alloc = np.zeros(NRES)
+    load = np.zeros(NRES)
+    if not doc:
+        return ParsedStatus(alloc, load, np.zeros(3), 0.0, 0.0, False)
+    for i, key in enumerate(("cpu", "memory", "gpu")):
+        sec = doc.get(key)
+        if not isinstance(sec, Mapping):
+            continue
+        cap = _num(sec, "capacity", 0.0)
+        alloc[i] = _num(sec, "allocatable", cap)
+        allocated = _num(sec, "allocated", 0.0)
+        used = _num(sec, "used", allocated)
+        load[i] = max(allocated, used)
+    pods = doc.get("pods")
+    if isinstance(pods, Mapping) and pods.get("capacity") is not None:
+        alloc[PODS] = _num(pods, "capacity", INF)
+        load[PODS] = _num(pods, "used", 0.0)
+    else:
+        alloc[PODS] = INF
+    st = doc.get("storage")
+    if isinstance(st, Mapping) and (st.get("capacity") is not None or st.get("available") is not None):
+        avail = _num(st, "available", INF)
+        cap = _num(st, "capacity", avail)
+        alloc[STORAGE] = cap
+        load[STORAGE] = max(0.0, cap - avail) if math.isfinite(avail) else 0.0
+    else:
+        alloc[STORAGE] = INF
+    free3 = np.maximum(alloc[:3] - load[:3], 0.0)
+    largest = free3.copy()
+    lnf = doc.get("largestNodeFree")
+    if isinstance(lnf, Mapping):
+        for i, key in enumerate(("cpu", "memory", "gpu")):
+            if lnf.get(key) is not None:
+                largest[i] = _num(lnf, key, free3[i])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(alloc[:2] > 0, load[:2] / np.where(alloc[:2] > 0, alloc[:2], 1.0), 0.0)
+    observed = float(frac.max())
+    offset = 0.0
+    if doc.get("waterLevel") is not None:
+        offset = _num(doc, "waterLevel", observed) - observed
+    net = doc.get("network")
+    mbps = 0.0
+    if isinstance(net, Mapping):
+        mbps = _num(net, "inMbps", 0.0) + _num(net, "outMbps", 0.0)
+    return ParsedStatus(alloc, load, largest, offset, mbps, True)
+
+
+@dataclass(slots=True)
+class _RowInfo:
+    """What a row contributed to the value indexes, so it can be undone on update/remove."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    spec: ClusterSpec | None = None
+    sets: list[tuple[str, str]] = field(default_factory=list)
+    taints: list[tuple[str, str, str]] = field(default_factory=list)
+    latency: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Assumed:
+    names: tuple[str, ...]
+    counts: tuple[int, ...]
+    req: FloatArr
+
+
+class Snapshot:
+    """Global view of the fleet as arrays; see the module docstring for the semantics."""
+
+    def __init__(self, capacity: int = 16) -> None:
+        cap = max(1, capacity)
+        self._cap = cap
+        self.n = 0
+        self.index: dict[str, int] = {}
+        self.names: list[str] = []
+        self.names_arr = np.empty(cap, dtype=object)
+        self.alloc = np.zeros((cap, NRES))
+        self.load = np.zeros((cap, NRES))
+        self.assumed = np.zeros((cap, NRES))
+        self.largest = np.zeros((cap, 3))
+        self.wl_offset = np.zeros(cap)
+        self.net_mbps = np.zeros(cap)
+        self.bandwidth = np.full(cap, np.nan)
+        self.ready = np.zeros(cap, dtype=bool)
+        self.has_status = np.zeros(cap, dtype=bool)
+        self.unschedulable = np.zeros(cap, dtype=bool)
+        self.limit = np.ones(cap)
+        self.cost = np.full((cap, 4), np.nan)  # cpuCoreHour, memoryGiBHour, gpuHour, egressGiB
+        # single-valued topology fields → integer codes (-1 = unset) with a vocabulary each
+        self.topo: dict[str, np.ndarray] = {f: np.full(cap, -1, dtype=np.int32) for f in TOPOLOGY_FIELDS}
+        self.vocab: dict[str, dict[str, int]] = {f: {} for f in TOPOLOGY_FIELDS}
+        self.label_codes: dict[str, np.ndarray] = {}
+        self.label_vocab: dict[str, dict[str, int]] = {}
+        # multi-valued attributes → one boolean mask per distinct value
+        self.sets: dict[str, dict[str, np.ndarray]] = {f: {} for f in SET_FIELDS}
+        self.taints: dict[tuple[str, str, str], np.ndarray] = {}
+        # latency (ms) from each cluster to a named site/cluster, NaN when unknown
+        self.latency: dict[str, np.ndarray] = {}
+        self._rows: list[_RowInfo] = []
+        self._refs: dict[tuple[str, ...], int] = {}
+        self._assumed: dict[str, _Assumed] = {}
+        self.signals: dict[str, float] = {}
+        # ``version`` changes on every mutation; ``topology_version`` only when labels/spec change,
+        # so caches of label/affinity/taint masks survive a burst of assumes.
+        self.version = 0
+        self.topology_version = 0
+        self._derived_version = -1
+        self._free: FloatArr = np.zeros((0, NRES))
+        self._frac: FloatArr = np.zeros((0, 2))
+        self._wl: FloatArr = np.zeros(0)
+        self._largest_eff: FloatArr = np.zeros((0, 3))
+        self.cache: dict[Any, Any] = {}
+
+    # ------------------------------------------------------------------ storage management
+    def _grow(self) -> None:
+        new = self._cap * 2
+
+        def g(a: np.ndarray, fill: Any = 0) -> np.ndarray:
+            shape = (new,) + a.shape[1:]
+            b = np.full(shape, fill, dtype=a.dtype)
+            b[: self._cap] = a
+            return b
+
+        self.names_arr = g(self.names_arr, None)
+        for attr in ("alloc", "load", "assumed", "largest", "wl_offset", "net_mbps"):
+            setattr(self, attr, g(getattr(self, attr)))
+        self.bandwidth = g(self.bandwidth, np.nan)
+        self.cost = g(self.cost, np.nan)
+        self.ready = g(self.ready, False)
+        self.has_status = g(self.has_status, False)
+        self.unschedulable = g(self.unschedulable, False)
+        self.limit = g(self.limit, 1.0)
+        self.topo = {k: g(v, -1) for k, v in self.topo.items()}
+        self.label_codes = {k: g(v, -1) for k, v in self.label_codes.items()}
+        self.sets = {f: {k: g(v, False) for k, v in d.items()} for f, d in self.sets.items()}
+        self.taints = {k: g(v, False) for k, v in self.taints.items()}
+        self.latency = {k: g(v, np.nan) for k, v in self.latency.items()}
+        self._cap = new
+
+    def _touch(self, topology: bool) -> None:
+        self.version += 1
+        if topology:
+            self.topology_version += 1
+            self.cache.clear()
+
+    def _code(self, vocab: dict[str, int], value: str) -> int:
+        c = vocab.get(value)
+        if c is None:
+            c = len(vocab)
+            vocab[value] = c
+        return c
+
+    def _ref(self, key: tuple[str, ...], delta: int) -> int:
+        c = self._refs.get(key, 0) + delta
+        if c <= 0:
+            self._refs.pop(key, None)
+            return 0
+        self._refs[key] = c
+        return c
+
+    def _clear_indexes(self, row: int) -> None:
+        info = self._rows[row]
+        for key in info.labels:
+            self.label_codes[key][row] = -1
+        for f, v in info.sets:
+            self.sets[f][v][row] = False
+            if self._ref(("set", f, v), -1) == 0:
+                del self.sets[f][v]
+        for t in info.taints:
+            self.taints[t][row] = False
+            if self._ref(("taint", *t), -1) == 0:
+                del self.taints[t]
+        for target in info.latency:
+            self.latency[target][row] = np.nan
+            if self._ref(("lat", target), -1) == 0:
+                del self.latency[target]
+        for f in TOPOLOGY_FIELDS:
+            self.topo[f][row] = -1
+
+    def _set_indexes(self, row: int, labels: Mapping[str, str], spec: ClusterSpec) -> None:
+        info = _RowInfo(labels=dict(labels), spec=spec)
+        for key, value in labels.items():
+            codes = self.label_codes.get(key)
+            if codes is None:
+                codes = np.full(self._cap, -1, dtype=np.int32)
+                self.label_codes[key] = codes
+                self.label_vocab[key] = {}
+            codes[row] = self._code(self.label_vocab[key], value)
+        topo_values = {
+            "region": spec.region,
+            "zone": spec.zone,
+            "provider": spec.provider,
+            "city": spec.city,
+            "network": spec.network.identifier if spec.network else None,
+        }
+        for f, v in topo_values.items():
+            if v is not None:
+                self.topo[f][row] = self._code(self.vocab[f], v)
+        for f, values in (
+            ("capability", spec.capabilities),
+            ("gpuModel", spec.gpuModels),
+            ("storageTier", spec.storageTiers),
+        ):
+            for v in dict.fromkeys(values):
+                m = self.sets[f].get(v)
+                if m is None:
+                    m = np.zeros(self._cap, dtype=bool)
+                    self.sets[f][v] = m
+                m[row] = True
+                self._ref(("set", f, v), 1)
+                info.sets.append((f, v))
+        for t in spec.taints:
+            tk = (t.key, t.value, t.effect)
+            if tk in info.taints:
+                continue
+            m = self.taints.get(tk)
+            if m is None:
+                m = np.zeros(self._cap, dtype=bool)
+                self.taints[tk] = m
+            m[row] = True
+            self._ref(("taint", *tk), 1)
+            info.taints.append(tk)
+        if spec.network:
+            for target, ms in spec.network.latencyMs.items():
+                arr = self.latency.get(target)
+                if arr is None:
+                    arr = np.full(self._cap, np.nan)
+                    self.latency[target] = arr
+                arr[row] = ms
+                self._ref(("lat", target), 1)
+                info.latency.append(target)
+        self._rows[row] = info
+
+    # ------------------------------------------------------------------ public mutation API
+    def upsert_cluster(
+        self,
+        name: str,
+        labels: Mapping[str, str] | None,
+        spec: ClusterSpec | Mapping[str, Any] | None,
+        ready: bool,
+        status: Mapping[str, Any] | None,
+    ) -> int:
+        """Add or replace one cluster; returns its row. O(1) amortised (plus its own labels/taints)."""
+        if spec is None:
+            spec = ClusterSpec()
+        elif not isinstance(spec, ClusterSpec):
+            spec = ClusterSpec.model_validate(spec)
+        labels = labels or {}
+        row = self.index.get(name)
+        topology_changed = True
+        if row is None:
+            if self.n == self._cap:
+                self._grow()
+            row = self.n
+            self.n += 1
+            self.index[name] = row
+            self.names.append(name)
+            self.names_arr[row] = name
+            self._rows.append(_RowInfo())
+        else:
+            prev = self._rows[row]
+            topology_changed = prev.labels != dict(labels) or prev.spec != spec
+            if topology_changed:
+                self._clear_indexes(row)
+        if topology_changed:
+            self._set_indexes(row, labels, spec)
+        self.unschedulable[row] = spec.unschedulable
+        self.limit[row] = spec.waterLevelLimit if spec.waterLevelLimit is not None else 1.0
+        if spec.cost is not None:
+            c = spec.cost
+            self.cost[row] = (c.cpuCoreHour, c.memoryGiBHour, c.gpuHour, c.egressGiB)
+        else:
+            self.cost[row] = np.nan
+        bw = spec.network.bandwidthMbps if spec.network else None
+        self.bandwidth[row] = np.nan if bw is None else bw
+        self.ready[row] = bool(ready)
+        self.set_status(name, status, _touch=False)
+        self._touch(topology_changed)
+        return row
+
+    def set_status(self, name: str, status: Mapping[str, Any] | None, *, _touch: bool = True) -> None:
+        """Replace only the observed status of a known cluster (the hot update from monitoring)."""
+        row = self.index[name]
+        p = parse_status(status)
+        self.alloc[row] = p.alloc
+        self.load[row] = p.load
+        self.largest[row] = p.largest
+        self.wl_offset[row] = p.wl_offset
+        self.net_mbps[row] = p.net_mbps
+        self.has_status[row] = p.present
+        if _touch:
+            self._touch(False)
+
+    def set_ready(self, name: str, ready: bool) -> None:
+        self.ready[self.index[name]] = bool(ready)
+        self._touch(False)
+
+    def remove_cluster(self, name: str) -> None:
+        """Drop a cluster by moving the last row into its place (O(1) amortised)."""
+        row = self.index.pop(name)
+        last = self.n - 1
+        self._clear_indexes(row)
+        if row != last:
+            moved = self.names[last]
+            info = self._rows[last]
+            for a in (self.alloc, self.load, self.assumed, self.largest, self.cost):
+                a[row] = a[last]
+            for v in (self.wl_offset, self.net_mbps, self.bandwidth, self.ready, self.has_status,
+                      self.unschedulable, self.limit):
+                v[row] = v[last]
+            for f in TOPOLOGY_FIELDS:
+                self.topo[f][row] = self.topo[f][last]
+            for key in info.labels:
+                self.label_codes[key][row] = self.label_codes[key][last]
+                self.label_codes[key][last] = -1
+            for sf, sv in info.sets:
+                self.sets[sf][sv][row] = True
+                self.sets[sf][sv][last] = False
+            for t in info.taints:
+                self.taints[t][row] = True
+                self.taints[t][last] = False
+            for target in info.latency:
+                self.latency[target][row] = self.latency[target][last]
+                self.latency[target][last] = np.nan
+            self._rows[row] = info
+            self.names[row] = moved
+            self.names_arr[row] = moved
+            self.index[moved] = row
+        for f in TOPOLOGY_FIELDS:
+            self.topo[f][last] = -1
+        self.alloc[last] = 0
+        self.load[last] = 0
+        self.assumed[last] = 0
+        self.names_arr[last] = None
+        self.ready[last] = False
+        self.has_status[last] = False
+        self._rows.pop()
+        self.names.pop()
+        self.n -= 1
+        self._touch(True)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.index
+
+    def row_spec(self, name: str) -> ClusterSpec | None:
+        return self._rows[self.index[name]].spec
+
+    # ------------------------------------------------------------------ assume / forget (S7)
+    def assume(
+        self,
+        placement: Sequence[TargetCluster],
+        requirements: ReplicaRequirements | Sequence[float] | FloatArr,
+        key: str | None = None,
+    ) -> None:
+        """Count a placement at once, before member status reflects it (S7).
+
+        With ``key`` the placement is remembered so ``forget(key=...)`` can undo it; a second
+        assume under the same key replaces the first (the workload was rescheduled).
+        """
+        req = requirement_vector(requirements)
+        if key is not None:
+            self.forget(key=key)
+        names = tuple(t.cluster for t in placement)
+        counts = tuple(int(t.replicas) for t in placement)
+        self._apply(names, counts, req, 1.0)
+        if key is not None:
+            self._assumed[key] = _Assumed(names, counts, req)
+
+    def forget(
+        self,
+        placement: Sequence[TargetCluster] | None = None,
+        requirements: ReplicaRequirements | Sequence[float] | FloatArr | None = None,
+        *,
+        key: str | None = None,
+    ) -> bool:
+        """Undo an assume: by ``key``, or by giving the same placement and requirements again."""
+        if key is not None:
+            rec = self._assumed.pop(key, None)
+            if rec is None:
+                return False
+            self._apply(rec.names, rec.counts, rec.req, -1.0)
+            return True
+        if placement is None or requirements is None:
+            raise ValueError("forget needs a key or both placement and requirements")
+        self._apply(tuple(t.cluster for t in placement), tuple(int(t.replicas) for t in placement),
+                    requirement_vector(requirements), -1.0)
+        return True
+
+    def assumed_keys(self) -> list[str]:
+        return list(self._assumed)
+
+    def _apply(self, names: Sequence[str], counts: Sequence[int], req: FloatArr, sign: float) -> None:
+        idx = self.index
+        for name, c in zip(names, counts, strict=True):
+            row = idx.get(name)
+            if row is None or c == 0:
+                continue
+            a = self.assumed[row]
+            a += (sign * c) * req
+            if sign < 0:
+                np.maximum(a, 0.0, out=a)
+        self.version += 1
+
+    # ------------------------------------------------------------------ derived views
+    def _derive(self) -> None:
+        n = self.n
+        alloc = self.alloc[:n]
+        used = self.load[:n] + self.assumed[:n]
+        self._free = alloc - used
+        a2 = alloc[:, :2]
+        safe = np.where(a2 > 0, a2, 1.0)
+        self._frac = np.where(a2 > 0, used[:, :2] / safe, 0.0)
+        self._wl = self._frac.max(axis=1) + self.wl_offset[:n] if n else np.zeros(0)
+        self._largest_eff = np.minimum(self.largest[:n], np.maximum(self._free[:, :3], 0.0))
+        self._derived_version = self.version
+
+    @property
+    def free(self) -> FloatArr:
+        """(n, 5) free amount per resource, after assumed placements."""
+        if self._derived_version != self.version:
+            self._derive()
+        return self._free
+
+    @property
+    def fractions(self) -> FloatArr:
+        """(n, 2) cpu and memory load fractions including assumed placements."""
+        if self._derived_version != self.version:
+            self._derive()
+        return self._frac
+
+    @property
+    def water_level(self) -> FloatArr:
+        """(n,) water level per cluster (module docstring), including assumed placements."""
+        if self._derived_version != self.version:
+            self._derive()
+        return self._wl
+
+    @property
+    def largest_free(self) -> FloatArr:
+        """(n, 3) effective largest free node (cpu, memory, gpu)."""
+        if self._derived_version != self.version:
+            self._derive()
+        return self._largest_eff
+
+    # ------------------------------------------------------------------ index helpers
+    def rows_of(self, names: Sequence[str]) -> tuple[list[int], list[str]]:
+        """Rows of the known names, plus the unknown names."""
+        rows: list[int] = []
+        missing: list[str] = []
+        for nm in names:
+            r = self.index.get(nm)
+            if r is None:
+                missing.append(nm)
+            else:
+                rows.append(r)
+        return rows, missing
+
+    def name_mask(self, names: Sequence[str]) -> BoolArr:
+        m = np.zeros(self.n, dtype=bool)
+        rows, _ = self.rows_of(names)
+        if rows:
+            m[rows] = True
+        return m
+
+    def field_codes(self, fld: str) -> np.ndarray:
+        return self.topo[fld][: self.n]
+
+    def field_in(self, fld: str, values: Sequence[str]) -> BoolArr:
+        """Clusters whose topology field is one of ``values``."""
+        vocab = self.vocab[fld]
+        codes = [vocab[v] for v in values if v in vocab]
+        arr = self.topo[fld][: self.n]
+        if not codes:
+            return np.zeros(self.n, dtype=bool)
+        if len(codes) == 1:
+            return arr == codes[0]
+        return np.isin(arr, codes)
+
+    def label_in(self, key: str, values: Sequence[str]) -> BoolArr:
+        codes_arr = self.label_codes.get(key)
+        if codes_arr is None:
+            return np.zeros(self.n, dtype=bool)
+        vocab = self.label_vocab[key]
+        codes = [vocab[v] for v in values if v in vocab]
+        arr = codes_arr[: self.n]
+        if not codes:
+            return np.zeros(self.n, dtype=bool)
+        if len(codes) == 1:
+            return arr == codes[0]
+        return np.isin(arr, codes)
+
+    def label_exists(self, key: str) -> BoolArr:
+        codes_arr = self.label_codes.get(key)
+        if codes_arr is None:
+            return np.zeros(self.n, dtype=bool)
+        return codes_arr[: self.n] >= 0
+
+    def set_mask(self, fld: str, value: str) -> BoolArr:
+        m = self.sets[fld].get(value)
+        if m is None:
+            return np.zeros(self.n, dtype=bool)
+        return m[: self.n]
+
+    def group_codes(self, by_field: str | None, by_label: str | None) -> np.ndarray:
+        """Spread-group id per cluster (-1 = not in any group)."""
+        if by_label is not None:
+            arr = self.label_codes.get(by_label)
+            return arr[: self.n] if arr is not None else np.full(self.n, -1, dtype=np.int32)
+        if by_field == "cluster" or by_field is None:
+            return np.arange(self.n, dtype=np.int32)
+        return self.topo[by_field][: self.n]
+
+    def group_name(self, by_field: str | None, by_label: str | None, code: int) -> str:
+        if by_label is not None:
+            vocab = self.label_vocab.get(by_label, {})
+        elif by_field == "cluster" or by_field is None:
+            return self.names[code]
+        else:
+            vocab = self.vocab[by_field]
+        for k, v in vocab.items():
+            if v == code:
+                return k
+        return str(code)
+
+    def fleet_water_level(self, mask: BoolArr | None = None) -> float:
+        """Allocatable-cpu-weighted mean water level of the masked clusters."""
+        wl = self.water_level
+        w = self.alloc[: self.n, CPU]
+        if mask is not None:
+            wl = wl[mask]
+            w = w[mask]
+        if wl.size == 0:
+            return 0.0
+        tot = float(w.sum())
+        if tot <= 0:
+            return float(wl.mean())
+        return float((wl * w).sum() / tot)

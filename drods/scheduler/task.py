@@ -1,0 +1,176 @@
+"""Task analysis (S3): a BindingSpec reduced once per cycle to the hashable, array-ready facts plugins use.
+
+The three dimensions of S3 are made explicit: ``storage_tier``, ``network_id`` and
+``compute_class`` (``cpu`` or ``gpu:<model>``), next to the per-replica resource vector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from drods.model.binding import BindingSpec, TargetCluster
+from drods.model.placement import ClusterAffinity, ClusterAffinityTerm, SpreadConstraint
+from drods.scheduler.interface import FloatArr, IntArr
+from drods.scheduler.snapshot import requirement_vector
+
+Division = Literal["Duplicated", "Aggregated", "StaticWeight", "WaterLevel", "AvailableReplicas"]
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityKey:
+    """A cluster affinity term in canonical, hashable form (the cache key of its mask)."""
+
+    name: str | None
+    cluster_names: tuple[str, ...]
+    exclude: tuple[str, ...]
+    match_labels: tuple[tuple[str, str], ...]
+    label_exprs: tuple[tuple[str, str, tuple[str, ...]], ...]
+    field_exprs: tuple[tuple[str, str, tuple[str, ...]], ...]
+
+    @classmethod
+    def of(cls, a: ClusterAffinity) -> AffinityKey:
+        ls = a.labelSelector
+        fs = a.fieldSelector
+        return cls(
+            name=a.affinityName if isinstance(a, ClusterAffinityTerm) else None,
+            cluster_names=tuple(a.clusterNames),
+            exclude=tuple(a.exclude),
+            match_labels=tuple(sorted(ls.matchLabels.items())) if ls else (),
+            label_exprs=tuple((e.key, e.operator, tuple(e.values)) for e in ls.matchExpressions) if ls else (),
+            field_exprs=tuple((e.key, e.operator, tuple(e.values)) for e in fs.matchExpressions) if fs else (),
+        )
+
+    @property
+    def empty(self) -> bool:
+        return not (self.cluster_names or self.exclude or self.match_labels or self.label_exprs
+                    or self.field_exprs)
+
+
+@dataclass(slots=True)
+class Task:
+    """What the caller hands the scheduler: the binding, its name and where it runs now."""
+
+    spec: BindingSpec
+    name: str = ""
+    current: Sequence[TargetCluster] = ()
+    # soft topology preference (TopologyPreference score); defaults to where the workload runs now
+    preferred_regions: Sequence[str] = ()
+    preferred_zones: Sequence[str] = ()
+    # True: ignore the current placement and divide afresh (S11 rebalancing)
+    rebalance: bool = False
+
+
+@dataclass(slots=True)
+class TaskInfo:
+    """The analysed task plus per-cycle scratch state (Kubernetes' CycleState)."""
+
+    key: str
+    replicas: int
+    priority: int
+    req: FloatArr
+    requested: tuple[int, ...]
+    gpu_model: str | None
+    storage_tier: str | None
+    network_id: str | None
+    compute_class: str
+    max_latency_ms: float | None
+    min_bandwidth_mbps: float | None
+    capabilities: tuple[str, ...]
+    targets: tuple[str, ...]
+    tolerations: tuple[tuple[str | None, str, str | None, str | None], ...]
+    affinity_terms: tuple[AffinityKey | None, ...]
+    shorthand: tuple[tuple[str, tuple[str, ...]], ...]
+    spread: tuple[SpreadConstraint, ...]
+    division: Division
+    static_weights: tuple[tuple[AffinityKey, int], ...]
+    limit: float
+    current: dict[str, int]
+    preferred_regions: tuple[str, ...]
+    preferred_zones: tuple[str, ...]
+    rebalance: bool
+    affinity: AffinityKey | None = None
+    current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    missing_targets: tuple[str, ...] = ()
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def analysis(self) -> dict[str, Any]:
+        """The S3 mapping, as recorded in the result."""
+        return {"storageTier": self.storage_tier, "networkIdentifier": self.network_id,
+                "compute": self.compute_class}
+
+
+def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[TargetCluster] | None = None,
+            default_division: Division = "WaterLevel", default_limit: float | None = None) -> TaskInfo:
+    """S3: map a binding to storage tier, network identifier and compute (incl. GPU model)."""
+    if isinstance(task, BindingSpec):
+        task = Task(spec=task, name=name, current=current or ())
+    elif current is not None:
+        task = Task(task.spec, task.name, current, task.preferred_regions, task.preferred_zones,
+                    task.rebalance)
+    spec = task.spec
+    res = spec.resources
+    req = requirement_vector(res)
+    requested = tuple(int(i) for i in np.flatnonzero(req > 0))
+    pl = spec.placement
+    net = spec.network
+    if pl.clusterAffinities:
+        terms: tuple[AffinityKey | None, ...] = tuple(AffinityKey.of(t) for t in pl.clusterAffinities)
+    elif pl.clusterAffinity is not None:
+        k = AffinityKey.of(pl.clusterAffinity)
+        terms = (None if k.empty else k,)
+    else:
+        terms = (None,)
+    shorthand = tuple((f, tuple(v)) for f, v in (("region", spec.regions), ("provider", spec.providers),
+                                                  ("zone", spec.zones), ("city", spec.cities)) if v)
+    rs = pl.replicaScheduling
+    division: Division
+    statics: tuple[tuple[AffinityKey, int], ...] = ()
+    if rs is not None and rs.replicaSchedulingType == "Duplicated":
+        division = "Duplicated"
+    elif rs is not None and rs.replicaDivisionPreference == "Aggregated":
+        division = "Aggregated"
+    elif rs is not None and rs.weightPreference is not None and rs.weightPreference.staticWeightList:
+        division = "StaticWeight"
+        statics = tuple((AffinityKey.of(w.targetCluster), w.weight) for w in rs.weightPreference.staticWeightList)
+    elif rs is not None and rs.weightPreference is not None and rs.weightPreference.dynamicWeight:
+        division = rs.weightPreference.dynamicWeight
+    else:
+        division = default_division
+    cur: dict[str, int] = {}
+    for t in task.current:
+        if t.replicas > 0:
+            cur[t.cluster] = cur.get(t.cluster, 0) + t.replicas
+    gpu_model = res.gpuModel
+    compute = f"gpu:{gpu_model or 'any'}" if res.gpu > 0 or gpu_model else "cpu"
+    return TaskInfo(
+        key=task.name,
+        replicas=spec.replicas,
+        priority=spec.priority,
+        req=req,
+        requested=requested,
+        gpu_model=gpu_model,
+        storage_tier=res.storageTier,
+        network_id=net.identifier if net else None,
+        compute_class=compute,
+        max_latency_ms=net.maxLatencyMs if net else None,
+        min_bandwidth_mbps=net.minBandwidthMbps if net else None,
+        capabilities=tuple(spec.capabilities),
+        targets=tuple(spec.targetClusters),
+        tolerations=tuple((t.key, t.operator, t.value, t.effect) for t in pl.clusterTolerations),
+        affinity_terms=terms,
+        shorthand=shorthand,
+        spread=tuple(pl.spreadConstraints),
+        division=division,
+        static_weights=statics,
+        limit=(pl.waterLevelLimit if default_limit is None or "waterLevelLimit" in pl.model_fields_set
+               else default_limit),
+        current=cur,
+        preferred_regions=tuple(task.preferred_regions),
+        preferred_zones=tuple(task.preferred_zones),
+        rebalance=task.rebalance,
+    )
