@@ -26,13 +26,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import httpx
 
 from drods.monitor import report as r
 from drods.monitor.report import NormalisedStatus
 
+T = TypeVar("T")
 Point = tuple[float, float]
 Sample = tuple[str, str, float, float]  # (cluster, metric, epoch seconds, value)
 
@@ -313,22 +314,17 @@ class AsyncSeriesStore:
         self.store = store
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drods-series")
 
-    async def _run(self, fn: Callable[..., object], *args: object) -> object:
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def append(self, samples: Iterable[Sample]) -> int:
-        batch = list(samples)
-        n = await self._run(self.store.append, batch)
-        assert isinstance(n, int)
-        return n
+        return await self._run(self.store.append, list(samples))
 
     async def query(self, cluster: str, metric: str, start: float, end: float, step: float) -> list[Point]:
-        pts = await self._run(self.store.query, cluster, metric, start, end, step)
-        return pts  # type: ignore[return-value]
+        return await self._run(self.store.query, cluster, metric, start, end, step)
 
     async def maintain(self, now: float | None = None) -> tuple[int, int]:
-        res = await self._run(self.store.maintain, now)
-        return res  # type: ignore[return-value]
+        return await self._run(self.store.maintain, now)
 
     async def close(self) -> None:
         await self._run(self.store.close)

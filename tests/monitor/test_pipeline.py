@@ -13,17 +13,19 @@ T0 = 1_700_006_400.0
 
 
 def rep(t: float, cpu: float, cluster: str = "c1") -> MetricsReport:
-    return MetricsReport(
-        cluster=cluster,
-        timestamp=datetime.fromtimestamp(t, UTC),
-        cpuCapacity=64,
-        cpuUsage=cpu,
-        memoryCapacity=256,
-        memoryAvailable=200,
-        networkIn=100,
-        networkOut=100,
-        pods=10,
-        flavour="extra",
+    return MetricsReport.model_validate(
+        {
+            "cluster": cluster,
+            "timestamp": datetime.fromtimestamp(t, UTC),
+            "cpuCapacity": 64,
+            "cpuUsage": cpu,
+            "memoryCapacity": 256,
+            "memoryAvailable": 200,
+            "networkIn": 100,
+            "networkOut": 100,
+            "pods": 10,
+            "flavour": "extra",
+        }
     )
 
 

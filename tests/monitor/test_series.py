@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: Clock) -> SeriesStore:
+def store(tmp_path: Path, clock: Clock) -> Iterator[SeriesStore]:
     s = SeriesStore(tmp_path / "history.db", clock=clock, grace_s=300)
-    yield s  # type: ignore[misc]
+    yield s
     s.close()
 
 

@@ -1,0 +1,270 @@
+"""Monitoring ingest bench: N clusters × 20 metrics every 10 s, driven as fast as possible.
+
+In-process mode runs each wire-format report through validation → normalise → rate control →
+thresholds → surge → history buffer, and flushes the buffer to the SQLite history once per
+simulated tick (one transaction). A second phase writes one simulated day for a few clusters
+to measure history bytes per cluster-day.
+
+Prints the conditions, then one final JSON line of figures.
+
+    python bench/monitoring.py [--clusters 1000] [--duration 60] [--interval 10]
+    python bench/monitoring.py --via-api URL   # end-to-end through PUT /api/v1/metrics (to come)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from drods.monitor import report as r  # noqa: E402
+from drods.monitor.pipeline import MonitorPipeline  # noqa: E402
+from drods.monitor.report import MetricsReport  # noqa: E402
+from drods.monitor.series import DEFAULT_TIERS, SeriesStore  # noqa: E402
+from drods.monitor.thresholds import SustainedDetector  # noqa: E402
+
+T0 = 1_700_006_400.0  # simulated start (aligned to a day)
+
+
+class Fleet:
+    """Deterministic synthetic fleet: per-cluster size, diurnal phase and noise."""
+
+    def __init__(self, n: int, seed: int = 1) -> None:
+        self.n = n
+        self.rng = np.random.default_rng(seed)
+        self.names = [f"cluster-{i:04d}" for i in range(n)]
+        self.cpu_cap = self.rng.choice([64.0, 128.0, 256.0, 512.0], n)
+        self.mem_cap = self.cpu_cap * 4
+        self.gpu_cap = self.rng.choice([0.0, 0.0, 4.0, 8.0], n)
+        self.sto_cap = self.rng.choice([2000.0, 10000.0], n)
+        self.phase = self.rng.uniform(0, 2 * np.pi, n)
+        self.net = self.rng.uniform(100, 2000, n)
+
+    def tick(self, t: float) -> list[dict[str, Any]]:
+        n, rng = self.n, self.rng
+        day = 2 * np.pi * (t - T0) / 86_400
+        load = np.clip(0.5 + 0.25 * np.sin(day + self.phase) + rng.normal(0, 0.03, n), 0.01, 0.99)
+        mem = np.clip(load * 0.9 + rng.normal(0, 0.02, n), 0.01, 0.99)
+        gpu = np.clip(load + rng.normal(0, 0.05, n), 0, 1)
+        sto = np.clip(0.4 + rng.normal(0, 0.01, n), 0, 1)
+        net = self.net * (0.5 + load) * (1 + rng.normal(0, 0.05, n))
+        ts = datetime.fromtimestamp(t, UTC).isoformat()
+        out = []
+        for i in range(n):
+            out.append(
+                {
+                    "cluster": self.names[i],
+                    "timestamp": ts,
+                    "cpuCapacity": float(self.cpu_cap[i]),
+                    "cpuUsage": round(float(load[i]) * 100, 2),
+                    "memoryCapacity": float(self.mem_cap[i]),
+                    "memoryAvailable": round(float(self.mem_cap[i] * (1 - mem[i])), 3),
+                    "gpuCapacity": float(self.gpu_cap[i]),
+                    "gpuUsage": round(float(gpu[i]) * 100, 2),
+                    "storageCapacity": float(self.sto_cap[i]),
+                    "storageAvailable": round(float(self.sto_cap[i] * (1 - sto[i])), 1),
+                    "networkIn": round(float(net[i]) * 0.6, 2),
+                    "networkOut": round(float(net[i]) * 0.4, 2),
+                    "pods": int(self.cpu_cap[i] * load[i] * 2),
+                    "largestNodeFree": {
+                        "cpu": round(float(self.cpu_cap[i]) * 0.05 * (1 - float(load[i])), 2),
+                        "memory": round(float(self.mem_cap[i]) * 0.05 * (1 - float(mem[i])), 2),
+                        "gpu": float(min(self.gpu_cap[i], 1.0)),
+                    },
+                    "requestRate": round(float(net[i]) * 3, 1),
+                    "agentVersion": "1.2.3",
+                }
+            )
+        return out
+
+
+class Sink(Protocol):
+    """Where reports go; `--via-api` will add an HTTP sink with the same shape."""
+
+    def send(self, reports: list[dict[str, Any]], now: float) -> list[int]:
+        """Deliver one tick of reports; return per-report latency in ns."""
+        ...
+
+    def end_tick(self, now: float) -> int:
+        """Per-tick work (history flush); return its duration in ns."""
+        ...
+
+
+class InProcessSink:
+    def __init__(self, pipeline: MonitorPipeline) -> None:
+        self.pipeline = pipeline
+        self.rejected = 0
+        self.events = 0
+        self.visible_changes = 0
+        self.raw_values = 0
+
+    def send(self, reports: list[dict[str, Any]], now: float) -> list[int]:
+        lat: list[int] = []
+        ingest = self.pipeline.ingest
+        clock = time.perf_counter_ns
+        for body in reports:
+            t0 = clock()
+            res = ingest(MetricsReport.model_validate(body), now)
+            lat.append(clock() - t0)
+            if res.rejection is not None:
+                self.rejected += 1
+                continue
+            assert res.status is not None
+            self.raw_values += len(res.status.values)
+            self.events += len(res.events) + len(res.sustained)
+            self.visible_changes += len(res.changed)
+        return lat
+
+    def end_tick(self, now: float) -> int:
+        t0 = time.perf_counter_ns()
+        self.pipeline.flush()
+        return time.perf_counter_ns() - t0
+
+
+def history_bytes_per_cluster_day(tmpdir: Path, clusters: int = 10, interval: float = 10.0) -> dict[str, float]:
+    """Write one simulated day for a few clusters through the real sample path; measure."""
+    fleet = Fleet(clusters, seed=7)
+    now = [T0]
+    store = SeriesStore(tmpdir / "day.db", clock=lambda: now[0])
+    pipe = MonitorPipeline(series=store, clock=lambda: now[0])
+    ticks = int(86_400 / interval)
+    t_start = time.perf_counter()
+    for k in range(ticks):
+        t = T0 + k * interval
+        now[0] = t
+        for body in fleet.tick(t):
+            pipe.ingest(MetricsReport.model_validate(body), t)
+        pipe.flush()
+    fill_s = time.perf_counter() - t_start
+    raw_rows = store.row_counts().get(0, 0)
+    raw_bytes = store.size_bytes()
+    now[0] = T0 + 86_400 + 3600
+    t_ds = time.perf_counter()
+    store.downsample()
+    ds_s = time.perf_counter() - t_ds
+    counts = store.row_counts()
+    total_bytes = store.size_bytes()
+    store.close()
+    # Rollup rows are the same shape as raw rows (+1 small int), so bytes/row carries over.
+    bpr = raw_bytes / max(raw_rows, 1)
+    per_day = {step: counts.get(step, 0) * bpr / clusters for step in (60, 3600)}
+    per_day[0] = raw_bytes / clusters
+    steady = sum(per_day[t.step_s] * t.keep_s / 86_400 for t in DEFAULT_TIERS)
+    return {
+        "history_raw_bytes_per_cluster_day": round(per_day[0]),
+        "history_raw_bytes_per_row": round(bpr, 1),
+        "history_1m_bytes_per_cluster_day": round(per_day[60]),
+        "history_1h_bytes_per_cluster_day": round(per_day[3600]),
+        "history_day_db_bytes_after_rollup_per_cluster": round(total_bytes / clusters),
+        "history_steady_state_bytes_per_cluster": round(steady),
+        "history_rows_per_cluster_day": raw_rows / clusters,
+        "history_day_fill_s": round(fill_s, 2),
+        "history_day_downsample_s": round(ds_s, 3),
+        "history_day_clusters": clusters,
+    }
+
+
+def run(args: argparse.Namespace, make_sink: Callable[[MonitorPipeline], Sink]) -> dict[str, Any]:
+    fleet = Fleet(args.clusters)
+    tmp = Path(tempfile.mkdtemp(prefix="drods-bench-"))
+    now = [T0]
+    store = SeriesStore(tmp / "history.db", clock=lambda: now[0])
+    pipe = MonitorPipeline(
+        series=store,
+        sustained=[SustainedDetector(r.WATER_LEVEL, 0.8, duration_s=120, hysteresis=0.05)],
+        clock=lambda: now[0],
+    )
+    sink = make_sink(pipe)
+    ticks = int(args.duration / args.interval)
+    # Warm-up tick (imports, first-series inserts) is measured separately.
+    lat: list[int] = []
+    flush_ns: list[int] = []
+    gen_s = 0.0
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    first_tick_ms = 0.0
+    for k in range(ticks):
+        t = T0 + k * args.interval
+        now[0] = t
+        g0 = time.perf_counter()
+        reports = fleet.tick(t)
+        gen_s += time.perf_counter() - g0
+        tick0 = time.perf_counter()
+        lat += sink.send(reports, t)
+        flush_ns.append(sink.end_tick(t))
+        if k == 0:
+            first_tick_ms = (time.perf_counter() - tick0) * 1e3
+    cpu = time.process_time() - cpu0
+    wall = time.perf_counter() - wall0
+    n = len(lat)
+    lat_us = np.array(lat) / 1e3
+    flush_ms = np.array(flush_ns) / 1e6
+    # Generation of synthetic reports is bench overhead, not pipeline cost: subtract it.
+    cpu_pipeline = max(cpu - gen_s, 0.0)
+    assert isinstance(sink, InProcessSink)
+    out: dict[str, Any] = {
+        "bench": "monitoring",
+        "mode": "in-process",
+        "clusters": args.clusters,
+        "metrics_per_report": len(r.METRICS),
+        "interval_s": args.interval,
+        "simulated_s": args.duration,
+        "reports": n,
+        "raw_values": sink.raw_values,
+        "rejected": sink.rejected,
+        "events": sink.events,
+        "visible_changes": sink.visible_changes,
+        "cpu_us_per_report": round(cpu_pipeline / n * 1e6, 1),
+        "pipeline_p50_us": round(float(np.percentile(lat_us, 50)), 1),
+        "pipeline_p99_us": round(float(np.percentile(lat_us, 99)), 1),
+        "pipeline_max_us": round(float(lat_us.max()), 1),
+        "flush_ms_per_tick_p50": round(float(np.percentile(flush_ms, 50)), 2),
+        "flush_ms_per_tick_max": round(float(flush_ms.max()), 2),
+        "flush_us_per_report": round(float(flush_ms.sum()) * 1e3 / n, 1),
+        "first_tick_ms": round(first_tick_ms, 1),
+        "reports_per_s": round(n / max(wall - gen_s, 1e-9)),
+        "wall_s": round(wall, 2),
+        "history_db_bytes": store.size_bytes(),
+    }
+    store.close()
+    if not args.skip_day:
+        out.update(history_bytes_per_cluster_day(tmp, clusters=args.day_clusters, interval=args.interval))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clusters", type=int, default=1000)
+    ap.add_argument("--duration", type=float, default=60.0, help="simulated seconds")
+    ap.add_argument("--interval", type=float, default=10.0, help="report interval, simulated seconds")
+    ap.add_argument("--day-clusters", type=int, default=10, help="clusters for the bytes/cluster-day phase")
+    ap.add_argument("--skip-day", action="store_true", help="skip the bytes/cluster-day phase")
+    ap.add_argument("--via-api", metavar="URL", help="send through PUT /api/v1/metrics (not yet available)")
+    args = ap.parse_args()
+    if args.via_api:
+        sys.exit("--via-api: the HTTP sink is not implemented yet (needs the API server's metrics route)")
+    print(
+        f"conditions: python {platform.python_version()} on {platform.machine()} {platform.system()}, "
+        f"{os.cpu_count()} CPUs, sqlite {sqlite3.sqlite_version}, numpy {np.__version__}; "
+        f"{args.clusters} clusters x {len(r.METRICS)} metrics every {args.interval:g}s for "
+        f"{args.duration:g}s simulated, in-process, history on local disk (tempdir, WAL, synchronous=NORMAL); "
+        "report JSON generation excluded from CPU figures"
+    )
+    res = run(args, InProcessSink)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
