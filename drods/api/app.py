@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from drods import __version__
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.context import ApiContext
-from drods.api.routes import admin, discovery, kubernetes, metrics, sync
+from drods.api.routes import admin, discovery, kubernetes, metrics, openapi_k8s, sync
 from drods.api.routes.clusters import clusters, propagation_policies
 from drods.api.status import error_response
 from drods.errors import ApiError
@@ -39,7 +39,7 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
     )
     app.state.ctx = ctx
     for r in (admin.router, clusters, propagation_policies, metrics.router, sync.router,
-              *(extra_routers or []), discovery.router, kubernetes.router):
+              *(extra_routers or []), openapi_k8s.router, discovery.router, kubernetes.router):
         app.include_router(r)
     _install_error_handlers(app)
     app.add_middleware(AuditAndMetrics, ctx=ctx)

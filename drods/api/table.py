@@ -20,6 +20,10 @@ _COLUMNS: dict[str, list[Column]] = {
 }
 
 
+# What a column shows when the field was left unset (the model's default is not stored).
+_DEFAULTS: dict[tuple[str, str], Any] = {("Cluster", "spec.syncMode"): "Push"}
+
+
 def wants_table(request: Request) -> bool:
     return "as=Table" in request.headers.get("accept", "")
 
@@ -65,6 +69,8 @@ def to_table(kind: Kind, items: list[dict[str, Any]], revision: int) -> dict[str
         cells: list[Any] = [meta["name"]]
         for _, _, path in extra:
             value = _ready(obj) if path == "status.ready" else _get(obj, path)
+            if value is None:
+                value = _DEFAULTS.get((kind.kind, path))
             cells.append("" if value is None else value)
         cells.append(_age(meta.get("creationTimestamp")))
         rows.append({"cells": cells, "object": {"kind": "PartialObjectMetadata",

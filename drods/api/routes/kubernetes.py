@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import ApiContext, context
+from drods.api.strategic_merge import strategic_merge
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
 from drods.model.kinds import Kind
@@ -24,6 +25,7 @@ from drods.model.selector import LabelSelector, parse_selector
 router = APIRouter(include_in_schema=False)
 
 APPLY_PATCH = "application/apply-patch+yaml"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 def resolve(request: Request, group: str, version: str, plural: str) -> Kind:
@@ -65,7 +67,7 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
         timeout = request.query_params.get("timeoutSeconds")
         return StreamingResponse(
             _watch_stream(ctx, kind, namespace, int(rv_text), selector, only_name,
-                          float(timeout) if timeout and timeout.isdigit() else None),
+                          float(timeout) if timeout and timeout.isdigit() else None, wants_table(request)),
             media_type="application/json",
         )
     items, revision = await ctx.registry.list(kind, namespace, selector)
@@ -81,7 +83,7 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
 
 async def _watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
                         selector: LabelSelector | None, only_name: str | None,
-                        timeout: float | None) -> AsyncIterator[bytes]:
+                        timeout: float | None, as_table: bool = False) -> AsyncIterator[bytes]:
     ctx.metrics.watches.inc()
     events = ctx.registry.watch(kind, namespace, rv or None, selector)
     try:
@@ -89,6 +91,8 @@ async def _watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: 
             async for event_type, obj in events:
                 if only_name is not None and obj["metadata"]["name"] != only_name:
                     continue
+                if as_table:  # kubectl get -w asks for rows, so events print in the same columns
+                    obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]))
                 yield json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
     except TimeoutError:
         return
@@ -136,6 +140,14 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
                 body.setdefault("metadata", {}).setdefault("name", name)
             return JSONResponse(await ctx.registry.create(kind, body, namespace), status_code=201)
         content_type = "application/merge-patch+json"
+    elif content_type.startswith(STRATEGIC_MERGE_PATCH):
+        # kubectl sends these for built-in kinds; list fields merge by key, so apply them as such.
+        if not isinstance(body, dict):
+            raise ApiError(400, "BAD_REQUEST", "a strategic merge patch must be a JSON object", {})
+        current = await ctx.registry.get(kind, name, namespace)
+        merged = strategic_merge(current, body)
+        merged.setdefault("metadata", {}).setdefault("resourceVersion", current["metadata"]["resourceVersion"])
+        return JSONResponse(await ctx.registry.update(kind, merged, namespace, subresource=subresource))
     obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource)
     return JSONResponse(obj)
 
