@@ -91,6 +91,18 @@ class EtcdMember:
         except (OSError, ValueError):
             return False
 
+    def status(self) -> dict[str, object]:
+        """The member's Maintenance.Status (via etcd's JSON gateway)."""
+        url = f"http://{self.endpoint}/v3/maintenance/status"
+        req = urllib.request.Request(url, data=b"{}", method="POST")
+        with urllib.request.urlopen(req, timeout=2) as resp:
+            return dict(json.load(resp))
+
+    def is_leader(self) -> bool:
+        status = self.status()
+        header = status.get("header")
+        return isinstance(header, dict) and header.get("member_id") == status.get("leader")
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -150,6 +162,18 @@ class EtcdCluster:
             if pending:
                 time.sleep(0.05)
         return self
+
+    def leader(self, timeout: float = 10.0) -> EtcdMember:
+        """The current raft leader among the live members (waits for an election to settle)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for m in self.members:
+                with contextlib.suppress(OSError, ValueError):
+                    if m.alive() and m.is_leader():
+                        return m
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no etcd leader within {timeout}s")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         for m in self.members:

@@ -9,10 +9,13 @@ keeping aetcd for the channel, the stubs and the watch stream.
 
 What this layer adds over the raw client:
 
-* Failover: one aetcd client per endpoint; a call that fails with UNAVAILABLE moves to the next
-  endpoint and retries with backoff until ``deadline`` expires, then raises ``Unavailable``.
-  A DEADLINE_EXCEEDED on a write is ambiguous (it may have been applied), so writes are not
-  retried on it: the caller gets ``Unavailable`` and decides.
+* Failover: one aetcd client per endpoint; a call that fails with UNAVAILABLE or a timeout moves
+  to the next endpoint and retries with backoff until ``deadline`` expires, then raises
+  ``Unavailable``. A lost answer to a write is ambiguous (it may have been applied, e.g. a
+  proposal forwarded to a leader that just died), so writes are only blindly retried when doing
+  them twice is harmless (plain put/delete, lease grant). A CAS put/delete resolves the doubt by
+  reading the key back; a txn with writes raises ``Unavailable`` and leaves the decision to the
+  caller, as etcd's own client does.
 * Resumable watch: on a broken stream the watch is re-created on the next endpoint from the last
   delivered revision + 1, so no event is lost or repeated; etcd's compaction answer becomes
   ``Compacted``.
@@ -66,7 +69,9 @@ _CMP_OP = {
     "<": rpc.Compare.LESS,
     ">": rpc.Compare.GREATER,
 }
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE}
+_TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# Errors that prove the request never reached raft, so even a non-repeatable write may be resent.
+_UNSENT = ("failed to connect", "connection refused", "no leader", "too many requests")
 _ALL_KEYS = b"\0"
 
 
@@ -131,10 +136,14 @@ def _translate(exc: BaseException) -> StoreError:
     return StoreError(f"etcd: {details}")
 
 
+class _Ambiguous(Unavailable):
+    """A write's answer was lost: it may or may not have been applied."""
+
+
 class EtcdStore(Store):
     """``Store`` over etcd v3; ``endpoints`` are ``host:port`` strings of one cluster."""
 
-    def __init__(self, endpoints: list[str], *, timeout: float = 5.0, deadline: float = 15.0) -> None:
+    def __init__(self, endpoints: list[str], *, timeout: float = 3.0, deadline: float = 15.0) -> None:
         if not endpoints:
             raise ValueError("EtcdStore needs at least one endpoint")
         self._endpoints: list[tuple[str, int]] = []
@@ -148,6 +157,12 @@ class EtcdStore(Store):
         self._current = 0
         self._seen_rev = 0  # highest revision seen in any response (anchors watch-from-now)
         self._closed = False
+
+    @property
+    def current_endpoint(self) -> str:
+        """The member calls go to now (it changes on failover)."""
+        host, port = self._endpoints[self._current]
+        return f"{host}:{port}"
 
     # ------------------------------------------------------------------ plumbing
 
@@ -176,8 +191,12 @@ class EtcdStore(Store):
             self._seen_rev = rev
         return rev
 
-    async def _call(self, fn: Callable[[aetcd.Client], Awaitable[T]], *, idempotent: bool = True) -> T:
-        """Run one RPC, failing over between endpoints until ``deadline``."""
+    async def _call(self, fn: Callable[[aetcd.Client], Awaitable[T]], *, repeatable: bool = True) -> T:
+        """Run one RPC, failing over between endpoints until ``deadline``.
+
+        ``repeatable``: applying the request twice is as good as once, so it may be resent after
+        a lost answer; otherwise only errors proving it was never sent are retried.
+        """
         deadline = time.monotonic() + self.deadline
         backoff = 0.02
         while True:
@@ -186,13 +205,11 @@ class EtcdStore(Store):
                 client = await self._client(index)
                 return await fn(client)
             except (grpc.aio.AioRpcError, aetcd.exceptions.ClientError) as exc:
-                code = _status(exc)
-                retry = code in _RETRYABLE or (idempotent and code == grpc.StatusCode.DEADLINE_EXCEEDED)
-                if not retry:
-                    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                        self._failover(index)
+                if _status(exc) not in _TRANSIENT:
                     raise _translate(exc) from exc
                 self._failover(index)
+                if not repeatable and not any(s in _details(exc).lower() for s in _UNSENT):
+                    raise _Ambiguous(f"etcd write outcome unknown: {_details(exc)}") from exc
                 if time.monotonic() + backoff > deadline:
                     raise Unavailable(f"etcd unreachable at {self._endpoints}: {_details(exc)}") from exc
                 await asyncio.sleep(backoff)  # let an election finish / the next member answer
@@ -250,17 +267,30 @@ class EtcdStore(Store):
                 self._saw(resp.header)
                 return resp
 
-            return int((await self._call(plain, idempotent=False)).header.revision)
+            return int((await self._call(plain)).header.revision)  # a resend rewrites the same value
         req = rpc.TxnRequest(
             compare=[self._guard_on(kraw, expect_revision)],
             success=[rpc.RequestOp(request_put=put)],
             failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=kraw))],
         )
-        resp = await self._call(lambda c: self._txn(c, req), idempotent=False)
-        if not resp.succeeded:
-            kvs = resp.responses[0].response_range.kvs
-            raise CasFailed(key, _kv(kvs[0]) if kvs else None)
-        return int(resp.header.revision)
+        deadline = time.monotonic() + self.deadline
+        while True:
+            try:
+                resp = await self._call(lambda c: self._txn(c, req), repeatable=False)
+            except _Ambiguous:
+                # Did our write land? Read the key back: ours if it moved on and holds what we wrote.
+                cur = await self.get(key)
+                if cur is not None and cur.mod_revision != expect_revision:
+                    if (cur.value, cur.lease) == (put.value, lease):
+                        return cur.mod_revision
+                    raise CasFailed(key, cur) from None
+                if (cur.mod_revision if cur else 0) != expect_revision or time.monotonic() > deadline:
+                    raise
+                continue  # it did not land: send it again
+            if not resp.succeeded:
+                kvs = resp.responses[0].response_range.kvs
+                raise CasFailed(key, _kv(kvs[0]) if kvs else None)
+            return int(resp.header.revision)
 
     async def delete(self, key: str, *, expect_revision: int | None = None) -> KeyValue | None:
         kraw = _kb(key)
@@ -272,14 +302,26 @@ class EtcdStore(Store):
                 self._saw(resp.header)
                 return resp
 
-            resp = await self._call(plain, idempotent=False)
+            resp = await self._call(plain)  # after a lost answer the resend may report None
             return _kv(resp.prev_kvs[0]) if resp.prev_kvs else None
         req = rpc.TxnRequest(
             compare=[self._guard_on(kraw, expect_revision)],
             success=[rpc.RequestOp(request_delete_range=dele)],
             failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=kraw))],
         )
-        tresp = await self._call(lambda c: self._txn(c, req), idempotent=False)
+        deadline = time.monotonic() + self.deadline
+        while True:
+            try:
+                tresp = await self._call(lambda c: self._txn(c, req), repeatable=False)
+                break
+            except _Ambiguous:
+                cur = await self.get(key)
+                if cur is None:
+                    return None  # gone: our delete (or another) landed; what it held is unknown
+                if cur.mod_revision != expect_revision:
+                    raise CasFailed(key, cur) from None
+                if time.monotonic() > deadline:
+                    raise
         if not tresp.succeeded:
             kvs = tresp.responses[0].response_range.kvs
             raise CasFailed(key, _kv(kvs[0]) if kvs else None)
@@ -295,7 +337,7 @@ class EtcdStore(Store):
             self._saw(resp.header)
             return resp
 
-        return int((await self._call(call, idempotent=False)).deleted)
+        return int((await self._call(call)).deleted)
 
     @staticmethod
     def _op(op: TxnOp) -> Any:
@@ -335,7 +377,7 @@ class EtcdStore(Store):
             failure=[self._op(o) for o in failure],
         )
         writes = any(isinstance(o, Put | Delete) for o in (*success, *failure))
-        resp = await self._call(lambda c: self._txn(c, req), idempotent=not writes)
+        resp = await self._call(lambda c: self._txn(c, req), repeatable=not writes)
         ops = success if resp.succeeded else failure
         rev = int(resp.header.revision)
         responses: list[object] = []
@@ -374,7 +416,7 @@ class EtcdStore(Store):
             self._saw(resp.header)
             return resp
 
-        resp = await self._call(call, idempotent=False)
+        resp = await self._call(call)  # a duplicate grant just expires unused
         if resp.error:
             raise StoreError(f"etcd: {resp.error}")
         return Lease(int(resp.ID), int(resp.TTL))
