@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,7 @@ from drods.monitor.forecast import (
     resample,
     seasonal_naive_forecast,
 )
-from drods.monitor.series import Point
+from drods.monitor.series import AsyncSeriesStore, Point, SeriesStore
 
 STEP = 300
 SEASON = DAY // STEP
@@ -115,3 +117,19 @@ async def test_forecaster_caches_and_refits_on_schedule() -> None:
     assert fc.fleet_water_level_in(60, {"c2": 1.0}) is None
     fc.forget("c1")
     assert fc.water_level_in("c1", 60) is None
+
+
+async def test_forecaster_reads_from_series_store(tmp_path: Path) -> None:
+    """Wiring check: history written by the store feeds the forecaster through the async wrapper."""
+    y = diurnal(days=3, seed=3)
+    t0 = 1_700_006_400.0
+    now = t0 + len(y) * STEP
+    store = SeriesStore(tmp_path / "h.db", clock=lambda: now)
+    store.append([("c1", "waterLevel", t0 + i * STEP, float(v)) for i, v in enumerate(y)])
+    reader = AsyncSeriesStore(store)
+    fc = Forecaster(reader, clock=lambda: now)
+    assert await fc.refresh("c1")
+    p = fc.water_level_in("c1", 120)
+    assert p is not None and abs(p - y[-SEASON + 24]) < 0.1
+    assert not await fc.refresh("unknown")
+    await reader.close()
