@@ -46,7 +46,8 @@ def _pick(cands: IntArr, seats: IntArr, prefer: FloatArr | None, fewer_first: bo
 
 def _added(lam: float, w: FloatArr, cap: FloatArr, elig: BoolArr, sf: FloatArr) -> tuple[float, FloatArr]:
     """Seats after raising every eligible cluster to round(w / lam), capped; and how many were added."""
-    t = np.minimum(cap, np.floor(w / lam + 0.5))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.minimum(cap, np.floor(w / lam + 0.5))
     t = np.where(elig, np.maximum(sf, t), sf)
     return float((t - sf).sum()), t
 
@@ -73,6 +74,8 @@ def _add(s: IntArr, w: FloatArr, cap: FloatArr, d: int, prefer: FloatArr | None)
         wo = w[open_]
         hi = float((wo / (sf[open_] + 0.5)).max()) * (1 + 1e-9)
         lo = float(wo.min()) / (float(sf.max()) + d + 1.0)
+        if not (lo > 1e-300 and np.isfinite(hi)):
+            break
 
         best_t: FloatArr | None = None
         best_add = 0.0
@@ -129,6 +132,8 @@ def _remove(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> None:
             return
         lo = float((w[live] / (sf[live] - 0.5)).min()) * (1 - 1e-9)
         hi = float(w[live].max()) / 0.25
+        if not (lo > 1e-300 and np.isfinite(hi)):
+            break
 
         best: IntArr | None = None
         best_r = 0
@@ -164,7 +169,7 @@ def _remove(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> None:
         if cands.size > 1 and prefer is not None:
             pc = prefer[cands]
             cands = cands[pc == pc.min()]
-        s[int(cands[0])] -= 1
+        s[int(cands[-1])] -= 1  # without a preference the last position is the least preferred
 
 
 def webster(
@@ -181,6 +186,9 @@ def webster(
     Returns seats summing to ``min(total, reachable)``.
     """
     w = np.asarray(weights, dtype=np.float64)
+    top = float(w.max()) if w.size else 0.0
+    if top > 0:
+        w = w / top  # scale-free: keeps the divisor search in a sane floating-point range
     m = w.size
     cap = np.floor(np.asarray(caps, dtype=np.float64))
     if initial is not None:
@@ -274,9 +282,8 @@ def divide(inp: DivisionInput) -> IntArr:
         return webster(total, headroom.astype(np.float64), caps, initial=init, prefer=inp.prefer)
     # WaterLevel (default): blend spread (∝ headroom × score) and pack allocations by σ
     sigma = min(1.0, max(0.0, inp.spread))
-    w_spread = headroom * (inp.scores / 100.0)
-    if not (w_spread > 0).any():
-        w_spread = (caps > 0).astype(np.float64)
+    # a score floor of 1 keeps a low-scored cluster as the last resort rather than never
+    w_spread = np.where(caps > 0, headroom * (np.maximum(inp.scores, 1.0) / 100.0), 0.0)
     blend = np.zeros(m)
     if sigma > 0:
         blend += sigma * webster(total, w_spread, caps, prefer=inp.prefer)

@@ -9,9 +9,11 @@ about fragmentation on the other nodes; member schedulers report the rest throug
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, PluginBase, Rejection, reject
+from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, IntArr, PluginBase, Rejection, reject
 from drods.scheduler.snapshot import RESOURCES, Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -19,12 +21,22 @@ EPS = 1e-9
 _UNITS = {"cpu": "cores", "memory": "GiB", "gpu": "", "pods": "", "storage": "GiB"}
 
 
-def _insufficient(res: str, need: float, free: FloatArr):  # type: ignore[no-untyped-def]
-    def make(rows):  # type: ignore[no-untyped-def]
+def _insufficient(res: str, need: float, free: FloatArr) -> Callable[[IntArr], Callable[[int], str]]:
+    unit = f" {_UNITS[res]}" if _UNITS[res] else ""
+
+    def make(rows: IntArr) -> Callable[[int], str]:
         vals = free[rows]
-        unit = _UNITS[res]
-        return lambda k: f"insufficient {res}: need {need:g} {unit}, free {max(vals[k], 0.0):.3g} {unit}".replace(
-            "  ", " ").rstrip()
+        return lambda k: f"insufficient {res}: need {need:g}{unit}, free {max(float(vals[k]), 0.0):.3g}{unit}"
+
+    return make
+
+
+def _no_node(largest: FloatArr, req: FloatArr, node_rs: list[int]) -> Callable[[IntArr], Callable[[int], str]]:
+    def make(rows: IntArr) -> Callable[[int], str]:
+        vals = largest[rows]
+        return lambda k: "no node fits 1 replica: largest free node has " + ", ".join(
+            f"{RESOURCES[r]} {vals[k, r]:.3g}/{req[r]:g}" for r in node_rs)
+
     return make
 
 
@@ -54,15 +66,8 @@ class ResourceFit(PluginBase):
                 bad |= largest[:, r] < req[r] - EPS
             drop = mask & bad
             if drop.any():
-                lg = largest
-
-                def detail(rows):  # type: ignore[no-untyped-def]
-                    vals = lg[rows]
-                    parts = [(RESOURCES[r], float(req[r]), r) for r in node_rs]
-                    return lambda k: "no node fits 1 replica: largest free node has " + ", ".join(
-                        f"{nm} {vals[k, r]:.3g}/{need:g}" for nm, need, r in parts)
-
-                out.append(reject(self.name, "no node fits 1 replica", drop, detail, capacity_only=True))
+                out.append(reject(self.name, "no node fits 1 replica", drop, _no_node(largest, req, node_rs),
+                                  capacity_only=True))
                 mask = mask & ~bad
         return mask, out
 

@@ -1,0 +1,240 @@
+"""Replica division: Karmada static weights, Webster rounding, caps, stability, properties."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drods.model.binding import TargetCluster
+from drods.model.placement import (
+    ClusterAffinity,
+    Placement,
+    ReplicaScheduling,
+    StaticClusterWeight,
+    WeightPreference,
+)
+from drods.scheduler import DivisionInput, Scheduler, Snapshot, Task, divide, fill_in_order, webster
+from tests.scheduler.conftest import add, status, task
+
+INF = np.inf
+
+
+def w(*xs: float) -> np.ndarray:
+    return np.asarray(xs, dtype=np.float64)
+
+
+def static_placement(weights: dict[str, int]) -> Placement:
+    return Placement(replicaScheduling=ReplicaScheduling(
+        replicaSchedulingType="Divided", replicaDivisionPreference="Weighted",
+        weightPreference=WeightPreference(staticWeightList=[
+            StaticClusterWeight(targetCluster=ClusterAffinity(clusterNames=[c]), weight=x)
+            for c, x in weights.items()])))
+
+
+def test_webster_basic_and_karmada_examples() -> None:
+    assert webster(6, w(1, 2), w(INF, INF)).tolist() == [2, 4]
+    assert webster(7, w(1, 1), w(INF, INF)).tolist() == [4, 3]  # tie → first (name order)
+    # the weights of karmada issue 6735: 170:110:60
+    prev = None
+    for total in range(0, 40):
+        cur = webster(total, w(170, 110, 60), w(INF, INF, INF))
+        assert cur.sum() == total
+        if prev is not None:
+            assert (cur >= prev).all(), f"house monotone broken at {total}: {prev} -> {cur}"
+        prev = cur
+
+
+def test_webster_caps_and_redistribution() -> None:
+    s = webster(10, w(1, 1, 1), w(1, INF, INF))
+    assert s.tolist()[0] == 1 and s.sum() == 10 and sorted(s.tolist()[1:]) == [4, 5]
+    # total beyond every cap: place what fits and no more
+    assert webster(100, w(3, 1), w(5, 7)).tolist() == [5, 7]
+    # weight-0 clusters never get replicas
+    assert webster(5, w(0, 1), w(INF, INF)).tolist() == [0, 5]
+
+
+def test_webster_large_counts_use_divisor_search() -> None:
+    rng = np.random.default_rng(3)
+    weights = rng.random(2000) * 100
+    caps = np.floor(rng.random(2000) * 40)
+    s = webster(30_000, weights, caps)
+    assert s.sum() == min(30_000, caps.sum())
+    assert (s <= caps).all()
+    s2 = webster(1000, weights, np.full(2000, INF))
+    assert s2.sum() == 1000
+
+
+def test_stable_scale_up_only_adds() -> None:
+    init = np.array([3, 0, 5])
+    s = webster(12, w(1, 1, 1), w(INF, INF, INF), initial=init)
+    assert s.sum() == 12 and (s >= init).all()
+    assert s.tolist() == [4, 3, 5]
+
+
+def test_stable_scale_down_removes_most_over_share_then_lowest_weight() -> None:
+    init = np.array([4, 4])
+    s = webster(6, w(1, 2), w(INF, INF), initial=init)
+    assert s.tolist() == [2, 4]  # the weight-1 cluster was over its share
+    s = webster(5, w(1, 3), w(INF, INF), initial=np.array([2, 4]))
+    assert s.tolist() == [1, 4]
+    # equal priority → lowest weight loses first
+    s = webster(3, w(1, 3), w(INF, INF), initial=np.array([1, 3]))  # priorities 1/0.5=2 and 3/2.5=1.2
+    assert s.tolist() == [1, 2]
+
+
+def test_fill_in_order() -> None:
+    order = np.array([2, 0, 1])
+    assert fill_in_order(7, w(3, 3, 5), order).tolist() == [2, 0, 5]
+    assert fill_in_order(3, w(3, 3, 5), order, initial=np.array([2, 2, 2])).tolist() == [1, 0, 2]
+
+
+def _inp(kind: str, total: int, caps: list[float], existing: list[int] | None = None,
+         scores: list[float] | None = None, spread: float = 1.0) -> DivisionInput:
+    m = len(caps)
+    return DivisionInput(kind=kind, total=total, caps=np.asarray(caps, dtype=float),
+                         existing=np.asarray(existing or [0] * m), scores=np.asarray(scores or [50.0] * m),
+                         prefer=-np.arange(m, dtype=float), spread=spread)
+
+
+def test_duplicated_and_aggregated() -> None:
+    assert divide(_inp("Duplicated", 3, [5, 2, INF])).tolist() == [3, 0, 3]
+    # Aggregated: a cluster that can hold everything wins alone (best score among those)
+    assert divide(_inp("Aggregated", 4, [10, 10, 3], scores=[10, 90, 99])).tolist() == [0, 4, 0]
+    # else the biggest first, fewest clusters
+    assert divide(_inp("Aggregated", 12, [10, 5, 3])).tolist() == [10, 2, 0]
+
+
+def test_dynamic_pack_vs_spread() -> None:
+    spread = divide(_inp("WaterLevel", 10, [10, 10, 30], spread=1.0))
+    assert spread.tolist() == [2, 2, 6]  # ∝ headroom
+    pack = divide(_inp("WaterLevel", 10, [5, 8, 30], spread=0.0))
+    assert pack.tolist() == [0, 0, 10]  # fewest clusters
+    spread = divide(_inp("WaterLevel", 10, [5, 8, 30], spread=1.0))
+    mid = divide(_inp("WaterLevel", 10, [5, 8, 30], spread=0.5))
+    assert mid.sum() == 10 and spread[2] <= mid[2] <= pack[2]
+    # pack prefers clusters already in use
+    used = divide(_inp("WaterLevel", 10, [20, 20, 30], existing=[4, 0, 0], spread=0.0))
+    assert used.tolist() == [10, 0, 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    caps=st.lists(st.one_of(st.integers(0, 50).map(float), st.just(INF)), min_size=1, max_size=12),
+    total=st.integers(0, 400),
+    kind=st.sampled_from(["WaterLevel", "AvailableReplicas", "Aggregated", "StaticWeight"]),
+    spread=st.floats(0, 1),
+    data=st.data(),
+)
+def test_division_invariants(caps: list[float], total: int, kind: str, spread: float, data: st.DataObject) -> None:
+    m = len(caps)
+    scores = data.draw(st.lists(st.floats(0, 100), min_size=m, max_size=m))
+    weights = data.draw(st.lists(st.integers(1, 9).map(float), min_size=m, max_size=m))
+    inp = _inp(kind, total, caps, scores=scores, spread=spread)
+    inp.static_weights = np.asarray(weights)
+    s = divide(inp)
+    c = np.asarray(caps)
+    assert (s >= 0).all()
+    assert (s <= c).all(), "a cluster got more than fits"
+    assert s.sum() == min(total, c.sum())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    weights=st.lists(st.integers(1, 20).map(float), min_size=1, max_size=8),
+    caps=st.data(),
+    t1=st.integers(0, 200),
+    t2=st.integers(0, 200),
+)
+def test_webster_incremental_properties(weights: list[float], caps: st.DataObject, t1: int, t2: int) -> None:
+    m = len(weights)
+    c = np.asarray(caps.draw(st.lists(st.integers(0, 60).map(float), min_size=m, max_size=m)))
+    wa = np.asarray(weights)
+    a = webster(t1, wa, c)
+    b = webster(t2, wa, c, initial=a)
+    assert b.sum() == min(t2, c.sum()) or (b.sum() == min(t2, np.maximum(c, a).sum()))
+    assert (b <= np.maximum(c, a)).all()
+    if t2 >= t1:
+        assert (b >= a).all(), "scale-up moved existing replicas"
+    else:
+        assert (b <= a).all(), "scale-down added replicas somewhere"
+        # incremental divisor method from a divisor-method state = fresh divisor method
+        assert b.sum() == webster(t2, wa, c).sum()
+
+
+def test_static_weights_through_scheduler(snap: Snapshot, sched: Scheduler) -> None:
+    add(snap, "member1", st=status(cpu=1000, mem=4000))
+    add(snap, "member2", st=status(cpu=1000, mem=4000))
+    add(snap, "member3", st=status(cpu=1000, mem=4000))
+    r = sched.schedule(task(replicas=6, placement=static_placement({"member1": 1, "member2": 2})), snap)
+    assert r.placement_dict() == {"member1": 2, "member2": 4}
+    assert r.division == "StaticWeight"
+    r = sched.schedule(task(replicas=7, placement=static_placement({"member1": 1, "member2": 1})), snap)
+    assert r.placement_dict() == {"member1": 4, "member2": 3}
+
+
+def test_static_weights_capped_and_redistributed(snap: Snapshot, sched: Scheduler) -> None:
+    add(snap, "small", st=status(cpu=4, mem=400))  # 3 one-core replicas below 85%
+    add(snap, "big", st=status(cpu=1000, mem=4000))
+    r = sched.schedule(task(replicas=10, placement=static_placement({"small": 5, "big": 5})), snap)
+    assert r.placement_dict() == {"small": 3, "big": 7}
+    assert not r.partial
+
+
+def test_scale_up_and_down_through_scheduler(snap: Snapshot, sched: Scheduler) -> None:
+    for i in range(4):
+        add(snap, f"c{i}", st=status(cpu=100, mem=400, cpu_used=10 * i))
+    spec = task(replicas=8)
+    r1 = sched.schedule(Task(spec, name="w"), snap)
+    cur = r1.placement
+    up = sched.schedule(Task(task(replicas=12), name="w", current=cur), snap)
+    before = r1.placement_dict()
+    after = up.placement_dict()
+    assert sum(after.values()) == 12
+    assert all(after.get(c, 0) >= n for c, n in before.items()), (before, after)
+    down = sched.schedule(Task(task(replicas=5), name="w", current=up.placement), snap)
+    d = down.placement_dict()
+    assert sum(d.values()) == 5
+    assert all(d.get(c, 0) <= n for c, n in after.items()), (after, d)
+    # same count again: nothing moves
+    same = sched.schedule(Task(task(replicas=5), name="w", current=down.placement), snap)
+    assert same.placement_dict() == d
+
+
+def test_replicas_on_lost_cluster_are_replaced(snap: Snapshot, sched: Scheduler) -> None:
+    add(snap, "a")
+    add(snap, "b", ready=False)
+    cur = [TargetCluster(cluster="a", replicas=2), TargetCluster(cluster="b", replicas=2),
+           TargetCluster(cluster="gone", replicas=1)]
+    r = sched.schedule(Task(task(replicas=5), name="w", current=cur), snap)
+    assert r.placement_dict() == {"a": 5}
+
+
+def test_duplicated_through_scheduler(snap: Snapshot, sched: Scheduler) -> None:
+    add(snap, "a")
+    add(snap, "b")
+    add(snap, "tiny", st=status(cpu=2))
+    pl = Placement(replicaScheduling=ReplicaScheduling(replicaSchedulingType="Duplicated"))
+    r = sched.schedule(task(replicas=3, placement=pl), snap)
+    assert r.placement_dict() == {"a": 3, "b": 3}
+    assert r.reasons["tiny"] == "only 1 replicas fit (Duplicated needs 3)"
+
+
+def test_aggregated_through_scheduler(snap: Snapshot, sched: Scheduler) -> None:
+    add(snap, "a", st=status(cpu=10, mem=400))
+    add(snap, "b", st=status(cpu=100, mem=400))
+    add(snap, "c", st=status(cpu=100, mem=400))
+    pl = Placement(replicaScheduling=ReplicaScheduling(replicaDivisionPreference="Aggregated"))
+    r = sched.schedule(task(replicas=20, placement=pl), snap)
+    assert len(r.placement) == 1 and r.placed == 20 and "a" not in r.placement_dict()
+    r = sched.schedule(task(replicas=120, placement=pl), snap)
+    assert len(r.placement) == 2 and r.placed == 120
+
+
+def test_available_replicas_weights(snap: Snapshot, sched: Scheduler) -> None:
+    add(snap, "a", st=status(cpu=20, mem=400))   # 17 fit below 85%
+    add(snap, "b", st=status(cpu=100, mem=400))  # 85 fit
+    pl = Placement(replicaScheduling=ReplicaScheduling(
+        weightPreference=WeightPreference(dynamicWeight="AvailableReplicas")))
+    r = sched.schedule(task(replicas=12, placement=pl), snap)
+    assert r.placement_dict() == {"a": 2, "b": 10}
