@@ -71,8 +71,12 @@ def _install_error_handlers(app: FastAPI) -> None:
         code = codes.get(exc.status_code, "HTTP_ERROR")
         message = {404: f"no such path {request.url.path}",
                    405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
-        return error_response(request.url.path, ApiError(exc.status_code, code, message,
-                                                         {"path": request.url.path, "method": request.method}))
+        response = error_response(request.url.path, ApiError(exc.status_code, code, message,
+                                                             {"path": request.url.path, "method": request.method}))
+        response.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            response.headers["Allow"] = ", ".join(_allowed_methods(request))
+        return response
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
@@ -135,6 +139,19 @@ class AuditAndMetrics:
             await self.ctx.audit.append(entry)
         except Exception:  # noqa: BLE001 - an audit write failure must not mask the response already sent
             self.ctx.metrics.requests.labels("audit-write-failed", method, "0").inc()
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method any route serves on this path (Starlette names only the first partial match)."""
+    from starlette.routing import Match, Route
+
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, Route) and route.methods:
+            match, _ = route.matches({**request.scope, "method": next(iter(route.methods))})
+            if match is Match.FULL:
+                methods |= route.methods
+    return sorted(methods)
 
 
 def _object_of(path: str) -> str:

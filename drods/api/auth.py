@@ -133,7 +133,7 @@ class TokenAuthority:
         try:
             header = jwt.get_unverified_header(token)
             alg = header.get("alg")
-            options = {"require": ["sub", "iat"], "verify_aud": self._audience is not None}
+            options: Any = {"require": ["sub", "iat"], "verify_aud": self._audience is not None}
             if alg == "HS256":
                 claims = jwt.decode(token, self._key, algorithms=["HS256"], audience=self._audience,
                                     issuer=ISSUER, options=options)

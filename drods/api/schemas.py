@@ -27,9 +27,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 class FlatObject(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: str = Field(min_length=1, max_length=253, examples=["gcp-production"])
+    name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                      examples=["gcp-production"])
     labels: dict[str, str] = Field(default_factory=dict)
 
 

@@ -16,7 +16,7 @@ BindingPhase = Literal["Pending", "Scheduled", "Unschedulable", "Propagated", "R
 
 
 class ObjectReference(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     apiVersion: str
     kind: str
@@ -28,7 +28,7 @@ class ObjectReference(BaseModel):
 class ReplicaRequirements(BaseModel):
     """Per-replica demand: cpu in cores, memory and storage in GiB."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     cpu: float = Field(default=0.0, ge=0)
     memory: float = Field(default=0.0, ge=0)
@@ -39,7 +39,7 @@ class ReplicaRequirements(BaseModel):
 
 
 class NetworkRequirements(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     identifier: str | None = None
     maxLatencyMs: float | None = Field(default=None, ge=0)
@@ -47,7 +47,7 @@ class NetworkRequirements(BaseModel):
 
 
 class BindingSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     resource: ObjectReference | None = None
     replicas: int = Field(default=1, ge=0)
@@ -66,7 +66,7 @@ class BindingSpec(BaseModel):
 
 
 class TargetCluster(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     cluster: str
     replicas: int = Field(ge=0)

@@ -10,7 +10,7 @@ TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 class Taint(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     key: str = Field(min_length=1)
     value: str = ""
@@ -21,7 +21,7 @@ class Taint(BaseModel):
 class Credentials(BaseModel):
     """How DRO-DS reaches a push-mode member. Encrypted at rest; never returned in full."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     kubeconfig: str | None = None
     context: str | None = None
@@ -33,7 +33,7 @@ class Credentials(BaseModel):
 class CostModel(BaseModel):
     """Prices in one currency per hour / per GiB; used by cost-aware scoring (F6)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     cpuCoreHour: float = Field(default=0.0, ge=0)
     memoryGiBHour: float = Field(default=0.0, ge=0)
@@ -42,7 +42,7 @@ class CostModel(BaseModel):
 
 
 class NetworkProfile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     bandwidthMbps: float | None = Field(default=None, ge=0)
     latencyMs: dict[str, float] = Field(default_factory=dict)
@@ -50,7 +50,7 @@ class NetworkProfile(BaseModel):
 
 
 class ClusterSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     endpoint: str | None = None
     syncMode: Literal["Push", "Pull"] = "Push"

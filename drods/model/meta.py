@@ -43,7 +43,7 @@ def check_label_value(value: str) -> str:
 class ObjectMeta(BaseModel):
     """The subset of Kubernetes ObjectMeta that DRO-DS keeps; unknown keys are refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str = ""
     generateName: str | None = None

@@ -12,7 +12,7 @@ DEFAULT_WATER_LEVEL_LIMIT = 0.85
 
 
 class FieldSelectorRequirement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     key: Literal["provider", "region", "zone", "city"]
     operator: Literal["In", "NotIn"]
@@ -20,13 +20,13 @@ class FieldSelectorRequirement(BaseModel):
 
 
 class FieldSelector(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     matchExpressions: list[FieldSelectorRequirement] = Field(default_factory=list)
 
 
 class ClusterAffinity(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     clusterNames: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
@@ -39,7 +39,7 @@ class ClusterAffinityTerm(ClusterAffinity):
 
 
 class Toleration(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     key: str | None = None
     operator: Literal["Equal", "Exists"] = "Equal"
@@ -49,7 +49,7 @@ class Toleration(BaseModel):
 
 
 class SpreadConstraint(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     spreadByField: Literal["cluster", "region", "zone", "provider", "city"] | None = None
     spreadByLabel: str | None = None
@@ -66,21 +66,21 @@ class SpreadConstraint(BaseModel):
 
 
 class StaticClusterWeight(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     targetCluster: ClusterAffinity
     weight: int = Field(ge=1)
 
 
 class WeightPreference(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     staticWeightList: list[StaticClusterWeight] = Field(default_factory=list)
     dynamicWeight: Literal["WaterLevel", "AvailableReplicas"] | None = None
 
 
 class ReplicaScheduling(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     replicaSchedulingType: Literal["Duplicated", "Divided"] = "Divided"
     replicaDivisionPreference: Literal["Aggregated", "Weighted"] = "Weighted"
@@ -88,7 +88,7 @@ class ReplicaScheduling(BaseModel):
 
 
 class Placement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     clusterAffinity: ClusterAffinity | None = None
     clusterAffinities: list[ClusterAffinityTerm] = Field(default_factory=list)

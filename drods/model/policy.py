@@ -11,7 +11,7 @@ from drods.model.selector import LabelSelector
 
 
 class ResourceSelector(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     apiVersion: str | None = None
     kind: str = Field(min_length=1)
@@ -23,9 +23,11 @@ class ResourceSelector(BaseModel):
 class PropagationPolicySpec(BaseModel):
     """Karmada's PropagationPolicy plus the draft's flat shorthands ``resourceType``/``targetClusters``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        "anyOf": [{"required": ["resourceType"]},
+                  {"required": ["resourceSelectors"], "properties": {"resourceSelectors": {"minItems": 1}}}]})
 
-    resourceType: str | None = None
+    resourceType: str | None = Field(default=None, min_length=1)
     targetClusters: list[str] = Field(default_factory=list)
     resourceSelectors: list[ResourceSelector] = Field(default_factory=list)
     placement: Placement | None = None
@@ -45,7 +47,7 @@ class PropagationPolicySpec(BaseModel):
 
 
 class TargetClusterSelector(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     selectorType: Literal["name", "label"]
     values: list[str] = Field(min_length=1)
@@ -60,7 +62,7 @@ class TargetClusterSelector(BaseModel):
 
 
 class ResourcePlacementPolicySpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     resourceSelector: ResourceSelector
     targetClusters: list[TargetClusterSelector] = Field(default_factory=list)
@@ -71,7 +73,7 @@ class ResourcePlacementPolicySpec(BaseModel):
 class FieldPatch(BaseModel):
     """``path`` uses dots and ``[i]`` indexes: ``spec.template.spec.containers[0].resources.limits``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     path: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-./\[\]]+$")
     op: Literal["replace", "add", "remove", "merge"] = "replace"
@@ -79,7 +81,7 @@ class FieldPatch(BaseModel):
 
 
 class ImageOverrider(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     component: Literal["Registry", "Repository", "Tag"]
     operator: Literal["add", "remove", "replace"] = "replace"
@@ -88,7 +90,7 @@ class ImageOverrider(BaseModel):
 
 
 class CommandArgsOverrider(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     containerName: str
     operator: Literal["add", "remove"]
@@ -96,21 +98,21 @@ class CommandArgsOverrider(BaseModel):
 
 
 class MapOverrider(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     operator: Literal["add", "remove", "replace"]
     value: dict[str, str] = Field(default_factory=dict)
 
 
 class OverrideClusterSelector(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     names: list[str] = Field(default_factory=list)
     labelSelector: LabelSelector | None = None
 
 
 class OverrideRule(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     clusterSelector: OverrideClusterSelector
     fieldPatches: list[FieldPatch] = Field(default_factory=list)
@@ -122,7 +124,7 @@ class OverrideRule(BaseModel):
 
 
 class ClusterOverridePolicySpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     resourceSelectors: list[ResourceSelector] = Field(default_factory=list)
     overrides: list[OverrideRule] = Field(min_length=1)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class LabelSelectorRequirement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     key: str = Field(min_length=1)
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
@@ -33,7 +33,7 @@ class LabelSelectorRequirement(BaseModel):
 
 
 class LabelSelector(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     matchLabels: dict[str, str] = Field(default_factory=dict)
     matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
@@ -67,13 +67,14 @@ def parse_selector(text: str) -> LabelSelector:
             continue
         lowered = raw.replace("\t", " ")
         if " notin " in lowered or " in " in lowered:
-            op = "NotIn" if " notin " in lowered else "In"
-            key, _, rest = lowered.partition(" notin " if op == "NotIn" else " in ")
+            negated = " notin " in lowered
+            key, _, rest = lowered.partition(" notin " if negated else " in ")
             rest = rest.strip()
             if not (rest.startswith("(") and rest.endswith(")")):
                 raise ValueError(f"invalid selector term {raw!r}: values must be in parentheses")
             values = [v.strip() for v in rest[1:-1].split(",") if v.strip()]
-            reqs.append(LabelSelectorRequirement(key=key.strip(), operator=op, values=values))
+            reqs.append(LabelSelectorRequirement(key=key.strip(), operator="NotIn" if negated else "In",
+                                                 values=values))
         elif "!=" in raw:
             key, _, value = raw.partition("!=")
             reqs.append(LabelSelectorRequirement(key=key.strip(), operator="NotIn", values=[value.strip()]))

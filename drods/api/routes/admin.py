@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -11,17 +11,33 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from drods.api.auth import Action, Principal
 from drods.api.context import context, require
-from drods.api.schemas import ERROR_RESPONSES
+from drods.api.schemas import ERROR_RESPONSES, ErrorBody
+from drods.errors import ApiError
 
 router = APIRouter(responses=ERROR_RESPONSES)
 
+_RFC3339 = {"format": "date-time"}
 
-@router.get("/healthz", tags=["health"], summary="Liveness (no auth)")
+
+def parse_time(name: str, value: str | None) -> datetime | None:
+    """Query times are RFC 3339 (``2026-01-01T00:00:00Z``); anything else is a clear 422."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError as e:
+        raise ApiError(422, "VALIDATION_FAILED", f"{name} must be an RFC 3339 time",
+                       {"fields": [{"field": name, "message": str(e)}]}) from e
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@router.get("/healthz", tags=["health"], summary="Liveness (no auth)", response_class=PlainTextResponse)
 async def healthz() -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-@router.get("/readyz", tags=["health"], summary="Readiness: the store answers (no auth)")
+@router.get("/readyz", tags=["health"], summary="Readiness: the store answers (no auth)",
+            response_class=PlainTextResponse, responses={503: {"model": ErrorBody}})
 async def readyz(request: Request) -> Response:
     try:
         async with asyncio.timeout(2):
@@ -32,7 +48,7 @@ async def readyz(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
-@router.get("/metrics", tags=["health"], summary="Prometheus exposition")
+@router.get("/metrics", tags=["health"], summary="Prometheus exposition", response_class=PlainTextResponse)
 async def metrics(request: Request, _: Principal = Depends(require(Action.READ))) -> Response:
     ctx = context(request)
     body = generate_latest(ctx.metrics.registry)
@@ -42,8 +58,11 @@ async def metrics(request: Request, _: Principal = Depends(require(Action.READ))
 
 
 @router.get("/api/v1/audit", tags=["audit"], summary="Audit log entries (admin)")
-async def audit(request: Request, startTime: datetime | None = None, endTime: datetime | None = None,
+async def audit(request: Request,
+                startTime: str | None = Query(default=None, description="RFC 3339", json_schema_extra=_RFC3339),
+                endTime: str | None = Query(default=None, description="RFC 3339", json_schema_extra=_RFC3339),
                 limit: int = Query(default=1000, ge=1, le=100_000),
                 _: Principal = Depends(require(Action.ADMIN))) -> JSONResponse:
-    entries = await context(request).audit.query(startTime, endTime, limit)
+    entries = await context(request).audit.query(parse_time("startTime", startTime), parse_time("endTime", endTime),
+                                                 limit)
     return JSONResponse({"items": entries})

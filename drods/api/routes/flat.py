@@ -90,9 +90,11 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         ctx = context(request)
         return JSONResponse(await render(ctx, await ctx.registry.get(kind, name)))
 
-    @router.patch("/{name}", summary=f"Merge-patch a {kind.kind} (RFC 7386)",
-                  openapi_extra={"requestBody": {"required": True, "content": {
-                      MERGE_PATCH: {"schema": {"type": "object"}}, "application/json": {"schema": {"type": "object"}}}}})
+    any_object = {"schema": {"type": "object"}}
+    patch_body = {"requestBody": {"required": True, "content": {MERGE_PATCH: any_object,
+                                                                "application/json": any_object}}}
+
+    @router.patch("/{name}", summary=f"Merge-patch a {kind.kind} (RFC 7386)", openapi_extra=patch_body)
     async def patch(request: Request, name: str, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
         from drods.api.body import read_body
         from drods.registry.patch import merge_patch

@@ -81,7 +81,8 @@ def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
     return doc
 
 
-@router.put("", summary="Report the latest status of one cluster")
+@router.put("", summary="Report the latest status of one cluster",
+            responses={202: {"description": "Received but not applied: stale or out-of-order report"}})
 async def put_metrics(request: Request, report: MetricsReport = Body(...),
                       principal: Principal = Depends(authenticate)) -> JSONResponse:
     await _ensure_cluster(request, principal, report.cluster)

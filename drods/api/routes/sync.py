@@ -29,8 +29,16 @@ class DomainConfig(BaseModel):
     configs: dict[str, Any] = Field(default_factory=dict)
 
 
+class BatchObject(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    apiVersion: str = Field(examples=["multicluster.io/v1alpha1"])
+    kind: str = Field(examples=["PropagationPolicy"])
+    metadata: dict[str, Any]
+
+
 class SyncBatch(BaseModel):
-    objects: list[dict[str, Any]]
+    objects: list[BatchObject] = Field(max_length=MAX_BATCH)
 
 
 @router.put("/configs", summary="Store domain configuration")
