@@ -73,8 +73,18 @@ async def _supervise(component: Component, ctx: ApiContext) -> None:
             delay = min(delay * 2, 30.0)
 
 
+class _Server(uvicorn.Server):
+    """Exit status 0 after a graceful stop on SIGTERM/SIGINT (uvicorn re-raises the signal instead)."""
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
+        self._captured_signals.clear()
+
+
 def run(config: ServerConfig) -> None:
-    """Serve in the foreground until SIGTERM/SIGINT, then stop cleanly (uvicorn handles signals)."""
+    """Serve in the foreground until SIGTERM/SIGINT, then stop cleanly."""
     app = build_app(config)
-    uvicorn.run(app, host=config.host, port=config.port, ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
-                log_level="info", access_log=False, timeout_graceful_shutdown=5)
+    server = _Server(uvicorn.Config(app, host=config.host, port=config.port, ssl_certfile=config.tls_cert,
+                                    ssl_keyfile=config.tls_key, log_level="info", access_log=False,
+                                    timeout_graceful_shutdown=5))
+    server.run()
