@@ -1,0 +1,248 @@
+"""F7: the multicluster.io kinds and workload templates through the real kubectl.
+
+kubectl reads discovery and the OpenAPI documents, applies with server-side field validation
+(no ``--validate=false``), patches on re-apply, watches, and shows server-side columns.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.kubectl.conftest import Kubectl
+from tests.server_process import ServerProcess
+
+CLUSTER = """
+apiVersion: multicluster.io/v1alpha1
+kind: Cluster
+metadata:
+  name: {name}
+  labels: {{env: prod}}
+spec:
+  endpoint: https://k8s.{name}.example
+  region: {region}
+  provider: aws
+  capabilities: [gpu]
+"""
+
+POLICIES = """
+apiVersion: multicluster.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: web-pp}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]
+  placement: {{clusterAffinity: {{clusterNames: [k-aws-east]}}}}
+---
+apiVersion: multicluster.io/v1alpha1
+kind: ResourcePlacementPolicy
+metadata: {{name: web-rpp}}
+spec:
+  resourceSelector: {{apiVersion: apps/v1, kind: Deployment, name: web, namespace: default}}
+  targetClusters: [{{selectorType: name, values: [k-aws-east]}}]
+  placement: {{replicaScheduling: {{replicaSchedulingType: Divided}}}}
+---
+apiVersion: multicluster.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {{name: web-gpu}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]
+  overrides:
+  - clusterSelector: {{names: [k-aws-east]}}
+    fieldPatches:
+    - path: spec.template.spec.containers[0].resources.limits
+      value: {{"nvidia.com/gpu": {gpus}}}
+"""
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: web
+        image: {image}
+        resources: {{limits: {{cpu: "1"}}}}
+      - name: sidecar
+        image: busybox:1.36
+"""
+
+
+def write_manifests(directory: Path, *, region: str, gpus: int, image: str, replicas: int) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "1-cluster.yaml").write_text(CLUSTER.format(name="k-aws-east", region=region))
+    (directory / "2-policies.yaml").write_text(POLICIES.format(gpus=gpus))
+    (directory / "3-deployment.yaml").write_text(DEPLOYMENT.format(image=image, replicas=replicas))
+    return directory
+
+
+def get_json(kubectl: Kubectl, *args: str) -> Any:
+    return json.loads(kubectl.run("get", *args, "-o", "json").stdout)
+
+
+def test_api_resources_lists_our_kinds(kubectl: Kubectl) -> None:
+    out = kubectl.run("api-resources").stdout
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    for plural in ("clusters", "propagationpolicies", "resourceplacementpolicies", "clusteroverridepolicies",
+                   "bindings"):
+        assert plural in rows, out
+        assert "multicluster.io/v1alpha1" in rows[plural]
+    assert "apps/v1" in rows["deployments"]
+    assert " pp " in rows["propagationpolicies"] + " "
+
+
+def test_apply_reapply_get_delete(kubectl: Kubectl, tmp_path: Path) -> None:
+    manifests = write_manifests(tmp_path / "m", region="us-east-1", gpus=2, image="nginx:1.25", replicas=2)
+    out = kubectl.run("apply", "-f", str(manifests)).stdout
+    for name in ("cluster.multicluster.io/k-aws-east", "propagationpolicy.multicluster.io/web-pp",
+                 "resourceplacementpolicy.multicluster.io/web-rpp", "clusteroverridepolicy.multicluster.io/web-gpu",
+                 "deployment.apps/web"):
+        assert f"{name} created" in out, out
+
+    table = kubectl.run("get", "clusters").stdout.splitlines()
+    assert table[0].split() == ["NAME", "MODE", "REGION", "PROVIDER", "CITY", "READY", "AGE"]
+    assert table[1].split()[:5] == ["k-aws-east", "Push", "us-east-1", "aws", "Unknown"]  # CITY is empty
+
+    write_manifests(tmp_path / "m", region="us-west-2", gpus=4, image="nginx:1.27", replicas=3)
+    out = kubectl.run("apply", "-f", str(manifests)).stdout
+    assert "cluster.multicluster.io/k-aws-east configured" in out
+    assert "clusteroverridepolicy.multicluster.io/web-gpu configured" in out
+    assert "deployment.apps/web configured" in out
+    assert "propagationpolicy.multicluster.io/web-pp unchanged" in out
+
+    cluster = get_json(kubectl, "cluster", "k-aws-east")
+    assert cluster["spec"]["region"] == "us-west-2"
+    assert cluster["metadata"]["generation"] == 2
+    cop = yaml.safe_load(kubectl.run("get", "clusteroverridepolicy", "web-gpu", "-o", "yaml").stdout)
+    patch = cop["spec"]["overrides"][0]["fieldPatches"][0]
+    assert patch["path"] == "spec.template.spec.containers[0].resources.limits"
+    assert patch["value"] == {"nvidia.com/gpu": 4}
+    rpp = get_json(kubectl, "rpp", "web-rpp")
+    assert rpp["spec"]["targetClusters"] == [{"selectorType": "name", "values": ["k-aws-east"]}]
+
+    # kubectl sends a strategic merge patch for Deployments: containers merge by name.
+    deploy = get_json(kubectl, "deploy", "web", "-n", "default")
+    containers = deploy["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["web", "sidecar"]
+    assert containers[0]["image"] == "nginx:1.27"
+    assert containers[0]["resources"] == {"limits": {"cpu": "1"}}
+    assert deploy["spec"]["replicas"] == 3
+    assert not any(k.startswith("$") for k in deploy["spec"]["template"]["spec"])
+    assert "web" in kubectl.run("get", "deploy", "-n", "default").stdout
+
+    out = kubectl.run("delete", "-f", str(manifests)).stdout
+    assert 'cluster.multicluster.io "k-aws-east" deleted' in out
+    assert get_json(kubectl, "clusters")["items"] == []
+    assert get_json(kubectl, "deployments", "-n", "default")["items"] == []
+
+
+def test_removed_container_is_removed_on_reapply(kubectl: Kubectl, tmp_path: Path) -> None:
+    path = tmp_path / "d.yaml"
+    path.write_text(DEPLOYMENT.format(image="nginx:1.25", replicas=1).replace("name: web", "name: web2", 1))
+    kubectl.run("apply", "-f", str(path))
+    path.write_text(path.read_text().split("      - name: sidecar")[0])
+    kubectl.run("apply", "-f", str(path))
+    deploy = get_json(kubectl, "deploy", "web2")
+    assert [c["name"] for c in deploy["spec"]["template"]["spec"]["containers"]] == ["web"]
+    kubectl.run("delete", "deploy", "web2")
+
+
+def test_server_side_apply(kubectl: Kubectl, tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(CLUSTER.format(name="k-ssa", region="eu-west-1"))
+    out = kubectl.run("apply", "--server-side", "-f", str(path)).stdout
+    assert "cluster.multicluster.io/k-ssa serverside-applied" in out
+    path.write_text(CLUSTER.format(name="k-ssa", region="eu-central-1"))
+    kubectl.run("apply", "--server-side", "-f", str(path))
+    assert get_json(kubectl, "cluster", "k-ssa")["spec"]["region"] == "eu-central-1"
+    out = kubectl.run("delete", "cluster", "k-ssa").stdout
+    assert 'cluster.multicluster.io "k-ssa" deleted' in out
+    assert "NotFound" in kubectl.run("get", "cluster", "k-ssa", check=False).stderr
+
+
+def test_invalid_objects_are_refused_by_the_server(kubectl: Kubectl, tmp_path: Path) -> None:
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(CLUSTER.format(name="k-bad", region="x") + "  bogusField: 1\n")
+    done = kubectl.run("apply", "-f", str(unknown), check=False)
+    assert done.returncode != 0
+    assert "spec.bogusField" in done.stderr and "Extra inputs are not permitted" in done.stderr, done.stderr
+
+    bad_value = tmp_path / "bad-value.yaml"
+    bad_value.write_text(CLUSTER.format(name="k-bad", region="x") + "  syncMode: Sideways\n")
+    done = kubectl.run("apply", "-f", str(bad_value), check=False)
+    assert done.returncode != 0
+    assert "spec.syncMode" in done.stderr and "'Push' or 'Pull'" in done.stderr, done.stderr
+
+    assert "--validate" not in done.stderr  # the schema was found: kubectl did not ask to skip validation
+    missing = kubectl.run("get", "cluster", "k-bad", check=False)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr
+
+
+def test_viewer_can_read_but_not_write(kubectl: Kubectl, tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(CLUSTER.format(name="k-viewer", region="x"))
+    assert kubectl.run("get", "clusters", role="viewer").returncode == 0
+    done = kubectl.run("apply", "-f", str(path), role="viewer", check=False)
+    assert done.returncode != 0
+    assert "Forbidden" in done.stderr, done.stderr
+    assert get_json(kubectl, "clusters", "--field-selector", "metadata.name=k-viewer")["items"] == []
+
+
+def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _wait_for_line(lines: queue.Queue[str], needle: str, timeout: float = 15.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no line with {needle!r} within {timeout}s")
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if needle in line:
+            return line
+
+
+def test_watch_shows_changes_in_the_same_columns(kubectl: Kubectl, tls_server: ServerProcess) -> None:
+    with tls_server.client() as api:
+        api.post("/apis/multicluster.io/v1alpha1/clusters",
+                 json={"metadata": {"name": "k-watch"}, "spec": {"region": "r1"}}).raise_for_status()
+        proc = subprocess.Popen(kubectl.command("get", "clusters", "-w", "--request-timeout=60s"),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            lines = _lines(proc)
+            header = _wait_for_line(lines, "NAME")
+            assert "REGION" in header
+            _wait_for_line(lines, "k-watch")
+            api.patch("/apis/multicluster.io/v1alpha1/clusters/k-watch", json={"spec": {"region": "r2"}},
+                      headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+            changed = _wait_for_line(lines, "r2")
+            assert changed.split()[:3] == ["k-watch", "Push", "r2"]
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+        api.delete("/apis/multicluster.io/v1alpha1/clusters/k-watch").raise_for_status()
