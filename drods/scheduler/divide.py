@@ -33,17 +33,6 @@ def _as_int(a: FloatArr) -> IntArr:
     return a.astype(np.intp)
 
 
-def _pick(cands: IntArr, seats: IntArr, prefer: FloatArr | None, fewer_first: bool) -> int:
-    if cands.size == 1:
-        return int(cands[0])
-    s = seats[cands]
-    sel = cands[s == (s.min() if fewer_first else s.max())]
-    if sel.size > 1 and prefer is not None:
-        p = prefer[sel]
-        sel = sel[p == p.max()]
-    return int(sel[0])
-
-
 def _added(lam: float, w: FloatArr, cap: FloatArr, elig: BoolArr, sf: FloatArr) -> tuple[float, FloatArr]:
     """Seats after raising every eligible cluster to round(w / lam), capped; and how many were added."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -97,15 +86,39 @@ def _add(s: IntArr, w: FloatArr, cap: FloatArr, d: int, prefer: FloatArr | None)
         d -= int(best_add)
         room = np.maximum(np.where(elig, cap - sf, 0.0), 0.0)
     s[:] = _as_int(sf)
-    for _ in range(d):
-        open_ = elig & (s < cap)
-        p = np.where(open_, w / (s + 0.5), -1.0)
-        mx = p.max()
-        if mx <= 0:
-            return
-        cands = np.flatnonzero(p >= mx * (1 - _REL))
-        i = _pick(cands, s, prefer, fewer_first=True)
-        s[i] += 1
+    if d > 0:
+        _add_top(s, w, cap, elig, d, prefer)
+
+
+def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefer: FloatArr | None) -> None:
+    """Give the ``d`` highest Webster signposts w/(s+k+0.5) their seat, in one vectorised pass.
+
+    Signposts of one cluster decrease with k, so the top ``d`` overall are exactly what ``d``
+    greedy steps would pick. Exact ties go to the cluster with fewer seats, then the preferred one.
+    """
+    rows = np.flatnonzero(elig & (s < cap))
+    if rows.size == 0:
+        return
+    k = np.arange(d, dtype=np.float64)
+    seats = s[rows][:, None] + k                       # seat index each signpost would create
+    p = w[rows][:, None] / (seats + 0.5)
+    p[seats >= cap[rows][:, None]] = -1.0
+    flat = p.ravel()
+    take = min(d, int((flat > 0).sum()))
+    if take <= 0:
+        return
+    thr = np.partition(flat, flat.size - take)[flat.size - take]
+    tol = abs(thr) * _REL
+    sure = flat > thr + tol
+    chosen = np.flatnonzero(sure)
+    need = take - chosen.size
+    if need > 0:
+        tied = np.flatnonzero(np.abs(flat - thr) <= tol)
+        seat_of = seats.ravel()[tied]
+        pref = prefer[rows][tied // d] if prefer is not None else np.zeros(tied.size)
+        order = np.lexsort((tied, -pref, seat_of))
+        chosen = np.concatenate((chosen, tied[order[:need]]))
+    np.add.at(s, rows[chosen // d], 1)
 
 
 def _remove(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> None:
@@ -153,23 +166,35 @@ def _remove(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> None:
             break
         s[:] = best
         d -= best_r
-    for _ in range(d):
-        live = s > 0
-        if not live.any():
-            return
-        q = np.where(live, w / np.maximum(s - 0.5, 0.5), np.inf)
-        mn = q.min()
-        cands = np.flatnonzero(q <= mn * (1 + _REL) + 0.0)
-        if cands.size > 1:
-            wc = w[cands]
-            cands = cands[wc == wc.min()]
-        if cands.size > 1:
-            sc = s[cands]
-            cands = cands[sc == sc.max()]
-        if cands.size > 1 and prefer is not None:
-            pc = prefer[cands]
-            cands = cands[pc == pc.min()]
-        s[int(cands[-1])] -= 1  # without a preference the last position is the least preferred
+    if d > 0:
+        _remove_bottom(s, w, d, prefer)
+
+
+def _remove_bottom(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> None:
+    """Take back the ``d`` lowest signposts w/(s-k-0.5), vectorised; ties: lowest weight, most
+    seats, then the least preferred cluster."""
+    rows = np.flatnonzero(s > 0)
+    if rows.size == 0:
+        return
+    k = np.arange(d, dtype=np.float64)
+    seat = s[rows][:, None] - k                         # the seat being removed (1-based)
+    q = w[rows][:, None] / np.maximum(seat - 0.5, 0.5)
+    q[seat < 1] = np.inf
+    flat = q.ravel()
+    take = min(d, int(np.isfinite(flat).sum()))
+    if take <= 0:
+        return
+    thr = np.partition(flat, take - 1)[take - 1]
+    tol = abs(thr) * _REL
+    chosen = np.flatnonzero(flat < thr - tol)
+    need = take - chosen.size
+    if need > 0:
+        tied = np.flatnonzero(np.abs(flat - thr) <= tol)
+        r = tied // d
+        pref = prefer[rows][r] if prefer is not None else -rows[r].astype(np.float64)
+        order = np.lexsort((pref, -seat.ravel()[tied], w[rows][r]))
+        chosen = np.concatenate((chosen, tied[order[:need]]))
+    np.subtract.at(s, rows[chosen // d], 1)
 
 
 def webster(
@@ -280,13 +305,19 @@ def divide(inp: DivisionInput) -> IntArr:
     headroom = np.where(finite, caps, 1.0) if finite.all() else np.ones(m)
     if inp.kind == "AvailableReplicas":
         return webster(total, headroom.astype(np.float64), caps, initial=init, prefer=inp.prefer)
-    # WaterLevel (default): blend spread (∝ headroom × score) and pack allocations by σ
+    # WaterLevel (default): blend spread (∝ headroom × score) and pack (fewest clusters) by σ
     sigma = min(1.0, max(0.0, inp.spread))
     # a score floor of 1 keeps a low-scored cluster as the last resort rather than never
     w_spread = np.where(caps > 0, headroom * (np.maximum(inp.scores, 1.0) / 100.0), 0.0)
+    fresh = init is None or not init.any()
+    if sigma >= 1.0 and fresh:
+        return webster(total, w_spread, caps, prefer=inp.prefer)
+    if sigma <= 0.0 and fresh:
+        return fill_in_order(total, caps, pack_order(inp))
+    # one apportionment over the blended shares: σ·(spread quota) + (1-σ)·(pack allocation)
     blend = np.zeros(m)
     if sigma > 0:
-        blend += sigma * webster(total, w_spread, caps, prefer=inp.prefer)
+        blend += (sigma * total / float(w_spread.sum())) * w_spread
     if sigma < 1:
         blend += (1.0 - sigma) * fill_in_order(total, caps, pack_order(inp))
     return webster(total, blend, caps, initial=init, prefer=inp.prefer)

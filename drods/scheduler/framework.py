@@ -50,13 +50,20 @@ class ScheduleResult:
     spread: float = 1.0
     fleet_water_level: float = 0.0
     surge: float = 0.0
-    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    score_names: list[str] = field(default_factory=list)
+    score_arrays: dict[str, FloatArr] = field(default_factory=dict, repr=False)
     timings_ms: dict[str, float] = field(default_factory=dict)
     analysis: dict[str, object] = field(default_factory=dict)
     extra_reasons: dict[str, str] = field(default_factory=dict)
     _rejections: list[Rejection] = field(default_factory=list, repr=False)
     _names: np.ndarray | None = field(default=None, repr=False)
     _reasons: dict[str, str] | None = field(default=None, repr=False)
+
+    @property
+    def scores(self) -> dict[str, dict[str, float]]:
+        """Per-plugin (and ``total``) scores of the clusters that received replicas."""
+        return {p: {nm: round(float(v), 3) for nm, v in zip(self.score_names, arr.tolist(), strict=True)}
+                for p, arr in self.score_arrays.items()}
 
     @property
     def partial(self) -> bool:
@@ -326,12 +333,9 @@ class Scheduler:
                 fit = caps[sel][p]
                 extra[nm] = f"only {int(fit)} replicas fit (Duplicated needs {info.replicas})"
         chosen_pos = sel[chosen]
-        scores_out: dict[str, dict[str, float]] = {
-            pn: {str(snap.names_arr[cand[p]]): round(float(arr[p]), 3) for p in chosen_pos.tolist()}
-            for pn, arr in per_plugin.items()
-        }
-        scores_out["total"] = {str(snap.names_arr[cand[p]]): round(float(total[p]), 3)
-                               for p in chosen_pos.tolist()}
+        score_arrays = {pn: arr[chosen_pos] for pn, arr in per_plugin.items()}
+        score_arrays["total"] = total[chosen_pos]
+        score_names = [str(x) for x in snap.names_arr[cand[chosen_pos]]]
         timings["total"] = (perf() - t_start) * 1e3
         if not placement and info.replicas > 0:
             msg = (f"0/{info.replicas} replicas placed: the {m} feasible clusters have no room "
@@ -351,7 +355,8 @@ class Scheduler:
         return ScheduleResult(
             phase="Scheduled", placement=placement, placed=placed, message=msg, feasible=m,
             weights=adj.weights, spread=adj.spread, fleet_water_level=fleet, surge=adj.surge,
-            scores=scores_out, timings_ms=timings, **base,  # type: ignore[arg-type]
+            score_names=score_names, score_arrays=score_arrays, timings_ms=timings,
+            **base,  # type: ignore[arg-type]
         )
 
     def _static_weights(self, info: TaskInfo, snap: Snapshot, rows: IntArr) -> FloatArr:

@@ -1,0 +1,227 @@
+"""Scheduler benchmark: a synthetic fleet, M tasks through filter+score+select+divide+assume.
+
+    python bench/scheduler.py --clusters 1000 --tasks 20000 [--mode algorithm] [--seed 1]
+
+Prints the run's conditions, then one JSON line with at least
+``clusters, tasks, mode, p50_ms, p99_ms, throughput_per_s, peak_rss_mb``.
+
+``--mode e2e`` (tasks as Binding objects through the API server and store, ``--store
+sqlite|etcd``) is phase 2: the hook is ``run_e2e`` below; today it exits with a clear message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from drods.model.binding import BindingSpec, NetworkRequirements, ReplicaRequirements  # noqa: E402
+from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile, Taint  # noqa: E402
+from drods.model.placement import (  # noqa: E402
+    ClusterAffinity,
+    FieldSelector,
+    FieldSelectorRequirement,
+    Placement,
+    ReplicaScheduling,
+    SpreadConstraint,
+    StaticClusterWeight,
+    Toleration,
+    WeightPreference,
+)
+from drods.scheduler import Profile, Scheduler, Snapshot, Task  # noqa: E402
+
+REGIONS = [f"region-{i}" for i in range(12)]
+PROVIDERS = ["aws", "gcp", "azure", "onprem"]
+CITIES = ["DFW", "LHR", "FRA", "NRT", "SIN", "SYD", "GRU", "JFK", "SFO", "CDG", "AMS", "BOM"]
+GPU_MODELS = ["A100", "H100", "T4", "L4"]
+
+
+def build_fleet(n: int, rng: np.random.Generator) -> Snapshot:
+    """Random capacities, loads, labels, regions, taints, costs."""
+    snap = Snapshot(capacity=max(16, n))
+    for i in range(n):
+        region = REGIONS[int(rng.integers(len(REGIONS)))]
+        cpu = float(rng.choice([64, 128, 256, 512, 1024, 2048]))
+        mem = cpu * float(rng.choice([2, 4, 8]))
+        gpu = float(rng.choice([0, 0, 0, 8, 16, 64]))
+        load = float(rng.uniform(0.05, 0.6))
+        node_cpu = float(rng.choice([8, 16, 32, 64]))
+        spec = ClusterSpec(
+            region=region,
+            zone=f"{region}-{'abc'[int(rng.integers(3))]}",
+            provider=PROVIDERS[int(rng.integers(len(PROVIDERS)))],
+            city=CITIES[int(rng.integers(len(CITIES)))],
+            capabilities=[c for c, p in (("tls-encryption", 0.5), ("gpu", 1.0 if gpu else 0.0),
+                                         ("fpga", 0.05)) if rng.random() < p],
+            gpuModels=[GPU_MODELS[int(rng.integers(len(GPU_MODELS)))]] if gpu else [],
+            storageTiers=["ssd", "hdd"] if rng.random() < 0.7 else ["hdd"],
+            taints=[Taint(key="dedicated", value="batch", effect="NoSchedule")] if rng.random() < 0.05 else [],
+            cost=CostModel(cpuCoreHour=float(rng.uniform(0.01, 0.08)), memoryGiBHour=0.004,
+                           gpuHour=float(rng.uniform(0.5, 3))),
+            network=NetworkProfile(bandwidthMbps=float(rng.choice([1000, 10000, 40000])),
+                                   latencyMs={c: float(rng.uniform(1, 150)) for c in CITIES[:4]}),
+        )
+        status = {
+            "timestamp": "2024-01-01T00:00:00Z", "source": "push",
+            "cpu": {"capacity": cpu, "allocatable": cpu * 0.95, "allocated": cpu * load,
+                    "used": cpu * load * float(rng.uniform(0.6, 1.1))},
+            "memory": {"capacity": mem, "allocatable": mem * 0.95, "allocated": mem * load * 0.9},
+            "gpu": {"capacity": gpu, "allocated": float(np.floor(gpu * load))},
+            "pods": {"capacity": cpu * 8, "used": cpu * load * 4},
+            "storage": {"capacity": 10_000.0, "available": float(rng.uniform(1000, 9000))},
+            "largestNodeFree": {"cpu": node_cpu * float(rng.uniform(0.2, 1.0)),
+                                "memory": node_cpu * 4 * float(rng.uniform(0.2, 1.0)),
+                                "gpu": 8.0 if gpu else 0.0},
+            "network": {"inMbps": float(rng.uniform(0, 500)), "outMbps": float(rng.uniform(0, 500))},
+        }
+        labels = {"env": ["prod", "staging", "dev"][int(rng.integers(3))],
+                  "tier": ["gold", "silver", "bronze"][int(rng.integers(3))]}
+        snap.upsert_cluster(f"cluster-{i:05d}", labels, spec, rng.random() > 0.02, status)
+    return snap
+
+
+def build_templates(k: int, n_clusters: int, rng: np.random.Generator) -> list[BindingSpec]:
+    """A pool of varied task shapes (affinities, GPUs, spread, static weights, ...)."""
+    out: list[BindingSpec] = []
+    for _ in range(k):
+        kind = rng.random()
+        res = ReplicaRequirements(cpu=float(rng.choice([0.1, 0.25, 0.5, 1, 2, 4])),
+                                  memory=float(rng.choice([0.25, 0.5, 1, 2, 4, 8])))
+        kw: dict[str, Any] = {}
+        pl: dict[str, Any] = {}
+        if kind < 0.10:
+            res = ReplicaRequirements(cpu=4, memory=16, gpu=int(rng.choice([1, 2])),
+                                      gpuModel=GPU_MODELS[int(rng.integers(len(GPU_MODELS)))])
+        elif kind < 0.30:
+            regions = list(rng.choice(REGIONS, size=int(rng.integers(1, 4)), replace=False))
+            pl["clusterAffinity"] = ClusterAffinity(fieldSelector=FieldSelector(matchExpressions=[
+                FieldSelectorRequirement(key="region", operator="In", values=regions)]))
+        elif kind < 0.38:
+            pl["clusterTolerations"] = [Toleration(key="dedicated", operator="Equal", value="batch",
+                                                   effect="NoSchedule")]
+            kw["capabilities"] = ["tls-encryption"]
+        elif kind < 0.43:
+            pl["spreadConstraints"] = [SpreadConstraint(spreadByField="region", minGroups=2, maxGroups=3)]
+        elif kind < 0.47:
+            names = [f"cluster-{int(i):05d}" for i in rng.choice(n_clusters, size=min(3, n_clusters),
+                                                                    replace=False)]
+            pl["replicaScheduling"] = ReplicaScheduling(weightPreference=WeightPreference(staticWeightList=[
+                StaticClusterWeight(targetCluster=ClusterAffinity(clusterNames=[nm]), weight=j + 1)
+                for j, nm in enumerate(names)]))
+        elif kind < 0.52:
+            pl["replicaScheduling"] = ReplicaScheduling(replicaDivisionPreference="Aggregated")
+        elif kind < 0.55:
+            names = [f"cluster-{int(i):05d}" for i in rng.choice(n_clusters, size=min(3, n_clusters),
+                                                                    replace=False)]
+            pl["clusterAffinity"] = ClusterAffinity(clusterNames=names)
+            pl["replicaScheduling"] = ReplicaScheduling(replicaSchedulingType="Duplicated")
+        elif kind < 0.60:
+            kw["network"] = NetworkRequirements(identifier=CITIES[int(rng.integers(4))], maxLatencyMs=100)
+        elif kind < 0.63:
+            kw["targetClusters"] = [f"cluster-{int(rng.integers(n_clusters)):05d}"]
+        replicas = int(rng.choice([1, 1, 2, 3, 5, 10, 20]))
+        out.append(BindingSpec(replicas=replicas, resources=res, placement=Placement(**pl), **kw))
+    return out
+
+
+def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(args.seed)
+    t0 = time.perf_counter()
+    snap = build_fleet(args.clusters, rng)
+    build_s = time.perf_counter() - t0
+    templates = build_templates(args.templates, args.clusters, rng)
+    profile = Profile.load(args.profile) if args.profile else Profile.default()
+    sched = Scheduler(profile, rng_seed=args.seed)
+    # churn keeps the fleet in a steady state: the oldest assumed task completes when too many are live
+    headroom = float(np.maximum(0.85 - snap.water_level, 0).dot(snap.alloc[: snap.n, 0]))
+    mean_cores = float(np.mean([t.resources.cpu * t.replicas for t in templates]))
+    live_max = args.live or max(100, int(0.5 * headroom / max(mean_cores, 1e-9)))
+    live: collections.deque[str] = collections.deque()
+    for i in range(min(args.warmup, args.tasks)):
+        sched.schedule(templates[i % len(templates)], snap, name=f"warm-{i}")
+    lat = np.empty(args.tasks)
+    phases: collections.Counter[str] = collections.Counter()
+    partial = 0
+    spread_sum = 0
+    perf = time.perf_counter
+    t_loop = perf()
+    for i in range(args.tasks):
+        spec = templates[i % len(templates)]
+        key = f"task-{i}"
+        t = perf()
+        r = sched.schedule(Task(spec, name=key), snap)
+        if r.placement:
+            snap.assume(r.placement, spec.resources, key=key)
+        lat[i] = perf() - t
+        phases[r.phase] += 1
+        if r.placement:
+            live.append(key)
+            spread_sum += len(r.placement)
+            if len(live) > live_max:
+                snap.forget(key=live.popleft())
+        partial += r.partial
+    loop_s = perf() - t_loop
+    wl = snap.water_level
+    ready = snap.ready[: snap.n]
+    lat_ms = lat * 1e3
+    conditions = {
+        "fleet_build_s": round(build_s, 2), "task_shapes": len(templates), "live_max": live_max,
+        "phases": dict(phases), "partial": partial,
+        "mean_clusters_per_placement": round(spread_sum / max(1, phases["Scheduled"]), 2),
+        "fleet_water_level_end": round(snap.fleet_water_level(ready), 3),
+        "max_water_level_end": round(float(wl.max()) if wl.size else 0.0, 3),
+        "mean_ms": round(float(lat_ms.mean()), 4), "max_ms": round(float(lat_ms.max()), 3),
+    }
+    return {
+        "clusters": args.clusters, "tasks": args.tasks, "mode": "algorithm",
+        "p50_ms": round(float(np.percentile(lat_ms, 50)), 4),
+        "p99_ms": round(float(np.percentile(lat_ms, 99)), 4),
+        "throughput_per_s": round(args.tasks / loop_s, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "conditions": conditions,
+    }
+
+
+def run_e2e(args: argparse.Namespace) -> dict[str, Any]:
+    """Phase 2 hook: submit Bindings through the API server into ``--store`` and time to Scheduled."""
+    raise NotImplementedError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clusters", type=int, default=100)
+    ap.add_argument("--tasks", type=int, default=10_000)
+    ap.add_argument("--mode", choices=["algorithm", "e2e"], default="algorithm")
+    ap.add_argument("--store", choices=["sqlite", "etcd"], default=None)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--templates", type=int, default=500, help="distinct task shapes cycled through")
+    ap.add_argument("--live", type=int, default=0, help="max assumed tasks kept (0 = auto)")
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--profile", type=str, default=None, help="scheduler profile YAML")
+    args = ap.parse_args(argv)
+    if args.mode == "e2e" or args.store is not None:
+        print(f"bench/scheduler.py: --mode e2e / --store {args.store or ''} is not yet available "
+              "(phase 2: scheduling through the API server and store); use --mode algorithm",
+              file=sys.stderr)
+        return 2
+    out = run_algorithm(args)
+    cond = out.pop("conditions")
+    print(f"# conditions: {args.clusters} clusters, {args.tasks} tasks, seed {args.seed}, "
+          f"python {sys.version.split()[0]}, numpy {np.__version__}")
+    for k, v in cond.items():
+        print(f"#   {k}: {v}")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
