@@ -29,7 +29,9 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
-               extra_routers: list[Any] | None = None) -> FastAPI:
+               extra_routers: list[Any] | None = None, flat_api: bool = True) -> FastAPI:
+    """``flat_api=False`` leaves out the ``/api/v1/…`` control-plane façade (a simulated member
+    cluster serves only the Kubernetes paths)."""
     app = FastAPI(
         title="DRO-DS API",
         version=__version__,
@@ -38,8 +40,9 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    for r in (admin.router, clusters, propagation_policies, metrics.router, sync.router,
-              *(extra_routers or []), openapi_k8s.router, discovery.router, kubernetes.router):
+    facade = (clusters, propagation_policies, metrics.router, sync.router) if flat_api else ()
+    for r in (admin.router, *facade, *(extra_routers or []), openapi_k8s.router, discovery.router,
+              kubernetes.router):
         app.include_router(r)
     _install_error_handlers(app)
     app.add_middleware(AuditAndMetrics, ctx=ctx)
