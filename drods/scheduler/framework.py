@@ -137,22 +137,21 @@ class Scheduler:
         return mask, rejections
 
     @staticmethod
-    def _keep_existing(info: TaskInfo, mask: BoolArr, rejections: list[Rejection]) -> IntArr:
+    def _keep_existing(info: TaskInfo, mask: BoolArr, rejections: list[Rejection]) -> tuple[BoolArr, IntArr]:
         """Current clusters dropped only by capacity filters keep their replicas (no growth)."""
+        none = np.zeros(0, dtype=np.intp)
         if info.rebalance or info.current_rows.size == 0:
-            return np.zeros(0, dtype=np.intp)
+            return mask, none
         cur = info.current_rows[~mask[info.current_rows]]
         if cur.size == 0:
-            return cur
-        kept: list[np.ndarray] = []
-        for rej in rejections:
-            if rej.capacity_only:
-                kept.append(rej.rows[np.isin(rej.rows, cur)])
+            return mask, none
+        kept = [rej.rows[np.isin(rej.rows, cur)] for rej in rejections if rej.capacity_only]
         if not kept:
-            return np.zeros(0, dtype=np.intp)
+            return mask, none
         rows = np.concatenate(kept)
+        mask = mask.copy()  # never write into an array a plugin may have cached
         mask[rows] = True
-        return rows
+        return mask, rows
 
     def _select_spread(self, info: TaskInfo, snap: Snapshot, cand: IntArr,
                        prefer: FloatArr) -> tuple[IntArr, IntArr, list[str]]:
@@ -228,7 +227,7 @@ class Scheduler:
         for term in info.affinity_terms:
             info.affinity = term
             mask, rejections = self._filter(info, snap, timings)
-            kept_rows = self._keep_existing(info, mask, rejections)
+            mask, kept_rows = self._keep_existing(info, mask, rejections)
             if mask.any():
                 break
             if term is not None and term.name:
@@ -307,9 +306,12 @@ class Scheduler:
         static_w: FloatArr | None = None
         prefer_sel = prefer[sel]
         if info.division == "StaticWeight":
+            # Karmada: exact ties go by cluster name; only weighted clusters need ranking
             static_w = self._static_weights(info, snap, cand[sel])
-            names_sel = snap.names_arr[cand[sel]]
-            prefer_sel = -np.argsort(np.argsort(names_sel.astype(str), kind="stable")).astype(np.float64)
+            prefer_sel = np.full(sel.size, -np.inf)
+            wpos = np.flatnonzero(static_w > 0)
+            names_w = snap.names_arr[cand[sel[wpos]]].astype(str)
+            prefer_sel[wpos] = -np.argsort(np.argsort(names_w, kind="stable")).astype(np.float64)
             prefer_sel = prefer_sel + (existing[sel] > 0) * 1e9
         inp = DivisionInput(
             kind=info.division, total=info.replicas, caps=caps[sel], existing=existing[sel],

@@ -238,3 +238,21 @@ def test_available_replicas_weights(snap: Snapshot, sched: Scheduler) -> None:
         weightPreference=WeightPreference(dynamicWeight="AvailableReplicas")))
     r = sched.schedule(task(replicas=12, placement=pl), snap)
     assert r.placement_dict() == {"a": 2, "b": 10}
+
+
+def test_static_weights_no_match_means_equal_weights(snap: Snapshot, sched: Scheduler) -> None:
+    add(snap, "x", st=status(cpu=1000, mem=4000))
+    add(snap, "y", st=status(cpu=1000, mem=4000))
+    r = sched.schedule(task(replicas=4, placement=static_placement({"nowhere": 3})), snap)
+    assert r.placement_dict() == {"x": 2, "y": 2}
+
+
+def test_spread_min_groups_get_a_replica_each(snap: Snapshot) -> None:
+    from drods.model.placement import SpreadConstraint
+
+    add(snap, "us-big", region="us", st=status(cpu=1000, mem=4000))
+    add(snap, "eu-small", region="eu", st=status(cpu=100, mem=400, cpu_used=60))
+    pl = Placement(spreadConstraints=[SpreadConstraint(spreadByField="region", minGroups=2)],
+                   replicaScheduling=ReplicaScheduling(replicaDivisionPreference="Aggregated"))
+    r = Scheduler(rng_seed=0).schedule(task(replicas=3, placement=pl), snap)
+    assert set(r.placement_dict()) == {"us-big", "eu-small"} and r.placed == 3
