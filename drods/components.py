@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from drods.controllers.compactor import compactor
 from drods.server import Component
 
 
 def all_components() -> list[Component]:
-    return []
+    return [compactor]
