@@ -1,0 +1,198 @@
+"""The ``drods`` client verbs against a real server: output formats, create/update/delete, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from tests.cli.conftest import Drods
+from tests.server_process import ServerProcess, free_port
+
+MANIFESTS = """
+apiVersion: multicluster.io/v1alpha1
+kind: Cluster
+metadata:
+  name: c-aws
+  labels: {env: prod}
+spec:
+  endpoint: https://k8s.c-aws.example
+  region: us-east-1
+  capabilities: [gpu, tls-encryption]
+---
+apiVersion: multicluster.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: c-pp}
+spec:
+  resourceType: Deployment
+  targetClusters: [c-aws]
+---
+apiVersion: multicluster.io/v1alpha1
+kind: ResourcePlacementPolicy
+metadata: {name: c-rpp}
+spec:
+  resourceSelector: {apiVersion: apps/v1, kind: Deployment, name: api, namespace: default}
+  targetClusters: [{selectorType: label, values: [env=prod]}]
+"""
+
+DEPLOYMENT = {
+    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api"},
+    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}},
+             "template": {"metadata": {"labels": {"app": "api"}},
+                          "spec": {"containers": [{"name": "api", "image": "api:1"}]}}},
+}
+
+
+def write(tmp_path: Path) -> Path:
+    d = tmp_path / "manifests"
+    d.mkdir(exist_ok=True)
+    (d / "a.yaml").write_text(MANIFESTS)
+    (d / "b.json").write_text(json.dumps(DEPLOYMENT))
+    (d / "notes.txt").write_text("ignored")
+    return d
+
+
+def test_version(drods: Drods) -> None:
+    done = drods("version", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["client"]["version"]
+    assert "drods" in info["server"]["gitVersion"]
+    assert "Client Version: drods" in drods("version", "--client", role=None).stdout
+
+
+def test_apply_get_delete(drods: Drods, tmp_path: Path) -> None:
+    d = write(tmp_path)
+    done = drods("apply", "-f", str(d))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "cluster/c-aws created", "propagationpolicy/c-pp created", "resourceplacementpolicy/c-rpp created",
+        "deployment/api created",
+    ]
+    again = drods("apply", "-f", str(d))
+    assert again.stdout.count("unchanged") == 4, again.stdout
+
+    # Change one value and drop one field: the previous apply is remembered, so the field goes.
+    (d / "a.yaml").write_text(MANIFESTS.replace("us-east-1", "us-east-2").replace(
+        "  capabilities: [gpu, tls-encryption]\n", ""))
+    changed = drods("apply", "-f", str(d / "a.yaml"))
+    assert "cluster/c-aws configured" in changed.stdout and "propagationpolicy/c-pp unchanged" in changed.stdout
+
+    cluster = json.loads(drods("get", "clusters", "c-aws", "-o", "json").stdout)
+    assert cluster["spec"]["region"] == "us-east-2"
+    assert "capabilities" not in cluster["spec"]
+
+    listed = yaml.safe_load(drods("get", "cluster", "-l", "env=prod", "-o", "yaml").stdout)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["c-aws"]
+    assert json.loads(drods("get", "cluster", "-l", "env=dev", "-o", "json").stdout)["items"] == []
+
+    table = drods("get", "pp").stdout.splitlines()
+    assert table[0].split()[0] == "NAME" and table[1].split()[0] == "c-pp"
+    assert json.loads(drods("get", "rpp", "c-rpp", "-o", "json").stdout)["spec"]["targetClusters"] == [
+        {"selectorType": "label", "values": ["env=prod"]}]
+    deploys = drods("get", "deployments", "-n", "default").stdout
+    assert deploys.split()[:3] == ["NAME", "REPLICAS", "AGE"] and "api" in deploys
+    assert "NAMESPACE" in drods("get", "deploy", "-A").stdout
+    assert "No deployments found in namespace other" in drods("get", "deploy", "-n", "other").stderr
+
+    from_stdin = drods("apply", "-f", "-", "-o", "json", input=json.dumps({**DEPLOYMENT, "spec": {
+        **DEPLOYMENT["spec"], "replicas": 5}}))
+    assert json.loads(from_stdin.stdout)["spec"]["replicas"] == 5
+
+    gone = drods("delete", "-f", str(d))
+    assert gone.returncode == 0, gone.stderr
+    assert "cluster/c-aws deleted" in gone.stdout and "deployment/api deleted" in gone.stdout
+    assert json.loads(drods("get", "clusters", "-o", "json").stdout)["items"] == []
+    missing = drods("delete", "cluster", "c-aws")
+    assert missing.returncode == 1 and "NotFound" in missing.stderr
+    assert drods("delete", "cluster", "c-aws", "--ignore-not-found").returncode == 0
+
+
+def test_invalid_object_is_refused_and_nothing_stored(drods: Drods, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(MANIFESTS.split("---")[0].replace("c-aws", "c-bad") + "  syncMode: Sideways\n  extra: 1\n")
+    done = drods("apply", "-f", str(bad))
+    assert done.returncode == 1
+    assert "spec.syncMode" in done.stderr and "spec.extra" in done.stderr, done.stderr
+    assert drods("get", "cluster", "c-bad").returncode == 1
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [unclosed\n")
+    failed = drods("apply", "-f", str(broken))
+    assert failed.returncode == 1 and "MALFORMED_FILE" in failed.stderr
+
+
+def test_cluster_commands(drods: Drods) -> None:
+    done = drods("cluster", "register", "c-edge", "--endpoint", "https://edge.example", "--region", "us-south",
+                 "--zone", "dfw-1", "--provider", "onprem", "--city", "DFW", "--label", "tier=edge",
+                 "--label", "env=prod", "--capability", "gpu", "--pull")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "cluster/c-edge registered"
+    shown = yaml.safe_load(drods("cluster", "show", "c-edge", "-o", "yaml").stdout)
+    assert shown["city"] == "DFW" and shown["syncMode"] == "Pull" and shown["capabilities"] == ["gpu"]
+    assert shown["labels"] == {"tier": "edge", "env": "prod"}
+    assert "DFW" in drods("cluster", "show", "c-edge").stdout
+
+    listed = json.loads(drods("cluster", "list", "-o", "json").stdout)
+    assert "c-edge" in [c["name"] for c in listed["items"]]
+    table = drods("cluster", "list", "-l", "tier=edge").stdout.splitlines()
+    assert table[0].split()[:4] == ["NAME", "MODE", "ENDPOINT", "REGION"]
+    assert table[1].split()[:2] == ["c-edge", "Pull"]
+
+    dup = drods("cluster", "register", "c-edge", "--endpoint", "https://x")
+    assert dup.returncode == 1 and "CLUSTER_ALREADY_EXISTS" in dup.stderr
+    bad = drods("cluster", "register", "c-bad", "--label", "novalue")
+    assert bad.returncode != 0
+
+    assert drods("cluster", "remove", "c-edge").stdout.strip() == "cluster/c-edge removed"
+    gone = drods("cluster", "show", "c-edge")
+    assert gone.returncode == 1 and "CLUSTER_NOT_FOUND" in gone.stderr
+
+
+def test_audit(drods: Drods) -> None:
+    drods("cluster", "register", "c-audit", "--endpoint", "https://a")
+    drods("cluster", "remove", "c-audit")
+    entries = json.loads(drods("audit", "-o", "json").stdout)["items"]
+    mine = [e for e in entries if e["path"].endswith("c-audit") or e.get("object", "").endswith("c-audit")]
+    assert any(e["verb"] == "DELETE" and e["result"] == 200 for e in mine), entries[-5:]
+    assert any(e["verb"] == "POST" for e in entries)
+    assert "VERB" in drods("audit", "--limit", "2").stdout
+    future = json.loads(drods("audit", "--since", "2999-01-01T00:00:00Z", "-o", "json").stdout)
+    assert future["items"] == []
+    denied = drods("audit", role="viewer")
+    assert denied.returncode == 1 and "FORBIDDEN" in denied.stderr
+
+
+def test_errors_exit_1_with_the_server_message(drods: Drods, tmp_path: Path) -> None:
+    unknown = drods("get", "widgets")
+    assert unknown.returncode == 1 and "RESOURCE_TYPE_NOT_FOUND" in unknown.stderr
+
+    no_token = drods("get", "clusters", role=None)
+    assert no_token.returncode == 1
+    assert "UNAUTHENTICATED" in no_token.stderr or "Unauthorized" in no_token.stderr
+    assert "DRODS_TOKEN" in no_token.stderr
+
+    path = tmp_path / "c.yaml"
+    path.write_text(MANIFESTS.split("---")[0].replace("c-aws", "c-viewer"))
+    forbidden = drods("apply", "-f", str(path), role="viewer")
+    assert forbidden.returncode == 1 and "Forbidden" in forbidden.stderr
+    readable = drods("get", "clusters", "-o", "json", role="viewer")
+    assert readable.returncode == 0 and "c-viewer" not in readable.stdout
+
+    down = drods("get", "clusters", env={"DRODS_SERVER": f"http://127.0.0.1:{free_port()}"})
+    assert down.returncode == 1 and "cannot connect" in down.stderr
+
+    wrong_output = drods("get", "clusters", "-o", "xml")
+    assert wrong_output.returncode != 0
+
+
+def test_tls_server_with_ca_file(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "tls", tls=True) as server:
+        env = {"DRODS_TOKEN": server.token("viewer")}
+        assert server.cert is not None
+        ok = server.run_cli("get", "clusters", "--server", server.url, "--ca-file", str(server.cert), env=env)
+        assert ok.returncode == 0, ok.stderr
+        untrusted = server.run_cli("get", "clusters", "--server", server.url, env={**env, "DRODS_CA_FILE": ""})
+        assert untrusted.returncode == 1 and "CONNECTION_FAILED" in untrusted.stderr
+        insecure = server.run_cli("version", "--server", server.url, "--insecure-skip-tls-verify", env=env)
+        assert insecure.returncode == 0, insecure.stderr
