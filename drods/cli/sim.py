@@ -1,0 +1,129 @@
+"""``drods sim …``: run a simulated member cluster, inject faults into a running one, list them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="Simulated member clusters (KWOK-like) for development, tests, demos and benchmarks.",
+                  invoke_without_command=True, pretty_exceptions_enable=False)
+
+StateDir = Annotated[Path | None, typer.Option(
+    "--state-dir", envvar="DRODS_SIM_DIR", help="Where running sims register (default ~/.drods/sims).")]
+
+
+def _state_dir(value: Path | None) -> Path:
+    from drods.sim.config import default_state_dir
+
+    return value if value is not None else default_state_dir()
+
+
+@app.callback()
+def sim(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Option("--name", help="Cluster name (also the node name prefix).")] = None,
+    port: Annotated[int, typer.Option("--port", help="API port (0 = any free port).")] = 0,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    nodes: Annotated[int, typer.Option("--nodes", help="Nodes of the default shape.")] = 3,
+    node_cpu: Annotated[str, typer.Option("--node-cpu", help="Cores per node (8, 7500m).")] = "8",
+    node_memory: Annotated[str, typer.Option("--node-memory", help="Per node: 32Gi, 64G; a bare number is GiB.")]
+    = "32Gi",
+    gpus: Annotated[int, typer.Option("--gpus", help="nvidia.com/gpu per node.")] = 0,
+    gpu_model: Annotated[str | None, typer.Option("--gpu-model", help="Label nvidia.com/gpu.product.")] = None,
+    node_pool: Annotated[list[str] | None, typer.Option(
+        "--node-pool", help="Extra nodes: count=2,cpu=16,memory=64Gi,gpus=4,gpu-model=A100,zone=z (repeatable).")]
+    = None,
+    max_pods: Annotated[int, typer.Option("--max-pods", help="Pods per node.")] = 110,
+    region: Annotated[str | None, typer.Option("--region", help="Label topology.kubernetes.io/region.")] = None,
+    zone: Annotated[str | None, typer.Option("--zone", help="Label topology.kubernetes.io/zone.")] = None,
+    provider: Annotated[str | None, typer.Option("--provider", help="Label multicluster.io/provider.")] = None,
+    city: Annotated[str | None, typer.Option("--city", help="Label multicluster.io/city (e.g. DFW).")] = None,
+    preload: Annotated[float, typer.Option("--preload", help="Fill every node to this fraction with another "
+                                           "tenant's pods (namespace other-tenant).")] = 0.0,
+    reserved_cpu: Annotated[str, typer.Option("--reserved-cpu", help="Per node: capacity - allocatable.")] = "0",
+    reserved_memory: Annotated[str, typer.Option("--reserved-memory", help="Per node, e.g. 512Mi.")] = "0Mi",
+    cpu_util: Annotated[float, typer.Option("--cpu-utilisation", help="Default pod CPU use / request.")] = 0.5,
+    memory_util: Annotated[float, typer.Option("--memory-utilisation", help="Default pod memory use / request.")]
+    = 0.6,
+    amplitude: Annotated[float, typer.Option("--usage-amplitude", help="Sinusoid amplitude (fraction).")] = 0.0,
+    period: Annotated[float, typer.Option("--usage-period", help="Sinusoid period in seconds.")] = 600.0,
+    startup: Annotated[float, typer.Option("--startup-seconds", help="Bound pod → Ready after this long.")] = 0.0,
+    job_seconds: Annotated[float, typer.Option("--job-seconds", help="A Job pod runs this long.")] = 5.0,
+    kubeconfig_out: Annotated[Path | None, typer.Option("--kubeconfig-out", help="Write the kubeconfig here.")]
+    = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Store, keys, certs (default STATE_DIR/NAME).")]
+    = None,
+    state_dir: StateDir = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start from an empty store.")] = False,
+    no_tls: Annotated[bool, typer.Option("--no-tls", help="Plain HTTP (kubectl then sends no token).")] = False,
+    log_level: Annotated[str, typer.Option("--log-level")] = "warning",
+) -> None:
+    """Run a simulated member cluster in the foreground until SIGTERM/SIGINT.
+
+    Nodes carry the labels topology.kubernetes.io/region|zone, node.kubernetes.io/instance-type,
+    multicluster.io/provider, multicluster.io/city and (with GPUs) nvidia.com/gpu.product.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if not name:
+        raise typer.BadParameter("--name is required to run a sim", param_hint="--name")
+    import asyncio
+    import logging
+
+    from drods.members.quantity import quantity
+    from drods.model.meta import check_name
+    from drods.sim.config import NodePool, SimConfig, UsageModel, parse_cpu, parse_memory
+    from drods.sim.server import serve
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        check_name(name)
+        pools = [NodePool(nodes, parse_cpu(node_cpu), parse_memory(node_memory), gpus, gpu_model, max_pods=max_pods)]
+        pools += [NodePool.parse(p) for p in node_pool or []]
+        cfg = SimConfig(
+            name=name, pools=pools, host=host, port=port, region=region, zone=zone, provider=provider, city=city,
+            preload=preload, reserved_cpu=float(quantity(reserved_cpu)),
+            reserved_memory=parse_memory(reserved_memory) if quantity(reserved_memory) else 0,
+            usage=UsageModel(cpu_util, memory_util, amplitude, period), startup_seconds=startup,
+            job_seconds=job_seconds, data_dir=data_dir, state_dir=_state_dir(state_dir),
+            kubeconfig_out=kubeconfig_out, tls=not no_tls,
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    asyncio.run(serve(cfg, fresh=fresh))
+
+
+@app.command()
+def fault(
+    name: Annotated[str, typer.Argument(help="The sim's --name.")],
+    mode: Annotated[str, typer.Argument(help="down | up | slow | partition")],
+    ms: Annotated[int | None, typer.Argument(help="Delay for slow, in milliseconds.")] = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Inject a fault into a running sim: down (connection refused), partition (requests hang),
+    slow MS (every response delayed), up (normal)."""
+    from drods.sim.control import send_command
+
+    if mode not in ("down", "up", "slow", "partition"):
+        raise typer.BadParameter("mode must be down, up, slow or partition", param_hint="MODE")
+    if mode == "slow" and not ms:
+        raise typer.BadParameter("slow needs a delay: drods sim fault NAME slow 200", param_hint="MS")
+    try:
+        reply = send_command(_state_dir(state_dir), name, {"action": "fault", "mode": mode, "ms": ms or 0})
+    except (LookupError, OSError, RuntimeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+    typer.echo(json.dumps(reply["fault"]))
+
+
+@app.command("list")
+def list_sims(state_dir: StateDir = None) -> None:
+    """Running sims (from their state files): name, server, kubeconfig, fault."""
+    from drods.sim.control import list_states
+
+    for st in list_states(_state_dir(state_dir)):
+        fault_desc = st.get("fault", {})
+        typer.echo(f"{st.get('name')}\t{st.get('server')}\t{st.get('kubeconfig')}\t{fault_desc.get('mode', 'up')}")

@@ -1,0 +1,433 @@
+"""The sim's one controller loop: what kube-controller-manager, kube-scheduler and the kubelets of
+a real cluster do, reduced to what DRO-DS observes. Level-triggered: each pass reads everything,
+closes the gaps and writes only what changed; a pass runs after any change (store watch), when a
+pod is due to become ready or finish, and every ``resync_seconds``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from drods.errors import ApiError
+from drods.model.kinds import Kind
+from drods.sim import kinds as K
+from drods.sim import workloads as W
+from drods.sim.config import ANN_RUN_SECONDS, PRELOAD_NAMESPACE, SimConfig
+from drods.sim.nodes import build_nodes, node_ip, preload_pods
+from drods.sim.placer import place, rooms
+from drods.sim.registry import SimRegistry
+from drods.sim.resources import condition, is_terminal, node_ready, of_list
+from drods.store import Store
+
+log = logging.getLogger("drods.sim")
+Obj = dict[str, Any]
+NS_FINALIZER = "sim.drods.io/namespace-contents"
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+WRITE_CONCURRENCY = 32
+MANAGED_OWNERS = {"Deployment": K.DEPLOYMENT, "StatefulSet": K.STATEFUL_SET, "DaemonSet": K.DAEMON_SET,
+                  "Job": K.JOB}
+
+
+def rfc3339(ts: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass
+class World:
+    """The latest nodes and pods a pass saw; metrics and Prometheus read it without the store."""
+
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    at: float = 0.0
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    return obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+def _qos(pod: Obj) -> str:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    any_set = False
+    guaranteed = bool(containers)
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        any_set = any_set or bool(req) or bool(lim)
+        for r in ("cpu", "memory"):
+            if r not in lim or of_list({r: req.get(r, lim[r])}) != of_list({r: lim[r]}):
+                guaranteed = False
+    return "Guaranteed" if guaranteed else "Burstable" if any_set else "BestEffort"
+
+
+class SimController:
+    def __init__(self, registry: SimRegistry, store: Store, cfg: SimConfig) -> None:
+        self.registry = registry
+        self.store = store
+        self.cfg = cfg
+        self.world = World()
+        self._wake = asyncio.Event()
+        self._retry = False
+        self._node_index: dict[str, int] = {}
+        self.passes = 0
+
+    # ---- start ---------------------------------------------------------------------------------
+
+    async def bootstrap(self) -> None:
+        """Namespaces, nodes and preload pods the sim starts with (kept if the store has them)."""
+        for ns in (*SYSTEM_NAMESPACES, *((PRELOAD_NAMESPACE,) if self.cfg.preload > 0 else ())):
+            if await self.registry.try_get(K.NAMESPACE, ns) is None:
+                await self.registry.create(K.NAMESPACE, {"metadata": {"name": ns}})
+        nodes = build_nodes(self.cfg)
+        wanted = {n["metadata"]["name"] for n in nodes}
+        existing, _ = await self.registry.list(K.NODE)
+        for old in existing:  # a restart with fewer nodes: the sim's own extra nodes go
+            if old["metadata"]["name"] not in wanted and old["metadata"].get("labels", {}).get("type") == "drods-sim":
+                await self.registry.delete(K.NODE, old["metadata"]["name"])
+        for node in nodes:
+            current = await self.registry.try_get(K.NODE, node["metadata"]["name"])
+            if current is None:
+                await self.registry.create(K.NODE, node)
+            else:  # a restart with other flags: the node takes its new shape, keeps its identity
+                meta = {**current["metadata"], "labels": node["metadata"]["labels"]}
+                await self.registry.put_object(K.NODE, {**current, "metadata": meta, "spec": node["spec"],
+                                                        "status": node["status"]})
+        for pod in preload_pods(self.cfg, nodes):
+            if await self.registry.try_get(K.POD, pod["metadata"]["name"], PRELOAD_NAMESPACE) is None:
+                await self.registry.create(K.POD, pod)
+
+    async def run(self) -> None:
+        """Reconcile until cancelled; a failed pass is logged and retried, never fatal."""
+        watcher = asyncio.create_task(self._watch_changes(), name="sim-watch")
+        try:
+            while True:
+                self._wake.clear()
+                next_due: float | None = None
+                try:
+                    next_due = await self.reconcile_once()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("sim reconcile pass failed; retrying")
+                    self._retry = True
+                delay = self.cfg.resync_seconds
+                if next_due is not None:
+                    delay = min(delay, max(0.0, next_due - time.time()))
+                if self._retry:
+                    delay = min(delay, 0.2)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
+                await asyncio.sleep(0.01)  # coalesce a burst of changes into one pass
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+
+    async def _watch_changes(self) -> None:
+        while True:
+            try:
+                rev = await self.store.current_revision()
+                async for _ in self.store.watch("/registry/", start_revision=rev + 1):
+                    self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("sim store watch ended; restarting", exc_info=True)
+                self._wake.set()
+                await asyncio.sleep(0.5)
+
+    # ---- one pass ------------------------------------------------------------------------------
+
+    async def reconcile_once(self) -> float | None:
+        """One level-triggered pass; returns when the next time-driven change is due (or None)."""
+        self._retry = False
+        self.passes += 1
+        now = time.time()
+        stamp = rfc3339(now)
+        nodes, _ = await self.registry.list(K.NODE)
+        pods_list, _ = await self.registry.list(K.POD)
+        namespaces, _ = await self.registry.list(K.NAMESPACE)
+        workloads: dict[str, list[Obj]] = {}
+        for kind in K.WORKLOADS:
+            workloads[kind.kind], _ = await self.registry.list(kind)
+        self._node_index = {n["metadata"]["name"]: i for i, n in enumerate(sorted(
+            nodes, key=lambda n: n["metadata"]["name"]))}
+        pods: dict[tuple[str, str], Obj] = {_key(p): p for p in pods_list}
+
+        await self._namespaces(namespaces, workloads, pods)
+        await self._garbage_collect(workloads, pods)
+        await self._workloads(workloads, pods, nodes, stamp)
+        next_due = await self._kubelet(pods, nodes, now)
+        await self._schedule(pods, nodes, now)
+        await self._statuses(workloads, pods, nodes, stamp)
+        self.world = World(nodes, list(pods.values()), now)
+        return next_due
+
+    async def _namespaces(self, namespaces: list[Obj], workloads: dict[str, list[Obj]],
+                          pods: dict[tuple[str, str], Obj]) -> None:
+        """Deleting a namespace deletes everything in it, then the namespace itself (M3)."""
+        for ns in namespaces:
+            meta = ns["metadata"]
+            if NS_FINALIZER not in meta.get("finalizers", []) and not meta.get("deletionTimestamp"):
+                ns2 = {**ns, "metadata": {**meta, "finalizers": [*meta.get("finalizers", []), NS_FINALIZER]}}
+                await self._guard(self.registry.put_object(K.NAMESPACE, ns2, resource_version=meta["resourceVersion"]))
+                continue
+            if not meta.get("deletionTimestamp"):
+                continue
+            name = meta["name"]
+            if (ns.get("status") or {}).get("phase") != "Terminating":
+                await self._guard(self.registry.update_status(K.NAMESPACE, name, {"phase": "Terminating"}))
+            left = 0
+            for kind in K.NAMESPACED:
+                items, _ = await self.registry.list(kind, name)
+                left += len(items)
+                await self._gather(self._delete(kind, o) for o in items)
+            for key in [k for k in pods if k[0] == name]:
+                pods.pop(key)
+            for kind_name in workloads:
+                workloads[kind_name] = [o for o in workloads[kind_name] if o["metadata"].get("namespace") != name]
+            if left == 0:
+                await self._guard(self.registry.remove_finalizer(K.NAMESPACE, name, NS_FINALIZER))
+            else:
+                self._retry = True
+
+    async def _garbage_collect(self, workloads: dict[str, list[Obj]], pods: dict[tuple[str, str], Obj]) -> None:
+        """Pods whose controlling owner is gone (or going) are deleted: deletion cascades."""
+        alive = {(kind, o["metadata"]["uid"]) for kind, objs in workloads.items() for o in objs
+                 if not o["metadata"].get("deletionTimestamp")}
+        orphans = []
+        for key, pod in pods.items():
+            for ref in pod["metadata"].get("ownerReferences") or []:
+                managed = ref.get("controller") and ref.get("kind") in MANAGED_OWNERS
+                if managed and (ref["kind"], ref.get("uid")) not in alive:
+                    orphans.append(key)
+                    break
+        await self._gather(self._delete(K.POD, pods.pop(key)) for key in orphans)
+
+    async def _workloads(self, workloads: dict[str, list[Obj]], pods: dict[tuple[str, str], Obj],
+                         nodes: list[Obj], stamp: str) -> None:
+        owned = self._owned(pods)
+        eligible_cache: dict[str, list[str]] = {}
+        for kind_name, objs in workloads.items():
+            for obj in objs:
+                if obj["metadata"].get("deletionTimestamp"):
+                    continue
+                mine = owned.get(obj["metadata"]["uid"], [])
+                plan = self._plan(kind_name, obj, mine, nodes, stamp, eligible_cache)
+                for pod in plan.delete:
+                    pods.pop(_key(pod), None)
+                await self._gather(self._delete(K.POD, p) for p in plan.delete)
+                created = await self._gather(self._create(K.POD, p) for p in plan.create)
+                for pod in created:
+                    if pod is not None:
+                        pods[_key(pod)] = pod
+
+    def _plan(self, kind_name: str, obj: Obj, mine: list[Obj], nodes: list[Obj], stamp: str,
+              eligible_cache: dict[str, list[str]]) -> W.Plan:
+        if kind_name == "Deployment":
+            return W.plan_deployment(obj, mine, stamp)
+        if kind_name == "StatefulSet":
+            return W.plan_statefulset(obj, mine, stamp)
+        if kind_name == "Job":
+            return W.plan_job(obj, mine, stamp)
+        template = {"spec": ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}}
+        from drods.sim.placer import selector_matches, taints_tolerated
+
+        eligible = [n["metadata"]["name"] for n in sorted(nodes, key=lambda n: n["metadata"]["name"])
+                    if node_ready(n) and selector_matches(template, n) and taints_tolerated(template, n)]
+        return W.plan_daemonset(obj, mine, eligible)
+
+    @staticmethod
+    def _owned(pods: dict[tuple[str, str], Obj]) -> dict[str, list[Obj]]:
+        out: dict[str, list[Obj]] = {}
+        for pod in pods.values():
+            for ref in pod["metadata"].get("ownerReferences") or []:
+                if ref.get("controller"):
+                    out.setdefault(ref.get("uid", ""), []).append(pod)
+        return out
+
+    async def _kubelet(self, pods: dict[tuple[str, str], Obj], nodes: list[Obj], now: float) -> float | None:
+        """Bound pods start, become ready after ``startup_seconds`` and, if they run to completion,
+        succeed after their run time. Returns when the next such change is due."""
+        node_names = {n["metadata"]["name"] for n in nodes}
+        due: list[float] = []
+        writes = []
+        for key, pod in pods.items():
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node or is_terminal(pod) or pod["metadata"].get("deletionTimestamp"):
+                continue
+            status = pod.get("status") or {}
+            if node not in node_names:
+                continue
+            if status.get("phase") != "Running":
+                started = now
+                new_status = self._running_status(pod, node, started, ready=self.cfg.startup_seconds <= 0)
+            else:
+                started = parse_time(status.get("startTime")) or now
+                new_status = status
+                ready_at = started + self.cfg.startup_seconds
+                if not W.is_ready(pod):
+                    if now >= ready_at:
+                        new_status = self._running_status(pod, node, started, ready=True, ready_since=now)
+                    else:
+                        due.append(ready_at)
+            run_for = self._run_seconds(pod)
+            if run_for is not None:
+                done_at = started + run_for
+                if now >= done_at:
+                    new_status = self._succeeded_status(pod, new_status, now)
+                else:
+                    due.append(done_at)
+            if new_status is not status:
+                updated = {**pod, "status": new_status}
+                pods[key] = updated
+                writes.append(self._put(K.POD, updated))
+        for result in await self._gather(writes):
+            if result is not None:
+                pods[_key(result)] = result
+        return min(due) if due else None
+
+    def _run_seconds(self, pod: Obj) -> float | None:
+        spec = pod.get("spec") or {}
+        ann = pod["metadata"].get("annotations") or {}
+        owner_kinds = {r.get("kind") for r in pod["metadata"].get("ownerReferences") or []}
+        if spec.get("restartPolicy", "Always") == "Always":
+            return None
+        if ANN_RUN_SECONDS in ann:
+            try:
+                return float(ann[ANN_RUN_SECONDS])
+            except ValueError:
+                return None
+        return self.cfg.job_seconds if "Job" in owner_kinds else None
+
+    def _running_status(self, pod: Obj, node: str, started: float, *, ready: bool,
+                        ready_since: float | None = None) -> Obj:
+        since = rfc3339(started)
+        ready_time = rfc3339(ready_since) if ready_since is not None else since
+        index = self._node_index.get(node, 0)
+        host_ip = node_ip(index)
+        pod_ip = f"10.{244 + index // 256 % 12}.{index % 256}.{zlib.crc32(pod['metadata']['uid'].encode()) % 250 + 2}"
+
+        def cond(type_: str, ok: bool, at: str) -> Obj:
+            return {"type": type_, "status": "True" if ok else "False", "lastProbeTime": None,
+                    "lastTransitionTime": at}
+
+        containers = (pod.get("spec") or {}).get("containers") or []
+        return {
+            "phase": "Running",
+            "conditions": [cond("PodReadyToStartContainers", True, since), cond("Initialized", True, since),
+                           cond("Ready", ready, ready_time), cond("ContainersReady", ready, ready_time),
+                           cond("PodScheduled", True, since)],
+            "hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+            "startTime": since, "qosClass": _qos(pod),
+            "containerStatuses": [{
+                "name": c.get("name", f"c{i}"), "image": c.get("image", ""), "imageID": "",
+                "containerID": f"drods-sim://{pod['metadata']['uid'][:8]}-{i}", "ready": ready, "started": True,
+                "restartCount": 0, "state": {"running": {"startedAt": since}},
+            } for i, c in enumerate(containers)],
+        }
+
+    @staticmethod
+    def _succeeded_status(pod: Obj, status: Obj, now: float) -> Obj:
+        at = rfc3339(now)
+        started = status.get("startTime", at)
+        conds = [{**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": at}
+                 if c.get("type") in ("Ready", "ContainersReady") else c for c in status.get("conditions") or []]
+        return {**status, "phase": "Succeeded", "conditions": conds, "containerStatuses": [
+            {**cs, "ready": False, "started": False,
+             "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": at}}}
+            for cs in status.get("containerStatuses") or []]}
+
+    async def _schedule(self, pods: dict[tuple[str, str], Obj], nodes: list[Obj], now: float) -> None:
+        """Bind pending pods first-fit; those that fit nowhere get PodScheduled=False and stay Pending."""
+        room = rooms(nodes, list(pods.values()))
+        pending = sorted((p for p in pods.values() if not (p.get("spec") or {}).get("nodeName")
+                          and not is_terminal(p) and not p["metadata"].get("deletionTimestamp")),
+                         key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+        writes = []
+        for pod in pending:
+            node, reason = place(pod, room)
+            if node is not None:
+                bound = {**pod, "spec": {**pod["spec"], "nodeName": node},
+                         "status": self._running_status(pod, node, now, ready=self.cfg.startup_seconds <= 0)}
+                writes.append(self._put(K.POD, bound))
+                continue
+            status = {"phase": "Pending", "qosClass": _qos(pod), "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": reason,
+                "lastProbeTime": None, "lastTransitionTime": rfc3339(now)}]}
+            old = condition(pod, "PodScheduled")
+            if old is None or old.get("message") != reason or old.get("status") != "False":
+                writes.append(self._put(K.POD, {**pod, "status": status}))
+        for result in await self._gather(writes):
+            if result is not None:
+                pods[_key(result)] = result
+
+    async def _statuses(self, workloads: dict[str, list[Obj]], pods: dict[tuple[str, str], Obj],
+                        nodes: list[Obj], stamp: str) -> None:
+        owned = self._owned(pods)
+        writes = []
+        for kind_name, objs in workloads.items():
+            kind = MANAGED_OWNERS[kind_name]
+            for obj in objs:
+                if obj["metadata"].get("deletionTimestamp"):
+                    continue
+                plan = self._plan(kind_name, obj, owned.get(obj["metadata"]["uid"], []), nodes, stamp, {})
+                if plan.status is not None and plan.status != (obj.get("status") or {}):
+                    meta = obj["metadata"]
+                    writes.append(self.registry.update_status(kind, meta["name"], plan.status, meta.get("namespace"),
+                                                              resource_version=int(meta["resourceVersion"])))
+        await self._gather(self._guard(w) for w in writes)
+
+    # ---- writes ----------------------------------------------------------------------------------
+
+    async def _guard(self, aw: Awaitable[Any]) -> Any:
+        """A write that lost a race (409) or hit a vanished object (404) is retried by the next pass."""
+        try:
+            return await aw
+        except ApiError as e:
+            if e.status not in (404, 409):
+                log.warning("sim write failed: %s", e.message)
+            self._retry = True
+            return None
+
+    async def _create(self, kind: Kind, obj: Obj) -> Obj | None:
+        result: Obj | None = await self._guard(self.registry.create(kind, obj))
+        return result
+
+    async def _delete(self, kind: Kind, obj: Obj) -> None:
+        meta = obj["metadata"]
+        try:
+            await self.registry.delete(kind, meta["name"], meta.get("namespace"))
+        except ApiError as e:
+            if e.status != 404:
+                self._retry = True
+
+    async def _put(self, kind: Kind, obj: Obj) -> Obj | None:
+        result: Obj | None = await self._guard(
+            self.registry.put_object(kind, obj, resource_version=obj["metadata"].get("resourceVersion")))
+        return result
+
+    @staticmethod
+    async def _gather(aws: Iterable[Awaitable[Any]]) -> list[Any]:
+        """Run writes concurrently (the store batches them into group commits), a bounded number at a time."""
+        items = list(aws)
+        out: list[Any] = []
+        for i in range(0, len(items), WRITE_CONCURRENCY):
+            out += await asyncio.gather(*items[i:i + WRITE_CONCURRENCY])
+        return out

@@ -1,0 +1,48 @@
+"""The control plane's object registry with the two rules a real member enforces that DRO-DS's own
+API server does not: objects go into namespaces that exist, and new namespaces are Active."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from drods.errors import ApiError, conflict, not_found
+from drods.model.kinds import Kind
+from drods.registry.objects import ObjectRegistry
+from drods.sim.kinds import NAMESPACE
+
+Obj = dict[str, Any]
+
+
+class SimRegistry(ObjectRegistry):
+    async def create(self, kind: Kind, obj: Any, namespace: str | None = None) -> Obj:
+        if "create" not in kind.verbs:  # metrics.k8s.io is computed, never stored
+            raise ApiError(405, "METHOD_NOT_ALLOWED", f"{kind.plural} cannot be created", {"kind": kind.plural})
+        if kind.namespaced:
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            ns = namespace or (meta.get("namespace") if isinstance(meta, dict) else None) or "default"
+            existing = await self.try_get(NAMESPACE, ns)
+            if existing is None:
+                raise ApiError(404, "NAMESPACE_NOT_FOUND", f'namespaces "{ns}" not found',
+                               {"name": ns, "kind": "namespaces"})
+            if existing["metadata"].get("deletionTimestamp"):
+                raise ApiError(403, "FORBIDDEN", f"unable to create new content in namespace {ns} because it is "
+                               "being terminated", {"name": ns, "kind": "namespaces"})
+        if kind is NAMESPACE and isinstance(obj, dict):
+            obj = {**obj, "status": {"phase": "Active"}}
+        return await super().create(kind, obj, namespace)
+
+    async def put_object(self, kind: Kind, obj: Obj, *, resource_version: str | None = None) -> Obj:
+        """Write spec and status together (a controller binding a pod sets both); CAS on the
+        revision the caller read, so a concurrent user change is a 409 and the pass retries."""
+        meta = obj["metadata"]
+        key = kind.key(meta["name"], meta.get("namespace") if kind.namespaced else None)
+        kv = await self.store.get(key)
+        if kv is None:
+            raise not_found(kind.kind, meta["name"])
+        if resource_version is not None and str(kv.mod_revision) != str(resource_version):
+            raise conflict(kind.kind, meta["name"], str(kv.mod_revision))
+        current: Obj = json.loads(kv.value)
+        new = dict(obj)
+        new["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
+        return await self._write(kind, key, new, current, kv.mod_revision)

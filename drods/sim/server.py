@@ -1,0 +1,195 @@
+"""`drods sim`: one simulated member cluster in one process.
+
+Built from the control plane's own parts — the store, the object registry, the FastAPI app with
+its generic Kubernetes CRUD / watch / patch / apply routes, discovery, OpenAPI and auth — with the
+Kind table of a plain Kubernetes cluster, plus what only a member has: nodes, a controller loop
+(`drods.sim.controller`), ``metrics.k8s.io``, Prometheus metrics and fault injection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from drods.api.app import create_app
+from drods.api.auth import Role
+from drods.api.context import ApiContext
+from drods.api.status import kubernetes_status
+from drods.errors import ApiError
+from drods.sim.config import SimConfig
+from drods.sim.control import ControlServer, state_path, write_state
+from drods.sim.controller import SimController
+from drods.sim.faults import MODES, FaultMiddleware, FaultState, HttpListener
+from drods.sim.kinds import SIM_KINDS
+from drods.sim.prom import sim_registry
+from drods.sim.registry import SimRegistry
+from drods.sim.routes import sim_routers
+from drods.sim.tls import ensure_certs
+from drods.store import Store, open_store
+
+log = logging.getLogger("drods.sim")
+
+
+def _kubernetes_errors(app: FastAPI) -> None:
+    """Every error as a Kubernetes ``Status`` (a member speaks only the Kubernetes dialect)."""
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse(kubernetes_status(exc), status_code=exc.status, headers=headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = "the server could not find the requested resource" if exc.status_code == 404 else str(exc.detail)
+        err = ApiError(exc.status_code, "NOT_FOUND" if exc.status_code == 404 else "HTTP_ERROR", message, {})
+        return JSONResponse(kubernetes_status(err), status_code=exc.status_code)
+
+
+def kubeconfig(name: str, server: str, token: str, ca_pem: bytes | None) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"server": server}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": name, "preferences": {},
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": f"{name}-admin", "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin", "namespace": "default"}}],
+    }
+
+
+class SimServer:
+    def __init__(self, cfg: SimConfig, *, fresh: bool = False) -> None:
+        self.cfg = cfg
+        self.fresh = fresh
+        self.fault = FaultState()
+        self.started_at = time.time()
+        self.server_url = ""
+        self.kubeconfig_path: Path | None = None
+        self.token = ""
+        self.controller: SimController
+        self._store: Store | None = None
+        self._listener: HttpListener | None = None
+        self._control: ControlServer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        data = cfg.data_path
+        if self.fresh and (data / "sim.db").exists():
+            for f in data.glob("sim.db*"):
+                f.unlink()
+        data.mkdir(parents=True, exist_ok=True)
+        self._store = open_store(f"sqlite://{(data / 'sim.db').resolve()}")
+        ctx = ApiContext.build(self._store, data, kinds=SIM_KINDS)
+        ctx.registry = SimRegistry(ctx.store, ctx.registry.secrets)
+        assert isinstance(ctx.registry, SimRegistry)
+        self.controller = SimController(ctx.registry, ctx.store, cfg)
+        await self.controller.bootstrap()
+        await self.controller.reconcile_once()
+        ctx.services["sim"] = self
+        ctx.services["prometheus_registries"] = [sim_registry(self)]
+        app = create_app(ctx, extra_routers=sim_routers(SIM_KINDS), flat_api=False)
+        _kubernetes_errors(app)
+        app.add_middleware(FaultMiddleware, fault=self.fault)
+        certs = ensure_certs(data, cfg.name, cfg.host) if cfg.tls else None
+        self._listener = HttpListener(app, cfg.host, cfg.port, certs)
+        await self._listener.up()
+        host = "127.0.0.1" if cfg.host in ("0.0.0.0", "") else ("[::1]" if cfg.host == "::" else cfg.host)
+        self.server_url = f"{'https' if certs else 'http'}://{host}:{self._listener.port}"
+        self.token = ctx.tokens.issue(Role.ADMIN, subject=f"sim:{cfg.name}", ttl_seconds=None)
+        self.kubeconfig_path = cfg.kubeconfig_out or data / "kubeconfig"
+        doc = kubeconfig(cfg.name, self.server_url, self.token, certs.ca.read_bytes() if certs else None)
+        self.kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.kubeconfig_path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            yaml.safe_dump(doc, out, sort_keys=False)
+        os.replace(tmp, self.kubeconfig_path)
+        self._task = asyncio.create_task(self.controller.run(), name=f"sim-{cfg.name}")
+        self._control = ControlServer(self._command)
+        await self._control.start()
+        self._write_state()  # last: its presence means "ready"
+
+    def _write_state(self) -> None:
+        assert self._control is not None and self._listener is not None
+        write_state(state_path(self.cfg.state_dir, self.cfg.name), {
+            "name": self.cfg.name, "pid": os.getpid(), "server": self.server_url, "port": self._listener.port,
+            "kubeconfig": str(self.kubeconfig_path), "dataDir": str(self.cfg.data_path),
+            "controlPort": self._control.port, "controlToken": self._control.token,
+            "nodes": self.cfg.node_count, "fault": self.fault.describe(), "startedAt": self.started_at,
+        })
+
+    async def set_fault(self, mode: str, delay_ms: int = 0) -> None:
+        if mode not in MODES:
+            raise ValueError(f"fault must be one of {', '.join(MODES)}")
+        if mode == "slow" and delay_ms <= 0:
+            raise ValueError("slow needs a positive delay in milliseconds")
+        assert self._listener is not None
+        if mode == "down":
+            self.fault.set("down")  # also releases requests held by a partition: their connections reset
+            await self._listener.down()
+        else:
+            await self._listener.up()
+            self.fault.set(mode, delay_ms)  # type: ignore[arg-type]
+        log.warning("sim %s: fault %s%s", self.cfg.name, mode, f" {delay_ms}ms" if mode == "slow" else "")
+        self._write_state()
+
+    async def _command(self, request: dict[str, Any]) -> dict[str, Any]:
+        action = request.get("action")
+        if action == "fault":
+            await self.set_fault(str(request.get("mode")), int(request.get("ms") or 0))
+        elif action != "status":
+            raise ValueError(f"unknown action {action!r}")
+        return {"fault": self.fault.describe(), "server": self.server_url, "passes": self.controller.passes}
+
+    async def stop(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            state_path(self.cfg.state_dir, self.cfg.name).unlink()
+        if self._control is not None:
+            await self._control.close()
+        self.fault.set("up")
+        if self._listener is not None:
+            await self._listener.down(graceful=True)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._store is not None:
+            await self._store.close()
+
+
+async def serve(cfg: SimConfig, *, fresh: bool = False, ready: asyncio.Event | None = None) -> None:
+    """Run one sim in the foreground until SIGTERM/SIGINT, then stop cleanly."""
+    sim = SimServer(cfg, fresh=fresh)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await sim.start()
+        log.info("sim %s serving %s (%d nodes); kubeconfig %s", cfg.name, sim.server_url, cfg.node_count,
+                 sim.kubeconfig_path)
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await sim.stop()
+
+
+def remove_data(cfg: SimConfig) -> None:
+    shutil.rmtree(cfg.data_path, ignore_errors=True)
