@@ -185,10 +185,11 @@ def main() -> None:
     print(f"conditions: {os.cpu_count()} cores, python {platform.python_version()}, store={args.store}, "
           f"clusters={args.clusters}, connections={args.connections}, duration={args.seconds}s, "
           f"load generator {'wrk' if use_wrk else 'httpx'} on the same machine")
-    print(f"PUT /api/v1/metrics: {put['rps']:.0f} req/s, p50 {put['p50_ms']:.1f} ms, p99 {put['p99_ms']:.1f} ms, "
-          f"errors {put['errors']}")
+    print(f"PUT /api/v1/metrics: {put['rps']:.0f} req/s, p50 {put['p50_ms']:.1f} ms, "
+          f"p99 {put['p99_ms']:.1f} ms, errors {put['errors']}")
     print(f"POST /api/v1/sync/batch (1000 objects): p50 {pct(batches, 0.5):.0f} ms, max {max(batches):.0f} ms")
-    print(json.dumps({"bench": "api", "store": args.store, "client": "wrk" if use_wrk else "httpx", "clusters": args.clusters,
+    print(json.dumps({"bench": "api", "store": args.store, "client": "wrk" if use_wrk else "httpx",
+                      "clusters": args.clusters,
                       "connections": args.connections, "seconds": args.seconds,
                       "metrics_rps": round(put["rps"], 1), "metrics_p50_ms": round(put["p50_ms"], 2),
                       "metrics_p99_ms": round(put["p99_ms"], 2), "metrics_errors": put["errors"],

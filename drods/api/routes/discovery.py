@@ -82,7 +82,8 @@ async def group(request: Request, group: str, _: Principal = Depends(authenticat
 
 
 @router.get("/apis/{group}/{version}")
-async def group_version(request: Request, group: str, version: str, _: Principal = Depends(authenticate)) -> JSONResponse:
+async def group_version(request: Request, group: str, version: str,
+                        _: Principal = Depends(authenticate)) -> JSONResponse:
     kinds = [k for k in context(request).kinds if k.group == group and k.version == version]
     if not kinds:
         raise ApiError(404, "NOT_FOUND", f"API {group}/{version} not found", {"group": group})

@@ -83,11 +83,11 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
 
 async def _watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
                         selector: LabelSelector | None, only_name: str | None,
-                        timeout: float | None, as_table: bool = False) -> AsyncIterator[bytes]:
+                        timeout_s: float | None, as_table: bool = False) -> AsyncIterator[bytes]:
     ctx.metrics.watches.inc()
     events = ctx.registry.watch(kind, namespace, rv or None, selector)
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(timeout_s):
             async for event_type, obj in events:
                 if only_name is not None and obj["metadata"]["name"] != only_name:
                     continue
@@ -97,7 +97,8 @@ async def _watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: 
     except TimeoutError:
         return
     except ApiError as e:
-        yield json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": e.status, "message": e.message}}).encode()
+        status = {"kind": "Status", "code": e.status, "message": e.message}
+        yield json.dumps({"type": "ERROR", "object": status}).encode()
     finally:
         ctx.metrics.watches.dec()
         await events.aclose()  # type: ignore[attr-defined]
@@ -172,6 +173,10 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
     ctx = context(request)
     method = request.method
     principal.require(Action.READ if method == "GET" else Action.WRITE)
+    if method != "GET" and request.query_params.get("dryRun"):
+        # Ignoring it would make `kubectl apply --dry-run=server` change things for real.
+        raise ApiError(400, "DRY_RUN_UNSUPPORTED", "server-side dry run is not supported; nothing was changed",
+                       {"dryRun": request.query_params.get("dryRun")})
     if subresource not in (None, "status"):
         raise not_found(kind.kind, f"{name}/{subresource}")
     if name is None:
