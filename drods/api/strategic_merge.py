@@ -42,11 +42,12 @@ def _key_of(field: str, items: list[Any]) -> str | None:
 def _merge_list(field: str, current: list[Any], patch: list[Any]) -> list[Any]:
     if field in MERGED_SCALAR_LISTS and not any(isinstance(i, dict) for i in patch):
         return current + [v for v in patch if v not in current]
-    key = _key_of(field, [i for i in patch if not (isinstance(i, dict) and i.get("$patch") == "replace")])
+    if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
+        # ``{"$patch": "replace"}`` as an element: the rest of the patch list is the new list.
+        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and i.get("$patch") == "replace")]
+    key = _key_of(field, patch)
     if key is None or not all(isinstance(i, dict) and key in i for i in current):
-        if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
-            return [i for i in patch if not (isinstance(i, dict) and "$patch" in i)]
-        return copy.deepcopy(patch)
+        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and i.get("$patch") == "delete")]
     out = copy.deepcopy(current)
     for item in patch:
         index = next((n for n, cur in enumerate(out) if cur.get(key) == item[key]), None)

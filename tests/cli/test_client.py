@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -36,7 +37,7 @@ spec:
   targetClusters: [{selectorType: label, values: [env=prod]}]
 """
 
-DEPLOYMENT = {
+DEPLOYMENT: dict[str, Any] = {
     "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api"},
     "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}},
              "template": {"metadata": {"labels": {"app": "api"}},

@@ -246,3 +246,22 @@ def test_watch_shows_changes_in_the_same_columns(kubectl: Kubectl, tls_server: S
             proc.terminate()
             proc.wait(timeout=10)
         api.delete("/apis/multicluster.io/v1alpha1/clusters/k-watch").raise_for_status()
+
+
+def test_server_dry_run_is_refused_not_performed(kubectl: Kubectl, tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(CLUSTER.format(name="k-dry", region="x"))
+    done = kubectl.run("apply", "--dry-run=server", "-f", str(path), check=False)
+    assert done.returncode != 0 and "dry run is not supported" in done.stderr, done.stderr
+    assert "NotFound" in kubectl.run("get", "cluster", "k-dry", check=False).stderr
+    client_side = kubectl.run("apply", "--dry-run=client", "-f", str(path))
+    assert "(dry run)" in client_side.stdout
+    assert "NotFound" in kubectl.run("get", "cluster", "k-dry", check=False).stderr
+
+
+def test_explain_reads_the_generated_schema(kubectl: Kubectl) -> None:
+    done = kubectl.run("explain", "clusteroverridepolicies.spec.overrides.fieldPatches", check=False)
+    if done.returncode != 0 and "unknown command" in done.stderr:
+        return  # very old kubectl
+    assert done.returncode == 0, done.stderr
+    assert "path" in done.stdout and "value" in done.stdout
