@@ -477,7 +477,11 @@ def register(app: typer.Typer) -> None:
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.name in ("main", "client", "remote") or info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"drods.cli.{info.name}")
+        try:
+            module = importlib.import_module(f"drods.cli.{info.name}")
+        except ImportError as e:  # one broken extension must not take `drods serve` down with it
+            stderr().print(f"warning: drods.cli.{info.name} not loaded: {e}", style="yellow", markup=False)
+            continue
         hook = getattr(module, "register", None)
         if callable(hook):
             hook(app)
