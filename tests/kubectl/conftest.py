@@ -7,6 +7,7 @@ current one); ``DRODS_KUBECTL`` names another binary. Without one the tests are 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -33,6 +34,12 @@ class Kubectl:
     binary: str
     server: ServerProcess
     workdir: Path
+
+    def client_minor(self) -> int:
+        """kubectl's minor version (20 for Debian's kubernetes-client, 30+ for current ones)."""
+        done = subprocess.run([self.binary, "version", "--client", "-o", "json"], capture_output=True, text=True,
+                              timeout=30, check=True)
+        return int("".join(ch for ch in json.loads(done.stdout)["clientVersion"]["minor"] if ch.isdigit()))
 
     def kubeconfig(self, role: str) -> Path:
         path = self.workdir / f"kubeconfig-{role}"

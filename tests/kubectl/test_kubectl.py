@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.kubectl.conftest import Kubectl
@@ -252,7 +253,9 @@ def test_server_dry_run_is_refused_not_performed(kubectl: Kubectl, tmp_path: Pat
     path = tmp_path / "c.yaml"
     path.write_text(CLUSTER.format(name="k-dry", region="x"))
     done = kubectl.run("apply", "--dry-run=server", "-f", str(path), check=False)
-    assert done.returncode != 0 and "dry run is not supported" in done.stderr, done.stderr
+    # Old kubectl looks for dryRun in the OpenAPI document and refuses by itself; newer ones ask the server.
+    assert done.returncode != 0, done.stdout
+    assert "dry run is not supported" in done.stderr or "doesn't support dry-run" in done.stderr, done.stderr
     assert "NotFound" in kubectl.run("get", "cluster", "k-dry", check=False).stderr
     client_side = kubectl.run("apply", "--dry-run=client", "-f", str(path))
     assert "(dry run)" in client_side.stdout
@@ -260,8 +263,7 @@ def test_server_dry_run_is_refused_not_performed(kubectl: Kubectl, tmp_path: Pat
 
 
 def test_explain_reads_the_generated_schema(kubectl: Kubectl) -> None:
-    done = kubectl.run("explain", "clusteroverridepolicies.spec.overrides.fieldPatches", check=False)
-    if done.returncode != 0 and "unknown command" in done.stderr:
-        return  # very old kubectl
-    assert done.returncode == 0, done.stderr
+    if kubectl.client_minor() < 27:
+        pytest.skip("kubectl < 1.27 explains from OpenAPI v2, which DRO-DS serves without definitions")
+    done = kubectl.run("explain", "clusteroverridepolicies.spec.overrides.fieldPatches")
     assert "path" in done.stdout and "value" in done.stdout
