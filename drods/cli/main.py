@@ -62,7 +62,7 @@ def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt
 @token_app.command("create")
 def token_create(
     role: Annotated[Role, typer.Option("--role", help="admin | operator | viewer | cluster-agent")],
-    cluster: Annotated[str | None, typer.Option("--cluster", help="the one cluster a cluster-agent reports for")] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="the cluster a cluster-agent reports for")] = None,
     subject: Annotated[str | None, typer.Option("--subject", help="who the token is for (audit log)")] = None,
     ttl: Annotated[int, typer.Option("--ttl", help="lifetime in seconds (0 = never expires)")] = 30 * 24 * 3600,
     data_dir: DataDir = DEFAULT_DATA_DIR,
@@ -80,7 +80,7 @@ def token_create(
 def kubeconfig(
     server: Annotated[str, typer.Option("--server", envvar="DRODS_SERVER")] = "http://127.0.0.1:8080",
     token: Annotated[str | None, typer.Option("--token", envvar="DRODS_TOKEN")] = None,
-    role: Annotated[Role, typer.Option("--role", help="role of the token minted when --token is not given")] = Role.ADMIN,
+    role: Annotated[Role, typer.Option("--role", help="role of the token minted without --token")] = Role.ADMIN,
     ca_file: Annotated[Path | None, typer.Option("--ca-file", help="CA certificate of a TLS server")] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -94,6 +94,9 @@ def kubeconfig(
         cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
     elif server.startswith("https://"):
         cluster["insecure-skip-tls-verify"] = True
+    else:
+        typer.echo("warning: kubectl sends tokens only over HTTPS; serve with --tls-cert/--tls-key and use "
+                   "--server https://… --ca-file CERT", err=True)
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": "drods",
         "clusters": [{"name": "drods", "cluster": cluster}],
@@ -104,8 +107,10 @@ def kubeconfig(
 
 
 def _register_client_commands() -> None:
+    import importlib
+
     try:
-        from drods.cli import client
+        client = importlib.import_module("drods.cli.client")
     except ImportError:
         return
     client.register(app)
