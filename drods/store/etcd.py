@@ -143,7 +143,9 @@ class _Ambiguous(Unavailable):
 class EtcdStore(Store):
     """``Store`` over etcd v3; ``endpoints`` are ``host:port`` strings of one cluster."""
 
-    def __init__(self, endpoints: list[str], *, timeout: float = 3.0, deadline: float = 15.0) -> None:
+    def __init__(
+        self, endpoints: list[str], *, timeout: float = 3.0, deadline: float = 15.0, watch_check: float = 5.0
+    ) -> None:
         if not endpoints:
             raise ValueError("EtcdStore needs at least one endpoint")
         self._endpoints: list[tuple[str, int]] = []
@@ -152,6 +154,9 @@ class EtcdStore(Store):
             self._endpoints.append((host or "127.0.0.1", int(port)))
         self.timeout = timeout  # per RPC
         self.deadline = deadline  # per call, across retries and endpoints
+        # A watch quiet for this long checks that its member still answers: a hung or partitioned
+        # member keeps the stream open but sends nothing (gRPC keepalive did not catch it).
+        self.watch_check = watch_check
         self._clients: dict[int, aetcd.Client] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._current = 0
@@ -465,24 +470,38 @@ class EtcdStore(Store):
         while True:
             index = self._current
             handle = None
+            pending: asyncio.Future[Any] | None = None
             try:
                 client = await self._client(index)
-                handle = await client.watch(start, range_end=end, start_revision=next_rev, prev_kv=True)
+                handle = await asyncio.wait_for(
+                    client.watch(start, range_end=end, start_revision=next_rev, prev_kv=True), self.timeout
+                )
                 deadline, backoff = None, 0.02
-                async for ev in handle:
+                events = handle.__aiter__()
+                while True:
+                    if pending is None:
+                        pending = asyncio.ensure_future(anext(events))
+                    done, _ = await asyncio.wait({pending}, timeout=self.watch_check)
+                    if not done:
+                        await self._probe(client)  # raises if the member stopped answering
+                        continue
+                    fut, pending = pending, None
+                    try:
+                        ev = fut.result()
+                    except StopAsyncIteration:
+                        return  # the stream ended without an error: the store is closing
                     out = _event(ev)
                     next_rev = out.kv.mod_revision + 1
                     delivered = True
                     yield out
-                return  # the stream ended without an error: the store is closing
             except aetcd.exceptions.RevisionCompactedError as exc:
                 if strict or delivered:
                     raise Compacted(int(exc.compacted_revision)) from None
                 next_rev = int(exc.compacted_revision)  # a from-now watch starts at what is kept
-            except (grpc.aio.AioRpcError, aetcd.exceptions.ClientError) as exc:
+            except (grpc.aio.AioRpcError, aetcd.exceptions.ClientError, TimeoutError) as exc:
                 if self._closed:
                     return
-                if _status(exc) not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                if not isinstance(exc, TimeoutError) and _status(exc) not in _TRANSIENT:
                     raise _translate(exc) from exc
                 self._failover(index)
                 now = time.monotonic()
@@ -492,9 +511,15 @@ class EtcdStore(Store):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
             finally:
+                if pending is not None:
+                    pending.cancel()
                 if handle is not None and not self._closed:
                     with contextlib.suppress(Exception):
-                        await handle.cancel()
+                        await asyncio.wait_for(handle.cancel(), self.timeout)
+
+    async def _probe(self, client: aetcd.Client) -> None:
+        req = rpc.RangeRequest(key=_ALL_KEYS, count_only=True)
+        await client.kvstub.Range(req, timeout=self.timeout, metadata=client.metadata)
 
     # ------------------------------------------------------------------ lifecycle
 

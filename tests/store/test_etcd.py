@@ -1,10 +1,11 @@
-"""What only the etcd backend has to prove: it survives losing the member it talks to, and
-says Unavailable (instead of hanging) when no member answers."""
+"""What only the etcd backend has to prove: it survives losing (or hanging) the member it talks
+to, and says Unavailable (instead of hanging) when no member answers."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import Iterator
 
@@ -13,6 +14,7 @@ import pytest
 from drods.store import EventType, Unavailable, WatchEvent
 from drods.store.etcd import EtcdStore
 from tests.etcd_server import EtcdCluster, etcd_binary, free_port
+from tests.store.util import next_event
 
 
 @pytest.fixture
@@ -87,3 +89,26 @@ async def test_unreachable_cluster_raises_unavailable() -> None:
         assert time.monotonic() - started < 10
     finally:
         await store.close()
+
+
+async def test_watch_moves_off_a_hung_member(cluster: EtcdCluster) -> None:
+    # SIGSTOP keeps the member's sockets open but silent: only the idle check can notice.
+    leader = await asyncio.to_thread(cluster.leader)
+    hung, other = (m for m in cluster.members if m is not leader)
+    store = EtcdStore([hung.endpoint, other.endpoint, leader.endpoint], timeout=1, watch_check=1)
+    writer = EtcdStore([leader.endpoint])
+    try:
+        it = store.watch("/hung/", start_revision=await store.put("/hung/a", b"1"))
+        assert (await next_event(it)).kv.key == "/hung/a"
+        assert hung.proc is not None
+        hung.proc.send_signal(signal.SIGSTOP)
+        rev = await writer.put("/hung/b", b"2")
+        ev = await next_event(it, within=15)
+        assert (ev.kv.key, ev.kv.mod_revision) == ("/hung/b", rev)
+        assert store.current_endpoint != hung.endpoint
+        await it.aclose()  # type: ignore[attr-defined]
+    finally:
+        if hung.proc is not None:
+            hung.proc.send_signal(signal.SIGCONT)
+        await store.close()
+        await writer.close()
