@@ -383,7 +383,10 @@ class SqliteStore(Store):
                     if not batch and not self._leases_due(conn):
                         continue
                 if batch or sweep:
-                    self._commit(conn, batch, sweep)
+                    try:
+                        self._commit(conn, batch, sweep)
+                    except Exception as exc:  # never let the writer die: callers would hang
+                        self._settle([(req, None, StoreError(f"sqlite writer: {exc!r}")) for req in batch])
         finally:
             conn.close()
             leftovers: list[tuple[_Request, Any, BaseException | None]] = []
@@ -402,16 +405,29 @@ class SqliteStore(Store):
         return row is not None
 
     def _commit(self, conn: sqlite3.Connection, batch: list[_Request], sweep: bool) -> None:
-        """Run ``batch`` in one transaction; on a SQLite failure retry each op on its own."""
+        """Run ``batch`` in one transaction (one fsync).
+
+        Each op runs inside its own savepoint, so a failing op (a CAS miss, or a bug) leaves no
+        trace while the others still commit. If the commit itself fails, each op is retried alone.
+        """
         outcomes: list[tuple[_Request, Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
             txn = _WriteTxn(conn, time.time())
             for req in batch:
+                rev, compact_rev, n_events = txn.rev, txn.compact_rev, len(txn.events)
+                conn.execute("SAVEPOINT op")
                 try:
-                    outcomes.append((req, req.fn(txn), None))
-                except (StoreError, ValueError) as exc:  # logical failures write nothing
+                    result = req.fn(txn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    txn.rev, txn.compact_rev = rev, compact_rev
+                    del txn.events[n_events:]
                     outcomes.append((req, None, exc))
+                else:
+                    conn.execute("RELEASE op")
+                    outcomes.append((req, result, None))
             if sweep:
                 txn.expire_leases()
             if txn.rev != txn.base_rev:

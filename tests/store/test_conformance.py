@@ -225,6 +225,15 @@ async def test_txn_put_with_missing_lease_fails_cleanly(store: Store, ns: str) -
     assert await store.current_revision() == before
 
 
+async def test_bad_request_fails_alone(store: Store, ns: str) -> None:
+    before = await store.current_revision()
+    with pytest.raises(ValueError):
+        await store.txn([Compare(ns + "k", "bogus", "=", 1)], [Put(ns + "k", b"x")])
+    assert await store.get(ns + "k") is None
+    assert await store.current_revision() == before
+    assert await store.put(ns + "k", b"y") == before + 1  # the store carries on
+
+
 # ---------------------------------------------------------------- revisions
 
 
