@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from drods.controllers.compactor import compactor
+from drods.monitor.components import monitor_components
 from drods.server import Component
 
 
 def all_components() -> list[Component]:
-    return [compactor]
+    return [compactor, *monitor_components()]

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from drods import __version__
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.context import ApiContext
-from drods.api.routes import admin, discovery, kubernetes, metrics, openapi_k8s, sync
+from drods.api.routes import admin, discovery, history, kubernetes, metrics, monitor, openapi_k8s, sync
 from drods.api.routes.clusters import clusters, propagation_policies
 from drods.api.status import error_response
 from drods.errors import ApiError
@@ -40,12 +40,15 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    facade = (clusters, propagation_policies, metrics.router, sync.router) if flat_api else ()
+    facade = (clusters, propagation_policies, metrics.router, monitor.router, history.router,
+              sync.router) if flat_api else ()
     for r in (admin.router, *facade, *(extra_routers or []), openapi_k8s.router, discovery.router,
               kubernetes.router):
         app.include_router(r)
     _install_error_handlers(app)
     app.add_middleware(AuditAndMetrics, ctx=ctx)
+    if flat_api:
+        monitor.install(app, ctx)
     return app
 
 

@@ -1,26 +1,96 @@
-"""API6: agents push the latest status of their cluster; domain events go beside it."""
+"""API6: agents push the latest status of their cluster; domain events go beside it.
+
+PUT /api/v1/metrics runs the report through the monitoring pipeline (`drods.monitor.service`):
+
+* 200 ``{"accepted": true, …}`` — applied. ``published`` says whether the scheduler-visible
+  status document changed (rate control, SPEC C8, holds back jitter and flapping);
+* 202 ``{"accepted": false, "code": "STALE_REPORT" | "OUT_OF_ORDER_REPORT", "reason"}`` — well
+  formed and authorised, but superseded (older than ``max_age`` or not newer than the last
+  accepted report): nothing to retry, so not an error status;
+* 422 ``VALIDATION_FAILED`` with ``details.fields[].field`` paths (e.g. ``largestNodeFree.cpu``);
+* 403 when a cluster-agent token reports for another cluster; 404 for an unregistered cluster.
+
+Rejected and invalid reports are also recorded in the failure log (at most one entry per cluster
+and code per minute).
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
-from drods.api.routes.clusters import status_key
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import not_found
-from drods.model.kinds import CLUSTER
-from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, iso
+from drods.errors import not_found, validation_failed
+from drods.monitor.report import MetricsReport
+from drods.monitor.service import MonitorService, get_service
+from drods.monitor.statusdoc import allocation_errors, scheduler_view
 
-router = APIRouter(prefix="/api/v1/metrics", tags=["metrics"], responses=ERROR_RESPONSES)
+__all__ = ["router", "scheduler_view"]
+
+log = logging.getLogger(__name__)
 
 EVENT_TTL_SECONDS = 3600
+
+
+class _RecordsInvalidReports(APIRoute):
+    """Body validation fails before the handler runs; this still puts it in the failure log."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        original = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            try:
+                return await original(request)
+            except RequestValidationError as e:
+                if request.method == "PUT":
+                    await _record_invalid(request, e)
+                raise
+
+        return handler
+
+
+router = APIRouter(prefix="/api/v1/metrics", tags=["metrics"], responses=ERROR_RESPONSES,
+                   route_class=_RecordsInvalidReports)
+
+
+async def _record_invalid(request: Request, exc: RequestValidationError) -> None:
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:
+        return
+    try:
+        body = await request.json()
+    except ValueError:
+        return
+    cluster = body.get("cluster") if isinstance(body, dict) else None
+    if not isinstance(cluster, str):
+        return
+    try:
+        principal.require(Action.REPORT, cluster)
+        svc = await _service(request)
+        if await svc.cluster(cluster) is None:
+            return
+        fields = [{"field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"), "message": e.get("msg", "")}
+                  for e in exc.errors()]
+        await svc.record_invalid(cluster, fields)
+    except Exception as e:  # noqa: BLE001 - the 422 goes out whatever happens here
+        log.debug("could not record invalid report: %s", e)
+
+
+async def _service(request: Request) -> MonitorService:
+    svc = get_service(context(request))
+    await svc.start()
+    return svc
 
 
 class DomainEvent(BaseModel):
@@ -33,66 +103,61 @@ class DomainEvent(BaseModel):
     timestamp: str | None = None
 
 
-async def _ensure_cluster(request: Request, principal: Principal, cluster: str) -> None:
+class MetricsAccepted(BaseModel):
+    accepted: Literal[True]
+    cluster: str
+    waterLevel: float | None = Field(description="water level of this report (0..1)")
+    visibleWaterLevel: float | None = Field(description="what the scheduler sees after rate control")
+    clockSkewClamped: bool
+    published: bool = Field(description="the scheduler-visible status document was written")
+    publishReason: str | None = Field(description="changed | heartbeat | null")
+    events: int = Field(description="threshold / sustained events this report raised")
+
+
+class MetricsNotApplied(BaseModel):
+    accepted: Literal[False]
+    cluster: str
+    code: Literal["STALE_REPORT", "OUT_OF_ORDER_REPORT"]
+    reason: str
+
+
+async def _ensure_cluster(request: Request, principal: Principal, cluster: str) -> MonitorService:
     principal.require(Action.REPORT, cluster)
-    ctx = context(request)
-    if await ctx.store.get(CLUSTER.key(cluster)) is None:
+    svc = await _service(request)
+    if await svc.cluster(cluster) is None:
         raise not_found("Cluster", cluster)
+    return svc
 
 
 @router.post("/events", status_code=201, summary="Record a domain event")
 async def post_event(request: Request, event: DomainEvent = Body(...),
                      principal: Principal = Depends(authenticate)) -> JSONResponse:
-    await _ensure_cluster(request, principal, event.cluster)
+    svc = await _ensure_cluster(request, principal, event.cluster)
     ctx = context(request)
-    lease = await ctx.store.grant_lease(EVENT_TTL_SECONDS)
     key = f"/events/clusters/{event.cluster}/{time.time_ns():020d}"
     doc: dict[str, Any] = event.model_dump(mode="json")
+    lease = await ctx.store.grant_lease(EVENT_TTL_SECONDS)
     await ctx.store.put(key, json.dumps(doc).encode(), lease=lease.id)
+    await svc.record_domain_event(event.cluster, doc)
     return JSONResponse({"accepted": True, "key": key}, status_code=201)
 
 
-def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
-    """The compact per-cluster document the scheduler's snapshot reads (plain numbers)."""
-
-    def res(view: Any) -> dict[str, float]:
-        out: dict[str, float] = {}
-        if view.capacity is not None:
-            out["capacity"] = view.capacity
-        if view.used is not None:
-            out["used"] = view.used
-        return out
-
-    doc: dict[str, Any] = {
-        "timestamp": iso(status.ts), "source": status.source,
-        "cpu": res(status.cpu), "memory": res(status.memory), "gpu": res(status.gpu),
-    }
-    storage = status.storage
-    if storage.capacity is not None:
-        doc["storage"] = {"capacity": storage.capacity, "available": storage.free}
-    if status.pods is not None:
-        doc["pods"] = {"used": status.pods}
-    free = {k: status.get(f"largestNodeFree.{k}") for k in ("cpu", "memory", "gpu")}
-    if any(v is not None for v in free.values()):
-        doc["largestNodeFree"] = {k: v for k, v in free.items() if v is not None}
-    doc["network"] = {"inMbps": status.get("network.inMbps") or 0.0, "outMbps": status.get("network.outMbps") or 0.0}
-    if status.water_level is not None:
-        doc["waterLevel"] = status.water_level
-    return doc
-
-
-@router.put("", summary="Report the latest status of one cluster",
-            responses={202: {"description": "Received but not applied: stale or out-of-order report"}})
+@router.put("", summary="Report the latest status of one cluster", response_model=MetricsAccepted,
+            responses={202: {"model": MetricsNotApplied,
+                             "description": "Received but not applied: stale or out-of-order report"}})
 async def put_metrics(request: Request, report: MetricsReport = Body(...),
                       principal: Principal = Depends(authenticate)) -> JSONResponse:
-    await _ensure_cluster(request, principal, report.cluster)
-    ctx = context(request)
-    normaliser: Normaliser = ctx.services.setdefault("normaliser", Normaliser())
-    result = normaliser(report, time.time())
-    if isinstance(result, Rejection):
-        return JSONResponse({"accepted": False, "code": result.code, "reason": result.reason}, status_code=202)
-    doc = {"status": scheduler_view(result), "observed": result.to_dict(),
-           "report": report.model_dump(mode="json")}
-    await ctx.store.put(status_key(report.cluster), json.dumps(doc).encode())
-    return JSONResponse({"accepted": True, "cluster": report.cluster, "waterLevel": result.water_level,
-                         "clockSkewClamped": result.clock_skew_clamped})
+    svc = await _ensure_cluster(request, principal, report.cluster)
+    errors = allocation_errors(report.extras)
+    if errors:
+        await svc.record_invalid(report.cluster, errors)
+        raise validation_failed("report failed validation", errors)
+    out = await svc.ingest(report, source="push")
+    if out.rejection is not None:
+        body = MetricsNotApplied(accepted=False, cluster=out.cluster, code=out.rejection.code,
+                                 reason=out.rejection.reason)
+        return JSONResponse(body.model_dump(), status_code=202)
+    ok = MetricsAccepted(accepted=True, cluster=out.cluster, waterLevel=out.water_level,
+                         visibleWaterLevel=out.visible_water_level, clockSkewClamped=out.clock_skew_clamped,
+                         published=out.published is not None, publishReason=out.published, events=out.events)
+    return JSONResponse(ok.model_dump())

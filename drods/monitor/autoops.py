@@ -1,0 +1,146 @@
+"""Automatic operations policy (SPEC A4 "triggers automated operations", F5, F6, S11).
+
+Two triggers, one guard rail:
+
+* **evacuate** — a cluster stayed above its water-level limit for ``sustainedSeconds`` (a
+  ``/events/sustained/<cluster>/`` event): move a share of its replicas elsewhere, gracefully;
+* **preallocate** — the forecaster predicts a cluster's water level reaches the threshold within
+  ``preallocateHorizonMinutes`` while it is below it now: place capacity elsewhere before the peak.
+
+Before acting, `AutoOps.decide` checks the policy: enabled, per-cluster cooldown, fleet-wide
+actions-per-hour rate limit, and that at least ``minAvailableClusters`` other active clusters are
+below their limit (somewhere to move to). Every decision — executed, skipped and why, or waiting
+for a hook — is recorded in ``/history/operations/`` with its reason (`drods.monitor.history`).
+
+The action itself belongs to the scheduler: it provides ``ctx.services["reschedule"]``, an async
+callable taking a `RescheduleRequest` and returning a `RescheduleResult`. Until it exists,
+decisions are recorded with outcome ``"no-hook"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+log = logging.getLogger(__name__)
+
+Action = Literal["evacuate", "preallocate"]
+
+
+class AutoOpsPolicy(BaseModel):
+    """Policy knobs (``autoops:`` in monitor.yaml)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    evacuate: bool = True
+    evacuateFraction: float = Field(default=0.25, gt=0, le=1)  # share of the cluster's replicas per action
+    minAvailability: float = Field(default=1.0, ge=0, le=1)  # share of each workload kept available while moving
+    cooldownSeconds: float = Field(default=900.0, ge=0)  # per cluster, between two actions
+    maxActionsPerHour: int = Field(default=10, ge=0)  # fleet-wide
+    minAvailableClusters: int = Field(default=1, ge=0)  # other active clusters below their limit
+    preallocate: bool = True
+    preallocateHorizonMinutes: float = Field(default=30.0, gt=0)
+    preallocateThreshold: float | None = Field(default=None, gt=0, le=1)  # default: the cluster's limit
+    preallocateFraction: float = Field(default=0.2, gt=0, le=1)  # headroom to create elsewhere
+
+
+@dataclass(frozen=True, slots=True)
+class RescheduleRequest:
+    """What monitoring asks the scheduler to do."""
+
+    action: Action
+    cluster: str
+    reason: str
+    fraction: float  # evacuate: share of the cluster's replicas to move; preallocate: headroom to create
+    min_availability: float  # graceful: new replicas up before old ones go, never below this share
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RescheduleResult:
+    accepted: bool
+    moved: int = 0  # replicas moved or pre-placed
+    message: str = ""
+
+
+class RescheduleHook(Protocol):
+    def __call__(self, request: RescheduleRequest) -> Awaitable[RescheduleResult]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    act: bool
+    reason: str  # why not, when not acting
+
+
+class AutoOps:
+    """Pure policy state: cooldowns and the rate limit (time is passed in)."""
+
+    def __init__(self, policy: AutoOpsPolicy) -> None:
+        self.policy = policy
+        self._last: dict[str, float] = {}
+        self._recent: deque[float] = deque()
+
+    def decide(self, action: Action, cluster: str, now: float, *, candidates: int) -> Decision:
+        p = self.policy
+        if not p.enabled or (action == "evacuate" and not p.evacuate) or (action == "preallocate" and
+                                                                         not p.preallocate):
+            return Decision(False, "disabled by policy")
+        last = self._last.get(cluster)
+        if last is not None and now - last < p.cooldownSeconds:
+            return Decision(False, f"cooldown: last action {now - last:.0f}s ago (< {p.cooldownSeconds:.0f}s)")
+        while self._recent and now - self._recent[0] >= 3600:
+            self._recent.popleft()
+        if len(self._recent) >= p.maxActionsPerHour:
+            return Decision(False, f"rate limit: {len(self._recent)} actions in the last hour")
+        if candidates < p.minAvailableClusters:
+            return Decision(False, f"only {candidates} other active cluster(s) below their limit "
+                                   f"(need {p.minAvailableClusters})")
+        return Decision(True, "")
+
+    def record(self, cluster: str, now: float) -> None:
+        self._last[cluster] = now
+        self._recent.append(now)
+
+    def request(self, action: Action, cluster: str, reason: str, details: Mapping[str, Any]) -> RescheduleRequest:
+        p = self.policy
+        fraction = p.evacuateFraction if action == "evacuate" else p.preallocateFraction
+        return RescheduleRequest(action, cluster, reason, fraction, p.minAvailability, details)
+
+
+async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: float, *, candidates: int,
+                  details: Mapping[str, Any], hook: Callable[[RescheduleRequest], Awaitable[RescheduleResult]] | None,
+                  record: Callable[..., Awaitable[Any]]) -> str:
+    """Decide, call the scheduler's hook when allowed, record the outcome; returns the outcome."""
+    decision = ops.decide(action, cluster, now, candidates=candidates)
+    kind = "Evacuate" if action == "evacuate" else "PreAllocate"
+    info: dict[str, Any] = {"action": action, "trigger": dict(details), "candidates": candidates}
+    if not decision.act:
+        outcome = "skipped"
+        info["skipReason"] = decision.reason
+    else:
+        req = ops.request(action, cluster, reason, details)
+        info["request"] = {"fraction": req.fraction, "minAvailability": req.min_availability}
+        ops.record(cluster, now)
+        if hook is None:
+            outcome = "no-hook"
+            info["note"] = "the scheduler's ctx.services['reschedule'] is not available in this process"
+        else:
+            try:
+                result = await hook(req)
+            except Exception as e:  # noqa: BLE001 - a failing hook is recorded, not fatal
+                log.exception("reschedule hook failed for %s", cluster)
+                outcome = "failed"
+                info["error"] = f"{type(e).__name__}: {e}"
+            else:
+                outcome = "executed" if result.accepted else "refused"
+                info["result"] = {"accepted": result.accepted, "moved": result.moved, "message": result.message}
+    info["outcome"] = outcome
+    await record(kind, reason, cluster=cluster, ts=now, details=info)
+    return outcome

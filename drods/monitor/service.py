@@ -1,0 +1,693 @@
+"""Monitoring wired into the running control plane (SPEC A4, API6, C1, C3, C8, F5).
+
+`MonitorService` is the one object per API process that every monitoring route and component
+shares (``ctx.services["monitor"]``; build it with `get_service`). A report, pushed by an agent
+or pulled by a collector, goes::
+
+    validate → MonitorPipeline (normalise, rate control, thresholds, surge, history buffer)
+      → /status/clusters/<name>   only when the scheduler-visible status changed, or every
+                                  ``heartbeatSeconds`` so report age stays known (bounded writes, C8)
+      → /events/thresholds/<cluster>/…, /events/sustained/<cluster>/…   (lease TTL, prefix watch, C3)
+      → /status/surge             per-cluster and fleet surge signal for the scheduler's adjuster
+      → /history/failures/…       breaches, rejected reports (see `drods.monitor.history`)
+      → series file               raw samples, flushed in batches (SQLite in the data dir)
+
+Per-process state (normaliser, damper, detectors) is a cache of the store: on the first report of
+a cluster, or when another replica wrote its status since, it is re-seeded from the stored
+document, and status writes are compare-and-swap on the revision, so several API replicas can
+take reports for one cluster without flapping or overwriting newer status with older.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.model.kinds import CLUSTER
+from drods.monitor import report as r
+from drods.monitor.autoops import AutoOpsPolicy
+from drods.monitor.exporter import MonitorMetrics
+from drods.monitor.fleetview import SURGE_KEY, ClusterInfo, FleetView, StatusEntry, decode_status
+from drods.monitor.forecast import Forecaster
+from drods.monitor.history import FAILURES_PREFIX, OPERATIONS_PREFIX, HistoryLog
+from drods.monitor.pipeline import DEFAULT_RULES, MonitorPipeline
+from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, Source, iso
+from drods.monitor.series import DEFAULT_PROMQL, AsyncSeriesStore, Point, PrometheusSeriesReader, SeriesStore
+from drods.monitor.statusdoc import build_doc, comparable, status_key
+from drods.monitor.surge import SurgeSignal
+from drods.monitor.thresholds import (
+    SustainedDetector,
+    SustainedEvent,
+    ThresholdDetector,
+    ThresholdEvent,
+    ThresholdRule,
+)
+from drods.store import CasFailed, LeaseNotFound, Store
+
+log = logging.getLogger(__name__)
+
+THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
+SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
+LIMIT_RULE = "waterLevel>=limit"
+
+
+class RuleSetting(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str
+    level: float
+    hysteresis: float = Field(default=0.0, ge=0)
+    name: str = ""
+
+
+class MonitorSettings(BaseModel):
+    """Tunables, read from ``<data dir>/monitor.yaml`` when it exists (camelCase keys)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    historyPath: str | None = None  # default: <data dir>/history.db
+    heartbeatSeconds: float = Field(default=30.0, gt=0)
+    activeMaxAgeSeconds: float = Field(default=90.0, gt=0)
+    staleAfterSeconds: float = Field(default=120.0, gt=0)
+    flushIntervalSeconds: float = Field(default=1.0, gt=0)
+    maintenanceIntervalSeconds: float = Field(default=60.0, gt=0)
+    staleCheckIntervalSeconds: float = Field(default=5.0, gt=0)
+    forecastIntervalSeconds: float = Field(default=300.0, gt=0)
+    forecastRefitSeconds: float = Field(default=3600.0, gt=0)
+    eventTtlSeconds: int = Field(default=3600, ge=1)
+    waterLevelLimit: float = Field(default=0.8, gt=0, le=1)  # when a cluster has no spec.waterLevelLimit
+    limitHysteresis: float = Field(default=0.05, ge=0)
+    sustainedSeconds: float = Field(default=300.0, ge=0)
+    thresholds: list[RuleSetting] = Field(
+        default_factory=lambda: [RuleSetting(metric=x.metric, level=x.level, hysteresis=x.hysteresis)
+                                 for x in DEFAULT_RULES])
+    rejectionLogIntervalSeconds: float = Field(default=60.0, ge=0)
+    failureRetentionDays: float = Field(default=30.0, gt=0)
+    realtimeMinIntervalSeconds: float = Field(default=0.5, ge=0)
+    surgeMinChange: float = Field(default=0.05, ge=0)
+    collectIntervalSeconds: float = Field(default=15.0, gt=0)
+    collectConcurrency: int = Field(default=32, ge=1)
+    collectTimeoutSeconds: float = Field(default=10.0, gt=0)
+    promql: dict[str, str] = Field(default_factory=dict)  # collector templates by report field (overrides)
+    promqlWindow: str = "2m"
+    historyPromql: dict[str, str] = Field(default_factory=dict)  # range templates by metric (overrides)
+    autoops: AutoOpsPolicy = Field(default_factory=AutoOpsPolicy)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> MonitorSettings:
+        path = data_dir / "monitor.yaml"
+        if not path.exists():
+            return cls()
+        return cls.model_validate(yaml.safe_load(path.read_text()) or {})
+
+
+@dataclass(slots=True)
+class IngestOutcome:
+    cluster: str
+    accepted: bool
+    rejection: Rejection | None = None
+    water_level: float | None = None  # of this report
+    visible_water_level: float | None = None  # what the scheduler sees after rate control
+    clock_skew_clamped: bool = False
+    published: str | None = None  # why the status document was written ("changed", "heartbeat")
+    events: int = 0
+
+
+class _SeedableNormaliser(Normaliser):
+    """A normaliser whose per-cluster memory can be rebuilt from the store."""
+
+    def seed(self, status: NormalisedStatus) -> None:
+        cur = self.latest(status.cluster)
+        if cur is None or status.ts > cur.ts:
+            self._last[status.cluster] = status
+
+
+class _LimitWatch:
+    """Per-cluster water-level limit (spec.waterLevelLimit or the default): crossings + sustained."""
+
+    def __init__(self, hysteresis: float, sustained_s: float, max_gap_s: float) -> None:
+        self.hysteresis = hysteresis
+        self.sustained_s = sustained_s
+        self.max_gap_s = max_gap_s
+        self._by_limit: dict[float, tuple[ThresholdDetector, SustainedDetector]] = {}
+        self._limit_of: dict[str, float] = {}
+
+    def detectors(self, limit: float) -> tuple[ThresholdDetector, SustainedDetector]:
+        d = self._by_limit.get(limit)
+        if d is None:
+            rule = ThresholdRule(r.WATER_LEVEL, limit, self.hysteresis, name=LIMIT_RULE)
+            d = self._by_limit[limit] = (
+                ThresholdDetector([rule]),
+                SustainedDetector(r.WATER_LEVEL, limit, self.sustained_s, hysteresis=self.hysteresis,
+                                  max_gap_s=self.max_gap_s),
+            )
+        return d
+
+    def observe(self, status: NormalisedStatus, limit: float) -> tuple[list[ThresholdEvent], SustainedEvent | None]:
+        prev = self._limit_of.get(status.cluster)
+        if prev is not None and prev != limit:
+            self.forget(status.cluster)
+        self._limit_of[status.cluster] = limit
+        th, sd = self.detectors(limit)
+        return th.observe_status(status), sd.observe_status(status)
+
+    def is_sustained(self, cluster: str) -> bool:
+        limit = self._limit_of.get(cluster)
+        return limit is not None and self.detectors(limit)[1].is_sustained(cluster)
+
+    def forget(self, cluster: str) -> None:
+        limit = self._limit_of.pop(cluster, None)
+        if limit is not None:
+            th, sd = self.detectors(limit)
+            th.forget(cluster)
+            sd.forget(cluster)
+
+
+class LeasePool:
+    """One shared lease for short-lived keys, renewed by replacement: keys written with it live
+    between 90 % and 100 % of the TTL, and no keep-alive traffic is needed."""
+
+    def __init__(self, store: Store, ttl: int, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.ttl = ttl
+        self.clock = clock
+        self._id: int | None = None
+        self._granted = 0.0
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> int:
+        async with self._lock:
+            if self._id is None or self.clock() - self._granted >= self.ttl * 0.1:
+                lease = await self.store.grant_lease(self.ttl)
+                self._id, self._granted = lease.id, self.clock()
+            return self._id
+
+    def invalidate(self, lease_id: int) -> None:
+        if self._id == lease_id:
+            self._id = None
+
+    async def put(self, key: str, value: bytes) -> None:
+        for _ in range(2):
+            lease = await self.get()
+            try:
+                await self.store.put(key, value, lease=lease)
+                return
+            except LeaseNotFound:
+                self.invalidate(lease)
+        raise LeaseNotFound(f"could not attach {key} to a fresh lease")
+
+
+_SLUG = re.compile(r"[^A-Za-z0-9._=-]+")
+
+
+def _slug(s: str) -> str:
+    return _SLUG.sub("_", s.replace(">=", "-ge-"))
+
+
+def _ns(ts: float) -> str:
+    return f"{int(ts * 1e9):020d}"
+
+
+class HistoryReader:
+    """`SeriesReader` for history and forecasting: the cluster's Prometheus when its object names
+    one (spec.prometheus) and a range template exists for the metric, else the local series file."""
+
+    def __init__(self, service: MonitorService) -> None:
+        self.service = service
+        self._readers: dict[str, PrometheusSeriesReader] = {}
+
+    def source_for(self, cluster: str, metric: str) -> Literal["local", "prometheus"]:
+        info = self.service.fleet.clusters.get(cluster)
+        if info is not None and info.prometheus and metric in self.templates():
+            return "prometheus"
+        return "local"
+
+    def templates(self) -> dict[str, str]:
+        return {**DEFAULT_PROMQL, **self.service.settings.historyPromql}
+
+    def prometheus(self, url: str) -> PrometheusSeriesReader:
+        rd = self._readers.get(url)
+        if rd is None:
+            rd = self._readers[url] = PrometheusSeriesReader(url, self.templates())
+        return rd
+
+    async def query_from(self, source: Literal["local", "prometheus"], cluster: str, metric: str, start: float,
+                         end: float, step: float, info: ClusterInfo | None = None) -> list[Point]:
+        if source == "prometheus":
+            info = info or self.service.fleet.clusters.get(cluster)
+            if info is None or not info.prometheus:
+                raise LookupError(f"cluster {cluster!r} has no spec.prometheus URL")
+            return await self.prometheus(info.prometheus).query(cluster, metric, start, end, step)
+        series = await self.service.series()
+        return await series.query(cluster, metric, start, end, step)
+
+    async def query(self, cluster: str, metric: str, start: float, end: float, step: float) -> list[Point]:
+        return await self.query_from(self.source_for(cluster, metric), cluster, metric, start, end, step)
+
+    async def aclose(self) -> None:
+        for rd in self._readers.values():
+            await rd.aclose()
+        self._readers.clear()
+
+
+class MonitorService:
+    def __init__(self, store: Store, data_dir: Path, settings: MonitorSettings | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.data_dir = data_dir
+        self.settings = settings or MonitorSettings()
+        self.clock = clock
+        s = self.settings
+        self.pipeline = MonitorPipeline(
+            normaliser=_SeedableNormaliser(),
+            thresholds=ThresholdDetector(
+                [ThresholdRule(x.metric, x.level, x.hysteresis, x.name) for x in s.thresholds]),
+            clock=clock,
+        )
+        self.limits = _LimitWatch(s.limitHysteresis, s.sustainedSeconds, max_gap_s=s.staleAfterSeconds)
+        self.fleet = FleetView(store, clock=clock)
+        self.fleet.on_cluster_change(self._on_cluster_change)
+        self.metrics = MonitorMetrics(self.fleet, lambda: self.settings.activeMaxAgeSeconds)
+        self.failures = HistoryLog(store, FAILURES_PREFIX)
+        self.operations = HistoryLog(store, OPERATIONS_PREFIX)
+        self.leases = LeasePool(store, s.eventTtlSeconds, clock)
+        self.history = HistoryReader(self)
+        self.forecaster = Forecaster(self.history, clock=clock, refit_every_s=s.forecastRefitSeconds)
+        self._series: AsyncSeriesStore | None = None
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._known_rev: dict[str, int] = {}  # revision of the status doc our state reflects
+        self._last_view: dict[str, dict[str, Any]] = {}
+        self._last_pub: dict[str, float] = {}
+        self._surge_pub: dict[str, tuple[bool, float]] = {}
+        self._rejection_logged: dict[tuple[str, str], float] = {}
+        self._stale_logged: dict[str, float] = {}
+        self._last_flush = clock()
+        self._flush_lock = asyncio.Lock()
+        self._start_lock = asyncio.Lock()
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the series file and start the watch caches (idempotent)."""
+        async with self._start_lock:
+            if self._started:
+                return
+            self._closed = False
+            await self.series()
+            await self.fleet.start()
+            self._started = True
+
+    async def series(self) -> AsyncSeriesStore:
+        if self._closed:
+            raise RuntimeError("monitoring is shut down")
+        if self._series is None:
+            path = Path(self.settings.historyPath) if self.settings.historyPath else self.data_dir / "history.db"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            store = await asyncio.to_thread(SeriesStore, path, clock=self.clock,
+                                            grace_s=int(max(300.0, self.settings.staleAfterSeconds)))
+            if self._series is None:
+                self._series = AsyncSeriesStore(store)
+            else:
+                store.close()
+        return self._series
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.flush(force=True)
+        self._closed = True
+        await self.fleet.stop()
+        await self.history.aclose()
+        if self._series is not None:
+            await self._series.close()
+            self._series = None
+        self._started = False
+
+    # -- clusters ----------------------------------------------------------------------------
+
+    async def cluster(self, name: str) -> ClusterInfo | None:
+        info = self.fleet.clusters.get(name)
+        if info is not None:
+            return info
+        from drods.monitor.fleetview import decode_cluster
+
+        kv = await self.store.get(CLUSTER.key(name))  # registered a moment ago, watch not there yet
+        return None if kv is None else decode_cluster(kv)
+
+    def water_level_limit(self, cluster: str) -> float:
+        info = self.fleet.clusters.get(cluster)
+        if info is not None and info.water_level_limit is not None:
+            return info.water_level_limit
+        return self.settings.waterLevelLimit
+
+    async def _on_cluster_change(self, name: str, old: ClusterInfo | None, new: ClusterInfo | None) -> None:
+        if new is None:
+            self.forget(name)
+            return
+        if old is not None and old.ready is not False and new.ready is False:
+            when = self.clock()
+            since = _ready_transition(new)
+            await self._log_failure("ClusterNotReady", f"cluster {name} lost readiness", cluster=name,
+                                    ts=since or when, details={"conditions": _conditions(new)},
+                                    dedup=f"{name}-notready")
+
+    def forget(self, cluster: str) -> None:
+        self.pipeline.forget(cluster)
+        self.limits.forget(cluster)
+        self.forecaster.forget(cluster)
+        for d in (self._known_rev, self._last_view, self._last_pub, self._surge_pub, self._stale_logged):
+            d.pop(cluster, None)
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    async def ingest(self, report: MetricsReport, source: Source = "push") -> IngestOutcome:
+        """Apply one report; the caller has checked that the cluster exists and may report."""
+        t0 = time.perf_counter()
+        cluster = report.cluster
+        threshold_events: list[ThresholdEvent] = []
+        sustained: list[SustainedEvent] = []
+        lock = self._locks.setdefault(cluster, asyncio.Lock())
+        async with lock:
+            await self._sync(cluster)
+            now = self.clock()
+            res = self.pipeline.ingest(report, now, source)
+            if res.rejection is not None:
+                self.metrics.reports.labels(source, res.rejection.code).inc()
+                await self._log_rejection(cluster, res.rejection.code, res.rejection.reason, source)
+                return IngestOutcome(cluster, False, rejection=res.rejection)
+            assert res.status is not None and res.visible is not None
+            self.metrics.reports.labels(source, "accepted").inc()
+            threshold_events = list(res.events)
+            limit_events, limit_sustained = self.limits.observe(res.status, self.water_level_limit(cluster))
+            threshold_events += limit_events
+            if limit_sustained is not None:
+                sustained.append(limit_sustained)
+            published = await self._publish_status(cluster, res.status, report, now)
+        outcome = IngestOutcome(
+            cluster, True,
+            water_level=res.status.water_level,
+            visible_water_level=self.pipeline.visible[cluster].water_level if cluster in self.pipeline.visible
+            else None,
+            clock_skew_clamped=res.status.clock_skew_clamped,
+            published=published,
+            events=len(threshold_events) + len(sustained),
+        )
+        if threshold_events or sustained:
+            await self._publish_events(cluster, threshold_events, sustained)
+        if res.surge is not None:
+            await self._publish_surge(res.surge)
+        if self.clock() - self._last_flush >= self.settings.flushIntervalSeconds:
+            await self.flush()
+        self.metrics.ingest_seconds.observe(time.perf_counter() - t0)
+        return outcome
+
+    async def _sync(self, cluster: str) -> None:
+        """Make this process's state for ``cluster`` reflect the latest stored status document."""
+        known = self._known_rev.get(cluster)
+        entry = self.fleet.status(cluster)
+        if known is None and entry is None and not self.fleet.synced:
+            kv = await self.store.get(status_key(cluster))
+            entry = decode_status(kv) if kv is not None else None
+        if known is None:
+            if entry is not None:
+                self._seed(entry, first=True)
+            self._known_rev[cluster] = entry.revision if entry is not None else 0
+        elif entry is not None and entry.revision > known:
+            self._seed(entry, first=False)
+
+    def _seed(self, entry: StatusEntry, *, first: bool) -> None:
+        """Continue from a stored document: rate control from the visible values it holds,
+        threshold state from them too (so a restart doesn't announce old crossings again)."""
+        self._known_rev[entry.cluster] = entry.revision
+        st = entry.status
+        if st is None:
+            return
+        c = entry.cluster
+        normaliser = self.pipeline.normaliser
+        if isinstance(normaliser, _SeedableNormaliser):
+            normaliser.seed(st)
+        damper = self.pipeline.damper
+        damper.forget(c)
+        visible, _ = damper.apply(st, entry.published_at)
+        self.pipeline.visible[c] = visible
+        view = entry.doc.get("status")
+        if isinstance(view, dict):
+            self._last_view[c] = comparable(view)
+        self._last_pub[c] = entry.published_at
+        self.pipeline.thresholds.observe_status(st)
+        if first:
+            self.limits.observe(st, self.water_level_limit(c))
+            self.pipeline.surge.observe_status(st)
+
+    async def _publish_status(self, cluster: str, raw: NormalisedStatus, report: MetricsReport,
+                              now: float) -> str | None:
+        """Write the status document if the visible view changed or a heartbeat is due (CAS)."""
+        for _ in range(4):
+            visible = self.pipeline.visible[cluster]
+            doc = build_doc(visible, report.model_dump(mode="json"), now)
+            cmp = comparable(doc["status"])
+            if cmp != self._last_view.get(cluster):
+                reason = "changed"
+            elif now - self._last_pub.get(cluster, -1e18) >= self.settings.heartbeatSeconds:
+                reason = "heartbeat"
+            else:
+                self.metrics.suppressed.inc()
+                return None
+            known = self._known_rev.get(cluster, 0)
+            try:
+                rev = await self.store.put(status_key(cluster), json.dumps(doc, separators=(",", ":")).encode(),
+                                           expect_revision=known)
+            except CasFailed as e:
+                cur = decode_status(e.current) if e.current is not None else None
+                if cur is None:
+                    self._known_rev[cluster] = 0
+                    continue
+                self._seed(cur, first=False)
+                if cur.status is not None and cur.status.ts >= raw.ts:
+                    return None  # another replica already published a newer report
+                visible, _ = self.pipeline.damper.apply(raw, now)
+                self.pipeline.visible[cluster] = visible
+                continue
+            self._known_rev[cluster] = rev
+            self._last_view[cluster] = cmp
+            self._last_pub[cluster] = now
+            self.fleet.observe_status(StatusEntry(cluster, rev, doc, visible, now))
+            self.metrics.writes.labels(reason).inc()
+            return reason
+        log.warning("status of %s not published: too many concurrent writers", cluster)
+        return None
+
+    # -- events ------------------------------------------------------------------------------
+
+    async def _publish_events(self, cluster: str, events: list[ThresholdEvent],
+                              sustained: list[SustainedEvent]) -> None:
+        writes = []
+        for e in events:
+            key = f"{THRESHOLD_EVENTS_PREFIX}{cluster}/{_ns(e.ts)}-{_slug(e.rule)}-{e.direction}"
+            body = e.to_dict() | {"kind": "threshold"}
+            writes.append(self.leases.put(key, json.dumps(body).encode()))
+            self.metrics.events.labels("threshold").inc()
+            if e.rule == LIMIT_RULE and e.direction == "up":
+                writes.append(self._log_failure(
+                    "WaterLevelLimitBreached",
+                    f"water level {e.value:.2f} reached the limit {e.threshold:.2f}",
+                    cluster=cluster, ts=e.ts, details=e.to_dict(), dedup=f"{cluster}-limit-{_ns(e.ts)}"))
+        for s in sustained:
+            key = f"{SUSTAINED_EVENTS_PREFIX}{cluster}/{_ns(s.ts)}-{s.kind}"
+            writes.append(self.leases.put(key, json.dumps(s.to_dict()).encode()))
+            self.metrics.events.labels(f"sustained-{s.kind}").inc()
+            if s.kind == "sustained":
+                writes.append(self._log_failure(
+                    "SustainedAboveLimit",
+                    f"water level above {s.limit:.2f} since {iso(s.since_ts)} ({s.ts - s.since_ts:.0f}s)",
+                    cluster=cluster, ts=s.ts, details=s.to_dict(), dedup=f"{cluster}-sustained-{_ns(s.ts)}"))
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        for res in results:
+            if isinstance(res, BaseException):
+                log.warning("event write for %s failed: %s", cluster, res)
+
+    async def _publish_surge(self, sig: SurgeSignal) -> None:
+        """Keep ``/status/surge`` = {"fleet": {...}, "clusters": {name: signal}} for the adjuster;
+        only surging clusters are listed, and only material changes are written."""
+        c = sig.cluster
+        prev = self._surge_pub.get(c)
+        if prev is None:
+            entry = (self.fleet.surge.get("clusters") or {}).get(c)
+            prev = (bool(entry.get("active")), float(entry.get("magnitude", 0.0))) if isinstance(entry, dict) \
+                else (False, 0.0)
+            self._surge_pub[c] = prev
+        cur = (sig.active, round(sig.magnitude, 3))
+        if cur[0] == prev[0] and abs(cur[1] - prev[1]) < self.settings.surgeMinChange and \
+                (cur[1] == 0.0) == (prev[1] == 0.0):
+            return
+        for _ in range(5):
+            kv = await self.store.get(SURGE_KEY)
+            doc: dict[str, Any] = {}
+            if kv is not None:
+                with contextlib.suppress(ValueError):
+                    doc = json.loads(kv.value)
+            clusters = dict(doc.get("clusters") or {})
+            if sig.active or sig.magnitude > 0:
+                clusters[c] = {"active": sig.active, "magnitude": round(sig.magnitude, 3), "signal": sig.signal,
+                               "ratio": round(sig.ratio, 3), "zscore": round(sig.zscore, 2), "time": iso(sig.ts)}
+            else:
+                clusters.pop(c, None)
+            new = {"timestamp": iso(self.clock()), "fleet": self._fleet_surge(clusters), "clusters": clusters}
+            try:
+                rev = await self.store.put(SURGE_KEY, json.dumps(new).encode(),
+                                           expect_revision=kv.mod_revision if kv is not None else 0)
+            except CasFailed:
+                continue
+            self.fleet.observe_surge(new, rev)
+            self._surge_pub[c] = cur
+            self.metrics.events.labels("surge").inc()
+            return
+
+    def _fleet_surge(self, clusters: Mapping[str, Any]) -> dict[str, Any]:
+        """Traffic-weighted mean magnitude over every cluster with a status (quiet ones count as 0)."""
+        num = den = 0.0
+        names = set(self.fleet.statuses) | set(clusters)
+        for name in names:
+            entry = self.fleet.statuses.get(name)
+            w = max(entry.status.network_mbps if entry is not None and entry.status is not None else 0.0, 1.0)
+            sig = clusters.get(name)
+            num += w * (float(sig.get("magnitude", 0.0)) if isinstance(sig, dict) else 0.0)
+            den += w
+        active = sorted(n for n, s in clusters.items() if isinstance(s, dict) and s.get("active"))
+        return {"active": bool(active), "magnitude": round(num / den, 3) if den else 0.0, "clusters": active}
+
+    # -- failure log -------------------------------------------------------------------------
+
+    async def _log_failure(self, kind: str, reason: str, **kw: Any) -> None:
+        try:
+            await self.failures.append(kind, reason, **kw)
+        except Exception as e:  # noqa: BLE001 - the log is best effort; ingest must go on
+            log.warning("failure log write (%s) failed: %s", kind, e)
+
+    async def _log_limited(self, kind: str, cluster: str, code: str, reason: str,
+                           details: Mapping[str, Any]) -> None:
+        """One entry per cluster, kind and code per interval: a broken agent must not flood the store."""
+        now = self.clock()
+        last = self._rejection_logged.get((cluster, kind + code))
+        if last is not None and now - last < self.settings.rejectionLogIntervalSeconds:
+            return
+        self._rejection_logged[(cluster, kind + code)] = now
+        await self._log_failure(kind, reason, cluster=cluster, ts=now, details=details)
+
+    async def _log_rejection(self, cluster: str, code: str, reason: str, source: str,
+                             details: Mapping[str, Any] | None = None) -> None:
+        await self._log_limited("ReportRejected", cluster, code, reason,
+                                {"code": code, "source": source, **(details or {})})
+
+    async def record_collect_failure(self, cluster: str, source: str, error: str) -> None:
+        """A pull collector could not read ``cluster`` (logged at most once per interval)."""
+        self.metrics.collect_errors.labels(source).inc()
+        log.warning("%s collection for %s failed: %s", source, cluster, error)
+        await self._log_limited("CollectFailed", cluster, source, f"{source} collection failed: {error[:200]}",
+                                {"source": source, "error": error[:1000]})
+
+    async def record_invalid(self, cluster: str, fields: list[dict[str, Any]], source: str = "push") -> None:
+        """A report that failed validation (422) — for the failure log."""
+        self.metrics.reports.labels(source, "VALIDATION_FAILED").inc()
+        await self._log_rejection(cluster, "VALIDATION_FAILED", "report failed validation", source,
+                                  {"fields": fields[:10]})
+
+    async def record_domain_event(self, cluster: str, event: Mapping[str, Any]) -> None:
+        if event.get("severity") == "critical":
+            await self._log_failure("DomainEvent", str(event.get("message") or event.get("type")), cluster=cluster,
+                                    details=dict(event))
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    async def flush(self, *, force: bool = False) -> int:
+        """Write buffered raw samples to the series file (one transaction)."""
+        if self._closed or (self._flush_lock.locked() and not force):
+            return 0
+        async with self._flush_lock:
+            self._last_flush = self.clock()
+            buf = self.pipeline.take_buffer()
+            if not buf:
+                return 0
+            series = await self.series()
+            n = await series.append(buf)
+            self.metrics.samples.inc(n)
+            return n
+
+    async def maintain_series(self) -> tuple[int, int]:
+        series = await self.series()
+        return await series.maintain(self.clock())
+
+    async def refresh_forecasts(self) -> int:
+        return await self.forecaster.refresh_due(sorted(self.fleet.clusters))
+
+    async def check_staleness(self) -> int:
+        """Log ``StaleReports`` once per silence; drop status documents of deregistered clusters."""
+        now = self.clock()
+        logged = 0
+        stale_after = self.settings.staleAfterSeconds
+        for name, entry in list(self.fleet.statuses.items()):
+            if name not in self.fleet.clusters:
+                if self.fleet.synced and now - entry.published_at > 60:
+                    with contextlib.suppress(CasFailed):
+                        await self.store.delete(status_key(name), expect_revision=entry.revision)
+                continue
+            st = entry.status
+            if st is None or now - st.received_ts <= stale_after:
+                continue
+            if self._stale_logged.get(name) == st.received_ts:
+                continue
+            self._stale_logged[name] = st.received_ts
+            await self._log_failure(
+                "StaleReports", f"no report from {name} for {now - st.received_ts:.0f}s (limit {stale_after:.0f}s)",
+                cluster=name, ts=st.received_ts + stale_after,
+                details={"lastReportAt": iso(st.received_ts), "staleAfterSeconds": stale_after},
+                dedup=f"{name}-stale-{int(st.received_ts)}")
+            logged += 1
+        return logged
+
+    async def prune_history(self) -> int:
+        cutoff = self.clock() - self.settings.failureRetentionDays * 86_400
+        return await self.failures.prune(cutoff) + await self.operations.prune(cutoff)
+
+
+def _ready_transition(info: ClusterInfo) -> float | None:
+    from drods.monitor.statusdoc import parse_time
+
+    for cond in _conditions(info):
+        if cond.get("type") == "Ready":
+            return parse_time(cond.get("lastTransitionTime"))
+    return None
+
+
+def _conditions(info: ClusterInfo) -> list[dict[str, Any]]:
+    return [c for c in info.conditions if isinstance(c, dict)]
+
+
+def get_service(ctx: Any) -> MonitorService:
+    """The process's `MonitorService` (built on first use): ``ctx.services["monitor"]``.
+
+    Also publishes ``ctx.services["forecaster"]`` (the scheduler's adjuster calls
+    ``water_level_in(cluster, minutes)``) and appends the monitoring registry to
+    ``ctx.services["prometheus_registries"]``. Tests may preset ``ctx.services["monitor_settings"]``
+    and ``ctx.services["monitor_clock"]``.
+    """
+    svc: MonitorService | None = ctx.services.get("monitor")
+    if svc is None:
+        settings = ctx.services.get("monitor_settings") or MonitorSettings.load(ctx.data_dir)
+        svc = MonitorService(ctx.store, ctx.data_dir, settings, clock=ctx.services.get("monitor_clock", time.time))
+        ctx.services["monitor"] = svc
+        ctx.services["forecaster"] = svc.forecaster
+        ctx.services.setdefault("prometheus_registries", []).append(svc.metrics.registry)
+    return svc

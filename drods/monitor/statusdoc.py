@@ -1,0 +1,181 @@
+"""The per-cluster status document in the store, ``/status/clusters/<name>`` (SPEC A5, S2, C3).
+
+One document per cluster, written by the monitoring ingest path only when the scheduler-visible
+(rate-controlled, SPEC C8) status changed or a heartbeat is due::
+
+    {
+      "status":      <scheduler view: plain numbers, the contract the scheduler's snapshot reads>,
+      "observed":    <NormalisedStatus.to_dict() of that same visible status: value/source/timestamp
+                      per leaf, so every number says where it came from and how old it is (F5)>,
+      "report":      <the raw report that caused this write, extra fields kept>,
+      "publishedAt": <RFC 3339 time of this write>
+    }
+
+The scheduler view is ``{"timestamp", "receivedAt", "source", "cpu": {"capacity", "allocatable",
+"allocated", "used"}, "memory": {… GiB}, "gpu": {…}, "storage": {"capacity", "available"},
+"pods": {"capacity", "used"}, "largestNodeFree": {"cpu", "memory", "gpu"},
+"network": {"inMbps", "outMbps"}, "waterLevel"}``; absent measurements are omitted, never zero.
+``allocatable``/``allocated``/``pods.capacity`` come from the report's documented extra fields
+(`ALLOCATION_EXTRAS`), which Kubernetes-reading collectors fill in.
+
+``observed`` is enough to rebuild the visible state (`status_from_dict`): that is how another API
+replica, or this one after a restart, continues rate control from what the scheduler sees.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from drods.monitor import report as r
+from drods.monitor.report import Measured, NormalisedStatus, ResourceView, Source, iso
+
+STATUS_PREFIX = "/status/clusters/"
+
+#: Extra report fields (beyond `MetricsReport`'s) that reach the scheduler view, with their place.
+ALLOCATION_EXTRAS: dict[str, tuple[str, str]] = {
+    "cpuAllocatable": ("cpu", "allocatable"),
+    "cpuAllocated": ("cpu", "allocated"),
+    "memoryAllocatable": ("memory", "allocatable"),
+    "memoryAllocated": ("memory", "allocated"),
+    "gpuAllocatable": ("gpu", "allocatable"),
+    "gpuAllocated": ("gpu", "allocated"),
+    "podsCapacity": ("pods", "capacity"),
+}
+
+# Keys of the scheduler view that change on every report without the status changing.
+_VOLATILE = ("timestamp", "receivedAt")
+
+_GROUPS = ("cpu", "memory", "gpu", "storage")
+_PARTS = ("capacity", "used", "utilisation")
+_SOURCES: tuple[Source, ...] = ("push", "kubernetes", "prometheus")
+
+
+def status_key(cluster: str) -> str:
+    return f"{STATUS_PREFIX}{cluster}"
+
+
+def allocation_errors(extras: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Field errors for the documented extra fields (they bypass the report model's checks)."""
+    errors: list[dict[str, str]] = []
+    for name in ALLOCATION_EXTRAS:
+        if name not in extras or extras[name] is None:
+            continue
+        v = extras[name]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            errors.append({"field": name, "message": "must be a finite non-negative number"})
+    return errors
+
+
+def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
+    """The compact document the scheduler's snapshot reads (plain numbers, absent = unknown)."""
+
+    def res(view: ResourceView) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if view.capacity is not None:
+            out["capacity"] = view.capacity
+        if view.used is not None:
+            out["used"] = view.used
+        return out
+
+    doc: dict[str, Any] = {
+        "timestamp": iso(status.ts),
+        "receivedAt": iso(status.received_ts),
+        "source": status.source,
+        "cpu": res(status.cpu),
+        "memory": res(status.memory),
+        "gpu": res(status.gpu),
+    }
+    storage = status.storage
+    if storage.capacity is not None:
+        doc["storage"] = {"capacity": storage.capacity, "available": storage.free}
+    if status.pods is not None:
+        doc["pods"] = {"used": status.pods}
+    for name, (group, part) in ALLOCATION_EXTRAS.items():
+        v = status.extras.get(name)
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+            doc.setdefault(group, {})[part] = float(v)
+    free = {k: status.get(f"largestNodeFree.{k}") for k in ("cpu", "memory", "gpu")}
+    if any(v is not None for v in free.values()):
+        doc["largestNodeFree"] = {k: v for k, v in free.items() if v is not None}
+    doc["network"] = {"inMbps": status.get(r.NETWORK_IN) or 0.0, "outMbps": status.get(r.NETWORK_OUT) or 0.0}
+    if status.water_level is not None:
+        doc["waterLevel"] = status.water_level
+    return doc
+
+
+def comparable(view: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a scheduler view whose change is worth a store write."""
+    return {k: v for k, v in view.items() if k not in _VOLATILE}
+
+
+def parse_time(value: Any) -> float | None:
+    """RFC 3339 text → epoch seconds (None when absent or unreadable)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _leaf(d: Any) -> Measured | None:
+    if not isinstance(d, Mapping):
+        return None
+    v, ts = d.get("value"), parse_time(d.get("timestamp"))
+    if isinstance(v, bool) or not isinstance(v, int | float) or ts is None or not math.isfinite(v):
+        return None
+    src = d.get("source")
+    return Measured(float(v), src if src in _SOURCES else "push", ts)
+
+
+def status_from_dict(d: Mapping[str, Any]) -> NormalisedStatus | None:
+    """Inverse of `NormalisedStatus.to_dict` (None when the document is not one)."""
+    cluster, ts = d.get("cluster"), parse_time(d.get("timestamp"))
+    if not isinstance(cluster, str) or ts is None:
+        return None
+    values: dict[str, Measured] = {}
+
+    def put(metric: str, leaf: Any) -> None:
+        m = _leaf(leaf)
+        if m is not None:
+            values[metric] = m
+
+    for group in _GROUPS:
+        sec = d.get(group) or {}
+        if isinstance(sec, Mapping):
+            for part in _PARTS:
+                put(f"{group}.{part}", sec.get(part))
+    net = d.get("network") or {}
+    if isinstance(net, Mapping):
+        put(r.NETWORK_IN, net.get("inMbps"))
+        put(r.NETWORK_OUT, net.get("outMbps"))
+    lnf = d.get("largestNodeFree") or {}
+    if isinstance(lnf, Mapping):
+        for k in ("cpu", "memory", "gpu"):
+            put(f"largestNodeFree.{k}", lnf.get(k))
+    put(r.PODS, d.get("pods"))
+    put(r.REQUEST_RATE, d.get("requestRate"))
+    put(r.WATER_LEVEL, d.get("waterLevel"))
+    src = d.get("source")
+    extras = d.get("extras")
+    return NormalisedStatus(
+        cluster=cluster,
+        ts=ts,
+        received_ts=parse_time(d.get("receivedAt")) or ts,
+        source=src if src in _SOURCES else "push",
+        values=values,
+        clock_skew_clamped=bool(d.get("clockSkewClamped")),
+        extras=dict(extras) if isinstance(extras, Mapping) else {},
+    )
+
+
+def build_doc(visible: NormalisedStatus, report: Mapping[str, Any], published_at: float) -> dict[str, Any]:
+    return {
+        "status": scheduler_view(visible),
+        "observed": visible.to_dict(),
+        "report": dict(report),
+        "publishedAt": iso(published_at),
+    }
