@@ -12,6 +12,16 @@ from drods.registry.objects import ObjectRegistry
 from drods.sim.kinds import NAMESPACE
 
 Obj = dict[str, Any]
+# What a real API server answers for a new object: the status fields Kubernetes' types don't omit
+# when zero (the official client refuses a StatefulSet status without ``replicas``).
+INITIAL_STATUS: dict[str, Obj] = {
+    "Namespace": {"phase": "Active"},
+    "Deployment": {},
+    "StatefulSet": {"replicas": 0, "availableReplicas": 0},
+    "DaemonSet": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0,
+                  "numberReady": 0},
+    "Job": {},
+}
 
 
 class SimRegistry(ObjectRegistry):
@@ -28,8 +38,8 @@ class SimRegistry(ObjectRegistry):
             if existing["metadata"].get("deletionTimestamp"):
                 raise ApiError(403, "FORBIDDEN", f"unable to create new content in namespace {ns} because it is "
                                "being terminated", {"name": ns, "kind": "namespaces"})
-        if kind is NAMESPACE and isinstance(obj, dict):
-            obj = {**obj, "status": {"phase": "Active"}}
+        if isinstance(obj, dict) and kind.kind in INITIAL_STATUS:
+            obj = {**obj, "status": dict(INITIAL_STATUS[kind.kind])}  # a create never sets status
         return await super().create(kind, obj, namespace)
 
     async def put_object(self, kind: Kind, obj: Obj, *, resource_version: str | None = None) -> Obj:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from drods.members import summary
 from drods.members.labels import GPU_RESOURCE
 from drods.members.quantity import quantity
 
@@ -47,23 +48,10 @@ def of_list(resources: dict[str, Any] | None) -> Resources:
                      float(quantity(r.get(GPU_RESOURCE))))
 
 
-def _container_requests(container: Obj) -> Resources:
-    res = container.get("resources") or {}
-    # A limit without a request is also the request (Kubernetes defaulting).
-    merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-    return of_list(merged)
-
-
 def pod_requests(pod: Obj) -> Resources:
-    """Effective requests: the sum over containers, or the largest init container if that is more."""
-    spec = pod.get("spec") or {}
-    total = Resources()
-    for c in spec.get("containers") or []:
-        total = total + _container_requests(c)
-    for c in spec.get("initContainers") or []:
-        r = _container_requests(c)
-        total = Resources(max(total.cpu, r.cpu), max(total.memory, r.memory), max(total.gpu, r.gpu))
-    return total + of_list(spec.get("overhead"))
+    """Effective requests, by the one definition DRO-DS uses for members (`drods.members.summary`)."""
+    r = summary.pod_requests(pod)
+    return Resources(r.cpu, r.memory, r.gpu)
 
 
 def is_terminal(pod: Obj) -> bool:

@@ -1,0 +1,453 @@
+"""`MemberClient`: everything DRO-DS does to one member cluster, through the official Kubernetes client.
+
+The official client is synchronous, so each cluster gets its own small thread pool and an asyncio
+semaphore of the same size (bounded concurrency per cluster: a cluster that hangs ties up only
+its own threads, SEC4). Every HTTP call has a connect and a read timeout — also the discovery
+calls the client makes on its own, which it would otherwise make without any. Transient failures
+(connection refused/reset, timeouts, 429/5xx) are retried with jittered exponential backoff.
+The client keeps the cluster's connection state (Ready / NotReady, last error, consecutive
+failures); while NotReady, calls fail fast with `MemberUnavailable` except one probe per
+``probe_interval``, so work for a dead cluster doesn't pile up behind timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import os
+import random
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from drods.members.summary import ClusterSummary, summarise
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+TRANSIENT_STATUS = frozenset({0, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class MemberOptions:
+    connect_timeout: float = 3.0  # seconds, per HTTP call
+    read_timeout: float = 10.0  # seconds, per HTTP call
+    retries: int = 2  # further attempts after a transient failure
+    backoff: float = 0.2  # first retry delay; doubles each time, with jitter
+    backoff_max: float = 5.0
+    concurrency: int = 4  # threads and pooled connections for this cluster
+    failure_threshold: int = 3  # consecutive failed attempts before the cluster is NotReady
+    probe_interval: float = 5.0  # while NotReady, let one call through this often
+    field_manager: str = "drods"
+    page_size: int = 500  # list pagination
+
+    @property
+    def timeout(self) -> tuple[float, float]:
+        return (self.connect_timeout, self.read_timeout)
+
+
+@dataclass(frozen=True)
+class ConnectionState:
+    condition: Literal["Ready", "NotReady", "Unknown"]
+    consecutive_failures: int
+    last_error: str | None
+    last_success: float | None  # epoch seconds
+    last_failure: float | None
+    latency_ms: float | None  # of the last successful call
+
+    @property
+    def ready(self) -> bool:
+        return self.condition == "Ready"
+
+
+class MemberError(Exception):
+    """The cluster answered with an error that retrying won't fix (403, 409, 422, …)."""
+
+    def __init__(self, cluster: str, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{cluster}: {status} {reason}: {message}")
+        self.cluster = cluster
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class MemberUnavailable(Exception):
+    """The cluster could not be reached (after retries), or is NotReady and the call failed fast."""
+
+    def __init__(self, cluster: str, message: str) -> None:
+        super().__init__(f"{cluster}: {message}")
+        self.cluster = cluster
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return int(exc.status or 0) in TRANSIENT_STATUS
+    return isinstance(exc, urllib3.exceptions.HTTPError | OSError | TimeoutError)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        body = json.loads(exc.body or b"{}")
+    except (ValueError, TypeError):
+        return str(exc.reason or "")
+    return str(body.get("message") or exc.reason or "") if isinstance(body, dict) else str(exc.reason or "")
+
+
+def _with_default_timeout(api: k8s.ApiClient, timeout: tuple[float, float]) -> None:
+    """Give every request of this ApiClient a timeout unless the caller set one; the client's own
+    discovery requests otherwise wait forever on a partitioned cluster."""
+    rest = api.rest_client
+    inner: Any = rest.request
+
+    def request(method: str, url: str, **kwargs: Any) -> Any:
+        kwargs["_request_timeout"] = kwargs.get("_request_timeout") or timeout
+        return inner(method, url, **kwargs)
+
+    setattr(rest, "request", request)  # noqa: B010 - an instance attribute shadows the method
+
+
+class MemberClient:
+    """One member cluster. Build it with `from_kubeconfig` or `from_endpoint`; no I/O happens
+    until the first call. All operations are coroutines; `close()` when done."""
+
+    def __init__(self, name: str, configure: Callable[[k8s.Configuration], None],
+                 options: MemberOptions | None = None, *, cleanup: list[Path] | None = None) -> None:
+        self.name = name
+        self.options = options or MemberOptions()
+        self._configure = configure
+        self._cleanup = cleanup or []
+        self._pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix=f"member-{name}")
+        # Per event loop (asyncio primitives belong to one loop; tests and tools may use several).
+        self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary())
+        self._lock = threading.Lock()
+        self._api: k8s.ApiClient | None = None
+        self._dynamic: DynamicClient | None = None
+        self._state = ConnectionState("Unknown", 0, None, None, None, None)
+        self._closed = False
+
+    # ---- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(cls, name: str, kubeconfig: str | Path | Mapping[str, Any], context: str | None = None,
+                        options: MemberOptions | None = None) -> MemberClient:
+        """From a kubeconfig file path or an already-parsed kubeconfig (e.g. a Cluster's credentials)."""
+        if isinstance(kubeconfig, Mapping):
+            doc = copy.deepcopy(dict(kubeconfig))
+
+            def configure(cfg: k8s.Configuration) -> None:
+                k8s_config.load_kube_config_from_dict(doc, context=context, client_configuration=cfg,
+                                                      persist_config=False)
+        else:
+            path = str(kubeconfig)
+
+            def configure(cfg: k8s.Configuration) -> None:
+                k8s_config.load_kube_config(path, context=context, client_configuration=cfg, persist_config=False)
+
+        return cls(name, configure, options)
+
+    @classmethod
+    def from_endpoint(cls, name: str, endpoint: str, token: str | None = None, *,
+                      ca_cert: str | bytes | Path | None = None, insecure_skip_verify: bool = False,
+                      options: MemberOptions | None = None) -> MemberClient:
+        """From an API server URL and a bearer token; ``ca_cert`` is a PEM (text/bytes) or a file."""
+        cleanup: list[Path] = []
+        ca_file: str | None = None
+        if isinstance(ca_cert, Path):
+            ca_file = str(ca_cert)
+        elif ca_cert:
+            pem = ca_cert.encode() if isinstance(ca_cert, str) else ca_cert
+            fd, tmp = tempfile.mkstemp(prefix=f"drods-{name}-", suffix=".crt")
+            with os.fdopen(fd, "wb") as f:
+                f.write(pem)
+            ca_file = tmp
+            cleanup.append(Path(tmp))
+
+        def configure(cfg: k8s.Configuration) -> None:
+            cfg.host = endpoint.rstrip("/")
+            if token:
+                cfg.api_key = {"authorization": token}
+                cfg.api_key_prefix = {"authorization": "Bearer"}
+            cfg.verify_ssl = not insecure_skip_verify
+            if ca_file:
+                cfg.ssl_ca_cert = ca_file
+
+        return cls(name, configure, options, cleanup=cleanup)
+
+    def _client(self) -> tuple[k8s.ApiClient, DynamicClient]:
+        """Built on first use, in a worker thread (kubeconfig exec plugins and discovery do I/O)."""
+        with self._lock:
+            if self._api is None:
+                cfg = k8s.Configuration()
+                self._configure(cfg)
+                cfg.retries = False  # retries are ours, with backoff and state
+                cfg.connection_pool_maxsize = self.options.concurrency
+                api = k8s.ApiClient(cfg)
+                _with_default_timeout(api, self.options.timeout)
+                self._api = api
+            if self._dynamic is None:
+                self._dynamic = DynamicClient(self._api)
+            return self._api, self._dynamic
+
+    # ---- state and the call path -------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    def _succeeded(self, latency: float) -> None:
+        self._state = replace(self._state, condition="Ready", consecutive_failures=0, last_success=time.time(),
+                              latency_ms=round(latency * 1000, 2))
+
+    def _failed(self, exc: BaseException) -> None:
+        failures = self._state.consecutive_failures + 1
+        ready = failures < self.options.failure_threshold and self._state.condition != "NotReady"
+        self._state = replace(self._state, condition="Ready" if ready else "NotReady", consecutive_failures=failures,
+                              last_error=_describe(exc), last_failure=time.time())
+
+    def _gate(self, probe: bool) -> None:
+        st = self._state
+        if probe or st.condition != "NotReady" or st.last_failure is None:
+            return
+        wait = st.last_failure + self.options.probe_interval - time.time()
+        if wait > 0:
+            raise MemberUnavailable(self.name, f"NotReady ({st.last_error}); next probe in {wait:.1f}s")
+
+    async def _call(self, fn: Callable[[], T], *, probe: bool = False, retry: bool = True) -> T:
+        if self._closed:
+            raise MemberUnavailable(self.name, "client is closed")
+        self._gate(probe)
+        loop = asyncio.get_running_loop()
+        sem = self._sems.get(loop)
+        if sem is None:
+            sem = self._sems[loop] = asyncio.Semaphore(self.options.concurrency)
+        attempt = 0
+        while True:
+            async with sem:
+                started = time.monotonic()
+                try:
+                    result = await loop.run_in_executor(self._pool, fn)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        self._succeeded(time.monotonic() - started)  # it answered: reachable
+                        if isinstance(exc, ApiException):
+                            raise MemberError(self.name, int(exc.status or 0), str(exc.reason or ""),
+                                              _api_message(exc)) from exc
+                        raise
+                    self._failed(exc)
+                    failure = exc
+                else:
+                    self._succeeded(time.monotonic() - started)
+                    return result
+            if not retry or attempt >= self.options.retries or (self._state.condition == "NotReady" and not probe):
+                raise MemberUnavailable(self.name, _describe(failure)) from failure
+            delay = min(self.options.backoff_max, self.options.backoff * 2**attempt)
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            attempt += 1
+
+    # ---- raw requests (run in the cluster's threads) ---------------------------------------------
+
+    def _get_json(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
+        _, dyn = self._client()
+        resp = dyn.request("get", path, query_params=list(query or []), serialize=False)
+        return json.loads(resp.data)
+
+    def _list_all(self, path: str) -> list[Obj]:
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            query: list[tuple[str, Any]] = [("limit", self.options.page_size)]
+            if token:
+                query.append(("continue", token))
+            page = self._get_json(path, query)
+            items += page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        _, dyn = self._client()
+        return dyn.resources.get(api_version=api_version, kind=kind)
+
+    # ---- operations --------------------------------------------------------------------------
+
+    async def probe(self) -> str:
+        """GET /version, always sent (even while NotReady): the health check."""
+        return await self._call(self._version, probe=True)
+
+    async def version(self) -> str:
+        return await self._call(self._version)
+
+    def _version(self) -> str:
+        return str(self._get_json("/version").get("gitVersion", ""))
+
+    async def apply(self, manifest: Mapping[str, Any]) -> Obj:
+        """Server-side apply (create or update; our field manager, conflicts forced). Returns the
+        object as the cluster stored it. Namespaced objects default to ``default``."""
+        body = copy.deepcopy(dict(manifest))
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name"):
+            raise ValueError("manifest needs metadata.name")
+
+        def run() -> Obj:
+            res = self._resource(body["apiVersion"], body["kind"])
+            ns = (meta.get("namespace") or "default") if res.namespaced else None
+            if ns:
+                meta["namespace"] = ns
+            out = self._client()[1].server_side_apply(res, body=body, name=meta["name"], namespace=ns,
+                                                      field_manager=self.options.field_manager, force_conflicts=True)
+            return dict(out.to_dict())
+
+        return await self._call(self._translate_missing_kind(run))
+
+    async def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete (dependents in the background); False if it was not there. Idempotent."""
+        def run() -> bool:
+            res = self._resource(api_version, kind)
+            ns = (namespace or "default") if res.namespaced else None
+            try:
+                self._client()[1].delete(res, name=name, namespace=ns, body={"propagationPolicy": "Background"})
+            except ApiException as e:
+                if e.status == 404:
+                    return False
+                raise
+            return True
+
+        return await self._call(self._translate_missing_kind(run))
+
+    async def delete_manifest(self, manifest: Mapping[str, Any]) -> bool:
+        meta = manifest.get("metadata") or {}
+        return await self.delete(manifest["apiVersion"], manifest["kind"], meta["name"], meta.get("namespace"))
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """The object, or None when it doesn't exist."""
+        def run() -> Obj | None:
+            res = self._resource(api_version, kind)
+            ns = (namespace or "default") if res.namespaced else None
+            try:
+                return dict(self._client()[1].get(res, name=name, namespace=ns).to_dict())
+            except ApiException as e:
+                if e.status == 404:
+                    return None
+                raise
+
+        return await self._call(self._translate_missing_kind(run))
+
+    async def status(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """An object's ``status`` (``{}`` when it has none yet), or None when the object doesn't exist."""
+        obj = await self.get(api_version, kind, name, namespace)
+        return None if obj is None else dict(obj.get("status") or {})
+
+    async def list_objects(self, api_version: str, kind: str, namespace: str | None = None,
+                           label_selector: str | None = None) -> list[Obj]:
+        def run() -> list[Obj]:
+            res = self._resource(api_version, kind)
+            kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
+            out = self._client()[1].get(res, namespace=namespace if res.namespaced else None, **kwargs)
+            return [dict(i) for i in out.to_dict().get("items") or []]
+
+        return await self._call(self._translate_missing_kind(run))
+
+    async def nodes(self) -> list[Obj]:
+        return await self._call(lambda: self._list_all("/api/v1/nodes"))
+
+    async def pods(self, namespace: str | None = None) -> list[Obj]:
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        return await self._call(lambda: self._list_all(path))
+
+    async def node_metrics(self) -> list[Obj] | None:
+        """metrics.k8s.io NodeMetrics, or None when the cluster serves no metrics API."""
+        def run() -> list[Obj] | None:
+            try:
+                return list(self._get_json("/apis/metrics.k8s.io/v1beta1/nodes").get("items") or [])
+            except ApiException as e:
+                if e.status in (404, 503):  # no metrics-server, or its APIService is unavailable
+                    return None
+                raise
+
+        return await self._call(run)
+
+    async def summary(self) -> ClusterSummary:
+        """Resources, largest free node, water level, topology and version (see `drods.members.summary`)."""
+        nodes, pods, metrics, version = await asyncio.gather(self.nodes(), self.pods(), self.node_metrics(),
+                                                             self.version())
+        return summarise(nodes, pods, metrics, version)
+
+    def _translate_missing_kind(self, fn: Callable[[], T]) -> Callable[[], T]:
+        def run() -> T:
+            try:
+                return fn()
+            except ResourceNotFoundError as e:
+                raise MemberError(self.name, 404, "NotFound", f"the cluster does not serve this kind: {e}") from e
+        return run
+
+    async def close(self) -> None:
+        self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        api = self._api
+        if api is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(api.close)
+        for path in self._cleanup:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+class MemberPool:
+    """The member clients of a control plane, by cluster name."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, MemberClient] = {}
+
+    def add(self, member: MemberClient) -> None:
+        if member.name in self._clients:
+            raise ValueError(f"member {member.name!r} is already in the pool")
+        self._clients[member.name] = member
+
+    async def remove(self, name: str) -> None:
+        member = self._clients.pop(name, None)
+        if member is not None:
+            await member.close()
+
+    def get(self, name: str) -> MemberClient:
+        return self._clients[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._clients
+
+    def names(self) -> list[str]:
+        return sorted(self._clients)
+
+    def states(self) -> dict[str, ConnectionState]:
+        return {n: c.state for n, c in self._clients.items()}
+
+    async def summaries(self) -> dict[str, ClusterSummary | BaseException]:
+        """Every member's summary at once; one cluster's failure is its own entry, not everyone's."""
+        names = self.names()
+        results = await asyncio.gather(*(self._clients[n].summary() for n in names), return_exceptions=True)
+        return dict(zip(names, results, strict=True))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self._clients.values()), return_exceptions=True)
+        self._clients.clear()
