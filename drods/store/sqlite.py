@@ -680,6 +680,7 @@ class SqliteStore(Store):
                     need_log = top > known + REPLAY_WINDOW
                     known = max(known, min(top, known + REPLAY_WINDOW))
                     self._saw(known)
+                    strict = True  # established: from here on a gap must be reported, not skipped
                     continue
                 if w.overflow:
                     w.overflow, need_log = False, True

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from drods.store import EventType, StoreError
+from drods.store import Compacted, EventType, StoreError
 from drods.store.sqlite import SqliteStore
 from tests.store.util import take
 
@@ -123,3 +123,22 @@ async def test_closed_store_refuses_work(tmp_path: Path) -> None:
 def test_rejects_in_memory_path() -> None:
     with pytest.raises(ValueError):
         SqliteStore(":memory:")
+
+
+async def test_lagging_watch_reports_compaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer so slow that its backlog spilled, then lost to compaction, gets Compacted."""
+    import drods.store.sqlite as sqlite_backend
+
+    monkeypatch.setattr(sqlite_backend, "MAX_PENDING_BATCHES", 2)
+    store = SqliteStore(str(tmp_path / "lag.db"))
+    try:
+        it = store.watch("/lag/")
+        await store.put("/lag/0", b"0")
+        await take(it, 1)  # established
+        for i in range(1, 6):
+            rev = await store.put(f"/lag/{i}", b"x")  # one commit each: more batches than it keeps
+        await store.compact(rev)
+        with pytest.raises(Compacted):
+            await take(it, 5)
+    finally:
+        await store.close()
