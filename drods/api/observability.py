@@ -32,7 +32,7 @@ class InstrumentedStore(Store):
     def __init__(self, inner: Store, metrics: ApiMetrics) -> None:
         self.inner = inner
         self._h = metrics.store_latency
-        self.max_txn_ops = getattr(inner, "max_txn_ops", 128)
+        self.max_txn_ops = inner.max_txn_ops
 
     async def _timed(self, op: str, coro: Any) -> Any:
         t0 = time.perf_counter()

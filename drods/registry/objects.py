@@ -9,6 +9,7 @@ with finalizers only marks it until the last finalizer is removed.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import copy
 import json
@@ -142,7 +143,7 @@ class ObjectRegistry:
                 return None
             raise
 
-    async def list(
+    async def list(  # noqa: A003 - the Kubernetes verb
         self,
         kind: Kind,
         namespace: str | None = None,
@@ -285,10 +286,10 @@ class ObjectRegistry:
             except CasFailed:
                 continue
 
-    async def batch_upsert(self, items: list[tuple[Kind, Any]]) -> list[tuple[Obj, bool]]:
+    async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]]) -> builtins.list[tuple[Obj, bool]]:
         """Create or update many objects: all are validated before anything is written, then
         written in as few store transactions as the backend allows, each guarded by CAS."""
-        validated: list[tuple[Kind, Obj, str]] = []
+        validated: builtins.list[tuple[Kind, Obj, str]] = []
         seen: set[str] = set()
         for i, (kind, raw) in enumerate(items):
             try:
@@ -305,7 +306,7 @@ class ObjectRegistry:
             seen.add(key)
             validated.append((kind, obj, key))
         currents = await asyncio.gather(*(self.store.get(key) for _, _, key in validated))
-        plans: list[tuple[Kind, str, Obj, int]] = []
+        plans: builtins.list[tuple[Kind, str, Obj, int]] = []
         for (kind, obj, key), kv in zip(validated, currents, strict=True):
             if kv is None:
                 meta = obj["metadata"]
@@ -317,8 +318,8 @@ class ObjectRegistry:
                 plans.append((kind, key, obj, 0))
             else:
                 plans.append((kind, key, self._carry_over(kind, json.loads(kv.value), obj, None), kv.mod_revision))
-        chunk = max(1, int(getattr(self.store, "max_txn_ops", 128)))
-        results: list[tuple[Obj, bool]] = []
+        chunk = max(1, self.store.max_txn_ops)
+        results: builtins.list[tuple[Obj, bool]] = []
         for start in range(0, len(plans), chunk):
             part = plans[start:start + chunk]
             res = await self.store.txn(

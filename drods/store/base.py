@@ -159,6 +159,9 @@ class Store(abc.ABC):
     with writes) takes exactly one new revision, as in etcd.
     """
 
+    #: The most operations one ``txn`` may carry (etcd's ``--max-txn-ops``, 128 by default).
+    max_txn_ops: int = 128
+
     @abc.abstractmethod
     async def get(self, key: str) -> KeyValue | None: ...
 
@@ -210,7 +213,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def compact(self, revision: int) -> None:
-        """Forget history at and below ``revision``; watches from older revisions then fail."""
+        """Forget history below ``revision`` (as etcd); watches from older revisions then fail."""
 
     @abc.abstractmethod
     async def current_revision(self) -> int: ...

@@ -284,6 +284,8 @@ _STOP = object()
 class SqliteStore(Store):
     """The embedded default backend (see the module docstring for the design)."""
 
+    max_txn_ops = 100_000
+
     def __init__(self, path: str) -> None:
         if path in ("", ":memory:") or path.startswith("file::memory:"):
             raise ValueError("SqliteStore needs a file path (its connections must share one database)")
