@@ -16,6 +16,13 @@ unlimited (not enforced). The largest free node (cpu, memory, gpu) comes from
 ``largestNodeFree``; when absent the whole free amount is treated as one node. After assumes the
 effective largest node is min(observed largest node, cluster free).
 
+Indexes: single-valued attributes (labels, region, zone, provider, city, network identifier) are
+int32 code arrays per key with a vocabulary, so ``label == v`` is one vector compare and a key with
+10,000 distinct values costs one array, not 10,000 masks; selector/affinity masks built from them
+are cached until the topology changes. Multi-valued attributes (capabilities, GPU models, storage
+tiers, taints) keep one boolean mask per distinct value, reference-counted and dropped with their
+last user. Latency to named sites is one float array per site (NaN = unknown).
+
 Water level (SPEC S10): for cpu and memory, fraction_r = (load_r + assumed_r) / alloc_r; the
 water level is max(fraction_cpu, fraction_mem). If the status carries ``waterLevel`` it replaces
 the observed part: we keep the offset (status waterLevel - observed max fraction) and add it, so
