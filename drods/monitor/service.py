@@ -77,9 +77,9 @@ class MonitorSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     historyPath: str | None = None  # default: <data dir>/history.db
-    heartbeatSeconds: float = Field(default=30.0, gt=0)
-    activeMaxAgeSeconds: float = Field(default=90.0, gt=0)
-    staleAfterSeconds: float = Field(default=120.0, gt=0)
+    heartbeatSeconds: float = Field(default=60.0, gt=0)
+    activeMaxAgeSeconds: float = Field(default=150.0, gt=0)  # > heartbeat + report interval
+    staleAfterSeconds: float = Field(default=180.0, gt=0)
     flushIntervalSeconds: float = Field(default=1.0, gt=0)
     maintenanceIntervalSeconds: float = Field(default=60.0, gt=0)
     staleCheckIntervalSeconds: float = Field(default=5.0, gt=0)

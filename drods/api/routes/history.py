@@ -72,11 +72,12 @@ def _epoch(name: str, value: str | None, default: float) -> float:
 
 def time_window(svc: MonitorService, start: str | None, end: str | None,
                 default_span_s: float | None = None) -> tuple[float, float]:
-    """Parsed ``[startTime, endTime]``; the default start is the log retention horizon."""
+    """Parsed ``[startTime, endTime]``. Without ``endTime`` nothing recent is cut off (other
+    replicas' clocks may run a little ahead); the default start is the retention horizon."""
     now = svc.clock()
-    e = _epoch("endTime", end, now)
+    e = _epoch("endTime", end, now + 86_400)
     span = default_span_s if default_span_s is not None else svc.settings.failureRetentionDays * 86_400
-    s = _epoch("startTime", start, e - span)
+    s = _epoch("startTime", start, min(e, now) - span)
     if s > e:
         raise _invalid("startTime", "must not be after endTime")
     # Entries older than the retention are pruned: never walk day buckets further back than that.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,8 @@ from drods.errors import ApiError, not_found
 from drods.monitor.fleet import RealtimeSnapshot
 from drods.monitor.report import iso
 from drods.monitor.service import MonitorService, get_service
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/v1/monitor", tags=["monitor"], responses=ERROR_RESPONSES)
 
@@ -147,19 +150,21 @@ async def get_operations(request: Request,
 
 
 def install(app: FastAPI, ctx: ApiContext) -> None:
-    """Start monitoring with the app and stop it (flushing history) before the store closes."""
-    svc = get_service(ctx)
+    """Start monitoring with the app and stop it (flushing history) before the store closes.
+
+    The service is built at startup, so ``ctx.services["monitor_settings"]`` / ``["monitor_clock"]``
+    set between `create_app` and serving are honoured.
+    """
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as state:
+            svc = get_service(ctx)
             try:
                 await svc.start()
             except Exception as e:  # noqa: BLE001 - routes retry start(); the API must come up
-                import logging
-
-                logging.getLogger(__name__).warning("monitoring did not start: %s", e)
+                log.warning("monitoring did not start: %s", e)
             try:
                 yield state
             finally:
