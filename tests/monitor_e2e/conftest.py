@@ -26,12 +26,17 @@ T = TypeVar("T")
 
 @dataclass
 class Clock:
-    """The monitoring clock: tests move it instead of sleeping."""
+    """The monitoring clock: tests move it instead of sleeping (``live``: wall time + offset)."""
 
     t: float = field(default_factory=time.time)
+    live: bool = False
+
+    def __post_init__(self) -> None:
+        if self.live:
+            self.t = 0.0
 
     def __call__(self) -> float:
-        return self.t
+        return time.time() + self.t if self.live else self.t
 
     def advance(self, seconds: float) -> float:
         self.t += seconds
