@@ -243,8 +243,13 @@ class MemberClient:
         if sem is None:
             sem = self._sems[loop] = asyncio.Semaphore(self.options.concurrency)
         attempt = 0
+        entered = time.time()
         while True:
             async with sem:
+                st = self._state
+                if not probe and st.condition == "NotReady" and (st.last_failure or 0) > entered:
+                    # it went down while this call waited for a thread: don't queue another timeout
+                    raise MemberUnavailable(self.name, f"NotReady ({st.last_error})")
                 started = time.monotonic()
                 try:
                     result = await loop.run_in_executor(self._pool, fn)
