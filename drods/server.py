@@ -32,6 +32,7 @@ class ServerConfig:
     tls_key: str | None = None
     components: list[Component] = field(default_factory=list)
     jwks_url: str | None = None
+    rs256_public_key: str | None = None
 
 
 def default_store_url(data_dir: Path) -> str:
@@ -41,7 +42,8 @@ def default_store_url(data_dir: Path) -> str:
 def build_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store = store or open_store(config.store_url)
-    ctx = ApiContext.build(store, config.data_dir, jwks_url=config.jwks_url)
+    ctx = ApiContext.build(store, config.data_dir, jwks_url=config.jwks_url,
+                           rs256_public_key=config.rs256_public_key)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -22,13 +22,15 @@ DataDir = Annotated[Path, typer.Option("--data-dir", help="Keys, the embedded st
 
 
 def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
-                   tls_key: str | None):  # type: ignore[no-untyped-def]
+                   tls_key: str | None, jwks_url: str | None = None,
+                   jwt_public_key: Path | None = None):  # type: ignore[no-untyped-def]
     from drods.server import ServerConfig, default_store_url
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
     return ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
-                        tls_cert=tls_cert, tls_key=tls_key)
+                        tls_cert=tls_cert, tls_key=tls_key, jwks_url=jwks_url,
+                        rs256_public_key=jwt_public_key.read_text() if jwt_public_key else None)
 
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
@@ -36,27 +38,31 @@ HostOpt = Annotated[str, typer.Option("--host")]
 PortOpt = Annotated[int, typer.Option("--port")]
 CertOpt = Annotated[str | None, typer.Option("--tls-cert")]
 KeyOpt = Annotated[str | None, typer.Option("--tls-key")]
+JwksOpt = Annotated[str | None, typer.Option("--jwks-url", help="also accept RS256 tokens signed by this JWKS")]
+PubKeyOpt = Annotated[Path | None, typer.Option("--jwt-public-key", help="also accept RS256 tokens of this PEM key")]
 
 
 @app.command()
 def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
-          data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None) -> None:
+          data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
+          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
     """Run the whole control plane in one process (API server, scheduler, controllers, monitoring)."""
     from drods.components import all_components
     from drods.server import run
 
-    config = _server_config(store, host, port, data_dir, tls_cert, tls_key)
+    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key)
     config.components = all_components()
     run(config)
 
 
 @app.command()
 def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
-              data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None) -> None:
+              data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
+              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
     """Run only the API server (stateless; run several over etcd)."""
     from drods.server import run
 
-    run(_server_config(store, host, port, data_dir, tls_cert, tls_key))
+    run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key))
 
 
 @token_app.command("create")
@@ -118,3 +124,4 @@ def _register_client_commands() -> None:
 
 _register_client_commands()
 app.add_typer(__import__("drods.cli.sim", fromlist=["app"]).app, name="sim")  # drods sim … (member clusters)
+app.add_typer(__import__("drods.cli.top", fromlist=["app"]).app, name="top")  # drods top clusters

@@ -87,3 +87,28 @@ async def test_prometheus_metrics(api: Api) -> None:
     assert r.status_code == 200
     assert 'drods_apiserver_requests_total{code="200",method="GET",route="/api/v1/clusters"}' in r.text
     assert "drods_store_operation_duration_seconds_bucket" in r.text
+
+
+async def test_rs256_tokens_from_a_configured_public_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Tokens issued elsewhere (RS256) are accepted when their public key is configured; others are not."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from drods.api.auth import Role, TokenAuthority
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public_pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    authority = TokenAuthority(b"x" * 48, rs256_public_key=public_pem)
+    token = jwt.encode({"sub": "sso-user", "role": "viewer", "iat": int(time.time())}, key, algorithm="RS256")
+    principal = authority.verify(token)
+    assert principal.subject == "sso-user" and principal.role is Role.VIEWER
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    forged = jwt.encode({"sub": "x", "role": "admin", "iat": int(time.time())}, other, algorithm="RS256")
+    with pytest.raises(Exception) as err:
+        authority.verify(forged)
+    assert getattr(err.value, "status", None) == 401
+    # Without a configured key RS256 is not accepted at all.
+    with pytest.raises(Exception) as err:
+        TokenAuthority(b"x" * 48).verify(token)
+    assert getattr(err.value, "status", None) == 401
