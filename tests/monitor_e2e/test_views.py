@@ -191,3 +191,29 @@ async def test_prometheus_exposition_of_the_fleet(mon_sqlite: Mon) -> None:
     ):
         assert line in text, (line, [x for x in text.splitlines() if x.startswith(line.split("{")[0].split()[0])])
     assert "drods_apiserver_requests_total" in text  # the API server's own registry is still there
+
+
+async def test_drods_top_clusters_once(mon_sqlite: Mon) -> None:
+    from typer.testing import CliRunner
+
+    from drods.cli.main import app
+
+    mon = mon_sqlite
+    await mon.register("east", waterLevelLimit=0.8)
+    await mon.register("west")
+    assert (await mon.report("east", **node_report(85, pods=120, net_in=900, net_out=300))).status_code == 200
+    args = ["top", "clusters", "--once", "--server", mon.url, "--token", mon.tokens["viewer"]]
+    result = await asyncio.to_thread(CliRunner().invoke, app, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("fleet 1/2 active · 120 pods · 1.2Gbps · water level ")
+    header = lines[1].split()
+    assert header[:3] == ["NAME", "READY", "WATER"]
+    east = next(line for line in lines if line.startswith("east"))
+    assert "█" in east and "85%" in east and "54.4/64" in east and "64/256" in east and "120" in east
+    assert "900Mbps/300Mbps" in east and east.rstrip().endswith("0s")
+    west = next(line for line in lines if line.startswith("west"))
+    assert "True (stale)" in west
+
+    result = await asyncio.to_thread(CliRunner().invoke, app, [*args[:-1], "not-a-token"])
+    assert result.exit_code == 1 and "401" in result.output

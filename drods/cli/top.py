@@ -1,0 +1,138 @@
+"""``drods top clusters``: a live table of the fleet as the scheduler sees it (like ``kubectl top``).
+
+Reads GET /api/v1/monitor/realtime (readiness, activity, report age, fleet totals) and
+GET /api/v1/clusters (each cluster's scheduler-visible status), so it shows exactly what
+placement decisions use. ``--once`` prints one table and exits (scripts, tests).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from drods.cli.remote import ApiClient, CaFileOpt, CliError, InsecureOpt, ServerOpt, TokenOpt, connect, fail, stdout
+
+app = typer.Typer(help="Live resource use of the fleet, as the scheduler sees it.", no_args_is_help=True)
+
+_BLOCKS = " ▏▎▍▌▋▊▉█"
+
+
+def bar(fraction: float | None, width: int = 10) -> str:
+    """``0.37`` → ``███▋      `` (eighth-block resolution)."""
+    if fraction is None:
+        return " " * width
+    f = min(max(fraction, 0.0), 1.0) * width
+    full = int(f)
+    rest = int(round((f - full) * 8))
+    if rest == 8:
+        full, rest = full + 1, 0
+    out = "█" * full + (_BLOCKS[rest] if full < width and rest else "")
+    return out.ljust(width)
+
+
+def _colour(fraction: float | None, limit: float) -> str:
+    if fraction is None:
+        return "dim"
+    return "red" if fraction >= limit else "yellow" if fraction >= limit - 0.1 else "green"
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return "-"
+    f = float(v)
+    return f"{f:.0f}" if f >= 100 or f == int(f) else f"{f:.1f}"
+
+
+def _pair(section: Any) -> str:
+    if not isinstance(section, dict) or section.get("capacity") is None:
+        return "-"
+    return f"{_num(section.get('used'))}/{_num(section.get('capacity'))}"
+
+
+def _mbps(v: float) -> str:
+    from drods.monitor.fleet import format_bitrate
+
+    return format_bitrate(v)
+
+
+def _age(seconds: Any) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def fetch(api: ApiClient) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    return api.get_json("/api/v1/monitor/realtime"), api.get_json("/api/v1/clusters").get("items", [])
+
+
+def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
+    details: dict[str, Any] = realtime.get("clusters") or {}
+    fleet_wl = (realtime.get("waterLevel") or {}).get("fleet")
+    total = len(details) or len(clusters)
+    head = Text.assemble(
+        ("fleet ", "bold"), f"{realtime.get('activeClusters', 0)}/{total} active · ",
+        f"{realtime.get('totalPods', 0)} pods · {realtime.get('networkTraffic', '0bps')} · water level ",
+        (bar(fleet_wl), _colour(fleet_wl, 0.8)), f" {'-' if fleet_wl is None else f'{fleet_wl:.0%}'}",
+    )
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    for col in ("NAME", "READY", "WATER LEVEL", "CPU (cores)", "MEMORY (GiB)", "GPU", "PODS", "NETWORK IN/OUT",
+                "REPORT AGE"):
+        table.add_column(col, no_wrap=True)
+    for c in sorted(clusters, key=lambda c: str(c.get("name"))):
+        name = str(c.get("name"))
+        d = details.get(name) or {}
+        res = (c.get("status") or {}).get("resources") or {}
+        wl = res.get("waterLevel", d.get("waterLevel"))
+        limit = float(c.get("waterLevelLimit") or 0.8)
+        ready = "True" if d.get("ready", True) else "False"
+        if d and not d.get("active"):
+            ready += " (stale)" if d.get("ready", True) else ""
+        pods = res.get("pods") or {}
+        pods_s = "-" if pods.get("used") is None else (
+            f"{pods['used']}" + (f"/{_num(pods['capacity'])}" if pods.get("capacity") is not None else ""))
+        net = res.get("network") or {}
+        net_s = f"{_mbps(float(net.get('inMbps') or 0))}/{_mbps(float(net.get('outMbps') or 0))}" if net else "-"
+        wl_cell = Text.assemble((bar(wl), _colour(wl, limit)), f" {'-' if wl is None else f'{wl:.0%}'}")
+        table.add_row(name, ready, wl_cell, _pair(res.get("cpu")), _pair(res.get("memory")), _pair(res.get("gpu")),
+                      pods_s, net_s, _age(d.get("reportAgeSeconds")))
+    return Group(head, table)
+
+
+@app.command("clusters")
+def top_clusters(
+    server: ServerOpt = "http://127.0.0.1:8080",
+    token: TokenOpt = None,
+    ca_file: CaFileOpt = None,
+    insecure: InsecureOpt = False,
+    once: Annotated[bool, typer.Option("--once", help="Print one table and exit.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between refreshes.")] = 2.0,
+) -> None:
+    """Water level, CPU, memory, pods, network and report age of every cluster, refreshing."""
+    api = connect(server, token, ca_file, insecure)
+    try:
+        if once:
+            console = stdout()
+            with console.capture() as captured:
+                console.print(render(*fetch(api)))
+            typer.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+            return
+        with Live(render(*fetch(api)), console=Console(), auto_refresh=False, screen=False) as live:
+            while True:
+                time.sleep(interval)
+                live.update(render(*fetch(api)), refresh=True)
+    except CliError as e:
+        fail(e)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        api.close()
