@@ -125,4 +125,3 @@ def _register_client_commands() -> None:
 _register_client_commands()
 app.add_typer(__import__("drods.cli.sim", fromlist=["app"]).app, name="sim")  # drods sim … (member clusters)
 app.add_typer(__import__("drods.cli.top", fromlist=["app"]).app, name="top")  # drods top clusters
-app.add_typer(__import__("drods.cli.top", fromlist=["app"]).app, name="top")  # drods top clusters
