@@ -93,7 +93,11 @@ def sim(
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
-    asyncio.run(serve(cfg, fresh=fresh))
+    try:
+        asyncio.run(serve(cfg, fresh=fresh))
+    except OSError as e:  # the port is taken, the data dir is not writable, …
+        typer.echo(f"error: sim {name}: {e}", err=True)
+        raise typer.Exit(1) from e
 
 
 @app.command()
