@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -27,13 +28,22 @@ SIM_A = ["--nodes", "3", "--node-cpu", "4", "--node-memory", "8Gi", "--gpus", "1
          "--job-seconds", "0.5"]
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+FAULT_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SimProcess]]:
     state = tmp_path_factory.mktemp("sims")
     with running_sims(state, {
-        "sim-a": SIM_A,
+        "sim-a": SIM_A,  # the others take any free port (--port 0, the default)
         "sim-busy": ["--nodes", "2", "--node-cpu", "8", "--node-memory", "16Gi", "--preload", "0.7"],
-        "sim-fault": ["--nodes", "1"],
+        "sim-fault": ["--nodes", "1", "--port", str(FAULT_PORT)],
     }) as s:
         yield s
 
@@ -281,6 +291,7 @@ def _timed(fn: Any) -> tuple[float, BaseException | None]:
 
 def test_faults_down_slow_partition_up(sims: dict[str, SimProcess]) -> None:
     sim = sims["sim-fault"]
+    assert sim.server == f"https://127.0.0.1:{FAULT_PORT}"
     core = _fault_client(sim)
     assert len(core.list_node(_request_timeout=(2, 5)).items) == 1
 
