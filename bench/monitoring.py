@@ -8,16 +8,30 @@ to measure history bytes per cluster-day.
 Prints the conditions, then one final JSON line of figures.
 
     python bench/monitoring.py [--clusters 1000] [--duration 60] [--interval 10]
-    python bench/monitoring.py --via-api URL   # end-to-end through PUT /api/v1/metrics (to come)
+    python bench/monitoring.py --via-api self               # starts its own `drods serve` (SQLite)
+    python bench/monitoring.py --via-api URL --token T [--store URL] [--data-dir DIR] [--server-pid PID]
+
+`--via-api` runs in real time through HTTP: every cluster reports every ``interval`` seconds,
+spread evenly over the interval (agents are not synchronised), for ``duration`` seconds. It
+reports the server's CPU per report (needs the server's pid: known when it starts its own),
+PUT latency, status-update latency (report sent → its status document seen by an independent
+store watch; with SQLite that watch runs in another process and polls the file every 100 ms, so
+the figure includes up to 100 ms of polling — the PUT of a report that changed the visible
+status returns only after the status write committed, so ``put_published_p99_ms`` bounds the
+latency too), status writes (rate control), and history bytes per cluster-day extrapolated
+from the raw samples written during the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
+import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -251,10 +265,28 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=10.0, help="report interval, simulated seconds")
     ap.add_argument("--day-clusters", type=int, default=10, help="clusters for the bytes/cluster-day phase")
     ap.add_argument("--skip-day", action="store_true", help="skip the bytes/cluster-day phase")
-    ap.add_argument("--via-api", metavar="URL", help="send through PUT /api/v1/metrics (not yet available)")
+    ap.add_argument("--via-api", metavar="URL|self", help="send through PUT /api/v1/metrics of a running server, "
+                    "or 'self' to start one (drods serve, SQLite, temp data dir)")
+    ap.add_argument("--token", help="bearer token for --via-api URL (operator or admin)")
+    ap.add_argument("--store", help="with --via-api URL: the server's store URL, to watch /status/clusters/")
+    ap.add_argument("--data-dir", type=Path, help="with --via-api URL: the server's data dir (history size)")
+    ap.add_argument("--server-pid", type=int, help="with --via-api URL: the server's pid (CPU cost)")
+    ap.add_argument("--concurrency", type=int, default=64, help="--via-api: requests in flight at most")
     args = ap.parse_args()
     if args.via_api:
-        sys.exit("--via-api: the HTTP sink is not implemented yet (needs the API server's metrics route)")
+        if args.via_api != "self" and not args.token:
+            ap.error("--via-api URL needs --token")
+        print(
+            f"conditions: python {platform.python_version()} on {platform.machine()} {platform.system()}, "
+            f"{os.cpu_count()} CPUs (client and server share them), sqlite {sqlite3.sqlite_version}; "
+            f"{args.clusters} clusters x {len(r.METRICS)} metrics every {args.interval:g}s for {args.duration:g}s "
+            f"real time through HTTP/1.1 (httpx, keep-alive, <= {args.concurrency} in flight), reports spread "
+            f"evenly over the interval; server: "
+            + ("own `drods serve` (embedded SQLite store, all components)" if args.via_api == "self"
+               else args.via_api)
+        )
+        print(json.dumps(asyncio.run(run_via_api(args))))
+        return
     print(
         f"conditions: python {platform.python_version()} on {platform.machine()} {platform.system()}, "
         f"{os.cpu_count()} CPUs, sqlite {sqlite3.sqlite_version}, numpy {np.__version__}; "
@@ -264,6 +296,244 @@ def main() -> None:
     )
     res = run(args, InProcessSink)
     print(json.dumps(res))
+
+
+# ---------------------------------------------------------------------------------------------
+# --via-api: end to end through the API server
+# ---------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OwnServer:
+    """`drods serve` in a child process on a temp data dir (embedded SQLite store)."""
+
+    def __init__(self, root: Path) -> None:
+        from drods.sim.harness import drods_command
+
+        self.data_dir = root / "server"
+        self.data_dir.mkdir(parents=True)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = drods_command()
+        self.token = subprocess.run([*cmd, "token", "create", "--role", "admin", "--data-dir", str(self.data_dir)],
+                                    check=True, capture_output=True, text=True).stdout.strip()
+        self.log = open(root / "server.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([*cmd, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.store_url = f"sqlite://{self.data_dir / 'drods.db'}"
+
+    async def wait_ready(self, http: Any, within_s: float = 60.0) -> None:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"drods serve exited with {self.proc.returncode}")
+            try:
+                if (await http.get("/readyz")).status_code == 200:
+                    return
+            except Exception:  # noqa: BLE001 - not listening yet
+                pass
+            await asyncio.sleep(0.1)
+        raise TimeoutError("drods serve not ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """utime + stime of a process (Linux /proc), None when unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(np.array(values), q)), 2) if values else None
+
+
+async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
+    import httpx
+
+    from drods.monitor.statusdoc import STATUS_PREFIX
+    from drods.store import EventType, open_store
+
+    root = Path(tempfile.mkdtemp(prefix="drods-bench-api-"))
+    own = OwnServer(root) if args.via_api == "self" else None
+    url = own.url if own else args.via_api
+    token = own.token if own else args.token
+    store_url = own.store_url if own else args.store
+    data_dir = own.data_dir if own else args.data_dir
+    pid = own.proc.pid if own else args.server_pid
+    fleet = Fleet(args.clusters)
+    limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
+    sent: dict[tuple[str, int], float] = {}
+    visible: list[float] = []
+    put_ms: list[float] = []
+    put_published_ms: list[float] = []
+    counts = {"accepted": 0, "rejected": 0, "published": 0, "http_errors": 0, "events": 0}
+    try:
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60,
+                                     limits=limits) as http:
+            if own:
+                await own.wait_ready(http)
+            sem = asyncio.Semaphore(args.concurrency)
+
+            async def register(name: str) -> None:
+                async with sem:
+                    r = await http.post("/api/v1/clusters", json={"name": name, "syncMode": "Pull"})
+                    if r.status_code not in (201, 409):
+                        raise RuntimeError(f"register {name}: {r.status_code} {r.text}")
+
+            await asyncio.gather(*(register(n) for n in fleet.names))
+
+            watcher_task = None
+            store = open_store(store_url) if store_url else None
+            if store is not None:
+                rev = await store.current_revision()
+
+                async def watch() -> None:
+                    async for ev in store.watch(STATUS_PREFIX, start_revision=rev + 1):
+                        if ev.type is not EventType.PUT:
+                            continue
+                        arrived = time.perf_counter()
+                        try:
+                            doc = json.loads(ev.kv.value)
+                            ts = datetime.fromisoformat(doc["observed"]["timestamp"].replace("Z", "+00:00"))
+                        except (ValueError, KeyError, TypeError):
+                            continue
+                        t0 = sent.get((ev.kv.key[len(STATUS_PREFIX):], round(ts.timestamp() * 1000)))
+                        if t0 is not None:
+                            visible.append((arrived - t0) * 1e3)
+
+                watcher_task = asyncio.create_task(watch())
+
+            # Idle baseline of the server's own background work (components), to subtract.
+            cpu_idle0, idle_t0 = _cpu_seconds(pid), time.perf_counter()
+            await asyncio.sleep(3.0)
+            cpu_idle1, idle_s = _cpu_seconds(pid), time.perf_counter() - idle_t0
+            history0 = _history_bytes(data_dir)
+
+            async def send(body: dict[str, Any]) -> None:
+                async with sem:
+                    key = (body["cluster"], round(datetime.fromisoformat(body["timestamp"]).timestamp() * 1000))
+                    t0 = time.perf_counter()
+                    sent[key] = t0
+                    try:
+                        resp = await http.put("/api/v1/metrics", json=body)
+                    except httpx.HTTPError:
+                        counts["http_errors"] += 1
+                        return
+                    ms = (time.perf_counter() - t0) * 1e3
+                    put_ms.append(ms)
+                    if resp.status_code == 200:
+                        out = resp.json()
+                        counts["accepted"] += 1
+                        counts["events"] += out["events"]
+                        if out["published"]:
+                            counts["published"] += 1
+                            put_published_ms.append(ms)
+                    elif resp.status_code == 202:
+                        counts["rejected"] += 1
+                    else:
+                        counts["http_errors"] += 1
+
+            ticks = int(args.duration / args.interval)
+            n = args.clusters
+            tasks: list[asyncio.Task[None]] = []
+            cpu0 = _cpu_seconds(pid)
+            start = time.perf_counter()
+            wall0 = time.time()
+            gen_s = 0.0
+            for k in range(ticks):
+                g0 = time.perf_counter()
+                bodies = fleet.tick(wall0 + k * args.interval)
+                gen_s += time.perf_counter() - g0
+                for i, body in enumerate(bodies):
+                    due = start + k * args.interval + i * args.interval / n
+                    delay = due - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    body["timestamp"] = datetime.now(UTC).isoformat()
+                    tasks.append(asyncio.create_task(send(body)))
+            await asyncio.gather(*tasks)
+            elapsed = time.perf_counter() - start
+            cpu1 = _cpu_seconds(pid)
+            if watcher_task is not None:
+                await asyncio.sleep(0.5)  # the last status writes reach the watcher (SQLite polls at 100 ms)
+                watcher_task.cancel()
+            if store is not None:
+                await store.close()
+            if not own:
+                await asyncio.sleep(1.5)  # one history flush interval
+                history1 = _history_bytes(data_dir)
+    finally:
+        if own:
+            own.stop()  # flushes the history buffer and checkpoints the WAL into history.db
+    if own:
+        history1 = _history_bytes(data_dir)
+    reports = len(put_ms)
+    out: dict[str, Any] = {
+        "bench": "monitoring",
+        "mode": "via-api",
+        "server": "self (drods serve, sqlite)" if own else url,
+        "clusters": args.clusters,
+        "metrics_per_report": len(r.METRICS),
+        "interval_s": args.interval,
+        "duration_s": args.duration,
+        "reports": reports,
+        **counts,
+        "achieved_reports_per_s": round(reports / elapsed, 1),
+        "offered_reports_per_s": round(args.clusters / args.interval, 1),
+        "put_p50_ms": _pct(put_ms, 50),
+        "put_p99_ms": _pct(put_ms, 99),
+        "put_published_p99_ms": _pct(put_published_ms, 99),
+        "status_visible_samples": len(visible),
+        "status_visible_p50_ms": _pct(visible, 50),
+        "status_visible_p99_ms": _pct(visible, 99),
+        "status_writes_per_report": round(counts["published"] / max(counts["accepted"], 1), 3),
+    }
+    if cpu0 is not None and cpu1 is not None and cpu_idle0 is not None and cpu_idle1 is not None:
+        idle_rate = (cpu_idle1 - cpu_idle0) / idle_s
+        ingest_cpu = max((cpu1 - cpu0) - idle_rate * elapsed, 0.0)
+        out.update({
+            "server_cpu_s": round(cpu1 - cpu0, 2),
+            "server_idle_cpu_pct": round(idle_rate * 100, 2),
+            "ingest_cpu_us_per_report": round(ingest_cpu / max(reports, 1) * 1e6, 1),
+            "ingest_cpu_cores_at_offered_rate": round(ingest_cpu / elapsed, 3),
+        })
+    if history0 is not None and history1 is not None:
+        grown = history1 - history0
+        out.update({
+            "history_bytes_written": grown,
+            "history_raw_bytes_per_cluster_day": round(grown / args.clusters * 86_400 / elapsed),
+        })
+    return out
+
+
+def _history_bytes(data_dir: Path | None) -> int | None:
+    """history.db + WAL on disk (the server checkpoints on its own; both count)."""
+    if data_dir is None:
+        return None
+    total = 0
+    for name in ("history.db", "history.db-wal"):
+        p = data_dir / name
+        if p.exists():
+            total += p.stat().st_size
+    return total
 
 
 if __name__ == "__main__":
