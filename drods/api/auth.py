@@ -7,7 +7,6 @@ RS256 with a public key or a JWKS URL can be configured for tokens issued elsewh
 from __future__ import annotations
 
 import enum
-import os
 import secrets
 import time
 import uuid
@@ -18,6 +17,7 @@ from typing import Any
 import jwt
 
 from drods.errors import ApiError
+from drods.keyfile import load_or_create
 
 ISSUER = "drods"
 
@@ -66,17 +66,7 @@ class Principal:
 
 
 def load_or_create_signing_key(path: Path) -> bytes:
-    env = os.environ.get("DRODS_JWT_SECRET")
-    if env:
-        return env.encode()
-    if path.exists():
-        return path.read_bytes().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_urlsafe(48).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key)
-    return key
+    return load_or_create(path, "DRODS_JWT_SECRET", lambda: secrets.token_urlsafe(48).encode())
 
 
 class TokenAuthority:

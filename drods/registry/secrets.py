@@ -4,29 +4,20 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
+
+from drods.keyfile import load_or_create
 
 ENCRYPTED = "encrypted"  # marker key of an encrypted field: {"encrypted": "<fernet token>"}
 REDACTED = "***redacted***"
 
 
 def load_or_create_key(path: Path) -> bytes:
-    """The key is created once with mode 0600; every API replica must share it (or DRODS_ENCRYPTION_KEY)."""
-    env = os.environ.get("DRODS_ENCRYPTION_KEY")
-    if env:
-        return env.encode()
-    if path.exists():
-        return path.read_bytes().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = Fernet.generate_key()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key)
-    return key
+    """Every API replica must share this key (same data dir, or DRODS_ENCRYPTION_KEY)."""
+    return load_or_create(path, "DRODS_ENCRYPTION_KEY", Fernet.generate_key)
 
 
 class SecretBox:
