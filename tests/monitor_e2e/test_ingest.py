@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from drods.monitor.autoops import RescheduleRequest, RescheduleResult
-from drods.store import EventType
-from tests.monitor_e2e.conftest import Mon, eventually, node_report
+from drods.store import EventType, Store
+from tests.monitor_e2e.conftest import Clock, Mon, eventually, fast_settings, node_report, serve
 
 
 async def test_push_auth_validation_clamping_staleness(mon: Mon) -> None:
@@ -165,3 +168,33 @@ async def test_threshold_events_prefix_watch_sustained_and_autoops(mon: Mon) -> 
         assert requests[0].action == "evacuate" and requests[0].fraction == 0.25
     finally:
         task.cancel()
+
+
+async def test_two_api_replicas_share_one_cluster(store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    """Reports of one cluster alternate between two API replicas over one store: state is rebuilt
+    from the stored document, so rate control holds across replicas and an older report that
+    reaches a lagging replica never overwrites a newer status."""
+    first = store_factory()
+    await first.delete_prefix("/")
+    clock = Clock()
+    data = tmp_path / "data"  # shared: same token key (and history file) for both replicas
+    async with serve(first, data, fast_settings(), clock, []) as a, \
+            serve(store_factory(), data, fast_settings(), clock, []) as b:
+        await a.register("r")
+        published = 0
+        for i in range(30):
+            clock.advance(10)
+            replica = (a, b)[i % 2]
+            r = await replica.report("r", **node_report(74 if i % 4 < 2 else 66))
+            assert r.status_code == 200, r.text  # never OUT_OF_ORDER: each replica sees the other's writes
+            published += r.json()["published"]
+        kv = await a.store.get("/status/clusters/r")
+        assert kv is not None and kv.version == published <= 300 / 30 + 2
+        # A report older than the stored status, whichever replica gets it, is refused.
+        latest = json.loads(kv.value)["observed"]["timestamp"]
+        older = datetime.fromisoformat(latest.replace("Z", "+00:00")).timestamp() - 1
+        for replica in (a, b):
+            r = await replica.report("r", at=older, **node_report(10))
+            assert r.status_code == 202 and r.json()["code"] == "OUT_OF_ORDER_REPORT"
+        kv = await a.store.get("/status/clusters/r")
+        assert kv is not None and json.loads(kv.value)["observed"]["timestamp"] == latest
