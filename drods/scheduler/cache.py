@@ -1,0 +1,272 @@
+"""The scheduler's cache: Cluster objects and ``/status/clusters/<name>`` documents → one Snapshot.
+
+Fed by informers, row by row (never a full rebuild per task). It also decides readiness and
+keeps the assumed load (S7) honest:
+
+* **Readiness** — the Cluster's ``status.conditions[type=Ready]``: ``True`` is ready, ``False``
+  and ``Unknown`` are not. Without that condition (no health controller has judged the cluster
+  yet, e.g. a pull-mode cluster fed only by ``PUT /api/v1/metrics``) a cluster is ready while its
+  status document is fresh: published within ``status_max_age`` seconds (default 180, monitoring's
+  ``staleAfterSeconds``). ``sweep()`` re-judges freshness as time passes.
+* **Assumed load** — right after a decision the snapshot counts the replicas it placed
+  (``assume``), because the member's status will show them only later. The assumption of a binding
+  is dropped when the binding is deleted, replaced when it is rescheduled, and forgotten once
+  every cluster it placed replicas on has published a status document at least ``assume_ttl``
+  seconds (default 60) after the decision — by then that status includes the new replicas.
+  A scheduler that starts (or takes over) assumes the placements whose clusters have not yet
+  published such a status, so a fail-over never forgets recent decisions.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from drods.model.binding import TargetCluster
+from drods.model.cluster import ClusterSpec
+from drods.scheduler.records import Placement, parse_rfc3339
+from drods.scheduler.snapshot import Snapshot
+from drods.store import KeyValue
+
+log = logging.getLogger(__name__)
+
+SURGE_SIGNAL = "trafficSurge"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRecord:
+    name: str
+    labels: Mapping[str, str]
+    spec: ClusterSpec
+    ready: bool | None  # the Ready condition; None when there is none
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRecord:
+    name: str
+    status: Mapping[str, Any] | None
+    time: float  # when it was published (its own timestamp, else when we first saw it)
+
+
+def decode_cluster(kv: KeyValue) -> ClusterRecord | None:
+    try:
+        obj = json.loads(kv.value)
+        name = obj["metadata"]["name"]
+        spec = ClusterSpec.model_validate(obj.get("spec") or {})
+    except (ValueError, KeyError, TypeError, ValidationError):
+        log.warning("scheduler: cannot read cluster object %s", kv.key)
+        return None
+    ready: bool | None = None
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            ready = str(cond.get("status")) == "True"
+    return ClusterRecord(name, dict((obj.get("metadata") or {}).get("labels") or {}), spec, ready)
+
+
+def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRecord | None]:
+    def decode(kv: KeyValue) -> StatusRecord | None:
+        name = kv.key.rsplit("/", 1)[-1]
+        try:
+            doc = json.loads(kv.value)
+        except ValueError:
+            return None
+        if not isinstance(doc, dict):
+            return None
+        st = doc.get("status") if isinstance(doc.get("status"), dict) else None
+        t = parse_rfc3339(doc.get("publishedAt"))
+        if t is None and st is not None:
+            t = parse_rfc3339(st.get("receivedAt")) or parse_rfc3339(st.get("timestamp"))
+        return StatusRecord(name, st, t if t is not None else clock())
+
+    return decode
+
+
+@dataclass(slots=True)
+class _Assumption:
+    counts: dict[str, int]
+    req: tuple[float, ...]
+    time: float
+    checks: int = 0
+
+
+@dataclass(slots=True)
+class CacheEvents:
+    """What a cache update means for parked bindings."""
+
+    retry: bool = False  # a cluster was added, recovered, changed, or freed capacity
+    reasons: list[str] = field(default_factory=list)
+
+
+class SchedulerCache:
+    def __init__(self, *, clock: Callable[[], float] = time.time, status_max_age: float = 180.0,
+                 assume_ttl: float = 60.0) -> None:
+        self.snap = Snapshot(capacity=64)
+        self.clock = clock
+        self.status_max_age = status_max_age
+        self.assume_ttl = assume_ttl
+        self.clusters: dict[str, ClusterRecord] = {}
+        self.statuses: dict[str, StatusRecord] = {}
+        self._assumed: dict[str, _Assumption] = {}
+        self._due: list[tuple[float, str, float]] = []
+
+    # ------------------------------------------------------------------ readiness
+    def _ready(self, name: str) -> bool:
+        c = self.clusters.get(name)
+        if c is not None and c.ready is not None:
+            return c.ready
+        st = self.statuses.get(name)
+        return st is not None and st.status is not None and self.clock() - st.time <= self.status_max_age
+
+    # ------------------------------------------------------------------ informer feeds
+    def on_cluster(self, name: str, rec: ClusterRecord | None) -> CacheEvents:
+        ev = CacheEvents()
+        old = self.clusters.get(name)
+        if rec is None:
+            self.clusters.pop(name, None)
+            if name in self.snap:
+                self.snap.remove_cluster(name)
+            return ev
+        self.clusters[name] = rec
+        st = self.statuses.get(name)
+        was_ready = bool(self.snap.ready[self.snap.index[name]]) if name in self.snap else False
+        self.snap.upsert_cluster(name, rec.labels, rec.spec, self._ready(name), st.status if st else None)
+        now_ready = self._ready(name)
+        if old is None or (now_ready and not was_ready) or old.spec != rec.spec or old.labels != rec.labels:
+            ev.retry = True
+            ev.reasons.append("ClusterAdd" if old is None else "ClusterChanged")
+        return ev
+
+    def on_status(self, name: str, rec: StatusRecord | None) -> CacheEvents:
+        ev = CacheEvents()
+        if rec is None:
+            self.statuses.pop(name, None)
+        else:
+            self.statuses[name] = rec
+        row = self.snap.index.get(name)
+        if row is None:
+            return ev
+        snap = self.snap
+        before_free = snap.alloc[row, :3] - snap.load[row, :3]
+        before_off = snap.wl_offset[row]
+        was_ready = bool(snap.ready[row])
+        had = bool(snap.has_status[row])
+        snap.set_status(name, rec.status if rec else None)
+        ready = self._ready(name)
+        if ready != was_ready:
+            snap.set_ready(name, ready)
+        after_free = snap.alloc[row, :3] - snap.load[row, :3]
+        if (ready and not was_ready) or (snap.has_status[row] and not had):
+            ev.retry = True
+            ev.reasons.append("ClusterRecovered")
+        elif bool(np.any(after_free > before_free + 1e-9)) or snap.wl_offset[row] < before_off - 1e-9:
+            ev.retry = True
+            ev.reasons.append("ClusterCapacityFreed")
+        return ev
+
+    def on_surge(self, doc: Mapping[str, Any] | None) -> None:
+        fleet = (doc or {}).get("fleet") if isinstance(doc, Mapping) else None
+        mag = fleet.get("magnitude") if isinstance(fleet, Mapping) else None
+        val = float(mag) if isinstance(mag, int | float) and math.isfinite(mag) else 0.0
+        self.snap.signals[SURGE_SIGNAL] = min(1.0, max(0.0, val))
+
+    # ------------------------------------------------------------------ assumed load (S7)
+    def assumed(self, key: str) -> dict[str, int] | None:
+        a = self._assumed.get(key)
+        return dict(a.counts) if a is not None else None
+
+    def assume_decision(self, key: str, old: Placement, new: Sequence[TargetCluster],
+                        req: tuple[float, ...], ts: float) -> None:
+        """Count what a new decision adds beyond the placement already in the status.
+
+        Replicas of ``old`` that are still assumed stay assumed; replicas of ``old`` whose
+        assumption was already forgotten are in the clusters' status, so only growth is added."""
+        prev = self._assumed.get(key)
+        counts: dict[str, int] = dict(prev.counts) if prev is not None else {}
+        old_map = dict(old)
+        for t in new:
+            grow = t.replicas - old_map.get(t.cluster, 0)
+            if grow > 0:
+                counts[t.cluster] = counts.get(t.cluster, 0) + grow
+        new_names = {t.cluster for t in new}
+        counts = {c: n for c, n in counts.items() if n > 0 and c in new_names}
+        self._set(key, counts, req, ts)
+
+    def observe(self, key: str, placement: Placement, scheduled_time: float | None, req: tuple[float, ...]) -> None:
+        """A binding's status as stored: adopt its assumption when this process did not make it."""
+        prev = self._assumed.get(key)
+        if scheduled_time is None or not placement:
+            return
+        if prev is not None and abs(prev.time - scheduled_time) < 5e-4:
+            return
+        if self._covered(dict(placement), scheduled_time):
+            if prev is not None:
+                self.forget(key)
+            return
+        self._set(key, {c: n for c, n in placement if n > 0}, req, scheduled_time)
+
+    def _set(self, key: str, counts: dict[str, int], req: tuple[float, ...], ts: float) -> None:
+        if not counts:
+            self.forget(key)
+            return
+        self.snap.assume([TargetCluster.model_construct(cluster=c, replicas=n) for c, n in counts.items()],
+                         np.asarray(req, dtype=np.float64), key=key)
+        self._assumed[key] = _Assumption(counts, req, ts)
+        heapq.heappush(self._due, (ts + self.assume_ttl, key, ts))
+
+    def forget(self, key: str) -> bool:
+        if self._assumed.pop(key, None) is None:
+            return False
+        self.snap.forget(key=key)
+        return True
+
+    def _covered(self, counts: Mapping[str, int], ts: float) -> bool:
+        for c in counts:
+            st = self.statuses.get(c)
+            if c in self.clusters and (st is None or st.time < ts + self.assume_ttl):
+                return False
+        return True
+
+    def expire(self) -> int:
+        """Forget the assumptions fresh status now covers; returns how many."""
+        now = self.clock()
+        n = 0
+        while self._due and self._due[0][0] <= now:
+            _, key, ts = heapq.heappop(self._due)
+            a = self._assumed.get(key)
+            if a is None or abs(a.time - ts) >= 5e-4:
+                continue  # replaced or forgotten since
+            if self._covered(a.counts, ts):
+                self.forget(key)
+                n += 1
+            else:
+                a.checks += 1
+                heapq.heappush(self._due, (now + min(self.assume_ttl, 2.0 * 2 ** min(a.checks, 10)), key, ts))
+        return n
+
+    def sweep(self) -> CacheEvents:
+        """Re-judge freshness-based readiness and expire assumptions (run every few seconds)."""
+        ev = CacheEvents()
+        snap = self.snap
+        for name, c in self.clusters.items():
+            if c.ready is not None:
+                continue
+            row = snap.index.get(name)
+            if row is None:
+                continue
+            ready = self._ready(name)
+            if ready != bool(snap.ready[row]):
+                snap.set_ready(name, ready)
+                if ready:
+                    ev.retry = True
+                    ev.reasons.append("ClusterRecovered")
+        self.expire()
+        return ev

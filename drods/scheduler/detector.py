@@ -1,0 +1,365 @@
+"""Resource detector (S1 through policies): workload + matching policy → a Binding, kept in step.
+
+Workloads are the templates users submit on the Kubernetes paths: ``apps/v1`` Deployment and
+StatefulSet, ``batch/v1`` Job. A workload matched by a PropagationPolicy (``resourceSelectors`` or
+the ``resourceType`` shorthand) or a ResourcePlacementPolicy (``resourceSelector``) gets the Binding
+``<kind-lowercase>-<namespace>-<name>`` with
+
+* ``spec.resource`` — the workload reference (apiVersion, kind, namespace, name, uid);
+* ``replicas`` — ``spec.replicas`` (Jobs: ``spec.parallelism``), default 1;
+* ``resources`` — per replica, what the pod template requests, as Kubernetes computes it: the sum
+  over containers, or the largest init container when that is more; a container without a
+  request but with a limit counts its limit. cpu in cores (``500m`` → 0.5), memory and
+  ephemeral-storage in GiB (``256Mi`` → 0.25), ``nvidia.com/gpu`` as GPUs;
+* ``priority`` and ``placement`` — the policy's; ``targetClusters`` — a PropagationPolicy's list, or a
+  ResourcePlacementPolicy's ``selectorType: name`` values. Its ``selectorType: label`` values
+  (``key=value``) are added to ``placement.clusterAffinity.labelSelector.matchLabels`` (to every
+  ``clusterAffinities`` group when those are used): names and labels must both hold;
+* ``policyRef`` — the policy that won.
+
+Which policy wins when several match: the most specific selector first — a name match beats a
+label-selector match beats a kind-only match — then the higher ``spec.priority``, then a
+ResourcePlacementPolicy before a PropagationPolicy, then the policy name. (Karmada orders explicit
+priority first; DRO-DS lets a policy that names the workload win over a broad one whatever their
+priorities, which is what an operator naming a workload means.)
+
+The detector is level-triggered: a workload or policy change re-derives the Binding and writes it
+only when its spec differs (a scale changes only ``replicas``, which the scheduler re-divides
+stably). When no policy matches any more, or the workload is deleted, its Binding is deleted; the
+propagation controller's finalizers on the Binding clean the members. Bindings the detector did
+not create (no ``multicluster.io/managed-by: resource-detector`` label) are never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from drods.errors import ApiError
+from drods.machinery.controller import Controller
+from drods.machinery.informer import Informer
+from drods.members.quantity import cores, count, gib
+from drods.model.binding import BindingSpec
+from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS, Kind
+from drods.model.meta import API_VERSION
+from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
+from drods.registry.objects import ObjectRegistry
+from drods.scheduler.records import DETECTOR_NAME, MANAGED_BY_LABEL
+from drods.store import KeyValue, Store
+
+log = logging.getLogger(__name__)
+
+DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in WORKLOAD_KINDS if k.kind in ("Deployment", "StatefulSet", "Job"))
+RESOURCE_KIND_LABEL = "multicluster.io/resource-kind"
+
+
+def binding_name(kind: str, namespace: str, name: str) -> str:
+    """``<kind>-<namespace>-<name>``; names beyond 253 characters are shortened with a hash."""
+    full = f"{kind.lower()}-{namespace}-{name}"
+    if len(full) <= 253:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:12]
+    return f"{full[:240].rstrip('-.')}-{digest}"
+
+
+# ---------------------------------------------------------------------- per-replica requests
+_RESOURCES = (("cpu", cores, "cpu"), ("memory", gib, "memory"), ("ephemeral-storage", gib, "storage"),
+              ("nvidia.com/gpu", count, "gpu"))
+
+
+def _container_requests(c: Mapping[str, Any]) -> dict[str, float]:
+    res = c.get("resources") or {}
+    req = res.get("requests") or {}
+    lim = res.get("limits") or {}
+    out: dict[str, float] = {}
+    for name, conv, field in _RESOURCES:
+        v = req.get(name, lim.get(name))
+        if v is not None:
+            out[field] = conv(v)
+    return out
+
+
+def pod_requests(template: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A pod template's effective requests per replica (Kubernetes' rule; units in the module doc)."""
+    pod = (template or {}).get("spec") or {}
+    total: dict[str, float] = {}
+    for c in pod.get("containers") or []:
+        for k, v in _container_requests(c).items():
+            total[k] = total.get(k, 0.0) + v
+    for c in pod.get("initContainers") or []:
+        for k, v in _container_requests(c).items():
+            total[k] = max(total.get(k, 0.0), v)
+    out: dict[str, Any] = {}
+    for k in ("cpu", "memory", "storage"):
+        if total.get(k):
+            out[k] = round(total[k], 6)
+    if total.get("gpu"):
+        out["gpu"] = int(math.ceil(total["gpu"]))
+    return out
+
+
+def replicas_of(kind: str, obj: Mapping[str, Any]) -> int:
+    spec = obj.get("spec") or {}
+    v = spec.get("parallelism" if kind == "Job" else "replicas")
+    return int(v) if isinstance(v, int) and v >= 0 else 1
+
+
+# ---------------------------------------------------------------------- policy matching
+@dataclass(frozen=True, slots=True)
+class PolicyMatch:
+    specificity: int  # 3 name, 2 label selector, 1 kind only
+    priority: int
+    kind_rank: int  # 0 ResourcePlacementPolicy, 1 PropagationPolicy
+    name: str
+    policy_kind: Kind
+    placement: dict[str, Any]
+    target_names: tuple[str, ...]
+    target_labels: tuple[tuple[str, str], ...]
+
+    def order(self) -> tuple[int, int, int, str]:
+        return (-self.specificity, -self.priority, self.kind_rank, self.name)
+
+
+def selector_specificity(sel: ResourceSelector, kind: Kind, obj: Mapping[str, Any]) -> int | None:
+    meta = obj.get("metadata") or {}
+    if sel.kind != kind.kind or (sel.apiVersion and sel.apiVersion != kind.api_version):
+        return None
+    if sel.namespace and sel.namespace != meta.get("namespace", "default"):
+        return None
+    if sel.name:
+        return 3 if sel.name == meta.get("name") else None
+    if sel.labelSelector is not None:
+        return 2 if sel.labelSelector.matches(meta.get("labels") or {}) else None
+    return 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    kind: Kind
+    name: str
+    priority: int
+    selectors: tuple[ResourceSelector, ...]
+    placement: dict[str, Any]
+    target_names: tuple[str, ...]
+    target_labels: tuple[tuple[str, str], ...]
+
+
+def decode_policy(kind: Kind) -> Any:
+    def decode(kv: KeyValue) -> _Policy | None:
+        try:
+            obj = json.loads(kv.value)
+            name = obj["metadata"]["name"]
+            if obj["metadata"].get("deletionTimestamp"):
+                return None
+            spec = obj.get("spec") or {}
+            placement = spec.get("placement") or {}
+            if kind is PROPAGATION_POLICY:
+                pp = PropagationPolicySpec.model_validate(spec)
+                return _Policy(kind, name, pp.priority, tuple(pp.selectors()), placement, tuple(pp.targetClusters), ())
+            rpp = ResourcePlacementPolicySpec.model_validate(spec)
+        except (ValueError, KeyError, TypeError, ValidationError):
+            log.warning("resource detector: cannot read policy %s", kv.key)
+            return None
+        names: list[str] = []
+        labels: list[tuple[str, str]] = []
+        for t in rpp.targetClusters:
+            if t.selectorType == "name":
+                names.extend(t.values)
+            else:
+                labels.extend(tuple(v.split("=", 1)) for v in t.values)  # type: ignore[misc]
+        return _Policy(kind, name, rpp.priority, (rpp.resourceSelector,), placement, tuple(dict.fromkeys(names)),
+                       tuple(labels))
+
+    return decode
+
+
+def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> PolicyMatch | None:
+    best: PolicyMatch | None = None
+    for p in policies:
+        spec = max((s for s in (selector_specificity(sel, kind, obj) for sel in p.selectors) if s is not None),
+                   default=None)
+        if spec is None:
+            continue
+        m = PolicyMatch(spec, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
+                        p.placement, p.target_names, p.target_labels)
+        if best is None or m.order() < best.order():
+            best = m
+    return best
+
+
+def _with_labels(placement: dict[str, Any], labels: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    if not labels:
+        return placement
+    out = copy.deepcopy(placement)
+    terms = out.get("clusterAffinities") or []
+    if not terms:
+        out["clusterAffinity"] = out.get("clusterAffinity") or {}
+        terms = [out["clusterAffinity"]]
+    for term in terms:
+        ls = term.setdefault("labelSelector", {})
+        ml = ls.setdefault("matchLabels", {})
+        ml.update(dict(labels))
+    return out
+
+
+def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch) -> dict[str, Any]:
+    """The Binding object the detector wants for ``obj`` under ``match``."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or "default"
+    ref = {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"], "namespace": ns}
+    if meta.get("uid"):
+        ref["uid"] = meta["uid"]
+    spec: dict[str, Any] = {
+        "resource": ref,
+        "replicas": replicas_of(kind.kind, obj),
+        "priority": match.priority,
+        "resources": pod_requests((obj.get("spec") or {}).get("template")),
+        "policyRef": {"apiVersion": API_VERSION, "kind": match.policy_kind.kind, "name": match.name},
+    }
+    placement = _with_labels(match.placement, match.target_labels)
+    if placement:
+        spec["placement"] = placement
+    if match.target_names:
+        spec["targetClusters"] = list(match.target_names)
+    return {
+        "apiVersion": BINDING.api_version, "kind": BINDING.kind,
+        "metadata": {"name": binding_name(kind.kind, ns, meta["name"]),
+                     "labels": {MANAGED_BY_LABEL: DETECTOR_NAME, RESOURCE_KIND_LABEL: kind.singular}},
+        "spec": spec,
+    }
+
+
+def normal_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A spec as the registry would store it, without the fields others set (for comparisons)."""
+    out = BindingSpec.model_validate(dict(spec)).model_dump(mode="json", exclude_unset=True)
+    out.pop("rescheduleTriggeredAt", None)
+    return out
+
+
+# ---------------------------------------------------------------------- the controller
+class ResourceDetector:
+    """Runs while the scheduler leads (same lease); see the module docstring."""
+
+    def __init__(self, store: Store, registry: ObjectRegistry, *, workers: int = 2) -> None:
+        self.store = store
+        self.registry = registry
+        self.kinds = {k.key_prefix(): k for k in DETECTED_KINDS}
+        self.workloads = [Informer(store, k.key_prefix(), _decode_obj) for k in DETECTED_KINDS]
+        self.policies = [Informer(store, k.key_prefix(), decode_policy(k))
+                         for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY)]
+        self.controller = Controller("resource-detector", self.reconcile, workers=workers)
+        for inf in self.workloads:
+            inf.on_change(lambda key, _o, _n: self.controller.queue.add(key))
+        for inf in self.policies:
+            inf.on_change(self._policy_changed)
+
+    def _policy_changed(self, key: str, old: Any, new: Any) -> None:
+        for inf in self.workloads:
+            for wkey in inf.cache:
+                self.controller.queue.add(wkey)
+
+    def binding_deleted(self, raw: bytes) -> None:
+        """The scheduler saw a managed Binding deleted (or marked): re-derive its workload's."""
+        key = workload_key_of(raw)
+        if key is not None:
+            self.controller.queue.add(key)
+
+    def _kind_of(self, key: str) -> Kind | None:
+        for prefix, k in self.kinds.items():
+            if key.startswith(prefix):
+                return k
+        return None
+
+    def _all_policies(self) -> list[_Policy]:
+        return [p for inf in self.policies for p in inf.cache.values() if p is not None]
+
+    async def run(self) -> None:
+        infs = [*self.policies, *self.workloads]
+        tasks = [asyncio.create_task(i.run(), name=f"detector-{i.prefix}") for i in infs]
+        try:
+            await asyncio.gather(*(i.wait_synced() for i in infs))
+            await self.controller.run()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def reconcile(self, item: Hashable) -> float | None:
+        key = str(item)
+        kind = self._kind_of(key)
+        if kind is None:
+            return None
+        obj = next((inf.cache.get(key) for inf in self.workloads if key in inf.cache), None)
+        ns, _, name = key[len(kind.key_prefix()):].partition("/")
+        bname = binding_name(kind.kind, ns, name)
+        existing = await self.registry.try_get(BINDING, bname)
+        if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) != DETECTOR_NAME:
+            log.warning("binding %s exists and is not managed by the resource detector; leaving it", bname)
+            return None
+        match = None
+        if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+            match = best_policy(self._all_policies(), kind, obj)
+        if match is None or obj is None:
+            if existing is not None and not existing["metadata"].get("deletionTimestamp"):
+                await self.registry.delete(BINDING, bname)
+                log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
+            return None
+        want = desired_binding(kind, obj, match)
+        if existing is None:
+            try:
+                await self.registry.create(BINDING, want)
+            except ApiError as e:
+                if e.status == 409:
+                    return 0.05  # created meanwhile: look again
+                raise
+            return None
+        if existing["metadata"].get("deletionTimestamp"):
+            return 1.0  # the old binding is still being cleaned up; create the new one after
+        if normal_spec(existing.get("spec") or {}) == normal_spec(want["spec"]) and \
+                all((existing["metadata"].get("labels") or {}).get(k) == v
+                    for k, v in want["metadata"]["labels"].items()):
+            return None
+        new = copy.deepcopy(existing)
+        spec = dict(want["spec"])
+        trigger = (existing.get("spec") or {}).get("rescheduleTriggeredAt")
+        if trigger:
+            spec["rescheduleTriggeredAt"] = trigger
+        new["spec"] = spec
+        new["metadata"]["labels"] = {**(existing["metadata"].get("labels") or {}), **want["metadata"]["labels"]}
+        try:
+            await self.registry.update(BINDING, new)
+        except ApiError as e:
+            if e.status == 409:
+                return 0.05
+            raise
+        return None
+
+
+def _decode_obj(kv: KeyValue) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(kv.value)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def workload_key_of(raw: bytes) -> str | None:
+    """The store key of the workload a managed binding stands for."""
+    try:
+        obj = json.loads(raw)
+        ref = (obj.get("spec") or {}).get("resource") or {}
+    except (ValueError, AttributeError):
+        return None
+    kind = next((k for k in DETECTED_KINDS if k.kind == ref.get("kind")), None)
+    if kind is None or not ref.get("name"):
+        return None
+    return kind.key(ref["name"], ref.get("namespace") or "default")

@@ -1,0 +1,223 @@
+"""What the scheduler keeps of each Binding, and the status fields it owns (API5, S7, S11).
+
+Status ownership (the contract with the propagation controller):
+
+* the scheduler writes ``status.phase`` only to Pending / Scheduled / Unschedulable, and
+  ``status.placement``, ``message``, ``reasons``, ``scheduledGeneration``, ``scheduledTime``;
+* the propagation controller owns ``status.clusters[]`` and moves the phase Scheduled →
+  Propagated → Running / Failed for the same placement;
+* a new placement sets the phase back to Scheduled; the same placement keeps the phase it has;
+* an Unschedulable result never evicts: a placement already in the status stays (as Karmada
+  keeps its last result), only phase, message and reasons change.
+
+Every write is a read-modify-write of the whole status under CAS, keeping the fields of others.
+
+A binding needs a decision when it was never scheduled, when ``metadata.generation`` moved past
+``status.scheduledGeneration`` (spec changed: scale, placement edit …), or when
+``spec.rescheduleTriggeredAt`` is later than ``status.scheduledTime`` (S11: re-place from scratch).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from drods.model.binding import TargetCluster
+
+SCHEDULER_PHASES = frozenset({"Pending", "Scheduled", "Unschedulable"})
+MAX_STATUS_REASONS = 100
+
+# Why a binding is (re)scheduled; the ``scheduleType`` label of the Karmada-named metrics.
+FIRST = "FirstSchedule"
+RECONCILE = "ReconcileSchedule"
+SCALE = "ScaleSchedule"
+RESCHEDULE = "RescheduleTriggered"
+
+Placement = tuple[tuple[str, int], ...]
+
+
+def rfc3339(ts: float) -> str:
+    """Millisecond RFC 3339 in UTC: scheduledTime and rescheduleTriggeredAt must compare finely."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
+
+
+def parse_rfc3339(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def requirement_tuple(resources: Mapping[str, Any] | None) -> tuple[float, float, float, float, float]:
+    """The snapshot's resource vector (cpu, memory, gpu, pods, storage) straight from the spec dict."""
+    r = resources or {}
+    return (float(r.get("cpu") or 0.0), float(r.get("memory") or 0.0), float(r.get("gpu") or 0), 1.0,
+            float(r.get("storage") or 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class BindingRecord:
+    """A Binding as the scheduler's informer keeps it: the stored bytes plus the parsed facts."""
+
+    key: str
+    name: str
+    raw: bytes
+    mod_revision: int
+    generation: int
+    priority: int
+    replicas: int
+    duplicated: bool
+    deleting: bool
+    phase: str
+    placement: Placement
+    scheduled_generation: int | None
+    scheduled_time: float | None
+    trigger_time: float | None
+    spec_replicas_only: tuple[Any, ...]  # everything of the spec but replicas: tells a scale from an edit
+    requirements: tuple[float, float, float, float, float]
+    managed: bool  # created by the resource detector
+
+    @property
+    def placed(self) -> int:
+        if self.duplicated:
+            return self.replicas if self.placement else 0
+        return sum(c for _, c in self.placement)
+
+    @property
+    def partial(self) -> bool:
+        return self.phase != "Unschedulable" and self.scheduled_generation == self.generation and \
+            self.placed < self.replicas
+
+    def object(self) -> dict[str, Any]:
+        obj: dict[str, Any] = json.loads(self.raw)
+        return obj
+
+
+def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | None:
+    try:
+        obj = json.loads(raw)
+        meta = obj["metadata"]
+        name = meta["name"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    rs = (spec.get("placement") or {}).get("replicaScheduling") or {}
+    placement = placement_of(status.get("placement"))
+    sg = status.get("scheduledGeneration")
+    labels = meta.get("labels") or {}
+    return BindingRecord(
+        key=key,
+        name=name,
+        raw=raw,
+        mod_revision=mod_revision,
+        generation=int(meta.get("generation") or 1),
+        priority=int(spec.get("priority") or 0),
+        replicas=int(spec.get("replicas", 1)),
+        duplicated=rs.get("replicaSchedulingType") == "Duplicated",
+        deleting=bool(meta.get("deletionTimestamp")),
+        phase=str(status.get("phase") or "Pending"),
+        placement=placement,
+        scheduled_generation=int(sg) if isinstance(sg, int) else None,
+        scheduled_time=parse_rfc3339(status.get("scheduledTime")),
+        trigger_time=parse_rfc3339(spec.get("rescheduleTriggeredAt")),
+        spec_replicas_only=_without_replicas(spec),
+        requirements=requirement_tuple(spec.get("resources")),
+        managed=labels.get(MANAGED_BY_LABEL) == DETECTOR_NAME,
+    )
+
+
+MANAGED_BY_LABEL = "multicluster.io/managed-by"
+DETECTOR_NAME = "resource-detector"
+
+
+def _without_replicas(spec: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in spec.items()
+                        if k not in ("replicas", "rescheduleTriggeredAt")))
+
+
+def placement_of(value: Any) -> Placement:
+    if not isinstance(value, list):
+        return ()
+    out: list[tuple[str, int]] = []
+    for t in value:
+        if isinstance(t, dict) and isinstance(t.get("cluster"), str):
+            out.append((t["cluster"], int(t.get("replicas") or 0)))
+    return tuple(out)
+
+
+def schedule_type(rec: BindingRecord, previous: BindingRecord | None = None) -> str | None:
+    """Why ``rec`` needs a decision now, or None when its status is current."""
+    if rec.deleting:
+        return None
+    if rec.trigger_time is not None and (rec.scheduled_time is None or rec.trigger_time > rec.scheduled_time):
+        return RESCHEDULE
+    if rec.scheduled_generation is None:
+        return FIRST
+    if rec.scheduled_generation != rec.generation:
+        if previous is not None and previous.spec_replicas_only == rec.spec_replicas_only:
+            return SCALE
+        return RECONCILE
+    return None
+
+
+def placement_json(placement: Sequence[TargetCluster] | Placement) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for t in placement:
+        if isinstance(t, TargetCluster):
+            out.append({"cluster": t.cluster, "replicas": t.replicas})
+        else:
+            out.append({"cluster": t[0], "replicas": t[1]})
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The scheduler-owned part of a status write."""
+
+    scheduled: bool  # False = Unschedulable
+    placement: Placement
+    message: str
+    reasons: Mapping[str, str]
+    generation: int
+    time: float
+
+
+def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, Any]:
+    """The new status: the scheduler's fields from ``d``, everything else as it was (see module doc)."""
+    status = dict(current or {})
+    old_placement = placement_of(status.get("placement"))
+    old_phase = status.get("phase")
+    if d.scheduled:
+        changed = tuple(sorted(d.placement)) != tuple(sorted(old_placement))
+        if changed or old_phase is None or old_phase in SCHEDULER_PHASES:
+            status["phase"] = "Scheduled"
+        status["placement"] = placement_json(d.placement)
+    else:
+        status["phase"] = "Unschedulable"
+        status.setdefault("placement", [])
+    status["message"] = d.message
+    if d.reasons:
+        status["reasons"] = dict(list(d.reasons.items())[:MAX_STATUS_REASONS])
+    else:
+        status.pop("reasons", None)
+    status["scheduledGeneration"] = d.generation
+    status["scheduledTime"] = rfc3339(d.time)
+    return status
+
+
+def encode_object(obj: Mapping[str, Any]) -> bytes:
+    """Bytes as the registry stores them (no resourceVersion: that is the store's revision)."""
+    body = dict(obj)
+    meta = body.get("metadata")
+    if isinstance(meta, dict) and "resourceVersion" in meta:
+        body["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
+    return json.dumps(body, separators=(",", ":")).encode()

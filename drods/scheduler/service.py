@@ -1,0 +1,583 @@
+"""The running scheduler (A2, S1–S11): store watches → snapshot + queue → decisions → Binding status.
+
+One `SchedulerService` per process. Its informers run always, so a standby's snapshot and queue
+are warm; the decision loop and the resource detector run only while this process holds the
+``/leases/scheduler`` lease (A6), and every status write is fenced on that lease: the write is a
+store transaction that also compares the lease key with this process's identity, so two
+schedulers never both bind, even for the instant after a lease is lost.
+
+A cycle: pop the highest-priority binding (FIFO among equals), schedule it against the snapshot,
+assume the replicas it added (S7), and write Binding.status with one CAS write. Decisions are
+batched — up to ``batch_size`` bindings or ``batch_seconds`` of work — and a batch's writes go in
+store transactions of up to ``max_txn_ops`` operations, falling back to one CAS per binding when
+a transaction's guard fails; the next batch is scheduled while the previous one is written.
+Every decision is explained in ``/history/schedules/`` (`drods.scheduler.history`); unschedulable
+and partial ones are also appended to the shared failure log ``/history/failures/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from drods.errors import ApiError
+from drods.machinery.informer import Informer
+from drods.machinery.leader import LeaderElector
+from drods.model.binding import BindingSpec, TargetCluster
+from drods.model.kinds import BINDING, CLUSTER
+from drods.monitor.autoops import RescheduleRequest, RescheduleResult
+from drods.monitor.history import FAILURES_PREFIX
+from drods.monitor.history import append as append_failure
+from drods.registry.objects import ObjectRegistry
+from drods.registry.patch import MERGE_PATCH
+from drods.scheduler.cache import SchedulerCache, decode_cluster, status_decoder
+from drods.scheduler.framework import Scheduler, ScheduleResult
+from drods.scheduler.history import ScheduleHistory, decision_record
+from drods.scheduler.metrics import SchedulerMetrics
+from drods.scheduler.profile import Profile
+from drods.scheduler.queue import QueueEntry, SchedulingQueue
+from drods.scheduler.records import (
+    RECONCILE,
+    RESCHEDULE,
+    SCALE,
+    BindingRecord,
+    Decision,
+    decode_binding,
+    encode_object,
+    merge_status,
+    parse_rfc3339,
+    rfc3339,
+    schedule_type,
+)
+from drods.scheduler.task import Task
+from drods.store import Compare, KeyValue, Put, Store, StoreError
+
+log = logging.getLogger(__name__)
+
+STATUS_PREFIX = "/status/clusters/"
+SURGE_KEY = "/status/surge"
+LEASE_NAME = "scheduler"
+RETRY = "Retry"
+REASON_ANNOTATION = "multicluster.io/reschedule-reason"
+PROFILE_ENV = "DRODS_SCHEDULER_PROFILE"
+PROFILE_FILE = "scheduler-profile.yaml"
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class SchedulerSettings:
+    """Tunables; tests and the CLI set them, ``drods serve`` uses the defaults."""
+
+    identity: str = field(default_factory=default_identity)
+    lease_ttl: int = 10
+    batch_size: int = 256
+    batch_seconds: float = 0.02
+    max_inflight: int = 4
+    assume_ttl: float = 60.0
+    status_max_age: float = 180.0
+    sweep_seconds: float = 1.0
+    history_retention_s: float = 3600.0
+    initial_backoff: float = 1.0
+    max_backoff: float = 60.0
+    max_unschedulable: float = 300.0
+    rng_seed: int | None = None
+    detector: bool = True
+
+
+@dataclass(slots=True)
+class _Plan:
+    """One decision waiting for its status write."""
+
+    entry: QueueEntry
+    rec: BindingRecord
+    result: ScheduleResult
+    decision: Decision
+    value: bytes
+    schedule_type: str
+    trigger: dict[str, Any] | None
+
+
+class SchedulerService:
+    def __init__(self, store: Store, *, profile: Profile | None = None, settings: SchedulerSettings | None = None,
+                 registry: ObjectRegistry | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.settings = s = settings or SchedulerSettings()
+        self.profile = profile or Profile.default()
+        self.clock = clock
+        self.registry = registry
+        self.scheduler = Scheduler(self.profile, rng_seed=s.rng_seed)
+        self.cache = SchedulerCache(clock=clock, status_max_age=s.status_max_age, assume_ttl=s.assume_ttl)
+        self.queue = SchedulingQueue(initial_backoff=s.initial_backoff, max_backoff=s.max_backoff,
+                                     max_unschedulable=s.max_unschedulable)
+        self.metrics = SchedulerMetrics(self.queue.counts)
+        self.history = ScheduleHistory(store, s.history_retention_s, clock)
+        self.elector = LeaderElector(store, LEASE_NAME, s.identity, ttl=s.lease_ttl)
+        self._fence = Compare(self.elector.key, "value", "=", s.identity.encode())
+        self.clusters = Informer(store, CLUSTER.key_prefix(), decode_cluster)
+        self.statuses = Informer(store, STATUS_PREFIX, status_decoder(clock))
+        self.surge = Informer(store, SURGE_KEY, _decode_json)
+        self.bindings = Informer(store, BINDING.key_prefix(),
+                                 lambda kv: decode_binding(kv.key, kv.value, kv.mod_revision))
+        self.clusters.on_change(self._on_cluster)
+        self.statuses.on_change(self._on_status)
+        self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
+        self.bindings.on_change(self._on_binding)
+        self._filters = [p.name for p in self.profile.filters]
+        self._scores = [p.name for p, _ in self.profile.scores]
+        self._base_weights = {p.name: w for p, w in self.profile.scores}
+        self._specs: dict[str, tuple[int, BindingSpec]] = {}
+        self._logged_failure: dict[str, str] = {}
+        self._kick: asyncio.TimerHandle | None = None
+        self._kick_reasons: set[str] = set()
+        self.ready = asyncio.Event()
+        self.detector: Any = None
+        if s.detector and registry is not None:
+            from drods.scheduler.detector import ResourceDetector
+
+            self.detector = ResourceDetector(store, registry)
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def is_leader(self) -> bool:
+        return self.elector.is_leader
+
+    async def run(self) -> None:
+        """Watch, and decide while leader; runs until cancelled."""
+        tasks = [asyncio.create_task(i.run(), name=f"scheduler-informer-{i.prefix}")
+                 for i in (self.clusters, self.statuses, self.surge)]
+        try:
+            # Clusters first: assumptions adopted from existing bindings need their rows.
+            await asyncio.gather(self.clusters.wait_synced(), self.statuses.wait_synced())
+            tasks.append(asyncio.create_task(self.bindings.run(), name="scheduler-informer-bindings"))
+            await self.bindings.wait_synced()
+            tasks.append(asyncio.create_task(self._sweeper(), name="scheduler-sweeper"))
+            self.ready.set()
+            await self.elector.run(self._lead)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _lead(self) -> None:
+        log.info("scheduler %s is leading", self.settings.identity)
+        self.metrics.leader.set(1)
+        try:
+            self.metrics.incoming_event("LeaderElected", self.queue.on_cluster_event())
+            parts: list[Awaitable[None]] = [self._loop()]
+            if self.detector is not None:
+                parts.append(self.detector.run())
+            await asyncio.gather(*parts)
+        finally:
+            self.metrics.leader.set(0)
+
+    async def _sweeper(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.sweep_seconds)
+            try:
+                ev = self.cache.sweep()
+                if ev.retry:
+                    self._cluster_event(*ev.reasons)
+            except Exception:
+                log.exception("scheduler sweep failed")
+
+    # ------------------------------------------------------------------ informer handlers
+    def _on_cluster(self, key: str, old: Any, new: Any) -> None:
+        name = key[len(CLUSTER.key_prefix()):]
+        ev = self.cache.on_cluster(name, new)
+        if ev.retry:
+            self._cluster_event(*ev.reasons)
+
+    def _on_status(self, key: str, old: Any, new: Any) -> None:
+        name = key[len(STATUS_PREFIX):]
+        if "/" in name:
+            return
+        ev = self.cache.on_status(name, new)
+        if ev.retry:
+            self._cluster_event(*ev.reasons)
+
+    def _cluster_event(self, *reasons: str) -> None:
+        """Retry parked bindings soon; a burst of cluster events costs one queue sweep."""
+        self._kick_reasons.update(reasons)
+        if self._kick is None:
+            self._kick = asyncio.get_running_loop().call_later(0.05, self._kick_now)
+
+    def _kick_now(self) -> None:
+        self._kick = None
+        moved = self.queue.on_cluster_event()
+        for r in self._kick_reasons:
+            self.metrics.incoming_event(r, moved)
+        self._kick_reasons.clear()
+
+    def _on_binding(self, key: str, old: BindingRecord | None, new: BindingRecord | None) -> None:
+        if new is None or new.deleting:
+            gone = new or old
+            if gone is None:
+                return
+            self.queue.delete(gone.name)
+            self._specs.pop(gone.name, None)
+            self._logged_failure.pop(gone.name, None)
+            if self.cache.forget(gone.name):
+                self._cluster_event("BindingDeleted")
+            if gone.managed and self.detector is not None and self.is_leader and (old is None or not old.deleting):
+                self.detector.binding_deleted(gone.raw)
+            return
+        stype = schedule_type(new, old)
+        if stype is not None:
+            self.queue.add(new.name, stype, new.priority)
+            self.metrics.incoming_event("BindingAdd" if old is None else "BindingUpdate")
+            return
+        self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements)
+        where = self.queue.where(new.name)
+        if new.phase == "Unschedulable" or new.partial:
+            if where is None:  # parked until a cluster event (or until this process leads)
+                self.queue.add(new.name, RETRY, new.priority)
+                self.queue.unschedulable(new.name)
+        elif where in ("active", "backoff", "unschedulable"):
+            self.queue.delete(new.name)  # another scheduler decided it
+
+    # ------------------------------------------------------------------ the decision loop
+    async def _loop(self) -> None:
+        s = self.settings
+        slots = asyncio.Semaphore(s.max_inflight)
+        inflight: set[asyncio.Task[None]] = set()
+        perf = time.perf_counter
+        try:
+            while True:
+                entry: QueueEntry | None = await self.queue.get()
+                plans: list[_Plan] = []
+                until = perf() + s.batch_seconds
+                while entry is not None:
+                    plan = self._attempt_safely(entry)
+                    if plan is not None:
+                        plans.append(plan)
+                    if len(plans) >= s.batch_size or perf() >= until:
+                        break
+                    entry = self.queue.pop_nowait()
+                if plans:
+                    await slots.acquire()
+                    t = asyncio.create_task(self._commit(plans))
+                    inflight.add(t)
+                    t.add_done_callback(inflight.discard)
+                    t.add_done_callback(lambda _t: slots.release())
+                await asyncio.sleep(0)  # let watches and API requests run between batches
+        finally:
+            for t in inflight:
+                t.cancel()
+            await asyncio.gather(*inflight, return_exceptions=True)
+
+    def _attempt_safely(self, entry: QueueEntry) -> _Plan | None:
+        try:
+            return self._attempt(entry)
+        except Exception:
+            log.exception("scheduling %s failed", entry.key)
+            self.metrics.attempt("error", str(entry.item or RETRY), None)
+            self.queue.retry(entry.key)
+            return None
+
+    def _spec(self, rec: BindingRecord, obj: dict[str, Any]) -> BindingSpec:
+        hit = self._specs.get(rec.name)
+        if hit is not None and hit[0] == rec.generation:
+            return hit[1]
+        spec = BindingSpec.model_validate(obj.get("spec") or {})
+        self._specs[rec.name] = (rec.generation, spec)
+        return spec
+
+    def _attempt(self, entry: QueueEntry) -> _Plan | None:
+        name = entry.key
+        rec: BindingRecord | None = self.bindings.cache.get(BINDING.key(name))
+        if rec is None or rec.deleting:
+            self.queue.delete(name)
+            return None
+        stype = schedule_type(rec)
+        if stype is None:
+            if rec.phase != "Unschedulable" and not rec.partial:
+                self.queue.done(name)
+                return None
+            stype = RETRY
+        elif stype == RECONCILE and entry.item == SCALE:
+            stype = SCALE
+        obj = rec.object()
+        try:
+            spec = self._spec(rec, obj)
+        except ValidationError as e:
+            # The registry validated it on the way in; a spec stored by another version may not be.
+            msg = f"invalid binding spec: {e.errors()[0].get('msg', e)}"
+            bad = ScheduleResult(name=name, phase="Unschedulable", placement=[], requested=rec.replicas, placed=0,
+                                 message=msg, clusters=self.cache.snap.n, feasible=0, division="")
+            d = Decision(False, rec.placement, msg, {}, rec.generation, _ms(self.clock()))
+            obj["status"] = merge_status(obj.get("status"), d)
+            return _Plan(entry, rec, bad, d, encode_object(obj), stype, None)
+        current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
+        rebalance = stype == RESCHEDULE
+        task = Task(spec, name=name, current=current, rebalance=rebalance)
+        result = self.scheduler.schedule(task, self.cache.snap)
+        ts = _ms(self.clock())
+        ok = result.phase == "Scheduled"
+        if ok:
+            self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
+        placement = tuple((t.cluster, t.replicas) for t in result.placement) if ok else rec.placement
+        reasons = result.reasons if (not ok or result.partial) else {}
+        d = Decision(ok, placement, result.message, reasons, rec.generation, ts)
+        obj["status"] = merge_status(obj.get("status"), d)
+        trigger = None
+        if rebalance:
+            ann = (obj.get("metadata") or {}).get("annotations") or {}
+            trigger = {"kind": "Reschedule", "at": spec.rescheduleTriggeredAt, "reason": ann.get(REASON_ANNOTATION)}
+        self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
+                                   self._scores)
+        return _Plan(entry, rec, result, d, encode_object(obj), stype, trigger)
+
+    # ------------------------------------------------------------------ writing decisions
+    async def _commit(self, plans: list[_Plan]) -> None:
+        try:
+            outcomes = await self._write(plans)
+        except Exception:
+            log.exception("writing %d scheduling decisions failed", len(plans))
+            outcomes = ["error"] * len(plans)
+        try:
+            await self._record(plans, outcomes)
+        except Exception:
+            log.exception("recording scheduling history failed")
+        now = time.monotonic()
+        for p, out in zip(plans, outcomes, strict=True):
+            name = p.entry.key
+            if out == "ok":
+                res = "success" if p.decision.scheduled else "unschedulable"
+                self.metrics.attempt(res, p.schedule_type, now - p.entry.added_at)
+                if p.decision.scheduled and not p.result.partial:
+                    self.queue.done(name)
+                else:
+                    self.queue.unschedulable(name)
+                continue
+            self.metrics.attempt("error", p.schedule_type, None)
+            self.cache.forget(name)  # the decision was not written: back to what the store says
+            cur = self.bindings.cache.get(p.rec.key)
+            if cur is not None:
+                self.cache.observe(name, cur.placement, cur.scheduled_time, cur.requirements)
+            if out == "gone":
+                self.queue.delete(name)
+            elif out == "stale":
+                self.queue.done(name)  # the newer generation is (or will be) queued by its watch event
+            else:
+                self.queue.retry(name)
+
+    async def _write(self, plans: list[_Plan]) -> list[str]:
+        chunk = max(1, self.store.max_txn_ops - 1)
+        outcomes: list[str] = [""] * len(plans)
+        fallback: list[int] = []
+        for start in range(0, len(plans), chunk):
+            part = list(range(start, min(start + chunk, len(plans))))
+            try:
+                res = await self.store.txn(
+                    [self._fence, *(Compare(plans[i].rec.key, "mod", "=", plans[i].rec.mod_revision) for i in part)],
+                    [Put(plans[i].rec.key, plans[i].value) for i in part])
+                ok = res.succeeded
+            except StoreError as e:
+                log.warning("status transaction failed (%s); writing one by one", e)
+                ok = False
+            if ok:
+                for i in part:
+                    outcomes[i] = "ok"
+            else:
+                fallback.extend(part)
+        if fallback:
+            if not await self._still_leader():
+                for i in fallback:
+                    outcomes[i] = "not-leader"
+                return outcomes
+            results = await asyncio.gather(*(self._write_one(plans[i]) for i in fallback), return_exceptions=True)
+            for i, r in zip(fallback, results, strict=True):
+                outcomes[i] = r if isinstance(r, str) else "error"
+        return outcomes
+
+    async def _still_leader(self) -> bool:
+        kv = await self.store.get(self.elector.key)
+        return kv is not None and kv.value == self.settings.identity.encode()
+
+    async def _write_one(self, p: _Plan) -> str:
+        """CAS write of one decision on the binding as it is now (read-modify-write, retried)."""
+        when = rfc3339(p.decision.time)
+        for _ in range(8):
+            kv: KeyValue | None = await self.store.get(p.rec.key)
+            if kv is None:
+                return "gone"
+            cur = decode_binding(kv.key, kv.value, kv.mod_revision)
+            if cur is None or cur.deleting:
+                return "gone"
+            obj = json.loads(kv.value)
+            status = obj.get("status") or {}
+            if status.get("scheduledTime") == when and cur.scheduled_generation == p.decision.generation:
+                return "ok"  # the batch write went through after all
+            if cur.generation != p.rec.generation or cur.trigger_time != p.rec.trigger_time:
+                return "stale"
+            obj["status"] = merge_status(status, p.decision)
+            res = await self.store.txn([self._fence, Compare(kv.key, "mod", "=", kv.mod_revision)],
+                                       [Put(kv.key, encode_object(obj))])
+            if res.succeeded:
+                return "ok"
+            if not await self._still_leader():
+                return "not-leader"
+            self.metrics.write_conflicts.inc()
+        return "conflict"
+
+    async def _record(self, plans: list[_Plan], outcomes: list[str]) -> None:
+        """History entries for the written decisions; failures also go to the shared failure log."""
+        records: list[tuple[float, dict[str, Any]]] = []
+        failures: list[Awaitable[bool]] = []
+        ident = self.settings.identity
+        for p, out in zip(plans, outcomes, strict=True):
+            if out != "ok":
+                continue
+            r = p.result
+            records.append((p.decision.time, decision_record(
+                r, binding=p.rec.name, generation=p.rec.generation, schedule_type=p.schedule_type,
+                ts=p.decision.time, scheduler=ident, profile=self.profile.name, base_weights=self._base_weights,
+                trigger=p.trigger)))
+            name = p.rec.name
+            if r.phase == "Scheduled" and not r.partial:
+                self._logged_failure.pop(name, None)
+                continue
+            if self._logged_failure.get(name) == r.message:
+                continue  # the same verdict again: logged once
+            self._logged_failure[name] = r.message
+            kind = "Unschedulable" if r.phase == "Unschedulable" else "PartiallyScheduled"
+            failures.append(append_failure(
+                self.store, FAILURES_PREFIX, kind, r.message, ts=p.decision.time, binding=name,
+                details={"scheduleType": p.schedule_type, "requested": r.requested, "placed": r.placed,
+                         "reasonCounts": r.reason_counts(), "generation": p.rec.generation}))
+        if records:
+            puts = await self.history.puts(records)
+            step = max(1, self.store.max_txn_ops)
+            await asyncio.gather(*(self.store.txn([], puts[i:i + step]) for i in range(0, len(puts), step)))
+        if failures:
+            await asyncio.gather(*failures)
+
+
+def _ms(ts: float) -> float:
+    """Times the scheduler writes have millisecond precision; keep the float equal to what is read back."""
+    parsed = parse_rfc3339(rfc3339(ts))
+    return parsed if parsed is not None else ts
+
+
+def _decode_json(kv: KeyValue) -> Any:
+    try:
+        return json.loads(kv.value)
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------- rescheduling entry point (S11)
+class Rescheduler:
+    """``ctx.services["reschedule"]``: the one way to ask for a re-placement (S11).
+
+    ``await reschedule("binding-name", "reason")`` sets ``spec.rescheduleTriggeredAt`` to now (and
+    the reason in the ``multicluster.io/reschedule-reason`` annotation); whichever scheduler leads
+    re-places the binding from scratch, skipping clusters that are NotReady, tainted NoExecute or
+    above their water-level limit, and records the reason in the schedule history.
+
+    Monitoring's automatic operations call it with a `RescheduleRequest` instead: ``evacuate``
+    triggers the bindings with the most replicas on that cluster until at least ``fraction`` of
+    its replicas are covered (each is re-placed as a whole); ``preallocate`` is refused (nothing
+    to re-place before the peak: the scheduler already keeps new replicas below the limit).
+    """
+
+    def __init__(self, registry: ObjectRegistry, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry
+        self.clock = clock
+
+    async def __call__(self, target: str | RescheduleRequest, reason: str = "") -> RescheduleResult:
+        if isinstance(target, str):
+            await self.binding(target, reason)
+            return RescheduleResult(True, 0, f"binding {target} queued for rescheduling")
+        return await self.cluster(target)
+
+    async def binding(self, name: str, reason: str) -> None:
+        patch = {"metadata": {"annotations": {REASON_ANNOTATION: (reason or "requested")[:1024]}},
+                 "spec": {"rescheduleTriggeredAt": rfc3339(self.clock())}}
+        for attempt in range(5):
+            try:
+                await self.registry.patch(BINDING, name, patch, MERGE_PATCH)
+                return
+            except ApiError as e:
+                if e.status != 409 or attempt == 4:
+                    raise
+
+    async def cluster(self, req: RescheduleRequest) -> RescheduleResult:
+        if req.action != "evacuate":
+            return RescheduleResult(False, 0, f"{req.action} is not supported by the scheduler; nothing moved")
+        items, _ = await self.registry.list(BINDING)
+        on_cluster: list[tuple[int, str]] = []
+        for obj in items:
+            if obj["metadata"].get("deletionTimestamp"):
+                continue
+            for t in (obj.get("status") or {}).get("placement") or []:
+                if isinstance(t, dict) and t.get("cluster") == req.cluster and int(t.get("replicas") or 0) > 0:
+                    on_cluster.append((int(t["replicas"]), obj["metadata"]["name"]))
+        total = sum(n for n, _ in on_cluster)
+        if not total:
+            return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
+        goal = max(1.0, req.fraction * total)
+        moved = 0
+        names: list[str] = []
+        for n, name in sorted(on_cluster, key=lambda x: (-x[0], x[1])):
+            if moved >= goal:
+                break
+            await self.binding(name, f"{req.action} {req.cluster}: {req.reason}")
+            moved += n
+            names.append(name)
+        return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
+                                             f"on {req.cluster}: {', '.join(names[:10])}")
+
+
+def install_reschedule(ctx: Any) -> Rescheduler:
+    """Put the rescheduling entry point on ``ctx.services["reschedule"]`` (any process with a registry)."""
+    hook = ctx.services.get("reschedule")
+    if not isinstance(hook, Rescheduler):
+        hook = Rescheduler(ctx.registry)
+        ctx.services["reschedule"] = hook
+    return hook
+
+
+def load_profile(data_dir: Path, path: str | Path | None = None) -> Profile:
+    """``path``, else ``$DRODS_SCHEDULER_PROFILE``, else ``<data dir>/scheduler-profile.yaml``, else defaults."""
+    chosen = path or os.environ.get(PROFILE_ENV)
+    if chosen:
+        return Profile.load(chosen)
+    default = data_dir / PROFILE_FILE
+    return Profile.load(default) if default.exists() else Profile.default()
+
+
+def get_service(ctx: Any) -> SchedulerService:
+    """This process's scheduler, built on first use: ``ctx.services["scheduler"]``.
+
+    Also installs the reschedule hook and appends the scheduler's Prometheus registry. Tests may
+    preset ``ctx.services["scheduler_settings"]`` and ``ctx.services["scheduler_profile"]``.
+    """
+    svc: SchedulerService | None = ctx.services.get("scheduler")
+    if svc is None:
+        profile = ctx.services.get("scheduler_profile") or load_profile(ctx.data_dir)
+        svc = SchedulerService(ctx.store, profile=profile, settings=ctx.services.get("scheduler_settings"),
+                               registry=ctx.registry)
+        ctx.services["scheduler"] = svc
+        ctx.services.setdefault("prometheus_registries", []).append(svc.metrics.registry)
+        install_reschedule(ctx)
+    return svc
+
+
+async def scheduler_component(ctx: Any) -> None:
+    """The ``drods serve`` component: the scheduler in-process, behind the same leader election."""
+    await get_service(ctx).run()
