@@ -38,13 +38,13 @@ from drods.model.kinds import CLUSTER
 from drods.monitor import report as r
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.exporter import MonitorMetrics
-from drods.monitor.fleetview import SURGE_KEY, ClusterInfo, FleetView, StatusEntry, decode_status
+from drods.monitor.fleetview import SURGE_KEY, ClusterInfo, FleetView, StatusEntry, decode_cluster, decode_status
 from drods.monitor.forecast import Forecaster
 from drods.monitor.history import FAILURES_PREFIX, OPERATIONS_PREFIX, HistoryLog
 from drods.monitor.pipeline import DEFAULT_RULES, MonitorPipeline
 from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, Source, iso
 from drods.monitor.series import DEFAULT_PROMQL, AsyncSeriesStore, Point, PrometheusSeriesReader, SeriesStore
-from drods.monitor.statusdoc import build_doc, comparable, status_key
+from drods.monitor.statusdoc import build_doc, comparable, parse_time, status_key
 from drods.monitor.surge import SurgeSignal
 from drods.monitor.thresholds import (
     SustainedDetector,
@@ -341,8 +341,6 @@ class MonitorService:
         info = self.fleet.clusters.get(name)
         if info is not None:
             return info
-        from drods.monitor.fleetview import decode_cluster
-
         kv = await self.store.get(CLUSTER.key(name))  # registered a moment ago, watch not there yet
         return None if kv is None else decode_cluster(kv)
 
@@ -471,8 +469,9 @@ class MonitorService:
                                            expect_revision=known)
             except CasFailed as e:
                 cur = decode_status(e.current) if e.current is not None else None
-                if cur is None:
+                if cur is None:  # the document was deleted: write it again in full
                     self._known_rev[cluster] = 0
+                    self._last_view.pop(cluster, None)
                     continue
                 self._seed(cur, first=False)
                 if cur.status is not None and cur.status.ts >= raw.ts:
@@ -663,8 +662,6 @@ class MonitorService:
 
 
 def _ready_transition(info: ClusterInfo) -> float | None:
-    from drods.monitor.statusdoc import parse_time
-
     for cond in _conditions(info):
         if cond.get("type") == "Ready":
             return parse_time(cond.get("lastTransitionTime"))

@@ -63,7 +63,7 @@ async def collect_once(service: _Ingest, collectors: Iterable[Collector], cluste
                 report = got if isinstance(got, MetricsReport) else MetricsReport.model_validate(got)
                 await service.ingest(report, source=col.source)
                 return 1
-            except (Exception, TimeoutError) as e:  # noqa: BLE001 - isolation between clusters (SEC4)
+            except Exception as e:  # noqa: BLE001 - isolation between clusters (SEC4); includes timeouts
                 msg = str(e) if not isinstance(e, ValidationError) else f"invalid report: {e.errors()[:3]}"
                 await service.record_collect_failure(info.name, col.source, msg or type(e).__name__)
                 return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,7 +64,7 @@ class PrometheusCollector:
 
     def __init__(self, templates: Mapping[str, str] | None = None, *, window: str = "2m",
                  client: httpx.AsyncClient | None = None, timeout_s: float = 10.0,
-                 clock: Any = None) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         self.templates = dict(DEFAULT_COLLECT_PROMQL if templates is None else templates)
         self.window = window
         self._own = client is None

@@ -1,0 +1,95 @@
+"""The pure pieces of the integration: status document codec, auto-ops policy, collector shaping."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from drods.monitor.autoops import AutoOps, AutoOpsPolicy, RescheduleRequest, RescheduleResult, execute
+from drods.monitor.collectors.prometheus import PrometheusCollector
+from drods.monitor.history import entry_key
+from drods.monitor.report import MetricsReport, NormalisedStatus, normalise
+from drods.monitor.statusdoc import allocation_errors, build_doc, comparable, scheduler_view, status_from_dict
+
+T0 = 1_700_000_000.0
+
+
+def test_status_document_round_trips_with_provenance() -> None:
+    rep = MetricsReport.model_validate({
+        "cluster": "c", "timestamp": datetime.fromtimestamp(T0, UTC), "cpuCapacity": 64, "cpuUsage": 50,
+        "memoryCapacity": 256, "memoryAvailable": 192, "gpuCapacity": 4, "gpuUsage": 25, "storageCapacity": 1000,
+        "storageAvailable": 400, "networkIn": 10, "networkOut": 5, "pods": 12, "requestRate": 3,
+        "largestNodeFree": {"cpu": 4, "memory": 16, "gpu": 1}, "cpuAllocatable": 60, "podsCapacity": 110})
+    st = normalise(rep, T0 + 1)
+    assert isinstance(st, NormalisedStatus)
+    doc = build_doc(st, rep.model_dump(mode="json"), T0 + 2)
+    back = status_from_dict(doc["observed"])
+    assert back is not None and back.cluster == "c" and back.ts == T0 and back.received_ts == T0 + 1
+    assert dict(back.values) == dict(st.values)
+    view = scheduler_view(back)
+    assert view == doc["status"]
+    assert view["cpu"] == {"capacity": 64.0, "used": 32.0, "allocatable": 60.0}
+    assert view["pods"] == {"used": 12, "capacity": 110.0} and view["storage"] == {"capacity": 1000.0,
+                                                                                   "available": 400.0}
+    assert "timestamp" not in comparable(view) and "receivedAt" not in comparable(view)
+    assert allocation_errors({"cpuAllocated": -1, "gpuAllocatable": True, "podsCapacity": 3}) == [
+        {"field": "cpuAllocated", "message": "must be a finite non-negative number"},
+        {"field": "gpuAllocatable", "message": "must be a finite non-negative number"}]
+    assert status_from_dict({"cluster": "x"}) is None
+
+
+def test_history_keys_sort_by_time() -> None:
+    keys = [entry_key("/h/", T0 + dt) for dt in (0, 0.5, 86_400, 1e6)]
+    assert keys == sorted(keys) and keys[0].startswith("/h/20231114/")
+    assert entry_key("/h/", T0, "a/b c") == entry_key("/h/", T0, "a/b c")  # deterministic (dedup)
+
+
+async def test_autoops_policy_cooldown_rate_limit_capacity_and_hook() -> None:
+    ops = AutoOps(AutoOpsPolicy(cooldownSeconds=600, maxActionsPerHour=2, minAvailableClusters=1))
+    assert not ops.decide("evacuate", "a", T0, candidates=0).act  # nowhere to move to
+    assert ops.decide("evacuate", "a", T0, candidates=3).act
+    ops.record("a", T0)
+    assert "cooldown" in ops.decide("evacuate", "a", T0 + 60, candidates=3).reason
+    ops.record("b", T0 + 1)
+    assert "rate limit" in ops.decide("evacuate", "c", T0 + 2, candidates=3).reason
+    assert ops.decide("evacuate", "c", T0 + 3601, candidates=3).act  # the hour slid by
+    assert not AutoOps(AutoOpsPolicy(enabled=False)).decide("evacuate", "a", T0, candidates=3).act
+
+    records: list[tuple[str, str, dict[str, object]]] = []
+
+    async def record(kind: str, reason: str, **kw: object) -> bool:
+        records.append((kind, reason, kw))
+        return True
+
+    async def hook(req: RescheduleRequest) -> RescheduleResult:
+        return RescheduleResult(False, message=f"no room for {req.cluster}")
+
+    fresh = AutoOps(AutoOpsPolicy())
+    assert await execute(fresh, "preallocate", "p", "peak ahead", T0, candidates=2, details={}, hook=None,
+                         record=record) == "no-hook"
+    assert await execute(fresh, "evacuate", "q", "hot", T0, candidates=2, details={}, hook=hook,
+                         record=record) == "refused"
+    assert await execute(fresh, "evacuate", "q", "hot", T0 + 1, candidates=2, details={}, hook=hook,
+                         record=record) == "skipped"
+    assert [r[0] for r in records] == ["PreAllocate", "Evacuate", "Evacuate"]
+    assert records[1][2]["details"]["result"]["message"] == "no room for q"  # type: ignore[index]
+
+
+def test_prometheus_values_are_shaped_into_a_valid_report() -> None:
+    col = PrometheusCollector(clock=lambda: T0)
+    body = col.shape("c", {"cpuCapacity": 16, "cpuUsage": 100.4, "memoryCapacity": 64, "memoryAvailable": 64.2,
+                           "storageAvailable": 5, "pods": 11.6, "networkIn": -0.0001, "largestNodeFree.cpu": 20})
+    rep = MetricsReport.model_validate(body)
+    assert rep.cpuUsage == 100 and rep.memoryAvailable == 64 and rep.pods == 12 and rep.networkIn == 0
+    assert rep.storageAvailable is None  # meaningless without a capacity
+    assert rep.largestNodeFree is not None and rep.largestNodeFree.cpu == 16
+    assert 'cluster="we\\"ird"' in col.promql("memoryCapacity", 'we"ird')
+    assert "[2m]" in col.promql("cpuUsage", "c")
+
+
+@pytest.mark.parametrize("text", ["30s", "5m", "1h", "1d", "90"])
+def test_step_parsing(text: str) -> None:
+    from drods.api.routes.history import format_step, parse_step
+
+    assert format_step(parse_step(text)) in (text, "90s", "1m")
