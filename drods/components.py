@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from drods.controllers.compactor import compactor
 from drods.monitor.components import monitor_components
+from drods.scheduler.service import scheduler_component
 from drods.server import Component
 
 
 def all_components() -> list[Component]:
-    return [compactor, *monitor_components()]
+    return [compactor, *monitor_components(), scheduler_component]

@@ -17,7 +17,9 @@ from drods import __version__
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.context import ApiContext
 from drods.api.routes import admin, discovery, history, kubernetes, metrics, monitor, openapi_k8s, sync
+from drods.api.routes.bindings import router as bindings_router
 from drods.api.routes.clusters import clusters, propagation_policies
+from drods.api.routes.schedules import router as schedules_router
 from drods.api.status import error_response
 from drods.errors import ApiError
 
@@ -41,7 +43,7 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
     )
     app.state.ctx = ctx
     facade = (clusters, propagation_policies, metrics.router, monitor.router, history.router,
-              sync.router) if flat_api else ()
+              sync.router, bindings_router, schedules_router) if flat_api else ()
     for r in (admin.router, *facade, *(extra_routers or []), openapi_k8s.router, discovery.router,
               kubernetes.router):
         app.include_router(r)
