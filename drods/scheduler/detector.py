@@ -289,9 +289,9 @@ class ResourceDetector:
             await asyncio.gather(*(i.wait_synced() for i in infs))
             await self.controller.run()
         finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            from drods.scheduler.service import stop_tasks
+
+            await stop_tasks(tasks)
 
     async def reconcile(self, item: Hashable) -> float | None:
         key = str(item)

@@ -107,9 +107,10 @@ class ScheduleHistory:
             self._lease, self._lease_granted = lease.id, now
         return self._lease
 
-    async def puts(self, records: list[tuple[float, dict[str, Any]]]) -> list[Put]:
-        lease = await self.lease()
-        return [Put(entry_key(ts), json.dumps(r, separators=(",", ":")).encode(), lease) for ts, r in records]
+    @staticmethod
+    def put(ts: float, record: dict[str, Any], lease: int) -> Put:
+        """The store write of one entry (the scheduler puts it in the same transaction as the status)."""
+        return Put(entry_key(ts), json.dumps(record, separators=(",", ":")).encode(), lease)
 
     async def query(self, start: float, end: float, max_entries: int,
                     binding: str | None = None) -> tuple[list[dict[str, Any]], bool]:

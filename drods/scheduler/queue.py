@@ -171,8 +171,11 @@ class SchedulingQueue:
             ev.clear()
             deadline = self._next_deadline()
             timeout = poll if deadline is None else max(0.0, min(poll, deadline - self._clock()))
+            # asyncio.timeout, not wait_for: before Python 3.12 wait_for may swallow a cancellation
+            # that arrives just as the event is set, and the consumer would then never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), timeout=timeout)
+                async with asyncio.timeout(timeout):
+                    await ev.wait()
 
     def done(self, key: str, *, success: bool = True) -> None:
         """Processing finished. Success resets the backoff; a dirty key is re-queued at once."""

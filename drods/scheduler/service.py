@@ -168,9 +168,7 @@ class SchedulerService:
             self.ready.set()
             await self.elector.run(self._lead)
         finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await stop_tasks(tasks)
 
     async def _lead(self) -> None:
         log.info("scheduler %s is leading", self.settings.identity)
@@ -351,7 +349,7 @@ class SchedulerService:
         try:
             await self._record(plans, outcomes)
         except Exception:
-            log.exception("recording scheduling history failed")
+            log.exception("appending to the failure log failed")
         now = time.monotonic()
         for p, out in zip(plans, outcomes, strict=True):
             name = p.entry.key
@@ -376,15 +374,19 @@ class SchedulerService:
                 self.queue.retry(name)
 
     async def _write(self, plans: list[_Plan]) -> list[str]:
-        chunk = max(1, self.store.max_txn_ops - 1)
+        """Each decision and its history entry in one transaction (so a decided status is always
+        explained), many decisions per transaction, each guarded by the binding's revision."""
+        lease = await self.history.lease()
+        hist = [self._history_put(p, lease) for p in plans]
+        chunk = max(1, (self.store.max_txn_ops - 1) // 2)
         outcomes: list[str] = [""] * len(plans)
         fallback: list[int] = []
         for start in range(0, len(plans), chunk):
-            part = list(range(start, min(start + chunk, len(plans))))
+            part = range(start, min(start + chunk, len(plans)))
             try:
                 res = await self.store.txn(
                     [self._fence, *(Compare(plans[i].rec.key, "mod", "=", plans[i].rec.mod_revision) for i in part)],
-                    [Put(plans[i].rec.key, plans[i].value) for i in part])
+                    [*(Put(plans[i].rec.key, plans[i].value) for i in part), *(hist[i] for i in part)])
                 ok = res.succeeded
             except StoreError as e:
                 log.warning("status transaction failed (%s); writing one by one", e)
@@ -399,16 +401,23 @@ class SchedulerService:
                 for i in fallback:
                     outcomes[i] = "not-leader"
                 return outcomes
-            results = await asyncio.gather(*(self._write_one(plans[i]) for i in fallback), return_exceptions=True)
+            results = await asyncio.gather(*(self._write_one(plans[i], hist[i]) for i in fallback),
+                                           return_exceptions=True)
             for i, r in zip(fallback, results, strict=True):
                 outcomes[i] = r if isinstance(r, str) else "error"
         return outcomes
+
+    def _history_put(self, p: _Plan, lease: int) -> Put:
+        rec = decision_record(p.result, binding=p.rec.name, generation=p.rec.generation,
+                              schedule_type=p.schedule_type, ts=p.decision.time, scheduler=self.settings.identity,
+                              profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger)
+        return self.history.put(p.decision.time, rec, lease)
 
     async def _still_leader(self) -> bool:
         kv = await self.store.get(self.elector.key)
         return kv is not None and kv.value == self.settings.identity.encode()
 
-    async def _write_one(self, p: _Plan) -> str:
+    async def _write_one(self, p: _Plan, hist: Put) -> str:
         """CAS write of one decision on the binding as it is now (read-modify-write, retried)."""
         when = rfc3339(p.decision.time)
         for _ in range(8):
@@ -426,7 +435,7 @@ class SchedulerService:
                 return "stale"
             obj["status"] = merge_status(status, p.decision)
             res = await self.store.txn([self._fence, Compare(kv.key, "mod", "=", kv.mod_revision)],
-                                       [Put(kv.key, encode_object(obj))])
+                                       [Put(kv.key, encode_object(obj)), hist])
             if res.succeeded:
                 return "ok"
             if not await self._still_leader():
@@ -435,18 +444,12 @@ class SchedulerService:
         return "conflict"
 
     async def _record(self, plans: list[_Plan], outcomes: list[str]) -> None:
-        """History entries for the written decisions; failures also go to the shared failure log."""
-        records: list[tuple[float, dict[str, Any]]] = []
+        """Unschedulable and partial decisions also go to the shared failure log (once per verdict)."""
         failures: list[Awaitable[bool]] = []
-        ident = self.settings.identity
         for p, out in zip(plans, outcomes, strict=True):
             if out != "ok":
                 continue
             r = p.result
-            records.append((p.decision.time, decision_record(
-                r, binding=p.rec.name, generation=p.rec.generation, schedule_type=p.schedule_type,
-                ts=p.decision.time, scheduler=ident, profile=self.profile.name, base_weights=self._base_weights,
-                trigger=p.trigger)))
             name = p.rec.name
             if r.phase == "Scheduled" and not r.partial:
                 self._logged_failure.pop(name, None)
@@ -459,12 +462,23 @@ class SchedulerService:
                 self.store, FAILURES_PREFIX, kind, r.message, ts=p.decision.time, binding=name,
                 details={"scheduleType": p.schedule_type, "requested": r.requested, "placed": r.placed,
                          "reasonCounts": r.reason_counts(), "generation": p.rec.generation}))
-        if records:
-            puts = await self.history.puts(records)
-            step = max(1, self.store.max_txn_ops)
-            await asyncio.gather(*(self.store.txn([], puts[i:i + step]) for i in range(0, len(puts), step)))
         if failures:
             await asyncio.gather(*failures)
+
+
+async def stop_tasks(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel and wait; cancel again what is still running.
+
+    Before Python 3.12 ``asyncio.wait_for`` (used inside store watches) swallows a cancellation
+    that arrives just as its awaitable completes — e.g. when a store write wakes every watch at
+    the moment of shutdown — and the task runs on. Repeating the cancellation ends it."""
+    for t in tasks:
+        t.cancel()
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        _, pending = await asyncio.wait(pending, timeout=0.2)
+        for t in pending:
+            t.cancel()
 
 
 def _ms(ts: float) -> float:

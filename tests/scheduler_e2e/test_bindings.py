@@ -1,0 +1,159 @@
+"""API5 through the running control plane: submit tasks, read their state and placement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.scheduler_e2e.conftest import Plane, eventually, placement
+
+ISSUE_EXAMPLE: dict[str, Any] = {
+    "name": "web", "replicas": 6, "priority": 0,
+    "resources": {"cpu": 0.5, "memory": 1},
+    "placement": {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "prod"}}},
+                  "replicaScheduling": {"replicaSchedulingType": "Divided",
+                                        "replicaDivisionPreference": "Weighted",
+                                        "weightPreference": {"dynamicWeight": "WaterLevel"}},
+                  "waterLevelLimit": 0.85},
+}
+
+
+async def test_issue_example_spreads_by_water_level(plane: Plane) -> None:
+    await plane.cluster("a", 75, {"tier": "prod"})
+    await plane.cluster("b", 60, {"tier": "prod"})
+    await plane.cluster("c", 10, {"tier": "dev"})  # emptiest, but not selected
+    await plane.seen("a", "b", "c")
+
+    created = await plane.bind(ISSUE_EXAMPLE)
+    assert created["id"] == "web" and created["phase"] == "Pending" and created["uid"]
+    assert created["statusUrl"] == "/api/v1/bindings/web/status"
+
+    st = await plane.decided("web")
+    got = placement(st)
+    assert st["phase"] == "Scheduled" and st["message"].startswith("scheduled 6 replicas")
+    assert sum(got.values()) == 6 and set(got) <= {"a", "b"}
+    assert got["b"] > got.get("a", 0) >= 1, got  # busy fleet → spread, more where the water level is lower
+    assert st["requested"] == 6 and st["placed"] == 6 and st["partial"] is False and st["scheduledTime"]
+
+    # The same object on the Kubernetes path, and in the list.
+    r = await plane.call("GET", "/apis/multicluster.io/v1alpha1/bindings/web")
+    assert r.status_code == 200 and r.json()["status"]["phase"] == "Scheduled"
+    r = await plane.call("GET", "/api/v1/bindings", role="viewer")
+    assert [b["id"] for b in r.json()["items"]] == ["web"]
+
+    # A binding without a name gets a unique ID.
+    ids = {(await plane.bind({"replicas": 1, "resources": {"cpu": 0.1}}))["id"] for _ in range(3)}
+    assert len(ids) == 3 and all(i.startswith("binding-") for i in ids)
+    r = await plane.call("POST", "/api/v1/bindings", json=ISSUE_EXAMPLE)
+    assert r.status_code == 409 and r.json()["code"] == "BINDING_CONFLICT"
+
+
+async def test_validation_errors_are_clear_422s(plane: Plane) -> None:
+    cases = [
+        ({"replicas": -1}, "replicas"),
+        ({"replicas": 2, "resources": {"cpu": "lots"}}, "resources.cpu"),
+        ({"replicas": 2, "placement": {"waterLevelLimit": 1.5}}, "placement.waterLevelLimit"),
+        ({"replicas": 2, "placement": {"replicaScheduling": {"replicaSchedulingType": "Sideways"}}},
+         "placement.replicaScheduling.replicaSchedulingType"),
+        ({"replicas": 2, "colour": "blue"}, "colour"),
+        ({"name": "Not_A_Name", "replicas": 1}, "name"),
+    ]
+    for body, field in cases:
+        r = await plane.call("POST", "/api/v1/bindings", json=body)
+        assert r.status_code == 422, (body, r.text)
+        err = r.json()
+        assert err["code"] == "VALIDATION_FAILED"
+        assert field in [f["field"] for f in err["details"]["fields"]], (field, err)
+    r = await plane.call("GET", "/api/v1/bindings/nope/status")
+    assert r.status_code == 404 and r.json()["code"] == "BINDING_NOT_FOUND"
+    r = await plane.call("POST", "/api/v1/bindings", json={"replicas": 1}, role="viewer")
+    assert r.status_code == 403
+
+
+async def test_fragmentation_conflicts_and_explicit_targets(plane: Plane) -> None:
+    # frag: 48 free cores in total, but no node has more than 2 free.
+    await plane.cluster("frag", 25, {"tier": "prod"}, region="eu", provider="gcp",
+                        report={"largestNodeFree": {"cpu": 2, "memory": 64}})
+    await plane.cluster("roomy", 50, {"tier": "prod"}, region="us", provider="aws")
+    await plane.seen("frag", "roomy")
+
+    st = await plane.decided((await plane.bind({"name": "big", "replicas": 2, "resources": {"cpu": 4, "memory": 4}}))["id"])
+    assert placement(st) == {"roomy": 2}
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "big"})
+    verdicts = r.json()["items"][0]["filters"]
+    assert verdicts["reasons"]["frag"].startswith("no node fits 1 replica: largest free node has cpu 2/4")
+    assert verdicts["reasonCounts"] == {"no node fits 1 replica": 1}
+
+    # Only the fragmented cluster allowed: unschedulable, and the reason says why.
+    st = await plane.decided((await plane.bind({"name": "frag-only", "replicas": 1, "targetClusters": ["frag"],
+                                                "resources": {"cpu": 4, "memory": 4}}))["id"])
+    assert st["phase"] == "Unschedulable" and st["placement"] == []
+    assert st["message"].startswith("0/2 clusters available:")
+    assert "no node fits 1 replica" in st["reasons"]["frag"] and st["reasons"]["roomy"] == "not in targetClusters"
+    assert "Targets: frag: no node fits 1 replica" in st["message"]
+
+    # Conflicting constraints: region eu is only gcp, provider aws is only in us.
+    st = await plane.decided((await plane.bind({"name": "conflict", "replicas": 1, "regions": ["eu"],
+                                                "providers": ["aws"], "resources": {"cpu": 1}}))["id"])
+    assert st["phase"] == "Unschedulable"
+    assert st["message"].startswith("0/2 clusters available: ")
+    assert set(st["reasons"]) == {"frag", "roomy"}
+
+    # Explicit targets that don't fit, and one that doesn't exist.
+    st = await plane.decided((await plane.bind({"name": "too-big", "replicas": 1, "targetClusters": ["roomy", "ghost"],
+                                                "resources": {"cpu": 100}}))["id"])
+    assert st["phase"] == "Unschedulable"
+    # 32 cores free by the report, 8 of them assumed by "big" (the member does not show them yet)
+    assert st["reasons"]["roomy"] == "insufficient cpu: need 100 cores, free 24 cores"
+    assert st["reasons"]["ghost"] == "target cluster not registered"
+    assert "Target clusters not registered: ghost" in st["message"]
+
+    # Unschedulable attempts are in the failure log.
+    async def logged() -> set[str]:
+        r = await plane.call("GET", "/api/v1/history/failures", params={"kind": "Unschedulable"}, role="viewer")
+        return {e["binding"] for e in r.json()["items"]} >= {"frag-only", "conflict", "too-big"}
+
+    await eventually(logged, what="unschedulable attempts in /api/v1/history/failures")
+
+
+async def test_duplicated_static_weights_and_stable_scaling(plane: Plane) -> None:
+    for name, cpu in (("a", 20), ("b", 30), ("c", 40)):
+        await plane.cluster(name, cpu, report={"cores": 256})
+    await plane.seen("a", "b", "c")
+
+    st = await plane.decided((await plane.bind({
+        "name": "dup", "replicas": 3, "resources": {"cpu": 1},
+        "placement": {"clusterAffinity": {"clusterNames": ["a", "b"]},
+                      "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}))["id"])
+    assert placement(st) == {"a": 3, "b": 3} and st["placed"] == 3
+
+    st = await plane.decided((await plane.bind({
+        "name": "weighted", "replicas": 6, "resources": {"cpu": 1},
+        "placement": {"replicaScheduling": {"weightPreference": {"staticWeightList": [
+            {"targetCluster": {"clusterNames": ["a"]}, "weight": 1},
+            {"targetCluster": {"clusterNames": ["b"]}, "weight": 2}]}},
+            "clusterAffinity": {"clusterNames": ["a", "b"]}}}))["id"])
+    assert placement(st) == {"a": 2, "b": 4}
+
+    # Scaling by merge patch re-divides stably: up only adds, down only removes.
+    st = await plane.decided((await plane.bind({"name": "elastic", "replicas": 10, "resources": {"cpu": 2}}))["id"])
+    before = placement(st)
+    assert sum(before.values()) == 10
+    r = await plane.call("PATCH", "/api/v1/bindings/elastic", json={"replicas": 17},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200 and r.json()["replicas"] == 17 and r.json()["generation"] == 2
+    st = await plane.decided("elastic")
+    up = placement(st)
+    assert sum(up.values()) == 17 and all(up.get(c, 0) >= n for c, n in before.items()), (before, up)
+    r = await plane.call("PATCH", "/api/v1/bindings/elastic", json={"replicas": 5})
+    st = await plane.decided("elastic")
+    down = placement(st)
+    assert sum(down.values()) == 5 and all(down.get(c, 0) <= n for c, n in up.items()), (up, down)
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "elastic"})
+    assert [e["scheduleType"] for e in r.json()["items"]] == ["ScaleSchedule", "ScaleSchedule", "FirstSchedule"]
+
+    r = await plane.call("PATCH", "/api/v1/bindings/elastic", json={"replicas": "many"})
+    assert r.status_code == 422 and r.json()["details"]["fields"][0]["field"] == "replicas"
+    r = await plane.call("DELETE", "/api/v1/bindings/elastic")
+    assert r.status_code == 200
+    r = await plane.call("GET", "/api/v1/bindings/elastic/status")
+    assert r.status_code == 404
