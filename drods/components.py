@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from drods.controllers.compactor import compactor
+from drods.controllers.manager import member_components
 from drods.monitor.components import monitor_components
 from drods.scheduler.service import scheduler_component
 from drods.server import Component
 
 
 def all_components() -> list[Component]:
-    return [compactor, *monitor_components(), scheduler_component]
+    return [compactor, *monitor_components(), scheduler_component, *member_components()]

@@ -1,0 +1,106 @@
+"""Deletions that wait for a member (M3: "nothing left behind", also for members that were down).
+
+When a copy must go but its member can't be reached (down, partitioned, credentials broken), the
+propagation controller records it under ``/cleanup/<cluster>/<kind>/<namespace>/<name>`` and moves
+on. This loop retries those records every ``cleanupIntervalSeconds`` and at once when a cluster
+changes (e.g. it is Ready again), one task per cluster so a slow member delays only its own.
+A record is dropped without deleting anything when the object is wanted on that cluster again
+(the workload came back before the member did), and an object is deleted only when it carries
+DRO-DS's ``managed-by`` label. Records of unregistered clusters are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from drods.controllers import manifests as M
+from drods.controllers.manifests import Ref
+from drods.controllers.propagation import CLEANUP_PREFIX, Propagation, ready_condition
+from drods.members.client import MemberError, MemberUnavailable
+from drods.store import CasFailed
+
+log = logging.getLogger(__name__)
+
+
+class Cleanup:
+    def __init__(self, prop: Propagation, interval_s: float) -> None:
+        self.prop = prop
+        self.interval_s = interval_s
+        self._busy: set[str] = set()
+
+    def pending(self) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+        """Records by cluster: [(store key, record)]."""
+        out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for key, rec in list(self.prop.cleanups.cache.items()):
+            cluster = key[len(CLEANUP_PREFIX):].split("/", 1)[0]
+            out.setdefault(cluster, []).append((key, rec))
+        return out
+
+    async def run(self) -> None:
+        await self.prop.synced.wait()
+        tasks: set[asyncio.Task[None]] = set()
+        while True:
+            for cluster, records in self.pending().items():
+                if cluster in self._busy:
+                    continue
+                self._busy.add(cluster)
+                t = asyncio.create_task(self._cluster(cluster, records))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+            self.prop.cluster_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.prop.cluster_changed.wait(), self.interval_s)
+
+    async def _cluster(self, cluster: str, records: list[tuple[str, dict[str, Any]]]) -> None:
+        try:
+            await self.clean(cluster, records)
+        except Exception:
+            log.exception("cleanup in %s failed", cluster)
+        finally:
+            self._busy.discard(cluster)
+
+    async def clean(self, cluster: str, records: list[tuple[str, dict[str, Any]]]) -> int:
+        """Try the cluster's records; returns how many objects were deleted."""
+        prop = self.prop
+        if prop.cluster(cluster) is None:
+            for key, _ in records:
+                await self._drop(key)
+            return 0
+        if ready_condition(prop.cluster(cluster)) == "False":
+            return 0  # the health controller will tell us (cluster change) when it is back
+        client, _ = await prop.clients.get(cluster)
+        if client is None:
+            return 0
+        deleted = 0
+        for key, rec in records:
+            try:
+                ref = Ref(str(rec["apiVersion"]), str(rec["kind"]), str(rec.get("namespace") or ""), str(rec["name"]))
+            except KeyError:
+                await self._drop(key)
+                continue
+            if ref in prop.desired_refs(cluster):
+                await self._drop(key)  # wanted there again: leave the object alone
+                continue
+            try:
+                cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                if cur is not None and M.is_managed(cur) and ref not in prop.desired_refs(cluster):
+                    await client.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                    deleted += 1
+                    log.info("cleanup: deleted %s from %s (pending since %s)", ref, cluster, rec.get("since"))
+            except MemberUnavailable:
+                return deleted  # still away; next round
+            except MemberError as e:
+                if e.status != 404:
+                    log.warning("cleanup of %s in %s: %s", ref, cluster, e)
+                    continue
+            prop.owned.get(cluster, set()).discard(ref)
+            await self._drop(key)
+        return deleted
+
+    async def _drop(self, key: str) -> None:
+        with contextlib.suppress(CasFailed):
+            await self.prop.store.delete(key)
+        self.prop.cleanups.cache.pop(key, None)

@@ -1,0 +1,157 @@
+"""Failover (S11): bindings leave a NotReady cluster once their toleration has run out.
+
+How long a binding stays (first match wins):
+
+1. the binding's ``spec.placement.clusterTolerations`` entry that tolerates the taint
+   ``cluster.multicluster.io/not-ready:NoExecute`` — its ``tolerationSeconds`` (none = forever:
+   that binding never fails over);
+2. the cluster's annotation ``multicluster.io/toleration-seconds``;
+3. ``tolerationSeconds`` of the settings (30 s).
+
+The clock starts at the Ready condition's ``lastTransitionTime`` to False. When it runs out, the
+binding is handed to the scheduler's rescheduling entry point (``ctx.services["reschedule"]``, or
+the same ``spec.rescheduleTriggeredAt`` patch when this process has no scheduler), which re-places
+it from scratch on healthy clusters; propagation then moves it gracefully and the old copies are
+deleted — now if the member answers, else when it is back (`drods.controllers.cleanup`). One
+trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from drods.controllers.health import NOT_READY_TAINT
+from drods.controllers.propagation import Propagation
+from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
+from drods.errors import ApiError
+from drods.model.kinds import BINDING, CLUSTER
+from drods.registry.objects import ObjectRegistry
+from drods.registry.patch import MERGE_PATCH
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+REASON_ANNOTATION = "multicluster.io/reschedule-reason"
+Reschedule = Callable[[str, str], Awaitable[Any]]
+
+
+def rfc3339_ms(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
+
+
+def parse_time(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def toleration_seconds(binding: Obj, cluster: Obj, default: float) -> float | None:
+    """Seconds ``binding`` stays on ``cluster`` once it is NotReady; None = it tolerates it for good."""
+    placement = (binding.get("spec") or {}).get("placement") or {}
+    for t in placement.get("clusterTolerations") or []:
+        if not isinstance(t, dict):
+            continue
+        key, op, effect = t.get("key"), t.get("operator") or "Equal", t.get("effect")
+        key_ok = key == NOT_READY_TAINT or (op == "Exists" and not key)
+        if key_ok and effect in (None, "NoExecute"):
+            secs = t.get("tolerationSeconds")
+            return None if secs is None else float(secs)
+    own = annotation_seconds(cluster, TOLERATION_ANNOTATION)
+    return own if own is not None else default
+
+
+def not_ready_since(cluster: Obj) -> float | None:
+    for c in (cluster.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "False":
+            return parse_time(c.get("lastTransitionTime"))
+    return None
+
+
+async def patch_reschedule(registry: ObjectRegistry, name: str, reason: str, clock: Callable[[], float]) -> None:
+    """The scheduler's entry point when it isn't in this process: the same patch it makes."""
+    patch = {"metadata": {"annotations": {REASON_ANNOTATION: reason[:1024]}},
+             "spec": {"rescheduleTriggeredAt": rfc3339_ms(clock())}}
+    for attempt in range(5):
+        try:
+            await registry.patch(BINDING, name, patch, MERGE_PATCH)
+            return
+        except ApiError as e:
+            if e.status != 409 or attempt == 4:
+                raise
+
+
+class Failover:
+    def __init__(self, ctx: Any, prop: Propagation, settings: MemberSettings, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.ctx = ctx
+        self.prop = prop
+        self.settings = settings
+        self.clock = clock
+        self.triggered: set[tuple[str, str, float]] = set()  # (binding, cluster, NotReady since)
+
+    async def reschedule(self, name: str, reason: str) -> None:
+        hook = self.ctx.services.get("reschedule")
+        if hook is not None:
+            await hook(name, reason)
+        else:
+            await patch_reschedule(self.prop.registry, name, reason, self.clock)
+
+    async def run(self) -> None:
+        await self.prop.synced.wait()
+        while True:
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("failover pass failed")
+            await asyncio.sleep(min(1.0, self.settings.probeIntervalSeconds))
+
+    async def tick(self) -> list[str]:
+        """One pass; returns the bindings handed to the scheduler."""
+        now = self.clock()
+        moved: list[str] = []
+        down: set[str] = set()
+        for key, cluster in list(self.prop.clusters.cache.items()):
+            name = key[len(CLUSTER.key_prefix()):]
+            since = not_ready_since(cluster)
+            if since is None:
+                continue
+            down.add(name)
+            for b in sorted(self.prop.by_cluster.get(name, set())):
+                binding = self.prop.bindings.cache.get(BINDING.key(b))
+                if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
+                    continue
+                status = binding.get("status") or {}
+                if not any(isinstance(t, dict) and t.get("cluster") == name and int(t.get("replicas") or 0) > 0
+                           for t in status.get("placement") or []):
+                    continue
+                tol = toleration_seconds(binding, cluster, self.settings.tolerationSeconds)
+                if tol is None or now < since + tol:
+                    continue
+                mark = (b, name, since)
+                if mark in self.triggered:
+                    continue
+                scheduled = parse_time(status.get("scheduledTime"))
+                trigger = parse_time((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
+                if trigger is not None and trigger >= since and (scheduled is None or scheduled < trigger):
+                    self.triggered.add(mark)  # already asked for, the scheduler hasn't answered yet
+                    continue
+                reason = f"cluster {name} NotReady since {rfc3339_ms(since)} (toleration {tol:g}s)"
+                try:
+                    await self.reschedule(b, reason)
+                except ApiError as e:
+                    log.warning("failover of %s off %s failed: %s", b, name, e.message)
+                    continue
+                self.triggered.add(mark)
+                moved.append(b)
+                log.info("failover: %s rescheduled: %s", b, reason)
+        self.triggered = {m for m in self.triggered if m[1] in down}
+        return moved

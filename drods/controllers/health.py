@@ -1,0 +1,299 @@
+"""Cluster health (A3, A4, S11): the Ready condition, the not-ready taint, and the resource summary.
+
+* **Push mode** — every ``probeIntervalSeconds`` (5 s) each cluster is probed through its
+  `MemberClient` (``GET /version``, sent even while the client fails fast) and, when it answers,
+  summarised (nodes, pods, metrics.k8s.io). A success makes it Ready=True at once; it turns
+  Ready=False only after ``notReadyGraceSeconds`` (15 s: three missed probes) without a success.
+  Before its first answer a cluster is Ready=Unknown. One task per cluster: a partitioned member
+  costs its own probe timeouts, nobody else's.
+* **Pull mode** (``spec.syncMode: Pull``) — judged by the age of the newest report: the status
+  document ``/status/clusters/<name>`` or a report this process accepted; Ready=False after
+  ``pullGraceSeconds`` (180 s) without one.
+* Per cluster, the annotation ``multicluster.io/not-ready-grace-seconds`` overrides the grace.
+
+While Ready is False the cluster carries the taint ``cluster.multicluster.io/not-ready:NoExecute``
+in ``spec.taints`` (the scheduler filters NoExecute taints a placement does not tolerate); it is
+removed on recovery. The Cluster's ``status`` also gets ``kubernetesVersion``, ``nodeSummary`` and
+``resourceSummary`` (what ``kubectl get clusters`` shows); it is rewritten when one of those or
+the condition changes, or every ``heartbeatWriteSeconds`` to refresh ``lastHeartbeatTime``.
+Each push-mode summary also goes to monitoring's pipeline as a ``source="kubernetes"`` report,
+which keeps ``/status/clusters/<name>`` (the scheduler's view) current.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from drods.controllers.clients import is_pull
+from drods.controllers.propagation import Propagation, rfc3339
+from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
+from drods.errors import ApiError
+from drods.members.client import MemberError, MemberUnavailable
+from drods.members.collector import report_from_summary
+from drods.members.summary import ClusterSummary
+from drods.model.kinds import CLUSTER
+from drods.registry.patch import MERGE_PATCH
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+NOT_READY_TAINT = "cluster.multicluster.io/not-ready"
+STATUS_PREFIX = "/status/clusters/"
+
+
+@dataclass
+class _Health:
+    first_seen: float
+    last_ok: float | None = None
+    last_error: str | None = None
+    summary: ClusterSummary | None = None
+    version: str | None = None
+    written: float = 0.0  # when the heartbeat was last written
+
+
+def _parse(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _round(x: Any, digits: int = 2) -> float:
+    return round(float(x or 0.0), digits)
+
+
+def resource_summary(s: ClusterSummary) -> Obj:
+    doc = s.status
+    out: Obj = {}
+    for res in ("cpu", "memory", "gpu"):
+        part = doc[res]
+        if res == "gpu" and not part["allocatable"]:
+            continue
+        out[res] = {"allocatable": _round(part["allocatable"]), "allocated": _round(part["allocated"]),
+                    "used": _round(part["used"], 1)}
+    out["pods"] = {"capacity": int(doc["pods"]["capacity"]), "used": int(doc["pods"]["used"])}
+    out["waterLevel"] = _round(doc["waterLevel"])
+    return out
+
+
+class ClusterHealth:
+    def __init__(self, ctx: Any, prop: Propagation, settings: MemberSettings, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.ctx = ctx
+        self.prop = prop
+        self.settings = settings
+        self.clock = clock
+        self.state: dict[str, _Health] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._monitor: Any = None
+
+    async def run(self) -> None:
+        await self.prop.synced.wait()
+        try:
+            while True:
+                names = {k[len(CLUSTER.key_prefix()):] for k in self.prop.clusters.cache}
+                for n in names - set(self._tasks):
+                    self._tasks[n] = asyncio.create_task(self._loop(n), name=f"health-{n}")
+                for n in set(self._tasks) - names:
+                    self._tasks.pop(n).cancel()
+                    self.state.pop(n, None)
+                await asyncio.sleep(min(0.5, self.settings.probeIntervalSeconds))
+        finally:
+            for t in self._tasks.values():
+                t.cancel()
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def _loop(self, name: str) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.check(name)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("health check of %s failed", name)
+            await asyncio.sleep(max(self.settings.probeIntervalSeconds - (time.monotonic() - started), 0.05))
+
+    def grace(self, obj: Obj) -> float:
+        own = annotation_seconds(obj, GRACE_ANNOTATION)
+        if own is not None:
+            return own
+        return self.settings.pullGraceSeconds if is_pull(obj) else self.settings.notReadyGraceSeconds
+
+    async def check(self, name: str) -> None:
+        obj = self.prop.cluster(name)
+        if obj is None:
+            return
+        now = self.clock()
+        st = self.state.setdefault(name, _Health(first_seen=now))
+        if is_pull(obj):
+            last = await self._last_report(name)
+            if last is not None:
+                st.last_ok = max(st.last_ok or 0.0, last)
+        else:
+            await self._probe(name, st)
+        grace = self.grace(obj)
+        if st.last_ok is not None and now - st.last_ok < grace:
+            ready, reason = "True", "ClusterReady"
+            message = self._ready_message(obj, st)
+        elif now - (st.last_ok or st.first_seen) >= grace:
+            ready, reason = "False", "ClusterNotReady"
+            since = f"since {rfc3339(st.last_ok)}" if st.last_ok else "yet"
+            what = "report" if is_pull(obj) else "successful probe"
+            message = f"no {what} {since} (grace {grace:g}s)" + (f": {st.last_error}" if st.last_error else "")
+        else:
+            cur = self._condition(obj)
+            if cur is not None:  # within the grace: keep what it was
+                ready, reason, message = str(cur.get("status")), str(cur.get("reason") or ""), \
+                    str(cur.get("message") or "")
+            else:
+                ready, reason = "Unknown", "ClusterProbing"
+                message = f"waiting for the first {'report' if is_pull(obj) else 'probe'}" + \
+                    (f" ({st.last_error})" if st.last_error else "")
+        await self._write(name, obj, st, ready, reason, message, now)
+
+    def _ready_message(self, obj: Obj, st: _Health) -> str:
+        if is_pull(obj):
+            return "agent reporting"
+        s = st.summary
+        if s is None:
+            return f"answering ({st.version or 'version unknown'})"
+        return f"{s.ready_nodes}/{s.node_count} nodes ready, {s.kubernetes_version or st.version or ''}".strip(", ")
+
+    @staticmethod
+    def _condition(obj: Obj) -> Obj | None:
+        for c in (obj.get("status") or {}).get("conditions") or []:
+            if isinstance(c, dict) and c.get("type") == "Ready":
+                return c
+        return None
+
+    async def _probe(self, name: str, st: _Health) -> None:
+        client, why = await self.prop.clients.get(name)
+        if client is None:
+            st.last_error = why
+            return
+        try:
+            st.version = await client.probe()
+        except (MemberUnavailable, MemberError) as e:
+            st.last_error = str(e)[:300]
+            return
+        st.last_ok = self.clock()
+        st.last_error = None
+        try:
+            st.summary = await client.summary()
+        except (MemberUnavailable, MemberError) as e:
+            log.info("summary of %s failed: %s", name, e)
+            return
+        await self._feed(name, st.summary)
+
+    async def _feed(self, name: str, summary: ClusterSummary) -> None:
+        """The summary as this cluster's status: through monitoring when it is there."""
+        report = report_from_summary(name, summary, self.clock())
+        try:
+            svc = await self._monitor_service()
+        except ImportError:
+            svc = None
+        if svc is not None:
+            from drods.monitor.report import MetricsReport
+
+            await svc.ingest(MetricsReport.model_validate(report), source="kubernetes")
+            return
+        doc = {"status": summary.status, "report": report, "publishedAt": rfc3339(self.clock())}
+        await self.prop.store.put(f"{STATUS_PREFIX}{name}", json.dumps(doc).encode())
+
+    async def _monitor_service(self) -> Any:
+        if self._monitor is None:
+            from drods.monitor.service import get_service
+
+            svc = get_service(self.ctx)
+            await svc.start()
+            self._monitor = svc
+        return self._monitor
+
+    async def _last_report(self, name: str) -> float | None:
+        times: list[float] = []
+        kv = await self.prop.store.get(f"{STATUS_PREFIX}{name}")
+        if kv is not None:
+            try:
+                doc = json.loads(kv.value)
+            except ValueError:
+                doc = {}
+            st = doc.get("status") if isinstance(doc.get("status"), dict) else {}
+            for t in (st.get("receivedAt"), doc.get("publishedAt")):
+                parsed = _parse(t)
+                if parsed is not None:
+                    times.append(parsed)
+        svc = self.ctx.services.get("monitor")
+        latest = getattr(getattr(getattr(svc, "pipeline", None), "normaliser", None), "latest", None)
+        if callable(latest):
+            got = latest(name)
+            if got is not None:
+                times.append(float(got.received_ts))
+        return max(times) if times else None
+
+    async def _write(self, name: str, obj: Obj, st: _Health, ready: str, reason: str, message: str,
+                     now: float) -> None:
+        """Rewrite the status when something a reader cares about changed, or a heartbeat is due."""
+        status = dict(obj.get("status") or {})
+        conds = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        cur = next((c for c in conds if c.get("type") == "Ready"), None) or {}
+        stamp = rfc3339(now)
+        transition = cur.get("status") != ready or cur.get("reason") != reason
+        heartbeat = rfc3339(st.last_ok) if st.last_ok is not None else cur.get("lastHeartbeatTime", stamp)
+        cond = {"type": "Ready", "status": ready, "reason": reason, "message": message,
+                "lastHeartbeatTime": heartbeat,
+                "lastTransitionTime": stamp if transition else cur.get("lastTransitionTime", stamp)}
+        new = dict(status)
+        new["conditions"] = [c for c in conds if c.get("type") != "Ready"] + [cond]
+        if ready == "True" and st.summary is not None and not is_pull(obj):
+            s = st.summary
+            new["kubernetesVersion"] = s.kubernetes_version or st.version
+            new["nodeSummary"] = {"totalNum": s.node_count, "readyNum": s.ready_nodes}
+            new["resourceSummary"] = resource_summary(s)
+        others = {k: v for k, v in new.items() if k != "conditions"}
+        # a NotReady message carries the last error, which varies: it is refreshed with the heartbeat only
+        material = transition or (ready == "True" and cur.get("message") != message) or \
+            others != {k: v for k, v in status.items() if k != "conditions"}
+        due = now - st.written >= self.settings.heartbeatWriteSeconds and \
+            (heartbeat != cur.get("lastHeartbeatTime") or cur.get("message") != message)
+        if material or due:
+            try:
+                await self.prop.registry.update_status(CLUSTER, name, new,
+                                                       resource_version=int(obj["metadata"]["resourceVersion"]))
+                st.written = now
+            except ApiError as e:
+                if e.status not in (404, 409):
+                    raise
+                return
+            if transition:
+                log.info("cluster %s Ready=%s (%s: %s)", name, ready, reason, message)
+        await self._taint(name, ready == "False")
+
+    async def _taint(self, name: str, tainted: bool) -> None:
+        obj = self.prop.cluster(name)
+        if obj is None:
+            return
+        taints = [t for t in (obj.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
+        has = any(t.get("key") == NOT_READY_TAINT and t.get("effect") == "NoExecute" for t in taints)
+        if has == tainted:
+            return
+        if tainted:
+            taints = [*taints, {"key": NOT_READY_TAINT, "effect": "NoExecute", "timeAdded": rfc3339(self.clock())}]
+        else:
+            taints = [t for t in taints if t.get("key") != NOT_READY_TAINT]
+        patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
+        try:
+            await self.prop.registry.patch(CLUSTER, name, patch, MERGE_PATCH)
+        except ApiError as e:
+            if e.status not in (404, 409):
+                raise

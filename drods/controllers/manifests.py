@@ -1,0 +1,286 @@
+"""What DRO-DS sends to one member for one Binding: the workload template's copy with that cluster's
+share of the replicas, its overrides, ownership metadata, and the objects it depends on.
+
+Conventions (M3, documented in the README "Member clusters"):
+
+* **Namespace mapping** — a namespaced object goes to the *same namespace* in the member; DRO-DS
+  creates the namespace when it is missing (labelled ``multicluster.io/managed-by=drods``) and never
+  deletes a namespace (it may hold other tenants' objects).
+* **Ownership** — every copy carries the label ``multicluster.io/managed-by=drods`` and
+  ``multicluster.io/binding`` plus annotations with the binding's name and uid, the template's
+  generation and a hash of the manifest. DRO-DS updates and deletes only objects with that label;
+  an object of the same name that it did not create is reported as a conflict and left alone.
+* **Replicas** — Deployments and StatefulSets get the cluster's share in ``spec.replicas``; a Job's
+  ``parallelism`` is the share and ``completions`` are split in proportion (largest remainder);
+  everything else (Services, ConfigMaps, Secrets, DaemonSets, Namespaces) is duplicated unchanged.
+* **Dependents** — ConfigMaps and Secrets a pod template references (volumes, projected volumes,
+  envFrom, env valueFrom, imagePullSecrets) and Services in the namespace whose selector matches the
+  pod template's labels go to the same clusters, before the workload.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from drods.controllers.overrides import OverrideError, apply_overrides, pod_spec
+from drods.model.policy import ClusterOverridePolicySpec
+
+Obj = dict[str, Any]
+
+MANAGED_BY = "multicluster.io/managed-by"
+MANAGER = "drods"
+BINDING_LABEL = "multicluster.io/binding"
+ANN_BINDING = "multicluster.io/binding"
+ANN_BINDING_UID = "multicluster.io/binding-uid"
+ANN_TEMPLATE_GENERATION = "multicluster.io/template-generation"
+ANN_HASH = "multicluster.io/manifest-hash"
+ANN_CLUSTER = "multicluster.io/cluster"
+ANN_OVERRIDES = "multicluster.io/applied-overrides"
+ANN_DEPENDENT_OF = "multicluster.io/dependent-of"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+
+REPLICA_KINDS = frozenset({"Deployment", "StatefulSet", "Job"})
+WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job"})
+_KEEP_META = ("name", "namespace", "labels", "annotations")
+_OUR_ANNOTATIONS = (ANN_BINDING, ANN_BINDING_UID, ANN_TEMPLATE_GENERATION, ANN_HASH, ANN_CLUSTER, ANN_OVERRIDES,
+                    ANN_DEPENDENT_OF, LAST_APPLIED)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Ref:
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.api_version}/{self.kind}/{self.namespace}/{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> Ref:
+        api_version, kind, namespace, name = text.rsplit("/", 3)
+        return cls(api_version, kind, namespace, name)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> Ref:
+        meta = obj.get("metadata") or {}
+        return cls(str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""),
+                   str(meta.get("name")))
+
+
+@dataclass
+class Work:
+    """What one binding wants on one cluster: apply ``manifests`` (dependents first), or remove ``refs``."""
+
+    binding: str
+    remove: bool
+    manifests: list[Obj] = field(default_factory=list)
+    refs: list[Ref] = field(default_factory=list)
+    hash: str = ""
+    namespace: str | None = None
+    main: Ref | None = None
+
+
+def label_value(name: str) -> str:
+    """A binding name as a label value (at most 63 characters; longer names keep a hash suffix)."""
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[:52].rstrip('-.')}-{digest}"
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def strip(template: Obj) -> Obj:
+    """The template as a member should see it: no control-plane identity, status or apply history."""
+    meta = template.get("metadata") or {}
+    out = {k: copy.deepcopy(v) for k, v in template.items() if k not in ("metadata", "status")}
+    out["metadata"] = {k: copy.deepcopy(meta[k]) for k in _KEEP_META if meta.get(k) not in (None, {}, "")}
+    anns = out["metadata"].get("annotations")
+    if anns:
+        for a in _OUR_ANNOTATIONS:
+            anns.pop(a, None)
+        if not anns:
+            out["metadata"].pop("annotations")
+    return out
+
+
+def split_largest_remainder(total: int, weights: list[int]) -> list[int]:
+    """``total`` in proportion to ``weights`` (Hamilton's method); ties to the earlier entry."""
+    wsum = sum(weights)
+    if wsum <= 0 or total <= 0:
+        return [0] * len(weights)
+    exact = [total * w / wsum for w in weights]
+    out = [int(x) for x in exact]
+    rest = total - sum(out)
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order[:rest]:
+        out[i] += 1
+    return out
+
+
+def set_replicas(obj: Obj, share: int, job_completions: int | None = None) -> None:
+    spec = obj.setdefault("spec", {})
+    kind = obj.get("kind")
+    if kind in ("Deployment", "StatefulSet"):
+        spec["replicas"] = share
+    elif kind == "Job":
+        spec["parallelism"] = share
+        if job_completions is not None:
+            spec["completions"] = job_completions
+
+
+def job_completions(template: Obj, shares: list[int]) -> list[int | None]:
+    completions = (template.get("spec") or {}).get("completions")
+    if not isinstance(completions, int):
+        return [None] * len(shares)
+    return list(split_largest_remainder(completions, shares))
+
+
+def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, cluster: str,
+        overrides: list[str], dependent_of: str | None = None) -> Obj:
+    """Add the ownership metadata and the manifest hash (of everything else) to a member copy."""
+    meta = obj.setdefault("metadata", {})
+    labels = meta.setdefault("labels", {})
+    labels[MANAGED_BY] = MANAGER
+    labels[BINDING_LABEL] = label_value(binding)
+    anns = meta.setdefault("annotations", {})
+    anns[ANN_BINDING] = binding
+    anns[ANN_BINDING_UID] = binding_uid
+    anns[ANN_TEMPLATE_GENERATION] = str(template_generation)
+    anns[ANN_CLUSTER] = cluster
+    if overrides:
+        anns[ANN_OVERRIDES] = ",".join(overrides)
+    if dependent_of:
+        anns[ANN_DEPENDENT_OF] = dependent_of
+    anns.pop(ANN_HASH, None)
+    anns[ANN_HASH] = digest(obj)
+    return obj
+
+
+def manifest_hash(obj: Mapping[str, Any]) -> str | None:
+    return (((obj.get("metadata") or {}).get("annotations")) or {}).get(ANN_HASH)
+
+
+def is_managed(obj: Mapping[str, Any] | None) -> bool:
+    return bool(obj) and (((obj or {}).get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGER
+
+
+# ---- dependents --------------------------------------------------------------------------------
+
+
+def referenced(template: Obj) -> tuple[set[str], set[str]]:
+    """Names of the ConfigMaps and Secrets a pod template uses."""
+    ps = pod_spec(template)
+    cms: set[str] = set()
+    secrets: set[str] = set()
+    if ps is None:
+        return cms, secrets
+    for v in ps.get("volumes") or []:
+        if not isinstance(v, dict):
+            continue
+        if (v.get("configMap") or {}).get("name"):
+            cms.add(v["configMap"]["name"])
+        if (v.get("secret") or {}).get("secretName"):
+            secrets.add(v["secret"]["secretName"])
+        for src in (v.get("projected") or {}).get("sources") or []:
+            if (src.get("configMap") or {}).get("name"):
+                cms.add(src["configMap"]["name"])
+            if (src.get("secret") or {}).get("name"):
+                secrets.add(src["secret"]["name"])
+    for c in [*(ps.get("containers") or []), *(ps.get("initContainers") or [])]:
+        if not isinstance(c, dict):
+            continue
+        for ef in c.get("envFrom") or []:
+            if (ef.get("configMapRef") or {}).get("name"):
+                cms.add(ef["configMapRef"]["name"])
+            if (ef.get("secretRef") or {}).get("name"):
+                secrets.add(ef["secretRef"]["name"])
+        for env in c.get("env") or []:
+            vf = (env or {}).get("valueFrom") or {}
+            if (vf.get("configMapKeyRef") or {}).get("name"):
+                cms.add(vf["configMapKeyRef"]["name"])
+            if (vf.get("secretKeyRef") or {}).get("name"):
+                secrets.add(vf["secretKeyRef"]["name"])
+    for s in ps.get("imagePullSecrets") or []:
+        if isinstance(s, dict) and s.get("name"):
+            secrets.add(s["name"])
+    return cms, secrets
+
+
+def selects(service: Obj, template: Obj) -> bool:
+    """A Service whose (non-empty) selector matches the pod template's labels."""
+    selector = (service.get("spec") or {}).get("selector") or {}
+    if not selector:
+        return False
+    labels = (((template.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def dependents(template: Obj, lookup: Callable[[str, str, str], Obj | None],
+               services: Callable[[str], Iterable[Obj]]) -> tuple[list[Obj], set[tuple[str, str, str]]]:
+    """(the dependent objects that exist, every (kind, namespace, name) looked for — to watch)."""
+    if pod_spec(template) is None:
+        return [], set()
+    ns = str((template.get("metadata") or {}).get("namespace") or "default")
+    cms, secrets = referenced(template)
+    wanted = {("ConfigMap", ns, n) for n in cms} | {("Secret", ns, n) for n in secrets}
+    found = [o for kind, _, name in sorted(wanted) if (o := lookup(kind, ns, name)) is not None]
+    found += sorted((s for s in services(ns) if selects(s, template)),
+                    key=lambda s: str(s["metadata"]["name"]))
+    return found, wanted
+
+
+# ---- the plan for one binding ------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    cluster: str
+    share: int
+    labels: dict[str, str]
+
+
+def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, deps: list[Obj],
+                 policies: list[tuple[str, ClusterOverridePolicySpec]], completions: int | None) -> Work:
+    """The Work for one cluster; raises `OverrideError` when an override does not fit."""
+    gen = int((template.get("metadata") or {}).get("generation") or 1)
+    main_ref = Ref.of(template)
+    manifests: list[Obj] = []
+    for dep in deps:
+        m = strip(dep)
+        applied = apply_overrides(m, target.cluster, target.labels, policies)
+        manifests.append(own(m, binding=binding, binding_uid=binding_uid, cluster=target.cluster,
+                             template_generation=int((dep.get("metadata") or {}).get("generation") or 1),
+                             overrides=applied, dependent_of=str(main_ref)))
+    m = strip(template)
+    set_replicas(m, target.share, completions)
+    applied = apply_overrides(m, target.cluster, target.labels, policies)
+    manifests.append(own(m, binding=binding, binding_uid=binding_uid, template_generation=gen,
+                         cluster=target.cluster, overrides=applied))
+    refs = [Ref.of(x) for x in manifests]
+    ns = str((template.get("metadata") or {}).get("namespace") or "") or None
+    return Work(binding, False, manifests, refs, digest([manifest_hash(x) for x in manifests]), ns, main_ref)
+
+
+def plan(binding: str, binding_uid: str, template: Obj, targets: list[Target], deps: list[Obj],
+         policies: list[tuple[str, ClusterOverridePolicySpec]]) -> dict[str, Work | OverrideError]:
+    """Work per target cluster (or the override error that keeps it from being applied)."""
+    kind = str(template.get("kind"))
+    completions = job_completions(template, [t.share for t in targets]) if kind == "Job" \
+        else [None] * len(targets)
+    out: dict[str, Work | OverrideError] = {}
+    for t, c in zip(targets, completions, strict=True):
+        try:
+            out[t.cluster] = plan_cluster(binding, binding_uid, template, t, deps, policies, c)
+        except OverrideError as e:
+            out[t.cluster] = e
+    return out

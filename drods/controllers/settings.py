@@ -1,0 +1,84 @@
+"""Tunables of the member-cluster controllers (propagation, status, health, failover, cleanup).
+
+Read from ``<data dir>/members.yaml`` when it exists (camelCase keys, like ``monitor.yaml``);
+tests and tools may preset ``ctx.services["member_settings"]``. Two per-cluster overrides live in
+Cluster annotations, so an operator can tune one flaky site without touching the others:
+
+* ``multicluster.io/not-ready-grace-seconds`` — how long without a successful probe (push) or a
+  report (pull) before the cluster is NotReady;
+* ``multicluster.io/toleration-seconds`` — how long bindings stay on a NotReady cluster before
+  they are rescheduled (a placement's ``clusterTolerations[].tolerationSeconds`` for the
+  not-ready taint wins over it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.members.client import MemberOptions
+
+GRACE_ANNOTATION = "multicluster.io/not-ready-grace-seconds"
+TOLERATION_ANNOTATION = "multicluster.io/toleration-seconds"
+
+
+class MemberSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    probeIntervalSeconds: float = Field(default=5.0, gt=0)
+    # Push mode: NotReady after this long without a successful probe (3 missed probes at 5 s).
+    notReadyGraceSeconds: float = Field(default=15.0, gt=0)
+    # Pull mode: NotReady after this long without a report (the monitor rewrites an unchanged
+    # status document only every heartbeat, 60 s by default, so this must be well above it).
+    pullGraceSeconds: float = Field(default=180.0, gt=0)
+    # Failover (S11): bindings leave a NotReady cluster after this long.
+    tolerationSeconds: float = Field(default=30.0, ge=0)
+    # How often an unchanged Ready condition's lastHeartbeatTime is rewritten in the Cluster object.
+    heartbeatWriteSeconds: float = Field(default=20.0, gt=0)
+    # How often each member's managed workloads are listed for their status.
+    statusPollSeconds: float = Field(default=2.0, gt=0)
+    # An old cluster's copy is removed after this long even if the new placement never got ready.
+    gracefulTimeoutSeconds: float = Field(default=600.0, gt=0)
+    # Consecutive failed applies to one cluster before the binding is Failed (retries go on).
+    applyFailureThreshold: int = Field(default=5, ge=1)
+    cleanupIntervalSeconds: float = Field(default=5.0, gt=0)
+    # Member client (per cluster): timeouts, retries, parallel calls.
+    connectTimeoutSeconds: float = Field(default=3.0, gt=0)
+    readTimeoutSeconds: float = Field(default=5.0, gt=0)
+    retries: int = Field(default=1, ge=0)
+    concurrency: int = Field(default=8, ge=1)
+    # Workers that turn bindings into per-cluster work (no member I/O happens there).
+    bindingWorkers: int = Field(default=8, ge=1)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> MemberSettings:
+        path = data_dir / "members.yaml"
+        if not path.exists():
+            return cls()
+        return cls.model_validate(yaml.safe_load(path.read_text()) or {})
+
+    def member_options(self) -> MemberOptions:
+        return MemberOptions(connect_timeout=self.connectTimeoutSeconds, read_timeout=self.readTimeoutSeconds,
+                             retries=self.retries, backoff=0.2, backoff_max=2.0, concurrency=self.concurrency,
+                             failure_threshold=2, probe_interval=self.probeIntervalSeconds)
+
+
+def get_settings(ctx: Any) -> MemberSettings:
+    settings: MemberSettings | None = ctx.services.get("member_settings")
+    if settings is None:
+        settings = MemberSettings.load(ctx.data_dir)
+        ctx.services["member_settings"] = settings
+    return settings
+
+
+def annotation_seconds(obj: dict[str, Any] | None, name: str) -> float | None:
+    """A non-negative number of seconds from an annotation, or None when absent or unreadable."""
+    value = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(name)
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and seconds >= 0 else None

@@ -1,0 +1,131 @@
+"""Status aggregation: member copies' status → ``Binding.status.clusters[]`` and phase, and the
+workload template's own status (what ``kubectl get deploy web`` shows against DRO-DS).
+
+Binding status ownership (see `drods.scheduler.records`): the scheduler writes phase Pending /
+Scheduled / Unschedulable, ``placement``, ``message``, ``reasons``, ``scheduledGeneration``,
+``scheduledTime``; propagation writes ``clusters[]`` and ``conditions[]`` and moves the phase
+Scheduled → Propagated → Running, or Failed, for the current placement.
+
+The template's status carries the sums a user expects (``replicas``, ``readyReplicas``,
+``availableReplicas``, ``updatedReplicas``) and, in ``status.clusters[]``, where each instance
+runs: cluster, city code, region, provider, replicas and ready replicas (M1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from drods.controllers.manifests import ANN_HASH, WORKLOAD_KINDS
+
+Obj = dict[str, Any]
+PROPAGATING_PHASES = frozenset({"Scheduled", "Propagated", "Running", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a member reports about one copy of a workload."""
+
+    kind: str
+    hash: str | None
+    generation: int
+    observed_generation: int
+    replicas: int
+    ready: int
+    available: int
+    updated: int
+    complete: bool
+    conditions: tuple[tuple[str, str, str, str], ...]  # (type, status, reason, message)
+
+    def conditions_json(self) -> list[dict[str, str]]:
+        return [{"type": t, "status": s, **({"reason": r} if r else {}), **({"message": m} if m else {})}
+                for t, s, r, m in self.conditions]
+
+
+def observe(obj: Obj) -> Observation:
+    kind = str(obj.get("kind"))
+    st = obj.get("status") or {}
+    meta = obj.get("metadata") or {}
+    conds = tuple((str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""),
+                   str(c.get("message") or ""))
+                  for c in st.get("conditions") or [] if isinstance(c, dict))
+    if kind == "DaemonSet":
+        replicas, ready = int(st.get("desiredNumberScheduled") or 0), int(st.get("numberReady") or 0)
+        available, updated = int(st.get("numberAvailable") or 0), int(st.get("updatedNumberScheduled") or 0)
+    elif kind == "Job":
+        active, succeeded = int(st.get("active") or 0), int(st.get("succeeded") or 0)
+        replicas, ready, available, updated = active + succeeded, active + succeeded, succeeded, active + succeeded
+    else:
+        replicas, ready = int(st.get("replicas") or 0), int(st.get("readyReplicas") or 0)
+        available, updated = int(st.get("availableReplicas") or 0), int(st.get("updatedReplicas") or 0)
+    complete = any(c[0] == "Complete" and c[1] == "True" for c in conds)
+    return Observation(kind, (meta.get("annotations") or {}).get(ANN_HASH), int(meta.get("generation") or 1),
+                       int(st.get("observedGeneration") or 0), replicas, ready, available, updated, complete, conds)
+
+
+def copy_ready(kind: str, share: int, obs: Observation | None, parallelism: int | None = None) -> bool:
+    """Is this cluster's copy doing what it should (for its current manifest)?"""
+    if kind not in WORKLOAD_KINDS:
+        return True
+    if obs is None:
+        return False
+    if kind == "Job":
+        return obs.complete or obs.ready >= (parallelism if parallelism is not None else share)
+    if kind == "DaemonSet":
+        return obs.observed_generation >= obs.generation and obs.ready >= obs.replicas
+    return obs.observed_generation >= obs.generation and obs.ready >= share and obs.replicas <= share
+
+
+def condition(type_: str, ok: bool, reason: str, message: str, previous: list[Obj] | None, now: str) -> Obj:
+    """A Kubernetes-style condition; the transition time moves only when the status does."""
+    status = "True" if ok else "False"
+    prev = next((c for c in previous or [] if c.get("type") == type_), None)
+    since = prev.get("lastTransitionTime") if prev and prev.get("status") == status else now
+    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
+
+
+def template_status(kind: str, generation: int, entries: list[Obj], cluster_info: dict[str, Obj],
+                    all_applied: bool, previous: Obj, now: str) -> Obj:
+    """The workload template's aggregated status from the binding's ``status.clusters[]``."""
+    replicas = ready = available = updated = 0
+    detail = []
+    for e in entries:
+        replicas += int(e.get("observedReplicas") or 0)
+        ready += int(e.get("readyReplicas") or 0)
+        available += int(e.get("availableReplicas") or 0)
+        if not e.get("removing"):
+            updated += int(e.get("updatedReplicas") or 0)
+        info = cluster_info.get(e["cluster"]) or {}
+        row: Obj = {"cluster": e["cluster"]}
+        for k in ("city", "region", "zone", "provider"):
+            if info.get(k):
+                row[k] = info[k]
+        row.update(replicas=int(e.get("replicas") or 0), readyReplicas=int(e.get("readyReplicas") or 0),
+                   availableReplicas=int(e.get("availableReplicas") or 0), applied=bool(e.get("applied")))
+        if e.get("removing"):
+            row["removing"] = True
+        detail.append(row)
+    out: Obj = {}
+    prev_conds = previous.get("conditions") if isinstance(previous.get("conditions"), list) else None
+    desired = sum(int(e.get("replicas") or 0) for e in entries if not e.get("removing"))
+    if kind == "Job":
+        out.update(active=max(replicas - available, 0), succeeded=available)
+        done = all(e.get("complete") for e in entries if not e.get("removing")) and bool(entries)
+        out["conditions"] = [condition("Complete", done, "AllClustersComplete" if done else "Running",
+                                       f"{sum(1 for e in entries if e.get('complete'))}/{len(entries)} clusters "
+                                       "complete", prev_conds, now)]
+    elif kind == "DaemonSet":
+        out.update(desiredNumberScheduled=replicas, currentNumberScheduled=replicas, numberReady=ready,
+                   numberAvailable=available, updatedNumberScheduled=updated)
+    else:
+        out.update(replicas=replicas, readyReplicas=ready, availableReplicas=available, updatedReplicas=updated)
+        if replicas > available:
+            out["unavailableReplicas"] = replicas - available
+        ok = all_applied and ready >= desired
+        out["conditions"] = [condition("Available", ok, "MinimumReplicasAvailable" if ok else
+                                       "MinimumReplicasUnavailable",
+                                       f"{ready}/{desired} replicas ready in {len(detail)} cluster(s)", prev_conds,
+                                       now)]
+    out["observedGeneration"] = generation if all_applied else int(previous.get("observedGeneration") or 0)
+    out["clusters"] = detail
+    return out

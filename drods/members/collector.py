@@ -1,0 +1,87 @@
+"""A member's resource summary (read through the Kubernetes API) as a monitoring report (F5, S2).
+
+`report_from_summary` turns a `ClusterSummary` into the same `MetricsReport` an agent pushes, so it
+goes through monitoring's one pipeline (normalisation, rate control, thresholds, history) with
+``source="kubernetes"``. The mapping keeps the water level identical to the summary's:
+
+* ``cpuCapacity`` = allocatable cores and ``cpuUsage`` = max(used, allocated) / allocatable in %;
+* ``memoryCapacity`` = allocatable GiB and ``memoryAvailable`` = allocatable − max(used, allocated);
+* GPUs the same way from allocated devices; ``pods`` = bound, non-terminal pods;
+* ``largestNodeFree`` as is, and the allocation extras the scheduler view documents
+  (``cpuAllocatable``/``cpuAllocated``/``memoryAllocatable``/``memoryAllocated``/``gpuAllocatable``/
+  ``gpuAllocated``/``podsCapacity``), plus inventory extras (nodes, version, topology).
+
+`KubernetesCollector` is the pull-collector form (``drods.monitor.collectors``) for processes that
+want monitoring to pull members on its own schedule; the cluster health controller instead feeds
+the summary it reads with every probe, so a push-mode cluster is not read twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from drods.members.client import MemberClient
+from drods.members.summary import ClusterSummary
+
+
+def _pct(part: float, total: float) -> float:
+    return round(min(max(part / total, 0.0), 1.0) * 100.0, 4) if total > 0 else 0.0
+
+
+def report_from_summary(cluster: str, summary: ClusterSummary, now: float | None = None) -> dict[str, Any]:
+    """The report body (``MetricsReport`` fields and documented extras) for ``cluster``."""
+    doc = summary.status
+    cpu, mem, gpu = doc["cpu"], doc["memory"], doc["gpu"]
+    cpu_busy = max(cpu["used"], cpu["allocated"])
+    mem_busy = max(mem["used"], mem["allocated"])
+    ts = datetime.fromtimestamp(now, UTC) if now is not None else datetime.now(UTC)
+    report: dict[str, Any] = {
+        "cluster": cluster,
+        "timestamp": ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "cpuCapacity": cpu["allocatable"],
+        "cpuUsage": _pct(cpu_busy, cpu["allocatable"]),
+        "memoryCapacity": mem["allocatable"],
+        "memoryAvailable": round(max(mem["allocatable"] - mem_busy, 0.0), 6),
+        "pods": int(doc["pods"]["used"]),
+        "largestNodeFree": dict(doc["largestNodeFree"]),
+        "cpuAllocatable": cpu["allocatable"],
+        "cpuAllocated": cpu["allocated"],
+        "memoryAllocatable": mem["allocatable"],
+        "memoryAllocated": mem["allocated"],
+        "podsCapacity": doc["pods"]["capacity"],
+        "nodes": summary.node_count,
+        "readyNodes": summary.ready_nodes,
+        "pendingPods": summary.pending_pods,
+        "kubernetesVersion": summary.kubernetes_version,
+        "topology": summary.topology(),
+    }
+    if gpu["allocatable"] > 0:
+        report.update(gpuCapacity=gpu["allocatable"], gpuUsage=_pct(gpu["allocated"], gpu["allocatable"]),
+                      gpuAllocatable=gpu["allocatable"], gpuAllocated=gpu["allocated"])
+    if summary.gpu_models:
+        report["gpuModels"] = summary.gpu_models
+    return report
+
+
+class KubernetesCollector:
+    """Pull collector for push-mode clusters DRO-DS holds a `MemberClient` for."""
+
+    source = "kubernetes"
+
+    def __init__(self, client_for: Callable[[str], Awaitable[MemberClient | None]]) -> None:
+        self.client_for = client_for
+
+    def handles(self, cluster: Any) -> bool:
+        spec = getattr(cluster, "spec", {}) or {}
+        return spec.get("syncMode", "Push") != "Pull"
+
+    async def collect(self, cluster: Any) -> dict[str, Any] | None:
+        client = await self.client_for(cluster.name)
+        if client is None:
+            return None
+        return report_from_summary(cluster.name, await client.summary())
+
+    async def aclose(self) -> None:
+        return None
