@@ -14,9 +14,13 @@ Column = tuple[str, str, str]  # name, type, JSON path within the object (dotted
 _COLUMNS: dict[str, list[Column]] = {
     "Cluster": [("Mode", "string", "spec.syncMode"), ("Region", "string", "spec.region"),
                 ("Provider", "string", "spec.provider"), ("City", "string", "spec.city"),
-                ("Ready", "string", "status.ready")],
-    "Binding": [("Replicas", "integer", "spec.replicas"), ("Phase", "string", "status.phase")],
-    "Deployment": [("Replicas", "integer", "spec.replicas")],
+                ("Ready", "string", "status.ready"), ("Version", "string", "status.kubernetesVersion"),
+                ("Nodes", "string", "=nodes"), ("CPU(alloc/used)", "string", "=cpu"),
+                ("Water", "string", "=water"), ("Heartbeat", "string", "=heartbeat")],
+    "Binding": [("Replicas", "integer", "spec.replicas"), ("Phase", "string", "status.phase"),
+                ("Clusters", "string", "=placement")],
+    "Deployment": [("Ready", "string", "=ready"), ("Up-to-date", "integer", "status.updatedReplicas"),
+                   ("Available", "integer", "status.availableReplicas"), ("Clusters", "string", "=clusters")],
 }
 
 
@@ -58,6 +62,30 @@ def _ready(obj: dict[str, Any]) -> str:
     return "Unknown"
 
 
+def _computed(obj: dict[str, Any], name: str) -> Any:
+    """Cells made of several fields (names start with ``=`` in `_COLUMNS`)."""
+    if name == "=nodes":
+        ns = _get(obj, "status.nodeSummary") or {}
+        return f"{ns.get('readyNum', 0)}/{ns.get('totalNum', 0)}" if ns else None
+    if name == "=cpu":
+        cpu = _get(obj, "status.resourceSummary.cpu") or {}
+        return f"{cpu.get('allocated', 0):g}/{cpu.get('used', 0):g} of {cpu.get('allocatable', 0):g}" if cpu else None
+    if name == "=water":
+        wl = _get(obj, "status.resourceSummary.waterLevel")
+        return f"{wl:.0%}" if isinstance(wl, int | float) else None
+    if name == "=heartbeat":
+        for cond in _get(obj, "status.conditions") or []:
+            if cond.get("type") == "Ready" and cond.get("lastHeartbeatTime"):
+                return _age(cond["lastHeartbeatTime"])
+        return None
+    if name == "=ready":
+        return f"{_get(obj, 'status.readyReplicas') or 0}/{_get(obj, 'spec.replicas') or 0}"
+    if name in ("=clusters", "=placement"):
+        rows = _get(obj, "status.clusters" if name == "=clusters" else "status.placement") or []
+        return ",".join(f"{r.get('cluster')}:{r.get('replicas', 0)}" for r in rows if isinstance(r, dict)) or None
+    return None
+
+
 def to_table(kind: Kind, items: list[dict[str, Any]], revision: int) -> dict[str, Any]:
     extra = _COLUMNS.get(kind.kind, [])
     columns = [{"name": "Name", "type": "string", "format": "name", "description": "name", "priority": 0}]
@@ -68,7 +96,8 @@ def to_table(kind: Kind, items: list[dict[str, Any]], revision: int) -> dict[str
         meta = obj["metadata"]
         cells: list[Any] = [meta["name"]]
         for _, _, path in extra:
-            value = _ready(obj) if path == "status.ready" else _get(obj, path)
+            value = _ready(obj) if path == "status.ready" else _computed(obj, path) if path.startswith("=") \
+                else _get(obj, path)
             if value is None:
                 value = _DEFAULTS.get((kind.kind, path))
             cells.append("" if value is None else value)

@@ -93,7 +93,7 @@ def test_apply_get_delete(drods: Drods, tmp_path: Path) -> None:
     assert json.loads(drods("get", "rpp", "c-rpp", "-o", "json").stdout)["spec"]["targetClusters"] == [
         {"selectorType": "label", "values": ["env=prod"]}]
     deploys = drods("get", "deployments", "-n", "default").stdout
-    assert deploys.split()[:3] == ["NAME", "REPLICAS", "AGE"] and "api" in deploys
+    assert deploys.split()[:6] == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "CLUSTERS", "AGE"] and "api" in deploys
     assert "NAMESPACE" in drods("get", "deploy", "-A").stdout
     assert "No deployments found in namespace other" in drods("get", "deploy", "-n", "other").stderr
 

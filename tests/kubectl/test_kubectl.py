@@ -114,7 +114,8 @@ def test_apply_reapply_get_delete(kubectl: Kubectl, tmp_path: Path) -> None:
         assert f"{name} created" in out, out
 
     table = kubectl.run("get", "clusters").stdout.splitlines()
-    assert table[0].split() == ["NAME", "MODE", "REGION", "PROVIDER", "CITY", "READY", "AGE"]
+    assert table[0].split() == ["NAME", "MODE", "REGION", "PROVIDER", "CITY", "READY", "VERSION", "NODES",
+                                "CPU(ALLOC/USED)", "WATER", "HEARTBEAT", "AGE"]
     assert table[1].split()[:5] == ["k-aws-east", "Push", "us-east-1", "aws", "Unknown"]  # CITY is empty
 
     write_manifests(tmp_path / "m", region="us-west-2", gpus=4, image="nginx:1.27", replicas=3)

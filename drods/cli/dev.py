@@ -1,0 +1,226 @@
+"""``drods dev up --clusters N``: a whole DRO-DS playground on this machine, in the foreground.
+
+It starts a control plane (``drods serve`` with TLS) and N simulated member clusters (``drods sim``)
+in different regions, providers and city codes, joins them in push mode, writes a kubeconfig for
+DRO-DS and one per member plus ``env.sh`` (``DRODS_SERVER``, ``DRODS_CA_FILE``, ``DRODS_TOKEN``,
+``DRODS_SIM_DIR``), prints how to reach everything, and on SIGTERM/SIGINT stops what it started.
+Everything lives in ``--data-dir`` (a new temporary directory by default):
+
+    DATA_DIR/server/            the control plane's store and keys (members.yaml: controller tunables)
+    DATA_DIR/tls/               its CA and certificate
+    DATA_DIR/drods.kubeconfig   kubectl → DRO-DS
+    DATA_DIR/members/NAME.kubeconfig   kubectl → one member
+    DATA_DIR/sims/              the sims' state files (``drods sim fault NAME down`` finds them there)
+    DATA_DIR/env.sh             ``source`` it
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shlex
+import signal
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+dev_app = typer.Typer(help="A local playground: control plane + simulated member clusters.", no_args_is_help=True)
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    region: str
+    zone: str
+    provider: str
+    city: str
+    preload: float = 0.0
+    extra: tuple[str, ...] = ()
+
+
+SITES: tuple[Site, ...] = (
+    Site("aws-dfw", "us-east", "us-east-1a", "aws", "DFW"),
+    Site("azure-lhr", "eu-west", "westeurope-1", "azure", "LHR", preload=0.4),
+    Site("gcp-sin", "ap-south", "asia-southeast1-a", "gcp", "SIN", extra=("--gpus", "2", "--gpu-model", "A100")),
+    Site("aws-sea", "us-west", "us-west-2a", "aws", "SEA"),
+    Site("azure-ams", "eu-north", "northeurope-1", "azure", "AMS"),
+    Site("gcp-ord", "us-central", "us-central1-a", "gcp", "ORD"),
+    Site("aws-nrt", "ap-northeast", "ap-northeast-1a", "aws", "NRT"),
+    Site("azure-syd", "ap-southeast", "australiaeast-1", "azure", "SYD"),
+)
+
+
+def site(i: int) -> Site:
+    """The i-th member: the table above, then numbered copies of it."""
+    base = SITES[i % len(SITES)]
+    if i < len(SITES):
+        return base
+    n = i // len(SITES) + 1
+    return Site(f"{base.name}-{n}", base.region, base.zone, base.provider, base.city, base.preload, base.extra)
+
+
+def _wait_ready(url: str, ca: Path, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"drods serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1, context=ctx) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} not ready within {timeout:g}s")
+
+
+def _kubeconfig(server: str, ca: Path, token: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "drods",
+            "clusters": [{"name": "drods", "cluster": {"server": server,
+                                                       "certificate-authority-data":
+                                                           base64.b64encode(ca.read_bytes()).decode()}}],
+            "users": [{"name": "drods", "user": {"token": token}}],
+            "contexts": [{"name": "drods", "context": {"cluster": "drods", "user": "drods", "namespace": "default"}}]}
+
+
+def _write(path: Path, text: str, mode: int = 0o600) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def _members_yaml(path: Path, probe: float | None, grace: float | None, toleration: float | None) -> None:
+    settings = {k: v for k, v in (("probeIntervalSeconds", probe), ("notReadyGraceSeconds", grace),
+                                  ("tolerationSeconds", toleration)) if v is not None}
+    if settings:
+        path.write_text(yaml.safe_dump(settings))
+
+
+@dev_app.command("up")
+def up(
+    clusters: Annotated[int, typer.Option("--clusters", min=1, max=64, help="Member clusters to simulate.")] = 3,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Where everything lives (default: a new "
+                                                  "temporary directory).")] = None,
+    port: Annotated[int, typer.Option("--port", help="Control plane HTTPS port.")] = 8443,
+    nodes: Annotated[int, typer.Option("--nodes", help="Nodes per member.")] = 3,
+    even: Annotated[bool, typer.Option("--even", help="No preloaded member (all start empty).")] = False,
+    probe_interval: Annotated[float | None, typer.Option("--probe-interval", help="Health probe seconds (5).")]
+    = None,
+    not_ready_grace: Annotated[float | None, typer.Option("--not-ready-grace", help="NotReady after (15 s).")]
+    = None,
+    toleration: Annotated[float | None, typer.Option("--toleration", help="Failover after NotReady (30 s).")]
+    = None,
+) -> None:
+    """Start a control plane and N member clusters, join them, and run until SIGTERM/SIGINT."""
+    from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
+    from drods.cli.cluster_ops import inspect_member, load_kubeconfig
+    from drods.cli.remote import connect
+    from drods.sim.harness import SimProcess, drods_command
+    from drods.sim.tls import ensure_certs
+
+    root = (data_dir or Path(tempfile.mkdtemp(prefix="drods-dev-"))).resolve()
+    for sub in ("server", "members", "sims", "logs"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    server_dir = root / "server"
+    _members_yaml(server_dir / "members.yaml", probe_interval, not_ready_grace, toleration)
+    certs = ensure_certs(root / "tls", "drods", "127.0.0.1")
+    url = f"https://127.0.0.1:{port}"
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    sims: list[SimProcess] = []
+    server: subprocess.Popen[bytes] | None = None
+    code = 0
+    try:
+        with open(root / "logs" / "server.log", "ab") as log:
+            server = subprocess.Popen(
+                [*drods_command(), "serve", "--data-dir", str(server_dir), "--host", "127.0.0.1", "--port", str(port),
+                 "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        sites = [site(i) for i in range(clusters)]
+        for s in sites:
+            extra = [*s.extra, *(["--preload", str(s.preload)] if s.preload and not even else [])]
+            sims.append(SimProcess(s.name, root / "sims", [
+                "--region", s.region, "--zone", s.zone, "--provider", s.provider, "--city", s.city,
+                "--nodes", str(nodes), "--data-dir", str(root / "sims" / s.name),
+                "--kubeconfig-out", str(root / "members" / f"{s.name}.kubeconfig"), *extra],
+                log_path=root / "logs" / f"{s.name}.log").start())
+        _wait_ready(url, certs.ca, server, 60)
+        for sim in sims:
+            sim.wait_ready(60)
+        token = TokenAuthority(load_or_create_signing_key(server_dir / "jwt.key")).issue(Role.ADMIN, subject="dev")
+        api = connect(url, token, str(certs.ca))
+        import asyncio
+
+        for s, sim in zip(sites, sims, strict=True):
+            doc = load_kubeconfig(sim.kubeconfig)
+            summary = asyncio.run(inspect_member(s.name, doc, None))
+            body: dict[str, Any] = {
+                "name": s.name, "syncMode": "Push", "endpoint": sim.server, "region": summary.region,
+                "zone": (summary.zones or [s.zone])[0], "provider": summary.provider, "city": summary.city,
+                "credentials": {"kubeconfig": yaml.safe_dump(doc, sort_keys=False)},
+                "labels": {"provider": s.provider, "city": s.city.lower()}}
+            if summary.status["gpu"]["allocatable"] > 0:
+                body.update(capabilities=["gpu"], gpuModels=summary.gpu_models)
+            api.request("POST", "/api/v1/clusters", json=body, ok=(409,))
+        kubeconfig = root / "drods.kubeconfig"
+        _write(kubeconfig, yaml.safe_dump(_kubeconfig(url, certs.ca, token), sort_keys=False))
+        env = {"DRODS_SERVER": url, "DRODS_CA_FILE": str(certs.ca), "DRODS_TOKEN": token,
+               "DRODS_SIM_DIR": str(root / "sims"), "DRODS_DEV": str(root)}
+        _write(root / "env.sh", "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+        lines = [f"DRO-DS is up with {clusters} member cluster(s); data in {root}. Stop with Ctrl-C.", "",
+                 f"  source {root / 'env.sh'}      # DRODS_SERVER, DRODS_CA_FILE, DRODS_TOKEN, DRODS_SIM_DIR",
+                 f"  server      {url}", f"  token       {token}",
+                 f"  kubectl --kubeconfig {kubeconfig} get clusters", "", "  members:"]
+        for s, sim in zip(sites, sims, strict=True):
+            lines.append(f"    {s.name:<12} {s.region}/{s.provider}/{s.city:<4} {sim.server:<26} "
+                         f"kubectl --kubeconfig {root / 'members' / f'{s.name}.kubeconfig'} get deploy")
+        typer.echo("\n".join(lines), err=False)
+        while not stop.wait(0.5):
+            if server.poll() is not None:
+                typer.echo(f"drods serve exited with {server.returncode}; see {root / 'logs' / 'server.log'}",
+                           err=True)
+                code = 1
+                break
+            dead = [s.name for s in sims if s.proc is not None and s.proc.poll() is not None]
+            if dead:
+                typer.echo(f"member(s) exited: {', '.join(dead)}; see {root / 'logs'}", err=True)
+                code = 1
+                break
+    except (RuntimeError, TimeoutError, OSError) as e:
+        typer.echo(f"error: {e}", err=True)
+        code = 1
+    except Exception as e:  # noqa: BLE001 - CliError and friends: report, then clean up below
+        typer.echo(f"error: {getattr(e, 'message', None) or e}", err=True)
+        code = 1
+    finally:
+        for sim in sims:
+            sim.stop()
+        if server is not None and server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        typer.echo("stopped", err=True)
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(dev_app, name="dev")
