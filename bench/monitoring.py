@@ -8,7 +8,7 @@ to measure history bytes per cluster-day.
 Prints the conditions, then one final JSON line of figures.
 
     python bench/monitoring.py [--clusters 1000] [--duration 60] [--interval 10]
-    python bench/monitoring.py --via-api self               # starts its own `drods serve` (SQLite)
+    python bench/monitoring.py --via-api self [--server-command serve|apiserver]   # its own server (SQLite)
     python bench/monitoring.py --via-api URL --token T [--store URL] [--data-dir DIR] [--server-pid PID]
 
 `--via-api` runs in real time through HTTP: every cluster reports every ``interval`` seconds,
@@ -272,6 +272,9 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, help="with --via-api URL: the server's data dir (history size)")
     ap.add_argument("--server-pid", type=int, help="with --via-api URL: the server's pid (CPU cost)")
     ap.add_argument("--concurrency", type=int, default=64, help="--via-api: requests in flight at most")
+    ap.add_argument("--server-command", choices=("serve", "apiserver"), default="serve",
+                    help="--via-api self: `serve` (every component: monitoring maintenance, scheduler, …) or "
+                    "`apiserver` (the ingest path alone; history flushed inline)")
     args = ap.parse_args()
     if args.via_api:
         if args.via_api != "self" and not args.token:
@@ -282,8 +285,9 @@ def main() -> None:
             f"{args.clusters} clusters x {len(r.METRICS)} metrics every {args.interval:g}s for {args.duration:g}s "
             f"real time through HTTP/1.1 (httpx, keep-alive, <= {args.concurrency} in flight), reports spread "
             f"evenly over the interval; server: "
-            + ("own `drods serve` (embedded SQLite store, all components)" if args.via_api == "self"
-               else args.via_api)
+            + (f"own `drods {args.server_command}` (embedded SQLite store"
+               + (", all components incl. scheduler)" if args.server_command == "serve" else ", no components)")
+               if args.via_api == "self" else args.via_api)
         )
         print(json.dumps(asyncio.run(run_via_api(args))))
         return
@@ -312,7 +316,7 @@ def _free_port() -> int:
 class OwnServer:
     """`drods serve` in a child process on a temp data dir (embedded SQLite store)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, command: str = "serve") -> None:
         from drods.sim.harness import drods_command
 
         self.data_dir = root / "server"
@@ -323,7 +327,7 @@ class OwnServer:
         self.token = subprocess.run([*cmd, "token", "create", "--role", "admin", "--data-dir", str(self.data_dir)],
                                     check=True, capture_output=True, text=True).stdout.strip()
         self.log = open(root / "server.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([*cmd, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port)],
+        self.proc = subprocess.Popen([*cmd, command, "--data-dir", str(self.data_dir), "--port", str(self.port)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         self.store_url = f"sqlite://{self.data_dir / 'drods.db'}"
 
@@ -372,7 +376,7 @@ async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
     from drods.store import EventType, open_store
 
     root = Path(tempfile.mkdtemp(prefix="drods-bench-api-"))
-    own = OwnServer(root) if args.via_api == "self" else None
+    own = OwnServer(root, args.server_command) if args.via_api == "self" else None
     url = own.url if own else args.via_api
     token = own.token if own else args.token
     store_url = own.store_url if own else args.store
@@ -489,7 +493,7 @@ async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "bench": "monitoring",
         "mode": "via-api",
-        "server": "self (drods serve, sqlite)" if own else url,
+        "server": f"self (drods {args.server_command}, sqlite)" if own else url,
         "clusters": args.clusters,
         "metrics_per_report": len(r.METRICS),
         "interval_s": args.interval,
