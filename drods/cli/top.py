@@ -85,8 +85,11 @@ def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
         (bar(fleet_wl), _colour(fleet_wl, 0.8)), f" {'-' if fleet_wl is None else f'{fleet_wl:.0%}'}",
     )
     table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
-    for col in ("NAME", "READY", "WATER LEVEL", "CPU (cores)", "MEMORY (GiB)", "GPU", "PODS", "NETWORK IN/OUT",
-                "REPORT AGE"):
+    names = [str(c.get("name")) for c in clusters]
+    table.add_column("NAME", no_wrap=True, min_width=max([4, *map(len, names)]))  # never truncate names
+    table.add_column("READY", no_wrap=True, min_width=5)
+    table.add_column("WATER LEVEL", no_wrap=True, min_width=15)
+    for col in ("CPU (cores)", "MEMORY (GiB)", "GPU", "PODS", "NETWORK IN/OUT", "REPORT AGE"):
         table.add_column(col, no_wrap=True)
     for c in sorted(clusters, key=lambda c: str(c.get("name"))):
         name = str(c.get("name"))

@@ -40,8 +40,6 @@ __all__ = ["router", "scheduler_view"]
 
 log = logging.getLogger(__name__)
 
-EVENT_TTL_SECONDS = 3600
-
 
 class _RecordsInvalidReports(APIRoute):
     """Body validation fails before the handler runs; this still puts it in the failure log."""
@@ -133,11 +131,9 @@ async def _ensure_cluster(request: Request, principal: Principal, cluster: str) 
 async def post_event(request: Request, event: DomainEvent = Body(...),
                      principal: Principal = Depends(authenticate)) -> JSONResponse:
     svc = await _ensure_cluster(request, principal, event.cluster)
-    ctx = context(request)
     key = f"/events/clusters/{event.cluster}/{time.time_ns():020d}"
     doc: dict[str, Any] = event.model_dump(mode="json")
-    lease = await ctx.store.grant_lease(EVENT_TTL_SECONDS)
-    await ctx.store.put(key, json.dumps(doc).encode(), lease=lease.id)
+    await svc.leases.put(key, json.dumps(doc).encode())  # one shared lease (eventTtlSeconds), not one per event
     await svc.record_domain_event(event.cluster, doc)
     return JSONResponse({"accepted": True, "key": key}, status_code=201)
 

@@ -99,7 +99,10 @@ async def _watch(ctx: ApiContext, svc: MonitorService, duration_s: float) -> Asy
         while (remaining := deadline - loop.time()) > 0:
             version = await svc.fleet.wait_change(version, min(recheck, remaining))
             body = realtime_body(svc)
-            key = {k: v for k, v in body.items() if k != "timestamp"}
+            # Report ages tick every second; a line is worth sending when something else changed.
+            key = {k: v for k, v in body.items() if k not in ("timestamp", "clusters")}
+            key["clusters"] = {c: {f: x for f, x in d.items() if f != "reportAgeSeconds"}
+                               for c, d in body["clusters"].items()}
             if key != last:
                 last = key
                 yield (json.dumps(body, separators=(",", ":")) + "\n").encode()
