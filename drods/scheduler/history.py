@@ -28,6 +28,7 @@ An entry (``decision_record``)::
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 import time
@@ -45,9 +46,16 @@ _LEVELS = (("%Y%m%d", timedelta(days=1)), ("%H", timedelta(hours=1)), ("%M", tim
            ("%S", timedelta(seconds=1)))
 
 
+_seq = itertools.count()
+
+
 def entry_key(ts: float) -> str:
-    dt = datetime.fromtimestamp(ts, UTC)
-    return f"{SCHEDULES_PREFIX}{dt:%Y%m%d/%H/%M/%S}/{int(ts * 1e9):020d}-{secrets.token_hex(4)}"
+    """The key's time is the entry's millisecond ``time`` exactly (so time filters agree with it);
+    a per-process sequence keeps one process's entries of the same millisecond in order."""
+    ms = round(ts * 1000)
+    dt = datetime.fromtimestamp(ms / 1000, UTC)
+    suffix = f"{next(_seq) % 2**32:08x}{secrets.token_hex(3)}"
+    return f"{SCHEDULES_PREFIX}{dt:%Y%m%d/%H/%M/%S}/{ms * 1_000_000:020d}-{suffix}"
 
 
 def adjuster_mode(spread: float) -> str:
@@ -179,7 +187,9 @@ def _floor(dt: datetime, level: int) -> datetime:
 
 
 def _key_time(key: str) -> float | None:
+    """The entry's time; via whole milliseconds so it equals the parsed ``time`` exactly (an int
+    of nanoseconds is beyond a float's precision)."""
     try:
-        return int(key.rsplit("/", 1)[1].split("-", 1)[0]) / 1e9
+        return (int(key.rsplit("/", 1)[1].split("-", 1)[0]) // 1_000_000) / 1000
     except (IndexError, ValueError):
         return None

@@ -41,7 +41,8 @@ Placement = tuple[tuple[str, int], ...]
 
 def rfc3339(ts: float) -> str:
     """Millisecond RFC 3339 in UTC: scheduledTime and rescheduleTriggeredAt must compare finely."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
+    ms = round(ts * 1000)
+    return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def parse_rfc3339(value: Any) -> float | None:

@@ -346,10 +346,6 @@ class SchedulerService:
         except Exception:
             log.exception("writing %d scheduling decisions failed", len(plans))
             outcomes = ["error"] * len(plans)
-        try:
-            await self._record(plans, outcomes)
-        except Exception:
-            log.exception("appending to the failure log failed")
         now = time.monotonic()
         for p, out in zip(plans, outcomes, strict=True):
             name = p.entry.key
@@ -372,6 +368,10 @@ class SchedulerService:
                 self.queue.done(name)  # the newer generation is (or will be) queued by its watch event
             else:
                 self.queue.retry(name)
+        try:
+            await self._record(plans, outcomes)
+        except Exception:
+            log.exception("appending to the failure log failed")
 
     async def _write(self, plans: list[_Plan]) -> list[str]:
         """Each decision and its history entry in one transaction (so a decided status is always

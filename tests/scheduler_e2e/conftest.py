@@ -91,7 +91,7 @@ class Plane:
         await self.report(name, cpu_pct, **(report or {}))
 
     async def seen(self, *clusters: str) -> None:
-        """Wait until the scheduler's snapshot has these clusters with their status."""
+        """Wait until the (in-process) scheduler's snapshot has these clusters with their status."""
         snap = self.scheduler.cache.snap
 
         async def ok() -> bool:
@@ -109,12 +109,20 @@ class Plane:
         assert r.status_code == 200, r.text
         return r.json()  # type: ignore[no-any-return]
 
+    async def try_status(self, binding_id: str) -> dict[str, Any] | None:
+        """The status, or None while the binding does not exist (yet)."""
+        r = await self.call("GET", f"/api/v1/bindings/{binding_id}/status")
+        if r.status_code == 404:
+            return None
+        assert r.status_code == 200, r.text
+        return r.json()  # type: ignore[no-any-return]
+
     async def decided(self, binding_id: str, within_s: float = 15.0) -> dict[str, Any]:
         """The status once the scheduler has decided the binding's current generation."""
 
         async def done() -> dict[str, Any] | None:
-            st = await self.status(binding_id)
-            current = st["scheduledGeneration"] == st["generation"] and st["phase"] != "Pending"
+            st = await self.try_status(binding_id)
+            current = st is not None and st["scheduledGeneration"] == st["generation"] and st["phase"] != "Pending"
             return st if current else None
 
         return await eventually(done, within_s, f"a decision for {binding_id}")
@@ -126,9 +134,10 @@ def placement(st: dict[str, Any]) -> dict[str, int]:
 
 @contextlib.asynccontextmanager
 async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | None = None,
-                profile: Profile | None = None) -> AsyncIterator[Plane]:
-    app = build_app(ServerConfig(store_url="unused://", data_dir=data_dir, components=[scheduler_component]),
-                    store=store)
+                profile: Profile | None = None, scheduler: bool = True) -> AsyncIterator[Plane]:
+    """The API server, with the scheduler component unless ``scheduler=False`` (then it runs elsewhere)."""
+    components = [scheduler_component] if scheduler else []
+    app = build_app(ServerConfig(store_url="unused://", data_dir=data_dir, components=components), store=store)
     ctx = app.state.ctx
     ctx.services["scheduler_settings"] = settings or fast_settings()
     if profile is not None:
@@ -146,7 +155,8 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
     try:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             plane = Plane(client, tokens, app, url)
-            await eventually(lambda: _ready(plane), what="the scheduler to sync and lead")
+            if scheduler:
+                await eventually(lambda: _ready(plane), what="the scheduler to sync and lead")
             yield plane
     finally:
         server.should_exit = True
