@@ -22,7 +22,7 @@ import uvicorn
 from drods.api.auth import Role
 from drods.scheduler.profile import Profile
 from drods.scheduler.service import SchedulerService, SchedulerSettings, scheduler_component
-from drods.server import ServerConfig, build_app
+from drods.server import Component, ServerConfig, build_app
 from drods.store import Store
 
 T = TypeVar("T")
@@ -104,6 +104,10 @@ class Plane:
         assert r.status_code == expect, r.text
         return r.json()  # type: ignore[no-any-return]
 
+    async def place(self, body: dict[str, Any], within_s: float = 15.0) -> dict[str, Any]:
+        """Submit a binding and return its status once decided."""
+        return await self.decided((await self.bind(body))["id"], within_s)
+
     async def status(self, binding_id: str) -> dict[str, Any]:
         r = await self.call("GET", f"/api/v1/bindings/{binding_id}/status")
         assert r.status_code == 200, r.text
@@ -136,7 +140,7 @@ def placement(st: dict[str, Any]) -> dict[str, int]:
 async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | None = None,
                 profile: Profile | None = None, scheduler: bool = True) -> AsyncIterator[Plane]:
     """The API server, with the scheduler component unless ``scheduler=False`` (then it runs elsewhere)."""
-    components = [scheduler_component] if scheduler else []
+    components: list[Component] = [scheduler_component] if scheduler else []
     app = build_app(ServerConfig(store_url="unused://", data_dir=data_dir, components=components), store=store)
     ctx = app.state.ctx
     ctx.services["scheduler_settings"] = settings or fast_settings()

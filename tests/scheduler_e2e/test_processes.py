@@ -95,7 +95,7 @@ async def test_custom_plugin_from_entry_point_in_profile(plugin_dist: Path, tmp_
     async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data", profile=profile) as plane:
         await _colour_fleet(plane)
         await plane.seen("green", "blue", "red")
-        st = await plane.decided((await plane.bind({"name": "paint", "replicas": 3, "resources": {"cpu": 1}}))["id"])
+        st = await plane.place({"name": "paint", "replicas": 3, "resources": {"cpu": 1}})
         assert placement(st) == {"green": 3}
         r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "paint"})
         e = r.json()["items"][0]

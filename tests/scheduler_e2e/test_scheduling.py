@@ -55,9 +55,9 @@ async def test_history_explains_decisions_and_honours_time_window(plane: Plane) 
     await plane.seen("a", "b", "c")
     t0 = datetime.now(UTC) - timedelta(seconds=1)
     for i in range(3):
-        await plane.decided((await plane.bind({"name": f"h{i}", "replicas": 4, "resources": {"cpu": 1, "memory": 1}}))["id"])
-    await plane.decided((await plane.bind({"name": "h-bad", "replicas": 1, "targetClusters": ["c"],
-                                           "resources": {"cpu": 1}}))["id"])
+        await plane.place({"name": f"h{i}", "replicas": 4, "resources": {"cpu": 1, "memory": 1}})
+    await plane.place({"name": "h-bad", "replicas": 1, "targetClusters": ["c"],
+                                           "resources": {"cpu": 1}})
     t1 = datetime.now(UTC) + timedelta(seconds=1)
 
     r = await plane.call("GET", "/api/v1/history/schedules", role="viewer")
@@ -105,17 +105,18 @@ async def test_reschedule_moves_away_from_a_failed_cluster(plane: Plane) -> None
         await plane.cluster(name, 40, report={"cores": 128})
     await plane.seen("a", "b", "c")
     weights = [{"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in ("a", "b", "c")]
-    st = await plane.decided((await plane.bind({"name": "svc", "replicas": 9, "resources": {"cpu": 1}, "placement": {
-        "replicaScheduling": {"weightPreference": {"staticWeightList": weights}}}}))["id"])
+    st = await plane.place({"name": "svc", "replicas": 9, "resources": {"cpu": 1}, "placement": {
+        "replicaScheduling": {"weightPreference": {"staticWeightList": weights}}}})
     assert placement(st) == {"a": 3, "b": 3, "c": 3}
-    st2 = await plane.decided((await plane.bind({"name": "svc2", "replicas": 3, "targetClusters": ["a", "b"],
-                                                 "resources": {"cpu": 1}}))["id"])
+    st2 = await plane.place({"name": "svc2", "replicas": 3, "targetClusters": ["a", "b"],
+                                                 "resources": {"cpu": 1}})
     before = st["scheduledTime"]
 
     # The health controller marks a NotReady and taints b NoExecute.
     r = await plane.call("PATCH", "/apis/multicluster.io/v1alpha1/clusters/a/status",
                          headers={"content-type": "application/merge-patch+json"},
-                         json={"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Unreachable"}]}})
+                         json={"status": {"conditions": [
+                             {"type": "Ready", "status": "False", "reason": "Unreachable"}]}})
     assert r.status_code == 200, r.text
     r = await plane.call("PATCH", "/api/v1/clusters/b", json={"taints": [
         {"key": "cluster.multicluster.io/unreachable", "effect": "NoExecute"}]})
@@ -167,8 +168,8 @@ async def _moved(plane: Plane, name: str, before: str) -> dict[str, Any] | None:
 async def test_metrics_use_karmada_names(plane: Plane) -> None:
     await plane.cluster("a", 30)
     await plane.seen("a")
-    await plane.decided((await plane.bind({"name": "m", "replicas": 2, "resources": {"cpu": 1}}))["id"])
-    await plane.decided((await plane.bind({"name": "m-bad", "replicas": 2, "resources": {"cpu": 1000}}))["id"])
+    await plane.place({"name": "m", "replicas": 2, "resources": {"cpu": 1}})
+    await plane.place({"name": "m-bad", "replicas": 2, "resources": {"cpu": 1000}})
     needles = (
         'karmada_scheduler_schedule_attempts_total{result="success",scheduleType="FirstSchedule"} 1.0',
         'karmada_scheduler_schedule_attempts_total{result="unschedulable",scheduleType="FirstSchedule"} 1.0',
