@@ -19,11 +19,11 @@ from drods.registry.objects import ObjectRegistry
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+CLOSE_DELAY = 30.0  # seconds a replaced client lives on for the calls still using it
 
 
-def fingerprint(obj: Obj) -> str:
-    """What the client depends on; the sealed credentials change whenever the secret does."""
-    spec = obj.get("spec") or {}
+def fingerprint(spec: Obj) -> str:
+    """What the client depends on (of a revealed spec: ciphertext changes on every write)."""
     basis = [spec.get("syncMode") or "Push", spec.get("endpoint"), spec.get("credentials")]
     return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -65,15 +65,24 @@ class MemberClients:
         self._clients: dict[str, tuple[str, MemberClient | None, str | None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
+    def _revealed(self, obj: Obj) -> Obj:
+        return self.registry.secrets.reveal(dict(obj.get("spec") or {}), CLUSTER.secret_paths)
+
     def invalidate(self, name: str, obj: Obj | None) -> None:
         """Called with the stored Cluster object on every change (None = deleted)."""
         cur = self._clients.get(name)
         if cur is None:
             return
-        if obj is None or fingerprint(obj) != cur[0]:
+        try:
+            same = obj is not None and fingerprint(self._revealed(obj)) == cur[0]
+        except Exception:  # noqa: BLE001 - unreadable credentials: rebuild (and report) on next use
+            same = False
+        if not same:
             self._clients.pop(name, None)
-            if cur[1] is not None:
-                asyncio.get_running_loop().create_task(cur[1].close())
+            old = cur[1]
+            if old is not None:  # calls in flight finish first
+                loop = asyncio.get_running_loop()
+                loop.call_later(CLOSE_DELAY, lambda: loop.create_task(old.close()))
 
     def cached(self, name: str) -> MemberClient | None:
         cur = self._clients.get(name)
@@ -105,7 +114,7 @@ class MemberClients:
             except Exception as e:  # noqa: BLE001 - a broken kubeconfig must not stop other clusters
                 why = f"unusable credentials: {type(e).__name__}: {e}"
                 log.warning("cluster %s: %s", name, why)
-            self._clients[name] = (fingerprint(obj), client, why)
+            self._clients[name] = (fingerprint(obj.get("spec") or {}), client, why)
             return client, why
 
     def ready(self, name: str) -> bool | None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drods.controllers.overrides import OverrideError, apply_overrides, pod_spec
+from drods.controllers.overrides import OverrideError, apply_overrides, containers, pod_spec
 from drods.model.policy import ClusterOverridePolicySpec
 
 Obj = dict[str, Any]
@@ -143,6 +143,21 @@ def job_completions(template: Obj, shares: list[int]) -> list[int | None]:
     if not isinstance(completions, int):
         return [None] * len(shares)
     return list(split_largest_remainder(completions, shares))
+
+
+def quantities_as_strings(obj: Obj) -> None:
+    """Container resource quantities as strings (``{"nvidia.com/gpu": 2}`` from an override → ``"2"``),
+    the form a Kubernetes API server stores and clients expect."""
+    for c in containers(obj):
+        res = c.get("resources")
+        if not isinstance(res, dict):
+            continue
+        for part in ("limits", "requests"):
+            values = res.get(part)
+            if isinstance(values, dict):
+                res[part] = {k: (format(v, "g") if isinstance(v, float) else str(v))
+                             if isinstance(v, int | float) and not isinstance(v, bool) else v
+                             for k, v in values.items()}
 
 
 def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, cluster: str,
@@ -264,6 +279,7 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
     m = strip(template)
     set_replicas(m, target.share, completions)
     applied = apply_overrides(m, target.cluster, target.labels, policies)
+    quantities_as_strings(m)
     manifests.append(own(m, binding=binding, binding_uid=binding_uid, template_generation=gen,
                          cluster=target.cluster, overrides=applied))
     refs = [Ref.of(x) for x in manifests]

@@ -1,0 +1,213 @@
+"""A real ``drods serve`` and three ``drods sim`` members (separate processes), joined with
+``drods cluster join``; controller timings are shortened through ``members.yaml`` so failover
+tests take seconds, not minutes. Shared by the module's tests, which use distinct names."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from drods.sim.harness import SimProcess
+from tests.server_process import ServerProcess
+
+T = TypeVar("T")
+
+SIMS: dict[str, list[str]] = {
+    "aws-dfw": ["--region", "us-east", "--zone", "us-east-1a", "--provider", "aws", "--city", "DFW"],
+    "azure-lhr": ["--region", "eu-west", "--zone", "westeurope-1", "--provider", "azure", "--city", "LHR",
+                  "--preload", "0.5"],
+    "gcp-sin": ["--region", "ap-south", "--zone", "asia-southeast1-a", "--provider", "gcp", "--city", "SIN",
+                "--gpus", "2", "--gpu-model", "A100"],
+}
+FAST = """probeIntervalSeconds: 0.5
+notReadyGraceSeconds: 2
+tolerationSeconds: 1
+statusPollSeconds: 0.5
+heartbeatWriteSeconds: 5
+cleanupIntervalSeconds: 1
+connectTimeoutSeconds: 1
+readTimeoutSeconds: 1.5
+retries: 0
+"""
+BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
+    """Poll until ``fn`` returns something truthy; fail with the last value after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last: {last!r}")
+
+
+@dataclass
+class Member:
+    name: str
+    sim: SimProcess
+    api: k8s.ApiClient
+
+    def deployment(self, name: str, namespace: str = "default") -> Any:
+        """The Deployment in this member (official client), None when absent."""
+        try:
+            return k8s.AppsV1Api(self.api).read_namespaced_deployment(name, namespace, _request_timeout=3)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def get(self, path: str) -> Any:
+        """Any object as JSON (no model validation), None when absent."""
+        try:
+            resp = DynamicClient(self.api).request("get", path, serialize=False, _request_timeout=3)
+            return json.loads(resp.data)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def fault(self, mode: str, ms: int = 0) -> None:
+        self.sim.fault(mode, ms)
+
+
+@dataclass
+class Env:
+    server: ServerProcess
+    http: httpx.Client
+    members: dict[str, Member]
+
+    def binding(self, name: str) -> dict[str, Any] | None:
+        r = self.http.get(f"{BINDINGS}/{name}")
+        return r.json() if r.status_code == 200 else None
+
+    def cluster(self, name: str) -> dict[str, Any]:
+        return dict(self.http.get(f"/apis/multicluster.io/v1alpha1/clusters/{name}").json())
+
+    def ready(self, name: str) -> str | None:
+        for c in (self.cluster(name).get("status") or {}).get("conditions") or []:
+            if c.get("type") == "Ready":
+                return str(c.get("status"))
+        return None
+
+    def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        r = self.http.post(path, json=obj)
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+    def delete(self, path: str) -> None:
+        r = self.http.delete(path)
+        assert r.status_code in (200, 202, 404), r.text
+
+    def placed_binding(self, name: str, workload: str, placement: dict[str, int], replicas: int | None = None,
+                       namespace: str = "default", extra_spec: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A Binding that is already scheduled (as the scheduler would write it), so the scheduler leaves it."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+        body = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Binding", "metadata": {"name": name},
+                "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": workload,
+                                      "namespace": namespace},
+                         "replicas": replicas if replicas is not None else sum(placement.values()),
+                         **(extra_spec or {})},
+                "status": {"phase": "Scheduled", "scheduledGeneration": 1, "scheduledTime": now,
+                           "placement": [{"cluster": c, "replicas": n} for c, n in placement.items()]}}
+        return self.create(BINDINGS, body)
+
+    def place(self, name: str, placement: dict[str, int]) -> None:
+        """Change a placed binding's placement as the scheduler does (status write, phase Scheduled)."""
+        for _ in range(20):
+            b = self.binding(name)
+            assert b is not None
+            st = b.setdefault("status", {})
+            st["placement"] = [{"cluster": c, "replicas": n} for c, n in placement.items()]
+            st["phase"] = "Scheduled"
+            st["scheduledTime"] = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+            r = self.http.put(f"{BINDINGS}/{name}/status", json=b)
+            if r.status_code == 200:
+                return
+            assert r.status_code == 409, r.text
+        raise AssertionError("could not write the placement")
+
+    def copies(self, workload: str, namespace: str = "default") -> dict[str, int]:
+        """Replicas of the workload's copy in each member that has one."""
+        out = {}
+        for name, m in self.members.items():
+            d = m.deployment(workload, namespace)
+            if d is not None:
+                out[name] = int(d.spec.replicas or 0)
+        return out
+
+
+def deployment(name: str, replicas: int, *, namespace: str = "default", cpu: str = "500m", memory: str = "256Mi",
+               image: str = "nginx:1.25", **template_spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "app", "image": image,
+                                                           "resources": {"requests": {"cpu": cpu,
+                                                                                      "memory": memory}}}],
+                                           **template_spec}}}}
+
+
+def deploy_path(namespace: str = "default", name: str | None = None) -> str:
+    base = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    return f"{base}/{name}" if name else base
+
+
+@pytest.fixture(scope="package")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    root = tmp_path_factory.mktemp("members-e2e")
+    sims = {n: SimProcess(n, root / "sims", args).start() for n, args in SIMS.items()}
+    data = root / "server"
+    data.mkdir()
+    (data / "members.yaml").write_text(FAST)
+    server = ServerProcess(data)
+    try:
+        server.start()
+        for s in sims.values():
+            s.wait_ready(60)
+        for n, s in sims.items():
+            done = server.run_cli("cluster", "join", n, "--kubeconfig", str(s.kubeconfig), "--label", f"site={n}",
+                                  "--server", server.url, "--token", server.token("admin"))
+            assert done.returncode == 0, done.stderr
+            assert f"cluster/{n} joined" in done.stdout
+        members = {n: Member(n, s, k8s_config.new_client_from_config(str(s.kubeconfig), persist_config=False))
+                   for n, s in sims.items()}
+        with server.client(timeout=10) as http:
+            e = Env(server, http, members)
+            wait_for(lambda: all(e.ready(n) == "True" for n in sims), 20, "every member Ready")
+            yield e
+    finally:
+        for s in sims.values():
+            try:
+                s.fault("up")
+            except Exception:  # noqa: BLE001, S110 - it may be gone already
+                pass
+        server.stop(check=False)
+        for s in sims.values():
+            s.stop()
+
+
+@pytest.fixture
+def fresh(env: Env) -> Iterator[Env]:
+    """The env with every member healthy again afterwards (fault tests restore what they broke)."""
+    yield env
+    for m in env.members.values():
+        m.fault("up")
+    wait_for(lambda: all(env.ready(n) == "True" for n in env.members), 20, "every member Ready again")
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]

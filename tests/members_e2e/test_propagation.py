@@ -1,0 +1,198 @@
+"""Propagation against real members: placements the test writes itself, as the scheduler would."""
+
+from __future__ import annotations
+
+import time
+
+from tests.members_e2e.conftest import BINDINGS, Env, deploy_path, deployment, wait_for
+
+
+def test_join_reads_the_members_topology_and_health(env: Env) -> None:
+    c = env.cluster("gcp-sin")
+    assert {k: c["spec"].get(k) for k in ("region", "zone", "provider", "city", "syncMode")} == {
+        "region": "ap-south", "zone": "asia-southeast1-a", "provider": "gcp", "city": "SIN", "syncMode": "Push"}
+    assert c["spec"]["credentials"]["kubeconfig"] == "***redacted***"  # sealed at rest, never returned (SEC2)
+    assert "gpu" in c["spec"]["capabilities"] and c["spec"]["gpuModels"] == ["A100"]
+    assert c["metadata"]["labels"] == {"site": "gcp-sin"}
+    st = c["status"]
+    assert st["nodeSummary"] == {"totalNum": 3, "readyNum": 3} and st["kubernetesVersion"].startswith("v1.")
+    ready = next(x for x in st["conditions"] if x["type"] == "Ready")
+    assert ready["status"] == "True" and ready["lastHeartbeatTime"]
+    # the summary went through monitoring's pipeline as a kubernetes-sourced report
+    flat = env.http.get("/api/v1/clusters/azure-lhr").json()
+    live = flat["status"]["resources"]
+    assert live["source"] == "kubernetes" and live["waterLevel"] >= 0.45  # preloaded to half
+    assert env.cluster("azure-lhr")["status"]["resourceSummary"]["waterLevel"] >= 0.45
+    table = env.server.run_cli("get", "clusters", "--server", env.server.url, "--token", env.server.token("admin"))
+    assert table.returncode == 0, table.stderr
+    header = table.stdout.splitlines()[0].split()
+    assert header[:11] == ["NAME", "MODE", "REGION", "PROVIDER", "CITY", "READY", "VERSION", "NODES",
+                           "CPU(ALLOC/USED)", "WATER", "HEARTBEAT"]
+    row = next(line.split() for line in table.stdout.splitlines() if line.startswith("azure-lhr"))
+    assert row[1:6] == ["Push", "eu-west", "azure", "LHR", "True"] and row[7] == "3/3"
+
+
+def test_overrides_apply_only_to_the_named_cluster(env: Env) -> None:
+    env.create("/apis/multicluster.io/v1alpha1/clusteroverridepolicies", {
+        "apiVersion": "multicluster.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "ov-web"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "ov"}],
+                 "overrides": [
+                     {"clusterSelector": {"names": ["gcp-sin"]},
+                      "fieldPatches": [{"path": "spec.template.spec.containers[0].resources.limits",
+                                        "value": {"nvidia.com/gpu": 1}}]},
+                     {"clusterSelector": {"labelSelector": {"matchLabels": {"site": "aws-dfw"}}},
+                      "imageOverrider": [{"component": "Registry", "operator": "replace",
+                                          "value": "mirror.dfw.example"}],
+                      "labelsOverrider": [{"operator": "add", "value": {"tier": "edge"}}]}]}})
+    env.create(deploy_path(), deployment("ov", 2))
+    env.placed_binding("ov", "ov", {"aws-dfw": 1, "gcp-sin": 1})
+    wait_for(lambda: env.copies("ov") == {"aws-dfw": 1, "gcp-sin": 1}, 10, "both copies")
+    sin = env.members["gcp-sin"].deployment("ov")
+    dfw = env.members["aws-dfw"].deployment("ov")
+    assert sin.spec.template.spec.containers[0].resources.limits == {"nvidia.com/gpu": "1"}
+    assert sin.spec.template.spec.containers[0].image == "nginx:1.25"
+    assert dfw.spec.template.spec.containers[0].resources.limits is None
+    assert dfw.spec.template.spec.containers[0].image == "mirror.dfw.example/nginx:1.25"
+    assert dfw.metadata.labels["tier"] == "edge" and "tier" not in (sin.metadata.labels or {})
+    assert dfw.metadata.labels["multicluster.io/managed-by"] == "drods"
+    assert dfw.metadata.annotations["multicluster.io/applied-overrides"] == "ov-web"
+    # a policy change reaches the copies; removing the policy takes the override back
+    env.delete("/apis/multicluster.io/v1alpha1/clusteroverridepolicies/ov-web")
+    wait_for(lambda: env.members["aws-dfw"].deployment("ov").spec.template.spec.containers[0].image == "nginx:1.25",
+             10, "override removed")
+    env.delete(f"{BINDINGS}/ov")
+    env.delete(deploy_path(name="ov"))
+    wait_for(lambda: env.copies("ov") == {}, 10, "copies deleted")
+
+
+def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
+    ns = "shop"
+    env.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    env.create(f"/api/v1/namespaces/{ns}/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                       "metadata": {"name": "cart-cfg", "namespace": ns},
+                                                       "data": {"mode": "fast"}})
+    env.create(f"/api/v1/namespaces/{ns}/services", {"apiVersion": "v1", "kind": "Service",
+                                                     "metadata": {"name": "cart", "namespace": ns},
+                                                     "spec": {"selector": {"app": "cart"},
+                                                              "ports": [{"port": 80}]}})
+    d = deployment("cart", 5, namespace=ns)
+    d["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "cart-cfg"}}]
+    env.create(deploy_path(ns), d)
+    env.placed_binding("cart", "cart", {"aws-dfw": 3, "azure-lhr": 2}, namespace=ns)
+
+    def running() -> dict | None:
+        b = env.binding("cart")
+        return b if b and b["status"].get("phase") == "Running" else None
+
+    b = wait_for(running, 15, "binding Running")
+    entries = {e["cluster"]: e for e in b["status"]["clusters"]}
+    assert {c: (e["replicas"], e["applied"], e["readyReplicas"]) for c, e in entries.items()} == {
+        "aws-dfw": (3, True, 3), "azure-lhr": (2, True, 2)}
+    assert "v1/ConfigMap/shop/cart-cfg" in entries["aws-dfw"]["resources"]
+    assert any(c["type"] == "Available" for c in entries["aws-dfw"]["conditions"])
+    # the namespace was created in the member, and the dependents went along (same namespace)
+    dfw = env.members["aws-dfw"]
+    assert dfw.get(f"/api/v1/namespaces/{ns}")["metadata"]["labels"]["multicluster.io/managed-by"] == "drods"
+    assert dfw.get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg")["data"] == {"mode": "fast"}
+    assert dfw.get(f"/api/v1/namespaces/{ns}/services/cart") is not None
+    assert env.members["gcp-sin"].get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg") is None
+    # the template's status is the sum, with where each instance runs (city codes, M1)
+    tmpl = wait_for(lambda: (t := env.http.get(deploy_path(ns, "cart")).json())["status"].get("readyReplicas") == 5
+                    and t, 10, "template status")
+    st = tmpl["status"]
+    assert (st["replicas"], st["availableReplicas"], st["observedGeneration"]) == (5, 5, 1)
+    assert [(c["cluster"], c["city"], c["replicas"], c["readyReplicas"]) for c in st["clusters"]] == [
+        ("aws-dfw", "DFW", 3, 3), ("azure-lhr", "LHR", 2, 2)]
+    # kubectl-style table of the template
+    out = env.server.run_cli("get", "deploy", "cart", "-n", ns, "--server", env.server.url,
+                             "--token", env.server.token("admin")).stdout
+    assert out.splitlines()[1].split()[:5] == ["cart", "5/5", "5", "5", "aws-dfw:3,azure-lhr:2"]
+    # idempotent: nothing changes while nothing changes
+    rv = env.binding("cart")["metadata"]["resourceVersion"]
+    gen = dfw.deployment("cart", ns).metadata.generation
+    time.sleep(1.5)
+    assert env.binding("cart")["metadata"]["resourceVersion"] == rv
+    assert dfw.deployment("cart", ns).metadata.generation == gen
+    # a config change reaches the dependent copy
+    env.http.patch(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg", json={"data": {"mode": "safe"}},
+                   headers={"Content-Type": "application/merge-patch+json"})
+    wait_for(lambda: dfw.get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg")["data"] == {"mode": "safe"}, 10,
+             "ConfigMap updated in the member")
+    env.delete(f"{BINDINGS}/cart")
+    wait_for(lambda: env.binding("cart") is None, 10, "binding gone (finalizer released)")
+    assert env.copies("cart", ns) == {}
+    assert dfw.get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg") is None
+    assert dfw.get(f"/api/v1/namespaces/{ns}") is not None  # namespaces are never deleted
+
+
+def test_scale_and_move_gracefully(env: Env) -> None:
+    env.create(deploy_path(), deployment("sc", 4))
+    env.placed_binding("sc", "sc", {"aws-dfw": 2, "gcp-sin": 2})
+    wait_for(lambda: env.copies("sc") == {"aws-dfw": 2, "gcp-sin": 2}, 10, "first placement")
+    env.place("sc", {"aws-dfw": 5, "gcp-sin": 3})  # scale up
+    wait_for(lambda: env.copies("sc") == {"aws-dfw": 5, "gcp-sin": 3}, 10, "scaled up")
+    env.place("sc", {"aws-dfw": 1, "gcp-sin": 1})  # scale down
+    wait_for(lambda: env.copies("sc") == {"aws-dfw": 1, "gcp-sin": 1}, 10, "scaled down")
+    # a move: gcp-sin leaves, azure-lhr comes; gcp-sin keeps its copy until azure-lhr's is ready
+    env.place("sc", {"aws-dfw": 1, "azure-lhr": 1})
+    seen_both = wait_for(lambda: set(env.copies("sc")) == {"aws-dfw", "gcp-sin", "azure-lhr"} or
+                         set(env.copies("sc")) == {"aws-dfw", "azure-lhr"}, 10, "new copy")
+    assert seen_both
+    wait_for(lambda: env.copies("sc") == {"aws-dfw": 1, "azure-lhr": 1}, 10, "old copy removed")
+    b = wait_for(lambda: (x := env.binding("sc")) and x["status"]["phase"] == "Running" and x, 10, "Running")
+    assert [e["cluster"] for e in b["status"]["clusters"]] == ["aws-dfw", "azure-lhr"]
+    # a copy deleted in the member behind DRO-DS's back comes back
+    from kubernetes import client as k8s
+
+    k8s.AppsV1Api(env.members["aws-dfw"].api).delete_namespaced_deployment("sc", "default")
+    wait_for(lambda: env.members["aws-dfw"].deployment("sc") is not None, 10, "copy re-applied")
+    # an object of the same name that DRO-DS did not create is left alone and reported
+    k8s.AppsV1Api(env.members["gcp-sin"].api).create_namespaced_deployment("default", deployment("sc", 1))
+    env.place("sc", {"aws-dfw": 1, "gcp-sin": 1})
+    b = wait_for(lambda: (x := env.binding("sc")) and any("not managed by DRO-DS" in (e.get("lastError") or "")
+                                                           for e in x["status"]["clusters"]) and x, 10, "conflict")
+    assert b["status"]["phase"] == "Failed"
+    assert "not managed by DRO-DS" in next(c for c in b["status"]["conditions"] if c["type"] == "Propagated")["message"]
+    env.delete(f"{BINDINGS}/sc")
+    wait_for(lambda: env.binding("sc") is None, 10, "binding deleted")
+    assert env.members["gcp-sin"].deployment("sc") is not None  # not ours: still there
+    k8s.AppsV1Api(env.members["gcp-sin"].api).delete_namespaced_deployment("sc", "default")
+    env.delete(deploy_path(name="sc"))
+
+
+def test_slow_member_never_delays_the_others(fresh: Env) -> None:
+    env = fresh
+    env.members["gcp-sin"].fault("slow", 2000)
+    env.create(deploy_path(), deployment("slow", 3))
+    started = time.monotonic()
+    env.placed_binding("slow", "slow", {"aws-dfw": 1, "azure-lhr": 1, "gcp-sin": 1})
+    fast_members = [env.members["aws-dfw"], env.members["azure-lhr"]]  # reading gcp-sin itself takes 2 s
+    fast = wait_for(lambda: all(m.deployment("slow") is not None for m in fast_members)
+                    and time.monotonic() - started, 10, "fast members")
+    assert fast < 2.0, f"fast members got their copy after {fast:.2f}s"
+    env.members["gcp-sin"].fault("up")
+    wait_for(lambda: set(env.copies("slow")) == {"aws-dfw", "azure-lhr", "gcp-sin"}, 20, "slow member too")
+    env.delete(f"{BINDINGS}/slow")
+    env.delete(deploy_path(name="slow"))
+    wait_for(lambda: env.copies("slow") == {}, 15, "copies deleted")
+
+
+def test_deletion_with_a_member_down_cleans_up_when_it_returns(fresh: Env) -> None:
+    env = fresh
+    env.create(deploy_path(), deployment("gone", 2))
+    env.placed_binding("gone", "gone", {"aws-dfw": 1, "azure-lhr": 1})
+    wait_for(lambda: env.copies("gone") == {"aws-dfw": 1, "azure-lhr": 1}, 10, "copies")
+    env.members["azure-lhr"].fault("down")
+    wait_for(lambda: env.ready("azure-lhr") == "False", 10, "azure-lhr NotReady")
+    taints = wait_for(lambda: env.cluster("azure-lhr")["spec"].get("taints"), 5, "the not-ready taint")
+    assert {"key": "cluster.multicluster.io/not-ready", "effect": "NoExecute"}.items() <= taints[0].items()
+    env.delete(deploy_path(name="gone"))
+    env.delete(f"{BINDINGS}/gone")
+    wait_for(lambda: env.binding("gone") is None, 10, "binding released although a member is down")
+    assert env.members["aws-dfw"].deployment("gone") is None
+    pending = env.server.run_cli("get", "bindings", "--server", env.server.url, "--token", env.server.token("admin"))
+    assert "gone" not in pending.stdout
+    env.members["azure-lhr"].fault("up")
+    wait_for(lambda: env.ready("azure-lhr") == "True", 10, "azure-lhr Ready again")
+    wait_for(lambda: not env.cluster("azure-lhr")["spec"].get("taints"), 5, "taint removed")
+    wait_for(lambda: env.members["azure-lhr"].deployment("gone") is None, 10, "copy cleaned up on return")
