@@ -4,6 +4,7 @@ tests take seconds, not minutes. Shared by the module's tests, which use distinc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -191,10 +192,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             yield e
     finally:
         for s in sims.values():
-            try:
+            with contextlib.suppress(Exception):  # it may be gone already
                 s.fault("up")
-            except Exception:  # noqa: BLE001, S110 - it may be gone already
-                pass
         server.stop(check=False)
         for s in sims.values():
             s.stop()
