@@ -42,10 +42,14 @@ readTimeoutSeconds: 1.5
 retries: 0
 """
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
+# Spread by water level even on an idle fleet (the default packs small workloads while the fleet is quiet).
+SPREAD_PROFILE = "name: spread\nadjuster: {packBelow: 0.0, spreadAbove: 0.0}\n"
 
 
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
-    """Poll until ``fn`` returns something truthy; fail with the last value after ``timeout``."""
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1,
+             what_else: Callable[[], Any] | None = None) -> T:
+    """Poll until ``fn`` returns something truthy; fail with the last value (and ``what_else()``,
+    some context) after ``timeout``."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
@@ -53,7 +57,8 @@ def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: fl
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last: {last!r}")
+    context = f"; context: {what_else()!r}" if what_else is not None else ""
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last: {last!r}{context}")
 
 
 @dataclass
@@ -115,12 +120,15 @@ class Env:
 
     def placed_binding(self, name: str, workload: str, placement: dict[str, int], replicas: int | None = None,
                        namespace: str = "default", extra_spec: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A Binding that is already scheduled (as the scheduler would write it), so the scheduler leaves it."""
+        """A Binding that is already scheduled (as the scheduler would write it), so the scheduler leaves it.
+
+        ``spec.replicas`` defaults to 0: a placement with more replicas than the spec asks for is never
+        "partial", so the scheduler does not retry it when the test changes the placement by hand."""
         now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         body = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Binding", "metadata": {"name": name},
                 "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": workload,
                                       "namespace": namespace},
-                         "replicas": replicas if replicas is not None else sum(placement.values()),
+                         "replicas": replicas if replicas is not None else 0,
                          **(extra_spec or {})},
                 "status": {"phase": "Scheduled", "scheduledGeneration": 1, "scheduledTime": now,
                            "placement": [{"cluster": c, "replicas": n} for c, n in placement.items()]}}
@@ -174,6 +182,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     data = root / "server"
     data.mkdir()
     (data / "members.yaml").write_text(FAST)
+    (data / "scheduler-profile.yaml").write_text(SPREAD_PROFILE)
     server = ServerProcess(data)
     try:
         server.start()
@@ -205,7 +214,8 @@ def fresh(env: Env) -> Iterator[Env]:
     yield env
     for m in env.members.values():
         m.fault("up")
-    wait_for(lambda: all(env.ready(n) == "True" for n in env.members), 20, "every member Ready again")
+    wait_for(lambda: all(env.ready(n) == "True" and not env.cluster(n)["spec"].get("taints") for n in env.members),
+             20, "every member Ready and untainted again")
 
 
 def repo_root() -> Path:

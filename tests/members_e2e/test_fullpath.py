@@ -1,0 +1,130 @@
+"""The whole path: workload + policy → resource detector → scheduler → propagation → members,
+and back: status, failover (S11), cordon/drain."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.members_e2e.conftest import Env, deploy_path, deployment, wait_for
+
+RPP = "/apis/multicluster.io/v1alpha1/resourceplacementpolicies"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+def policy(name: str, workload: str, clusters: list[str] | None = None, **placement: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"resourceSelector": {"apiVersion": "apps/v1", "kind": "Deployment", "name": workload,
+                                                 "namespace": "default"},
+                            "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                                "weightPreference": {"dynamicWeight": "WaterLevel"}},
+                                          **placement}}
+    if clusters:
+        spec["targetClusters"] = [{"selectorType": "name", "values": clusters}]
+    return {"apiVersion": "multicluster.io/v1alpha1", "kind": "ResourcePlacementPolicy", "metadata": {"name": name},
+            "spec": spec}
+
+
+def binding_of(workload: str) -> str:
+    return f"deployment-default-{workload}"
+
+
+def running(env: Env, workload: str) -> dict[str, Any] | None:
+    b = env.binding(binding_of(workload))
+    return b if b and (b.get("status") or {}).get("phase") == "Running" else None
+
+
+def placement(b: dict[str, Any]) -> dict[str, int]:
+    return {t["cluster"]: t["replicas"] for t in b["status"].get("placement") or []}
+
+
+def cleanup(env: Env, workload: str) -> None:
+    env.delete(f"{RPP}/{workload}")
+    env.delete(deploy_path(name=workload))
+    wait_for(lambda: env.binding(binding_of(workload)) is None, 15, f"binding of {workload} deleted")
+    wait_for(lambda: env.copies(workload) == {}, 15, f"copies of {workload} deleted")
+
+
+def test_divide_by_water_level_propagate_scale_and_aggregate(env: Env) -> None:
+    env.create(RPP, policy("web", "web"))
+    env.create(deploy_path(), deployment("web", 6))
+    b = wait_for(lambda: running(env, "web"), 20, "web Running")
+    where = placement(b)
+    assert sum(where.values()) == 6
+    copies = env.copies("web")
+    assert copies == {c: n for c, n in where.items() if n}
+    # azure-lhr is half full (preloaded): it gets fewer replicas than each emptier cluster
+    assert all(copies.get("azure-lhr", 0) < copies[c] for c in ("aws-dfw", "gcp-sin")), copies
+    tmpl = wait_for(lambda: (t := env.http.get(deploy_path(name="web")).json())["status"].get("readyReplicas") == 6
+                    and t, 10, "aggregated status")
+    cities = {"aws-dfw": "DFW", "azure-lhr": "LHR", "gcp-sin": "SIN"}
+    assert {c["cluster"]: c["city"] for c in tmpl["status"]["clusters"]} == {c: cities[c] for c in copies}
+    # scale up and down through the template: the detector, the scheduler and propagation follow
+    env.http.patch(deploy_path(name="web"), json={"spec": {"replicas": 9}}, headers=MERGE)
+    wait_for(lambda: sum(env.copies("web").values()) == 9, 20, "scaled to 9")
+    env.http.patch(deploy_path(name="web"), json={"spec": {"replicas": 3}}, headers=MERGE)
+    wait_for(lambda: sum(env.copies("web").values()) == 3, 20, "scaled to 3",
+             what_else=lambda: (env.copies("web"), (env.binding(binding_of("web")) or {}).get("spec"),
+                                (env.binding(binding_of("web")) or {}).get("metadata"),
+                                env.http.get(deploy_path(name="web")).json()))
+    wait_for(lambda: env.http.get(deploy_path(name="web")).json()["status"].get("readyReplicas") == 3,
+             15, "template shows 3 ready")
+    cleanup(env, "web")
+
+
+def _failover(env: Env, workload: str, mode: str) -> None:
+    env.create(RPP, policy(workload, workload, ["aws-dfw", "gcp-sin"]))
+    env.create(deploy_path(), deployment(workload, 4))
+    b = wait_for(lambda: running(env, workload), 20, f"{workload} Running")
+    assert set(placement(b)) == {"aws-dfw", "gcp-sin"}, placement(b)
+    victim = "aws-dfw"
+    before = env.members[victim].deployment(workload)
+    assert before is not None
+    env.members[victim].fault(mode)
+    t0 = time.monotonic()
+    wait_for(lambda: env.ready(victim) == "False", 15, f"{victim} NotReady")
+    not_ready = time.monotonic() - t0
+
+    def moved() -> dict[str, Any] | None:
+        x = env.binding(binding_of(workload))
+        # Running on the new placement, and the old copy handed to the cleanup records (entry gone)
+        return x if x and victim not in placement(x) and x["status"].get("phase") == "Running" and \
+            victim not in {e["cluster"] for e in x["status"]["clusters"]} else None
+
+    b = wait_for(moved, 25, "replicas moved off the failed cluster",
+                 what_else=lambda: (env.binding(binding_of(workload)) or {}).get("status"))
+    assert placement(b) == {"gcp-sin": 4}
+    assert env.members["gcp-sin"].deployment(workload).spec.replicas == 4
+    # the member comes back: nothing is duplicated, the old copy is cleaned up
+    env.members[victim].fault("up")
+    wait_for(lambda: env.ready(victim) == "True", 15, f"{victim} Ready again")
+    wait_for(lambda: env.members[victim].deployment(workload) is None, 15, "old copy cleaned up")
+    assert env.copies(workload) == {"gcp-sin": 4}
+    assert placement(env.binding(binding_of(workload)) or {}) == {"gcp-sin": 4}
+    assert not_ready < 10
+    cleanup(env, workload)
+
+
+def test_member_down_fails_over_and_recovers_without_duplicates(fresh: Env) -> None:
+    _failover(fresh, "fo", "down")
+
+
+def test_partition_is_handled_like_down(fresh: Env) -> None:
+    _failover(fresh, "pt", "partition")
+
+
+def test_cordon_and_drain(env: Env) -> None:
+    env.create(RPP, policy("dr", "dr", ["aws-dfw", "gcp-sin"]))
+    env.create(deploy_path(), deployment("dr", 4))
+    wait_for(lambda: running(env, "dr"), 20, "dr Running")
+    cli = ["--server", env.server.url, "--token", env.server.token("admin")]
+    out = env.server.run_cli("cluster", "cordon", "gcp-sin", *cli)
+    assert out.returncode == 0 and "cluster/gcp-sin cordoned" in out.stdout
+    assert env.cluster("gcp-sin")["spec"]["unschedulable"] is True
+    assert env.members["gcp-sin"].deployment("dr") is not None  # cordon moves nothing
+    out = env.server.run_cli("cluster", "drain", "gcp-sin", "--wait", "--timeout", "30", *cli)
+    assert out.returncode == 0, out.stderr
+    assert "1 binding(s) rescheduled: deployment-default-dr" in out.stdout and "drained" in out.stdout
+    assert env.copies("dr") == {"aws-dfw": 4}
+    out = env.server.run_cli("cluster", "uncordon", "gcp-sin", *cli)
+    assert out.returncode == 0 and env.cluster("gcp-sin")["spec"]["unschedulable"] is False
+    cleanup(env, "dr")
