@@ -5,14 +5,21 @@
 Prints the run's conditions, then one JSON line with at least
 ``clusters, tasks, mode, p50_ms, p99_ms, throughput_per_s, peak_rss_mb``.
 
-``--mode e2e`` (tasks as Binding objects through the API server and store, ``--store
-sqlite|etcd``) is phase 2: the hook is ``run_e2e`` below; today it exits with a clear message.
+``--mode e2e --store sqlite|etcd``: the fleet's Cluster objects and status documents go into a
+fresh store (a throw-away etcd for ``etcd``), ``drods scheduler`` runs as its own process (or
+``--scheduler inprocess``), and M Bindings are written through the object registry (``--inflight``
+concurrent writes, optionally at ``--rate`` per second). Latency is from the write call to the
+decision persisted in the Binding's status, seen through a store watch; throughput is decided
+bindings over the span from the first write to the last decision. Decisions accumulate (no churn):
+late tasks may find the fleet full, which is still a decision.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
+import os
 import json
 import resource
 import sys
@@ -45,9 +52,12 @@ CITIES = ["DFW", "LHR", "FRA", "NRT", "SIN", "SYD", "GRU", "JFK", "SFO", "CDG", 
 GPU_MODELS = ["A100", "H100", "T4", "L4"]
 
 
-def build_fleet(n: int, rng: np.random.Generator) -> Snapshot:
-    """Random capacities, loads, labels, regions, taints, costs."""
-    snap = Snapshot(capacity=max(16, n))
+FleetRow = tuple[str, dict[str, str], ClusterSpec, bool, dict[str, Any]]
+
+
+def fleet_rows(n: int, rng: np.random.Generator) -> list[FleetRow]:
+    """Random capacities, loads, labels, regions, taints, costs: (name, labels, spec, ready, status)."""
+    rows: list[FleetRow] = []
     for i in range(n):
         region = REGIONS[int(rng.integers(len(REGIONS)))]
         cpu = float(rng.choice([64, 128, 256, 512, 1024, 2048]))
@@ -85,7 +95,14 @@ def build_fleet(n: int, rng: np.random.Generator) -> Snapshot:
         }
         labels = {"env": ["prod", "staging", "dev"][int(rng.integers(3))],
                   "tier": ["gold", "silver", "bronze"][int(rng.integers(3))]}
-        snap.upsert_cluster(f"cluster-{i:05d}", labels, spec, rng.random() > 0.02, status)
+        rows.append((f"cluster-{i:05d}", labels, spec, rng.random() > 0.02, status))
+    return rows
+
+
+def build_fleet(n: int, rng: np.random.Generator) -> Snapshot:
+    snap = Snapshot(capacity=max(16, n))
+    for name, labels, spec, ready, status in fleet_rows(n, rng):
+        snap.upsert_cluster(name, labels, spec, ready, status)
     return snap
 
 
@@ -192,8 +209,172 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_e2e(args: argparse.Namespace) -> dict[str, Any]:
-    """Phase 2 hook: submit Bindings through the API server into ``--store`` and time to Scheduled."""
-    raise NotImplementedError
+    """Bindings written through the object registry into ``--store``; latency until the scheduler's
+    placement is persisted, observed by a store watch (submit → status with a decision)."""
+    return asyncio.run(_e2e(args))
+
+
+async def _seed_fleet(store: Any, registry: Any, rows: list[FleetRow]) -> None:
+    from drods.model.kinds import CLUSTER
+    from drods.store import Put
+
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    objs = [(CLUSTER, {"metadata": {"name": name, "labels": labels},
+                       "spec": spec.model_dump(mode="json", exclude_unset=True),
+                       "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}})
+            for name, labels, spec, ready, _ in rows]
+    for i in range(0, len(objs), 500):
+        await registry.batch_upsert(objs[i:i + 500])
+    docs = [Put(f"/status/clusters/{name}", json.dumps({"status": st, "publishedAt": now}).encode())
+            for name, _, _, _, st in rows]
+    step = max(1, store.max_txn_ops)
+    for i in range(0, len(docs), step):
+        await store.txn([], docs[i:i + step])
+
+
+def _vm_hwm_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
+async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
+    import shutil
+    import signal
+    import subprocess
+    import tempfile
+
+    from drods.model.kinds import BINDING
+    from drods.registry.objects import ObjectRegistry
+    from drods.registry.secrets import SecretBox, load_or_create_key
+    from drods.scheduler.service import SchedulerService, SchedulerSettings
+    from drods.store import EventType, open_store
+
+    tmp = Path(tempfile.mkdtemp(prefix="drods-bench-"))
+    etcd = None
+    if args.store == "etcd":
+        from tests.etcd_server import EtcdCluster
+
+        etcd = EtcdCluster(1, base_dir=str(tmp / "etcd")).start()
+        url = f"etcd://{etcd.endpoints[0]}"
+    else:
+        url = f"sqlite://{tmp / 'drods.db'}"
+    store = open_store(url)
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp / "encryption.key")))
+    rng = np.random.default_rng(args.seed)
+    rows = fleet_rows(args.clusters, rng)
+    templates = build_templates(args.templates, args.clusters, rng)
+    bodies = [t.model_dump(mode="json", exclude_unset=True) for t in templates]
+    t0 = time.perf_counter()
+    await _seed_fleet(store, registry, rows)
+    seed_s = time.perf_counter() - t0
+
+    proc: subprocess.Popen[bytes] | None = None
+    task: asyncio.Task[None] | None = None
+    if args.scheduler == "process":
+        from tests.server_process import drods_command
+
+        cmd = [*drods_command(), "scheduler", "--store", url, "--data-dir", str(tmp / "scheduler"), "--port", "0",
+               "--log-level", "warning"]
+        if args.profile:
+            cmd += ["--profile", args.profile]
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    else:
+        from drods.scheduler.profile import Profile
+
+        svc = SchedulerService(store, registry=registry, profile=Profile.load(args.profile) if args.profile else None,
+                               settings=SchedulerSettings(detector=False))
+        task = asyncio.create_task(svc.run())
+    deadline = time.monotonic() + 60
+    while await store.get("/leases/scheduler") is None:  # the scheduler campaigns once its view is synced
+        if time.monotonic() > deadline or (proc is not None and proc.poll() is not None):
+            raise RuntimeError("the scheduler did not start")
+        await asyncio.sleep(0.05)
+
+    n = args.tasks
+    names = [f"bench-{i:07d}" for i in range(n)]
+    submitted = np.zeros(n)
+    decided = np.full(n, np.nan)
+    index = {nm: i for i, nm in enumerate(names)}
+    phases: collections.Counter[str] = collections.Counter()
+    all_done = asyncio.Event()
+    rev0 = await store.current_revision()
+    perf = time.perf_counter
+
+    async def watch() -> None:
+        left = n
+        async for ev in store.watch(BINDING.key_prefix(), start_revision=rev0 + 1):
+            if ev.type is not EventType.PUT or b'"scheduledGeneration"' not in ev.kv.value:
+                continue
+            i = index.get(ev.kv.key.rsplit("/", 1)[-1])
+            if i is None or not np.isnan(decided[i]):
+                continue
+            decided[i] = perf()
+            phases[json.loads(ev.kv.value)["status"]["phase"]] += 1
+            left -= 1
+            if left == 0:
+                all_done.set()
+                return
+
+    watcher = asyncio.create_task(watch())
+    sem = asyncio.Semaphore(args.inflight)
+    start = perf()
+
+    async def submit(i: int) -> None:
+        if args.rate > 0:
+            delay = start + i / args.rate - perf()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        async with sem:
+            submitted[i] = perf()
+            await registry.create(BINDING, {"metadata": {"name": names[i]}, "spec": bodies[i % len(bodies)]})
+
+    await asyncio.gather(*(submit(i) for i in range(n)))
+    written_s = perf() - start
+    try:
+        await asyncio.wait_for(all_done.wait(), timeout=max(120.0, n / 50))
+    except TimeoutError:
+        pass
+    watcher.cancel()
+    await asyncio.gather(watcher, return_exceptions=True)
+    ok = ~np.isnan(decided)
+    lat_ms = (decided[ok] - submitted[ok]) * 1e3
+    span = float(np.nanmax(decided) - submitted.min()) if ok.any() else float("nan")
+    if proc is not None:
+        rss = _vm_hwm_mb(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    else:
+        assert task is not None
+        from drods.scheduler.service import stop_tasks
+
+        await stop_tasks([task])
+        rss = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    await store.close()
+    if etcd is not None:
+        etcd.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "clusters": args.clusters, "tasks": n, "mode": "e2e", "store": args.store,
+        "p50_ms": round(float(np.percentile(lat_ms, 50)), 2) if lat_ms.size else None,
+        "p99_ms": round(float(np.percentile(lat_ms, 99)), 2) if lat_ms.size else None,
+        "throughput_per_s": round(int(ok.sum()) / span, 1) if ok.any() else 0.0,
+        "peak_rss_mb": rss,
+        "conditions": {
+            "scheduler": args.scheduler, "decided": int(ok.sum()), "phases": dict(phases),
+            "offered_rate_per_s": args.rate or "unbounded", "inflight_writes": args.inflight,
+            "write_s": round(written_s, 2), "write_rate_per_s": round(n / written_s, 1),
+            "seed_fleet_s": round(seed_s, 2), "task_shapes": len(templates),
+            "bench_process_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,16 +388,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--live", type=int, default=0, help="max assumed tasks kept (0 = auto)")
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--profile", type=str, default=None, help="scheduler profile YAML")
+    ap.add_argument("--scheduler", choices=["process", "inprocess"], default="process",
+                    help="e2e: run `drods scheduler` as its own process (default) or in the bench's event loop")
+    ap.add_argument("--rate", type=float, default=0.0, help="e2e: offered bindings/s (0 = as fast as possible)")
+    ap.add_argument("--inflight", type=int, default=64, help="e2e: concurrent binding writes")
     args = ap.parse_args(argv)
-    if args.mode == "e2e" or args.store is not None:
-        print(f"bench/scheduler.py: --mode e2e / --store {args.store or ''} is not yet available "
-              "(phase 2: scheduling through the API server and store); use --mode algorithm",
-              file=sys.stderr)
+    if args.mode == "e2e":
+        args.store = args.store or "sqlite"
+        out = run_e2e(args)
+    elif args.store is not None:
+        print("bench/scheduler.py: --store applies to --mode e2e", file=sys.stderr)
         return 2
-    out = run_algorithm(args)
+    else:
+        out = run_algorithm(args)
     cond = out.pop("conditions")
-    print(f"# conditions: {args.clusters} clusters, {args.tasks} tasks, seed {args.seed}, "
-          f"python {sys.version.split()[0]}, numpy {np.__version__}")
+    print(f"# conditions: {args.clusters} clusters, {args.tasks} tasks, mode {args.mode}, seed {args.seed}, "
+          f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs")
     for k, v in cond.items():
         print(f"#   {k}: {v}")
     print(json.dumps(out))

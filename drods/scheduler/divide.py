@@ -316,8 +316,9 @@ def divide(inp: DivisionInput) -> IntArr:
         return fill_in_order(total, caps, pack_order(inp))
     # one apportionment over the blended shares: σ·(spread quota) + (1-σ)·(pack allocation)
     blend = np.zeros(m)
-    if sigma > 0:
-        blend += (sigma * total / float(w_spread.sum())) * w_spread
+    wsum = float(w_spread.sum())
+    if sigma > 0 and wsum > 0:  # no cluster with room: nothing to spread over
+        blend += (sigma * total / wsum) * w_spread
     if sigma < 1:
         blend += (1.0 - sigma) * fill_in_order(total, caps, pack_order(inp))
     return webster(total, blend, caps, initial=init, prefer=inp.prefer)

@@ -83,6 +83,27 @@ class ScheduleResult:
             self._reasons = out
         return self._reasons
 
+    def reasons_sample(self, limit: int) -> tuple[dict[str, str], int]:
+        """At most ``limit`` per-cluster reasons and how many there are in all, rendering only
+        those it returns (a 10,000-cluster rejection costs ``limit`` strings, not 10,000)."""
+        if self._reasons is not None:
+            return dict(list(self._reasons.items())[:limit]), len(self._reasons)
+        total = len(self.extra_reasons) + sum(int(rej.rows.size) for rej in self._rejections)
+        out: dict[str, str] = {}
+        names = self._names
+        if names is not None:
+            for rej in self._rejections:
+                room = limit - len(out)
+                if room <= 0:
+                    break
+                for k, row in enumerate(rej.rows[:room].tolist()):
+                    out.setdefault(str(names[row]), rej.message(k))
+        for nm, why in self.extra_reasons.items():
+            if len(out) >= limit:
+                break
+            out[nm] = why
+        return out, total
+
     def reason_counts(self) -> dict[str, int]:
         c: Counter[str] = Counter()
         for rej in self._rejections:

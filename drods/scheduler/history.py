@@ -2,7 +2,10 @@
 
 Keys are time-sortable and nested by day, hour, minute and second::
 
-    /history/schedules/<YYYYMMDD>/<HH>/<MM>/<SS>/<time ns, 20 digits>-<random>
+    /history/schedules/<YYYYMMDD>/<HH>/<MM>/<SS>/<time ns, 20 digits>-<sequence><random>
+
+One key holds the decisions of one status transaction that fall in the same second, oldest first
+(``{"entries": [...]}``): a burst of decisions costs a few history writes, not one per decision.
 
 The store reads only by prefix (ascending, with a limit), so a newest-first query walks the
 buckets from ``endTime`` down to ``startTime``, probing each with ``limit=1`` and skipping empty
@@ -37,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from drods.scheduler.framework import ScheduleResult
-from drods.scheduler.records import placement_json, rfc3339
+from drods.scheduler.records import parse_rfc3339, placement_json, rfc3339
 from drods.store import Put, Store
 
 SCHEDULES_PREFIX = "/history/schedules/"
@@ -50,8 +53,8 @@ _seq = itertools.count()
 
 
 def entry_key(ts: float) -> str:
-    """The key's time is the entry's millisecond ``time`` exactly (so time filters agree with it);
-    a per-process sequence keeps one process's entries of the same millisecond in order."""
+    """A key in the bucket of ``ts`` (its first entry's time, to the millisecond); a per-process
+    sequence keeps one process's keys of the same millisecond in order."""
     ms = round(ts * 1000)
     dt = datetime.fromtimestamp(ms / 1000, UTC)
     suffix = f"{next(_seq) % 2**32:08x}{secrets.token_hex(3)}"
@@ -66,8 +69,7 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
                     scheduler: str, profile: str, base_weights: Mapping[str, float],
                     trigger: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The explanation of one decision (shape in the module docstring)."""
-    reasons = result.reasons
-    shown = dict(list(reasons.items())[:MAX_HISTORY_REASONS])
+    shown, total = result.reasons_sample(MAX_HISTORY_REASONS)
     placed = result.placed
     rec: dict[str, Any] = {
         "time": rfc3339(ts),
@@ -81,7 +83,7 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
                    "message": result.message},
         "candidates": {"total": result.clusters, "feasible": result.feasible},
         "filters": {"reasonCounts": result.reason_counts(), "reasons": shown,
-                    "reasonsOmitted": max(0, len(reasons) - len(shown))},
+                    "reasonsOmitted": max(0, total - len(shown))},
         "scores": result.scores,
         "weights": {k: round(v, 4) for k, v in result.weights.items()},
         "baseWeights": dict(base_weights),
@@ -116,9 +118,22 @@ class ScheduleHistory:
         return self._lease
 
     @staticmethod
-    def put(ts: float, record: dict[str, Any], lease: int) -> Put:
-        """The store write of one entry (the scheduler puts it in the same transaction as the status)."""
-        return Put(entry_key(ts), json.dumps(record, separators=(",", ":")).encode(), lease)
+    def puts(records: list[tuple[float, dict[str, Any]]], lease: int) -> list[Put]:
+        """The store writes for decisions made together (the scheduler puts them in the same
+        transaction as the statuses they explain): one key per second they fall in."""
+        out: list[Put] = []
+        group: list[dict[str, Any]] = []
+        first = 0.0
+        for ts, rec in sorted(records, key=lambda r: r[0]):
+            if group and round(ts * 1000) // 1000 != round(first * 1000) // 1000:
+                out.append(Put(entry_key(first), _encode_group(group), lease))
+                group = []
+            if not group:
+                first = ts
+            group.append(rec)
+        if group:
+            out.append(Put(entry_key(first), _encode_group(group), lease))
+        return out
 
     async def query(self, start: float, end: float, max_entries: int,
                     binding: str | None = None) -> tuple[list[dict[str, Any]], bool]:
@@ -159,18 +174,19 @@ class ScheduleHistory:
         start, end, max_entries, binding = want
         kvs, _ = await self.store.range(prefix)
         for kv in reversed(kvs):
-            t = _key_time(kv.key)
-            if t is None or t < start or t > end:
-                continue
             try:
-                entry = json.loads(kv.value)
-            except ValueError:
+                group = json.loads(kv.value).get("entries") or []
+            except (ValueError, AttributeError):
                 continue
-            if binding is not None and entry.get("binding") != binding:
-                continue
-            if len(out) == max_entries:
-                return True
-            out.append(entry)
+            for entry in reversed(group):
+                t = parse_rfc3339(entry.get("time"))
+                if t is None or t < start or t > end:
+                    continue
+                if binding is not None and entry.get("binding") != binding:
+                    continue
+                if len(out) == max_entries:
+                    return True
+                out.append(entry)
         return False
 
 
@@ -186,10 +202,5 @@ def _floor(dt: datetime, level: int) -> datetime:
     return dt.replace(microsecond=0)
 
 
-def _key_time(key: str) -> float | None:
-    """The entry's time; via whole milliseconds so it equals the parsed ``time`` exactly (an int
-    of nanoseconds is beyond a float's precision)."""
-    try:
-        return (int(key.rsplit("/", 1)[1].split("-", 1)[0]) // 1_000_000) / 1000
-    except (IndexError, ValueError):
-        return None
+def _encode_group(entries: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"entries": entries}, separators=(",", ":")).encode()

@@ -58,6 +58,10 @@ class SchedulingQueue:
         self._entries: dict[str, QueueEntry] = {}
         self._active: list[tuple[int, int, int, str]] = []
         self._backoff: list[tuple[float, int, int, str]] = []
+        # parked (unschedulable) entries by the time their safety-net retry is due; a key set so
+        # neither a pop nor a cluster event walks every queued entry
+        self._parked: list[tuple[float, int, int, str]] = []
+        self._parked_keys: set[str] = set()
         self._dirty: dict[str, tuple[Any, int]] = {}
         self._seq = itertools.count()
         self._wakeup: asyncio.Event | None = None
@@ -72,13 +76,19 @@ class SchedulingQueue:
         if self._wakeup is not None:
             self._wakeup.set()
 
+    def _unpark(self, e: QueueEntry) -> None:
+        if e.where == "unschedulable":
+            self._parked_keys.discard(e.key)
+
     def _push_active(self, e: QueueEntry) -> None:
+        self._unpark(e)
         e.where = "active"
         e.generation += 1
         heapq.heappush(self._active, (-e.priority, e.seq, e.generation, e.key))
         self._notify()
 
     def _push_backoff(self, e: QueueEntry) -> None:
+        self._unpark(e)
         e.where = "backoff"
         e.generation += 1
         heapq.heappush(self._backoff, (e.ready_at, e.seq, e.generation, e.key))
@@ -97,8 +107,10 @@ class SchedulingQueue:
             e = self._entries.get(key)
             if e is not None and e.where == "backoff" and e.generation == gen:
                 self._push_active(e)
-        for e in list(self._entries.values()):
-            if e.where == "unschedulable" and now - e.parked_at >= self.max_unschedulable:
+        while self._parked and self._parked[0][0] <= now:
+            _, _, gen, key = heapq.heappop(self._parked)
+            e = self._entries.get(key)
+            if e is not None and e.where == "unschedulable" and e.generation == gen:
                 self._push_active(e)
 
     # ------------------------------------------------------------------ producer side
@@ -122,6 +134,7 @@ class SchedulingQueue:
     def delete(self, key: str) -> None:
         self._entries.pop(key, None)
         self._dirty.pop(key, None)
+        self._parked_keys.discard(key)
 
     def on_cluster_event(self, kind: str = "changed") -> int:
         """A cluster was added, recovered or freed capacity: retry the unschedulable entries.
@@ -131,9 +144,8 @@ class SchedulingQueue:
         """
         now = self._clock()
         moved = 0
-        for e in self._entries.values():
-            if e.where != "unschedulable":
-                continue
+        for key in sorted(self._parked_keys, key=lambda k: self._entries[k].seq):
+            e = self._entries[key]
             moved += 1
             if e.ready_at > now:
                 self._push_backoff(e)
@@ -155,11 +167,9 @@ class SchedulingQueue:
         return None
 
     def _next_deadline(self) -> float | None:
-        times = [t for t, _, gen, key in self._backoff[:1]]
-        parked = [e.parked_at + self.max_unschedulable for e in self._entries.values()
-                  if e.where == "unschedulable"]
-        allt = times + parked
-        return min(allt) if allt else None
+        """Earliest backoff expiry or parked safety-net retry (stale heap heads only make it early)."""
+        heads = [h[0][0] for h in (self._backoff, self._parked) if h]
+        return min(heads) if heads else None
 
     async def get(self, poll: float = 1.0) -> QueueEntry:
         """Wait for the next entry. ``poll`` bounds each wait so an injected clock is honoured."""
@@ -209,6 +219,8 @@ class SchedulingQueue:
             return
         e.where = "unschedulable"
         e.generation += 1
+        self._parked_keys.add(key)
+        heapq.heappush(self._parked, (now + self.max_unschedulable, e.seq, e.generation, key))
 
     def retry(self, key: str) -> None:
         """The attempt failed for another reason (e.g. a store conflict): back off, then retry."""

@@ -48,6 +48,7 @@ from drods.scheduler.metrics import SchedulerMetrics
 from drods.scheduler.profile import Profile
 from drods.scheduler.queue import QueueEntry, SchedulingQueue
 from drods.scheduler.records import (
+    MAX_STATUS_REASONS,
     RECONCILE,
     RESCHEDULE,
     SCALE,
@@ -328,7 +329,7 @@ class SchedulerService:
         if ok:
             self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
         placement = tuple((t.cluster, t.replicas) for t in result.placement) if ok else rec.placement
-        reasons = result.reasons if (not ok or result.partial) else {}
+        reasons = result.reasons_sample(MAX_STATUS_REASONS)[0] if (not ok or result.partial) else {}
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts)
         obj["status"] = merge_status(obj.get("status"), d)
         trigger = None
@@ -377,8 +378,8 @@ class SchedulerService:
         """Each decision and its history entry in one transaction (so a decided status is always
         explained), many decisions per transaction, each guarded by the binding's revision."""
         lease = await self.history.lease()
-        hist = [self._history_put(p, lease) for p in plans]
-        chunk = max(1, (self.store.max_txn_ops - 1) // 2)
+        records = [self._history_record(p) for p in plans]
+        chunk = max(1, (self.store.max_txn_ops - 1) * 3 // 4)
         outcomes: list[str] = [""] * len(plans)
         fallback: list[int] = []
         for start in range(0, len(plans), chunk):
@@ -386,7 +387,8 @@ class SchedulerService:
             try:
                 res = await self.store.txn(
                     [self._fence, *(Compare(plans[i].rec.key, "mod", "=", plans[i].rec.mod_revision) for i in part)],
-                    [*(Put(plans[i].rec.key, plans[i].value) for i in part), *(hist[i] for i in part)])
+                    [*(Put(plans[i].rec.key, plans[i].value) for i in part),
+                     *self.history.puts([(plans[i].decision.time, records[i]) for i in part], lease)])
                 ok = res.succeeded
             except StoreError as e:
                 log.warning("status transaction failed (%s); writing one by one", e)
@@ -401,23 +403,23 @@ class SchedulerService:
                 for i in fallback:
                     outcomes[i] = "not-leader"
                 return outcomes
-            results = await asyncio.gather(*(self._write_one(plans[i], hist[i]) for i in fallback),
+            results = await asyncio.gather(*(self._write_one(plans[i], self.history.puts(
+                [(plans[i].decision.time, records[i])], lease)) for i in fallback),
                                            return_exceptions=True)
             for i, r in zip(fallback, results, strict=True):
                 outcomes[i] = r if isinstance(r, str) else "error"
         return outcomes
 
-    def _history_put(self, p: _Plan, lease: int) -> Put:
-        rec = decision_record(p.result, binding=p.rec.name, generation=p.rec.generation,
-                              schedule_type=p.schedule_type, ts=p.decision.time, scheduler=self.settings.identity,
-                              profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger)
-        return self.history.put(p.decision.time, rec, lease)
+    def _history_record(self, p: _Plan) -> dict[str, Any]:
+        return decision_record(p.result, binding=p.rec.name, generation=p.rec.generation,
+                               schedule_type=p.schedule_type, ts=p.decision.time, scheduler=self.settings.identity,
+                               profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger)
 
     async def _still_leader(self) -> bool:
         kv = await self.store.get(self.elector.key)
         return kv is not None and kv.value == self.settings.identity.encode()
 
-    async def _write_one(self, p: _Plan, hist: Put) -> str:
+    async def _write_one(self, p: _Plan, hist: list[Put]) -> str:
         """CAS write of one decision on the binding as it is now (read-modify-write, retried)."""
         when = rfc3339(p.decision.time)
         for _ in range(8):
@@ -435,7 +437,7 @@ class SchedulerService:
                 return "stale"
             obj["status"] = merge_status(status, p.decision)
             res = await self.store.txn([self._fence, Compare(kv.key, "mod", "=", kv.mod_revision)],
-                                       [Put(kv.key, encode_object(obj)), hist])
+                                       [Put(kv.key, encode_object(obj)), *hist])
             if res.succeeded:
                 return "ok"
             if not await self._still_leader():
@@ -467,18 +469,27 @@ class SchedulerService:
 
 
 async def stop_tasks(tasks: list[asyncio.Task[Any]]) -> None:
-    """Cancel and wait; cancel again what is still running.
+    """Cancel and wait; cancel again what is still running; finish even if cancelled meanwhile.
 
     Before Python 3.12 ``asyncio.wait_for`` (used inside store watches) swallows a cancellation
     that arrives just as its awaitable completes — e.g. when a store write wakes every watch at
-    the moment of shutdown — and the task runs on. Repeating the cancellation ends it."""
+    the moment of shutdown — and the task runs on: repeating the cancellation ends it. A caller's
+    own cancellation is held back until the tasks are gone, so nested clean-ups complete (and
+    nothing is left using a store that is about to be closed)."""
     for t in tasks:
         t.cancel()
     pending = {t for t in tasks if not t.done()}
+    interrupted = False
     while pending:
-        _, pending = await asyncio.wait(pending, timeout=0.2)
+        try:
+            _, pending = await asyncio.wait(pending, timeout=0.2)
+        except asyncio.CancelledError:
+            interrupted = True
+            continue
         for t in pending:
             t.cancel()
+    if interrupted:
+        raise asyncio.CancelledError
 
 
 def _ms(ts: float) -> float:

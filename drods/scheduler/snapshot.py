@@ -481,6 +481,8 @@ class Snapshot:
 
     def _apply(self, names: Sequence[str], counts: Sequence[int], req: FloatArr, sign: float) -> None:
         idx = self.index
+        fresh = self._derived_version == self.version
+        rows: list[int] = []
         for name, c in zip(names, counts, strict=True):
             row = idx.get(name)
             if row is None or c == 0:
@@ -489,7 +491,12 @@ class Snapshot:
             a += (sign * c) * req
             if sign < 0:
                 np.maximum(a, 0.0, out=a)
+            rows.append(row)
         self.version += 1
+        if fresh and rows:
+            # An assume touches a few rows: refresh just those instead of every row on next read.
+            self._derive_rows(np.asarray(rows, dtype=np.intp))
+            self._derived_version = self.version
 
     # ------------------------------------------------------------------ derived views
     def _derive(self) -> None:
@@ -503,6 +510,18 @@ class Snapshot:
         self._wl = self._frac.max(axis=1) + self.wl_offset[:n] if n else np.zeros(0)
         self._largest_eff = np.minimum(self.largest[:n], np.maximum(self._free[:, :3], 0.0))
         self._derived_version = self.version
+
+    def _derive_rows(self, rows: np.ndarray) -> None:
+        """``_derive`` for some rows only (same formulas)."""
+        alloc = self.alloc[rows]
+        used = self.load[rows] + self.assumed[rows]
+        free = alloc - used
+        a2 = alloc[:, :2]
+        frac = np.where(a2 > 0, used[:, :2] / np.where(a2 > 0, a2, 1.0), 0.0)
+        self._free[rows] = free
+        self._frac[rows] = frac
+        self._wl[rows] = frac.max(axis=1) + self.wl_offset[rows]
+        self._largest_eff[rows] = np.minimum(self.largest[rows], np.maximum(free[:, :3], 0.0))
 
     @property
     def free(self) -> FloatArr:

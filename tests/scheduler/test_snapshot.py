@@ -110,3 +110,26 @@ def test_fleet_water_level_is_capacity_weighted(snap: Snapshot) -> None:
     add(snap, "small", st=status(cpu=100, mem=100, cpu_used=100, mem_used=100))
     assert snap.fleet_water_level() == pytest.approx(0.25)
     assert snap.fleet_water_level(np.array([False, True])) == pytest.approx(1.0)
+
+
+def test_assume_refreshes_only_touched_rows_with_the_same_numbers() -> None:
+    """Assume/forget update the derived arrays in place; a full recompute must agree."""
+    import numpy as np
+
+    from drods.model.binding import ReplicaRequirements, TargetCluster
+    from drods.scheduler import Snapshot
+    from tests.scheduler.conftest import add, status
+
+    snap = Snapshot()
+    for i in range(6):
+        add(snap, f"c{i}", st=status(cpu=10.0 + i, mem=40.0, cpu_used=i, largest={"cpu": 3.0, "memory": 8.0}))
+    _ = snap.water_level  # derived arrays are current
+    req = ReplicaRequirements(cpu=1.5, memory=2.0)
+    snap.assume([TargetCluster(cluster="c1", replicas=2), TargetCluster(cluster="c4", replicas=1)], req, key="k")
+    snap.forget(key="k")
+    snap.assume([TargetCluster(cluster="c2", replicas=3)], req, key="j")
+    got = (snap.free.copy(), snap.fractions.copy(), snap.water_level.copy(), snap.largest_free.copy())
+    snap._derived_version = -1  # force the full recompute
+    want = (snap.free, snap.fractions, snap.water_level, snap.largest_free)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w)
