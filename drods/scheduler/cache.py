@@ -61,7 +61,7 @@ def decode_cluster(kv: KeyValue) -> ClusterRecord | None:
     try:
         obj = json.loads(kv.value)
         name = obj["metadata"]["name"]
-        spec = ClusterSpec.model_validate(obj.get("spec") or {})
+        spec = ClusterSpec.model_validate({k: v for k, v in (obj.get("spec") or {}).items() if k != "credentials"})
     except (ValueError, KeyError, TypeError, ValidationError):
         log.warning("scheduler: cannot read cluster object %s", kv.key)
         return None

@@ -39,10 +39,21 @@ RESCHEDULE = "RescheduleTriggered"
 Placement = tuple[tuple[str, int], ...]
 
 
+_second: list[Any] = [None, ""]  # the last second formatted: a burst of decisions shares it
+
+
 def rfc3339(ts: float) -> str:
     """Millisecond RFC 3339 in UTC: scheduledTime and rescheduleTriggeredAt must compare finely."""
-    ms = round(ts * 1000)
-    return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    sec, ms = divmod(round(ts * 1000), 1000)
+    if _second[0] != sec:
+        _second[1] = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _second[0] = sec
+    return f"{_second[1]}{ms:03d}Z"
+
+
+def whole_ms(ts: float) -> float:
+    """``ts`` to the millisecond, equal to what ``parse_rfc3339(rfc3339(ts))`` reads back."""
+    return round(ts * 1000) / 1000
 
 
 def parse_rfc3339(value: Any) -> float | None:

@@ -57,9 +57,9 @@ from drods.scheduler.records import (
     decode_binding,
     encode_object,
     merge_status,
-    parse_rfc3339,
     rfc3339,
     schedule_type,
+    whole_ms,
 )
 from drods.scheduler.task import Task
 from drods.store import Compare, KeyValue, Put, Store, StoreError
@@ -317,14 +317,14 @@ class SchedulerService:
             msg = f"invalid binding spec: {e.errors()[0].get('msg', e)}"
             bad = ScheduleResult(name=name, phase="Unschedulable", placement=[], requested=rec.replicas, placed=0,
                                  message=msg, clusters=self.cache.snap.n, feasible=0, division="")
-            d = Decision(False, rec.placement, msg, {}, rec.generation, _ms(self.clock()))
+            d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
             obj["status"] = merge_status(obj.get("status"), d)
             return _Plan(entry, rec, bad, d, encode_object(obj), stype, None)
         current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
         rebalance = stype == RESCHEDULE
         task = Task(spec, name=name, current=current, rebalance=rebalance)
         result = self.scheduler.schedule(task, self.cache.snap)
-        ts = _ms(self.clock())
+        ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
             self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
@@ -490,12 +490,6 @@ async def stop_tasks(tasks: list[asyncio.Task[Any]]) -> None:
             t.cancel()
     if interrupted:
         raise asyncio.CancelledError
-
-
-def _ms(ts: float) -> float:
-    """Times the scheduler writes have millisecond precision; keep the float equal to what is read back."""
-    parsed = parse_rfc3339(rfc3339(ts))
-    return parsed if parsed is not None else ts
 
 
 def _decode_json(kv: KeyValue) -> Any:
