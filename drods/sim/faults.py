@@ -93,7 +93,9 @@ class HttpListener:
         if self._server is not None:
             return
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # proto IPPROTO_TCP (not 0): accepted connections inherit it, and asyncio sets TCP_NODELAY only on
+        # sockets that say they are TCP; without it every response waits ~40 ms for a delayed ACK (Nagle).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.port))
