@@ -1,0 +1,29 @@
+"""Every file in examples/scheduling is valid: objects by the registry's rules, the profile by Profile.load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drods.model.kinds import by_kind
+from drods.registry.objects import ObjectRegistry
+from drods.scheduler.profile import Profile
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scheduling"
+
+
+@pytest.mark.parametrize("path", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_example_is_valid(path: str) -> None:
+    file = EXAMPLES / path
+    if path == "scheduler-profile.yaml":
+        assert Profile.load(file).name == "cost-aware"
+        return
+    docs = [d for d in yaml.safe_load_all(file.read_text()) if d]
+    assert docs
+    registry = ObjectRegistry.__new__(ObjectRegistry)  # validation needs no store
+    for doc in docs:
+        kind = by_kind(doc["apiVersion"], doc["kind"])
+        assert kind is not None, doc["kind"]
+        registry.validate(kind, doc)
