@@ -6,6 +6,8 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from drods.monitor.autoops import RescheduleRequest
 from tests.scheduler_e2e.conftest import Plane, eventually, placement
 
@@ -92,6 +94,19 @@ async def test_history_explains_decisions_and_honours_time_window(plane: Plane) 
     middle = datetime.fromisoformat(items[1]["time"].replace("Z", "+00:00"))
     r = await plane.call("GET", "/api/v1/history/schedules", params={"endTime": at(middle)})
     assert [x["binding"] for x in r.json()["items"]] == ["h2", "h1", "h0"]
+    # A traffic surge published by monitoring raises the network weight of the next decisions (S5).
+    await plane.store.put("/status/surge", b'{"fleet": {"active": true, "magnitude": 1.0}, "clusters": {}}')
+
+    async def surged() -> bool:
+        return plane.scheduler.cache.snap.signals.get("trafficSurge") == 1.0
+
+    await eventually(surged, what="the scheduler to see the surge")
+    await plane.place({"name": "h-surge", "replicas": 1, "resources": {"cpu": 1}})
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "h-surge"})
+    surge = r.json()["items"][0]
+    assert surge["adjuster"]["surge"] == 1.0
+    assert surge["weights"]["NetworkLocality"] == pytest.approx(3 * e["weights"]["NetworkLocality"], rel=1e-3)
+
     for params, field in (({"startTime": "yesterday"}, "startTime"), ({"endTime": "2026-13-01T00:00:00Z"}, "endTime"),
                           ({"maxEntries": 0}, "maxEntries"), ({"maxEntries": "ten"}, "maxEntries"),
                           ({"startTime": at(t1), "endTime": at(t0)}, "startTime")):

@@ -1,0 +1,165 @@
+"""Units of the running scheduler: status ownership, why a binding is scheduled, the cache's
+readiness and assumed-load rules, the detector's request arithmetic and policy precedence."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from drods.model.binding import TargetCluster
+from drods.model.cluster import ClusterSpec
+from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS
+from drods.model.policy import ResourceSelector
+from drods.model.selector import LabelSelector
+from drods.scheduler.cache import ClusterRecord, SchedulerCache, StatusRecord
+from drods.scheduler.detector import _Policy, best_policy, binding_name, pod_requests, replicas_of
+from drods.scheduler.records import (
+    FIRST,
+    RECONCILE,
+    RESCHEDULE,
+    SCALE,
+    Decision,
+    decode_binding,
+    merge_status,
+    rfc3339,
+    schedule_type,
+)
+
+
+def binding(gen: int = 1, status: dict[str, Any] | None = None, **spec: Any) -> bytes:
+    return json.dumps({"metadata": {"name": "b", "generation": gen},
+                       "spec": {"replicas": 4, **spec}, "status": status or {}}).encode()
+
+
+def rec(raw: bytes) -> Any:
+    r = decode_binding("/registry/multicluster.io/bindings/b", raw, 7)
+    assert r is not None
+    return r
+
+
+def test_schedule_type() -> None:
+    assert schedule_type(rec(binding())) == FIRST
+    done = {"scheduledGeneration": 1, "scheduledTime": rfc3339(100.0), "phase": "Scheduled",
+            "placement": [{"cluster": "a", "replicas": 4}]}
+    assert schedule_type(rec(binding(status=done))) is None
+    old = rec(binding(status=done))
+    assert schedule_type(rec(binding(2, done, replicas=6)), old) == SCALE
+    assert schedule_type(rec(binding(2, done, priority=3)), old) == RECONCILE
+    trig = rec(binding(2, done, rescheduleTriggeredAt=rfc3339(101.0)))
+    assert schedule_type(trig, old) == RESCHEDULE
+    assert schedule_type(rec(binding(1, done, rescheduleTriggeredAt=rfc3339(99.0)))) is None  # already handled
+    deleting = json.loads(binding())
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert schedule_type(rec(json.dumps(deleting).encode())) is None
+
+
+def test_merge_status_keeps_what_others_own() -> None:
+    prop = {"phase": "Running", "placement": [{"cluster": "a", "replicas": 2}], "clusters": [{"name": "a"}],
+            "scheduledGeneration": 1}
+    same = merge_status(prop, Decision(True, (("a", 2),), "ok", {}, 2, 100.0))
+    assert same["phase"] == "Running" and same["clusters"] == [{"name": "a"}] and same["scheduledGeneration"] == 2
+    moved = merge_status(prop, Decision(True, (("a", 1), ("b", 1)), "ok", {}, 3, 100.0))
+    assert moved["phase"] == "Scheduled" and moved["placement"] == [{"cluster": "a", "replicas": 1},
+                                                                     {"cluster": "b", "replicas": 1}]
+    assert moved["clusters"] == [{"name": "a"}]
+    stuck = merge_status(prop, Decision(False, (("a", 2),), "0/2 clusters available", {"b": "x"}, 4, 100.0))
+    assert stuck["phase"] == "Unschedulable" and stuck["placement"] == prop["placement"]
+    assert stuck["reasons"] == {"b": "x"} and stuck["scheduledTime"] == rfc3339(100.0)
+    assert "reasons" not in merge_status(stuck, Decision(True, (("a", 2),), "ok", {}, 5, 101.0))
+
+
+def _cache(now: list[float]) -> SchedulerCache:
+    return SchedulerCache(clock=lambda: now[0], status_max_age=60.0, assume_ttl=30.0)
+
+
+def _status(cpu_used: float, t: float) -> StatusRecord:
+    return StatusRecord("x", {"cpu": {"capacity": 10.0, "used": cpu_used}, "memory": {"capacity": 40.0}}, t)
+
+
+def test_cache_readiness_rules() -> None:
+    now = [1000.0]
+    c = _cache(now)
+    spec = ClusterSpec()
+    c.on_cluster("none", ClusterRecord("none", {}, spec, None))  # no condition, no status: not ready
+    c.on_cluster("cond-false", ClusterRecord("cond-false", {}, spec, False))
+    c.on_cluster("fresh", ClusterRecord("fresh", {}, spec, None))
+    ev = c.on_status("fresh", _status(1, 990.0))
+    assert ev.retry and ev.reasons == ["ClusterRecovered"]
+    c.on_status("cond-false", _status(1, 999.0))
+    snap = c.snap
+    ready = {n: bool(snap.ready[snap.index[n]]) for n in ("none", "cond-false", "fresh")}
+    assert ready == {"none": False, "cond-false": False, "fresh": True}
+    now[0] = 1100.0  # the status is now 110 s old (> 60)
+    c.sweep()
+    assert not snap.ready[snap.index["fresh"]]
+    ev = c.on_status("fresh", _status(1, 1100.0))
+    assert ev.retry and snap.ready[snap.index["fresh"]]
+    ev = c.on_status("fresh", _status(5, 1101.0))  # busier: nothing to retry
+    assert not ev.retry
+    ev = c.on_status("fresh", _status(2, 1102.0))  # capacity freed
+    assert ev.retry and ev.reasons == ["ClusterCapacityFreed"]
+
+
+def test_assumed_load_grows_only_and_expires_once_status_covers_it() -> None:
+    now = [1000.0]
+    c = _cache(now)
+    for n in ("a", "b"):
+        c.on_cluster(n, ClusterRecord(n, {}, ClusterSpec(), True))
+        c.on_status(n, _status(0, 1000.0))
+    req = (1.0, 0.0, 0.0, 1.0, 0.0)
+    c.assume_decision("k", (), [TargetCluster(cluster="a", replicas=3)], req, 1000.0)
+    assert c.assumed("k") == {"a": 3}
+    # scale to 5 with a placed on b: only the growth is new
+    grown = [TargetCluster(cluster="a", replicas=3), TargetCluster(cluster="b", replicas=2)]
+    c.assume_decision("k", (("a", 3),), grown, req, 1001.0)
+    assert c.assumed("k") == {"a": 3, "b": 2}
+    assert c.snap.free[c.snap.index["a"], 0] == pytest.approx(7.0)
+    now[0] = 1040.0
+    c.on_status("a", _status(3, 1040.0))  # a now reports the replicas; b has not reported since
+    assert c.expire() == 0 and c.assumed("k") is not None
+    c.on_status("b", _status(2, 1040.0))
+    now[0] = 1060.0
+    assert c.expire() == 1 and c.assumed("k") is None
+    # A binding seen in the store (another scheduler decided it): adopted unless status covers it.
+    c.observe("other", (("a", 1),), 1050.0, req)
+    assert c.assumed("other") == {"a": 1}
+    c.observe("old", (("a", 1),), 900.0, req)
+    assert c.assumed("old") is None
+
+
+def test_pod_requests_follow_kubernetes_rules() -> None:
+    tpl = {"spec": {
+        "containers": [{"resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}},
+                       {"resources": {"limits": {"cpu": "250m", "memory": "0.25Gi", "nvidia.com/gpu": "1"}}},
+                       {"resources": {}}],
+        "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi", "ephemeral-storage": "1Gi"}}}]}}
+    assert pod_requests(tpl) == {"cpu": 2.0, "memory": 0.5, "storage": 1.0, "gpu": 1}
+    assert pod_requests(None) == {}
+    assert replicas_of("Job", {"spec": {"parallelism": 3, "completions": 10}}) == 3
+    assert replicas_of("Deployment", {"spec": {}}) == 1
+    long = binding_name("Deployment", "n" * 63, "w" * 253)
+    assert len(long) <= 253 and long.startswith("deployment-nnn")
+
+
+def test_policy_precedence() -> None:
+    deploy = next(k for k in WORKLOAD_KINDS if k.kind == "Deployment")
+    obj = {"metadata": {"name": "web", "namespace": "default", "labels": {"tier": "frontend"}}}
+
+    def pol(kind: Any, name: str, prio: int, sel: ResourceSelector) -> _Policy:
+        return _Policy(kind, name, prio, (sel,), {}, (), ())
+
+    broad = pol(PROPAGATION_POLICY, "all", 100, ResourceSelector(kind="Deployment"))
+    labelled = pol(PROPAGATION_POLICY, "front", 1, ResourceSelector(
+        kind="Deployment", labelSelector=LabelSelector(matchLabels={"tier": "frontend"})))
+    named = pol(RESOURCE_PLACEMENT_POLICY, "web", 0, ResourceSelector(apiVersion="apps/v1", kind="Deployment",
+                                                                      name="web", namespace="default"))
+    other_ns = pol(RESOURCE_PLACEMENT_POLICY, "elsewhere", 50, ResourceSelector(kind="Deployment", namespace="prod"))
+    m = best_policy([broad, labelled, named, other_ns], deploy, obj)
+    assert m is not None and m.name == "web"
+    m = best_policy([broad, labelled, other_ns], deploy, obj)
+    assert m is not None and m.name == "front"
+    m = best_policy([broad, pol(PROPAGATION_POLICY, "all-2", 200, ResourceSelector(kind="Deployment"))], deploy, obj)
+    assert m is not None and m.name == "all-2"
+    assert best_policy([other_ns], deploy, obj) is None
