@@ -19,8 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import os
+import contextlib
 import json
+import os
 import resource
 import sys
 import time
@@ -268,12 +269,16 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     rows = fleet_rows(args.clusters, rng)
     templates = build_templates(args.templates, args.clusters, rng)
+    if args.mix == "simple":  # the example shape only: Divided by water level, cpu and memory
+        templates = [BindingSpec(replicas=t.replicas, resources=ReplicaRequirements(cpu=t.resources.cpu,
+                                                                                    memory=t.resources.memory))
+                     for t in templates]
     bodies = [t.model_dump(mode="json", exclude_unset=True) for t in templates]
     t0 = time.perf_counter()
     await _seed_fleet(store, registry, rows)
     seed_s = time.perf_counter() - t0
 
-    proc: subprocess.Popen[bytes] | None = None
+    proc: asyncio.subprocess.Process | None = None
     task: asyncio.Task[None] | None = None
     if args.scheduler == "process":
         from tests.server_process import drods_command
@@ -282,7 +287,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
                "--log-level", "warning"]
         if args.profile:
             cmd += ["--profile", args.profile]
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(*cmd, stdin=subprocess.DEVNULL)
     else:
         from drods.scheduler.profile import Profile
 
@@ -291,7 +296,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
         task = asyncio.create_task(svc.run())
     deadline = time.monotonic() + 60
     while await store.get("/leases/scheduler") is None:  # the scheduler campaigns once its view is synced
-        if time.monotonic() > deadline or (proc is not None and proc.poll() is not None):
+        if time.monotonic() > deadline or (proc is not None and proc.returncode is not None):
             raise RuntimeError("the scheduler did not start")
         await asyncio.sleep(0.05)
 
@@ -335,10 +340,8 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
 
     await asyncio.gather(*(submit(i) for i in range(n)))
     written_s = perf() - start
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(all_done.wait(), timeout=max(120.0, n / 50))
-    except TimeoutError:
-        pass
     watcher.cancel()
     await asyncio.gather(watcher, return_exceptions=True)
     ok = ~np.isnan(decided)
@@ -348,8 +351,8 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
         rss = _vm_hwm_mb(proc.pid)
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
+            await asyncio.wait_for(proc.wait(), 20)
+        except TimeoutError:
             proc.kill()
     else:
         assert task is not None
@@ -368,7 +371,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
         "throughput_per_s": round(int(ok.sum()) / span, 1) if ok.any() else 0.0,
         "peak_rss_mb": rss,
         "conditions": {
-            "scheduler": args.scheduler, "decided": int(ok.sum()), "phases": dict(phases),
+            "scheduler": args.scheduler, "task_mix": args.mix, "decided": int(ok.sum()), "phases": dict(phases),
             "offered_rate_per_s": args.rate or "unbounded", "inflight_writes": args.inflight,
             "write_s": round(written_s, 2), "write_rate_per_s": round(n / written_s, 1),
             "seed_fleet_s": round(seed_s, 2), "task_shapes": len(templates),
@@ -392,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="e2e: run `drods scheduler` as its own process (default) or in the bench's event loop")
     ap.add_argument("--rate", type=float, default=0.0, help="e2e: offered bindings/s (0 = as fast as possible)")
     ap.add_argument("--inflight", type=int, default=64, help="e2e: concurrent binding writes")
+    ap.add_argument("--mix", choices=["varied", "simple"], default="varied",
+                    help="e2e: the varied task shapes of the algorithm bench, or only Divided cpu/memory tasks")
     args = ap.parse_args(argv)
     if args.mode == "e2e":
         args.store = args.store or "sqlite"
