@@ -252,7 +252,7 @@ class SchedulerService:
     async def _loop(self) -> None:
         s = self.settings
         slots = asyncio.Semaphore(s.max_inflight)
-        inflight: set[asyncio.Task[None]] = set()
+        inflight: dict[asyncio.Task[None], list[_Plan]] = {}
         perf = time.perf_counter
         try:
             while True:
@@ -269,14 +269,24 @@ class SchedulerService:
                 if plans:
                     await slots.acquire()
                     t = asyncio.create_task(self._commit(plans))
-                    inflight.add(t)
-                    t.add_done_callback(inflight.discard)
-                    t.add_done_callback(lambda _t: slots.release())
+                    inflight[t] = plans
+                    t.add_done_callback(lambda done: self._finished(done, inflight, slots))
                 await asyncio.sleep(0)  # let watches and API requests run between batches
         finally:
-            for t in inflight:
-                t.cancel()
-            await asyncio.gather(*inflight, return_exceptions=True)
+            # Leadership lost (or shutting down): unfinished writes are abandoned, their bindings
+            # go back to the queue for whoever decides next, and their assumptions are undone.
+            abandoned = dict(inflight)
+            await stop_tasks(list(abandoned))
+            for plans in abandoned.values():
+                for p in plans:
+                    self._undo(p)
+                    self.queue.retry(p.entry.key)
+
+    @staticmethod
+    def _finished(task: asyncio.Task[None], inflight: dict[asyncio.Task[None], list[_Plan]],
+                  slots: asyncio.Semaphore) -> None:
+        inflight.pop(task, None)
+        slots.release()
 
     def _attempt_safely(self, entry: QueueEntry) -> _Plan | None:
         try:
@@ -329,9 +339,16 @@ class SchedulerService:
         if ok:
             self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
         placement = tuple((t.cluster, t.replicas) for t in result.placement) if ok else rec.placement
+        status = obj.get("status") or {}
+        if stype == RETRY and (rec.phase == "Unschedulable") == (not ok) and placement == rec.placement and \
+                result.message == status.get("message"):
+            # A parked binding retried to the same verdict: no write, no new history entry; stay parked.
+            self.metrics.attempt("success" if ok else "unschedulable", stype, None)
+            self.queue.unschedulable(name)
+            return None
         reasons = result.reasons_sample(MAX_STATUS_REASONS)[0] if (not ok or result.partial) else {}
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts)
-        obj["status"] = merge_status(obj.get("status"), d)
+        obj["status"] = merge_status(status, d)
         trigger = None
         if rebalance:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
@@ -359,10 +376,7 @@ class SchedulerService:
                     self.queue.unschedulable(name)
                 continue
             self.metrics.attempt("error", p.schedule_type, None)
-            self.cache.forget(name)  # the decision was not written: back to what the store says
-            cur = self.bindings.cache.get(p.rec.key)
-            if cur is not None:
-                self.cache.observe(name, cur.placement, cur.scheduled_time, cur.requirements)
+            self._undo(p)
             if out == "gone":
                 self.queue.delete(name)
             elif out == "stale":
@@ -373,6 +387,13 @@ class SchedulerService:
             await self._record(plans, outcomes)
         except Exception:
             log.exception("appending to the failure log failed")
+
+    def _undo(self, p: _Plan) -> None:
+        """The decision was not written: the assumed load goes back to what the store says."""
+        self.cache.forget(p.rec.name)
+        cur = self.bindings.cache.get(p.rec.key)
+        if cur is not None and not cur.deleting:
+            self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements)
 
     async def _write(self, plans: list[_Plan]) -> list[str]:
         """Each decision and its history entry in one transaction (so a decided status is always
