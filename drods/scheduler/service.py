@@ -372,6 +372,7 @@ class SchedulerService:
                 self.metrics.attempt(res, p.schedule_type, now - p.entry.added_at)
                 if p.decision.scheduled and not p.result.partial:
                     self.queue.done(name)
+                    self._specs.pop(name, None)  # kept only for retries: 100,000 specs would weigh
                 else:
                     self.queue.unschedulable(name)
                 continue
