@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from drods.scheduler.profile import Profile
 from drods.scheduler.service import SchedulerService, SchedulerSettings, scheduler_component
 from drods.server import Component, ServerConfig, build_app
 from drods.store import Store
+from tests.monitor_e2e.conftest import eventually
 
 T = TypeVar("T")
 
@@ -32,20 +32,6 @@ def fast_settings(**kw: Any) -> SchedulerSettings:
     base: dict[str, Any] = {"lease_ttl": 3, "sweep_seconds": 0.2, "initial_backoff": 0.05, "max_backoff": 1.0,
                             "rng_seed": 7, "assume_ttl": 3600.0}
     return SchedulerSettings(**(base | kw))
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], within_s: float = 15.0, what: str = "") -> T:
-    """Poll ``check`` until it returns something truthy, or fail at the deadline."""
-    deadline = time.monotonic() + within_s
-    delay = 0.01
-    while True:
-        got = await check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within_s}s waiting for {what or check}")
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.1)
 
 
 @dataclass

@@ -22,35 +22,9 @@ import pytest
 from drods.scheduler.profile import Profile
 from drods.scheduler.registry import load_entry_points
 from drods.store.etcd import EtcdStore
+from tests.scheduler.test_profile import PLUGIN_SRC
 from tests.scheduler_e2e.conftest import Plane, eventually, fast_settings, placement, serve
 from tests.server_process import ServerProcess
-
-PLUGIN_SRC = '''
-import numpy as np
-
-from drods.scheduler.interface import PluginBase, reject
-
-
-class PreferGreen(PluginBase):
-    """Clusters labelled color=green score 100."""
-
-    name = "PreferGreen"
-
-    def score(self, task, snap, mask):
-        return np.where(snap.label_in("color", ["green"]), 100.0, 0.0)
-
-
-class NoBlue(PluginBase):
-    name = "NoBlue"
-
-    def filter(self, task, snap, mask):
-        blue = snap.label_in("color", ["blue"])
-        drop = mask & blue
-        return mask & ~blue, ([reject(self.name, "blue is banned", drop)] if drop.any() else [])
-
-
-PLUGINS = [PreferGreen, NoBlue]
-'''
 
 PROFILE = """
 name: colourful
