@@ -77,7 +77,8 @@ class WorkQueue(Generic[K]):
             timeout = max(self._delayed[0][0] - self._clock(), 0.0) if self._delayed else None
             self._ready.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: it may swallow a cancel before 3.12
+                    await self._ready.wait()
 
     def done(self, key: K) -> None:
         self._processing.discard(key)

@@ -703,7 +703,10 @@ class SqliteStore(Store):
                     continue
                 w.wake.clear()
                 try:
-                    await asyncio.wait_for(w.wake.wait(), POLL_INTERVAL)
+                    # asyncio.timeout, not wait_for: before Python 3.12 wait_for can swallow a cancellation
+                    # that races with the wake-up, and a watcher's task would then never stop
+                    async with asyncio.timeout(POLL_INTERVAL):
+                        await w.wake.wait()
                 except TimeoutError:
                     if self._closed:
                         break
