@@ -19,6 +19,7 @@ from typing import Any
 from drods.controllers import manifests as M
 from drods.controllers.manifests import Ref
 from drods.controllers.propagation import CLEANUP_PREFIX, Propagation, ready_condition
+from drods.controllers.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.store import CasFailed
 
@@ -42,17 +43,21 @@ class Cleanup:
     async def run(self) -> None:
         await self.prop.synced.wait()
         tasks: set[asyncio.Task[None]] = set()
-        while True:
-            for cluster, records in self.pending().items():
-                if cluster in self._busy:
-                    continue
-                self._busy.add(cluster)
-                t = asyncio.create_task(self._cluster(cluster, records))
-                tasks.add(t)
-                t.add_done_callback(tasks.discard)
-            self.prop.cluster_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.prop.cluster_changed.wait(), self.interval_s)
+        try:
+            while True:
+                for cluster, records in self.pending().items():
+                    if cluster in self._busy:
+                        continue
+                    self._busy.add(cluster)
+                    t = asyncio.create_task(self._cluster(cluster, records))
+                    tasks.add(t)
+                    t.add_done_callback(tasks.discard)
+                self.prop.cluster_changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.interval_s):
+                        await self.prop.cluster_changed.wait()
+        finally:
+            await stop_tasks(tasks)
 
     async def _cluster(self, cluster: str, records: list[tuple[str, dict[str, Any]]]) -> None:
         try:

@@ -33,6 +33,7 @@ from typing import Any
 from drods.controllers.clients import is_pull
 from drods.controllers.propagation import Propagation, rfc3339
 from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
+from drods.controllers.tasks import stop_tasks
 from drods.errors import ApiError
 from drods.members.client import MemberError, MemberUnavailable
 from drods.members.collector import report_from_summary
@@ -109,9 +110,7 @@ class ClusterHealth:
                     self.state.pop(n, None)
                 await asyncio.sleep(min(0.5, self.settings.probeIntervalSeconds))
         finally:
-            for t in self._tasks.values():
-                t.cancel()
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            await stop_tasks(self._tasks.values())
 
     async def _loop(self, name: str) -> None:
         while True:

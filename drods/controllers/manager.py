@@ -8,7 +8,6 @@ over (rebuilding everything from the store) when this one stops. While leading, 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import uuid
@@ -21,6 +20,7 @@ from drods.controllers.failover import Failover
 from drods.controllers.health import ClusterHealth
 from drods.controllers.propagation import Propagation
 from drods.controllers.settings import get_settings
+from drods.controllers.tasks import run_all
 from drods.machinery.leader import LeaderElector
 
 LEASE = "member-controllers"
@@ -33,9 +33,8 @@ async def run_controllers(ctx: Any) -> None:
     prop = Propagation(ctx.store, ctx.registry, settings, clients)
     ctx.services["propagation"] = prop
     try:
-        await asyncio.gather(prop.run(), ClusterHealth(ctx, prop, settings).run(),
-                             Failover(ctx, prop, settings).run(),
-                             Cleanup(prop, settings.cleanupIntervalSeconds).run())
+        await run_all(prop.run(), ClusterHealth(ctx, prop, settings).run(), Failover(ctx, prop, settings).run(),
+                      Cleanup(prop, settings.cleanupIntervalSeconds).run())
     finally:
         if ctx.services.get("propagation") is prop:
             ctx.services.pop("propagation", None)

@@ -49,6 +49,7 @@ from drods.controllers.status import (
     observe,
     template_status,
 )
+from drods.controllers.tasks import stop_tasks
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer
@@ -64,6 +65,8 @@ Obj = dict[str, Any]
 FINALIZER = "multicluster.io/propagation"
 CLEANUP_PREFIX = "/cleanup/"
 PERMANENT_STATUS = frozenset({400, 401, 403, 404, 405, 409, 413, 415, 422})
+FOREIGN_SELECTOR = f"{M.MANAGED_BY}!={M.MANAGER}"
+FOREIGN_MAX_AGE = 10.0  # seconds; the status poll refreshes it much more often
 
 
 def rfc3339(ts: float) -> str:
@@ -149,6 +152,8 @@ class Propagation:
         self.tracked: dict[str, dict[str, Ref]] = {}  # cluster → binding → main object (status polling)
         self.owned: dict[str, set[Ref]] = {}  # cluster → objects known to carry our label
         self.ns_ok: dict[str, set[str]] = {}  # cluster → namespaces known to exist
+        # cluster → (apiVersion, kind) → (when listed, {(namespace, name)} of objects DRO-DS does not manage)
+        self.foreign: dict[str, dict[tuple[str, str], tuple[float, set[tuple[str, str]]]]] = {}
         self.by_template: dict[str, set[str]] = {}
         self.by_dep: dict[tuple[str, str, str], set[str]] = {}
         self._deps_of: dict[str, set[tuple[str, str, str]]] = {}
@@ -173,13 +178,7 @@ class Propagation:
             self.synced.set()
             await self.controller.run()
         finally:
-            for t in tasks:
-                t.cancel()
-            for ts in self._syncer_tasks.values():
-                for t in ts:
-                    t.cancel()
-            await asyncio.gather(*tasks, *(t for ts in self._syncer_tasks.values() for t in ts),
-                                 return_exceptions=True)
+            await stop_tasks([*tasks, *(t for ts in self._syncer_tasks.values() for t in ts)])
 
     def syncer(self, cluster: str) -> Controller:
         """The cluster's own queue and workers (started on first use)."""
@@ -256,6 +255,7 @@ class Propagation:
         if new is None or (old is not None and ready_condition(old) != ready_condition(new)):
             self.ns_ok.pop(name, None)
             self.owned.pop(name, None)
+            self.foreign.pop(name, None)
         self._enqueue(self.by_cluster.get(name))
         if new is None:
             self._stop_syncer(name)
@@ -594,8 +594,7 @@ class Propagation:
             for m in w.manifests:
                 ref = Ref.of(m)
                 if ref not in owned:
-                    cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                    if cur is not None and not M.is_managed(cur):
+                    if await self._foreign(cluster, client, ref):
                         raise _Conflict(f"{ref.kind} {ref.namespace}/{ref.name} already exists in {cluster} "
                                         "and is not managed by DRO-DS")
                     owned.add(ref)
@@ -613,6 +612,24 @@ class Propagation:
         if out is not None and out.get("kind") in M.WORKLOAD_KINDS:
             self._observe(cluster, w.binding, out)
         return Result(w.hash, True, at=self.clock())
+
+    async def _foreign(self, cluster: str, client: MemberClient, ref: Ref) -> bool:
+        """Does the member hold an object of this name that DRO-DS did not create? Answered from a list of
+        the kind's unmanaged objects (``managed-by!=drods``, usually empty) that is at most
+        ``FOREIGN_MAX_AGE`` seconds old, refreshed by the status poll, instead of a GET per new object."""
+        key = (ref.api_version, ref.kind)
+        got = self.foreign.get(cluster, {}).get(key)
+        if got is None or self.clock() - got[0] > FOREIGN_MAX_AGE:
+            await self._list_foreign(cluster, client, *key)
+            got = self.foreign[cluster][key]
+        return (ref.namespace, ref.name) in got[1]
+
+    async def _list_foreign(self, cluster: str, client: MemberClient, api_version: str, kind: str) -> None:
+        at = self.clock()
+        items = await client.list_objects(api_version, kind, label_selector=FOREIGN_SELECTOR)
+        names = {(str((i.get("metadata") or {}).get("namespace") or ""), str((i.get("metadata") or {}).get("name")))
+                 for i in items}
+        self.foreign.setdefault(cluster, {})[(api_version, kind)] = (at, names)
 
     async def _remove(self, cluster: str, client: MemberClient | None, why: str | None, w: Work,
                       prev: Result | None) -> Result:
@@ -667,14 +684,18 @@ class Propagation:
 
     async def _poll_status(self, cluster: str) -> None:
         """List the member's managed workloads now and then: status, and copies that went missing."""
+        cost = 0.0
         while True:
-            await asyncio.sleep(self.settings.statusPollSeconds)
+            # never more than ~10 % of the time listing: a big member is polled less often
+            await asyncio.sleep(max(self.settings.statusPollSeconds, cost * 10))
+            started = time.monotonic()
             try:
                 await self.poll_once(cluster)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("status poll of %s failed", cluster)
+            cost = time.monotonic() - started
 
     async def poll_once(self, cluster: str) -> None:
         tracked = dict(self.tracked.get(cluster) or {})
@@ -686,6 +707,7 @@ class Propagation:
             started = self.clock()
             try:
                 items = await client.list_objects(api_version, kind, label_selector=M.MANAGED_SELECTOR)
+                await self._list_foreign(cluster, client, api_version, kind)
             except (MemberUnavailable, MemberError):
                 return
             seen: set[str] = set()
