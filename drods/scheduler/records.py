@@ -93,7 +93,6 @@ class BindingRecord:
     scheduled_generation: int | None
     scheduled_time: float | None
     trigger_time: float | None
-    spec_replicas_only: tuple[Any, ...]  # everything of the spec but replicas: tells a scale from an edit
     requirements: tuple[float, float, float, float, float]
     managed: bool  # created by the resource detector
 
@@ -141,7 +140,6 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         scheduled_generation=int(sg) if isinstance(sg, int) else None,
         scheduled_time=parse_rfc3339(status.get("scheduledTime")),
         trigger_time=parse_rfc3339(spec.get("rescheduleTriggeredAt")),
-        spec_replicas_only=_without_replicas(spec),
         requirements=requirement_tuple(spec.get("resources")),
         managed=labels.get(MANAGED_BY_LABEL) == DETECTOR_NAME,
     )
@@ -151,9 +149,9 @@ MANAGED_BY_LABEL = "multicluster.io/managed-by"
 DETECTOR_NAME = "resource-detector"
 
 
-def _without_replicas(spec: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in spec.items()
-                        if k not in ("replicas", "rescheduleTriggeredAt")))
+def _spec_but_replicas(rec: BindingRecord) -> dict[str, Any]:
+    spec: dict[str, Any] = json.loads(rec.raw).get("spec") or {}
+    return {k: v for k, v in spec.items() if k not in ("replicas", "rescheduleTriggeredAt")}
 
 
 def placement_of(value: Any) -> Placement:
@@ -175,7 +173,9 @@ def schedule_type(rec: BindingRecord, previous: BindingRecord | None = None) -> 
     if rec.scheduled_generation is None:
         return FIRST
     if rec.scheduled_generation != rec.generation:
-        if previous is not None and previous.spec_replicas_only == rec.spec_replicas_only:
+        # only a spec change gets here (rare next to creates and status writes): parse both to compare
+        if previous is not None and previous.generation != rec.generation and \
+                _spec_but_replicas(previous) == _spec_but_replicas(rec):
             return SCALE
         return RECONCILE
     return None
