@@ -38,7 +38,7 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,7 +153,7 @@ class _Policy:
     target_labels: tuple[tuple[str, str], ...]
 
 
-def decode_policy(kind: Kind) -> Any:
+def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
     def decode(kv: KeyValue) -> _Policy | None:
         try:
             obj = json.loads(kv.value)
