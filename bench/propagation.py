@@ -9,7 +9,9 @@ kubeconfig credentials) and watches every member's Deployments with the official
    on ``--spread`` members. Latency = first watch event of the copy in the member − the moment the
    Binding with its placement was sent. p50 / p99 / max, and copies per second over the phase.
 2. **burst** — another M Bindings in one ``/api/v1/sync/batch`` request: time until every copy is
-   present, and copies per second.
+   present, and copies per second (the capacity of the whole setup, members included).
+
+Each phase's Bindings and templates are deleted (and their copies gone) before the next phase.
 3. **failover** — F Bindings with one replica on a victim member and one elsewhere; the victim goes
    ``down``; measured from the moment the control plane marks it NotReady until every one of them is
    re-placed by the scheduler off the victim and each new placement's Deployment is in its member
@@ -67,12 +69,24 @@ class Watcher:
             t.start()
 
     def _run(self, sim: SimProcess) -> None:
+        """List, then watch from the list's resourceVersion; after a broken watch, list again (a
+        watch started from "now" would never report what was deleted in between)."""
         api = k8s_config.new_client_from_config(str(sim.kubeconfig), persist_config=False)
         apps = k8s.AppsV1Api(api)
         while not self.stop.is_set():
             try:
+                listed = apps.list_deployment_for_all_namespaces(label_selector=SELECTOR, _request_timeout=(2, 30))
+                now = time.time()
+                with self.changed:
+                    for key in [k for k in self.replicas if k[0] == sim.name]:
+                        del self.replicas[key]
+                    for d in listed.items:
+                        self.first.setdefault((sim.name, d.metadata.name), now)
+                        self.replicas[(sim.name, d.metadata.name)] = int(d.spec.replicas or 0)
+                    self.changed.notify_all()
                 for ev in k8s_watch.Watch().stream(apps.list_deployment_for_all_namespaces, label_selector=SELECTOR,
-                                                   timeout_seconds=30, _request_timeout=(2, 40)):
+                                                   resource_version=listed.metadata.resource_version,
+                                                   timeout_seconds=300, _request_timeout=(2, 330)):
                     now = time.time()
                     obj = ev["object"]
                     key = (sim.name, obj.metadata.name)
@@ -83,7 +97,7 @@ class Watcher:
                             self.first.setdefault(key, now)
                             self.replicas[key] = int(obj.spec.replicas or 0)
                         self.changed.notify_all()
-            except Exception:  # noqa: BLE001 - a member going down breaks its watch: watch again
+            except Exception:  # noqa: BLE001 - a member going down breaks its watch: list and watch again
                 time.sleep(0.2)
 
     def wait(self, cond: Callable[[], bool], timeout: float) -> bool:
@@ -118,6 +132,22 @@ def batch(http: httpx.Client, objects: list[dict[str, Any]]) -> None:
     for i in range(0, len(objects), 1000):
         r = http.post("/api/v1/sync/batch", json={"objects": objects[i:i + 1000]}, timeout=120)
         r.raise_for_status()
+
+
+def remove(http_clients: list[httpx.Client], watcher: Watcher, names: list[str], timeout: float = 300) -> float:
+    """Delete the phase's bindings and templates; seconds until no copy is left (phases stay independent)."""
+    t0 = time.time()
+
+    def one(i: int) -> None:
+        c = http_clients[i % len(http_clients)]
+        c.delete(f"{BINDINGS}/{names[i]}")
+        c.delete(f"/apis/apps/v1/namespaces/default/deployments/{names[i]}")
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(one, range(len(names))))
+    gone = set(names)
+    watcher.wait(lambda: not any(n in gone for _, n in watcher.replicas), timeout)
+    return time.time() - t0
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -183,12 +213,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ok = watcher.wait(lambda: all(w in watcher.first for w in want), 120)
         lat = [watcher.first[(c, n)] - sent[n] for c, n in want if (c, n) in watcher.first]
         last = max(watcher.first.get(w, 0.0) for w in want)
-        result["latency"] = {
+        order = sorted((sent[n], watcher.first[(c, n)] - sent[n]) for c, n in want if (c, n) in watcher.first)
+        tenth = max(1, len(order) // 10)
+        trend = [round(statistics.median(x for _, x in order[i:i + tenth]) * 1000) for i in range(0, len(order), tenth)]
+        result["latency"] = {"p50_ms_by_tenth": trend[:10],
             "bindings": m, "copies": len(want), "present": len(lat), "complete": ok, "rate": args.rate,
             "p50_ms": round(pct(lat, 50) * 1000, 1), "p99_ms": round(pct(lat, 99) * 1000, 1),
             "max_ms": round(max(lat) * 1000, 1) if lat else None,
             "copies_per_s": round(len(lat) / max(last - started, 1e-9), 1)}
         print(f"latency: {result['latency']}", flush=True)
+        result["latency"]["removed_s"] = round(remove(clients, watcher, lat_names), 2)
 
         # ---- 2. burst: one batch of bindings
         burst_names = [f"burst-{i:05d}" for i in range(m)]
@@ -207,6 +241,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                            "p50_ms": round(pct(lat_b, 50) * 1000, 1), "p99_ms": round(pct(lat_b, 99) * 1000, 1),
                            "copies_per_s": round(len(seen) / max(done - t0, 1e-9), 1)}
         print(f"burst: {result['burst']}", flush=True)
+        result["burst"]["removed_s"] = round(remove(clients, watcher, burst_names), 2)
 
         # ---- 3. failover
         if args.failover:
@@ -271,7 +306,7 @@ def main() -> None:
     ap.add_argument("--clusters", type=int, default=20)
     ap.add_argument("--workloads", type=int, default=1000)
     ap.add_argument("--spread", type=int, default=2, help="members per binding")
-    ap.add_argument("--rate", type=float, default=100.0, help="bindings per second in the latency phase")
+    ap.add_argument("--rate", type=float, default=25.0, help="bindings per second in the latency phase")
     ap.add_argument("--nodes", type=int, default=3, help="nodes per member")
     ap.add_argument("--failover", type=int, default=100, help="workloads on the failing member (0 = skip)")
     ap.add_argument("--failover-timeout", type=float, default=60.0)

@@ -1,8 +1,9 @@
 """Cluster health (A3, A4, S11): the Ready condition, the not-ready taint, and the resource summary.
 
 * **Push mode** — every ``probeIntervalSeconds`` (5 s) each cluster is probed through its
-  `MemberClient` (``GET /version``, sent even while the client fails fast) and, when it answers,
-  summarised (nodes, pods, metrics.k8s.io). A success makes it Ready=True at once; it turns
+  `MemberClient` (``GET /version``, sent even while the client fails fast) and, when it answers and
+  ``summaryIntervalSeconds`` (10 s) have passed, summarised (nodes, pods, metrics.k8s.io).
+  A success makes it Ready=True at once; it turns
   Ready=False only after ``notReadyGraceSeconds`` (15 s: three missed probes) without a success.
   Before its first answer a cluster is Ready=Unknown. One task per cluster: a partitioned member
   costs its own probe timeouts, nobody else's.
@@ -54,6 +55,7 @@ class _Health:
     last_ok: float | None = None
     last_error: str | None = None
     summary: ClusterSummary | None = None
+    summarised: float = 0.0  # when the summary was last taken
     version: str | None = None
     written: float = 0.0  # when the heartbeat was last written
 
@@ -188,11 +190,14 @@ class ClusterHealth:
             return
         st.last_ok = self.clock()
         st.last_error = None
+        if st.last_ok - st.summarised < self.settings.summaryIntervalSeconds:
+            return
         try:
             st.summary = await client.summary()
         except (MemberUnavailable, MemberError) as e:
             log.info("summary of %s failed: %s", name, e)
             return
+        st.summarised = self.clock()
         await self._feed(name, st.summary)
 
     async def _feed(self, name: str, summary: ClusterSummary) -> None:

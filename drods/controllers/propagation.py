@@ -65,8 +65,6 @@ Obj = dict[str, Any]
 FINALIZER = "multicluster.io/propagation"
 CLEANUP_PREFIX = "/cleanup/"
 PERMANENT_STATUS = frozenset({400, 401, 403, 404, 405, 409, 413, 415, 422})
-FOREIGN_SELECTOR = f"{M.MANAGED_BY}!={M.MANAGER}"
-FOREIGN_MAX_AGE = 10.0  # seconds; the status poll refreshes it much more often
 
 
 def rfc3339(ts: float) -> str:
@@ -152,8 +150,6 @@ class Propagation:
         self.tracked: dict[str, dict[str, Ref]] = {}  # cluster → binding → main object (status polling)
         self.owned: dict[str, set[Ref]] = {}  # cluster → objects known to carry our label
         self.ns_ok: dict[str, set[str]] = {}  # cluster → namespaces known to exist
-        # cluster → (apiVersion, kind) → (when listed, {(namespace, name)} of objects DRO-DS does not manage)
-        self.foreign: dict[str, dict[tuple[str, str], tuple[float, set[tuple[str, str]]]]] = {}
         self.by_template: dict[str, set[str]] = {}
         self.by_dep: dict[tuple[str, str, str], set[str]] = {}
         self._deps_of: dict[str, set[tuple[str, str, str]]] = {}
@@ -161,10 +157,15 @@ class Propagation:
         self.by_cluster: dict[str, set[str]] = {}
         self._indexed: dict[str, tuple[str | None, str | None, set[str]]] = {}
         self.cluster_changed = asyncio.Event()  # wakes the cleanup loop
+        # the revisions our own writes produced: their watch events are echoes, not news
+        self._own_binding_rev: dict[str, int] = {}
+        self._own_template_rev: dict[str, int] = {}
+        self._plans: dict[str, tuple[Any, dict[str, Work | OverrideError]]] = {}  # binding → (inputs, plan)
+        self._policy_epoch = 0
         self.synced = asyncio.Event()
         self.bindings.on_change(self._on_binding)
         self.clusters.on_change(self._on_cluster)
-        self.policies.on_change(lambda _k, _o, _n: self._enqueue_all())
+        self.policies.on_change(self._on_policy)
         for inf in self.templates.values():
             inf.on_change(self._on_template)
 
@@ -208,8 +209,17 @@ class Propagation:
     def _enqueue_all(self) -> None:
         self._enqueue([k[len(BINDING.key_prefix()):] for k in self.bindings.cache])
 
+    def _on_policy(self, key: str, old: Any, new: Any) -> None:
+        self._policy_epoch += 1
+        self._enqueue_all()
+
+    @staticmethod
+    def _rev(obj: Obj | None) -> int:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+
     def _on_binding(self, key: str, old: Obj | None, new: Obj | None) -> None:
         name = key[len(BINDING.key_prefix()):]
+        echo = new is not None and self._own_binding_rev.get(name) == self._rev(new)
         prev = self._indexed.pop(name, None)
         if prev is not None:
             tkey, ns, clusters = prev
@@ -235,9 +245,12 @@ class Propagation:
             for c in clusters:
                 self.by_cluster.setdefault(c, set()).add(name)
             self._indexed[name] = (tkey, ns, clusters)
-        self.controller.queue.add(name)
+        if not echo:
+            self.controller.queue.add(name)
 
     def _on_template(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        if new is not None and self._own_template_rev.get(key) == self._rev(new):
+            return  # our own status write
         self._enqueue(self.by_template.get(key))
         obj = new or old
         if obj is None:
@@ -255,7 +268,6 @@ class Propagation:
         if new is None or (old is not None and ready_condition(old) != ready_condition(new)):
             self.ns_ok.pop(name, None)
             self.owned.pop(name, None)
-            self.foreign.pop(name, None)
         self._enqueue(self.by_cluster.get(name))
         if new is None:
             self._stop_syncer(name)
@@ -341,7 +353,15 @@ class Propagation:
             self._index_deps(name, looked)
             targets = [Target(c, s, dict(((self.cluster(c) or {}).get("metadata") or {}).get("labels") or {}))
                        for c, s in sorted(wanted.items())]
-            plans = M.plan(name, uid, template, targets, deps, [p for p in self.policies.cache.values() if p])
+            inputs = (uid, self._rev(template), tuple((t.cluster, t.share, tuple(sorted(t.labels.items())))
+                                                      for t in targets),
+                      tuple(self._rev(d) for d in deps), self._policy_epoch)
+            cached = self._plans.get(name)
+            if cached is not None and cached[0] == inputs:
+                plans = cached[1]
+            else:
+                plans = M.plan(name, uid, template, targets, deps, [p for p in self.policies.cache.values() if p])
+                self._plans[name] = (inputs, plans)
         now = self.clock()
         works: dict[str, Work | None] = {}
         new_entries: list[Obj] = []
@@ -446,7 +466,8 @@ class Propagation:
                 if deleting and not finalizers:
                     await self.store.delete(kv.key, expect_revision=kv.mod_revision)
                 else:
-                    await self.store.put(kv.key, encode(b), expect_revision=kv.mod_revision)
+                    self._own_binding_rev[name] = await self.store.put(kv.key, encode(b),
+                                                                       expect_revision=kv.mod_revision)
             except CasFailed:
                 return "conflict"
         # publish the work only once the status (and finalizer) that covers it is stored
@@ -518,21 +539,26 @@ class Propagation:
         for c in list(self.tracked):
             if c not in present:
                 self.tracked[c].pop(name, None)
-        for (c, b) in [k for k in self.results if k[1] == name and k[0] not in present]:
-            self.results.pop((c, b), None)
-            self.observed.pop((c, b), None)
+        for c in self._clusters_known():
+            if c not in present:
+                self.results.pop((c, name), None)
+                self.observed.pop((c, name), None)
+
+    def _clusters_known(self) -> set[str]:
+        return set(self.desired) | set(self.tracked) | set(self.syncers)
 
     def _forget(self, name: str) -> None:
         for d in self.desired.values():
             d.pop(name, None)
         for t in self.tracked.values():
             t.pop(name, None)
-        for k in [k for k in self.results if k[1] == name]:
-            self.results.pop(k, None)
-        for k in [k for k in self.observed if k[1] == name]:
-            self.observed.pop(k, None)
+        for c in self._clusters_known():
+            self.results.pop((c, name), None)
+            self.observed.pop((c, name), None)
         self._index_deps(name, set())
         self._deps_of.pop(name, None)
+        self._plans.pop(name, None)
+        self._own_binding_rev.pop(name, None)
 
     async def _write_template_status(self, kind: Kind, template: Obj, tkind: str, entries: list[Obj],
                                      all_applied: bool) -> bool:
@@ -547,8 +573,9 @@ class Propagation:
         if new == previous:
             return False
         try:
-            await self.registry.update_status(kind, meta["name"], new, meta.get("namespace"),
-                                              resource_version=int(meta["resourceVersion"]))
+            out = await self.registry.update_status(kind, meta["name"], new, meta.get("namespace"),
+                                                    resource_version=int(meta["resourceVersion"]))
+            self._own_template_rev[kind.key(meta["name"], meta.get("namespace"))] = self._rev(out)
         except ApiError as e:
             if e.status in (404, 409):
                 return e.status == 409
@@ -593,8 +620,9 @@ class Propagation:
             out: Obj | None = None
             for m in w.manifests:
                 ref = Ref.of(m)
-                if ref not in owned:
-                    if await self._foreign(cluster, client, ref):
+                if ref not in owned:  # first contact: is it there, and did someone else create it?
+                    cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                    if cur is not None and not M.is_managed(cur):
                         raise _Conflict(f"{ref.kind} {ref.namespace}/{ref.name} already exists in {cluster} "
                                         "and is not managed by DRO-DS")
                     owned.add(ref)
@@ -612,24 +640,6 @@ class Propagation:
         if out is not None and out.get("kind") in M.WORKLOAD_KINDS:
             self._observe(cluster, w.binding, out)
         return Result(w.hash, True, at=self.clock())
-
-    async def _foreign(self, cluster: str, client: MemberClient, ref: Ref) -> bool:
-        """Does the member hold an object of this name that DRO-DS did not create? Answered from a list of
-        the kind's unmanaged objects (``managed-by!=drods``, usually empty) that is at most
-        ``FOREIGN_MAX_AGE`` seconds old, refreshed by the status poll, instead of a GET per new object."""
-        key = (ref.api_version, ref.kind)
-        got = self.foreign.get(cluster, {}).get(key)
-        if got is None or self.clock() - got[0] > FOREIGN_MAX_AGE:
-            await self._list_foreign(cluster, client, *key)
-            got = self.foreign[cluster][key]
-        return (ref.namespace, ref.name) in got[1]
-
-    async def _list_foreign(self, cluster: str, client: MemberClient, api_version: str, kind: str) -> None:
-        at = self.clock()
-        items = await client.list_objects(api_version, kind, label_selector=FOREIGN_SELECTOR)
-        names = {(str((i.get("metadata") or {}).get("namespace") or ""), str((i.get("metadata") or {}).get("name")))
-                 for i in items}
-        self.foreign.setdefault(cluster, {})[(api_version, kind)] = (at, names)
 
     async def _remove(self, cluster: str, client: MemberClient | None, why: str | None, w: Work,
                       prev: Result | None) -> Result:
@@ -707,7 +717,6 @@ class Propagation:
             started = self.clock()
             try:
                 items = await client.list_objects(api_version, kind, label_selector=M.MANAGED_SELECTOR)
-                await self._list_foreign(cluster, client, api_version, kind)
             except (MemberUnavailable, MemberError):
                 return
             seen: set[str] = set()

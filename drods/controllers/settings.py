@@ -29,6 +29,9 @@ class MemberSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     probeIntervalSeconds: float = Field(default=5.0, gt=0)
+    # Push mode: the resource summary (nodes, pods, metrics: the member's heaviest reads) is taken at most
+    # this often, with a successful probe; the probe itself is one small request.
+    summaryIntervalSeconds: float = Field(default=10.0, gt=0)
     # Push mode: NotReady after this long without a successful probe (3 missed probes at 5 s).
     notReadyGraceSeconds: float = Field(default=15.0, gt=0)
     # Pull mode: NotReady after this long without a report (the monitor rewrites an unchanged

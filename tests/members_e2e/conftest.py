@@ -32,6 +32,7 @@ SIMS: dict[str, list[str]] = {
                 "--gpus", "2", "--gpu-model", "A100"],
 }
 FAST = """probeIntervalSeconds: 0.5
+summaryIntervalSeconds: 2
 notReadyGraceSeconds: 2
 tolerationSeconds: 1
 statusPollSeconds: 0.5
