@@ -6,7 +6,8 @@ DRO-DS and one per member plus ``env.sh`` (``DRODS_SERVER``, ``DRODS_CA_FILE``, 
 ``DRODS_SIM_DIR``), prints how to reach everything, and on SIGTERM/SIGINT stops what it started.
 Everything lives in ``--data-dir`` (a new temporary directory by default):
 
-    DATA_DIR/server/            the control plane's store and keys (members.yaml: controller tunables)
+    DATA_DIR/server/            the control plane's store and keys (members.yaml: controller tunables;
+                                scheduler-profile.yaml: spread by water level even when idle, unless --pack)
     DATA_DIR/tls/               its CA and certificate
     DATA_DIR/drods.kubeconfig   kubectl → DRO-DS
     DATA_DIR/members/NAME.kubeconfig   kubectl → one member
@@ -100,6 +101,11 @@ def _write(path: Path, text: str, mode: int = 0o600) -> None:
         f.write(text)
 
 
+# The default profile packs small workloads onto few clusters while the fleet is quiet (S10); an idle
+# playground would then show no division at all. This one always spreads by water level (headroom).
+SPREAD_PROFILE = "name: dev-spread\nadjuster: {packBelow: 0.0, spreadAbove: 0.0}\n"
+
+
 def _members_yaml(path: Path, probe: float | None, grace: float | None, toleration: float | None) -> None:
     settings = {k: v for k, v in (("probeIntervalSeconds", probe), ("notReadyGraceSeconds", grace),
                                   ("tolerationSeconds", toleration)) if v is not None}
@@ -121,6 +127,8 @@ def up(
     = None,
     toleration: Annotated[float | None, typer.Option("--toleration", help="Failover after NotReady (30 s).")]
     = None,
+    pack: Annotated[bool, typer.Option("--pack", help="Keep the scheduler's default profile (packs while the "
+                                       "fleet is quiet) instead of always spreading by water level.")] = False,
 ) -> None:
     """Start a control plane and N member clusters, join them, and run until SIGTERM/SIGINT."""
     from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
@@ -134,6 +142,9 @@ def up(
         (root / sub).mkdir(parents=True, exist_ok=True)
     server_dir = root / "server"
     _members_yaml(server_dir / "members.yaml", probe_interval, not_ready_grace, toleration)
+    profile = server_dir / "scheduler-profile.yaml"
+    if not pack and not profile.exists():
+        profile.write_text(SPREAD_PROFILE)
     certs = ensure_certs(root / "tls", "drods", "127.0.0.1")
     url = f"https://127.0.0.1:{port}"
     stop = threading.Event()
