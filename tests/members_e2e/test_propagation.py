@@ -202,3 +202,32 @@ def test_deletion_with_a_member_down_cleans_up_when_it_returns(fresh: Env) -> No
     wait_for(lambda: env.ready("azure-lhr") == "True", 10, "azure-lhr Ready again")
     wait_for(lambda: not env.cluster("azure-lhr")["spec"].get("taints"), 5, "taint removed")
     wait_for(lambda: env.members["azure-lhr"].deployment("gone") is None, 10, "copy cleaned up on return")
+
+
+def test_pull_mode_health_follows_the_reports(env: Env) -> None:
+    body = {"name": "edge-pull", "syncMode": "Pull", "region": "us-east", "city": "JFK"}
+    r = env.http.post("/api/v1/clusters", json=body)
+    assert r.status_code == 201, r.text
+    # a short grace for this cluster only, by annotation
+    r = env.http.patch("/apis/multicluster.io/v1alpha1/clusters/edge-pull",
+                       json={"metadata": {"annotations": {"multicluster.io/not-ready-grace-seconds": "2"}}},
+                       headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    wait_for(lambda: env.ready("edge-pull") in ("Unknown", "False"), 5, "no report yet")
+
+    def report() -> None:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
+        r = env.http.put("/api/v1/metrics", json={"cluster": "edge-pull", "timestamp": ts, "cpuCapacity": 16,
+                                                  "cpuUsage": 20.0, "memoryCapacity": 64, "memoryAvailable": 40})
+        assert r.status_code in (200, 202), r.text
+
+    report()
+    wait_for(lambda: env.ready("edge-pull") == "True", 5, "Ready after a report")
+    assert not (env.cluster("edge-pull")["spec"].get("taints"))
+    # silence: NotReady after the cluster's own grace, tainted
+    wait_for(lambda: env.ready("edge-pull") == "False", 8, "NotReady after 2 s without reports")
+    wait_for(lambda: env.cluster("edge-pull")["spec"].get("taints"), 5, "tainted")
+    report()
+    wait_for(lambda: env.ready("edge-pull") == "True" and not env.cluster("edge-pull")["spec"].get("taints"), 5,
+             "Ready and untainted again")
+    env.delete("/api/v1/clusters/edge-pull")
