@@ -75,7 +75,8 @@ class Watcher:
         apps = k8s.AppsV1Api(api)
         while not self.stop.is_set():
             try:
-                listed = apps.list_deployment_for_all_namespaces(label_selector=SELECTOR, _request_timeout=(2, 30))
+                listed: Any = apps.list_deployment_for_all_namespaces(label_selector=SELECTOR,
+                                                                      _request_timeout=(2, 30))
                 now = time.time()
                 with self.changed:
                     for key in [k for k in self.replicas if k[0] == sim.name]:
@@ -150,6 +151,36 @@ def remove(http_clients: list[httpx.Client], watcher: Watcher, names: list[str],
     return time.time() - t0
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class CpuMeter:
+    """CPU seconds of the control plane and of the members over a phase (Linux /proc)."""
+
+    def __init__(self, server: ServerProcess, sims: list[SimProcess]) -> None:
+        self.server, self.sims = server, sims
+        self.start = self.read()
+
+    def read(self) -> tuple[float, float]:
+        assert self.server.proc is not None
+        return cpu_seconds(self.server.proc.pid), sum(cpu_seconds(s.pid) for s in self.sims)
+
+    def per_copy_ms(self, copies: int) -> dict[str, float]:
+        end = self.read()
+        n = max(copies, 1)
+        return {"control_plane_cpu_ms_per_copy": round((end[0] - self.start[0]) * 1000 / n, 2),
+                "members_cpu_ms_per_copy": round((end[1] - self.start[1]) * 1000 / n, 2)}
+
+
 def pct(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -195,6 +226,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         batch(http, [deployment(n) for n in lat_names])
         sent: dict[str, float] = {}
         placed = {n: {names[(i + j) % len(names)]: 1 for j in range(k)} for i, n in enumerate(lat_names)}
+        meter = CpuMeter(server, sims)
         started = time.time()
         clients = [server.client(timeout=60) for _ in range(8)]
 
@@ -220,7 +252,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "bindings": m, "copies": len(want), "present": len(lat), "complete": ok, "rate": args.rate,
             "p50_ms": round(pct(lat, 50) * 1000, 1), "p99_ms": round(pct(lat, 99) * 1000, 1),
             "max_ms": round(max(lat) * 1000, 1) if lat else None,
-            "copies_per_s": round(len(lat) / max(last - started, 1e-9), 1)}
+            "copies_per_s": round(len(lat) / max(last - started, 1e-9), 1), **meter.per_copy_ms(len(lat))}
         print(f"latency: {result['latency']}", flush=True)
         result["latency"]["removed_s"] = round(remove(clients, watcher, lat_names), 2)
 
@@ -228,6 +260,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         burst_names = [f"burst-{i:05d}" for i in range(m)]
         batch(http, [deployment(n) for n in burst_names])
         placed_b = {n: {names[(i + j) % len(names)]: 1 for j in range(k)} for i, n in enumerate(burst_names)}
+        meter = CpuMeter(server, sims)
         t0 = time.time()
         batch(http, [binding(n, placed_b[n]) for n in burst_names])
         t_sent = time.time()
@@ -239,7 +272,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["burst"] = {"bindings": m, "copies": len(want_b), "present": len(seen), "complete": ok,
                            "batch_write_s": round(t_sent - t0, 3), "all_present_s": round(done - t0, 3),
                            "p50_ms": round(pct(lat_b, 50) * 1000, 1), "p99_ms": round(pct(lat_b, 99) * 1000, 1),
-                           "copies_per_s": round(len(seen) / max(done - t0, 1e-9), 1)}
+                           "copies_per_s": round(len(seen) / max(done - t0, 1e-9), 1), **meter.per_copy_ms(len(seen))}
         print(f"burst: {result['burst']}", flush=True)
         result["burst"]["removed_s"] = round(remove(clients, watcher, burst_names), 2)
 
@@ -306,7 +339,8 @@ def main() -> None:
     ap.add_argument("--clusters", type=int, default=20)
     ap.add_argument("--workloads", type=int, default=1000)
     ap.add_argument("--spread", type=int, default=2, help="members per binding")
-    ap.add_argument("--rate", type=float, default=25.0, help="bindings per second in the latency phase")
+    ap.add_argument("--rate", type=float, default=12.0, help="bindings per second in the latency phase (keep "
+                    "rate x spread below the burst phase's copies_per_s, or the latency measures queueing)")
     ap.add_argument("--nodes", type=int, default=3, help="nodes per member")
     ap.add_argument("--failover", type=int, default=100, help="workloads on the failing member (0 = skip)")
     ap.add_argument("--failover-timeout", type=float, default=60.0)
