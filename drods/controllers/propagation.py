@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from drods.controllers import manifests as M
-from drods.controllers.clients import MemberClients
+from drods.controllers.clients import MemberClients, is_pull
 from drods.controllers.manifests import Ref, Target, Work
 from drods.controllers.overrides import OverrideError
 from drods.controllers.settings import MemberSettings
@@ -119,6 +119,7 @@ class Result:
     permanent: bool = False
     failures: int = 0
     at: float = 0.0
+    waiting: bool = False  # nothing to do from here (a pull-mode member's agent takes its work)
 
 
 class _Conflict(Exception):
@@ -597,7 +598,7 @@ class Propagation:
         if cur is not None and cur.remove == w.remove and cur.hash == w.hash:
             self.results[(cluster, name)] = res
         self.controller.queue.add(name)
-        if res.ok:
+        if res.ok or res.waiting:
             return None
         return min(0.5 * 2 ** min(res.failures - 1, 6), 30.0) if not res.permanent else 30.0
 
@@ -609,6 +610,8 @@ class Propagation:
     async def _apply(self, cluster: str, client: MemberClient | None, why: str | None, w: Work,
                      prev: Result | None) -> Result:
         if client is None:
+            if is_pull(self.cluster(cluster) or {}):
+                return Result(w.hash, False, error=why, waiting=True, at=self.clock())
             return self._failed(w, prev, why or "no client", True)
         owned = self.owned.setdefault(cluster, set())
         try:
