@@ -339,7 +339,7 @@ def main() -> None:
     ap.add_argument("--clusters", type=int, default=20)
     ap.add_argument("--workloads", type=int, default=1000)
     ap.add_argument("--spread", type=int, default=2, help="members per binding")
-    ap.add_argument("--rate", type=float, default=12.0, help="bindings per second in the latency phase (keep "
+    ap.add_argument("--rate", type=float, default=10.0, help="bindings per second in the latency phase (keep "
                     "rate x spread below the burst phase's copies_per_s, or the latency measures queueing)")
     ap.add_argument("--nodes", type=int, default=3, help="nodes per member")
     ap.add_argument("--failover", type=int, default=100, help="workloads on the failing member (0 = skip)")
