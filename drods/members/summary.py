@@ -1,6 +1,6 @@
 """A member cluster's resources, computed from its nodes, pods and (when served) metrics.k8s.io, in
 exactly the status document the scheduler reads — the same shape an agent's push produces
-(`drods.api.routes.metrics.scheduler_view`, read by `drods.scheduler.snapshot`).
+(`drods.monitor.statusdoc.scheduler_view`, read by `drods.scheduler.snapshot`).
 
 Units: CPU in cores, memory in GiB, GPUs in devices. ``allocated`` is the sum of the requests of
 the non-terminal pods bound to a node (a pending pod holds nothing yet); ``used`` is what

@@ -10,13 +10,14 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from drods.api.auth import Action, Principal
 from drods.api.context import ApiContext, context, require
 from drods.api.schemas import ERROR_RESPONSES, ObjectList
 from drods.errors import ApiError
 from drods.model.kinds import Kind
+from drods.registry.objects import field_errors
 from drods.registry.patch import MERGE_PATCH
 
 
@@ -115,14 +116,8 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         merged = merge_patch(flat, patch_doc)
         try:
             body_model.model_validate(merged)
-        except Exception as e:  # pydantic.ValidationError
-            from pydantic import ValidationError
-
-            from drods.registry.objects import field_errors
-
-            if isinstance(e, ValidationError):
-                raise ApiError(422, "VALIDATION_FAILED", f"invalid {kind.kind}", {"fields": field_errors(e)}) from e
-            raise
+        except ValidationError as e:
+            raise ApiError(422, "VALIDATION_FAILED", f"invalid {kind.kind}", {"fields": field_errors(e)}) from e
         obj = to_object(kind, merged)
         obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         try:

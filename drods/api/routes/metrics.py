@@ -34,9 +34,7 @@ from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import not_found, validation_failed
 from drods.monitor.report import MetricsReport
 from drods.monitor.service import MonitorService, get_service
-from drods.monitor.statusdoc import allocation_errors, scheduler_view
-
-__all__ = ["router", "scheduler_view"]
+from drods.monitor.statusdoc import allocation_errors
 
 log = logging.getLogger(__name__)
 
