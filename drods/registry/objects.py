@@ -29,6 +29,9 @@ from drods.store import CasFailed, Compare, EventType, KeyValue, Put, Store
 
 Obj = dict[str, Any]
 
+# How often an unconditional update or patch is re-applied after losing a CAS race.
+_WRITE_RETRIES = 10
+
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -180,18 +183,24 @@ class ObjectRegistry:
         self, kind: Kind, obj: Any, namespace: str | None = None, *, subresource: str | None = None
     ) -> Obj:
         """PUT semantics: with metadata.resourceVersion it is a CAS, without it last-writer-wins."""
-        incoming = self.validate(kind, obj, namespace=namespace)
-        meta = incoming["metadata"]
-        key = kind.key(meta["name"], meta.get("namespace"))
-        kv = await self.store.get(key)
-        if kv is None:
-            raise not_found(kind.kind, meta["name"])
-        rv = meta.get("resourceVersion")
-        if rv is not None and str(kv.mod_revision) != str(rv):
-            raise conflict(kind.kind, meta["name"], str(kv.mod_revision))
-        current: Obj = json.loads(kv.value)
-        merged = self._carry_over(kind, current, incoming, subresource)
-        return await self._write(kind, key, merged, current, kv.mod_revision)
+        for attempt in range(_WRITE_RETRIES):
+            incoming = self.validate(kind, obj, namespace=namespace)
+            meta = incoming["metadata"]
+            key = kind.key(meta["name"], meta.get("namespace"))
+            kv = await self.store.get(key)
+            if kv is None:
+                raise not_found(kind.kind, meta["name"])
+            rv = meta.get("resourceVersion")
+            if rv is not None and str(kv.mod_revision) != str(rv):
+                raise conflict(kind.kind, meta["name"], str(kv.mod_revision))
+            current: Obj = json.loads(kv.value)
+            merged = self._carry_over(kind, current, incoming, subresource)
+            try:
+                return await self._write(kind, key, merged, current, kv.mod_revision)
+            except ApiError as e:
+                if rv is not None or e.code != "CONFLICT" or attempt == _WRITE_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     async def patch(
         self,
@@ -206,20 +215,29 @@ class ObjectRegistry:
         from drods.registry.patch import apply_patch
 
         key = kind.key(name, self._ns(kind, namespace))
-        kv = await self.store.get(key)
-        if kv is None:
-            raise not_found(kind.kind, name)
-        current = self._decode(kind, kv, reveal=False)
-        patched = apply_patch(current, patch, content_type)
-        rv = patched.get("metadata", {}).get("resourceVersion") if isinstance(patched.get("metadata"), dict) else None
-        if rv is not None and str(rv) != str(kv.mod_revision):
-            raise conflict(kind.kind, name, str(kv.mod_revision))
-        if isinstance(patched.get("metadata"), dict) and patched["metadata"].get("name", name) != name:
-            raise bad_request("metadata.name cannot be changed by a patch")
-        incoming = self.validate(kind, patched, namespace=namespace)
-        stored: Obj = json.loads(kv.value)
-        merged = self._carry_over(kind, stored, incoming, subresource)
-        return await self._write(kind, key, merged, stored, kv.mod_revision)
+        # A patch without a resourceVersion precondition is re-applied to the newer object when a
+        # concurrent writer (e.g. a status update) wins the race, as the Kubernetes API server does.
+        for attempt in range(_WRITE_RETRIES):
+            kv = await self.store.get(key)
+            if kv is None:
+                raise not_found(kind.kind, name)
+            current = self._decode(kind, kv, reveal=False)
+            patched = apply_patch(current, patch, content_type)
+            meta = patched.get("metadata")
+            rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            if rv is not None and str(rv) != str(kv.mod_revision):
+                raise conflict(kind.kind, name, str(kv.mod_revision))
+            if isinstance(meta, dict) and meta.get("name", name) != name:
+                raise bad_request("metadata.name cannot be changed by a patch")
+            incoming = self.validate(kind, patched, namespace=namespace)
+            stored: Obj = json.loads(kv.value)
+            merged = self._carry_over(kind, stored, incoming, subresource)
+            try:
+                return await self._write(kind, key, merged, stored, kv.mod_revision)
+            except ApiError as e:
+                if rv is not None or e.code != "CONFLICT" or attempt == _WRITE_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     async def update_status(self, kind: Kind, name: str, status: dict[str, Any], namespace: str | None = None,
                             *, resource_version: int | None = None) -> Obj:
