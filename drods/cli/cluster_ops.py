@@ -37,10 +37,10 @@ from drods.cli.remote import (
     dump,
     stdout,
 )
+from drods.model.annotations import RESCHEDULE_REASON
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
-REASON_ANNOTATION = "multicluster.io/reschedule-reason"
 _FILE_KEYS = (("clusters", "cluster", "certificate-authority"), ("users", "user", "client-certificate"),
               ("users", "user", "client-key"))
 
@@ -209,7 +209,7 @@ def cluster_drain(
     _set_unschedulable(api, name, True)
     placed, _ = bindings_on(api, name)
     for b in placed:
-        patch = {"metadata": {"annotations": {REASON_ANNOTATION: f"drain {name}"}},
+        patch = {"metadata": {"annotations": {RESCHEDULE_REASON: f"drain {name}"}},
                  "spec": {"rescheduleTriggeredAt": _now_ms()}}
         api.request("PATCH", f"{BINDINGS}/{b}", json=patch, headers=MERGE)
     stdout().print(f"cluster/{name} cordoned; {len(placed)} binding(s) rescheduled"

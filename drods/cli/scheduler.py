@@ -74,7 +74,8 @@ def run_scheduler(store_url: str, data_dir: Path, profile: Profile, settings: Sc
     from drods.api.routes.schedules import router as schedules_router
     from drods.api.status import error_response
     from drods.errors import ApiError
-    from drods.scheduler.service import SchedulerService, install_reschedule
+    from drods.scheduler.reschedule import install_reschedule
+    from drods.scheduler.service import SchedulerService
     from drods.server import _Server
     from drods.store import open_store
 

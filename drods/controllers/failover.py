@@ -22,7 +22,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from drods.controllers.health import NOT_READY_TAINT
@@ -30,26 +29,12 @@ from drods.controllers.propagation import Propagation
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
 from drods.model.kinds import BINDING, CLUSTER
-from drods.registry.objects import ObjectRegistry
-from drods.registry.patch import MERGE_PATCH
+from drods.scheduler.records import parse_rfc3339, rfc3339
+from drods.scheduler.reschedule import trigger
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-REASON_ANNOTATION = "multicluster.io/reschedule-reason"
 Reschedule = Callable[[str, str], Awaitable[Any]]
-
-
-def rfc3339_ms(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
-
-
-def parse_time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def toleration_seconds(binding: Obj, cluster: Obj, default: float) -> float | None:
@@ -70,21 +55,8 @@ def toleration_seconds(binding: Obj, cluster: Obj, default: float) -> float | No
 def not_ready_since(cluster: Obj) -> float | None:
     for c in (cluster.get("status") or {}).get("conditions") or []:
         if isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "False":
-            return parse_time(c.get("lastTransitionTime"))
+            return parse_rfc3339(c.get("lastTransitionTime"))
     return None
-
-
-async def patch_reschedule(registry: ObjectRegistry, name: str, reason: str, clock: Callable[[], float]) -> None:
-    """The scheduler's entry point when it isn't in this process: the same patch it makes."""
-    patch = {"metadata": {"annotations": {REASON_ANNOTATION: reason[:1024]}},
-             "spec": {"rescheduleTriggeredAt": rfc3339_ms(clock())}}
-    for attempt in range(5):
-        try:
-            await registry.patch(BINDING, name, patch, MERGE_PATCH)
-            return
-        except ApiError as e:
-            if e.status != 409 or attempt == 4:
-                raise
 
 
 class Failover:
@@ -101,7 +73,7 @@ class Failover:
         if hook is not None:
             await hook(name, reason)
         else:
-            await patch_reschedule(self.prop.registry, name, reason, self.clock)
+            await trigger(self.prop.registry, name, reason, self.clock)
 
     async def run(self) -> None:
         await self.prop.synced.wait()
@@ -139,12 +111,12 @@ class Failover:
                 mark = (b, name, since)
                 if mark in self.triggered:
                     continue
-                scheduled = parse_time(status.get("scheduledTime"))
-                trigger = parse_time((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
-                if trigger is not None and trigger >= since and (scheduled is None or scheduled < trigger):
+                scheduled = parse_rfc3339(status.get("scheduledTime"))
+                asked = parse_rfc3339((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
+                if asked is not None and asked >= since and (scheduled is None or scheduled < asked):
                     self.triggered.add(mark)  # already asked for, the scheduler hasn't answered yet
                     continue
-                reason = f"cluster {name} NotReady since {rfc3339_ms(since)} (toleration {tol:g}s)"
+                reason = f"cluster {name} NotReady since {rfc3339(since)} (toleration {tol:g}s)"
                 try:
                     await self.reschedule(b, reason)
                 except ApiError as e:

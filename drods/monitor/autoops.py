@@ -1,16 +1,20 @@
 """Automatic operations policy (SPEC A4 "triggers automated operations", F5, F6, S11).
 
-Two triggers, one guard rail:
+Three triggers, one guard rail:
 
 * **evacuate** — a cluster stayed above its water-level limit for ``sustainedSeconds`` (a
   ``/events/sustained/<cluster>/`` event): move a share of its replicas elsewhere, gracefully;
 * **preallocate** — the forecaster predicts a cluster's water level reaches the threshold within
-  ``preallocateHorizonMinutes`` while it is below it now: place capacity elsewhere before the peak.
+  ``preallocateHorizonMinutes`` while it is below it now: place capacity elsewhere before the peak;
+* **restore** — a cluster replicas were moved away from has been calm (below its limit minus the
+  hysteresis, no peak forecast) for ``restoreAfterSeconds``: offer it those replicas back.
 
 Before acting, `AutoOps.decide` checks the policy: enabled, per-cluster cooldown, fleet-wide
-actions-per-hour rate limit, and that at least ``minAvailableClusters`` other active clusters are
-below their limit (somewhere to move to). Every decision — executed, skipped and why, or waiting
-for a hook — is recorded in ``/history/operations/`` with its reason (`drods.monitor.history`).
+actions-per-hour rate limit, and (to move load away) that at least ``minAvailableClusters`` other
+active clusters are below their limit (somewhere to move to). The cooldown is shared by the three
+actions, so a cluster's replicas never come back sooner than ``cooldownSeconds`` after they left.
+Every decision — executed, skipped and why, or waiting for a hook — is recorded in
+``/history/operations/`` with its reason (`drods.monitor.history`).
 
 The action itself belongs to the scheduler: it provides ``ctx.services["reschedule"]``, an async
 callable taking a `RescheduleRequest` and returning a `RescheduleResult`. Until it exists,
@@ -29,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 log = logging.getLogger(__name__)
 
-Action = Literal["evacuate", "preallocate"]
+Action = Literal["evacuate", "preallocate", "restore"]
+KIND: dict[str, str] = {"evacuate": "Evacuate", "preallocate": "PreAllocate", "restore": "Restore"}
 
 
 class AutoOpsPolicy(BaseModel):
@@ -48,6 +53,8 @@ class AutoOpsPolicy(BaseModel):
     preallocateHorizonMinutes: float = Field(default=30.0, gt=0)
     preallocateThreshold: float | None = Field(default=None, gt=0, le=1)  # default: the cluster's limit
     preallocateFraction: float = Field(default=0.2, gt=0, le=1)  # headroom to create elsewhere
+    restore: bool = True
+    restoreAfterSeconds: float = Field(default=600.0, ge=0)  # calm this long before replicas may come back
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +74,7 @@ class RescheduleResult:
     accepted: bool
     moved: int = 0  # replicas moved or pre-placed
     message: str = ""
+    bindings: tuple[str, ...] = ()  # the bindings asked to move
 
 
 class RescheduleHook(Protocol):
@@ -89,8 +97,7 @@ class AutoOps:
 
     def decide(self, action: Action, cluster: str, now: float, *, candidates: int) -> Decision:
         p = self.policy
-        if not p.enabled or (action == "evacuate" and not p.evacuate) or (action == "preallocate" and
-                                                                         not p.preallocate):
+        if not p.enabled or not getattr(p, action):
             return Decision(False, "disabled by policy")
         last = self._last.get(cluster)
         if last is not None and now - last < p.cooldownSeconds:
@@ -99,10 +106,15 @@ class AutoOps:
             self._recent.popleft()
         if len(self._recent) >= p.maxActionsPerHour:
             return Decision(False, f"rate limit: {len(self._recent)} actions in the last hour")
-        if candidates < p.minAvailableClusters:
+        if action != "restore" and candidates < p.minAvailableClusters:
             return Decision(False, f"only {candidates} other active cluster(s) below their limit "
                                    f"(need {p.minAvailableClusters})")
         return Decision(True, "")
+
+    def ready_at(self, cluster: str) -> float:
+        """When the cluster's cooldown ends (0 when it has none)."""
+        last = self._last.get(cluster)
+        return 0.0 if last is None else last + self.policy.cooldownSeconds
 
     def record(self, cluster: str, now: float) -> None:
         self._last[cluster] = now
@@ -110,16 +122,17 @@ class AutoOps:
 
     def request(self, action: Action, cluster: str, reason: str, details: Mapping[str, Any]) -> RescheduleRequest:
         p = self.policy
-        fraction = p.evacuateFraction if action == "evacuate" else p.preallocateFraction
+        fraction = p.preallocateFraction if action == "preallocate" else p.evacuateFraction
         return RescheduleRequest(action, cluster, reason, fraction, p.minAvailability, details)
 
 
 async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: float, *, candidates: int,
                   details: Mapping[str, Any], hook: Callable[[RescheduleRequest], Awaitable[RescheduleResult]] | None,
-                  record: Callable[..., Awaitable[Any]]) -> str:
-    """Decide, call the scheduler's hook when allowed, record the outcome; returns the outcome."""
+                  record: Callable[..., Awaitable[Any]]) -> tuple[str, RescheduleResult | None]:
+    """Decide, call the scheduler's hook when allowed, record the outcome; returns it and the result."""
     decision = ops.decide(action, cluster, now, candidates=candidates)
-    kind = "Evacuate" if action == "evacuate" else "PreAllocate"
+    kind = KIND[action]
+    result: RescheduleResult | None = None
     info: dict[str, Any] = {"action": action, "trigger": dict(details), "candidates": candidates}
     if not decision.act:
         outcome = "skipped"
@@ -140,7 +153,8 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
                 info["error"] = f"{type(e).__name__}: {e}"
             else:
                 outcome = "executed" if result.accepted else "refused"
-                info["result"] = {"accepted": result.accepted, "moved": result.moved, "message": result.message}
+                info["result"] = {"accepted": result.accepted, "moved": result.moved, "message": result.message,
+                                  "bindings": list(result.bindings)}
     info["outcome"] = outcome
     await record(kind, reason, cluster=cluster, ts=now, details=info)
-    return outcome
+    return outcome, result

@@ -19,7 +19,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from drods.machinery.leader import LeaderElector
-from drods.monitor.autoops import AutoOps, execute
+from drods.model.annotations import evacuated_from
+from drods.model.kinds import BINDING
+from drods.model.preallocation import parse_hold
+from drods.monitor.autoops import Action, AutoOps, execute
 from drods.monitor.collectors import Collector, run_collectors
 from drods.monitor.collectors.prometheus import DEFAULT_COLLECT_PROMQL, PrometheusCollector
 from drods.monitor.service import SUSTAINED_EVENTS_PREFIX, MonitorService, get_service
@@ -89,16 +92,39 @@ def _candidates(svc: MonitorService, cluster: str) -> int:
                and d["waterLevel"] < svc.water_level_limit(c))
 
 
-async def monitor_autoops(ctx: Any) -> None:
-    svc = get_service(ctx)
-    await svc.start()
-    policy = svc.settings.autoops
-    ops = AutoOps(policy)
-    alarmed: set[str] = set()
+class _AutoOpsLeader:
+    """What the auto-ops leader does; state is rebuilt from the store whenever it (re)gains the lease."""
 
-    async def on_sustained() -> None:
-        rev = await ctx.store.current_revision()
-        async for ev in ctx.store.watch(SUSTAINED_EVENTS_PREFIX, start_revision=rev + 1):
+    def __init__(self, ctx: Any, svc: MonitorService) -> None:
+        self.ctx = ctx
+        self.svc = svc
+        self.policy = svc.settings.autoops
+        self.ops = AutoOps(self.policy)
+        self.holds: dict[str, float] = {}  # cluster → end of the pre-allocation decided for it
+        # clusters replicas were moved away from → since when they have been calm (None: not calm)
+        self.moved_from: dict[str, float | None] = {}
+
+    async def run(self) -> None:
+        items, _ = await self.ctx.registry.list(BINDING)
+        self.moved_from = {c: None for obj in items for c in evacuated_from(obj)}
+        check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
+        await asyncio.gather(self.on_sustained(),
+                             _every(self.svc.settings.forecastIntervalSeconds, self.preallocate, "pre-allocation"),
+                             _every(check, self.restore, "restore"))
+
+    async def _execute(self, action: Action, cluster: str, reason: str, details: dict[str, Any]) -> str:
+        svc = self.svc
+        outcome, result = await execute(self.ops, action, cluster, reason, svc.clock(),
+                                        candidates=_candidates(svc, cluster), details=details,
+                                        hook=self.ctx.services.get("reschedule"), record=svc.operations.append)
+        if action != "restore" and result is not None and result.accepted and result.bindings:
+            self.moved_from[cluster] = None
+        return outcome
+
+    async def on_sustained(self) -> None:
+        store = self.ctx.store
+        rev = await store.current_revision()
+        async for ev in store.watch(SUSTAINED_EVENTS_PREFIX, start_revision=rev + 1):
             if ev.type is not EventType.PUT:
                 continue
             try:
@@ -110,35 +136,75 @@ async def monitor_autoops(ctx: Any) -> None:
             cluster = str(body.get("cluster"))
             reason = (f"water level {body.get('value', 0):.2f} above the limit {body.get('limit', 0):.2f} "
                       f"since {body.get('since')}")
-            await execute(ops, "evacuate", cluster, reason, svc.clock(), candidates=_candidates(svc, cluster),
-                          details=body, hook=ctx.services.get("reschedule"), record=svc.operations.append)
+            await self._execute("evacuate", cluster, reason, body)
 
-    async def preallocate() -> None:
-        horizon = policy.preallocateHorizonMinutes
+    def _threshold(self, cluster: str) -> float:
+        return self.policy.preallocateThreshold or self.svc.water_level_limit(cluster)
+
+    async def preallocate(self) -> None:
+        svc, horizon = self.svc, self.policy.preallocateHorizonMinutes
+        now = svc.clock()
         _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
         for c, d in details.items():
-            threshold = policy.preallocateThreshold or svc.water_level_limit(c)
-            predicted = svc.forecaster.water_level_in(c, horizon)
+            threshold = self._threshold(c)
+            predicted = svc.forecaster.modelled_water_level_in(c, horizon)
             now_wl = d["waterLevel"]
             peak = d["active"] and predicted is not None and predicted >= threshold and \
                 (now_wl is None or now_wl < threshold)
             if not peak:
-                alarmed.discard(c)
+                self.holds.pop(c, None)
                 continue
-            if c in alarmed:
-                continue  # one decision per forecast episode
-            alarmed.add(c)
+            if self.holds.get(c, 0.0) > now:
+                continue  # one decision per hold: the scheduler already sees this peak
+            self.holds[c] = now + horizon * 60.0
             reason = f"forecast water level {predicted:.2f} within {horizon:g} min reaches {threshold:.2f}"
-            await execute(ops, "preallocate", c, reason, svc.clock(), candidates=_candidates(svc, c),
-                          details={"forecast": predicted, "horizonMinutes": horizon, "threshold": threshold,
-                                   "waterLevel": now_wl},
-                          hook=ctx.services.get("reschedule"), record=svc.operations.append)
+            await self._execute("preallocate", c, reason, {"forecast": predicted, "horizonMinutes": horizon,
+                                                           "threshold": threshold, "waterLevel": now_wl})
 
-    async def lead() -> None:
-        await asyncio.gather(on_sustained(), _every(svc.settings.forecastIntervalSeconds, preallocate,
-                                                    "pre-allocation"))
+    def _calm(self, cluster: str, details: dict[str, Any], now: float) -> bool:
+        """Below its limit minus the hysteresis, no peak forecast and no pre-allocation hold."""
+        svc = self.svc
+        d, info = details.get(cluster), svc.fleet.clusters.get(cluster)
+        if d is None or info is None or not d["active"] or d["waterLevel"] is None:
+            return False
+        if d["waterLevel"] >= svc.water_level_limit(cluster) - svc.settings.limitHysteresis:
+            return False
+        hold = parse_hold(info.annotations)
+        if self.holds.get(cluster, 0.0) > now or (hold is not None and hold.active(now)):
+            return False
+        predicted = svc.forecaster.modelled_water_level_in(cluster, self.policy.preallocateHorizonMinutes)
+        return predicted is None or predicted < self._threshold(cluster)
 
-    await LeaderElector(ctx.store, "monitor-autoops", _identity()).run(lead)
+    async def restore(self) -> None:
+        svc = self.svc
+        now = svc.clock()
+        _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
+        for c, calm_since in list(self.moved_from.items()):
+            if c not in svc.fleet.clusters:
+                self.moved_from.pop(c)  # deleted: nothing to offer back
+                continue
+            if not self._calm(c, details, now):
+                self.moved_from[c] = None
+                continue
+            if calm_since is None:
+                self.moved_from[c] = now
+                continue
+            if now < max(calm_since + self.policy.restoreAfterSeconds, self.ops.ready_at(c)):
+                continue
+            reason = (f"water level {details[c]['waterLevel']:.2f} below the limit "
+                      f"{svc.water_level_limit(c):.2f} for {now - calm_since:.0f}s")
+            outcome = await self._execute("restore", c, reason, {"waterLevel": details[c]["waterLevel"],
+                                                                  "calmSince": calm_since})
+            if outcome == "skipped":
+                self.moved_from[c] = now  # rate-limited or disabled: ask again after another calm period
+            else:
+                self.moved_from.pop(c)  # done, or nothing to restore (a refusal is recorded with its reason)
+
+
+async def monitor_autoops(ctx: Any) -> None:
+    svc = get_service(ctx)
+    await svc.start()
+    await LeaderElector(ctx.store, "monitor-autoops", _identity()).run(lambda: _AutoOpsLeader(ctx, svc).run())
 
 
 def monitor_components() -> list[Callable[[Any], Awaitable[None]]]:

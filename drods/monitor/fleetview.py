@@ -40,6 +40,7 @@ class ClusterInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     spec: Mapping[str, Any] = field(default_factory=dict)
     conditions: tuple[Mapping[str, Any], ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ def decode_cluster(kv: KeyValue) -> ClusterInfo | None:
         labels=(obj.get("metadata") or {}).get("labels") or {},
         spec=spec,
         conditions=conditions,
+        annotations=(obj.get("metadata") or {}).get("annotations") or {},
     )
 
 

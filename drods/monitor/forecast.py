@@ -274,6 +274,14 @@ class Forecaster:
         """Forecast water level ``minutes`` from now (None: no model yet, or past the horizon)."""
         return self.predict(cluster, self.clock() + minutes * 60.0)
 
+    def modelled_water_level_in(self, cluster: str, minutes: float) -> float | None:
+        """`water_level_in`, but None while the model is only the last value: with too little history
+        the forecast is a flat line at the latest sample, which predicts no peak (auto-ops acts on this)."""
+        f = self._cache.get((cluster, WATER_LEVEL))
+        if f is None or f.forecast.method == "last_value":
+            return None
+        return self.water_level_in(cluster, minutes)
+
     def fleet_water_level_in(self, minutes: float, weights: Mapping[str, float]) -> float | None:
         """Capacity-weighted fleet forecast; ``weights`` are e.g. CPU capacities per cluster."""
         num = den = 0.0

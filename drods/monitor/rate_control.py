@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from bisect import bisect_right
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from drods.monitor import report as r
 from drods.monitor.report import Measured, NormalisedStatus
@@ -88,6 +88,11 @@ class _State:
 
 def _band_of(thresholds: tuple[float, ...], v: float) -> int:
     return bisect_right(thresholds, v)
+
+
+def with_min_interval(seconds: float, policies: Mapping[str, RatePolicy] = DEFAULT_POLICIES) -> dict[str, RatePolicy]:
+    """The policies with every non-zero minimum interval set to ``seconds`` (``rateMinIntervalSeconds``)."""
+    return {m: replace(p, min_interval_s=seconds) if p.min_interval_s > 0 else p for m, p in policies.items()}
 
 
 class RateController:

@@ -42,6 +42,7 @@ from drods.monitor.fleetview import SURGE_KEY, ClusterInfo, FleetView, StatusEnt
 from drods.monitor.forecast import Forecaster
 from drods.monitor.history import FAILURES_PREFIX, OPERATIONS_PREFIX, HistoryLog
 from drods.monitor.pipeline import DEFAULT_RULES, MonitorPipeline
+from drods.monitor.rate_control import RateController, StatusDamper, with_min_interval
 from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, Source, iso
 from drods.monitor.series import DEFAULT_PROMQL, AsyncSeriesStore, Point, PrometheusSeriesReader, SeriesStore
 from drods.monitor.statusdoc import build_doc, comparable, parse_time, status_key
@@ -88,6 +89,7 @@ class MonitorSettings(BaseModel):
     eventTtlSeconds: int = Field(default=3600, ge=1)
     waterLevelLimit: float = Field(default=0.8, gt=0, le=1)  # when a cluster has no spec.waterLevelLimit
     limitHysteresis: float = Field(default=0.05, ge=0)
+    rateMinIntervalSeconds: float | None = Field(default=None, ge=0)  # C8: overrides the per-metric 30 s
     sustainedSeconds: float = Field(default=300.0, ge=0)
     thresholds: list[RuleSetting] = Field(
         default_factory=lambda: [RuleSetting(metric=x.metric, level=x.level, hysteresis=x.hysteresis)
@@ -96,7 +98,13 @@ class MonitorSettings(BaseModel):
     failureRetentionDays: float = Field(default=30.0, gt=0)
     realtimeMinIntervalSeconds: float = Field(default=0.5, ge=0)
     surgeMinChange: float = Field(default=0.05, ge=0)
+    # Collection interval per cluster (SPEC C1, `drods.monitor.subscriptions`): the smallest
+    # maxAgeSeconds among the subscriptions that match it, clamped to [min, collectIntervalSeconds];
+    # collectIntervalSeconds alone when nobody asks for fresher status.
     collectIntervalSeconds: float = Field(default=15.0, gt=0)
+    minCollectIntervalSeconds: float = Field(default=2.0, gt=0)
+    schedulerMaxAgeSeconds: float | None = Field(default=None, gt=0)  # built-in need; None: collectIntervalSeconds
+    autoopsMaxAgeSeconds: float | None = Field(default=None, gt=0)  # built-in need; None: sustainedSeconds / 5
     collectConcurrency: int = Field(default=32, ge=1)
     collectTimeoutSeconds: float = Field(default=10.0, gt=0)
     promql: dict[str, str] = Field(default_factory=dict)  # collector templates by report field (overrides)
@@ -269,8 +277,10 @@ class MonitorService:
         self.settings = settings or MonitorSettings()
         self.clock = clock
         s = self.settings
+        rates = None if s.rateMinIntervalSeconds is None else with_min_interval(s.rateMinIntervalSeconds)
         self.pipeline = MonitorPipeline(
             normaliser=_SeedableNormaliser(),
+            damper=StatusDamper(RateController(rates)),
             thresholds=ThresholdDetector(
                 [ThresholdRule(x.metric, x.level, x.hysteresis, x.name) for x in s.thresholds]),
             clock=clock,

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from drods.model.binding import TargetCluster
 from drods.model.cluster import ClusterSpec
+from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.scheduler.records import Placement, parse_rfc3339
 from drods.scheduler.snapshot import Snapshot
 from drods.store import KeyValue
@@ -48,6 +49,7 @@ class ClusterRecord:
     labels: Mapping[str, str]
     spec: ClusterSpec
     ready: bool | None  # the Ready condition; None when there is none
+    hold: PreallocationHold | None = None  # F6: the forecast water level to assume until it expires
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,8 @@ def decode_cluster(kv: KeyValue) -> ClusterRecord | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == "Ready":
             ready = str(cond.get("status")) == "True"
-    return ClusterRecord(name, dict((obj.get("metadata") or {}).get("labels") or {}), spec, ready)
+    meta = obj.get("metadata") or {}
+    return ClusterRecord(name, dict(meta.get("labels") or {}), spec, ready, parse_hold(meta.get("annotations")))
 
 
 def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRecord | None]:
@@ -117,6 +120,7 @@ class SchedulerCache:
         self.statuses: dict[str, StatusRecord] = {}
         self._assumed: dict[str, _Assumption] = {}
         self._due: list[tuple[float, str, float]] = []
+        self._held: set[str] = set()  # clusters whose status the scheduler raises to a hold's forecast
 
     # ------------------------------------------------------------------ readiness
     def _ready(self, name: str) -> bool:
@@ -125,6 +129,14 @@ class SchedulerCache:
             return c.ready
         st = self.statuses.get(name)
         return st is not None and st.status is not None and self.clock() - st.time <= self.status_max_age
+
+    def _floor(self, name: str) -> float | None:
+        c = self.clusters.get(name)
+        if c is None or c.hold is None or not c.hold.active(self.clock()):
+            self._held.discard(name)
+            return None
+        self._held.add(name)
+        return c.hold.water_level
 
     # ------------------------------------------------------------------ informer feeds
     def on_cluster(self, name: str, rec: ClusterRecord | None) -> CacheEvents:
@@ -138,9 +150,11 @@ class SchedulerCache:
         self.clusters[name] = rec
         st = self.statuses.get(name)
         was_ready = bool(self.snap.ready[self.snap.index[name]]) if name in self.snap else False
-        self.snap.upsert_cluster(name, rec.labels, rec.spec, self._ready(name), st.status if st else None)
+        self.snap.upsert_cluster(name, rec.labels, rec.spec, self._ready(name), st.status if st else None,
+                                 self._floor(name))
         now_ready = self._ready(name)
-        if old is None or (now_ready and not was_ready) or old.spec != rec.spec or old.labels != rec.labels:
+        if old is None or (now_ready and not was_ready) or old.spec != rec.spec or old.labels != rec.labels \
+                or old.hold != rec.hold:
             ev.retry = True
             ev.reasons.append("ClusterAdd" if old is None else "ClusterChanged")
         return ev
@@ -159,7 +173,7 @@ class SchedulerCache:
         before_off = snap.wl_offset[row]
         was_ready = bool(snap.ready[row])
         had = bool(snap.has_status[row])
-        snap.set_status(name, rec.status if rec else None)
+        snap.set_status(name, rec.status if rec else None, self._floor(name))
         ready = self._ready(name)
         if ready != was_ready:
             snap.set_ready(name, ready)
@@ -253,7 +267,8 @@ class SchedulerCache:
         return n
 
     def sweep(self) -> CacheEvents:
-        """Re-judge freshness-based readiness and expire assumptions (run every few seconds)."""
+        """Re-judge freshness-based readiness, end expired pre-allocation holds and expire assumptions
+        (run every few seconds)."""
         ev = CacheEvents()
         snap = self.snap
         for name, c in self.clusters.items():
@@ -268,5 +283,11 @@ class SchedulerCache:
                 if ready:
                     ev.retry = True
                     ev.reasons.append("ClusterRecovered")
+        for name in list(self._held):
+            if name in snap and self._floor(name) is None:  # the hold ran out: the observed level again
+                st = self.statuses.get(name)
+                snap.set_status(name, st.status if st else None)
+                ev.retry = True
+                ev.reasons.append("PreallocationExpired")
         self.expire()
         return ev

@@ -31,16 +31,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from drods.errors import ApiError
 from drods.machinery.informer import Informer
 from drods.machinery.leader import LeaderElector
+from drods.model.annotations import RESCHEDULE_REASON
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.kinds import BINDING, CLUSTER
-from drods.monitor.autoops import RescheduleRequest, RescheduleResult
 from drods.monitor.history import FAILURES_PREFIX
 from drods.monitor.history import append as append_failure
 from drods.registry.objects import ObjectRegistry
-from drods.registry.patch import MERGE_PATCH
 from drods.scheduler.cache import SchedulerCache, decode_cluster, status_decoder
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.history import ScheduleHistory, decision_record
@@ -61,6 +59,7 @@ from drods.scheduler.records import (
     schedule_type,
     whole_ms,
 )
+from drods.scheduler.reschedule import install_reschedule
 from drods.scheduler.task import Task
 from drods.store import Compare, KeyValue, Put, Store, StoreError
 
@@ -70,7 +69,6 @@ STATUS_PREFIX = "/status/clusters/"
 SURGE_KEY = "/status/surge"
 LEASE_NAME = "scheduler"
 RETRY = "Retry"
-REASON_ANNOTATION = "multicluster.io/reschedule-reason"
 PROFILE_ENV = "DRODS_SCHEDULER_PROFILE"
 PROFILE_FILE = "scheduler-profile.yaml"
 
@@ -352,7 +350,7 @@ class SchedulerService:
         trigger = None
         if rebalance:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
-            trigger = {"kind": "Reschedule", "at": spec.rescheduleTriggeredAt, "reason": ann.get(REASON_ANNOTATION)}
+            trigger = {"kind": "Reschedule", "at": spec.rescheduleTriggeredAt, "reason": ann.get(RESCHEDULE_REASON)}
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
         return _Plan(entry, rec, result, d, encode_object(obj), stype, trigger)
@@ -519,78 +517,6 @@ def _decode_json(kv: KeyValue) -> Any:
         return json.loads(kv.value)
     except ValueError:
         return None
-
-
-# ---------------------------------------------------------------------- rescheduling entry point (S11)
-class Rescheduler:
-    """``ctx.services["reschedule"]``: the one way to ask for a re-placement (S11).
-
-    ``await reschedule("binding-name", "reason")`` sets ``spec.rescheduleTriggeredAt`` to now (and
-    the reason in the ``multicluster.io/reschedule-reason`` annotation); whichever scheduler leads
-    re-places the binding from scratch, skipping clusters that are NotReady, tainted NoExecute or
-    above their water-level limit, and records the reason in the schedule history.
-
-    Monitoring's automatic operations call it with a `RescheduleRequest` instead: ``evacuate``
-    triggers the bindings with the most replicas on that cluster until at least ``fraction`` of
-    its replicas are covered (each is re-placed as a whole); ``preallocate`` is refused (nothing
-    to re-place before the peak: the scheduler already keeps new replicas below the limit).
-    """
-
-    def __init__(self, registry: ObjectRegistry, clock: Callable[[], float] = time.time) -> None:
-        self.registry = registry
-        self.clock = clock
-
-    async def __call__(self, target: str | RescheduleRequest, reason: str = "") -> RescheduleResult:
-        if isinstance(target, str):
-            await self.binding(target, reason)
-            return RescheduleResult(True, 0, f"binding {target} queued for rescheduling")
-        return await self.cluster(target)
-
-    async def binding(self, name: str, reason: str) -> None:
-        patch = {"metadata": {"annotations": {REASON_ANNOTATION: (reason or "requested")[:1024]}},
-                 "spec": {"rescheduleTriggeredAt": rfc3339(self.clock())}}
-        for attempt in range(5):
-            try:
-                await self.registry.patch(BINDING, name, patch, MERGE_PATCH)
-                return
-            except ApiError as e:
-                if e.status != 409 or attempt == 4:
-                    raise
-
-    async def cluster(self, req: RescheduleRequest) -> RescheduleResult:
-        if req.action != "evacuate":
-            return RescheduleResult(False, 0, f"{req.action} is not supported by the scheduler; nothing moved")
-        items, _ = await self.registry.list(BINDING)
-        on_cluster: list[tuple[int, str]] = []
-        for obj in items:
-            if obj["metadata"].get("deletionTimestamp"):
-                continue
-            for t in (obj.get("status") or {}).get("placement") or []:
-                if isinstance(t, dict) and t.get("cluster") == req.cluster and int(t.get("replicas") or 0) > 0:
-                    on_cluster.append((int(t["replicas"]), obj["metadata"]["name"]))
-        total = sum(n for n, _ in on_cluster)
-        if not total:
-            return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
-        goal = max(1.0, req.fraction * total)
-        moved = 0
-        names: list[str] = []
-        for n, name in sorted(on_cluster, key=lambda x: (-x[0], x[1])):
-            if moved >= goal:
-                break
-            await self.binding(name, f"{req.action} {req.cluster}: {req.reason}")
-            moved += n
-            names.append(name)
-        return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
-                                             f"on {req.cluster}: {', '.join(names[:10])}")
-
-
-def install_reschedule(ctx: Any) -> Rescheduler:
-    """Put the rescheduling entry point on ``ctx.services["reschedule"]`` (any process with a registry)."""
-    hook = ctx.services.get("reschedule")
-    if not isinstance(hook, Rescheduler):
-        hook = Rescheduler(ctx.registry)
-        ctx.services["reschedule"] = hook
-    return hook
 
 
 def load_profile(data_dir: Path, path: str | Path | None = None) -> Profile:

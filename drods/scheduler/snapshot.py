@@ -27,7 +27,7 @@ Water level (SPEC S10): for cpu and memory, fraction_r = (load_r + assumed_r) / 
 water level is max(fraction_cpu, fraction_mem). If the status carries ``waterLevel`` it replaces
 the observed part: we keep the offset (status waterLevel - observed max fraction) and add it, so
 with nothing assumed the water level equals the status value exactly and assumed placements add
-on top.
+on top. A pre-allocation hold (F6) raises the status value to the forecast while it lasts.
 """
 
 from __future__ import annotations
@@ -84,8 +84,10 @@ def _num(d: Mapping[str, Any], key: str, default: float) -> float:
     return f if math.isfinite(f) and f >= 0 else default
 
 
-def parse_status(doc: Mapping[str, Any] | None) -> ParsedStatus:
-    """Apply the documented defaults to a ``/status/clusters/<name>`` document (any field may miss)."""
+def parse_status(doc: Mapping[str, Any] | None, wl_floor: float | None = None) -> ParsedStatus:
+    """Apply the documented defaults to a ``/status/clusters/<name>`` document (any field may miss).
+
+    ``wl_floor`` (a pre-allocation hold's forecast) raises the status water level to at least it."""
     alloc = np.zeros(NRES)
     load = np.zeros(NRES)
     if not doc:
@@ -126,6 +128,8 @@ def parse_status(doc: Mapping[str, Any] | None) -> ParsedStatus:
     offset = 0.0
     if doc.get("waterLevel") is not None:
         offset = _num(doc, "waterLevel", observed) - observed
+    if wl_floor is not None and observed + offset < wl_floor:
+        offset = wl_floor - observed
     net = doc.get("network")
     mbps = 0.0
     if isinstance(net, Mapping):
@@ -326,6 +330,7 @@ class Snapshot:
         spec: ClusterSpec | Mapping[str, Any] | None,
         ready: bool,
         status: Mapping[str, Any] | None,
+        wl_floor: float | None = None,
     ) -> int:
         """Add or replace one cluster; returns its row. O(1) amortised (plus its own labels/taints)."""
         if spec is None:
@@ -361,14 +366,15 @@ class Snapshot:
         bw = spec.network.bandwidthMbps if spec.network else None
         self.bandwidth[row] = np.nan if bw is None else bw
         self.ready[row] = bool(ready)
-        self.set_status(name, status, _touch=False)
+        self.set_status(name, status, wl_floor, _touch=False)
         self._touch(topology_changed)
         return row
 
-    def set_status(self, name: str, status: Mapping[str, Any] | None, *, _touch: bool = True) -> None:
+    def set_status(self, name: str, status: Mapping[str, Any] | None, wl_floor: float | None = None, *,
+                   _touch: bool = True) -> None:
         """Replace only the observed status of a known cluster (the hot update from monitoring)."""
         row = self.index[name]
-        p = parse_status(status)
+        p = parse_status(status, wl_floor)
         self.alloc[row] = p.alloc
         self.load[row] = p.load
         self.largest[row] = p.largest

@@ -66,12 +66,18 @@ async def test_autoops_policy_cooldown_rate_limit_capacity_and_hook() -> None:
         return RescheduleResult(False, message=f"no room for {req.cluster}")
 
     fresh = AutoOps(AutoOpsPolicy())
-    assert await execute(fresh, "preallocate", "p", "peak ahead", T0, candidates=2, details={}, hook=None,
-                         record=record) == "no-hook"
-    assert await execute(fresh, "evacuate", "q", "hot", T0, candidates=2, details={}, hook=hook,
-                         record=record) == "refused"
+    assert (await execute(fresh, "preallocate", "p", "peak ahead", T0, candidates=2, details={}, hook=None,
+                          record=record))[0] == "no-hook"
+    outcome, result = await execute(fresh, "evacuate", "q", "hot", T0, candidates=2, details={}, hook=hook,
+                                    record=record)
+    assert outcome == "refused" and result is not None and not result.accepted
     assert await execute(fresh, "evacuate", "q", "hot", T0 + 1, candidates=2, details={}, hook=hook,
-                         record=record) == "skipped"
+                         record=record) == ("skipped", None)
+    # Restoring needs no other cluster to move to, but waits out the cooldown the evacuation started.
+    assert fresh.ready_at("q") == T0 + 900 and fresh.ready_at("never") == 0
+    assert "cooldown" in fresh.decide("restore", "q", T0 + 899, candidates=0).reason
+    assert fresh.decide("restore", "q", T0 + 900, candidates=0).act
+    assert not AutoOps(AutoOpsPolicy(restore=False)).decide("restore", "q", T0, candidates=0).act
     assert [r[0] for r in records] == ["PreAllocate", "Evacuate", "Evacuate"]
     assert records[1][2]["details"]["result"]["message"] == "no room for q"  # type: ignore[index]
 

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from drods.model.annotations import PREALLOCATION
 from drods.model.binding import TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS
 from drods.model.policy import ResourceSelector
+from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.selector import LabelSelector
 from drods.scheduler.cache import ClusterRecord, SchedulerCache, StatusRecord
 from drods.scheduler.detector import _Policy, best_policy, binding_name, pod_requests, replicas_of
@@ -163,3 +165,29 @@ def test_policy_precedence() -> None:
     m = best_policy([broad, pol(PROPAGATION_POLICY, "all-2", 200, ResourceSelector(kind="Deployment"))], deploy, obj)
     assert m is not None and m.name == "all-2"
     assert best_policy([other_ns], deploy, obj) is None
+
+
+def test_preallocation_hold_raises_the_water_level_until_it_expires() -> None:
+    now = [1000.0]
+    c = _cache(now)
+    hold = PreallocationHold(0.9, 1030.0, "forecast peak")
+    assert parse_hold({PREALLOCATION: hold.to_annotation()}) == PreallocationHold(0.9, 1030.0, "forecast peak")
+    for bad in ("{", '{"waterLevel": "x", "until": "2026-01-01T00:00:00Z"}', '{"waterLevel": 0.5}', 7):
+        assert parse_hold({PREALLOCATION: bad}) is None
+    c.on_cluster("x", ClusterRecord("x", {}, ClusterSpec(), True))
+    c.on_status("x", _status(3, 1000.0))  # cpu 30 %
+    snap = c.snap
+    assert snap.water_level[snap.index["x"]] == pytest.approx(0.3)
+    c.on_cluster("x", ClusterRecord("x", {}, ClusterSpec(), True, hold))
+    assert snap.water_level[snap.index["x"]] == pytest.approx(0.9)
+    c.on_status("x", _status(4, 1010.0))  # new reports keep the hold's floor …
+    assert snap.water_level[snap.index["x"]] == pytest.approx(0.9)
+    c.on_status("x", _status(9.5, 1011.0))  # … which never lowers a higher observation
+    assert snap.water_level[snap.index["x"]] == pytest.approx(0.95)
+    c.on_status("x", _status(4, 1012.0))
+    assert not c.sweep().retry
+    now[0] = 1030.0  # the hold runs out: the observed level again, and parked bindings are retried
+    ev = c.sweep()
+    assert ev.retry and ev.reasons == ["PreallocationExpired"]
+    assert snap.water_level[snap.index["x"]] == pytest.approx(0.4)
+    assert not c.sweep().retry

@@ -124,11 +124,14 @@ def placement(st: dict[str, Any]) -> dict[str, int]:
 
 @contextlib.asynccontextmanager
 async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | None = None,
-                profile: Profile | None = None, scheduler: bool = True) -> AsyncIterator[Plane]:
-    """The API server, with the scheduler component unless ``scheduler=False`` (then it runs elsewhere)."""
-    components: list[Component] = [scheduler_component] if scheduler else []
-    app = build_app(ServerConfig(store_url="unused://", data_dir=data_dir, components=components), store=store)
+                profile: Profile | None = None, scheduler: bool = True, components: list[Component] | None = None,
+                services: dict[str, Any] | None = None) -> AsyncIterator[Plane]:
+    """The API server, with the scheduler component unless ``scheduler=False`` (then it runs elsewhere),
+    plus ``components``; ``services`` are preset on the context (e.g. ``monitor_settings``)."""
+    run: list[Component] = ([scheduler_component] if scheduler else []) + list(components or [])
+    app = build_app(ServerConfig(store_url="unused://", data_dir=data_dir, components=run), store=store)
     ctx = app.state.ctx
+    ctx.services.update(services or {})
     ctx.services["scheduler_settings"] = settings or fast_settings()
     if profile is not None:
         ctx.services["scheduler_profile"] = profile

@@ -168,7 +168,7 @@ async def test_reschedule_moves_away_from_a_failed_cluster(plane: Plane) -> None
                                                                     1.0, {}))
     assert out.accepted and out.moved == 9 and "svc" in out.message
     out = await plane.ctx.services["reschedule"](RescheduleRequest("preallocate", "c", "forecast", 0.2, 1.0, {}))
-    assert not out.accepted
+    assert not out.accepted and "details.forecast" in out.message  # a hold needs the forecast and its horizon
 
 
 def _now() -> str:

@@ -12,10 +12,15 @@ PUT /api/v1/metrics runs the report through the monitoring pipeline (`drods.moni
 
 Rejected and invalid reports are also recorded in the failure log (at most one entry per cluster
 and code per minute).
+
+A 200 answer carries ``nextReportSeconds``: the cluster's effective collection interval (the
+fastest need among the subscriptions that match it, SPEC C1, `drods.monitor.subscriptions`), so an
+agent reports as often as someone needs and no more (a 202 leaves it at its previous interval).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -32,9 +37,11 @@ from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import not_found, validation_failed
+from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport
 from drods.monitor.service import MonitorService, get_service
 from drods.monitor.statusdoc import allocation_errors
+from drods.monitor.subscriptions import subscriptions_of
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +115,8 @@ class MetricsAccepted(BaseModel):
     published: bool = Field(description="the scheduler-visible status document was written")
     publishReason: str | None = Field(description="changed | heartbeat | null")
     events: int = Field(description="threshold / sustained events this report raised")
+    nextReportSeconds: float = Field(description="report again after this long (the cluster's effective "
+                                                 "collection interval, C1)")
 
 
 class MetricsNotApplied(BaseModel):
@@ -118,11 +127,24 @@ class MetricsNotApplied(BaseModel):
 
 
 async def _ensure_cluster(request: Request, principal: Principal, cluster: str) -> MonitorService:
+    return (await _cluster_info(request, principal, cluster))[0]
+
+
+async def _cluster_info(request: Request, principal: Principal, cluster: str) -> tuple[MonitorService, ClusterInfo]:
     principal.require(Action.REPORT, cluster)
     svc = await _service(request)
-    if await svc.cluster(cluster) is None:
+    info = await svc.cluster(cluster)
+    if info is None:
         raise not_found("Cluster", cluster)
-    return svc
+    return svc, info
+
+
+async def _next_report_seconds(svc: MonitorService, info: ClusterInfo) -> float:
+    subs = subscriptions_of(svc)
+    if not subs.running:  # normally started with the app; a store hiccup must not fail the report
+        with contextlib.suppress(Exception):
+            await subs.ensure_started(sync_timeout_s=2.0)
+    return round(subs.seconds_for(info), 3)
 
 
 @router.post("/events", status_code=201, summary="Record a domain event")
@@ -141,7 +163,7 @@ async def post_event(request: Request, event: DomainEvent = Body(...),
                              "description": "Received but not applied: stale or out-of-order report"}})
 async def put_metrics(request: Request, report: MetricsReport = Body(...),
                       principal: Principal = Depends(authenticate)) -> JSONResponse:
-    svc = await _ensure_cluster(request, principal, report.cluster)
+    svc, info = await _cluster_info(request, principal, report.cluster)
     errors = allocation_errors(report.extras)
     if errors:
         await svc.record_invalid(report.cluster, errors)
@@ -153,5 +175,6 @@ async def put_metrics(request: Request, report: MetricsReport = Body(...),
         return JSONResponse(body.model_dump(), status_code=202)
     ok = MetricsAccepted(accepted=True, cluster=out.cluster, waterLevel=out.water_level,
                          visibleWaterLevel=out.visible_water_level, clockSkewClamped=out.clock_skew_clamped,
-                         published=out.published is not None, publishReason=out.published, events=out.events)
+                         published=out.published is not None, publishReason=out.published, events=out.events,
+                         nextReportSeconds=await _next_report_seconds(svc, info))
     return JSONResponse(ok.model_dump())

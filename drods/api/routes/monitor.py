@@ -6,6 +6,10 @@ changed, and a heartbeat every ``heartbeatSeconds``. ``?watch=true`` turns it in
 stream: one line now, then one whenever the view changes (woken by the store watch on
 ``/status/clusters/`` and on cluster objects; re-evaluated every few seconds so clusters going
 stale show up too), for ``timeoutSeconds`` (default 1800).
+
+``/api/v1/monitor/subscriptions[/{name}]`` (SPEC C1): who needs how fresh a status of which
+clusters; the collection interval of each cluster follows the fastest need
+(`drods.monitor.subscriptions`). Reading needs the viewer role, writing operator or admin.
 """
 
 from __future__ import annotations
@@ -17,17 +21,27 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from drods.api.auth import Action, Principal
 from drods.api.context import ApiContext, context, require
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import ApiError, not_found
+from drods.errors import ApiError, not_found, validation_failed
 from drods.monitor.fleet import RealtimeSnapshot
 from drods.monitor.report import iso
 from drods.monitor.service import MonitorService, get_service
+from drods.monitor.subscriptions import (
+    BUILTIN_SETTINGS,
+    MAX_SUBSCRIPTIONS,
+    NAME_PATTERN,
+    SubscriptionBody,
+    SubscriptionList,
+    Subscriptions,
+    SubscriptionView,
+    subscriptions_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +166,94 @@ async def get_operations(request: Request,
     return JSONResponse({"items": page.items, "truncated": page.truncated})
 
 
+# -- collection subscriptions (C1) -----------------------------------------------------------
+
+_SUB_NAME = Path(min_length=1, max_length=253, pattern=NAME_PATTERN, description="subscription name")
+
+
+async def _subscriptions(request: Request) -> tuple[MonitorService, Subscriptions]:
+    svc = await _service(request)
+    subs = subscriptions_of(svc)
+    await subs.ensure_started()
+    return svc, subs
+
+
+def _read_only(name: str) -> ApiError:
+    setting = BUILTIN_SETTINGS[name]
+    return ApiError(409, "SUBSCRIPTION_READ_ONLY",
+                    f"subscription {name!r} is built in; change {setting} in monitor.yaml instead",
+                    {"name": name, "setting": setting})
+
+
+@router.get("/subscriptions", summary="Collection subscriptions and each cluster's effective interval (C1)",
+            response_model=SubscriptionList)
+async def list_subscriptions(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+    svc, subs = await _subscriptions(request)
+    items = await subs.read()
+    s = svc.settings
+    body = SubscriptionList(items=[x.to_view() for x in items],
+                            intervals={c: iv.to_view() for c, iv in subs.intervals(svc.fleet.clusters, items).items()},
+                            minCollectIntervalSeconds=min(s.minCollectIntervalSeconds, s.collectIntervalSeconds),
+                            collectIntervalSeconds=s.collectIntervalSeconds)
+    return JSONResponse(body.model_dump(mode="json"))
+
+
+@router.get("/subscriptions/{name}", summary="One collection subscription", response_model=SubscriptionView)
+async def get_subscription(request: Request, name: str = _SUB_NAME,
+                           _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+    subs = (await _subscriptions(request))[1]
+    sub = await subs.get(name)
+    if sub is None:
+        raise not_found("Subscription", name)
+    return JSONResponse(sub.to_view().model_dump(mode="json"))
+
+
+async def _put(request: Request, name: str, body: SubscriptionBody, principal: Principal) -> JSONResponse:
+    if body.name is not None and body.name != name:
+        raise validation_failed("name in the body differs from the name in the path",
+                                [{"field": "name", "message": f"must be {name!r}"}])
+    subs = (await _subscriptions(request))[1]
+    if name in BUILTIN_SETTINGS:
+        raise _read_only(name)
+    if len(subs.cached()) >= MAX_SUBSCRIPTIONS and await subs.get(name) is None:
+        raise ApiError(409, "TOO_MANY_SUBSCRIPTIONS", f"at most {MAX_SUBSCRIPTIONS} subscriptions",
+                       {"limit": MAX_SUBSCRIPTIONS})
+    sub, created = await subs.put(name, body, principal.subject)
+    return JSONResponse(sub.to_view().model_dump(mode="json"), status_code=201 if created else 200)
+
+
+_PUT_DOC = ("Create or replace (201 / 200). With `ttlSeconds` the subscription lapses unless PUT again "
+            "within that time (the need of a subscriber that died goes away by itself).")
+
+
+@router.put("/subscriptions/{name}", summary="Declare how fresh a status this subscriber needs (C1)",
+            response_model=SubscriptionView, responses={201: {"model": SubscriptionView}}, description=_PUT_DOC)
+async def put_subscription(request: Request, name: str = _SUB_NAME, body: SubscriptionBody = Body(...),
+                           principal: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+    return await _put(request, name, body, principal)
+
+
+@router.put("/subscriptions", summary="Declare a need, named in the body (C1)", response_model=SubscriptionView,
+            responses={201: {"model": SubscriptionView}}, description=_PUT_DOC)
+async def put_subscription_named(request: Request, body: SubscriptionBody = Body(...),
+                                 principal: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+    if body.name is None:
+        raise validation_failed("request validation failed", [{"field": "name", "message": "Field required"}])
+    return await _put(request, body.name, body, principal)
+
+
+@router.delete("/subscriptions/{name}", summary="Withdraw a need", response_model=SubscriptionView)
+async def delete_subscription(request: Request, name: str = _SUB_NAME,
+                              _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+    subs = (await _subscriptions(request))[1]
+    if name in BUILTIN_SETTINGS:
+        raise _read_only(name)
+    sub = await subs.delete(name)
+    if sub is None:
+        raise not_found("Subscription", name)
+    return JSONResponse(sub.to_view().model_dump(mode="json"))
+
+
 def install(app: FastAPI, ctx: ApiContext) -> None:
     """Start monitoring with the app and stop it (flushing history) before the store closes.
 
@@ -164,13 +266,16 @@ def install(app: FastAPI, ctx: ApiContext) -> None:
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as state:
             svc = get_service(ctx)
+            subs = subscriptions_of(svc)
             try:
                 await svc.start()
+                await subs.acquire()
             except Exception as e:  # noqa: BLE001 - routes retry start(); the API must come up
                 log.warning("monitoring did not start: %s", e)
             try:
                 yield state
             finally:
+                await subs.release()
                 await svc.close()
 
     app.router.lifespan_context = lifespan

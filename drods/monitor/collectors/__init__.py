@@ -7,8 +7,10 @@ A collector is any object with::
     async def collect(self, cluster: ClusterInfo) -> MetricsReport | Mapping | None
     async def aclose(self) -> None
 
-`run_collectors` calls every collector for every cluster it handles once per interval and passes
-the reports to `MonitorService.ingest` with the collector's ``source``, so pulled values go
+`run_collectors` pulls each cluster on its own effective interval — the fastest need among the
+subscriptions that match it (SPEC C1, `drods.monitor.subscriptions`), ``collectIntervalSeconds``
+when nobody asks for more — calling every collector that handles it, and passes the reports to
+`MonitorService.ingest` with the collector's ``source``, so pulled values go
 through the same normalisation, rate control, thresholds and history as pushed ones, and carry
 their provenance. Built in: `PrometheusCollector` (clusters whose ``spec.prometheus`` is set).
 Other components add theirs by appending to ``ctx.services["monitor_collectors"]`` (the
@@ -18,7 +20,10 @@ Kubernetes-API collector of the members package is meant to plug in there).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -27,8 +32,13 @@ from pydantic import ValidationError
 
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport, Source
+from drods.monitor.service import MonitorService
+from drods.monitor.subscriptions import subscriptions_of
 
 log = logging.getLogger(__name__)
+
+RESCAN_S = 1.0  # the longest the scheduler sleeps before re-reading clusters and their intervals
+MIN_INTERVAL_S = 0.05  # guard against a zero interval turning into a busy loop
 
 
 @runtime_checkable
@@ -48,38 +58,102 @@ class _Ingest(Protocol):
     async def record_collect_failure(self, cluster: str, source: str, error: str) -> None: ...
 
 
+async def _collect(service: _Ingest, col: Collector, info: ClusterInfo, sem: asyncio.Semaphore,
+                   timeout_s: float) -> int:
+    """Pull one cluster through one collector; 1 if a report was ingested. Never raises (SEC4)."""
+    async with sem:
+        try:
+            async with asyncio.timeout(timeout_s):
+                got = await col.collect(info)
+            if got is None:
+                return 0
+            report = got if isinstance(got, MetricsReport) else MetricsReport.model_validate(got)
+            await service.ingest(report, source=col.source)
+            return 1
+        except Exception as e:  # noqa: BLE001 - isolation between clusters (SEC4); includes timeouts
+            msg = str(e) if not isinstance(e, ValidationError) else f"invalid report: {e.errors()[:3]}"
+            with contextlib.suppress(Exception):
+                await service.record_collect_failure(info.name, col.source, msg or type(e).__name__)
+            return 0
+
+
 async def collect_once(service: _Ingest, collectors: Iterable[Collector], clusters: Iterable[ClusterInfo], *,
                        concurrency: int = 32, timeout_s: float = 10.0) -> int:
     """One round; returns the number of reports ingested. A failing cluster never stops the others."""
     sem = asyncio.Semaphore(concurrency)
-
-    async def one(col: Collector, info: ClusterInfo) -> int:
-        async with sem:
-            try:
-                async with asyncio.timeout(timeout_s):
-                    got = await col.collect(info)
-                if got is None:
-                    return 0
-                report = got if isinstance(got, MetricsReport) else MetricsReport.model_validate(got)
-                await service.ingest(report, source=col.source)
-                return 1
-            except Exception as e:  # noqa: BLE001 - isolation between clusters (SEC4); includes timeouts
-                msg = str(e) if not isinstance(e, ValidationError) else f"invalid report: {e.errors()[:3]}"
-                await service.record_collect_failure(info.name, col.source, msg or type(e).__name__)
-                return 0
-
-    jobs = [one(c, i) for i in clusters for c in collectors if c.handles(i)]
+    jobs = [_collect(service, c, i, sem, timeout_s) for i in clusters for c in collectors if c.handles(i)]
     return sum(await asyncio.gather(*jobs))
 
 
 async def run_collectors(service: _Ingest, collectors: Callable[[], list[Collector]],
                          clusters: Callable[[], list[ClusterInfo]], *, interval_s: float,
-                         concurrency: int = 32, timeout_s: float = 10.0) -> None:
-    """Collect every ``interval_s`` (wall clock) until cancelled."""
-    while True:
-        started = time.monotonic()
-        try:
-            await collect_once(service, collectors(), clusters(), concurrency=concurrency, timeout_s=timeout_s)
-        except Exception:
-            log.exception("collection round failed")
-        await asyncio.sleep(max(interval_s - (time.monotonic() - started), 0.0))
+                         concurrency: int = 32, timeout_s: float = 10.0,
+                         interval_for: Callable[[ClusterInfo], float] | None = None) -> None:
+    """Pull every cluster on its own interval until cancelled.
+
+    ``interval_for(cluster)`` gives a cluster's interval, capped at ``interval_s`` (the default and
+    the slowest). Without it, a `MonitorService`'s subscriptions decide (`subscriptions_of`);
+    anything else is pulled every ``interval_s``.
+    """
+    if interval_for is None and isinstance(service, MonitorService):
+        subs = subscriptions_of(service)
+        async with subs.using():
+            await _pull_on_schedule(service, collectors, clusters, subs.seconds_for, interval_s,
+                                    concurrency, timeout_s)
+        return
+    await _pull_on_schedule(service, collectors, clusters, interval_for or (lambda _: interval_s), interval_s,
+                            concurrency, timeout_s)
+
+
+async def _pull_on_schedule(service: _Ingest, collectors: Callable[[], list[Collector]],
+                            clusters: Callable[[], list[ClusterInfo]], interval_for: Callable[[ClusterInfo], float],
+                            ceiling_s: float, concurrency: int, timeout_s: float) -> None:
+    """Each cluster is due ``interval`` after its last pull started; intervals are re-read on
+    every wake-up (at least every `RESCAN_S`), so a new or removed need applies within a second.
+    A cluster is never pulled twice at once, and a slow one delays nobody else (one task each)."""
+    sem = asyncio.Semaphore(concurrency)
+    last: dict[str, float] = {}  # monotonic time the cluster's last pull started
+    running: dict[str, asyncio.Task[int]] = {}
+    wake = asyncio.Event()
+
+    def finished(name: str, task: asyncio.Task[int]) -> None:
+        if running.get(name) is task:
+            del running[name]
+        wake.set()  # it may be overdue already
+
+    async def pull(cols: list[Collector], info: ClusterInfo) -> int:
+        return sum(await asyncio.gather(*(_collect(service, c, info, sem, timeout_s) for c in cols)))
+
+    try:
+        while True:
+            wake.clear()
+            now = time.monotonic()
+            next_at = now + min(ceiling_s, RESCAN_S)
+            try:
+                cols = collectors()
+                infos = clusters()
+                for info in infos:
+                    mine = [c for c in cols if c.handles(info)]
+                    if not mine or info.name in running:
+                        continue
+                    every = min(max(interval_for(info), MIN_INTERVAL_S), ceiling_s)
+                    due = last.get(info.name, -math.inf) + every
+                    if due <= now:
+                        last[info.name] = now
+                        task = asyncio.create_task(pull(mine, info), name=f"collect-{info.name}")
+                        running[info.name] = task
+                        task.add_done_callback(functools.partial(finished, info.name))
+                        due = now + every
+                    next_at = min(next_at, due)
+                for gone in last.keys() - {i.name for i in infos}:
+                    del last[gone]
+            except Exception:
+                log.exception("collection scheduling failed")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(next_at - time.monotonic(), 0.0)):
+                    await wake.wait()
+    finally:
+        tasks = list(running.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,163 @@
+"""The one way to ask for a re-placement (S11, A4, F6): ``ctx.services["reschedule"]``.
+
+Everything that moves replicas — cluster failover, ``drods cluster drain``, monitoring's automatic
+operations — says so on the Binding (``spec.rescheduleTriggeredAt`` plus a reason annotation) and
+lets whichever scheduler leads re-place it from scratch. The object is the record: a restarted
+component resumes from it, and a user reads on the Binding why it moved.
+
+Monitoring's automatic operations (`drods.monitor.autoops`) send a `RescheduleRequest`:
+
+* ``evacuate`` — a cluster stayed above its water-level limit: re-place the bindings with the most
+  replicas there until ``fraction`` of its replicas are covered; the scheduler skips clusters above
+  their limit, so those replicas land elsewhere. Each binding remembers the cluster in
+  ``multicluster.io/evacuated-from``.
+* ``preallocate`` — the forecast says the cluster will cross its threshold within the horizon: put a
+  hold on the Cluster (``multicluster.io/preallocation``: the forecast water level until the horizon
+  ends) so the scheduler already sees the peak, then re-place ``fraction`` of its replicas as for an
+  evacuation — the capacity elsewhere is taken before the peak arrives.
+* ``restore`` — a cluster replicas were moved away from is calm again: re-place the bindings that
+  remember it, so the scheduler can offer it their replicas back (refused while a hold is active).
+
+Moves are graceful: the propagation controller starts the new copies before it removes old ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from drods.errors import ApiError
+from drods.model.annotations import EVACUATED_FROM, PREALLOCATION, RESCHEDULE_REASON, evacuated_from
+from drods.model.kinds import BINDING, CLUSTER
+from drods.model.preallocation import PreallocationHold, parse_hold
+from drods.monitor.autoops import RescheduleRequest, RescheduleResult
+from drods.registry.objects import ObjectRegistry
+from drods.registry.patch import MERGE_PATCH
+from drods.scheduler.records import rfc3339
+
+
+async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Callable[[], float] = time.time,
+                  annotations: Mapping[str, str | None] | None = None) -> None:
+    """Ask for ``name`` to be re-placed from scratch; ``annotations`` are set (None removes) with it."""
+    patch = {"metadata": {"annotations": {RESCHEDULE_REASON: (reason or "requested")[:1024], **(annotations or {})}},
+             "spec": {"rescheduleTriggeredAt": rfc3339(clock())}}
+    for attempt in range(5):
+        try:
+            await registry.patch(BINDING, name, patch, MERGE_PATCH)
+            return
+        except ApiError as e:
+            if e.status != 409 or attempt == 4:
+                raise
+
+
+def _joined(clusters: list[str]) -> str | None:
+    return ",".join(sorted(set(clusters))) or None
+
+
+class Rescheduler:
+    """``ctx.services["reschedule"]``: ``await hook("binding", "reason")`` or ``await hook(RescheduleRequest)``."""
+
+    def __init__(self, registry: ObjectRegistry, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry
+        self.clock = clock
+
+    async def __call__(self, target: str | RescheduleRequest, reason: str = "") -> RescheduleResult:
+        if isinstance(target, str):
+            await self.binding(target, reason)
+            return RescheduleResult(True, 0, f"binding {target} queued for rescheduling")
+        if target.action == "evacuate":
+            return await self.evacuate(target)
+        if target.action == "preallocate":
+            return await self.preallocate(target)
+        if target.action == "restore":
+            return await self.restore(target)
+        return RescheduleResult(False, 0, f"{target.action} is not supported by the scheduler; nothing moved")
+
+    async def binding(self, name: str, reason: str) -> None:
+        await trigger(self.registry, name, reason, self.clock)
+
+    async def evacuate(self, req: RescheduleRequest) -> RescheduleResult:
+        items, _ = await self.registry.list(BINDING)
+        on_cluster: list[tuple[int, str, list[str]]] = []
+        for obj in items:
+            if obj["metadata"].get("deletionTimestamp"):
+                continue
+            for t in (obj.get("status") or {}).get("placement") or []:
+                if isinstance(t, dict) and t.get("cluster") == req.cluster and int(t.get("replicas") or 0) > 0:
+                    on_cluster.append((int(t["replicas"]), obj["metadata"]["name"], evacuated_from(obj)))
+        total = sum(n for n, _, _ in on_cluster)
+        if not total:
+            return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
+        goal = max(1.0, req.fraction * total)
+        moved = 0
+        names: list[str] = []
+        for n, name, before in sorted(on_cluster, key=lambda x: (-x[0], x[1])):
+            if moved >= goal:
+                break
+            await trigger(self.registry, name, f"{req.action} {req.cluster}: {req.reason}", self.clock,
+                          {EVACUATED_FROM: _joined([*before, req.cluster])})
+            moved += n
+            names.append(name)
+        return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
+                                             f"on {req.cluster}: {', '.join(names[:10])}", tuple(names))
+
+    async def preallocate(self, req: RescheduleRequest) -> RescheduleResult:
+        forecast = req.details.get("forecast")
+        horizon_min = req.details.get("horizonMinutes")
+        if not isinstance(forecast, int | float) or not isinstance(horizon_min, int | float) or horizon_min <= 0:
+            return RescheduleResult(False, 0, "preallocate needs details.forecast and details.horizonMinutes")
+        hold = PreallocationHold(float(forecast), self.clock() + float(horizon_min) * 60.0, req.reason)
+        try:
+            await self.registry.patch(CLUSTER, req.cluster,
+                                      {"metadata": {"annotations": {PREALLOCATION: hold.to_annotation()}}}, MERGE_PATCH)
+        except ApiError as e:
+            if e.status == 404:
+                return RescheduleResult(False, 0, f"cluster {req.cluster} does not exist")
+            raise
+        moved = await self.evacuate(req)
+        held = f"cluster {req.cluster} held at water level {hold.water_level:.2f} until {hold.until_text}"
+        return RescheduleResult(True, moved.moved, f"{held}; {moved.message}", moved.bindings)
+
+    async def restore(self, req: RescheduleRequest) -> RescheduleResult:
+        try:
+            cluster = await self.registry.get(CLUSTER, req.cluster)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            cluster = None
+        hold = parse_hold((cluster or {}).get("metadata", {}).get("annotations")) if cluster else None
+        if hold is not None and hold.active(self.clock()):
+            return RescheduleResult(False, 0, f"pre-allocation hold on {req.cluster} until {hold.until_text}")
+        items, _ = await self.registry.list(BINDING)
+        names: list[str] = []
+        replicas = 0
+        for obj in items:
+            before = evacuated_from(obj)
+            if req.cluster not in before or obj["metadata"].get("deletionTimestamp"):
+                continue
+            name = obj["metadata"]["name"]
+            # A cluster that is gone only loses its memory; there is nothing to offer back.
+            reason = f"restore {req.cluster}: {req.reason}"
+            rest = _joined([c for c in before if c != req.cluster])
+            if cluster is None:
+                await self.registry.patch(BINDING, name, {"metadata": {"annotations": {EVACUATED_FROM: rest}}},
+                                          MERGE_PATCH)
+                continue
+            await trigger(self.registry, name, reason, self.clock, {EVACUATED_FROM: rest})
+            names.append(name)
+            replicas += int(((obj.get("spec") or {}).get("replicas")) or 0)
+        if not names:
+            return RescheduleResult(False, 0, f"no binding was moved away from {req.cluster}")
+        return RescheduleResult(True, replicas, f"offering {req.cluster} back to {len(names)} binding(s): "
+                                                f"{', '.join(names[:10])}", tuple(names))
+
+
+def install_reschedule(ctx: Any) -> Rescheduler:
+    """Put the rescheduling entry point on ``ctx.services["reschedule"]`` (any process with a registry)."""
+    hook = ctx.services.get("reschedule")
+    if not isinstance(hook, Rescheduler):
+        hook = Rescheduler(ctx.registry)
+        ctx.services["reschedule"] = hook
+    return hook
+

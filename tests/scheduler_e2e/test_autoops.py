@@ -1,0 +1,172 @@
+"""Automatic operations end to end (A4, S11, F6): monitoring sees the load, the scheduler moves replicas.
+
+One control plane with the scheduler and monitoring's components; clusters are fed by an agent-like
+reporter through ``PUT /api/v1/metrics``. Time is compressed (sustained = 1 s, calm = 1 s, no rate
+limit on visible changes) but nothing else is stubbed except, in the pre-allocation case, the
+forecast itself (its accuracy has its own tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from drods.model.annotations import EVACUATED_FROM, PREALLOCATION
+from drods.monitor.components import monitor_autoops, monitor_maintenance
+from drods.monitor.service import MonitorService, MonitorSettings
+from drods.store import Store
+from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
+
+LIMIT = 0.8
+WEB = {"name": "web", "replicas": 12, "resources": {"cpu": 1},
+       "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                           "replicaDivisionPreference": "Weighted",
+                                           "weightPreference": {"dynamicWeight": "WaterLevel"}}}}
+
+
+def _settings(**autoops: Any) -> MonitorSettings:
+    return MonitorSettings.model_validate({
+        "sustainedSeconds": 1.0, "rateMinIntervalSeconds": 0.0, "flushIntervalSeconds": 0.05,
+        "staleCheckIntervalSeconds": 0.05, "realtimeMinIntervalSeconds": 0.0, "forecastIntervalSeconds": 0.1,
+        "autoops": {"cooldownSeconds": 0, "restoreAfterSeconds": 1.0, "evacuateFraction": 1.0,
+                    "maxActionsPerHour": 100, **autoops}})
+
+
+@contextlib.asynccontextmanager
+async def _plane(store: Store, data_dir: Path, settings: MonitorSettings) -> AsyncIterator[Plane]:
+    await store.delete_prefix("/")  # the etcd of the session is shared between tests
+    async with serve(store, data_dir, components=[monitor_maintenance, monitor_autoops],
+                     services={"monitor_settings": settings}) as plane:
+        yield plane
+
+
+@contextlib.asynccontextmanager
+async def _reporting(plane: Plane, cpu: dict[str, float]) -> AsyncIterator[None]:
+    """An agent per cluster reporting ``cpu[cluster]`` % every 0.1 s (the dict can change meanwhile)."""
+    for name in cpu:
+        await plane.register(name, waterLevelLimit=LIMIT)
+
+    async def loop() -> None:
+        while True:
+            for name, pct in list(cpu.items()):
+                body = {"cluster": name, "timestamp": datetime.now(UTC).isoformat(), "cpuCapacity": 64,
+                        "cpuUsage": pct, "memoryCapacity": 256, "memoryAvailable": 192}
+                r = await plane.call("PUT", "/api/v1/metrics", json=body)
+                assert r.status_code == 200 and r.json()["accepted"], r.text
+            await asyncio.sleep(0.1)  # the agent's report interval, not a wait for an outcome
+
+    task = asyncio.create_task(loop())
+    try:
+        await plane.seen(*cpu)
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _placed(plane: Plane, name: str, ok: Callable[[dict[str, int]], bool], what: str) -> dict[str, int]:
+    async def check() -> dict[str, int] | None:
+        st = await plane.try_status(name)
+        if st is None or st["scheduledGeneration"] != st["generation"] or st["phase"] == "Pending":
+            return None
+        got = placement(st)
+        return got if ok(got) else None
+
+    return await eventually(check, 20.0, what)
+
+
+async def _operations(plane: Plane, cluster: str) -> list[dict[str, Any]]:
+    r = await plane.call("GET", "/api/v1/monitor/operations", role="viewer")
+    assert r.status_code == 200, r.text
+    return [op for op in r.json()["items"] if op["cluster"] == cluster]
+
+
+async def _operation(plane: Plane, cluster: str, kind: str) -> dict[str, Any]:
+    async def found() -> dict[str, Any] | None:
+        return next((op for op in await _operations(plane, cluster) if op["kind"] == kind), None)
+
+    return await eventually(found, 10.0, f"a {kind} operation on {cluster}")
+
+
+async def _annotations(plane: Plane, kind: str, name: str) -> dict[str, str]:
+    r = await plane.call("GET", f"/apis/multicluster.io/v1alpha1/{kind}/{name}")
+    assert r.status_code == 200, r.text
+    return r.json()["metadata"].get("annotations") or {}
+
+
+@pytest.fixture
+def store(store_factory: Callable[[], Store]) -> Store:
+    return store_factory()
+
+
+async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Store, tmp_path: Path) -> None:
+    cpu = {"a": 62.0, "b": 62.0, "c": 62.0}  # busy enough for the adjuster to spread
+    async with _plane(store, tmp_path / "data", _settings()) as plane, _reporting(plane, cpu):
+        await plane.bind(WEB)
+        first = await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web spread over a, b and c")
+        assert sum(first.values()) == 12
+
+        # c's load rises past its limit and stays there: after sustainedSeconds its replicas leave.
+        cpu["c"] = 92.0
+        away = await _placed(plane, "web", lambda p: "c" not in p, "web moved away from c")
+        assert sum(away.values()) == 12 and set(away) == {"a", "b"}
+        op = await _operation(plane, "c", "Evacuate")
+        assert op["details"]["outcome"] == "executed" and op["details"]["result"]["bindings"] == ["web"]
+        assert "above the limit 0.80" in op["reason"]
+        assert (await _annotations(plane, "bindings", "web"))[EVACUATED_FROM] == "c"
+        r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "web", "maxEntries": 1})
+        entry = r.json()["items"][0]
+        assert entry["scheduleType"] == "RescheduleTriggered" and entry["trigger"]["reason"].startswith("evacuate c")
+        assert entry["filters"]["reasonCounts"] == {"water level above 80%": 1}
+
+        # The load falls: once c has been calm for restoreAfterSeconds, web is offered c again.
+        cpu["c"] = 62.0
+        back = await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web back on c")
+        assert sum(back.values()) == 12
+        op = await _operation(plane, "c", "Restore")
+        assert op["details"]["outcome"] == "executed" and "below the limit" in op["reason"]
+        assert EVACUATED_FROM not in await _annotations(plane, "bindings", "web")
+        # Calm: one move away, one move back — no oscillation.
+        assert sorted(o["kind"] for o in await _operations(plane, "c")) == ["Evacuate", "Restore"]
+
+
+async def test_forecast_peak_preallocates_elsewhere_before_it_arrives(store: Store, tmp_path: Path) -> None:
+    cpu = {"a": 62.0, "b": 62.0, "c": 62.0}  # busy enough for the adjuster to spread
+    horizon_min = 0.05  # 3 s: the hold ends soon after the (never arriving) peak
+    async with _plane(store, tmp_path / "data", _settings(preallocateHorizonMinutes=horizon_min,
+                                                          preallocateFraction=1.0)) as plane, \
+            _reporting(plane, cpu):
+        await plane.bind(WEB)
+        await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web spread over a, b and c")
+
+        monitor: MonitorService = plane.ctx.services["monitor"]
+        peak = {"c": 0.93}
+        monitor.forecaster.modelled_water_level_in = lambda cluster, minutes: peak.get(cluster)  # type: ignore[method-assign]
+
+        # c is still at 62 % but its forecast crosses the limit within the horizon: it is held at the
+        # forecast and web's replicas there are placed elsewhere now.
+        away = await _placed(plane, "web", lambda p: "c" not in p, "web pre-allocated away from c")
+        assert sum(away.values()) == 12
+        op = await _operation(plane, "c", "PreAllocate")
+        assert op["details"]["outcome"] == "executed" and "forecast water level 0.93" in op["reason"]
+        hold = json.loads((await _annotations(plane, "clusters", "c"))[PREALLOCATION])
+        assert hold["waterLevel"] == 0.93 and hold["until"].endswith("Z")
+        snap = plane.scheduler.cache.snap
+        assert snap.water_level[snap.index["c"]] >= 0.93  # the scheduler sees the peak, not the 62 %
+
+        # The forecast relaxes; when the hold has run out and c has stayed calm, web comes back.
+        peak.clear()
+        back = await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web back on c after the hold")
+        assert sum(back.values()) == 12
+        assert snap.water_level[snap.index["c"]] < LIMIT
+        restore = await _operation(plane, "c", "Restore")
+        assert restore["details"]["outcome"] == "executed"
+        assert sorted(o["kind"] for o in await _operations(plane, "c")) == ["PreAllocate", "Restore"]
