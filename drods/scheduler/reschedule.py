@@ -137,14 +137,13 @@ class Rescheduler:
             if req.cluster not in before or obj["metadata"].get("deletionTimestamp"):
                 continue
             name = obj["metadata"]["name"]
-            # A cluster that is gone only loses its memory; there is nothing to offer back.
-            reason = f"restore {req.cluster}: {req.reason}"
             rest = _joined([c for c in before if c != req.cluster])
-            if cluster is None:
+            if cluster is None:  # gone: the binding only forgets it, there is nothing to offer back
                 await self.registry.patch(BINDING, name, {"metadata": {"annotations": {EVACUATED_FROM: rest}}},
                                           MERGE_PATCH)
                 continue
-            await trigger(self.registry, name, reason, self.clock, {EVACUATED_FROM: rest})
+            await trigger(self.registry, name, f"restore {req.cluster}: {req.reason}", self.clock,
+                          {EVACUATED_FROM: rest})
             names.append(name)
             replicas += int(((obj.get("spec") or {}).get("replicas")) or 0)
         if not names:
