@@ -83,11 +83,13 @@ class ObjectRegistry:
             raise validation_failed("invalid metadata", field_errors(e, "metadata.")) from e
         if not meta.name:
             raise validation_failed("metadata.name is required", [{"field": "metadata.name", "message": "required"}])
+        # Once the name is known, errors name the object (kubectl: 'The Binding "web" is invalid: …').
+        ident = {"kind": kind.kind, "group": kind.group, "name": meta.name}
         try:
             check_name(meta.name)
         except ValueError as e:
             raise validation_failed(
-                f"invalid name {meta.name!r}", [{"field": "metadata.name", "message": str(e)}]
+                f"invalid name {meta.name!r}", [{"field": "metadata.name", "message": str(e)}], **ident
             ) from e
         if kind.namespaced:
             ns = meta.namespace or namespace or "default"
@@ -108,15 +110,17 @@ class ObjectRegistry:
             if spec is None:
                 spec = {}
             if not isinstance(spec, dict):
-                raise validation_failed("spec must be a mapping", [{"field": "spec", "message": "not a mapping"}])
+                raise validation_failed("spec must be a mapping", [{"field": "spec", "message": "not a mapping"}],
+                                        **ident)
             try:
                 model: BaseModel = kind.spec_model.model_validate(spec)
             except ValidationError as e:
-                raise validation_failed(f"invalid {kind.kind} spec", field_errors(e, "spec.")) from e
+                raise validation_failed(f"invalid {kind.kind} spec", field_errors(e, "spec."), **ident) from e
             out["spec"] = model.model_dump(mode="json", exclude_unset=True)
         status = obj.get("status")
         if status is not None and not isinstance(status, dict):
-            raise validation_failed("status must be a mapping", [{"field": "status", "message": "not a mapping"}])
+            raise validation_failed("status must be a mapping", [{"field": "status", "message": "not a mapping"}],
+                                    **ident)
         return out
 
     # ---- reads ------------------------------------------------------------------------------

@@ -187,6 +187,7 @@ def test_invalid_objects_are_refused_by_the_server(kubectl: Kubectl, tmp_path: P
     done = kubectl.run("apply", "-f", str(bad_value), check=False)
     assert done.returncode != 0
     assert "spec.syncMode" in done.stderr and "'Push' or 'Pull'" in done.stderr, done.stderr
+    assert 'The Cluster "k-bad" is invalid' in done.stderr, done.stderr  # the Status names the object
 
     assert "--validate" not in done.stderr  # the schema was found: kubectl did not ask to skip validation
     missing = kubectl.run("get", "cluster", "k-bad", check=False)
