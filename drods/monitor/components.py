@@ -176,6 +176,8 @@ class _AutoOpsLeader:
         return predicted is None or predicted < self._threshold(cluster)
 
     async def restore(self) -> None:
+        if not (self.policy.enabled and self.policy.restore):
+            return  # the bindings keep their annotation: enabling it later offers them back
         svc = self.svc
         now = svc.clock()
         _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
@@ -195,8 +197,8 @@ class _AutoOpsLeader:
                       f"{svc.water_level_limit(c):.2f} for {now - calm_since:.0f}s")
             outcome = await self._execute("restore", c, reason, {"waterLevel": details[c]["waterLevel"],
                                                                   "calmSince": calm_since})
-            if outcome == "skipped":
-                self.moved_from[c] = now  # rate-limited or disabled: ask again after another calm period
+            if outcome in ("skipped", "failed", "no-hook"):
+                self.moved_from[c] = now  # rate-limited or no scheduler: ask again after another calm period
             else:
                 self.moved_from.pop(c)  # done, or nothing to restore (a refusal is recorded with its reason)
 
