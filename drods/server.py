@@ -82,7 +82,7 @@ def tune_gc() -> None:
 
     With CPython's defaults (700, 10, 10) a busy API process runs a collection every few requests
     and regularly a full one over every long-lived object (informer caches, the fleet view): those
-    pauses were the p99 of metric ingest (`bench/api.py`: 110-180 ms → 40-60 ms with this). What
+    pauses were most of the p99 of metric ingest (`bench/api.py`: 110-180 ms → 49-105 ms). What
     exists after start-up is frozen out of collections; young generations are collected 70× less
     often; cyclic garbage is still reclaimed.
     """
