@@ -36,7 +36,6 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -345,14 +344,6 @@ def subscriptions_of(svc: MonitorService) -> Subscriptions:
     return subs
 
 
-def next_report_seconds(body: Mapping[str, Any], default: float) -> float:
-    """For agents: how long to wait before the next report, from a ``PUT /api/v1/metrics`` answer."""
-    value = body.get("nextReportSeconds")
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return default
-
-
 __all__ = ["SUBSCRIPTIONS_PREFIX", "ClusterSelector", "Interval", "Subscription", "SubscriptionBody",
            "SubscriptionList", "SubscriptionView", "Subscriptions", "builtin_subscriptions", "effective_interval",
-           "next_report_seconds", "subscriptions_of"]
+           "subscriptions_of"]

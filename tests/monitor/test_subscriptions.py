@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import ValidationError
 
+from drods.members.agent import next_report_seconds
 from drods.model.selector import LabelSelector
 from drods.monitor.collectors import run_collectors
 from drods.monitor.fleetview import ClusterInfo
@@ -27,7 +28,6 @@ from drods.monitor.subscriptions import (
     decode,
     effective_interval,
     encode,
-    next_report_seconds,
     subscriptions_of,
 )
 from drods.store import KeyValue, Store

@@ -1,0 +1,68 @@
+"""``drods agent``: run a member cluster's metrics agent in the foreground (`drods.members.agent`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from drods.cli.remote import CaFileOpt, InsecureOpt, ServerOpt, TokenOpt, tls_verify
+
+
+def agent(
+    cluster: Annotated[str, typer.Option("--cluster", "-c", help="The cluster's name in DRO-DS.")],
+    kubeconfig: Annotated[str, typer.Option("--kubeconfig", envvar="KUBECONFIG",
+                                            help="Kubeconfig of the member cluster to read.")],
+    context: Annotated[str | None, typer.Option("--context", help="Kubeconfig context.")] = None,
+    interval: Annotated[float, typer.Option("--interval", min=1.0,
+                                            help="Seconds between reports until the server names "
+                                                 "another interval (nextReportSeconds).")] = 15.0,
+    once: Annotated[bool, typer.Option("--once", help="Send one report, print the answer and exit.")] = False,
+    server: ServerOpt = "http://127.0.0.1:8080",
+    token: TokenOpt = None,
+    ca_file: CaFileOpt = None,
+    insecure: InsecureOpt = False,
+    log_level: Annotated[str, typer.Option("--log-level")] = "info",
+) -> None:
+    """Report a member cluster's status to DRO-DS until SIGTERM/SIGINT.
+
+    Reads nodes, pods and metrics.k8s.io through the member's Kubernetes API and sends them with
+    PUT /api/v1/metrics; use a token made with `drods token create --role cluster-agent --cluster NAME`.
+    """
+    import asyncio
+    import json
+    import logging
+    import signal
+
+    import httpx
+
+    from drods.members.agent import AgentRefused, report_once, run_agent
+    from drods.members.client import MemberClient, MemberError, MemberUnavailable
+
+    if not token:
+        raise typer.BadParameter("a token is required (--token or DRODS_TOKEN)", param_hint="--token")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    verify = tls_verify(ca_file, insecure)
+
+    async def main() -> int:
+        member = MemberClient.from_kubeconfig(cluster, kubeconfig, context)
+        try:
+            if once:
+                async with httpx.AsyncClient(base_url=server.rstrip("/"), verify=verify, timeout=10,
+                                             headers={"Authorization": f"Bearer {token}"}) as http:
+                    r = await report_once(member, http, cluster)
+                typer.echo(json.dumps(r.json(), indent=2))
+                return 0 if r.status_code == 200 else 1
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await run_agent(cluster, member, server, token, interval=interval, verify=verify, stop=stop)
+            return 0
+        except (AgentRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:  # refused, or unreachable (--once)
+            typer.echo(f"error: {e}", err=True)
+            return 1
+        finally:
+            await member.close()
+
+    raise typer.Exit(asyncio.run(main()))
