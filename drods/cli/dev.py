@@ -192,10 +192,11 @@ def up(
         kubeconfig = root / "drods.kubeconfig"
         _write(kubeconfig, yaml.safe_dump(_kubeconfig(url, certs.ca, token), sort_keys=False))
         env = {"DRODS_SERVER": url, "DRODS_CA_FILE": str(certs.ca), "DRODS_TOKEN": token,
-               "DRODS_SIM_DIR": str(root / "sims"), "DRODS_DEV": str(root)}
+               "DRODS_SIM_DIR": str(root / "sims"), "DRODS_DEV": str(root),
+               "DRODS_DATA_DIR": str(server_dir)}  # `drods token create` signs with the server's key
         _write(root / "env.sh", "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
         lines = [f"DRO-DS is up with {clusters} member cluster(s); data in {root}. Stop with Ctrl-C.", "",
-                 f"  source {root / 'env.sh'}      # DRODS_SERVER, DRODS_CA_FILE, DRODS_TOKEN, DRODS_SIM_DIR",
+                 f"  source {root / 'env.sh'}      # DRODS_SERVER, DRODS_CA_FILE, DRODS_TOKEN, DRODS_DATA_DIR …",
                  f"  server      {url}", f"  token       {token}",
                  f"  kubectl --kubeconfig {kubeconfig} get clusters", "", "  members:"]
         for s, sim in zip(sites, sims, strict=True):

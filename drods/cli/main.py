@@ -18,7 +18,8 @@ app.add_typer(token_app, name="token")
 
 DEFAULT_DATA_DIR = Path(os.environ.get("DRODS_DATA_DIR", str(Path.home() / ".drods")))
 
-DataDir = Annotated[Path, typer.Option("--data-dir", help="Keys, the embedded store and history live here.")]
+DataDir = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", show_envvar=True,
+                                       help="Keys, the embedded store and history live here.")]
 
 
 def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
