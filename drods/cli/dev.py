@@ -3,7 +3,7 @@
 It starts a control plane (``drods serve`` with TLS) and N simulated member clusters (``drods sim``)
 in different regions, providers and city codes, joins them in push mode, writes a kubeconfig for
 DRO-DS and one per member plus ``env.sh`` (``DRODS_SERVER``, ``DRODS_CA_FILE``, ``DRODS_TOKEN``,
-``DRODS_SIM_DIR``), prints how to reach everything, and on SIGTERM/SIGINT stops what it started.
+``DRODS_DATA_DIR``, ``DRODS_SIM_DIR``), prints how to reach everything, and on SIGTERM/SIGINT stops what it started.
 Everything lives in ``--data-dir`` (a new temporary directory by default):
 
     DATA_DIR/server/            the control plane's store and keys (members.yaml: controller tunables;
