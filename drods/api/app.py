@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -16,10 +17,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from drods import __version__
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.context import ApiContext
-from drods.api.routes import admin, discovery, history, kubernetes, metrics, monitor, openapi_k8s, sync
-from drods.api.routes.bindings import router as bindings_router
-from drods.api.routes.clusters import clusters, propagation_policies
-from drods.api.routes.schedules import router as schedules_router
 from drods.api.status import error_response
 from drods.errors import ApiError
 
@@ -28,6 +25,26 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 NOT_AUDITED_PREFIXES = ("/api/v1/metrics",)
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+# Route modules are named here and imported only by an app that installs them: the façade's
+# modules pull in the scheduler, the monitor and numpy, which a server of only the Kubernetes
+# paths (`drods sim`, one process per simulated member) must not pay for. Order is routing order.
+COMMON_ROUTERS = ("drods.api.routes.admin:router",)
+FACADE_ROUTERS = (
+    "drods.api.routes.clusters:clusters", "drods.api.routes.clusters:propagation_policies",
+    "drods.api.routes.metrics:router", "drods.api.routes.monitor:router", "drods.api.routes.history:router",
+    "drods.api.routes.sync:router", "drods.api.routes.bindings:router", "drods.api.routes.schedules:router",
+)
+KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
+                      "drods.api.routes.kubernetes:router")
+# Called with (app, ctx) after the routes: what the façade starts and stops with the app.
+FACADE_INSTALLERS = ("drods.api.routes.monitor:install",)
+
+
+def load(ref: str) -> Any:
+    """``"package.module:attribute"`` → the attribute, importing the module on first use."""
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
@@ -42,15 +59,14 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    facade = (clusters, propagation_policies, metrics.router, monitor.router, history.router,
-              sync.router, bindings_router, schedules_router) if flat_api else ()
-    for r in (admin.router, *facade, *(extra_routers or []), openapi_k8s.router, discovery.router,
-              kubernetes.router):
+    facade = [load(r) for r in FACADE_ROUTERS] if flat_api else []
+    for r in ([load(r) for r in COMMON_ROUTERS] + facade + list(extra_routers or [])
+              + [load(r) for r in KUBERNETES_ROUTERS]):
         app.include_router(r)
     _install_error_handlers(app)
     app.add_middleware(AuditAndMetrics, ctx=ctx)
-    if flat_api:
-        monitor.install(app, ctx)
+    for installer in FACADE_INSTALLERS if flat_api else ():
+        load(installer)(app, ctx)
     return app
 
 

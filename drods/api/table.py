@@ -1,7 +1,17 @@
-"""Server-side printing (``as=Table``) so ``kubectl get`` shows useful columns for our kinds."""
+"""Server-side printing (``as=Table``): the columns ``kubectl get`` shows, decided by the server.
+
+Every table is a list of `Column`s — a dotted JSON path or a small formatter of the object — per
+kind, in two sets: the control plane's own (`_COLUMNS`, by kind name) and what kube-apiserver
+prints for the built-in kinds (`KUBERNETES_COLUMNS`, after ``pkg/printers/internalversion``). The
+same kind prints differently on the two kinds of server (a Deployment on the control plane is a
+template with per-cluster status; on a member it is a live object), so a server whose Kind table
+is a plain cluster's (``drods sim``) serves `PrintedKind`s that carry their columns.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,30 +19,58 @@ from fastapi import Request
 
 from drods.model.kinds import Kind
 
-Column = tuple[str, str, str]  # name, type, JSON path within the object (dotted)
-
-_COLUMNS: dict[str, list[Column]] = {
-    "Cluster": [("Mode", "string", "spec.syncMode"), ("Region", "string", "spec.region"),
-                ("Provider", "string", "spec.provider"), ("City", "string", "spec.city"),
-                ("Ready", "string", "status.ready"), ("Version", "string", "status.kubernetesVersion"),
-                ("Nodes", "string", "=nodes"), ("CPU(alloc/used)", "string", "=cpu"),
-                ("Water", "string", "=water"), ("Heartbeat", "string", "=heartbeat")],
-    "Binding": [("Replicas", "integer", "spec.replicas"), ("Phase", "string", "status.phase"),
-                ("Clusters", "string", "=placement")],
-    "Deployment": [("Ready", "string", "=ready"), ("Up-to-date", "integer", "status.updatedReplicas"),
-                   ("Available", "integer", "status.availableReplicas"), ("Clusters", "string", "=clusters")],
-}
+Obj = dict[str, Any]
 
 
-# What a column shows when the field was left unset (the model's default is not stored).
-_DEFAULTS: dict[tuple[str, str], Any] = {("Cluster", "spec.syncMode"): "Push"}
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column: ``cell`` is a dotted path into the object or a function of it. ``default``
+    stands in for an unset or empty value (what the API server would have defaulted);
+    ``priority`` 1 columns appear only with ``kubectl get -o wide``."""
+
+    name: str
+    cell: str | Callable[[Obj], Any]
+    type: str = "string"
+    priority: int = 0
+    default: Any = None
+    format: str = ""
+
+    def value(self, obj: Obj) -> Any:
+        value = self.cell(obj) if callable(self.cell) else _get(obj, self.cell)
+        if value is None or value == "":
+            value = self.default
+        return "" if value is None else value
+
+    def definition(self) -> dict[str, Any]:
+        description = self.cell if isinstance(self.cell, str) else self.cell.__name__.strip("_").replace("_", " ")
+        return {"name": self.name, "type": self.type, "format": self.format, "description": description,
+                "priority": self.priority}
+
+
+@dataclass(frozen=True)
+class PrintedKind(Kind):
+    """A Kind that brings its own columns (instead of the control plane's for its name)."""
+
+    columns: tuple[Column, ...] = ()
 
 
 def wants_table(request: Request) -> bool:
     return "as=Table" in request.headers.get("accept", "")
 
 
-def _get(obj: dict[str, Any], path: str) -> Any:
+def to_table(kind: Kind, items: list[Obj], revision: int) -> Obj:
+    columns = kind.columns if isinstance(kind, PrintedKind) and kind.columns else _COLUMNS.get(kind.kind, _PLAIN)
+    rows = [{"cells": [c.value(obj) for c in columns],
+             "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}}
+            for obj in items]
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(revision)},
+            "columnDefinitions": [c.definition() for c in columns], "rows": rows}
+
+
+# ---- shared helpers ---------------------------------------------------------------------------------
+
+
+def _get(obj: Any, path: str) -> Any:
     cur: Any = obj
     for part in path.split("."):
         if not isinstance(cur, dict):
@@ -41,68 +79,487 @@ def _get(obj: dict[str, Any], path: str) -> Any:
     return cur
 
 
-def _age(created: str | None) -> str:
-    if not created:
-        return "<unknown>"
+def _list(obj: Obj, path: str) -> list[Any]:
+    value = _get(obj, path)
+    return value if isinstance(value, list) else []
+
+
+def _int(obj: Obj, path: str, default: int = 0) -> int:
+    value = _get(obj, path)
+    return value if isinstance(value, int) else default
+
+
+def parse_time(text: Any) -> datetime | None:
+    """RFC 3339 with or without fractional seconds (Time and MicroTime)."""
+    if not isinstance(text, str) or not text:
+        return None
     try:
-        then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def human_duration(seconds: float) -> str:
+    """apimachinery's ``duration.HumanDuration``: what kubectl prints for ages (``90s``, ``5m30s``, ``3h5m``)."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes, hours = s // 60, s // 3600
+    if minutes < 10:
+        return f"{minutes}m" if s % 60 == 0 else f"{minutes}m{s % 60}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        return f"{days}d" if hours % 24 == 0 else f"{days}d{hours % 24}h"
+    if hours < 24 * 365 * 2:
+        return f"{days}d"
+    if hours < 24 * 365 * 8:
+        return f"{days // 365}y" if days % 365 == 0 else f"{days // 365}y{days % 365}d"
+    return f"{days // 365}y"
+
+
+def since(text: Any) -> str:
+    then = parse_time(text)
+    if then is None:
         return "<unknown>"
-    secs = int((datetime.now(UTC) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{secs // size}{unit}"
-    return f"{max(secs, 0)}s"
+    return human_duration((datetime.now(UTC) - then).total_seconds())
 
 
-def _ready(obj: dict[str, Any]) -> str:
-    for cond in _get(obj, "status.conditions") or []:
-        if cond.get("type") == "Ready":
+def _age(obj: Obj) -> str:
+    return since(_get(obj, "metadata.creationTimestamp"))
+
+
+NAME = Column("Name", "metadata.name", format="name")
+AGE = Column("Age", _age)
+_PLAIN: tuple[Column, ...] = (NAME, AGE)
+
+
+# ---- the control plane's kinds ----------------------------------------------------------------------
+
+
+def _ready_condition(obj: Obj) -> str:
+    for cond in _list(obj, "status.conditions"):
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
             return str(cond.get("status"))
     return "Unknown"
 
 
-def _computed(obj: dict[str, Any], name: str) -> Any:
-    """Cells made of several fields (names start with ``=`` in `_COLUMNS`)."""
-    if name == "=nodes":
-        ns = _get(obj, "status.nodeSummary") or {}
-        return f"{ns.get('readyNum', 0)}/{ns.get('totalNum', 0)}" if ns else None
-    if name == "=cpu":
-        cpu = _get(obj, "status.resourceSummary.cpu") or {}
-        return f"{cpu.get('allocated', 0):g}/{cpu.get('used', 0):g} of {cpu.get('allocatable', 0):g}" if cpu else None
-    if name == "=water":
-        wl = _get(obj, "status.resourceSummary.waterLevel")
-        return f"{wl:.0%}" if isinstance(wl, int | float) else None
-    if name == "=heartbeat":
-        for cond in _get(obj, "status.conditions") or []:
-            if cond.get("type") == "Ready" and cond.get("lastHeartbeatTime"):
-                return _age(cond["lastHeartbeatTime"])
-        return None
-    if name == "=ready":
-        return f"{_get(obj, 'status.readyReplicas') or 0}/{_get(obj, 'spec.replicas') or 0}"
-    if name in ("=clusters", "=placement"):
-        rows = _get(obj, "status.clusters" if name == "=clusters" else "status.placement") or []
-        return ",".join(f"{r.get('cluster')}:{r.get('replicas', 0)}" for r in rows if isinstance(r, dict)) or None
+def _nodes(obj: Obj) -> str | None:
+    ns = _get(obj, "status.nodeSummary") or {}
+    return f"{ns.get('readyNum', 0)}/{ns.get('totalNum', 0)}" if ns else None
+
+
+def _cpu(obj: Obj) -> str | None:
+    cpu = _get(obj, "status.resourceSummary.cpu") or {}
+    return f"{cpu.get('allocated', 0):g}/{cpu.get('used', 0):g} of {cpu.get('allocatable', 0):g}" if cpu else None
+
+
+def _water(obj: Obj) -> str | None:
+    wl = _get(obj, "status.resourceSummary.waterLevel")
+    return f"{wl:.0%}" if isinstance(wl, int | float) else None
+
+
+def _heartbeat(obj: Obj) -> str | None:
+    for cond in _list(obj, "status.conditions"):
+        if isinstance(cond, dict) and cond.get("type") == "Ready" and cond.get("lastHeartbeatTime"):
+            return since(cond["lastHeartbeatTime"])
     return None
 
 
-def to_table(kind: Kind, items: list[dict[str, Any]], revision: int) -> dict[str, Any]:
-    extra = _COLUMNS.get(kind.kind, [])
-    columns = [{"name": "Name", "type": "string", "format": "name", "description": "name", "priority": 0}]
-    columns += [{"name": n, "type": t, "format": "", "description": p, "priority": 0} for n, t, p in extra]
-    columns.append({"name": "Age", "type": "string", "format": "", "description": "age", "priority": 0})
-    rows = []
-    for obj in items:
-        meta = obj["metadata"]
-        cells: list[Any] = [meta["name"]]
-        for _, _, path in extra:
-            value = _ready(obj) if path == "status.ready" else _computed(obj, path) if path.startswith("=") \
-                else _get(obj, path)
-            if value is None:
-                value = _DEFAULTS.get((kind.kind, path))
-            cells.append("" if value is None else value)
-        cells.append(_age(meta.get("creationTimestamp")))
-        rows.append({"cells": cells, "object": {"kind": "PartialObjectMetadata",
-                                                "apiVersion": "meta.k8s.io/v1", "metadata": meta}})
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(revision)},
-            "columnDefinitions": columns, "rows": rows}
+def _replicas_ready(obj: Obj) -> str:
+    return f"{_get(obj, 'status.readyReplicas') or 0}/{_get(obj, 'spec.replicas') or 0}"
+
+
+def _per_cluster(path: str) -> Callable[[Obj], str | None]:
+    def cell(obj: Obj) -> str | None:
+        rows = _list(obj, path)
+        return ",".join(f"{r.get('cluster')}:{r.get('replicas', 0)}" for r in rows if isinstance(r, dict)) or None
+
+    cell.__name__ = path
+    return cell
+
+
+_COLUMNS: dict[str, tuple[Column, ...]] = {
+    "Cluster": (NAME, Column("Mode", "spec.syncMode", default="Push"), Column("Region", "spec.region"),
+                Column("Provider", "spec.provider"), Column("City", "spec.city"), Column("Ready", _ready_condition),
+                Column("Version", "status.kubernetesVersion"), Column("Nodes", _nodes),
+                Column("CPU(alloc/used)", _cpu), Column("Water", _water), Column("Heartbeat", _heartbeat), AGE),
+    "Binding": (NAME, Column("Replicas", "spec.replicas", "integer"), Column("Phase", "status.phase"),
+                Column("Clusters", _per_cluster("status.placement")), AGE),
+    "Deployment": (NAME, Column("Ready", _replicas_ready), Column("Up-to-date", "status.updatedReplicas", "integer"),
+                   Column("Available", "status.availableReplicas", "integer"),
+                   Column("Clusters", _per_cluster("status.clusters")), AGE),
+}
+
+
+# ---- Kubernetes' built-in kinds, as kube-apiserver prints them ----------------------------------------
+
+
+def _format_labels(labels: Any) -> str:
+    """``labels.FormatLabels``: ``a=1,b=2`` sorted, ``<none>`` when empty."""
+    if not isinstance(labels, dict) or not labels:
+        return "<none>"
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _format_selector(selector: Any) -> str:
+    """``metav1.FormatLabelSelector``: requirements sorted by key, ``<none>`` for none."""
+    if not isinstance(selector, dict):
+        return "<none>"
+    terms: list[tuple[str, str]] = [(k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr.get("key", ""), expr.get("operator", "")
+        values = ",".join(sorted(str(v) for v in expr.get("values") or []))
+        text = {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
+                "DoesNotExist": f"!{key}"}.get(op, "<error>")
+        terms.append((key, text))
+    return ",".join(text for _, text in sorted(terms)) or "<none>"
+
+
+def _template_containers(obj: Obj) -> list[Obj]:
+    return [c for c in _list(obj, "spec.template.spec.containers") if isinstance(c, dict)]
+
+
+def _containers(obj: Obj) -> str:
+    return ",".join(str(c.get("name", "")) for c in _template_containers(obj))
+
+
+def _images(obj: Obj) -> str:
+    return ",".join(str(c.get("image", "")) for c in _template_containers(obj))
+
+
+def _selector(obj: Obj) -> str:
+    return _format_selector(_get(obj, "spec.selector"))
+
+
+def _condition_true(obj: Obj, type_: str) -> bool:
+    for cond in _list(obj, "status.conditions"):
+        if isinstance(cond, dict) and cond.get("type") == type_:
+            return cond.get("status") == "True"
+    return False
+
+
+def _ready_of_desired(obj: Obj) -> str:
+    """Deployments and StatefulSets: ready / desired (``spec.replicas`` defaults to 1)."""
+    return f"{_int(obj, 'status.readyReplicas')}/{_int(obj, 'spec.replicas', 1)}"
+
+
+# Pods: printPod. READY counts ready containers, STATUS is the most telling container state.
+
+
+def _pod_summary(pod: Obj) -> tuple[str, str, str]:
+    """(READY, STATUS, RESTARTS) the way ``kubectl get pods`` shows them."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    init_specs = {c.get("name"): c for c in spec.get("initContainers") or [] if isinstance(c, dict)}
+    sidecar = {name for name, c in init_specs.items() if c.get("restartPolicy") == "Always"}
+    total = len(spec.get("containers") or []) + len(sidecar)
+    ready = restarts = sidecar_restarts = 0
+    last_restart = last_sidecar_restart = None
+    phase = status.get("phase") or ""
+    reason = status.get("reason") or phase
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+
+    def later(a: datetime | None, cs: Obj) -> datetime | None:
+        finished = parse_time(((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt"))
+        return finished if finished and (a is None or finished > a) else a
+
+    initializing = False
+    inits = status.get("initContainerStatuses") or []
+    for i, cs in enumerate(inits):
+        restarts += int(cs.get("restartCount") or 0)
+        last_restart = later(last_restart, cs)
+        is_sidecar = cs.get("name") in sidecar
+        if is_sidecar:
+            sidecar_restarts += int(cs.get("restartCount") or 0)
+            last_sidecar_restart = later(last_sidecar_restart, cs)
+        state = cs.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting")
+        if terminated and terminated.get("exitCode", 0) == 0:
+            continue
+        if is_sidecar and cs.get("started"):
+            ready += 1 if cs.get("ready") else 0
+            continue
+        if terminated:
+            reason = "Init:" + (terminated.get("reason") or (f"Signal:{terminated['signal']}" if terminated.get(
+                "signal") else f"ExitCode:{terminated.get('exitCode', 0)}"))
+        elif waiting and waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            reason = "Init:" + waiting["reason"]
+        else:
+            reason = f"Init:{i}/{len(init_specs)}"
+        initializing = True
+        break
+    if not initializing or _condition_true(pod, "Initialized"):
+        restarts, last_restart = sidecar_restarts, last_sidecar_restart
+        running = False
+        for cs in reversed(status.get("containerStatuses") or []):
+            restarts += int(cs.get("restartCount") or 0)
+            last_restart = later(last_restart, cs)
+            state = cs.get("state") or {}
+            terminated, waiting = state.get("terminated"), state.get("waiting")
+            if waiting and waiting.get("reason"):
+                reason = waiting["reason"]
+            elif terminated and terminated.get("reason"):
+                reason = terminated["reason"]
+            elif terminated:
+                reason = f"Signal:{terminated['signal']}" if terminated.get("signal") \
+                    else f"ExitCode:{terminated.get('exitCode', 0)}"
+            elif cs.get("ready") and state.get("running") is not None:
+                running = True
+                ready += 1
+        if reason == "Completed" and running:
+            reason = "Running" if _condition_true(pod, "Ready") else "NotReady"
+    deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    if deleting and status.get("reason") == "NodeLost":
+        reason = "Unknown"
+    elif deleting and phase not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    restart_text = str(restarts)
+    if restarts and last_restart is not None:
+        restart_text += f" ({human_duration((datetime.now(UTC) - last_restart).total_seconds())} ago)"
+    return f"{ready}/{total}", reason, restart_text
+
+
+def _pod_ready(pod: Obj) -> str:
+    return _pod_summary(pod)[0]
+
+
+def _pod_status(pod: Obj) -> str:
+    return _pod_summary(pod)[1]
+
+
+def _pod_restarts(pod: Obj) -> str:
+    return _pod_summary(pod)[2]
+
+
+def _pod_ip(pod: Obj) -> str | None:
+    ips = _list(pod, "status.podIPs")
+    return (ips[0].get("ip") if ips and isinstance(ips[0], dict) else None) or _get(pod, "status.podIP")
+
+
+def _readiness_gates(pod: Obj) -> str:
+    gates = _list(pod, "spec.readinessGates")
+    if not gates:
+        return "<none>"
+    conditions = {c.get("type"): c.get("status") for c in _list(pod, "status.conditions") if isinstance(c, dict)}
+    true = sum(1 for g in gates if isinstance(g, dict) and conditions.get(g.get("conditionType")) == "True")
+    return f"{true}/{len(gates)}"
+
+
+# Nodes: printNode.
+
+
+def _node_status(node: Obj) -> str:
+    states = []
+    for cond in _list(node, "status.conditions"):
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            states.append("Ready" if cond.get("status") == "True" else "NotReady")
+            break
+    states = states or ["Unknown"]
+    if _get(node, "spec.unschedulable"):
+        states.append("SchedulingDisabled")
+    return ",".join(states)
+
+
+def _node_roles(node: Obj) -> str:
+    roles = set()
+    for key, value in (_get(node, "metadata.labels") or {}).items():
+        if key.startswith("node-role.kubernetes.io/") and key.removeprefix("node-role.kubernetes.io/"):
+            roles.add(key.removeprefix("node-role.kubernetes.io/"))
+        elif key == "kubernetes.io/role" and value:
+            roles.add(value)
+    return ",".join(sorted(roles)) or "<none>"
+
+
+def _address(type_: str) -> Callable[[Obj], str | None]:
+    def cell(node: Obj) -> str | None:
+        for a in _list(node, "status.addresses"):
+            if isinstance(a, dict) and a.get("type") == type_:
+                return str(a.get("address"))
+        return None
+
+    cell.__name__ = type_
+    return cell
+
+
+# Workloads: printDaemonSet, printJob.
+
+
+def _node_selector(obj: Obj) -> str:
+    return _format_labels(_get(obj, "spec.template.spec.nodeSelector"))
+
+
+def _job_status(job: Obj) -> str:
+    if _condition_true(job, "Complete"):
+        return "Complete"
+    if _condition_true(job, "Failed"):
+        return "Failed"
+    if _get(job, "metadata.deletionTimestamp"):
+        return "Terminating"
+    for type_ in ("Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if _condition_true(job, type_):
+            return type_
+    return "Running"
+
+
+def _job_completions(job: Obj) -> str:
+    succeeded = _int(job, "status.succeeded")
+    completions, parallelism = _get(job, "spec.completions"), _get(job, "spec.parallelism")
+    if isinstance(completions, int):
+        return f"{succeeded}/{completions}"
+    if isinstance(parallelism, int) and parallelism > 1:
+        return f"{succeeded}/1 of {parallelism}"
+    return f"{succeeded}/1"
+
+
+def _job_duration(job: Obj) -> str | None:
+    started = parse_time(_get(job, "status.startTime"))
+    if started is None:
+        return None
+    finished = parse_time(_get(job, "status.completionTime")) or datetime.now(UTC)
+    return human_duration((finished - started).total_seconds())
+
+
+# Services: printService.
+
+
+def _cluster_ip(svc: Obj) -> str:
+    ips = _list(svc, "spec.clusterIPs")
+    return str(ips[0]) if ips else _get(svc, "spec.clusterIP") or "<none>"
+
+
+def _external_ip(svc: Obj) -> str:
+    kind = _get(svc, "spec.type") or "ClusterIP"
+    external = [str(ip) for ip in _list(svc, "spec.externalIPs")]
+    if kind in ("ClusterIP", "NodePort"):
+        return ",".join(external) or "<none>"
+    if kind == "LoadBalancer":
+        ingress = [str(i.get("ip") or i.get("hostname")) for i in _list(svc, "status.loadBalancer.ingress")
+                   if isinstance(i, dict) and (i.get("ip") or i.get("hostname"))]
+        return ",".join(ingress + external) or "<pending>"
+    if kind == "ExternalName":
+        return str(_get(svc, "spec.externalName") or "")
+    return "<unknown>"
+
+
+def _ports(svc: Obj) -> str:
+    pieces = []
+    for p in _list(svc, "spec.ports"):
+        if not isinstance(p, dict):
+            continue
+        node_port = f":{p['nodePort']}" if p.get("nodePort") else ""
+        pieces.append(f"{p.get('port')}{node_port}/{p.get('protocol') or 'TCP'}")
+    return ",".join(pieces) or "<none>"
+
+
+def _service_selector(svc: Obj) -> str:
+    return _format_labels(_get(svc, "spec.selector"))
+
+
+# Config and identity: printConfigMap, printSecret, printServiceAccount.
+
+
+def _data_count(obj: Obj) -> int:
+    data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
+    string_data = obj.get("stringData") or {}  # the API server folds stringData into data on write
+    return len(data) + len(binary) + len([k for k in string_data if k not in data])
+
+
+def _secret_count(sa: Obj) -> int:
+    return len(_list(sa, "secrets"))
+
+
+# Events: printEvent.
+
+
+def _event_first_seen(ev: Obj) -> str:
+    return since(ev.get("firstTimestamp") or ev.get("eventTime"))
+
+
+def _event_last_seen(ev: Obj) -> str:
+    series = ev.get("series") or {}
+    if series.get("lastObservedTime"):
+        return since(series["lastObservedTime"])
+    return since(ev.get("lastTimestamp")) if ev.get("lastTimestamp") else _event_first_seen(ev)
+
+
+def _event_object(ev: Obj) -> str:
+    involved = ev.get("involvedObject") or {}
+    kind = str(involved.get("kind") or "").lower()
+    return f"{kind}/{involved['name']}" if involved.get("name") else kind
+
+
+def _event_source(ev: Obj) -> str:
+    source = ev.get("source") or {}
+    component = source.get("component") or ev.get("reportingComponent") or ev.get("reportingController") or ""
+    host = source.get("host") or ev.get("reportingInstance") or ""
+    return f"{component}, {host}" if host else component
+
+
+def _event_count(ev: Obj) -> int:
+    series = ev.get("series") or {}
+    return int(series.get("count") or ev.get("count") or 1)
+
+
+def _event_message(ev: Obj) -> str:
+    return str(ev.get("message") or "").strip()
+
+
+def _wide(name: str, cell: str | Callable[[Obj], Any], type_: str = "string", default: Any = None) -> Column:
+    return Column(name, cell, type_, priority=1, default=default)
+
+
+def _count(name: str, path: str) -> Column:
+    """An integer status field the API server's types never omit: 0 when unset."""
+    return Column(name, path, "integer", default=0)
+
+
+KUBERNETES_COLUMNS: dict[str, tuple[Column, ...]] = {
+    "Pod": (NAME, Column("Ready", _pod_ready), Column("Status", _pod_status), Column("Restarts", _pod_restarts), AGE,
+            _wide("IP", _pod_ip, default="<none>"), _wide("Node", "spec.nodeName", default="<none>"),
+            _wide("Nominated Node", "status.nominatedNodeName", default="<none>"),
+            _wide("Readiness Gates", _readiness_gates)),
+    "Node": (NAME, Column("Status", _node_status), Column("Roles", _node_roles), AGE,
+             Column("Version", "status.nodeInfo.kubeletVersion"),
+             _wide("Internal-IP", _address("InternalIP"), default="<none>"),
+             _wide("External-IP", _address("ExternalIP"), default="<none>"),
+             _wide("OS-Image", "status.nodeInfo.osImage", default="<unknown>"),
+             _wide("Kernel-Version", "status.nodeInfo.kernelVersion", default="<unknown>"),
+             _wide("Container-Runtime", "status.nodeInfo.containerRuntimeVersion", default="<unknown>")),
+    "Namespace": (NAME, Column("Status", "status.phase"), AGE),
+    "Deployment": (NAME, Column("Ready", _ready_of_desired), _count("Up-to-date", "status.updatedReplicas"),
+                   _count("Available", "status.availableReplicas"), AGE,
+                   _wide("Containers", _containers), _wide("Images", _images), _wide("Selector", _selector)),
+    "StatefulSet": (NAME, Column("Ready", _ready_of_desired), AGE,
+                    _wide("Containers", _containers), _wide("Images", _images)),
+    "DaemonSet": (NAME, _count("Desired", "status.desiredNumberScheduled"),
+                  _count("Current", "status.currentNumberScheduled"), _count("Ready", "status.numberReady"),
+                  _count("Up-to-date", "status.updatedNumberScheduled"),
+                  _count("Available", "status.numberAvailable"), Column("Node Selector", _node_selector), AGE,
+                  _wide("Containers", _containers), _wide("Images", _images), _wide("Selector", _selector)),
+    "Job": (NAME, Column("Status", _job_status), Column("Completions", _job_completions),
+            Column("Duration", _job_duration), AGE,
+            _wide("Containers", _containers), _wide("Images", _images), _wide("Selector", _selector)),
+    "Service": (NAME, Column("Type", "spec.type", default="ClusterIP"), Column("Cluster-IP", _cluster_ip),
+                Column("External-IP", _external_ip), Column("Port(s)", _ports), AGE,
+                _wide("Selector", _service_selector)),
+    "ConfigMap": (NAME, Column("Data", _data_count, "integer"), AGE),
+    "Secret": (NAME, Column("Type", "type", default="Opaque"), Column("Data", _data_count, "integer"), AGE),
+    "ServiceAccount": (NAME, Column("Secrets", _secret_count, "integer"), AGE),
+    "Event": (Column("Last Seen", _event_last_seen), Column("Type", "type"), Column("Reason", "reason"),
+              Column("Object", _event_object), _wide("Subobject", "involvedObject.fieldPath"),
+              _wide("Source", _event_source), Column("Message", _event_message),
+              _wide("First Seen", _event_first_seen), _wide("Count", _event_count, "integer"),
+              _wide("Name", "metadata.name")),
+}

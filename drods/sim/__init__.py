@@ -27,7 +27,11 @@ requesting and using F of the node. Usage is served as ``metrics.k8s.io/v1beta1`
 and on ``/metrics`` for Prometheus (`drods.sim.prom`).
 
 Access: HTTPS with the sim's own CA; ``--kubeconfig-out`` (default ``DATA_DIR/kubeconfig``) holds the
-server URL, the CA and an admin bearer token minted with the sim's key.
+server URL, the CA and an admin bearer token minted with the sim's key. ``kubectl get`` prints the
+columns a real cluster prints (pods ``READY STATUS RESTARTS``, nodes ``STATUS ROLES VERSION``, …; the
+kinds in `drods.sim.kinds` carry `drods.api.table.KUBERNETES_COLUMNS`). The process loads only the
+Kubernetes half of the API server (`drods.api.app` imports route modules by name), not the
+control plane's façade, scheduler or monitor.
 
 Faults (`drods.sim.faults`, `drods.sim.control`): ``drods sim fault NAME down|up|slow MS|partition``
 talks to the sim's control port, found in ``STATE_DIR/NAME.json`` (``--state-dir``, ``$DRODS_SIM_DIR``,

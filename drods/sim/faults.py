@@ -79,7 +79,7 @@ class HttpListener:
         self.config = uvicorn.Config(
             app, host=host, port=port, lifespan="off", log_level="warning", access_log=False,
             ssl_certfile=str(certs.cert) if certs else None, ssl_keyfile=str(certs.key) if certs else None,
-            timeout_keep_alive=30,
+            timeout_keep_alive=30, ws="none",  # nothing here speaks websockets; don't load a library for them
         )
         self.config.load()
         self._server: uvicorn.Server | None = None

@@ -1,22 +1,31 @@
 """The Kind table a simulated member cluster serves: what a plain Kubernetes cluster has, nothing
-of DRO-DS's own ``multicluster.io`` group (a member is not a control plane)."""
+of DRO-DS's own ``multicluster.io`` group (a member is not a control plane). Each kind prints the
+``kubectl get`` columns kube-apiserver prints for it (`drods.api.table.KUBERNETES_COLUMNS`), not
+the control plane's multicluster view of the same kind."""
 
 from __future__ import annotations
 
+from drods.api.table import KUBERNETES_COLUMNS, PrintedKind
 from drods.model.kinds import Kind
 
-NAMESPACE = Kind("", "v1", "Namespace", "namespaces", False, short_names=("ns",))
-NODE = Kind("", "v1", "Node", "nodes", False, short_names=("no",))
-POD = Kind("", "v1", "Pod", "pods", True, short_names=("po",))
-SERVICE = Kind("", "v1", "Service", "services", True, short_names=("svc",))
-CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps", True, short_names=("cm",))
-SECRET = Kind("", "v1", "Secret", "secrets", True)
-EVENT = Kind("", "v1", "Event", "events", True, short_names=("ev",))
-SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, short_names=("sa",))
-DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True, short_names=("deploy",))
-STATEFUL_SET = Kind("apps", "v1", "StatefulSet", "statefulsets", True, short_names=("sts",))
-DAEMON_SET = Kind("apps", "v1", "DaemonSet", "daemonsets", True, short_names=("ds",))
-JOB = Kind("batch", "v1", "Job", "jobs", True)
+
+def _kind(group: str, kind: str, plural: str, namespaced: bool, *short_names: str) -> Kind:
+    return PrintedKind(group, "v1", kind, plural, namespaced, short_names=short_names,
+                       columns=KUBERNETES_COLUMNS[kind])
+
+
+NAMESPACE = _kind("", "Namespace", "namespaces", False, "ns")
+NODE = _kind("", "Node", "nodes", False, "no")
+POD = _kind("", "Pod", "pods", True, "po")
+SERVICE = _kind("", "Service", "services", True, "svc")
+CONFIG_MAP = _kind("", "ConfigMap", "configmaps", True, "cm")
+SECRET = _kind("", "Secret", "secrets", True)
+EVENT = _kind("", "Event", "events", True, "ev")
+SERVICE_ACCOUNT = _kind("", "ServiceAccount", "serviceaccounts", True, "sa")
+DEPLOYMENT = _kind("apps", "Deployment", "deployments", True, "deploy")
+STATEFUL_SET = _kind("apps", "StatefulSet", "statefulsets", True, "sts")
+DAEMON_SET = _kind("apps", "DaemonSet", "daemonsets", True, "ds")
+JOB = _kind("batch", "Job", "jobs", True)
 # Served from live usage by drods.sim.routes; listed here so discovery advertises the group.
 NODE_METRICS = Kind("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=("get", "list"))
 POD_METRICS = Kind("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", True, verbs=("get", "list"))
