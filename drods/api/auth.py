@@ -34,13 +34,14 @@ class Action(enum.StrEnum):
     WRITE = "write"  # create, update, patch, delete objects
     REPORT = "report"  # push metrics and events for one cluster
     ADMIN = "admin"  # audit log and other administrative reads
+    WORK = "work"  # list/watch one cluster's Works and report their status (a pull-mode agent, M2)
 
 
 ALLOWED: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset(Action),
     Role.OPERATOR: frozenset({Action.READ, Action.WRITE, Action.REPORT}),
     Role.VIEWER: frozenset({Action.READ}),
-    Role.CLUSTER_AGENT: frozenset({Action.REPORT}),
+    Role.CLUSTER_AGENT: frozenset({Action.REPORT, Action.WORK}),
 }
 
 
@@ -60,7 +61,7 @@ class Principal:
             )
         if self.role is Role.CLUSTER_AGENT and cluster is not None and cluster != self.cluster:
             raise ApiError(
-                403, "FORBIDDEN", f"this token may only report for cluster {self.cluster!r}",
+                403, "FORBIDDEN", f"this token may only act for cluster {self.cluster!r}",
                 {"role": self.role.value, "tokenCluster": self.cluster, "cluster": cluster},
             )
 

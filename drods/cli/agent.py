@@ -1,7 +1,9 @@
-"""``drods agent``: run a member cluster's metrics agent in the foreground (`drods.members.agent`)."""
+"""``drods agent``: run a member cluster's agent in the foreground: metrics (`drods.members.agent`) and,
+for a pull-mode cluster, its Works (`drods.members.works`), in one process."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,16 +20,22 @@ def agent(
                                             help="Seconds between reports until the server names "
                                                  "another interval (nextReportSeconds).")] = 15.0,
     once: Annotated[bool, typer.Option("--once", help="Send one report, print the answer and exit.")] = False,
+    state_dir: Annotated[Path | None, typer.Option("--state-dir", help="Where the last desired state (the "
+                                                   "cluster's Works) is cached; default ~/.drods/agent/CLUSTER.")]
+    = None,
     server: ServerOpt = "http://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
     log_level: Annotated[str, typer.Option("--log-level")] = "info",
 ) -> None:
-    """Report a member cluster's status to DRO-DS until SIGTERM/SIGINT.
+    """Run a member cluster's agent until SIGTERM/SIGINT: report its status, apply its Works.
 
     Reads nodes, pods and metrics.k8s.io through the member's Kubernetes API and sends them with
-    PUT /api/v1/metrics; use a token made with `drods token create --role cluster-agent --cluster NAME`.
+    PUT /api/v1/metrics; follows the cluster's Works (pull mode), applies them to the member, prunes
+    what no Work wants and reports their status; keeps the member on its last desired state while
+    the control plane is unreachable. Use a token made with
+    `drods token create --role cluster-agent --cluster NAME`.
     """
     import asyncio
     import json
@@ -38,6 +46,7 @@ def agent(
 
     from drods.members.agent import AgentRefused, report_once, run_agent
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
+    from drods.members.works import WorksRefused, run_works
 
     if not token:
         raise typer.BadParameter("a token is required (--token or DRODS_TOKEN)", param_hint="--token")
@@ -57,9 +66,20 @@ def agent(
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-            await run_agent(cluster, member, server, token, interval=interval, verify=verify, stop=stop)
+            directory = state_dir or Path.home() / ".drods" / "agent" / cluster
+            both = [asyncio.create_task(run_agent(cluster, member, server, token, interval=interval, verify=verify,
+                                                  stop=stop)),
+                    asyncio.create_task(run_works(cluster, member, server, token, directory, verify=verify,
+                                                  stop=stop))]
+            try:
+                for t in asyncio.as_completed(both):
+                    await t  # a refused token in either ends both
+            finally:
+                stop.set()
+                await asyncio.gather(*both, return_exceptions=True)
             return 0
-        except (AgentRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:  # refused, or unreachable (--once)
+        except (AgentRefused, WorksRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:
+            # refused, or unreachable (--once)
             typer.echo(f"error: {e}", err=True)
             return 1
         finally:

@@ -20,6 +20,10 @@ in the store under ``/cleanup/<cluster>/<kind>/<namespace>/<name>`` (`drods.cont
 and done when the member is back. Each member's managed workloads are listed every
 ``statusPollSeconds`` for their status (`drods.controllers.status`); a copy deleted behind
 DRO-DS's back is applied again.
+
+Pull-mode clusters (M2) are not reached at all: the syncer upserts the cluster's ``Work`` (the same
+manifests) or deletes it, and the Work's status, written by the member's agent, stands in for the
+apply result and the status poll.
 """
 
 from __future__ import annotations
@@ -54,8 +58,9 @@ from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
-from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, WORKLOAD_KINDS, Kind, by_kind
+from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, WORK, WORKLOAD_KINDS, Kind, by_kind
 from drods.model.policy import ClusterOverridePolicySpec
+from drods.model.work import work_labels, work_name
 from drods.registry.objects import ObjectRegistry
 from drods.store import CasFailed, KeyValue, Store
 
@@ -138,6 +143,7 @@ class Propagation:
         self.clusters = Informer(store, CLUSTER.key_prefix(), decode_obj)
         self.policies = Informer(store, CLUSTER_OVERRIDE_POLICY.key_prefix(), decode_policy)
         self.cleanups = Informer(store, CLEANUP_PREFIX, lambda kv: json.loads(kv.value))
+        self.works = Informer(store, WORK.key_prefix(), decode_obj)  # pull-mode clusters' Works (M2)
         self.templates: dict[str, Informer] = {k.key_prefix(): Informer(store, k.key_prefix(), decode_obj)
                                                for k in WORKLOAD_KINDS}
         self._kind_of_prefix = {k.key_prefix(): k for k in WORKLOAD_KINDS}
@@ -167,12 +173,14 @@ class Propagation:
         self.bindings.on_change(self._on_binding)
         self.clusters.on_change(self._on_cluster)
         self.policies.on_change(self._on_policy)
+        self.works.on_change(self._on_work)
         for inf in self.templates.values():
             inf.on_change(self._on_template)
 
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
-        informers = [self.clusters, self.policies, self.cleanups, *self.templates.values(), self.bindings]
+        informers = [self.clusters, self.policies, self.cleanups, self.works, *self.templates.values(),
+                     self.bindings]
         tasks = [asyncio.create_task(i.run(), name=f"propagation-informer-{i.prefix}") for i in informers]
         try:
             for i in informers:
@@ -611,7 +619,7 @@ class Propagation:
                      prev: Result | None) -> Result:
         if client is None:
             if is_pull(self.cluster(cluster) or {}):
-                return Result(w.hash, False, error=why, waiting=True, at=self.clock())
+                return await self._publish_work(cluster, w, prev)
             return self._failed(w, prev, why or "no client", True)
         owned = self.owned.setdefault(cluster, set())
         try:
@@ -648,6 +656,13 @@ class Propagation:
                       prev: Result | None) -> Result:
         still = self.desired_refs(cluster, exclude=w.binding)
         pending = [r for r in reversed(w.refs) if r not in still]  # the workload first, then its dependents
+        pull = client is None and is_pull(self.cluster(cluster) or {})
+        if (pull or (client is None and self._work_of(cluster, w.binding) is not None)) \
+                and not await self._delete_work(cluster, w.binding):
+            return self._failed(w, prev, "could not delete the Work", False, removed=True)
+        if pull:
+            self.observed.pop((cluster, w.binding), None)
+            return Result("", True, removed=True, at=self.clock())  # the agent prunes what no Work wants
         if client is None:
             if self.cluster(cluster) is None:
                 return Result("", True, removed=True, at=self.clock())
@@ -686,6 +701,78 @@ class Propagation:
             with contextlib.suppress(CasFailed):
                 await self.store.delete(key)
             self.cleanups.cache.pop(key, None)
+
+    # ------------------------------------------------------------------ pull mode: Works (M2)
+    def _work_of(self, cluster: str, binding: str) -> Obj | None:
+        obj: Obj | None = self.works.cache.get(WORK.key(work_name(binding, cluster)))
+        return obj
+
+    async def _publish_work(self, cluster: str, w: Work, prev: Result | None) -> Result:
+        """Upsert the Work a pull-mode cluster's agent applies; applied once the agent reports its hash."""
+        name = work_name(w.binding, cluster)
+        spec = {"cluster": cluster, "binding": w.binding, "manifests": w.manifests, "hash": w.hash}
+        body: Obj = {"apiVersion": WORK.api_version, "kind": WORK.kind,
+                     "metadata": {"name": name, "labels": work_labels(w.binding, cluster)}, "spec": spec}
+        cur = self._work_of(cluster, w.binding)
+        try:
+            if cur is None or cur.get("spec") != spec or (cur.get("metadata") or {}).get("labels") != \
+                    body["metadata"]["labels"]:
+                try:
+                    cur = await self.registry.create(WORK, body) if cur is None else \
+                        await self.registry.update(WORK, body)
+                except ApiError as e:
+                    if e.status != 409:
+                        raise
+                    cur = await self.registry.update(WORK, body)  # created meanwhile (an older cache)
+        except ApiError as e:
+            return self._failed(w, prev, f"writing the Work: {e.message}", e.status in (400, 422))
+        return self._work_result(w, cur)
+
+    def _work_result(self, w: Work, work: Obj | None) -> Result:
+        st = (work or {}).get("status") or {}
+        if st.get("observedHash") == w.hash and w.hash:
+            if st.get("applied"):
+                return Result(w.hash, True, at=self.clock())
+            return Result(w.hash, False, error=f"agent: {st.get('message') or 'not applied'}"[:500], failures=1,
+                          waiting=True, at=self.clock())
+        return Result(w.hash, False, error="waiting for the cluster's agent", waiting=True, at=self.clock())
+
+    async def _delete_work(self, cluster: str, binding: str) -> bool:
+        try:
+            await self.store.delete(WORK.key(work_name(binding, cluster)))
+        except CasFailed:
+            pass
+        except Exception:  # noqa: BLE001 - the store is down: the syncer retries
+            log.exception("deleting the Work of %s on %s failed", binding, cluster)
+            return False
+        return True
+
+    def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        """The agent reported: the entry's applied flag and the copy's status come from the Work."""
+        if new is None:
+            return
+        spec = new.get("spec") or {}
+        cluster, binding = str(spec.get("cluster") or ""), str(spec.get("binding") or "")
+        w = self.desired.get(cluster, {}).get(binding)
+        if w is None or w.remove or w.hash != spec.get("hash"):
+            return
+        res = self._work_result(w, new)
+        if res.ok != (self.results.get((cluster, binding)) or Result("", False)).ok or not res.ok:
+            self.results[(cluster, binding)] = res
+            self.controller.queue.add(binding)
+        main = w.manifests[-1] if w.manifests else None
+        if main is None or main.get("kind") not in M.WORKLOAD_KINDS:
+            return
+        ref = Ref.of(main)
+        for m in (new.get("status") or {}).get("manifests") or []:
+            if not isinstance(m, dict) or m.get("status") is None:
+                continue
+            if (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
+                    (ref.api_version, ref.kind, ref.namespace, ref.name):
+                seen = {"kind": ref.kind, "status": m["status"],
+                        "metadata": {"generation": m.get("generation") or 1,
+                                     "annotations": {M.ANN_HASH: m.get("manifestHash") or ""}}}
+                self._observe(cluster, binding, seen)
 
     # ------------------------------------------------------------------ member status
     def _observe(self, cluster: str, binding: str, obj: Obj) -> None:

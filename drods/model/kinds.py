@@ -14,6 +14,7 @@ from drods.model.policy import (
     PropagationPolicySpec,
     ResourcePlacementPolicySpec,
 )
+from drods.model.work import WorkSpec
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,10 @@ RESOURCE_PLACEMENT_POLICY = Kind(GROUP, VERSION, "ResourcePlacementPolicy", "res
 CLUSTER_OVERRIDE_POLICY = Kind(GROUP, VERSION, "ClusterOverridePolicy", "clusteroverridepolicies",
                                False, ClusterOverridePolicySpec, ("cop",))
 BINDING = Kind(GROUP, VERSION, "Binding", "bindings", False, BindingSpec, ("rb",))
+WORK = Kind(GROUP, VERSION, "Work", "works", False, WorkSpec, ("wk",))
 
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
-    CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING,
+    CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).

@@ -1,0 +1,330 @@
+"""The workload side of a pull-mode member's agent (M2, Karmada's karmada-agent).
+
+The control plane cannot reach a pull-mode member, so propagation writes one ``Work`` per
+(binding, cluster) with the exact manifests push mode would apply; the agent, next to the member:
+
+* **follows** its cluster's Works: list, then watch (``/api/v1/agent/works``), relist after any
+  break. The set of Works is cached in ``STATE_DIR/works.json`` (mode 0600: manifests may hold
+  Secrets) on every change;
+* **applies** each Work whose hash the member does not hold yet, by server-side apply with the
+  ownership metadata the manifests carry; an object that exists and is not DRO-DS's is refused,
+  as in push mode; a copy deleted behind its back is applied again;
+* **prunes** objects labelled ``multicluster.io/managed-by=drods`` for this cluster that no Work
+  wants any more, and only right after a successful list or watch event — never while the control
+  plane is unreachable (the set it holds may be out of date);
+* **reports** each Work's status (``observedHash``, ``applied``, per-manifest status read back
+  from the member) whenever it differs from the status the control plane holds.
+
+**Local autonomy.** When the control plane is unreachable the member keeps its last desired
+state: the agent keeps applying the cached Works (also after its own restart, from the state
+file), deletes nothing, and reconciles — relist, apply the differences, prune — when it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from drods.controllers.manifests import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, Ref, is_managed
+from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.model.work import ManifestStatus, WorkStatus
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+WORKS = "/api/v1/agent/works"
+# What propagation sends, workloads before their dependents (so a pod never loses its ConfigMap first).
+PRUNE_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"),
+               ("batch/v1", "Job"), ("v1", "Service"), ("v1", "ConfigMap"), ("v1", "Secret"))
+
+
+class WorksRefused(Exception):
+    """The control plane refused the agent's token (401/403): retrying cannot help."""
+
+
+@dataclass(slots=True)
+class WorkStats:
+    lists: int = 0  # successful (re)lists
+    applies: int = 0  # Works applied
+    pruned: int = 0  # objects deleted from the member
+    reports: int = 0  # status writes accepted
+    failures: int = 0  # control plane unreachable or refusing a write
+    connected: bool = False
+
+
+@dataclass(slots=True)
+class _Work:
+    spec: Obj
+    status: Obj = field(default_factory=dict)  # as the control plane holds it
+
+
+class WorkAgent:
+    def __init__(self, cluster: str, member: MemberClient, http: httpx.AsyncClient, state_dir: Path, *,
+                 resync: float = 3.0, max_backoff: float = 30.0, watch_timeout: int = 240) -> None:
+        self.cluster = cluster
+        self.member = member
+        self.http = http
+        self.state_file = Path(state_dir) / "works.json"
+        self.resync = resync
+        self.max_backoff = max_backoff
+        self.watch_timeout = watch_timeout
+        self.works: dict[str, _Work] = {}
+        self.applied: dict[str, str] = {}  # work → hash the member holds
+        self.errors: dict[str, str] = {}  # work → why its last apply failed
+        self.authoritative = False  # works mirror the control plane right now: pruning is safe
+        self.prune_due = False
+        self.ns_ok: set[str] = set()
+        self.wake = asyncio.Event()
+        self.stats = WorkStats()
+
+    # ------------------------------------------------------------------ the state file
+    def load(self) -> None:
+        """The last desired state, so a restart without the control plane still knows it."""
+        try:
+            doc = json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as e:
+            log.warning("ignoring unreadable state file %s: %s", self.state_file, e)
+            return
+        if isinstance(doc, dict) and doc.get("cluster") == self.cluster and isinstance(doc.get("works"), dict):
+            self.works = {str(n): _Work(dict(s)) for n, s in doc["works"].items() if isinstance(s, dict)}
+            log.info("loaded %d cached Work(s) from %s", len(self.works), self.state_file)
+
+    def save(self) -> None:
+        self.state_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = self.state_file.with_suffix(".tmp")
+        body = json.dumps({"cluster": self.cluster, "works": {n: w.spec for n, w in sorted(self.works.items())}})
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.state_file)
+
+    # ------------------------------------------------------------------ running
+    async def run(self, stop: asyncio.Event) -> WorkStats:
+        """Until ``stop``; raises `WorksRefused` when the token is refused."""
+        self.load()
+        tasks = [asyncio.create_task(self._follow(stop), name="works-follow"),
+                 asyncio.create_task(self._reconcile_loop(stop), name="works-reconcile")]
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if t is not stopper:
+                    t.result()  # a refused token ends the agent
+        finally:
+            for t in [*tasks, stopper]:
+                t.cancel()
+            await asyncio.gather(*tasks, stopper, return_exceptions=True)
+        return self.stats
+
+    async def _follow(self, stop: asyncio.Event) -> None:
+        backoff = 1.0
+        while not stop.is_set():
+            try:
+                rv = await self._list()
+                backoff = 1.0
+                await self._watch(rv)
+            except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+                self.stats.failures += 1
+                self.stats.connected = self.authoritative = False
+                log.warning("cannot follow the Works of %s: %s; retrying in %.0fs", self.cluster, e, backoff)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, self.max_backoff)
+
+    def _check(self, r: httpx.Response) -> None:
+        if r.status_code in (401, 403):
+            raise WorksRefused(f"the control plane refused the token for cluster {self.cluster}: "
+                               f"HTTP {r.status_code} {r.text[:300]}")
+        r.raise_for_status()
+
+    async def _list(self) -> str:
+        r = await self.http.get(WORKS)
+        self._check(r)
+        body = r.json()
+        fresh = {str(o["metadata"]["name"]): _Work(dict(o.get("spec") or {}), dict(o.get("status") or {}))
+                 for o in body.get("items") or []}
+        changed = {n: w.spec for n, w in fresh.items()} != {n: w.spec for n, w in self.works.items()}
+        self.works = fresh
+        if changed:
+            self.save()
+        self.stats.lists += 1
+        self.stats.connected = self.authoritative = True
+        self.prune_due = True
+        self.wake.set()
+        return str(body["metadata"]["resourceVersion"])
+
+    async def _watch(self, rv: str) -> None:
+        params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": str(self.watch_timeout)}
+        timeout = httpx.Timeout(10.0, read=self.watch_timeout + 30.0)
+        async with self.http.stream("GET", WORKS, params=params, timeout=timeout) as r:
+            if r.status_code != 200:
+                await r.aread()
+                self._check(r)
+            async for line in r.aiter_lines():
+                if not line.strip():
+                    continue
+                ev = json.loads(line)
+                obj = ev.get("object") or {}
+                if ev.get("type") == "ERROR":
+                    log.info("watch ended: %s; relisting", obj.get("message"))
+                    return
+                name = str(obj["metadata"]["name"])
+                if ev.get("type") == "DELETED":
+                    if self.works.pop(name, None) is not None:
+                        self.save()
+                else:
+                    spec, cur = dict(obj.get("spec") or {}), self.works.get(name)
+                    self.works[name] = _Work(spec, dict(obj.get("status") or {}))
+                    if cur is None or cur.spec != spec:
+                        self.save()
+                self.prune_due = True
+                self.wake.set()
+
+    async def _reconcile_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.wake.clear()
+            try:
+                await self.reconcile_once()
+            except (WorksRefused, asyncio.CancelledError):
+                raise
+            except Exception:  # noqa: BLE001 - one bad pass must not end the agent
+                log.exception("reconciling the Works of %s failed", self.cluster)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.resync)
+
+    # ------------------------------------------------------------------ one pass
+    async def reconcile_once(self) -> None:
+        works = dict(self.works)
+        for name, w in sorted(works.items()):
+            h = str(w.spec.get("hash") or "")
+            if self.applied.get(name) != h:
+                err = await self.apply(w.spec)
+                if err is None:
+                    self.applied[name] = h
+                    self.errors.pop(name, None)
+                    self.stats.applies += 1
+                else:
+                    self.applied.pop(name, None)
+                    self.errors[name] = err
+                    log.warning("applying Work %s failed: %s", name, err)
+        for name in [n for n in self.applied if n not in works]:
+            self.applied.pop(name, None)
+            self.errors.pop(name, None)
+        if self.authoritative and self.prune_due:
+            self.prune_due = False
+            if not await self.prune(works):
+                self.prune_due = True
+        for name, w in sorted(works.items()):
+            status = await self.status_of(name, w.spec)
+            if status is not None and self.stats.connected and status != w.status:
+                await self.report(name, w, status)
+
+    async def apply(self, spec: Mapping[str, Any]) -> str | None:
+        """Apply a Work's manifests in order; None, or why it failed."""
+        try:
+            for m in spec.get("manifests") or []:
+                meta = m.get("metadata") or {}
+                ns = meta.get("namespace")
+                if ns and ns not in self.ns_ok:
+                    if await self.member.get("v1", "Namespace", ns) is None:
+                        await self.member.apply({"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": ns, "labels": {MANAGED_BY: MANAGER}}})
+                    self.ns_ok.add(ns)
+                cur = await self.member.get(str(m.get("apiVersion")), str(m.get("kind")), str(meta.get("name")), ns)
+                if cur is not None and not is_managed(cur):
+                    return (f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in {self.cluster} "
+                            "and is not managed by DRO-DS")
+                await self.member.apply(m)
+        except MemberUnavailable as e:
+            return f"unreachable: {e}"
+        except MemberError as e:
+            return str(e)
+        except Exception as e:  # noqa: BLE001 - a bad manifest must not stop the others
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    async def prune(self, works: Mapping[str, _Work]) -> bool:
+        """Delete DRO-DS's objects for this cluster that no Work wants; False when the member failed."""
+        wanted = {Ref.of(m) for w in works.values() for m in w.spec.get("manifests") or []}
+        try:
+            for api_version, kind in PRUNE_KINDS:
+                for it in await self.member.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR):
+                    meta = it.get("metadata") or {}
+                    if (meta.get("annotations") or {}).get(ANN_CLUSTER) != self.cluster:
+                        continue  # another cluster's copy (a member shared by two registrations)
+                    ref = Ref(api_version, kind, str(meta.get("namespace") or ""), str(meta.get("name")))
+                    if ref in wanted:
+                        continue
+                    log.info("pruning %s: no Work wants it any more", ref)
+                    await self.member.delete(api_version, kind, ref.name, ref.namespace or None)
+                    self.stats.pruned += 1
+        except (MemberUnavailable, MemberError) as e:
+            log.warning("pruning in %s failed: %s", self.cluster, e)
+            return False
+        return True
+
+    async def status_of(self, name: str, spec: Mapping[str, Any]) -> Obj | None:
+        """The Work's status as the member shows it now; None when the member can't be read."""
+        h = str(spec.get("hash") or "")
+        rows: list[ManifestStatus] = []
+        try:
+            for m in spec.get("manifests") or []:
+                meta = m.get("metadata") or {}
+                ns = str(meta.get("namespace") or "")
+                cur = await self.member.get(str(m.get("apiVersion")), str(m.get("kind")), str(meta.get("name")),
+                                            ns or None)
+                if cur is None and self.applied.get(name) == h:
+                    self.applied.pop(name, None)  # deleted behind our back: apply it again
+                    self.wake.set()
+                cmeta = (cur or {}).get("metadata") or {}
+                rows.append(ManifestStatus(
+                    apiVersion=str(m.get("apiVersion")), kind=str(m.get("kind")), namespace=ns,
+                    name=str(meta.get("name")), status=None if cur is None else dict(cur.get("status") or {}),
+                    generation=cmeta.get("generation") if cur is not None else None,
+                    manifestHash=(cmeta.get("annotations") or {}).get(ANN_HASH)))
+        except (MemberUnavailable, MemberError) as e:
+            log.debug("reading the status of %s failed: %s", name, e)
+            return None
+        tried = name in self.applied or name in self.errors
+        applied = self.applied.get(name) == h
+        return WorkStatus(observedHash=h if tried and (applied or name in self.errors) else "",
+                          applied=applied, message="" if applied else self.errors.get(name, "")[:1000],
+                          manifests=rows).model_dump(mode="json")
+
+    async def report(self, name: str, w: _Work, status: Obj) -> None:
+        try:
+            r = await self.http.put(f"{WORKS}/{name}/status", json=status)
+        except httpx.HTTPError as e:
+            self.stats.failures += 1
+            log.warning("reporting the status of Work %s failed: %s", name, e)
+            return
+        if r.status_code == 401:
+            raise WorksRefused(f"the control plane refused the token: HTTP 401 {r.text[:300]}")
+        if r.status_code != 200:  # 404: deleted meanwhile (the watch will say so); 403: not ours
+            self.stats.failures += 1
+            log.warning("status of Work %s not accepted: HTTP %d %s", name, r.status_code, r.text[:300])
+            return
+        self.stats.reports += 1
+        if self.works.get(name) is w:
+            w.status = status
+
+
+async def run_works(cluster: str, member: MemberClient, server: str, token: str, state_dir: Path, *,
+                    verify: Any = True, stop: asyncio.Event | None = None, resync: float = 3.0) -> WorkStats:
+    """Follow, apply and report this cluster's Works until ``stop``."""
+    stop = stop or asyncio.Event()
+    async with httpx.AsyncClient(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"},
+                                 params={"cluster": cluster}, verify=verify, timeout=10) as http:
+        return await WorkAgent(cluster, member, http, state_dir, resync=resync).run(stop)
