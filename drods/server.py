@@ -92,8 +92,8 @@ def tune_gc() -> None:
 
 
 class _Server(uvicorn.Server):
-    """Exit status 0 after a graceful stop on SIGTERM/SIGINT (uvicorn re-raises the signal instead);
-    the garbage collector tuned for serving (`tune_gc`)."""
+    """Exit status 0 after a graceful stop on SIGTERM/SIGINT (uvicorn re-raises the signal instead),
+    open watches ended at once on stop; the garbage collector tuned for serving (`tune_gc`)."""
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         tune_gc()
@@ -102,6 +102,14 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: object) -> None:
         super().handle_exit(sig, frame)  # type: ignore[arg-type]
         self._captured_signals.clear()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Watches (kubectl -w, agents, realtime views) end now, so the graceful period is not spent
+        # waiting for streams that never end on their own.
+        ctx = getattr(getattr(self.config.app, "state", None), "ctx", None)
+        if ctx is not None:
+            ctx.stopping.set()
+        await super().shutdown(sockets)
 
 
 def run(config: ServerConfig) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ class ApiContext:
     kinds: tuple[Kind, ...] = ALL_KINDS
     # Extra services other components attach (scheduler, monitoring) keyed by name.
     services: dict[str, Any] = field(default_factory=dict)
+    # Set when the server starts to stop: long-lived responses (watches) end instead of holding it.
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
     def build(cls, store: Store, data_dir: Path, *, jwks_url: str | None = None,

@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from drods.api.auth import Action, Principal
 from drods.api.context import ApiContext, authenticate, context
 from drods.api.schemas import ERROR_RESPONSES
+from drods.api.streaming import until_stopped
 from drods.errors import ApiError
 from drods.model.kinds import WORK
 from drods.model.selector import parse_selector
@@ -73,7 +74,7 @@ async def _watch(ctx: ApiContext, cluster: str, rv: int, timeout_s: float | None
     events = ctx.registry.watch(WORK, None, rv or None, selector)
     try:
         async with asyncio.timeout(timeout_s):
-            async for event_type, obj in events:
+            async for event_type, obj in until_stopped(ctx.stopping, events):
                 if _mine(obj, cluster):
                     yield json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
     except TimeoutError:

@@ -17,6 +17,7 @@ from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import ApiContext, context
 from drods.api.strategic_merge import strategic_merge
+from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
 from drods.model.kinds import Kind
@@ -88,7 +89,7 @@ async def _watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: 
     events = ctx.registry.watch(kind, namespace, rv or None, selector)
     try:
         async with asyncio.timeout(timeout_s):
-            async for event_type, obj in events:
+            async for event_type, obj in until_stopped(ctx.stopping, events):
                 if only_name is not None and obj["metadata"]["name"] != only_name:
                     continue
                 if as_table:  # kubectl get -w asks for rows, so events print in the same columns

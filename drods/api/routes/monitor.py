@@ -110,7 +110,7 @@ async def _watch(ctx: ApiContext, svc: MonitorService, duration_s: float) -> Asy
     last: dict[str, Any] | None = None
     ctx.metrics.watches.inc()
     try:
-        while (remaining := deadline - loop.time()) > 0:
+        while (remaining := deadline - loop.time()) > 0 and not ctx.stopping.is_set():
             version = await svc.fleet.wait_change(version, min(recheck, remaining))
             body = realtime_body(svc)
             # Report ages tick every second; a line is worth sending when something else changed.
