@@ -189,6 +189,18 @@ def _per_cluster(path: str) -> Callable[[Obj], str | None]:
     return cell
 
 
+def _manifest_count(obj: Obj) -> int:
+    return len(_list(obj, "spec.manifests"))
+
+
+def _work_applied(obj: Obj) -> str:
+    """True once the agent applied this very spec; False (with its message in status) when it failed."""
+    st = _get(obj, "status") or {}
+    if not st or st.get("observedHash") != _get(obj, "spec.hash"):
+        return "Pending"
+    return "True" if st.get("applied") else "False"
+
+
 _COLUMNS: dict[str, tuple[Column, ...]] = {
     "Cluster": (NAME, Column("Mode", "spec.syncMode", default="Push"), Column("Region", "spec.region"),
                 Column("Provider", "spec.provider"), Column("City", "spec.city"), Column("Ready", _ready_condition),
@@ -199,6 +211,8 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
     "Deployment": (NAME, Column("Ready", _replicas_ready), Column("Up-to-date", "status.updatedReplicas", "integer"),
                    Column("Available", "status.availableReplicas", "integer"),
                    Column("Clusters", _per_cluster("status.clusters")), AGE),
+    "Work": (NAME, Column("Cluster", "spec.cluster"), Column("Binding", "spec.binding"),
+             Column("Manifests", _manifest_count, "integer"), Column("Applied", _work_applied), AGE),
 }
 
 

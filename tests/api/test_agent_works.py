@@ -56,6 +56,12 @@ async def test_works_are_served_on_the_kubernetes_paths_with_a_strict_spec(api: 
     assert r.status_code == 422 and "spec.replica" in r.text
     r = await api.call("GET", WORKS, role="viewer")
     assert [o["spec"]["binding"] for o in r.json()["items"]] == ["b1"]
+    # kubectl get works: which cluster, which binding, how many manifests, applied yet
+    table = (await api.call("GET", WORKS, role="viewer",
+                            headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})).json()
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names == ["Name", "Cluster", "Binding", "Manifests", "Applied", "Age"]
+    assert table["rows"][0]["cells"][1:5] == ["a", "b1", 1, "Pending"]
 
 
 async def test_an_agent_lists_and_reports_only_its_own_clusters_works(api: Api) -> None:
