@@ -51,16 +51,21 @@ class Kind:
         return f"{self.key_prefix(namespace)}{name}"
 
 
+# ``kubectl get drods`` lists every DRO-DS object; ``all`` keeps Kubernetes' meaning (workloads and
+# Services, not configuration and not custom kinds).
+_OURS = ("drods",)
+ALL = ("all",)
+
 CLUSTER = Kind(GROUP, VERSION, "Cluster", "clusters", False, ClusterSpec, ("mc",),
-               secret_paths=("credentials",))
+               secret_paths=("credentials",), categories=_OURS)
 PROPAGATION_POLICY = Kind(GROUP, VERSION, "PropagationPolicy", "propagationpolicies", False,
-                          PropagationPolicySpec, ("pp",))
+                          PropagationPolicySpec, ("pp",), categories=_OURS)
 RESOURCE_PLACEMENT_POLICY = Kind(GROUP, VERSION, "ResourcePlacementPolicy", "resourceplacementpolicies",
-                                 False, ResourcePlacementPolicySpec, ("rpp",))
+                                 False, ResourcePlacementPolicySpec, ("rpp",), categories=_OURS)
 CLUSTER_OVERRIDE_POLICY = Kind(GROUP, VERSION, "ClusterOverridePolicy", "clusteroverridepolicies",
-                               False, ClusterOverridePolicySpec, ("cop",))
-BINDING = Kind(GROUP, VERSION, "Binding", "bindings", False, BindingSpec, ("rb",))
-WORK = Kind(GROUP, VERSION, "Work", "works", False, WorkSpec, ("wk",))
+                               False, ClusterOverridePolicySpec, ("cop",), categories=_OURS)
+BINDING = Kind(GROUP, VERSION, "Binding", "bindings", False, BindingSpec, ("rb",), categories=_OURS)
+WORK = Kind(GROUP, VERSION, "Work", "works", False, WorkSpec, ("wk",), categories=_OURS)
 
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
@@ -68,11 +73,11 @@ MULTICLUSTER_KINDS: tuple[Kind, ...] = (
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).
 WORKLOAD_KINDS: tuple[Kind, ...] = (
-    Kind("apps", "v1", "Deployment", "deployments", True, short_names=("deploy",)),
-    Kind("apps", "v1", "StatefulSet", "statefulsets", True, short_names=("sts",)),
-    Kind("apps", "v1", "DaemonSet", "daemonsets", True, short_names=("ds",)),
-    Kind("batch", "v1", "Job", "jobs", True),
-    Kind("", "v1", "Service", "services", True, short_names=("svc",)),
+    Kind("apps", "v1", "Deployment", "deployments", True, short_names=("deploy",), categories=ALL),
+    Kind("apps", "v1", "StatefulSet", "statefulsets", True, short_names=("sts",), categories=ALL),
+    Kind("apps", "v1", "DaemonSet", "daemonsets", True, short_names=("ds",), categories=ALL),
+    Kind("batch", "v1", "Job", "jobs", True, categories=ALL),
+    Kind("", "v1", "Service", "services", True, short_names=("svc",), categories=ALL),
     Kind("", "v1", "ConfigMap", "configmaps", True, short_names=("cm",)),
     Kind("", "v1", "Secret", "secrets", True),
     Kind("", "v1", "Namespace", "namespaces", False, short_names=("ns",)),

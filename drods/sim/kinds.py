@@ -6,12 +6,15 @@ the control plane's multicluster view of the same kind."""
 from __future__ import annotations
 
 from drods.api.table import KUBERNETES_COLUMNS, PrintedKind
-from drods.model.kinds import Kind
+from drods.model.kinds import ALL, Kind
+
+# What `kubectl get all` lists on a real cluster (of the kinds a sim serves).
+_IN_ALL = frozenset({"Pod", "Service", "Deployment", "StatefulSet", "DaemonSet", "Job"})
 
 
 def _kind(group: str, kind: str, plural: str, namespaced: bool, *short_names: str) -> Kind:
     return PrintedKind(group, "v1", kind, plural, namespaced, short_names=short_names,
-                       columns=KUBERNETES_COLUMNS[kind])
+                       categories=ALL if kind in _IN_ALL else (), columns=KUBERNETES_COLUMNS[kind])
 
 
 NAMESPACE = _kind("", "Namespace", "namespaces", False, "ns")

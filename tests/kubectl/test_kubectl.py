@@ -103,6 +103,12 @@ def test_api_resources_lists_our_kinds(kubectl: Kubectl) -> None:
         assert "multicluster.io/v1alpha1" in rows[plural]
     assert "apps/v1" in rows["deployments"]
     assert " pp " in rows["propagationpolicies"] + " "
+    # categories: `kubectl get drods` is every DRO-DS kind; `all` keeps Kubernetes' meaning
+    drods = kubectl.run("api-resources", "--categories", "drods", "-o", "name").stdout.split()
+    assert {"clusters.multicluster.io", "bindings.multicluster.io", "works.multicluster.io"} <= set(drods)
+    everything = kubectl.run("api-resources", "--categories", "all", "-o", "name").stdout.split()
+    assert "deployments.apps" in everything and "services" in everything
+    assert not {"clusters.multicluster.io", "configmaps", "secrets", "namespaces"} & set(everything)
 
 
 def test_apply_reapply_get_delete(kubectl: Kubectl, tmp_path: Path) -> None:

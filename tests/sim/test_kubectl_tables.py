@@ -154,6 +154,13 @@ def test_services_and_namespaces(kubectl: Kubectl) -> None:
     assert {n["NAME"]: n["STATUS"] for n in namespaces}["team-a"] == "Active"
 
 
+def test_get_all_lists_workloads_and_services_only(kubectl: Kubectl) -> None:
+    out = kubectl("get", "all")
+    kinds = {line.split()[0].split("/")[0] for line in out.splitlines() if "/" in line.split(" ")[0]}
+    assert {"pod", "service", "deployment.apps"} <= kinds, out
+    assert not kinds & {"configmap", "secret", "node", "namespace", "event", "serviceaccount"}, out
+
+
 def test_watch_prints_the_same_columns(kubectl: Kubectl) -> None:
     out = kubectl("get", "deployments", "--watch", "--request-timeout=1s")
     headers, deploys = parse(out)
