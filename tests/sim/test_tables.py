@@ -77,7 +77,8 @@ def test_nodes_jobs_services() -> None:
 def test_a_kind_prints_by_the_servers_kind_table() -> None:
     """The control plane's Deployment keeps its multicluster columns; the sim's prints as a member."""
     control_plane = next(k for k in WORKLOAD_KINDS if k.kind == "Deployment")
-    assert control_plane == Kind("apps", "v1", "Deployment", "deployments", True, short_names=("deploy",))
+    assert control_plane == Kind("apps", "v1", "Deployment", "deployments", True, short_names=("deploy",),
+                                 categories=("all",))
     assert [c["name"] for c in to_table(control_plane, [], 1)["columnDefinitions"]] == [
         "Name", "Ready", "Up-to-date", "Available", "Clusters", "Age"]
     assert [c["name"] for c in to_table(K.DEPLOYMENT, [], 1)["columnDefinitions"] if c["priority"] == 0] == [
