@@ -46,7 +46,7 @@ def agent(
 
     from drods.members.agent import AgentRefused, report_once, run_agent
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
-    from drods.members.works import WorksRefused, run_works
+    from drods.members.works import run_works
 
     if not token:
         raise typer.BadParameter("a token is required (--token or DRODS_TOKEN)", param_hint="--token")
@@ -78,7 +78,7 @@ def agent(
                 stop.set()
                 await asyncio.gather(*both, return_exceptions=True)
             return 0
-        except (AgentRefused, WorksRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:
+        except (AgentRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:
             # refused, or unreachable (--once)
             typer.echo(f"error: {e}", err=True)
             return 1

@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from drods.controllers.manifests import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, Ref, is_managed
+from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model.work import ManifestStatus, WorkStatus
 
@@ -44,10 +45,6 @@ WORKS = "/api/v1/agent/works"
 # What propagation sends, workloads before their dependents (so a pod never loses its ConfigMap first).
 PRUNE_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"),
                ("batch/v1", "Job"), ("v1", "Service"), ("v1", "ConfigMap"), ("v1", "Secret"))
-
-
-class WorksRefused(Exception):
-    """The control plane refused the agent's token (401/403): retrying cannot help."""
 
 
 @dataclass(slots=True)
@@ -112,7 +109,7 @@ class WorkAgent:
 
     # ------------------------------------------------------------------ running
     async def run(self, stop: asyncio.Event) -> WorkStats:
-        """Until ``stop``; raises `WorksRefused` when the token is refused."""
+        """Until ``stop``; raises `AgentRefused` when the token is refused."""
         self.load()
         tasks = [asyncio.create_task(self._follow(stop), name="works-follow"),
                  asyncio.create_task(self._reconcile_loop(stop), name="works-reconcile")]
@@ -145,7 +142,7 @@ class WorkAgent:
 
     def _check(self, r: httpx.Response) -> None:
         if r.status_code in (401, 403):
-            raise WorksRefused(f"the control plane refused the token for cluster {self.cluster}: "
+            raise AgentRefused(f"the control plane refused the token for cluster {self.cluster}: "
                                f"HTTP {r.status_code} {r.text[:300]}")
         r.raise_for_status()
 
@@ -197,7 +194,7 @@ class WorkAgent:
             self.wake.clear()
             try:
                 await self.reconcile_once()
-            except (WorksRefused, asyncio.CancelledError):
+            except (AgentRefused, asyncio.CancelledError):
                 raise
             except Exception:  # noqa: BLE001 - one bad pass must not end the agent
                 log.exception("reconciling the Works of %s failed", self.cluster)
@@ -311,7 +308,7 @@ class WorkAgent:
             log.warning("reporting the status of Work %s failed: %s", name, e)
             return
         if r.status_code == 401:
-            raise WorksRefused(f"the control plane refused the token: HTTP 401 {r.text[:300]}")
+            raise AgentRefused(f"the control plane refused the token: HTTP 401 {r.text[:300]}")
         if r.status_code != 200:  # 404: deleted meanwhile (the watch will say so); 403: not ours
             self.stats.failures += 1
             log.warning("status of Work %s not accepted: HTTP %d %s", name, r.status_code, r.text[:300])

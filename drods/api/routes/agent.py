@@ -14,18 +14,15 @@ other write (the audit middleware).
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from drods.api.auth import Action, Principal
-from drods.api.context import ApiContext, authenticate, context
+from drods.api.context import authenticate, context
+from drods.api.routes.kubernetes import watch_stream
 from drods.api.schemas import ERROR_RESPONSES
-from drods.api.streaming import until_stopped
 from drods.errors import ApiError
 from drods.model.kinds import WORK
 from drods.model.selector import parse_selector
@@ -60,34 +57,14 @@ async def list_works(request: Request) -> Response:
         timeout = q.get("timeoutSeconds") or ""
         if not rv.isdigit() or (timeout and not timeout.isdigit()):
             raise ApiError(400, "BAD_REQUEST", "resourceVersion and timeoutSeconds must be integers", {})
-        return StreamingResponse(_watch(ctx, cluster, int(rv), float(timeout) if timeout else None),
+        return StreamingResponse(watch_stream(ctx, WORK, None, int(rv), selector, None,
+                                               float(timeout) if timeout else None,
+                                               accept=lambda obj: _mine(obj, cluster)),
                                  media_type="application/json")
     items, revision = await ctx.registry.list(WORK, None, selector)
     return JSONResponse({"kind": "WorkList", "apiVersion": WORK.api_version,
                          "metadata": {"resourceVersion": str(revision)},
                          "items": [o for o in items if _mine(o, cluster)]})
-
-
-async def _watch(ctx: ApiContext, cluster: str, rv: int, timeout_s: float | None) -> AsyncIterator[bytes]:
-    selector = parse_selector(f"{CLUSTER_LABEL}={label_value(cluster)}")
-    ctx.metrics.watches.inc()
-    events = ctx.registry.watch(WORK, None, rv or None, selector)
-    try:
-        async with asyncio.timeout(timeout_s):
-            async for event_type, obj in until_stopped(ctx.stopping, events):
-                if _mine(obj, cluster):
-                    yield json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
-    except TimeoutError:
-        return
-    except ApiError as e:
-        yield json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": e.status,
-                                                      "message": e.message}}).encode() + b"\n"
-    except Exception as e:  # noqa: BLE001 - e.g. compacted history: the agent relists
-        yield json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410,
-                                                      "message": f"{type(e).__name__}: {e}"}}).encode() + b"\n"
-    finally:
-        ctx.metrics.watches.dec()
-        await events.aclose()  # type: ignore[attr-defined]
 
 
 @router.put("/works/{name}/status", summary="Report what the member holds for one Work")

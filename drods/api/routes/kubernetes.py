@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -22,6 +23,7 @@ from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
 from drods.model.kinds import Kind
 from drods.model.selector import LabelSelector, parse_selector
+from drods.store import Compacted
 
 router = APIRouter(include_in_schema=False)
 
@@ -67,7 +69,7 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
             raise ApiError(400, "BAD_REQUEST", "resourceVersion must be an integer", {})
         timeout = request.query_params.get("timeoutSeconds")
         return StreamingResponse(
-            _watch_stream(ctx, kind, namespace, int(rv_text), selector, only_name,
+            watch_stream(ctx, kind, namespace, int(rv_text), selector, only_name,
                           float(timeout) if timeout and timeout.isdigit() else None, wants_table(request)),
             media_type="application/json",
         )
@@ -82,15 +84,22 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
     })
 
 
-async def _watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
+async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
                         selector: LabelSelector | None, only_name: str | None,
-                        timeout_s: float | None, as_table: bool = False) -> AsyncIterator[bytes]:
+                        timeout_s: float | None, as_table: bool = False,
+                        accept: Callable[[dict[str, Any]], bool] | None = None) -> AsyncIterator[bytes]:
+    """Kubernetes watch events, one JSON object a line; ``accept`` drops objects a caller may not see.
+
+    A resourceVersion older than the store's history ends the stream with a 410 ``Expired`` event,
+    as the Kubernetes API server does, so the client relists."""
     ctx.metrics.watches.inc()
     events = ctx.registry.watch(kind, namespace, rv or None, selector)
     try:
         async with asyncio.timeout(timeout_s):
             async for event_type, obj in until_stopped(ctx.stopping, events):
                 if only_name is not None and obj["metadata"]["name"] != only_name:
+                    continue
+                if accept is not None and not accept(obj):
                     continue
                 if as_table:  # kubectl get -w asks for rows, so events print in the same columns
                     obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]))
@@ -99,6 +108,9 @@ async def _watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: 
         return
     except ApiError as e:
         status = {"kind": "Status", "code": e.status, "message": e.message}
+        yield json.dumps({"type": "ERROR", "object": status}).encode()
+    except Compacted as e:
+        status = {"kind": "Status", "code": 410, "reason": "Expired", "message": str(e)}
         yield json.dumps({"type": "ERROR", "object": status}).encode()
     finally:
         ctx.metrics.watches.dec()
