@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -22,7 +23,7 @@ class LabelSelectorRequirement(BaseModel):
             raise ValueError(f"operator {self.operator} takes no values")
         return self
 
-    def matches(self, labels: dict[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str]) -> bool:
         if self.operator == "In":
             return labels.get(self.key) in self.values
         if self.operator == "NotIn":
@@ -38,7 +39,7 @@ class LabelSelector(BaseModel):
     matchLabels: dict[str, str] = Field(default_factory=dict)
     matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
 
-    def matches(self, labels: dict[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in self.matchLabels.items()) and all(
             r.matches(labels) for r in self.matchExpressions
         )

@@ -128,7 +128,7 @@ class Subscription:
     def matches(self, cluster: ClusterInfo) -> bool:
         if self.names and cluster.name not in self.names:
             return False
-        return self.selector is None or self.selector.matches(dict(cluster.labels))
+        return self.selector is None or self.selector.matches(cluster.labels)
 
     def to_view(self) -> SubscriptionView:
         sel = None
@@ -228,10 +228,20 @@ class Subscriptions:
     _task: asyncio.Task[None] | None = field(default=None, init=False)
     _users: int = field(default=0, init=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    # Intervals only change with the subscriptions or a cluster's labels (a new ClusterInfo), so the
+    # report path and the collector's wake-ups look them up instead of matching every subscription.
+    _every: tuple[Subscription, ...] = field(default=(), init=False)
+    _memo: dict[str, tuple[ClusterInfo, Interval]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.builtins = builtin_subscriptions(self.settings)
+        self._every = tuple(self.builtins)
         self._informer = Informer(self.store, SUBSCRIPTIONS_PREFIX, decode)
+        self._informer.on_change(self._changed)
+
+    def _changed(self, key: str, old: Subscription | None, new: Subscription | None) -> None:
+        self._every = (*self.builtins, *self.cached())
+        self._memo.clear()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -282,11 +292,13 @@ class Subscriptions:
     def cached(self) -> list[Subscription]:
         return [s for s in self._informer.cache.values() if s is not None]
 
-    def all(self) -> list[Subscription]:
-        return sorted([*self.builtins, *self.cached()], key=lambda s: s.name)
-
     def interval_for(self, cluster: ClusterInfo) -> Interval:
-        return effective_interval(cluster, [*self.builtins, *self.cached()], self.settings)
+        hit = self._memo.get(cluster.name)
+        if hit is not None and hit[0] is cluster:
+            return hit[1]
+        interval = effective_interval(cluster, self._every, self.settings)
+        self._memo[cluster.name] = (cluster, interval)
+        return interval
 
     def seconds_for(self, cluster: ClusterInfo) -> float:
         return self.interval_for(cluster).seconds
@@ -327,8 +339,8 @@ class Subscriptions:
         return decode(kv) if kv is not None else None
 
     def intervals(self, clusters: Mapping[str, ClusterInfo],
-                  subscriptions: Iterable[Subscription] | None = None) -> dict[str, Interval]:
-        subs = list(subscriptions) if subscriptions is not None else [*self.builtins, *self.cached()]
+                  subscriptions: Iterable[Subscription]) -> dict[str, Interval]:
+        subs = list(subscriptions)
         return {n: effective_interval(info, subs, self.settings) for n, info in sorted(clusters.items())}
 
 

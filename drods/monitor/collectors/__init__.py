@@ -25,7 +25,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
@@ -75,14 +75,6 @@ async def _collect(service: _Ingest, col: Collector, info: ClusterInfo, sem: asy
             with contextlib.suppress(Exception):
                 await service.record_collect_failure(info.name, col.source, msg or type(e).__name__)
             return 0
-
-
-async def collect_once(service: _Ingest, collectors: Iterable[Collector], clusters: Iterable[ClusterInfo], *,
-                       concurrency: int = 32, timeout_s: float = 10.0) -> int:
-    """One round; returns the number of reports ingested. A failing cluster never stops the others."""
-    sem = asyncio.Semaphore(concurrency)
-    jobs = [_collect(service, c, i, sem, timeout_s) for i in clusters for c in collectors if c.handles(i)]
-    return sum(await asyncio.gather(*jobs))
 
 
 async def run_collectors(service: _Ingest, collectors: Callable[[], list[Collector]],
