@@ -29,12 +29,12 @@ from typing import Any
 
 from drods.controllers.overrides import OverrideError, apply_overrides, containers, pod_spec
 from drods.model.policy import ClusterOverridePolicySpec
+from drods.model.work import BINDING_LABEL, label_value
 
 Obj = dict[str, Any]
 
 MANAGED_BY = "multicluster.io/managed-by"
 MANAGER = "drods"
-BINDING_LABEL = "multicluster.io/binding"
 ANN_BINDING = "multicluster.io/binding"
 ANN_BINDING_UID = "multicluster.io/binding-uid"
 ANN_TEMPLATE_GENERATION = "multicluster.io/template-generation"
@@ -85,14 +85,6 @@ class Work:
     hash: str = ""
     namespace: str | None = None
     main: Ref | None = None
-
-
-def label_value(name: str) -> str:
-    """A binding name as a label value (at most 63 characters; longer names keep a hash suffix)."""
-    if len(name) <= 63:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
-    return f"{name[:52].rstrip('-.')}-{digest}"
 
 
 def digest(obj: Any) -> str:

@@ -37,24 +37,14 @@ import httpx
 from drods.controllers.manifests import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, Ref, is_managed
 from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, WorkStatus
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 WORKS = "/api/v1/agent/works"
 # What propagation sends, workloads before their dependents (so a pod never loses its ConfigMap first).
-PRUNE_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"),
-               ("batch/v1", "Job"), ("v1", "Service"), ("v1", "ConfigMap"), ("v1", "Secret"))
-
-
-@dataclass(slots=True)
-class WorkStats:
-    lists: int = 0  # successful (re)lists
-    applies: int = 0  # Works applied
-    pruned: int = 0  # objects deleted from the member
-    reports: int = 0  # status writes accepted
-    failures: int = 0  # control plane unreachable or refusing a write
-    connected: bool = False
+PRUNE_KINDS = tuple((k.api_version, k.kind) for k in WORKLOAD_KINDS if k.kind != "Namespace")
 
 
 @dataclass(slots=True)
@@ -80,7 +70,6 @@ class WorkAgent:
         self.prune_due = False
         self.ns_ok: set[str] = set()
         self.wake = asyncio.Event()
-        self.stats = WorkStats()
 
     # ------------------------------------------------------------------ the state file
     def load(self) -> None:
@@ -108,7 +97,7 @@ class WorkAgent:
         os.replace(tmp, self.state_file)
 
     # ------------------------------------------------------------------ running
-    async def run(self, stop: asyncio.Event) -> WorkStats:
+    async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop``; raises `AgentRefused` when the token is refused."""
         self.load()
         tasks = [asyncio.create_task(self._follow(stop), name="works-follow"),
@@ -123,7 +112,6 @@ class WorkAgent:
             for t in [*tasks, stopper]:
                 t.cancel()
             await asyncio.gather(*tasks, stopper, return_exceptions=True)
-        return self.stats
 
     async def _follow(self, stop: asyncio.Event) -> None:
         backoff = 1.0
@@ -133,8 +121,7 @@ class WorkAgent:
                 backoff = 1.0
                 await self._watch(rv)
             except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
-                self.stats.failures += 1
-                self.stats.connected = self.authoritative = False
+                self.authoritative = False
                 log.warning("cannot follow the Works of %s: %s; retrying in %.0fs", self.cluster, e, backoff)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff)
@@ -156,8 +143,7 @@ class WorkAgent:
         self.works = fresh
         if changed:
             self.save()
-        self.stats.lists += 1
-        self.stats.connected = self.authoritative = True
+        self.authoritative = True
         self.prune_due = True
         self.wake.set()
         return str(body["metadata"]["resourceVersion"])
@@ -211,12 +197,11 @@ class WorkAgent:
                 if err is None:
                     self.applied[name] = h
                     self.errors.pop(name, None)
-                    self.stats.applies += 1
                 else:
                     self.applied.pop(name, None)
                     self.errors[name] = err
                     log.warning("applying Work %s failed: %s", name, err)
-        for name in [n for n in self.applied if n not in works]:
+        for name in (self.applied.keys() | self.errors.keys()) - works.keys():
             self.applied.pop(name, None)
             self.errors.pop(name, None)
         if self.authoritative and self.prune_due:
@@ -225,7 +210,7 @@ class WorkAgent:
                 self.prune_due = True
         for name, w in sorted(works.items()):
             status = await self.status_of(name, w.spec)
-            if status is not None and self.stats.connected and status != w.status:
+            if status is not None and self.authoritative and status != w.status:
                 await self.report(name, w, status)
 
     async def apply(self, spec: Mapping[str, Any]) -> str | None:
@@ -266,7 +251,6 @@ class WorkAgent:
                         continue
                     log.info("pruning %s: no Work wants it any more", ref)
                     await self.member.delete(api_version, kind, ref.name, ref.namespace or None)
-                    self.stats.pruned += 1
         except (MemberUnavailable, MemberError) as e:
             log.warning("pruning in %s failed: %s", self.cluster, e)
             return False
@@ -294,9 +278,8 @@ class WorkAgent:
         except (MemberUnavailable, MemberError) as e:
             log.debug("reading the status of %s failed: %s", name, e)
             return None
-        tried = name in self.applied or name in self.errors
         applied = self.applied.get(name) == h
-        return WorkStatus(observedHash=h if tried and (applied or name in self.errors) else "",
+        return WorkStatus(observedHash=h if applied or name in self.errors else "",
                           applied=applied, message="" if applied else self.errors.get(name, "")[:1000],
                           manifests=rows).model_dump(mode="json")
 
@@ -304,24 +287,21 @@ class WorkAgent:
         try:
             r = await self.http.put(f"{WORKS}/{name}/status", json=status)
         except httpx.HTTPError as e:
-            self.stats.failures += 1
             log.warning("reporting the status of Work %s failed: %s", name, e)
             return
         if r.status_code == 401:
             raise AgentRefused(f"the control plane refused the token: HTTP 401 {r.text[:300]}")
         if r.status_code != 200:  # 404: deleted meanwhile (the watch will say so); 403: not ours
-            self.stats.failures += 1
             log.warning("status of Work %s not accepted: HTTP %d %s", name, r.status_code, r.text[:300])
             return
-        self.stats.reports += 1
         if self.works.get(name) is w:
             w.status = status
 
 
 async def run_works(cluster: str, member: MemberClient, server: str, token: str, state_dir: Path, *,
-                    verify: Any = True, stop: asyncio.Event | None = None, resync: float = 3.0) -> WorkStats:
+                    verify: Any = True, stop: asyncio.Event | None = None, resync: float = 3.0) -> None:
     """Follow, apply and report this cluster's Works until ``stop``."""
     stop = stop or asyncio.Event()
     async with httpx.AsyncClient(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"},
                                  params={"cluster": cluster}, verify=verify, timeout=10) as http:
-        return await WorkAgent(cluster, member, http, state_dir, resync=resync).run(stop)
+        await WorkAgent(cluster, member, http, state_dir, resync=resync).run(stop)
