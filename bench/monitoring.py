@@ -372,7 +372,7 @@ def _pct(values: list[float], q: float) -> float | None:
 async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
-    from drods.monitor.statusdoc import STATUS_PREFIX
+    from drods.model.keys import STATUS_PREFIX
     from drods.store import EventType, open_store
 
     root = Path(tempfile.mkdtemp(prefix="drods-bench-api-"))

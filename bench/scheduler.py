@@ -252,7 +252,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     from drods.model.kinds import BINDING
     from drods.registry.objects import ObjectRegistry
     from drods.registry.secrets import SecretBox, load_or_create_key
-    from drods.scheduler.service import SchedulerService, SchedulerSettings
+    from drods.schedulerd.service import SchedulerService, SchedulerSettings
     from drods.store import EventType, open_store
 
     tmp = Path(tempfile.mkdtemp(prefix="drods-bench-"))
@@ -356,7 +356,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
             proc.kill()
     else:
         assert task is not None
-        from drods.scheduler.service import stop_tasks
+        from drods.machinery.tasks import stop_tasks
 
         await stop_tasks([task])
         rss = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

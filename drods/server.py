@@ -1,13 +1,12 @@
-"""Assembles a running control plane: store + API server + the in-process components."""
+"""Serves a process's API server with its components (`drods.assembly`)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,13 +14,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from drods.api.app import create_app
-from drods.api.context import ApiContext
+from drods.assembly import APISERVER, Component, ComponentSettings, assemble
 from drods.store import Store, open_store
 
 log = logging.getLogger("drods")
-
-# A component runs until cancelled; it gets the shared context (store, registry, services).
-Component = Callable[[ApiContext], Awaitable[None]]
 
 
 @dataclass
@@ -32,7 +28,8 @@ class ServerConfig:
     port: int = 8080
     tls_cert: str | None = None
     tls_key: str | None = None
-    components: list[Component] = field(default_factory=list)
+    components: frozenset[Component] = APISERVER
+    settings: ComponentSettings = field(default_factory=ComponentSettings)
     jwks_url: str | None = None
     rs256_public_key: str | None = None
 
@@ -42,39 +39,21 @@ def default_store_url(data_dir: Path) -> str:
 
 
 def build_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
+    """The API server of a process assembled from ``config.components`` (its plane is
+    ``app.state.plane``); the components start and stop with the app."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    store = store or open_store(config.store_url)
-    ctx = ApiContext.build(store, config.data_dir, jwks_url=config.jwks_url,
-                           rs256_public_key=config.rs256_public_key)
+    plane = assemble(store or open_store(config.store_url), config.data_dir, config.components,
+                     settings=config.settings, jwks_url=config.jwks_url,
+                     rs256_public_key=config.rs256_public_key)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(_supervise(c, ctx), name=getattr(c, "__name__", "component"))
-                 for c in config.components]
-        try:
+        async with plane.running():
             yield
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await ctx.store.close()
 
-    return create_app(ctx, lifespan=lifespan)
-
-
-async def _supervise(component: Component, ctx: ApiContext) -> None:
-    """Restart a crashed component with backoff; one component's bug never stops the server."""
-    delay = 0.5
-    while True:
-        try:
-            await component(ctx)
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("component %s crashed; restarting in %.1fs", getattr(component, "__name__", "?"), delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
+    app = create_app(plane.context, lifespan=lifespan)
+    app.state.plane = plane
+    return app
 
 
 def tune_gc() -> None:

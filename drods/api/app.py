@@ -38,8 +38,6 @@ FACADE_ROUTERS = (
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.kubernetes:router")
-# Called with (app, ctx) after the routes: what the façade starts and stops with the app.
-FACADE_INSTALLERS = ("drods.api.routes.monitor:install",)
 
 
 def load(ref: str) -> Any:
@@ -66,8 +64,6 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
         app.include_router(r)
     _install_error_handlers(app)
     app.add_middleware(AuditAndMetrics, ctx=ctx)
-    for installer in FACADE_INSTALLERS if flat_api else ():
-        load(installer)(app, ctx)
     return app
 
 

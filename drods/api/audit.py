@@ -8,9 +8,8 @@ import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
+from drods.model.keys import AUDIT_PREFIX
 from drods.store import Store
-
-PREFIX = "/audit/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,18 +30,18 @@ class AuditLog:
 
     async def append(self, entry: AuditEntry) -> None:
         # Keys sort by time so a time-window query is a range scan in order.
-        key = f"{PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+        key = f"{AUDIT_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         await self.store.put(key, json.dumps(asdict(entry)).encode())
 
     async def query(
         self, start: datetime | None = None, end: datetime | None = None, limit: int = 1000
     ) -> list[dict[str, object]]:
-        kvs, _ = await self.store.range(PREFIX)
+        kvs, _ = await self.store.range(AUDIT_PREFIX)
         lo = int(start.timestamp() * 1e9) if start else 0
         hi = int(end.timestamp() * 1e9) if end else 1 << 64
         out: list[dict[str, object]] = []
         for kv in kvs:
-            ts = int(kv.key[len(PREFIX):].split("-", 1)[0])
+            ts = int(kv.key[len(AUDIT_PREFIX):].split("-", 1)[0])
             if lo <= ts <= hi:
                 out.append(json.loads(kv.value))
         return out[-limit:]

@@ -5,21 +5,31 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import Request
+from prometheus_client import CollectorRegistry
 
 from drods.api.audit import AuditLog
 from drods.api.auth import Action, Principal, TokenAuthority, bearer_token, load_or_create_signing_key
 from drods.api.observability import ApiMetrics, InstrumentedStore
+from drods.errors import ApiError
 from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.store import Store
 
+if TYPE_CHECKING:
+    from drods.controllers.rescheduler import Rescheduler
+    from drods.monitor.service import MonitorService
+    from drods.schedulerd.service import SchedulerService
+
 
 @dataclass
 class ApiContext:
+    """The API server's typed view of its process: what the routes may use, set by the assembly
+    (`drods.assembly`) from the components this process runs; None where it runs none."""
+
     store: Store
     registry: ObjectRegistry
     tokens: TokenAuthority
@@ -28,8 +38,11 @@ class ApiContext:
     data_dir: Path
     # The kinds this server serves; a simulated member cluster serves a different set.
     kinds: tuple[Kind, ...] = ALL_KINDS
-    # Extra services other components attach (scheduler, monitoring) keyed by name.
-    services: dict[str, Any] = field(default_factory=dict)
+    monitor: MonitorService | None = None
+    scheduler: SchedulerService | None = None
+    rescheduler: Rescheduler | None = None
+    # Served on /metrics beside the API's own.
+    prometheus_registries: list[CollectorRegistry] = field(default_factory=list)
     # Set when the server starts to stop: long-lived responses (watches) end instead of holding it.
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -49,6 +62,15 @@ class ApiContext:
 def context(request: Request) -> ApiContext:
     ctx: ApiContext = request.app.state.ctx
     return ctx
+
+
+async def monitoring(request: Request) -> MonitorService:
+    """This process's monitoring, started, for the routes that need it (503 in a process without it)."""
+    monitor = context(request).monitor
+    if monitor is None:
+        raise ApiError(503, "UNAVAILABLE", "monitoring does not run in this process", {})
+    await monitor.start()
+    return monitor
 
 
 def authenticate(request: Request) -> Principal:

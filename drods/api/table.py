@@ -17,7 +17,9 @@ from typing import Any
 
 from fastapi import Request
 
+from drods.model.conditions import condition
 from drods.model.kinds import Kind
+from drods.model.timefmt import parse_datetime
 
 Obj = dict[str, Any]
 
@@ -89,15 +91,7 @@ def _int(obj: Obj, path: str, default: int = 0) -> int:
     return value if isinstance(value, int) else default
 
 
-def parse_time(text: Any) -> datetime | None:
-    """RFC 3339 with or without fractional seconds (Time and MicroTime)."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+parse_time = parse_datetime
 
 
 def human_duration(seconds: float) -> str:
@@ -148,10 +142,8 @@ _PLAIN: tuple[Column, ...] = (NAME, AGE)
 
 
 def _ready_condition(obj: Obj) -> str:
-    for cond in _list(obj, "status.conditions"):
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            return str(cond.get("status"))
-    return "Unknown"
+    cond = condition(obj, "Ready")
+    return "Unknown" if cond is None else str(cond.get("status"))
 
 
 def _nodes(obj: Obj) -> str | None:
@@ -170,10 +162,8 @@ def _water(obj: Obj) -> str | None:
 
 
 def _heartbeat(obj: Obj) -> str | None:
-    for cond in _list(obj, "status.conditions"):
-        if isinstance(cond, dict) and cond.get("type") == "Ready" and cond.get("lastHeartbeatTime"):
-            return since(cond["lastHeartbeatTime"])
-    return None
+    cond = condition(obj, "Ready")
+    return since(cond["lastHeartbeatTime"]) if cond is not None and cond.get("lastHeartbeatTime") else None
 
 
 def _replicas_ready(obj: Obj) -> str:
@@ -375,12 +365,8 @@ def _readiness_gates(pod: Obj) -> str:
 
 
 def _node_status(node: Obj) -> str:
-    states = []
-    for cond in _list(node, "status.conditions"):
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            states.append("Ready" if cond.get("status") == "True" else "NotReady")
-            break
-    states = states or ["Unknown"]
+    cond = condition(node, "Ready")
+    states = ["Unknown" if cond is None else "Ready" if cond.get("status") == "True" else "NotReady"]
     if _get(node, "spec.unschedulable"):
         states.append("SchedulingDisabled")
     return ",".join(states)

@@ -48,11 +48,11 @@ def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8
           data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
           jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
     """Run the whole control plane in one process (API server, scheduler, controllers, monitoring)."""
-    from drods.components import all_components
+    from drods.assembly import SERVE
     from drods.server import run
 
     config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key)
-    config.components = all_components()
+    config.components = SERVE
     run(config)
 
 
@@ -60,7 +60,7 @@ def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8
 def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
               data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
               jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
-    """Run only the API server (stateless; run several over etcd)."""
+    """Run only the API server with monitoring ingest (stateless; run several over etcd)."""
     from drods.server import run
 
     run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key))

@@ -18,9 +18,10 @@ from typing import Any
 
 from drods.controllers import manifests as M
 from drods.controllers.manifests import Ref
-from drods.controllers.propagation import CLEANUP_PREFIX, Propagation, ready_condition
-from drods.controllers.tasks import stop_tasks
+from drods.controllers.propagation import Propagation, ready_condition
+from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
+from drods.model.keys import CLEANUP_PREFIX
 from drods.store import CasFailed
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,9 @@ How long a binding stays (first match wins):
 3. ``tolerationSeconds`` of the settings (30 s).
 
 The clock starts at the Ready condition's ``lastTransitionTime`` to False. When it runs out, the
-binding is handed to the scheduler's rescheduling entry point (``ctx.services["reschedule"]``, or
-the same ``spec.rescheduleTriggeredAt`` patch when this process has no scheduler), which re-places
-it from scratch on healthy clusters; propagation then moves it gracefully and the old copies are
-deleted — now if the member answers, else when it is back (`drods.controllers.cleanup`). One
+binding is handed to the `Rescheduler` (a ``spec.rescheduleTriggeredAt`` patch), and whichever
+scheduler leads re-places it from scratch on healthy clusters; propagation then moves it gracefully
+and the old copies are deleted — now if the member answers, else when it is back (`drods.controllers.cleanup`). One
 trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered.
 """
 
@@ -21,20 +20,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from drods.controllers.health import NOT_READY_TAINT
 from drods.controllers.propagation import Propagation
+from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
+from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
-from drods.scheduler.records import parse_rfc3339, rfc3339
-from drods.scheduler.reschedule import trigger
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-Reschedule = Callable[[str, str], Awaitable[Any]]
 
 
 def toleration_seconds(binding: Obj, cluster: Obj, default: float) -> float | None:
@@ -53,27 +52,21 @@ def toleration_seconds(binding: Obj, cluster: Obj, default: float) -> float | No
 
 
 def not_ready_since(cluster: Obj) -> float | None:
-    for c in (cluster.get("status") or {}).get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "False":
-            return parse_rfc3339(c.get("lastTransitionTime"))
-    return None
+    c = condition(cluster, "Ready")
+    return parse_rfc3339(c.get("lastTransitionTime")) if c is not None and c.get("status") == "False" else None
 
 
 class Failover:
-    def __init__(self, ctx: Any, prop: Propagation, settings: MemberSettings, *,
+    def __init__(self, prop: Propagation, settings: MemberSettings, rescheduler: Rescheduler, *,
                  clock: Callable[[], float] = time.time) -> None:
-        self.ctx = ctx
+        self.rescheduler = rescheduler
         self.prop = prop
         self.settings = settings
         self.clock = clock
         self.triggered: set[tuple[str, str, float]] = set()  # (binding, cluster, NotReady since)
 
     async def reschedule(self, name: str, reason: str) -> None:
-        hook = self.ctx.services.get("reschedule")
-        if hook is not None:
-            await hook(name, reason)
-        else:
-            await trigger(self.prop.registry, name, reason, self.clock)
+        await self.rescheduler.binding(name, reason)
 
     async def run(self) -> None:
         await self.prop.synced.wait()
@@ -116,7 +109,7 @@ class Failover:
                 if asked is not None and asked >= since and (scheduled is None or scheduled < asked):
                     self.triggered.add(mark)  # already asked for, the scheduler hasn't answered yet
                     continue
-                reason = f"cluster {name} NotReady since {rfc3339(since)} (toleration {tol:g}s)"
+                reason = f"cluster {name} NotReady since {rfc3339_ms(since)} (toleration {tol:g}s)"
                 try:
                     await self.reschedule(b, reason)
                 except ApiError as e:

@@ -29,24 +29,29 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drods.controllers.clients import is_pull
 from drods.controllers.propagation import Propagation, rfc3339
 from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
-from drods.controllers.tasks import stop_tasks
 from drods.errors import ApiError
+from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.members.collector import report_from_summary
 from drods.members.summary import ClusterSummary
+from drods.model.conditions import condition
+from drods.model.keys import STATUS_PREFIX
 from drods.model.kinds import CLUSTER
+from drods.model.timefmt import parse_rfc3339
 from drods.registry.patch import MERGE_PATCH
+
+if TYPE_CHECKING:
+    from drods.monitor.service import MonitorService
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 NOT_READY_TAINT = "cluster.multicluster.io/not-ready"
-STATUS_PREFIX = "/status/clusters/"
 
 
 @dataclass
@@ -60,15 +65,6 @@ class _Health:
     written: float = 0.0  # when the heartbeat was last written
 
 
-def _parse(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _round(x: Any, digits: int = 2) -> float:
@@ -90,15 +86,15 @@ def resource_summary(s: ClusterSummary) -> Obj:
 
 
 class ClusterHealth:
-    def __init__(self, ctx: Any, prop: Propagation, settings: MemberSettings, *,
+    def __init__(self, prop: Propagation, settings: MemberSettings, monitor: MonitorService | None, *,
                  clock: Callable[[], float] = time.time) -> None:
-        self.ctx = ctx
+        """``monitor``: where member summaries go as status reports (None: straight to the status key)."""
         self.prop = prop
         self.settings = settings
+        self.monitor = monitor
         self.clock = clock
         self.state: dict[str, _Health] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._monitor: Any = None
 
     async def run(self) -> None:
         await self.prop.synced.wait()
@@ -173,10 +169,7 @@ class ClusterHealth:
 
     @staticmethod
     def _condition(obj: Obj) -> Obj | None:
-        for c in (obj.get("status") or {}).get("conditions") or []:
-            if isinstance(c, dict) and c.get("type") == "Ready":
-                return c
-        return None
+        return condition(obj, "Ready")
 
     async def _probe(self, name: str, st: _Health) -> None:
         client, why = await self.prop.clients.get(name)
@@ -203,26 +196,14 @@ class ClusterHealth:
     async def _feed(self, name: str, summary: ClusterSummary) -> None:
         """The summary as this cluster's status: through monitoring when it is there."""
         report = report_from_summary(name, summary, self.clock())
-        try:
-            svc = await self._monitor_service()
-        except ImportError:
-            svc = None
-        if svc is not None:
+        if self.monitor is not None:
             from drods.monitor.report import MetricsReport
 
-            await svc.ingest(MetricsReport.model_validate(report), source="kubernetes")
+            await self.monitor.start()
+            await self.monitor.ingest(MetricsReport.model_validate(report), source="kubernetes")
             return
         doc = {"status": summary.status, "report": report, "publishedAt": rfc3339(self.clock())}
         await self.prop.store.put(f"{STATUS_PREFIX}{name}", json.dumps(doc).encode())
-
-    async def _monitor_service(self) -> Any:
-        if self._monitor is None:
-            from drods.monitor.service import get_service
-
-            svc = get_service(self.ctx)
-            await svc.start()
-            self._monitor = svc
-        return self._monitor
 
     async def _last_report(self, name: str) -> float | None:
         times: list[float] = []
@@ -234,13 +215,11 @@ class ClusterHealth:
                 doc = {}
             st = doc.get("status") if isinstance(doc.get("status"), dict) else {}
             for t in (st.get("receivedAt"), doc.get("publishedAt")):
-                parsed = _parse(t)
+                parsed = parse_rfc3339(t)
                 if parsed is not None:
                     times.append(parsed)
-        svc = self.ctx.services.get("monitor")
-        latest = getattr(getattr(getattr(svc, "pipeline", None), "normaliser", None), "latest", None)
-        if callable(latest):
-            got = latest(name)
+        if self.monitor is not None:
+            got = self.monitor.pipeline.normaliser.latest(name)
             if got is not None:
                 times.append(float(got.received_ts))
         return max(times) if times else None

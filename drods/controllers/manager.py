@@ -1,51 +1,49 @@
-"""The member-cluster controllers as one ``drods serve`` component, behind one leader election (A6).
+"""The member-cluster controllers of one leadership term (A6), as one runnable.
 
 Propagation, status, health, failover and cleanup share the member clients and the informers, so
-they run together while this process holds ``/leases/member-controllers``; another replica takes
-over (rebuilding everything from the store) when this one stops. While leading, the running
-`Propagation` is ``ctx.services["propagation"]`` (for tests and the bench).
+they run together while this process leads ``/leases/member-controllers``; their writes go through
+the term's fenced registry. Another replica takes over (rebuilding everything from the store) when
+this one stops.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from drods.controllers.cleanup import Cleanup
 from drods.controllers.clients import MemberClients
 from drods.controllers.failover import Failover
 from drods.controllers.health import ClusterHealth
 from drods.controllers.propagation import Propagation
-from drods.controllers.settings import get_settings
-from drods.controllers.tasks import run_all
-from drods.machinery.leader import LeaderElector
+from drods.controllers.rescheduler import Rescheduler
+from drods.controllers.settings import MemberSettings
+from drods.machinery.tasks import run_all
+from drods.registry.objects import ObjectRegistry
+from drods.store import Store
+
+if TYPE_CHECKING:
+    from drods.monitor.service import MonitorService
 
 LEASE = "member-controllers"
 
 
-async def run_controllers(ctx: Any) -> None:
-    """Everything, in this process, without an election (tests, single-process tools)."""
-    settings = get_settings(ctx)
-    clients = MemberClients(ctx.registry, settings.member_options())
-    prop = Propagation(ctx.store, ctx.registry, settings, clients)
-    ctx.services["propagation"] = prop
-    try:
-        await run_all(prop.run(), ClusterHealth(ctx, prop, settings).run(), Failover(ctx, prop, settings).run(),
-                      Cleanup(prop, settings.cleanupIntervalSeconds).run())
-    finally:
-        if ctx.services.get("propagation") is prop:
-            ctx.services.pop("propagation", None)
-        await clients.close()
+class MemberControllers:
+    def __init__(self, store: Store, registry: ObjectRegistry, settings: MemberSettings,
+                 monitor: MonitorService | None, rescheduler: Rescheduler) -> None:
+        self.store = store
+        self.registry = registry
+        self.settings = settings
+        self.monitor = monitor
+        self.rescheduler = rescheduler
+        self.propagation: Propagation | None = None  # while running (tests and the bench look at it)
 
-
-async def member_controllers(ctx: Any) -> None:
-    """The ``drods serve`` component."""
-    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    await LeaderElector(ctx.store, LEASE, identity).run(lambda: run_controllers(ctx))
-
-
-def member_components() -> list[Callable[[Any], Awaitable[None]]]:
-    return [member_controllers]
+    async def run(self) -> None:
+        s = self.settings
+        clients = MemberClients(self.registry, s.member_options())
+        prop = self.propagation = Propagation(self.store, self.registry, s, clients)
+        try:
+            await run_all(prop.run(), ClusterHealth(prop, s, self.monitor).run(),
+                          Failover(prop, s, self.rescheduler).run(), Cleanup(prop, s.cleanupIntervalSeconds).run())
+        finally:
+            self.propagation = None
+            await clients.close()

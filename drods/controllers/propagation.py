@@ -53,11 +53,12 @@ from drods.controllers.status import (
     observe,
     template_status,
 )
-from drods.controllers.tasks import stop_tasks
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer
+from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.model.keys import CLEANUP_PREFIX
 from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, WORK, WORKLOAD_KINDS, Kind, by_kind
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.work import work_labels, work_name
@@ -68,7 +69,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 FINALIZER = "multicluster.io/propagation"
-CLEANUP_PREFIX = "/cleanup/"
 PERMANENT_STATUS = frozenset({400, 401, 403, 404, 405, 409, 413, 415, 422})
 
 

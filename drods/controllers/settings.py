@@ -1,7 +1,7 @@
 """Tunables of the member-cluster controllers (propagation, status, health, failover, cleanup).
 
 Read from ``<data dir>/members.yaml`` when it exists (camelCase keys, like ``monitor.yaml``);
-tests and tools may preset ``ctx.services["member_settings"]``. Two per-cluster overrides live in
+tests and tools pass their own to the process assembly. Two per-cluster overrides live in
 Cluster annotations, so an operator can tune one flaky site without touching the others:
 
 * ``multicluster.io/not-ready-grace-seconds`` — how long without a successful probe (push) or a
@@ -67,14 +67,6 @@ class MemberSettings(BaseModel):
         return MemberOptions(connect_timeout=self.connectTimeoutSeconds, read_timeout=self.readTimeoutSeconds,
                              retries=self.retries, backoff=0.2, backoff_max=2.0, concurrency=self.concurrency,
                              failure_threshold=2, probe_interval=self.probeIntervalSeconds)
-
-
-def get_settings(ctx: Any) -> MemberSettings:
-    settings: MemberSettings | None = ctx.services.get("member_settings")
-    if settings is None:
-        settings = MemberSettings.load(ctx.data_dir)
-        ctx.services["member_settings"] = settings
-    return settings
 
 
 def annotation_seconds(obj: dict[str, Any] | None, name: str) -> float | None:

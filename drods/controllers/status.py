@@ -1,7 +1,7 @@
 """Status aggregation: member copies' status → ``Binding.status.clusters[]`` and phase, and the
 workload template's own status (what ``kubectl get deploy web`` shows against DRO-DS).
 
-Binding status ownership (see `drods.scheduler.records`): the scheduler writes phase Pending /
+Binding status ownership (see `drods.schedulerd.records`): the scheduler writes phase Pending /
 Scheduled / Unschedulable, ``placement``, ``message``, ``reasons``, ``scheduledGeneration``,
 ``scheduledTime``; propagation writes ``clusters[]`` and ``conditions[]`` and moves the phase
 Scheduled → Propagated → Running, or Failed, for the current placement.

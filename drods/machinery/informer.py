@@ -29,8 +29,15 @@ class Informer:
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
 
-    def on_change(self, handler: Handler) -> None:
+    def on_change(self, handler: Handler) -> Callable[[], None]:
+        """Call ``handler`` on every change; returns what removes it (a component that stops leading
+        must not keep reacting through a shared informer)."""
         self._handlers.append(handler)
+        return lambda: self._handlers.remove(handler) if handler in self._handlers else None
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
@@ -73,7 +80,7 @@ class Informer:
             await self._notify(key, old_cache[key], None)
 
     async def _notify(self, key: str, old: Any, new: Any) -> None:
-        for h in self._handlers:
+        for h in tuple(self._handlers):
             try:
                 result = h(key, old, new)
                 if result is not None:

@@ -1,4 +1,8 @@
-"""Leader election on a store lease (A6): the holder's key lives only as long as its lease."""
+"""Leader election on a store lease (A6): the holder's key lives only as long as its lease.
+
+Winning writes ``/leases/<name>`` (attached to a lease) and yields a `Fence`: the key's revision
+at that moment. Writes made under it are refused once the key is gone or re-taken (`FencedStore`).
+"""
 
 from __future__ import annotations
 
@@ -8,49 +12,61 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from drods.machinery.fence import Fence
+from drods.model.keys import lease_key
 from drods.store import CasFailed, EventType, LeaseNotFound, Store
 
 log = logging.getLogger(__name__)
 
-PREFIX = "/leases/"
+Lead = Callable[[Fence], Coroutine[Any, Any, None]]
 
 
 class LeaderElector:
-    """Campaign for ``name``; run ``lead()`` while leader and cancel it the moment leadership is lost."""
+    """Campaign for ``name``; run ``lead(fence)`` while leader and cancel it the moment leadership is lost."""
 
     def __init__(self, store: Store, name: str, identity: str, *, ttl: int = 10) -> None:
         self.store = store
-        self.key = f"{PREFIX}{name}"
+        self.name = name
+        self.key = lease_key(name)
         self.identity = identity
         self.ttl = ttl
-        self.is_leader = False
+        self.fence: Fence | None = None
 
-    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    @property
+    def is_leader(self) -> bool:
+        return self.fence is not None
+
+    async def run(self, lead: Lead) -> None:
+        """Campaign, lead, and campaign again after losing; returns when ``lead`` returns normally."""
         while True:
             lease = await self.store.grant_lease(self.ttl)
             try:
-                await self.store.put(self.key, self.identity.encode(), expect_revision=0, lease=lease.id)
+                revision = await self.store.put(self.key, self.identity.encode(), expect_revision=0, lease=lease.id)
             except CasFailed:
                 await self.store.revoke_lease(lease.id)
                 await self._wait_vacant()
                 continue
-            log.info("%s became leader of %s", self.identity, self.key)
-            self.is_leader = True
-            leading = asyncio.create_task(lead())
-            keeper = asyncio.create_task(self._keep(lease.id))
+            fence = Fence(self.key, revision)
+            log.info("%s became leader of %s (generation %d)", self.identity, self.key, revision)
+            self.fence = fence
+            leading = asyncio.create_task(lead(fence), name=f"lead-{self.name}")
+            keeper = asyncio.create_task(self._keep(lease.id, fence), name=f"lease-{self.name}")
             try:
                 done, _ = await asyncio.wait({leading, keeper}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                self.is_leader = False
+                self.fence = None
                 for t in (leading, keeper):
                     t.cancel()
                 await asyncio.gather(leading, keeper, return_exceptions=True)
                 with contextlib.suppress(Exception):
                     await self.store.revoke_lease(lease.id)
-            if leading in done and leading.exception() is None:
+            if leading in done and not leading.cancelled():
+                error = leading.exception()
+                if error is not None:
+                    raise error
                 return
 
-    async def _keep(self, lease_id: int) -> None:
+    async def _keep(self, lease_id: int, fence: Fence) -> None:
         interval = max(self.ttl / 3, 0.2)
         while True:
             await asyncio.sleep(interval)
@@ -60,7 +76,7 @@ class LeaderElector:
                 log.warning("%s lost leadership of %s", self.identity, self.key)
                 return
             kv = await self.store.get(self.key)
-            if kv is None or kv.value != self.identity.encode():
+            if kv is None or kv.mod_revision != fence.generation:
                 return
 
     async def _wait_vacant(self) -> None:

@@ -16,9 +16,8 @@ actions, so a cluster's replicas never come back sooner than ``cooldownSeconds``
 Every decision — executed, skipped and why, or waiting for a hook — is recorded in
 ``/history/operations/`` with its reason (`drods.monitor.history`).
 
-The action itself belongs to the scheduler: it provides ``ctx.services["reschedule"]``, an async
-callable taking a `RescheduleRequest` and returning a `RescheduleResult`. Until it exists,
-decisions are recorded with outcome ``"no-hook"``.
+The action itself is a `RescheduleRequest` handed to the process's `Rescheduler`
+(`drods.controllers.rescheduler`); without one, decisions are recorded with outcome ``"no-hook"``.
 """
 
 from __future__ import annotations
@@ -26,14 +25,15 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.model.reschedule import Action, RescheduleRequest, RescheduleResult
+
 log = logging.getLogger(__name__)
 
-Action = Literal["evacuate", "preallocate", "restore"]
 KIND: dict[str, str] = {"evacuate": "Evacuate", "preallocate": "PreAllocate", "restore": "Restore"}
 
 
@@ -55,30 +55,6 @@ class AutoOpsPolicy(BaseModel):
     preallocateFraction: float = Field(default=0.2, gt=0, le=1)  # headroom to create elsewhere
     restore: bool = True
     restoreAfterSeconds: float = Field(default=600.0, ge=0)  # calm this long before replicas may come back
-
-
-@dataclass(frozen=True, slots=True)
-class RescheduleRequest:
-    """What monitoring asks the scheduler to do."""
-
-    action: Action
-    cluster: str
-    reason: str
-    fraction: float  # evacuate: share of the cluster's replicas to move; preallocate: headroom to create
-    min_availability: float  # graceful: new replicas up before old ones go, never below this share
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class RescheduleResult:
-    accepted: bool
-    moved: int = 0  # replicas moved or pre-placed
-    message: str = ""
-    bindings: tuple[str, ...] = ()  # the bindings asked to move
-
-
-class RescheduleHook(Protocol):
-    def __call__(self, request: RescheduleRequest) -> Awaitable[RescheduleResult]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +119,7 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
         ops.record(cluster, now)
         if hook is None:
             outcome = "no-hook"
-            info["note"] = "the scheduler's ctx.services['reschedule'] is not available in this process"
+            info["note"] = "no rescheduler in this process"
         else:
             try:
                 result = await hook(req)

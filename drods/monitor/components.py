@@ -1,213 +1,60 @@
-"""Monitoring's background components for ``drods serve`` (see `drods.components`).
+"""Monitoring's runnables (registered with the manager by `drods.assembly`).
 
-* `monitor_maintenance` — every replica: history flush, series downsampling/retention, forecast
+* `MonitorMaintenance` — every replica: history flush, series downsampling/retention, forecast
   refresh, staleness checks, failure-log retention. Idempotent across replicas.
-* `monitor_collectors` — leader only: pull collectors (Prometheus built in; more through
-  ``ctx.services["monitor_collectors"]``).
-* `monitor_autoops` — leader only: the automatic-operations policy (`drods.monitor.autoops`).
+* `MonitorCollectors` — single-active: pull collectors (Prometheus built in, plus any given).
+
+Automatic operations are the descheduler's (`drods.controllers.descheduler`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-import os
-import socket
-import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Sequence
 
-from drods.machinery.leader import LeaderElector
-from drods.model.annotations import evacuated_from
-from drods.model.kinds import BINDING
-from drods.model.preallocation import parse_hold
-from drods.monitor.autoops import Action, AutoOps, execute
+from drods.machinery.periodic import every
 from drods.monitor.collectors import Collector, run_collectors
 from drods.monitor.collectors.prometheus import DEFAULT_COLLECT_PROMQL, PrometheusCollector
-from drods.monitor.service import SUSTAINED_EVENTS_PREFIX, MonitorService, get_service
-from drods.store import EventType
-
-log = logging.getLogger(__name__)
+from drods.monitor.service import MonitorService
 
 
-def _identity() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-async def _every(interval_s: float, fn: Callable[[], Awaitable[Any]], name: str) -> None:
-    """Run ``fn`` every ``interval_s`` seconds; a failure is logged and the loop goes on."""
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            await fn()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("monitor task %s failed", name)
-
-
-async def monitor_maintenance(ctx: Any) -> None:
-    svc = get_service(ctx)
-    await svc.start()
-    s = svc.settings
-    try:
-        await asyncio.gather(
-            _every(s.flushIntervalSeconds, svc.flush, "flush"),
-            _every(s.maintenanceIntervalSeconds, svc.maintain_series, "series maintenance"),
-            _every(s.forecastIntervalSeconds, svc.refresh_forecasts, "forecast refresh"),
-            _every(s.staleCheckIntervalSeconds, svc.check_staleness, "staleness"),
-            _every(3600.0, svc.prune_history, "history retention"),
-        )
-    finally:
-        await svc.flush(force=True)
-
-
-async def monitor_collectors(ctx: Any) -> None:
-    svc = get_service(ctx)
-    await svc.start()
-    s = svc.settings
-    prom = PrometheusCollector({**DEFAULT_COLLECT_PROMQL, **s.promql}, window=s.promqlWindow,
-                               timeout_s=s.collectTimeoutSeconds, clock=svc.clock)
-
-    def collectors() -> list[Collector]:
-        return [prom, *ctx.services.get("monitor_collectors", [])]
-
-    async def lead() -> None:
-        await run_collectors(svc, collectors, lambda: list(svc.fleet.clusters.values()),
-                             interval_s=s.collectIntervalSeconds, concurrency=s.collectConcurrency,
-                             timeout_s=s.collectTimeoutSeconds)
-
-    try:
-        await LeaderElector(ctx.store, "monitor-collectors", _identity()).run(lead)
-    finally:
-        await prom.aclose()
-
-
-def _candidates(svc: MonitorService, cluster: str) -> int:
-    """Other active clusters whose water level is below their own limit: where load could go."""
-    _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
-    return sum(1 for c, d in details.items()
-               if c != cluster and d["active"] and d["waterLevel"] is not None
-               and d["waterLevel"] < svc.water_level_limit(c))
-
-
-class _AutoOpsLeader:
-    """What the auto-ops leader does; state is rebuilt from the store whenever it (re)gains the lease."""
-
-    def __init__(self, ctx: Any, svc: MonitorService) -> None:
-        self.ctx = ctx
-        self.svc = svc
-        self.policy = svc.settings.autoops
-        self.ops = AutoOps(self.policy)
-        self.holds: dict[str, float] = {}  # cluster → end of the pre-allocation decided for it
-        # clusters replicas were moved away from → since when they have been calm (None: not calm)
-        self.moved_from: dict[str, float | None] = {}
+class MonitorMaintenance:
+    def __init__(self, monitor: MonitorService) -> None:
+        self.monitor = monitor
 
     async def run(self) -> None:
-        items, _ = await self.ctx.registry.list(BINDING)
-        self.moved_from = {c: None for obj in items for c in evacuated_from(obj)}
-        check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
-        await asyncio.gather(self.on_sustained(),
-                             _every(self.svc.settings.forecastIntervalSeconds, self.preallocate, "pre-allocation"),
-                             _every(check, self.restore, "restore"))
-
-    async def _execute(self, action: Action, cluster: str, reason: str, details: dict[str, Any]) -> str:
-        svc = self.svc
-        outcome, result = await execute(self.ops, action, cluster, reason, svc.clock(),
-                                        candidates=_candidates(svc, cluster), details=details,
-                                        hook=self.ctx.services.get("reschedule"), record=svc.operations.append)
-        if action != "restore" and result is not None and result.accepted and result.bindings:
-            self.moved_from[cluster] = None
-        return outcome
-
-    async def on_sustained(self) -> None:
-        store = self.ctx.store
-        rev = await store.current_revision()
-        async for ev in store.watch(SUSTAINED_EVENTS_PREFIX, start_revision=rev + 1):
-            if ev.type is not EventType.PUT:
-                continue
-            try:
-                body = json.loads(ev.kv.value)
-            except ValueError:
-                continue
-            if body.get("kind") != "sustained":
-                continue
-            cluster = str(body.get("cluster"))
-            reason = (f"water level {body.get('value', 0):.2f} above the limit {body.get('limit', 0):.2f} "
-                      f"since {body.get('since')}")
-            await self._execute("evacuate", cluster, reason, body)
-
-    def _threshold(self, cluster: str) -> float:
-        return self.policy.preallocateThreshold or self.svc.water_level_limit(cluster)
-
-    async def preallocate(self) -> None:
-        svc, horizon = self.svc, self.policy.preallocateHorizonMinutes
-        now = svc.clock()
-        _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
-        for c, d in details.items():
-            threshold = self._threshold(c)
-            predicted = svc.forecaster.modelled_water_level_in(c, horizon)
-            now_wl = d["waterLevel"]
-            peak = d["active"] and predicted is not None and predicted >= threshold and \
-                (now_wl is None or now_wl < threshold)
-            if not peak:
-                self.holds.pop(c, None)
-                continue
-            if self.holds.get(c, 0.0) > now:
-                continue  # one decision per hold: the scheduler already sees this peak
-            self.holds[c] = now + horizon * 60.0
-            reason = f"forecast water level {predicted:.2f} within {horizon:g} min reaches {threshold:.2f}"
-            await self._execute("preallocate", c, reason, {"forecast": predicted, "horizonMinutes": horizon,
-                                                           "threshold": threshold, "waterLevel": now_wl})
-
-    def _calm(self, cluster: str, details: dict[str, Any], now: float) -> bool:
-        """Below its limit minus the hysteresis, no peak forecast and no pre-allocation hold."""
-        svc = self.svc
-        d, info = details.get(cluster), svc.fleet.clusters.get(cluster)
-        if d is None or info is None or not d["active"] or d["waterLevel"] is None:
-            return False
-        if d["waterLevel"] >= svc.water_level_limit(cluster) - svc.settings.limitHysteresis:
-            return False
-        hold = parse_hold(info.annotations)
-        if self.holds.get(cluster, 0.0) > now or (hold is not None and hold.active(now)):
-            return False
-        predicted = svc.forecaster.modelled_water_level_in(cluster, self.policy.preallocateHorizonMinutes)
-        return predicted is None or predicted < self._threshold(cluster)
-
-    async def restore(self) -> None:
-        if not (self.policy.enabled and self.policy.restore):
-            return  # the bindings keep their annotation: enabling it later offers them back
-        svc = self.svc
-        now = svc.clock()
-        _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
-        for c, calm_since in list(self.moved_from.items()):
-            if c not in svc.fleet.clusters:
-                self.moved_from.pop(c)  # deleted: nothing to offer back
-                continue
-            if not self._calm(c, details, now):
-                self.moved_from[c] = None
-                continue
-            if calm_since is None:
-                self.moved_from[c] = now
-                continue
-            if now < max(calm_since + self.policy.restoreAfterSeconds, self.ops.ready_at(c)):
-                continue
-            reason = (f"water level {details[c]['waterLevel']:.2f} below the limit "
-                      f"{svc.water_level_limit(c):.2f} for {now - calm_since:.0f}s")
-            outcome = await self._execute("restore", c, reason, {"waterLevel": details[c]["waterLevel"],
-                                                                  "calmSince": calm_since})
-            if outcome in ("skipped", "failed", "no-hook"):
-                self.moved_from[c] = now  # rate-limited or no scheduler: ask again after another calm period
-            else:
-                self.moved_from.pop(c)  # done, or nothing to restore (a refusal is recorded with its reason)
+        svc = self.monitor
+        await svc.start()
+        s = svc.settings
+        try:
+            await asyncio.gather(
+                every(s.flushIntervalSeconds, svc.flush, "flush"),
+                every(s.maintenanceIntervalSeconds, svc.maintain_series, "series maintenance"),
+                every(s.forecastIntervalSeconds, svc.refresh_forecasts, "forecast refresh"),
+                every(s.staleCheckIntervalSeconds, svc.check_staleness, "staleness"),
+                every(3600.0, svc.prune_history, "history retention"),
+            )
+        finally:
+            await svc.flush(force=True)
 
 
-async def monitor_autoops(ctx: Any) -> None:
-    svc = get_service(ctx)
-    await svc.start()
-    await LeaderElector(ctx.store, "monitor-autoops", _identity()).run(lambda: _AutoOpsLeader(ctx, svc).run())
+class MonitorCollectors:
+    """Pulls every cluster at the interval its subscriptions ask for; ``extra`` collectors run
+    beside the built-in Prometheus one."""
 
+    def __init__(self, monitor: MonitorService, extra: Sequence[Collector] = ()) -> None:
+        self.monitor = monitor
+        self.extra = list(extra)
 
-def monitor_components() -> list[Callable[[Any], Awaitable[None]]]:
-    return [monitor_maintenance, monitor_collectors, monitor_autoops]
+    async def run(self) -> None:
+        svc = self.monitor
+        await svc.start()
+        s = svc.settings
+        prom = PrometheusCollector({**DEFAULT_COLLECT_PROMQL, **s.promql}, window=s.promqlWindow,
+                                   timeout_s=s.collectTimeoutSeconds, clock=svc.clock)
+        try:
+            await run_collectors(svc, lambda: [prom, *self.extra], lambda: list(svc.fleet.clusters.values()),
+                                 interval_s=s.collectIntervalSeconds, concurrency=s.collectConcurrency,
+                                 timeout_s=s.collectTimeoutSeconds)
+        finally:
+            await prom.aclose()

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drods.machinery.informer import Informer
+from drods.model.keys import STATUS_PREFIX, SURGE_KEY
 from drods.model.kinds import CLUSTER
 from drods.monitor.fleet import RealtimeSnapshot, realtime
 from drods.monitor.report import NormalisedStatus
-from drods.monitor.statusdoc import STATUS_PREFIX, parse_time, status_from_dict
+from drods.monitor.statusdoc import parse_time, status_from_dict
 from drods.store import KeyValue, Store
 
 log = logging.getLogger(__name__)
 
-SURGE_KEY = "/status/surge"
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,6 @@ from typing import Any
 from drods.monitor.report import iso
 from drods.store import CasFailed, Store
 
-FAILURES_PREFIX = "/history/failures/"
-OPERATIONS_PREFIX = "/history/operations/"
 DAY = 86_400
 
 _ID_SAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -34,18 +34,26 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.model.keys import (
+    FAILURES_PREFIX,
+    OPERATIONS_PREFIX,
+    SURGE_KEY,
+    SUSTAINED_EVENTS_PREFIX,
+    THRESHOLD_EVENTS_PREFIX,
+    status_key,
+)
 from drods.model.kinds import CLUSTER
 from drods.monitor import report as r
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.exporter import MonitorMetrics
-from drods.monitor.fleetview import SURGE_KEY, ClusterInfo, FleetView, StatusEntry, decode_cluster, decode_status
+from drods.monitor.fleetview import ClusterInfo, FleetView, StatusEntry, decode_cluster, decode_status
 from drods.monitor.forecast import Forecaster
-from drods.monitor.history import FAILURES_PREFIX, OPERATIONS_PREFIX, HistoryLog
+from drods.monitor.history import HistoryLog
 from drods.monitor.pipeline import DEFAULT_RULES, MonitorPipeline
 from drods.monitor.rate_control import RateController, StatusDamper, with_min_interval
 from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, Source, iso
 from drods.monitor.series import DEFAULT_PROMQL, AsyncSeriesStore, Point, PrometheusSeriesReader, SeriesStore
-from drods.monitor.statusdoc import build_doc, comparable, parse_time, status_key
+from drods.monitor.statusdoc import build_doc, comparable, parse_time
 from drods.monitor.surge import SurgeSignal
 from drods.monitor.thresholds import (
     SustainedDetector,
@@ -58,8 +66,6 @@ from drods.store import CasFailed, LeaseNotFound, Store
 
 log = logging.getLogger(__name__)
 
-THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
-SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
 LIMIT_RULE = "waterLevel>=limit"
 
 

@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
+from drods.model.timefmt import parse_rfc3339
 from drods.monitor import report as r
 from drods.monitor.report import Measured, NormalisedStatus, ResourceView, Source, iso
-
-STATUS_PREFIX = "/status/clusters/"
 
 #: Extra report fields (beyond `MetricsReport`'s) that reach the scheduler view, with their place.
 ALLOCATION_EXTRAS: dict[str, tuple[str, str]] = {
@@ -53,8 +51,6 @@ _PARTS = ("capacity", "used", "utilisation")
 _SOURCES: tuple[Source, ...] = ("push", "kubernetes", "prometheus")
 
 
-def status_key(cluster: str) -> str:
-    return f"{STATUS_PREFIX}{cluster}"
 
 
 def allocation_errors(extras: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -111,14 +107,7 @@ def comparable(view: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in view.items() if k not in _VOLATILE}
 
 
-def parse_time(value: Any) -> float | None:
-    """RFC 3339 text → epoch seconds (None when absent or unreadable)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+parse_time = parse_rfc3339
 
 
 def _leaf(d: Any) -> Measured | None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from drods.machinery.informer import Informer
+from drods.model.keys import SUBSCRIPTIONS_PREFIX
 from drods.model.selector import LabelSelector
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import iso
@@ -48,7 +49,6 @@ from drods.store import KeyValue, Store
 
 log = logging.getLogger(__name__)
 
-SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 MIN_MAX_AGE_S = 1.0
 MAX_MAX_AGE_S = 3600.0

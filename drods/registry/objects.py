@@ -15,7 +15,6 @@ import copy
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -24,6 +23,7 @@ from drods.errors import ApiError, already_exists, bad_request, conflict, not_fo
 from drods.model.kinds import Kind
 from drods.model.meta import ObjectMeta, check_name
 from drods.model.selector import LabelSelector
+from drods.model.timefmt import now_rfc3339
 from drods.registry.secrets import SecretBox
 from drods.store import CasFailed, Compare, EventType, KeyValue, Put, Store
 
@@ -31,10 +31,6 @@ Obj = dict[str, Any]
 
 # How often an unconditional update or patch is re-applied after losing a CAS race.
 _WRITE_RETRIES = 10
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def field_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, Any]]:
@@ -50,6 +46,10 @@ class ObjectRegistry:
     def __init__(self, store: Store, secrets: SecretBox) -> None:
         self.store = store
         self.secrets = secrets
+
+    def with_store(self, store: Store) -> ObjectRegistry:
+        """The same registry over another view of the store (e.g. one whose writes are fenced)."""
+        return type(self)(store, self.secrets)
 
     # ---- validation -------------------------------------------------------------------------
 

@@ -16,14 +16,13 @@ from drods.scheduler.adjuster import Adjuster, AdjusterConfig, Adjustment
 from drods.scheduler.divide import DivisionInput, divide, fill_in_order, webster
 from drods.scheduler.framework import Scheduler, ScheduleResult, summarize
 from drods.scheduler.profile import Profile, ProfileError, ProfileSpec
-from drods.scheduler.queue import QueueEntry, SchedulingQueue
 from drods.scheduler.registry import ENTRY_POINT_GROUP, load_entry_points, register
 from drods.scheduler.snapshot import Snapshot, parse_status, requirement_vector
 from drods.scheduler.task import Task, TaskInfo, analyse
 
 __all__ = [
     "ENTRY_POINT_GROUP", "Adjuster", "AdjusterConfig", "Adjustment", "DivisionInput", "Profile",
-    "ProfileError", "ProfileSpec", "QueueEntry", "ScheduleResult", "Scheduler", "SchedulingQueue",
+    "ProfileError", "ProfileSpec", "ScheduleResult", "Scheduler",
     "Snapshot", "Task", "TaskInfo", "analyse", "divide", "fill_in_order", "load_entry_points",
     "parse_status", "register", "requirement_vector", "summarize", "webster",
 ]

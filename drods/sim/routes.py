@@ -36,7 +36,7 @@ WINDOW = "10s"
 
 
 def _sim(request: Request) -> SimServer:
-    sim: SimServer = context(request).services["sim"]
+    sim: SimServer = request.app.state.sim
     return sim
 
 

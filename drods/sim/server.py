@@ -99,9 +99,9 @@ class SimServer:
         self.controller = SimController(ctx.registry, ctx.store, cfg)
         await self.controller.bootstrap()
         await self.controller.reconcile_once()
-        ctx.services["sim"] = self
-        ctx.services["prometheus_registries"] = [sim_registry(self)]
+        ctx.prometheus_registries.append(sim_registry(self))
         app = create_app(ctx, extra_routers=sim_routers(SIM_KINDS), flat_api=False)
+        app.state.sim = self
         _kubernetes_errors(app)
         app.add_middleware(FaultMiddleware, fault=self.fault)
         certs = ensure_certs(data, cfg.name, cfg.host) if cfg.tls else None

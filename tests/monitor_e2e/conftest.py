@@ -16,9 +16,11 @@ import pytest
 import uvicorn
 
 from drods.api.auth import Role
-from drods.monitor.components import monitor_autoops, monitor_collectors, monitor_maintenance
+from drods.assembly import APISERVER, Component, ComponentSettings
+from drods.model.reschedule import RescheduleHook, RescheduleRequest, RescheduleResult
+from drods.monitor.collectors import Collector
 from drods.monitor.service import MonitorService, MonitorSettings
-from drods.server import Component, ServerConfig, build_app
+from drods.server import ServerConfig, build_app
 from drods.store import Store
 
 T = TypeVar("T")
@@ -44,12 +46,25 @@ class Clock:
 
 
 @dataclass
+class Hook:
+    """Stands in for the rescheduler: a test sets ``target`` to see the descheduler's requests."""
+
+    target: RescheduleHook | None = None
+
+    async def __call__(self, request: RescheduleRequest) -> RescheduleResult:
+        if self.target is None:
+            return RescheduleResult(False, 0, "no rescheduler in this test")
+        return await self.target(request)
+
+
+@dataclass
 class Mon:
     client: httpx.AsyncClient
     tokens: dict[str, str]
     app: Any
     clock: Clock
     url: str
+    hook: Hook | None = None
 
     @property
     def ctx(self) -> Any:
@@ -61,7 +76,7 @@ class Mon:
 
     @property
     def svc(self) -> MonitorService:
-        return self.ctx.services["monitor"]  # type: ignore[no-any-return]
+        return self.ctx.monitor  # type: ignore[no-any-return]
 
     def auth(self, role: str = "admin") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[role]}"}
@@ -105,13 +120,14 @@ def node_report(cpu_pct: float, *, cores: float = 64, mem_gib: float = 256, mem_
 
 @contextlib.asynccontextmanager
 async def serve(store: Store, data_dir: Path, settings: MonitorSettings, clock: Clock,
-                components: list[Component], services: dict[str, Any] | None = None) -> AsyncIterator[Mon]:
-    app = build_app(ServerConfig(store_url="unused://", data_dir=data_dir, components=components), store=store)
+                components: frozenset[Component] = frozenset(), *, collectors: list[Collector] | None = None,
+                reschedule_hook: RescheduleHook | None = None) -> AsyncIterator[Mon]:
+    """The API server (with monitoring) plus ``components``, monitoring on ``clock``."""
+    config = ServerConfig(store_url="unused://", data_dir=data_dir, components=APISERVER | components,
+                          settings=ComponentSettings(monitoring=settings, clock=clock, collectors=collectors or [],
+                                                     reschedule_hook=reschedule_hook))
+    app = build_app(config, store=store)
     ctx = app.state.ctx
-    # Read when the monitor service is built at startup.
-    ctx.services["monitor_settings"] = settings
-    ctx.services["monitor_clock"] = clock
-    ctx.services.update(services or {})
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
     tokens["agent-a"] = ctx.tokens.issue(Role.CLUSTER_AGENT, subject="agent-a", cluster="a")
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
@@ -125,7 +141,8 @@ async def serve(store: Store, data_dir: Path, settings: MonitorSettings, clock: 
     url = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-            yield Mon(client, tokens, app, clock, url)
+            yield Mon(client, tokens, app, clock, url,
+                      reschedule_hook if isinstance(reschedule_hook, Hook) else None)
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 15)
@@ -143,7 +160,7 @@ async def mon(store_factory: Callable[[], Store], tmp_path: Path) -> AsyncIterat
     store = store_factory()
     await store.delete_prefix("/")  # the etcd of the session is shared between tests
     async with serve(store, tmp_path / "data", fast_settings(sustainedSeconds=60), Clock(),
-                     [monitor_maintenance, monitor_autoops]) as m:
+                     frozenset({Component.DESCHEDULER}), reschedule_hook=Hook()) as m:
         yield m
 
 
@@ -151,9 +168,8 @@ async def mon(store_factory: Callable[[], Store], tmp_path: Path) -> AsyncIterat
 async def mon_sqlite(tmp_path: Path) -> AsyncIterator[Mon]:
     from drods.store.sqlite import SqliteStore
 
-    async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data", fast_settings(), Clock(),
-                     [monitor_maintenance]) as m:
+    async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data", fast_settings(), Clock()) as m:
         yield m
 
 
-__all__ = ["Clock", "Mon", "eventually", "fast_settings", "monitor_collectors", "node_report", "serve"]
+__all__ = ["Clock", "Hook", "Mon", "eventually", "fast_settings", "node_report", "serve"]

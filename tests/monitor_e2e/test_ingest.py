@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from drods.monitor.autoops import RescheduleRequest, RescheduleResult
+from drods.model.reschedule import RescheduleRequest, RescheduleResult
 from drods.store import EventType, Store
 from tests.monitor_e2e.conftest import Clock, Mon, eventually, fast_settings, node_report, serve
 
@@ -108,7 +108,8 @@ async def test_threshold_events_prefix_watch_sustained_and_autoops(mon: Mon) -> 
         requests.append(req)
         return RescheduleResult(True, moved=3, message="moved 3 replicas")
 
-    mon.ctx.services["reschedule"] = reschedule
+    assert mon.hook is not None
+    mon.hook.target = reschedule
     await mon.register("hot", waterLevelLimit=0.75)
     await mon.register("cool")
     got: list[dict[str, Any]] = []
@@ -125,7 +126,7 @@ async def test_threshold_events_prefix_watch_sustained_and_autoops(mon: Mon) -> 
     task = asyncio.create_task(subscriber())
 
     async def autoops_leader() -> bool:
-        return await mon.store.get("/leases/monitor-autoops") is not None
+        return await mon.store.get("/leases/descheduler") is not None
 
     await eventually(autoops_leader, what="auto-ops leader elected")
     try:
@@ -178,8 +179,8 @@ async def test_two_api_replicas_share_one_cluster(store_factory: Callable[[], St
     await first.delete_prefix("/")
     clock = Clock()
     data = tmp_path / "data"  # shared: same token key (and history file) for both replicas
-    async with serve(first, data, fast_settings(), clock, []) as a, \
-            serve(store_factory(), data, fast_settings(), clock, []) as b:
+    async with serve(first, data, fast_settings(), clock) as a, \
+            serve(store_factory(), data, fast_settings(), clock) as b:
         await a.register("r")
         published = 0
         for i in range(30):

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from drods.monitor.components import monitor_collectors, monitor_maintenance
+from drods.assembly import Component
 from drods.sim.harness import SimProcess
 from drods.store.sqlite import SqliteStore
 from tests.monitor_e2e.conftest import Clock, eventually, fast_settings, serve
@@ -125,7 +125,7 @@ async def test_prometheus_collector_against_a_real_prometheus(tmp_path: Path, si
     assert expected["cores"] == 16 and expected["running"] > 0 and expected["cpu_used"] > 0
     settings = fast_settings(promqlWindow="5s")
     async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data", settings, Clock(live=True),
-                     [monitor_maintenance, monitor_collectors]) as mon:
+                     frozenset({Component.COLLECTORS})) as mon:
         await mon.register("prom-sim", prometheus=prometheus)
 
         async def pulled() -> dict[str, Any] | None:

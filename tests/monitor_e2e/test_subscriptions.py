@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
+from drods.assembly import Component
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import Source
 from drods.monitor.subscriptions import subscriptions_of
 from drods.store import Store
 from drods.store.sqlite import SqliteStore
-from tests.monitor_e2e.conftest import Clock, Mon, eventually, fast_settings, monitor_collectors, node_report, serve
+from tests.monitor_e2e.conftest import Clock, Mon, eventually, fast_settings, node_report, serve
 
 DEFAULT_S = 2.0  # collectIntervalSeconds in these tests
 SUBS = "/api/v1/monitor/subscriptions"
@@ -52,7 +53,7 @@ async def smon(store_factory: Callable[[], Store], tmp_path: Path) -> AsyncItera
     """Monitoring over each store backend, default interval 2 s, minimum 1 s."""
     store = store_factory()
     await store.delete_prefix("/")  # the etcd of the session is shared between tests
-    async with serve(store, tmp_path / "data", _settings(), Clock(), []) as m:
+    async with serve(store, tmp_path / "data", _settings(), Clock()) as m:
         yield m
 
 
@@ -160,8 +161,8 @@ async def test_a_collector_follows_the_fastest_need(tmp_path: Path) -> None:
     """sqlite only: the watch and lease behaviour under it runs on both backends in tests/monitor."""
     rec = Recorder()
     store = SqliteStore(str(tmp_path / "drods.db"))
-    async with serve(store, tmp_path / "data", _settings(), Clock(), [monitor_collectors],
-                     services={"monitor_collectors": [rec]}) as m:
+    async with serve(store, tmp_path / "data", _settings(), Clock(), frozenset({Component.COLLECTORS}),
+                     collectors=[rec]) as m:
         await m.register("a")
         await m.register("b")
         subs = subscriptions_of(m.svc)

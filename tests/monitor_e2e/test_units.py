@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from drods.monitor.autoops import AutoOps, AutoOpsPolicy, RescheduleRequest, RescheduleResult, execute
+from drods.model.reschedule import RescheduleRequest, RescheduleResult
+from drods.monitor.autoops import AutoOps, AutoOpsPolicy, execute
 from drods.monitor.collectors.prometheus import PrometheusCollector
 from drods.monitor.history import entry_key
 from drods.monitor.report import MetricsReport, NormalisedStatus, normalise

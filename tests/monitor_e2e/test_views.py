@@ -7,8 +7,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from drods.model.keys import FAILURES_PREFIX
 from drods.model.kinds import CLUSTER
-from drods.monitor.history import FAILURES_PREFIX, append
+from drods.monitor.history import append
 from tests.monitor_e2e.conftest import Mon, eventually, node_report
 
 
@@ -129,7 +130,7 @@ async def test_metric_history_and_its_422s(mon_sqlite: Mon) -> None:
     r = await mon.call("GET", "/api/v1/monitor/forecast", params={"cluster": "h", "minutes": 30})
     assert r.status_code == 200, r.text
     assert r.json()["waterLevel"] is not None and 0 <= r.json()["waterLevel"] <= 1
-    assert mon.ctx.services["forecaster"].water_level_in("h", 30) == r.json()["waterLevel"]
+    assert mon.svc.forecaster.water_level_in("h", 30) == r.json()["waterLevel"]
 
 
 async def test_failure_history_window_limit_and_shared_shape(mon_sqlite: Mon) -> None:

@@ -19,9 +19,11 @@ import pytest
 import uvicorn
 
 from drods.api.auth import Role
+from drods.assembly import APISERVER, Component, ComponentSettings
+from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import Profile
-from drods.scheduler.service import SchedulerService, SchedulerSettings, scheduler_component
-from drods.server import Component, ServerConfig, build_app
+from drods.schedulerd.service import SchedulerService, SchedulerSettings
+from drods.server import ServerConfig, build_app
 from drods.store import Store
 from tests.monitor_e2e.conftest import eventually
 
@@ -51,7 +53,7 @@ class Plane:
 
     @property
     def scheduler(self) -> SchedulerService:
-        return self.ctx.services["scheduler"]  # type: ignore[no-any-return]
+        return self.ctx.scheduler  # type: ignore[no-any-return]
 
     async def call(self, method: str, url: str, role: str = "admin", **kw: Any) -> httpx.Response:
         headers = dict(kw.pop("headers", {}) or {})
@@ -124,17 +126,18 @@ def placement(st: dict[str, Any]) -> dict[str, int]:
 
 @contextlib.asynccontextmanager
 async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | None = None,
-                profile: Profile | None = None, scheduler: bool = True, components: list[Component] | None = None,
-                services: dict[str, Any] | None = None) -> AsyncIterator[Plane]:
-    """The API server, with the scheduler component unless ``scheduler=False`` (then it runs elsewhere),
-    plus ``components``; ``services`` are preset on the context (e.g. ``monitor_settings``)."""
-    run: list[Component] = ([scheduler_component] if scheduler else []) + list(components or [])
-    app = build_app(ServerConfig(store_url="unused://", data_dir=data_dir, components=run), store=store)
+                profile: Profile | None = None, scheduler: bool = True,
+                components: frozenset[Component] = frozenset(),
+                monitoring: MonitorSettings | None = None) -> AsyncIterator[Plane]:
+    """The API server, with the scheduler and the resource detector unless ``scheduler=False`` (then
+    they run elsewhere), plus ``components``."""
+    run = APISERVER | components | (frozenset({Component.SCHEDULER, Component.DETECTOR}) if scheduler else frozenset())
+    sched = settings or fast_settings()
+    config = ServerConfig(store_url="unused://", data_dir=data_dir, components=run,
+                          settings=ComponentSettings(scheduler=sched, profile=profile, monitoring=monitoring,
+                                                     lease_ttl=sched.lease_ttl))
+    app = build_app(config, store=store)
     ctx = app.state.ctx
-    ctx.services.update(services or {})
-    ctx.services["scheduler_settings"] = settings or fast_settings()
-    if profile is not None:
-        ctx.services["scheduler_profile"] = profile
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
@@ -157,8 +160,9 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
 
 
 async def _ready(plane: Plane) -> bool:
-    svc = plane.ctx.services.get("scheduler")
-    return svc is not None and svc.ready.is_set() and svc.is_leader
+    svc = plane.ctx.scheduler
+    detector = plane.app.state.plane.manager.fence("resource-detector")
+    return svc is not None and svc.ready.is_set() and svc.is_leader and detector is not None
 
 
 @pytest.fixture

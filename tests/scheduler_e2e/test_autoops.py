@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from drods.assembly import Component
 from drods.model.annotations import EVACUATED_FROM, PREALLOCATION
-from drods.monitor.components import monitor_autoops, monitor_maintenance
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.store import Store
 from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
@@ -42,8 +42,7 @@ def _settings(**autoops: Any) -> MonitorSettings:
 @contextlib.asynccontextmanager
 async def _plane(store: Store, data_dir: Path, settings: MonitorSettings) -> AsyncIterator[Plane]:
     await store.delete_prefix("/")  # the etcd of the session is shared between tests
-    async with serve(store, data_dir, components=[monitor_maintenance, monitor_autoops],
-                     services={"monitor_settings": settings}) as plane:
+    async with serve(store, data_dir, components=frozenset({Component.DESCHEDULER}), monitoring=settings) as plane:
         yield plane
 
 
@@ -147,7 +146,7 @@ async def test_forecast_peak_preallocates_elsewhere_before_it_arrives(store: Sto
         await plane.bind(WEB)
         await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web spread over a, b and c")
 
-        monitor: MonitorService = plane.ctx.services["monitor"]
+        monitor: MonitorService = plane.ctx.monitor
         peak = {"c": 0.93}
         monitor.forecaster.modelled_water_level_in = lambda cluster, minutes: peak.get(cluster)  # type: ignore[method-assign]
 

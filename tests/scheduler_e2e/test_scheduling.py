@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from drods.monitor.autoops import RescheduleRequest
+from drods.model.reschedule import RescheduleRequest
 from tests.scheduler_e2e.conftest import Plane, eventually, placement
 
 
@@ -144,7 +144,7 @@ async def test_reschedule_moves_away_from_a_failed_cluster(plane: Plane) -> None
     await eventually(seen_failed, what="the scheduler to see a NotReady and b tainted")
 
     # The entry point failover uses (in-process hook) …
-    result = await plane.ctx.services["reschedule"]("svc", "cluster a NotReady")
+    result = await plane.ctx.rescheduler("svc", "cluster a NotReady")
     assert result.accepted
     st = await eventually(lambda: _moved(plane, "svc", before), what="svc re-placed")
     assert placement(st) == {"c": 9} and st["phase"] == "Scheduled"
@@ -164,10 +164,10 @@ async def test_reschedule_moves_away_from_a_failed_cluster(plane: Plane) -> None
                               "cluster.multicluster.io/unreachable:NoExecute", "c": "not in targetClusters"}
 
     # Monitoring's automatic operations use the same hook with a cluster-level request.
-    out = await plane.ctx.services["reschedule"](RescheduleRequest("evacuate", "c", "sustained above limit", 0.5,
+    out = await plane.ctx.rescheduler(RescheduleRequest("evacuate", "c", "sustained above limit", 0.5,
                                                                     1.0, {}))
     assert out.accepted and out.moved == 9 and "svc" in out.message
-    out = await plane.ctx.services["reschedule"](RescheduleRequest("preallocate", "c", "forecast", 0.2, 1.0, {}))
+    out = await plane.ctx.rescheduler(RescheduleRequest("preallocate", "c", "forecast", 0.2, 1.0, {}))
     assert not out.accepted and "details.forecast" in out.message  # a hold needs the forecast and its horizon
 
 

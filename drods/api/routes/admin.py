@@ -52,7 +52,7 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request, _: Principal = Depends(require(Action.READ))) -> Response:
     ctx = context(request)
     body = generate_latest(ctx.metrics.registry)
-    for extra in ctx.services.get("prometheus_registries", []):
+    for extra in ctx.prometheus_registries:
         body += generate_latest(extra)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 

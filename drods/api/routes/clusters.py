@@ -8,13 +8,8 @@ from typing import Any
 from drods.api.context import ApiContext
 from drods.api.routes.flat import flat_router
 from drods.api.schemas import ClusterRegistration, PropagationPolicyBody
+from drods.model.keys import status_key
 from drods.model.kinds import CLUSTER, PROPAGATION_POLICY
-
-STATUS_PREFIX = "/status/clusters/"
-
-
-def status_key(cluster: str) -> str:
-    return f"{STATUS_PREFIX}{cluster}"
 
 
 async def _with_live_status(ctx: ApiContext, flat: dict[str, Any]) -> None:

@@ -20,13 +20,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from drods.api.auth import Action, Principal
-from drods.api.context import context, require
+from drods.api.context import monitoring, require
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, not_found
 from drods.monitor.report import METRICS, iso
 from drods.monitor.series import PrometheusError
-from drods.monitor.service import MonitorService, get_service
+from drods.monitor.service import MonitorService
 
 router = APIRouter(prefix="/api/v1/history", tags=["history"], responses=ERROR_RESPONSES)
 
@@ -85,12 +85,6 @@ def time_window(svc: MonitorService, start: str | None, end: str | None,
     return max(s, horizon, 0.0), min(e, now + 86_400)
 
 
-async def _service(request: Request) -> MonitorService:
-    svc = get_service(context(request))
-    await svc.start()
-    return svc
-
-
 @router.get("/metrics", summary="Metric history of one cluster (API9)")
 async def metric_history(
     request: Request,
@@ -103,7 +97,7 @@ async def metric_history(
     source: Literal["auto", "local", "prometheus"] = Query(default="auto"),
     _: Principal = Depends(require(Action.READ)),
 ) -> JSONResponse:
-    svc = await _service(request)
+    svc = await monitoring(request)
     if metric not in METRICS:
         raise ApiError(422, "VALIDATION_FAILED", f"metric: unknown metric {metric!r}",
                        {"fields": [{"field": "metric", "message": "unknown metric"}], "allowed": list(METRICS)})
@@ -151,7 +145,7 @@ async def failure_history(
     cluster: str | None = Query(default=None, max_length=253),
     _: Principal = Depends(require(Action.READ)),
 ) -> JSONResponse:
-    svc = await _service(request)
+    svc = await monitoring(request)
     start, end = time_window(svc, startTime, endTime)
     page = await svc.failures.query(start, end, maxEntries, kind=kind, cluster=cluster)
     return JSONResponse({"items": page.items, "truncated": page.truncated, "startTime": iso(start),

@@ -34,12 +34,12 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Action, Principal
-from drods.api.context import authenticate, context
+from drods.api.context import authenticate, monitoring
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import not_found, validation_failed
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport
-from drods.monitor.service import MonitorService, get_service
+from drods.monitor.service import MonitorService
 from drods.monitor.statusdoc import allocation_errors
 from drods.monitor.subscriptions import subscriptions_of
 
@@ -80,7 +80,7 @@ async def _record_invalid(request: Request, exc: RequestValidationError) -> None
         return
     try:
         principal.require(Action.REPORT, cluster)
-        svc = await _service(request)
+        svc = await monitoring(request)
         if await svc.cluster(cluster) is None:
             return
         fields = [{"field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"), "message": e.get("msg", "")}
@@ -88,12 +88,6 @@ async def _record_invalid(request: Request, exc: RequestValidationError) -> None
         await svc.record_invalid(cluster, fields)
     except Exception as e:  # noqa: BLE001 - the 422 goes out whatever happens here
         log.debug("could not record invalid report: %s", e)
-
-
-async def _service(request: Request) -> MonitorService:
-    svc = get_service(context(request))
-    await svc.start()
-    return svc
 
 
 class DomainEvent(BaseModel):
@@ -132,7 +126,7 @@ async def _ensure_cluster(request: Request, principal: Principal, cluster: str) 
 
 async def _cluster_info(request: Request, principal: Principal, cluster: str) -> tuple[MonitorService, ClusterInfo]:
     principal.require(Action.REPORT, cluster)
-    svc = await _service(request)
+    svc = await monitoring(request)
     info = await svc.cluster(cluster)
     if info is None:
         raise not_found("Cluster", cluster)

@@ -21,17 +21,17 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from drods.api.auth import Action, Principal
-from drods.api.context import ApiContext, context, require
+from drods.api.context import ApiContext, context, monitoring, require
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, not_found, validation_failed
 from drods.monitor.fleet import RealtimeSnapshot
 from drods.monitor.report import iso
-from drods.monitor.service import MonitorService, get_service
+from drods.monitor.service import MonitorService
 from drods.monitor.subscriptions import (
     BUILTIN_SETTINGS,
     MAX_SUBSCRIPTIONS,
@@ -72,12 +72,6 @@ class ForecastView(BaseModel):
     currentWaterLevel: float | None
 
 
-async def _service(request: Request) -> MonitorService:
-    svc = get_service(context(request))
-    await svc.start()
-    return svc
-
-
 def realtime_body(svc: MonitorService) -> dict[str, Any]:
     snap, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
     return snap.model_dump() | {"clusters": details}
@@ -88,7 +82,7 @@ def realtime_body(svc: MonitorService) -> dict[str, Any]:
             description="With `watch=true` (and optional `timeoutSeconds`, default 1800) the answer is an "
                         "`application/x-ndjson` stream: one JSON line now and one per change.")
 async def get_realtime(request: Request, _: Principal = Depends(require(Action.READ))) -> Response:
-    svc = await _service(request)
+    svc = await monitoring(request)
     if request.query_params.get("watch") in ("true", "1"):
         try:
             timeout = float(request.query_params.get("timeoutSeconds", "1800"))
@@ -130,7 +124,7 @@ async def _watch(ctx: ApiContext, svc: MonitorService, duration_s: float) -> Asy
 async def get_forecast(request: Request, cluster: str = Query(min_length=1, max_length=253),
                        minutes: float = Query(default=30.0, gt=0, le=7 * 24 * 60),
                        _: Principal = Depends(require(Action.READ))) -> JSONResponse:
-    svc = await _service(request)
+    svc = await monitoring(request)
     if await svc.cluster(cluster) is None:
         raise not_found("Cluster", cluster)
     fc = svc.forecaster
@@ -146,7 +140,7 @@ async def get_forecast(request: Request, cluster: str = Query(min_length=1, max_
 
 @router.get("/surge", summary="Traffic surge signal per cluster and for the fleet (S5)")
 async def get_surge(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
-    svc = await _service(request)
+    svc = await monitoring(request)
     doc = svc.fleet.surge or {}
     return JSONResponse({"fleet": doc.get("fleet") or {"active": False, "magnitude": 0.0, "clusters": []},
                          "clusters": doc.get("clusters") or {}, "timestamp": doc.get("timestamp")})
@@ -160,7 +154,7 @@ async def get_operations(request: Request,
                          _: Principal = Depends(require(Action.READ))) -> JSONResponse:
     from drods.api.routes.history import time_window
 
-    svc = await _service(request)
+    svc = await monitoring(request)
     start, end = time_window(svc, startTime, endTime)
     page = await svc.operations.query(start, end, maxEntries)
     return JSONResponse({"items": page.items, "truncated": page.truncated})
@@ -172,7 +166,7 @@ _SUB_NAME = Path(min_length=1, max_length=253, pattern=NAME_PATTERN, description
 
 
 async def _subscriptions(request: Request) -> tuple[MonitorService, Subscriptions]:
-    svc = await _service(request)
+    svc = await monitoring(request)
     subs = subscriptions_of(svc)
     await subs.ensure_started()
     return svc, subs
@@ -254,31 +248,4 @@ async def delete_subscription(request: Request, name: str = _SUB_NAME,
     return JSONResponse(sub.to_view().model_dump(mode="json"))
 
 
-def install(app: FastAPI, ctx: ApiContext) -> None:
-    """Start monitoring with the app and stop it (flushing history) before the store closes.
-
-    The service is built at startup, so ``ctx.services["monitor_settings"]`` / ``["monitor_clock"]``
-    set between `create_app` and serving are honoured.
-    """
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(a: Any) -> AsyncIterator[Any]:
-        async with inner(a) as state:
-            svc = get_service(ctx)
-            subs = subscriptions_of(svc)
-            try:
-                await svc.start()
-                await subs.acquire()
-            except Exception as e:  # noqa: BLE001 - routes retry start(); the API must come up
-                log.warning("monitoring did not start: %s", e)
-            try:
-                yield state
-            finally:
-                await subs.release()
-                await svc.close()
-
-    app.router.lifespan_context = lifespan
-
-
-__all__ = ["install", "router"]
+__all__ = ["router"]

@@ -3,7 +3,7 @@
 Every scheduling decision, newest first, explained: candidate clusters, filter verdicts (reason
 counts and per-cluster reasons), each score plugin's score for the clusters that received
 replicas, the weights the adjuster used and its mode (spread / pack / blend), the result and the
-timings (entry shape: `drods.scheduler.history`). ``maxEntries`` defaults to 100; times are
+timings (entry shape: `drods.schedulerd.history`). ``maxEntries`` defaults to 100; times are
 RFC 3339; ``binding`` narrows to one task. ``/api/v1/history/failures`` (monitoring's route)
 lists the unschedulable attempts the scheduler appends to the shared failure log.
 
@@ -23,8 +23,8 @@ from drods.api.context import context, require
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError
-from drods.scheduler.history import ScheduleHistory
-from drods.scheduler.records import rfc3339
+from drods.model.timefmt import rfc3339_ms
+from drods.schedulerd.history import ScheduleHistory
 
 router = APIRouter(tags=["scheduler"], responses=ERROR_RESPONSES)
 
@@ -62,22 +62,22 @@ async def schedule_history(
     if start > end:
         raise ApiError(422, "VALIDATION_FAILED", "startTime must not be after endTime",
                        {"fields": [{"field": "startTime", "message": "after endTime"}]})
-    svc = ctx.services.get("scheduler")
+    svc = ctx.scheduler
     history = svc.history if svc is not None else ScheduleHistory(ctx.store)
     items, truncated = await history.query(start, end, maxEntries, binding)
-    return JSONResponse({"items": items, "truncated": truncated, "startTime": rfc3339(start),
-                         "endTime": rfc3339(end)})
+    return JSONResponse({"items": items, "truncated": truncated, "startTime": rfc3339_ms(start),
+                         "endTime": rfc3339_ms(end)})
 
 
 @router.get("/api/v1/scheduler", summary="Which scheduler leads; this process's scheduler queue and fleet view")
 async def scheduler_info(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
-    from drods.machinery.leader import PREFIX
-    from drods.scheduler.service import LEASE_NAME
+    from drods.model.keys import lease_key
+    from drods.schedulerd.service import LEASE_NAME
 
     ctx = context(request)
-    kv = await ctx.store.get(f"{PREFIX}{LEASE_NAME}")
+    kv = await ctx.store.get(lease_key(LEASE_NAME))
     body: dict[str, object] = {"leader": kv.value.decode() if kv is not None else None}
-    svc = ctx.services.get("scheduler")
+    svc = ctx.scheduler
     if svc is not None:
         snap = svc.cache.snap
         body["local"] = {"identity": svc.settings.identity, "leading": svc.is_leader, "synced": svc.ready.is_set(),

@@ -13,8 +13,7 @@ when nobody asks for more — calling every collector that handles it, and passe
 `MonitorService.ingest` with the collector's ``source``, so pulled values go
 through the same normalisation, rate control, thresholds and history as pushed ones, and carry
 their provenance. Built in: `PrometheusCollector` (clusters whose ``spec.prometheus`` is set).
-Other components add theirs by appending to ``ctx.services["monitor_collectors"]`` (the
-Kubernetes-API collector of the members package is meant to plug in there).
+Others are handed to `MonitorCollectors` when the process is assembled.
 """
 
 from __future__ import annotations

@@ -32,13 +32,12 @@ not create (no ``multicluster.io/managed-by: resource-detector`` label) are neve
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import json
 import logging
 import math
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,15 +45,16 @@ from pydantic import ValidationError
 
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
-from drods.machinery.informer import Informer
+from drods.machinery.informer import Handler, Informer
+from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
 from drods.model.binding import BindingSpec
 from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS, Kind
 from drods.model.meta import API_VERSION
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.registry.objects import ObjectRegistry
-from drods.scheduler.records import DETECTOR_NAME, MANAGED_BY_LABEL
-from drods.store import KeyValue, Store
+from drods.schedulerd.records import DETECTOR_NAME, MANAGED_BY_LABEL
+from drods.store import KeyValue
 
 log = logging.getLogger(__name__)
 
@@ -247,31 +247,45 @@ def normal_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- the controller
 class ResourceDetector:
-    """Runs while the scheduler leads (same lease); see the module docstring."""
+    """Workload + matching policy → Binding (see the module docstring); single-active.
 
-    def __init__(self, store: Store, registry: ObjectRegistry, *, workers: int = 2) -> None:
-        self.store = store
+    Its informers are the process's shared ones (`Manager.informer`): it subscribes while it runs
+    and unsubscribes when its leadership term ends. A managed Binding deleted (or marked for
+    deletion) behind its back sends its workload through reconcile again."""
+
+    def __init__(self, registry: ObjectRegistry, *, workloads: Sequence[Informer], policies: Sequence[Informer],
+                 bindings: Informer, workers: int = 2) -> None:
         self.registry = registry
         self.kinds = {k.key_prefix(): k for k in DETECTED_KINDS}
-        self.workloads = [Informer(store, k.key_prefix(), _decode_obj) for k in DETECTED_KINDS]
-        self.policies = [Informer(store, k.key_prefix(), decode_policy(k))
-                         for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY)]
+        self.workloads = list(workloads)
+        self.policies = list(policies)
+        self.bindings = bindings
         self.controller = Controller("resource-detector", self.reconcile, workers=workers)
-        for inf in self.workloads:
-            inf.on_change(lambda key, _o, _n: self.controller.queue.add(key))
-        for inf in self.policies:
-            inf.on_change(self._policy_changed)
+
+    @staticmethod
+    def informers(manager: Manager) -> dict[str, Any]:
+        """The shared informers a detector reads, as keyword arguments of its constructor."""
+        return {"workloads": [manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS],
+                "policies": [manager.informer(k.key_prefix(), decode_policy(k))
+                             for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY)],
+                "bindings": manager.informer(BINDING.key_prefix(), decode_object)}
 
     def _policy_changed(self, key: str, old: Any, new: Any) -> None:
         for inf in self.workloads:
             for wkey in inf.cache:
                 self.controller.queue.add(wkey)
 
-    def binding_deleted(self, raw: bytes) -> None:
-        """The scheduler saw a managed Binding deleted (or marked): re-derive its workload's."""
-        key = workload_key_of(raw)
-        if key is not None:
-            self.controller.queue.add(key)
+    def _binding_changed(self, key: str, old: Any, new: Any) -> None:
+        gone = new is None or bool((new.get("metadata") or {}).get("deletionTimestamp"))
+        was_gone = old is not None and bool((old.get("metadata") or {}).get("deletionTimestamp"))
+        obj = new or old
+        if not gone or was_gone or obj is None:
+            return
+        if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != DETECTOR_NAME:
+            return
+        wkey = workload_key(obj)
+        if wkey is not None:
+            self.controller.queue.add(wkey)
 
     def _kind_of(self, key: str) -> Kind | None:
         for prefix, k in self.kinds.items():
@@ -283,15 +297,20 @@ class ResourceDetector:
         return [p for inf in self.policies for p in inf.cache.values() if p is not None]
 
     async def run(self) -> None:
-        infs = [*self.policies, *self.workloads]
-        tasks = [asyncio.create_task(i.run(), name=f"detector-{i.prefix}") for i in infs]
+        enqueue: Handler = lambda key, _o, _n: self.controller.queue.add(key)  # noqa: E731
+        stops = [*(inf.on_change(enqueue) for inf in self.workloads),
+                 *(inf.on_change(self._policy_changed) for inf in self.policies),
+                 self.bindings.on_change(self._binding_changed)]
         try:
-            await asyncio.gather(*(i.wait_synced() for i in infs))
+            for inf in (*self.policies, *self.workloads, self.bindings):
+                await inf.wait_synced()
+            for inf in self.workloads:
+                for key in inf.cache:
+                    self.controller.queue.add(key)
             await self.controller.run()
         finally:
-            from drods.scheduler.service import stop_tasks
-
-            await stop_tasks(tasks)
+            for stop in stops:
+                stop()
 
     async def reconcile(self, item: Hashable) -> float | None:
         key = str(item)
@@ -344,7 +363,8 @@ class ResourceDetector:
         return None
 
 
-def _decode_obj(kv: KeyValue) -> dict[str, Any] | None:
+def decode_object(kv: KeyValue) -> dict[str, Any] | None:
+    """A stored object as a mapping (None if it is not one)."""
     try:
         obj = json.loads(kv.value)
     except ValueError:
@@ -352,12 +372,10 @@ def _decode_obj(kv: KeyValue) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def workload_key_of(raw: bytes) -> str | None:
+def workload_key(binding: Mapping[str, Any]) -> str | None:
     """The store key of the workload a managed binding stands for."""
-    try:
-        obj = json.loads(raw)
-        ref = (obj.get("spec") or {}).get("resource") or {}
-    except (ValueError, AttributeError):
+    ref = (binding.get("spec") or {}).get("resource") or {}
+    if not isinstance(ref, dict):
         return None
     kind = next((k for k in DETECTED_KINDS if k.kind == ref.get("kind")), None)
     if kind is None or not ref.get("name"):

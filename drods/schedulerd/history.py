@@ -39,11 +39,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from drods.model.keys import SCHEDULES_PREFIX
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.scheduler.framework import ScheduleResult
-from drods.scheduler.records import parse_rfc3339, placement_json, rfc3339
+from drods.schedulerd.records import placement_json
 from drods.store import Put, Store
 
-SCHEDULES_PREFIX = "/history/schedules/"
 MAX_HISTORY_REASONS = 50
 _LEVELS = (("%Y%m%d", timedelta(days=1)), ("%H", timedelta(hours=1)), ("%M", timedelta(minutes=1)),
            ("%S", timedelta(seconds=1)))
@@ -72,7 +73,7 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
     shown, total = result.reasons_sample(MAX_HISTORY_REASONS)
     placed = result.placed
     rec: dict[str, Any] = {
-        "time": rfc3339(ts),
+        "time": rfc3339_ms(ts),
         "binding": binding,
         "generation": generation,
         "scheduleType": schedule_type,

@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from drods.model.binding import TargetCluster
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 
 SCHEDULER_PHASES = frozenset({"Pending", "Scheduled", "Unschedulable"})
 MAX_STATUS_REASONS = 100
@@ -37,35 +37,6 @@ SCALE = "ScaleSchedule"
 RESCHEDULE = "RescheduleTriggered"
 
 Placement = tuple[tuple[str, int], ...]
-
-
-_second: list[Any] = [None, ""]  # the last second formatted: a burst of decisions shares it
-
-
-def rfc3339(ts: float) -> str:
-    """Millisecond RFC 3339 in UTC: scheduledTime and rescheduleTriggeredAt must compare finely."""
-    sec, ms = divmod(round(ts * 1000), 1000)
-    if _second[0] != sec:
-        _second[1] = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
-        _second[0] = sec
-    return f"{_second[1]}{ms:03d}Z"
-
-
-def whole_ms(ts: float) -> float:
-    """``ts`` to the millisecond, equal to what ``parse_rfc3339(rfc3339(ts))`` reads back."""
-    return round(ts * 1000) / 1000
-
-
-def parse_rfc3339(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
 
 
 def requirement_tuple(resources: Mapping[str, Any] | None) -> tuple[float, float, float, float, float]:
@@ -222,7 +193,7 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
     else:
         status.pop("reasons", None)
     status["scheduledGeneration"] = d.generation
-    status["scheduledTime"] = rfc3339(d.time)
+    status["scheduledTime"] = rfc3339_ms(d.time)
     return status
 
 

@@ -1,11 +1,11 @@
-"""The one way to ask for a re-placement (S11, A4, F6): ``ctx.services["reschedule"]``.
+"""The one way to ask for a re-placement (S11, A4, F6): `Rescheduler`.
 
 Everything that moves replicas — cluster failover, ``drods cluster drain``, monitoring's automatic
 operations — says so on the Binding (``spec.rescheduleTriggeredAt`` plus a reason annotation) and
 lets whichever scheduler leads re-place it from scratch. The object is the record: a restarted
 component resumes from it, and a user reads on the Binding why it moved.
 
-Monitoring's automatic operations (`drods.monitor.autoops`) send a `RescheduleRequest`:
+The descheduler (automatic operations, `drods.controllers.descheduler`) sends a `RescheduleRequest`:
 
 * ``evacuate`` — a cluster stayed above its water-level limit: re-place the bindings with the most
   replicas there until ``fraction`` of its replicas are covered; the scheduler skips clusters above
@@ -25,23 +25,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from drods.errors import ApiError
 from drods.model.annotations import EVACUATED_FROM, PREALLOCATION, RESCHEDULE_REASON, evacuated_from
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.preallocation import PreallocationHold, parse_hold
-from drods.monitor.autoops import RescheduleRequest, RescheduleResult
+from drods.model.reschedule import RescheduleRequest, RescheduleResult
+from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry
 from drods.registry.patch import MERGE_PATCH
-from drods.scheduler.records import rfc3339
 
 
 async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Callable[[], float] = time.time,
                   annotations: Mapping[str, str | None] | None = None) -> None:
     """Ask for ``name`` to be re-placed from scratch; ``annotations`` are set (None removes) with it."""
     patch = {"metadata": {"annotations": {RESCHEDULE_REASON: (reason or "requested")[:1024], **(annotations or {})}},
-             "spec": {"rescheduleTriggeredAt": rfc3339(clock())}}
+             "spec": {"rescheduleTriggeredAt": rfc3339_ms(clock())}}
     for attempt in range(5):
         try:
             await registry.patch(BINDING, name, patch, MERGE_PATCH)
@@ -56,7 +55,8 @@ def _joined(clusters: list[str]) -> str | None:
 
 
 class Rescheduler:
-    """``ctx.services["reschedule"]``: ``await hook("binding", "reason")`` or ``await hook(RescheduleRequest)``."""
+    """``await rescheduler("binding", "reason")`` or ``await rescheduler(RescheduleRequest)``; any process
+    with a registry has one (it only writes Bindings and Clusters)."""
 
     def __init__(self, registry: ObjectRegistry, clock: Callable[[], float] = time.time) -> None:
         self.registry = registry
@@ -150,13 +150,3 @@ class Rescheduler:
             return RescheduleResult(False, 0, f"no binding was moved away from {req.cluster}")
         return RescheduleResult(True, replicas, f"offering {req.cluster} back to {len(names)} binding(s): "
                                                 f"{', '.join(names[:10])}", tuple(names))
-
-
-def install_reschedule(ctx: Any) -> Rescheduler:
-    """Put the rescheduling entry point on ``ctx.services["reschedule"]`` (any process with a registry)."""
-    hook = ctx.services.get("reschedule")
-    if not isinstance(hook, Rescheduler):
-        hook = Rescheduler(ctx.registry)
-        ctx.services["reschedule"] = hook
-    return hook
-

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from drods.controllers.detector import _Policy, best_policy, binding_name, pod_requests, replicas_of
 from drods.model.annotations import PREALLOCATION
 from drods.model.binding import TargetCluster
 from drods.model.cluster import ClusterSpec
@@ -15,9 +16,9 @@ from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WOR
 from drods.model.policy import ResourceSelector
 from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.selector import LabelSelector
-from drods.scheduler.cache import ClusterRecord, SchedulerCache, StatusRecord
-from drods.scheduler.detector import _Policy, best_policy, binding_name, pod_requests, replicas_of
-from drods.scheduler.records import (
+from drods.model.timefmt import rfc3339_ms
+from drods.schedulerd.cache import ClusterRecord, SchedulerCache, StatusRecord
+from drods.schedulerd.records import (
     FIRST,
     RECONCILE,
     RESCHEDULE,
@@ -25,7 +26,6 @@ from drods.scheduler.records import (
     Decision,
     decode_binding,
     merge_status,
-    rfc3339,
     schedule_type,
 )
 
@@ -43,15 +43,15 @@ def rec(raw: bytes) -> Any:
 
 def test_schedule_type() -> None:
     assert schedule_type(rec(binding())) == FIRST
-    done = {"scheduledGeneration": 1, "scheduledTime": rfc3339(100.0), "phase": "Scheduled",
+    done = {"scheduledGeneration": 1, "scheduledTime": rfc3339_ms(100.0), "phase": "Scheduled",
             "placement": [{"cluster": "a", "replicas": 4}]}
     assert schedule_type(rec(binding(status=done))) is None
     old = rec(binding(status=done))
     assert schedule_type(rec(binding(2, done, replicas=6)), old) == SCALE
     assert schedule_type(rec(binding(2, done, priority=3)), old) == RECONCILE
-    trig = rec(binding(2, done, rescheduleTriggeredAt=rfc3339(101.0)))
+    trig = rec(binding(2, done, rescheduleTriggeredAt=rfc3339_ms(101.0)))
     assert schedule_type(trig, old) == RESCHEDULE
-    assert schedule_type(rec(binding(1, done, rescheduleTriggeredAt=rfc3339(99.0)))) is None  # already handled
+    assert schedule_type(rec(binding(1, done, rescheduleTriggeredAt=rfc3339_ms(99.0)))) is None  # already handled
     deleting = json.loads(binding())
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert schedule_type(rec(json.dumps(deleting).encode())) is None
@@ -68,7 +68,7 @@ def test_merge_status_keeps_what_others_own() -> None:
     assert moved["clusters"] == [{"name": "a"}]
     stuck = merge_status(prop, Decision(False, (("a", 2),), "0/2 clusters available", {"b": "x"}, 4, 100.0))
     assert stuck["phase"] == "Unschedulable" and stuck["placement"] == prop["placement"]
-    assert stuck["reasons"] == {"b": "x"} and stuck["scheduledTime"] == rfc3339(100.0)
+    assert stuck["reasons"] == {"b": "x"} and stuck["scheduledTime"] == rfc3339_ms(100.0)
     assert "reasons" not in merge_status(stuck, Decision(True, (("a", 2),), "ok", {}, 5, 101.0))
 
 

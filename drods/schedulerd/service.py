@@ -3,15 +3,17 @@
 One `SchedulerService` per process. Its informers run always, so a standby's snapshot and queue
 are warm; the decision loop and the resource detector run only while this process holds the
 ``/leases/scheduler`` lease (A6), and every status write is fenced on that lease: the write is a
-store transaction that also compares the lease key with this process's identity, so two
-schedulers never both bind, even for the instant after a lease is lost.
+store transaction that also compares the lease key's revision with the one this process won it
+at (`drods.machinery.fence`), so two schedulers never both bind, even for the instant after a
+lease is lost or when a restarted replica reuses this one's identity. The resource detector is a
+controller of its own (`drods.controllers.detector`).
 
 A cycle: pop the highest-priority binding (FIFO among equals), schedule it against the snapshot,
 assume the replicas it added (S7), and write Binding.status with one CAS write. Decisions are
 batched — up to ``batch_size`` bindings or ``batch_seconds`` of work — and a batch's writes go in
 store transactions of up to ``max_txn_ops`` operations, falling back to one CAS per binding when
 a transaction's guard fails; the next batch is scheduled while the previous one is written.
-Every decision is explained in ``/history/schedules/`` (`drods.scheduler.history`); unschedulable
+Every decision is explained in ``/history/schedules/`` (`drods.schedulerd.history`); unschedulable
 and partial ones are also appended to the shared failure log ``/history/failures/``.
 """
 
@@ -21,9 +23,7 @@ import asyncio
 import json
 import logging
 import os
-import socket
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,21 +31,25 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from drods.machinery.fence import Fence, LeadershipLost
 from drods.machinery.informer import Informer
 from drods.machinery.leader import LeaderElector
+from drods.machinery.manager import default_identity
+from drods.machinery.tasks import stop_tasks
 from drods.model.annotations import RESCHEDULE_REASON
 from drods.model.binding import BindingSpec, TargetCluster
+from drods.model.keys import FAILURES_PREFIX, STATUS_PREFIX, SURGE_KEY
 from drods.model.kinds import BINDING, CLUSTER
-from drods.monitor.history import FAILURES_PREFIX
+from drods.model.timefmt import rfc3339_ms, whole_ms
 from drods.monitor.history import append as append_failure
-from drods.registry.objects import ObjectRegistry
-from drods.scheduler.cache import SchedulerCache, decode_cluster, status_decoder
 from drods.scheduler.framework import Scheduler, ScheduleResult
-from drods.scheduler.history import ScheduleHistory, decision_record
-from drods.scheduler.metrics import SchedulerMetrics
 from drods.scheduler.profile import Profile
-from drods.scheduler.queue import QueueEntry, SchedulingQueue
-from drods.scheduler.records import (
+from drods.scheduler.task import Task
+from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
+from drods.schedulerd.history import ScheduleHistory, decision_record
+from drods.schedulerd.metrics import SchedulerMetrics
+from drods.schedulerd.queue import QueueEntry, SchedulingQueue
+from drods.schedulerd.records import (
     MAX_STATUS_REASONS,
     RECONCILE,
     RESCHEDULE,
@@ -55,26 +59,16 @@ from drods.scheduler.records import (
     decode_binding,
     encode_object,
     merge_status,
-    rfc3339,
     schedule_type,
-    whole_ms,
 )
-from drods.scheduler.reschedule import install_reschedule
-from drods.scheduler.task import Task
 from drods.store import Compare, KeyValue, Put, Store, StoreError
 
 log = logging.getLogger(__name__)
 
-STATUS_PREFIX = "/status/clusters/"
-SURGE_KEY = "/status/surge"
 LEASE_NAME = "scheduler"
 RETRY = "Retry"
 PROFILE_ENV = "DRODS_SCHEDULER_PROFILE"
 PROFILE_FILE = "scheduler-profile.yaml"
-
-
-def default_identity() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 @dataclass
@@ -94,7 +88,6 @@ class SchedulerSettings:
     max_backoff: float = 60.0
     max_unschedulable: float = 300.0
     rng_seed: int | None = None
-    detector: bool = True
 
 
 @dataclass(slots=True)
@@ -112,12 +105,11 @@ class _Plan:
 
 class SchedulerService:
     def __init__(self, store: Store, *, profile: Profile | None = None, settings: SchedulerSettings | None = None,
-                 registry: ObjectRegistry | None = None, clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.settings = s = settings or SchedulerSettings()
         self.profile = profile or Profile.default()
         self.clock = clock
-        self.registry = registry
         self.scheduler = Scheduler(self.profile, rng_seed=s.rng_seed)
         self.cache = SchedulerCache(clock=clock, status_max_age=s.status_max_age, assume_ttl=s.assume_ttl)
         self.queue = SchedulingQueue(initial_backoff=s.initial_backoff, max_backoff=s.max_backoff,
@@ -125,7 +117,6 @@ class SchedulerService:
         self.metrics = SchedulerMetrics(self.queue.counts)
         self.history = ScheduleHistory(store, s.history_retention_s, clock)
         self.elector = LeaderElector(store, LEASE_NAME, s.identity, ttl=s.lease_ttl)
-        self._fence = Compare(self.elector.key, "value", "=", s.identity.encode())
         self.clusters = Informer(store, CLUSTER.key_prefix(), decode_cluster)
         self.statuses = Informer(store, STATUS_PREFIX, status_decoder(clock))
         self.surge = Informer(store, SURGE_KEY, _decode_json)
@@ -143,11 +134,6 @@ class SchedulerService:
         self._kick: asyncio.TimerHandle | None = None
         self._kick_reasons: set[str] = set()
         self.ready = asyncio.Event()
-        self.detector: Any = None
-        if s.detector and registry is not None:
-            from drods.scheduler.detector import ResourceDetector
-
-            self.detector = ResourceDetector(store, registry)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -169,15 +155,19 @@ class SchedulerService:
         finally:
             await stop_tasks(tasks)
 
-    async def _lead(self) -> None:
-        log.info("scheduler %s is leading", self.settings.identity)
+    @property
+    def _fence(self) -> Compare:
+        fence = self.elector.fence
+        if fence is None:
+            raise LeadershipLost(Fence(self.elector.key, 0))
+        return fence.compare()
+
+    async def _lead(self, fence: Fence) -> None:
+        log.info("scheduler %s is leading (generation %d)", self.settings.identity, fence.generation)
         self.metrics.leader.set(1)
         try:
             self.metrics.incoming_event("LeaderElected", self.queue.on_cluster_event())
-            parts: list[Awaitable[None]] = [self._loop()]
-            if self.detector is not None:
-                parts.append(self.detector.run())
-            await asyncio.gather(*parts)
+            await self._loop()
         finally:
             self.metrics.leader.set(0)
 
@@ -229,8 +219,6 @@ class SchedulerService:
             self._logged_failure.pop(gone.name, None)
             if self.cache.forget(gone.name):
                 self._cluster_event("BindingDeleted")
-            if gone.managed and self.detector is not None and self.is_leader and (old is None or not old.deleting):
-                self.detector.binding_deleted(gone.raw)
             return
         stype = schedule_type(new, old)
         if stype is not None:
@@ -436,12 +424,13 @@ class SchedulerService:
                                profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger)
 
     async def _still_leader(self) -> bool:
+        fence = self.elector.fence
         kv = await self.store.get(self.elector.key)
-        return kv is not None and kv.value == self.settings.identity.encode()
+        return fence is not None and kv is not None and kv.mod_revision == fence.generation
 
     async def _write_one(self, p: _Plan, hist: list[Put]) -> str:
         """CAS write of one decision on the binding as it is now (read-modify-write, retried)."""
-        when = rfc3339(p.decision.time)
+        when = rfc3339_ms(p.decision.time)
         for _ in range(8):
             kv: KeyValue | None = await self.store.get(p.rec.key)
             if kv is None:
@@ -488,30 +477,6 @@ class SchedulerService:
             await asyncio.gather(*failures)
 
 
-async def stop_tasks(tasks: list[asyncio.Task[Any]]) -> None:
-    """Cancel and wait; cancel again what is still running; finish even if cancelled meanwhile.
-
-    Before Python 3.12 ``asyncio.wait_for`` (used inside store watches) swallows a cancellation
-    that arrives just as its awaitable completes — e.g. when a store write wakes every watch at
-    the moment of shutdown — and the task runs on: repeating the cancellation ends it. A caller's
-    own cancellation is held back until the tasks are gone, so nested clean-ups complete (and
-    nothing is left using a store that is about to be closed)."""
-    for t in tasks:
-        t.cancel()
-    pending = {t for t in tasks if not t.done()}
-    interrupted = False
-    while pending:
-        try:
-            _, pending = await asyncio.wait(pending, timeout=0.2)
-        except asyncio.CancelledError:
-            interrupted = True
-            continue
-        for t in pending:
-            t.cancel()
-    if interrupted:
-        raise asyncio.CancelledError
-
-
 def _decode_json(kv: KeyValue) -> Any:
     try:
         return json.loads(kv.value)
@@ -526,25 +491,3 @@ def load_profile(data_dir: Path, path: str | Path | None = None) -> Profile:
         return Profile.load(chosen)
     default = data_dir / PROFILE_FILE
     return Profile.load(default) if default.exists() else Profile.default()
-
-
-def get_service(ctx: Any) -> SchedulerService:
-    """This process's scheduler, built on first use: ``ctx.services["scheduler"]``.
-
-    Also installs the reschedule hook and appends the scheduler's Prometheus registry. Tests may
-    preset ``ctx.services["scheduler_settings"]`` and ``ctx.services["scheduler_profile"]``.
-    """
-    svc: SchedulerService | None = ctx.services.get("scheduler")
-    if svc is None:
-        profile = ctx.services.get("scheduler_profile") or load_profile(ctx.data_dir)
-        svc = SchedulerService(ctx.store, profile=profile, settings=ctx.services.get("scheduler_settings"),
-                               registry=ctx.registry)
-        ctx.services["scheduler"] = svc
-        ctx.services.setdefault("prometheus_registries", []).append(svc.metrics.registry)
-        install_reschedule(ctx)
-    return svc
-
-
-async def scheduler_component(ctx: Any) -> None:
-    """The ``drods serve`` component: the scheduler in-process, behind the same leader election."""
-    await get_service(ctx).run()

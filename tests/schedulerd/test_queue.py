@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from drods.scheduler import SchedulingQueue
+from drods.schedulerd.queue import SchedulingQueue
 
 
 class Clock:

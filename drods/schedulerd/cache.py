@@ -33,9 +33,11 @@ from pydantic import ValidationError
 
 from drods.model.binding import TargetCluster
 from drods.model.cluster import ClusterSpec
+from drods.model.conditions import condition
 from drods.model.preallocation import PreallocationHold, parse_hold
-from drods.scheduler.records import Placement, parse_rfc3339
+from drods.model.timefmt import parse_rfc3339
 from drods.scheduler.snapshot import Snapshot
+from drods.schedulerd.records import Placement
 from drods.store import KeyValue
 
 log = logging.getLogger(__name__)
@@ -67,10 +69,8 @@ def decode_cluster(kv: KeyValue) -> ClusterRecord | None:
     except (ValueError, KeyError, TypeError, ValidationError):
         log.warning("scheduler: cannot read cluster object %s", kv.key)
         return None
-    ready: bool | None = None
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            ready = str(cond.get("status")) == "True"
+    cond = condition(obj, "Ready")
+    ready = None if cond is None else str(cond.get("status")) == "True"
     meta = obj.get("metadata") or {}
     return ClusterRecord(name, dict(meta.get("labels") or {}), spec, ready, parse_hold(meta.get("annotations")))
 

@@ -1,0 +1,178 @@
+"""Which components a process runs, and what each is built from (A2, A3, A6).
+
+`assemble` builds one `ControlPlane`: the manager (store, registry, shared informers, leader
+elections, restarts) with the chosen components registered on it, and the API server's typed
+context. ``drods serve`` runs every component; ``drods apiserver``, ``drods scheduler`` and
+``drods controllers`` run subsets against one store (etcd), and single-active components elect a
+leader per lease:
+
+========================  =======================  ============================================
+component                 runs                     lease
+========================  =======================  ============================================
+API + monitoring ingest   every replica            —
+monitoring maintenance    every replica            — (idempotent)
+scheduler                 every replica (warm)     ``scheduler`` (decisions, fenced)
+resource detector         leader                   ``resource-detector``
+member controllers        leader                   ``member-controllers``
+monitoring collectors     leader                   ``monitor-collectors``
+descheduler (auto-ops)    leader                   ``descheduler``
+store compactor           every replica            — (compaction is idempotent)
+========================  =======================  ============================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from drods.api.context import ApiContext
+from drods.controllers.compactor import Compactor
+from drods.controllers.descheduler import Descheduler
+from drods.controllers.detector import ResourceDetector
+from drods.controllers.manager import LEASE as MEMBERS_LEASE
+from drods.controllers.manager import MemberControllers
+from drods.controllers.rescheduler import Rescheduler
+from drods.controllers.settings import MemberSettings
+from drods.machinery.manager import Leadership, Manager
+from drods.machinery.tasks import stop_tasks
+from drods.model.reschedule import RescheduleHook
+from drods.monitor.collectors import Collector
+from drods.monitor.components import MonitorCollectors, MonitorMaintenance
+from drods.monitor.service import MonitorService, MonitorSettings
+from drods.monitor.subscriptions import subscriptions_of
+from drods.scheduler.profile import Profile
+from drods.schedulerd.service import SchedulerService, SchedulerSettings, load_profile
+from drods.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Component(enum.Enum):
+    API = "api"
+    SCHEDULER = "scheduler"
+    DETECTOR = "detector"
+    MEMBERS = "members"
+    COLLECTORS = "collectors"
+    DESCHEDULER = "descheduler"
+    COMPACTOR = "compactor"
+
+
+SERVE = frozenset(Component)
+APISERVER = frozenset({Component.API})
+SCHEDULER = frozenset({Component.SCHEDULER})
+CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
+                         Component.COMPACTOR})
+# Monitoring is built where something feeds or reads it.
+_NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
+
+
+@dataclass
+class ComponentSettings:
+    """What the components are built from (the sections of the configuration file)."""
+
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    profile: Profile | None = None  # None: the profile the data dir or environment names, else defaults
+    monitoring: MonitorSettings | None = None  # None: <data dir>/monitor.yaml, else defaults
+    members: MemberSettings | None = None  # None: <data dir>/members.yaml, else defaults
+    clock: Callable[[], float] = time.time  # monitoring's and the descheduler's clock (tests move it)
+    collectors: list[Collector] = field(default_factory=list)  # beside the built-in Prometheus one
+    identity: str | None = None  # name in every leader election of this process
+    # What carries out the descheduler's requests (None: a Rescheduler over its fenced registry).
+    reschedule_hook: RescheduleHook | None = None
+    lease_ttl: int = 10
+
+
+@dataclass
+class ControlPlane:
+    """One process's components: built by `assemble`, run with `running`."""
+
+    manager: Manager
+    context: ApiContext
+    components: frozenset[Component]
+    monitor: MonitorService | None = None
+    scheduler: SchedulerService | None = None
+    # The member controllers of the current leadership term, while this process leads it.
+    members: MemberControllers | None = None
+
+    @property
+    def store(self) -> Store:
+        return self.context.store
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Start monitoring and the manager; on exit stop them, then close the store."""
+        subs = subscriptions_of(self.monitor) if self.monitor is not None else None
+        if self.monitor is not None and subs is not None:
+            try:
+                await self.monitor.start()
+                await subs.acquire()
+            except Exception as e:  # noqa: BLE001 - routes retry start(); the process must come up
+                log.warning("monitoring did not start: %s", e)
+        task = asyncio.create_task(self.manager.run(), name="manager")
+        try:
+            yield
+        finally:
+            await stop_tasks([task])
+            if self.monitor is not None and subs is not None:
+                await subs.release()
+                await self.monitor.close()
+            await self.context.store.close()
+
+
+def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SERVE, *,
+             settings: ComponentSettings | None = None, jwks_url: str | None = None,
+             rs256_public_key: str | None = None) -> ControlPlane:
+    """Build the chosen components over ``store``; nothing runs until `ControlPlane.running`."""
+    chosen = frozenset(components)
+    s = settings or ComponentSettings()
+    ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url, rs256_public_key=rs256_public_key)
+    manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
+    plane = ControlPlane(manager, ctx, chosen)
+    ctx.rescheduler = Rescheduler(ctx.registry)
+
+    monitor: MonitorService | None = None
+    if chosen & _NEEDS_MONITOR:
+        monitor = plane.monitor = ctx.monitor = MonitorService(
+            ctx.store, data_dir, s.monitoring or MonitorSettings.load(data_dir), clock=s.clock)
+        ctx.prometheus_registries.append(monitor.metrics.registry)
+        manager.add("monitor-maintenance", MonitorMaintenance(monitor))
+
+    if Component.SCHEDULER in chosen:
+        scheduler = plane.scheduler = ctx.scheduler = SchedulerService(
+            ctx.store, profile=s.profile or load_profile(data_dir), settings=s.scheduler)
+        ctx.prometheus_registries.append(scheduler.metrics.registry)
+        manager.add("scheduler", scheduler)
+
+    if Component.DETECTOR in chosen:
+        informers = ResourceDetector.informers(manager)
+        manager.add_leader("resource-detector", lambda lead: ResourceDetector(lead.registry, **informers))
+
+    if Component.MEMBERS in chosen:
+        members_settings = s.members or MemberSettings.load(data_dir)
+
+        def member_controllers(lead: Leadership) -> MemberControllers:
+            plane.members = MemberControllers(lead.store, lead.registry, members_settings, monitor,
+                                              Rescheduler(lead.registry))
+            return plane.members
+
+        manager.add_leader(MEMBERS_LEASE, member_controllers)
+
+    if Component.COLLECTORS in chosen and monitor is not None:
+        collectors = MonitorCollectors(monitor, s.collectors)
+        manager.add_leader("monitor-collectors", lambda _lead: collectors)
+
+    if Component.DESCHEDULER in chosen and monitor is not None:
+        hook = s.reschedule_hook
+        manager.add_leader("descheduler", lambda lead: Descheduler(lead.store, lead.registry, monitor,
+                                                                    hook or Rescheduler(lead.registry)))
+
+    if Component.COMPACTOR in chosen:
+        manager.add("compactor", Compactor(ctx.store))
+
+    return plane

@@ -1,0 +1,144 @@
+"""``drods scheduler`` and ``drods controllers``: subsets of the control plane as their own
+processes (A2, A3, A6), against the store the API servers use (etcd for several processes).
+
+Several of each may run: single-active components elect a leader per store lease and write only
+while they lead (fenced writes), the others keep warm caches and take over within the lease TTL.
+Each process serves ``/healthz``, ``/readyz`` and ``/metrics`` on ``--host``/``--port`` (``--port 0``
+serves nothing); the scheduler also serves ``/api/v1/scheduler`` and the schedule history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from drods.assembly import Component, ComponentSettings
+
+DEFAULT_DATA_DIR = Path(os.environ.get("DRODS_DATA_DIR", str(Path.home() / ".drods")))
+
+StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
+DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR",
+                                          help="Keys (shared with the API servers), default store.")]
+IdOpt = Annotated[str | None, typer.Option("--id", help="Name in the leader elections (default host-pid-random).")]
+HostOpt = Annotated[str, typer.Option("--host", help="Address of /healthz, /readyz, /metrics.")]
+LeaseOpt = Annotated[int, typer.Option("--lease-ttl", help="Leader lease TTL in seconds: how fast a standby "
+                                                           "takes over.")]
+CertOpt = Annotated[str | None, typer.Option("--tls-cert")]
+KeyOpt = Annotated[str | None, typer.Option("--tls-key")]
+LogOpt = Annotated[str, typer.Option("--log-level")]
+
+
+def scheduler(
+    store: StoreOpt = None,
+    data_dir: DataDirOpt = DEFAULT_DATA_DIR,
+    profile: Annotated[Path | None, typer.Option(
+        "--profile", help="Scheduler profile YAML (default: $DRODS_SCHEDULER_PROFILE, else "
+                          "DATA_DIR/scheduler-profile.yaml, else built-in defaults).")] = None,
+    identity: IdOpt = None,
+    host: HostOpt = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port of /healthz, /readyz, /metrics (0: none).")] = 10351,
+    lease_ttl: LeaseOpt = 10,
+    tls_cert: CertOpt = None,
+    tls_key: KeyOpt = None,
+    log_level: LogOpt = "info",
+) -> None:
+    """Run only the scheduler, with leader election on a store lease."""
+    from drods.assembly import SCHEDULER, ComponentSettings
+    from drods.scheduler.profile import ProfileError
+    from drods.schedulerd.service import SchedulerSettings, load_profile
+
+    try:
+        prof = load_profile(data_dir, profile)
+    except (ProfileError, OSError) as e:
+        raise typer.BadParameter(str(e), param_hint="--profile") from e
+    settings = ComponentSettings(scheduler=SchedulerSettings(lease_ttl=lease_ttl), profile=prof,
+                                 identity=identity, lease_ttl=lease_ttl)
+    if identity:
+        settings.scheduler.identity = identity
+    run_process("scheduler", SCHEDULER, store, data_dir, settings, host=host, port=port, tls_cert=tls_cert,
+                tls_key=tls_key, log_level=log_level)
+
+
+def controllers(
+    store: StoreOpt = None,
+    data_dir: DataDirOpt = DEFAULT_DATA_DIR,
+    identity: IdOpt = None,
+    host: HostOpt = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port of /healthz, /readyz, /metrics (0: none).")] = 10352,
+    lease_ttl: LeaseOpt = 10,
+    tls_cert: CertOpt = None,
+    tls_key: KeyOpt = None,
+    log_level: LogOpt = "info",
+) -> None:
+    """Run the controller manager: resource detector, member controllers (propagation, status,
+    health, failover, cleanup), monitoring collectors, descheduler, store compactor."""
+    from drods.assembly import CONTROLLERS, ComponentSettings
+
+    settings = ComponentSettings(identity=identity, lease_ttl=lease_ttl)
+    run_process("controllers", CONTROLLERS, store, data_dir, settings, host=host, port=port, tls_cert=tls_cert,
+                tls_key=tls_key, log_level=log_level)
+
+
+def run_process(name: str, components: frozenset[Component], store_url: str | None, data_dir: Path,
+                settings: ComponentSettings, *, host: str, port: int, tls_cert: str | None = None,
+                tls_key: str | None = None, log_level: str = "info") -> None:
+    import uvicorn
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    from drods.api.routes import admin
+    from drods.api.routes.schedules import router as schedules_router
+    from drods.api.status import error_response
+    from drods.assembly import Component, assemble
+    from drods.errors import ApiError
+    from drods.server import _Server, default_store_url
+    from drods.store import open_store
+
+    if bool(tls_cert) != bool(tls_key):
+        raise typer.BadParameter("--tls-cert and --tls-key go together")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    plane = assemble(open_store(store_url or default_store_url(data_dir)), data_dir, components, settings=settings)
+    log = logging.getLogger(f"drods.{name}")
+
+    def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]
+        log.info("%s %s started (%s; lease TTL %ss)", name, plane.manager.identity,
+                 ", ".join(sorted(c.value for c in components)), settings.lease_ttl)
+        return plane.running()
+
+    app = FastAPI(title=f"DRO-DS {name}", lifespan=lifespan)
+    app.state.ctx = plane.context
+    app.state.plane = plane
+    app.include_router(admin.router)
+    if Component.SCHEDULER in components:
+        app.include_router(schedules_router)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(request.url.path, exc)
+
+    if port == 0:
+        async def headless() -> None:
+            stop = asyncio.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+            async with plane.running():
+                await stop.wait()
+
+        asyncio.run(headless())
+        return
+    server = _Server(uvicorn.Config(app, host=host, port=port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
+                                    log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=5))
+    server.run()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("scheduler")(scheduler)
+    app.command("controllers")(controllers)

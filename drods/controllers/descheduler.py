@@ -1,0 +1,147 @@
+"""The descheduler: automatic operations (A4, F6, S11) as a controller.
+
+Evacuate on a sustained ``/events/sustained/<cluster>/`` event, pre-allocate ahead of a forecast
+peak, restore once a cluster is calm again — each decided by the pure policy in
+`drods.monitor.autoops`, carried out by the `Rescheduler`, recorded in monitoring's operations log.
+It runs while its process leads ``/leases/descheduler``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from drods.machinery.periodic import every
+from drods.model.annotations import evacuated_from
+from drods.model.keys import SUSTAINED_EVENTS_PREFIX
+from drods.model.kinds import BINDING
+from drods.model.preallocation import parse_hold
+from drods.model.reschedule import RescheduleHook
+from drods.monitor.autoops import Action, AutoOps, execute
+from drods.monitor.service import MonitorService
+from drods.registry.objects import ObjectRegistry
+from drods.store import EventType, Store
+
+
+def _candidates(svc: MonitorService, cluster: str) -> int:
+    """Other active clusters whose water level is below their own limit: where load could go."""
+    _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
+    return sum(1 for c, d in details.items()
+               if c != cluster and d["active"] and d["waterLevel"] is not None
+               and d["waterLevel"] < svc.water_level_limit(c))
+
+
+class Descheduler:
+    """Automatic operations as a single-active controller; its state is rebuilt from the store (the
+    Bindings' ``evacuated-from`` annotations) whenever it (re)gains the lease."""
+
+    def __init__(self, store: Store, registry: ObjectRegistry, monitor: MonitorService,
+                 rescheduler: RescheduleHook | None) -> None:
+        self.store = store
+        self.registry = registry
+        self.svc = monitor
+        self.rescheduler = rescheduler
+        self.policy = monitor.settings.autoops
+        self.ops = AutoOps(self.policy)
+        self.holds: dict[str, float] = {}  # cluster → end of the pre-allocation decided for it
+        # clusters replicas were moved away from → since when they have been calm (None: not calm)
+        self.moved_from: dict[str, float | None] = {}
+
+    async def run(self) -> None:
+        items, _ = await self.registry.list(BINDING)
+        self.moved_from = {c: None for obj in items for c in evacuated_from(obj)}
+        check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
+        await asyncio.gather(self.on_sustained(),
+                             every(self.svc.settings.forecastIntervalSeconds, self.preallocate, "pre-allocation"),
+                             every(check, self.restore, "restore"))
+
+    async def _execute(self, action: Action, cluster: str, reason: str, details: dict[str, Any]) -> str:
+        svc = self.svc
+        outcome, result = await execute(self.ops, action, cluster, reason, svc.clock(),
+                                        candidates=_candidates(svc, cluster), details=details,
+                                        hook=self.rescheduler, record=svc.operations.append)
+        if action != "restore" and result is not None and result.accepted and result.bindings:
+            self.moved_from[cluster] = None
+        return outcome
+
+    async def on_sustained(self) -> None:
+        store = self.store
+        rev = await store.current_revision()
+        async for ev in store.watch(SUSTAINED_EVENTS_PREFIX, start_revision=rev + 1):
+            if ev.type is not EventType.PUT:
+                continue
+            try:
+                body = json.loads(ev.kv.value)
+            except ValueError:
+                continue
+            if body.get("kind") != "sustained":
+                continue
+            cluster = str(body.get("cluster"))
+            reason = (f"water level {body.get('value', 0):.2f} above the limit {body.get('limit', 0):.2f} "
+                      f"since {body.get('since')}")
+            await self._execute("evacuate", cluster, reason, body)
+
+    def _threshold(self, cluster: str) -> float:
+        return self.policy.preallocateThreshold or self.svc.water_level_limit(cluster)
+
+    async def preallocate(self) -> None:
+        svc, horizon = self.svc, self.policy.preallocateHorizonMinutes
+        now = svc.clock()
+        _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
+        for c, d in details.items():
+            threshold = self._threshold(c)
+            predicted = svc.forecaster.modelled_water_level_in(c, horizon)
+            now_wl = d["waterLevel"]
+            peak = d["active"] and predicted is not None and predicted >= threshold and \
+                (now_wl is None or now_wl < threshold)
+            if not peak:
+                self.holds.pop(c, None)
+                continue
+            if self.holds.get(c, 0.0) > now:
+                continue  # one decision per hold: the scheduler already sees this peak
+            self.holds[c] = now + horizon * 60.0
+            reason = f"forecast water level {predicted:.2f} within {horizon:g} min reaches {threshold:.2f}"
+            await self._execute("preallocate", c, reason, {"forecast": predicted, "horizonMinutes": horizon,
+                                                           "threshold": threshold, "waterLevel": now_wl})
+
+    def _calm(self, cluster: str, details: dict[str, Any], now: float) -> bool:
+        """Below its limit minus the hysteresis, no peak forecast and no pre-allocation hold."""
+        svc = self.svc
+        d, info = details.get(cluster), svc.fleet.clusters.get(cluster)
+        if d is None or info is None or not d["active"] or d["waterLevel"] is None:
+            return False
+        if d["waterLevel"] >= svc.water_level_limit(cluster) - svc.settings.limitHysteresis:
+            return False
+        hold = parse_hold(info.annotations)
+        if self.holds.get(cluster, 0.0) > now or (hold is not None and hold.active(now)):
+            return False
+        predicted = svc.forecaster.modelled_water_level_in(cluster, self.policy.preallocateHorizonMinutes)
+        return predicted is None or predicted < self._threshold(cluster)
+
+    async def restore(self) -> None:
+        if not (self.policy.enabled and self.policy.restore):
+            return  # the bindings keep their annotation: enabling it later offers them back
+        svc = self.svc
+        now = svc.clock()
+        _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
+        for c, calm_since in list(self.moved_from.items()):
+            if c not in svc.fleet.clusters:
+                self.moved_from.pop(c)  # deleted: nothing to offer back
+                continue
+            if not self._calm(c, details, now):
+                self.moved_from[c] = None
+                continue
+            if calm_since is None:
+                self.moved_from[c] = now
+                continue
+            if now < max(calm_since + self.policy.restoreAfterSeconds, self.ops.ready_at(c)):
+                continue
+            reason = (f"water level {details[c]['waterLevel']:.2f} below the limit "
+                      f"{svc.water_level_limit(c):.2f} for {now - calm_since:.0f}s")
+            outcome = await self._execute("restore", c, reason, {"waterLevel": details[c]["waterLevel"],
+                                                                  "calmSince": calm_since})
+            if outcome in ("skipped", "failed", "no-hook"):
+                self.moved_from[c] = now  # rate-limited or no scheduler: ask again after another calm period
+            else:
+                self.moved_from.pop(c)  # done, or nothing to restore (a refusal is recorded with its reason)

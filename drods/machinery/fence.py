@@ -1,0 +1,125 @@
+"""Fenced writes (A6): a deposed leader's writes are refused by the store itself.
+
+A leader holds ``/leases/<name>``; the key's modification revision at the moment it was won is the
+*leadership generation*. Every write of a single-active component is a transaction that also
+compares that key's revision, so it fails the instant the key is gone or re-taken — even by a
+restarted replica that reuses the same identity (comparing the holder's name would let that
+through). Reads pass straight through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from drods.store import (
+    CasFailed,
+    Compare,
+    Delete,
+    Get,
+    KeyValue,
+    Lease,
+    Put,
+    Store,
+    StoreError,
+    TxnResult,
+    WatchEvent,
+)
+from drods.store.base import TxnOp
+
+
+class LeadershipLost(StoreError):
+    """A fenced write was refused: this process no longer holds the lease it was granted under."""
+
+    def __init__(self, fence: Fence) -> None:
+        super().__init__(f"leadership of {fence.key} (generation {fence.generation}) was lost")
+        self.fence = fence
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Proof of leadership: the lease key and the revision at which this holder took it."""
+
+    key: str
+    generation: int
+
+    def compare(self) -> Compare:
+        return Compare(self.key, "mod", "=", self.generation)
+
+
+class FencedStore(Store):
+    """A view of ``inner`` whose every write carries ``fence``; raises `LeadershipLost` once it fails."""
+
+    def __init__(self, inner: Store, fence: Fence) -> None:
+        self.inner = inner
+        self.fence = fence
+        self.max_txn_ops = inner.max_txn_ops - 1
+
+    async def _guarded(self, compares: Sequence[Compare], success: Sequence[TxnOp],
+                       failure: Sequence[TxnOp] = ()) -> TxnResult:
+        res = await self.inner.txn([self.fence.compare(), *compares], success,
+                                   [*failure, Get(self.fence.key)])
+        if res.succeeded:
+            return res
+        held = res.responses[-1]
+        assert isinstance(held, list)
+        if not held or held[0].mod_revision != self.fence.generation:
+            raise LeadershipLost(self.fence)
+        return TxnResult(False, res.revision, res.responses[:-1])
+
+    async def get(self, key: str) -> KeyValue | None:
+        return await self.inner.get(key)
+
+    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
+        return await self.inner.range(prefix, limit=limit)
+
+    async def put(self, key: str, value: bytes, *, expect_revision: int | None = None, lease: int = 0) -> int:
+        guard = [] if expect_revision is None else [Compare(key, "mod", "=", expect_revision)]
+        res = await self._guarded(guard, [Put(key, value, lease)], [Get(key)])
+        if not res.succeeded:
+            current = res.responses[0]
+            assert isinstance(current, list)
+            raise CasFailed(key, current[0] if current else None)
+        return res.revision
+
+    async def delete(self, key: str, *, expect_revision: int | None = None) -> KeyValue | None:
+        guard = [] if expect_revision is None else [Compare(key, "mod", "=", expect_revision)]
+        res = await self._guarded(guard, [Delete(key)], [Get(key)])
+        if not res.succeeded:
+            current = res.responses[0]
+            assert isinstance(current, list)
+            raise CasFailed(key, current[0] if current else None)
+        deleted = res.responses[0]
+        assert isinstance(deleted, list)
+        return deleted[0] if deleted else None
+
+    async def delete_prefix(self, prefix: str) -> int:
+        res = await self._guarded([], [Delete(prefix, prefix=True)])
+        deleted = res.responses[0]
+        assert isinstance(deleted, list)
+        return len(deleted)
+
+    async def txn(self, compares: Sequence[Compare], success: Sequence[TxnOp],
+                  failure: Sequence[TxnOp] = ()) -> TxnResult:
+        return await self._guarded(compares, success, failure)
+
+    def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
+        return self.inner.watch(prefix, start_revision=start_revision)
+
+    async def grant_lease(self, ttl: int) -> Lease:
+        return await self.inner.grant_lease(ttl)
+
+    async def keep_alive(self, lease_id: int) -> int:
+        return await self.inner.keep_alive(lease_id)
+
+    async def revoke_lease(self, lease_id: int) -> None:
+        await self.inner.revoke_lease(lease_id)
+
+    async def compact(self, revision: int) -> None:
+        await self.inner.compact(revision)
+
+    async def current_revision(self) -> int:
+        return await self.inner.current_revision()
+
+    async def close(self) -> None:
+        """The inner store belongs to the process, not to one leadership term."""

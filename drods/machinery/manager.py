@@ -1,0 +1,159 @@
+"""The manager: one owner of a control-plane process (controller-runtime's shape, A2/A3/A6).
+
+It owns the store, the object registry and one shared informer per key prefix; it runs
+*runnables* — every replica's (``add``) and single-active ones (``add_leader``) — restarting a
+crashed one with backoff, and stops them all before the store closes.
+
+A single-active runnable is built only while this process leads its lease, from a `Leadership`:
+the fence, and a store and registry whose every write carries it. A replica that lost the lease
+cannot write, even if it has not noticed yet; a replica restarted with the same identity gets a
+new generation, so the old one's writes fail too.
+
+Components get what they use as typed constructor arguments from the code that registers them
+(`drods.assembly`); nothing here is looked up by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from drods.machinery.fence import Fence, FencedStore
+from drods.machinery.informer import Decode, Informer
+from drods.machinery.leader import LeaderElector
+from drods.machinery.tasks import stop_tasks
+from drods.registry.objects import ObjectRegistry
+from drods.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Runnable(Protocol):
+    async def run(self) -> None:
+        """Run until cancelled (returning normally means: done, do not restart)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """What a single-active runnable is built from while this process leads ``name``."""
+
+    name: str
+    fence: Fence
+    store: Store
+    registry: ObjectRegistry
+
+    @property
+    def generation(self) -> int:
+        """The leadership generation: recorded on what this term writes (e.g. each Work)."""
+        return self.fence.generation
+
+
+LeaderFactory = Callable[[Leadership], Runnable]
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class _Entry:
+    name: str
+    runnable: Runnable | None = None
+    factory: LeaderFactory | None = None
+    elector: LeaderElector | None = None
+
+
+class Manager:
+    def __init__(self, store: Store, registry: ObjectRegistry, *, identity: str | None = None,
+                 lease_ttl: int = 10, max_backoff: float = 30.0) -> None:
+        self.store = store
+        self.registry = registry
+        self.identity = identity or default_identity()
+        self.lease_ttl = lease_ttl
+        self.max_backoff = max_backoff
+        self._informers: dict[tuple[str, Decode], Informer] = {}
+        self._entries: list[_Entry] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._running = False
+
+    # ---------------------------------------------------------------- registration
+    def informer(self, prefix: str, decode: Decode) -> Informer:
+        """The process's informer of ``prefix`` decoded by ``decode``: one watch however many read it."""
+        key = (prefix, decode)
+        inf = self._informers.get(key)
+        if inf is None:
+            inf = self._informers[key] = Informer(self.store, prefix, decode)
+            if self._running:
+                self._spawn(f"informer {prefix}", inf.run)
+        return inf
+
+    def add(self, name: str, runnable: Runnable) -> None:
+        """Run ``runnable`` on every replica."""
+        self._entries.append(_Entry(name, runnable=runnable))
+
+    def add_leader(self, name: str, factory: LeaderFactory) -> None:
+        """Run ``factory(leadership).run()`` only while this process holds ``/leases/<name>``."""
+        elector = LeaderElector(self.store, name, self.identity, ttl=self.lease_ttl)
+        self._entries.append(_Entry(name, factory=factory, elector=elector))
+
+    def fence(self, name: str) -> Fence | None:
+        """This process's fence for ``name`` while it leads, else None."""
+        for e in self._entries:
+            if e.name == name and e.elector is not None:
+                return e.elector.fence
+        return None
+
+    @property
+    def names(self) -> list[str]:
+        return [e.name for e in self._entries]
+
+    # ---------------------------------------------------------------- running
+    async def run(self) -> None:
+        """Start the informers and runnables; stop everything when cancelled."""
+        self._running = True
+        try:
+            for (prefix, _), inf in list(self._informers.items()):
+                self._spawn(f"informer {prefix}", inf.run)
+            for e in self._entries:
+                self._spawn(e.name, self._body(e))
+            await asyncio.Event().wait()
+        finally:
+            self._running = False
+            await stop_tasks(self._tasks)
+            self._tasks.clear()
+
+    def _body(self, e: _Entry) -> Callable[[], object]:
+        if e.runnable is not None:
+            return e.runnable.run
+        assert e.factory is not None and e.elector is not None
+        factory, elector = e.factory, e.elector
+
+        async def lead(fence: Fence) -> None:
+            fenced = FencedStore(self.store, fence)
+            leadership = Leadership(e.name, fence, fenced, self.registry.with_store(fenced))
+            await factory(leadership).run()
+
+        return lambda: elector.run(lead)
+
+    def _spawn(self, name: str, body: Callable[[], object]) -> None:
+        self._tasks.append(asyncio.create_task(self._supervise(name, body), name=name))
+
+    async def _supervise(self, name: str, body: Callable[[], object]) -> None:
+        """Restart a crashed runnable with backoff: one component's bug never stops the others."""
+        delay = 0.5
+        while True:
+            try:
+                await body()  # type: ignore[misc]
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s crashed; restarting in %.1fs", name, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.max_backoff)

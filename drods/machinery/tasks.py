@@ -1,0 +1,51 @@
+"""Stopping tasks for sure, and running a group of them.
+
+Before Python 3.12 ``asyncio.wait_for`` (used inside store watches) swallows a cancellation that
+arrives just as its awaitable completes — e.g. when a store write wakes every watch at the moment
+of shutdown — and the task runs on; a task that ignores its one ``cancel()`` would hold a server's
+shutdown forever. So cancel, wait briefly, and cancel again what is still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+async def stop_tasks(tasks: Iterable[asyncio.Future[Any]], *, interval: float = 0.2, attempts: int = 50) -> None:
+    """Cancel and wait, repeating the cancellation; finish even if the caller is cancelled meanwhile
+    (its cancellation is re-raised afterwards), so nested clean-ups complete and nothing is left
+    using a store that is about to be closed."""
+    pending = {t for t in tasks if not t.done()}
+    interrupted = False
+    for _ in range(attempts):
+        if not pending:
+            break
+        for t in pending:
+            t.cancel()
+        try:
+            _, pending = await asyncio.wait(pending, timeout=interval)
+        except asyncio.CancelledError:
+            interrupted = True
+    else:
+        if pending:
+            log.warning("%d task(s) did not stop: %s", len(pending),
+                        [getattr(t, "get_name", lambda: "?")() for t in pending])
+    if interrupted:
+        raise asyncio.CancelledError
+
+
+async def run_all(*coros: object) -> None:
+    """Run coroutines as tasks until the first one fails or all end; stop the others for sure."""
+    tasks = [asyncio.ensure_future(c) for c in coros]  # type: ignore[call-overload]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for t in done:
+            if not t.cancelled() and t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+    finally:
+        await stop_tasks(tasks)

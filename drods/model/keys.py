@@ -1,0 +1,32 @@
+"""Every store key outside the object registry, in one place (the registry's are
+``/registry/<group>/<plural>/…``, from `drods.model.kinds`). A key is a contract between
+components that only meet through the store: define it here, import it everywhere."""
+
+from __future__ import annotations
+
+# Latest status document of each cluster (`drods.monitor.statusdoc`), written by monitoring.
+STATUS_PREFIX = "/status/clusters/"
+# Fleet-wide traffic surge signal read by the scheduler's adjuster.
+SURGE_KEY = "/status/surge"
+# Leader election: ``/leases/<name>`` while a process leads ``name`` (`drods.machinery.leader`).
+LEASES_PREFIX = "/leases/"
+# Objects left in a member that was unreachable when they had to go (`drods.controllers.cleanup`).
+CLEANUP_PREFIX = "/cleanup/"
+# Time-keyed, leased journals (`drods.machinery.journal`).
+AUDIT_PREFIX = "/audit/"
+SCHEDULES_PREFIX = "/history/schedules/"
+FAILURES_PREFIX = "/history/failures/"
+OPERATIONS_PREFIX = "/history/operations/"
+# Monitoring's events (prefix-watchable, leased).
+THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
+SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
+# Collection subscriptions (C1).
+SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
+
+
+def status_key(cluster: str) -> str:
+    return f"{STATUS_PREFIX}{cluster}"
+
+
+def lease_key(name: str) -> str:
+    return f"{LEASES_PREFIX}{name}"

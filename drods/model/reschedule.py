@@ -1,0 +1,37 @@
+"""Asking for a re-placement: what automatic operations, failover and drain send, and what comes back.
+
+The request is handled by `drods.controllers.rescheduler.Rescheduler`, which records it on the
+Bindings (``spec.rescheduleTriggeredAt`` plus a reason) for whichever scheduler leads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Action = Literal["evacuate", "preallocate", "restore"]
+
+
+@dataclass(frozen=True, slots=True)
+class RescheduleRequest:
+    """What automatic operations ask for."""
+
+    action: Action
+    cluster: str
+    reason: str
+    fraction: float  # evacuate: share of the cluster's replicas to move; preallocate: headroom to create
+    min_availability: float  # graceful: new replicas up before old ones go, never below this share
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RescheduleResult:
+    accepted: bool
+    moved: int = 0  # replicas moved or pre-placed
+    message: str = ""
+    bindings: tuple[str, ...] = ()  # the bindings asked to move
+
+
+class RescheduleHook(Protocol):
+    def __call__(self, request: RescheduleRequest, /) -> Awaitable[RescheduleResult]: ...

@@ -1,0 +1,147 @@
+"""The manager: fenced writes, leader-only runnables, restarts, shared informers — on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from drods.machinery.fence import Fence, FencedStore, LeadershipLost
+from drods.machinery.leader import LeaderElector
+from drods.machinery.manager import Leadership, Manager
+from drods.model.kinds import CLUSTER
+from drods.registry.objects import ObjectRegistry
+from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.store import CasFailed, Store
+from tests.monitor_e2e.conftest import eventually
+
+
+def registry(store: Store, tmp_path: Path) -> ObjectRegistry:
+    return ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "encryption.key")))
+
+
+@contextlib.asynccontextmanager
+async def running(manager: Manager) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(manager.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_deposed_leader_cannot_write_even_under_the_same_identity(store: Store) -> None:
+    await store.delete_prefix("/")
+    first = await store.grant_lease(30)
+    gen1 = await store.put("/leases/x", b"replica-1", expect_revision=0, lease=first.id)
+    old = FencedStore(store, Fence("/leases/x", gen1))
+    await old.put("/data/a", b"1")
+    # The lease is lost; the same identity (a restarted replica reusing --id) wins again.
+    await store.revoke_lease(first.id)
+    second = await store.grant_lease(30)
+    gen2 = await store.put("/leases/x", b"replica-1", expect_revision=0, lease=second.id)
+    new = FencedStore(store, Fence("/leases/x", gen2))
+    with pytest.raises(LeadershipLost):
+        await old.put("/data/a", b"stale")
+    with pytest.raises(LeadershipLost):
+        await old.delete("/data/a")
+    assert (await store.get("/data/a")).value == b"1"  # type: ignore[union-attr]
+    await new.put("/data/a", b"2")
+    kv = await store.get("/data/a")
+    assert kv is not None and kv.value == b"2"
+    # A failed object precondition is still a CasFailed, not a lost leadership.
+    with pytest.raises(CasFailed):
+        await new.put("/data/a", b"3", expect_revision=kv.mod_revision - 1)
+    assert await new.delete("/data/a", expect_revision=kv.mod_revision) is not None
+    await store.revoke_lease(second.id)
+
+
+async def test_the_elector_yields_a_new_generation_each_term(store: Store) -> None:
+    await store.delete_prefix("/")
+    fences: list[Fence] = []
+
+    async def lead(fence: Fence) -> None:
+        fences.append(fence)
+
+    elector = LeaderElector(store, "gen", "same-id", ttl=2)
+    await elector.run(lead)
+    await elector.run(lead)
+    assert len(fences) == 2 and fences[0].generation < fences[1].generation
+    assert not elector.is_leader
+
+
+class Recorder:
+    def __init__(self, leadership: Leadership, log: list[tuple[str, int]], name: str) -> None:
+        self.leadership = leadership
+        self.log = log
+        self.name = name
+
+    async def run(self) -> None:
+        self.log.append((self.name, self.leadership.generation))
+        await self.leadership.store.put(f"/written/{self.name}", str(self.leadership.generation).encode())
+        await asyncio.Event().wait()
+
+
+async def test_one_leader_at_a_time_and_a_standby_takes_over(store_factory: Callable[[], Store],
+                                                              tmp_path: Path) -> None:
+    stores = [store_factory(), store_factory()]
+    await stores[0].delete_prefix("/")
+    log: list[tuple[str, int]] = []
+    managers = [Manager(s, registry(s, tmp_path), identity=f"m{i}", lease_ttl=2) for i, s in enumerate(stores)]
+    for i, m in enumerate(managers):
+        m.add_leader("work", lambda lead, i=i: Recorder(lead, log, f"m{i}"))  # type: ignore[misc]
+    async with running(managers[0]) as first, running(managers[1]):
+        await eventually(lambda: _async(len(log) == 1), what="a leader")
+        leader = 0 if managers[0].fence("work") is not None else 1
+        assert log[0][0] == f"m{leader}"
+        assert managers[1 - leader].fence("work") is None
+        if leader == 0:
+            first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
+            await eventually(lambda: _async(len(log) == 2), within_s=15, what="the standby to take over")
+            assert log[1][0] == "m1" and log[1][1] > log[0][1]
+    for s in stores:
+        await s.close()
+
+
+async def test_a_crashing_runnable_is_restarted(store: Store, tmp_path: Path) -> None:
+    runs: list[int] = []
+
+    class Flaky:
+        async def run(self) -> None:
+            runs.append(1)
+            if len(runs) < 3:
+                raise RuntimeError("boom")
+            await asyncio.Event().wait()
+
+    manager = Manager(store, registry(store, tmp_path), max_backoff=0.05)
+    manager.add("flaky", Flaky())
+    async with running(manager):
+        await eventually(lambda: _async(len(runs) == 3), within_s=10, what="two restarts")
+
+
+async def test_informers_are_shared_per_prefix_and_decoder(store: Store, tmp_path: Path) -> None:
+    await store.delete_prefix("/")
+    manager = Manager(store, registry(store, tmp_path))
+
+    def decode(kv: object) -> object:
+        return kv
+
+    a = manager.informer(CLUSTER.key_prefix(), decode)
+    assert manager.informer(CLUSTER.key_prefix(), decode) is a
+    seen: list[str] = []
+    stop = a.on_change(lambda key, _o, _n: seen.append(key))
+    async with running(manager):
+        await store.put(CLUSTER.key("c1"), b"{}")
+        await eventually(lambda: _async(seen == [CLUSTER.key("c1")]), what="the change")
+        stop()
+        await store.put(CLUSTER.key("c2"), b"{}")
+        await eventually(lambda: _async(CLUSTER.key("c2") in a.cache), what="the cache")
+        assert seen == [CLUSTER.key("c1")]  # unsubscribed handlers are not called
+
+
+async def _async(value: object) -> object:
+    return value
