@@ -291,8 +291,8 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     else:
         from drods.scheduler.profile import Profile
 
-        svc = SchedulerService(store, registry=registry, profile=Profile.load(args.profile) if args.profile else None,
-                               settings=SchedulerSettings(detector=False))
+        svc = SchedulerService(store, profile=Profile.load(args.profile) if args.profile else None,
+                               settings=SchedulerSettings())
         task = asyncio.create_task(svc.run())
     deadline = time.monotonic() + 60
     while await store.get("/leases/scheduler") is None:  # the scheduler campaigns once its view is synced

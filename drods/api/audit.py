@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
+from drods.machinery.journal import Journal
 from drods.model.keys import AUDIT_PREFIX
+from drods.model.timefmt import parse_rfc3339
 from drods.store import Store
 
 
@@ -25,26 +25,22 @@ class AuditEntry:
 
 
 class AuditLog:
+    """A journal under ``/audit/``, kept (no retention)."""
+
     def __init__(self, store: Store) -> None:
-        self.store = store
+        self.journal = Journal(store, AUDIT_PREFIX)
 
     async def append(self, entry: AuditEntry) -> None:
-        # Keys sort by time so a time-window query is a range scan in order.
-        key = f"{AUDIT_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-        await self.store.put(key, json.dumps(asdict(entry)).encode())
+        await self.journal.append(asdict(entry), ts=parse_rfc3339(entry.time))
 
     async def query(
         self, start: datetime | None = None, end: datetime | None = None, limit: int = 1000
     ) -> list[dict[str, object]]:
-        kvs, _ = await self.store.range(AUDIT_PREFIX)
-        lo = int(start.timestamp() * 1e9) if start else 0
-        hi = int(end.timestamp() * 1e9) if end else 1 << 64
-        out: list[dict[str, object]] = []
-        for kv in kvs:
-            ts = int(kv.key[len(AUDIT_PREFIX):].split("-", 1)[0])
-            if lo <= ts <= hi:
-                out.append(json.loads(kv.value))
-        return out[-limit:]
+        """The newest ``limit`` entries of the window, oldest first."""
+        lo = start.timestamp() if start else 0.0
+        hi = end.timestamp() if end else time.time() + 86_400.0
+        page = await self.journal.query(lo, hi, limit)
+        return list(reversed(page.items))
 
 
 def utc_now_iso() -> str:

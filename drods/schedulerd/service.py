@@ -46,7 +46,7 @@ from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
 from drods.scheduler.task import Task
 from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
-from drods.schedulerd.history import ScheduleHistory, decision_record
+from drods.schedulerd.history import decision_record, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
 from drods.schedulerd.records import (
@@ -115,7 +115,7 @@ class SchedulerService:
         self.queue = SchedulingQueue(initial_backoff=s.initial_backoff, max_backoff=s.max_backoff,
                                      max_unschedulable=s.max_unschedulable)
         self.metrics = SchedulerMetrics(self.queue.counts)
-        self.history = ScheduleHistory(store, s.history_retention_s, clock)
+        self.history = schedule_history(store, s.history_retention_s, clock)
         self.elector = LeaderElector(store, LEASE_NAME, s.identity, ttl=s.lease_ttl)
         self.clusters = Informer(store, CLUSTER.key_prefix(), decode_cluster)
         self.statuses = Informer(store, STATUS_PREFIX, status_decoder(clock))

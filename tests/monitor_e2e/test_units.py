@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from drods.machinery.journal import entry_key
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
 from drods.monitor.autoops import AutoOps, AutoOpsPolicy, execute
 from drods.monitor.collectors.prometheus import PrometheusCollector
-from drods.monitor.history import entry_key
 from drods.monitor.report import MetricsReport, NormalisedStatus, normalise
 from drods.monitor.statusdoc import allocation_errors, build_doc, comparable, scheduler_view, status_from_dict
 
@@ -42,7 +42,7 @@ def test_status_document_round_trips_with_provenance() -> None:
 
 def test_history_keys_sort_by_time() -> None:
     keys = [entry_key("/h/", T0 + dt) for dt in (0, 0.5, 86_400, 1e6)]
-    assert keys == sorted(keys) and keys[0].startswith("/h/20231114/")
+    assert keys == sorted(keys) and keys[0].startswith("/h/20231114/22/13/20/")
     assert entry_key("/h/", T0, "a/b c") == entry_key("/h/", T0, "a/b c")  # deterministic (dedup)
 
 

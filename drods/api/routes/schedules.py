@@ -24,7 +24,7 @@ from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError
 from drods.model.timefmt import rfc3339_ms
-from drods.schedulerd.history import ScheduleHistory
+from drods.schedulerd import history as schedules
 
 router = APIRouter(tags=["scheduler"], responses=ERROR_RESPONSES)
 
@@ -63,8 +63,9 @@ async def schedule_history(
         raise ApiError(422, "VALIDATION_FAILED", "startTime must not be after endTime",
                        {"fields": [{"field": "startTime", "message": "after endTime"}]})
     svc = ctx.scheduler
-    history = svc.history if svc is not None else ScheduleHistory(ctx.store)
-    items, truncated = await history.query(start, end, maxEntries, binding)
+    history = svc.history if svc is not None else schedules.schedule_history(ctx.store)
+    page = await history.query(start, end, maxEntries, schedules.for_binding(binding))
+    items, truncated = page.items, page.truncated
     return JSONResponse({"items": items, "truncated": truncated, "startTime": rfc3339_ms(start),
                          "endTime": rfc3339_ms(end)})
 
