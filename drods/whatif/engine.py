@@ -156,14 +156,15 @@ def workload_events(scn: Scenario, fleet: Fleet, rng: np.random.Generator) -> li
         if w.leaveAt is not None:
             out.append(WorkloadEvent(w.leaveAt, "leave", w.name))
     gen = scn.workloads.generate
-    if gen is not None and gen.events:
+    if gen is not None and (gen.events or gen.initial):
         minutes = scn.durationHours * 60.0
         counts = np.bincount(fleet.region, minlength=len(regions)).astype(float)
         offsets = np.asarray([r.utcOffsetHours for r in scn.regions])
         peak = scn.background.diurnal.peakHour
-        origins = rng.choice(len(regions), size=gen.events, p=counts / counts.sum())
-        times = np.empty(gen.events)
-        todo = np.arange(gen.events)
+        total = gen.initial + gen.events
+        origins = rng.choice(len(regions), size=total, p=counts / counts.sum())
+        times = np.zeros(total)
+        todo = np.arange(gen.initial, total)
         while todo.size:  # rejection sampling: busier in each origin's local day
             cand = rng.uniform(0.0, minutes, todo.size)
             if gen.followDiurnal:
@@ -175,16 +176,17 @@ def workload_events(scn: Scenario, fleet: Fleet, rng: np.random.Generator) -> li
             times[todo[ok]] = cand[ok]
             todo = todo[~ok]
         order = np.argsort(times, kind="stable")
-        kinds = rng.random(gen.events)
+        kinds = rng.random(total)
+        kinds[: gen.initial] = 1.0  # the initial workloads arrive
         live: list[tuple[str, int]] = []
         base: dict[str, int] = {}
         seq = 0
         for k in order.tolist():
             t, origin, u = float(times[k]), int(origins[k]), float(kinds[k])
-            if live and u < gen.leaveShare:
+            if live and u < gen.leaveShare and k >= gen.initial:
                 name, _ = live.pop(int(rng.integers(len(live))))
                 out.append(WorkloadEvent(t, "leave", name))
-            elif live and u < gen.leaveShare + gen.scaleShare:
+            elif live and u < gen.leaveShare + gen.scaleShare and k >= gen.initial:
                 name, _ = live[int(rng.integers(len(live)))]
                 new = max(1, int(round(base[name] * rng.uniform(0.5, 1.8))))
                 base[name] = new

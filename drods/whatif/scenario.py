@@ -86,6 +86,7 @@ class WorkloadGenerator(_Strict):
     """``events`` workload events (arrivals, scalings, departures) over the scenario, seeded."""
 
     events: int = Field(default=200, ge=0, le=1_000_000)
+    initial: int = Field(default=0, ge=0, le=1_000_000)  # workloads already running at the start (not events)
     replicas: tuple[int, int] = (2, 12)
     cpu: tuple[float, float] = (0.25, 2.0)
     memoryGiB: tuple[float, float] = (0.5, 4.0)
