@@ -123,7 +123,7 @@ def fleet_events(scn: Scenario, fleet: Fleet) -> list[FleetEvent]:
             if e.cluster not in fleet.names:
                 raise ValueError(f"events: unknown cluster {e.cluster!r}")
             rows: tuple[int, ...] = (fleet.names.index(e.cluster),)
-            region = int(fleet.region[rows[0]])
+            region: int | None = None  # a cluster's surge is its background only (a region's scales workloads)
         else:
             region = fleet.regions.index(str(e.region))
             rows = tuple(int(i) for i in np.flatnonzero(fleet.region == region))
