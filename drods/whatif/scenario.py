@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from drods.errors import ApiError
+from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.monitor.autoops import AutoOpsPolicy
 
 
@@ -118,7 +119,7 @@ class Event(_Strict):
 
 
 class Sla(_Strict):
-    waterLevel: float = Field(default=0.85, gt=0, le=2)
+    waterLevel: float = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=2)
     latencyMs: float | None = Field(default=None, gt=0)
 
 
@@ -135,7 +136,7 @@ class Scenario(_Strict):
     workloads: Workloads = Field(default_factory=Workloads)
     events: list[Event] = Field(default_factory=list)
     sla: Sla = Field(default_factory=Sla)
-    waterLevelLimit: float = Field(default=0.85, gt=0, le=1)  # the placements' limit (every policy that has one)
+    waterLevelLimit: float = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)  # the placements' limit
     sustainedMinutes: float = Field(default=10.0, ge=0)  # monitoring's sustainedSeconds, in minutes
     hysteresis: float = Field(default=0.05, ge=0)  # monitoring's limitHysteresis
     autoops: AutoOpsPolicy = Field(default_factory=lambda: AutoOpsPolicy(preallocate=False))

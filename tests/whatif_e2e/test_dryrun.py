@@ -129,3 +129,44 @@ async def test_bad_input_is_a_clear_error_and_changes_nothing(plane: Plane) -> N
     r = await plane.client.post("/api/v1/whatif", json={"binding": {"replicas": 1}})
     assert r.status_code == 401
     assert plane.scheduler.cache.snap.version == version
+
+
+async def test_whatif_command(plane: Plane, tmp_path: Path) -> None:
+    import asyncio
+    import json
+
+    from typer.testing import CliRunner
+
+    from drods.cli.main import app
+
+    await fleet(plane)
+    f = tmp_path / "deploy.yaml"
+    f.write_text("""apiVersion: apps/v1
+kind: Deployment
+metadata: {name: shop}
+spec:
+  replicas: 2
+  template: {spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}}
+---
+apiVersion: multicluster.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: p}
+spec:
+  placement: {clusterAffinity: {clusterNames: [a, b]}}
+""")
+    common = ["--server", plane.url, "--token", plane.tokens["viewer"]]
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(app, ["whatif", "-f", str(f), *args, *common])
+
+    r = await asyncio.to_thread(invoke, "-o", "json", "--down", "a")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["placement"] == [{"cluster": "b", "replicas": 2}]
+    assert out["explanation"]["filters"]["reasons"]["a"] == "cluster not ready"
+    r = await asyncio.to_thread(invoke)
+    assert r.exit_code == 0 and out["phase"] in r.output and "TOTAL" in r.output, r.output
+    r = await asyncio.to_thread(invoke, "--water-level", "a")
+    assert r.exit_code == 2
+    r = await asyncio.to_thread(invoke, "--cordon", "nope")
+    assert r.exit_code == 1 and "VALIDATION_FAILED" in r.output
