@@ -85,7 +85,7 @@ class LiveView:
     profile: Profile
     rng: np.random.Generator
     clusters: dict[str, ClusterFacts] = field(default_factory=dict)
-    current: dict[str, dict[str, int]] = field(default_factory=dict)  # binding → its assumed placement
+    current: dict[str, dict[str, int]] = field(default_factory=dict)  # existing binding → its placement
 
     @classmethod
     def of(cls, snapshot: Snapshot, profile: Profile, rng: np.random.Generator,
@@ -165,10 +165,9 @@ def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None =
     """Schedule ``spec`` as ``name`` on the view; the answer of ``POST /api/v1/whatif``."""
     snap = view.snapshot
     cur = view.current.get(name)
-    current: list[TargetCluster] = []
-    if cur:  # it exists: it is placed as a change of itself (its own assumed load is not counted twice)
-        snap.forget(key=name)
-        current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in cur.items()]
+    # An existing binding is placed as a change of itself (a scale keeps what still fits), against
+    # the snapshot as the scheduler has it — its own assumed load included, as the real cycle does.
+    current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in (cur or {}).items()]
     sched = Scheduler(view.profile)
     sched.rng = view.rng
     result: ScheduleResult = sched.schedule(Task(spec, name=name, current=current), snap)

@@ -60,6 +60,18 @@ async def test_dry_run_is_what_the_scheduler_then_does(plane: Plane) -> None:
         version = snap.version
         rng_state = plane.scheduler.scheduler.rng.bit_generator.state
 
+    # an existing binding is answered as a change of itself: a scale keeps what it has and adds
+    body = {"name": "web-0", "replicas": 9, "resources": {"cpu": 1, "memory": 2}}
+    before = placement(await plane.status("web-0"))
+    dry = await whatif(plane, {"binding": body})
+    assert all(p["replicas"] >= before.get(p["cluster"], 0) for p in dry["placement"])
+    r = await plane.call("PATCH", "/api/v1/bindings/web-0", json={"replicas": 9})
+    assert r.status_code == 200, r.text
+    st = await plane.decided("web-0")
+    assert placement(st) == {p["cluster"]: p["replicas"] for p in dry["placement"]}
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "web-0"})
+    assert stable(dry["explanation"]) == stable(r.json()["items"][0])
+
 
 async def test_changes_down_cordon_water_level_new_cluster_and_profile(plane: Plane) -> None:
     await fleet(plane)

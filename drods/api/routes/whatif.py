@@ -24,7 +24,7 @@ from drods.api.routes.bindings import BindingRequest
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError
 from drods.model.binding import BindingSpec
-from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY
+from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY
 from drods.whatif.dryrun import Change, ClusterFacts, LiveView, apply_changes, dry_run, workload_binding
 
 router = APIRouter(tags=["whatif"], responses=ERROR_RESPONSES)
@@ -67,8 +67,18 @@ def live_view(svc: Any) -> LiveView:
         ready = bool(cache.snap.ready[row]) if row is not None else False
         floor = rec.hold.water_level if rec.hold is not None and rec.hold.active(now) else None
         clusters[name] = ClusterFacts(dict(rec.labels), rec.spec, ready, st.status if st else None, floor)
-    current = {k: dict(v) for k in cache.snap.assumed_keys() if (v := cache.assumed(k))}
-    return LiveView.of(cache.snap, svc.profile, svc.scheduler.rng, clusters, current)
+    return LiveView.of(cache.snap, svc.profile, svc.scheduler.rng, clusters)
+
+
+def current_placement(svc: Any, name: str) -> dict[str, int] | None:
+    """Where the binding ``name`` runs now, as the scheduler's informer has it (None: no such binding)."""
+    rec = svc.bindings.cache.get(BINDING.key(name))
+    if rec is None or rec.deleting:
+        return None
+    out: dict[str, int] = {}
+    for cluster, n in rec.placement:
+        out[cluster] = out.get(cluster, 0) + int(n)
+    return out
 
 
 @router.post("/api/v1/whatif", summary="Dry-run placement: what a binding or workload would get, and why (W1)")
@@ -88,6 +98,10 @@ async def whatif(request: Request, body: WhatIfRequest = Body(...),
                 items, _rev = await ctx.registry.list(kind)
                 stored.extend(o for o in items if not o["metadata"].get("deletionTimestamp"))
         name, spec = workload_binding(body.workload, body.policy, stored)
-    view = live_view(live_scheduler(ctx))
+    svc = live_scheduler(ctx)
+    view = live_view(svc)
+    cur = current_placement(svc, name)
+    if cur is not None:
+        view.current[name] = cur
     apply_changes(view, body.changes)
     return JSONResponse(dry_run(view, spec, name))
