@@ -349,8 +349,9 @@ class PolicyRun:
         """One real scheduling cycle for ``w``; returns replicas it added (0 when nothing changed)."""
         f = self.fleet
         cur = [TargetCluster.model_construct(cluster=f.names[c], replicas=k) for c, k in w.placement.items()]
-        prefer = (f.regions[w.origin],) if self.pol.topology_preference else ()
-        task = Task(w.spec, name=w.name, current=cur, preferred_regions=prefer, rebalance=rebalance)
+        # as the scheduler service builds it: no preferred regions (TopologyPreference then follows the
+        # regions the workload runs in now)
+        task = Task(w.spec, name=w.name, current=cur, rebalance=rebalance)
         res = self.sched.schedule(task, self.snap, signals=self.signals)
         self.trace.decisions += 1
         if res.phase != "Scheduled":

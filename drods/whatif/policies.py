@@ -34,7 +34,6 @@ class Policy:
     profile: Profile
     sees_use: bool  # the snapshot shows observed use (True) or requests (False)
     autoops: bool
-    topology_preference: bool  # the task prefers its users' region (DRO-DS's TopologyPreference)
 
     def placement(self, weights: dict[int, list[str]], limit: float) -> dict[str, Any]:
         """The binding's ``placement`` under this policy; ``weights``: weight → cluster names."""
@@ -54,12 +53,12 @@ class Policy:
 
 def make_policy(name: str) -> Policy:
     if name == "WaterLevel":
-        return Policy(name, Profile.default(), sees_use=True, autoops=True, topology_preference=True)
+        return Policy(name, Profile.default(), sees_use=True, autoops=True)
     if name not in POLICY_NAMES:
         raise ValueError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)})")
     profile = Profile.from_dict({"name": f"karmada-{name}", "filters": KARMADA_FILTERS,
                                  "scores": {"ClusterLocality": 1.0}})
-    return Policy(name, profile, sees_use=False, autoops=False, topology_preference=False)
+    return Policy(name, profile, sees_use=False, autoops=False)
 
 
 def parse_policies(text: str | None) -> list[str]:

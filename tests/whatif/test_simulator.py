@@ -71,7 +71,7 @@ def test_limit_leaves_replicas_pending_where_requests_overcommit() -> None:
 
 def test_failover_and_latency_and_cross_domain() -> None:
     doc = tiny(4, regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
-               clusters=[{"region": "eu", "count": 1, "cpu": 64, "memoryGiB": 256},
+               clusters=[{"region": "eu", "count": 1, "cpu": 128, "memoryGiB": 256},  # most room: packed first
                          {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
                events=[{"at": 30, "type": "fail", "cluster": "eu-000"}], sla={"waterLevel": 0.85, "latencyMs": 50})
     doc["workloads"]["trafficMBps"] = 1.0
