@@ -182,3 +182,14 @@ spec:
     assert r.exit_code == 2
     r = await asyncio.to_thread(invoke, "--cordon", "nope")
     assert r.exit_code == 1 and "VALIDATION_FAILED" in r.output
+
+
+async def test_api_server_without_a_scheduler_builds_the_view_from_the_store(tmp_path: Path) -> None:
+    async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data", scheduler=False) as plane:
+        for name, pct in (("a", 20), ("b", 40), ("c", 60), ("d", 90)):
+            await plane.cluster(name, pct, region="eu")
+        out = await whatif(plane, {"binding": {"name": "web", "replicas": 6, "resources": {"cpu": 1}}})
+        assert out["phase"] == "Scheduled" and sum(p["replicas"] for p in out["placement"]) == 6
+        assert out["explanation"]["candidates"]["total"] == 4
+        assert "water level" in out["explanation"]["filters"]["reasons"]["d"]
+        assert (await plane.call("GET", "/api/v1/bindings")).json()["items"] == []
