@@ -301,8 +301,10 @@ class PolicyRun:
         self.trace = Trace(policy.name, np.full((ticks, n), np.nan, dtype=np.float32), np.zeros(ticks),
                            np.zeros(ticks))
         self.ops = AutoOps(scn.autoops)
-        self.detector = SustainedDetector("waterLevel", scn.waterLevelLimit, scn.sustainedMinutes * 60.0,
-                                          hysteresis=scn.hysteresis)
+        # monitoring's limit per cluster: its own spec limit, else the default (one detector per value)
+        self.limits = np.where(np.isnan(f.limit), scn.waterLevelLimit, f.limit)
+        self.detectors = {lim: SustainedDetector("waterLevel", lim, scn.sustainedMinutes * 60.0,
+                                                 hysteresis=scn.hysteresis) for lim in set(self.limits.tolist())}
         self.moved_from: dict[int, float | None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t = 0
@@ -416,7 +418,7 @@ class PolicyRun:
                 self.up[c] = ready
                 snap.set_ready(f.names[c], ready)
                 if not ready:
-                    self.detector.forget(f.names[c])
+                    self.detectors[float(self.limits[c])].forget(f.names[c])
             if not ready:  # failover: the scheduler re-divides what Readiness drops
                 for w in sorted({w.name: w for c in ev.clusters for w in self._on_cluster(c)}.values(),
                                 key=lambda w: w.name):
@@ -476,10 +478,10 @@ class PolicyRun:
         assert self._loop is not None
         f = self.fleet
         wl = self.snap.water_level
-        limit = self.scn.waterLevelLimit
-        below = self.up & (wl < limit) & ~self.snap.unschedulable[: f.n]
+        limits = self.limits
+        below = self.up & (wl < limits) & ~self.snap.unschedulable[: f.n]
         for c in np.flatnonzero(self.up).tolist():
-            ev = self.detector.observe(f.names[c], float(wl[c]), now_s)
+            ev = self.detectors[float(limits[c])].observe(f.names[c], float(wl[c]), now_s)
             if ev is None or ev.kind != "sustained":
                 continue
             reason = f"water level {ev.value:.2f} above the limit {ev.limit:.2f}"
@@ -489,9 +491,9 @@ class PolicyRun:
         p = self.scn.autoops
         if not (p.enabled and p.restore):
             return
-        calm_below = limit - self.scn.hysteresis
+        calm_below = limits - self.scn.hysteresis
         for c, since in list(self.moved_from.items()):  # as the auto-ops leader's restore loop
-            if not (self.up[c] and wl[c] < calm_below):
+            if not (self.up[c] and wl[c] < calm_below[c]):
                 self.moved_from[c] = None
                 continue
             if since is None:
@@ -499,7 +501,7 @@ class PolicyRun:
                 continue
             if now_s < max(since + p.restoreAfterSeconds, self.ops.ready_at(f.names[c])):
                 continue
-            reason = f"water level {wl[c]:.2f} below the limit {limit:.2f} for {now_s - since:.0f}s"
+            reason = f"water level {wl[c]:.2f} below the limit {limits[c]:.2f} for {now_s - since:.0f}s"
             outcome, _ = self._loop.run_until_complete(execute(
                 self.ops, "restore", f.names[c], reason, now_s, candidates=0,
                 details={"waterLevel": float(wl[c]), "calmSince": since}, hook=self._hook, record=self._record))

@@ -201,3 +201,19 @@ def test_simulate_command(tmp_path: Path) -> None:
     scen.write_text(json.dumps(broken))
     r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(tmp_path / "x")])
     assert r.exit_code == 1 and "VALIDATION_FAILED" in r.output and not (tmp_path / "x").exists()
+
+
+def test_a_clusters_own_limit_drives_its_evacuation() -> None:
+    def evacuations(big_limit: float | None) -> int:
+        doc = tiny(4, durationHours=2, tickMinutes=5, sustainedMinutes=10,
+                   clusters=[{"region": "eu", "count": 1, "cpu": 64, "memoryGiB": 256, "names": ["big"],
+                              "waterLevelLimit": big_limit},
+                             {"region": "eu", "count": 1, "cpu": 32, "memoryGiB": 128, "names": ["small"]}],
+                   events=[{"at": 30, "type": "surge", "cluster": "big", "factor": 5}])
+        doc["workloads"]["items"][0]["cpu"] = 4
+        tr = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel")).run()
+        return tr.operations.get("Evacuate:executed", 0)
+
+    # big: 0.5 background + 0.25 = 0.75 — under the default 0.8, over its own 0.7
+    assert evacuations(None) == 0
+    assert evacuations(0.7) == 1
