@@ -70,11 +70,12 @@ def comparison(pol: dict[str, dict[str, float]]) -> dict[str, Any]:
         if name == "WaterLevel":
             continue
         peak_cut = 1.0 - wl["peak_water_level"] / b["peak_water_level"] if b["peak_water_level"] else 0.0
-        pend = (wl["pending_replica_minutes"] / b["pending_replica_minutes"]
-                if b["pending_replica_minutes"] else (0.0 if not wl["pending_replica_minutes"] else float("inf")))
+        wp, bp = wl["pending_replica_minutes"], b["pending_replica_minutes"]
+        # both 0: no ratio (null), and the target holds only trivially; WaterLevel > 0 = baseline: not met
+        pend = wp / bp if bp else None
         out[name] = {"peakReduction": round(peak_cut, 4), "peakTargetMet": peak_cut >= 0.30,
-                     "pendingRatio": None if not np.isfinite(pend) else round(pend, 4),
-                     "pendingTargetMet": bool(np.isfinite(pend) and pend <= 0.2),
+                     "pendingRatio": None if pend is None else round(pend, 4),
+                     "pendingTargetMet": wp == 0 if pend is None else pend <= 0.2,
                      "movedExtra": int(wl["replicas_moved"] - b["replicas_moved"])}
     return out
 

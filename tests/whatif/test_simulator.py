@@ -217,3 +217,16 @@ def test_a_clusters_own_limit_drives_its_evacuation() -> None:
     # big: 0.5 background + 0.25 = 0.75 — under the default 0.8, over its own 0.7
     assert evacuations(None) == 0
     assert evacuations(0.7) == 1
+
+
+def test_comparison_against_the_issues_targets() -> None:
+    from drods.whatif.report import comparison
+
+    base = {"peak_water_level": 1.0, "pending_replica_minutes": 100.0, "replicas_moved": 5}
+    wl = {"peak_water_level": 0.7, "pending_replica_minutes": 20.0, "replicas_moved": 9}
+    c = comparison({"WaterLevel": wl, "B": base})["B"]
+    assert c == {"peakReduction": 0.3, "peakTargetMet": True, "pendingRatio": 0.2, "pendingTargetMet": True,
+                 "movedExtra": 4}
+    c = comparison({"WaterLevel": {**wl, "peak_water_level": 0.75}, "B": {**base, "pending_replica_minutes": 0.0}})
+    assert c["B"]["peakTargetMet"] is False and c["B"]["pendingRatio"] is None
+    assert c["B"]["pendingTargetMet"] is False  # pending where the baseline has none
