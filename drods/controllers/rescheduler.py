@@ -50,6 +50,21 @@ async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Calla
                 raise
 
 
+def choose_evacuation(on_cluster: list[tuple[int, str]], fraction: float) -> list[tuple[int, str]]:
+    """Which bindings an evacuation moves: ``(replicas there, name)`` pairs, most replicas first
+    (then by name), until ``fraction`` of the cluster's replicas (at least one) are covered.
+    Pure, so the what-if simulator runs the same choice."""
+    goal = max(1.0, fraction * sum(n for n, _ in on_cluster))
+    out: list[tuple[int, str]] = []
+    moved = 0
+    for n, name in sorted(on_cluster, key=lambda x: (-x[0], x[1])):
+        if moved >= goal:
+            break
+        out.append((n, name))
+        moved += n
+    return out
+
+
 def _joined(clusters: list[str]) -> str | None:
     return ",".join(sorted(set(clusters))) or None
 
@@ -89,14 +104,13 @@ class Rescheduler:
         total = sum(n for n, _, _ in on_cluster)
         if not total:
             return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
-        goal = max(1.0, req.fraction * total)
+        chosen = choose_evacuation([(n, name) for n, name, _ in on_cluster], req.fraction)
+        before_of = {name: before for _, name, before in on_cluster}
         moved = 0
         names: list[str] = []
-        for n, name, before in sorted(on_cluster, key=lambda x: (-x[0], x[1])):
-            if moved >= goal:
-                break
+        for n, name in chosen:
             await trigger(self.registry, name, f"{req.action} {req.cluster}: {req.reason}", self.clock,
-                          {EVACUATED_FROM: _joined([*before, req.cluster])})
+                          {EVACUATED_FROM: _joined([*before_of[name], req.cluster])})
             moved += n
             names.append(name)
         return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "

@@ -1,0 +1,161 @@
+"""``drods whatif -f FILE`` (dry-run placement, W1) and ``drods simulate`` (policy simulator, W2/W3).
+
+``whatif`` sends ``POST /api/v1/whatif``. FILE holds the request body itself (``binding`` or
+``workload`` [+ ``policy``] + ``changes``), or a flat binding body (as for ``POST
+/api/v1/bindings``), or a Deployment / StatefulSet / Job, optionally followed by the
+PropagationPolicy to try (a multi-document YAML). ``--down``, ``--cordon`` and ``--water-level
+CLUSTER=0.9`` add changes.
+
+``simulate`` runs locally, no server needed: the scenario (docs/whatif.md) through every policy,
+then ``summary.json``, PNG plots and ``index.html`` in ``--out``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from drods.cli.remote import (
+    CaFileOpt,
+    CliError,
+    InsecureOpt,
+    OutputOpt,
+    ServerOpt,
+    TokenOpt,
+    check_output,
+    connect,
+    dump,
+    fail,
+    print_table,
+    read_sources,
+    stderr,
+    stdout,
+)
+
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
+POLICY_KINDS = ("PropagationPolicy", "ResourcePlacementPolicy")
+
+
+def request_body(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``POST /api/v1/whatif`` body for the documents of ``-f``."""
+    if len(docs) == 1 and ("binding" in docs[0] or "workload" in docs[0]):
+        return dict(docs[0])
+    workloads = [d for d in docs if d.get("kind") in WORKLOAD_KINDS]
+    policies = [d for d in docs if d.get("kind") in POLICY_KINDS]
+    if len(workloads) == 1 and len(policies) <= 1 and len(docs) == len(workloads) + len(policies):
+        body: dict[str, Any] = {"workload": workloads[0]}
+        if policies:
+            body["policy"] = policies[0]
+        return body
+    if len(docs) == 1 and "kind" not in docs[0]:
+        return {"binding": docs[0]}
+    raise CliError("FILE must hold a what-if request, a binding body, or one workload (and at most one policy)",
+                   "MALFORMED_FILE")
+
+
+def _changes(down: list[str], cordon: list[str], water: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"cluster": c, "down": True} for c in down]
+    out += [{"cluster": c, "cordon": True} for c in cordon]
+    for item in water:
+        name, sep, value = item.partition("=")
+        try:
+            out.append({"cluster": name, "waterLevel": float(value)})
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise typer.BadParameter(f"{item!r}: use CLUSTER=FRACTION, e.g. a=0.9", param_hint="--water-level")
+    return out
+
+
+def whatif(
+    filename: Annotated[list[str], typer.Option("--filename", "-f", help="The request, binding or workload file.")],
+    down: Annotated[list[str], typer.Option("--down", help="Assume this cluster is down (repeatable).")] = [],  # noqa: B006
+    cordon: Annotated[list[str], typer.Option("--cordon", help="Assume this cluster is cordoned.")] = [],  # noqa: B006
+    water_level: Annotated[list[str], typer.Option("--water-level", help="CLUSTER=FRACTION: assume this load.")] = [],  # noqa: B006
+    output: OutputOpt = "table",
+    server: ServerOpt = "http://127.0.0.1:8080",
+    token: TokenOpt = None,
+    ca_file: CaFileOpt = None,
+    insecure: InsecureOpt = False,
+) -> None:
+    """Show where the scheduler would place a binding or workload now, and why; nothing is stored."""
+    check_output(output)
+    try:
+        body = request_body([doc for _, doc in read_sources(filename)])
+        body["changes"] = list(body.get("changes") or []) + _changes(down, cordon, water_level)
+        out = connect(server, token, ca_file, insecure).request("POST", "/api/v1/whatif", json=body).json()
+    except CliError as e:
+        fail(e)
+    if output != "table":
+        dump(out, output)
+        return
+    ex = out["explanation"]
+    res = ex["result"]
+    stdout().print(f"{out['phase']}: {res['message']}", markup=False)
+    adj = ex.get("adjuster") or {}
+    stdout().print(f"profile {ex['profile']}, division {ex['division']}, adjuster {adj.get('mode')} "
+                   f"(σ={adj.get('spread')}, fleet water level {adj.get('fleetWaterLevel')})", markup=False)
+    scores = ex.get("scores") or {}
+    plugins = [p for p in scores if p != "total"]
+    rows = [[p["cluster"], p["replicas"], scores.get("total", {}).get(p["cluster"], ""),
+             *(scores[k].get(p["cluster"], "") for k in plugins)] for p in out["placement"]]
+    if rows:
+        print_table(["cluster", "replicas", "total", *plugins], rows)
+    reasons = ex["filters"]["reasons"]
+    if reasons:
+        stdout().print("filtered out:", markup=False)
+        print_table(["cluster", "reason"], sorted(reasons.items()))
+        if ex["filters"].get("reasonsOmitted"):
+            stdout().print(f"… and {ex['filters']['reasonsOmitted']} more", markup=False)
+
+
+def simulate(
+    scenario: Annotated[Path, typer.Option("--scenario", help="Scenario file (YAML or JSON, docs/whatif.md).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for summary.json, the plots and index.html.")],
+    policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated: WaterLevel,"
+                                                 "AvailableReplicas,Static,Aggregated (default: all).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Override the scenario's seed.")] = None,
+) -> None:
+    """Run a scenario through the policies in simulated time and write an evaluation report."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from drods.errors import ApiError
+    from drods.whatif.engine import prepare
+    from drods.whatif.engine import simulate as run
+    from drods.whatif.policies import parse_policies
+    from drods.whatif.report import write_report
+    from drods.whatif.scenario import load_scenario
+
+    try:
+        names = parse_policies(policies)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--policies") from e
+    try:
+        scn, base = load_scenario(scenario)
+        inputs = prepare(scn, seed, base)
+    except ApiError as e:
+        fail(CliError(e.message, e.code, e.status, e.details))
+    except ValueError as e:
+        fail(CliError(str(e), "VALIDATION_FAILED"))
+    console = stderr()
+    with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        tasks = {n: bar.add_task(n, total=scn.ticks) for n in names}
+
+        def progress(policy: str, tick: int, _total: int) -> None:
+            bar.update(tasks[policy], completed=tick)
+
+        traces = run(inputs, names, progress)
+    summary = write_report(out, inputs, traces)
+    print_table(["policy", "peak", "p95", "spread", "pending·min", "sla", "moved", "cross-domain GiB", "cost"],
+                [[n, f["peak_water_level"], f["p95_water_level"], f["spread_sd"], f["pending_replica_minutes"],
+                  f["sla_breaches"], f["replicas_moved"], round(f["cross_domain_bytes"] / 1024**3, 1), f["cost"]]
+                 for n, f in summary["policies"].items()])
+    stdout().print(f"report: {out / 'index.html'}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("whatif")(whatif)
+    app.command("simulate")(simulate)

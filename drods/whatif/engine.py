@@ -1,0 +1,576 @@
+"""The discrete-event loop of ``drods simulate``: simulated time, the real scheduler, real auto-ops.
+
+Per tick (``tickMinutes``), for each policy:
+
+1. fleet events due (a cluster or region fails / recovers, is drained / uncordoned, a surge starts
+   or ends); replicas on a failed cluster fail over (the scheduler re-divides what the Readiness
+   filter drops), a drain re-places the cluster's bindings from scratch;
+2. the clusters publish their background load (the WaterLevel policy sees observed use; the
+   Karmada baselines see requests, which don't move with the day);
+3. workload events due: arrivals are scheduled, scalings re-divided, departures forgotten;
+4. bindings short of replicas are retried (as the queue retries parked bindings on cluster events;
+   a tick stops retrying after ``RETRY_STREAK`` retries in a row that placed nothing);
+5. WaterLevel only: monitoring's `SustainedDetector` watches each cluster's water level and a
+   sustained breach goes through `drods.monitor.autoops.execute` (policy, cooldown, rate limit) to a
+   hook that picks bindings with `drods.scheduler.reschedule.choose_evacuation` and re-places them
+   from scratch; a cluster replicas left is offered them back once calm (restore);
+6. the figures are recorded against the truth: background use + the requests of placed replicas.
+
+Every decision is `Scheduler.schedule` against a `Snapshot` followed by ``snap.assume`` — the
+placements feed back into what the next decision sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from drods.model.binding import BindingSpec, TargetCluster
+from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile
+from drods.monitor.autoops import AutoOps, RescheduleRequest, RescheduleResult, execute
+from drods.monitor.thresholds import SustainedDetector
+from drods.scheduler.framework import Scheduler
+from drods.scheduler.reschedule import choose_evacuation
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.task import Task
+from drods.whatif.load import BackgroundLoad, apply_trace, diurnal, read_trace
+from drods.whatif.policies import Policy, make_policy
+from drods.whatif.scenario import Scenario
+
+RETRY_STREAK = 20
+GIB = 1024.0**3
+Progress = Callable[[str, int, int], None]
+
+
+# ---------------------------------------------------------------------- the fleet and its events
+@dataclass(slots=True)
+class Fleet:
+    names: list[str]
+    region: np.ndarray  # region index per cluster
+    regions: list[str]
+    offsets: np.ndarray  # UTC offset (hours) per cluster
+    cpu: np.ndarray  # allocatable cores
+    memory: np.ndarray  # allocatable GiB
+    price_cpu: np.ndarray
+    price_mem: np.ndarray
+    egress: np.ndarray
+    limit: np.ndarray  # cluster waterLevelLimit (NaN: none)
+    weight: np.ndarray
+    latency: np.ndarray  # (clusters, regions) ms
+    specs: list[ClusterSpec]
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+
+def build_fleet(scn: Scenario) -> Fleet:
+    regions = [r.name for r in scn.regions]
+    ridx = {r: i for i, r in enumerate(regions)}
+    rmap = {r.name: r for r in scn.regions}
+
+    def lat(a: str, b: str) -> float:
+        if a == b:
+            return rmap[a].localLatencyMs
+        return float(rmap[a].latencyMs.get(b, rmap[b].latencyMs.get(a, 100.0)))
+
+    names: list[str] = []
+    cols: dict[str, list[float]] = {k: [] for k in ("region", "offsets", "cpu", "memory", "pc", "pm", "eg", "lim", "w")}
+    specs: list[ClusterSpec] = []
+    for g in scn.clusters:
+        prefix = g.prefix or g.region
+        for i in range(g.count):
+            name = g.names[i] if g.names else f"{prefix}-{i:03d}"
+            names.append(name)
+            for k, v in (("region", ridx[g.region]), ("offsets", rmap[g.region].utcOffsetHours), ("cpu", g.cpu),
+                         ("memory", g.memoryGiB), ("pc", g.cpuCoreHour), ("pm", g.memoryGiBHour),
+                         ("eg", g.egressGiB), ("lim", g.waterLevelLimit if g.waterLevelLimit else math.nan),
+                         ("w", g.weight)):
+                cols[k].append(float(v))
+            specs.append(ClusterSpec(region=g.region, provider=g.provider, waterLevelLimit=g.waterLevelLimit,
+                                     cost=CostModel(cpuCoreHour=g.cpuCoreHour, memoryGiBHour=g.memoryGiBHour,
+                                                    egressGiB=g.egressGiB),
+                                     network=NetworkProfile(latencyMs={r: lat(g.region, r) for r in regions})))
+    if len(set(names)) != len(names):
+        raise ValueError("cluster names must be unique across groups")
+    region = np.asarray(cols["region"], dtype=np.intp)
+    latency = np.asarray([[lat(regions[region[c]], r) for r in regions] for c in range(len(names))])
+    return Fleet(names, region, regions, np.asarray(cols["offsets"]), np.asarray(cols["cpu"]),
+                 np.asarray(cols["memory"]), np.asarray(cols["pc"]), np.asarray(cols["pm"]), np.asarray(cols["eg"]),
+                 np.asarray(cols["lim"]), np.asarray(cols["w"], dtype=np.int64), latency, specs)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetEvent:
+    minute: float
+    kind: str  # fail | recover | drain | uncordon | surge | surge-end
+    clusters: tuple[int, ...]
+    region: int | None
+    factor: float
+
+
+def fleet_events(scn: Scenario, fleet: Fleet) -> list[FleetEvent]:
+    undo = {"fail": "recover", "drain": "uncordon", "surge": "surge-end"}
+    out: list[FleetEvent] = []
+    for e in scn.events:
+        if e.cluster is not None:
+            if e.cluster not in fleet.names:
+                raise ValueError(f"events: unknown cluster {e.cluster!r}")
+            rows: tuple[int, ...] = (fleet.names.index(e.cluster),)
+            region: int | None = None  # a cluster's surge is its background only (a region's scales workloads)
+        else:
+            region = fleet.regions.index(str(e.region))
+            rows = tuple(int(i) for i in np.flatnonzero(fleet.region == region))
+        out.append(FleetEvent(e.at, e.type, rows, region, e.factor))
+        if e.durationMinutes and e.type in undo:
+            out.append(FleetEvent(e.at + e.durationMinutes, undo[e.type], rows, region, e.factor))
+    return sorted(out, key=lambda ev: ev.minute)
+
+
+# ---------------------------------------------------------------------- workloads
+@dataclass(frozen=True, slots=True)
+class WorkloadEvent:
+    minute: float
+    kind: str  # arrive | scale | leave
+    name: str
+    replicas: int = 0
+    cpu: float = 0.0
+    memory: float = 0.0
+    origin: int = 0
+
+
+def workload_events(scn: Scenario, fleet: Fleet, rng: np.random.Generator) -> list[WorkloadEvent]:
+    """The explicit items plus the generator's seeded events, in time order."""
+    out: list[WorkloadEvent] = []
+    regions = fleet.regions
+    for w in scn.workloads.items:
+        origin = regions.index(w.region) if w.region else 0
+        out.append(WorkloadEvent(w.at, "arrive", w.name, w.replicas, w.cpu, w.memoryGiB, origin))
+        out.extend(WorkloadEvent(m, "scale", w.name, r) for m, r in w.scale)
+        if w.leaveAt is not None:
+            out.append(WorkloadEvent(w.leaveAt, "leave", w.name))
+    gen = scn.workloads.generate
+    if gen is not None and (gen.events or gen.initial):
+        minutes = scn.durationHours * 60.0
+        counts = np.bincount(fleet.region, minlength=len(regions)).astype(float)
+        offsets = np.asarray([r.utcOffsetHours for r in scn.regions])
+        peak = scn.background.diurnal.peakHour
+        total = gen.initial + gen.events
+        origins = rng.choice(len(regions), size=total, p=counts / counts.sum())
+        times = np.zeros(total)
+        todo = np.arange(gen.initial, total)
+        while todo.size:  # rejection sampling: busier in each origin's local day
+            cand = rng.uniform(0.0, minutes, todo.size)
+            if gen.followDiurnal:
+                local = (scn.startHourUtc + cand / 60.0 + offsets[origins[todo]]) % 24.0
+                p = (0.25 + (1.0 + np.cos(2 * np.pi * (local - peak) / 24.0)) / 2.0) / 1.25
+                ok = rng.random(todo.size) < p
+            else:
+                ok = np.ones(todo.size, dtype=bool)
+            times[todo[ok]] = cand[ok]
+            todo = todo[~ok]
+        order = np.argsort(times, kind="stable")
+        kinds = rng.random(total)
+        kinds[: gen.initial] = 1.0  # the initial workloads arrive
+        live: list[tuple[str, int]] = []
+        base: dict[str, int] = {}
+        seq = 0
+        for k in order.tolist():
+            t, origin, u = float(times[k]), int(origins[k]), float(kinds[k])
+            if live and u < gen.leaveShare and k >= gen.initial:
+                name, _ = live.pop(int(rng.integers(len(live))))
+                out.append(WorkloadEvent(t, "leave", name))
+            elif live and u < gen.leaveShare + gen.scaleShare and k >= gen.initial:
+                name, _ = live[int(rng.integers(len(live)))]
+                new = max(1, int(round(base[name] * rng.uniform(0.5, 1.8))))
+                base[name] = new
+                out.append(WorkloadEvent(t, "scale", name, new))
+            else:
+                seq += 1
+                name = f"w{seq:05d}"
+                r = int(rng.integers(gen.replicas[0], gen.replicas[1] + 1))
+                base[name] = r
+                live.append((name, origin))
+                out.append(WorkloadEvent(t, "arrive", name, r, round(float(rng.uniform(*gen.cpu)), 3),
+                                         round(float(rng.uniform(*gen.memoryGiB)), 3), origin))
+    return sorted(out, key=lambda ev: ev.minute)
+
+
+def background(scn: Scenario, fleet: Fleet, rng: np.random.Generator, base_dir: Path | None) -> BackgroundLoad:
+    bg = diurnal(scn.background.diurnal, ticks=scn.ticks, tick_minutes=scn.tickMinutes,
+                 start_hour_utc=scn.startHourUtc, utc_offsets=fleet.offsets, rng=rng)
+    if scn.background.trace:
+        path = Path(scn.background.trace)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        apply_trace(bg, read_trace(path), fleet.names, scn.tickMinutes)
+    return bg
+
+
+@dataclass(slots=True)
+class Inputs:
+    """What every policy of one simulation shares (generated once, seeded)."""
+
+    scenario: Scenario
+    seed: int
+    fleet: Fleet
+    load: BackgroundLoad
+    events: list[FleetEvent]
+    workloads: list[WorkloadEvent]
+
+
+def prepare(scn: Scenario, seed: int | None = None, base_dir: Path | None = None) -> Inputs:
+    s = scn.seed if seed is None else seed
+    rng = np.random.default_rng(s)
+    fleet = build_fleet(scn)
+    load = background(scn, fleet, rng, base_dir)
+    return Inputs(scn, s, fleet, load, fleet_events(scn, fleet), workload_events(scn, fleet, rng))
+
+
+# ---------------------------------------------------------------------- one policy's run
+@dataclass(slots=True)
+class _Workload:
+    name: str
+    base: int
+    cpu: float
+    memory: float
+    origin: int
+    spec: BindingSpec
+    placement: dict[int, int] = field(default_factory=dict)
+    evacuated_from: set[int] = field(default_factory=set)
+    multiplier: float = 1.0
+
+    @property
+    def requested(self) -> int:
+        return int(math.ceil(self.base * self.multiplier - 1e-9))
+
+
+@dataclass(slots=True)
+class Trace:
+    """What one policy's run recorded (per tick, and totals)."""
+
+    policy: str
+    water_level: np.ndarray  # (ticks, clusters), NaN while a cluster is down
+    pending: np.ndarray  # (ticks,) replicas requested but not running
+    requested: np.ndarray  # (ticks,)
+    wl_breaches: int = 0
+    latency_breaches: int = 0
+    moved: int = 0
+    cross_domain_bytes: float = 0.0
+    cost: float = 0.0
+    decisions: int = 0
+    operations: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+class PolicyRun:
+    def __init__(self, inputs: Inputs, policy: Policy) -> None:
+        self.inp = inputs
+        self.scn = scn = inputs.scenario
+        self.pol = policy
+        f = self.fleet = inputs.fleet
+        n = f.n
+        self.sched = Scheduler(policy.profile, rng_seed=inputs.seed)
+        self.snap = Snapshot(capacity=max(16, n))
+        self.up = np.ones(n, dtype=bool)
+        self.rep = np.zeros(n, dtype=np.int64)  # replicas placed per cluster
+        self.req_cpu = np.zeros(n)
+        self.req_mem = np.zeros(n)
+        self.xrep = np.zeros(n)  # replicas away from their users' region
+        self.workloads: dict[str, _Workload] = {}
+        self.lat_bad: set[str] = set()
+        self.total_requested = 0
+        self.signals: dict[str, float] = {}
+        weights: dict[int, list[str]] = {}
+        for c, w in enumerate(f.weight.tolist()):
+            weights.setdefault(int(w), []).append(f.names[c])
+        self.placement_doc = policy.placement(weights, scn.waterLevelLimit)
+        self.mean_cpu = inputs.load.cpu.mean(axis=0) * scn.background.requestsFraction
+        self.mean_mem = inputs.load.memory.mean(axis=0) * scn.background.requestsFraction
+        self.surge = np.ones(n)  # background multiplier per cluster
+        self.region_surge = np.ones(len(f.regions))
+        for c in range(n):
+            self.snap.upsert_cluster(f.names[c], {}, f.specs[c], True, self._status(c, 0))
+        ticks = scn.ticks
+        self.trace = Trace(policy.name, np.full((ticks, n), np.nan, dtype=np.float32), np.zeros(ticks),
+                           np.zeros(ticks))
+        self.ops = AutoOps(scn.autoops)
+        # monitoring's limit per cluster: its own spec limit, else the default (one detector per value)
+        self.limits = np.where(np.isnan(f.limit), scn.waterLevelLimit, f.limit)
+        self.detectors = {lim: SustainedDetector("waterLevel", lim, scn.sustainedMinutes * 60.0,
+                                                 hysteresis=scn.hysteresis) for lim in set(self.limits.tolist())}
+        self.moved_from: dict[int, float | None] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._t = 0
+
+    # -------------------------------------------------------------- load and views
+    def _bg(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        ld = self.inp.load
+        return (np.minimum(ld.cpu[t] * self.surge, 1.0), np.minimum(ld.memory[t] * self.surge, 1.0))
+
+    def _status(self, c: int, t: int) -> dict[str, Any]:
+        f = self.fleet
+        if self.pol.sees_use:
+            cpu, mem = self._bg(t)
+            return {"cpu": {"allocatable": f.cpu[c], "used": float(cpu[c]) * f.cpu[c]},
+                    "memory": {"allocatable": f.memory[c], "used": float(mem[c]) * f.memory[c]}}
+        return {"cpu": {"allocatable": f.cpu[c], "allocated": float(self.mean_cpu[c]) * f.cpu[c]},
+                "memory": {"allocatable": f.memory[c], "allocated": float(self.mean_mem[c]) * f.memory[c]}}
+
+    def truth(self, t: int) -> np.ndarray:
+        """Water level as it really is: background use plus the requests of placed replicas."""
+        cpu, mem = self._bg(t)
+        f = self.fleet
+        wl = np.maximum(cpu + self.req_cpu / f.cpu, mem + self.req_mem / f.memory)
+        return np.where(self.up, wl, np.nan)
+
+    # -------------------------------------------------------------- placements
+    def _set_placement(self, w: _Workload, new: dict[int, int]) -> None:
+        f = self.fleet
+        for c in set(w.placement) | set(new):
+            d = new.get(c, 0) - w.placement.get(c, 0)
+            if d:
+                self.rep[c] += d
+                self.req_cpu[c] += d * w.cpu
+                self.req_mem[c] += d * w.memory
+                if f.region[c] != w.origin:
+                    self.xrep[c] += d
+        w.placement = {c: k for c, k in new.items() if k > 0}
+        sla = self.scn.sla.latencyMs
+        if sla is not None:
+            bad = any(f.latency[c, w.origin] > sla for c in w.placement)
+            (self.lat_bad.add if bad else self.lat_bad.discard)(w.name)
+
+    def schedule(self, w: _Workload, *, rebalance: bool = False) -> int:
+        """One real scheduling cycle for ``w``; returns replicas it added (0 when nothing changed)."""
+        f = self.fleet
+        cur = [TargetCluster.model_construct(cluster=f.names[c], replicas=k) for c, k in w.placement.items()]
+        # as the scheduler service builds it: no preferred regions (TopologyPreference then follows the
+        # regions the workload runs in now)
+        task = Task(w.spec, name=w.name, current=cur, rebalance=rebalance)
+        res = self.sched.schedule(task, self.snap, signals=self.signals)
+        self.trace.decisions += 1
+        if res.phase != "Scheduled":
+            return 0
+        idx = self.snap.index
+        new = {idx[t.cluster]: t.replicas for t in res.placement if t.replicas > 0}
+        self.snap.assume(res.placement, w.spec.resources, key=w.name)
+        old_running = sum(k for c, k in w.placement.items() if self.up[c])
+        grew = sum(max(0, k - w.placement.get(c, 0)) for c, k in new.items())
+        moved = grew - max(0, sum(new.values()) - sum(w.placement.values()))
+        self.trace.moved += moved
+        self.trace.cross_domain_bytes += moved * self.scn.workloads.stateGiB * GIB
+        self._set_placement(w, new)
+        return sum(k for c, k in new.items() if self.up[c]) - old_running
+
+    def _running(self, w: _Workload) -> int:
+        return sum(k for c, k in w.placement.items() if self.up[c])
+
+    def _resize(self, w: _Workload) -> None:
+        old_req = w.spec.replicas
+        new_req = w.requested
+        if new_req == old_req:
+            return
+        self.total_requested += new_req - old_req
+        w.spec = w.spec.model_copy(update={"replicas": new_req})
+        self.schedule(w)
+
+    # -------------------------------------------------------------- events
+    def _workload_event(self, ev: WorkloadEvent) -> None:
+        if ev.kind == "arrive":
+            if ev.name in self.workloads:
+                return
+            spec = BindingSpec.model_validate({"replicas": 0, "resources": {"cpu": ev.cpu, "memory": ev.memory},
+                                               "placement": self.placement_doc})
+            new = _Workload(ev.name, ev.replicas, ev.cpu, ev.memory, ev.origin, spec,
+                            multiplier=float(self.region_surge[ev.origin]))
+            self.workloads[ev.name] = new
+            self._resize(new)
+            return
+        w = self.workloads.get(ev.name)
+        if w is None:
+            return
+        if ev.kind == "scale":
+            w.base = ev.replicas
+            self._resize(w)
+            return
+        self.snap.forget(key=w.name)
+        self._set_placement(w, {})
+        self.lat_bad.discard(w.name)
+        self.total_requested -= w.spec.replicas
+        del self.workloads[w.name]
+
+    def _on_cluster(self, c: int) -> list[_Workload]:
+        return sorted((w for w in self.workloads.values() if w.placement.get(c, 0) > 0),
+                      key=lambda w: (-w.placement[c], w.name))
+
+    def _fleet_event(self, ev: FleetEvent) -> None:
+        f, snap = self.fleet, self.snap
+        if ev.kind in ("fail", "recover"):
+            ready = ev.kind == "recover"
+            for c in ev.clusters:
+                self.up[c] = ready
+                snap.set_ready(f.names[c], ready)
+                if not ready:
+                    self.detectors[float(self.limits[c])].forget(f.names[c])
+            if not ready:  # failover: the scheduler re-divides what Readiness drops
+                for w in sorted({w.name: w for c in ev.clusters for w in self._on_cluster(c)}.values(),
+                                key=lambda w: w.name):
+                    self.schedule(w)
+        elif ev.kind in ("drain", "uncordon"):
+            cordon = ev.kind == "drain"
+            for c in ev.clusters:
+                f.specs[c] = f.specs[c].model_copy(update={"unschedulable": cordon})
+                snap.upsert_cluster(f.names[c], {}, f.specs[c], bool(self.up[c]), self._status(c, self._t))
+            if cordon:
+                for w in sorted({w.name: w for c in ev.clusters for w in self._on_cluster(c)}.values(),
+                                key=lambda w: w.name):
+                    self.schedule(w, rebalance=True)
+        else:
+            on = ev.kind == "surge"
+            for c in ev.clusters:
+                self.surge[c] = ev.factor if on else 1.0
+            if ev.region is not None:
+                self.region_surge[ev.region] = ev.factor if on else 1.0
+                for w in [w for w in self.workloads.values() if w.origin == ev.region]:
+                    w.multiplier = float(self.region_surge[ev.region])
+                    self._resize(w)
+            self.signals = {"trafficSurge": 1.0} if (self.surge > 1.0).any() else {}
+
+    # -------------------------------------------------------------- automatic operations (WaterLevel)
+    async def _hook(self, req: RescheduleRequest) -> RescheduleResult:
+        """The scheduler's side of a request, as `drods.scheduler.reschedule.Rescheduler` does it."""
+        c = self.fleet.names.index(req.cluster)
+        if req.action == "evacuate":
+            on = [(w.placement[c], w.name) for w in self._on_cluster(c)]
+            if not on:
+                return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
+            chosen = choose_evacuation(on, req.fraction)
+            for _, name in chosen:
+                w = self.workloads[name]
+                w.evacuated_from.add(c)
+                self.schedule(w, rebalance=True)
+            self.moved_from[c] = None
+            return RescheduleResult(True, sum(n for n, _ in chosen), "", tuple(n for _, n in chosen))
+        if req.action == "restore":
+            names = sorted(w.name for w in self.workloads.values() if c in w.evacuated_from)
+            for name in names:
+                w = self.workloads[name]
+                w.evacuated_from.discard(c)
+                self.schedule(w, rebalance=True)
+            if not names:
+                return RescheduleResult(False, 0, f"no binding was moved away from {req.cluster}")
+            return RescheduleResult(True, 0, "", tuple(names))
+        return RescheduleResult(False, 0, f"{req.action} is not simulated")
+
+    async def _record(self, kind: str, reason: str, **kw: Any) -> None:
+        outcome = kw.get("details", {}).get("outcome", "?")
+        key = f"{kind}:{outcome}"
+        self.trace.operations[key] = self.trace.operations.get(key, 0) + 1
+
+    def _autoops(self, now_s: float) -> None:
+        assert self._loop is not None
+        f = self.fleet
+        wl = self.snap.water_level
+        limits = self.limits
+        below = self.up & (wl < limits) & ~self.snap.unschedulable[: f.n]
+        for c in np.flatnonzero(self.up).tolist():
+            ev = self.detectors[float(limits[c])].observe(f.names[c], float(wl[c]), now_s)
+            if ev is None or ev.kind != "sustained":
+                continue
+            reason = f"water level {ev.value:.2f} above the limit {ev.limit:.2f}"
+            self._loop.run_until_complete(execute(
+                self.ops, "evacuate", f.names[c], reason, now_s, candidates=int(below.sum() - below[c]),
+                details=ev.to_dict(), hook=self._hook, record=self._record))
+        p = self.scn.autoops
+        if not (p.enabled and p.restore):
+            return
+        calm_below = limits - self.scn.hysteresis
+        for c, since in list(self.moved_from.items()):  # as the auto-ops leader's restore loop
+            if not (self.up[c] and wl[c] < calm_below[c]):
+                self.moved_from[c] = None
+                continue
+            if since is None:
+                self.moved_from[c] = now_s
+                continue
+            if now_s < max(since + p.restoreAfterSeconds, self.ops.ready_at(f.names[c])):
+                continue
+            reason = f"water level {wl[c]:.2f} below the limit {limits[c]:.2f} for {now_s - since:.0f}s"
+            outcome, _ = self._loop.run_until_complete(execute(
+                self.ops, "restore", f.names[c], reason, now_s, candidates=0,
+                details={"waterLevel": float(wl[c]), "calmSince": since}, hook=self._hook, record=self._record))
+            if outcome in ("skipped", "failed", "no-hook"):
+                self.moved_from[c] = now_s
+            else:
+                self.moved_from.pop(c, None)
+
+    # -------------------------------------------------------------- the loop
+    def run(self, progress: Progress | None = None) -> Trace:
+        import time
+
+        t_start = time.perf_counter()
+        scn, f = self.scn, self.fleet
+        tick_min = scn.tickMinutes
+        tick_h = tick_min / 60.0
+        tr = self.trace
+        fev, wev = self.inp.events, self.inp.workloads
+        fi = wi = 0
+        self._loop = asyncio.new_event_loop() if self.pol.autoops else None
+        try:
+            for t in range(scn.ticks):
+                self._t = t
+                now = t * tick_min
+                while fi < len(fev) and fev[fi].minute <= now:
+                    self._fleet_event(fev[fi])
+                    fi += 1
+                if self.pol.sees_use:
+                    for c in range(f.n):
+                        self.snap.set_status(f.names[c], self._status(c, t))
+                while wi < len(wev) and wev[wi].minute <= now:
+                    self._workload_event(wev[wi])
+                    wi += 1
+                self._retry()
+                if self.pol.autoops:
+                    self._autoops(now * 60.0)
+                wl = self.truth(t)
+                tr.water_level[t] = wl
+                running = int(self.rep[self.up].sum())
+                tr.requested[t] = self.total_requested
+                tr.pending[t] = max(0, self.total_requested - running)
+                tr.wl_breaches += int(np.count_nonzero(wl > scn.sla.waterLevel))
+                tr.latency_breaches += len(self.lat_bad)
+                traffic_gib = float((self.xrep * self.up).sum()) * scn.workloads.trafficMBps * 1e6 * tick_min * 60 / GIB
+                tr.cross_domain_bytes += traffic_gib * GIB
+                up = self.up
+                tr.cost += float(((self.req_cpu * f.price_cpu + self.req_mem * f.price_mem) * up).sum()) * tick_h
+                tr.cost += float((self.xrep * up * f.egress).sum()) * scn.workloads.trafficMBps * 1e6 * \
+                    tick_min * 60 / GIB
+                if progress is not None:
+                    progress(self.pol.name, t + 1, scn.ticks)
+        finally:
+            if self._loop is not None:
+                self._loop.close()
+        tr.wall_s = time.perf_counter() - t_start
+        return tr
+
+    def _retry(self) -> None:
+        short = [w for w in self.workloads.values() if self._running(w) < w.spec.replicas]
+        streak = 0
+        for w in sorted(short, key=lambda w: w.name):
+            if self.schedule(w) > 0:
+                streak = 0
+                continue
+            streak += 1
+            if streak >= RETRY_STREAK:
+                break
+
+
+def simulate(inputs: Inputs, policies: list[str], progress: Progress | None = None) -> dict[str, Trace]:
+    """Run every policy over the same inputs."""
+    return {name: PolicyRun(inputs, make_policy(name)).run(progress) for name in policies}

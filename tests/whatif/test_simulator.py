@@ -1,0 +1,232 @@
+"""The policy simulator (W2/W3): determinism, figures checkable by hand, the real auto-ops, the report."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from drods.errors import ApiError
+from drods.scheduler.reschedule import choose_evacuation
+from drods.whatif.engine import PolicyRun, build_fleet, prepare, simulate
+from drods.whatif.load import BackgroundLoad, apply_trace, read_trace
+from drods.whatif.policies import make_policy, parse_policies
+from drods.whatif.report import METRICS, figures, write_report
+from drods.whatif.scenario import parse_scenario
+
+FLAT = {"base": 0.1, "amplitude": 0.0, "noise": 0.0, "jitter": 0.0, "memoryRatio": 0.5}
+
+
+def tiny(replicas: int, **over: Any) -> dict[str, Any]:
+    """Two identical 64-core clusters at a flat 10 % cpu, one workload of 8-core replicas, 4 ticks of 15 min."""
+    doc: dict[str, Any] = {
+        "name": "tiny", "durationHours": 1, "tickMinutes": 15, "seed": 3, "waterLevelLimit": 0.8,
+        "regions": [{"name": "eu"}],
+        "clusters": [{"region": "eu", "count": 2, "cpu": 64, "memoryGiB": 256, "cpuCoreHour": 0.04,
+                      "memoryGiBHour": 0.0}],
+        "background": {"diurnal": FLAT},
+        "workloads": {"items": [{"name": "app", "replicas": replicas, "cpu": 8, "memoryGiB": 0, "region": "eu"}]},
+        "sla": {"waterLevel": 0.85},
+    }
+    doc.update(over)
+    return doc
+
+
+def run(doc: dict[str, Any], policy: str, seed: int | None = None) -> dict[str, float]:
+    scn = parse_scenario(doc)
+    inputs = prepare(scn, seed)
+    return figures(PolicyRun(inputs, make_policy(policy)).run(), scn.tickMinutes)
+
+
+def test_tiny_scenario_figures_by_hand() -> None:
+    # WaterLevel on an idle fleet (σ = 0) packs: 4 × 8 cores on one cluster → 0.1 + 32/64 = 0.6, the other 0.1.
+    wl = run(tiny(4), "WaterLevel")
+    assert wl["peak_water_level"] == pytest.approx(0.6) and wl["p95_water_level"] == pytest.approx(0.6)
+    assert wl["spread_sd"] == pytest.approx(0.25)  # sd of {0.6, 0.1}
+    assert wl["pending_replica_minutes"] == 0 and wl["replicas_moved"] == 0 and wl["sla_breaches"] == 0
+    assert wl["cost"] == pytest.approx(32 * 0.04 * 1.0)  # 32 cores × $0.04 × 1 h
+    assert wl["cross_domain_bytes"] == 0  # users and replicas in the same region
+    # Karmada AvailableReplicas: 57.6 free cores each → 7 fit each → 2 + 2 → both at 0.1 + 16/64.
+    av = run(tiny(4), "AvailableReplicas")
+    assert av["peak_water_level"] == pytest.approx(0.35) and av["spread_sd"] == pytest.approx(0.0)
+    assert run(tiny(4), "Aggregated")["peak_water_level"] == pytest.approx(0.6)  # fewest clusters
+
+
+def test_limit_leaves_replicas_pending_where_requests_overcommit() -> None:
+    # 14 × 8 cores. WaterLevel: (0.8 − 0.1) × 64 / 8 = 5.6 → 5 per cluster, 4 pending for 4 ticks of 15 min.
+    wl = run(tiny(14), "WaterLevel")
+    assert wl["pending_replica_minutes"] == pytest.approx(4 * 60)
+    assert wl["peak_water_level"] == pytest.approx(0.1 + 40 / 64) and wl["sla_breaches"] == 0
+    # AvailableReplicas sees requests only: 7 per cluster fit, all 14 placed, both at 0.975 for 4 ticks.
+    av = run(tiny(14), "AvailableReplicas")
+    assert av["pending_replica_minutes"] == 0
+    assert av["peak_water_level"] == pytest.approx(0.1 + 56 / 64)
+    assert av["sla_breaches"] == 2 * 4  # cluster-ticks above the SLA water level
+
+
+def test_failover_and_latency_and_cross_domain() -> None:
+    doc = tiny(4, regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
+               clusters=[{"region": "eu", "count": 1, "cpu": 128, "memoryGiB": 256},  # most room: packed first
+                         {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
+               events=[{"at": 30, "type": "fail", "cluster": "eu-000"}], sla={"waterLevel": 0.85, "latencyMs": 50})
+    doc["workloads"]["trafficMBps"] = 1.0
+    doc["workloads"]["stateGiB"] = 2.0
+    f = run(doc, "WaterLevel")
+    # ticks 0, 1 on eu-000 (users' region); eu-000 fails at minute 30: the 4 replicas fail over to us-000
+    assert f["replicas_moved"] == 4
+    assert f["sla_breaches"] == 2  # ticks 2 and 3: replicas 100 ms from their users (SLA 50 ms)
+    traffic = 4 * 1e6 * 15 * 60 * 2  # 4 replicas × 1 MB/s × 15 min × 2 ticks away from home
+    assert f["cross_domain_bytes"] == pytest.approx(traffic + 4 * 2.0 * 1024**3)
+
+
+def test_sustained_breach_evacuates_through_the_real_auto_ops() -> None:
+    doc = tiny(4, durationHours=2, tickMinutes=5, sustainedMinutes=10,
+               clusters=[{"region": "eu", "count": 1, "cpu": 64, "memoryGiB": 256, "names": ["big"]},
+                         {"region": "eu", "count": 1, "cpu": 32, "memoryGiB": 128, "names": ["small"]}],
+               events=[{"at": 30, "type": "surge", "cluster": "big", "factor": 7}])
+    doc["workloads"]["items"][0]["cpu"] = 4
+    inputs = prepare(parse_scenario(doc))
+    run_ = PolicyRun(inputs, make_policy("WaterLevel"))
+    tr = run_.run()
+    # big: 0.1 → 0.7 background at minute 30, + 4 × 4/64 → 0.95 > 0.8 for 10 minutes → evacuate
+    assert tr.operations.get("Evacuate:executed") == 1, tr.operations
+    # then big is calm at 0.7 (< 0.8 − 0.05) for restoreAfterSeconds: one replica is offered back (0.7625 fits)
+    assert tr.operations.get("Restore:executed") == 1, tr.operations
+    assert run_.workloads["app"].placement == {0: 1, 1: 3}
+    assert tr.moved == 4 + 1
+    assert float(np.nanmax(tr.water_level[-6:, 0])) == pytest.approx(0.7 + 4 / 64)  # below its limit again
+    # the Karmada baselines never move for load
+    assert PolicyRun(inputs, make_policy("AvailableReplicas")).run().moved == 0
+
+
+def test_deterministic_for_a_seed() -> None:
+    doc = {
+        "name": "gen", "durationHours": 6, "tickMinutes": 10, "seed": 11,
+        "regions": [{"name": "a", "utcOffsetHours": 8, "latencyMs": {"b": 120}}, {"name": "b"}],
+        "clusters": [{"region": "a", "count": 4, "cpu": 32}, {"region": "b", "count": 4, "cpu": 32}],
+        "workloads": {"generate": {"initial": 10, "events": 120}},
+        "events": [{"at": 120, "type": "fail", "region": "a", "durationMinutes": 60}],
+    }
+    scn = parse_scenario(doc)
+    a = simulate(prepare(scn), ["WaterLevel", "Static"])
+    b = simulate(prepare(scn), ["WaterLevel", "Static"])
+    for name in a:
+        assert figures(a[name], 10) == figures(b[name], 10)
+        np.testing.assert_array_equal(a[name].water_level, b[name].water_level)
+    c = simulate(prepare(scn, seed=12), ["WaterLevel"])
+    assert not np.array_equal(a["WaterLevel"].water_level, c["WaterLevel"].water_level)
+
+
+def test_report_files_and_valid_pngs(tmp_path: Path) -> None:
+    import matplotlib.image as mpimg
+
+    scn = parse_scenario(tiny(6))
+    inputs = prepare(scn)
+    traces = simulate(inputs, ["WaterLevel", "AvailableReplicas"])
+    summary = write_report(tmp_path, inputs, traces)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(summary))
+    assert on_disk["scenario"] == "tiny" and on_disk["seed"] == 3
+    for figs in on_disk["policies"].values():
+        assert set(figs) == set(METRICS) and all(isinstance(v, int | float) for v in figs.values())
+    for png in ("water_level.png", "pending.png", "comparison.png"):
+        data = (tmp_path / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        img = mpimg.imread(tmp_path / png)
+        assert img.shape[0] > 100 and img.shape[1] > 100
+        assert png in (tmp_path / "index.html").read_text()
+
+
+def test_trace_csv_replaces_the_generator(tmp_path: Path) -> None:
+    csv = tmp_path / "t.csv"
+    csv.write_text("time,cluster,cpu,memory\n"
+                   "2026-01-01T00:00:00Z,eu-000,0.2,0.1\n"
+                   "2026-01-01T00:30:00Z,eu-000,60,0.3\n")  # 60 → percent
+    scn = parse_scenario(tiny(1))
+    fleet = build_fleet(scn)
+    load = BackgroundLoad(np.full((4, 2), 0.5), np.full((4, 2), 0.5))
+    assert apply_trace(load, read_trace(csv), fleet.names, 15) == 1
+    np.testing.assert_allclose(load.cpu[:, 0], [0.2, 0.4, 0.6, 0.6])  # interpolated, then held
+    np.testing.assert_allclose(load.cpu[:, 1], 0.5)  # not in the trace: unchanged
+    bad = tmp_path / "bad.csv"
+    bad.write_text("when,cluster,cpu\n1,a,0.1\n")
+    with pytest.raises(ApiError) as e:
+        read_trace(bad)
+    assert e.value.status == 422
+
+
+def test_bad_scenarios_are_validation_errors() -> None:
+    for doc, field in [
+        ({**tiny(1), "clusters": [{"region": "mars"}]}, ""),
+        ({**tiny(1), "tickMinutes": 0}, "tickMinutes"),
+        ({**tiny(1), "events": [{"at": 1, "type": "fail"}]}, "events.0"),
+        ({**tiny(1), "colour": "blue"}, "colour"),
+    ]:
+        with pytest.raises(ApiError) as e:
+            parse_scenario(doc)
+        assert e.value.status == 422 and e.value.code == "VALIDATION_FAILED"
+        assert any(f["field"].startswith(field) for f in e.value.details["fields"])
+    with pytest.raises(ValueError):
+        parse_policies("WaterLevel,Nope")
+
+
+def test_choose_evacuation_most_replicas_first_until_the_fraction() -> None:
+    on = [(2, "b"), (5, "a"), (2, "a2"), (1, "z")]
+    assert choose_evacuation(on, 0.25) == [(5, "a")]  # 25 % of 10 = 2.5 → the 5 covers it
+    assert choose_evacuation(on, 0.6) == [(5, "a"), (2, "a2")]  # 6 → 5 + 2, ties by name
+    assert choose_evacuation([(1, "x")], 0.01) == [(1, "x")]  # at least one replica
+
+
+def test_simulate_command(tmp_path: Path) -> None:
+    from drods.cli.main import app
+
+    scen = tmp_path / "s.json"
+    scen.write_text(json.dumps(tiny(4)))
+    out = tmp_path / "report"
+    r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(out), "--policies",
+                                 "WaterLevel,Static", "--seed", "5"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seed"] == 5 and list(summary["policies"]) == ["WaterLevel", "Static"]
+    assert (out / "index.html").exists()
+    r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(out), "--policies", "Best"])
+    assert r.exit_code == 2
+    broken = copy.deepcopy(tiny(4))
+    broken["regions"] = []
+    scen.write_text(json.dumps(broken))
+    r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(tmp_path / "x")])
+    assert r.exit_code == 1 and "VALIDATION_FAILED" in r.output and not (tmp_path / "x").exists()
+
+
+def test_a_clusters_own_limit_drives_its_evacuation() -> None:
+    def evacuations(big_limit: float | None) -> int:
+        doc = tiny(4, durationHours=2, tickMinutes=5, sustainedMinutes=10,
+                   clusters=[{"region": "eu", "count": 1, "cpu": 64, "memoryGiB": 256, "names": ["big"],
+                              "waterLevelLimit": big_limit},
+                             {"region": "eu", "count": 1, "cpu": 32, "memoryGiB": 128, "names": ["small"]}],
+                   events=[{"at": 30, "type": "surge", "cluster": "big", "factor": 5}])
+        doc["workloads"]["items"][0]["cpu"] = 4
+        tr = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel")).run()
+        return tr.operations.get("Evacuate:executed", 0)
+
+    # big: 0.5 background + 0.25 = 0.75 — under the default 0.8, over its own 0.7
+    assert evacuations(None) == 0
+    assert evacuations(0.7) == 1
+
+
+def test_comparison_against_the_issues_targets() -> None:
+    from drods.whatif.report import comparison
+
+    base = {"peak_water_level": 1.0, "pending_replica_minutes": 100.0, "replicas_moved": 5}
+    wl = {"peak_water_level": 0.7, "pending_replica_minutes": 20.0, "replicas_moved": 9}
+    c = comparison({"WaterLevel": wl, "B": base})["B"]
+    assert c == {"peakReduction": 0.3, "peakTargetMet": True, "pendingRatio": 0.2, "pendingTargetMet": True,
+                 "movedExtra": 4}
+    c = comparison({"WaterLevel": {**wl, "peak_water_level": 0.75}, "B": {**base, "pending_replica_minutes": 0.0}})
+    assert c["B"]["peakTargetMet"] is False and c["B"]["pendingRatio"] is None
+    assert c["B"]["pendingTargetMet"] is False  # pending where the baseline has none

@@ -1,0 +1,195 @@
+"""W1 through the running control plane: a dry run answers exactly what the scheduler then does."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from drods.store.sqlite import SqliteStore
+from tests.scheduler_e2e.conftest import Plane, placement, serve
+
+VOLATILE = ("time", "scheduler", "generation", "timingsMs", "scheduleType")
+
+
+@pytest.fixture
+async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
+    """One backend is enough here: what is under test is the scheduler's decision, not the store."""
+    async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data") as p:
+        yield p
+
+
+async def fleet(plane: Plane) -> None:
+    # equal water levels: ties are broken by the scheduler's seeded RNG, so the RNG state must match
+    for name in ("a", "b", "c", "d"):
+        await plane.cluster(name, 50, {"tier": "prod"}, region="eu" if name in "ab" else "us")
+    await plane.seen("a", "b", "c", "d")
+
+
+def stable(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k not in VOLATILE}
+
+
+async def whatif(plane: Plane, body: dict[str, Any], expect: int = 200) -> dict[str, Any]:
+    r = await plane.call("POST", "/api/v1/whatif", json=body, role="viewer")
+    assert r.status_code == expect, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+async def test_dry_run_is_what_the_scheduler_then_does(plane: Plane) -> None:
+    await fleet(plane)
+    snap = plane.scheduler.cache.snap
+    version = snap.version
+    rng_state = plane.scheduler.scheduler.rng.bit_generator.state
+    for i, replicas in enumerate((5, 3, 7)):
+        body = {"name": f"web-{i}", "replicas": replicas, "resources": {"cpu": 1, "memory": 2}}
+        dry = await whatif(plane, {"binding": body})
+        assert snap.version == version and plane.scheduler.scheduler.rng.bit_generator.state == rng_state, \
+            "a dry run must not touch the live snapshot or RNG"
+        r = await plane.call("GET", "/api/v1/bindings")
+        assert [b["id"] for b in r.json()["items"]] == [f"web-{j}" for j in range(i)], "nothing is stored"
+        st = await plane.place(body)
+        assert st["phase"] == dry["phase"] == "Scheduled"
+        assert placement(st) == {p["cluster"]: p["replicas"] for p in dry["placement"]}
+        r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": f"web-{i}"})
+        real = r.json()["items"][0]
+        assert stable(dry["explanation"]) == stable(real)
+        assert dry["explanation"]["scheduler"] == "whatif" and set(dry["explanation"]) == set(real)
+        version = snap.version
+        rng_state = plane.scheduler.scheduler.rng.bit_generator.state
+
+    # an existing binding is answered as a change of itself: a scale keeps what it has and adds
+    body = {"name": "web-0", "replicas": 9, "resources": {"cpu": 1, "memory": 2}}
+    before = placement(await plane.status("web-0"))
+    dry = await whatif(plane, {"binding": body})
+    assert all(p["replicas"] >= before.get(p["cluster"], 0) for p in dry["placement"])
+    r = await plane.call("PATCH", "/api/v1/bindings/web-0", json={"replicas": 9})
+    assert r.status_code == 200, r.text
+    st = await plane.decided("web-0")
+    assert placement(st) == {p["cluster"]: p["replicas"] for p in dry["placement"]}
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "web-0"})
+    assert stable(dry["explanation"]) == stable(r.json()["items"][0])
+
+
+async def test_changes_down_cordon_water_level_new_cluster_and_profile(plane: Plane) -> None:
+    await fleet(plane)
+    body = {"binding": {"replicas": 4, "resources": {"cpu": 1}, "placement": {"waterLevelLimit": 0.85}}}
+    down = await whatif(plane, {**body, "changes": [{"cluster": "a", "down": True}, {"cluster": "b", "cordon": True},
+                                                    {"cluster": "c", "waterLevel": 0.9}]})
+    assert {p["cluster"] for p in down["placement"]} == {"d"}
+    reasons = down["explanation"]["filters"]["reasons"]
+    assert reasons["a"] == "cluster not ready" and "cordoned" in reasons["b"] and "water level" in reasons["c"]
+    # the live view is unchanged: a plain dry run may use every cluster again
+    plain = await whatif(plane, body)
+    assert plain["phase"] == "Scheduled" and plain["explanation"]["candidates"] == {"total": 4, "feasible": 4}
+
+    new = {"name": "e", "region": "eu", "status": {"cpu": {"allocatable": 64, "used": 0},
+                                                   "memory": {"allocatable": 256, "used": 0}}}
+    grown = await whatif(plane, {**body, "changes": [{"addCluster": new}, {"cluster": "a", "waterLevelDelta": 0.4}]})
+    assert grown["explanation"]["candidates"]["total"] == 5
+    assert "a" not in {p["cluster"] for p in grown["placement"]}  # 0.5 + 0.4 is above the 0.85 limit
+    assert "e" in {p["cluster"] for p in grown["placement"]}  # empty: the lowest water level
+    assert "e" not in plane.scheduler.cache.snap
+
+    packed = await whatif(plane, {**body, "changes": [{"profile": {"name": "random", "filters": [], "scores": {}}}]})
+    assert packed["explanation"]["profile"] == "random" and packed["explanation"]["weights"] == {}
+
+
+async def test_workload_under_a_given_or_stored_policy(plane: Plane) -> None:
+    await fleet(plane)
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "namespace": "default"},
+              "spec": {"replicas": 3, "template": {"spec": {"containers": [
+                  {"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]}}}}
+    r = await plane.call("POST", "/api/v1/whatif", json={"workload": deploy}, role="viewer")
+    assert r.status_code == 422 and r.json()["code"] == "NO_MATCHING_POLICY"
+
+    policy = {"placement": {"clusterAffinity": {"clusterNames": ["c", "d"]}}}
+    out = await whatif(plane, {"workload": deploy, "policy": policy})
+    assert out["explanation"]["binding"] == "deployment-default-shop"
+    assert {p["cluster"] for p in out["placement"]} <= {"c", "d"} and sum(p["replicas"] for p in out["placement"]) == 3
+
+    pp = {"apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "eu"},
+          "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}],
+                   "placement": {"clusterAffinity": {"clusterNames": ["a"]}}}}
+    r = await plane.call("POST", "/apis/multicluster.io/v1alpha1/namespaces/default/propagationpolicies", json=pp)
+    if r.status_code == 404:
+        r = await plane.call("POST", "/apis/multicluster.io/v1alpha1/propagationpolicies", json=pp)
+    assert r.status_code == 201, r.text
+    out = await whatif(plane, {"workload": deploy})
+    assert out["placement"] == [{"cluster": "a", "replicas": 3}]
+
+
+async def test_bad_input_is_a_clear_error_and_changes_nothing(plane: Plane) -> None:
+    await fleet(plane)
+    version = plane.scheduler.cache.snap.version
+    cases = [
+        ({"binding": {"replicas": 1}, "changes": [{"cluster": "nope", "down": True}]}, 422, "VALIDATION_FAILED"),
+        ({"binding": {"replicas": 1}, "changes": [{"cluster": "a", "down": True, "cordon": True}]}, 422,
+         "VALIDATION_FAILED"),
+        ({"binding": {"replicas": 1}, "changes": [{"profile": {"filters": ["Nope"]}}]}, 422, "VALIDATION_FAILED"),
+        ({"binding": {"replicas": -1}}, 422, "VALIDATION_FAILED"),
+        ({"replicas": 1}, 422, "VALIDATION_FAILED"),
+        ({"workload": {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x"}}}, 422,
+         "VALIDATION_FAILED"),
+    ]
+    for body, status, code in cases:
+        r = await plane.call("POST", "/api/v1/whatif", json=body)
+        assert r.status_code == status and r.json()["code"] == code, (body, r.text)
+        assert set(r.json()) >= {"code", "message", "details"}
+    r = await plane.client.post("/api/v1/whatif", json={"binding": {"replicas": 1}})
+    assert r.status_code == 401
+    assert plane.scheduler.cache.snap.version == version
+
+
+async def test_whatif_command(plane: Plane, tmp_path: Path) -> None:
+    import asyncio
+    import json
+
+    from typer.testing import CliRunner
+
+    from drods.cli.main import app
+
+    await fleet(plane)
+    f = tmp_path / "deploy.yaml"
+    f.write_text("""apiVersion: apps/v1
+kind: Deployment
+metadata: {name: shop}
+spec:
+  replicas: 2
+  template: {spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}}
+---
+apiVersion: multicluster.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: p}
+spec:
+  placement: {clusterAffinity: {clusterNames: [a, b]}}
+""")
+    common = ["--server", plane.url, "--token", plane.tokens["viewer"]]
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(app, ["whatif", "-f", str(f), *args, *common])
+
+    r = await asyncio.to_thread(invoke, "-o", "json", "--down", "a")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["placement"] == [{"cluster": "b", "replicas": 2}]
+    assert out["explanation"]["filters"]["reasons"]["a"] == "cluster not ready"
+    r = await asyncio.to_thread(invoke)
+    assert r.exit_code == 0 and out["phase"] in r.output and "TOTAL" in r.output, r.output
+    r = await asyncio.to_thread(invoke, "--water-level", "a")
+    assert r.exit_code == 2
+    r = await asyncio.to_thread(invoke, "--cordon", "nope")
+    assert r.exit_code == 1 and "VALIDATION_FAILED" in r.output
+
+
+async def test_api_server_without_a_scheduler_builds_the_view_from_the_store(tmp_path: Path) -> None:
+    async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data", scheduler=False) as plane:
+        for name, pct in (("a", 20), ("b", 40), ("c", 60), ("d", 90)):
+            await plane.cluster(name, pct, region="eu")
+        out = await whatif(plane, {"binding": {"name": "web", "replicas": 6, "resources": {"cpu": 1}}})
+        assert out["phase"] == "Scheduled" and sum(p["replicas"] for p in out["placement"]) == 6
+        assert out["explanation"]["candidates"]["total"] == 4
+        assert "water level" in out["explanation"]["filters"]["reasons"]["d"]
+        assert (await plane.call("GET", "/api/v1/bindings")).json()["items"] == []
