@@ -1,5 +1,5 @@
 """A pre-allocation hold (F6): the forecast water level the scheduler assumes for a cluster until the
-peak's horizon ends. Written on the Cluster by `drods.scheduler.reschedule` as the
+peak's horizon ends. Written on the Cluster by `drods.controllers.rescheduler` as the
 ``multicluster.io/preallocation`` annotation; read by the scheduler's cache and by auto-ops.
 """
 

@@ -84,7 +84,7 @@ class FleetCollector(Collector):
 
 
 class MonitorMetrics:
-    """The registry appended to ``ctx.services["prometheus_registries"]``."""
+    """The registry served on the API server's ``/metrics`` (``ctx.prometheus_registries``)."""
 
     def __init__(self, fleet: FleetView, active_max_age_s: Callable[[], float]) -> None:
         self.registry = CollectorRegistry()

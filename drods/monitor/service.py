@@ -1,7 +1,7 @@
 """Monitoring wired into the running control plane (SPEC A4, API6, C1, C3, C8, F5).
 
 `MonitorService` is the one object per API process that every monitoring route and component
-shares (``ctx.services["monitor"]``; build it with `get_service`). A report, pushed by an agent
+shares (built by `drods.assembly`). A report, pushed by an agent
 or pulled by a collector, goes::
 
     validate → MonitorPipeline (normalise, rate control, thresholds, surge, history buffer)
@@ -686,21 +686,3 @@ def _ready_transition(info: ClusterInfo) -> float | None:
 
 def _conditions(info: ClusterInfo) -> list[dict[str, Any]]:
     return [c for c in info.conditions if isinstance(c, dict)]
-
-
-def get_service(ctx: Any) -> MonitorService:
-    """The process's `MonitorService` (built on first use): ``ctx.services["monitor"]``.
-
-    Also publishes ``ctx.services["forecaster"]`` (the scheduler's adjuster calls
-    ``water_level_in(cluster, minutes)``) and appends the monitoring registry to
-    ``ctx.services["prometheus_registries"]``. Tests may preset ``ctx.services["monitor_settings"]``
-    and ``ctx.services["monitor_clock"]``.
-    """
-    svc: MonitorService | None = ctx.services.get("monitor")
-    if svc is None:
-        settings = ctx.services.get("monitor_settings") or MonitorSettings.load(ctx.data_dir)
-        svc = MonitorService(ctx.store, ctx.data_dir, settings, clock=ctx.services.get("monitor_clock", time.time))
-        ctx.services["monitor"] = svc
-        ctx.services["forecaster"] = svc.forecaster
-        ctx.services.setdefault("prometheus_registries", []).append(svc.metrics.registry)
-    return svc

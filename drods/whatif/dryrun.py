@@ -3,7 +3,7 @@
 `LiveView` is a private copy of the running scheduler's snapshot, profile, tie-break RNG state and
 the cluster records the hypothetical changes need. `apply_changes` edits only that copy; `dry_run`
 runs the real `Scheduler.schedule` on it and explains the decision with the same
-`drods.scheduler.history.decision_record` a real decision gets. Nothing is stored, nothing assumed:
+`drods.schedulerd.history.decision_record` a real decision gets. Nothing is stored, nothing assumed:
 the live snapshot and RNG are never touched, so the next real decision is the one shown here when
 nothing changes in between (same snapshot, same seed).
 
@@ -31,11 +31,11 @@ from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, by_kind
 from drods.scheduler.framework import Scheduler, ScheduleResult
-from drods.scheduler.history import decision_record
 from drods.scheduler.profile import Profile, ProfileError
-from drods.scheduler.records import FIRST, SCALE
 from drods.scheduler.snapshot import Snapshot, parse_status
 from drods.scheduler.task import Task
+from drods.schedulerd.history import decision_record
+from drods.schedulerd.records import FIRST, SCALE
 from drods.store import KeyValue
 
 WHATIF_SCHEDULER = "whatif"
@@ -207,7 +207,7 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
     """The Binding the resource detector would derive for ``workload``, with the detector's own functions:
     under ``policy`` when given (whatever its selectors say), else under the best of the ``stored``
     PropagationPolicy / ResourcePlacementPolicy objects."""
-    from drods.scheduler.detector import DETECTED_KINDS, PolicyMatch, best_policy, decode_policy, desired_binding
+    from drods.controllers.detector import DETECTED_KINDS, PolicyMatch, best_policy, decode_policy, desired_binding
 
     kind = by_kind(str(workload.get("apiVersion", "")), str(workload.get("kind", "")))
     meta = workload.get("metadata")

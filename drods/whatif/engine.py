@@ -12,7 +12,7 @@ Per tick (``tickMinutes``), for each policy:
    a tick stops retrying after ``RETRY_STREAK`` retries in a row that placed nothing);
 5. WaterLevel only: monitoring's `SustainedDetector` watches each cluster's water level and a
    sustained breach goes through `drods.monitor.autoops.execute` (policy, cooldown, rate limit) to a
-   hook that picks bindings with `drods.scheduler.reschedule.choose_evacuation` and re-places them
+   hook that picks bindings with `drods.controllers.rescheduler.choose_evacuation` and re-places them
    from scratch; a cluster replicas left is offered them back once calm (restore);
 6. the figures are recorded against the truth: background use + the requests of placed replicas.
 
@@ -31,12 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from drods.controllers.rescheduler import choose_evacuation
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile
-from drods.monitor.autoops import AutoOps, RescheduleRequest, RescheduleResult, execute
+from drods.model.reschedule import RescheduleRequest, RescheduleResult
+from drods.monitor.autoops import AutoOps, execute
 from drods.monitor.thresholds import SustainedDetector
 from drods.scheduler.framework import Scheduler
-from drods.scheduler.reschedule import choose_evacuation
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task
 from drods.whatif.load import BackgroundLoad, apply_trace, diurnal, read_trace
@@ -445,7 +446,7 @@ class PolicyRun:
 
     # -------------------------------------------------------------- automatic operations (WaterLevel)
     async def _hook(self, req: RescheduleRequest) -> RescheduleResult:
-        """The scheduler's side of a request, as `drods.scheduler.reschedule.Rescheduler` does it."""
+        """The scheduler's side of a request, as `drods.controllers.rescheduler.Rescheduler` does it."""
         c = self.fleet.names.index(req.cluster)
         if req.action == "evacuate":
             on = [(w.placement[c], w.name) for w in self._on_cluster(c)]

@@ -14,19 +14,22 @@ tie-breaks then come from a fresh RNG, so exact ties may fall differently than t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.api.auth import Action, Principal
-from drods.api.context import context, require
+from drods.api.context import ApiContext, context, require
 from drods.api.routes.bindings import BindingRequest
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.binding import BindingSpec
 from drods.model.kinds import BINDING, CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY
 from drods.whatif.dryrun import Change, ClusterFacts, LiveView, apply_changes, dry_run, workload_binding
+
+if TYPE_CHECKING:
+    from drods.schedulerd.service import SchedulerService
 
 router = APIRouter(tags=["whatif"], responses=ERROR_RESPONSES)
 
@@ -48,14 +51,14 @@ class WhatIfRequest(BaseModel):
         return self
 
 
-def live_scheduler(ctx: Any) -> Any | None:
+def live_scheduler(ctx: ApiContext) -> SchedulerService | None:
     """This process's running, synced scheduler service (None when it has none) — the one place
     that knows where it lives."""
-    svc = ctx.services.get("scheduler")
+    svc = ctx.scheduler
     return svc if svc is not None and svc.ready.is_set() else None
 
 
-def live_view(svc: Any) -> LiveView:
+def live_view(svc: SchedulerService) -> LiveView:
     """Copy what the scheduler decides with (its snapshot, profile, RNG state and cluster facts)."""
     return _view(svc.cache, svc.profile, svc.scheduler.rng)
 
@@ -72,18 +75,19 @@ def _view(cache: Any, profile: Any, rng: Any) -> LiveView:
     return LiveView.of(cache.snap, profile, rng, clusters)
 
 
-async def store_view(ctx: Any) -> tuple[LiveView, dict[str, dict[str, int]]]:
+async def store_view(ctx: ApiContext) -> tuple[LiveView, dict[str, dict[str, int]]]:
     """Without a scheduler in this process (``drods apiserver``): the view a scheduler starting now
     would build, with the scheduler's own cache and decoders over the store, its profile, and a
     fresh RNG seeded as the profile says. Placements per binding come with it."""
     import numpy as np
 
-    from drods.scheduler.cache import SchedulerCache, decode_cluster, status_decoder
-    from drods.scheduler.records import decode_binding
-    from drods.scheduler.service import STATUS_PREFIX, load_profile
+    from drods.model.keys import STATUS_PREFIX
+    from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
+    from drods.schedulerd.records import decode_binding
+    from drods.schedulerd.service import load_profile
 
     store = ctx.store
-    profile = ctx.services.get("scheduler_profile") or load_profile(ctx.data_dir)
+    profile = load_profile(ctx.data_dir)
     cache = SchedulerCache()
     kvs, _ = await store.range(CLUSTER.key_prefix())
     for kv in kvs:
@@ -114,7 +118,7 @@ def _summed(placement: Any) -> dict[str, int]:
     return out
 
 
-def current_placement(svc: Any, name: str) -> dict[str, int] | None:
+def current_placement(svc: SchedulerService, name: str) -> dict[str, int] | None:
     """Where the binding ``name`` runs now, as the scheduler's informer has it (None: no such binding)."""
     rec = svc.bindings.cache.get(BINDING.key(name))
     return None if rec is None or rec.deleting else _summed(rec.placement)
