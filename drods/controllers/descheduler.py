@@ -18,7 +18,7 @@ from drods.model.keys import SUSTAINED_EVENTS_PREFIX
 from drods.model.kinds import BINDING
 from drods.model.preallocation import parse_hold
 from drods.model.reschedule import RescheduleHook
-from drods.monitor.autoops import Action, AutoOps, execute
+from drods.monitor.autoops import Action, AutoOps, RestoreWatch, execute
 from drods.monitor.service import MonitorService
 from drods.registry.objects import ObjectRegistry
 from drods.store import EventType, Store
@@ -46,11 +46,13 @@ class Descheduler:
         self.ops = AutoOps(self.policy)
         self.holds: dict[str, float] = {}  # cluster → end of the pre-allocation decided for it
         # clusters replicas were moved away from → since when they have been calm (None: not calm)
-        self.moved_from: dict[str, float | None] = {}
+        self.restores = RestoreWatch(self.ops)
 
     async def run(self) -> None:
         items, _ = await self.registry.list(BINDING)
-        self.moved_from = {c: None for obj in items for c in evacuated_from(obj)}
+        for obj in items:
+            for c in evacuated_from(obj):
+                self.restores.moved(c)
         check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
         await asyncio.gather(self.on_sustained(),
                              every(self.svc.settings.forecastIntervalSeconds, self.preallocate, "pre-allocation"),
@@ -62,7 +64,7 @@ class Descheduler:
                                         candidates=_candidates(svc, cluster), details=details,
                                         hook=self.rescheduler, record=svc.operations.append)
         if action != "restore" and result is not None and result.accepted and result.bindings:
-            self.moved_from[cluster] = None
+            self.restores.moved(cluster)
         return outcome
 
     async def on_sustained(self) -> None:
@@ -125,23 +127,15 @@ class Descheduler:
         svc = self.svc
         now = svc.clock()
         _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
-        for c, calm_since in list(self.moved_from.items()):
+        for c in list(self.restores.calm_since):
             if c not in svc.fleet.clusters:
-                self.moved_from.pop(c)  # deleted: nothing to offer back
+                self.restores.forget(c)  # deleted: nothing to offer back
                 continue
-            if not self._calm(c, details, now):
-                self.moved_from[c] = None
-                continue
+            calm_since = self.restores.due(c, self._calm(c, details, now), now)
             if calm_since is None:
-                self.moved_from[c] = now
-                continue
-            if now < max(calm_since + self.policy.restoreAfterSeconds, self.ops.ready_at(c)):
                 continue
             reason = (f"water level {details[c]['waterLevel']:.2f} below the limit "
                       f"{svc.water_level_limit(c):.2f} for {now - calm_since:.0f}s")
             outcome = await self._execute("restore", c, reason, {"waterLevel": details[c]["waterLevel"],
                                                                   "calmSince": calm_since})
-            if outcome in ("skipped", "failed", "no-hook"):
-                self.moved_from[c] = now  # rate-limited or no scheduler: ask again after another calm period
-            else:
-                self.moved_from.pop(c)  # done, or nothing to restore (a refusal is recorded with its reason)
+            self.restores.done(c, outcome, now)

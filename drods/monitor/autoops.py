@@ -134,3 +134,41 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
     info["outcome"] = outcome
     await record(kind, reason, cluster=cluster, ts=now, details=info)
     return outcome, result
+
+
+class RestoreWatch:
+    """Which clusters replicas were moved away from are due to be offered them back (pure, time
+    passed in): a cluster must be calm for ``restoreAfterSeconds`` in a row and out of its cooldown.
+    The descheduler and the what-if simulator both decide with it."""
+
+    def __init__(self, ops: AutoOps) -> None:
+        self.ops = ops
+        self.calm_since: dict[str, float | None] = {}  # cluster → since when calm (None: not calm)
+
+    def moved(self, cluster: str) -> None:
+        """Replicas left ``cluster``: watch it (again) from not calm."""
+        self.calm_since[cluster] = None
+
+    def forget(self, cluster: str) -> None:
+        self.calm_since.pop(cluster, None)
+
+    def due(self, cluster: str, calm: bool, now: float) -> float | None:
+        """Record whether ``cluster`` is calm now; since when it has been, if a restore is due now."""
+        since = self.calm_since.get(cluster)
+        if not calm:
+            self.calm_since[cluster] = None
+            return None
+        if since is None:
+            self.calm_since[cluster] = now
+            return None
+        if now < max(since + self.ops.policy.restoreAfterSeconds, self.ops.ready_at(cluster)):
+            return None
+        return since
+
+    def done(self, cluster: str, outcome: str, now: float) -> None:
+        """After a restore attempt: rate-limited or no rescheduler → ask again after another calm
+        period; otherwise (done, or nothing to restore — a refusal is recorded) stop watching."""
+        if outcome in ("skipped", "failed", "no-hook"):
+            self.calm_since[cluster] = now
+        else:
+            self.calm_since.pop(cluster, None)

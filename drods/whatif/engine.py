@@ -35,7 +35,7 @@ from drods.controllers.rescheduler import choose_evacuation
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
-from drods.monitor.autoops import AutoOps, execute
+from drods.monitor.autoops import AutoOps, RestoreWatch, execute
 from drods.monitor.thresholds import SustainedDetector
 from drods.scheduler.framework import Scheduler
 from drods.scheduler.snapshot import Snapshot
@@ -306,7 +306,7 @@ class PolicyRun:
         self.limits = np.where(np.isnan(f.limit), scn.waterLevelLimit, f.limit)
         self.detectors = {lim: SustainedDetector("waterLevel", lim, scn.sustainedMinutes * 60.0,
                                                  hysteresis=scn.hysteresis) for lim in set(self.limits.tolist())}
-        self.moved_from: dict[int, float | None] = {}
+        self.restores = RestoreWatch(self.ops)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t = 0
 
@@ -457,7 +457,7 @@ class PolicyRun:
                 w = self.workloads[name]
                 w.evacuated_from.add(c)
                 self.schedule(w, rebalance=True)
-            self.moved_from[c] = None
+            self.restores.moved(req.cluster)
             return RescheduleResult(True, sum(n for n, _ in chosen), "", tuple(n for _, n in chosen))
         if req.action == "restore":
             names = sorted(w.name for w in self.workloads.values() if c in w.evacuated_from)
@@ -493,23 +493,16 @@ class PolicyRun:
         if not (p.enabled and p.restore):
             return
         calm_below = limits - self.scn.hysteresis
-        for c, since in list(self.moved_from.items()):  # as the auto-ops leader's restore loop
-            if not (self.up[c] and wl[c] < calm_below[c]):
-                self.moved_from[c] = None
-                continue
+        for name in list(self.restores.calm_since):  # the descheduler's restore loop
+            c = f.names.index(name)
+            since = self.restores.due(name, bool(self.up[c] and wl[c] < calm_below[c]), now_s)
             if since is None:
-                self.moved_from[c] = now_s
-                continue
-            if now_s < max(since + p.restoreAfterSeconds, self.ops.ready_at(f.names[c])):
                 continue
             reason = f"water level {wl[c]:.2f} below the limit {limits[c]:.2f} for {now_s - since:.0f}s"
             outcome, _ = self._loop.run_until_complete(execute(
                 self.ops, "restore", f.names[c], reason, now_s, candidates=0,
                 details={"waterLevel": float(wl[c]), "calmSince": since}, hook=self._hook, record=self._record))
-            if outcome in ("skipped", "failed", "no-hook"):
-                self.moved_from[c] = now_s
-            else:
-                self.moved_from.pop(c, None)
+            self.restores.done(name, outcome, now_s)
 
     # -------------------------------------------------------------- the loop
     def run(self, progress: Progress | None = None) -> Trace:
