@@ -35,6 +35,7 @@ from drods.api.context import ApiContext
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
 from drods.controllers.detector import ResourceDetector
+from drods.controllers.fleet import MemberInformers
 from drods.controllers.manager import LEASE as MEMBERS_LEASE
 from drods.controllers.manager import MemberControllers
 from drods.controllers.rescheduler import Rescheduler
@@ -155,9 +156,10 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
 
     if Component.MEMBERS in chosen:
         members_settings = s.members or MemberSettings.load(data_dir)
+        member_informers = MemberInformers.of(manager)
 
         def member_controllers(lead: Leadership) -> MemberControllers:
-            plane.members = MemberControllers(lead.store, lead.registry, members_settings, monitor,
+            plane.members = MemberControllers(lead, member_informers, members_settings, monitor,
                                               Rescheduler(lead.registry))
             return plane.members
 

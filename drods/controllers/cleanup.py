@@ -1,7 +1,7 @@
 """Deletions that wait for a member (M3: "nothing left behind", also for members that were down).
 
 When a copy must go but its member can't be reached (down, partitioned, credentials broken), the
-propagation controller records it under ``/cleanup/<cluster>/<kind>/<namespace>/<name>`` and moves
+execution controller records it under ``/cleanup/<cluster>/<kind>/<namespace>/<name>`` and moves
 on. This loop retries those records every ``cleanupIntervalSeconds`` and at once when a cluster
 changes (e.g. it is Ready again), one task per cluster so a slow member delays only its own.
 A record is dropped without deleting anything when the object is wanted on that cluster again
@@ -16,33 +16,33 @@ import contextlib
 import logging
 from typing import Any
 
-from drods.controllers import manifests as M
-from drods.controllers.manifests import Ref
-from drods.controllers.propagation import Propagation, ready_condition
+from drods.controllers.fleet import MemberFleet, ready_condition
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
+from drods.model.annotations import is_managed
 from drods.model.keys import CLEANUP_PREFIX
+from drods.model.work import Ref
 from drods.store import CasFailed
 
 log = logging.getLogger(__name__)
 
 
 class Cleanup:
-    def __init__(self, prop: Propagation, interval_s: float) -> None:
-        self.prop = prop
+    def __init__(self, fleet: MemberFleet, interval_s: float) -> None:
+        self.fleet = fleet
         self.interval_s = interval_s
         self._busy: set[str] = set()
 
     def pending(self) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         """Records by cluster: [(store key, record)]."""
         out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        for key, rec in list(self.prop.cleanups.cache.items()):
+        for key, rec in list(self.fleet.cleanups.cache.items()):
             cluster = key[len(CLEANUP_PREFIX):].split("/", 1)[0]
             out.setdefault(cluster, []).append((key, rec))
         return out
 
     async def run(self) -> None:
-        await self.prop.synced.wait()
+        await self.fleet.synced.wait()
         tasks: set[asyncio.Task[None]] = set()
         try:
             while True:
@@ -53,10 +53,10 @@ class Cleanup:
                     t = asyncio.create_task(self._cluster(cluster, records))
                     tasks.add(t)
                     t.add_done_callback(tasks.discard)
-                self.prop.cluster_changed.clear()
+                self.fleet.cluster_changed.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.interval_s):
-                        await self.prop.cluster_changed.wait()
+                        await self.fleet.cluster_changed.wait()
         finally:
             await stop_tasks(tasks)
 
@@ -70,14 +70,14 @@ class Cleanup:
 
     async def clean(self, cluster: str, records: list[tuple[str, dict[str, Any]]]) -> int:
         """Try the cluster's records; returns how many objects were deleted."""
-        prop = self.prop
-        if prop.cluster(cluster) is None:
+        fleet = self.fleet
+        if fleet.cluster(cluster) is None:
             for key, _ in records:
                 await self._drop(key)
             return 0
-        if ready_condition(prop.cluster(cluster)) == "False":
+        if ready_condition(fleet.cluster(cluster)) == "False":
             return 0  # the health controller will tell us (cluster change) when it is back
-        client, _ = await prop.clients.get(cluster)
+        client, _ = await fleet.clients.get(cluster)
         if client is None:
             return 0
         deleted = 0
@@ -87,12 +87,12 @@ class Cleanup:
             except KeyError:
                 await self._drop(key)
                 continue
-            if ref in prop.desired_refs(cluster):
+            if ref in fleet.desired_refs(cluster):
                 await self._drop(key)  # wanted there again: leave the object alone
                 continue
             try:
                 cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                if cur is not None and M.is_managed(cur) and ref not in prop.desired_refs(cluster):
+                if cur is not None and is_managed(cur) and ref not in fleet.desired_refs(cluster):
                     await client.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
                     deleted += 1
                     log.info("cleanup: deleted %s from %s (pending since %s)", ref, cluster, rec.get("since"))
@@ -102,11 +102,11 @@ class Cleanup:
                 if e.status != 404:
                     log.warning("cleanup of %s in %s: %s", ref, cluster, e)
                     continue
-            prop.owned.get(cluster, set()).discard(ref)
+            fleet.owned.get(cluster, set()).discard(ref)
             await self._drop(key)
         return deleted
 
     async def _drop(self, key: str) -> None:
         with contextlib.suppress(CasFailed):
-            await self.prop.store.delete(key)
-        self.prop.cleanups.cache.pop(key, None)
+            await self.fleet.store.delete(key)
+        self.fleet.cleanups.cache.pop(key, None)

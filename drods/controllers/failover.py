@@ -10,7 +10,7 @@ How long a binding stays (first match wins):
 
 The clock starts at the Ready condition's ``lastTransitionTime`` to False. When it runs out, the
 binding is handed to the `Rescheduler` (a ``spec.rescheduleTriggeredAt`` patch), and whichever
-scheduler leads re-places it from scratch on healthy clusters; propagation then moves it gracefully
+scheduler leads re-places it from scratch on healthy clusters; the binding controller then moves it gracefully
 and the old copies are deleted — now if the member answers, else when it is back (`drods.controllers.cleanup`). One
 trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered.
 """
@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from drods.controllers.fleet import MemberFleet
 from drods.controllers.health import NOT_READY_TAINT
-from drods.controllers.propagation import Propagation
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
@@ -57,10 +57,10 @@ def not_ready_since(cluster: Obj) -> float | None:
 
 
 class Failover:
-    def __init__(self, prop: Propagation, settings: MemberSettings, rescheduler: Rescheduler, *,
+    def __init__(self, fleet: MemberFleet, settings: MemberSettings, rescheduler: Rescheduler, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.rescheduler = rescheduler
-        self.prop = prop
+        self.fleet = fleet
         self.settings = settings
         self.clock = clock
         self.triggered: set[tuple[str, str, float]] = set()  # (binding, cluster, NotReady since)
@@ -69,7 +69,7 @@ class Failover:
         await self.rescheduler.binding(name, reason)
 
     async def run(self) -> None:
-        await self.prop.synced.wait()
+        await self.fleet.synced.wait()
         while True:
             try:
                 await self.tick()
@@ -84,14 +84,14 @@ class Failover:
         now = self.clock()
         moved: list[str] = []
         down: set[str] = set()
-        for key, cluster in list(self.prop.clusters.cache.items()):
+        for key, cluster in list(self.fleet.clusters.cache.items()):
             name = key[len(CLUSTER.key_prefix()):]
             since = not_ready_since(cluster)
             if since is None:
                 continue
             down.add(name)
-            for b in sorted(self.prop.by_cluster.get(name, set())):
-                binding = self.prop.bindings.cache.get(BINDING.key(b))
+            for b in sorted(self.fleet.by_cluster.get(name, set())):
+                binding = self.fleet.bindings.cache.get(BINDING.key(b))
                 if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
                     continue
                 status = binding.get("status") or {}

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from drods.controllers.clients import is_pull
-from drods.controllers.propagation import Propagation, rfc3339
+from drods.controllers.fleet import MemberFleet
 from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
 from drods.machinery.tasks import stop_tasks
@@ -42,7 +42,7 @@ from drods.members.summary import ClusterSummary
 from drods.model.conditions import condition
 from drods.model.keys import STATUS_PREFIX
 from drods.model.kinds import CLUSTER
-from drods.model.timefmt import parse_rfc3339
+from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.registry.patch import MERGE_PATCH
 
 if TYPE_CHECKING:
@@ -86,10 +86,10 @@ def resource_summary(s: ClusterSummary) -> Obj:
 
 
 class ClusterHealth:
-    def __init__(self, prop: Propagation, settings: MemberSettings, monitor: MonitorService | None, *,
+    def __init__(self, fleet: MemberFleet, settings: MemberSettings, monitor: MonitorService | None, *,
                  clock: Callable[[], float] = time.time) -> None:
         """``monitor``: where member summaries go as status reports (None: straight to the status key)."""
-        self.prop = prop
+        self.fleet = fleet
         self.settings = settings
         self.monitor = monitor
         self.clock = clock
@@ -97,10 +97,10 @@ class ClusterHealth:
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     async def run(self) -> None:
-        await self.prop.synced.wait()
+        await self.fleet.synced.wait()
         try:
             while True:
-                names = {k[len(CLUSTER.key_prefix()):] for k in self.prop.clusters.cache}
+                names = {k[len(CLUSTER.key_prefix()):] for k in self.fleet.clusters.cache}
                 for n in names - set(self._tasks):
                     self._tasks[n] = asyncio.create_task(self._loop(n), name=f"health-{n}")
                 for n in set(self._tasks) - names:
@@ -128,7 +128,7 @@ class ClusterHealth:
         return self.settings.pullGraceSeconds if is_pull(obj) else self.settings.notReadyGraceSeconds
 
     async def check(self, name: str) -> None:
-        obj = self.prop.cluster(name)
+        obj = self.fleet.cluster(name)
         if obj is None:
             return
         now = self.clock()
@@ -172,7 +172,7 @@ class ClusterHealth:
         return condition(obj, "Ready")
 
     async def _probe(self, name: str, st: _Health) -> None:
-        client, why = await self.prop.clients.get(name)
+        client, why = await self.fleet.clients.get(name)
         if client is None:
             st.last_error = why
             return
@@ -203,11 +203,11 @@ class ClusterHealth:
             await self.monitor.ingest(MetricsReport.model_validate(report), source="kubernetes")
             return
         doc = {"status": summary.status, "report": report, "publishedAt": rfc3339(self.clock())}
-        await self.prop.store.put(f"{STATUS_PREFIX}{name}", json.dumps(doc).encode())
+        await self.fleet.store.put(f"{STATUS_PREFIX}{name}", json.dumps(doc).encode())
 
     async def _last_report(self, name: str) -> float | None:
         times: list[float] = []
-        kv = await self.prop.store.get(f"{STATUS_PREFIX}{name}")
+        kv = await self.fleet.store.get(f"{STATUS_PREFIX}{name}")
         if kv is not None:
             try:
                 doc = json.loads(kv.value)
@@ -251,7 +251,7 @@ class ClusterHealth:
             (heartbeat != cur.get("lastHeartbeatTime") or cur.get("message") != message)
         if material or due:
             try:
-                await self.prop.registry.update_status(CLUSTER, name, new,
+                await self.fleet.registry.update_status(CLUSTER, name, new,
                                                        resource_version=int(obj["metadata"]["resourceVersion"]))
                 st.written = now
             except ApiError as e:
@@ -263,7 +263,7 @@ class ClusterHealth:
         await self._taint(name, ready == "False")
 
     async def _taint(self, name: str, tainted: bool) -> None:
-        obj = self.prop.cluster(name)
+        obj = self.fleet.cluster(name)
         if obj is None:
             return
         taints = [t for t in (obj.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
@@ -276,7 +276,7 @@ class ClusterHealth:
             taints = [t for t in taints if t.get("key") != NOT_READY_TAINT]
         patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
         try:
-            await self.prop.registry.patch(CLUSTER, name, patch, MERGE_PATCH)
+            await self.fleet.registry.patch(CLUSTER, name, patch, MERGE_PATCH)
         except ApiError as e:
             if e.status not in (404, 409):
                 raise

@@ -1,25 +1,31 @@
 """The member-cluster controllers of one leadership term (A6), as one runnable.
 
-Propagation, status, health, failover and cleanup share the member clients and the informers, so
-they run together while this process leads ``/leases/member-controllers``; their writes go through
-the term's fenced registry. Another replica takes over (rebuilding everything from the store) when
-this one stops.
+Karmada's flow: the binding controller turns each scheduled Binding into one stored Work per target
+cluster and rolls the Works' status back up; the execution controller applies push-mode members'
+Works (pull-mode agents apply their own); the work-status controller records what push members hold
+on their Works. Health, failover and cleanup run beside them. They share the member clients, the
+manager's informers and the indexes over them (`drods.controllers.fleet`), and run together while
+this process leads ``/leases/member-controllers``: every write goes through the term's fenced store
+and registry, and each Work records the term's generation. Another replica takes over (rebuilding
+everything from the store) when this one stops.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from drods.controllers.binding import BindingController
 from drods.controllers.cleanup import Cleanup
 from drods.controllers.clients import MemberClients
+from drods.controllers.execution import Execution
 from drods.controllers.failover import Failover
+from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.health import ClusterHealth
-from drods.controllers.propagation import Propagation
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
+from drods.controllers.workstatus import WorkStatusController
+from drods.machinery.manager import Leadership
 from drods.machinery.tasks import run_all
-from drods.registry.objects import ObjectRegistry
-from drods.store import Store
 
 if TYPE_CHECKING:
     from drods.monitor.service import MonitorService
@@ -28,22 +34,27 @@ LEASE = "member-controllers"
 
 
 class MemberControllers:
-    def __init__(self, store: Store, registry: ObjectRegistry, settings: MemberSettings,
+    def __init__(self, lead: Leadership, informers: MemberInformers, settings: MemberSettings,
                  monitor: MonitorService | None, rescheduler: Rescheduler) -> None:
-        self.store = store
-        self.registry = registry
+        self.lead = lead
+        self.informers = informers
         self.settings = settings
         self.monitor = monitor
         self.rescheduler = rescheduler
-        self.propagation: Propagation | None = None  # while running (tests and the bench look at it)
+        self.fleet: MemberFleet | None = None  # while running (tests and the bench look at it)
 
     async def run(self) -> None:
         s = self.settings
-        clients = MemberClients(self.registry, s.member_options())
-        prop = self.propagation = Propagation(self.store, self.registry, s, clients)
+        clients = MemberClients(self.lead.registry, s.member_options())
+        fleet = self.fleet = MemberFleet(self.lead.store, self.lead.registry, self.informers, clients)
         try:
-            await run_all(prop.run(), ClusterHealth(prop, s, self.monitor).run(),
-                          Failover(prop, s, self.rescheduler).run(), Cleanup(prop, s.cleanupIntervalSeconds).run())
+            await fleet.start()
+            execution = Execution(fleet, s)
+            await run_all(BindingController(fleet, s, generation=self.lead.generation).run(), execution.run(),
+                          WorkStatusController(fleet, s).run(), ClusterHealth(fleet, s, self.monitor).run(),
+                          Failover(fleet, s, self.rescheduler).run(),
+                          Cleanup(fleet, s.cleanupIntervalSeconds).run())
         finally:
-            self.propagation = None
+            fleet.stop()
+            self.fleet = None
             await clients.close()

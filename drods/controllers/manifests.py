@@ -23,27 +23,29 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from drods.controllers.overrides import OverrideError, apply_overrides, containers, pod_spec
+from drods.model.annotations import (
+    ANN_BINDING,
+    ANN_BINDING_UID,
+    ANN_CLUSTER,
+    ANN_DEPENDENT_OF,
+    ANN_HASH,
+    ANN_OVERRIDES,
+    ANN_TEMPLATE_GENERATION,
+    BINDING_LABEL,
+    LAST_APPLIED,
+    MANAGED_BY,
+    MANAGER,
+    manifest_hash,
+)
 from drods.model.policy import ClusterOverridePolicySpec
-from drods.model.work import BINDING_LABEL, label_value
+from drods.model.work import Ref, label_value
 
 Obj = dict[str, Any]
-
-MANAGED_BY = "multicluster.io/managed-by"
-MANAGER = "drods"
-ANN_BINDING = "multicluster.io/binding"
-ANN_BINDING_UID = "multicluster.io/binding-uid"
-ANN_TEMPLATE_GENERATION = "multicluster.io/template-generation"
-ANN_HASH = "multicluster.io/manifest-hash"
-ANN_CLUSTER = "multicluster.io/cluster"
-ANN_OVERRIDES = "multicluster.io/applied-overrides"
-ANN_DEPENDENT_OF = "multicluster.io/dependent-of"
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 
 REPLICA_KINDS = frozenset({"Deployment", "StatefulSet", "Job"})
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job"})
@@ -52,34 +54,11 @@ _OUR_ANNOTATIONS = (ANN_BINDING, ANN_BINDING_UID, ANN_TEMPLATE_GENERATION, ANN_H
                     ANN_DEPENDENT_OF, LAST_APPLIED)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Ref:
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.api_version}/{self.kind}/{self.namespace}/{self.name}"
-
-    @classmethod
-    def parse(cls, text: str) -> Ref:
-        api_version, kind, namespace, name = text.rsplit("/", 3)
-        return cls(api_version, kind, namespace, name)
-
-    @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> Ref:
-        meta = obj.get("metadata") or {}
-        return cls(str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""),
-                   str(meta.get("name")))
-
-
 @dataclass
-class Work:
-    """What one binding wants on one cluster: apply ``manifests`` (dependents first), or remove ``refs``."""
+class ManifestSet:
+    """What one binding wants on one cluster: ``manifests`` in apply order (dependents first)."""
 
     binding: str
-    remove: bool
     manifests: list[Obj] = field(default_factory=list)
     refs: list[Ref] = field(default_factory=list)
     hash: str = ""
@@ -173,14 +152,6 @@ def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, c
     return obj
 
 
-def manifest_hash(obj: Mapping[str, Any]) -> str | None:
-    return (((obj.get("metadata") or {}).get("annotations")) or {}).get(ANN_HASH)
-
-
-def is_managed(obj: Mapping[str, Any] | None) -> bool:
-    return bool(obj) and (((obj or {}).get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGER
-
-
 # ---- dependents --------------------------------------------------------------------------------
 
 
@@ -257,8 +228,8 @@ class Target:
 
 
 def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, deps: list[Obj],
-                 policies: list[tuple[str, ClusterOverridePolicySpec]], completions: int | None) -> Work:
-    """The Work for one cluster; raises `OverrideError` when an override does not fit."""
+                 policies: list[tuple[str, ClusterOverridePolicySpec]], completions: int | None) -> ManifestSet:
+    """The manifest set for one cluster; raises `OverrideError` when an override does not fit."""
     gen = int((template.get("metadata") or {}).get("generation") or 1)
     main_ref = Ref.of(template)
     manifests: list[Obj] = []
@@ -276,16 +247,16 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
                          cluster=target.cluster, overrides=applied))
     refs = [Ref.of(x) for x in manifests]
     ns = str((template.get("metadata") or {}).get("namespace") or "") or None
-    return Work(binding, False, manifests, refs, digest([manifest_hash(x) for x in manifests]), ns, main_ref)
+    return ManifestSet(binding, manifests, refs, digest([manifest_hash(x) for x in manifests]), ns, main_ref)
 
 
 def plan(binding: str, binding_uid: str, template: Obj, targets: list[Target], deps: list[Obj],
-         policies: list[tuple[str, ClusterOverridePolicySpec]]) -> dict[str, Work | OverrideError]:
-    """Work per target cluster (or the override error that keeps it from being applied)."""
+         policies: list[tuple[str, ClusterOverridePolicySpec]]) -> dict[str, ManifestSet | OverrideError]:
+    """The manifest set per target cluster (or the override error that keeps it from being applied)."""
     kind = str(template.get("kind"))
     completions = job_completions(template, [t.share for t in targets]) if kind == "Job" \
         else [None] * len(targets)
-    out: dict[str, Work | OverrideError] = {}
+    out: dict[str, ManifestSet | OverrideError] = {}
     for t, c in zip(targets, completions, strict=True):
         try:
             out[t.cluster] = plan_cluster(binding, binding_uid, template, t, deps, policies, c)

@@ -1,9 +1,8 @@
 """Status aggregation: member copies' status → ``Binding.status.clusters[]`` and phase, and the
 workload template's own status (what ``kubectl get deploy web`` shows against DRO-DS).
 
-Binding status ownership (see `drods.schedulerd.records`): the scheduler writes phase Pending /
-Scheduled / Unschedulable, ``placement``, ``message``, ``reasons``, ``scheduledGeneration``,
-``scheduledTime``; propagation writes ``clusters[]`` and ``conditions[]`` and moves the phase
+Binding status ownership is in `drods.model.binding` (`BindingStatus`): the scheduler writes the
+placement and its phases, the binding controller ``clusters[]``, ``conditions[]`` and the phases
 Scheduled → Propagated → Running, or Failed, for the current placement.
 
 The template's status carries the sums a user expects (``replicas``, ``readyReplicas``,
@@ -16,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from drods.controllers.manifests import ANN_HASH, WORKLOAD_KINDS
+from drods.controllers.manifests import WORKLOAD_KINDS
+from drods.model.annotations import ANN_HASH
 
 Obj = dict[str, Any]
-PROPAGATING_PHASES = frozenset({"Scheduled", "Propagated", "Running", "Failed"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,11 +34,11 @@ from typing import Any
 
 import httpx
 
-from drods.controllers.manifests import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, Ref, is_managed
 from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.model.annotations import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, is_managed
 from drods.model.kinds import WORKLOAD_KINDS
-from drods.model.work import ManifestStatus, WorkStatus
+from drods.model.work import ManifestStatus, Ref, WorkStatus
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

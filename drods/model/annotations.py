@@ -1,13 +1,38 @@
-"""Annotations DRO-DS itself reads and writes on objects: the record of why something moved.
+"""Labels and annotations DRO-DS itself reads and writes on objects: ownership and the record of why
+something moved.
 
-They live in ``metadata.annotations`` so a user sees them with ``drods get … -o yaml`` or
-``kubectl get … -o yaml``, and so a restarted component resumes from the object, not from memory.
+They live in ``metadata`` so a user sees them with ``drods get … -o yaml`` or ``kubectl get … -o
+yaml``, and so a restarted component resumes from the object, not from memory. This is the one
+module that names them: the controllers, the pull-mode agent and the API read them from here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+# ---- ownership of member copies (M3): what DRO-DS created, for which binding, from what
+MANAGED_BY = "multicluster.io/managed-by"  # label; DRO-DS updates and deletes only objects with it
+MANAGER = "drods"
+MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+CLUSTER_LABEL = "multicluster.io/cluster"  # label on Works (an agent lists its own)
+BINDING_LABEL = "multicluster.io/binding"  # label on Works and member copies
+ANN_BINDING = "multicluster.io/binding"
+ANN_BINDING_UID = "multicluster.io/binding-uid"
+ANN_TEMPLATE_GENERATION = "multicluster.io/template-generation"
+ANN_HASH = "multicluster.io/manifest-hash"
+ANN_CLUSTER = "multicluster.io/cluster"
+ANN_OVERRIDES = "multicluster.io/applied-overrides"
+ANN_DEPENDENT_OF = "multicluster.io/dependent-of"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl's; never copied to members
+
+# ---- Works (A6, S11)
+# The leadership generation of the member controllers that last wrote the Work's spec: proof that no
+# deposed leader wrote it (the write was fenced on that generation).
+LEADER_GENERATION = "multicluster.io/leader-generation"
+# The cluster left the binding's placement at this time (RFC 3339); the Work stays, untouched, until
+# the new placement covers it or the graceful timeout passes.
+REMOVING_SINCE = "multicluster.io/removing-since"
 
 # Binding: why its last rescheduling was triggered (shown in the schedule history).
 RESCHEDULE_REASON = "multicluster.io/reschedule-reason"
@@ -23,3 +48,17 @@ def evacuated_from(obj: Mapping[str, Any]) -> list[str]:
     """The clusters a Binding object was moved away from by automatic operations."""
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(EVACUATED_FROM) or ""
     return [c for c in str(raw).split(",") if c]
+
+
+def is_managed(obj: Mapping[str, Any] | None) -> bool:
+    """Did DRO-DS create this member object (so it may update and delete it)?"""
+    return bool(obj) and (((obj or {}).get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGER
+
+
+def manifest_hash(obj: Mapping[str, Any]) -> str | None:
+    return (((obj.get("metadata") or {}).get("annotations")) or {}).get(ANN_HASH)
+
+
+def annotation(obj: Mapping[str, Any] | None, key: str) -> str | None:
+    value = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(key)
+    return None if value is None else str(value)

@@ -1,12 +1,15 @@
 """The ``Binding`` kind: one scheduling task and its result (SPEC S1-S7, API5).
 
-It is the contract between the scheduler (writes ``status.placement``) and the propagation
-controller (turns the placement into per-cluster manifests).
+It is the contract between the scheduler (writes ``status.placement``) and the member controllers
+(turn the placement into one Work per cluster and roll the Works' status back up). Who writes which
+status field is in the code: `BindingStatus.SCHEDULER_FIELDS` and `BindingStatus.CONTROLLER_FIELDS`,
+enforced by `owned_status`, which every writer of a Binding's status goes through.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,3 +73,66 @@ class TargetCluster(BaseModel):
 
     cluster: str
     replicas: int = Field(ge=0)
+
+
+# While a Binding has Works the member controllers keep it (and clean the members) before it goes.
+PROPAGATION_FINALIZER = "multicluster.io/propagation"
+SCHEDULER_PHASES = frozenset({"Pending", "Scheduled", "Unschedulable"})
+# The phases the member controllers move a scheduled placement through (Scheduled → Propagated →
+# Running, or Failed); they never write the scheduler's phases other than Scheduled.
+PROPAGATING_PHASES = frozenset({"Scheduled", "Propagated", "Running", "Failed"})
+
+
+class ClusterStatus(BaseModel):
+    """One cluster's copy of the workload, as its Work reports it (``status.clusters[]``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    cluster: str
+    replicas: int = 0
+    applied: bool = False
+    resources: list[str] = Field(default_factory=list)
+    observedReplicas: int | None = None
+    readyReplicas: int | None = None
+    availableReplicas: int | None = None
+    updatedReplicas: int | None = None
+    complete: bool | None = None
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+    lastError: str | None = None
+    observedTime: str | None = None
+    removing: bool = False  # left the placement; emptied once the new placement covers it
+    removingSince: str | None = None
+
+
+class BindingStatus(BaseModel):
+    """A Binding's status. Each field has one writer; the phase is shared by the rule above."""
+
+    model_config = ConfigDict(extra="allow")
+
+    SCHEDULER_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime"})
+    CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions"})
+
+    # the scheduler's (drods.schedulerd.records)
+    phase: BindingPhase = "Pending"
+    placement: list[TargetCluster] = Field(default_factory=list)
+    message: str | None = None
+    reasons: dict[str, str] = Field(default_factory=dict)
+    scheduledGeneration: int | None = None
+    scheduledTime: str | None = None
+    # the member controllers' (drods.controllers.binding)
+    clusters: list[ClusterStatus] = Field(default_factory=list)
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def owned_status(current: Mapping[str, Any], new: Mapping[str, Any], owner: frozenset[str]) -> dict[str, Any]:
+    """``new`` as a status write by the owner of ``owner``'s fields: raises ValueError when it changes a
+    field someone else owns, so an ownership slip fails in tests instead of fighting in production."""
+    keys = set(current) | set(new)
+    foreign = sorted(k for k in keys if k not in owner and current.get(k) != new.get(k))
+    if foreign:
+        raise ValueError(f"status fields {foreign} are not this writer's")
+    if owner is BindingStatus.CONTROLLER_FIELDS and new.get("phase") != current.get("phase") \
+            and new.get("phase") not in PROPAGATING_PHASES:
+        raise ValueError(f"the member controllers cannot set phase {new.get('phase')!r}")
+    return dict(new)

@@ -1,21 +1,52 @@
-"""The ``Work`` kind (M2): what one Binding wants on one pull-mode cluster, for that cluster's agent.
+"""The ``Work`` kind (Karmada's Work): what one Binding wants on one member cluster, stored.
 
-A pull-mode member cannot be reached from the control plane, so propagation writes the exact
-manifests it would have applied (overrides, dependents, ownership metadata) into a Work; the
-member's agent (`drods.members.works`) applies them and writes ``status`` back. One Work per
-(binding, cluster), named by `work_name`; ``spec.hash`` names the manifest set, and the agent's
-``status.observedHash`` says which set the member holds.
+The binding controller writes one Work per (binding, target cluster), named by `work_name`, with
+the final manifests (overrides applied, dependents first, ownership metadata); ``spec.hash`` names
+the manifest set. Who applies it depends on the cluster's mode, not on the Work: the execution
+controller for push-mode members, the member's own agent (`drods.members.works`) for pull mode.
+Whoever applies it writes ``status`` — ``observedHash`` says which set the status talks about,
+``applied`` whether the member holds it — and the work-status controller (push) or the agent (pull)
+keeps ``status.manifests`` current with what the member reports. So member status arrives one way:
+on the Work.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CLUSTER_LABEL = "multicluster.io/cluster"
-BINDING_LABEL = "multicluster.io/binding"
+from drods.model.annotations import BINDING_LABEL, CLUSTER_LABEL
+
+# On push-mode clusters' Works: the execution controller empties the member before the Work goes.
+EXECUTION_FINALIZER = "multicluster.io/execution"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Ref:
+    """One manifest of a Work, as the member names it."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.api_version}/{self.kind}/{self.namespace}/{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> Ref:
+        api_version, kind, namespace, name = text.rsplit("/", 3)
+        return cls(api_version, kind, namespace, name)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> Ref:
+        meta = obj.get("metadata") or {}
+        return cls(str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""),
+                   str(meta.get("name")))
 
 
 class WorkSpec(BaseModel):
@@ -39,10 +70,11 @@ class ManifestStatus(BaseModel):
     status: dict[str, Any] | None = None  # None: not in the member
     generation: int | None = None  # the member's metadata.generation (readiness needs it)
     manifestHash: str | None = None  # the hash annotation on the member's copy
+    observedTime: str | None = None  # when this status was read from the member (RFC 3339)
 
 
 class WorkStatus(BaseModel):
-    """Written by the agent only."""
+    """Written by whoever applies the Work (the execution controller, or a pull-mode agent)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -50,6 +82,11 @@ class WorkStatus(BaseModel):
     applied: bool = False
     message: str = ""
     manifests: list[ManifestStatus] = Field(default_factory=list)
+    # Failed applies of ``observedHash`` in a row, and whether retrying cannot help (a conflict, a
+    # refused manifest): the binding is Failed after ``applyFailureThreshold`` or one permanent one.
+    failures: int = Field(default=0, ge=0)
+    permanent: bool = False
+    appliedTime: str = ""  # RFC 3339 (ms) of the last successful apply; a later status poll sees it
 
 
 def label_value(name: str) -> str:

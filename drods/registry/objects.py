@@ -446,6 +446,20 @@ class ObjectRegistry:
         return out
 
 
+def decode_stored(kv: KeyValue) -> Obj | None:
+    """A stored object as informers hand it to controllers: with ``metadata.resourceVersion`` (for
+    compare-and-swap writes); None when the value is not an object."""
+    try:
+        obj = json.loads(kv.value)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("metadata"), dict):
+        obj["metadata"]["resourceVersion"] = str(kv.mod_revision)
+    return obj
+
+
 def _content(obj: Obj) -> Any:
     """What counts for ``generation``: everything but metadata and status."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}

@@ -1,10 +1,10 @@
 """What the scheduler keeps of each Binding, and the status fields it owns (API5, S7, S11).
 
-Status ownership (the contract with the propagation controller):
+Status ownership (the contract with the member controllers; `drods.model.binding` enforces it):
 
 * the scheduler writes ``status.phase`` only to Pending / Scheduled / Unschedulable, and
   ``status.placement``, ``message``, ``reasons``, ``scheduledGeneration``, ``scheduledTime``;
-* the propagation controller owns ``status.clusters[]`` and moves the phase Scheduled →
+* the binding controller owns ``status.clusters[]`` and ``conditions`` and moves the phase Scheduled →
   Propagated → Running / Failed for the same placement;
 * a new placement sets the phase back to Scheduled; the same placement keeps the phase it has;
 * an Unschedulable result never evicts: a placement already in the status stays (as Karmada
@@ -24,10 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from drods.model.binding import TargetCluster
+from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 
-SCHEDULER_PHASES = frozenset({"Pending", "Scheduled", "Unschedulable"})
 MAX_STATUS_REASONS = 100
 
 # Why a binding is (re)scheduled; the ``scheduleType`` label of the Karmada-named metrics.
@@ -194,7 +193,7 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
         status.pop("reasons", None)
     status["scheduledGeneration"] = d.generation
     status["scheduledTime"] = rfc3339_ms(d.time)
-    return status
+    return owned_status(current or {}, status, BindingStatus.SCHEDULER_FIELDS)
 
 
 def encode_object(obj: Mapping[str, Any]) -> bytes:

@@ -19,13 +19,14 @@ from drods.controllers.overrides import (
 )
 from drods.controllers.status import copy_ready, observe, template_status
 from drods.members.summary import ClusterSummary
+from drods.model import annotations as A
 from drods.model.policy import ClusterOverridePolicySpec, FieldPatch, ImageOverrider
 
 
 def deploy(name: str = "web", replicas: int = 6, **pod: Any) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": "shop", "uid": "u1", "resourceVersion": "9", "generation": 3,
-                         "labels": {"app": name}, "annotations": {M.LAST_APPLIED: "{}", "team": "a"},
+                         "labels": {"app": name}, "annotations": {A.LAST_APPLIED: "{}", "team": "a"},
                          "managedFields": [{}], "finalizers": ["x"]},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": {"app": name}},
@@ -121,27 +122,27 @@ def test_member_manifest_shares_ownership_and_hash() -> None:
     assert looked == {("ConfigMap", "shop", "cfg"), ("Secret", "shop", "pull")}
     plans = M.plan("b1", "uid-1", d, [M.Target("dfw", 4, {}), M.Target("sin", 2, {})], deps, [])
     w = plans["dfw"]
-    assert isinstance(w, M.Work) and w.namespace == "shop"
+    assert isinstance(w, M.ManifestSet) and w.namespace == "shop"
     assert [str(r) for r in w.refs] == ["v1/ConfigMap/shop/cfg", "v1/Service/shop/web", "apps/v1/Deployment/shop/web"]
     main = w.manifests[-1]
     assert main["spec"]["replicas"] == 4 and "status" not in main
     meta = main["metadata"]
     assert set(meta) == {"name", "namespace", "labels", "annotations"}
-    assert meta["labels"] == {"app": "web", M.MANAGED_BY: M.MANAGER, M.BINDING_LABEL: "b1"}
-    assert M.LAST_APPLIED not in meta["annotations"] and meta["annotations"]["team"] == "a"
-    assert meta["annotations"][M.ANN_TEMPLATE_GENERATION] == "3" and meta["annotations"][M.ANN_BINDING_UID] == "uid-1"
-    assert w.manifests[0]["metadata"]["annotations"][M.ANN_DEPENDENT_OF] == "apps/v1/Deployment/shop/web"
+    assert meta["labels"] == {"app": "web", A.MANAGED_BY: A.MANAGER, A.BINDING_LABEL: "b1"}
+    assert A.LAST_APPLIED not in meta["annotations"] and meta["annotations"]["team"] == "a"
+    assert meta["annotations"][A.ANN_TEMPLATE_GENERATION] == "3" and meta["annotations"][A.ANN_BINDING_UID] == "uid-1"
+    assert w.manifests[0]["metadata"]["annotations"][A.ANN_DEPENDENT_OF] == "apps/v1/Deployment/shop/web"
     again = M.plan("b1", "uid-1", copy.deepcopy(d), [M.Target("dfw", 4, {})], deps, [])["dfw"]
-    assert isinstance(again, M.Work) and again.hash == w.hash  # deterministic: nothing re-applied for nothing
+    assert isinstance(again, M.ManifestSet) and again.hash == w.hash  # deterministic: nothing re-applied for nothing
     other = plans["sin"]
-    assert isinstance(other, M.Work) and other.hash != w.hash
+    assert isinstance(other, M.ManifestSet) and other.hash != w.hash
 
 
 def test_job_split_and_label_values() -> None:
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "default"},
            "spec": {"parallelism": 5, "completions": 10, "template": {"spec": {"containers": []}}}}
     plans = M.plan("j", "u", job, [M.Target("a", 3, {}), M.Target("b", 2, {})], [], [])
-    specs = {c: w.manifests[-1]["spec"] for c, w in plans.items() if isinstance(w, M.Work)}
+    specs = {c: w.manifests[-1]["spec"] for c, w in plans.items() if isinstance(w, M.ManifestSet)}
     assert {c: (s["parallelism"], s["completions"]) for c, s in specs.items()} == {"a": (3, 6), "b": (2, 4)}
     assert M.split_largest_remainder(7, [1, 1, 1]) == [3, 2, 2]
     long = "deployment-" + "x" * 80
@@ -153,7 +154,7 @@ def test_override_quantities_become_strings() -> None:
         "fieldPatches": [{"path": "spec.template.spec.containers[0].resources.limits",
                           "value": {"nvidia.com/gpu": 2, "cpu": 1.5}}]}]})
     w = M.plan("b", "u", deploy(), [M.Target("sin", 1, {})], [], [("p", policy)])["sin"]
-    assert isinstance(w, M.Work)
+    assert isinstance(w, M.ManifestSet)
     limits = w.manifests[-1]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"nvidia.com/gpu": "2", "cpu": "1.5"}
     bad = ClusterOverridePolicySpec.model_validate({"overrides": [{"clusterSelector": {},
@@ -162,7 +163,7 @@ def test_override_quantities_become_strings() -> None:
 
 
 def test_readiness_and_template_status() -> None:
-    member: dict[str, Any] = {"kind": "Deployment", "metadata": {"generation": 2, "annotations": {M.ANN_HASH: "h"}},
+    member: dict[str, Any] = {"kind": "Deployment", "metadata": {"generation": 2, "annotations": {A.ANN_HASH: "h"}},
               "status": {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "availableReplicas": 3,
                          "updatedReplicas": 3, "conditions": [{"type": "Available", "status": "True"}]}}
     obs = observe(member)

@@ -231,3 +231,45 @@ def test_pull_mode_health_follows_the_reports(env: Env) -> None:
     wait_for(lambda: env.ready("edge-pull") == "True" and not env.cluster("edge-pull")["spec"].get("taints"), 5,
              "Ready and untainted again")
     env.delete("/api/v1/clusters/edge-pull")
+
+
+def test_every_member_gets_a_stored_work_with_its_status(env: Env) -> None:
+    """Push members get stored Works like pull members: the final manifests, the leadership generation
+    of the member controllers that wrote them, and the member's status recorded on them."""
+    env.create(deploy_path(), deployment("wk", 3))
+    env.placed_binding("wk", "wk", {"aws-dfw": 2, "gcp-sin": 1})
+    wait_for(lambda: env.copies("wk") == {"aws-dfw": 2, "gcp-sin": 1}, 10, "both copies")
+
+    def works() -> dict[str, Any] | None:
+        items = env.http.get("/apis/multicluster.io/v1alpha1/works",
+                             params={"labelSelector": "multicluster.io/binding=wk"}).json()["items"]
+        by_cluster = {w["spec"]["cluster"]: w for w in items}
+        ready = all(w.get("status", {}).get("applied") and any(
+            (m.get("status") or {}).get("readyReplicas") == w["spec"]["manifests"][-1]["spec"]["replicas"]
+            for m in w["status"].get("manifests") or []) for w in by_cluster.values())
+        return by_cluster if set(by_cluster) == {"aws-dfw", "gcp-sin"} and ready else None
+
+    got = wait_for(works, 15, "both Works applied with the members' ready status")
+    for cluster, w in got.items():
+        assert w["spec"]["binding"] == "wk" and w["status"]["observedHash"] == w["spec"]["hash"]
+        assert int(w["metadata"]["annotations"]["multicluster.io/leader-generation"]) > 0
+        assert w["metadata"]["finalizers"] == ["multicluster.io/execution"]  # push: emptied before it goes
+        main = w["spec"]["manifests"][-1]
+        assert main["kind"] == "Deployment" and main["metadata"]["annotations"]["multicluster.io/cluster"] == cluster
+    # kubectl-style table of Works through the CLI
+    table = env.server.run_cli("get", "works", "--server", env.server.url, "--token", env.server.token("admin"))
+    assert table.returncode == 0, table.stderr
+    assert sum(1 for line in table.stdout.splitlines() if ".aws-dfw-" in line or ".gcp-sin-" in line) >= 2
+    # scale-in to one cluster: the other's Work goes (after the member was emptied), then its copy
+    env.place("wk", {"aws-dfw": 3})
+    wait_for(lambda: env.copies("wk") == {"aws-dfw": 3}, 15, "copy left gcp-sin")
+    wait_for(lambda: work_clusters(env, "wk") == {"aws-dfw"}, 15, "gcp-sin's Work deleted")
+    env.delete(f"{BINDINGS}/wk")
+    env.delete(deploy_path(name="wk"))
+    wait_for(lambda: env.copies("wk") == {} and not work_clusters(env, "wk"), 15, "copies and Works deleted")
+
+
+def work_clusters(env: Env, binding: str) -> set[str]:
+    items = env.http.get("/apis/multicluster.io/v1alpha1/works",
+                         params={"labelSelector": f"multicluster.io/binding={binding}"}).json()["items"]
+    return {w["spec"]["cluster"] for w in items}

@@ -24,9 +24,10 @@ from drods.api.context import authenticate, context
 from drods.api.routes.kubernetes import watch_stream
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError
+from drods.model.annotations import CLUSTER_LABEL
 from drods.model.kinds import WORK
 from drods.model.selector import parse_selector
-from drods.model.work import CLUSTER_LABEL, WorkStatus, label_value
+from drods.model.work import WorkStatus, label_value
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"], responses=ERROR_RESPONSES)
 

@@ -1,0 +1,181 @@
+"""Status aggregation (Karmada's binding status controller): a binding's Works rolled up into
+``Binding.status.clusters[]``, its phase and its Propagated / Ready conditions.
+
+Pure functions over the stored objects, so the binding controller can aggregate in the same pass in
+which it decides whether a cluster that left the placement may be emptied (that decision needs the
+new placement's ready replicas). Member status arrives one way — on the Work, written by the
+execution and work-status controllers (push) or the agent (pull) — so push and pull aggregate alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from drods.controllers.manifests import REPLICA_KINDS, WORKLOAD_KINDS, ManifestSet
+from drods.controllers.overrides import OverrideError
+from drods.controllers.status import Observation, condition, copy_ready, observe
+from drods.model.annotations import ANN_HASH, manifest_hash
+from drods.model.binding import PROPAGATING_PHASES, BindingStatus, owned_status
+from drods.model.work import Ref
+
+Obj = dict[str, Any]
+WAITING_FOR_AGENT = "waiting for the cluster's agent"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkState:
+    """What a cluster's Work says about the manifest set the binding wants there."""
+
+    applied: bool
+    error: str | None = None
+    failed: bool = False  # a permanent failure, or ``applyFailureThreshold`` failures in a row
+    observation: Observation | None = None  # the member's copy of the main manifest, if reported
+    observed_time: str | None = None
+
+
+def observation(work: Obj | None, main: Ref | None) -> tuple[Observation | None, str | None]:
+    """The member's status of ``main`` as the Work's status reports it (with when it was seen)."""
+    if work is None or main is None or main.kind not in WORKLOAD_KINDS:
+        return None, None
+    for m in ((work.get("status") or {}).get("manifests")) or []:
+        if not isinstance(m, dict) or m.get("status") is None:
+            continue
+        if (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
+                (main.api_version, main.kind, main.namespace, main.name):
+            seen = {"kind": main.kind, "status": m["status"],
+                    "metadata": {"generation": m.get("generation") or 1,
+                                 "annotations": {ANN_HASH: m.get("manifestHash") or ""}}}
+            return observe(seen), m.get("observedTime")
+    return None, None
+
+
+def work_state(work: Obj | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
+    spec = (work or {}).get("spec") or {}
+    st = (work or {}).get("status") or {}
+    obs, seen = observation(work, want.main)
+    if work is None or spec.get("hash") != want.hash:
+        return WorkState(False, observation=obs, observed_time=seen)
+    if st.get("observedHash") == want.hash:
+        if st.get("applied"):
+            return WorkState(True, observation=obs, observed_time=seen)
+        message = str(st.get("message") or "not applied")
+        failures = max(int(st.get("failures") or 0), 1)
+        error = f"agent: {message}" if pull else message
+        return WorkState(False, error[:500], bool(st.get("permanent")) or failures >= failure_threshold,
+                         obs, seen)
+    return WorkState(False, WAITING_FOR_AGENT if pull else None, observation=obs, observed_time=seen)
+
+
+def fill_observation(entry: Obj, kind: str, obs: Observation | None, seen: str | None) -> None:
+    if obs is None:
+        return
+    if kind in WORKLOAD_KINDS:
+        entry.update(observedReplicas=obs.replicas, readyReplicas=obs.ready, availableReplicas=obs.available,
+                     updatedReplicas=obs.updated)
+        if kind == "Job":
+            entry["complete"] = obs.complete
+        entry["conditions"] = obs.conditions_json()
+    if seen:
+        entry["observedTime"] = seen
+
+
+@dataclass
+class Rollup:
+    """The binding's entries for its current placement, and what they add up to."""
+
+    entries: list[Obj] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    all_applied: bool = False
+    all_ready: bool = False
+    desired: int = 0
+
+    @property
+    def ready_applied(self) -> int:
+        """Ready replicas of the applied copies of the current placement (graceful moves wait for them)."""
+        return sum(int(e.get("readyReplicas") or 0) for e in self.entries if e.get("applied"))
+
+
+def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, ManifestSet | OverrideError],
+                    works: Mapping[str, Obj], previous: Mapping[str, Obj], pull: Mapping[str, bool],
+                    failure_threshold: int) -> Rollup:
+    """``status.clusters[]`` entries of the clusters in the placement."""
+    out = Rollup(all_applied=bool(wanted), all_ready=bool(wanted), desired=sum(wanted.values()))
+    for c, share in sorted(wanted.items()):
+        e = dict(previous.get(c) or {"cluster": c})
+        e["replicas"] = share
+        e.pop("removing", None)
+        e.pop("removingSince", None)
+        p = plans[c]
+        if isinstance(p, OverrideError):
+            e["applied"] = False
+            e["lastError"] = str(p)
+            out.errors.append(f"{c}: {p}")
+            out.all_applied = out.all_ready = False
+            out.entries.append(e)
+            continue
+        e["resources"] = [str(r) for r in p.refs]
+        state = work_state(works.get(c), p, pull=pull.get(c, False), failure_threshold=failure_threshold)
+        e["applied"] = state.applied
+        if state.applied or state.error is None:
+            e.pop("lastError", None)
+        else:
+            e["lastError"] = state.error
+            if state.failed:
+                out.errors.append(f"{c}: {state.error}")
+        fill_observation(e, kind, state.observation, state.observed_time)
+        main_hash = manifest_hash(p.manifests[-1]) if p.manifests else None
+        current = state.observation if state.observation is not None and state.observation.hash == main_hash \
+            else None
+        ready = state.applied and copy_ready(kind, share, current)
+        out.all_applied = out.all_applied and state.applied
+        out.all_ready = out.all_ready and ready
+        out.entries.append(e)
+    return out
+
+
+def removing_entry(cluster: str, kind: str, work: Obj, previous: Obj | None, since: str) -> Obj:
+    """The entry of a cluster that left the placement and still holds (or is emptying) its copy."""
+    e = dict(previous or {"cluster": cluster})
+    e["removing"] = True
+    e["removingSince"] = since
+    refs = [Ref.of(m) for m in (work.get("spec") or {}).get("manifests") or [] if isinstance(m, dict)]
+    if refs:
+        e["resources"] = [str(r) for r in refs]
+    obs, seen = observation(work, refs[-1] if refs else None)
+    fill_observation(e, kind, obs, seen)
+    return e
+
+
+def binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], *, active: bool,
+                   now: str) -> Obj:
+    """The Binding's status with the controllers' fields (``clusters``, and phase and conditions while
+    propagating) replaced; the scheduler's fields are left as they are."""
+    new = dict(status)
+    entries = rollup.entries + removing
+    if entries or "clusters" in status:
+        new["clusters"] = entries
+    phase = status.get("phase")
+    previous = status.get("conditions") if isinstance(status.get("conditions"), list) else None
+    wanted = len(rollup.entries)
+    if not (active and wanted and phase in PROPAGATING_PHASES):
+        return owned_status(status, new, BindingStatus.CONTROLLER_FIELDS)
+    if rollup.errors:
+        msg = "; ".join(rollup.errors)[:1000]
+        new["phase"] = "Failed"
+        new["conditions"] = [condition("Propagated", False, "ApplyFailed", msg, previous, now),
+                             condition("Ready", False, "ApplyFailed", msg, previous, now)]
+        return owned_status(status, new, BindingStatus.CONTROLLER_FIELDS)
+    applied, ready = rollup.all_applied, rollup.all_ready
+    new["phase"] = "Running" if applied and ready else "Propagated" if applied else "Scheduled"
+    n_applied = sum(1 for e in rollup.entries if e.get("applied"))
+    ready_total = sum(int(e.get("readyReplicas") or 0) for e in rollup.entries)
+    replica_kind = kind in REPLICA_KINDS
+    new["conditions"] = [
+        condition("Propagated", applied, "Applied" if applied else "Applying",
+                  f"applied in {n_applied}/{wanted} cluster(s)", previous, now),
+        condition("Ready", ready, "Ready" if ready else "NotReady",
+                  f"{ready_total}/{rollup.desired} replicas ready" if replica_kind else
+                  ("ready" if ready else "waiting for the member copies"), previous, now)]
+    return owned_status(status, new, BindingStatus.CONTROLLER_FIELDS)

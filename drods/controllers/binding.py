@@ -1,0 +1,398 @@
+"""The binding controller (Karmada's): a scheduled Binding → one stored ``Work`` per target cluster.
+
+Level-triggered over the store. A pass reads the Binding, its workload template, the template's
+dependents and the ClusterOverridePolicies, plans each target cluster's manifests (that cluster's
+share of the replicas, its overrides, ownership metadata), and then:
+
+1. writes the Binding's status — the clusters' entries, phase and conditions aggregated from the
+   Works (`drods.controllers.aggregate`) — and its finalizer, in one compare-and-swap write, *before*
+   any Work exists that the finalizer must cover;
+2. upserts the Work of every target cluster, push and pull alike, stamped with this term's
+   leadership generation (`LEADER_GENERATION`; every write is fenced on it);
+3. moves gracefully (S11): a cluster that left the placement keeps its Work, untouched and marked
+   `REMOVING_SINCE`, until the new placement's ready replicas cover the desired count, or the
+   cluster is unreachable, or ``gracefulTimeoutSeconds`` passed; then its Work is deleted (the
+   execution controller empties a push member first; a pull member's agent prunes by itself);
+4. rolls the entries up into the workload template's status (what ``kubectl get deploy`` shows).
+
+Works whose Binding is gone are deleted, so a crash between steps leaves nothing orphaned. Status
+ownership of the Binding is in `drods.model.binding`: the scheduler writes the placement, this
+controller ``clusters[]`` and the propagation phases.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from drods.controllers import aggregate
+from drods.controllers import manifests as M
+from drods.controllers.fleet import MemberFleet
+from drods.controllers.manifests import ManifestSet, Target
+from drods.controllers.overrides import OverrideError
+from drods.controllers.settings import MemberSettings
+from drods.controllers.status import template_status
+from drods.errors import ApiError
+from drods.machinery.controller import Controller
+from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
+from drods.model.binding import PROPAGATION_FINALIZER
+from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, WORK, Kind, by_kind
+from drods.model.policy import ClusterOverridePolicySpec
+from drods.model.timefmt import parse_rfc3339, rfc3339
+from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name
+from drods.store import CasFailed, KeyValue
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def encode(obj: Obj) -> bytes:
+    body = dict(obj)
+    body["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def rev(obj: Obj | None) -> int:
+    return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+
+
+class BindingController:
+    def __init__(self, fleet: MemberFleet, settings: MemberSettings, *, generation: int,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.fleet = fleet
+        self.store = fleet.store
+        self.registry = fleet.registry
+        self.settings = settings
+        self.generation = generation
+        self.clock = clock
+        self.templates = fleet.informers.templates
+        self.controller = Controller("binding", self.reconcile, workers=settings.bindingWorkers)
+        self.by_template: dict[str, set[str]] = {}
+        self.by_dep: dict[tuple[str, str, str], set[str]] = {}
+        self._deps_of: dict[str, set[tuple[str, str, str]]] = {}
+        self.by_ns: dict[str, set[str]] = {}
+        self._indexed: dict[str, tuple[str | None, str | None]] = {}
+        # the revisions our own writes produced: their watch events are echoes, not news
+        self._own_binding_rev: dict[str, int] = {}
+        self._own_template_rev: dict[str, int] = {}
+        self._plans: dict[str, tuple[Any, dict[str, ManifestSet | OverrideError]]] = {}
+        self._policies: list[tuple[str, ClusterOverridePolicySpec]] = []
+        self._policy_epoch = 0
+
+    async def run(self) -> None:
+        f = self.fleet
+        unsubscribe = [f.bindings.on_change(self._on_binding), f.works.on_change(self._on_work),
+                       f.clusters.on_change(self._on_cluster),
+                       f.informers.policies.on_change(self._on_policy),
+                       *(inf.on_change(self._on_template) for inf in self.templates.values())]
+        try:
+            self._on_policy("", None, None)
+            for key, obj in list(f.bindings.cache.items()):
+                self._on_binding(key, None, obj)
+            for binding in list(f.works_by_binding):  # Works of bindings that are gone
+                self.controller.queue.add(binding)
+            await self.controller.run()
+        finally:
+            for u in unsubscribe:
+                u()
+
+    # ------------------------------------------------------------------ what to reconcile
+    def _enqueue(self, names: set[str] | None) -> None:
+        for n in names or ():
+            self.controller.queue.add(n)
+
+    def _on_policy(self, key: str, old: Any, new: Any) -> None:
+        self._policy_epoch += 1
+        self._policies = [p for p in (_policy(o) for o in self.fleet.informers.policies.cache.values()) if p]
+        self._enqueue({k[len(BINDING.key_prefix()):] for k in self.fleet.bindings.cache})
+
+    def _on_binding(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        name = key[len(BINDING.key_prefix()):]
+        echo = new is not None and self._own_binding_rev.get(name) == rev(new)
+        prev = self._indexed.pop(name, None)
+        if prev is not None:
+            tkey, ns = prev
+            if tkey:
+                self.by_template.get(tkey, set()).discard(name)
+            if ns:
+                self.by_ns.get(ns, set()).discard(name)
+        if new is not None:
+            res = (new.get("spec") or {}).get("resource") or {}
+            kind = by_kind(str(res.get("apiVersion")), str(res.get("kind"))) if res else None
+            tkey = ns = None
+            if kind is not None and res.get("name"):
+                ns = (res.get("namespace") or "default") if kind.namespaced else None
+                tkey = kind.key(str(res["name"]), ns)
+                self.by_template.setdefault(tkey, set()).add(name)
+                if ns:
+                    self.by_ns.setdefault(ns, set()).add(name)
+            self._indexed[name] = (tkey, ns)
+        if not echo:
+            self.controller.queue.add(name)
+
+    def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        binding = str(((new or old or {}).get("spec") or {}).get("binding") or "")
+        if binding:
+            self.controller.queue.add(binding)
+
+    def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        self._enqueue(self.fleet.by_cluster.get(key.rsplit("/", 1)[-1]))
+
+    def _on_template(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        if new is not None and self._own_template_rev.get(key) == rev(new):
+            return  # our own status write
+        self._enqueue(self.by_template.get(key))
+        obj = new or old
+        if obj is None:
+            return
+        kind, meta = obj.get("kind"), obj.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name"))
+        if kind in ("ConfigMap", "Secret"):
+            self._enqueue(self.by_dep.get((str(kind), ns, name)))
+        elif kind == "Service":
+            self._enqueue(self.by_ns.get(ns))
+
+    # ------------------------------------------------------------------ lookups
+    def template_of(self, ref: Obj | None) -> tuple[Kind | None, Obj | None]:
+        if not ref:
+            return None, None
+        kind = by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
+        if kind is None or kind.key_prefix() not in self.templates or not ref.get("name"):
+            return kind, None
+        ns = (ref.get("namespace") or "default") if kind.namespaced else None
+        obj: Obj | None = self.templates[kind.key_prefix()].cache.get(kind.key(str(ref["name"]), ns))
+        return kind, obj
+
+    def _lookup(self, kind: str, ns: str, name: str) -> Obj | None:
+        k = by_kind("v1", kind)
+        if k is None:
+            return None
+        obj: Obj | None = self.templates[k.key_prefix()].cache.get(k.key(name, ns))
+        return obj
+
+    def _services(self, ns: str) -> list[Obj]:
+        k = by_kind("v1", "Service")
+        assert k is not None
+        prefix = k.key_prefix(ns)
+        return [o for key, o in self.templates[k.key_prefix()].cache.items() if key.startswith(prefix)]
+
+    def _index_deps(self, name: str, looked: set[tuple[str, str, str]]) -> None:
+        old = self._deps_of.get(name, set())
+        if old == looked:
+            return
+        for d in old - looked:
+            self.by_dep.get(d, set()).discard(name)
+        for d in looked - old:
+            self.by_dep.setdefault(d, set()).add(name)
+        self._deps_of[name] = looked
+
+    # ------------------------------------------------------------------ the pass
+    async def reconcile(self, key: Any) -> float | None:
+        name = str(key)
+        for _ in range(8):
+            kv = await self.store.get(BINDING.key(name))
+            if kv is None:
+                await self._delete_works(name, self.fleet.works_of(name))
+                self._forget(name)
+                return None
+            outcome = await self._reconcile_once(name, kv)
+            if outcome != "conflict":
+                return outcome if isinstance(outcome, float) else None
+        return 0.2
+
+    def _plan(self, name: str, uid: str, template: Obj, wanted: dict[str, int]) -> dict[str, ManifestSet |
+                                                                                      OverrideError]:
+        deps, looked = M.dependents(template, self._lookup, self._services)
+        self._index_deps(name, looked)
+        targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}))
+                   for c, s in sorted(wanted.items())]
+        inputs = (uid, rev(template), tuple((t.cluster, t.share, tuple(sorted(t.labels.items()))) for t in targets),
+                  tuple(rev(d) for d in deps), self._policy_epoch)
+        cached = self._plans.get(name)
+        if cached is not None and cached[0] == inputs:
+            return cached[1]
+        plans = M.plan(name, uid, template, targets, deps, self._policies)
+        self._plans[name] = (inputs, plans)
+        return plans
+
+    async def _reconcile_once(self, name: str, kv: KeyValue) -> float | str | None:
+        b: Obj = json.loads(kv.value)
+        meta, spec, status = b["metadata"], b.get("spec") or {}, dict(b.get("status") or {})
+        deleting = bool(meta.get("deletionTimestamp"))
+        kind, template = self.template_of(spec.get("resource"))
+        if template is not None and (template.get("metadata") or {}).get("deletionTimestamp"):
+            template = None
+        active = not deleting and template is not None
+        tkind = str(template.get("kind")) if template else str((spec.get("resource") or {}).get("kind") or "")
+        wanted: dict[str, int] = {}
+        if active:
+            for t in status.get("placement") or []:
+                if not isinstance(t, dict) or not t.get("cluster"):
+                    continue
+                c, share = str(t["cluster"]), int(t.get("replicas") or 0)
+                if self.fleet.cluster(c) is None or (tkind in M.REPLICA_KINDS and share <= 0):
+                    continue
+                wanted[c] = share
+        plans = self._plan(name, str(meta.get("uid") or ""), template, wanted) \
+            if wanted and template is not None else {}
+        works = self.fleet.works_of(name)
+        previous = {str(e["cluster"]): e for e in status.get("clusters") or []
+                    if isinstance(e, dict) and e.get("cluster")}
+        pull = {c: self.fleet.pull(c) for c in set(wanted) | set(works)}
+        rollup = aggregate.current_entries(tkind, wanted, plans, works, previous, pull,
+                                           self.settings.applyFailureThreshold)
+        now = self.clock()
+        covered = rollup.all_applied and (tkind not in M.REPLICA_KINDS or rollup.ready_applied >= rollup.desired)
+        removing: list[aggregate.Obj] = []
+        to_delete: dict[str, Obj] = {}
+        to_mark: dict[str, Obj] = {}
+        requeue: float | None = None
+        for c, work in sorted(works.items()):
+            if c in wanted:
+                continue
+            if self.fleet.cluster(c) is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+                to_delete[c] = work  # unregistered, or already being emptied
+                continue
+            since = parse_rfc3339(annotation(work, REMOVING_SINCE)) or now
+            timed_out = now - since >= self.settings.gracefulTimeoutSeconds
+            if not active or self.fleet.unreachable(c) or covered or timed_out:
+                to_delete[c] = work
+            else:
+                to_mark[c] = work
+                left = self.settings.gracefulTimeoutSeconds - (now - since)
+                requeue = min(30.0 if requeue is None else requeue, max(left, 0.5))
+            removing.append(aggregate.removing_entry(c, tkind, work, previous.get(c), rfc3339(since)))
+        new_status = aggregate.binding_status(status, tkind, rollup, removing, active=active, now=rfc3339(now))
+        finalizers = list(meta.get("finalizers") or [])
+        gone = deleting and not works
+        if gone and PROPAGATION_FINALIZER in finalizers:
+            finalizers.remove(PROPAGATION_FINALIZER)
+        elif not deleting and (wanted or works) and PROPAGATION_FINALIZER not in finalizers:
+            finalizers.append(PROPAGATION_FINALIZER)
+        if new_status != status or finalizers != list(meta.get("finalizers") or []):
+            b["status"] = new_status
+            meta["finalizers"] = finalizers
+            if not finalizers:
+                meta.pop("finalizers", None)
+            try:
+                if deleting and not finalizers:
+                    await self.store.delete(kv.key, expect_revision=kv.mod_revision)
+                else:
+                    self._own_binding_rev[name] = await self.store.put(kv.key, encode(b),
+                                                                       expect_revision=kv.mod_revision)
+            except CasFailed:
+                return "conflict"
+        # the Works only once the finalizer that covers them is stored
+        again = False
+        for c, p in sorted(plans.items()):
+            if isinstance(p, ManifestSet):
+                again = await self._upsert_work(name, c, p, works.get(c)) or again
+        for work in to_mark.values():
+            again = await self._mark_removing(work, rfc3339(now)) or again
+        await self._delete_works(name, to_delete)
+        if template is not None and not deleting and kind is not None:
+            again = await self._write_template_status(kind, template, tkind, rollup.entries + removing,
+                                                      rollup.all_applied) or again
+        if gone:
+            self._forget(name)
+        return 0.2 if again else requeue
+
+    # ------------------------------------------------------------------ Works
+    def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: Obj | None) -> Obj:
+        meta: Obj = {"name": work_name(binding, cluster), "labels": work_labels(binding, cluster),
+                     "annotations": {LEADER_GENERATION: str(self.generation)}}
+        if not self.fleet.pull(cluster):
+            meta["finalizers"] = [EXECUTION_FINALIZER]
+        if current is not None:
+            meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+        return {"apiVersion": WORK.api_version, "kind": WORK.kind, "metadata": meta,
+                "spec": {"cluster": cluster, "binding": binding, "manifests": p.manifests, "hash": p.hash}}
+
+    async def _upsert_work(self, binding: str, cluster: str, p: ManifestSet, current: Obj | None) -> bool:
+        """Create or update the cluster's Work; True when it must be tried again."""
+        if current is not None:
+            cmeta = current.get("metadata") or {}
+            same = (current.get("spec") or {}).get("hash") == p.hash \
+                and (current.get("spec") or {}).get("manifests") == p.manifests \
+                and cmeta.get("labels") == work_labels(binding, cluster) \
+                and REMOVING_SINCE not in (cmeta.get("annotations") or {})
+            if same or cmeta.get("deletionTimestamp"):
+                return bool(cmeta.get("deletionTimestamp"))  # a deleted Work is recreated once it is gone
+        body = self._work_body(binding, cluster, p, current)
+        try:
+            if current is None:
+                await self.registry.create(WORK, body)
+            else:
+                await self.registry.update(WORK, body)
+        except ApiError as e:
+            if e.status in (404, 409):
+                return True
+            log.warning("writing the Work of %s on %s: %s", binding, cluster, e.message)
+            return True
+        return False
+
+    async def _mark_removing(self, work: Obj, since: str) -> bool:
+        if annotation(work, REMOVING_SINCE):
+            return False
+        body = json.loads(json.dumps(work))
+        body["metadata"].setdefault("annotations", {})[REMOVING_SINCE] = since
+        body["metadata"]["annotations"][LEADER_GENERATION] = str(self.generation)
+        try:
+            await self.registry.update(WORK, body)
+        except ApiError as e:
+            return e.status == 409
+        return False
+
+    async def _delete_works(self, binding: str, works: dict[str, Obj]) -> None:
+        for work in works.values():
+            if (work.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            try:
+                await self.registry.delete(WORK, str(work["metadata"]["name"]))
+            except ApiError as e:
+                if e.status != 404:
+                    log.warning("deleting the Work %s of %s: %s", work["metadata"]["name"], binding, e.message)
+
+    # ------------------------------------------------------------------ the template's status
+    async def _write_template_status(self, kind: Kind, template: Obj, tkind: str, entries: list[Obj],
+                                     all_applied: bool) -> bool:
+        """Aggregate into the template's status; True when it must be tried again (conflict)."""
+        if tkind not in M.WORKLOAD_KINDS:
+            return False
+        meta = template["metadata"]
+        previous = dict(template.get("status") or {})
+        info = {c: (self.fleet.cluster(c) or {}).get("spec") or {} for c in (str(e["cluster"]) for e in entries)}
+        new = template_status(tkind, int(meta.get("generation") or 1), entries, info, all_applied, previous,
+                              rfc3339(self.clock()))
+        if new == previous:
+            return False
+        try:
+            out = await self.registry.update_status(kind, meta["name"], new, meta.get("namespace"),
+                                                    resource_version=int(meta["resourceVersion"]))
+            self._own_template_rev[kind.key(meta["name"], meta.get("namespace"))] = rev(out)
+        except ApiError as e:
+            if e.status in (404, 409):
+                return e.status == 409
+            raise
+        return False
+
+    def _forget(self, name: str) -> None:
+        self._index_deps(name, set())
+        self._deps_of.pop(name, None)
+        self._plans.pop(name, None)
+        self._own_binding_rev.pop(name, None)
+
+
+def _policy(obj: Obj | None) -> tuple[str, ClusterOverridePolicySpec] | None:
+    if obj is None:
+        return None
+    try:
+        return obj["metadata"]["name"], ClusterOverridePolicySpec.model_validate(obj.get("spec") or {})
+    except (KeyError, TypeError, ValidationError):
+        log.warning("ignoring unreadable %s %s", CLUSTER_OVERRIDE_POLICY.kind, (obj.get("metadata") or {}).get("name"))
+        return None

@@ -1,0 +1,263 @@
+"""The execution controller (Karmada's): applies push-mode members' Works, and empties a member when
+its Work is deleted.
+
+One queue and set of workers per member cluster (as many as the member client's connections), so a
+slow or dead member only fills its own queue (SEC4). A Work is applied — server-side apply of every
+manifest, dependents first, after making sure the namespace exists — when its status does not say
+that the member holds ``spec.hash``; the result goes on the Work's status (`drods.model.work`), where
+the binding controller reads it exactly as it reads a pull-mode agent's. An object that exists in the
+member without DRO-DS's label is a conflict and left alone.
+
+A deleted Work (it carries `EXECUTION_FINALIZER`) is emptied: its objects that no other live Work
+on the cluster wants are deleted, workloads before their dependents; what an unreachable member
+cannot take now is recorded under ``/cleanup/`` (`drods.controllers.cleanup`); then the finalizer
+goes. Pull-mode Works are their agent's: this controller only drops a finalizer left on one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from drods.controllers.fleet import MemberFleet
+from drods.controllers.settings import MemberSettings
+from drods.errors import ApiError
+from drods.machinery.controller import Controller
+from drods.machinery.tasks import stop_tasks
+from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
+from drods.model.keys import CLEANUP_PREFIX
+from drods.model.kinds import WORK
+from drods.model.timefmt import rfc3339, rfc3339_ms
+from drods.model.work import EXECUTION_FINALIZER, ManifestStatus, Ref, WorkStatus
+from drods.store import CasFailed
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+PERMANENT_STATUS = frozenset({400, 401, 403, 404, 405, 409, 413, 415, 422})
+
+
+def cleanup_key(cluster: str, ref: Ref) -> str:
+    return f"{CLEANUP_PREFIX}{cluster}/{ref.kind}/{ref.namespace or '_'}/{ref.name}"
+
+
+def manifest_status(obj: Obj, observed: str) -> ManifestStatus:
+    """A member object's status as a Work's status carries it."""
+    meta = obj.get("metadata") or {}
+    return ManifestStatus(apiVersion=str(obj.get("apiVersion")), kind=str(obj.get("kind")),
+                          namespace=str(meta.get("namespace") or ""), name=str(meta.get("name")),
+                          status=obj.get("status") if isinstance(obj.get("status"), dict) else {},
+                          generation=int(meta.get("generation") or 1),
+                          manifestHash=(meta.get("annotations") or {}).get(ANN_HASH),
+                          observedTime=observed)
+
+
+class _Conflict(Exception):
+    """The object exists in the member and DRO-DS did not create it."""
+
+
+class Execution:
+    def __init__(self, fleet: MemberFleet, settings: MemberSettings, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.fleet = fleet
+        self.registry = fleet.registry
+        self.settings = settings
+        self.clock = clock
+        self.syncers: dict[str, Controller] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._retry_at: dict[str, float] = {}  # Work key → not before (a failed apply backs off)
+        self._delete_failures: dict[str, int] = {}  # Work key → refused deletions in a row
+
+    async def run(self) -> None:
+        f = self.fleet
+        unsubscribe = [f.works.on_change(self._on_work), f.clusters.on_change(self._on_cluster)]
+        try:
+            for key, obj in list(f.works.cache.items()):
+                self._on_work(key, None, obj)
+            await asyncio.Event().wait()
+        finally:
+            for u in unsubscribe:
+                u()
+            await stop_tasks(list(self._tasks.values()))
+
+    # ------------------------------------------------------------------ queues
+    def syncer(self, cluster: str) -> Controller:
+        ctl = self.syncers.get(cluster)
+        if ctl is None:
+            async def sync(key: Any) -> float | None:
+                return await self._sync(cluster, str(key))
+
+            ctl = self.syncers[cluster] = Controller(f"execution-{cluster}", sync, workers=self.settings.concurrency)
+            self._tasks[cluster] = asyncio.create_task(ctl.run(), name=f"execution-{cluster}")
+        return ctl
+
+    def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        if new is None:
+            self._retry_at.pop(key, None)
+            return
+        cluster = str((new.get("spec") or {}).get("cluster") or "")
+        pulled = self.fleet.pull(cluster) and not (new.get("metadata") or {}).get("deletionTimestamp")
+        if cluster and not pulled and self._needs_action(new):
+            self.syncer(cluster).queue.add(key)
+
+    def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        name = key.rsplit("/", 1)[-1]
+        if new is None:
+            ctl = self.syncers.pop(name, None)
+            task = self._tasks.pop(name, None)
+            if task is not None:
+                task.cancel()
+            if ctl is None:
+                return
+        for wkey in self.fleet.works_by_cluster.get(name, set()):
+            work = self.fleet.work(wkey)
+            if work is not None and self._needs_action(work):
+                self.syncer(name).queue.add(wkey)
+
+    @staticmethod
+    def _needs_action(work: Obj) -> bool:
+        meta, st = work.get("metadata") or {}, work.get("status") or {}
+        if meta.get("deletionTimestamp"):
+            return EXECUTION_FINALIZER in (meta.get("finalizers") or [])
+        return not (st.get("applied") and st.get("observedHash") == (work.get("spec") or {}).get("hash"))
+
+    # ------------------------------------------------------------------ one Work
+    async def _sync(self, cluster: str, key: str) -> float | None:
+        work = self.fleet.work(key)
+        if work is None or not self._needs_action(work):
+            return None
+        deleting = bool((work.get("metadata") or {}).get("deletionTimestamp"))
+        if self.fleet.cluster(cluster) is None or self.fleet.pull(cluster):
+            if deleting:  # unregistered (nothing to reach), or the agent prunes
+                return await self._release(work)
+            return None
+        client, why = await self.fleet.clients.get(cluster)
+        if deleting:
+            return await self._empty(cluster, key, work, client, why)
+        wait = self._retry_at.get(key, 0.0) - self.clock()
+        if wait > 0:
+            return wait
+        return await self._apply(cluster, key, work, client, why)
+
+    async def _apply(self, cluster: str, key: str, work: Obj, client: MemberClient | None,
+                     why: str | None) -> float | None:
+        spec = work.get("spec") or {}
+        manifests: list[Obj] = [m for m in spec.get("manifests") or [] if isinstance(m, dict)]
+        if client is None:
+            return await self._failed(key, work, why or "no client", permanent=True)
+        owned = self.fleet.owned.setdefault(cluster, set())
+        ns_ok = self.fleet.ns_ok.setdefault(cluster, set())
+        out: Obj | None = None
+        try:
+            for ns in sorted({str((m.get("metadata") or {}).get("namespace") or "") for m in manifests} - {""}):
+                if ns not in ns_ok:
+                    if await client.get("v1", "Namespace", ns) is None:
+                        await client.apply({"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": ns, "labels": {MANAGED_BY: MANAGER}}})
+                    ns_ok.add(ns)
+            for m in manifests:
+                ref = Ref.of(m)
+                if ref not in owned:  # first contact: is it there, and did someone else create it?
+                    cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                    if cur is not None and not is_managed(cur):
+                        raise _Conflict(f"{ref.kind} {ref.namespace}/{ref.name} already exists in {cluster} "
+                                        "and is not managed by DRO-DS")
+                    owned.add(ref)
+                await self._cancel_cleanup(cluster, ref)
+                out = await client.apply(m)
+        except _Conflict as e:
+            return await self._failed(key, work, str(e), permanent=True)
+        except MemberUnavailable as e:
+            return await self._failed(key, work, f"unreachable: {e}", permanent=False)
+        except MemberError as e:
+            return await self._failed(key, work, str(e), permanent=e.status in PERMANENT_STATUS)
+        except Exception as e:  # noqa: BLE001 - a client bug for one cluster must not stop the others
+            log.exception("applying %s to %s failed", key, cluster)
+            return await self._failed(key, work, f"{type(e).__name__}: {e}", permanent=False)
+        self._retry_at.pop(key, None)
+        now = self.clock()
+        seen = [manifest_status(out, rfc3339(now))] if out is not None else []
+        status = WorkStatus(observedHash=str(spec.get("hash") or ""), applied=True, manifests=seen,
+                            appliedTime=rfc3339_ms(now))
+        return await self._write_status(work, status)
+
+    async def _failed(self, key: str, work: Obj, error: str, *, permanent: bool) -> float | None:
+        st = work.get("status") or {}
+        h = str((work.get("spec") or {}).get("hash") or "")
+        failures = (int(st.get("failures") or 0) if st.get("observedHash") == h and not st.get("applied") else 0) + 1
+        delay = 30.0 if permanent else min(0.5 * 2 ** min(failures - 1, 6), 30.0)
+        self._retry_at[key] = self.clock() + delay
+        kept = [ManifestStatus.model_validate(m) for m in st.get("manifests") or [] if isinstance(m, dict)]
+        status = WorkStatus(observedHash=h, applied=False, message=error[:500], failures=failures,
+                            permanent=permanent, manifests=kept)
+        again = await self._write_status(work, status)
+        return again if again is not None else delay
+
+    async def _write_status(self, work: Obj, status: WorkStatus) -> float | None:
+        meta = work["metadata"]
+        try:
+            await self.registry.update_status(WORK, str(meta["name"]), status.model_dump(exclude_defaults=True),
+                                              resource_version=int(meta["resourceVersion"]))
+        except ApiError as e:
+            if e.status in (404, 409):
+                return None  # changed meanwhile: the watch brings the new version back to the queue
+            raise
+        return None
+
+    # ------------------------------------------------------------------ deletion
+    async def _empty(self, cluster: str, key: str, work: Obj, client: MemberClient | None,
+                     why: str | None) -> float | None:
+        still = self.fleet.desired_refs(cluster, exclude=key)
+        refs = [Ref.of(m) for m in (work.get("spec") or {}).get("manifests") or [] if isinstance(m, dict)]
+        pending = [r for r in reversed(refs) if r not in still]  # the workload first, then its dependents
+        binding = str((work.get("spec") or {}).get("binding") or "")
+        if client is None:
+            await self._defer(cluster, binding, pending, why or "no client")
+            return await self._release(work)
+        done: list[Ref] = []
+        try:
+            for ref in pending:
+                cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                if cur is not None and is_managed(cur):
+                    await client.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                self.fleet.owned.get(cluster, set()).discard(ref)
+                done.append(ref)
+        except (MemberUnavailable, MemberError) as e:
+            rest = [r for r in pending if r not in done]
+            failures = self._delete_failures.get(key, 0) + 1
+            if isinstance(e, MemberError) and failures < self.settings.applyFailureThreshold:
+                self._delete_failures[key] = failures
+                return min(0.5 * 2 ** (failures - 1), 30.0)
+            await self._defer(cluster, binding, rest, str(e))
+        self._delete_failures.pop(key, None)
+        return await self._release(work)
+
+    async def _release(self, work: Obj) -> float | None:
+        try:
+            await self.registry.remove_finalizer(WORK, str(work["metadata"]["name"]), EXECUTION_FINALIZER)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+        return None
+
+    async def _defer(self, cluster: str, binding: str, refs: list[Ref], reason: str) -> None:
+        """Record deletions a member could not take now; `drods.controllers.cleanup` does them later."""
+        since = rfc3339(self.clock())
+        for ref in refs:
+            body = {"cluster": cluster, "apiVersion": ref.api_version, "kind": ref.kind,
+                    "namespace": ref.namespace, "name": ref.name, "binding": binding, "since": since,
+                    "reason": reason[:300]}
+            await self.fleet.store.put(cleanup_key(cluster, ref), json.dumps(body).encode())
+
+    async def _cancel_cleanup(self, cluster: str, ref: Ref) -> None:
+        key = cleanup_key(cluster, ref)
+        if key in self.fleet.cleanups.cache:
+            with contextlib.suppress(CasFailed):
+                await self.fleet.store.delete(key)
+            self.fleet.cleanups.cache.pop(key, None)

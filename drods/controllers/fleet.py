@@ -1,0 +1,173 @@
+"""What every member-cluster controller reads: the member fleet as the store holds it.
+
+The clusters, Bindings, Works, ClusterOverridePolicies, pending cleanups and workload templates come
+from the manager's shared informers (one watch per prefix however many controllers read it); the
+member clients are built from the clusters' specs. On top of them: the indexes the controllers
+look things up by (a binding's Works, a cluster's Works, the bindings placed on a cluster) and the
+objects each member is known to hold with DRO-DS's label. Everything here can be rebuilt from the
+store, which is how a new leader resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from drods.controllers.clients import MemberClients, is_pull
+from drods.machinery.informer import Informer
+from drods.model.conditions import condition
+from drods.model.keys import CLEANUP_PREFIX
+from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, WORK, WORKLOAD_KINDS
+from drods.model.work import Ref
+from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.store import Store
+
+if TYPE_CHECKING:
+    from drods.machinery.manager import Manager
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MemberInformers:
+    """The shared informers the member controllers read."""
+
+    clusters: Informer
+    bindings: Informer
+    works: Informer
+    cleanups: Informer
+    policies: Informer  # ClusterOverridePolicies
+    templates: dict[str, Informer]  # by key prefix: the workload kinds and their dependents
+
+    @classmethod
+    def of(cls, manager: Manager) -> MemberInformers:
+        return cls(manager.informer(CLUSTER.key_prefix(), decode_stored),
+                   manager.informer(BINDING.key_prefix(), decode_stored),
+                   manager.informer(WORK.key_prefix(), decode_stored),
+                   manager.informer(CLEANUP_PREFIX, decode_stored),
+                   manager.informer(CLUSTER_OVERRIDE_POLICY.key_prefix(), decode_stored),
+                   {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in WORKLOAD_KINDS})
+
+    def all(self) -> list[Informer]:
+        return [self.clusters, self.policies, self.cleanups, self.works, *self.templates.values(), self.bindings]
+
+
+class MemberFleet:
+    def __init__(self, store: Store, registry: ObjectRegistry, informers: MemberInformers,
+                 clients: MemberClients) -> None:
+        self.store = store
+        self.registry = registry
+        self.informers = informers
+        self.clients = clients
+        self.clusters = informers.clusters
+        self.bindings = informers.bindings
+        self.works = informers.works
+        self.cleanups = informers.cleanups
+        self.synced = asyncio.Event()
+        self.cluster_changed = asyncio.Event()  # wakes the cleanup loop
+        self.works_by_binding: dict[str, dict[str, str]] = {}  # binding → cluster → Work key
+        self.works_by_cluster: dict[str, set[str]] = {}  # cluster → Work keys
+        self.by_cluster: dict[str, set[str]] = {}  # cluster → bindings placed on it or with a copy there
+        self._binding_clusters: dict[str, set[str]] = {}
+        self._work_index: dict[str, tuple[str, str]] = {}  # Work key → (binding, cluster)
+        self.owned: dict[str, set[Ref]] = {}  # cluster → objects known to carry our label
+        self.ns_ok: dict[str, set[str]] = {}  # cluster → namespaces known to exist
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    async def start(self) -> None:
+        """Index what the informers hold and follow their changes; returns once they are synced."""
+        for inf in self.informers.all():
+            await inf.wait_synced()
+        self._unsubscribe = [self.works.on_change(self._on_work), self.bindings.on_change(self._on_binding),
+                             self.clusters.on_change(self._on_cluster)]
+        for key, obj in list(self.works.cache.items()):
+            self._on_work(key, None, obj)
+        for key, obj in list(self.bindings.cache.items()):
+            self._on_binding(key, None, obj)
+        self.synced.set()
+
+    def stop(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+
+    # ------------------------------------------------------------------ indexes
+    def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        prev = self._work_index.pop(key, None)
+        if prev is not None:
+            binding, cluster = prev
+            self.works_by_binding.get(binding, {}).pop(cluster, None)
+            if not self.works_by_binding.get(binding, True):
+                self.works_by_binding.pop(binding, None)
+            self.works_by_cluster.get(cluster, set()).discard(key)
+        if new is not None:
+            spec = new.get("spec") or {}
+            binding, cluster = str(spec.get("binding") or ""), str(spec.get("cluster") or "")
+            if binding and cluster:
+                self._work_index[key] = (binding, cluster)
+                self.works_by_binding.setdefault(binding, {})[cluster] = key
+                self.works_by_cluster.setdefault(cluster, set()).add(key)
+
+    def _on_binding(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        name = key[len(BINDING.key_prefix()):]
+        for c in self._binding_clusters.pop(name, set()):
+            self.by_cluster.get(c, set()).discard(name)
+        if new is None:
+            return
+        status = new.get("status") or {}
+        clusters = {str(t.get("cluster")) for t in (status.get("placement") or []) + (status.get("clusters") or [])
+                    if isinstance(t, dict) and t.get("cluster")}
+        for c in clusters:
+            self.by_cluster.setdefault(c, set()).add(name)
+        self._binding_clusters[name] = clusters
+
+    def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        name = key[len(CLUSTER.key_prefix()):]
+        self.clients.invalidate(name, new)
+        if new is None or (old is not None and ready_condition(old) != ready_condition(new)):
+            self.ns_ok.pop(name, None)
+            self.owned.pop(name, None)
+        self.cluster_changed.set()
+
+    # ------------------------------------------------------------------ lookups
+    def cluster(self, name: str) -> Obj | None:
+        obj: Obj | None = self.clusters.cache.get(CLUSTER.key(name))
+        return obj
+
+    def pull(self, name: str) -> bool:
+        obj = self.cluster(name)
+        return obj is not None and is_pull(obj)
+
+    def unreachable(self, name: str) -> bool:
+        return ready_condition(self.cluster(name)) == "False" or self.clients.ready(name) is False
+
+    def work(self, key: str) -> Obj | None:
+        obj: Obj | None = self.works.cache.get(key)
+        return obj
+
+    def works_of(self, binding: str) -> dict[str, Obj]:
+        """The binding's Works by cluster."""
+        out: dict[str, Obj] = {}
+        for cluster, key in (self.works_by_binding.get(binding) or {}).items():
+            obj = self.work(key)
+            if obj is not None:
+                out[cluster] = obj
+        return out
+
+    def desired_refs(self, cluster: str, *, exclude: str | None = None) -> set[Ref]:
+        """Objects some live Work (other than the one keyed ``exclude``) wants on ``cluster``."""
+        out: set[Ref] = set()
+        for key in self.works_by_cluster.get(cluster, set()):
+            obj = self.work(key)
+            if key == exclude or obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            out.update(Ref.of(m) for m in (obj.get("spec") or {}).get("manifests") or [] if isinstance(m, dict))
+        return out
+
+
+def ready_condition(cluster: Obj | None) -> str | None:
+    """The cluster's Ready status ("True", "False", "Unknown"), None when it has none."""
+    c = condition(cluster)
+    return None if c is None else str(c.get("status"))

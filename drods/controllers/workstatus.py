@@ -1,0 +1,130 @@
+"""The work-status controller (Karmada's): what push-mode members hold, recorded on their Works.
+
+Every ``statusPollSeconds`` (less often for a member whose listing is slow: never more than ~10 % of
+the time listing) it lists each member's DRO-DS-managed workloads of the kinds its Works carry, and
+writes the main manifest's status onto the Work when it changed — the same ``status.manifests`` a
+pull-mode agent reports. A copy deleted behind DRO-DS's back (applied before the listing started,
+missing from it) marks its Work not applied, so the execution controller applies it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from drods.controllers.execution import manifest_status
+from drods.controllers.fleet import MemberFleet
+from drods.controllers.manifests import WORKLOAD_KINDS
+from drods.controllers.settings import MemberSettings
+from drods.errors import ApiError
+from drods.machinery.tasks import stop_tasks
+from drods.members.client import MemberError, MemberUnavailable
+from drods.model.annotations import ANN_BINDING, MANAGED_SELECTOR
+from drods.model.kinds import WORK
+from drods.model.timefmt import parse_rfc3339, rfc3339
+from drods.model.work import Ref
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def main_ref(work: Obj) -> Ref | None:
+    manifests = (work.get("spec") or {}).get("manifests") or []
+    if not manifests or not isinstance(manifests[-1], dict) or manifests[-1].get("kind") not in WORKLOAD_KINDS:
+        return None
+    return Ref.of(manifests[-1])
+
+
+class WorkStatusController:
+    def __init__(self, fleet: MemberFleet, settings: MemberSettings, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.fleet = fleet
+        self.settings = settings
+        self.clock = clock
+        self._pollers: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        try:
+            while True:
+                wanted = {c for c, keys in self.fleet.works_by_cluster.items()
+                          if keys and self.fleet.cluster(c) is not None and not self.fleet.pull(c)}
+                for c in wanted - set(self._pollers):
+                    self._pollers[c] = asyncio.create_task(self._poll(c), name=f"work-status-{c}")
+                for c in set(self._pollers) - wanted:
+                    self._pollers.pop(c).cancel()
+                await asyncio.sleep(min(1.0, self.settings.statusPollSeconds))
+        finally:
+            await stop_tasks(list(self._pollers.values()))
+
+    async def _poll(self, cluster: str) -> None:
+        cost = 0.0
+        while True:
+            await asyncio.sleep(max(self.settings.statusPollSeconds, cost * 10))
+            started = time.monotonic()
+            try:
+                await self.poll_once(cluster)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("status poll of %s failed", cluster)
+            cost = time.monotonic() - started
+
+    async def poll_once(self, cluster: str) -> None:
+        tracked: dict[str, tuple[Ref, Obj]] = {}  # binding → (main object, Work)
+        for key in self.fleet.works_by_cluster.get(cluster, set()):
+            work = self.fleet.work(key)
+            ref = main_ref(work) if work is not None else None
+            if work is None or ref is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            tracked[str((work.get("spec") or {}).get("binding"))] = (ref, work)
+        kinds = sorted({(r.api_version, r.kind) for r, _ in tracked.values()})
+        client = self.fleet.clients.cached(cluster)
+        if not kinds or client is None or client.state.condition == "NotReady":
+            return
+        for api_version, kind in kinds:
+            started = self.clock()
+            try:
+                items = await client.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR)
+            except (MemberUnavailable, MemberError):
+                return
+            seen: set[str] = set()
+            for it in items:
+                b = ((it.get("metadata") or {}).get("annotations") or {}).get(ANN_BINDING)
+                if not b or b not in tracked or tracked[b][0] != Ref.of(it):
+                    continue
+                seen.add(b)
+                self.fleet.owned.setdefault(cluster, set()).add(Ref.of(it))
+                await self._record(tracked[b][1], it)
+            for b, (ref, work) in tracked.items():
+                if ref.kind != kind or b in seen:
+                    continue
+                st = work.get("status") or {}
+                applied_at = parse_rfc3339(st.get("appliedTime"))
+                if st.get("applied") and applied_at is not None and applied_at < started:
+                    log.info("%s: %s is missing in the member; applying it again", cluster, ref)
+                    self.fleet.owned.get(cluster, set()).discard(ref)
+                    await self._write(work, {**st, "applied": False, "observedHash": ""})
+
+    async def _record(self, work: Obj, obj: Obj) -> None:
+        st = dict(work.get("status") or {})
+        fresh = manifest_status(obj, rfc3339(self.clock())).model_dump(exclude_none=True)
+        old = [m for m in st.get("manifests") or [] if isinstance(m, dict)]
+        same = [m for m in old if (m.get("kind"), m.get("namespace") or "", m.get("name")) ==
+                (fresh["kind"], fresh.get("namespace") or "", fresh["name"])]
+        if same and {k: v for k, v in same[0].items() if k != "observedTime"} == \
+                {k: v for k, v in fresh.items() if k != "observedTime"}:
+            return
+        st["manifests"] = [m for m in old if m not in same] + [fresh]
+        await self._write(work, st)
+
+    async def _write(self, work: Obj, status: Obj) -> None:
+        meta = work["metadata"]
+        try:
+            await self.fleet.registry.update_status(WORK, str(meta["name"]), status,
+                                                    resource_version=int(meta["resourceVersion"]))
+        except ApiError as e:
+            if e.status not in (404, 409):
+                raise

@@ -1,0 +1,88 @@
+"""Status aggregation from Works, and the Binding status ownership both writers go through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from drods.controllers import aggregate
+from drods.controllers import manifests as M
+from drods.model.annotations import ANN_HASH
+from drods.model.binding import BindingStatus, owned_status
+from drods.schedulerd.records import Decision, merge_status
+
+
+def deployment(replicas: int) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "generation": 1},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+def plan(shares: dict[str, int]) -> dict[str, Any]:
+    targets = [M.Target(c, n, {}) for c, n in sorted(shares.items())]
+    return M.plan("b", "uid", deployment(sum(shares.values())), targets, [], [])
+
+
+def work(p: M.ManifestSet, *, applied: bool = True, ready: int | None = None, observed: str | None = None,
+         **status: Any) -> dict[str, Any]:
+    main = p.manifests[-1]
+    st: dict[str, Any] = {"observedHash": p.hash if observed is None else observed, "applied": applied, **status}
+    if ready is not None:
+        st["manifests"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web",
+                            "generation": 1, "manifestHash": main["metadata"]["annotations"][ANN_HASH],
+                            "status": {"replicas": ready, "readyReplicas": ready, "observedGeneration": 1}}]
+    return {"metadata": {"name": "w"}, "spec": {"hash": p.hash, "manifests": p.manifests}, "status": st}
+
+
+def test_running_once_every_work_is_applied_and_ready() -> None:
+    plans = plan({"a": 2, "b": 1})
+    works = {"a": work(plans["a"], ready=2), "b": work(plans["b"], ready=1)}
+    rollup = aggregate.current_entries("Deployment", {"a": 2, "b": 1}, plans, works, {}, {}, 3)
+    assert rollup.all_applied and rollup.all_ready and rollup.ready_applied == 3
+    st = aggregate.binding_status({"phase": "Scheduled"}, "Deployment", rollup, [], active=True, now="t")
+    assert st["phase"] == "Running"
+    assert [e["readyReplicas"] for e in st["clusters"]] == [2, 1]
+    works["b"] = work(plans["b"], ready=0)
+    rollup = aggregate.current_entries("Deployment", {"a": 2, "b": 1}, plans, works, {}, {}, 3)
+    assert aggregate.binding_status({"phase": "Running"}, "Deployment", rollup, [], active=True,
+                                    now="t")["phase"] == "Propagated"
+
+
+def test_failures_fail_the_binding_after_the_threshold_or_at_once_when_permanent() -> None:
+    plans = plan({"a": 1})
+    twice = {"a": work(plans["a"], applied=False, message="boom", failures=2)}
+    rollup = aggregate.current_entries("Deployment", {"a": 1}, plans, twice, {}, {}, 3)
+    assert not rollup.errors and rollup.entries[0]["lastError"] == "boom"
+    thrice = {"a": work(plans["a"], applied=False, message="boom", failures=3)}
+    assert aggregate.current_entries("Deployment", {"a": 1}, plans, thrice, {}, {}, 3).errors == ["a: boom"]
+    permanent = {"a": work(plans["a"], applied=False, message="conflict", failures=1, permanent=True)}
+    rollup = aggregate.current_entries("Deployment", {"a": 1}, plans, permanent, {}, {}, 3)
+    st = aggregate.binding_status({"phase": "Propagated"}, "Deployment", rollup, [], active=True, now="t")
+    assert st["phase"] == "Failed" and st["conditions"][0]["reason"] == "ApplyFailed"
+
+
+def test_a_pull_work_waits_for_its_agent_and_an_old_status_does_not_count() -> None:
+    plans = plan({"edge": 1})
+    stale = {"edge": work(plans["edge"], observed="older-hash")}
+    rollup = aggregate.current_entries("Deployment", {"edge": 1}, plans, stale, {}, {"edge": True}, 3)
+    assert not rollup.all_applied and rollup.entries[0]["lastError"] == aggregate.WAITING_FOR_AGENT
+    refused = {"edge": work(plans["edge"], applied=False, message="quota")}
+    rollup = aggregate.current_entries("Deployment", {"edge": 1}, plans, refused, {}, {"edge": True}, 3)
+    assert rollup.entries[0]["lastError"] == "agent: quota"
+
+
+def test_controllers_and_scheduler_write_only_their_own_status_fields() -> None:
+    current = {"phase": "Running", "placement": [{"cluster": "a", "replicas": 1}], "clusters": [{"cluster": "a"}]}
+    with pytest.raises(ValueError, match="placement"):
+        owned_status(current, {**current, "placement": []}, BindingStatus.CONTROLLER_FIELDS)
+    with pytest.raises(ValueError, match="cannot set phase 'Unschedulable'"):
+        owned_status(current, {**current, "phase": "Unschedulable"}, BindingStatus.CONTROLLER_FIELDS)
+    with pytest.raises(ValueError, match="clusters"):
+        owned_status(current, {**current, "clusters": []}, BindingStatus.SCHEDULER_FIELDS)
+    # the scheduler's own merge keeps the controllers' fields as they are
+    d = Decision(scheduled=True, placement=(("b", 1),), message="ok", reasons={}, generation=2, time=0.0)
+    merged = merge_status(current, d)
+    assert merged["clusters"] == current["clusters"] and merged["phase"] == "Scheduled"
