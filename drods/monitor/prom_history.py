@@ -31,7 +31,6 @@ reads from gives one answer everywhere. This backend answers exactly what the SQ
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import re
@@ -254,9 +253,10 @@ class PrometheusHistory:
         return 0, 0
 
     async def close(self) -> None:
+        """Stop; samples still kept from failed writes are lost (the service's last flush tried them)."""
         if self._pending:
-            with contextlib.suppress(Exception):  # a last try; what fails now is lost
-                await self.append(())
+            log.warning("metric history: %d samples not written to Prometheus before shutdown", len(self._pending))
+            self._pending = []
         if self._own_client:
             await self._client.aclose()
 
