@@ -18,9 +18,11 @@ reads from gives one answer everywhere. This backend answers exactly what the SQ
   default about an hour behind the newest sample it holds, more with
   ``storage.tsdb.out_of_order_time_window``), and out of order or duplicated samples without that
   window; it then refuses the whole request. The writer bisects such a request down to the
-  refused samples, drops only those (``drods_monitor_history_samples_dropped_total{reason=
-  "rejected"}``) and writes the rest. A sample of a series in a second that already holds another
-  value is kept as first written (Prometheus does not overwrite; the series file keeps the later).
+  refused samples (at most ``max_requests`` requests per write; past that, a still refused part
+  is dropped whole), drops only those (``drods_monitor_history_samples_dropped_total{reason=
+  "rejected"}``, one log line per write) and writes the rest. A sample of a series in a second
+  that already holds another value is kept as first written (Prometheus does not overwrite; the
+  series file keeps the later).
 * **Prometheus unreachable.** The batch is kept and sent again with the next flush (a resend of
   samples that did arrive is harmless: same value, same time); beyond ``max_pending`` samples
   the oldest are dropped (``reason="overflow"``). Reads fail with `PrometheusError` (HTTP 502).
@@ -84,13 +86,15 @@ class PrometheusHistory:
 
     def __init__(self, base_url: str, *, labels: Mapping[str, str] | None = None,
                  client: httpx.AsyncClient | None = None, timeout_s: float = 10.0, max_points: int = 10_000,
-                 max_pending: int = 100_000, on_drop: Callable[[str, int], None] | None = None) -> None:
+                 max_pending: int = 100_000, max_requests: int = 64,
+                 on_drop: Callable[[str, int], None] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.labels = check_labels(labels or {})
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout_s)
         self.max_points = max_points
         self.max_pending = max_pending
+        self.max_requests = max_requests  # per write, bisection included
         self.on_drop = on_drop
         self._pending: list[Sample] = []
         self._lock = asyncio.Lock()
@@ -114,14 +118,18 @@ class PrometheusHistory:
             if not batch:
                 return 0
             series = self._series(batch)
+            refused: list[str] = []
             try:
-                written = await self._send(series)
+                written = await self._send(series, refused, [self.max_requests])
             except PrometheusError as e:
                 self._keep(batch)
                 if not self._failing:
                     log.warning("metric history: Prometheus write failed, keeping %d samples: %s", len(batch), e)
                 self._failing = True
                 return 0
+            if refused:
+                log.warning("metric history: Prometheus refused %d samples (%s)",
+                            sum(len(x.samples) for x in series) - written, "; ".join(refused[:3]))
             if self._failing:
                 log.info("metric history: Prometheus writes work again")
             self._failing = False
@@ -138,19 +146,24 @@ class PrometheusHistory:
         if self.on_drop is not None and n:
             self.on_drop(reason, n)
 
-    async def _send(self, series: list[rw.Series]) -> int:
-        """Post ``series``; when Prometheus refuses samples, bisect to write all others."""
+    async def _send(self, series: list[rw.Series], refused: list[str], budget: list[int]) -> int:
+        """Post ``series``; when Prometheus refuses samples, bisect (within ``budget`` requests) to
+        write all the others. Refused samples are counted and their reasons put in ``refused``."""
         n = sum(len(s.samples) for s in series)
         if n == 0:
             return 0
+        if budget[0] <= 0:  # out of requests: this part of a refused write is dropped whole
+            refused.append(f"{n} more not tried")
+            self._drop("rejected", n)
+            return 0
+        budget[0] -= 1
         try:
             await self._post(series)
             return n
         except _Refused as e:
             if n == 1:
-                s = series[0]
-                log.warning("metric history: Prometheus refused %s at %d ms: %s", s.labels, s.samples[0][0], e)
-                self._drop("rejected", 1)
+                refused.append(f"{series[0].labels.get('__name__')}: {e}")
+                self._drop("rejected", n)
                 return 0
         if len(series) > 1:
             half = len(series) // 2
@@ -158,7 +171,7 @@ class PrometheusHistory:
         else:
             s, half = series[0], len(series[0].samples) // 2
             parts = [[rw.Series(s.labels, s.samples[:half])], [rw.Series(s.labels, s.samples[half:])]]
-        return await self._send(parts[0]) + await self._send(parts[1])
+        return await self._send(parts[0], refused, budget) + await self._send(parts[1], refused, budget)
 
     async def _post(self, series: list[rw.Series]) -> None:
         try:

@@ -444,7 +444,10 @@ class MonitorService:
             await self._publish_events(cluster, threshold_events, sustained)
         if res.surge is not None:
             await self._publish_surge(res.surge)
-        if self.clock() - self._last_flush >= self.settings.flushIntervalSeconds:
+        # A local file is flushed inline too; a remote history only by the maintenance loop, so a
+        # slow or unreachable Prometheus never delays the answer to a report.
+        if self.settings.historyBackend == "sqlite" and \
+                self.clock() - self._last_flush >= self.settings.flushIntervalSeconds:
             await self.flush()
         self.metrics.ingest_seconds.observe(time.perf_counter() - t0)
         return outcome

@@ -103,6 +103,21 @@ class Flaky(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+async def test_a_wholly_refused_write_costs_a_bounded_number_of_requests(
+        strict_prometheus: PrometheusServer) -> None:
+    dropped: list[tuple[str, int]] = []
+    transport = Flaky(0)
+    async with httpx.AsyncClient(transport=transport) as client:
+        h = PrometheusHistory(strict_prometheus.url, client=client, max_requests=5,
+                              on_drop=lambda reason, n: dropped.append((reason, n)))
+        assert await h.append([("a", WATER_LEVEL, T0, 0.5)]) == 1
+        old = [(f"c{i}", WATER_LEVEL, T0 - 7200 - k, 0.5) for i in range(10) for k in range(20)]
+        calls = transport.calls
+        assert await h.append(old) == 0
+        assert transport.calls - calls <= 5
+        assert sum(n for _, n in dropped) == 200 and {r for r, _ in dropped} == {"rejected"}
+
+
 @pytest.mark.parametrize("status", [None, 404, 503])
 async def test_unreachable_keeps_the_batch_for_the_next_write(prometheus: PrometheusServer,
                                                               run_label: dict[str, str], status: int | None) -> None:
