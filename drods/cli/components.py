@@ -76,12 +76,18 @@ def controllers(
     tls_cert: CertOpt = None,
     tls_key: KeyOpt = None,
     log_level: LogOpt = "info",
+    history_prometheus: Annotated[str | None, typer.Option(
+        "--history-prometheus", help="Metric history in this Prometheus (as the API servers'); pulled reports "
+                                     "are recorded there and forecasts read from it.")] = None,
 ) -> None:
     """Run the controller manager: resource detector, member controllers (propagation, status,
     health, failover, cleanup), monitoring collectors, descheduler, store compactor."""
     from drods.assembly import CONTROLLERS, ComponentSettings
+    from drods.monitor.service import MonitorSettings
 
     settings = ComponentSettings(identity=identity, lease_ttl=lease_ttl)
+    if history_prometheus:
+        settings.monitoring = MonitorSettings.load(data_dir, history_prometheus=history_prometheus)
     run_process("controllers", CONTROLLERS, store, data_dir, settings, host=host, port=port, tls_cert=tls_cert,
                 tls_key=tls_key, log_level=log_level)
 

@@ -24,14 +24,19 @@ DataDir = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", sh
 
 def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
                    tls_key: str | None, jwks_url: str | None = None,
-                   jwt_public_key: Path | None = None):  # type: ignore[no-untyped-def]
+                   jwt_public_key: Path | None = None, history_prometheus: str | None = None):  # type: ignore[no-untyped-def]
     from drods.server import ServerConfig, default_store_url
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
-    return ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
-                        tls_cert=tls_cert, tls_key=tls_key, jwks_url=jwks_url,
-                        rs256_public_key=jwt_public_key.read_text() if jwt_public_key else None)
+    config = ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
+                          tls_cert=tls_cert, tls_key=tls_key, jwks_url=jwks_url,
+                          rs256_public_key=jwt_public_key.read_text() if jwt_public_key else None)
+    if history_prometheus:
+        from drods.monitor.service import MonitorSettings
+
+        config.settings.monitoring = MonitorSettings.load(data_dir, history_prometheus=history_prometheus)
+    return config
 
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
@@ -41,17 +46,22 @@ CertOpt = Annotated[str | None, typer.Option("--tls-cert")]
 KeyOpt = Annotated[str | None, typer.Option("--tls-key")]
 JwksOpt = Annotated[str | None, typer.Option("--jwks-url", help="also accept RS256 tokens signed by this JWKS")]
 PubKeyOpt = Annotated[Path | None, typer.Option("--jwt-public-key", help="also accept RS256 tokens of this PEM key")]
+HistoryPromOpt = Annotated[str | None, typer.Option(
+    "--history-prometheus", help="Keep metric history in this Prometheus (remote-write receiver on), shared by "
+    "every API server; default: the SQLite file in the data dir.")]
 
 
 @app.command()
 def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
           data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
-          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
+          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None,
+          history_prometheus: HistoryPromOpt = None) -> None:
     """Run the whole control plane in one process (API server, scheduler, controllers, monitoring)."""
     from drods.assembly import SERVE
     from drods.server import run
 
-    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key)
+    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key,
+                            history_prometheus)
     config.components = SERVE
     run(config)
 
@@ -59,11 +69,12 @@ def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8
 @app.command()
 def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
               data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
-              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
+              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None,
+              history_prometheus: HistoryPromOpt = None) -> None:
     """Run only the API server with monitoring ingest (stateless; run several over etcd)."""
     from drods.server import run
 
-    run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key))
+    run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key, history_prometheus))
 
 
 @token_app.command("create")

@@ -97,8 +97,12 @@ class MonitorMetrics:
                                   "Accepted reports that left the scheduler-visible status unchanged (no write)",
                                   registry=self.registry)
         self.events = Counter("drods_monitor_events", "Events published, by kind", ["kind"], registry=self.registry)
-        self.samples = Counter("drods_monitor_history_samples", "Raw samples written to the series store",
+        self.samples = Counter("drods_monitor_history_samples", "Raw samples written to metric history",
                                registry=self.registry)
+        self.history_dropped = Counter("drods_monitor_history_samples_dropped",
+                                       "Samples metric history could not keep (rejected: refused by Prometheus, "
+                                       "e.g. too old; overflow: Prometheus unreachable for too long)",
+                                       ["reason"], registry=self.registry)
         self.collect_errors = Counter("drods_monitor_collect_errors", "Pull-collector failures by source",
                                       ["source"], registry=self.registry)
         self.ingest_seconds = Histogram("drods_monitor_ingest_seconds", "Time to ingest one report (incl. writes)",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from drods.monitor.metric_history import MetricHistory
 from drods.monitor.rate_control import StatusDamper
 from drods.monitor.report import (
     CPU_UTILISATION,
@@ -24,7 +25,7 @@ from drods.monitor.report import (
     Source,
     to_epoch,
 )
-from drods.monitor.series import AsyncSeriesStore, Sample, SeriesStore
+from drods.monitor.series import Sample, SeriesStore
 from drods.monitor.surge import SurgeDetector, SurgeSignal
 from drods.monitor.thresholds import (
     SustainedDetector,
@@ -98,7 +99,7 @@ class MonitorPipeline:
         buf = self.take_buffer()
         return self.series.append(buf) if self.series is not None and buf else 0
 
-    async def aflush(self, store: AsyncSeriesStore) -> int:
+    async def aflush(self, store: MetricHistory) -> int:
         buf = self.take_buffer()
         return await store.append(buf) if buf else 0
 

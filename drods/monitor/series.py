@@ -308,7 +308,10 @@ class SeriesStore:
 
 
 class AsyncSeriesStore:
-    """Runs a `SeriesStore` on one dedicated thread so the event loop never blocks on SQLite."""
+    """Runs a `SeriesStore` on one dedicated thread so the event loop never blocks on SQLite
+    (the ``sqlite`` `drods.monitor.metric_history.MetricHistory`)."""
+
+    name = "sqlite"
 
     def __init__(self, store: SeriesStore) -> None:
         self.store = store

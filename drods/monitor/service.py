@@ -10,7 +10,8 @@ or pulled by a collector, goes::
       → /events/thresholds/<cluster>/…, /events/sustained/<cluster>/…   (lease TTL, prefix watch, C3)
       → /status/surge             per-cluster and fleet surge signal for the scheduler's adjuster
       → /history/failures/…       breaches, rejected reports (see `drods.monitor.history`)
-      → series file               raw samples, flushed in batches (SQLite in the data dir)
+      → metric history            raw samples, flushed in batches (`drods.monitor.metric_history`:
+                                  the SQLite series file, or a Prometheus shared by every replica)
 
 Per-process state (normaliser, damper, detectors) is a cache of the store: on the first report of
 a cluster, or when another replica wrote its status since, it is re-seeded from the stored
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.model.keys import (
     FAILURES_PREFIX,
@@ -49,10 +50,12 @@ from drods.monitor.exporter import MonitorMetrics
 from drods.monitor.fleetview import ClusterInfo, FleetView, StatusEntry, decode_cluster, decode_status
 from drods.monitor.forecast import Forecaster
 from drods.monitor.history import HistoryLog
+from drods.monitor.metric_history import Backend, MetricHistory, open_history
 from drods.monitor.pipeline import DEFAULT_RULES, MonitorPipeline
+from drods.monitor.prom_history import check_labels
 from drods.monitor.rate_control import RateController, StatusDamper, with_min_interval
 from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, Source, iso
-from drods.monitor.series import DEFAULT_PROMQL, AsyncSeriesStore, Point, PrometheusSeriesReader, SeriesStore
+from drods.monitor.series import DEFAULT_PROMQL, Point, PrometheusSeriesReader
 from drods.monitor.statusdoc import build_doc, comparable, parse_time
 from drods.monitor.surge import SurgeSignal
 from drods.monitor.thresholds import (
@@ -83,7 +86,12 @@ class MonitorSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    historyPath: str | None = None  # default: <data dir>/history.db
+    historyPath: str | None = None  # sqlite backend; default: <data dir>/history.db
+    # Metric history backend (`drods.monitor.metric_history`): "sqlite" for one process, "prometheus"
+    # (remote-write in, PromQL out) so every API server reads and writes the same history.
+    historyBackend: Backend = "sqlite"
+    historyPrometheusUrl: str | None = None  # required with historyBackend: prometheus
+    historyPrometheusLabels: dict[str, str] = Field(default_factory=dict)  # added to every history series
     heartbeatSeconds: float = Field(default=60.0, gt=0)
     activeMaxAgeSeconds: float = Field(default=150.0, gt=0)  # > heartbeat + report interval
     staleAfterSeconds: float = Field(default=180.0, gt=0)
@@ -118,12 +126,22 @@ class MonitorSettings(BaseModel):
     historyPromql: dict[str, str] = Field(default_factory=dict)  # range templates by metric (overrides)
     autoops: AutoOpsPolicy = Field(default_factory=AutoOpsPolicy)
 
+    @model_validator(mode="after")
+    def _history_backend(self) -> MonitorSettings:
+        if self.historyBackend == "prometheus" and not self.historyPrometheusUrl:
+            raise ValueError("historyBackend prometheus needs historyPrometheusUrl")
+        check_labels(self.historyPrometheusLabels)
+        return self
+
     @classmethod
-    def load(cls, data_dir: Path) -> MonitorSettings:
+    def load(cls, data_dir: Path, *, history_prometheus: str | None = None) -> MonitorSettings:
+        """``<data dir>/monitor.yaml`` (or defaults); ``history_prometheus`` (``--history-prometheus``)
+        selects the Prometheus history backend at that URL."""
         path = data_dir / "monitor.yaml"
-        if not path.exists():
-            return cls()
-        return cls.model_validate(yaml.safe_load(path.read_text()) or {})
+        doc = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+        if history_prometheus:
+            doc = {**doc, "historyBackend": "prometheus", "historyPrometheusUrl": history_prometheus}
+        return cls.model_validate(doc)
 
 
 @dataclass(slots=True)
@@ -235,7 +253,8 @@ def _ns(ts: float) -> str:
 
 class HistoryReader:
     """`SeriesReader` for history and forecasting: the cluster's Prometheus when its object names
-    one (spec.prometheus) and a range template exists for the metric, else the local series file."""
+    one (spec.prometheus) and a range template exists for the metric, else the control plane's own
+    metric history ("local": the series file or the shared Prometheus, per ``historyBackend``)."""
 
     def __init__(self, service: MonitorService) -> None:
         self.service = service
@@ -300,7 +319,7 @@ class MonitorService:
         self.leases = LeasePool(store, s.eventTtlSeconds, clock)
         self.history = HistoryReader(self)
         self.forecaster = Forecaster(self.history, clock=clock, refit_every_s=s.forecastRefitSeconds)
-        self._series: AsyncSeriesStore | None = None
+        self._series: MetricHistory | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._known_rev: dict[str, int] = {}  # revision of the status doc our state reflects
         self._last_view: dict[str, dict[str, Any]] = {}
@@ -326,18 +345,21 @@ class MonitorService:
             await self.fleet.start()
             self._started = True
 
-    async def series(self) -> AsyncSeriesStore:
+    async def series(self) -> MetricHistory:
+        """The metric history backend the settings choose (opened on first use)."""
         if self._closed:
             raise RuntimeError("monitoring is shut down")
         if self._series is None:
-            path = Path(self.settings.historyPath) if self.settings.historyPath else self.data_dir / "history.db"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            store = await asyncio.to_thread(SeriesStore, path, clock=self.clock,
-                                            grace_s=int(max(300.0, self.settings.staleAfterSeconds)))
+            s = self.settings
+            history = await open_history(
+                s.historyBackend, path=Path(s.historyPath) if s.historyPath else self.data_dir / "history.db",
+                prometheus_url=s.historyPrometheusUrl, labels=s.historyPrometheusLabels, clock=self.clock,
+                grace_s=int(max(300.0, s.staleAfterSeconds)),
+                on_drop=lambda reason, n: self.metrics.history_dropped.labels(reason).inc(n))
             if self._series is None:
-                self._series = AsyncSeriesStore(store)
+                self._series = history
             else:
-                store.close()
+                await history.close()
         return self._series
 
     async def close(self) -> None:
@@ -422,7 +444,10 @@ class MonitorService:
             await self._publish_events(cluster, threshold_events, sustained)
         if res.surge is not None:
             await self._publish_surge(res.surge)
-        if self.clock() - self._last_flush >= self.settings.flushIntervalSeconds:
+        # A local file is flushed inline too; a remote history only by the maintenance loop, so a
+        # slow or unreachable Prometheus never delays the answer to a report.
+        if self.settings.historyBackend == "sqlite" and \
+                self.clock() - self._last_flush >= self.settings.flushIntervalSeconds:
             await self.flush()
         self.metrics.ingest_seconds.observe(time.perf_counter() - t0)
         return outcome
@@ -627,7 +652,7 @@ class MonitorService:
     # -- maintenance -------------------------------------------------------------------------
 
     async def flush(self, *, force: bool = False) -> int:
-        """Write buffered raw samples to the series file (one transaction)."""
+        """Write buffered raw samples to metric history (one transaction / one remote write)."""
         if self._closed or (self._flush_lock.locked() and not force):
             return 0
         async with self._flush_lock:

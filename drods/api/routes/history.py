@@ -3,9 +3,10 @@
 (``/api/v1/history/schedules`` belongs to the scheduler and lives with it.)
 
 * ``GET /api/v1/history/metrics?cluster=&metric=&startTime=&endTime=&step=`` — averages per step
-  from the series file, or from the cluster's Prometheus when its object sets ``spec.prometheus``
-  (``source=auto|local|prometheus``). Times are RFC 3339; ``step`` is ``30s``, ``5m``, ``1h``, ``1d``
-  or seconds; defaults: the last hour, a step giving at most ~500 points.
+  from the control plane's metric history (``local``: the SQLite series file, or the Prometheus every
+  replica shares, see `drods.monitor.metric_history`), or from the cluster's own Prometheus when its
+  object sets ``spec.prometheus`` (``source=auto|local|prometheus``). Times are RFC 3339; ``step``
+  is ``30s``, ``5m``, ``1h``, ``1d`` or seconds; defaults: the last hour, a step giving at most ~500 points.
 * ``GET /api/v1/history/failures?startTime=&endTime=&maxEntries=100`` — the failure log, newest
   first (entry shape in `drods.monitor.history`); ``kind`` and ``cluster`` filter it.
 """
