@@ -155,11 +155,13 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         manager.add_leader("resource-detector", lambda lead: ResourceDetector(lead.registry, **informers))
 
     if Component.MEMBERS in chosen:
+        assert monitor is not None  # MEMBERS is in _NEEDS_MONITOR
+        members_monitor = monitor
         members_settings = s.members or MemberSettings.load(data_dir)
         member_informers = MemberInformers.of(manager)
 
         def member_controllers(lead: Leadership) -> MemberControllers:
-            plane.members = MemberControllers(lead, member_informers, members_settings, monitor,
+            plane.members = MemberControllers(lead, member_informers, members_settings, members_monitor,
                                               Rescheduler(lead.registry))
             return plane.members
 

@@ -91,7 +91,6 @@ def _int(obj: Obj, path: str, default: int = 0) -> int:
     return value if isinstance(value, int) else default
 
 
-parse_time = parse_datetime
 
 
 def human_duration(seconds: float) -> str:
@@ -123,7 +122,7 @@ def human_duration(seconds: float) -> str:
 
 
 def since(text: Any) -> str:
-    then = parse_time(text)
+    then = parse_datetime(text)
     if then is None:
         return "<unknown>"
     return human_duration((datetime.now(UTC) - then).total_seconds())
@@ -276,7 +275,7 @@ def _pod_summary(pod: Obj) -> tuple[str, str, str]:
             reason = "SchedulingGated"
 
     def later(a: datetime | None, cs: Obj) -> datetime | None:
-        finished = parse_time(((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt"))
+        finished = parse_datetime(((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt"))
         return finished if finished and (a is None or finished > a) else a
 
     initializing = False
@@ -424,10 +423,10 @@ def _job_completions(job: Obj) -> str:
 
 
 def _job_duration(job: Obj) -> str | None:
-    started = parse_time(_get(job, "status.startTime"))
+    started = parse_datetime(_get(job, "status.startTime"))
     if started is None:
         return None
-    finished = parse_time(_get(job, "status.completionTime")) or datetime.now(UTC)
+    finished = parse_datetime(_get(job, "status.completionTime")) or datetime.now(UTC)
     return human_duration((finished - started).total_seconds())
 
 

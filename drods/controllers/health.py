@@ -86,9 +86,9 @@ def resource_summary(s: ClusterSummary) -> Obj:
 
 
 class ClusterHealth:
-    def __init__(self, fleet: MemberFleet, settings: MemberSettings, monitor: MonitorService | None, *,
+    def __init__(self, fleet: MemberFleet, settings: MemberSettings, monitor: MonitorService, *,
                  clock: Callable[[], float] = time.time) -> None:
-        """``monitor``: where member summaries go as status reports (None: straight to the status key)."""
+        """``monitor``: where member summaries go, as status reports."""
         self.fleet = fleet
         self.settings = settings
         self.monitor = monitor
@@ -194,16 +194,12 @@ class ClusterHealth:
         await self._feed(name, st.summary)
 
     async def _feed(self, name: str, summary: ClusterSummary) -> None:
-        """The summary as this cluster's status: through monitoring when it is there."""
-        report = report_from_summary(name, summary, self.clock())
-        if self.monitor is not None:
-            from drods.monitor.report import MetricsReport
+        """The summary as this cluster's status, through monitoring's pipeline (one status document shape)."""
+        from drods.monitor.report import MetricsReport
 
-            await self.monitor.start()
-            await self.monitor.ingest(MetricsReport.model_validate(report), source="kubernetes")
-            return
-        doc = {"status": summary.status, "report": report, "publishedAt": rfc3339(self.clock())}
-        await self.fleet.store.put(f"{STATUS_PREFIX}{name}", json.dumps(doc).encode())
+        report = report_from_summary(name, summary, self.clock())
+        await self.monitor.start()
+        await self.monitor.ingest(MetricsReport.model_validate(report), source="kubernetes")
 
     async def _last_report(self, name: str) -> float | None:
         times: list[float] = []

@@ -35,7 +35,7 @@ LEASE = "member-controllers"
 
 class MemberControllers:
     def __init__(self, lead: Leadership, informers: MemberInformers, settings: MemberSettings,
-                 monitor: MonitorService | None, rescheduler: Rescheduler) -> None:
+                 monitor: MonitorService, rescheduler: Rescheduler) -> None:
         self.lead = lead
         self.informers = informers
         self.settings = settings

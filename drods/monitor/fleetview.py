@@ -20,9 +20,10 @@ from typing import Any
 from drods.machinery.informer import Informer
 from drods.model.keys import STATUS_PREFIX, SURGE_KEY
 from drods.model.kinds import CLUSTER
+from drods.model.timefmt import parse_rfc3339
 from drods.monitor.fleet import RealtimeSnapshot, realtime
 from drods.monitor.report import NormalisedStatus
-from drods.monitor.statusdoc import parse_time, status_from_dict
+from drods.monitor.statusdoc import status_from_dict
 from drods.store import KeyValue, Store
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def decode_status(kv: KeyValue) -> StatusEntry | None:
     name = kv.key[len(STATUS_PREFIX):]
     observed = doc.get("observed")
     status = status_from_dict(observed) if isinstance(observed, dict) else None
-    published = parse_time(doc.get("publishedAt"))
+    published = parse_rfc3339(doc.get("publishedAt"))
     if published is None:
         published = status.received_ts if status is not None else 0.0
     return StatusEntry(name, kv.mod_revision, doc, status, published)

@@ -44,6 +44,7 @@ from drods.model.keys import (
     status_key,
 )
 from drods.model.kinds import CLUSTER
+from drods.model.timefmt import parse_rfc3339
 from drods.monitor import report as r
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.exporter import MonitorMetrics
@@ -56,7 +57,7 @@ from drods.monitor.prom_history import check_labels
 from drods.monitor.rate_control import RateController, StatusDamper, with_min_interval
 from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, Source, iso
 from drods.monitor.series import DEFAULT_PROMQL, Point, PrometheusSeriesReader
-from drods.monitor.statusdoc import build_doc, comparable, parse_time
+from drods.monitor.statusdoc import build_doc, comparable
 from drods.monitor.surge import SurgeSignal
 from drods.monitor.thresholds import (
     SustainedDetector,
@@ -705,7 +706,7 @@ class MonitorService:
 def _ready_transition(info: ClusterInfo) -> float | None:
     for cond in _conditions(info):
         if cond.get("type") == "Ready":
-            return parse_time(cond.get("lastTransitionTime"))
+            return parse_rfc3339(cond.get("lastTransitionTime"))
     return None
 
 

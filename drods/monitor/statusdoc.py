@@ -107,13 +107,12 @@ def comparable(view: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in view.items() if k not in _VOLATILE}
 
 
-parse_time = parse_rfc3339
 
 
 def _leaf(d: Any) -> Measured | None:
     if not isinstance(d, Mapping):
         return None
-    v, ts = d.get("value"), parse_time(d.get("timestamp"))
+    v, ts = d.get("value"), parse_rfc3339(d.get("timestamp"))
     if isinstance(v, bool) or not isinstance(v, int | float) or ts is None or not math.isfinite(v):
         return None
     src = d.get("source")
@@ -122,7 +121,7 @@ def _leaf(d: Any) -> Measured | None:
 
 def status_from_dict(d: Mapping[str, Any]) -> NormalisedStatus | None:
     """Inverse of `NormalisedStatus.to_dict` (None when the document is not one)."""
-    cluster, ts = d.get("cluster"), parse_time(d.get("timestamp"))
+    cluster, ts = d.get("cluster"), parse_rfc3339(d.get("timestamp"))
     if not isinstance(cluster, str) or ts is None:
         return None
     values: dict[str, Measured] = {}
@@ -153,7 +152,7 @@ def status_from_dict(d: Mapping[str, Any]) -> NormalisedStatus | None:
     return NormalisedStatus(
         cluster=cluster,
         ts=ts,
-        received_ts=parse_time(d.get("receivedAt")) or ts,
+        received_ts=parse_rfc3339(d.get("receivedAt")) or ts,
         source=src if src in _SOURCES else "push",
         values=values,
         clock_skew_clamped=bool(d.get("clockSkewClamped")),

@@ -12,11 +12,11 @@ import time
 import zlib
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from drods.errors import ApiError
 from drods.model.kinds import Kind
+from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.sim import kinds as K
 from drods.sim import workloads as W
 from drods.sim.config import ANN_RUN_SECONDS, PRELOAD_NAMESPACE, SimConfig
@@ -35,17 +35,6 @@ MANAGED_OWNERS = {"Deployment": K.DEPLOYMENT, "StatefulSet": K.STATEFUL_SET, "Da
                   "Job": K.JOB}
 
 
-def rfc3339(ts: float | None = None) -> str:
-    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -279,7 +268,7 @@ class SimController:
                 started = now
                 new_status = self._running_status(pod, node, started, ready=self.cfg.startup_seconds <= 0)
             else:
-                started = parse_time(status.get("startTime")) or now
+                started = parse_rfc3339(status.get("startTime")) or now
                 new_status = status
                 ready_at = started + self.cfg.startup_seconds
                 if not W.is_ready(pod):

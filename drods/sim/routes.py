@@ -22,8 +22,8 @@ from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
 from drods.members.quantity import format_memory, format_nanocores
 from drods.model.kinds import Kind
+from drods.model.timefmt import rfc3339
 from drods.sim import kinds as K
-from drods.sim.controller import rfc3339
 from drods.sim.resources import Resources
 from drods.sim.usage import pod_usage
 
