@@ -199,3 +199,19 @@ def test_dispenser_take_by_weight(new: int, want: dict[str, int]) -> None:
     snap = fleet(dict.fromkeys("ABC"))
     r = schedule(snap, 6 + new, rs=static({"A": 1, "B": 2, "C": 3}), current={"A": 1, "B": 2, "C": 3})
     assert placed(r) == want
+
+
+def test_static_weights_are_capped_by_what_fits() -> None:
+    """Karmada divides static weights without looking at room (5:5); DRO-DS never places more than
+    fits a cluster and gives the rest to the others by the same weights."""
+    differs("D4")
+    r = schedule(fleet({"member1": 2, "member2": None}), 10, rs=static({"member1": 1, "member2": 1}))
+    assert placed(r) == {"member1": 2, "member2": 8} and not r.partial
+
+
+def test_no_replica_scheduling_means_water_level_division() -> None:
+    """Karmada treats a placement without ``replicaScheduling`` as Duplicated (4 on each);
+    DRO-DS divides the 4 replicas by water level."""
+    differs("D3")
+    r = schedule(fleet({"member1": None, "member2": None}), 4)
+    assert r.division == "WaterLevel" and r.placed == 4 and sum(placed(r).values()) == 4
