@@ -45,26 +45,40 @@ def _top_sum(values: FloatArr, r: int) -> float:
 def pick(size: FloatArr, forced: int, most: int, least: int, need: float) -> IntArr | None:
     """Positions (into the best-first ``size`` array) of the best-ranked selection of at most
     ``most`` and at least ``least`` entries whose sizes add up to ``need``; the first ``forced``
-    entries are always taken. ``None`` when no selection can."""
+    entries are always taken. ``None`` when no selection can.
+
+    Greedy, best first: take an entry whenever the rest can still complete the selection. Each
+    step finds the next entry to take in one array pass: with ``r`` more entries to take after it
+    and ``Q`` the ``r + 1`` largest remaining, the earliest member of ``Q`` always works, and an
+    entry before it works exactly when its size reaches ``need - have - (ΣQ - min Q)``.
+    """
     n = size.size
     most = min(most, n)
     forced = min(forced, most)
-    if least > most or _top_sum(size[forced:], most - forced) + float(size[:forced].sum()) < need:
+    if least > most or float(size[:forced].sum()) + _top_sum(size[forced:], most - forced) < need:
         return None
-    head = np.arange(most, dtype=np.intp)
     if float(size[:most].sum()) >= need:  # fast path: the best ``most`` already work
-        return head
+        return np.arange(most, dtype=np.intp)
     chosen = list(range(forced))
     have = float(size[:forced].sum())
-    for i in range(forced, n):
-        slots = most - len(chosen)
-        if slots == 0:
+    start = forced
+    while len(chosen) < most and start < n:
+        short = need - have
+        r = most - len(chosen) - 1
+        if short <= 0:  # met: the next best fill the remaining slots
+            chosen.extend(range(start, min(n, start + r + 1)))
             break
-        rest = size[i + 1:]
-        short = max(0, least - len(chosen) - 1)
-        if slots - 1 >= short and rest.size >= short and have + size[i] + _top_sum(rest, slots - 1) >= need:
-            chosen.append(i)
-            have += float(size[i])
+        rest = size[start:]
+        if rest.size <= r + 1:
+            i = 0
+        else:
+            top = np.argpartition(-rest, r)[: r + 1]
+            q = int(top.min())
+            enough = np.flatnonzero(rest[:q] >= short - float(rest[top].sum()) + float(rest[top].min()))
+            i = int(enough[0]) if enough.size else q
+        chosen.append(start + i)
+        have += float(rest[i])
+        start += i + 1
     return np.asarray(chosen, dtype=np.intp)
 
 

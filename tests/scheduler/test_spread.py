@@ -58,6 +58,41 @@ def test_cluster_selection_swaps_for_capacity_and_places_what_fits() -> None:
     assert r.partial and r.placed == 140 and set(r.placement_dict()) == {"m2", "m3"}
 
 
+def _pick_reference(size: np.ndarray, forced: int, most: int, least: int, need: float) -> list[int] | None:
+    """The greedy spelt out: walk best first, take an entry when some completion still works."""
+    n = size.size
+    most = min(most, n)
+    forced = min(forced, most)
+
+    def works(chosen: list[int], nxt: int) -> bool:  # can chosen ∪ (a subset of [nxt:]) meet both bounds?
+        rest = sorted(size[nxt:].tolist(), reverse=True)
+        slots = most - len(chosen)
+        if slots < 0 or len(chosen) + len(rest) < least:
+            return False
+        return float(size[chosen].sum()) + sum(rest[:slots]) >= need and slots >= least - len(chosen)
+
+    chosen = list(range(forced))
+    if not works(chosen, forced):
+        return None
+    for i in range(forced, n):
+        if len(chosen) < most and works([*chosen, i], i + 1):
+            chosen.append(i)
+    return chosen
+
+
+@settings(max_examples=400, deadline=None)
+@given(size=st.lists(st.integers(0, 12).map(float), min_size=1, max_size=10), data=st.data())
+def test_pick_is_the_best_ranked_selection_that_works(size: list[float], data: st.DataObject) -> None:
+    arr = np.asarray(size)
+    most = data.draw(st.integers(1, len(size) + 1))
+    least = data.draw(st.integers(0, most))
+    forced = data.draw(st.integers(0, min(most, len(size))))
+    need = float(data.draw(st.integers(0, int(arr.sum()) + 3)))
+    got = pick(arr, forced, most, least, need)
+    want = _pick_reference(arr, forced, most, least, need)
+    assert (None if got is None else got.tolist()) == want
+
+
 @settings(max_examples=120, deadline=None)
 @given(
     regions=st.lists(st.integers(1, 3), min_size=1, max_size=4),
