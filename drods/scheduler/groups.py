@@ -5,7 +5,9 @@ Every constraint is satisfied together, or the task is refused with the reason:
 * a group constraint (by region, zone, provider, city or label) keeps between ``minGroups`` and
   ``maxGroups`` groups, chosen best group first (a group ranks by its best cluster), but only
   while the groups kept can still hold the ``minGroups`` clusters the cluster constraint asks
-  for — a better group with too few clusters is passed over for one with enough;
+  for — a better group with too few clusters is passed over for one with enough; when the best
+  such groups cannot hold the replicas (Divided) and others that also have the clusters can,
+  those are taken instead;
 * the cluster constraint keeps at most ``maxGroups`` clusters, best first, but swaps a cluster
   for a bigger one when the best ones cannot hold the replicas (Divided) — as many as the
   ``maxGroups`` biggest could hold, if none can hold them all (DRO-DS then places what fits);
@@ -99,6 +101,7 @@ def select_spread(info: TaskInfo, snap: Snapshot, cand: IntArr, prefer: FloatArr
     problems: list[str] = []
     order = np.argsort(-prefer, kind="stable")
     by_cluster = [c for c in info.spread if _by_cluster(c)]
+    holds = info.division not in ("Duplicated", "StaticWeight") and bool(np.isfinite(caps).all())
     need_clusters = max((c.minGroups or 0 for c in by_cluster), default=0)
     for c in info.spread:
         if _by_cluster(c):
@@ -106,12 +109,25 @@ def select_spread(info: TaskInfo, snap: Snapshot, cand: IntArr, prefer: FloatArr
         by = c.spreadByLabel if c.spreadByLabel is not None else str(c.spreadByField)
         codes = snap.group_codes(c.spreadByField, c.spreadByLabel)[cand]
         live = order[keep[order]]
-        uniq, first, counts = np.unique(codes[live], return_index=True, return_counts=True)
+        uniq, first, inv, counts = np.unique(codes[live], return_index=True, return_inverse=True,
+                                             return_counts=True)
         rank = np.argsort(first, kind="stable")
         groups = uniq[rank]
         sizes: FloatArr = counts[rank].astype(np.float64)
         most = c.maxGroups or groups.size
-        got = pick(sizes, 0, most, c.minGroups or 0, float(need_clusters))
+        least = c.minGroups or 0
+        got = pick(sizes, 0, most, least, float(need_clusters))
+        if got is not None and holds and most < groups.size:
+            # prefer groups that hold the replicas when the best ones cannot, as for clusters
+            where = np.empty(groups.size, dtype=np.intp)
+            where[rank] = np.arange(groups.size)
+            room: FloatArr = np.bincount(where[inv.ravel()], minlength=groups.size,
+                                         weights=np.minimum(caps[live], float(info.replicas))).astype(np.float64)
+            if float(room[got].sum()) < info.replicas:
+                alt = pick(room, 0, most, least, min(float(info.replicas), _top_sum(room, most)))
+                if (alt is not None and float(sizes[alt].sum()) >= need_clusters
+                        and float(room[alt].sum()) > float(room[got].sum())):
+                    got = alt
         if got is None:
             problems.append(
                 f"spread by {by}: no {min(most, groups.size)} of the {groups.size} {by} groups hold the "
@@ -135,7 +151,7 @@ def select_spread(info: TaskInfo, snap: Snapshot, cand: IntArr, prefer: FloatArr
         if info.division == "Duplicated":  # clusters that hold every replica first
             rest = rest[np.argsort(caps[rest] < info.replicas, kind="stable")]
         ranked = np.concatenate((np.asarray(req, dtype=np.intp), rest))
-        if info.division in ("Duplicated", "StaticWeight") or not np.isfinite(caps[ranked]).all():
+        if not holds:
             size = np.zeros(ranked.size)
             need = 0.0
         else:

@@ -120,3 +120,16 @@ def test_constraints_met_together_or_refused(regions: list[int], rmin: int, rmax
         assert r.placed == 40
     else:
         assert r.message
+
+
+def test_region_swapped_for_one_that_holds_the_replicas() -> None:
+    # r1's cluster is the best scored (idle) but holds 10; r2's holds 100
+    snap = Snapshot()
+    add(snap, "a1", region="r1", st=status(pods={"capacity": 10, "used": 0}))
+    add(snap, "b1", region="r2", st=status(cpu_used=40, pods={"capacity": 100, "used": 0}))
+    pl = Placement(spreadConstraints=[SpreadConstraint(spreadByField="region", maxGroups=1, minGroups=1)],
+                   replicaScheduling=ReplicaScheduling(replicaDivisionPreference="Aggregated"))
+    small = Scheduler(rng_seed=0).schedule(task(replicas=8, cpu=0, mem=0, placement=pl), snap)
+    assert small.placement_dict() == {"a1": 8}  # the best region when it holds them
+    big = Scheduler(rng_seed=0).schedule(task(replicas=50, cpu=0, mem=0, placement=pl), snap)
+    assert big.placement_dict() == {"b1": 50} and not big.partial
