@@ -136,9 +136,8 @@ def select_spread(info: TaskInfo, snap: Snapshot, cand: IntArr, prefer: FloatArr
             continue
         chosen = groups[got]
         keep &= np.isin(codes, chosen)
-        if c.minGroups:
-            for gc in chosen[: c.minGroups].tolist():
-                required.append(int(live[codes[live] == gc][0]))
+        if c.minGroups:  # the best cluster of each of the first minGroups groups
+            required.extend(live[first[rank[got[: c.minGroups]]]].tolist())
     for c in by_cluster:
         live = order[keep[order]]
         req = list(dict.fromkeys(p for p in required if keep[p]))
