@@ -13,7 +13,7 @@ Public API::
 from __future__ import annotations
 
 from drods.scheduler.adjuster import Adjuster, AdjusterConfig, Adjustment
-from drods.scheduler.divide import DivisionInput, divide, fill_in_order, webster
+from drods.scheduler.divide import DivisionInput, aggregate, divide, webster
 from drods.scheduler.framework import Scheduler, ScheduleResult, summarize
 from drods.scheduler.profile import Profile, ProfileError, ProfileSpec
 from drods.scheduler.registry import ENTRY_POINT_GROUP, load_entry_points, register
@@ -23,6 +23,6 @@ from drods.scheduler.task import Task, TaskInfo, analyse
 __all__ = [
     "ENTRY_POINT_GROUP", "Adjuster", "AdjusterConfig", "Adjustment", "DivisionInput", "Profile",
     "ProfileError", "ProfileSpec", "ScheduleResult", "Scheduler",
-    "Snapshot", "Task", "TaskInfo", "analyse", "divide", "fill_in_order", "load_entry_points",
+    "Snapshot", "Task", "TaskInfo", "aggregate", "analyse", "divide", "load_entry_points",
     "parse_status", "register", "requirement_vector", "summarize", "webster",
 ]

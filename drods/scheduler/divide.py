@@ -8,10 +8,21 @@ makes the sum right. Properties this module guarantees (and the property tests c
 * never more on a cluster than its cap (what fits); when caps bite the surplus is redistributed
   to the others by the same rule, and the total placed is ``min(requested, Σ caps)``;
 * house-monotone: raising the total never lowers any cluster (no Alabama paradox, issue 6735);
-* stable: given the current placement, scale-up only *adds* seats by Webster priority
-  ``w/(s+0.5)`` and scale-down only *removes* by reverse priority ``w/(s-0.5)`` — the cluster most
-  over its weighted share first, ties to the lowest weight; nothing else moves;
+* stable: given the current placement, scale-up only *adds* seats and scale-down only *removes*
+  seats; nothing else moves;
+* one tie rule on every path. Seats are ranked by their signpost ``w/(k+0.5)`` (k = seats the
+  cluster holds before this one); an exact tie goes to the cluster with *fewer* seats, then to
+  the preferred one. Adding takes the best-ranked free seats, removing gives back the worst-ranked
+  held ones (so on a tie the cluster with *more* seats loses, then the least preferred). A
+  division from scratch, an incremental one and a scale-down from a larger division therefore
+  all give the same answer — Karmada's "round 6" of the Sainte-Laguë example is 2:2:1:1 either way;
 * clusters with weight 0 never receive new replicas (and lose theirs first on scale-down).
+
+Aggregated (and the pack end of the water-level blend) uses the fewest clusters that hold the
+replicas — clusters already used first, then the most room — and divides among them in
+proportion to their room, so no cluster is filled to the brim while another idles; a
+scale-down keeps the fewest clusters that already hold the new count (largest first) and
+empties the others instead of trimming them all.
 
 Large gaps are closed by a vectorised divisor search and the last few seats greedily, so a
 division over 10,000 clusters costs a handful of array passes.
@@ -171,8 +182,8 @@ def _remove(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> None:
 
 
 def _remove_bottom(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> None:
-    """Take back the ``d`` lowest signposts w/(s-k-0.5), vectorised; ties: lowest weight, most
-    seats, then the least preferred cluster."""
+    """Take back the ``d`` lowest signposts w/(s-k-0.5), vectorised; ties: the cluster with more
+    seats, then the least preferred one (exactly the reverse of ``_add_top``)."""
     rows = np.flatnonzero(s > 0)
     if rows.size == 0:
         return
@@ -192,7 +203,7 @@ def _remove_bottom(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> N
         tied = np.flatnonzero(np.abs(flat - thr) <= tol)
         r = tied // d
         pref = prefer[rows][r] if prefer is not None else -rows[r].astype(np.float64)
-        order = np.lexsort((pref, -seat.ravel()[tied], w[rows][r]))
+        order = np.lexsort((-tied, pref, -seat.ravel()[tied]))
         chosen = np.concatenate((chosen, tied[order[:need]]))
     np.subtract.at(s, rows[chosen // d], 1)
 
@@ -235,26 +246,6 @@ def webster(
     return s
 
 
-def fill_in_order(total: int, caps: FloatArr, order: IntArr, *, initial: IntArr | None = None) -> IntArr:
-    """Aggregated division: fill clusters to their cap in ``order``; scale-down empties the last first."""
-    cap = np.floor(np.asarray(caps, dtype=np.float64))
-    s = np.zeros(cap.size, dtype=np.intp) if initial is None else np.asarray(initial, dtype=np.intp).copy()
-    d = total - int(s.sum())
-    if d > 0:
-        room = np.maximum(cap[order] - s[order], 0.0)
-        before = np.concatenate(([0.0], np.cumsum(room)[:-1]))
-        take = np.clip(d - before, 0.0, room)
-        s[order] += _as_int(take)
-    elif d < 0:
-        rev = order[::-1]
-        have = s[rev].astype(np.float64)
-        before = np.concatenate(([0.0], np.cumsum(have)[:-1]))
-        take = np.clip(-d - before, 0.0, have)
-        s[rev] -= _as_int(take)
-        # clusters not in ``order`` (no longer candidates) are emptied by the caller
-    return s
-
-
 @dataclass(slots=True)
 class DivisionInput:
     """Candidate-local arrays (length m) describing one division problem."""
@@ -271,10 +262,51 @@ class DivisionInput:
     keep_existing: bool = True
 
 
-def pack_order(inp: DivisionInput) -> IntArr:
-    """Fewest clusters first: already used, then most capacity (capped at the request), then score."""
-    eff = np.minimum(inp.caps, float(max(inp.total, 1)))
-    return np.lexsort((-inp.prefer, -inp.scores, -eff, -(inp.existing > 0).astype(np.float64))).astype(np.intp)
+def aggregate(
+    total: int,
+    caps: FloatArr,
+    *,
+    initial: IntArr | None = None,
+    used: BoolArr | None = None,
+    scores: FloatArr | None = None,
+    prefer: FloatArr | None = None,
+) -> IntArr:
+    """Aggregated division: the fewest clusters that hold ``total``, divided in proportion to room.
+
+    Scale-up (or from scratch) orders clusters already ``used`` (or holding ``initial`` replicas)
+    first, then by room (capped at the replicas still needed, so every cluster that can take them
+    all ties and the score decides), then ``scores``, then ``prefer``; takes the shortest prefix
+    whose room holds the new replicas and divides them by Webster with weights = room. Scale-down
+    keeps the fewest clusters (most replicas first) that already hold ``total`` and divides it in
+    proportion to what they hold — the others are emptied. Returns ``min(total, reachable)`` seats.
+    """
+    cap = np.floor(np.asarray(caps, dtype=np.float64))
+    m = cap.size
+    s = np.zeros(m, dtype=np.intp) if initial is None else np.asarray(initial, dtype=np.intp).copy()
+    pref = np.zeros(m) if prefer is None else np.asarray(prefer, dtype=np.float64)
+    d = total - int(s.sum())
+    if d > 0:
+        room = np.minimum(np.maximum(cap - s, 0.0), float(d))
+        first = (s > 0) if used is None else (np.asarray(used, dtype=bool) | (s > 0))
+        sc = np.zeros(m) if scores is None else np.asarray(scores, dtype=np.float64)
+        order = np.lexsort((-pref, -sc, -room, -first.astype(np.float64)))
+        order = order[room[order] > 0]
+        if order.size == 0:
+            return s
+        k = int(np.searchsorted(np.cumsum(room[order]), float(d) - 0.5)) + 1
+        take = order[:k]
+        s[take] += webster(d, room[take], room[take], prefer=pref[take])
+    elif d < 0:
+        held = np.flatnonzero(s > 0)
+        order = held[np.lexsort((-pref[held], -s[held]))]
+        k = int(np.searchsorted(np.cumsum(s[order]), float(total) - 0.5)) + 1 if total > 0 else 0
+        keep = order[:k]
+        out = np.zeros(m, dtype=np.intp)
+        if keep.size:
+            w = s[keep].astype(np.float64)
+            out[keep] = webster(total, w, w, prefer=pref[keep])
+        s = out
+    return s
 
 
 def divide(inp: DivisionInput) -> IntArr:
@@ -297,7 +329,7 @@ def divide(inp: DivisionInput) -> IntArr:
         ok = inp.required[caps[inp.required] >= 1][:total]
         init[ok] = 1
     if inp.kind == "Aggregated":
-        return fill_in_order(total, caps, pack_order(inp), initial=init)
+        return aggregate(total, caps, initial=init, used=inp.existing > 0, scores=inp.scores, prefer=inp.prefer)
     finite = np.isfinite(caps)
     if inp.kind == "StaticWeight":
         w = inp.static_weights if inp.static_weights is not None else np.ones(m)
@@ -312,13 +344,14 @@ def divide(inp: DivisionInput) -> IntArr:
     fresh = init is None or not init.any()
     if sigma >= 1.0 and fresh:
         return webster(total, w_spread, caps, prefer=inp.prefer)
+    pack = aggregate(total, caps, used=inp.existing > 0, scores=inp.scores, prefer=inp.prefer)
     if sigma <= 0.0 and fresh:
-        return fill_in_order(total, caps, pack_order(inp))
+        return pack
     # one apportionment over the blended shares: σ·(spread quota) + (1-σ)·(pack allocation)
     blend = np.zeros(m)
     wsum = float(w_spread.sum())
     if sigma > 0 and wsum > 0:  # no cluster with room: nothing to spread over
         blend += (sigma * total / wsum) * w_spread
     if sigma < 1:
-        blend += (1.0 - sigma) * fill_in_order(total, caps, pack_order(inp))
+        blend += (1.0 - sigma) * pack
     return webster(total, blend, caps, initial=init, prefer=inp.prefer)

@@ -7,8 +7,9 @@ weights, timings — is in the result so ``history/schedules`` can explain it.
 
 Selection (S6): candidates are ranked by total score (weighted mean of the enabled score plugins,
 0..100); exact ties are broken by a seedable RNG. Clusters already hosting the workload rank
-first among equals. Spread constraints choose at most ``maxGroups`` groups by their best member
-and guarantee one replica in each of the first ``minGroups`` groups when replicas allow.
+first among equals. Spread constraints choose groups and clusters together (``groups.py``): the
+best-ranked selection that meets every constraint and, when it can, holds the replicas; one
+replica goes to each of the first ``minGroups`` groups when replicas allow.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.scheduler.divide import DivisionInput, divide
+from drods.scheduler.groups import select_spread
 from drods.scheduler.interface import BoolArr, FloatArr, IntArr, Rejection
 from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot
@@ -174,51 +176,12 @@ class Scheduler:
         mask[rows] = True
         return mask, rows
 
-    def _select_spread(self, info: TaskInfo, snap: Snapshot, cand: IntArr,
-                       prefer: FloatArr) -> tuple[IntArr, IntArr, list[str]]:
+    @staticmethod
+    def _select_spread(info: TaskInfo, snap: Snapshot, cand: IntArr, prefer: FloatArr,
+                       caps: FloatArr) -> tuple[IntArr, IntArr, list[str]]:
         """Positions (into ``cand``) kept by spread constraints, positions that need ≥ 1 replica."""
-        m = cand.size
-        keep = np.ones(m, dtype=bool)
-        required: list[int] = []
-        problems: list[str] = []
-        order = np.argsort(-prefer, kind="stable")
-        cons = sorted(info.spread, key=lambda c: c.spreadByLabel is None and c.spreadByField == "cluster")
-        for c in cons:
-            by_cluster = c.spreadByLabel is None and (c.spreadByField or "cluster") == "cluster"
-            if by_cluster:
-                live = order[keep[order]]
-                k = c.maxGroups or live.size
-                if len(set(required)) > k:
-                    problems.append(f"spread by cluster maxGroups {k} < {len(set(required))} groups required "
-                                    "by other spread constraints")
-                    continue
-                chosen = list(dict.fromkeys(required))
-                for pos in live.tolist():
-                    if len(chosen) >= k:
-                        break
-                    if pos not in chosen:
-                        chosen.append(pos)
-                new_keep = np.zeros(m, dtype=bool)
-                new_keep[chosen] = True
-                keep &= new_keep
-                if c.minGroups:
-                    required.extend(p for p in chosen[: c.minGroups] if p not in required)
-                continue
-            codes = snap.group_codes(c.spreadByField, c.spreadByLabel)[cand]
-            live = order[keep[order]]
-            uniq, first = np.unique(codes[live], return_index=True)
-            group_order = uniq[np.argsort(first)]
-            g = c.maxGroups or group_order.size
-            chosen_groups = group_order[:g]
-            keep &= np.isin(codes, chosen_groups)
-            if c.minGroups:
-                for gc in chosen_groups[: c.minGroups].tolist():
-                    best = live[codes[live] == gc]
-                    if best.size:
-                        required.append(int(best[0]))
-        sel = np.flatnonzero(keep)
-        req = np.asarray([p for p in dict.fromkeys(required) if keep[p]], dtype=np.intp)
-        return sel, req, problems
+        choice = select_spread(info, snap, cand, prefer, caps)
+        return choice.keep, choice.required, choice.problems
 
     # ------------------------------------------------------------------ the cycle
     def schedule(
@@ -313,7 +276,7 @@ class Scheduler:
         required = np.zeros(0, dtype=np.intp)
         problems: list[str] = []
         if info.spread:
-            sel, required, problems = self._select_spread(info, snap, cand, prefer)
+            sel, required, problems = self._select_spread(info, snap, cand, prefer, caps)
         timings["select"] = (perf() - t0) * 1e3
         if problems:
             extra_msg = "; ".join(problems)

@@ -14,7 +14,7 @@ from drods.model.placement import (
     StaticClusterWeight,
     WeightPreference,
 )
-from drods.scheduler import DivisionInput, Scheduler, Snapshot, Task, divide, fill_in_order, webster
+from drods.scheduler import DivisionInput, Scheduler, Snapshot, Task, aggregate, divide, webster
 from tests.scheduler.conftest import add, status, task
 
 INF = np.inf
@@ -83,10 +83,15 @@ def test_stable_scale_down_removes_most_over_share_then_lowest_weight() -> None:
     assert s.tolist() == [1, 2]
 
 
-def test_fill_in_order() -> None:
-    order = np.array([2, 0, 1])
-    assert fill_in_order(7, w(3, 3, 5), order).tolist() == [2, 0, 5]
-    assert fill_in_order(3, w(3, 3, 5), order, initial=np.array([2, 2, 2])).tolist() == [1, 0, 2]
+def test_aggregate_fewest_clusters_in_proportion() -> None:
+    # the biggest first until the replicas fit, then divided in proportion to room (not to the brim)
+    assert aggregate(7, w(3, 3, 5)).tolist() == [3, 0, 4]
+    assert aggregate(12, w(6, 8, 10)).tolist() == [0, 5, 7]
+    # scale-up: clusters already used first, even when smaller
+    assert aggregate(10, w(20, 40, 8), initial=np.array([0, 0, 4])).tolist() == [4, 0, 6]
+    # scale-down keeps the fewest clusters that already hold the count, empties the rest
+    assert aggregate(8, w(100, 100), initial=np.array([4, 8])).tolist() == [0, 8]
+    assert aggregate(3, w(3, 3, 5), initial=np.array([2, 2, 2])).tolist() == [2, 1, 0]
 
 
 def _inp(kind: str, total: int, caps: list[float], existing: list[int] | None = None,
@@ -101,8 +106,8 @@ def test_duplicated_and_aggregated() -> None:
     assert divide(_inp("Duplicated", 3, [5, 2, INF])).tolist() == [3, 0, 3]
     # Aggregated: a cluster that can hold everything wins alone (best score among those)
     assert divide(_inp("Aggregated", 4, [10, 10, 3], scores=[10, 90, 99])).tolist() == [0, 4, 0]
-    # else the biggest first, fewest clusters
-    assert divide(_inp("Aggregated", 12, [10, 5, 3])).tolist() == [10, 2, 0]
+    # else the biggest first, fewest clusters, in proportion to what each holds
+    assert divide(_inp("Aggregated", 12, [10, 5, 3])).tolist() == [8, 4, 0]
 
 
 def test_dynamic_pack_vs_spread() -> None:
@@ -256,3 +261,71 @@ def test_spread_min_groups_get_a_replica_each(snap: Snapshot) -> None:
                    replicaScheduling=ReplicaScheduling(replicaDivisionPreference="Aggregated"))
     r = Scheduler(rng_seed=0).schedule(task(replicas=3, placement=pl), snap)
     assert set(r.placement_dict()) == {"us-big", "eu-small"} and r.placed == 3
+
+
+def _webster_condition(s: np.ndarray, wts: np.ndarray, caps: np.ndarray) -> bool:
+    """Capped divisor-method condition: no free seat ranks above a held one."""
+    held = (s > 0) & (wts > 0)
+    free = (s < caps) & (wts > 0)
+    if not held.any() or not free.any():
+        return True
+    worst_held = float((wts[held] / (s[held] - 0.5)).min())
+    best_free = float((wts[free] / (s[free] + 0.5)).max())
+    return best_free <= worst_held * (1 + 1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    weights=st.lists(st.integers(0, 6).map(float), min_size=1, max_size=7),
+    data=st.data(),
+    t1=st.integers(0, 60),
+    t2=st.integers(0, 60),
+    with_prefer=st.booleans(),
+)
+def test_one_tie_rule_any_path_same_answer(weights: list[float], data: st.DataObject, t1: int, t2: int,
+                                           with_prefer: bool) -> None:
+    """Small integer weights make exact ties common: from scratch, scaled up and scaled down
+    divisions agree seat for seat (one tie rule for adding and removing)."""
+    m = len(weights)
+    c = np.asarray(data.draw(st.lists(st.one_of(st.integers(0, 30).map(float), st.just(INF)),
+                                      min_size=m, max_size=m)))
+    wa = np.asarray(weights)
+    prefer = -np.arange(m, dtype=float) if with_prefer else None
+    fresh = webster(t2, wa, c, prefer=prefer)
+    via = webster(t2, wa, c, initial=webster(t1, wa, c, prefer=prefer), prefer=prefer)
+    assert via.tolist() == fresh.tolist(), (t1, t2)
+    assert _webster_condition(fresh, wa, c)
+
+
+def test_classic_sainte_lague_rounds_agree_with_karmada() -> None:
+    votes = w(100000, 80000, 30000, 20000)
+    rounds = [[1, 0, 0, 0], [1, 1, 0, 0], [2, 1, 0, 0], [2, 1, 1, 0], [2, 2, 1, 0], [2, 2, 1, 1],
+              [3, 2, 1, 1], [3, 3, 1, 1]]
+    for seats, want in enumerate(rounds, start=1):
+        assert webster(seats, votes, w(INF, INF, INF, INF)).tolist() == want
+    # a forced reschedule from 8 down to 6 keeps PartyD's seat, as a division from scratch does
+    assert webster(6, votes, w(INF, INF, INF, INF), initial=np.array([3, 3, 1, 1])).tolist() == [2, 2, 1, 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    caps=st.lists(st.integers(0, 40).map(float), min_size=1, max_size=9),
+    total=st.integers(1, 200),
+    data=st.data(),
+)
+def test_aggregated_minimal_and_proportional(caps: list[float], total: int, data: st.DataObject) -> None:
+    c = np.asarray(caps)
+    m = c.size
+    s = aggregate(total, c, prefer=-np.arange(m, dtype=float))
+    assert s.sum() == min(total, c.sum()) and (s <= c).all()
+    room = np.minimum(c, total)
+    fewest = int(np.searchsorted(np.cumsum(np.sort(room)[::-1]), total - 0.5)) + 1
+    assert (s > 0).sum() <= min(fewest, int((c > 0).sum())), "more clusters than needed"
+    used = s > 0
+    assert _webster_condition(s[used], room[used], room[used]), "not proportional to room"
+    # scale-down empties clusters rather than trimming them all, never grows one
+    down = data.draw(st.integers(0, int(s.sum())))
+    d = aggregate(down, c, initial=s)
+    assert d.sum() == down and (d <= s).all()
+    keep = int(np.searchsorted(np.cumsum(np.sort(s)[::-1]), down - 0.5)) + 1 if down else 0
+    assert (d > 0).sum() <= keep
