@@ -10,6 +10,7 @@ import typer
 import yaml
 
 from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
+from drods.cli.config import ConfigOpt, component_settings
 
 app = typer.Typer(help="DRO-DS: cross-domain resource orchestration and dynamic scheduling.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -46,24 +47,27 @@ PubKeyOpt = Annotated[Path | None, typer.Option("--jwt-public-key", help="also a
 @app.command()
 def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
           data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
-          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
+          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, config_file: ConfigOpt = None) -> None:
     """Run the whole control plane in one process (API server, scheduler, controllers, monitoring)."""
     from drods.assembly import SERVE
     from drods.server import run
 
     config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key)
     config.components = SERVE
+    config.settings = component_settings(config_file, data_dir)
     run(config)
 
 
 @app.command()
 def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
               data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
-              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
+              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, config_file: ConfigOpt = None) -> None:
     """Run only the API server with monitoring ingest (stateless; run several over etcd)."""
     from drods.server import run
 
-    run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key))
+    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key)
+    config.settings = component_settings(config_file, data_dir)
+    run(config)
 
 
 @token_app.command("create")

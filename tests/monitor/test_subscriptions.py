@@ -18,6 +18,7 @@ from drods.model.selector import LabelSelector
 from drods.monitor.collectors import run_collectors
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport, Source
+from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import (
     SUBSCRIPTIONS_PREFIX,
@@ -100,8 +101,8 @@ def test_builtin_needs_come_from_the_settings() -> None:
     sched = settings(schedulerMaxAgeSeconds=4, autoopsMaxAgeSeconds=9)
     iv = effective_interval(cluster("x"), builtin_subscriptions(sched), sched)
     assert (iv.seconds, iv.subscription) == (4.0, "scheduler")
-    off = settings(sustainedSeconds=30, autoops={"enabled": False})
-    assert [b.name for b in builtin_subscriptions(off)] == ["scheduler"]
+    off = settings(sustainedSeconds=30)
+    assert [b.name for b in builtin_subscriptions(off, AutoOpsPolicy(enabled=False))] == ["scheduler"]
     assert all(b.builtin for b in builtin_subscriptions(default))
 
 
