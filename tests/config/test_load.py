@@ -188,3 +188,25 @@ def test_errors_in_old_inputs_name_the_old_file(tmp_path: Path) -> None:
     write(tmp_path / "members.yaml", "probeIntervalSecs: 1\n")
     with pytest.raises(ConfigError, match="members.yaml.*probeIntervalSecs: unknown key"):
         resolve(tmp_path, environ={})
+
+
+def test_dev_up_writes_a_drods_yaml_that_keeps_edits(tmp_path: Path) -> None:
+    from drods.cli.dev import write_config
+
+    path = tmp_path / "drods.yaml"
+    write_config(path, 1.0, 3.0, None, spread=True)
+    cfg = load_file(path)
+    assert (cfg.members.probeIntervalSeconds, cfg.members.notReadyGraceSeconds) == (1.0, 3.0)
+    assert cfg.members.tolerationSeconds == 30.0 and cfg.scheduler.profile.name == "dev-spread"
+    assert not (tmp_path / "members.yaml").exists() and not (tmp_path / "scheduler-profile.yaml").exists()
+    doc = yaml.safe_load(path.read_text())
+    doc["scheduler"]["profile"]["name"] = "edited"
+    doc["autoops"] = {"enabled": False}
+    path.write_text(yaml.safe_dump(doc))
+    write_config(path, None, None, 9.0, spread=True)  # a restart with other flags
+    cfg = load_file(path)
+    assert cfg.scheduler.profile.name == "edited" and not cfg.autoops.enabled
+    assert (cfg.members.probeIntervalSeconds, cfg.members.tolerationSeconds) == (1.0, 9.0)
+    packed = tmp_path / "packed.yaml"
+    write_config(packed, None, None, None, spread=False)
+    assert load_file(packed).scheduler.profile == DRODSConfiguration.default().scheduler.profile

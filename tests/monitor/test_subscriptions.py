@@ -15,10 +15,10 @@ from pydantic import ValidationError
 
 from drods.members.agent import next_report_seconds
 from drods.model.selector import LabelSelector
+from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import run_collectors
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport, Source
-from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import (
     SUBSCRIPTIONS_PREFIX,
