@@ -78,7 +78,8 @@ def resolve(data_dir: Path, path: Path | None = None, *, profile: Path | None = 
     """The configuration of a process started with ``--data-dir data_dir [--config path]
     [--profile profile]`` (see the module docstring)."""
     env = os.environ if environ is None else environ
-    chosen, _how = config_path(data_dir, path, env)
+    chosen, how = config_path(data_dir, path, env)
+    log.info("configuration from %s", how)
     new = read_mapping(chosen, str(chosen)) if chosen is not None else {"apiVersion": API_VERSION, "kind": KIND}
     source = str(chosen) if chosen is not None else "the built-in defaults"
     olds = old_inputs(data_dir, profile, env)
