@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drods.api.context import ApiContext
+from drods.api.settings import ApiSettings
+from drods.config.model import DRODSConfiguration
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
 from drods.controllers.detector import ResourceDetector
@@ -43,12 +45,13 @@ from drods.controllers.settings import MemberSettings
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
 from drods.model.reschedule import RescheduleHook
+from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import Collector
 from drods.monitor.components import MonitorCollectors, MonitorMaintenance
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
 from drods.scheduler.profile import Profile
-from drods.schedulerd.service import SchedulerService, SchedulerSettings, load_profile
+from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.store import Store
 
 log = logging.getLogger(__name__)
@@ -75,18 +78,31 @@ _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTO
 
 @dataclass
 class ComponentSettings:
-    """What the components are built from (the sections of the configuration file)."""
+    """What the components are built from: the sections of the configuration file (`drods.config`,
+    see `from_config`) plus what only tests and the process itself set. Nothing here reads a file."""
 
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
-    profile: Profile | None = None  # None: the profile the data dir or environment names, else defaults
-    monitoring: MonitorSettings | None = None  # None: <data dir>/monitor.yaml, else defaults
-    members: MemberSettings | None = None  # None: <data dir>/members.yaml, else defaults
+    profile: Profile | None = None  # None: the default profile
+    monitoring: MonitorSettings | None = None  # None: the defaults
+    members: MemberSettings | None = None  # None: the defaults
+    autoops: AutoOpsPolicy | None = None  # None: the defaults
+    api: ApiSettings = field(default_factory=ApiSettings)
     clock: Callable[[], float] = time.time  # monitoring's and the descheduler's clock (tests move it)
     collectors: list[Collector] = field(default_factory=list)  # beside the built-in Prometheus one
     identity: str | None = None  # name in every leader election of this process
     # What carries out the descheduler's requests (None: a Rescheduler over its fenced registry).
     reschedule_hook: RescheduleHook | None = None
     lease_ttl: int = 10
+
+    @classmethod
+    def from_config(cls, config: DRODSConfiguration, *, identity: str | None = None,
+                    lease_ttl: int = 10) -> ComponentSettings:
+        """Each component's section of a validated configuration, with the process's identity and
+        lease TTL (command-line flags)."""
+        return cls(scheduler=config.scheduler.settings(identity=identity, lease_ttl=lease_ttl),
+                   profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
+                   members=config.members, autoops=config.autoops, api=config.api, identity=identity,
+                   lease_ttl=lease_ttl)
 
 
 @dataclass
@@ -132,7 +148,11 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     """Build the chosen components over ``store``; nothing runs until `ControlPlane.running`."""
     chosen = frozenset(components)
     s = settings or ComponentSettings()
-    ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url, rs256_public_key=rs256_public_key)
+    profile = s.profile or Profile.default()
+    autoops = s.autoops or AutoOpsPolicy()
+    ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url or s.api.jwksUrl, rs256_public_key=rs256_public_key)
+    ctx.api = s.api
+    ctx.profile = profile
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
     plane = ControlPlane(manager, ctx, chosen)
     ctx.rescheduler = Rescheduler(ctx.registry)
@@ -140,13 +160,13 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     monitor: MonitorService | None = None
     if chosen & _NEEDS_MONITOR:
         monitor = plane.monitor = ctx.monitor = MonitorService(
-            ctx.store, data_dir, s.monitoring or MonitorSettings.load(data_dir), clock=s.clock)
+            ctx.store, data_dir, s.monitoring or MonitorSettings(), autoops=autoops, clock=s.clock)
         ctx.prometheus_registries.append(monitor.metrics.registry)
         manager.add("monitor-maintenance", MonitorMaintenance(monitor))
 
     if Component.SCHEDULER in chosen:
         scheduler = plane.scheduler = ctx.scheduler = SchedulerService(
-            ctx.store, profile=s.profile or load_profile(data_dir), settings=s.scheduler)
+            ctx.store, profile=profile, settings=s.scheduler)
         ctx.prometheus_registries.append(scheduler.metrics.registry)
         manager.add("scheduler", scheduler)
 
@@ -157,7 +177,7 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     if Component.MEMBERS in chosen:
         assert monitor is not None  # MEMBERS is in _NEEDS_MONITOR
         members_monitor = monitor
-        members_settings = s.members or MemberSettings.load(data_dir)
+        members_settings = s.members or MemberSettings()
         member_informers = MemberInformers.of(manager)
 
         def member_controllers(lead: Leadership) -> MemberControllers:
@@ -174,7 +194,7 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     if Component.DESCHEDULER in chosen and monitor is not None:
         hook = s.reschedule_hook
         manager.add_leader("descheduler", lambda lead: Descheduler(lead.store, lead.registry, monitor,
-                                                                    hook or Rescheduler(lead.registry)))
+                                                                    hook or Rescheduler(lead.registry), autoops))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

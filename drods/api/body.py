@@ -8,12 +8,17 @@ from typing import Any
 import yaml
 from fastapi import Request
 
+from drods.api.settings import ApiSettings
 from drods.errors import ApiError
 
-MAX_BODY_BYTES = 8 * 1024 * 1024
+_DEFAULTS = ApiSettings()
 
 
-async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> Any:
+async def read_body(request: Request, *, limit: int | None = None) -> Any:
+    """The parsed body, at most ``limit`` bytes (default: the server's ``api.maxBodyBytes``)."""
+    if limit is None:
+        settings = getattr(getattr(request.app.state, "ctx", None), "api", None)
+        limit = (settings if isinstance(settings, ApiSettings) else _DEFAULTS).maxBodyBytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise too_large(int(declared), limit)

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from drods.api.audit import AuditLog
 from drods.api.auth import Action, Principal, TokenAuthority, bearer_token, load_or_create_signing_key
 from drods.api.observability import ApiMetrics, InstrumentedStore
+from drods.api.settings import ApiSettings
 from drods.errors import ApiError
 from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.objects import ObjectRegistry
@@ -22,6 +23,7 @@ from drods.store import Store
 if TYPE_CHECKING:
     from drods.controllers.rescheduler import Rescheduler
     from drods.monitor.service import MonitorService
+    from drods.scheduler.profile import Profile
     from drods.schedulerd.service import SchedulerService
 
 
@@ -41,6 +43,10 @@ class ApiContext:
     monitor: MonitorService | None = None
     scheduler: SchedulerService | None = None
     rescheduler: Rescheduler | None = None
+    # The ``api`` section of the configuration, and the scheduler profile it names (the what-if
+    # routes simulate with it in a process without a scheduler).
+    api: ApiSettings = field(default_factory=ApiSettings)
+    profile: Profile | None = None
     # Served on /metrics beside the API's own.
     prometheus_registries: list[CollectorRegistry] = field(default_factory=list)
     # Set when the server starts to stop: long-lived responses (watches) end instead of holding it.

@@ -10,6 +10,7 @@ import typer
 import yaml
 
 from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
+from drods.cli.config import ConfigOpt, component_settings
 
 app = typer.Typer(help="DRO-DS: cross-domain resource orchestration and dynamic scheduling.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -24,7 +25,7 @@ DataDir = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", sh
 
 def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
                    tls_key: str | None, jwks_url: str | None = None,
-                   jwt_public_key: Path | None = None, history_prometheus: str | None = None):  # type: ignore[no-untyped-def]
+                   jwt_public_key: Path | None = None):  # type: ignore[no-untyped-def]
     from drods.server import ServerConfig, default_store_url
 
     if bool(tls_cert) != bool(tls_key):
@@ -32,10 +33,6 @@ def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_
     config = ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
                           tls_cert=tls_cert, tls_key=tls_key, jwks_url=jwks_url,
                           rs256_public_key=jwt_public_key.read_text() if jwt_public_key else None)
-    if history_prometheus:
-        from drods.monitor.service import MonitorSettings
-
-        config.settings.monitoring = MonitorSettings.load(data_dir, history_prometheus=history_prometheus)
     return config
 
 
@@ -54,27 +51,29 @@ HistoryPromOpt = Annotated[str | None, typer.Option(
 @app.command()
 def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
           data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
-          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None,
+          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, config_file: ConfigOpt = None,
           history_prometheus: HistoryPromOpt = None) -> None:
     """Run the whole control plane in one process (API server, scheduler, controllers, monitoring)."""
     from drods.assembly import SERVE
     from drods.server import run
 
-    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key,
-                            history_prometheus)
+    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key)
     config.components = SERVE
+    config.settings = component_settings(config_file, data_dir, history_prometheus=history_prometheus)
     run(config)
 
 
 @app.command()
 def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
               data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
-              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None,
+              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, config_file: ConfigOpt = None,
               history_prometheus: HistoryPromOpt = None) -> None:
     """Run only the API server with monitoring ingest (stateless; run several over etcd)."""
     from drods.server import run
 
-    run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key, history_prometheus))
+    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key)
+    config.settings = component_settings(config_file, data_dir, history_prometheus=history_prometheus)
+    run(config)
 
 
 @token_app.command("create")

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.scheduler.adjuster import DEFAULT_PACK_MULTIPLIERS, DEFAULT_SURGE_GAIN, Adjuster, AdjusterConfig
 from drods.scheduler.interface import FilterPlugin, ReplicaEstimator, ScorePlugin
 from drods.scheduler.registry import filter_plugins, load_entry_points, score_plugins
@@ -74,7 +75,8 @@ class AdjusterSpec(BaseModel):
 class DefaultsSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    waterLevelLimit: float | None = Field(default=None, gt=0, le=1)
+    # Placements without their own waterLevelLimit (null: the same default).
+    waterLevelLimit: float | None = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)
     division: Literal["WaterLevel", "AvailableReplicas", "Aggregated"] = "WaterLevel"
     seed: int | None = None
 

@@ -22,11 +22,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -67,13 +65,12 @@ log = logging.getLogger(__name__)
 
 LEASE_NAME = "scheduler"
 RETRY = "Retry"
-PROFILE_ENV = "DRODS_SCHEDULER_PROFILE"
-PROFILE_FILE = "scheduler-profile.yaml"
 
 
 @dataclass
 class SchedulerSettings:
-    """Tunables; tests and the CLI set them, ``drods serve`` uses the defaults."""
+    """Tunables: the ``scheduler`` section of the configuration file (`drods.config.SchedulerConfig`,
+    whose defaults are these), plus the process's identity and lease TTL (command-line flags)."""
 
     identity: str = field(default_factory=default_identity)
     lease_ttl: int = 10
@@ -483,11 +480,3 @@ def _decode_json(kv: KeyValue) -> Any:
     except ValueError:
         return None
 
-
-def load_profile(data_dir: Path, path: str | Path | None = None) -> Profile:
-    """``path``, else ``$DRODS_SCHEDULER_PROFILE``, else ``<data dir>/scheduler-profile.yaml``, else defaults."""
-    chosen = path or os.environ.get(PROFILE_ENV)
-    if chosen:
-        return Profile.load(chosen)
-    default = data_dir / PROFILE_FILE
-    return Profile.load(default) if default.exists() else Profile.default()

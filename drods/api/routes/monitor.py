@@ -175,7 +175,8 @@ async def _subscriptions(request: Request) -> tuple[MonitorService, Subscription
 def _read_only(name: str) -> ApiError:
     setting = BUILTIN_SETTINGS[name]
     return ApiError(409, "SUBSCRIPTION_READ_ONLY",
-                    f"subscription {name!r} is built in; change {setting} in monitor.yaml instead",
+                    f"subscription {name!r} is built in; change monitoring.{setting} in the configuration "
+                    "file (drods.yaml) instead",
                     {"name": name, "setting": setting})
 
 

@@ -19,7 +19,6 @@ from drods.model.kinds import by_kind
 router = APIRouter(prefix="/api/v1/sync", tags=["sync"], responses=ERROR_RESPONSES)
 
 MAX_BATCH = 1000
-BATCH_BODY_LIMIT = 64 * 1024 * 1024
 
 
 class DomainConfig(BaseModel):
@@ -55,7 +54,7 @@ async def put_configs(request: Request, body: DomainConfig = Body(...),
                  "schema": SyncBatch.model_json_schema()}}}})
 async def post_batch(request: Request, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
     ctx = context(request)
-    body = await read_body(request, limit=BATCH_BODY_LIMIT)
+    body = await read_body(request, limit=ctx.api.maxBatchBodyBytes)
     if not isinstance(body, dict) or not isinstance(body.get("objects"), list):
         raise ApiError(422, "VALIDATION_FAILED", "body must be {\"objects\": [...]}",
                        {"fields": [{"field": "objects", "message": "a list is required"}]})
