@@ -253,8 +253,7 @@ class ObjectRegistry:
         if resource_version is not None and kv.mod_revision != resource_version:
             raise conflict(kind.kind, name, str(kv.mod_revision))
         current: Obj = json.loads(kv.value)
-        new = copy.deepcopy(current)
-        new["status"] = status
+        new = {**current, "status": status}  # freshly decoded: nothing else holds it, no deep copy needed
         return await self._write(kind, key, new, current, kv.mod_revision)
 
     async def delete(
