@@ -108,7 +108,7 @@ class Browse:
     server: ServerProcess
 
     def login(self, role: str) -> Any:
-        context = self.browser.new_context(viewport={"width": 1366, "height": 860},
+        context = self.browser.new_context(viewport={"width": 1280, "height": 800},
                                            ignore_https_errors=self.server.cert is not None)
         page = context.new_page()
         page.set_default_timeout(20_000)
