@@ -186,6 +186,13 @@ def test_drain_a_cluster_and_watch_its_workloads_move(browse: Browse, env: Env, 
     explain.wait_for()
     assert "aws-dfw ×4" in explain.inner_text()
     assert "drain gcp-sin" in explain.inner_text()
+    # Ask for a fresh decision from the workload page: it appears, with its trigger, while the page is open.
+    page.get_by_role("button", name="Reschedule").click()
+    page.get_by_role("dialog").get_by_role("button", name="Reschedule").click()
+    page.get_by_role("status").get_by_text(f"{web}: reschedule requested").wait_for()
+    page.locator('[data-testid="explanation"]', has_text="dashboard").first.wait_for()
+    assert (env.binding(web) or {}).get("metadata", {}).get("annotations", {}).get(
+        "multicluster.io/reschedule-reason") == "dashboard"
     assert console.errors == []
     page.context.close()
 

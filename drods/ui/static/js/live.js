@@ -7,7 +7,14 @@ const REALTIME = "/api/v1/monitor/realtime?watch=true&timeoutSeconds=1800";
 const WATCH_SECONDS = 600;
 
 class Topic {
-  constructor() { this.listeners = new Set(); this.pending = false; }
+  constructor() { this.listeners = new Set(); this.pending = false; this.failed = false; }
+
+  // After an interruption: tell the page the stream is back (onError(null)).
+  recovered() {
+    if (!this.failed) return;
+    this.failed = false;
+    this.onError(null);
+  }
 
   subscribe(fn) {
     this.listeners.add(fn);
@@ -46,6 +53,7 @@ class ObjectSet extends Topic {
           this.items = new Map(list.items.map((o) => [o.metadata.name, o]));
           rv = list.metadata.resourceVersion;
           this.loaded = true;
+          this.recovered();
           this.notify();
         }
         const url = `${this.path}?watch=true&resourceVersion=${rv}&timeoutSeconds=${WATCH_SECONDS}`;
@@ -60,6 +68,7 @@ class ObjectSet extends Topic {
         backoff = 500;
       } catch (err) {
         if (signal.aborted) return;
+        this.failed = true;
         this.onError(err);
         if (err.status === 401) return;
         await sleep(backoff, signal);
@@ -86,11 +95,13 @@ class Realtime extends Topic {
         for await (const body of this.session.lines(REALTIME, signal)) {
           this.body = body;
           this.receivedAt = performance.now();
+          this.recovered();
           this.notify();
           backoff = 500;
         }
       } catch (err) {
         if (signal.aborted) return;
+        this.failed = true;
         this.onError(err);
         if (err.status === 401) return;
         await sleep(backoff, signal);

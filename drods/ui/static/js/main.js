@@ -48,7 +48,8 @@ function signOut(message) {
 function start(session) {
   const status = h("p", { class: "status", role: "status", "aria-live": "polite", id: "status" });
   const live = new Live(session, (err) => {
-    if (err.status === 401) signOut("Your token is no longer accepted; sign in again.");
+    if (err === null) status.textContent = "Live updates resumed.";
+    else if (err.status === 401) signOut("Your token is no longer accepted; sign in again.");
     else status.textContent = `Live updates interrupted (${err.message}); reconnecting…`;
   }).start();
   const nav = h("nav", { "aria-label": "Main" },
