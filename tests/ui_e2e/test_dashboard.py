@@ -148,6 +148,34 @@ def test_read_why_a_workload_is_where_it_is(browse: Browse, env: Env, web: str) 
     page.context.close()
 
 
+def test_an_unschedulable_workload_says_why(browse: Browse, env: Env) -> None:
+    env.create(RPP, policy("nowhere", "nowhere", ["no-such-cluster"]))
+    env.create(deploy_path(), deployment("nowhere", 2))
+    name = binding_of("nowhere")
+    wait_for(lambda: ((env.binding(name) or {}).get("status") or {}).get("phase") == "Unschedulable", 20,
+             "nowhere Unschedulable")
+    try:
+        page = browse.login("viewer")
+        page.goto(f"{env.server.url}/ui/#/workloads/{name}")
+        page.locator(".badge", has_text="Unschedulable").first.wait_for()
+        explain = page.locator('[data-testid="explanation"]').first
+        explain.wait_for()
+        assert page.locator('[data-testid="candidates"]').first.inner_text() == "3 candidate clusters, 0 feasible"
+        verdicts = {t.split("\t")[0]: t for t in explain.locator('[data-testid="verdicts"] tbody tr').all_inner_texts()}
+        assert set(verdicts) == {*SIMS, "no-such-cluster"}, verdicts
+        assert all("filtered out" in t and "not in targetClusters" in verdicts[c] for c in SIMS for t in [verdicts[c]])
+        assert "target cluster not registered" in verdicts["no-such-cluster"]
+        assert explain.locator('[data-testid="adjuster"]').inner_text() == "no scoring (no feasible cluster)"
+        failures = page.locator('[data-testid="failures"]')
+        failures.wait_for()
+        assert "Unschedulable" in failures.inner_text()
+        assert page.get_by_text("Not placed anywhere.").is_visible()
+        shot(page, "unschedulable")
+        page.context.close()
+    finally:
+        cleanup(env, "nowhere")
+
+
 def test_drain_a_cluster_and_watch_its_workloads_move(browse: Browse, env: Env, web: str) -> None:
     page = browse.login("operator")
     console = Console(page)

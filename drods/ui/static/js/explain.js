@@ -47,7 +47,9 @@ export function explanation(entry) {
         `${cand.total ?? "?"} candidate clusters, ${cand.feasible ?? "?"} feasible`),
       h("dt", {}, "Division"), h("dd", {}, entry.division || "—"),
       h("dt", {}, "Adjuster mode"), h("dd", { dataset: { testid: "adjuster" } },
-        adj.mode ? MODES[adj.mode] || adj.mode : "no scoring (a single feasible cluster or a fixed placement)",
+        adj.mode ? MODES[adj.mode] || adj.mode
+          : cand.feasible === 0 ? "no scoring (no feasible cluster)"
+            : "no scoring (a single feasible cluster or a fixed placement)",
         adj.mode ? ` (spread ${num(adj.spread, 2)}, fleet water level ${pct(adj.fleetWaterLevel)}, surge ${num(adj.surge, 2)})` : "")),
     h("h3", {}, "Filter verdicts"),
     counts.length ? h("p", {}, "Filtered out: ", counts.map(([why, n], i) => [i ? "; " : "", `${n} × ${why}`])) : null,

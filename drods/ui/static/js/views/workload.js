@@ -2,7 +2,7 @@
 // schedule history, refreshed whenever the binding is decided again. Operators can ask for a reschedule.
 
 import { confirmAction, reschedule } from "../actions.js";
-import { errorBox, h, replace, table, when } from "../dom.js";
+import { badge, errorBox, h, replace, table, when } from "../dom.js";
 import { explanation } from "../explain.js";
 import { phaseBadge } from "./workloads.js";
 
@@ -48,11 +48,12 @@ export default {
           ? h("details", {}, h("summary", {}, `${body.items.length - 1} earlier decision(s)`),
             body.items.slice(1).map((e) => h("section", { class: "earlier" }, h("h3", {}, when(e.time)), explanation(e))))
           : null);
-        const fails = await session.get("/api/v1/history/failures", { kind: "Unschedulable", maxEntries: 200 });
-        const mine = fails.items.filter((e) => e.binding === name || (e.binding || "").endsWith(`/${name}`));
+        // Unschedulable and partially scheduled verdicts, as the scheduler logs them (once per verdict).
+        const fails = await session.get("/api/v1/history/failures", { maxEntries: 1000 });
+        const mine = fails.items.filter((e) => e.binding === name);
         replace(failures, mine.length
-          ? table(null, ["Time", "Reason"], mine.map((e) => h("tr", {}, h("td", {}, when(e.time)), h("td", {}, e.reason))),
-            { class: "data" })
+          ? table(null, ["Time", "Kind", "Reason"], mine.map((e) => h("tr", {}, h("td", {}, when(e.time)),
+            h("td", {}, badge(e.kind, "bad")), h("td", {}, e.reason))), { class: "data", dataset: { testid: "failures" } })
           : h("p", { class: "muted" }, "None recorded."));
       } catch (err) {
         replace(why, errorBox(err));
