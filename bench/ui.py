@@ -35,8 +35,8 @@ from tests.server_process import ServerProcess  # noqa: E402
 REGIONS = ("us-east", "us-west", "us-central", "eu-west", "eu-north", "ap-south", "ap-northeast", "ap-southeast")
 TARGET_S = 2.0
 
-ALL_RENDERED = """n => {
-  const cells = document.querySelectorAll('a.card .wl');
+ALL_RENDERED = """([n, selector]) => {
+  const cells = document.querySelectorAll(selector);
   if (cells.length !== n) return false;
   for (const c of cells) if (!/^\\d{1,3}%$/.test(c.textContent)) return false;
   return performance.now();
@@ -75,7 +75,8 @@ async def populate(server: ServerProcess, n: int, concurrency: int = 16) -> floa
     return time.perf_counter() - started
 
 
-def measure(server: ServerProcess, n: int, runs: int, chromium: str) -> list[dict[str, float]]:
+def measure(server: ServerProcess, n: int, runs: int, chromium: str, view: str = "fleet",
+            selector: str = "a.card .wl") -> list[dict[str, float]]:
     from playwright.sync_api import sync_playwright
 
     token = server.token("viewer")
@@ -88,11 +89,17 @@ def measure(server: ServerProcess, n: int, runs: int, chromium: str) -> list[dic
             context.add_init_script(f"sessionStorage.setItem('drods.token', {json.dumps(token)})")
             page = context.new_page()
             t0 = time.perf_counter()
-            page.goto(f"{server.url}/ui/#/fleet", wait_until="commit")
-            handle = page.wait_for_function(ALL_RENDERED, arg=n, polling="raf", timeout=60_000)
+            page.goto(f"{server.url}/ui/#/{view}", wait_until="commit")
+            handle = page.wait_for_function(ALL_RENDERED, arg=[n, selector], polling="raf", timeout=60_000)
             wall = time.perf_counter() - t0
             in_page_ms = float(handle.json_value())  # ms since navigation start, when the last NN% was there
-            out.append({"wall_s": wall, "page_s": in_page_ms / 1000})
+            phases = page.evaluate("""() => {
+              const m = (name) => { const e = performance.getEntriesByName(name)[0]; return e ? e.startTime : null; };
+              return {list: m('drods:listed /apis/multicluster.io/v1alpha1/clusters'),
+                      realtime: m('drods:realtime first line')};
+            }""")
+            out.append({"wall_s": wall, "page_s": in_page_ms / 1000, "list_s": (phases["list"] or 0) / 1000,
+                        "realtime_s": (phases["realtime"] or 0) / 1000})
             context.close()
         browser.close()
     return out
@@ -110,18 +117,23 @@ def main() -> None:
         setup_s = asyncio.run(populate(server, args.clusters))
         print(f"registered and reported {args.clusters} clusters in {setup_s:.1f} s", flush=True)
         results = measure(server, args.clusters, args.runs, args.chromium)
+        table = measure(server, args.clusters, 3, args.chromium, "clusters", "table.data td.wl")
     page = sorted(r["page_s"] for r in results)
     wall = sorted(r["wall_s"] for r in results)
     for i, r in enumerate(results):
         print(f"run {i + 1}: every NN% rendered {r['page_s'] * 1000:.0f} ms after navigation start "
-              f"({r['wall_s'] * 1000:.0f} ms wall clock)")
+              f"({r['wall_s'] * 1000:.0f} ms wall clock; cluster list parsed at {r['list_s'] * 1000:.0f} ms, "
+              f"first realtime line at {r['realtime_s'] * 1000:.0f} ms)")
     worst = max(page)
     print(f"median {statistics.median(page) * 1000:.0f} ms, worst {worst * 1000:.0f} ms; target ≤ {TARGET_S:g} s: "
           f"{'met' if worst <= TARGET_S else 'NOT met'}")
+    table_s = statistics.median(r["page_s"] for r in table)
+    print(f"clusters table (not part of the target): every row's water level rendered after {table_s * 1000:.0f} ms "
+          "(median of 3)")
     print(json.dumps({"bench": "ui_fleet_load", "clusters": args.clusters, "runs": args.runs,
                       "median_s": round(statistics.median(page), 3), "worst_s": round(worst, 3),
                       "median_wall_s": round(statistics.median(wall), 3), "target_s": TARGET_S,
-                      "met": worst <= TARGET_S}))
+                      "met": worst <= TARGET_S, "clusters_table_median_s": round(table_s, 3)}))
 
 
 if __name__ == "__main__":

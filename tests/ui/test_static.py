@@ -61,6 +61,9 @@ def test_every_relative_import_resolves_to_a_shipped_module() -> None:
         for ref in IMPORT.findall(module.read_text()):
             target = (module.parent / ref).resolve()
             assert target.is_file() and STATIC in target.parents, f"{module.relative_to(STATIC)} imports {ref}"
+    # index.html preloads every module (no import waterfall on the first load).
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="([^"]+)">', (STATIC / "index.html").read_text()))
+    assert preloaded == {str(m.relative_to(STATIC)) for m in modules} - {"js/main.js"}
     # No network at run time: nothing refers to another origin.
     for f in [*modules, *STATIC.rglob("*.html"), *STATIC.rglob("*.css")]:
         assert not re.search(r"""(src|href)=["']https?:|url\(\s*["']?https?:|from\s+["']https?:""", f.read_text()), f

@@ -52,6 +52,7 @@ class ObjectSet extends Topic {
           const list = await this.session.get(this.path);
           this.items = new Map(list.items.map((o) => [o.metadata.name, o]));
           rv = list.metadata.resourceVersion;
+          if (!this.loaded) performance.mark(`drods:listed ${this.path}`); // for bench/ui.py
           this.loaded = true;
           this.recovered();
           this.notify();
@@ -93,6 +94,7 @@ class Realtime extends Topic {
     while (!signal.aborted) {
       try {
         for await (const body of this.session.lines(REALTIME, signal)) {
+          if (!this.body) performance.mark("drods:realtime first line");
           this.body = body;
           this.receivedAt = performance.now();
           this.recovered();
