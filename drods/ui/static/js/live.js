@@ -141,9 +141,9 @@ export class Live {
 
   start() {
     const signal = this.controller.signal;
+    this.realtime.run(signal); // first: the smallest answer, and what the fleet view waits for
     this.clusters.run(signal);
     this.bindings.run(signal);
-    this.realtime.run(signal);
     return this;
   }
 
