@@ -197,6 +197,8 @@ def test_drain_a_cluster_and_watch_its_workloads_move(browse: Browse, env: Env, 
     page.get_by_role("dialog").get_by_role("button", name="Drain").click()
     page.get_by_role("status").get_by_text(f"1 workload(s) asked to move: {web}").wait_for()
     page.locator(".flags .badge", has_text="Cordoned").wait_for()
+    # The buttons were rebuilt by the live update; keyboard focus stayed on the one that was used.
+    assert page.evaluate("document.activeElement.textContent") == "Drain"
     # The workload leaves gcp-sin on the page itself (watch), no reload.
     page.locator('[data-testid="no-workloads"]').wait_for(timeout=30_000)
     assert page.evaluate("window.__notReloaded") is True

@@ -69,3 +69,20 @@ export function badge(text, kind = "") {
 export function errorBox(err) {
   return h("p", { class: "error", role: "alert" }, err && err.message ? err.message : String(err));
 }
+
+// Run ``redraw`` (which rebuilds part of ``container``) without losing keyboard focus: a live
+// update must not throw a keyboard user back to the top of the page. The focused link or button
+// is found again by its href or its text.
+export function keepFocus(container, redraw) {
+  const active = document.activeElement;
+  const inside = active && active !== document.body && container.contains(active);
+  const href = inside ? active.getAttribute("href") : null;
+  const label = inside ? active.textContent : null;
+  const tag = inside ? active.tagName : null;
+  redraw();
+  if (!inside || container.contains(active)) return;
+  const again = href
+    ? container.querySelector(`a[href="${CSS.escape(href)}"]`)
+    : [...container.querySelectorAll(tag)].find((el) => el.textContent === label) || container.querySelector(tag);
+  if (again) again.focus();
+}

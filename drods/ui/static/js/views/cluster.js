@@ -3,7 +3,7 @@
 
 import { confirmAction, drain, setUnschedulable } from "../actions.js";
 import { legend, lineChart } from "../charts.js";
-import { age, badge, errorBox, h, pct, replace, table, when } from "../dom.js";
+import { age, badge, errorBox, h, keepFocus, pct, replace, table, when } from "../dom.js";
 import { bindingsOn, ready } from "../live.js";
 import { freeNode, price } from "./clusters.js";
 
@@ -111,7 +111,7 @@ export default {
       if (key === drawn) return;
       drawn = key;
       if (session.canWrite) {
-        replace(actions,
+        keepFocus(actions, () => replace(actions,
           spec.unschedulable
             ? h("button", { type: "button", onclick: () => act("Uncordon", `Let the scheduler place new replicas on ${name} again?`,
               "Uncordon", async () => { await setUnschedulable(session, name, false); return `${name} uncordoned`; }) }, "Uncordon")
@@ -122,7 +122,7 @@ export default {
             "Drain", async () => {
               const moved = await drain(session, name);
               return `${name} cordoned; ${moved.length} workload(s) asked to move${moved.length ? `: ${moved.join(", ")}` : ""}`;
-            }) }, "Drain"));
+            }) }, "Drain")));
       }
       const rs = st.resourceSummary || {};
       const rows = [
@@ -144,7 +144,7 @@ export default {
     };
     const drawWork = () => {
       const here = bindingsOn(live.bindings.items, name);
-      replace(work, here.length
+      keepFocus(work, () => replace(work, here.length
         ? table(null, ["Workload", "Replicas placed here", "Copy here", "Phase"], here.map(({ binding, placed, copy }) =>
           h("tr", { dataset: { binding: binding.metadata.name } },
             h("th", { scope: "row" }, h("a", { href: `#/workloads/${encodeURIComponent(binding.metadata.name)}` },
@@ -152,7 +152,7 @@ export default {
             h("td", { class: "num" }, String(placed)),
             h("td", {}, copy ? `${copy.readyReplicas ?? 0}/${copy.replicas ?? 0} ready${placed ? "" : " (leaving)"}` : "—"),
             h("td", {}, (binding.status || {}).phase || "Pending"))), { class: "data" })
-        : h("p", { class: "muted", dataset: { testid: "no-workloads" } }, "No workloads on this cluster."));
+        : h("p", { class: "muted", dataset: { testid: "no-workloads" } }, "No workloads on this cluster.")));
     };
     let flatStatus = null;
     let drawn = "";

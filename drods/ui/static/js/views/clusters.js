@@ -1,6 +1,6 @@
 // Clusters as a table: capacity, use, largest free node, price, conditions, water level (live).
 
-import { badge, h, num, pct, replace, table } from "../dom.js";
+import { badge, h, keepFocus, num, pct, replace, table } from "../dom.js";
 import { ready } from "../live.js";
 
 function use(res) {
@@ -67,9 +67,9 @@ export default {
             h("td", {}, price(c.spec.cost)),
             h("td", { class: "num wl" }, pct(r ? r.waterLevel : rs.waterLevel)));
         });
-      replace(holder, table("Every cluster; CPU in cores and memory in GiB as used / allocatable",
+      keepFocus(holder, () => replace(holder, table("Every cluster; CPU in cores and memory in GiB as used / allocatable",
         ["Cluster", "Region / city", "Provider", "Mode", "Conditions", "CPU", "Memory", "GPU", "Pods",
-         "Largest free node", "Price", "Water level"], rows, { class: "data" }));
+         "Largest free node", "Price", "Water level"], rows, { class: "data" })));
     };
     const offs = [live.clusters.subscribe(draw), live.realtime.subscribe(draw)];
     draw();

@@ -2,7 +2,7 @@
 // schedule history, refreshed whenever the binding is decided again. Operators can ask for a reschedule.
 
 import { confirmAction, reschedule } from "../actions.js";
-import { badge, errorBox, h, replace, table, when } from "../dom.js";
+import { badge, errorBox, h, keepFocus, replace, table, when } from "../dom.js";
 import { explanation } from "../explain.js";
 import { phaseBadge } from "./workloads.js";
 
@@ -71,7 +71,7 @@ export default {
         + `${b.spec.replicas ?? "?"} replicas requested. ${st.message || ""}`));
       const copies = new Map((st.clusters || []).map((c) => [c.cluster, c]));
       const names = [...new Set([...(st.placement || []).map((p) => p.cluster), ...copies.keys()])].sort();
-      replace(where, names.length
+      keepFocus(where, () => replace(where, names.length
         ? table(null, ["Cluster", "Placed replicas", "Applied", "Ready", "Condition"], names.map((c) => {
           const placed = ((st.placement || []).find((p) => p.cluster === c) || {}).replicas || 0;
           const copy = copies.get(c) || {};
@@ -83,7 +83,7 @@ export default {
             h("td", { class: "num" }, copy.cluster ? `${copy.readyReplicas ?? 0}/${copy.replicas ?? 0}` : "—"),
             h("td", {}, cond ? `${cond.type}: ${cond.message || cond.reason || cond.status}` : ""));
         }), { class: "data" })
-        : h("p", { class: "muted" }, "Not placed anywhere."));
+        : h("p", { class: "muted" }, "Not placed anywhere.")));
       const key = `${st.scheduledGeneration}/${st.scheduledTime}/${st.phase}`;
       if (key !== decided) { decided = key; loadHistory(); }
     };

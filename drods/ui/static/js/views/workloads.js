@@ -1,6 +1,6 @@
 // Workloads (their bindings): placement per cluster and status, live.
 
-import { badge, h, replace, table } from "../dom.js";
+import { badge, h, keepFocus, replace, table } from "../dom.js";
 import { placementOf } from "../live.js";
 
 export function phaseBadge(phase) {
@@ -26,7 +26,7 @@ export default {
       if (!live.bindings.loaded) { replace(holder, h("p", { class: "muted" }, "Loading…")); return; }
       const items = [...live.bindings.items.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
       if (!items.length) { replace(holder, h("p", { class: "muted" }, "No workloads yet.")); return; }
-      replace(holder, table("Every workload's binding: where its replicas are placed", ["Workload", "Resource",
+      keepFocus(holder, () => replace(holder, table("Every workload's binding: where its replicas are placed", ["Workload", "Resource",
         "Replicas", "Placement", "Status", "Message"], items.map((b) => {
         const r = b.spec.resource || {};
         const st = b.status || {};
@@ -37,7 +37,7 @@ export default {
           h("td", {}, placementText(b)),
           h("td", {}, phaseBadge(st.phase)),
           h("td", {}, st.message || ""));
-      }), { class: "data" }));
+      }), { class: "data" })));
     };
     const off = live.bindings.subscribe(draw);
     draw();
