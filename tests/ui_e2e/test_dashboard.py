@@ -138,6 +138,9 @@ def test_read_why_a_workload_is_where_it_is(browse: Browse, env: Env, web: str) 
     assert page.locator("main button").count() == 0
     assert page.get_by_role("link", name="Audit log").count() == 0
     shot(page, "workload")
+    # Down to a small laptop screen: nothing makes the page scroll sideways.
+    page.set_viewport_size({"width": 1024, "height": 700})
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     page.locator('a[href="#/clusters/gcp-sin"]').first.click()
     page.get_by_role("heading", name="gcp-sin").wait_for()
     page.locator(f'[data-testid="cluster-workloads"] tr[data-binding="{web}"]').wait_for()
