@@ -230,7 +230,7 @@ def test_drain_a_cluster_and_watch_its_workloads_move(browse: Browse, env: Env, 
     page.context.close()
 
 
-def test_roles_decide_what_the_dashboard_offers(browse: Browse, env: Env) -> None:
+def test_roles_decide_what_the_dashboard_offers(browse: Browse, env: Env, web: str) -> None:
     operator = browse.login("operator")
     assert operator.get_by_role("link", name="Audit log").count() == 0
     operator.context.close()
@@ -241,6 +241,16 @@ def test_roles_decide_what_the_dashboard_offers(browse: Browse, env: Env) -> Non
     rows = admin.locator("main table tbody tr")
     rows.first.wait_for()
     assert rows.filter(has_text="/api/v1/clusters/gcp-sin").count() >= 1  # the drain's cordon, audited
+    # Policies: a view made by the generic list-and-watch frame; a policy created now appears live.
+    admin.get_by_role("link", name="Policies").click()
+    web_row = admin.locator('main tr[data-name="web"]')
+    assert "aws-dfw, gcp-sin" in web_row.inner_text() and "Deployment default/web" in web_row.inner_text()
+    env.create(RPP, policy("later", "later", ["azure-lhr"]))
+    try:
+        assert "azure-lhr" in admin.locator('main tr[data-name="later"]').inner_text()
+    finally:
+        env.delete(f"{RPP}/later")
+    admin.locator('main tr[data-name="later"]').wait_for(state="detached")
     admin.get_by_role("link", name="Operations").click()
     admin.get_by_role("heading", name="Automatic operations").wait_for()
     admin.get_by_role("link", name="Clusters").click()

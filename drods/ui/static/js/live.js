@@ -33,7 +33,7 @@ class Topic {
 }
 
 // Objects of one kind kept current by list + watch, relisting when the watch expires (410).
-class ObjectSet extends Topic {
+export class ObjectSet extends Topic {
   constructor(session, path, onError) {
     super();
     this.session = session;

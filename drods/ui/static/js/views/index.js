@@ -7,7 +7,8 @@ import cluster from "./cluster.js";
 import clusters from "./clusters.js";
 import fleet from "./fleet.js";
 import operations from "./operations.js";
+import policies from "./policies.js";
 import workload from "./workload.js";
 import workloads from "./workloads.js";
 
-export const VIEWS = [fleet, clusters, cluster, workloads, workload, operations, audit];
+export const VIEWS = [fleet, clusters, cluster, workloads, workload, policies, operations, audit];
