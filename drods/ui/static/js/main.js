@@ -92,8 +92,11 @@ function start(session) {
     replace(main);
     document.title = `${view.title} · DRO-DS`;
     current.cleanup = view.render(main, ctx, params) || null;
-    if (document.activeElement && document.activeElement !== document.body && !main.contains(document.activeElement)
-        && !nav.contains(document.activeElement)) main.focus();
+    // A new page: keyboard and screen-reader users start at its content (a nav link keeps focus).
+    if (!nav.contains(document.activeElement)) {
+      window.scrollTo(0, 0);
+      main.focus({ preventScroll: true });
+    }
   };
   window.onhashchange = route;
   route();
