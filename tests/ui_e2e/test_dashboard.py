@@ -108,6 +108,12 @@ def test_sign_in_and_see_every_cluster_with_its_water_level(browse: Browse, env:
     page.get_by_role("button", name="Sign out").click()
     page.get_by_label("Access token").wait_for()
     assert page.evaluate("sessionStorage.length") == 0
+    # A kubeconfig pasted whole signs in with its token (here a viewer's).
+    kubeconfig = env.server.kubeconfig(env.server.data_dir / "viewer.kubeconfig", role="viewer").read_text()
+    page.get_by_label("Access token").fill(kubeconfig)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("heading", name="Fleet").wait_for()
+    assert page.locator("#role").inner_text() == "viewer"
     assert console.errors == []
     context.close()
 

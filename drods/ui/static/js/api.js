@@ -22,6 +22,14 @@ export function claims(token) {
   }
 }
 
+// The token itself, or a kubeconfig pasted whole (a password field drops its line breaks):
+// then the first user's `token:`.
+export function tokenOf(text) {
+  if (/^[\w-]+\.[\w-]+\.[\w-]*$/.test(text)) return text;
+  const m = text.match(/\btoken:\s*["']?([\w-]+\.[\w-]+\.[\w-]*)/);
+  return m ? m[1] : text;
+}
+
 export class Session {
   constructor(token) {
     this.token = token;

@@ -1,6 +1,6 @@
 // Start-up, sign-in, the page frame and the hash router. Views are modules listed in views/index.js.
 
-import { Session } from "./api.js";
+import { Session, tokenOf } from "./api.js";
 import { h, replace } from "./dom.js";
 import { CLUSTERS, Live } from "./live.js";
 import { VIEWS } from "./views/index.js";
@@ -17,15 +17,15 @@ function showLogin(message) {
     h("label", { for: "token" }, "Access token"),
     input,
     h("p", { id: "token-help", class: "muted" },
-      "A token from `drods token create` (or the one in your kubeconfig). It is kept in this tab only."),
+      "A token from `drods token create`, or your DRO-DS kubeconfig pasted whole. It is kept in this tab only."),
     h("button", { type: "submit" }, "Sign in"),
     error);
   replace(app, h("main", { id: "main", class: "login-page" }, form));
   input.focus();
 }
 
-async function signIn(token, error) {
-  const session = new Session(token);
+async function signIn(text, error) {
+  const session = new Session(tokenOf(text));
   if (!session.role) { error.textContent = "This is not a DRO-DS token."; return; }
   if (session.role === "cluster-agent") { error.textContent = "A cluster agent's token cannot sign in here."; return; }
   try {
