@@ -63,6 +63,10 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
     for r in ([load(r) for r in COMMON_ROUTERS] + facade + list(extra_routers or [])
               + [load(r) for r in KUBERNETES_ROUTERS]):
         app.include_router(r)
+    if flat_api:
+        from drods.ui import mount
+
+        mount(app)  # the dashboard (UI1): static pages that call this API with the user's token
     _install_error_handlers(app)
     app.add_middleware(AuditAndMetrics, ctx=ctx)
     return app

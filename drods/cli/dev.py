@@ -207,7 +207,8 @@ def up(
         _write(root / "env.sh", "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
         lines = [f"DRO-DS is up with {clusters} member cluster(s); data in {root}. Stop with Ctrl-C.", "",
                  f"  source {root / 'env.sh'}      # DRODS_SERVER, DRODS_CA_FILE, DRODS_TOKEN, DRODS_DATA_DIR …",
-                 f"  server      {url}", f"  token       {token}",
+                 f"  server      {url}", f"  dashboard   {url}/ui   (sign in with the token; the browser must "
+                 f"trust {certs.ca})", f"  token       {token}",
                  f"  kubectl --kubeconfig {kubeconfig} get clusters", "", "  members:"]
         for s, sim in zip(sites, sims, strict=True):
             lines.append(f"    {s.name:<12} {s.region}/{s.provider}/{s.city:<4} {sim.server:<26} "
