@@ -1,0 +1,66 @@
+"""C8: a flapping status produces a bounded number of route changes (injected clock, no sleeping)."""
+
+from __future__ import annotations
+
+from drods.steering.engine import evaluate
+from drods.steering.routing import Damping, RouteState, step
+from tests.steering.fixtures import fleet, plan
+
+SLA = {"maxDelayMs": 100.0, "maxLoadPercent": 70.0}
+
+
+def run(loads: list[float], damping: Damping, dt: float = 1.0) -> tuple[int, list[str]]:
+    """Feed aws-dfw's load, one status per ``dt`` seconds; the DFW client's chosen cluster each time."""
+    p = plan(sla=SLA)
+    state: RouteState | None = None
+    chosen: list[str] = []
+    for k, load in enumerate(loads):
+        ev = evaluate(fleet(load=(load, 0.2, 0.3)), [p])[0]
+        res = step(ev, state, k * dt, damping)
+        state = res.state
+        chosen.append(p.instances[int(state.weights[0].argmax())])
+    assert state is not None
+    return state.changes, chosen
+
+
+def test_flapping_load_changes_routes_a_bounded_number_of_times() -> None:
+    flapping = [0.95 if k % 2 else 0.2 for k in range(120)]  # crosses 70 % every second for 2 minutes
+    undamped, _ = run(flapping, Damping(minIntervalSeconds=0.0, changeThreshold=0.0, hysteresis=0.0))
+    damped, chosen = run(flapping, Damping(minIntervalSeconds=10.0))
+    # Two client sites' first routes are 2 changes; DFW then flips on every report without damping.
+    assert undamped >= 100
+    # Damped: DFW leaves aws-dfw at the first breach and never comes back while it keeps flapping.
+    assert damped <= 3
+    assert chosen[-1] == "gcp-ord"
+
+
+def test_routes_return_once_the_status_has_been_calm_for_the_interval() -> None:
+    loads = [0.2] * 5 + [0.9] * 5 + [0.2] * 30
+    changes, chosen = run(loads, Damping(minIntervalSeconds=10.0))
+    assert chosen[4] == "aws-dfw" and chosen[5] == "gcp-ord"  # the breach moves the route at once
+    back = chosen.index("aws-dfw", 6)
+    assert back == 20  # calm from t=10, back at t=20 (the hold-down), not before
+    assert changes == 2 + 2  # two first routes, away, back
+
+
+def test_change_threshold_keeps_a_valid_route_against_a_marginal_improvement() -> None:
+    p = plan(sla={"maxDelayMs": 100.0})
+    damping = Damping(minIntervalSeconds=0.0, changeThreshold=0.2)
+    # DFW: aws-dfw 4 + 10 = 14 ms vs gcp-ord 20 + 6.25; make gcp-ord slightly better (12.5 ms).
+    s1 = step(evaluate(fleet(), [p])[0], None, 0.0, damping)
+    better = fleet(delay=[[4.0, 6.0, 100.0], [95.0, 80.0, 3.0]])
+    s2 = step(evaluate(better, [p])[0], s1.state, 100.0, damping)
+    assert not s2.changed[0] and s2.state.held[0]  # 12.25 ms is not 20 % better than 14 ms
+    much_better = fleet(delay=[[4.0, 1.0, 100.0], [95.0, 80.0, 3.0]])
+    s3 = step(evaluate(much_better, [p])[0], s2.state, 200.0, damping)
+    assert s3.changed[0]
+
+
+def test_recheck_deadline_when_a_better_route_waits_for_the_hold_down() -> None:
+    p = plan(sla=SLA)
+    d = Damping(minIntervalSeconds=10.0)
+    s1 = step(evaluate(fleet(load=(0.2, 0.2, 0.3)), [p])[0], None, 0.0, d)
+    s2 = step(evaluate(fleet(load=(0.9, 0.2, 0.3)), [p])[0], s1.state, 1.0, d)
+    assert s2.changed[0]
+    s3 = step(evaluate(fleet(load=(0.2, 0.2, 0.3)), [p])[0], s2.state, 2.0, d)
+    assert not s3.changed[0] and s3.recheck_at == 12.0  # calm since 2.0, allowed at 12.0
