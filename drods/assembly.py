@@ -16,6 +16,7 @@ resource detector         leader                   ``resource-detector``
 member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler``
+traffic steering (CATS)   leader                   ``steering``
 store compactor           every replica            — (compaction is idempotent)
 ========================  =======================  ============================================
 """
@@ -48,6 +49,9 @@ from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings, load_profile
+from drods.steering.controller import LEASE as STEERING_LEASE
+from drods.steering.controller import SteeringController, SteeringInformers
+from drods.steering.settings import SteeringSettings
 from drods.store import Store
 
 log = logging.getLogger(__name__)
@@ -61,13 +65,14 @@ class Component(enum.Enum):
     COLLECTORS = "collectors"
     DESCHEDULER = "descheduler"
     COMPACTOR = "compactor"
+    STEERING = "steering"
 
 
 SERVE = frozenset(Component)
 APISERVER = frozenset({Component.API})
 SCHEDULER = frozenset({Component.SCHEDULER})
 CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
-                         Component.COMPACTOR})
+                         Component.COMPACTOR, Component.STEERING})
 # Monitoring is built where something feeds or reads it.
 _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
 
@@ -80,6 +85,7 @@ class ComponentSettings:
     profile: Profile | None = None  # None: the profile the data dir or environment names, else defaults
     monitoring: MonitorSettings | None = None  # None: <data dir>/monitor.yaml, else defaults
     members: MemberSettings | None = None  # None: <data dir>/members.yaml, else defaults
+    steering: SteeringSettings | None = None  # None: <data dir>/steering.yaml, else defaults
     clock: Callable[[], float] = time.time  # monitoring's and the descheduler's clock (tests move it)
     collectors: list[Collector] = field(default_factory=list)  # beside the built-in Prometheus one
     identity: str | None = None  # name in every leader election of this process
@@ -99,6 +105,8 @@ class ControlPlane:
     scheduler: SchedulerService | None = None
     # The member controllers of the current leadership term, while this process leads it.
     members: MemberControllers | None = None
+    # The steering controller of the current leadership term, while this process leads it.
+    steering: SteeringController | None = None
 
     @property
     def store(self) -> Store:
@@ -171,6 +179,17 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         hook = s.reschedule_hook
         manager.add_leader("descheduler", lambda lead: Descheduler(lead.store, lead.registry, monitor,
                                                                     hook or Rescheduler(lead.registry)))
+
+    if Component.STEERING in chosen:
+        steering_settings = s.steering or SteeringSettings.load(data_dir)
+        steering_informers = SteeringInformers.of(manager)
+
+        def steering(lead: Leadership) -> SteeringController:
+            plane.steering = SteeringController(lead.registry, steering_informers, steering_settings,
+                                                Rescheduler(lead.registry), clock=s.clock)
+            return plane.steering
+
+        manager.add_leader(STEERING_LEASE, steering)
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

@@ -73,7 +73,7 @@ class ServiceRegistrationSpec(BaseModel):
 
     serviceId: str = Field(min_length=1, max_length=253)
     workload: ObjectReference
-    sensitiveAttributes: list[Attribute] = Field(default_factory=lambda: ["delay"])
+    sensitiveAttributes: list[Attribute] = Field(default_factory=lambda: list[Attribute](["delay"]))
     sla: Sla = Field(default_factory=Sla)
     strategy: Strategy = "experienceFirst"
     evaluation: str = Field(default="e2eDelay", min_length=1, max_length=63)

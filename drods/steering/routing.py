@@ -84,7 +84,7 @@ def choose(ev: ServiceEval, eligible: B) -> tuple[F, B]:
     weights = np.zeros((n_c, n_i))
     if n_i == 0:
         return weights, np.zeros(n_c, dtype=bool)
-    row_ok = eligible.any(axis=1)
+    row_ok: B = np.asarray(eligible.any(axis=1), dtype=bool)
     if ev.plan.output == "balanced":
         g = np.where(eligible, ev.goodness, 0.0)
         sums = g.sum(axis=1, keepdims=True)

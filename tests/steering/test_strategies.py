@@ -35,7 +35,8 @@ def test_experience_first_picks_the_lowest_end_to_end_delay() -> None:
 
 
 def test_cost_first_picks_the_cheapest_instance_within_the_experience_thresholds() -> None:
-    # LHR: gcp-ord (86.25 ms, 0.04/h) meets the 100 ms SLA with the 10 % hysteresis margin and is cheaper than az-lhr (0.06/h).
+    # LHR: gcp-ord (86.25 ms, 0.04/h) meets the 100 ms SLA with the 10 % hysteresis margin and is
+    # cheaper than az-lhr (0.06/h).
     assert routes(strategy="costFirst") == {"DFW": [("gcp-ord", 1.0, 26.25)], "LHR": [("gcp-ord", 1.0, 86.25)]}
 
 

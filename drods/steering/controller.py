@@ -1,0 +1,390 @@
+"""The steering controller (SPEC C3, C6-C8): registrations + status → published ServiceRoutes.
+
+Single-active (``/leases/steering``), its writes fenced. It subscribes to the process's shared
+informers — ServiceRegistrations, Bindings (a workload's instances are the clusters its Binding
+places it on), Clusters, cluster status documents (``/status/clusters/``) and network status
+(``/status/network/``) — and recomputes when they change: a cluster's CPU crossing 70 % or a
+latency change is a watch event, not a poll. A burst of events within ``coalesceSeconds`` is one
+recomputation; only services with an instance on a changed cluster (or whose registration or
+binding changed) are evaluated again. The only timer is a deadline: when damping holds a better
+route back, the moment it becomes allowed.
+
+Routes are published as ``ServiceRoute`` objects (named by the Service ID) when a client site's
+route changes, or when its metric moved by more than the change threshold (at most once per
+minimum interval). Each registration's ``status`` says whether it is active, its instances, and any
+conflict (the Service ID is unique: the oldest registration keeps it).
+
+CCC: a client site no instance serves within the SLA makes the controller look for the nearest
+cluster that would (evaluating the service against every cluster), and offer it to the service's
+workload through the `RescheduleHook` (``offer``), at most once per ``offerCooldownSeconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from drods.controllers.detector import decode_object
+from drods.errors import ApiError
+from drods.machinery.informer import Informer
+from drods.machinery.manager import Manager
+from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX
+from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
+from drods.model.reschedule import RescheduleHook, RescheduleRequest
+from drods.model.steering import ServiceRegistrationSpec
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.registry.objects import ObjectRegistry
+from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate
+from drods.steering.evaluation import EVALUATIONS
+from drods.steering.plans import compile_plan
+from drods.steering.routing import RouteState, render, step
+from drods.steering.settings import SteeringSettings
+from drods.steering.status import build_fleet, pair_of
+
+log = logging.getLogger(__name__)
+
+LEASE = "steering"
+_PUBLISH_CHUNK = 128
+
+
+@dataclass(frozen=True, slots=True)
+class SteeringInformers:
+    registrations: Informer
+    bindings: Informer
+    clusters: Informer
+    status: Informer
+    network: Informer
+
+    @classmethod
+    def of(cls, manager: Manager) -> SteeringInformers:
+        return cls(manager.informer(SERVICE_REGISTRATION.key_prefix(), decode_object),
+                   manager.informer(BINDING.key_prefix(), decode_object),
+                   manager.informer(CLUSTER.key_prefix(), decode_object),
+                   manager.informer(STATUS_PREFIX, decode_object),
+                   manager.informer(NETWORK_PREFIX, decode_object))
+
+    def all(self) -> tuple[Informer, ...]:
+        return (self.registrations, self.bindings, self.clusters, self.status, self.network)
+
+
+@dataclass(slots=True)
+class _Service:
+    """One active registration, compiled."""
+
+    key: str
+    obj: dict[str, Any]
+    spec: ServiceRegistrationSpec
+    plan: ServicePlan
+    binding: str | None
+
+
+def _ref_key(ref: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return (str(ref.get("apiVersion")), str(ref.get("kind")), str(ref.get("namespace") or "default"),
+            str(ref.get("name")))
+
+
+def _signature(spec: ServiceRegistrationSpec) -> str:
+    """What, when changed, starts a service's routes afresh (strategy, SLA, evaluation …)."""
+    return spec.model_dump_json(exclude={"clientSites", "workload", "placementFeedback"})
+
+
+class SteeringController:
+    def __init__(self, registry: ObjectRegistry, informers: SteeringInformers, settings: SteeringSettings,
+                 placement: RescheduleHook | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry
+        self.inf = informers
+        self.settings = settings
+        self.damping = settings.damping()
+        self.placement = placement
+        self.clock = clock
+        self.states: dict[str, RouteState] = {}
+        self.signatures: dict[str, str] = {}
+        self.published: dict[str, dict[str, Any]] = {}  # service ID → the spec last published
+        self.published_at: dict[str, float] = {}
+        self.recheck: dict[str, float] = {}
+        self.offered: dict[tuple[str, str], float] = {}  # (service ID, client site) → when
+        self.reg_status: dict[str, dict[str, Any]] = {}
+        self.recomputations = 0
+        self._wake = asyncio.Event()
+        self._all = True
+        self._clusters: set[str] = set()
+        self._sites: set[str] = set()
+
+    # ------------------------------------------------------------------ triggers
+    def _on_structure(self, _key: str, _old: Any, _new: Any) -> None:
+        self._all = True
+        self._wake.set()
+
+    def _on_status(self, key: str, _old: Any, _new: Any) -> None:
+        self._clusters.add(key[len(STATUS_PREFIX):])
+        self._wake.set()
+
+    def _on_network(self, key: str, _old: Any, _new: Any) -> None:
+        pair = pair_of(key)
+        if pair is not None:
+            self._sites.add(pair[1])
+        self._wake.set()
+
+    async def run(self) -> None:
+        stops = [self.inf.registrations.on_change(self._on_structure), self.inf.bindings.on_change(self._on_structure),
+                 self.inf.clusters.on_change(self._on_structure), self.inf.status.on_change(self._on_status),
+                 self.inf.network.on_change(self._on_network)]
+        try:
+            for inf in self.inf.all():
+                await inf.wait_synced()
+            await self._load_published()
+            while True:
+                await self._wait()
+                if self.settings.coalesceSeconds:
+                    await asyncio.sleep(self.settings.coalesceSeconds)
+                await self.recompute()
+        finally:
+            for stop in stops:
+                stop()
+
+    async def _wait(self) -> None:
+        if self._all or self._clusters or self._sites:
+            return
+        timeout = None
+        if self.recheck:
+            timeout = max(0.0, min(self.recheck.values()) - self.clock())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        self._wake.clear()
+
+    async def _load_published(self) -> None:
+        """Resume from the routes already published (a new leader does not jump every route)."""
+        items, _ = await self.registry.list(SERVICE_ROUTE)
+        for obj in items:
+            spec = obj.get("spec") or {}
+            sid = obj["metadata"]["name"]
+            self.published[sid] = spec
+            routes = spec.get("routes") or []
+            clients = tuple(str(r.get("clientSite")) for r in routes)
+            instances = tuple(sorted({str(i.get("cluster")) for r in routes for i in r.get("instances") or []}))
+            col = {c: j for j, c in enumerate(instances)}
+            w = np.zeros((len(clients), len(instances)))
+            t = np.full(len(clients), -np.inf)
+            for r, route in enumerate(routes):
+                for inst in route.get("instances") or []:
+                    w[r, col[str(inst.get("cluster"))]] = float(inst.get("weight") or 0.0)
+                ts = parse_rfc3339(route.get("changedAt"))
+                if ts is not None:
+                    t[r] = ts
+            self.states[sid] = RouteState(clients, instances, w, t, int(spec.get("changes") or 0))
+
+    # ------------------------------------------------------------------ inputs
+    def _services(self) -> tuple[dict[str, _Service], dict[str, dict[str, Any]]]:
+        """Active services by ID, and the status each registration should show."""
+        by_ref: dict[tuple[str, str, str, str], tuple[str, list[str]]] = {}
+        for obj in self.inf.bindings.cache.values():
+            if not obj or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            ref = (obj.get("spec") or {}).get("resource")
+            if not isinstance(ref, dict):
+                continue
+            placed = [str(p["cluster"]) for p in (obj.get("status") or {}).get("placement") or []
+                      if isinstance(p, dict) and int(p.get("replicas") or 0) > 0 and p.get("cluster")]
+            by_ref[_ref_key(ref)] = (obj["metadata"]["name"], placed)
+        regs = sorted((o for o in self.inf.registrations.cache.values()
+                       if o and not (o.get("metadata") or {}).get("deletionTimestamp")),
+                      key=lambda o: (o["metadata"].get("creationTimestamp") or "", o["metadata"].get("namespace", ""),
+                                     o["metadata"]["name"]))
+        services: dict[str, _Service] = {}
+        statuses: dict[str, dict[str, Any]] = {}
+        known = self._cluster_names()
+        for obj in regs:
+            meta = obj["metadata"]
+            key = f"{meta.get('namespace', 'default')}/{meta['name']}"
+            gen = meta.get("generation")
+            try:
+                spec = ServiceRegistrationSpec.model_validate(obj.get("spec") or {})
+            except ValidationError as e:
+                statuses[key] = {"phase": "Invalid", "message": str(e.errors()[0].get("msg")),
+                                 "observedGeneration": gen}
+                continue
+            if spec.evaluation not in EVALUATIONS:
+                statuses[key] = {"phase": "Invalid", "observedGeneration": gen,
+                                 "message": f"unknown evaluation function {spec.evaluation!r}; known: "
+                                            f"{', '.join(sorted(EVALUATIONS))}"}
+                continue
+            if spec.serviceId in services:
+                owner = services[spec.serviceId].key
+                statuses[key] = {"phase": "Conflict", "observedGeneration": gen,
+                                 "message": f"serviceId {spec.serviceId} is registered by {owner}"}
+                continue
+            binding, instances = by_ref.get(_ref_key(spec.workload.model_dump()), (None, []))
+            instances = [c for c in instances if c in known]
+            plan = compile_plan(spec, instances)
+            services[spec.serviceId] = _Service(key, obj, spec, plan, binding)
+            statuses[key] = {"phase": "Active", "observedGeneration": gen, "binding": binding,
+                             "instances": list(plan.instances),
+                             "message": "" if instances else "the workload has no instances yet"}
+        return services, statuses
+
+    def _cluster_names(self) -> set[str]:
+        return {str(o["metadata"]["name"]) for o in self.inf.clusters.cache.values() if o}
+
+    def _fleet(self, clients: set[str]) -> Fleet:
+        clusters = {str(o["metadata"]["name"]): o for o in self.inf.clusters.cache.values() if o}
+        statuses = {k[len(STATUS_PREFIX):]: v for k, v in self.inf.status.cache.items()}
+        network: dict[tuple[str, str], dict[str, Any]] = {}
+        for key, doc in self.inf.network.cache.items():
+            pair = pair_of(key)
+            if pair is not None and doc:
+                network[pair] = doc
+        return build_fleet(clusters, statuses, network, clients)
+
+    # ------------------------------------------------------------------ the work
+    async def recompute(self) -> int:
+        """Evaluate what changed, publish what moved; returns how many ServiceRoutes were written."""
+        everything, clusters, sites = self._all, self._clusters, self._sites
+        self._all, self._clusters, self._sites = False, set(), set()
+        now = self.clock()
+        self.recomputations += 1
+        services, statuses = self._services()
+        fleet = self._fleet({c for s in services.values() for c in s.plan.clients})
+        if not everything:
+            city_of = {str(o["metadata"]["name"]): (o.get("spec") or {}).get("city")
+                       for o in self.inf.clusters.cache.values() if o}
+            touched = clusters | {c for c, city in city_of.items() if c in sites or (city and city in sites)}
+            due = {sid for sid, at in self.recheck.items() if at <= now + 1e-3}
+            chosen = [s for sid, s in services.items()
+                      if sid in due or sid not in self.states or not touched.isdisjoint(s.plan.instances)]
+        else:
+            chosen = list(services.values())
+        for sid in [sid for sid in self.recheck if sid in {s.plan.service_id for s in chosen} or sid not in services]:
+            self.recheck.pop(sid, None)
+        evs = evaluate(fleet, [s.plan for s in chosen], self.damping.hysteresis)
+        objects: list[dict[str, Any]] = []
+        shortfalls: list[tuple[_Service, ServiceEval, list[int]]] = []
+        for svc, ev in zip(chosen, evs, strict=True):
+            sid = svc.plan.service_id
+            sig = _signature(svc.spec)
+            state = self.states.get(sid) if self.signatures.get(sid, sig) == sig else None
+            self.signatures[sid] = sig
+            res = step(ev, state, now, self.damping)
+            self.states[sid] = res.state
+            if res.recheck_at is not None:
+                self.recheck[sid] = res.recheck_at
+            texts = [rfc3339_ms(t) if np.isfinite(t) else None for t in res.state.changed_at]
+            spec = {"serviceId": sid,
+                    "registration": {"apiVersion": SERVICE_REGISTRATION.api_version, "kind": SERVICE_REGISTRATION.kind,
+                                     "name": svc.obj["metadata"]["name"],
+                                     "namespace": svc.obj["metadata"].get("namespace", "default")},
+                    "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation, "output": svc.spec.output,
+                    "routes": render(ev, res.state, texts), "updated": rfc3339_ms(now),
+                    "changes": res.state.changes}
+            if self._worth_publishing(sid, spec, now):
+                objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
+                                "metadata": {"name": sid}, "spec": spec})
+            short = [r for r in range(len(svc.plan.clients)) if not ev.valid[r].any()]
+            if short and svc.spec.placementFeedback and svc.binding:
+                shortfalls.append((svc, ev, short))
+        written = await self._publish(objects, now)
+        await self._forget(services)
+        await self._write_statuses(statuses)
+        if shortfalls and self.placement is not None:
+            await self._offer(fleet, shortfalls, now)
+        return written
+
+    def _worth_publishing(self, sid: str, spec: dict[str, Any], now: float) -> bool:
+        old = self.published.get(sid)
+        if old is None:
+            return True
+
+        def shape(s: Mapping[str, Any]) -> Any:
+            return ([(r["clientSite"], [(i["cluster"], i["weight"], i["metric"] == "MAX") for i in r["instances"]])
+                     for r in s.get("routes") or []],
+                    {k: s.get(k) for k in ("strategy", "evaluation", "output", "registration")})
+
+        if shape(old) != shape(spec):
+            return True
+        if now - self.published_at.get(sid, -np.inf) < self.damping.minIntervalSeconds:
+            return False
+        for r_old, r_new in zip(old.get("routes") or [], spec["routes"], strict=False):
+            for a, b in zip(r_old["instances"], r_new["instances"], strict=False):
+                ma, mb = a["metric"], b["metric"]
+                if isinstance(ma, int | float) and isinstance(mb, int | float) and \
+                        abs(mb - ma) > self.damping.changeThreshold * max(abs(ma), 1e-9):
+                    return True
+        return False
+
+    async def _publish(self, objects: list[dict[str, Any]], now: float) -> int:
+        written = 0
+        for start in range(0, len(objects), _PUBLISH_CHUNK):
+            part = objects[start:start + _PUBLISH_CHUNK]
+            for attempt in range(3):
+                try:
+                    await self.registry.batch_upsert([(SERVICE_ROUTE, o) for o in part])
+                    break
+                except ApiError as e:
+                    if e.status != 409 or attempt == 2:
+                        raise
+            for o in part:
+                sid = o["metadata"]["name"]
+                self.published[sid] = o["spec"]
+                self.published_at[sid] = now
+            written += len(part)
+        return written
+
+    async def _forget(self, services: Mapping[str, _Service]) -> None:
+        """Routes of services no longer registered are deleted."""
+        for sid in [s for s in self.published if s not in services]:
+            with contextlib.suppress(ApiError):
+                await self.registry.delete(SERVICE_ROUTE, sid)
+            for d in (self.published, self.published_at, self.states, self.signatures, self.recheck):
+                d.pop(sid, None)  # type: ignore[attr-defined]
+
+    async def _write_statuses(self, statuses: Mapping[str, dict[str, Any]]) -> None:
+        for key, status in statuses.items():
+            if self.reg_status.get(key) == status:
+                continue
+            ns, _, name = key.partition("/")
+            obj = self.inf.registrations.cache.get(SERVICE_REGISTRATION.key(name, ns)) or {}
+            if {k: v for k, v in (obj.get("status") or {}).items() if k in status} == status:
+                self.reg_status[key] = status
+                continue
+            try:
+                await self.registry.update_status(SERVICE_REGISTRATION, name, status, ns)
+                self.reg_status[key] = status
+            except ApiError as e:
+                if e.status not in (404, 409):
+                    raise
+
+    async def _offer(self, fleet: Fleet, shortfalls: list[tuple[_Service, ServiceEval, list[int]]],
+                     now: float) -> None:
+        """CCC: for client sites no instance serves within the SLA, offer the nearest cluster that would."""
+        assert self.placement is not None
+        everywhere = [dataclasses.replace(svc.plan, instances=fleet.clusters) for svc, _, _ in shortfalls]
+        for (svc, _ev, rows), ev_all in zip(shortfalls, evaluate(fleet, everywhere, self.damping.hysteresis),
+                                            strict=True):
+            sid = svc.plan.service_id
+            for r in rows:
+                client = svc.plan.clients[r]
+                if now - self.offered.get((sid, client), -np.inf) < self.settings.offerCooldownSeconds:
+                    continue
+                ok = ev_all.valid_enter[r] & ~np.isin(np.array(fleet.clusters), np.array(svc.plan.instances))
+                if not ok.any():
+                    continue
+                j = int(np.argmin(np.where(ok, ev_all.metric[r], np.inf)))
+                cluster = fleet.clusters[j]
+                self.offered[(sid, client)] = now
+                reason = (f"service {sid}: no instance meets the SLA for client site {client}; {cluster} would "
+                          f"({ev_all.delay[r, j]:.1f} ms)")
+                try:
+                    result = await self.placement(RescheduleRequest("offer", cluster, reason, 0.0, 1.0,
+                                                                    {"binding": svc.binding}))
+                    log.info("steering: %s", result.message)
+                except Exception:  # noqa: BLE001 - placement feedback must not stop routing
+                    log.exception("steering: offering %s to %s failed", cluster, svc.binding)
+

@@ -1,0 +1,38 @@
+"""Tunables of traffic steering: ``<data dir>/steering.yaml`` when it exists (camelCase keys, like
+``members.yaml``); tests and tools pass their own to the process assembly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.steering.routing import Damping
+
+
+class SteeringSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # C8: a client site's route changes at most this often (unless the instance it uses breaks the SLA).
+    minIntervalSeconds: float = Field(default=10.0, ge=0)
+    # C8: a valid route is replaced only by one better by this much (relative, in the strategy's key).
+    changeThreshold: float = Field(default=0.1, ge=0, lt=1)
+    # C8: a new instance must meet every SLA threshold with this margin (0.1: delay ≤ 90 ms for 100 ms).
+    hysteresis: float = Field(default=0.1, ge=0, lt=1)
+    # Status changes arriving within this window are evaluated together (one burst, one recomputation).
+    coalesceSeconds: float = Field(default=0.02, ge=0)
+    # CCC: a nearer cluster is offered to a service's workload at most once per this long per client site.
+    offerCooldownSeconds: float = Field(default=60.0, ge=0)
+    # Registration files (YAML, one or more documents) applied when the controller starts leading (C4).
+    registrationFiles: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> SteeringSettings:
+        path = data_dir / "steering.yaml"
+        if not path.exists():
+            return cls()
+        return cls.model_validate(yaml.safe_load(path.read_text()) or {})
+
+    def damping(self) -> Damping:
+        return Damping(self.minIntervalSeconds, self.changeThreshold, self.hysteresis)
