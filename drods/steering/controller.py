@@ -43,10 +43,11 @@ from drods.model.reschedule import RescheduleHook, RescheduleRequest
 from drods.model.steering import ServiceRegistrationSpec
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry
-from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate
-from drods.steering.evaluation import EVALUATIONS
+from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate, evaluate_chunks
+from drods.steering.evaluation import EVALUATIONS, B
+from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
-from drods.steering.routing import RouteState, render, step
+from drods.steering.routing import RouteState, render, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, pair_of
 
@@ -92,6 +93,12 @@ def _ref_key(ref: Mapping[str, Any]) -> tuple[str, str, str, str]:
             str(ref.get("name")))
 
 
+def _pad(a: F, shape: tuple[int, ...]) -> F:
+    out = np.zeros(shape)
+    out[tuple(slice(0, n) for n in a.shape)] = a
+    return out
+
+
 def _signature(spec: ServiceRegistrationSpec) -> str:
     """What, when changed, starts a service's routes afresh (strategy, SLA, evaluation …)."""
     return spec.model_dump_json(exclude={"clientSites", "workload", "placementFeedback"})
@@ -113,6 +120,8 @@ class SteeringController:
         self.recheck: dict[str, float] = {}
         self.offered: dict[tuple[str, str], float] = {}  # (service ID, client site) → when
         self.reg_status: dict[str, dict[str, Any]] = {}
+        self.pub_keys: dict[str, tuple[Any, ...]] = {}  # what the last published routes were computed for
+        self.pub_metrics: dict[str, F] = {}  # per client site, the metric served when last published
         self.recomputations = 0
         self._wake = asyncio.Event()
         self._all = True
@@ -264,32 +273,46 @@ class SteeringController:
             chosen = list(services.values())
         for sid in [sid for sid in self.recheck if sid in {s.plan.service_id for s in chosen} or sid not in services]:
             self.recheck.pop(sid, None)
-        evs = evaluate(fleet, [s.plan for s in chosen], self.damping.hysteresis)
         objects: list[dict[str, Any]] = []
         shortfalls: list[tuple[_Service, ServiceEval, list[int]]] = []
-        for svc, ev in zip(chosen, evs, strict=True):
-            sid = svc.plan.service_id
-            sig = _signature(svc.spec)
-            state = self.states.get(sid) if self.signatures.get(sid, sig) == sig else None
-            self.signatures[sid] = sig
-            res = step(ev, state, now, self.damping)
-            self.states[sid] = res.state
-            if res.recheck_at is not None:
-                self.recheck[sid] = res.recheck_at
-            texts = [rfc3339_ms(t) if np.isfinite(t) else None for t in res.state.changed_at]
-            spec = {"serviceId": sid,
-                    "registration": {"apiVersion": SERVICE_REGISTRATION.api_version, "kind": SERVICE_REGISTRATION.kind,
-                                     "name": svc.obj["metadata"]["name"],
-                                     "namespace": svc.obj["metadata"].get("namespace", "default")},
-                    "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation, "output": svc.spec.output,
-                    "routes": render(ev, res.state, texts), "updated": rfc3339_ms(now),
-                    "changes": res.state.changes}
-            if self._worth_publishing(sid, spec, now):
-                objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
-                                "metadata": {"name": sid}, "spec": spec})
-            short = [r for r in range(len(svc.plan.clients)) if not ev.valid[r].any()]
-            if short and svc.spec.placementFeedback and svc.binding:
-                shortfalls.append((svc, ev, short))
+        for chunk in evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis):
+            svcs = [chosen[n] for n in chunk.positions]
+            states: list[RouteState | None] = []
+            for svc in svcs:
+                sid, sig = svc.plan.service_id, _signature(svc.spec)
+                states.append(self.states.get(sid) if self.signatures.get(sid, sig) == sig else None)
+                self.signatures[sid] = sig
+            results = step_chunk(chunk, states, now, self.damping)
+            with np.errstate(invalid="ignore"):
+                used = np.stack([_pad(r.state.weights, chunk.metric.shape[1:]) for r in results]) > 0 \
+                    if results else np.zeros(chunk.metric.shape, dtype=bool)
+                served = np.where(used, np.where(np.isfinite(chunk.metric), chunk.metric, 0.0), 0.0).sum(axis=-1)
+            row_short: B = np.asarray(~chunk.valid.any(axis=-1), dtype=bool)
+            for s, (svc, res) in enumerate(zip(svcs, results, strict=True)):
+                sid = svc.plan.service_id
+                self.states[sid] = res.state
+                if res.recheck_at is not None:
+                    self.recheck[sid] = res.recheck_at
+                nc = len(svc.plan.clients)
+                pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
+                metrics = served[s, :nc]
+                if self._worth_publishing(sid, pub_key, bool(res.changed.any()), metrics, now):
+                    ev = chunk.service(s)
+                    texts = [rfc3339_ms(t) if np.isfinite(t) else None for t in res.state.changed_at]
+                    spec = {"serviceId": sid,
+                            "registration": {"apiVersion": SERVICE_REGISTRATION.api_version,
+                                             "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
+                                             "namespace": svc.obj["metadata"].get("namespace", "default")},
+                            "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation,
+                            "output": svc.spec.output, "routes": render(ev, res.state, texts),
+                            "updated": rfc3339_ms(now), "changes": res.state.changes}
+                    objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
+                                    "metadata": {"name": sid}, "spec": spec})
+                    self.pub_keys[sid] = pub_key
+                    self.pub_metrics[sid] = metrics.copy()
+                short = [int(r) for r in np.flatnonzero(row_short[s, :nc])] if svc.plan.instances or nc else []
+                if short and svc.spec.placementFeedback and svc.binding:
+                    shortfalls.append((svc, chunk.service(s), short))
         written = await self._publish(objects, now)
         await self._forget(services)
         await self._write_statuses(statuses)
@@ -297,27 +320,19 @@ class SteeringController:
             await self._offer(fleet, shortfalls, now)
         return written
 
-    def _worth_publishing(self, sid: str, spec: dict[str, Any], now: float) -> bool:
-        old = self.published.get(sid)
-        if old is None:
-            return True
-
-        def shape(s: Mapping[str, Any]) -> Any:
-            return ([(r["clientSite"], [(i["cluster"], i["weight"], i["metric"] == "MAX") for i in r["instances"]])
-                     for r in s.get("routes") or []],
-                    {k: s.get(k) for k in ("strategy", "evaluation", "output", "registration")})
-
-        if shape(old) != shape(spec):
+    def _worth_publishing(self, sid: str, pub_key: tuple[Any, ...], changed: bool, metrics: F, now: float) -> bool:
+        """A route changed, the service is new or re-registered, or — at most once per minimum
+        interval — a served metric moved by more than the change threshold."""
+        if changed or sid not in self.published or self.pub_keys.get(sid) != pub_key:
             return True
         if now - self.published_at.get(sid, -np.inf) < self.damping.minIntervalSeconds:
             return False
-        for r_old, r_new in zip(old.get("routes") or [], spec["routes"], strict=False):
-            for a, b in zip(r_old["instances"], r_new["instances"], strict=False):
-                ma, mb = a["metric"], b["metric"]
-                if isinstance(ma, int | float) and isinstance(mb, int | float) and \
-                        abs(mb - ma) > self.damping.changeThreshold * max(abs(ma), 1e-9):
-                    return True
-        return False
+        old = self.pub_metrics.get(sid)
+        if old is None or old.shape != metrics.shape:
+            return True
+        with np.errstate(invalid="ignore"):
+            drift = np.abs(metrics - old) > self.damping.changeThreshold * np.maximum(np.abs(old), 1e-9)
+        return bool(drift.any())
 
     async def _publish(self, objects: list[dict[str, Any]], now: float) -> int:
         written = 0
@@ -342,7 +357,8 @@ class SteeringController:
         for sid in [s for s in self.published if s not in services]:
             with contextlib.suppress(ApiError):
                 await self.registry.delete(SERVICE_ROUTE, sid)
-            for d in (self.published, self.published_at, self.states, self.signatures, self.recheck):
+            for d in (self.published, self.published_at, self.states, self.signatures, self.recheck, self.pub_keys,
+                      self.pub_metrics):
                 d.pop(sid, None)  # type: ignore[attr-defined]
 
     async def _write_statuses(self, statuses: Mapping[str, dict[str, Any]]) -> None:

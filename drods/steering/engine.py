@@ -80,29 +80,63 @@ class ServiceEval:
     load: F
 
 
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Services evaluated together: the same arrays as `ServiceEval`, stacked and padded to
+    (services, most client sites, most instances); padding is never a candidate."""
+
+    plans: list[ServicePlan]
+    positions: list[int]  # index of each plan in what `evaluate_chunks` was given
+    metric: F
+    valid: B
+    valid_enter: B
+    key: F
+    goodness: F
+    broken: I8
+    delay: F
+    network: F
+    processing: F
+    cost: F
+    load: F
+
+    def service(self, s: int) -> ServiceEval:
+        p = self.plans[s]
+        cut = (s, slice(0, len(p.clients)), slice(0, len(p.instances)))
+        return ServiceEval(p, self.metric[cut], self.valid[cut], self.valid_enter[cut], self.key[cut],
+                           self.goodness[cut], self.broken[cut], self.delay[cut], self.network[cut],
+                           self.processing[cut], self.cost[cut], self.load[cut])
+
+
 def _limit(v: float | None, default: float) -> float:
     return default if v is None else float(v)
 
 
 def evaluate(fleet: Fleet, plans: Sequence[ServicePlan], hysteresis: float = 0.1) -> list[ServiceEval]:
     """Evaluate every plan against ``fleet``; results in the order of ``plans``."""
+    out: list[ServiceEval | None] = [None] * len(plans)
+    for chunk in evaluate_chunks(fleet, plans, hysteresis):
+        for s, n in enumerate(chunk.positions):
+            out[n] = chunk.service(s)
+    return [ev for ev in out if ev is not None]
+
+
+def evaluate_chunks(fleet: Fleet, plans: Sequence[ServicePlan], hysteresis: float = 0.1) -> list[Chunk]:
+    """Evaluate every plan against ``fleet``, in chunks of services sharing an evaluation function."""
     c_index = {c: i for i, c in enumerate(fleet.clients)}
     i_index = {c: i for i, c in enumerate(fleet.clusters)}
     groups: dict[tuple[str, tuple[str, str, str]], list[int]] = defaultdict(list)
     for n, p in enumerate(plans):
         norm = p.normalisation
         groups[(p.evaluation, (norm.communication, norm.computing, norm.service))].append(n)
-    out: list[ServiceEval | None] = [None] * len(plans)
+    out: list[Chunk] = []
     for (name, norm_key), members in groups.items():
         fn = EVALUATIONS[name]
         normalisation = dict(zip(("communication", "computing", "service"), norm_key, strict=True))
         for start in range(0, len(members), _CHUNK):
-            chunk = [plans[n] for n in members[start:start + _CHUNK]]
-            for n, ev in zip(members[start:start + _CHUNK],
-                             _evaluate_chunk(fleet, chunk, c_index, i_index, fn, normalisation, hysteresis),
-                             strict=True):
-                out[n] = ev
-    return [ev for ev in out if ev is not None]
+            part = members[start:start + _CHUNK]
+            out.append(_evaluate_chunk(fleet, [plans[n] for n in part], part, c_index, i_index, fn, normalisation,
+                                       hysteresis))
+    return out
 
 
 def _index(names: Sequence[tuple[str, ...]], index: dict[str, int], width: int) -> tuple[I64, B]:
@@ -119,8 +153,8 @@ def _index(names: Sequence[tuple[str, ...]], index: dict[str, int], width: int) 
     return idx, mask
 
 
-def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], c_index: dict[str, int], i_index: dict[str, int],
-                    fn: object, normalisation: dict[str, str], hysteresis: float) -> list[ServiceEval]:
+def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], positions: list[int], c_index: dict[str, int],
+                    i_index: dict[str, int], fn: object, normalisation: dict[str, str], hysteresis: float) -> Chunk:
     assert callable(fn)
     n_c = max(len(p.clients) for p in plans)
     n_i = max(len(p.instances) for p in plans)
@@ -176,11 +210,5 @@ def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], c_index: dict[str, i
     with np.errstate(divide="ignore"):
         goodness = np.where(code == 0, 1.0 / np.maximum(metric, 1e-6),
                             np.where(code == 1, 1.0 / np.maximum(cost_b, 1e-6), np.maximum(1.0 - load_b, 1e-6)))
-    out: list[ServiceEval] = []
-    for s, p in enumerate(plans):
-        nc, ni = len(p.clients), len(p.instances)
-        cut = (s, slice(0, nc), slice(0, ni))
-        out.append(ServiceEval(p, metric[cut], valid[cut], valid_enter[cut], key[cut], goodness[cut],
-                               broken[cut], delay[cut], network[cut], np.broadcast_to(processing, delay.shape)[cut],
-                               cost_b[cut], load_b[cut]))
-    return out
+    return Chunk(plans, positions, metric, valid, valid_enter, key, goodness, broken, delay, network,
+                 np.broadcast_to(processing, delay.shape), cost_b, load_b)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from drods.steering.engine import BROKEN, ServiceEval
+from drods.steering.engine import BROKEN, Chunk, ServiceEval, ServicePlan
 from drods.steering.evaluation import B
 from drods.steering.metrics import F
 
@@ -78,39 +78,59 @@ class RouteState:
         return RouteState(clients, instances, w, t, self.changes, valid_since=since)
 
 
-def choose(ev: ServiceEval, eligible: B) -> tuple[F, B]:
-    """Weights (client sites x instances) and which rows met the SLA."""
-    n_c, n_i = ev.metric.shape
-    weights = np.zeros((n_c, n_i))
+@dataclass(frozen=True, slots=True)
+class _Arrays:
+    """What choosing reads, for one service (C, I) or a chunk of them (S, C, I)."""
+
+    metric: F
+    valid: B
+    valid_enter: B
+    key: F
+    goodness: F
+    balanced: B  # broadcastable: (S, 1, 1) or a scalar
+
+    @classmethod
+    def of(cls, ev: ServiceEval | Chunk) -> _Arrays:
+        if isinstance(ev, Chunk):
+            balanced = np.array([p.output == "balanced" for p in ev.plans])[:, None, None]
+        else:
+            balanced = np.array(ev.plan.output == "balanced")
+        return cls(ev.metric, ev.valid, ev.valid_enter, ev.key, ev.goodness, balanced)
+
+
+def _choose(a: _Arrays, eligible: B) -> F:
+    """Weights (…, client sites, instances): the strategy's pick among ``eligible``, or the best raw
+    metric where nothing is eligible (published as MAX)."""
+    n_i = a.metric.shape[-1]
     if n_i == 0:
-        return weights, np.zeros(n_c, dtype=bool)
-    row_ok: B = np.asarray(eligible.any(axis=1), dtype=bool)
-    if ev.plan.output == "balanced":
-        g = np.where(eligible, ev.goodness, 0.0)
-        sums = g.sum(axis=1, keepdims=True)
-        weights = np.where(sums > 0, g / np.where(sums > 0, sums, 1.0), 0.0)
-    else:
-        k = np.where(eligible, ev.key, np.inf)
-        kmin = k.min(axis=1, keepdims=True)
-        tie = eligible & (k <= kmin + 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(kmin), kmin, 0.0))))
-        best = np.argmin(np.where(tie, ev.metric, np.inf), axis=1)
-        rows = np.flatnonzero(row_ok)
-        weights[rows, best[rows]] = 1.0
-    # No instance meets the SLA: best effort on the best raw metric (published as MAX).
-    fallback = ~row_ok & np.isfinite(ev.metric).any(axis=1)
-    if fallback.any():
-        rows = np.flatnonzero(fallback)
-        weights[rows] = 0.0
-        weights[rows, np.argmin(ev.metric[rows], axis=1)] = 1.0
-    return weights, row_ok
+        return np.zeros(a.metric.shape)
+    cols = np.arange(n_i)
+    row_ok: B = np.asarray(eligible.any(axis=-1), dtype=bool)
+    g = np.where(eligible, a.goodness, 0.0)
+    sums = g.sum(axis=-1, keepdims=True)
+    balanced = np.where(sums > 0, g / np.where(sums > 0, sums, 1.0), 0.0)
+    k = np.where(eligible, a.key, np.inf)
+    kmin = k.min(axis=-1, keepdims=True)
+    tie = eligible & (k <= kmin + 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(kmin), kmin, 0.0))))
+    best = np.argmin(np.where(tie, a.metric, np.inf), axis=-1)
+    preferred = ((cols == best[..., None]) & row_ok[..., None]).astype(np.float64)
+    weights = np.where(a.balanced, balanced, preferred)
+    fallback: B = np.asarray(~row_ok & np.isfinite(a.metric).any(axis=-1), dtype=bool)
+    best_raw = (cols == np.argmin(a.metric, axis=-1)[..., None]).astype(np.float64)
+    return np.asarray(np.where(fallback[..., None], best_raw, weights), dtype=np.float64)
+
+
+def choose(ev: ServiceEval, eligible: B) -> tuple[F, B]:
+    """Weights (client sites x instances) and which rows met the SLA (no history, no damping)."""
+    return _choose(_Arrays.of(ev), eligible), np.asarray(eligible.any(axis=-1), dtype=bool)
 
 
 def _score(weights: F, key: F, valid: B) -> F:
     """A route's strategy key (weighted), +inf when an instance it uses breaks the SLA or none."""
     used = weights > 0
-    ok = used.any(axis=1) & ~(used & ~valid).any(axis=1)
+    ok = used.any(axis=-1) & ~(used & ~valid).any(axis=-1)
     with np.errstate(invalid="ignore"):
-        s = (weights * np.where(used, key, 0.0)).sum(axis=1)
+        s = (weights * np.where(used, key, 0.0)).sum(axis=-1)
     return np.where(ok, s, np.inf)
 
 
@@ -121,57 +141,103 @@ class StepResult:
     recheck_at: float | None  # when a held-back change may become allowed (None: nothing held)
 
 
-def step(ev: ServiceEval, state: RouteState | None, now: float, damping: Damping) -> StepResult:
-    """The next published state, which client sites' routes changed, and when to look again."""
-    clients, instances = ev.plan.clients, ev.plan.instances
-    shape = ev.metric.shape
-    if state is None:
-        state = RouteState(clients, instances, np.zeros(shape), np.full(len(clients), -np.inf),
-                           valid_since=np.full(shape, np.inf))
-    else:
-        state = state.remapped(clients, instances)
-    since_prev = state.valid_since if state.valid_since.shape == shape else np.full(shape, np.inf)
-    valid_since = np.where(ev.valid_enter, np.minimum(since_prev, now), np.inf)
-    held = state.weights > 0
-    keep = held & ev.valid
-    settled = ev.valid_enter & (now - valid_since >= damping.minIntervalSeconds)
-    calm, _ = choose(ev, keep | settled)
-    rush, _ = choose(ev, keep | ev.valid_enter)
-    cur_score = _score(state.weights, ev.key, ev.valid)
-    has_route = held.any(axis=1)
+@dataclass(frozen=True, slots=True)
+class _Next:
+    weights: F
+    changed_at: F
+    valid_since: F
+    change: B
+    held: B
+    recheck_at: F  # per service (or a 0-d array): +inf nothing to wait for
+
+
+def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, damping: Damping) -> _Next:
+    """The damped step over (…, C, I) arrays (see the module docstring)."""
+    valid_since = np.where(a.valid_enter, np.minimum(since0, now), np.inf)
+    held = weights0 > 0
+    keep = held & a.valid
+    settled = a.valid_enter & (now - valid_since >= damping.minIntervalSeconds)
+    calm = _choose(a, keep | settled)
+    rush = _choose(a, keep | a.valid_enter)
+    cur_score = _score(weights0, a.key, a.valid)
+    has_route = held.any(axis=-1)
     # Usable = no instance it uses has become unreachable (a MAX route stays usable best effort).
-    reachable = ~(held & ~np.isfinite(ev.metric)).any(axis=1)
-    rush_score = _score(rush, ev.key, ev.valid)
+    reachable = ~(held & ~np.isfinite(a.metric)).any(axis=-1)
+    rush_score = _score(rush, a.key, a.valid)
     urgent = ~has_route | ~reachable | (~np.isfinite(cur_score) & np.isfinite(rush_score))
-    cand = np.where(urgent[:, None], rush, calm)
-    new_score = _score(cand, ev.key, ev.valid)
-    differs = (np.abs(cand - state.weights) > 1e-6).any(axis=1)
-    elapsed = (now - state.changed_at) >= damping.minIntervalSeconds
+    cand = np.where(urgent[..., None], rush, calm)
+    new_score = _score(cand, a.key, a.valid)
+    differs = (np.abs(cand - weights0) > 1e-6).any(axis=-1)
+    elapsed = (now - changed_at0) >= damping.minIntervalSeconds
     both_max = ~np.isfinite(cur_score) & ~np.isfinite(new_score)
     if both_max.any():  # neither meets the SLA: compare raw metrics so a best-effort route can improve
-        cur_raw = (state.weights * np.where(held, ev.metric, 0.0)).sum(axis=1)
-        new_raw = (cand * np.where(cand > 0, ev.metric, 0.0)).sum(axis=1)
+        with np.errstate(invalid="ignore"):
+            cur_raw = (weights0 * np.where(held, a.metric, 0.0)).sum(axis=-1)
+            new_raw = (cand * np.where(cand > 0, a.metric, 0.0)).sum(axis=-1)
         cur_score = np.where(both_max, cur_raw, cur_score)
         new_score = np.where(both_max, new_raw, new_score)
     with np.errstate(invalid="ignore"):
         improve = new_score < cur_score * (1.0 - damping.changeThreshold)
     change = differs & (urgent | (elapsed & improve))
-    weights = np.where(change[:, None], cand, state.weights)
-    changed_at = np.where(change, now, state.changed_at)
+    weights = np.where(change[..., None], cand, weights0)
+    changed_at = np.where(change, now, changed_at0)
     # Held back: a better route exists (or soon will, once an instance has been calm long enough).
-    rush_differs = (np.abs(rush - weights) > 1e-6).any(axis=1)
-    held_rows = ~change & (differs | rush_differs)
-    recheck_at: float | None = None
-    if held_rows.any():  # the earliest moment the time-based rules stop holding a row back
-        waiting = ev.valid_enter & ~settled & ~(weights > 0) & held_rows[:, None]
-        calm_at = np.where(waiting, valid_since, np.inf).min(axis=1)
-        row_at = np.maximum(changed_at, np.where(np.isfinite(calm_at), calm_at, -np.inf)) \
-            + damping.minIntervalSeconds
-        future = row_at[held_rows & (row_at > now)]
-        recheck_at = float(future.min()) if future.size else None
-    nxt = RouteState(clients, instances, weights, changed_at, state.changes + int(change.sum()),
-                     held=held_rows, valid_since=valid_since)
-    return StepResult(nxt, change, recheck_at)
+    held_rows = ~change & (differs | (np.abs(rush - weights) > 1e-6).any(axis=-1))
+    # The earliest moment the time-based rules stop holding a row back.
+    waiting = a.valid_enter & ~settled & ~(weights > 0) & held_rows[..., None]
+    calm_at = np.where(waiting, valid_since, np.inf).min(axis=-1) if waiting.shape[-1] else \
+        np.full(held_rows.shape, np.inf)
+    row_at = np.maximum(changed_at, np.where(np.isfinite(calm_at), calm_at, -np.inf)) + damping.minIntervalSeconds
+    recheck = np.where(held_rows & (row_at > now), row_at, np.inf).min(axis=-1) if held_rows.shape[-1] else \
+        np.full(held_rows.shape[:-1], np.inf)
+    return _Next(weights, changed_at, valid_since, change, held_rows, np.asarray(recheck))
+
+
+def _fresh(ev: ServiceEval | ServicePlan) -> RouteState:
+    plan = ev if isinstance(ev, ServicePlan) else ev.plan
+    shape = (len(plan.clients), len(plan.instances))
+    return RouteState(plan.clients, plan.instances, np.zeros(shape), np.full(shape[0], -np.inf),
+                      valid_since=np.full(shape, np.inf))
+
+
+def _since(state: RouteState) -> F:
+    return state.valid_since if state.valid_since.shape == state.weights.shape else np.full(state.weights.shape, np.inf)
+
+
+def step(ev: ServiceEval, state: RouteState | None, now: float, damping: Damping) -> StepResult:
+    """One service's next published state, which client sites' routes changed, and when to look again."""
+    state = _fresh(ev) if state is None else state.remapped(ev.plan.clients, ev.plan.instances)
+    n = _step(_Arrays.of(ev), state.weights, state.changed_at, _since(state), now, damping)
+    recheck = float(n.recheck_at)
+    nxt = RouteState(state.clients, state.instances, n.weights, n.changed_at, state.changes + int(n.change.sum()),
+                     held=n.held, valid_since=n.valid_since)
+    return StepResult(nxt, n.change, recheck if np.isfinite(recheck) else None)
+
+
+def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, damping: Damping) -> list[StepResult]:
+    """`step` for every service of a chunk at once (states in the chunk's order)."""
+    shape = chunk.metric.shape
+    w0 = np.zeros(shape)
+    t0 = np.full(shape[:2], -np.inf)
+    s0 = np.full(shape, np.inf)
+    current: list[RouteState] = []
+    for s, (plan, st) in enumerate(zip(chunk.plans, states, strict=True)):
+        st = _fresh(plan) if st is None else st.remapped(plan.clients, plan.instances)
+        current.append(st)
+        nc, ni = len(plan.clients), len(plan.instances)
+        w0[s, :nc, :ni] = st.weights
+        t0[s, :nc] = st.changed_at
+        s0[s, :nc, :ni] = _since(st)
+    n = _step(_Arrays.of(chunk), w0, t0, s0, now, damping)
+    counts = n.change.sum(axis=-1)
+    out: list[StepResult] = []
+    for s, st in enumerate(current):
+        nc, ni = len(st.clients), len(st.instances)
+        recheck = float(n.recheck_at[s])
+        nxt = RouteState(st.clients, st.instances, n.weights[s, :nc, :ni], n.changed_at[s, :nc],
+                         st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni])
+        out.append(StepResult(nxt, n.change[s, :nc], recheck if np.isfinite(recheck) else None))
+    return out
 
 
 def _fmt(v: float) -> float:

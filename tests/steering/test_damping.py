@@ -64,3 +64,25 @@ def test_recheck_deadline_when_a_better_route_waits_for_the_hold_down() -> None:
     assert s2.changed[0]
     s3 = step(evaluate(fleet(load=(0.2, 0.2, 0.3)), [p])[0], s2.state, 2.0, d)
     assert not s3.changed[0] and s3.recheck_at == 12.0  # calm since 2.0, allowed at 12.0
+
+
+def test_a_chunk_steps_like_its_services_one_by_one() -> None:
+    from drods.steering.engine import evaluate_chunks
+    from drods.steering.routing import step_chunk
+
+    plans = [plan(sla=SLA), plan(serviceId="b.example", output="balanced", clientSites=["LHR"]),
+             plan(serviceId="c.example", strategy="costFirst")]
+    d = Damping(minIntervalSeconds=5.0)
+    singles: list[RouteState | None] = [None, None, None]
+    batch: list[RouteState | None] = [None, None, None]
+    for k, load in enumerate([0.2, 0.9, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]):
+        f = fleet(load=(load, 0.2, 0.3))
+        evs = evaluate(f, plans)
+        one = [step(ev, st, float(k), d) for ev, st in zip(evs, singles, strict=True)]
+        (chunk,) = evaluate_chunks(f, plans)
+        many = step_chunk(chunk, batch, float(k), d)
+        for a, b in zip(one, many, strict=True):
+            assert (a.state.weights == b.state.weights).all() and (a.changed == b.changed).all()
+            assert a.recheck_at == b.recheck_at and a.state.changes == b.state.changes
+        singles = [r.state for r in one]
+        batch = [r.state for r in many]
