@@ -79,6 +79,7 @@ class ServiceRegistrationSpec(BaseModel):
     evaluation: str = Field(default="e2eDelay", min_length=1, max_length=63)
     clientSites: list[str] = Field(min_length=1)
     output: Output = "preferred"
+    balancedInstances: int = Field(default=3, ge=1, le=64)  # balanced: at most this many instances per site
     processing: Processing = Field(default_factory=Processing)
     normalisation: NormalisationChoice = Field(default_factory=NormalisationChoice)
     flowAffinity: Affinity = Field(default_factory=Affinity)

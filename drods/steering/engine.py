@@ -21,11 +21,8 @@ from drods.steering.evaluation import EVALUATIONS, B, Inputs
 from drods.steering.metrics import F
 
 I64 = NDArray[np.int64]
-I8 = NDArray[np.int8]
 
 STRATEGIES: tuple[Strategy, ...] = ("experienceFirst", "costFirst", "resourceFirst")
-#: Codes of ``ServiceEval.broken``: which SLA threshold broke first (0 = none).
-BROKEN = ("", "unreachable", "delay", "jitter", "loss", "bandwidth", "cost", "load")
 _SATURATED = 0.999  # utilisation at which the queue never drains: processing delay is infinite
 _CHUNK = 64
 
@@ -60,6 +57,7 @@ class ServicePlan:
     normalisation: NormalisationChoice
     clients: tuple[str, ...]
     instances: tuple[str, ...]
+    balanced_size: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,18 +70,33 @@ class ServiceEval:
     valid_enter: B  # holds with the hysteresis margin (what a new choice must meet)
     key: F  # the strategy's ranking key, smaller is better
     goodness: F  # > 0: balanced output's weight basis
-    broken: I8  # index into BROKEN of the first threshold broken
     delay: F
     network: F
     processing: F
     cost: F
     load: F
+    jitter: F
+    loss: F
+    bandwidth: F
+
+    def broken(self, r: int, j: int) -> str:
+        """Which SLA threshold the pair breaks first ('' none): for the published reason."""
+        sla = self.plan.sla
+        limits = (("unreachable", not np.isfinite(self.delay[r, j])),
+                  ("delay", sla.maxDelayMs is not None and self.delay[r, j] > sla.maxDelayMs),
+                  ("jitter", sla.maxJitterMs is not None and self.jitter[r, j] > sla.maxJitterMs),
+                  ("loss", sla.maxLossPercent is not None and self.loss[r, j] > sla.maxLossPercent),
+                  ("bandwidth", sla.minBandwidthMbps is not None and self.bandwidth[r, j] < sla.minBandwidthMbps),
+                  ("cost", sla.maxCostPerHour is not None and self.cost[r, j] > sla.maxCostPerHour),
+                  ("load", sla.maxLoadPercent is not None and self.load[r, j] * 100 > sla.maxLoadPercent))
+        return next((name for name, hit in limits if hit), "")
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """Services evaluated together: the same arrays as `ServiceEval`, stacked and padded to
-    (services, most client sites, most instances); padding is never a candidate."""
+    (services, most client sites, most instances) — or (1, C, I) where every service of the chunk
+    shares it; padding is never a candidate."""
 
     plans: list[ServicePlan]
     positions: list[int]  # index of each plan in what `evaluate_chunks` was given
@@ -92,19 +105,26 @@ class Chunk:
     valid_enter: B
     key: F
     goodness: F
-    broken: I8
     delay: F
     network: F
     processing: F
     cost: F
     load: F
+    jitter: F
+    loss: F
+    bandwidth: F
 
     def service(self, s: int) -> ServiceEval:
         p = self.plans[s]
+        shape = self.metric.shape
         cut = (s, slice(0, len(p.clients)), slice(0, len(p.instances)))
+
+        def part(a: F) -> F:
+            return np.broadcast_to(a, shape)[cut]
+
         return ServiceEval(p, self.metric[cut], self.valid[cut], self.valid_enter[cut], self.key[cut],
-                           self.goodness[cut], self.broken[cut], self.delay[cut], self.network[cut],
-                           self.processing[cut], self.cost[cut], self.load[cut])
+                           part(self.goodness), part(self.delay), part(self.network), part(self.processing),
+                           part(self.cost), part(self.load), part(self.jitter), part(self.loss), part(self.bandwidth))
 
 
 def _limit(v: float | None, default: float) -> float:
@@ -121,55 +141,69 @@ def evaluate(fleet: Fleet, plans: Sequence[ServicePlan], hysteresis: float = 0.1
 
 
 def evaluate_chunks(fleet: Fleet, plans: Sequence[ServicePlan], hysteresis: float = 0.1) -> list[Chunk]:
-    """Evaluate every plan against ``fleet``, in chunks of services sharing an evaluation function."""
+    """Evaluate every plan against ``fleet``, in chunks of services sharing an evaluation function,
+    strategy and output form; services with the same client sites and instances are kept together, so a
+    chunk of them reads the fleet's arrays once instead of gathering them per service."""
     c_index = {c: i for i, c in enumerate(fleet.clients)}
     i_index = {c: i for i, c in enumerate(fleet.clusters)}
-    groups: dict[tuple[str, tuple[str, str, str]], list[int]] = defaultdict(list)
+    groups: dict[tuple[str, tuple[str, str, str], str, str], list[int]] = defaultdict(list)
     for n, p in enumerate(plans):
         norm = p.normalisation
-        groups[(p.evaluation, (norm.communication, norm.computing, norm.service))].append(n)
+        groups[(p.evaluation, (norm.communication, norm.computing, norm.service), p.output, p.strategy)].append(n)
+    memo: dict[tuple[str, ...], tuple[I64, B]] = {}
     out: list[Chunk] = []
-    for (name, norm_key), members in groups.items():
+    for (name, norm_key, _output, _strategy), members in groups.items():
         fn = EVALUATIONS[name]
         normalisation = dict(zip(("communication", "computing", "service"), norm_key, strict=True))
+        members.sort(key=lambda n: (plans[n].clients, plans[n].instances))
         for start in range(0, len(members), _CHUNK):
             part = members[start:start + _CHUNK]
-            out.append(_evaluate_chunk(fleet, [plans[n] for n in part], part, c_index, i_index, fn, normalisation,
-                                       hysteresis))
+            out.append(_evaluate_chunk(fleet, [plans[n] for n in part], part, c_index, i_index, memo, fn,
+                                       normalisation, hysteresis))
     return out
 
 
-def _index(names: Sequence[tuple[str, ...]], index: dict[str, int], width: int) -> tuple[I64, B]:
+def _row(names: tuple[str, ...], index: dict[str, int], memo: dict[tuple[str, ...], tuple[I64, B]]) -> tuple[I64, B]:
+    hit = memo.get(names)
+    if hit is None:
+        idx = np.array([index.get(n, 0) for n in names], dtype=np.int64)
+        mask = np.array([n in index for n in names], dtype=bool)
+        hit = memo[names] = (idx, mask)
+    return hit
+
+
+def _index(names: Sequence[tuple[str, ...]], index: dict[str, int], width: int,
+           memo: dict[tuple[str, ...], tuple[I64, B]]) -> tuple[I64, B]:
     """Padded index matrix (services x width) into the fleet's axis, and which entries are real
     (a name the fleet does not know is no candidate)."""
-    idx = np.zeros((len(names), max(width, 1)), dtype=np.int64)
-    mask = np.zeros((len(names), max(width, 1)), dtype=bool)
+    idx = np.zeros((len(names), width), dtype=np.int64)
+    mask = np.zeros((len(names), width), dtype=bool)
     for s, row in enumerate(names):
-        for j, name in enumerate(row):
-            k = index.get(name)
-            if k is not None:
-                idx[s, j] = k
-                mask[s, j] = True
+        i, m = _row(row, index, memo)
+        idx[s, :len(row)] = i
+        mask[s, :len(row)] = m
     return idx, mask
 
 
 def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], positions: list[int], c_index: dict[str, int],
-                    i_index: dict[str, int], fn: object, normalisation: dict[str, str], hysteresis: float) -> Chunk:
+                    i_index: dict[str, int], memo: dict[tuple[str, ...], tuple[I64, B]], fn: object,
+                    normalisation: dict[str, str], hysteresis: float) -> Chunk:
     assert callable(fn)
-    n_c = max(len(p.clients) for p in plans)
-    n_i = max(len(p.instances) for p in plans)
-    ci, cmask = _index([p.clients for p in plans], c_index, n_c)
-    ii, imask = _index([p.instances for p in plans], i_index, n_i)
-    if fleet.delay.size:
-        gather = (ci[:, :, None], ii[:, None, :])
-        network = fleet.delay[gather]
-        jitter = fleet.jitter[gather]
-        loss = fleet.loss[gather]
-        bandwidth = fleet.bandwidth[gather]
+    uniform = all(p.clients == plans[0].clients and p.instances == plans[0].instances for p in plans)
+    if uniform:  # one (C, I) view shared by the chunk: no per-service gather
+        ci, cmask = (a[None] for a in _row(plans[0].clients, c_index, memo))
+        ii, imask = (a[None] for a in _row(plans[0].instances, i_index, memo))
     else:
-        shape = (len(plans), ci.shape[1], ii.shape[1])
-        network = np.full(shape, np.inf)
-        jitter, loss, bandwidth = np.zeros(shape), np.zeros(shape), np.full(shape, np.inf)
+        ci, cmask = _index([p.clients for p in plans], c_index, max(len(p.clients) for p in plans), memo)
+        ii, imask = _index([p.instances for p in plans], i_index, max(len(p.instances) for p in plans), memo)
+    n_c, n_i = ci.shape[1], ii.shape[1]
+    if fleet.delay.size and n_c and n_i:
+        gather = (ci[:, :, None], ii[:, None, :])
+        network, jitter = fleet.delay[gather], fleet.jitter[gather]
+        loss, bandwidth = fleet.loss[gather], fleet.bandwidth[gather]
+    else:
+        base = (ci.shape[0], n_c, n_i)
+        network, jitter, loss, bandwidth = np.full(base, np.inf), np.zeros(base), np.zeros(base), np.full(base, np.inf)
     candidate = cmask[:, :, None] & imask[:, None, :]
     network = np.where(candidate, network, np.inf)
     util_raw = fleet.utilisation[ii] if fleet.utilisation.size else np.full(ii.shape, np.nan)
@@ -177,10 +211,10 @@ def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], positions: list[int]
     service_time = np.array([p.service_time_ms for p in plans])[:, None, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         processing = np.where(util >= _SATURATED, np.inf, service_time / np.maximum(1.0 - util, 1e-9))
-    delay = network + processing
+    delay = network + processing  # (S, C, I)
     cores = np.array([p.cores for p in plans])[:, None, None]
     core_cost = fleet.core_cost[ii] if fleet.core_cost.size else np.zeros(ii.shape)
-    cost = core_cost[:, None, :] * cores
+    cost = core_cost[:, None, :] * cores  # (S, 1, I)
 
     def limits(attr: str, default: float) -> F:
         return np.array([_limit(getattr(p.sla, attr), default) for p in plans])[:, None, None]
@@ -189,26 +223,43 @@ def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], positions: list[int]
     max_loss, min_bw = limits("maxLossPercent", np.inf), limits("minBandwidthMbps", 0.0)
     max_cost = limits("maxCostPerHour", np.inf)
     max_load = limits("maxLoadPercent", np.inf) / 100.0
-    checks = [~np.isfinite(delay), delay > max_delay, jitter > max_jitter, loss > max_loss,
-              bandwidth < min_bw, np.broadcast_to(cost > max_cost, delay.shape),
-              np.broadcast_to(util > max_load, delay.shape)]
-    broken = np.select(checks, list(range(1, len(BROKEN))), 0).astype(np.int8)
-    valid = (broken == 0) & candidate
     m = 1.0 - hysteresis
-    valid_enter = valid & (delay <= max_delay * m) & (jitter <= max_jitter * m) & (loss <= max_loss * m) \
-        & (bandwidth >= min_bw / m) & (cost <= max_cost * m) & (util <= max_load * m)
+
+    def within(scale: float) -> B:
+        """Every threshold holds, the maxima scaled by ``scale`` (the minimum divided by it); the
+        terms without a client-site axis are combined before they are broadcast."""
+        per_instance = (cost <= max_cost * scale) & (util <= max_load * scale)  # (S, 1, I)
+        ok = delay <= max_delay * scale
+        if np.isfinite(max_jitter).any():
+            ok &= jitter <= max_jitter * scale
+        if np.isfinite(max_loss).any():
+            ok &= loss <= max_loss * scale
+        if (min_bw > 0).any():
+            ok &= bandwidth >= min_bw / scale
+        return ok & per_instance & candidate
+
+    valid = within(1.0)  # delay is +inf where unreachable, so this is False there
+    valid_enter = valid & within(m)
     sensitive = {a: np.array([a in p.sensitive for p in plans])[:, None, None]
                  for a in ("delay", "jitter", "loss", "bandwidth", "cost", "load")}
     inputs = Inputs(delay=delay, network=network, processing=processing, jitter=jitter, loss=loss,
                     bandwidth=bandwidth, cost=cost, load=util, sensitive=sensitive, normalisation=normalisation)
     metric = np.asarray(fn(inputs), dtype=np.float64)
-    metric = np.where(candidate, np.where(np.isfinite(delay), metric, np.inf), np.inf)
-    code = np.array([STRATEGIES.index(p.strategy) for p in plans])[:, None, None]
-    cost_b = np.broadcast_to(cost, delay.shape)
-    load_b = np.broadcast_to(util, delay.shape)
-    key = np.where(code == 0, metric, np.where(code == 1, cost_b, load_b))
-    with np.errstate(divide="ignore"):
-        goodness = np.where(code == 0, 1.0 / np.maximum(metric, 1e-6),
-                            np.where(code == 1, 1.0 / np.maximum(cost_b, 1e-6), np.maximum(1.0 - load_b, 1e-6)))
-    return Chunk(plans, positions, metric, valid, valid_enter, key, goodness, broken, delay, network,
-                 np.broadcast_to(processing, delay.shape), cost_b, load_b)
+    if metric is not delay:
+        metric = np.where(np.isfinite(delay), metric, np.inf)
+    metric = np.broadcast_to(metric, delay.shape)
+    codes = [STRATEGIES.index(p.strategy) for p in plans]
+    if len(set(codes)) == 1:
+        key = (metric, np.broadcast_to(cost, delay.shape), np.broadcast_to(util, delay.shape))[codes[0]]
+    else:
+        code = np.array(codes)[:, None, None]
+        key = np.where(code == 0, metric, np.where(code == 1, cost, util))
+    if plans[0].output == "balanced":  # chunks are homogeneous in output
+        code = np.array(codes)[:, None, None]
+        with np.errstate(divide="ignore"):
+            goodness = np.where(code == 0, 1.0 / np.maximum(metric, 1e-6),
+                                np.where(code == 1, 1.0 / np.maximum(cost, 1e-6), np.maximum(1.0 - util, 1e-6)))
+    else:
+        goodness = np.ones((1, 1, 1))
+    return Chunk(plans, positions, metric, valid, valid_enter, key, goodness, delay, network, processing, cost,
+                 util, jitter, loss, bandwidth)

@@ -14,5 +14,5 @@ def compile_plan(spec: ServiceRegistrationSpec, instances: Sequence[str]) -> Ser
         service_id=spec.serviceId, strategy=spec.strategy, output=spec.output, evaluation=spec.evaluation,
         sensitive=tuple(spec.sensitiveAttributes), sla=spec.sla, service_time_ms=spec.processing.serviceTimeMs,
         cores=spec.processing.instanceCores, normalisation=spec.normalisation, clients=tuple(spec.clientSites),
-        instances=tuple(sorted(instances)),
+        instances=tuple(sorted(instances)), balanced_size=spec.balancedInstances,
     )

@@ -28,8 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
-from drods.steering.engine import BROKEN, Chunk, ServiceEval, ServicePlan
+from drods.steering.engine import Chunk, ServiceEval, ServicePlan
 from drods.steering.evaluation import B
 from drods.steering.metrics import F
 
@@ -88,36 +89,66 @@ class _Arrays:
     key: F
     goodness: F
     balanced: B  # broadcastable: (S, 1, 1) or a scalar
+    size: NDArray[np.int64]  # balanced: at most this many instances per row, broadcastable like ``balanced``
+    ties: bool  # the key can tie (cost, load): break ties by the metric
 
     @classmethod
     def of(cls, ev: ServiceEval | Chunk) -> _Arrays:
         if isinstance(ev, Chunk):
             balanced = np.array([p.output == "balanced" for p in ev.plans])[:, None, None]
+            size = np.array([p.balanced_size for p in ev.plans])[:, None, None]
+            ties = any(p.strategy != "experienceFirst" for p in ev.plans)
         else:
             balanced = np.array(ev.plan.output == "balanced")
-        return cls(ev.metric, ev.valid, ev.valid_enter, ev.key, ev.goodness, balanced)
+            size = np.array(ev.plan.balanced_size)
+            ties = ev.plan.strategy != "experienceFirst"
+        return cls(ev.metric, ev.valid, ev.valid_enter, ev.key, ev.goodness, balanced, size, ties)
 
 
-def _choose(a: _Arrays, eligible: B) -> F:
+@dataclass(frozen=True, slots=True)
+class _Fallback:
+    """Where no instance is eligible: the best raw metric (published as MAX). Depends only on the
+    metric, so one step computes it once for both of its choices."""
+
+    best_raw: F
+    reachable: B  # the row has an instance with a finite metric
+
+    @classmethod
+    def of(cls, metric: F) -> _Fallback:
+        n_i = metric.shape[-1]
+        if n_i == 0:
+            return cls(np.zeros(metric.shape), np.zeros(metric.shape[:-1], dtype=bool))
+        best = (np.arange(n_i) == np.argmin(metric, axis=-1)[..., None]).astype(np.float64)
+        return cls(best, np.asarray(np.isfinite(metric).any(axis=-1), dtype=bool))
+
+
+def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> F:
     """Weights (…, client sites, instances): the strategy's pick among ``eligible``, or the best raw
     metric where nothing is eligible (published as MAX)."""
     n_i = a.metric.shape[-1]
     if n_i == 0:
         return np.zeros(a.metric.shape)
-    cols = np.arange(n_i)
+    fb = fb or _Fallback.of(a.metric)
     row_ok: B = np.asarray(eligible.any(axis=-1), dtype=bool)
-    g = np.where(eligible, a.goodness, 0.0)
-    sums = g.sum(axis=-1, keepdims=True)
-    balanced = np.where(sums > 0, g / np.where(sums > 0, sums, 1.0), 0.0)
-    k = np.where(eligible, a.key, np.inf)
-    kmin = k.min(axis=-1, keepdims=True)
-    tie = eligible & (k <= kmin + 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(kmin), kmin, 0.0))))
-    best = np.argmin(np.where(tie, a.metric, np.inf), axis=-1)
-    preferred = ((cols == best[..., None]) & row_ok[..., None]).astype(np.float64)
-    weights = np.where(a.balanced, balanced, preferred)
-    fallback: B = np.asarray(~row_ok & np.isfinite(a.metric).any(axis=-1), dtype=bool)
-    best_raw = (cols == np.argmin(a.metric, axis=-1)[..., None]).astype(np.float64)
-    return np.asarray(np.where(fallback[..., None], best_raw, weights), dtype=np.float64)
+    if a.balanced.all():
+        g = np.where(eligible, a.goodness, 0.0)
+        if n_i > int(a.size.min()):  # keep the ``size`` best (by goodness) of each row
+            rank = np.argsort(np.argsort(-g, axis=-1, kind="stable"), axis=-1, kind="stable")
+            g = np.where(rank < a.size, g, 0.0)
+        sums = g.sum(axis=-1, keepdims=True)
+        weights = np.where(sums > 0, g / np.where(sums > 0, sums, 1.0), 0.0)
+    else:
+        k = np.where(eligible, a.key, np.inf)
+        if a.ties:
+            kmin = k.min(axis=-1, keepdims=True)
+            tie = k <= kmin + 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(kmin), kmin, 0.0)))
+            k = np.where(tie, a.metric, np.inf)
+        best = np.argmin(k, axis=-1)
+        weights = ((np.arange(n_i) == best[..., None]) & row_ok[..., None]).astype(np.float64)
+    fallback = ~row_ok & fb.reachable
+    if not fallback.any():
+        return weights
+    return np.asarray(np.where(fallback[..., None], fb.best_raw, weights), dtype=np.float64)
 
 
 def choose(ev: ServiceEval, eligible: B) -> tuple[F, B]:
@@ -157,8 +188,9 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     held = weights0 > 0
     keep = held & a.valid
     settled = a.valid_enter & (now - valid_since >= damping.minIntervalSeconds)
-    calm = _choose(a, keep | settled)
-    rush = _choose(a, keep | a.valid_enter)
+    fb = _Fallback.of(a.metric)
+    calm = _choose(a, keep | settled, fb)
+    rush = _choose(a, keep | a.valid_enter, fb)
     cur_score = _score(weights0, a.key, a.valid)
     has_route = held.any(axis=-1)
     # Usable = no instance it uses has become unreachable (a MAX route stays usable best effort).
@@ -245,7 +277,7 @@ def _fmt(v: float) -> float:
 
 
 def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
-    code = BROKEN[int(ev.broken[r, j])]
+    code = ev.broken(r, j)
     sla = ev.plan.sla
     if code == "unreachable":
         return "no network status or a saturated instance"
@@ -265,10 +297,13 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
     routes: list[dict[str, object]] = []
     for r, client in enumerate(p.clients):
         instances: list[dict[str, object]] = []
-        used = [int(j) for j in np.flatnonzero(state.weights[r] > 0)]
+        used = [int(j) for j in np.flatnonzero(state.weights[r] > 0) if _fmt(float(state.weights[r, j])) > 0]
         weights = [_fmt(float(state.weights[r, j])) for j in used]
-        if len(weights) > 1:  # rounded weights still sum to 1
-            weights[0] = _fmt(1.0 - sum(weights[1:]))
+        if len(weights) > 1:  # rounded weights still sum to 1: the largest takes the remainder
+            top = max(range(len(weights)), key=weights.__getitem__)
+            weights[top] = _fmt(1.0 - sum(w for k, w in enumerate(weights) if k != top))
+        elif weights:
+            weights[0] = 1.0
         for j, weight in zip(used, weights, strict=True):
             ok = bool(ev.valid[r, j])
             parts = f"delay {ev.delay[r, j]:.1f} ms = network {ev.network[r, j]:.1f} + processing " \

@@ -79,8 +79,11 @@ def test_a_chunk_steps_like_its_services_one_by_one() -> None:
         f = fleet(load=(load, 0.2, 0.3))
         evs = evaluate(f, plans)
         one = [step(ev, st, float(k), d) for ev, st in zip(evs, singles, strict=True)]
-        (chunk,) = evaluate_chunks(f, plans)
-        many = step_chunk(chunk, batch, float(k), d)
+        many: list = [None] * len(plans)
+        for chunk in evaluate_chunks(f, plans):
+            for n, r in zip(chunk.positions, step_chunk(chunk, [batch[n] for n in chunk.positions], float(k), d),
+                            strict=True):
+                many[n] = r
         for a, b in zip(one, many, strict=True):
             assert (a.state.weights == b.state.weights).all() and (a.changed == b.changed).all()
             assert a.recheck_at == b.recheck_at and a.state.changes == b.state.changes
