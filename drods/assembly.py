@@ -17,6 +17,7 @@ member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler``
 traffic steering (CATS)   leader                   ``steering``
+service directory (F8)    leader                   ``service-directory``
 store compactor           every replica            — (compaction is idempotent)
 ========================  =======================  ============================================
 """
@@ -51,6 +52,8 @@ from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings, load_profile
 from drods.steering.controller import LEASE as STEERING_LEASE
 from drods.steering.controller import SteeringController, SteeringInformers
+from drods.steering.directory import LEASE as DIRECTORY_LEASE
+from drods.steering.directory import DirectoryController, DirectoryInformers
 from drods.steering.settings import SteeringSettings
 from drods.store import Store
 
@@ -190,6 +193,8 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
             return plane.steering
 
         manager.add_leader(STEERING_LEASE, steering)
+        directory_informers = DirectoryInformers.of(manager)
+        manager.add_leader(DIRECTORY_LEASE, lambda lead: DirectoryController(lead.registry, directory_informers))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))
