@@ -116,6 +116,7 @@ class ClientRoute(BaseModel):
     clientSite: str
     instances: list[RouteInstance] = Field(default_factory=list)
     changedAt: str | None = None  # RFC 3339: when this client site's route last changed
+    eligible: list[str] = Field(default_factory=list)  # every instance meeting the SLA now (flow affinity)
 
 
 class ServiceRouteSpec(BaseModel):

@@ -320,5 +320,7 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
                 reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, j)}); best effort; {parts}"
                 metric = "MAX"
             instances.append({"cluster": p.instances[j], "weight": weight, "metric": metric, "reason": reason})
-        routes.append({"clientSite": client, "instances": instances, "changedAt": changed_at_text[r]})
+        eligible = [p.instances[int(j)] for j in np.flatnonzero(ev.valid[r])]
+        routes.append({"clientSite": client, "instances": instances, "changedAt": changed_at_text[r],
+                       "eligible": eligible})
     return routes

@@ -83,7 +83,7 @@ def test_max_load_threshold_and_unknown_sites() -> None:
     ev = evaluate(fleet(), [p])[0]
     state = step(ev, None, 0.0, Damping()).state
     out = render(ev, state, [None, None])
-    assert out[1] == {"clientSite": "SIN", "instances": [], "changedAt": None}
+    assert out[1] == {"clientSite": "SIN", "instances": [], "changedAt": None, "eligible": []}
 
 
 def test_composite_evaluation_is_an_l2_score_on_0_to_100() -> None:

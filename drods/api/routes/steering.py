@@ -10,6 +10,8 @@
   "output", "routes": [{"clientSite", "instances": [{"cluster", "weight", "metric" (number or
   "MAX"), "reason"}], "changedAt"}], "updated", "changes"}``; ``?watch=true`` streams one such line
   now and one per change (NDJSON, ``timeoutSeconds`` default 1800).
+* ``GET /api/v1/steering/services/{serviceId}/resolve?clientSite=…&flow=…`` — one flow's instance,
+  with flow affinity (`drods.steering.flows`): ``{"cluster", "pinned", "reason", …}``.
 * ``GET /api/v1/steering/directory`` — the multi-cluster service directory (F8).
 """
 
@@ -28,9 +30,10 @@ from drods.api.schemas import ERROR_RESPONSES
 from drods.api.streaming import until_stopped
 from drods.errors import ApiError
 from drods.model.keys import NETWORK_PREFIX
-from drods.model.kinds import SERVICE_ROUTE
+from drods.model.kinds import SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.steering import NetworkStatus
 from drods.steering.directory import directory
+from drods.steering.flows import resolve
 from drods.steering.status import write_measurements
 
 network = APIRouter(prefix="/api/v1/network", tags=["steering"], responses=ERROR_RESPONSES)
@@ -114,6 +117,31 @@ async def _watch(ctx: ApiContext, service_id: str, first: dict[str, Any] | None,
     finally:
         ctx.metrics.watches.dec()
         await events.aclose()  # type: ignore[attr-defined]
+
+
+@router.get("/services/{service_id}/resolve", summary="Resolve a flow to an instance, with flow affinity (C7)")
+async def resolve_flow(request: Request, service_id: str, client_site: str = Query(alias="clientSite", min_length=1),
+                       flow: str = Query(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9._:-]+$"),
+                       _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+    ctx = context(request)
+    obj = await ctx.registry.try_get(SERVICE_ROUTE, service_id)
+    if obj is None:
+        raise ApiError(404, "SERVICE_NOT_FOUND", f"no routes for service {service_id!r}", {"serviceId": service_id})
+    spec = obj.get("spec") or {}
+    route = next((r for r in spec.get("routes") or [] if r.get("clientSite") == client_site), None)
+    if route is None:
+        raise ApiError(404, "CLIENT_SITE_NOT_FOUND", f"service {service_id!r} does not serve client site "
+                                                     f"{client_site!r}", {"serviceId": service_id,
+                                                                          "clientSite": client_site})
+    ref = spec.get("registration") or {}
+    reg = await ctx.registry.try_get(SERVICE_REGISTRATION, str(ref.get("name")), str(ref.get("namespace") or "default"))
+    timeout = float((((reg or {}).get("spec") or {}).get("flowAffinity") or {}).get("timeoutSeconds") or 300.0)
+    res = await resolve(ctx.store, service_id, route, flow, timeout)
+    if res is None:
+        raise ApiError(409, "NO_ROUTE", f"service {service_id!r} has no instance for client site {client_site!r}",
+                       {"serviceId": service_id, "clientSite": client_site})
+    return JSONResponse({"serviceId": service_id, "clientSite": client_site, "flow": flow, "cluster": res.cluster,
+                         "pinned": res.pinned, "reason": res.reason, "affinityTimeoutSeconds": timeout})
 
 
 @router.get("/directory", summary="The multi-cluster service directory (F8, KEP-1645)")
