@@ -83,6 +83,9 @@ class ServiceRegistrationSpec(BaseModel):
     processing: Processing = Field(default_factory=Processing)
     normalisation: NormalisationChoice = Field(default_factory=NormalisationChoice)
     flowAffinity: Affinity = Field(default_factory=Affinity)
+    # C1: how often this service needs the status of its client sites' paths; a site pair is
+    # measured as often as the strictest service using it asks.
+    statusIntervalSeconds: float = Field(default=30.0, ge=1, le=3600)
     # CCC: when no instance meets the SLA for a client site, offer the workload a nearer cluster.
     placementFeedback: bool = True
 

@@ -39,6 +39,7 @@ spec:
   clientSites: [DFW, LHR]
   output: preferred
   processing: {serviceTimeMs: 10}
+  statusIntervalSeconds: 5
 """
 REGS = "/apis/multicluster.io/v1alpha1/namespaces/default/serviceregistrations"
 ROUTES = "/api/v1/steering/services/video.example/routes"
@@ -114,6 +115,11 @@ async def test_routes_follow_load_calmly_and_placement_adds_a_nearer_cluster(pla
     resolve = "/api/v1/steering/services/video.example/resolve?clientSite=DFW&flow="
     first = (await plane.call("GET", resolve + "f1")).json()
     assert first["cluster"] == "aws-dfw" and not first["pinned"]
+
+    # C1: the sites' collection interval is the strictest need of the services using them.
+    r = await plane.call("PUT", "/api/v1/network/status", json={"measurements": [
+        {"from": "DFW", "to": "aws-dfw", "delayMs": 2.0}, {"from": "SIN", "to": "ap-sin", "delayMs": 2.093}]})
+    assert r.json()["intervalSeconds"] == {"DFW": 5.0, "SIN": 30.0} and r.json()["nextReportSeconds"] == 5.0
 
     # Load on aws-dfw crosses 70 %: DFW's route moves to gcp-ord within the damping window.
     t0 = time.monotonic()

@@ -3,8 +3,10 @@
 * ``PUT /api/v1/network/status`` — ``{"measurements": [{"from", "to", "delayMs", "jitterMs",
   "lossPercent", "bandwidthMbps", "timestamp"?, "source"?}]}``; merged by (``from``, ``to``) pair into
   ``/status/network/<from>/<to>`` (a missing timestamp is now). Metrics it does not know are
-  ignored and named in the answer. A cluster-agent token may only report pairs whose ``to`` is its
-  own cluster. ``GET`` answers the stored pairs (``?from=`` filters).
+  ignored and named in the answer. The answer's ``nextReportSeconds`` (and ``intervalSeconds`` per
+  client site) is the strictest ``statusIntervalSeconds`` of the services using those sites (C1).
+  A cluster-agent token may only report pairs whose ``to`` is its own cluster. ``GET`` answers the
+  stored pairs (``?from=`` filters).
 * ``GET /api/v1/steering/services`` — every published ServiceRoute, summarised.
 * ``GET /api/v1/steering/services/{serviceId}/routes`` — ``{"serviceId", "strategy", "evaluation",
   "output", "routes": [{"clientSite", "instances": [{"cluster", "weight", "metric" (number or
@@ -48,9 +50,29 @@ async def put_network_status(request: Request, body: NetworkStatus = Body(...),
     if principal.role is Role.CLUSTER_AGENT:
         for m in body.measurements:
             principal.require(Action.REPORT, m.to)
+    ctx = context(request)
     ignored = sorted({k for m in body.measurements for k in (m.model_extra or {})})
-    stored = await write_measurements(context(request).store, body.measurements)
-    return JSONResponse({"accepted": len(body.measurements), "pairs": len(stored), "ignored": ignored})
+    stored = await write_measurements(ctx.store, body.measurements)
+    intervals = await collection_intervals(ctx, {m.source_site for m in body.measurements})
+    return JSONResponse({"accepted": len(body.measurements), "pairs": len(stored), "ignored": ignored,
+                         "intervalSeconds": intervals,
+                         "nextReportSeconds": min(intervals.values(), default=DEFAULT_INTERVAL)})
+
+
+DEFAULT_INTERVAL = 30.0
+
+
+async def collection_intervals(ctx: ApiContext, sites: set[str]) -> dict[str, float]:
+    """C1: per client site, the strictest ``statusIntervalSeconds`` among the services serving it."""
+    regs, _rev = await ctx.registry.list(SERVICE_REGISTRATION)
+    out = {s: DEFAULT_INTERVAL for s in sites}
+    for reg in regs:
+        spec = reg.get("spec") or {}
+        need = float(spec.get("statusIntervalSeconds") or DEFAULT_INTERVAL)
+        for site in spec.get("clientSites") or []:
+            if site in out:
+                out[site] = min(out[site], need)
+    return out
 
 
 @network.get("/status", summary="The stored network status, one entry per site pair")
