@@ -28,9 +28,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from pydantic import ValidationError
 
 from drods.controllers.detector import decode_object
@@ -43,6 +45,7 @@ from drods.model.reschedule import RescheduleHook, RescheduleRequest
 from drods.model.steering import ServiceRegistrationSpec
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry
+from drods.registry.patch import MERGE_PATCH
 from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate, evaluate_chunks
 from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
@@ -161,6 +164,7 @@ class SteeringController:
                  self.inf.clusters.on_change(self._on_structure), self.inf.status.on_change(self._on_status),
                  self.inf.network.on_change(self._on_network)]
         try:
+            await self.apply_files()
             for inf in self.inf.all():
                 await inf.wait_synced()
             await self._load_published()
@@ -172,6 +176,36 @@ class SteeringController:
         finally:
             for stop in stops:
                 stop()
+
+    async def apply_files(self) -> list[str]:
+        """C4: create or update the registrations of ``registrationFiles`` (YAML, several documents
+        each); a bad file or document is logged and skipped, never fatal. Returns what was applied."""
+        applied: list[str] = []
+        for path in self.settings.registrationFiles:
+            try:
+                text = await asyncio.to_thread(Path(path).read_text)
+                docs = [d for d in yaml.safe_load_all(text) if d]
+            except (OSError, yaml.YAMLError) as e:
+                log.warning("steering: registration file %s: %s", path, e)
+                continue
+            for doc in docs:
+                if not isinstance(doc, dict) or doc.get("kind") != SERVICE_REGISTRATION.kind:
+                    log.warning("steering: %s: skipping a document that is not a ServiceRegistration", path)
+                    continue
+                meta = doc.get("metadata") or {}
+                try:
+                    try:
+                        await self.registry.create(SERVICE_REGISTRATION, doc)
+                    except ApiError as e:
+                        if e.status != 409:
+                            raise
+                        await self.registry.patch(SERVICE_REGISTRATION, str(meta.get("name")),
+                                                  {"spec": doc.get("spec") or {}}, MERGE_PATCH,
+                                                  str(meta.get("namespace") or "default"))
+                    applied.append(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+                except ApiError as e:
+                    log.warning("steering: %s: registration %s: %s %s", path, meta.get("name"), e.message, e.details)
+        return applied
 
     async def _wait(self) -> None:
         if self._all or self._clusters or self._sites:
