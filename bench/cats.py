@@ -167,6 +167,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     await asyncio.sleep(0)  # it subscribes to the informers before its first await
     latencies: list[float] = []
     evaluated: list[int] = []
+    inside: list[float] = []  # the recomputation itself (evaluation + publishing), without the watch delivery
     written: list[int] = []
     order = rng.sample(clusters, min(args.changes, len(clusters)))
     for c in order:
@@ -175,6 +176,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         hit = await observed.reached(rev)
         latencies.append(time.perf_counter() - t)
         evaluated.append(hit.evaluated)
+        inside.append(hit.seconds)
         written.append(hit.written)
         loads[c] = 0.3
         rev = await store.put(status_key(c), status_doc(loads[c]))  # calm again (routes stay: hold-down)
@@ -193,6 +195,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "oneClusterChange": {"p50": round(pct(latencies, 0.5) * 1000, 1), "p99": round(pct(latencies, 0.99) * 1000, 1),
                              "max": round(max(latencies) * 1000, 1), "unit": "ms",
                              "routesWrittenMedian": int(statistics.median(written)),
+                             "recomputationMsMedian": round(statistics.median(inside) * 1000, 1),
                              "servicesEvaluatedMedian": int(statistics.median(evaluated))},
         "targets": {"fullRecomputationSeconds": 1.0, "oneClusterChangeP99Ms": 200.0},
     }
@@ -218,7 +221,8 @@ def main() -> None:
           f"{out['firstRecomputationSeconds']} s")
     o = out["oneClusterChange"]
     print(f"one cluster saturates -> affected routes published: p50 {o['p50']} ms, p99 {o['p99']} ms, max {o['max']} "
-          f"ms ({o['servicesEvaluatedMedian']} services evaluated, {o['routesWrittenMedian']} ServiceRoutes written)")
+          f"ms ({o['servicesEvaluatedMedian']} services evaluated, {o['routesWrittenMedian']} ServiceRoutes written; "
+          f"the recomputation itself {o['recomputationMsMedian']} ms)")
     print(json.dumps(out))
 
 

@@ -137,6 +137,7 @@ class SteeringController:
         self.reg_status: dict[str, dict[str, Any]] = {}
         self.pub_keys: dict[str, tuple[Any, ...]] = {}  # what the last published routes were computed for
         self.pub_metrics: dict[str, F] = {}  # per client site, the metric served when last published
+        self.pub_eligible: dict[str, B] = {}  # the eligible (flow-affinity) pairs last published
         self.recomputations = 0
         self.observer = observer
         self._wake = asyncio.Event()
@@ -345,7 +346,11 @@ class SteeringController:
                 nc = len(svc.plan.clients)
                 pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
                 metrics = served[s, :nc]
-                if self._worth_publishing(sid, pub_key, bool(res.changed.any()), metrics, now):
+                eligible = chunk.valid[s, :nc, :len(svc.plan.instances)] & (res.state.recent_until > now)
+                old_eligible = self.pub_eligible.get(sid)
+                moved = bool(res.changed.any()) or old_eligible is None or old_eligible.shape != eligible.shape \
+                    or bool((old_eligible != eligible).any())
+                if self._worth_publishing(sid, pub_key, moved, metrics, now):
                     ev = chunk.service(s)
                     texts = [rfc3339_ms(t) if np.isfinite(t) else None for t in res.state.changed_at]
                     spec = {"serviceId": sid,
@@ -353,12 +358,13 @@ class SteeringController:
                                              "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
                                              "namespace": svc.obj["metadata"].get("namespace", "default")},
                             "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation,
-                            "output": svc.spec.output, "routes": render(ev, res.state, texts),
+                            "output": svc.spec.output, "routes": render(ev, res.state, texts, now),
                             "updated": rfc3339_ms(now), "changes": res.state.changes}
                     objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
                                     "metadata": {"name": sid}, "spec": spec})
                     self.pub_keys[sid] = pub_key
                     self.pub_metrics[sid] = metrics.copy()
+                    self.pub_eligible[sid] = eligible
                 short = [int(r) for r in np.flatnonzero(row_short[s, :nc])] if svc.plan.instances or nc else []
                 if short and svc.spec.placementFeedback and svc.binding:
                     shortfalls.append((svc, chunk.service(s), short))
@@ -372,8 +378,8 @@ class SteeringController:
         return written
 
     def _worth_publishing(self, sid: str, pub_key: tuple[Any, ...], changed: bool, metrics: F, now: float) -> bool:
-        """A route changed, the service is new or re-registered, or — at most once per minimum
-        interval — a served metric moved by more than the change threshold."""
+        """A route (or what its flows may stay on) changed, the service is new or re-registered, or —
+        at most once per minimum interval — a served metric moved by more than the change threshold."""
         if changed or sid not in self.published or self.pub_keys.get(sid) != pub_key:
             return True
         if now - self.published_at.get(sid, -np.inf) < self.damping.minIntervalSeconds:
@@ -409,7 +415,7 @@ class SteeringController:
             with contextlib.suppress(ApiError):
                 await self.registry.delete(SERVICE_ROUTE, sid)
             for d in (self.published, self.published_at, self.states, self.signatures, self.recheck, self.pub_keys,
-                      self.pub_metrics):
+                      self.pub_metrics, self.pub_eligible):
                 d.pop(sid, None)  # type: ignore[attr-defined]
 
     async def _write_statuses(self, statuses: Mapping[str, dict[str, Any]]) -> None:

@@ -58,6 +58,7 @@ class ServicePlan:
     clients: tuple[str, ...]
     instances: tuple[str, ...]
     balanced_size: int = 3
+    affinity_seconds: float = 300.0  # flows stay pinned to an instance used this recently
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,9 @@ A consumer resolves ``(service, client site, flow id)`` to an instance at
 from the published route by weight (a hash of the flow id, so a balanced set spreads flows by its
 weights and the same flow asks the same way), and pins it at ``/steering/flows/<serviceId>/<flow>``
 under a store lease of the service's ``flowAffinity.timeoutSeconds``; each later resolution renews
-the lease and keeps the pinned instance as long as the route's ``eligible`` list (every instance
-meeting the SLA for that client site) still holds it — even when damping has moved the route itself.
+the lease and keeps the pinned instance as long as the route's ``eligible`` list still holds it: an
+instance the route used within the affinity timeout that meets the SLA now — so a flow stays put
+when damping moves the route itself, and leaves once its instance breaks the SLA.
 An idle flow's pin expires with its lease.
 """
 

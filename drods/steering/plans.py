@@ -15,4 +15,5 @@ def compile_plan(spec: ServiceRegistrationSpec, instances: Sequence[str]) -> Ser
         sensitive=tuple(spec.sensitiveAttributes), sla=spec.sla, service_time_ms=spec.processing.serviceTimeMs,
         cores=spec.processing.instanceCores, normalisation=spec.normalisation, clients=tuple(spec.clientSites),
         instances=tuple(sorted(instances)), balanced_size=spec.balancedInstances,
+        affinity_seconds=spec.flowAffinity.timeoutSeconds,
     )

@@ -54,6 +54,8 @@ class RouteState:
     held: B = field(default_factory=lambda: np.zeros(0, dtype=bool))  # a better route is held back
     # (clients, instances): since when each pair has met the SLA with the margin (+inf: it does not)
     valid_since: F = field(default_factory=lambda: np.zeros((0, 0)))
+    # (clients, instances): until when flows may stay pinned to the pair (used by the route recently)
+    recent_until: F = field(default_factory=lambda: np.zeros((0, 0)))
 
     def remapped(self, clients: tuple[str, ...], instances: tuple[str, ...]) -> RouteState:
         """The same state over another set of client sites / instances (new names start empty)."""
@@ -61,6 +63,7 @@ class RouteState:
             return self
         w = np.zeros((len(clients), len(instances)))
         since = np.full((len(clients), len(instances)), np.inf)
+        recent = np.full((len(clients), len(instances)), -np.inf)
         t = np.full(len(clients), -np.inf)
         ci = {c: k for k, c in enumerate(self.clients)}
         ii = {c: k for k, c in enumerate(self.instances)}
@@ -74,9 +77,11 @@ class RouteState:
                 w[r, j] = self.weights[k, old]
                 if self.valid_since.shape == self.weights.shape:
                     since[r, j] = self.valid_since[k, old]
+                if self.recent_until.shape == self.weights.shape:
+                    recent[r, j] = self.recent_until[k, old]
         sums = w.sum(axis=1, keepdims=True)
         w = np.where(sums > 0, w / np.where(sums > 0, sums, 1.0), 0.0)  # an instance left: renormalise
-        return RouteState(clients, instances, w, t, self.changes, valid_since=since)
+        return RouteState(clients, instances, w, t, self.changes, valid_since=since, recent_until=recent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +237,11 @@ def _fresh(ev: ServiceEval | ServicePlan) -> RouteState:
                       valid_since=np.full(shape, np.inf))
 
 
+def _recent(state: RouteState) -> F:
+    r = state.recent_until
+    return r if r.shape == state.weights.shape else np.full(state.weights.shape, -np.inf)
+
+
 def _since(state: RouteState) -> F:
     return state.valid_since if state.valid_since.shape == state.weights.shape else np.full(state.weights.shape, np.inf)
 
@@ -241,8 +251,9 @@ def step(ev: ServiceEval, state: RouteState | None, now: float, damping: Damping
     state = _fresh(ev) if state is None else state.remapped(ev.plan.clients, ev.plan.instances)
     n = _step(_Arrays.of(ev), state.weights, state.changed_at, _since(state), now, damping)
     recheck = float(n.recheck_at)
+    recent = np.where(n.weights > 0, now + ev.plan.affinity_seconds, _recent(state))
     nxt = RouteState(state.clients, state.instances, n.weights, n.changed_at, state.changes + int(n.change.sum()),
-                     held=n.held, valid_since=n.valid_since)
+                     held=n.held, valid_since=n.valid_since, recent_until=recent)
     return StepResult(nxt, n.change, recheck if np.isfinite(recheck) else None)
 
 
@@ -252,6 +263,7 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
     w0 = np.zeros(shape)
     t0 = np.full(shape[:2], -np.inf)
     s0 = np.full(shape, np.inf)
+    r0 = np.full(shape, -np.inf)
     current: list[RouteState] = []
     for s, (plan, st) in enumerate(zip(chunk.plans, states, strict=True)):
         st = _fresh(plan) if st is None else st.remapped(plan.clients, plan.instances)
@@ -260,14 +272,18 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
         w0[s, :nc, :ni] = st.weights
         t0[s, :nc] = st.changed_at
         s0[s, :nc, :ni] = _since(st)
+        r0[s, :nc, :ni] = _recent(st)
     n = _step(_Arrays.of(chunk), w0, t0, s0, now, damping)
+    affinity = np.array([p.affinity_seconds for p in chunk.plans])[:, None, None]
+    recent = np.where(n.weights > 0, now + affinity, r0)
     counts = n.change.sum(axis=-1)
     out: list[StepResult] = []
     for s, st in enumerate(current):
         nc, ni = len(st.clients), len(st.instances)
         recheck = float(n.recheck_at[s])
         nxt = RouteState(st.clients, st.instances, n.weights[s, :nc, :ni], n.changed_at[s, :nc],
-                         st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni])
+                         st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni],
+                         recent_until=recent[s, :nc, :ni])
         out.append(StepResult(nxt, n.change[s, :nc], recheck if np.isfinite(recheck) else None))
     return out
 
@@ -291,8 +307,11 @@ def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
     return f"{code} threshold {limits.get(code)} broken"
 
 
-def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]) -> list[dict[str, object]]:
-    """The published routes: per client site the instances in use with weight, metric and why."""
+def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],
+           now: float = 0.0) -> list[dict[str, object]]:
+    """The published routes: per client site the instances in use with weight, metric and why, and
+    ``eligible``: the instances its flows may stay pinned to (used by the route within the affinity
+    timeout, and meeting the SLA now)."""
     p = ev.plan
     routes: list[dict[str, object]] = []
     for r, client in enumerate(p.clients):
@@ -320,7 +339,8 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
                 reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, j)}); best effort; {parts}"
                 metric = "MAX"
             instances.append({"cluster": p.instances[j], "weight": weight, "metric": metric, "reason": reason})
-        eligible = [p.instances[int(j)] for j in np.flatnonzero(ev.valid[r])]
+        recent = _recent(state)[r] > now
+        eligible = [p.instances[int(j)] for j in np.flatnonzero(ev.valid[r] & recent)]
         routes.append({"clientSite": client, "instances": instances, "changedAt": changed_at_text[r],
                        "eligible": eligible})
     return routes
