@@ -162,7 +162,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         full_written.append(stats[-1].written)
 
     # Incremental: the controller runs as in a server; one cluster saturates at a time.
-    ctl._clusters.clear()  # noqa: SLF001
     runner = asyncio.create_task(ctl.run())
     await asyncio.sleep(0)  # it subscribes to the informers before its first await
     latencies: list[float] = []

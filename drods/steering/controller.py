@@ -52,11 +52,14 @@ from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
 from drods.steering.routing import RouteState, render, step_chunk
 from drods.steering.settings import SteeringSettings
-from drods.steering.status import build_fleet, pair_of
+from drods.steering.status import build_fleet, pair_of, utilisation
 
 log = logging.getLogger(__name__)
 
 LEASE = "steering"
+# A status change counts as "worse" above these (smaller moves are treated as improvements or noise).
+_WORSE_UTILISATION = 0.005
+_WORSE_DELAY_MS = 0.05
 _PUBLISH_CHUNK = 128
 
 
@@ -142,23 +145,39 @@ class SteeringController:
         self.observer = observer
         self._wake = asyncio.Event()
         self._all = True
-        self._clusters: set[str] = set()
-        self._sites: set[str] = set()
+        self._worse: set[str] = set()  # clusters whose status got worse since the last recomputation
+        self._better: set[str] = set()  # … whose status changed otherwise
+        self._worse_sites: set[str] = set()  # network targets (clusters or sites) whose delay grew
+        self._better_sites: set[str] = set()
+        self.worsened_at: dict[str, float] = {}  # cluster → when its status last got worse
+        self.uses: dict[str, frozenset[str]] = {}  # service ID → clusters its routes (or their flows) use
+        self.short: set[str] = set()  # services with a client site no instance serves within the SLA
 
     # ------------------------------------------------------------------ triggers
     def _on_structure(self, _key: str, _old: Any, _new: Any) -> None:
         self._all = True
         self._wake.set()
 
-    def _on_status(self, key: str, _old: Any, _new: Any) -> None:
-        self._clusters.add(key[len(STATUS_PREFIX):])
+    def _on_status(self, key: str, old: Any, new: Any) -> None:
+        cluster = key[len(STATUS_PREFIX):]
+        before, after = utilisation(old), utilisation(new)
+        if new is None or after > before + _WORSE_UTILISATION:
+            self._worse.add(cluster)
+        else:
+            self._better.add(cluster)
         self._wake.set()
 
-    def _on_network(self, key: str, _old: Any, _new: Any) -> None:
+    def _on_network(self, key: str, old: Any, new: Any) -> None:
         pair = pair_of(key)
         if pair is not None:
-            self._sites.add(pair[1])
+            before = (old or {}).get("delayMs") if isinstance(old, dict) else None
+            after = (new or {}).get("delayMs") if isinstance(new, dict) else None
+            grew = after is None or (isinstance(before, int | float) and after > before + _WORSE_DELAY_MS)
+            (self._worse_sites if grew else self._better_sites).add(pair[1])
         self._wake.set()
+
+    def _dirty(self) -> bool:
+        return self._all or bool(self._worse or self._better or self._worse_sites or self._better_sites)
 
     async def run(self) -> None:
         stops = [self.inf.registrations.on_change(self._on_structure), self.inf.bindings.on_change(self._on_structure),
@@ -209,7 +228,7 @@ class SteeringController:
         return applied
 
     async def _wait(self) -> None:
-        if self._all or self._clusters or self._sites:
+        if self._dirty():
             return
         timeout = None
         if self.recheck:
@@ -299,29 +318,47 @@ class SteeringController:
             pair = pair_of(key)
             if pair is not None and doc:
                 network[pair] = doc
-        return build_fleet(clusters, statuses, network, clients)
+        fleet = build_fleet(clusters, statuses, network, clients)
+        worsened = np.array([self.worsened_at.get(c, -np.inf) for c in fleet.clusters])
+        return dataclasses.replace(fleet, worsened_at=worsened)
 
     # ------------------------------------------------------------------ the work
     async def recompute(self) -> int:
         """Evaluate what changed, publish what moved; returns how many ServiceRoutes were written."""
-        everything, clusters, sites = self._all, self._clusters, self._sites
-        self._all, self._clusters, self._sites = False, set(), set()
+        everything, worse, better = self._all, self._worse, self._better
+        worse_sites, better_sites = self._worse_sites, self._better_sites
+        self._all, self._worse, self._better, self._worse_sites, self._better_sites = False, set(), set(), set(), set()
         now = self.clock()
         wall = time.perf_counter()
         revision = max(inf.revision for inf in self.inf.all())
         self.recomputations += 1
         services, statuses = self._services()
+        city_of = {str(o["metadata"]["name"]): (o.get("spec") or {}).get("city")
+                   for o in self.inf.clusters.cache.values() if o}
+        worse |= {c for c, city in city_of.items() if c in worse_sites or (city and city in worse_sites)}
+        better |= {c for c, city in city_of.items() if c in better_sites or (city and city in better_sites)}
+        for c in worse:
+            self.worsened_at[c] = now
         fleet = self._fleet({c for s in services.values() for c in s.plan.clients})
         if not everything:
-            city_of = {str(o["metadata"]["name"]): (o.get("spec") or {}).get("city")
-                       for o in self.inf.clusters.cache.values() if o}
-            touched = clusters | {c for c, city in city_of.items() if c in sites or (city and city in sites)}
+            # A cluster that got worse matters now only to the services using it; the others' hold-down
+            # counts from `worsened_at`. One that got better is evaluated now by the services using it
+            # or short of an instance, and by the others once it could be chosen (after the hold-down).
+            changed = worse | better
             due = {sid for sid, at in self.recheck.items() if at <= now + 1e-3}
-            chosen = [s for sid, s in services.items()
-                      if sid in due or sid not in self.states or not touched.isdisjoint(s.plan.instances)]
+            chosen = [one for sid, one in services.items()
+                      if sid in due or sid not in self.states or not changed.isdisjoint(self.uses.get(sid, ()))
+                      or (sid in self.short and not better.isdisjoint(one.plan.instances))]
+            picked = {one.plan.service_id for one in chosen}
+            later = now + self.damping.minIntervalSeconds
+            for sid, one in services.items():
+                if sid not in picked and not better.isdisjoint(one.plan.instances):
+                    self.recheck[sid] = min(self.recheck.get(sid, later), later)
         else:
             chosen = list(services.values())
-        for sid in [sid for sid in self.recheck if sid in {s.plan.service_id for s in chosen} or sid not in services]:
+        evaluated = {one.plan.service_id for one in chosen}
+        for sid in [sid for sid in self.recheck if (sid in evaluated and self.recheck[sid] <= now + 1e-3)
+                    or sid not in services]:
             self.recheck.pop(sid, None)
         objects: list[dict[str, Any]] = []
         shortfalls: list[tuple[_Service, ServiceEval, list[int]]] = []
@@ -342,7 +379,9 @@ class SteeringController:
                 sid = svc.plan.service_id
                 self.states[sid] = res.state
                 if res.recheck_at is not None:
-                    self.recheck[sid] = res.recheck_at
+                    self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
+                in_use = ((res.state.weights > 0) | (res.state.recent_until > now)).any(axis=0)
+                self.uses[sid] = frozenset(svc.plan.instances[int(j)] for j in np.flatnonzero(in_use))
                 nc = len(svc.plan.clients)
                 pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
                 metrics = served[s, :nc]
@@ -366,6 +405,10 @@ class SteeringController:
                     self.pub_metrics[sid] = metrics.copy()
                     self.pub_eligible[sid] = eligible
                 short = [int(r) for r in np.flatnonzero(row_short[s, :nc])] if svc.plan.instances or nc else []
+                if short:
+                    self.short.add(sid)
+                else:
+                    self.short.discard(sid)
                 if short and svc.spec.placementFeedback and svc.binding:
                     shortfalls.append((svc, chunk.service(s), short))
         written = await self._publish(objects, now)
@@ -414,8 +457,9 @@ class SteeringController:
         for sid in [s for s in self.published if s not in services]:
             with contextlib.suppress(ApiError):
                 await self.registry.delete(SERVICE_ROUTE, sid)
+            self.short.discard(sid)
             for d in (self.published, self.published_at, self.states, self.signatures, self.recheck, self.pub_keys,
-                      self.pub_metrics, self.pub_eligible):
+                      self.pub_metrics, self.pub_eligible, self.uses):
                 d.pop(sid, None)  # type: ignore[attr-defined]
 
     async def _write_statuses(self, statuses: Mapping[str, dict[str, Any]]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,6 +40,9 @@ class Fleet:
     bandwidth: F
     utilisation: F
     core_cost: F
+    # Per cluster: when its status last got worse (clock time; -inf never). An instance counts as calm
+    # for the hold-down only from then on, though the services not using it were not evaluated then.
+    worsened_at: F = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,7 @@ class ServiceEval:
     jitter: F
     loss: F
     bandwidth: F
+    worsened: F  # (1 or S, 1, I): when each instance's cluster last got worse
 
     def broken(self, r: int, j: int) -> str:
         """Which SLA threshold the pair breaks first ('' none): for the published reason."""
@@ -114,6 +118,7 @@ class Chunk:
     jitter: F
     loss: F
     bandwidth: F
+    worsened: F
 
     def service(self, s: int) -> ServiceEval:
         p = self.plans[s]
@@ -125,7 +130,8 @@ class Chunk:
 
         return ServiceEval(p, self.metric[cut], self.valid[cut], self.valid_enter[cut], self.key[cut],
                            part(self.goodness), part(self.delay), part(self.network), part(self.processing),
-                           part(self.cost), part(self.load), part(self.jitter), part(self.loss), part(self.bandwidth))
+                           part(self.cost), part(self.load), part(self.jitter), part(self.loss), part(self.bandwidth),
+                           part(self.worsened))
 
 
 def _limit(v: float | None, default: float) -> float:
@@ -262,5 +268,6 @@ def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], positions: list[int]
                                 np.where(code == 1, 1.0 / np.maximum(cost, 1e-6), np.maximum(1.0 - util, 1e-6)))
     else:
         goodness = np.ones((1, 1, 1))
+    worsened = (fleet.worsened_at[ii] if fleet.worsened_at.size else np.full(ii.shape, -np.inf))[:, None, :]
     return Chunk(plans, positions, metric, valid, valid_enter, key, goodness, delay, network, processing, cost,
-                 util, jitter, loss, bandwidth)
+                 util, jitter, loss, bandwidth, worsened)

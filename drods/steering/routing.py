@@ -96,6 +96,7 @@ class _Arrays:
     balanced: B  # broadcastable: (S, 1, 1) or a scalar
     size: NDArray[np.int64]  # balanced: at most this many instances per row, broadcastable like ``balanced``
     ties: bool  # the key can tie (cost, load): break ties by the metric
+    worsened: F  # when each instance's cluster last got worse (hold-down counts from then too)
 
     @classmethod
     def of(cls, ev: ServiceEval | Chunk) -> _Arrays:
@@ -107,7 +108,7 @@ class _Arrays:
             balanced = np.array(ev.plan.output == "balanced")
             size = np.array(ev.plan.balanced_size)
             ties = ev.plan.strategy != "experienceFirst"
-        return cls(ev.metric, ev.valid, ev.valid_enter, ev.key, ev.goodness, balanced, size, ties)
+        return cls(ev.metric, ev.valid, ev.valid_enter, ev.key, ev.goodness, balanced, size, ties, ev.worsened)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +191,10 @@ class _Next:
 def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, damping: Damping) -> _Next:
     """The damped step over (…, C, I) arrays (see the module docstring)."""
     valid_since = np.where(a.valid_enter, np.minimum(since0, now), np.inf)
+    calm_since = np.maximum(valid_since, a.worsened)
     held = weights0 > 0
     keep = held & a.valid
-    settled = a.valid_enter & (now - valid_since >= damping.minIntervalSeconds)
+    settled = a.valid_enter & (now - calm_since >= damping.minIntervalSeconds)
     fb = _Fallback.of(a.metric)
     calm = _choose(a, keep | settled, fb)
     rush = _choose(a, keep | a.valid_enter, fb)
@@ -222,7 +224,7 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     held_rows = ~change & (differs | (np.abs(rush - weights) > 1e-6).any(axis=-1))
     # The earliest moment the time-based rules stop holding a row back.
     waiting = a.valid_enter & ~settled & ~(weights > 0) & held_rows[..., None]
-    calm_at = np.where(waiting, valid_since, np.inf).min(axis=-1) if waiting.shape[-1] else \
+    calm_at = np.where(waiting, calm_since, np.inf).min(axis=-1) if waiting.shape[-1] else \
         np.full(held_rows.shape, np.inf)
     row_at = np.maximum(changed_at, np.where(np.isfinite(calm_at), calm_at, -np.inf)) + damping.minIntervalSeconds
     recheck = np.where(held_rows & (row_at > now), row_at, np.inf).min(axis=-1) if held_rows.shape[-1] else \
