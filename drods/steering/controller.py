@@ -152,6 +152,9 @@ class SteeringController:
         self.worsened_at: dict[str, float] = {}  # cluster → when its status last got worse
         self.uses: dict[str, frozenset[str]] = {}  # service ID → clusters its routes (or their flows) use
         self.short: set[str] = set()  # services with a client site no instance serves within the SLA
+        # What only a structural change (registrations, Bindings, Clusters) or a network change alters.
+        self._services_cache: tuple[dict[str, _Service], dict[str, dict[str, Any]]] | None = None
+        self._fleet_cache: Fleet | None = None
 
     # ------------------------------------------------------------------ triggers
     def _on_structure(self, _key: str, _old: Any, _new: Any) -> None:
@@ -310,7 +313,25 @@ class SteeringController:
     def _cluster_names(self) -> set[str]:
         return {str(o["metadata"]["name"]) for o in self.inf.clusters.cache.values() if o}
 
-    def _fleet(self, clients: set[str]) -> Fleet:
+    def _fleet(self, clients: set[str], rebuild: bool, status_changed: set[str]) -> Fleet:
+        """The status arrays: rebuilt after a structural or network change; after cluster status
+        changes alone, the cached arrays with those clusters' utilisation replaced."""
+        cached = self._fleet_cache
+        if not rebuild and cached is not None and set(cached.clients) == clients:
+            index = {c: j for j, c in enumerate(cached.clusters)}
+            util = cached.utilisation.copy()
+            for c in status_changed:
+                j = index.get(c)
+                if j is not None:
+                    util[j] = utilisation(self.inf.status.cache.get(f"{STATUS_PREFIX}{c}"))
+            fleet = dataclasses.replace(cached, utilisation=util)
+        else:
+            fleet = self._build_fleet(clients)
+        worsened = np.array([self.worsened_at.get(c, -np.inf) for c in fleet.clusters])
+        self._fleet_cache = dataclasses.replace(fleet, worsened_at=worsened)
+        return self._fleet_cache
+
+    def _build_fleet(self, clients: set[str]) -> Fleet:
         clusters = {str(o["metadata"]["name"]): o for o in self.inf.clusters.cache.values() if o}
         statuses = {k[len(STATUS_PREFIX):]: v for k, v in self.inf.status.cache.items()}
         network: dict[tuple[str, str], dict[str, Any]] = {}
@@ -318,9 +339,7 @@ class SteeringController:
             pair = pair_of(key)
             if pair is not None and doc:
                 network[pair] = doc
-        fleet = build_fleet(clusters, statuses, network, clients)
-        worsened = np.array([self.worsened_at.get(c, -np.inf) for c in fleet.clusters])
-        return dataclasses.replace(fleet, worsened_at=worsened)
+        return build_fleet(clusters, statuses, network, clients)
 
     # ------------------------------------------------------------------ the work
     async def recompute(self) -> int:
@@ -332,14 +351,17 @@ class SteeringController:
         wall = time.perf_counter()
         revision = max(inf.revision for inf in self.inf.all())
         self.recomputations += 1
-        services, statuses = self._services()
+        if everything or self._services_cache is None:
+            self._services_cache = self._services()
+        services, statuses = self._services_cache
         city_of = {str(o["metadata"]["name"]): (o.get("spec") or {}).get("city")
                    for o in self.inf.clusters.cache.values() if o}
         worse |= {c for c, city in city_of.items() if c in worse_sites or (city and city in worse_sites)}
         better |= {c for c, city in city_of.items() if c in better_sites or (city and city in better_sites)}
         for c in worse:
             self.worsened_at[c] = now
-        fleet = self._fleet({c for s in services.values() for c in s.plan.clients})
+        fleet = self._fleet({c for s in services.values() for c in s.plan.clients},
+                            everything or bool(worse_sites or better_sites), worse | better)
         if not everything:
             # A cluster that got worse matters now only to the services using it; the others' hold-down
             # counts from `worsened_at`. One that got better is evaluated now by the services using it
