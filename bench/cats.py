@@ -163,7 +163,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # Incremental: the controller runs as in a server; one cluster saturates at a time.
     runner = asyncio.create_task(ctl.run())
-    await asyncio.sleep(0)  # it subscribes to the informers before its first await
+    await ctl.ready.wait()  # resumed from the published routes, subscribed to the informers
     latencies: list[float] = []
     evaluated: list[int] = []
     inside: list[float] = []  # the recomputation itself (evaluation + publishing), without the watch delivery

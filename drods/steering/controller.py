@@ -144,6 +144,7 @@ class SteeringController:
         self.recomputations = 0
         self.observer = observer
         self._wake = asyncio.Event()
+        self.ready = asyncio.Event()  # set once it has resumed from the published routes and reacts
         self._all = True
         self._worse: set[str] = set()  # clusters whose status got worse since the last recomputation
         self._better: set[str] = set()  # … whose status changed otherwise
@@ -191,12 +192,14 @@ class SteeringController:
             for inf in self.inf.all():
                 await inf.wait_synced()
             await self._load_published()
+            self.ready.set()
             while True:
                 await self._wait()
                 if self.settings.coalesceSeconds:
                     await asyncio.sleep(self.settings.coalesceSeconds)
                 await self.recompute()
         finally:
+            self.ready.clear()
             for stop in stops:
                 stop()
 

@@ -61,24 +61,22 @@ class RouteState:
         """The same state over another set of client sites / instances (new names start empty)."""
         if clients == self.clients and instances == self.instances:
             return self
-        w = np.zeros((len(clients), len(instances)))
-        since = np.full((len(clients), len(instances)), np.inf)
-        recent = np.full((len(clients), len(instances)), -np.inf)
-        t = np.full(len(clients), -np.inf)
         ci = {c: k for k, c in enumerate(self.clients)}
         ii = {c: k for k, c in enumerate(self.instances)}
-        cols = [(j, ii[name]) for j, name in enumerate(instances) if name in ii]
-        for r, name in enumerate(clients):
-            k = ci.get(name)
-            if k is None:
-                continue
-            t[r] = self.changed_at[k]
-            for j, old in cols:
-                w[r, j] = self.weights[k, old]
-                if self.valid_since.shape == self.weights.shape:
-                    since[r, j] = self.valid_since[k, old]
-                if self.recent_until.shape == self.weights.shape:
-                    recent[r, j] = self.recent_until[k, old]
+        rows = np.array([ci.get(c, -1) for c in clients], dtype=np.int64)
+        cols = np.array([ii.get(c, -1) for c in instances], dtype=np.int64)
+        known = (rows >= 0)[:, None] & (cols >= 0)[None, :]
+        gather = (np.maximum(rows, 0)[:, None], np.maximum(cols, 0)[None, :])
+
+        def carry(a: F, fill: float) -> F:
+            if a.shape != self.weights.shape or not a.size:
+                return np.full(known.shape, fill)
+            return np.where(known, a[gather], fill)
+
+        w = carry(self.weights, 0.0)
+        since = carry(self.valid_since, np.inf)
+        recent = carry(self.recent_until, -np.inf)
+        t = np.where(rows >= 0, self.changed_at[np.maximum(rows, 0)] if self.changed_at.size else -np.inf, -np.inf)
         sums = w.sum(axis=1, keepdims=True)
         w = np.where(sums > 0, w / np.where(sums > 0, sums, 1.0), 0.0)  # an instance left: renormalise
         return RouteState(clients, instances, w, t, self.changes, valid_since=since, recent_until=recent)
@@ -315,11 +313,20 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
     ``eligible``: the instances its flows may stay pinned to (used by the route within the affinity
     timeout, and meeting the SLA now)."""
     p = ev.plan
+    rounded = np.round(state.weights, 3)
+    use_r, use_j = np.nonzero(rounded > 0)
+    used_by_row: list[list[int]] = [[] for _ in p.clients]
+    for r, j in zip(use_r.tolist(), use_j.tolist(), strict=True):
+        used_by_row[r].append(j)
+    el_r, el_j = np.nonzero(ev.valid & (_recent(state) > now))
+    eligible_by_row: list[list[str]] = [[] for _ in p.clients]
+    for r, j in zip(el_r.tolist(), el_j.tolist(), strict=True):
+        eligible_by_row[r].append(p.instances[j])
     routes: list[dict[str, object]] = []
     for r, client in enumerate(p.clients):
         instances: list[dict[str, object]] = []
-        used = [int(j) for j in np.flatnonzero(state.weights[r] > 0) if _fmt(float(state.weights[r, j])) > 0]
-        weights = [_fmt(float(state.weights[r, j])) for j in used]
+        used = used_by_row[r]
+        weights = [float(rounded[r, j]) for j in used]
         if len(weights) > 1:  # rounded weights still sum to 1: the largest takes the remainder
             top = max(range(len(weights)), key=weights.__getitem__)
             weights[top] = _fmt(1.0 - sum(w for k, w in enumerate(weights) if k != top))
@@ -341,8 +348,6 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
                 reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, j)}); best effort; {parts}"
                 metric = "MAX"
             instances.append({"cluster": p.instances[j], "weight": weight, "metric": metric, "reason": reason})
-        recent = _recent(state)[r] > now
-        eligible = [p.instances[int(j)] for j in np.flatnonzero(ev.valid[r] & recent)]
         routes.append({"clientSite": client, "instances": instances, "changedAt": changed_at_text[r],
-                       "eligible": eligible})
+                       "eligible": eligible_by_row[r]})
     return routes

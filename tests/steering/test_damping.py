@@ -89,3 +89,15 @@ def test_a_chunk_steps_like_its_services_one_by_one() -> None:
             assert a.recheck_at == b.recheck_at and a.state.changes == b.state.changes
         singles = [r.state for r in one]
         batch = [r.state for r in many]
+
+
+def test_remapped_state_keeps_known_pairs_and_renormalises() -> None:
+    import numpy as np
+
+    st = RouteState(("X", "Y"), ("a", "b"), np.array([[0.5, 0.5], [0.0, 1.0]]), np.array([1.0, 2.0]),
+                    valid_since=np.array([[3.0, 4.0], [5.0, 6.0]]), recent_until=np.array([[7.0, 8.0], [9.0, 10.0]]))
+    r = st.remapped(("Y", "Z", "X"), ("b", "c"))
+    assert r.weights.tolist() == [[1.0, 0.0], [0.0, 0.0], [1.0, 0.0]]  # X lost a: b takes all of it
+    assert r.changed_at.tolist() == [2.0, -np.inf, 1.0]
+    assert r.valid_since.tolist() == [[6.0, np.inf], [np.inf, np.inf], [4.0, np.inf]]
+    assert r.recent_until.tolist() == [[10.0, -np.inf], [-np.inf, -np.inf], [8.0, -np.inf]]
