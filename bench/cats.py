@@ -164,6 +164,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     # Incremental: the controller runs as in a server; one cluster saturates at a time.
     runner = asyncio.create_task(ctl.run())
     await ctl.ready.wait()  # resumed from the published routes, subscribed to the informers
+    await observed.reached(max(inf.revision for inf in informers.all()))  # and its first full pass done
     latencies: list[float] = []
     evaluated: list[int] = []
     inside: list[float] = []  # the recomputation itself (evaluation + publishing), without the watch delivery

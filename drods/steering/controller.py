@@ -192,6 +192,7 @@ class SteeringController:
             for inf in self.inf.all():
                 await inf.wait_synced()
             await self._load_published()
+            self._all = True  # a new term evaluates everything once, from the published routes
             self.ready.set()
             while True:
                 await self._wait()
@@ -263,6 +264,7 @@ class SteeringController:
                 if ts is not None:
                     t[r] = ts
             self.states[sid] = RouteState(clients, instances, w, t, int(spec.get("changes") or 0))
+            self.uses[sid] = frozenset(instances)
 
     # ------------------------------------------------------------------ inputs
     def _services(self) -> tuple[dict[str, _Service], dict[str, dict[str, Any]]]:
