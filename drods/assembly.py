@@ -16,6 +16,8 @@ resource detector         leader                   ``resource-detector``
 member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler``
+traffic steering (CATS)   leader                   ``steering``
+service directory (F8)    leader                   ``service-directory``
 store compactor           every replica            — (compaction is idempotent)
 ========================  =======================  ============================================
 """
@@ -52,6 +54,11 @@ from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
+from drods.steering.controller import LEASE as STEERING_LEASE
+from drods.steering.controller import SteeringController, SteeringInformers
+from drods.steering.directory import LEASE as DIRECTORY_LEASE
+from drods.steering.directory import DirectoryController, DirectoryInformers
+from drods.steering.settings import SteeringSettings
 from drods.store import Store
 
 log = logging.getLogger(__name__)
@@ -65,13 +72,14 @@ class Component(enum.Enum):
     COLLECTORS = "collectors"
     DESCHEDULER = "descheduler"
     COMPACTOR = "compactor"
+    STEERING = "steering"
 
 
 SERVE = frozenset(Component)
 APISERVER = frozenset({Component.API})
 SCHEDULER = frozenset({Component.SCHEDULER})
 CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
-                         Component.COMPACTOR})
+                         Component.COMPACTOR, Component.STEERING})
 # Monitoring is built where something feeds or reads it.
 _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
 
@@ -87,6 +95,7 @@ class ComponentSettings:
     members: MemberSettings | None = None  # None: the defaults
     autoops: AutoOpsPolicy | None = None  # None: the defaults
     api: ApiSettings = field(default_factory=ApiSettings)
+    steering: SteeringSettings | None = None  # None: the defaults
     clock: Callable[[], float] = time.time  # monitoring's and the descheduler's clock (tests move it)
     collectors: list[Collector] = field(default_factory=list)  # beside the built-in Prometheus one
     identity: str | None = None  # name in every leader election of this process
@@ -101,7 +110,7 @@ class ComponentSettings:
         lease TTL (command-line flags)."""
         return cls(scheduler=config.scheduler.settings(identity=identity, lease_ttl=lease_ttl),
                    profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
-                   members=config.members, autoops=config.autoops, api=config.api, identity=identity,
+                   members=config.members, autoops=config.autoops, api=config.api, steering=config.steering, identity=identity,
                    lease_ttl=lease_ttl)
 
 
@@ -116,6 +125,8 @@ class ControlPlane:
     scheduler: SchedulerService | None = None
     # The member controllers of the current leadership term, while this process leads it.
     members: MemberControllers | None = None
+    # The steering controller of the current leadership term, while this process leads it.
+    steering: SteeringController | None = None
 
     @property
     def store(self) -> Store:
@@ -195,6 +206,19 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         hook = s.reschedule_hook
         manager.add_leader("descheduler", lambda lead: Descheduler(lead.store, lead.registry, monitor,
                                                                     hook or Rescheduler(lead.registry), autoops))
+
+    if Component.STEERING in chosen:
+        steering_settings = s.steering or SteeringSettings()
+        steering_informers = SteeringInformers.of(manager)
+
+        def steering(lead: Leadership) -> SteeringController:
+            plane.steering = SteeringController(lead.registry, steering_informers, steering_settings,
+                                                Rescheduler(lead.registry), clock=s.clock)
+            return plane.steering
+
+        manager.add_leader(STEERING_LEASE, steering)
+        directory_informers = DirectoryInformers.of(manager)
+        manager.add_leader(DIRECTORY_LEASE, lambda lead: DirectoryController(lead.registry, directory_informers))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

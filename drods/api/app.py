@@ -22,7 +22,7 @@ from drods.errors import ApiError
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # High-rate data-plane reports are not configuration changes; they go to history instead.
-NOT_AUDITED_PREFIXES = ("/api/v1/metrics",)
+NOT_AUDITED_PREFIXES = ("/api/v1/metrics", "/api/v1/network/status")
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -36,6 +36,7 @@ FACADE_ROUTERS = (
     "drods.api.routes.sync:router", "drods.api.routes.bindings:router", "drods.api.routes.schedules:router",
     "drods.api.routes.agent:router",
     "drods.api.routes.whatif:router",
+    "drods.api.routes.steering:network", "drods.api.routes.steering:router",
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.kubernetes:router")

@@ -18,6 +18,7 @@ from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import ProfileSpec
 from drods.schedulerd.service import SchedulerSettings
+from drods.steering.settings import SteeringSettings
 
 API_VERSION: Final = "config.drods.io/v1alpha1"
 KIND: Final = "DRODSConfiguration"
@@ -65,6 +66,7 @@ class DRODSConfiguration(BaseModel):
     monitoring: MonitorSettings = Field(default_factory=MonitorSettings)
     members: MemberSettings = Field(default_factory=MemberSettings)
     autoops: AutoOpsPolicy = Field(default_factory=AutoOpsPolicy)
+    steering: SteeringSettings = Field(default_factory=SteeringSettings)
 
     @classmethod
     def default(cls) -> DRODSConfiguration:

@@ -42,6 +42,9 @@ EVACUATED_FROM = "multicluster.io/evacuated-from"
 # Cluster: a pre-allocation hold, JSON ``{"waterLevel": float, "until": RFC 3339, "reason": str}``;
 # until it expires the scheduler sees the cluster at least at that forecast water level.
 PREALLOCATION = "multicluster.io/preallocation"
+# Binding: clusters placement feedback (CATS CCC, `drods.steering`) offered it (comma-separated):
+# the scheduler adds them to the names the binding may use (`drods.model.binding.with_offers`).
+PLACEMENT_OFFERS = "multicluster.io/placement-offers"
 
 
 def evacuated_from(obj: Mapping[str, Any]) -> list[str]:
@@ -62,3 +65,9 @@ def manifest_hash(obj: Mapping[str, Any]) -> str | None:
 def annotation(obj: Mapping[str, Any] | None, key: str) -> str | None:
     value = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(key)
     return None if value is None else str(value)
+
+
+def placement_offers(obj: Mapping[str, Any]) -> list[str]:
+    """The clusters placement feedback offered a Binding object."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(PLACEMENT_OFFERS) or ""
+    return [c for c in str(raw).split(",") if c]

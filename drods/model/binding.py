@@ -136,3 +136,25 @@ def owned_status(current: Mapping[str, Any], new: Mapping[str, Any], owner: froz
             and new.get("phase") not in PROPAGATING_PHASES:
         raise ValueError(f"the member controllers cannot set phase {new.get('phase')!r}")
     return dict(new)
+
+
+def with_offers(spec: BindingSpec, offers: list[str]) -> BindingSpec:
+    """``spec`` with the clusters placement feedback offered (CATS CCC) added wherever it names
+    clusters: ``targetClusters`` and affinity ``clusterNames`` when set, and taken out of
+    ``exclude``. Label, field and location constraints still hold: an offer widens a list of names,
+    it never overrides what the user asked of a cluster."""
+    if not offers:
+        return spec
+    out = spec.model_copy(deep=True)
+
+    def widen(names: list[str]) -> list[str]:
+        return names + [c for c in offers if c not in names] if names else names
+
+    out.targetClusters = widen(out.targetClusters)
+    pl = out.placement
+    for term in [pl.clusterAffinity, *pl.clusterAffinities]:
+        if term is None:
+            continue
+        term.clusterNames = widen(term.clusterNames)
+        term.exclude = [c for c in term.exclude if c not in offers]
+    return out

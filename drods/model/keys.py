@@ -22,6 +22,10 @@ THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
 SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
 # Collection subscriptions (C1).
 SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
+# Network status between client sites and service sites (C2): ``/status/network/<from>/<to>``.
+NETWORK_PREFIX = "/status/network/"
+# Flow affinity pins (C7): ``/steering/flows/<serviceId>/<flow>``.
+FLOWS_PREFIX = "/steering/flows/"
 
 
 def status_key(cluster: str) -> str:
@@ -30,3 +34,11 @@ def status_key(cluster: str) -> str:
 
 def lease_key(name: str) -> str:
     return f"{LEASES_PREFIX}{name}"
+
+
+def network_key(source: str, target: str) -> str:
+    return f"{NETWORK_PREFIX}{source}/{target}"
+
+
+def flow_key(service_id: str, flow: str) -> str:
+    return f"{FLOWS_PREFIX}{service_id}/{flow}"

@@ -14,6 +14,12 @@ from drods.model.policy import (
     PropagationPolicySpec,
     ResourcePlacementPolicySpec,
 )
+from drods.model.steering import (
+    ServiceExportSpec,
+    ServiceImportSpec,
+    ServiceRegistrationSpec,
+    ServiceRouteSpec,
+)
 from drods.model.work import WorkSpec
 
 
@@ -66,9 +72,19 @@ CLUSTER_OVERRIDE_POLICY = Kind(GROUP, VERSION, "ClusterOverridePolicy", "cluster
                                False, ClusterOverridePolicySpec, ("cop",), categories=_OURS)
 BINDING = Kind(GROUP, VERSION, "Binding", "bindings", False, BindingSpec, ("rb",), categories=_OURS)
 WORK = Kind(GROUP, VERSION, "Work", "works", False, WorkSpec, ("wk",), categories=_OURS)
+# Computing-aware traffic steering (C4, C7) and multi-cluster services (F8, KEP-1645).
+SERVICE_REGISTRATION = Kind(GROUP, VERSION, "ServiceRegistration", "serviceregistrations", True,
+                            ServiceRegistrationSpec, ("sreg",), categories=_OURS)
+SERVICE_ROUTE = Kind(GROUP, VERSION, "ServiceRoute", "serviceroutes", False, ServiceRouteSpec, ("sroute",),
+                     categories=_OURS)
+SERVICE_EXPORT = Kind(GROUP, VERSION, "ServiceExport", "serviceexports", True, ServiceExportSpec, ("svcex",),
+                      categories=_OURS)
+SERVICE_IMPORT = Kind(GROUP, VERSION, "ServiceImport", "serviceimports", True, ServiceImportSpec, ("svcim",),
+                      categories=_OURS)
 
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
+    SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).

@@ -307,9 +307,11 @@ class ObjectRegistry:
             except CasFailed:
                 continue
 
-    async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]]) -> builtins.list[tuple[Obj, bool]]:
+    async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]], *,
+                           results: bool = True) -> builtins.list[tuple[Obj, bool]]:
         """Create or update many objects: all are validated before anything is written, then
-        written in as few store transactions as the backend allows, each guarded by CAS."""
+        written in as few store transactions as the backend allows, each guarded by CAS.
+        ``results=False``: return nothing (a controller publishing many objects skips the copies)."""
         validated: builtins.list[tuple[Kind, Obj, str]] = []
         seen: set[str] = set()
         for i, (kind, raw) in enumerate(items):
@@ -340,7 +342,8 @@ class ObjectRegistry:
             else:
                 plans.append((kind, key, self._carry_over(kind, json.loads(kv.value), obj, None), kv.mod_revision))
         chunk = max(1, self.store.max_txn_ops)
-        results: builtins.list[tuple[Obj, bool]] = []
+        out: builtins.list[tuple[Obj, bool]] = []
+        written = 0
         for start in range(0, len(plans), chunk):
             part = plans[start:start + chunk]
             res = await self.store.txn(
@@ -349,9 +352,11 @@ class ObjectRegistry:
             )
             if not res.succeeded:
                 raise ApiError(409, "CONFLICT", "objects in the batch changed while it was written; retry",
-                               {"written": len(results)})
-            results += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
-        return results
+                               {"written": written})
+            if results:
+                out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
+            written += len(part)
+        return out
 
     async def watch(
         self,

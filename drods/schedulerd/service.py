@@ -34,8 +34,8 @@ from drods.machinery.informer import Informer
 from drods.machinery.leader import LeaderElector
 from drods.machinery.manager import default_identity
 from drods.machinery.tasks import stop_tasks
-from drods.model.annotations import RESCHEDULE_REASON
-from drods.model.binding import BindingSpec, TargetCluster
+from drods.model.annotations import RESCHEDULE_REASON, placement_offers
+from drods.model.binding import BindingSpec, TargetCluster, with_offers
 from drods.model.keys import FAILURES_PREFIX, STATUS_PREFIX, SURGE_KEY
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import rfc3339_ms, whole_ms
@@ -284,7 +284,8 @@ class SchedulerService:
         hit = self._specs.get(rec.name)
         if hit is not None and hit[0] == rec.generation:
             return hit[1]
-        spec = BindingSpec.model_validate(obj.get("spec") or {})
+        # Offers from placement feedback (CATS CCC) widen the names the binding may use.
+        spec = with_offers(BindingSpec.model_validate(obj.get("spec") or {}), placement_offers(obj))
         self._specs[rec.name] = (rec.generation, spec)
         return spec
 

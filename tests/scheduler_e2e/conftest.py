@@ -25,6 +25,7 @@ from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.server import ServerConfig, build_app
+from drods.steering.settings import SteeringSettings
 from drods.store import Store
 from tests.monitor_e2e.conftest import eventually
 
@@ -129,7 +130,8 @@ def placement(st: dict[str, Any]) -> dict[str, int]:
 async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | None = None,
                 profile: Profile | None = None, scheduler: bool = True,
                 components: frozenset[Component] = frozenset(),
-                monitoring: MonitorSettings | None = None, autoops: AutoOpsPolicy | None = None
+                monitoring: MonitorSettings | None = None, autoops: AutoOpsPolicy | None = None,
+                steering: SteeringSettings | None = None
                 ) -> AsyncIterator[Plane]:
     """The API server, with the scheduler and the resource detector unless ``scheduler=False`` (then
     they run elsewhere), plus ``components``."""
@@ -137,7 +139,8 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
     sched = settings or fast_settings()
     config = ServerConfig(store_url="unused://", data_dir=data_dir, components=run,
                           settings=ComponentSettings(scheduler=sched, profile=profile, monitoring=monitoring,
-                                                     autoops=autoops, lease_ttl=sched.lease_ttl))
+                                                     autoops=autoops, steering=steering,
+                                                     lease_ttl=sched.lease_ttl))
     app = build_app(config, store=store)
     ctx = app.state.ctx
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
