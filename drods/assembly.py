@@ -110,7 +110,8 @@ class ComponentSettings:
         lease TTL (command-line flags)."""
         return cls(scheduler=config.scheduler.settings(identity=identity, lease_ttl=lease_ttl),
                    profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
-                   members=config.members, autoops=config.autoops, api=config.api, steering=config.steering, identity=identity,
+                   members=config.members, autoops=config.autoops, api=config.api, steering=config.steering,
+                   identity=identity,
                    lease_ttl=lease_ttl)
 
 
