@@ -47,6 +47,8 @@ class NetworkRequirements(BaseModel):
     identifier: str | None = None
     maxLatencyMs: float | None = Field(default=None, ge=0)
     minBandwidthMbps: float | None = Field(default=None, ge=0)
+    # F6: traffic one replica sends out of its cluster per hour, priced at the cluster's egressGiB
+    egressGiBPerHour: float | None = Field(default=None, ge=0)
 
 
 class BindingSpec(BaseModel):
@@ -110,7 +112,8 @@ class BindingStatus(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     SCHEDULER_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime"})
+        {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime",
+         "estimatedHourlyCost"})
     CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions"})
 
     # the scheduler's (drods.schedulerd.records)
@@ -120,6 +123,7 @@ class BindingStatus(BaseModel):
     reasons: dict[str, str] = Field(default_factory=dict)
     scheduledGeneration: int | None = None
     scheduledTime: str | None = None
+    estimatedHourlyCost: float | None = None  # F6: the placement at the clusters' prices
     # the member controllers' (drods.controllers.binding)
     clusters: list[ClusterStatus] = Field(default_factory=list)
     conditions: list[dict[str, Any]] = Field(default_factory=list)

@@ -33,7 +33,7 @@ on top. A pre-allocation hold (F6) raises the status value to the forecast while
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -440,6 +440,18 @@ class Snapshot:
 
     def row_spec(self, name: str) -> ClusterSpec | None:
         return self._rows[self.index[name]].spec
+
+    def spec_column(self, key: Hashable, fn: Callable[[ClusterSpec], float]) -> FloatArr:
+        """``fn`` of each row's ClusterSpec as one array (NaN without a spec), built once per
+        topology version: the seldom-read spec facts (GPU price of one model, spot market) cost
+        one pass per spec change, not one per decision, and need no array of their own here."""
+        ck = ("spec_column", key)
+        hit = self.cache.get(ck)
+        if hit is None or hit.shape[0] != self.n:
+            hit = np.array([np.nan if r.spec is None else fn(r.spec) for r in self._rows[: self.n]],
+                           dtype=np.float64)
+            self.cache[ck] = hit
+        return hit  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ assume / forget (S7)
     def assume(

@@ -93,6 +93,8 @@ class TaskInfo:
     preferred_zones: tuple[str, ...]
     rebalance: bool
     affinity: AffinityKey | None = None
+    cost_first: bool = False
+    egress_gib_per_hour: float = 0.0
     current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     missing_targets: tuple[str, ...] = ()
@@ -173,4 +175,6 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         preferred_regions=tuple(task.preferred_regions),
         preferred_zones=tuple(task.preferred_zones),
         rebalance=task.rebalance,
+        cost_first=pl.costFirst,
+        egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
     )

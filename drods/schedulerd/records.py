@@ -3,7 +3,8 @@
 Status ownership (the contract with the member controllers; `drods.model.binding` enforces it):
 
 * the scheduler writes ``status.phase`` only to Pending / Scheduled / Unschedulable, and
-  ``status.placement``, ``message``, ``reasons``, ``scheduledGeneration``, ``scheduledTime``;
+  ``status.placement``, ``message``, ``reasons``, ``scheduledGeneration``, ``scheduledTime``,
+  ``estimatedHourlyCost`` (F6; kept with the placement it prices when a retry is Unschedulable);
 * the binding controller owns ``status.clusters[]`` and ``conditions`` and moves the phase Scheduled →
   Propagated → Running / Failed for the same placement;
 * a new placement sets the phase back to Scheduled; the same placement keeps the phase it has;
@@ -171,6 +172,7 @@ class Decision:
     reasons: Mapping[str, str]
     generation: int
     time: float
+    hourly_cost: float | None = None  # F6: ``status.estimatedHourlyCost`` of a scheduled placement
 
 
 def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, Any]:
@@ -183,6 +185,10 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
         if changed or old_phase is None or old_phase in SCHEDULER_PHASES:
             status["phase"] = "Scheduled"
         status["placement"] = placement_json(d.placement)
+        if d.hourly_cost is not None:
+            status["estimatedHourlyCost"] = d.hourly_cost
+        else:
+            status.pop("estimatedHourlyCost", None)
     else:
         status["phase"] = "Unschedulable"
         status.setdefault("placement", [])

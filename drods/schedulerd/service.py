@@ -333,7 +333,8 @@ class SchedulerService:
             self.queue.unschedulable(name)
             return None
         reasons = result.reasons_sample(MAX_STATUS_REASONS)[0] if (not ok or result.partial) else {}
-        d = Decision(ok, placement, result.message, reasons, rec.generation, ts)
+        d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
+                     result.estimated_hourly_cost if ok else None)
         obj["status"] = merge_status(status, d)
         trigger = None
         if rebalance:

@@ -1,0 +1,39 @@
+"""Placement inputs through the API (F6 prices, H2 classes): a real control plane, clusters fed as
+an agent would, decisions read back from the Binding status, the history and the table."""
+
+from __future__ import annotations
+
+from tests.scheduler_e2e.conftest import Plane
+
+
+async def test_prices_drive_placement_bill_history_and_wide_table(plane: Plane) -> None:
+    await plane.cluster("cheap", 20, cost={"cpuCoreHour": 0.01, "memoryGiBHour": 0.001, "egressGiB": 0.02})
+    await plane.cluster("dear", 20, cost={"cpuCoreHour": 0.08, "memoryGiBHour": 0.004, "egressGiB": 0.09,
+                                          "market": "OnDemand"})
+    await plane.cluster("spot", 20, cost={"cpuCoreHour": 0.02, "memoryGiBHour": 0.001, "market": "Spot",
+                                          "egressGiB": 0.05, "gpuHourByModel": {"A100": 2.5}})
+    await plane.seen("cheap", "dear", "spot")
+    st = await plane.place({"name": "cf", "replicas": 6, "resources": {"cpu": 1, "memory": 2},
+                            "network": {"egressGiBPerHour": 1.0}, "placement": {"costFirst": True}})
+    # spot's compute is cheaper (0.022/h) but the egress price makes it dearer (0.072 vs 0.032)
+    assert st["phase"] == "Scheduled" and st["placement"] == [{"cluster": "cheap", "replicas": 6}]
+    # 6 × (1×0.01 + 2×0.001 + 1×0.02)
+    assert abs(st["estimatedHourlyCost"] - 6 * 0.032) < 1e-9
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "cf"})
+    e = r.json()["items"][0]
+    assert e["division"] == "CostFirst" and abs(e["estimatedHourlyCost"] - 0.192) < 1e-9
+    assert e["scores"]["Cost"]["cheap"] == 100.0 and e["baseWeights"]["Cost"] == 0.5
+    # a bad price is refused with a clear error and changes nothing
+    r = await plane.call("POST", "/api/v1/clusters", json={"name": "neg", "syncMode": "Pull",
+                                                            "cost": {"gpuHourByModel": {"A100": -1}}})
+    assert r.status_code == 422 and "gpuHourByModel" in r.text
+    assert (await plane.call("GET", "/api/v1/clusters/neg")).status_code == 404
+    # the Binding kind's table carries the bill as a wide column
+    r = await plane.call("GET", "/apis/multicluster.io/v1alpha1/bindings",
+                         headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    table = r.json()
+    cols = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
+    assert ("Cost/h", 1) in cols
+    at = [c for c, _ in cols].index("Cost/h")
+    row = next(x for x in table["rows"] if x["cells"][0] == "cf")
+    assert abs(row["cells"][at] - 0.192) < 1e-9
