@@ -12,11 +12,13 @@ from drods.registry.objects import ObjectRegistry
 from drods.scheduler.profile import Profile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scheduling"
+PLACEMENT = Path(__file__).resolve().parents[2] / "examples" / "placement"
 
 
-@pytest.mark.parametrize("path", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+@pytest.mark.parametrize("path", sorted([p.name for p in EXAMPLES.glob("*.yaml")]
+                                         + [f"placement/{p.name}" for p in PLACEMENT.glob("*.yaml")]))
 def test_example_is_valid(path: str) -> None:
-    file = EXAMPLES / path
+    file = EXAMPLES.parent / path if path.startswith("placement/") else EXAMPLES / path
     if path == "scheduler-profile.yaml":
         assert Profile.load(file).name == "cost-aware"
         return
