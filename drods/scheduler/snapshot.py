@@ -187,6 +187,9 @@ class Snapshot:
         self.taints: dict[tuple[str, str, str], np.ndarray] = {}
         # latency (ms) from each cluster to a named site/cluster, NaN when unknown
         self.latency: dict[str, np.ndarray] = {}
+        # H2: per workload class, the cpu cores each cluster gives that class's placed replicas
+        self.class_cores: dict[str, np.ndarray] = {}
+        self.class_placements: dict[str, tuple[str, tuple[tuple[str, float], ...]]] = {}
         self._rows: list[_RowInfo] = []
         self._refs: dict[tuple[str, ...], int] = {}
         self._assumed: dict[str, _Assumed] = {}
@@ -226,6 +229,7 @@ class Snapshot:
         self.sets = {f: {k: g(v, False) for k, v in d.items()} for f, d in self.sets.items()}
         self.taints = {k: g(v, False) for k, v in self.taints.items()}
         self.latency = {k: g(v, np.nan) for k, v in self.latency.items()}
+        self.class_cores = {k: g(v, 0.0) for k, v in self.class_cores.items()}
         self._cap = new
 
     def _touch(self, topology: bool) -> None:
@@ -415,12 +419,16 @@ class Snapshot:
             for target in info.latency:
                 self.latency[target][row] = self.latency[target][last]
                 self.latency[target][last] = np.nan
+            for arr in self.class_cores.values():
+                arr[row] = arr[last]
             self._rows[row] = info
             self.names[row] = moved
             self.names_arr[row] = moved
             self.index[moved] = row
         for f in TOPOLOGY_FIELDS:
             self.topo[f][last] = -1
+        for arr in self.class_cores.values():
+            arr[last] = 0.0
         self.alloc[last] = 0
         self.load[last] = 0
         self.assumed[last] = 0
@@ -452,6 +460,41 @@ class Snapshot:
                            dtype=np.float64)
             self.cache[ck] = hit
         return hit  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ workload classes (H2)
+    def set_class_placement(self, key: str, cls: str | None, placement: Sequence[tuple[str, int]],
+                            cores_per_replica: float) -> None:
+        """Record where workload ``key`` of class ``cls`` runs (replacing what it had), so the
+        Dissonance score sees the classes already on each cluster; no class → nothing kept."""
+        self.drop_class_placement(key)
+        if not cls or cores_per_replica <= 0:
+            return
+        arr = self.class_cores.get(cls)
+        if arr is None:
+            arr = np.zeros(self._cap)
+            self.class_cores[cls] = arr
+        kept: list[tuple[str, float]] = []
+        for name, count in placement:
+            row = self.index.get(name)
+            if row is None or count <= 0:
+                continue
+            cores = count * cores_per_replica
+            arr[row] += cores
+            kept.append((name, cores))
+        if kept:
+            self.class_placements[key] = (cls, tuple(kept))
+
+    def drop_class_placement(self, key: str) -> None:
+        prev = self.class_placements.pop(key, None)
+        if prev is None:
+            return
+        arr = self.class_cores.get(prev[0])
+        if arr is None:
+            return
+        for name, cores in prev[1]:
+            row = self.index.get(name)
+            if row is not None:
+                arr[row] = max(0.0, arr[row] - cores)
 
     # ------------------------------------------------------------------ assume / forget (S7)
     def assume(

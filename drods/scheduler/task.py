@@ -62,6 +62,8 @@ class Task:
     preferred_zones: Sequence[str] = ()
     # True: ignore the current placement and divide afresh (S11 rebalancing)
     rebalance: bool = False
+    # H2: the workload's class (label multicluster.io/workload-class), None when it has none
+    workload_class: str | None = None
 
 
 @dataclass(slots=True)
@@ -95,6 +97,7 @@ class TaskInfo:
     affinity: AffinityKey | None = None
     cost_first: bool = False
     egress_gib_per_hour: float = 0.0
+    workload_class: str | None = None
     current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     missing_targets: tuple[str, ...] = ()
@@ -113,7 +116,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         task = Task(spec=task, name=name, current=current or ())
     elif current is not None:
         task = Task(task.spec, task.name, current, task.preferred_regions, task.preferred_zones,
-                    task.rebalance)
+                    task.rebalance, task.workload_class)
     spec = task.spec
     res = spec.resources
     req = requirement_vector(res)
@@ -176,5 +179,6 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         preferred_zones=tuple(task.preferred_zones),
         rebalance=task.rebalance,
         cost_first=pl.costFirst,
+        workload_class=task.workload_class,
         egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
     )

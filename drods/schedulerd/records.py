@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status
+from drods.model.binding import SCHEDULER_PHASES, WORKLOAD_CLASS_LABEL, BindingStatus, TargetCluster, owned_status
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 
 MAX_STATUS_REASONS = 100
@@ -66,6 +66,7 @@ class BindingRecord:
     trigger_time: float | None
     requirements: tuple[float, float, float, float, float]
     managed: bool  # created by the resource detector
+    workload_class: str | None = None  # H2: label multicluster.io/workload-class
 
     @property
     def placed(self) -> int:
@@ -113,6 +114,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         trigger_time=parse_rfc3339(spec.get("rescheduleTriggeredAt")),
         requirements=requirement_tuple(spec.get("resources")),
         managed=labels.get(MANAGED_BY_LABEL) == DETECTOR_NAME,
+        workload_class=labels.get(WORKLOAD_CLASS_LABEL) or None,
     )
 
 

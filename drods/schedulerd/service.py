@@ -214,12 +214,15 @@ class SchedulerService:
             gone = new or old
             if gone is None:
                 return
+            self.cache.snap.drop_class_placement(gone.name)
             self.queue.delete(gone.name)
             self._specs.pop(gone.name, None)
             self._logged_failure.pop(gone.name, None)
             if self.cache.forget(gone.name):
                 self._cluster_event("BindingDeleted")
             return
+        if new.workload_class or (old is not None and old.workload_class):
+            self.cache.snap.set_class_placement(new.name, new.workload_class, new.placement, new.requirements[0])
         stype = schedule_type(new, old)
         if stype is not None:
             self.queue.add(new.name, stype, new.priority)
@@ -318,12 +321,16 @@ class SchedulerService:
             return _Plan(entry, rec, bad, d, encode_object(obj), stype, None)
         current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
         rebalance = stype == RESCHEDULE
-        task = Task(spec, name=name, current=current, rebalance=rebalance)
+        task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class)
         result = self.scheduler.schedule(task, self.cache.snap)
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
             self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
+            if rec.workload_class:  # the next decision sees this class here before the watch says so
+                self.cache.snap.set_class_placement(name, rec.workload_class,
+                                                    [(t.cluster, t.replicas) for t in result.placement],
+                                                    rec.requirements[0])
         placement = tuple((t.cluster, t.replicas) for t in result.placement) if ok else rec.placement
         status = obj.get("status") or {}
         if stype == RETRY and (rec.phase == "Unschedulable") == (not ok) and placement == rec.placement and \

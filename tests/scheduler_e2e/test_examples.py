@@ -22,6 +22,10 @@ def test_example_is_valid(path: str) -> None:
     if path == "scheduler-profile.yaml":
         assert Profile.load(file).name == "cost-aware"
         return
+    if path == "placement/scheduler-profile.yaml":
+        prof = Profile.load(file)
+        assert {p.name for p, _ in prof.scores} >= {"Cost", "Dissonance"}
+        return
     docs = [d for d in yaml.safe_load_all(file.read_text()) if d]
     assert docs
     registry = ObjectRegistry.__new__(ObjectRegistry)  # validation needs no store

@@ -37,3 +37,21 @@ async def test_prices_drive_placement_bill_history_and_wide_table(plane: Plane) 
     at = [c for c, _ in cols].index("Cost/h")
     row = next(x for x in table["rows"] if x["cells"][0] == "cf")
     assert abs(row["cells"][at] - 0.192) < 1e-9
+
+
+async def test_workload_class_keeps_clashing_classes_apart(plane: Plane) -> None:
+    await plane.cluster("batchy", 5)
+    await plane.cluster("calm", 45)
+    await plane.seen("batchy", "calm")
+    batch = await plane.place({"name": "crunch", "replicas": 8, "resources": {"cpu": 2, "memory": 1},
+                               "targetClusters": ["batchy"],
+                               "labels": {"multicluster.io/workload-class": "cpu-batch"}})
+    assert batch["placement"] == [{"cluster": "batchy", "replicas": 8}]
+    blind = await plane.place({"name": "plain", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
+    assert "batchy" in {p["cluster"] for p in blind["placement"]}  # the emptier cluster, by water level
+    web = await plane.place({"name": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1},
+                             "labels": {"multicluster.io/workload-class": "latency-sensitive"}})
+    assert web["placement"] == [{"cluster": "calm", "replicas": 2}]
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "web"})
+    e = r.json()["items"][0]
+    assert e["scores"]["Dissonance"] == {"calm": 100.0} and e["baseWeights"]["Dissonance"] == 1.0
