@@ -35,7 +35,7 @@ FACADE_ROUTERS = (
     "drods.api.routes.metrics:router", "drods.api.routes.monitor:router", "drods.api.routes.history:router",
     "drods.api.routes.sync:router", "drods.api.routes.bindings:router", "drods.api.routes.schedules:router",
     "drods.api.routes.agent:router",
-    "drods.api.routes.whatif:router",
+    "drods.api.routes.whatif:router", "drods.api.routes.traffic:router",
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.kubernetes:router")

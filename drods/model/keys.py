@@ -22,6 +22,8 @@ THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
 SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
 # Collection subscriptions (C1).
 SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
+# The service traffic graph (H1, `drods.model.traffic`), written by PUT /api/v1/traffic.
+TRAFFIC_KEY = "/traffic/graph"
 
 
 def status_key(cluster: str) -> str:

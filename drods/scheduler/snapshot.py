@@ -190,6 +190,10 @@ class Snapshot:
         # H2: per workload class, the cpu cores each cluster gives that class's placed replicas
         self.class_cores: dict[str, np.ndarray] = {}
         self.class_placements: dict[str, tuple[str, tuple[tuple[str, float], ...]]] = {}
+        # H1: decayed bytes/s between workloads ({workload: {peer: bytes/s}}, ``drods.model.traffic``)
+        # and where each workload ("namespace/name") runs now, by cluster name
+        self.traffic: dict[str, dict[str, float]] = {}
+        self.workload_placements: dict[str, tuple[tuple[str, int], ...]] = {}
         self._rows: list[_RowInfo] = []
         self._refs: dict[tuple[str, ...], int] = {}
         self._assumed: dict[str, _Assumed] = {}

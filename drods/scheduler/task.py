@@ -64,6 +64,8 @@ class Task:
     rebalance: bool = False
     # H2: the workload's class (label multicluster.io/workload-class), None when it has none
     workload_class: str | None = None
+    # H1: the workload as the traffic graph names it ("namespace/name")
+    workload: str | None = None
 
 
 @dataclass(slots=True)
@@ -98,6 +100,7 @@ class TaskInfo:
     cost_first: bool = False
     egress_gib_per_hour: float = 0.0
     workload_class: str | None = None
+    workload: str | None = None
     current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     missing_targets: tuple[str, ...] = ()
@@ -116,7 +119,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         task = Task(spec=task, name=name, current=current or ())
     elif current is not None:
         task = Task(task.spec, task.name, current, task.preferred_regions, task.preferred_zones,
-                    task.rebalance, task.workload_class)
+                    task.rebalance, task.workload_class, task.workload)
     spec = task.spec
     res = spec.resources
     req = requirement_vector(res)
@@ -180,5 +183,6 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         rebalance=task.rebalance,
         cost_first=pl.costFirst,
         workload_class=task.workload_class,
+        workload=task.workload,
         egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
     )

@@ -67,6 +67,7 @@ class BindingRecord:
     requirements: tuple[float, float, float, float, float]
     managed: bool  # created by the resource detector
     workload_class: str | None = None  # H2: label multicluster.io/workload-class
+    workload: str = ""  # H1: "namespace/name" of spec.resource, else "default/<binding name>"
 
     @property
     def placed(self) -> int:
@@ -115,7 +116,15 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         requirements=requirement_tuple(spec.get("resources")),
         managed=labels.get(MANAGED_BY_LABEL) == DETECTOR_NAME,
         workload_class=labels.get(WORKLOAD_CLASS_LABEL) or None,
+        workload=workload_of(name, spec.get("resource")),
     )
+
+
+def workload_of(binding: str, resource: Any) -> str:
+    """The traffic graph's name of a binding's workload (H1)."""
+    if isinstance(resource, dict) and resource.get("name"):
+        return f"{resource.get('namespace') or 'default'}/{resource['name']}"
+    return f"default/{binding}"
 
 
 MANAGED_BY_LABEL = "multicluster.io/managed-by"

@@ -38,9 +38,10 @@ from drods.machinery.manager import default_identity
 from drods.machinery.tasks import stop_tasks
 from drods.model.annotations import RESCHEDULE_REASON
 from drods.model.binding import BindingSpec, TargetCluster
-from drods.model.keys import FAILURES_PREFIX, STATUS_PREFIX, SURGE_KEY
+from drods.model.keys import FAILURES_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import rfc3339_ms, whole_ms
+from drods.model.traffic import peers
 from drods.monitor.history import append as append_failure
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
@@ -120,11 +121,13 @@ class SchedulerService:
         self.clusters = Informer(store, CLUSTER.key_prefix(), decode_cluster)
         self.statuses = Informer(store, STATUS_PREFIX, status_decoder(clock))
         self.surge = Informer(store, SURGE_KEY, _decode_json)
+        self.traffic = Informer(store, TRAFFIC_KEY, _decode_json)
         self.bindings = Informer(store, BINDING.key_prefix(),
                                  lambda kv: decode_binding(kv.key, kv.value, kv.mod_revision))
         self.clusters.on_change(self._on_cluster)
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
+        self.traffic.on_change(lambda _k, _o, new: self._on_traffic(new))
         self.bindings.on_change(self._on_binding)
         self._filters = [p.name for p in self.profile.filters]
         self._scores = [p.name for p, _ in self.profile.scores]
@@ -143,7 +146,7 @@ class SchedulerService:
     async def run(self) -> None:
         """Watch, and decide while leader; runs until cancelled."""
         tasks = [asyncio.create_task(i.run(), name=f"scheduler-informer-{i.prefix}")
-                 for i in (self.clusters, self.statuses, self.surge)]
+                 for i in (self.clusters, self.statuses, self.surge, self.traffic)]
         try:
             # Clusters first: assumptions adopted from existing bindings need their rows.
             await asyncio.gather(self.clusters.wait_synced(), self.statuses.wait_synced())
@@ -209,18 +212,24 @@ class SchedulerService:
             self.metrics.incoming_event(r, moved)
         self._kick_reasons.clear()
 
+    def _on_traffic(self, doc: Any) -> None:
+        """H1: the graph, decayed to now; the TrafficAffinity score reads it from the snapshot."""
+        self.cache.snap.traffic = peers(doc if isinstance(doc, dict) else None, self.clock())
+
     def _on_binding(self, key: str, old: BindingRecord | None, new: BindingRecord | None) -> None:
         if new is None or new.deleting:
             gone = new or old
             if gone is None:
                 return
             self.cache.snap.drop_class_placement(gone.name)
+            self.cache.snap.workload_placements.pop(gone.workload, None)
             self.queue.delete(gone.name)
             self._specs.pop(gone.name, None)
             self._logged_failure.pop(gone.name, None)
             if self.cache.forget(gone.name):
                 self._cluster_event("BindingDeleted")
             return
+        self.cache.snap.workload_placements[new.workload] = new.placement
         if new.workload_class or (old is not None and old.workload_class):
             self.cache.snap.set_class_placement(new.name, new.workload_class, new.placement, new.requirements[0])
         stype = schedule_type(new, old)
@@ -321,12 +330,15 @@ class SchedulerService:
             return _Plan(entry, rec, bad, d, encode_object(obj), stype, None)
         current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
         rebalance = stype == RESCHEDULE
-        task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class)
+        task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
+                    workload=rec.workload)
         result = self.scheduler.schedule(task, self.cache.snap)
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
             self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
+            self.cache.snap.workload_placements[rec.workload] = tuple(
+                (t.cluster, t.replicas) for t in result.placement)
             if rec.workload_class:  # the next decision sees this class here before the watch says so
                 self.cache.snap.set_class_placement(name, rec.workload_class,
                                                     [(t.cluster, t.replicas) for t in result.placement],

@@ -3,6 +3,9 @@ an agent would, decisions read back from the Binding status, the history and the
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from tests.monitor_e2e.conftest import eventually
 from tests.scheduler_e2e.conftest import Plane
 
 
@@ -55,3 +58,37 @@ async def test_workload_class_keeps_clashing_classes_apart(plane: Plane) -> None
     r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "web"})
     e = r.json()["items"][0]
     assert e["scores"]["Dissonance"] == {"calm": 100.0} and e["baseWeights"]["Dissonance"] == 1.0
+
+
+async def test_traffic_graph_places_a_service_near_its_peer(plane: Plane) -> None:
+    await plane.cluster("quiet", 10, region="eu", zone="eu-1")
+    await plane.cluster("peer", 30, region="us", zone="us-1")
+    await plane.seen("quiet", "peer")
+    db = await plane.place({"name": "db", "replicas": 1, "resources": {"cpu": 1, "memory": 1},
+                            "targetClusters": ["peer"]})
+    assert db["placement"] == [{"cluster": "peer", "replicas": 1}]
+    bad = await plane.call("PUT", "/api/v1/traffic", json={"edges": [{"from": {"name": "web"},
+                                                                      "to": {"name": "db"},
+                                                                      "bytesPerSecond": -5}]})
+    assert bad.status_code == 422 and "bytesPerSecond" in bad.text
+    assert await plane.store.get("/traffic/graph") is None  # nothing stored
+    viewer = await plane.call("PUT", "/api/v1/traffic", role="viewer",
+                              json={"edges": [{"from": {"name": "web"}, "to": {"name": "db"}}]})
+    assert viewer.status_code == 403
+    ok = await plane.call("PUT", "/api/v1/traffic", json={
+        "edges": [{"from": {"namespace": "default", "name": "web"}, "to": {"namespace": "default", "name": "db"},
+                   "bytesPerSecond": 5e6, "requestsPerSecond": 800}],
+        "timestamp": datetime.now(UTC).isoformat()})
+    assert ok.status_code == 200 and ok.json() == {"accepted": 1, "edges": 1}
+    snap = plane.scheduler.cache.snap
+
+    async def graph_seen() -> bool:
+        return "default/web" in snap.traffic
+
+    await eventually(graph_seen, what="the scheduler to see the traffic graph")
+    web = await plane.place({"name": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
+    assert web["placement"] == [{"cluster": "peer", "replicas": 2}]  # near its peer, not the emptier one
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "web"})
+    assert r.json()["items"][0]["scores"]["TrafficAffinity"] == {"peer": 100.0}
+    lone = await plane.place({"name": "lone", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
+    assert "quiet" in {p["cluster"] for p in lone["placement"]}  # no traffic: water level decides

@@ -17,6 +17,7 @@ from drods.scheduler.plugins.spread_constraint import SpreadConstraint
 from drods.scheduler.plugins.taint_toleration import TaintToleration
 from drods.scheduler.plugins.target_clusters import TargetClusters
 from drods.scheduler.plugins.topology_preference import TopologyPreference
+from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
 from drods.scheduler.registry import register
 
@@ -26,7 +27,7 @@ FILTERS: tuple[type, ...] = (
 )
 SCORES: tuple[type, ...] = (
     LeastWaterLevel, BalancedAllocation, ClusterLocality, TopologyPreference, NetworkLocality, Cost,
-    Dissonance,
+    Dissonance, TrafficAffinity,
 )
 
 for _cls in FILTERS + SCORES:
