@@ -185,13 +185,20 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
     spread_sum = 0
     perf = time.perf_counter
     plugin_ms: dict[str, list[float]] = {p.name: [] for p, _ in profile.scores}
+    talk_draw = np.random.default_rng(args.seed + 1).random(args.tasks)
     t_loop = perf()
     for i in range(args.tasks):
         spec = templates[i % len(templates)]
         cls = classes[i % len(templates)]
         key = f"task-{i}"
         t = perf()
-        r = sched.schedule(Task(spec, name=key, workload_class=cls), snap)
+        wl = None
+        if args.traffic > 0 and i > 0 and talk_draw[i] < args.traffic:
+            wl = f"bench/{key}"
+            snap.traffic[wl] = {f"bench/task-{i - 1}": 1e6}
+        r = sched.schedule(Task(spec, name=key, workload_class=cls, workload=wl), snap)
+        if args.traffic > 0:
+            snap.workload_placements[f"bench/{key}"] = tuple((p.cluster, p.replicas) for p in r.placement)
         if r.placement:
             snap.assume(r.placement, spec.resources, key=key)
             if cls:
@@ -209,6 +216,8 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
                 gone = live.popleft()
                 snap.forget(key=gone)
                 snap.drop_class_placement(gone)
+                snap.workload_placements.pop(f"bench/{gone}", None)
+                snap.traffic.pop(f"bench/{gone}", None)
         partial += r.partial
     loop_s = perf() - t_loop
     wl = snap.water_level
@@ -221,7 +230,8 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         "fleet_water_level_end": round(snap.fleet_water_level(ready), 3),
         "max_water_level_end": round(float(wl.max()) if wl.size else 0.0, 3),
         "mean_ms": round(float(lat_ms.mean()), 4), "max_ms": round(float(lat_ms.max()), 3),
-        "inputs": {"prices": not args.no_prices, "classes": args.classes, "cost_first": args.cost_first},
+        "inputs": {"prices": not args.no_prices, "classes": args.classes, "cost_first": args.cost_first,
+                   "traffic": args.traffic},
         # per score plugin: decisions it ran in (skipped ones have no timing) and its mean ms then
         "score_plugins": {pn: {"ran": len(v), "mean_ms": round(float(np.mean(v)), 4) if v else 0.0}
                           for pn, v in plugin_ms.items()},
@@ -430,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="algorithm: fraction of task shapes with a workload class (Dissonance input)")
     ap.add_argument("--cost-first", type=float, default=0.0,
                     help="algorithm: fraction of task shapes with placement.costFirst")
+    ap.add_argument("--traffic", type=float, default=0.0,
+                    help="algorithm: fraction of tasks that talk to the task before them (TrafficAffinity input)")
     args = ap.parse_args(argv)
     if args.mode == "e2e":
         args.store = args.store or "sqlite"

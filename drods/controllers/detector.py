@@ -48,7 +48,8 @@ from drods.machinery.controller import Controller
 from drods.machinery.informer import Handler, Informer
 from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
-from drods.model.binding import WORKLOAD_CLASS_LABEL, BindingSpec
+from drods.model.annotations import WORKLOAD_CLASS_LABEL
+from drods.model.binding import BindingSpec
 from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS, Kind
 from drods.model.meta import API_VERSION
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector

@@ -77,8 +77,6 @@ class TargetCluster(BaseModel):
     replicas: int = Field(ge=0)
 
 
-# H2: the workload's class, copied from the workload to its Binding; the Dissonance score reads it.
-WORKLOAD_CLASS_LABEL = "multicluster.io/workload-class"
 # While a Binding has Works the member controllers keep it (and clean the members) before it goes.
 PROPAGATION_FINALIZER = "multicluster.io/propagation"
 SCHEDULER_PHASES = frozenset({"Pending", "Scheduled", "Unschedulable"})

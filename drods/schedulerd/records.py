@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from drods.model.binding import SCHEDULER_PHASES, WORKLOAD_CLASS_LABEL, BindingStatus, TargetCluster, owned_status
+from drods.model.annotations import WORKLOAD_CLASS_LABEL
+from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 
 MAX_STATUS_REASONS = 100

@@ -33,3 +33,12 @@ def test_example_is_valid(path: str) -> None:
         kind = by_kind(doc["apiVersion"], doc["kind"])
         assert kind is not None, doc["kind"]
         registry.validate(kind, doc)
+
+
+def test_traffic_example_is_a_valid_report() -> None:
+    import json
+
+    from drods.model.traffic import TrafficReport
+
+    report = TrafficReport.model_validate(json.loads((PLACEMENT / "traffic.json").read_text()))
+    assert [e.to.key for e in report.edges] == ["shop/db", "shop/cache"]
