@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drods.model.binding import BindingSpec, NetworkRequirements, ReplicaRequirements  # noqa: E402
 from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile, Taint  # noqa: E402
+from drods.model.dataset import DatasetRead  # noqa: E402
 from drods.model.placement import (  # noqa: E402
     ClusterAffinity,
     FieldSelector,
@@ -186,6 +187,9 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
     perf = time.perf_counter
     plugin_ms: dict[str, list[float]] = {p.name: [] for p, _ in profile.scores}
     talk_draw = np.random.default_rng(args.seed + 1).random(args.tasks)
+    if args.datasets > 0:
+        snap.datasets = {f"default/ds{j}": (snap.names[(7 * j) % snap.n], snap.names[(7 * j + 3) % snap.n])
+                         for j in range(50)}
     t_loop = perf()
     for i in range(args.tasks):
         spec = templates[i % len(templates)]
@@ -196,6 +200,8 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         if args.traffic > 0 and i > 0 and talk_draw[i] < args.traffic:
             wl = f"bench/{key}"
             snap.traffic[wl] = {f"bench/task-{i - 1}": 1e6}
+        if args.datasets > 0 and talk_draw[i] < args.datasets:  # reads one of 50 datasets on 2 clusters
+            spec = spec.model_copy(update={"datasets": [DatasetRead(name=f"ds{i % 50}", readGiBPerHour=20.0)]})
         r = sched.schedule(Task(spec, name=key, workload_class=cls, workload=wl), snap)
         if args.traffic > 0:
             snap.workload_placements[f"bench/{key}"] = tuple((p.cluster, p.replicas) for p in r.placement)
@@ -231,7 +237,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         "max_water_level_end": round(float(wl.max()) if wl.size else 0.0, 3),
         "mean_ms": round(float(lat_ms.mean()), 4), "max_ms": round(float(lat_ms.max()), 3),
         "inputs": {"prices": not args.no_prices, "classes": args.classes, "cost_first": args.cost_first,
-                   "traffic": args.traffic},
+                   "traffic": args.traffic, "datasets": args.datasets},
         # per score plugin: decisions it ran in (skipped ones have no timing) and its mean ms then
         "score_plugins": {pn: {"ran": len(v), "mean_ms": round(float(np.mean(v)), 4) if v else 0.0}
                           for pn, v in plugin_ms.items()},
@@ -442,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="algorithm: fraction of task shapes with placement.costFirst")
     ap.add_argument("--traffic", type=float, default=0.0,
                     help="algorithm: fraction of tasks that talk to the task before them (TrafficAffinity input)")
+    ap.add_argument("--datasets", type=float, default=0.0,
+                    help="algorithm: fraction of tasks that read a dataset (DataLocality input)")
     args = ap.parse_args(argv)
     if args.mode == "e2e":
         args.store = args.store or "sqlite"

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.model.dataset import DatasetRead
 from drods.model.placement import Placement
 
 BindingPhase = Literal["Pending", "Scheduled", "Unschedulable", "Propagated", "Running", "Failed"]
@@ -68,6 +69,8 @@ class BindingSpec(BaseModel):
     cities: list[str] = Field(default_factory=list)
     policyRef: ObjectReference | None = None
     rescheduleTriggeredAt: str | None = None
+    # F4: the Datasets (in the workload's namespace) it reads, and how much of each per hour
+    datasets: list[DatasetRead] = Field(default_factory=list)
 
 
 class TargetCluster(BaseModel):

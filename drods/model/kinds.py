@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
+from drods.model.dataset import DatasetSpec
 from drods.model.meta import API_VERSION, GROUP, VERSION
 from drods.model.policy import (
     ClusterOverridePolicySpec,
@@ -66,9 +67,10 @@ CLUSTER_OVERRIDE_POLICY = Kind(GROUP, VERSION, "ClusterOverridePolicy", "cluster
                                False, ClusterOverridePolicySpec, ("cop",), categories=_OURS)
 BINDING = Kind(GROUP, VERSION, "Binding", "bindings", False, BindingSpec, ("rb",), categories=_OURS)
 WORK = Kind(GROUP, VERSION, "Work", "works", False, WorkSpec, ("wk",), categories=_OURS)
+DATASET = Kind(GROUP, VERSION, "Dataset", "datasets", True, DatasetSpec, ("dset",), categories=_OURS)
 
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
-    CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
+    CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK, DATASET,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).

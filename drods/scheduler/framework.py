@@ -27,6 +27,7 @@ from drods.scheduler.cost_first import cheapest_fill
 from drods.scheduler.divide import DivisionInput, divide
 from drods.scheduler.groups import select_spread
 from drods.scheduler.interface import BoolArr, FloatArr, IntArr, Rejection
+from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot
@@ -60,6 +61,7 @@ class ScheduleResult:
     analysis: dict[str, object] = field(default_factory=dict)
     extra_reasons: dict[str, str] = field(default_factory=dict)
     estimated_hourly_cost: float | None = None  # F6: the placement at the clusters' prices
+    data_moved_gib_per_hour: float | None = None  # F4: dataset reads from another cluster
     _rejections: list[Rejection] = field(default_factory=list, repr=False)
     _names: np.ndarray | None = field(default=None, repr=False)
     _reasons: dict[str, str] | None = field(default=None, repr=False)
@@ -331,8 +333,9 @@ class Scheduler:
                 fit = caps[sel][p]
                 extra[nm] = f"only {int(fit)} replicas fit (Duplicated needs {info.replicas})"
         chosen_pos = sel[chosen]
-        est_cost = hourly_cost(info, snap, rows, cnt if info.division != "Duplicated"
-                               else np.full(rows.size, info.replicas, dtype=np.intp))
+        per_cluster = cnt if info.division != "Duplicated" else np.full(rows.size, info.replicas, dtype=np.intp)
+        est_cost = hourly_cost(info, snap, rows, per_cluster)
+        moved = moved_gib_per_hour(info, snap, rows, per_cluster)
         score_arrays = {pn: arr[chosen_pos] for pn, arr in per_plugin.items()}
         score_arrays["total"] = total[chosen_pos]
         score_names = [str(x) for x in snap.names_arr[cand[chosen_pos]]]
@@ -356,7 +359,7 @@ class Scheduler:
             phase="Scheduled", placement=placement, placed=placed, message=msg, feasible=m,
             weights=adj.weights, spread=adj.spread, fleet_water_level=fleet, surge=adj.surge,
             score_names=score_names, score_arrays=score_arrays, timings_ms=timings,
-            estimated_hourly_cost=est_cost, **base,  # type: ignore[arg-type]
+            estimated_hourly_cost=est_cost, data_moved_gib_per_hour=moved, **base,  # type: ignore[arg-type]
         )
 
     def _static_weights(self, info: TaskInfo, snap: Snapshot, rows: IntArr) -> FloatArr:

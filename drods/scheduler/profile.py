@@ -7,7 +7,7 @@ A profile is YAML, for example::
               NetworkFit, ResourceFit, WaterLevelLimit, SpreadConstraint]
     scores: {LeastWaterLevel: 1.0, BalancedAllocation: 0.5, ClusterLocality: 1.0,
              TopologyPreference: 0.5, NetworkLocality: 0.5, Cost: 0.5, Dissonance: 1.0,
-             TrafficAffinity: 1.0}
+             TrafficAffinity: 1.0, DataLocality: 1.0}
     pluginArgs: {TopologyPreference: {regionScore: 70}}
     adjuster: {packBelow: 0.3, spreadAbove: 0.6,
                packMultipliers: {LeastWaterLevel: 0.5, ClusterLocality: 2.0},
@@ -42,7 +42,7 @@ DEFAULT_FILTERS = [
 DEFAULT_SCORES = {
     "LeastWaterLevel": 1.0, "BalancedAllocation": 0.5, "ClusterLocality": 1.0,
     "TopologyPreference": 0.5, "NetworkLocality": 0.5, "Cost": 0.5, "Dissonance": 1.0,
-    "TrafficAffinity": 1.0,
+    "TrafficAffinity": 1.0, "DataLocality": 1.0,
 }
 
 

@@ -194,6 +194,8 @@ class Snapshot:
         # and where each workload ("namespace/name") runs now, by cluster name
         self.traffic: dict[str, dict[str, float]] = {}
         self.workload_placements: dict[str, tuple[tuple[str, int], ...]] = {}
+        # F4: each Dataset ("namespace/name") → the clusters holding a copy of it
+        self.datasets: dict[str, tuple[str, ...]] = {}
         self._rows: list[_RowInfo] = []
         self._refs: dict[tuple[str, ...], int] = {}
         self._assumed: dict[str, _Assumed] = {}

@@ -101,6 +101,7 @@ class TaskInfo:
     egress_gib_per_hour: float = 0.0
     workload_class: str | None = None
     workload: str | None = None
+    datasets: tuple[tuple[str, float], ...] = ()  # F4: ("namespace/name", GiB read per hour)
     current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     missing_targets: tuple[str, ...] = ()
@@ -149,6 +150,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         division = rs.weightPreference.dynamicWeight
     else:
         division = default_division
+    ns = (spec.resource.namespace if spec.resource is not None else None) or "default"
     cur: dict[str, int] = {}
     for t in task.current:
         if t.replicas > 0:
@@ -184,5 +186,6 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         cost_first=pl.costFirst,
         workload_class=task.workload_class,
         workload=task.workload,
+        datasets=tuple((f"{ns}/{d.name}", d.readGiBPerHour) for d in spec.datasets if d.readGiBPerHour > 0),
         egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
     )

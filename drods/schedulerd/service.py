@@ -39,7 +39,7 @@ from drods.machinery.tasks import stop_tasks
 from drods.model.annotations import RESCHEDULE_REASON
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.keys import FAILURES_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
-from drods.model.kinds import BINDING, CLUSTER
+from drods.model.kinds import BINDING, CLUSTER, DATASET
 from drods.model.timefmt import rfc3339_ms, whole_ms
 from drods.model.traffic import peers
 from drods.monitor.history import append as append_failure
@@ -122,12 +122,14 @@ class SchedulerService:
         self.statuses = Informer(store, STATUS_PREFIX, status_decoder(clock))
         self.surge = Informer(store, SURGE_KEY, _decode_json)
         self.traffic = Informer(store, TRAFFIC_KEY, _decode_json)
+        self.datasets = Informer(store, DATASET.key_prefix(), _decode_json)
         self.bindings = Informer(store, BINDING.key_prefix(),
                                  lambda kv: decode_binding(kv.key, kv.value, kv.mod_revision))
         self.clusters.on_change(self._on_cluster)
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
         self.traffic.on_change(lambda _k, _o, new: self._on_traffic(new))
+        self.datasets.on_change(self._on_dataset)
         self.bindings.on_change(self._on_binding)
         self._filters = [p.name for p in self.profile.filters]
         self._scores = [p.name for p, _ in self.profile.scores]
@@ -146,7 +148,7 @@ class SchedulerService:
     async def run(self) -> None:
         """Watch, and decide while leader; runs until cancelled."""
         tasks = [asyncio.create_task(i.run(), name=f"scheduler-informer-{i.prefix}")
-                 for i in (self.clusters, self.statuses, self.surge, self.traffic)]
+                 for i in (self.clusters, self.statuses, self.surge, self.traffic, self.datasets)]
         try:
             # Clusters first: assumptions adopted from existing bindings need their rows.
             await asyncio.gather(self.clusters.wait_synced(), self.statuses.wait_synced())
@@ -215,6 +217,20 @@ class SchedulerService:
     def _on_traffic(self, doc: Any) -> None:
         """H1: the graph, decayed to now; the TrafficAffinity score reads it from the snapshot."""
         self.cache.snap.traffic = peers(doc if isinstance(doc, dict) else None, self.clock())
+
+    def _on_dataset(self, key: str, old: Any, new: Any) -> None:
+        """F4: where each Dataset's copies are; the DataLocality score reads it from the snapshot."""
+        obj = new if isinstance(new, dict) else old if isinstance(old, dict) else None
+        if obj is None:
+            return
+        meta = obj.get("metadata") or {}
+        name = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        if new is None or not isinstance(new, dict):
+            self.cache.snap.datasets.pop(name, None)
+            return
+        locs = (new.get("spec") or {}).get("locations") or []
+        self.cache.snap.datasets[name] = tuple(str(loc["cluster"]) for loc in locs
+                                               if isinstance(loc, dict) and loc.get("cluster"))
 
     def _on_binding(self, key: str, old: BindingRecord | None, new: BindingRecord | None) -> None:
         if new is None or new.deleting:

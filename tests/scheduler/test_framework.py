@@ -91,7 +91,7 @@ def test_result_records_scores_weights_timings(snap: Snapshot, sched: Scheduler)
     assert r.name == "ns/app" and r.phase == "Scheduled"
     assert set(r.weights) == {"LeastWaterLevel", "BalancedAllocation", "ClusterLocality",
                               "TopologyPreference", "NetworkLocality", "Cost", "Dissonance",
-                              "TrafficAffinity"}
+                              "TrafficAffinity", "DataLocality"}
     assert "Cost" not in r.scores  # no cluster has a price: the plugin is skipped
     assert "total" in r.scores and set(r.scores["LeastWaterLevel"]) == set(r.placement_dict())
     for k in ("Readiness", "ResourceFit", "LeastWaterLevel", "divide", "total"):

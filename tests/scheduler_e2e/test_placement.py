@@ -92,3 +92,33 @@ async def test_traffic_graph_places_a_service_near_its_peer(plane: Plane) -> Non
     assert r.json()["items"][0]["scores"]["TrafficAffinity"] == {"peer": 100.0}
     lone = await plane.place({"name": "lone", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
     assert "quiet" in {p["cluster"] for p in lone["placement"]}  # no traffic: water level decides
+
+
+async def test_dataset_draws_its_readers_and_decisions_record_bytes(plane: Plane) -> None:
+    await plane.cluster("data", 40)
+    await plane.cluster("empty", 5)
+    await plane.seen("data", "empty")
+    ds = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Dataset",
+          "metadata": {"name": "images", "namespace": "ml"},
+          "spec": {"sizeGiB": 800, "locations": [{"cluster": "data", "kind": "Primary"}]}}
+    base = "/apis/multicluster.io/v1alpha1/namespaces/ml/datasets"
+    bad = await plane.call("POST", base, json=ds | {"metadata": {"name": "bad", "namespace": "ml"},
+                                                    "spec": {"sizeGiB": -1}})
+    assert bad.status_code == 422
+    r = await plane.call("POST", base, json=ds)
+    assert r.status_code == 201, r.text
+    snap = plane.scheduler.cache.snap
+
+    async def known() -> bool:
+        return snap.datasets.get("ml/images") == ("data",)
+
+    await eventually(known, what="the scheduler to see the dataset")
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "train", "namespace": "ml"}
+    st = await plane.place({"name": "train", "replicas": 2, "resources": {"cpu": 1, "memory": 1}, "resource": ref,
+                            "datasets": [{"name": "images", "readGiBPerHour": 50}]})
+    assert st["placement"] == [{"cluster": "data", "replicas": 2}]  # beside the data, not the emptier cluster
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "train"})
+    e = r.json()["items"][0]
+    assert e["dataMovedGiBPerHour"] == 0.0 and e["scores"]["DataLocality"] == {"data": 100.0}
+    plain = await plane.place({"name": "plain", "replicas": 2, "resources": {"cpu": 1, "memory": 1}})
+    assert "empty" in {p["cluster"] for p in plain["placement"]}

@@ -7,6 +7,7 @@ from drods.scheduler.plugins.capability import Capability
 from drods.scheduler.plugins.cluster_affinity import ClusterAffinity
 from drods.scheduler.plugins.cluster_locality import ClusterLocality
 from drods.scheduler.plugins.cost import Cost
+from drods.scheduler.plugins.data_locality import DataLocality
 from drods.scheduler.plugins.dissonance import Dissonance
 from drods.scheduler.plugins.least_water_level import LeastWaterLevel
 from drods.scheduler.plugins.network_fit import NetworkFit
@@ -27,7 +28,7 @@ FILTERS: tuple[type, ...] = (
 )
 SCORES: tuple[type, ...] = (
     LeastWaterLevel, BalancedAllocation, ClusterLocality, TopologyPreference, NetworkLocality, Cost,
-    Dissonance, TrafficAffinity,
+    Dissonance, TrafficAffinity, DataLocality,
 )
 
 for _cls in FILTERS + SCORES:
