@@ -71,6 +71,8 @@ class BindingSpec(BaseModel):
     rescheduleTriggeredAt: str | None = None
     # F4: the Datasets (in the workload's namespace) it reads, and how much of each per hour
     datasets: list[DatasetRead] = Field(default_factory=list)
+    # F3: the workload this one follows: placed where that one runs (or nearest), moved when it moves
+    followUp: ObjectReference | None = None
 
 
 class TargetCluster(BaseModel):

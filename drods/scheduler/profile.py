@@ -37,7 +37,7 @@ from drods.scheduler.registry import filter_plugins, load_entry_points, score_pl
 
 DEFAULT_FILTERS = [
     "Readiness", "TargetClusters", "ClusterAffinity", "TaintToleration", "Capability", "NetworkFit",
-    "ResourceFit", "WaterLevelLimit", "SpreadConstraint",
+    "ResourceFit", "WaterLevelLimit", "SpreadConstraint", "FollowUp",
 ]
 DEFAULT_SCORES = {
     "LeastWaterLevel": 1.0, "BalancedAllocation": 0.5, "ClusterLocality": 1.0,

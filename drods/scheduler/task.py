@@ -102,6 +102,7 @@ class TaskInfo:
     workload_class: str | None = None
     workload: str | None = None
     datasets: tuple[tuple[str, float], ...] = ()  # F4: ("namespace/name", GiB read per hour)
+    follow: str | None = None  # F3: "namespace/name" of the workload this one follows
     current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     missing_targets: tuple[str, ...] = ()
@@ -187,5 +188,6 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         workload_class=task.workload_class,
         workload=task.workload,
         datasets=tuple((f"{ns}/{d.name}", d.readGiBPerHour) for d in spec.datasets if d.readGiBPerHour > 0),
+        follow=f"{spec.followUp.namespace or 'default'}/{spec.followUp.name}" if spec.followUp else None,
         egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
     )

@@ -36,6 +36,7 @@ FIRST = "FirstSchedule"
 RECONCILE = "ReconcileSchedule"
 SCALE = "ScaleSchedule"
 RESCHEDULE = "RescheduleTriggered"
+FOLLOW = "FollowUpMoved"  # F3: the workload it follows was placed elsewhere
 
 Placement = tuple[tuple[str, int], ...]
 
@@ -69,6 +70,7 @@ class BindingRecord:
     managed: bool  # created by the resource detector
     workload_class: str | None = None  # H2: label multicluster.io/workload-class
     workload: str = ""  # H1: "namespace/name" of spec.resource, else "default/<binding name>"
+    follow: str | None = None  # F3: "namespace/name" of spec.followUp
 
     @property
     def placed(self) -> int:
@@ -118,7 +120,14 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         managed=labels.get(MANAGED_BY_LABEL) == DETECTOR_NAME,
         workload_class=labels.get(WORKLOAD_CLASS_LABEL) or None,
         workload=workload_of(name, spec.get("resource")),
+        follow=_follow_of(spec.get("followUp")),
     )
+
+
+def _follow_of(ref: Any) -> str | None:
+    if isinstance(ref, dict) and ref.get("name"):
+        return f"{ref.get('namespace') or 'default'}/{ref['name']}"
+    return None
 
 
 def workload_of(binding: str, resource: Any) -> str:

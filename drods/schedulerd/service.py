@@ -51,6 +51,7 @@ from drods.schedulerd.history import decision_record, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
 from drods.schedulerd.records import (
+    FOLLOW,
     MAX_STATUS_REASONS,
     RECONCILE,
     RESCHEDULE,
@@ -138,6 +139,9 @@ class SchedulerService:
         self._logged_failure: dict[str, str] = {}
         self._kick: asyncio.TimerHandle | None = None
         self._kick_reasons: set[str] = set()
+        # F3: followed workload → its followers' binding names; followers to re-place from scratch
+        self._followers: dict[str, set[str]] = {}
+        self._moved_followers: set[str] = set()
         self.ready = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -218,6 +222,18 @@ class SchedulerService:
         """H1: the graph, decayed to now; the TrafficAffinity score reads it from the snapshot."""
         self.cache.snap.traffic = peers(doc if isinstance(doc, dict) else None, self.clock())
 
+    def _index_follower(self, name: str, old: str | None, new: str | None) -> None:
+        if old == new:
+            return
+        if old is not None:
+            s = self._followers.get(old)
+            if s is not None:
+                s.discard(name)
+                if not s:
+                    del self._followers[old]
+        if new is not None:
+            self._followers.setdefault(new, set()).add(name)
+
     def _on_dataset(self, key: str, old: Any, new: Any) -> None:
         """F4: where each Dataset's copies are; the DataLocality score reads it from the snapshot."""
         obj = new if isinstance(new, dict) else old if isinstance(old, dict) else None
@@ -238,6 +254,7 @@ class SchedulerService:
             if gone is None:
                 return
             self.cache.snap.drop_class_placement(gone.name)
+            self._index_follower(gone.name, gone.follow, None)
             self.cache.snap.workload_placements.pop(gone.workload, None)
             self.queue.delete(gone.name)
             self._specs.pop(gone.name, None)
@@ -246,6 +263,13 @@ class SchedulerService:
                 self._cluster_event("BindingDeleted")
             return
         self.cache.snap.workload_placements[new.workload] = new.placement
+        self._index_follower(new.name, old.follow if old is not None else None, new.follow)
+        if old is not None and old.placement != new.placement:
+            for f in self._followers.get(new.workload, ()):
+                frec = self.bindings.cache.get(BINDING.key(f))
+                if frec is not None and frec.placement:  # placed followers move with it
+                    self._moved_followers.add(f)
+                    self.queue.add(f, FOLLOW, frec.priority)
         if new.workload_class or (old is not None and old.workload_class):
             self.cache.snap.set_class_placement(new.name, new.workload_class, new.placement, new.requirements[0])
         stype = schedule_type(new, old)
@@ -326,6 +350,9 @@ class SchedulerService:
             self.queue.delete(name)
             return None
         stype = schedule_type(rec)
+        if stype is None and name in self._moved_followers:
+            stype = FOLLOW
+        self._moved_followers.discard(name)
         if stype is None:
             if rec.phase != "Unschedulable" and not rec.partial:
                 self.queue.done(name)
@@ -345,7 +372,7 @@ class SchedulerService:
             obj["status"] = merge_status(obj.get("status"), d)
             return _Plan(entry, rec, bad, d, encode_object(obj), stype, None)
         current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
-        rebalance = stype == RESCHEDULE
+        rebalance = stype in (RESCHEDULE, FOLLOW)
         task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
                     workload=rec.workload)
         result = self.scheduler.schedule(task, self.cache.snap)
@@ -372,9 +399,11 @@ class SchedulerService:
                      result.estimated_hourly_cost if ok else None)
         obj["status"] = merge_status(status, d)
         trigger = None
-        if rebalance:
+        if stype == RESCHEDULE:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
             trigger = {"kind": "Reschedule", "at": spec.rescheduleTriggeredAt, "reason": ann.get(RESCHEDULE_REASON)}
+        elif stype == FOLLOW:
+            trigger = {"kind": "FollowUp", "reason": f"{spec.followUp.name if spec.followUp else ''} moved"}
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
         return _Plan(entry, rec, result, d, encode_object(obj), stype, trigger)

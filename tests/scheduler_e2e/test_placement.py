@@ -122,3 +122,29 @@ async def test_dataset_draws_its_readers_and_decisions_record_bytes(plane: Plane
     assert e["dataMovedGiBPerHour"] == 0.0 and e["scores"]["DataLocality"] == {"data": 100.0}
     plain = await plane.place({"name": "plain", "replicas": 2, "resources": {"cpu": 1, "memory": 1}})
     assert "empty" in {p["cluster"] for p in plain["placement"]}
+
+
+async def test_follower_is_placed_with_its_primary_and_moves_when_it_moves(plane: Plane) -> None:
+    await plane.cluster("x", 50)
+    await plane.cluster("y", 50)
+    await plane.cluster("idle", 5)
+    await plane.seen("x", "y", "idle")
+    db = await plane.place({"name": "db", "replicas": 1, "resources": {"cpu": 1, "memory": 1},
+                            "targetClusters": ["x"]})
+    assert db["placement"] == [{"cluster": "x", "replicas": 1}]
+    follow = {"apiVersion": "apps/v1", "kind": "StatefulSet", "namespace": "default", "name": "db"}
+    st = await plane.place({"name": "db-backup", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1},
+                            "followUp": follow})
+    assert st["placement"] == [{"cluster": "x", "replicas": 2}]
+    r = await plane.call("PATCH", "/api/v1/bindings/db", json={"targetClusters": ["y"]},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def moved() -> dict | None:
+        s = await plane.status("db-backup")
+        return s if s["placement"] == [{"cluster": "y", "replicas": 2}] else None
+
+    await eventually(moved, what="the follower to move with db")
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "db-backup"})
+    e = r.json()["items"][0]
+    assert e["scheduleType"] == "FollowUpMoved" and e["trigger"]["kind"] == "FollowUp"
