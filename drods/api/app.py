@@ -37,6 +37,7 @@ FACADE_ROUTERS = (
     "drods.api.routes.agent:router",
     "drods.api.routes.whatif:router",
     "drods.api.routes.steering:network", "drods.api.routes.steering:router",
+    "drods.api.routes.traffic:router",
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.kubernetes:router")

@@ -84,14 +84,16 @@ def get(
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
 ) -> None:
-    """Show objects of one kind (columns as `kubectl get`, or the full objects as JSON/YAML)."""
-    check_output(output)
+    """Show objects of one kind (columns as `kubectl get`, ``-o wide`` with its extra columns, or the
+    full objects as JSON/YAML)."""
+    wide = output == "wide"
+    check_output("table" if wide else output)
     api = connect(server, token, ca_file, insecure)
     res = api.resolve(resource)
     ns = None if (all_namespaces and name is None) else (namespace or "default")
     params = {"labelSelector": selector} if selector and name is None else {}
     path = res.path(ns if res.namespaced else None, name)
-    if output != "table":
+    if output not in ("table", "wide"):
         dump(api.get_json(path, params=params), output)
         return
     table = api.get_json(path, params=params, headers={"Accept": TABLE_ACCEPT})
@@ -100,8 +102,9 @@ def get(
         where = f" in namespace {ns}" if res.namespaced and ns else ""
         stderr().print(f"No {res.plural} found{where}.")
         return
-    columns = [c["name"] for c in table.get("columnDefinitions", []) if c.get("priority", 0) == 0]
-    cells = [r["cells"][:len(columns)] for r in rows]
+    shown = [i for i, c in enumerate(table.get("columnDefinitions", [])) if wide or c.get("priority", 0) == 0]
+    columns = [table["columnDefinitions"][i]["name"] for i in shown]
+    cells = [[r["cells"][i] for i in shown] for r in rows]
     if res.namespaced and ns is None:
         columns = ["Namespace", *columns]
         cells = [[(r.get("object") or {}).get("metadata", {}).get("namespace", ""), *c] for r, c in zip(rows, cells,

@@ -26,6 +26,10 @@ ANN_OVERRIDES = "multicluster.io/applied-overrides"
 ANN_DEPENDENT_OF = "multicluster.io/dependent-of"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl's; never copied to members
 
+# ---- placement (H2): the workload's class, copied from the workload to its Binding by the detector;
+# the scheduler's Dissonance score reads it there
+WORKLOAD_CLASS_LABEL = "multicluster.io/workload-class"
+
 # ---- Works (A6, S11)
 # The leadership generation of the member controllers that last wrote the Work's spec: proof that no
 # deposed leader wrote it (the write was fenced on that generation).

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.model.dataset import DatasetRead
 from drods.model.placement import Placement
 
 BindingPhase = Literal["Pending", "Scheduled", "Unschedulable", "Propagated", "Running", "Failed"]
@@ -47,6 +48,8 @@ class NetworkRequirements(BaseModel):
     identifier: str | None = None
     maxLatencyMs: float | None = Field(default=None, ge=0)
     minBandwidthMbps: float | None = Field(default=None, ge=0)
+    # F6: traffic one replica sends out of its cluster per hour, priced at the cluster's egressGiB
+    egressGiBPerHour: float | None = Field(default=None, ge=0)
 
 
 class BindingSpec(BaseModel):
@@ -66,6 +69,10 @@ class BindingSpec(BaseModel):
     cities: list[str] = Field(default_factory=list)
     policyRef: ObjectReference | None = None
     rescheduleTriggeredAt: str | None = None
+    # F4: the Datasets (in the workload's namespace) it reads, and how much of each per hour
+    datasets: list[DatasetRead] = Field(default_factory=list)
+    # F3: the workload this one follows: placed where that one runs (or nearest), moved when it moves
+    followUp: ObjectReference | None = None
 
 
 class TargetCluster(BaseModel):
@@ -110,7 +117,8 @@ class BindingStatus(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     SCHEDULER_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime"})
+        {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime",
+         "estimatedHourlyCost"})
     CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions"})
 
     # the scheduler's (drods.schedulerd.records)
@@ -120,6 +128,7 @@ class BindingStatus(BaseModel):
     reasons: dict[str, str] = Field(default_factory=dict)
     scheduledGeneration: int | None = None
     scheduledTime: str | None = None
+    estimatedHourlyCost: float | None = None  # F6: the placement at the clusters' prices
     # the member controllers' (drods.controllers.binding)
     clusters: list[ClusterStatus] = Field(default_factory=list)
     conditions: list[dict[str, Any]] = Field(default_factory=list)

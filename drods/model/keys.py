@@ -26,6 +26,8 @@ SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
 NETWORK_PREFIX = "/status/network/"
 # Flow affinity pins (C7): ``/steering/flows/<serviceId>/<flow>``.
 FLOWS_PREFIX = "/steering/flows/"
+# The service traffic graph (H1, `drods.model.traffic`), written by PUT /api/v1/traffic.
+TRAFFIC_KEY = "/traffic/graph"
 
 
 def status_key(cluster: str) -> str:

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
+from drods.model.dataset import DatasetSpec
 from drods.model.meta import API_VERSION, GROUP, VERSION
 from drods.model.policy import (
     ClusterOverridePolicySpec,
@@ -82,9 +83,11 @@ SERVICE_EXPORT = Kind(GROUP, VERSION, "ServiceExport", "serviceexports", True, S
 SERVICE_IMPORT = Kind(GROUP, VERSION, "ServiceImport", "serviceimports", True, ServiceImportSpec, ("svcim",),
                       categories=_OURS)
 
+DATASET = Kind(GROUP, VERSION, "Dataset", "datasets", True, DatasetSpec, ("dset",), categories=_OURS)
+
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
-    SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT,
+    SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).

@@ -100,6 +100,8 @@ class Placement(BaseModel):
     spreadConstraints: list[SpreadConstraint] = Field(default_factory=list)
     replicaScheduling: ReplicaScheduling | None = None
     waterLevelLimit: float = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)
+    # F6: the cheapest placement that meets the water-level limit and the latency needs
+    costFirst: bool = False
 
     @model_validator(mode="after")
     def _one_affinity_form(self) -> Placement:
