@@ -182,7 +182,7 @@ def main() -> None:
 
             etcd = EtcdCluster(1).__enter__()
             extra = ["--store", f"etcd://{etcd.endpoints[0]}"]
-        server = ServerProcess(tmp, command="apiserver", args=extra).start()
+        server = ServerProcess(tmp, command="apiserver", args=extra, tls=False).start()  # wrk: plain HTTP
         url, token = server.url, server.token("admin")
     assert token is not None
     try:

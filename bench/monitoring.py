@@ -327,7 +327,9 @@ class OwnServer:
         self.token = subprocess.run([*cmd, "token", "create", "--role", "admin", "--data-dir", str(self.data_dir)],
                                     check=True, capture_output=True, text=True).stdout.strip()
         self.log = open(root / "server.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([*cmd, command, "--data-dir", str(self.data_dir), "--port", str(self.port)],
+        # Plain HTTP: the benchmark measures ingest, comparable with earlier runs (TLS is the default).
+        self.proc = subprocess.Popen([*cmd, command, "--data-dir", str(self.data_dir), "--port", str(self.port),
+                                      "--insecure-http"],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         self.store_url = f"sqlite://{self.data_dir / 'drods.db'}"
 

@@ -23,7 +23,7 @@ def agent(
     state_dir: Annotated[Path | None, typer.Option("--state-dir", help="Where the last desired state (the "
                                                    "cluster's Works) is cached; default ~/.drods/agent/CLUSTER.")]
     = None,
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,

@@ -23,22 +23,30 @@ DataDir = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", sh
 
 
 def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
-                   tls_key: str | None, jwks_url: str | None = None,
-                   jwt_public_key: Path | None = None):  # type: ignore[no-untyped-def]
+                   tls_key: str | None, jwks_url: str | None = None, jwt_public_key: Path | None = None,
+                   insecure_http: bool = False, tls_san: list[str] | None = None):  # type: ignore[no-untyped-def]
     from drods.server import ServerConfig, default_store_url
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
+    if insecure_http and (tls_cert or tls_san):
+        raise typer.BadParameter("--insecure-http serves plain HTTP: no --tls-cert/--tls-key/--tls-san")
     return ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
-                        tls_cert=tls_cert, tls_key=tls_key, jwks_url=jwks_url,
+                        tls_cert=tls_cert, tls_key=tls_key, insecure_http=insecure_http,
+                        tls_sans=tuple(tls_san or ()), jwks_url=jwks_url,
                         rs256_public_key=jwt_public_key.read_text() if jwt_public_key else None)
 
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
 HostOpt = Annotated[str, typer.Option("--host")]
 PortOpt = Annotated[int, typer.Option("--port")]
-CertOpt = Annotated[str | None, typer.Option("--tls-cert")]
-KeyOpt = Annotated[str | None, typer.Option("--tls-key")]
+CertOpt = Annotated[str | None, typer.Option("--tls-cert", help="serve with this certificate (PEM) instead of "
+                                                              "the one made in DATA_DIR/tls")]
+KeyOpt = Annotated[str | None, typer.Option("--tls-key", help="the key of --tls-cert")]
+SanOpt = Annotated[list[str] | None, typer.Option("--tls-san", help="another DNS name or IP address for the "
+                                                                    "certificate made in DATA_DIR/tls (repeatable)")]
+InsecureHttpOpt = Annotated[bool, typer.Option("--insecure-http", help="serve plain HTTP (kubectl then sends no "
+                                                                       "token)")]
 JwksOpt = Annotated[str | None, typer.Option("--jwks-url", help="also accept RS256 tokens signed by this JWKS")]
 PubKeyOpt = Annotated[Path | None, typer.Option("--jwt-public-key", help="also accept RS256 tokens of this PEM key")]
 
@@ -46,12 +54,17 @@ PubKeyOpt = Annotated[Path | None, typer.Option("--jwt-public-key", help="also a
 @app.command()
 def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
           data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
+          tls_san: SanOpt = None, insecure_http: InsecureHttpOpt = False,
           jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
-    """Run the whole control plane in one process (API server, scheduler, controllers, monitoring)."""
+    """Run the whole control plane in one process (API server, scheduler, controllers, monitoring).
+
+    Serves HTTPS: on first start a CA and a serving certificate are made in DATA_DIR/tls
+    (`drods kubeconfig` embeds the CA; curl --cacert DATA_DIR/tls/ca.crt)."""
     from drods.assembly import SERVE
     from drods.server import run
 
-    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key)
+    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key,
+                            insecure_http, tls_san)
     config.components = SERVE
     run(config)
 
@@ -59,11 +72,14 @@ def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8
 @app.command()
 def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
               data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
+              tls_san: SanOpt = None, insecure_http: InsecureHttpOpt = False,
               jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None) -> None:
-    """Run only the API server with monitoring ingest (stateless; run several over etcd)."""
+    """Run only the API server with monitoring ingest (stateless; run several over etcd, sharing
+    DATA_DIR/tls or given --tls-cert/--tls-key)."""
     from drods.server import run
 
-    run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key))
+    run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key,
+                       insecure_http, tls_san))
 
 
 @token_app.command("create")
@@ -85,25 +101,31 @@ def token_create(
 
 @app.command()
 def kubeconfig(
-    server: Annotated[str, typer.Option("--server", envvar="DRODS_SERVER")] = "http://127.0.0.1:8080",
+    server: Annotated[str, typer.Option("--server", envvar="DRODS_SERVER")] = "https://127.0.0.1:8080",
     token: Annotated[str | None, typer.Option("--token", envvar="DRODS_TOKEN")] = None,
     role: Annotated[Role, typer.Option("--role", help="role of the token minted without --token")] = Role.ADMIN,
-    ca_file: Annotated[Path | None, typer.Option("--ca-file", help="CA certificate of a TLS server")] = None,
+    ca_file: Annotated[Path | None, typer.Option("--ca-file", envvar="DRODS_CA_FILE",
+                                                 help="CA certificate of the server (default: DATA_DIR/tls/ca.crt)")]
+    = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
-    """Print a kubeconfig that points kubectl at DRO-DS."""
+    """Print a kubeconfig that points kubectl at DRO-DS, with the server's CA embedded."""
     import base64
+
+    from drods.security.trust import data_dir_ca
 
     if token is None:
         token = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key")).issue(role, subject="kubectl")
     cluster: dict[str, object] = {"server": server}
-    if ca_file is not None:
-        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
-    elif server.startswith("https://"):
-        cluster["insecure-skip-tls-verify"] = True
+    ca = ca_file if ca_file and str(ca_file) not in ("", ".") else data_dir_ca(data_dir)
+    if server.startswith("https://"):
+        if not ca.is_file():
+            raise typer.BadParameter(f"{ca} not found: start `drods serve` once (it makes the CA) or pass "
+                                     "the server's CA with --ca-file", param_hint="--ca-file")
+        cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
     else:
-        typer.echo("warning: kubectl sends tokens only over HTTPS; serve with --tls-cert/--tls-key and use "
-                   "--server https://… --ca-file CERT", err=True)
+        typer.echo("warning: kubectl sends tokens only over HTTPS; a server started with --insecure-http "
+                   "cannot be used with kubectl", err=True)
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": "drods",
         "clusters": [{"name": "drods", "cluster": cluster}],

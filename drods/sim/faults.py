@@ -23,7 +23,7 @@ from typing import Any, Literal
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from drods.sim.tls import Certs
+from drods.security.tls import Certs
 
 log = logging.getLogger("drods.sim")
 Mode = Literal["up", "down", "slow", "partition"]

@@ -12,7 +12,8 @@ from tests.server_process import ServerProcess, wait_until
 
 
 def _writer(server: ServerProcess, token: str, prefix: str, acked: list[str], stop: threading.Event) -> None:
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=5) as client:
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, verify=server.verify,
+                      timeout=5) as client:
         i = 0
         while not stop.is_set():
             name = f"{prefix}-{i}"
