@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from drods.controllers.overrides import policy_applies
+from drods.model.policy import ClusterOverridePolicySpec
 from tests.api.conftest import Api
 
 CLUSTER = {"name": "gcp-production", "endpoint": "https://k8s.gcp.example", "capabilities": ["gpu", "tls-encryption"],
@@ -115,6 +117,16 @@ spec:
                {"path": "spec.template.spec.containers[0].resources.limits", "value": {"nvidia.com/gpu": 2}}]}]}}
     r = await api.call("POST", f"{GV}/clusteroverridepolicies", json=cop)
     assert r.status_code == 201, r.text
+    # The draft's form (one resourceSelector) and Karmada's (resourceSelectors) are both accepted.
+    web = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "default"}
+    for name, form in (("draft", {"resourceSelector": web}), ("karmada", {"resourceSelectors": [web]})):
+        r = await api.call("POST", f"{GV}/clusteroverridepolicies",
+                           json=dict(cop, metadata={"name": name}, spec={**cop["spec"], **form}))
+        assert r.status_code == 201, r.text
+        spec = ClusterOverridePolicySpec.model_validate(r.json()["spec"])
+        other = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "namespace": "default"}}
+        assert policy_applies(spec, {**other, "metadata": {"name": "web", "namespace": "default"}})
+        assert not policy_applies(spec, other)
     r = await api.call("GET", f"{GV}/resourceplacementpolicies")
     assert [o["metadata"]["name"] for o in r.json()["items"]] == ["web-placement"]
     bad = dict(cop, metadata={"name": "bad"}, spec={"overrides": [{"clusterSelector": {"names": ["a"]},
