@@ -22,6 +22,9 @@ THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
 SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
 # Collection subscriptions (C1).
 SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
+# API7 domain configuration: an opaque JSON document per domain (``_fleet`` for fleet-wide ones).
+SYNC_CONFIGS_PREFIX = "/sync/configs/"
+FLEET_CONFIG = "_fleet"
 
 
 def status_key(cluster: str) -> str:

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -469,6 +470,10 @@ class Normaliser:
 
     def latest(self, cluster: str) -> NormalisedStatus | None:
         return self._last.get(cluster)
+
+    def latest_all(self) -> Mapping[str, NormalisedStatus]:
+        """The last accepted status of every cluster this normaliser has seen (read-only view)."""
+        return MappingProxyType(self._last)
 
     def forget(self, cluster: str) -> None:
         """Drop a deregistered cluster (SPEC API1 DELETE)."""

@@ -222,6 +222,21 @@ async def test_sync_batch_all_or_nothing(api: Api) -> None:
     assert r.json()["spec"]["resourceType"] == "Deployment"  # nothing written
 
 
+async def test_domain_configs_put_and_get(api: Api) -> None:
+    r = await api.call("GET", "/api/v1/sync/configs", params={"cluster": "edge-1"}, role="viewer")
+    assert r.status_code == 404 and r.json()["code"] == "CONFIG_NOT_FOUND"
+    r = await api.call("PUT", "/api/v1/sync/configs", json={"cluster": "edge-1", "configs": {"maxPods": 40}})
+    assert r.status_code == 200, r.text
+    r = await api.call("PUT", "/api/v1/sync/configs", json={"configs": {"region": "eu"}})
+    assert r.status_code == 200
+    r = await api.call("GET", "/api/v1/sync/configs", params={"cluster": "edge-1"}, role="viewer")
+    assert r.status_code == 200 and r.json()["configs"] == {"maxPods": 40}
+    assert (await api.call("GET", "/api/v1/sync/configs", role="viewer")).json()["configs"] == {"region": "eu"}
+    r = await api.call("PUT", "/api/v1/sync/configs", json={"cluster": "../x", "configs": {}})
+    assert r.status_code == 422
+    assert (await api.call("PUT", "/api/v1/sync/configs", json={"configs": {}}, role="viewer")).status_code == 403
+
+
 async def test_metrics_report_stored_and_extra_fields_kept(api: Api) -> None:
     await api.call("POST", "/api/v1/clusters", json={"name": "a", "syncMode": "Pull"})
     report = {"cluster": "a", "timestamp": "2099-01-01T00:00:00Z", "cpuCapacity": 64, "cpuUsage": 50.0,
