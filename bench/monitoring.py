@@ -376,6 +376,7 @@ async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
 
     from drods.model.keys import STATUS_PREFIX
     from drods.store import EventType, open_store
+    from drods.transport import async_transport
 
     root = Path(tempfile.mkdtemp(prefix="drods-bench-api-"))
     own = OwnServer(root, args.server_command) if args.via_api == "self" else None
@@ -393,7 +394,7 @@ async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
     counts = {"accepted": 0, "rejected": 0, "published": 0, "http_errors": 0, "events": 0}
     try:
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60,
-                                     limits=limits) as http:
+                                     transport=async_transport(limits=limits)) as http:
             if own:
                 await own.wait_ready(http)
             sem = asyncio.Semaphore(args.concurrency)

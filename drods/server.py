@@ -14,6 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from drods.api.app import create_app
+from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings, assemble
 from drods.security.tls import ensure_certs
 from drods.security.trust import SERVER_TLS_DIR
@@ -111,7 +112,7 @@ def run(config: ServerConfig) -> None:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     tls = serving_certs(config)
     app = build_app(config)
-    server = _Server(uvicorn.Config(app, host=config.host, port=config.port,
+    server = _Server(serving_config(app, config.host, config.port,
                                     ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None,
-                                    log_level="info", access_log=False, timeout_graceful_shutdown=5))
+                                    log_level="info", timeout_graceful_shutdown=5))
     server.run()

@@ -38,6 +38,8 @@ from typing import Any
 
 import httpx
 
+from drods.transport import transport
+
 START_TIMEOUT = 30.0
 TLS_COMMANDS = frozenset({"serve", "apiserver"})  # HTTPS unless --insecure-http
 STOP_TIMEOUT = 15.0
@@ -218,7 +220,7 @@ class ServerProcess:
 
     def client(self, role: str = "admin", **kwargs: Any) -> httpx.Client:
         """An httpx client for this server with a ``role`` token."""
-        return httpx.Client(base_url=self.url, verify=self.verify,
+        return httpx.Client(base_url=self.url, transport=transport(self.verify),
                             headers={"Authorization": f"Bearer {self.token(role)}"}, **kwargs)
 
     def stop(self, *, check: bool = True) -> int | None:

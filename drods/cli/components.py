@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from drods.api.serving import serving_config
+
 if TYPE_CHECKING:
     from drods.assembly import Component, ComponentSettings
 
@@ -89,7 +91,6 @@ def controllers(
 def run_process(name: str, components: frozenset[Component], store_url: str | None, data_dir: Path,
                 settings: ComponentSettings, *, host: str, port: int, tls_cert: str | None = None,
                 tls_key: str | None = None, log_level: str = "info") -> None:
-    import uvicorn
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
@@ -134,8 +135,8 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
 
         asyncio.run(headless())
         return
-    server = _Server(uvicorn.Config(app, host=host, port=port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
-                                    log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=5))
+    server = _Server(serving_config(app, host, port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
+                                    log_level=log_level.lower(), timeout_graceful_shutdown=5))
     server.run()
 
 

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from drods.security.trust import client_context
+from drods.transport import transport
 
 DEFAULT_SERVER = "https://127.0.0.1:8080"
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
@@ -134,8 +135,8 @@ class ApiClient:
             headers = {"User-Agent": "drods-cli", "Accept": "application/json"}
             if self.token:
                 headers["Authorization"] = f"Bearer {self.token}"
-            self._http = httpx.Client(base_url=self.server.rstrip("/"), headers=headers, verify=self.verify,
-                                      timeout=self.timeout)
+            self._http = httpx.Client(base_url=self.server.rstrip("/"), headers=headers,
+                                      transport=transport(self.verify), timeout=self.timeout)
         return self._http
 
     def close(self) -> None:
