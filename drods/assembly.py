@@ -41,6 +41,7 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
+from drods.model.kinds import ENCRYPTED_AT_REST
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.collectors import Collector
 from drods.monitor.components import MonitorCollectors, MonitorMaintenance
@@ -48,7 +49,9 @@ from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings, load_profile
+from drods.security.envelope import Envelope, Keyring
 from drods.store import Store
+from drods.store.encrypted import EncryptingStore
 
 log = logging.getLogger(__name__)
 
@@ -125,12 +128,21 @@ class ControlPlane:
             await self.context.store.close()
 
 
+def encrypted_store(store: Store, data_dir: Path) -> EncryptingStore:
+    """``store`` as every component of a control-plane process sees it: Secrets and Works encrypted
+    at rest with the data dir's keyring."""
+    if isinstance(store, EncryptingStore):
+        return store
+    return EncryptingStore(store, Envelope(Keyring.load(data_dir)), [k.key_prefix() for k in ENCRYPTED_AT_REST])
+
+
 def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SERVE, *,
              settings: ComponentSettings | None = None, jwks_url: str | None = None,
              rs256_public_key: str | None = None) -> ControlPlane:
     """Build the chosen components over ``store``; nothing runs until `ControlPlane.running`."""
     chosen = frozenset(components)
     s = settings or ComponentSettings()
+    store = encrypted_store(store, data_dir)
     ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url, rs256_public_key=rs256_public_key)
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
     plane = ControlPlane(manager, ctx, chosen)

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from drods.api.app import create_app
 from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings, assemble
+from drods.security.files import make_private
 from drods.security.tls import ensure_certs
 from drods.security.trust import SERVER_TLS_DIR
 from drods.store import Store, open_store
@@ -109,7 +110,7 @@ def serving_certs(config: ServerConfig) -> tuple[str, str] | None:
 
 def run(config: ServerConfig) -> None:
     """Serve in the foreground until SIGTERM/SIGINT, then stop cleanly."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(config.data_dir)
     tls = serving_certs(config)
     app = build_app(config)
     server = _Server(serving_config(app, config.host, config.port,

@@ -35,11 +35,12 @@ class Action(enum.StrEnum):
     REPORT = "report"  # push metrics and events for one cluster
     ADMIN = "admin"  # audit log and other administrative reads
     WORK = "work"  # list/watch one cluster's Works and report their status (a pull-mode agent, M2)
+    READ_SECRETS = "read-secrets"  # see the data of Secrets (and of the Secrets Works carry)
 
 
 ALLOWED: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset(Action),
-    Role.OPERATOR: frozenset({Action.READ, Action.WRITE, Action.REPORT}),
+    Role.OPERATOR: frozenset({Action.READ, Action.WRITE, Action.REPORT, Action.READ_SECRETS}),
     Role.VIEWER: frozenset({Action.READ}),
     Role.CLUSTER_AGENT: frozenset({Action.REPORT, Action.WORK}),
 }
@@ -51,6 +52,9 @@ class Principal:
     role: Role
     cluster: str | None = None
     expires: float | None = None
+
+    def may(self, action: Action) -> bool:
+        return action in ALLOWED[self.role]
 
     def require(self, action: Action, cluster: str | None = None) -> None:
         """403 unless the role allows ``action``; a cluster agent acts only for its own cluster."""

@@ -99,13 +99,14 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.api.status import error_response
     from drods.assembly import Component, assemble
     from drods.errors import ApiError
+    from drods.security.files import make_private
     from drods.server import _Server, default_store_url
     from drods.store import open_store
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(data_dir)
     plane = assemble(open_store(store_url or default_store_url(data_dir)), data_dir, components, settings=settings)
     log = logging.getLogger(f"drods.{name}")
 

@@ -148,4 +148,5 @@ def _register_client_commands() -> None:
 _register_client_commands()
 app.add_typer(__import__("drods.cli.sim", fromlist=["app"]).app, name="sim")  # drods sim … (member clusters)
 app.add_typer(__import__("drods.cli.top", fromlist=["app"]).app, name="top")  # drods top clusters
+app.add_typer(__import__("drods.cli.keys", fromlist=["app"]).app, name="keys")  # drods keys rotate
 app.command("agent")(__import__("drods.cli.agent", fromlist=["agent"]).agent)  # a member's metrics agent

@@ -135,3 +135,29 @@ def ensure_certs(directory: Path, name: str, host: str, extra_sans: Iterable[str
     _write(certs.key, key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()), 0o600)
     _write(certs.cert, cert.public_bytes(pem))
     return certs
+
+
+def issue_client_cert(directory: Path, name: str) -> tuple[Path, Path]:
+    """A client certificate (CN ``name``) signed by the CA in ``directory`` — for stores and peers
+    that authenticate clients by certificate (etcd's ``--client-cert-auth``). Returns (cert, key)."""
+    certs = Certs(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
+    loaded = _load_ca(certs)
+    if loaded is None:
+        raise FileNotFoundError(f"no CA key in {directory} (make the CA first with ensure_certs)")
+    ca_key, ca = loaded
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca_ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+    _write(key_path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()), 0o600)
+    _write(cert_path, cert.public_bytes(pem))
+    return cert_path, key_path
