@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drods.api.auth import TokenAuthority
 from drods.api.context import ApiContext
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
@@ -41,6 +42,7 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
+from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import ENCRYPTED_AT_REST
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.collectors import Collector
@@ -50,6 +52,7 @@ from drods.monitor.subscriptions import subscriptions_of
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings, load_profile
 from drods.security.envelope import Envelope, Keyring
+from drods.security.tokens import TokenRecord, decode_record
 from drods.store import Store
 from drods.store.encrypted import EncryptingStore
 
@@ -128,6 +131,19 @@ class ControlPlane:
             await self.context.store.close()
 
 
+def follow_revocations(manager: Manager, tokens: TokenAuthority) -> None:
+    """Keep ``tokens.revoked`` equal to the revoked IDs in the store (`drods token revoke`)."""
+
+    def changed(key: str, old: TokenRecord | None, new: TokenRecord | None) -> None:
+        token_id = key[len(TOKENS_PREFIX):]
+        if new is not None and new.revokedAt is not None:
+            tokens.revoked.add(token_id)
+        else:
+            tokens.revoked.discard(token_id)
+
+    manager.informer(TOKENS_PREFIX, decode_record).on_change(changed)
+
+
 def encrypted_store(store: Store, data_dir: Path) -> EncryptingStore:
     """``store`` as every component of a control-plane process sees it: Secrets and Works encrypted
     at rest with the data dir's keyring."""
@@ -145,6 +161,7 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     store = encrypted_store(store, data_dir)
     ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url, rs256_public_key=rs256_public_key)
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
+    follow_revocations(manager, ctx.tokens)
     plane = ControlPlane(manager, ctx, chosen)
     ctx.rescheduler = Rescheduler(ctx.registry)
 

@@ -88,14 +88,29 @@ def token_create(
     cluster: Annotated[str | None, typer.Option("--cluster", help="the cluster a cluster-agent reports for")] = None,
     subject: Annotated[str | None, typer.Option("--subject", help="who the token is for (audit log)")] = None,
     ttl: Annotated[int, typer.Option("--ttl", help="lifetime in seconds (0 = never expires)")] = 30 * 24 * 3600,
+    namespace: Annotated[list[str] | None, typer.Option(
+        "--namespace", help="limit an operator or viewer token to this namespace (repeatable)")] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
+    store: StoreOpt = None,
 ) -> None:
-    """Print a signed token on stdout (and nothing else)."""
+    """Print a signed token on stdout (and nothing else); its ID and claims (never the token) are
+    recorded in the store for `drods token list` and `drods token revoke`."""
+    import asyncio
+    import time
+    import uuid
+
+    from drods.cli.tokens import record_token
+
     authority = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"))
+    token_id = uuid.uuid4().hex
     try:
-        token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl or None)
+        token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl or None,
+                                namespaces=namespace or None, token_id=token_id)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
+    principal = authority.verify(token)
+    now = time.time()
+    asyncio.run(record_token(store, data_dir, principal, issued_at=now, expires_at=now + ttl if ttl else None))
     typer.echo(token)
 
 
@@ -146,6 +161,8 @@ def _register_client_commands() -> None:
 
 
 _register_client_commands()
+__import__("drods.cli.tokens", fromlist=["register"]).register(token_app)  # drods token list|revoke
+__import__("drods.cli.tokens", fromlist=["register"]).register(token_app)  # drods token list|revoke
 app.add_typer(__import__("drods.cli.sim", fromlist=["app"]).app, name="sim")  # drods sim … (member clusters)
 app.add_typer(__import__("drods.cli.top", fromlist=["app"]).app, name="top")  # drods top clusters
 app.add_typer(__import__("drods.cli.keys", fromlist=["app"]).app, name="keys")  # drods keys rotate

@@ -14,6 +14,8 @@ LEASES_PREFIX = "/leases/"
 CLEANUP_PREFIX = "/cleanup/"
 # Time-keyed, leased journals (`drods.machinery.journal`).
 AUDIT_PREFIX = "/audit/"
+# Issued API tokens (never the token itself) and their revocation.
+TOKENS_PREFIX = "/auth/tokens/"
 SCHEDULES_PREFIX = "/history/schedules/"
 FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"

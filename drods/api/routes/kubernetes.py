@@ -197,7 +197,8 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
                    name: str | None, subresource: str | None) -> Response:
     ctx = context(request)
     method = request.method
-    principal.require(Action.READ if method == "GET" else Action.WRITE)
+    principal.require(Action.READ if method == "GET" else Action.WRITE,
+                      namespace=namespace if kind.namespaced else None)
     if method != "GET" and request.query_params.get("dryRun"):
         # Ignoring it would make `kubectl apply --dry-run=server` change things for real.
         raise ApiError(400, "DRY_RUN_UNSUPPORTED", "server-side dry run is not supported; nothing was changed",
