@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drods.api.audit import ComponentAudit
 from drods.api.auth import TokenAuthority
 from drods.api.context import ApiContext
 from drods.controllers.compactor import Compactor
@@ -162,6 +163,9 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url, rs256_public_key=rs256_public_key)
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
     follow_revocations(manager, ctx.tokens)
+    component_audit = ComponentAudit(ctx.audit)
+    manager.audit_sink = component_audit.submit
+    manager.add("component-audit", component_audit)
     plane = ControlPlane(manager, ctx, chosen)
     ctx.rescheduler = Rescheduler(ctx.registry)
 

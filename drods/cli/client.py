@@ -413,6 +413,12 @@ def audit(
     since: Annotated[str | None, typer.Option("--since", help="Only entries at or after this RFC 3339 time.")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only entries at or before this time.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many (the newest).")] = 1000,
+    subject: Annotated[str | None, typer.Option("--subject", help="Only requests by this subject.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="Only requests that changed objects of this kind.")]
+    = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n",
+                                                  help="Only requests that changed objects in this namespace.")]
+    = None,
     output: OutputOpt = "table",
     server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
@@ -426,6 +432,9 @@ def audit(
         params["startTime"] = since
     if until:
         params["endTime"] = until
+    for name, value in (("subject", subject), ("kind", kind), ("namespace", namespace)):
+        if value:
+            params[name] = value
     body = connect(server, token, ca_file, insecure).get_json("/api/v1/audit", params=params)
     if output != "table":
         dump(body, output)
@@ -434,9 +443,13 @@ def audit(
     if not items:
         stderr().print("No audit entries.")
         return
-    print_table(("Time", "Subject", "Role", "Verb", "Path", "Result"),
-                [[e.get("time"), e.get("subject"), e.get("role"), e.get("verb"), e.get("path"), e.get("result")]
-                 for e in items])
+    def changed(e: dict[str, Any]) -> str:
+        return ",".join(f"{c.get('verb')} {c.get('kind')}/{c.get('namespace') + '/' if c.get('namespace') else ''}"
+                        f"{c.get('name')}" for c in e.get("changes") or [])
+
+    print_table(("Time", "Subject", "Role", "Verb", "Path", "Result", "Changes"),
+                [[e.get("time"), e.get("subject"), e.get("role"), e.get("verb"), e.get("path"),
+                  "unknown" if e.get("result") is None else e.get("result"), changed(e)] for e in items])
 
 
 @handles_errors

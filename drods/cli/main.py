@@ -161,8 +161,7 @@ def _register_client_commands() -> None:
 
 
 _register_client_commands()
-__import__("drods.cli.tokens", fromlist=["register"]).register(token_app)  # drods token list|revoke
-__import__("drods.cli.tokens", fromlist=["register"]).register(token_app)  # drods token list|revoke
+__import__("drods.cli.tokens", fromlist=["x"]).register_token_commands(token_app)  # drods token list|revoke
 app.add_typer(__import__("drods.cli.sim", fromlist=["app"]).app, name="sim")  # drods sim … (member clusters)
 app.add_typer(__import__("drods.cli.top", fromlist=["app"]).app, name="top")  # drods top clusters
 app.add_typer(__import__("drods.cli.keys", fromlist=["app"]).app, name="keys")  # drods keys rotate

@@ -40,7 +40,7 @@ async def record_token(store: str | None, data_dir: Path, principal: Principal, 
         await s.close()
 
 
-def register(token_app: typer.Typer) -> None:
+def register_token_commands(token_app: typer.Typer) -> None:
     default_dir = Path.home() / ".drods"
 
     @token_app.command("list")

@@ -121,6 +121,18 @@ def test_secrets_are_encrypted_at_rest_hidden_from_viewers_and_rotated_live(
         carried = wait_for(lambda: _secret_in_work(http), 60, "a Work carrying the Secret")
         assert base64.b64decode(carried["data"]["password"]).decode() == value
 
+        # Components' writes are audited under their names, with secret values redacted.
+        def component_changes() -> dict[str, set[str]] | None:
+            found: dict[str, set[str]] = {}
+            for e in http.get("/api/v1/audit").json()["items"]:
+                if e["subject"].startswith("component:"):
+                    found.setdefault(e["subject"], set()).update(c["kind"] for c in e["changes"])
+            return found if {"Binding", "Work"} <= set().union(*found.values(), set()) else None
+
+        audited = wait_for(component_changes, 20, "the detector's Binding and the Work in the audit log")
+        assert "Binding" in audited.get("component:resource-detector", set()), audited
+        assert value not in http.get("/api/v1/audit").text
+
         # Viewers: metadata only, on the object and inside the Work; operators read the data.
         with server.client("viewer") as viewer:
             seen = viewer.get(f"{SECRETS}/db").json()
