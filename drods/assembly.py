@@ -33,6 +33,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drods.api.audit import ComponentAudit
+from drods.api.auth import TokenAuthority
 from drods.api.context import ApiContext
 from drods.api.settings import ApiSettings
 from drods.config.model import DRODSConfiguration
@@ -46,6 +48,8 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
+from drods.model.keys import TOKENS_PREFIX
+from drods.model.kinds import ENCRYPTED_AT_REST
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import Collector
@@ -54,12 +58,15 @@ from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
+from drods.security.envelope import Envelope, Keyring
+from drods.security.tokens import TokenRecord, decode_record
 from drods.steering.controller import LEASE as STEERING_LEASE
 from drods.steering.controller import SteeringController, SteeringInformers
 from drods.steering.directory import LEASE as DIRECTORY_LEASE
 from drods.steering.directory import DirectoryController, DirectoryInformers
 from drods.steering.settings import SteeringSettings
 from drods.store import Store
+from drods.store.encrypted import EncryptingStore
 
 log = logging.getLogger(__name__)
 
@@ -154,18 +161,44 @@ class ControlPlane:
             await self.context.store.close()
 
 
+def follow_revocations(manager: Manager, tokens: TokenAuthority) -> None:
+    """Keep ``tokens.revoked`` equal to the revoked IDs in the store (`drods token revoke`)."""
+
+    def changed(key: str, old: TokenRecord | None, new: TokenRecord | None) -> None:
+        token_id = key[len(TOKENS_PREFIX):]
+        if new is not None and new.revokedAt is not None:
+            tokens.revoked.add(token_id)
+        else:
+            tokens.revoked.discard(token_id)
+
+    manager.informer(TOKENS_PREFIX, decode_record).on_change(changed)
+
+
+def encrypted_store(store: Store, data_dir: Path) -> EncryptingStore:
+    """``store`` as every component of a control-plane process sees it: Secrets and Works encrypted
+    at rest with the data dir's keyring."""
+    if isinstance(store, EncryptingStore):
+        return store
+    return EncryptingStore(store, Envelope(Keyring.load(data_dir)), [k.key_prefix() for k in ENCRYPTED_AT_REST])
+
+
 def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SERVE, *,
              settings: ComponentSettings | None = None, jwks_url: str | None = None,
              rs256_public_key: str | None = None) -> ControlPlane:
     """Build the chosen components over ``store``; nothing runs until `ControlPlane.running`."""
     chosen = frozenset(components)
     s = settings or ComponentSettings()
+    store = encrypted_store(store, data_dir)
     profile = s.profile or Profile.default()
     autoops = s.autoops or AutoOpsPolicy()
     ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url or s.api.jwksUrl, rs256_public_key=rs256_public_key)
     ctx.api = s.api
     ctx.profile = profile
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
+    follow_revocations(manager, ctx.tokens)
+    component_audit = ComponentAudit(ctx.audit)
+    manager.audit_sink = component_audit.submit
+    manager.add("component-audit", component_audit)
     plane = ControlPlane(manager, ctx, chosen)
     ctx.rescheduler = Rescheduler(ctx.registry)
 

@@ -18,6 +18,7 @@ from drods.errors import ApiError
 from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.security.envelope import Envelope, Keyring
 from drods.store import Store
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class ApiContext:
         data_dir.mkdir(parents=True, exist_ok=True)
         metrics = ApiMetrics()
         instrumented = InstrumentedStore(store, metrics)
-        secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"))
+        secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"), Envelope(Keyring.load(data_dir)))
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
         return cls(instrumented, ObjectRegistry(instrumented, secrets), tokens, AuditLog(instrumented),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from drods.api.serving import serving_config
 from drods.cli.config import ConfigOpt, component_settings
 
 if TYPE_CHECKING:
@@ -88,7 +89,6 @@ def controllers(
 def run_process(name: str, components: frozenset[Component], store_url: str | None, data_dir: Path,
                 settings: ComponentSettings, *, host: str, port: int, tls_cert: str | None = None,
                 tls_key: str | None = None, log_level: str = "info") -> None:
-    import uvicorn
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
@@ -97,13 +97,14 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.api.status import error_response
     from drods.assembly import Component, assemble
     from drods.errors import ApiError
+    from drods.security.files import make_private
     from drods.server import _Server, default_store_url
     from drods.store import open_store
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(data_dir)
     plane = assemble(open_store(store_url or default_store_url(data_dir)), data_dir, components, settings=settings)
     log = logging.getLogger(f"drods.{name}")
 
@@ -133,8 +134,8 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
 
         asyncio.run(headless())
         return
-    server = _Server(uvicorn.Config(app, host=host, port=port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
-                                    log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=5))
+    server = _Server(serving_config(app, host, port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
+                                    log_level=log_level.lower(), timeout_graceful_shutdown=5))
     server.run()
 
 

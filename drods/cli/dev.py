@@ -8,8 +8,8 @@ Everything lives in ``--data-dir`` (a new temporary directory by default):
 
     DATA_DIR/server/            the control plane's store and keys, and its drods.yaml (the member
                                 controllers' timings from the flags; a profile that spreads by water
-                                level even when idle, unless --pack; edits to it are kept across runs)
-    DATA_DIR/tls/               its CA and certificate
+                                level even when idle, unless --pack; edits to it are kept across runs);
+                                tls/: the CA and serving certificate ``drods serve`` makes
     DATA_DIR/drods.kubeconfig   kubectl → DRO-DS
     DATA_DIR/members/NAME.kubeconfig   kubectl → one member
     DATA_DIR/sims/              the sims' state files (``drods sim fault NAME down`` finds them there)
@@ -145,8 +145,9 @@ def up(
     from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
     from drods.cli.cluster_ops import inspect_member, load_kubeconfig
     from drods.cli.remote import connect
+    from drods.security.tls import ensure_certs
+    from drods.security.trust import SERVER_TLS_DIR
     from drods.sim.harness import SimProcess, drods_command
-    from drods.sim.tls import ensure_certs
 
     root = (data_dir or Path(tempfile.mkdtemp(prefix="drods-dev-"))).resolve()
     for sub in ("server", "members", "sims", "logs"):
@@ -154,7 +155,8 @@ def up(
     server_dir = root / "server"
     config = server_dir / "drods.yaml"
     write_config(config, probe_interval, not_ready_grace, toleration, spread=not pack)
-    certs = ensure_certs(root / "tls", "drods", "127.0.0.1")
+    # The CA `drods serve` would make on first start, made now so the kubeconfig can embed it.
+    certs = ensure_certs(server_dir / SERVER_TLS_DIR, "drods", "127.0.0.1")
     url = f"https://127.0.0.1:{port}"
     stop = threading.Event()
 
@@ -170,8 +172,7 @@ def up(
         with open(root / "logs" / "server.log", "ab") as log:
             server = subprocess.Popen(
                 [*drods_command(), "serve", "--data-dir", str(server_dir), "--config", str(config),
-                 "--host", "127.0.0.1", "--port", str(port),
-                 "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)],
+                 "--host", "127.0.0.1", "--port", str(port)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         sites = [site(i) for i in range(clusters)]
         for s in sites:

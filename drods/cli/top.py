@@ -115,7 +115,7 @@ def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
 
 @app.command("clusters")
 def top_clusters(
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,

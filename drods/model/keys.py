@@ -14,6 +14,8 @@ LEASES_PREFIX = "/leases/"
 CLEANUP_PREFIX = "/cleanup/"
 # Time-keyed, leased journals (`drods.machinery.journal`).
 AUDIT_PREFIX = "/audit/"
+# Issued API tokens (never the token itself) and their revocation.
+TOKENS_PREFIX = "/auth/tokens/"
 SCHEDULES_PREFIX = "/history/schedules/"
 FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"
@@ -28,6 +30,9 @@ NETWORK_PREFIX = "/status/network/"
 FLOWS_PREFIX = "/steering/flows/"
 # The service traffic graph (H1, `drods.model.traffic`), written by PUT /api/v1/traffic.
 TRAFFIC_KEY = "/traffic/graph"
+# API7 domain configuration: an opaque JSON document per domain (``_fleet`` for fleet-wide ones).
+SYNC_CONFIGS_PREFIX = "/sync/configs/"
+FLEET_CONFIG = "_fleet"
 
 
 def status_key(cluster: str) -> str:

@@ -425,6 +425,8 @@ class MonitorService:
             if limit_sustained is not None:
                 sustained.append(limit_sustained)
             published = await self._publish_status(cluster, res.status, report, now)
+            if published is None:
+                self.fleet.report_accepted()
         outcome = IngestOutcome(
             cluster, True,
             water_level=res.status.water_level,
@@ -489,7 +491,7 @@ class MonitorService:
         """Write the status document if the visible view changed or a heartbeat is due (CAS)."""
         for _ in range(4):
             visible = self.pipeline.visible[cluster]
-            doc = build_doc(visible, report.model_dump(mode="json"), now)
+            doc = build_doc(visible, report.model_dump(mode="json"), now, raw)
             cmp = comparable(doc["status"])
             if cmp != self._last_view.get(cluster):
                 reason = "changed"

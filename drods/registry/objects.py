@@ -24,6 +24,7 @@ from drods.model.kinds import Kind
 from drods.model.meta import ObjectMeta, check_name
 from drods.model.selector import LabelSelector
 from drods.model.timefmt import now_rfc3339
+from drods.registry import changes
 from drods.registry.secrets import SecretBox
 from drods.store import CasFailed, Compare, EventType, KeyValue, Put, Store
 
@@ -181,6 +182,7 @@ class ObjectRegistry:
             rev = await self.store.put(key, _encode(obj), expect_revision=0)
         except CasFailed as e:
             raise already_exists(kind.kind, meta["name"]) from e
+        changes.note(kind, "create", meta["name"], meta.get("namespace"), None, obj)
         return self._result(kind, obj, rev)
 
     async def update(
@@ -277,8 +279,10 @@ class ObjectRegistry:
                     marked["metadata"]["deletionTimestamp"] = now_rfc3339()
                     marked["metadata"]["deletionGracePeriodSeconds"] = 0
                     rev = await self.store.put(key, _encode(marked), expect_revision=kv.mod_revision)
+                    changes.note(kind, "delete", name, meta.get("namespace"), current, marked)
                     return self._result(kind, marked, rev), False
                 await self.store.delete(key, expect_revision=kv.mod_revision)
+                changes.note(kind, "delete", name, meta.get("namespace"), current, None)
                 return self._decode(kind, kv, reveal=False), True
             except CasFailed:
                 if resource_version is not None:
@@ -355,6 +359,9 @@ class ObjectRegistry:
                                {"written": written})
             if results:
                 out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
+            for kind, _, obj, rev in part:
+                changes.note(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
+                             obj["metadata"].get("namespace"), None if rev == 0 else {}, obj)
             written += len(part)
         return out
 
@@ -436,6 +443,7 @@ class ObjectRegistry:
             rev = await self.store.put(key, _encode(new), expect_revision=revision)
         except CasFailed as e:
             raise conflict(kind.kind, name, str(e.current.mod_revision) if e.current else None) from e
+        changes.note(kind, "update", name, new["metadata"].get("namespace"), current, new)
         # A deleted object whose last finalizer was removed by this write goes away now.
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             with contextlib.suppress(CasFailed):

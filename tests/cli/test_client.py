@@ -188,7 +188,7 @@ def test_errors_exit_1_with_the_server_message(drods: Drods, tmp_path: Path) -> 
 
 
 def test_tls_server_with_ca_file(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path / "tls", tls=True) as server:
+    with ServerProcess(tmp_path / "tls", byo_cert=True) as server:
         env = {"DRODS_TOKEN": server.token("viewer")}
         assert server.cert is not None
         ok = server.run_cli("get", "clusters", "--server", server.url, "--ca-file", str(server.cert), env=env)

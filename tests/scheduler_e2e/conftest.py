@@ -19,6 +19,7 @@ import pytest
 import uvicorn
 
 from drods.api.auth import Role
+from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
@@ -27,6 +28,7 @@ from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.server import ServerConfig, build_app
 from drods.steering.settings import SteeringSettings
 from drods.store import Store
+from drods.transport import async_transport
 from tests.monitor_e2e.conftest import eventually
 
 T = TypeVar("T")
@@ -144,7 +146,7 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
     app = build_app(config, store=store)
     ctx = app.state.ctx
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(serving_config(app, "127.0.0.1", 0, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(15):
         while not server.started:
@@ -154,7 +156,7 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
     port = server.servers[0].sockets[0].getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=30, transport=async_transport()) as client:
             plane = Plane(client, tokens, app, url)
             if scheduler:
                 await eventually(lambda: _ready(plane), what="the scheduler to sync and lead")
