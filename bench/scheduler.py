@@ -215,7 +215,7 @@ def run_matched(args: argparse.Namespace) -> dict[str, Any]:
     sched = Scheduler(profile, rng_seed=args.seed)
     perf = time.perf_counter
     cpu = time.process_time
-    for i in range(args.warmup):
+    for _ in range(args.warmup):
         r = sched.schedule(Task(spec, name="bench"), snap)
         if r.placement:
             snap.assume(r.placement, spec.resources, key="bench")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -27,6 +27,7 @@ from drods.scheduler.interface import BoolArr, FloatArr, IntArr, Rejection
 from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task, TaskInfo, analyse
+from drods.scheduler.weights import static_weights
 
 Phase = Literal["Scheduled", "Unschedulable"]
 SURGE_SIGNAL = "trafficSurge"
@@ -38,7 +39,6 @@ class ScheduleResult:
 
     name: str
     phase: Phase
-    placement: list[TargetCluster]
     requested: int
     placed: int
     message: str
@@ -50,14 +50,31 @@ class ScheduleResult:
     spread: float = 1.0
     fleet_water_level: float = 0.0
     surge: float = 0.0
-    score_names: list[str] = field(default_factory=list)
     score_arrays: dict[str, FloatArr] = field(default_factory=dict, repr=False)
     timings_ms: dict[str, float] = field(default_factory=dict)
     analysis: dict[str, object] = field(default_factory=dict)
     extra_reasons: dict[str, str] = field(default_factory=dict)
+    # the placement as (cluster, replicas) sorted by cluster: what callers store and assume
+    pairs: tuple[tuple[str, int], ...] = ()
+    _placement: list[TargetCluster] | None = field(default=None, repr=False)
     _rejections: list[Rejection] = field(default_factory=list, repr=False)
     _names: np.ndarray | None = field(default=None, repr=False)
     _reasons: dict[str, str] | None = field(default=None, repr=False)
+    # feasible clusters that still got nothing, explained lazily (Duplicated: too small for all replicas)
+    _notes: list[Rejection] = field(default_factory=list, repr=False)
+    _score_names: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def placement(self) -> list[TargetCluster]:
+        """The placement as API objects (built on first access from ``pairs``)."""
+        if self._placement is None:
+            self._placement = [TargetCluster(cluster=c, replicas=k) for c, k in self.pairs]
+        return self._placement
+
+    @property
+    def score_names(self) -> list[str]:
+        """Clusters that received replicas, in the order of the ``score_arrays`` entries."""
+        return [] if self._score_names is None else [str(x) for x in self._score_names.tolist()]
 
     @property
     def scores(self) -> dict[str, dict[str, float]]:
@@ -76,7 +93,7 @@ class ScheduleResult:
             out: dict[str, str] = {}
             names = self._names
             if names is not None:
-                for rej in self._rejections:
+                for rej in (*self._rejections, *self._notes):
                     for k, row in enumerate(rej.rows.tolist()):
                         out.setdefault(str(names[row]), rej.message(k))
             out.update(self.extra_reasons)
@@ -88,11 +105,11 @@ class ScheduleResult:
         those it returns (a 10,000-cluster rejection costs ``limit`` strings, not 10,000)."""
         if self._reasons is not None:
             return dict(list(self._reasons.items())[:limit]), len(self._reasons)
-        total = len(self.extra_reasons) + sum(int(rej.rows.size) for rej in self._rejections)
+        total = len(self.extra_reasons) + sum(int(rej.rows.size) for rej in (*self._rejections, *self._notes))
         out: dict[str, str] = {}
         names = self._names
         if names is not None:
-            for rej in self._rejections:
+            for rej in (*self._rejections, *self._notes):
                 room = limit - len(out)
                 if room <= 0:
                     break
@@ -111,7 +128,7 @@ class ScheduleResult:
         return dict(c)
 
     def placement_dict(self) -> dict[str, int]:
-        return {t.cluster: t.replicas for t in self.placement}
+        return dict(self.pairs)
 
 
 def summarize(total: int, feasible: int, counts: Mapping[str, int]) -> str:
@@ -329,10 +346,7 @@ class Scheduler:
         if info.division == "StaticWeight":
             # Karmada: exact ties go by cluster name; only weighted clusters need ranking
             static_w = self._static_weights(info, snap, cand[sel])
-            prefer_sel = np.full(sel.size, -np.inf)
-            wpos = np.flatnonzero(static_w > 0)
-            names_w = snap.names_arr[cand[sel[wpos]]].astype(str)
-            prefer_sel[wpos] = -np.argsort(np.argsort(names_w, kind="stable")).astype(np.float64)
+            prefer_sel = np.where(static_w > 0, -snap.name_rank()[cand[sel]].astype(np.float64), -np.inf)
             prefer_sel = prefer_sel + (existing[sel] > 0) * 1e9
         inp = DivisionInput(
             kind=info.division, total=info.replicas, caps=caps[sel], existing=existing[sel],
@@ -345,53 +359,55 @@ class Scheduler:
         chosen = np.flatnonzero(counts > 0)
         rows = cand[sel][chosen]
         cnt = counts[chosen]
-        order = np.argsort(snap.names_arr[rows].astype(str), kind="stable") if rows.size > 1 else np.arange(rows.size)
-        placement = [TargetCluster.model_construct(cluster=str(snap.names_arr[rows[i]]), replicas=int(cnt[i]))
-                     for i in order.tolist()]
+        if rows.size > 1:
+            order = np.argsort(snap.name_rank()[rows], kind="stable")
+            rows, cnt = rows[order], cnt[order]
+            chosen = chosen[order]
+        names_arr = snap.names_arr
+        pairs = tuple(zip(names_arr[rows].tolist(), cnt.tolist(), strict=True))
         placed = int(cnt.sum()) if info.division != "Duplicated" else (info.replicas if rows.size else 0)
+        notes: list[Rejection] = []
         if info.division == "Duplicated":
             short = np.flatnonzero(caps[sel] < info.replicas)
-            for p in short.tolist():
-                nm = str(snap.names_arr[cand[sel][p]])
-                fit = caps[sel][p]
-                extra[nm] = f"only {int(fit)} replicas fit (Duplicated needs {info.replicas})"
+            if short.size:
+                notes.append(Rejection(f"Duplicated needs {info.replicas} replicas", cand[sel][short],
+                                       "Duplicated", _short_detail(caps[sel][short], info.replicas)))
+                if base["_names"] is None:
+                    base["_names"] = names_arr[:n].copy()
         chosen_pos = sel[chosen]
         score_arrays = {pn: arr[chosen_pos] for pn, arr in per_plugin.items()}
         score_arrays["total"] = total[chosen_pos]
-        score_names = [str(x) for x in snap.names_arr[cand[chosen_pos]]]
+        base["_score_names"] = names_arr[rows]
+        base["_notes"] = notes
         timings["total"] = (perf() - t_start) * 1e3
-        if not placement and info.replicas > 0:
+        if not pairs and info.replicas > 0:
             msg = (f"0/{info.replicas} replicas placed: the {m} feasible clusters have no room "
                    f"({summarize(n, m, base_counts(rejections))})")
             if info.division == "Duplicated":
                 msg = (f"no feasible cluster fits all {info.replicas} replicas (Duplicated); "
                        + summarize(n, m, base_counts(rejections)))
-            return ScheduleResult(phase="Unschedulable", placement=[], placed=0, message=msg, feasible=m,
+            return ScheduleResult(phase="Unschedulable", placed=0, message=msg, feasible=m,
                                   weights=adj.weights, spread=adj.spread, fleet_water_level=fleet,
                                   surge=adj.surge, timings_ms=timings, **base)  # type: ignore[arg-type]
         if placed < info.replicas:
-            msg = (f"partially scheduled: placed {placed}/{info.replicas} replicas on {len(placement)} "
+            msg = (f"partially scheduled: placed {placed}/{info.replicas} replicas on {len(pairs)} "
                    f"clusters; the {sel.size} selected feasible clusters can hold no more "
                    "(resource fit / water-level limit)")
         else:
-            msg = f"scheduled {placed} replicas on {len(placement)}/{n} clusters ({m} feasible)"
+            msg = f"scheduled {placed} replicas on {len(pairs)}/{n} clusters ({m} feasible)"
         return ScheduleResult(
-            phase="Scheduled", placement=placement, placed=placed, message=msg, feasible=m,
+            phase="Scheduled", pairs=pairs, placed=placed, message=msg, feasible=m,
             weights=adj.weights, spread=adj.spread, fleet_water_level=fleet, surge=adj.surge,
-            score_names=score_names, score_arrays=score_arrays, timings_ms=timings,
+            score_arrays=score_arrays, timings_ms=timings,
             **base,  # type: ignore[arg-type]
         )
 
-    def _static_weights(self, info: TaskInfo, snap: Snapshot, rows: IntArr) -> FloatArr:
+    @staticmethod
+    def _static_weights(info: TaskInfo, snap: Snapshot, rows: IntArr) -> FloatArr:
         """Karmada: a cluster's weight is the highest rule matching it; none matching → all weight 1."""
-        from drods.scheduler.selectors import affinity_mask
-
-        w = np.zeros(rows.size)
-        for term, weight in info.static_weights:
-            m = affinity_mask(snap, term)[rows]
-            np.maximum(w, np.where(m, float(weight), 0.0), out=w)
+        w = static_weights(snap, info.static_weights)[rows]
         if not (w > 0).any():
-            w[:] = 1.0
+            w = np.ones(rows.size)
         return w
 
     def _unschedulable(self, info: TaskInfo, n: int, rejections: list[Rejection], tried: list[str],
@@ -416,8 +432,12 @@ class Scheduler:
         if extra_msg:
             msg += " " + extra_msg
         timings["total"] = (time.perf_counter() - t_start) * 1e3
-        return ScheduleResult(phase="Unschedulable", placement=[], placed=0, message=msg, feasible=feasible,
+        return ScheduleResult(phase="Unschedulable", placed=0, message=msg, feasible=feasible,
                               timings_ms=timings, **base)  # type: ignore[arg-type]
+
+
+def _short_detail(fit: FloatArr, need: int) -> Callable[[int], str]:
+    return lambda k: f"only {int(fit[k])} replicas fit (Duplicated needs {need})"
 
 
 def base_counts(rejections: list[Rejection]) -> dict[str, int]:

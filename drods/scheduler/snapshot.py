@@ -148,6 +148,18 @@ class _RowInfo:
     latency: list[str] = field(default_factory=list)
 
 
+PlacementLike = Sequence[TargetCluster] | Sequence[tuple[str, int]]
+
+
+def _names_counts(placement: PlacementLike) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Cluster names and replica counts of a placement given as objects or (cluster, replicas)."""
+    if placement and isinstance(placement[0], tuple):
+        pairs: Sequence[tuple[str, int]] = placement  # type: ignore[assignment]
+        return tuple(c for c, _ in pairs), tuple(int(k) for _, k in pairs)
+    objs: Sequence[TargetCluster] = placement  # type: ignore[assignment]
+    return tuple(t.cluster for t in objs), tuple(int(t.replicas) for t in objs)
+
+
 @dataclass(slots=True)
 class _Assumed:
     names: tuple[str, ...]
@@ -444,7 +456,7 @@ class Snapshot:
     # ------------------------------------------------------------------ assume / forget (S7)
     def assume(
         self,
-        placement: Sequence[TargetCluster],
+        placement: PlacementLike,
         requirements: ReplicaRequirements | Sequence[float] | FloatArr,
         key: str | None = None,
     ) -> None:
@@ -456,15 +468,14 @@ class Snapshot:
         req = requirement_vector(requirements)
         if key is not None:
             self.forget(key=key)
-        names = tuple(t.cluster for t in placement)
-        counts = tuple(int(t.replicas) for t in placement)
+        names, counts = _names_counts(placement)
         self._apply(names, counts, req, 1.0)
         if key is not None:
             self._assumed[key] = _Assumed(names, counts, req)
 
     def forget(
         self,
-        placement: Sequence[TargetCluster] | None = None,
+        placement: PlacementLike | None = None,
         requirements: ReplicaRequirements | Sequence[float] | FloatArr | None = None,
         *,
         key: str | None = None,
@@ -478,8 +489,7 @@ class Snapshot:
             return True
         if placement is None or requirements is None:
             raise ValueError("forget needs a key or both placement and requirements")
-        self._apply(tuple(t.cluster for t in placement), tuple(int(t.replicas) for t in placement),
-                    requirement_vector(requirements), -1.0)
+        self._apply(*_names_counts(placement), requirement_vector(requirements), -1.0)
         return True
 
     def assumed_keys(self) -> list[str]:
@@ -489,19 +499,34 @@ class Snapshot:
         idx = self.index
         fresh = self._derived_version == self.version
         rows: list[int] = []
+        cs: list[int] = []
         for name, c in zip(names, counts, strict=True):
             row = idx.get(name)
             if row is None or c == 0:
                 continue
-            a = self.assumed[row]
-            a += (sign * c) * req
+            rows.append(row)
+            cs.append(c)
+        self.version += 1
+        if not rows:
+            if fresh:
+                self._derived_version = self.version
+            return
+        r = np.asarray(rows, dtype=np.intp)
+        delta = (sign * np.asarray(cs, dtype=np.float64))[:, None] * req
+        if r.size == len(set(rows)):
+            a = self.assumed[r] + delta
             if sign < 0:
                 np.maximum(a, 0.0, out=a)
-            rows.append(row)
-        self.version += 1
-        if fresh and rows:
+            self.assumed[r] = a
+        else:  # a cluster named twice: apply one entry at a time, as given
+            for k, row in enumerate(rows):
+                a = self.assumed[row]
+                a += delta[k]
+                if sign < 0:
+                    np.maximum(a, 0.0, out=a)
+        if fresh:
             # An assume touches a few rows: refresh just those instead of every row on next read.
-            self._derive_rows(np.asarray(rows, dtype=np.intp))
+            self._derive_rows(r)
             self._derived_version = self.version
 
     # ------------------------------------------------------------------ derived views
@@ -569,6 +594,19 @@ class Snapshot:
             else:
                 rows.append(r)
         return rows, missing
+
+    def name_rank(self) -> np.ndarray:
+        """(n,) each row's position in name order (cached until the topology changes): sorting
+        rows by it sorts them by name without touching strings."""
+        hit = self.cache.get("name-rank")
+        if hit is not None and hit.size == self.n:
+            return hit  # type: ignore[no-any-return]
+        order = np.argsort(np.asarray(self.names, dtype=str), kind="stable")
+        rank = np.empty(self.n, dtype=np.intp)
+        rank[order] = np.arange(self.n, dtype=np.intp)
+        rank.flags.writeable = False
+        self.cache["name-rank"] = rank
+        return rank
 
     def name_mask(self, names: Sequence[str]) -> BoolArr:
         m = np.zeros(self.n, dtype=bool)

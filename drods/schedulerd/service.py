@@ -311,7 +311,7 @@ class SchedulerService:
         except ValidationError as e:
             # The registry validated it on the way in; a spec stored by another version may not be.
             msg = f"invalid binding spec: {e.errors()[0].get('msg', e)}"
-            bad = ScheduleResult(name=name, phase="Unschedulable", placement=[], requested=rec.replicas, placed=0,
+            bad = ScheduleResult(name=name, phase="Unschedulable", requested=rec.replicas, placed=0,
                                  message=msg, clusters=self.cache.snap.n, feasible=0, division="")
             d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
             obj["status"] = merge_status(obj.get("status"), d)
@@ -323,8 +323,8 @@ class SchedulerService:
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
-            self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
-        placement = tuple((t.cluster, t.replicas) for t in result.placement) if ok else rec.placement
+            self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts)
+        placement = result.pairs if ok else rec.placement
         status = obj.get("status") or {}
         if stype == RETRY and (rec.phase == "Unschedulable") == (not ok) and placement == rec.placement and \
                 result.message == status.get("message"):
