@@ -31,6 +31,8 @@ from drods.scheduler.weights import static_weights
 
 Phase = Literal["Scheduled", "Unschedulable"]
 SURGE_SIGNAL = "trafficSurge"
+_NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
+_NO_ROWS.flags.writeable = False
 
 
 @dataclass(slots=True)
@@ -50,7 +52,9 @@ class ScheduleResult:
     spread: float = 1.0
     fleet_water_level: float = 0.0
     surge: float = 0.0
-    score_arrays: dict[str, FloatArr] = field(default_factory=dict, repr=False)
+    _score_full: dict[str, FloatArr] = field(default_factory=dict, repr=False)  # per candidate
+    _score_pos: IntArr | None = field(default=None, repr=False)  # candidates that got replicas
+    _score_arrays: dict[str, FloatArr] | None = field(default=None, repr=False)
     timings_ms: dict[str, float] = field(default_factory=dict)
     analysis: dict[str, object] = field(default_factory=dict)
     extra_reasons: dict[str, str] = field(default_factory=dict)
@@ -70,6 +74,15 @@ class ScheduleResult:
         if self._placement is None:
             self._placement = [TargetCluster(cluster=c, replicas=k) for c, k in self.pairs]
         return self._placement
+
+    @property
+    def score_arrays(self) -> dict[str, FloatArr]:
+        """Per-plugin (and ``total``) scores of the clusters that received replicas, in
+        ``score_names`` order (cut out of the candidates' arrays on first access)."""
+        if self._score_arrays is None:
+            pos = self._score_pos
+            self._score_arrays = {} if pos is None else {p: a[pos] for p, a in self._score_full.items()}
+        return self._score_arrays
 
     @property
     def score_names(self) -> list[str]:
@@ -150,6 +163,8 @@ class Scheduler:
 
     # ------------------------------------------------------------------ helpers
     def _current(self, info: TaskInfo, snap: Snapshot) -> None:
+        if not info.current:
+            return
         rows: list[int] = []
         counts: list[int] = []
         for name, c in info.current.items():
@@ -168,10 +183,10 @@ class Scheduler:
             t0 = perf()
             mask, rej = p.filter(info, snap, mask)
             timings[p.name] = timings.get(p.name, 0.0) + (perf() - t0) * 1e3
-            if rej:
+            if rej:  # a filter that dropped nobody left the mask as it was
                 rejections.extend(rej)
-            if not mask.any():
-                break
+                if not mask.any():
+                    break
         return mask, rejections
 
     @staticmethod
@@ -282,23 +297,28 @@ class Scheduler:
         if not mask.any():
             return self._unschedulable(info, n, rejections, tried, extra, timings, t_start, base)
 
-        cand = np.flatnonzero(mask)
+        cand = mask.nonzero()[0]
         m = cand.size
         # existing replicas per candidate position
         existing = np.zeros(m, dtype=np.intp)
+        has_existing = False
         if info.current_rows.size and not info.rebalance:
             pos = np.searchsorted(cand, info.current_rows)
             pos = np.minimum(pos, m - 1)
             hit = cand[pos] == info.current_rows
             existing[pos[hit]] = info.current_counts[hit]
+            has_existing = bool(hit.any())
         # how many more replicas fit (estimators), capped to 0 on kept-but-full clusters
         t0 = perf()
-        extra_fit = np.full(m, np.inf)
+        extra_fit: FloatArr | None = None
         for est in prof.estimators:
-            np.minimum(extra_fit, est.max_replicas(info, snap)[cand], out=extra_fit)
+            fit = est.max_replicas(info, snap)[cand]
+            extra_fit = fit if extra_fit is None else np.minimum(extra_fit, fit, out=extra_fit)
+        if extra_fit is None:
+            extra_fit = np.full(m, np.inf)
         if kept_rows.size:
             extra_fit[np.isin(cand, kept_rows)] = 0.0
-        caps = existing + extra_fit
+        caps = existing + extra_fit if has_existing else extra_fit
         timings["estimate"] = (perf() - t0) * 1e3
 
         # scores with adjusted weights (S5, S10)
@@ -310,12 +330,13 @@ class Scheduler:
         total = np.zeros(m)
         wsum = 0.0
         per_plugin: dict[str, FloatArr] = {}
+        maximum, minimum = np.maximum, np.minimum
         for plugin, _ in prof.scores:
             w = adj.weights.get(plugin.name, 0.0)
             t0 = perf()
             s = np.asarray(plugin.score(info, snap, mask), dtype=np.float64)[cand]
             timings[plugin.name] = (perf() - t0) * 1e3
-            np.clip(s, 0.0, 100.0, out=s)
+            minimum(maximum(s, 0.0, out=s), 100.0, out=s)
             per_plugin[plugin.name] = s
             if w > 0:
                 total += w * s
@@ -324,10 +345,13 @@ class Scheduler:
 
         # S6: preference = existing first, then total score (to 1e-3), ties at random (seedable)
         t0 = perf()
-        rand = self.rng.random(m)
-        prefer = (existing > 0) * 1e6 + np.round(total, 3) * 1e3 + rand
-        sel = np.arange(m)
-        required = np.zeros(0, dtype=np.intp)
+        prefer = total.round(3)
+        prefer *= 1e3
+        if has_existing:
+            prefer += (existing > 0) * 1e6
+        prefer += self.rng.random(m)
+        sel: IntArr | None = None  # positions kept by spread constraints (None: all)
+        required = _NO_ROWS
         problems: list[str] = []
         if info.spread:
             sel, required, problems = self._select_spread(info, snap, cand, prefer)
@@ -339,25 +363,33 @@ class Scheduler:
 
         # divide (S7, S10)
         t0 = perf()
-        remap = np.full(m, -1, dtype=np.intp)
-        remap[sel] = np.arange(sel.size)
+        if sel is None:
+            rows_sel, caps_sel, existing_sel, total_sel, prefer_sel = cand, caps, existing, total, prefer
+        else:
+            rows_sel, caps_sel, existing_sel = cand[sel], caps[sel], existing[sel]
+            total_sel, prefer_sel = total[sel], prefer[sel]
+        required_sel: IntArr | None = None
+        if required.size:
+            remap = np.full(m, -1, dtype=np.intp)
+            remap[sel if sel is not None else slice(None)] = np.arange(rows_sel.size)
+            required_sel = remap[required]
         static_w: FloatArr | None = None
-        prefer_sel = prefer[sel]
         if info.division == "StaticWeight":
             # Karmada: exact ties go by cluster name; only weighted clusters need ranking
-            static_w = self._static_weights(info, snap, cand[sel])
-            prefer_sel = np.where(static_w > 0, -snap.name_rank()[cand[sel]].astype(np.float64), -np.inf)
-            prefer_sel = prefer_sel + (existing[sel] > 0) * 1e9
+            static_w = self._static_weights(info, snap, rows_sel)
+            prefer_sel = np.where(static_w > 0, -snap.name_rank()[rows_sel].astype(np.float64), -np.inf)
+            if has_existing:
+                prefer_sel = prefer_sel + (existing_sel > 0) * 1e9
         inp = DivisionInput(
-            kind=info.division, total=info.replicas, caps=caps[sel], existing=existing[sel],
-            scores=total[sel], prefer=prefer_sel, spread=adj.spread, static_weights=static_w,
-            required=remap[required] if required.size else None, keep_existing=not info.rebalance,
+            kind=info.division, total=info.replicas, caps=caps_sel, existing=existing_sel,
+            scores=total_sel, prefer=prefer_sel, spread=adj.spread, static_weights=static_w,
+            required=required_sel, keep_existing=not info.rebalance,
         )
         counts = divide(inp)
         timings["divide"] = (perf() - t0) * 1e3
 
-        chosen = np.flatnonzero(counts > 0)
-        rows = cand[sel][chosen]
+        chosen = (counts > 0).nonzero()[0]
+        rows = rows_sel[chosen]
         cnt = counts[chosen]
         if rows.size > 1:
             order = np.argsort(snap.name_rank()[rows], kind="stable")
@@ -368,15 +400,15 @@ class Scheduler:
         placed = int(cnt.sum()) if info.division != "Duplicated" else (info.replicas if rows.size else 0)
         notes: list[Rejection] = []
         if info.division == "Duplicated":
-            short = np.flatnonzero(caps[sel] < info.replicas)
+            short = (caps_sel < info.replicas).nonzero()[0]
             if short.size:
-                notes.append(Rejection(f"Duplicated needs {info.replicas} replicas", cand[sel][short],
-                                       "Duplicated", _short_detail(caps[sel][short], info.replicas)))
+                notes.append(Rejection(f"Duplicated needs {info.replicas} replicas", rows_sel[short],
+                                       "Duplicated", _short_detail(caps_sel[short], info.replicas)))
                 if base["_names"] is None:
                     base["_names"] = names_arr[:n].copy()
-        chosen_pos = sel[chosen]
-        score_arrays = {pn: arr[chosen_pos] for pn, arr in per_plugin.items()}
-        score_arrays["total"] = total[chosen_pos]
+        per_plugin["total"] = total
+        base["_score_full"] = per_plugin
+        base["_score_pos"] = chosen if sel is None else sel[chosen]
         base["_score_names"] = names_arr[rows]
         base["_notes"] = notes
         timings["total"] = (perf() - t_start) * 1e3
@@ -391,14 +423,14 @@ class Scheduler:
                                   surge=adj.surge, timings_ms=timings, **base)  # type: ignore[arg-type]
         if placed < info.replicas:
             msg = (f"partially scheduled: placed {placed}/{info.replicas} replicas on {len(pairs)} "
-                   f"clusters; the {sel.size} selected feasible clusters can hold no more "
+                   f"clusters; the {rows_sel.size} selected feasible clusters can hold no more "
                    "(resource fit / water-level limit)")
         else:
             msg = f"scheduled {placed} replicas on {len(pairs)}/{n} clusters ({m} feasible)"
         return ScheduleResult(
             phase="Scheduled", pairs=pairs, placed=placed, message=msg, feasible=m,
             weights=adj.weights, spread=adj.spread, fleet_water_level=fleet, surge=adj.surge,
-            score_arrays=score_arrays, timings_ms=timings,
+            timings_ms=timings,
             **base,  # type: ignore[arg-type]
         )
 

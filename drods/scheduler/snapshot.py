@@ -213,6 +213,9 @@ class Snapshot:
         self._wl: FloatArr = np.zeros(0)
         self._largest_eff: FloatArr = np.zeros((0, 3))
         self.cache: dict[Any, Any] = {}
+        # values derived from status and spec but not from assumed placements (per-shape
+        # constants of the capacity plugins): kept across assume/forget, dropped on any other change
+        self.status_cache: dict[Any, Any] = {}
 
     # ------------------------------------------------------------------ storage management
     def _grow(self) -> None:
@@ -242,6 +245,7 @@ class Snapshot:
 
     def _touch(self, topology: bool) -> None:
         self.version += 1
+        self.status_cache.clear()
         if topology:
             self.topology_version += 1
             self.cache.clear()

@@ -17,6 +17,9 @@ from drods.model.placement import ClusterAffinity, ClusterAffinityTerm, SpreadCo
 from drods.scheduler.interface import FloatArr, IntArr
 from drods.scheduler.snapshot import requirement_vector
 
+_NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
+_NO_ROWS.flags.writeable = False
+
 Division = Literal["Duplicated", "Aggregated", "StaticWeight", "WaterLevel", "AvailableReplicas"]
 
 
@@ -126,8 +129,8 @@ class TaskInfo:
     preferred_zones: tuple[str, ...]
     rebalance: bool
     affinity: AffinityKey | None = None
-    current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
-    current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    current_rows: IntArr = field(default_factory=lambda: _NO_ROWS)
+    current_counts: IntArr = field(default_factory=lambda: _NO_ROWS)
     missing_targets: tuple[str, ...] = ()
     cache: dict[str, Any] = field(default_factory=dict)
 

@@ -12,19 +12,17 @@ from collections.abc import Callable
 
 import numpy as np
 
+from drods.scheduler.capacity import replica_shape
 from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, PluginBase, Rejection
-from drods.scheduler.snapshot import CPU, MEM, Snapshot
+from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 EPS = 1e-9
 
 
 def effective_limit(task: TaskInfo, snap: Snapshot) -> FloatArr:
-    lim = task.cache.get("limit")
-    if lim is None:
-        lim = np.minimum(snap.limit[: snap.n], task.limit)
-        task.cache["limit"] = lim
-    return lim  # type: ignore[no-any-return]
+    """min(placement limit, cluster limit) per cluster (cached until the fleet's spec changes)."""
+    return replica_shape(task, snap).limit
 
 
 def _detail(reason: str, vals: FloatArr) -> Callable[[int], str]:
@@ -48,7 +46,8 @@ class WaterLevelLimit(PluginBase):
     capacity_only = True
 
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
-        lim = effective_limit(task, snap)
+        shape = replica_shape(task, snap)
+        lim = shape.limit
         wl = snap.water_level
         out: list[Rejection] = []
         above = wl > lim + EPS
@@ -69,24 +68,19 @@ class WaterLevelLimit(PluginBase):
     @staticmethod
     def _after_one(task: TaskInfo, snap: Snapshot) -> FloatArr | None:
         """Water level each cluster would have with one more replica."""
-        rs = [r for r in (CPU, MEM) if task.req[r] > 0]
+        shape = replica_shape(task, snap)
+        rs = list(shape.wl_rs)
         if not rs:
             return None
-        n = snap.n
-        alloc = snap.alloc[:n, rs]
-        with np.errstate(divide="ignore"):
-            step = np.where(alloc > 0, task.req[rs] / np.where(alloc > 0, alloc, 1.0), np.inf)
-        frac = snap.fractions[:, rs] + step
-        return np.maximum(snap.water_level, frac.max(axis=1) + snap.wl_offset[:n])
+        frac = snap.fractions[:, rs] + shape.step[:, rs]
+        return np.maximum(snap.water_level, frac.max(axis=1) + snap.wl_offset[: snap.n])
 
     def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
-        lim = effective_limit(task, snap)
-        n = snap.n
+        shape = replica_shape(task, snap)
         wl = snap.water_level
-        rs = [r for r in (CPU, MEM) if task.req[r] > 0]
+        rs = list(shape.wl_rs)
         if not rs:
-            return np.where(wl <= lim + EPS, np.inf, 0.0)
-        room = (lim - snap.wl_offset[:n])[:, None] - snap.fractions[:, rs]
-        alloc = snap.alloc[:n, rs]
-        fit = np.floor(room * alloc / task.req[rs] + EPS).min(axis=1)
+            return np.where(wl <= shape.limit + EPS, np.inf, 0.0)
+        room = shape.room_base[:, None] - snap.fractions[:, rs]
+        fit = np.floor(room * snap.alloc[: snap.n, rs] / task.req[rs] + EPS).min(axis=1)
         return np.maximum(fit, 0.0)
