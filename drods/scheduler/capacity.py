@@ -29,8 +29,11 @@ class ReplicaShape:
     node_need: FloatArr
     wl_rs: tuple[int, ...]       # requested among cpu, memory (those raise the water level)
     limit: FloatArr              # (n,) min(task limit, cluster limit)
+    limit_eps: FloatArr          # limit + EPS: a water level above this is over the limit
+    inv_limit: FloatArr          # 1 / limit
     step: FloatArr               # (n, 2) cpu and memory fraction one replica adds; inf where none allocatable
     room_base: FloatArr          # (n,) limit - status water-level offset
+    per_replica: FloatArr        # (n, len(wl_rs)) allocatable / request: replicas per unit of fraction
 
 
 def replica_shape(task: TaskInfo, snap: Snapshot) -> ReplicaShape:
@@ -49,12 +52,14 @@ def replica_shape(task: TaskInfo, snap: Snapshot) -> ReplicaShape:
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.where(a2 > 0, req[:2] / np.where(a2 > 0, a2, 1.0), np.inf)
         limit = np.minimum(snap.limit[:n], task.limit)
+        wl_rs = tuple(r for r in (CPU, MEM) if req[r] > 0)
         shape = ReplicaShape(
             rs=rs, need=req[list(rs)] - EPS, node_rs=node_rs, node_need=req[list(node_rs)] - EPS,
-            wl_rs=tuple(r for r in (CPU, MEM) if req[r] > 0), limit=limit, step=step,
-            room_base=limit - snap.wl_offset[:n],
+            wl_rs=wl_rs, limit=limit, limit_eps=limit + EPS, inv_limit=1.0 / limit, step=step,
+            room_base=limit - snap.wl_offset[:n], per_replica=snap.alloc[:n, list(wl_rs)] / req[list(wl_rs)],
         )
-        for a in (shape.need, shape.node_need, shape.limit, shape.step, shape.room_base):
+        for a in (shape.need, shape.node_need, shape.limit, shape.limit_eps, shape.inv_limit, shape.step,
+                  shape.room_base, shape.per_replica):
             a.flags.writeable = False
         snap.status_cache[ck] = shape
     task.cache["shape"] = shape

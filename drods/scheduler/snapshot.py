@@ -683,6 +683,13 @@ class Snapshot:
         """Allocatable-cpu-weighted mean water level of the masked clusters."""
         wl = self.water_level
         w = self.alloc[: self.n, CPU]
+        if mask is not None and mask.all():
+            mask = None
+        if mask is None and wl.size:
+            tot = self.status_cache.get("cpu-allocatable-sum")
+            if tot is None:
+                tot = self.status_cache["cpu-allocatable-sum"] = float(w.sum())
+            return float(wl.dot(w) / tot) if tot > 0 else float(wl.mean())
         if mask is not None:
             wl = wl[mask]
             w = w[mask]

@@ -20,11 +20,6 @@ from drods.scheduler.task import TaskInfo
 EPS = 1e-9
 
 
-def effective_limit(task: TaskInfo, snap: Snapshot) -> FloatArr:
-    """min(placement limit, cluster limit) per cluster (cached until the fleet's spec changes)."""
-    return replica_shape(task, snap).limit
-
-
 def _detail(reason: str, vals: FloatArr) -> Callable[[int], str]:
     return lambda k: f"{reason} (water level {vals[k]:.0%})"
 
@@ -50,14 +45,14 @@ class WaterLevelLimit(PluginBase):
         lim = shape.limit
         wl = snap.water_level
         out: list[Rejection] = []
-        above = wl > lim + EPS
+        above = wl > shape.limit_eps
         drop = mask & above
         if drop.any():
             out.extend(_grouped(self.name, "water level above {limit}", drop, lim, wl))
             mask = mask & ~above
         after = self._after_one(task, snap)
         if after is not None:
-            over = after > lim + EPS
+            over = after > shape.limit_eps
             drop = mask & over
             if drop.any():
                 out.extend(_grouped(self.name, "1 replica would raise water level above {limit}", drop,
@@ -72,7 +67,7 @@ class WaterLevelLimit(PluginBase):
         rs = list(shape.wl_rs)
         if not rs:
             return None
-        frac = snap.fractions[:, rs] + shape.step[:, rs]
+        frac = snap.fractions + shape.step if len(rs) == 2 else snap.fractions[:, rs] + shape.step[:, rs]
         return np.maximum(snap.water_level, frac.max(axis=1) + snap.wl_offset[: snap.n])
 
     def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
@@ -81,6 +76,8 @@ class WaterLevelLimit(PluginBase):
         rs = list(shape.wl_rs)
         if not rs:
             return np.where(wl <= shape.limit + EPS, np.inf, 0.0)
-        room = shape.room_base[:, None] - snap.fractions[:, rs]
-        fit = np.floor(room * snap.alloc[: snap.n, rs] / task.req[rs] + EPS).min(axis=1)
-        return np.maximum(fit, 0.0)
+        room = shape.room_base[:, None] - (snap.fractions if len(rs) == 2 else snap.fractions[:, rs])
+        room *= shape.per_replica
+        room += EPS
+        fit = np.floor(room, out=room).min(axis=1)
+        return np.maximum(fit, 0.0, out=fit)  # type: ignore[no-any-return]
