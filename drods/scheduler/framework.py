@@ -92,8 +92,8 @@ class ScheduleResult:
     @property
     def scores(self) -> dict[str, dict[str, float]]:
         """Per-plugin (and ``total``) scores of the clusters that received replicas."""
-        return {p: {nm: round(float(v), 3) for nm, v in zip(self.score_names, arr.tolist(), strict=True)}
-                for p, arr in self.score_arrays.items()}
+        names = self.score_names
+        return {p: dict(zip(names, arr.round(3).tolist(), strict=True)) for p, arr in self.score_arrays.items()}
 
     @property
     def partial(self) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from drods.model.binding import TargetCluster
@@ -114,6 +114,16 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         requirements=requirement_tuple(spec.get("resources")),
         managed=labels.get(MANAGED_BY_LABEL) == DETECTOR_NAME,
     )
+
+
+def with_status(rec: BindingRecord, raw: bytes, status: Mapping[str, Any]) -> BindingRecord:
+    """What ``decode_binding`` makes of ``raw`` — ``rec``'s object with ``status`` — without parsing
+    it (the revision stays ``rec``'s until the write's is known)."""
+    sg = status.get("scheduledGeneration")
+    return replace(rec, raw=raw, phase=str(status.get("phase") or "Pending"),
+                   placement=placement_of(status.get("placement")),
+                   scheduled_generation=int(sg) if isinstance(sg, int) else None,
+                   scheduled_time=parse_rfc3339(status.get("scheduledTime")))
 
 
 MANAGED_BY_LABEL = "multicluster.io/managed-by"

@@ -25,7 +25,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from drods.schedulerd.records import (
     encode_object,
     merge_status,
     schedule_type,
+    with_status,
 )
 from drods.store import Compare, KeyValue, Put, Store, StoreError
 
@@ -101,6 +102,7 @@ class _Plan:
     value: bytes
     schedule_type: str
     trigger: dict[str, Any] | None
+    written: BindingRecord | None = None  # what ``value`` decodes to (but its revision)
 
 
 class SchedulerService:
@@ -120,8 +122,7 @@ class SchedulerService:
         self.clusters = Informer(store, CLUSTER.key_prefix(), decode_cluster)
         self.statuses = Informer(store, STATUS_PREFIX, status_decoder(clock))
         self.surge = Informer(store, SURGE_KEY, _decode_json)
-        self.bindings = Informer(store, BINDING.key_prefix(),
-                                 lambda kv: decode_binding(kv.key, kv.value, kv.mod_revision))
+        self.bindings = Informer(store, BINDING.key_prefix(), self._decode_binding)
         self.clusters.on_change(self._on_cluster)
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
@@ -130,6 +131,9 @@ class SchedulerService:
         self._scores = [p.name for p, _ in self.profile.scores]
         self._base_weights = {p.name: w for p, w in self.profile.scores}
         self._specs: dict[str, tuple[int, BindingSpec]] = {}
+        # status writes in flight: key → (bytes written, the record they decode to but its revision),
+        # so the watch echo of this process's own write is recognised without parsing it again
+        self._written: dict[str, tuple[bytes, BindingRecord]] = {}
         self._logged_failure: dict[str, str] = {}
         self._kick: asyncio.TimerHandle | None = None
         self._kick_reasons: set[str] = set()
@@ -208,6 +212,12 @@ class SchedulerService:
         for r in self._kick_reasons:
             self.metrics.incoming_event(r, moved)
         self._kick_reasons.clear()
+
+    def _decode_binding(self, kv: KeyValue) -> BindingRecord | None:
+        mine = self._written.pop(kv.key, None)
+        if mine is not None and mine[0] == kv.value:
+            return replace(mine[1], mod_revision=kv.mod_revision)
+        return decode_binding(kv.key, kv.value, kv.mod_revision)
 
     def _on_binding(self, key: str, old: BindingRecord | None, new: BindingRecord | None) -> None:
         if new is None or new.deleting:
@@ -334,14 +344,15 @@ class SchedulerService:
             return None
         reasons = result.reasons_sample(MAX_STATUS_REASONS)[0] if (not ok or result.partial) else {}
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts)
-        obj["status"] = merge_status(status, d)
+        obj["status"] = new_status = merge_status(status, d)
         trigger = None
         if rebalance:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
             trigger = {"kind": "Reschedule", "at": spec.rescheduleTriggeredAt, "reason": ann.get(RESCHEDULE_REASON)}
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
-        return _Plan(entry, rec, result, d, encode_object(obj), stype, trigger)
+        value = encode_object(obj)
+        return _Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, value, new_status))
 
     # ------------------------------------------------------------------ writing decisions
     async def _commit(self, plans: list[_Plan]) -> None:
@@ -377,6 +388,7 @@ class SchedulerService:
 
     def _undo(self, p: _Plan) -> None:
         """The decision was not written: the assumed load goes back to what the store says."""
+        self._written.pop(p.rec.key, None)
         self.cache.forget(p.rec.name)
         cur = self.bindings.cache.get(p.rec.key)
         if cur is not None and not cur.deleting:
@@ -390,6 +402,9 @@ class SchedulerService:
         chunk = max(1, (self.store.max_txn_ops - 1) * 3 // 4)
         outcomes: list[str] = [""] * len(plans)
         fallback: list[int] = []
+        for p in plans:
+            if p.written is not None:
+                self._written[p.rec.key] = (p.value, p.written)
         for start in range(0, len(plans), chunk):
             part = range(start, min(start + chunk, len(plans)))
             try:
