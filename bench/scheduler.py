@@ -3,7 +3,10 @@
     python bench/scheduler.py --clusters 1000 --tasks 20000 [--mode algorithm] [--seed 1]
 
 Prints the run's conditions, then one JSON line with at least
-``clusters, tasks, mode, p50_ms, p99_ms, throughput_per_s, peak_rss_mb``.
+``clusters, tasks, mode, p50_ms, p99_ms, throughput_per_s, peak_rss_mb``; the varied algorithm run
+adds ``cpu_ms_per_decision`` (process CPU over the loop), the e2e run with a scheduler process
+``scheduler_cpu_ms_per_binding`` (that process's CPU from the first write to the last decision):
+on a shared machine their ratio is the steadier measure of what the path beyond the decision costs.
 
 ``--mode e2e --store sqlite|etcd``: the fleet's Cluster objects and status documents go into a
 fresh store (a throw-away etcd for ``etcd``), ``drods scheduler`` runs as its own process (or
@@ -278,6 +281,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
     partial = 0
     spread_sum = 0
     perf = time.perf_counter
+    cpu_loop = time.process_time()
     t_loop = perf()
     for i in range(args.tasks):
         spec = templates[i % len(templates)]
@@ -295,6 +299,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
                 snap.forget(key=live.popleft())
         partial += r.partial
     loop_s = perf() - t_loop
+    cpu_s = time.process_time() - cpu_loop
     wl = snap.water_level
     ready = snap.ready[: snap.n]
     lat_ms = lat * 1e3
@@ -311,6 +316,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": round(float(np.percentile(lat_ms, 50)), 4),
         "p99_ms": round(float(np.percentile(lat_ms, 99)), 4),
         "throughput_per_s": round(args.tasks / loop_s, 1),
+        "cpu_ms_per_decision": round(cpu_s * 1e3 / max(1, args.tasks), 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "conditions": conditions,
     }
@@ -338,6 +344,15 @@ async def _seed_fleet(store: Any, registry: Any, rows: list[FleetRow]) -> None:
     step = max(1, store.max_txn_ops)
     for i in range(0, len(docs), step):
         await store.txn([], docs[i:i + step])
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when unreadable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _vm_hwm_mb(pid: int) -> float:
@@ -434,6 +449,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
 
     watcher = asyncio.create_task(watch())
     sem = asyncio.Semaphore(args.inflight)
+    cpu0 = _cpu_s(proc.pid) if proc is not None else 0.0
     start = perf()
 
     async def submit(i: int) -> None:
@@ -454,7 +470,9 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     ok = ~np.isnan(decided)
     lat_ms = (decided[ok] - submitted[ok]) * 1e3
     span = float(np.nanmax(decided) - submitted.min()) if ok.any() else float("nan")
+    sched_cpu_ms = None
     if proc is not None:
+        sched_cpu_ms = round((_cpu_s(proc.pid) - cpu0) * 1e3 / max(1, int(ok.sum())), 3)
         rss = _vm_hwm_mb(proc.pid)
         proc.send_signal(signal.SIGTERM)
         try:
@@ -476,6 +494,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": round(float(np.percentile(lat_ms, 50)), 2) if lat_ms.size else None,
         "p99_ms": round(float(np.percentile(lat_ms, 99)), 2) if lat_ms.size else None,
         "throughput_per_s": round(int(ok.sum()) / span, 1) if ok.any() else 0.0,
+        "scheduler_cpu_ms_per_binding": sched_cpu_ms,
         "peak_rss_mb": rss,
         "conditions": {
             "scheduler": args.scheduler, "task_mix": args.mix, "decided": int(ok.sum()), "phases": dict(phases),
