@@ -327,21 +327,24 @@ class Scheduler:
         sig = signals if signals is not None else snap.signals
         adj = prof.adjuster.adjust(fleet, float(sig.get(SURGE_SIGNAL, 0.0)))
         timings["adjust"] = (perf() - t0) * 1e3
-        total = np.zeros(m)
-        wsum = 0.0
+        # one row per score plugin, clipped to 0..100; the total is their weighted mean
+        k = len(prof.scores)
+        stacked = np.empty((k, m))
+        wvec = np.zeros(k)
         per_plugin: dict[str, FloatArr] = {}
         maximum, minimum = np.maximum, np.minimum
-        for plugin, _ in prof.scores:
-            w = adj.weights.get(plugin.name, 0.0)
+        all_feasible = m == n
+        for i, (plugin, _) in enumerate(prof.scores):
             t0 = perf()
-            s = np.asarray(plugin.score(info, snap, mask), dtype=np.float64)[cand]
+            raw = np.asarray(plugin.score(info, snap, mask), dtype=np.float64)
             timings[plugin.name] = (perf() - t0) * 1e3
-            minimum(maximum(s, 0.0, out=s), 100.0, out=s)
-            per_plugin[plugin.name] = s
-            if w > 0:
-                total += w * s
-                wsum += w
-        total = total / wsum if wsum > 0 else np.full(m, 100.0)
+            row = stacked[i]
+            maximum(raw if all_feasible else raw[cand], 0.0, out=row)
+            minimum(row, 100.0, out=row)
+            per_plugin[plugin.name] = row
+            wvec[i] = max(adj.weights.get(plugin.name, 0.0), 0.0)
+        wsum = float(wvec.sum())
+        total = wvec @ stacked / wsum if wsum > 0 else np.full(m, 100.0)
 
         # S6: preference = existing first, then total score (to 1e-3), ties at random (seedable)
         t0 = perf()
