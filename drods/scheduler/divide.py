@@ -99,7 +99,7 @@ def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefe
     rows = np.flatnonzero(elig & (s < cap))
     if rows.size == 0:
         return
-    if rows.size > 2 * d:
+    if rows.size > 2 * d and rows.size * d > 4096:
         # Only clusters whose first signpost is among the top d can win a seat (each cluster's
         # signposts decrease); keep them and anything within tie tolerance, drop the rest.
         first = w[rows] / (s[rows] + 0.5)

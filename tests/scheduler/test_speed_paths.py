@@ -110,11 +110,22 @@ def _greedy(total: int, w: np.ndarray, cap: np.ndarray, prefer: np.ndarray) -> l
     return s
 
 
-@settings(max_examples=150, deadline=None)
-@given(seed=st.integers(0, 10_000), m=st.integers(30, 200), total=st.integers(1, 16),
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), m=st.integers(400, 700), total=st.integers(11, 16),
        levels=st.integers(1, 4))
+def test_top_seat_search_over_many_clusters_equals_greedy(seed: int, m: int, total: int, levels: int) -> None:
+    """Many clusters, few seats, many exact ties: the shape where only the clusters that can win
+    a seat are searched."""
+    _check_top_seats(seed, m, total, levels)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), m=st.integers(2, 60), total=st.integers(1, 16), levels=st.integers(1, 4))
 def test_top_seat_search_over_few_clusters_equals_greedy(seed: int, m: int, total: int, levels: int) -> None:
-    """Many clusters, few seats, many exact ties (the shape the candidate cut-off serves)."""
+    _check_top_seats(seed, m, total, levels)
+
+
+def _check_top_seats(seed: int, m: int, total: int, levels: int) -> None:
     rng = np.random.default_rng(seed)
     w = rng.integers(1, levels + 1, size=m).astype(np.float64) * 10.0
     cap = rng.integers(0, 3, size=m).astype(np.float64)
