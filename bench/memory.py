@@ -3,8 +3,9 @@
     python bench/memory.py [--clusters 10000] [--bindings 100000] [--settle 30]
 
 A fresh SQLite store gets ``--clusters`` Cluster objects (through the object registry) with a
-status document each, and ``--bindings`` Bindings already scheduled (status with a placement of
-one to three clusters), written straight into the store in large transactions. Then ``drods
+status document each, and ``--bindings`` Bindings scheduled an hour earlier (status with a placement of one to
+three clusters, which the clusters' statuses already show), written straight into the store in
+large transactions. Then ``drods
 serve`` starts on that store; once ``/readyz`` answers, its RSS is sampled every second for
 ``--settle`` seconds (informers listed, scheduler cache and queue built, controllers started).
 
@@ -59,6 +60,7 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
     for i in range(0, len(objs), 1000):
         await registry.batch_upsert(objs[i:i + 1000])
     stamp = rfc3339_ms(now)
+    decided = rfc3339_ms(now - 3600)  # decided an hour ago: the clusters' statuses already show them
     docs = []
     for nm in names:
         cpu = float(rng.choice([64, 128, 256, 512]))
@@ -80,7 +82,7 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
                          "creationTimestamp": stamp},
             "spec": {"replicas": k, "resources": {"cpu": 0.5, "memory": 1.0}},
             "status": {"phase": "Scheduled", "placement": placement, "message": f"scheduled {k} replicas",
-                       "scheduledGeneration": 1, "scheduledTime": stamp},
+                       "scheduledGeneration": 1, "scheduledTime": decided},
         }
         puts.append(Put(BINDING.key(obj["metadata"]["name"]), json.dumps(obj, separators=(",", ":")).encode()))
         if len(puts) >= 5000:
