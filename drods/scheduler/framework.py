@@ -52,7 +52,9 @@ class ScheduleResult:
     spread: float = 1.0
     fleet_water_level: float = 0.0
     surge: float = 0.0
-    _score_full: dict[str, FloatArr] = field(default_factory=dict, repr=False)  # per candidate
+    # per candidate: one row per score plugin and a last row "total" (names in _score_keys)
+    _score_matrix: FloatArr | None = field(default=None, repr=False)
+    _score_keys: tuple[str, ...] = field(default=(), repr=False)
     _score_pos: IntArr | None = field(default=None, repr=False)  # candidates that got replicas
     _score_arrays: dict[str, FloatArr] | None = field(default=None, repr=False)
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -80,9 +82,14 @@ class ScheduleResult:
         """Per-plugin (and ``total``) scores of the clusters that received replicas, in
         ``score_names`` order (cut out of the candidates' arrays on first access)."""
         if self._score_arrays is None:
-            pos = self._score_pos
-            self._score_arrays = {} if pos is None else {p: a[pos] for p, a in self._score_full.items()}
+            cut = self._chosen_scores()
+            self._score_arrays = {} if cut is None else dict(zip(self._score_keys, cut, strict=True))
         return self._score_arrays
+
+    def _chosen_scores(self) -> FloatArr | None:
+        if self._score_matrix is None or self._score_pos is None:
+            return None
+        return self._score_matrix[:, self._score_pos]
 
     @property
     def score_names(self) -> list[str]:
@@ -92,8 +99,12 @@ class ScheduleResult:
     @property
     def scores(self) -> dict[str, dict[str, float]]:
         """Per-plugin (and ``total``) scores of the clusters that received replicas."""
+        cut = self._chosen_scores()
+        if cut is None:
+            return {}
         names = self.score_names
-        return {p: dict(zip(names, arr.round(3).tolist(), strict=True)) for p, arr in self.score_arrays.items()}
+        return {p: dict(zip(names, row, strict=True))
+                for p, row in zip(self._score_keys, cut.round(3).tolist(), strict=True)}
 
     @property
     def partial(self) -> bool:
@@ -329,9 +340,8 @@ class Scheduler:
         timings["adjust"] = (perf() - t0) * 1e3
         # one row per score plugin, clipped to 0..100; the total is their weighted mean
         k = len(prof.scores)
-        stacked = np.empty((k, m))
+        stacked = np.empty((k + 1, m))  # the last row is the total
         wvec = np.zeros(k)
-        per_plugin: dict[str, FloatArr] = {}
         maximum, minimum = np.maximum, np.minimum
         all_feasible = m == n
         for i, (plugin, _) in enumerate(prof.scores):
@@ -341,10 +351,13 @@ class Scheduler:
             row = stacked[i]
             maximum(raw if all_feasible else raw[cand], 0.0, out=row)
             minimum(row, 100.0, out=row)
-            per_plugin[plugin.name] = row
             wvec[i] = max(adj.weights.get(plugin.name, 0.0), 0.0)
         wsum = float(wvec.sum())
-        total = wvec @ stacked / wsum if wsum > 0 else np.full(m, 100.0)
+        total = stacked[k]
+        if wsum > 0:
+            np.divide(wvec @ stacked[:k], wsum, out=total)
+        else:
+            total.fill(100.0)
 
         # S6: preference = existing first, then total score (to 1e-3), ties at random (seedable)
         t0 = perf()
@@ -409,8 +422,8 @@ class Scheduler:
                                        "Duplicated", _short_detail(caps_sel[short], info.replicas)))
                 if base["_names"] is None:
                     base["_names"] = names_arr[:n].copy()
-        per_plugin["total"] = total
-        base["_score_full"] = per_plugin
+        base["_score_matrix"] = stacked
+        base["_score_keys"] = (*(p.name for p, _ in prof.scores), "total")
         base["_score_pos"] = chosen if sel is None else sel[chosen]
         base["_score_names"] = names_arr[rows]
         base["_notes"] = notes
