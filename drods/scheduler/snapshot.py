@@ -516,16 +516,15 @@ class Snapshot:
                 self._derived_version = self.version
             return
         r = np.asarray(rows, dtype=np.intp)
-        delta = (sign * np.asarray(cs, dtype=np.float64))[:, None] * req
-        if r.size == len(set(rows)):
-            a = self.assumed[r] + delta
+        if len(rows) > 8 and r.size == len(set(rows)):  # many clusters (Duplicated): one array update
+            a = self.assumed[r] + (sign * np.asarray(cs, dtype=np.float64))[:, None] * req
             if sign < 0:
                 np.maximum(a, 0.0, out=a)
             self.assumed[r] = a
-        else:  # a cluster named twice: apply one entry at a time, as given
-            for k, row in enumerate(rows):
+        else:  # a few clusters, or one named twice: one row at a time, as given
+            for row, c in zip(rows, cs, strict=True):
                 a = self.assumed[row]
-                a += delta[k]
+                a += (sign * c) * req
                 if sign < 0:
                     np.maximum(a, 0.0, out=a)
         if fresh:

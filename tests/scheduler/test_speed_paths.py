@@ -145,6 +145,14 @@ def test_assume_takes_pairs_and_a_cluster_named_twice() -> None:
     snap.assume([TargetCluster(cluster="b", replicas=4), TargetCluster(cluster="gone", replicas=3)],
                 [1.0, 0.0, 0.0, 1.0, 0.0])
     assert snap.free[snap.index["b"], 0] == 6.0
+    # many clusters at once (one array update): each row gets its own count, forget undoes it
+    for i in range(12):
+        add(snap, f"m{i}", st=status(cpu=10))
+    many = tuple((f"m{i}", i % 3 + 1) for i in range(12))
+    snap.assume(many, [2.0, 0.0, 0.0, 1.0, 0.0], key="many")
+    assert [snap.free[snap.index[f"m{i}"], 0] for i in range(12)] == [10.0 - 2 * (i % 3 + 1) for i in range(12)]
+    snap.forget(key="many")
+    assert [snap.free[snap.index[f"m{i}"], 0] for i in range(12)] == [10.0] * 12
 
 
 def test_own_status_write_is_known_without_parsing() -> None:
