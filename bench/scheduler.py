@@ -3,7 +3,10 @@
     python bench/scheduler.py --clusters 1000 --tasks 20000 [--mode algorithm] [--seed 1]
 
 Prints the run's conditions, then one JSON line with at least
-``clusters, tasks, mode, p50_ms, p99_ms, throughput_per_s, peak_rss_mb``.
+``clusters, tasks, mode, p50_ms, p99_ms, throughput_per_s, peak_rss_mb``; the varied algorithm run
+adds ``cpu_ms_per_decision`` (process CPU over the loop), the e2e run with a scheduler process
+``scheduler_cpu_ms_per_binding`` (that process's CPU from the first write to the last decision):
+on a shared machine their ratio is the steadier measure of what the path beyond the decision costs.
 
 ``--mode e2e --store sqlite|etcd``: the fleet's Cluster objects and status documents go into a
 fresh store (a throw-away etcd for ``etcd``), ``drods scheduler`` runs as its own process (or
@@ -12,6 +15,14 @@ concurrent writes, optionally at ``--rate`` per second). Latency is from the wri
 decision persisted in the Binding's status, seen through a store watch; throughput is decided
 bindings over the span from the first write to the last decision. Decisions accumulate (no churn):
 late tasks may find the fleet full, which is still a decision.
+
+``--mode algorithm --shape matched --division AvailableReplicas|Static|Duplicated|WaterLevel
+--fleet FILE``: one fixed binding (a Deployment, 12 replicas x 500m / 1Gi, first scheduling) on
+the fleet in FILE (a JSON list of clusters: name, region, zone, provider, cpu, cpu_allocated,
+mem_gib, mem_allocated_gib, pods, pods_allocated, nodes; ``*_allocated`` is both the reported use
+and the requests, every node can hold a replica). ``Static`` is one equal-weight rule per cluster
+(``targetCluster.clusterNames: [name]``, weight 1). Each decision is timed (wall and process CPU);
+its placement is then assumed and forgotten, untimed, so every decision sees the same fleet.
 """
 
 from __future__ import annotations
@@ -32,7 +43,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drods.model.binding import BindingSpec, NetworkRequirements, ReplicaRequirements  # noqa: E402
+from drods.model.binding import (  # noqa: E402
+    BindingSpec,
+    NetworkRequirements,
+    ObjectReference,
+    ReplicaRequirements,
+)
 from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile, Taint  # noqa: E402
 from drods.model.dataset import DatasetRead  # noqa: E402
 from drods.model.placement import (  # noqa: E402
@@ -160,7 +176,101 @@ def build_templates(k: int, n_clusters: int, rng: np.random.Generator) -> list[B
     return out
 
 
+MATCHED_DIVISIONS = ("AvailableReplicas", "Static", "Duplicated", "WaterLevel")
+
+
+def load_matched_fleet(path: str) -> Snapshot:
+    """The fleet file as a snapshot: allocated = requests = use, no node-size limit."""
+    rows = json.loads(Path(path).read_text())
+    snap = Snapshot(capacity=max(16, len(rows)))
+    for c in rows:
+        spec = ClusterSpec(region=c.get("region"), zone=c.get("zone"), provider=c.get("provider"))
+        status = {
+            "timestamp": "2024-01-01T00:00:00Z", "source": "push",
+            "cpu": {"capacity": float(c["cpu"]), "allocatable": float(c["cpu"]),
+                    "allocated": float(c["cpu_allocated"]), "used": float(c["cpu_allocated"])},
+            "memory": {"capacity": float(c["mem_gib"]), "allocatable": float(c["mem_gib"]),
+                       "allocated": float(c["mem_allocated_gib"]), "used": float(c["mem_allocated_gib"])},
+            "pods": {"capacity": float(c["pods"]), "used": float(c["pods_allocated"])},
+        }
+        snap.upsert_cluster(str(c["name"]), {}, spec, True, status)
+    return snap
+
+
+def matched_binding(division: str, names: list[str]) -> BindingSpec:
+    """The binding of the Karmada comparison: Deployment, 12 replicas x 500m / 1Gi, in ``division``."""
+    rs: ReplicaScheduling
+    if division == "Duplicated":
+        rs = ReplicaScheduling(replicaSchedulingType="Duplicated")
+    elif division == "Static":
+        rs = ReplicaScheduling(replicaDivisionPreference="Weighted", weightPreference=WeightPreference(
+            staticWeightList=[StaticClusterWeight(targetCluster=ClusterAffinity(clusterNames=[nm]), weight=1)
+                              for nm in names]))
+    else:
+        rs = ReplicaScheduling(replicaDivisionPreference="Weighted",
+                               weightPreference=WeightPreference(dynamicWeight=division))  # type: ignore[arg-type]
+    return BindingSpec(
+        resource=ObjectReference(apiVersion="apps/v1", kind="Deployment", name="bench", namespace="default"),
+        replicas=12, resources=ReplicaRequirements(cpu=0.5, memory=1.0),
+        placement=Placement(replicaScheduling=rs))
+
+
+def run_matched(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.fleet or args.division not in MATCHED_DIVISIONS:
+        raise SystemExit("bench/scheduler.py: --shape matched needs --fleet FILE and --division "
+                         + "|".join(MATCHED_DIVISIONS))
+    t0 = time.perf_counter()
+    snap = load_matched_fleet(args.fleet)
+    build_s = time.perf_counter() - t0
+    spec = matched_binding(args.division, list(snap.names))
+    profile = Profile.load(args.profile) if args.profile else Profile.default()
+    sched = Scheduler(profile, rng_seed=args.seed)
+    perf = time.perf_counter
+    cpu = time.process_time
+    for _ in range(args.warmup):
+        r = sched.schedule(Task(spec, name="bench"), snap)
+        if r.placement:
+            snap.assume(r.placement, spec.resources, key="bench")
+            snap.forget(key="bench")
+    lat = np.empty(args.tasks)
+    cpu_lat = np.empty(args.tasks)
+    phases: collections.Counter[str] = collections.Counter()
+    clusters_used = 0
+    t_loop = perf()
+    for i in range(args.tasks):
+        t = perf()
+        c = cpu()
+        r = sched.schedule(Task(spec, name="bench"), snap)
+        cpu_lat[i] = cpu() - c
+        lat[i] = perf() - t
+        phases[r.phase] += 1
+        clusters_used += len(r.placement)
+        if r.placement:
+            snap.assume(r.placement, spec.resources, key="bench")
+            snap.forget(key="bench")
+    loop_s = perf() - t_loop
+    lat_ms = lat * 1e3
+    conditions = {
+        "shape": "matched", "division": args.division, "fleet": args.fleet, "fleet_load_s": round(build_s, 2),
+        "binding": "Deployment, 12 replicas x 500m/1Gi, first scheduling", "warmup": args.warmup,
+        "phases": dict(phases), "mean_clusters_per_placement": round(clusters_used / max(1, args.tasks), 2),
+        "mean_ms": round(float(lat_ms.mean()), 4), "max_ms": round(float(lat_ms.max()), 3),
+    }
+    return {
+        "clusters": snap.n, "tasks": args.tasks, "mode": "algorithm", "shape": "matched",
+        "division": args.division,
+        "p50_ms": round(float(np.percentile(lat_ms, 50)), 4),
+        "p99_ms": round(float(np.percentile(lat_ms, 99)), 4),
+        "cpu_p50_ms": round(float(np.percentile(cpu_lat * 1e3, 50)), 4),
+        "throughput_per_s": round(args.tasks / loop_s, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "conditions": conditions,
+    }
+
+
 def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
+    if args.shape == "matched":
+        return run_matched(args)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
     snap = build_fleet(args.clusters, rng, prices=not args.no_prices)
@@ -190,6 +300,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
     if args.datasets > 0:
         snap.datasets = {f"default/ds{j}": (snap.names[(7 * j) % snap.n], snap.names[(7 * j + 3) % snap.n])
                          for j in range(50)}
+    cpu_loop = time.process_time()
     t_loop = perf()
     for i in range(args.tasks):
         spec = templates[i % len(templates)]
@@ -226,6 +337,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
                 snap.traffic.pop(f"bench/{gone}", None)
         partial += r.partial
     loop_s = perf() - t_loop
+    cpu_s = time.process_time() - cpu_loop
     wl = snap.water_level
     ready = snap.ready[: snap.n]
     lat_ms = lat * 1e3
@@ -247,6 +359,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": round(float(np.percentile(lat_ms, 50)), 4),
         "p99_ms": round(float(np.percentile(lat_ms, 99)), 4),
         "throughput_per_s": round(args.tasks / loop_s, 1),
+        "cpu_ms_per_decision": round(cpu_s * 1e3 / max(1, args.tasks), 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "conditions": conditions,
     }
@@ -274,6 +387,15 @@ async def _seed_fleet(store: Any, registry: Any, rows: list[FleetRow]) -> None:
     step = max(1, store.max_txn_ops)
     for i in range(0, len(docs), step):
         await store.txn([], docs[i:i + step])
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when unreadable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _vm_hwm_mb(pid: int) -> float:
@@ -370,6 +492,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
 
     watcher = asyncio.create_task(watch())
     sem = asyncio.Semaphore(args.inflight)
+    cpu0 = _cpu_s(proc.pid) if proc is not None else 0.0
     start = perf()
 
     async def submit(i: int) -> None:
@@ -390,7 +513,9 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     ok = ~np.isnan(decided)
     lat_ms = (decided[ok] - submitted[ok]) * 1e3
     span = float(np.nanmax(decided) - submitted.min()) if ok.any() else float("nan")
+    sched_cpu_ms = None
     if proc is not None:
+        sched_cpu_ms = round((_cpu_s(proc.pid) - cpu0) * 1e3 / max(1, int(ok.sum())), 3)
         rss = _vm_hwm_mb(proc.pid)
         proc.send_signal(signal.SIGTERM)
         try:
@@ -412,6 +537,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": round(float(np.percentile(lat_ms, 50)), 2) if lat_ms.size else None,
         "p99_ms": round(float(np.percentile(lat_ms, 99)), 2) if lat_ms.size else None,
         "throughput_per_s": round(int(ok.sum()) / span, 1) if ok.any() else 0.0,
+        "scheduler_cpu_ms_per_binding": sched_cpu_ms,
         "peak_rss_mb": rss,
         "conditions": {
             "scheduler": args.scheduler, "task_mix": args.mix, "decided": int(ok.sum()), "phases": dict(phases),
@@ -450,6 +576,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="algorithm: fraction of tasks that talk to the task before them (TrafficAffinity input)")
     ap.add_argument("--datasets", type=float, default=0.0,
                     help="algorithm: fraction of tasks that read a dataset (DataLocality input)")
+    ap.add_argument("--shape", choices=["varied", "matched"], default="varied",
+                    help="algorithm: the varied task mix, or the one binding of the Karmada comparison")
+    ap.add_argument("--division", choices=MATCHED_DIVISIONS, default=None,
+                    help="matched shape: the binding's replica division")
+    ap.add_argument("--fleet", type=str, default=None, help="matched shape: fleet JSON file")
     args = ap.parse_args(argv)
     if args.mode == "e2e":
         args.store = args.store or "sqlite"
@@ -460,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out = run_algorithm(args)
     cond = out.pop("conditions")
-    print(f"# conditions: {args.clusters} clusters, {args.tasks} tasks, mode {args.mode}, seed {args.seed}, "
+    print(f"# conditions: {out['clusters']} clusters, {args.tasks} tasks, mode {args.mode}, seed {args.seed}, "
           f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs")
     for k, v in cond.items():
         print(f"#   {k}: {v}")

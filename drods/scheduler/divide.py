@@ -110,6 +110,17 @@ def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefe
     rows = np.flatnonzero(elig & (s < cap))
     if rows.size == 0:
         return
+    if rows.size > 2 * d and rows.size * d > 4096:
+        # Only clusters whose first signpost is among the top d can win a seat (each cluster's
+        # signposts decrease); keep them and anything within tie tolerance, drop the rest.
+        first = w[rows] / (s[rows] + 0.5)
+        kth = np.partition(first, first.size - d)[first.size - d]
+        keep = first >= kth - 2 * abs(kth) * _REL
+        exact = np.flatnonzero(first == kth)
+        if exact.size > d:  # of many equal signposts only the first d by the tie order can win
+            pref = prefer[rows[exact]] if prefer is not None else np.zeros(exact.size)
+            keep[exact[np.lexsort((exact, -pref, s[rows[exact]]))[d:]]] = False
+        rows = rows[keep]
     k = np.arange(d, dtype=np.float64)
     seats = s[rows][:, None] + k                       # seat index each signpost would create
     p = w[rows][:, None] / (seats + 0.5)

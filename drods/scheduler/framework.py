@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,9 +32,12 @@ from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task, TaskInfo, analyse
+from drods.scheduler.weights import static_weights
 
 Phase = Literal["Scheduled", "Unschedulable"]
 SURGE_SIGNAL = "trafficSurge"
+_NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
+_NO_ROWS.flags.writeable = False
 
 
 @dataclass(slots=True)
@@ -43,7 +46,6 @@ class ScheduleResult:
 
     name: str
     phase: Phase
-    placement: list[TargetCluster]
     requested: int
     placed: int
     message: str
@@ -55,22 +57,61 @@ class ScheduleResult:
     spread: float = 1.0
     fleet_water_level: float = 0.0
     surge: float = 0.0
-    score_names: list[str] = field(default_factory=list)
-    score_arrays: dict[str, FloatArr] = field(default_factory=dict, repr=False)
+    # per candidate: one row per score plugin and a last row "total" (names in _score_keys)
+    _score_matrix: FloatArr | None = field(default=None, repr=False)
+    _score_keys: tuple[str, ...] = field(default=(), repr=False)
+    _score_pos: IntArr | None = field(default=None, repr=False)  # candidates that got replicas
+    _score_arrays: dict[str, FloatArr] | None = field(default=None, repr=False)
     timings_ms: dict[str, float] = field(default_factory=dict)
     analysis: dict[str, object] = field(default_factory=dict)
     extra_reasons: dict[str, str] = field(default_factory=dict)
+    # the placement as (cluster, replicas) sorted by cluster: what callers store and assume
+    pairs: tuple[tuple[str, int], ...] = ()
+    _placement: list[TargetCluster] | None = field(default=None, repr=False)
     estimated_hourly_cost: float | None = None  # F6: the placement at the clusters' prices
     data_moved_gib_per_hour: float | None = None  # F4: dataset reads from another cluster
     _rejections: list[Rejection] = field(default_factory=list, repr=False)
     _names: np.ndarray | None = field(default=None, repr=False)
     _reasons: dict[str, str] | None = field(default=None, repr=False)
+    # feasible clusters that still got nothing, explained lazily (Duplicated: too small for all replicas)
+    _notes: list[Rejection] = field(default_factory=list, repr=False)
+    _score_names: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def placement(self) -> list[TargetCluster]:
+        """The placement as API objects (built on first access from ``pairs``)."""
+        if self._placement is None:
+            self._placement = [TargetCluster(cluster=c, replicas=k) for c, k in self.pairs]
+        return self._placement
+
+    @property
+    def score_arrays(self) -> dict[str, FloatArr]:
+        """Per-plugin (and ``total``) scores of the clusters that received replicas, in
+        ``score_names`` order (cut out of the candidates' arrays on first access)."""
+        if self._score_arrays is None:
+            cut = self._chosen_scores()
+            self._score_arrays = {} if cut is None else dict(zip(self._score_keys, cut, strict=True))
+        return self._score_arrays
+
+    def _chosen_scores(self) -> FloatArr | None:
+        if self._score_matrix is None or self._score_pos is None:
+            return None
+        return self._score_matrix[:, self._score_pos]
+
+    @property
+    def score_names(self) -> list[str]:
+        """Clusters that received replicas, in the order of the ``score_arrays`` entries."""
+        return [] if self._score_names is None else [str(x) for x in self._score_names.tolist()]
 
     @property
     def scores(self) -> dict[str, dict[str, float]]:
         """Per-plugin (and ``total``) scores of the clusters that received replicas."""
-        return {p: {nm: round(float(v), 3) for nm, v in zip(self.score_names, arr.tolist(), strict=True)}
-                for p, arr in self.score_arrays.items()}
+        cut = self._chosen_scores()
+        if cut is None:
+            return {}
+        names = self.score_names
+        return {p: dict(zip(names, row, strict=True))
+                for p, row in zip(self._score_keys, cut.round(3).tolist(), strict=True)}
 
     @property
     def partial(self) -> bool:
@@ -83,7 +124,7 @@ class ScheduleResult:
             out: dict[str, str] = {}
             names = self._names
             if names is not None:
-                for rej in self._rejections:
+                for rej in (*self._rejections, *self._notes):
                     for k, row in enumerate(rej.rows.tolist()):
                         out.setdefault(str(names[row]), rej.message(k))
             out.update(self.extra_reasons)
@@ -95,11 +136,11 @@ class ScheduleResult:
         those it returns (a 10,000-cluster rejection costs ``limit`` strings, not 10,000)."""
         if self._reasons is not None:
             return dict(list(self._reasons.items())[:limit]), len(self._reasons)
-        total = len(self.extra_reasons) + sum(int(rej.rows.size) for rej in self._rejections)
+        total = len(self.extra_reasons) + sum(int(rej.rows.size) for rej in (*self._rejections, *self._notes))
         out: dict[str, str] = {}
         names = self._names
         if names is not None:
-            for rej in self._rejections:
+            for rej in (*self._rejections, *self._notes):
                 room = limit - len(out)
                 if room <= 0:
                     break
@@ -118,7 +159,7 @@ class ScheduleResult:
         return dict(c)
 
     def placement_dict(self) -> dict[str, int]:
-        return {t.cluster: t.replicas for t in self.placement}
+        return dict(self.pairs)
 
 
 def summarize(total: int, feasible: int, counts: Mapping[str, int]) -> str:
@@ -140,6 +181,8 @@ class Scheduler:
 
     # ------------------------------------------------------------------ helpers
     def _current(self, info: TaskInfo, snap: Snapshot) -> None:
+        if not info.current:
+            return
         rows: list[int] = []
         counts: list[int] = []
         for name, c in info.current.items():
@@ -158,10 +201,10 @@ class Scheduler:
             t0 = perf()
             mask, rej = p.filter(info, snap, mask)
             timings[p.name] = timings.get(p.name, 0.0) + (perf() - t0) * 1e3
-            if rej:
+            if rej:  # a filter that dropped nobody left the mask as it was
                 rejections.extend(rej)
-            if not mask.any():
-                break
+                if not mask.any():
+                    break
         return mask, rejections
 
     @staticmethod
@@ -233,23 +276,28 @@ class Scheduler:
         if not mask.any():
             return self._unschedulable(info, n, rejections, tried, extra, timings, t_start, base)
 
-        cand = np.flatnonzero(mask)
+        cand = mask.nonzero()[0]
         m = cand.size
         # existing replicas per candidate position
         existing = np.zeros(m, dtype=np.intp)
+        has_existing = False
         if info.current_rows.size and not info.rebalance:
             pos = np.searchsorted(cand, info.current_rows)
             pos = np.minimum(pos, m - 1)
             hit = cand[pos] == info.current_rows
             existing[pos[hit]] = info.current_counts[hit]
+            has_existing = bool(hit.any())
         # how many more replicas fit (estimators), capped to 0 on kept-but-full clusters
         t0 = perf()
-        extra_fit = np.full(m, np.inf)
+        extra_fit: FloatArr | None = None
         for est in prof.estimators:
-            np.minimum(extra_fit, est.max_replicas(info, snap)[cand], out=extra_fit)
+            fit = est.max_replicas(info, snap)[cand]
+            extra_fit = fit if extra_fit is None else np.minimum(extra_fit, fit, out=extra_fit)
+        if extra_fit is None:
+            extra_fit = np.full(m, np.inf)
         if kept_rows.size:
             extra_fit[np.isin(cand, kept_rows)] = 0.0
-        caps = existing + extra_fit
+        caps = existing + extra_fit if has_existing else extra_fit
         timings["estimate"] = (perf() - t0) * 1e3
 
         # scores with adjusted weights (S5, S10)
@@ -258,30 +306,39 @@ class Scheduler:
         sig = signals if signals is not None else snap.signals
         adj = prof.adjuster.adjust(fleet, float(sig.get(SURGE_SIGNAL, 0.0)))
         timings["adjust"] = (perf() - t0) * 1e3
-        total = np.zeros(m)
-        wsum = 0.0
-        per_plugin: dict[str, FloatArr] = {}
-        for plugin, _ in prof.scores:
-            skip = getattr(plugin, "skip", None)
-            if skip is not None and skip(info, snap):
-                continue  # no input for this plugin in this task: no array work, no weight
-            w = adj.weights.get(plugin.name, 0.0)
+        # one row per score plugin with input in this task, clipped to 0..100; the total is their
+        # weighted mean. A plugin whose input the task doesn't use is skipped before any array work.
+        scores = [(plugin, cfg) for plugin, cfg in prof.scores
+                  if (skip := getattr(plugin, "skip", None)) is None or not skip(info, snap)]
+        k = len(scores)
+        stacked = np.empty((k + 1, m))  # the last row is the total
+        wvec = np.zeros(k)
+        maximum, minimum = np.maximum, np.minimum
+        all_feasible = m == n
+        for i, (plugin, _) in enumerate(scores):
             t0 = perf()
-            s = np.asarray(plugin.score(info, snap, mask), dtype=np.float64)[cand]
+            raw = np.asarray(plugin.score(info, snap, mask), dtype=np.float64)
             timings[plugin.name] = (perf() - t0) * 1e3
-            np.clip(s, 0.0, 100.0, out=s)
-            per_plugin[plugin.name] = s
-            if w > 0:
-                total += w * s
-                wsum += w
-        total = total / wsum if wsum > 0 else np.full(m, 100.0)
+            row = stacked[i]
+            maximum(raw if all_feasible else raw[cand], 0.0, out=row)
+            minimum(row, 100.0, out=row)
+            wvec[i] = max(adj.weights.get(plugin.name, 0.0), 0.0)
+        wsum = float(wvec.sum())
+        total = stacked[k]
+        if wsum > 0:
+            np.divide(wvec @ stacked[:k], wsum, out=total)
+        else:
+            total.fill(100.0)
 
         # S6: preference = existing first, then total score (to 1e-3), ties at random (seedable)
         t0 = perf()
-        rand = self.rng.random(m)
-        prefer = (existing > 0) * 1e6 + np.round(total, 3) * 1e3 + rand
-        sel = np.arange(m)
-        required = np.zeros(0, dtype=np.intp)
+        prefer = total.round(3)
+        prefer *= 1e3
+        if has_existing:
+            prefer += (existing > 0) * 1e6
+        prefer += self.rng.random(m)
+        sel: IntArr | None = None  # positions kept by spread constraints (None: all)
+        required = _NO_ROWS
         problems: list[str] = []
         if info.spread:
             sel, required, problems = self._select_spread(info, snap, cand, prefer, caps)
@@ -293,85 +350,92 @@ class Scheduler:
 
         # divide (S7, S10)
         t0 = perf()
-        remap = np.full(m, -1, dtype=np.intp)
-        remap[sel] = np.arange(sel.size)
+        if sel is None:
+            rows_sel, caps_sel, existing_sel, total_sel, prefer_sel = cand, caps, existing, total, prefer
+        else:
+            rows_sel, caps_sel, existing_sel = cand[sel], caps[sel], existing[sel]
+            total_sel, prefer_sel = total[sel], prefer[sel]
+        required_sel: IntArr | None = None
+        if required.size:
+            remap = np.full(m, -1, dtype=np.intp)
+            remap[sel if sel is not None else slice(None)] = np.arange(rows_sel.size)
+            required_sel = remap[required]
         static_w: FloatArr | None = None
-        prefer_sel = prefer[sel]
         if info.division == "StaticWeight":
             # Karmada: exact ties go by cluster name; only weighted clusters need ranking
-            static_w = self._static_weights(info, snap, cand[sel])
-            prefer_sel = np.full(sel.size, -np.inf)
-            wpos = np.flatnonzero(static_w > 0)
-            names_w = snap.names_arr[cand[sel[wpos]]].astype(str)
-            prefer_sel[wpos] = -np.argsort(np.argsort(names_w, kind="stable")).astype(np.float64)
-            prefer_sel = prefer_sel + (existing[sel] > 0) * 1e9
+            static_w = self._static_weights(info, snap, rows_sel)
+            prefer_sel = np.where(static_w > 0, -snap.name_rank()[rows_sel].astype(np.float64), -np.inf)
+            if has_existing:
+                prefer_sel = prefer_sel + (existing_sel > 0) * 1e9
         inp = DivisionInput(
-            kind=info.division, total=info.replicas, caps=caps[sel], existing=existing[sel],
-            scores=total[sel], prefer=prefer_sel, spread=adj.spread, static_weights=static_w,
-            required=remap[required] if required.size else None, keep_existing=not info.rebalance,
+            kind=info.division, total=info.replicas, caps=caps_sel, existing=existing_sel,
+            scores=total_sel, prefer=prefer_sel, spread=adj.spread, static_weights=static_w,
+            required=required_sel, keep_existing=not info.rebalance,
         )
         if info.cost_first and info.division not in ("Duplicated", "StaticWeight") and priced(snap):
-            price = replica_price(info, snap)[cand[sel]]
-            counts = cheapest_fill(info.replicas, caps[sel], existing[sel], price, prefer_sel,
+            price = replica_price(info, snap)[rows_sel]
+            counts = cheapest_fill(info.replicas, caps_sel, existing_sel, price, prefer_sel,
                                    keep_existing=not info.rebalance)
             base["division"] = "CostFirst"
         else:
             counts = divide(inp)
         timings["divide"] = (perf() - t0) * 1e3
 
-        chosen = np.flatnonzero(counts > 0)
-        rows = cand[sel][chosen]
+        chosen = (counts > 0).nonzero()[0]
+        rows = rows_sel[chosen]
         cnt = counts[chosen]
-        order = np.argsort(snap.names_arr[rows].astype(str), kind="stable") if rows.size > 1 else np.arange(rows.size)
-        placement = [TargetCluster.model_construct(cluster=str(snap.names_arr[rows[i]]), replicas=int(cnt[i]))
-                     for i in order.tolist()]
+        if rows.size > 1:
+            order = np.argsort(snap.name_rank()[rows], kind="stable")
+            rows, cnt = rows[order], cnt[order]
+            chosen = chosen[order]
+        names_arr = snap.names_arr
+        pairs = tuple(zip(names_arr[rows].tolist(), cnt.tolist(), strict=True))
         placed = int(cnt.sum()) if info.division != "Duplicated" else (info.replicas if rows.size else 0)
+        notes: list[Rejection] = []
         if info.division == "Duplicated":
-            short = np.flatnonzero(caps[sel] < info.replicas)
-            for p in short.tolist():
-                nm = str(snap.names_arr[cand[sel][p]])
-                fit = caps[sel][p]
-                extra[nm] = f"only {int(fit)} replicas fit (Duplicated needs {info.replicas})"
-        chosen_pos = sel[chosen]
+            short = (caps_sel < info.replicas).nonzero()[0]
+            if short.size:
+                notes.append(Rejection(f"Duplicated needs {info.replicas} replicas", rows_sel[short],
+                                       "Duplicated", _short_detail(caps_sel[short], info.replicas)))
+                if base["_names"] is None:
+                    base["_names"] = names_arr[:n].copy()
+        base["_score_matrix"] = stacked
+        base["_score_keys"] = (*(p.name for p, _ in scores), "total")
+        base["_score_pos"] = chosen if sel is None else sel[chosen]
+        base["_score_names"] = names_arr[rows]
+        base["_notes"] = notes
         per_cluster = cnt if info.division != "Duplicated" else np.full(rows.size, info.replicas, dtype=np.intp)
         est_cost = hourly_cost(info, snap, rows, per_cluster)
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)
-        score_arrays = {pn: arr[chosen_pos] for pn, arr in per_plugin.items()}
-        score_arrays["total"] = total[chosen_pos]
-        score_names = [str(x) for x in snap.names_arr[cand[chosen_pos]]]
         timings["total"] = (perf() - t_start) * 1e3
-        if not placement and info.replicas > 0:
+        if not pairs and info.replicas > 0:
             msg = (f"0/{info.replicas} replicas placed: the {m} feasible clusters have no room "
                    f"({summarize(n, m, base_counts(rejections))})")
             if info.division == "Duplicated":
                 msg = (f"no feasible cluster fits all {info.replicas} replicas (Duplicated); "
                        + summarize(n, m, base_counts(rejections)))
-            return ScheduleResult(phase="Unschedulable", placement=[], placed=0, message=msg, feasible=m,
+            return ScheduleResult(phase="Unschedulable", placed=0, message=msg, feasible=m,
                                   weights=adj.weights, spread=adj.spread, fleet_water_level=fleet,
                                   surge=adj.surge, timings_ms=timings, **base)  # type: ignore[arg-type]
         if placed < info.replicas:
-            msg = (f"partially scheduled: placed {placed}/{info.replicas} replicas on {len(placement)} "
-                   f"clusters; the {sel.size} selected feasible clusters can hold no more "
+            msg = (f"partially scheduled: placed {placed}/{info.replicas} replicas on {len(pairs)} "
+                   f"clusters; the {rows_sel.size} selected feasible clusters can hold no more "
                    "(resource fit / water-level limit)")
         else:
-            msg = f"scheduled {placed} replicas on {len(placement)}/{n} clusters ({m} feasible)"
+            msg = f"scheduled {placed} replicas on {len(pairs)}/{n} clusters ({m} feasible)"
         return ScheduleResult(
-            phase="Scheduled", placement=placement, placed=placed, message=msg, feasible=m,
+            phase="Scheduled", pairs=pairs, placed=placed, message=msg, feasible=m,
             weights=adj.weights, spread=adj.spread, fleet_water_level=fleet, surge=adj.surge,
-            score_names=score_names, score_arrays=score_arrays, timings_ms=timings,
-            estimated_hourly_cost=est_cost, data_moved_gib_per_hour=moved, **base,  # type: ignore[arg-type]
+            timings_ms=timings, estimated_hourly_cost=est_cost, data_moved_gib_per_hour=moved,
+            **base,  # type: ignore[arg-type]
         )
 
-    def _static_weights(self, info: TaskInfo, snap: Snapshot, rows: IntArr) -> FloatArr:
+    @staticmethod
+    def _static_weights(info: TaskInfo, snap: Snapshot, rows: IntArr) -> FloatArr:
         """Karmada: a cluster's weight is the highest rule matching it; none matching → all weight 1."""
-        from drods.scheduler.selectors import affinity_mask
-
-        w = np.zeros(rows.size)
-        for term, weight in info.static_weights:
-            m = affinity_mask(snap, term)[rows]
-            np.maximum(w, np.where(m, float(weight), 0.0), out=w)
+        w = static_weights(snap, info.static_weights)[rows]
         if not (w > 0).any():
-            w[:] = 1.0
+            w = np.ones(rows.size)
         return w
 
     def _unschedulable(self, info: TaskInfo, n: int, rejections: list[Rejection], tried: list[str],
@@ -396,8 +460,12 @@ class Scheduler:
         if extra_msg:
             msg += " " + extra_msg
         timings["total"] = (time.perf_counter() - t_start) * 1e3
-        return ScheduleResult(phase="Unschedulable", placement=[], placed=0, message=msg, feasible=feasible,
+        return ScheduleResult(phase="Unschedulable", placed=0, message=msg, feasible=feasible,
                               timings_ms=timings, **base)  # type: ignore[arg-type]
+
+
+def _short_detail(fit: FloatArr, need: int) -> Callable[[int], str]:
+    return lambda k: f"only {int(fit[k])} replicas fit (Duplicated needs {need})"
 
 
 def base_counts(rejections: list[Rejection]) -> dict[str, int]:

@@ -148,6 +148,18 @@ class _RowInfo:
     latency: list[str] = field(default_factory=list)
 
 
+PlacementLike = Sequence[TargetCluster] | Sequence[tuple[str, int]]
+
+
+def _names_counts(placement: PlacementLike) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Cluster names and replica counts of a placement given as objects or (cluster, replicas)."""
+    if placement and isinstance(placement[0], tuple):
+        pairs: Sequence[tuple[str, int]] = placement  # type: ignore[assignment]
+        return tuple(c for c, _ in pairs), tuple(int(k) for _, k in pairs)
+    objs: Sequence[TargetCluster] = placement  # type: ignore[assignment]
+    return tuple(t.cluster for t in objs), tuple(int(t.replicas) for t in objs)
+
+
 @dataclass(slots=True)
 class _Assumed:
     names: tuple[str, ...]
@@ -210,6 +222,9 @@ class Snapshot:
         self._wl: FloatArr = np.zeros(0)
         self._largest_eff: FloatArr = np.zeros((0, 3))
         self.cache: dict[Any, Any] = {}
+        # values derived from status and spec but not from assumed placements (per-shape
+        # constants of the capacity plugins): kept across assume/forget, dropped on any other change
+        self.status_cache: dict[Any, Any] = {}
 
     # ------------------------------------------------------------------ storage management
     def _grow(self) -> None:
@@ -240,6 +255,7 @@ class Snapshot:
 
     def _touch(self, topology: bool) -> None:
         self.version += 1
+        self.status_cache.clear()
         if topology:
             self.topology_version += 1
             self.cache.clear()
@@ -505,7 +521,7 @@ class Snapshot:
     # ------------------------------------------------------------------ assume / forget (S7)
     def assume(
         self,
-        placement: Sequence[TargetCluster],
+        placement: PlacementLike,
         requirements: ReplicaRequirements | Sequence[float] | FloatArr,
         key: str | None = None,
     ) -> None:
@@ -517,15 +533,14 @@ class Snapshot:
         req = requirement_vector(requirements)
         if key is not None:
             self.forget(key=key)
-        names = tuple(t.cluster for t in placement)
-        counts = tuple(int(t.replicas) for t in placement)
+        names, counts = _names_counts(placement)
         self._apply(names, counts, req, 1.0)
         if key is not None:
             self._assumed[key] = _Assumed(names, counts, req)
 
     def forget(
         self,
-        placement: Sequence[TargetCluster] | None = None,
+        placement: PlacementLike | None = None,
         requirements: ReplicaRequirements | Sequence[float] | FloatArr | None = None,
         *,
         key: str | None = None,
@@ -539,8 +554,7 @@ class Snapshot:
             return True
         if placement is None or requirements is None:
             raise ValueError("forget needs a key or both placement and requirements")
-        self._apply(tuple(t.cluster for t in placement), tuple(int(t.replicas) for t in placement),
-                    requirement_vector(requirements), -1.0)
+        self._apply(*_names_counts(placement), requirement_vector(requirements), -1.0)
         return True
 
     def assumed_keys(self) -> list[str]:
@@ -550,19 +564,33 @@ class Snapshot:
         idx = self.index
         fresh = self._derived_version == self.version
         rows: list[int] = []
+        cs: list[int] = []
         for name, c in zip(names, counts, strict=True):
             row = idx.get(name)
             if row is None or c == 0:
                 continue
-            a = self.assumed[row]
-            a += (sign * c) * req
+            rows.append(row)
+            cs.append(c)
+        self.version += 1
+        if not rows:
+            if fresh:
+                self._derived_version = self.version
+            return
+        r = np.asarray(rows, dtype=np.intp)
+        if len(rows) > 8 and r.size == len(set(rows)):  # many clusters (Duplicated): one array update
+            a = self.assumed[r] + (sign * np.asarray(cs, dtype=np.float64))[:, None] * req
             if sign < 0:
                 np.maximum(a, 0.0, out=a)
-            rows.append(row)
-        self.version += 1
-        if fresh and rows:
+            self.assumed[r] = a
+        else:  # a few clusters, or one named twice: one row at a time, as given
+            for row, c in zip(rows, cs, strict=True):
+                a = self.assumed[row]
+                a += (sign * c) * req
+                if sign < 0:
+                    np.maximum(a, 0.0, out=a)
+        if fresh:
             # An assume touches a few rows: refresh just those instead of every row on next read.
-            self._derive_rows(np.asarray(rows, dtype=np.intp))
+            self._derive_rows(r)
             self._derived_version = self.version
 
     # ------------------------------------------------------------------ derived views
@@ -630,6 +658,19 @@ class Snapshot:
             else:
                 rows.append(r)
         return rows, missing
+
+    def name_rank(self) -> np.ndarray:
+        """(n,) each row's position in name order (cached until the topology changes): sorting
+        rows by it sorts them by name without touching strings."""
+        hit = self.cache.get("name-rank")
+        if hit is not None and hit.size == self.n:
+            return hit  # type: ignore[no-any-return]
+        order = np.argsort(np.asarray(self.names, dtype=str), kind="stable")
+        rank = np.empty(self.n, dtype=np.intp)
+        rank[order] = np.arange(self.n, dtype=np.intp)
+        rank.flags.writeable = False
+        self.cache["name-rank"] = rank
+        return rank
 
     def name_mask(self, names: Sequence[str]) -> BoolArr:
         m = np.zeros(self.n, dtype=bool)
@@ -702,6 +743,13 @@ class Snapshot:
         """Allocatable-cpu-weighted mean water level of the masked clusters."""
         wl = self.water_level
         w = self.alloc[: self.n, CPU]
+        if mask is not None and mask.all():
+            mask = None
+        if mask is None and wl.size:
+            tot = self.status_cache.get("cpu-allocatable-sum")
+            if tot is None:
+                tot = self.status_cache["cpu-allocatable-sum"] = float(w.sum())
+            return float(wl.dot(w) / tot) if tot > 0 else float(wl.mean())
         if mask is not None:
             wl = wl[mask]
             w = w[mask]

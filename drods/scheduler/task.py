@@ -13,9 +13,12 @@ from typing import Any, Literal
 import numpy as np
 
 from drods.model.binding import BindingSpec, TargetCluster
-from drods.model.placement import ClusterAffinity, ClusterAffinityTerm, SpreadConstraint
+from drods.model.placement import ClusterAffinity, ClusterAffinityTerm, SpreadConstraint, StaticClusterWeight
 from drods.scheduler.interface import FloatArr, IntArr
 from drods.scheduler.snapshot import requirement_vector
+
+_NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
+_NO_ROWS.flags.writeable = False
 
 Division = Literal["Duplicated", "Aggregated", "StaticWeight", "WaterLevel", "AvailableReplicas"]
 
@@ -48,6 +51,39 @@ class AffinityKey:
     def empty(self) -> bool:
         return not (self.cluster_names or self.exclude or self.match_labels or self.label_exprs
                     or self.field_exprs)
+
+
+@dataclass(frozen=True, slots=True)
+class StaticRules:
+    """A static weight list split for linear evaluation: rules that only name clusters become
+    (name, weight) pairs looked up in the snapshot's name index; every other rule stays a term
+    whose mask is evaluated once per distinct term. A cluster's weight is its best matching rule."""
+
+    names: tuple[str, ...] = ()
+    name_weights: tuple[int, ...] = ()
+    terms: tuple[tuple[AffinityKey, int], ...] = ()
+
+    @classmethod
+    def of(cls, rules: Sequence[StaticClusterWeight]) -> StaticRules:
+        names: list[str] = []
+        weights: list[int] = []
+        add_name = names.append
+        add_weight = weights.append
+        terms: dict[AffinityKey, int] = {}
+        for rule in rules:
+            tc = rule.targetCluster
+            cn = tc.clusterNames
+            if cn and tc.labelSelector is None and tc.fieldSelector is None and not tc.exclude:
+                for nm in cn:
+                    add_name(nm)
+                    add_weight(rule.weight)
+                continue
+            key = AffinityKey.of(tc)
+            terms[key] = max(terms.get(key, 0), rule.weight)
+        return cls(tuple(names), tuple(weights), tuple(terms.items()))
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.terms)
 
 
 @dataclass(slots=True)
@@ -90,7 +126,7 @@ class TaskInfo:
     shorthand: tuple[tuple[str, tuple[str, ...]], ...]
     spread: tuple[SpreadConstraint, ...]
     division: Division
-    static_weights: tuple[tuple[AffinityKey, int], ...]
+    static_weights: StaticRules
     limit: float
     current: dict[str, int]
     preferred_regions: tuple[str, ...]
@@ -103,8 +139,8 @@ class TaskInfo:
     workload: str | None = None
     datasets: tuple[tuple[str, float], ...] = ()  # F4: ("namespace/name", GiB read per hour)
     follow: str | None = None  # F3: "namespace/name" of the workload this one follows
-    current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
-    current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    current_rows: IntArr = field(default_factory=lambda: _NO_ROWS)
+    current_counts: IntArr = field(default_factory=lambda: _NO_ROWS)
     missing_targets: tuple[str, ...] = ()
     cache: dict[str, Any] = field(default_factory=dict)
 
@@ -139,14 +175,14 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
                                                   ("zone", spec.zones), ("city", spec.cities)) if v)
     rs = pl.replicaScheduling
     division: Division
-    statics: tuple[tuple[AffinityKey, int], ...] = ()
+    statics = StaticRules()
     if rs is not None and rs.replicaSchedulingType == "Duplicated":
         division = "Duplicated"
     elif rs is not None and rs.replicaDivisionPreference == "Aggregated":
         division = "Aggregated"
     elif rs is not None and rs.weightPreference is not None and rs.weightPreference.staticWeightList:
         division = "StaticWeight"
-        statics = tuple((AffinityKey.of(w.targetCluster), w.weight) for w in rs.weightPreference.staticWeightList)
+        statics = StaticRules.of(rs.weightPreference.staticWeightList)
     elif rs is not None and rs.weightPreference is not None and rs.weightPreference.dynamicWeight:
         division = rs.weightPreference.dynamicWeight
     else:

@@ -24,14 +24,13 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
 
-from drods.model.binding import TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.model.conditions import condition
 from drods.model.preallocation import PreallocationHold, parse_hold
@@ -197,7 +196,7 @@ class SchedulerCache:
         a = self._assumed.get(key)
         return dict(a.counts) if a is not None else None
 
-    def assume_decision(self, key: str, old: Placement, new: Sequence[TargetCluster],
+    def assume_decision(self, key: str, old: Placement, new: Placement,
                         req: tuple[float, ...], ts: float) -> None:
         """Count what a new decision adds beyond the placement already in the status.
 
@@ -206,11 +205,11 @@ class SchedulerCache:
         prev = self._assumed.get(key)
         counts: dict[str, int] = dict(prev.counts) if prev is not None else {}
         old_map = dict(old)
-        for t in new:
-            grow = t.replicas - old_map.get(t.cluster, 0)
+        for cluster, replicas in new:
+            grow = replicas - old_map.get(cluster, 0)
             if grow > 0:
-                counts[t.cluster] = counts.get(t.cluster, 0) + grow
-        new_names = {t.cluster for t in new}
+                counts[cluster] = counts.get(cluster, 0) + grow
+        new_names = {cluster for cluster, _ in new}
         counts = {c: n for c, n in counts.items() if n > 0 and c in new_names}
         self._set(key, counts, req, ts)
 
@@ -231,8 +230,7 @@ class SchedulerCache:
         if not counts:
             self.forget(key)
             return
-        self.snap.assume([TargetCluster.model_construct(cluster=c, replicas=n) for c, n in counts.items()],
-                         np.asarray(req, dtype=np.float64), key=key)
+        self.snap.assume(tuple(counts.items()), np.asarray(req, dtype=np.float64), key=key)
         self._assumed[key] = _Assumption(counts, req, ts)
         heapq.heappush(self._due, (ts + self.assume_ttl, key, ts))
 

@@ -51,7 +51,7 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
         "scheduleType": schedule_type,
         "scheduler": scheduler,
         "profile": profile,
-        "result": {"phase": result.phase, "placement": placement_json(result.placement),
+        "result": {"phase": result.phase, "placement": placement_json(result.pairs),
                    "requested": result.requested, "placed": placed, "partial": result.partial,
                    "message": result.message},
         "candidates": {"total": result.clusters, "feasible": result.feasible},

@@ -21,8 +21,9 @@ A binding needs a decision when it was never scheduled, when ``metadata.generati
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from drods.model.annotations import WORKLOAD_CLASS_LABEL
@@ -137,6 +138,16 @@ def workload_of(binding: str, resource: Any) -> str:
     return f"default/{binding}"
 
 
+def with_status(rec: BindingRecord, raw: bytes, status: Mapping[str, Any]) -> BindingRecord:
+    """What ``decode_binding`` makes of ``raw`` — ``rec``'s object with ``status`` — without parsing
+    it (the revision stays ``rec``'s until the write's is known)."""
+    sg = status.get("scheduledGeneration")
+    return replace(rec, raw=raw, phase=str(status.get("phase") or "Pending"),
+                   placement=placement_of(status.get("placement")),
+                   scheduled_generation=int(sg) if isinstance(sg, int) else None,
+                   scheduled_time=parse_rfc3339(status.get("scheduledTime")))
+
+
 MANAGED_BY_LABEL = "multicluster.io/managed-by"
 DETECTOR_NAME = "resource-detector"
 
@@ -152,7 +163,8 @@ def placement_of(value: Any) -> Placement:
     out: list[tuple[str, int]] = []
     for t in value:
         if isinstance(t, dict) and isinstance(t.get("cluster"), str):
-            out.append((t["cluster"], int(t.get("replicas") or 0)))
+            # interned: 100,000 bindings name the same few thousand clusters
+            out.append((sys.intern(t["cluster"]), int(t.get("replicas") or 0)))
     return tuple(out)
 
 

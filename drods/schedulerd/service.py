@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -60,6 +60,7 @@ from drods.schedulerd.records import (
     encode_object,
     merge_status,
     schedule_type,
+    with_status,
 )
 from drods.store import Compare, KeyValue, Put, Store, StoreError
 
@@ -100,6 +101,7 @@ class _Plan:
     value: bytes
     schedule_type: str
     trigger: dict[str, Any] | None
+    written: BindingRecord | None = None  # what ``value`` decodes to (but its revision)
 
 
 class SchedulerService:
@@ -121,8 +123,7 @@ class SchedulerService:
         self.surge = Informer(store, SURGE_KEY, _decode_json)
         self.traffic = Informer(store, TRAFFIC_KEY, _decode_json)
         self.datasets = Informer(store, DATASET.key_prefix(), _decode_json)
-        self.bindings = Informer(store, BINDING.key_prefix(),
-                                 lambda kv: decode_binding(kv.key, kv.value, kv.mod_revision))
+        self.bindings = Informer(store, BINDING.key_prefix(), self._decode_binding)
         self.clusters.on_change(self._on_cluster)
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
@@ -133,6 +134,9 @@ class SchedulerService:
         self._scores = [p.name for p, _ in self.profile.scores]
         self._base_weights = {p.name: w for p, w in self.profile.scores}
         self._specs: dict[str, tuple[int, BindingSpec]] = {}
+        # status writes in flight: key → (bytes written, the record they decode to but its revision),
+        # so the watch echo of this process's own write is recognised without parsing it again
+        self._written: dict[str, tuple[bytes, BindingRecord]] = {}
         self._logged_failure: dict[str, str] = {}
         self._kick: asyncio.TimerHandle | None = None
         self._kick_reasons: set[str] = set()
@@ -244,6 +248,12 @@ class SchedulerService:
         locs = (new.get("spec") or {}).get("locations") or []
         self.cache.snap.datasets[name] = tuple(str(loc["cluster"]) for loc in locs
                                                if isinstance(loc, dict) and loc.get("cluster"))
+
+    def _decode_binding(self, kv: KeyValue) -> BindingRecord | None:
+        mine = self._written.pop(kv.key, None)
+        if mine is not None and mine[0] == kv.value:
+            return replace(mine[1], mod_revision=kv.mod_revision)
+        return decode_binding(kv.key, kv.value, kv.mod_revision)
 
     def _on_binding(self, key: str, old: BindingRecord | None, new: BindingRecord | None) -> None:
         if new is None or new.deleting:
@@ -364,7 +374,7 @@ class SchedulerService:
         except ValidationError as e:
             # The registry validated it on the way in; a spec stored by another version may not be.
             msg = f"invalid binding spec: {e.errors()[0].get('msg', e)}"
-            bad = ScheduleResult(name=name, phase="Unschedulable", placement=[], requested=rec.replicas, placed=0,
+            bad = ScheduleResult(name=name, phase="Unschedulable", requested=rec.replicas, placed=0,
                                  message=msg, clusters=self.cache.snap.n, feasible=0, division="")
             d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
             obj["status"] = merge_status(obj.get("status"), d)
@@ -377,14 +387,12 @@ class SchedulerService:
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
-            self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
-            self.cache.snap.workload_placements[rec.workload] = tuple(
-                (t.cluster, t.replicas) for t in result.placement)
+            self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts)
+            self.cache.snap.workload_placements[rec.workload] = result.pairs
             if rec.workload_class:  # the next decision sees this class here before the watch says so
-                self.cache.snap.set_class_placement(name, rec.workload_class,
-                                                    [(t.cluster, t.replicas) for t in result.placement],
+                self.cache.snap.set_class_placement(name, rec.workload_class, list(result.pairs),
                                                     rec.requirements[0])
-        placement = tuple((t.cluster, t.replicas) for t in result.placement) if ok else rec.placement
+        placement = result.pairs if ok else rec.placement
         status = obj.get("status") or {}
         if stype == RETRY and (rec.phase == "Unschedulable") == (not ok) and placement == rec.placement and \
                 result.message == status.get("message"):
@@ -395,7 +403,7 @@ class SchedulerService:
         reasons = result.reasons_sample(MAX_STATUS_REASONS)[0] if (not ok or result.partial) else {}
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None)
-        obj["status"] = merge_status(status, d)
+        obj["status"] = new_status = merge_status(status, d)
         trigger = None
         if stype == RESCHEDULE:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
@@ -404,7 +412,8 @@ class SchedulerService:
             trigger = {"kind": "FollowUp", "reason": f"{spec.followUp.name if spec.followUp else ''} moved"}
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
-        return _Plan(entry, rec, result, d, encode_object(obj), stype, trigger)
+        value = encode_object(obj)
+        return _Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, value, new_status))
 
     # ------------------------------------------------------------------ writing decisions
     async def _commit(self, plans: list[_Plan]) -> None:
@@ -440,6 +449,7 @@ class SchedulerService:
 
     def _undo(self, p: _Plan) -> None:
         """The decision was not written: the assumed load goes back to what the store says."""
+        self._written.pop(p.rec.key, None)
         self.cache.forget(p.rec.name)
         cur = self.bindings.cache.get(p.rec.key)
         if cur is not None and not cur.deleting:
@@ -453,6 +463,9 @@ class SchedulerService:
         chunk = max(1, (self.store.max_txn_ops - 1) * 3 // 4)
         outcomes: list[str] = [""] * len(plans)
         fallback: list[int] = []
+        for p in plans:
+            if p.written is not None:
+                self._written[p.rec.key] = (p.value, p.written)
         for start in range(0, len(plans), chunk):
             part = range(start, min(start + chunk, len(plans)))
             try:

@@ -10,7 +10,6 @@ import pytest
 
 from drods.controllers.detector import _Policy, best_policy, binding_name, pod_requests, replicas_of
 from drods.model.annotations import PREALLOCATION
-from drods.model.binding import TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS
 from drods.model.policy import ResourceSelector
@@ -121,10 +120,10 @@ def test_assumed_load_grows_only_and_expires_once_status_covers_it() -> None:
         c.on_cluster(n, ClusterRecord(n, {}, ClusterSpec(), True))
         c.on_status(n, _status(0, 1000.0))
     req = (1.0, 0.0, 0.0, 1.0, 0.0)
-    c.assume_decision("k", (), [TargetCluster(cluster="a", replicas=3)], req, 1000.0)
+    c.assume_decision("k", (), (("a", 3),), req, 1000.0)
     assert c.assumed("k") == {"a": 3}
     # scale to 5 with a placed on b: only the growth is new
-    grown = [TargetCluster(cluster="a", replicas=3), TargetCluster(cluster="b", replicas=2)]
+    grown = (("a", 3), ("b", 2))
     c.assume_decision("k", (("a", 3),), grown, req, 1001.0)
     assert c.assumed("k") == {"a": 3, "b": 2}
     assert c.snap.free[c.snap.index["a"], 0] == pytest.approx(7.0)

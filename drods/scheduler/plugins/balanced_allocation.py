@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from drods.scheduler.capacity import replica_shape
 from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
 from drods.scheduler.snapshot import GPU, Snapshot
 from drods.scheduler.task import TaskInfo
@@ -16,9 +17,14 @@ class BalancedAllocation(PluginBase):
 
     def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
         n = snap.n
-        cols = [0, 1, GPU] if task.req[GPU] > 0 else [0, 1]
-        alloc = snap.alloc[:n, cols]
-        used = snap.load[:n, cols] + snap.assumed[:n, cols] + task.req[cols]
-        frac = np.where(alloc > 0, used / np.where(alloc > 0, alloc, 1.0), 1.0)
+        if task.req[GPU] > 0:
+            cols = [0, 1, GPU]
+            alloc = snap.alloc[:n, cols]
+            used = snap.load[:n, cols] + snap.assumed[:n, cols] + task.req[cols]
+            frac = np.where(alloc > 0, used / np.where(alloc > 0, alloc, 1.0), 1.0)
+            np.clip(frac, 0.0, 1.0, out=frac)
+            return 100.0 * (1.0 - (frac.max(axis=1) - frac.min(axis=1)))  # type: ignore[no-any-return]
+        # cpu and memory: the current fractions plus one replica's step (inf, hence 1, where none allocatable)
+        frac = snap.fractions + replica_shape(task, snap).step
         np.clip(frac, 0.0, 1.0, out=frac)
-        return 100.0 * (1.0 - (frac.max(axis=1) - frac.min(axis=1)))  # type: ignore[no-any-return]
+        return 100.0 - 100.0 * np.abs(frac[:, 0] - frac[:, 1])  # type: ignore[no-any-return]

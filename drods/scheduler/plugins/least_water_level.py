@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from drods.scheduler.capacity import replica_shape
 from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
-from drods.scheduler.plugins.water_level_limit import effective_limit
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -15,5 +15,5 @@ class LeastWaterLevel(PluginBase):
     name = "LeastWaterLevel"
 
     def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
-        lim = effective_limit(task, snap)
-        return 100.0 * np.clip((lim - snap.water_level) / lim, 0.0, 1.0)  # type: ignore[no-any-return]
+        free = 1.0 - snap.water_level * replica_shape(task, snap).inv_limit  # (limit - wl) / limit
+        return 100.0 * np.minimum(np.maximum(free, 0.0, out=free), 1.0, out=free)  # type: ignore[no-any-return]

@@ -16,10 +16,14 @@ class NetworkLocality(PluginBase):
 
     def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
         n = snap.n
-        bw = snap.bandwidth[:n]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            util = snap.net_mbps[:n] / bw
-        util_s = np.where(np.isnan(util), 50.0, 100.0 * (1.0 - np.clip(util, 0.0, 1.0)))
+        util_s = snap.status_cache.get("network-utilisation-score")
+        if util_s is None:  # status and spec only: shared by every decision until they change
+            bw = snap.bandwidth[:n]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                util = snap.net_mbps[:n] / bw
+            util_s = np.where(np.isnan(util), 50.0, 100.0 * (1.0 - np.clip(util, 0.0, 1.0)))
+            util_s.flags.writeable = False
+            snap.status_cache["network-utilisation-score"] = util_s
         if not task.network_id:
             return util_s  # type: ignore[no-any-return]
         lat = latency_to(snap, task.network_id)

@@ -12,6 +12,12 @@ class Readiness(PluginBase):
 
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
         n = snap.n
+        all_ok = snap.status_cache.get("readiness-all-ok")
+        if all_ok is None:
+            all_ok = bool(snap.ready[:n].all() and snap.has_status[:n].all() and not snap.unschedulable[:n].any())
+            snap.status_cache["readiness-all-ok"] = all_ok
+        if all_ok:
+            return mask, []
         out: list[Rejection] = []
         for cond, reason in (
             (snap.ready[:n], "cluster not ready"),

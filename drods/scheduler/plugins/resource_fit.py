@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from drods.scheduler.capacity import replica_shape
 from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, IntArr, PluginBase, Rejection, reject
 from drods.scheduler.snapshot import RESOURCES, Snapshot
 from drods.scheduler.task import TaskInfo
@@ -45,44 +46,54 @@ class ResourceFit(PluginBase):
     capacity_only = True
 
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
-        out: list[Rejection] = []
+        shape = replica_shape(task, snap)
+        if not shape.rs:
+            return mask, []
         free = snap.free
         req = task.req
-        for r in task.requested:
-            col = free[:, r]
-            short = col < req[r] - EPS
-            drop = mask & short
+        sub = free[:, list(shape.rs)]
+        short = sub < shape.need
+        node_rs = list(shape.node_rs)
+        largest = snap.largest_free
+        no_node = (largest[:, node_rs] < shape.node_need).any(axis=1) if node_rs else None
+        task.cache["fit"] = (snap.version, sub, no_node)  # the estimator's inputs, this cycle
+        bad = short.any(axis=1)
+        if no_node is not None:
+            bad = bad | no_node
+        if not (mask & bad).any():
+            return mask, []
+        # someone is dropped: attribute each to the first resource it lacks, as listed
+        out: list[Rejection] = []
+        for k, r in enumerate(shape.rs):
+            col = sub[:, k]
+            drop = mask & short[:, k]
             if drop.any():
                 res = RESOURCES[r]
                 reason = "too many pods" if res == "pods" else f"insufficient {res}"
                 out.append(reject(self.name, reason, drop, _insufficient(res, float(req[r]), col),
                                   capacity_only=True))
-                mask = mask & ~short
-        node_rs = [r for r in task.requested if r < 3]
-        if node_rs:
-            largest = snap.largest_free
-            bad = np.zeros(snap.n, dtype=bool)
-            for r in node_rs:
-                bad |= largest[:, r] < req[r] - EPS
-            drop = mask & bad
+                mask = mask & ~short[:, k]
+        if no_node is not None:
+            drop = mask & no_node
             if drop.any():
                 out.append(reject(self.name, "no node fits 1 replica", drop, _no_node(largest, req, node_rs),
                                   capacity_only=True))
-                mask = mask & ~bad
+                mask = mask & ~no_node
         return mask, out
 
     def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
-        n = snap.n
-        fit = np.full(n, np.inf)
-        if not task.requested:
-            return fit
-        free = snap.free
-        req = task.req
-        rs = list(task.requested)
-        fit = np.floor(free[:, rs] / req[rs] + EPS).min(axis=1)
-        node_rs = [r for r in rs if r < 3]
-        if node_rs:
-            largest = snap.largest_free
-            ok = (largest[:, node_rs] >= req[node_rs] - EPS).all(axis=1)
-            fit = np.where(ok, fit, 0.0)
+        shape = replica_shape(task, snap)
+        if not shape.rs:
+            return np.full(snap.n, np.inf)
+        rs = list(shape.rs)
+        cached = task.cache.get("fit")
+        if cached is not None and cached[0] == snap.version:
+            _, sub, no_node = cached
+        else:
+            sub = snap.free[:, rs]
+            node_rs = list(shape.node_rs)
+            no_node = (snap.largest_free[:, node_rs] < shape.node_need).any(axis=1) if node_rs else None
+        fit = np.floor(sub / task.req[rs] + EPS).min(axis=1)
+        if no_node is not None:
+            fit[no_node] = 0.0
         return np.maximum(fit, 0.0)

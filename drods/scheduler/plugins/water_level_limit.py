@@ -12,19 +12,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from drods.scheduler.capacity import replica_shape
 from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, PluginBase, Rejection
-from drods.scheduler.snapshot import CPU, MEM, Snapshot
+from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 EPS = 1e-9
-
-
-def effective_limit(task: TaskInfo, snap: Snapshot) -> FloatArr:
-    lim = task.cache.get("limit")
-    if lim is None:
-        lim = np.minimum(snap.limit[: snap.n], task.limit)
-        task.cache["limit"] = lim
-    return lim  # type: ignore[no-any-return]
 
 
 def _detail(reason: str, vals: FloatArr) -> Callable[[int], str]:
@@ -48,17 +41,18 @@ class WaterLevelLimit(PluginBase):
     capacity_only = True
 
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
-        lim = effective_limit(task, snap)
+        shape = replica_shape(task, snap)
+        lim = shape.limit
         wl = snap.water_level
         out: list[Rejection] = []
-        above = wl > lim + EPS
+        above = wl > shape.limit_eps
         drop = mask & above
         if drop.any():
             out.extend(_grouped(self.name, "water level above {limit}", drop, lim, wl))
             mask = mask & ~above
         after = self._after_one(task, snap)
         if after is not None:
-            over = after > lim + EPS
+            over = after > shape.limit_eps
             drop = mask & over
             if drop.any():
                 out.extend(_grouped(self.name, "1 replica would raise water level above {limit}", drop,
@@ -69,24 +63,21 @@ class WaterLevelLimit(PluginBase):
     @staticmethod
     def _after_one(task: TaskInfo, snap: Snapshot) -> FloatArr | None:
         """Water level each cluster would have with one more replica."""
-        rs = [r for r in (CPU, MEM) if task.req[r] > 0]
+        shape = replica_shape(task, snap)
+        rs = list(shape.wl_rs)
         if not rs:
             return None
-        n = snap.n
-        alloc = snap.alloc[:n, rs]
-        with np.errstate(divide="ignore"):
-            step = np.where(alloc > 0, task.req[rs] / np.where(alloc > 0, alloc, 1.0), np.inf)
-        frac = snap.fractions[:, rs] + step
-        return np.maximum(snap.water_level, frac.max(axis=1) + snap.wl_offset[:n])
+        frac = snap.fractions + shape.step if len(rs) == 2 else snap.fractions[:, rs] + shape.step[:, rs]
+        return np.maximum(snap.water_level, frac.max(axis=1) + snap.wl_offset[: snap.n])
 
     def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
-        lim = effective_limit(task, snap)
-        n = snap.n
+        shape = replica_shape(task, snap)
         wl = snap.water_level
-        rs = [r for r in (CPU, MEM) if task.req[r] > 0]
+        rs = list(shape.wl_rs)
         if not rs:
-            return np.where(wl <= lim + EPS, np.inf, 0.0)
-        room = (lim - snap.wl_offset[:n])[:, None] - snap.fractions[:, rs]
-        alloc = snap.alloc[:n, rs]
-        fit = np.floor(room * alloc / task.req[rs] + EPS).min(axis=1)
-        return np.maximum(fit, 0.0)
+            return np.where(wl <= shape.limit + EPS, np.inf, 0.0)
+        room = shape.room_base[:, None] - (snap.fractions if len(rs) == 2 else snap.fractions[:, rs])
+        room *= shape.per_replica
+        room += EPS
+        fit = np.floor(room, out=room).min(axis=1)
+        return np.maximum(fit, 0.0, out=fit)  # type: ignore[no-any-return]

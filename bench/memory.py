@@ -1,0 +1,141 @@
+"""Memory of a whole ``drods serve`` holding a large fleet and many bindings.
+
+    python bench/memory.py [--clusters 10000] [--bindings 100000] [--settle 30]
+
+A fresh SQLite store gets ``--clusters`` Cluster objects (through the object registry) with a
+status document each, and ``--bindings`` Bindings scheduled an hour earlier (status with a placement of one to
+three clusters, which the clusters' statuses already show), written straight into the store in
+large transactions. Then ``drods
+serve`` starts on that store; once ``/readyz`` answers, its RSS is sampled every second for
+``--settle`` seconds (informers listed, scheduler cache and queue built, controllers started).
+
+Prints the conditions, then one JSON line: ``rss_mb`` (last sample), ``peak_rss_mb`` (VmHWM),
+``ready_s`` (start → /readyz) and the store's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from drods.model.kinds import BINDING, CLUSTER  # noqa: E402
+from drods.model.timefmt import rfc3339_ms  # noqa: E402
+from drods.registry.objects import ObjectRegistry  # noqa: E402
+from drods.registry.secrets import SecretBox, load_or_create_key  # noqa: E402
+from drods.store import Put, open_store  # noqa: E402
+from tests.server_process import ServerProcess  # noqa: E402
+
+REGIONS = [f"region-{i}" for i in range(12)]
+
+
+def _proc_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.random.Generator) -> None:
+    store = open_store(url)
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(data_dir / "encryption.key")))
+    now = time.time()
+    names = [f"cluster-{i:05d}" for i in range(clusters)]
+    objs = [(CLUSTER, {"metadata": {"name": nm, "labels": {"env": "prod"}},
+                       "spec": {"region": REGIONS[i % len(REGIONS)], "zone": f"{REGIONS[i % len(REGIONS)]}-a",
+                                "provider": "onprem"},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+            for i, nm in enumerate(names)]
+    for i in range(0, len(objs), 1000):
+        await registry.batch_upsert(objs[i:i + 1000])
+    stamp = rfc3339_ms(now)
+    decided = rfc3339_ms(now - 3600)  # decided an hour ago: the clusters' statuses already show them
+    docs = []
+    for nm in names:
+        cpu = float(rng.choice([64, 128, 256, 512]))
+        docs.append(Put(f"/status/clusters/{nm}", json.dumps({"status": {
+            "timestamp": stamp, "source": "push",
+            "cpu": {"capacity": cpu, "allocatable": cpu, "allocated": cpu * 0.3, "used": cpu * 0.3},
+            "memory": {"capacity": cpu * 4, "allocatable": cpu * 4, "allocated": cpu, "used": cpu},
+            "pods": {"capacity": cpu * 8, "used": cpu}}, "publishedAt": stamp}).encode()))
+    for i in range(0, len(docs), 5000):
+        await store.txn([], docs[i:i + 5000])
+    puts = []
+    for b in range(bindings):
+        k = int(rng.integers(1, 4))
+        where = rng.choice(clusters, size=k, replace=False)
+        placement = [{"cluster": names[int(c)], "replicas": 1} for c in where]
+        obj: dict[str, Any] = {
+            "apiVersion": "multicluster.io/v1alpha1", "kind": "Binding",
+            "metadata": {"name": f"app-{b:06d}", "uid": str(uuid.uuid4()), "generation": 1,
+                         "creationTimestamp": stamp},
+            "spec": {"replicas": k, "resources": {"cpu": 0.5, "memory": 1.0}},
+            "status": {"phase": "Scheduled", "placement": placement, "message": f"scheduled {k} replicas",
+                       "scheduledGeneration": 1, "scheduledTime": decided},
+        }
+        puts.append(Put(BINDING.key(obj["metadata"]["name"]), json.dumps(obj, separators=(",", ":")).encode()))
+        if len(puts) >= 5000:
+            await store.txn([], puts)
+            puts = []
+    if puts:
+        await store.txn([], puts)
+    await store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clusters", type=int, default=10_000)
+    ap.add_argument("--bindings", type=int, default=100_000)
+    ap.add_argument("--settle", type=float, default=30.0, help="seconds of RSS sampling after /readyz")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args(argv)
+    data_dir = Path(tempfile.mkdtemp(prefix="drods-membench-"))
+    url = f"sqlite://{data_dir / 'drods.db'}"
+    t0 = time.perf_counter()
+    asyncio.run(seed(url, data_dir, args.clusters, args.bindings, np.random.default_rng(args.seed)))
+    seed_s = time.perf_counter() - t0
+    server = ServerProcess(data_dir, args=["--store", url], start_timeout=600)
+    t1 = time.perf_counter()
+    server.start()
+    ready_s = time.perf_counter() - t1
+    assert server.proc is not None
+    pid = server.proc.pid
+    samples: list[int] = []
+    try:
+        end = time.monotonic() + args.settle
+        while time.monotonic() < end:
+            samples.append(_proc_kb(pid, "VmRSS"))
+            time.sleep(1.0)
+        peak = _proc_kb(pid, "VmHWM")
+    except BaseException:
+        server.kill()
+        raise
+    try:
+        server.stop(check=False)
+        stopped = "SIGTERM"
+    except AssertionError:  # a busy process on a loaded machine may take longer than the harness waits
+        stopped = "killed after the stop timeout"
+    db_mb = sum(f.stat().st_size for f in data_dir.glob("drods.db*")) / 2**20
+    print(f"# conditions: drods serve on SQLite, {args.clusters} clusters (with status), {args.bindings} "
+          f"scheduled bindings, python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(f"#   seed_s: {seed_s:.1f}, store_mb: {db_mb:.0f}, stopped: {stopped}, rss samples (MB, 1/s): "
+          f"{[round(s / 1024) for s in samples]}")
+    print(json.dumps({"clusters": args.clusters, "bindings": args.bindings, "ready_s": round(ready_s, 1),
+                      "rss_mb": round(samples[-1] / 1024, 1) if samples else None,
+                      "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
