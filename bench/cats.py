@@ -116,7 +116,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     bindings = []
     for n in range(args.services):
         ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"svc-{n}", "namespace": "default"}
-        obj = {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
+        obj: dict[str, Any] = {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
                "metadata": {"name": f"deployment-default-svc-{n}", "generation": 1},
                "spec": {"resource": ref, "replicas": 1},
                "status": {"placement": [{"cluster": c, "replicas": 1} for c in clusters]}}

@@ -338,7 +338,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         partial += r.partial
     loop_s = perf() - t_loop
     cpu_s = time.process_time() - cpu_loop
-    wl = snap.water_level
+    levels = snap.water_level
     ready = snap.ready[: snap.n]
     lat_ms = lat * 1e3
     conditions = {
@@ -346,7 +346,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         "phases": dict(phases), "partial": partial,
         "mean_clusters_per_placement": round(spread_sum / max(1, phases["Scheduled"]), 2),
         "fleet_water_level_end": round(snap.fleet_water_level(ready), 3),
-        "max_water_level_end": round(float(wl.max()) if wl.size else 0.0, 3),
+        "max_water_level_end": round(float(levels.max()) if levels.size else 0.0, 3),
         "mean_ms": round(float(lat_ms.mean()), 4), "max_ms": round(float(lat_ms.max()), 3),
         "inputs": {"prices": not args.no_prices, "classes": args.classes, "cost_first": args.cost_first,
                    "traffic": args.traffic, "datasets": args.datasets},
