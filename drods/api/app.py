@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from drods import __version__
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.context import ApiContext
+from drods.api.dryrun import marked_dry_run, query_is_dry_run
 from drods.api.status import error_response
 from drods.errors import ApiError
 
@@ -142,7 +143,9 @@ class AuditAndMetrics:
         self.ctx.metrics.requests.labels(template, method, str(status)).inc()
         self.ctx.metrics.latency.labels(template, method).observe(time.perf_counter() - started)
         path: str = scope["path"]
-        if method in MUTATING and not path.startswith(NOT_AUDITED_PREFIXES):
+        # A dry run changes nothing, so it is no change to audit.
+        dry_run = query_is_dry_run(scope.get("query_string", b"")) or marked_dry_run(scope.get("state") or {})
+        if method in MUTATING and not path.startswith(NOT_AUDITED_PREFIXES) and not dry_run:
             await self._audit(scope, method, path, status)
 
     async def _audit(self, scope: Scope, method: str, path: str, status: int) -> None:

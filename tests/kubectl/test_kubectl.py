@@ -257,17 +257,45 @@ def test_watch_shows_changes_in_the_same_columns(kubectl: Kubectl, tls_server: S
         api.delete("/apis/multicluster.io/v1alpha1/clusters/k-watch").raise_for_status()
 
 
-def test_server_dry_run_is_refused_not_performed(kubectl: Kubectl, tmp_path: Path) -> None:
+def test_server_dry_run_and_diff_store_nothing(kubectl: Kubectl, tls_server: ServerProcess,
+                                              tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(CLUSTER.format(name="k-dry", region="x"))
-    done = kubectl.run("apply", "--dry-run=server", "-f", str(path), check=False)
-    # Old kubectl looks for dryRun in the OpenAPI document and refuses by itself; newer ones ask the server.
-    assert done.returncode != 0, done.stdout
-    assert "dry run is not supported" in done.stderr or "doesn't support dry-run" in done.stderr, done.stderr
+    out = kubectl.run("apply", "--dry-run=server", "-f", str(path)).stdout
+    assert "cluster.multicluster.io/k-dry created (server dry run)" in out, out
     assert "NotFound" in kubectl.run("get", "cluster", "k-dry", check=False).stderr
-    client_side = kubectl.run("apply", "--dry-run=client", "-f", str(path))
-    assert "(dry run)" in client_side.stdout
-    assert "NotFound" in kubectl.run("get", "cluster", "k-dry", check=False).stderr
+    # The server validates a dry run for real.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(CLUSTER.format(name="k-dry", region="x") + "  syncMode: Sideways\n")
+    done = kubectl.run("apply", "--dry-run=server", "-f", str(bad), check=False)
+    assert done.returncode != 0 and "spec.syncMode" in done.stderr, done.stderr
+
+    # kubectl diff asks the server what apply would make (a dry-run patch) and compares it with the live object.
+    deploy = tmp_path / "d.yaml"
+    deploy.write_text(DEPLOYMENT.format(image="nginx:1.25", replicas=1).replace("name: web", "name: web-dry", 1))
+    new = kubectl.run("diff", "-f", str(deploy), check=False)
+    assert new.returncode == 1 and "+  name: web-dry" in new.stdout, new.stdout + new.stderr
+    kubectl.run("apply", "-f", str(deploy))
+    same = kubectl.run("diff", "-f", str(deploy), check=False)
+    assert same.returncode == 0 and same.stdout == "", same.stdout + same.stderr
+    deploy.write_text(deploy.read_text().replace("nginx:1.25", "nginx:1.27").replace("replicas: 1", "replicas: 4"))
+    changed = kubectl.run("diff", "-f", str(deploy), check=False)
+    assert changed.returncode == 1, changed.stderr
+    removed = [ln for ln in changed.stdout.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    added = [ln for ln in changed.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert any("image: nginx:1.25" in ln for ln in removed) and any("image: nginx:1.27" in ln for ln in added)
+    assert any(ln.split() == ["+", "replicas:", "4"] or ln.replace(" ", "") == "+replicas:4" for ln in added)
+    out = kubectl.run("apply", "--dry-run=server", "-f", str(deploy)).stdout
+    assert "deployment.apps/web-dry configured (server dry run)" in out, out
+    live = get_json(kubectl, "deploy", "web-dry")
+    assert live["spec"]["replicas"] == 1 and live["metadata"]["generation"] == 1
+    out = kubectl.run("delete", "--dry-run=server", "deploy", "web-dry").stdout
+    assert "(server dry run)" in out
+    assert get_json(kubectl, "deploy", "web-dry")["metadata"]["uid"] == live["metadata"]["uid"]
+    audit = tls_server.client().get("/api/v1/audit").json()["items"]
+    assert not [e for e in audit if e["path"].endswith("/clusters/k-dry")
+                or (e["verb"] == "DELETE" and e["path"].endswith("/deployments/web-dry"))]
+    kubectl.run("delete", "deploy", "web-dry")
 
 
 def test_explain_reads_the_generated_schema(kubectl: Kubectl) -> None:

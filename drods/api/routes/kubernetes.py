@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import ApiContext, context
+from drods.api.dryrun import is_dry_run
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
@@ -119,7 +120,7 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
 
 async def create(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None) -> JSONResponse:
     body = await read_body(request)
-    obj = await ctx.registry.create(kind, body, namespace)
+    obj = await ctx.registry.create(kind, body, namespace, dry_run=is_dry_run(request))
     return JSONResponse(obj, status_code=201)
 
 
@@ -138,7 +139,7 @@ async def replace(ctx: ApiContext, request: Request, kind: Kind, name: str, name
     meta = body.get("metadata")
     if isinstance(meta, dict) and meta.get("name") not in (None, name):
         raise ApiError(400, "BAD_REQUEST", "metadata.name does not match the name in the path", {"name": name})
-    obj = await ctx.registry.update(kind, body, namespace, subresource=subresource)
+    obj = await ctx.registry.update(kind, body, namespace, subresource=subresource, dry_run=is_dry_run(request))
     return JSONResponse(obj)
 
 
@@ -146,13 +147,14 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
                 subresource: str | None = None) -> JSONResponse:
     content_type = request.headers.get("content-type", "")
     body = await read_body(request)
+    dry_run = is_dry_run(request)
     if content_type.startswith(APPLY_PATCH):
         # Server-side apply: create if missing, else merge what the applier owns.
         existing = await ctx.registry.try_get(kind, name, namespace)
         if existing is None:
             if isinstance(body, dict):
                 body.setdefault("metadata", {}).setdefault("name", name)
-            return JSONResponse(await ctx.registry.create(kind, body, namespace), status_code=201)
+            return JSONResponse(await ctx.registry.create(kind, body, namespace, dry_run=dry_run), status_code=201)
         content_type = "application/merge-patch+json"
     elif content_type.startswith(STRATEGIC_MERGE_PATCH):
         # kubectl sends these for built-in kinds; list fields merge by key, so apply them as such.
@@ -161,18 +163,22 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
         current = await ctx.registry.get(kind, name, namespace)
         merged = strategic_merge(current, body)
         merged.setdefault("metadata", {}).setdefault("resourceVersion", current["metadata"]["resourceVersion"])
-        return JSONResponse(await ctx.registry.update(kind, merged, namespace, subresource=subresource))
-    obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource)
+        return JSONResponse(await ctx.registry.update(kind, merged, namespace, subresource=subresource,
+                                                      dry_run=dry_run))
+    obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource,
+                                   dry_run=dry_run)
     return JSONResponse(obj)
 
 
 async def delete(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None) -> JSONResponse:
-    rv = None
+    rv, dry_in_body = None, None
     if int(request.headers.get("content-length") or 0) > 0:
         opts = await read_body(request)
         if isinstance(opts, dict):
             rv = (opts.get("preconditions") or {}).get("resourceVersion")
-    obj, gone = await ctx.registry.delete(kind, name, namespace, resource_version=rv)
+            dry_in_body = opts.get("dryRun")  # kubectl delete --dry-run=server says it in DeleteOptions
+    obj, gone = await ctx.registry.delete(kind, name, namespace, resource_version=rv,
+                                          dry_run=is_dry_run(request, dry_in_body))
     if gone:
         return JSONResponse({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -186,10 +192,8 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
     ctx = context(request)
     method = request.method
     principal.require(Action.READ if method == "GET" else Action.WRITE)
-    if method != "GET" and request.query_params.get("dryRun"):
-        # Ignoring it would make `kubectl apply --dry-run=server` change things for real.
-        raise ApiError(400, "DRY_RUN_UNSUPPORTED", "server-side dry run is not supported; nothing was changed",
-                       {"dryRun": request.query_params.get("dryRun")})
+    if method != "GET":
+        is_dry_run(request)  # a bad dryRun value is refused before anything is read or written
     if subresource not in (None, "status"):
         raise not_found(kind.kind, f"{name}/{subresource}")
     if name is None:
