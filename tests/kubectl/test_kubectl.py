@@ -298,6 +298,34 @@ def test_server_dry_run_and_diff_store_nothing(kubectl: Kubectl, tls_server: Ser
     kubectl.run("delete", "deploy", "web-dry")
 
 
+SERVICE = """
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  ports: [{{port: 80}}]
+"""
+
+
+def test_lists_across_namespaces(kubectl: Kubectl, tmp_path: Path) -> None:
+    path = tmp_path / "all.yaml"
+    docs = [SERVICE.format(name=n, ns=ns) for ns in ("ns-a", "ns-b") for n in ("front", "back")]
+    docs.append(DEPLOYMENT.format(image="nginx:1", replicas=1).replace("namespace: default", "namespace: ns-b")
+                .replace("name: web", "name: web-all", 1))
+    path.write_text("---".join(docs))
+    kubectl.run("apply", "-f", str(path))
+    rows = [line.split() for line in kubectl.run("get", "svc", "-A").stdout.splitlines()]
+    assert rows[0][:2] == ["NAMESPACE", "NAME"]
+    assert sorted((r[0], r[1]) for r in rows[1:]) == [("ns-a", "back"), ("ns-a", "front"), ("ns-b", "back"),
+                                                      ("ns-b", "front")]
+    out = kubectl.run("get", "all", "-A").stdout
+    assert "service/front" in out and "deployment.apps/web-all" in out, out
+    out = kubectl.run("get", "svc", "-A", "--field-selector", "metadata.namespace=ns-b,metadata.name!=back",
+                      "-o", "name").stdout.split()
+    assert out == ["service/front"]
+    kubectl.run("delete", "-f", str(path))
+
+
 def test_explain_reads_the_generated_schema(kubectl: Kubectl) -> None:
     if kubectl.client_minor() < 27:
         pytest.skip("kubectl < 1.27 explains from OpenAPI v2, which DRO-DS serves without definitions")

@@ -13,11 +13,14 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Match
 
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import ApiContext, context
 from drods.api.dryrun import is_dry_run
+from drods.api.fields import FieldSelector, parse_field_selector
+from drods.api.status import error_response
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
@@ -51,32 +54,28 @@ def selector_of(request: Request) -> LabelSelector | None:
         raise ApiError(400, "BAD_REQUEST", f"invalid labelSelector: {e}", {"labelSelector": text}) from e
 
 
-def _name_field_selector(request: Request) -> str | None:
-    fs = request.query_params.get("fieldSelector")
-    if not fs:
-        return None
-    key, _, value = fs.partition("=")
-    if key.strip() != "metadata.name":
-        raise ApiError(400, "BAD_REQUEST", "only fieldSelector=metadata.name=… is supported", {"fieldSelector": fs})
-    return value.lstrip("=").strip()
+def fields_of(request: Request) -> FieldSelector | None:
+    text = request.query_params.get("fieldSelector")
+    return parse_field_selector(text) if text else None
 
 
 async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None) -> Response:
+    """``namespace=None`` on a namespaced kind is every namespace (``kubectl get -A``)."""
     selector = selector_of(request)
-    only_name = _name_field_selector(request)
+    fields = fields_of(request)
     if request.query_params.get("watch") in ("true", "1"):
         rv_text = request.query_params.get("resourceVersion") or "0"
         if not rv_text.isdigit():
             raise ApiError(400, "BAD_REQUEST", "resourceVersion must be an integer", {})
         timeout = request.query_params.get("timeoutSeconds")
         return StreamingResponse(
-            watch_stream(ctx, kind, namespace, int(rv_text), selector, only_name,
+            watch_stream(ctx, kind, namespace, int(rv_text), selector, fields,
                           float(timeout) if timeout and timeout.isdigit() else None, wants_table(request)),
             media_type="application/json",
         )
     items, revision = await ctx.registry.list(kind, namespace, selector)
-    if only_name is not None:
-        items = [o for o in items if o["metadata"]["name"] == only_name]
+    if fields is not None:
+        items = [o for o in items if fields.matches(o)]
     if wants_table(request):
         return JSONResponse(to_table(kind, items, revision))
     return JSONResponse({
@@ -86,7 +85,7 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
 
 
 async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
-                        selector: LabelSelector | None, only_name: str | None,
+                        selector: LabelSelector | None, fields: FieldSelector | None,
                         timeout_s: float | None, as_table: bool = False,
                         accept: Callable[[dict[str, Any]], bool] | None = None) -> AsyncIterator[bytes]:
     """Kubernetes watch events, one JSON object a line; ``accept`` drops objects a caller may not see.
@@ -98,7 +97,7 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
     try:
         async with asyncio.timeout(timeout_s):
             async for event_type, obj in until_stopped(ctx.stopping, events):
-                if only_name is not None and obj["metadata"]["name"] != only_name:
+                if fields is not None and not fields.matches(obj):
                     continue
                 if accept is not None and not accept(obj):
                     continue
@@ -306,3 +305,30 @@ async def core_ns_item_sub(request: Request, ns: str, plural: str, name: str, su
     kind = resolve(request, "", "v1", plural)
     _namespaced(kind, ns)
     return await dispatch(request, p, kind, ns, name, sub)
+
+
+@router.get("/api/v1/{plural}")
+async def core_collection(request: Request, plural: str, p: Principal = Depends(_principal)) -> Response:
+    """Kubernetes' own list paths across namespaces (``/api/v1/services``: ``kubectl get svc -A``).
+    Routed after the façade, so ``/api/v1/clusters`` and the other façade paths keep their meaning."""
+    for kind in context(request).kinds:
+        if kind.group == "" and kind.version == "v1" and kind.plural == plural:
+            return await dispatch(request, p, kind, None, None, None)
+    others = _methods_elsewhere(request)
+    if others:  # a façade path served only with other methods (POST /api/v1/whatif): still a 405
+        response = error_response(request.url.path, ApiError(
+            405, "METHOD_NOT_ALLOWED", f"GET is not allowed on {request.url.path}",
+            {"path": request.url.path, "method": "GET"}))
+        response.headers["Allow"] = ", ".join(others)
+        return response
+    raise ApiError(404, "NOT_FOUND", f"no such path {request.url.path}", {"path": request.url.path, "method": "GET"})
+
+
+def _methods_elsewhere(request: Request) -> list[str]:
+    """The write methods other routes serve on this path (any GET route would have matched first)."""
+    methods = []
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.routes):
+            methods.append(method)
+    return methods
