@@ -152,9 +152,9 @@ class BindingController:
             return
         kind, meta = obj.get("kind"), obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name"))
-        if kind in ("ConfigMap", "Secret"):
+        if kind in ("ConfigMap", "Secret", "ServiceAccount", "PersistentVolumeClaim"):
             self._enqueue(self.by_dep.get((str(kind), ns, name)))
-        elif kind == "Service":
+        elif kind in ("Service", "Ingress"):
             self._enqueue(self.by_ns.get(ns))
 
     # ------------------------------------------------------------------ lookups
@@ -176,8 +176,15 @@ class BindingController:
         return obj
 
     def _services(self, ns: str) -> list[Obj]:
-        k = by_kind("v1", "Service")
-        assert k is not None
+        return self._in_namespace("v1", "Service", ns)
+
+    def _ingresses(self, ns: str) -> list[Obj]:
+        return self._in_namespace("networking.k8s.io/v1", "Ingress", ns)
+
+    def _in_namespace(self, api_version: str, kind_name: str, ns: str) -> list[Obj]:
+        k = by_kind(api_version, kind_name)
+        if k is None or k.key_prefix() not in self.templates:
+            return []
         prefix = k.key_prefix(ns)
         return [o for key, o in self.templates[k.key_prefix()].cache.items() if key.startswith(prefix)]
 
@@ -207,7 +214,7 @@ class BindingController:
 
     def _plan(self, name: str, uid: str, template: Obj, wanted: dict[str, int]) -> dict[str, ManifestSet |
                                                                                       OverrideError]:
-        deps, looked = M.dependents(template, self._lookup, self._services)
+        deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses)
         self._index_deps(name, looked)
         targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}))
                    for c, s in sorted(wanted.items())]

@@ -19,7 +19,7 @@ from drods.controllers.clients import MemberClients, is_pull
 from drods.machinery.informer import Informer
 from drods.model.conditions import condition
 from drods.model.keys import CLEANUP_PREFIX
-from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, WORK, WORKLOAD_KINDS
+from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, TEMPLATE_KINDS, WORK
 from drods.model.work import Ref
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.store import Store
@@ -48,7 +48,7 @@ class MemberInformers:
                    manager.informer(WORK.key_prefix(), decode_stored),
                    manager.informer(CLEANUP_PREFIX, decode_stored),
                    manager.informer(CLUSTER_OVERRIDE_POLICY.key_prefix(), decode_stored),
-                   {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in WORKLOAD_KINDS})
+                   {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in TEMPLATE_KINDS})
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, self.cleanups, self.works, *self.templates.values(), self.bindings]

@@ -83,7 +83,31 @@ WORKLOAD_KINDS: tuple[Kind, ...] = (
     Kind("", "v1", "Namespace", "namespaces", False, short_names=("ns",)),
 )
 
-ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + WORKLOAD_KINDS
+# The other common core, apps, batch, networking, RBAC, autoscaling and policy kinds (F7): stored as
+# given and propagated like the workload templates. Kinds without replicas go to every selected
+# cluster; those a pod template names (ServiceAccounts, PVCs) follow their workload.
+RESOURCE_KINDS: tuple[Kind, ...] = (
+    Kind("", "v1", "ServiceAccount", "serviceaccounts", True, short_names=("sa",)),
+    Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, short_names=("pvc",)),
+    Kind("", "v1", "ResourceQuota", "resourcequotas", True, short_names=("quota",)),
+    Kind("", "v1", "LimitRange", "limitranges", True, short_names=("limits",)),
+    Kind("apps", "v1", "ReplicaSet", "replicasets", True, short_names=("rs",), categories=ALL),
+    Kind("batch", "v1", "CronJob", "cronjobs", True, short_names=("cj",), categories=ALL),
+    Kind("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True, short_names=("hpa",),
+         categories=ALL),
+    Kind("networking.k8s.io", "v1", "Ingress", "ingresses", True, short_names=("ing",)),
+    Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=("netpol",)),
+    Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, short_names=("pdb",)),
+    Kind("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
+    Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
+    Kind("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+    Kind("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+)
+
+# Every kind a Binding may name as its template (what the propagation controller watches).
+TEMPLATE_KINDS: tuple[Kind, ...] = WORKLOAD_KINDS + RESOURCE_KINDS
+
+ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS
 
 assert CLUSTER.api_version == API_VERSION
 

@@ -138,6 +138,32 @@ def test_member_manifest_shares_ownership_and_hash() -> None:
     assert isinstance(other, M.ManifestSet) and other.hash != w.hash
 
 
+def test_service_accounts_claims_and_ingresses_follow_their_workload() -> None:
+    def obj(api_version: str, kind: str, name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "shop"},
+                "spec": spec}
+
+    sa, pvc = obj("v1", "ServiceAccount", "runner"), obj("v1", "PersistentVolumeClaim", "data")
+    svc = obj("v1", "Service", "web", selector={"app": "web"})
+    routed = obj("networking.k8s.io/v1", "Ingress", "front",
+                 rules=[{"http": {"paths": [{"path": "/", "backend": {"service": {"name": "web"}}}]}}])
+    default = obj("networking.k8s.io/v1", "Ingress", "fallback", defaultBackend={"service": {"name": "web"}})
+    elsewhere = obj("networking.k8s.io/v1", "Ingress", "db", defaultBackend={"service": {"name": "db"}})
+    d = deploy(serviceAccountName="runner",
+               volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "data"}},
+                        {"name": "w", "persistentVolumeClaim": {"claimName": "missing"}}])
+    lookup = {("ServiceAccount", "shop", "runner"): sa, ("PersistentVolumeClaim", "shop", "data"): pvc}
+    deps, looked = M.dependents(d, lambda k, ns, n: lookup.get((k, ns, n)), lambda ns: [svc],
+                                lambda ns: [elsewhere, routed, default])
+    assert [(x["kind"], x["metadata"]["name"]) for x in deps] == [
+        ("PersistentVolumeClaim", "data"), ("ServiceAccount", "runner"), ("Service", "web"),
+        ("Ingress", "fallback"), ("Ingress", "front")]
+    assert looked == {("ServiceAccount", "shop", "runner"), ("PersistentVolumeClaim", "shop", "data"),
+                      ("PersistentVolumeClaim", "shop", "missing")}
+    # the pod's default ServiceAccount exists in every namespace: it is not propagated
+    assert M.dependents(deploy(serviceAccountName="default"), lambda k, ns, n: None, lambda ns: [])[1] == set()
+
+
 def test_job_split_and_label_values() -> None:
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "default"},
            "spec": {"parallelism": 5, "completions": 10, "template": {"spec": {"containers": []}}}}

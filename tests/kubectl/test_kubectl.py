@@ -326,6 +326,76 @@ def test_lists_across_namespaces(kubectl: Kubectl, tmp_path: Path) -> None:
     kubectl.run("delete", "-f", str(path))
 
 
+COMMON_KINDS = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: runner, namespace: ns-c}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: ns-c}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: front, namespace: ns-c}
+spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: ns-c}
+spec: {schedule: "0 3 * * *", jobTemplate: {spec: {template: {spec: {containers: [{name: c, image: busybox}],
+  restartPolicy: Never}}}}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: ns-c}
+spec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}, minReplicas: 1, maxReplicas: 5}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny, namespace: ns-c}
+spec: {podSelector: {}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: ns-c}
+spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader, namespace: ns-c}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reader, namespace: ns-c}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects: [{kind: ServiceAccount, name: runner, namespace: ns-c}]
+"""
+
+
+def test_common_kubernetes_kinds_are_stored_as_given(kubectl: Kubectl, tmp_path: Path) -> None:
+    rows = {line.split()[0] for line in kubectl.run("api-resources").stdout.splitlines()[1:] if line.strip()}
+    assert {"serviceaccounts", "persistentvolumeclaims", "ingresses", "cronjobs", "horizontalpodautoscalers",
+            "networkpolicies", "poddisruptionbudgets", "roles", "rolebindings", "clusterroles"} <= rows
+    path = tmp_path / "kinds.yaml"
+    path.write_text(COMMON_KINDS)
+    out = kubectl.run("apply", "-f", str(path)).stdout
+    for name in ("serviceaccount/runner", "persistentvolumeclaim/data", "ingress.networking.k8s.io/front",
+                 "cronjob.batch/nightly", "horizontalpodautoscaler.autoscaling/web",
+                 "networkpolicy.networking.k8s.io/deny", "poddisruptionbudget.policy/web",
+                 "role.rbac.authorization.k8s.io/reader", "rolebinding.rbac.authorization.k8s.io/reader"):
+        assert f"{name} created" in out, out
+    assert "unchanged" in kubectl.run("apply", "-f", str(path)).stdout
+    assert get_json(kubectl, "rolebinding", "reader", "-n", "ns-c")["roleRef"]["name"] == "reader"
+    assert get_json(kubectl, "cj", "nightly", "-n", "ns-c")["spec"]["schedule"] == "0 3 * * *"
+    names = kubectl.run("get", "ing,pvc,sa", "-A", "-o", "name").stdout.split()
+    assert names == ["ingress.networking.k8s.io/front", "persistentvolumeclaim/data", "serviceaccount/runner"]
+    assert "cronjob.batch/nightly" in kubectl.run("get", "all", "-n", "ns-c", "-o", "name").stdout
+    kubectl.run("delete", "-f", str(path))
+
+
 def test_explain_reads_the_generated_schema(kubectl: Kubectl) -> None:
     if kubectl.client_minor() < 27:
         pytest.skip("kubectl < 1.27 explains from OpenAPI v2, which DRO-DS serves without definitions")
