@@ -76,8 +76,18 @@ def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
                                                      "metadata": {"name": "cart", "namespace": ns},
                                                      "spec": {"selector": {"app": "cart"},
                                                               "ports": [{"port": 80}]}})
+    env.create(f"/api/v1/namespaces/{ns}/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                            "metadata": {"name": "cart-runner", "namespace": ns}})
+    env.create(f"/api/v1/namespaces/{ns}/persistentvolumeclaims", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "cart-data", "namespace": ns},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    env.create(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses", {
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "cart", "namespace": ns},
+        "spec": {"defaultBackend": {"service": {"name": "cart", "port": {"number": 80}}}}})
     d = deployment("cart", 5, namespace=ns)
     d["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "cart-cfg"}}]
+    d["spec"]["template"]["spec"]["serviceAccountName"] = "cart-runner"
+    d["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "cart-data"}}]
     env.create(deploy_path(ns), d)
     env.placed_binding("cart", "cart", {"aws-dfw": 3, "azure-lhr": 2}, namespace=ns)
 
@@ -96,6 +106,12 @@ def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
     assert dfw.get(f"/api/v1/namespaces/{ns}")["metadata"]["labels"]["multicluster.io/managed-by"] == "drods"
     assert dfw.get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg")["data"] == {"mode": "fast"}
     assert dfw.get(f"/api/v1/namespaces/{ns}/services/cart") is not None
+    assert dfw.get(f"/api/v1/namespaces/{ns}/serviceaccounts/cart-runner") is not None
+    assert dfw.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/cart-data")["spec"]["accessModes"] == [
+        "ReadWriteOnce"]
+    assert dfw.get(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/cart") is not None
+    assert env.members["azure-lhr"].get(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/cart") is not None
+    assert env.members["gcp-sin"].get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/cart-data") is None
     assert env.members["gcp-sin"].get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg") is None
     # the template's status is the sum, with where each instance runs (city codes, M1)
     tmpl = wait_for(lambda: (t := env.http.get(deploy_path(ns, "cart")).json())["status"].get("readyReplicas") == 5
@@ -123,6 +139,8 @@ def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
     wait_for(lambda: env.binding("cart") is None, 10, "binding gone (finalizer released)")
     assert env.copies("cart", ns) == {}
     assert dfw.get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg") is None
+    assert dfw.get(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/cart") is None
+    assert dfw.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/cart-data") is None
     assert dfw.get(f"/api/v1/namespaces/{ns}") is not None  # namespaces are never deleted
 
 
