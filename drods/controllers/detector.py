@@ -1,12 +1,15 @@
 """Resource detector (S1 through policies): workload + matching policy → a Binding, kept in step.
 
-Workloads are the templates users submit on the Kubernetes paths: ``apps/v1`` Deployment and
-StatefulSet, ``batch/v1`` Job. A workload matched by a PropagationPolicy (``resourceSelectors`` or
-the ``resourceType`` shorthand) or a ResourcePlacementPolicy (``resourceSelector``) gets the Binding
-``<kind-lowercase>-<namespace>-<name>`` with
+Workloads are the templates users submit on the Kubernetes paths: any kind DRO-DS stores there
+but Namespaces (Deployments, Jobs, CronJobs, Ingresses, ConfigMaps…). A workload matched by a
+PropagationPolicy (``resourceSelectors`` or the ``resourceType`` shorthand) or a
+ResourcePlacementPolicy (``resourceSelector``) gets the Binding ``<kind-lowercase>-<namespace>-<name>`` with
 
 * ``spec.resource`` — the workload reference (apiVersion, kind, namespace, name, uid);
-* ``replicas`` — ``spec.replicas`` (Jobs: ``spec.parallelism``), default 1;
+* ``replicas`` — where the kind's interpretation (`drods.model.interpreter`) says they are
+  (``spec.replicas``; Jobs: ``spec.parallelism``), default 1. A kind without replicas (a DaemonSet,
+  an Ingress, a ConfigMap…) gets ``replicaScheduling: Duplicated``: the whole object on every
+  selected cluster, whatever the policy says about division;
 * ``resources`` — per replica, what the pod template requests, as Kubernetes computes it: the sum
   over containers, or the largest init container when that is more; a container without a
   request but with a limit counts its limit. cpu in cores (``500m`` → 0.5), memory and
@@ -49,7 +52,8 @@ from drods.machinery.informer import Handler, Informer
 from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
 from drods.model.binding import BindingSpec
-from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS, Kind
+from drods.model.interpreter import interpretation
+from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, TEMPLATE_KINDS, Kind
 from drods.model.meta import API_VERSION
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.registry.objects import ObjectRegistry
@@ -58,7 +62,7 @@ from drods.store import KeyValue
 
 log = logging.getLogger(__name__)
 
-DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in WORKLOAD_KINDS if k.kind in ("Deployment", "StatefulSet", "Job"))
+DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in TEMPLATE_KINDS if k.kind != "Namespace")
 RESOURCE_KIND_LABEL = "multicluster.io/resource-kind"
 
 
@@ -107,10 +111,8 @@ def pod_requests(template: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def replicas_of(kind: str, obj: Mapping[str, Any]) -> int:
-    spec = obj.get("spec") or {}
-    v = spec.get("parallelism" if kind == "Job" else "replicas")
-    return int(v) if isinstance(v, int) and v >= 0 else 1
+def replicas_of(kind: Kind, obj: Mapping[str, Any]) -> int:
+    return interpretation(kind.api_version, kind.kind).replicas_of(obj)
 
 
 # ---------------------------------------------------------------------- policy matching
@@ -218,14 +220,17 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch) -> d
     ref = {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"], "namespace": ns}
     if meta.get("uid"):
         ref["uid"] = meta["uid"]
+    how = interpretation(kind.api_version, kind.kind)
     spec: dict[str, Any] = {
         "resource": ref,
-        "replicas": replicas_of(kind.kind, obj),
+        "replicas": how.replicas_of(obj),
         "priority": match.priority,
-        "resources": pod_requests((obj.get("spec") or {}).get("template")),
+        "resources": pod_requests(how.pod_template_of(obj)),
         "policyRef": {"apiVersion": API_VERSION, "kind": match.policy_kind.kind, "name": match.name},
     }
     placement = _with_labels(match.placement, match.target_labels)
+    if not how.divisible:  # nothing to divide: the whole object goes to every selected cluster
+        placement = {**placement, "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
     if placement:
         spec["placement"] = placement
     if match.target_names:

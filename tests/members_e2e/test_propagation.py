@@ -291,3 +291,26 @@ def work_clusters(env: Env, binding: str) -> set[str]:
     items = env.http.get("/apis/multicluster.io/v1alpha1/works",
                          params={"labelSelector": f"multicluster.io/binding={binding}"}).json()["items"]
     return {w["spec"]["cluster"] for w in items}
+
+
+def test_a_kind_without_replicas_goes_whole_to_every_selected_cluster(env: Env) -> None:
+    ing = "/apis/networking.k8s.io/v1/namespaces/default/ingresses"
+    env.create(ing, {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "edge"},
+                     "spec": {"defaultBackend": {"service": {"name": "edge", "port": {"number": 80}}}}})
+    env.create("/apis/multicluster.io/v1alpha1/propagationpolicies", {
+        "apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "edge-pp"},
+        "spec": {"resourceSelectors": [{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": "edge"}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["aws-dfw", "gcp-sin"]},
+                               "replicaScheduling": {"replicaSchedulingType": "Divided"}}}})
+
+    def landed() -> set[str]:
+        return {n for n, m in env.members.items() if m.get(f"{ing}/edge") is not None}
+
+    wait_for(lambda: landed() == {"aws-dfw", "gcp-sin"}, 20, "the Ingress on both selected clusters")
+    b = env.binding("ingress-default-edge")
+    assert b is not None
+    assert b["spec"]["placement"]["replicaScheduling"] == {"replicaSchedulingType": "Duplicated"}
+    assert env.members["aws-dfw"].get(f"{ing}/edge")["spec"]["defaultBackend"]["service"]["name"] == "edge"
+    env.delete("/apis/multicluster.io/v1alpha1/propagationpolicies/edge-pp")
+    wait_for(lambda: landed() == set(), 20, "the copies leave with the policy")
+    env.delete(f"{ing}/edge")

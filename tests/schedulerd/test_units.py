@@ -139,8 +139,9 @@ def test_pod_requests_follow_kubernetes_rules() -> None:
         "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi", "ephemeral-storage": "1Gi"}}}]}}
     assert pod_requests(tpl) == {"cpu": 2.0, "memory": 0.5, "storage": 1.0, "gpu": 1}
     assert pod_requests(None) == {}
-    assert replicas_of("Job", {"spec": {"parallelism": 3, "completions": 10}}) == 3
-    assert replicas_of("Deployment", {"spec": {}}) == 1
+    job, deploy = (next(k for k in WORKLOAD_KINDS if k.kind == n) for n in ("Job", "Deployment"))
+    assert replicas_of(job, {"spec": {"parallelism": 3, "completions": 10}}) == 3
+    assert replicas_of(deploy, {"spec": {}}) == 1
     long = binding_name("Deployment", "n" * 63, "w" * 253)
     assert len(long) <= 253 and long.startswith("deployment-nnn")
 
@@ -191,3 +192,24 @@ def test_preallocation_hold_raises_the_water_level_until_it_expires() -> None:
     assert ev.retry and ev.reasons == ["PreallocationExpired"]
     assert snap.water_level[snap.index["x"]] == pytest.approx(0.4)
     assert not c.sweep().retry
+
+
+def test_the_interpreter_places_replicas_and_pod_templates() -> None:
+    from drods.controllers.detector import desired_binding
+    from drods.model.interpreter import interpretation
+    from drods.model.kinds import TEMPLATE_KINDS
+
+    kinds = {k.kind: k for k in TEMPLATE_KINDS}
+    match = best_policy([_Policy(PROPAGATION_POLICY, "p", 0, (ResourceSelector(kind="CronJob"),), {}, (), ())],
+                        kinds["CronJob"], {"metadata": {"name": "n", "namespace": "d"}})
+    assert match is not None
+    cron = {"metadata": {"name": "n", "namespace": "d"}, "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+        "containers": [{"resources": {"requests": {"cpu": "2"}}}]}}}}}}
+    spec = desired_binding(kinds["CronJob"], cron, match)["spec"]
+    assert spec["resources"] == {"cpu": 2.0} and spec["replicas"] == 1
+    assert spec["placement"]["replicaScheduling"] == {"replicaSchedulingType": "Duplicated"}
+    deploy = {"metadata": {"name": "n"}, "spec": {"replicas": 4, "template": {"spec": {"containers": []}}}}
+    spec = desired_binding(kinds["Deployment"], deploy, match)["spec"]
+    assert spec["replicas"] == 4 and "placement" not in spec
+    assert not interpretation("networking.k8s.io/v1", "Ingress").divisible
+    assert interpretation("apps/v1", "ReplicaSet").replicas_of({"spec": {"replicas": True}}) == 1
