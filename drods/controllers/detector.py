@@ -53,8 +53,15 @@ from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
 from drods.model.binding import BindingSpec
 from drods.model.interpreter import interpretation
-from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, TEMPLATE_KINDS, Kind
-from drods.model.meta import API_VERSION
+from drods.model.karmada import KarmadaPropagationSpec
+from drods.model.kinds import (
+    BINDING,
+    KARMADA_KINDS,
+    PROPAGATION_POLICY,
+    RESOURCE_PLACEMENT_POLICY,
+    TEMPLATE_KINDS,
+    Kind,
+)
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.registry.objects import ObjectRegistry
 from drods.schedulerd.records import DETECTOR_NAME, MANAGED_BY_LABEL
@@ -118,6 +125,7 @@ def replicas_of(kind: Kind, obj: Mapping[str, Any]) -> int:
 # ---------------------------------------------------------------------- policy matching
 @dataclass(frozen=True, slots=True)
 class PolicyMatch:
+    scope: int  # 0 a namespaced (Karmada) PropagationPolicy, 1 a cluster-wide policy: namespaced ones win
     specificity: int  # 3 name, 2 label selector, 1 kind only
     priority: int
     kind_rank: int  # 0 ResourcePlacementPolicy, 1 PropagationPolicy
@@ -127,8 +135,10 @@ class PolicyMatch:
     target_names: tuple[str, ...]
     target_labels: tuple[tuple[str, str], ...]
 
-    def order(self) -> tuple[int, int, int, str]:
-        return (-self.specificity, -self.priority, self.kind_rank, self.name)
+    namespace: str | None = None  # a namespaced policy's namespace
+
+    def order(self) -> tuple[int, int, int, int, str]:
+        return (self.scope, -self.specificity, -self.priority, self.kind_rank, self.name)
 
 
 def selector_specificity(sel: ResourceSelector, kind: Kind, obj: Mapping[str, Any]) -> int | None:
@@ -153,6 +163,7 @@ class _Policy:
     placement: dict[str, Any]
     target_names: tuple[str, ...]
     target_labels: tuple[tuple[str, str], ...]
+    namespace: str | None = None  # a namespaced policy selects only this namespace's resources
 
 
 def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
@@ -167,6 +178,10 @@ def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
             if kind is PROPAGATION_POLICY:
                 pp = PropagationPolicySpec.model_validate(spec)
                 return _Policy(kind, name, pp.priority, tuple(pp.selectors()), placement, tuple(pp.targetClusters), ())
+            if kind in KARMADA_KINDS:
+                kp = KarmadaPropagationSpec.model_validate(spec)
+                ns = str(obj["metadata"].get("namespace") or "default") if kind.namespaced else None
+                return _Policy(kind, name, kp.priority, tuple(kp.resourceSelectors), placement, (), (), ns)
             rpp = ResourcePlacementPolicySpec.model_validate(spec)
         except (ValueError, KeyError, TypeError, ValidationError):
             log.warning("resource detector: cannot read policy %s", kv.key)
@@ -191,8 +206,11 @@ def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> 
                    default=None)
         if spec is None:
             continue
-        m = PolicyMatch(spec, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
-                        p.placement, p.target_names, p.target_labels)
+        if p.namespace is not None and p.namespace != ((obj.get("metadata") or {}).get("namespace") or "default"):
+            continue
+        m = PolicyMatch(0 if p.namespace is not None else 1, spec, p.priority,
+                        0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
+                        p.placement, p.target_names, p.target_labels, p.namespace)
         if best is None or m.order() < best.order():
             best = m
     return best
@@ -226,7 +244,8 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch) -> d
         "replicas": how.replicas_of(obj),
         "priority": match.priority,
         "resources": pod_requests(how.pod_template_of(obj)),
-        "policyRef": {"apiVersion": API_VERSION, "kind": match.policy_kind.kind, "name": match.name},
+        "policyRef": {"apiVersion": match.policy_kind.api_version, "kind": match.policy_kind.kind, "name": match.name,
+                      **({"namespace": match.namespace} if match.namespace else {})},
     }
     placement = _with_labels(match.placement, match.target_labels)
     if not how.divisible:  # nothing to divide: the whole object goes to every selected cluster
@@ -272,7 +291,7 @@ class ResourceDetector:
         """The shared informers a detector reads, as keyword arguments of its constructor."""
         return {"workloads": [manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
-                             for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY)],
+                             for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_KINDS)],
                 "bindings": manager.informer(BINDING.key_prefix(), decode_object)}
 
     def _policy_changed(self, key: str, old: Any, new: Any) -> None:

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
+from drods.model.karmada import KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, KarmadaPropagationSpec
 from drods.model.meta import API_VERSION, GROUP, VERSION
 from drods.model.policy import (
     ClusterOverridePolicySpec,
@@ -107,7 +108,16 @@ RESOURCE_KINDS: tuple[Kind, ...] = (
 # Every kind a Binding may name as its template (what the propagation controller watches).
 TEMPLATE_KINDS: tuple[Kind, ...] = WORKLOAD_KINDS + RESOURCE_KINDS
 
-ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS
+# Karmada's policy API as written (drods.model.karmada): a namespaced PropagationPolicy selects only
+# its namespace's resources and wins over cluster-scoped policies.
+KARMADA_PROPAGATION_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "PropagationPolicy",
+                                  "propagationpolicies", True, KarmadaPropagationSpec, categories=_OURS)
+KARMADA_CLUSTER_PROPAGATION_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterPropagationPolicy",
+                                          "clusterpropagationpolicies", False, KarmadaPropagationSpec,
+                                          ("cpp",), categories=_OURS)
+KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMADA_CLUSTER_PROPAGATION_POLICY)
+
+ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS + KARMADA_KINDS
 
 assert CLUSTER.api_version == API_VERSION
 

@@ -226,7 +226,7 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
 
     if policy is not None:
         p = decode(policy, 0, "policy")
-        match: PolicyMatch | None = PolicyMatch(3, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1,
+        match: PolicyMatch | None = PolicyMatch(1, 3, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1,
                                                 p.name, p.kind, p.placement, p.target_names, p.target_labels)
     else:
         decoded = [decode(s, i, f"stored[{i}]") for i, s in enumerate(stored)]

@@ -314,3 +314,65 @@ def test_a_kind_without_replicas_goes_whole_to_every_selected_cluster(env: Env) 
     env.delete("/apis/multicluster.io/v1alpha1/propagationpolicies/edge-pp")
     wait_for(lambda: landed() == set(), 20, "the copies leave with the policy")
     env.delete(f"{ing}/edge")
+
+
+KARMADA_POLICIES = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata:
+  name: everything-to-sin
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: kweb
+  placement:
+    clusterAffinity:
+      clusterNames: [gcp-sin]
+  priority: 100
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: kweb
+  namespace: team
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: kweb
+  propagateDeps: true
+  placement:
+    clusterAffinity:
+      clusterNames: [aws-dfw, azure-lhr]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+          - targetCluster: {clusterNames: [aws-dfw]}
+            weight: 2
+          - targetCluster: {clusterNames: [azure-lhr]}
+            weight: 1
+"""
+
+
+def test_karmada_policies_applied_unchanged_namespaced_wins(env: Env) -> None:
+    for doc in KARMADA_POLICIES.split("---"):
+        meta = doc.split("kind: ")[1].split()[0]
+        path = ("/apis/policy.karmada.io/v1alpha1/namespaces/team/propagationpolicies" if meta == "PropagationPolicy"
+                else "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies")
+        r = env.http.post(path, content=doc.encode(), headers={"Content-Type": "application/yaml"})
+        assert r.status_code == 201, r.text
+    env.create(deploy_path("team"), deployment("kweb", 6, namespace="team", cpu="100m", memory="64Mi"))
+    wait_for(lambda: env.copies("kweb", "team") == {"aws-dfw": 4, "azure-lhr": 2}, 30,
+             "divided 2:1 over the namespaced policy's clusters")
+    b = env.binding("deployment-team-kweb")
+    assert b is not None and b["spec"]["policyRef"] == {
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "name": "kweb", "namespace": "team"}
+    # without the namespaced policy the cluster-wide one takes over
+    env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/team/propagationpolicies/kweb")
+    wait_for(lambda: env.copies("kweb", "team") == {"gcp-sin": 6}, 30, "moved to the cluster-wide policy's cluster")
+    env.delete("/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/everything-to-sin")
+    env.delete(deploy_path("team", "kweb"))
+    wait_for(lambda: env.copies("kweb", "team") == {}, 20, "copies deleted")

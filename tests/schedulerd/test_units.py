@@ -213,3 +213,20 @@ def test_the_interpreter_places_replicas_and_pod_templates() -> None:
     assert spec["replicas"] == 4 and "placement" not in spec
     assert not interpretation("networking.k8s.io/v1", "Ingress").divisible
     assert interpretation("apps/v1", "ReplicaSet").replicas_of({"spec": {"replicas": True}}) == 1
+
+
+def test_karmada_namespaced_policies_select_their_namespace_and_win() -> None:
+    from drods.model.kinds import KARMADA_CLUSTER_PROPAGATION_POLICY, KARMADA_PROPAGATION_POLICY
+
+    deploy = next(k for k in WORKLOAD_KINDS if k.kind == "Deployment")
+    obj = {"metadata": {"name": "web", "namespace": "shop"}}
+    by_name = ResourceSelector(apiVersion="apps/v1", kind="Deployment", name="web")
+    cluster_wide = _Policy(KARMADA_CLUSTER_PROPAGATION_POLICY, "cpp", 1000, (by_name,), {}, (), ())
+    ours = _Policy(RESOURCE_PLACEMENT_POLICY, "rpp", 500, (by_name,), {}, (), ())
+    team = _Policy(KARMADA_PROPAGATION_POLICY, "team", 0, (ResourceSelector(kind="Deployment"),), {}, (), (), "shop")
+    other = _Policy(KARMADA_PROPAGATION_POLICY, "other", 9, (by_name,), {}, (), (), "billing")
+    m = best_policy([cluster_wide, ours, team, other], deploy, obj)
+    assert m is not None and (m.name, m.namespace) == ("team", "shop")  # kind-only, priority 0, still wins
+    m = best_policy([cluster_wide, ours, other], deploy, obj)
+    assert m is not None and m.name == "cpp"  # another namespace's policy never selects; then priority
+    assert best_policy([other], deploy, obj) is None
