@@ -96,7 +96,7 @@ def get_json(kubectl: Kubectl, *args: str) -> Any:
 
 def test_api_resources_lists_our_kinds(kubectl: Kubectl) -> None:
     out = kubectl.run("api-resources").stdout
-    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip() and "karmada" not in line}
     for plural in ("clusters", "propagationpolicies", "resourceplacementpolicies", "clusteroverridepolicies",
                    "bindings"):
         assert plural in rows, out
@@ -393,6 +393,44 @@ def test_common_kubernetes_kinds_are_stored_as_given(kubectl: Kubectl, tmp_path:
     names = kubectl.run("get", "ing,pvc,sa", "-A", "-o", "name").stdout.split()
     assert names == ["ingress.networking.k8s.io/front", "persistentvolumeclaim/data", "serviceaccount/runner"]
     assert "cronjob.batch/nightly" in kubectl.run("get", "all", "-n", "ns-c", "-o", "name").stdout
+    kubectl.run("delete", "-f", str(path))
+
+
+KARMADA_PP = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+  namespace: karmada-team
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+"""
+
+
+def test_karmada_policy_yaml_applies_unchanged(kubectl: Kubectl, tmp_path: Path) -> None:
+    path = tmp_path / "pp.yaml"
+    path.write_text(KARMADA_PP)
+    out = kubectl.run("apply", "-f", str(path)).stdout
+    assert "propagationpolicy.policy.karmada.io/nginx-propagation created" in out, out
+    got = get_json(kubectl, "propagationpolicies.policy.karmada.io", "-n", "karmada-team", "nginx-propagation")
+    assert got["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["member1", "member2"]
+    # DRO-DS's own PropagationPolicy keeps the short name and the plain plural
+    for name in ("pp", "propagationpolicies"):
+        explained = kubectl.run("explain", name).stdout
+        assert "multicluster.io" in explained.split("FIELDS")[0], explained
+    refused = tmp_path / "refused.yaml"
+    refused.write_text(KARMADA_PP.replace("name: nginx-propagation", "name: greedy") + "  preemption: Always\n")
+    done = kubectl.run("apply", "-f", str(refused), check=False)
+    assert done.returncode != 0 and "spec.preemption" in done.stderr, done.stderr
     kubectl.run("delete", "-f", str(path))
 
 
