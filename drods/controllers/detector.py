@@ -56,7 +56,7 @@ from drods.model.interpreter import interpretation
 from drods.model.karmada import KarmadaPropagationSpec
 from drods.model.kinds import (
     BINDING,
-    KARMADA_KINDS,
+    KARMADA_PROPAGATION_KINDS,
     PROPAGATION_POLICY,
     RESOURCE_PLACEMENT_POLICY,
     TEMPLATE_KINDS,
@@ -178,7 +178,7 @@ def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
             if kind is PROPAGATION_POLICY:
                 pp = PropagationPolicySpec.model_validate(spec)
                 return _Policy(kind, name, pp.priority, tuple(pp.selectors()), placement, tuple(pp.targetClusters), ())
-            if kind in KARMADA_KINDS:
+            if kind in KARMADA_PROPAGATION_KINDS:
                 kp = KarmadaPropagationSpec.model_validate(spec)
                 ns = str(obj["metadata"].get("namespace") or "default") if kind.namespaced else None
                 return _Policy(kind, name, kp.priority, tuple(kp.resourceSelectors), placement, (), (), ns)
@@ -291,7 +291,7 @@ class ResourceDetector:
         """The shared informers a detector reads, as keyword arguments of its constructor."""
         return {"workloads": [manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
-                             for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_KINDS)],
+                             for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
                 "bindings": manager.informer(BINDING.key_prefix(), decode_object)}
 
     def _policy_changed(self, key: str, old: Any, new: Any) -> None:

@@ -8,7 +8,12 @@ from pydantic import BaseModel
 
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
-from drods.model.karmada import KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, KarmadaPropagationSpec
+from drods.model.karmada import (
+    KARMADA_POLICY_GROUP,
+    KARMADA_POLICY_VERSION,
+    KarmadaOverrideSpec,
+    KarmadaPropagationSpec,
+)
 from drods.model.meta import API_VERSION, GROUP, VERSION
 from drods.model.policy import (
     ClusterOverridePolicySpec,
@@ -115,7 +120,13 @@ KARMADA_PROPAGATION_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, 
 KARMADA_CLUSTER_PROPAGATION_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterPropagationPolicy",
                                           "clusterpropagationpolicies", False, KarmadaPropagationSpec,
                                           ("cpp",), categories=_OURS)
-KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMADA_CLUSTER_PROPAGATION_POLICY)
+KARMADA_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "OverridePolicy", "overridepolicies",
+                               True, KarmadaOverrideSpec, ("op",), categories=_OURS)
+KARMADA_CLUSTER_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterOverridePolicy",
+                                       "clusteroverridepolicies", False, KarmadaOverrideSpec, categories=_OURS)
+KARMADA_PROPAGATION_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMADA_CLUSTER_PROPAGATION_POLICY)
+KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
+KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS
 
 ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS + KARMADA_KINDS
 

@@ -238,3 +238,33 @@ def test_report_from_summary_keeps_the_water_level() -> None:
     status = normalise(MetricsReport.model_validate(body), 1_800_000_000.0, source="kubernetes")
     assert not isinstance(status, str) and getattr(status, "water_level", None) == pytest.approx(0.5)
     assert body["cpuAllocated"] == 8.0 and body["podsCapacity"] == 330.0 and "gpuCapacity" not in body
+
+
+def test_karmada_override_policies_translate_and_namespaced_ones_win() -> None:
+    from drods.model.karmada import KarmadaOverrideSpec
+
+    def karmada(image_tag: str, **target: Any) -> KarmadaOverrideSpec:
+        return KarmadaOverrideSpec.model_validate({
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
+            "overrideRules": [{"targetCluster": target, "overriders": {
+                "plaintext": [{"path": "/spec/template/spec/containers/0/resources",
+                               "operator": "add", "value": {"limits": {"cpu": "1"}}}],
+                "imageOverrider": [{"component": "Tag", "operator": "replace", "value": image_tag}]}}]})
+
+    team = karmada("team", clusterNames=["dfw"]).as_override_policy("shop")
+    fleet = karmada("fleet").as_override_policy(None)
+    d = deploy()
+    applied = M.apply_overrides(d, "dfw", {}, [("shop/team", team), ("z-fleet", fleet)])
+    assert applied == ["z-fleet", "shop/team"]  # cluster-wide first, the namespaced one has the last word
+    app = d["spec"]["template"]["spec"]["containers"][0]
+    assert app["image"] == "nginx:team" and app["resources"] == {"limits": {"cpu": "1"}}
+    other = deploy()
+    assert M.apply_overrides(other, "sin", {}, [("shop/team", team), ("z-fleet", fleet)]) == ["z-fleet"]
+    elsewhere = deploy()
+    elsewhere["metadata"]["namespace"] = "billing"
+    assert M.apply_overrides(elsewhere, "dfw", {}, [("shop/team", team)]) == []
+    with pytest.raises(ValueError, match="predicate"):
+        KarmadaOverrideSpec.model_validate({
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "overrideRules": [{"overriders": {"imageOverrider": [
+                {"component": "Tag", "operator": "replace", "value": "x", "predicate": {"path": "/a"}}]}}]})

@@ -357,7 +357,7 @@ spec:
 """
 
 
-def test_karmada_policies_applied_unchanged_namespaced_wins(env: Env) -> None:
+def test_karmada_policies_applied_unchanged_namespaced_wins_overrides_apply(env: Env) -> None:
     for doc in KARMADA_POLICIES.split("---"):
         meta = doc.split("kind: ")[1].split()[0]
         path = ("/apis/policy.karmada.io/v1alpha1/namespaces/team/propagationpolicies" if meta == "PropagationPolicy"
@@ -367,6 +367,26 @@ def test_karmada_policies_applied_unchanged_namespaced_wins(env: Env) -> None:
     env.create(deploy_path("team"), deployment("kweb", 6, namespace="team", cpu="100m", memory="64Mi"))
     wait_for(lambda: env.copies("kweb", "team") == {"aws-dfw": 4, "azure-lhr": 2}, 30,
              "divided 2:1 over the namespaced policy's clusters")
+    op = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: kweb-lhr, namespace: team}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: kweb}]
+  overrideRules:
+    - targetCluster: {clusterNames: [azure-lhr]}
+      overriders:
+        imageOverrider: [{component: Tag, operator: replace, value: "1.27"}]
+        labelsOverrider: [{operator: add, value: {site: london}}]
+"""
+    r = env.http.post("/apis/policy.karmada.io/v1alpha1/namespaces/team/overridepolicies", content=op.encode(),
+                      headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    lhr = wait_for(lambda: (d := env.members["azure-lhr"].deployment("kweb", "team")) is not None
+                   and d.spec.template.spec.containers[0].image == "nginx:1.27" and d, 20, "override on azure-lhr")
+    assert lhr.metadata.labels["site"] == "london"
+    assert env.members["aws-dfw"].deployment("kweb", "team").spec.template.spec.containers[0].image == "nginx:1.25"
+    env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/team/overridepolicies/kweb-lhr")
     b = env.binding("deployment-team-kweb")
     assert b is not None and b["spec"]["policyRef"] == {
         "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "name": "kweb", "namespace": "team"}
