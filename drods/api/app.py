@@ -20,6 +20,7 @@ from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.auth import Principal, bearer_token
 from drods.api.body import too_deep as body_too_deep
 from drods.api.context import ApiContext
+from drods.api.dryrun import query_is_dry_run
 from drods.api.status import error_response
 from drods.errors import ApiError
 from drods.registry import changes
@@ -138,7 +139,9 @@ class AuditAndMetrics:
         started = time.perf_counter()
         responded = False
         method, path = scope["method"], scope["path"]
-        audited = method in MUTATING and (method, path.rstrip("/")) not in NOT_AUDITED
+        # A dry run (?dryRun=All) changes nothing, so it is no change to audit.
+        audited = method in MUTATING and (method, path.rstrip("/")) not in NOT_AUDITED \
+            and not query_is_dry_run(scope.get("query_string", b""))
         audit_id = uuid.uuid4().hex if audited else ""
         principal = self._principal(scope) if audited else None
         if principal is not None:

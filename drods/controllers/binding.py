@@ -41,6 +41,7 @@ from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
 from drods.model.binding import PROPAGATION_FINALIZER
+from drods.model.karmada import KarmadaOverrideSpec
 from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, WORK, Kind, by_kind
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.timefmt import parse_rfc3339, rfc3339
@@ -89,6 +90,7 @@ class BindingController:
         unsubscribe = [f.bindings.on_change(self._on_binding), f.works.on_change(self._on_work),
                        f.clusters.on_change(self._on_cluster),
                        f.informers.policies.on_change(self._on_policy),
+                       *(inf.on_change(self._on_policy) for inf in f.informers.karmada_overrides),
                        *(inf.on_change(self._on_template) for inf in self.templates.values())]
         try:
             self._on_policy("", None, None)
@@ -108,7 +110,10 @@ class BindingController:
 
     def _on_policy(self, key: str, old: Any, new: Any) -> None:
         self._policy_epoch += 1
-        self._policies = [p for p in (_policy(o) for o in self.fleet.informers.policies.cache.values()) if p]
+        informers = self.fleet.informers
+        self._policies = [p for p in (_policy(o) for o in informers.policies.cache.values()) if p]
+        self._policies += [p for inf in informers.karmada_overrides for p in map(_karmada_policy, inf.cache.values())
+                           if p]
         self._enqueue({k[len(BINDING.key_prefix()):] for k in self.fleet.bindings.cache})
 
     def _on_binding(self, key: str, old: Obj | None, new: Obj | None) -> None:
@@ -152,9 +157,9 @@ class BindingController:
             return
         kind, meta = obj.get("kind"), obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name"))
-        if kind in ("ConfigMap", "Secret"):
+        if kind in ("ConfigMap", "Secret", "ServiceAccount", "PersistentVolumeClaim"):
             self._enqueue(self.by_dep.get((str(kind), ns, name)))
-        elif kind == "Service":
+        elif kind in ("Service", "Ingress"):
             self._enqueue(self.by_ns.get(ns))
 
     # ------------------------------------------------------------------ lookups
@@ -176,8 +181,15 @@ class BindingController:
         return obj
 
     def _services(self, ns: str) -> list[Obj]:
-        k = by_kind("v1", "Service")
-        assert k is not None
+        return self._in_namespace("v1", "Service", ns)
+
+    def _ingresses(self, ns: str) -> list[Obj]:
+        return self._in_namespace("networking.k8s.io/v1", "Ingress", ns)
+
+    def _in_namespace(self, api_version: str, kind_name: str, ns: str) -> list[Obj]:
+        k = by_kind(api_version, kind_name)
+        if k is None or k.key_prefix() not in self.templates:
+            return []
         prefix = k.key_prefix(ns)
         return [o for key, o in self.templates[k.key_prefix()].cache.items() if key.startswith(prefix)]
 
@@ -207,7 +219,7 @@ class BindingController:
 
     def _plan(self, name: str, uid: str, template: Obj, wanted: dict[str, int]) -> dict[str, ManifestSet |
                                                                                       OverrideError]:
-        deps, looked = M.dependents(template, self._lookup, self._services)
+        deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses)
         self._index_deps(name, looked)
         targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}))
                    for c, s in sorted(wanted.items())]
@@ -386,6 +398,22 @@ class BindingController:
         self._deps_of.pop(name, None)
         self._plans.pop(name, None)
         self._own_binding_rev.pop(name, None)
+
+
+def _karmada_policy(obj: Obj | None) -> tuple[str, ClusterOverridePolicySpec] | None:
+    """A Karmada override policy in DRO-DS's form, named ``namespace/name`` when namespaced (so it is
+    applied after the cluster-wide ones, `drods.controllers.overrides.apply_overrides`)."""
+    if obj is None:
+        return None
+    meta = obj.get("metadata") or {}
+    try:
+        spec = KarmadaOverrideSpec.model_validate(obj.get("spec") or {})
+    except (TypeError, ValidationError):
+        log.warning("ignoring unreadable Karmada %s %s", obj.get("kind"), meta.get("name"))
+        return None
+    ns = meta.get("namespace") if obj.get("kind") == "OverridePolicy" else None
+    name = f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+    return name, spec.as_override_policy(str(ns) if ns else None)
 
 
 def _policy(obj: Obj | None) -> tuple[str, ClusterOverridePolicySpec] | None:

@@ -1,12 +1,15 @@
 """Resource detector (S1 through policies): workload + matching policy → a Binding, kept in step.
 
-Workloads are the templates users submit on the Kubernetes paths: ``apps/v1`` Deployment and
-StatefulSet, ``batch/v1`` Job. A workload matched by a PropagationPolicy (``resourceSelectors`` or
-the ``resourceType`` shorthand) or a ResourcePlacementPolicy (``resourceSelector``) gets the Binding
-``<kind-lowercase>-<namespace>-<name>`` with
+Workloads are the templates users submit on the Kubernetes paths: any kind DRO-DS stores there
+but Namespaces (Deployments, Jobs, CronJobs, Ingresses, ConfigMaps…). A workload matched by a
+PropagationPolicy (``resourceSelectors`` or the ``resourceType`` shorthand) or a
+ResourcePlacementPolicy (``resourceSelector``) gets the Binding ``<kind-lowercase>-<namespace>-<name>`` with
 
 * ``spec.resource`` — the workload reference (apiVersion, kind, namespace, name, uid);
-* ``replicas`` — ``spec.replicas`` (Jobs: ``spec.parallelism``), default 1;
+* ``replicas`` — where the kind's interpretation (`drods.model.interpreter`) says they are
+  (``spec.replicas``; Jobs: ``spec.parallelism``), default 1. A kind without replicas (a DaemonSet,
+  an Ingress, a ConfigMap…) gets ``replicaScheduling: Duplicated``: the whole object on every
+  selected cluster, whatever the policy says about division;
 * ``resources`` — per replica, what the pod template requests, as Kubernetes computes it: the sum
   over containers, or the largest init container when that is more; a container without a
   request but with a limit counts its limit. cpu in cores (``500m`` → 0.5), memory and
@@ -50,8 +53,16 @@ from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
 from drods.model.annotations import WORKLOAD_CLASS_LABEL
 from drods.model.binding import BindingSpec
-from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS, Kind
-from drods.model.meta import API_VERSION
+from drods.model.interpreter import interpretation
+from drods.model.karmada import KarmadaPropagationSpec
+from drods.model.kinds import (
+    BINDING,
+    KARMADA_PROPAGATION_KINDS,
+    PROPAGATION_POLICY,
+    RESOURCE_PLACEMENT_POLICY,
+    TEMPLATE_KINDS,
+    Kind,
+)
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.registry.objects import ObjectRegistry
 from drods.schedulerd.records import DETECTOR_NAME, MANAGED_BY_LABEL
@@ -59,7 +70,7 @@ from drods.store import KeyValue
 
 log = logging.getLogger(__name__)
 
-DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in WORKLOAD_KINDS if k.kind in ("Deployment", "StatefulSet", "Job"))
+DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in TEMPLATE_KINDS if k.kind != "Namespace")
 RESOURCE_KIND_LABEL = "multicluster.io/resource-kind"
 
 
@@ -108,15 +119,14 @@ def pod_requests(template: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def replicas_of(kind: str, obj: Mapping[str, Any]) -> int:
-    spec = obj.get("spec") or {}
-    v = spec.get("parallelism" if kind == "Job" else "replicas")
-    return int(v) if isinstance(v, int) and v >= 0 else 1
+def replicas_of(kind: Kind, obj: Mapping[str, Any]) -> int:
+    return interpretation(kind.api_version, kind.kind).replicas_of(obj)
 
 
 # ---------------------------------------------------------------------- policy matching
 @dataclass(frozen=True, slots=True)
 class PolicyMatch:
+    scope: int  # 0 a namespaced (Karmada) PropagationPolicy, 1 a cluster-wide policy: namespaced ones win
     specificity: int  # 3 name, 2 label selector, 1 kind only
     priority: int
     kind_rank: int  # 0 ResourcePlacementPolicy, 1 PropagationPolicy
@@ -126,8 +136,10 @@ class PolicyMatch:
     target_names: tuple[str, ...]
     target_labels: tuple[tuple[str, str], ...]
 
-    def order(self) -> tuple[int, int, int, str]:
-        return (-self.specificity, -self.priority, self.kind_rank, self.name)
+    namespace: str | None = None  # a namespaced policy's namespace
+
+    def order(self) -> tuple[int, int, int, int, str]:
+        return (self.scope, -self.specificity, -self.priority, self.kind_rank, self.name)
 
 
 def selector_specificity(sel: ResourceSelector, kind: Kind, obj: Mapping[str, Any]) -> int | None:
@@ -152,6 +164,7 @@ class _Policy:
     placement: dict[str, Any]
     target_names: tuple[str, ...]
     target_labels: tuple[tuple[str, str], ...]
+    namespace: str | None = None  # a namespaced policy selects only this namespace's resources
 
 
 def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
@@ -166,6 +179,10 @@ def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
             if kind is PROPAGATION_POLICY:
                 pp = PropagationPolicySpec.model_validate(spec)
                 return _Policy(kind, name, pp.priority, tuple(pp.selectors()), placement, tuple(pp.targetClusters), ())
+            if kind in KARMADA_PROPAGATION_KINDS:
+                kp = KarmadaPropagationSpec.model_validate(spec)
+                ns = str(obj["metadata"].get("namespace") or "default") if kind.namespaced else None
+                return _Policy(kind, name, kp.priority, tuple(kp.resourceSelectors), placement, (), (), ns)
             rpp = ResourcePlacementPolicySpec.model_validate(spec)
         except (ValueError, KeyError, TypeError, ValidationError):
             log.warning("resource detector: cannot read policy %s", kv.key)
@@ -190,8 +207,11 @@ def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> 
                    default=None)
         if spec is None:
             continue
-        m = PolicyMatch(spec, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
-                        p.placement, p.target_names, p.target_labels)
+        if p.namespace is not None and p.namespace != ((obj.get("metadata") or {}).get("namespace") or "default"):
+            continue
+        m = PolicyMatch(0 if p.namespace is not None else 1, spec, p.priority,
+                        0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
+                        p.placement, p.target_names, p.target_labels, p.namespace)
         if best is None or m.order() < best.order():
             best = m
     return best
@@ -219,14 +239,18 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch) -> d
     ref = {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"], "namespace": ns}
     if meta.get("uid"):
         ref["uid"] = meta["uid"]
+    how = interpretation(kind.api_version, kind.kind)
     spec: dict[str, Any] = {
         "resource": ref,
-        "replicas": replicas_of(kind.kind, obj),
+        "replicas": how.replicas_of(obj),
         "priority": match.priority,
-        "resources": pod_requests((obj.get("spec") or {}).get("template")),
-        "policyRef": {"apiVersion": API_VERSION, "kind": match.policy_kind.kind, "name": match.name},
+        "resources": pod_requests(how.pod_template_of(obj)),
+        "policyRef": {"apiVersion": match.policy_kind.api_version, "kind": match.policy_kind.kind, "name": match.name,
+                      **({"namespace": match.namespace} if match.namespace else {})},
     }
     placement = _with_labels(match.placement, match.target_labels)
+    if not how.divisible:  # nothing to divide: the whole object goes to every selected cluster
+        placement = {**placement, "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
     if placement:
         spec["placement"] = placement
     if match.target_names:
@@ -271,7 +295,7 @@ class ResourceDetector:
         """The shared informers a detector reads, as keyword arguments of its constructor."""
         return {"workloads": [manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
-                             for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY)],
+                             for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
                 "bindings": manager.informer(BINDING.key_prefix(), decode_object)}
 
     def _policy_changed(self, key: str, old: Any, new: Any) -> None:

@@ -19,7 +19,7 @@ from drods.controllers.clients import MemberClients, is_pull
 from drods.machinery.informer import Informer
 from drods.model.conditions import condition
 from drods.model.keys import CLEANUP_PREFIX
-from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, WORK, WORKLOAD_KINDS
+from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, KARMADA_OVERRIDE_KINDS, TEMPLATE_KINDS, WORK
 from drods.model.work import Ref
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.store import Store
@@ -40,6 +40,7 @@ class MemberInformers:
     cleanups: Informer
     policies: Informer  # ClusterOverridePolicies
     templates: dict[str, Informer]  # by key prefix: the workload kinds and their dependents
+    karmada_overrides: tuple[Informer, ...] = ()  # Karmada's OverridePolicies and ClusterOverridePolicies
 
     @classmethod
     def of(cls, manager: Manager) -> MemberInformers:
@@ -48,10 +49,12 @@ class MemberInformers:
                    manager.informer(WORK.key_prefix(), decode_stored),
                    manager.informer(CLEANUP_PREFIX, decode_stored),
                    manager.informer(CLUSTER_OVERRIDE_POLICY.key_prefix(), decode_stored),
-                   {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in WORKLOAD_KINDS})
+                   {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in TEMPLATE_KINDS},
+                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS))
 
     def all(self) -> list[Informer]:
-        return [self.clusters, self.policies, self.cleanups, self.works, *self.templates.values(), self.bindings]
+        return [self.clusters, self.policies, *self.karmada_overrides, self.cleanups, self.works,
+                *self.templates.values(), self.bindings]
 
 
 class MemberFleet:

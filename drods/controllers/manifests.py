@@ -14,8 +14,10 @@ Conventions (M3, documented in the README "Member clusters"):
   ``parallelism`` is the share and ``completions`` are split in proportion (largest remainder);
   everything else (Services, ConfigMaps, Secrets, DaemonSets, Namespaces) is duplicated unchanged.
 * **Dependents** — ConfigMaps and Secrets a pod template references (volumes, projected volumes,
-  envFrom, env valueFrom, imagePullSecrets) and Services in the namespace whose selector matches the
-  pod template's labels go to the same clusters, before the workload.
+  envFrom, env valueFrom, imagePullSecrets), its ServiceAccount (``serviceAccountName``) and the
+  PersistentVolumeClaims its volumes claim, Services in the namespace whose selector matches the pod
+  template's labels, and Ingresses in the namespace whose backends name one of those Services go to
+  the same clusters, before the workload.
 """
 
 from __future__ import annotations
@@ -155,13 +157,26 @@ def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, c
 # ---- dependents --------------------------------------------------------------------------------
 
 
-def referenced(template: Obj) -> tuple[set[str], set[str]]:
-    """Names of the ConfigMaps and Secrets a pod template uses."""
+def referenced(template: Obj) -> set[tuple[str, str]]:
+    """(kind, name) of every ConfigMap, Secret, ServiceAccount and PersistentVolumeClaim a pod template uses."""
     ps = pod_spec(template)
+    if ps is None:
+        return set()
+    cms, secrets = _config_and_secrets(ps)
+    out = {("ConfigMap", n) for n in cms} | {("Secret", n) for n in secrets}
+    account = ps.get("serviceAccountName") or ps.get("serviceAccount")
+    if isinstance(account, str) and account and account != "default":
+        out.add(("ServiceAccount", account))
+    for v in ps.get("volumes") or []:
+        claim = ((v or {}).get("persistentVolumeClaim") or {}).get("claimName") if isinstance(v, dict) else None
+        if isinstance(claim, str) and claim:
+            out.add(("PersistentVolumeClaim", claim))
+    return out
+
+
+def _config_and_secrets(ps: Obj) -> tuple[set[str], set[str]]:
     cms: set[str] = set()
     secrets: set[str] = set()
-    if ps is None:
-        return cms, secrets
     for v in ps.get("volumes") or []:
         if not isinstance(v, dict):
             continue
@@ -203,17 +218,32 @@ def selects(service: Obj, template: Obj) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+def ingress_backends(ingress: Obj) -> set[str]:
+    """The Service names an Ingress routes to (default backend and every rule path)."""
+    spec = ingress.get("spec") or {}
+    backends = [spec.get("defaultBackend")]
+    for rule in spec.get("rules") or []:
+        backends += [p.get("backend") for p in ((rule or {}).get("http") or {}).get("paths") or []
+                     if isinstance(p, dict)]
+    return {str(b["service"]["name"]) for b in backends
+            if isinstance(b, dict) and isinstance(b.get("service"), dict) and b["service"].get("name")}
+
+
 def dependents(template: Obj, lookup: Callable[[str, str, str], Obj | None],
-               services: Callable[[str], Iterable[Obj]]) -> tuple[list[Obj], set[tuple[str, str, str]]]:
+               services: Callable[[str], Iterable[Obj]],
+               ingresses: Callable[[str], Iterable[Obj]] = lambda ns: ()) -> tuple[list[Obj],
+                                                                                  set[tuple[str, str, str]]]:
     """(the dependent objects that exist, every (kind, namespace, name) looked for — to watch)."""
     if pod_spec(template) is None:
         return [], set()
     ns = str((template.get("metadata") or {}).get("namespace") or "default")
-    cms, secrets = referenced(template)
-    wanted = {("ConfigMap", ns, n) for n in cms} | {("Secret", ns, n) for n in secrets}
+    wanted = {(kind, ns, name) for kind, name in referenced(template)}
     found = [o for kind, _, name in sorted(wanted) if (o := lookup(kind, ns, name)) is not None]
-    found += sorted((s for s in services(ns) if selects(s, template)),
-                    key=lambda s: str(s["metadata"]["name"]))
+    selected = sorted((s for s in services(ns) if selects(s, template)), key=lambda s: str(s["metadata"]["name"]))
+    found += selected
+    names = {str(s["metadata"]["name"]) for s in selected}
+    found += sorted((i for i in ingresses(ns) if ingress_backends(i) & names),
+                    key=lambda i: str(i["metadata"]["name"]))
     return found, wanted
 
 

@@ -258,9 +258,11 @@ def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
                     policies: Iterable[tuple[str, ClusterOverridePolicySpec]]) -> list[str]:
     """Change ``obj`` (a member copy) in place; returns the names of the policies that changed it.
 
-    ``policies`` are (name, spec) pairs; they are applied in name order. Raises `OverrideError`."""
+    ``policies`` are (name, spec) pairs; cluster-wide ones are applied in name order, then the
+    namespaced ones (named ``namespace/name``), so a namespaced policy has the last word, as in
+    Karmada. Raises `OverrideError`."""
     applied: list[str] = []
-    for name, spec in sorted(policies, key=lambda p: p[0]):
+    for name, spec in sorted(policies, key=lambda p: ("/" in p[0], p[0])):
         if not policy_applies(spec, obj):
             continue
         used = False

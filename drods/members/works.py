@@ -70,6 +70,7 @@ class WorkAgent:
         self.authoritative = False  # works mirror the control plane right now: pruning is safe
         self.prune_due = False
         self.ns_ok: set[str] = set()
+        self._held_kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) some Work has held
         self.wake = asyncio.Event()
 
     # ------------------------------------------------------------------ the state file
@@ -241,8 +242,11 @@ class WorkAgent:
     async def prune(self, works: Mapping[str, _Work]) -> bool:
         """Delete DRO-DS's objects for this cluster that no Work wants; False when the member failed."""
         wanted = {Ref.of(m) for w in works.values() for m in w.spec.get("manifests") or []}
+        # Beside the workload kinds, every kind a Work has held (an Ingress, a CronJob…): listing each
+        # kind DRO-DS knows would ask a member for kinds it may not serve, every pass.
+        self._held_kinds.update((r.api_version, r.kind) for r in wanted if r.kind != "Namespace")
         try:
-            for api_version, kind in PRUNE_KINDS:
+            for api_version, kind in (*PRUNE_KINDS, *sorted(self._held_kinds - set(PRUNE_KINDS))):
                 for it in await self.member.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR):
                     meta = it.get("metadata") or {}
                     if (meta.get("annotations") or {}).get(ANN_CLUSTER) != self.cluster:

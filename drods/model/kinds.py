@@ -9,6 +9,12 @@ from pydantic import BaseModel
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.model.dataset import DatasetSpec
+from drods.model.karmada import (
+    KARMADA_POLICY_GROUP,
+    KARMADA_POLICY_VERSION,
+    KarmadaOverrideSpec,
+    KarmadaPropagationSpec,
+)
 from drods.model.meta import API_VERSION, GROUP, VERSION
 from drods.model.policy import (
     ClusterOverridePolicySpec,
@@ -102,7 +108,46 @@ WORKLOAD_KINDS: tuple[Kind, ...] = (
     Kind("", "v1", "Namespace", "namespaces", False, short_names=("ns",)),
 )
 
-ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + WORKLOAD_KINDS
+# The other common core, apps, batch, networking, RBAC, autoscaling and policy kinds (F7): stored as
+# given and propagated like the workload templates. Kinds without replicas go to every selected
+# cluster; those a pod template names (ServiceAccounts, PVCs) follow their workload.
+RESOURCE_KINDS: tuple[Kind, ...] = (
+    Kind("", "v1", "ServiceAccount", "serviceaccounts", True, short_names=("sa",)),
+    Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, short_names=("pvc",)),
+    Kind("", "v1", "ResourceQuota", "resourcequotas", True, short_names=("quota",)),
+    Kind("", "v1", "LimitRange", "limitranges", True, short_names=("limits",)),
+    Kind("apps", "v1", "ReplicaSet", "replicasets", True, short_names=("rs",), categories=ALL),
+    Kind("batch", "v1", "CronJob", "cronjobs", True, short_names=("cj",), categories=ALL),
+    Kind("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True, short_names=("hpa",),
+         categories=ALL),
+    Kind("networking.k8s.io", "v1", "Ingress", "ingresses", True, short_names=("ing",)),
+    Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=("netpol",)),
+    Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, short_names=("pdb",)),
+    Kind("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
+    Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
+    Kind("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+    Kind("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+)
+
+# Every kind a Binding may name as its template (what the propagation controller watches).
+TEMPLATE_KINDS: tuple[Kind, ...] = WORKLOAD_KINDS + RESOURCE_KINDS
+
+# Karmada's policy API as written (drods.model.karmada): a namespaced PropagationPolicy selects only
+# its namespace's resources and wins over cluster-scoped policies.
+KARMADA_PROPAGATION_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "PropagationPolicy",
+                                  "propagationpolicies", True, KarmadaPropagationSpec, categories=_OURS)
+KARMADA_CLUSTER_PROPAGATION_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterPropagationPolicy",
+                                          "clusterpropagationpolicies", False, KarmadaPropagationSpec,
+                                          ("cpp",), categories=_OURS)
+KARMADA_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "OverridePolicy", "overridepolicies",
+                               True, KarmadaOverrideSpec, ("op",), categories=_OURS)
+KARMADA_CLUSTER_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterOverridePolicy",
+                                       "clusteroverridepolicies", False, KarmadaOverrideSpec, categories=_OURS)
+KARMADA_PROPAGATION_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMADA_CLUSTER_PROPAGATION_POLICY)
+KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
+KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS
+
+ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS + KARMADA_KINDS
 SECRET = next(k for k in WORKLOAD_KINDS if k.kind == "Secret")
 # Stored encrypted as whole objects (SEC2, `drods.store.encrypted`): Secrets and the Works that carry
 # them to pull-mode members. (Cluster credentials are sealed field by field: `secret_paths`.)

@@ -167,7 +167,8 @@ class ObjectRegistry:
 
     # ---- writes -----------------------------------------------------------------------------
 
-    async def create(self, kind: Kind, obj: Any, namespace: str | None = None) -> Obj:
+    async def create(self, kind: Kind, obj: Any, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
+        """``dry_run``: everything a create does (validation, defaulting, the name check) but the write."""
         obj = self.validate(kind, obj, namespace=namespace)
         meta = obj["metadata"]
         for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
@@ -178,6 +179,10 @@ class ObjectRegistry:
         obj.setdefault("status", {})
         self._seal(kind, obj, None)
         key = kind.key(meta["name"], meta.get("namespace"))
+        if dry_run:
+            if await self.store.get(key) is not None:
+                raise already_exists(kind.kind, meta["name"])
+            return self._planned(kind, obj, 0)
         try:
             rev = await self.store.put(key, _encode(obj), expect_revision=0)
         except CasFailed as e:
@@ -186,7 +191,8 @@ class ObjectRegistry:
         return self._result(kind, obj, rev)
 
     async def update(
-        self, kind: Kind, obj: Any, namespace: str | None = None, *, subresource: str | None = None
+        self, kind: Kind, obj: Any, namespace: str | None = None, *, subresource: str | None = None,
+        dry_run: bool = False,
     ) -> Obj:
         """PUT semantics: with metadata.resourceVersion it is a CAS, without it last-writer-wins."""
         for attempt in range(_WRITE_RETRIES):
@@ -201,6 +207,8 @@ class ObjectRegistry:
                 raise conflict(kind.kind, meta["name"], str(kv.mod_revision))
             current: Obj = json.loads(kv.value)
             merged = self._carry_over(kind, current, incoming, subresource)
+            if dry_run:
+                return self._result(kind, merged, kv.mod_revision)
             try:
                 return await self._write(kind, key, merged, current, kv.mod_revision)
             except ApiError as e:
@@ -217,6 +225,7 @@ class ObjectRegistry:
         namespace: str | None = None,
         *,
         subresource: str | None = None,
+        dry_run: bool = False,
     ) -> Obj:
         from drods.registry.patch import apply_patch
 
@@ -238,6 +247,8 @@ class ObjectRegistry:
             incoming = self.validate(kind, patched, namespace=namespace)
             stored: Obj = json.loads(kv.value)
             merged = self._carry_over(kind, stored, incoming, subresource)
+            if dry_run:
+                return self._result(kind, merged, kv.mod_revision)
             try:
                 return await self._write(kind, key, merged, stored, kv.mod_revision)
             except ApiError as e:
@@ -259,7 +270,8 @@ class ObjectRegistry:
         return await self._write(kind, key, new, current, kv.mod_revision)
 
     async def delete(
-        self, kind: Kind, name: str, namespace: str | None = None, *, resource_version: str | None = None
+        self, kind: Kind, name: str, namespace: str | None = None, *, resource_version: str | None = None,
+        dry_run: bool = False,
     ) -> tuple[Obj, bool]:
         """Returns (object, gone). With finalizers the object is only marked for deletion."""
         key = kind.key(name, self._ns(kind, namespace))
@@ -271,6 +283,8 @@ class ObjectRegistry:
                 raise conflict(kind.kind, name, str(kv.mod_revision))
             current: Obj = json.loads(kv.value)
             meta = current["metadata"]
+            if dry_run:
+                return self._decode(kind, kv, reveal=False), not meta.get("finalizers")
             try:
                 if meta.get("finalizers"):
                     if meta.get("deletionTimestamp"):
@@ -311,11 +325,12 @@ class ObjectRegistry:
             except CasFailed:
                 continue
 
-    async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]], *,
-                           results: bool = True) -> builtins.list[tuple[Obj, bool]]:
+    async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]], *, results: bool = True,
+                           dry_run: bool = False) -> builtins.list[tuple[Obj, bool]]:
         """Create or update many objects: all are validated before anything is written, then
         written in as few store transactions as the backend allows, each guarded by CAS.
-        ``results=False``: return nothing (a controller publishing many objects skips the copies)."""
+        ``results=False``: return nothing (a controller publishing many objects skips the copies);
+        ``dry_run`` plans every write and returns what would be, writing nothing."""
         validated: builtins.list[tuple[Kind, Obj, str]] = []
         seen: set[str] = set()
         for i, (kind, raw) in enumerate(items):
@@ -345,6 +360,8 @@ class ObjectRegistry:
                 plans.append((kind, key, obj, 0))
             else:
                 plans.append((kind, key, self._carry_over(kind, json.loads(kv.value), obj, None), kv.mod_revision))
+        if dry_run:
+            return [(self._planned(kind, obj, rev), rev == 0) for kind, _, obj, rev in plans]
         chunk = max(1, self.store.max_txn_ops)
         out: builtins.list[tuple[Obj, bool]] = []
         written = 0
@@ -449,6 +466,13 @@ class ObjectRegistry:
             with contextlib.suppress(CasFailed):
                 await self.store.delete(key, expect_revision=rev)
         return self._result(kind, new, rev)
+
+    def _planned(self, kind: Kind, obj: Obj, revision: int) -> Obj:
+        """A dry run's answer: a new object has no resourceVersion yet, an update keeps the current one."""
+        out = self._result(kind, obj, revision)
+        if revision == 0:
+            del out["metadata"]["resourceVersion"]
+        return out
 
     def _result(self, kind: Kind, obj: Obj, revision: int) -> Obj:
         out = copy.deepcopy(obj)

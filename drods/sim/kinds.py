@@ -33,6 +33,12 @@ JOB = _kind("batch", "Job", "jobs", True)
 NODE_METRICS = Kind("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=("get", "list"))
 POD_METRICS = Kind("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", True, verbs=("get", "list"))
 
+# Stored as given (no controller acts on them in a sim), so the objects that follow a workload land.
+PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, short_names=("pvc",))
+INGRESS = Kind("networking.k8s.io", "v1", "Ingress", "ingresses", True, short_names=("ing",))
+CRON_JOB = Kind("batch", "v1", "CronJob", "cronjobs", True, short_names=("cj",), categories=ALL)
+
 WORKLOADS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, JOB)
-NAMESPACED: tuple[Kind, ...] = (POD, SERVICE, CONFIG_MAP, SECRET, EVENT, SERVICE_ACCOUNT, *WORKLOADS)
+NAMESPACED: tuple[Kind, ...] = (POD, SERVICE, CONFIG_MAP, SECRET, EVENT, SERVICE_ACCOUNT, PERSISTENT_VOLUME_CLAIM,
+                                INGRESS, CRON_JOB, *WORKLOADS)
 SIM_KINDS: tuple[Kind, ...] = (NAMESPACE, NODE, *NAMESPACED, NODE_METRICS, POD_METRICS)

@@ -25,7 +25,7 @@ INITIAL_STATUS: dict[str, Obj] = {
 
 
 class SimRegistry(ObjectRegistry):
-    async def create(self, kind: Kind, obj: Any, namespace: str | None = None) -> Obj:
+    async def create(self, kind: Kind, obj: Any, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
         if "create" not in kind.verbs:  # metrics.k8s.io is computed, never stored
             raise ApiError(405, "METHOD_NOT_ALLOWED", f"{kind.plural} cannot be created", {"kind": kind.plural})
         if kind.namespaced:
@@ -40,7 +40,7 @@ class SimRegistry(ObjectRegistry):
                                "being terminated", {"name": ns, "kind": "namespaces"})
         if isinstance(obj, dict) and kind.kind in INITIAL_STATUS:
             obj = {**obj, "status": dict(INITIAL_STATUS[kind.kind])}  # a create never sets status
-        return await super().create(kind, obj, namespace)
+        return await super().create(kind, obj, namespace, dry_run=dry_run)
 
     async def put_object(self, kind: Kind, obj: Obj, *, resource_version: str | None = None) -> Obj:
         """Write spec and status together (a controller binding a pod sets both); CAS on the

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import authenticate, context
+from drods.api.fields import parse_field_selector
 from drods.api.routes.kubernetes import dispatch, resolve, selector_of
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
@@ -229,34 +230,6 @@ def _add_core_routes(router: APIRouter, kind: Kind) -> None:
 # ---- field selectors ------------------------------------------------------------------------------
 
 
-def parse_field_selector(text: str) -> list[tuple[str, bool, str]]:
-    """``spec.nodeName=n1,status.phase!=Failed`` → [(path, equal?, value)]."""
-    out = []
-    for term in text.split(","):
-        term = term.strip()
-        if not term:
-            continue
-        if "!=" in term:
-            path, value, equal = *term.split("!=", 1), False
-        elif "==" in term:
-            path, value, equal = *term.split("==", 1), True
-        elif "=" in term:
-            path, value, equal = *term.split("=", 1), True
-        else:
-            raise ApiError(400, "BAD_REQUEST", f"invalid field selector term {term!r}", {"fieldSelector": text})
-        out.append((path.strip(), equal, value.strip()))
-    return out
-
-
-def _field(obj: Obj, path: str) -> str:
-    cur: Any = obj
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            return ""
-        cur = cur.get(part)
-    return "" if cur is None else str(cur)
-
-
 async def list_with_fields(request: Request, p: Principal, group: str, version: str, plural: str,
                            ns: str | None) -> Response:
     kind = resolve(request, group, version, plural)
@@ -267,10 +240,10 @@ async def list_with_fields(request: Request, p: Principal, group: str, version: 
     if watching or not text or text.replace("==", "=").startswith("metadata.name=") and "," not in text:
         return await dispatch(request, p, kind, ns, None, None)
     p.require(Action.READ)
-    terms = parse_field_selector(text)
+    fields = parse_field_selector(text, allowed=None)
     ctx = context(request)
     items, revision = await ctx.registry.list(kind, ns, selector_of(request))
-    items = [o for o in items if all((_field(o, path) == value) == equal for path, equal, value in terms)]
+    items = [o for o in items if fields.matches(o)]
     if wants_table(request):
         return JSONResponse(to_table(kind, items, revision))
     return JSONResponse({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,

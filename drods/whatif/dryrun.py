@@ -212,7 +212,7 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
     kind = by_kind(str(workload.get("apiVersion", "")), str(workload.get("kind", "")))
     meta = workload.get("metadata")
     if kind is None or kind not in DETECTED_KINDS:
-        raise _field_error("workload.kind", "a Deployment, StatefulSet or Job (apps/v1, batch/v1)")
+        raise _field_error("workload.kind", "a kind DRO-DS stores on its Kubernetes paths (not a Namespace)")
     if not isinstance(meta, dict) or not meta.get("name"):
         raise _field_error("workload.metadata.name", "required")
 
@@ -226,7 +226,7 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
 
     if policy is not None:
         p = decode(policy, 0, "policy")
-        match: PolicyMatch | None = PolicyMatch(3, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1,
+        match: PolicyMatch | None = PolicyMatch(1, 3, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1,
                                                 p.name, p.kind, p.placement, p.target_names, p.target_labels)
     else:
         decoded = [decode(s, i, f"stored[{i}]") for i, s in enumerate(stored)]

@@ -138,6 +138,32 @@ def test_member_manifest_shares_ownership_and_hash() -> None:
     assert isinstance(other, M.ManifestSet) and other.hash != w.hash
 
 
+def test_service_accounts_claims_and_ingresses_follow_their_workload() -> None:
+    def obj(api_version: str, kind: str, name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "shop"},
+                "spec": spec}
+
+    sa, pvc = obj("v1", "ServiceAccount", "runner"), obj("v1", "PersistentVolumeClaim", "data")
+    svc = obj("v1", "Service", "web", selector={"app": "web"})
+    routed = obj("networking.k8s.io/v1", "Ingress", "front",
+                 rules=[{"http": {"paths": [{"path": "/", "backend": {"service": {"name": "web"}}}]}}])
+    default = obj("networking.k8s.io/v1", "Ingress", "fallback", defaultBackend={"service": {"name": "web"}})
+    elsewhere = obj("networking.k8s.io/v1", "Ingress", "db", defaultBackend={"service": {"name": "db"}})
+    d = deploy(serviceAccountName="runner",
+               volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "data"}},
+                        {"name": "w", "persistentVolumeClaim": {"claimName": "missing"}}])
+    lookup = {("ServiceAccount", "shop", "runner"): sa, ("PersistentVolumeClaim", "shop", "data"): pvc}
+    deps, looked = M.dependents(d, lambda k, ns, n: lookup.get((k, ns, n)), lambda ns: [svc],
+                                lambda ns: [elsewhere, routed, default])
+    assert [(x["kind"], x["metadata"]["name"]) for x in deps] == [
+        ("PersistentVolumeClaim", "data"), ("ServiceAccount", "runner"), ("Service", "web"),
+        ("Ingress", "fallback"), ("Ingress", "front")]
+    assert looked == {("ServiceAccount", "shop", "runner"), ("PersistentVolumeClaim", "shop", "data"),
+                      ("PersistentVolumeClaim", "shop", "missing")}
+    # the pod's default ServiceAccount exists in every namespace: it is not propagated
+    assert M.dependents(deploy(serviceAccountName="default"), lambda k, ns, n: None, lambda ns: [])[1] == set()
+
+
 def test_job_split_and_label_values() -> None:
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "default"},
            "spec": {"parallelism": 5, "completions": 10, "template": {"spec": {"containers": []}}}}
@@ -212,3 +238,33 @@ def test_report_from_summary_keeps_the_water_level() -> None:
     status = normalise(MetricsReport.model_validate(body), 1_800_000_000.0, source="kubernetes")
     assert not isinstance(status, str) and getattr(status, "water_level", None) == pytest.approx(0.5)
     assert body["cpuAllocated"] == 8.0 and body["podsCapacity"] == 330.0 and "gpuCapacity" not in body
+
+
+def test_karmada_override_policies_translate_and_namespaced_ones_win() -> None:
+    from drods.model.karmada import KarmadaOverrideSpec
+
+    def karmada(image_tag: str, **target: Any) -> KarmadaOverrideSpec:
+        return KarmadaOverrideSpec.model_validate({
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
+            "overrideRules": [{"targetCluster": target, "overriders": {
+                "plaintext": [{"path": "/spec/template/spec/containers/0/resources",
+                               "operator": "add", "value": {"limits": {"cpu": "1"}}}],
+                "imageOverrider": [{"component": "Tag", "operator": "replace", "value": image_tag}]}}]})
+
+    team = karmada("team", clusterNames=["dfw"]).as_override_policy("shop")
+    fleet = karmada("fleet").as_override_policy(None)
+    d = deploy()
+    applied = M.apply_overrides(d, "dfw", {}, [("shop/team", team), ("z-fleet", fleet)])
+    assert applied == ["z-fleet", "shop/team"]  # cluster-wide first, the namespaced one has the last word
+    app = d["spec"]["template"]["spec"]["containers"][0]
+    assert app["image"] == "nginx:team" and app["resources"] == {"limits": {"cpu": "1"}}
+    other = deploy()
+    assert M.apply_overrides(other, "sin", {}, [("shop/team", team), ("z-fleet", fleet)]) == ["z-fleet"]
+    elsewhere = deploy()
+    elsewhere["metadata"]["namespace"] = "billing"
+    assert M.apply_overrides(elsewhere, "dfw", {}, [("shop/team", team)]) == []
+    with pytest.raises(ValueError, match="predicate"):
+        KarmadaOverrideSpec.model_validate({
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "overrideRules": [{"overriders": {"imageOverrider": [
+                {"component": "Tag", "operator": "replace", "value": "x", "predicate": {"path": "/a"}}]}}]})

@@ -96,7 +96,7 @@ def get_json(kubectl: Kubectl, *args: str) -> Any:
 
 def test_api_resources_lists_our_kinds(kubectl: Kubectl) -> None:
     out = kubectl.run("api-resources").stdout
-    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip() and "karmada" not in line}
     for plural in ("clusters", "propagationpolicies", "resourceplacementpolicies", "clusteroverridepolicies",
                    "bindings"):
         assert plural in rows, out
@@ -257,17 +257,181 @@ def test_watch_shows_changes_in_the_same_columns(kubectl: Kubectl, tls_server: S
         api.delete("/apis/multicluster.io/v1alpha1/clusters/k-watch").raise_for_status()
 
 
-def test_server_dry_run_is_refused_not_performed(kubectl: Kubectl, tmp_path: Path) -> None:
+def test_server_dry_run_and_diff_store_nothing(kubectl: Kubectl, tls_server: ServerProcess,
+                                              tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(CLUSTER.format(name="k-dry", region="x"))
-    done = kubectl.run("apply", "--dry-run=server", "-f", str(path), check=False)
-    # Old kubectl looks for dryRun in the OpenAPI document and refuses by itself; newer ones ask the server.
-    assert done.returncode != 0, done.stdout
-    assert "dry run is not supported" in done.stderr or "doesn't support dry-run" in done.stderr, done.stderr
+    out = kubectl.run("apply", "--dry-run=server", "-f", str(path)).stdout
+    assert "cluster.multicluster.io/k-dry created (server dry run)" in out, out
     assert "NotFound" in kubectl.run("get", "cluster", "k-dry", check=False).stderr
-    client_side = kubectl.run("apply", "--dry-run=client", "-f", str(path))
-    assert "(dry run)" in client_side.stdout
-    assert "NotFound" in kubectl.run("get", "cluster", "k-dry", check=False).stderr
+    # The server validates a dry run for real.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(CLUSTER.format(name="k-dry", region="x") + "  syncMode: Sideways\n")
+    done = kubectl.run("apply", "--dry-run=server", "-f", str(bad), check=False)
+    assert done.returncode != 0 and "spec.syncMode" in done.stderr, done.stderr
+
+    # kubectl diff asks the server what apply would make (a dry-run patch) and compares it with the live object.
+    deploy = tmp_path / "d.yaml"
+    deploy.write_text(DEPLOYMENT.format(image="nginx:1.25", replicas=1).replace("name: web", "name: web-dry", 1))
+    new = kubectl.run("diff", "-f", str(deploy), check=False)
+    assert new.returncode == 1 and "+  name: web-dry" in new.stdout, new.stdout + new.stderr
+    kubectl.run("apply", "-f", str(deploy))
+    same = kubectl.run("diff", "-f", str(deploy), check=False)
+    assert same.returncode == 0 and same.stdout == "", same.stdout + same.stderr
+    deploy.write_text(deploy.read_text().replace("nginx:1.25", "nginx:1.27").replace("replicas: 1", "replicas: 4"))
+    changed = kubectl.run("diff", "-f", str(deploy), check=False)
+    assert changed.returncode == 1, changed.stderr
+    removed = [ln for ln in changed.stdout.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    added = [ln for ln in changed.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert any("image: nginx:1.25" in ln for ln in removed) and any("image: nginx:1.27" in ln for ln in added)
+    assert any(ln.split() == ["+", "replicas:", "4"] or ln.replace(" ", "") == "+replicas:4" for ln in added)
+    out = kubectl.run("apply", "--dry-run=server", "-f", str(deploy)).stdout
+    assert "deployment.apps/web-dry configured (server dry run)" in out, out
+    live = get_json(kubectl, "deploy", "web-dry")
+    assert live["spec"]["replicas"] == 1 and live["metadata"]["generation"] == 1
+    out = kubectl.run("delete", "--dry-run=server", "deploy", "web-dry").stdout
+    assert "(server dry run)" in out
+    assert get_json(kubectl, "deploy", "web-dry")["metadata"]["uid"] == live["metadata"]["uid"]
+    audit = tls_server.client().get("/api/v1/audit").json()["items"]
+    assert not [e for e in audit if e["path"].endswith("/clusters/k-dry")
+                or (e["verb"] == "DELETE" and e["path"].endswith("/deployments/web-dry"))]
+    kubectl.run("delete", "deploy", "web-dry")
+
+
+SERVICE = """
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  ports: [{{port: 80}}]
+"""
+
+
+def test_lists_across_namespaces(kubectl: Kubectl, tmp_path: Path) -> None:
+    path = tmp_path / "all.yaml"
+    docs = [SERVICE.format(name=n, ns=ns) for ns in ("ns-a", "ns-b") for n in ("front", "back")]
+    docs.append(DEPLOYMENT.format(image="nginx:1", replicas=1).replace("namespace: default", "namespace: ns-b")
+                .replace("name: web", "name: web-all", 1))
+    path.write_text("---".join(docs))
+    kubectl.run("apply", "-f", str(path))
+    rows = [line.split() for line in kubectl.run("get", "svc", "-A").stdout.splitlines()]
+    assert rows[0][:2] == ["NAMESPACE", "NAME"]
+    assert sorted((r[0], r[1]) for r in rows[1:]) == [("ns-a", "back"), ("ns-a", "front"), ("ns-b", "back"),
+                                                      ("ns-b", "front")]
+    out = kubectl.run("get", "all", "-A").stdout
+    assert "service/front" in out and "deployment.apps/web-all" in out, out
+    out = kubectl.run("get", "svc", "-A", "--field-selector", "metadata.namespace=ns-b,metadata.name!=back",
+                      "-o", "name").stdout.split()
+    assert out == ["service/front"]
+    kubectl.run("delete", "-f", str(path))
+
+
+COMMON_KINDS = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: runner, namespace: ns-c}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: ns-c}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: front, namespace: ns-c}
+spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: ns-c}
+spec: {schedule: "0 3 * * *", jobTemplate: {spec: {template: {spec: {containers: [{name: c, image: busybox}],
+  restartPolicy: Never}}}}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: ns-c}
+spec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}, minReplicas: 1, maxReplicas: 5}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny, namespace: ns-c}
+spec: {podSelector: {}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: ns-c}
+spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader, namespace: ns-c}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reader, namespace: ns-c}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects: [{kind: ServiceAccount, name: runner, namespace: ns-c}]
+"""
+
+
+def test_common_kubernetes_kinds_are_stored_as_given(kubectl: Kubectl, tmp_path: Path) -> None:
+    rows = {line.split()[0] for line in kubectl.run("api-resources").stdout.splitlines()[1:] if line.strip()}
+    assert {"serviceaccounts", "persistentvolumeclaims", "ingresses", "cronjobs", "horizontalpodautoscalers",
+            "networkpolicies", "poddisruptionbudgets", "roles", "rolebindings", "clusterroles"} <= rows
+    path = tmp_path / "kinds.yaml"
+    path.write_text(COMMON_KINDS)
+    out = kubectl.run("apply", "-f", str(path)).stdout
+    for name in ("serviceaccount/runner", "persistentvolumeclaim/data", "ingress.networking.k8s.io/front",
+                 "cronjob.batch/nightly", "horizontalpodautoscaler.autoscaling/web",
+                 "networkpolicy.networking.k8s.io/deny", "poddisruptionbudget.policy/web",
+                 "role.rbac.authorization.k8s.io/reader", "rolebinding.rbac.authorization.k8s.io/reader"):
+        assert f"{name} created" in out, out
+    assert "unchanged" in kubectl.run("apply", "-f", str(path)).stdout
+    assert get_json(kubectl, "rolebinding", "reader", "-n", "ns-c")["roleRef"]["name"] == "reader"
+    assert get_json(kubectl, "cj", "nightly", "-n", "ns-c")["spec"]["schedule"] == "0 3 * * *"
+    names = kubectl.run("get", "ing,pvc,sa", "-A", "-o", "name").stdout.split()
+    assert names == ["ingress.networking.k8s.io/front", "persistentvolumeclaim/data", "serviceaccount/runner"]
+    assert "cronjob.batch/nightly" in kubectl.run("get", "all", "-n", "ns-c", "-o", "name").stdout
+    kubectl.run("delete", "-f", str(path))
+
+
+KARMADA_PP = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+  namespace: karmada-team
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+"""
+
+
+def test_karmada_policy_yaml_applies_unchanged(kubectl: Kubectl, tmp_path: Path) -> None:
+    path = tmp_path / "pp.yaml"
+    path.write_text(KARMADA_PP)
+    out = kubectl.run("apply", "-f", str(path)).stdout
+    assert "propagationpolicy.policy.karmada.io/nginx-propagation created" in out, out
+    got = get_json(kubectl, "propagationpolicies.policy.karmada.io", "-n", "karmada-team", "nginx-propagation")
+    assert got["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["member1", "member2"]
+    # DRO-DS's own PropagationPolicy keeps the short name and the plain plural
+    for name in ("pp", "propagationpolicies"):
+        explained = kubectl.run("explain", name).stdout
+        assert "multicluster.io" in explained.split("FIELDS")[0], explained
+    refused = tmp_path / "refused.yaml"
+    refused.write_text(KARMADA_PP.replace("name: nginx-propagation", "name: greedy") + "  preemption: Always\n")
+    done = kubectl.run("apply", "-f", str(refused), check=False)
+    assert done.returncode != 0 and "spec.preemption" in done.stderr, done.stderr
+    kubectl.run("delete", "-f", str(path))
 
 
 def test_explain_reads_the_generated_schema(kubectl: Kubectl) -> None:

@@ -76,8 +76,18 @@ def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
                                                      "metadata": {"name": "cart", "namespace": ns},
                                                      "spec": {"selector": {"app": "cart"},
                                                               "ports": [{"port": 80}]}})
+    env.create(f"/api/v1/namespaces/{ns}/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                            "metadata": {"name": "cart-runner", "namespace": ns}})
+    env.create(f"/api/v1/namespaces/{ns}/persistentvolumeclaims", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "cart-data", "namespace": ns},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    env.create(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses", {
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "cart", "namespace": ns},
+        "spec": {"defaultBackend": {"service": {"name": "cart", "port": {"number": 80}}}}})
     d = deployment("cart", 5, namespace=ns)
     d["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "cart-cfg"}}]
+    d["spec"]["template"]["spec"]["serviceAccountName"] = "cart-runner"
+    d["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "cart-data"}}]
     env.create(deploy_path(ns), d)
     env.placed_binding("cart", "cart", {"aws-dfw": 3, "azure-lhr": 2}, namespace=ns)
 
@@ -96,6 +106,12 @@ def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
     assert dfw.get(f"/api/v1/namespaces/{ns}")["metadata"]["labels"]["multicluster.io/managed-by"] == "drods"
     assert dfw.get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg")["data"] == {"mode": "fast"}
     assert dfw.get(f"/api/v1/namespaces/{ns}/services/cart") is not None
+    assert dfw.get(f"/api/v1/namespaces/{ns}/serviceaccounts/cart-runner") is not None
+    assert dfw.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/cart-data")["spec"]["accessModes"] == [
+        "ReadWriteOnce"]
+    assert dfw.get(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/cart") is not None
+    assert env.members["azure-lhr"].get(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/cart") is not None
+    assert env.members["gcp-sin"].get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/cart-data") is None
     assert env.members["gcp-sin"].get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg") is None
     # the template's status is the sum, with where each instance runs (city codes, M1)
     tmpl = wait_for(lambda: (t := env.http.get(deploy_path(ns, "cart")).json())["status"].get("readyReplicas") == 5
@@ -123,6 +139,8 @@ def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
     wait_for(lambda: env.binding("cart") is None, 10, "binding gone (finalizer released)")
     assert env.copies("cart", ns) == {}
     assert dfw.get(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg") is None
+    assert dfw.get(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/cart") is None
+    assert dfw.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/cart-data") is None
     assert dfw.get(f"/api/v1/namespaces/{ns}") is not None  # namespaces are never deleted
 
 
@@ -273,3 +291,108 @@ def work_clusters(env: Env, binding: str) -> set[str]:
     items = env.http.get("/apis/multicluster.io/v1alpha1/works",
                          params={"labelSelector": f"multicluster.io/binding={binding}"}).json()["items"]
     return {w["spec"]["cluster"] for w in items}
+
+
+def test_a_kind_without_replicas_goes_whole_to_every_selected_cluster(env: Env) -> None:
+    ing = "/apis/networking.k8s.io/v1/namespaces/default/ingresses"
+    env.create(ing, {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "edge"},
+                     "spec": {"defaultBackend": {"service": {"name": "edge", "port": {"number": 80}}}}})
+    env.create("/apis/multicluster.io/v1alpha1/propagationpolicies", {
+        "apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "edge-pp"},
+        "spec": {"resourceSelectors": [{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": "edge"}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["aws-dfw", "gcp-sin"]},
+                               "replicaScheduling": {"replicaSchedulingType": "Divided"}}}})
+
+    def landed() -> set[str]:
+        return {n for n, m in env.members.items() if m.get(f"{ing}/edge") is not None}
+
+    wait_for(lambda: landed() == {"aws-dfw", "gcp-sin"}, 20, "the Ingress on both selected clusters")
+    b = env.binding("ingress-default-edge")
+    assert b is not None
+    assert b["spec"]["placement"]["replicaScheduling"] == {"replicaSchedulingType": "Duplicated"}
+    assert env.members["aws-dfw"].get(f"{ing}/edge")["spec"]["defaultBackend"]["service"]["name"] == "edge"
+    env.delete("/apis/multicluster.io/v1alpha1/propagationpolicies/edge-pp")
+    wait_for(lambda: landed() == set(), 20, "the copies leave with the policy")
+    env.delete(f"{ing}/edge")
+
+
+KARMADA_POLICIES = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata:
+  name: everything-to-sin
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: kweb
+  placement:
+    clusterAffinity:
+      clusterNames: [gcp-sin]
+  priority: 100
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: kweb
+  namespace: team
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: kweb
+  propagateDeps: true
+  placement:
+    clusterAffinity:
+      clusterNames: [aws-dfw, azure-lhr]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+          - targetCluster: {clusterNames: [aws-dfw]}
+            weight: 2
+          - targetCluster: {clusterNames: [azure-lhr]}
+            weight: 1
+"""
+
+
+def test_karmada_policies_applied_unchanged_namespaced_wins_overrides_apply(env: Env) -> None:
+    for doc in KARMADA_POLICIES.split("---"):
+        meta = doc.split("kind: ")[1].split()[0]
+        path = ("/apis/policy.karmada.io/v1alpha1/namespaces/team/propagationpolicies" if meta == "PropagationPolicy"
+                else "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies")
+        r = env.http.post(path, content=doc.encode(), headers={"Content-Type": "application/yaml"})
+        assert r.status_code == 201, r.text
+    env.create(deploy_path("team"), deployment("kweb", 6, namespace="team", cpu="100m", memory="64Mi"))
+    wait_for(lambda: env.copies("kweb", "team") == {"aws-dfw": 4, "azure-lhr": 2}, 30,
+             "divided 2:1 over the namespaced policy's clusters")
+    op = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: kweb-lhr, namespace: team}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: kweb}]
+  overrideRules:
+    - targetCluster: {clusterNames: [azure-lhr]}
+      overriders:
+        imageOverrider: [{component: Tag, operator: replace, value: "1.27"}]
+        labelsOverrider: [{operator: add, value: {site: london}}]
+"""
+    r = env.http.post("/apis/policy.karmada.io/v1alpha1/namespaces/team/overridepolicies", content=op.encode(),
+                      headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    lhr = wait_for(lambda: (d := env.members["azure-lhr"].deployment("kweb", "team")) is not None
+                   and d.spec.template.spec.containers[0].image == "nginx:1.27" and d, 20, "override on azure-lhr")
+    assert lhr.metadata.labels["site"] == "london"
+    assert env.members["aws-dfw"].deployment("kweb", "team").spec.template.spec.containers[0].image == "nginx:1.25"
+    env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/team/overridepolicies/kweb-lhr")
+    b = env.binding("deployment-team-kweb")
+    assert b is not None and b["spec"]["policyRef"] == {
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "name": "kweb", "namespace": "team"}
+    # without the namespaced policy the cluster-wide one takes over
+    env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/team/propagationpolicies/kweb")
+    wait_for(lambda: env.copies("kweb", "team") == {"gcp-sin": 6}, 30, "moved to the cluster-wide policy's cluster")
+    env.delete("/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/everything-to-sin")
+    env.delete(deploy_path("team", "kweb"))
+    wait_for(lambda: env.copies("kweb", "team") == {}, 20, "copies deleted")

@@ -148,8 +148,9 @@ def test_pod_requests_follow_kubernetes_rules() -> None:
         "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi", "ephemeral-storage": "1Gi"}}}]}}
     assert pod_requests(tpl) == {"cpu": 2.0, "memory": 0.5, "storage": 1.0, "gpu": 1}
     assert pod_requests(None) == {}
-    assert replicas_of("Job", {"spec": {"parallelism": 3, "completions": 10}}) == 3
-    assert replicas_of("Deployment", {"spec": {}}) == 1
+    job, deploy = (next(k for k in WORKLOAD_KINDS if k.kind == n) for n in ("Job", "Deployment"))
+    assert replicas_of(job, {"spec": {"parallelism": 3, "completions": 10}}) == 3
+    assert replicas_of(deploy, {"spec": {}}) == 1
     long = binding_name("Deployment", "n" * 63, "w" * 253)
     assert len(long) <= 253 and long.startswith("deployment-nnn")
 
@@ -200,3 +201,41 @@ def test_preallocation_hold_raises_the_water_level_until_it_expires() -> None:
     assert ev.retry and ev.reasons == ["PreallocationExpired"]
     assert snap.water_level[snap.index["x"]] == pytest.approx(0.4)
     assert not c.sweep().retry
+
+
+def test_the_interpreter_places_replicas_and_pod_templates() -> None:
+    from drods.controllers.detector import desired_binding
+    from drods.model.interpreter import interpretation
+    from drods.model.kinds import TEMPLATE_KINDS
+
+    kinds = {k.kind: k for k in TEMPLATE_KINDS}
+    match = best_policy([_Policy(PROPAGATION_POLICY, "p", 0, (ResourceSelector(kind="CronJob"),), {}, (), ())],
+                        kinds["CronJob"], {"metadata": {"name": "n", "namespace": "d"}})
+    assert match is not None
+    cron = {"metadata": {"name": "n", "namespace": "d"}, "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+        "containers": [{"resources": {"requests": {"cpu": "2"}}}]}}}}}}
+    spec = desired_binding(kinds["CronJob"], cron, match)["spec"]
+    assert spec["resources"] == {"cpu": 2.0} and spec["replicas"] == 1
+    assert spec["placement"]["replicaScheduling"] == {"replicaSchedulingType": "Duplicated"}
+    deploy = {"metadata": {"name": "n"}, "spec": {"replicas": 4, "template": {"spec": {"containers": []}}}}
+    spec = desired_binding(kinds["Deployment"], deploy, match)["spec"]
+    assert spec["replicas"] == 4 and "placement" not in spec
+    assert not interpretation("networking.k8s.io/v1", "Ingress").divisible
+    assert interpretation("apps/v1", "ReplicaSet").replicas_of({"spec": {"replicas": True}}) == 1
+
+
+def test_karmada_namespaced_policies_select_their_namespace_and_win() -> None:
+    from drods.model.kinds import KARMADA_CLUSTER_PROPAGATION_POLICY, KARMADA_PROPAGATION_POLICY
+
+    deploy = next(k for k in WORKLOAD_KINDS if k.kind == "Deployment")
+    obj = {"metadata": {"name": "web", "namespace": "shop"}}
+    by_name = ResourceSelector(apiVersion="apps/v1", kind="Deployment", name="web")
+    cluster_wide = _Policy(KARMADA_CLUSTER_PROPAGATION_POLICY, "cpp", 1000, (by_name,), {}, (), ())
+    ours = _Policy(RESOURCE_PLACEMENT_POLICY, "rpp", 500, (by_name,), {}, (), ())
+    team = _Policy(KARMADA_PROPAGATION_POLICY, "team", 0, (ResourceSelector(kind="Deployment"),), {}, (), (), "shop")
+    other = _Policy(KARMADA_PROPAGATION_POLICY, "other", 9, (by_name,), {}, (), (), "billing")
+    m = best_policy([cluster_wide, ours, team, other], deploy, obj)
+    assert m is not None and (m.name, m.namespace) == ("team", "shop")  # kind-only, priority 0, still wins
+    m = best_policy([cluster_wide, ours, other], deploy, obj)
+    assert m is not None and m.name == "cpp"  # another namespace's policy never selects; then priority
+    assert best_policy([other], deploy, obj) is None

@@ -131,7 +131,7 @@ async def test_bad_input_is_a_clear_error_and_changes_nothing(plane: Plane) -> N
         ({"binding": {"replicas": 1}, "changes": [{"profile": {"filters": ["Nope"]}}]}, 422, "VALIDATION_FAILED"),
         ({"binding": {"replicas": -1}}, 422, "VALIDATION_FAILED"),
         ({"replicas": 1}, 422, "VALIDATION_FAILED"),
-        ({"workload": {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x"}}}, 422,
+        ({"workload": {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "x"}}}, 422,
          "VALIDATION_FAILED"),
     ]
     for body, status, code in cases:

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from drods.api.auth import Action, Principal
 from drods.api.context import context, require
+from drods.api.dryrun import dry_run_param
 from drods.api.routes.flat import _flat_errors, to_flat
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError
@@ -88,7 +89,8 @@ def flat_view(obj: dict[str, Any]) -> dict[str, Any]:
 
 @router.post("", status_code=202, summary="Submit a scheduling task (API5)")
 async def create_binding(request: Request, body: BindingRequest = Body(...),
-                         _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                         _: Principal = Depends(require(Action.WRITE)),
+                         dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     spec = body.model_dump(mode="json", exclude_unset=True)
     name = spec.pop("name", None) or f"binding-{uuid.uuid4().hex[:12]}"
@@ -96,13 +98,13 @@ async def create_binding(request: Request, body: BindingRequest = Body(...),
     obj = {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
            "metadata": {"name": name, "labels": labels}, "spec": spec, "status": {"phase": "Pending"}}
     try:
-        created = await ctx.registry.create(BINDING, obj)
+        created = await ctx.registry.create(BINDING, obj, dry_run=dry_run)
     except ApiError as e:
         if e.code == "ALREADY_EXISTS":
             raise ApiError(409, "BINDING_CONFLICT", f"binding {name!r} already exists", {"bindingId": name}) from e
         raise _flat_errors(e) from e
     body_out = status_view(created)
-    body_out["resourceVersion"] = created["metadata"]["resourceVersion"]
+    body_out["resourceVersion"] = created["metadata"].get("resourceVersion")
     body_out["statusUrl"] = f"/api/v1/bindings/{name}/status"
     return JSONResponse(body_out, status_code=202, headers={"Location": f"/api/v1/bindings/{name}"})
 
@@ -143,7 +145,8 @@ _ANY = {"schema": {"type": "object"}}
               openapi_extra={"requestBody": {"required": True,
                                              "content": {MERGE_PATCH: _ANY, "application/json": _ANY}}})
 async def patch_binding(request: Request, binding_id: str,
-                        _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                        _: Principal = Depends(require(Action.WRITE)),
+                        dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     from drods.api.body import read_body
 
     ctx = context(request)
@@ -162,7 +165,7 @@ async def patch_binding(request: Request, binding_id: str,
         patch["metadata"] = {"labels": doc["labels"]}
     for attempt in range(8):  # the scheduler writes status concurrently: re-apply on a stale read
         try:
-            updated = await ctx.registry.patch(BINDING, binding_id, patch, MERGE_PATCH)
+            updated = await ctx.registry.patch(BINDING, binding_id, patch, MERGE_PATCH, dry_run=dry_run)
             break
         except ApiError as e:
             if e.code == "CONFLICT" and attempt < 7:
@@ -176,11 +179,12 @@ async def patch_binding(request: Request, binding_id: str,
 
 @router.delete("/{binding_id}", summary="Delete a scheduling task")
 async def delete_binding(request: Request, binding_id: str,
-                         _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                         _: Principal = Depends(require(Action.WRITE)),
+                         dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     await _get(request, binding_id)
     try:
-        obj, gone = await ctx.registry.delete(BINDING, binding_id)
+        obj, gone = await ctx.registry.delete(BINDING, binding_id, dry_run=dry_run)
     except ApiError as e:
         if e.status == 404:
             raise ApiError(404, "BINDING_NOT_FOUND", f"binding {binding_id!r} not found",

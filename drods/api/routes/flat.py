@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from drods.api.auth import Action, Principal
 from drods.api.context import ApiContext, context, require
+from drods.api.dryrun import dry_run_param
 from drods.api.schemas import ERROR_RESPONSES, ObjectList
 from drods.errors import ApiError
 from drods.model.kinds import Kind
@@ -71,11 +72,12 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         return JSONResponse({"items": [await render(ctx, o) for o in items], "resourceVersion": str(rev)})
 
     async def create(request: Request, body: BaseModel = Body(...),
-                     _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                     _: Principal = Depends(require(Action.WRITE)),
+                     dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
         ctx = context(request)
         flat = body.model_dump(mode="json", exclude_unset=True)
         try:
-            obj = await ctx.registry.create(kind, to_object(kind, flat))
+            obj = await ctx.registry.create(kind, to_object(kind, flat), dry_run=dry_run)
         except ApiError as e:
             if e.code == "ALREADY_EXISTS":
                 raise ApiError(409, conflict_code, e.message, {conflict_detail: flat["name"]}) from e
@@ -96,7 +98,8 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
                                                                 "application/json": any_object}}}
 
     @router.patch("/{name}", summary=f"Merge-patch a {kind.kind} (RFC 7386)", openapi_extra=patch_body)
-    async def patch(request: Request, name: str, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+    async def patch(request: Request, name: str, _: Principal = Depends(require(Action.WRITE)),
+                    dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
         from drods.api.body import read_body
         from drods.registry.patch import merge_patch
 
@@ -121,15 +124,16 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         obj = to_object(kind, merged)
         obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         try:
-            updated = await ctx.registry.update(kind, obj)
+            updated = await ctx.registry.update(kind, obj, dry_run=dry_run)
         except ApiError as e:
             raise _flat_errors(e) from e
         return JSONResponse(await render(ctx, updated))
 
     @router.delete("/{name}", summary=f"Delete a {kind.kind}")
-    async def delete(request: Request, name: str, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+    async def delete(request: Request, name: str, _: Principal = Depends(require(Action.WRITE)),
+                    dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
         ctx = context(request)
-        obj, gone = await ctx.registry.delete(kind, name)
+        obj, gone = await ctx.registry.delete(kind, name, dry_run=dry_run)
         flat = await render(ctx, obj)
         return JSONResponse(flat, status_code=200 if gone else 202)
 

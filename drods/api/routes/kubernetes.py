@@ -13,11 +13,15 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Match
 
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import ApiContext, context
+from drods.api.dryrun import is_dry_run
+from drods.api.fields import FieldSelector, parse_field_selector
 from drods.api.secret_view import hides_data, metadata_only
+from drods.api.status import error_response
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
@@ -51,34 +55,30 @@ def selector_of(request: Request) -> LabelSelector | None:
         raise ApiError(400, "BAD_REQUEST", f"invalid labelSelector: {e}", {"labelSelector": text}) from e
 
 
-def _name_field_selector(request: Request) -> str | None:
-    fs = request.query_params.get("fieldSelector")
-    if not fs:
-        return None
-    key, _, value = fs.partition("=")
-    if key.strip() != "metadata.name":
-        raise ApiError(400, "BAD_REQUEST", "only fieldSelector=metadata.name=… is supported", {"fieldSelector": fs})
-    return value.lstrip("=").strip()
+def fields_of(request: Request) -> FieldSelector | None:
+    text = request.query_params.get("fieldSelector")
+    return parse_field_selector(text) if text else None
 
 
 async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None,
                         hide_data: bool = False) -> Response:
+    """``namespace=None`` on a namespaced kind is every namespace (``kubectl get -A``)."""
     selector = selector_of(request)
-    only_name = _name_field_selector(request)
+    fields = fields_of(request)
     if request.query_params.get("watch") in ("true", "1"):
         rv_text = request.query_params.get("resourceVersion") or "0"
         if not rv_text.isdigit():
             raise ApiError(400, "BAD_REQUEST", "resourceVersion must be an integer", {})
         timeout = request.query_params.get("timeoutSeconds")
         return StreamingResponse(
-            watch_stream(ctx, kind, namespace, int(rv_text), selector, only_name,
+            watch_stream(ctx, kind, namespace, int(rv_text), selector, fields,
                           float(timeout) if timeout and timeout.isdigit() else None, wants_table(request),
                           view=(lambda o: metadata_only(kind, o)) if hide_data else None),
             media_type="application/json",
         )
     items, revision = await ctx.registry.list(kind, namespace, selector)
-    if only_name is not None:
-        items = [o for o in items if o["metadata"]["name"] == only_name]
+    if fields is not None:
+        items = [o for o in items if fields.matches(o)]
     if hide_data:
         items = [metadata_only(kind, o) for o in items]
     if wants_table(request):
@@ -90,7 +90,7 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
 
 
 async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
-                        selector: LabelSelector | None, only_name: str | None,
+                        selector: LabelSelector | None, fields: FieldSelector | None,
                         timeout_s: float | None, as_table: bool = False,
                         accept: Callable[[dict[str, Any]], bool] | None = None,
                         view: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> AsyncIterator[bytes]:
@@ -104,7 +104,7 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
     try:
         async with asyncio.timeout(timeout_s):
             async for event_type, obj in until_stopped(ctx.stopping, events):
-                if only_name is not None and obj["metadata"]["name"] != only_name:
+                if fields is not None and not fields.matches(obj):
                     continue
                 if accept is not None and not accept(obj):
                     continue
@@ -128,7 +128,7 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
 
 async def create(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None) -> JSONResponse:
     body = await read_body(request)
-    obj = await ctx.registry.create(kind, body, namespace)
+    obj = await ctx.registry.create(kind, body, namespace, dry_run=is_dry_run(request))
     return JSONResponse(obj, status_code=201)
 
 
@@ -150,7 +150,7 @@ async def replace(ctx: ApiContext, request: Request, kind: Kind, name: str, name
     meta = body.get("metadata")
     if isinstance(meta, dict) and meta.get("name") not in (None, name):
         raise ApiError(400, "BAD_REQUEST", "metadata.name does not match the name in the path", {"name": name})
-    obj = await ctx.registry.update(kind, body, namespace, subresource=subresource)
+    obj = await ctx.registry.update(kind, body, namespace, subresource=subresource, dry_run=is_dry_run(request))
     return JSONResponse(obj)
 
 
@@ -158,13 +158,14 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
                 subresource: str | None = None) -> JSONResponse:
     content_type = request.headers.get("content-type", "")
     body = await read_body(request)
+    dry_run = is_dry_run(request)
     if content_type.startswith(APPLY_PATCH):
         # Server-side apply: create if missing, else merge what the applier owns.
         existing = await ctx.registry.try_get(kind, name, namespace)
         if existing is None:
             if isinstance(body, dict):
                 body.setdefault("metadata", {}).setdefault("name", name)
-            return JSONResponse(await ctx.registry.create(kind, body, namespace), status_code=201)
+            return JSONResponse(await ctx.registry.create(kind, body, namespace, dry_run=dry_run), status_code=201)
         content_type = "application/merge-patch+json"
     elif content_type.startswith(STRATEGIC_MERGE_PATCH):
         # kubectl sends these for built-in kinds; list fields merge by key, so apply them as such.
@@ -173,18 +174,22 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
         current = await ctx.registry.get(kind, name, namespace)
         merged = strategic_merge(current, body)
         merged.setdefault("metadata", {}).setdefault("resourceVersion", current["metadata"]["resourceVersion"])
-        return JSONResponse(await ctx.registry.update(kind, merged, namespace, subresource=subresource))
-    obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource)
+        return JSONResponse(await ctx.registry.update(kind, merged, namespace, subresource=subresource,
+                                                      dry_run=dry_run))
+    obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource,
+                                   dry_run=dry_run)
     return JSONResponse(obj)
 
 
 async def delete(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None) -> JSONResponse:
-    rv = None
+    rv, dry_in_body = None, None
     if int(request.headers.get("content-length") or 0) > 0:
         opts = await read_body(request)
         if isinstance(opts, dict):
             rv = (opts.get("preconditions") or {}).get("resourceVersion")
-    obj, gone = await ctx.registry.delete(kind, name, namespace, resource_version=rv)
+            dry_in_body = opts.get("dryRun")  # kubectl delete --dry-run=server says it in DeleteOptions
+    obj, gone = await ctx.registry.delete(kind, name, namespace, resource_version=rv,
+                                          dry_run=is_dry_run(request, dry_in_body))
     if gone:
         return JSONResponse({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -199,10 +204,8 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
     method = request.method
     principal.require(Action.READ if method == "GET" else Action.WRITE,
                       namespace=namespace if kind.namespaced else None)
-    if method != "GET" and request.query_params.get("dryRun"):
-        # Ignoring it would make `kubectl apply --dry-run=server` change things for real.
-        raise ApiError(400, "DRY_RUN_UNSUPPORTED", "server-side dry run is not supported; nothing was changed",
-                       {"dryRun": request.query_params.get("dryRun")})
+    if method != "GET":
+        is_dry_run(request)  # a bad dryRun value is refused before anything is read or written
     if subresource not in (None, "status"):
         raise not_found(kind.kind, f"{name}/{subresource}")
     hide_data = hides_data(kind) and not principal.may(Action.READ_SECRETS)
@@ -316,3 +319,30 @@ async def core_ns_item_sub(request: Request, ns: str, plural: str, name: str, su
     kind = resolve(request, "", "v1", plural)
     _namespaced(kind, ns)
     return await dispatch(request, p, kind, ns, name, sub)
+
+
+@router.get("/api/v1/{plural}")
+async def core_collection(request: Request, plural: str, p: Principal = Depends(_principal)) -> Response:
+    """Kubernetes' own list paths across namespaces (``/api/v1/services``: ``kubectl get svc -A``).
+    Routed after the façade, so ``/api/v1/clusters`` and the other façade paths keep their meaning."""
+    for kind in context(request).kinds:
+        if kind.group == "" and kind.version == "v1" and kind.plural == plural:
+            return await dispatch(request, p, kind, None, None, None)
+    others = _methods_elsewhere(request)
+    if others:  # a façade path served only with other methods (POST /api/v1/whatif): still a 405
+        response = error_response(request.url.path, ApiError(
+            405, "METHOD_NOT_ALLOWED", f"GET is not allowed on {request.url.path}",
+            {"path": request.url.path, "method": "GET"}))
+        response.headers["Allow"] = ", ".join(others)
+        return response
+    raise ApiError(404, "NOT_FOUND", f"no such path {request.url.path}", {"path": request.url.path, "method": "GET"})
+
+
+def _methods_elsewhere(request: Request) -> list[str]:
+    """The write methods other routes serve on this path (any GET route would have matched first)."""
+    methods = []
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.routes):
+            methods.append(method)
+    return methods

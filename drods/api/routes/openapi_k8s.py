@@ -180,6 +180,7 @@ FIELD_VALIDATION = _param(
 )
 FIELD_MANAGER = _param("fieldManager", "Name of the actor making the change (recorded, not enforced).")
 FORCE = _param("force", "Server-side apply: take over conflicting fields.", kind="boolean")
+DRY_RUN = _param("dryRun", "All: validate and default the object and answer as if written; nothing is stored.")
 _LIST_PARAMS = [
     _param("labelSelector", "Only objects whose labels match, e.g. env=prod,tier in (a,b)."),
     _param("fieldSelector", "Only metadata.name=NAME is supported."),
@@ -222,7 +223,7 @@ def _paths(kind: Kind, prefix: str) -> dict[str, Schema]:
     scope = [ns_param] if kind.namespaced else []
     collection = f"{base}/namespaces/{{namespace}}/{kind.plural}" if kind.namespaced else f"{base}/{kind.plural}"
     item = f"{collection}/{{name}}"
-    writes = [FIELD_VALIDATION, FIELD_MANAGER]
+    writes = [FIELD_VALIDATION, FIELD_MANAGER, DRY_RUN]
     paths: dict[str, Schema] = {
         collection: {
             "parameters": scope,
@@ -237,7 +238,7 @@ def _paths(kind: Kind, prefix: str) -> dict[str, Schema]:
                               body=("application/json", "application/yaml"), created=True),
             "patch": _operation(kind, "patch", f"patch{op_kind}", obj, params=[*writes, FORCE],
                                 body=_PATCH_TYPES, created=True),
-            "delete": _operation(kind, "delete", f"delete{op_kind}", STATUS),
+            "delete": _operation(kind, "delete", f"delete{op_kind}", STATUS, params=[DRY_RUN]),
         },
     }
     if kind.namespaced:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import context, require
+from drods.api.dryrun import dry_run_param
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError
 from drods.model.keys import FLEET_CONFIG, SYNC_CONFIGS_PREFIX
@@ -52,9 +53,12 @@ class SyncBatch(BaseModel):
 
 @router.put("/configs", summary="Store domain configuration (an opaque document per domain)")
 async def put_configs(request: Request, body: DomainConfig = Body(...),
-                      _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                      _: Principal = Depends(require(Action.WRITE)),
+                      dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     key = f"{SYNC_CONFIGS_PREFIX}{body.cluster or FLEET_CONFIG}"
+    if dry_run:
+        return JSONResponse({"cluster": body.cluster, "configs": body.configs, "dryRun": True})
     rev = await ctx.store.put(key, json.dumps(body.configs).encode())
     return JSONResponse({"cluster": body.cluster, "configs": body.configs, "resourceVersion": str(rev)})
 
@@ -75,7 +79,8 @@ async def get_configs(request: Request,
 @router.post("/batch", summary="Create or update up to 1000 objects at once, all or nothing",
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": SyncBatch.model_json_schema()}}}})
-async def post_batch(request: Request, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+async def post_batch(request: Request, _: Principal = Depends(require(Action.WRITE)),
+                     dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     body = await read_body(request, limit=ctx.api.maxBatchBodyBytes)
     if not isinstance(body, dict) or not isinstance(body.get("objects"), list):
@@ -95,7 +100,7 @@ async def post_batch(request: Request, _: Principal = Depends(require(Action.WRI
                            f"objects[{i}]: unknown apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')}",
                            {"index": i, "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")})
         items.append((kind, obj))
-    results = await ctx.registry.batch_upsert(items)
-    return JSONResponse({"count": len(results), "items": [
+    results = await ctx.registry.batch_upsert(items, dry_run=dry_run)
+    return JSONResponse({"count": len(results), "dryRun": dry_run, "items": [
         {"kind": o["kind"], "name": o["metadata"]["name"], "namespace": o["metadata"].get("namespace"),
-         "resourceVersion": o["metadata"]["resourceVersion"], "created": created} for o, created in results]})
+         "resourceVersion": o["metadata"].get("resourceVersion"), "created": created} for o, created in results]})

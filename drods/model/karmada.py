@@ -1,0 +1,111 @@
+"""Karmada's policy API as written (``policy.karmada.io/v1alpha1``), so a team moving from Karmada
+applies its PropagationPolicy / ClusterPropagationPolicy / OverridePolicy / ClusterOverridePolicy
+YAML unchanged. Override policies are applied as DRO-DS's own (`as_override_policy`): cluster-wide
+ones first, namespaced ones after (so they win), each group in name order.
+
+The placement vocabulary is DRO-DS's own (`drods.model.placement`, Karmada's with the differences in
+docs/karmada.md). Fields DRO-DS does not honour are refused by name rather than silently ignored:
+``preemption: Always``, ``conflictResolution: Overwrite``, ``failover``, ``suspension``,
+``dependentOverrides``, ``activationPreference``; in override rules ``fieldOverrider``, an image
+``predicate``, ``exclude``. Dependents (ConfigMaps, Secrets, ServiceAccounts,
+PVCs a pod template names) always follow their workload, so ``propagateDeps`` is accepted either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.model.placement import Placement
+from drods.model.policy import (
+    ClusterOverridePolicySpec,
+    CommandArgsOverrider,
+    FieldPatch,
+    ImageOverrider,
+    MapOverrider,
+    OverrideClusterSelector,
+    OverrideRule,
+    ResourceSelector,
+)
+from drods.model.selector import LabelSelector
+
+KARMADA_POLICY_GROUP = "policy.karmada.io"
+KARMADA_POLICY_VERSION = "v1alpha1"
+
+
+class KarmadaPropagationSpec(BaseModel):
+    """``spec`` of a Karmada PropagationPolicy or ClusterPropagationPolicy."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    resourceSelectors: list[ResourceSelector] = Field(min_length=1)
+    placement: Placement | None = None
+    priority: int = 0
+    schedulerName: str | None = None
+    propagateDeps: bool = False
+    preemption: Literal["Never"] = "Never"
+    conflictResolution: Literal["Abort"] = "Abort"
+    preserveResourcesOnDeletion: bool = False
+
+
+class KarmadaClusterAffinity(BaseModel):
+    """An override rule's ``targetCluster``: empty means every cluster."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    clusterNames: list[str] = Field(default_factory=list)
+    labelSelector: LabelSelector | None = None
+
+
+class KarmadaPlaintext(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: str = Field(min_length=2, pattern=r"^/")
+    operator: Literal["add", "remove", "replace"]
+    value: Any = None
+
+
+class KarmadaOverriders(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    plaintext: list[KarmadaPlaintext] = Field(default_factory=list)
+    imageOverrider: list[ImageOverrider] = Field(default_factory=list)
+    commandOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
+    argsOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
+    labelsOverrider: list[MapOverrider] = Field(default_factory=list)
+    annotationsOverrider: list[MapOverrider] = Field(default_factory=list)
+
+
+class KarmadaOverrideRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    targetCluster: KarmadaClusterAffinity | None = None
+    overriders: KarmadaOverriders
+
+
+class KarmadaOverrideSpec(BaseModel):
+    """``spec`` of a Karmada OverridePolicy or ClusterOverridePolicy (``overrideRules`` form; the
+    deprecated top-level ``targetCluster``/``overriders`` form is refused)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    resourceSelectors: list[ResourceSelector] = Field(min_length=1)
+    overrideRules: list[KarmadaOverrideRule] = Field(min_length=1)
+
+    def as_override_policy(self, namespace: str | None) -> ClusterOverridePolicySpec:
+        """The same overrides in DRO-DS's form; a namespaced policy selects only its namespace."""
+        selectors = [s.model_copy(update={"namespace": namespace}) if namespace else s
+                     for s in self.resourceSelectors]
+        rules = []
+        for r in self.overrideRules:
+            target = r.targetCluster or KarmadaClusterAffinity()
+            o = r.overriders
+            rules.append(OverrideRule(
+                clusterSelector=OverrideClusterSelector(names=list(target.clusterNames),
+                                                        labelSelector=target.labelSelector),
+                fieldPatches=[FieldPatch(path=p.path, op=p.operator, value=p.value) for p in o.plaintext],
+                imageOverrider=list(o.imageOverrider), commandOverrider=list(o.commandOverrider),
+                argsOverrider=list(o.argsOverrider), labelsOverrider=list(o.labelsOverrider),
+                annotationsOverrider=list(o.annotationsOverrider)))
+        return ClusterOverridePolicySpec(resourceSelectors=selectors, overrides=rules)
