@@ -16,6 +16,7 @@ resource detector         leader                   ``resource-detector``
 member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler``
+autoscaler                leader                   ``autoscaler``
 store compactor           every replica            — (compaction is idempotent)
 ========================  =======================  ============================================
 """
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drods.api.context import ApiContext
+from drods.autoscaling.controller import LEASE as AUTOSCALER_LEASE
+from drods.autoscaling.controller import Autoscaler, AutoscalerSettings
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
 from drods.controllers.detector import ResourceDetector
@@ -62,13 +65,14 @@ class Component(enum.Enum):
     COLLECTORS = "collectors"
     DESCHEDULER = "descheduler"
     COMPACTOR = "compactor"
+    AUTOSCALER = "autoscaler"
 
 
 SERVE = frozenset(Component)
 APISERVER = frozenset({Component.API})
 SCHEDULER = frozenset({Component.SCHEDULER})
 CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
-                         Component.COMPACTOR})
+                         Component.COMPACTOR, Component.AUTOSCALER})
 # Monitoring is built where something feeds or reads it.
 _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
 
@@ -87,6 +91,7 @@ class ComponentSettings:
     # What carries out the descheduler's requests (None: a Rescheduler over its fenced registry).
     reschedule_hook: RescheduleHook | None = None
     lease_ttl: int = 10
+    autoscaling: AutoscalerSettings = field(default_factory=AutoscalerSettings)
 
 
 @dataclass
@@ -175,6 +180,11 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         hook = s.reschedule_hook
         manager.add_leader("descheduler", lambda lead: Descheduler(lead.store, lead.registry, monitor,
                                                                     hook or Rescheduler(lead.registry)))
+
+    if Component.AUTOSCALER in chosen:
+        autoscaler_informers = Autoscaler.informers(manager)
+        manager.add_leader(AUTOSCALER_LEASE, lambda lead: Autoscaler(
+            lead.registry, lead.store, **autoscaler_informers, settings=s.autoscaling, clock=s.clock))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

@@ -17,11 +17,14 @@ AUDIT_PREFIX = "/audit/"
 SCHEDULES_PREFIX = "/history/schedules/"
 FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"
+AUTOSCALING_PREFIX = "/history/autoscaling/"  # scaling decisions with their inputs
 # Monitoring's events (prefix-watchable, leased).
 THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
 SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
 # Collection subscriptions (C1).
 SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
+# Latest application feedback per workload (H3): ``/feedback/<namespace>/<kind>/<name>``.
+FEEDBACK_PREFIX = "/feedback/"
 
 
 def status_key(cluster: str) -> str:
@@ -30,3 +33,7 @@ def status_key(cluster: str) -> str:
 
 def lease_key(name: str) -> str:
     return f"{LEASES_PREFIX}{name}"
+
+
+def feedback_key(namespace: str, kind: str, name: str) -> str:
+    return f"{FEEDBACK_PREFIX}{namespace}/{kind}/{name}"

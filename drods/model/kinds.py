@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from drods.model.autoscaling import CronFederatedHPASpec, FederatedHPASpec
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.model.meta import API_VERSION, GROUP, VERSION
@@ -66,9 +67,14 @@ CLUSTER_OVERRIDE_POLICY = Kind(GROUP, VERSION, "ClusterOverridePolicy", "cluster
                                False, ClusterOverridePolicySpec, ("cop",), categories=_OURS)
 BINDING = Kind(GROUP, VERSION, "Binding", "bindings", False, BindingSpec, ("rb",), categories=_OURS)
 WORK = Kind(GROUP, VERSION, "Work", "works", False, WorkSpec, ("wk",), categories=_OURS)
+FEDERATED_HPA = Kind(GROUP, VERSION, "FederatedHPA", "federatedhpas", True, FederatedHPASpec, ("fhpa",),
+                     categories=_OURS)
+CRON_FEDERATED_HPA = Kind(GROUP, VERSION, "CronFederatedHPA", "cronfederatedhpas", True, CronFederatedHPASpec,
+                          ("cronfhpa",), categories=_OURS)
 
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
+    FEDERATED_HPA, CRON_FEDERATED_HPA,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).

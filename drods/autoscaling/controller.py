@@ -1,0 +1,347 @@
+"""The autoscaler controller (SPEC F5, F6, H3): FederatedHPA and CronFederatedHPA → a total replica count.
+
+Single-active (lease ``autoscaler``), level-triggered: every autoscaler is evaluated when it changes
+and again every ``sync_seconds``. One evaluation reads
+
+* the workload's Binding (``spec.replicas`` = the current total, ``status.placement`` = where the
+  replicas are) — the Binding the resource detector derives, `drods.controllers.detector`;
+* each placed cluster's status document (``/status/clusters/<name>``: cpu and memory used/capacity);
+* the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3);
+* the CronFederatedHPAs that drive it (their rule in effect bounds min/max);
+
+and writes the decision on the autoscaler's own ``status`` (``desiredReplicas``, ``currentReplicas``,
+``currentMetrics``, ``conditions``, ``lastScaleTime``, and the window state the behaviour needs —
+so a new leader resumes where the last one stopped). The resource detector reads
+``status.desiredReplicas`` of the workload's one autoscaler (`drods.model.autoscaling.owner`) as the
+Binding's total instead of the template's ``spec.replicas``, which stays the user's; the scheduler
+then divides the new total by water level, so a burst spills to other clusters by itself (F6).
+A change of desired replicas is recorded with its inputs in the journal ``/history/autoscaling/``.
+
+A CronFederatedHPA whose target is a workload sets ``desiredReplicas`` to its rule in effect; one
+whose target is a FederatedHPA records the bounds it imposes and that FederatedHPA applies them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from drods.autoscaling import algorithm, cron
+from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
+from drods.autoscaling.feedback import step as feedback_step
+from drods.controllers.detector import binding_name, decode_object
+from drods.errors import ApiError
+from drods.machinery.controller import Controller
+from drods.machinery.informer import Handler, Informer
+from drods.machinery.journal import Journal
+from drods.machinery.manager import Manager
+from drods.model.autoscaling import (
+    CRON_KIND,
+    CronFederatedHPASpec,
+    FederatedHPASpec,
+    owner,
+    scaled_workload,
+)
+from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
+from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.registry.objects import ObjectRegistry
+from drods.store import KeyValue, Store
+
+log = logging.getLogger(__name__)
+
+LEASE = "autoscaler"
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerSettings:
+    sync_seconds: float = 15.0  # Kubernetes' HPA sync period
+    history_retention_s: float = 7 * 86400.0
+    feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
+
+
+def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
+    """A status document → ``{"cpu": %, "memory": %}`` of what it measures."""
+    try:
+        view = json.loads(kv.value).get("status") or {}
+    except (ValueError, AttributeError):
+        return None
+    out: dict[str, float] = {}
+    for res in ("cpu", "memory"):
+        part = view.get(res) or {}
+        cap, used = part.get("capacity"), part.get("used")
+        if isinstance(cap, (int, float)) and isinstance(used, (int, float)) and cap > 0:
+            out[res] = 100.0 * float(used) / float(cap)
+    return out
+
+
+def decode_feedback(kv: KeyValue) -> Observation | None:
+    try:
+        doc = json.loads(kv.value)
+        m = doc["metrics"]
+        at = parse_rfc3339(doc["timestamp"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if at is None:
+        return None
+    return Observation(m.get("latencyP99Ms"), m.get("throughput"), m.get("errorRate"), at)
+
+
+def _condition(type_: str, ok: bool, reason: str, message: str, now: float) -> dict[str, Any]:
+    return {"type": type_, "status": "True" if ok else "False", "reason": reason, "message": message,
+            "lastTransitionTime": rfc3339_ms(now)}
+
+
+def _window(status: Mapping[str, Any]) -> algorithm.Window:
+    w = algorithm.Window()
+    for r in status.get("recommendations") or []:
+        t = parse_rfc3339(r.get("time"))
+        if t is not None and isinstance(r.get("replicas"), int):
+            w.recommendations.append((t, r["replicas"]))
+    for e in status.get("scaleEvents") or []:
+        t = parse_rfc3339(e.get("time"))
+        if t is not None and isinstance(e.get("change"), int):
+            w.events.append((t, e["change"]))
+    return w
+
+
+class Autoscaler:
+    """Evaluates every FederatedHPA and CronFederatedHPA (see the module docstring)."""
+
+    def __init__(self, registry: ObjectRegistry, store: Store, *, hpas: Informer, crons: Informer,
+                 bindings: Informer, clusters: Informer, feedback: Informer,
+                 settings: AutoscalerSettings | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry
+        self.settings = settings or AutoscalerSettings()
+        self.clock = clock
+        self.hpas, self.crons, self.bindings, self.clusters, self.feedback = hpas, crons, bindings, clusters, feedback
+        self.history = Journal(store, AUTOSCALING_PREFIX, retention_s=self.settings.history_retention_s, clock=clock)
+        self.controller = Controller(LEASE, self.reconcile, workers=2)
+
+    @staticmethod
+    def informers(manager: Manager) -> dict[str, Informer]:
+        return {"hpas": manager.informer(FEDERATED_HPA.key_prefix(), decode_object),
+                "crons": manager.informer(CRON_FEDERATED_HPA.key_prefix(), decode_object),
+                "bindings": manager.informer(BINDING.key_prefix(), decode_object),
+                "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
+                "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
+
+    def _autoscalers(self) -> list[Mapping[str, Any]]:
+        return [o for inf in (self.hpas, self.crons) for o in inf.cache.values() if o is not None]
+
+    def _cron_changed(self, key: str, old: Any, new: Any) -> None:
+        self.controller.queue.add(key)
+        for obj in (old, new):  # a cron driving a FederatedHPA: evaluate that one too
+            ref = ((obj or {}).get("spec") or {}).get("scaleTargetRef") or {}
+            if isinstance(ref, dict) and ref.get("kind") == FEDERATED_HPA.kind and ref.get("name"):
+                ns = (obj.get("metadata") or {}).get("namespace") or "default"
+                self.controller.queue.add(FEDERATED_HPA.key(str(ref["name"]), ns))
+
+    async def run(self) -> None:
+        enqueue: Handler = lambda key, _o, _n: self.controller.queue.add(key)  # noqa: E731
+        stops = [self.hpas.on_change(enqueue), self.crons.on_change(self._cron_changed)]
+        try:
+            for inf in (self.hpas, self.crons, self.bindings, self.clusters, self.feedback):
+                await inf.wait_synced()
+            for inf in (self.hpas, self.crons):
+                for key in inf.cache:
+                    self.controller.queue.add(key)
+            await self.controller.run()
+        finally:
+            for stop in stops:
+                stop()
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(self, item: Hashable) -> float | None:
+        key = str(item)
+        kind: Kind = FEDERATED_HPA if key.startswith(FEDERATED_HPA.key_prefix()) else CRON_FEDERATED_HPA
+        inf = self.hpas if kind is FEDERATED_HPA else self.crons
+        obj = inf.cache.get(key)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        now = self.clock()
+        status = dict(obj.get("status") or {})
+        period = self.settings.sync_seconds
+        last = parse_rfc3339(status.get("lastEvaluatedTime"))
+        same_gen = status.get("observedGeneration") == (obj.get("metadata") or {}).get("generation")
+        if same_gen and last is not None and 0 <= now - last < period:
+            return period - (now - last)  # evaluated this period already (e.g. our own status write)
+        try:
+            if kind is FEDERATED_HPA:
+                new_status, record = self._evaluate_hpa(obj, status, now)
+            else:
+                new_status, record = self._evaluate_cron(obj, status, now)
+        except ValidationError as e:  # stored before a schema change: report, don't crash the loop
+            new_status, record = {**status, "conditions": [_condition("ScalingActive", False, "InvalidSpec",
+                                                                      str(e).splitlines()[0], now)]}, None
+        new_status["observedGeneration"] = (obj.get("metadata") or {}).get("generation")
+        new_status["lastEvaluatedTime"] = rfc3339_ms(now)
+        meta = obj["metadata"]
+        try:
+            await self.registry.update_status(kind, meta["name"], new_status, meta.get("namespace"),
+                                              resource_version=int(meta["resourceVersion"]))
+        except ApiError as e:
+            if e.status in (404, 409):
+                return 0.05 if e.status == 409 else None
+            raise
+        if record is not None:
+            await self.history.append(record, ts=now)
+        return period
+
+    def _target(self, obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+        return scaled_workload(obj)
+
+    def _ambiguous(self, obj: Mapping[str, Any], status: dict[str, Any], now: float) -> dict[str, Any] | None:
+        """The status of an autoscaler that is not its workload's owner (a second one), else None."""
+        target = self._target(obj)
+        if target is None:
+            return None
+        first = owner(self._autoscalers(), target)
+        if first is None or (first.get("metadata") or {}).get("uid") == (obj.get("metadata") or {}).get("uid"):
+            return None
+        other = f"{first.get('kind')}/{(first.get('metadata') or {}).get('name')}"
+        out = {k: v for k, v in status.items() if k not in ("desiredReplicas",)}
+        out["conditions"] = [_condition("ScalingActive", False, "AmbiguousTarget",
+                                        f"{target[1]}/{target[3]} is already scaled by {other}", now)]
+        return out
+
+    def _cron_bounds(self, hpa: Mapping[str, Any], now: float) -> tuple[int | None, int | None, str | None]:
+        """(min, max, rule) imposed on ``hpa`` by the CronFederatedHPAs that drive it."""
+        meta = hpa.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        best: tuple[float, int | None, int | None, str] | None = None
+        for c in self.crons.cache.values():
+            cmeta = (c or {}).get("metadata") or {}
+            ref = ((c or {}).get("spec") or {}).get("scaleTargetRef") or {}
+            if c is None or cmeta.get("deletionTimestamp") or (cmeta.get("namespace") or "default") != ns or \
+                    ref.get("kind") != FEDERATED_HPA.kind or ref.get("name") != meta.get("name"):
+                continue
+            try:
+                spec = CronFederatedHPASpec.model_validate(c.get("spec") or {})
+            except ValidationError:
+                continue
+            fired = cron.in_effect(spec.rules, now, parse_rfc3339(cmeta.get("creationTimestamp")) or 0.0)
+            if fired is not None and (best is None or fired.at >= best[0]):
+                best = (fired.at, fired.rule.targetMinReplicas, fired.rule.targetMaxReplicas,
+                        f"{CRON_KIND}/{cmeta.get('name')}:{fired.rule.name}")
+        return (best[1], best[2], best[3]) if best else (None, None, None)
+
+    def _evaluate_hpa(self, obj: Mapping[str, Any], status: dict[str, Any],
+                      now: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        spec = FederatedHPASpec.model_validate(obj.get("spec") or {})
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        ambiguous = self._ambiguous(obj, status, now)
+        if ambiguous is not None:
+            return ambiguous, None
+        ref = spec.scaleTargetRef
+        binding = self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name)))
+        if binding is None:
+            waiting = {**status, "conditions": [_condition(
+                "ScalingActive", False, "NoBinding", f"{ref.kind}/{ref.name} has no Binding (no policy matches it?)",
+                now)]}
+            return waiting, None
+        current = int((binding.get("spec") or {}).get("replicas", 1))
+        placement = {p["cluster"]: int(p["replicas"]) for p in (binding.get("status") or {}).get("placement") or []
+                     if isinstance(p, dict) and "cluster" in p}
+        lo, hi = spec.minReplicas, spec.maxReplicas
+        cmin, cmax, rule = self._cron_bounds(obj, now)
+        lo, hi = (cmin if cmin is not None else lo), (cmax if cmax is not None else hi)
+        lo = min(lo, hi)
+        observations: list[tuple[float, float]] = []
+        current_metrics: list[dict[str, Any]] = []
+        util_by_res: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
+        for ckey, util in self.clusters.cache.items():
+            for res, v in (util or {}).items():
+                util_by_res[res][ckey[len(STATUS_PREFIX):]] = v
+        for m in spec.metrics:
+            value = algorithm.weighted_utilisation(placement, util_by_res[m.resource.name])
+            if value is None:
+                continue
+            observations.append((value, float(m.resource.target.averageUtilization)))
+            current_metrics.append({"type": "Resource", "resource": {
+                "name": m.resource.name, "current": {"averageUtilization": round(value, 2)}}})
+        recommendation = algorithm.recommend(current, observations) if observations else current
+        feedback_info: dict[str, Any] | None = None
+        loop = status.get("feedback") or {}
+        state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")))
+        if spec.feedback is not None:
+            obs = self.feedback.cache.get(feedback_key(ns, ref.kind, ref.name))
+            fb = feedback_step(spec.feedback, obs, current, state, now, self.settings.feedback, lo, hi)
+            state = fb.state
+            if fb.error is not None or observations == []:
+                recommendation = max(recommendation, fb.replicas) if observations else fb.replicas
+            feedback_info = {"error": None if fb.error is None else round(fb.error, 4), "recommended": fb.replicas,
+                             "reason": fb.reason}
+        recommendation = min(max(recommendation, lo), hi)
+        outcome, window = algorithm.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
+        out: dict[str, Any] = {
+            "currentReplicas": current, "desiredReplicas": outcome.desired,
+            "currentMetrics": current_metrics, "minReplicas": lo, "maxReplicas": hi,
+            "recommendations": [{"time": rfc3339_ms(t), "replicas": r} for t, r in window.recommendations],
+            "scaleEvents": [{"time": rfc3339_ms(t), "change": c} for t, c in window.events],
+        }
+        if spec.feedback is not None:
+            out["feedback"] = {"integral": round(state.integral, 6),
+                               **({"lastStepTime": rfc3339_ms(state.last_step_at)} if state.last_step_at else {}),
+                               **(feedback_info or {})}
+        if rule:
+            out["cronRule"] = rule
+        out["lastScaleTime"] = rfc3339_ms(now) if outcome.desired != current else status.get("lastScaleTime")
+        if out["lastScaleTime"] is None:
+            out.pop("lastScaleTime")
+        able = bool(observations) or (feedback_info is not None and feedback_info["error"] is not None)
+        out["conditions"] = [
+            _condition("ScalingActive", able, "ValidMetricFound" if able else "NoMetrics",
+                       "metrics read" if able else "no placed cluster reports the metrics yet", now),
+            _condition("ScalingLimited", bool(outcome.reason), outcome.reason.replace(" ", "-") or "DesiredWithinRange",
+                       outcome.reason or "the desired count is the recommendation", now)]
+        record = None
+        if outcome.desired != current:
+            record = {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{meta.get('name')}",
+                      "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
+                      "recommendation": recommendation, "reason": outcome.reason or "recommendation",
+                      "bounds": [lo, hi], "placement": placement,
+                      "metrics": [{"name": m["resource"]["name"], "value": v, "target": t}
+                                  for m, (v, t) in zip(current_metrics, observations, strict=True)],
+                      **({"feedback": feedback_info} if feedback_info else {}),
+                      **({"cronRule": rule} if rule else {})}
+        return out, record
+
+    def _evaluate_cron(self, obj: Mapping[str, Any], status: dict[str, Any],
+                       now: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        spec = CronFederatedHPASpec.model_validate(obj.get("spec") or {})
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        since = parse_rfc3339(meta.get("creationTimestamp")) or 0.0
+        fired = cron.in_effect(spec.rules, now, since)
+        out: dict[str, Any] = {k: v for k, v in status.items() if k in ("desiredReplicas",)}
+        out["executionHistories"] = [
+            {"ruleName": r.name, "nextExecutionTime": rfc3339_ms(cron.next_fire(r, now)),
+             **({"lastExecutionTime": rfc3339_ms(cron.last_fire(r, now))} if cron.last_fire(r, now) >= since else {})}
+            for r in spec.rules]
+        ambiguous = self._ambiguous(obj, out, now)
+        if ambiguous is not None:
+            return ambiguous, None
+        out["conditions"] = [_condition("ScalingActive", fired is not None, "RuleInEffect" if fired else "NoRuleFired",
+                                        f"rule {fired.rule.name} fired at {rfc3339_ms(fired.at)}" if fired
+                                        else "no rule has fired since creation", now)]
+        record = None
+        if fired is not None:
+            out["activeRule"] = fired.rule.name
+            if spec.scaleTargetRef.kind != FEDERATED_HPA.kind and fired.rule.targetReplicas is not None:
+                before = status.get("desiredReplicas")
+                out["desiredReplicas"] = fired.rule.targetReplicas
+                if before != fired.rule.targetReplicas:
+                    ref = spec.scaleTargetRef
+                    record = {"autoscaler": f"{CRON_KIND}/{ns}/{meta.get('name')}",
+                              "workload": f"{ref.kind}/{ns}/{ref.name}", "from": before,
+                              "to": fired.rule.targetReplicas, "reason": "cron rule",
+                              "cronRule": fired.rule.name, "firedAt": rfc3339_ms(fired.at)}
+        return out, record
