@@ -36,6 +36,7 @@ FACADE_ROUTERS = (
     "drods.api.routes.sync:router", "drods.api.routes.bindings:router", "drods.api.routes.schedules:router",
     "drods.api.routes.agent:router",
     "drods.api.routes.whatif:router",
+    "drods.api.routes.autoscaling:router",
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.kubernetes:router")

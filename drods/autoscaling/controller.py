@@ -5,7 +5,8 @@ and again every ``sync_seconds``. One evaluation reads
 
 * the workload's Binding (``spec.replicas`` = the current total, ``status.placement`` = where the
   replicas are) — the Binding the resource detector derives, `drods.controllers.detector`;
-* each placed cluster's status document (``/status/clusters/<name>``: cpu and memory used/capacity);
+* each placed cluster's status document (``/status/clusters/<name>``: cpu and memory used against
+  allocated, or against capacity when allocation is not reported);
 * the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3);
 * the CronFederatedHPAs that drive it (their rule in effect bounds min/max);
 
@@ -51,7 +52,7 @@ from drods.model.autoscaling import (
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
-from drods.registry.objects import ObjectRegistry
+from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.store import KeyValue, Store
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,9 @@ class AutoscalerSettings:
 
 
 def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
-    """A status document → ``{"cpu": %, "memory": %}`` of what it measures."""
+    """A status document → ``{"cpu": %, "memory": %}``: use relative to what pods request
+    (``used / allocated``, Kubernetes' meaning of utilisation, which falls as replicas are added)
+    when the cluster reports its allocation, else relative to capacity."""
     try:
         view = json.loads(kv.value).get("status") or {}
     except (ValueError, AttributeError):
@@ -75,9 +78,12 @@ def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
     out: dict[str, float] = {}
     for res in ("cpu", "memory"):
         part = view.get(res) or {}
-        cap, used = part.get("capacity"), part.get("used")
-        if isinstance(cap, (int, float)) and isinstance(used, (int, float)) and cap > 0:
-            out[res] = 100.0 * float(used) / float(cap)
+        used = part.get("used")
+        base = part.get("allocated")
+        if not isinstance(base, (int, float)) or base <= 0:
+            base = part.get("capacity")
+        if isinstance(base, (int, float)) and isinstance(used, (int, float)) and base > 0:
+            out[res] = 100.0 * float(used) / float(base)
     return out
 
 
@@ -126,8 +132,8 @@ class Autoscaler:
 
     @staticmethod
     def informers(manager: Manager) -> dict[str, Informer]:
-        return {"hpas": manager.informer(FEDERATED_HPA.key_prefix(), decode_object),
-                "crons": manager.informer(CRON_FEDERATED_HPA.key_prefix(), decode_object),
+        return {"hpas": manager.informer(FEDERATED_HPA.key_prefix(), decode_stored),
+                "crons": manager.informer(CRON_FEDERATED_HPA.key_prefix(), decode_stored),
                 "bindings": manager.informer(BINDING.key_prefix(), decode_object),
                 "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
                 "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
@@ -323,7 +329,7 @@ class Autoscaler:
         fired = cron.in_effect(spec.rules, now, since)
         out: dict[str, Any] = {k: v for k, v in status.items() if k in ("desiredReplicas",)}
         out["executionHistories"] = [
-            {"ruleName": r.name, "nextExecutionTime": rfc3339_ms(cron.next_fire(r, now)),
+            {"ruleName": r.name, **({"nextExecutionTime": rfc3339_ms(t)} if (t := cron.next_fire(r, now)) else {}),
              **({"lastExecutionTime": rfc3339_ms(cron.last_fire(r, now))} if cron.last_fire(r, now) >= since else {})}
             for r in spec.rules]
         ambiguous = self._ambiguous(obj, out, now)

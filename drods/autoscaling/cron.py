@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from drods.model.autoscaling import CronRule
 
@@ -23,12 +23,18 @@ class Fired:
 
 def last_fire(rule: CronRule, now: float) -> float:
     """The latest time ``rule`` fired at or before ``now`` (a fire exactly at ``now`` counts)."""
-    nxt = float(croniter(rule.schedule, now - 1e-3).get_next(float))
-    return nxt if nxt <= now else float(croniter(rule.schedule, now).get_prev(float))
+    try:
+        nxt = float(croniter(rule.schedule, now - 1e-3).get_next(float))
+        return nxt if nxt <= now else float(croniter(rule.schedule, now).get_prev(float))
+    except CroniterBadDateError:
+        return float("-inf")
 
 
-def next_fire(rule: CronRule, now: float) -> float:
-    return float(croniter(rule.schedule, now).get_next(float))
+def next_fire(rule: CronRule, now: float) -> float | None:
+    try:
+        return float(croniter(rule.schedule, now).get_next(float))
+    except CroniterBadDateError:
+        return None
 
 
 def in_effect(rules: Sequence[CronRule], now: float, since: float) -> Fired | None:

@@ -120,10 +120,14 @@ class CronRule(BaseModel):
     @field_validator("schedule")
     @classmethod
     def _cron(cls, v: str) -> str:
-        from croniter import croniter
+        from croniter import CroniterBadDateError, croniter  # only where autoscalers are validated
 
-        if not croniter.is_valid(v):
+        if not croniter.is_valid(v) or len(v.split()) != 5:
             raise ValueError(f"{v!r} is not a cron expression (five fields: minute hour day month weekday)")
+        try:
+            croniter(v, 0.0).get_next(float)
+        except CroniterBadDateError as e:
+            raise ValueError(f"{v!r} never fires") from e
         return v
 
     @model_validator(mode="after")

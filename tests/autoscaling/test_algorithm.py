@@ -88,6 +88,7 @@ def test_cron_rule_in_effect_is_the_last_fired_since_creation() -> None:
     assert cron.in_effect([up, down], t9 + 9 * 3600, since=0).rule.name == "down"  # type: ignore[union-attr]
     assert cron.in_effect([up, down], t9 + 60, since=t9 + 30) is None  # nothing fired since creation
     assert cron.next_fire(up, t9) == t9 + 86400
+    assert cron.in_effect([up], t9 + 60, since=t9 - 60).at == t9  # type: ignore[union-attr]
 
 
 def test_specs_refuse_what_they_cannot_honour() -> None:
@@ -100,6 +101,8 @@ def test_specs_refuse_what_they_cannot_honour() -> None:
             {"type": "Pods", "pods": {}}]})
     with pytest.raises(ValidationError, match="not a cron expression"):
         CronRule(name="x", schedule="every day", targetReplicas=1)
+    with pytest.raises(ValidationError, match="never fires"):
+        CronRule(name="x", schedule="0 0 31 2 *", targetReplicas=1)
     with pytest.raises(ValidationError, match="takes targetReplicas"):
         CronFederatedHPASpec.model_validate({"scaleTargetRef": ref, "rules": [
             {"name": "x", "schedule": "0 9 * * *", "targetMaxReplicas": 3}]})

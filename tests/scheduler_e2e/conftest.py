@@ -20,6 +20,7 @@ import uvicorn
 
 from drods.api.auth import Role
 from drods.assembly import APISERVER, Component, ComponentSettings
+from drods.autoscaling.controller import AutoscalerSettings
 from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
@@ -128,14 +129,16 @@ def placement(st: dict[str, Any]) -> dict[str, int]:
 async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | None = None,
                 profile: Profile | None = None, scheduler: bool = True,
                 components: frozenset[Component] = frozenset(),
-                monitoring: MonitorSettings | None = None) -> AsyncIterator[Plane]:
+                monitoring: MonitorSettings | None = None,
+                autoscaling: AutoscalerSettings | None = None) -> AsyncIterator[Plane]:
     """The API server, with the scheduler and the resource detector unless ``scheduler=False`` (then
     they run elsewhere), plus ``components``."""
     run = APISERVER | components | (frozenset({Component.SCHEDULER, Component.DETECTOR}) if scheduler else frozenset())
     sched = settings or fast_settings()
     config = ServerConfig(store_url="unused://", data_dir=data_dir, components=run,
                           settings=ComponentSettings(scheduler=sched, profile=profile, monitoring=monitoring,
-                                                     lease_ttl=sched.lease_ttl))
+                                                     lease_ttl=sched.lease_ttl,
+                                                     autoscaling=autoscaling or AutoscalerSettings()))
     app = build_app(config, store=store)
     ctx = app.state.ctx
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
