@@ -15,17 +15,10 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from drods.assembly import Component
-from drods.autoscaling.controller import AutoscalerSettings
 from drods.model.kinds import BINDING
-from drods.monitor.service import MonitorSettings
-from drods.store import Store
-from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
+from tests.scheduler_e2e.conftest import Plane, eventually, placement
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 FHPAS = "/apis/multicluster.io/v1alpha1/namespaces/default/federatedhpas"
@@ -35,11 +28,6 @@ BINDING_NAME = "deployment-default-web"
 # cluster → (own pods' requested cores, their use): half busy, so they don't bias the target.
 OWN = {"east": (4.0, 2.0), "west": (6.0, 3.0), "north": (2.0, 1.0)}
 CORES = 12.0  # small clusters: 17 one-core replicas cannot fit in one
-
-MONITORING = MonitorSettings.model_validate({
-    "sustainedSeconds": 60.0, "rateMinIntervalSeconds": 0.0, "flushIntervalSeconds": 0.05,
-    "staleCheckIntervalSeconds": 0.05, "realtimeMinIntervalSeconds": 0.0})
-
 
 def deployment() -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
@@ -107,15 +95,6 @@ async def _replicas(plane: Plane, ok: Callable[[int, dict[str, int]], bool], wha
         return got if ok(st["requested"], got) and sum(got.values()) == st["requested"] else None
 
     return await eventually(check, within_s, what)
-
-
-@pytest.fixture
-async def plane(store_factory: Callable[[], Store], tmp_path: Path) -> AsyncIterator[Plane]:
-    store = store_factory()
-    await store.delete_prefix("/")  # the etcd of the session is shared between tests
-    async with serve(store, tmp_path / "data", components=frozenset({Component.AUTOSCALER}), monitoring=MONITORING,
-                     autoscaling=AutoscalerSettings(sync_seconds=0.3)) as p:
-        yield p
 
 
 async def test_load_ramp_scales_out_across_clusters_then_back_in(plane: Plane) -> None:
