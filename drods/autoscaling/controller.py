@@ -39,14 +39,14 @@ from drods.autoscaling.feedback import step as feedback_step
 from drods.controllers.detector import binding_name, decode_object
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
-from drods.machinery.informer import Handler, Informer
+from drods.machinery.informer import Informer
 from drods.machinery.journal import Journal
 from drods.machinery.manager import Manager
 from drods.model.autoscaling import (
     CRON_KIND,
     CronFederatedHPASpec,
     FederatedHPASpec,
-    owner,
+    OwnerIndex,
     scaled_workload,
 )
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
@@ -129,6 +129,12 @@ class Autoscaler:
         self.hpas, self.crons, self.bindings, self.clusters, self.feedback = hpas, crons, bindings, clusters, feedback
         self.history = Journal(store, AUTOSCALING_PREFIX, retention_s=self.settings.history_retention_s, clock=clock)
         self.controller = Controller(LEASE, self.reconcile, workers=2)
+        self.owners = OwnerIndex()
+        # (namespace, FederatedHPA name) → the crons that drive it, by key
+        self.drivers: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+        self._driven: dict[str, tuple[str, str]] = {}
+        self._util_at = -1
+        self._util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
 
     @staticmethod
     def informers(manager: Manager) -> dict[str, Informer]:
@@ -138,10 +144,23 @@ class Autoscaler:
                 "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
                 "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
 
-    def _autoscalers(self) -> list[Mapping[str, Any]]:
-        return [o for inf in (self.hpas, self.crons) for o in inf.cache.values() if o is not None]
+    def _hpa_changed(self, key: str, old: Any, new: Any) -> None:
+        self.owners.update(key, new)
+        self.controller.queue.add(key)
+
+    def _index_driver(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        old = self._driven.pop(key, None)
+        if old is not None:
+            self.drivers.get(old, {}).pop(key, None)
+        ref = ((obj or {}).get("spec") or {}).get("scaleTargetRef") or {}
+        if obj is not None and isinstance(ref, dict) and ref.get("kind") == FEDERATED_HPA.kind and ref.get("name"):
+            hpa = ((obj.get("metadata") or {}).get("namespace") or "default", str(ref["name"]))
+            self._driven[key] = hpa
+            self.drivers.setdefault(hpa, {})[key] = obj
 
     def _cron_changed(self, key: str, old: Any, new: Any) -> None:
+        self.owners.update(key, new)
+        self._index_driver(key, new)
         self.controller.queue.add(key)
         for obj in (old, new):  # a cron driving a FederatedHPA: evaluate that one too
             ref = ((obj or {}).get("spec") or {}).get("scaleTargetRef") or {}
@@ -150,11 +169,11 @@ class Autoscaler:
                 self.controller.queue.add(FEDERATED_HPA.key(str(ref["name"]), ns))
 
     async def run(self) -> None:
-        enqueue: Handler = lambda key, _o, _n: self.controller.queue.add(key)  # noqa: E731
-        stops = [self.hpas.on_change(enqueue), self.crons.on_change(self._cron_changed)]
+        stops = [self.hpas.on_change(self._hpa_changed), self.crons.on_change(self._cron_changed)]
         try:
             for inf in (self.hpas, self.crons, self.bindings, self.clusters, self.feedback):
                 await inf.wait_synced()
+            self.sync_index()
             for inf in (self.hpas, self.crons):
                 for key in inf.cache:
                     self.controller.queue.add(key)
@@ -200,6 +219,24 @@ class Autoscaler:
             await self.history.append(record, ts=now)
         return period
 
+    def sync_index(self) -> None:
+        """Index every autoscaler in the informers (changes keep it current afterwards)."""
+        for inf in (self.hpas, self.crons):
+            for key, obj in list(inf.cache.items()):
+                self.owners.update(key, obj)
+        for key, obj in list(self.crons.cache.items()):
+            self._index_driver(key, obj)
+
+    def _utilisation(self) -> dict[str, dict[str, float]]:
+        """cpu / memory → cluster → utilisation, rebuilt only when a status document changed."""
+        if self._util_at != self.clusters.revision or not self.clusters.revision:
+            util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
+            for ckey, u in self.clusters.cache.items():
+                for res, v in (u or {}).items():
+                    util[res][ckey[len(STATUS_PREFIX):]] = v
+            self._util, self._util_at = util, self.clusters.revision
+        return self._util
+
     def _target(self, obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
         return scaled_workload(obj)
 
@@ -208,7 +245,7 @@ class Autoscaler:
         target = self._target(obj)
         if target is None:
             return None
-        first = owner(self._autoscalers(), target)
+        first = self.owners.owner(target)
         if first is None or (first.get("metadata") or {}).get("uid") == (obj.get("metadata") or {}).get("uid"):
             return None
         other = f"{first.get('kind')}/{(first.get('metadata') or {}).get('name')}"
@@ -222,11 +259,9 @@ class Autoscaler:
         meta = hpa.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         best: tuple[float, int | None, int | None, str] | None = None
-        for c in self.crons.cache.values():
-            cmeta = (c or {}).get("metadata") or {}
-            ref = ((c or {}).get("spec") or {}).get("scaleTargetRef") or {}
-            if c is None or cmeta.get("deletionTimestamp") or (cmeta.get("namespace") or "default") != ns or \
-                    ref.get("kind") != FEDERATED_HPA.kind or ref.get("name") != meta.get("name"):
+        for c in self.drivers.get((ns, str(meta.get("name"))), {}).values():
+            cmeta = c.get("metadata") or {}
+            if cmeta.get("deletionTimestamp"):
                 continue
             try:
                 spec = CronFederatedHPASpec.model_validate(c.get("spec") or {})
@@ -262,10 +297,7 @@ class Autoscaler:
         lo = min(lo, hi)
         observations: list[tuple[float, float]] = []
         current_metrics: list[dict[str, Any]] = []
-        util_by_res: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
-        for ckey, util in self.clusters.cache.items():
-            for res, v in (util or {}).items():
-                util_by_res[res][ckey[len(STATUS_PREFIX):]] = v
+        util_by_res = self._utilisation()
         for m in spec.metrics:
             value = algorithm.weighted_utilisation(placement, util_by_res[m.resource.name])
             if value is None:

@@ -52,7 +52,7 @@ from drods.machinery.controller import Controller
 from drods.machinery.informer import Handler, Informer
 from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
-from drods.model.autoscaling import owned_replicas
+from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
 from drods.model.kinds import (
     BINDING,
@@ -270,6 +270,7 @@ class ResourceDetector:
                  bindings: Informer, autoscalers: Sequence[Informer] = (), workers: int = 2) -> None:
         self.registry = registry
         self.autoscalers = list(autoscalers)
+        self.owners = OwnerIndex()  # workload → its autoscaler, from the autoscaler informers
         self.kinds = {k.key_prefix(): k for k in DETECTED_KINDS}
         self.workloads = list(workloads)
         self.policies = list(policies)
@@ -287,6 +288,7 @@ class ResourceDetector:
                                 for k in (FEDERATED_HPA, CRON_FEDERATED_HPA)]}
 
     def _autoscaler_changed(self, key: str, old: Any, new: Any) -> None:
+        self.owners.update(key, new)
         for obj in (old, new):
             ref = ((obj or {}).get("spec") or {}).get("scaleTargetRef") or {}
             kind = next((k for k in DETECTED_KINDS if isinstance(ref, dict) and k.kind == ref.get("kind")), None)
@@ -328,6 +330,9 @@ class ResourceDetector:
         try:
             for inf in (*self.policies, *self.workloads, self.bindings, *self.autoscalers):
                 await inf.wait_synced()
+            for inf in self.autoscalers:
+                for akey, a in list(inf.cache.items()):
+                    self.owners.update(akey, a)
             for inf in self.workloads:
                 for key in inf.cache:
                     self.controller.queue.add(key)
@@ -357,8 +362,7 @@ class ResourceDetector:
                 log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
             return None
         want = desired_binding(kind, obj, match)
-        scaled = owned_replicas((a for inf in self.autoscalers for a in inf.cache.values() if a is not None),
-                                (kind.api_version, kind.kind, ns, name))
+        scaled = self.owners.owned_replicas((kind.api_version, kind.kind, ns, name))
         if scaled is not None:
             want["spec"]["replicas"] = scaled
         if existing is None:

@@ -196,3 +196,30 @@ def owned_replicas(autoscalers: Iterable[Mapping[str, Any]], workload: tuple[str
     a = owner(autoscalers, workload)
     v = ((a or {}).get("status") or {}).get("desiredReplicas")
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+class OwnerIndex:
+    """`owner` kept up to date from informer changes: workload → its autoscalers, so finding a
+    workload's owner costs what that workload has, not a scan of every autoscaler."""
+
+    def __init__(self) -> None:
+        self._where: dict[str, tuple[str, str, str, str]] = {}
+        self._by_workload: dict[tuple[str, str, str, str], dict[str, Mapping[str, Any]]] = {}
+
+    def update(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        old = self._where.pop(key, None)
+        if old is not None:
+            entries = self._by_workload.get(old, {})
+            entries.pop(key, None)
+            if not entries:
+                self._by_workload.pop(old, None)
+        target = scaled_workload(obj) if obj is not None else None
+        if obj is not None and target is not None:
+            self._where[key] = target
+            self._by_workload.setdefault(target, {})[key] = obj
+
+    def owner(self, workload: tuple[str, str, str, str]) -> Mapping[str, Any] | None:
+        return owner(self._by_workload.get(workload, {}).values(), workload)
+
+    def owned_replicas(self, workload: tuple[str, str, str, str]) -> int | None:
+        return owned_replicas(self._by_workload.get(workload, {}).values(), workload)

@@ -78,6 +78,7 @@ async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int
 async def _status_after(a: Autoscaler, kind: Any, name: str, key: str, ok: Any) -> dict[str, Any]:
     """Reconcile ``key`` once its inputs are in the informers, then wait for its status to land."""
     inf = a.hpas if kind is FEDERATED_HPA else a.crons
+    a.sync_index()  # what run() does once the informers are synced (changes keep it current)
     await a.reconcile(key)
 
     async def landed() -> dict[str, Any] | None:
