@@ -183,8 +183,14 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
 
     if Component.AUTOSCALER in chosen:
         autoscaler_informers = Autoscaler.informers(manager)
+        forecaster = monitor.forecaster if monitor is not None else None
+
+        def forecast(cluster: str, seconds: float) -> float | None:
+            return forecaster.modelled_water_level_in(cluster, seconds / 60.0) if forecaster else None
+
         manager.add_leader(AUTOSCALER_LEASE, lambda lead: Autoscaler(
-            lead.registry, lead.store, **autoscaler_informers, settings=s.autoscaling, clock=s.clock))
+            lead.registry, lead.store, **autoscaler_informers, settings=s.autoscaling, clock=s.clock,
+            forecast=forecast))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

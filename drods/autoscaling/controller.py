@@ -58,12 +58,17 @@ from drods.store import KeyValue, Store
 log = logging.getLogger(__name__)
 
 LEASE = "autoscaler"
+WATER_LEVEL = "waterLevel"
+# (cluster, seconds ahead) → forecast water level (0..1), None without a model.
+Forecast = Callable[[str, float], float | None]
 
 
 @dataclass(frozen=True, slots=True)
 class AutoscalerSettings:
     sync_seconds: float = 15.0  # Kubernetes' HPA sync period
     history_retention_s: float = 7 * 86400.0
+    # Pre-scaling: scale now for the utilisation forecast this far ahead (0: off).
+    forecast_horizon_s: float = 600.0
     feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
 
 
@@ -84,6 +89,9 @@ def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
             base = part.get("capacity")
         if isinstance(base, (int, float)) and isinstance(used, (int, float)) and base > 0:
             out[res] = 100.0 * float(used) / float(base)
+    wl = view.get("waterLevel")
+    if isinstance(wl, (int, float)):
+        out[WATER_LEVEL] = float(wl)
     return out
 
 
@@ -122,8 +130,10 @@ class Autoscaler:
 
     def __init__(self, registry: ObjectRegistry, store: Store, *, hpas: Informer, crons: Informer,
                  bindings: Informer, clusters: Informer, feedback: Informer,
-                 settings: AutoscalerSettings | None = None, clock: Callable[[], float] = time.time) -> None:
+                 settings: AutoscalerSettings | None = None, clock: Callable[[], float] = time.time,
+                 forecast: Forecast | None = None) -> None:
         self.registry = registry
+        self.forecast = forecast
         self.settings = settings or AutoscalerSettings()
         self.clock = clock
         self.hpas, self.crons, self.bindings, self.clusters, self.feedback = hpas, crons, bindings, clusters, feedback
@@ -230,7 +240,7 @@ class Autoscaler:
     def _utilisation(self) -> dict[str, dict[str, float]]:
         """cpu / memory → cluster → utilisation, rebuilt only when a status document changed."""
         if self._util_at != self.clusters.revision or not self.clusters.revision:
-            util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
+            util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}, WATER_LEVEL: {}}
             for ckey, u in self.clusters.cache.items():
                 for res, v in (u or {}).items():
                     util[res][ckey[len(STATUS_PREFIX):]] = v
@@ -306,6 +316,9 @@ class Autoscaler:
             current_metrics.append({"type": "Resource", "resource": {
                 "name": m.resource.name, "current": {"averageUtilization": round(value, 2)}}})
         recommendation = algorithm.recommend(current, observations) if observations else current
+        forecast_info = self._forecast(spec, placement, util_by_res, current)
+        if forecast_info is not None and forecast_info["recommended"] > recommendation:
+            recommendation = forecast_info["recommended"]
         feedback_info: dict[str, Any] | None = None
         loop = status.get("feedback") or {}
         state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")))
@@ -331,6 +344,8 @@ class Autoscaler:
                                **(feedback_info or {})}
         if rule:
             out["cronRule"] = rule
+        if forecast_info is not None:
+            out["forecast"] = forecast_info
         out["lastScaleTime"] = rfc3339_ms(now) if outcome.desired != current else status.get("lastScaleTime")
         if out["lastScaleTime"] is None:
             out.pop("lastScaleTime")
@@ -349,8 +364,40 @@ class Autoscaler:
                       "metrics": [{"name": m["resource"]["name"], "value": v, "target": t}
                                   for m, (v, t) in zip(current_metrics, observations, strict=True)],
                       **({"feedback": feedback_info} if feedback_info else {}),
+                      **({"forecast": forecast_info} if forecast_info else {}),
                       **({"cronRule": rule} if rule else {})}
         return out, record
+
+    def _forecast(self, spec: FederatedHPASpec, placement: Mapping[str, int],
+                  util: Mapping[str, Mapping[str, float]], current: int) -> dict[str, Any] | None:
+        """Pre-scaling (F6): each placed cluster's utilisation scaled by its forecast growth in
+        water level over the horizon, through the same HPA rule; only ever raises the count."""
+        horizon = self.settings.forecast_horizon_s
+        if self.forecast is None or horizon <= 0 or not spec.metrics:
+            return None
+        growth: dict[str, float] = {}
+        for c, n in placement.items():
+            now_wl = util[WATER_LEVEL].get(c)
+            if n <= 0 or now_wl is None or now_wl <= 0:
+                continue
+            ahead = self.forecast(c, horizon)
+            if ahead is not None:
+                growth[c] = max(ahead / now_wl, 1.0)
+        if not growth or max(growth.values()) <= 1.0:
+            return None
+        future: list[tuple[float, float]] = []
+        for m in spec.metrics:
+            now_u = util[m.resource.name]
+            scaled = {c: now_u[c] * g for c, g in growth.items() if c in now_u}
+            value = algorithm.weighted_utilisation(placement, {**now_u, **scaled})
+            if value is not None:
+                future.append((value, float(m.resource.target.averageUtilization)))
+        if not future:
+            return None
+        recommended = min(max(algorithm.recommend(current, future), spec.minReplicas), spec.maxReplicas)
+        return {"horizonSeconds": horizon, "recommended": recommended,
+                "utilisation": [round(v, 2) for v, _ in future],
+                "growth": {c: round(g, 4) for c, g in sorted(growth.items())}}
 
     def _evaluate_cron(self, obj: Mapping[str, Any], status: dict[str, Any],
                        now: float) -> tuple[dict[str, Any], dict[str, Any] | None]:

@@ -38,7 +38,8 @@ class Clock:
 
 
 @contextlib.asynccontextmanager
-async def _autoscaler(store: SqliteStore, clock: Clock) -> AsyncIterator[tuple[Autoscaler, list[Informer]]]:
+async def _autoscaler(store: SqliteStore, clock: Clock,
+                      forecast: Any = None) -> AsyncIterator[tuple[Autoscaler, list[Informer]]]:
     infs = {"hpas": Informer(store, FEDERATED_HPA.key_prefix(), decode_stored),
             "crons": Informer(store, CRON_FEDERATED_HPA.key_prefix(), decode_stored),
             "bindings": Informer(store, BINDING.key_prefix(), decode_object),
@@ -50,15 +51,16 @@ async def _autoscaler(store: SqliteStore, clock: Clock) -> AsyncIterator[tuple[A
     registry = ObjectRegistry(store, SecretBox(Fernet.generate_key()))
     try:
         yield Autoscaler(registry, store, **infs, settings=AutoscalerSettings(sync_seconds=15.0),
-                         clock=clock), list(infs.values())
+                         clock=clock, forecast=forecast), list(infs.values())
     finally:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _cluster(store: SqliteStore, name: str, used: float, capacity: float = 10.0) -> None:
-    await store.put(status_key(name), json.dumps({"status": {"cpu": {"capacity": capacity, "used": used}}}).encode())
+async def _cluster(store: SqliteStore, name: str, used: float, capacity: float = 10.0, **view: Any) -> None:
+    doc = {"status": {"cpu": {"capacity": capacity, "used": used}, **view}}
+    await store.put(status_key(name), json.dumps(doc).encode())
 
 
 async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int]) -> None:
@@ -184,3 +186,30 @@ async def test_cron_sets_a_workload_total_and_a_second_owner_is_ambiguous(tmp_pa
 
 async def _has(inf: Informer, key: str) -> bool:
     return key in inf.cache
+
+
+async def test_forecast_pre_scales_before_the_peak(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    asked: list[tuple[str, float]] = []
+
+    def forecast(cluster: str, seconds: float) -> float | None:
+        asked.append((cluster, seconds))
+        return {"a": 0.8, "b": 0.4}.get(cluster)  # a's water level doubles within the horizon, b's stays
+
+    try:
+        async with _autoscaler(store, Clock(1_800_000_000.0), forecast) as (a, _):
+            await _cluster(store, "a", 5.0, waterLevel=0.4)
+            await _cluster(store, "b", 5.0, waterLevel=0.4)
+            await _binding(a.registry, 4, {"a": 2, "b": 2})
+            await a.registry.create(FEDERATED_HPA, _hpa(), "default")
+            key = FEDERATED_HPA.key("web", "default")
+            await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
+            # Now 50 % against 60 %: no change. Ahead: a at 100 %, b at 50 % → weighted 75 %,
+            # ceil(4 × 75/60) = 5, before the peak.
+            assert st["desiredReplicas"] == 5, st
+            assert st["forecast"] == {"horizonSeconds": 600.0, "recommended": 5, "utilisation": [75.0],
+                                      "growth": {"a": 2.0, "b": 1.0}}
+            assert sorted(asked) == [("a", 600.0), ("b", 600.0)]
+    finally:
+        await store.close()
