@@ -205,7 +205,8 @@ class Autoscaler:
         period = self.settings.sync_seconds
         last = parse_rfc3339(status.get("lastEvaluatedTime"))
         same_gen = status.get("observedGeneration") == (obj.get("metadata") or {}).get("generation")
-        if same_gen and last is not None and 0 <= now - last < period:
+        cron_moved = kind is FEDERATED_HPA and self._cron_bounds(obj, now)[2] != status.get("cronRule")
+        if same_gen and not cron_moved and last is not None and 0 <= now - last < period:
             return period - (now - last)  # evaluated this period already (e.g. our own status write)
         try:
             if kind is FEDERATED_HPA:
@@ -227,6 +228,11 @@ class Autoscaler:
             raise
         if record is not None:
             await self.history.append(record, ts=now)
+        if kind is CRON_FEDERATED_HPA:  # look again when the next rule fires, not a period later
+            fires = [t for h in new_status.get("executionHistories") or []
+                     if (t := parse_rfc3339(h.get("nextExecutionTime"))) is not None]
+            if fires:
+                return max(0.05, min(period, min(fires) - now + 0.01))
         return period
 
     def sync_index(self) -> None:

@@ -213,3 +213,37 @@ async def test_forecast_pre_scales_before_the_peak(tmp_path: Path) -> None:
             assert sorted(asked) == [("a", 600.0), ("b", 600.0)]
     finally:
         await store.close()
+
+
+async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    try:
+        clock = Clock(0.0)
+        async with _autoscaler(store, clock) as (a, _):
+            await _cluster(store, "a", 6.0)  # 60 % = the target: no change on metrics
+            await _binding(a.registry, 4, {"a": 4})
+            await a.registry.create(FEDERATED_HPA, _hpa(), "default")
+            cron = await a.registry.create(CRON_FEDERATED_HPA, {
+                "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
+                "metadata": {"name": "office", "namespace": "default"},
+                "spec": {"scaleTargetRef": {"apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA",
+                                            "name": "web"},
+                         "rules": [{"name": "day", "schedule": "0 9 * * *", "targetMinReplicas": 8}]}}, "default")
+            fire = next_fire(CronRule(name="d", schedule="0 9 * * *", targetMinReplicas=8),
+                             parse_rfc3339(cron["metadata"]["creationTimestamp"]) or 0.0)
+            assert fire is not None
+            key = FEDERATED_HPA.key("web", "default")
+
+            async def ready() -> bool:
+                return key in a.hpas.cache and len(a.crons.cache) == 1 and bool(a.clusters.cache)
+
+            await eventually(ready, 5.0, "inputs in the informers")
+            clock.t = fire - 5.0
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
+            assert st["desiredReplicas"] == 4 and "cronRule" not in st
+            clock.t = fire + 1.0  # within the sync period, but the rule in effect changed
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "cronRule" in s)
+            assert st["desiredReplicas"] == 8 and st["minReplicas"] == 8
+            assert st["cronRule"] == "CronFederatedHPA/office:day"
+    finally:
+        await store.close()

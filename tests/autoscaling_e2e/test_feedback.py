@@ -75,6 +75,10 @@ async def test_feedback_validation(plane: Plane) -> None:
     assert r.status_code == 422, r.text
     r = await plane.call("PUT", "/api/v1/feedback", role="viewer", json=body)
     assert r.status_code == 403, r.text
+    for bad in ({**body, "timestamp": "yesterday"}, {**body, "metrics": "fast"}, {**body, "workload": {"kind": "x"}},
+                {**body, "timestamp": (datetime.now(UTC) + timedelta(hours=1)).isoformat()}, [], {**body, "x": 1}):
+        r = await plane.call("PUT", "/api/v1/feedback", json=bad)
+        assert r.status_code == 422 and r.json()["code"] == "VALIDATION_FAILED", (bad, r.text)
 
 
 async def test_latency_target_met_without_oscillating(plane: Plane) -> None:
