@@ -327,7 +327,8 @@ class Autoscaler:
             recommendation = forecast_info["recommended"]
         feedback_info: dict[str, Any] | None = None
         loop = status.get("feedback") or {}
-        state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")))
+        state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")),
+                          int(loop.get("slackReports", 0)))
         if spec.feedback is not None:
             obs = self.feedback.cache.get(feedback_key(ns, ref.kind, ref.name))
             fb = feedback_step(spec.feedback, obs, current, state, now, self.settings.feedback, lo, hi)
@@ -345,7 +346,7 @@ class Autoscaler:
             "scaleEvents": [{"time": rfc3339_ms(t), "change": c} for t, c in window.events],
         }
         if spec.feedback is not None:
-            out["feedback"] = {"integral": round(state.integral, 6),
+            out["feedback"] = {"integral": round(state.integral, 6), "slackReports": state.slack_reports,
                                **({"lastStepTime": rfc3339_ms(state.last_step_at)} if state.last_step_at else {}),
                                **(feedback_info or {})}
         if rule:

@@ -8,14 +8,16 @@ positive when the application needs more capacity::
 
 * ``-deadband <= e <= tolerance`` — the target is met (within the measurement noise ``tolerance``)
   with little slack: **no move** (and the integral decays), so a met target stops the loop;
-* otherwise ``u = kp·e + ki·Σe`` (the sum clamped: no wind-up) and the step is
+* otherwise, out: ``u = kp·e + ki·Σe`` (the sum clamped, and not accumulated while the step is
+  saturated: no wind-up); in: ``u = kp_down·e`` (proportional only); the step is
   ``round(current · u)``, at least one replica in the direction of ``e`` and at most
-  ``max_step`` replicas;
+  ``max(max_step, max_step_fraction · current)`` replicas;
 * **cool-down**: no step within ``cooldown_s`` of the previous one, and a report measured before
   the previous step (it describes the old replica count) is not used at all.
 
-Scaling in is deliberately slower than out (``kp_down``): an over-provisioned application is a cost,
-an under-provisioned one an outage. State (integral, time of the last step) is the caller's — the
+Scaling in is deliberately slower than out (``kp_down``) and waits for ``confirm_down`` consecutive
+reports with slack (one noisy dip is not slack): an over-provisioned application is a cost, an
+under-provisioned one an outage. State (integral, time of the last step) is the caller's — the
 controller keeps it in the autoscaler's status.
 """
 
@@ -34,9 +36,11 @@ class FeedbackSettings:
     integral_limit: float = 2.0
     deadband: float = 0.25  # slack below the target that is left alone
     tolerance: float = 0.05  # a miss this small is noise, not a reason to move
-    max_step: int = 4
+    max_step: int = 4  # replicas per step at least this far …
+    max_step_fraction: float = 0.25  # … or this fraction of the current count, whichever is more
     cooldown_s: float = 30.0
     max_age_s: float = 120.0  # older reports are ignored
+    confirm_down: int = 2  # consecutive reports with slack before a step in (a noise dip is not slack)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,7 @@ class Observation:
 class LoopState:
     integral: float = 0.0
     last_step_at: float | None = None
+    slack_reports: int = 0  # consecutive reports below the dead band
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +92,20 @@ def step(targets: FeedbackTargets, obs: Observation | None, current: int, state:
         return Step(current, e, state, "cool-down")
     if -settings.deadband <= e <= settings.tolerance:
         return Step(current, e, LoopState(state.integral * 0.5, state.last_step_at), "target met")
-    integral = min(max(state.integral + e, -settings.integral_limit), settings.integral_limit)
-    u = (settings.kp if e > 0 else settings.kp_down) * e + settings.ki * integral
+    if e < 0 and state.slack_reports + 1 < settings.confirm_down:
+        return Step(current, e, LoopState(state.integral, state.last_step_at, state.slack_reports + 1),
+                    "slack, waiting for confirmation")
+    if e > 0:
+        integral = min(max(state.integral + e, -settings.integral_limit), settings.integral_limit)
+        u = settings.kp * e + settings.ki * integral
+    else:  # in: proportional only, the integral decays — an undershoot is an outage
+        integral = state.integral * 0.5
+        u = settings.kp_down * e
     raw = round(current * u)
-    delta = min(max(raw, 1), settings.max_step) if e > 0 else max(min(raw, -1), -settings.max_step)
+    bound = max(settings.max_step, int(current * settings.max_step_fraction))
+    if abs(raw) > bound:  # saturated: the integral would only wind up (conditional integration)
+        integral = state.integral
+    delta = min(max(raw, 1), bound) if e > 0 else max(min(raw, -1), -bound)
     target = min(max(current + delta, lo), hi)
     if target == current:
         return Step(current, e, LoopState(integral, state.last_step_at), "at a bound")
