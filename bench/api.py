@@ -48,12 +48,15 @@ def report(cluster: str, rng: random.Random) -> dict[str, object]:
 
 
 async def drive(url: str, token: str, clusters: list[str], connections: int, seconds: float) -> dict[str, float]:
+    from drods.transport import async_transport
+
     headers = {"Authorization": f"Bearer {token}"}
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=url, headers=headers, transport=async_transport(limits=limits),
+                                 timeout=30) as client:
 
         async def worker(k: int) -> None:
             nonlocal errors
@@ -182,7 +185,7 @@ def main() -> None:
 
             etcd = EtcdCluster(1).__enter__()
             extra = ["--store", f"etcd://{etcd.endpoints[0]}"]
-        server = ServerProcess(tmp, command="apiserver", args=extra).start()
+        server = ServerProcess(tmp, command="apiserver", args=extra, tls=False).start()  # wrk: plain HTTP
         url, token = server.url, server.token("admin")
     assert token is not None
     try:

@@ -327,7 +327,9 @@ class OwnServer:
         self.token = subprocess.run([*cmd, "token", "create", "--role", "admin", "--data-dir", str(self.data_dir)],
                                     check=True, capture_output=True, text=True).stdout.strip()
         self.log = open(root / "server.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([*cmd, command, "--data-dir", str(self.data_dir), "--port", str(self.port)],
+        # Plain HTTP: the benchmark measures ingest, comparable with earlier runs (TLS is the default).
+        self.proc = subprocess.Popen([*cmd, command, "--data-dir", str(self.data_dir), "--port", str(self.port),
+                                      "--insecure-http"],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         self.store_url = f"sqlite://{self.data_dir / 'drods.db'}"
 
@@ -374,6 +376,7 @@ async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
 
     from drods.model.keys import STATUS_PREFIX
     from drods.store import EventType, open_store
+    from drods.transport import async_transport
 
     root = Path(tempfile.mkdtemp(prefix="drods-bench-api-"))
     own = OwnServer(root, args.server_command) if args.via_api == "self" else None
@@ -391,7 +394,7 @@ async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
     counts = {"accepted": 0, "rejected": 0, "published": 0, "http_errors": 0, "events": 0}
     try:
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60,
-                                     limits=limits) as http:
+                                     transport=async_transport(limits=limits)) as http:
             if own:
                 await own.wait_ready(http)
             sem = asyncio.Semaphore(args.concurrency)

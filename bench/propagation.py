@@ -50,9 +50,9 @@ from tests.server_process import ServerProcess  # noqa: E402
 
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
 SELECTOR = "multicluster.io/managed-by=drods"
-SETTINGS = """probeIntervalSeconds: 2
-notReadyGraceSeconds: 6
-tolerationSeconds: 0
+SETTINGS = """apiVersion: config.drods.io/v1alpha1
+kind: DRODSConfiguration
+members: {probeIntervalSeconds: 2, notReadyGraceSeconds: 6, tolerationSeconds: 0}
 """
 
 
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sims = [SimProcess(n, root / "sims", ["--nodes", str(args.nodes), "--max-pods", "500"]).start() for n in names]
     data = root / "server"
     data.mkdir()
-    (data / "members.yaml").write_text(SETTINGS)
+    (data / "drods.yaml").write_text(SETTINGS)
     server = ServerProcess(data, args=["--store", args.store] if args.store else [])
     result: dict[str, Any] = {}
     try:

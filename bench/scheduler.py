@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drods.model.binding import BindingSpec, NetworkRequirements, ReplicaRequirements  # noqa: E402
 from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile, Taint  # noqa: E402
+from drods.model.dataset import DatasetRead  # noqa: E402
 from drods.model.placement import (  # noqa: E402
     ClusterAffinity,
     FieldSelector,
@@ -56,7 +57,10 @@ GPU_MODELS = ["A100", "H100", "T4", "L4"]
 FleetRow = tuple[str, dict[str, str], ClusterSpec, bool, dict[str, Any]]
 
 
-def fleet_rows(n: int, rng: np.random.Generator) -> list[FleetRow]:
+CLASSES = ("latency-sensitive", "cpu-batch", "gpu-training", "io-heavy")
+
+
+def fleet_rows(n: int, rng: np.random.Generator, prices: bool = True) -> list[FleetRow]:
     """Random capacities, loads, labels, regions, taints, costs: (name, labels, spec, ready, status)."""
     rows: list[FleetRow] = []
     for i in range(n):
@@ -76,8 +80,8 @@ def fleet_rows(n: int, rng: np.random.Generator) -> list[FleetRow]:
             gpuModels=[GPU_MODELS[int(rng.integers(len(GPU_MODELS)))]] if gpu else [],
             storageTiers=["ssd", "hdd"] if rng.random() < 0.7 else ["hdd"],
             taints=[Taint(key="dedicated", value="batch", effect="NoSchedule")] if rng.random() < 0.05 else [],
-            cost=CostModel(cpuCoreHour=float(rng.uniform(0.01, 0.08)), memoryGiBHour=0.004,
-                           gpuHour=float(rng.uniform(0.5, 3))),
+            cost=_priced(prices, CostModel(cpuCoreHour=float(rng.uniform(0.01, 0.08)), memoryGiBHour=0.004,
+                                           gpuHour=float(rng.uniform(0.5, 3)))),
             network=NetworkProfile(bandwidthMbps=float(rng.choice([1000, 10000, 40000])),
                                    latencyMs={c: float(rng.uniform(1, 150)) for c in CITIES[:4]}),
         )
@@ -100,9 +104,14 @@ def fleet_rows(n: int, rng: np.random.Generator) -> list[FleetRow]:
     return rows
 
 
-def build_fleet(n: int, rng: np.random.Generator) -> Snapshot:
+def _priced(prices: bool, cost: CostModel) -> CostModel | None:
+    """The cost model, or none (the random draws happen either way, so the fleet is the same)."""
+    return cost if prices else None
+
+
+def build_fleet(n: int, rng: np.random.Generator, prices: bool = True) -> Snapshot:
     snap = Snapshot(capacity=max(16, n))
-    for name, labels, spec, ready, status in fleet_rows(n, rng):
+    for name, labels, spec, ready, status in fleet_rows(n, rng, prices):
         snap.upsert_cluster(name, labels, spec, ready, status)
     return snap
 
@@ -154,9 +163,14 @@ def build_templates(k: int, n_clusters: int, rng: np.random.Generator) -> list[B
 def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
-    snap = build_fleet(args.clusters, rng)
+    snap = build_fleet(args.clusters, rng, prices=not args.no_prices)
     build_s = time.perf_counter() - t0
     templates = build_templates(args.templates, args.clusters, rng)
+    if args.cost_first > 0:
+        templates = [t.model_copy(update={"placement": t.placement.model_copy(update={"costFirst": True})})
+                     if rng.random() < args.cost_first else t for t in templates]
+    classes: list[str | None] = [CLASSES[int(rng.integers(len(CLASSES)))] if rng.random() < args.classes else None
+                                 for _ in templates]
     profile = Profile.load(args.profile) if args.profile else Profile.default()
     sched = Scheduler(profile, rng_seed=args.seed)
     # churn keeps the fleet in a steady state: the oldest assumed task completes when too many are live
@@ -171,21 +185,45 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
     partial = 0
     spread_sum = 0
     perf = time.perf_counter
+    plugin_ms: dict[str, list[float]] = {p.name: [] for p, _ in profile.scores}
+    talk_draw = np.random.default_rng(args.seed + 1).random(args.tasks)
+    if args.datasets > 0:
+        snap.datasets = {f"default/ds{j}": (snap.names[(7 * j) % snap.n], snap.names[(7 * j + 3) % snap.n])
+                         for j in range(50)}
     t_loop = perf()
     for i in range(args.tasks):
         spec = templates[i % len(templates)]
+        cls = classes[i % len(templates)]
         key = f"task-{i}"
         t = perf()
-        r = sched.schedule(Task(spec, name=key), snap)
+        wl = None
+        if args.traffic > 0 and i > 0 and talk_draw[i] < args.traffic:
+            wl = f"bench/{key}"
+            snap.traffic[wl] = {f"bench/task-{i - 1}": 1e6}
+        if args.datasets > 0 and talk_draw[i] < args.datasets:  # reads one of 50 datasets on 2 clusters
+            spec = spec.model_copy(update={"datasets": [DatasetRead(name=f"ds{i % 50}", readGiBPerHour=20.0)]})
+        r = sched.schedule(Task(spec, name=key, workload_class=cls, workload=wl), snap)
+        if args.traffic > 0:
+            snap.workload_placements[f"bench/{key}"] = tuple((p.cluster, p.replicas) for p in r.placement)
         if r.placement:
             snap.assume(r.placement, spec.resources, key=key)
+            if cls:
+                snap.set_class_placement(key, cls, [(p.cluster, p.replicas) for p in r.placement],
+                                         spec.resources.cpu)
         lat[i] = perf() - t
+        for pn in plugin_ms:
+            if pn in r.timings_ms:
+                plugin_ms[pn].append(r.timings_ms[pn])
         phases[r.phase] += 1
         if r.placement:
             live.append(key)
             spread_sum += len(r.placement)
             if len(live) > live_max:
-                snap.forget(key=live.popleft())
+                gone = live.popleft()
+                snap.forget(key=gone)
+                snap.drop_class_placement(gone)
+                snap.workload_placements.pop(f"bench/{gone}", None)
+                snap.traffic.pop(f"bench/{gone}", None)
         partial += r.partial
     loop_s = perf() - t_loop
     wl = snap.water_level
@@ -198,6 +236,11 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         "fleet_water_level_end": round(snap.fleet_water_level(ready), 3),
         "max_water_level_end": round(float(wl.max()) if wl.size else 0.0, 3),
         "mean_ms": round(float(lat_ms.mean()), 4), "max_ms": round(float(lat_ms.max()), 3),
+        "inputs": {"prices": not args.no_prices, "classes": args.classes, "cost_first": args.cost_first,
+                   "traffic": args.traffic, "datasets": args.datasets},
+        # per score plugin: decisions it ran in (skipped ones have no timing) and its mean ms then
+        "score_plugins": {pn: {"ran": len(v), "mean_ms": round(float(np.mean(v)), 4) if v else 0.0}
+                          for pn, v in plugin_ms.items()},
     }
     return {
         "clusters": args.clusters, "tasks": args.tasks, "mode": "algorithm",
@@ -397,6 +440,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inflight", type=int, default=64, help="e2e: concurrent binding writes")
     ap.add_argument("--mix", choices=["varied", "simple"], default="varied",
                     help="e2e: the varied task shapes of the algorithm bench, or only Divided cpu/memory tasks")
+    ap.add_argument("--no-prices", action="store_true",
+                    help="algorithm: clusters without a cost model (the Cost score's input gone)")
+    ap.add_argument("--classes", type=float, default=0.0,
+                    help="algorithm: fraction of task shapes with a workload class (Dissonance input)")
+    ap.add_argument("--cost-first", type=float, default=0.0,
+                    help="algorithm: fraction of task shapes with placement.costFirst")
+    ap.add_argument("--traffic", type=float, default=0.0,
+                    help="algorithm: fraction of tasks that talk to the task before them (TrafficAffinity input)")
+    ap.add_argument("--datasets", type=float, default=0.0,
+                    help="algorithm: fraction of tasks that read a dataset (DataLocality input)")
     args = ap.parse_args(argv)
     if args.mode == "e2e":
         args.store = args.store or "sqlite"

@@ -17,6 +17,8 @@ member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler``
 autoscaler                leader                   ``autoscaler``
+traffic steering (CATS)   leader                   ``steering``
+service directory (F8)    leader                   ``service-directory``
 store compactor           every replica            — (compaction is idempotent)
 ========================  =======================  ============================================
 """
@@ -32,9 +34,13 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drods.api.audit import ComponentAudit
+from drods.api.auth import TokenAuthority
 from drods.api.context import ApiContext
+from drods.api.settings import ApiSettings
 from drods.autoscaling.controller import LEASE as AUTOSCALER_LEASE
 from drods.autoscaling.controller import Autoscaler, AutoscalerSettings
+from drods.config.model import DRODSConfiguration
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
 from drods.controllers.detector import ResourceDetector
@@ -45,14 +51,25 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
+from drods.model.keys import TOKENS_PREFIX
+from drods.model.kinds import ENCRYPTED_AT_REST
 from drods.model.reschedule import RescheduleHook
+from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import Collector
 from drods.monitor.components import MonitorCollectors, MonitorMaintenance
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
 from drods.scheduler.profile import Profile
-from drods.schedulerd.service import SchedulerService, SchedulerSettings, load_profile
+from drods.schedulerd.service import SchedulerService, SchedulerSettings
+from drods.security.envelope import Envelope, Keyring
+from drods.security.tokens import TokenRecord, decode_record
+from drods.steering.controller import LEASE as STEERING_LEASE
+from drods.steering.controller import SteeringController, SteeringInformers
+from drods.steering.directory import LEASE as DIRECTORY_LEASE
+from drods.steering.directory import DirectoryController, DirectoryInformers
+from drods.steering.settings import SteeringSettings
 from drods.store import Store
+from drods.store.encrypted import EncryptingStore
 
 log = logging.getLogger(__name__)
 
@@ -66,25 +83,30 @@ class Component(enum.Enum):
     DESCHEDULER = "descheduler"
     COMPACTOR = "compactor"
     AUTOSCALER = "autoscaler"
+    STEERING = "steering"
 
 
 SERVE = frozenset(Component)
 APISERVER = frozenset({Component.API})
 SCHEDULER = frozenset({Component.SCHEDULER})
 CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
-                         Component.COMPACTOR, Component.AUTOSCALER})
+                         Component.COMPACTOR, Component.AUTOSCALER, Component.STEERING})
 # Monitoring is built where something feeds or reads it.
 _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
 
 
 @dataclass
 class ComponentSettings:
-    """What the components are built from (the sections of the configuration file)."""
+    """What the components are built from: the sections of the configuration file (`drods.config`,
+    see `from_config`) plus what only tests and the process itself set. Nothing here reads a file."""
 
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
-    profile: Profile | None = None  # None: the profile the data dir or environment names, else defaults
-    monitoring: MonitorSettings | None = None  # None: <data dir>/monitor.yaml, else defaults
-    members: MemberSettings | None = None  # None: <data dir>/members.yaml, else defaults
+    profile: Profile | None = None  # None: the default profile
+    monitoring: MonitorSettings | None = None  # None: the defaults
+    members: MemberSettings | None = None  # None: the defaults
+    autoops: AutoOpsPolicy | None = None  # None: the defaults
+    api: ApiSettings = field(default_factory=ApiSettings)
+    steering: SteeringSettings | None = None  # None: the defaults
     clock: Callable[[], float] = time.time  # monitoring's and the descheduler's clock (tests move it)
     collectors: list[Collector] = field(default_factory=list)  # beside the built-in Prometheus one
     identity: str | None = None  # name in every leader election of this process
@@ -92,6 +114,17 @@ class ComponentSettings:
     reschedule_hook: RescheduleHook | None = None
     lease_ttl: int = 10
     autoscaling: AutoscalerSettings = field(default_factory=AutoscalerSettings)
+
+    @classmethod
+    def from_config(cls, config: DRODSConfiguration, *, identity: str | None = None,
+                    lease_ttl: int = 10) -> ComponentSettings:
+        """Each component's section of a validated configuration, with the process's identity and
+        lease TTL (command-line flags)."""
+        return cls(scheduler=config.scheduler.settings(identity=identity, lease_ttl=lease_ttl),
+                   profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
+                   members=config.members, autoops=config.autoops, api=config.api, steering=config.steering,
+                   identity=identity,
+                   lease_ttl=lease_ttl)
 
 
 @dataclass
@@ -105,6 +138,8 @@ class ControlPlane:
     scheduler: SchedulerService | None = None
     # The member controllers of the current leadership term, while this process leads it.
     members: MemberControllers | None = None
+    # The steering controller of the current leadership term, while this process leads it.
+    steering: SteeringController | None = None
 
     @property
     def store(self) -> Store:
@@ -131,27 +166,57 @@ class ControlPlane:
             await self.context.store.close()
 
 
+def follow_revocations(manager: Manager, tokens: TokenAuthority) -> None:
+    """Keep ``tokens.revoked`` equal to the revoked IDs in the store (`drods token revoke`)."""
+
+    def changed(key: str, old: TokenRecord | None, new: TokenRecord | None) -> None:
+        token_id = key[len(TOKENS_PREFIX):]
+        if new is not None and new.revokedAt is not None:
+            tokens.revoked.add(token_id)
+        else:
+            tokens.revoked.discard(token_id)
+
+    manager.informer(TOKENS_PREFIX, decode_record).on_change(changed)
+
+
+def encrypted_store(store: Store, data_dir: Path) -> EncryptingStore:
+    """``store`` as every component of a control-plane process sees it: Secrets and Works encrypted
+    at rest with the data dir's keyring."""
+    if isinstance(store, EncryptingStore):
+        return store
+    return EncryptingStore(store, Envelope(Keyring.load(data_dir)), [k.key_prefix() for k in ENCRYPTED_AT_REST])
+
+
 def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SERVE, *,
              settings: ComponentSettings | None = None, jwks_url: str | None = None,
              rs256_public_key: str | None = None) -> ControlPlane:
     """Build the chosen components over ``store``; nothing runs until `ControlPlane.running`."""
     chosen = frozenset(components)
     s = settings or ComponentSettings()
-    ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url, rs256_public_key=rs256_public_key)
+    store = encrypted_store(store, data_dir)
+    profile = s.profile or Profile.default()
+    autoops = s.autoops or AutoOpsPolicy()
+    ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url or s.api.jwksUrl, rs256_public_key=rs256_public_key)
+    ctx.api = s.api
+    ctx.profile = profile
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
+    follow_revocations(manager, ctx.tokens)
+    component_audit = ComponentAudit(ctx.audit)
+    manager.audit_sink = component_audit.submit
+    manager.add("component-audit", component_audit)
     plane = ControlPlane(manager, ctx, chosen)
     ctx.rescheduler = Rescheduler(ctx.registry)
 
     monitor: MonitorService | None = None
     if chosen & _NEEDS_MONITOR:
         monitor = plane.monitor = ctx.monitor = MonitorService(
-            ctx.store, data_dir, s.monitoring or MonitorSettings.load(data_dir), clock=s.clock)
+            ctx.store, data_dir, s.monitoring or MonitorSettings(), autoops=autoops, clock=s.clock)
         ctx.prometheus_registries.append(monitor.metrics.registry)
         manager.add("monitor-maintenance", MonitorMaintenance(monitor))
 
     if Component.SCHEDULER in chosen:
         scheduler = plane.scheduler = ctx.scheduler = SchedulerService(
-            ctx.store, profile=s.profile or load_profile(data_dir), settings=s.scheduler)
+            ctx.store, profile=profile, settings=s.scheduler)
         ctx.prometheus_registries.append(scheduler.metrics.registry)
         manager.add("scheduler", scheduler)
 
@@ -162,7 +227,7 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     if Component.MEMBERS in chosen:
         assert monitor is not None  # MEMBERS is in _NEEDS_MONITOR
         members_monitor = monitor
-        members_settings = s.members or MemberSettings.load(data_dir)
+        members_settings = s.members or MemberSettings()
         member_informers = MemberInformers.of(manager)
 
         def member_controllers(lead: Leadership) -> MemberControllers:
@@ -179,7 +244,20 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     if Component.DESCHEDULER in chosen and monitor is not None:
         hook = s.reschedule_hook
         manager.add_leader("descheduler", lambda lead: Descheduler(lead.store, lead.registry, monitor,
-                                                                    hook or Rescheduler(lead.registry)))
+                                                                    hook or Rescheduler(lead.registry), autoops))
+
+    if Component.STEERING in chosen:
+        steering_settings = s.steering or SteeringSettings()
+        steering_informers = SteeringInformers.of(manager)
+
+        def steering(lead: Leadership) -> SteeringController:
+            plane.steering = SteeringController(lead.registry, steering_informers, steering_settings,
+                                                Rescheduler(lead.registry), clock=s.clock)
+            return plane.steering
+
+        manager.add_leader(STEERING_LEASE, steering)
+        directory_informers = DirectoryInformers.of(manager)
+        manager.add_leader(DIRECTORY_LEASE, lambda lead: DirectoryController(lead.registry, directory_informers))
 
     if Component.AUTOSCALER in chosen:
         autoscaler_informers = Autoscaler.informers(manager)

@@ -14,7 +14,11 @@ import uvicorn
 from fastapi import FastAPI
 
 from drods.api.app import create_app
+from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings, assemble
+from drods.security.files import make_private
+from drods.security.tls import ensure_certs
+from drods.security.trust import SERVER_TLS_DIR
 from drods.store import Store, open_store
 
 log = logging.getLogger("drods")
@@ -28,6 +32,8 @@ class ServerConfig:
     port: int = 8080
     tls_cert: str | None = None
     tls_key: str | None = None
+    insecure_http: bool = False
+    tls_sans: tuple[str, ...] = ()
     components: frozenset[Component] = APISERVER
     settings: ComponentSettings = field(default_factory=ComponentSettings)
     jwks_url: str | None = None
@@ -91,10 +97,23 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+def serving_certs(config: ServerConfig) -> tuple[str, str] | None:
+    """(certificate, key) to serve with: the ones given, else the data dir's own CA-signed pair
+    (made on first start, re-issued when ``--host`` or ``--tls-san`` add a name); None for plain HTTP."""
+    if config.insecure_http:
+        return None
+    if config.tls_cert and config.tls_key:
+        return config.tls_cert, config.tls_key
+    certs = ensure_certs(config.data_dir / SERVER_TLS_DIR, "drods", config.host, config.tls_sans)
+    return str(certs.cert), str(certs.key)
+
+
 def run(config: ServerConfig) -> None:
     """Serve in the foreground until SIGTERM/SIGINT, then stop cleanly."""
+    make_private(config.data_dir)
+    tls = serving_certs(config)
     app = build_app(config)
-    server = _Server(uvicorn.Config(app, host=config.host, port=config.port, ssl_certfile=config.tls_cert,
-                                    ssl_keyfile=config.tls_key, log_level="info", access_log=False,
-                                    timeout_graceful_shutdown=5))
+    server = _Server(serving_config(app, config.host, config.port,
+                                    ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None,
+                                    log_level="info", timeout_graceful_shutdown=5))
     server.run()

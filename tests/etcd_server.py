@@ -12,12 +12,15 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from drods.store.etcd import EtcdTLS
 
 # Fast elections so a 3-member cluster recovers from a killed leader within about a second.
 HEARTBEAT_MS = 50
@@ -42,7 +45,9 @@ def free_port() -> int:
 class EtcdMember:
     """One etcd process; ``endpoint`` is ``127.0.0.1:PORT`` as ``EtcdStore`` wants it."""
 
-    def __init__(self, name: str, data_dir: Path, client_port: int, peer_port: int) -> None:
+    def __init__(self, name: str, data_dir: Path, client_port: int, peer_port: int,
+                 tls: EtcdTLS | None = None) -> None:
+        self.tls = tls  # serve clients over TLS and ask for their certificates
         self.name = name
         self.data_dir = data_dir
         self.client_port = client_port
@@ -60,7 +65,13 @@ class EtcdMember:
     def start(self, binary: str, initial_cluster: str, token: str) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.data_dir / "etcd.log", "ab")  # noqa: SIM115 - owned by the child
-        client_url = f"http://127.0.0.1:{self.client_port}"
+        client_url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.client_port}"
+        tls_args: list[str] = []
+        if self.tls is not None:
+            assert self.tls.cert is not None and self.tls.key is not None
+            server_cert = self.tls.ca.with_name("tls.crt")
+            tls_args = ["--cert-file", str(server_cert), "--key-file", str(self.tls.ca.with_name("tls.key")),
+                        "--trusted-ca-file", str(self.tls.ca), "--client-cert-auth"]
         self.proc = subprocess.Popen(
             [
                 binary,
@@ -77,6 +88,7 @@ class EtcdMember:
                 "--election-timeout", str(ELECTION_MS),
                 "--logger", "zap",
                 "--log-outputs", "stderr",
+                *tls_args,
             ],
             stdout=log,
             stderr=log,
@@ -84,12 +96,42 @@ class EtcdMember:
         )
         log.close()
 
+    def _context(self) -> ssl.SSLContext | None:
+        if self.tls is None:
+            return None
+        ctx = ssl.create_default_context(cafile=str(self.tls.ca))
+        ctx.load_cert_chain(str(self.tls.cert), str(self.tls.key))
+        return ctx
+
     def healthy(self) -> bool:
+        scheme = "https" if self.tls else "http"
         try:
-            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1) as resp:
+            with urllib.request.urlopen(f"{scheme}://{self.endpoint}/health", timeout=1,
+                                        context=self._context()) as resp:
                 return bool(json.load(resp).get("health") == "true")
         except (OSError, ValueError):
             return False
+
+    def enable_auth(self, user: str, password: str) -> None:
+        """Turn on etcd's authentication with ``user`` as its root user (etcdctl auth enable), over gRPC
+        (etcd's JSON gateway needs a server certificate that is also a client certificate)."""
+        import grpc
+        from aetcd import rpc
+
+        async def run() -> None:
+            target = self.endpoint
+            channel = (grpc.aio.secure_channel(target, self.tls.credentials()) if self.tls
+                       else grpc.aio.insecure_channel(target))
+            async with channel:
+                auth = rpc.AuthStub(channel)
+                await auth.UserAdd(rpc.AuthUserAddRequest(name=user, password=password), timeout=5)
+                await auth.RoleAdd(rpc.AuthRoleAddRequest(name="root"), timeout=5)
+                await auth.UserGrantRole(rpc.AuthUserGrantRoleRequest(user=user, role="root"), timeout=5)
+                await auth.AuthEnable(rpc.AuthEnableRequest(), timeout=5)
+
+        import asyncio
+
+        asyncio.run(run())
 
     def status(self) -> dict[str, object]:
         """The member's Maintenance.Status (via etcd's JSON gateway)."""
@@ -130,7 +172,7 @@ class EtcdMember:
 class EtcdCluster:
     """``size`` members on loopback; start() blocks until every member reports healthy."""
 
-    def __init__(self, size: int = 1, base_dir: str | None = None) -> None:
+    def __init__(self, size: int = 1, base_dir: str | None = None, tls: EtcdTLS | None = None) -> None:
         binary = etcd_binary()
         if binary is None:
             raise FileNotFoundError("etcd binary not found (install etcd-server or set ETCD_BINARY)")
@@ -138,7 +180,7 @@ class EtcdCluster:
         self._tmp = None if base_dir else tempfile.mkdtemp(prefix="drods-etcd-")
         root = Path(base_dir or self._tmp or ".")
         self.members = [
-            EtcdMember(f"m{i}", root / f"m{i}", free_port(), free_port()) for i in range(size)
+            EtcdMember(f"m{i}", root / f"m{i}", free_port(), free_port(), tls) for i in range(size)
         ]
         self.token = f"drods-{os.getpid()}-{time.monotonic_ns()}"
 

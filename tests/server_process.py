@@ -6,9 +6,14 @@ TLS, signal handling and a clean shutdown are part of what they check. ``ServerP
 waits for ``/readyz`` with a deadline, mints tokens with ``drods token create`` and stops the
 process with SIGTERM, asserting that it exits cleanly.
 
+``drods serve`` and ``drods apiserver`` serve HTTPS by default with the CA they make in the data
+dir, as a user gets them: ``url`` is ``https://…`` and ``verify`` / ``environ()`` (``DRODS_CA_FILE``)
+trust that CA. ``tls=False`` adds ``--insecure-http``; ``byo_cert=True`` serves a certificate made
+here with ``--tls-cert/--tls-key``. Other commands (``scheduler``, ``controllers``) serve plain HTTP.
+
 Usage::
 
-    with ServerProcess(tmp_path, tls=True) as server:
+    with ServerProcess(tmp_path) as server:
         token = server.token("admin")
         httpx.get(f"{server.url}/api/v1/clusters", headers={"Authorization": f"Bearer {token}"},
                   verify=server.verify)
@@ -33,7 +38,10 @@ from typing import Any
 
 import httpx
 
+from drods.transport import transport
+
 START_TIMEOUT = 30.0
+TLS_COMMANDS = frozenset({"serve", "apiserver"})  # HTTPS unless --insecure-http
 STOP_TIMEOUT = 15.0
 
 
@@ -105,17 +113,20 @@ class ServerProcess:
     variables; ``data_dir`` is shared with ``token()`` so minted tokens verify."""
 
     def __init__(self, data_dir: Path, *, command: str = "serve", args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None, tls: bool = False, port: int | None = None,
-                 start_timeout: float = START_TIMEOUT) -> None:
+                 env: Mapping[str, str] | None = None, tls: bool | None = None, byo_cert: bool = False,
+                 port: int | None = None, start_timeout: float = START_TIMEOUT) -> None:
         self.data_dir = Path(data_dir)
         self.command = command
         self.args = list(args)
         self.env = dict(env or {})
-        self.tls = tls
+        self.serves_tls_by_default = command in TLS_COMMANDS
+        self.tls = (self.serves_tls_by_default or byo_cert) if tls is None else tls
+        self.byo_cert = byo_cert
         self.port = port or free_port()
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen[bytes] | None = None
-        self.cert: Path | None = None
+        # The CA to trust: the server's own (made on its first start), or the certificate brought.
+        self.cert: Path | None = self.data_dir / "tls" / "ca.crt" if self.tls and not byo_cert else None
         self.key: Path | None = None
         self._tokens: dict[tuple[str, str | None], str] = {}
         self.log_path = self.data_dir / f"{command}.log"
@@ -126,19 +137,23 @@ class ServerProcess:
 
     @property
     def verify(self) -> ssl.SSLContext | bool:
-        """What to pass as httpx's ``verify``: trust the TLS server's own certificate."""
-        return ssl.create_default_context(cafile=str(self.cert)) if self.cert else True
+        """What to pass as httpx's ``verify``: trust the TLS server's CA."""
+        return ssl.create_default_context(cafile=str(self.cert)) if self.cert and self.cert.exists() else True
 
     def environ(self) -> dict[str, str]:
-        return {**os.environ, **self.env}
+        """The environment for this server and the clients of it (``DRODS_CA_FILE`` names its CA)."""
+        ca = {"DRODS_CA_FILE": str(self.cert)} if self.cert else {}
+        return {**os.environ, **ca, **self.env}
 
     def start(self) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [*drods_command(), self.command, "--data-dir", str(self.data_dir),
                "--host", "127.0.0.1", "--port", str(self.port), *self.args]
-        if self.tls:
-            self.cert, self.key = make_self_signed_cert(self.data_dir / "tls")
+        if self.byo_cert:
+            self.cert, self.key = make_self_signed_cert(self.data_dir / "byo-tls")
             cmd += ["--tls-cert", str(self.cert), "--tls-key", str(self.key)]
+        elif not self.tls and self.serves_tls_by_default:
+            cmd += ["--insecure-http"]
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
         try:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.environ(),
@@ -194,7 +209,8 @@ class ServerProcess:
     def kubeconfig(self, path: Path, role: str = "admin") -> Path:
         """Write the kubeconfig ``drods kubeconfig`` prints for a ``role`` token; returns ``path``."""
         args = ["kubeconfig", "--server", self.url, "--token", self.token(role), "--data-dir", str(self.data_dir)]
-        if self.cert:
+        if self.byo_cert:
+            assert self.cert is not None
             args += ["--ca-file", str(self.cert)]
         done = self.run_cli(*args)
         if done.returncode != 0:
@@ -204,7 +220,7 @@ class ServerProcess:
 
     def client(self, role: str = "admin", **kwargs: Any) -> httpx.Client:
         """An httpx client for this server with a ``role`` token."""
-        return httpx.Client(base_url=self.url, verify=self.verify,
+        return httpx.Client(base_url=self.url, transport=transport(self.verify),
                             headers={"Authorization": f"Bearer {self.token(role)}"}, **kwargs)
 
     def stop(self, *, check: bool = True) -> int | None:

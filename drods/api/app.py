@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -16,13 +17,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from drods import __version__
 from drods.api.audit import AuditEntry, utc_now_iso
+from drods.api.auth import Principal, bearer_token
+from drods.api.body import too_deep as body_too_deep
 from drods.api.context import ApiContext
 from drods.api.status import error_response
 from drods.errors import ApiError
+from drods.registry import changes
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-# High-rate data-plane reports are not configuration changes; they go to history instead.
-NOT_AUDITED_PREFIXES = ("/api/v1/metrics",)
+# High-rate data-plane reports (metrics, network status) are not changes to objects: they go to
+# history and the status keys, not to the audit log; domain events (POST /api/v1/metrics/events) are.
+NOT_AUDITED = (("PUT", "/api/v1/metrics"), ("PUT", "/api/v1/network/status"))
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -37,6 +42,8 @@ FACADE_ROUTERS = (
     "drods.api.routes.agent:router",
     "drods.api.routes.whatif:router",
     "drods.api.routes.autoscaling:router",
+    "drods.api.routes.steering:network", "drods.api.routes.steering:router",
+    "drods.api.routes.traffic:router",
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.kubernetes:router")
@@ -64,6 +71,10 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
     for r in ([load(r) for r in COMMON_ROUTERS] + facade + list(extra_routers or [])
               + [load(r) for r in KUBERNETES_ROUTERS]):
         app.include_router(r)
+    if flat_api:
+        from drods.ui import mount
+
+        mount(app)  # the dashboard (UI1): static pages that call this API with the user's token
     _install_error_handlers(app)
     app.add_middleware(AuditAndMetrics, ctx=ctx)
     return app
@@ -101,6 +112,12 @@ def _install_error_handlers(app: FastAPI) -> None:
             response.headers["Allow"] = ", ".join(_allowed_methods(request))
         return response
 
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError) -> JSONResponse:
+        # A body nested deeper than the parser or validator can follow (e.g. FastAPI's own JSON
+        # parsing of a model body): refused before anything was changed.
+        return error_response(request.url.path, body_too_deep())
+
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request.url.path, ApiError(500, "INTERNAL", f"internal error: {type(exc).__name__}",
@@ -121,47 +138,84 @@ class AuditAndMetrics:
             return
         started = time.perf_counter()
         responded = False
+        method, path = scope["method"], scope["path"]
+        audited = method in MUTATING and (method, path.rstrip("/")) not in NOT_AUDITED
+        audit_id = uuid.uuid4().hex if audited else ""
+        principal = self._principal(scope) if audited else None
+        if principal is not None:
+            # Write-ahead: no record, no change.
+            try:
+                await self.ctx.audit.append(self._entry(audit_id, "request", method, path, principal, None))
+            except Exception:  # noqa: BLE001 - whatever broke the audit write, the request must not run
+                self.ctx.metrics.requests.labels("audit-write-failed", method, "0").inc()
+                err = ApiError(503, "AUDIT_UNAVAILABLE", "the audit log cannot be written: nothing was changed; retry",
+                               {})
+                responded = True
+                self._measure(scope, 503, started)
+                await error_response(path, err)(scope, receive, send)
+                return
+        recorder = changes.Recorder()
+        token = changes.CURRENT.set(recorder) if audited else None
 
         async def send_wrapper(message: Message) -> None:
             # Account before the client sees the answer: an acknowledged change is already audited.
             nonlocal responded
             if message["type"] == "http.response.start":
                 responded = True
-                await self._account(scope, message["status"], started)
+                await self._account(scope, message["status"], started, audit_id, recorder)
             await send(message)
 
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
+            if token is not None:
+                changes.CURRENT.reset(token)
             if not responded:
-                await self._account(scope, 500, started)
+                await self._account(scope, 500, started, audit_id, recorder)
 
-    async def _account(self, scope: Scope, status: int, started: float) -> None:
+    def _principal(self, scope: Scope) -> Principal | None:
+        """The caller, verified once here (the route reuses it); None when the token is missing or bad
+        (the route refuses the request, which changes nothing)."""
+        state = scope.setdefault("state", {})
+        if state.get("principal") is not None:
+            return state["principal"]  # type: ignore[no-any-return]
+        header = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+        try:
+            principal = self.ctx.tokens.verify(bearer_token(header.decode("latin-1") if header else None))
+        except ApiError:
+            return None
+        state["principal"] = principal
+        return principal
+
+    def _measure(self, scope: Scope, status: int, started: float) -> None:
         route = scope.get("route")
         template = getattr(route, "path", "unmatched")
         method = scope["method"]
         self.ctx.metrics.requests.labels(template, method, str(status)).inc()
         self.ctx.metrics.latency.labels(template, method).observe(time.perf_counter() - started)
-        path: str = scope["path"]
-        if method in MUTATING and not path.startswith(NOT_AUDITED_PREFIXES):
-            await self._audit(scope, method, path, status)
 
-    async def _audit(self, scope: Scope, method: str, path: str, status: int) -> None:
-        state: dict[str, Any] = scope.get("state") or {}
-        principal = state.get("principal")
-        entry = AuditEntry(
-            time=utc_now_iso(),
+    async def _account(self, scope: Scope, status: int, started: float, audit_id: str,
+                       recorder: changes.Recorder) -> None:
+        self._measure(scope, status, started)
+        if audit_id:
+            state: dict[str, Any] = scope.get("state") or {}
+            entry = self._entry(audit_id, "response", scope["method"], scope["path"], state.get("principal"), status,
+                                [c.to_dict() for c in recorder.changes])
+            try:
+                await self.ctx.audit.append(entry)
+            except Exception:  # noqa: BLE001 - the request record is written; the outcome shows as unknown
+                self.ctx.metrics.requests.labels("audit-write-failed", scope["method"], "0").inc()
+
+    @staticmethod
+    def _entry(audit_id: str, stage: str, method: str, path: str, principal: Principal | None, status: int | None,
+               changed: list[dict[str, Any]] | None = None) -> AuditEntry:
+        return AuditEntry(
+            time=utc_now_iso(), id=audit_id, stage=stage,
             subject=principal.subject if principal else "anonymous",
             role=principal.role.value if principal else "",
-            verb=method,
-            path=path,
-            object=_object_of(path),
-            result=status,
+            namespaces=sorted(principal.namespaces) if principal and principal.namespaces else None,
+            verb=method, path=path, object=_object_of(path), result=status, changes=changed or [],
         )
-        try:
-            await self.ctx.audit.append(entry)
-        except Exception:  # noqa: BLE001 - an audit write failure must not mask the response already sent
-            self.ctx.metrics.requests.labels("audit-write-failed", method, "0").inc()
 
 
 def _allowed_methods(request: Request) -> list[str]:

@@ -1,14 +1,27 @@
-"""Append-only audit log of every change made through the API (SEC3), kept in the store."""
+"""Append-only audit log of every change made through the API (SEC3), kept in the store.
+
+Write-ahead: a mutating request is recorded (``stage: request`` — who, role, verb, path) *before*
+it runs; when that record cannot be written the request is answered 503 ``AUDIT_UNAVAILABLE`` and
+changes nothing. Its outcome is recorded (``stage: response``: the status and every object change
+the registry made for it as a JSON patch with secret values redacted, `drods.registry.changes`)
+before the client sees the answer. A query joins the two by ``id``; a request without an outcome
+(the process died in between) shows ``result: null``.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from dataclasses import asdict, dataclass
+import uuid
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from drods.machinery.journal import Journal
 from drods.model.keys import AUDIT_PREFIX
 from drods.model.timefmt import parse_rfc3339
+from drods.registry.changes import Change
 from drods.store import Store
 
 
@@ -20,8 +33,27 @@ class AuditEntry:
     verb: str
     path: str
     object: str
-    result: int
+    result: int | None
     message: str = ""
+    id: str = ""
+    stage: str = "response"  # request (written ahead) | response (the outcome)
+    namespaces: list[str] | None = None  # of the token, when it is namespaced
+    changes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    subject: str | None = None
+    kind: str | None = None
+    namespace: str | None = None
+
+    def matches(self, e: dict[str, Any]) -> bool:
+        if self.subject is not None and e.get("subject") != self.subject:
+            return False
+        changes = e.get("changes") or []
+        if self.kind is not None and not any(str(c.get("kind", "")).lower() == self.kind.lower() for c in changes):
+            return False
+        return self.namespace is None or any(c.get("namespace") == self.namespace for c in changes)
 
 
 class AuditLog:
@@ -34,13 +66,55 @@ class AuditLog:
         await self.journal.append(asdict(entry), ts=parse_rfc3339(entry.time))
 
     async def query(
-        self, start: datetime | None = None, end: datetime | None = None, limit: int = 1000
+        self, start: datetime | None = None, end: datetime | None = None, limit: int = 1000,
+        where: AuditFilter | None = None,
     ) -> list[dict[str, object]]:
-        """The newest ``limit`` entries of the window, oldest first."""
+        """The newest ``limit`` requests of the window (request and outcome joined), oldest first."""
         lo = start.timestamp() if start else 0.0
         hi = end.timestamp() if end else time.time() + 86_400.0
-        page = await self.journal.query(lo, hi, limit)
-        return list(reversed(page.items))
+        page = await self.journal.query(lo, hi, 100_000)
+        joined: dict[str, dict[str, Any]] = {}
+        order: list[str] = []
+        for i, e in enumerate(reversed(page.items)):  # oldest first
+            key = str(e.get("id") or f"#{i}")
+            if key not in joined:
+                order.append(key)
+                joined[key] = {**e, "result": None} if e.get("stage") == "request" else dict(e)
+            else:  # the outcome of a request written ahead: keep the request's time
+                joined[key] = {**e, "time": joined[key]["time"]}
+            joined[key].pop("stage", None)
+        out = [joined[k] for k in order if where is None or where.matches(joined[k])]
+        return out[-limit:]
+
+
+class ComponentAudit:
+    """Writes the audit records of components' changes (controllers, the scheduler …: writes made
+    outside any request) under ``component:<name>``; status-only writes are not recorded. Queued and
+    written in the background: a component's write is not held up by the audit log."""
+
+    def __init__(self, log: AuditLog, max_queue: int = 10_000) -> None:
+        self.log = log
+        self.queue: asyncio.Queue[AuditEntry] = asyncio.Queue(max_queue)
+        self.dropped = 0
+
+    def submit(self, component: str, change: Change) -> None:
+        entry = AuditEntry(time=utc_now_iso(), subject=f"component:{component}", role="component",
+                           verb=change.verb.upper(), path="", object=f"{change.kind}/{change.name}", result=None,
+                           id=uuid.uuid4().hex, changes=[change.to_dict()])
+        try:
+            self.queue.put_nowait(entry)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    async def run(self) -> None:
+        while True:
+            entry = await self.queue.get()
+            try:
+                await self.log.append(entry)
+            except Exception:  # noqa: BLE001 - retried once the store answers again
+                await asyncio.sleep(1.0)
+                with contextlib.suppress(asyncio.QueueFull):
+                    self.queue.put_nowait(entry)
 
 
 def utc_now_iso() -> str:

@@ -35,11 +35,12 @@ class Action(enum.StrEnum):
     REPORT = "report"  # push metrics and events for one cluster
     ADMIN = "admin"  # audit log and other administrative reads
     WORK = "work"  # list/watch one cluster's Works and report their status (a pull-mode agent, M2)
+    READ_SECRETS = "read-secrets"  # see the data of Secrets (and of the Secrets Works carry)
 
 
 ALLOWED: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset(Action),
-    Role.OPERATOR: frozenset({Action.READ, Action.WRITE, Action.REPORT}),
+    Role.OPERATOR: frozenset({Action.READ, Action.WRITE, Action.REPORT, Action.READ_SECRETS}),
     Role.VIEWER: frozenset({Action.READ}),
     Role.CLUSTER_AGENT: frozenset({Action.REPORT, Action.WORK}),
 }
@@ -51,13 +52,30 @@ class Principal:
     role: Role
     cluster: str | None = None
     expires: float | None = None
+    # Tenancy: a token limited to these namespaces acts on namespaced objects there and nowhere else
+    # (None: cluster-wide).
+    namespaces: frozenset[str] | None = None
+    token_id: str | None = None
 
-    def require(self, action: Action, cluster: str | None = None) -> None:
-        """403 unless the role allows ``action``; a cluster agent acts only for its own cluster."""
+    def may(self, action: Action) -> bool:
+        return action in ALLOWED[self.role]
+
+    def require(self, action: Action, cluster: str | None = None, namespace: str | None = None) -> None:
+        """403 unless the role allows ``action``; a cluster agent acts only for its own cluster; a
+        namespaced token only on namespaced objects of its namespaces (``namespace`` None: the request
+        is cluster-scoped or spans every namespace)."""
         if action not in ALLOWED[self.role]:
             raise ApiError(
                 403, "FORBIDDEN", f"role {self.role.value!r} may not {action.value}",
                 {"role": self.role.value, "action": action.value},
+            )
+        if self.namespaces is not None and (namespace is None or namespace not in self.namespaces):
+            allowed = sorted(self.namespaces)
+            where = f"namespace {namespace!r}" if namespace else "cluster-scoped objects or all namespaces"
+            raise ApiError(
+                403, "FORBIDDEN", f"this token acts only in namespaces {', '.join(allowed)}, not on {where}; "
+                "that needs a cluster-wide token",
+                {"role": self.role.value, "namespaces": allowed, "namespace": namespace},
             )
         if self.role is Role.CLUSTER_AGENT and cluster is not None and cluster != self.cluster:
             raise ApiError(
@@ -88,20 +106,29 @@ class TokenAuthority:
         self._jwks = jwt.PyJWKClient(jwks_url) if jwks_url else None
         self._audience = audience
         self._cache: dict[str, Principal] = {}
+        # IDs of revoked tokens, kept current from the store (`drods.security.tokens`).
+        self.revoked: set[str] = set()
 
     def issue(self, role: Role, *, subject: str | None = None, cluster: str | None = None,
-              ttl_seconds: int | None = 30 * 24 * 3600) -> str:
+              ttl_seconds: int | None = 30 * 24 * 3600, namespaces: list[str] | None = None,
+              token_id: str | None = None) -> str:
         if role is Role.CLUSTER_AGENT and not cluster:
             raise ValueError("a cluster-agent token must name its cluster")
         if role is not Role.CLUSTER_AGENT and cluster:
             raise ValueError("only cluster-agent tokens are bound to a cluster")
+        if namespaces is not None and role not in (Role.OPERATOR, Role.VIEWER):
+            raise ValueError("only operator and viewer tokens may be limited to namespaces")
+        if namespaces is not None and not namespaces:
+            raise ValueError("a namespaced token needs at least one namespace")
         now = int(time.time())
         claims: dict[str, Any] = {
             "iss": ISSUER, "sub": subject or f"{role.value}-{uuid.uuid4().hex[:8]}",
-            "role": role.value, "iat": now, "jti": uuid.uuid4().hex,
+            "role": role.value, "iat": now, "jti": token_id or uuid.uuid4().hex,
         }
         if cluster:
             claims["cluster"] = cluster
+        if namespaces is not None:
+            claims["namespaces"] = sorted(set(namespaces))
         if ttl_seconds:
             claims["exp"] = now + ttl_seconds
         if self._audience:
@@ -111,10 +138,14 @@ class TokenAuthority:
     def verify(self, token: str) -> Principal:
         cached = self._cache.get(token)
         if cached is not None:
+            if cached.token_id in self.revoked:
+                raise unauthenticated("token revoked")
             if cached.expires is None or cached.expires > time.time():
                 return cached
             self._cache.pop(token, None)
         principal = self._decode(token)
+        if principal.token_id in self.revoked:
+            raise unauthenticated("token revoked")
         if len(self._cache) >= self._CACHE_MAX:
             self._cache.clear()
         self._cache[token] = principal
@@ -145,7 +176,14 @@ class TokenAuthority:
         if role is Role.CLUSTER_AGENT and not cluster:
             raise unauthenticated("cluster-agent token without a cluster claim")
         exp = claims.get("exp")
-        return Principal(str(claims["sub"]), role, cluster, float(exp) if exp is not None else None)
+        namespaces = claims.get("namespaces")
+        if namespaces is not None and (not isinstance(namespaces, list) or not namespaces
+                                       or not all(isinstance(n, str) for n in namespaces)):
+            raise unauthenticated("token has a malformed namespaces claim")
+        jti = claims.get("jti")
+        return Principal(str(claims["sub"]), role, cluster, float(exp) if exp is not None else None,
+                         frozenset(namespaces) if namespaces is not None else None,
+                         str(jti) if jti is not None else None)
 
 
 def unauthenticated(message: str) -> ApiError:

@@ -8,12 +8,48 @@ from typing import Any
 import yaml
 from fastapi import Request
 
+from drods.api.settings import ApiSettings
 from drods.errors import ApiError
 
-MAX_BODY_BYTES = 8 * 1024 * 1024
+_DEFAULTS = ApiSettings()
+# Deeper than any Kubernetes object (a CRD schema nests ~30): refused before anything recursive
+# (validation, copying, encoding) meets it.
+MAX_DEPTH = 100
 
 
-async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> Any:
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases: a few lines of them expand to billions of nodes ("billion
+    laughs") once anything walks the document; no Kubernetes object needs them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not accepted", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def too_deep(limit: int = MAX_DEPTH) -> ApiError:
+    return ApiError(400, "BODY_TOO_DEEP", f"request body nests deeper than {limit} levels", {"maxDepth": limit})
+
+
+def check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
+    """Iteratively (no recursion to exhaust): raise `too_deep` when ``doc`` nests beyond ``limit``."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise too_deep(limit)
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+async def read_body(request: Request, *, limit: int | None = None) -> Any:
+    """The parsed body, at most ``limit`` bytes (default: the server's ``api.maxBodyBytes``)."""
+    if limit is None:
+        settings = getattr(getattr(request.app.state, "ctx", None), "api", None)
+        limit = (settings if isinstance(settings, ApiSettings) else _DEFAULTS).maxBodyBytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise too_large(int(declared), limit)
@@ -27,11 +63,16 @@ async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> Any:
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     try:
         if media in ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml"):
-            return yaml.safe_load(bytes(raw))
-        return json.loads(bytes(raw))
+            doc = yaml.load(bytes(raw), Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        else:
+            doc = json.loads(bytes(raw))
+    except RecursionError as e:
+        raise too_deep() from e
     except (ValueError, yaml.YAMLError) as e:
         kind = "YAML" if "yaml" in media else "JSON"
         raise ApiError(400, "MALFORMED_BODY", f"request body is not valid {kind}: {e}", {"contentType": media}) from e
+    check_depth(doc)
+    return doc
 
 
 def too_large(size: int, limit: int) -> ApiError:

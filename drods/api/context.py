@@ -13,16 +13,19 @@ from prometheus_client import CollectorRegistry
 from drods.api.audit import AuditLog
 from drods.api.auth import Action, Principal, TokenAuthority, bearer_token, load_or_create_signing_key
 from drods.api.observability import ApiMetrics, InstrumentedStore
+from drods.api.settings import ApiSettings
 from drods.autoscaling.admission import one_autoscaler_per_workload
 from drods.errors import ApiError
 from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.security.envelope import Envelope, Keyring
 from drods.store import Store
 
 if TYPE_CHECKING:
     from drods.controllers.rescheduler import Rescheduler
     from drods.monitor.service import MonitorService
+    from drods.scheduler.profile import Profile
     from drods.schedulerd.service import SchedulerService
 
 
@@ -42,6 +45,10 @@ class ApiContext:
     monitor: MonitorService | None = None
     scheduler: SchedulerService | None = None
     rescheduler: Rescheduler | None = None
+    # The ``api`` section of the configuration, and the scheduler profile it names (the what-if
+    # routes simulate with it in a process without a scheduler).
+    api: ApiSettings = field(default_factory=ApiSettings)
+    profile: Profile | None = None
     # Served on /metrics beside the API's own.
     prometheus_registries: list[CollectorRegistry] = field(default_factory=list)
     # Set when the server starts to stop: long-lived responses (watches) end instead of holding it.
@@ -53,7 +60,7 @@ class ApiContext:
         data_dir.mkdir(parents=True, exist_ok=True)
         metrics = ApiMetrics()
         instrumented = InstrumentedStore(store, metrics)
-        secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"))
+        secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"), Envelope(Keyring.load(data_dir)))
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
         registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload,))

@@ -190,18 +190,38 @@ def _work_applied(obj: Obj) -> str:
     return "True" if st.get("applied") else "False"
 
 
+def _routes(obj: Obj) -> str | None:
+    """``DFW→aws-dfw,LHR→az-lhr(MAX)``: each client site's first instance."""
+    cells = []
+    for r in _list(obj, "spec.routes"):
+        inst = (r.get("instances") or [{}])[0] if isinstance(r, dict) else {}
+        if inst:
+            flag = "(MAX)" if inst.get("metric") == "MAX" else ""
+            cells.append(f"{r.get('clientSite')}→{inst.get('cluster')}{flag}")
+    return ",".join(cells) or None
+
+
+def _import_clusters(obj: Obj) -> str | None:
+    return ",".join(str(c) for c in _list(obj, "spec.clusters")) or None
+
 _COLUMNS: dict[str, tuple[Column, ...]] = {
     "Cluster": (NAME, Column("Mode", "spec.syncMode", default="Push"), Column("Region", "spec.region"),
                 Column("Provider", "spec.provider"), Column("City", "spec.city"), Column("Ready", _ready_condition),
                 Column("Version", "status.kubernetesVersion"), Column("Nodes", _nodes),
                 Column("CPU(alloc/used)", _cpu), Column("Water", _water), Column("Heartbeat", _heartbeat), AGE),
     "Binding": (NAME, Column("Replicas", "spec.replicas", "integer"), Column("Phase", "status.phase"),
-                Column("Clusters", _per_cluster("status.placement")), AGE),
+                Column("Clusters", _per_cluster("status.placement")), AGE,
+                Column("Cost/h", "status.estimatedHourlyCost", "number", priority=1, default="<none>")),
     "Deployment": (NAME, Column("Ready", _replicas_ready), Column("Up-to-date", "status.updatedReplicas", "integer"),
                    Column("Available", "status.availableReplicas", "integer"),
                    Column("Clusters", _per_cluster("status.clusters")), AGE),
     "Work": (NAME, Column("Cluster", "spec.cluster"), Column("Binding", "spec.binding"),
              Column("Manifests", _manifest_count, "integer"), Column("Applied", _work_applied), AGE),
+    "ServiceRegistration": (NAME, Column("Service", "spec.serviceId"), Column("Strategy", "spec.strategy"),
+                            Column("Phase", "status.phase"), AGE),
+    "ServiceRoute": (NAME, Column("Strategy", "spec.strategy"), Column("Routes", _routes),
+                     Column("Changes", "spec.changes", "integer"), AGE),
+    "ServiceImport": (NAME, Column("Type", "spec.type"), Column("Clusters", _import_clusters), AGE),
 }
 
 

@@ -23,7 +23,7 @@ def agent(
     state_dir: Annotated[Path | None, typer.Option("--state-dir", help="Where the last desired state (the "
                                                    "cluster's Works) is cached; default ~/.drods/agent/CLUSTER.")]
     = None,
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -47,6 +47,7 @@ def agent(
     from drods.members.agent import AgentRefused, report_once, run_agent
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
     from drods.members.works import run_works
+    from drods.transport import async_transport
 
     if not token:
         raise typer.BadParameter("a token is required (--token or DRODS_TOKEN)", param_hint="--token")
@@ -57,7 +58,7 @@ def agent(
         member = MemberClient.from_kubeconfig(cluster, kubeconfig, context)
         try:
             if once:
-                async with httpx.AsyncClient(base_url=server.rstrip("/"), verify=verify, timeout=10,
+                async with httpx.AsyncClient(base_url=server.rstrip("/"), transport=async_transport(verify), timeout=10,
                                              headers={"Authorization": f"Bearer {token}"}) as http:
                     r = await report_once(member, http, cluster)
                 typer.echo(json.dumps(r.json(), indent=2))

@@ -79,19 +79,21 @@ def get(
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="List across namespaces.")] = False,
     selector: Annotated[str | None, typer.Option("--selector", "-l", help="Label selector, e.g. env=prod.")] = None,
     output: OutputOpt = "table",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
 ) -> None:
-    """Show objects of one kind (columns as `kubectl get`, or the full objects as JSON/YAML)."""
-    check_output(output)
+    """Show objects of one kind (columns as `kubectl get`, ``-o wide`` with its extra columns, or the
+    full objects as JSON/YAML)."""
+    wide = output == "wide"
+    check_output("table" if wide else output)
     api = connect(server, token, ca_file, insecure)
     res = api.resolve(resource)
     ns = None if (all_namespaces and name is None) else (namespace or "default")
     params = {"labelSelector": selector} if selector and name is None else {}
     path = res.path(ns if res.namespaced else None, name)
-    if output != "table":
+    if output not in ("table", "wide"):
         dump(api.get_json(path, params=params), output)
         return
     table = api.get_json(path, params=params, headers={"Accept": TABLE_ACCEPT})
@@ -100,8 +102,9 @@ def get(
         where = f" in namespace {ns}" if res.namespaced and ns else ""
         stderr().print(f"No {res.plural} found{where}.")
         return
-    columns = [c["name"] for c in table.get("columnDefinitions", []) if c.get("priority", 0) == 0]
-    cells = [r["cells"][:len(columns)] for r in rows]
+    shown = [i for i, c in enumerate(table.get("columnDefinitions", [])) if wide or c.get("priority", 0) == 0]
+    columns = [table["columnDefinitions"][i]["name"] for i in shown]
+    cells = [[r["cells"][i] for i in shown] for r in rows]
     if res.namespaced and ns is None:
         columns = ["Namespace", *columns]
         cells = [[(r.get("object") or {}).get("metadata", {}).get("namespace", ""), *c] for r, c in zip(rows, cells,
@@ -180,7 +183,7 @@ def apply(
                                                 "multi-document YAML or JSON. Repeatable.")],
     namespace: NamespaceOpt = None,
     output: Annotated[str, typer.Option("--output", "-o", help="text (default), json or yaml.")] = "text",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -224,7 +227,7 @@ def delete(
     namespace: NamespaceOpt = None,
     ignore_not_found: Annotated[bool, typer.Option("--ignore-not-found", help="A missing object is not an "
                                                    "error.")] = False,
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -302,7 +305,7 @@ def _cluster_row(c: dict[str, Any]) -> list[Any]:
 def cluster_list(
     selector: Annotated[str | None, typer.Option("--selector", "-l", help="Label selector.")] = None,
     output: OutputOpt = "table",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -326,7 +329,7 @@ def cluster_list(
 def cluster_show(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
     output: OutputOpt = "table",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -365,7 +368,7 @@ def cluster_register(
     capability: Annotated[list[str] | None, typer.Option("--capability", help="e.g. gpu; repeatable.")] = None,
     pull: Annotated[bool, typer.Option("--pull", help="Pull mode: an agent in the member pulls its work.")] = False,
     output: OutputOpt = "table",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -393,7 +396,7 @@ def cluster_register(
 @handles_errors
 def cluster_remove(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -413,8 +416,14 @@ def audit(
     since: Annotated[str | None, typer.Option("--since", help="Only entries at or after this RFC 3339 time.")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only entries at or before this time.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many (the newest).")] = 1000,
+    subject: Annotated[str | None, typer.Option("--subject", help="Only requests by this subject.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="Only requests that changed objects of this kind.")]
+    = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n",
+                                                  help="Only requests that changed objects in this namespace.")]
+    = None,
     output: OutputOpt = "table",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -426,6 +435,9 @@ def audit(
         params["startTime"] = since
     if until:
         params["endTime"] = until
+    for name, value in (("subject", subject), ("kind", kind), ("namespace", namespace)):
+        if value:
+            params[name] = value
     body = connect(server, token, ca_file, insecure).get_json("/api/v1/audit", params=params)
     if output != "table":
         dump(body, output)
@@ -434,16 +446,20 @@ def audit(
     if not items:
         stderr().print("No audit entries.")
         return
-    print_table(("Time", "Subject", "Role", "Verb", "Path", "Result"),
-                [[e.get("time"), e.get("subject"), e.get("role"), e.get("verb"), e.get("path"), e.get("result")]
-                 for e in items])
+    def changed(e: dict[str, Any]) -> str:
+        return ",".join(f"{c.get('verb')} {c.get('kind')}/{c.get('namespace') + '/' if c.get('namespace') else ''}"
+                        f"{c.get('name')}" for c in e.get("changes") or [])
+
+    print_table(("Time", "Subject", "Role", "Verb", "Path", "Result", "Changes"),
+                [[e.get("time"), e.get("subject"), e.get("role"), e.get("verb"), e.get("path"),
+                  "unknown" if e.get("result") is None else e.get("result"), changed(e)] for e in items])
 
 
 @handles_errors
 def version(
     client_only: Annotated[bool, typer.Option("--client", help="Only the client version (no server call).")] = False,
     output: OutputOpt = "table",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,

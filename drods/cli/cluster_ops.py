@@ -106,7 +106,7 @@ def cluster_join(
     label: Annotated[list[str] | None, typer.Option("--label", help="key=value; repeatable.")] = None,
     capability: Annotated[list[str] | None, typer.Option("--capability", help="e.g. gpu; repeatable.")] = None,
     output: OutputOpt = "table",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -151,7 +151,7 @@ def _set_unschedulable(api: ApiClient, name: str, value: bool) -> None:
 @handles_errors
 def cluster_cordon(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -165,7 +165,7 @@ def cluster_cordon(
 @handles_errors
 def cluster_uncordon(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -199,7 +199,7 @@ def cluster_drain(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
     wait: Annotated[bool, typer.Option("--wait", help="Return when no binding has a copy there.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 300.0,
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from drods.api.serving import serving_config
+from drods.cli.config import ConfigOpt, component_settings
+
 if TYPE_CHECKING:
     from drods.assembly import Component, ComponentSettings
 
@@ -38,9 +41,10 @@ LogOpt = Annotated[str, typer.Option("--log-level")]
 def scheduler(
     store: StoreOpt = None,
     data_dir: DataDirOpt = DEFAULT_DATA_DIR,
+    config_file: ConfigOpt = None,
     profile: Annotated[Path | None, typer.Option(
-        "--profile", help="Scheduler profile YAML (default: $DRODS_SCHEDULER_PROFILE, else "
-                          "DATA_DIR/scheduler-profile.yaml, else built-in defaults).")] = None,
+        "--profile", help="Deprecated: scheduler profile YAML, read as scheduler.profile of the configuration "
+                          "file (which wins where both set a key).")] = None,
     identity: IdOpt = None,
     host: HostOpt = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port of /healthz, /readyz, /metrics (0: none).")] = 10351,
@@ -50,18 +54,9 @@ def scheduler(
     log_level: LogOpt = "info",
 ) -> None:
     """Run only the scheduler, with leader election on a store lease."""
-    from drods.assembly import SCHEDULER, ComponentSettings
-    from drods.scheduler.profile import ProfileError
-    from drods.schedulerd.service import SchedulerSettings, load_profile
+    from drods.assembly import SCHEDULER
 
-    try:
-        prof = load_profile(data_dir, profile)
-    except (ProfileError, OSError) as e:
-        raise typer.BadParameter(str(e), param_hint="--profile") from e
-    settings = ComponentSettings(scheduler=SchedulerSettings(lease_ttl=lease_ttl), profile=prof,
-                                 identity=identity, lease_ttl=lease_ttl)
-    if identity:
-        settings.scheduler.identity = identity
+    settings = component_settings(config_file, data_dir, profile=profile, identity=identity, lease_ttl=lease_ttl)
     run_process("scheduler", SCHEDULER, store, data_dir, settings, host=host, port=port, tls_cert=tls_cert,
                 tls_key=tls_key, log_level=log_level)
 
@@ -69,6 +64,7 @@ def scheduler(
 def controllers(
     store: StoreOpt = None,
     data_dir: DataDirOpt = DEFAULT_DATA_DIR,
+    config_file: ConfigOpt = None,
     identity: IdOpt = None,
     host: HostOpt = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port of /healthz, /readyz, /metrics (0: none).")] = 10352,
@@ -82,12 +78,10 @@ def controllers(
 ) -> None:
     """Run the controller manager: resource detector, member controllers (propagation, status,
     health, failover, cleanup), monitoring collectors, descheduler, store compactor."""
-    from drods.assembly import CONTROLLERS, ComponentSettings
-    from drods.monitor.service import MonitorSettings
+    from drods.assembly import CONTROLLERS
 
-    settings = ComponentSettings(identity=identity, lease_ttl=lease_ttl)
-    if history_prometheus:
-        settings.monitoring = MonitorSettings.load(data_dir, history_prometheus=history_prometheus)
+    settings = component_settings(config_file, data_dir, identity=identity, lease_ttl=lease_ttl,
+                                  history_prometheus=history_prometheus)
     run_process("controllers", CONTROLLERS, store, data_dir, settings, host=host, port=port, tls_cert=tls_cert,
                 tls_key=tls_key, log_level=log_level)
 
@@ -95,7 +89,6 @@ def controllers(
 def run_process(name: str, components: frozenset[Component], store_url: str | None, data_dir: Path,
                 settings: ComponentSettings, *, host: str, port: int, tls_cert: str | None = None,
                 tls_key: str | None = None, log_level: str = "info") -> None:
-    import uvicorn
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
@@ -104,13 +97,14 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.api.status import error_response
     from drods.assembly import Component, assemble
     from drods.errors import ApiError
+    from drods.security.files import make_private
     from drods.server import _Server, default_store_url
     from drods.store import open_store
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(data_dir)
     plane = assemble(open_store(store_url or default_store_url(data_dir)), data_dir, components, settings=settings)
     log = logging.getLogger(f"drods.{name}")
 
@@ -140,8 +134,8 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
 
         asyncio.run(headless())
         return
-    server = _Server(uvicorn.Config(app, host=host, port=port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
-                                    log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=5))
+    server = _Server(serving_config(app, host, port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
+                                    log_level=log_level.lower(), timeout_graceful_shutdown=5))
     server.run()
 
 

@@ -6,9 +6,10 @@ DRO-DS and one per member plus ``env.sh`` (``DRODS_SERVER``, ``DRODS_CA_FILE``, 
 ``DRODS_DATA_DIR``, ``DRODS_SIM_DIR``), prints how to reach everything, and on SIGTERM/SIGINT stops what it started.
 Everything lives in ``--data-dir`` (a new temporary directory by default):
 
-    DATA_DIR/server/            the control plane's store and keys (members.yaml: controller tunables;
-                                scheduler-profile.yaml: spread by water level even when idle, unless --pack)
-    DATA_DIR/tls/               its CA and certificate
+    DATA_DIR/server/            the control plane's store and keys, and its drods.yaml (the member
+                                controllers' timings from the flags; a profile that spreads by water
+                                level even when idle, unless --pack; edits to it are kept across runs);
+                                tls/: the CA and serving certificate ``drods serve`` makes
     DATA_DIR/drods.kubeconfig   kubectl → DRO-DS
     DATA_DIR/members/NAME.kubeconfig   kubectl → one member
     DATA_DIR/sims/              the sims' state files (``drods sim fault NAME down`` finds them there)
@@ -103,14 +104,24 @@ def _write(path: Path, text: str, mode: int = 0o600) -> None:
 
 # The default profile packs small workloads onto few clusters while the fleet is quiet (S10); an idle
 # playground would then show no division at all. This one always spreads by water level (headroom).
-SPREAD_PROFILE = "name: dev-spread\nadjuster: {packBelow: 0.0, spreadAbove: 0.0}\n"
+SPREAD_PROFILE: dict[str, Any] = {"name": "dev-spread", "adjuster": {"packBelow": 0.0, "spreadAbove": 0.0}}
 
 
-def _members_yaml(path: Path, probe: float | None, grace: float | None, toleration: float | None) -> None:
-    settings = {k: v for k, v in (("probeIntervalSeconds", probe), ("notReadyGraceSeconds", grace),
-                                  ("tolerationSeconds", toleration)) if v is not None}
-    if settings:
-        path.write_text(yaml.safe_dump(settings))
+def write_config(path: Path, probe: float | None, grace: float | None, toleration: float | None,
+                 spread: bool) -> None:
+    """The playground's drods.yaml: the flags' member-controller timings and (``spread``) the
+    spreading profile, over what the file already says (a user's edits survive a restart)."""
+    from drods.config import API_VERSION, KIND
+
+    doc: dict[str, Any] = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
+    doc.update(apiVersion=API_VERSION, kind=KIND)
+    members = {k: v for k, v in (("probeIntervalSeconds", probe), ("notReadyGraceSeconds", grace),
+                                 ("tolerationSeconds", toleration)) if v is not None}
+    if members:
+        doc["members"] = {**(doc.get("members") or {}), **members}
+    if spread and "profile" not in (doc.get("scheduler") or {}):
+        doc["scheduler"] = {**(doc.get("scheduler") or {}), "profile": SPREAD_PROFILE}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 @dev_app.command("up")
@@ -134,18 +145,18 @@ def up(
     from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
     from drods.cli.cluster_ops import inspect_member, load_kubeconfig
     from drods.cli.remote import connect
+    from drods.security.tls import ensure_certs
+    from drods.security.trust import SERVER_TLS_DIR
     from drods.sim.harness import SimProcess, drods_command
-    from drods.sim.tls import ensure_certs
 
     root = (data_dir or Path(tempfile.mkdtemp(prefix="drods-dev-"))).resolve()
     for sub in ("server", "members", "sims", "logs"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     server_dir = root / "server"
-    _members_yaml(server_dir / "members.yaml", probe_interval, not_ready_grace, toleration)
-    profile = server_dir / "scheduler-profile.yaml"
-    if not pack and not profile.exists():
-        profile.write_text(SPREAD_PROFILE)
-    certs = ensure_certs(root / "tls", "drods", "127.0.0.1")
+    config = server_dir / "drods.yaml"
+    write_config(config, probe_interval, not_ready_grace, toleration, spread=not pack)
+    # The CA `drods serve` would make on first start, made now so the kubeconfig can embed it.
+    certs = ensure_certs(server_dir / SERVER_TLS_DIR, "drods", "127.0.0.1")
     url = f"https://127.0.0.1:{port}"
     stop = threading.Event()
 
@@ -160,8 +171,8 @@ def up(
     try:
         with open(root / "logs" / "server.log", "ab") as log:
             server = subprocess.Popen(
-                [*drods_command(), "serve", "--data-dir", str(server_dir), "--host", "127.0.0.1", "--port", str(port),
-                 "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)],
+                [*drods_command(), "serve", "--data-dir", str(server_dir), "--config", str(config),
+                 "--host", "127.0.0.1", "--port", str(port)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         sites = [site(i) for i in range(clusters)]
         for s in sites:
@@ -197,7 +208,8 @@ def up(
         _write(root / "env.sh", "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
         lines = [f"DRO-DS is up with {clusters} member cluster(s); data in {root}. Stop with Ctrl-C.", "",
                  f"  source {root / 'env.sh'}      # DRODS_SERVER, DRODS_CA_FILE, DRODS_TOKEN, DRODS_DATA_DIR …",
-                 f"  server      {url}", f"  token       {token}",
+                 f"  server      {url}", f"  dashboard   {url}/ui   (sign in with the token; the browser must "
+                 f"trust {certs.ca})", f"  token       {token}",
                  f"  kubectl --kubeconfig {kubeconfig} get clusters", "", "  members:"]
         for s, sim in zip(sites, sims, strict=True):
             lines.append(f"    {s.name:<12} {s.region}/{s.provider}/{s.city:<4} {sim.server:<26} "

@@ -10,6 +10,7 @@ import typer
 import yaml
 
 from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
+from drods.cli.config import ConfigOpt, component_settings
 
 app = typer.Typer(help="DRO-DS: cross-domain resource orchestration and dynamic scheduling.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -23,27 +24,30 @@ DataDir = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", sh
 
 
 def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
-                   tls_key: str | None, jwks_url: str | None = None,
-                   jwt_public_key: Path | None = None, history_prometheus: str | None = None):  # type: ignore[no-untyped-def]
+                   tls_key: str | None, jwks_url: str | None = None, jwt_public_key: Path | None = None,
+                   insecure_http: bool = False, tls_san: list[str] | None = None):  # type: ignore[no-untyped-def]
     from drods.server import ServerConfig, default_store_url
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
-    config = ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
-                          tls_cert=tls_cert, tls_key=tls_key, jwks_url=jwks_url,
-                          rs256_public_key=jwt_public_key.read_text() if jwt_public_key else None)
-    if history_prometheus:
-        from drods.monitor.service import MonitorSettings
-
-        config.settings.monitoring = MonitorSettings.load(data_dir, history_prometheus=history_prometheus)
-    return config
+    if insecure_http and (tls_cert or tls_san):
+        raise typer.BadParameter("--insecure-http serves plain HTTP: no --tls-cert/--tls-key/--tls-san")
+    return ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
+                        tls_cert=tls_cert, tls_key=tls_key, insecure_http=insecure_http,
+                        tls_sans=tuple(tls_san or ()), jwks_url=jwks_url,
+                        rs256_public_key=jwt_public_key.read_text() if jwt_public_key else None)
 
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
 HostOpt = Annotated[str, typer.Option("--host")]
 PortOpt = Annotated[int, typer.Option("--port")]
-CertOpt = Annotated[str | None, typer.Option("--tls-cert")]
-KeyOpt = Annotated[str | None, typer.Option("--tls-key")]
+CertOpt = Annotated[str | None, typer.Option("--tls-cert", help="serve with this certificate (PEM) instead of "
+                                                              "the one made in DATA_DIR/tls")]
+KeyOpt = Annotated[str | None, typer.Option("--tls-key", help="the key of --tls-cert")]
+SanOpt = Annotated[list[str] | None, typer.Option("--tls-san", help="another DNS name or IP address for the "
+                                                                    "certificate made in DATA_DIR/tls (repeatable)")]
+InsecureHttpOpt = Annotated[bool, typer.Option("--insecure-http", help="serve plain HTTP (kubectl then sends no "
+                                                                       "token)")]
 JwksOpt = Annotated[str | None, typer.Option("--jwks-url", help="also accept RS256 tokens signed by this JWKS")]
 PubKeyOpt = Annotated[Path | None, typer.Option("--jwt-public-key", help="also accept RS256 tokens of this PEM key")]
 HistoryPromOpt = Annotated[str | None, typer.Option(
@@ -54,27 +58,37 @@ HistoryPromOpt = Annotated[str | None, typer.Option(
 @app.command()
 def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
           data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
-          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None,
+          tls_san: SanOpt = None, insecure_http: InsecureHttpOpt = False,
+          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, config_file: ConfigOpt = None,
           history_prometheus: HistoryPromOpt = None) -> None:
-    """Run the whole control plane in one process (API server, scheduler, controllers, monitoring)."""
+    """Run the whole control plane in one process (API server, scheduler, controllers, monitoring).
+
+    Serves HTTPS: on first start a CA and a serving certificate are made in DATA_DIR/tls
+    (`drods kubeconfig` embeds the CA; curl --cacert DATA_DIR/tls/ca.crt)."""
     from drods.assembly import SERVE
     from drods.server import run
 
     config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key,
-                            history_prometheus)
+                            insecure_http, tls_san)
     config.components = SERVE
+    config.settings = component_settings(config_file, data_dir, history_prometheus=history_prometheus)
     run(config)
 
 
 @app.command()
 def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
               data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
-              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None,
+              tls_san: SanOpt = None, insecure_http: InsecureHttpOpt = False,
+              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, config_file: ConfigOpt = None,
               history_prometheus: HistoryPromOpt = None) -> None:
-    """Run only the API server with monitoring ingest (stateless; run several over etcd)."""
+    """Run only the API server with monitoring ingest (stateless; run several over etcd, sharing
+    DATA_DIR/tls or given --tls-cert/--tls-key)."""
     from drods.server import run
 
-    run(_server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key, history_prometheus))
+    config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key,
+                            insecure_http, tls_san)
+    config.settings = component_settings(config_file, data_dir, history_prometheus=history_prometheus)
+    run(config)
 
 
 @token_app.command("create")
@@ -83,38 +97,59 @@ def token_create(
     cluster: Annotated[str | None, typer.Option("--cluster", help="the cluster a cluster-agent reports for")] = None,
     subject: Annotated[str | None, typer.Option("--subject", help="who the token is for (audit log)")] = None,
     ttl: Annotated[int, typer.Option("--ttl", help="lifetime in seconds (0 = never expires)")] = 30 * 24 * 3600,
+    namespace: Annotated[list[str] | None, typer.Option(
+        "--namespace", help="limit an operator or viewer token to this namespace (repeatable)")] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
+    store: StoreOpt = None,
 ) -> None:
-    """Print a signed token on stdout (and nothing else)."""
+    """Print a signed token on stdout (and nothing else); its ID and claims (never the token) are
+    recorded in the store for `drods token list` and `drods token revoke`."""
+    import asyncio
+    import time
+    import uuid
+
+    from drods.cli.tokens import record_token
+
     authority = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"))
+    token_id = uuid.uuid4().hex
     try:
-        token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl or None)
+        token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl or None,
+                                namespaces=namespace or None, token_id=token_id)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
+    principal = authority.verify(token)
+    now = time.time()
+    asyncio.run(record_token(store, data_dir, principal, issued_at=now, expires_at=now + ttl if ttl else None))
     typer.echo(token)
 
 
 @app.command()
 def kubeconfig(
-    server: Annotated[str, typer.Option("--server", envvar="DRODS_SERVER")] = "http://127.0.0.1:8080",
+    server: Annotated[str, typer.Option("--server", envvar="DRODS_SERVER")] = "https://127.0.0.1:8080",
     token: Annotated[str | None, typer.Option("--token", envvar="DRODS_TOKEN")] = None,
     role: Annotated[Role, typer.Option("--role", help="role of the token minted without --token")] = Role.ADMIN,
-    ca_file: Annotated[Path | None, typer.Option("--ca-file", help="CA certificate of a TLS server")] = None,
+    ca_file: Annotated[Path | None, typer.Option("--ca-file", envvar="DRODS_CA_FILE",
+                                                 help="CA certificate of the server (default: DATA_DIR/tls/ca.crt)")]
+    = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
-    """Print a kubeconfig that points kubectl at DRO-DS."""
+    """Print a kubeconfig that points kubectl at DRO-DS, with the server's CA embedded."""
     import base64
+
+    from drods.security.trust import data_dir_ca
 
     if token is None:
         token = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key")).issue(role, subject="kubectl")
     cluster: dict[str, object] = {"server": server}
-    if ca_file is not None:
-        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
-    elif server.startswith("https://"):
-        cluster["insecure-skip-tls-verify"] = True
+    ca = ca_file if ca_file and str(ca_file) not in ("", ".") else data_dir_ca(data_dir)
+    if server.startswith("https://"):
+        if not ca.is_file():
+            raise typer.BadParameter(f"{ca} not found: start `drods serve` once (it makes the CA) or pass "
+                                     "the server's CA with --ca-file", param_hint="--ca-file")
+        cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
     else:
-        typer.echo("warning: kubectl sends tokens only over HTTPS; serve with --tls-cert/--tls-key and use "
-                   "--server https://… --ca-file CERT", err=True)
+        typer.echo("warning: kubectl sends tokens only over HTTPS; a server started with --insecure-http "
+                   "cannot be used with kubectl", err=True)
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": "drods",
         "clusters": [{"name": "drods", "cluster": cluster}],
@@ -135,6 +170,8 @@ def _register_client_commands() -> None:
 
 
 _register_client_commands()
+__import__("drods.cli.tokens", fromlist=["x"]).register_token_commands(token_app)  # drods token list|revoke
 app.add_typer(__import__("drods.cli.sim", fromlist=["app"]).app, name="sim")  # drods sim … (member clusters)
 app.add_typer(__import__("drods.cli.top", fromlist=["app"]).app, name="top")  # drods top clusters
+app.add_typer(__import__("drods.cli.keys", fromlist=["app"]).app, name="keys")  # drods keys rotate
 app.command("agent")(__import__("drods.cli.agent", fromlist=["agent"]).agent)  # a member's metrics agent

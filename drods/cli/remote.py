@@ -20,7 +20,10 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-DEFAULT_SERVER = "http://127.0.0.1:8080"
+from drods.security.trust import client_context
+from drods.transport import transport
+
+DEFAULT_SERVER = "https://127.0.0.1:8080"
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 ServerOpt = Annotated[str, typer.Option("--server", "-s", envvar="DRODS_SERVER", show_envvar=True,
@@ -132,8 +135,8 @@ class ApiClient:
             headers = {"User-Agent": "drods-cli", "Accept": "application/json"}
             if self.token:
                 headers["Authorization"] = f"Bearer {self.token}"
-            self._http = httpx.Client(base_url=self.server.rstrip("/"), headers=headers, verify=self.verify,
-                                      timeout=self.timeout)
+            self._http = httpx.Client(base_url=self.server.rstrip("/"), headers=headers,
+                                      transport=transport(self.verify), timeout=self.timeout)
         return self._http
 
     def close(self) -> None:
@@ -202,13 +205,12 @@ class ApiClient:
 
 
 def tls_verify(ca_file: str | None, insecure: bool) -> ssl.SSLContext | bool:
+    """The system's CAs plus ``--ca-file`` (else the local data dir's CA, which `drods serve` made)."""
     if insecure:
         return False
-    if ca_file:
-        if not os.path.isfile(ca_file):
-            raise CliError(f"CA file {ca_file} not found", "FILE_NOT_FOUND")
-        return ssl.create_default_context(cafile=ca_file)
-    return True
+    if ca_file and not os.path.isfile(ca_file):
+        raise CliError(f"CA file {ca_file} not found", "FILE_NOT_FOUND")
+    return client_context(ca_file or None)
 
 
 def connect(server: str, token: str | None, ca_file: str | None = None, insecure: bool = False) -> ApiClient:

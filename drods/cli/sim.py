@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from drods.cli.remote import DEFAULT_SERVER, CaFileOpt, CliError, InsecureOpt, ServerOpt, TokenOpt, connect, fail
+
 app = typer.Typer(help="Simulated member clusters (KWOK-like) for development, tests, demos and benchmarks.",
                   invoke_without_command=True, pretty_exceptions_enable=False)
 
@@ -131,3 +133,62 @@ def list_sims(state_dir: StateDir = None) -> None:
     for st in list_states(_state_dir(state_dir)):
         fault_desc = st.get("fault", {})
         typer.echo(f"{st.get('name')}\t{st.get('server')}\t{st.get('kubeconfig')}\t{fault_desc.get('mode', 'up')}")
+
+
+@app.command()
+def latency(
+    clients: Annotated[str, typer.Option("--clients", help="Client sites by city code, comma-separated: DFW,LHR.")]
+    = "",
+    target: Annotated[list[str] | None, typer.Option(
+        "--target", help="A cluster or site and its city code: aws-dfw=DFW (repeatable); a bare code is itself.")]
+    = None,
+    matrix: Annotated[Path | None, typer.Option("--file", help="A matrix file instead of the geography "
+                                                "(YAML/JSON: measurements, or delayMs: {from: {to: ms}}).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the geography's route factors and the noise.")] = 0,
+    noise: Annotated[float, typer.Option("--noise", help="Each report varies delay and jitter by ±this fraction.")]
+    = 0.0,
+    interval: Annotated[float, typer.Option("--interval", help="Report every N seconds (0: once).")] = 0.0,
+    count: Annotated[int, typer.Option("--count", help="With --interval: stop after N reports (0: forever).")] = 0,
+    send: Annotated[bool, typer.Option("--send/--print", help="PUT to the control plane, or print the body.")]
+    = False,
+    server: ServerOpt = DEFAULT_SERVER,
+    token: TokenOpt = None,
+    ca_file: CaFileOpt = None,
+    insecure: InsecureOpt = False,
+) -> None:
+    """Emulate the network between client sites and clusters (SPEC C2): a site-to-site latency matrix
+    from a seeded geography by city code, or from a file, printed or reported to
+    PUT /api/v1/network/status, once or every --interval seconds."""
+    import random
+    import time
+
+    from drods.sim.latency import geography, load_matrix, sample
+
+    try:
+        if matrix is not None:
+            base = load_matrix(matrix)
+        else:
+            pairs = {t.partition("=")[0]: (t.partition("=")[2] or t) for t in target or []}
+            sites = [c.strip() for c in clients.split(",") if c.strip()]
+            if not sites or not pairs:
+                raise typer.BadParameter("give --clients and --target (or --file)", param_hint="--clients")
+            base = geography(sites, pairs, seed)
+    except (ValueError, OSError) as e:
+        raise typer.BadParameter(str(e)) from e
+    rng = random.Random(seed)
+    api = connect(server, token, ca_file, insecure) if send else None
+    sent = 0
+    while True:
+        body = {"measurements": sample(base, rng, noise) if noise else base}
+        if api is None:
+            typer.echo(json.dumps(body))
+        else:
+            try:
+                reply = api.request("PUT", "/api/v1/network/status", json=body).json()
+            except CliError as e:
+                fail(e)
+            typer.echo(f"reported {reply['accepted']} measurement(s)")
+        sent += 1
+        if interval <= 0 or (count and sent >= count):
+            return
+        time.sleep(interval)

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from drods.cli.remote import ApiClient, CaFileOpt, CliError, InsecureOpt, ServerOpt, TokenOpt, connect, fail, stdout
+from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 
 app = typer.Typer(help="Live resource use of the fleet, as the scheduler sees it.", no_args_is_help=True)
 
@@ -82,7 +83,8 @@ def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
     head = Text.assemble(
         ("fleet ", "bold"), f"{realtime.get('activeClusters', 0)}/{total} active · ",
         f"{realtime.get('totalPods', 0)} pods · {realtime.get('networkTraffic', '0bps')} · water level ",
-        (bar(fleet_wl), _colour(fleet_wl, 0.8)), f" {'-' if fleet_wl is None else f'{fleet_wl:.0%}'}",
+        (bar(fleet_wl), _colour(fleet_wl, DEFAULT_WATER_LEVEL_LIMIT)),
+        f" {'-' if fleet_wl is None else f'{fleet_wl:.0%}'}",
     )
     table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
     names = [str(c.get("name")) for c in clusters]
@@ -96,7 +98,7 @@ def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
         d = details.get(name) or {}
         res = (c.get("status") or {}).get("resources") or {}
         wl = res.get("waterLevel", d.get("waterLevel"))
-        limit = float(c.get("waterLevelLimit") or 0.8)
+        limit = float(c.get("waterLevelLimit") or DEFAULT_WATER_LEVEL_LIMIT)
         ready = "True" if d.get("ready", True) else "False"
         if d and not d.get("active"):
             ready += " (stale)" if d.get("ready", True) else ""
@@ -113,7 +115,7 @@ def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
 
 @app.command("clusters")
 def top_clusters(
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,

@@ -75,7 +75,7 @@ def whatif(
     cordon: Annotated[list[str], typer.Option("--cordon", help="Assume this cluster is cordoned.")] = [],  # noqa: B006
     water_level: Annotated[list[str], typer.Option("--water-level", help="CLUSTER=FRACTION: assume this load.")] = [],  # noqa: B006
     output: OutputOpt = "table",
-    server: ServerOpt = "http://127.0.0.1:8080",
+    server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,

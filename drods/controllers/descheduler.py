@@ -18,7 +18,7 @@ from drods.model.keys import SUSTAINED_EVENTS_PREFIX
 from drods.model.kinds import BINDING
 from drods.model.preallocation import parse_hold
 from drods.model.reschedule import RescheduleHook
-from drods.monitor.autoops import Action, AutoOps, RestoreWatch, execute
+from drods.monitor.autoops import Action, AutoOps, AutoOpsPolicy, RestoreWatch, execute
 from drods.monitor.service import MonitorService
 from drods.registry.objects import ObjectRegistry
 from drods.store import EventType, Store
@@ -37,12 +37,12 @@ class Descheduler:
     Bindings' ``evacuated-from`` annotations) whenever it (re)gains the lease."""
 
     def __init__(self, store: Store, registry: ObjectRegistry, monitor: MonitorService,
-                 rescheduler: RescheduleHook | None) -> None:
+                 rescheduler: RescheduleHook | None, policy: AutoOpsPolicy | None = None) -> None:
         self.store = store
         self.registry = registry
         self.svc = monitor
         self.rescheduler = rescheduler
-        self.policy = monitor.settings.autoops
+        self.policy = policy or monitor.autoops  # the ``autoops`` section of the configuration
         self.ops = AutoOps(self.policy)
         self.holds: dict[str, float] = {}  # cluster → end of the pre-allocation decided for it
         # clusters replicas were moved away from → since when they have been calm (None: not calm)

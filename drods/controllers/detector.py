@@ -52,6 +52,7 @@ from drods.machinery.controller import Controller
 from drods.machinery.informer import Handler, Informer
 from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
+from drods.model.annotations import WORKLOAD_CLASS_LABEL
 from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
 from drods.model.kinds import (
@@ -243,10 +244,13 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch) -> d
         spec["placement"] = placement
     if match.target_names:
         spec["targetClusters"] = list(match.target_names)
+    labels = {MANAGED_BY_LABEL: DETECTOR_NAME, RESOURCE_KIND_LABEL: kind.singular}
+    wclass = (meta.get("labels") or {}).get(WORKLOAD_CLASS_LABEL)
+    if wclass:
+        labels[WORKLOAD_CLASS_LABEL] = wclass  # H2: the scheduler's Dissonance score reads it here
     return {
         "apiVersion": BINDING.api_version, "kind": BINDING.kind,
-        "metadata": {"name": binding_name(kind.kind, ns, meta["name"]),
-                     "labels": {MANAGED_BY_LABEL: DETECTOR_NAME, RESOURCE_KIND_LABEL: kind.singular}},
+        "metadata": {"name": binding_name(kind.kind, ns, meta["name"]), "labels": labels},
         "spec": spec,
     }
 

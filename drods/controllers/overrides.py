@@ -250,7 +250,8 @@ def cluster_matches(sel: OverrideClusterSelector, cluster: str, labels: dict[str
 
 
 def policy_applies(spec: ClusterOverridePolicySpec, obj: Obj) -> bool:
-    return not spec.resourceSelectors or any(resource_matches(s, obj) for s in spec.resourceSelectors)
+    selectors = spec.selectors()
+    return not selectors or any(resource_matches(s, obj) for s in selectors)
 
 
 def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],

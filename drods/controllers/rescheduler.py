@@ -17,6 +17,11 @@ The descheduler (automatic operations, `drods.controllers.descheduler`) sends a 
   evacuation — the capacity elsewhere is taken before the peak arrives.
 * ``restore`` — a cluster replicas were moved away from is calm again: re-place the bindings that
   remember it, so the scheduler can offer it their replicas back (refused while a hold is active).
+* ``offer`` — placement feedback from traffic steering (CATS CCC, `drods.steering`): no instance of
+  a service meets its SLA for some client site, and ``cluster`` is near it. The binding named in
+  ``details["binding"]`` remembers the offer (``multicluster.io/placement-offers``) and is re-placed;
+  the scheduler adds offered clusters to the names the binding may use
+  (`drods.model.binding.with_offers`), so a Duplicated workload gains a copy there.
 
 Moves are graceful: the propagation controller starts the new copies before it removes old ones.
 """
@@ -27,7 +32,14 @@ import time
 from collections.abc import Callable, Mapping
 
 from drods.errors import ApiError
-from drods.model.annotations import EVACUATED_FROM, PREALLOCATION, RESCHEDULE_REASON, evacuated_from
+from drods.model.annotations import (
+    EVACUATED_FROM,
+    PLACEMENT_OFFERS,
+    PREALLOCATION,
+    RESCHEDULE_REASON,
+    evacuated_from,
+    placement_offers,
+)
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
@@ -87,6 +99,8 @@ class Rescheduler:
             return await self.preallocate(target)
         if target.action == "restore":
             return await self.restore(target)
+        if target.action == "offer":
+            return await self.offer(target)
         return RescheduleResult(False, 0, f"{target.action} is not supported by the scheduler; nothing moved")
 
     async def binding(self, name: str, reason: str) -> None:
@@ -164,3 +178,21 @@ class Rescheduler:
             return RescheduleResult(False, 0, f"no binding was moved away from {req.cluster}")
         return RescheduleResult(True, replicas, f"offering {req.cluster} back to {len(names)} binding(s): "
                                                 f"{', '.join(names[:10])}", tuple(names))
+
+    async def offer(self, req: RescheduleRequest) -> RescheduleResult:
+        name = req.details.get("binding")
+        if not isinstance(name, str) or not name:
+            return RescheduleResult(False, 0, "offer needs details.binding")
+        try:
+            obj = await self.registry.get(BINDING, name)
+            await self.registry.get(CLUSTER, req.cluster)
+        except ApiError as e:
+            if e.status == 404:
+                return RescheduleResult(False, 0, e.message)
+            raise
+        offers = placement_offers(obj)
+        if req.cluster in offers:
+            return RescheduleResult(False, 0, f"{req.cluster} was already offered to binding {name}")
+        await trigger(self.registry, name, f"offer {req.cluster}: {req.reason}", self.clock,
+                      {PLACEMENT_OFFERS: _joined([*offers, req.cluster])})
+        return RescheduleResult(True, 0, f"offered {req.cluster} to binding {name}", (name,))

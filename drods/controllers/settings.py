@@ -1,7 +1,7 @@
 """Tunables of the member-cluster controllers (propagation, status, health, failover, cleanup).
 
-Read from ``<data dir>/members.yaml`` when it exists (camelCase keys, like ``monitor.yaml``);
-tests and tools pass their own to the process assembly. Two per-cluster overrides live in
+The ``members`` section of the configuration file (`drods.config`, docs/configuration.md); tests
+and tools pass their own to the process assembly. Two per-cluster overrides live in
 Cluster annotations, so an operator can tune one flaky site without touching the others:
 
 * ``multicluster.io/not-ready-grace-seconds`` — how long without a successful probe (push) or a
@@ -13,10 +13,8 @@ Cluster annotations, so an operator can tune one flaky site without touching the
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.members.client import MemberOptions
@@ -55,13 +53,6 @@ class MemberSettings(BaseModel):
     concurrency: int = Field(default=8, ge=1)
     # Workers that turn bindings into per-cluster work (no member I/O happens there).
     bindingWorkers: int = Field(default=8, ge=1)
-
-    @classmethod
-    def load(cls, data_dir: Path) -> MemberSettings:
-        path = data_dir / "members.yaml"
-        if not path.exists():
-            return cls()
-        return cls.model_validate(yaml.safe_load(path.read_text()) or {})
 
     def member_options(self) -> MemberOptions:
         return MemberOptions(connect_timeout=self.connectTimeoutSeconds, read_timeout=self.readTimeoutSeconds,

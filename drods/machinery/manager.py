@@ -28,6 +28,7 @@ from drods.machinery.fence import Fence, FencedStore
 from drods.machinery.informer import Decode, Informer
 from drods.machinery.leader import LeaderElector
 from drods.machinery.tasks import stop_tasks
+from drods.registry import changes
 from drods.registry.objects import ObjectRegistry
 from drods.store import Store
 
@@ -78,6 +79,7 @@ class Manager:
         self.lease_ttl = lease_ttl
         self.max_backoff = max_backoff
         self._informers: dict[tuple[str, Decode], Informer] = {}
+        self.audit_sink: changes.Sink | None = None
         self._entries: list[_Entry] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
@@ -146,6 +148,8 @@ class Manager:
 
     async def _supervise(self, name: str, body: Callable[[], object]) -> None:
         """Restart a crashed runnable with backoff: one component's bug never stops the others."""
+        if self.audit_sink is not None:
+            changes.COMPONENT.set((name, self.audit_sink))  # its writes are audited under its name
         delay = 0.5
         while True:
             try:

@@ -26,6 +26,7 @@ import httpx
 
 from drods.members.client import MemberClient
 from drods.members.collector import report_from_summary
+from drods.transport import async_transport
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ async def run_agent(cluster: str, member: MemberClient, server: str, token: str,
     stats.interval = interval
     backoff = 1.0
     headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=server.rstrip("/"), headers=headers, verify=verify, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=server.rstrip("/"), headers=headers, transport=async_transport(verify),
+                                 timeout=10) as http:
         while not stop.is_set():
             wait = stats.interval
             try:

@@ -39,6 +39,7 @@ from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model.annotations import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, is_managed
 from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, Ref, WorkStatus
+from drods.transport import async_transport
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -303,5 +304,5 @@ async def run_works(cluster: str, member: MemberClient, server: str, token: str,
     """Follow, apply and report this cluster's Works until ``stop``."""
     stop = stop or asyncio.Event()
     async with httpx.AsyncClient(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"},
-                                 params={"cluster": cluster}, verify=verify, timeout=10) as http:
+                                 params={"cluster": cluster}, transport=async_transport(verify), timeout=10) as http:
         await WorkAgent(cluster, member, http, state_dir, resync=resync).run(stop)

@@ -26,6 +26,10 @@ ANN_OVERRIDES = "multicluster.io/applied-overrides"
 ANN_DEPENDENT_OF = "multicluster.io/dependent-of"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl's; never copied to members
 
+# ---- placement (H2): the workload's class, copied from the workload to its Binding by the detector;
+# the scheduler's Dissonance score reads it there
+WORKLOAD_CLASS_LABEL = "multicluster.io/workload-class"
+
 # ---- Works (A6, S11)
 # The leadership generation of the member controllers that last wrote the Work's spec: proof that no
 # deposed leader wrote it (the write was fenced on that generation).
@@ -42,6 +46,9 @@ EVACUATED_FROM = "multicluster.io/evacuated-from"
 # Cluster: a pre-allocation hold, JSON ``{"waterLevel": float, "until": RFC 3339, "reason": str}``;
 # until it expires the scheduler sees the cluster at least at that forecast water level.
 PREALLOCATION = "multicluster.io/preallocation"
+# Binding: clusters placement feedback (CATS CCC, `drods.steering`) offered it (comma-separated):
+# the scheduler adds them to the names the binding may use (`drods.model.binding.with_offers`).
+PLACEMENT_OFFERS = "multicluster.io/placement-offers"
 
 
 def evacuated_from(obj: Mapping[str, Any]) -> list[str]:
@@ -62,3 +69,9 @@ def manifest_hash(obj: Mapping[str, Any]) -> str | None:
 def annotation(obj: Mapping[str, Any] | None, key: str) -> str | None:
     value = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(key)
     return None if value is None else str(value)
+
+
+def placement_offers(obj: Mapping[str, Any]) -> list[str]:
+    """The clusters placement feedback offered a Binding object."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(PLACEMENT_OFFERS) or ""
+    return [c for c in str(raw).split(",") if c]

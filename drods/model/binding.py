@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.model.dataset import DatasetRead
 from drods.model.placement import Placement
 
 BindingPhase = Literal["Pending", "Scheduled", "Unschedulable", "Propagated", "Running", "Failed"]
@@ -47,6 +48,8 @@ class NetworkRequirements(BaseModel):
     identifier: str | None = None
     maxLatencyMs: float | None = Field(default=None, ge=0)
     minBandwidthMbps: float | None = Field(default=None, ge=0)
+    # F6: traffic one replica sends out of its cluster per hour, priced at the cluster's egressGiB
+    egressGiBPerHour: float | None = Field(default=None, ge=0)
 
 
 class BindingSpec(BaseModel):
@@ -66,6 +69,10 @@ class BindingSpec(BaseModel):
     cities: list[str] = Field(default_factory=list)
     policyRef: ObjectReference | None = None
     rescheduleTriggeredAt: str | None = None
+    # F4: the Datasets (in the workload's namespace) it reads, and how much of each per hour
+    datasets: list[DatasetRead] = Field(default_factory=list)
+    # F3: the workload this one follows: placed where that one runs (or nearest), moved when it moves
+    followUp: ObjectReference | None = None
 
 
 class TargetCluster(BaseModel):
@@ -110,7 +117,8 @@ class BindingStatus(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     SCHEDULER_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime"})
+        {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime",
+         "estimatedHourlyCost"})
     CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions"})
 
     # the scheduler's (drods.schedulerd.records)
@@ -120,6 +128,7 @@ class BindingStatus(BaseModel):
     reasons: dict[str, str] = Field(default_factory=dict)
     scheduledGeneration: int | None = None
     scheduledTime: str | None = None
+    estimatedHourlyCost: float | None = None  # F6: the placement at the clusters' prices
     # the member controllers' (drods.controllers.binding)
     clusters: list[ClusterStatus] = Field(default_factory=list)
     conditions: list[dict[str, Any]] = Field(default_factory=list)
@@ -136,3 +145,25 @@ def owned_status(current: Mapping[str, Any], new: Mapping[str, Any], owner: froz
             and new.get("phase") not in PROPAGATING_PHASES:
         raise ValueError(f"the member controllers cannot set phase {new.get('phase')!r}")
     return dict(new)
+
+
+def with_offers(spec: BindingSpec, offers: list[str]) -> BindingSpec:
+    """``spec`` with the clusters placement feedback offered (CATS CCC) added wherever it names
+    clusters: ``targetClusters`` and affinity ``clusterNames`` when set, and taken out of
+    ``exclude``. Label, field and location constraints still hold: an offer widens a list of names,
+    it never overrides what the user asked of a cluster."""
+    if not offers:
+        return spec
+    out = spec.model_copy(deep=True)
+
+    def widen(names: list[str]) -> list[str]:
+        return names + [c for c in offers if c not in names] if names else names
+
+    out.targetClusters = widen(out.targetClusters)
+    pl = out.placement
+    for term in [pl.clusterAffinity, *pl.clusterAffinities]:
+        if term is None:
+            continue
+        term.clusterNames = widen(term.clusterNames)
+        term.exclude = [c for c in term.exclude if c not in offers]
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
@@ -31,14 +31,27 @@ class Credentials(BaseModel):
 
 
 class CostModel(BaseModel):
-    """Prices in one currency per hour / per GiB; used by cost-aware scoring (F6)."""
+    """Prices in one currency per hour / per GiB; used by cost-aware scoring (F6).
+
+    ``gpuHourByModel`` prices a GPU model (a model not listed costs ``gpuHour``); ``market`` says
+    whether the prices are on-demand or spot (interruptible capacity, weighed with a risk premium)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     cpuCoreHour: float = Field(default=0.0, ge=0)
     memoryGiBHour: float = Field(default=0.0, ge=0)
     gpuHour: float = Field(default=0.0, ge=0)
+    gpuHourByModel: dict[str, float] = Field(default_factory=dict)
     egressGiB: float = Field(default=0.0, ge=0)
+    market: Literal["OnDemand", "Spot"] = "OnDemand"
+
+    @field_validator("gpuHourByModel")
+    @classmethod
+    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = sorted(k for k, price in v.items() if price < 0)
+        if bad:
+            raise ValueError(f"gpuHourByModel: negative price for {', '.join(bad)}")
+        return v
 
 
 class NetworkProfile(BaseModel):

@@ -14,6 +14,8 @@ LEASES_PREFIX = "/leases/"
 CLEANUP_PREFIX = "/cleanup/"
 # Time-keyed, leased journals (`drods.machinery.journal`).
 AUDIT_PREFIX = "/audit/"
+# Issued API tokens (never the token itself) and their revocation.
+TOKENS_PREFIX = "/auth/tokens/"
 SCHEDULES_PREFIX = "/history/schedules/"
 FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"
@@ -25,6 +27,15 @@ SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
 SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
 # Latest application feedback per workload (H3): ``/feedback/<namespace>/<kind>/<name>``.
 FEEDBACK_PREFIX = "/feedback/"
+# Network status between client sites and service sites (C2): ``/status/network/<from>/<to>``.
+NETWORK_PREFIX = "/status/network/"
+# Flow affinity pins (C7): ``/steering/flows/<serviceId>/<flow>``.
+FLOWS_PREFIX = "/steering/flows/"
+# The service traffic graph (H1, `drods.model.traffic`), written by PUT /api/v1/traffic.
+TRAFFIC_KEY = "/traffic/graph"
+# API7 domain configuration: an opaque JSON document per domain (``_fleet`` for fleet-wide ones).
+SYNC_CONFIGS_PREFIX = "/sync/configs/"
+FLEET_CONFIG = "_fleet"
 
 
 def status_key(cluster: str) -> str:
@@ -37,3 +48,11 @@ def lease_key(name: str) -> str:
 
 def feedback_key(namespace: str, kind: str, name: str) -> str:
     return f"{FEEDBACK_PREFIX}{namespace}/{kind}/{name}"
+
+
+def network_key(source: str, target: str) -> str:
+    return f"{NETWORK_PREFIX}{source}/{target}"
+
+
+def flow_key(service_id: str, flow: str) -> str:
+    return f"{FLOWS_PREFIX}{service_id}/{flow}"

@@ -9,11 +9,18 @@ from pydantic import BaseModel
 from drods.model.autoscaling import CronFederatedHPASpec, FederatedHPASpec
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
+from drods.model.dataset import DatasetSpec
 from drods.model.meta import API_VERSION, GROUP, VERSION
 from drods.model.policy import (
     ClusterOverridePolicySpec,
     PropagationPolicySpec,
     ResourcePlacementPolicySpec,
+)
+from drods.model.steering import (
+    ServiceExportSpec,
+    ServiceImportSpec,
+    ServiceRegistrationSpec,
+    ServiceRouteSpec,
 )
 from drods.model.work import WorkSpec
 
@@ -72,9 +79,22 @@ FEDERATED_HPA = Kind(GROUP, VERSION, "FederatedHPA", "federatedhpas", True, Fede
 CRON_FEDERATED_HPA = Kind(GROUP, VERSION, "CronFederatedHPA", "cronfederatedhpas", True, CronFederatedHPASpec,
                           ("cronfhpa",), categories=_OURS)
 
+# Computing-aware traffic steering (C4, C7) and multi-cluster services (F8, KEP-1645).
+SERVICE_REGISTRATION = Kind(GROUP, VERSION, "ServiceRegistration", "serviceregistrations", True,
+                            ServiceRegistrationSpec, ("sreg",), categories=_OURS)
+SERVICE_ROUTE = Kind(GROUP, VERSION, "ServiceRoute", "serviceroutes", False, ServiceRouteSpec, ("sroute",),
+                     categories=_OURS)
+SERVICE_EXPORT = Kind(GROUP, VERSION, "ServiceExport", "serviceexports", True, ServiceExportSpec, ("svcex",),
+                      categories=_OURS)
+SERVICE_IMPORT = Kind(GROUP, VERSION, "ServiceImport", "serviceimports", True, ServiceImportSpec, ("svcim",),
+                      categories=_OURS)
+
+DATASET = Kind(GROUP, VERSION, "Dataset", "datasets", True, DatasetSpec, ("dset",), categories=_OURS)
+
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
-    FEDERATED_HPA, CRON_FEDERATED_HPA,
+    SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET, FEDERATED_HPA,
+    CRON_FEDERATED_HPA,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).
@@ -90,6 +110,10 @@ WORKLOAD_KINDS: tuple[Kind, ...] = (
 )
 
 ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + WORKLOAD_KINDS
+SECRET = next(k for k in WORKLOAD_KINDS if k.kind == "Secret")
+# Stored encrypted as whole objects (SEC2, `drods.store.encrypted`): Secrets and the Works that carry
+# them to pull-mode members. (Cluster credentials are sealed field by field: `secret_paths`.)
+ENCRYPTED_AT_REST: tuple[Kind, ...] = (SECRET, WORK)
 
 assert CLUSTER.api_version == API_VERSION
 

@@ -8,6 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.model.selector import LabelSelector
 
+# The one default water-level limit (a fraction of a cluster's capacity): placements without their own
+# ``waterLevelLimit`` are scheduled below it, and monitoring evacuates a cluster with no
+# ``spec.waterLevelLimit`` that stays above it. One constant, so scheduling and evacuation agree about
+# the same cluster (docs/configuration.md says why 0.85).
 DEFAULT_WATER_LEVEL_LIMIT = 0.85
 
 
@@ -96,6 +100,8 @@ class Placement(BaseModel):
     spreadConstraints: list[SpreadConstraint] = Field(default_factory=list)
     replicaScheduling: ReplicaScheduling | None = None
     waterLevelLimit: float = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)
+    # F6: the cheapest placement that meets the water-level limit and the latency needs
+    costFirst: bool = False
 
     @model_validator(mode="after")
     def _one_affinity_form(self) -> Placement:

@@ -124,7 +124,14 @@ class OverrideRule(BaseModel):
 
 
 class ClusterOverridePolicySpec(BaseModel):
+    """Karmada's ``resourceSelectors`` (a list) or the draft's ``resourceSelector`` (one); both may be
+    given (the union); neither selects every resource."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
 
     resourceSelectors: list[ResourceSelector] = Field(default_factory=list)
+    resourceSelector: ResourceSelector | None = None
     overrides: list[OverrideRule] = Field(min_length=1)
+
+    def selectors(self) -> list[ResourceSelector]:
+        return [*self.resourceSelectors, *([self.resourceSelector] if self.resourceSelector else [])]

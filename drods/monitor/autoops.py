@@ -38,7 +38,7 @@ KIND: dict[str, str] = {"evacuate": "Evacuate", "preallocate": "PreAllocate", "r
 
 
 class AutoOpsPolicy(BaseModel):
-    """Policy knobs (``autoops:`` in monitor.yaml)."""
+    """Policy knobs: the ``autoops`` section of the configuration file (docs/configuration.md)."""
 
     model_config = ConfigDict(extra="forbid")
 

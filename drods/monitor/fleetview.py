@@ -53,6 +53,7 @@ class StatusEntry:
     doc: Mapping[str, Any]
     status: NormalisedStatus | None  # the visible status, rebuilt from ``observed``
     published_at: float
+    latest: NormalisedStatus | None = None  # the accepted report behind this write, before rate control
 
 
 def decode_cluster(kv: KeyValue) -> ClusterInfo | None:
@@ -93,7 +94,9 @@ def decode_status(kv: KeyValue) -> StatusEntry | None:
     published = parse_rfc3339(doc.get("publishedAt"))
     if published is None:
         published = status.received_ts if status is not None else 0.0
-    return StatusEntry(name, kv.mod_revision, doc, status, published)
+    raw = doc.get("latest")
+    latest = status_from_dict(raw) if isinstance(raw, dict) else None
+    return StatusEntry(name, kv.mod_revision, doc, status, published, latest)
 
 
 def decode_json(kv: KeyValue) -> Any:
@@ -151,6 +154,11 @@ class FleetView:
         self._cluster_handlers.append(handler)
 
     # -- change signal -----------------------------------------------------------------------
+
+    def report_accepted(self) -> None:
+        """A report was accepted here without a store write (rate control held it back): the
+        realtime view, which shows latest reports, changed all the same."""
+        self._bump()
 
     def _bump(self) -> None:
         self.version += 1
@@ -224,20 +232,37 @@ class FleetView:
             return None
         return max((self.clock() if now is None else now) - e.status.received_ts, 0.0)
 
-    def realtime(self, max_age_s: float, now: float | None = None) -> tuple[RealtimeSnapshot, dict[str, Any]]:
-        """The API8 fleet view, plus per-cluster details (ready, active, water level, age)."""
+    def realtime(self, max_age_s: float, now: float | None = None,
+                 latest: Mapping[str, NormalisedStatus] | None = None) -> tuple[RealtimeSnapshot, dict[str, Any]]:
+        """The API8 fleet view, plus per-cluster details (ready, active, water level, age).
+
+        Without ``latest`` it is the scheduler's (rate-controlled) view. With it — this replica's
+        latest accepted report per cluster — each cluster shows the newest of that, the stored
+        document's latest report and its visible status: what was measured last, while
+        ``schedulerWaterLevel`` keeps what the scheduler decides on."""
         now = self.clock() if now is None else now
-        statuses = {c: e.status for c, e in self.statuses.items() if e.status is not None}
+        visible = {c: e.status for c, e in self.statuses.items() if e.status is not None}
+        statuses = dict(visible)
+        if latest is not None:
+            candidates = [(c, e.latest) for c, e in self.statuses.items() if e.latest is not None]
+            candidates += [(c, st) for c, st in latest.items() if c in self.clusters]
+            for c, st in candidates:
+                cur = statuses.get(c)
+                if cur is None or st.received_ts >= cur.received_ts:
+                    statuses[c] = st
         ready = {c: self.ready(i) for c, i in self.clusters.items()}
         snap = realtime(statuses, ready, now, max_age_s=max_age_s)
         unhealthy = set(snap.unhealthyClusters)
         details: dict[str, Any] = {}
         for c in sorted(ready):
-            age = self.report_age(c, now)
+            shown = statuses.get(c)
+            age = None if shown is None else max(now - shown.received_ts, 0.0)
+            seen = visible.get(c)
             details[c] = {
                 "ready": ready[c],
                 "active": c not in unhealthy,
                 "waterLevel": snap.waterLevel.clusters.get(c),
+                "schedulerWaterLevel": None if seen is None else seen.water_level,
                 "reportAgeSeconds": None if age is None else round(age, 3),
             }
         return snap, details

@@ -81,6 +81,8 @@ class MonitorPipeline:
         now_ts = self.clock() if now is None else to_epoch(now)
         st = self.normaliser(report, now_ts, source)
         if isinstance(st, Rejection):
+            if st.history is not None:  # stale: history gets the measurement, the live view does not
+                self._buffer.extend(SeriesStore.samples_of(st.history))
             return IngestResult(rejection=st)
         self._buffer.extend(SeriesStore.samples_of(st))
         visible, changed = self.damper.apply(st, now_ts)

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -68,6 +69,30 @@ METRICS: tuple[str, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class PushedName:
+    """A report field's name (``cpuUsage``) as a view of the stored metrics: ``scale`` × ``metric``,
+    or ``capacity`` − ``metric`` for the "available" fields."""
+
+    metric: str
+    scale: float = 1.0
+    capacity: str | None = None
+
+
+PUSHED_NAMES: Mapping[str, PushedName] = {
+    "cpuCapacity": PushedName(CPU_CAPACITY),
+    "cpuUsage": PushedName(CPU_UTILISATION, scale=100.0),
+    "memoryCapacity": PushedName(MEMORY_CAPACITY),
+    "memoryAvailable": PushedName(MEMORY_USED, capacity=MEMORY_CAPACITY),
+    "gpuCapacity": PushedName(GPU_CAPACITY),
+    "gpuUsage": PushedName(GPU_UTILISATION, scale=100.0),
+    "storageCapacity": PushedName(STORAGE_CAPACITY),
+    "storageAvailable": PushedName(STORAGE_USED, capacity=STORAGE_CAPACITY),
+    "networkIn": PushedName(NETWORK_IN),
+    "networkOut": PushedName(NETWORK_OUT),
+}
+
+
 # ---------------------------------------------------------------------------------------------
 # Wire model (edge: pydantic)
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +117,7 @@ class MetricsReport(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False, str_strip_whitespace=True)
 
     cluster: str = Field(min_length=1, max_length=253)
-    timestamp: datetime
+    timestamp: datetime | None = Field(default=None, description="when measured; omitted = when received")
     cpuCapacity: float | None = _NonNeg
     cpuUsage: float | None = _Percent
     memoryCapacity: float | None = _NonNeg
@@ -109,9 +134,9 @@ class MetricsReport(BaseModel):
 
     @field_validator("timestamp")
     @classmethod
-    def _assume_utc(cls, v: datetime) -> datetime:
+    def _assume_utc(cls, v: datetime | None) -> datetime | None:
         # Agents that omit the offset are taken to mean UTC rather than the server's local zone.
-        return v if v.tzinfo is not None else v.replace(tzinfo=UTC)
+        return v if v is None or v.tzinfo is not None else v.replace(tzinfo=UTC)
 
     @field_validator("memoryAvailable", "storageAvailable")
     @classmethod
@@ -283,6 +308,12 @@ class Rejection:
     cluster: str
     code: Literal["STALE_REPORT", "OUT_OF_ORDER_REPORT"]
     reason: str
+    # A stale report is still a measurement of its time: kept for history, never for the live view.
+    history: NormalisedStatus | None = None
+
+    @property
+    def stale(self) -> bool:
+        return self.code == "STALE_REPORT"
 
 
 def iso(ts: float) -> str:
@@ -324,13 +355,14 @@ def normalise(
 ) -> NormalisedStatus | Rejection:
     """Validate a report's time and build the status the scheduler will see.
 
-    * timestamp more than ``max_skew_s`` in the future → clamped to ``now``, flagged;
-    * older than ``max_age_s``, or not newer than ``last_accepted_ts`` → `Rejection`;
+    * no timestamp → ``now``; more than ``max_skew_s`` in the future → clamped to ``now``, flagged;
+    * older than ``max_age_s`` → `Rejection` carrying the report's own values (for history);
+    * not newer than ``last_accepted_ts`` → `Rejection`;
     * fields the report omits are carried over from ``previous`` while younger than
       ``max_age_s`` (agents may send partial updates).
     """
     now_ts = to_epoch(now)
-    ts = report.timestamp.timestamp()
+    ts = now_ts if report.timestamp is None else report.timestamp.timestamp()
     clamped = False
     if ts > now_ts + max_skew_s:
         ts, clamped = now_ts, True
@@ -338,7 +370,9 @@ def normalise(
         return Rejection(
             report.cluster,
             "STALE_REPORT",
-            f"report is {now_ts - ts:.0f}s old; reports older than {max_age_s:.0f}s are ignored",
+            f"report is {now_ts - ts:.0f}s old; reports older than {max_age_s:.0f}s go to history only, "
+            "not to the live view",
+            history=_status(report, ts, now_ts, {}, source, clamped),
         )
     if last_accepted_ts is not None and ts <= last_accepted_ts:
         return Rejection(
@@ -351,6 +385,12 @@ def normalise(
     if previous is not None:
         horizon = now_ts - max_age_s
         vals = {k: m for k, m in previous.values.items() if m.ts >= horizon}
+    return _status(report, ts, now_ts, vals, source, clamped)
+
+
+def _status(report: MetricsReport, ts: float, now_ts: float, vals: dict[str, Measured], source: Source,
+            clamped: bool) -> NormalisedStatus:
+    """The report's values over ``vals`` (what is carried over), with derived ratios and water level."""
 
     def put(name: str, value: float | None) -> None:
         if value is not None and math.isfinite(value):
@@ -430,6 +470,10 @@ class Normaliser:
 
     def latest(self, cluster: str) -> NormalisedStatus | None:
         return self._last.get(cluster)
+
+    def latest_all(self) -> Mapping[str, NormalisedStatus]:
+        """The last accepted status of every cluster this normaliser has seen (read-only view)."""
+        return MappingProxyType(self._last)
 
     def forget(self, cluster: str) -> None:
         """Drop a deregistered cluster (SPEC API1 DELETE)."""

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.model.keys import (
@@ -44,6 +43,7 @@ from drods.model.keys import (
     status_key,
 )
 from drods.model.kinds import CLUSTER
+from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.model.timefmt import parse_rfc3339
 from drods.monitor import report as r
 from drods.monitor.autoops import AutoOpsPolicy
@@ -83,7 +83,8 @@ class RuleSetting(BaseModel):
 
 
 class MonitorSettings(BaseModel):
-    """Tunables, read from ``<data dir>/monitor.yaml`` when it exists (camelCase keys)."""
+    """Tunables: the ``monitoring`` section of the configuration file (`drods.config`,
+    docs/configuration.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,7 +103,8 @@ class MonitorSettings(BaseModel):
     forecastIntervalSeconds: float = Field(default=300.0, gt=0)
     forecastRefitSeconds: float = Field(default=3600.0, gt=0)
     eventTtlSeconds: int = Field(default=3600, ge=1)
-    waterLevelLimit: float = Field(default=0.8, gt=0, le=1)  # when a cluster has no spec.waterLevelLimit
+    # When a cluster has no spec.waterLevelLimit; one default with the scheduler's (see the constant).
+    waterLevelLimit: float = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)
     limitHysteresis: float = Field(default=0.05, ge=0)
     rateMinIntervalSeconds: float | None = Field(default=None, ge=0)  # C8: overrides the per-metric 30 s
     sustainedSeconds: float = Field(default=300.0, ge=0)
@@ -125,24 +127,12 @@ class MonitorSettings(BaseModel):
     promql: dict[str, str] = Field(default_factory=dict)  # collector templates by report field (overrides)
     promqlWindow: str = "2m"
     historyPromql: dict[str, str] = Field(default_factory=dict)  # range templates by metric (overrides)
-    autoops: AutoOpsPolicy = Field(default_factory=AutoOpsPolicy)
-
     @model_validator(mode="after")
     def _history_backend(self) -> MonitorSettings:
         if self.historyBackend == "prometheus" and not self.historyPrometheusUrl:
             raise ValueError("historyBackend prometheus needs historyPrometheusUrl")
         check_labels(self.historyPrometheusLabels)
         return self
-
-    @classmethod
-    def load(cls, data_dir: Path, *, history_prometheus: str | None = None) -> MonitorSettings:
-        """``<data dir>/monitor.yaml`` (or defaults); ``history_prometheus`` (``--history-prometheus``)
-        selects the Prometheus history backend at that URL."""
-        path = data_dir / "monitor.yaml"
-        doc = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
-        if history_prometheus:
-            doc = {**doc, "historyBackend": "prometheus", "historyPrometheusUrl": history_prometheus}
-        return cls.model_validate(doc)
 
 
 @dataclass(slots=True)
@@ -297,10 +287,13 @@ class HistoryReader:
 
 class MonitorService:
     def __init__(self, store: Store, data_dir: Path, settings: MonitorSettings | None = None, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 autoops: AutoOpsPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.data_dir = data_dir
         self.settings = settings or MonitorSettings()
+        # The fleet's automatic-operations policy: monitoring samples fast enough for its sustained
+        # detection when it is enabled (`drods.monitor.subscriptions`); the descheduler acts on it.
+        self.autoops = autoops or AutoOpsPolicy()
         self.clock = clock
         s = self.settings
         rates = None if s.rateMinIntervalSeconds is None else with_min_interval(s.rateMinIntervalSeconds)
@@ -432,6 +425,8 @@ class MonitorService:
             if limit_sustained is not None:
                 sustained.append(limit_sustained)
             published = await self._publish_status(cluster, res.status, report, now)
+            if published is None:
+                self.fleet.report_accepted()
         outcome = IngestOutcome(
             cluster, True,
             water_level=res.status.water_level,
@@ -496,7 +491,7 @@ class MonitorService:
         """Write the status document if the visible view changed or a heartbeat is due (CAS)."""
         for _ in range(4):
             visible = self.pipeline.visible[cluster]
-            doc = build_doc(visible, report.model_dump(mode="json"), now)
+            doc = build_doc(visible, report.model_dump(mode="json"), now, raw)
             cmp = comparable(doc["status"])
             if cmp != self._last_view.get(cluster):
                 reason = "changed"

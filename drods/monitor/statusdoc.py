@@ -7,6 +7,8 @@ One document per cluster, written by the monitoring ingest path only when the sc
       "status":      <scheduler view: plain numbers, the contract the scheduler's snapshot reads>,
       "observed":    <NormalisedStatus.to_dict() of that same visible status: value/source/timestamp
                       per leaf, so every number says where it came from and how old it is (F5)>,
+      "latest":      <NormalisedStatus.to_dict() of the accepted report behind this write, before rate
+                      control: what the realtime view shows>,
       "report":      <the raw report that caused this write, extra fields kept>,
       "publishedAt": <RFC 3339 time of this write>
     }
@@ -160,10 +162,12 @@ def status_from_dict(d: Mapping[str, Any]) -> NormalisedStatus | None:
     )
 
 
-def build_doc(visible: NormalisedStatus, report: Mapping[str, Any], published_at: float) -> dict[str, Any]:
+def build_doc(visible: NormalisedStatus, report: Mapping[str, Any], published_at: float,
+              latest: NormalisedStatus | None = None) -> dict[str, Any]:
     return {
         "status": scheduler_view(visible),
         "observed": visible.to_dict(),
+        **({"latest": latest.to_dict()} if latest is not None else {}),
         "report": dict(report),
         "publishedAt": iso(published_at),
     }

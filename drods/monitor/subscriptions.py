@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from drods.machinery.informer import Informer
 from drods.model.keys import SUBSCRIPTIONS_PREFIX
 from drods.model.selector import LabelSelector
+from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import iso
 from drods.monitor.service import MonitorService, MonitorSettings
@@ -91,7 +92,7 @@ class SubscriptionView(BaseModel):
     clusterSelector: ClusterSelector | None
     reason: str
     ttlSeconds: int | None
-    builtin: bool = Field(description="derived from monitor.yaml; read-only")
+    builtin: bool = Field(description="derived from the monitoring configuration; read-only")
     setting: str | None = Field(description="for a built-in: the setting it comes from")
     owner: str | None = Field(description="subject of the token that wrote it")
     updatedAt: str | None
@@ -176,12 +177,13 @@ def decode(kv: KeyValue) -> Subscription | None:
         return None
 
 
-def builtin_subscriptions(settings: MonitorSettings) -> list[Subscription]:
-    """The scheduler's and auto-ops' needs, from the settings (see the module docstring)."""
+def builtin_subscriptions(settings: MonitorSettings, autoops: AutoOpsPolicy | None = None) -> list[Subscription]:
+    """The scheduler's and auto-ops' needs, from the settings (see the module docstring); auto-ops'
+    only while its policy is enabled (the default policy is)."""
     sched = settings.schedulerMaxAgeSeconds or settings.collectIntervalSeconds
     out = [Subscription("scheduler", sched, builtin=True,
                         reason="water-level placement reads /status/clusters/<name>")]
-    if settings.autoops.enabled:
+    if autoops is None or autoops.enabled:
         need = settings.autoopsMaxAgeSeconds or settings.sustainedSeconds / AUTOOPS_SAMPLES
         out.append(Subscription("autoops", need, builtin=True,
                                 reason=f"sustained-above-limit detection: {AUTOOPS_SAMPLES:g} samples per "
@@ -223,6 +225,7 @@ class Subscriptions:
     store: Store
     settings: MonitorSettings
     clock: Callable[[], float] = time.time
+    autoops: AutoOpsPolicy | None = None  # the fleet's policy (None: the default, enabled)
     builtins: list[Subscription] = field(init=False)
     _informer: Informer = field(init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
@@ -234,7 +237,7 @@ class Subscriptions:
     _memo: dict[str, tuple[ClusterInfo, Interval]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self.builtins = builtin_subscriptions(self.settings)
+        self.builtins = builtin_subscriptions(self.settings, self.autoops)
         self._every = tuple(self.builtins)
         self._informer = Informer(self.store, SUBSCRIPTIONS_PREFIX, decode)
         self._informer.on_change(self._changed)
@@ -352,7 +355,7 @@ def subscriptions_of(svc: MonitorService) -> Subscriptions:
     collectors; created on first use, not started)."""
     subs = _BY_SERVICE.get(svc)
     if subs is None:
-        subs = _BY_SERVICE[svc] = Subscriptions(svc.store, svc.settings, svc.clock)
+        subs = _BY_SERVICE[svc] = Subscriptions(svc.store, svc.settings, svc.clock, svc.autoops)
     return subs
 
 

@@ -24,6 +24,7 @@ from drods.model.kinds import Kind
 from drods.model.meta import ObjectMeta, check_name
 from drods.model.selector import LabelSelector
 from drods.model.timefmt import now_rfc3339
+from drods.registry import changes
 from drods.registry.secrets import SecretBox
 from drods.store import CasFailed, Compare, EventType, KeyValue, Put, Store
 
@@ -191,6 +192,7 @@ class ObjectRegistry:
             rev = await self.store.put(key, _encode(obj), expect_revision=0)
         except CasFailed as e:
             raise already_exists(kind.kind, meta["name"]) from e
+        changes.note(kind, "create", meta["name"], meta.get("namespace"), None, obj)
         return self._result(kind, obj, rev)
 
     async def update(
@@ -267,8 +269,7 @@ class ObjectRegistry:
         if resource_version is not None and kv.mod_revision != resource_version:
             raise conflict(kind.kind, name, str(kv.mod_revision))
         current: Obj = json.loads(kv.value)
-        new = copy.deepcopy(current)
-        new["status"] = status
+        new = {**current, "status": status}  # freshly decoded: nothing else holds it, no deep copy needed
         return await self._write(kind, key, new, current, kv.mod_revision)
 
     async def delete(
@@ -292,8 +293,10 @@ class ObjectRegistry:
                     marked["metadata"]["deletionTimestamp"] = now_rfc3339()
                     marked["metadata"]["deletionGracePeriodSeconds"] = 0
                     rev = await self.store.put(key, _encode(marked), expect_revision=kv.mod_revision)
+                    changes.note(kind, "delete", name, meta.get("namespace"), current, marked)
                     return self._result(kind, marked, rev), False
                 await self.store.delete(key, expect_revision=kv.mod_revision)
+                changes.note(kind, "delete", name, meta.get("namespace"), current, None)
                 return self._decode(kind, kv, reveal=False), True
             except CasFailed:
                 if resource_version is not None:
@@ -322,9 +325,11 @@ class ObjectRegistry:
             except CasFailed:
                 continue
 
-    async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]]) -> builtins.list[tuple[Obj, bool]]:
+    async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]], *,
+                           results: bool = True) -> builtins.list[tuple[Obj, bool]]:
         """Create or update many objects: all are validated before anything is written, then
-        written in as few store transactions as the backend allows, each guarded by CAS."""
+        written in as few store transactions as the backend allows, each guarded by CAS.
+        ``results=False``: return nothing (a controller publishing many objects skips the copies)."""
         validated: builtins.list[tuple[Kind, Obj, str]] = []
         seen: set[str] = set()
         for i, (kind, raw) in enumerate(items):
@@ -356,7 +361,8 @@ class ObjectRegistry:
             else:
                 plans.append((kind, key, self._carry_over(kind, json.loads(kv.value), obj, None), kv.mod_revision))
         chunk = max(1, self.store.max_txn_ops)
-        results: builtins.list[tuple[Obj, bool]] = []
+        out: builtins.list[tuple[Obj, bool]] = []
+        written = 0
         for start in range(0, len(plans), chunk):
             part = plans[start:start + chunk]
             res = await self.store.txn(
@@ -365,9 +371,14 @@ class ObjectRegistry:
             )
             if not res.succeeded:
                 raise ApiError(409, "CONFLICT", "objects in the batch changed while it was written; retry",
-                               {"written": len(results)})
-            results += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
-        return results
+                               {"written": written})
+            if results:
+                out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
+            for kind, _, obj, rev in part:
+                changes.note(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
+                             obj["metadata"].get("namespace"), None if rev == 0 else {}, obj)
+            written += len(part)
+        return out
 
     async def watch(
         self,
@@ -447,6 +458,7 @@ class ObjectRegistry:
             rev = await self.store.put(key, _encode(new), expect_revision=revision)
         except CasFailed as e:
             raise conflict(kind.kind, name, str(e.current.mod_revision) if e.current else None) from e
+        changes.note(kind, "update", name, new["metadata"].get("namespace"), current, new)
         # A deleted object whose last finalizer was removed by this write goes away now.
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             with contextlib.suppress(CasFailed):

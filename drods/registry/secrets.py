@@ -1,7 +1,15 @@
-"""Encryption at rest for sensitive object fields (SEC2), with Fernet (AES-128-CBC + HMAC)."""
+"""Encryption at rest for sensitive object fields (SEC2): Cluster credentials.
+
+Fields are sealed with the keyring's envelope (`drods.security.envelope`: a fresh AES-256-GCM data
+key per value, wrapped by the primary KEK; the field's path is authenticated) as
+``{"encrypted": "env1:<base64>"}``. Values sealed earlier with Fernet (``DATA_DIR/encryption.key``)
+are still read, and re-sealed with the envelope by ``drods keys rotate``. Whole objects of some
+kinds (Secrets, Works) are encrypted one level down, in the store (`drods.store.encrypted`).
+"""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from pathlib import Path
@@ -10,8 +18,10 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken
 
 from drods.keyfile import load_or_create
+from drods.security.envelope import DecryptionFailed, Envelope
 
-ENCRYPTED = "encrypted"  # marker key of an encrypted field: {"encrypted": "<fernet token>"}
+ENCRYPTED = "encrypted"  # marker key of an encrypted field: {"encrypted": "env1:<base64>" | "<fernet token>"}
+ENVELOPE_TAG = "env1:"
 REDACTED = "***redacted***"
 
 
@@ -23,8 +33,32 @@ def load_or_create_key(path: Path) -> bytes:
 class SecretBox:
     """Encrypts and redacts the fields a kind marks secret (dotted paths relative to ``spec``)."""
 
-    def __init__(self, key: bytes) -> None:
-        self._fernet = Fernet(key)
+    def __init__(self, key: bytes, envelope: Envelope | None = None) -> None:
+        self._fernet = Fernet(key)  # seals only without an envelope; always reads what it sealed
+        self._envelope = envelope
+
+    def _encrypt(self, value: Any, path: str) -> str:
+        plain = json.dumps(value).encode()
+        if self._envelope is None:
+            return self._fernet.encrypt(plain).decode()
+        return ENVELOPE_TAG + base64.b64encode(self._envelope.seal(plain, path.encode())).decode()
+
+    def stale_paths(self, spec: dict[str, Any], paths: tuple[str, ...]) -> list[str]:
+        """Secret fields not sealed with the envelope's primary KEK (to re-seal on rotation)."""
+        if self._envelope is None:
+            return []
+        primary = self._envelope.keyring.primary
+        out = []
+        for path in paths:
+            parent, leaf = _parent(spec, path)
+            sealed = parent.get(leaf) if parent is not None else None
+            if not isinstance(sealed, dict) or set(sealed) != {ENCRYPTED}:
+                continue
+            token = str(sealed[ENCRYPTED])
+            if not token.startswith(ENVELOPE_TAG) or \
+                    self._envelope.kek_of(base64.b64decode(token[len(ENVELOPE_TAG):])) != primary:
+                out.append(path)
+        return out
 
     def seal(self, spec: dict[str, Any], paths: tuple[str, ...], previous: dict[str, Any] | None) -> None:
         """Encrypt in place. Leaves sent back as the redaction marker keep their previous value."""
@@ -41,7 +75,7 @@ class SecretBox:
                 if prev_parent is not None and isinstance(prev_parent.get(leaf), dict):
                     old = self._decrypt(prev_parent[leaf], path)
             value = _restore(value, old)
-            parent[leaf] = {ENCRYPTED: self._fernet.encrypt(json.dumps(value).encode()).decode()}
+            parent[leaf] = {ENCRYPTED: self._encrypt(value, path)}
 
     def reveal(self, spec: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
         out = copy.deepcopy(spec)
@@ -63,9 +97,14 @@ class SecretBox:
     def _decrypt(self, sealed: dict[str, Any], path: str) -> Any:
         if set(sealed) != {ENCRYPTED}:
             return sealed
+        token = str(sealed[ENCRYPTED])
         try:
-            return json.loads(self._fernet.decrypt(str(sealed[ENCRYPTED]).encode()))
-        except InvalidToken as exc:
+            if token.startswith(ENVELOPE_TAG):
+                if self._envelope is None:
+                    raise DecryptionFailed("no keyring")
+                return json.loads(self._envelope.open(base64.b64decode(token[len(ENVELOPE_TAG):]), path.encode()))
+            return json.loads(self._fernet.decrypt(token.encode()))
+        except (InvalidToken, DecryptionFailed, ValueError) as exc:
             raise RuntimeError(f"cannot decrypt {path}: wrong encryption key") from exc
 
 

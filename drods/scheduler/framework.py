@@ -23,9 +23,12 @@ from typing import Literal
 import numpy as np
 
 from drods.model.binding import BindingSpec, TargetCluster
+from drods.scheduler.cost_first import cheapest_fill
 from drods.scheduler.divide import DivisionInput, divide
 from drods.scheduler.groups import select_spread
 from drods.scheduler.interface import BoolArr, FloatArr, IntArr, Rejection
+from drods.scheduler.plugins.data_locality import moved_gib_per_hour
+from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task, TaskInfo, analyse
@@ -57,6 +60,8 @@ class ScheduleResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     analysis: dict[str, object] = field(default_factory=dict)
     extra_reasons: dict[str, str] = field(default_factory=dict)
+    estimated_hourly_cost: float | None = None  # F6: the placement at the clusters' prices
+    data_moved_gib_per_hour: float | None = None  # F4: dataset reads from another cluster
     _rejections: list[Rejection] = field(default_factory=list, repr=False)
     _names: np.ndarray | None = field(default=None, repr=False)
     _reasons: dict[str, str] | None = field(default=None, repr=False)
@@ -257,6 +262,9 @@ class Scheduler:
         wsum = 0.0
         per_plugin: dict[str, FloatArr] = {}
         for plugin, _ in prof.scores:
+            skip = getattr(plugin, "skip", None)
+            if skip is not None and skip(info, snap):
+                continue  # no input for this plugin in this task: no array work, no weight
             w = adj.weights.get(plugin.name, 0.0)
             t0 = perf()
             s = np.asarray(plugin.score(info, snap, mask), dtype=np.float64)[cand]
@@ -302,7 +310,13 @@ class Scheduler:
             scores=total[sel], prefer=prefer_sel, spread=adj.spread, static_weights=static_w,
             required=remap[required] if required.size else None, keep_existing=not info.rebalance,
         )
-        counts = divide(inp)
+        if info.cost_first and info.division not in ("Duplicated", "StaticWeight") and priced(snap):
+            price = replica_price(info, snap)[cand[sel]]
+            counts = cheapest_fill(info.replicas, caps[sel], existing[sel], price, prefer_sel,
+                                   keep_existing=not info.rebalance)
+            base["division"] = "CostFirst"
+        else:
+            counts = divide(inp)
         timings["divide"] = (perf() - t0) * 1e3
 
         chosen = np.flatnonzero(counts > 0)
@@ -319,6 +333,9 @@ class Scheduler:
                 fit = caps[sel][p]
                 extra[nm] = f"only {int(fit)} replicas fit (Duplicated needs {info.replicas})"
         chosen_pos = sel[chosen]
+        per_cluster = cnt if info.division != "Duplicated" else np.full(rows.size, info.replicas, dtype=np.intp)
+        est_cost = hourly_cost(info, snap, rows, per_cluster)
+        moved = moved_gib_per_hour(info, snap, rows, per_cluster)
         score_arrays = {pn: arr[chosen_pos] for pn, arr in per_plugin.items()}
         score_arrays["total"] = total[chosen_pos]
         score_names = [str(x) for x in snap.names_arr[cand[chosen_pos]]]
@@ -342,7 +359,7 @@ class Scheduler:
             phase="Scheduled", placement=placement, placed=placed, message=msg, feasible=m,
             weights=adj.weights, spread=adj.spread, fleet_water_level=fleet, surge=adj.surge,
             score_names=score_names, score_arrays=score_arrays, timings_ms=timings,
-            **base,  # type: ignore[arg-type]
+            estimated_hourly_cost=est_cost, data_moved_gib_per_hour=moved, **base,  # type: ignore[arg-type]
         )
 
     def _static_weights(self, info: TaskInfo, snap: Snapshot, rows: IntArr) -> FloatArr:

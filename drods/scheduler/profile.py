@@ -6,14 +6,17 @@ A profile is YAML, for example::
     filters: [Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability,
               NetworkFit, ResourceFit, WaterLevelLimit, SpreadConstraint]
     scores: {LeastWaterLevel: 1.0, BalancedAllocation: 0.5, ClusterLocality: 1.0,
-             TopologyPreference: 0.5, NetworkLocality: 0.5}
+             TopologyPreference: 0.5, NetworkLocality: 0.5, Cost: 0.5, Dissonance: 1.0,
+             TrafficAffinity: 1.0, DataLocality: 1.0}
     pluginArgs: {TopologyPreference: {regionScore: 70}}
     adjuster: {packBelow: 0.3, spreadAbove: 0.6,
                packMultipliers: {LeastWaterLevel: 0.5, ClusterLocality: 2.0},
                surgeGain: {NetworkLocality: 2.0, ClusterLocality: 1.0}}
     defaults: {waterLevelLimit: 0.85, division: WaterLevel, seed: null}
 
-Filters run in the listed order. A score with weight 0 or absent is off (Cost is off by default).
+Filters run in the listed order. A score with weight 0 or absent is off. A score plugin may define ``skip(task, snap)``:
+when it says True (no price, dataset, traffic edge or class to weigh) the plugin is left out of that
+decision before any array work, its weight included.
 Plugins from installed packages (entry point group ``drods.scheduler.plugins``) are loaded before
 names are checked, so a third-party plugin is enabled by naming it here.
 """
@@ -28,17 +31,19 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.scheduler.adjuster import DEFAULT_PACK_MULTIPLIERS, DEFAULT_SURGE_GAIN, Adjuster, AdjusterConfig
 from drods.scheduler.interface import FilterPlugin, ReplicaEstimator, ScorePlugin
 from drods.scheduler.registry import filter_plugins, load_entry_points, score_plugins
 
 DEFAULT_FILTERS = [
     "Readiness", "TargetClusters", "ClusterAffinity", "TaintToleration", "Capability", "NetworkFit",
-    "ResourceFit", "WaterLevelLimit", "SpreadConstraint",
+    "ResourceFit", "WaterLevelLimit", "SpreadConstraint", "FollowUp",
 ]
 DEFAULT_SCORES = {
     "LeastWaterLevel": 1.0, "BalancedAllocation": 0.5, "ClusterLocality": 1.0,
-    "TopologyPreference": 0.5, "NetworkLocality": 0.5,
+    "TopologyPreference": 0.5, "NetworkLocality": 0.5, "Cost": 0.5, "Dissonance": 1.0,
+    "TrafficAffinity": 1.0, "DataLocality": 1.0,
 }
 
 
@@ -74,7 +79,8 @@ class AdjusterSpec(BaseModel):
 class DefaultsSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    waterLevelLimit: float | None = Field(default=None, gt=0, le=1)
+    # Placements without their own waterLevelLimit (null: the same default).
+    waterLevelLimit: float | None = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)
     division: Literal["WaterLevel", "AvailableReplicas", "Aggregated"] = "WaterLevel"
     seed: int | None = None
 

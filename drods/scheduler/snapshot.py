@@ -33,7 +33,7 @@ on top. A pre-allocation hold (F6) raises the status value to the forecast while
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,6 +187,15 @@ class Snapshot:
         self.taints: dict[tuple[str, str, str], np.ndarray] = {}
         # latency (ms) from each cluster to a named site/cluster, NaN when unknown
         self.latency: dict[str, np.ndarray] = {}
+        # H2: per workload class, the cpu cores each cluster gives that class's placed replicas
+        self.class_cores: dict[str, np.ndarray] = {}
+        self.class_placements: dict[str, tuple[str, tuple[tuple[str, float], ...]]] = {}
+        # H1: decayed bytes/s between workloads ({workload: {peer: bytes/s}}, ``drods.model.traffic``)
+        # and where each workload ("namespace/name") runs now, by cluster name
+        self.traffic: dict[str, dict[str, float]] = {}
+        self.workload_placements: dict[str, tuple[tuple[str, int], ...]] = {}
+        # F4: each Dataset ("namespace/name") → the clusters holding a copy of it
+        self.datasets: dict[str, tuple[str, ...]] = {}
         self._rows: list[_RowInfo] = []
         self._refs: dict[tuple[str, ...], int] = {}
         self._assumed: dict[str, _Assumed] = {}
@@ -226,6 +235,7 @@ class Snapshot:
         self.sets = {f: {k: g(v, False) for k, v in d.items()} for f, d in self.sets.items()}
         self.taints = {k: g(v, False) for k, v in self.taints.items()}
         self.latency = {k: g(v, np.nan) for k, v in self.latency.items()}
+        self.class_cores = {k: g(v, 0.0) for k, v in self.class_cores.items()}
         self._cap = new
 
     def _touch(self, topology: bool) -> None:
@@ -415,12 +425,16 @@ class Snapshot:
             for target in info.latency:
                 self.latency[target][row] = self.latency[target][last]
                 self.latency[target][last] = np.nan
+            for arr in self.class_cores.values():
+                arr[row] = arr[last]
             self._rows[row] = info
             self.names[row] = moved
             self.names_arr[row] = moved
             self.index[moved] = row
         for f in TOPOLOGY_FIELDS:
             self.topo[f][last] = -1
+        for arr in self.class_cores.values():
+            arr[last] = 0.0
         self.alloc[last] = 0
         self.load[last] = 0
         self.assumed[last] = 0
@@ -440,6 +454,53 @@ class Snapshot:
 
     def row_spec(self, name: str) -> ClusterSpec | None:
         return self._rows[self.index[name]].spec
+
+    def spec_column(self, key: Hashable, fn: Callable[[ClusterSpec], float]) -> FloatArr:
+        """``fn`` of each row's ClusterSpec as one array (NaN without a spec), built once per
+        topology version: the seldom-read spec facts (GPU price of one model, spot market) cost
+        one pass per spec change, not one per decision, and need no array of their own here."""
+        ck = ("spec_column", key)
+        hit = self.cache.get(ck)
+        if hit is None or hit.shape[0] != self.n:
+            hit = np.array([np.nan if r.spec is None else fn(r.spec) for r in self._rows[: self.n]],
+                           dtype=np.float64)
+            self.cache[ck] = hit
+        return hit  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ workload classes (H2)
+    def set_class_placement(self, key: str, cls: str | None, placement: Sequence[tuple[str, int]],
+                            cores_per_replica: float) -> None:
+        """Record where workload ``key`` of class ``cls`` runs (replacing what it had), so the
+        Dissonance score sees the classes already on each cluster; no class → nothing kept."""
+        self.drop_class_placement(key)
+        if not cls or cores_per_replica <= 0:
+            return
+        arr = self.class_cores.get(cls)
+        if arr is None:
+            arr = np.zeros(self._cap)
+            self.class_cores[cls] = arr
+        kept: list[tuple[str, float]] = []
+        for name, count in placement:
+            row = self.index.get(name)
+            if row is None or count <= 0:
+                continue
+            cores = count * cores_per_replica
+            arr[row] += cores
+            kept.append((name, cores))
+        if kept:
+            self.class_placements[key] = (cls, tuple(kept))
+
+    def drop_class_placement(self, key: str) -> None:
+        prev = self.class_placements.pop(key, None)
+        if prev is None:
+            return
+        arr = self.class_cores.get(prev[0])
+        if arr is None:
+            return
+        for name, cores in prev[1]:
+            row = self.index.get(name)
+            if row is not None:
+                arr[row] = max(0.0, arr[row] - cores)
 
     # ------------------------------------------------------------------ assume / forget (S7)
     def assume(

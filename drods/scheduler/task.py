@@ -62,6 +62,10 @@ class Task:
     preferred_zones: Sequence[str] = ()
     # True: ignore the current placement and divide afresh (S11 rebalancing)
     rebalance: bool = False
+    # H2: the workload's class (label multicluster.io/workload-class), None when it has none
+    workload_class: str | None = None
+    # H1: the workload as the traffic graph names it ("namespace/name")
+    workload: str | None = None
 
 
 @dataclass(slots=True)
@@ -93,6 +97,12 @@ class TaskInfo:
     preferred_zones: tuple[str, ...]
     rebalance: bool
     affinity: AffinityKey | None = None
+    cost_first: bool = False
+    egress_gib_per_hour: float = 0.0
+    workload_class: str | None = None
+    workload: str | None = None
+    datasets: tuple[tuple[str, float], ...] = ()  # F4: ("namespace/name", GiB read per hour)
+    follow: str | None = None  # F3: "namespace/name" of the workload this one follows
     current_rows: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     current_counts: IntArr = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     missing_targets: tuple[str, ...] = ()
@@ -111,7 +121,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         task = Task(spec=task, name=name, current=current or ())
     elif current is not None:
         task = Task(task.spec, task.name, current, task.preferred_regions, task.preferred_zones,
-                    task.rebalance)
+                    task.rebalance, task.workload_class, task.workload)
     spec = task.spec
     res = spec.resources
     req = requirement_vector(res)
@@ -141,6 +151,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         division = rs.weightPreference.dynamicWeight
     else:
         division = default_division
+    ns = (spec.resource.namespace if spec.resource is not None else None) or "default"
     cur: dict[str, int] = {}
     for t in task.current:
         if t.replicas > 0:
@@ -173,4 +184,10 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         preferred_regions=tuple(task.preferred_regions),
         preferred_zones=tuple(task.preferred_zones),
         rebalance=task.rebalance,
+        cost_first=pl.costFirst,
+        workload_class=task.workload_class,
+        workload=task.workload,
+        datasets=tuple((f"{ns}/{d.name}", d.readGiBPerHour) for d in spec.datasets if d.readGiBPerHour > 0),
+        follow=f"{spec.followUp.namespace or 'default'}/{spec.followUp.name}" if spec.followUp else None,
+        egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
     )

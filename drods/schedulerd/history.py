@@ -15,7 +15,9 @@ An entry (``decision_record``)::
      "scores": {plugin: {cluster: score}} for the clusters that received replicas, plus "total",
      "weights": {plugin: weight this cycle}, "baseWeights": {plugin: profile weight},
      "adjuster": {"mode": "spread"|"pack"|"blend", "spread": σ, "fleetWaterLevel", "surge"},
-     "division", "affinityTerm", "analysis": {storageTier, networkIdentifier, compute}, "timingsMs"}
+     "division" (or "CostFirst"), "estimatedHourlyCost" (F6, null without prices),
+     "dataMovedGiBPerHour" (F4: dataset reads from another cluster, null without datasets), "affinityTerm",
+     "analysis": {storageTier, networkIdentifier, compute}, "timingsMs"}
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
                      "spread": round(result.spread, 4), "fleetWaterLevel": round(result.fleet_water_level, 4),
                      "surge": round(result.surge, 4)},
         "division": result.division,
+        "estimatedHourlyCost": result.estimated_hourly_cost,
+        "dataMovedGiBPerHour": result.data_moved_gib_per_hour,
         "affinityTerm": result.affinity_term,
         "analysis": result.analysis,
         "timingsMs": {k: round(v, 4) for k, v in result.timings_ms.items()},

@@ -3,7 +3,8 @@
 Status ownership (the contract with the member controllers; `drods.model.binding` enforces it):
 
 * the scheduler writes ``status.phase`` only to Pending / Scheduled / Unschedulable, and
-  ``status.placement``, ``message``, ``reasons``, ``scheduledGeneration``, ``scheduledTime``;
+  ``status.placement``, ``message``, ``reasons``, ``scheduledGeneration``, ``scheduledTime``,
+  ``estimatedHourlyCost`` (F6; kept with the placement it prices when a retry is Unschedulable);
 * the binding controller owns ``status.clusters[]`` and ``conditions`` and moves the phase Scheduled →
   Propagated → Running / Failed for the same placement;
 * a new placement sets the phase back to Scheduled; the same placement keeps the phase it has;
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from drods.model.annotations import WORKLOAD_CLASS_LABEL
 from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 
@@ -34,6 +36,7 @@ FIRST = "FirstSchedule"
 RECONCILE = "ReconcileSchedule"
 SCALE = "ScaleSchedule"
 RESCHEDULE = "RescheduleTriggered"
+FOLLOW = "FollowUpMoved"  # F3: the workload it follows was placed elsewhere
 
 Placement = tuple[tuple[str, int], ...]
 
@@ -65,6 +68,9 @@ class BindingRecord:
     trigger_time: float | None
     requirements: tuple[float, float, float, float, float]
     managed: bool  # created by the resource detector
+    workload_class: str | None = None  # H2: label multicluster.io/workload-class
+    workload: str = ""  # H1: "namespace/name" of spec.resource, else "default/<binding name>"
+    follow: str | None = None  # F3: "namespace/name" of spec.followUp
 
     @property
     def placed(self) -> int:
@@ -112,7 +118,23 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         trigger_time=parse_rfc3339(spec.get("rescheduleTriggeredAt")),
         requirements=requirement_tuple(spec.get("resources")),
         managed=labels.get(MANAGED_BY_LABEL) == DETECTOR_NAME,
+        workload_class=labels.get(WORKLOAD_CLASS_LABEL) or None,
+        workload=workload_of(name, spec.get("resource")),
+        follow=_follow_of(spec.get("followUp")),
     )
+
+
+def _follow_of(ref: Any) -> str | None:
+    if isinstance(ref, dict) and ref.get("name"):
+        return f"{ref.get('namespace') or 'default'}/{ref['name']}"
+    return None
+
+
+def workload_of(binding: str, resource: Any) -> str:
+    """The traffic graph's name of a binding's workload (H1)."""
+    if isinstance(resource, dict) and resource.get("name"):
+        return f"{resource.get('namespace') or 'default'}/{resource['name']}"
+    return f"default/{binding}"
 
 
 MANAGED_BY_LABEL = "multicluster.io/managed-by"
@@ -171,6 +193,7 @@ class Decision:
     reasons: Mapping[str, str]
     generation: int
     time: float
+    hourly_cost: float | None = None  # F6: ``status.estimatedHourlyCost`` of a scheduled placement
 
 
 def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, Any]:
@@ -183,6 +206,10 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
         if changed or old_phase is None or old_phase in SCHEDULER_PHASES:
             status["phase"] = "Scheduled"
         status["placement"] = placement_json(d.placement)
+        if d.hourly_cost is not None:
+            status["estimatedHourlyCost"] = d.hourly_cost
+        else:
+            status.pop("estimatedHourlyCost", None)
     else:
         status["phase"] = "Unschedulable"
         status.setdefault("placement", [])

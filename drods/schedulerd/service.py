@@ -22,11 +22,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -36,11 +34,12 @@ from drods.machinery.informer import Informer
 from drods.machinery.leader import LeaderElector
 from drods.machinery.manager import default_identity
 from drods.machinery.tasks import stop_tasks
-from drods.model.annotations import RESCHEDULE_REASON
-from drods.model.binding import BindingSpec, TargetCluster
-from drods.model.keys import FAILURES_PREFIX, STATUS_PREFIX, SURGE_KEY
-from drods.model.kinds import BINDING, CLUSTER
+from drods.model.annotations import RESCHEDULE_REASON, placement_offers
+from drods.model.binding import BindingSpec, TargetCluster, with_offers
+from drods.model.keys import FAILURES_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
+from drods.model.kinds import BINDING, CLUSTER, DATASET
 from drods.model.timefmt import rfc3339_ms, whole_ms
+from drods.model.traffic import peers
 from drods.monitor.history import append as append_failure
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
@@ -50,6 +49,7 @@ from drods.schedulerd.history import decision_record, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
 from drods.schedulerd.records import (
+    FOLLOW,
     MAX_STATUS_REASONS,
     RECONCILE,
     RESCHEDULE,
@@ -67,13 +67,12 @@ log = logging.getLogger(__name__)
 
 LEASE_NAME = "scheduler"
 RETRY = "Retry"
-PROFILE_ENV = "DRODS_SCHEDULER_PROFILE"
-PROFILE_FILE = "scheduler-profile.yaml"
 
 
 @dataclass
 class SchedulerSettings:
-    """Tunables; tests and the CLI set them, ``drods serve`` uses the defaults."""
+    """Tunables: the ``scheduler`` section of the configuration file (`drods.config.SchedulerConfig`,
+    whose defaults are these), plus the process's identity and lease TTL (command-line flags)."""
 
     identity: str = field(default_factory=default_identity)
     lease_ttl: int = 10
@@ -120,11 +119,15 @@ class SchedulerService:
         self.clusters = Informer(store, CLUSTER.key_prefix(), decode_cluster)
         self.statuses = Informer(store, STATUS_PREFIX, status_decoder(clock))
         self.surge = Informer(store, SURGE_KEY, _decode_json)
+        self.traffic = Informer(store, TRAFFIC_KEY, _decode_json)
+        self.datasets = Informer(store, DATASET.key_prefix(), _decode_json)
         self.bindings = Informer(store, BINDING.key_prefix(),
                                  lambda kv: decode_binding(kv.key, kv.value, kv.mod_revision))
         self.clusters.on_change(self._on_cluster)
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
+        self.traffic.on_change(lambda _k, _o, new: self._on_traffic(new))
+        self.datasets.on_change(self._on_dataset)
         self.bindings.on_change(self._on_binding)
         self._filters = [p.name for p in self.profile.filters]
         self._scores = [p.name for p, _ in self.profile.scores]
@@ -133,6 +136,9 @@ class SchedulerService:
         self._logged_failure: dict[str, str] = {}
         self._kick: asyncio.TimerHandle | None = None
         self._kick_reasons: set[str] = set()
+        # F3: followed workload → its followers' binding names; followers to re-place from scratch
+        self._followers: dict[str, set[str]] = {}
+        self._moved_followers: set[str] = set()
         self.ready = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -143,7 +149,7 @@ class SchedulerService:
     async def run(self) -> None:
         """Watch, and decide while leader; runs until cancelled."""
         tasks = [asyncio.create_task(i.run(), name=f"scheduler-informer-{i.prefix}")
-                 for i in (self.clusters, self.statuses, self.surge)]
+                 for i in (self.clusters, self.statuses, self.surge, self.traffic, self.datasets)]
         try:
             # Clusters first: assumptions adopted from existing bindings need their rows.
             await asyncio.gather(self.clusters.wait_synced(), self.statuses.wait_synced())
@@ -209,17 +215,60 @@ class SchedulerService:
             self.metrics.incoming_event(r, moved)
         self._kick_reasons.clear()
 
+    def _on_traffic(self, doc: Any) -> None:
+        """H1: the graph, decayed to now; the TrafficAffinity score reads it from the snapshot."""
+        self.cache.snap.traffic = peers(doc if isinstance(doc, dict) else None, self.clock())
+
+    def _index_follower(self, name: str, old: str | None, new: str | None) -> None:
+        if old == new:
+            return
+        if old is not None:
+            s = self._followers.get(old)
+            if s is not None:
+                s.discard(name)
+                if not s:
+                    del self._followers[old]
+        if new is not None:
+            self._followers.setdefault(new, set()).add(name)
+
+    def _on_dataset(self, key: str, old: Any, new: Any) -> None:
+        """F4: where each Dataset's copies are; the DataLocality score reads it from the snapshot."""
+        obj = new if isinstance(new, dict) else old if isinstance(old, dict) else None
+        if obj is None:
+            return
+        meta = obj.get("metadata") or {}
+        name = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        if new is None or not isinstance(new, dict):
+            self.cache.snap.datasets.pop(name, None)
+            return
+        locs = (new.get("spec") or {}).get("locations") or []
+        self.cache.snap.datasets[name] = tuple(str(loc["cluster"]) for loc in locs
+                                               if isinstance(loc, dict) and loc.get("cluster"))
+
     def _on_binding(self, key: str, old: BindingRecord | None, new: BindingRecord | None) -> None:
         if new is None or new.deleting:
             gone = new or old
             if gone is None:
                 return
+            self.cache.snap.drop_class_placement(gone.name)
+            self._index_follower(gone.name, gone.follow, None)
+            self.cache.snap.workload_placements.pop(gone.workload, None)
             self.queue.delete(gone.name)
             self._specs.pop(gone.name, None)
             self._logged_failure.pop(gone.name, None)
             if self.cache.forget(gone.name):
                 self._cluster_event("BindingDeleted")
             return
+        self.cache.snap.workload_placements[new.workload] = new.placement
+        self._index_follower(new.name, old.follow if old is not None else None, new.follow)
+        if old is not None and old.placement != new.placement:
+            for f in self._followers.get(new.workload, ()):
+                frec = self.bindings.cache.get(BINDING.key(f))
+                if frec is not None and frec.placement:  # placed followers move with it
+                    self._moved_followers.add(f)
+                    self.queue.add(f, FOLLOW, frec.priority)
+        if new.workload_class or (old is not None and old.workload_class):
+            self.cache.snap.set_class_placement(new.name, new.workload_class, new.placement, new.requirements[0])
         stype = schedule_type(new, old)
         if stype is not None:
             self.queue.add(new.name, stype, new.priority)
@@ -287,7 +336,8 @@ class SchedulerService:
         hit = self._specs.get(rec.name)
         if hit is not None and hit[0] == rec.generation:
             return hit[1]
-        spec = BindingSpec.model_validate(obj.get("spec") or {})
+        # Offers from placement feedback (CATS CCC) widen the names the binding may use.
+        spec = with_offers(BindingSpec.model_validate(obj.get("spec") or {}), placement_offers(obj))
         self._specs[rec.name] = (rec.generation, spec)
         return spec
 
@@ -298,6 +348,9 @@ class SchedulerService:
             self.queue.delete(name)
             return None
         stype = schedule_type(rec)
+        if stype is None and name in self._moved_followers:
+            stype = FOLLOW
+        self._moved_followers.discard(name)
         if stype is None:
             if rec.phase != "Unschedulable" and not rec.partial:
                 self.queue.done(name)
@@ -317,13 +370,20 @@ class SchedulerService:
             obj["status"] = merge_status(obj.get("status"), d)
             return _Plan(entry, rec, bad, d, encode_object(obj), stype, None)
         current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
-        rebalance = stype == RESCHEDULE
-        task = Task(spec, name=name, current=current, rebalance=rebalance)
+        rebalance = stype in (RESCHEDULE, FOLLOW)
+        task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
+                    workload=rec.workload)
         result = self.scheduler.schedule(task, self.cache.snap)
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
             self.cache.assume_decision(name, rec.placement, result.placement, rec.requirements, ts)
+            self.cache.snap.workload_placements[rec.workload] = tuple(
+                (t.cluster, t.replicas) for t in result.placement)
+            if rec.workload_class:  # the next decision sees this class here before the watch says so
+                self.cache.snap.set_class_placement(name, rec.workload_class,
+                                                    [(t.cluster, t.replicas) for t in result.placement],
+                                                    rec.requirements[0])
         placement = tuple((t.cluster, t.replicas) for t in result.placement) if ok else rec.placement
         status = obj.get("status") or {}
         if stype == RETRY and (rec.phase == "Unschedulable") == (not ok) and placement == rec.placement and \
@@ -333,12 +393,15 @@ class SchedulerService:
             self.queue.unschedulable(name)
             return None
         reasons = result.reasons_sample(MAX_STATUS_REASONS)[0] if (not ok or result.partial) else {}
-        d = Decision(ok, placement, result.message, reasons, rec.generation, ts)
+        d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
+                     result.estimated_hourly_cost if ok else None)
         obj["status"] = merge_status(status, d)
         trigger = None
-        if rebalance:
+        if stype == RESCHEDULE:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
             trigger = {"kind": "Reschedule", "at": spec.rescheduleTriggeredAt, "reason": ann.get(RESCHEDULE_REASON)}
+        elif stype == FOLLOW:
+            trigger = {"kind": "FollowUp", "reason": f"{spec.followUp.name if spec.followUp else ''} moved"}
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
         return _Plan(entry, rec, result, d, encode_object(obj), stype, trigger)
@@ -483,11 +546,3 @@ def _decode_json(kv: KeyValue) -> Any:
     except ValueError:
         return None
 
-
-def load_profile(data_dir: Path, path: str | Path | None = None) -> Profile:
-    """``path``, else ``$DRODS_SCHEDULER_PROFILE``, else ``<data dir>/scheduler-profile.yaml``, else defaults."""
-    chosen = path or os.environ.get(PROFILE_ENV)
-    if chosen:
-        return Profile.load(chosen)
-    default = data_dir / PROFILE_FILE
-    return Profile.load(default) if default.exists() else Profile.default()

@@ -23,7 +23,8 @@ from typing import Any, Literal
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from drods.sim.tls import Certs
+from drods.api.serving import serving_config
+from drods.security.tls import Certs
 
 log = logging.getLogger("drods.sim")
 Mode = Literal["up", "down", "slow", "partition"]
@@ -76,10 +77,10 @@ class HttpListener:
     def __init__(self, app: ASGIApp, host: str, port: int, certs: Certs | None) -> None:
         self.host = host
         self.port = port
-        self.config = uvicorn.Config(
-            app, host=host, port=port, lifespan="off", log_level="warning", access_log=False,
+        self.config = serving_config(
+            app, host, port, lifespan="off", log_level="warning",
             ssl_certfile=str(certs.cert) if certs else None, ssl_keyfile=str(certs.key) if certs else None,
-            timeout_keep_alive=30, ws="none",  # nothing here speaks websockets; don't load a library for them
+            ws="none",  # nothing here speaks websockets; don't load a library for them
         )
         self.config.load()
         self._server: uvicorn.Server | None = None

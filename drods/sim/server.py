@@ -29,6 +29,7 @@ from drods.api.auth import Role
 from drods.api.context import ApiContext
 from drods.api.status import kubernetes_status
 from drods.errors import ApiError
+from drods.security.tls import ensure_certs
 from drods.sim.config import SimConfig
 from drods.sim.control import ControlServer, state_path, write_state
 from drods.sim.controller import SimController
@@ -37,7 +38,6 @@ from drods.sim.kinds import SIM_KINDS
 from drods.sim.prom import sim_registry
 from drods.sim.registry import SimRegistry
 from drods.sim.routes import sim_routers
-from drods.sim.tls import ensure_certs
 from drods.store import Store, open_store
 
 log = logging.getLogger("drods.sim")
@@ -104,7 +104,7 @@ class SimServer:
         app.state.sim = self
         _kubernetes_errors(app)
         app.add_middleware(FaultMiddleware, fault=self.fault)
-        certs = ensure_certs(data, cfg.name, cfg.host) if cfg.tls else None
+        certs = ensure_certs(data, f"drods-sim-{cfg.name}", cfg.host) if cfg.tls else None
         self._listener = HttpListener(app, cfg.host, cfg.port, certs)
         await self._listener.up()
         host = "127.0.0.1" if cfg.host in ("0.0.0.0", "") else ("[::1]" if cfg.host == "::" else cfg.host)

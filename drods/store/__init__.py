@@ -29,7 +29,11 @@ __all__ = [
 
 
 def open_store(url: str) -> Store:
-    """``sqlite:///abs/path.db`` or ``etcd://host:port[,host:port...]``."""
+    """``sqlite:///abs/path.db`` or ``etcd://[USER[:PASSWORD]@]host:port[,host:port...][?ca=F&cert=F&key=F]``.
+
+    etcd: ``ca`` turns on TLS (the CA of etcd's certificate), ``cert``/``key`` are this client's
+    certificate for ``--client-cert-auth``; a USER without PASSWORD takes it from
+    ``DRODS_ETCD_PASSWORD`` (kept out of process listings)."""
     if url.startswith("sqlite://"):
         from drods.store.sqlite import SqliteStore
 
@@ -38,10 +42,31 @@ def open_store(url: str) -> Store:
             raise ValueError("sqlite URL needs a path: sqlite:///path/to/drods.db")
         return SqliteStore(path)
     if url.startswith("etcd://"):
-        from drods.store.etcd import EtcdStore
+        import os
+        from pathlib import Path
+        from urllib.parse import parse_qs, unquote
 
-        endpoints = [e for e in url.removeprefix("etcd://").strip("/").split(",") if e]
+        from drods.store.etcd import EtcdStore, EtcdTLS
+
+        rest, _, query = url.removeprefix("etcd://").partition("?")
+        userinfo, _, hosts = rest.rpartition("@")
+        endpoints = [e for e in hosts.strip("/").split(",") if e]
         if not endpoints:
             raise ValueError("etcd URL needs at least one host:port")
-        return EtcdStore(endpoints)
+        params = {k: v[-1] for k, v in parse_qs(query).items()}
+        unknown = set(params) - {"ca", "cert", "key"}
+        if unknown:
+            raise ValueError(f"etcd URL: unknown parameters {sorted(unknown)} (ca, cert, key)")
+        if ("cert" in params) != ("key" in params) or ("cert" in params and "ca" not in params):
+            raise ValueError("etcd URL: cert and key go together, and need ca")
+        tls = EtcdTLS(Path(params["ca"]), Path(params["cert"]) if "cert" in params else None,
+                      Path(params["key"]) if "key" in params else None) if "ca" in params else None
+        user = password = None
+        if userinfo:
+            name, sep, secret = userinfo.partition(":")
+            user = unquote(name)
+            password = unquote(secret) if sep else os.environ.get("DRODS_ETCD_PASSWORD")
+            if password is None:
+                raise ValueError("etcd URL names a user: give its password in the URL or DRODS_ETCD_PASSWORD")
+        return EtcdStore(endpoints, tls=tls, username=user, password=password)
     raise ValueError(f"unknown store URL {url!r}: use sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT]")

@@ -29,10 +29,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aetcd
 import aetcd.exceptions
+import aetcd.watcher
 import grpc
 from aetcd import rpc
 
@@ -140,14 +143,67 @@ class _Ambiguous(Unavailable):
     """A write's answer was lost: it may or may not have been applied."""
 
 
+@dataclass(frozen=True)
+class EtcdTLS:
+    """Client TLS towards etcd: the CA that signed etcd's certificate, and this client's certificate
+    and key when etcd asks for one (``--client-cert-auth``)."""
+
+    ca: Path
+    cert: Path | None = None
+    key: Path | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.ca.read_bytes(),
+            private_key=self.key.read_bytes() if self.key else None,
+            certificate_chain=self.cert.read_bytes() if self.cert else None)
+
+
+class _Client(aetcd.Client):
+    """aetcd's client over a TLS channel when ``tls`` is given (aetcd itself only speaks plain gRPC)."""
+
+    def __init__(self, *, tls: EtcdTLS | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._tls = tls
+
+    async def connect(self) -> None:
+        if self._tls is None or self._connected.is_set() or self._is_connecting:  # type: ignore[has-type]
+            await super().connect()
+            return
+        # aetcd's own connect, over a TLS channel (the one line it does not let us change).
+        self._is_connecting = True
+        try:
+            self.channel = grpc.aio.secure_channel(f"{self._host}:{self._port}", self._tls.credentials(),
+                                                   options=list(self._options.items()))
+            if self._username is not None and self._password is not None:
+                self.auth_stub = rpc.AuthStub(self.channel)
+                resp = await self.auth_stub.Authenticate(
+                    rpc.AuthenticateRequest(name=self._username, password=self._password), timeout=self._timeout)
+                self.metadata = (("token", resp.token),)
+            self.kvstub = rpc.KVStub(self.channel)
+            self.clusterstub = rpc.ClusterStub(self.channel)
+            self.leasestub = rpc.LeaseStub(self.channel)
+            self.maintenancestub = rpc.MaintenanceStub(self.channel)
+            self._watcher = aetcd.watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout,
+                                                  metadata=self.metadata)
+            self._connected.set()
+        finally:
+            self._is_connecting = False
+
+
 class EtcdStore(Store):
     """``Store`` over etcd v3; ``endpoints`` are ``host:port`` strings of one cluster."""
 
     def __init__(
-        self, endpoints: list[str], *, timeout: float = 3.0, deadline: float = 15.0, watch_check: float = 5.0
+        self, endpoints: list[str], *, timeout: float = 3.0, deadline: float = 15.0, watch_check: float = 5.0,
+        tls: EtcdTLS | None = None, username: str | None = None, password: str | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("EtcdStore needs at least one endpoint")
+        if (username is None) != (password is None):
+            raise ValueError("etcd username and password go together")
+        self.tls = tls
+        self._auth = (username, password) if username is not None else None
         self._endpoints: list[tuple[str, int]] = []
         for ep in endpoints:
             host, _, port = ep.removeprefix("http://").rstrip("/").rpartition(":")
@@ -181,10 +237,18 @@ class EtcdStore(Store):
         client = self._clients.get(index)
         if client is None:
             host, port = self._endpoints[index]
-            client = aetcd.Client(host=host, port=port, timeout=None)
+            client = _Client(host=host, port=port, timeout=None, tls=self.tls,
+                             username=self._auth[0] if self._auth else None,
+                             password=self._auth[1] if self._auth else None)
             self._clients[index] = client
         await client.connect()
         return client
+
+    async def _drop_client(self, index: int) -> None:
+        client = self._clients.pop(index, None)
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
 
     def _failover(self, index: int) -> None:
         if self._current == index:
@@ -210,6 +274,10 @@ class EtcdStore(Store):
                 client = await self._client(index)
                 return await fn(client)
             except (grpc.aio.AioRpcError, aetcd.exceptions.ClientError) as exc:
+                if self._auth is not None and "auth token" in _details(exc).lower() and \
+                        time.monotonic() < deadline:
+                    await self._drop_client(index)  # the auth token expired: authenticate again
+                    continue
                 if _status(exc) not in _TRANSIENT:
                     raise _translate(exc) from exc
                 self._failover(index)

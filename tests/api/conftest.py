@@ -12,8 +12,10 @@ import pytest
 import uvicorn
 
 from drods.api.auth import Role
+from drods.api.serving import serving_config
 from drods.server import ServerConfig, build_app
 from drods.store import Store
+from drods.transport import async_transport
 
 
 @dataclass
@@ -40,7 +42,7 @@ async def api(store_factory: Callable[[], Store], tmp_path: Path) -> AsyncIterat
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
     tokens["agent-a"] = ctx.tokens.issue(Role.CLUSTER_AGENT, subject="agent-a", cluster="a")
     # A real HTTP server on loopback: streaming (watch) and the HTTP layer are part of what is tested.
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(serving_config(app, "127.0.0.1", 0, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(10):
         while not server.started:
@@ -49,7 +51,8 @@ async def api(store_factory: Callable[[], Store], tmp_path: Path) -> AsyncIterat
             await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30,
+                                     transport=async_transport()) as client:
             yield Api(client, tokens, app)
     finally:
         server.should_exit = True

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from drods.controllers.overrides import policy_applies
+from drods.model.policy import ClusterOverridePolicySpec
 from tests.api.conftest import Api
 
 CLUSTER = {"name": "gcp-production", "endpoint": "https://k8s.gcp.example", "capabilities": ["gpu", "tls-encryption"],
@@ -115,6 +117,16 @@ spec:
                {"path": "spec.template.spec.containers[0].resources.limits", "value": {"nvidia.com/gpu": 2}}]}]}}
     r = await api.call("POST", f"{GV}/clusteroverridepolicies", json=cop)
     assert r.status_code == 201, r.text
+    # The draft's form (one resourceSelector) and Karmada's (resourceSelectors) are both accepted.
+    web = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "default"}
+    for name, form in (("draft", {"resourceSelector": web}), ("karmada", {"resourceSelectors": [web]})):
+        r = await api.call("POST", f"{GV}/clusteroverridepolicies",
+                           json=dict(cop, metadata={"name": name}, spec={**cop["spec"], **form}))
+        assert r.status_code == 201, r.text
+        spec = ClusterOverridePolicySpec.model_validate(r.json()["spec"])
+        other = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "namespace": "default"}}
+        assert policy_applies(spec, {**other, "metadata": {"name": "web", "namespace": "default"}})
+        assert not policy_applies(spec, other)
     r = await api.call("GET", f"{GV}/resourceplacementpolicies")
     assert [o["metadata"]["name"] for o in r.json()["items"]] == ["web-placement"]
     bad = dict(cop, metadata={"name": "bad"}, spec={"overrides": [{"clusterSelector": {"names": ["a"]},
@@ -208,6 +220,21 @@ async def test_sync_batch_all_or_nothing(api: Api) -> None:
     assert r.status_code == 422 and r.json()["details"]["index"] == 5 and r.json()["details"]["name"] == "p5"
     r = await api.call("GET", f"{GV}/propagationpolicies/p0")
     assert r.json()["spec"]["resourceType"] == "Deployment"  # nothing written
+
+
+async def test_domain_configs_put_and_get(api: Api) -> None:
+    r = await api.call("GET", "/api/v1/sync/configs", params={"cluster": "edge-1"}, role="viewer")
+    assert r.status_code == 404 and r.json()["code"] == "CONFIG_NOT_FOUND"
+    r = await api.call("PUT", "/api/v1/sync/configs", json={"cluster": "edge-1", "configs": {"maxPods": 40}})
+    assert r.status_code == 200, r.text
+    r = await api.call("PUT", "/api/v1/sync/configs", json={"configs": {"region": "eu"}})
+    assert r.status_code == 200
+    r = await api.call("GET", "/api/v1/sync/configs", params={"cluster": "edge-1"}, role="viewer")
+    assert r.status_code == 200 and r.json()["configs"] == {"maxPods": 40}
+    assert (await api.call("GET", "/api/v1/sync/configs", role="viewer")).json()["configs"] == {"region": "eu"}
+    r = await api.call("PUT", "/api/v1/sync/configs", json={"cluster": "../x", "configs": {}})
+    assert r.status_code == 422
+    assert (await api.call("PUT", "/api/v1/sync/configs", json={"configs": {}}, role="viewer")).status_code == 403
 
 
 async def test_metrics_report_stored_and_extra_fields_kept(api: Api) -> None:

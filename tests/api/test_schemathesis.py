@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import positive_data_acceptance
 
 from drods.api.auth import Role
+from drods.api.serving import serving_config
 from drods.server import ServerConfig, build_app
 from drods.store.sqlite import SqliteStore
 
@@ -22,7 +23,7 @@ class _ServerThread:
     def __init__(self, data_dir: Path) -> None:
         self.app = build_app(ServerConfig(store_url="unused://", data_dir=data_dir),
                              store=SqliteStore(str(data_dir / "drods.db")))
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning"))
+        self.server = uvicorn.Server(serving_config(self.app, "127.0.0.1", 0, log_level="warning"))
         self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), daemon=True)
 
     def __enter__(self) -> str:

@@ -7,6 +7,7 @@ import time
 import jwt
 import pytest
 
+from drods.store import StoreError
 from tests.api.conftest import Api
 
 
@@ -62,6 +63,49 @@ async def test_audit_records_who_what_result(api: Api) -> None:
     ]
     r = await api.call("GET", "/api/v1/audit?startTime=2999-01-01T00:00:00Z")
     assert r.json()["items"] == []
+
+
+async def test_audit_carries_the_change_and_filters(api: Api) -> None:
+    await api.call("POST", "/api/v1/clusters", json={"name": "c1", "region": "eu",
+                                                      "credentials": {"token": "cred-value-1"}})
+    await api.call("PATCH", "/api/v1/clusters/c1", json={"region": "us"},
+                   headers={"content-type": "application/merge-patch+json"})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "team-a"},
+              "stringData": {"password": "secret-value-2"}}
+    assert (await api.call("POST", "/api/v1/namespaces/team-a/secrets", json=secret)).status_code == 201
+    r = await api.call("POST", "/api/v1/metrics/events", json={"cluster": "c1", "type": "NodeNotReady"})
+    assert r.status_code == 201
+    everything = (await api.call("GET", "/api/v1/audit")).json()["items"]
+    assert "cred-value-1" not in str(everything) and "secret-value-2" not in str(everything)
+    patched = [e for e in everything if e["verb"] == "PATCH"]
+    assert patched and patched[0]["result"] == 200 and patched[0]["role"] == "admin"
+    (change,) = patched[0]["changes"]
+    assert change["kind"] == "Cluster" and change["name"] == "c1" and change["verb"] == "update"
+    assert {"op": "replace", "path": "/spec/region", "value": "us"} in change["patch"]
+    assert any(e["path"] == "/api/v1/metrics/events" and e["result"] == 201 for e in everything)  # events too
+    secrets = (await api.call("GET", "/api/v1/audit", params={"kind": "Secret", "namespace": "team-a"})).json()["items"]
+    assert [e["changes"][0]["name"] for e in secrets] == ["s"]
+    assert all(op.get("value") == "***" for op in secrets[0]["changes"][0]["patch"] if op["path"].startswith("/string"))
+    assert (await api.call("GET", "/api/v1/audit", params={"subject": "nobody"})).json()["items"] == []
+
+
+async def test_a_change_that_cannot_be_audited_is_refused_and_not_made(api: Api,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    audit = api.app.state.ctx.audit  # type: ignore[attr-defined]
+
+    async def broken(entry: object) -> None:
+        raise StoreError("audit store unavailable")
+
+    monkeypatch.setattr(audit, "append", broken)
+    r = await api.call("POST", "/api/v1/clusters", json={"name": "unaudited"})
+    assert r.status_code == 503 and r.json()["code"] == "AUDIT_UNAVAILABLE", r.text
+    r = await api.call("POST", "/apis/multicluster.io/v1alpha1/clusters",
+                       json={"apiVersion": "multicluster.io/v1alpha1", "kind": "Cluster",
+                             "metadata": {"name": "unaudited"}, "spec": {}})
+    assert r.status_code == 503 and r.json()["kind"] == "Status"
+    monkeypatch.undo()
+    assert (await api.call("GET", "/api/v1/clusters/unaudited")).status_code == 404
+    assert (await api.call("GET", "/api/v1/clusters")).status_code == 200  # reads need no audit
 
 
 async def test_errors_have_one_shape(api: Api) -> None:

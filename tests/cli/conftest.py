@@ -25,7 +25,7 @@ def drods(cli_server: ServerProcess) -> Drods:
     def run(*args: str, role: str | None = "admin", input: str | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         environment = {"DRODS_SERVER": cli_server.url, "DRODS_TOKEN": cli_server.token(role) if role else "",
-                       "DRODS_CA_FILE": "", "COLUMNS": "250", **(env or {})}
+                       "COLUMNS": "250", **(env or {})}
         return cli_server.run_cli(*args, input=input, env=environment)
 
     return run

@@ -188,7 +188,7 @@ def test_errors_exit_1_with_the_server_message(drods: Drods, tmp_path: Path) -> 
 
 
 def test_tls_server_with_ca_file(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path / "tls", tls=True) as server:
+    with ServerProcess(tmp_path / "tls", byo_cert=True) as server:
         env = {"DRODS_TOKEN": server.token("viewer")}
         assert server.cert is not None
         ok = server.run_cli("get", "clusters", "--server", server.url, "--ca-file", str(server.cert), env=env)
@@ -197,3 +197,15 @@ def test_tls_server_with_ca_file(tmp_path: Path) -> None:
         assert untrusted.returncode == 1 and "CONNECTION_FAILED" in untrusted.stderr
         insecure = server.run_cli("version", "--server", server.url, "--insecure-skip-tls-verify", env=env)
         assert insecure.returncode == 0, insecure.stderr
+
+
+def test_get_wide_shows_the_extra_columns(drods: Drods, tmp_path: Path) -> None:
+    f = tmp_path / "b.yaml"
+    f.write_text("apiVersion: multicluster.io/v1alpha1\nkind: Binding\nmetadata: {name: wide-b}\n"
+                 "spec: {replicas: 1}\n")
+    assert drods("apply", "-f", str(f)).returncode == 0
+    plain = drods("get", "bindings").stdout.splitlines()
+    wide = drods("get", "bindings", "-o", "wide").stdout.splitlines()
+    assert "COST/H" not in plain[0] and wide[0].split()[-1] == "COST/H"
+    assert any(line.split()[0] == "wide-b" for line in wide[1:])
+    assert drods("get", "bindings", "-o", "bogus").returncode != 0

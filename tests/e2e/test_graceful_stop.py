@@ -21,7 +21,7 @@ def test_open_watches_end_when_the_server_stops(tmp_path: Path) -> None:
 
     def follow(path: str) -> None:
         try:
-            with httpx.stream("GET", server.url + path, headers=headers, timeout=60) as r:
+            with httpx.stream("GET", server.url + path, headers=headers, timeout=60, verify=server.verify) as r:
                 opened.wait()
                 for _ in r.iter_bytes():
                     pass

@@ -73,7 +73,7 @@ def kubectl_path() -> str:
 
 @pytest.fixture(scope="session")
 def tls_server(tmp_path_factory: pytest.TempPathFactory, kubectl_path: str) -> Iterator[ServerProcess]:
-    with ServerProcess(tmp_path_factory.mktemp("drods-kubectl"), tls=True) as server:
+    with ServerProcess(tmp_path_factory.mktemp("drods-kubectl")) as server:
         yield server
 
 

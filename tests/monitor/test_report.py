@@ -80,11 +80,18 @@ def test_largest_node_free_cannot_exceed_cluster_capacity() -> None:
     assert ei.value.errors()[0]["loc"] == ("largestNodeFree",)
 
 
-def test_missing_cluster_or_timestamp_rejected() -> None:
+def test_missing_cluster_rejected_missing_timestamp_means_now() -> None:
     with pytest.raises(ValidationError):
         MetricsReport.model_validate({"timestamp": "2023-07-20T08:30:00Z"})
-    with pytest.raises(ValidationError):
-        MetricsReport.model_validate({"cluster": "x"})
+    st = normalise(MetricsReport.model_validate({"cluster": "x", "cpuUsage": 10}), T0)
+    assert isinstance(st, NormalisedStatus) and st.ts == T0.timestamp()
+
+
+def test_stale_report_is_rejected_for_the_live_view_but_kept_for_history() -> None:
+    out = normalise(MetricsReport.model_validate({"cluster": "x", "timestamp": "2023-07-20T08:00:00Z",
+                                                  "cpuCapacity": 8, "cpuUsage": 50}), T0)
+    assert not isinstance(out, NormalisedStatus) and out.stale and out.history is not None
+    assert out.history.get("cpu.used") == 4.0 and out.history.ts < T0.timestamp() - 300
 
 
 def test_unknown_fields_are_kept_and_ignored() -> None:

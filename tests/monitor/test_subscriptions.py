@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from drods.members.agent import next_report_seconds
 from drods.model.selector import LabelSelector
+from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import run_collectors
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport, Source
@@ -100,8 +101,8 @@ def test_builtin_needs_come_from_the_settings() -> None:
     sched = settings(schedulerMaxAgeSeconds=4, autoopsMaxAgeSeconds=9)
     iv = effective_interval(cluster("x"), builtin_subscriptions(sched), sched)
     assert (iv.seconds, iv.subscription) == (4.0, "scheduler")
-    off = settings(sustainedSeconds=30, autoops={"enabled": False})
-    assert [b.name for b in builtin_subscriptions(off)] == ["scheduler"]
+    off = settings(sustainedSeconds=30)
+    assert [b.name for b in builtin_subscriptions(off, AutoOpsPolicy(enabled=False))] == ["scheduler"]
     assert all(b.builtin for b in builtin_subscriptions(default))
 
 

@@ -16,12 +16,14 @@ import pytest
 import uvicorn
 
 from drods.api.auth import Role
+from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings
 from drods.model.reschedule import RescheduleHook, RescheduleRequest, RescheduleResult
 from drods.monitor.collectors import Collector
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.server import ServerConfig, build_app
 from drods.store import Store
+from drods.transport import async_transport
 
 T = TypeVar("T")
 
@@ -130,7 +132,7 @@ async def serve(store: Store, data_dir: Path, settings: MonitorSettings, clock: 
     ctx = app.state.ctx
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
     tokens["agent-a"] = ctx.tokens.issue(Role.CLUSTER_AGENT, subject="agent-a", cluster="a")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(serving_config(app, "127.0.0.1", 0, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(15):
         while not server.started:
@@ -140,7 +142,7 @@ async def serve(store: Store, data_dir: Path, settings: MonitorSettings, clock: 
     port = server.servers[0].sockets[0].getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=30, transport=async_transport()) as client:
             yield Mon(client, tokens, app, clock, url,
                       reschedule_hook if isinstance(reschedule_hook, Hook) else None)
     finally:

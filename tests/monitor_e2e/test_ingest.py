@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,16 +63,53 @@ async def test_push_auth_validation_clamping_staleness(mon: Mon) -> None:
     mon.clock.advance(10)
     r = await mon.report("a", at=mon.clock() - 400, **node_report(50))
     assert r.status_code == 202 and r.json() == {
-        "accepted": False, "cluster": "a", "code": "STALE_REPORT",
+        "accepted": False, "stale": True, "cluster": "a", "code": "STALE_REPORT",
         "reason": r.json()["reason"]}
     r = await mon.report("a", at=now - 5, **node_report(50))
-    assert r.status_code == 202 and r.json()["code"] == "OUT_OF_ORDER_REPORT"
+    assert r.status_code == 202 and r.json()["code"] == "OUT_OF_ORDER_REPORT" and r.json()["stale"] is False
 
     # Rejections are in the failure log (one per cluster and code per minute).
     r = await mon.call("GET", "/api/v1/history/failures", params={"kind": "ReportRejected"}, role="viewer")
     codes = sorted(e["details"]["code"] for e in r.json()["items"])
     assert codes == ["OUT_OF_ORDER_REPORT", "STALE_REPORT", "VALIDATION_FAILED"], r.json()
     assert all(e["cluster"] == "a" for e in r.json()["items"])
+
+
+async def test_first_run_reports_as_documented(mon: Mon) -> None:
+    """The README's and the draft's reports as written: no timestamp means now; an old timestamp
+    goes to history (202, stale) without touching the live view; history answers pushed names."""
+    await mon.register("gcp-production")
+    r = await mon.call("PUT", "/api/v1/metrics", json={"cluster": "gcp-production", "cpuCapacity": 64,
+                                                       "cpuUsage": 72.4, "memoryCapacity": 256,
+                                                       "memoryAvailable": 15.2})
+    assert r.status_code == 200 and r.json()["accepted"], r.text
+    doc = json.loads((await mon.store.get("/status/clusters/gcp-production")).value)  # type: ignore[union-attr]
+    assert abs(doc["status"]["cpu"]["used"] - 64 * 0.724) < 1e-9
+    assert doc["status"]["timestamp"] == doc["status"]["receivedAt"]
+
+    old = mon.clock() - 1800
+    r = await mon.report("gcp-production", at=old, cpuCapacity=64, cpuUsage=10.0, memoryCapacity=256,
+                         memoryAvailable=200.0)
+    assert r.status_code == 202 and r.json()["stale"] is True and r.json()["code"] == "STALE_REPORT"
+    doc = json.loads((await mon.store.get("/status/clusters/gcp-production")).value)  # type: ignore[union-attr]
+    assert abs(doc["status"]["cpu"]["used"] - 64 * 0.724) < 1e-9  # the live view did not move
+    await mon.svc.flush()
+
+    def window(metric: str) -> dict[str, Any]:
+        return {"cluster": "gcp-production", "metric": metric, "step": "60s",
+                "startTime": datetime.fromtimestamp(old - 60, UTC).isoformat(),
+                "endTime": datetime.fromtimestamp(mon.clock() + 60, UTC).isoformat()}
+
+    r = await mon.call("GET", "/api/v1/history/metrics", params=window("cpuUsage"), role="viewer")
+    assert r.status_code == 200, r.text
+    values = [p["value"] for p in r.json()["points"]]
+    assert r.json()["storedAs"] == "cpu.utilisation"
+    assert any(abs(v - 10.0) < 1e-6 for v in values) and any(abs(v - 72.4) < 1e-6 for v in values), values
+    r = await mon.call("GET", "/api/v1/history/metrics", params=window("memoryAvailable"), role="viewer")
+    values = [p["value"] for p in r.json()["points"]]
+    assert any(abs(v - 200.0) < 1e-6 for v in values) and any(abs(v - 15.2) < 1e-6 for v in values), values
+    r = await mon.call("GET", "/api/v1/history/metrics", params=window("cpuUsed"), role="viewer")
+    assert r.status_code == 422 and "cpuUsage" in r.json()["details"]["allowed"]
 
 
 async def test_rate_control_bounds_store_writes_under_flapping(mon: Mon) -> None:

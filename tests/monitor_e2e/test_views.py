@@ -83,6 +83,23 @@ async def test_realtime_view_and_watch_stream(mon_sqlite: Mon) -> None:
     assert view["activeClusters"] == 0
 
 
+async def test_realtime_shows_the_latest_report_while_the_scheduler_keeps_its_damped_view(mon: Mon) -> None:
+    await mon.register("burst")
+    assert (await mon.report("burst", **node_report(40))).json()["published"]
+    # A burst within rate control's minimum interval: nothing more is published for the scheduler.
+    for pct in (55, 70, 62):
+        mon.clock.advance(1)
+        r = await mon.report("burst", **node_report(pct))
+        assert r.status_code == 200 and not r.json()["published"], r.text
+    view = (await mon.call("GET", "/api/v1/monitor/realtime", role="viewer")).json()
+    assert view["waterLevel"]["clusters"]["burst"] == 0.62
+    assert view["clusters"]["burst"]["waterLevel"] == 0.62
+    assert view["clusters"]["burst"]["schedulerWaterLevel"] == 0.4
+    assert view["clusters"]["burst"]["reportAgeSeconds"] == 0
+    doc = json.loads((await mon.store.get("/status/clusters/burst")).value)  # type: ignore[union-attr]
+    assert doc["status"]["waterLevel"] == 0.4 and doc["latest"]["waterLevel"]["value"] == 0.4
+
+
 async def test_metric_history_and_its_422s(mon_sqlite: Mon) -> None:
     mon = mon_sqlite
     await mon.register("h")

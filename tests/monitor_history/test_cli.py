@@ -1,5 +1,5 @@
 """``--history-prometheus`` on the processes that keep metric history selects the Prometheus backend
-(on top of ``monitor.yaml``); without it the SQLite default stays."""
+(on top of the configuration, here the deprecated ``monitor.yaml``); without it the SQLite default stays."""
 
 from __future__ import annotations
 
@@ -37,4 +37,5 @@ def test_history_prometheus_option(tmp_path: Path, captured: dict[str, Any], com
 
     captured.clear()
     assert CliRunner().invoke(app, args).exit_code == 0
-    assert captured["settings"].monitoring is None  # the data dir's monitor.yaml, SQLite history
+    plain: MonitorSettings = captured["settings"].monitoring
+    assert (plain.historyBackend, plain.heartbeatSeconds) == ("sqlite", 9)  # monitor.yaml, SQLite history

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from drods.cli.config import component_settings
 from drods.monitor import remote_write as rw
 from drods.monitor.prom_history import PrometheusHistory, check_labels, prometheus_name
 from drods.monitor.report import METRICS, WATER_LEVEL
@@ -149,7 +150,11 @@ def test_settings_select_the_backend(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="cluster"):
         MonitorSettings(historyBackend="prometheus", historyPrometheusUrl="http://p:9090",
                         historyPrometheusLabels={"cluster": "x"})
-    (tmp_path / "monitor.yaml").write_text("heartbeatSeconds: 7\n")
-    s = MonitorSettings.load(tmp_path, history_prometheus="http://p:9090")
+    # --history-prometheus wins over the configuration file's section, which keeps its other knobs
+    (tmp_path / "drods.yaml").write_text("apiVersion: config.drods.io/v1alpha1\nkind: DRODSConfiguration\n"
+                                         "monitoring: {heartbeatSeconds: 7}\n")
+    s = component_settings(None, tmp_path, history_prometheus="http://p:9090").monitoring
+    assert s is not None
     assert (s.historyBackend, s.historyPrometheusUrl, s.heartbeatSeconds) == ("prometheus", "http://p:9090", 7)
-    assert MonitorSettings.load(tmp_path).historyBackend == "sqlite"
+    plain = component_settings(None, tmp_path).monitoring
+    assert plain is not None and plain.historyBackend == "sqlite"

@@ -19,13 +19,17 @@ import pytest
 import uvicorn
 
 from drods.api.auth import Role
+from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings
 from drods.autoscaling.controller import AutoscalerSettings
+from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.server import ServerConfig, build_app
+from drods.steering.settings import SteeringSettings
 from drods.store import Store
+from drods.transport import async_transport
 from tests.monitor_e2e.conftest import eventually
 
 T = TypeVar("T")
@@ -129,20 +133,22 @@ def placement(st: dict[str, Any]) -> dict[str, int]:
 async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | None = None,
                 profile: Profile | None = None, scheduler: bool = True,
                 components: frozenset[Component] = frozenset(),
-                monitoring: MonitorSettings | None = None,
-                autoscaling: AutoscalerSettings | None = None) -> AsyncIterator[Plane]:
+                monitoring: MonitorSettings | None = None, autoops: AutoOpsPolicy | None = None,
+                steering: SteeringSettings | None = None, autoscaling: AutoscalerSettings | None = None
+                ) -> AsyncIterator[Plane]:
     """The API server, with the scheduler and the resource detector unless ``scheduler=False`` (then
     they run elsewhere), plus ``components``."""
     run = APISERVER | components | (frozenset({Component.SCHEDULER, Component.DETECTOR}) if scheduler else frozenset())
     sched = settings or fast_settings()
     config = ServerConfig(store_url="unused://", data_dir=data_dir, components=run,
                           settings=ComponentSettings(scheduler=sched, profile=profile, monitoring=monitoring,
+                                                     autoops=autoops, steering=steering,
                                                      lease_ttl=sched.lease_ttl,
                                                      autoscaling=autoscaling or AutoscalerSettings()))
     app = build_app(config, store=store)
     ctx = app.state.ctx
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(serving_config(app, "127.0.0.1", 0, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(15):
         while not server.started:
@@ -152,7 +158,7 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
     port = server.servers[0].sockets[0].getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=30, transport=async_transport()) as client:
             plane = Plane(client, tokens, app, url)
             if scheduler:
                 await eventually(lambda: _ready(plane), what="the scheduler to sync and lead")

@@ -20,6 +20,7 @@ import pytest
 
 from drods.assembly import Component
 from drods.model.annotations import EVACUATED_FROM, PREALLOCATION
+from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.store import Store
 from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
@@ -31,18 +32,23 @@ WEB = {"name": "web", "replicas": 12, "resources": {"cpu": 1},
                                            "weightPreference": {"dynamicWeight": "WaterLevel"}}}}
 
 
-def _settings(**autoops: Any) -> MonitorSettings:
+def _settings(**autoops: Any) -> tuple[MonitorSettings, AutoOpsPolicy]:
+    """The monitoring and automatic-operations sections of the test's configuration."""
     return MonitorSettings.model_validate({
         "sustainedSeconds": 1.0, "rateMinIntervalSeconds": 0.0, "flushIntervalSeconds": 0.05,
-        "staleCheckIntervalSeconds": 0.05, "realtimeMinIntervalSeconds": 0.0, "forecastIntervalSeconds": 0.1,
-        "autoops": {"cooldownSeconds": 0, "restoreAfterSeconds": 1.0, "evacuateFraction": 1.0,
-                    "maxActionsPerHour": 100, **autoops}})
+        "staleCheckIntervalSeconds": 0.05, "realtimeMinIntervalSeconds": 0.0, "forecastIntervalSeconds": 0.1}), \
+        AutoOpsPolicy.model_validate({
+            "cooldownSeconds": 0, "restoreAfterSeconds": 1.0, "evacuateFraction": 1.0, "maxActionsPerHour": 100,
+            **autoops})
 
 
 @contextlib.asynccontextmanager
-async def _plane(store: Store, data_dir: Path, settings: MonitorSettings) -> AsyncIterator[Plane]:
+async def _plane(store: Store, data_dir: Path, settings: tuple[MonitorSettings, AutoOpsPolicy]
+                 ) -> AsyncIterator[Plane]:
     await store.delete_prefix("/")  # the etcd of the session is shared between tests
-    async with serve(store, data_dir, components=frozenset({Component.DESCHEDULER}), monitoring=settings) as plane:
+    monitoring, autoops = settings
+    async with serve(store, data_dir, components=frozenset({Component.DESCHEDULER}), monitoring=monitoring,
+                     autoops=autoops) as plane:
         yield plane
 
 

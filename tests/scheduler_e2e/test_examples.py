@@ -12,13 +12,19 @@ from drods.registry.objects import ObjectRegistry
 from drods.scheduler.profile import Profile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scheduling"
+PLACEMENT = Path(__file__).resolve().parents[2] / "examples" / "placement"
 
 
-@pytest.mark.parametrize("path", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+@pytest.mark.parametrize("path", sorted([p.name for p in EXAMPLES.glob("*.yaml")]
+                                         + [f"placement/{p.name}" for p in PLACEMENT.glob("*.yaml")]))
 def test_example_is_valid(path: str) -> None:
-    file = EXAMPLES / path
+    file = EXAMPLES.parent / path if path.startswith("placement/") else EXAMPLES / path
     if path == "scheduler-profile.yaml":
         assert Profile.load(file).name == "cost-aware"
+        return
+    if path == "placement/scheduler-profile.yaml":
+        prof = Profile.load(file)
+        assert {p.name for p, _ in prof.scores} >= {"Cost", "Dissonance"}
         return
     docs = [d for d in yaml.safe_load_all(file.read_text()) if d]
     assert docs
@@ -27,3 +33,12 @@ def test_example_is_valid(path: str) -> None:
         kind = by_kind(doc["apiVersion"], doc["kind"])
         assert kind is not None, doc["kind"]
         registry.validate(kind, doc)
+
+
+def test_traffic_example_is_a_valid_report() -> None:
+    import json
+
+    from drods.model.traffic import TrafficReport
+
+    report = TrafficReport.model_validate(json.loads((PLACEMENT / "traffic.json").read_text()))
+    assert [e.to.key for e in report.edges] == ["shop/db", "shop/cache"]

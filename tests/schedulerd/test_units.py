@@ -72,6 +72,16 @@ def test_merge_status_keeps_what_others_own() -> None:
     assert "reasons" not in merge_status(stuck, Decision(True, (("a", 2),), "ok", {}, 5, 101.0))
 
 
+def test_merge_status_carries_the_bill_with_its_placement() -> None:
+    priced = merge_status({}, Decision(True, (("a", 2),), "ok", {}, 1, 100.0, 0.25))
+    assert priced["estimatedHourlyCost"] == 0.25
+    # an Unschedulable retry keeps the placement, and so the bill of it
+    stuck = merge_status(priced, Decision(False, (("a", 2),), "no room", {}, 2, 101.0))
+    assert stuck["estimatedHourlyCost"] == 0.25 and stuck["placement"] == priced["placement"]
+    # a new placement on unpriced clusters drops the old bill
+    assert "estimatedHourlyCost" not in merge_status(stuck, Decision(True, (("b", 2),), "ok", {}, 3, 102.0))
+
+
 def _cache(now: list[float]) -> SchedulerCache:
     return SchedulerCache(clock=lambda: now[0], status_max_age=60.0, assume_ttl=30.0)
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from drods.api.audit import AuditFilter
 from drods.api.auth import Action, Principal
 from drods.api.context import context, require
 from drods.api.schemas import ERROR_RESPONSES, ErrorBody
@@ -62,7 +63,11 @@ async def audit(request: Request,
                 startTime: str | None = Query(default=None, description="RFC 3339", json_schema_extra=_RFC3339),
                 endTime: str | None = Query(default=None, description="RFC 3339", json_schema_extra=_RFC3339),
                 limit: int = Query(default=1000, ge=1, le=100_000),
+                subject: str | None = Query(default=None, max_length=253, description="only this subject's requests"),
+                kind: str | None = Query(default=None, max_length=63, description="only requests changing this kind"),
+                namespace: str | None = Query(default=None, max_length=253,
+                                              description="only requests that changed objects in this namespace"),
                 _: Principal = Depends(require(Action.ADMIN))) -> JSONResponse:
     entries = await context(request).audit.query(parse_time("startTime", startTime), parse_time("endTime", endTime),
-                                                 limit)
+                                                 limit, AuditFilter(subject, kind, namespace))
     return JSONResponse({"items": entries})

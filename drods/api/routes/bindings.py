@@ -74,7 +74,7 @@ def status_view(obj: dict[str, Any]) -> dict[str, Any]:
     }
     if meta.get("deletionTimestamp"):
         out["deletionTimestamp"] = meta["deletionTimestamp"]
-    for k in ("clusters", "conditions"):
+    for k in ("clusters", "conditions", "estimatedHourlyCost"):
         if k in st:
             out[k] = st[k]
     return out

@@ -2,11 +2,13 @@
 
 (``/api/v1/history/schedules`` belongs to the scheduler and lives with it.)
 
-* ``GET /api/v1/history/metrics?cluster=&metric=&startTime=&endTime=&step=`` — averages per step
-  from the control plane's metric history (``local``: the SQLite series file, or the Prometheus every
-  replica shares, see `drods.monitor.metric_history`), or from the cluster's own Prometheus when its
-  object sets ``spec.prometheus`` (``source=auto|local|prometheus``). Times are RFC 3339; ``step``
-  is ``30s``, ``5m``, ``1h``, ``1d`` or seconds; defaults: the last hour, a step giving at most ~500 points.
+* ``GET /api/v1/history/metrics?cluster=&metric=&startTime=&endTime=&step=`` — ``metric`` is a stored
+  name (``cpu.utilisation``, 0..1) or a report field as pushed (``cpuUsage``, percent;
+  ``memoryAvailable`` = capacity − used); averages per step from the control plane's metric history
+  (``local``: the SQLite series file, or the Prometheus every replica shares, see
+  `drods.monitor.metric_history`), or from the cluster's own Prometheus when its object sets
+  ``spec.prometheus`` (``source=auto|local|prometheus``). Times are RFC 3339; ``step`` is ``30s``,
+  ``5m``, ``1h``, ``1d`` or seconds; defaults: the last hour, a step giving at most ~500 points.
 * ``GET /api/v1/history/failures?startTime=&endTime=&maxEntries=100`` — the failure log, newest
   first (entry shape in `drods.monitor.history`); ``kind`` and ``cluster`` filter it.
 """
@@ -25,7 +27,7 @@ from drods.api.context import monitoring, require
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, not_found
-from drods.monitor.report import METRICS, iso
+from drods.monitor.report import METRICS, PUSHED_NAMES, iso
 from drods.monitor.series import PrometheusError
 from drods.monitor.service import MonitorService
 
@@ -90,7 +92,8 @@ def time_window(svc: MonitorService, start: str | None, end: str | None,
 async def metric_history(
     request: Request,
     cluster: str = Query(min_length=1, max_length=253),
-    metric: str = Query(min_length=1, max_length=64, description="e.g. waterLevel, cpu.utilisation, pods"),
+    metric: str = Query(min_length=1, max_length=64, description="e.g. waterLevel, cpu.utilisation, pods, or a "
+                                                                 "name as pushed: cpuUsage (percent), memoryAvailable"),
     startTime: str | None = Query(default=None, description="RFC 3339; default endTime - 1h",
                                   json_schema_extra=_RFC3339),
     endTime: str | None = Query(default=None, description="RFC 3339; default now", json_schema_extra=_RFC3339),
@@ -99,9 +102,12 @@ async def metric_history(
     _: Principal = Depends(require(Action.READ)),
 ) -> JSONResponse:
     svc = await monitoring(request)
-    if metric not in METRICS:
+    pushed = PUSHED_NAMES.get(metric)
+    stored = pushed.metric if pushed is not None else metric
+    if stored not in METRICS:
         raise ApiError(422, "VALIDATION_FAILED", f"metric: unknown metric {metric!r}",
-                       {"fields": [{"field": "metric", "message": "unknown metric"}], "allowed": list(METRICS)})
+                       {"fields": [{"field": "metric", "message": "unknown metric"}],
+                        "allowed": [*METRICS, *PUSHED_NAMES]})
     now = svc.clock()
     end = _epoch("endTime", endTime, now)
     start = _epoch("startTime", startTime, end - 3600)
@@ -116,19 +122,26 @@ async def metric_history(
         raise _invalid("step", f"{points} points requested; at most {MAX_POINTS} (use a larger step)")
     info = await svc.cluster(cluster)
     known = info is not None
-    chosen = svc.history.source_for(cluster, metric) if source == "auto" else source
+    chosen = svc.history.source_for(cluster, stored) if source == "auto" else source
     if chosen == "prometheus" and (info is None or not info.prometheus):
         raise _invalid("source", f"cluster {cluster!r} has no spec.prometheus URL")
-    if chosen == "prometheus" and metric not in svc.history.templates():
+    needed = [stored, *([pushed.capacity] if pushed is not None and pushed.capacity else [])]
+    if chosen == "prometheus" and any(m not in svc.history.templates() for m in needed):
         raise _invalid("metric", f"no PromQL range template for {metric!r}")
     try:
-        pts = await svc.history.query_from(chosen, cluster, metric, start, end, step_s, info)
+        pts = await svc.history.query_from(chosen, cluster, stored, start, end, step_s, info)
+        if pushed is not None and pushed.capacity:
+            caps = dict(await svc.history.query_from(chosen, cluster, pushed.capacity, start, end, step_s, info))
+            pts = [(t, max(caps[t] - v, 0.0)) for t, v in pts if t in caps]
+        elif pushed is not None:
+            pts = [(t, v * pushed.scale) for t, v in pts]
     except PrometheusError as e:
         raise ApiError(502, "PROMETHEUS_ERROR", str(e), {"cluster": cluster}) from e
     if not known and not pts:
         raise not_found("Cluster", cluster)
     body: dict[str, Any] = {
         "cluster": cluster, "metric": metric, "source": chosen,
+        **({"storedAs": stored} if pushed is not None else {}),
         "startTime": iso(start), "endTime": iso(end), "step": format_step(step_s), "stepSeconds": step_s,
         "points": [{"time": iso(t), "value": v} for t, v in pts],
     }

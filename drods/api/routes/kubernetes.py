@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import ApiContext, context
+from drods.api.secret_view import hides_data, metadata_only
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
@@ -60,7 +61,8 @@ def _name_field_selector(request: Request) -> str | None:
     return value.lstrip("=").strip()
 
 
-async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None) -> Response:
+async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None,
+                        hide_data: bool = False) -> Response:
     selector = selector_of(request)
     only_name = _name_field_selector(request)
     if request.query_params.get("watch") in ("true", "1"):
@@ -70,12 +72,15 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
         timeout = request.query_params.get("timeoutSeconds")
         return StreamingResponse(
             watch_stream(ctx, kind, namespace, int(rv_text), selector, only_name,
-                          float(timeout) if timeout and timeout.isdigit() else None, wants_table(request)),
+                          float(timeout) if timeout and timeout.isdigit() else None, wants_table(request),
+                          view=(lambda o: metadata_only(kind, o)) if hide_data else None),
             media_type="application/json",
         )
     items, revision = await ctx.registry.list(kind, namespace, selector)
     if only_name is not None:
         items = [o for o in items if o["metadata"]["name"] == only_name]
+    if hide_data:
+        items = [metadata_only(kind, o) for o in items]
     if wants_table(request):
         return JSONResponse(to_table(kind, items, revision))
     return JSONResponse({
@@ -87,8 +92,10 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
 async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
                         selector: LabelSelector | None, only_name: str | None,
                         timeout_s: float | None, as_table: bool = False,
-                        accept: Callable[[dict[str, Any]], bool] | None = None) -> AsyncIterator[bytes]:
-    """Kubernetes watch events, one JSON object a line; ``accept`` drops objects a caller may not see.
+                        accept: Callable[[dict[str, Any]], bool] | None = None,
+                        view: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> AsyncIterator[bytes]:
+    """Kubernetes watch events, one JSON object a line; ``accept`` drops objects a caller may not see,
+    ``view`` trims what it may not read.
 
     A resourceVersion older than the store's history ends the stream with a 410 ``Expired`` event,
     as the Kubernetes API server does, so the client relists."""
@@ -101,6 +108,8 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
                     continue
                 if accept is not None and not accept(obj):
                     continue
+                if view is not None:
+                    obj = view(obj)
                 if as_table:  # kubectl get -w asks for rows, so events print in the same columns
                     obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]))
                 yield json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
@@ -123,8 +132,11 @@ async def create(ctx: ApiContext, request: Request, kind: Kind, namespace: str |
     return JSONResponse(obj, status_code=201)
 
 
-async def get_one(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None) -> JSONResponse:
+async def get_one(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None,
+                  hide_data: bool = False) -> JSONResponse:
     obj = await ctx.registry.get(kind, name, namespace)
+    if hide_data:
+        obj = metadata_only(kind, obj)
     if wants_table(request):
         return JSONResponse(to_table(kind, [obj], int(obj["metadata"]["resourceVersion"])))
     return JSONResponse(obj)
@@ -185,21 +197,23 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
                    name: str | None, subresource: str | None) -> Response:
     ctx = context(request)
     method = request.method
-    principal.require(Action.READ if method == "GET" else Action.WRITE)
+    principal.require(Action.READ if method == "GET" else Action.WRITE,
+                      namespace=namespace if kind.namespaced else None)
     if method != "GET" and request.query_params.get("dryRun"):
         # Ignoring it would make `kubectl apply --dry-run=server` change things for real.
         raise ApiError(400, "DRY_RUN_UNSUPPORTED", "server-side dry run is not supported; nothing was changed",
                        {"dryRun": request.query_params.get("dryRun")})
     if subresource not in (None, "status"):
         raise not_found(kind.kind, f"{name}/{subresource}")
+    hide_data = hides_data(kind) and not principal.may(Action.READ_SECRETS)
     if name is None:
         if method == "GET":
-            return await list_or_watch(ctx, request, kind, namespace)
+            return await list_or_watch(ctx, request, kind, namespace, hide_data)
         if method == "POST":
             return await create(ctx, request, kind, namespace)
     else:
         if method == "GET":
-            return await get_one(ctx, request, kind, name, namespace)
+            return await get_one(ctx, request, kind, name, namespace, hide_data)
         if method == "PUT":
             return await replace(ctx, request, kind, name, namespace, subresource)
         if method == "PATCH":

@@ -4,9 +4,11 @@ PUT /api/v1/metrics runs the report through the monitoring pipeline (`drods.moni
 
 * 200 ``{"accepted": true, …}`` — applied. ``published`` says whether the scheduler-visible
   status document changed (rate control, SPEC C8, holds back jitter and flapping);
-* 202 ``{"accepted": false, "code": "STALE_REPORT" | "OUT_OF_ORDER_REPORT", "reason"}`` — well
-  formed and authorised, but superseded (older than ``max_age`` or not newer than the last
-  accepted report): nothing to retry, so not an error status;
+* 202 ``{"accepted": false, "stale": true, "code": "STALE_REPORT", "reason"}`` — older than
+  ``max_age``: stored in history (``GET /api/v1/history/metrics``) as a measurement of its time,
+  but it does not change the live view; 202 ``{"accepted": false, "stale": false, "code":
+  "OUT_OF_ORDER_REPORT"}`` — not newer than the last accepted report: dropped. Nothing to retry in
+  either case, so not an error status. A report without ``timestamp`` was measured now;
 * 422 ``VALIDATION_FAILED`` with ``details.fields[].field`` paths (e.g. ``largestNodeFree.cpu``);
 * 403 when a cluster-agent token reports for another cluster; 404 for an unregistered cluster.
 
@@ -115,6 +117,7 @@ class MetricsAccepted(BaseModel):
 
 class MetricsNotApplied(BaseModel):
     accepted: Literal[False]
+    stale: bool = Field(description="older than the staleness window: kept in history, not in the live view")
     cluster: str
     code: Literal["STALE_REPORT", "OUT_OF_ORDER_REPORT"]
     reason: str
@@ -154,7 +157,8 @@ async def post_event(request: Request, event: DomainEvent = Body(...),
 
 @router.put("", summary="Report the latest status of one cluster", response_model=MetricsAccepted,
             responses={202: {"model": MetricsNotApplied,
-                             "description": "Received but not applied: stale or out-of-order report"}})
+                             "description": "Received but not applied to the live view: a stale report "
+                                            "(kept in history) or an out-of-order one"}})
 async def put_metrics(request: Request, report: MetricsReport = Body(...),
                       principal: Principal = Depends(authenticate)) -> JSONResponse:
     svc, info = await _cluster_info(request, principal, report.cluster)
@@ -164,8 +168,8 @@ async def put_metrics(request: Request, report: MetricsReport = Body(...),
         raise validation_failed("report failed validation", errors)
     out = await svc.ingest(report, source="push")
     if out.rejection is not None:
-        body = MetricsNotApplied(accepted=False, cluster=out.cluster, code=out.rejection.code,
-                                 reason=out.rejection.reason)
+        body = MetricsNotApplied(accepted=False, stale=out.rejection.stale, cluster=out.cluster,
+                                 code=out.rejection.code, reason=out.rejection.reason)
         return JSONResponse(body.model_dump(), status_code=202)
     ok = MetricsAccepted(accepted=True, cluster=out.cluster, waterLevel=out.water_level,
                          visibleWaterLevel=out.visible_water_level, clockSkewClamped=out.clock_skew_clamped,

@@ -54,7 +54,8 @@ MAX_WATCH_SECONDS = 24 * 3600
 class ClusterRealtime(BaseModel):
     ready: bool
     active: bool = Field(description="ready and reporting within activeMaxAgeSeconds")
-    waterLevel: float | None
+    waterLevel: float | None = Field(description="of the latest accepted report")
+    schedulerWaterLevel: float | None = Field(description="what the scheduler sees (after rate control)")
     reportAgeSeconds: float | None
 
 
@@ -73,7 +74,9 @@ class ForecastView(BaseModel):
 
 
 def realtime_body(svc: MonitorService) -> dict[str, Any]:
-    snap, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
+    """Each cluster's latest accepted report (``schedulerWaterLevel``: the rate-controlled view)."""
+    snap, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds,
+                                       latest=svc.pipeline.normaliser.latest_all())
     return snap.model_dump() | {"clusters": details}
 
 
@@ -175,7 +178,8 @@ async def _subscriptions(request: Request) -> tuple[MonitorService, Subscription
 def _read_only(name: str) -> ApiError:
     setting = BUILTIN_SETTINGS[name]
     return ApiError(409, "SUBSCRIPTION_READ_ONLY",
-                    f"subscription {name!r} is built in; change {setting} in monitor.yaml instead",
+                    f"subscription {name!r} is built in; change monitoring.{setting} in the configuration "
+                    "file (drods.yaml) instead",
                     {"name": name, "setting": setting})
 
 

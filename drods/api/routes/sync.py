@@ -1,11 +1,18 @@
-"""API7: domain configuration and bulk object sync."""
+"""API7: domain configuration and bulk object sync.
+
+``PUT /api/v1/sync/configs`` stores a domain's configuration (``configs``, any JSON object) as an
+opaque document — no DRO-DS component interprets it; it is where operators and a domain's tooling
+(agents, site automation) keep and share settings of that domain through the control plane, with
+a revision. ``GET /api/v1/sync/configs?cluster=NAME`` reads it back (no ``cluster``: the fleet-wide
+document); 404 when nothing was stored.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,18 +21,20 @@ from drods.api.body import read_body
 from drods.api.context import context, require
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError
+from drods.model.keys import FLEET_CONFIG, SYNC_CONFIGS_PREFIX
 from drods.model.kinds import by_kind
 
 router = APIRouter(prefix="/api/v1/sync", tags=["sync"], responses=ERROR_RESPONSES)
 
 MAX_BATCH = 1000
-BATCH_BODY_LIMIT = 64 * 1024 * 1024
+DOMAIN_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"  # a cluster name (RFC 1123)
 
 
 class DomainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cluster: str | None = Field(default=None, description="the domain; omit for fleet-wide configuration")
+    cluster: str | None = Field(default=None, max_length=253, pattern=DOMAIN_NAME,
+                                description="the domain; omit for fleet-wide configuration")
     configs: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -41,13 +50,26 @@ class SyncBatch(BaseModel):
     objects: list[BatchObject] = Field(max_length=MAX_BATCH)
 
 
-@router.put("/configs", summary="Store domain configuration")
+@router.put("/configs", summary="Store domain configuration (an opaque document per domain)")
 async def put_configs(request: Request, body: DomainConfig = Body(...),
                       _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
     ctx = context(request)
-    key = f"/sync/configs/{body.cluster or '_fleet'}"
+    key = f"{SYNC_CONFIGS_PREFIX}{body.cluster or FLEET_CONFIG}"
     rev = await ctx.store.put(key, json.dumps(body.configs).encode())
     return JSONResponse({"cluster": body.cluster, "configs": body.configs, "resourceVersion": str(rev)})
+
+
+@router.get("/configs", summary="Read a domain's stored configuration")
+async def get_configs(request: Request,
+                      cluster: str | None = Query(default=None, max_length=253, pattern=DOMAIN_NAME,
+                                                  description="the domain; omit for the fleet-wide document"),
+                      _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+    ctx = context(request)
+    kv = await ctx.store.get(f"{SYNC_CONFIGS_PREFIX}{cluster or FLEET_CONFIG}")
+    if kv is None:
+        raise ApiError(404, "CONFIG_NOT_FOUND", f"no configuration stored for {cluster or 'the fleet'}",
+                       {"cluster": cluster})
+    return JSONResponse({"cluster": cluster, "configs": json.loads(kv.value), "resourceVersion": str(kv.mod_revision)})
 
 
 @router.post("/batch", summary="Create or update up to 1000 objects at once, all or nothing",
@@ -55,7 +77,7 @@ async def put_configs(request: Request, body: DomainConfig = Body(...),
                  "schema": SyncBatch.model_json_schema()}}}})
 async def post_batch(request: Request, _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
     ctx = context(request)
-    body = await read_body(request, limit=BATCH_BODY_LIMIT)
+    body = await read_body(request, limit=ctx.api.maxBatchBodyBytes)
     if not isinstance(body, dict) or not isinstance(body.get("objects"), list):
         raise ApiError(422, "VALIDATION_FAILED", "body must be {\"objects\": [...]}",
                        {"fields": [{"field": "objects", "message": "a list is required"}]})

@@ -82,12 +82,12 @@ async def store_view(ctx: ApiContext) -> tuple[LiveView, dict[str, dict[str, int
     import numpy as np
 
     from drods.model.keys import STATUS_PREFIX
+    from drods.scheduler.profile import Profile
     from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
     from drods.schedulerd.records import decode_binding
-    from drods.schedulerd.service import load_profile
 
     store = ctx.store
-    profile = load_profile(ctx.data_dir)
+    profile = ctx.profile or Profile.default()
     cache = SchedulerCache()
     kvs, _ = await store.range(CLUSTER.key_prefix())
     for kv in kvs:

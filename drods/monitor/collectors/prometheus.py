@@ -5,8 +5,8 @@ exactly like a pushed one and takes the same path. ``$cluster`` is replaced by t
 name and ``$window`` by the rate window. The defaults expect node-exporter and kube-state-metrics
 series carrying a ``cluster`` label (as a federating Prometheus, Thanos or a per-cluster
 Prometheus with ``external_labels`` / target labels gives them); override any of them with
-``promql:`` in monitor.yaml. A template must aggregate to one series; an empty answer just leaves
-the field out (partial reports are fine), and values are clamped into what a report may contain.
+``monitoring.promql`` in the configuration file. A template must aggregate to one series; an empty
+answer just leaves the field out (partial reports are fine), and values are clamped into what a report may contain.
 """
 
 from __future__ import annotations

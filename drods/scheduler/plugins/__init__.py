@@ -7,6 +7,9 @@ from drods.scheduler.plugins.capability import Capability
 from drods.scheduler.plugins.cluster_affinity import ClusterAffinity
 from drods.scheduler.plugins.cluster_locality import ClusterLocality
 from drods.scheduler.plugins.cost import Cost
+from drods.scheduler.plugins.data_locality import DataLocality
+from drods.scheduler.plugins.dissonance import Dissonance
+from drods.scheduler.plugins.follow_up import FollowUp
 from drods.scheduler.plugins.least_water_level import LeastWaterLevel
 from drods.scheduler.plugins.network_fit import NetworkFit
 from drods.scheduler.plugins.network_locality import NetworkLocality
@@ -16,15 +19,17 @@ from drods.scheduler.plugins.spread_constraint import SpreadConstraint
 from drods.scheduler.plugins.taint_toleration import TaintToleration
 from drods.scheduler.plugins.target_clusters import TargetClusters
 from drods.scheduler.plugins.topology_preference import TopologyPreference
+from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
 from drods.scheduler.registry import register
 
 FILTERS: tuple[type, ...] = (
     Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability, NetworkFit, ResourceFit,
-    WaterLevelLimit, SpreadConstraint,
+    WaterLevelLimit, SpreadConstraint, FollowUp,
 )
 SCORES: tuple[type, ...] = (
     LeastWaterLevel, BalancedAllocation, ClusterLocality, TopologyPreference, NetworkLocality, Cost,
+    Dissonance, TrafficAffinity, DataLocality,
 )
 
 for _cls in FILTERS + SCORES:

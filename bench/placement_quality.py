@@ -1,0 +1,240 @@
+"""Placement quality: a seeded fleet and workload mix placed with and without each placement plugin.
+
+    python bench/placement_quality.py [--seed 1] [--clusters 24] [--workloads 240]
+
+* cost (F6): every workload placed blind to prices (no Cost score, no cost-first) and with
+  ``placement.costFirst``; both under the same water-level limit and latency need (equal SLA:
+  the same replicas placed, no cluster above its limit). ``cost_reduction`` = 1 − cost-first bill /
+  blind bill (hourly, at the clusters' prices).
+* classes (H2): a mix of latency-sensitive, cpu-batch, gpu-training and io-heavy workloads placed
+  in arrival order with the Dissonance score and without it. A clashing pair is two workloads
+  whose classes clash (matrix value ≥ 0.5) sharing a cluster; ``clash_ratio`` = clashing pairs with
+  Dissonance / without (lower is better; the target is ≤ 1/3 and is not met: the score tilts the
+  water-level division but does not stop it spreading a workload over clashing clusters).
+* traffic (H1): a service graph of chatty pairs (1–10 MB/s each; the callee placed before its
+  caller). ``chatty_colocated`` = the share of callers' replicas on a cluster that runs their callee,
+  with the TrafficAffinity score (``chatty_colocated_blind`` without it). The ≥ 0.8 target is not
+  met either, for the same reason as the classes.
+* data (F4): 30 datasets with one or two copies on random clusters; half the workloads read one
+  or two of them (5–100 GiB/h). ``bytes_reduction`` = 1 − GiB/h read across clusters with the
+  DataLocality score / without it.
+
+Prints the conditions, then one JSON line with ``seed``, ``cost_reduction``, ``clash_ratio``,
+``bytes_reduction``, ``chatty_colocated`` and the figures behind them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from drods.model.binding import BindingSpec, NetworkRequirements, ReplicaRequirements  # noqa: E402
+from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile  # noqa: E402
+from drods.model.dataset import DatasetRead  # noqa: E402
+from drods.model.placement import Placement  # noqa: E402
+from drods.scheduler import Profile, Scheduler, Snapshot, Task  # noqa: E402
+from drods.scheduler.plugins.dissonance import build_matrix  # noqa: E402
+from drods.scheduler.profile import DEFAULT_SCORES  # noqa: E402
+
+REGIONS = ("eu", "us", "ap", "sa")
+SITES = ("FRA", "IAD", "SIN", "GRU")
+CLASSES = ("latency-sensitive", "cpu-batch", "gpu-training", "io-heavy")
+CLASH = 0.5
+
+
+def fleet(n: int, rng: np.random.Generator) -> Snapshot:
+    snap = Snapshot(capacity=n)
+    for i in range(n):
+        r = i % len(REGIONS)
+        cores = float(rng.choice([64, 128, 256]))
+        spot = rng.random() < 0.25
+        spec = ClusterSpec(
+            region=REGIONS[r], zone=f"{REGIONS[r]}-{'ab'[i % 2]}",
+            cost=CostModel(cpuCoreHour=float(rng.uniform(0.015, 0.06)) * (0.5 if spot else 1.0),
+                           memoryGiBHour=float(rng.uniform(0.002, 0.006)), egressGiB=float(rng.uniform(0.02, 0.1)),
+                           market="Spot" if spot else "OnDemand"),
+            network=NetworkProfile(identifier=SITES[r], latencyMs={s: (3.0 if j == r else float(rng.uniform(60, 180)))
+                                                                    for j, s in enumerate(SITES)}),
+        )
+        load = float(rng.uniform(0.1, 0.5))
+        st = {"cpu": {"capacity": cores, "allocatable": cores, "allocated": cores * load},
+              "memory": {"capacity": cores * 4, "allocatable": cores * 4, "allocated": cores * 4 * load * 0.8}}
+        snap.upsert_cluster(f"c{i:02d}", {}, spec, True, st)
+    return snap
+
+
+def workloads(m: int, rng: np.random.Generator) -> list[tuple[BindingSpec, str]]:
+    out: list[tuple[BindingSpec, str]] = []
+    for _ in range(m):
+        cls = CLASSES[int(rng.integers(len(CLASSES)))]
+        net = NetworkRequirements(identifier=SITES[int(rng.integers(len(SITES)))], maxLatencyMs=100,
+                                  egressGiBPerHour=float(rng.choice([0.0, 0.1, 1.0]))) \
+            if rng.random() < 0.5 else None
+        spec = BindingSpec(replicas=int(rng.choice([1, 2, 3, 4, 6])),
+                           resources=ReplicaRequirements(cpu=float(rng.choice([0.5, 1, 2])),
+                                                         memory=float(rng.choice([1, 2, 4]))),
+                           network=net)
+        out.append((spec, cls))
+    return out
+
+
+def run(snap: Snapshot, work: list[tuple[BindingSpec, str]], prof: Profile, seed: int, *, cost_first: bool,
+        classes: bool, talk: dict[int, tuple[int, float]] | None = None,
+        data: tuple[dict[str, tuple[str, ...]], list[list[DatasetRead]]] | None = None,
+        moved: list[float] | None = None) -> tuple[list[dict[str, int]], float, int]:
+    """Place every workload in order; returns placements, hourly bill and replicas placed."""
+    if data is not None:
+        snap.datasets = dict(data[0])
+    sched = Scheduler(prof, rng_seed=seed)
+    placements: list[dict[str, int]] = []
+    bill = 0.0
+    placed = 0
+    for k, (spec, cls) in enumerate(work):
+        if cost_first:
+            spec = spec.model_copy(update={"placement": Placement(costFirst=True)})
+        if data is not None and data[1][k]:
+            spec = spec.model_copy(update={"datasets": data[1][k]})
+        key = f"w{k}"
+        if talk and k in talk:
+            callee, bps = talk[k]
+            snap.traffic[f"q/{key}"] = {f"q/w{callee}": bps}
+        r = sched.schedule(Task(spec, name=key, workload_class=cls if classes else None, workload=f"q/{key}"), snap)
+        pd = r.placement_dict()
+        snap.workload_placements[f"q/{key}"] = tuple(pd.items())
+        placements.append(pd)
+        if r.placement:
+            snap.assume(r.placement, spec.resources, key=key)
+            snap.set_class_placement(key, cls, list(pd.items()), spec.resources.cpu)
+        bill += r.estimated_hourly_cost or 0.0
+        if moved is not None:
+            moved.append(r.data_moved_gib_per_hour or 0.0)
+        placed += r.placed
+    return placements, bill, placed
+
+
+def clashing_pairs(placements: list[dict[str, int]], work: list[tuple[BindingSpec, str]]) -> int:
+    matrix = build_matrix()
+    on: dict[str, list[str]] = defaultdict(list)
+    for pd, (_spec, cls) in zip(placements, work, strict=True):
+        for c in pd:
+            on[c].append(cls)
+    pairs = 0
+    for members in on.values():
+        for a, b in itertools.combinations(members, 2):
+            if matrix.get(a, {}).get(b, 0.0) >= CLASH:
+                pairs += 1
+    return pairs
+
+
+def data_mix(rng: np.random.Generator, clusters: int, m: int) -> tuple[dict[str, tuple[str, ...]],
+                                                                       list[list[DatasetRead]]]:
+    sets = {f"default/ds{i}": tuple(f"c{int(c):02d}" for c in rng.choice(clusters, size=int(rng.integers(1, 3)),
+                                                                        replace=False))
+            for i in range(30)}
+    reads: list[list[DatasetRead]] = []
+    for _ in range(m):
+        if rng.random() < 0.5:
+            picks = rng.choice(30, size=int(rng.integers(1, 3)), replace=False)
+            reads.append([DatasetRead(name=f"ds{int(i)}", readGiBPerHour=float(rng.uniform(5, 100))) for i in picks])
+        else:
+            reads.append([])
+    return sets, reads
+
+
+def chatty(rng: np.random.Generator, m: int) -> dict[int, tuple[int, float]]:
+    """Caller → (callee placed earlier, bytes/s) for a third of the workloads."""
+    out: dict[int, tuple[int, float]] = {}
+    for k in range(1, m):
+        if rng.random() < 1 / 3:
+            out[k] = (int(rng.integers(k)), float(rng.uniform(1e6, 1e7)))
+    return out
+
+
+def colocated(placements: list[dict[str, int]], talk: dict[int, tuple[int, float]]) -> float:
+    near = total = 0
+    for caller, (callee, _bps) in talk.items():
+        there = placements[callee]
+        for c, n in placements[caller].items():
+            total += n
+            near += n if c in there else 0
+    return near / total if total else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--clusters", type=int, default=24)
+    ap.add_argument("--workloads", type=int, default=240)
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    work = workloads(args.workloads, rng)
+    fleet_seed = int(rng.integers(1 << 30))
+
+    def fresh() -> Snapshot:
+        return fleet(args.clusters, np.random.default_rng(fleet_seed))
+
+    no_cost = Profile.from_dict({"scores": {k: v for k, v in DEFAULT_SCORES.items() if k not in ("Cost",)}})
+    no_both = Profile.from_dict({"scores": {k: v for k, v in DEFAULT_SCORES.items()
+                                            if k not in ("Cost", "Dissonance")}})
+    default = Profile.default()
+    snap_b = fresh()
+    _, blind_bill, blind_placed = run(snap_b, work, no_both, args.seed, cost_first=False, classes=False)
+    snap_c = fresh()
+    _, cf_bill, cf_placed = run(snap_c, work, no_cost, args.seed, cost_first=True, classes=False)
+    limit_ok = bool((snap_b.water_level <= 0.85 + 1e-9).all() and (snap_c.water_level <= 0.85 + 1e-9).all())
+    snap_x = fresh()
+    blind_pl, _, _ = run(snap_x, work, no_both, args.seed, cost_first=False, classes=False)
+    snap_d = fresh()
+    aware_pl, _, _ = run(snap_d, work, default, args.seed, cost_first=False, classes=True)
+    talk = chatty(np.random.default_rng(args.seed + 7), args.workloads)
+    no_traffic = Profile.from_dict({"scores": {k: v for k, v in DEFAULT_SCORES.items() if k != "TrafficAffinity"}})
+    tb_pl, _, _ = run(fresh(), work, no_traffic, args.seed, cost_first=False, classes=False, talk=talk)
+    ta_pl, _, _ = run(fresh(), work, default, args.seed, cost_first=False, classes=False, talk=talk)
+    chat_blind = colocated(tb_pl, talk)
+    chat_aware = colocated(ta_pl, talk)
+    data = data_mix(np.random.default_rng(args.seed + 11), args.clusters, args.workloads)
+    no_data = Profile.from_dict({"scores": {k: v for k, v in DEFAULT_SCORES.items() if k != "DataLocality"}})
+    moved_blind: list[float] = []
+    moved_aware: list[float] = []
+    run(fresh(), work, no_data, args.seed, cost_first=False, classes=False, data=data, moved=moved_blind)
+    run(fresh(), work, default, args.seed, cost_first=False, classes=False, data=data, moved=moved_aware)
+    gib_blind = float(sum(moved_blind))
+    gib_aware = float(sum(moved_aware))
+    clash_blind = clashing_pairs(blind_pl, work)
+    clash_aware = clashing_pairs(aware_pl, work)
+    print(f"# conditions: seed {args.seed}, {args.clusters} clusters in {len(REGIONS)} regions (25 % spot), "
+          f"{args.workloads} workloads of {len(CLASSES)} classes, half with a latency need (≤ 100 ms to a site)")
+    print(f"#   blind bill {blind_bill:.2f}/h ({blind_placed} replicas), cost-first {cf_bill:.2f}/h "
+          f"({cf_placed} replicas), every cluster under its limit: {limit_ok}")
+    print(f"#   dataset reads across clusters: blind {gib_blind:.0f} GiB/h, with DataLocality {gib_aware:.0f} GiB/h")
+    print(f"#   {len(talk)} chatty pairs: callers' replicas beside their callee: blind {chat_blind:.3f}, "
+          f"with TrafficAffinity {chat_aware:.3f}")
+    print(f"#   clashing pairs (matrix ≥ {CLASH}): blind {clash_blind}, with Dissonance {clash_aware}")
+    out: dict[str, Any] = {
+        "seed": args.seed,
+        "cost_reduction": round(1.0 - cf_bill / blind_bill, 4) if blind_bill > 0 else None,
+        "clash_ratio": round(clash_aware / clash_blind, 4) if clash_blind else None,
+        "bytes_reduction": round(1.0 - gib_aware / gib_blind, 4) if gib_blind > 0 else None,
+        "cross_domain_gib_per_hour_blind": round(gib_blind, 1),
+        "cross_domain_gib_per_hour_data_locality": round(gib_aware, 1),
+        "chatty_colocated": round(chat_aware, 4),
+        "chatty_colocated_blind": round(chat_blind, 4),
+        "equal_sla": limit_ok and cf_placed == blind_placed,
+        "blind_bill": round(blind_bill, 3), "cost_first_bill": round(cf_bill, 3),
+        "clashing_pairs_blind": clash_blind, "clashing_pairs_dissonance": clash_aware,
+    }
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""``drods keys …``: the keys that encrypt data at rest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="Encryption keys of data at rest.", no_args_is_help=True)
+
+
+@app.command("rotate")
+def rotate(
+    data_dir: Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR",
+                                           help="Where the keyring (keyring.json) is.")] = Path.home() / ".drods",
+    store: Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,…] "
+                                                              "(default: the data dir's SQLite file)")] = None,
+    settle: Annotated[float, typer.Option("--settle-seconds", help="wait for running servers to take the "
+                                                                   "new key before re-encrypting")] = 2.0,
+) -> None:
+    """Add a key-encryption key, make it primary, and re-encrypt every Secret, Work and Cluster
+    credential with it — the control plane keeps running. Prints what was done as JSON."""
+    import asyncio
+
+    from drods.assembly import encrypted_store
+    from drods.security.rotation import rotate as run
+    from drods.server import default_store_url
+    from drods.store import open_store
+
+    async def main() -> dict[str, object]:
+        s = encrypted_store(open_store(store or default_store_url(data_dir)), data_dir)
+        try:
+            r = await run(s, data_dir, settle_seconds=settle)
+        finally:
+            await s.close()
+        return {"primary": r.primary, "objectsReencrypted": r.objects, "fieldsResealed": r.fields,
+                "passes": r.passes}
+
+    typer.echo(json.dumps(asyncio.run(main())))

@@ -1,0 +1,91 @@
+"""``drods token list`` and ``drods token revoke ID``: the store's record of issued tokens
+(`drods.security.tokens`); ``drods token create`` (in `drods.cli.main`) records each token it signs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from drods.api.auth import Principal
+    from drods.store import Store
+
+DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", show_envvar=True,
+                                          help="Keys and the embedded store live here.")]
+StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://… (default: the data "
+                                                              "dir's SQLite file, as `drods serve` uses it)")]
+
+
+def _open(store: str | None, data_dir: Path) -> Store:
+    from drods.server import default_store_url
+    from drods.store import open_store
+
+    return open_store(store or default_store_url(data_dir))
+
+
+async def record_token(store: str | None, data_dir: Path, principal: Principal, *, issued_at: float,
+                       expires_at: float | None) -> None:
+    from drods.security.tokens import TokenRecord, record
+
+    assert principal.token_id is not None
+    s = _open(store, data_dir)
+    try:
+        await record(s, TokenRecord(principal.token_id, principal.subject, principal.role.value, issued_at, expires_at,
+                                    principal.cluster,
+                                    tuple(sorted(principal.namespaces)) if principal.namespaces else None))
+    finally:
+        await s.close()
+
+
+def register_token_commands(token_app: typer.Typer) -> None:
+    default_dir = Path.home() / ".drods"
+
+    @token_app.command("list")
+    def token_list(data_dir: DataDirOpt = default_dir, store: StoreOpt = None,
+                   output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table") -> None:
+        """The live tokens: not expired, not revoked."""
+        import asyncio
+        from dataclasses import asdict
+
+        from drods.cli.remote import print_table
+        from drods.model.timefmt import rfc3339
+        from drods.security.tokens import live
+
+        async def read() -> list[dict[str, object]]:
+            s = _open(store, data_dir)
+            try:
+                return [asdict(r) for r in await live(s)]
+            finally:
+                await s.close()
+
+        rows = asyncio.run(read())
+        if output == "json":
+            typer.echo(json.dumps({"items": rows}, indent=2))
+            return
+        print_table(["id", "subject", "role", "namespaces", "cluster", "expires"],
+                    [[r["id"], r["subject"], r["role"], ",".join(r["namespaces"] or ()) or "*",  # type: ignore[arg-type]
+                      r["cluster"] or "", rfc3339(r["expiresAt"]) if r["expiresAt"] else "never"]  # type: ignore[arg-type]
+                     for r in rows])
+
+    @token_app.command("revoke")
+    def token_revoke(token_id: Annotated[str, typer.Argument(help="the token's ID (`drods token list`)")],
+                     data_dir: DataDirOpt = default_dir, store: StoreOpt = None) -> None:
+        """Revoke a token: every API server refuses it within moments, whatever its expiry."""
+        import asyncio
+
+        from drods.security.tokens import revoke
+
+        async def run() -> bool:
+            s = _open(store, data_dir)
+            try:
+                return await revoke(s, token_id) is not None
+            finally:
+                await s.close()
+
+        if not asyncio.run(run()):
+            typer.echo(f"Error: no token {token_id!r} was recorded in this store", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"token {token_id} revoked")

@@ -1,0 +1,41 @@
+"""The ``Dataset`` kind (F4): a body of data and where its copies are, so placement can weigh the
+cross-domain transfer a workload that reads it would cause."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class DatasetLocation(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    cluster: str = Field(min_length=1)
+    kind: Literal["Primary", "Replica", "Cache"] = "Replica"
+
+
+class DatasetSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    sizeGiB: float = Field(ge=0, allow_inf_nan=False)
+    locations: list[DatasetLocation] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_primary(self) -> DatasetSpec:
+        if sum(1 for loc in self.locations if loc.kind == "Primary") > 1:
+            raise ValueError("locations: at most one Primary")
+        names = [loc.cluster for loc in self.locations]
+        if len(set(names)) != len(names):
+            raise ValueError("locations: a cluster is listed twice")
+        return self
+
+
+class DatasetRead(BaseModel):
+    """What a workload reads (``datasets`` in its Binding or policy): a Dataset in the workload's
+    namespace, and how much of it per hour."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1)
+    readGiBPerHour: float = Field(default=0.0, ge=0, allow_inf_nan=False)

@@ -1,0 +1,95 @@
+"""The service traffic graph (H1): who talks to whom, from mesh telemetry or agents.
+
+``PUT /api/v1/traffic`` reports edges between workloads (by namespace/name). The graph is one
+store document (``TRAFFIC_KEY``): per directed edge the smoothed ``bytesPerSecond`` and
+``requestsPerSecond`` and when they were last reported. A report blends into the stored value
+with weight w = 0.5^(Δt / half-life) on the old one (an exponentially weighted mean over time), and
+a reader decays an edge by 0.5^(age / half-life), so traffic that stops fades out without anyone
+deleting it; edges decayed below ``MIN_BYTES_PER_SECOND`` are dropped on the next write.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+HALF_LIFE_S = 3600.0
+MIN_BYTES_PER_SECOND = 1.0
+
+
+class WorkloadRef(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    namespace: str = Field(default="default", min_length=1)
+    name: str = Field(min_length=1)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class TrafficEdge(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    source: WorkloadRef = Field(alias="from")
+    to: WorkloadRef
+    bytesPerSecond: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    requestsPerSecond: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+
+class TrafficReport(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    edges: list[TrafficEdge] = Field(min_length=1, max_length=10_000)
+    timestamp: str | None = None  # RFC 3339; default: when the server receives it
+
+
+def edge_key(src: str, dst: str) -> str:
+    return f"{src}>{dst}"
+
+
+def decay(value: float, age_s: float, half_life_s: float = HALF_LIFE_S) -> float:
+    return value * math.pow(0.5, max(0.0, age_s) / half_life_s)
+
+
+def merge_report(graph: Mapping[str, Any] | None, report: TrafficReport, now: float,
+                 half_life_s: float = HALF_LIFE_S) -> dict[str, Any]:
+    """The graph document after ``report`` (observed at ``now``, epoch seconds)."""
+    edges: dict[str, dict[str, float]] = {}
+    old = (graph or {}).get("edges") or {}
+    for k, e in old.items():
+        age = now - float(e.get("time", now))
+        if decay(float(e.get("bytesPerSecond", 0.0)), age, half_life_s) >= MIN_BYTES_PER_SECOND:
+            edges[k] = dict(e)
+    for e in report.edges:
+        k = edge_key(e.source.key, e.to.key)
+        prev = edges.get(k)
+        if prev is None:
+            b, r = e.bytesPerSecond, e.requestsPerSecond
+        else:
+            w = math.pow(0.5, max(0.0, now - float(prev["time"])) / half_life_s)
+            b = w * float(prev["bytesPerSecond"]) + (1 - w) * e.bytesPerSecond
+            r = w * float(prev["requestsPerSecond"]) + (1 - w) * e.requestsPerSecond
+        edges[k] = {"bytesPerSecond": b, "requestsPerSecond": r, "time": now}
+    return {"edges": edges, "halfLifeSeconds": half_life_s}
+
+
+def peers(graph: Mapping[str, Any] | None, now: float) -> dict[str, dict[str, float]]:
+    """Undirected, decayed bytes/s between workloads: ``{workload: {peer: bytes/s}}``."""
+    out: dict[str, dict[str, float]] = {}
+    if not graph:
+        return out
+    half = float(graph.get("halfLifeSeconds") or HALF_LIFE_S)
+    for k, e in (graph.get("edges") or {}).items():
+        src, _, dst = k.partition(">")
+        if not dst or src == dst:
+            continue
+        v = decay(float(e.get("bytesPerSecond", 0.0)), now - float(e.get("time", now)), half)
+        if v <= 0:
+            continue
+        out.setdefault(src, {})[dst] = out.get(src, {}).get(dst, 0.0) + v
+        out.setdefault(dst, {})[src] = out.get(dst, {}).get(src, 0.0) + v
+    return out

@@ -1,0 +1,106 @@
+"""What a request changed, for its audit record (SEC3): the registry notes every write it makes
+(a JSON patch, RFC 6902, from the stored object before to after) in the recorder of the request being
+served, if any. Secret values never reach the audit log: ops on a Secret's data, a Work's
+manifests or a kind's ``secret_paths`` carry ``"***"`` instead of the value."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from drods.model.kinds import SECRET, WORK, Kind
+
+REDACTED = "***"
+_MAX_OPS = 200  # a record stays small; a larger change is summarised
+
+
+@dataclass
+class Change:
+    kind: str
+    namespace: str | None
+    name: str
+    verb: str  # create | update | delete
+    patch: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name, "verb": self.verb,
+                "patch": self.patch}
+
+
+@dataclass
+class Recorder:
+    changes: list[Change] = field(default_factory=list)
+
+
+CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("drods_audit_recorder", default=None)
+# Outside a request: the component making the write (set by the manager for each runnable) and where
+# its changes go (the audit log's component writer). Status-only writes are not recorded.
+Sink = Callable[[str, Change], None]
+COMPONENT: contextvars.ContextVar[tuple[str, Sink] | None] = contextvars.ContextVar("drods_component", default=None)
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
+    """A JSON patch turning ``before`` into ``after`` (maps recursively; lists and scalars replaced)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        ops: list[dict[str, Any]] = []
+        for k in before.keys() - after.keys():
+            ops.append({"op": "remove", "path": f"{path}/{_escape(str(k))}"})
+        for k, v in after.items():
+            p = f"{path}/{_escape(str(k))}"
+            if k not in before:
+                ops.append({"op": "add", "path": p, "value": v})
+            elif before[k] != v:
+                ops += diff(before[k], v, p)
+        return sorted(ops, key=lambda o: o["path"])
+    if before == after:
+        return []
+    return [{"op": "replace", "path": path or "", "value": after}]
+
+
+def _sensitive(kind: Kind) -> tuple[str, ...]:
+    paths = [f"/spec/{p.replace('.', '/')}" for p in kind.secret_paths]
+    if kind is SECRET:
+        paths += ["/data", "/stringData"]
+    if kind is WORK:
+        paths += ["/spec/manifests"]
+    return tuple(paths)
+
+
+def redact(kind: Kind, patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    sensitive = _sensitive(kind)
+    out = []
+    for op in patch:
+        path = op["path"]
+        if "value" in op and any(path == s or path.startswith(s + "/") or s.startswith(path + "/") or path == ""
+                                 for s in sensitive):
+            op = {**op, "value": REDACTED}
+        out.append(op)
+    return out
+
+
+_NOISE = ("/metadata/resourceVersion", "/metadata/generation", "/metadata/managedFields")
+
+
+def note(kind: Kind, verb: str, name: str, namespace: str | None, before: Any, after: Any) -> None:
+    """Record one write in the current request's recorder (nothing outside a request)."""
+    rec = CURRENT.get()
+    component = COMPONENT.get() if rec is None else None
+    if rec is None and component is None:
+        return
+    patch = [op for op in diff(before or {}, after or {}) if not op["path"].startswith(_NOISE)]
+    if component is not None and all(op["path"].startswith("/status") for op in patch):
+        return
+    patch = redact(kind, patch)
+    if len(patch) > _MAX_OPS:
+        patch = [*patch[:_MAX_OPS], {"op": "test", "path": "", "value": f"… {len(patch) - _MAX_OPS} more ops"}]
+    change = Change(kind.kind, namespace, name, verb, patch)
+    if rec is not None:
+        rec.changes.append(change)
+    elif component is not None:
+        component[1](component[0], change)

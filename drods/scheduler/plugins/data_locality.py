@@ -1,0 +1,80 @@
+"""Data locality score (F4): a workload goes where the data it reads already is.
+
+For each Dataset the task reads (``datasets: [{name, readGiBPerHour}]``) the cheapest copy feeds
+a candidate cluster c: nothing when c holds a copy, else readGiBPerHour × the egress price of the
+copy's cluster (``spec.cost.egressGiB``; ``defaultEgressGiB``, 0.09, where a cluster has no price).
+cost(c) is the sum over datasets; the cheapest feasible cluster scores 100, the dearest 0 (min-max),
+and the other scores weigh it against compute headroom. ``moved_gib_per_hour`` is what a placement
+will move across domains; every decision records it. Skipped before any array work when the task
+reads no known dataset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from drods.scheduler.interface import BoolArr, FloatArr, IntArr, PluginBase
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.task import TaskInfo
+
+EGRESS = 3  # column of ``Snapshot.cost``
+DEFAULT_EGRESS_GIB = 0.09
+
+
+def known_reads(task: TaskInfo, snap: Snapshot) -> list[tuple[float, list[int]]]:
+    """(GiB/h, rows holding a copy) for each dataset the task reads that the snapshot knows."""
+    out: list[tuple[float, list[int]]] = []
+    for key, gib in task.datasets:
+        copies = snap.datasets.get(key)
+        if copies:
+            rows = [r for r in (snap.index.get(c) for c in copies) if r is not None]
+            if rows:
+                out.append((gib, rows))
+    return out
+
+
+def moved_gib_per_hour(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: IntArr) -> float | None:
+    """GiB/h the placement reads from another cluster (replicas away from every copy, pro rata)."""
+    if not task.datasets or rows.size == 0:
+        return None
+    total = float(counts.sum())
+    if total <= 0:
+        return None
+    moved = 0.0
+    for key, gib in task.datasets:
+        copies = set(snap.datasets.get(key, ()))
+        away = sum(int(c) for r, c in zip(rows.tolist(), counts.tolist(), strict=True)
+                   if snap.names[r] not in copies)
+        moved += gib * away / total
+    return round(moved, 4)
+
+
+class DataLocality(PluginBase):
+    name = "DataLocality"
+
+    def __init__(self, args: dict[str, Any] | None = None) -> None:
+        super().__init__(args)
+        self.default_egress = float(self.args.get("defaultEgressGiB", DEFAULT_EGRESS_GIB))
+
+    def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
+        return not task.datasets or not known_reads(task, snap)
+
+    def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
+        n = snap.n
+        egress = snap.cost[:n, EGRESS]
+        egress = np.where(np.isnan(egress), self.default_egress, egress)
+        cost = np.zeros(n)
+        for gib, rows in known_reads(task, snap):
+            per_gib = np.full(n, float(egress[rows].min()))
+            per_gib[rows] = 0.0
+            cost += gib * per_gib
+        feas = cost[mask]
+        if feas.size == 0:
+            return np.full(n, 100.0)
+        lo = float(feas.min())
+        hi = float(feas.max())
+        if hi - lo <= 1e-12:
+            return np.full(n, 100.0)
+        return np.clip(100.0 * (hi - cost) / (hi - lo), 0.0, 100.0)  # type: ignore[no-any-return]

@@ -1,0 +1,174 @@
+"""Envelope encryption of stored values (SEC2): every value gets a fresh 256-bit data key (AES-GCM),
+and the data key is stored wrapped by a key-encryption key (KEK, AES-GCM too) from the keyring.
+
+The shape of Kubernetes' encryption at rest (a storage transformer per resource, a KMS-style
+envelope): what reaches SQLite or etcd — files, WAL, revision history, snapshots — is ciphertext;
+the store key is the authenticated data, so a value cannot be moved to another key. Rotation adds
+a KEK and makes it primary; old KEKs stay in the keyring to read what they wrapped until
+``drods keys rotate`` has re-encrypted every value (`drods.store.encrypted.reencrypt`).
+
+Keyring: ``DATA_DIR/keyring.json`` (0600) — ``{"primary": ID, "keys": {ID: base64 key}}`` — or the
+same document in ``DRODS_KEYRING``; every process over one store must share it. A running process
+notices a rotation by the file's change (checked at most once a second, and at once when a value
+names a KEK it does not know).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+MAGIC = b"\x00drods-env1\x00"
+KEYRING_FILE = "keyring.json"
+ENV_VAR = "DRODS_KEYRING"
+_NONCE = 12
+_WRAPPED = _NONCE + 32 + 16
+
+
+class DecryptionFailed(Exception):
+    """A stored value names an unknown KEK or fails authentication (wrong key, tampered value)."""
+
+
+@dataclass(frozen=True)
+class KeyringDoc:
+    primary: str
+    keys: dict[str, bytes]
+
+    def to_json(self) -> str:
+        return json.dumps({"primary": self.primary,
+                           "keys": {k: base64.b64encode(v).decode() for k, v in self.keys.items()}})
+
+    @classmethod
+    def parse(cls, text: str) -> KeyringDoc:
+        doc = json.loads(text)
+        keys = {str(k): base64.b64decode(v) for k, v in doc["keys"].items()}
+        if doc["primary"] not in keys or any(len(v) != 32 for v in keys.values()):
+            raise ValueError("keyring: primary must name one of its 32-byte keys")
+        return cls(str(doc["primary"]), keys)
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class Keyring:
+    """The KEKs of one data dir (or of ``DRODS_KEYRING``), reloaded when the file changes."""
+
+    def __init__(self, path: Path | None, doc: KeyringDoc) -> None:
+        self.path = path
+        self._doc = doc
+        self._mtime = path.stat().st_mtime_ns if path is not None and path.exists() else 0
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, data_dir: Path) -> Keyring:
+        env = os.environ.get(ENV_VAR)
+        if env:
+            return cls(None, KeyringDoc.parse(env))
+        path = data_dir / KEYRING_FILE
+        if not path.exists():
+            data_dir.mkdir(parents=True, exist_ok=True)
+            first = KeyringDoc("k1", {"k1": secrets.token_bytes(32)})
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another process made it first: use theirs
+                pass
+            else:
+                with os.fdopen(fd, "w") as f:
+                    f.write(first.to_json())
+        return cls(path, KeyringDoc.parse(path.read_text()))
+
+    def _refresh(self, force: bool = False) -> None:
+        if self.path is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._checked < 1.0:
+            return
+        with self._lock:
+            self._checked = now
+            try:
+                mtime = self.path.stat().st_mtime_ns
+                if mtime != self._mtime:
+                    self._doc, self._mtime = KeyringDoc.parse(self.path.read_text()), mtime
+            except (OSError, ValueError, KeyError):
+                return  # keep the keys we have; the next check tries again
+
+    @property
+    def primary(self) -> str:
+        self._refresh()
+        return self._doc.primary
+
+    def key(self, kek_id: str) -> bytes:
+        if kek_id not in self._doc.keys:
+            self._refresh(force=True)
+        try:
+            return self._doc.keys[kek_id]
+        except KeyError:
+            raise DecryptionFailed(f"unknown key-encryption key {kek_id!r}") from None
+
+    def rotate(self) -> str:
+        """Add a new KEK and make it primary (the old ones are kept); returns its ID."""
+        if self.path is None:
+            raise ValueError(f"the keyring comes from {ENV_VAR}: rotate it there")
+        with self._lock:
+            current = KeyringDoc.parse(self.path.read_text())
+            n = 1 + max((int(k[1:]) for k in current.keys if k[1:].isdigit()), default=0)
+            new_id = f"k{n}"
+            doc = KeyringDoc(new_id, {**current.keys, new_id: secrets.token_bytes(32)})
+            _write_private(self.path, doc.to_json())
+            self._doc, self._mtime = doc, self.path.stat().st_mtime_ns
+        return new_id
+
+
+class Envelope:
+    """Seals and opens stored values with the keyring's KEKs."""
+
+    def __init__(self, keyring: Keyring) -> None:
+        self.keyring = keyring
+
+    def seal(self, value: bytes, aad: bytes) -> bytes:
+        kek_id = self.keyring.primary
+        dek = AESGCM.generate_key(bit_length=256)
+        wrap_nonce, nonce = os.urandom(_NONCE), os.urandom(_NONCE)
+        wrapped = wrap_nonce + AESGCM(self.keyring.key(kek_id)).encrypt(wrap_nonce, dek, kek_id.encode())
+        ident = kek_id.encode()
+        return MAGIC + bytes([len(ident)]) + ident + wrapped + nonce + AESGCM(dek).encrypt(nonce, value, aad)
+
+    def open(self, blob: bytes, aad: bytes) -> bytes:
+        """The plaintext; a value stored before encryption was enabled is returned as it is."""
+        if not blob.startswith(MAGIC):
+            return blob
+        try:
+            at = len(MAGIC)
+            n = blob[at]
+            kek_id = blob[at + 1:at + 1 + n].decode()
+            at += 1 + n
+            wrapped, at = blob[at:at + _WRAPPED], at + _WRAPPED
+            nonce, body = blob[at:at + _NONCE], blob[at + _NONCE:]
+            dek = AESGCM(self.keyring.key(kek_id)).decrypt(wrapped[:_NONCE], wrapped[_NONCE:], kek_id.encode())
+            return AESGCM(dek).decrypt(nonce, body, aad)
+        except (InvalidTag, IndexError, UnicodeDecodeError) as e:
+            raise DecryptionFailed(f"stored value cannot be decrypted ({type(e).__name__})") from e
+
+    def kek_of(self, blob: bytes) -> str | None:
+        """The KEK that wrapped ``blob`` (None: stored in plaintext)."""
+        if not blob.startswith(MAGIC):
+            return None
+        n = blob[len(MAGIC)]
+        return blob[len(MAGIC) + 1:len(MAGIC) + 1 + n].decode(errors="replace")

@@ -1,0 +1,534 @@
+"""The steering controller (SPEC C3, C6-C8): registrations + status → published ServiceRoutes.
+
+Single-active (``/leases/steering``), its writes fenced. It subscribes to the process's shared
+informers — ServiceRegistrations, Bindings (a workload's instances are the clusters its Binding
+places it on), Clusters, cluster status documents (``/status/clusters/``) and network status
+(``/status/network/``) — and recomputes when they change: a cluster's CPU crossing 70 % or a
+latency change is a watch event, not a poll. A burst of events within ``coalesceSeconds`` is one
+recomputation; only services with an instance on a changed cluster (or whose registration or
+binding changed) are evaluated again. The only timer is a deadline: when damping holds a better
+route back, the moment it becomes allowed.
+
+Routes are published as ``ServiceRoute`` objects (named by the Service ID) when a client site's
+route changes, or when its metric moved by more than the change threshold (at most once per
+minimum interval). Each registration's ``status`` says whether it is active, its instances, and any
+conflict (the Service ID is unique: the oldest registration keeps it).
+
+CCC: a client site no instance serves within the SLA makes the controller look for the nearest
+cluster that would (evaluating the service against every cluster), and offer it to the service's
+workload through the `RescheduleHook` (``offer``), at most once per ``offerCooldownSeconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import ValidationError
+
+from drods.controllers.detector import decode_object
+from drods.errors import ApiError
+from drods.machinery.informer import Informer
+from drods.machinery.manager import Manager
+from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX
+from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
+from drods.model.reschedule import RescheduleHook, RescheduleRequest
+from drods.model.steering import ServiceRegistrationSpec
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.registry.objects import ObjectRegistry
+from drods.registry.patch import MERGE_PATCH
+from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate, evaluate_chunks
+from drods.steering.evaluation import EVALUATIONS, B
+from drods.steering.metrics import F
+from drods.steering.plans import compile_plan
+from drods.steering.routing import RouteState, render, step_chunk
+from drods.steering.settings import SteeringSettings
+from drods.steering.status import build_fleet, pair_of, utilisation
+
+log = logging.getLogger(__name__)
+
+LEASE = "steering"
+# A status change counts as "worse" above these (smaller moves are treated as improvements or noise).
+_WORSE_UTILISATION = 0.005
+_WORSE_DELAY_MS = 0.05
+_PUBLISH_CHUNK = 128
+
+
+@dataclass(frozen=True, slots=True)
+class SteeringInformers:
+    registrations: Informer
+    bindings: Informer
+    clusters: Informer
+    status: Informer
+    network: Informer
+
+    @classmethod
+    def of(cls, manager: Manager) -> SteeringInformers:
+        return cls(manager.informer(SERVICE_REGISTRATION.key_prefix(), decode_object),
+                   manager.informer(BINDING.key_prefix(), decode_object),
+                   manager.informer(CLUSTER.key_prefix(), decode_object),
+                   manager.informer(STATUS_PREFIX, decode_object),
+                   manager.informer(NETWORK_PREFIX, decode_object))
+
+    def all(self) -> tuple[Informer, ...]:
+        return (self.registrations, self.bindings, self.clusters, self.status, self.network)
+
+
+@dataclass(frozen=True, slots=True)
+class Recomputation:
+    """What one recomputation did (for metrics and the benchmark)."""
+
+    started: float  # clock time
+    seconds: float  # wall time it took, publishing included
+    evaluated: int  # services evaluated
+    written: int  # ServiceRoutes written
+    revision: int  # the store revision its inputs were read at (the informers' highest)
+
+
+@dataclass(slots=True)
+class _Service:
+    """One active registration, compiled."""
+
+    key: str
+    obj: dict[str, Any]
+    spec: ServiceRegistrationSpec
+    plan: ServicePlan
+    binding: str | None
+
+
+def _ref_key(ref: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return (str(ref.get("apiVersion")), str(ref.get("kind")), str(ref.get("namespace") or "default"),
+            str(ref.get("name")))
+
+
+def _pad(a: F, shape: tuple[int, ...]) -> F:
+    out = np.zeros(shape)
+    out[tuple(slice(0, n) for n in a.shape)] = a
+    return out
+
+
+def _signature(spec: ServiceRegistrationSpec) -> str:
+    """What, when changed, starts a service's routes afresh (strategy, SLA, evaluation …)."""
+    return spec.model_dump_json(exclude={"clientSites", "workload", "placementFeedback"})
+
+
+class SteeringController:
+    def __init__(self, registry: ObjectRegistry, informers: SteeringInformers, settings: SteeringSettings,
+                 placement: RescheduleHook | None = None, clock: Callable[[], float] = time.time,
+                 observer: Callable[[Recomputation], None] | None = None) -> None:
+        self.registry = registry
+        self.inf = informers
+        self.settings = settings
+        self.damping = settings.damping()
+        self.placement = placement
+        self.clock = clock
+        self.states: dict[str, RouteState] = {}
+        self.signatures: dict[str, str] = {}
+        self.published: dict[str, dict[str, Any]] = {}  # service ID → the spec last published
+        self.published_at: dict[str, float] = {}
+        self.recheck: dict[str, float] = {}
+        self.offered: dict[tuple[str, str], float] = {}  # (service ID, client site) → when
+        self.reg_status: dict[str, dict[str, Any]] = {}
+        self.pub_keys: dict[str, tuple[Any, ...]] = {}  # what the last published routes were computed for
+        self.pub_metrics: dict[str, F] = {}  # per client site, the metric served when last published
+        self.pub_eligible: dict[str, B] = {}  # the eligible (flow-affinity) pairs last published
+        self.recomputations = 0
+        self.observer = observer
+        self._wake = asyncio.Event()
+        self.ready = asyncio.Event()  # set once it has resumed from the published routes and reacts
+        self._all = True
+        self._worse: set[str] = set()  # clusters whose status got worse since the last recomputation
+        self._better: set[str] = set()  # … whose status changed otherwise
+        self._worse_sites: set[str] = set()  # network targets (clusters or sites) whose delay grew
+        self._better_sites: set[str] = set()
+        self.worsened_at: dict[str, float] = {}  # cluster → when its status last got worse
+        self.uses: dict[str, frozenset[str]] = {}  # service ID → clusters its routes (or their flows) use
+        self.short: set[str] = set()  # services with a client site no instance serves within the SLA
+        # What only a structural change (registrations, Bindings, Clusters) or a network change alters.
+        self._services_cache: tuple[dict[str, _Service], dict[str, dict[str, Any]]] | None = None
+        self._fleet_cache: Fleet | None = None
+
+    # ------------------------------------------------------------------ triggers
+    def _on_structure(self, _key: str, _old: Any, _new: Any) -> None:
+        self._all = True
+        self._wake.set()
+
+    def _on_status(self, key: str, old: Any, new: Any) -> None:
+        cluster = key[len(STATUS_PREFIX):]
+        before, after = utilisation(old), utilisation(new)
+        if new is None or after > before + _WORSE_UTILISATION:
+            self._worse.add(cluster)
+        else:
+            self._better.add(cluster)
+        self._wake.set()
+
+    def _on_network(self, key: str, old: Any, new: Any) -> None:
+        pair = pair_of(key)
+        if pair is not None:
+            before = (old or {}).get("delayMs") if isinstance(old, dict) else None
+            after = (new or {}).get("delayMs") if isinstance(new, dict) else None
+            grew = after is None or (isinstance(before, int | float) and after > before + _WORSE_DELAY_MS)
+            (self._worse_sites if grew else self._better_sites).add(pair[1])
+        self._wake.set()
+
+    def _dirty(self) -> bool:
+        return self._all or bool(self._worse or self._better or self._worse_sites or self._better_sites)
+
+    async def run(self) -> None:
+        stops = [self.inf.registrations.on_change(self._on_structure), self.inf.bindings.on_change(self._on_structure),
+                 self.inf.clusters.on_change(self._on_structure), self.inf.status.on_change(self._on_status),
+                 self.inf.network.on_change(self._on_network)]
+        try:
+            await self.apply_files()
+            for inf in self.inf.all():
+                await inf.wait_synced()
+            await self._load_published()
+            self._all = True  # a new term evaluates everything once, from the published routes
+            self.ready.set()
+            while True:
+                await self._wait()
+                if self.settings.coalesceSeconds:
+                    await asyncio.sleep(self.settings.coalesceSeconds)
+                await self.recompute()
+        finally:
+            self.ready.clear()
+            for stop in stops:
+                stop()
+
+    async def apply_files(self) -> list[str]:
+        """C4: create or update the registrations of ``registrationFiles`` (YAML, several documents
+        each); a bad file or document is logged and skipped, never fatal. Returns what was applied."""
+        applied: list[str] = []
+        for path in self.settings.registrationFiles:
+            try:
+                text = await asyncio.to_thread(Path(path).read_text)
+                docs = [d for d in yaml.safe_load_all(text) if d]
+            except (OSError, yaml.YAMLError) as e:
+                log.warning("steering: registration file %s: %s", path, e)
+                continue
+            for doc in docs:
+                if not isinstance(doc, dict) or doc.get("kind") != SERVICE_REGISTRATION.kind:
+                    log.warning("steering: %s: skipping a document that is not a ServiceRegistration", path)
+                    continue
+                meta = doc.get("metadata") or {}
+                try:
+                    try:
+                        await self.registry.create(SERVICE_REGISTRATION, doc)
+                    except ApiError as e:
+                        if e.status != 409:
+                            raise
+                        await self.registry.patch(SERVICE_REGISTRATION, str(meta.get("name")),
+                                                  {"spec": doc.get("spec") or {}}, MERGE_PATCH,
+                                                  str(meta.get("namespace") or "default"))
+                    applied.append(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+                except ApiError as e:
+                    log.warning("steering: %s: registration %s: %s %s", path, meta.get("name"), e.message, e.details)
+        return applied
+
+    async def _wait(self) -> None:
+        if self._dirty():
+            return
+        timeout = None
+        if self.recheck:
+            timeout = max(0.0, min(self.recheck.values()) - self.clock())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        self._wake.clear()
+
+    async def _load_published(self) -> None:
+        """Resume from the routes already published (a new leader does not jump every route)."""
+        items, _ = await self.registry.list(SERVICE_ROUTE)
+        for obj in items:
+            spec = obj.get("spec") or {}
+            sid = obj["metadata"]["name"]
+            self.published[sid] = spec
+            routes = spec.get("routes") or []
+            clients = tuple(str(r.get("clientSite")) for r in routes)
+            instances = tuple(sorted({str(i.get("cluster")) for r in routes for i in r.get("instances") or []}))
+            col = {c: j for j, c in enumerate(instances)}
+            w = np.zeros((len(clients), len(instances)))
+            t = np.full(len(clients), -np.inf)
+            for r, route in enumerate(routes):
+                for inst in route.get("instances") or []:
+                    w[r, col[str(inst.get("cluster"))]] = float(inst.get("weight") or 0.0)
+                ts = parse_rfc3339(route.get("changedAt"))
+                if ts is not None:
+                    t[r] = ts
+            self.states[sid] = RouteState(clients, instances, w, t, int(spec.get("changes") or 0))
+            self.uses[sid] = frozenset(instances)
+
+    # ------------------------------------------------------------------ inputs
+    def _services(self) -> tuple[dict[str, _Service], dict[str, dict[str, Any]]]:
+        """Active services by ID, and the status each registration should show."""
+        by_ref: dict[tuple[str, str, str, str], tuple[str, list[str]]] = {}
+        for obj in self.inf.bindings.cache.values():
+            if not obj or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            ref = (obj.get("spec") or {}).get("resource")
+            if not isinstance(ref, dict):
+                continue
+            placed = [str(p["cluster"]) for p in (obj.get("status") or {}).get("placement") or []
+                      if isinstance(p, dict) and int(p.get("replicas") or 0) > 0 and p.get("cluster")]
+            by_ref[_ref_key(ref)] = (obj["metadata"]["name"], placed)
+        regs = sorted((o for o in self.inf.registrations.cache.values()
+                       if o and not (o.get("metadata") or {}).get("deletionTimestamp")),
+                      key=lambda o: (o["metadata"].get("creationTimestamp") or "", o["metadata"].get("namespace", ""),
+                                     o["metadata"]["name"]))
+        services: dict[str, _Service] = {}
+        statuses: dict[str, dict[str, Any]] = {}
+        known = self._cluster_names()
+        for obj in regs:
+            meta = obj["metadata"]
+            key = f"{meta.get('namespace', 'default')}/{meta['name']}"
+            gen = meta.get("generation")
+            try:
+                spec = ServiceRegistrationSpec.model_validate(obj.get("spec") or {})
+            except ValidationError as e:
+                statuses[key] = {"phase": "Invalid", "message": str(e.errors()[0].get("msg")),
+                                 "observedGeneration": gen}
+                continue
+            if spec.evaluation not in EVALUATIONS:
+                statuses[key] = {"phase": "Invalid", "observedGeneration": gen,
+                                 "message": f"unknown evaluation function {spec.evaluation!r}; known: "
+                                            f"{', '.join(sorted(EVALUATIONS))}"}
+                continue
+            if spec.serviceId in services:
+                owner = services[spec.serviceId].key
+                statuses[key] = {"phase": "Conflict", "observedGeneration": gen,
+                                 "message": f"serviceId {spec.serviceId} is registered by {owner}"}
+                continue
+            binding, instances = by_ref.get(_ref_key(spec.workload.model_dump()), (None, []))
+            instances = [c for c in instances if c in known]
+            plan = compile_plan(spec, instances)
+            services[spec.serviceId] = _Service(key, obj, spec, plan, binding)
+            statuses[key] = {"phase": "Active", "observedGeneration": gen, "binding": binding,
+                             "instances": list(plan.instances),
+                             "message": "" if instances else "the workload has no instances yet"}
+        return services, statuses
+
+    def _cluster_names(self) -> set[str]:
+        return {str(o["metadata"]["name"]) for o in self.inf.clusters.cache.values() if o}
+
+    def _fleet(self, clients: set[str], rebuild: bool, status_changed: set[str]) -> Fleet:
+        """The status arrays: rebuilt after a structural or network change; after cluster status
+        changes alone, the cached arrays with those clusters' utilisation replaced."""
+        cached = self._fleet_cache
+        if not rebuild and cached is not None and set(cached.clients) == clients:
+            index = {c: j for j, c in enumerate(cached.clusters)}
+            util = cached.utilisation.copy()
+            for c in status_changed:
+                j = index.get(c)
+                if j is not None:
+                    util[j] = utilisation(self.inf.status.cache.get(f"{STATUS_PREFIX}{c}"))
+            fleet = dataclasses.replace(cached, utilisation=util)
+        else:
+            fleet = self._build_fleet(clients)
+        worsened = np.array([self.worsened_at.get(c, -np.inf) for c in fleet.clusters])
+        self._fleet_cache = dataclasses.replace(fleet, worsened_at=worsened)
+        return self._fleet_cache
+
+    def _build_fleet(self, clients: set[str]) -> Fleet:
+        clusters = {str(o["metadata"]["name"]): o for o in self.inf.clusters.cache.values() if o}
+        statuses = {k[len(STATUS_PREFIX):]: v for k, v in self.inf.status.cache.items()}
+        network: dict[tuple[str, str], dict[str, Any]] = {}
+        for key, doc in self.inf.network.cache.items():
+            pair = pair_of(key)
+            if pair is not None and doc:
+                network[pair] = doc
+        return build_fleet(clusters, statuses, network, clients)
+
+    # ------------------------------------------------------------------ the work
+    async def recompute(self) -> int:
+        """Evaluate what changed, publish what moved; returns how many ServiceRoutes were written."""
+        everything, worse, better = self._all, self._worse, self._better
+        worse_sites, better_sites = self._worse_sites, self._better_sites
+        self._all, self._worse, self._better, self._worse_sites, self._better_sites = False, set(), set(), set(), set()
+        now = self.clock()
+        wall = time.perf_counter()
+        revision = max(inf.revision for inf in self.inf.all())
+        self.recomputations += 1
+        if everything or self._services_cache is None:
+            self._services_cache = self._services()
+        services, statuses = self._services_cache
+        city_of = {str(o["metadata"]["name"]): (o.get("spec") or {}).get("city")
+                   for o in self.inf.clusters.cache.values() if o}
+        worse |= {c for c, city in city_of.items() if c in worse_sites or (city and city in worse_sites)}
+        better |= {c for c, city in city_of.items() if c in better_sites or (city and city in better_sites)}
+        for c in worse:
+            self.worsened_at[c] = now
+        fleet = self._fleet({c for s in services.values() for c in s.plan.clients},
+                            everything or bool(worse_sites or better_sites), worse | better)
+        if not everything:
+            # A cluster that got worse matters now only to the services using it; the others' hold-down
+            # counts from `worsened_at`. One that got better is evaluated now by the services using it
+            # or short of an instance, and by the others once it could be chosen (after the hold-down).
+            changed = worse | better
+            due = {sid for sid, at in self.recheck.items() if at <= now + 1e-3}
+            chosen = [one for sid, one in services.items()
+                      if sid in due or sid not in self.states or not changed.isdisjoint(self.uses.get(sid, ()))
+                      or (sid in self.short and not better.isdisjoint(one.plan.instances))]
+            picked = {one.plan.service_id for one in chosen}
+            later = now + self.damping.minIntervalSeconds
+            for sid, one in services.items():
+                if sid not in picked and not better.isdisjoint(one.plan.instances):
+                    self.recheck[sid] = min(self.recheck.get(sid, later), later)
+        else:
+            chosen = list(services.values())
+        evaluated = {one.plan.service_id for one in chosen}
+        for sid in [sid for sid in self.recheck if (sid in evaluated and self.recheck[sid] <= now + 1e-3)
+                    or sid not in services]:
+            self.recheck.pop(sid, None)
+        objects: list[dict[str, Any]] = []
+        shortfalls: list[tuple[_Service, ServiceEval, list[int]]] = []
+        for chunk in evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis):
+            svcs = [chosen[n] for n in chunk.positions]
+            states: list[RouteState | None] = []
+            for svc in svcs:
+                sid, sig = svc.plan.service_id, _signature(svc.spec)
+                states.append(self.states.get(sid) if self.signatures.get(sid, sig) == sig else None)
+                self.signatures[sid] = sig
+            results = step_chunk(chunk, states, now, self.damping)
+            with np.errstate(invalid="ignore"):
+                used = np.stack([_pad(r.state.weights, chunk.metric.shape[1:]) for r in results]) > 0 \
+                    if results else np.zeros(chunk.metric.shape, dtype=bool)
+                served = np.where(used, np.where(np.isfinite(chunk.metric), chunk.metric, 0.0), 0.0).sum(axis=-1)
+            row_short: B = np.asarray(~chunk.valid.any(axis=-1), dtype=bool)
+            for s, (svc, res) in enumerate(zip(svcs, results, strict=True)):
+                sid = svc.plan.service_id
+                self.states[sid] = res.state
+                if res.recheck_at is not None:
+                    self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
+                in_use = ((res.state.weights > 0) | (res.state.recent_until > now)).any(axis=0)
+                self.uses[sid] = frozenset(svc.plan.instances[int(j)] for j in np.flatnonzero(in_use))
+                nc = len(svc.plan.clients)
+                pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
+                metrics = served[s, :nc]
+                eligible = chunk.valid[s, :nc, :len(svc.plan.instances)] & (res.state.recent_until > now)
+                old_eligible = self.pub_eligible.get(sid)
+                moved = bool(res.changed.any()) or old_eligible is None or old_eligible.shape != eligible.shape \
+                    or bool((old_eligible != eligible).any())
+                if self._worth_publishing(sid, pub_key, moved, metrics, now):
+                    ev = chunk.service(s)
+                    texts = [rfc3339_ms(t) if np.isfinite(t) else None for t in res.state.changed_at]
+                    spec = {"serviceId": sid,
+                            "registration": {"apiVersion": SERVICE_REGISTRATION.api_version,
+                                             "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
+                                             "namespace": svc.obj["metadata"].get("namespace", "default")},
+                            "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation,
+                            "output": svc.spec.output, "routes": render(ev, res.state, texts, now),
+                            "updated": rfc3339_ms(now), "changes": res.state.changes}
+                    objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
+                                    "metadata": {"name": sid}, "spec": spec})
+                    self.pub_keys[sid] = pub_key
+                    self.pub_metrics[sid] = metrics.copy()
+                    self.pub_eligible[sid] = eligible
+                short = [int(r) for r in np.flatnonzero(row_short[s, :nc])] if svc.plan.instances or nc else []
+                if short:
+                    self.short.add(sid)
+                else:
+                    self.short.discard(sid)
+                if short and svc.spec.placementFeedback and svc.binding:
+                    shortfalls.append((svc, chunk.service(s), short))
+        written = await self._publish(objects, now)
+        await self._forget(services)
+        await self._write_statuses(statuses)
+        if shortfalls and self.placement is not None:
+            await self._offer(fleet, shortfalls, now)
+        if self.observer is not None:
+            self.observer(Recomputation(now, time.perf_counter() - wall, len(chosen), written, revision))
+        return written
+
+    def _worth_publishing(self, sid: str, pub_key: tuple[Any, ...], changed: bool, metrics: F, now: float) -> bool:
+        """A route (or what its flows may stay on) changed, the service is new or re-registered, or —
+        at most once per minimum interval — a served metric moved by more than the change threshold."""
+        if changed or sid not in self.published or self.pub_keys.get(sid) != pub_key:
+            return True
+        if now - self.published_at.get(sid, -np.inf) < self.damping.minIntervalSeconds:
+            return False
+        old = self.pub_metrics.get(sid)
+        if old is None or old.shape != metrics.shape:
+            return True
+        with np.errstate(invalid="ignore"):
+            drift = np.abs(metrics - old) > self.damping.changeThreshold * np.maximum(np.abs(old), 1e-9)
+        return bool(drift.any())
+
+    async def _publish(self, objects: list[dict[str, Any]], now: float) -> int:
+        written = 0
+        for start in range(0, len(objects), _PUBLISH_CHUNK):
+            part = objects[start:start + _PUBLISH_CHUNK]
+            for attempt in range(3):
+                try:
+                    await self.registry.batch_upsert([(SERVICE_ROUTE, o) for o in part], results=False)
+                    break
+                except ApiError as e:
+                    if e.status != 409 or attempt == 2:
+                        raise
+            for o in part:
+                sid = o["metadata"]["name"]
+                self.published[sid] = o["spec"]
+                self.published_at[sid] = now
+            written += len(part)
+        return written
+
+    async def _forget(self, services: Mapping[str, _Service]) -> None:
+        """Routes of services no longer registered are deleted."""
+        for sid in [s for s in self.published if s not in services]:
+            with contextlib.suppress(ApiError):
+                await self.registry.delete(SERVICE_ROUTE, sid)
+            self.short.discard(sid)
+            for d in (self.published, self.published_at, self.states, self.signatures, self.recheck, self.pub_keys,
+                      self.pub_metrics, self.pub_eligible, self.uses):
+                d.pop(sid, None)  # type: ignore[attr-defined]
+
+    async def _write_statuses(self, statuses: Mapping[str, dict[str, Any]]) -> None:
+        for key, status in statuses.items():
+            if self.reg_status.get(key) == status:
+                continue
+            ns, _, name = key.partition("/")
+            obj = self.inf.registrations.cache.get(SERVICE_REGISTRATION.key(name, ns)) or {}
+            if {k: v for k, v in (obj.get("status") or {}).items() if k in status} == status:
+                self.reg_status[key] = status
+                continue
+            try:
+                await self.registry.update_status(SERVICE_REGISTRATION, name, status, ns)
+                self.reg_status[key] = status
+            except ApiError as e:
+                if e.status not in (404, 409):
+                    raise
+
+    async def _offer(self, fleet: Fleet, shortfalls: list[tuple[_Service, ServiceEval, list[int]]],
+                     now: float) -> None:
+        """CCC: for client sites no instance serves within the SLA, offer the nearest cluster that would."""
+        assert self.placement is not None
+        everywhere = [dataclasses.replace(svc.plan, instances=fleet.clusters) for svc, _, _ in shortfalls]
+        for (svc, _ev, rows), ev_all in zip(shortfalls, evaluate(fleet, everywhere, self.damping.hysteresis),
+                                            strict=True):
+            sid = svc.plan.service_id
+            for r in rows:
+                client = svc.plan.clients[r]
+                if now - self.offered.get((sid, client), -np.inf) < self.settings.offerCooldownSeconds:
+                    continue
+                ok = ev_all.valid_enter[r] & ~np.isin(np.array(fleet.clusters), np.array(svc.plan.instances))
+                if not ok.any():
+                    continue
+                j = int(np.argmin(np.where(ok, ev_all.metric[r], np.inf)))
+                cluster = fleet.clusters[j]
+                self.offered[(sid, client)] = now
+                reason = (f"service {sid}: no instance meets the SLA for client site {client}; {cluster} would "
+                          f"({ev_all.delay[r, j]:.1f} ms)")
+                try:
+                    result = await self.placement(RescheduleRequest("offer", cluster, reason, 0.0, 1.0,
+                                                                    {"binding": svc.binding}))
+                    log.info("steering: %s", result.message)
+                except Exception:  # noqa: BLE001 - placement feedback must not stop routing
+                    log.exception("steering: offering %s to %s failed", cluster, svc.binding)
+

@@ -1,0 +1,353 @@
+"""Choosing routes from evaluated arrays, damped (SPEC C5, C6, C8).
+
+`choose` is the strategy's pick without history: per client site the best eligible instance
+(``preferred``) or every eligible instance weighted by the strategy's goodness (``balanced``); a
+client site with no instance meeting the SLA gets the instance with the best raw metric, marked
+``MAX``.
+
+`step` adds the damping that keeps a flapping status from flapping routes:
+
+* **minimum interval** — a client site's route changes at most once per ``minIntervalSeconds``,
+  unless the instance it uses broke the SLA while another meets it (then it moves at once);
+* **change threshold** — a valid route is replaced only by one whose strategy key is better by more
+  than ``changeThreshold`` (relative);
+* **hysteresis** — an instance not in use must meet the SLA with a ``hysteresis`` margin (e.g. delay
+  ≤ 90 ms for a 100 ms SLA) before it is chosen; one in use keeps being eligible up to the threshold;
+* **hold-down** — outside an emergency, an instance not in use is eligible only once it has met the
+  margin continuously for ``minIntervalSeconds`` (a status flapping between good and bad never
+  pulls routes back until it has been calm that long).
+
+`step` also says when to look again without a new status (`StepResult.recheck_at`): the moment a
+held-back change becomes allowed — a deadline, not polling.
+
+All of it is array code over one service's (client sites x instances).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from drods.steering.engine import Chunk, ServiceEval, ServicePlan
+from drods.steering.evaluation import B
+from drods.steering.metrics import F
+
+
+@dataclass(frozen=True, slots=True)
+class Damping:
+    minIntervalSeconds: float = 10.0
+    changeThreshold: float = 0.1
+    hysteresis: float = 0.1
+
+
+@dataclass(slots=True)
+class RouteState:
+    """What one service's published routes are, and since when each client site's has been so."""
+
+    clients: tuple[str, ...]
+    instances: tuple[str, ...]
+    weights: F  # (clients, instances), rows sum to 1 (or 0: no route)
+    changed_at: F  # (clients,) clock time of the last change, -inf never
+    changes: int = 0
+    held: B = field(default_factory=lambda: np.zeros(0, dtype=bool))  # a better route is held back
+    # (clients, instances): since when each pair has met the SLA with the margin (+inf: it does not)
+    valid_since: F = field(default_factory=lambda: np.zeros((0, 0)))
+    # (clients, instances): until when flows may stay pinned to the pair (used by the route recently)
+    recent_until: F = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def remapped(self, clients: tuple[str, ...], instances: tuple[str, ...]) -> RouteState:
+        """The same state over another set of client sites / instances (new names start empty)."""
+        if clients == self.clients and instances == self.instances:
+            return self
+        ci = {c: k for k, c in enumerate(self.clients)}
+        ii = {c: k for k, c in enumerate(self.instances)}
+        rows = np.array([ci.get(c, -1) for c in clients], dtype=np.int64)
+        cols = np.array([ii.get(c, -1) for c in instances], dtype=np.int64)
+        known = (rows >= 0)[:, None] & (cols >= 0)[None, :]
+        gather = (np.maximum(rows, 0)[:, None], np.maximum(cols, 0)[None, :])
+
+        def carry(a: F, fill: float) -> F:
+            if a.shape != self.weights.shape or not a.size:
+                return np.full(known.shape, fill)
+            return np.where(known, a[gather], fill)
+
+        w = carry(self.weights, 0.0)
+        since = carry(self.valid_since, np.inf)
+        recent = carry(self.recent_until, -np.inf)
+        t = np.where(rows >= 0, self.changed_at[np.maximum(rows, 0)] if self.changed_at.size else -np.inf, -np.inf)
+        sums = w.sum(axis=1, keepdims=True)
+        w = np.where(sums > 0, w / np.where(sums > 0, sums, 1.0), 0.0)  # an instance left: renormalise
+        return RouteState(clients, instances, w, t, self.changes, valid_since=since, recent_until=recent)
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrays:
+    """What choosing reads, for one service (C, I) or a chunk of them (S, C, I)."""
+
+    metric: F
+    valid: B
+    valid_enter: B
+    key: F
+    goodness: F
+    balanced: B  # broadcastable: (S, 1, 1) or a scalar
+    size: NDArray[np.int64]  # balanced: at most this many instances per row, broadcastable like ``balanced``
+    ties: bool  # the key can tie (cost, load): break ties by the metric
+    worsened: F  # when each instance's cluster last got worse (hold-down counts from then too)
+
+    @classmethod
+    def of(cls, ev: ServiceEval | Chunk) -> _Arrays:
+        if isinstance(ev, Chunk):
+            balanced = np.array([p.output == "balanced" for p in ev.plans])[:, None, None]
+            size = np.array([p.balanced_size for p in ev.plans])[:, None, None]
+            ties = any(p.strategy != "experienceFirst" for p in ev.plans)
+        else:
+            balanced = np.array(ev.plan.output == "balanced")
+            size = np.array(ev.plan.balanced_size)
+            ties = ev.plan.strategy != "experienceFirst"
+        return cls(ev.metric, ev.valid, ev.valid_enter, ev.key, ev.goodness, balanced, size, ties, ev.worsened)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fallback:
+    """Where no instance is eligible: the best raw metric (published as MAX). Depends only on the
+    metric, so one step computes it once for both of its choices."""
+
+    best_raw: F
+    reachable: B  # the row has an instance with a finite metric
+
+    @classmethod
+    def of(cls, metric: F) -> _Fallback:
+        n_i = metric.shape[-1]
+        if n_i == 0:
+            return cls(np.zeros(metric.shape), np.zeros(metric.shape[:-1], dtype=bool))
+        best = (np.arange(n_i) == np.argmin(metric, axis=-1)[..., None]).astype(np.float64)
+        return cls(best, np.asarray(np.isfinite(metric).any(axis=-1), dtype=bool))
+
+
+def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> F:
+    """Weights (…, client sites, instances): the strategy's pick among ``eligible``, or the best raw
+    metric where nothing is eligible (published as MAX)."""
+    n_i = a.metric.shape[-1]
+    if n_i == 0:
+        return np.zeros(a.metric.shape)
+    fb = fb or _Fallback.of(a.metric)
+    row_ok: B = np.asarray(eligible.any(axis=-1), dtype=bool)
+    if a.balanced.all():
+        g = np.where(eligible, a.goodness, 0.0)
+        if n_i > int(a.size.min()):  # keep the ``size`` best (by goodness) of each row
+            rank = np.argsort(np.argsort(-g, axis=-1, kind="stable"), axis=-1, kind="stable")
+            g = np.where(rank < a.size, g, 0.0)
+        sums = g.sum(axis=-1, keepdims=True)
+        weights = np.where(sums > 0, g / np.where(sums > 0, sums, 1.0), 0.0)
+    else:
+        k = np.where(eligible, a.key, np.inf)
+        if a.ties:
+            kmin = k.min(axis=-1, keepdims=True)
+            tie = k <= kmin + 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(kmin), kmin, 0.0)))
+            k = np.where(tie, a.metric, np.inf)
+        best = np.argmin(k, axis=-1)
+        weights = ((np.arange(n_i) == best[..., None]) & row_ok[..., None]).astype(np.float64)
+    fallback = ~row_ok & fb.reachable
+    if not fallback.any():
+        return weights
+    return np.asarray(np.where(fallback[..., None], fb.best_raw, weights), dtype=np.float64)
+
+
+def choose(ev: ServiceEval, eligible: B) -> tuple[F, B]:
+    """Weights (client sites x instances) and which rows met the SLA (no history, no damping)."""
+    return _choose(_Arrays.of(ev), eligible), np.asarray(eligible.any(axis=-1), dtype=bool)
+
+
+def _score(weights: F, key: F, valid: B) -> F:
+    """A route's strategy key (weighted), +inf when an instance it uses breaks the SLA or none."""
+    used = weights > 0
+    ok = used.any(axis=-1) & ~(used & ~valid).any(axis=-1)
+    with np.errstate(invalid="ignore"):
+        s = (weights * np.where(used, key, 0.0)).sum(axis=-1)
+    return np.where(ok, s, np.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    state: RouteState
+    changed: B  # (clients,) whose route changed
+    recheck_at: float | None  # when a held-back change may become allowed (None: nothing held)
+
+
+@dataclass(frozen=True, slots=True)
+class _Next:
+    weights: F
+    changed_at: F
+    valid_since: F
+    change: B
+    held: B
+    recheck_at: F  # per service (or a 0-d array): +inf nothing to wait for
+
+
+def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, damping: Damping) -> _Next:
+    """The damped step over (…, C, I) arrays (see the module docstring)."""
+    valid_since = np.where(a.valid_enter, np.minimum(since0, now), np.inf)
+    calm_since = np.maximum(valid_since, a.worsened)
+    held = weights0 > 0
+    keep = held & a.valid
+    settled = a.valid_enter & (now - calm_since >= damping.minIntervalSeconds)
+    fb = _Fallback.of(a.metric)
+    calm = _choose(a, keep | settled, fb)
+    rush = _choose(a, keep | a.valid_enter, fb)
+    cur_score = _score(weights0, a.key, a.valid)
+    has_route = held.any(axis=-1)
+    # Usable = no instance it uses has become unreachable (a MAX route stays usable best effort).
+    reachable = ~(held & ~np.isfinite(a.metric)).any(axis=-1)
+    rush_score = _score(rush, a.key, a.valid)
+    urgent = ~has_route | ~reachable | (~np.isfinite(cur_score) & np.isfinite(rush_score))
+    cand = np.where(urgent[..., None], rush, calm)
+    new_score = _score(cand, a.key, a.valid)
+    differs = (np.abs(cand - weights0) > 1e-6).any(axis=-1)
+    elapsed = (now - changed_at0) >= damping.minIntervalSeconds
+    both_max = ~np.isfinite(cur_score) & ~np.isfinite(new_score)
+    if both_max.any():  # neither meets the SLA: compare raw metrics so a best-effort route can improve
+        with np.errstate(invalid="ignore"):
+            cur_raw = (weights0 * np.where(held, a.metric, 0.0)).sum(axis=-1)
+            new_raw = (cand * np.where(cand > 0, a.metric, 0.0)).sum(axis=-1)
+        cur_score = np.where(both_max, cur_raw, cur_score)
+        new_score = np.where(both_max, new_raw, new_score)
+    with np.errstate(invalid="ignore"):
+        improve = new_score < cur_score * (1.0 - damping.changeThreshold)
+    change = differs & (urgent | (elapsed & improve))
+    weights = np.where(change[..., None], cand, weights0)
+    changed_at = np.where(change, now, changed_at0)
+    # Held back: a better route exists (or soon will, once an instance has been calm long enough).
+    held_rows = ~change & (differs | (np.abs(rush - weights) > 1e-6).any(axis=-1))
+    # The earliest moment the time-based rules stop holding a row back.
+    waiting = a.valid_enter & ~settled & ~(weights > 0) & held_rows[..., None]
+    calm_at = np.where(waiting, calm_since, np.inf).min(axis=-1) if waiting.shape[-1] else \
+        np.full(held_rows.shape, np.inf)
+    row_at = np.maximum(changed_at, np.where(np.isfinite(calm_at), calm_at, -np.inf)) + damping.minIntervalSeconds
+    recheck = np.where(held_rows & (row_at > now), row_at, np.inf).min(axis=-1) if held_rows.shape[-1] else \
+        np.full(held_rows.shape[:-1], np.inf)
+    return _Next(weights, changed_at, valid_since, change, held_rows, np.asarray(recheck))
+
+
+def _fresh(ev: ServiceEval | ServicePlan) -> RouteState:
+    plan = ev if isinstance(ev, ServicePlan) else ev.plan
+    shape = (len(plan.clients), len(plan.instances))
+    return RouteState(plan.clients, plan.instances, np.zeros(shape), np.full(shape[0], -np.inf),
+                      valid_since=np.full(shape, np.inf))
+
+
+def _recent(state: RouteState) -> F:
+    r = state.recent_until
+    return r if r.shape == state.weights.shape else np.full(state.weights.shape, -np.inf)
+
+
+def _since(state: RouteState) -> F:
+    return state.valid_since if state.valid_since.shape == state.weights.shape else np.full(state.weights.shape, np.inf)
+
+
+def step(ev: ServiceEval, state: RouteState | None, now: float, damping: Damping) -> StepResult:
+    """One service's next published state, which client sites' routes changed, and when to look again."""
+    state = _fresh(ev) if state is None else state.remapped(ev.plan.clients, ev.plan.instances)
+    n = _step(_Arrays.of(ev), state.weights, state.changed_at, _since(state), now, damping)
+    recheck = float(n.recheck_at)
+    recent = np.where(n.weights > 0, now + ev.plan.affinity_seconds, _recent(state))
+    nxt = RouteState(state.clients, state.instances, n.weights, n.changed_at, state.changes + int(n.change.sum()),
+                     held=n.held, valid_since=n.valid_since, recent_until=recent)
+    return StepResult(nxt, n.change, recheck if np.isfinite(recheck) else None)
+
+
+def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, damping: Damping) -> list[StepResult]:
+    """`step` for every service of a chunk at once (states in the chunk's order)."""
+    shape = chunk.metric.shape
+    w0 = np.zeros(shape)
+    t0 = np.full(shape[:2], -np.inf)
+    s0 = np.full(shape, np.inf)
+    r0 = np.full(shape, -np.inf)
+    current: list[RouteState] = []
+    for s, (plan, st) in enumerate(zip(chunk.plans, states, strict=True)):
+        st = _fresh(plan) if st is None else st.remapped(plan.clients, plan.instances)
+        current.append(st)
+        nc, ni = len(plan.clients), len(plan.instances)
+        w0[s, :nc, :ni] = st.weights
+        t0[s, :nc] = st.changed_at
+        s0[s, :nc, :ni] = _since(st)
+        r0[s, :nc, :ni] = _recent(st)
+    n = _step(_Arrays.of(chunk), w0, t0, s0, now, damping)
+    affinity = np.array([p.affinity_seconds for p in chunk.plans])[:, None, None]
+    recent = np.where(n.weights > 0, now + affinity, r0)
+    counts = n.change.sum(axis=-1)
+    out: list[StepResult] = []
+    for s, st in enumerate(current):
+        nc, ni = len(st.clients), len(st.instances)
+        recheck = float(n.recheck_at[s])
+        nxt = RouteState(st.clients, st.instances, n.weights[s, :nc, :ni], n.changed_at[s, :nc],
+                         st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni],
+                         recent_until=recent[s, :nc, :ni])
+        out.append(StepResult(nxt, n.change[s, :nc], recheck if np.isfinite(recheck) else None))
+    return out
+
+
+def _fmt(v: float) -> float:
+    return float(round(v, 3))
+
+
+def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
+    code = ev.broken(r, j)
+    sla = ev.plan.sla
+    if code == "unreachable":
+        return "no network status or a saturated instance"
+    if code == "delay":
+        return f"delay {ev.delay[r, j]:.1f} ms > {sla.maxDelayMs:g} ms"
+    if code == "load":
+        return f"load {ev.load[r, j] * 100:.0f} % > {sla.maxLoadPercent:g} %"
+    if code == "cost":
+        return f"cost {ev.cost[r, j]:.2f}/h > {sla.maxCostPerHour:g}/h"
+    limits = {"jitter": sla.maxJitterMs, "loss": sla.maxLossPercent, "bandwidth": sla.minBandwidthMbps}
+    return f"{code} threshold {limits.get(code)} broken"
+
+
+def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],
+           now: float = 0.0) -> list[dict[str, object]]:
+    """The published routes: per client site the instances in use with weight, metric and why, and
+    ``eligible``: the instances its flows may stay pinned to (used by the route within the affinity
+    timeout, and meeting the SLA now)."""
+    p = ev.plan
+    rounded = np.round(state.weights, 3)
+    use_r, use_j = np.nonzero(rounded > 0)
+    used_by_row: list[list[int]] = [[] for _ in p.clients]
+    for r, j in zip(use_r.tolist(), use_j.tolist(), strict=True):
+        used_by_row[r].append(j)
+    el_r, el_j = np.nonzero(ev.valid & (_recent(state) > now))
+    eligible_by_row: list[list[str]] = [[] for _ in p.clients]
+    for r, j in zip(el_r.tolist(), el_j.tolist(), strict=True):
+        eligible_by_row[r].append(p.instances[j])
+    routes: list[dict[str, object]] = []
+    for r, client in enumerate(p.clients):
+        instances: list[dict[str, object]] = []
+        used = used_by_row[r]
+        weights = [float(rounded[r, j]) for j in used]
+        if len(weights) > 1:  # rounded weights still sum to 1: the largest takes the remainder
+            top = max(range(len(weights)), key=weights.__getitem__)
+            weights[top] = _fmt(1.0 - sum(w for k, w in enumerate(weights) if k != top))
+        elif weights:
+            weights[0] = 1.0
+        for j, weight in zip(used, weights, strict=True):
+            ok = bool(ev.valid[r, j])
+            parts = f"delay {ev.delay[r, j]:.1f} ms = network {ev.network[r, j]:.1f} + processing " \
+                    f"{ev.processing[r, j]:.1f}"
+            if ok:
+                why = {"experienceFirst": f"best {p.evaluation}",
+                       "costFirst": f"cheapest meeting the SLA ({ev.cost[r, j]:.2f}/h)",
+                       "resourceFirst": f"most headroom meeting the SLA (load {ev.load[r, j] * 100:.0f} %)"}
+                reason = f"{p.strategy}: {why[p.strategy]}; {parts}"
+                if bool(state.held[r]):
+                    reason += "; a better route is held back by damping"
+                metric: float | str = _fmt(float(ev.metric[r, j]))
+            else:
+                reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, j)}); best effort; {parts}"
+                metric = "MAX"
+            instances.append({"cluster": p.instances[j], "weight": weight, "metric": metric, "reason": reason})
+        routes.append({"clientSite": client, "instances": instances, "changedAt": changed_at_text[r],
+                       "eligible": eligible_by_row[r]})
+    return routes

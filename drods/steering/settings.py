@@ -1,0 +1,28 @@
+"""Tunables of traffic steering: the ``steering`` section of the configuration file
+(`drods.config`); tests and tools pass their own to the process assembly."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.steering.routing import Damping
+
+
+class SteeringSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # C8: a client site's route changes at most this often (unless the instance it uses breaks the SLA).
+    minIntervalSeconds: float = Field(default=10.0, ge=0)
+    # C8: a valid route is replaced only by one better by this much (relative, in the strategy's key).
+    changeThreshold: float = Field(default=0.1, ge=0, lt=1)
+    # C8: a new instance must meet every SLA threshold with this margin (0.1: delay ≤ 90 ms for 100 ms).
+    hysteresis: float = Field(default=0.1, ge=0, lt=1)
+    # Status changes arriving within this window are evaluated together (one burst, one recomputation).
+    coalesceSeconds: float = Field(default=0.02, ge=0)
+    # CCC: a nearer cluster is offered to a service's workload at most once per this long per client site.
+    offerCooldownSeconds: float = Field(default=60.0, ge=0)
+    # Registration files (YAML, one or more documents) applied when the controller starts leading (C4).
+    registrationFiles: list[str] = Field(default_factory=list)
+
+    def damping(self) -> Damping:
+        return Damping(self.minIntervalSeconds, self.changeThreshold, self.hysteresis)

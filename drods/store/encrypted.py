@@ -1,0 +1,135 @@
+"""A store whose values under some key prefixes are encrypted before they reach the backend (SEC2).
+
+It sits between every component of a process and the backend (`drods.assembly`), so informers,
+the registry and controllers read plaintext while the SQLite file, its WAL, its revision log and
+etcd hold only ciphertext (`drods.security.envelope`). Prefixes (`model.kinds.ENCRYPTED_AT_REST`):
+Secrets and Works (their manifests carry Secrets). ``value`` compares on an encrypted key are
+refused: ciphertext differs on every write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from drods.security.envelope import Envelope
+from drods.store.base import (
+    CasFailed,
+    Compare,
+    KeyValue,
+    Lease,
+    Put,
+    Store,
+    TxnOp,
+    TxnResult,
+    WatchEvent,
+)
+
+
+class EncryptingStore(Store):
+    def __init__(self, inner: Store, envelope: Envelope, prefixes: Sequence[str]) -> None:
+        self.inner = inner
+        self.envelope = envelope
+        self.prefixes = tuple(prefixes)
+        self.max_txn_ops = inner.max_txn_ops
+
+    def encrypted(self, key: str) -> bool:
+        return key.startswith(self.prefixes)
+
+    def seal(self, key: str, value: bytes) -> bytes:
+        return self.envelope.seal(value, key.encode()) if self.encrypted(key) else value
+
+    def _open(self, kv: KeyValue | None) -> KeyValue | None:
+        if kv is None or not kv.value or not self.encrypted(kv.key):
+            return kv
+        return KeyValue(kv.key, self.envelope.open(kv.value, kv.key.encode()), kv.create_revision,
+                        kv.mod_revision, kv.version, kv.lease)
+
+    def _open_all(self, kvs: list[KeyValue]) -> list[KeyValue]:
+        return [self._open(kv) or kv for kv in kvs]
+
+    def _cas_failed(self, e: CasFailed) -> CasFailed:
+        return CasFailed(e.key, self._open(e.current))
+
+    async def get(self, key: str) -> KeyValue | None:
+        return self._open(await self.inner.get(key))
+
+    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
+        kvs, rev = await self.inner.range(prefix, limit=limit)
+        return self._open_all(kvs), rev
+
+    async def put(self, key: str, value: bytes, *, expect_revision: int | None = None, lease: int = 0) -> int:
+        try:
+            return await self.inner.put(key, self.seal(key, value), expect_revision=expect_revision, lease=lease)
+        except CasFailed as e:
+            raise self._cas_failed(e) from None
+
+    async def delete(self, key: str, *, expect_revision: int | None = None) -> KeyValue | None:
+        try:
+            return self._open(await self.inner.delete(key, expect_revision=expect_revision))
+        except CasFailed as e:
+            raise self._cas_failed(e) from None
+
+    async def delete_prefix(self, prefix: str) -> int:
+        return await self.inner.delete_prefix(prefix)
+
+    def _op(self, op: TxnOp) -> TxnOp:
+        return Put(op.key, self.seal(op.key, op.value), op.lease) if isinstance(op, Put) else op
+
+    async def txn(self, compares: Sequence[Compare], success: Sequence[TxnOp],
+                  failure: Sequence[TxnOp] = ()) -> TxnResult:
+        for c in compares:
+            if c.target == "value" and self.encrypted(c.key):
+                raise ValueError(f"value compare on encrypted key {c.key!r}")
+        res = await self.inner.txn(compares, [self._op(o) for o in success], [self._op(o) for o in failure])
+        ops = success if res.succeeded else failure
+        responses: list[object] = []
+        for op, out in zip(ops, res.responses, strict=False):
+            if isinstance(out, list) and not isinstance(op, Put):
+                responses.append(self._open_all(out))
+            else:
+                responses.append(out)
+        responses += res.responses[len(responses):]
+        return TxnResult(res.succeeded, res.revision, responses)
+
+    async def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
+        async for ev in self.inner.watch(prefix, start_revision=start_revision):
+            yield WatchEvent(ev.type, self._open(ev.kv) or ev.kv, self._open(ev.prev_kv))
+
+    async def grant_lease(self, ttl: int) -> Lease:
+        return await self.inner.grant_lease(ttl)
+
+    async def keep_alive(self, lease_id: int) -> int:
+        return await self.inner.keep_alive(lease_id)
+
+    async def revoke_lease(self, lease_id: int) -> None:
+        await self.inner.revoke_lease(lease_id)
+
+    async def compact(self, revision: int) -> None:
+        await self.inner.compact(revision)
+
+    async def current_revision(self) -> int:
+        return await self.inner.current_revision()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def reencrypt(store: EncryptingStore) -> tuple[int, int]:
+    """Write every encrypted-prefix value again under the primary KEK (compare-and-swap on its
+    revision, so a concurrent change wins and is already sealed with the current key); values
+    stored in plaintext before encryption was enabled are sealed too. Returns (rewritten, skipped)."""
+    primary = store.envelope.keyring.primary
+    rewritten = skipped = 0
+    for prefix in store.prefixes:
+        raw, _ = await store.inner.range(prefix)
+        for kv in raw:
+            if store.envelope.kek_of(kv.value) == primary:
+                continue
+            plain = store.envelope.open(kv.value, kv.key.encode())
+            try:
+                await store.inner.put(kv.key, store.seal(kv.key, plain), expect_revision=kv.mod_revision,
+                                      lease=kv.lease)
+                rewritten += 1
+            except CasFailed:
+                skipped += 1  # changed meanwhile: that write used the current primary
+    return rewritten, skipped

@@ -1,0 +1,107 @@
+// Start-up, sign-in, the page frame and the hash router. Views are modules listed in views/index.js.
+
+import { Session, tokenOf } from "./api.js";
+import { h, replace } from "./dom.js";
+import { CLUSTERS, Live } from "./live.js";
+import { VIEWS } from "./views/index.js";
+
+const app = document.getElementById("app");
+let current = null; // {session, live, cleanup}
+
+function showLogin(message) {
+  const error = h("p", { class: "error", role: "alert", id: "login-error" }, message || "");
+  const input = h("input", { type: "password", id: "token", name: "token", autocomplete: "off", required: true,
+                             spellcheck: "false", "aria-describedby": "token-help login-error" });
+  const form = h("form", { class: "login", onsubmit: (e) => { e.preventDefault(); signIn(input.value.trim(), error); } },
+    h("h1", {}, "DRO-DS"),
+    h("label", { for: "token" }, "Access token"),
+    input,
+    h("p", { id: "token-help", class: "muted" },
+      "A token from `drods token create`, or your DRO-DS kubeconfig pasted whole. It is kept in this tab only."),
+    h("button", { type: "submit" }, "Sign in"),
+    error);
+  replace(app, h("main", { id: "main", class: "login-page" }, form));
+  input.focus();
+}
+
+async function signIn(text, error) {
+  const session = new Session(tokenOf(text));
+  if (!session.role) { error.textContent = "This is not a DRO-DS token."; return; }
+  if (session.role === "cluster-agent") { error.textContent = "A cluster agent's token cannot sign in here."; return; }
+  try {
+    await session.get(CLUSTERS, { fieldSelector: "metadata.name=~none~" });
+  } catch (err) {
+    error.textContent = err.status === 401 ? "The server does not accept this token." : `Sign-in failed: ${err.message}`;
+    return;
+  }
+  session.save();
+  start(session);
+}
+
+function signOut(message) {
+  if (current) { current.cleanup && current.cleanup(); current.live.stop(); current = null; }
+  Session.clear();
+  history.replaceState(null, "", "#/");
+  showLogin(message);
+}
+
+function start(session) {
+  const status = h("p", { class: "status", role: "status", "aria-live": "polite", id: "status" });
+  const live = new Live(session, (err) => {
+    if (err === null) status.textContent = "Live updates resumed.";
+    else if (err.status === 401) signOut("Your token is no longer accepted; sign in again.");
+    else status.textContent = `Live updates interrupted (${err.message}); reconnecting…`;
+  }).start();
+  const nav = h("nav", { "aria-label": "Main" },
+    h("ul", {}, VIEWS.filter((v) => v.nav && v.visible(session)).map((v) =>
+      h("li", {}, h("a", { href: `#/${v.id}`, dataset: { view: v.id } }, v.title)))));
+  const main = h("main", { id: "main", tabindex: "-1" });
+  replace(app,
+    h("header", { class: "top" },
+      h("span", { class: "brand" }, "DRO-DS"),
+      nav,
+      h("span", { class: "who" }, `${session.subject} · `, h("strong", { id: "role" }, session.role)),
+      h("button", { type: "button", class: "secondary", onclick: () => signOut("Signed out.") }, "Sign out")),
+    status,
+    main);
+  current = { session, live, cleanup: null };
+  const ctx = {
+    session, live,
+    say: (text) => { status.textContent = text; },
+    go: (path) => { location.hash = `#/${path}`; },
+  };
+  const route = () => {
+    if (!current) return;
+    const path = decodeURIComponent(location.hash.replace(/^#\/?/, "")) || "fleet";
+    let view = null;
+    let params = [];
+    for (const v of VIEWS) {
+      const m = v.visible(session) && path.match(v.route);
+      if (m) { view = v; params = m.slice(1); break; }
+    }
+    if (current.cleanup) current.cleanup();
+    current.cleanup = null;
+    for (const a of nav.querySelectorAll("a")) {
+      if (view && a.dataset.view === (view.section || view.id)) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+    if (!view) {
+      replace(main, h("h1", {}, "Not found"), h("p", {}, `Nothing at “${path}”. `, h("a", { href: "#/fleet" }, "Back to the fleet")));
+      return;
+    }
+    replace(main);
+    document.title = `${view.title} · DRO-DS`;
+    current.cleanup = view.render(main, ctx, params) || null;
+    // A new page: keyboard and screen-reader users start at its content (a nav link keeps focus).
+    if (!nav.contains(document.activeElement)) {
+      window.scrollTo(0, 0);
+      main.focus({ preventScroll: true });
+    }
+  };
+  window.onhashchange = route;
+  route();
+}
+
+const restored = Session.restore();
+if (restored) start(restored);
+else showLogin();

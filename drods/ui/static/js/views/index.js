@@ -1,0 +1,14 @@
+// Every view of the dashboard, in navigation order. A view is one module exporting
+// {id, title, nav, route, visible(session), render(main, ctx, params) → cleanup}; adding one
+// (routes, migrations, autoscalers as they land) is a module and a line here.
+
+import audit from "./audit.js";
+import cluster from "./cluster.js";
+import clusters from "./clusters.js";
+import fleet from "./fleet.js";
+import operations from "./operations.js";
+import policies from "./policies.js";
+import workload from "./workload.js";
+import workloads from "./workloads.js";
+
+export const VIEWS = [fleet, clusters, cluster, workloads, workload, policies, operations, audit];

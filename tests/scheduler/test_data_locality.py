@@ -1,0 +1,69 @@
+"""Data locality (F4): the Dataset spec, the score's golden values, the GiB a decision moves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from drods.model.binding import ObjectReference
+from drods.model.cluster import CostModel
+from drods.model.dataset import DatasetRead, DatasetSpec
+from drods.scheduler import Profile, Scheduler, Snapshot, Task
+from drods.scheduler.plugins.data_locality import DataLocality, moved_gib_per_hour
+from drods.scheduler.task import analyse
+from tests.scheduler.conftest import add, task
+
+
+def test_dataset_spec_rules() -> None:
+    DatasetSpec.model_validate({"sizeGiB": 10, "locations": [{"cluster": "a", "kind": "Primary"},
+                                                            {"cluster": "b", "kind": "Cache"}]})
+    with pytest.raises(ValidationError, match="at most one Primary"):
+        DatasetSpec.model_validate({"sizeGiB": 1, "locations": [{"cluster": "a", "kind": "Primary"},
+                                                               {"cluster": "b", "kind": "Primary"}]})
+    with pytest.raises(ValidationError):
+        DatasetSpec.model_validate({"sizeGiB": -1})
+
+
+def fleet(snap: Snapshot) -> None:
+    add(snap, "a", cost=CostModel(cpuCoreHour=0.01, egressGiB=0.05))
+    add(snap, "b", cost=CostModel(cpuCoreHour=0.01, egressGiB=0.12))
+    add(snap, "c")  # no price: the default egress 0.09
+    snap.datasets = {"ml/images": ("a",), "ml/labels": ("b", "c")}
+
+
+def test_score_golden_and_namespace(snap: Snapshot) -> None:
+    fleet(snap)
+    spec = task(datasets=[DatasetRead(name="images", readGiBPerHour=100),
+                          DatasetRead(name="labels", readGiBPerHour=10)],
+                resource=ObjectReference(apiVersion="apps/v1", kind="Deployment", name="train", namespace="ml"))
+    info = analyse(spec)
+    assert info.datasets == (("ml/images", 100.0), ("ml/labels", 10.0))
+    plugin = DataLocality()
+    assert not plugin.skip(info, snap)
+    s = plugin.score(info, snap, np.ones(3, dtype=bool))
+    # a: images local, labels from c (min egress of b 0.12, c 0.09) → 10·0.09 = 0.9
+    # b: images from a 100·0.05 = 5, labels local → 5 ; c: 5 likewise
+    # min-max: a → 100, b and c → 0
+    assert s.tolist() == pytest.approx([100.0, 0.0, 0.0])
+    # bytes moved by a placement: 2 replicas on a, 2 on b → images read away by half, labels by half
+    moved = moved_gib_per_hour(info, snap, np.array([0, 1]), np.array([2, 2]))
+    assert moved == pytest.approx(100 * 0.5 + 10 * 0.5)
+
+
+def test_skipped_without_known_datasets(snap: Snapshot) -> None:
+    fleet(snap)
+    plugin = DataLocality()
+    assert plugin.skip(analyse(task()), snap)
+    assert plugin.skip(analyse(task(datasets=[DatasetRead(name="nowhere", readGiBPerHour=5)])), snap)
+
+
+def test_decision_prefers_the_data_and_records_bytes(snap: Snapshot) -> None:
+    fleet(snap)
+    spec = task(replicas=2, datasets=[DatasetRead(name="images", readGiBPerHour=40)],
+                resource=ObjectReference(apiVersion="apps/v1", kind="Deployment", name="t", namespace="ml"))
+    r = Scheduler(Profile.default(), rng_seed=1).schedule(Task(spec, name="t"), snap)
+    assert r.placement_dict() == {"a": 2} and r.data_moved_gib_per_hour == 0.0
+    blind = Scheduler(Profile.from_dict({"scores": {"LeastWaterLevel": 1.0}}), rng_seed=1).schedule(
+        Task(spec, name="t"), snap)
+    assert blind.data_moved_gib_per_hour is not None and blind.data_moved_gib_per_hour > 0

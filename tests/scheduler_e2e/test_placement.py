@@ -1,0 +1,150 @@
+"""Placement inputs through the API (F6 prices, H2 classes): a real control plane, clusters fed as
+an agent would, decisions read back from the Binding status, the history and the table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from tests.monitor_e2e.conftest import eventually
+from tests.scheduler_e2e.conftest import Plane
+
+
+async def test_prices_drive_placement_bill_history_and_wide_table(plane: Plane) -> None:
+    await plane.cluster("cheap", 20, cost={"cpuCoreHour": 0.01, "memoryGiBHour": 0.001, "egressGiB": 0.02})
+    await plane.cluster("dear", 20, cost={"cpuCoreHour": 0.08, "memoryGiBHour": 0.004, "egressGiB": 0.09,
+                                          "market": "OnDemand"})
+    await plane.cluster("spot", 20, cost={"cpuCoreHour": 0.02, "memoryGiBHour": 0.001, "market": "Spot",
+                                          "egressGiB": 0.05, "gpuHourByModel": {"A100": 2.5}})
+    await plane.seen("cheap", "dear", "spot")
+    st = await plane.place({"name": "cf", "replicas": 6, "resources": {"cpu": 1, "memory": 2},
+                            "network": {"egressGiBPerHour": 1.0}, "placement": {"costFirst": True}})
+    # spot's compute is cheaper (0.022/h) but the egress price makes it dearer (0.072 vs 0.032)
+    assert st["phase"] == "Scheduled" and st["placement"] == [{"cluster": "cheap", "replicas": 6}]
+    # 6 × (1×0.01 + 2×0.001 + 1×0.02)
+    assert abs(st["estimatedHourlyCost"] - 6 * 0.032) < 1e-9
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "cf"})
+    e = r.json()["items"][0]
+    assert e["division"] == "CostFirst" and abs(e["estimatedHourlyCost"] - 0.192) < 1e-9
+    assert e["scores"]["Cost"]["cheap"] == 100.0 and e["baseWeights"]["Cost"] == 0.5
+    # a bad price is refused with a clear error and changes nothing
+    r = await plane.call("POST", "/api/v1/clusters", json={"name": "neg", "syncMode": "Pull",
+                                                            "cost": {"gpuHourByModel": {"A100": -1}}})
+    assert r.status_code == 422 and "gpuHourByModel" in r.text
+    assert (await plane.call("GET", "/api/v1/clusters/neg")).status_code == 404
+    # the Binding kind's table carries the bill as a wide column
+    r = await plane.call("GET", "/apis/multicluster.io/v1alpha1/bindings",
+                         headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    table = r.json()
+    cols = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
+    assert ("Cost/h", 1) in cols
+    at = [c for c, _ in cols].index("Cost/h")
+    row = next(x for x in table["rows"] if x["cells"][0] == "cf")
+    assert abs(row["cells"][at] - 0.192) < 1e-9
+
+
+async def test_workload_class_keeps_clashing_classes_apart(plane: Plane) -> None:
+    await plane.cluster("batchy", 5)
+    await plane.cluster("calm", 45)
+    await plane.seen("batchy", "calm")
+    batch = await plane.place({"name": "crunch", "replicas": 8, "resources": {"cpu": 2, "memory": 1},
+                               "targetClusters": ["batchy"],
+                               "labels": {"multicluster.io/workload-class": "cpu-batch"}})
+    assert batch["placement"] == [{"cluster": "batchy", "replicas": 8}]
+    blind = await plane.place({"name": "plain", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
+    assert "batchy" in {p["cluster"] for p in blind["placement"]}  # the emptier cluster, by water level
+    web = await plane.place({"name": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1},
+                             "labels": {"multicluster.io/workload-class": "latency-sensitive"}})
+    assert web["placement"] == [{"cluster": "calm", "replicas": 2}]
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "web"})
+    e = r.json()["items"][0]
+    assert e["scores"]["Dissonance"] == {"calm": 100.0} and e["baseWeights"]["Dissonance"] == 1.0
+
+
+async def test_traffic_graph_places_a_service_near_its_peer(plane: Plane) -> None:
+    await plane.cluster("quiet", 10, region="eu", zone="eu-1")
+    await plane.cluster("peer", 30, region="us", zone="us-1")
+    await plane.seen("quiet", "peer")
+    db = await plane.place({"name": "db", "replicas": 1, "resources": {"cpu": 1, "memory": 1},
+                            "targetClusters": ["peer"]})
+    assert db["placement"] == [{"cluster": "peer", "replicas": 1}]
+    bad = await plane.call("PUT", "/api/v1/traffic", json={"edges": [{"from": {"name": "web"},
+                                                                      "to": {"name": "db"},
+                                                                      "bytesPerSecond": -5}]})
+    assert bad.status_code == 422 and "bytesPerSecond" in bad.text
+    assert await plane.store.get("/traffic/graph") is None  # nothing stored
+    viewer = await plane.call("PUT", "/api/v1/traffic", role="viewer",
+                              json={"edges": [{"from": {"name": "web"}, "to": {"name": "db"}}]})
+    assert viewer.status_code == 403
+    ok = await plane.call("PUT", "/api/v1/traffic", json={
+        "edges": [{"from": {"namespace": "default", "name": "web"}, "to": {"namespace": "default", "name": "db"},
+                   "bytesPerSecond": 5e6, "requestsPerSecond": 800}],
+        "timestamp": datetime.now(UTC).isoformat()})
+    assert ok.status_code == 200 and ok.json() == {"accepted": 1, "edges": 1}
+    snap = plane.scheduler.cache.snap
+
+    async def graph_seen() -> bool:
+        return "default/web" in snap.traffic
+
+    await eventually(graph_seen, what="the scheduler to see the traffic graph")
+    web = await plane.place({"name": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
+    assert web["placement"] == [{"cluster": "peer", "replicas": 2}]  # near its peer, not the emptier one
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "web"})
+    assert r.json()["items"][0]["scores"]["TrafficAffinity"] == {"peer": 100.0}
+    lone = await plane.place({"name": "lone", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
+    assert "quiet" in {p["cluster"] for p in lone["placement"]}  # no traffic: water level decides
+
+
+async def test_dataset_draws_its_readers_and_decisions_record_bytes(plane: Plane) -> None:
+    await plane.cluster("data", 40)
+    await plane.cluster("empty", 5)
+    await plane.seen("data", "empty")
+    ds = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Dataset",
+          "metadata": {"name": "images", "namespace": "ml"},
+          "spec": {"sizeGiB": 800, "locations": [{"cluster": "data", "kind": "Primary"}]}}
+    base = "/apis/multicluster.io/v1alpha1/namespaces/ml/datasets"
+    bad = await plane.call("POST", base, json=ds | {"metadata": {"name": "bad", "namespace": "ml"},
+                                                    "spec": {"sizeGiB": -1}})
+    assert bad.status_code == 422
+    r = await plane.call("POST", base, json=ds)
+    assert r.status_code == 201, r.text
+    snap = plane.scheduler.cache.snap
+
+    async def known() -> bool:
+        return snap.datasets.get("ml/images") == ("data",)
+
+    await eventually(known, what="the scheduler to see the dataset")
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "train", "namespace": "ml"}
+    st = await plane.place({"name": "train", "replicas": 2, "resources": {"cpu": 1, "memory": 1}, "resource": ref,
+                            "datasets": [{"name": "images", "readGiBPerHour": 50}]})
+    assert st["placement"] == [{"cluster": "data", "replicas": 2}]  # beside the data, not the emptier cluster
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "train"})
+    e = r.json()["items"][0]
+    assert e["dataMovedGiBPerHour"] == 0.0 and e["scores"]["DataLocality"] == {"data": 100.0}
+    plain = await plane.place({"name": "plain", "replicas": 2, "resources": {"cpu": 1, "memory": 1}})
+    assert "empty" in {p["cluster"] for p in plain["placement"]}
+
+
+async def test_follower_is_placed_with_its_primary_and_moves_when_it_moves(plane: Plane) -> None:
+    await plane.cluster("x", 50)
+    await plane.cluster("y", 50)
+    await plane.cluster("idle", 5)
+    await plane.seen("x", "y", "idle")
+    db = await plane.place({"name": "db", "replicas": 1, "resources": {"cpu": 1, "memory": 1},
+                            "targetClusters": ["x"]})
+    assert db["placement"] == [{"cluster": "x", "replicas": 1}]
+    follow = {"apiVersion": "apps/v1", "kind": "StatefulSet", "namespace": "default", "name": "db"}
+    st = await plane.place({"name": "db-backup", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1},
+                            "followUp": follow})
+    assert st["placement"] == [{"cluster": "x", "replicas": 2}]
+    r = await plane.call("PATCH", "/api/v1/bindings/db", json={"targetClusters": ["y"]},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def moved() -> dict | None:
+        s = await plane.status("db-backup")
+        return s if s["placement"] == [{"cluster": "y", "replicas": 2}] else None
+
+    await eventually(moved, what="the follower to move with db")
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "db-backup"})
+    e = r.json()["items"][0]
+    assert e["scheduleType"] == "FollowUpMoved" and e["trigger"]["kind"] == "FollowUp"

@@ -1,0 +1,82 @@
+"""The steering controller over a real store: watch-triggered, and a status change re-evaluates only
+the services it can affect now (the rest get a deadline or count their hold-down from it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from drods.controllers.detector import decode_object
+from drods.machinery.informer import Informer
+from drods.machinery.tasks import stop_tasks
+from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, status_key
+from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
+from drods.registry.objects import ObjectRegistry
+from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.steering.controller import Recomputation, SteeringController, SteeringInformers
+from drods.steering.settings import SteeringSettings
+from drods.store import Store
+
+
+def doc(load: float) -> bytes:
+    return json.dumps({"status": {"cpu": {"capacity": 10.0, "used": 10.0 * load}}}).encode()
+
+
+@pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)
+async def test_only_affected_services_are_evaluated(store: Store, tmp_path: Path) -> None:
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    for c in ("a", "b"):
+        await registry.create(CLUSTER, {"metadata": {"name": c}, "spec": {}})
+        await store.put(status_key(c), doc(0.2))
+    await store.put(f"{NETWORK_PREFIX}DFW/a", json.dumps({"delayMs": 5.0}).encode())
+    await store.put(f"{NETWORK_PREFIX}DFW/b", json.dumps({"delayMs": 30.0}).encode())
+    for name, placed in (("one", ["a", "b"]), ("two", ["b"])):
+        ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "namespace": "default"}
+        body = {"metadata": {"name": name}, "spec": {"resource": ref},
+                "status": {"placement": [{"cluster": c, "replicas": 1} for c in placed]}}
+        await store.put(BINDING.key(name), json.dumps(body).encode())
+        await registry.create(SERVICE_REGISTRATION, {"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "serviceId": f"{name}.example", "workload": ref, "clientSites": ["DFW"], "sla": {"maxDelayMs": 100.0}}})
+    informers = SteeringInformers(*(Informer(store, p, decode_object) for p in (
+        SERVICE_REGISTRATION.key_prefix(), BINDING.key_prefix(), CLUSTER.key_prefix(), STATUS_PREFIX,
+        NETWORK_PREFIX)))
+    seen: list[Recomputation] = []
+    changed = asyncio.Event()
+
+    def observe(r: Recomputation) -> None:
+        seen.append(r)
+        changed.set()
+
+    async def after(revision: int) -> Recomputation:
+        async with asyncio.timeout(10):
+            while not any(r.revision >= revision for r in seen):
+                await changed.wait()
+                changed.clear()
+        return next(r for r in seen if r.revision >= revision)
+
+    now = [1000.0]
+    ctl = SteeringController(registry, informers, SteeringSettings(minIntervalSeconds=10.0, coalesceSeconds=0.0),
+                             clock=lambda: now[0], observer=observe)
+    tasks = [asyncio.create_task(inf.run()) for inf in informers.all()] + [asyncio.create_task(ctl.run())]
+    try:
+        first = await after(await store.current_revision())
+        assert first.evaluated == 2 and first.written == 2
+        route = await registry.get(SERVICE_ROUTE, "one.example")
+        assert route["spec"]["routes"][0]["instances"][0]["cluster"] == "a"
+        # b gets worse: only "two" (served by b) is evaluated; "one" does not use b.
+        r = await after(await store.put(status_key("b"), doc(0.6)))
+        assert r.evaluated == 1
+        # b gets better: "two" now; "one" (b is one of its instances) once b could be chosen.
+        now[0] += 1.0
+        r = await after(await store.put(status_key("b"), doc(0.1)))
+        assert r.evaluated == 1 and ctl.recheck["one.example"] == pytest.approx(1011.0)
+        # a saturates: "one" moves to b at once (its instance became unreachable).
+        r = await after(await store.put(status_key("a"), doc(0.9999)))
+        assert r.evaluated == 1 and r.written == 1
+        route = await registry.get(SERVICE_ROUTE, "one.example")
+        assert route["spec"]["routes"][0]["instances"][0]["cluster"] == "b"
+    finally:
+        await stop_tasks(tasks)

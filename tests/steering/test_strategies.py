@@ -1,0 +1,96 @@
+"""Golden tests: the three strategies, balanced output and MAX on a fixed fleet (SPEC C5, C6).
+
+Processing = 5 ms / (1 - load): aws-dfw 10 ms (load 0.5), gcp-ord 6.25 ms (0.2), az-lhr 7.14 ms (0.3).
+End-to-end from DFW: 14 / 26.25 / 107.14 ms; from LHR: 105 / 86.25 / 10.14 ms. Prices per core-hour:
+0.10 / 0.04 / 0.06.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from drods.model.steering import ServiceRouteSpec
+from drods.steering.engine import evaluate
+from drods.steering.routing import Damping, render, step
+from tests.steering.fixtures import fleet, plan
+
+
+def routes(**spec: Any) -> dict[str, list[tuple[str, float, float | str]]]:
+    ev = evaluate(fleet(), [plan(**spec)])[0]
+    res = step(ev, None, 0.0, Damping())
+    state = res.state
+    assert res.changed.all()
+    out = render(ev, state, [None, None])
+    ServiceRouteSpec.model_validate({"serviceId": "x", "registration": {"apiVersion": "v1", "kind": "K", "name": "n"},
+                                     "strategy": "costFirst", "evaluation": "e2eDelay", "output": "preferred",
+                                     "routes": out})  # the published shape validates
+    return {str(r["clientSite"]): [(i["cluster"], i["weight"], i["metric"]) for i in r["instances"]]  # type: ignore
+            for r in out}
+
+
+def test_experience_first_picks_the_lowest_end_to_end_delay() -> None:
+    assert routes(strategy="experienceFirst") == {"DFW": [("aws-dfw", 1.0, 14.0)], "LHR": [("az-lhr", 1.0, 10.143)]}
+
+
+def test_cost_first_picks_the_cheapest_instance_within_the_experience_thresholds() -> None:
+    # LHR: gcp-ord (86.25 ms, 0.04/h) meets the 100 ms SLA with the 10 % hysteresis margin and is
+    # cheaper than az-lhr (0.06/h).
+    assert routes(strategy="costFirst") == {"DFW": [("gcp-ord", 1.0, 26.25)], "LHR": [("gcp-ord", 1.0, 86.25)]}
+
+
+def test_cost_first_respects_the_cost_threshold() -> None:
+    # Nothing under 0.05/h meets it except gcp-ord; with a 0.03/h ceiling nothing does: MAX.
+    got = routes(strategy="costFirst", sla={"maxDelayMs": 100.0, "maxCostPerHour": 0.03})
+    assert got == {"DFW": [("aws-dfw", 1.0, "MAX")], "LHR": [("az-lhr", 1.0, "MAX")]}
+
+
+def test_resource_first_picks_the_most_headroom_within_experience_and_cost() -> None:
+    assert routes(strategy="resourceFirst") == {"DFW": [("gcp-ord", 1.0, 26.25)], "LHR": [("gcp-ord", 1.0, 86.25)]}
+    # gcp-ord priced out: the next most headroom that meets the SLA (az-lhr for LHR, aws-dfw for DFW).
+    got = routes(strategy="resourceFirst", processing={"serviceTimeMs": 5.0, "instanceCores": 1.0},
+                 sla={"maxDelayMs": 100.0, "maxCostPerHour": 0.03})
+    assert got["DFW"][0][2] == "MAX"
+    assert routes(strategy="resourceFirst", sla={"maxDelayMs": 20.0}) == {
+        "DFW": [("aws-dfw", 1.0, 14.0)], "LHR": [("az-lhr", 1.0, 10.143)]}
+
+
+def test_max_when_no_instance_meets_the_sla_marks_the_best_effort_route() -> None:
+    ev = evaluate(fleet(), [plan(sla={"maxDelayMs": 5.0})])[0]
+    state = step(ev, None, 0.0, Damping()).state
+    out = render(ev, state, [None, None])
+    assert [(r["clientSite"], [(i["cluster"], i["metric"]) for i in r["instances"]]) for r in out] == [  # type: ignore
+        ("DFW", [("aws-dfw", "MAX")]), ("LHR", [("az-lhr", "MAX")])]
+    assert "delay 14.0 ms > 5 ms" in out[0]["instances"][0]["reason"]  # type: ignore[index]
+
+
+def test_balanced_output_weights_sum_to_one_and_follow_the_metric() -> None:
+    got = routes(output="balanced")
+    dfw = dict((c, w) for c, w, _ in got["DFW"])
+    assert set(dfw) == {"aws-dfw", "gcp-ord"}  # az-lhr breaks the SLA from DFW
+    assert sum(dfw.values()) == pytest.approx(1.0)
+    assert dfw["aws-dfw"] == pytest.approx((1 / 14) / (1 / 14 + 1 / 26.25), abs=1e-3)
+
+
+def test_max_load_threshold_and_unknown_sites() -> None:
+    # aws-dfw at 80 % load breaks maxLoadPercent 70: DFW goes to gcp-ord.
+    ev = evaluate(fleet(load=(0.8, 0.2, 0.3)), [plan(sla={"maxDelayMs": 100.0, "maxLoadPercent": 70.0})])[0]
+    state = step(ev, None, 0.0, Damping()).state
+    assert render(ev, state, [None, None])[0]["instances"][0]["cluster"] == "gcp-ord"  # type: ignore[index]
+    # A client site nobody measured from has no route; a cluster the fleet does not know is no candidate.
+    p = plan(clientSites=["DFW", "SIN"])
+    ev = evaluate(fleet(), [p])[0]
+    state = step(ev, None, 0.0, Damping()).state
+    out = render(ev, state, [None, None])
+    assert out[1] == {"clientSite": "SIN", "instances": [], "changedAt": None, "eligible": []}
+
+
+def test_composite_evaluation_is_an_l2_score_on_0_to_100() -> None:
+    ev = evaluate(fleet(), [plan(evaluation="composite", sensitiveAttributes=["delay", "cost", "load"])])[0]
+    finite = ev.metric[ev.valid]
+    assert ((finite >= 0) & (finite <= 100)).all()
+    for method in ("minMax", "zScore", "sigmoid"):
+        ev2 = evaluate(fleet(), [plan(evaluation="composite", sensitiveAttributes=["delay", "load"],
+                                      normalisation={"computing": method, "service": method})])[0]
+        assert ev2.metric[ev2.valid].max() <= 100
