@@ -123,7 +123,7 @@ class ComponentSettings:
         return cls(scheduler=config.scheduler.settings(identity=identity, lease_ttl=lease_ttl),
                    profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
                    members=config.members, autoops=config.autoops, api=config.api, steering=config.steering,
-                   identity=identity,
+                   autoscaling=config.autoscaling.settings(), identity=identity,
                    lease_ttl=lease_ttl)
 
 
