@@ -16,6 +16,7 @@ resource detector         leader                   ``resource-detector``
 member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler``
+autoscaler                leader                   ``autoscaler``
 traffic steering (CATS)   leader                   ``steering``
 service directory (F8)    leader                   ``service-directory``
 store compactor           every replica            — (compaction is idempotent)
@@ -37,6 +38,8 @@ from drods.api.audit import ComponentAudit
 from drods.api.auth import TokenAuthority
 from drods.api.context import ApiContext
 from drods.api.settings import ApiSettings
+from drods.autoscaling.controller import LEASE as AUTOSCALER_LEASE
+from drods.autoscaling.controller import Autoscaler, AutoscalerSettings
 from drods.config.model import DRODSConfiguration
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
@@ -79,6 +82,7 @@ class Component(enum.Enum):
     COLLECTORS = "collectors"
     DESCHEDULER = "descheduler"
     COMPACTOR = "compactor"
+    AUTOSCALER = "autoscaler"
     STEERING = "steering"
 
 
@@ -86,7 +90,7 @@ SERVE = frozenset(Component)
 APISERVER = frozenset({Component.API})
 SCHEDULER = frozenset({Component.SCHEDULER})
 CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
-                         Component.COMPACTOR, Component.STEERING})
+                         Component.COMPACTOR, Component.AUTOSCALER, Component.STEERING})
 # Monitoring is built where something feeds or reads it.
 _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
 
@@ -109,6 +113,7 @@ class ComponentSettings:
     # What carries out the descheduler's requests (None: a Rescheduler over its fenced registry).
     reschedule_hook: RescheduleHook | None = None
     lease_ttl: int = 10
+    autoscaling: AutoscalerSettings = field(default_factory=AutoscalerSettings)
 
     @classmethod
     def from_config(cls, config: DRODSConfiguration, *, identity: str | None = None,
@@ -118,7 +123,7 @@ class ComponentSettings:
         return cls(scheduler=config.scheduler.settings(identity=identity, lease_ttl=lease_ttl),
                    profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
                    members=config.members, autoops=config.autoops, api=config.api, steering=config.steering,
-                   identity=identity,
+                   autoscaling=config.autoscaling.settings(), identity=identity,
                    lease_ttl=lease_ttl)
 
 
@@ -253,6 +258,17 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         manager.add_leader(STEERING_LEASE, steering)
         directory_informers = DirectoryInformers.of(manager)
         manager.add_leader(DIRECTORY_LEASE, lambda lead: DirectoryController(lead.registry, directory_informers))
+
+    if Component.AUTOSCALER in chosen:
+        autoscaler_informers = Autoscaler.informers(manager)
+        forecaster = monitor.forecaster if monitor is not None else None
+
+        def forecast(cluster: str, seconds: float) -> float | None:
+            return forecaster.modelled_water_level_in(cluster, seconds / 60.0) if forecaster else None
+
+        manager.add_leader(AUTOSCALER_LEASE, lambda lead: Autoscaler(
+            lead.registry, lead.store, **autoscaler_informers, settings=s.autoscaling, clock=s.clock,
+            forecast=forecast))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

@@ -14,6 +14,7 @@ from drods.api.audit import AuditLog
 from drods.api.auth import Action, Principal, TokenAuthority, bearer_token, load_or_create_signing_key
 from drods.api.observability import ApiMetrics, InstrumentedStore
 from drods.api.settings import ApiSettings
+from drods.autoscaling.admission import one_autoscaler_per_workload
 from drods.errors import ApiError
 from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.objects import ObjectRegistry
@@ -62,7 +63,8 @@ class ApiContext:
         secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"), Envelope(Keyring.load(data_dir)))
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
-        return cls(instrumented, ObjectRegistry(instrumented, secrets), tokens, AuditLog(instrumented),
+        registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload,))
+        return cls(instrumented, registry, tokens, AuditLog(instrumented),
                    metrics, data_dir, kinds)
 
 

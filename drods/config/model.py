@@ -13,6 +13,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.api.settings import ApiSettings
+from drods.autoscaling.settings import AutoscalingConfig
 from drods.controllers.settings import MemberSettings
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
@@ -67,6 +68,7 @@ class DRODSConfiguration(BaseModel):
     members: MemberSettings = Field(default_factory=MemberSettings)
     autoops: AutoOpsPolicy = Field(default_factory=AutoOpsPolicy)
     steering: SteeringSettings = Field(default_factory=SteeringSettings)
+    autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
 
     @classmethod
     def default(cls) -> DRODSConfiguration:

@@ -31,6 +31,10 @@ only when its spec differs (a scale changes only ``replicas``, which the schedul
 stably). When no policy matches any more, or the workload is deleted, its Binding is deleted; the
 propagation controller's finalizers on the Binding clean the members. Bindings the detector did
 not create (no ``multicluster.io/managed-by: resource-detector`` label) are never touched.
+
+When a FederatedHPA or CronFederatedHPA owns the workload's replicas (`drods.model.autoscaling.owner`)
+and has decided (``status.desiredReplicas``), that number is the Binding's ``replicas`` instead of the
+template's, which stays the user's and is never edited.
 """
 
 from __future__ import annotations
@@ -52,11 +56,14 @@ from drods.machinery.informer import Handler, Informer
 from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
 from drods.model.annotations import WORKLOAD_CLASS_LABEL
+from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
 from drods.model.interpreter import interpretation
 from drods.model.karmada import KarmadaPropagationSpec
 from drods.model.kinds import (
     BINDING,
+    CRON_FEDERATED_HPA,
+    FEDERATED_HPA,
     KARMADA_PROPAGATION_KINDS,
     PROPAGATION_POLICY,
     RESOURCE_PLACEMENT_POLICY,
@@ -282,8 +289,10 @@ class ResourceDetector:
     deletion) behind its back sends its workload through reconcile again."""
 
     def __init__(self, registry: ObjectRegistry, *, workloads: Sequence[Informer], policies: Sequence[Informer],
-                 bindings: Informer, workers: int = 2) -> None:
+                 bindings: Informer, autoscalers: Sequence[Informer] = (), workers: int = 2) -> None:
         self.registry = registry
+        self.autoscalers = list(autoscalers)
+        self.owners = OwnerIndex()  # workload → its autoscaler, from the autoscaler informers
         self.kinds = {k.key_prefix(): k for k in DETECTED_KINDS}
         self.workloads = list(workloads)
         self.policies = list(policies)
@@ -296,7 +305,17 @@ class ResourceDetector:
         return {"workloads": [manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
                              for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
-                "bindings": manager.informer(BINDING.key_prefix(), decode_object)}
+                "bindings": manager.informer(BINDING.key_prefix(), decode_object),
+                "autoscalers": [manager.informer(k.key_prefix(), decode_object)
+                                for k in (FEDERATED_HPA, CRON_FEDERATED_HPA)]}
+
+    def _autoscaler_changed(self, key: str, old: Any, new: Any) -> None:
+        self.owners.update(key, new)
+        for obj in (old, new):
+            ref = ((obj or {}).get("spec") or {}).get("scaleTargetRef") or {}
+            kind = next((k for k in DETECTED_KINDS if isinstance(ref, dict) and k.kind == ref.get("kind")), None)
+            if kind is not None and ref.get("name"):
+                self.controller.queue.add(kind.key(str(ref["name"]), (obj["metadata"].get("namespace") or "default")))
 
     def _policy_changed(self, key: str, old: Any, new: Any) -> None:
         for inf in self.workloads:
@@ -328,10 +347,14 @@ class ResourceDetector:
         enqueue: Handler = lambda key, _o, _n: self.controller.queue.add(key)  # noqa: E731
         stops = [*(inf.on_change(enqueue) for inf in self.workloads),
                  *(inf.on_change(self._policy_changed) for inf in self.policies),
-                 self.bindings.on_change(self._binding_changed)]
+                 self.bindings.on_change(self._binding_changed),
+                 *(inf.on_change(self._autoscaler_changed) for inf in self.autoscalers)]
         try:
-            for inf in (*self.policies, *self.workloads, self.bindings):
+            for inf in (*self.policies, *self.workloads, self.bindings, *self.autoscalers):
                 await inf.wait_synced()
+            for inf in self.autoscalers:
+                for akey, a in list(inf.cache.items()):
+                    self.owners.update(akey, a)
             for inf in self.workloads:
                 for key in inf.cache:
                     self.controller.queue.add(key)
@@ -361,6 +384,9 @@ class ResourceDetector:
                 log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
             return None
         want = desired_binding(kind, obj, match)
+        scaled = self.owners.owned_replicas((kind.api_version, kind.kind, ns, name))
+        if scaled is not None:
+            want["spec"]["replicas"] = scaled
         if existing is None:
             try:
                 await self.registry.create(BINDING, want)

@@ -19,11 +19,14 @@ TOKENS_PREFIX = "/auth/tokens/"
 SCHEDULES_PREFIX = "/history/schedules/"
 FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"
+AUTOSCALING_PREFIX = "/history/autoscaling/"  # scaling decisions with their inputs
 # Monitoring's events (prefix-watchable, leased).
 THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
 SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
 # Collection subscriptions (C1).
 SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
+# Latest application feedback per workload (H3): ``/feedback/<namespace>/<kind>/<name>``.
+FEEDBACK_PREFIX = "/feedback/"
 # Network status between client sites and service sites (C2): ``/status/network/<from>/<to>``.
 NETWORK_PREFIX = "/status/network/"
 # Flow affinity pins (C7): ``/steering/flows/<serviceId>/<flow>``.
@@ -41,6 +44,10 @@ def status_key(cluster: str) -> str:
 
 def lease_key(name: str) -> str:
     return f"{LEASES_PREFIX}{name}"
+
+
+def feedback_key(namespace: str, kind: str, name: str) -> str:
+    return f"{FEEDBACK_PREFIX}{namespace}/{kind}/{name}"
 
 
 def network_key(source: str, target: str) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from drods.model.autoscaling import CronFederatedHPASpec, FederatedHPASpec
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.model.dataset import DatasetSpec
@@ -79,6 +80,11 @@ CLUSTER_OVERRIDE_POLICY = Kind(GROUP, VERSION, "ClusterOverridePolicy", "cluster
                                False, ClusterOverridePolicySpec, ("cop",), categories=_OURS)
 BINDING = Kind(GROUP, VERSION, "Binding", "bindings", False, BindingSpec, ("rb",), categories=_OURS)
 WORK = Kind(GROUP, VERSION, "Work", "works", False, WorkSpec, ("wk",), categories=_OURS)
+FEDERATED_HPA = Kind(GROUP, VERSION, "FederatedHPA", "federatedhpas", True, FederatedHPASpec, ("fhpa",),
+                     categories=_OURS)
+CRON_FEDERATED_HPA = Kind(GROUP, VERSION, "CronFederatedHPA", "cronfederatedhpas", True, CronFederatedHPASpec,
+                          ("cronfhpa",), categories=_OURS)
+
 # Computing-aware traffic steering (C4, C7) and multi-cluster services (F8, KEP-1645).
 SERVICE_REGISTRATION = Kind(GROUP, VERSION, "ServiceRegistration", "serviceregistrations", True,
                             ServiceRegistrationSpec, ("sreg",), categories=_OURS)
@@ -93,7 +99,8 @@ DATASET = Kind(GROUP, VERSION, "Dataset", "datasets", True, DatasetSpec, ("dset"
 
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
-    SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET,
+    SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET, FEDERATED_HPA,
+    CRON_FEDERATED_HPA,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).

@@ -14,7 +14,7 @@ import contextlib
 import copy
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -30,6 +30,10 @@ from drods.store import CasFailed, Compare, EventType, KeyValue, Put, Store
 
 Obj = dict[str, Any]
 
+# A check of an object against others before it is written (e.g. one autoscaler per workload);
+# raises ApiError to refuse.
+Admission = Callable[["ObjectRegistry", Kind, Obj], Awaitable[None]]
+
 # How often an unconditional update or patch is re-applied after losing a CAS race.
 _WRITE_RETRIES = 10
 
@@ -44,13 +48,18 @@ def field_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, Any]]
 
 
 class ObjectRegistry:
-    def __init__(self, store: Store, secrets: SecretBox) -> None:
+    def __init__(self, store: Store, secrets: SecretBox, admission: Sequence[Admission] = ()) -> None:
         self.store = store
         self.secrets = secrets
+        self.admission = tuple(admission)
 
     def with_store(self, store: Store) -> ObjectRegistry:
         """The same registry over another view of the store (e.g. one whose writes are fenced)."""
-        return type(self)(store, self.secrets)
+        return type(self)(store, self.secrets, self.admission)
+
+    async def _admit(self, kind: Kind, obj: Obj) -> None:
+        for check in self.admission:
+            await check(self, kind, obj)
 
     # ---- validation -------------------------------------------------------------------------
 
@@ -170,6 +179,7 @@ class ObjectRegistry:
     async def create(self, kind: Kind, obj: Any, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
         """``dry_run``: everything a create does (validation, defaulting, the name check) but the write."""
         obj = self.validate(kind, obj, namespace=namespace)
+        await self._admit(kind, obj)
         meta = obj["metadata"]
         for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
             meta.pop(f, None)
@@ -197,6 +207,8 @@ class ObjectRegistry:
         """PUT semantics: with metadata.resourceVersion it is a CAS, without it last-writer-wins."""
         for attempt in range(_WRITE_RETRIES):
             incoming = self.validate(kind, obj, namespace=namespace)
+            if subresource is None:
+                await self._admit(kind, incoming)
             meta = incoming["metadata"]
             key = kind.key(meta["name"], meta.get("namespace"))
             kv = await self.store.get(key)
@@ -245,6 +257,8 @@ class ObjectRegistry:
             if isinstance(meta, dict) and meta.get("name", name) != name:
                 raise bad_request("metadata.name cannot be changed by a patch")
             incoming = self.validate(kind, patched, namespace=namespace)
+            if subresource is None:
+                await self._admit(kind, incoming)
             stored: Obj = json.loads(kv.value)
             merged = self._carry_over(kind, stored, incoming, subresource)
             if dry_run:
@@ -346,6 +360,7 @@ class ObjectRegistry:
                 raise validation_failed(f"objects[{i}] appears twice in the batch", index=i,
                                         name=obj["metadata"]["name"], kind=kind.kind)
             seen.add(key)
+            await self._admit(kind, obj)
             validated.append((kind, obj, key))
         currents = await asyncio.gather(*(self.store.get(key) for _, _, key in validated))
         plans: builtins.list[tuple[Kind, str, Obj, int]] = []

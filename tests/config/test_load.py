@@ -34,7 +34,8 @@ def write(path: Path, text: str) -> Path:
 def test_defaults_round_trip() -> None:
     text = default_yaml()
     doc = yaml.safe_load(text)
-    assert set(doc) == {"apiVersion", "kind", "api", "scheduler", "monitoring", "members", "autoops", "steering"}
+    assert set(doc) == {"apiVersion", "kind", "api", "scheduler", "monitoring", "members", "autoops", "steering",
+                        "autoscaling"}
     assert parse(doc, "default") == DRODSConfiguration.default()
     assert doc["scheduler"]["profile"]["filters"][0] == "Readiness"  # the profile is spelled out, not null
 

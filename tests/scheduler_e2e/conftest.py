@@ -21,6 +21,7 @@ import uvicorn
 from drods.api.auth import Role
 from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings
+from drods.autoscaling.controller import AutoscalerSettings
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import Profile
@@ -133,7 +134,7 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
                 profile: Profile | None = None, scheduler: bool = True,
                 components: frozenset[Component] = frozenset(),
                 monitoring: MonitorSettings | None = None, autoops: AutoOpsPolicy | None = None,
-                steering: SteeringSettings | None = None
+                steering: SteeringSettings | None = None, autoscaling: AutoscalerSettings | None = None
                 ) -> AsyncIterator[Plane]:
     """The API server, with the scheduler and the resource detector unless ``scheduler=False`` (then
     they run elsewhere), plus ``components``."""
@@ -142,7 +143,8 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
     config = ServerConfig(store_url="unused://", data_dir=data_dir, components=run,
                           settings=ComponentSettings(scheduler=sched, profile=profile, monitoring=monitoring,
                                                      autoops=autoops, steering=steering,
-                                                     lease_ttl=sched.lease_ttl))
+                                                     lease_ttl=sched.lease_ttl,
+                                                     autoscaling=autoscaling or AutoscalerSettings()))
     app = build_app(config, store=store)
     ctx = app.state.ctx
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}

@@ -1,0 +1,439 @@
+"""The autoscaler controller (SPEC F5, F6, H3): FederatedHPA and CronFederatedHPA → a total replica count.
+
+Single-active (lease ``autoscaler``), level-triggered: every autoscaler is evaluated when it changes
+and again every ``sync_seconds``. One evaluation reads
+
+* the workload's Binding (``spec.replicas`` = the current total, ``status.placement`` = where the
+  replicas are) — the Binding the resource detector derives, `drods.controllers.detector`;
+* each placed cluster's status document (``/status/clusters/<name>``: cpu and memory used against
+  allocated, or against capacity when allocation is not reported);
+* the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3);
+* the CronFederatedHPAs that drive it (their rule in effect bounds min/max);
+
+and writes the decision on the autoscaler's own ``status`` (``desiredReplicas``, ``currentReplicas``,
+``currentMetrics``, ``conditions``, ``lastScaleTime``, and the window state the behaviour needs —
+so a new leader resumes where the last one stopped). The resource detector reads
+``status.desiredReplicas`` of the workload's one autoscaler (`drods.model.autoscaling.owner`) as the
+Binding's total instead of the template's ``spec.replicas``, which stays the user's; the scheduler
+then divides the new total by water level, so a burst spills to other clusters by itself (F6).
+A change of desired replicas is recorded with its inputs in the journal ``/history/autoscaling/``.
+
+A CronFederatedHPA whose target is a workload sets ``desiredReplicas`` to its rule in effect; one
+whose target is a FederatedHPA records the bounds it imposes and that FederatedHPA applies them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from drods.autoscaling import algorithm, cron
+from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
+from drods.autoscaling.feedback import step as feedback_step
+from drods.controllers.detector import binding_name, decode_object
+from drods.errors import ApiError
+from drods.machinery.controller import Controller
+from drods.machinery.informer import Informer
+from drods.machinery.journal import Journal
+from drods.machinery.manager import Manager
+from drods.model.autoscaling import (
+    CRON_KIND,
+    CronFederatedHPASpec,
+    FederatedHPASpec,
+    OwnerIndex,
+    scaled_workload,
+)
+from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
+from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.store import KeyValue, Store
+
+log = logging.getLogger(__name__)
+
+LEASE = "autoscaler"
+WATER_LEVEL = "waterLevel"
+# (cluster, seconds ahead) → forecast water level (0..1), None without a model.
+Forecast = Callable[[str, float], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerSettings:
+    sync_seconds: float = 15.0  # Kubernetes' HPA sync period
+    history_retention_s: float = 7 * 86400.0
+    # Pre-scaling: scale now for the utilisation forecast this far ahead (0: off).
+    forecast_horizon_s: float = 600.0
+    feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
+
+
+def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
+    """A status document → ``{"cpu": %, "memory": %}``: use relative to what pods request
+    (``used / allocated``, Kubernetes' meaning of utilisation, which falls as replicas are added)
+    when the cluster reports its allocation, else relative to capacity."""
+    try:
+        view = json.loads(kv.value).get("status") or {}
+    except (ValueError, AttributeError):
+        return None
+    out: dict[str, float] = {}
+    for res in ("cpu", "memory"):
+        part = view.get(res) or {}
+        used = part.get("used")
+        base = part.get("allocated")
+        if not isinstance(base, (int, float)) or base <= 0:
+            base = part.get("capacity")
+        if isinstance(base, (int, float)) and isinstance(used, (int, float)) and base > 0:
+            out[res] = 100.0 * float(used) / float(base)
+    wl = view.get("waterLevel")
+    if isinstance(wl, (int, float)):
+        out[WATER_LEVEL] = float(wl)
+    return out
+
+
+def decode_feedback(kv: KeyValue) -> Observation | None:
+    try:
+        doc = json.loads(kv.value)
+        m = doc["metrics"]
+        at = parse_rfc3339(doc["timestamp"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if at is None:
+        return None
+    return Observation(m.get("latencyP99Ms"), m.get("throughput"), m.get("errorRate"), at)
+
+
+def _condition(type_: str, ok: bool, reason: str, message: str, now: float) -> dict[str, Any]:
+    return {"type": type_, "status": "True" if ok else "False", "reason": reason, "message": message,
+            "lastTransitionTime": rfc3339_ms(now)}
+
+
+def _window(status: Mapping[str, Any]) -> algorithm.Window:
+    w = algorithm.Window()
+    for r in status.get("recommendations") or []:
+        t = parse_rfc3339(r.get("time"))
+        if t is not None and isinstance(r.get("replicas"), int):
+            w.recommendations.append((t, r["replicas"]))
+    for e in status.get("scaleEvents") or []:
+        t = parse_rfc3339(e.get("time"))
+        if t is not None and isinstance(e.get("change"), int):
+            w.events.append((t, e["change"]))
+    return w
+
+
+class Autoscaler:
+    """Evaluates every FederatedHPA and CronFederatedHPA (see the module docstring)."""
+
+    def __init__(self, registry: ObjectRegistry, store: Store, *, hpas: Informer, crons: Informer,
+                 bindings: Informer, clusters: Informer, feedback: Informer,
+                 settings: AutoscalerSettings | None = None, clock: Callable[[], float] = time.time,
+                 forecast: Forecast | None = None) -> None:
+        self.registry = registry
+        self.forecast = forecast
+        self.settings = settings or AutoscalerSettings()
+        self.clock = clock
+        self.hpas, self.crons, self.bindings, self.clusters, self.feedback = hpas, crons, bindings, clusters, feedback
+        self.history = Journal(store, AUTOSCALING_PREFIX, retention_s=self.settings.history_retention_s, clock=clock)
+        self.controller = Controller(LEASE, self.reconcile, workers=2)
+        self.owners = OwnerIndex()
+        # (namespace, FederatedHPA name) → the crons that drive it, by key
+        self.drivers: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+        self._driven: dict[str, tuple[str, str]] = {}
+        self._util_at = -1
+        self._util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
+
+    @staticmethod
+    def informers(manager: Manager) -> dict[str, Informer]:
+        return {"hpas": manager.informer(FEDERATED_HPA.key_prefix(), decode_stored),
+                "crons": manager.informer(CRON_FEDERATED_HPA.key_prefix(), decode_stored),
+                "bindings": manager.informer(BINDING.key_prefix(), decode_object),
+                "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
+                "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
+
+    def _hpa_changed(self, key: str, old: Any, new: Any) -> None:
+        self.owners.update(key, new)
+        self.controller.queue.add(key)
+
+    def _index_driver(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        old = self._driven.pop(key, None)
+        if old is not None:
+            self.drivers.get(old, {}).pop(key, None)
+        ref = ((obj or {}).get("spec") or {}).get("scaleTargetRef") or {}
+        if obj is not None and isinstance(ref, dict) and ref.get("kind") == FEDERATED_HPA.kind and ref.get("name"):
+            hpa = ((obj.get("metadata") or {}).get("namespace") or "default", str(ref["name"]))
+            self._driven[key] = hpa
+            self.drivers.setdefault(hpa, {})[key] = obj
+
+    def _cron_changed(self, key: str, old: Any, new: Any) -> None:
+        self.owners.update(key, new)
+        self._index_driver(key, new)
+        self.controller.queue.add(key)
+        for obj in (old, new):  # a cron driving a FederatedHPA: evaluate that one too
+            ref = ((obj or {}).get("spec") or {}).get("scaleTargetRef") or {}
+            if isinstance(ref, dict) and ref.get("kind") == FEDERATED_HPA.kind and ref.get("name"):
+                ns = (obj.get("metadata") or {}).get("namespace") or "default"
+                self.controller.queue.add(FEDERATED_HPA.key(str(ref["name"]), ns))
+
+    async def run(self) -> None:
+        stops = [self.hpas.on_change(self._hpa_changed), self.crons.on_change(self._cron_changed)]
+        try:
+            for inf in (self.hpas, self.crons, self.bindings, self.clusters, self.feedback):
+                await inf.wait_synced()
+            self.sync_index()
+            for inf in (self.hpas, self.crons):
+                for key in inf.cache:
+                    self.controller.queue.add(key)
+            await self.controller.run()
+        finally:
+            for stop in stops:
+                stop()
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(self, item: Hashable) -> float | None:
+        key = str(item)
+        kind: Kind = FEDERATED_HPA if key.startswith(FEDERATED_HPA.key_prefix()) else CRON_FEDERATED_HPA
+        inf = self.hpas if kind is FEDERATED_HPA else self.crons
+        obj = inf.cache.get(key)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        now = self.clock()
+        status = dict(obj.get("status") or {})
+        period = self.settings.sync_seconds
+        last = parse_rfc3339(status.get("lastEvaluatedTime"))
+        same_gen = status.get("observedGeneration") == (obj.get("metadata") or {}).get("generation")
+        cron_moved = kind is FEDERATED_HPA and self._cron_bounds(obj, now)[2] != status.get("cronRule")
+        if same_gen and not cron_moved and last is not None and 0 <= now - last < period:
+            return period - (now - last)  # evaluated this period already (e.g. our own status write)
+        try:
+            if kind is FEDERATED_HPA:
+                new_status, record = self._evaluate_hpa(obj, status, now)
+            else:
+                new_status, record = self._evaluate_cron(obj, status, now)
+        except ValidationError as e:  # stored before a schema change: report, don't crash the loop
+            new_status, record = {**status, "conditions": [_condition("ScalingActive", False, "InvalidSpec",
+                                                                      str(e).splitlines()[0], now)]}, None
+        new_status["observedGeneration"] = (obj.get("metadata") or {}).get("generation")
+        new_status["lastEvaluatedTime"] = rfc3339_ms(now)
+        meta = obj["metadata"]
+        try:
+            await self.registry.update_status(kind, meta["name"], new_status, meta.get("namespace"),
+                                              resource_version=int(meta["resourceVersion"]))
+        except ApiError as e:
+            if e.status in (404, 409):
+                return 0.05 if e.status == 409 else None
+            raise
+        if record is not None:
+            await self.history.append(record, ts=now)
+        if kind is CRON_FEDERATED_HPA:  # look again when the next rule fires, not a period later
+            fires = [t for h in new_status.get("executionHistories") or []
+                     if (t := parse_rfc3339(h.get("nextExecutionTime"))) is not None]
+            if fires:
+                return max(0.05, min(period, min(fires) - now + 0.01))
+        return period
+
+    def sync_index(self) -> None:
+        """Index every autoscaler in the informers (changes keep it current afterwards)."""
+        for inf in (self.hpas, self.crons):
+            for key, obj in list(inf.cache.items()):
+                self.owners.update(key, obj)
+        for key, obj in list(self.crons.cache.items()):
+            self._index_driver(key, obj)
+
+    def _utilisation(self) -> dict[str, dict[str, float]]:
+        """cpu / memory → cluster → utilisation, rebuilt only when a status document changed."""
+        if self._util_at != self.clusters.revision or not self.clusters.revision:
+            util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}, WATER_LEVEL: {}}
+            for ckey, u in self.clusters.cache.items():
+                for res, v in (u or {}).items():
+                    util[res][ckey[len(STATUS_PREFIX):]] = v
+            self._util, self._util_at = util, self.clusters.revision
+        return self._util
+
+    def _target(self, obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+        return scaled_workload(obj)
+
+    def _ambiguous(self, obj: Mapping[str, Any], status: dict[str, Any], now: float) -> dict[str, Any] | None:
+        """The status of an autoscaler that is not its workload's owner (a second one), else None."""
+        target = self._target(obj)
+        if target is None:
+            return None
+        first = self.owners.owner(target)
+        if first is None or (first.get("metadata") or {}).get("uid") == (obj.get("metadata") or {}).get("uid"):
+            return None
+        other = f"{first.get('kind')}/{(first.get('metadata') or {}).get('name')}"
+        out = {k: v for k, v in status.items() if k not in ("desiredReplicas",)}
+        out["conditions"] = [_condition("ScalingActive", False, "AmbiguousTarget",
+                                        f"{target[1]}/{target[3]} is already scaled by {other}", now)]
+        return out
+
+    def _cron_bounds(self, hpa: Mapping[str, Any], now: float) -> tuple[int | None, int | None, str | None]:
+        """(min, max, rule) imposed on ``hpa`` by the CronFederatedHPAs that drive it."""
+        meta = hpa.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        best: tuple[float, int | None, int | None, str] | None = None
+        for c in self.drivers.get((ns, str(meta.get("name"))), {}).values():
+            cmeta = c.get("metadata") or {}
+            if cmeta.get("deletionTimestamp"):
+                continue
+            try:
+                spec = CronFederatedHPASpec.model_validate(c.get("spec") or {})
+            except ValidationError:
+                continue
+            fired = cron.in_effect(spec.rules, now, parse_rfc3339(cmeta.get("creationTimestamp")) or 0.0)
+            if fired is not None and (best is None or fired.at >= best[0]):
+                best = (fired.at, fired.rule.targetMinReplicas, fired.rule.targetMaxReplicas,
+                        f"{CRON_KIND}/{cmeta.get('name')}:{fired.rule.name}")
+        return (best[1], best[2], best[3]) if best else (None, None, None)
+
+    def _evaluate_hpa(self, obj: Mapping[str, Any], status: dict[str, Any],
+                      now: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        spec = FederatedHPASpec.model_validate(obj.get("spec") or {})
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        ambiguous = self._ambiguous(obj, status, now)
+        if ambiguous is not None:
+            return ambiguous, None
+        ref = spec.scaleTargetRef
+        binding = self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name)))
+        if binding is None:
+            waiting = {**status, "conditions": [_condition(
+                "ScalingActive", False, "NoBinding", f"{ref.kind}/{ref.name} has no Binding (no policy matches it?)",
+                now)]}
+            return waiting, None
+        current = int((binding.get("spec") or {}).get("replicas", 1))
+        placement = {p["cluster"]: int(p["replicas"]) for p in (binding.get("status") or {}).get("placement") or []
+                     if isinstance(p, dict) and "cluster" in p}
+        lo, hi = spec.minReplicas, spec.maxReplicas
+        cmin, cmax, rule = self._cron_bounds(obj, now)
+        lo, hi = (cmin if cmin is not None else lo), (cmax if cmax is not None else hi)
+        lo = min(lo, hi)
+        observations: list[tuple[float, float]] = []
+        current_metrics: list[dict[str, Any]] = []
+        util_by_res = self._utilisation()
+        for m in spec.metrics:
+            value = algorithm.weighted_utilisation(placement, util_by_res[m.resource.name])
+            if value is None:
+                continue
+            observations.append((value, float(m.resource.target.averageUtilization)))
+            current_metrics.append({"type": "Resource", "resource": {
+                "name": m.resource.name, "current": {"averageUtilization": round(value, 2)}}})
+        recommendation = algorithm.recommend(current, observations) if observations else current
+        forecast_info = self._forecast(spec, placement, util_by_res, current)
+        if forecast_info is not None and forecast_info["recommended"] > recommendation:
+            recommendation = forecast_info["recommended"]
+        feedback_info: dict[str, Any] | None = None
+        loop = status.get("feedback") or {}
+        state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")),
+                          int(loop.get("slackReports", 0)))
+        if spec.feedback is not None:
+            obs = self.feedback.cache.get(feedback_key(ns, ref.kind, ref.name))
+            fb = feedback_step(spec.feedback, obs, current, state, now, self.settings.feedback, lo, hi)
+            state = fb.state
+            if fb.error is not None or observations == []:
+                recommendation = max(recommendation, fb.replicas) if observations else fb.replicas
+            feedback_info = {"error": None if fb.error is None else round(fb.error, 4), "recommended": fb.replicas,
+                             "reason": fb.reason}
+        recommendation = min(max(recommendation, lo), hi)
+        outcome, window = algorithm.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
+        out: dict[str, Any] = {
+            "currentReplicas": current, "desiredReplicas": outcome.desired,
+            "currentMetrics": current_metrics, "minReplicas": lo, "maxReplicas": hi,
+            "recommendations": [{"time": rfc3339_ms(t), "replicas": r} for t, r in window.recommendations],
+            "scaleEvents": [{"time": rfc3339_ms(t), "change": c} for t, c in window.events],
+        }
+        if spec.feedback is not None:
+            out["feedback"] = {"integral": round(state.integral, 6), "slackReports": state.slack_reports,
+                               **({"lastStepTime": rfc3339_ms(state.last_step_at)} if state.last_step_at else {}),
+                               **(feedback_info or {})}
+        if rule:
+            out["cronRule"] = rule
+        if forecast_info is not None:
+            out["forecast"] = forecast_info
+        out["lastScaleTime"] = rfc3339_ms(now) if outcome.desired != current else status.get("lastScaleTime")
+        if out["lastScaleTime"] is None:
+            out.pop("lastScaleTime")
+        able = bool(observations) or (feedback_info is not None and feedback_info["error"] is not None)
+        out["conditions"] = [
+            _condition("ScalingActive", able, "ValidMetricFound" if able else "NoMetrics",
+                       "metrics read" if able else "no placed cluster reports the metrics yet", now),
+            _condition("ScalingLimited", bool(outcome.reason), outcome.reason.replace(" ", "-") or "DesiredWithinRange",
+                       outcome.reason or "the desired count is the recommendation", now)]
+        record = None
+        if outcome.desired != current:
+            record = {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{meta.get('name')}",
+                      "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
+                      "recommendation": recommendation, "reason": outcome.reason or "recommendation",
+                      "bounds": [lo, hi], "placement": placement,
+                      "metrics": [{"name": m["resource"]["name"], "value": v, "target": t}
+                                  for m, (v, t) in zip(current_metrics, observations, strict=True)],
+                      **({"feedback": feedback_info} if feedback_info else {}),
+                      **({"forecast": forecast_info} if forecast_info else {}),
+                      **({"cronRule": rule} if rule else {})}
+        return out, record
+
+    def _forecast(self, spec: FederatedHPASpec, placement: Mapping[str, int],
+                  util: Mapping[str, Mapping[str, float]], current: int) -> dict[str, Any] | None:
+        """Pre-scaling (F6): each placed cluster's utilisation scaled by its forecast growth in
+        water level over the horizon, through the same HPA rule; only ever raises the count."""
+        horizon = self.settings.forecast_horizon_s
+        if self.forecast is None or horizon <= 0 or not spec.metrics:
+            return None
+        growth: dict[str, float] = {}
+        for c, n in placement.items():
+            now_wl = util[WATER_LEVEL].get(c)
+            if n <= 0 or now_wl is None or now_wl <= 0:
+                continue
+            ahead = self.forecast(c, horizon)
+            if ahead is not None:
+                growth[c] = max(ahead / now_wl, 1.0)
+        if not growth or max(growth.values()) <= 1.0:
+            return None
+        future: list[tuple[float, float]] = []
+        for m in spec.metrics:
+            now_u = util[m.resource.name]
+            scaled = {c: now_u[c] * g for c, g in growth.items() if c in now_u}
+            value = algorithm.weighted_utilisation(placement, {**now_u, **scaled})
+            if value is not None:
+                future.append((value, float(m.resource.target.averageUtilization)))
+        if not future:
+            return None
+        recommended = min(max(algorithm.recommend(current, future), spec.minReplicas), spec.maxReplicas)
+        return {"horizonSeconds": horizon, "recommended": recommended,
+                "utilisation": [round(v, 2) for v, _ in future],
+                "growth": {c: round(g, 4) for c, g in sorted(growth.items())}}
+
+    def _evaluate_cron(self, obj: Mapping[str, Any], status: dict[str, Any],
+                       now: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        spec = CronFederatedHPASpec.model_validate(obj.get("spec") or {})
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        since = parse_rfc3339(meta.get("creationTimestamp")) or 0.0
+        fired = cron.in_effect(spec.rules, now, since)
+        out: dict[str, Any] = {k: v for k, v in status.items() if k in ("desiredReplicas",)}
+        out["executionHistories"] = [
+            {"ruleName": r.name, **({"nextExecutionTime": rfc3339_ms(t)} if (t := cron.next_fire(r, now)) else {}),
+             **({"lastExecutionTime": rfc3339_ms(cron.last_fire(r, now))} if cron.last_fire(r, now) >= since else {})}
+            for r in spec.rules]
+        ambiguous = self._ambiguous(obj, out, now)
+        if ambiguous is not None:
+            return ambiguous, None
+        out["conditions"] = [_condition("ScalingActive", fired is not None, "RuleInEffect" if fired else "NoRuleFired",
+                                        f"rule {fired.rule.name} fired at {rfc3339_ms(fired.at)}" if fired
+                                        else "no rule has fired since creation", now)]
+        record = None
+        if fired is not None:
+            out["activeRule"] = fired.rule.name
+            if spec.scaleTargetRef.kind != FEDERATED_HPA.kind and fired.rule.targetReplicas is not None:
+                before = status.get("desiredReplicas")
+                out["desiredReplicas"] = fired.rule.targetReplicas
+                if before != fired.rule.targetReplicas:
+                    ref = spec.scaleTargetRef
+                    record = {"autoscaler": f"{CRON_KIND}/{ns}/{meta.get('name')}",
+                              "workload": f"{ref.kind}/{ns}/{ref.name}", "from": before,
+                              "to": fired.rule.targetReplicas, "reason": "cron rule",
+                              "cronRule": fired.rule.name, "firedAt": rfc3339_ms(fired.at)}
+        return out, record

@@ -1,0 +1,48 @@
+"""The ``autoscaling`` section of the configuration file (`drods.config`): the autoscaler's period,
+history, pre-scaling horizon and the feedback loop's gains. Defaults are the dataclasses' (one
+default per knob)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.autoscaling.controller import AutoscalerSettings
+from drods.autoscaling.feedback import FeedbackSettings
+
+_A = AutoscalerSettings()
+_F = FeedbackSettings()
+
+
+class FeedbackConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kp: float = Field(default=_F.kp, ge=0)  # proportional gain scaling out
+    kpDown: float = Field(default=_F.kp_down, ge=0)  # proportional gain scaling in
+    ki: float = Field(default=_F.ki, ge=0)  # integral gain (scaling out)
+    integralLimit: float = Field(default=_F.integral_limit, ge=0)
+    deadband: float = Field(default=_F.deadband, ge=0)  # slack below the target left alone
+    tolerance: float = Field(default=_F.tolerance, ge=0)  # a miss this small is noise
+    maxStep: int = Field(default=_F.max_step, ge=1)
+    maxStepFraction: float = Field(default=_F.max_step_fraction, ge=0, le=1)
+    cooldownSeconds: float = Field(default=_F.cooldown_s, ge=0)
+    maxAgeSeconds: float = Field(default=_F.max_age_s, gt=0)
+    confirmDown: int = Field(default=_F.confirm_down, ge=1)
+
+    def settings(self) -> FeedbackSettings:
+        return FeedbackSettings(kp=self.kp, kp_down=self.kpDown, ki=self.ki, integral_limit=self.integralLimit,
+                                deadband=self.deadband, tolerance=self.tolerance, max_step=self.maxStep,
+                                max_step_fraction=self.maxStepFraction, cooldown_s=self.cooldownSeconds,
+                                max_age_s=self.maxAgeSeconds, confirm_down=self.confirmDown)
+
+
+class AutoscalingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    syncSeconds: float = Field(default=_A.sync_seconds, gt=0)  # every autoscaler evaluated this often
+    historyRetentionSeconds: float = Field(default=_A.history_retention_s, gt=0)  # decisions kept
+    forecastHorizonSeconds: float = Field(default=_A.forecast_horizon_s, ge=0)  # pre-scaling; 0: off
+    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
+
+    def settings(self) -> AutoscalerSettings:
+        return AutoscalerSettings(sync_seconds=self.syncSeconds, history_retention_s=self.historyRetentionSeconds,
+                                  forecast_horizon_s=self.forecastHorizonSeconds, feedback=self.feedback.settings())

@@ -1,0 +1,225 @@
+"""The autoscaler kinds (SPEC F5, F6, H3): ``FederatedHPA`` and ``CronFederatedHPA``.
+
+Karmada's field names: ``scaleTargetRef``, ``minReplicas``, ``maxReplicas``, ``metrics`` (the
+``autoscaling/v2`` MetricSpec; DRO-DS reads ``Resource`` metrics on cpu and memory with an
+``Utilization`` target), ``behavior`` (stabilisation windows and rate policies, as autoscaling/v2);
+a cron's ``rules: [{name, schedule, targetReplicas | targetMinReplicas | targetMaxReplicas}]``.
+DRO-DS adds ``spec.feedback`` (application targets, H3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+class ScaleTargetRef(BaseModel):
+    model_config = _STRICT
+
+    apiVersion: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class MetricTarget(BaseModel):
+    model_config = _STRICT
+
+    type: Literal["Utilization"] = "Utilization"
+    averageUtilization: int = Field(ge=1, le=100)
+
+
+class ResourceMetricSource(BaseModel):
+    model_config = _STRICT
+
+    name: Literal["cpu", "memory"]
+    target: MetricTarget
+
+
+class MetricSpec(BaseModel):
+    """autoscaling/v2 MetricSpec; only ``Resource`` metrics are read (others are refused, not ignored)."""
+
+    model_config = _STRICT
+
+    type: Literal["Resource"]
+    resource: ResourceMetricSource
+
+
+class ScalingPolicy(BaseModel):
+    model_config = _STRICT
+
+    type: Literal["Pods", "Percent"]
+    value: int = Field(ge=1)
+    periodSeconds: int = Field(ge=1, le=1800)
+
+
+class ScalingRules(BaseModel):
+    model_config = _STRICT
+
+    stabilizationWindowSeconds: int | None = Field(default=None, ge=0, le=3600)
+    selectPolicy: Literal["Max", "Min", "Disabled"] = "Max"
+    policies: list[ScalingPolicy] | None = None
+
+
+class Behavior(BaseModel):
+    model_config = _STRICT
+
+    scaleUp: ScalingRules | None = None
+    scaleDown: ScalingRules | None = None
+
+
+class FeedbackTargets(BaseModel):
+    """What the application must achieve (H3); at least one target."""
+
+    model_config = _STRICT
+
+    latencyP99Ms: float | None = Field(default=None, gt=0)
+    minThroughput: float | None = Field(default=None, gt=0)
+    maxErrorRate: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _some(self) -> FeedbackTargets:
+        if self.latencyP99Ms is None and self.minThroughput is None and self.maxErrorRate is None:
+            raise ValueError("set at least one of latencyP99Ms, minThroughput, maxErrorRate")
+        return self
+
+
+class FederatedHPASpec(BaseModel):
+    model_config = _STRICT
+
+    scaleTargetRef: ScaleTargetRef
+    minReplicas: int = Field(default=1, ge=1)
+    maxReplicas: int = Field(ge=1)
+    metrics: list[MetricSpec] = Field(default_factory=list)
+    behavior: Behavior | None = None
+    feedback: FeedbackTargets | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> FederatedHPASpec:
+        if self.minReplicas > self.maxReplicas:
+            raise ValueError("minReplicas must not exceed maxReplicas")
+        if not self.metrics and self.feedback is None:
+            raise ValueError("set metrics, feedback or both")
+        return self
+
+
+class CronRule(BaseModel):
+    model_config = _STRICT
+
+    name: str = Field(min_length=1)
+    schedule: str = Field(min_length=1)
+    targetReplicas: int | None = Field(default=None, ge=0)
+    targetMinReplicas: int | None = Field(default=None, ge=1)
+    targetMaxReplicas: int | None = Field(default=None, ge=1)
+    suspend: bool = False
+    timeZone: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from croniter import CroniterBadDateError, croniter  # only where autoscalers are validated
+
+        if not croniter.is_valid(v) or len(v.split()) != 5:
+            raise ValueError(f"{v!r} is not a cron expression (five fields: minute hour day month weekday)")
+        try:
+            croniter(v, 0.0).get_next(float)
+        except CroniterBadDateError as e:
+            raise ValueError(f"{v!r} never fires") from e
+        return v
+
+    @model_validator(mode="after")
+    def _one_target(self) -> CronRule:
+        if self.targetReplicas is None and self.targetMinReplicas is None and self.targetMaxReplicas is None:
+            raise ValueError("set targetReplicas, targetMinReplicas or targetMaxReplicas")
+        if self.timeZone is not None:
+            raise ValueError("timeZone is not supported: schedules are in UTC")
+        return self
+
+
+class CronFederatedHPASpec(BaseModel):
+    model_config = _STRICT
+
+    scaleTargetRef: ScaleTargetRef
+    rules: list[CronRule] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _rules_fit_target(self) -> CronFederatedHPASpec:
+        names = [r.name for r in self.rules]
+        if len(set(names)) != len(names):
+            raise ValueError("rule names must be unique")
+        on_hpa = self.scaleTargetRef.kind == "FederatedHPA"
+        for r in self.rules:
+            if on_hpa and r.targetReplicas is not None:
+                raise ValueError(f"rule {r.name}: a FederatedHPA target takes targetMinReplicas/targetMaxReplicas")
+            if not on_hpa and r.targetReplicas is None:
+                raise ValueError(f"rule {r.name}: a workload target takes targetReplicas")
+        return self
+
+
+# ---------------------------------------------------------------------- who owns a workload's replicas
+# Read by the resource detector (which writes the Binding) and the autoscaler (which decides), so
+# both agree on one owner without talking to each other.
+HPA_KIND = "FederatedHPA"
+CRON_KIND = "CronFederatedHPA"
+
+
+def scaled_workload(obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """(apiVersion, kind, namespace, name) of the workload an autoscaler owns the replicas of; None
+    for a cron that drives a FederatedHPA (an input of that one) or an object being deleted."""
+    meta = obj.get("metadata") or {}
+    ref = (obj.get("spec") or {}).get("scaleTargetRef") or {}
+    if meta.get("deletionTimestamp") or not isinstance(ref, dict) or ref.get("kind") in (None, HPA_KIND):
+        return None
+    return (str(ref.get("apiVersion")), str(ref["kind"]), meta.get("namespace") or "default", str(ref.get("name")))
+
+
+def owner(autoscalers: Iterable[Mapping[str, Any]], workload: tuple[str, str, str, str]) -> Mapping[str, Any] | None:
+    """The one autoscaler of ``workload``: the oldest (creation time, kind, name) that targets it.
+    Admission refuses a second; this rule settles a race between two creations."""
+    best: Mapping[str, Any] | None = None
+    best_order: tuple[str, str, str] | None = None
+    for a in autoscalers:
+        if scaled_workload(a) != workload:
+            continue
+        meta = a.get("metadata") or {}
+        order = (str(meta.get("creationTimestamp") or ""), str(a.get("kind")), str(meta.get("name")))
+        if best_order is None or order < best_order:
+            best, best_order = a, order
+    return best
+
+
+def owned_replicas(autoscalers: Iterable[Mapping[str, Any]], workload: tuple[str, str, str, str]) -> int | None:
+    """The total replicas the workload's autoscaler decided (``status.desiredReplicas``), if any."""
+    a = owner(autoscalers, workload)
+    v = ((a or {}).get("status") or {}).get("desiredReplicas")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+class OwnerIndex:
+    """`owner` kept up to date from informer changes: workload → its autoscalers, so finding a
+    workload's owner costs what that workload has, not a scan of every autoscaler."""
+
+    def __init__(self) -> None:
+        self._where: dict[str, tuple[str, str, str, str]] = {}
+        self._by_workload: dict[tuple[str, str, str, str], dict[str, Mapping[str, Any]]] = {}
+
+    def update(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        old = self._where.pop(key, None)
+        if old is not None:
+            entries = self._by_workload.get(old, {})
+            entries.pop(key, None)
+            if not entries:
+                self._by_workload.pop(old, None)
+        target = scaled_workload(obj) if obj is not None else None
+        if obj is not None and target is not None:
+            self._where[key] = target
+            self._by_workload.setdefault(target, {})[key] = obj
+
+    def owner(self, workload: tuple[str, str, str, str]) -> Mapping[str, Any] | None:
+        return owner(self._by_workload.get(workload, {}).values(), workload)
+
+    def owned_replicas(self, workload: tuple[str, str, str, str]) -> int | None:
+        return owned_replicas(self._by_workload.get(workload, {}).values(), workload)

@@ -1,0 +1,249 @@
+"""The autoscaler controller over a real store with an injected clock: decisions, resuming the
+behaviour window from the store under a new leader, cron rules, and the one-owner rule."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from cryptography.fernet import Fernet
+
+from drods.autoscaling.controller import Autoscaler, AutoscalerSettings, decode_feedback, decode_utilisation
+from drods.autoscaling.cron import next_fire
+from drods.controllers.detector import decode_object
+from drods.machinery.informer import Informer
+from drods.machinery.journal import Journal
+from drods.model.autoscaling import CronRule
+from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, status_key
+from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA
+from drods.model.timefmt import parse_rfc3339
+from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.secrets import SecretBox
+from drods.store.sqlite import SqliteStore
+from tests.monitor_e2e.conftest import eventually
+
+REF = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@contextlib.asynccontextmanager
+async def _autoscaler(store: SqliteStore, clock: Clock,
+                      forecast: Any = None) -> AsyncIterator[tuple[Autoscaler, list[Informer]]]:
+    infs = {"hpas": Informer(store, FEDERATED_HPA.key_prefix(), decode_stored),
+            "crons": Informer(store, CRON_FEDERATED_HPA.key_prefix(), decode_stored),
+            "bindings": Informer(store, BINDING.key_prefix(), decode_object),
+            "clusters": Informer(store, STATUS_PREFIX, decode_utilisation),
+            "feedback": Informer(store, FEEDBACK_PREFIX, decode_feedback)}
+    tasks = [asyncio.create_task(i.run()) for i in infs.values()]
+    for i in infs.values():
+        await i.wait_synced()
+    registry = ObjectRegistry(store, SecretBox(Fernet.generate_key()))
+    try:
+        yield Autoscaler(registry, store, **infs, settings=AutoscalerSettings(sync_seconds=15.0),
+                         clock=clock, forecast=forecast), list(infs.values())
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _cluster(store: SqliteStore, name: str, used: float, capacity: float = 10.0, **view: Any) -> None:
+    doc = {"status": {"cpu": {"capacity": capacity, "used": used}, **view}}
+    await store.put(status_key(name), json.dumps(doc).encode())
+
+
+async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int]) -> None:
+    name = "deployment-default-web"
+    current = await registry.try_get(BINDING, name)
+    spec = {"resource": {**REF, "namespace": "default"}, "replicas": replicas}
+    if current is None:
+        await registry.create(BINDING, {"apiVersion": BINDING.api_version, "kind": "Binding",
+                                        "metadata": {"name": name}, "spec": spec})
+    else:
+        current["spec"] = spec
+        await registry.update(BINDING, current)
+    await registry.update_status(BINDING, name, {"phase": "Scheduled", "placement": [
+        {"cluster": c, "replicas": n} for c, n in where.items()]})
+
+
+async def _status_after(a: Autoscaler, kind: Any, name: str, key: str, ok: Any) -> dict[str, Any]:
+    """Reconcile ``key`` once its inputs are in the informers, then wait for its status to land."""
+    inf = a.hpas if kind is FEDERATED_HPA else a.crons
+    a.sync_index()  # what run() does once the informers are synced (changes keep it current)
+    await a.reconcile(key)
+
+    async def landed() -> dict[str, Any] | None:
+        st = (inf.cache.get(key) or {}).get("status") or {}
+        return st if ok(st) else None
+
+    return await eventually(landed, 5.0, f"{name} status")
+
+
+def _hpa(name: str = "web") -> dict[str, Any]:
+    return {"apiVersion": FEDERATED_HPA.api_version, "kind": "FederatedHPA",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"scaleTargetRef": REF, "minReplicas": 1, "maxReplicas": 20,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                         "type": "Utilization", "averageUtilization": 60}}}],
+                     "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}}
+
+
+async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    clock = Clock(1_800_000_000.0)
+    key = FEDERATED_HPA.key("web", "default")
+    try:
+        async with _autoscaler(store, clock) as (a, _):
+            reg = a.registry
+            await _cluster(store, "a", 9.0)
+            await _cluster(store, "b", 9.0)
+            await _binding(reg, 4, {"a": 2, "b": 2})
+            await reg.create(FEDERATED_HPA, _hpa(), "default")
+            await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
+            # 90 % against 60 %: ceil(4 × 1.5) = 6
+            assert st["desiredReplicas"] == 6 and st["currentReplicas"] == 4
+            assert st["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 90.0
+            assert st["scaleEvents"] == [{"time": "2027-01-15T08:00:00.000Z", "change": 2}]
+            # Within the sync period the same generation is not evaluated again (our own write).
+            assert await a.reconcile(key) == 15.0
+        page = await Journal(store, AUTOSCALING_PREFIX, clock=clock).query(clock.t - 1, clock.t + 1, 10)
+        assert [(e["from"], e["to"], e["metrics"][0]["value"]) for e in page.items] == [(4, 6, 90.0)]
+
+        # A new leader, later, load gone: the 6 recommended 5 s ago (kept in the status) holds the
+        # scale-down for the 60 s window, then it goes.
+        clock.t += 20.0
+        async with _autoscaler(store, clock) as (a, _):
+            await _binding(a.registry, 6, {"a": 3, "b": 3})
+            await _cluster(store, "a", 2.0)
+            await _cluster(store, "b", 2.0)
+            await eventually(lambda: _util(a, 20.0), 5.0, "the new utilisation")
+            st = await _status_after(a, FEDERATED_HPA, "web", key,
+                                     lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
+            assert st["desiredReplicas"] == 6  # ceil(6 × 20/60) = 2, held by the window
+            assert st["conditions"][1]["reason"] == "stabilisation-window"
+            clock.t += 61.0
+            st = await _status_after(a, FEDERATED_HPA, "web", key,
+                                     lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
+            assert st["desiredReplicas"] == 2
+    finally:
+        await store.close()
+
+
+async def _ready(a: Autoscaler, key: str) -> bool:
+    return key in a.hpas.cache and len(a.clusters.cache) == 2 and bool(a.bindings.cache)
+
+
+async def _util(a: Autoscaler, value: float) -> bool:
+    return all(u == {"cpu": value} for u in a.clusters.cache.values()) and any(
+        (b.get("status") or {}).get("placement") == [{"cluster": "a", "replicas": 3}, {"cluster": "b", "replicas": 3}]
+        for b in a.bindings.cache.values())
+
+
+async def test_cron_sets_a_workload_total_and_a_second_owner_is_ambiguous(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    try:
+        clock = Clock(0.0)
+        async with _autoscaler(store, clock) as (a, _):
+            cron = await a.registry.create(CRON_FEDERATED_HPA, {
+                "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
+                "metadata": {"name": "web-cron", "namespace": "default"},
+                "spec": {"scaleTargetRef": REF, "rules": [
+                    {"name": "morning", "schedule": "0 9 * * *", "targetReplicas": 8}]}}, "default")
+            created = parse_rfc3339(cron["metadata"]["creationTimestamp"])
+            assert created is not None
+            fire = next_fire(CronRule(name="m", schedule="0 9 * * *", targetReplicas=8), created)
+            assert fire is not None
+            ckey = CRON_FEDERATED_HPA.key("web-cron", "default")
+            await eventually(lambda: _has(a.crons, ckey), 5.0, "the cron in the informer")
+            clock.t = fire - 1.0
+            st = await _status_after(a, CRON_FEDERATED_HPA, "web-cron", ckey, lambda s: "conditions" in s)
+            assert "desiredReplicas" not in st and st["conditions"][0]["reason"] == "NoRuleFired"
+            clock.t = fire + 16.0
+            st = await _status_after(a, CRON_FEDERATED_HPA, "web-cron", ckey, lambda s: "desiredReplicas" in s)
+            assert st["desiredReplicas"] == 8 and st["activeRule"] == "morning"
+            # A FederatedHPA for the same workload written past admission (a race): it is not the owner.
+            await a.registry.create(FEDERATED_HPA, _hpa("late"), "default")
+            hkey = FEDERATED_HPA.key("late", "default")
+            await eventually(lambda: _has(a.hpas, hkey), 5.0, "the second autoscaler in the informer")
+            st = await _status_after(a, FEDERATED_HPA, "late", hkey, lambda s: "conditions" in s)
+            assert st["conditions"][0]["reason"] == "AmbiguousTarget" and "CronFederatedHPA/web-cron" in \
+                st["conditions"][0]["message"] and "desiredReplicas" not in st
+    finally:
+        await store.close()
+
+
+async def _has(inf: Informer, key: str) -> bool:
+    return key in inf.cache
+
+
+async def test_forecast_pre_scales_before_the_peak(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    asked: list[tuple[str, float]] = []
+
+    def forecast(cluster: str, seconds: float) -> float | None:
+        asked.append((cluster, seconds))
+        return {"a": 0.8, "b": 0.4}.get(cluster)  # a's water level doubles within the horizon, b's stays
+
+    try:
+        async with _autoscaler(store, Clock(1_800_000_000.0), forecast) as (a, _):
+            await _cluster(store, "a", 5.0, waterLevel=0.4)
+            await _cluster(store, "b", 5.0, waterLevel=0.4)
+            await _binding(a.registry, 4, {"a": 2, "b": 2})
+            await a.registry.create(FEDERATED_HPA, _hpa(), "default")
+            key = FEDERATED_HPA.key("web", "default")
+            await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
+            # Now 50 % against 60 %: no change. Ahead: a at 100 %, b at 50 % → weighted 75 %,
+            # ceil(4 × 75/60) = 5, before the peak.
+            assert st["desiredReplicas"] == 5, st
+            assert st["forecast"] == {"horizonSeconds": 600.0, "recommended": 5, "utilisation": [75.0],
+                                      "growth": {"a": 2.0, "b": 1.0}}
+            assert sorted(asked) == [("a", 600.0), ("b", 600.0)]
+    finally:
+        await store.close()
+
+
+async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    try:
+        clock = Clock(0.0)
+        async with _autoscaler(store, clock) as (a, _):
+            await _cluster(store, "a", 6.0)  # 60 % = the target: no change on metrics
+            await _binding(a.registry, 4, {"a": 4})
+            await a.registry.create(FEDERATED_HPA, _hpa(), "default")
+            cron = await a.registry.create(CRON_FEDERATED_HPA, {
+                "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
+                "metadata": {"name": "office", "namespace": "default"},
+                "spec": {"scaleTargetRef": {"apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA",
+                                            "name": "web"},
+                         "rules": [{"name": "day", "schedule": "0 9 * * *", "targetMinReplicas": 8}]}}, "default")
+            fire = next_fire(CronRule(name="d", schedule="0 9 * * *", targetMinReplicas=8),
+                             parse_rfc3339(cron["metadata"]["creationTimestamp"]) or 0.0)
+            assert fire is not None
+            key = FEDERATED_HPA.key("web", "default")
+
+            async def ready() -> bool:
+                return key in a.hpas.cache and len(a.crons.cache) == 1 and bool(a.clusters.cache)
+
+            await eventually(ready, 5.0, "inputs in the informers")
+            clock.t = fire - 5.0
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
+            assert st["desiredReplicas"] == 4 and "cronRule" not in st
+            clock.t = fire + 1.0  # within the sync period, but the rule in effect changed
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "cronRule" in s)
+            assert st["desiredReplicas"] == 8 and st["minReplicas"] == 8
+            assert st["cronRule"] == "CronFederatedHPA/office:day"
+    finally:
+        await store.close()
