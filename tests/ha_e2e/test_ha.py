@@ -26,13 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from drods.assembly import encrypted_store
 from drods.model.annotations import LEADER_GENERATION
 from drods.model.keys import lease_key
 from drods.model.kinds import WORK
 from drods.registry.secrets import load_or_create_key
+from drods.security.envelope import KEYRING_FILE, Keyring
 from drods.sim.harness import SimProcess
 from drods.store.etcd import EtcdStore
 from tests.etcd_server import EtcdCluster, etcd_binary
@@ -49,15 +52,17 @@ SIMS = {
 MAX_WORKLOADS = 40
 REPLICAS = 3
 LEASE_TTL = "3"
-SINGLE_ACTIVE = ("scheduler", "member-controllers", "resource-detector", "descheduler", "monitor-collectors")
+SINGLE_ACTIVE = ("scheduler", "member-controllers", "resource-detector", "descheduler", "monitor-collectors",
+                 "autoscaler", "steering", "service-directory")
 
 
 def _copy_keys(seed: Path, to: Path) -> Path:
     to.mkdir(parents=True, exist_ok=True)
-    for name in ("jwt.key", "encryption.key"):
+    for name in ("jwt.key", "encryption.key", KEYRING_FILE):
         shutil.copy2(seed / name, to / name)
-    (to / "members.yaml").write_text(FAST)
-    (to / "scheduler-profile.yaml").write_text(SPREAD_PROFILE)
+    config = {"apiVersion": "config.drods.io/v1alpha1", "kind": "DRODSConfiguration",
+              "members": yaml.safe_load(FAST), "scheduler": {"profile": yaml.safe_load(SPREAD_PROFILE)}}
+    (to / "drods.yaml").write_text(yaml.safe_dump(config))
     return to
 
 
@@ -70,7 +75,8 @@ def _fleet(root: Path) -> Iterator[dict[str, Any]]:
         seed = root / "seed"
         seed.mkdir()
         ServerProcess(seed).run_cli("token", "create", "--role", "admin", "--data-dir", str(seed))  # the JWT key
-        load_or_create_key(seed / "encryption.key")  # every replica shares both keys
+        load_or_create_key(seed / "encryption.key")  # every replica shares the keys and the keyring
+        Keyring.load(seed)
         sims = {n: SimProcess(n, root / "sims", args).start() for n, args in SIMS.items()}
         procs: dict[str, ServerProcess] = {}
         for name, command, extra in (("api-a", "apiserver", []), ("api-b", "apiserver", []),
@@ -104,14 +110,14 @@ def _holder(etcd: EtcdCluster, lease: str) -> tuple[str | None, int]:
     return asyncio.run(read())
 
 
-def _history(etcd: EtcdCluster, lease: str) -> tuple[dict[int, float], list[tuple[int, int | None]]]:
+def _history(etcd: EtcdCluster, lease: str, keys: Path) -> tuple[dict[int, float], list[tuple[int, int | None]]]:
     """From the store's whole history (a marker written now bounds it):
 
     * every generation of ``lease`` (the revision it was won at) → the revision it ended at;
     * (revision, generation annotation) of every write of a Work's spec or metadata (status writes of
       the execution and work-status controllers leave the writer's stamp as it was)."""
     async def replay() -> tuple[dict[int, float], list[tuple[int, int | None]]]:
-        store = EtcdStore(etcd.endpoints)
+        store = encrypted_store(EtcdStore(etcd.endpoints), keys)  # Works are encrypted at rest
         try:
             tenures: dict[int, float] = {}
             current = 0
@@ -250,7 +256,7 @@ def test_leaders_die_and_nothing_is_lost(tmp_path: Path) -> None:
                     assert n in {p["cluster"] for p in b["status"]["placement"] if p["replicas"]}, (n, d.metadata.name)
 
         # Fencing: each Work write carries a generation that held the lease at that revision.
-        tenures, writes = _history(etcd, "member-controllers")
+        tenures, writes = _history(etcd, "member-controllers", tmp_path / "seed")
         assert len(tenures) >= 2, tenures  # the leader changed at least once
         assert writes
         for rev, gen in writes:
