@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,7 +21,7 @@ from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.auth import Principal, bearer_token
 from drods.api.body import too_deep as body_too_deep
 from drods.api.context import ApiContext
-from drods.api.dryrun import query_is_dry_run
+from drods.api.dryrun import marked_dry_run, query_is_dry_run
 from drods.api.status import error_response
 from drods.errors import ApiError
 from drods.registry import changes
@@ -204,6 +205,8 @@ class AuditAndMetrics:
             state: dict[str, Any] = scope.get("state") or {}
             entry = self._entry(audit_id, "response", scope["method"], scope["path"], state.get("principal"), status,
                                 [c.to_dict() for c in recorder.changes])
+            if marked_dry_run(state):
+                entry = replace(entry, dryRun=True, changes=[])
             try:
                 await self.ctx.audit.append(entry)
             except Exception:  # noqa: BLE001 - the request record is written; the outcome shows as unknown

@@ -39,6 +39,9 @@ class AuditEntry:
     stage: str = "response"  # request (written ahead) | response (the outcome)
     namespaces: list[str] | None = None  # of the token, when it is namespaced
     changes: list[dict[str, Any]] = field(default_factory=list)
+    # a server-side dry run found only once the handler read the body (a DELETE's options): its
+    # written-ahead record is dropped from queries with this outcome, as it changed nothing
+    dryRun: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +86,8 @@ class AuditLog:
             else:  # the outcome of a request written ahead: keep the request's time
                 joined[key] = {**e, "time": joined[key]["time"]}
             joined[key].pop("stage", None)
-        out = [joined[k] for k in order if where is None or where.matches(joined[k])]
+        out = [joined[k] for k in order if not joined[k].pop("dryRun", False)
+               and (where is None or where.matches(joined[k]))]
         return out[-limit:]
 
 

@@ -25,11 +25,13 @@ def rotate(
     import asyncio
 
     from drods.assembly import encrypted_store
+    from drods.security.files import make_private
     from drods.security.rotation import rotate as run
     from drods.server import default_store_url
     from drods.store import open_store
 
     async def main() -> dict[str, object]:
+        make_private(data_dir)
         s = encrypted_store(open_store(store or default_store_url(data_dir)), data_dir)
         try:
             r = await run(s, data_dir, settle_seconds=settle)

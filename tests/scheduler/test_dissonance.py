@@ -70,7 +70,7 @@ def test_detector_copies_the_workload_class_to_the_binding() -> None:
 
     deploy = by_kind("apps/v1", "Deployment")
     assert deploy is not None
-    match = PolicyMatch(3, 0, 1, "pp", PROPAGATION_POLICY, {}, (), ())
+    match = PolicyMatch(1, 3, 0, 1, "pp", PROPAGATION_POLICY, {}, (), ())
     obj = {"metadata": {"name": "web", "namespace": "shop",
                         "labels": {"multicluster.io/workload-class": "latency-sensitive"}},
            "spec": {"replicas": 2}}
