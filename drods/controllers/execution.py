@@ -200,15 +200,8 @@ class Execution:
         return again if again is not None else delay
 
     async def _write_status(self, work: Obj, status: WorkStatus) -> float | None:
-        meta = work["metadata"]
-        try:
-            await self.registry.update_status(WORK, str(meta["name"]), status.model_dump(exclude_defaults=True),
-                                              resource_version=int(meta["resourceVersion"]))
-        except ApiError as e:
-            if e.status in (404, 409):
-                return None  # changed meanwhile: the watch brings the new version back to the queue
-            raise
-        return None
+        await self.fleet.write_work_status(work, status.model_dump(exclude_defaults=True))
+        return None  # written, or changed meanwhile: the watch brings the new version back to the queue
 
     # ------------------------------------------------------------------ deletion
     async def _empty(self, cluster: str, key: str, work: Obj, client: MemberClient | None,

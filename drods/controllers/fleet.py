@@ -11,6 +11,7 @@ store, which is how a new leader resumes.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from drods.model.keys import CLEANUP_PREFIX
 from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, KARMADA_OVERRIDE_KINDS, TEMPLATE_KINDS, WORK
 from drods.model.work import Ref
 from drods.registry.objects import ObjectRegistry, decode_stored
-from drods.store import Store
+from drods.store import CasFailed, Store
 
 if TYPE_CHECKING:
     from drods.machinery.manager import Manager
@@ -158,6 +159,20 @@ class MemberFleet:
             if obj is not None:
                 out[cluster] = obj
         return out
+
+    async def write_work_status(self, work: Obj, status: Obj) -> bool:
+        """``work``'s status replaced, written over the informer's copy with a compare-and-swap on
+        its revision — the execution and work-status controllers' one write per change, without
+        re-reading and re-decoding the Work (manifests and all). False when it changed meanwhile
+        (the watch brings the new version back)."""
+        meta = work["metadata"]
+        body = {**work, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}, "status": status}
+        try:
+            await self.store.put(WORK.key(str(meta["name"])), json.dumps(body, separators=(",", ":")).encode(),
+                                 expect_revision=int(meta["resourceVersion"]))
+        except CasFailed:
+            return False
+        return True
 
     def desired_refs(self, cluster: str, *, exclude: str | None = None) -> set[Ref]:
         """Objects some live Work (other than the one keyed ``exclude``) wants on ``cluster``."""

@@ -19,11 +19,9 @@ from drods.controllers.execution import manifest_status
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.controllers.settings import MemberSettings
-from drods.errors import ApiError
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.model.annotations import ANN_BINDING, MANAGED_SELECTOR
-from drods.model.kinds import WORK
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import Ref
 
@@ -121,10 +119,4 @@ class WorkStatusController:
         await self._write(work, st)
 
     async def _write(self, work: Obj, status: Obj) -> None:
-        meta = work["metadata"]
-        try:
-            await self.fleet.registry.update_status(WORK, str(meta["name"]), status,
-                                                    resource_version=int(meta["resourceVersion"]))
-        except ApiError as e:
-            if e.status not in (404, 409):
-                raise
+        await self.fleet.write_work_status(work, status)
