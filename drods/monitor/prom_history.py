@@ -37,11 +37,12 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import httpx
 
 from drods.monitor import remote_write as rw
-from drods.monitor.series import Point, PrometheusError, Sample
+from drods.monitor.series import Point, PrometheusError, Sample, prometheus_api
 
 log = logging.getLogger(__name__)
 
@@ -245,19 +246,8 @@ class PrometheusHistory:
             b = upto + istep
         return out
 
-    async def _get(self, path: str, params: Mapping[str, str]) -> dict[str, object]:
-        try:
-            resp = await self._client.get(f"{self.base_url}{path}", params=dict(params))
-        except httpx.HTTPError as e:
-            raise PrometheusError(f"prometheus unreachable: {e}") from e
-        try:
-            body = resp.json()
-        except ValueError as e:
-            raise PrometheusError(f"prometheus answered HTTP {resp.status_code} with non-JSON body") from e
-        if resp.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
-            err = body.get("error", body) if isinstance(body, dict) else body
-            raise PrometheusError(f"prometheus error ({resp.status_code}): {err}")
-        return body
+    async def _get(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
+        return await prometheus_api(self._client, self.base_url, path, params)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
@@ -339,6 +339,24 @@ class AsyncSeriesStore:
 # ---------------------------------------------------------------------------------------------
 
 
+async def prometheus_api(client: httpx.AsyncClient, base_url: str, path: str,
+                         params: Mapping[str, str]) -> dict[str, Any]:
+    """One Prometheus HTTP API call (``/api/v1/query``, ``…/query_range``): its successful body, else
+    `PrometheusError` saying whether Prometheus was unreachable, answered garbage or refused."""
+    try:
+        resp = await client.get(f"{base_url}{path}", params=dict(params))
+    except httpx.HTTPError as e:
+        raise PrometheusError(f"prometheus unreachable: {e}") from e
+    try:
+        body = resp.json()
+    except ValueError as e:
+        raise PrometheusError(f"prometheus answered HTTP {resp.status_code} with non-JSON body") from e
+    if resp.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
+        err = body.get("error", body) if isinstance(body, dict) else body
+        raise PrometheusError(f"prometheus error ({resp.status_code}): {err}")
+    return body
+
+
 class PrometheusError(RuntimeError):
     """Prometheus answered with an error, or with something a template should not produce."""
 
@@ -407,20 +425,10 @@ class PrometheusSeriesReader:
         return out
 
     async def _range(self, q: str, start: float, end: float, step: float) -> list[Point]:
-        try:
-            resp = await self._client.get(
-                f"{self.base_url}/api/v1/query_range",
-                params={"query": q, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
-            )
-        except httpx.HTTPError as e:
-            raise PrometheusError(f"prometheus unreachable: {e}") from e
-        try:
-            body = resp.json()
-        except ValueError as e:
-            raise PrometheusError(f"prometheus answered HTTP {resp.status_code} with non-JSON body") from e
-        if resp.status_code != 200 or body.get("status") != "success":
-            raise PrometheusError(f"prometheus error ({resp.status_code}): {body.get('error', body)}")
-        result = body.get("data", {}).get("result", [])
+        body = await prometheus_api(self._client, self.base_url, "/api/v1/query_range",
+                                    {"query": q, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
+        data = body.get("data")
+        result = data.get("result", []) if isinstance(data, dict) else []
         if not result:
             return []
         if len(result) > 1:
