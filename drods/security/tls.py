@@ -118,23 +118,30 @@ def ensure_certs(directory: Path, name: str, host: str, extra_sans: Iterable[str
     directory.mkdir(parents=True, exist_ok=True)
     loaded = _load_ca(certs)
     ca_key, ca = loaded if loaded is not None else _new_ca(certs, name)
-    now = dt.datetime.now(dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    ca_ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    key, cert = _leaf(ca_key, ca, name, ExtendedKeyUsageOID.SERVER_AUTH, names)
     pem = serialization.Encoding.PEM
     _write(certs.key, key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()), 0o600)
     _write(certs.cert, cert.public_bytes(pem))
     return certs
+
+
+def _leaf(ca_key: ec.EllipticCurvePrivateKey, ca: x509.Certificate, name: str, usage: x509.ObjectIdentifier,
+          sans: list[x509.GeneralName] | None = None) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A new key and a certificate for it (CN ``name``, for ``usage``) signed by the CA."""
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca_ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    builder = (x509.CertificateBuilder()
+               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+               .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False))
+    if sans is not None:
+        builder = (builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False))
+    return key, builder.sign(ca_key, hashes.SHA256())
 
 
 def issue_client_cert(directory: Path, name: str) -> tuple[Path, Path]:
@@ -145,17 +152,7 @@ def issue_client_cert(directory: Path, name: str) -> tuple[Path, Path]:
     if loaded is None:
         raise FileNotFoundError(f"no CA key in {directory} (make the CA first with ensure_certs)")
     ca_key, ca = loaded
-    now = dt.datetime.now(dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    ca_ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    key, cert = _leaf(ca_key, ca, name, ExtendedKeyUsageOID.CLIENT_AUTH)
     pem = serialization.Encoding.PEM
     cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
     _write(key_path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()), 0o600)
