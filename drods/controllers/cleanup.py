@@ -87,12 +87,12 @@ class Cleanup:
             except KeyError:
                 await self._drop(key)
                 continue
-            if ref in fleet.desired_refs(cluster):
+            if fleet.wants(cluster, ref):
                 await self._drop(key)  # wanted there again: leave the object alone
                 continue
             try:
                 cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                if cur is not None and is_managed(cur) and ref not in fleet.desired_refs(cluster):
+                if cur is not None and is_managed(cur) and not fleet.wants(cluster, ref):
                     await client.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
                     deleted += 1
                     log.info("cleanup: deleted %s from %s (pending since %s)", ref, cluster, rec.get("since"))

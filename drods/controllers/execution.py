@@ -206,9 +206,9 @@ class Execution:
     # ------------------------------------------------------------------ deletion
     async def _empty(self, cluster: str, key: str, work: Obj, client: MemberClient | None,
                      why: str | None) -> float | None:
-        still = self.fleet.desired_refs(cluster, exclude=key)
         refs = [Ref.of(m) for m in (work.get("spec") or {}).get("manifests") or [] if isinstance(m, dict)]
-        pending = [r for r in reversed(refs) if r not in still]  # the workload first, then its dependents
+        # the workload first, then its dependents; what another live Work wants stays
+        pending = [r for r in reversed(refs) if not self.fleet.wants(cluster, r, exclude=key)]
         binding = str((work.get("spec") or {}).get("binding") or "")
         if client is None:
             await self._defer(cluster, binding, pending, why or "no client")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,9 @@ class MemberFleet:
         self.by_cluster: dict[str, set[str]] = {}  # cluster → bindings placed on it or with a copy there
         self._binding_clusters: dict[str, set[str]] = {}
         self._work_index: dict[str, tuple[str, str]] = {}  # Work key → (binding, cluster)
+        # what live (not deleted) Works want on each cluster, counted: a deletion asks it per object
+        self._wanted: dict[str, Counter[Ref]] = {}
+        self._live_refs: dict[str, tuple[str, frozenset[Ref]]] = {}  # Work key → (cluster, its objects)
         self.owned: dict[str, set[Ref]] = {}  # cluster → objects known to carry our label
         self.ns_ok: dict[str, set[str]] = {}  # cluster → namespaces known to exist
         self._unsubscribe: list[Callable[[], None]] = []
@@ -106,6 +110,9 @@ class MemberFleet:
             if not self.works_by_binding.get(binding, True):
                 self.works_by_binding.pop(binding, None)
             self.works_by_cluster.get(cluster, set()).discard(key)
+        live = self._live_refs.pop(key, None)
+        if live is not None:
+            self._wanted[live[0]].subtract(live[1])
         if new is not None:
             spec = new.get("spec") or {}
             binding, cluster = str(spec.get("binding") or ""), str(spec.get("cluster") or "")
@@ -113,6 +120,10 @@ class MemberFleet:
                 self._work_index[key] = (binding, cluster)
                 self.works_by_binding.setdefault(binding, {})[cluster] = key
                 self.works_by_cluster.setdefault(cluster, set()).add(key)
+                if not (new.get("metadata") or {}).get("deletionTimestamp"):
+                    refs = frozenset(Ref.of(m) for m in spec.get("manifests") or [] if isinstance(m, dict))
+                    self._live_refs[key] = (cluster, refs)
+                    self._wanted.setdefault(cluster, Counter()).update(refs)
 
     def _on_binding(self, key: str, old: Obj | None, new: Obj | None) -> None:
         name = key[len(BINDING.key_prefix()):]
@@ -174,15 +185,13 @@ class MemberFleet:
             return False
         return True
 
-    def desired_refs(self, cluster: str, *, exclude: str | None = None) -> set[Ref]:
-        """Objects some live Work (other than the one keyed ``exclude``) wants on ``cluster``."""
-        out: set[Ref] = set()
-        for key in self.works_by_cluster.get(cluster, set()):
-            obj = self.work(key)
-            if key == exclude or obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            out.update(Ref.of(m) for m in (obj.get("spec") or {}).get("manifests") or [] if isinstance(m, dict))
-        return out
+    def wants(self, cluster: str, ref: Ref, *, exclude: str | None = None) -> bool:
+        """Does some live Work (other than the one keyed ``exclude``) want ``ref`` on ``cluster``?"""
+        n = self._wanted.get(cluster, Counter())[ref]
+        mine = self._live_refs.get(exclude) if exclude is not None else None
+        if mine is not None and ref in mine[1]:
+            n -= 1
+        return n > 0
 
 
 def ready_condition(cluster: Obj | None) -> str | None:
