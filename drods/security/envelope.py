@@ -1,5 +1,9 @@
-"""Envelope encryption of stored values (SEC2): every value gets a fresh 256-bit data key (AES-GCM),
-and the data key is stored wrapped by a key-encryption key (KEK, AES-GCM too) from the keyring.
+"""Envelope encryption of stored values (SEC2): values are sealed with a 256-bit data key (DEK,
+AES-GCM, a random nonce per value), and each value carries its DEK wrapped by a key-encryption key
+(KEK, AES-GCM too) from the keyring. As in Kubernetes' KMS v2, a DEK serves many writes (up to
+``DEK_USES``, far below AES-GCM's bound for random nonces) and is replaced when the primary KEK
+changes, so a write costs one encryption rather than a key generation and a wrap; a reader keeps
+the DEKs it has unwrapped, by their wrapped bytes.
 
 The shape of Kubernetes' encryption at rest (a storage transformer per resource, a KMS-style
 envelope): what reaches SQLite or etcd — files, WAL, revision history, snapshots — is ciphertext;
@@ -21,6 +25,7 @@ import os
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,19 +141,56 @@ class Keyring:
         return new_id
 
 
+@dataclass
+class _DataKey:
+    kek_id: str
+    header: bytes  # MAGIC, the KEK's ID and the wrapped DEK: what every value sealed with it starts with
+    aead: AESGCM
+    uses: int = 0
+
+
 class Envelope:
     """Seals and opens stored values with the keyring's KEKs."""
 
+    DEK_USES = 1 << 20
+    OPENED_DEKS = 256  # unwrapped DEKs kept for reading
+
     def __init__(self, keyring: Keyring) -> None:
         self.keyring = keyring
+        self._lock = threading.Lock()
+        self._dek: _DataKey | None = None
+        self._opened: OrderedDict[bytes, AESGCM] = OrderedDict()  # KEK ID + wrapped DEK → DEK
+
+    def _data_key(self) -> _DataKey:
+        kek_id = self.keyring.primary
+        with self._lock:
+            dek = self._dek
+            if dek is None or dek.kek_id != kek_id or dek.uses >= self.DEK_USES:
+                key, wrap_nonce = AESGCM.generate_key(bit_length=256), os.urandom(_NONCE)
+                wrapped = wrap_nonce + AESGCM(self.keyring.key(kek_id)).encrypt(wrap_nonce, key, kek_id.encode())
+                ident = kek_id.encode()
+                dek = self._dek = _DataKey(kek_id, MAGIC + bytes([len(ident)]) + ident + wrapped, AESGCM(key))
+            dek.uses += 1
+            return dek
 
     def seal(self, value: bytes, aad: bytes) -> bytes:
-        kek_id = self.keyring.primary
-        dek = AESGCM.generate_key(bit_length=256)
-        wrap_nonce, nonce = os.urandom(_NONCE), os.urandom(_NONCE)
-        wrapped = wrap_nonce + AESGCM(self.keyring.key(kek_id)).encrypt(wrap_nonce, dek, kek_id.encode())
-        ident = kek_id.encode()
-        return MAGIC + bytes([len(ident)]) + ident + wrapped + nonce + AESGCM(dek).encrypt(nonce, value, aad)
+        dek, nonce = self._data_key(), os.urandom(_NONCE)
+        return dek.header + nonce + dek.aead.encrypt(nonce, value, aad)
+
+    def _unwrap(self, kek_id: str, wrapped: bytes) -> AESGCM:
+        kek = self.keyring.key(kek_id)  # first: a KEK removed from the keyring opens nothing any more
+        ident = kek_id.encode() + b"\x00" + wrapped
+        with self._lock:
+            aead = self._opened.get(ident)
+            if aead is not None:
+                self._opened.move_to_end(ident)
+                return aead
+        aead = AESGCM(AESGCM(kek).decrypt(wrapped[:_NONCE], wrapped[_NONCE:], kek_id.encode()))
+        with self._lock:
+            self._opened[ident] = aead
+            while len(self._opened) > self.OPENED_DEKS:
+                self._opened.popitem(last=False)
+        return aead
 
     def open(self, blob: bytes, aad: bytes) -> bytes:
         """The plaintext; a value stored before encryption was enabled is returned as it is."""
@@ -161,8 +203,7 @@ class Envelope:
             at += 1 + n
             wrapped, at = blob[at:at + _WRAPPED], at + _WRAPPED
             nonce, body = blob[at:at + _NONCE], blob[at + _NONCE:]
-            dek = AESGCM(self.keyring.key(kek_id)).decrypt(wrapped[:_NONCE], wrapped[_NONCE:], kek_id.encode())
-            return AESGCM(dek).decrypt(nonce, body, aad)
+            return self._unwrap(kek_id, wrapped).decrypt(nonce, body, aad)
         except (InvalidTag, IndexError, UnicodeDecodeError) as e:
             raise DecryptionFailed(f"stored value cannot be decrypted ({type(e).__name__})") from e
 

@@ -162,7 +162,13 @@ class SteeringController:
         self._all = True
         self._wake.set()
 
+    def _on_binding(self, key: str, old: Any, new: Any) -> None:
+        if self.inf.registrations.cache:  # else no route depends on any Binding
+            self._on_structure(key, old, new)
+
     def _on_status(self, key: str, old: Any, new: Any) -> None:
+        if not self.inf.registrations.cache:
+            return  # no service to route: a registration's arrival evaluates everything anyway
         cluster = key[len(STATUS_PREFIX):]
         before, after = utilisation(old), utilisation(new)
         if new is None or after > before + _WORSE_UTILISATION:
@@ -184,7 +190,7 @@ class SteeringController:
         return self._all or bool(self._worse or self._better or self._worse_sites or self._better_sites)
 
     async def run(self) -> None:
-        stops = [self.inf.registrations.on_change(self._on_structure), self.inf.bindings.on_change(self._on_structure),
+        stops = [self.inf.registrations.on_change(self._on_structure), self.inf.bindings.on_change(self._on_binding),
                  self.inf.clusters.on_change(self._on_structure), self.inf.status.on_change(self._on_status),
                  self.inf.network.on_change(self._on_network)]
         try:

@@ -212,12 +212,15 @@ class DirectoryController:
         def objs(inf: Informer) -> list[Obj]:
             return [o for o in inf.cache.values() if o]
 
+        exports = objs(self.inf.exports)
+        if not exports:
+            return []
         services = {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o
                     for o in objs(self.inf.services)}
         templates = {(str(o.get("kind")), str(o["metadata"].get("namespace") or "default"),
                       str(o["metadata"]["name"])): o for inf in self.inf.workloads for o in objs(inf)}
         clusters = {o["metadata"]["name"]: o for o in objs(self.inf.clusters)}
-        return directory_entries(objs(self.inf.exports), services, objs(self.inf.bindings), templates, clusters)
+        return directory_entries(exports, services, objs(self.inf.bindings), templates, clusters)
 
     async def reconcile(self) -> None:
         entries = self.entries()

@@ -14,8 +14,9 @@ Why it looks the way it does:
   can serve several loops over its lifetime (futures are resolved on the loop that awaits them).
 * Leases are expired by the writer thread (it already owns the write connection and runs no
   matter which loop is alive); expiry deletes the attached keys with ordinary DELETE events.
-* Watches get an in-process push after each commit and also poll the file, so writes made by
-  another process on the same file (e.g. a separate scheduler) are seen within ``POLL_INTERVAL``.
+* Watches get an in-process push after each commit. Writes made by another process on the same
+  file (e.g. a separate scheduler) are noticed by the writer thread, which checks the revision
+  every ``TICK`` and wakes the watches to re-read the log.
 """
 
 from __future__ import annotations
@@ -55,8 +56,7 @@ from drods.store.base import (
 
 T = TypeVar("T")
 
-POLL_INTERVAL = 0.1  # seconds between cross-process checks of an idle watch
-LEASE_CHECK_INTERVAL = 0.1  # seconds between lease expiry sweeps
+TICK = 0.1  # seconds between the writer's lease-expiry sweeps and checks for other processes' writes
 MAX_BATCH = 512  # writes per group commit
 REPLAY_WINDOW = 5000  # revisions fetched per history query
 MAX_PENDING_BATCHES = 1024  # in-memory backlog per watcher before it falls back to reading the log
@@ -253,6 +253,11 @@ class _Watcher:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     pending: collections.deque[_Batch] = field(default_factory=collections.deque)
     overflow: bool = False
+    stale: bool = False  # another process wrote: re-read the log
+
+    def nudge(self) -> None:
+        self.stale = True
+        self.wake.set()
 
     def deliver(self, batch: _Batch) -> None:
         if len(self.pending) >= MAX_PENDING_BATCHES:
@@ -273,9 +278,14 @@ def _resolve(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]])
             fut.set_result(result)
 
 
-def _deliver_all(watchers: list[_Watcher], batch: _Batch) -> None:
+def _deliver_all(watchers: list[_Watcher], *, batch: _Batch) -> None:
     for w in watchers:
         w.deliver(batch)
+
+
+def _nudge_all(watchers: list[_Watcher]) -> None:
+    for w in watchers:
+        w.nudge()
 
 
 _STOP = object()
@@ -295,6 +305,7 @@ class SqliteStore(Store):
             conn.execute("PRAGMA journal_mode = WAL")
             conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
             self._seen_rev = _read_rev(conn)  # highest revision observed: anchors watch-from-now
+            self._writer_rev = self._seen_rev  # highest revision the writer thread knows is in the file
         finally:
             conn.close()
         self._lock = threading.Lock()
@@ -381,7 +392,8 @@ class SqliteStore(Store):
                         item = None
                 sweep = time.monotonic() >= next_sweep
                 if sweep:
-                    next_sweep = time.monotonic() + LEASE_CHECK_INTERVAL
+                    next_sweep = time.monotonic() + TICK
+                    self._notice_other_writers(conn)
                     if not batch and not self._leases_due(conn):
                         continue
                 if batch or sweep:
@@ -398,6 +410,24 @@ class SqliteStore(Store):
                     if isinstance(item, _Request):
                         leftovers.append((item, None, StoreError("store is closed")))
             self._settle(leftovers)
+
+    def _notice_other_writers(self, conn: sqlite3.Connection) -> None:
+        """Wake every watch when another process sharing the file has committed.
+
+        One revision check per store and tick, not one per watch: a process holds dozens of
+        watches, and polling each of them kept an idle control plane busy."""
+        with self._lock:
+            watchers = list(self._watchers)
+        if not watchers:
+            return
+        try:
+            rev = _read_rev(conn)
+        except sqlite3.Error:
+            return
+        if rev <= self._writer_rev:
+            return
+        self._writer_rev = rev
+        self._fan_out(watchers, _nudge_all)
 
     def _leases_due(self, conn: sqlite3.Connection) -> bool:
         try:
@@ -444,6 +474,7 @@ class SqliteStore(Store):
             else:
                 self._settle([(req, None, StoreError(f"sqlite: {exc}")) for req in batch])
             return
+        self._writer_rev = max(self._writer_rev, txn.rev)
         if txn.events:
             self._publish((txn.base_rev, txn.rev, txn.events))
         self._saw(txn.rev)
@@ -461,12 +492,17 @@ class SqliteStore(Store):
     def _publish(self, batch: _Batch) -> None:
         with self._lock:
             watchers = list(self._watchers)
+        self._fan_out(watchers, functools.partial(_deliver_all, batch=batch))
+
+    @staticmethod
+    def _fan_out(watchers: list[_Watcher], call: Callable[[list[_Watcher]], None]) -> None:
+        """Run ``call`` on each event loop's share of ``watchers``, in that loop's thread."""
         by_loop: dict[asyncio.AbstractEventLoop, list[_Watcher]] = {}
         for w in watchers:
             by_loop.setdefault(w.loop, []).append(w)
         for loop, ws in by_loop.items():
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_deliver_all, ws, batch)
+                loop.call_soon_threadsafe(call, ws)
 
     # ------------------------------------------------------------------ reads
 
@@ -701,17 +737,11 @@ class SqliteStore(Store):
                             yield ev
                     known = last
                     continue
+                if w.stale:
+                    w.stale, need_log = False, True
+                    continue
                 w.wake.clear()
-                try:
-                    # asyncio.timeout, not wait_for: before Python 3.12 wait_for can swallow a cancellation
-                    # that races with the wake-up, and a watcher's task would then never stop
-                    async with asyncio.timeout(POLL_INTERVAL):
-                        await w.wake.wait()
-                except TimeoutError:
-                    if self._closed:
-                        break
-                    if await self._read(_read_rev) > known:
-                        need_log = True
+                await w.wake.wait()
         finally:
             with self._lock:
                 self._watchers.discard(w)

@@ -71,3 +71,22 @@ async def test_rotation_reencrypts_old_and_plaintext_values(enc: EncryptingStore
     other = Keyring.load(enc.envelope.keyring.path.parent)  # type: ignore[union-attr]
     assert Envelope(other).open((await enc.inner.get("/s/old")).value, b"/s/old") == SECRET  # type: ignore[union-attr]
     assert oct(enc.envelope.keyring.path.stat().st_mode & 0o777) == "0o600"  # type: ignore[union-attr]
+
+
+def test_a_data_key_serves_many_values_and_is_replaced_on_rotation_or_after_its_uses(tmp_path: Path) -> None:
+    ring = Keyring.load(tmp_path)
+    env = Envelope(ring)
+    header = len(b"\x00drods-env1\x00") + 1 + len("k1") + 12 + 32 + 16
+    a, b = env.seal(b"one", b"/s/a"), env.seal(b"two", b"/s/b")
+    assert a[:header] == b[:header] and a[header:header + 12] != b[header:header + 12]  # one DEK, fresh nonces
+    assert Envelope(ring).open(a, b"/s/a") == b"one" and env.open(b, b"/s/b") == b"two"
+    env.DEK_USES = 3
+    c = env.seal(b"three", b"/s/c")
+    assert c[:header] == a[:header]
+    assert env.seal(b"four", b"/s/d")[:header] != a[:header]  # used up: a new DEK
+    ring.rotate()
+    rotated = env.seal(b"five", b"/s/e")
+    assert env.kek_of(rotated) == "k2" and env.open(rotated, b"/s/e") == b"five"
+    assert env.open(a, b"/s/a") == b"one"  # the old KEK still opens what it wrapped
+    with pytest.raises(DecryptionFailed):
+        env.open(a, b"/s/other")  # the store key is authenticated, cached DEK or not
