@@ -196,6 +196,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data.mkdir()
     (data / "drods.yaml").write_text(SETTINGS)
     server = ServerProcess(data, args=["--store", args.store] if args.store else [])
+    server.start_timeout = 120  # a loaded machine imports slowly
     result: dict[str, Any] = {}
     try:
         server.start()

@@ -46,7 +46,7 @@ from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, WORK, Kind, by_k
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name
-from drods.store import CasFailed, KeyValue
+from drods.store import CasFailed
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -205,14 +205,22 @@ class BindingController:
 
     # ------------------------------------------------------------------ the pass
     async def reconcile(self, key: Any) -> float | None:
-        name = str(key)
-        for _ in range(8):
-            kv = await self.store.get(BINDING.key(name))
-            if kv is None:
+        """One pass over the Binding named ``key``: first over the informer's copy (its writes are
+        compare-and-swaps on that copy's revision), after a conflict over what the store holds."""
+        name, store_key = str(key), BINDING.key(str(key))
+        cached = self.fleet.bindings.cache.get(store_key)
+        for attempt in range(8):
+            if attempt == 0 and cached is not None:
+                b: Obj | None = {**cached, "metadata": dict(cached["metadata"])}
+                revision = rev(cached)
+            else:
+                kv = await self.store.get(store_key)
+                b, revision = (json.loads(kv.value), kv.mod_revision) if kv is not None else (None, 0)
+            if b is None:
                 await self._delete_works(name, self.fleet.works_of(name))
                 self._forget(name)
                 return None
-            outcome = await self._reconcile_once(name, kv)
+            outcome = await self._reconcile_once(name, b, revision)
             if outcome != "conflict":
                 return outcome if isinstance(outcome, float) else None
         return 0.2
@@ -232,8 +240,8 @@ class BindingController:
         self._plans[name] = (inputs, plans)
         return plans
 
-    async def _reconcile_once(self, name: str, kv: KeyValue) -> float | str | None:
-        b: Obj = json.loads(kv.value)
+    async def _reconcile_once(self, name: str, b: Obj, revision: int) -> float | str | None:
+        """``b`` is this pass's own copy (its top level and metadata may be changed)."""
         meta, spec, status = b["metadata"], b.get("spec") or {}, dict(b.get("status") or {})
         deleting = bool(meta.get("deletionTimestamp"))
         kind, template = self.template_of(spec.get("resource"))
@@ -293,10 +301,10 @@ class BindingController:
                 meta.pop("finalizers", None)
             try:
                 if deleting and not finalizers:
-                    await self.store.delete(kv.key, expect_revision=kv.mod_revision)
+                    await self.store.delete(BINDING.key(name), expect_revision=revision)
                 else:
-                    self._own_binding_rev[name] = await self.store.put(kv.key, encode(b),
-                                                                       expect_revision=kv.mod_revision)
+                    self._own_binding_rev[name] = await self.store.put(BINDING.key(name), encode(b),
+                                                                       expect_revision=revision)
             except CasFailed:
                 return "conflict"
         # the Works only once the finalizer that covers them is stored

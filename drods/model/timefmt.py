@@ -5,21 +5,30 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-_second: list[Any] = [None, ""]  # the last second formatted: a burst of decisions shares it
+# The last second formatted, as one (second, text) tuple so a reader in another thread never pairs
+# one second with another's text: a burst of writes shares it.
+_whole: tuple[int, str] = (-1, "")
+_second: tuple[int, str] = (-1, "")
 
 
 def rfc3339(ts: float) -> str:
     """Whole seconds, as Kubernetes writes ``metav1.Time`` (timestamps, conditions)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _whole
+    sec = int(ts // 1)
+    cached = _whole
+    if cached[0] != sec:
+        cached = _whole = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return cached[1]
 
 
 def rfc3339_ms(ts: float) -> str:
     """Milliseconds: scheduledTime and rescheduleTriggeredAt must compare finely."""
+    global _second
     sec, ms = divmod(round(ts * 1000), 1000)
-    if _second[0] != sec:
-        _second[1] = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
-        _second[0] = sec
-    return f"{_second[1]}{ms:03d}Z"
+    cached = _second
+    if cached[0] != sec:
+        cached = _second = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{cached[1]}{ms:03d}Z"
 
 
 def whole_ms(ts: float) -> float:
