@@ -13,7 +13,13 @@ from typing import Any, Literal
 import numpy as np
 
 from drods.model.binding import BindingSpec, TargetCluster
-from drods.model.placement import ClusterAffinity, ClusterAffinityTerm, SpreadConstraint, StaticClusterWeight
+from drods.model.placement import (
+    ClusterAffinity,
+    ClusterAffinityTerm,
+    OverflowClusterAffinity,
+    SpreadConstraint,
+    StaticClusterWeight,
+)
 from drods.scheduler.interface import FloatArr, IntArr
 from drods.scheduler.snapshot import requirement_vector
 
@@ -33,18 +39,21 @@ class AffinityKey:
     match_labels: tuple[tuple[str, str], ...]
     label_exprs: tuple[tuple[str, str, tuple[str, ...]], ...]
     field_exprs: tuple[tuple[str, str, tuple[str, ...]], ...]
+    overflow: tuple[AffinityKey, ...] = ()  # F6: overflowAffinities tiers, in order
 
     @classmethod
     def of(cls, a: ClusterAffinity) -> AffinityKey:
         ls = a.labelSelector
         fs = a.fieldSelector
+        over = a.overflowAffinities if isinstance(a, ClusterAffinityTerm) else []
         return cls(
-            name=a.affinityName if isinstance(a, ClusterAffinityTerm) else None,
+            name=a.affinityName if isinstance(a, ClusterAffinityTerm | OverflowClusterAffinity) else None,
             cluster_names=tuple(a.clusterNames),
             exclude=tuple(a.exclude),
             match_labels=tuple(sorted(ls.matchLabels.items())) if ls else (),
             label_exprs=tuple((e.key, e.operator, tuple(e.values)) for e in ls.matchExpressions) if ls else (),
             field_exprs=tuple((e.key, e.operator, tuple(e.values)) for e in fs.matchExpressions) if fs else (),
+            overflow=tuple(AffinityKey.of(o) for o in over),
         )
 
     @property

@@ -53,6 +53,7 @@ def moved_gib_per_hour(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: Int
 
 class DataLocality(PluginBase):
     name = "DataLocality"
+    affinity = True
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         super().__init__(args)

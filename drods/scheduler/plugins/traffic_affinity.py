@@ -28,6 +28,7 @@ Peer = tuple[float, tuple[tuple[str, int], ...]]
 
 class TrafficAffinity(PluginBase):
     name = "TrafficAffinity"
+    affinity = True
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         super().__init__(args)
