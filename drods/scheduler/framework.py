@@ -345,10 +345,13 @@ class Scheduler:
         tier: IntArr | None = None  # per kept position: its tier when tiers are filled in order
         required = _NO_ROWS
         problems: list[str] = []
+        overflow = info.affinity is not None and bool(info.affinity.overflow)
+        if overflow:  # F6 overflowAffinities: earlier tiers rank first in selection (Karmada 1.18)
+            tier = overflow_tiers(snap, info.affinity, cand)  # type: ignore[arg-type]
+            prefer -= tier * 1e8
         if info.spread:
             sel, required, problems = self._select_spread(info, snap, cand, prefer, caps)
-        if info.affinity is not None and info.affinity.overflow:
-            tier = overflow_tiers(snap, info.affinity, cand)  # F6: Karmada's overflowAffinities
+        if tier is not None:
             if sel is not None:
                 tier = tier[sel]
         elif not info.spread and prof.concentration.enabled and info.division in _CONCENTRATED:
@@ -394,7 +397,7 @@ class Scheduler:
             price_sel = replica_price(info, snap)[rows_sel]
             base["division"] = "CostFirst"
         if tier is not None and tier.size and int(tier.max()) > 0:
-            counts = divide_in_tiers(inp, tier, _tier_fill(price_sel))
+            counts = divide_in_tiers(inp, tier, _tier_fill(price_sel), regroup=overflow)
         elif price_sel is not None:
             counts = cheapest_fill(info.replicas, caps_sel, existing_sel, price_sel, prefer_sel,
                                    keep_existing=not info.rebalance)

@@ -7,9 +7,12 @@ best-scored clusters before the next best). Each tier's share is divided by the 
 division (water level, available replicas, aggregated, cost-first) over that tier alone.
 
 Shares: on scale-down (fewer replicas than held) the earliest tiers keep theirs and the latest lose
-theirs first. On scale-up every tier keeps what it holds (no replica moves back to the primary just
-because it has room again, as in Karmada: that is a rebalance) and the new replicas go to the
-earliest tier with room. A rebalance (existing ignored) fills the tiers afresh.
+theirs first; nothing grows on a scale-down (no replica starts while replicas are being removed).
+On scale-up with ``regroup`` (overflowAffinities, as Karmada: a replica-count change re-applies
+the tier order) each tier in turn takes what it can hold, so overflow replicas return to the
+primary once it has room; without it (affinity concentration) every tier keeps what it holds and
+only the new replicas go to the earliest tier with room. At an unchanged count nothing moves, and
+a rebalance (existing ignored) fills the tiers afresh.
 """
 
 from __future__ import annotations
@@ -23,30 +26,33 @@ from drods.scheduler.divide import DivisionInput
 from drods.scheduler.interface import IntArr
 
 
-def tier_totals(total: int, room: list[float], held: list[int]) -> list[int]:
+def tier_totals(total: int, room: list[float], held: list[int], regroup: bool) -> list[int]:
     """Replicas per tier: ``room`` is what each tier's clusters can hold (held included)."""
-    t = len(room)
+    out: list[int] = []
+    left = total
     if sum(held) >= total:  # scale-down (or no change): the last tiers shrink first
-        out: list[int] = []
-        left = total
         for h in held:
             k = min(h, left)
             out.append(k)
             left -= k
         return out
+    if regroup:
+        for r in room:
+            k = int(min(r, float(left)))
+            out.append(k)
+            left -= k
+        return out
     out = list(held)
-    need = total - sum(held)
-    for i in range(t):
-        free = max(0, int(min(room[i], float(held[i] + need))) - held[i])
+    left -= sum(held)
+    for i, r in enumerate(room):
+        free = max(0, int(min(r, float(held[i] + left))) - held[i])
         out[i] += free
-        need -= free
-        if need <= 0:
-            break
+        left -= free
     return out
 
 
-def divide_in_tiers(inp: DivisionInput, tier: IntArr,
-                    fn: Callable[[DivisionInput, IntArr], IntArr]) -> IntArr:
+def divide_in_tiers(inp: DivisionInput, tier: IntArr, fn: Callable[[DivisionInput, IntArr], IntArr],
+                    regroup: bool) -> IntArr:
     """Replicas per position: each tier's share (``tier_totals``) divided by ``fn(sub-input, positions)``."""
     m = inp.caps.size
     counts = np.zeros(m, dtype=np.intp)
@@ -55,7 +61,7 @@ def divide_in_tiers(inp: DivisionInput, tier: IntArr,
     groups = [np.flatnonzero(tier == lv) for lv in levels.tolist()]
     room = [float(np.floor(np.maximum(inp.caps[g], held_arr[g])).sum()) for g in groups]
     held = [int(held_arr[g].sum()) for g in groups]
-    for g, share in zip(groups, tier_totals(inp.total, room, held), strict=True):
+    for g, share in zip(groups, tier_totals(inp.total, room, held, regroup), strict=True):
         if share <= 0:
             continue
         sub = replace(inp, total=share, caps=inp.caps[g], existing=inp.existing[g], scores=inp.scores[g],
