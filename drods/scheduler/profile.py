@@ -13,7 +13,7 @@ A profile is YAML, for example::
                packMultipliers: {LeastWaterLevel: 0.5, ClusterLocality: 2.0},
                surgeGain: {NetworkLocality: 2.0, ClusterLocality: 1.0}}
     defaults: {waterLevelLimit: 0.85, division: WaterLevel, seed: null}
-    concentration: {enabled: true, minSpread: 20, margin: 10}
+    concentration: {enabled: true, minSpread: 5, margin: 0.5}
 
 ``concentration`` (``concentrate.py``): when the affinity scores (TrafficAffinity, DataLocality,
 Dissonance) separate the candidates by at least ``minSpread`` points, the division uses only the

@@ -64,7 +64,7 @@ class TrafficAffinity(PluginBase):
             d[region == region[row]] = self.same_region
         if zone[row] >= 0:
             d[zone == zone[row]] = self.same_zone
-        lat = snap.latency.get(name)
+        lat = snap.latency_array(name)
         if lat is not None:
             known = lat[:n]
             d = np.where(np.isnan(known), d, known)
