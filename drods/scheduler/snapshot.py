@@ -264,6 +264,37 @@ class Snapshot:
             self.topology_version += 1
             self.cache.clear()
 
+    # ------------------------------------------------------------------ GPUs and storage by tier (F1)
+    def gpu_performance(self, model: str | None) -> FloatArr:
+        """Best relative GPU performance per cluster (of ``model`` when named); NaN when its spec
+        gives none. Built from the specs once per topology version (only tasks that ask pay)."""
+        key = ("gpu-performance", model)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        out = np.full(self.n, np.nan)
+        for row, info in enumerate(self._rows[: self.n]):
+            perf = [g.relativePerformance for g in (info.spec.gpus if info.spec else ())
+                    if model is None or g.model == model]
+            if perf:
+                out[row] = max(perf)
+        self.cache[key] = out
+        return out
+
+    def tier_capacity(self, tier: str) -> FloatArr:
+        """Capacity (GiB) of storage ``tier`` per cluster; NaN when its spec gives none."""
+        key = ("tier-capacity", tier)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        out = np.full(self.n, np.nan)
+        for row, info in enumerate(self._rows[: self.n]):
+            caps = [t.capacityGiB for t in (info.spec.storage if info.spec else ()) if t.tier == tier]
+            if caps:
+                out[row] = sum(caps)
+        self.cache[key] = out
+        return out
+
     # ------------------------------------------------------------------ network (F1, C2)
     def set_network_pair(self, a: str, b: str, delay_ms: float | None, bandwidth_mbps: float | None) -> None:
         """A measured pair (either end a site or a cluster); None clears that metric."""
@@ -373,8 +404,8 @@ class Snapshot:
                 self.topo[f][row] = self._code(self.vocab[f], v)
         for f, values in (
             ("capability", spec.capabilities),
-            ("gpuModel", spec.gpuModels),
-            ("storageTier", spec.storageTiers),
+            ("gpuModel", [*spec.gpuModels, *(g.model for g in spec.gpus)]),
+            ("storageTier", [*spec.storageTiers, *(t.tier for t in spec.storage)]),
         ):
             for v in dict.fromkeys(values):
                 m = self.sets[f].get(v)

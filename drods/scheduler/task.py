@@ -148,6 +148,8 @@ class TaskInfo:
     workload: str | None = None
     datasets: tuple[tuple[str, float], ...] = ()  # F4: ("namespace/name", GiB read per hour)
     follow: str | None = None  # F3: "namespace/name" of the workload this one follows
+    min_gpu_perf: float | None = None  # F1: a GPU at least this fast (relative performance)
+    storage_gib: float = 0.0  # per replica, on ``storage_tier`` when named
     current_rows: IntArr = field(default_factory=lambda: _NO_ROWS)
     current_counts: IntArr = field(default_factory=lambda: _NO_ROWS)
     missing_targets: tuple[str, ...] = ()
@@ -155,8 +157,11 @@ class TaskInfo:
 
     def analysis(self) -> dict[str, Any]:
         """The S3 mapping, as recorded in the result."""
-        return {"storageTier": self.storage_tier, "networkIdentifier": self.network_id,
-                "compute": self.compute_class}
+        out: dict[str, Any] = {"storageTier": self.storage_tier, "networkIdentifier": self.network_id,
+                               "compute": self.compute_class}
+        if self.min_gpu_perf is not None:
+            out["minGpuPerformance"] = self.min_gpu_perf
+        return out
 
 
 def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[TargetCluster] | None = None,
@@ -202,7 +207,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         if t.replicas > 0:
             cur[t.cluster] = cur.get(t.cluster, 0) + t.replicas
     gpu_model = res.gpuModel
-    compute = f"gpu:{gpu_model or 'any'}" if res.gpu > 0 or gpu_model else "cpu"
+    compute = f"gpu:{gpu_model or 'any'}" if res.gpu > 0 or gpu_model or res.minGpuPerformance else "cpu"
     return TaskInfo(
         key=task.name,
         replicas=spec.replicas,
@@ -235,4 +240,6 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         datasets=tuple((f"{ns}/{d.name}", d.readGiBPerHour) for d in spec.datasets if d.readGiBPerHour > 0),
         follow=f"{spec.followUp.namespace or 'default'}/{spec.followUp.name}" if spec.followUp else None,
         egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
+        min_gpu_perf=res.minGpuPerformance,
+        storage_gib=res.storage,
     )
