@@ -105,6 +105,16 @@ class _Plan:
     written: BindingRecord | None = None  # what ``value`` decodes to (but its revision)
 
 
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _moved(before: float | None, after: float | None) -> bool:
+    if before is None or after is None:
+        return before is not after
+    return abs(after - before) > 0.1 * max(abs(before), 1e-9)
+
+
 class SchedulerService:
     def __init__(self, store: Store, *, profile: Profile | None = None, settings: SchedulerSettings | None = None,
                  clock: Callable[[], float] = time.time) -> None:
@@ -233,10 +243,12 @@ class SchedulerService:
         if pair is None:
             return
         doc = new if isinstance(new, dict) else {}
-        delay, bw = doc.get("delayMs"), doc.get("bandwidthMbps")
-        self.cache.snap.set_network_pair(pair[0], pair[1], float(delay) if isinstance(delay, int | float) else None,
-                                         float(bw) if isinstance(bw, int | float) else None)
-        self._cluster_event("NetworkStatus")
+        was = old if isinstance(old, dict) else {}
+        delay, bw = _num(doc.get("delayMs")), _num(doc.get("bandwidthMbps"))
+        self.cache.snap.set_network_pair(pair[0], pair[1], delay, bw)
+        # parked bindings are retried only when a pair appears, goes or moves by more than 10 %
+        if _moved(_num(was.get("delayMs")), delay) or _moved(_num(was.get("bandwidthMbps")), bw):
+            self._cluster_event("NetworkStatus")
 
     def _index_follower(self, name: str, old: str | None, new: str | None) -> None:
         if old == new:
