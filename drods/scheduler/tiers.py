@@ -64,8 +64,14 @@ def divide_in_tiers(inp: DivisionInput, tier: IntArr, fn: Callable[[DivisionInpu
     for g, share in zip(groups, tier_totals(inp.total, room, held, regroup), strict=True):
         if share <= 0:
             continue
+        required = None
+        if inp.required is not None and inp.required.size:  # spread minGroups inside this tier
+            local = np.full(m, -1, dtype=np.intp)
+            local[g] = np.arange(g.size)
+            required = local[inp.required]
+            required = required[required >= 0]
         sub = replace(inp, total=share, caps=inp.caps[g], existing=inp.existing[g], scores=inp.scores[g],
-                      prefer=inp.prefer[g], required=None,
+                      prefer=inp.prefer[g], required=required,
                       static_weights=None if inp.static_weights is None else inp.static_weights[g])
         counts[g] = fn(sub, g)
     return counts
