@@ -9,7 +9,10 @@ Selection (S6): candidates are ranked by total score (weighted mean of the enabl
 0..100); exact ties are broken by a seedable RNG. Clusters already hosting the workload rank
 first among equals. Spread constraints choose groups and clusters together (``groups.py``): the
 best-ranked selection that meets every constraint and, when it can, holds the replicas; one
-replica goes to each of the first ``minGroups`` groups when replicas allow.
+replica goes to each of the first ``minGroups`` groups when replicas allow. Without spread
+constraints, affinity scores that clearly separate the candidates narrow them to the best-affinity
+tier plus best-first overflow (``concentrate.py``). Tiers — those, or a term's
+``overflowAffinities`` — are divided in order, each up to its caps (``tiers.py``).
 """
 
 from __future__ import annotations
@@ -345,9 +348,10 @@ class Scheduler:
         tier: IntArr | None = None  # per kept position: its tier when tiers are filled in order
         required = _NO_ROWS
         problems: list[str] = []
-        overflow = info.affinity is not None and bool(info.affinity.overflow)
-        if overflow:  # F6 overflowAffinities: earlier tiers rank first in selection (Karmada 1.18)
-            tier = overflow_tiers(snap, info.affinity, cand)  # type: ignore[arg-type]
+        term = info.affinity
+        overflow = term is not None and bool(term.overflow)
+        if term is not None and overflow:  # F6 overflowAffinities: earlier tiers rank first (Karmada 1.18)
+            tier = overflow_tiers(snap, term, cand)
             prefer -= tier * 1e8
         if info.spread:
             sel, required, problems = self._select_spread(info, snap, cand, prefer, caps)
