@@ -8,7 +8,9 @@ which dataset to replicate where, from which copy, and why (the GiB/h it would k
 
 A person or another tool approves a plan (``spec.approved: true``); the planner then adds
 ``{cluster, kind: Cache}`` to the Dataset's ``spec.locations`` (compare-and-swap on the Dataset) and
-marks the plan ``status.phase: Applied``: from then on the scheduler sees the copy. Copying the
+marks the plan ``status.phase: Applied``: from then on the scheduler sees the copy. Each Dataset's
+``status.hotnessGiBPerHour`` and ``status.readsByCluster`` show its decayed reads (rewritten when
+they move by more than 10 %). Copying the
 bytes is the storage layer's business, not DRO-DS's. A plan nobody approved is deleted once its
 reads cool below half the threshold (hysteresis), its Dataset is gone, or the cluster got a copy
 some other way. Single-active (``/leases/cache-planner``): its writes are fenced.
@@ -120,6 +122,8 @@ class CachePlanner:
         items, _ = await self.registry.list(DATASET)
         datasets = {f"{o['metadata'].get('namespace') or 'default'}/{o['metadata']['name']}": o for o in items}
         plans, _ = await self.registry.list(CACHE_PLAN)
+        for key, ds in datasets.items():
+            await self._hotness(ds, hot.get(key) or {})
         want = wanted(datasets, hot, self.settings.hotGiBPerHour)
         have: set[str] = set()
         for plan in plans:
@@ -130,6 +134,26 @@ class CachePlanner:
         for key, w in want.items():
             if key not in have:
                 await self._create(w, now)
+
+    async def _hotness(self, ds: dict[str, Any], by_cluster: dict[str, float]) -> None:
+        """``status.hotnessGiBPerHour`` (and ``readsByCluster``) on the Dataset, rewritten only when
+        it moves by more than 10 % (compare-and-swap on the listed revision; a conflict waits a round)."""
+        status = dict(ds.get("status") or {})
+        total = round(sum(by_cluster.values()), 3)
+        prev = status.get("hotnessGiBPerHour")
+        if prev is None and total == 0:
+            return
+        if isinstance(prev, int | float) and abs(total - prev) <= 0.1 * max(abs(prev), 1e-9):
+            return
+        status["hotnessGiBPerHour"] = total
+        status["readsByCluster"] = {c: round(v, 3) for c, v in sorted(by_cluster.items())}
+        meta = ds["metadata"]
+        try:
+            await self.registry.update_status(DATASET, meta["name"], status, meta.get("namespace") or "default",
+                                              resource_version=int(meta["resourceVersion"]))
+        except ApiError as e:
+            if e.status != 409:
+                raise
 
     async def _create(self, w: WantedPlan, now: float) -> None:
         obj = {"apiVersion": CACHE_PLAN.api_version, "kind": CACHE_PLAN.kind,
@@ -160,8 +184,9 @@ class CachePlanner:
                                                                      "message": f"Dataset {key} not found"}, ns)
                 return
             if not held:
-                locs = [*copies(ds), {"cluster": cluster, "kind": "Cache"}]
-                await self.registry.update(DATASET, {**ds, "spec": {**ds["spec"], "locations": locs}}, ns)
+                fresh = await self.registry.get(DATASET, str(spec.get("dataset")), ns)  # CAS on what is stored now
+                locs = [*copies(fresh), {"cluster": cluster, "kind": "Cache"}]
+                await self.registry.update(DATASET, {**fresh, "spec": {**fresh["spec"], "locations": locs}}, ns)
             await self.registry.update_status(CACHE_PLAN, name, {**status, "phase": "Applied",
                                                                  "appliedTime": rfc3339_ms(now)}, ns)
             log.info("cache planner: %s/%s applied, %s has a Cache copy on %s", ns, name, key, cluster)

@@ -66,6 +66,9 @@ async def test_planner_proposes_applies_and_withdraws(store: Store, tmp_path: Pa
     assert plans[0]["status"]["phase"] == "Proposed" and not plans[0]["spec"].get("approved")
     await planner.reconcile()  # idempotent
     assert len((await registry.list(CACHE_PLAN, "ml"))[0]) == 1
+    clicks = await registry.get(DATASET, "clicks", "ml")
+    assert clicks["status"]["hotnessGiBPerHour"] == pytest.approx(1020.0)
+    assert clicks["status"]["readsByCluster"] == {"far": 120.0, "home": 900.0}
     # approved: the Dataset gains a Cache copy on far, the plan is Applied
     plan = plans[0]
     await registry.update(CACHE_PLAN, {**plan, "spec": {**plan["spec"], "approved": True}}, "ml")
