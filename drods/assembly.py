@@ -41,6 +41,8 @@ from drods.api.settings import ApiSettings
 from drods.autoscaling.controller import LEASE as AUTOSCALER_LEASE
 from drods.autoscaling.controller import Autoscaler, AutoscalerSettings
 from drods.config.model import DRODSConfiguration
+from drods.controllers.cache_planner import LEASE as CACHE_PLANNER_LEASE
+from drods.controllers.cache_planner import CachePlanner, CachePlannerSettings
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
 from drods.controllers.detector import ResourceDetector
@@ -84,13 +86,14 @@ class Component(enum.Enum):
     COMPACTOR = "compactor"
     AUTOSCALER = "autoscaler"
     STEERING = "steering"
+    CACHE_PLANNER = "cache-planner"
 
 
 SERVE = frozenset(Component)
 APISERVER = frozenset({Component.API})
 SCHEDULER = frozenset({Component.SCHEDULER})
 CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
-                         Component.COMPACTOR, Component.AUTOSCALER, Component.STEERING})
+                         Component.COMPACTOR, Component.AUTOSCALER, Component.STEERING, Component.CACHE_PLANNER})
 # Monitoring is built where something feeds or reads it.
 _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
 
@@ -114,6 +117,7 @@ class ComponentSettings:
     reschedule_hook: RescheduleHook | None = None
     lease_ttl: int = 10
     autoscaling: AutoscalerSettings = field(default_factory=AutoscalerSettings)
+    datasets: CachePlannerSettings = field(default_factory=CachePlannerSettings)
 
     @classmethod
     def from_config(cls, config: DRODSConfiguration, *, identity: str | None = None,
@@ -123,7 +127,7 @@ class ComponentSettings:
         return cls(scheduler=config.scheduler.settings(identity=identity, lease_ttl=lease_ttl),
                    profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
                    members=config.members, autoops=config.autoops, api=config.api, steering=config.steering,
-                   autoscaling=config.autoscaling.settings(), identity=identity,
+                   autoscaling=config.autoscaling.settings(), datasets=config.datasets, identity=identity,
                    lease_ttl=lease_ttl)
 
 
@@ -272,5 +276,9 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))
+
+    if Component.CACHE_PLANNER in chosen:
+        manager.add_leader(CACHE_PLANNER_LEASE, lambda lead: CachePlanner(lead.store, lead.registry, s.datasets,
+                                                                          clock=s.clock))
 
     return plane

@@ -45,7 +45,7 @@ FACADE_ROUTERS = (
     "drods.api.routes.whatif:router",
     "drods.api.routes.autoscaling:router",
     "drods.api.routes.steering:network", "drods.api.routes.steering:router",
-    "drods.api.routes.traffic:router",
+    "drods.api.routes.traffic:router", "drods.api.routes.dataset_access:router",
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.kubernetes:router")

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.api.settings import ApiSettings
 from drods.autoscaling.settings import AutoscalingConfig
+from drods.controllers.cache_planner import CachePlannerSettings
 from drods.controllers.settings import MemberSettings
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
@@ -69,6 +70,7 @@ class DRODSConfiguration(BaseModel):
     autoops: AutoOpsPolicy = Field(default_factory=AutoOpsPolicy)
     steering: SteeringSettings = Field(default_factory=SteeringSettings)
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
+    datasets: CachePlannerSettings = Field(default_factory=CachePlannerSettings)
 
     @classmethod
     def default(cls) -> DRODSConfiguration:

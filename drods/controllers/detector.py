@@ -18,7 +18,11 @@ ResourcePlacementPolicy (``resourceSelector``) gets the Binding ``<kind-lowercas
   ResourcePlacementPolicy's ``selectorType: name`` values. Its ``selectorType: label`` values
   (``key=value``) are added to ``placement.clusterAffinity.labelSelector.matchLabels`` (to every
   ``clusterAffinities`` group when those are used): names and labels must both hold;
-* ``policyRef`` — the policy that won.
+* ``policyRef`` — the policy that won;
+* ``datasets`` and ``followUp`` — a DRO-DS policy's, as they are (F4 reads, F3 follow-up);
+* a StatefulSet is kept on one cluster (``spreadConstraints: [{spreadByField: cluster, maxGroups:
+  1}]``) unless its policy gives a topology itself (``replicaScheduling`` or ``spreadConstraints``),
+  because its replicas share ordinal identity and volumes (F3).
 
 Which policy wins when several match: the most specific selector first — a name match beats a
 label-selector match beats a kind-only match — then the higher ``spec.priority``, then a
@@ -130,6 +134,12 @@ def replicas_of(kind: Kind, obj: Mapping[str, Any]) -> int:
     return interpretation(kind.api_version, kind.kind).replicas_of(obj)
 
 
+# F3: kinds whose replicas share state (ordinal identity, volumes): one cluster holds them all unless
+# the policy itself says how to spread them (replica scheduling or spread constraints)
+KEPT_WHOLE = frozenset({"StatefulSet"})
+TOPOLOGY_FIELDS = ("replicaScheduling", "spreadConstraints")
+
+
 # ---------------------------------------------------------------------- policy matching
 @dataclass(frozen=True, slots=True)
 class PolicyMatch:
@@ -144,6 +154,7 @@ class PolicyMatch:
     target_labels: tuple[tuple[str, str], ...]
 
     namespace: str | None = None  # a namespaced policy's namespace
+    extra: tuple[tuple[str, Any], ...] = ()  # F4/F3: datasets, followUp copied into the Binding
 
     def order(self) -> tuple[int, int, int, int, str]:
         return (self.scope, -self.specificity, -self.priority, self.kind_rank, self.name)
@@ -172,6 +183,7 @@ class _Policy:
     target_names: tuple[str, ...]
     target_labels: tuple[tuple[str, str], ...]
     namespace: str | None = None  # a namespaced policy selects only this namespace's resources
+    extra: tuple[tuple[str, Any], ...] = ()
 
 
 def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
@@ -185,7 +197,8 @@ def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
             placement = spec.get("placement") or {}
             if kind is PROPAGATION_POLICY:
                 pp = PropagationPolicySpec.model_validate(spec)
-                return _Policy(kind, name, pp.priority, tuple(pp.selectors()), placement, tuple(pp.targetClusters), ())
+                return _Policy(kind, name, pp.priority, tuple(pp.selectors()), placement, tuple(pp.targetClusters), (),
+                               extra=_extra(spec))
             if kind in KARMADA_PROPAGATION_KINDS:
                 kp = KarmadaPropagationSpec.model_validate(spec)
                 ns = str(obj["metadata"].get("namespace") or "default") if kind.namespaced else None
@@ -202,9 +215,14 @@ def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
             else:
                 labels.extend(tuple(v.split("=", 1)) for v in t.values)  # type: ignore[misc]
         return _Policy(kind, name, rpp.priority, (rpp.resourceSelector,), placement, tuple(dict.fromkeys(names)),
-                       tuple(labels))
+                       tuple(labels), extra=_extra(spec))
 
     return decode
+
+
+def _extra(spec: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The policy fields a Binding takes as they are (F4 ``datasets``, F3 ``followUp``)."""
+    return tuple((k, spec[k]) for k in ("datasets", "followUp") if spec.get(k))
 
 
 def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> PolicyMatch | None:
@@ -218,7 +236,7 @@ def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> 
             continue
         m = PolicyMatch(0 if p.namespace is not None else 1, spec, p.priority,
                         0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
-                        p.placement, p.target_names, p.target_labels, p.namespace)
+                        p.placement, p.target_names, p.target_labels, p.namespace, p.extra)
         if best is None or m.order() < best.order():
             best = m
     return best
@@ -258,6 +276,10 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch) -> d
     placement = _with_labels(match.placement, match.target_labels)
     if not how.divisible:  # nothing to divide: the whole object goes to every selected cluster
         placement = {**placement, "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
+    elif kind.kind in KEPT_WHOLE and not any(placement.get(k) for k in TOPOLOGY_FIELDS):
+        # F3: a stateful set is not split across clusters unless its policy gives a topology
+        placement = {**placement, "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1}]}
+    spec.update(copy.deepcopy(dict(match.extra)))
     if placement:
         spec["placement"] = placement
     if match.target_names:

@@ -38,6 +38,8 @@ class ReplicaRequirements(BaseModel):
     memory: float = Field(default=0.0, ge=0)
     gpu: int = Field(default=0, ge=0)
     gpuModel: str | None = None
+    # F1: a GPU at least this fast relative to the reference GPU (of ``gpuModel`` when named)
+    minGpuPerformance: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     storage: float = Field(default=0.0, ge=0)
     storageTier: str | None = None
 

@@ -62,6 +62,25 @@ class NetworkProfile(BaseModel):
     identifier: str | None = None
 
 
+class GpuOffer(BaseModel):
+    """F1: one GPU model a cluster offers, how many, and how fast relative to a reference GPU (1.0)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str = Field(min_length=1)
+    count: int = Field(default=0, ge=0)
+    relativePerformance: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+
+
+class StorageOffer(BaseModel):
+    """F1: a storage tier a cluster offers and its capacity."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    tier: str = Field(min_length=1)
+    capacityGiB: float = Field(ge=0, allow_inf_nan=False)
+
+
 class ClusterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -74,6 +93,10 @@ class ClusterSpec(BaseModel):
     capabilities: list[str] = Field(default_factory=list)
     gpuModels: list[str] = Field(default_factory=list)
     storageTiers: list[str] = Field(default_factory=list)
+    # F1: GPUs by model (count, relative performance) and storage by tier (capacity); their models
+    # and tiers count as offered like ``gpuModels`` / ``storageTiers``
+    gpus: list[GpuOffer] = Field(default_factory=list)
+    storage: list[StorageOffer] = Field(default_factory=list)
     taints: list[Taint] = Field(default_factory=list)
     credentials: Credentials | None = None
     cost: CostModel | None = None

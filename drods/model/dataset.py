@@ -39,3 +39,18 @@ class DatasetRead(BaseModel):
 
     name: str = Field(min_length=1)
     readGiBPerHour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+
+class CachePlanSpec(BaseModel):
+    """``CachePlan`` (multicluster.io/v1alpha1, namespaced): replicate ``dataset`` to ``cluster`` as a
+    Cache copy, and why. Proposed by the cache planner when hot data is read from far away; with
+    ``approved: true`` the planner adds the Cache location to the Dataset (status.phase Applied)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    dataset: str = Field(min_length=1)
+    cluster: str = Field(min_length=1)
+    sourceCluster: str | None = None  # the nearest copy the cache would be filled from
+    readGiBPerHour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    reason: str = ""
+    approved: bool = False

@@ -33,6 +33,8 @@ NETWORK_PREFIX = "/status/network/"
 FLOWS_PREFIX = "/steering/flows/"
 # The service traffic graph (H1, `drods.model.traffic`), written by PUT /api/v1/traffic.
 TRAFFIC_KEY = "/traffic/graph"
+# F4: decayed Dataset reads per (Dataset, reading cluster) (`drods.model.dataset_access`)
+DATASET_ACCESS_KEY = "/datasets/access"
 # API7 domain configuration: an opaque JSON document per domain (``_fleet`` for fleet-wide ones).
 SYNC_CONFIGS_PREFIX = "/sync/configs/"
 FLEET_CONFIG = "_fleet"

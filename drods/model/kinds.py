@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from drods.model.autoscaling import CronFederatedHPASpec, FederatedHPASpec
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
-from drods.model.dataset import DatasetSpec
+from drods.model.dataset import CachePlanSpec, DatasetSpec
 from drods.model.karmada import (
     KARMADA_POLICY_GROUP,
     KARMADA_POLICY_VERSION,
@@ -96,10 +96,11 @@ SERVICE_IMPORT = Kind(GROUP, VERSION, "ServiceImport", "serviceimports", True, S
                       categories=_OURS)
 
 DATASET = Kind(GROUP, VERSION, "Dataset", "datasets", True, DatasetSpec, ("dset",), categories=_OURS)
+CACHE_PLAN = Kind(GROUP, VERSION, "CachePlan", "cacheplans", True, CachePlanSpec, ("cplan",), categories=_OURS)
 
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
-    SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET, FEDERATED_HPA,
+    SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET, CACHE_PLAN, FEDERATED_HPA,
     CRON_FEDERATED_HPA,
 )
 

@@ -38,8 +38,17 @@ class ClusterAffinity(BaseModel):
     fieldSelector: FieldSelector | None = None
 
 
+class OverflowClusterAffinity(ClusterAffinity):
+    """One overflow tier of a ``clusterAffinities`` term (Karmada 1.18)."""
+
+    affinityName: str = Field(min_length=1, max_length=32)
+
+
 class ClusterAffinityTerm(ClusterAffinity):
     affinityName: str = Field(min_length=1)
+    # Karmada 1.18: groups used in order once the primary (this term's own selector) is full; the last
+    # shrinks first on scale-down. A cluster in several tiers belongs to the first that names it.
+    overflowAffinities: list[OverflowClusterAffinity] = Field(default_factory=list)
 
 
 class Toleration(BaseModel):
@@ -107,4 +116,11 @@ class Placement(BaseModel):
     def _one_affinity_form(self) -> Placement:
         if self.clusterAffinity is not None and self.clusterAffinities:
             raise ValueError("clusterAffinity and clusterAffinities are mutually exclusive")
+        if any(t.overflowAffinities for t in self.clusterAffinities):
+            rs = self.replicaScheduling
+            wp = rs.weightPreference if rs is not None else None
+            if (rs is None or rs.replicaSchedulingType != "Divided" or rs.replicaDivisionPreference != "Weighted"
+                    or (wp is not None and wp.staticWeightList)):
+                raise ValueError("overflowAffinities can only be used with replicaScheduling Divided, "
+                                 "Weighted by a dynamic weight (WaterLevel or AvailableReplicas)")
         return self

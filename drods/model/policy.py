@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from drods.model.binding import ObjectReference
+from drods.model.dataset import DatasetRead
 from drods.model.placement import Placement
 from drods.model.selector import LabelSelector
 
@@ -33,6 +35,9 @@ class PropagationPolicySpec(BaseModel):
     placement: Placement | None = None
     priority: int = 0
     schedulerName: str | None = None
+    # F4 / F3: copied into each Binding the policy makes (the workload's reads, whom it follows)
+    datasets: list[DatasetRead] = Field(default_factory=list)
+    followUp: ObjectReference | None = None
 
     @model_validator(mode="after")
     def _selects_something(self) -> PropagationPolicySpec:
@@ -68,6 +73,8 @@ class ResourcePlacementPolicySpec(BaseModel):
     targetClusters: list[TargetClusterSelector] = Field(default_factory=list)
     placement: Placement | None = None
     priority: int = 0
+    datasets: list[DatasetRead] = Field(default_factory=list)
+    followUp: ObjectReference | None = None
 
 
 class FieldPatch(BaseModel):

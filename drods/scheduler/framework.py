@@ -9,7 +9,10 @@ Selection (S6): candidates are ranked by total score (weighted mean of the enabl
 0..100); exact ties are broken by a seedable RNG. Clusters already hosting the workload rank
 first among equals. Spread constraints choose groups and clusters together (``groups.py``): the
 best-ranked selection that meets every constraint and, when it can, holds the replicas; one
-replica goes to each of the first ``minGroups`` groups when replicas allow.
+replica goes to each of the first ``minGroups`` groups when replicas allow. Without spread
+constraints, affinity scores that clearly separate the candidates narrow them to the best-affinity
+tier plus best-first overflow (``concentrate.py``). Tiers — those, or a term's
+``overflowAffinities`` — are divided in order, each up to its caps (``tiers.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Literal
 import numpy as np
 
 from drods.model.binding import BindingSpec, TargetCluster
+from drods.scheduler.concentrate import affinity_mean, concentrate
 from drods.scheduler.cost_first import cheapest_fill
 from drods.scheduler.divide import DivisionInput, divide
 from drods.scheduler.groups import select_spread
@@ -30,14 +34,17 @@ from drods.scheduler.interface import BoolArr, FloatArr, IntArr, Rejection
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
+from drods.scheduler.selectors import overflow_tiers
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task, TaskInfo, analyse
+from drods.scheduler.tiers import divide_in_tiers
 from drods.scheduler.weights import static_weights
 
 Phase = Literal["Scheduled", "Unschedulable"]
 SURGE_SIGNAL = "trafficSurge"
 _NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
+_CONCENTRATED = frozenset({"WaterLevel", "AvailableReplicas", "Aggregated"})
 
 
 @dataclass(slots=True)
@@ -338,10 +345,27 @@ class Scheduler:
             prefer += (existing > 0) * 1e6
         prefer += self.rng.random(m)
         sel: IntArr | None = None  # positions kept by spread constraints (None: all)
+        tier: IntArr | None = None  # per kept position: its tier when tiers are filled in order
         required = _NO_ROWS
         problems: list[str] = []
+        term = info.affinity
+        overflow = term is not None and bool(term.overflow)
+        if term is not None and overflow:  # F6 overflowAffinities: earlier tiers rank first (Karmada 1.18)
+            tier = overflow_tiers(snap, term, cand)
+            prefer -= tier * 1e8
         if info.spread:
             sel, required, problems = self._select_spread(info, snap, cand, prefer, caps)
+        if tier is not None:
+            if sel is not None:
+                tier = tier[sel]
+        elif not info.spread and prof.concentration.enabled and info.division in _CONCENTRATED:
+            aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
+            if aff:  # only when an affinity plugin had input for this task
+                conc = concentrate(affinity_mean(stacked[aff], wvec[aff]), caps, existing, prefer,
+                                   info.replicas, prof.concentration, tuple(scores[i][0].name for i in aff))
+                if conc is not None:
+                    sel, tier = conc.keep, conc.tier
+                    base["analysis"] = {**info.analysis(), "concentration": conc.record(m)}
         timings["select"] = (perf() - t0) * 1e3
         if problems:
             extra_msg = "; ".join(problems)
@@ -372,11 +396,15 @@ class Scheduler:
             scores=total_sel, prefer=prefer_sel, spread=adj.spread, static_weights=static_w,
             required=required_sel, keep_existing=not info.rebalance,
         )
+        price_sel: FloatArr | None = None
         if info.cost_first and info.division not in ("Duplicated", "StaticWeight") and priced(snap):
-            price = replica_price(info, snap)[rows_sel]
-            counts = cheapest_fill(info.replicas, caps_sel, existing_sel, price, prefer_sel,
-                                   keep_existing=not info.rebalance)
+            price_sel = replica_price(info, snap)[rows_sel]
             base["division"] = "CostFirst"
+        if tier is not None and tier.size and int(tier.max()) > 0:
+            counts = divide_in_tiers(inp, tier, _tier_fill(price_sel), regroup=overflow)
+        elif price_sel is not None:
+            counts = cheapest_fill(info.replicas, caps_sel, existing_sel, price_sel, prefer_sel,
+                                   keep_existing=not info.rebalance)
         else:
             counts = divide(inp)
         timings["divide"] = (perf() - t0) * 1e3
@@ -462,6 +490,14 @@ class Scheduler:
         timings["total"] = (time.perf_counter() - t_start) * 1e3
         return ScheduleResult(phase="Unschedulable", placed=0, message=msg, feasible=feasible,
                               timings_ms=timings, **base)  # type: ignore[arg-type]
+
+
+def _tier_fill(price: FloatArr | None) -> Callable[[DivisionInput, IntArr], IntArr]:
+    """One tier's division: the task's own, or cost-first at the kept clusters' ``price``."""
+    if price is None:
+        return lambda d, _pos: divide(d)
+    return lambda d, pos: cheapest_fill(d.total, d.caps, d.existing, price[pos], d.prefer,
+                                        keep_existing=d.keep_existing)
 
 
 def _short_detail(fit: FloatArr, need: int) -> Callable[[int], str]:

@@ -79,6 +79,9 @@ class PluginBase:
 
     name: ClassVar[str] = ""
     capacity_only: ClassVar[bool] = False
+    # True for a score that says where a workload belongs relative to others (traffic peers, data,
+    # clashing classes): when such scores separate clusters the division concentrates (concentrate.py)
+    affinity: ClassVar[bool] = False
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         self.args: dict[str, Any] = dict(args or {})

@@ -13,6 +13,11 @@ A profile is YAML, for example::
                packMultipliers: {LeastWaterLevel: 0.5, ClusterLocality: 2.0},
                surgeGain: {NetworkLocality: 2.0, ClusterLocality: 1.0}}
     defaults: {waterLevelLimit: 0.85, division: WaterLevel, seed: null}
+    concentration: {enabled: true, minSpread: 5, margin: 0.5}
+
+``concentration`` (``concentrate.py``): when the affinity scores (TrafficAffinity, DataLocality,
+Dissonance) separate the candidates by at least ``minSpread`` points, the division uses only the
+clusters within ``margin`` of the best, extended best-first until they hold the replicas.
 
 Filters run in the listed order. A score with weight 0 or absent is off. A score plugin may define ``skip(task, snap)``:
 when it says True (no price, dataset, traffic edge or class to weigh) the plugin is left out of that
@@ -33,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.scheduler.adjuster import DEFAULT_PACK_MULTIPLIERS, DEFAULT_SURGE_GAIN, Adjuster, AdjusterConfig
+from drods.scheduler.concentrate import DEFAULT_MARGIN, DEFAULT_MIN_SPREAD, ConcentrationSettings
 from drods.scheduler.interface import FilterPlugin, ReplicaEstimator, ScorePlugin
 from drods.scheduler.registry import filter_plugins, load_entry_points, score_plugins
 
@@ -85,6 +91,14 @@ class DefaultsSpec(BaseModel):
     seed: int | None = None
 
 
+class ConcentrationSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    minSpread: float = Field(default=DEFAULT_MIN_SPREAD, ge=0, le=100)
+    margin: float = Field(default=DEFAULT_MARGIN, ge=0, le=100)
+
+
 class ProfileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -94,6 +108,7 @@ class ProfileSpec(BaseModel):
     pluginArgs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     adjuster: AdjusterSpec = Field(default_factory=AdjusterSpec)
     defaults: DefaultsSpec = Field(default_factory=DefaultsSpec)
+    concentration: ConcentrationSpec = Field(default_factory=ConcentrationSpec)
 
     @model_validator(mode="after")
     def _weights(self) -> ProfileSpec:
@@ -114,6 +129,7 @@ class Profile:
     scores: list[tuple[ScorePlugin, float]]
     estimators: list[ReplicaEstimator]
     adjuster: Adjuster
+    concentration: ConcentrationSettings = ConcentrationSettings()
 
     @property
     def name(self) -> str:
@@ -192,7 +208,9 @@ class Profile:
             AdjusterConfig(a.packBelow, a.spreadAbove, dict(a.packMultipliers), dict(a.spreadMultipliers),
                            dict(a.surgeGain)),
         )
-        return cls(spec, filters, scores, estimators, adjuster)
+        c = spec.concentration
+        return cls(spec, filters, scores, estimators, adjuster,
+                   ConcentrationSettings(c.enabled, c.minSpread, c.margin))
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.spec.model_dump(), sort_keys=False)

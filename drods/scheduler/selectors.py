@@ -6,9 +6,11 @@ are assumed, so a burst of tasks sharing a policy evaluates its selector once.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from drods.scheduler.interface import BoolArr
+from drods.scheduler.interface import BoolArr, IntArr
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import AffinityKey
 
@@ -58,3 +60,24 @@ def affinity_mask(snap: Snapshot, term: AffinityKey) -> BoolArr:
     for _, m in affinity_parts(snap, term):
         ok &= m
     return ok
+
+
+def overflow_mask(snap: Snapshot, term: AffinityKey) -> BoolArr:
+    """Clusters in the term's primary group or any of its overflow groups."""
+    ok = affinity_mask(snap, _primary(term))
+    for group in term.overflow:
+        ok = ok | affinity_mask(snap, group)
+    return ok
+
+
+def overflow_tiers(snap: Snapshot, term: AffinityKey, cand: IntArr) -> IntArr:
+    """Per candidate row: 0 in the term's primary group, k in its k-th overflow group (the first that
+    names it); a candidate in none (kept for its existing replicas) goes last."""
+    tiers = np.full(cand.size, len(term.overflow) + 1, dtype=np.intp)
+    for k, group in reversed(list(enumerate((term, *term.overflow)))):
+        tiers[affinity_mask(snap, _primary(group))[cand]] = k
+    return tiers
+
+
+def _primary(term: AffinityKey) -> AffinityKey:
+    return replace(term, overflow=()) if term.overflow else term

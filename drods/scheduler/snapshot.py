@@ -197,8 +197,12 @@ class Snapshot:
         # multi-valued attributes → one boolean mask per distinct value
         self.sets: dict[str, dict[str, np.ndarray]] = {f: {} for f in SET_FIELDS}
         self.taints: dict[tuple[str, str, str], np.ndarray] = {}
-        # latency (ms) from each cluster to a named site/cluster, NaN when unknown
+        # latency (ms) from each cluster to a named site/cluster, NaN when unknown (cluster profiles)
         self.latency: dict[str, np.ndarray] = {}
+        # F1/C2: measured network pairs (``PUT /api/v1/network/status``) by site or cluster name, both
+        # directions: {a: {b: ms}} and {a: {b: Mbps}}; measured values win over the profiles
+        self.measured_latency: dict[str, dict[str, float]] = {}
+        self.measured_bandwidth: dict[str, dict[str, float]] = {}
         # H2: per workload class, the cpu cores each cluster gives that class's placed replicas
         self.class_cores: dict[str, np.ndarray] = {}
         self.class_placements: dict[str, tuple[str, tuple[tuple[str, float], ...]]] = {}
@@ -260,6 +264,91 @@ class Snapshot:
             self.topology_version += 1
             self.cache.clear()
 
+    # ------------------------------------------------------------------ GPUs and storage by tier (F1)
+    def gpu_performance(self, model: str | None) -> FloatArr:
+        """Best relative GPU performance per cluster (of ``model`` when named); NaN when its spec
+        gives none. Built from the specs once per topology version (only tasks that ask pay)."""
+        key = ("gpu-performance", model)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        out = np.full(self.n, np.nan)
+        for row, info in enumerate(self._rows[: self.n]):
+            perf = [g.relativePerformance for g in (info.spec.gpus if info.spec else ())
+                    if model is None or g.model == model]
+            if perf:
+                out[row] = max(perf)
+        self.cache[key] = out
+        return out
+
+    def tier_capacity(self, tier: str) -> FloatArr:
+        """Capacity (GiB) of storage ``tier`` per cluster; NaN when its spec gives none."""
+        key = ("tier-capacity", tier)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        out = np.full(self.n, np.nan)
+        for row, info in enumerate(self._rows[: self.n]):
+            caps = [t.capacityGiB for t in (info.spec.storage if info.spec else ()) if t.tier == tier]
+            if caps:
+                out[row] = sum(caps)
+        self.cache[key] = out
+        return out
+
+    # ------------------------------------------------------------------ network (F1, C2)
+    def set_network_pair(self, a: str, b: str, delay_ms: float | None, bandwidth_mbps: float | None) -> None:
+        """A measured pair (either end a site or a cluster); None clears that metric."""
+        for table, v in ((self.measured_latency, delay_ms), (self.measured_bandwidth, bandwidth_mbps)):
+            for x, y in ((a, b), (b, a)):
+                if v is None:
+                    row = table.get(x)
+                    if row is not None:
+                        row.pop(y, None)
+                        if not row:
+                            del table[x]
+                else:
+                    table.setdefault(x, {})[y] = float(v)
+        self._touch(True)
+
+    def latency_array(self, target: str) -> FloatArr | None:
+        """Latency (ms) from each cluster to ``target`` (a site or cluster): measured where a pair
+        was measured, else the clusters' profiles; None when nothing is known."""
+        base = self.latency.get(target)
+        meas = self.measured_latency.get(target)
+        if not meas:
+            return base
+        key = ("latency-array", target)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        arr = base.copy() if base is not None else np.full(self._cap, np.nan)
+        for name, ms in meas.items():
+            row = self.index.get(name)
+            if row is not None:
+                arr[row] = ms
+        self.cache[key] = arr
+        return arr
+
+    def bandwidth_between(self, row: int) -> FloatArr:
+        """Mbps between cluster ``row`` and every cluster: the measured pair when there is one, else
+        the narrower of the two profiles' ``bandwidthMbps`` (NaN when unknown)."""
+        n = self.n
+        key = ("bandwidth-between", row)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        bw = np.fmin(self.bandwidth[:n], self.bandwidth[row])
+        both = ~np.isnan(self.bandwidth[:n]) & ~np.isnan(self.bandwidth[row])
+        bw = np.where(both, bw, np.nan)
+        meas = self.measured_bandwidth.get(self.names[row])
+        if meas:
+            for name, mbps in meas.items():
+                r = self.index.get(name)
+                if r is not None:
+                    bw[r] = mbps
+        self.cache[key] = bw
+        return bw  # type: ignore[no-any-return]
+
     def _code(self, vocab: dict[str, int], value: str) -> int:
         c = vocab.get(value)
         if c is None:
@@ -315,8 +404,8 @@ class Snapshot:
                 self.topo[f][row] = self._code(self.vocab[f], v)
         for f, values in (
             ("capability", spec.capabilities),
-            ("gpuModel", spec.gpuModels),
-            ("storageTier", spec.storageTiers),
+            ("gpuModel", [*spec.gpuModels, *(g.model for g in spec.gpus)]),
+            ("storageTier", [*spec.storageTiers, *(t.tier for t in spec.storage)]),
         ):
             for v in dict.fromkeys(values):
                 m = self.sets[f].get(v)

@@ -13,7 +13,13 @@ from typing import Any, Literal
 import numpy as np
 
 from drods.model.binding import BindingSpec, TargetCluster
-from drods.model.placement import ClusterAffinity, ClusterAffinityTerm, SpreadConstraint, StaticClusterWeight
+from drods.model.placement import (
+    ClusterAffinity,
+    ClusterAffinityTerm,
+    OverflowClusterAffinity,
+    SpreadConstraint,
+    StaticClusterWeight,
+)
 from drods.scheduler.interface import FloatArr, IntArr
 from drods.scheduler.snapshot import requirement_vector
 
@@ -33,18 +39,21 @@ class AffinityKey:
     match_labels: tuple[tuple[str, str], ...]
     label_exprs: tuple[tuple[str, str, tuple[str, ...]], ...]
     field_exprs: tuple[tuple[str, str, tuple[str, ...]], ...]
+    overflow: tuple[AffinityKey, ...] = ()  # F6: overflowAffinities tiers, in order
 
     @classmethod
     def of(cls, a: ClusterAffinity) -> AffinityKey:
         ls = a.labelSelector
         fs = a.fieldSelector
+        over = a.overflowAffinities if isinstance(a, ClusterAffinityTerm) else []
         return cls(
-            name=a.affinityName if isinstance(a, ClusterAffinityTerm) else None,
+            name=a.affinityName if isinstance(a, ClusterAffinityTerm | OverflowClusterAffinity) else None,
             cluster_names=tuple(a.clusterNames),
             exclude=tuple(a.exclude),
             match_labels=tuple(sorted(ls.matchLabels.items())) if ls else (),
             label_exprs=tuple((e.key, e.operator, tuple(e.values)) for e in ls.matchExpressions) if ls else (),
             field_exprs=tuple((e.key, e.operator, tuple(e.values)) for e in fs.matchExpressions) if fs else (),
+            overflow=tuple(AffinityKey.of(o) for o in over),
         )
 
     @property
@@ -139,6 +148,8 @@ class TaskInfo:
     workload: str | None = None
     datasets: tuple[tuple[str, float], ...] = ()  # F4: ("namespace/name", GiB read per hour)
     follow: str | None = None  # F3: "namespace/name" of the workload this one follows
+    min_gpu_perf: float | None = None  # F1: a GPU at least this fast (relative performance)
+    storage_gib: float = 0.0  # per replica, on ``storage_tier`` when named
     current_rows: IntArr = field(default_factory=lambda: _NO_ROWS)
     current_counts: IntArr = field(default_factory=lambda: _NO_ROWS)
     missing_targets: tuple[str, ...] = ()
@@ -146,8 +157,11 @@ class TaskInfo:
 
     def analysis(self) -> dict[str, Any]:
         """The S3 mapping, as recorded in the result."""
-        return {"storageTier": self.storage_tier, "networkIdentifier": self.network_id,
-                "compute": self.compute_class}
+        out: dict[str, Any] = {"storageTier": self.storage_tier, "networkIdentifier": self.network_id,
+                               "compute": self.compute_class}
+        if self.min_gpu_perf is not None:
+            out["minGpuPerformance"] = self.min_gpu_perf
+        return out
 
 
 def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[TargetCluster] | None = None,
@@ -193,7 +207,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         if t.replicas > 0:
             cur[t.cluster] = cur.get(t.cluster, 0) + t.replicas
     gpu_model = res.gpuModel
-    compute = f"gpu:{gpu_model or 'any'}" if res.gpu > 0 or gpu_model else "cpu"
+    compute = f"gpu:{gpu_model or 'any'}" if res.gpu > 0 or gpu_model or res.minGpuPerformance else "cpu"
     return TaskInfo(
         key=task.name,
         replicas=spec.replicas,
@@ -226,4 +240,6 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         datasets=tuple((f"{ns}/{d.name}", d.readGiBPerHour) for d in spec.datasets if d.readGiBPerHour > 0),
         follow=f"{spec.followUp.namespace or 'default'}/{spec.followUp.name}" if spec.followUp else None,
         egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
+        min_gpu_perf=res.minGpuPerformance,
+        storage_gib=res.storage,
     )

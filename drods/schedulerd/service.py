@@ -36,7 +36,7 @@ from drods.machinery.manager import default_identity
 from drods.machinery.tasks import stop_tasks
 from drods.model.annotations import RESCHEDULE_REASON, placement_offers
 from drods.model.binding import BindingSpec, TargetCluster, with_offers
-from drods.model.keys import FAILURES_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
+from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
 from drods.model.kinds import BINDING, CLUSTER, DATASET
 from drods.model.timefmt import rfc3339_ms, whole_ms
 from drods.model.traffic import peers
@@ -62,6 +62,7 @@ from drods.schedulerd.records import (
     schedule_type,
     with_status,
 )
+from drods.steering.status import pair_of
 from drods.store import Compare, KeyValue, Put, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,16 @@ class _Plan:
     written: BindingRecord | None = None  # what ``value`` decodes to (but its revision)
 
 
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _moved(before: float | None, after: float | None) -> bool:
+    if before is None or after is None:
+        return before is not after
+    return abs(after - before) > 0.1 * max(abs(before), 1e-9)
+
+
 class SchedulerService:
     def __init__(self, store: Store, *, profile: Profile | None = None, settings: SchedulerSettings | None = None,
                  clock: Callable[[], float] = time.time) -> None:
@@ -123,12 +134,14 @@ class SchedulerService:
         self.surge = Informer(store, SURGE_KEY, _decode_json)
         self.traffic = Informer(store, TRAFFIC_KEY, _decode_json)
         self.datasets = Informer(store, DATASET.key_prefix(), _decode_json)
+        self.network = Informer(store, NETWORK_PREFIX, _decode_json)
         self.bindings = Informer(store, BINDING.key_prefix(), self._decode_binding)
         self.clusters.on_change(self._on_cluster)
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
         self.traffic.on_change(lambda _k, _o, new: self._on_traffic(new))
         self.datasets.on_change(self._on_dataset)
+        self.network.on_change(self._on_network)
         self.bindings.on_change(self._on_binding)
         self._filters = [p.name for p in self.profile.filters]
         self._scores = [p.name for p, _ in self.profile.scores]
@@ -153,7 +166,7 @@ class SchedulerService:
     async def run(self) -> None:
         """Watch, and decide while leader; runs until cancelled."""
         tasks = [asyncio.create_task(i.run(), name=f"scheduler-informer-{i.prefix}")
-                 for i in (self.clusters, self.statuses, self.surge, self.traffic, self.datasets)]
+                 for i in (self.clusters, self.statuses, self.surge, self.traffic, self.datasets, self.network)]
         try:
             # Clusters first: assumptions adopted from existing bindings need their rows.
             await asyncio.gather(self.clusters.wait_synced(), self.statuses.wait_synced())
@@ -222,6 +235,20 @@ class SchedulerService:
     def _on_traffic(self, doc: Any) -> None:
         """H1: the graph, decayed to now; the TrafficAffinity score reads it from the snapshot."""
         self.cache.snap.traffic = peers(doc if isinstance(doc, dict) else None, self.clock())
+
+    def _on_network(self, key: str, old: Any, new: Any) -> None:
+        """F1/C2: a measured site or cluster pair; its delay and bandwidth win over the cluster profiles
+        (NetworkFit, TrafficAffinity, DataLocality read them from the snapshot)."""
+        pair = pair_of(key)
+        if pair is None:
+            return
+        doc = new if isinstance(new, dict) else {}
+        was = old if isinstance(old, dict) else {}
+        delay, bw = _num(doc.get("delayMs")), _num(doc.get("bandwidthMbps"))
+        self.cache.snap.set_network_pair(pair[0], pair[1], delay, bw)
+        # parked bindings are retried only when a pair appears, goes or moves by more than 10 %
+        if _moved(_num(was.get("delayMs")), delay) or _moved(_num(was.get("bandwidthMbps")), bw):
+            self._cluster_event("NetworkStatus")
 
     def _index_follower(self, name: str, old: str | None, new: str | None) -> None:
         if old == new:

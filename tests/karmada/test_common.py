@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from drods.model.binding import BindingSpec
-from tests.karmada.harness import DYNAMIC, differs, fleet, placed, schedule
+from drods.model.binding import BindingSpec, TargetCluster
+from drods.scheduler import ScheduleResult, Task
+from tests.karmada.harness import DYNAMIC, differs, fleet, placed, schedule, scheduler
 
 OVERFLOW: dict[str, Any] = {
     "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
@@ -45,19 +46,56 @@ def test_unsupported_replica_scheduling_strategy_is_rejected() -> None:
             "replicaSchedulingType": "UnsupportedType", "replicaDivisionPreference": "UnsupportedPreference"}}})
 
 
-@pytest.mark.parametrize("name", [
-    "select clusters with overflow affinities",
-    "Overflow: primary group has enough capacity, no overflow needed",
-    "Overflow: primary group capacity exhausted, remaining replicas overflow to next tier",
-    "Overflow: all tiers exhausted, scheduling fails",
-    "Overflow: AvailableReplicas greater than AllocatableReplicas due to previously assigned replicas",
+def overflow(avail: dict[str, int | None], replicas: int, current: dict[str, int] | None = None,
+             **placement: Any) -> ScheduleResult:
+    """The stored cases' binding; member2 (overflow) scores higher than member1 (primary)."""
+    spec = BindingSpec.model_validate({"replicas": replicas, "resources": {"cpu": 0, "memory": 0},
+                                       "placement": {**OVERFLOW, **placement}})
+    cur = [TargetCluster(cluster=c, replicas=k) for c, k in (current or {}).items()]
+    return scheduler({"member1": 10, "member2": 20}).schedule(Task(spec, name="default/app", current=cur),
+                                                              fleet(avail))
+
+
+def test_select_clusters_with_overflow_affinities() -> None:
+    """maxGroups 1 picks the primary group's cluster although the overflow cluster scores higher."""
+    one = [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]
+    r = overflow({"member1": 10, "member2": 10}, 5, spreadConstraints=one)
+    assert placed(r) == {"member1": 5}
+
+
+@pytest.mark.parametrize(("name", "avail", "replicas", "current", "want"), [
+    ("Overflow: primary group has enough capacity, no overflow needed", (10, 10), 5, None, {"member1": 5}),
+    ("Overflow: primary group capacity exhausted, remaining replicas overflow to next tier", (2, 10), 5, None,
+     {"member1": 2, "member2": 3}),
+    ("Overflow: AvailableReplicas greater than AllocatableReplicas due to previously assigned replicas",
+     (2, 10), 8, {"member1": 3}, {"member1": 5, "member2": 3}),
 ])
-def test_overflow_affinities_not_supported_yet(name: str) -> None:
-    """``clusterAffinities[].overflowAffinities`` (Karmada 1.18) is refused with a field error,
-    never silently ignored; it belongs to the placement work (issue 14)."""
+def test_overflow_affinities(name: str, avail: tuple[int, int], replicas: int, current: dict[str, int] | None,
+                             want: dict[str, int]) -> None:
+    assert placed(overflow({"member1": avail[0], "member2": avail[1]}, replicas, current)) == want
+
+
+def test_overflow_all_tiers_exhausted_places_what_fits() -> None:
+    """Karmada fails ("Clusters available replicas are not enough"); DRO-DS places what fits (D1)."""
+    differs("D1")
+    r = overflow({"member1": 2, "member2": 2}, 10)
+    assert placed(r) == {"member1": 2, "member2": 2} and r.partial
+
+
+def test_overflow_needs_divided_dynamic_weight() -> None:
+    """Karmada's webhook refuses overflowAffinities outside Divided with a dynamic weight; so does
+    DRO-DS, except that DRO-DS's water-level division counts as a dynamic weight (D7)."""
     differs("D7")
-    with pytest.raises(ValidationError, match="overflowAffinities"):
-        BindingSpec.model_validate({"replicas": 5, "placement": OVERFLOW})
+    for rs in (None, {"replicaSchedulingType": "Duplicated"},
+               {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"},
+               {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted", "weightPreference": {
+                   "staticWeightList": [{"targetCluster": {"clusterNames": ["member1"]}, "weight": 1}]}}):
+        with pytest.raises(ValidationError, match="overflowAffinities"):
+            BindingSpec.model_validate({"replicas": 5, "placement": {**OVERFLOW, "replicaScheduling": rs}})
+    wl = {**OVERFLOW, "replicaScheduling": {"replicaSchedulingType": "Divided",
+                                            "weightPreference": {"dynamicWeight": "WaterLevel"}}}
+    assert BindingSpec.model_validate({"replicas": 5, "placement": wl}).placement.clusterAffinities[0] \
+        .overflowAffinities[0].affinityName == "overflow"
 
 
 @pytest.mark.parametrize("name", [

@@ -67,3 +67,28 @@ def test_decision_prefers_the_data_and_records_bytes(snap: Snapshot) -> None:
     blind = Scheduler(Profile.from_dict({"scores": {"LeastWaterLevel": 1.0}}), rng_seed=1).schedule(
         Task(spec, name="t"), snap)
     assert blind.data_moved_gib_per_hour is not None and blind.data_moved_gib_per_hour > 0
+
+
+def test_bandwidth_weighs_the_transfer(snap: Snapshot) -> None:
+    """bytes ÷ bandwidth × egress: the nearest copy is the one behind the faster, cheaper link."""
+    from drods.model.cluster import NetworkProfile
+
+    add(snap, "d1", cost=CostModel(egressGiB=0.05), network=NetworkProfile(bandwidthMbps=500))
+    add(snap, "d2", cost=CostModel(egressGiB=0.08), network=NetworkProfile(bandwidthMbps=2000))
+    add(snap, "x", network=NetworkProfile(bandwidthMbps=1000))
+    add(snap, "y", network=NetworkProfile(bandwidthMbps=250))
+    add(snap, "z")  # no bandwidth: the reference link (1000 Mbps)
+    snap.datasets = {"ml/logs": ("d1", "d2")}
+    info = analyse(task(datasets=[DatasetRead(name="logs", readGiBPerHour=100)],
+                        resource=ObjectReference(apiVersion="apps/v1", kind="Deployment", name="t", namespace="ml")))
+    plugin = DataLocality()
+    s = plugin.score(info, snap, np.ones(5, dtype=bool))
+    # x: from d1 min(500,1000)=500 → 100·0.05·1000/500 = 10; from d2 min(2000,1000)=1000 → 100·0.08 = 8 → 8
+    # y: d1 250 → 100·0.05·4 = 20; d2 250 → 100·0.08·4 = 32 → 20 ; z: d1 5, d2 8 → 5 (unknown = reference)
+    # min-max over [0, 0, 8, 20, 5]: 100·(20 − cost)/20
+    assert s.tolist() == pytest.approx([100.0, 100.0, 60.0, 0.0, 75.0])
+    # a measured pair (C2 network status) replaces the profiles: d1 ↔ y at 4000 Mbps → 100·0.05/4 = 1.25
+    snap.set_network_pair("d1", "y", delay_ms=3.0, bandwidth_mbps=4000)
+    s = plugin.score(info, snap, np.ones(5, dtype=bool))
+    assert s.tolist() == pytest.approx([100.0, 100.0, 0.0, 100 * (8 - 1.25) / 8, 100 * 3 / 8])
+    assert snap.latency_array("y") is not None and snap.latency_array("y")[snap.index["d1"]] == 3.0

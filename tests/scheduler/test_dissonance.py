@@ -31,13 +31,15 @@ def test_score_golden_and_skip(snap: Snapshot) -> None:
     snap.set_class_placement("ns/other", "latency-sensitive", [("c", 50)], 1.0)  # no clash
     assert not plugin.skip(info, snap)
     s = plugin.score(info, snap, np.ones(3, dtype=bool))
-    # a: 100·(1 − 2·0.8·25/100) = 60 ; b: 100·(1 − 2·0.6·10/100) = 88 ; c: 100
-    assert s.tolist() == pytest.approx([60.0, 88.0, 100.0])
+    # sensitivity 4 (default) — a: 100·(1 − 4·0.8·25/100) = 20 ; b: 100·(1 − 4·0.6·10/100) = 76 ; c: 100
+    assert s.tolist() == pytest.approx([20.0, 76.0, 100.0])
     # a workload's own replicas never count against it
     snap.set_class_placement("ns/batch", "cpu-batch", [("a", 25)], 1.0)
     own = analyse(Task(task(), name="ns/batch", workload_class="cpu-batch"))
-    # a: its own 25 cores left out → 100; b: 100·(1 − 2·0.3·10/100) = 94; c: 100·(1 − 2·0.8·50/100) = 20
-    assert plugin.score(own, snap, np.ones(3, dtype=bool)).tolist() == pytest.approx([100.0, 94.0, 20.0])
+    # a: its own 25 cores left out → 100; b: 100·(1 − 4·0.3·10/100) = 88; c: 4·0.8·50/100 > 1 → 0
+    assert plugin.score(own, snap, np.ones(3, dtype=bool)).tolist() == pytest.approx([100.0, 88.0, 0.0])
+    two = Dissonance({"sensitivity": 2.0})  # c: 100·(1 − 2·0.8·50/100) = 20
+    assert two.score(own, snap, np.ones(3, dtype=bool)).tolist() == pytest.approx([100.0, 94.0, 20.0])
     assert plugin.skip(analyse(task()), snap)  # a task without a class
     snap.drop_class_placement("ns/batch")
     assert plugin.score(info, snap, np.ones(3, dtype=bool))[0] == pytest.approx(100.0)

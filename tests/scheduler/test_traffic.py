@@ -67,3 +67,42 @@ def test_skipped_without_placed_peers(snap: Snapshot) -> None:
     snap.workload_placements["shop/db"] = (("b", 1),)
     r = Scheduler(Profile.default(), rng_seed=1).schedule(Task(task(replicas=1), workload="shop/web"), snap)
     assert r.placement_dict() == {"b": 1} and r.scores["TrafficAffinity"]["b"] == 100.0
+
+
+# scheduler-plugins' NetworkOverhead score test (pkg/networkaware/networkoverhead, TestNetworkOverheadScore,
+# AppGroup "basic", NetworkTopology "basic"): eight nodes n-1..n-8 become eight clusters; regions
+# us-west-1 (zones Z1, Z2) and us-east-1 (Z3, Z4); zone costs Z1↔Z2 5 and Z3↔Z4 10 become measured
+# latencies between the clusters, the region cost 20 is ``maxCost``, the same zone costs 1 and the
+# same cluster 0. Allocated: p1 on n-2, p2 on n-5, p3 on n-1; p1 depends on p2, p2 on p3.
+NO_ZONES = {"n-1": "Z1", "n-2": "Z1", "n-3": "Z2", "n-4": "Z2", "n-5": "Z3", "n-6": "Z3", "n-7": "Z4", "n-8": "Z4"}
+NO_ZONE_COST = {("Z1", "Z2"): 5.0, ("Z3", "Z4"): 10.0}
+
+
+def network_overhead_fleet(snap: Snapshot) -> None:
+    for name, zone in NO_ZONES.items():
+        region = "us-west-1" if zone in ("Z1", "Z2") else "us-east-1"
+        lat = {other: cost for other, oz in NO_ZONES.items() for pair, cost in NO_ZONE_COST.items()
+               if {zone, oz} == set(pair)}
+        add(snap, name, region=region, zone=zone, network=NetworkProfile(latencyMs=lat))
+    snap.workload_placements = {"default/p1": (("n-2", 1),), "default/p2": (("n-5", 1),),
+                                "default/p3": (("n-1", 1),)}
+    snap.traffic = {"default/p1": {"default/p2": 1.0}, "default/p2": {"default/p3": 1.0}}
+
+
+@pytest.mark.parametrize(("pod", "want"), [
+    ("p1", [0, 0, 0, 0, 100, 95, 50, 50]),     # "AppGroup: basic, p1 to allocate, 8 nodes to score"
+    ("p2", [100, 95, 75, 75, 0, 0, 0, 0]),     # "AppGroup: basic, p2 to allocate, 8 nodes to score"
+])
+def test_network_overhead_worked_example(snap: Snapshot, pod: str, want: list[int]) -> None:
+    network_overhead_fleet(snap)
+    plugin = TrafficAffinity({"sameZoneCost": 1.0, "maxCost": 20.0})
+    info = analyse(Task(task(), name=pod, workload=f"default/{pod}"))
+    assert not plugin.skip(info, snap)
+    assert plugin.score(info, snap, np.ones(8, dtype=bool)).tolist() == pytest.approx(want)
+
+
+def test_network_overhead_no_dependency_scores_nothing(snap: Snapshot) -> None:
+    """"p3 to allocate, no dependency": NetworkOverhead scores every node 0; here the score is left
+    out of the decision altogether (skipped), which ranks the clusters the same way."""
+    network_overhead_fleet(snap)
+    assert TrafficAffinity().skip(analyse(Task(task(), name="p3", workload="default/p3")), snap)

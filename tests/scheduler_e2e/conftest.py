@@ -22,6 +22,7 @@ from drods.api.auth import Role
 from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings
 from drods.autoscaling.controller import AutoscalerSettings
+from drods.controllers.cache_planner import CachePlannerSettings
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import Profile
@@ -134,8 +135,8 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
                 profile: Profile | None = None, scheduler: bool = True,
                 components: frozenset[Component] = frozenset(),
                 monitoring: MonitorSettings | None = None, autoops: AutoOpsPolicy | None = None,
-                steering: SteeringSettings | None = None, autoscaling: AutoscalerSettings | None = None
-                ) -> AsyncIterator[Plane]:
+                steering: SteeringSettings | None = None, autoscaling: AutoscalerSettings | None = None,
+                datasets: CachePlannerSettings | None = None) -> AsyncIterator[Plane]:
     """The API server, with the scheduler and the resource detector unless ``scheduler=False`` (then
     they run elsewhere), plus ``components``."""
     run = APISERVER | components | (frozenset({Component.SCHEDULER, Component.DETECTOR}) if scheduler else frozenset())
@@ -144,7 +145,8 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
                           settings=ComponentSettings(scheduler=sched, profile=profile, monitoring=monitoring,
                                                      autoops=autoops, steering=steering,
                                                      lease_ttl=sched.lease_ttl,
-                                                     autoscaling=autoscaling or AutoscalerSettings()))
+                                                     autoscaling=autoscaling or AutoscalerSettings(),
+                                                     datasets=datasets or CachePlannerSettings()))
     app = build_app(config, store=store)
     ctx = app.state.ctx
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}

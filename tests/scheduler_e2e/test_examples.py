@@ -42,3 +42,13 @@ def test_traffic_example_is_a_valid_report() -> None:
 
     report = TrafficReport.model_validate(json.loads((PLACEMENT / "traffic.json").read_text()))
     assert [e.to.key for e in report.edges] == ["shop/db", "shop/cache"]
+
+
+def test_access_report_example_is_valid() -> None:
+    import json
+
+    from drods.model.dataset_access import DatasetAccessReport
+
+    report = DatasetAccessReport.model_validate(json.loads((PLACEMENT / "access-report.json").read_text()))
+    assert [(r.dataset.key, r.cluster) for r in report.reads] == [("ml/clicks", "fra-spot"),
+                                                                   ("ml/images", "fra-ondemand")]

@@ -239,3 +239,44 @@ def test_karmada_namespaced_policies_select_their_namespace_and_win() -> None:
     m = best_policy([cluster_wide, ours, other], deploy, obj)
     assert m is not None and m.name == "cpp"  # another namespace's policy never selects; then priority
     assert best_policy([other], deploy, obj) is None
+
+
+def test_policy_datasets_follow_up_and_whole_stateful_sets() -> None:
+    """F4/F3: a DRO-DS policy's ``datasets`` and ``followUp`` go into the Binding; a StatefulSet is
+    kept on one cluster unless the policy gives a topology."""
+    from drods.controllers.detector import decode_policy, desired_binding
+    from drods.model.binding import BindingSpec
+    from drods.model.kinds import TEMPLATE_KINDS
+    from drods.store import KeyValue
+
+    kinds = {k.kind: k for k in TEMPLATE_KINDS}
+    body = {"metadata": {"name": "p"}, "spec": {
+        "resourceSelectors": [{"kind": "StatefulSet"}, {"kind": "Deployment"}],
+        "datasets": [{"name": "clicks", "readGiBPerHour": 40}],
+        "followUp": {"apiVersion": "apps/v1", "kind": "StatefulSet", "namespace": "d", "name": "db"}}}
+    pol = decode_policy(PROPAGATION_POLICY)(KeyValue("k", json.dumps(body).encode(), 1, 1, 1))
+    assert pol is not None
+    sts = {"metadata": {"name": "n", "namespace": "d"}, "spec": {"replicas": 3, "template": {"spec": {}}}}
+    match = best_policy([pol], kinds["StatefulSet"], sts)
+    assert match is not None
+    spec = desired_binding(kinds["StatefulSet"], sts, match)["spec"]
+    assert spec["datasets"] == [{"name": "clicks", "readGiBPerHour": 40}] and spec["followUp"]["name"] == "db"
+    assert spec["placement"]["spreadConstraints"] == [{"spreadByField": "cluster", "maxGroups": 1}]
+    BindingSpec.model_validate(spec)  # a valid Binding
+    # a Deployment is divided as usual; a StatefulSet whose policy spreads it is spread as told
+    dep = desired_binding(kinds["Deployment"], sts, match)["spec"]
+    assert "placement" not in dep
+    spread = {**body["spec"], "placement": {"spreadConstraints": [{"spreadByField": "region", "minGroups": 2}]}}
+    pol2 = decode_policy(PROPAGATION_POLICY)(KeyValue("k", json.dumps({**body, "spec": spread}).encode(), 1, 1, 1))
+    assert pol2 is not None
+    m2 = best_policy([pol2], kinds["StatefulSet"], sts)
+    assert m2 is not None
+    assert desired_binding(kinds["StatefulSet"], sts, m2)["spec"]["placement"]["spreadConstraints"] == \
+        [{"spreadByField": "region", "minGroups": 2}]
+
+
+def test_network_changes_that_retry_parked_bindings() -> None:
+    from drods.schedulerd.service import _moved
+
+    assert _moved(None, 5.0) and _moved(5.0, None) and not _moved(None, None)
+    assert not _moved(10.0, 10.9) and _moved(10.0, 11.5)  # probes' jitter within 10 % retries nothing

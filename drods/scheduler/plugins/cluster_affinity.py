@@ -1,11 +1,12 @@
 """Cluster affinity filter: clusterNames, exclude, labelSelector, fieldSelector of the affinity term
 being tried (the framework walks ordered ``clusterAffinities`` groups), plus the binding's
-region/provider/zone/city shorthands."""
+region/provider/zone/city shorthands. A term with ``overflowAffinities`` admits the clusters of
+any of its groups; the division fills them group by group (``tiers.py``)."""
 
 from __future__ import annotations
 
 from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, Rejection, reject
-from drods.scheduler.selectors import affinity_parts
+from drods.scheduler.selectors import affinity_parts, overflow_mask
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -16,7 +17,14 @@ class ClusterAffinity(PluginBase):
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
         out: list[Rejection] = []
         term = task.affinity
-        if term is not None:
+        if term is not None and term.overflow:  # F6: the primary group or any overflow group
+            ok = overflow_mask(snap, term)
+            drop = mask & ~ok
+            if drop.any():
+                out.append(reject(self.name, f"affinity {term.name}: in neither its clusters nor its "
+                                             "overflowAffinities", drop))
+                mask = mask & ok
+        elif term is not None:
             prefix = f"affinity {term.name}: " if term.name else ""
             for reason, ok in affinity_parts(snap, term):
                 drop = mask & ~ok

@@ -1,12 +1,19 @@
 """Data locality score (F4): a workload goes where the data it reads already is.
 
-For each Dataset the task reads (``datasets: [{name, readGiBPerHour}]``) the cheapest copy feeds
-a candidate cluster c: nothing when c holds a copy, else readGiBPerHour × the egress price of the
-copy's cluster (``spec.cost.egressGiB``; ``defaultEgressGiB``, 0.09, where a cluster has no price).
-cost(c) is the sum over datasets; the cheapest feasible cluster scores 100, the dearest 0 (min-max),
-and the other scores weigh it against compute headroom. ``moved_gib_per_hour`` is what a placement
-will move across domains; every decision records it. Skipped before any array work when the task
-reads no known dataset.
+For each Dataset the task reads (``datasets: [{name, readGiBPerHour}]``) the nearest copy feeds a
+candidate cluster c: nothing when c holds a copy, else the transfer cost from copy d
+
+    cost_d(c) = readGiBPerHour × egress(d) × refBandwidth / bandwidth(d, c)
+
+— bytes ÷ bandwidth between the copy and the cluster, times the copy cluster's egress price
+(``spec.cost.egressGiB``; ``defaultEgressGiB``, 0.09, where a cluster has no price), expressed as the
+egress bill over a reference link (``refBandwidthMbps``, 1000): a copy behind a link half as fast
+costs twice as much. bandwidth(d, c) is the measured pair from C2's network status when there is
+one, else the narrower of the two clusters' ``network.bandwidthMbps``, else the reference. The
+nearest copy is the one of least cost. cost(c) is the sum over datasets; the cheapest feasible
+cluster scores 100, the dearest 0 (min-max), and the other scores weigh it against compute
+headroom. ``moved_gib_per_hour`` is what a placement will move across domains; every decision
+records it. Skipped before any array work when the task reads no known dataset.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from drods.scheduler.task import TaskInfo
 
 EGRESS = 3  # column of ``Snapshot.cost``
 DEFAULT_EGRESS_GIB = 0.09
+REF_BANDWIDTH_MBPS = 1000.0
 
 
 def known_reads(task: TaskInfo, snap: Snapshot) -> list[tuple[float, list[int]]]:
@@ -53,10 +61,12 @@ def moved_gib_per_hour(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: Int
 
 class DataLocality(PluginBase):
     name = "DataLocality"
+    affinity = True
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         super().__init__(args)
         self.default_egress = float(self.args.get("defaultEgressGiB", DEFAULT_EGRESS_GIB))
+        self.ref_bandwidth = float(self.args.get("refBandwidthMbps", REF_BANDWIDTH_MBPS))
 
     def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
         return not task.datasets or not known_reads(task, snap)
@@ -67,9 +77,13 @@ class DataLocality(PluginBase):
         egress = np.where(np.isnan(egress), self.default_egress, egress)
         cost = np.zeros(n)
         for gib, rows in known_reads(task, snap):
-            per_gib = np.full(n, float(egress[rows].min()))
-            per_gib[rows] = 0.0
-            cost += gib * per_gib
+            best = np.full(n, np.inf)
+            for d in rows:
+                bw = snap.bandwidth_between(d)
+                slow = np.where(np.isnan(bw), 1.0, self.ref_bandwidth / np.maximum(bw, 1.0))  # 0 Mbps: as 1
+                np.minimum(best, float(egress[d]) * slow, out=best)
+            best[rows] = 0.0
+            cost += gib * best
         feas = cost[mask]
         if feas.size == 0:
             return np.full(n, 100.0)

@@ -9,8 +9,9 @@ job suffers, two latency-sensitive services do not. For a task of class t on clu
 where cores_k(c) is the cpu the placed replicas of class k hold there (this workload's own
 replicas left out), and the score is 100 × (1 − penalty): in proportion to what is already there.
 ``pluginArgs.Dissonance``: ``matrix`` ({class: {class: value}}, merged over the defaults and made
-symmetric) and ``sensitivity`` (default 2). Skipped before any array work when the task has no
-class or no cluster holds a class that clashes with it.
+symmetric) and ``sensitivity`` (default 4: a fully clashing class holding a quarter of the cpu
+leaves nothing). Skipped before any array work when the task has no class or no cluster holds a
+class that clashes with it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ DEFAULT_MATRIX: dict[str, dict[str, float]] = {
     "gpu-training": {"gpu-training": 0.5, "io-heavy": 0.6},
     "io-heavy": {"io-heavy": 0.7},
 }
-DEFAULT_SENSITIVITY = 2.0
+DEFAULT_SENSITIVITY = 4.0
 
 
 def build_matrix(overrides: dict[str, dict[str, float]] | None = None) -> dict[str, dict[str, float]]:
@@ -48,6 +49,7 @@ def build_matrix(overrides: dict[str, dict[str, float]] | None = None) -> dict[s
 
 class Dissonance(PluginBase):
     name = "Dissonance"
+    affinity = True
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         super().__init__(args)

@@ -15,7 +15,7 @@ from drods.scheduler.task import TaskInfo
 def latency_to(snap: Snapshot, identifier: str) -> FloatArr:
     """Latency (ms) from each cluster to ``identifier``; NaN when unknown."""
     n = snap.n
-    arr = snap.latency.get(identifier)
+    arr = snap.latency_array(identifier)
     lat = arr[:n].copy() if arr is not None else np.full(n, np.nan)
     code = snap.vocab["network"].get(identifier)
     if code is not None:

@@ -28,6 +28,7 @@ Peer = tuple[float, tuple[tuple[str, int], ...]]
 
 class TrafficAffinity(PluginBase):
     name = "TrafficAffinity"
+    affinity = True
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         super().__init__(args)
@@ -63,7 +64,7 @@ class TrafficAffinity(PluginBase):
             d[region == region[row]] = self.same_region
         if zone[row] >= 0:
             d[zone == zone[row]] = self.same_zone
-        lat = snap.latency.get(name)
+        lat = snap.latency_array(name)
         if lat is not None:
             known = lat[:n]
             d = np.where(np.isnan(known), d, known)

@@ -1,0 +1,91 @@
+"""Affinity concentration (F4, H1, H2): affinity scores that clearly separate clusters narrow the division.
+
+A score only tilts the water-level division: replicas are still spread over every feasible cluster
+in proportion to headroom × total score, so a chatty caller lands beside its callee, a reader beside
+its data, a latency-sensitive service away from batch jobs only in proportion to the preferred
+cluster's share of the fleet's headroom. Karmada narrows the candidates *before* division
+(``spreadConstraints`` / cluster count); this is the same step driven by the affinity plugins.
+
+The affinity plugins (``affinity = True``: TrafficAffinity, DataLocality, Dissonance) that ran for
+the task give each candidate their weighted mean ``a`` (0..100). When ``max(a) − min(a)`` reaches
+``minSpread`` the affinity input separates the clusters, and the division may use only
+
+* the top tier: candidates with ``a ≥ max(a) − margin``;
+* extended best-first (by ``a``, then the scheduler's preference) while the kept clusters' caps
+  cannot hold the replicas; and
+* every cluster already holding this workload's replicas (no move just for concentrating).
+
+The caps are the estimators' (resource fit and water-level limit), so the concentrated division
+never raises a cluster above its limit: replicas the top tier cannot hold overflow to the next-best
+clusters, not past the limit. The division fills the top tier first up to its caps and gives the
+rest to the other kept clusters (``tiers.py``), so the preferred clusters are used to the limit.
+Nothing is computed unless an affinity plugin ran (each skips when its input is absent), so tasks
+without traffic, datasets or a class pay nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from drods.scheduler.interface import FloatArr, IntArr
+
+DEFAULT_MIN_SPREAD = 5.0
+DEFAULT_MARGIN = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class ConcentrationSettings:
+    """Profile knobs (``concentration`` in the profile); ``enabled: false`` keeps plain division."""
+
+    enabled: bool = True
+    min_spread: float = DEFAULT_MIN_SPREAD
+    margin: float = DEFAULT_MARGIN
+
+
+@dataclass(frozen=True, slots=True)
+class Concentration:
+    """Positions (into the candidate arrays) the division may use, and why: recorded in the decision."""
+
+    keep: IntArr
+    tier: IntArr  # per kept position: 0 the top tier, 1 the best-first overflow (and existing replicas)
+    plugins: tuple[str, ...]
+    spread: float
+    threshold: float
+
+    def record(self, candidates: int) -> dict[str, object]:
+        return {"plugins": list(self.plugins), "kept": int(self.keep.size), "of": candidates,
+                "affinitySpread": round(self.spread, 2), "tierFrom": round(self.threshold, 2)}
+
+
+def affinity_mean(rows: FloatArr, weights: FloatArr) -> FloatArr:
+    """Weighted mean of the affinity plugins' score rows (k × m) per candidate."""
+    wsum = float(weights.sum())
+    return (weights @ rows) / wsum if wsum > 0 else rows.mean(axis=0)  # type: ignore[no-any-return]
+
+
+def concentrate(a: FloatArr, caps: FloatArr, existing: IntArr, prefer: FloatArr, total: int,
+                settings: ConcentrationSettings, plugins: tuple[str, ...]) -> Concentration | None:
+    """The candidates the division may use, or None when the affinity scores don't separate them."""
+    m = a.size
+    if m < 2 or total <= 0:
+        return None
+    best = float(a.max())
+    spread = best - float(a.min())
+    if spread < settings.min_spread:
+        return None
+    threshold = best - settings.margin
+    order = np.lexsort((-prefer, -a))
+    top = int(np.count_nonzero(a >= threshold))
+    room = np.cumsum(np.maximum(caps[order], 0.0))
+    need = int(np.searchsorted(room, float(total) - 0.5)) + 1  # shortest best-first prefix that holds them
+    k = min(m, max(top, need))
+    if k >= m:
+        return None
+    keep = np.zeros(m, dtype=bool)
+    keep[order[:k]] = True
+    keep |= existing > 0
+    rows = np.flatnonzero(keep)
+    tier = (a[rows] < threshold).astype(np.intp)
+    return Concentration(rows, tier, plugins, spread, threshold)

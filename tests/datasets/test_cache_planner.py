@@ -1,0 +1,88 @@
+"""F4: Dataset hotness from access reports (blend and decay) and the cache planner over a real store:
+hot reads from a cluster without a copy → a CachePlan; approved → a Cache location; cooled → gone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from drods.controllers.cache_planner import CachePlanner, CachePlannerSettings, plan_name, wanted
+from drods.model.dataset_access import DatasetAccessReport, hotness, merge_access
+from drods.model.keys import DATASET_ACCESS_KEY
+from drods.model.kinds import CACHE_PLAN, DATASET
+from drods.registry.objects import ObjectRegistry
+from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.store import Store
+
+
+def report(gib: float, cluster: str = "far", name: str = "clicks") -> DatasetAccessReport:
+    return DatasetAccessReport.model_validate({"reads": [{"dataset": {"namespace": "ml", "name": name},
+                                                          "cluster": cluster, "readGiBPerHour": gib}]})
+
+
+def test_hotness_blends_and_decays() -> None:
+    doc = merge_access(None, report(100), now=0.0, half_life_s=100.0)
+    doc = merge_access(doc, report(300), now=100.0, half_life_s=100.0)  # one half-life later: equal weights
+    assert hotness(doc, 100.0) == {"ml/clicks": {"far": pytest.approx(200.0)}}
+    assert hotness(doc, 300.0)["ml/clicks"]["far"] == pytest.approx(50.0)  # two half-lives later
+    assert hotness(doc, 100.0 + 100.0 * 20) == {}  # cooled below 0.01 GiB/h: gone
+
+
+def test_wanted_plans_only_where_no_copy_is() -> None:
+    ds = {"ml/clicks": {"metadata": {"name": "clicks", "namespace": "ml"},
+                        "spec": {"locations": [{"cluster": "home", "kind": "Primary"}]}}}
+    hot = {"ml/clicks": {"home": 500.0, "far": 80.0, "cold": 10.0}, "ml/unknown": {"far": 900.0}}
+    want = wanted(ds, hot, 50.0)
+    assert list(want) == ["ml/clicks-far"]
+    spec = want["ml/clicks-far"].spec()
+    assert spec["sourceCluster"] == "home" and spec["readGiBPerHour"] == 80.0
+    assert spec["reason"] == "80.0 GiB/h of clicks read on far, which holds no copy (nearest copy: home)"
+    assert plan_name("Big_Data", "eu.1") == "big-data-eu-1"
+
+
+@pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)
+async def test_planner_proposes_applies_and_withdraws(store: Store, tmp_path: Path) -> None:
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    await registry.create(DATASET, {"metadata": {"name": "clicks", "namespace": "ml"}, "spec": {
+        "sizeGiB": 800, "locations": [{"cluster": "home", "kind": "Primary"}]}}, "ml")
+    await registry.create(DATASET, {"metadata": {"name": "logs", "namespace": "ml"}, "spec": {
+        "sizeGiB": 50, "locations": [{"cluster": "home", "kind": "Primary"}]}}, "ml")
+    now = [1000.0]
+    planner = CachePlanner(store, registry, CachePlannerSettings(hotGiBPerHour=50), clock=lambda: now[0])
+
+    async def reads(*items: tuple[str, str, float]) -> None:
+        body = DatasetAccessReport.model_validate({"reads": [
+            {"dataset": {"namespace": "ml", "name": n}, "cluster": c, "readGiBPerHour": g} for n, c, g in items]})
+        kv = await store.get(DATASET_ACCESS_KEY)
+        doc = merge_access(json.loads(kv.value) if kv else None, body, now[0])
+        await store.put(DATASET_ACCESS_KEY, json.dumps(doc).encode())
+
+    await reads(("clicks", "far", 120.0), ("clicks", "home", 900.0), ("logs", "far", 20.0))
+    await planner.reconcile()
+    plans, _ = await registry.list(CACHE_PLAN, "ml")
+    assert [p["metadata"]["name"] for p in plans] == ["clicks-far"]
+    assert plans[0]["status"]["phase"] == "Proposed" and not plans[0]["spec"].get("approved")
+    await planner.reconcile()  # idempotent
+    assert len((await registry.list(CACHE_PLAN, "ml"))[0]) == 1
+    clicks = await registry.get(DATASET, "clicks", "ml")
+    assert clicks["status"]["hotnessGiBPerHour"] == pytest.approx(1020.0)
+    assert clicks["status"]["readsByCluster"] == {"far": 120.0, "home": 900.0}
+    # approved: the Dataset gains a Cache copy on far, the plan is Applied
+    plan = plans[0]
+    await registry.update(CACHE_PLAN, {**plan, "spec": {**plan["spec"], "approved": True}}, "ml")
+    await planner.reconcile()
+    ds = await registry.get(DATASET, "clicks", "ml")
+    assert {"cluster": "far", "kind": "Cache"} in ds["spec"]["locations"]
+    assert (await registry.get(CACHE_PLAN, "clicks-far", "ml"))["status"]["phase"] == "Applied"
+    # logs heats up on far (an hour later: ½·20 + ½·200 = 110 GiB/h), then cools (4 half-lives) before
+    # anyone approves it: proposed, then withdrawn
+    now[0] += 3600.0
+    await reads(("logs", "far", 200.0))
+    await planner.reconcile()
+    assert await registry.try_get(CACHE_PLAN, "logs-far", "ml") is not None
+    now[0] += 4 * 3600.0
+    await planner.reconcile()
+    assert await registry.try_get(CACHE_PLAN, "logs-far", "ml") is None
+    assert await registry.try_get(CACHE_PLAN, "clicks-far", "ml") is not None  # applied plans stay

@@ -1,0 +1,69 @@
+"""Affinity concentration: the tier, best-first overflow under the caps, existing replicas kept,
+and the scheduler using it only when an affinity plugin ran."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drods.scheduler import Profile, Scheduler, Snapshot, Task
+from drods.scheduler.concentrate import ConcentrationSettings, affinity_mean, concentrate
+from tests.scheduler.conftest import add, status, task
+
+ON = ConcentrationSettings(min_spread=5.0, margin=0.5)
+
+
+def test_tier_then_best_first_overflow_under_the_caps() -> None:
+    a = np.array([100.0, 99.0, 90.0, 0.0, 100.0])
+    caps = np.array([2.0, 5.0, 5.0, 9.0, 1.0])
+    none = np.zeros(5, dtype=np.intp)
+    prefer = np.zeros(5)
+    # 3 replicas: the top tier (0 and 4: 3 seats) holds them
+    c = concentrate(a, caps, none, prefer, 3, ON, ("TrafficAffinity",))
+    assert c is not None and c.keep.tolist() == [0, 4]
+    assert c.record(5) == {"plugins": ["TrafficAffinity"], "kept": 2, "of": 5, "affinitySpread": 100.0,
+                           "tierFrom": 99.5}
+    # 7 replicas: the tier holds 3, the next best (99: 5 seats) is added, not the 0-scored cluster
+    c = concentrate(a, caps, none, prefer, 7, ON, ())
+    assert c is not None and c.keep.tolist() == [0, 1, 4]
+    # 12 replicas: 0, 4, 1 hold 8, cluster 2 (90) makes 13
+    c = concentrate(a, caps, none, prefer, 12, ON, ())
+    assert c is not None and c.keep.tolist() == [0, 1, 2, 4]
+    # every cluster needed: nothing to narrow
+    assert concentrate(a, caps, none, prefer, 14, ON, ()) is None
+
+
+def test_no_separation_no_concentration_and_existing_kept() -> None:
+    a = np.array([100.0, 97.0, 96.0])
+    caps = np.full(3, 10.0)
+    assert concentrate(a, caps, np.zeros(3, dtype=np.intp), np.zeros(3), 2, ON, ()) is None  # spread 4 < 5
+    a = np.array([100.0, 50.0, 0.0])
+    c = concentrate(a, caps, np.array([0, 0, 2]), np.zeros(3), 4, ON, ())
+    assert c is not None and c.keep.tolist() == [0, 2]  # the worst keeps its replicas: no move
+    # the weighted mean of two affinity rows
+    rows = np.array([[100.0, 0.0], [0.0, 100.0]])
+    assert affinity_mean(rows, np.array([3.0, 1.0])).tolist() == [75.0, 25.0]
+
+
+def _fleet(snap: Snapshot) -> None:
+    for nm in ("a", "b", "c", "d"):
+        add(snap, nm, region="eu", zone=f"eu-{nm}", st=status(cpu=100, mem=400, cpu_used=65))  # spread mode
+
+
+def test_scheduler_concentrates_on_the_callee_and_spreads_without_traffic(snap: Snapshot) -> None:
+    _fleet(snap)
+    sched = Scheduler(Profile.default(), rng_seed=1)
+    blind = sched.schedule(Task(task(replicas=4), name="web", workload="shop/web"), snap)
+    assert len(blind.pairs) > 1 and "concentration" not in blind.analysis
+    snap.traffic = {"shop/web": {"shop/db": 1e6}}
+    snap.workload_placements = {"shop/db": (("c", 1),)}
+    r = sched.schedule(Task(task(replicas=4), name="web", workload="shop/web"), snap)
+    assert r.placement_dict() == {"c": 4}
+    assert r.analysis["concentration"]["plugins"] == ["TrafficAffinity"]
+    # the water-level limit still holds: c has room for 2 replicas under 85 %, the rest overflows
+    add(snap, "c", region="eu", zone="eu-c", st=status(cpu=100, mem=400, cpu_used=83))
+    r = sched.schedule(Task(task(replicas=4), name="web", workload="shop/web"), snap)
+    assert r.placement_dict()["c"] == 2 and r.placed == 4
+    # disabled in the profile: plain water-level division
+    off = Scheduler(Profile.from_dict({"concentration": {"enabled": False}}), rng_seed=1)
+    assert "concentration" not in off.schedule(Task(task(replicas=4), name="web", workload="shop/web"),
+                                               snap).analysis
