@@ -239,9 +239,10 @@ class ObjectRegistry:
         subresource: str | None = None,
         dry_run: bool = False,
     ) -> Obj:
-        from drods.registry.patch import apply_patch
+        from drods.registry.patch import apply_patch, sets_resource_version
 
         key = kind.key(name, self._ns(kind, namespace))
+        precondition = sets_resource_version(patch, content_type)
         # A patch without a resourceVersion precondition is re-applied to the newer object when a
         # concurrent writer (e.g. a status update) wins the race, as the Kubernetes API server does.
         for attempt in range(_WRITE_RETRIES):
@@ -266,7 +267,7 @@ class ObjectRegistry:
             try:
                 return await self._write(kind, key, merged, stored, kv.mod_revision)
             except ApiError as e:
-                if rv is not None or e.code != "CONFLICT" or attempt == _WRITE_RETRIES - 1:
+                if precondition or e.code != "CONFLICT" or attempt == _WRITE_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
 

@@ -27,6 +27,18 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+def sets_resource_version(patch: Any, content_type: str) -> bool:
+    """Does the patch itself carry ``metadata.resourceVersion`` (a precondition, as in Kubernetes)?
+    A patch without one is re-applied to the newer object when a concurrent write wins the race."""
+    media = content_type.split(";")[0].strip().lower()
+    if media == JSON_PATCH:
+        return isinstance(patch, list) and any(
+            isinstance(op, dict) and str(op.get("path")) in ("", "/metadata", "/metadata/resourceVersion")
+            for op in patch)
+    meta = patch.get("metadata") if isinstance(patch, dict) else None
+    return isinstance(meta, dict) and "resourceVersion" in meta
+
+
 def apply_patch(doc: dict[str, Any], patch: Any, content_type: str) -> dict[str, Any]:
     """Strategic merge patch is applied as a merge patch: our kinds have no patch-merge keys."""
     media = content_type.split(";")[0].strip().lower()

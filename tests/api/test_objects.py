@@ -259,3 +259,24 @@ async def test_metrics_report_stored_and_extra_fields_kept(api: Api) -> None:
     assert r.status_code == 404 and r.json()["code"] == "CLUSTER_NOT_FOUND"
     r = await api.call("PUT", "/api/v1/metrics", json=report | {"cpuUsage": 140})
     assert r.status_code == 422 and r.json()["details"]["fields"][0]["field"] == "cpuUsage"
+
+
+async def test_merge_patches_without_resource_version_are_reapplied_after_losing_a_race(api: Api) -> None:
+    """As the Kubernetes API server does: concurrent patches that name no resourceVersion all land;
+    one that names a stale resourceVersion is a conflict."""
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "race", "namespace": "default"},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "race"}},
+                    "template": {"metadata": {"labels": {"app": "race"}},
+                                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    path = "/apis/apps/v1/namespaces/default/deployments"
+    assert (await api.call("POST", path, json=dep)).status_code == 201
+    merge = {"content-type": "application/merge-patch+json"}
+    rs = await asyncio.gather(*(api.call("PATCH", f"{path}/race", headers=merge,
+                                         json={"metadata": {"labels": {f"k{i}": "v"}}}) for i in range(6)))
+    assert [r.status_code for r in rs] == [200] * 6, [r.text for r in rs if r.status_code != 200]
+    labels = (await api.call("GET", f"{path}/race")).json()["metadata"]["labels"]
+    assert {f"k{i}" for i in range(6)} <= set(labels)
+    r = await api.call("PATCH", f"{path}/race", headers=merge,
+                       json={"metadata": {"resourceVersion": "1", "labels": {"late": "v"}}})
+    assert r.status_code == 409
+    assert "late" not in (await api.call("GET", f"{path}/race")).json()["metadata"]["labels"]
