@@ -393,7 +393,7 @@ class BindingController:
             return False
         try:
             out = await self.registry.update_status(kind, meta["name"], new, meta.get("namespace"),
-                                                    resource_version=int(meta["resourceVersion"]))
+                                                    resource_version=int(meta["resourceVersion"]), current=template)
             self._own_template_rev[kind.key(meta["name"], meta.get("namespace"))] = rev(out)
         except ApiError as e:
             if e.status in (404, 409):

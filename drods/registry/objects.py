@@ -272,17 +272,21 @@ class ObjectRegistry:
         raise AssertionError("unreachable")
 
     async def update_status(self, kind: Kind, name: str, status: dict[str, Any], namespace: str | None = None,
-                            *, resource_version: int | None = None) -> Obj:
-        """Controllers' status write: CAS on the revision they read (or the current one)."""
+                            *, resource_version: int | None = None, current: Obj | None = None) -> Obj:
+        """Controllers' status write: CAS on the revision they read (or the current one). With
+        ``current`` (their informer's copy at ``resource_version``) the object is not read again."""
         key = kind.key(name, self._ns(kind, namespace))
+        if current is not None and resource_version is not None:
+            held = {**current, "metadata": {k: v for k, v in current["metadata"].items() if k != "resourceVersion"}}
+            return await self._write(kind, key, {**held, "status": status}, held, resource_version)
         kv = await self.store.get(key)
         if kv is None:
             raise not_found(kind.kind, name)
         if resource_version is not None and kv.mod_revision != resource_version:
             raise conflict(kind.kind, name, str(kv.mod_revision))
-        current: Obj = json.loads(kv.value)
-        new = {**current, "status": status}  # freshly decoded: nothing else holds it, no deep copy needed
-        return await self._write(kind, key, new, current, kv.mod_revision)
+        stored: Obj = json.loads(kv.value)
+        new = {**stored, "status": status}  # freshly decoded: nothing else holds it, no deep copy needed
+        return await self._write(kind, key, new, stored, kv.mod_revision)
 
     async def delete(
         self, kind: Kind, name: str, namespace: str | None = None, *, resource_version: str | None = None,
@@ -491,8 +495,9 @@ class ObjectRegistry:
         return out
 
     def _result(self, kind: Kind, obj: Obj, revision: int) -> Obj:
-        out = copy.deepcopy(obj)
-        out["metadata"]["resourceVersion"] = str(revision)
+        """The answer to a call: ``obj`` with its resourceVersion. Only the top level and metadata are
+        copied: every ``obj`` here was decoded or built for this call, so nothing else holds its parts."""
+        out = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(revision)}}
         if kind.secret_paths and isinstance(out.get("spec"), dict):
             out["spec"] = self.secrets.redact(out["spec"], kind.secret_paths)
         return out
