@@ -69,7 +69,7 @@ class Kind:
 
     def key_prefix(self, namespace: str | None = None) -> str:
         # Every custom resource under one prefix: one watch sees the kinds CRDs add later.
-        base = f"{CUSTOM_RESOURCES_PREFIX}{self.group}/{self.plural}/" if self.custom is not None \
+        base = custom_resources_prefix(self.group, self.plural) if self.custom is not None \
             else f"/registry/{self.group or 'core'}/{self.plural}/"
         if self.namespaced and namespace:
             return f"{base}{namespace}/"
@@ -80,6 +80,11 @@ class Kind:
 
 
 CUSTOM_RESOURCES_PREFIX = "/registry/custom/"
+
+
+def custom_resources_prefix(group: str, plural: str) -> str:
+    """Where a custom kind's resources are stored (whichever served version wrote them)."""
+    return f"{CUSTOM_RESOURCES_PREFIX}{group}/{plural}/"
 
 # ``kubectl get drods`` lists every DRO-DS object; ``all`` keeps Kubernetes' meaning (workloads and
 # Services, not configuration and not custom kinds).

@@ -26,7 +26,7 @@ from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
-from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind
+from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.selector import LabelSelector, parse_selector
 from drods.store import Compacted
 
@@ -226,10 +226,10 @@ async def _definition_written(ctx: ApiContext, name: str) -> None:
     if current is not None:
         ctx.catalog.learn_object(current)
         return
-    gone = [k for k in ctx.catalog.kinds() if k.custom is not None and f"{k.plural}.{k.group}" == name]
     ctx.catalog.forget(name)
-    if gone:
-        await ctx.store.delete_prefix(gone[0].key_prefix())
+    plural, _, group = name.partition(".")
+    if plural and group:
+        await ctx.store.delete_prefix(custom_resources_prefix(group, plural))
 
 
 async def _dispatch(ctx: ApiContext, request: Request, principal: Principal, kind: Kind, namespace: str | None,
