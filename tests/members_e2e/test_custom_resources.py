@@ -16,154 +16,23 @@ import pytest
 from kubernetes.dynamic import DynamicClient
 
 from tests.kubectl.conftest import Kubectl, kubectl_binary
-from tests.members_e2e.conftest import Env, wait_for
+from tests.members_e2e.conftest import Env, repo_root, wait_for
 
 NS = "ml"
 RUNS = f"/apis/ml.example.org/v1/namespaces/{NS}/trainingruns"
 BINDING = f"trainingrun-{NS}-resnet"
 
-DEFINITION = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: trainingruns.ml.example.org
-spec:
-  group: ml.example.org
-  scope: Namespaced
-  names: {plural: trainingruns, singular: trainingrun, kind: TrainingRun, shortNames: [tr]}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: {status: {}}
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              required: [workers]
-              properties:
-                workers:
-                  type: object
-                  description: The worker pool of a training run.
-                  required: [count, template]
-                  properties:
-                    count: {type: integer, minimum: 0, maximum: 100, description: Workers in all clusters.}
-                    template: {type: object, x-kubernetes-preserve-unknown-fields: true}
-                cleanup:
-                  type: object
-                  properties:
-                    cronJobName: {type: string}
-                framework: {type: string, enum: [torch, jax]}
-            status:
-              type: object
-              properties:
-                progress:
-                  type: object
-                  properties:
-                    readyWorkers: {type: integer}
-                    steps: {type: integer}
-                health:
-                  type: object
-                  properties:
-                    conditions:
-                      type: array
-                      items: {type: object, x-kubernetes-preserve-unknown-fields: true}
-                clusters:
-                  type: array
-                  items: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"""
-
-CUSTOMIZATION = """
-apiVersion: multicluster.io/v1alpha1
-kind: ResourceInterpreterCustomization
-metadata:
-  name: trainingruns
-spec:
-  target: {apiVersion: ml.example.org/v1, kind: TrainingRun}
-  replicas: spec.workers.count
-  podTemplate: spec.workers.template
-  statusAggregation:
-    sum: [status.progress.readyWorkers, status.progress.steps]
-    conditions: status.health.conditions
-    readyReplicas: status.progress.readyWorkers
-  dependencies:
-    - {apiVersion: batch/v1, kind: CronJob, nameFrom: spec.cleanup.cronJobName}
-"""
-
-DEPENDENTS = f"""
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: trainer, namespace: {NS}}}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: datasets, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteOnce]
-  resources: {{requests: {{storage: 1Gi}}}}
----
-apiVersion: v1
-kind: Service
-metadata: {{name: resnet-board, namespace: {NS}}}
-spec:
-  selector: {{run: resnet}}
-  ports: [{{port: 6006}}]
----
-apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {{name: resnet-board, namespace: {NS}}}
-spec:
-  defaultBackend: {{service: {{name: resnet-board, port: {{number: 6006}}}}}}
----
-apiVersion: batch/v1
-kind: CronJob
-metadata: {{name: resnet-cleanup, namespace: {NS}}}
-spec:
-  schedule: "0 3 * * *"
-  jobTemplate:
-    spec:
-      template:
-        spec:
-          restartPolicy: OnFailure
-          containers: [{{name: clean, image: busybox:1.36}}]
-"""
-
-POLICY = f"""
-apiVersion: multicluster.io/v1alpha1
-kind: ResourcePlacementPolicy
-metadata:
-  name: resnet
-spec:
-  resourceSelector: {{apiVersion: ml.example.org/v1, kind: TrainingRun, name: resnet, namespace: {NS}}}
-  placement:
-    replicaScheduling:
-      replicaSchedulingType: Divided
-      weightPreference: {{dynamicWeight: WaterLevel}}
-"""
+EXAMPLES = repo_root() / "examples" / "resources"  # the test applies the documented example
+DEFINITION = (EXAMPLES / "trainingrun-crd.yaml").read_text()
+CUSTOMIZATION = (EXAMPLES / "trainingrun-interpreter.yaml").read_text()
+DEPENDENTS = (EXAMPLES / "dependents.yaml").read_text()
+POLICY = (EXAMPLES / "policy.yaml").read_text()
+RUN = (EXAMPLES / "trainingrun.yaml").read_text()
 
 
 def run(count: int = 6, framework: str = "torch") -> str:
-    return f"""
-apiVersion: ml.example.org/v1
-kind: TrainingRun
-metadata: {{name: resnet, namespace: {NS}}}
-spec:
-  framework: {framework}
-  cleanup: {{cronJobName: resnet-cleanup}}
-  workers:
-    count: {count}
-    template:
-      metadata: {{labels: {{run: resnet}}}}
-      spec:
-        serviceAccountName: trainer
-        containers:
-          - name: worker
-            image: trainer:1.0
-            resources: {{requests: {{cpu: 500m, memory: 256Mi}}}}
-        volumes: [{{name: data, persistentVolumeClaim: {{claimName: datasets}}}}]
-"""
+    assert "count: 6" in RUN and "framework: torch" in RUN
+    return RUN.replace("count: 6", f"count: {count}").replace("framework: torch", f"framework: {framework}")
 
 
 @pytest.fixture(scope="module")
