@@ -55,6 +55,7 @@ class KindCatalog:
         self._by_crd: dict[str, tuple[Kind, ...]] = {}  # definition name → its kinds
         self._crds: dict[str, Obj] = {}  # definition name → the stored object
         self._kinds = self.fixed
+        self._index()
         self.epoch = 0  # bumped on every change
 
     # ---------------------------------------------------------------- reading
@@ -62,16 +63,18 @@ class KindCatalog:
         return self._kinds
 
     def resolve(self, group: str, version: str, plural: str) -> Kind | None:
-        for k in self._kinds:
-            if k.group == group and k.version == version and k.plural == plural:
-                return k
-        return None
+        return self._by_path.get((group, version, plural))
 
     def by_kind(self, api_version: str, kind: str) -> Kind | None:
+        return self._by_name.get((api_version, kind))
+
+    def _index(self) -> None:
+        """Lookups by path and by apiVersion/kind (the first of a name wins, as in the table's order)."""
+        self._by_path: dict[tuple[str, str, str], Kind] = {}
+        self._by_name: dict[tuple[str, str], Kind] = {}
         for k in self._kinds:
-            if k.api_version == api_version and k.kind == kind:
-                return k
-        return None
+            self._by_path.setdefault((k.group, k.version, k.plural), k)
+            self._by_name.setdefault((k.api_version, k.kind), k)
 
     def custom_of_key(self, key: str) -> Kind | None:
         """The custom kind a custom resource's store key belongs to (its storage version's)."""
@@ -119,6 +122,7 @@ class KindCatalog:
         extra = [k for _, kinds in sorted(self._by_crd.items()) for k in kinds
                  if (k.group, k.version, k.plural) not in taken]
         self._kinds = self.fixed + tuple(extra)
+        self._index()
         self.epoch += 1
 
 
