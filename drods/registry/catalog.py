@@ -21,9 +21,30 @@ from drods.errors import validation_failed
 from drods.model.crd import CustomResourceDefinitionSpec
 from drods.model.kinds import ALL_KINDS, CUSTOM_RESOURCE_DEFINITION, CUSTOM_RESOURCES_PREFIX, Kind
 from drods.model.structural import StructuralSchema
+from drods.model.timefmt import now_rfc3339
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+
+
+def established(crd: Obj) -> Obj | None:
+    """The status Kubernetes gives a served definition (``kubectl wait --for condition=established``
+    waits for it): names accepted, established, the storage version recorded; None if unreadable."""
+    try:
+        spec = CustomResourceDefinitionSpec.model_validate(crd.get("spec") or {})
+    except ValidationError:
+        return None
+    previous = crd.get("status") or {}
+    since = {c.get("type"): c.get("lastTransitionTime") for c in previous.get("conditions") or []
+             if isinstance(c, dict) and c.get("status") == "True"}
+    now = now_rfc3339()
+    conditions = [{"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": since.get(t) or now}
+                  for t, r, m in (("NamesAccepted", "NoConflicts", "no conflicts found"),
+                                  ("Established", "InitialNamesAccepted", "the initial names have been accepted"))]
+    stored = list(previous.get("storedVersions") or [])
+    storage = next(v.name for v in spec.versions if v.storage)
+    return {"conditions": conditions, "acceptedNames": spec.names.model_dump(exclude_none=True),
+            "storedVersions": stored if storage in stored else [*stored, storage]}
 
 
 def custom_kinds(crd: Obj) -> tuple[Kind, ...]:
@@ -101,6 +122,11 @@ class KindCatalog:
 
     def learn_object(self, crd: Obj) -> None:
         name = str((crd.get("metadata") or {}).get("name") or "")
+        known = self._crds.get(name)
+        if known is not None and known.get("spec") == crd.get("spec") and \
+                not (crd.get("metadata") or {}).get("deletionTimestamp"):
+            self._crds[name] = crd  # a status or metadata change: the kinds stay as they are
+            return
         kinds = custom_kinds(crd)
         if not kinds:
             self.forget(name)

@@ -39,6 +39,9 @@ async def test_a_definition_serves_its_kind_validates_and_prunes(api: Api) -> No
     assert (await api.call("GET", GADGETS)).status_code == 404
     r = await api.call("POST", CRDS, json=definition())
     assert r.status_code == 201, r.text
+    st = (await api.call("GET", f"{CRDS}/gadgets.toys.example.com")).json()["status"]
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {"NamesAccepted": "True", "Established": "True"}
+    assert st["storedVersions"] == ["v1"] and st["acceptedNames"]["kind"] == "Gadget"
     # discovery and OpenAPI at once, on the replica that took the write
     groups = (await api.call("GET", "/apis")).json()["groups"]
     assert any(g["name"] == "toys.example.com" for g in groups)

@@ -75,6 +75,7 @@ def test_a_custom_resource_is_divided_followed_by_its_dependents_and_its_status_
         env: Env, kubectl: Kubectl) -> None:
     # the definition: served at once, listed, explained from its schema
     apply(kubectl, DEFINITION)
+    kubectl.run("wait", "--for", "condition=established", "--timeout=10s", "crd/trainingruns.ml.example.org")
     assert kubectl.run("get", "trainingruns", "-n", NS).returncode == 0
     assert "trainingruns" in kubectl.run("api-resources", "--api-group=ml.example.org").stdout
     explained = kubectl.run("explain", "trainingrun.spec.workers").stdout

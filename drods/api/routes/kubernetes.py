@@ -7,6 +7,7 @@ paths are two views of one registry.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -28,6 +29,7 @@ from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.selector import LabelSelector, parse_selector
+from drods.registry.catalog import established
 from drods.store import Compacted
 
 router = APIRouter(include_in_schema=False)
@@ -225,6 +227,11 @@ async def _definition_written(ctx: ApiContext, name: str) -> None:
     current = await ctx.registry.try_get(CUSTOM_RESOURCE_DEFINITION, name)
     if current is not None:
         ctx.catalog.learn_object(current)
+        status = established(current)
+        if status is not None and status != current.get("status"):
+            with contextlib.suppress(ApiError):  # changed meanwhile: that write is answered the same way
+                await ctx.registry.update_status(CUSTOM_RESOURCE_DEFINITION, name, status,
+                                                 resource_version=int(current["metadata"]["resourceVersion"]))
         return
     ctx.catalog.forget(name)
     plural, _, group = name.partition(".")
