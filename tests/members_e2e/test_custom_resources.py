@@ -21,6 +21,7 @@ from tests.members_e2e.conftest import Env, repo_root, wait_for
 NS = "ml"
 RUNS = f"/apis/ml.example.org/v1/namespaces/{NS}/trainingruns"
 BINDING = f"trainingrun-{NS}-resnet"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 EXAMPLES = repo_root() / "examples" / "resources"  # the test applies the documented example
 DEFINITION = (EXAMPLES / "trainingrun-crd.yaml").read_text()
@@ -105,8 +106,7 @@ def test_a_custom_resource_is_divided_followed_by_its_dependents_and_its_status_
     # the definition went along, and every dependent followed the run to exactly its clusters
     for cluster in env.members:
         has_copy = cluster in copies
-        assert (member_copy(env, cluster, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                                          "trainingruns.ml.example.org") is not None) == has_copy
+        assert (member_copy(env, cluster, f"{CRD_PATH}/trainingruns.ml.example.org") is not None) == has_copy
         for path in (f"/api/v1/namespaces/{NS}/serviceaccounts/trainer",
                      f"/api/v1/namespaces/{NS}/persistentvolumeclaims/datasets",
                      f"/api/v1/namespaces/{NS}/services/resnet-board",
@@ -150,6 +150,8 @@ def test_a_custom_resource_is_divided_followed_by_its_dependents_and_its_status_
     wait_for(lambda: not shares(env), 20, "the copies leave", what_else=lambda: shares(env))
     wait_for(lambda: all(member_copy(env, c, f"/apis/batch/v1/namespaces/{NS}/cronjobs/resnet-cleanup") is None
                          for c in env.members), 15, "the CronJob leaves with its workload")
+    wait_for(lambda: all(member_copy(env, c, f"{CRD_PATH}/trainingruns.ml.example.org") is None for c in env.members),
+             15, "the definition leaves the members with the last resource of its kind")
     kubectl.run("delete", "-f", "-", input=POLICY + "---" + CUSTOMIZATION + "---" + DEPENDENTS)
     kubectl.run("delete", "crd", "trainingruns.ml.example.org")
     gone = kubectl.run("get", "trainingruns", "-n", NS, check=False)
