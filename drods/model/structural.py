@@ -74,6 +74,8 @@ class StructuralSchema:
 
     schema: Schema
     status_subresource: bool = False
+    # additionalPrinterColumns with a plain ``.a.b`` JSONPath: (name, dotted path, type, priority)
+    printer_columns: tuple[tuple[str, str, str, int], ...] = ()
     _validator: Draft4Validator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ apiVersion/kind here.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -47,6 +48,17 @@ def established(crd: Obj) -> Obj | None:
             "storedVersions": stored if storage in stored else [*stored, storage]}
 
 
+def printer_columns(columns: list[dict[str, Any]]) -> tuple[tuple[str, str, str, int], ...]:
+    """``additionalPrinterColumns`` whose ``jsonPath`` is a plain field path (``.spec.size``); others
+    (filters, indexes) are left out of ``kubectl get``."""
+    out = []
+    for c in columns:
+        path = str(c.get("jsonPath") or "")
+        if c.get("name") and re.fullmatch(r"(\.[A-Za-z0-9_-]+)+", path):
+            out.append((str(c["name"]), path[1:], str(c.get("type") or "string"), int(c.get("priority") or 0)))
+    return tuple(out)
+
+
 def custom_kinds(crd: Obj) -> tuple[Kind, ...]:
     """One Kind per served version of a stored definition (none if it is unreadable or deleted)."""
     meta = crd.get("metadata") or {}
@@ -65,7 +77,8 @@ def custom_kinds(crd: Obj) -> tuple[Kind, ...]:
         status = bool(v.subresources and v.subresources.status is not None)
         out.append(Kind(spec.group, v.name, n.kind, n.plural, spec.scope == "Namespaced",
                         short_names=tuple(n.shortNames), categories=tuple(n.categories),
-                        custom=StructuralSchema(v.schema_.openAPIV3Schema, status)))
+                        custom=StructuralSchema(v.schema_.openAPIV3Schema, status,
+                                                printer_columns(v.additionalPrinterColumns))))
     return tuple(out)
 
 

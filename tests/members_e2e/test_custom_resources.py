@@ -124,6 +124,9 @@ def test_a_custom_resource_is_divided_followed_by_its_dependents_and_its_status_
 
     st = wait_for(aggregated, 15, "aggregated status", what_else=lambda: env.http.get(f"{RUNS}/resnet").json())
     assert st["progress"]["steps"] == 100 * len(copies)
+    table = kubectl.run("get", "tr", "resnet", "-n", NS, "-o", "wide").stdout.split()  # the printer columns
+    assert table[:9] == ["NAME", "WORKERS", "READY", "FRAMEWORK", "AGE", "resnet", "6", "6", "torch"], table
+    assert len(table) == 10 and table[9].endswith("s"), table  # the age, e.g. 12s
     assert st["health"]["conditions"] == [{"type": "Healthy", "status": "True", "reason": "Fine"}]
     assert {c["cluster"]: c["readyReplicas"]
             for c in st["clusters"]} == copies
