@@ -12,12 +12,16 @@ Conventions (M3, documented in the README "Member clusters"):
   an object of the same name that it did not create is reported as a conflict and left alone.
 * **Replicas** — Deployments and StatefulSets get the cluster's share in ``spec.replicas``; a Job's
   ``parallelism`` is the share and ``completions`` are split in proportion (largest remainder);
-  everything else (Services, ConfigMaps, Secrets, DaemonSets, Namespaces) is duplicated unchanged.
+  a kind an interpreter customization gives a replica path gets its share there
+  (`drods.model.interpreter`); everything else (Services, ConfigMaps, Secrets, DaemonSets,
+  Namespaces) is duplicated unchanged.
 * **Dependents** — ConfigMaps and Secrets a pod template references (volumes, projected volumes,
   envFrom, env valueFrom, imagePullSecrets), its ServiceAccount (``serviceAccountName``) and the
   PersistentVolumeClaims its volumes claim, Services in the namespace whose selector matches the pod
   template's labels, and Ingresses in the namespace whose backends name one of those Services go to
-  the same clusters, before the workload.
+  the same clusters, before the workload; so do the objects a kind's interpreter customization says
+  it names (a CronJob), and a custom resource's CustomResourceDefinition (first). The pod template is
+  where the kind's interpretation says it is.
 """
 
 from __future__ import annotations
