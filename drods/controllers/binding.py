@@ -13,7 +13,9 @@ share of the replicas, its overrides, ownership metadata), and then:
    `REMOVING_SINCE`, until the new placement's ready replicas cover the desired count, or the
    cluster is unreachable, or ``gracefulTimeoutSeconds`` passed; then its Work is deleted (the
    execution controller empties a push member first; a pull member's agent prunes by itself);
-4. rolls the entries up into the workload template's status (what ``kubectl get deploy`` shows).
+4. rolls the entries up into the workload template's status (what ``kubectl get deploy`` shows):
+   by the kind's interpreter customization when it declares a status rule, else the built-in
+   aggregation of the workload kinds.
 
 Works whose Binding is gone are deleted, so a crash between steps leaves nothing orphaned. Status
 ownership of the Binding is in `drods.model.binding`: the scheduler writes the placement, this

@@ -1,12 +1,14 @@
 """Resource detector (S1 through policies): workload + matching policy → a Binding, kept in step.
 
 Workloads are the templates users submit on the Kubernetes paths: any kind DRO-DS stores there
-but Namespaces (Deployments, Jobs, CronJobs, Ingresses, ConfigMaps…). A workload matched by a
+but Namespaces (Deployments, Jobs, CronJobs, Ingresses, ConfigMaps…), custom resources included
+(one informer holds them all; their kinds come from the process's `KindCatalog`). A workload matched by a
 PropagationPolicy (``resourceSelectors`` or the ``resourceType`` shorthand) or a
 ResourcePlacementPolicy (``resourceSelector``) gets the Binding ``<kind-lowercase>-<namespace>-<name>`` with
 
 * ``spec.resource`` — the workload reference (apiVersion, kind, namespace, name, uid);
-* ``replicas`` — where the kind's interpretation (`drods.model.interpreter`) says they are
+* ``replicas`` — where the kind's interpretation (`drods.model.interpreter`, built-in or a
+  ResourceInterpreterCustomization) says they are
   (``spec.replicas``; Jobs: ``spec.parallelism``), default 1. A kind without replicas (a DaemonSet,
   an Ingress, a ConfigMap…) gets ``replicaScheduling: Duplicated``: the whole object on every
   selected cluster, whatever the policy says about division;
