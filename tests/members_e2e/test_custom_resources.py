@@ -148,6 +148,29 @@ def test_a_custom_resource_is_divided_followed_by_its_dependents_and_its_status_
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert (env.binding(BINDING) or {})["spec"]["replicas"] == 6
 
+    # the policy narrows to two clusters: the run moves (gracefully: the new copies report ready), and
+    # its dependents and definition leave the dropped cluster with it
+    narrowed = POLICY.rstrip() + "\n  targetClusters:\n    - {selectorType: name, values: [aws-dfw, gcp-sin]}\n"
+    apply(kubectl, narrowed)
+
+    def placed() -> dict[str, int] | None:
+        p = {t["cluster"]: t["replicas"] for t in ((env.binding(BINDING) or {}).get("status") or {}).get("placement")
+             or [] if t["replicas"]}
+        return p if set(p) == {"aws-dfw", "gcp-sin"} else None
+
+    moved = wait_for(placed, 20, "the run placed on the two clusters", what_else=lambda: env.binding(BINDING))
+    wait_for(lambda: all(shares(env).get(c) == n for c, n in moved.items()), 15, "the new shares in the members",
+             what_else=lambda: shares(env))
+    for cluster, n in moved.items():
+        report(env, cluster, n, healthy=True)
+    for path in (f"{RUNS}/resnet", f"/api/v1/namespaces/{NS}/serviceaccounts/trainer",
+                 f"/api/v1/namespaces/{NS}/persistentvolumeclaims/datasets",
+                 f"/apis/networking.k8s.io/v1/namespaces/{NS}/ingresses/resnet-board",
+                 f"/apis/batch/v1/namespaces/{NS}/cronjobs/resnet-cleanup",
+                 f"{CRD_PATH}/trainingruns.ml.example.org"):
+        wait_for(lambda p=path: member_copy(env, "azure-lhr", p) is None, 15, f"{path} gone from azure-lhr")
+        assert all(member_copy(env, c, path) is not None for c in moved), path
+
     # the run leaves with its dependents; then the definition, and the kind is no longer served
     kubectl.run("delete", "trainingrun", "resnet", "-n", NS)
     wait_for(lambda: not shares(env), 20, "the copies leave", what_else=lambda: shares(env))
