@@ -53,14 +53,16 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
+from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
-from drods.model.kinds import ENCRYPTED_AT_REST
+from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, ENCRYPTED_AT_REST, RESOURCE_INTERPRETER_CUSTOMIZATION
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import Collector
 from drods.monitor.components import MonitorCollectors, MonitorMaintenance
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
+from drods.registry.objects import decode_stored
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.security.envelope import Envelope, Keyring
@@ -205,6 +207,10 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     ctx.profile = profile
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
     follow_revocations(manager, ctx.tokens)
+    # custom kinds and interpreter customizations: learnt from the store by every process
+    manager.informer(CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored).on_change(ctx.catalog.learn)
+    interpreter = Interpreter()
+    manager.informer(RESOURCE_INTERPRETER_CUSTOMIZATION.key_prefix(), decode_stored).on_change(interpreter.learn)
     component_audit = ComponentAudit(ctx.audit)
     manager.audit_sink = component_audit.submit
     manager.add("component-audit", component_audit)
@@ -226,13 +232,14 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
 
     if Component.DETECTOR in chosen:
         informers = ResourceDetector.informers(manager)
-        manager.add_leader("resource-detector", lambda lead: ResourceDetector(lead.registry, **informers))
+        manager.add_leader("resource-detector", lambda lead: ResourceDetector(
+            lead.registry, **informers, catalog=ctx.catalog, interpreter=interpreter))
 
     if Component.MEMBERS in chosen:
         assert monitor is not None  # MEMBERS is in _NEEDS_MONITOR
         members_monitor = monitor
         members_settings = s.members or MemberSettings()
-        member_informers = MemberInformers.of(manager)
+        member_informers = MemberInformers.of(manager, ctx.catalog, interpreter)
 
         def member_controllers(lead: Leadership) -> MemberControllers:
             plane.members = MemberControllers(lead, member_informers, members_settings, members_monitor,

@@ -17,6 +17,7 @@ from drods.api.settings import ApiSettings
 from drods.autoscaling.admission import one_autoscaler_per_workload
 from drods.errors import ApiError
 from drods.model.kinds import ALL_KINDS, Kind
+from drods.registry.catalog import KindCatalog, check_definition
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.security.envelope import Envelope, Keyring
@@ -40,8 +41,9 @@ class ApiContext:
     audit: AuditLog
     metrics: ApiMetrics
     data_dir: Path
-    # The kinds this server serves; a simulated member cluster serves a different set.
-    kinds: tuple[Kind, ...] = ALL_KINDS
+    # The kinds this server serves (its fixed table plus the custom kinds of stored definitions); a
+    # simulated member cluster has a different fixed table.
+    catalog: KindCatalog = field(default_factory=lambda: KindCatalog(ALL_KINDS))
     monitor: MonitorService | None = None
     scheduler: SchedulerService | None = None
     rescheduler: Rescheduler | None = None
@@ -54,6 +56,10 @@ class ApiContext:
     # Set when the server starts to stop: long-lived responses (watches) end instead of holding it.
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
+    @property
+    def kinds(self) -> tuple[Kind, ...]:
+        return self.catalog.kinds()
+
     @classmethod
     def build(cls, store: Store, data_dir: Path, *, jwks_url: str | None = None,
               rs256_public_key: str | None = None, kinds: tuple[Kind, ...] = ALL_KINDS) -> ApiContext:
@@ -63,9 +69,9 @@ class ApiContext:
         secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"), Envelope(Keyring.load(data_dir)))
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
-        registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload,))
+        registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload, check_definition))
         return cls(instrumented, registry, tokens, AuditLog(instrumented),
-                   metrics, data_dir, kinds)
+                   metrics, data_dir, KindCatalog(kinds))
 
 
 def context(request: Request) -> ApiContext:

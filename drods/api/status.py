@@ -17,7 +17,15 @@ _REASONS = {
 }
 
 
+# Kubernetes' core plurals: ``/api/v1/<plural>`` is Kubernetes' list path, never one of the façade's.
+_CORE_PLURALS = frozenset({"services", "configmaps", "secrets", "serviceaccounts", "persistentvolumeclaims",
+                           "resourcequotas", "limitranges", "pods", "nodes", "events", "endpoints",
+                           "persistentvolumes", "replicationcontrollers", "podtemplates"})
+
+
 def is_kubernetes_path(path: str) -> bool:
+    if path.startswith("/api/v1/") and path.split("/")[3] in _CORE_PLURALS:
+        return True
     return path == "/api" or path.startswith(("/apis", "/api/v1/namespaces")) or path == "/api/v1"
 
 

@@ -61,7 +61,10 @@ def wants_table(request: Request) -> bool:
 
 
 def to_table(kind: Kind, items: list[Obj], revision: int) -> Obj:
-    columns = kind.columns if isinstance(kind, PrintedKind) and kind.columns else _COLUMNS.get(kind.kind, _PLAIN)
+    if kind.custom is not None and kind.custom.printer_columns:  # a CRD's printer columns after the name
+        columns: tuple[Column, ...] = (NAME, *(_printer_column(*c) for c in kind.custom.printer_columns))
+    else:
+        columns = kind.columns if isinstance(kind, PrintedKind) and kind.columns else _COLUMNS.get(kind.kind, _PLAIN)
     rows = [{"cells": [c.value(obj) for c in columns],
              "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}}
             for obj in items]
@@ -126,6 +129,15 @@ def since(text: Any) -> str:
     if then is None:
         return "<unknown>"
     return human_duration((datetime.now(UTC) - then).total_seconds())
+
+
+def _printer_column(name: str, path: str, type_: str, priority: int) -> Column:
+    """A definition's printer column; a ``date`` prints as an age, as kube-apiserver prints it."""
+    if type_ == "date":
+        def age(obj: Obj) -> str:
+            return since(_get(obj, path))
+        return Column(name, age, "string", priority)
+    return Column(name, path, type_, priority)
 
 
 def _age(obj: Obj) -> str:

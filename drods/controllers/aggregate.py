@@ -18,6 +18,7 @@ from drods.controllers.overrides import OverrideError
 from drods.controllers.status import Observation, condition, copy_ready, observe
 from drods.model.annotations import ANN_HASH, manifest_hash
 from drods.model.binding import PROPAGATING_PHASES, BindingStatus, owned_status
+from drods.model.interpreter import StatusRule, read_path
 from drods.model.work import Ref
 
 Obj = dict[str, Any]
@@ -49,6 +50,18 @@ def observation(work: Obj | None, main: Ref | None) -> tuple[Observation | None,
                                  "annotations": {ANN_HASH: m.get("manifestHash") or ""}}}
             return observe(seen), m.get("observedTime")
     return None, None
+
+
+def member_status(work: Obj | None, main: Ref | None) -> Obj | None:
+    """The member's status of ``main`` as the Work's status carries it (any kind), None if unreported."""
+    if work is None or main is None:
+        return None
+    for m in ((work.get("status") or {}).get("manifests")) or []:
+        if isinstance(m, dict) and isinstance(m.get("status"), dict) and \
+                (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
+                (main.api_version, main.kind, main.namespace, main.name):
+            return dict(m["status"])
+    return None
 
 
 def work_state(work: Obj | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
@@ -99,8 +112,9 @@ class Rollup:
 
 def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, ManifestSet | OverrideError],
                     works: Mapping[str, Obj], previous: Mapping[str, Obj], pull: Mapping[str, bool],
-                    failure_threshold: int) -> Rollup:
-    """``status.clusters[]`` entries of the clusters in the placement."""
+                    failure_threshold: int, rule: StatusRule | None = None) -> Rollup:
+    """``status.clusters[]`` entries of the clusters in the placement (``rule``: a customized kind's
+    status rule, whose ready path gives each entry's ``readyReplicas``)."""
     out = Rollup(all_applied=bool(wanted), all_ready=bool(wanted), desired=sum(wanted.values()))
     for c, share in sorted(wanted.items()):
         e = dict(previous.get(c) or {"cluster": c})
@@ -125,6 +139,10 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
             if state.failed:
                 out.errors.append(f"{c}: {state.error}")
         fill_observation(e, kind, state.observation, state.observed_time)
+        if rule is not None and rule.ready is not None:
+            ready_count = read_path(member_status(works.get(c), p.main) or {}, rule.ready.removeprefix("status."))
+            if isinstance(ready_count, int) and not isinstance(ready_count, bool):
+                e["readyReplicas"] = ready_count
         main_hash = manifest_hash(p.manifests[-1]) if p.manifests else None
         current = state.observation if state.observation is not None and state.observation.hash == main_hash \
             else None

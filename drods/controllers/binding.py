@@ -13,7 +13,9 @@ share of the replicas, its overrides, ownership metadata), and then:
    `REMOVING_SINCE`, until the new placement's ready replicas cover the desired count, or the
    cluster is unreachable, or ``gracefulTimeoutSeconds`` passed; then its Work is deleted (the
    execution controller empties a push member first; a pull member's agent prunes by itself);
-4. rolls the entries up into the workload template's status (what ``kubectl get deploy`` shows).
+4. rolls the entries up into the workload template's status (what ``kubectl get deploy`` shows):
+   by the kind's interpreter customization when it declares a status rule, else the built-in
+   aggregation of the workload kinds.
 
 Works whose Binding is gone are deleted, so a crash between steps leaves nothing orphaned. Status
 ownership of the Binding is in `drods.model.binding`: the scheduler writes the placement, this
@@ -36,13 +38,14 @@ from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import ManifestSet, Target
 from drods.controllers.overrides import OverrideError
 from drods.controllers.settings import MemberSettings
-from drods.controllers.status import template_status
+from drods.controllers.status import declared_status, template_status
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
 from drods.model.binding import PROPAGATION_FINALIZER
+from drods.model.interpreter import StatusRule
 from drods.model.karmada import KarmadaOverrideSpec
-from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, WORK, Kind, by_kind
+from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, CUSTOM_RESOURCES_PREFIX, WORK, Kind, by_kind
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name
@@ -72,6 +75,8 @@ class BindingController:
         self.generation = generation
         self.clock = clock
         self.templates = fleet.informers.templates
+        self.catalog = fleet.informers.catalog
+        self.interpreter = fleet.informers.interpreter
         self.controller = Controller("binding", self.reconcile, workers=settings.bindingWorkers)
         self.by_template: dict[str, set[str]] = {}
         self.by_dep: dict[tuple[str, str, str], set[str]] = {}
@@ -91,6 +96,7 @@ class BindingController:
                        f.clusters.on_change(self._on_cluster),
                        f.informers.policies.on_change(self._on_policy),
                        *(inf.on_change(self._on_policy) for inf in f.informers.karmada_overrides),
+                       *(inf.on_change(self._on_policy) for inf in f.informers.interpretation),
                        *(inf.on_change(self._on_template) for inf in self.templates.values())]
         try:
             self._on_policy("", None, None)
@@ -128,7 +134,7 @@ class BindingController:
                 self.by_ns.get(ns, set()).discard(name)
         if new is not None:
             res = (new.get("spec") or {}).get("resource") or {}
-            kind = by_kind(str(res.get("apiVersion")), str(res.get("kind"))) if res else None
+            kind = self.catalog.by_kind(str(res.get("apiVersion")), str(res.get("kind"))) if res else None
             tkey = ns = None
             if kind is not None and res.get("name"):
                 ns = (res.get("namespace") or "default") if kind.namespaced else None
@@ -157,21 +163,33 @@ class BindingController:
             return
         kind, meta = obj.get("kind"), obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name"))
-        if kind in ("ConfigMap", "Secret", "ServiceAccount", "PersistentVolumeClaim"):
-            self._enqueue(self.by_dep.get((str(kind), ns, name)))
-        elif kind in ("Service", "Ingress"):
+        self._enqueue(self.by_dep.get((str(kind), ns, name)))  # pod-template and named dependents
+        if kind in ("Service", "Ingress"):
             self._enqueue(self.by_ns.get(ns))
 
     # ------------------------------------------------------------------ lookups
+    def _templates_of(self, kind: Kind) -> dict[str, Obj] | None:
+        """The informer cache holding ``kind``'s templates (custom resources share one)."""
+        inf = self.templates.get(CUSTOM_RESOURCES_PREFIX if kind.custom is not None else kind.key_prefix())
+        return inf.cache if inf is not None else None
+
     def template_of(self, ref: Obj | None) -> tuple[Kind | None, Obj | None]:
         if not ref:
             return None, None
-        kind = by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
-        if kind is None or kind.key_prefix() not in self.templates or not ref.get("name"):
+        kind = self.catalog.by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
+        cache = self._templates_of(kind) if kind is not None else None
+        if kind is None or cache is None or not ref.get("name"):
             return kind, None
         ns = (ref.get("namespace") or "default") if kind.namespaced else None
-        obj: Obj | None = self.templates[kind.key_prefix()].cache.get(kind.key(str(ref["name"]), ns))
-        return kind, obj
+        return kind, cache.get(kind.key(str(ref["name"]), ns))
+
+    def _named(self, api_version: str, kind_name: str, ns: str, name: str) -> Obj | None:
+        """An object a workload names (an interpreter dependency rule), from the templates."""
+        kind = self.catalog.by_kind(api_version, kind_name)
+        cache = self._templates_of(kind) if kind is not None else None
+        if kind is None or cache is None:
+            return None
+        return cache.get(kind.key(name, ns if kind.namespaced else None))
 
     def _lookup(self, kind: str, ns: str, name: str) -> Obj | None:
         k = by_kind("v1", kind)
@@ -225,18 +243,23 @@ class BindingController:
                 return outcome if isinstance(outcome, float) else None
         return 0.2
 
-    def _plan(self, name: str, uid: str, template: Obj, wanted: dict[str, int]) -> dict[str, ManifestSet |
-                                                                                      OverrideError]:
-        deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses)
+    def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj,
+              wanted: dict[str, int]) -> dict[str, ManifestSet | OverrideError]:
+        how = self.interpreter.of(str(template.get("apiVersion")), str(template.get("kind")))
+        deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses, how=how,
+                                    named=self._named)
         self._index_deps(name, looked)
+        definition = self.catalog.definition(kind) if kind is not None else None
+        if definition is not None:  # the custom kind's definition goes first, so the member serves the kind
+            deps = [definition, *deps]
         targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}))
                    for c, s in sorted(wanted.items())]
         inputs = (uid, rev(template), tuple((t.cluster, t.share, tuple(sorted(t.labels.items()))) for t in targets),
-                  tuple(rev(d) for d in deps), self._policy_epoch)
+                  tuple(rev(d) for d in deps), self._policy_epoch, self.interpreter.epoch)
         cached = self._plans.get(name)
         if cached is not None and cached[0] == inputs:
             return cached[1]
-        plans = M.plan(name, uid, template, targets, deps, self._policies)
+        plans = M.plan(name, uid, template, targets, deps, self._policies, how)
         self._plans[name] = (inputs, plans)
         return plans
 
@@ -249,25 +272,29 @@ class BindingController:
             template = None
         active = not deleting and template is not None
         tkind = str(template.get("kind")) if template else str((spec.get("resource") or {}).get("kind") or "")
+        how = self.interpreter.of(kind.api_version, kind.kind) if kind is not None else None
+        divisible = how.divisible if how is not None else tkind in M.REPLICA_KINDS
         wanted: dict[str, int] = {}
         if active:
             for t in status.get("placement") or []:
                 if not isinstance(t, dict) or not t.get("cluster"):
                     continue
                 c, share = str(t["cluster"]), int(t.get("replicas") or 0)
-                if self.fleet.cluster(c) is None or (tkind in M.REPLICA_KINDS and share <= 0):
+                if self.fleet.cluster(c) is None or (divisible and share <= 0):
                     continue
                 wanted[c] = share
-        plans = self._plan(name, str(meta.get("uid") or ""), template, wanted) \
+        plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted) \
             if wanted and template is not None else {}
         works = self.fleet.works_of(name)
         previous = {str(e["cluster"]): e for e in status.get("clusters") or []
                     if isinstance(e, dict) and e.get("cluster")}
         pull = {c: self.fleet.pull(c) for c in set(wanted) | set(works)}
+        rule = how.status if how is not None and not how.built_in else None
         rollup = aggregate.current_entries(tkind, wanted, plans, works, previous, pull,
-                                           self.settings.applyFailureThreshold)
+                                           self.settings.applyFailureThreshold, rule)
         now = self.clock()
-        covered = rollup.all_applied and (tkind not in M.REPLICA_KINDS or rollup.ready_applied >= rollup.desired)
+        counts_ready = tkind in M.REPLICA_KINDS or (rule is not None and rule.ready is not None)
+        covered = rollup.all_applied and (not counts_ready or rollup.ready_applied >= rollup.desired)
         removing: list[aggregate.Obj] = []
         to_delete: dict[str, Obj] = {}
         to_mark: dict[str, Obj] = {}
@@ -316,8 +343,11 @@ class BindingController:
             again = await self._mark_removing(work, rfc3339(now)) or again
         await self._delete_works(name, to_delete)
         if template is not None and not deleting and kind is not None:
-            again = await self._write_template_status(kind, template, tkind, rollup.entries + removing,
-                                                      rollup.all_applied) or again
+            if rule is not None:
+                again = await self._write_declared_status(kind, template, rule, works, plans) or again
+            else:
+                again = await self._write_template_status(kind, template, tkind, rollup.entries + removing,
+                                                          rollup.all_applied) or again
         if gone:
             self._forget(name)
         return 0.2 if again else requeue
@@ -389,8 +419,22 @@ class BindingController:
         info = {c: (self.fleet.cluster(c) or {}).get("spec") or {} for c in (str(e["cluster"]) for e in entries)}
         new = template_status(tkind, int(meta.get("generation") or 1), entries, info, all_applied, previous,
                               rfc3339(self.clock()))
+        return await self._put_template_status(kind, template, previous, new)
+
+    async def _write_declared_status(self, kind: Kind, template: Obj, rule: StatusRule, works: dict[str, Obj],
+                                     plans: dict[str, ManifestSet | OverrideError]) -> bool:
+        """The members' statuses added up as the kind's interpreter customization says; True when it must
+        be tried again (conflict)."""
+        members = {c: st for c, p in plans.items() if isinstance(p, ManifestSet)
+                   and (st := aggregate.member_status(works.get(c), p.main)) is not None}
+        previous = dict(template.get("status") or {})
+        new = declared_status(rule, previous, members)
+        return await self._put_template_status(kind, template, previous, new)
+
+    async def _put_template_status(self, kind: Kind, template: Obj, previous: Obj, new: Obj) -> bool:
         if new == previous:
             return False
+        meta = template["metadata"]
         try:
             out = await self.registry.update_status(kind, meta["name"], new, meta.get("namespace"),
                                                     resource_version=int(meta["resourceVersion"]), current=template)

@@ -1,12 +1,14 @@
 """Resource detector (S1 through policies): workload + matching policy → a Binding, kept in step.
 
 Workloads are the templates users submit on the Kubernetes paths: any kind DRO-DS stores there
-but Namespaces (Deployments, Jobs, CronJobs, Ingresses, ConfigMaps…). A workload matched by a
+but Namespaces (Deployments, Jobs, CronJobs, Ingresses, ConfigMaps…), custom resources included
+(one informer holds them all; their kinds come from the process's `KindCatalog`). A workload matched by a
 PropagationPolicy (``resourceSelectors`` or the ``resourceType`` shorthand) or a
 ResourcePlacementPolicy (``resourceSelector``) gets the Binding ``<kind-lowercase>-<namespace>-<name>`` with
 
 * ``spec.resource`` — the workload reference (apiVersion, kind, namespace, name, uid);
-* ``replicas`` — where the kind's interpretation (`drods.model.interpreter`) says they are
+* ``replicas`` — where the kind's interpretation (`drods.model.interpreter`, built-in or a
+  ResourceInterpreterCustomization) says they are
   (``spec.replicas``; Jobs: ``spec.parallelism``), default 1. A kind without replicas (a DaemonSet,
   an Ingress, a ConfigMap…) gets ``replicaScheduling: Duplicated``: the whole object on every
   selected cluster, whatever the policy says about division;
@@ -62,20 +64,25 @@ from drods.members.quantity import cores, count, gib
 from drods.model.annotations import WORKLOAD_CLASS_LABEL
 from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
-from drods.model.interpreter import interpretation
+from drods.model.interpreter import Interpreter, interpretation
 from drods.model.karmada import KarmadaPropagationSpec
 from drods.model.kinds import (
+    ALL_KINDS,
     BINDING,
     CRON_FEDERATED_HPA,
+    CUSTOM_RESOURCE_DEFINITION,
+    CUSTOM_RESOURCES_PREFIX,
     FEDERATED_HPA,
     KARMADA_PROPAGATION_KINDS,
     PROPAGATION_POLICY,
+    RESOURCE_INTERPRETER_CUSTOMIZATION,
     RESOURCE_PLACEMENT_POLICY,
     TEMPLATE_KINDS,
     Kind,
 )
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
-from drods.registry.objects import ObjectRegistry
+from drods.registry.catalog import KindCatalog
+from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.schedulerd.records import DETECTOR_NAME, MANAGED_BY_LABEL
 from drods.store import KeyValue
 
@@ -130,8 +137,9 @@ def pod_requests(template: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def replicas_of(kind: Kind, obj: Mapping[str, Any]) -> int:
-    return interpretation(kind.api_version, kind.kind).replicas_of(obj)
+def replicas_of(kind: Kind, obj: Mapping[str, Any], interpreter: Interpreter | None = None) -> int:
+    how = interpreter.of(kind.api_version, kind.kind) if interpreter else interpretation(kind.api_version, kind.kind)
+    return how.replicas_of(obj)
 
 
 # F3: kinds whose replicas share state (ordinal identity, volumes): one cluster holds them all unless
@@ -257,14 +265,16 @@ def _with_labels(placement: dict[str, Any], labels: tuple[tuple[str, str], ...])
     return out
 
 
-def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch) -> dict[str, Any]:
-    """The Binding object the detector wants for ``obj`` under ``match``."""
+def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
+                    interpreter: Interpreter | None = None) -> dict[str, Any]:
+    """The Binding object the detector wants for ``obj`` under ``match`` (replicas and requests read
+    through ``interpreter``, else the built-in interpretation)."""
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace") or "default"
     ref = {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"], "namespace": ns}
     if meta.get("uid"):
         ref["uid"] = meta["uid"]
-    how = interpretation(kind.api_version, kind.kind)
+    how = interpreter.of(kind.api_version, kind.kind) if interpreter else interpretation(kind.api_version, kind.kind)
     spec: dict[str, Any] = {
         "resource": ref,
         "replicas": how.replicas_of(obj),
@@ -311,8 +321,16 @@ class ResourceDetector:
     deletion) behind its back sends its workload through reconcile again."""
 
     def __init__(self, registry: ObjectRegistry, *, workloads: Sequence[Informer], policies: Sequence[Informer],
-                 bindings: Informer, autoscalers: Sequence[Informer] = (), workers: int = 2) -> None:
+                 bindings: Informer, autoscalers: Sequence[Informer] = (), interpretation: Sequence[Informer] = (),
+                 catalog: KindCatalog | None = None, interpreter: Interpreter | None = None,
+                 workers: int = 2) -> None:
         self.registry = registry
+        # custom kinds (one informer holds every custom resource) and interpreter customizations; a
+        # change to either sends every workload through reconcile again
+        self.catalog = catalog or KindCatalog(ALL_KINDS)
+        self.interpreter = interpreter or Interpreter()
+        self.interpretation = list(interpretation)
+        self._custom_kinds: dict[str, Kind] = {}  # custom resource key → its kind, while it has a Binding
         self.autoscalers = list(autoscalers)
         self.owners = OwnerIndex()  # workload → its autoscaler, from the autoscaler informers
         self.kinds = {k.key_prefix(): k for k in DETECTED_KINDS}
@@ -324,7 +342,11 @@ class ResourceDetector:
     @staticmethod
     def informers(manager: Manager) -> dict[str, Any]:
         """The shared informers a detector reads, as keyword arguments of its constructor."""
-        return {"workloads": [manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS],
+        return {"workloads": [manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS]
+                + [manager.informer(CUSTOM_RESOURCES_PREFIX, decode_object)],
+                # decoded as the assembly's (the same informers, so the catalog learns a change first)
+                "interpretation": [manager.informer(k.key_prefix(), decode_stored)
+                                   for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
                              for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
                 "bindings": manager.informer(BINDING.key_prefix(), decode_object),
@@ -352,7 +374,7 @@ class ResourceDetector:
             return
         if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != DETECTOR_NAME:
             return
-        wkey = workload_key(obj)
+        wkey = workload_key(obj, self.catalog)
         if wkey is not None:
             self.controller.queue.add(wkey)
 
@@ -360,7 +382,11 @@ class ResourceDetector:
         for prefix, k in self.kinds.items():
             if key.startswith(prefix):
                 return k
-        return None
+        custom = self.catalog.custom_of_key(key)
+        if custom is not None:
+            self._custom_kinds[key] = custom
+        # a custom resource whose definition is gone (and it with it) still has its Binding to delete
+        return custom or self._custom_kinds.get(key)
 
     def _all_policies(self) -> list[_Policy]:
         return [p for inf in self.policies for p in inf.cache.values() if p is not None]
@@ -368,11 +394,11 @@ class ResourceDetector:
     async def run(self) -> None:
         enqueue: Handler = lambda key, _o, _n: self.controller.queue.add(key)  # noqa: E731
         stops = [*(inf.on_change(enqueue) for inf in self.workloads),
-                 *(inf.on_change(self._policy_changed) for inf in self.policies),
+                 *(inf.on_change(self._policy_changed) for inf in (*self.policies, *self.interpretation)),
                  self.bindings.on_change(self._binding_changed),
                  *(inf.on_change(self._autoscaler_changed) for inf in self.autoscalers)]
         try:
-            for inf in (*self.policies, *self.workloads, self.bindings, *self.autoscalers):
+            for inf in (*self.interpretation, *self.policies, *self.workloads, self.bindings, *self.autoscalers):
                 await inf.wait_synced()
             for inf in self.autoscalers:
                 for akey, a in list(inf.cache.items()):
@@ -401,11 +427,13 @@ class ResourceDetector:
         if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp"):
             match = best_policy(self._all_policies(), kind, obj)
         if match is None or obj is None:
+            if obj is None:
+                self._custom_kinds.pop(key, None)
             if existing is not None and not existing["metadata"].get("deletionTimestamp"):
                 await self.registry.delete(BINDING, bname)
                 log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
             return None
-        want = desired_binding(kind, obj, match)
+        want = desired_binding(kind, obj, match, self.interpreter)
         scaled = self.owners.owned_replicas((kind.api_version, kind.kind, ns, name))
         if scaled is not None:
             want["spec"]["replicas"] = scaled
@@ -448,12 +476,14 @@ def decode_object(kv: KeyValue) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def workload_key(binding: Mapping[str, Any]) -> str | None:
+def workload_key(binding: Mapping[str, Any], catalog: KindCatalog | None = None) -> str | None:
     """The store key of the workload a managed binding stands for."""
     ref = (binding.get("spec") or {}).get("resource") or {}
     if not isinstance(ref, dict):
         return None
     kind = next((k for k in DETECTED_KINDS if k.kind == ref.get("kind")), None)
+    if kind is None and catalog is not None:
+        kind = catalog.by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
     if kind is None or not ref.get("name"):
         return None
     return kind.key(ref["name"], ref.get("namespace") or "default")

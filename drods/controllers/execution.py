@@ -32,7 +32,7 @@ from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
 from drods.model.keys import CLEANUP_PREFIX
-from drods.model.kinds import WORK
+from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, WORK
 from drods.model.timefmt import rfc3339, rfc3339_ms
 from drods.model.work import EXECUTION_FINALIZER, ManifestStatus, Ref, WorkStatus
 from drods.store import CasFailed
@@ -166,6 +166,8 @@ class Execution:
                 if ref not in owned:  # first contact: is it there, and did someone else create it?
                     cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
                     if cur is not None and not is_managed(cur):
+                        if ref.kind == CUSTOM_RESOURCE_DEFINITION.kind:
+                            continue  # the member's own definition (its operator's) serves the kind: keep it
                         raise _Conflict(f"{ref.kind} {ref.namespace}/{ref.name} already exists in {cluster} "
                                         "and is not managed by DRO-DS")
                     owned.add(ref)

@@ -14,15 +14,28 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from drods.controllers.clients import MemberClients, is_pull
 from drods.machinery.informer import Informer
 from drods.model.conditions import condition
+from drods.model.interpreter import Interpreter
 from drods.model.keys import CLEANUP_PREFIX
-from drods.model.kinds import BINDING, CLUSTER, CLUSTER_OVERRIDE_POLICY, KARMADA_OVERRIDE_KINDS, TEMPLATE_KINDS, WORK
+from drods.model.kinds import (
+    ALL_KINDS,
+    BINDING,
+    CLUSTER,
+    CLUSTER_OVERRIDE_POLICY,
+    CUSTOM_RESOURCE_DEFINITION,
+    CUSTOM_RESOURCES_PREFIX,
+    KARMADA_OVERRIDE_KINDS,
+    RESOURCE_INTERPRETER_CUSTOMIZATION,
+    TEMPLATE_KINDS,
+    WORK,
+)
 from drods.model.work import Ref
+from drods.registry.catalog import KindCatalog
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.store import CasFailed, Store
 
@@ -41,22 +54,34 @@ class MemberInformers:
     works: Informer
     cleanups: Informer
     policies: Informer  # ClusterOverridePolicies
-    templates: dict[str, Informer]  # by key prefix: the workload kinds and their dependents
+    # by key prefix: the workload kinds and their dependents, and every custom resource (one prefix)
+    templates: dict[str, Informer]
     karmada_overrides: tuple[Informer, ...] = ()  # Karmada's OverridePolicies and ClusterOverridePolicies
+    # Custom kinds and interpreter customizations, kept current by the process's informers
+    # (`drods.assembly`); their informers wake the binding controller when either changes.
+    catalog: KindCatalog = field(default_factory=lambda: KindCatalog(ALL_KINDS))
+    interpreter: Interpreter = field(default_factory=Interpreter)
+    interpretation: tuple[Informer, ...] = ()  # definitions and customizations
 
     @classmethod
-    def of(cls, manager: Manager) -> MemberInformers:
+    def of(cls, manager: Manager, catalog: KindCatalog | None = None,
+           interpreter: Interpreter | None = None) -> MemberInformers:
+        templates = {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in TEMPLATE_KINDS}
+        templates[CUSTOM_RESOURCES_PREFIX] = manager.informer(CUSTOM_RESOURCES_PREFIX, decode_stored)
         return cls(manager.informer(CLUSTER.key_prefix(), decode_stored),
                    manager.informer(BINDING.key_prefix(), decode_stored),
                    manager.informer(WORK.key_prefix(), decode_stored),
                    manager.informer(CLEANUP_PREFIX, decode_stored),
                    manager.informer(CLUSTER_OVERRIDE_POLICY.key_prefix(), decode_stored),
-                   {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in TEMPLATE_KINDS},
-                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS))
+                   templates,
+                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS),
+                   catalog or KindCatalog(ALL_KINDS), interpreter or Interpreter(),
+                   tuple(manager.informer(k.key_prefix(), decode_stored)
+                         for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)))
 
     def all(self) -> list[Informer]:
-        return [self.clusters, self.policies, *self.karmada_overrides, self.cleanups, self.works,
-                *self.templates.values(), self.bindings]
+        return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,
+                self.works, *self.templates.values(), self.bindings]
 
 
 class MemberFleet:

@@ -12,12 +12,16 @@ Conventions (M3, documented in the README "Member clusters"):
   an object of the same name that it did not create is reported as a conflict and left alone.
 * **Replicas** — Deployments and StatefulSets get the cluster's share in ``spec.replicas``; a Job's
   ``parallelism`` is the share and ``completions`` are split in proportion (largest remainder);
-  everything else (Services, ConfigMaps, Secrets, DaemonSets, Namespaces) is duplicated unchanged.
+  a kind an interpreter customization gives a replica path gets its share there
+  (`drods.model.interpreter`); everything else (Services, ConfigMaps, Secrets, DaemonSets,
+  Namespaces) is duplicated unchanged.
 * **Dependents** — ConfigMaps and Secrets a pod template references (volumes, projected volumes,
   envFrom, env valueFrom, imagePullSecrets), its ServiceAccount (``serviceAccountName``) and the
   PersistentVolumeClaims its volumes claim, Services in the namespace whose selector matches the pod
   template's labels, and Ingresses in the namespace whose backends name one of those Services go to
-  the same clusters, before the workload.
+  the same clusters, before the workload; so do the objects a kind's interpreter customization says
+  it names (a CronJob), and a custom resource's CustomResourceDefinition (first). The pod template is
+  where the kind's interpretation says it is.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from drods.model.annotations import (
     MANAGER,
     manifest_hash,
 )
+from drods.model.interpreter import Interpretation
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.work import Ref, label_value
 
@@ -157,10 +162,11 @@ def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, c
 # ---- dependents --------------------------------------------------------------------------------
 
 
-def referenced(template: Obj) -> set[tuple[str, str]]:
-    """(kind, name) of every ConfigMap, Secret, ServiceAccount and PersistentVolumeClaim a pod template uses."""
-    ps = pod_spec(template)
-    if ps is None:
+def referenced(template: Obj, pod: Obj | None = None) -> set[tuple[str, str]]:
+    """(kind, name) of every ConfigMap, Secret, ServiceAccount and PersistentVolumeClaim a pod template
+    uses (``pod``: the pod template where the interpreter says it is, else the built-in places)."""
+    ps = pod.get("spec") if pod is not None else pod_spec(template)
+    if not isinstance(ps, dict):
         return set()
     cms, secrets = _config_and_secrets(ps)
     out = {("ConfigMap", n) for n in cms} | {("Secret", n) for n in secrets}
@@ -209,12 +215,13 @@ def _config_and_secrets(ps: Obj) -> tuple[set[str], set[str]]:
     return cms, secrets
 
 
-def selects(service: Obj, template: Obj) -> bool:
+def selects(service: Obj, template: Obj, pod: Obj | None = None) -> bool:
     """A Service whose (non-empty) selector matches the pod template's labels."""
     selector = (service.get("spec") or {}).get("selector") or {}
     if not selector:
         return False
-    labels = (((template.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+    tmpl = pod if pod is not None else ((template.get("spec") or {}).get("template") or {})
+    labels = (tmpl.get("metadata") or {}).get("labels") or {}
     return all(labels.get(k) == v for k, v in selector.items())
 
 
@@ -231,15 +238,29 @@ def ingress_backends(ingress: Obj) -> set[str]:
 
 def dependents(template: Obj, lookup: Callable[[str, str, str], Obj | None],
                services: Callable[[str], Iterable[Obj]],
-               ingresses: Callable[[str], Iterable[Obj]] = lambda ns: ()) -> tuple[list[Obj],
-                                                                                  set[tuple[str, str, str]]]:
-    """(the dependent objects that exist, every (kind, namespace, name) looked for — to watch)."""
-    if pod_spec(template) is None:
-        return [], set()
+               ingresses: Callable[[str], Iterable[Obj]] = lambda ns: (), *,
+               how: Interpretation | None = None,
+               named: Callable[[str, str, str, str], Obj | None] = lambda av, k, ns, n: None,
+               ) -> tuple[list[Obj], set[tuple[str, str, str]]]:
+    """(the dependent objects that exist, every (kind, namespace, name) looked for — to watch).
+
+    ``how`` (the kind's interpretation) says where the pod template is and which objects the
+    workload names that follow it (looked up with ``named(apiVersion, kind, namespace, name)``)."""
     ns = str((template.get("metadata") or {}).get("namespace") or "default")
-    wanted = {(kind, ns, name) for kind, name in referenced(template)}
-    found = [o for kind, _, name in sorted(wanted) if (o := lookup(kind, ns, name)) is not None]
-    selected = sorted((s for s in services(ns) if selects(s, template)), key=lambda s: str(s["metadata"]["name"]))
+    found: list[Obj] = []
+    wanted: set[tuple[str, str, str]] = set()
+    if how is not None:
+        for api_version, kind, name in sorted(how.named_dependencies(template)):
+            wanted.add((kind, ns, name))
+            if (o := named(api_version, kind, ns, name)) is not None:
+                found.append(o)
+    pod = dict(p) if how is not None and how.pod_template and (p := how.pod_template_of(template)) else None
+    if pod is None and pod_spec(template) is None:
+        return found, wanted
+    uses = {(kind, ns, name) for kind, name in referenced(template, pod)}
+    wanted |= uses
+    found += [o for kind, _, name in sorted(uses) if (o := lookup(kind, ns, name)) is not None]
+    selected = sorted((s for s in services(ns) if selects(s, template, pod)), key=lambda s: str(s["metadata"]["name"]))
     found += selected
     names = {str(s["metadata"]["name"]) for s in selected}
     found += sorted((i for i in ingresses(ns) if ingress_backends(i) & names),
@@ -258,7 +279,8 @@ class Target:
 
 
 def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, deps: list[Obj],
-                 policies: list[tuple[str, ClusterOverridePolicySpec]], completions: int | None) -> ManifestSet:
+                 policies: list[tuple[str, ClusterOverridePolicySpec]], completions: int | None,
+                 how: Interpretation | None = None) -> ManifestSet:
     """The manifest set for one cluster; raises `OverrideError` when an override does not fit."""
     gen = int((template.get("metadata") or {}).get("generation") or 1)
     main_ref = Ref.of(template)
@@ -270,7 +292,10 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
                              template_generation=int((dep.get("metadata") or {}).get("generation") or 1),
                              overrides=applied, dependent_of=str(main_ref)))
     m = strip(template)
-    set_replicas(m, target.share, completions)
+    if how is not None and not how.built_in:
+        how.set_replicas(m, target.share)  # where the kind's customization says its replicas are
+    else:
+        set_replicas(m, target.share, completions)
     applied = apply_overrides(m, target.cluster, target.labels, policies)
     quantities_as_strings(m)
     manifests.append(own(m, binding=binding, binding_uid=binding_uid, template_generation=gen,
@@ -281,7 +306,8 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
 
 
 def plan(binding: str, binding_uid: str, template: Obj, targets: list[Target], deps: list[Obj],
-         policies: list[tuple[str, ClusterOverridePolicySpec]]) -> dict[str, ManifestSet | OverrideError]:
+         policies: list[tuple[str, ClusterOverridePolicySpec]],
+         how: Interpretation | None = None) -> dict[str, ManifestSet | OverrideError]:
     """The manifest set per target cluster (or the override error that keeps it from being applied)."""
     kind = str(template.get("kind"))
     completions = job_completions(template, [t.share for t in targets]) if kind == "Job" \
@@ -289,7 +315,7 @@ def plan(binding: str, binding_uid: str, template: Obj, targets: list[Target], d
     out: dict[str, ManifestSet | OverrideError] = {}
     for t, c in zip(targets, completions, strict=True):
         try:
-            out[t.cluster] = plan_cluster(binding, binding_uid, template, t, deps, policies, c)
+            out[t.cluster] = plan_cluster(binding, binding_uid, template, t, deps, policies, c, how)
         except OverrideError as e:
             out[t.cluster] = e
     return out

@@ -17,6 +17,7 @@ from typing import Any
 
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.model.annotations import ANN_HASH
+from drods.model.interpreter import StatusRule, read_path, write_path
 
 Obj = dict[str, Any]
 
@@ -128,3 +129,39 @@ def template_status(kind: str, generation: int, entries: list[Obj], cluster_info
     out["observedGeneration"] = generation if all_applied else int(previous.get("observedGeneration") or 0)
     out["clusters"] = detail
     return out
+
+
+def declared_status(rule: StatusRule, previous: Obj, members: dict[str, Obj]) -> Obj:
+    """A customized kind's template status from its members' statuses (``members``: cluster → the
+    member copy's ``status``), as its interpreter customization declares: each ``sum`` path is the sum
+    of the members' integers there; the ``conditions`` list has every type the members report, True
+    only when True on every cluster that reports it (reason and message from the first that is not).
+    ``clusters[]`` says where each copy runs. Paths are the object's (``status.…``)."""
+    out: Obj = {k: v for k, v in previous.items() if k == "observedGeneration"}
+    wrapped: Obj = {"status": out}
+    for path in rule.sums:
+        total = 0
+        for st in members.values():
+            v = read_path({"status": st}, path)
+            if isinstance(v, int) and not isinstance(v, bool):
+                total += v
+        write_path(wrapped, path, total)
+    if rule.conditions is not None:
+        merged: dict[str, Obj] = {}
+        for _, st in sorted(members.items()):
+            conds = read_path({"status": st}, rule.conditions)
+            for c in conds if isinstance(conds, list) else []:
+                if not isinstance(c, dict) or not c.get("type"):
+                    continue
+                seen = merged.get(str(c["type"]))
+                if seen is None or (seen.get("status") == "True" and c.get("status") != "True"):
+                    merged[str(c["type"])] = {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+        write_path(wrapped, rule.conditions, [merged[t] for t in sorted(merged)])
+    clusters = []
+    for c, st in sorted(members.items()):
+        row: Obj = {"cluster": c}
+        if rule.ready is not None and isinstance(v := read_path({"status": st}, rule.ready), int):
+            row["readyReplicas"] = v
+        clusters.append(row)
+    wrapped["status"]["clusters"] = clusters
+    return dict(wrapped["status"])

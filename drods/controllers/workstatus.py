@@ -22,6 +22,7 @@ from drods.controllers.settings import MemberSettings
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.model.annotations import ANN_BINDING, MANAGED_SELECTOR
+from drods.model.interpreter import Interpreter
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import Ref
 
@@ -29,11 +30,17 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
-def main_ref(work: Obj) -> Ref | None:
+def main_ref(work: Obj, interpreter: Interpreter | None = None) -> Ref | None:
+    """The Work's main object when its status is aggregated: a workload kind, or a kind whose
+    interpreter customization declares a status rule."""
     manifests = (work.get("spec") or {}).get("manifests") or []
-    if not manifests or not isinstance(manifests[-1], dict) or manifests[-1].get("kind") not in WORKLOAD_KINDS:
+    if not manifests or not isinstance(manifests[-1], dict):
         return None
-    return Ref.of(manifests[-1])
+    main = manifests[-1]
+    if main.get("kind") not in WORKLOAD_KINDS and (
+            interpreter is None or interpreter.of(str(main.get("apiVersion")), str(main.get("kind"))).status is None):
+        return None
+    return Ref.of(main)
 
 
 class WorkStatusController:
@@ -74,7 +81,7 @@ class WorkStatusController:
         tracked: dict[str, tuple[Ref, Obj]] = {}  # binding → (main object, Work)
         for key in self.fleet.works_by_cluster.get(cluster, set()):
             work = self.fleet.work(key)
-            ref = main_ref(work) if work is not None else None
+            ref = main_ref(work, self.fleet.informers.interpreter) if work is not None else None
             if work is None or ref is None or (work.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             tracked[str((work.get("spec") or {}).get("binding"))] = (ref, work)

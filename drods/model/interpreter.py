@@ -1,16 +1,89 @@
-"""The resource interpreter: where a kind keeps its replicas and its pod template (Karmada's
-ResourceInterpreterCustomization idea, declared as data, never code in the object).
+"""The resource interpreter: where a kind keeps its replicas, its pod template and its status, how
+member statuses add up, and which objects it names that must follow it (Karmada's
+ResourceInterpreterCustomization idea, declared as data — paths, never code in the object).
 
-The detector reads a template through its kind's interpretation: a kind with a replica path is
-divided across clusters like a Deployment; a kind without one goes whole to every selected cluster
-(Duplicated). Built-ins cover the workload kinds; every other kind is interpreted as having neither.
+Built-ins cover the Kubernetes workload kinds. A ``ResourceInterpreterCustomization``
+(``multicluster.io/v1alpha1``, applied with kubectl; fields in docs/resources.md) overrides or
+extends them for one apiVersion/kind at run time: the fields it sets replace the built-in ones, the
+others stay. The detector reads replicas and requests through it (a kind with a replica path is
+divided across clusters like a Deployment; one without goes whole to every selected cluster), the
+binding controller writes each cluster's share at the replica path, sends the objects the
+customization names with it, and aggregates member statuses by its rule.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+log = logging.getLogger(__name__)
+_PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+def _check_path(v: str) -> str:
+    if not _PATH.match(v):
+        raise ValueError("must be a dotted path of field names, e.g. spec.size")
+    return v
+
+
+FieldPath = Annotated[str, AfterValidator(_check_path)]
+
+
+# ---------------------------------------------------------------------- the object (declarative)
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class InterpreterTarget(_Model):
+    apiVersion: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+
+
+class StatusAggregation(_Model):
+    """How the members' statuses of a copy add up into the template's status."""
+
+    sum: list[FieldPath] = Field(default_factory=list)  # integer fields: the template's is the sum over clusters
+    conditions: FieldPath | None = None  # a conditions list: a type is True only when True on every cluster
+    readyReplicas: FieldPath | None = None  # a member's ready count (shown per cluster on the Binding)
+
+
+class DependencyRule(_Model):
+    """An object of ``apiVersion``/``kind`` in the workload's namespace, named at ``nameFrom``,
+    follows the workload to its clusters (Karmada's GetDependencies, declared)."""
+
+    apiVersion: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+    nameFrom: FieldPath
+
+
+class ResourceInterpreterCustomizationSpec(_Model):
+    """Where a kind keeps its replicas, pod template and status, and what it depends on."""
+
+    target: InterpreterTarget
+    replicas: FieldPath | None = None
+    podTemplate: FieldPath | None = None
+    statusAggregation: StatusAggregation | None = None
+    dependencies: list[DependencyRule] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- what the controllers read
+@dataclass(frozen=True, slots=True)
+class StatusRule:
+    sums: tuple[str, ...] = ()
+    conditions: str | None = None
+    ready: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    api_version: str
+    kind: str
+    name_from: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +92,9 @@ class Interpretation:
 
     replicas: str | None = None
     pod_template: str | None = None
+    status: StatusRule | None = None
+    dependencies: tuple[Dependency, ...] = ()
+    built_in: bool = True  # False: a customization says it (its status rule replaces the built-in one)
 
     @property
     def divisible(self) -> bool:
@@ -33,10 +109,24 @@ class Interpretation:
         t = read_path(obj, self.pod_template) if self.pod_template else None
         return t if isinstance(t, Mapping) else None
 
+    def set_replicas(self, obj: dict[str, Any], share: int) -> None:
+        if self.replicas:
+            write_path(obj, self.replicas, share)
+
+    def named_dependencies(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+        """(apiVersion, kind, name) of the objects the rules find named in ``obj``."""
+        out = []
+        for d in self.dependencies:
+            name = read_path(obj, d.name_from)
+            if isinstance(name, str) and name:
+                out.append((d.api_version, d.kind, name))
+        return out
+
 
 NONE = Interpretation()
 
-# (apiVersion, kind) → interpretation; the same facts Karmada's built-in interpreter knows.
+# (apiVersion, kind) → interpretation; the same facts Karmada's built-in interpreter knows. Their
+# status aggregation is the built-in one (`drods.controllers.status`).
 BUILT_IN: dict[tuple[str, str], Interpretation] = {
     ("apps/v1", "Deployment"): Interpretation("spec.replicas", "spec.template"),
     ("apps/v1", "StatefulSet"): Interpretation("spec.replicas", "spec.template"),
@@ -48,7 +138,53 @@ BUILT_IN: dict[tuple[str, str], Interpretation] = {
 
 
 def interpretation(api_version: str, kind: str) -> Interpretation:
+    """The built-in interpretation only (for callers without a running `Interpreter`)."""
     return BUILT_IN.get((api_version, kind), NONE)
+
+
+def customized(base: Interpretation, spec: ResourceInterpreterCustomizationSpec) -> Interpretation:
+    """``base`` with what ``spec`` declares put over it."""
+    out = replace(base, built_in=False)
+    if spec.replicas is not None:
+        out = replace(out, replicas=spec.replicas)
+    if spec.podTemplate is not None:
+        out = replace(out, pod_template=spec.podTemplate)
+    if spec.statusAggregation is not None:
+        a = spec.statusAggregation
+        out = replace(out, status=StatusRule(tuple(a.sum), a.conditions, a.readyReplicas))
+    if spec.dependencies:
+        out = replace(out, dependencies=tuple(Dependency(d.apiVersion, d.kind, d.nameFrom)
+                                              for d in spec.dependencies))
+    return out
+
+
+class Interpreter:
+    """Built-ins plus the customizations the store holds, kept current by an informer
+    (`learn` is its change handler), so every process interprets a kind the same way."""
+
+    def __init__(self) -> None:
+        self._custom: dict[str, tuple[tuple[str, str], ResourceInterpreterCustomizationSpec]] = {}
+        self._by_target: dict[tuple[str, str], Interpretation] = {}
+        self.epoch = 0  # bumped on every change: plans derived from an interpretation are stale
+
+    def of(self, api_version: str, kind: str) -> Interpretation:
+        return self._by_target.get((api_version, kind)) or BUILT_IN.get((api_version, kind), NONE)
+
+    def learn(self, key: str, old: Any, new: Any) -> None:
+        """Informer handler for the customizations' prefix (objects decoded as mappings)."""
+        self._custom.pop(key, None)
+        if isinstance(new, dict) and not (new.get("metadata") or {}).get("deletionTimestamp"):
+            try:
+                spec = ResourceInterpreterCustomizationSpec.model_validate(new.get("spec") or {})
+            except ValidationError:
+                log.warning("ignoring unreadable interpreter customization %s", key)
+            else:
+                self._custom[key] = ((spec.target.apiVersion, spec.target.kind), spec)
+        by_target: dict[tuple[str, str], Interpretation] = {}
+        for _, (target, spec) in sorted(self._custom.items(), reverse=True):  # the first name wins
+            by_target[target] = customized(BUILT_IN.get(target, NONE), spec)
+        self._by_target = by_target
+        self.epoch += 1
 
 
 def read_path(obj: Mapping[str, Any], path: str) -> Any:
@@ -58,3 +194,15 @@ def read_path(obj: Mapping[str, Any], path: str) -> Any:
             return None
         cur = cur.get(part)
     return cur
+
+
+def write_path(obj: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``value`` at ``path``, creating the mappings on the way."""
+    parts = path.split(".")
+    cur = obj
+    for part in parts[:-1]:
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            nxt = cur[part] = {}
+        cur = nxt
+    cur[parts[-1]] = value

@@ -9,7 +9,9 @@ from pydantic import BaseModel
 from drods.model.autoscaling import CronFederatedHPASpec, FederatedHPASpec
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
+from drods.model.crd import CRD_GROUP, CRD_VERSION, CustomResourceDefinitionSpec
 from drods.model.dataset import CachePlanSpec, DatasetSpec
+from drods.model.interpreter import ResourceInterpreterCustomizationSpec
 from drods.model.karmada import (
     KARMADA_POLICY_GROUP,
     KARMADA_POLICY_VERSION,
@@ -28,6 +30,7 @@ from drods.model.steering import (
     ServiceRegistrationSpec,
     ServiceRouteSpec,
 )
+from drods.model.structural import StructuralSchema
 from drods.model.work import WorkSpec
 
 
@@ -46,6 +49,15 @@ class Kind:
     verbs: tuple[str, ...] = field(
         default=("create", "delete", "get", "list", "patch", "update", "watch")
     )
+    # A kind a CustomResourceDefinition defines (`drods.registry.catalog`): its version's schema.
+    custom: StructuralSchema | None = None
+
+    @property
+    def has_status(self) -> bool:
+        """Served with a ``/status`` subresource (the main path then leaves status alone)."""
+        if self.custom is not None:
+            return self.custom.status_subresource
+        return self.spec_model is not None or self.kind in ("Deployment", "StatefulSet", "Job")
 
     @property
     def api_version(self) -> str:
@@ -56,7 +68,9 @@ class Kind:
         return self.kind.lower()
 
     def key_prefix(self, namespace: str | None = None) -> str:
-        base = f"/registry/{self.group or 'core'}/{self.plural}/"
+        # Every custom resource under one prefix: one watch sees the kinds CRDs add later.
+        base = custom_resources_prefix(self.group, self.plural) if self.custom is not None \
+            else f"/registry/{self.group or 'core'}/{self.plural}/"
         if self.namespaced and namespace:
             return f"{base}{namespace}/"
         return base
@@ -64,6 +78,13 @@ class Kind:
     def key(self, name: str, namespace: str | None = None) -> str:
         return f"{self.key_prefix(namespace)}{name}"
 
+
+CUSTOM_RESOURCES_PREFIX = "/registry/custom/"
+
+
+def custom_resources_prefix(group: str, plural: str) -> str:
+    """Where a custom kind's resources are stored (whichever served version wrote them)."""
+    return f"{CUSTOM_RESOURCES_PREFIX}{group}/{plural}/"
 
 # ``kubectl get drods`` lists every DRO-DS object; ``all`` keeps Kubernetes' meaning (workloads and
 # Services, not configuration and not custom kinds).
@@ -98,10 +119,18 @@ SERVICE_IMPORT = Kind(GROUP, VERSION, "ServiceImport", "serviceimports", True, S
 DATASET = Kind(GROUP, VERSION, "Dataset", "datasets", True, DatasetSpec, ("dset",), categories=_OURS)
 CACHE_PLAN = Kind(GROUP, VERSION, "CachePlan", "cacheplans", True, CachePlanSpec, ("cplan",), categories=_OURS)
 
+# Declarative resource interpretation of a kind (`drods.model.interpreter`), applied with kubectl.
+RESOURCE_INTERPRETER_CUSTOMIZATION = Kind(GROUP, VERSION, "ResourceInterpreterCustomization",
+                                          "resourceinterpretercustomizations", False,
+                                          ResourceInterpreterCustomizationSpec, ("ric",), categories=_OURS)
+# Custom kinds (F7): each served version of a stored definition becomes a Kind (`drods.registry.catalog`).
+CUSTOM_RESOURCE_DEFINITION = Kind(CRD_GROUP, CRD_VERSION, "CustomResourceDefinition", "customresourcedefinitions",
+                                  False, CustomResourceDefinitionSpec, ("crd", "crds"))
+
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
     SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET, CACHE_PLAN, FEDERATED_HPA,
-    CRON_FEDERATED_HPA,
+    CRON_FEDERATED_HPA, RESOURCE_INTERPRETER_CUSTOMIZATION,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).
@@ -155,7 +184,7 @@ KARMADA_PROPAGATION_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMA
 KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
 KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS
 
-ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS + KARMADA_KINDS
+ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS + KARMADA_KINDS + (CUSTOM_RESOURCE_DEFINITION,)
 SECRET = next(k for k in WORKLOAD_KINDS if k.kind == "Secret")
 # Stored encrypted as whole objects (SEC2, `drods.store.encrypted`): Secrets and the Works that carry
 # them to pull-mode members. (Cluster credentials are sealed field by field: `secret_paths`.)

@@ -131,6 +131,10 @@ class ObjectRegistry:
         if status is not None and not isinstance(status, dict):
             raise validation_failed("status must be a mapping", [{"field": "status", "message": "not a mapping"}],
                                     **ident)
+        if kind.custom is not None:  # a CRD's structural schema: prune unknown fields, then check the rest
+            out, errors = kind.custom.admit(out)
+            if errors:
+                raise validation_failed(f'{kind.kind}.{kind.group} "{meta.name}" is invalid', errors, **ident)
         return out
 
     # ---- reads ------------------------------------------------------------------------------
@@ -186,6 +190,8 @@ class ObjectRegistry:
         meta["uid"] = str(uuid.uuid4())
         meta["generation"] = 1
         meta["creationTimestamp"] = now_rfc3339()
+        if kind.custom is not None and kind.custom.status_subresource:
+            obj["status"] = {}  # with a status subresource, status is written only through it
         obj.setdefault("status", {})
         self._seal(kind, obj, None)
         key = kind.key(meta["name"], meta.get("namespace"))
@@ -453,7 +459,8 @@ class ObjectRegistry:
             out = copy.deepcopy(current)
             out["status"] = incoming.get("status", {})
             return out
-        if kind.spec_model is not None or "status" in current:
+        status_apart = kind.custom.status_subresource if kind.custom is not None else True
+        if status_apart and (kind.spec_model is not None or "status" in current):
             incoming["status"] = current.get("status", {})
         if cur_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers", [])) - set(cur_meta.get("finalizers", []))

@@ -6,7 +6,7 @@ the control plane's multicluster view of the same kind."""
 from __future__ import annotations
 
 from drods.api.table import KUBERNETES_COLUMNS, PrintedKind
-from drods.model.kinds import ALL, Kind
+from drods.model.kinds import ALL, CUSTOM_RESOURCE_DEFINITION, Kind
 
 # What `kubectl get all` lists on a real cluster (of the kinds a sim serves).
 _IN_ALL = frozenset({"Pod", "Service", "Deployment", "StatefulSet", "DaemonSet", "Job"})
@@ -41,4 +41,5 @@ CRON_JOB = Kind("batch", "v1", "CronJob", "cronjobs", True, short_names=("cj",),
 WORKLOADS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, JOB)
 NAMESPACED: tuple[Kind, ...] = (POD, SERVICE, CONFIG_MAP, SECRET, EVENT, SERVICE_ACCOUNT, PERSISTENT_VOLUME_CLAIM,
                                 INGRESS, CRON_JOB, *WORKLOADS)
-SIM_KINDS: tuple[Kind, ...] = (NAMESPACE, NODE, *NAMESPACED, NODE_METRICS, POD_METRICS)
+# A member serves the custom kinds of the definitions it holds (DRO-DS sends a definition with its resources).
+SIM_KINDS: tuple[Kind, ...] = (NAMESPACE, NODE, *NAMESPACED, NODE_METRICS, POD_METRICS, CUSTOM_RESOURCE_DEFINITION)

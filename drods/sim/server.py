@@ -29,6 +29,9 @@ from drods.api.auth import Role
 from drods.api.context import ApiContext
 from drods.api.status import kubernetes_status
 from drods.errors import ApiError
+from drods.machinery.informer import Informer
+from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION
+from drods.registry.objects import decode_stored
 from drods.security.tls import ensure_certs
 from drods.sim.config import SimConfig
 from drods.sim.control import ControlServer, state_path, write_state
@@ -84,6 +87,7 @@ class SimServer:
         self._listener: HttpListener | None = None
         self._control: ControlServer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._definitions: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -94,9 +98,13 @@ class SimServer:
         data.mkdir(parents=True, exist_ok=True)
         self._store = open_store(f"sqlite://{(data / 'sim.db').resolve()}")
         ctx = ApiContext.build(self._store, data, kinds=SIM_KINDS)
-        ctx.registry = SimRegistry(ctx.store, ctx.registry.secrets)
+        ctx.registry = SimRegistry(ctx.store, ctx.registry.secrets, ctx.registry.admission)
         assert isinstance(ctx.registry, SimRegistry)
         self.controller = SimController(ctx.registry, ctx.store, cfg)
+        definitions = Informer(self._store, CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored)
+        definitions.on_change(ctx.catalog.learn)  # the custom kinds of the definitions it holds
+        self._definitions = asyncio.create_task(definitions.run(), name=f"sim-{cfg.name}-definitions")
+        await definitions.wait_synced()
         await self.controller.bootstrap()
         await self.controller.reconcile_once()
         ctx.prometheus_registries.append(sim_registry(self))
@@ -163,6 +171,10 @@ class SimServer:
         self.fault.set("up")
         if self._listener is not None:
             await self._listener.down(graceful=True)
+        if self._definitions is not None:
+            self._definitions.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._definitions
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -19,15 +19,24 @@ import httpx
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes.dynamic import DynamicClient
 
 from drods.sim.harness import SimProcess
-from tests.members_e2e.conftest import FAST, Member, deploy_path, deployment, wait_for
+from tests.members_e2e.conftest import FAST, Member, deploy_path, deployment, repo_root, wait_for
 from tests.members_e2e.test_fullpath import RPP, binding_of, policy
 from tests.server_process import ServerProcess, drods_command
 
 EDGE = "edge-hel"
 MERGE = {"Content-Type": "application/merge-patch+json"}
 COP = "/apis/multicluster.io/v1alpha1/clusteroverridepolicies"
+_EXAMPLES = repo_root() / "examples" / "resources"
+CRD_EXAMPLE = (_EXAMPLES / "trainingrun-crd.yaml").read_text()
+RIC_EXAMPLE = (_EXAMPLES / "trainingrun-interpreter.yaml").read_text()
+RPP_EXAMPLE = (_EXAMPLES / "policy.yaml").read_text()
+
+
+def run_example(count: int) -> str:
+    return (_EXAMPLES / "trainingrun.yaml").read_text().replace("count: 6", f"count: {count}")
 
 
 @dataclass
@@ -169,3 +178,27 @@ def test_pull_mode_member_follows_its_works_and_survives_the_control_plane(pull:
         wait_for(lambda: http.get("/apis/multicluster.io/v1alpha1/works").json()["items"] == [], 10,
                  "the Work deleted")
     assert pull.agent is not None and pull.agent.poll() is None
+
+
+def test_a_custom_resource_reaches_a_pull_mode_member_with_its_definition_and_its_status_returns(
+        pull: Pull) -> None:
+    """The agent applies the definition before the resource and reports the copy's status, which
+    the control plane aggregates by the interpreter customization (examples/resources)."""
+    runs = "/apis/ml.example.org/v1/namespaces/ml/trainingruns"
+    yaml_body = {"Content-Type": "application/yaml"}
+    with pull.http() as http:
+        for path, doc in (("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD_EXAMPLE),
+                          ("/apis/multicluster.io/v1alpha1/resourceinterpretercustomizations", RIC_EXAMPLE),
+                          (runs, run_example(3)), (RPP, RPP_EXAMPLE)):
+            r = http.post(path, content=doc.encode(), headers=yaml_body)
+            assert r.status_code == 201, r.text
+        wait_for(lambda: (pull.member.get(f"{runs}/resnet") or {}).get("spec", {}).get("workers", {}).get("count")
+                 == 3, 20, "the run in the pull-mode member", what_else=lambda: pull.agent_log()[-2000:])
+        DynamicClient(pull.member.api).request(
+            "patch", f"{runs}/resnet/status", content_type="application/merge-patch+json",
+            body={"status": {"progress": {"readyWorkers": 3, "steps": 7}}})
+        wait_for(lambda: ((http.get(f"{runs}/resnet").json().get("status") or {}).get("progress") or {})
+                 .get("readyWorkers") == 3, 15, "the member's status aggregated on the control plane")
+        assert http.delete(f"{runs}/resnet").status_code in (200, 202)
+        wait_for(lambda: pull.member.get(f"{runs}/resnet") is None, 20, "the run removed from the member")
+        assert http.delete(f"{RPP}/resnet").status_code in (200, 202)

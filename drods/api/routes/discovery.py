@@ -35,7 +35,7 @@ def _resources(kinds: list[Kind]) -> list[dict[str, Any]]:
         out.append({"name": k.plural, "singularName": k.singular, "namespaced": k.namespaced, "kind": k.kind,
                     "verbs": list(k.verbs), "shortNames": list(k.short_names),
                     "categories": list(k.categories)})
-        if k.spec_model is not None or k.kind in ("Deployment", "StatefulSet", "Job"):
+        if k.has_status:
             out.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced,
                         "kind": k.kind, "verbs": ["get", "patch", "update"]})
     return out

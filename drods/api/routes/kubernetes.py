@@ -7,6 +7,7 @@ paths are two views of one registry.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -26,8 +27,9 @@ from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
-from drods.model.kinds import Kind
+from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.selector import LabelSelector, parse_selector
+from drods.registry.catalog import established
 from drods.store import Compacted
 
 router = APIRouter(include_in_schema=False)
@@ -37,9 +39,9 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 def resolve(request: Request, group: str, version: str, plural: str) -> Kind:
-    for k in context(request).kinds:
-        if k.group == group and k.version == version and k.plural == plural:
-            return k
+    k = context(request).catalog.resolve(group, version, plural)
+    if k is not None:
+        return k
     raise ApiError(404, "RESOURCE_TYPE_NOT_FOUND",
                    f"the server could not find the requested resource {plural}.{group or 'core'}/{version}",
                    {"group": group, "kind": plural})
@@ -206,8 +208,40 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
                       namespace=namespace if kind.namespaced else None)
     if method != "GET":
         is_dry_run(request)  # a bad dryRun value is refused before anything is read or written
-    if subresource not in (None, "status"):
+    if subresource not in (None, "status") or (subresource == "status" and kind.custom is not None
+                                               and not kind.has_status):
         raise not_found(kind.kind, f"{name}/{subresource}")
+    if kind is CUSTOM_RESOURCE_DEFINITION and method != "GET" and not is_dry_run(request):
+        response = await _dispatch(ctx, request, principal, kind, namespace, name, subresource)
+        if name is None and response.status_code == 201:
+            name = str(json.loads(bytes(response.body))["metadata"]["name"])
+        if name is not None:
+            await _definition_written(ctx, name)
+        return response
+    return await _dispatch(ctx, request, principal, kind, namespace, name, subresource)
+
+
+async def _definition_written(ctx: ApiContext, name: str) -> None:
+    """This replica serves (or stops serving) a definition's kinds as soon as it is written; the others
+    learn it from their watch. A deleted definition takes its resources with it, as in Kubernetes."""
+    current = await ctx.registry.try_get(CUSTOM_RESOURCE_DEFINITION, name)
+    if current is not None:
+        ctx.catalog.learn_object(current)
+        status = established(current)
+        if status is not None and status != current.get("status"):
+            with contextlib.suppress(ApiError):  # changed meanwhile: that write is answered the same way
+                await ctx.registry.update_status(CUSTOM_RESOURCE_DEFINITION, name, status,
+                                                 resource_version=int(current["metadata"]["resourceVersion"]))
+        return
+    ctx.catalog.forget(name)
+    plural, _, group = name.partition(".")
+    if plural and group:
+        await ctx.store.delete_prefix(custom_resources_prefix(group, plural))
+
+
+async def _dispatch(ctx: ApiContext, request: Request, principal: Principal, kind: Kind, namespace: str | None,
+                    name: str | None, subresource: str | None) -> Response:
+    method = request.method
     hide_data = hides_data(kind) and not principal.may(Action.READ_SECRETS)
     if name is None:
         if method == "GET":

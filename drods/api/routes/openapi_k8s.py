@@ -129,6 +129,12 @@ def _object_schema(kind: Kind, prefix: str) -> Schema:
     }
     schema: Schema = {"type": "object", "properties": properties,
                       "x-kubernetes-group-version-kind": _gvk(kind)}
+    if kind.custom is not None:  # a CRD's kind: its own schema, with Kubernetes' identity fields
+        custom = _to_openapi30(copy.deepcopy(kind.custom.schema))
+        custom["properties"] = {**(custom.get("properties") or {}), **properties}
+        custom["x-kubernetes-group-version-kind"] = _gvk(kind)
+        custom.setdefault("description", f"{kind.kind} ({kind.api_version}), defined by a CustomResourceDefinition.")
+        return dict(custom)
     if kind.spec_model is None:
         # Workload templates are kept as given: any field is accepted and passed on to members.
         schema["description"] = f"{kind.kind} template, stored as submitted and propagated to member clusters."
@@ -245,7 +251,7 @@ def _paths(kind: Kind, prefix: str) -> dict[str, Schema]:
         paths[f"{base}/{kind.plural}"] = {
             "get": _operation(kind, "list", f"list{op_kind}ForAllNamespaces", lst, params=_LIST_PARAMS),
         }
-    if kind.spec_model is not None:
+    if kind.spec_model is not None or (kind.custom is not None and kind.has_status):
         paths[f"{item}/status"] = {
             "parameters": [name_param, *scope],
             "get": _operation(kind, "get", f"read{op_kind}Status", obj),

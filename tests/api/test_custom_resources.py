@@ -1,0 +1,156 @@
+"""CustomResourceDefinitions: served dynamically (also when another replica stored the definition),
+custom resources pruned and validated against the structural schema, the status subresource, and
+the kind gone with its definition."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from tests.api.conftest import Api
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+GADGETS = "/apis/toys.example.com/v1/namespaces/default/gadgets"
+
+
+def definition(*, status: bool = True, plural: str = "gadgets", kind: str = "Gadget") -> dict[str, Any]:
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["size"], "properties": {
+            "size": {"type": "integer", "minimum": 0, "maximum": 10},
+            "colour": {"type": "string", "enum": ["red", "blue"]},
+            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}},
+        "status": {"type": "object", "properties": {"made": {"type": "integer"}}}}}
+    version: dict[str, Any] = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    if status:
+        version["subresources"] = {"status": {}}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.toys.example.com"},
+            "spec": {"group": "toys.example.com", "scope": "Namespaced",
+                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "shortNames": ["gd"]},
+                     "versions": [version]}}
+
+
+def gadget(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "toys.example.com/v1", "kind": "Gadget", "metadata": {"name": name}, "spec": spec}
+
+
+async def test_a_definition_serves_its_kind_validates_and_prunes(api: Api) -> None:
+    assert (await api.call("GET", GADGETS)).status_code == 404
+    r = await api.call("POST", CRDS, json=definition())
+    assert r.status_code == 201, r.text
+    st = (await api.call("GET", f"{CRDS}/gadgets.toys.example.com")).json()["status"]
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {"NamesAccepted": "True", "Established": "True"}
+    assert st["storedVersions"] == ["v1"] and st["acceptedNames"]["kind"] == "Gadget"
+    # discovery and OpenAPI at once, on the replica that took the write
+    groups = (await api.call("GET", "/apis")).json()["groups"]
+    assert any(g["name"] == "toys.example.com" for g in groups)
+    res = (await api.call("GET", "/apis/toys.example.com/v1")).json()["resources"]
+    assert {(x["name"], x["namespaced"]) for x in res} == {("gadgets", True), ("gadgets/status", True)}
+    doc = (await api.call("GET", "/openapi/v3/apis/toys.example.com/v1")).json()
+    spec = doc["components"]["schemas"]["com.example.toys.v1.Gadget"]["properties"]["spec"]
+    assert spec["properties"]["size"]["maximum"] == 10
+    # a valid resource: unknown fields pruned, preserved ones kept
+    r = await api.call("POST", GADGETS, json={**gadget("g1", size=3, colour="red", junk=1, extra={"any": [1]}),
+                                              "toplevel": "x"})
+    assert r.status_code == 201, r.text
+    assert r.json()["spec"] == {"size": 3, "colour": "red", "extra": {"any": [1]}}
+    assert "toplevel" not in r.json()
+    # invalid ones: a Kubernetes 422 naming each field, nothing stored
+    r = await api.call("POST", GADGETS, json=gadget("bad", size=11, colour="green"))
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["kind"] == "Status" and body["reason"] == "Invalid"
+    assert {c["field"] for c in body["details"]["causes"]} == {"spec.size", "spec.colour"}
+    r = await api.call("POST", GADGETS, json=gadget("bad", colour="red"))
+    assert r.status_code == 422
+    assert [c["field"] for c in r.json()["details"]["causes"]] == ["spec.size"]
+    r = await api.call("POST", GADGETS, json=gadget("bad", size="3"))
+    assert r.status_code == 422
+    assert (await api.call("GET", f"{GADGETS}/bad")).status_code == 404
+    # an invalid update changes nothing
+    r = await api.call("PATCH", f"{GADGETS}/g1", json={"spec": {"size": -1}},
+                       headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 422
+    assert (await api.call("GET", f"{GADGETS}/g1")).json()["spec"]["size"] == 3
+
+
+async def test_status_subresource_splits_status_from_the_rest(api: Api) -> None:
+    assert (await api.call("POST", CRDS, json=definition())).status_code == 201
+    r = await api.call("POST", GADGETS, json={**gadget("g", size=1), "status": {"made": 5}})
+    assert r.status_code == 201
+    assert r.json()["status"] == {}  # a create never sets status behind the subresource
+    g = r.json()
+    # the main path ignores status
+    g["status"] = {"made": 7}
+    g["spec"]["size"] = 2
+    r = await api.call("PUT", f"{GADGETS}/g", json=g)
+    assert r.status_code == 200, r.text
+    assert (r.json()["spec"]["size"], r.json()["status"]) == (2, {})
+    assert r.json()["metadata"]["generation"] == 2
+    # /status writes only status (and is validated)
+    g = r.json()
+    g["status"] = {"made": 7}
+    g["spec"]["size"] = 9
+    r = await api.call("PUT", f"{GADGETS}/g/status", json=g)
+    assert r.status_code == 200, r.text
+    assert (r.json()["spec"]["size"], r.json()["status"], r.json()["metadata"]["generation"]) == (2, {"made": 7}, 2)
+    r = await api.call("PATCH", f"{GADGETS}/g/status", json={"status": {"made": "many"}},
+                       headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 422
+
+
+async def test_without_status_subresource_status_is_written_with_the_object(api: Api) -> None:
+    assert (await api.call("POST", CRDS, json=definition(status=False))).status_code == 201
+    r = await api.call("POST", GADGETS, json={**gadget("g", size=1), "status": {"made": 5}})
+    assert r.status_code == 201
+    assert r.json()["status"] == {"made": 5}
+    assert (await api.call("GET", f"{GADGETS}/g/status")).status_code == 404
+
+
+async def test_a_definition_stored_elsewhere_is_served_and_its_deletion_stops_it(api: Api) -> None:
+    """Another replica's write reaches this one through the store watch."""
+    ctx = api.app.state.ctx  # type: ignore[attr-defined]
+    crd = definition(plural="widgets", kind="Widget")
+    crd["metadata"].update(uid="u", generation=1, creationTimestamp="2026-01-01T00:00:00Z")
+    await ctx.store.put("/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.toys.example.com",
+                        json.dumps(crd).encode())
+    widgets = "/apis/toys.example.com/v1/namespaces/default/widgets"
+    async with asyncio.timeout(5):  # wait on the condition with a deadline
+        for _ in iter(int, 1):
+            if (await api.call("GET", widgets)).status_code == 200:
+                break
+            await asyncio.sleep(0.02)
+    w = {**gadget("w", size=1), "kind": "Widget"}
+    assert (await api.call("POST", widgets, json=w)).status_code == 201
+    assert (await api.call("DELETE", f"{CRDS}/widgets.toys.example.com")).status_code == 200
+    r = await api.call("GET", widgets)
+    assert r.status_code == 404 and r.json()["kind"] == "Status"
+    res = (await api.call("GET", "/apis")).json()["groups"]
+    assert not any(g["name"] == "toys.example.com" for g in res)
+    # the resources went with it: a new definition of the kind starts empty
+    assert (await api.call("POST", CRDS, json=definition(plural="widgets", kind="Widget"))).status_code == 201
+    assert (await api.call("GET", widgets)).json()["items"] == []
+
+
+async def test_bad_definitions_are_refused(api: Api) -> None:
+    wrong_name = definition()
+    wrong_name["metadata"]["name"] = "gadgets.other.example.com"
+    r = await api.call("POST", CRDS, json=wrong_name)
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "metadata.name"
+    no_schema = definition()
+    del no_schema["spec"]["versions"][0]["schema"]
+    assert (await api.call("POST", CRDS, json=no_schema)).status_code == 422
+    built_in = definition(plural="deployments", kind="Deployment")
+    built_in["spec"]["group"] = "apps"
+    built_in["metadata"]["name"] = "deployments.apps"
+    assert (await api.call("POST", CRDS, json=built_in)).status_code == 422
+    assert (await api.call("GET", CRDS)).json()["items"] == []
+
+
+async def test_core_list_path_errors_are_kubernetes_status(api: Api) -> None:
+    r = await api.call("GET", "/api/v1/services?fieldSelector=spec.type%3DNodePort")
+    assert r.status_code == 400, r.text
+    assert r.json()["kind"] == "Status"
+    r = await api.client.get("/api/v1/services", headers={"Authorization": "Bearer nope"})
+    assert r.status_code == 401 and r.json()["kind"] == "Status"
