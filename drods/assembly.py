@@ -17,6 +17,7 @@ member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler``
 autoscaler                leader                   ``autoscaler``
+migration plans (F3)      leader                   ``migration``
 traffic steering (CATS)   leader                   ``steering``
 service directory (F8)    leader                   ``service-directory``
 store compactor           every replica            — (compaction is idempotent)
@@ -51,6 +52,8 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
+from drods.migration.controller import LEASE as MIGRATION_LEASE
+from drods.migration.controller import MigrationController
 from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import ENCRYPTED_AT_REST
 from drods.model.reschedule import RescheduleHook
@@ -84,13 +87,14 @@ class Component(enum.Enum):
     COMPACTOR = "compactor"
     AUTOSCALER = "autoscaler"
     STEERING = "steering"
+    MIGRATION = "migration"
 
 
 SERVE = frozenset(Component)
 APISERVER = frozenset({Component.API})
 SCHEDULER = frozenset({Component.SCHEDULER})
 CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
-                         Component.COMPACTOR, Component.AUTOSCALER, Component.STEERING})
+                         Component.COMPACTOR, Component.AUTOSCALER, Component.STEERING, Component.MIGRATION})
 # Monitoring is built where something feeds or reads it.
 _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
 
@@ -269,6 +273,11 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         manager.add_leader(AUTOSCALER_LEASE, lambda lead: Autoscaler(
             lead.registry, lead.store, **autoscaler_informers, settings=s.autoscaling, clock=s.clock,
             forecast=forecast))
+
+    if Component.MIGRATION in chosen:
+        migration_informers = MigrationController.informers(manager)
+        manager.add_leader(MIGRATION_LEASE, lambda lead: MigrationController(
+            lead.registry, **migration_informers, rescheduler=Rescheduler(lead.registry), clock=s.clock))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

@@ -17,6 +17,7 @@ from drods.model.karmada import (
     KarmadaPropagationSpec,
 )
 from drods.model.meta import API_VERSION, GROUP, VERSION
+from drods.model.migration import MigrationPlanSpec
 from drods.model.policy import (
     ClusterOverridePolicySpec,
     PropagationPolicySpec,
@@ -96,11 +97,14 @@ SERVICE_IMPORT = Kind(GROUP, VERSION, "ServiceImport", "serviceimports", True, S
                       categories=_OURS)
 
 DATASET = Kind(GROUP, VERSION, "Dataset", "datasets", True, DatasetSpec, ("dset",), categories=_OURS)
+# F3: a stateful workload's move between clusters, in phases (drods.model.migration)
+MIGRATION_PLAN = Kind(GROUP, VERSION, "MigrationPlan", "migrationplans", True, MigrationPlanSpec, ("mplan",),
+                      categories=_OURS)
 
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
     SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET, FEDERATED_HPA,
-    CRON_FEDERATED_HPA,
+    CRON_FEDERATED_HPA, MIGRATION_PLAN,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).
