@@ -274,7 +274,7 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
             if st.get("catchUpRun"):
                 _enter(st, CATCH_UP, f.now, "running the hook again for the changes made during the copy")
             else:
-                _enter(st, CATCH_UP, f.now, f"waiting {spec.catchUpWaitSeconds:g}s for the target to catch up")
+                _enter(st, CATCH_UP, f.now, f"waiting {_catch_up_wait(spec):g}s for the target to catch up")
         elif h.state == "failed":
             _roll_back(st, "HookFailed", f"the copy hook failed: {h.message}".rstrip(": "), f.now)
         else:
@@ -287,7 +287,7 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
                 return None
             done = h.state == "complete"
         else:
-            done = elapsed >= spec.catchUpWaitSeconds
+            done = elapsed >= _catch_up_wait(spec)
         if done:
             _done(st, phase, f.now, "caught up")
             _enter(st, SWITCH_TRAFFIC, f.now, f"withdrawing traffic from {src}")
@@ -375,8 +375,12 @@ def _requeue(spec: MigrationPlanSpec, st: Mapping[str, Any], now: float) -> floa
     if phase in FORWARD:
         due.append(started + spec.timeouts.of(phase) - now + 0.01)
     if phase == CATCH_UP and not st.get("catchUpRun"):
-        due.append(started + spec.catchUpWaitSeconds - now + 0.01)
+        due.append(started + _catch_up_wait(spec) - now + 0.01)
     switched = parse_rfc3339(st.get("switchedTime"))
     if phase == SWITCH_TRAFFIC and switched is not None:
         due.append(switched + spec.trafficDrainSeconds - now + 0.01)
     return max(0.05, min(due))
+
+
+def _catch_up_wait(spec: MigrationPlanSpec) -> float:
+    return spec.hook.catchUpWaitSeconds if spec.hook is not None else 0.0

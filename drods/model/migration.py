@@ -77,7 +77,8 @@ class MigrationHook(BaseModel):
 
     ``runOn`` says which member runs it (Target by default: the new copy pulls from the old one).
     ``catchUp``: ``Run`` runs the same hook a second time for the changes made during the copy
-    (``MIGRATION_RUN=catchup``), ``Wait`` waits ``catchUpWaitSeconds`` of the plan instead."""
+    (``MIGRATION_RUN=catchup``), ``Wait`` waits ``catchUpWaitSeconds`` instead (e.g. while the
+    replication the copy started catches up by itself)."""
 
     model_config = _STRICT
 
@@ -85,6 +86,7 @@ class MigrationHook(BaseModel):
     jobTemplate: dict[str, Any] | None = None  # batch/v1 JobTemplateSpec: {metadata?, spec}
     command: HookCommand | None = None
     catchUp: Literal["Run", "Wait"] = "Wait"
+    catchUpWaitSeconds: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _one_form(self) -> MigrationHook:
@@ -118,7 +120,6 @@ class MigrationPlanSpec(BaseModel):
     sourceCluster: str = Field(min_length=1)
     targetCluster: str = Field(min_length=1)
     hook: MigrationHook | None = None  # none: no data step (CopyData and a Run catch-up are skipped)
-    catchUpWaitSeconds: float = Field(default=0.0, ge=0)
     trafficDrainSeconds: float = Field(default=5.0, ge=0)  # after traffic moved, before the source goes
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
     trigger: Literal["Operator", "Drain", "Automatic"] = "Operator"

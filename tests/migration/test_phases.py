@@ -19,8 +19,9 @@ READY = {"a": True, "b": True, "c": True}
 def spec(**kw: Any) -> MigrationPlanSpec:
     body: dict[str, Any] = {"workloadRef": {"kind": "StatefulSet", "name": "db"}, "sourceCluster": "a",
                             "targetCluster": "b",
-                            "hook": {"command": {"image": "busybox", "command": ["sh", "-c", "copy"]}},
-                            "catchUpWaitSeconds": 10, "trafficDrainSeconds": 3,
+                            "hook": {"command": {"image": "busybox", "command": ["sh", "-c", "copy"]},
+                                     "catchUpWaitSeconds": 10},
+                            "trafficDrainSeconds": 3,
                             "timeouts": {"prepareTarget": 60, "copyData": 120}}
     body.update(kw)
     return MigrationPlanSpec.model_validate(body)
