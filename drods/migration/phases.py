@@ -196,6 +196,9 @@ def advance(spec: MigrationPlanSpec, status: Mapping[str, Any], facts: Facts) ->
             _finish(st, FAILED, "Deleted", "the plan was deleted before it started", now)
         else:
             _start(spec, st, facts)
+    elif phase in FORWARD + (ROLLING_BACK,) and facts.binding is None:
+        _finish(st, FAILED, "BindingGone", f"the Binding {st.get('binding')} was deleted (the workload is gone "
+                "or no policy propagates it any more): nothing left to move or restore", now)
     elif phase in FORWARD:
         reschedule = _forward(spec, st, facts)
     elif phase == ROLLING_BACK:

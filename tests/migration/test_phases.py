@@ -180,6 +180,14 @@ def test_lost_source_before_the_copy_ends_fails_and_asks_for_failover() -> None:
     assert conditions(step.status)["Failed"]["reason"] == "SourceUnavailable"
 
 
+def test_a_deleted_binding_ends_the_plan() -> None:
+    s = spec()
+    for phase in ("CopyData", "RollingBack"):
+        step = advance(s, {**started(s), "phase": phase}, facts(T0 + 1, binding=None))
+        assert step.status["phase"] == "Failed" and conditions(step.status)["Failed"]["reason"] == "BindingGone"
+        assert step.effects.cleanup and step.requeue is None
+
+
 def test_deleting_a_running_plan_rolls_it_back() -> None:
     s = spec()
     step = advance(s, started(s), facts(T0 + 1, deleting=True))

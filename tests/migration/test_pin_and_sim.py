@@ -1,6 +1,7 @@
-"""The two collaborators of a plan outside its controller: the scheduler's pin (a pinned Binding
-needs a decision exactly while its placement differs from the pin) and the sim's Job failure (a hook
-Job whose pod exits non-zero fails once past its backoffLimit, as Kubernetes reports it)."""
+"""A plan's collaborators outside its controller: the scheduler's pin (a pinned Binding needs a
+decision exactly while its placement differs from the pin), the sim's Job failure (a hook Job whose
+pod exits non-zero fails once past its backoffLimit, as Kubernetes reports it), the hook objects and
+the service directory leaving out a copy whose traffic was withdrawn."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import json
 from typing import Any
 
 from drods.migration.hooks import hook_binding, hook_job, hook_outcome
-from drods.model.annotations import PINNED_PLACEMENT
+from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.migration import MigrationPlanSpec, pin_annotation, pinned_placement
 from drods.model.timefmt import rfc3339_ms
 from drods.schedulerd.records import PINNED, RESCHEDULE, decode_binding, schedule_type
 from drods.sim import workloads as W
+from drods.steering.directory import directory_entries
 
 
 def rec(status: dict[str, Any], pin: dict[str, int] | None, **spec: Any) -> Any:
@@ -82,3 +84,26 @@ def test_hook_job_and_binding() -> None:
         {"type": "Failed", "status": "True", "message": "Job has reached the specified backoff limit"}]}]}}
     assert hook_outcome(failed, "b") == ("failed", "Job has reached the specified backoff limit")
     assert hook_outcome({"status": {"clusters": [{"cluster": "b", "complete": True}]}}, "b") == ("complete", "")
+
+
+def test_the_directory_leaves_out_a_copy_whose_traffic_was_withdrawn() -> None:
+    export = {"metadata": {"name": "db", "namespace": "shop"}}
+    svc = {"metadata": {"name": "db", "namespace": "shop"},
+           "spec": {"selector": {"app": "db"}, "ports": [{"port": 5432}]}}
+    sts = {"kind": "StatefulSet", "metadata": {"name": "db", "namespace": "shop"},
+           "spec": {"template": {"metadata": {"labels": {"app": "db"}}}}}
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    binding: dict[str, Any] = {
+        "metadata": {"name": "statefulset-shop-db"},
+        "spec": {"resource": {"kind": "StatefulSet", "namespace": "shop", "name": "db"}},
+        "status": {"placement": [{"cluster": "a", "replicas": 2}, {"cluster": "b", "replicas": 2}],
+                   "clusters": [{"cluster": "a", "readyReplicas": 2}, {"cluster": "b", "readyReplicas": 2}]}}
+
+    def clusters_of(b: dict[str, Any]) -> list[str]:
+        entries = directory_entries([export], {("shop", "db"): svc}, [b], {("StatefulSet", "shop", "db"): sts},
+                                    {"a": ready, "b": ready})
+        return [r["cluster"] for r in entries[0]["clusters"]]
+
+    assert clusters_of(binding) == ["a", "b"]
+    binding["metadata"]["annotations"] = {TRAFFIC_WITHDRAWN: "a"}
+    assert clusters_of(binding) == ["b"]
