@@ -314,7 +314,9 @@ class MigrationController:
         ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
         job = hook_job(plan, spec, run, src, dst)
         assert JOB is not None
-        for kind, obj, namespace in ((JOB, job, ns), (BINDING, hook_binding(job, cluster, ns, name), None)):
+        # the Binding first: the binding controller waits for its template, and the detector never sees a
+        # hook Job without one (it skips hook Jobs anyway)
+        for kind, obj, namespace in ((BINDING, hook_binding(job, cluster, ns, name), None), (JOB, job, ns)):
             try:
                 await self.registry.create(kind, obj, namespace)
                 log.info("migration %s/%s: created %s %s", ns, name, kind.kind, obj["metadata"]["name"])
@@ -325,7 +327,7 @@ class MigrationController:
     async def _delete_hook(self, ns: str, job: str) -> bool:
         assert JOB is not None
         again = False
-        for kind, name, namespace in ((BINDING, binding_name("Job", ns, job), None), (JOB, job, ns)):
+        for kind, name, namespace in ((JOB, job, ns), (BINDING, binding_name("Job", ns, job), None)):
             try:
                 await self.registry.delete(kind, name, namespace)
             except ApiError as e:

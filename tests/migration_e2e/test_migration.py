@@ -288,9 +288,19 @@ def test_failed_hook_rolls_back_with_the_source_serving(fleet: Fleet) -> None:
     assert fleet.http.get(f"{PLANS}/ledger-twice").status_code == 404
 
 
-def test_kubectl_lists_migration_plans(fleet: Fleet) -> None:
-    out = subprocess.run(["kubectl", "--kubeconfig", str(fleet.kubeconfig), "get", "migrationplans", "-n", NS],
-                         capture_output=True, text=True, timeout=30, check=False)
+def test_kubectl_lists_and_applies_migration_plans(fleet: Fleet, tmp_path: Path) -> None:
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kubectl", "--kubeconfig", str(fleet.kubeconfig), *args], capture_output=True,
+                              text=True, timeout=30, check=False)
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "migration" / "migrationplan.yaml"
+    applied = kubectl("apply", "--dry-run=server", "-f", str(example))
+    assert applied.returncode == 0 and "created (server dry run)" in applied.stdout, applied.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(example.read_text().replace("targetCluster: gcp-sin", "targetCluster: aws-dfw"))
+    refused = kubectl("apply", "-f", str(bad))
+    assert refused.returncode != 0 and "sourceCluster and targetCluster must differ" in refused.stderr
+    out = kubectl("get", "migrationplans", "-n", NS)
     assert out.returncode == 0, out.stderr
     header = out.stdout.splitlines()[0].split()
     assert header[:5] == ["NAME", "WORKLOAD", "FROM", "TO", "PHASE"], out.stdout
