@@ -277,7 +277,8 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     if Component.MIGRATION in chosen:
         migration_informers = MigrationController.informers(manager)
         manager.add_leader(MIGRATION_LEASE, lambda lead: MigrationController(
-            lead.registry, **migration_informers, rescheduler=Rescheduler(lead.registry), clock=s.clock))
+            lead.registry, **migration_informers, rescheduler=Rescheduler(lead.registry), store=lead.store,
+            profile=profile, clock=s.clock))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

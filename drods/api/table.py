@@ -205,6 +205,10 @@ def _import_clusters(obj: Obj) -> str | None:
     return ",".join(str(c) for c in _list(obj, "spec.clusters")) or None
 
 
+def _plan_target(obj: Obj) -> str | None:
+    return _get(obj, "spec.targetCluster") or _get(obj, "status.targetCluster")
+
+
 def _workload_ref(obj: Obj) -> str | None:
     ref = _get(obj, "spec.workloadRef") or {}
     return f"{ref.get('kind', 'StatefulSet')}/{ref['name']}" if isinstance(ref, dict) and ref.get("name") else None
@@ -229,7 +233,7 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
                      Column("Changes", "spec.changes", "integer"), AGE),
     "ServiceImport": (NAME, Column("Type", "spec.type"), Column("Clusters", _import_clusters), AGE),
     "MigrationPlan": (NAME, Column("Workload", _workload_ref), Column("From", "spec.sourceCluster"),
-                      Column("To", "spec.targetCluster"), Column("Phase", "status.phase", default="Pending"),
+                      Column("To", _plan_target), Column("Phase", "status.phase", default="Pending"),
                       Column("Trigger", "spec.trigger", priority=1, default="Operator"),
                       Column("Message", "status.message", priority=1), AGE),
 }

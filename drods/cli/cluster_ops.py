@@ -9,7 +9,8 @@
 * ``drain`` cordons, then asks the scheduler to re-place every binding with replicas there
   (``spec.rescheduleTriggeredAt``); propagation moves them gracefully (new copies ready first). A
   StatefulSet that declares a migration hook (annotation ``multicluster.io/migration-hook``) gets a
-  MigrationPlan instead (`drods.cli.migrate`), to the cluster the what-if dry run picks.
+  MigrationPlan instead (`drods.cli.migrate`); its controller sends it where the scheduler would
+  place it with the cluster cordoned.
   ``--wait`` returns when no binding has a copy there any more.
 """
 

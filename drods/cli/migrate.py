@@ -30,8 +30,8 @@ from drods.cli.remote import (
     dump,
     stdout,
 )
-from drods.model.annotations import MIGRATION_HOOK, PINNED_PLACEMENT
-from drods.model.migration import TERMINAL
+from drods.model.annotations import PINNED_PLACEMENT
+from drods.model.migration import TERMINAL, declared_hook, plan_object
 
 KINDS = {"statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
          "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment"}
@@ -56,19 +56,11 @@ def parse_ref(text: str) -> tuple[str, str, str]:
     return KINDS[parts[0].lower()], parts[1], parts[2]
 
 
-def declared_hook(workload: dict[str, Any]) -> dict[str, Any] | None:
-    """The hook a workload declares in its ``multicluster.io/migration-hook`` annotation."""
-    raw = ((workload.get("metadata") or {}).get("annotations") or {}).get(MIGRATION_HOOK)
-    if not raw:
-        return None
+def workload_hook(workload: dict[str, Any]) -> dict[str, Any] | None:
     try:
-        hook = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        raise CliError(f"annotation {MIGRATION_HOOK} is not YAML or JSON: {e}", "INVALID_HOOK") from e
-    if not isinstance(hook, dict):
-        raise CliError(f"annotation {MIGRATION_HOOK} must hold an object (a MigrationPlan's spec.hook)",
-                       "INVALID_HOOK")
-    return hook
+        return declared_hook(workload)
+    except ValueError as e:
+        raise CliError(str(e), "INVALID_HOOK") from e
 
 
 def binding_of(api: ApiClient, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -84,36 +76,15 @@ def placement(binding: dict[str, Any] | None) -> dict[str, int]:
             .get("placement") or [] if isinstance(t, dict) and int(t.get("replicas") or 0) > 0}
 
 
-def plan_body(kind: str, namespace: str, name: str, source: str, target: str, hook: dict[str, Any] | None,
-              trigger: str, reason: str) -> dict[str, Any]:
-    stamp = format(int(time.time() * 1000) % 36**6, "x")
-    spec: dict[str, Any] = {"workloadRef": {"apiVersion": "apps/v1", "kind": kind, "name": name},
-                            "sourceCluster": source, "targetCluster": target, "trigger": trigger, "reason": reason}
-    if hook is not None:
-        spec["hook"] = hook
-    return {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan",
-            "metadata": {"name": f"{name[:40]}-to-{target[:12]}-{stamp}".lower(), "namespace": namespace},
-            "spec": spec}
-
-
 def create_plan(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
     ns = body["metadata"]["namespace"]
     return dict(api.request("POST", plans_path(ns), json=body).json())
 
 
-def drain_target(api: ApiClient, workload: dict[str, Any], source: str) -> str | None:
-    """Where the scheduler would put the workload with ``source`` cordoned (the what-if dry run): the
-    cluster that would get the most replicas."""
-    answer = api.request("POST", "/api/v1/whatif", json={"workload": workload,
-                                                          "changes": [{"cluster": source, "cordon": True}]}).json()
-    where = [(int(t.get("replicas") or 0), str(t["cluster"])) for t in answer.get("placement") or []
-             if t.get("cluster") != source]
-    return max(where)[1] if where else None
-
-
 def drain_plans(api: ApiClient, cluster: str, bindings: list[str]) -> tuple[list[str], list[str]]:
-    """For ``drods cluster drain``: a MigrationPlan for each StatefulSet on ``cluster`` that declares a
-    hook; returns (plans created, bindings left to a plain reschedule)."""
+    """For ``drods cluster drain``: a MigrationPlan (without a target: the controller picks where the
+    scheduler would place it) for each StatefulSet on ``cluster`` that declares a hook; returns (plans
+    created, bindings left to a plain reschedule)."""
     plans, rest = [], []
     for name in bindings:
         b = api.get_json(f"{BINDINGS}/{name}")
@@ -125,13 +96,13 @@ def drain_plans(api: ApiClient, cluster: str, bindings: list[str]) -> tuple[list
             continue  # a plan is moving it already
         ns = str(r.get("namespace") or "default")
         workload = api.get_json(workload_path("StatefulSet", ns, str(r["name"])))
-        hook = declared_hook(workload)
-        target = drain_target(api, workload, cluster) if hook is not None else None
-        if hook is None or target is None:
+        hook = workload_hook(workload)
+        if hook is None:
             rest.append(name)
             continue
-        plan = create_plan(api, plan_body("StatefulSet", ns, str(r["name"]), cluster, target, hook, "Drain",
-                                          f"drain {cluster}"))
+        # no target: the controller sends it where the scheduler would place it with the cluster cordoned
+        plan = create_plan(api, plan_object("StatefulSet", ns, str(r["name"]), cluster, None, hook, "Drain",
+                                            f"drain {cluster}"))
         plans.append(f"{ns}/{plan['metadata']['name']}")
     return plans, rest
 
@@ -170,8 +141,8 @@ def migrate(
         except (OSError, yaml.YAMLError) as e:
             raise CliError(f"reading {hook_file}: {e}", "INVALID_HOOK") from e
     else:
-        hook = declared_hook(workload)
-    plan = create_plan(api, plan_body(kind, ns, name, source, to, hook, "Operator", reason))
+        hook = workload_hook(workload)
+    plan = create_plan(api, plan_object(kind, ns, name, source, to, hook, "Operator", reason))
     pname = plan["metadata"]["name"]
     if not wait:
         if output != "table":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -31,6 +32,7 @@ from drods.machinery.manager import Manager
 from drods.migration import phases
 from drods.migration.admission import workload_of
 from drods.migration.hooks import hook_binding, hook_job, hook_outcome, job_name
+from drods.migration.target import choose_target
 from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
@@ -48,6 +50,8 @@ from drods.model.migration import (
 from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.registry.patch import MERGE_PATCH
+from drods.scheduler.profile import Profile
+from drods.store import Store
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -60,9 +64,11 @@ assert JOB is not None
 
 class MigrationController:
     def __init__(self, registry: ObjectRegistry, *, plans: Informer, bindings: Informer, clusters: Informer,
-                 rescheduler: Rescheduler | None = None, clock: Callable[[], float] = time.time,
-                 workers: int = 2) -> None:
+                 rescheduler: Rescheduler | None = None, store: Store | None = None, profile: Profile | None = None,
+                 clock: Callable[[], float] = time.time, workers: int = 2) -> None:
         self.registry = registry
+        self.store = store  # with the profile: where a plan without a target goes (`drods.migration.target`)
+        self.profile = profile or Profile.default()
         self.plans = plans
         self.bindings = bindings
         self.clusters = clusters
@@ -177,7 +183,7 @@ class MigrationController:
         hooks: dict[str, phases.HookState] = {}
         if spec.hook is not None:
             src = str(status.get("sourceCluster") or spec.sourceCluster)
-            dst = str(status.get("targetCluster") or spec.targetCluster)
+            dst = str(status.get("targetCluster") or spec.targetCluster or "")
             where = phases.hook_cluster(spec, src, dst)
             for run in (phases.COPY, phases.CATCHUP):
                 hb = self._binding(binding_name("Job", ns, job_name(name, str(meta.get("uid") or ""), run)))
@@ -213,7 +219,12 @@ class MigrationController:
         if phase not in TERMINAL and not meta.get("deletionTimestamp") and FINALIZER not in finalizers:
             return await self._set_finalizers(plan, [*finalizers, FINALIZER])  # the watch brings it back
         binding = self._find_binding(plan, spec)
-        step = phases.advance(spec, status, self._facts(plan, spec, binding))
+        facts = self._facts(plan, spec, binding)
+        if phase == PENDING and not spec.targetCluster and binding is not None and not facts.deleting:
+            chosen, note = (None, "no store to ask the scheduler's view") if self.store is None else \
+                await choose_target(self.store, self.profile, binding, spec.sourceCluster)
+            facts = replace(facts, chosen_target=chosen, target_note=note)
+        step = phases.advance(spec, status, facts)
         if step.status != status:
             if step.status.get("phase") != status.get("phase"):
                 log.info("migration %s/%s: %s → %s (%s)", ns, name, phase, step.status.get("phase"),

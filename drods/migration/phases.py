@@ -91,6 +91,8 @@ class Facts:
     hooks: Mapping[str, HookState] = field(default_factory=dict)  # run → state
     older_plan: str | None = None  # an earlier running plan for the same workload
     deleting: bool = False  # the plan is being deleted
+    chosen_target: str | None = None  # a plan without targetCluster: where the scheduler would put it
+    target_note: str = ""  # why (or why none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +211,7 @@ def advance(spec: MigrationPlanSpec, status: Mapping[str, Any], facts: Facts) ->
 
 
 def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
-    src, dst = spec.sourceCluster, spec.targetCluster
+    src, dst = spec.sourceCluster, spec.targetCluster or f.chosen_target
     ref = f"{spec.workloadRef.kind} {spec.workloadRef.name}"
     if f.older_plan:
         _finish(st, FAILED, "AnotherPlanRunning", f"{ref} is already being moved by MigrationPlan {f.older_plan}",
@@ -218,6 +220,10 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
         _finish(st, FAILED, "NoBinding", f"{ref} has no Binding: it is not propagated by any policy", f.now)
     elif f.pinned_by_other:
         _finish(st, FAILED, "AlreadyPinned", f"the Binding {f.binding} is pinned by {f.pinned_by_other}", f.now)
+    elif dst is None:
+        _finish(st, FAILED, "NoTarget", f"no target cluster: {f.target_note or 'none given, none found'}", f.now)
+    elif dst == src:
+        _finish(st, FAILED, "NoTarget", f"the target would be the source {src}", f.now)
     elif dst not in f.clusters:
         _finish(st, FAILED, "UnknownTarget", f"target cluster {dst} does not exist", f.now)
     elif f.clusters.get(dst) is not True:
@@ -233,6 +239,8 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
         st.update(binding=f.binding, sourceCluster=src, targetCluster=dst, sourceReplicas=n,
                   originalPlacement=_as_list(f.placement), startTime=rfc3339_ms(f.now),
                   catchUpRun=bool(spec.hook is not None and spec.hook.catchUp == "Run"))
+        if not spec.targetCluster:
+            st["targetChoice"] = f.target_note
         _enter(st, PREPARE_TARGET, f.now, f"starting {n} replica(s) on {dst} beside {src}")
 
 

@@ -17,12 +17,14 @@ pinned placement verbatim instead of deciding one, so nothing else moves the wor
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
+from drods.model.annotations import MIGRATION_HOOK, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -118,7 +120,7 @@ class MigrationPlanSpec(BaseModel):
 
     workloadRef: WorkloadRef
     sourceCluster: str = Field(min_length=1)
-    targetCluster: str = Field(min_length=1)
+    targetCluster: str | None = Field(default=None, min_length=1)  # none: where the scheduler would put it
     hook: MigrationHook | None = None  # none: no data step (CopyData and a Run catch-up are skipped)
     trafficDrainSeconds: float = Field(default=5.0, ge=0)  # after traffic moved, before the source goes
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
@@ -170,3 +172,33 @@ def traffic_withdrawn(obj: Mapping[str, Any] | None) -> frozenset[str]:
 
 def plan_ref(namespace: str, name: str) -> str:
     return f"MigrationPlan {namespace}/{name}"
+
+
+def declared_hook(workload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The hook a workload declares in its ``multicluster.io/migration-hook`` annotation (YAML or JSON of
+    a plan's ``spec.hook``); None without one. ValueError when it is there but unreadable."""
+    raw = ((workload.get("metadata") or {}).get("annotations") or {}).get(MIGRATION_HOOK)
+    if not raw:
+        return None
+    try:
+        hook = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise ValueError(f"annotation {MIGRATION_HOOK} is not YAML or JSON: {e}") from e
+    if not isinstance(hook, dict):
+        raise ValueError(f"annotation {MIGRATION_HOOK} must hold an object (a MigrationPlan's spec.hook)")
+    return hook
+
+
+def plan_object(kind: str, namespace: str, name: str, source: str, target: str | None, hook: Mapping[str, Any] | None,
+                trigger: str, reason: str, now: float | None = None) -> dict[str, Any]:
+    """A new MigrationPlan for a workload, named ``<workload>-from|to-<cluster>-<stamp>``."""
+    stamp = format(int((time.time() if now is None else now) * 1000) % 36**6, "x")
+    spec: dict[str, Any] = {"workloadRef": {"apiVersion": "apps/v1", "kind": kind, "name": name},
+                            "sourceCluster": source, "trigger": trigger, "reason": reason[:1024]}
+    if target:
+        spec["targetCluster"] = target
+    if hook is not None:
+        spec["hook"] = dict(hook)
+    where = f"to-{target[:12]}" if target else f"from-{source[:12]}"
+    return {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan",
+            "metadata": {"name": f"{name[:40]}-{where}-{stamp}".lower(), "namespace": namespace}, "spec": spec}

@@ -201,3 +201,15 @@ def test_spec_validation() -> None:
         spec(hook={"runOn": "Target"})
     with pytest.raises(ValueError, match="needs a spec"):
         spec(hook={"jobTemplate": {"metadata": {}}})
+
+
+def test_a_plan_without_a_target_takes_the_chosen_one() -> None:
+    body = spec().model_dump(exclude_none=True)
+    body.pop("targetCluster")
+    s = MigrationPlanSpec.model_validate(body)
+    step = advance(s, {}, facts(T0, chosen_target="c", target_note="c is where the scheduler would place it"))
+    assert step.status["phase"] == "PrepareTarget" and step.status["targetCluster"] == "c"
+    assert step.status["targetChoice"].startswith("c is where") and step.effects.pin == {"a": 3, "c": 4}
+    none = advance(s, {}, facts(T0, target_note="no cluster but a can take it"))
+    assert none.status["phase"] == "Failed" and conditions(none.status)["Failed"]["reason"] == "NoTarget"
+    assert "no cluster but a" in none.status["message"]
