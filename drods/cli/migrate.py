@@ -110,7 +110,8 @@ def drain_plans(api: ApiClient, cluster: str, bindings: list[str]) -> tuple[list
 @handles_errors
 def migrate(
     ref: Annotated[str, typer.Argument(help="KIND/NAMESPACE/NAME, e.g. statefulset/shop/db.")],
-    to: Annotated[str, typer.Option("--to", help="Target cluster.")],
+    to: Annotated[str | None, typer.Option("--to", help="Target cluster (default: where the scheduler would "
+                                                         "place it with the source cordoned).")] = None,
     source: Annotated[str | None, typer.Option("--from", help="Source cluster (default: where it runs).")] = None,
     hook_file: Annotated[Path | None, typer.Option("--hook-file", help="YAML/JSON of spec.hook (default: the "
                                                    "workload's multicluster.io/migration-hook annotation).")] = None,
@@ -148,7 +149,8 @@ def migrate(
         if output != "table":
             dump(plan, output)
         else:
-            stdout().print(f"migrationplan/{pname} created ({kind} {ns}/{name}: {source} → {to})", markup=False)
+            stdout().print(f"migrationplan/{pname} created ({kind} {ns}/{name}: {source} → {to or '(chosen)'})",
+                           markup=False)
         return
     deadline = time.monotonic() + timeout
     while True:
