@@ -38,6 +38,7 @@ from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
 from drods.model.migration import (
     FAILED,
+    MIGRATION_FINALIZER,
     PENDING,
     TERMINAL,
     MigrationPlanSpec,
@@ -57,7 +58,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 LEASE = "migration"
-FINALIZER = "multicluster.io/migration"
 JOB = by_kind("batch/v1", "Job")
 assert JOB is not None
 
@@ -216,8 +216,8 @@ class MigrationController:
             return None
         phase = str(status.get("phase") or PENDING)
         finalizers = list(meta.get("finalizers") or [])
-        if phase not in TERMINAL and not meta.get("deletionTimestamp") and FINALIZER not in finalizers:
-            return await self._set_finalizers(plan, [*finalizers, FINALIZER])  # the watch brings it back
+        if phase not in TERMINAL and not meta.get("deletionTimestamp") and MIGRATION_FINALIZER not in finalizers:
+            return await self._set_finalizers(plan, [*finalizers, MIGRATION_FINALIZER])  # the watch brings it back
         binding = self._find_binding(plan, spec)
         facts = self._facts(plan, spec, binding)
         if phase == PENDING and not spec.targetCluster and binding is not None and not facts.deleting:
@@ -244,8 +244,8 @@ class MigrationController:
             except ApiError as e:
                 log.warning("rescheduling %s after migration %s/%s: %s", step.status["binding"], ns, name, e.message)
         if str(step.status.get("phase")) in TERMINAL and not again and meta.get("deletionTimestamp") \
-                and FINALIZER in finalizers:
-            await self._set_finalizers(plan, [f for f in finalizers if f != FINALIZER])
+                and MIGRATION_FINALIZER in finalizers:
+            await self._set_finalizers(plan, [f for f in finalizers if f != MIGRATION_FINALIZER])
             return None
         if again:
             return 0.5

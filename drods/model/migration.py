@@ -49,6 +49,8 @@ CONDITION_OF: dict[str, str] = {PREPARE_TARGET: "TargetPrepared", COPY_DATA: "Da
 ROLLED_BACK_CONDITION = "RolledBack"
 FAILED_CONDITION = "Failed"
 
+# While a plan runs: deleting it rolls the move back (or lets a retiring one finish) before it goes.
+MIGRATION_FINALIZER = "multicluster.io/migration"
 MANAGED_BY_MIGRATION = "migration-controller"  # the managed-by label of hook Jobs and their Bindings
 # Environment of the hook's containers.
 HOOK_ENV = ("MIGRATION_PLAN", "MIGRATION_RUN", "MIGRATION_SOURCE_CLUSTER", "MIGRATION_TARGET_CLUSTER",

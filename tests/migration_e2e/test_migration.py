@@ -32,7 +32,7 @@ import pytest
 import yaml
 from kubernetes import config as k8s_config
 
-from drods.model.annotations import MIGRATION_HOOK, PINNED_PLACEMENT
+from drods.model.annotations import MIGRATION_HOOK, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.registry.secrets import load_or_create_key
 from drods.security.envelope import KEYRING_FILE, Keyring
 from drods.sim.harness import SimProcess
@@ -287,6 +287,21 @@ def test_failed_hook_rolls_back_with_the_source_serving(fleet: Fleet) -> None:
     assert second.status_code == 409, second.text
     assert "already being moved by MigrationPlan 'ledger-again'" in second.json()["message"]
     assert fleet.http.get(f"{PLANS}/ledger-twice").status_code == 404
+    # deleting a running plan (here waiting in SwitchTraffic, traffic already off the source) rolls it back
+    # first; the finalizer keeps it until the source serves alone again
+    fleet.http.patch(f"{PLANS}/ledger-again", json={"spec": {"trafficDrainSeconds": 120}},
+                     headers={"content-type": "application/merge-patch+json"})
+    wait_for(lambda: (fleet.plan("ledger-again").get("status") or {}).get("phase") == "SwitchTraffic", 60,
+             "ledger-again switching traffic")
+    b = fleet.binding(f"statefulset-{NS}-ledger")
+    assert b["metadata"]["annotations"].get(TRAFFIC_WITHDRAWN) == source
+    assert fleet.http.delete(f"{PLANS}/ledger-again").status_code in (200, 202)
+    wait_for(lambda: fleet.http.get(f"{PLANS}/ledger-again").status_code == 404, 60, "the deleted plan gone")
+    b = fleet.binding(f"statefulset-{NS}-ledger")
+    annotations = b["metadata"].get("annotations") or {}
+    assert PINNED_PLACEMENT not in annotations and TRAFFIC_WITHDRAWN not in annotations
+    assert [(t["cluster"], t["replicas"]) for t in b["status"]["placement"]] == [(source, 2)]
+    assert fleet.ready_in_members("ledger") == {source: 2}
 
 
 def test_kubectl_lists_and_applies_migration_plans(fleet: Fleet, tmp_path: Path) -> None:
