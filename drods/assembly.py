@@ -17,6 +17,7 @@ member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler``
 autoscaler                leader                   ``autoscaler``
+migration plans (F3)      leader                   ``migration``
 traffic steering (CATS)   leader                   ``steering``
 service directory (F8)    leader                   ``service-directory``
 store compactor           every replica            — (compaction is idempotent)
@@ -53,6 +54,8 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
+from drods.migration.controller import LEASE as MIGRATION_LEASE
+from drods.migration.controller import MigrationController
 from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, ENCRYPTED_AT_REST, RESOURCE_INTERPRETER_CUSTOMIZATION
@@ -89,13 +92,15 @@ class Component(enum.Enum):
     AUTOSCALER = "autoscaler"
     STEERING = "steering"
     CACHE_PLANNER = "cache-planner"
+    MIGRATION = "migration"
 
 
 SERVE = frozenset(Component)
 APISERVER = frozenset({Component.API})
 SCHEDULER = frozenset({Component.SCHEDULER})
 CONTROLLERS = frozenset({Component.DETECTOR, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER,
-                         Component.COMPACTOR, Component.AUTOSCALER, Component.STEERING, Component.CACHE_PLANNER})
+                         Component.COMPACTOR, Component.AUTOSCALER, Component.STEERING, Component.CACHE_PLANNER,
+                         Component.MIGRATION})
 # Monitoring is built where something feeds or reads it.
 _NEEDS_MONITOR = frozenset({Component.API, Component.MEMBERS, Component.COLLECTORS, Component.DESCHEDULER})
 
@@ -280,6 +285,12 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         manager.add_leader(AUTOSCALER_LEASE, lambda lead: Autoscaler(
             lead.registry, lead.store, **autoscaler_informers, settings=s.autoscaling, clock=s.clock,
             forecast=forecast))
+
+    if Component.MIGRATION in chosen:
+        migration_informers = MigrationController.informers(manager)
+        manager.add_leader(MIGRATION_LEASE, lambda lead: MigrationController(
+            lead.registry, **migration_informers, rescheduler=Rescheduler(lead.registry), store=lead.store,
+            profile=profile, clock=s.clock))
 
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

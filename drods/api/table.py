@@ -216,6 +216,16 @@ def _routes(obj: Obj) -> str | None:
 def _import_clusters(obj: Obj) -> str | None:
     return ",".join(str(c) for c in _list(obj, "spec.clusters")) or None
 
+
+def _plan_target(obj: Obj) -> str | None:
+    return _get(obj, "spec.targetCluster") or _get(obj, "status.targetCluster")
+
+
+def _workload_ref(obj: Obj) -> str | None:
+    ref = _get(obj, "spec.workloadRef") or {}
+    return f"{ref.get('kind', 'StatefulSet')}/{ref['name']}" if isinstance(ref, dict) and ref.get("name") else None
+
+
 _COLUMNS: dict[str, tuple[Column, ...]] = {
     "Cluster": (NAME, Column("Mode", "spec.syncMode", default="Push"), Column("Region", "spec.region"),
                 Column("Provider", "spec.provider"), Column("City", "spec.city"), Column("Ready", _ready_condition),
@@ -234,6 +244,10 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
     "ServiceRoute": (NAME, Column("Strategy", "spec.strategy"), Column("Routes", _routes),
                      Column("Changes", "spec.changes", "integer"), AGE),
     "ServiceImport": (NAME, Column("Type", "spec.type"), Column("Clusters", _import_clusters), AGE),
+    "MigrationPlan": (NAME, Column("Workload", _workload_ref), Column("From", "spec.sourceCluster"),
+                      Column("To", _plan_target), Column("Phase", "status.phase", default="Pending"),
+                      Column("Trigger", "spec.trigger", priority=1, default="Operator"),
+                      Column("Message", "status.message", priority=1), AGE),
 }
 
 

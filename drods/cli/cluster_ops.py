@@ -7,7 +7,10 @@
   certificate files inlined — in ``spec.credentials`` (encrypted at rest by the server, SEC2).
 * ``cordon`` / ``uncordon`` set ``spec.unschedulable``: no new placements, nothing moves.
 * ``drain`` cordons, then asks the scheduler to re-place every binding with replicas there
-  (``spec.rescheduleTriggeredAt``); propagation moves them gracefully (new copies ready first).
+  (``spec.rescheduleTriggeredAt``); propagation moves them gracefully (new copies ready first). A
+  StatefulSet that declares a migration hook (annotation ``multicluster.io/migration-hook``) gets a
+  MigrationPlan instead (`drods.cli.migrate`); its controller sends it where the scheduler would
+  place it with the cluster cordoned.
   ``--wait`` returns when no binding has a copy there any more.
 """
 
@@ -24,6 +27,7 @@ import typer
 import yaml
 
 from drods.cli.client import _labels, cluster_app, handles_errors
+from drods.cli.migrate import drain_plans
 from drods.cli.remote import (
     ApiClient,
     CaFileOpt,
@@ -208,12 +212,15 @@ def cluster_drain(
     api = connect(server, token, ca_file, insecure)
     _set_unschedulable(api, name, True)
     placed, _ = bindings_on(api, name)
+    plans, placed = drain_plans(api, name, placed)  # F3: StatefulSets with a migration hook move with their data
     for b in placed:
         patch = {"metadata": {"annotations": {RESCHEDULE_REASON: f"drain {name}"}},
                  "spec": {"rescheduleTriggeredAt": _now_ms()}}
         api.request("PATCH", f"{BINDINGS}/{b}", json=patch, headers=MERGE)
     stdout().print(f"cluster/{name} cordoned; {len(placed)} binding(s) rescheduled"
                    + (f": {', '.join(placed)}" if placed else ""), markup=False)
+    if plans:
+        stdout().print(f"{len(plans)} migration plan(s) started: {', '.join(plans)}", markup=False)
     if not wait:
         return
     deadline = time.monotonic() + timeout

@@ -77,7 +77,8 @@ def controllers(
                                      "are recorded there and forecasts read from it.")] = None,
 ) -> None:
     """Run the controller manager: resource detector, member controllers (propagation, status,
-    health, failover, cleanup), monitoring collectors, descheduler, store compactor."""
+    health, failover, cleanup), monitoring collectors, descheduler, autoscaler, traffic steering,
+    migration plans, store compactor."""
     from drods.assembly import CONTROLLERS
 
     settings = component_settings(config_file, data_dir, identity=identity, lease_ttl=lease_ttl,

@@ -53,7 +53,9 @@ def sim(
     amplitude: Annotated[float, typer.Option("--usage-amplitude", help="Sinusoid amplitude (fraction).")] = 0.0,
     period: Annotated[float, typer.Option("--usage-period", help="Sinusoid period in seconds.")] = 600.0,
     startup: Annotated[float, typer.Option("--startup-seconds", help="Bound pod → Ready after this long.")] = 0.0,
-    job_seconds: Annotated[float, typer.Option("--job-seconds", help="A Job pod runs this long.")] = 5.0,
+    job_seconds: Annotated[float, typer.Option(
+        "--job-seconds", help="A Job pod runs this long (per pod: annotation sim.drods.io/run-seconds; "
+        "sim.drods.io/exit-code non-zero fails the pod, and its Job past backoffLimit).")] = 5.0,
     kubeconfig_out: Annotated[Path | None, typer.Option("--kubeconfig-out", help="Write the kubeconfig here.")]
     = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Store, keys, certs (default STATE_DIR/NAME).")]

@@ -80,6 +80,7 @@ from drods.model.kinds import (
     TEMPLATE_KINDS,
     Kind,
 )
+from drods.model.migration import MANAGED_BY_MIGRATION
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.registry.catalog import KindCatalog
 from drods.registry.objects import ObjectRegistry, decode_stored
@@ -424,7 +425,9 @@ class ResourceDetector:
             log.warning("binding %s exists and is not managed by the resource detector; leaving it", bname)
             return None
         match = None
-        if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp") \
+                and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY_MIGRATION:
+            # (a migration hook's Job has its own Binding, pinned to one member: no policy places it)
             match = best_policy(self._all_policies(), kind, obj)
         if match is None or obj is None:
             if obj is None:

@@ -10,7 +10,8 @@ The descheduler (automatic operations, `drods.controllers.descheduler`) sends a 
 * ``evacuate`` — a cluster stayed above its water-level limit: re-place the bindings with the most
   replicas there until ``fraction`` of its replicas are covered; the scheduler skips clusters above
   their limit, so those replicas land elsewhere. Each binding remembers the cluster in
-  ``multicluster.io/evacuated-from``.
+  ``multicluster.io/evacuated-from``. A StatefulSet that declares a migration hook gets a
+  MigrationPlan instead (F3, `drods.migration`), so its data moves with it.
 * ``preallocate`` — the forecast says the cluster will cross its threshold within the horizon: put a
   hold on the Cluster (``multicluster.io/preallocation``: the forecast water level until the horizon
   ends) so the scheduler already sees the peak, then re-place ``fraction`` of its replicas as for an
@@ -30,17 +31,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from drods.errors import ApiError
 from drods.model.annotations import (
     EVACUATED_FROM,
+    PINNED_PLACEMENT,
     PLACEMENT_OFFERS,
     PREALLOCATION,
     RESCHEDULE_REASON,
     evacuated_from,
     placement_offers,
 )
-from drods.model.kinds import BINDING, CLUSTER
+from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
+from drods.model.migration import declared_hook, plan_object
 from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
 from drods.model.timefmt import rfc3339_ms
@@ -120,15 +124,42 @@ class Rescheduler:
             return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
         chosen = choose_evacuation([(n, name) for n, name, _ in on_cluster], req.fraction)
         before_of = {name: before for _, name, before in on_cluster}
+        by_name = {obj["metadata"]["name"]: obj for obj in items}
         moved = 0
         names: list[str] = []
         for n, name in chosen:
-            await trigger(self.registry, name, f"{req.action} {req.cluster}: {req.reason}", self.clock,
-                          {EVACUATED_FROM: _joined([*before_of[name], req.cluster])})
+            why = f"{req.action} {req.cluster}: {req.reason}"
+            if not await self._migrate(by_name[name], req.cluster, why):
+                await trigger(self.registry, name, why, self.clock,
+                              {EVACUATED_FROM: _joined([*before_of[name], req.cluster])})
             moved += n
             names.append(name)
         return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
                                              f"on {req.cluster}: {', '.join(names[:10])}", tuple(names))
+
+    async def _migrate(self, binding: Mapping[str, Any], source: str, why: str) -> bool:
+        """F3: a StatefulSet that declares a migration hook moves with its data — a MigrationPlan (its
+        target: where the scheduler would put it) instead of a plain re-placement. True when one runs."""
+        if PINNED_PLACEMENT in ((binding.get("metadata") or {}).get("annotations") or {}):
+            return True  # a plan is moving it already
+        ref = (binding.get("spec") or {}).get("resource") or {}
+        kind = by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
+        if kind is None or kind.kind != "StatefulSet" or not ref.get("name"):
+            return False
+        ns = str(ref.get("namespace") or "default")
+        try:
+            workload = await self.registry.get(kind, str(ref["name"]), ns)
+            hook = declared_hook(workload)
+        except (ApiError, ValueError):
+            return False
+        if hook is None:
+            return False
+        plan = plan_object("StatefulSet", ns, str(ref["name"]), source, None, hook, "Automatic", why, self.clock())
+        try:
+            await self.registry.create(MIGRATION_PLAN, plan)
+        except ApiError as e:
+            return e.status == 409 and e.code == "MIGRATION_IN_PROGRESS"
+        return True
 
     async def preallocate(self, req: RescheduleRequest) -> RescheduleResult:
         forecast = req.details.get("forecast")

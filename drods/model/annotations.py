@@ -50,6 +50,18 @@ PREALLOCATION = "multicluster.io/preallocation"
 # the scheduler adds them to the names the binding may use (`drods.model.binding.with_offers`).
 PLACEMENT_OFFERS = "multicluster.io/placement-offers"
 
+# ---- stateful migration (F3, `drods.model.migration`)
+# Binding: the placement the scheduler must write while a MigrationPlan runs, JSON
+# ``{"by": "MigrationPlan <ns>/<name>", "placement": {"<cluster>": replicas, …}}``.
+PINNED_PLACEMENT = "multicluster.io/pinned-placement"
+# Binding: clusters whose copies no longer receive traffic (comma-separated): steering routes and the
+# service directory leave them out while the copies still run (a plan's switch-traffic phase).
+TRAFFIC_WITHDRAWN = "multicluster.io/traffic-withdrawn"
+# Workload template (a StatefulSet): the hook a drain migrates it with (JSON or YAML of a MigrationHook).
+MIGRATION_HOOK = "multicluster.io/migration-hook"
+# Hook Jobs and their Bindings: the plan (``<namespace>.<name>``) they belong to.
+PLAN_LABEL = "multicluster.io/migration-plan"
+
 
 def evacuated_from(obj: Mapping[str, Any]) -> list[str]:
     """The clusters a Binding object was moved away from by automatic operations."""

@@ -19,6 +19,7 @@ from drods.model.karmada import (
     KarmadaPropagationSpec,
 )
 from drods.model.meta import API_VERSION, GROUP, VERSION
+from drods.model.migration import MigrationPlanSpec
 from drods.model.policy import (
     ClusterOverridePolicySpec,
     PropagationPolicySpec,
@@ -127,10 +128,14 @@ RESOURCE_INTERPRETER_CUSTOMIZATION = Kind(GROUP, VERSION, "ResourceInterpreterCu
 CUSTOM_RESOURCE_DEFINITION = Kind(CRD_GROUP, CRD_VERSION, "CustomResourceDefinition", "customresourcedefinitions",
                                   False, CustomResourceDefinitionSpec, ("crd", "crds"))
 
+# F3: a stateful workload's move between clusters, in phases (drods.model.migration)
+MIGRATION_PLAN = Kind(GROUP, VERSION, "MigrationPlan", "migrationplans", True, MigrationPlanSpec, ("mplan",),
+                      categories=_OURS)
+
 MULTICLUSTER_KINDS: tuple[Kind, ...] = (
     CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, CLUSTER_OVERRIDE_POLICY, BINDING, WORK,
     SERVICE_REGISTRATION, SERVICE_ROUTE, SERVICE_EXPORT, SERVICE_IMPORT, DATASET, CACHE_PLAN, FEDERATED_HPA,
-    CRON_FEDERATED_HPA, RESOURCE_INTERPRETER_CUSTOMIZATION,
+    CRON_FEDERATED_HPA, RESOURCE_INTERPRETER_CUSTOMIZATION, MIGRATION_PLAN,
 )
 
 # Workload templates users submit on the Kubernetes paths; kept as given (F7).

@@ -13,7 +13,10 @@ Status ownership (the contract with the member controllers; `drods.model.binding
 
 Every write is a read-modify-write of the whole status under CAS, keeping the fields of others.
 
-A binding needs a decision when it was never scheduled, when ``metadata.generation`` moved past
+A binding pinned by a MigrationPlan (annotation ``multicluster.io/pinned-placement``) gets the pinned
+placement verbatim, whatever triggers the decision, and needs one whenever its placement differs from
+the pin; its status keeps the last pin after the plan releases it. Otherwise a binding needs a
+decision when it was never scheduled, when ``metadata.generation`` moved past
 ``status.scheduledGeneration`` (spec changed: scale, placement edit …), or when
 ``spec.rescheduleTriggeredAt`` is later than ``status.scheduledTime`` (S11: re-place from scratch).
 """
@@ -26,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from drods.model.annotations import WORKLOAD_CLASS_LABEL
+from drods.model.annotations import PINNED_PLACEMENT, WORKLOAD_CLASS_LABEL
 from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status
+from drods.model.migration import parse_pin
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 
 MAX_STATUS_REASONS = 100
@@ -38,6 +42,7 @@ RECONCILE = "ReconcileSchedule"
 SCALE = "ScaleSchedule"
 RESCHEDULE = "RescheduleTriggered"
 FOLLOW = "FollowUpMoved"  # F3: the workload it follows was placed elsewhere
+PINNED = "Pinned"  # F3: a MigrationPlan pinned a placement the status does not show yet
 
 Placement = tuple[tuple[str, int], ...]
 
@@ -72,6 +77,7 @@ class BindingRecord:
     workload_class: str | None = None  # H2: label multicluster.io/workload-class
     workload: str = ""  # H1: "namespace/name" of spec.resource, else "default/<binding name>"
     follow: str | None = None  # F3: "namespace/name" of spec.followUp
+    pin: Placement | None = None  # F3: the placement a running MigrationPlan pinned (sorted by cluster)
 
     @property
     def placed(self) -> int:
@@ -122,7 +128,16 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         workload_class=labels.get(WORKLOAD_CLASS_LABEL) or None,
         workload=workload_of(name, spec.get("resource")),
         follow=_follow_of(spec.get("followUp")),
+        pin=_pin_of(meta),
     )
+
+
+def _pin_of(meta: Mapping[str, Any]) -> Placement | None:
+    raw = (meta.get("annotations") or {}).get(PINNED_PLACEMENT)
+    if raw is None:
+        return None
+    pin = parse_pin(raw)
+    return tuple(sorted((sys.intern(c), n) for c, n in pin.items())) if pin is not None else None
 
 
 def _follow_of(ref: Any) -> str | None:
@@ -172,6 +187,8 @@ def schedule_type(rec: BindingRecord, previous: BindingRecord | None = None) -> 
     """Why ``rec`` needs a decision now, or None when its status is current."""
     if rec.deleting:
         return None
+    if rec.pin is not None and rec.pin != tuple(sorted(rec.placement)):
+        return PINNED
     if rec.trigger_time is not None and (rec.scheduled_time is None or rec.trigger_time > rec.scheduled_time):
         return RESCHEDULE
     if rec.scheduled_generation is None:

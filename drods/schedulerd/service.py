@@ -38,6 +38,7 @@ from drods.model.annotations import RESCHEDULE_REASON, placement_offers
 from drods.model.binding import BindingSpec, TargetCluster, with_offers
 from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
 from drods.model.kinds import BINDING, CLUSTER, DATASET
+from drods.model.migration import pinned_by
 from drods.model.timefmt import rfc3339_ms, whole_ms
 from drods.model.traffic import peers
 from drods.monitor.history import append as append_failure
@@ -396,6 +397,8 @@ class SchedulerService:
         elif stype == RECONCILE and entry.item == SCALE:
             stype = SCALE
         obj = rec.object()
+        if rec.pin is not None:
+            return self._pinned(entry, rec, obj, stype)
         try:
             spec = self._spec(rec, obj)
         except ValidationError as e:
@@ -441,6 +444,29 @@ class SchedulerService:
                                    self._scores)
         value = encode_object(obj)
         return _Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, value, new_status))
+
+    def _pinned(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str) -> _Plan | None:
+        """F3: a MigrationPlan pinned the placement: it is written as pinned, whatever triggered the
+        decision (a scale, a reschedule, a failover), so nothing moves the workload under the plan."""
+        assert rec.pin is not None
+        name = entry.key
+        status = obj.get("status") or {}
+        message = f"placement pinned by {pinned_by(obj) or 'a MigrationPlan'}"
+        if stype == RETRY and tuple(sorted(rec.placement)) == rec.pin and status.get("message") == message:
+            self.queue.unschedulable(name)
+            return None
+        pairs = rec.pin
+        ts = whole_ms(self.clock())
+        result = ScheduleResult(name=name, phase="Scheduled", requested=rec.replicas,
+                                placed=sum(n for _, n in pairs), message=message, clusters=self.cache.snap.n,
+                                feasible=len(pairs), division="Pinned", pairs=pairs)
+        self.cache.assume_decision(name, rec.placement, pairs, rec.requirements, ts)
+        self.cache.snap.workload_placements[rec.workload] = pairs
+        d = Decision(True, pairs, message, {}, rec.generation, ts)
+        obj["status"] = new_status = merge_status(status, d)
+        value = encode_object(obj)
+        return _Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},
+                     with_status(rec, value, new_status))
 
     # ------------------------------------------------------------------ writing decisions
     async def _commit(self, plans: list[_Plan]) -> None:

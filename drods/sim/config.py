@@ -16,6 +16,7 @@ ANN_MEMORY_UTIL = "sim.drods.io/memory-utilisation"  # fraction of the memory re
 ANN_AMPLITUDE = "sim.drods.io/usage-amplitude"  # sinusoid amplitude, as a fraction of the request
 ANN_PERIOD = "sim.drods.io/usage-period-seconds"  # sinusoid period
 ANN_RUN_SECONDS = "sim.drods.io/run-seconds"  # a Job's (or run-to-completion pod's) running time
+ANN_EXIT_CODE = "sim.drods.io/exit-code"  # its exit status when it ends: non-zero fails the pod (and so a Job)
 
 
 def default_state_dir() -> Path:

@@ -19,7 +19,7 @@ from drods.model.kinds import Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.sim import kinds as K
 from drods.sim import workloads as W
-from drods.sim.config import ANN_RUN_SECONDS, PRELOAD_NAMESPACE, SimConfig
+from drods.sim.config import ANN_EXIT_CODE, ANN_RUN_SECONDS, PRELOAD_NAMESPACE, SimConfig
 from drods.sim.nodes import build_nodes, node_ip, preload_pods
 from drods.sim.placer import place, rooms
 from drods.sim.registry import SimRegistry
@@ -280,7 +280,7 @@ class SimController:
             if run_for is not None:
                 done_at = started + run_for
                 if now >= done_at:
-                    new_status = self._succeeded_status(pod, new_status, now)
+                    new_status = self._finished_status(pod, new_status, now, self._exit_code(pod))
                 else:
                     due.append(done_at)
             if new_status is not status:
@@ -333,15 +333,29 @@ class SimController:
         }
 
     @staticmethod
-    def _succeeded_status(pod: Obj, status: Obj, now: float) -> Obj:
+    def _exit_code(pod: Obj) -> int:
+        """The annotation ``sim.drods.io/exit-code`` (a run-to-completion pod's exit status), else 0."""
+        raw = (pod["metadata"].get("annotations") or {}).get(ANN_EXIT_CODE)
+        try:
+            return int(raw) if raw is not None else 0
+        except ValueError:
+            return 0
+
+    @staticmethod
+    def _finished_status(pod: Obj, status: Obj, now: float, exit_code: int = 0) -> Obj:
+        """Succeeded on exit code 0, Failed (reason Error) otherwise, as the kubelet reports them."""
         at = rfc3339(now)
         started = status.get("startTime", at)
-        conds = [{**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": at}
+        reason = "Completed" if exit_code == 0 else "Error"
+        conds = [{**c, "status": "False", "reason": "PodCompleted" if exit_code == 0 else "PodFailed",
+                  "lastTransitionTime": at}
                  if c.get("type") in ("Ready", "ContainersReady") else c for c in status.get("conditions") or []]
-        return {**status, "phase": "Succeeded", "conditions": conds, "containerStatuses": [
-            {**cs, "ready": False, "started": False,
-             "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": at}}}
-            for cs in status.get("containerStatuses") or []]}
+        return {**status, "phase": "Succeeded" if exit_code == 0 else "Failed", "conditions": conds,
+                "containerStatuses": [
+                    {**cs, "ready": False, "started": False,
+                     "state": {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started,
+                                              "finishedAt": at}}}
+                    for cs in status.get("containerStatuses") or []]}
 
     async def _schedule(self, pods: dict[tuple[str, str], Obj], nodes: list[Obj], now: float) -> None:
         """Bind pending pods first-fit; those that fit nowhere get PodScheduled=False and stay Pending."""

@@ -242,7 +242,9 @@ def plan_job(job: Obj, pods: list[Obj], now: str) -> Plan:
     prev = job.get("status") or {}
     plan = Plan()
     complete = succeeded >= completions
-    if not complete and not spec.get("suspend"):
+    # Kubernetes' backoffLimit (default 6): more failed pods than that and the Job has failed for good.
+    failed_for_good = not complete and failed > int(spec.get("backoffLimit", 6))
+    if not complete and not failed_for_good and not spec.get("suspend"):
         uid = meta["uid"]
         labels = {"job-name": meta["name"], "batch.kubernetes.io/job-name": meta["name"],
                   "controller-uid": uid, "batch.kubernetes.io/controller-uid": uid}
@@ -251,9 +253,9 @@ def plan_job(job: Obj, pods: list[Obj], now: str) -> Plan:
             if pod["spec"].get("restartPolicy") == "Always":
                 pod["spec"]["restartPolicy"] = "Never"
             plan.create.append(pod)
-    if spec.get("suspend"):
+    if spec.get("suspend") or failed_for_good:
         plan.delete += active
-    status: Obj = {"active": 0 if complete else len(active) + len(plan.create) - len(plan.delete),
+    status: Obj = {"active": 0 if complete or failed_for_good else len(active) + len(plan.create) - len(plan.delete),
                    "succeeded": succeeded, "failed": failed, "ready": sum(1 for p in active if is_ready(p)),
                    "startTime": prev.get("startTime", now), "uncountedTerminatedPods": {}}
     if complete:
@@ -265,5 +267,11 @@ def plan_job(job: Obj, pods: list[Obj], now: str) -> Plan:
             _cond("Complete", True, "CompletionsReached", "Reached expected number of succeeded pods",
                   prev_conds.get("Complete"), now),
         ]
+    if failed_for_good:
+        prev_conds = {c.get("type"): c for c in prev.get("conditions") or []}
+        message = "Job has reached the specified backoff limit"
+        status["conditions"] = [
+            _cond("FailureTarget", True, "BackoffLimitExceeded", message, prev_conds.get("FailureTarget"), now),
+            _cond("Failed", True, "BackoffLimitExceeded", message, prev_conds.get("Failed"), now)]
     plan.status = status
     return plan

@@ -41,6 +41,7 @@ from drods.machinery.informer import Informer
 from drods.machinery.manager import Manager
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
+from drods.model.migration import traffic_withdrawn
 from drods.model.reschedule import RescheduleHook, RescheduleRequest
 from drods.model.steering import ServiceRegistrationSpec
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -282,8 +283,10 @@ class SteeringController:
             ref = (obj.get("spec") or {}).get("resource")
             if not isinstance(ref, dict):
                 continue
+            withdrawn = traffic_withdrawn(obj)  # F3: a migration moved the traffic off these copies
             placed = [str(p["cluster"]) for p in (obj.get("status") or {}).get("placement") or []
-                      if isinstance(p, dict) and int(p.get("replicas") or 0) > 0 and p.get("cluster")]
+                      if isinstance(p, dict) and int(p.get("replicas") or 0) > 0 and p.get("cluster")
+                      and str(p["cluster"]) not in withdrawn]
             by_ref[_ref_key(ref)] = (obj["metadata"]["name"], placed)
         regs = sorted((o for o in self.inf.registrations.cache.values()
                        if o and not (o.get("metadata") or {}).get("deletionTimestamp")),

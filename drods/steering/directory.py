@@ -35,6 +35,7 @@ from drods.machinery.informer import Informer
 from drods.machinery.manager import Manager
 from drods.model.conditions import is_false, is_true
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_EXPORT, SERVICE_IMPORT, WORKLOAD_KINDS, Kind, by_kind
+from drods.model.migration import traffic_withdrawn
 from drods.registry.objects import ObjectRegistry
 from drods.schedulerd.records import MANAGED_BY_LABEL
 
@@ -80,8 +81,9 @@ def directory_entries(exports: Iterable[Obj], services: Mapping[tuple[str, str],
                 continue
             status = b.get("status") or {}
             observed = {str(e.get("cluster")): e for e in status.get("clusters") or [] if isinstance(e, dict)}
+            withdrawn = traffic_withdrawn(b)  # F3: a migration moved the traffic off these copies
             for p in status.get("placement") or []:
-                if not isinstance(p, dict) or int(p.get("replicas") or 0) <= 0:
+                if not isinstance(p, dict) or int(p.get("replicas") or 0) <= 0 or str(p.get("cluster")) in withdrawn:
                     continue
                 c = str(p["cluster"])
                 e = observed.get(c) or {}

@@ -36,7 +36,7 @@ from drods.scheduler.snapshot import Snapshot, parse_status
 from drods.scheduler.task import Task
 from drods.schedulerd.history import decision_record
 from drods.schedulerd.records import FIRST, SCALE
-from drods.store import KeyValue
+from drods.store import KeyValue, Store
 
 WHATIF_SCHEDULER = "whatif"
 
@@ -241,3 +241,55 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
         err = e.errors()[0]
         raise _field_error("workload", f"the derived binding is invalid: {err['msg']}") from e
     return str(obj["metadata"]["name"]), spec
+
+
+def view_of_cache(cache: Any, profile: Profile, rng: np.random.Generator) -> LiveView:
+    """A private copy of a scheduler cache's view (its snapshot, the cluster facts) with ``profile`` and ``rng``."""
+    clusters: dict[str, ClusterFacts] = {}
+    now = cache.clock()
+    for name, rec in cache.clusters.items():
+        st = cache.statuses.get(name)
+        row = cache.snap.index.get(name)
+        ready = bool(cache.snap.ready[row]) if row is not None else False
+        floor = rec.hold.water_level if rec.hold is not None and rec.hold.active(now) else None
+        clusters[name] = ClusterFacts(dict(rec.labels), rec.spec, ready, st.status if st else None, floor)
+    return LiveView.of(cache.snap, profile, rng, clusters)
+
+
+async def view_from_store(store: Store, profile: Profile) -> tuple[LiveView, dict[str, dict[str, int]]]:
+    """The view a scheduler starting now would build, with the scheduler's own cache and decoders over
+    the store, ``profile``, and a fresh RNG seeded as the profile says; placements per binding come
+    with it. For a process without a running scheduler (``drods apiserver``, the controllers)."""
+    from drods.model.keys import STATUS_PREFIX
+    from drods.model.kinds import BINDING, CLUSTER
+    from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
+    from drods.schedulerd.records import decode_binding
+
+    cache = SchedulerCache()
+    kvs, _ = await store.range(CLUSTER.key_prefix())
+    for kv in kvs:
+        rec = decode_cluster(kv)
+        if rec is not None:
+            cache.on_cluster(rec.name, rec)
+    decode_status = status_decoder(cache.clock)
+    kvs, _ = await store.range(STATUS_PREFIX)
+    for kv in kvs:
+        name = kv.key[len(STATUS_PREFIX):]
+        if "/" not in name:
+            cache.on_status(name, decode_status(kv))
+    placements: dict[str, dict[str, int]] = {}
+    kvs, _ = await store.range(BINDING.key_prefix())
+    for kv in kvs:
+        b = decode_binding(kv.key, kv.value, kv.mod_revision)
+        if b is None or b.deleting:
+            continue
+        cache.observe(b.name, b.placement, b.scheduled_time, b.requirements)
+        placements[b.name] = summed(b.placement)
+    return view_of_cache(cache, profile, np.random.default_rng(profile.spec.defaults.seed)), placements
+
+
+def summed(placement: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for cluster, n in placement:
+        out[cluster] = out.get(cluster, 0) + int(n)
+    return out

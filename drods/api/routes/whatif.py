@@ -25,8 +25,17 @@ from drods.api.context import ApiContext, context, require
 from drods.api.routes.bindings import BindingRequest
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.binding import BindingSpec
-from drods.model.kinds import BINDING, CLUSTER, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY
-from drods.whatif.dryrun import Change, ClusterFacts, LiveView, apply_changes, dry_run, workload_binding
+from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY
+from drods.whatif.dryrun import (
+    Change,
+    LiveView,
+    apply_changes,
+    dry_run,
+    summed,
+    view_from_store,
+    view_of_cache,
+    workload_binding,
+)
 
 if TYPE_CHECKING:
     from drods.schedulerd.service import SchedulerService
@@ -60,68 +69,21 @@ def live_scheduler(ctx: ApiContext) -> SchedulerService | None:
 
 def live_view(svc: SchedulerService) -> LiveView:
     """Copy what the scheduler decides with (its snapshot, profile, RNG state and cluster facts)."""
-    return _view(svc.cache, svc.profile, svc.scheduler.rng)
-
-
-def _view(cache: Any, profile: Any, rng: Any) -> LiveView:
-    clusters: dict[str, ClusterFacts] = {}
-    now = cache.clock()
-    for name, rec in cache.clusters.items():
-        st = cache.statuses.get(name)
-        row = cache.snap.index.get(name)
-        ready = bool(cache.snap.ready[row]) if row is not None else False
-        floor = rec.hold.water_level if rec.hold is not None and rec.hold.active(now) else None
-        clusters[name] = ClusterFacts(dict(rec.labels), rec.spec, ready, st.status if st else None, floor)
-    return LiveView.of(cache.snap, profile, rng, clusters)
+    return view_of_cache(svc.cache, svc.profile, svc.scheduler.rng)
 
 
 async def store_view(ctx: ApiContext) -> tuple[LiveView, dict[str, dict[str, int]]]:
     """Without a scheduler in this process (``drods apiserver``): the view a scheduler starting now
-    would build, with the scheduler's own cache and decoders over the store, its profile, and a
-    fresh RNG seeded as the profile says. Placements per binding come with it."""
-    import numpy as np
-
-    from drods.model.keys import STATUS_PREFIX
+    would build from the store (`drods.whatif.dryrun.view_from_store`)."""
     from drods.scheduler.profile import Profile
-    from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
-    from drods.schedulerd.records import decode_binding
 
-    store = ctx.store
-    profile = ctx.profile or Profile.default()
-    cache = SchedulerCache()
-    kvs, _ = await store.range(CLUSTER.key_prefix())
-    for kv in kvs:
-        rec = decode_cluster(kv)
-        if rec is not None:
-            cache.on_cluster(rec.name, rec)
-    decode_status = status_decoder(cache.clock)
-    kvs, _ = await store.range(STATUS_PREFIX)
-    for kv in kvs:
-        name = kv.key[len(STATUS_PREFIX):]
-        if "/" not in name:
-            cache.on_status(name, decode_status(kv))
-    placements: dict[str, dict[str, int]] = {}
-    kvs, _ = await store.range(BINDING.key_prefix())
-    for kv in kvs:
-        b = decode_binding(kv.key, kv.value, kv.mod_revision)
-        if b is None or b.deleting:
-            continue
-        cache.observe(b.name, b.placement, b.scheduled_time, b.requirements)
-        placements[b.name] = _summed(b.placement)
-    return _view(cache, profile, np.random.default_rng(profile.spec.defaults.seed)), placements
-
-
-def _summed(placement: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for cluster, n in placement:
-        out[cluster] = out.get(cluster, 0) + int(n)
-    return out
+    return await view_from_store(ctx.store, ctx.profile or Profile.default())
 
 
 def current_placement(svc: SchedulerService, name: str) -> dict[str, int] | None:
     """Where the binding ``name`` runs now, as the scheduler's informer has it (None: no such binding)."""
     rec = svc.bindings.cache.get(BINDING.key(name))
-    return None if rec is None or rec.deleting else _summed(rec.placement)
+    return None if rec is None or rec.deleting else summed(rec.placement)
 
 
 @router.post("/api/v1/whatif", summary="Dry-run placement: what a binding or workload would get, and why (W1)")

@@ -1,0 +1,174 @@
+"""``drods migrate KIND/NAMESPACE/NAME --to CLUSTER``: start a MigrationPlan (SPEC F3), and what
+``drods cluster drain`` uses to move StatefulSets that declare a migration hook.
+
+The plan is an ordinary object (``POST …/namespaces/NS/migrationplans``, the same as ``kubectl
+apply``); the controller does the rest. The source is ``--from``, else the one cluster the workload
+runs on; the hook is ``--hook-file`` (YAML or JSON of a plan's ``spec.hook``), else the workload's
+annotation ``multicluster.io/migration-hook``, else none (a move without a data step).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from drods.cli.client import handles_errors
+from drods.cli.remote import (
+    ApiClient,
+    CaFileOpt,
+    CliError,
+    InsecureOpt,
+    OutputOpt,
+    ServerOpt,
+    TokenOpt,
+    check_output,
+    connect,
+    dump,
+    stdout,
+)
+from drods.model.annotations import PINNED_PLACEMENT
+from drods.model.migration import TERMINAL, declared_hook, plan_object
+
+KINDS = {"statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
+         "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment"}
+PLURAL = {"StatefulSet": "statefulsets", "Deployment": "deployments"}
+BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
+
+
+def plans_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/multicluster.io/v1alpha1/namespaces/{namespace}/migrationplans"
+    return f"{base}/{name}" if name else base
+
+
+def workload_path(kind: str, namespace: str, name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/{PLURAL[kind]}/{name}"
+
+
+def parse_ref(text: str) -> tuple[str, str, str]:
+    parts = text.split("/")
+    if len(parts) != 3 or not all(parts) or parts[0].lower() not in KINDS:
+        raise CliError(f"expected KIND/NAMESPACE/NAME with KIND StatefulSet or Deployment, got {text!r}",
+                       "INVALID_ARGUMENT")
+    return KINDS[parts[0].lower()], parts[1], parts[2]
+
+
+def workload_hook(workload: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        return declared_hook(workload)
+    except ValueError as e:
+        raise CliError(str(e), "INVALID_HOOK") from e
+
+
+def binding_of(api: ApiClient, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    for b in api.get_json(BINDINGS).get("items") or []:
+        r = (b.get("spec") or {}).get("resource") or {}
+        if r.get("kind") == kind and r.get("name") == name and (r.get("namespace") or "default") == namespace:
+            return dict(b)
+    return None
+
+
+def placement(binding: dict[str, Any] | None) -> dict[str, int]:
+    return {str(t["cluster"]): int(t.get("replicas") or 0) for t in ((binding or {}).get("status") or {})
+            .get("placement") or [] if isinstance(t, dict) and int(t.get("replicas") or 0) > 0}
+
+
+def create_plan(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
+    ns = body["metadata"]["namespace"]
+    return dict(api.request("POST", plans_path(ns), json=body).json())
+
+
+def drain_plans(api: ApiClient, cluster: str, bindings: list[str]) -> tuple[list[str], list[str]]:
+    """For ``drods cluster drain``: a MigrationPlan (without a target: the controller picks where the
+    scheduler would place it) for each StatefulSet on ``cluster`` that declares a hook; returns (plans
+    created, bindings left to a plain reschedule)."""
+    plans, rest = [], []
+    for name in bindings:
+        b = api.get_json(f"{BINDINGS}/{name}")
+        r = (b.get("spec") or {}).get("resource") or {}
+        if r.get("kind") != "StatefulSet":
+            rest.append(name)
+            continue
+        if PINNED_PLACEMENT in ((b.get("metadata") or {}).get("annotations") or {}):
+            continue  # a plan is moving it already
+        ns = str(r.get("namespace") or "default")
+        workload = api.get_json(workload_path("StatefulSet", ns, str(r["name"])))
+        hook = workload_hook(workload)
+        if hook is None:
+            rest.append(name)
+            continue
+        # no target: the controller sends it where the scheduler would place it with the cluster cordoned
+        plan = create_plan(api, plan_object("StatefulSet", ns, str(r["name"]), cluster, None, hook, "Drain",
+                                            f"drain {cluster}"))
+        plans.append(f"{ns}/{plan['metadata']['name']}")
+    return plans, rest
+
+
+@handles_errors
+def migrate(
+    ref: Annotated[str, typer.Argument(help="KIND/NAMESPACE/NAME, e.g. statefulset/shop/db.")],
+    to: Annotated[str | None, typer.Option("--to", help="Target cluster (default: where the scheduler would "
+                                                         "place it with the source cordoned).")] = None,
+    source: Annotated[str | None, typer.Option("--from", help="Source cluster (default: where it runs).")] = None,
+    hook_file: Annotated[Path | None, typer.Option("--hook-file", help="YAML/JSON of spec.hook (default: the "
+                                                   "workload's multicluster.io/migration-hook annotation).")] = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded on the plan).")] = "requested",
+    wait: Annotated[bool, typer.Option("--wait", help="Return when the plan has ended.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 1800.0,
+    output: OutputOpt = "table",
+    server: ServerOpt = "https://127.0.0.1:8080",
+    token: TokenOpt = None,
+    ca_file: CaFileOpt = None,
+    insecure: InsecureOpt = False,
+) -> None:
+    """Move a workload (and, with a hook, its data) to another cluster with a MigrationPlan."""
+    check_output(output)
+    kind, ns, name = parse_ref(ref)
+    api = connect(server, token, ca_file, insecure)
+    workload = api.get_json(workload_path(kind, ns, name))
+    if source is None:
+        placed = placement(binding_of(api, kind, ns, name))
+        others = sorted(c for c in placed if c != to)
+        if len(others) != 1:
+            raise CliError(f"{kind} {ns}/{name} runs on {others or 'no cluster'}: name the source with --from",
+                           "INVALID_ARGUMENT")
+        source = others[0]
+    if hook_file is not None:
+        try:
+            hook = yaml.safe_load(hook_file.read_text())
+        except (OSError, yaml.YAMLError) as e:
+            raise CliError(f"reading {hook_file}: {e}", "INVALID_HOOK") from e
+    else:
+        hook = workload_hook(workload)
+    plan = create_plan(api, plan_object(kind, ns, name, source, to, hook, "Operator", reason))
+    pname = plan["metadata"]["name"]
+    if not wait:
+        if output != "table":
+            dump(plan, output)
+        else:
+            stdout().print(f"migrationplan/{pname} created ({kind} {ns}/{name}: {source} → {to or '(chosen)'})",
+                           markup=False)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        plan = api.get_json(plans_path(ns, pname))
+        st = plan.get("status") or {}
+        if st.get("phase") in TERMINAL:
+            break
+        if time.monotonic() > deadline:
+            raise CliError(f"migrationplan/{pname} still {st.get('phase')} after {timeout:g}s", "TIMEOUT")
+        time.sleep(1.0)
+    if output != "table":
+        dump(plan, output)
+    else:
+        stdout().print(f"migrationplan/{pname} {st.get('phase')}: {st.get('message')}", markup=False)
+    if st.get("phase") != "Succeeded":
+        raise typer.Exit(2)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("migrate")(migrate)
+

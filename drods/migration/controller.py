@@ -1,0 +1,349 @@
+"""The migration controller (SPEC F3): drives every MigrationPlan through its phases.
+
+Single-active (lease ``migration``, so every write is fenced on the leadership generation) and
+level-triggered: a pass reads the plan, the workload's Binding, the clusters and the hook runs from
+the shared informers, asks the pure phase machine (`drods.migration.phases`) for the next status
+and the effects of the phase, writes the status (compare-and-swap on the plan's revision) and then
+makes the effects true — the Binding's pin and traffic-withdrawn annotations, the hook run. The
+phase is recorded before its effects are made, and every effect is a level ("the pin is X", "the
+copy Job exists"), so a new leader resumes at the recorded phase and repeats nothing: a hook run
+that exists, ran or failed is found by its name, never started twice.
+
+A plan carries the finalizer ``multicluster.io/migration`` while it runs: deleting it rolls the move
+back first (or, once the source is retired, lets it finish), then releases the Binding.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from drods.controllers.detector import binding_name
+from drods.controllers.rescheduler import Rescheduler
+from drods.errors import ApiError
+from drods.machinery.controller import Controller
+from drods.machinery.informer import Informer
+from drods.machinery.manager import Manager
+from drods.migration import phases
+from drods.migration.admission import workload_of
+from drods.migration.hooks import hook_binding, hook_job, hook_outcome, job_name
+from drods.migration.target import choose_target
+from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
+from drods.model.conditions import condition
+from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
+from drods.model.migration import (
+    FAILED,
+    MIGRATION_FINALIZER,
+    PENDING,
+    TERMINAL,
+    MigrationPlanSpec,
+    pin_annotation,
+    pinned_by,
+    pinned_placement,
+    plan_ref,
+    traffic_withdrawn,
+)
+from drods.model.timefmt import rfc3339_ms
+from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.patch import MERGE_PATCH
+from drods.scheduler.profile import Profile
+from drods.store import Store
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+LEASE = "migration"
+JOB = by_kind("batch/v1", "Job")
+assert JOB is not None
+
+
+class MigrationController:
+    def __init__(self, registry: ObjectRegistry, *, plans: Informer, bindings: Informer, clusters: Informer,
+                 rescheduler: Rescheduler | None = None, store: Store | None = None, profile: Profile | None = None,
+                 clock: Callable[[], float] = time.time, workers: int = 2) -> None:
+        self.registry = registry
+        self.store = store  # with the profile: where a plan without a target goes (`drods.migration.target`)
+        self.profile = profile or Profile.default()
+        self.plans = plans
+        self.bindings = bindings
+        self.clusters = clusters
+        self.rescheduler = rescheduler
+        self.clock = clock
+        self.controller = Controller("migration", self.reconcile, workers=workers)
+        self.by_binding: dict[str, set[str]] = {}  # binding name → plan keys that read it
+        self._indexed: dict[str, set[str]] = {}
+
+    @staticmethod
+    def informers(manager: Manager) -> dict[str, Any]:
+        return {"plans": manager.informer(MIGRATION_PLAN.key_prefix(), decode_stored),
+                "bindings": manager.informer(BINDING.key_prefix(), decode_stored),
+                "clusters": manager.informer(CLUSTER.key_prefix(), decode_stored)}
+
+    async def run(self) -> None:
+        stops = [self.plans.on_change(self._on_plan), self.bindings.on_change(self._on_binding),
+                 self.clusters.on_change(self._on_cluster)]
+        try:
+            for inf in (self.plans, self.bindings, self.clusters):
+                await inf.wait_synced()
+            for key, obj in list(self.plans.cache.items()):
+                self._on_plan(key, None, obj)
+            await self.controller.run()
+        finally:
+            for stop in stops:
+                stop()
+
+    # ------------------------------------------------------------------ what to reconcile
+    def _on_plan(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        for b in self._indexed.pop(key, set()):
+            self.by_binding.get(b, set()).discard(key)
+        if new is not None:
+            names = self._bindings_of(new)
+            for b in names:
+                self.by_binding.setdefault(b, set()).add(key)
+            self._indexed[key] = names
+        self.controller.queue.add(key)
+
+    def _bindings_of(self, plan: Obj) -> set[str]:
+        meta = plan["metadata"]
+        ns, uid = str(meta.get("namespace") or "default"), str(meta.get("uid") or "")
+        out = {binding_name("Job", ns, job_name(str(meta["name"]), uid, run)) for run in (phases.COPY, phases.CATCHUP)}
+        target = workload_of(plan)
+        if target is not None:
+            out.add(binding_name(*target))
+        if (plan.get("status") or {}).get("binding"):
+            out.add(str(plan["status"]["binding"]))
+        return out
+
+    def _on_binding(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        for p in self.by_binding.get(key[len(BINDING.key_prefix()):], ()):
+            self.controller.queue.add(p)
+
+    def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        for p, obj in self.plans.cache.items():
+            if str((obj.get("status") or {}).get("phase") or PENDING) not in TERMINAL:
+                self.controller.queue.add(p)
+
+    # ------------------------------------------------------------------ facts
+    def _binding(self, name: str | None) -> Obj | None:
+        if not name:
+            return None
+        obj: Obj | None = self.bindings.cache.get(BINDING.key(name))
+        return obj
+
+    def _find_binding(self, plan: Obj, spec: MigrationPlanSpec) -> Obj | None:
+        """The workload's Binding: the recorded one, the detector's, else one whose resource names it."""
+        recorded = self._binding((plan.get("status") or {}).get("binding"))
+        if recorded is not None:
+            return recorded
+        ns = str(plan["metadata"].get("namespace") or "default")
+        ref = spec.workloadRef
+        obj = self._binding(binding_name(ref.kind, ns, ref.name))
+        if obj is not None:
+            return obj
+        for b in self.bindings.cache.values():
+            r = (b.get("spec") or {}).get("resource") or {}
+            if r.get("kind") == ref.kind and r.get("name") == ref.name and (r.get("namespace") or "default") == ns:
+                return b
+        return None
+
+    def _older_plan(self, plan: Obj) -> str | None:
+        me = workload_of(plan)
+        mine = (str(plan["metadata"].get("creationTimestamp") or ""), str(plan["metadata"]["name"]))
+        for o in self.plans.cache.values():
+            if o["metadata"].get("uid") == plan["metadata"].get("uid") or workload_of(o) != me:
+                continue
+            st = o.get("status") or {}
+            if str(st.get("phase") or PENDING) in TERMINAL:
+                continue
+            theirs = (str(o["metadata"].get("creationTimestamp") or ""), str(o["metadata"]["name"]))
+            if theirs < mine or st.get("phase") not in (None, PENDING):
+                return str(o["metadata"]["name"])
+        return None
+
+    def _facts(self, plan: Obj, spec: MigrationPlanSpec, binding: Obj | None) -> phases.Facts:
+        meta = plan["metadata"]
+        ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        status = plan.get("status") or {}
+        bstatus = (binding or {}).get("status") or {}
+        placement = {str(t["cluster"]): int(t.get("replicas") or 0) for t in bstatus.get("placement") or []
+                     if isinstance(t, dict) and t.get("cluster") and int(t.get("replicas") or 0) > 0}
+        copies = {str(e["cluster"]): phases.Copy(int(e.get("replicas") or 0), int(e.get("readyReplicas") or 0),
+                                                 bool(e.get("applied")), bool(e.get("removing")))
+                  for e in bstatus.get("clusters") or [] if isinstance(e, dict) and e.get("cluster")}
+        clusters: dict[str, bool | None] = {}
+        for obj in self.clusters.cache.values():
+            ready = condition(obj)
+            clusters[str(obj["metadata"]["name"])] = None if ready is None else ready.get("status") == "True"
+        by = pinned_by(binding)
+        hooks: dict[str, phases.HookState] = {}
+        if spec.hook is not None:
+            src = str(status.get("sourceCluster") or spec.sourceCluster)
+            dst = str(status.get("targetCluster") or spec.targetCluster or "")
+            where = phases.hook_cluster(spec, src, dst)
+            for run in (phases.COPY, phases.CATCHUP):
+                hb = self._binding(binding_name("Job", ns, job_name(name, str(meta.get("uid") or ""), run)))
+                state, message = hook_outcome(hb, where)
+                hooks[run] = phases.HookState(state, message)
+        return phases.Facts(
+            now=self.clock(), binding=str(binding["metadata"]["name"]) if binding is not None else None,
+            placement=placement, copies=copies, withdrawn=traffic_withdrawn(binding),
+            pin=pinned_placement(binding), pinned_by_other=by if by is not None and by != plan_ref(ns, name) else None,
+            clusters=clusters, hooks=hooks,
+            older_plan=self._older_plan(plan) if str(status.get("phase") or PENDING) == PENDING else None,
+            deleting=bool(meta.get("deletionTimestamp")))
+
+    # ------------------------------------------------------------------ the pass
+    async def reconcile(self, item: Hashable) -> float | None:
+        key = str(item)
+        plan: Obj | None = self.plans.cache.get(key)
+        if plan is None:
+            return None
+        meta = plan["metadata"]
+        ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        status = dict(plan.get("status") or {})
+        try:
+            spec = MigrationPlanSpec.model_validate(plan.get("spec") or {})
+        except ValidationError as e:  # validated on the way in; a spec stored by another version may not be
+            if status.get("phase") != FAILED:
+                status.update(phase=FAILED, message=f"invalid spec: {e.errors()[0].get('msg')}",
+                              completionTime=rfc3339_ms(self.clock()))
+                await self._write_status(plan, status)
+            return None
+        phase = str(status.get("phase") or PENDING)
+        finalizers = list(meta.get("finalizers") or [])
+        if phase not in TERMINAL and not meta.get("deletionTimestamp") and MIGRATION_FINALIZER not in finalizers:
+            return await self._set_finalizers(plan, [*finalizers, MIGRATION_FINALIZER])  # the watch brings it back
+        binding = self._find_binding(plan, spec)
+        facts = self._facts(plan, spec, binding)
+        if phase == PENDING and not spec.targetCluster and binding is not None and not facts.deleting:
+            chosen, note = (None, "no store to ask the scheduler's view") if self.store is None else \
+                await choose_target(self.store, self.profile, binding, spec.sourceCluster)
+            facts = replace(facts, chosen_target=chosen, target_note=note)
+        step = phases.advance(spec, status, facts)
+        if step.status != status:
+            if step.status.get("phase") != status.get("phase"):
+                log.info("migration %s/%s: %s → %s (%s)", ns, name, phase, step.status.get("phase"),
+                         step.status.get("message"))
+            step.status["observedGeneration"] = int(meta.get("generation") or 1)
+            if not await self._write_status(plan, step.status):
+                return 0.2  # changed meanwhile: the new version is coming
+        again = await self._apply(plan, spec, step)
+        if str(step.status.get("phase")) in TERMINAL and step.effects.cleanup and not again \
+                and not status.get("hooksRemoved") and step.status == status:
+            # the hook runs are gone: later passes over a finished plan need not delete them again
+            await self._write_status(plan, {**status, "hooksRemoved": True})
+            return None
+        if step.reschedule and self.rescheduler is not None and step.status.get("binding"):
+            try:
+                await self.rescheduler.binding(str(step.status["binding"]), step.reschedule)
+            except ApiError as e:
+                log.warning("rescheduling %s after migration %s/%s: %s", step.status["binding"], ns, name, e.message)
+        if str(step.status.get("phase")) in TERMINAL and not again and meta.get("deletionTimestamp") \
+                and MIGRATION_FINALIZER in finalizers:
+            await self._set_finalizers(plan, [f for f in finalizers if f != MIGRATION_FINALIZER])
+            return None
+        if again:
+            return 0.5
+        return step.requeue
+
+    # ------------------------------------------------------------------ writes
+    async def _write_status(self, plan: Obj, status: Obj) -> bool:
+        meta = plan["metadata"]
+        try:
+            await self.registry.update_status(MIGRATION_PLAN, meta["name"], status, meta.get("namespace"),
+                                              resource_version=int(meta["resourceVersion"]))
+        except ApiError as e:
+            if e.status in (404, 409):
+                return False
+            raise
+        return True
+
+    async def _set_finalizers(self, plan: Obj, finalizers: list[str]) -> float | None:
+        meta = plan["metadata"]
+        patch = {"metadata": {"finalizers": finalizers or None, "resourceVersion": meta["resourceVersion"]}}
+        try:
+            await self.registry.patch(MIGRATION_PLAN, meta["name"], patch, MERGE_PATCH, meta.get("namespace"))
+        except ApiError as e:
+            if e.status not in (404, 409):
+                raise
+            return 0.2
+        return None
+
+    async def _apply(self, plan: Obj, spec: MigrationPlanSpec, step: phases.Step) -> bool:
+        """Make the phase's effects true; True when something must be looked at again soon."""
+        meta = plan["metadata"]
+        ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        st, fx = step.status, step.effects
+        again = False
+        if fx.touch_binding and st.get("binding"):
+            again = await self._annotate(str(st["binding"]), ns, name, fx) or again
+        uid = str(meta.get("uid") or "")
+        if fx.hook is not None and spec.hook is not None:
+            src, dst = str(st["sourceCluster"]), str(st["targetCluster"])
+            await self._ensure_hook(plan, spec, fx.hook, phases.hook_cluster(spec, src, dst), src, dst)
+        if fx.cleanup and spec.hook is not None and not st.get("hooksRemoved"):
+            for run in (phases.COPY, phases.CATCHUP):
+                again = await self._delete_hook(ns, job_name(name, uid, run)) or again
+        return again
+
+    async def _annotate(self, binding: str, ns: str, name: str, fx: phases.Effects) -> bool:
+        obj = self._binding(binding)
+        if obj is None:
+            return False
+        ann = (obj.get("metadata") or {}).get("annotations") or {}
+        by = pinned_by(obj)
+        patch: dict[str, str | None] = {}
+        if fx.pin is not None:
+            want = pin_annotation(plan_ref(ns, name), fx.pin)
+            if ann.get(PINNED_PLACEMENT) != want:
+                patch[PINNED_PLACEMENT] = want
+        elif PINNED_PLACEMENT in ann and by == plan_ref(ns, name):
+            patch[PINNED_PLACEMENT] = None
+        want_w = ",".join(sorted(fx.withdrawn)) or None
+        if (ann.get(TRAFFIC_WITHDRAWN) or None) != want_w and (by in (None, plan_ref(ns, name))):
+            patch[TRAFFIC_WITHDRAWN] = want_w
+        if not patch:
+            return False
+        try:
+            await self.registry.patch(BINDING, binding, {"metadata": {"annotations": patch}}, MERGE_PATCH)
+        except ApiError as e:
+            if e.status == 404:
+                return False
+            if e.status == 409:
+                return True
+            raise
+        return False
+
+    async def _ensure_hook(self, plan: Obj, spec: MigrationPlanSpec, run: str, cluster: str, src: str,
+                           dst: str) -> None:
+        meta = plan["metadata"]
+        ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        job = hook_job(plan, spec, run, src, dst)
+        assert JOB is not None
+        # the Binding first: the binding controller waits for its template, and the detector never sees a
+        # hook Job without one (it skips hook Jobs anyway)
+        for kind, obj, namespace in ((BINDING, hook_binding(job, cluster, ns, name), None), (JOB, job, ns)):
+            try:
+                await self.registry.create(kind, obj, namespace)
+                log.info("migration %s/%s: created %s %s", ns, name, kind.kind, obj["metadata"]["name"])
+            except ApiError as e:
+                if e.status != 409:  # exists: this run was started before (it is never started twice)
+                    raise
+
+    async def _delete_hook(self, ns: str, job: str) -> bool:
+        assert JOB is not None
+        again = False
+        for kind, name, namespace in ((JOB, job, ns), (BINDING, binding_name("Job", ns, job), None)):
+            try:
+                await self.registry.delete(kind, name, namespace)
+            except ApiError as e:
+                if e.status != 404:
+                    log.warning("deleting the hook %s %s: %s", kind.kind, name, e.message)
+                    again = True
+        return again
+

@@ -1,0 +1,104 @@
+"""A plan's data hook as objects the control plane already propagates: a ``batch/v1`` Job template in
+the plan's namespace and a Binding pinned to the one member that runs it (the target by default).
+
+So the hook goes out like any workload — a Work applied by the execution controller (push) or the
+member's agent (pull) — and its outcome comes back the one way member status comes back: on the
+Work, rolled up into the hook Binding's ``status.clusters[]`` (``complete``, and the Job's
+``Failed`` condition). Names carry the plan's uid, so a run is created once per plan: a pass
+repeated after a crash finds it and does not start the copy again.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from drods.controllers.detector import binding_name, pod_requests
+from drods.model.annotations import PINNED_PLACEMENT, PLAN_LABEL
+from drods.model.kinds import BINDING
+from drods.model.migration import MANAGED_BY_MIGRATION, MigrationPlanSpec, pin_annotation, plan_ref
+from drods.model.work import label_value
+from drods.schedulerd.records import MANAGED_BY_LABEL
+
+Obj = dict[str, Any]
+
+
+def plan_label(namespace: str, name: str) -> str:
+    return label_value(f"{namespace}.{name}")
+
+
+def job_name(plan: str, uid: str, run: str) -> str:
+    tail = f"-{run}-{uid.replace('-', '')[:6]}"
+    return f"{plan[:63 - len(tail)].rstrip('-.')}{tail}"
+
+
+def hook_job(plan: Mapping[str, Any], spec: MigrationPlanSpec, run: str, source: str, target: str) -> Obj:
+    """The Job template of one hook run (``copy`` or ``catchup``), with the plan in its environment."""
+    assert spec.hook is not None
+    meta = plan["metadata"]
+    ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+    env = [{"name": "MIGRATION_PLAN", "value": f"{ns}/{name}"}, {"name": "MIGRATION_RUN", "value": run},
+           {"name": "MIGRATION_SOURCE_CLUSTER", "value": source},
+           {"name": "MIGRATION_TARGET_CLUSTER", "value": target},
+           {"name": "MIGRATION_WORKLOAD", "value": f"{spec.workloadRef.kind}/{ns}/{spec.workloadRef.name}"}]
+    if spec.hook.jobTemplate is not None:
+        tmpl = copy.deepcopy(spec.hook.jobTemplate)
+        job_spec: Obj = tmpl["spec"]
+        tmeta: Obj = dict(tmpl.get("metadata") or {})
+    else:
+        cmd = spec.hook.command
+        assert cmd is not None
+        container: Obj = {"name": "hook", "image": cmd.image}
+        if cmd.command:
+            container["command"] = list(cmd.command)
+        if cmd.args:
+            container["args"] = list(cmd.args)
+        if cmd.env:
+            container["env"] = copy.deepcopy(cmd.env)
+        job_spec = {"backoffLimit": 0,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
+        tmeta = {}
+    pod = job_spec.setdefault("template", {}).setdefault("spec", {})
+    pod.setdefault("restartPolicy", "Never")
+    for c in pod.get("containers") or []:
+        c["env"] = [e for e in c.get("env") or [] if e.get("name") not in {x["name"] for x in env}] + env
+    labels = {**(tmeta.get("labels") or {}), PLAN_LABEL: plan_label(ns, name), MANAGED_BY_LABEL: MANAGED_BY_MIGRATION}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {**tmeta, "name": job_name(name, str(meta.get("uid") or ""), run), "namespace": ns,
+                         "labels": labels},
+            "spec": job_spec}
+
+
+def hook_binding(job: Mapping[str, Any], cluster: str, plan_namespace: str, plan_name: str) -> Obj:
+    """The Binding that sends the hook Job to ``cluster`` only (pinned, so even a cordoned source may run it)."""
+    meta = job["metadata"]
+    ns, name = str(meta["namespace"]), str(meta["name"])
+    spec = job.get("spec") or {}
+    replicas = int(spec.get("parallelism") or 1)
+    return {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
+            "metadata": {"name": binding_name("Job", ns, name),
+                         "labels": {MANAGED_BY_LABEL: MANAGED_BY_MIGRATION, PLAN_LABEL: plan_label(ns, plan_name)},
+                         "annotations": {PINNED_PLACEMENT: pin_annotation(plan_ref(plan_namespace, plan_name),
+                                                                          {cluster: replicas})}},
+            "spec": {"resource": {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name},
+                     "replicas": replicas, "resources": pod_requests(spec.get("template")),
+                     "targetClusters": [cluster]}}
+
+
+def hook_outcome(binding: Mapping[str, Any] | None, cluster: str) -> tuple[str, str]:
+    """(absent | running | complete | failed, message) of a hook run from its Binding's status."""
+    if binding is None:
+        return "absent", ""
+    status = binding.get("status") or {}
+    for e in status.get("clusters") or []:
+        if not isinstance(e, dict) or e.get("cluster") != cluster or e.get("removing"):
+            continue
+        if e.get("complete"):
+            return "complete", ""
+        for c in e.get("conditions") or []:
+            if isinstance(c, dict) and c.get("type") == "Failed" and c.get("status") == "True":
+                return "failed", str(c.get("message") or c.get("reason") or "the Job failed")
+    if status.get("phase") == "Failed":
+        return "failed", str(status.get("message") or "its Binding failed")
+    return "running", ""

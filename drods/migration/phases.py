@@ -1,0 +1,397 @@
+"""The phase machine of a MigrationPlan: (recorded status, observed facts, now) → the next status and
+the effects the current phase wants. Pure, so it is tested with a hand-made clock and facts.
+
+The effects are *levels*, not actions: the pin the workload's Binding must carry, the clusters whose
+traffic is withdrawn, the hook run that must exist. The controller makes the world match them on
+every pass, so a pass repeated after a crash does nothing twice: a phase's effects follow from the
+phase recorded in the store, and a phase only ends when what it waited for is observed.
+
+Effects per phase (N = the source's replicas when the plan started, O = the placement then):
+
+=================  =======================================  =================  ============
+phase              pin (the Binding's placement)            traffic withdrawn  hook run
+=================  =======================================  =================  ============
+Pending            — (validated, nothing touched)           —                  —
+PrepareTarget      O + N on the target                      —                  —
+CopyData           O + N on the target                      —                  copy
+CatchUp            O + N on the target                      —                  catchup (Run)
+SwitchTraffic      O + N on the target                      the source         —
+RetireSource       O − the source + N on the target         the source         —
+RollingBack        O                                        —                  — (deleted)
+Succeeded, Rolled  released                                 —                  — (deleted)
+Back, Failed
+=================  =======================================  =================  ============
+
+The source keeps all its replicas until RetireSource, and there the binding controller removes
+them only once the target's ready replicas cover the count (its graceful move), so a planned move
+never has zero ready replicas. Until RetireSource a failed hook, a timeout, a lost target or a
+deleted plan rolls back (the pin returns to O, the target's copy goes, the source never stopped);
+from RetireSource on the plan only goes forward (the target holds the data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from drods.model.migration import (
+    CATCH_UP,
+    CONDITION_OF,
+    COPY_DATA,
+    FAILED,
+    FAILED_CONDITION,
+    FORWARD,
+    PENDING,
+    PREPARE_TARGET,
+    RETIRE_SOURCE,
+    ROLLED_BACK,
+    ROLLED_BACK_CONDITION,
+    ROLLING_BACK,
+    SUCCEEDED,
+    SWITCH_TRAFFIC,
+    TERMINAL,
+    MigrationPlanSpec,
+)
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+
+Obj = dict[str, Any]
+POLL_SECONDS = 5.0  # a running plan is looked at again at least this often (besides watch events)
+COPY, CATCHUP = "copy", "catchup"
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """One cluster's copy of the workload, as the Binding's ``status.clusters[]`` reports it."""
+
+    replicas: int
+    ready: int
+    applied: bool
+    removing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HookState:
+    state: str  # absent | running | complete | failed
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the controller observed for one plan."""
+
+    now: float
+    binding: str | None = None  # the workload's Binding
+    placement: Mapping[str, int] = field(default_factory=dict)  # its status.placement
+    copies: Mapping[str, Copy] = field(default_factory=dict)  # its status.clusters[] (current and removing)
+    withdrawn: frozenset[str] = frozenset()  # its traffic-withdrawn annotation
+    pin: Mapping[str, int] | None = None  # its pin annotation
+    pinned_by_other: str | None = None  # the pin belongs to another plan
+    clusters: Mapping[str, bool | None] = field(default_factory=dict)  # cluster → Ready (None: unknown)
+    hooks: Mapping[str, HookState] = field(default_factory=dict)  # run → state
+    older_plan: str | None = None  # an earlier running plan for the same workload
+    deleting: bool = False  # the plan is being deleted
+    chosen_target: str | None = None  # a plan without targetCluster: where the scheduler would put it
+    target_note: str = ""  # why (or why none)
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """What the world must look like for the phase the plan is in."""
+
+    pin: Mapping[str, int] | None  # None: no pin (released)
+    withdrawn: frozenset[str]
+    hook: str | None  # the hook run that must exist
+    cleanup: bool  # hook Jobs deleted
+    touch_binding: bool  # False: leave the Binding's annotations alone (a plan that never started)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    status: Obj
+    effects: Effects
+    requeue: float | None
+    reschedule: str | None = None  # ask for the Binding to be re-placed (why), after the pin is released
+
+
+# ---------------------------------------------------------------------- status helpers
+def _placement(status: Mapping[str, Any], key: str) -> dict[str, int]:
+    return {str(t["cluster"]): int(t.get("replicas") or 0) for t in status.get(key) or []
+            if isinstance(t, dict) and t.get("cluster")}
+
+
+def _as_list(placement: Mapping[str, int]) -> list[Obj]:
+    return [{"cluster": c, "replicas": n} for c, n in sorted(placement.items())]
+
+
+def with_target(status: Mapping[str, Any]) -> dict[str, int]:
+    """O + N on the target: the placement while both copies run."""
+    pin = _placement(status, "originalPlacement")
+    target = str(status.get("targetCluster"))
+    pin[target] = pin.get(target, 0) + int(status.get("sourceReplicas") or 0)
+    return pin
+
+
+def without_source(status: Mapping[str, Any]) -> dict[str, int]:
+    pin = with_target(status)
+    pin.pop(str(status.get("sourceCluster")), None)
+    return pin
+
+
+def set_condition(status: Obj, type_: str, state: str, reason: str, message: str, now: float, *,
+                  start: bool = False) -> None:
+    """Set one condition; ``startTime`` is when its phase began, ``lastTransitionTime`` when it last changed."""
+    conds: list[Obj] = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    at = rfc3339_ms(now)
+    for c in conds:
+        if c.get("type") == type_:
+            if c.get("status") != state:
+                c["lastTransitionTime"] = at
+            c.update(status=state, reason=reason, message=message)
+            if start:
+                c["startTime"] = at
+            break
+    else:
+        conds.append({"type": type_, "status": state, "reason": reason, "message": message,
+                      "startTime": at, "lastTransitionTime": at})
+    status["conditions"] = conds
+
+
+def _enter(status: Obj, phase: str, now: float, message: str) -> None:
+    status["phase"] = phase
+    status["phaseStartTime"] = rfc3339_ms(now)
+    status["message"] = message
+    if phase in CONDITION_OF:
+        set_condition(status, CONDITION_OF[phase], "Unknown", "InProgress", message, now, start=True)
+
+
+def _done(status: Obj, phase: str, now: float, message: str) -> None:
+    set_condition(status, CONDITION_OF[phase], "True", "Done", message, now)
+
+
+def effects_of(status: Mapping[str, Any]) -> Effects:
+    phase = str(status.get("phase") or PENDING)
+    source = str(status.get("sourceCluster") or "")
+    if phase in (PREPARE_TARGET, COPY_DATA, CATCH_UP):
+        hook = COPY if phase == COPY_DATA else CATCHUP if phase == CATCH_UP and status.get("catchUpRun") else None
+        return Effects(with_target(status), frozenset(), hook, False, True)
+    if phase == SWITCH_TRAFFIC:
+        return Effects(with_target(status), frozenset({source}), None, False, True)
+    if phase == RETIRE_SOURCE:
+        return Effects(without_source(status), frozenset({source}), None, False, True)
+    if phase == ROLLING_BACK:
+        return Effects(_placement(status, "originalPlacement"), frozenset(), None, True, True)
+    started = bool(status.get("binding")) and phase != PENDING
+    return Effects(None, frozenset(), None, phase in TERMINAL, started and phase in TERMINAL)
+
+
+# ---------------------------------------------------------------------- the machine
+def advance(spec: MigrationPlanSpec, status: Mapping[str, Any], facts: Facts) -> Step:
+    """One pass: the new status (possibly the same) and the effects of the phase it is in."""
+    st: Obj = dict(status)
+    st["conditions"] = [dict(c) for c in status.get("conditions") or [] if isinstance(c, dict)]
+    phase = str(st.get("phase") or PENDING)
+    now = facts.now
+    reschedule: str | None = None
+    if phase == PENDING:
+        if facts.deleting:
+            _finish(st, FAILED, "Deleted", "the plan was deleted before it started", now)
+        else:
+            _start(spec, st, facts)
+    elif phase in FORWARD + (ROLLING_BACK,) and facts.binding is None:
+        _finish(st, FAILED, "BindingGone", f"the Binding {st.get('binding')} was deleted (the workload is gone "
+                "or no policy propagates it any more): nothing left to move or restore", now)
+    elif phase in FORWARD:
+        reschedule = _forward(spec, st, facts)
+    elif phase == ROLLING_BACK:
+        _rolling_back(st, facts)
+    phase = str(st.get("phase"))
+    requeue = None if phase in TERMINAL else _requeue(spec, st, now)
+    return Step(st, effects_of(st), requeue, reschedule)
+
+
+def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
+    src, dst = spec.sourceCluster, spec.targetCluster or f.chosen_target
+    ref = f"{spec.workloadRef.kind} {spec.workloadRef.name}"
+    if f.older_plan:
+        _finish(st, FAILED, "AnotherPlanRunning", f"{ref} is already being moved by MigrationPlan {f.older_plan}",
+                f.now)
+    elif f.binding is None:
+        _finish(st, FAILED, "NoBinding", f"{ref} has no Binding: it is not propagated by any policy", f.now)
+    elif f.pinned_by_other:
+        _finish(st, FAILED, "AlreadyPinned", f"the Binding {f.binding} is pinned by {f.pinned_by_other}", f.now)
+    elif dst is None:
+        _finish(st, FAILED, "NoTarget", f"no target cluster: {f.target_note or 'none given, none found'}", f.now)
+    elif dst == src:
+        _finish(st, FAILED, "NoTarget", f"the target would be the source {src}", f.now)
+    elif dst not in f.clusters:
+        _finish(st, FAILED, "UnknownTarget", f"target cluster {dst} does not exist", f.now)
+    elif f.clusters.get(dst) is not True:
+        _finish(st, FAILED, "TargetNotReady", f"target cluster {dst} is not Ready", f.now)
+    elif f.placement.get(src, 0) <= 0:
+        _finish(st, FAILED, "NothingOnSource", f"{ref} has no replicas on {src} (placement: "
+                f"{dict(f.placement) or 'none'})", f.now)
+    elif f.clusters.get(src) is False:
+        _finish(st, FAILED, "SourceUnavailable", f"source cluster {src} is not Ready: there is nothing to copy "
+                "from (failover re-places the workload without its data)", f.now)
+    else:
+        n = int(f.placement[src])
+        st.update(binding=f.binding, sourceCluster=src, targetCluster=dst, sourceReplicas=n,
+                  originalPlacement=_as_list(f.placement), startTime=rfc3339_ms(f.now),
+                  catchUpRun=bool(spec.hook is not None and spec.hook.catchUp == "Run"))
+        if not spec.targetCluster:
+            st["targetChoice"] = f.target_note
+        _enter(st, PREPARE_TARGET, f.now, f"starting {n} replica(s) on {dst} beside {src}")
+
+
+def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
+    phase = str(st["phase"])
+    src, dst = str(st["sourceCluster"]), str(st["targetCluster"])
+    started = parse_rfc3339(st.get("phaseStartTime")) or f.now
+    elapsed = f.now - started
+    before_retire = phase != RETIRE_SOURCE
+    if f.deleting and before_retire:
+        _roll_back(st, "Deleted", "the plan was deleted", f.now)
+        return None
+    if phase in (PREPARE_TARGET, COPY_DATA, CATCH_UP) and f.clusters.get(src) is False:
+        # The data's only copy is unreachable: nothing to copy from, nothing a rollback could keep serving.
+        _finish(st, FAILED, "SourceUnavailable", f"source cluster {src} became NotReady during {phase}: the plan "
+                "stops and failover re-places the workload without its data", f.now)
+        return f"migration {st.get('binding')}: source {src} lost during {phase}"
+    if before_retire and f.clusters.get(dst) is False:
+        _roll_back(st, "TargetUnavailable", f"target cluster {dst} became NotReady during {phase}", f.now)
+        return None
+    if before_retire and elapsed > spec.timeouts.of(phase):
+        _roll_back(st, "Timeout", f"{phase} did not finish within {spec.timeouts.of(phase):g}s", f.now)
+        return None
+    if phase == PREPARE_TARGET:
+        want = with_target(st)
+        c = f.copies.get(dst)
+        if dict(f.placement) == want and c is not None and c.applied and not c.removing and c.ready >= want[dst]:
+            _done(st, phase, f.now, f"{c.ready} replica(s) ready on {dst}")
+            if spec.hook is None:
+                _skip(st, COPY_DATA, "NoHook", "no hook declared: no data to copy", f.now)
+                _skip(st, CATCH_UP, "NoHook", "no hook declared: nothing to catch up", f.now)
+                _enter(st, SWITCH_TRAFFIC, f.now, f"withdrawing traffic from {src}")
+            else:
+                _enter(st, COPY_DATA, f.now, f"running the copy hook on {_hook_cluster(spec, st)}")
+        else:
+            ready = c.ready if c is not None else 0
+            st["message"] = f"waiting for {want.get(dst, 0)} ready replica(s) on {dst} ({ready} ready)"
+    elif phase == COPY_DATA:
+        h = f.hooks.get(COPY) or HookState("absent")
+        if h.state == "complete":
+            _done(st, phase, f.now, "the copy hook completed")
+            if st.get("catchUpRun"):
+                _enter(st, CATCH_UP, f.now, "running the hook again for the changes made during the copy")
+            else:
+                _enter(st, CATCH_UP, f.now, f"waiting {_catch_up_wait(spec):g}s for the target to catch up")
+        elif h.state == "failed":
+            _roll_back(st, "HookFailed", f"the copy hook failed: {h.message}".rstrip(": "), f.now)
+        else:
+            st["message"] = "waiting for the copy hook to complete"
+    elif phase == CATCH_UP:
+        if st.get("catchUpRun"):
+            h = f.hooks.get(CATCHUP) or HookState("absent")
+            if h.state == "failed":
+                _roll_back(st, "HookFailed", f"the catch-up hook failed: {h.message}".rstrip(": "), f.now)
+                return None
+            done = h.state == "complete"
+        else:
+            done = elapsed >= _catch_up_wait(spec)
+        if done:
+            _done(st, phase, f.now, "caught up")
+            _enter(st, SWITCH_TRAFFIC, f.now, f"withdrawing traffic from {src}")
+    elif phase == SWITCH_TRAFFIC:
+        if src not in f.withdrawn:
+            st["message"] = f"withdrawing traffic from {src}"
+            st["switchedTime"] = None
+        else:
+            switched = parse_rfc3339(st.get("switchedTime"))
+            if switched is None:
+                st["switchedTime"] = rfc3339_ms(f.now)
+                switched = f.now
+            if f.now - switched >= spec.trafficDrainSeconds:
+                _done(st, phase, f.now, f"traffic goes to {dst} only")
+                _enter(st, RETIRE_SOURCE, f.now, f"removing the {src} copy once {dst} covers every replica")
+            else:
+                st["message"] = f"draining connections from {src} ({spec.trafficDrainSeconds:g}s)"
+        if st.get("switchedTime") is None:
+            st.pop("switchedTime", None)
+    elif phase == RETIRE_SOURCE:
+        want = without_source(st)
+        if dict(f.placement) == want and src not in f.copies:
+            _done(st, phase, f.now, f"the {src} copy is gone")
+            _finish(st, SUCCEEDED, "Succeeded", f"moved {st.get('sourceReplicas')} replica(s) from {src} to {dst}",
+                    f.now)
+        elif elapsed > spec.timeouts.retireSource:
+            st["message"] = f"the {src} copy is still there after {elapsed:.0f}s (no rollback: {dst} holds the data)"
+        else:
+            st["message"] = f"waiting for the {src} copy to be removed"
+    return None
+
+
+def _rolling_back(st: Obj, f: Facts) -> None:
+    original = _placement(st, "originalPlacement")
+    dst = str(st.get("targetCluster"))
+    c = f.copies.get(dst)
+    target_back = (c is None) if dst not in original else (c is not None and c.replicas == original[dst]
+                                                            and not c.removing)
+    if dict(f.placement) == original and target_back:
+        reason = str(st.get("rollbackReason") or "RolledBack")
+        st["phase"] = ROLLED_BACK
+        st["completionTime"] = rfc3339_ms(f.now)
+        st["message"] = f"rolled back ({reason}): {st.get('sourceCluster')} kept serving"
+        set_condition(st, ROLLED_BACK_CONDITION, "True", reason, str(st.get("rollbackMessage") or reason), f.now)
+    else:
+        st["message"] = f"rolling back: removing the {dst} copy ({st.get('rollbackReason')})"
+
+
+def _roll_back(st: Obj, reason: str, message: str, now: float) -> None:
+    phase = str(st["phase"])
+    if phase in CONDITION_OF:
+        set_condition(st, CONDITION_OF[phase], "False", reason, message, now)
+    st["rollbackReason"] = reason
+    st["rollbackMessage"] = message
+    st["failedPhase"] = phase
+    _enter(st, ROLLING_BACK, now, f"rolling back: {message}")
+    set_condition(st, ROLLED_BACK_CONDITION, "Unknown", reason, message, now, start=True)
+
+
+def _skip(st: Obj, phase: str, reason: str, message: str, now: float) -> None:
+    set_condition(st, CONDITION_OF[phase], "True", reason, message, now, start=True)
+
+
+def _finish(st: Obj, phase: str, reason: str, message: str, now: float) -> None:
+    st["phase"] = phase
+    st["message"] = message
+    st["completionTime"] = rfc3339_ms(now)
+    if phase == FAILED:
+        set_condition(st, FAILED_CONDITION, "True", reason, message, now, start=True)
+
+
+def _hook_cluster(spec: MigrationPlanSpec, st: Mapping[str, Any]) -> str:
+    return hook_cluster(spec, str(st.get("sourceCluster")), str(st.get("targetCluster")))
+
+
+def hook_cluster(spec: MigrationPlanSpec, source: str, target: str) -> str:
+    return source if spec.hook is not None and spec.hook.runOn == "Source" else target
+
+
+def _requeue(spec: MigrationPlanSpec, st: Mapping[str, Any], now: float) -> float:
+    """When to look again without a watch event: the phase's timeout or declared wait, at most POLL_SECONDS."""
+    phase = str(st.get("phase"))
+    started = parse_rfc3339(st.get("phaseStartTime")) or now
+    due = [POLL_SECONDS]
+    if phase in FORWARD:
+        due.append(started + spec.timeouts.of(phase) - now + 0.01)
+    if phase == CATCH_UP and not st.get("catchUpRun"):
+        due.append(started + _catch_up_wait(spec) - now + 0.01)
+    switched = parse_rfc3339(st.get("switchedTime"))
+    if phase == SWITCH_TRAFFIC and switched is not None:
+        due.append(switched + spec.trafficDrainSeconds - now + 0.01)
+    return max(0.05, min(due))
+
+
+def _catch_up_wait(spec: MigrationPlanSpec) -> float:
+    return spec.hook.catchUpWaitSeconds if spec.hook is not None else 0.0

@@ -1,0 +1,215 @@
+"""The phase machine with a hand-moved clock and hand-made facts: every transition, its effects, the
+rollbacks and the timeouts, and that a pass repeated (after a crash) changes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from drods.migration import phases
+from drods.migration.phases import Copy, Facts, HookState, advance
+from drods.model.migration import MigrationPlanSpec
+
+T0 = 1_800_000_000.0
+READY = {"a": True, "b": True, "c": True}
+
+
+def spec(**kw: Any) -> MigrationPlanSpec:
+    body: dict[str, Any] = {"workloadRef": {"kind": "StatefulSet", "name": "db"}, "sourceCluster": "a",
+                            "targetCluster": "b",
+                            "hook": {"command": {"image": "busybox", "command": ["sh", "-c", "copy"]},
+                                     "catchUpWaitSeconds": 10},
+                            "trafficDrainSeconds": 3,
+                            "timeouts": {"prepareTarget": 60, "copyData": 120}}
+    body.update(kw)
+    return MigrationPlanSpec.model_validate(body)
+
+
+def facts(now: float, **kw: Any) -> Facts:
+    base: dict[str, Any] = {"binding": "statefulset-default-db", "placement": {"a": 3, "c": 1},
+                            "copies": {"a": Copy(3, 3, True), "c": Copy(1, 1, True)}, "clusters": READY}
+    base.update(kw)
+    return Facts(now=now, **base)
+
+
+def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def started(s: MigrationPlanSpec) -> dict[str, Any]:
+    step = advance(s, {}, facts(T0))
+    assert step.status["phase"] == "PrepareTarget"
+    return step.status
+
+
+def test_start_records_the_move_and_pins_source_plus_target() -> None:
+    step = advance(spec(), {}, facts(T0))
+    st = step.status
+    assert st["sourceReplicas"] == 3 and st["originalPlacement"] == [{"cluster": "a", "replicas": 3},
+                                                                     {"cluster": "c", "replicas": 1}]
+    assert step.effects.pin == {"a": 3, "b": 3, "c": 1}  # the source keeps all its replicas
+    assert step.effects.withdrawn == frozenset() and step.effects.hook is None
+    cond = conditions(st)["TargetPrepared"]
+    assert cond["status"] == "Unknown" and cond["startTime"] == st["phaseStartTime"]
+    assert step.requeue is not None and step.requeue <= phases.POLL_SECONDS
+
+
+@pytest.mark.parametrize(("kw", "reason"), [
+    ({"binding": None}, "NoBinding"),
+    ({"placement": {"c": 4}}, "NothingOnSource"),
+    ({"clusters": {"a": True}}, "UnknownTarget"),
+    ({"clusters": {"a": True, "b": False}}, "TargetNotReady"),
+    ({"clusters": {"a": False, "b": True}}, "SourceUnavailable"),
+    ({"older_plan": "first"}, "AnotherPlanRunning"),
+    ({"pinned_by_other": "MigrationPlan default/x"}, "AlreadyPinned"),
+])
+def test_a_plan_that_cannot_start_fails_without_touching_anything(kw: dict[str, Any], reason: str) -> None:
+    step = advance(spec(), {}, facts(T0, **kw))
+    assert step.status["phase"] == "Failed"
+    assert conditions(step.status)["Failed"]["reason"] == reason
+    assert step.effects.pin is None and not step.effects.touch_binding and step.requeue is None
+
+
+def test_the_whole_way_with_each_pass_repeatable() -> None:
+    s = spec()
+    st = started(s)
+    pin = {"a": 3, "b": 3, "c": 1}
+    # the target is not ready yet: stay, and a repeated pass changes nothing
+    f = facts(T0 + 1, placement=pin, copies={"a": Copy(3, 3, True), "b": Copy(3, 1, True), "c": Copy(1, 1, True)})
+    again = advance(s, st, f)
+    assert again.status["phase"] == "PrepareTarget" and "1 ready" in again.status["message"]
+    assert advance(s, again.status, f).status == again.status
+    # ready on the target → CopyData, the copy hook wanted
+    ready = {"a": Copy(3, 3, True), "b": Copy(3, 3, True), "c": Copy(1, 1, True)}
+    step = advance(s, again.status, replace(f, now=T0 + 2, copies=ready))
+    assert step.status["phase"] == "CopyData" and step.effects.hook == "copy" and step.effects.pin == pin
+    assert conditions(step.status)["TargetPrepared"]["status"] == "True"
+    f = facts(T0 + 3, placement=pin, copies=ready, hooks={"copy": HookState("running")})
+    assert advance(s, step.status, f).status["phase"] == "CopyData"
+    step = advance(s, step.status, replace(f, hooks={"copy": HookState("complete")}))
+    assert step.status["phase"] == "CatchUp" and step.effects.hook is None  # a declared wait, not a run
+    # catch-up waits its 10 s
+    assert advance(s, step.status, replace(f, now=T0 + 12)).status["phase"] == "CatchUp"
+    w = advance(s, step.status, replace(f, now=T0 + 3 + 10))
+    assert w.status["phase"] == "SwitchTraffic" and w.effects.withdrawn == frozenset({"a"})
+    assert w.effects.pin == pin  # both copies still run while traffic moves
+    # the withdrawal must be seen on the Binding, then the drain time passes
+    sw = advance(s, w.status, replace(f, now=T0 + 14))
+    assert sw.status["phase"] == "SwitchTraffic" and "switchedTime" not in sw.status
+    sw = advance(s, sw.status, replace(f, now=T0 + 15, withdrawn=frozenset({"a"})))
+    assert sw.status["phase"] == "SwitchTraffic" and sw.requeue == pytest.approx(3.01)
+    rt = advance(s, sw.status, replace(f, now=T0 + 20, withdrawn=frozenset({"a"})))
+    assert rt.status["phase"] == "RetireSource" and rt.effects.pin == {"b": 3, "c": 1}
+    # the source's Work is still there (the graceful move): wait
+    f = facts(T0 + 21, placement={"b": 3, "c": 1}, withdrawn=frozenset({"a"}),
+              copies={"a": Copy(3, 3, True, removing=True), "b": Copy(3, 3, True), "c": Copy(1, 1, True)})
+    assert advance(s, rt.status, f).status["phase"] == "RetireSource"
+    done = advance(s, rt.status, replace(f, copies={"b": Copy(3, 3, True), "c": Copy(1, 1, True)}))
+    assert done.status["phase"] == "Succeeded" and done.effects.pin is None and done.effects.cleanup
+    assert done.effects.touch_binding and done.effects.withdrawn == frozenset()
+    conds = conditions(done.status)
+    assert [conds[t]["status"] for t in ("TargetPrepared", "DataCopied", "CaughtUp", "TrafficSwitched",
+                                         "SourceRetired")] == ["True"] * 5
+    assert all(c["startTime"] <= c["lastTransitionTime"] for c in conds.values())
+    assert done.requeue is None
+
+
+def test_catch_up_can_run_the_hook_again() -> None:
+    s = spec(hook={"command": {"image": "busybox"}, "catchUp": "Run"})
+    st = {**started(s), "phase": "CatchUp", "phaseStartTime": "2027-01-15T08:00:00.000Z"}
+    step = advance(s, st, facts(T0 + 1, hooks={"copy": HookState("complete"), "catchup": HookState("running")}))
+    assert step.status["phase"] == "CatchUp" and step.effects.hook == "catchup"
+    step = advance(s, st, facts(T0 + 1, hooks={"catchup": HookState("failed", "exit 1")}))
+    assert step.status["phase"] == "RollingBack" and step.status["rollbackReason"] == "HookFailed"
+
+
+def test_no_hook_skips_the_data_phases() -> None:
+    s = spec(hook=None)
+    st = started(s)
+    pin = {"a": 3, "b": 3, "c": 1}
+    step = advance(s, st, facts(T0 + 1, placement=pin, copies={"b": Copy(3, 3, True), "a": Copy(3, 3, True)}))
+    assert step.status["phase"] == "SwitchTraffic"
+    assert conditions(step.status)["DataCopied"]["reason"] == "NoHook"
+
+
+def test_failed_hook_rolls_back_and_the_source_keeps_serving() -> None:
+    s = spec()
+    st = {**started(s), "phase": "CopyData"}
+    step = advance(s, st, facts(T0 + 5, hooks={"copy": HookState("failed", "BackoffLimitExceeded")}))
+    assert step.status["phase"] == "RollingBack"
+    assert step.effects.pin == {"a": 3, "c": 1} and step.effects.cleanup  # the original placement again
+    assert conditions(step.status)["DataCopied"]["status"] == "False"
+    assert conditions(step.status)["RolledBack"]["status"] == "Unknown"
+    # the target's copy still there → stay RollingBack; gone → RolledBack
+    pin_back = {"a": 3, "c": 1}
+    f = facts(T0 + 6, placement=pin_back, copies={"a": Copy(3, 3, True), "b": Copy(3, 3, True, removing=True)})
+    assert advance(s, step.status, f).status["phase"] == "RollingBack"
+    end = advance(s, step.status, replace(f, copies={"a": Copy(3, 3, True), "c": Copy(1, 1, True)}))
+    assert end.status["phase"] == "RolledBack" and end.effects.pin is None
+    cond = conditions(end.status)["RolledBack"]
+    assert cond["status"] == "True" and cond["reason"] == "HookFailed" and "BackoffLimitExceeded" in cond["message"]
+
+
+def test_a_phase_that_times_out_rolls_back() -> None:
+    s = spec()
+    st = started(s)  # prepareTarget: 60 s
+    f = facts(T0 + 59, placement={"a": 3, "b": 3, "c": 1}, copies={"a": Copy(3, 3, True), "b": Copy(3, 0, True)})
+    assert advance(s, st, f).status["phase"] == "PrepareTarget"
+    assert advance(s, st, f).requeue == pytest.approx(1.01)
+    step = advance(s, st, replace(f, now=T0 + 61))
+    assert step.status["phase"] == "RollingBack" and step.status["rollbackReason"] == "Timeout"
+    assert step.status["failedPhase"] == "PrepareTarget"
+
+
+def test_retire_never_rolls_back() -> None:
+    s = spec()
+    st = {**started(s), "phase": "RetireSource", "phaseStartTime": "2020-01-01T00:00:00.000Z"}
+    step = advance(s, st, facts(T0, placement={"b": 3, "c": 1}, deleting=True,
+                                copies={"a": Copy(3, 3, True, removing=True)}))
+    assert step.status["phase"] == "RetireSource" and "no rollback" in step.status["message"]
+
+
+def test_lost_source_before_the_copy_ends_fails_and_asks_for_failover() -> None:
+    s = spec()
+    st = {**started(s), "phase": "CopyData"}
+    step = advance(s, st, facts(T0 + 1, clusters={"a": False, "b": True}))
+    assert step.status["phase"] == "Failed" and step.reschedule
+    assert step.effects.pin is None and step.effects.touch_binding  # released so failover can move it
+    assert conditions(step.status)["Failed"]["reason"] == "SourceUnavailable"
+
+
+def test_a_deleted_binding_ends_the_plan() -> None:
+    s = spec()
+    for phase in ("CopyData", "RollingBack"):
+        step = advance(s, {**started(s), "phase": phase}, facts(T0 + 1, binding=None))
+        assert step.status["phase"] == "Failed" and conditions(step.status)["Failed"]["reason"] == "BindingGone"
+        assert step.effects.cleanup and step.requeue is None
+
+
+def test_deleting_a_running_plan_rolls_it_back() -> None:
+    s = spec()
+    step = advance(s, started(s), facts(T0 + 1, deleting=True))
+    assert step.status["phase"] == "RollingBack" and step.status["rollbackReason"] == "Deleted"
+
+
+def test_spec_validation() -> None:
+    with pytest.raises(ValueError, match="must differ"):
+        spec(targetCluster="a")
+    with pytest.raises(ValueError, match="exactly one of jobTemplate or command"):
+        spec(hook={"runOn": "Target"})
+    with pytest.raises(ValueError, match="needs a spec"):
+        spec(hook={"jobTemplate": {"metadata": {}}})
+
+
+def test_a_plan_without_a_target_takes_the_chosen_one() -> None:
+    body = spec().model_dump(exclude_none=True)
+    body.pop("targetCluster")
+    s = MigrationPlanSpec.model_validate(body)
+    step = advance(s, {}, facts(T0, chosen_target="c", target_note="c is where the scheduler would place it"))
+    assert step.status["phase"] == "PrepareTarget" and step.status["targetCluster"] == "c"
+    assert step.status["targetChoice"].startswith("c is where") and step.effects.pin == {"a": 3, "c": 4}
+    none = advance(s, {}, facts(T0, target_note="no cluster but a can take it"))
+    assert none.status["phase"] == "Failed" and conditions(none.status)["Failed"]["reason"] == "NoTarget"
+    assert "no cluster but a" in none.status["message"]

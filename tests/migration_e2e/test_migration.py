@@ -1,0 +1,325 @@
+"""F3 end to end: MigrationPlans moving a StatefulSet between two ``drods sim`` members, with the
+control plane as three processes over one etcd — ``drods apiserver``, ``drods scheduler`` and
+``drods controllers`` (which runs the migration controller) — so the controllers can be SIGKILLed
+cheaply while a plan runs.
+
+* drain: ``drods cluster drain`` of the cluster a StatefulSet with a declared hook runs on starts a
+  MigrationPlan; the controllers process is SIGKILLed (and started again) as soon as each new phase
+  shows, and the plan still ends Succeeded: every phase's condition True, the copy hook run once in
+  the target (one Job, one pod), the data moved, the source emptied — and at every poll of the
+  members the StatefulSet had ready replicas;
+* rollback: ``drods migrate`` of a StatefulSet whose copy hook fails (the sim fails the Job by its
+  ``sim.drods.io/exit-code`` annotation) ends RolledBack with the source serving as before and no
+  copy left in the target;
+* ``kubectl get migrationplans`` prints workload, from, to and phase.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from kubernetes import config as k8s_config
+
+from drods.model.annotations import MIGRATION_HOOK, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
+from drods.registry.secrets import load_or_create_key
+from drods.security.envelope import KEYRING_FILE, Keyring
+from drods.sim.harness import SimProcess
+from tests.etcd_server import EtcdCluster, etcd_binary
+from tests.members_e2e.conftest import FAST, Member, wait_for
+from tests.server_process import ServerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(240)]
+
+SIMS = {"mig-dfw": ["--region", "us-east", "--provider", "aws", "--city", "DFW"],
+        "mig-lhr": ["--region", "eu-west", "--provider", "azure", "--city", "LHR"]}
+NS = "shop"
+PLANS = f"/apis/multicluster.io/v1alpha1/namespaces/{NS}/migrationplans"
+BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
+START = 90.0  # seconds a process may take to come up on a loaded machine
+FORWARD = ("PrepareTarget", "CopyData", "CatchUp", "SwitchTraffic", "RetireSource")
+
+
+def _copy_keys(seed: Path, to: Path) -> Path:
+    to.mkdir(parents=True, exist_ok=True)
+    for name in ("jwt.key", "encryption.key", KEYRING_FILE):
+        shutil.copy2(seed / name, to / name)
+    config = {"apiVersion": "config.drods.io/v1alpha1", "kind": "DRODSConfiguration", "members": yaml.safe_load(FAST)}
+    (to / "drods.yaml").write_text(yaml.safe_dump(config))
+    return to
+
+
+@dataclass
+class Fleet:
+    api: ServerProcess
+    controllers: ServerProcess
+    http: httpx.Client
+    members: dict[str, Member]
+    kubeconfig: Path
+
+    def plan(self, name: str) -> dict[str, Any]:
+        return dict(self.http.get(f"{PLANS}/{name}").json())
+
+    def binding(self, name: str) -> dict[str, Any]:
+        return dict(self.http.get(f"{BINDINGS}/{name}").json())
+
+    def ready_in_members(self, sts: str) -> dict[str, int]:
+        out = {}
+        for n, m in self.members.items():
+            obj = m.get(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{sts}")
+            if obj is not None:
+                out[n] = int((obj.get("status") or {}).get("readyReplicas") or 0)
+        return out
+
+    def restart_controllers(self) -> None:
+        self.controllers.kill()  # SIGKILL
+        self.controllers.start()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    if etcd_binary() is None:
+        pytest.skip("etcd binary not found")
+    root = tmp_path_factory.mktemp("migration-e2e")
+    with EtcdCluster(1, base_dir=str(root / "etcd")) as etcd:
+        store = ["--store", "etcd://" + ",".join(etcd.endpoints)]
+        seed = root / "seed"
+        seed.mkdir()
+        ServerProcess(seed).run_cli("token", "create", "--role", "admin", "--data-dir", str(seed))
+        load_or_create_key(seed / "encryption.key")
+        Keyring.load(seed)
+        sims = {n: SimProcess(n, root / "sims", [*args, "--job-seconds", "1"]).start() for n, args in SIMS.items()}
+        api = ServerProcess(_copy_keys(seed, root / "api"), command="apiserver", args=store, start_timeout=START)
+        procs = [api, ServerProcess(_copy_keys(seed, root / "sched"), command="scheduler",
+                                    args=[*store, "--id", "sched", "--lease-ttl", "2"], start_timeout=START),
+                 ServerProcess(_copy_keys(seed, root / "ctrl"), command="controllers",
+                               args=[*store, "--id", "ctrl", "--lease-ttl", "2"], start_timeout=START)]
+        try:
+            with ThreadPoolExecutor(len(procs) + len(sims)) as pool:  # start everything at once
+                started = [pool.submit(p.start) for p in procs] + [pool.submit(s.wait_ready, 60) for s in sims.values()]
+                for fut in started:
+                    fut.result()
+                joins = [pool.submit(api.run_cli, "cluster", "join", n, "--kubeconfig", str(s.kubeconfig),
+                                     "--server", api.url, "--token", api.token("admin")) for n, s in sims.items()]
+                for fut in joins:
+                    assert fut.result().returncode == 0, fut.result().stderr
+            members = {n: Member(n, s, k8s_config.new_client_from_config(str(s.kubeconfig), persist_config=False))
+                       for n, s in sims.items()}
+            with api.client(timeout=10) as http:
+                f = Fleet(api, procs[2], http, members, api.kubeconfig(root / "kubeconfig"))
+
+                def all_ready() -> bool:
+                    for n in sims:
+                        conds = (http.get(f"/apis/multicluster.io/v1alpha1/clusters/{n}").json().get("status")
+                                 or {}).get("conditions") or []
+                        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds):
+                            return False
+                    return True
+
+                wait_for(all_ready, 30, "both members Ready")
+                r = http.post("/apis/multicluster.io/v1alpha1/propagationpolicies", json={
+                    "apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy",
+                    "metadata": {"name": "stateful"},
+                    "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "namespace": NS}],
+                             "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                                 "replicaDivisionPreference": "Aggregated"}}}})
+                assert r.status_code == 201, r.text
+                yield f
+        finally:
+            for p in procs:
+                p.kill()
+            for s in sims.values():
+                s.stop()
+
+
+def statefulset(name: str, replicas: int, hook: dict[str, Any] | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS}
+    if hook is not None:
+        meta["annotations"] = {MIGRATION_HOOK: json.dumps(hook)}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta,
+            "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "db", "image": "postgres:16",
+                                                           "resources": {"requests": {"cpu": "100m",
+                                                                                      "memory": "128Mi"}}}]}}}}
+
+
+def hook(exit_code: int = 0) -> dict[str, Any]:
+    """A copy Job (jobTemplate form); the sim runs its pod for 1 s and exits with ``exit_code``."""
+    return {"runOn": "Target", "catchUp": "Wait", "catchUpWaitSeconds": 1,
+            "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
+        "metadata": {"annotations": {"sim.drods.io/run-seconds": "1", "sim.drods.io/exit-code": str(exit_code)}},
+        "spec": {"containers": [{"name": "copy", "image": "postgres:16",
+                                 "command": ["sh", "-c", "pg_basebackup -h $MIGRATION_SOURCE_CLUSTER"]}]}}}}}
+
+
+def deploy(fleet: Fleet, name: str, replicas: int, h: dict[str, Any]) -> tuple[str, str]:
+    r = fleet.http.post(f"/apis/apps/v1/namespaces/{NS}/statefulsets", json=statefulset(name, replicas, h))
+    assert r.status_code == 201, r.text
+    bname = f"statefulset-{NS}-{name}"
+
+    def running() -> str | None:
+        r = fleet.http.get(f"{BINDINGS}/{bname}")
+        st = r.json().get("status") or {} if r.status_code == 200 else {}
+        placed = [t["cluster"] for t in st.get("placement") or []]
+        return placed[0] if st.get("phase") == "Running" and len(placed) == 1 else None
+
+    source = wait_for(running, 30, f"{name} Running on one cluster")
+    target = next(n for n in fleet.members if n != source)
+    assert fleet.ready_in_members(name) == {source: replicas}
+    return source, target
+
+
+def _kill_on_each_phase(fleet: Fleet, plan: str, seen: list[str], stop: threading.Event) -> None:
+    """Watch the plan; the moment a new phase is recorded, SIGKILL the controllers and start them again
+    (the phase before it is then over and this one has just begun: the kill falls between the two)."""
+    with fleet.api.client(timeout=httpx.Timeout(10, read=None)) as http:
+        while not stop.is_set():
+            try:
+                with http.stream("GET", f"{PLANS}?watch=true&fieldSelector=metadata.name%3D{plan}") as resp:
+                    for line in resp.iter_lines():
+                        if stop.is_set():
+                            return
+                        if not line.strip():
+                            continue
+                        obj = json.loads(line).get("object") or {}
+                        phase = str((obj.get("status") or {}).get("phase") or "")
+                        if phase in FORWARD and phase not in seen:
+                            seen.append(phase)
+                            if phase != "PrepareTarget":
+                                fleet.restart_controllers()
+                        if phase in ("Succeeded", "RolledBack", "Failed"):
+                            return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+
+
+def test_drain_migrates_with_a_kill_between_every_phase(fleet: Fleet) -> None:
+    source, target = deploy(fleet, "orders", 2, hook())
+    done = fleet.api.run_cli("cluster", "drain", source, "--server", fleet.api.url, "--token", fleet.api.token())
+    assert done.returncode == 0, done.stderr
+    assert "1 migration plan(s) started" in done.stdout, done.stdout
+    plan_name = done.stdout.strip().rsplit(f"{NS}/", 1)[1].strip()
+    seen: list[str] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_on_each_phase, args=(fleet, plan_name, seen, stop), daemon=True)
+    killer.start()
+    job_uids: set[str] = set()
+    polls = 0
+    deadline = time.monotonic() + 150
+    phase = ""
+    try:
+        while phase not in ("Succeeded", "RolledBack", "Failed"):
+            assert time.monotonic() < deadline, f"plan stuck in {phase}: {fleet.plan(plan_name).get('status')}"
+            ready = fleet.ready_in_members("orders")
+            polls += 1
+            assert sum(ready.values()) > 0, f"no ready replica at poll {polls} in phase {phase}: {ready}"
+            pods = fleet.members[target].get(f"/api/v1/namespaces/{NS}/pods?labelSelector=job-name")
+            job_uids |= {p["metadata"]["labels"].get("controller-uid", "") for p in (pods or {}).get("items") or []}
+            phase = str((fleet.plan(plan_name).get("status") or {}).get("phase") or "Pending")
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        killer.join(30)
+    plan = fleet.plan(plan_name)
+    st = plan["status"]
+    assert st["phase"] == "Succeeded", st
+    assert plan["spec"]["trigger"] == "Drain" and "targetCluster" not in plan["spec"]
+    assert st["targetCluster"] == target and "where the scheduler would place it" in st["targetChoice"]
+    assert seen == list(FORWARD), seen  # every phase was seen, so the controllers were killed 4 times
+    conds = {c["type"]: c for c in st["conditions"]}
+    for t in ("TargetPrepared", "DataCopied", "CaughtUp", "TrafficSwitched", "SourceRetired"):
+        assert conds[t]["status"] == "True", conds[t]
+        assert conds[t]["startTime"] <= conds[t]["lastTransitionTime"]
+    assert len(job_uids) == 1, f"the copy hook ran as {len(job_uids)} Jobs"  # never started twice
+    assert fleet.ready_in_members("orders") == {target: 2}
+    b = fleet.binding(f"statefulset-{NS}-orders")
+    assert [(t["cluster"], t["replicas"]) for t in b["status"]["placement"]] == [(target, 2)]
+    assert PINNED_PLACEMENT not in (b["metadata"].get("annotations") or {})
+    # the hook Job and its Binding are gone
+    wait_for(lambda: not fleet.http.get(f"/apis/batch/v1/namespaces/{NS}/jobs").json().get("items"), 20,
+             "the hook Job removed")
+    fleet.http.patch(f"/apis/multicluster.io/v1alpha1/clusters/{source}", json={"spec": {"unschedulable": False}},
+                     headers={"content-type": "application/merge-patch+json"})
+
+
+def test_failed_hook_rolls_back_with_the_source_serving(fleet: Fleet) -> None:
+    source, target = deploy(fleet, "ledger", 2, hook(exit_code=1))
+    done = fleet.api.run_cli("migrate", f"statefulset/{NS}/ledger", "--to", target, "--server", fleet.api.url,
+                             "--token", fleet.api.token(), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    plan_name = json.loads(done.stdout)["metadata"]["name"]
+    deadline = time.monotonic() + 90
+    phase = ""
+    while phase not in ("Succeeded", "RolledBack", "Failed"):
+        assert time.monotonic() < deadline, f"plan stuck: {fleet.plan(plan_name).get('status')}"
+        ready = fleet.ready_in_members("ledger")
+        assert ready.get(source, 0) == 2, f"the source stopped serving in {phase}: {ready}"
+        phase = str((fleet.plan(plan_name).get("status") or {}).get("phase") or "Pending")
+        time.sleep(0.2)
+    st = fleet.plan(plan_name)["status"]
+    assert st["phase"] == "RolledBack", st
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["RolledBack"]["status"] == "True" and conds["RolledBack"]["reason"] == "HookFailed"
+    assert conds["DataCopied"]["status"] == "False" and "backoff limit" in conds["DataCopied"]["message"]
+    assert conds["TargetPrepared"]["status"] == "True"
+    assert fleet.ready_in_members("ledger") == {source: 2}
+    b = fleet.binding(f"statefulset-{NS}-ledger")
+    assert [(t["cluster"], t["replicas"]) for t in b["status"]["placement"]] == [(source, 2)]
+    assert PINNED_PLACEMENT not in (b["metadata"].get("annotations") or {})
+    # a finished plan does not block a new one; a second plan while one runs is refused (409)
+    body = {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan", "metadata": {"namespace": NS},
+            "spec": {"workloadRef": {"name": "ledger"}, "sourceCluster": source, "targetCluster": target}}
+    first = fleet.http.post(PLANS, json={**body, "metadata": {**body["metadata"], "name": "ledger-again"}})
+    assert first.status_code == 201, first.text
+    second = fleet.http.post(PLANS, json={**body, "metadata": {**body["metadata"], "name": "ledger-twice"}})
+    assert second.status_code == 409, second.text
+    assert "already being moved by MigrationPlan 'ledger-again'" in second.json()["message"]
+    assert fleet.http.get(f"{PLANS}/ledger-twice").status_code == 404
+    # deleting a running plan (here waiting in SwitchTraffic, traffic already off the source) rolls it back
+    # first; the finalizer keeps it until the source serves alone again
+    fleet.http.patch(f"{PLANS}/ledger-again", json={"spec": {"trafficDrainSeconds": 120}},
+                     headers={"content-type": "application/merge-patch+json"})
+    wait_for(lambda: (fleet.plan("ledger-again").get("status") or {}).get("phase") == "SwitchTraffic", 60,
+             "ledger-again switching traffic")
+    b = fleet.binding(f"statefulset-{NS}-ledger")
+    assert b["metadata"]["annotations"].get(TRAFFIC_WITHDRAWN) == source
+    assert fleet.http.delete(f"{PLANS}/ledger-again").status_code in (200, 202)
+    wait_for(lambda: fleet.http.get(f"{PLANS}/ledger-again").status_code == 404, 60, "the deleted plan gone")
+    b = fleet.binding(f"statefulset-{NS}-ledger")
+    annotations = b["metadata"].get("annotations") or {}
+    assert PINNED_PLACEMENT not in annotations and TRAFFIC_WITHDRAWN not in annotations
+    assert [(t["cluster"], t["replicas"]) for t in b["status"]["placement"]] == [(source, 2)]
+    assert fleet.ready_in_members("ledger") == {source: 2}
+
+
+def test_kubectl_lists_and_applies_migration_plans(fleet: Fleet, tmp_path: Path) -> None:
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kubectl", "--kubeconfig", str(fleet.kubeconfig), *args], capture_output=True,
+                              text=True, timeout=30, check=False)
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "migration" / "migrationplan.yaml"
+    applied = kubectl("apply", "--dry-run=server", "-f", str(example))
+    assert applied.returncode == 0 and "created (server dry run)" in applied.stdout, applied.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(example.read_text().replace("targetCluster: gcp-sin", "targetCluster: aws-dfw"))
+    refused = kubectl("apply", "-f", str(bad))
+    assert refused.returncode != 0 and "sourceCluster and targetCluster must differ" in refused.stderr
+    out = kubectl("get", "migrationplans", "-n", NS)
+    assert out.returncode == 0, out.stderr
+    header = out.stdout.splitlines()[0].split()
+    assert header[:5] == ["NAME", "WORKLOAD", "FROM", "TO", "PHASE"], out.stdout
+    rows = {line.split()[1]: line.split() for line in out.stdout.splitlines()[1:]}
+    assert rows["StatefulSet/orders"][4] == "Succeeded"
+    assert any(r[1] == "StatefulSet/ledger" and r[4] == "RolledBack" for r in map(str.split, out.stdout.splitlines()))
