@@ -73,22 +73,14 @@ class AutoscalerSettings:
 
 
 def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
-    """A status document → ``{"cpu": %, "memory": %}``: use relative to what pods request
-    (``used / allocated``, Kubernetes' meaning of utilisation, which falls as replicas are added)
-    when the cluster reports its allocation, else relative to capacity."""
+    """A status document → ``{"cpu": %, "memory": %, "waterLevel": …}`` (`algorithm.cluster_utilisation`)."""
     try:
         view = json.loads(kv.value).get("status") or {}
     except (ValueError, AttributeError):
         return None
-    out: dict[str, float] = {}
-    for res in ("cpu", "memory"):
-        part = view.get(res) or {}
-        used = part.get("used")
-        base = part.get("allocated")
-        if not isinstance(base, (int, float)) or base <= 0:
-            base = part.get("capacity")
-        if isinstance(base, (int, float)) and isinstance(used, (int, float)) and base > 0:
-            out[res] = 100.0 * float(used) / float(base)
+    if not isinstance(view, dict):
+        return None
+    out = algorithm.cluster_utilisation(view)
     wl = view.get("waterLevel")
     if isinstance(wl, (int, float)):
         out[WATER_LEVEL] = float(wl)
