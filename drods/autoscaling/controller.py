@@ -69,6 +69,9 @@ class AutoscalerSettings:
     history_retention_s: float = 7 * 86400.0
     # Pre-scaling: scale now for the utilisation forecast this far ahead (0: off).
     forecast_horizon_s: float = 600.0
+    # A count adopted from a pull-mode agent's local decisions stands this long before the
+    # autoscaler decides again (M2: no fight with what the agent just did).
+    adopt_hold_s: float = 60.0
     feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
 
 
@@ -330,7 +333,16 @@ class Autoscaler:
             feedback_info = {"error": None if fb.error is None else round(fb.error, 4), "recommended": fb.replicas,
                              "reason": fb.reason}
         recommendation = min(max(recommendation, lo), hi)
-        outcome, window = algorithm.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
+        autonomy = status.get("autonomy") or {}
+        adopted_at = parse_rfc3339(autonomy.get("adoptedAt"))
+        held = autonomy.get("adoptedReplicas")
+        holding = (adopted_at is not None and isinstance(held, int)
+                   and 0 <= now - adopted_at < self.settings.adopt_hold_s)
+        if holding and isinstance(held, int):  # an agent's count was just adopted: keep it
+            kept = min(max(held, lo), hi)
+            outcome, window = algorithm.Outcome(kept, kept, "adopted from agent"), _window(status)
+        else:
+            outcome, window = algorithm.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
         out: dict[str, Any] = {
             "currentReplicas": current, "desiredReplicas": outcome.desired,
             "currentMetrics": current_metrics, "minReplicas": lo, "maxReplicas": hi,
@@ -343,9 +355,12 @@ class Autoscaler:
                                **(feedback_info or {})}
         if rule:
             out["cronRule"] = rule
+        if autonomy:
+            out["autonomy"] = autonomy
         if forecast_info is not None:
             out["forecast"] = forecast_info
-        out["lastScaleTime"] = rfc3339_ms(now) if outcome.desired != current else status.get("lastScaleTime")
+        out["lastScaleTime"] = (rfc3339_ms(now) if outcome.desired != current and not holding
+                                else status.get("lastScaleTime"))
         if out["lastScaleTime"] is None:
             out.pop("lastScaleTime")
         able = bool(observations) or (feedback_info is not None and feedback_info["error"] is not None)
@@ -355,7 +370,7 @@ class Autoscaler:
             _condition("ScalingLimited", bool(outcome.reason), outcome.reason.replace(" ", "-") or "DesiredWithinRange",
                        outcome.reason or "the desired count is the recommendation", now)]
         record = None
-        if outcome.desired != current:
+        if outcome.desired != current and not holding:
             record = {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{meta.get('name')}",
                       "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
                       "recommendation": recommendation, "reason": outcome.reason or "recommendation",

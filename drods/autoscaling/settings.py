@@ -41,8 +41,11 @@ class AutoscalingConfig(BaseModel):
     syncSeconds: float = Field(default=_A.sync_seconds, gt=0)  # every autoscaler evaluated this often
     historyRetentionSeconds: float = Field(default=_A.history_retention_s, gt=0)  # decisions kept
     forecastHorizonSeconds: float = Field(default=_A.forecast_horizon_s, ge=0)  # pre-scaling; 0: off
+    # how long a count adopted from a pull-mode agent stands before the autoscaler decides again
+    adoptHoldSeconds: float = Field(default=_A.adopt_hold_s, ge=0)
     feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
 
     def settings(self) -> AutoscalerSettings:
         return AutoscalerSettings(sync_seconds=self.syncSeconds, history_retention_s=self.historyRetentionSeconds,
-                                  forecast_horizon_s=self.forecastHorizonSeconds, feedback=self.feedback.settings())
+                                  forecast_horizon_s=self.forecastHorizonSeconds, adopt_hold_s=self.adoptHoldSeconds,
+                                  feedback=self.feedback.settings())
