@@ -176,6 +176,8 @@ class AutonomyAgent:
             if now - self.unreachable_since >= self.settings.grace_s:
                 await self.decide(now)
             return
+        if self.unreachable_since is not None:
+            self.works.reachable.set()  # back: the Works relist (and prune) now
         self.unreachable_since = None
         if self.decisions:
             await self.report()

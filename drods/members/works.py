@@ -77,6 +77,7 @@ class WorkAgent:
         self.ns_ok: set[str] = set()
         self._held_kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) some Work has held
         self.wake = asyncio.Event()
+        self.reachable = asyncio.Event()  # someone saw the control plane answer: relist now, not after the backoff
         # A local replica count for a manifest (regional autonomy), None to apply it as sent.
         self.replicas_for: Callable[[Mapping[str, Any]], int | None] | None = None
 
@@ -132,8 +133,13 @@ class WorkAgent:
             except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
                 self.authoritative = False
                 log.warning("cannot follow the Works of %s: %s; retrying in %.0fs", self.cluster, e, backoff)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), backoff)
+                self.reachable.clear()
+                waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.reachable.wait())]
+                try:
+                    await asyncio.wait(waits, timeout=backoff, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
                 backoff = min(backoff * 2, self.max_backoff)
 
     def _check(self, r: httpx.Response) -> None:
