@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from drods.autoscaling import algorithm, cron
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
+from drods.autoscaling.promql_feedback import PromQLFeedback
 from drods.controllers.detector import binding_name, decode_object
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
@@ -46,12 +47,14 @@ from drods.model.autoscaling import (
     CRON_KIND,
     CronFederatedHPASpec,
     FederatedHPASpec,
+    FeedbackQueries,
     OwnerIndex,
     scaled_workload,
 )
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.monitor.series import PrometheusError
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.store import KeyValue, Store
 
@@ -72,6 +75,8 @@ class AutoscalerSettings:
     # A count adopted from a pull-mode agent's local decisions stands this long before the
     # autoscaler decides again (M2: no fight with what the agent just did).
     adopt_hold_s: float = 60.0
+    # Prometheus for ``spec.feedback.promql`` (H3); None: such queries are not evaluated.
+    feedback_prometheus_url: str | None = None
     feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
 
 
@@ -134,6 +139,8 @@ class Autoscaler:
         self.hpas, self.crons, self.bindings, self.clusters, self.feedback = hpas, crons, bindings, clusters, feedback
         self.history = Journal(store, AUTOSCALING_PREFIX, retention_s=self.settings.history_retention_s, clock=clock)
         self.controller = Controller(LEASE, self.reconcile, workers=2)
+        url = self.settings.feedback_prometheus_url
+        self.promql = PromQLFeedback(url) if url else None
         self.owners = OwnerIndex()
         # (namespace, FederatedHPA name) → the crons that drive it, by key
         self.drivers: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
@@ -205,7 +212,7 @@ class Autoscaler:
             return period - (now - last)  # evaluated this period already (e.g. our own status write)
         try:
             if kind is FEDERATED_HPA:
-                new_status, record = self._evaluate_hpa(obj, status, now)
+                new_status, record = self._evaluate_hpa(obj, status, now, await self._promql(obj, now))
             else:
                 new_status, record = self._evaluate_cron(obj, status, now)
         except ValidationError as e:  # stored before a schema change: report, don't crash the loop
@@ -284,8 +291,23 @@ class Autoscaler:
                         f"{CRON_KIND}/{cmeta.get('name')}:{fired.rule.name}")
         return (best[1], best[2], best[3]) if best else (None, None, None)
 
-    def _evaluate_hpa(self, obj: Mapping[str, Any], status: dict[str, Any],
-                      now: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    async def _promql(self, obj: Mapping[str, Any], now: float) -> tuple[Observation | None, str] | None:
+        """The application's feedback read from Prometheus when the spec asks for it (else None):
+        (observation, "") or (None, why not)."""
+        fb = (obj.get("spec") or {}).get("feedback")
+        if not isinstance(fb, dict) or not fb.get("promql"):
+            return None
+        if self.promql is None:
+            return None, "no Prometheus configured (autoscaling.feedback.prometheusUrl)"
+        try:
+            queries = FeedbackQueries.model_validate(fb["promql"])
+            return await self.promql.observe(queries, now), ""
+        except (PrometheusError, ValidationError) as e:
+            return None, str(e).splitlines()[0][:300]
+
+    def _evaluate_hpa(self, obj: Mapping[str, Any], status: dict[str, Any], now: float,
+                      promql: tuple[Observation | None, str] | None = None,
+                      ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         spec = FederatedHPASpec.model_validate(obj.get("spec") or {})
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
@@ -325,13 +347,21 @@ class Autoscaler:
         state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")),
                           int(loop.get("slackReports", 0)))
         if spec.feedback is not None:
-            obs = self.feedback.cache.get(feedback_key(ns, ref.kind, ref.name))
+            obs = self.feedback.cache.get(feedback_key(ns, ref.kind, ref.name)) if promql is None else promql[0]
             fb = feedback_step(spec.feedback, obs, current, state, now, self.settings.feedback, lo, hi)
             state = fb.state
             if fb.error is not None or observations == []:
                 recommendation = max(recommendation, fb.replicas) if observations else fb.replicas
             feedback_info = {"error": None if fb.error is None else round(fb.error, 4), "recommended": fb.replicas,
                              "reason": fb.reason}
+            if promql is not None:
+                feedback_info["source"] = "promql"
+                if promql[1]:
+                    feedback_info["sourceError"] = promql[1]
+                elif obs is not None:
+                    feedback_info["observed"] = {k: v for k, v in (("latencyP99Ms", obs.latencyP99Ms),
+                                                                   ("throughput", obs.throughput),
+                                                                   ("errorRate", obs.errorRate)) if v is not None}
         recommendation = min(max(recommendation, lo), hi)
         autonomy = status.get("autonomy") or {}
         adopted_at = parse_rfc3339(autonomy.get("adoptedAt"))

@@ -27,6 +27,8 @@ class FeedbackConfig(BaseModel):
     cooldownSeconds: float = Field(default=_F.cooldown_s, ge=0)
     maxAgeSeconds: float = Field(default=_F.max_age_s, gt=0)
     confirmDown: int = Field(default=_F.confirm_down, ge=1)
+    # Prometheus that spec.feedback.promql queries are evaluated against (None: not evaluated)
+    prometheusUrl: str | None = Field(default=_A.feedback_prometheus_url, pattern=r"^https?://")
 
     def settings(self) -> FeedbackSettings:
         return FeedbackSettings(kp=self.kp, kp_down=self.kpDown, ki=self.ki, integral_limit=self.integralLimit,
@@ -48,4 +50,5 @@ class AutoscalingConfig(BaseModel):
     def settings(self) -> AutoscalerSettings:
         return AutoscalerSettings(sync_seconds=self.syncSeconds, history_retention_s=self.historyRetentionSeconds,
                                   forecast_horizon_s=self.forecastHorizonSeconds, adopt_hold_s=self.adoptHoldSeconds,
+                                  feedback_prometheus_url=self.feedback.prometheusUrl,
                                   feedback=self.feedback.settings())

@@ -71,6 +71,23 @@ class Behavior(BaseModel):
     scaleDown: ScalingRules | None = None
 
 
+class FeedbackQueries(BaseModel):
+    """PromQL reading how the application does (H3), instead of ``PUT /api/v1/feedback``: each an
+    instant query answering one number (latency in ms, throughput, error rate 0..1)."""
+
+    model_config = _STRICT
+
+    latencyP99Ms: str | None = Field(default=None, min_length=1, max_length=4000)
+    throughput: str | None = Field(default=None, min_length=1, max_length=4000)
+    errorRate: str | None = Field(default=None, min_length=1, max_length=4000)
+
+    @model_validator(mode="after")
+    def _some(self) -> FeedbackQueries:
+        if self.latencyP99Ms is None and self.throughput is None and self.errorRate is None:
+            raise ValueError("set at least one of latencyP99Ms, throughput, errorRate")
+        return self
+
+
 class FeedbackTargets(BaseModel):
     """What the application must achieve (H3); at least one target."""
 
@@ -79,6 +96,7 @@ class FeedbackTargets(BaseModel):
     latencyP99Ms: float | None = Field(default=None, gt=0)
     minThroughput: float | None = Field(default=None, gt=0)
     maxErrorRate: float | None = Field(default=None, gt=0, le=1)
+    promql: FeedbackQueries | None = None  # read from Prometheus (autoscaling.feedback.prometheusUrl)
 
     @model_validator(mode="after")
     def _some(self) -> FeedbackTargets:
