@@ -132,13 +132,17 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                        for n, s in sims.items()}
             yield Fleet(root, server, http, members[PUSH], members[EDGE], link)
     finally:
+        for s in sims.values():  # every process told at once, then waited for
+            if s.proc is not None and s.proc.poll() is None:
+                s.proc.send_signal(signal.SIGTERM)
         if agent is not None:
             agent.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                agent.wait(timeout=15)
         if link is not None:
             link.close()
         server.stop(check=False)
+        if agent is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                agent.wait(timeout=15)
         for s in sims.values():
             s.stop()
 
@@ -169,7 +173,12 @@ def test_cpu_fhpa_against_a_sim_scales_out_then_in(fleet: Fleet) -> None:
     # ceil(2 × 150 / 50) = 6, and then 1.5 / (6 × 0.5) = 50 %: the target, it stays
     wait_for(lambda: desired() == 6 and f.replicas(f.push, "cpu") == 6 and utilisation() == 50.0, 30,
              "scaled out to 6, at the target", what_else=lambda: f.fhpa("cpu").get("status"))
-    f.push.sim.load("Deployment/default/cpu", 0.3)  # 10 %: ceil(6 × 10 / 50) = 2, the minimum
+    # as a user emulates load: 10 %, ceil(6 × 10 / 50) = 2, the minimum
+    done = subprocess.run([*drods_command(), "sim", "load", PUSH, "Deployment/default/cpu", "--cpu", "0.3",
+                           "--state-dir", str(f.push.sim.state_dir)], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert done.returncode == 0 and json.loads(done.stdout) == [
+        {"namespace": "default", "kind": "Deployment", "name": "cpu", "cpu": 0.3}], done.stderr
     wait_for(lambda: desired() == 2 and f.replicas(f.push, "cpu") == 2, 30, "scaled back in to 2",
              what_else=lambda: f.fhpa("cpu").get("status"))
     assert max(seen) < 10, seen  # no run to the maximum: utilisation is the use, not the requests
