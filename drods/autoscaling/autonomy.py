@@ -14,7 +14,8 @@ control plane does for it:
   decisions resume. Every decision and the adoption go to the autoscaling journal, keyed so a
   report sent twice is recorded once and adopted once (no duplicate). A decision about a workload
   or autoscaler deleted meanwhile is dropped (``deleted``): the delete wins, and the agent prunes
-  the copy when its Works relist (no lost delete).
+  the copy when its Works relist (no lost delete). So is one about a workload no longer placed on
+  the agent's cluster (``moved``): an agent scales only its own cluster's share.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from drods.controllers.detector import binding_name
 from drods.errors import ApiError
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import owner, scaled_workload
@@ -58,7 +60,7 @@ class Decision:
 @dataclass(frozen=True, slots=True)
 class Result:
     workload: str
-    outcome: str  # adopted | duplicate | deleted
+    outcome: str  # adopted | duplicate | deleted | moved
     desired: int | None
     message: str
 
@@ -148,6 +150,12 @@ async def _adopt_one(registry: ObjectRegistry, journal: Journal, cluster: str, w
             why = f"{wid} no longer exists"
         if why is not None or hpa is None:
             return Result(wid, "deleted", None, why or "gone")
+        binding = await registry.try_get(BINDING, binding_name(w[1], w[2], w[3]))
+        placed = {p.get("cluster") for p in ((binding or {}).get("status") or {}).get("placement") or []
+                  if isinstance(p, dict)}
+        if cluster not in placed:  # moved away meanwhile, or never there: not this agent's to scale
+            return Result(wid, "moved", _int((hpa.get("status") or {}).get("desiredReplicas")),
+                          f"{wid} is not placed on {cluster}; its decisions are dropped")
         status = dict(hpa.get("status") or {})
         seen = parse_rfc3339((status.get("autonomy") or {}).get("lastDecisionTime"))
         fresh = [d for d in group if seen is None or d.at > seen + 1e-4]

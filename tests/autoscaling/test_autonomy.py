@@ -90,6 +90,9 @@ async def test_adoption_clamps_is_idempotent_holds_then_central_resumes(tmp_path
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: s.get("desiredReplicas") != 6)
             assert st["desiredReplicas"] == 2 and st["autonomy"]["adoptedReplicas"] == 6
 
+            # an agent of a cluster the workload is not placed on adopts nothing
+            [moved] = await autonomy.adopt(reg, journal, "elsewhere", [_decision(T0 + 90, 2, 3, 4, uid)], T0 + 91)
+            assert moved.outcome == "moved" and moved.desired == 2
             # a decision about a deleted workload is dropped, not adopted
             await reg.delete(DEPLOYMENT, "web", "default")
             [gone] = await autonomy.adopt(reg, journal, "edge", [_decision(T0 + 100, 2, 3, 4, uid)], T0 + 101)

@@ -15,7 +15,8 @@ other write (the audit middleware).
   agent caches to scale alone while cut off (`drods.autoscaling.autonomy`);
 * ``POST /api/v1/agent/autonomy`` — the decisions the agent took while cut off; the control plane
   adopts the last one per workload as its desired total (one result per workload: ``adopted``,
-  ``duplicate`` — already adopted, or ``deleted`` — dropped, the workload or autoscaler is gone).
+  ``duplicate`` — already adopted, ``deleted`` — dropped, the workload or autoscaler is gone, or
+  ``moved`` — dropped, the workload is not placed on the agent's cluster).
 """
 
 from __future__ import annotations
