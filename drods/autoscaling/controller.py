@@ -7,7 +7,10 @@ and again every ``sync_seconds``. One evaluation reads
   replicas are) — the Binding the resource detector derives, `drods.controllers.detector`;
 * each placed cluster's status document (``/status/clusters/<name>``: cpu and memory used against
   allocated, or against capacity when allocation is not reported);
-* the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3);
+* the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3), or its
+  ``spec.feedback.promql`` queries evaluated against Prometheus (`drods.autoscaling.promql_feedback`);
+* a count adopted from a pull-mode agent's local decisions (``status.autonomy``,
+  `drods.autoscaling.autonomy`), which stands for ``adopt_hold_s`` before the rule decides again;
 * the CronFederatedHPAs that drive it (their rule in effect bounds min/max);
 
 and writes the decision on the autoscaler's own ``status`` (``desiredReplicas``, ``currentReplicas``,
