@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from drods.autoscaling import algorithm, cron
+from drods.autoscaling.cluster_weights import WeightSettings, rebalance
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
 from drods.autoscaling.promql_feedback import PromQLFeedback
@@ -81,6 +82,7 @@ class AutoscalerSettings:
     # Prometheus for ``spec.feedback.promql`` (H3); None: such queries are not evaluated.
     feedback_prometheus_url: str | None = None
     feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
+    weights: WeightSettings = field(default_factory=WeightSettings)
 
 
 def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
@@ -148,6 +150,8 @@ class Autoscaler:
         # (namespace, FederatedHPA name) → the crons that drive it, by key
         self.drivers: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
         self._driven: dict[str, tuple[str, str]] = {}
+        # (namespace, kind, name) → cluster → that cluster's latest report (per-cluster weights)
+        self.cluster_feedback: dict[tuple[str, str, str], dict[str, Observation]] = {}
         self._util_at = -1
         self._util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
 
@@ -158,6 +162,16 @@ class Autoscaler:
                 "bindings": manager.informer(BINDING.key_prefix(), decode_object),
                 "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
                 "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
+
+    def _feedback_changed(self, key: str, old: Any, new: Any) -> None:
+        parts = key[len(FEEDBACK_PREFIX):].split("/")
+        if len(parts) != 4:  # a whole-workload report: read from the cache directly
+            return
+        workload, cluster = (parts[0], parts[1], parts[2]), parts[3]
+        if new is None:
+            self.cluster_feedback.get(workload, {}).pop(cluster, None)
+        else:
+            self.cluster_feedback.setdefault(workload, {})[cluster] = new
 
     def _hpa_changed(self, key: str, old: Any, new: Any) -> None:
         self.owners.update(key, new)
@@ -184,7 +198,8 @@ class Autoscaler:
                 self.controller.queue.add(FEDERATED_HPA.key(str(ref["name"]), ns))
 
     async def run(self) -> None:
-        stops = [self.hpas.on_change(self._hpa_changed), self.crons.on_change(self._cron_changed)]
+        stops = [self.hpas.on_change(self._hpa_changed), self.crons.on_change(self._cron_changed),
+                 self.feedback.on_change(self._feedback_changed)]
         try:
             for inf in (self.hpas, self.crons, self.bindings, self.clusters, self.feedback):
                 await inf.wait_synced()
@@ -247,6 +262,8 @@ class Autoscaler:
                 self.owners.update(key, obj)
         for key, obj in list(self.crons.cache.items()):
             self._index_driver(key, obj)
+        for key, fb in list(self.feedback.cache.items()):
+            self._feedback_changed(key, None, fb)
 
     def _utilisation(self) -> dict[str, dict[str, float]]:
         """cpu / memory → cluster → utilisation, rebuilt only when a status document changed."""
@@ -365,6 +382,7 @@ class Autoscaler:
                     feedback_info["observed"] = {k: v for k, v in (("latencyP99Ms", obs.latencyP99Ms),
                                                                    ("throughput", obs.throughput),
                                                                    ("errorRate", obs.errorRate)) if v is not None}
+        weights, weights_info = self._weights(spec, (ns, ref.kind, ref.name), placement, status, now)
         recommendation = min(max(recommendation, lo), hi)
         autonomy = status.get("autonomy") or {}
         adopted_at = parse_rfc3339(autonomy.get("adoptedAt"))
@@ -386,6 +404,13 @@ class Autoscaler:
             out["feedback"] = {"integral": round(state.integral, 6), "slackReports": state.slack_reports,
                                **({"lastStepTime": rfc3339_ms(state.last_step_at)} if state.last_step_at else {}),
                                **(feedback_info or {})}
+        if weights:
+            out["clusterWeights"] = weights
+            moved_at = (weights_info or {}).get("lastMoveTime") or status.get("clusterWeightsTime")
+            if moved_at:
+                out["clusterWeightsTime"] = moved_at
+        if weights_info is not None:
+            out.setdefault("feedback", {})["weights"] = weights_info
         if rule:
             out["cronRule"] = rule
         if autonomy:
@@ -413,7 +438,34 @@ class Autoscaler:
                       **({"feedback": feedback_info} if feedback_info else {}),
                       **({"forecast": forecast_info} if forecast_info else {}),
                       **({"cronRule": rule} if rule else {})}
+        if weights_info is not None and weights_info.get("moved"):
+            record = record or {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{meta.get('name')}",
+                                "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
+                                "reason": "per-cluster weights from feedback", "placement": placement}
+            record["clusterWeights"] = {"from": status.get("clusterWeights"), "to": weights,
+                                        "errors": weights_info["errors"]}
         return out, record
+
+    def _weights(self, spec: FederatedHPASpec, workload: tuple[str, str, str], placement: Mapping[str, int],
+                 status: Mapping[str, Any], now: float) -> tuple[dict[str, float] | None, dict[str, Any] | None]:
+        """Per-cluster weights from per-cluster feedback (`cluster_weights`): (weights to keep on the
+        status, what the turn saw) — (None, None) without per-cluster reports."""
+        previous = status.get("clusterWeights") if isinstance(status.get("clusterWeights"), dict) else None
+        reports = self.cluster_feedback.get(workload)
+        if spec.feedback is None or not reports:
+            return previous, None
+        loop = status.get("feedback") or {}
+        last_move = parse_rfc3339((loop.get("weights") or {}).get("lastMoveTime"))
+        turn = rebalance(spec.feedback, reports, placement, previous, last_move, now, self.settings.weights)
+        info: dict[str, Any] = {"errors": {c: round(e, 4) for c, e in sorted(turn.errors.items())},
+                                "reason": turn.reason}
+        if turn.weights is not None:
+            info["moved"] = True
+            info["lastMoveTime"] = rfc3339_ms(now)
+            return turn.weights, info
+        if last_move is not None:
+            info["lastMoveTime"] = rfc3339_ms(last_move)
+        return previous, info
 
     def _forecast(self, spec: FederatedHPASpec, placement: Mapping[str, int],
                   util: Mapping[str, Mapping[str, float]], current: int) -> dict[str, Any] | None:

@@ -216,6 +216,19 @@ def owned_replicas(autoscalers: Iterable[Mapping[str, Any]], workload: tuple[str
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
+def owned_weights(autoscalers: Iterable[Mapping[str, Any]],
+                  workload: tuple[str, str, str, str]) -> tuple[dict[str, float], str | None]:
+    """The per-cluster weights the workload's autoscaler set from feedback (``status.clusterWeights``)
+    and when they last moved (``status.clusterWeightsTime``)."""
+    status = (owner(autoscalers, workload) or {}).get("status") or {}
+    w = status.get("clusterWeights")
+    if not isinstance(w, dict):
+        return {}, None
+    at = status.get("clusterWeightsTime")
+    return ({str(c): float(v) for c, v in w.items() if isinstance(v, int | float) and not isinstance(v, bool)
+             and v > 0}, at if isinstance(at, str) else None)
+
+
 class OwnerIndex:
     """`owner` kept up to date from informer changes: workload → its autoscalers, so finding a
     workload's owner costs what that workload has, not a scan of every autoscaler."""
@@ -241,3 +254,6 @@ class OwnerIndex:
 
     def owned_replicas(self, workload: tuple[str, str, str, str]) -> int | None:
         return owned_replicas(self._by_workload.get(workload, {}).values(), workload)
+
+    def owned_weights(self, workload: tuple[str, str, str, str]) -> tuple[dict[str, float], str | None]:
+        return owned_weights(self._by_workload.get(workload, {}).values(), workload)
