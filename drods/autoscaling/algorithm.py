@@ -33,6 +33,29 @@ _DOWN_DEFAULT = ScalingRules(stabilizationWindowSeconds=300, selectPolicy="Max",
                              policies=[ScalingPolicy(type="Percent", value=100, periodSeconds=15)])
 
 
+def cluster_utilisation(view: Mapping[str, object]) -> dict[str, float]:
+    """A cluster's status view → ``{"cpu": %, "memory": %}``: use relative to what pods request
+    (Kubernetes' meaning of utilisation, which falls as replicas are added) when the cluster reports
+    its allocation, else relative to capacity. The use is ``measured`` when present (metrics.k8s.io);
+    a view from Kubernetes without it has no measurement (its ``used`` is the requests standing in
+    for one, which would read as 100 %) and gives nothing; other sources' ``used`` is measured."""
+    out: dict[str, float] = {}
+    from_requests = view.get("source") == "kubernetes"
+    for res in ("cpu", "memory"):
+        part = view.get(res)
+        if not isinstance(part, Mapping):
+            continue
+        used = part.get("measured")
+        if used is None and not from_requests:
+            used = part.get("used")
+        base = part.get("allocated")
+        if not isinstance(base, (int, float)) or base <= 0:
+            base = part.get("capacity")
+        if isinstance(base, (int, float)) and isinstance(used, (int, float)) and base > 0:
+            out[res] = 100.0 * float(used) / float(base)
+    return out
+
+
 def weighted_utilisation(placement: Mapping[str, int], utilisation: Mapping[str, float]) -> float | None:
     """Replica-weighted mean of the clusters' utilisation (percent); clusters without a measurement
     are left out, None when no replica sits in a measured cluster."""

@@ -7,7 +7,10 @@ and again every ``sync_seconds``. One evaluation reads
   replicas are) — the Binding the resource detector derives, `drods.controllers.detector`;
 * each placed cluster's status document (``/status/clusters/<name>``: cpu and memory used against
   allocated, or against capacity when allocation is not reported);
-* the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3);
+* the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3), or its
+  ``spec.feedback.promql`` queries evaluated against Prometheus (`drods.autoscaling.promql_feedback`);
+* a count adopted from a pull-mode agent's local decisions (``status.autonomy``,
+  `drods.autoscaling.autonomy`), which stands for ``adopt_hold_s`` before the rule decides again;
 * the CronFederatedHPAs that drive it (their rule in effect bounds min/max);
 
 and writes the decision on the autoscaler's own ``status`` (``desiredReplicas``, ``currentReplicas``,
@@ -34,8 +37,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from drods.autoscaling import algorithm, cron
+from drods.autoscaling.cluster_weights import WeightSettings, rebalance
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
+from drods.autoscaling.promql_feedback import PromQLFeedback
 from drods.controllers.detector import binding_name, decode_object
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
@@ -46,12 +51,14 @@ from drods.model.autoscaling import (
     CRON_KIND,
     CronFederatedHPASpec,
     FederatedHPASpec,
+    FeedbackQueries,
     OwnerIndex,
     scaled_workload,
 )
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.monitor.series import PrometheusError
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.store import KeyValue, Store
 
@@ -69,26 +76,24 @@ class AutoscalerSettings:
     history_retention_s: float = 7 * 86400.0
     # Pre-scaling: scale now for the utilisation forecast this far ahead (0: off).
     forecast_horizon_s: float = 600.0
+    # A count adopted from a pull-mode agent's local decisions stands this long before the
+    # autoscaler decides again (M2: no fight with what the agent just did).
+    adopt_hold_s: float = 60.0
+    # Prometheus for ``spec.feedback.promql`` (H3); None: such queries are not evaluated.
+    feedback_prometheus_url: str | None = None
     feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
+    weights: WeightSettings = field(default_factory=WeightSettings)
 
 
 def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
-    """A status document → ``{"cpu": %, "memory": %}``: use relative to what pods request
-    (``used / allocated``, Kubernetes' meaning of utilisation, which falls as replicas are added)
-    when the cluster reports its allocation, else relative to capacity."""
+    """A status document → ``{"cpu": %, "memory": %, "waterLevel": …}`` (`algorithm.cluster_utilisation`)."""
     try:
         view = json.loads(kv.value).get("status") or {}
     except (ValueError, AttributeError):
         return None
-    out: dict[str, float] = {}
-    for res in ("cpu", "memory"):
-        part = view.get(res) or {}
-        used = part.get("used")
-        base = part.get("allocated")
-        if not isinstance(base, (int, float)) or base <= 0:
-            base = part.get("capacity")
-        if isinstance(base, (int, float)) and isinstance(used, (int, float)) and base > 0:
-            out[res] = 100.0 * float(used) / float(base)
+    if not isinstance(view, dict):
+        return None
+    out = algorithm.cluster_utilisation(view)
     wl = view.get("waterLevel")
     if isinstance(wl, (int, float)):
         out[WATER_LEVEL] = float(wl)
@@ -139,10 +144,14 @@ class Autoscaler:
         self.hpas, self.crons, self.bindings, self.clusters, self.feedback = hpas, crons, bindings, clusters, feedback
         self.history = Journal(store, AUTOSCALING_PREFIX, retention_s=self.settings.history_retention_s, clock=clock)
         self.controller = Controller(LEASE, self.reconcile, workers=2)
+        url = self.settings.feedback_prometheus_url
+        self.promql = PromQLFeedback(url) if url else None
         self.owners = OwnerIndex()
         # (namespace, FederatedHPA name) → the crons that drive it, by key
         self.drivers: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
         self._driven: dict[str, tuple[str, str]] = {}
+        # (namespace, kind, name) → cluster → that cluster's latest report (per-cluster weights)
+        self.cluster_feedback: dict[tuple[str, str, str], dict[str, Observation]] = {}
         self._util_at = -1
         self._util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
 
@@ -153,6 +162,16 @@ class Autoscaler:
                 "bindings": manager.informer(BINDING.key_prefix(), decode_object),
                 "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
                 "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
+
+    def _feedback_changed(self, key: str, old: Any, new: Any) -> None:
+        parts = key[len(FEEDBACK_PREFIX):].split("/")
+        if len(parts) != 4:  # a whole-workload report: read from the cache directly
+            return
+        workload, cluster = (parts[0], parts[1], parts[2]), parts[3]
+        if new is None:
+            self.cluster_feedback.get(workload, {}).pop(cluster, None)
+        else:
+            self.cluster_feedback.setdefault(workload, {})[cluster] = new
 
     def _hpa_changed(self, key: str, old: Any, new: Any) -> None:
         self.owners.update(key, new)
@@ -179,7 +198,8 @@ class Autoscaler:
                 self.controller.queue.add(FEDERATED_HPA.key(str(ref["name"]), ns))
 
     async def run(self) -> None:
-        stops = [self.hpas.on_change(self._hpa_changed), self.crons.on_change(self._cron_changed)]
+        stops = [self.hpas.on_change(self._hpa_changed), self.crons.on_change(self._cron_changed),
+                 self.feedback.on_change(self._feedback_changed)]
         try:
             for inf in (self.hpas, self.crons, self.bindings, self.clusters, self.feedback):
                 await inf.wait_synced()
@@ -210,7 +230,7 @@ class Autoscaler:
             return period - (now - last)  # evaluated this period already (e.g. our own status write)
         try:
             if kind is FEDERATED_HPA:
-                new_status, record = self._evaluate_hpa(obj, status, now)
+                new_status, record = self._evaluate_hpa(obj, status, now, await self._promql(obj, now))
             else:
                 new_status, record = self._evaluate_cron(obj, status, now)
         except ValidationError as e:  # stored before a schema change: report, don't crash the loop
@@ -242,6 +262,8 @@ class Autoscaler:
                 self.owners.update(key, obj)
         for key, obj in list(self.crons.cache.items()):
             self._index_driver(key, obj)
+        for key, fb in list(self.feedback.cache.items()):
+            self._feedback_changed(key, None, fb)
 
     def _utilisation(self) -> dict[str, dict[str, float]]:
         """cpu / memory → cluster → utilisation, rebuilt only when a status document changed."""
@@ -289,8 +311,23 @@ class Autoscaler:
                         f"{CRON_KIND}/{cmeta.get('name')}:{fired.rule.name}")
         return (best[1], best[2], best[3]) if best else (None, None, None)
 
-    def _evaluate_hpa(self, obj: Mapping[str, Any], status: dict[str, Any],
-                      now: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    async def _promql(self, obj: Mapping[str, Any], now: float) -> tuple[Observation | None, str] | None:
+        """The application's feedback read from Prometheus when the spec asks for it (else None):
+        (observation, "") or (None, why not)."""
+        fb = (obj.get("spec") or {}).get("feedback")
+        if not isinstance(fb, dict) or not fb.get("promql"):
+            return None
+        if self.promql is None:
+            return None, "no Prometheus configured (autoscaling.feedback.prometheusUrl)"
+        try:
+            queries = FeedbackQueries.model_validate(fb["promql"])
+            return await self.promql.observe(queries, now), ""
+        except (PrometheusError, ValidationError) as e:
+            return None, str(e).splitlines()[0][:300]
+
+    def _evaluate_hpa(self, obj: Mapping[str, Any], status: dict[str, Any], now: float,
+                      promql: tuple[Observation | None, str] | None = None,
+                      ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         spec = FederatedHPASpec.model_validate(obj.get("spec") or {})
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
@@ -330,15 +367,33 @@ class Autoscaler:
         state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")),
                           int(loop.get("slackReports", 0)))
         if spec.feedback is not None:
-            obs = self.feedback.cache.get(feedback_key(ns, ref.kind, ref.name))
+            obs = self.feedback.cache.get(feedback_key(ns, ref.kind, ref.name)) if promql is None else promql[0]
             fb = feedback_step(spec.feedback, obs, current, state, now, self.settings.feedback, lo, hi)
             state = fb.state
             if fb.error is not None or observations == []:
                 recommendation = max(recommendation, fb.replicas) if observations else fb.replicas
             feedback_info = {"error": None if fb.error is None else round(fb.error, 4), "recommended": fb.replicas,
                              "reason": fb.reason}
+            if promql is not None:
+                feedback_info["source"] = "promql"
+                if promql[1]:
+                    feedback_info["sourceError"] = promql[1]
+                elif obs is not None:
+                    feedback_info["observed"] = {k: v for k, v in (("latencyP99Ms", obs.latencyP99Ms),
+                                                                   ("throughput", obs.throughput),
+                                                                   ("errorRate", obs.errorRate)) if v is not None}
+        weights, weights_info = self._weights(spec, (ns, ref.kind, ref.name), placement, status, now)
         recommendation = min(max(recommendation, lo), hi)
-        outcome, window = algorithm.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
+        autonomy = status.get("autonomy") or {}
+        adopted_at = parse_rfc3339(autonomy.get("adoptedAt"))
+        held = autonomy.get("adoptedReplicas")
+        holding = (adopted_at is not None and isinstance(held, int)
+                   and 0 <= now - adopted_at < self.settings.adopt_hold_s)
+        if holding and isinstance(held, int):  # an agent's count was just adopted: keep it
+            kept = min(max(held, lo), hi)
+            outcome, window = algorithm.Outcome(kept, kept, "adopted from agent"), _window(status)
+        else:
+            outcome, window = algorithm.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
         out: dict[str, Any] = {
             "currentReplicas": current, "desiredReplicas": outcome.desired,
             "currentMetrics": current_metrics, "minReplicas": lo, "maxReplicas": hi,
@@ -349,11 +404,21 @@ class Autoscaler:
             out["feedback"] = {"integral": round(state.integral, 6), "slackReports": state.slack_reports,
                                **({"lastStepTime": rfc3339_ms(state.last_step_at)} if state.last_step_at else {}),
                                **(feedback_info or {})}
+        if weights:
+            out["clusterWeights"] = weights
+            moved_at = (weights_info or {}).get("lastMoveTime") or status.get("clusterWeightsTime")
+            if moved_at:
+                out["clusterWeightsTime"] = moved_at
+        if weights_info is not None:
+            out.setdefault("feedback", {})["weights"] = weights_info
         if rule:
             out["cronRule"] = rule
+        if autonomy:
+            out["autonomy"] = autonomy
         if forecast_info is not None:
             out["forecast"] = forecast_info
-        out["lastScaleTime"] = rfc3339_ms(now) if outcome.desired != current else status.get("lastScaleTime")
+        out["lastScaleTime"] = (rfc3339_ms(now) if outcome.desired != current and not holding
+                                else status.get("lastScaleTime"))
         if out["lastScaleTime"] is None:
             out.pop("lastScaleTime")
         able = bool(observations) or (feedback_info is not None and feedback_info["error"] is not None)
@@ -363,7 +428,7 @@ class Autoscaler:
             _condition("ScalingLimited", bool(outcome.reason), outcome.reason.replace(" ", "-") or "DesiredWithinRange",
                        outcome.reason or "the desired count is the recommendation", now)]
         record = None
-        if outcome.desired != current:
+        if outcome.desired != current and not holding:
             record = {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{meta.get('name')}",
                       "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
                       "recommendation": recommendation, "reason": outcome.reason or "recommendation",
@@ -373,7 +438,34 @@ class Autoscaler:
                       **({"feedback": feedback_info} if feedback_info else {}),
                       **({"forecast": forecast_info} if forecast_info else {}),
                       **({"cronRule": rule} if rule else {})}
+        if weights_info is not None and weights_info.get("moved"):
+            record = record or {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{meta.get('name')}",
+                                "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
+                                "reason": "per-cluster weights from feedback", "placement": placement}
+            record["clusterWeights"] = {"from": status.get("clusterWeights"), "to": weights,
+                                        "errors": weights_info["errors"]}
         return out, record
+
+    def _weights(self, spec: FederatedHPASpec, workload: tuple[str, str, str], placement: Mapping[str, int],
+                 status: Mapping[str, Any], now: float) -> tuple[dict[str, float] | None, dict[str, Any] | None]:
+        """Per-cluster weights from per-cluster feedback (`cluster_weights`): (weights to keep on the
+        status, what the turn saw) — (None, None) without per-cluster reports."""
+        previous = status.get("clusterWeights") if isinstance(status.get("clusterWeights"), dict) else None
+        reports = self.cluster_feedback.get(workload)
+        if spec.feedback is None or not reports:
+            return previous, None
+        loop = status.get("feedback") or {}
+        last_move = parse_rfc3339((loop.get("weights") or {}).get("lastMoveTime"))
+        turn = rebalance(spec.feedback, reports, placement, previous, last_move, now, self.settings.weights)
+        info: dict[str, Any] = {"errors": {c: round(e, 4) for c, e in sorted(turn.errors.items())},
+                                "reason": turn.reason}
+        if turn.weights is not None:
+            info["moved"] = True
+            info["lastMoveTime"] = rfc3339_ms(now)
+            return turn.weights, info
+        if last_move is not None:
+            info["lastMoveTime"] = rfc3339_ms(last_move)
+        return previous, info
 
     def _forecast(self, spec: FederatedHPASpec, placement: Mapping[str, int],
                   util: Mapping[str, Mapping[str, float]], current: int) -> dict[str, Any] | None:

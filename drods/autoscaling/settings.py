@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.autoscaling.cluster_weights import WeightSettings
 from drods.autoscaling.controller import AutoscalerSettings
 from drods.autoscaling.feedback import FeedbackSettings
 
 _A = AutoscalerSettings()
 _F = FeedbackSettings()
+_W = WeightSettings()
 
 
 class FeedbackConfig(BaseModel):
@@ -27,6 +29,8 @@ class FeedbackConfig(BaseModel):
     cooldownSeconds: float = Field(default=_F.cooldown_s, ge=0)
     maxAgeSeconds: float = Field(default=_F.max_age_s, gt=0)
     confirmDown: int = Field(default=_F.confirm_down, ge=1)
+    # Prometheus that spec.feedback.promql queries are evaluated against (None: not evaluated)
+    prometheusUrl: str | None = Field(default=_A.feedback_prometheus_url, pattern=r"^https?://")
 
     def settings(self) -> FeedbackSettings:
         return FeedbackSettings(kp=self.kp, kp_down=self.kpDown, ki=self.ki, integral_limit=self.integralLimit,
@@ -35,14 +39,36 @@ class FeedbackConfig(BaseModel):
                                 max_age_s=self.maxAgeSeconds, confirm_down=self.confirmDown)
 
 
+class WeightsConfig(BaseModel):
+    """Per-cluster weights from per-cluster feedback (`drods.autoscaling.cluster_weights`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gain: float = Field(default=_W.gain, ge=0)  # weight change per unit of a cluster's miss above the mean
+    maxShift: float = Field(default=_W.max_shift, gt=0, lt=1)  # bound of one move, as a fraction of the weight
+    minWeight: float = Field(default=_W.min_weight, ge=0, lt=0.5)  # no reporting cluster gets less
+    tolerance: float = Field(default=_W.tolerance, ge=0)  # misses this close to the mean are balanced
+    cooldownSeconds: float = Field(default=_W.cooldown_s, ge=0)
+    maxAgeSeconds: float = Field(default=_W.max_age_s, gt=0)
+
+    def settings(self) -> WeightSettings:
+        return WeightSettings(gain=self.gain, max_shift=self.maxShift, min_weight=self.minWeight,
+                              tolerance=self.tolerance, cooldown_s=self.cooldownSeconds, max_age_s=self.maxAgeSeconds)
+
+
 class AutoscalingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     syncSeconds: float = Field(default=_A.sync_seconds, gt=0)  # every autoscaler evaluated this often
     historyRetentionSeconds: float = Field(default=_A.history_retention_s, gt=0)  # decisions kept
     forecastHorizonSeconds: float = Field(default=_A.forecast_horizon_s, ge=0)  # pre-scaling; 0: off
+    # how long a count adopted from a pull-mode agent stands before the autoscaler decides again
+    adoptHoldSeconds: float = Field(default=_A.adopt_hold_s, ge=0)
     feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
+    weights: WeightsConfig = Field(default_factory=WeightsConfig)
 
     def settings(self) -> AutoscalerSettings:
         return AutoscalerSettings(sync_seconds=self.syncSeconds, history_retention_s=self.historyRetentionSeconds,
-                                  forecast_horizon_s=self.forecastHorizonSeconds, feedback=self.feedback.settings())
+                                  forecast_horizon_s=self.forecastHorizonSeconds, adopt_hold_s=self.adoptHoldSeconds,
+                                  feedback_prometheus_url=self.feedback.prometheusUrl,
+                                  feedback=self.feedback.settings(), weights=self.weights.settings())

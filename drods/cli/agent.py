@@ -23,6 +23,15 @@ def agent(
     state_dir: Annotated[Path | None, typer.Option("--state-dir", help="Where the last desired state (the "
                                                    "cluster's Works) is cached; default ~/.drods/agent/CLUSTER.")]
     = None,
+    autonomy: Annotated[bool, typer.Option("--autonomy/--no-autonomy", help="Cut off from the control plane, "
+                                           "scale autoscaled workloads within their FederatedHPA's bounds "
+                                           "(pull mode).")] = True,
+    autoscale_seconds: Annotated[float, typer.Option("--autoscale-seconds", min=0.1, help="How often the "
+                                                     "autoscaling bounds are refreshed and, cut off, a local "
+                                                     "decision taken.")] = 15.0,
+    cutoff_seconds: Annotated[float | None, typer.Option("--cutoff-seconds", min=0.0, help="The control plane "
+                                                         "unanswered this long counts as cut off (default "
+                                                         "3 × --autoscale-seconds).")] = None,
     server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
@@ -34,7 +43,8 @@ def agent(
     Reads nodes, pods and metrics.k8s.io through the member's Kubernetes API and sends them with
     PUT /api/v1/metrics; follows the cluster's Works (pull mode), applies them to the member, prunes
     what no Work wants and reports their status; keeps the member on its last desired state while
-    the control plane is unreachable. Use a token made with
+    the control plane is unreachable, and scales autoscaled workloads there within their
+    FederatedHPA's bounds, reporting what it did when the control plane is back. Use a token made with
     `drods token create --role cluster-agent --cluster NAME`.
     """
     import asyncio
@@ -45,6 +55,7 @@ def agent(
     import httpx
 
     from drods.members.agent import AgentRefused, report_once, run_agent
+    from drods.members.autonomy import AutonomySettings
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
     from drods.members.works import run_works
     from drods.transport import async_transport
@@ -68,10 +79,12 @@ def agent(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
             directory = state_dir or Path.home() / ".drods" / "agent" / cluster
+            local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
+                                     else cutoff_seconds) if autonomy else None
             both = [asyncio.create_task(run_agent(cluster, member, server, token, interval=interval, verify=verify,
                                                   stop=stop)),
                     asyncio.create_task(run_works(cluster, member, server, token, directory, verify=verify,
-                                                  stop=stop))]
+                                                  stop=stop, autonomy=local))]
             try:
                 for t in asyncio.as_completed(both):
                     await t  # a refused token in either ends both

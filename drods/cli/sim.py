@@ -127,6 +127,33 @@ def fault(
     typer.echo(json.dumps(reply["fault"]))
 
 
+@app.command()
+def load(
+    name: Annotated[str, typer.Argument(help="The sim's --name.")],
+    workload: Annotated[str, typer.Argument(help="KIND/NAMESPACE/NAME, e.g. Deployment/default/web.")],
+    cpu: Annotated[float | None, typer.Option("--cpu", min=0.0, help="Cores the workload's application "
+                                              "needs on this sim, shared by its running pods.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Back to the usage model.")] = False,
+    state_dir: StateDir = None,
+) -> None:
+    """Emulate load: give a workload a CPU demand its running pods share (more replicas, less
+    each), shown by metrics.k8s.io, the member summary and /metrics."""
+    from drods.sim.control import send_command
+
+    parts = workload.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise typer.BadParameter("expected KIND/NAMESPACE/NAME", param_hint="WORKLOAD")
+    if (cpu is None) == (not clear):
+        raise typer.BadParameter("give --cpu CORES or --clear", param_hint="--cpu")
+    try:
+        reply = send_command(_state_dir(state_dir), name, {"action": "load", "kind": parts[0], "namespace": parts[1],
+                                                           "name": parts[2], "cpu": cpu})
+    except (LookupError, OSError, RuntimeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+    typer.echo(json.dumps(reply["loads"]))
+
+
 @app.command("list")
 def list_sims(state_dir: StateDir = None) -> None:
     """Running sims (from their state files): name, server, kubeconfig, fault."""

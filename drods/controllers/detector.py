@@ -56,6 +56,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from drods.autoscaling.cluster_weights import static_weight_list
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Handler, Informer
@@ -82,6 +83,7 @@ from drods.model.kinds import (
 )
 from drods.model.migration import MANAGED_BY_MIGRATION
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
+from drods.model.timefmt import parse_rfc3339
 from drods.registry.catalog import KindCatalog
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.schedulerd.records import DETECTOR_NAME, MANAGED_BY_LABEL
@@ -440,6 +442,15 @@ class ResourceDetector:
         scaled = self.owners.owned_replicas((kind.api_version, kind.kind, ns, name))
         if scaled is not None:
             want["spec"]["replicas"] = scaled
+        weights, moved_at = self.owners.owned_weights((kind.api_version, kind.kind, ns, name))
+        placement = want["spec"].get("placement") or {}
+        if weights and (placement.get("replicaScheduling") or {}).get("replicaSchedulingType") != "Duplicated":
+            # the autoscaler's per-cluster weights from feedback (H3) divide the whole total again
+            want["spec"]["placement"] = {**placement, "replicaScheduling": {
+                "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                "weightPreference": {"staticWeightList": static_weight_list(weights)}}}
+            if moved_at:
+                want["spec"]["rescheduleTriggeredAt"] = moved_at
         if existing is None:
             try:
                 await self.registry.create(BINDING, want)
@@ -457,8 +468,8 @@ class ResourceDetector:
         new = copy.deepcopy(existing)
         spec = dict(want["spec"])
         trigger = (existing.get("spec") or {}).get("rescheduleTriggeredAt")
-        if trigger:
-            spec["rescheduleTriggeredAt"] = trigger
+        if trigger and (parse_rfc3339(trigger) or 0.0) > (parse_rfc3339(spec.get("rescheduleTriggeredAt")) or 0.0):
+            spec["rescheduleTriggeredAt"] = trigger  # the later trigger wins
         new["spec"] = spec
         new["metadata"]["labels"] = {**(existing["metadata"].get("labels") or {}), **want["metadata"]["labels"]}
         try:

@@ -9,7 +9,9 @@ goes through monitoring's one pipeline (normalisation, rate control, thresholds,
 * GPUs the same way from allocated devices; ``pods`` = bound, non-terminal pods;
 * ``largestNodeFree`` as is, and the allocation extras the scheduler view documents
   (``cpuAllocatable``/``cpuAllocated``/``memoryAllocatable``/``memoryAllocated``/``gpuAllocatable``/
-  ``gpuAllocated``/``podsCapacity``), plus inventory extras (nodes, version, topology).
+  ``gpuAllocated``/``podsCapacity``), plus inventory extras (nodes, version, topology);
+* ``cpuUsed`` (cores) / ``memoryUsed`` (GiB): what metrics.k8s.io measured, only when the member
+  serves it — ``cpuUsage`` folds requests in (for the water level), an autoscaler needs the use.
 
 `KubernetesCollector` is the pull-collector form (``drods.monitor.collectors``) for processes that
 want monitoring to pull members on its own schedule; the cluster health controller instead feeds
@@ -57,6 +59,9 @@ def report_from_summary(cluster: str, summary: ClusterSummary, now: float | None
         "kubernetesVersion": summary.kubernetes_version,
         "topology": summary.topology(),
     }
+    for res, extra in (("cpu", "cpuUsed"), ("memory", "memoryUsed")):
+        if "measured" in doc[res]:
+            report[extra] = doc[res]["measured"]
     if gpu["allocatable"] > 0:
         report.update(gpuCapacity=gpu["allocatable"], gpuUsage=_pct(gpu["allocated"], gpu["allocatable"]),
                       gpuAllocatable=gpu["allocatable"], gpuAllocated=gpu["allocated"])

@@ -6,7 +6,9 @@ Units: CPU in cores, memory in GiB, GPUs in devices. ``allocated`` is the sum of
 the non-terminal pods bound to a node (a pending pod holds nothing yet); ``used`` is what
 metrics.k8s.io reports, or ``allocated`` when the cluster serves no metrics (GPUs always use
 ``allocated``: metrics.k8s.io has no GPU usage). The water level is the fuller of CPU and memory,
-each taken as max(used, allocated) / allocatable.
+each taken as max(used, allocated) / allocatable. ``measured`` (CPU and memory) is present only
+when metrics.k8s.io answered: the use itself, which an autoscaler compares with ``allocated``
+(``used`` alone cannot tell a measurement from the requests standing in for one).
 """
 
 from __future__ import annotations
@@ -163,13 +165,16 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
     water = max(level(allocated.cpu, used.cpu, allocatable.cpu),
                 level(allocated.memory, used.memory, allocatable.memory))
     ts = datetime.fromtimestamp(now, UTC) if now is not None else datetime.now(UTC)
+    measured: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
+    if metrics_available:
+        measured = {"cpu": {"measured": _r(used.cpu)}, "memory": {"measured": _r(used.memory / GIB)}}
     doc: dict[str, Any] = {
         "timestamp": ts.isoformat(timespec="seconds").replace("+00:00", "Z"),
         "source": "kubernetes",
         "cpu": {"capacity": _r(capacity.cpu), "allocatable": _r(allocatable.cpu), "allocated": _r(allocated.cpu),
-                "used": _r(used.cpu)},
+                "used": _r(used.cpu), **measured["cpu"]},
         "memory": {"capacity": _r(capacity.memory / GIB), "allocatable": _r(allocatable.memory / GIB),
-                   "allocated": _r(allocated.memory / GIB), "used": _r(used.memory / GIB)},
+                   "allocated": _r(allocated.memory / GIB), "used": _r(used.memory / GIB), **measured["memory"]},
         "gpu": {"capacity": _r(capacity.gpu), "allocatable": _r(allocatable.gpu), "allocated": _r(allocated.gpu),
                 "used": _r(used.gpu)},
         "pods": {"capacity": pods_capacity, "used": pods_used},

@@ -18,6 +18,8 @@ The control plane cannot reach a pull-mode member, so propagation writes one ``W
 **Local autonomy.** When the control plane is unreachable the member keeps its last desired
 state: the agent keeps applying the cached Works (also after its own restart, from the state
 file), deletes nothing, and reconciles — relist, apply the differences, prune — when it returns.
+Cut off, it also scales its share of autoscaled workloads (`drods.members.autonomy`), through
+``replicas_for``: a local count that replaces a manifest's ``spec.replicas`` when it is applied.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -40,6 +42,9 @@ from drods.model.annotations import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_S
 from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, Ref, WorkStatus
 from drods.transport import async_transport
+
+if TYPE_CHECKING:
+    from drods.members.autonomy import AutonomySettings
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -72,6 +77,9 @@ class WorkAgent:
         self.ns_ok: set[str] = set()
         self._held_kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) some Work has held
         self.wake = asyncio.Event()
+        self.reachable = asyncio.Event()  # someone saw the control plane answer: relist now, not after the backoff
+        # A local replica count for a manifest (regional autonomy), None to apply it as sent.
+        self.replicas_for: Callable[[Mapping[str, Any]], int | None] | None = None
 
     # ------------------------------------------------------------------ the state file
     def load(self) -> None:
@@ -125,8 +133,13 @@ class WorkAgent:
             except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
                 self.authoritative = False
                 log.warning("cannot follow the Works of %s: %s; retrying in %.0fs", self.cluster, e, backoff)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), backoff)
+                self.reachable.clear()
+                waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.reachable.wait())]
+                try:
+                    await asyncio.wait(waits, timeout=backoff, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
                 backoff = min(backoff * 2, self.max_backoff)
 
     def _check(self, r: httpx.Response) -> None:
@@ -230,6 +243,9 @@ class WorkAgent:
                 if cur is not None and not is_managed(cur):
                     return (f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in {self.cluster} "
                             "and is not managed by DRO-DS")
+                local = self.replicas_for(m) if self.replicas_for is not None else None
+                if local is not None:
+                    m = {**m, "spec": {**(m.get("spec") or {}), "replicas": local}}
                 await self.member.apply(m)
         except MemberUnavailable as e:
             return f"unreachable: {e}"
@@ -304,9 +320,27 @@ class WorkAgent:
 
 
 async def run_works(cluster: str, member: MemberClient, server: str, token: str, state_dir: Path, *,
-                    verify: Any = True, stop: asyncio.Event | None = None, resync: float = 3.0) -> None:
-    """Follow, apply and report this cluster's Works until ``stop``."""
+                    verify: Any = True, stop: asyncio.Event | None = None, resync: float = 3.0,
+                    autonomy: AutonomySettings | None = None) -> None:
+    """Follow, apply and report this cluster's Works until ``stop``; with ``autonomy``, also scale
+    alone while cut off (`drods.members.autonomy`)."""
+    from drods.members.autonomy import AutonomyAgent
+
     stop = stop or asyncio.Event()
     async with httpx.AsyncClient(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"},
                                  params={"cluster": cluster}, transport=async_transport(verify), timeout=10) as http:
-        await WorkAgent(cluster, member, http, state_dir, resync=resync).run(stop)
+        agent = WorkAgent(cluster, member, http, state_dir, resync=resync)
+        runs = [agent.run(stop)]
+        if autonomy is not None:
+            local = AutonomyAgent(cluster, member, http, agent, state_dir, autonomy)
+            local.load()  # before the Works apply: a restarted agent keeps its local counts
+            runs.append(local.run(stop))
+        tasks = [asyncio.create_task(r) for r in runs]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                t.result()  # a refused token ends the agent
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -71,6 +71,23 @@ class Behavior(BaseModel):
     scaleDown: ScalingRules | None = None
 
 
+class FeedbackQueries(BaseModel):
+    """PromQL reading how the application does (H3), instead of ``PUT /api/v1/feedback``: each an
+    instant query answering one number (latency in ms, throughput, error rate 0..1)."""
+
+    model_config = _STRICT
+
+    latencyP99Ms: str | None = Field(default=None, min_length=1, max_length=4000)
+    throughput: str | None = Field(default=None, min_length=1, max_length=4000)
+    errorRate: str | None = Field(default=None, min_length=1, max_length=4000)
+
+    @model_validator(mode="after")
+    def _some(self) -> FeedbackQueries:
+        if self.latencyP99Ms is None and self.throughput is None and self.errorRate is None:
+            raise ValueError("set at least one of latencyP99Ms, throughput, errorRate")
+        return self
+
+
 class FeedbackTargets(BaseModel):
     """What the application must achieve (H3); at least one target."""
 
@@ -79,6 +96,7 @@ class FeedbackTargets(BaseModel):
     latencyP99Ms: float | None = Field(default=None, gt=0)
     minThroughput: float | None = Field(default=None, gt=0)
     maxErrorRate: float | None = Field(default=None, gt=0, le=1)
+    promql: FeedbackQueries | None = None  # read from Prometheus (autoscaling.feedback.prometheusUrl)
 
     @model_validator(mode="after")
     def _some(self) -> FeedbackTargets:
@@ -198,6 +216,19 @@ def owned_replicas(autoscalers: Iterable[Mapping[str, Any]], workload: tuple[str
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
+def owned_weights(autoscalers: Iterable[Mapping[str, Any]],
+                  workload: tuple[str, str, str, str]) -> tuple[dict[str, float], str | None]:
+    """The per-cluster weights the workload's autoscaler set from feedback (``status.clusterWeights``)
+    and when they last moved (``status.clusterWeightsTime``)."""
+    status = (owner(autoscalers, workload) or {}).get("status") or {}
+    w = status.get("clusterWeights")
+    if not isinstance(w, dict):
+        return {}, None
+    at = status.get("clusterWeightsTime")
+    return ({str(c): float(v) for c, v in w.items() if isinstance(v, int | float) and not isinstance(v, bool)
+             and v > 0}, at if isinstance(at, str) else None)
+
+
 class OwnerIndex:
     """`owner` kept up to date from informer changes: workload → its autoscalers, so finding a
     workload's owner costs what that workload has, not a scan of every autoscaler."""
@@ -223,3 +254,6 @@ class OwnerIndex:
 
     def owned_replicas(self, workload: tuple[str, str, str, str]) -> int | None:
         return owned_replicas(self._by_workload.get(workload, {}).values(), workload)
+
+    def owned_weights(self, workload: tuple[str, str, str, str]) -> tuple[dict[str, float], str | None]:
+        return owned_weights(self._by_workload.get(workload, {}).values(), workload)

@@ -52,6 +52,11 @@ def feedback_key(namespace: str, kind: str, name: str) -> str:
     return f"{FEEDBACK_PREFIX}{namespace}/{kind}/{name}"
 
 
+def cluster_feedback_key(namespace: str, kind: str, name: str, cluster: str) -> str:
+    """One cluster's report for a workload (per-cluster weights, H3), under the workload's key."""
+    return f"{FEEDBACK_PREFIX}{namespace}/{kind}/{name}/{cluster}"
+
+
 def network_key(source: str, target: str) -> str:
     return f"{NETWORK_PREFIX}{source}/{target}"
 

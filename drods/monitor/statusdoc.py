@@ -14,11 +14,11 @@ One document per cluster, written by the monitoring ingest path only when the sc
     }
 
 The scheduler view is ``{"timestamp", "receivedAt", "source", "cpu": {"capacity", "allocatable",
-"allocated", "used"}, "memory": {… GiB}, "gpu": {…}, "storage": {"capacity", "available"},
+"allocated", "used", "measured"}, "memory": {… GiB}, "gpu": {…}, "storage": {"capacity", "available"},
 "pods": {"capacity", "used"}, "largestNodeFree": {"cpu", "memory", "gpu"},
 "network": {"inMbps", "outMbps"}, "waterLevel"}``; absent measurements are omitted, never zero.
-``allocatable``/``allocated``/``pods.capacity`` come from the report's documented extra fields
-(`ALLOCATION_EXTRAS`), which Kubernetes-reading collectors fill in.
+``allocatable``/``allocated``/``measured``/``pods.capacity`` come from the report's documented extra
+fields (`ALLOCATION_EXTRAS`), which Kubernetes-reading collectors fill in.
 
 ``observed`` is enough to rebuild the visible state (`status_from_dict`): that is how another API
 replica, or this one after a restart, continues rate control from what the scheduler sees.
@@ -43,6 +43,9 @@ ALLOCATION_EXTRAS: dict[str, tuple[str, str]] = {
     "gpuAllocatable": ("gpu", "allocatable"),
     "gpuAllocated": ("gpu", "allocated"),
     "podsCapacity": ("pods", "capacity"),
+    # measured use (metrics.k8s.io) when ``cpuUsage`` folds requests in: what autoscaling reads
+    "cpuUsed": ("cpu", "measured"),
+    "memoryUsed": ("memory", "measured"),
 }
 
 # Keys of the scheduler view that change on every report without the status changing.

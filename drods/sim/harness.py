@@ -94,6 +94,15 @@ class SimProcess:
         reply: dict[str, Any] = send_command(self.state_dir, self.name, {"action": "fault", "mode": mode, "ms": ms})
         return reply
 
+    def load(self, workload: str, cpu: float | None) -> dict[str, Any]:
+        """Set ``KIND/NAMESPACE/NAME``'s CPU demand on this sim (cores; None clears it)."""
+        from drods.sim.control import send_command
+
+        kind, namespace, name = workload.split("/")
+        reply: dict[str, Any] = send_command(self.state_dir, self.name, {
+            "action": "load", "kind": kind, "namespace": namespace, "name": name, "cpu": cpu})
+        return reply
+
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait; returns the exit code (0 = clean)."""
         if self.proc is None:

@@ -30,7 +30,7 @@ from drods.members.quantity import quantity
 from drods.sim.faults import MODES
 from drods.sim.placer import rooms
 from drods.sim.resources import node_allocatable, of_list
-from drods.sim.usage import pod_usage
+from drods.sim.usage import pod_key, pod_usage
 
 if TYPE_CHECKING:
     from drods.sim.server import SimServer
@@ -51,13 +51,14 @@ class SimCollector(Collector):
         phases: Counter[str] = Counter()
         pod_phase = GaugeMetricFamily("kube_pod_status_phase", "Pod phase (1 for the current one)",
                                       labels=["cluster", "namespace", "pod", "phase"])
+        shares = sim.loads.shares(world.pods)
         for pod in world.pods:
             phase = (pod.get("status") or {}).get("phase", "Pending")
             phases[phase] += 1
             pod_phase.add_metric([cluster, pod["metadata"].get("namespace", ""), pod["metadata"]["name"], phase], 1)
             node = (pod.get("spec") or {}).get("nodeName")
             if node in usage:
-                u = pod_usage(pod, now, sim.cfg.usage)
+                u = pod_usage(pod, now, sim.cfg.usage, shares.get(pod_key(pod)))
                 c, m, g = usage[node]
                 usage[node] = (c + u.cpu, m + u.memory, g + u.gpu)
         room = rooms(world.nodes, world.pods)

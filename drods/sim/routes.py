@@ -26,7 +26,7 @@ from drods.model.kinds import Kind
 from drods.model.timefmt import rfc3339
 from drods.sim import kinds as K
 from drods.sim.resources import Resources
-from drods.sim.usage import pod_usage
+from drods.sim.usage import pod_key, pod_usage
 
 if TYPE_CHECKING:
     from drods.sim.server import SimServer
@@ -47,10 +47,11 @@ def _sim(request: Request) -> SimServer:
 def node_usage(sim: SimServer, now: float) -> dict[str, Resources]:
     world = sim.controller.world
     usage = {n["metadata"]["name"]: Resources() for n in world.nodes}
+    shares = sim.loads.shares(world.pods)
     for pod in world.pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node in usage:
-            usage[node] = usage[node] + pod_usage(pod, now, sim.cfg.usage)
+            usage[node] = usage[node] + pod_usage(pod, now, sim.cfg.usage, shares.get(pod_key(pod)))
     return usage
 
 
@@ -62,10 +63,10 @@ def _node_metrics(node: Obj, used: Resources, stamp: str) -> Obj:
             "usage": {"cpu": format_nanocores(used.cpu), "memory": format_memory(used.memory)}}
 
 
-def _pod_metrics(pod: Obj, sim: SimServer, now: float, stamp: str) -> Obj:
+def _pod_metrics(pod: Obj, sim: SimServer, now: float, stamp: str, shares: dict[str, float]) -> Obj:
     meta = pod["metadata"]
     containers = (pod.get("spec") or {}).get("containers") or [{"name": "main"}]
-    total = pod_usage(pod, now, sim.cfg.usage)
+    total = pod_usage(pod, now, sim.cfg.usage, shares.get(pod_key(pod)))
     share = 1 / len(containers)  # the pod's usage split evenly over its containers
     return {"kind": "PodMetrics", "apiVersion": METRICS_GV,
             "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "creationTimestamp": stamp,
@@ -116,14 +117,16 @@ def _metrics_router() -> APIRouter:
     async def pods(request: Request, namespace: str | None, name: str | None) -> JSONResponse:
         sim, now = _sim(request), time.time()
         stamp = rfc3339(now)
+        shares = sim.loads.shares(sim.controller.world.pods)
         items = [p for p in sim.controller.world.pods if _running(p)
                  and (namespace is None or p["metadata"].get("namespace") == namespace)]
         if name is not None:
             for p in items:
                 if p["metadata"]["name"] == name:
-                    return JSONResponse(_pod_metrics(p, sim, now, stamp))
+                    return JSONResponse(_pod_metrics(p, sim, now, stamp, shares))
             raise not_found("PodMetrics", name)
-        return _metrics_list("PodMetrics", [_pod_metrics(p, sim, now, stamp) for p in _label_filter(request, items)])
+        return _metrics_list("PodMetrics", [_pod_metrics(p, sim, now, stamp, shares)
+                                            for p in _label_filter(request, items)])
 
     @router.get(f"{base}/pods")
     async def all_pod_metrics(request: Request, p: Principal = Depends(authenticate)) -> JSONResponse:

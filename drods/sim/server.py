@@ -41,6 +41,7 @@ from drods.sim.kinds import SIM_KINDS
 from drods.sim.prom import sim_registry
 from drods.sim.registry import SimRegistry
 from drods.sim.routes import sim_routers
+from drods.sim.usage import LoadTable
 from drods.store import Store, open_store
 
 log = logging.getLogger("drods.sim")
@@ -78,6 +79,7 @@ class SimServer:
         self.cfg = cfg
         self.fresh = fresh
         self.fault = FaultState()
+        self.loads = LoadTable()
         self.started_at = time.time()
         self.server_url = ""
         self.kubeconfig_path: Path | None = None
@@ -159,9 +161,20 @@ class SimServer:
         action = request.get("action")
         if action == "fault":
             await self.set_fault(str(request.get("mode")), int(request.get("ms") or 0))
+        elif action == "load":
+            cpu = request.get("cpu")
+            if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int | float)):
+                raise ValueError("cpu must be a number of cores, or null to clear")
+            if not all(isinstance(request.get(k), str) and request[k] for k in ("namespace", "kind", "name")):
+                raise ValueError("load needs namespace, kind and name")
+            self.loads.set(request["namespace"], request["kind"], request["name"],
+                           None if cpu is None else float(cpu))
+            log.warning("sim %s: load %s/%s/%s cpu=%s", self.cfg.name, request["kind"], request["namespace"],
+                        request["name"], cpu)
         elif action != "status":
             raise ValueError(f"unknown action {action!r}")
-        return {"fault": self.fault.describe(), "server": self.server_url, "passes": self.controller.passes}
+        return {"fault": self.fault.describe(), "server": self.server_url, "passes": self.controller.passes,
+                "loads": self.loads.describe()}
 
     async def stop(self) -> None:
         with contextlib.suppress(FileNotFoundError):

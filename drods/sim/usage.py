@@ -1,10 +1,16 @@
 """How busy a simulated pod is: a fraction of its requests, optionally a sinusoid over time, so a
-cluster's water level reflects use and not only requests."""
+cluster's water level reflects use and not only requests.
+
+A workload can instead be given a CPU *demand* at run time (`drods sim load`, `LoadTable`): cores
+its application needs on this cluster, shared evenly by its running pods — so adding replicas
+lowers each pod's use, as it does behind a load balancer, and an autoscaler's loop closes."""
 
 from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from drods.sim.config import ANN_AMPLITUDE, ANN_CPU_UTIL, ANN_MEMORY_UTIL, ANN_PERIOD, UsageModel
@@ -23,10 +29,60 @@ def _float(annotations: dict[str, str], key: str, default: float) -> float:
         return default
 
 
-def pod_usage(pod: Obj, now: float, model: UsageModel) -> Resources:
-    """Current usage of one pod (zero unless it runs on a node)."""
+def _running(pod: Obj) -> bool:
     status = pod.get("status") or {}
-    if status.get("phase") != "Running" or is_terminal(pod) or not (pod.get("spec") or {}).get("nodeName"):
+    return status.get("phase") == "Running" and not is_terminal(pod) and bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def owner_of(pod: Obj) -> tuple[str, str, str] | None:
+    """(namespace, kind, name) of the workload that made the pod (the sim has no ReplicaSets)."""
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") and ref.get("name"):
+            return str(meta.get("namespace") or "default"), str(ref["kind"]), str(ref["name"])
+    return None
+
+
+@dataclass
+class LoadTable:
+    """CPU demand per workload, set at run time: (namespace, kind, name) → cores on this cluster."""
+
+    cpu: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+    def set(self, namespace: str, kind: str, name: str, cores: float | None) -> None:
+        """Set a workload's demand; None clears it (its pods go back to the usage model)."""
+        key = (namespace, kind, name)
+        if cores is None:
+            self.cpu.pop(key, None)
+        elif cores < 0 or cores != cores:
+            raise ValueError("the CPU demand must be a non-negative number of cores")
+        else:
+            self.cpu[key] = float(cores)
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [{"namespace": ns, "kind": k, "name": n, "cpu": c} for (ns, k, n), c in sorted(self.cpu.items())]
+
+    def shares(self, pods: Iterable[Obj]) -> dict[str, float]:
+        """Pod uid (or namespace/name) → the cores its workload's demand gives it."""
+        if not self.cpu:
+            return {}
+        members: dict[tuple[str, str, str], list[str]] = {}
+        for pod in pods:
+            owner = owner_of(pod)
+            if owner in self.cpu and _running(pod):
+                members.setdefault(owner, []).append(pod_key(pod))
+        return {k: self.cpu[o] / len(keys) for o, keys in members.items() for k in keys}
+
+
+def pod_key(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+
+def pod_usage(pod: Obj, now: float, model: UsageModel, demand: float | None = None) -> Resources:
+    """Current usage of one pod (zero unless it runs on a node); ``demand``: its share of its
+    workload's CPU demand (`LoadTable.shares`), which replaces the CPU fraction."""
+    if not _running(pod):
         return Resources()
     ann = (pod.get("metadata") or {}).get("annotations") or {}
     cpu_f = _float(ann, ANN_CPU_UTIL, model.cpu)
@@ -41,5 +97,7 @@ def pod_usage(pod: Obj, now: float, model: UsageModel) -> Resources:
         mem_f += wave / 2  # memory moves less than CPU
     req = pod_requests(pod)
     cpu = max(0.0, req.cpu * cpu_f) if req.cpu else IDLE_CPU
+    if demand is not None:
+        cpu = max(demand, IDLE_CPU)
     memory = max(0.0, req.memory * mem_f) if req.memory else IDLE_MEMORY
     return Resources(cpu, memory, req.gpu)

@@ -90,3 +90,45 @@ def test_seeded_application_scales_in_when_load_drops() -> None:
     trace = simulate(3, load=100.0, start=60)
     assert 14 <= trace[-1] <= 20, trace  # 100 load: rho ≤ 0.75 at ≥ 14; slack ≥ 25 % below 150 ms at ~20
     assert reversals(trace) <= 2, trace
+
+
+def test_cluster_weights_move_towards_the_worse_cluster_and_stop_when_balanced() -> None:
+    from drods.autoscaling.cluster_weights import WeightSettings, rebalance, static_weight_list
+    from drods.model.autoscaling import FeedbackTargets
+
+    t = FeedbackTargets(latencyP99Ms=200)
+    s = WeightSettings(cooldown_s=30)
+
+    def obs(ms: float, at: float = 100.0) -> Observation:
+        return Observation(ms, None, None, at)
+
+    # east misses by 50 %, west has 50 % slack: mean 0, d = ±0.5 → ×1.25 / ×0.75 (bounded to ±25 %)
+    r = rebalance(t, {"east": obs(300), "west": obs(100)}, {"east": 5, "west": 5}, None, None, 101.0, s)
+    assert r.weights == {"east": 0.625, "west": 0.375} and r.errors == {"east": 0.5, "west": -0.5}
+    # from the previous weights, not the shares; a small gap moves a little: d = ±0.15 → ×1.075 / ×0.925
+    r = rebalance(t, {"east": obs(230), "west": obs(170)}, {"east": 6, "west": 4}, {"east": 0.5, "west": 0.5},
+                  None, 101.0, s)
+    assert r.weights == {"east": 0.5375, "west": 0.4625}
+    # balanced (within ±0.1 of the mean), cool-down, one reporter, stale or pre-move reports: no move
+    assert rebalance(t, {"east": obs(210), "west": obs(190)}, {"east": 5, "west": 5}, None, None, 101.0,
+                     s).reason == "balanced"
+    assert rebalance(t, {"east": obs(300), "west": obs(100)}, {"east": 5, "west": 5}, None, 90.0, 101.0,
+                     s).reason == "cool-down"
+    assert rebalance(t, {"east": obs(300)}, {"east": 5, "west": 5}, None, None, 101.0, s).weights is None
+    assert rebalance(t, {"east": obs(300, 0.0), "west": obs(100)}, {"east": 5, "west": 5}, None, None, 200.0,
+                     s).weights is None  # east's report is older than max_age
+    assert rebalance(t, {"east": obs(300, 50.0), "west": obs(100)}, {"east": 5, "west": 5}, None, 60.0, 101.0,
+                     s).weights is None  # east's report predates the last move
+    # a reporting cluster without replicas counts, from the floor; at the floor nothing moves again
+    r = rebalance(t, {"east": obs(300), "idle": obs(100)}, {"east": 5}, None, None, 101.0, s)
+    assert r.weights == {"east": 0.95, "idle": 0.05}
+    assert rebalance(t, {"east": obs(300), "idle": obs(100)}, {"east": 5}, r.weights, None, 101.0,
+                     s).reason == "at the weight floor"
+    # no cluster is starved
+    r = rebalance(t, {"east": obs(400), "west": obs(50)}, {"east": 9, "west": 1}, {"east": 0.96, "west": 0.04},
+                  None, 101.0, s)
+    assert r.weights is not None and min(r.weights.values()) >= 0.05 - 1e-9
+    assert sum(r.weights.values()) == pytest.approx(1.0, abs=1e-3) and r.weights["east"] == 0.95
+    assert static_weight_list({"west": 0.375, "east": 0.625}) == [
+        {"targetCluster": {"clusterNames": ["east"]}, "weight": 625},
+        {"targetCluster": {"clusterNames": ["west"]}, "weight": 375}]

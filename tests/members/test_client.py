@@ -73,8 +73,10 @@ async def test_summary_matches_the_flags_and_the_workload(members: dict[str, Mem
     s = await east.summary()
     doc = s.status
     # 3 nodes of 4 cores / 8Gi / 2 GPUs, 250m and 512Mi reserved each
-    assert doc["cpu"] == {"capacity": 12.0, "allocatable": 11.25, "allocated": 4.5, "used": pytest.approx(2.25)}
-    assert doc["memory"] == {"capacity": 24.0, "allocatable": 22.5, "allocated": 5.0, "used": pytest.approx(1.25)}
+    assert doc["cpu"] == {"capacity": 12.0, "allocatable": 11.25, "allocated": 4.5, "used": pytest.approx(2.25),
+                          "measured": pytest.approx(2.25)}  # the sim serves metrics.k8s.io
+    assert doc["memory"] == {"capacity": 24.0, "allocatable": 22.5, "allocated": 5.0, "used": pytest.approx(1.25),
+                             "measured": pytest.approx(1.25)}
     assert doc["gpu"] == {"capacity": 6.0, "allocatable": 6.0, "allocated": 1.0, "used": 1.0}
     assert doc["pods"] == {"capacity": 330.0, "used": 5}
     # first fit: node 0 takes 3 calc + train (3.5 cores), node 1 the 4th calc, node 2 stays empty

@@ -112,3 +112,55 @@ def test_usage_follows_requests_and_curve() -> None:
     wave = [pod_usage(p, t, UsageModel(amplitude=0.2, period=100)).cpu for t in range(0, 100, 5)]
     assert min(wave) == pytest.approx(1.2, abs=0.05) and max(wave) == pytest.approx(2.0, abs=0.05)
     assert pod_usage({**p, "status": {"phase": "Pending"}}, 0, UsageModel()).cpu == 0
+
+
+def test_workload_demand_is_shared_by_its_running_pods() -> None:
+    from drods.sim.usage import LoadTable, pod_key
+
+    def owned(name: str, owner: str, phase: str = "Running") -> dict[str, Any]:
+        p = ready(pod(name, "1"))
+        p["metadata"].update(uid=name, namespace="default",
+                             ownerReferences=[{"kind": "Deployment", "name": owner, "uid": owner}])
+        p["status"]["phase"] = phase
+        return p
+
+    pods = [owned("a", "web"), owned("b", "web"), owned("c", "web", "Pending"), owned("d", "api")]
+    loads = LoadTable()
+    loads.set("default", "Deployment", "web", 3.0)
+    shares = loads.shares(pods)
+    assert shares == {"a": 1.5, "b": 1.5}  # the pending pod takes no share; "api" keeps the model
+    assert pod_usage(pods[0], 0, UsageModel(cpu=0.5), shares.get(pod_key(pods[0]))).cpu == 1.5  # above its request
+    assert pod_usage(pods[3], 0, UsageModel(cpu=0.5), shares.get(pod_key(pods[3]))).cpu == 0.5
+    loads.set("default", "Deployment", "web", None)
+    assert loads.shares(pods) == {}
+    with pytest.raises(ValueError):
+        loads.set("default", "Deployment", "web", -1.0)
+
+
+def test_summary_reports_measured_use_only_with_a_metrics_api() -> None:
+    from drods.autoscaling.algorithm import cluster_utilisation
+    from drods.members.collector import report_from_summary
+    from drods.members.summary import summarise
+    from drods.monitor.report import MetricsReport, normalise
+    from drods.monitor.statusdoc import scheduler_view
+
+    node = {"metadata": {"name": "n1", "labels": {}},
+            "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    p = ready(pod("w", "2"))
+    p["spec"]["nodeName"] = "n1"
+    metrics = [{"metadata": {"name": "n1"}, "usage": {"cpu": "500m", "memory": "1Gi"}}]
+    with_metrics = summarise([node], [p], metrics)
+    assert with_metrics.status["cpu"]["measured"] == 0.5 and with_metrics.status["cpu"]["used"] == 0.5
+    assert cluster_utilisation(with_metrics.status)["cpu"] == pytest.approx(25.0)  # 0.5 of the 2 requested
+    without = summarise([node], [p], None)
+    assert "measured" not in without.status["cpu"]
+    assert "cpu" not in cluster_utilisation(without.status)  # requests are not a measurement
+    # through monitoring (an agent's push): the measurement survives into the scheduler view
+    body = report_from_summary("c", with_metrics, now=1_800_000_000.0)
+    assert body["cpuUsed"] == 0.5 and body["cpuUsage"] == pytest.approx(25.0)  # water level keeps the requests
+    status = normalise(MetricsReport.model_validate(body), 1_800_000_000.0, source="push")
+    assert not isinstance(status, str)
+    view = scheduler_view(status)
+    assert view["cpu"]["measured"] == 0.5 and cluster_utilisation(view)["cpu"] == pytest.approx(25.0)
+    assert "cpuUsed" not in report_from_summary("c", without, now=1_800_000_000.0)

@@ -10,24 +10,63 @@ other write (the audit middleware).
   ``?watch=true&resourceVersion=RV[&timeoutSeconds=N]`` streams Kubernetes-style watch events
   (one JSON object a line) after RV;
 * ``PUT /api/v1/agent/works/{name}/status`` — a `WorkStatus`; 403 for another cluster's Work.
+* ``GET /api/v1/agent/autoscalers`` — for each workload on the cluster that a FederatedHPA owns:
+  bounds in effect, metric targets, behaviour, desired total and the cluster's share — what the
+  agent caches to scale alone while cut off (`drods.autoscaling.autonomy`);
+* ``POST /api/v1/agent/autonomy`` — the decisions the agent took while cut off; the control plane
+  adopts the last one per workload as its desired total (one result per workload: ``adopted``,
+  ``duplicate`` — already adopted, ``deleted`` — dropped, the workload or autoscaler is gone, or
+  ``moved`` — dropped, the workload is not placed on the agent's cluster).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
+from drods.api.routes.autoscaling import WorkloadRef
 from drods.api.routes.kubernetes import watch_stream
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import ApiError
+from drods.autoscaling import autonomy
+from drods.autoscaling.controller import AutoscalerSettings
+from drods.errors import ApiError, validation_failed
+from drods.machinery.journal import Journal
 from drods.model.annotations import CLUSTER_LABEL
+from drods.model.keys import AUTOSCALING_PREFIX
 from drods.model.kinds import WORK
 from drods.model.selector import parse_selector
+from drods.model.timefmt import parse_rfc3339
 from drods.model.work import WorkStatus, label_value
+
+MAX_CLOCK_SKEW_S = 300.0
+
+
+class LocalDecision(BaseModel):
+    """One scaling decision an agent took alone (`drods.members.autonomy`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workload: WorkloadRef
+    autoscaler: str = Field(min_length=1, max_length=253)
+    uid: str = Field(default="", max_length=64)
+    time: str = Field(json_schema_extra={"format": "date-time"})
+    fromReplicas: int = Field(ge=0, le=1_000_000)  # the cluster's replicas before
+    toReplicas: int = Field(ge=0, le=1_000_000)  # and after
+    total: int = Field(ge=0, le=1_000_000)  # the workload's total this makes
+    utilisation: dict[str, float] = Field(default_factory=dict, max_length=8)
+
+
+class AutonomyReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decisions: list[LocalDecision] = Field(min_length=1, max_length=10_000)
+
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"], responses=ERROR_RESPONSES)
 
@@ -79,3 +118,32 @@ async def put_status(request: Request, name: str, body: WorkStatus) -> JSONRespo
     out = await ctx.registry.update_status(WORK, name, body.model_dump(mode="json"))
     return JSONResponse({"name": name, "resourceVersion": out["metadata"]["resourceVersion"],
                          "observedHash": body.observedHash, "applied": body.applied})
+
+
+@router.get("/autoscalers", summary="The autoscaling bounds a pull-mode agent caches for its cluster")
+async def list_autoscalers(request: Request) -> JSONResponse:
+    _, cluster = _cluster_of(request)
+    items = await autonomy.cluster_autoscalers(context(request).registry, cluster)
+    return JSONResponse({"kind": "AgentAutoscalerList", "cluster": cluster, "items": items})
+
+
+@router.post("/autonomy", summary="What a pull-mode agent decided while cut off; adopted as desired totals")
+async def report_autonomy(request: Request, body: AutonomyReport) -> JSONResponse:
+    _, cluster = _cluster_of(request)
+    ctx = context(request)
+    now = time.time()
+    decisions: list[autonomy.Decision] = []
+    errors = []
+    for i, d in enumerate(body.decisions):
+        at = parse_rfc3339(d.time)
+        if at is None or at > now + MAX_CLOCK_SKEW_S:
+            errors.append({"field": f"decisions[{i}].time", "message": "an RFC 3339 time, not in the future"})
+            continue
+        w = d.workload
+        decisions.append(autonomy.Decision((w.apiVersion, w.kind, w.namespace, w.name), d.autoscaler, d.uid, at,
+                                           d.fromReplicas, d.toReplicas, d.total, dict(d.utilisation)))
+    if errors:
+        raise validation_failed("bad decision time", errors)
+    journal = Journal(ctx.store, AUTOSCALING_PREFIX, retention_s=AutoscalerSettings().history_retention_s)
+    results = await autonomy.adopt(ctx.registry, journal, cluster, decisions, now)
+    return JSONResponse({"cluster": cluster, "results": [r.to_dict() for r in results]})

@@ -3,7 +3,11 @@
 * ``PUT /api/v1/feedback`` — an application says how well it does::
 
       {"workload": {"apiVersion", "kind", "namespace", "name"},
-       "metrics": {"latencyP99Ms", "throughput", "errorRate"}, "timestamp": RFC 3339}
+       "metrics": {"latencyP99Ms", "throughput", "errorRate"}, "timestamp": RFC 3339, "cluster"?}
+
+  With ``cluster``, the report is how the application does in that cluster (kept per cluster at
+  ``/feedback/<namespace>/<kind>/<name>/<cluster>``): it moves the per-cluster weights
+  (`drods.autoscaling.cluster_weights`); 404 for a cluster that is not registered.
 
   The latest report per workload is kept at ``/feedback/<namespace>/<kind>/<name>``, where the
   autoscaler (possibly in another process) reads it against its FederatedHPA's ``spec.feedback``.
@@ -27,8 +31,8 @@ from drods.api.context import context, require
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import not_found, validation_failed
 from drods.machinery.journal import Journal
-from drods.model.keys import AUTOSCALING_PREFIX, feedback_key
-from drods.model.kinds import WORKLOAD_KINDS, by_kind
+from drods.model.keys import AUTOSCALING_PREFIX, cluster_feedback_key, feedback_key
+from drods.model.kinds import CLUSTER, WORKLOAD_KINDS, by_kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.store import CasFailed
 
@@ -58,6 +62,8 @@ class Feedback(BaseModel):
     workload: WorkloadRef
     metrics: FeedbackMetrics
     timestamp: str = Field(json_schema_extra={"format": "date-time"})
+    # how the application does in one cluster (per-cluster weights); absent: the workload as a whole
+    cluster: str | None = Field(default=None, min_length=1, max_length=253)
 
 
 @router.put("/feedback", summary="An application reports how well it does (H3)")
@@ -81,8 +87,12 @@ async def put_feedback(request: Request, body: Feedback,
                                 [{"field": "workload.kind", "message": "unknown workload kind"}])
     if await ctx.registry.try_get(kind, ref.name, ref.namespace) is None:
         raise not_found(ref.kind, f"{ref.namespace}/{ref.name}")
-    key = feedback_key(ref.namespace, ref.kind, ref.name)
-    doc = {"workload": ref.model_dump(), "metrics": m.model_dump(exclude_none=True), "timestamp": rfc3339_ms(ts)}
+    if body.cluster is not None and await ctx.registry.try_get(CLUSTER, body.cluster) is None:
+        raise not_found("Cluster", body.cluster)
+    key = feedback_key(ref.namespace, ref.kind, ref.name) if body.cluster is None else \
+        cluster_feedback_key(ref.namespace, ref.kind, ref.name, body.cluster)
+    doc = {"workload": ref.model_dump(), "metrics": m.model_dump(exclude_none=True), "timestamp": rfc3339_ms(ts),
+           **({"cluster": body.cluster} if body.cluster else {})}
     for _attempt in range(5):
         current = await ctx.store.get(key)
         if current is not None:

@@ -1,0 +1,252 @@
+"""Federated autoscaling against ``drods sim`` members, as a user runs it (F5, M2).
+
+Real processes: ``drods serve`` (sync every 0.5 s), a push-mode sim joined with ``drods cluster
+join``, a pull-mode sim reached only by its ``drods agent`` — through a loopback link the test can
+cut (the control plane keeps running: a network partition). Load is the sims' own emulation
+(``drods sim load``: a CPU demand shared by a workload's running pods), read back through
+metrics.k8s.io, the member summary and monitoring — nothing is fed by hand.
+
+* A CPU FederatedHPA on the push member scales out to the count the demand needs, then back in.
+* Regional autonomy: with the agent cut off during a load ramp, it scales its workloads alone
+  within their FederatedHPAs' bounds; a workload deleted centrally meanwhile is deleted on return,
+  not resurrected; the agent's count is adopted as the desired total, not reverted during the hold,
+  journalled; then central decisions resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from kubernetes import config as k8s_config
+
+from drods.autoscaling.autonomy import REASON_ADOPTED, REASON_LOCAL
+from drods.model.timefmt import parse_rfc3339
+from drods.sim.harness import SimProcess
+from tests.members_e2e.conftest import Member, deploy_path, deployment, wait_for
+from tests.members_e2e.test_fullpath import RPP, binding_of, policy
+from tests.server_process import ServerProcess, drods_command
+from tests.tcp_cut import CuttableLink
+
+PUSH, EDGE = "sim-push", "sim-edge"
+FHPAS = "/apis/multicluster.io/v1alpha1/namespaces/default/federatedhpas"
+HOLD_S = 4.0
+CONFIG = f"""apiVersion: config.drods.io/v1alpha1
+kind: DRODSConfiguration
+monitoring:
+  sustainedSeconds: 60
+  rateMinIntervalSeconds: 0
+  flushIntervalSeconds: 0.05
+  staleCheckIntervalSeconds: 0.5
+  realtimeMinIntervalSeconds: 0
+members:
+  probeIntervalSeconds: 0.5
+  summaryIntervalSeconds: 1
+  statusPollSeconds: 0.5
+  heartbeatWriteSeconds: 5
+  cleanupIntervalSeconds: 1
+  retries: 0
+autoscaling:
+  syncSeconds: 0.5
+  adoptHoldSeconds: {HOLD_S}
+"""
+
+
+@dataclass
+class Fleet:
+    root: Path
+    server: ServerProcess
+    http: httpx.Client
+    push: Member
+    edge: Member
+    link: CuttableLink
+
+    def fhpa(self, name: str) -> dict[str, Any]:
+        return dict(self.http.get(f"{FHPAS}/{name}").json())
+
+    def replicas(self, member: Member, name: str) -> int | None:
+        d = member.deployment(name)
+        return None if d is None else int(d.spec.replicas or 0)
+
+    def agent_log(self) -> str:
+        return (self.root / "agent.log").read_text(errors="replace")[-3000:]
+
+
+def _fhpa(name: str, lo: int, hi: int, up_period: int = 5) -> dict[str, Any]:
+    return {"apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                     "minReplicas": lo, "maxReplicas": hi,
+                     "metrics": [{"type": "Resource", "resource": {
+                         "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}],
+                     # up by at most 4 pods per 5 s: the metrics of the new pods arrive before the next step
+                     "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0, "policies": [
+                         {"type": "Pods", "value": 4, "periodSeconds": up_period}]},
+                                  "scaleDown": {"stabilizationWindowSeconds": 1, "policies": [
+                                      {"type": "Percent", "value": 100, "periodSeconds": 1}]}}}}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    root = tmp_path_factory.mktemp("autoscaling-sims")
+    sims = {PUSH: SimProcess(PUSH, root / "sims", ["--region", "us-east"]).start(),
+            EDGE: SimProcess(EDGE, root / "sims", ["--region", "eu-north"]).start()}
+    data = root / "server"
+    data.mkdir()
+    (data / "drods.yaml").write_text(CONFIG)
+    server = ServerProcess(data)
+    agent: subprocess.Popen[str] | None = None
+    link: CuttableLink | None = None
+    try:
+        server.start()
+        for s in sims.values():
+            s.wait_ready(60)
+        done = server.run_cli("cluster", "join", PUSH, "--kubeconfig", str(sims[PUSH].kubeconfig),
+                              "--server", server.url, "--token", server.token("admin"))
+        assert done.returncode == 0, done.stderr
+        link = CuttableLink(int(urlsplit(server.url).port or 0))
+        with server.client(timeout=10) as http:
+            r = http.post("/api/v1/clusters", json={"name": EDGE, "syncMode": "Pull"})
+            assert r.status_code == 201, r.text
+            log = open(root / "agent.log", "a")  # noqa: SIM115 - owned by the child process
+            try:
+                agent = subprocess.Popen(
+                    [*drods_command(), "agent", "--cluster", EDGE, "--kubeconfig", str(sims[EDGE].kubeconfig),
+                     "--server", f"https://127.0.0.1:{link.port}", "--token",
+                     server.token("cluster-agent", cluster=EDGE), "--interval", "1", "--autoscale-seconds", "0.5",
+                     "--cutoff-seconds", "1.5", "--state-dir", str(root / "agent-state")],
+                    stdout=log, stderr=subprocess.STDOUT, text=True, env=server.environ())
+            finally:
+                log.close()
+            members = {n: Member(n, s, k8s_config.new_client_from_config(str(s.kubeconfig), persist_config=False))
+                       for n, s in sims.items()}
+            yield Fleet(root, server, http, members[PUSH], members[EDGE], link)
+    finally:
+        for s in sims.values():  # every process told at once, then waited for
+            if s.proc is not None and s.proc.poll() is None:
+                s.proc.send_signal(signal.SIGTERM)
+        if agent is not None:
+            agent.send_signal(signal.SIGTERM)
+        if link is not None:
+            link.close()
+        server.stop(check=False)
+        if agent is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                agent.wait(timeout=15)
+        for s in sims.values():
+            s.stop()
+
+
+def _workload(f: Fleet, name: str, replicas: int, cluster: str, lo: int, hi: int, up_period: int = 5) -> None:
+    assert f.http.post(RPP, json=policy(name, name, [cluster])).status_code == 201
+    assert f.http.post(deploy_path(), json=deployment(name, replicas, cpu="500m")).status_code == 201
+    r = f.http.post(FHPAS, json=_fhpa(name, lo, hi, up_period))
+    assert r.status_code == 201, r.text
+
+
+def test_cpu_fhpa_against_a_sim_scales_out_then_in(fleet: Fleet) -> None:
+    f = fleet
+    _workload(f, "cpu", 2, PUSH, 2, 10)
+    wait_for(lambda: f.replicas(f.push, "cpu") == 2, 30, "the Deployment in the push member")
+    f.push.sim.load("Deployment/default/cpu", 1.5)  # 1.5 cores over 2 × 500m requested: 150 %
+    seen: list[int] = []
+
+    def desired() -> int | None:
+        v = f.fhpa("cpu").get("status", {}).get("desiredReplicas")
+        seen.append(v or 0)
+        return v if isinstance(v, int) else None
+
+    def utilisation() -> float:
+        metrics = f.fhpa("cpu").get("status", {}).get("currentMetrics") or [{}]
+        return float(metrics[0].get("resource", {}).get("current", {}).get("averageUtilization", -1))
+
+    # ceil(2 × 150 / 50) = 6, and then 1.5 / (6 × 0.5) = 50 %: the target, it stays
+    wait_for(lambda: desired() == 6 and f.replicas(f.push, "cpu") == 6 and utilisation() == 50.0, 30,
+             "scaled out to 6, at the target", what_else=lambda: f.fhpa("cpu").get("status"))
+    # as a user emulates load: 10 %, ceil(6 × 10 / 50) = 2, the minimum
+    done = subprocess.run([*drods_command(), "sim", "load", PUSH, "Deployment/default/cpu", "--cpu", "0.3",
+                           "--state-dir", str(f.push.sim.state_dir)], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert done.returncode == 0 and json.loads(done.stdout) == [
+        {"namespace": "default", "kind": "Deployment", "name": "cpu", "cpu": 0.3}], done.stderr
+    wait_for(lambda: desired() == 2 and f.replicas(f.push, "cpu") == 2, 30, "scaled back in to 2",
+             what_else=lambda: f.fhpa("cpu").get("status"))
+    assert max(seen) < 10, seen  # no run to the maximum: utilisation is the use, not the requests
+
+
+def test_cut_off_agent_scales_alone_and_reconciles_on_return(fleet: Fleet) -> None:
+    f = fleet
+    _workload(f, "auto", 2, EDGE, 2, 5, up_period=1)
+    _workload(f, "gone", 1, EDGE, 1, 3, up_period=1)
+    f.edge.sim.load("Deployment/default/auto", 0.4)
+    f.edge.sim.load("Deployment/default/gone", 0.2)  # 0.6 / 1.5 cores: 40 %, both stay
+    wait_for(lambda: f.replicas(f.edge, "auto") == 2 and f.replicas(f.edge, "gone") == 1, 30,
+             "both workloads in the pull member", what_else=f.agent_log)
+    state = f.root / "agent-state" / "autonomy.json"
+
+    def cached() -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            return len(json.loads(state.read_text())["autoscalers"]) == 2
+        return False
+
+    wait_for(cached, 20, "the agent caching both autoscalers' bounds", what_else=f.agent_log)
+    assert f.fhpa("auto")["status"]["desiredReplicas"] == 2
+
+    f.link.cut()  # the agent can no longer reach the control plane, which keeps running
+    f.edge.sim.load("Deployment/default/auto", 3.0)  # 3.2 / 1.5 cores: 213 % — a load ramp
+    assert f.http.delete(deploy_path(name="gone")).status_code in (200, 202)  # deleted centrally meanwhile
+    peak = {"auto": 0, "gone": 0}
+
+    def scaled() -> bool:
+        for n in peak:
+            peak[n] = max(peak[n], f.replicas(f.edge, n) or 0)
+        return f.replicas(f.edge, "auto") == 5 and f.replicas(f.edge, "gone") == 3
+
+    # ceil(2 × 213 / 50) = 9 bounded by max 5; ceil(1 × 213 / 50) = 5 bounded by max 3
+    wait_for(scaled, 30, "local scaling within the bounds while cut off", what_else=f.agent_log)
+    assert f.fhpa("auto")["status"]["desiredReplicas"] == 2  # the control plane did not know
+    assert f.replicas(f.edge, "gone") == 3  # the delete has not reached the member
+    f.link.restore()
+
+    def adopted() -> dict[str, Any] | None:
+        st = f.fhpa("auto").get("status") or {}
+        return st if (st.get("autonomy") or {}).get("adoptedReplicas") == 5 else None
+
+    st = wait_for(adopted, 30, "the agent's count adopted", what_else=f.agent_log)
+    assert st["desiredReplicas"] == 5 and st["autonomy"]["cluster"] == EDGE
+    wait_for(lambda: f.replicas(f.edge, "gone") is None, 20, "the centrally deleted workload pruned",
+             what_else=f.agent_log)
+    wait_for(lambda: ((f.http.get(f"/apis/multicluster.io/v1alpha1/bindings/{binding_of('auto')}").json()
+                       .get("spec") or {}).get("replicas")) == 5, 10, "the adopted total on the Binding")
+    # no fight: the count stands through the hold, and the deleted workload stays deleted
+    until = (parse_rfc3339(st["autonomy"]["adoptedAt"]) or 0.0) + HOLD_S
+    while time.time() < until:
+        assert f.fhpa("auto")["status"]["desiredReplicas"] == 5
+        assert f.replicas(f.edge, "auto") == 5 and f.replicas(f.edge, "gone") is None
+        time.sleep(0.2)
+    assert peak["auto"] <= 5 and peak["gone"] <= 3
+    hist = f.http.get("/api/v1/autoscaling/history", params={"workload": "Deployment/default/auto"}).json()["items"]
+    reasons = [e["reason"] for e in hist]
+    assert reasons.count(REASON_ADOPTED) == 1 and REASON_LOCAL in reasons, reasons
+    local = [e for e in hist if e["reason"] == REASON_LOCAL]
+    assert all(e["cluster"] == EDGE and e["to"] <= 5 for e in local) and local[0]["to"] == 5
+    gone = f.http.get("/api/v1/autoscaling/history", params={"workload": "Deployment/default/gone"}).json()["items"]
+    assert REASON_ADOPTED not in [e["reason"] for e in gone]
+
+    # central decisions resume: the load drops, the control plane scales in
+    f.edge.sim.load("Deployment/default/auto", 0.2)
+    wait_for(lambda: (f.fhpa("auto")["status"]["desiredReplicas"] <= 2 and f.replicas(f.edge, "auto") ==
+                      f.fhpa("auto")["status"]["desiredReplicas"]), 30, "central scale-in after the hold",
+             what_else=lambda: f.fhpa("auto").get("status"))
+    hist = f.http.get("/api/v1/autoscaling/history", params={"workload": "Deployment/default/auto"}).json()["items"]
+    assert hist[0]["reason"] not in (REASON_LOCAL, REASON_ADOPTED) and hist[0]["from"] == 5
