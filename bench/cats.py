@@ -13,6 +13,11 @@ document each, ``--client-sites`` client sites measured to every cluster (random
    taken, ``--changes`` times.
 
     python bench/cats.py [--services 1000 --instance-sites 100 --client-sites 50 --changes 30]
+                         [--gc server|default]
+
+``--gc server`` (the default) tunes the garbage collector as ``drods serve`` does
+(`drods.server.tune_gc`); ``--gc default`` keeps CPython's defaults, whose full collections over the
+controller's state are most of the tail.
 
 Prints the conditions, the figures, and a final JSON line.
 """
@@ -42,6 +47,7 @@ from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION  # noqa: E4
 from drods.model.steering import Measurement  # noqa: E402
 from drods.registry.objects import ObjectRegistry  # noqa: E402
 from drods.registry.secrets import SecretBox, load_or_create_key  # noqa: E402
+from drods.server import tune_gc  # noqa: E402
 from drods.steering.controller import Recomputation, SteeringController, SteeringInformers  # noqa: E402
 from drods.steering.settings import SteeringSettings  # noqa: E402
 from drods.steering.status import write_measurements  # noqa: E402
@@ -99,6 +105,8 @@ class Observed:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.gc == "server":
+        tune_gc()
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="drods-cats-"))
     store = SqliteStore(str(tmp / "drods.db"))
@@ -186,7 +194,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     pairs = args.services * args.instance_sites * args.client_sites
     return {
         "services": args.services, "instanceSites": args.instance_sites, "clientSites": args.client_sites,
-        "pairs": pairs, "setupSeconds": round(setup_s, 2),
+        "pairs": pairs, "setupSeconds": round(setup_s, 2), "gc": args.gc,
         "firstRecomputationSeconds": round(first_s, 3), "firstWritten": first_written,
         "fullRecomputationSeconds": {"median": round(statistics.median(full), 3), "max": round(max(full), 3),
                                      "cpuMedian": round(statistics.median(full_cpu), 3)},
@@ -209,9 +217,11 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=30)
     ap.add_argument("--full-rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--gc", choices=("server", "default"), default="server",
+                    help="garbage collector tuning: as `drods serve` (server) or CPython's defaults")
     args = ap.parse_args()
     print(f"conditions: python {platform.python_version()}, {os.cpu_count()} cpus, {platform.machine()}, "
-          f"sqlite store; {args.services} services x {args.instance_sites} instance sites x "
+          f"sqlite store, {args.gc} gc; {args.services} services x {args.instance_sites} instance sites x "
           f"{args.client_sites} client sites")
     out = asyncio.run(run(args))
     print(f"full recomputation after every cluster's status changed: median {out['fullRecomputationSeconds']['median']}"
