@@ -127,6 +127,21 @@ async def test_a_consumer_receives_the_derived_service_and_the_providers_endpoin
     east_now = await eventually(replaced, 30.0, f"east's EndpointSlice of web without {gone_pod}")
     await eventually(lambda: consumer(set(east_now)), 30.0, "west's slice of derived-web with the new pod")
 
+    # East goes down: the directory marks its endpoints not ready, and so does west's slice.
+    sims["east"].fault("down")
+    try:
+        async def not_ready() -> list[Any] | None:
+            items = await asyncio.to_thread(slices, west, "derived-web")
+            got = addresses(items)
+            return items if set(got) == set(east_now) and not any(got.values()) else None
+
+        await eventually(not_ready, 30.0, "west's slice of derived-web not ready while east is down")
+        row = await eventually(lambda: listed(0), 5.0, "the directory's endpoints of east not ready")
+        assert len(row["endpoints"]) == 2 and not any(ep["ready"] for ep in row["endpoints"])
+    finally:
+        sims["east"].fault("up")
+    await eventually(lambda: consumer(set(east_now)), 30.0, "west's slice of derived-web ready again")
+
     # Unexporting removes the derived slices from the control plane (and so from the members).
     r = await plane.call("DELETE", f"{MC}/namespaces/default/serviceexports/web")
     assert r.status_code == 200, r.text
