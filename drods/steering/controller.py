@@ -50,7 +50,7 @@ from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate, eva
 from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
-from drods.steering.routing import Rendered, RouteState, render_changed, step_chunk
+from drods.steering.routing import RouteState, render, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, pair_of, utilisation
 
@@ -141,7 +141,6 @@ class SteeringController:
         self.pub_keys: dict[str, tuple[Any, ...]] = {}  # what the last published routes were computed for
         self.pub_metrics: dict[str, F] = {}  # per client site, the metric served when last published
         self.pub_eligible: dict[str, B] = {}  # the eligible (flow-affinity) pairs last published
-        self.rendered: dict[str, Rendered] = {}  # the published rows and what they were rendered from
         self.recomputations = 0
         self.observer = observer
         self._wake = asyncio.Event()
@@ -418,14 +417,14 @@ class SteeringController:
                 moved = bool(res.changed.any()) or old_eligible is None or old_eligible.shape != eligible.shape \
                     or bool((old_eligible != eligible).any())
                 if self._worth_publishing(sid, pub_key, moved, metrics, now):
-                    rendered, _rows = render_changed(chunk.service(s), res.state, now, self.rendered.get(sid))
-                    self.rendered[sid] = rendered
+                    ev = chunk.service(s)
+                    texts = [rfc3339_ms(t) if np.isfinite(t) else None for t in res.state.changed_at]
                     spec = {"serviceId": sid,
                             "registration": {"apiVersion": SERVICE_REGISTRATION.api_version,
                                              "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
                                              "namespace": svc.obj["metadata"].get("namespace", "default")},
                             "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation,
-                            "output": svc.spec.output, "routes": rendered.routes,
+                            "output": svc.spec.output, "routes": render(ev, res.state, texts, now),
                             "updated": rfc3339_ms(now), "changes": res.state.changes}
                     objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
                                     "metadata": {"name": sid}, "spec": spec})
@@ -487,7 +486,7 @@ class SteeringController:
                 await self.registry.delete(SERVICE_ROUTE, sid)
             self.short.discard(sid)
             for d in (self.published, self.published_at, self.states, self.signatures, self.recheck, self.pub_keys,
-                      self.pub_metrics, self.pub_eligible, self.uses, self.rendered):
+                      self.pub_metrics, self.pub_eligible, self.uses):
                 d.pop(sid, None)  # type: ignore[attr-defined]
 
     async def _write_statuses(self, statuses: Mapping[str, dict[str, Any]]) -> None:

@@ -25,13 +25,11 @@ All of it is array code over one service's (client sites x instances).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
-from drods.model.timefmt import rfc3339_ms
 from drods.steering.engine import Chunk, ServiceEval, ServicePlan
 from drods.steering.evaluation import B
 from drods.steering.metrics import F
@@ -310,11 +308,10 @@ def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
 
 
 def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],
-           now: float = 0.0, rows: Sequence[int] | None = None) -> list[dict[str, object]]:
+           now: float = 0.0) -> list[dict[str, object]]:
     """The published routes: per client site the instances in use with weight, metric and why, and
     ``eligible``: the instances its flows may stay pinned to (used by the route within the affinity
-    timeout, and meeting the SLA now). ``rows``: only those client sites (in that order;
-    ``changed_at_text`` still indexed by client site)."""
+    timeout, and meeting the SLA now)."""
     p = ev.plan
     rounded = np.round(state.weights, 3)
     use_r, use_j = np.nonzero(rounded > 0)
@@ -326,8 +323,7 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
     for r, j in zip(el_r.tolist(), el_j.tolist(), strict=True):
         eligible_by_row[r].append(p.instances[j])
     routes: list[dict[str, object]] = []
-    for r in range(len(p.clients)) if rows is None else rows:
-        client = p.clients[r]
+    for r, client in enumerate(p.clients):
         instances: list[dict[str, object]] = []
         used = used_by_row[r]
         weights = [float(rounded[r, j]) for j in used]
@@ -355,54 +351,3 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
         routes.append({"clientSite": client, "instances": instances, "changedAt": changed_at_text[r],
                        "eligible": eligible_by_row[r]})
     return routes
-
-
-@dataclass(frozen=True, slots=True)
-class Rendered:
-    """One service's published routes and, per client site, the values its row was rendered from."""
-
-    plan: ServicePlan
-    inputs: F  # (client sites, n): see `row_inputs`
-    routes: list[dict[str, object]]
-
-
-def row_inputs(ev: ServiceEval, state: RouteState, now: float) -> F:
-    """Everything a rendered row depends on, one row per client site: the rounded weights, the
-    evaluated values of the instances in use, which instances its flows may stay on, whether a
-    better route is held back and when the route changed. Equal rows render the same text."""
-    rounded = np.round(state.weights, 3)
-    used = rounded > 0
-    values = [np.where(used, a, 0.0) for a in (ev.metric, ev.delay, ev.network, ev.processing, ev.cost, ev.load,
-                                              ev.jitter, ev.loss, ev.bandwidth)]
-    parts = [rounded, used & ev.valid, ev.valid & (_recent(state) > now), *values]
-    n_c = len(ev.plan.clients)
-    held = state.held.reshape(n_c, 1) if state.held.size == n_c else np.zeros((n_c, 1))
-    return np.concatenate([np.asarray(a, dtype=np.float64).reshape(n_c, -1) for a in parts]
-                          + [held.astype(np.float64), state.changed_at.reshape(n_c, 1)], axis=1)
-
-
-def _rows_changed(new: F, old: F) -> list[int]:
-    """Rows of ``new`` that differ from ``old`` (NaN equal to NaN)."""
-    with np.errstate(invalid="ignore"):
-        differ = (new != old) & ~(np.isnan(new) & np.isnan(old))
-    return np.flatnonzero(differ.any(axis=1)).tolist()  # type: ignore[no-any-return]
-
-
-def render_changed(ev: ServiceEval, state: RouteState, now: float,
-                   previous: Rendered | None) -> tuple[Rendered, int]:
-    """`render`, reusing the previous rows whose inputs are unchanged (a cluster's status change
-    alters only the client sites whose routes use it); returns the rows rendered anew too."""
-    inputs = row_inputs(ev, state, now)
-    if previous is None or previous.plan != ev.plan or previous.inputs.shape != inputs.shape:
-        rows = list(range(len(ev.plan.clients)))
-        routes: list[dict[str, object]] = [{} for _ in rows]
-    else:
-        rows = _rows_changed(inputs, previous.inputs)
-        routes = list(previous.routes)
-    texts: list[str | None] = [None] * len(ev.plan.clients)
-    for r in rows:
-        t = float(state.changed_at[r])
-        texts[r] = rfc3339_ms(t) if np.isfinite(t) else None
-    for r, route in zip(rows, render(ev, state, texts, now, rows), strict=True):
-        routes[r] = route
-    return Rendered(ev.plan, inputs, routes), len(rows)

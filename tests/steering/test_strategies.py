@@ -95,23 +95,3 @@ def test_composite_evaluation_is_an_l2_score_on_0_to_100() -> None:
                                       normalisation={"computing": method, "service": method})])[0]
         assert ev2.metric[ev2.valid].max() <= 100
 
-
-def test_publishing_renders_again_only_the_client_sites_whose_inputs_changed() -> None:
-    from drods.steering.routing import render_changed
-
-    p = plan(strategy="experienceFirst")
-    ev = evaluate(fleet(), [p])[0]
-    state = step(ev, None, 0.0, Damping()).state
-    first, n = render_changed(ev, state, 0.0, None)
-    assert n == 2 and first.routes == render(ev, state, [first.routes[0]["changedAt"], first.routes[1]["changedAt"]])
-    # Nothing changed: both rows are reused as they are.
-    same, n = render_changed(ev, state, 1.0, first)
-    assert n == 0 and same.routes[0] is first.routes[0] and same.routes[1] is first.routes[1]
-    # aws-dfw (DFW's instance) gets busier: only DFW's row is rendered again, and it says the new metric.
-    ev2 = evaluate(fleet(load=(0.6, 0.2, 0.3)), [p])[0]
-    state2 = step(ev2, state, 2.0, Damping()).state
-    again, n = render_changed(ev2, state2, 2.0, same)
-    assert n == 1 and again.routes[1] is first.routes[1]
-    assert again.routes[0]["instances"][0]["metric"] == 16.5  # type: ignore[index]
-    full = render(ev2, state2, [str(r["changedAt"]) if r["changedAt"] else None for r in again.routes], 2.0)
-    assert again.routes == full
