@@ -13,6 +13,11 @@ document each, ``--client-sites`` client sites measured to every cluster (random
    taken, ``--changes`` times.
 
     python bench/cats.py [--services 1000 --instance-sites 100 --client-sites 50 --changes 30]
+                         [--gc server|default]
+
+``--gc server`` (the default) tunes the garbage collector as ``drods serve`` does
+(`drods.server.tune_gc`); ``--gc default`` keeps CPython's defaults, whose full collections over the
+controller's state are most of the tail.
 
 Prints the conditions, the figures, and a final JSON line.
 """
@@ -42,6 +47,7 @@ from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION  # noqa: E4
 from drods.model.steering import Measurement  # noqa: E402
 from drods.registry.objects import ObjectRegistry  # noqa: E402
 from drods.registry.secrets import SecretBox, load_or_create_key  # noqa: E402
+from drods.server import tune_gc  # noqa: E402
 from drods.steering.controller import Recomputation, SteeringController, SteeringInformers  # noqa: E402
 from drods.steering.settings import SteeringSettings  # noqa: E402
 from drods.steering.status import write_measurements  # noqa: E402
@@ -99,6 +105,8 @@ class Observed:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.gc == "server":
+        tune_gc()
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="drods-cats-"))
     store = SqliteStore(str(tmp / "drods.db"))
@@ -170,11 +178,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     inside: list[float] = []  # the recomputation itself (evaluation + publishing), without the watch delivery
     written: list[int] = []
     order = rng.sample(clusters, min(args.changes, len(clusters)))
+    cpu_used: list[float] = []  # process CPU from the write to the publication (independent of other load)
     for c in order:
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         rev = await store.put(status_key(c), status_doc(0.9995))
         hit = await observed.reached(rev)
         latencies.append(time.perf_counter() - t)
+        cpu_used.append(time.process_time() - cpu)
         evaluated.append(hit.evaluated)
         inside.append(hit.seconds)
         written.append(hit.written)
@@ -186,7 +196,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     pairs = args.services * args.instance_sites * args.client_sites
     return {
         "services": args.services, "instanceSites": args.instance_sites, "clientSites": args.client_sites,
-        "pairs": pairs, "setupSeconds": round(setup_s, 2),
+        "pairs": pairs, "setupSeconds": round(setup_s, 2), "gc": args.gc,
         "firstRecomputationSeconds": round(first_s, 3), "firstWritten": first_written,
         "fullRecomputationSeconds": {"median": round(statistics.median(full), 3), "max": round(max(full), 3),
                                      "cpuMedian": round(statistics.median(full_cpu), 3)},
@@ -194,6 +204,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "fullWrittenMedian": int(statistics.median(full_written)),
         "oneClusterChange": {"p50": round(pct(latencies, 0.5) * 1000, 1), "p99": round(pct(latencies, 0.99) * 1000, 1),
                              "max": round(max(latencies) * 1000, 1), "unit": "ms",
+                             "cpuP50": round(pct(cpu_used, 0.5) * 1000, 1),
+                             "cpuP99": round(pct(cpu_used, 0.99) * 1000, 1),
                              "routesWrittenMedian": int(statistics.median(written)),
                              "recomputationMsMedian": round(statistics.median(inside) * 1000, 1),
                              "servicesEvaluatedMedian": int(statistics.median(evaluated))},
@@ -209,9 +221,11 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=30)
     ap.add_argument("--full-rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--gc", choices=("server", "default"), default="server",
+                    help="garbage collector tuning: as `drods serve` (server) or CPython's defaults")
     args = ap.parse_args()
     print(f"conditions: python {platform.python_version()}, {os.cpu_count()} cpus, {platform.machine()}, "
-          f"sqlite store; {args.services} services x {args.instance_sites} instance sites x "
+          f"sqlite store, {args.gc} gc; {args.services} services x {args.instance_sites} instance sites x "
           f"{args.client_sites} client sites")
     out = asyncio.run(run(args))
     print(f"full recomputation after every cluster's status changed: median {out['fullRecomputationSeconds']['median']}"
@@ -222,7 +236,8 @@ def main() -> None:
     o = out["oneClusterChange"]
     print(f"one cluster saturates -> affected routes published: p50 {o['p50']} ms, p99 {o['p99']} ms, max {o['max']} "
           f"ms ({o['servicesEvaluatedMedian']} services evaluated, {o['routesWrittenMedian']} ServiceRoutes written; "
-          f"the recomputation itself {o['recomputationMsMedian']} ms)")
+          f"the recomputation itself {o['recomputationMsMedian']} ms; process CPU p50 {o['cpuP50']} ms, "
+          f"p99 {o['cpuP99']} ms)")
     print(json.dumps(out))
 
 

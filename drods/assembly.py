@@ -44,6 +44,7 @@ from drods.autoscaling.controller import Autoscaler, AutoscalerSettings
 from drods.config.model import DRODSConfiguration
 from drods.controllers.cache_planner import LEASE as CACHE_PLANNER_LEASE
 from drods.controllers.cache_planner import CachePlanner, CachePlannerSettings
+from drods.controllers.clients import MemberClients
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
 from drods.controllers.detector import ResourceDetector
@@ -273,7 +274,14 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
 
         manager.add_leader(STEERING_LEASE, steering)
         directory_informers = DirectoryInformers.of(manager)
-        manager.add_leader(DIRECTORY_LEASE, lambda lead: DirectoryController(lead.registry, directory_informers))
+        member_options = (s.members or MemberSettings()).member_options()
+
+        def service_directory(lead: Leadership) -> DirectoryController:
+            return DirectoryController(lead.registry, directory_informers,
+                                       clients=MemberClients(lead.registry, member_options),
+                                       endpoint_poll_seconds=steering_settings.endpointPollSeconds)
+
+        manager.add_leader(DIRECTORY_LEASE, service_directory)
 
     if Component.AUTOSCALER in chosen:
         autoscaler_informers = Autoscaler.informers(manager)

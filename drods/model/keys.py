@@ -29,6 +29,9 @@ SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
 FEEDBACK_PREFIX = "/feedback/"
 # Network status between client sites and service sites (C2): ``/status/network/<from>/<to>``.
 NETWORK_PREFIX = "/status/network/"
+# Endpoints of exported Services collected from their provider clusters (F8):
+# ``/status/endpoints/<cluster>/<namespace>/<name>``.
+ENDPOINTS_PREFIX = "/status/endpoints/"
 # Flow affinity pins (C7): ``/steering/flows/<serviceId>/<flow>``.
 FLOWS_PREFIX = "/steering/flows/"
 # The service traffic graph (H1, `drods.model.traffic`), written by PUT /api/v1/traffic.
@@ -59,6 +62,10 @@ def cluster_feedback_key(namespace: str, kind: str, name: str, cluster: str) -> 
 
 def network_key(source: str, target: str) -> str:
     return f"{NETWORK_PREFIX}{source}/{target}"
+
+
+def endpoints_key(cluster: str, namespace: str, name: str) -> str:
+    return f"{ENDPOINTS_PREFIX}{cluster}/{namespace}/{name}"
 
 
 def flow_key(service_id: str, flow: str) -> str:

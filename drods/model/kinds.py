@@ -164,6 +164,7 @@ RESOURCE_KINDS: tuple[Kind, ...] = (
          categories=ALL),
     Kind("networking.k8s.io", "v1", "Ingress", "ingresses", True, short_names=("ing",)),
     Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=("netpol",)),
+    Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, short_names=("pdb",)),
     Kind("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),

@@ -63,8 +63,9 @@ class ObjectRegistry:
 
     # ---- validation -------------------------------------------------------------------------
 
-    def validate(self, kind: Kind, obj: Any, *, namespace: str | None = None) -> Obj:
-        """Check shape and schema; return the normalised object (as given, plus identity fields)."""
+    def validate(self, kind: Kind, obj: Any, *, namespace: str | None = None, trusted: bool = False) -> Obj:
+        """Check shape and schema; return the normalised object (as given, plus identity fields).
+        ``trusted``: a spec a controller built is taken as it is (its schema is not checked)."""
         if not isinstance(obj, dict):
             raise validation_failed("object must be a JSON/YAML mapping")
         api_version, obj_kind = obj.get("apiVersion"), obj.get("kind")
@@ -122,11 +123,12 @@ class ObjectRegistry:
             if not isinstance(spec, dict):
                 raise validation_failed("spec must be a mapping", [{"field": "spec", "message": "not a mapping"}],
                                         **ident)
-            try:
-                model: BaseModel = kind.spec_model.model_validate(spec)
-            except ValidationError as e:
-                raise validation_failed(f"invalid {kind.kind} spec", field_errors(e, "spec."), **ident) from e
-            out["spec"] = model.model_dump(mode="json", exclude_unset=True)
+            if not trusted:
+                try:
+                    model: BaseModel = kind.spec_model.model_validate(spec)
+                except ValidationError as e:
+                    raise validation_failed(f"invalid {kind.kind} spec", field_errors(e, "spec."), **ident) from e
+                out["spec"] = model.model_dump(mode="json", exclude_unset=True)
         status = obj.get("status")
         if status is not None and not isinstance(status, dict):
             raise validation_failed("status must be a mapping", [{"field": "status", "message": "not a mapping"}],
@@ -351,16 +353,18 @@ class ObjectRegistry:
                 continue
 
     async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]], *, results: bool = True,
-                           dry_run: bool = False) -> builtins.list[tuple[Obj, bool]]:
+                           dry_run: bool = False, trusted: bool = False) -> builtins.list[tuple[Obj, bool]]:
         """Create or update many objects: all are validated before anything is written, then
         written in as few store transactions as the backend allows, each guarded by CAS.
         ``results=False``: return nothing (a controller publishing many objects skips the copies);
-        ``dry_run`` plans every write and returns what would be, writing nothing."""
+        ``dry_run`` plans every write and returns what would be, writing nothing; ``trusted``: the
+        specs were built by a controller from typed values, so their schema is not checked again
+        (the envelope and metadata still are)."""
         validated: builtins.list[tuple[Kind, Obj, str]] = []
         seen: set[str] = set()
         for i, (kind, raw) in enumerate(items):
             try:
-                obj = self.validate(kind, raw)
+                obj = self.validate(kind, raw, trusted=trusted)
             except ApiError as e:
                 name = raw.get("metadata", {}).get("name") if isinstance(raw, dict) else None
                 e.details.update({"index": i, "kind": kind.kind, "name": name})

@@ -17,6 +17,7 @@ from typing import Any
 from drods.errors import ApiError
 from drods.model.kinds import Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339
+from drods.sim import endpoints as E
 from drods.sim import kinds as K
 from drods.sim import workloads as W
 from drods.sim.config import ANN_EXIT_CODE, ANN_RUN_SECONDS, PRELOAD_NAMESPACE, SimConfig
@@ -165,6 +166,7 @@ class SimController:
         next_due = await self._kubelet(pods, nodes, now)
         await self._schedule(pods, nodes, now)
         await self._statuses(workloads, pods, nodes, stamp)
+        await self._endpoint_slices(pods)
         self.world = World(nodes, list(pods.values()), now)
         return next_due
 
@@ -396,6 +398,31 @@ class SimController:
                     writes.append(self.registry.update_status(kind, meta["name"], plan.status, meta.get("namespace"),
                                                               resource_version=int(meta["resourceVersion"])))
         await self._gather(self._guard(w) for w in writes)
+
+    async def _endpoint_slices(self, pods: dict[tuple[str, str], Obj]) -> None:
+        """Each Service with a selector has its EndpointSlice of the pods it selects (`drods.sim.endpoints`)."""
+        services, _ = await self.registry.list(K.SERVICE)
+        slices, _ = await self.registry.list(K.ENDPOINT_SLICE)
+        current = {_key(o): o for o in slices if E.managed(o)}
+        wanted: dict[tuple[str, str], Obj] = {}
+        for svc in services:
+            if svc["metadata"].get("deletionTimestamp"):
+                continue
+            want = E.endpoint_slice(svc, pods.values())
+            if want is not None:
+                wanted[_key(want)] = want
+        writes: list[Awaitable[Any]] = []
+        for key, want in wanted.items():
+            have = current.get(key)
+            if have is None:
+                writes.append(self._create(K.ENDPOINT_SLICE, want))
+            elif not E.same_content(want, have):
+                meta = {**have["metadata"], "labels": want["metadata"]["labels"]}
+                writes.append(self._put(K.ENDPOINT_SLICE, {**have, **{k: want[k] for k in
+                                                                     ("addressType", "endpoints", "ports")},
+                                                           "metadata": meta}))
+        writes += [self._delete(K.ENDPOINT_SLICE, o) for key, o in current.items() if key not in wanted]
+        await self._gather(writes)
 
     # ---- writes ----------------------------------------------------------------------------------
 

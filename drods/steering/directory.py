@@ -4,45 +4,67 @@ A ``ServiceExport`` named like a Service (same namespace) exports it. The Servic
 a dependent of every workload it selects (`drods.controllers.manifests.dependents`), so it exists
 where those workloads' Bindings place them: those clusters are the export's *providers*, and the
 directory lists each with its health — the Cluster's Ready condition and the ready replicas the
-propagation controller observed there — kept current from member status.
+propagation controller observed there — and its endpoints: the addresses the member's own
+EndpointSlices give for the Service, collected by `drods.steering.endpoints` (a provider that is
+NotReady, gone or unreachable has its endpoints listed not ready).
 
 `directory_entries` is pure (the API answers it from a registry listing; `DirectoryController`
 from informer caches). The controller keeps, per export, the ``ServiceImport`` (KEP-1645: type,
-ports, provider clusters; ``status.clusters`` their health) and the derived Service every member
-cluster receives so the name resolves everywhere.
+ports, provider clusters; ``status.clusters`` their health) and what every member cluster receives
+so the name resolves everywhere: the derived Service ``derived-<name>`` (the export's ports, no
+selector) and, per provider cluster, an EndpointSlice ``derived-<name>-<cluster>`` labelled
+``kubernetes.io/service-name: derived-<name>`` and ``multicluster.kubernetes.io/source-cluster:
+<cluster>`` with that cluster's endpoint addresses and their readiness.
 
-How the derived Service reaches the members — the only coupling to propagation: `derived_service`
-says what it is (``derived-<name>``, the export's ports, no selector, labelled with the service
-name); the controller stores it as a template and gives it a Binding (``derived-<ns>-<name>``,
-Duplicated, ``targetClusters`` = every member cluster, labelled ``multicluster.io/managed-by:
-service-directory``), so the propagation controller delivers it like any other object (push: applied
-to the member; pull: in the member's Work). Endpoint addresses are not collected from members, so
-no EndpointSlice is derived: the directory lists endpoints per cluster with their health.
+How they reach the members — the only coupling to propagation: the controller stores each as a
+template and gives it a Binding (``derived-<ns>-<name>`` for the Service, ``derived-<ns>-<name>-eps-
+<cluster>`` for a slice; Duplicated, ``targetClusters`` = every member cluster, labelled
+``multicluster.io/managed-by: service-directory``), so the propagation controller delivers it like
+any other object (push: applied to the member; pull: in the member's Work). When a provider's
+endpoints change, its slice template changes and propagation updates every member's copy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from drods.controllers.clients import MemberClients
 from drods.controllers.detector import DETECTED_KINDS, decode_object
 from drods.controllers.manifests import selects
 from drods.errors import ApiError
 from drods.machinery.informer import Informer
 from drods.machinery.manager import Manager
+from drods.machinery.tasks import stop_tasks
 from drods.model.conditions import is_false, is_true
-from drods.model.kinds import BINDING, CLUSTER, SERVICE_EXPORT, SERVICE_IMPORT, WORKLOAD_KINDS, Kind, by_kind
+from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
+from drods.model.kinds import (
+    BINDING,
+    CLUSTER,
+    SERVICE_EXPORT,
+    SERVICE_IMPORT,
+    TEMPLATE_KINDS,
+    WORKLOAD_KINDS,
+    Kind,
+    by_kind,
+)
 from drods.model.migration import traffic_withdrawn
 from drods.registry.objects import ObjectRegistry
 from drods.schedulerd.records import MANAGED_BY_LABEL
+from drods.steering.endpoints import EndpointCollector, Target
 
 Obj = dict[str, Any]
 SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
 SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
+KUBERNETES_SERVICE_LABEL = "kubernetes.io/service-name"
+SLICE_MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+SLICE_MANAGER = "service-directory.multicluster.io"
 DERIVED_PREFIX = "derived-"
+ENDPOINT_SLICE = next(k for k in TEMPLATE_KINDS if k.kind == "EndpointSlice")
 
 
 def _service_kind() -> Kind:
@@ -51,9 +73,12 @@ def _service_kind() -> Kind:
 
 def directory_entries(exports: Iterable[Obj], services: Mapping[tuple[str, str], Obj],
                       bindings: Iterable[Obj], templates: Mapping[tuple[str, str, str], Obj],
-                      clusters: Mapping[str, Obj]) -> list[Obj]:
+                      clusters: Mapping[str, Obj], endpoints: Mapping[str, Obj] | None = None) -> list[Obj]:
     """One entry per export: ``{name, namespace, type, ports, clusters: [{cluster, healthy,
-    clusterReady, replicas, readyReplicas, workload}], conditions}``."""
+    clusterReady, replicas, readyReplicas, workloads, endpoints?, readyEndpoints?, endpointPorts?,
+    endpointsObservedAt?}], conditions}``; ``endpoints``: the collected documents by store key
+    (`drods.steering.endpoints`) — a row has ``endpoints`` once its cluster's were collected."""
+    endpoints = endpoints or {}
     bindings = list(bindings)
     out: list[Obj] = []
     for ex in sorted(exports, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
@@ -97,7 +122,15 @@ def directory_entries(exports: Iterable[Obj], services: Mapping[tuple[str, str],
                 row["workloads"].append(f"{ref.get('kind')}/{ref.get('name')}")
                 row["reachable"] = ready_cluster
         for row in rows.values():
-            row["healthy"] = bool(row.pop("reachable", False)) and row["readyReplicas"] > 0
+            reachable = bool(row.pop("reachable", False))
+            row["healthy"] = reachable and row["readyReplicas"] > 0
+            doc = endpoints.get(endpoints_key(row["cluster"], ns, name))
+            if doc is not None:
+                live = reachable and doc.get("reachable") is not False
+                row["endpoints"] = [{**e, "ready": bool(e.get("ready")) and live} for e in doc.get("endpoints") or []]
+                row["readyEndpoints"] = sum(1 for e in row["endpoints"] if e["ready"])
+                row["endpointPorts"] = doc.get("ports") or []
+                row["endpointsObservedAt"] = doc.get("observedAt")
         entry["clusters"] = sorted(rows.values(), key=lambda r: r["cluster"])
         entry["conditions"] = [{"type": "Valid", "status": "True", "reason": "Exported",
                                 "message": f"{len(rows)} cluster(s) provide it"}]
@@ -122,7 +155,9 @@ async def directory(registry: ObjectRegistry) -> list[Obj]:
         if t is not None:
             templates[(kind.kind, str(ref.get("namespace") or "default"), str(ref["name"]))] = t
     cl, _ = await registry.list(CLUSTER)
-    return directory_entries(exports, services, bindings, templates, {o["metadata"]["name"]: o for o in cl})
+    kvs, _rev = await registry.store.range(ENDPOINTS_PREFIX)
+    return directory_entries(exports, services, bindings, templates, {o["metadata"]["name"]: o for o in cl},
+                             {kv.key: json.loads(kv.value) for kv in kvs})
 
 
 DIRECTORY_NAME = "service-directory"
@@ -142,15 +177,49 @@ def derived_service(entry: Obj) -> Obj:
             "spec": spec}
 
 
-def derived_binding(entry: Obj, clusters: list[str]) -> Obj:
-    """The Binding that has propagation deliver `derived_service` to ``clusters``."""
+def derived_slices(entry: Obj) -> list[Obj]:
+    """Per provider cluster whose endpoints were collected, the EndpointSlice of the derived Service
+    with that cluster's addresses (KEP-1645; Karmada labels them with the source cluster)."""
+    out: list[Obj] = []
+    for row in entry["clusters"]:
+        if "endpoints" not in row:
+            continue
+        eps = [{"addresses": e["addresses"], "conditions": {"ready": e["ready"], "serving": e["ready"],
+                                                            "terminating": False}} for e in row["endpoints"]]
+        v6 = any(":" in a for e in row["endpoints"] for a in e["addresses"])
+        out.append({"apiVersion": ENDPOINT_SLICE.api_version, "kind": ENDPOINT_SLICE.kind,
+                    "metadata": {"name": f"{DERIVED_PREFIX}{entry['name']}-{row['cluster']}",
+                                 "namespace": entry["namespace"],
+                                 "labels": {KUBERNETES_SERVICE_LABEL: f"{DERIVED_PREFIX}{entry['name']}",
+                                            SERVICE_NAME_LABEL: entry["name"], SOURCE_CLUSTER_LABEL: row["cluster"],
+                                            SLICE_MANAGED_BY_LABEL: SLICE_MANAGER,
+                                            MANAGED_BY_LABEL: DIRECTORY_NAME}},
+                    "addressType": "IPv6" if v6 else "IPv4", "endpoints": eps,
+                    "ports": row.get("endpointPorts") or []})
+    return out
+
+
+def _binding(name: str, resource: Obj, clusters: list[str], labels: dict[str, str]) -> Obj:
+    meta = resource["metadata"]
     return {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
-            "metadata": {"name": f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}",
-                         "labels": {MANAGED_BY_LABEL: DIRECTORY_NAME, SERVICE_NAME_LABEL: entry["name"]}},
-            "spec": {"resource": {"apiVersion": "v1", "kind": "Service", "namespace": entry["namespace"],
-                                  "name": f"{DERIVED_PREFIX}{entry['name']}"},
+            "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: DIRECTORY_NAME, **labels}},
+            "spec": {"resource": {"apiVersion": resource["apiVersion"], "kind": resource["kind"],
+                                  "namespace": meta["namespace"], "name": meta["name"]},
                      "replicas": 1, "targetClusters": sorted(clusters),
                      "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}
+
+
+def derived_binding(entry: Obj, clusters: list[str]) -> Obj:
+    """The Binding that has propagation deliver `derived_service` to ``clusters``."""
+    return _binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}", derived_service(entry), clusters,
+                    {SERVICE_NAME_LABEL: entry["name"]})
+
+
+def slice_binding(entry: Obj, eps: Obj, clusters: list[str]) -> Obj:
+    """The Binding that delivers one derived EndpointSlice to ``clusters``."""
+    source = eps["metadata"]["labels"][SOURCE_CLUSTER_LABEL]
+    return _binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}-eps-{source}", eps, clusters,
+                    {SERVICE_NAME_LABEL: entry["name"], SOURCE_CLUSTER_LABEL: source})
 
 
 def service_import(entry: Obj) -> tuple[Obj, Obj]:
@@ -185,21 +254,31 @@ class DirectoryInformers:
 
 
 class DirectoryController:
-    """Single-active (``/leases/service-directory``): exports → ServiceImports + derived Services,
-    recomputed whenever an export, a Service, a Binding, a Cluster or a workload changes."""
+    """Single-active (``/leases/service-directory``): exports → ServiceImports, derived Services and
+    derived EndpointSlices, recomputed whenever an export, a Service, a Binding, a Cluster, a
+    workload or a provider's collected endpoints change. With member ``clients`` it also runs the
+    `EndpointCollector` over the providers of every export."""
 
-    def __init__(self, registry: ObjectRegistry, informers: DirectoryInformers, coalesce_seconds: float = 0.05) -> None:
+    def __init__(self, registry: ObjectRegistry, informers: DirectoryInformers, coalesce_seconds: float = 0.05,
+                 clients: MemberClients | None = None, endpoint_poll_seconds: float = 2.0) -> None:
         self.registry = registry
         self.inf = informers
         self.coalesce = coalesce_seconds
         self._wake = asyncio.Event()
         self._written: dict[str, Any] = {}
+        self.clients = clients
+        self.collector = EndpointCollector(registry.store, clients, self.targets, self._wake.set,
+                                           endpoint_poll_seconds) if clients is not None else None
 
     async def run(self) -> None:
         stops = [inf.on_change(lambda _k, _o, _n: self._wake.set()) for inf in self.inf.all()]
+        collecting: asyncio.Task[None] | None = None
         try:
             for inf in self.inf.all():
                 await inf.wait_synced()
+            if self.collector is not None:
+                await self.collector.load()
+                collecting = asyncio.create_task(self.collector.run(), name="endpoint-collector")
             self._wake.set()
             while True:
                 await self._wake.wait()
@@ -209,6 +288,10 @@ class DirectoryController:
         finally:
             for stop in stops:
                 stop()
+            if collecting is not None:
+                await stop_tasks([collecting])
+            if self.clients is not None:
+                await self.clients.close()
 
     def entries(self) -> list[Obj]:
         def objs(inf: Informer) -> list[Obj]:
@@ -222,25 +305,35 @@ class DirectoryController:
         templates = {(str(o.get("kind")), str(o["metadata"].get("namespace") or "default"),
                       str(o["metadata"]["name"])): o for inf in self.inf.workloads for o in objs(inf)}
         clusters = {o["metadata"]["name"]: o for o in objs(self.inf.clusters)}
-        return directory_entries(exports, services, objs(self.inf.bindings), templates, clusters)
+        docs = self.collector.docs if self.collector is not None else {}
+        return directory_entries(exports, services, objs(self.inf.bindings), templates, clusters, docs)
+
+    def targets(self) -> set[Target]:
+        """What the endpoint collector polls: every provider cluster of every export."""
+        return {Target(row["cluster"], e["namespace"], e["name"]) for e in self.entries() for row in e["clusters"]}
 
     async def reconcile(self) -> None:
         entries = self.entries()
         members = sorted(o["metadata"]["name"] for o in self.inf.clusters.cache.values()
                          if o and not (o.get("metadata") or {}).get("deletionTimestamp"))
         wanted: set[str] = set()
+        slices_wanted: set[tuple[str, str]] = set()
         for e in entries:
             ident = f"{e['namespace']}/{e['name']}"
             wanted.add(ident)
             imp, status = service_import(e)
             derived = derived_service(e) if e["clusters"] and members else None
             binding = derived_binding(e, members) if derived is not None else None
-            state = (imp, status, derived, binding)
+            slices = derived_slices(e) if derived is not None else []
+            slices_wanted |= {(e["namespace"], sl["metadata"]["name"]) for sl in slices}
+            state = (imp, status, derived, binding, slices, members)
             if self._written.get(ident) == state:
                 continue
             batch: list[tuple[Kind, Any]] = [(SERVICE_IMPORT, imp)]
             if derived is not None and binding is not None:
                 batch += [(_service_kind(), derived), (BINDING, binding)]
+            for sl in slices:
+                batch += [(ENDPOINT_SLICE, sl), (BINDING, slice_binding(e, sl, members))]
             await self.registry.batch_upsert(batch)
             await self.registry.update_status(SERVICE_IMPORT, e["name"], status, e["namespace"])
             if derived is None:
@@ -252,6 +345,24 @@ class DirectoryController:
                 await self.registry.delete(SERVICE_IMPORT, name, ns)
             await self._remove_derived(ns, name)
             self._written.pop(ident, None)
+        await self._remove_stale_slices(slices_wanted)
+
+    async def _remove_stale_slices(self, wanted: set[tuple[str, str]]) -> None:
+        """Derived slices of providers that are gone (or of exports that are), with their Bindings."""
+        for inf in self.inf.workloads:
+            for o in list(inf.cache.values()):
+                if not o or o.get("kind") != ENDPOINT_SLICE.kind:
+                    continue
+                meta = o["metadata"]
+                labels = meta.get("labels") or {}
+                ns = meta.get("namespace") or "default"
+                if labels.get(MANAGED_BY_LABEL) != DIRECTORY_NAME or (ns, meta["name"]) in wanted:
+                    continue
+                with contextlib.suppress(ApiError):
+                    await self.registry.delete(BINDING, f"{DERIVED_PREFIX}{ns}-{labels.get(SERVICE_NAME_LABEL)}-eps-"
+                                                        f"{labels.get(SOURCE_CLUSTER_LABEL)}")
+                with contextlib.suppress(ApiError):
+                    await self.registry.delete(ENDPOINT_SLICE, meta["name"], ns)
 
     async def _remove_derived(self, ns: str, name: str) -> None:
         with contextlib.suppress(ApiError):

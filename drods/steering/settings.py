@@ -21,6 +21,8 @@ class SteeringSettings(BaseModel):
     coalesceSeconds: float = Field(default=0.02, ge=0)
     # CCC: a nearer cluster is offered to a service's workload at most once per this long per client site.
     offerCooldownSeconds: float = Field(default=60.0, ge=0)
+    # F8: how often the provider clusters of exported Services are asked for their endpoints.
+    endpointPollSeconds: float = Field(default=2.0, gt=0)
     # Registration files (YAML, one or more documents) applied when the controller starts leading (C4).
     registrationFiles: list[str] = Field(default_factory=list)
 

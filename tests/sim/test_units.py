@@ -164,3 +164,27 @@ def test_summary_reports_measured_use_only_with_a_metrics_api() -> None:
     view = scheduler_view(status)
     assert view["cpu"]["measured"] == 0.5 and cluster_utilisation(view)["cpu"] == pytest.approx(25.0)
     assert "cpuUsed" not in report_from_summary("c", without, now=1_800_000_000.0)
+
+
+def test_a_service_with_a_selector_has_an_endpoint_slice_of_the_pods_it_selects() -> None:
+    from drods.sim.endpoints import endpoint_slice, managed
+
+    svc = {"metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+           "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "web"}]}}
+
+    def pod(name: str, ip: str | None, ready: bool, app: str = "web", phase: str = "Running") -> dict[str, Any]:
+        status: dict[str, Any] = {"phase": phase, "conditions": [{"type": "Ready", "status": str(ready)}]}
+        if ip:
+            status["podIP"] = ip
+        return {"metadata": {"name": name, "namespace": "default", "labels": {"app": app}, "uid": name},
+                "spec": {"nodeName": "n1", "containers": [{"ports": [{"name": "web", "containerPort": 8080}]}]},
+                "status": status}
+
+    got = endpoint_slice(svc, [pod("b", "10.0.0.2", False), pod("a", "10.0.0.1", True), pod("c", None, True),
+                               pod("d", "10.0.0.4", True, app="other"), pod("e", "10.0.0.5", True, phase="Succeeded")])
+    assert got is not None and managed(got)
+    assert got["metadata"]["labels"]["kubernetes.io/service-name"] == "web"
+    assert [(e["addresses"], e["conditions"]["ready"]) for e in got["endpoints"]] == [
+        (["10.0.0.1"], True), (["10.0.0.2"], False)]
+    assert got["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]  # the named target port
+    assert endpoint_slice({**svc, "spec": {"ports": [{"port": 80}]}}, []) is None  # no selector: no slice

@@ -94,3 +94,4 @@ def test_composite_evaluation_is_an_l2_score_on_0_to_100() -> None:
         ev2 = evaluate(fleet(), [plan(evaluation="composite", sensitiveAttributes=["delay", "load"],
                                       normalisation={"computing": method, "service": method})])[0]
         assert ev2.metric[ev2.valid].max() <= 100
+

@@ -120,6 +120,12 @@ async def test_routes_follow_load_calmly_and_placement_adds_a_nearer_cluster(pla
     r = await plane.call("PUT", "/api/v1/network/status", json={"measurements": [
         {"from": "DFW", "to": "aws-dfw", "delayMs": 2.0}, {"from": "SIN", "to": "ap-sin", "delayMs": 2.093}]})
     assert r.json()["intervalSeconds"] == {"DFW": 5.0, "SIN": 30.0} and r.json()["nextReportSeconds"] == 5.0
+    # Per pair: DFW → aws-dfw joins a client site and an instance of the service; SIN → ap-sin does not.
+    assert r.json()["pairIntervalSeconds"] == [{"from": "DFW", "to": "aws-dfw", "intervalSeconds": 5.0},
+                                               {"from": "SIN", "to": "ap-sin", "intervalSeconds": 30.0}]
+    pairs = (await plane.call("GET", "/api/v1/network/intervals?from=LHR")).json()["pairs"]
+    assert {(p["to"], p["intervalSeconds"]) for p in pairs} == {
+        (t, 5.0) for t in ("aws-dfw", "gcp-ord", "az-lhr", "DFW", "ORD", "LHR")}
 
     # Load on aws-dfw crosses 70 %: DFW's route moves to gcp-ord within the damping window.
     t0 = time.monotonic()

@@ -4,9 +4,13 @@
   "lossPercent", "bandwidthMbps", "timestamp"?, "source"?}]}``; merged by (``from``, ``to``) pair into
   ``/status/network/<from>/<to>`` (a missing timestamp is now). Metrics it does not know are
   ignored and named in the answer. The answer's ``nextReportSeconds`` (and ``intervalSeconds`` per
-  client site) is the strictest ``statusIntervalSeconds`` of the services using those sites (C1).
+  client site) is the strictest ``statusIntervalSeconds`` of the services using those sites (C1);
+  ``pairIntervalSeconds`` says it per reported (``from``, ``to``) pair — the strictest need among the
+  services whose client site and instance (cluster or its city) that pair joins.
   A cluster-agent token may only report pairs whose ``to`` is its own cluster. ``GET`` answers the
   stored pairs (``?from=`` filters).
+* ``GET /api/v1/network/intervals`` — every (client site, cluster or city) pair some service uses,
+  with its collection interval (C1, `drods.steering.intervals`); ``?from=`` filters.
 * ``GET /api/v1/steering/services`` — every published ServiceRoute, summarised.
 * ``GET /api/v1/steering/services/{serviceId}/routes`` — ``{"serviceId", "strategy", "evaluation",
   "output", "routes": [{"clientSite", "instances": [{"cluster", "weight", "metric" (number or
@@ -32,10 +36,11 @@ from drods.api.schemas import ERROR_RESPONSES
 from drods.api.streaming import until_stopped
 from drods.errors import ApiError
 from drods.model.keys import NETWORK_PREFIX
-from drods.model.kinds import SERVICE_REGISTRATION, SERVICE_ROUTE
+from drods.model.kinds import CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.steering import NetworkStatus
 from drods.steering.directory import directory
 from drods.steering.flows import resolve
+from drods.steering.intervals import DEFAULT_INTERVAL, pair_interval, pair_needs, site_intervals
 from drods.steering.status import write_measurements
 
 network = APIRouter(prefix="/api/v1/network", tags=["steering"], responses=ERROR_RESPONSES)
@@ -53,26 +58,30 @@ async def put_network_status(request: Request, body: NetworkStatus = Body(...),
     ctx = context(request)
     ignored = sorted({k for m in body.measurements for k in (m.model_extra or {})})
     stored = await write_measurements(ctx.store, body.measurements)
-    intervals = await collection_intervals(ctx, {m.source_site for m in body.measurements})
+    regs, _rev = await ctx.registry.list(SERVICE_REGISTRATION)
+    intervals = site_intervals(regs, {m.source_site for m in body.measurements})
+    needs = pair_needs(regs, await _cities(ctx))
+    reported = sorted({(m.source_site, m.to) for m in body.measurements})
     return JSONResponse({"accepted": len(body.measurements), "pairs": len(stored), "ignored": ignored,
                          "intervalSeconds": intervals,
+                         "pairIntervalSeconds": [{"from": a, "to": b, "intervalSeconds": pair_interval(needs, a, b)}
+                                                 for a, b in reported],
                          "nextReportSeconds": min(intervals.values(), default=DEFAULT_INTERVAL)})
 
 
-DEFAULT_INTERVAL = 30.0
+async def _cities(ctx: ApiContext) -> dict[str, str | None]:
+    clusters, _rev = await ctx.registry.list(CLUSTER)
+    return {str(o["metadata"]["name"]): (o.get("spec") or {}).get("city") for o in clusters}
 
 
-async def collection_intervals(ctx: ApiContext, sites: set[str]) -> dict[str, float]:
-    """C1: per client site, the strictest ``statusIntervalSeconds`` among the services serving it."""
+@network.get("/intervals", summary="The collection interval per (client site, cluster or city) pair (C1)")
+async def get_intervals(request: Request, source: str | None = Query(default=None, alias="from"),
+                        _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+    ctx = context(request)
     regs, _rev = await ctx.registry.list(SERVICE_REGISTRATION)
-    out = {s: DEFAULT_INTERVAL for s in sites}
-    for reg in regs:
-        spec = reg.get("spec") or {}
-        need = float(spec.get("statusIntervalSeconds") or DEFAULT_INTERVAL)
-        for site in spec.get("clientSites") or []:
-            if site in out:
-                out[site] = min(out[site], need)
-    return out
+    needs = pair_needs(regs, await _cities(ctx))
+    pairs = [n.json() for _, n in sorted(needs.items()) if source is None or n.source == source]
+    return JSONResponse({"defaultIntervalSeconds": DEFAULT_INTERVAL, "pairs": pairs})
 
 
 @network.get("/status", summary="The stored network status, one entry per site pair")
