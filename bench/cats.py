@@ -39,13 +39,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from drods.controllers.detector import decode_object  # noqa: E402
 from drods.machinery.informer import Informer  # noqa: E402
 from drods.machinery.tasks import stop_tasks  # noqa: E402
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, status_key  # noqa: E402
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION  # noqa: E402
 from drods.model.steering import Measurement  # noqa: E402
-from drods.registry.objects import ObjectRegistry  # noqa: E402
+from drods.registry.objects import (
+    ObjectRegistry,  # noqa: E402
+    decode_stored,  # noqa: E402
+)
 from drods.registry.secrets import SecretBox, load_or_create_key  # noqa: E402
 from drods.server import tune_gc  # noqa: E402
 from drods.steering.controller import Recomputation, SteeringController, SteeringInformers  # noqa: E402
@@ -140,7 +142,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await registry.batch_upsert(regs[start:start + 200])
     setup_s = time.perf_counter() - setup
 
-    informers = SteeringInformers(*(Informer(store, p, decode_object) for p in (
+    informers = SteeringInformers(*(Informer(store, p, decode_stored) for p in (
         SERVICE_REGISTRATION.key_prefix(), BINDING.key_prefix(), CLUSTER.key_prefix(), STATUS_PREFIX, NETWORK_PREFIX)))
     tasks = [asyncio.create_task(inf.run()) for inf in informers.all()]
     for inf in informers.all():

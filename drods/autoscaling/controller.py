@@ -41,7 +41,7 @@ from drods.autoscaling.cluster_weights import WeightSettings, rebalance
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
 from drods.autoscaling.promql_feedback import PromQLFeedback
-from drods.controllers.detector import binding_name, decode_object
+from drods.controllers.detector import binding_name
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer
@@ -159,7 +159,7 @@ class Autoscaler:
     def informers(manager: Manager) -> dict[str, Informer]:
         return {"hpas": manager.informer(FEDERATED_HPA.key_prefix(), decode_stored),
                 "crons": manager.informer(CRON_FEDERATED_HPA.key_prefix(), decode_stored),
-                "bindings": manager.informer(BINDING.key_prefix(), decode_object),
+                "bindings": manager.informer(BINDING.key_prefix(), decode_stored),
                 "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
                 "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
 

@@ -345,15 +345,15 @@ class ResourceDetector:
     @staticmethod
     def informers(manager: Manager) -> dict[str, Any]:
         """The shared informers a detector reads, as keyword arguments of its constructor."""
-        return {"workloads": [manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS]
-                + [manager.informer(CUSTOM_RESOURCES_PREFIX, decode_object)],
+        return {"workloads": [manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS]
+                + [manager.informer(CUSTOM_RESOURCES_PREFIX, decode_stored)],
                 # decoded as the assembly's (the same informers, so the catalog learns a change first)
                 "interpretation": [manager.informer(k.key_prefix(), decode_stored)
                                    for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
                              for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
-                "bindings": manager.informer(BINDING.key_prefix(), decode_object),
-                "autoscalers": [manager.informer(k.key_prefix(), decode_object)
+                "bindings": manager.informer(BINDING.key_prefix(), decode_stored),
+                "autoscalers": [manager.informer(k.key_prefix(), decode_stored)
                                 for k in (FEDERATED_HPA, CRON_FEDERATED_HPA)]}
 
     def _autoscaler_changed(self, key: str, old: Any, new: Any) -> None:
@@ -480,14 +480,6 @@ class ResourceDetector:
             raise
         return None
 
-
-def decode_object(kv: KeyValue) -> dict[str, Any] | None:
-    """A stored object as a mapping (None if it is not one)."""
-    try:
-        obj = json.loads(kv.value)
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
 
 
 def workload_key(binding: Mapping[str, Any], catalog: KindCatalog | None = None) -> str | None:

@@ -35,7 +35,6 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from drods.controllers.detector import decode_object
 from drods.errors import ApiError
 from drods.machinery.informer import Informer
 from drods.machinery.manager import Manager
@@ -45,7 +44,7 @@ from drods.model.migration import traffic_withdrawn
 from drods.model.reschedule import RescheduleHook, RescheduleRequest
 from drods.model.steering import ServiceRegistrationSpec
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
-from drods.registry.objects import ObjectRegistry
+from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.registry.patch import MERGE_PATCH
 from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate, evaluate_chunks
 from drods.steering.evaluation import EVALUATIONS, B
@@ -74,11 +73,11 @@ class SteeringInformers:
 
     @classmethod
     def of(cls, manager: Manager) -> SteeringInformers:
-        return cls(manager.informer(SERVICE_REGISTRATION.key_prefix(), decode_object),
-                   manager.informer(BINDING.key_prefix(), decode_object),
-                   manager.informer(CLUSTER.key_prefix(), decode_object),
-                   manager.informer(STATUS_PREFIX, decode_object),
-                   manager.informer(NETWORK_PREFIX, decode_object))
+        return cls(manager.informer(SERVICE_REGISTRATION.key_prefix(), decode_stored),
+                   manager.informer(BINDING.key_prefix(), decode_stored),
+                   manager.informer(CLUSTER.key_prefix(), decode_stored),
+                   manager.informer(STATUS_PREFIX, decode_stored),
+                   manager.informer(NETWORK_PREFIX, decode_stored))
 
     def all(self) -> tuple[Informer, ...]:
         return (self.registrations, self.bindings, self.clusters, self.status, self.network)

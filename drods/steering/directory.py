@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drods.controllers.clients import MemberClients
-from drods.controllers.detector import DETECTED_KINDS, decode_object
+from drods.controllers.detector import DETECTED_KINDS
 from drods.controllers.manifests import selects
 from drods.errors import ApiError
 from drods.machinery.informer import Informer
@@ -53,7 +53,7 @@ from drods.model.kinds import (
     by_kind,
 )
 from drods.model.migration import traffic_withdrawn
-from drods.registry.objects import ObjectRegistry
+from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.schedulerd.records import MANAGED_BY_LABEL
 from drods.steering.endpoints import EndpointCollector, Target
 
@@ -243,11 +243,11 @@ class DirectoryInformers:
 
     @classmethod
     def of(cls, manager: Manager) -> DirectoryInformers:
-        return cls(manager.informer(SERVICE_EXPORT.key_prefix(), decode_object),
-                   manager.informer(_service_kind().key_prefix(), decode_object),
-                   manager.informer(BINDING.key_prefix(), decode_object),
-                   manager.informer(CLUSTER.key_prefix(), decode_object),
-                   tuple(manager.informer(k.key_prefix(), decode_object) for k in DETECTED_KINDS))
+        return cls(manager.informer(SERVICE_EXPORT.key_prefix(), decode_stored),
+                   manager.informer(_service_kind().key_prefix(), decode_stored),
+                   manager.informer(BINDING.key_prefix(), decode_stored),
+                   manager.informer(CLUSTER.key_prefix(), decode_stored),
+                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS))
 
     def all(self) -> tuple[Informer, ...]:
         return (self.exports, self.services, self.bindings, self.clusters, *self.workloads)

@@ -14,7 +14,6 @@ from cryptography.fernet import Fernet
 
 from drods.autoscaling.controller import Autoscaler, AutoscalerSettings, decode_feedback, decode_utilisation
 from drods.autoscaling.cron import next_fire
-from drods.controllers.detector import decode_object
 from drods.machinery.informer import Informer
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import CronRule
@@ -42,7 +41,7 @@ async def _autoscaler(store: SqliteStore, clock: Clock,
                       forecast: Any = None) -> AsyncIterator[tuple[Autoscaler, list[Informer]]]:
     infs = {"hpas": Informer(store, FEDERATED_HPA.key_prefix(), decode_stored),
             "crons": Informer(store, CRON_FEDERATED_HPA.key_prefix(), decode_stored),
-            "bindings": Informer(store, BINDING.key_prefix(), decode_object),
+            "bindings": Informer(store, BINDING.key_prefix(), decode_stored),
             "clusters": Informer(store, STATUS_PREFIX, decode_utilisation),
             "feedback": Informer(store, FEEDBACK_PREFIX, decode_feedback)}
     tasks = [asyncio.create_task(i.run()) for i in infs.values()]

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from drods.controllers.detector import decode_object
 from drods.machinery.informer import Informer
 from drods.machinery.tasks import stop_tasks
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, status_key
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
-from drods.registry.objects import ObjectRegistry
+from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.steering.controller import Recomputation, SteeringController, SteeringInformers
 from drods.steering.settings import SteeringSettings
@@ -40,7 +39,7 @@ async def test_only_affected_services_are_evaluated(store: Store, tmp_path: Path
         await store.put(BINDING.key(name), json.dumps(body).encode())
         await registry.create(SERVICE_REGISTRATION, {"metadata": {"name": name, "namespace": "default"}, "spec": {
             "serviceId": f"{name}.example", "workload": ref, "clientSites": ["DFW"], "sla": {"maxDelayMs": 100.0}}})
-    informers = SteeringInformers(*(Informer(store, p, decode_object) for p in (
+    informers = SteeringInformers(*(Informer(store, p, decode_stored) for p in (
         SERVICE_REGISTRATION.key_prefix(), BINDING.key_prefix(), CLUSTER.key_prefix(), STATUS_PREFIX,
         NETWORK_PREFIX)))
     seen: list[Recomputation] = []
