@@ -45,6 +45,17 @@ def check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
+def _yaml_or_json(raw: bytes) -> Any:
+    """A YAML body; one that is JSON (what Kubernetes clients send for server-side apply) is read as
+    JSON, as Kubernetes reads it — and at the JSON parser's speed, not the pure-Python YAML one's."""
+    if raw.lstrip()[:1] in (b"{", b"["):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            pass  # flow-style YAML that is not JSON
+    return yaml.load(raw, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 async def read_body(request: Request, *, limit: int | None = None) -> Any:
     """The parsed body, at most ``limit`` bytes (default: the server's ``api.maxBodyBytes``)."""
     if limit is None:
@@ -63,7 +74,7 @@ async def read_body(request: Request, *, limit: int | None = None) -> Any:
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     try:
         if media in ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml"):
-            doc = yaml.load(bytes(raw), Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+            doc = _yaml_or_json(bytes(raw))
         else:
             doc = json.loads(bytes(raw))
     except RecursionError as e:
