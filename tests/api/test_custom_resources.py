@@ -73,6 +73,13 @@ async def test_a_definition_serves_its_kind_validates_and_prunes(api: Api) -> No
                        headers={"Content-Type": "application/merge-patch+json"})
     assert r.status_code == 422
     assert (await api.call("GET", f"{GADGETS}/g1")).json()["spec"]["size"] == 3
+    # the batch path knows the custom kind too, and validates the same way
+    r = await api.call("POST", "/api/v1/sync/batch", json={"objects": [gadget("g2", size=1), gadget("g3", size=99)]})
+    assert r.status_code == 422 and "objects[1]" in r.json()["message"], r.text
+    assert (await api.call("GET", f"{GADGETS}/g2")).status_code == 404
+    r = await api.call("POST", "/api/v1/sync/batch", json={"objects": [{**gadget("g2", size=1), "junk": 1}]})
+    assert r.status_code == 200, r.text
+    assert "junk" not in (await api.call("GET", f"{GADGETS}/g2")).json()
 
 
 async def test_status_subresource_splits_status_from_the_rest(api: Api) -> None:

@@ -8,6 +8,7 @@ serving the kind."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -40,7 +41,9 @@ def run(count: int = 6, framework: str = "torch") -> str:
 def kubectl(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
     binary = kubectl_binary()
     if binary is None:
-        pytest.skip("kubectl not found")
+        if os.environ.get("DRODS_REQUIRE_KUBECTL") == "1":
+            pytest.fail("kubectl not found")
+        pytest.skip("kubectl not found (apt-get install kubernetes-client, or set DRODS_KUBECTL)")
     yield Kubectl(binary, env.server, tmp_path_factory.mktemp("kubectl-crd"))
 
 

@@ -23,7 +23,6 @@ from drods.api.dryrun import dry_run_param
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError
 from drods.model.keys import FLEET_CONFIG, SYNC_CONFIGS_PREFIX
-from drods.model.kinds import by_kind
 
 router = APIRouter(prefix="/api/v1/sync", tags=["sync"], responses=ERROR_RESPONSES)
 
@@ -94,7 +93,7 @@ async def post_batch(request: Request, _: Principal = Depends(require(Action.WRI
     for i, obj in enumerate(objects):
         if not isinstance(obj, dict):
             raise ApiError(422, "VALIDATION_FAILED", f"objects[{i}] is not an object", {"index": i})
-        kind = by_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
+        kind = ctx.catalog.by_kind(str(obj.get("apiVersion")), str(obj.get("kind")))  # custom kinds too
         if kind is None:
             raise ApiError(422, "VALIDATION_FAILED",
                            f"objects[{i}]: unknown apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')}",
