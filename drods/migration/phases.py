@@ -303,9 +303,9 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
             _done(st, phase, f.now, "caught up")
             _enter(st, SWITCH_TRAFFIC, f.now, f"withdrawing traffic from {src}")
     elif phase == SWITCH_TRAFFIC:
-        if src not in f.withdrawn:
+        if src not in f.withdrawn:  # not on the Binding yet: the drain time starts once it is
             st["message"] = f"withdrawing traffic from {src}"
-            st["switchedTime"] = None
+            st.pop("switchedTime", None)
         else:
             switched = parse_rfc3339(st.get("switchedTime"))
             if switched is None:
@@ -316,8 +316,6 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
                 _enter(st, RETIRE_SOURCE, f.now, f"removing the {src} copy once {dst} covers every replica")
             else:
                 st["message"] = f"draining connections from {src} ({spec.trafficDrainSeconds:g}s)"
-        if st.get("switchedTime") is None:
-            st.pop("switchedTime", None)
     elif phase == RETIRE_SOURCE:
         want = without_source(st)
         if dict(f.placement) == want and src not in f.copies:
