@@ -53,7 +53,7 @@ MAX_WORKLOADS = 40
 REPLICAS = 3
 LEASE_TTL = "3"
 SINGLE_ACTIVE = ("scheduler", "member-controllers", "resource-detector", "descheduler", "monitor-collectors",
-                 "autoscaler", "steering", "service-directory")
+                 "autoscaler", "steering", "service-directory", "migration", "cache-planner")
 
 
 def _copy_keys(seed: Path, to: Path) -> Path:
