@@ -20,7 +20,7 @@ from drods.members.summary import ClusterSummary
 from drods.members.works import WorkAgent, _Work
 from drods.model.annotations import MANAGED_BY, MANAGER
 from drods.model.keys import AUTOSCALING_PREFIX
-from drods.model.kinds import FEDERATED_HPA, by_kind
+from drods.model.kinds import BINDING, FEDERATED_HPA, by_kind
 from drods.registry.objects import ObjectRegistry
 from drods.store.sqlite import SqliteStore
 from tests.autoscaling.test_controller import Clock, _autoscaler, _binding, _cluster, _hpa, _status_after
@@ -70,6 +70,9 @@ async def test_adoption_clamps_is_idempotent_holds_then_central_resumes(tmp_path
             st = (await reg.get(FEDERATED_HPA, "web", "default"))["status"]
             assert st["desiredReplicas"] == 6
             assert st["autonomy"]["cluster"] == "edge" and st["autonomy"]["decisions"] == 2
+            # the Binding shows what edge runs, within the adopted total: min(7, 6 − core's 1) = 5
+            placed = (await reg.get(BINDING, "deployment-default-web"))["status"]["placement"]
+            assert sorted((p["cluster"], p["replicas"]) for p in placed) == [("core", 1), ("edge", 5)]
             entries = (await journal.query(T0 - 60, T0 + 1, 100)).items
             assert sorted((e["reason"], e["to"]) for e in entries) == [
                 (autonomy.REASON_ADOPTED, 6), (autonomy.REASON_LOCAL, 5), (autonomy.REASON_LOCAL, 8)]
