@@ -142,7 +142,7 @@ class FakeMember:
 
 class FakePlane:
     def __init__(self) -> None:
-        self.up = True
+        self.up: bool | None = True
         self.reports: list[dict[str, Any]] = []
         self.item = {"workload": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
                                   "name": "web"},
@@ -152,6 +152,8 @@ class FakePlane:
                      "behavior": None, "total": 3, "local": 2}
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.up is None:  # there, but failing: not a cut
+            return httpx.Response(500, json={"code": "INTERNAL"})
         if not self.up:
             raise httpx.ConnectError("refused", request=request)
         if request.url.path == "/api/v1/agent/autoscalers":
@@ -180,8 +182,14 @@ async def test_agent_scales_alone_within_bounds_and_reports_back(tmp_path: Path)
     await agent.step()  # connected: caches the bounds, decides nothing
     assert agent.items == [plane.item] and not agent.decisions and not agent.overrides
 
-    plane.up = False
     member.measured = 2.0  # 200 % of what the pods request, against a 50 % target
+    plane.up = None  # a control plane that answers with errors is not a cut: it still decides
+    for t in (0, 20, 40):
+        clock.t = T0 - 60 + t
+        await agent.step()
+    assert not agent.decisions and agent.unreachable_since is None
+    clock.t = T0
+    plane.up = False
     await agent.step()
     clock.t = T0 + 9
     await agent.step()
