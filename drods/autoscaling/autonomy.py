@@ -9,7 +9,9 @@ control plane does for it:
   desired total and the cluster's share of it;
 * `adopt` — when the agent is back, its decisions (each with its time, local counts and the total
   they imply). The last one per workload becomes the autoscaler's ``status.desiredReplicas`` — the
-  new desired total, clamped to the bounds in effect now — and ``status.autonomy`` records the
+  new desired total, clamped to the bounds in effect now — the Binding's placement records the
+  agent's local count (so the scheduler, which keeps existing replicas, divides the new total from
+  what really runs rather than moving the agent's replicas away), and ``status.autonomy`` records the
   adoption; the controller then holds that count for ``adopt_hold_s`` (no fight) before its own
   decisions resume. Every decision and the adoption go to the autoscaling journal, keyed so a
   report sent twice is recorded once and adopted once (no duplicate). A decision about a workload
@@ -113,6 +115,31 @@ async def cluster_autoscalers(registry: ObjectRegistry, cluster: str) -> list[di
     return out
 
 
+async def _place_local(registry: ObjectRegistry, binding: Mapping[str, Any], cluster: str, local: int,
+                       total: int) -> bool:
+    """Record on the Binding's placement what the agent runs (its local count, within the adopted
+    total less the other clusters'), so the scheduler, keeping existing replicas, divides the new
+    total from what really runs instead of moving the agent's replicas elsewhere. False on a conflict."""
+    status = dict(binding.get("status") or {})
+    rows = [dict(p) for p in status.get("placement") or [] if isinstance(p, dict)]
+    others = sum(int(p.get("replicas") or 0) for p in rows if p.get("cluster") != cluster)
+    want = max(min(local, total - others), 0)
+    if all(p.get("replicas") == want for p in rows if p.get("cluster") == cluster):
+        return True
+    for p in rows:
+        if p.get("cluster") == cluster:
+            p["replicas"] = want
+    status["placement"] = rows
+    try:
+        await registry.update_status(BINDING, binding["metadata"]["name"], status,
+                                     resource_version=int(binding["metadata"]["resourceVersion"]))
+    except ApiError as e:
+        if e.status in (404, 409):
+            return False
+        raise
+    return True
+
+
 def _gone(hpa: Mapping[str, Any] | None, d: Decision) -> str | None:
     if hpa is None:
         return f"FederatedHPA {d.autoscaler} no longer exists"
@@ -165,6 +192,8 @@ async def _adopt_one(registry: ObjectRegistry, journal: Journal, cluster: str, w
         last = fresh[-1]
         total = min(max(last.total, lo), hi)
         previous = _int(status.get("desiredReplicas"))
+        if binding is not None and not await _place_local(registry, binding, cluster, last.local_to, total):
+            continue  # the Binding changed meanwhile: read everything again
         status["desiredReplicas"] = total
         status["lastScaleTime"] = rfc3339_ms(now)
         status["autonomy"] = {"cluster": cluster, "adoptedReplicas": total, "adoptedAt": rfc3339_ms(now),

@@ -5,7 +5,9 @@ FederatedHPA owns, what it needs to decide alone (``GET /api/v1/agent/autoscaler
 ``STATE_DIR/autonomy.json``): the bounds in effect, the metric targets, the behaviour, the desired
 total and its cluster's share. It decides nothing then — the control plane's autoscaler does.
 
-When the control plane has not answered for ``grace_s``, the agent is cut off. Every ``period_s``
+When the control plane has not answered for ``grace_s`` (no connection, a timeout, or a
+gateway's 502/503/504), the agent is cut off; an answer that is an error is not a cut (the
+control plane is there and decides). Every ``period_s``
 it then reads its own member's use (the member summary — metrics.k8s.io against what the pods
 request, the same cluster-level utilisation the central autoscaler reads) and applies the central
 autoscaler's own rule (`drods.autoscaling.algorithm`: `recommend`, then `behave` with the
@@ -50,6 +52,9 @@ log = logging.getLogger(__name__)
 AUTOSCALERS = "/api/v1/agent/autoscalers"
 AUTONOMY = "/api/v1/agent/autonomy"
 Workload = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
+# A gateway's answers for a control plane behind it that is down: as good as no answer. Any other
+# answer means the control plane is there (even failing), and the agent must not decide alongside it.
+UNREACHABLE = frozenset({502, 503, 504})
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,15 +171,24 @@ class AutonomyAgent:
         """One period: talk to the control plane, or — cut off for ``grace_s`` — decide alone."""
         now = self.clock()
         try:
-            r = await self.http.get(AUTOSCALERS)
-            self._check(r)
-            items = list(r.json()["items"])
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+            r: httpx.Response | None = await self.http.get(AUTOSCALERS)
+        except httpx.TransportError as e:
+            r = None
+            log.debug("autoscaling bounds of %s unreadable: %s", self.cluster, e)
+        if r is None or r.status_code in UNREACHABLE:
             if self.unreachable_since is None:
                 self.unreachable_since = now
-                log.warning("control plane unreachable from %s: %s", self.cluster, e)
+                log.warning("control plane unreachable from %s", self.cluster)
             if now - self.unreachable_since >= self.settings.grace_s:
                 await self.decide(now)
+            return
+        try:
+            self._check(r)
+            items = list(r.json()["items"])
+        except (httpx.HTTPStatusError, ValueError, KeyError, TypeError) as e:
+            # it answers, wrongly: not cut off, so no local decision beside the central ones
+            self.unreachable_since = None
+            log.warning("the control plane refused the autoscaling bounds of %s: %s", self.cluster, e)
             return
         if self.unreachable_since is not None:
             self.works.reachable.set()  # back: the Works relist (and prune) now

@@ -20,7 +20,7 @@ from drods.members.summary import ClusterSummary
 from drods.members.works import WorkAgent, _Work
 from drods.model.annotations import MANAGED_BY, MANAGER
 from drods.model.keys import AUTOSCALING_PREFIX
-from drods.model.kinds import FEDERATED_HPA, by_kind
+from drods.model.kinds import BINDING, FEDERATED_HPA, by_kind
 from drods.registry.objects import ObjectRegistry
 from drods.store.sqlite import SqliteStore
 from tests.autoscaling.test_controller import Clock, _autoscaler, _binding, _cluster, _hpa, _status_after
@@ -70,6 +70,9 @@ async def test_adoption_clamps_is_idempotent_holds_then_central_resumes(tmp_path
             st = (await reg.get(FEDERATED_HPA, "web", "default"))["status"]
             assert st["desiredReplicas"] == 6
             assert st["autonomy"]["cluster"] == "edge" and st["autonomy"]["decisions"] == 2
+            # the Binding shows what edge runs, within the adopted total: min(7, 6 − core's 1) = 5
+            placed = (await reg.get(BINDING, "deployment-default-web"))["status"]["placement"]
+            assert sorted((p["cluster"], p["replicas"]) for p in placed) == [("core", 1), ("edge", 5)]
             entries = (await journal.query(T0 - 60, T0 + 1, 100)).items
             assert sorted((e["reason"], e["to"]) for e in entries) == [
                 (autonomy.REASON_ADOPTED, 6), (autonomy.REASON_LOCAL, 5), (autonomy.REASON_LOCAL, 8)]
@@ -139,7 +142,7 @@ class FakeMember:
 
 class FakePlane:
     def __init__(self) -> None:
-        self.up = True
+        self.up: bool | None = True
         self.reports: list[dict[str, Any]] = []
         self.item = {"workload": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
                                   "name": "web"},
@@ -149,6 +152,8 @@ class FakePlane:
                      "behavior": None, "total": 3, "local": 2}
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.up is None:  # there, but failing: not a cut
+            return httpx.Response(500, json={"code": "INTERNAL"})
         if not self.up:
             raise httpx.ConnectError("refused", request=request)
         if request.url.path == "/api/v1/agent/autoscalers":
@@ -177,8 +182,14 @@ async def test_agent_scales_alone_within_bounds_and_reports_back(tmp_path: Path)
     await agent.step()  # connected: caches the bounds, decides nothing
     assert agent.items == [plane.item] and not agent.decisions and not agent.overrides
 
-    plane.up = False
     member.measured = 2.0  # 200 % of what the pods request, against a 50 % target
+    plane.up = None  # a control plane that answers with errors is not a cut: it still decides
+    for t in (0, 20, 40):
+        clock.t = T0 - 60 + t
+        await agent.step()
+    assert not agent.decisions and agent.unreachable_since is None
+    clock.t = T0
+    plane.up = False
     await agent.step()
     clock.t = T0 + 9
     await agent.step()
