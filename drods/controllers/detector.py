@@ -59,7 +59,7 @@ from pydantic import ValidationError
 from drods.autoscaling.cluster_weights import static_weight_list
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
-from drods.machinery.informer import Handler, Informer
+from drods.machinery.informer import Informer
 from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
 from drods.model.annotations import WORKLOAD_CLASS_LABEL
@@ -394,9 +394,13 @@ class ResourceDetector:
     def _all_policies(self) -> list[_Policy]:
         return [p for inf in self.policies for p in inf.cache.values() if p is not None]
 
+    def _workload_changed(self, key: str, old: Any, new: Any) -> None:
+        if old is not None and new is not None and _apart_from_status(old) == _apart_from_status(new):
+            return  # the binding controller's status aggregation: nothing a Binding is made from
+        self.controller.queue.add(key)
+
     async def run(self) -> None:
-        enqueue: Handler = lambda key, _o, _n: self.controller.queue.add(key)  # noqa: E731
-        stops = [*(inf.on_change(enqueue) for inf in self.workloads),
+        stops = [*(inf.on_change(self._workload_changed) for inf in self.workloads),
                  *(inf.on_change(self._policy_changed) for inf in (*self.policies, *self.interpretation)),
                  self.bindings.on_change(self._binding_changed),
                  *(inf.on_change(self._autoscaler_changed) for inf in self.autoscalers)]
@@ -422,7 +426,8 @@ class ResourceDetector:
         obj = next((inf.cache.get(key) for inf in self.workloads if key in inf.cache), None)
         ns, _, name = key[len(kind.key_prefix()):].partition("/")
         bname = binding_name(kind.kind, ns, name)
-        existing = await self.registry.try_get(BINDING, bname)
+        # the informer's copy, only read here (a stale one costs a 409 and a retry; its arrival enqueues again)
+        existing: dict[str, Any] | None = self.bindings.cache.get(BINDING.key(bname))
         if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) != DETECTOR_NAME:
             log.warning("binding %s exists and is not managed by the resource detector; leaving it", bname)
             return None
@@ -434,6 +439,8 @@ class ResourceDetector:
         if match is None or obj is None:
             if obj is None:
                 self._custom_kinds.pop(key, None)
+            if existing is None:  # one just created may not have reached the informer yet
+                existing = await self.registry.try_get(BINDING, bname)
             if existing is not None and not existing["metadata"].get("deletionTimestamp"):
                 await self.registry.delete(BINDING, bname)
                 log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
@@ -480,6 +487,11 @@ class ResourceDetector:
             raise
         return None
 
+
+def _apart_from_status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {**{k: v for k, v in obj.items() if k != "status"},
+            "metadata": {k: v for k, v in meta.items() if k not in ("resourceVersion", "managedFields")}}
 
 
 def workload_key(binding: Mapping[str, Any], catalog: KindCatalog | None = None) -> str | None:
