@@ -50,6 +50,9 @@ class WorkStatusController:
         self.settings = settings
         self.clock = clock
         self._pollers: dict[str, asyncio.Task[None]] = {}
+        # per cluster: binding → (the Work's and the member object's resourceVersions) last found in
+        # agreement, so an unchanged pair costs nothing on the next poll
+        self._agreed: dict[str, dict[str, tuple[str, str]]] = {}
 
     async def run(self) -> None:
         try:
@@ -86,6 +89,9 @@ class WorkStatusController:
                 continue
             tracked[str((work.get("spec") or {}).get("binding"))] = (ref, work)
         kinds = sorted({(r.api_version, r.kind) for r, _ in tracked.values()})
+        agreed = self._agreed.setdefault(cluster, {})
+        for gone in agreed.keys() - tracked.keys():
+            del agreed[gone]
         client = self.fleet.clients.cached(cluster)
         if not kinds or client is None or client.state.condition == "NotReady":
             return
@@ -97,12 +103,18 @@ class WorkStatusController:
                 return
             seen: set[str] = set()
             for it in items:
-                b = ((it.get("metadata") or {}).get("annotations") or {}).get(ANN_BINDING)
+                meta = it.get("metadata") or {}
+                b = (meta.get("annotations") or {}).get(ANN_BINDING)
                 if not b or b not in tracked or tracked[b][0] != Ref.of(it):
                     continue
                 seen.add(b)
                 self.fleet.owned.setdefault(cluster, set()).add(Ref.of(it))
-                await self._record(tracked[b][1], it)
+                work = tracked[b][1]
+                versions = (str(work["metadata"].get("resourceVersion")), str(meta.get("resourceVersion")))
+                if agreed.get(b) == versions and meta.get("resourceVersion"):
+                    continue
+                if not await self._record(work, it):
+                    agreed[b] = versions
             for b, (ref, work) in tracked.items():
                 if ref.kind != kind or b in seen:
                     continue
@@ -113,7 +125,8 @@ class WorkStatusController:
                     self.fleet.owned.get(cluster, set()).discard(ref)
                     await self._write(work, {**st, "applied": False, "observedHash": ""})
 
-    async def _record(self, work: Obj, obj: Obj) -> None:
+    async def _record(self, work: Obj, obj: Obj) -> bool:
+        """Write ``obj``'s status on ``work`` if it differs from what the Work says; True if written."""
         st = dict(work.get("status") or {})
         fresh = manifest_status(obj, rfc3339(self.clock())).model_dump(exclude_none=True)
         old = [m for m in st.get("manifests") or [] if isinstance(m, dict)]
@@ -121,9 +134,10 @@ class WorkStatusController:
                 (fresh["kind"], fresh.get("namespace") or "", fresh["name"])]
         if same and {k: v for k, v in same[0].items() if k != "observedTime"} == \
                 {k: v for k, v in fresh.items() if k != "observedTime"}:
-            return
+            return False
         st["manifests"] = [m for m in old if m not in same] + [fresh]
         await self._write(work, st)
+        return True
 
     async def _write(self, work: Obj, status: Obj) -> None:
         await self.fleet.write_work_status(work, status)
