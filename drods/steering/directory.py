@@ -349,7 +349,10 @@ class DirectoryController:
 
     async def _remove_stale_slices(self, wanted: set[tuple[str, str]]) -> None:
         """Derived slices of providers that are gone (or of exports that are), with their Bindings."""
+        prefix = ENDPOINT_SLICE.key_prefix()
         for inf in self.inf.workloads:
+            if inf.prefix != prefix:
+                continue  # only the slices' informer: the others hold every workload of the fleet
             for o in list(inf.cache.values()):
                 if not o or o.get("kind") != ENDPOINT_SLICE.kind:
                     continue
