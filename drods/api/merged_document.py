@@ -1,0 +1,42 @@
+"""One stored JSON document that reports are merged into (the traffic graph, Dataset reads): read,
+merge, write back under compare-and-swap, again when a concurrent writer won the race."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from drods.errors import ApiError
+from drods.model.timefmt import parse_rfc3339
+from drods.store import CasFailed, Store
+
+CAS_ATTEMPTS = 20
+Doc = dict[str, Any]
+
+
+def report_time(timestamp: str | None) -> float:
+    """When a report was measured: its RFC 3339 ``timestamp`` (never later than now), else now."""
+    now = time.time()
+    if timestamp is None:
+        return now
+    ts = parse_rfc3339(timestamp)
+    if ts is None:
+        raise ApiError(422, "VALIDATION_FAILED", "timestamp is not RFC 3339",
+                       {"fields": [{"field": "timestamp", "message": "not RFC 3339"}]})
+    return min(ts, now)
+
+
+async def merge_into(store: Store, key: str, merge: Callable[[Doc | None], Doc], what: str) -> Doc:
+    """The document at ``key`` after ``merge`` of what is stored (None: nothing yet) is written."""
+    for _attempt in range(CAS_ATTEMPTS):
+        kv = await store.get(key)
+        doc = merge(json.loads(kv.value) if kv is not None else None)
+        try:
+            await store.put(key, json.dumps(doc, separators=(",", ":")).encode(),
+                            expect_revision=kv.mod_revision if kv is not None else 0)
+        except CasFailed:
+            continue
+        return doc
+    raise ApiError(409, "CONFLICT", f"the {what} changed under too many concurrent writers; retry", {})
