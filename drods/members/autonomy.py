@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +42,7 @@ from pydantic import ValidationError
 from drods.autoscaling import algorithm
 from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.members.state_file import StateFile
 from drods.members.works import WorkAgent
 from drods.model.autoscaling import Behavior, MetricSpec
 from drods.model.timefmt import rfc3339_ms
@@ -109,33 +108,20 @@ class AutonomyAgent:
     unreachable_since: float | None = None
 
     def __post_init__(self) -> None:
-        self.state_file = Path(self.state_dir) / "autonomy.json"
+        self.state_file = StateFile(Path(self.state_dir) / "autonomy.json", self.cluster)
         self.works.replicas_for = self.replicas_for
 
     # ------------------------------------------------------------------ the state file
     def load(self) -> None:
-        try:
-            doc = json.loads(self.state_file.read_text())
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable state file %s: %s", self.state_file, e)
-            return
-        if isinstance(doc, dict) and doc.get("cluster") == self.cluster:
+        doc = self.state_file.load()
+        if doc is not None:
             self.items = [i for i in doc.get("autoscalers") or [] if isinstance(i, dict)]
             self.decisions = [d for d in doc.get("decisions") or [] if isinstance(d, dict)]
             self.overrides = {str(k): int(v) for k, v in (doc.get("overrides") or {}).items()
                               if isinstance(v, int)}
 
     def save(self) -> None:
-        self.state_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = self.state_file.with_suffix(".tmp")
-        body = json.dumps({"cluster": self.cluster, "autoscalers": self.items, "decisions": self.decisions,
-                           "overrides": self.overrides})
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(body)
-        os.replace(tmp, self.state_file)
+        self.state_file.save({"autoscalers": self.items, "decisions": self.decisions, "overrides": self.overrides})
 
     # ------------------------------------------------------------------ the Works' hook
     def replicas_for(self, manifest: Mapping[str, Any]) -> int | None:

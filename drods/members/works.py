@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ import httpx
 
 from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.members.state_file import StateFile
 from drods.model.annotations import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, is_managed
 from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, Ref, WorkStatus
@@ -65,7 +65,7 @@ class WorkAgent:
         self.cluster = cluster
         self.member = member
         self.http = http
-        self.state_file = Path(state_dir) / "works.json"
+        self.state_file = StateFile(Path(state_dir) / "works.json", cluster)
         self.resync = resync
         self.max_backoff = max_backoff
         self.watch_timeout = watch_timeout
@@ -84,27 +84,13 @@ class WorkAgent:
     # ------------------------------------------------------------------ the state file
     def load(self) -> None:
         """The last desired state, so a restart without the control plane still knows it."""
-        try:
-            doc = json.loads(self.state_file.read_text())
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable state file %s: %s", self.state_file, e)
-            return
-        if isinstance(doc, dict) and doc.get("cluster") == self.cluster and isinstance(doc.get("works"), dict):
+        doc = self.state_file.load()
+        if doc is not None and isinstance(doc.get("works"), dict):
             self.works = {str(n): _Work(dict(s)) for n, s in doc["works"].items() if isinstance(s, dict)}
-            log.info("loaded %d cached Work(s) from %s", len(self.works), self.state_file)
+            log.info("loaded %d cached Work(s) from %s", len(self.works), self.state_file.path)
 
     def save(self) -> None:
-        self.state_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = self.state_file.with_suffix(".tmp")
-        body = json.dumps({"cluster": self.cluster, "works": {n: w.spec for n, w in sorted(self.works.items())}})
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.state_file)
+        self.state_file.save({"works": {n: w.spec for n, w in sorted(self.works.items())}})
 
     # ------------------------------------------------------------------ running
     async def run(self, stop: asyncio.Event) -> None:
