@@ -58,9 +58,10 @@ def load(ref: str) -> Any:
 
 
 def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
-               extra_routers: list[Any] | None = None, flat_api: bool = True) -> FastAPI:
-    """``flat_api=False`` leaves out the ``/api/v1/…`` control-plane façade (a simulated member
-    cluster serves only the Kubernetes paths)."""
+               extra_routers: list[Any] | None = None, flat_api: bool = True, audited: bool = True) -> FastAPI:
+    """``flat_api=False`` leaves out the ``/api/v1/…`` control-plane façade and ``audited=False``
+    the audit log: a simulated member cluster serves only the Kubernetes paths, as a Kubernetes API
+    server without an audit policy does."""
     app = FastAPI(
         title="DRO-DS API",
         version=__version__,
@@ -78,7 +79,7 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
 
         mount(app)  # the dashboard (UI1): static pages that call this API with the user's token
     _install_error_handlers(app)
-    app.add_middleware(AuditAndMetrics, ctx=ctx)
+    app.add_middleware(AuditAndMetrics, ctx=ctx, audited=audited)
     return app
 
 
@@ -130,9 +131,10 @@ class AuditAndMetrics:
     """Pure ASGI middleware (no per-request task overhead): request metrics for every call, an
     audit entry for every mutating call, with who made it and what came of it."""
 
-    def __init__(self, app: ASGIApp, ctx: ApiContext) -> None:
+    def __init__(self, app: ASGIApp, ctx: ApiContext, audited: bool = True) -> None:
         self.app = app
         self.ctx = ctx
+        self.audited = audited
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -142,7 +144,7 @@ class AuditAndMetrics:
         responded = False
         method, path = scope["method"], scope["path"]
         # A dry run (?dryRun=All) changes nothing, so it is no change to audit.
-        audited = method in MUTATING and (method, path.rstrip("/")) not in NOT_AUDITED \
+        audited = self.audited and method in MUTATING and (method, path.rstrip("/")) not in NOT_AUDITED \
             and not query_is_dry_run(scope.get("query_string", b""))
         audit_id = uuid.uuid4().hex if audited else ""
         principal = self._principal(scope) if audited else None

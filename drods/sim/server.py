@@ -110,7 +110,7 @@ class SimServer:
         await self.controller.bootstrap()
         await self.controller.reconcile_once()
         ctx.prometheus_registries.append(sim_registry(self))
-        app = create_app(ctx, extra_routers=sim_routers(SIM_KINDS), flat_api=False)
+        app = create_app(ctx, extra_routers=sim_routers(SIM_KINDS), flat_api=False, audited=False)
         app.state.sim = self
         _kubernetes_errors(app)
         app.add_middleware(FaultMiddleware, fault=self.fault)
