@@ -44,7 +44,7 @@ from drods.autoscaling.promql_feedback import PromQLFeedback
 from drods.controllers.detector import binding_name
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
-from drods.machinery.informer import Informer
+from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.journal import Journal
 from drods.machinery.manager import Manager
 from drods.model.autoscaling import (
@@ -198,19 +198,14 @@ class Autoscaler:
                 self.controller.queue.add(FEDERATED_HPA.key(str(ref["name"]), ns))
 
     async def run(self) -> None:
-        stops = [self.hpas.on_change(self._hpa_changed), self.crons.on_change(self._cron_changed),
-                 self.feedback.on_change(self._feedback_changed)]
-        try:
-            for inf in (self.hpas, self.crons, self.bindings, self.clusters, self.feedback):
-                await inf.wait_synced()
+        with subscribed((self.hpas, self._hpa_changed), (self.crons, self._cron_changed),
+                        (self.feedback, self._feedback_changed)):
+            await wait_synced(self.hpas, self.crons, self.bindings, self.clusters, self.feedback)
             self.sync_index()
             for inf in (self.hpas, self.crons):
                 for key in inf.cache:
                     self.controller.queue.add(key)
             await self.controller.run()
-        finally:
-            for stop in stops:
-                stop()
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, item: Hashable) -> float | None:

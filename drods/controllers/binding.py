@@ -41,6 +41,7 @@ from drods.controllers.settings import MemberSettings
 from drods.controllers.status import declared_status, template_status
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
+from drods.machinery.informer import subscribed
 from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
 from drods.model.binding import PROPAGATION_FINALIZER
 from drods.model.interpreter import StatusRule
@@ -92,22 +93,17 @@ class BindingController:
 
     async def run(self) -> None:
         f = self.fleet
-        unsubscribe = [f.bindings.on_change(self._on_binding), f.works.on_change(self._on_work),
-                       f.clusters.on_change(self._on_cluster),
-                       f.informers.policies.on_change(self._on_policy),
-                       *(inf.on_change(self._on_policy) for inf in f.informers.karmada_overrides),
-                       *(inf.on_change(self._on_policy) for inf in f.informers.interpretation),
-                       *(inf.on_change(self._on_template) for inf in self.templates.values())]
-        try:
+        with subscribed((f.bindings, self._on_binding), (f.works, self._on_work), (f.clusters, self._on_cluster),
+                        (f.informers.policies, self._on_policy),
+                        *((inf, self._on_policy) for inf in f.informers.karmada_overrides),
+                        *((inf, self._on_policy) for inf in f.informers.interpretation),
+                        *((inf, self._on_template) for inf in self.templates.values())):
             self._on_policy("", None, None)
             for key, obj in list(f.bindings.cache.items()):
                 self._on_binding(key, None, obj)
             for binding in list(f.works_by_binding):  # Works of bindings that are gone
                 self.controller.queue.add(binding)
             await self.controller.run()
-        finally:
-            for u in unsubscribe:
-                u()
 
     # ------------------------------------------------------------------ what to reconcile
     def _enqueue(self, names: set[str] | None) -> None:

@@ -59,7 +59,7 @@ from pydantic import ValidationError
 from drods.autoscaling.cluster_weights import static_weight_list
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
-from drods.machinery.informer import Informer
+from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.members.quantity import cores, count, gib
 from drods.model.annotations import WORKLOAD_CLASS_LABEL
@@ -400,13 +400,11 @@ class ResourceDetector:
         self.controller.queue.add(key)
 
     async def run(self) -> None:
-        stops = [*(inf.on_change(self._workload_changed) for inf in self.workloads),
-                 *(inf.on_change(self._policy_changed) for inf in (*self.policies, *self.interpretation)),
-                 self.bindings.on_change(self._binding_changed),
-                 *(inf.on_change(self._autoscaler_changed) for inf in self.autoscalers)]
-        try:
-            for inf in (*self.interpretation, *self.policies, *self.workloads, self.bindings, *self.autoscalers):
-                await inf.wait_synced()
+        with subscribed(*((inf, self._workload_changed) for inf in self.workloads),
+                        *((inf, self._policy_changed) for inf in (*self.policies, *self.interpretation)),
+                        (self.bindings, self._binding_changed),
+                        *((inf, self._autoscaler_changed) for inf in self.autoscalers)):
+            await wait_synced(*self.interpretation, *self.policies, *self.workloads, self.bindings, *self.autoscalers)
             for inf in self.autoscalers:
                 for akey, a in list(inf.cache.items()):
                     self.owners.update(akey, a)
@@ -414,9 +412,6 @@ class ResourceDetector:
                 for key in inf.cache:
                     self.controller.queue.add(key)
             await self.controller.run()
-        finally:
-            for stop in stops:
-                stop()
 
     async def reconcile(self, item: Hashable) -> float | None:
         key = str(item)

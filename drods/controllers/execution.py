@@ -28,6 +28,7 @@ from drods.controllers.fleet import MemberFleet
 from drods.controllers.settings import MemberSettings
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
+from drods.machinery.informer import subscribed
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
@@ -76,14 +77,12 @@ class Execution:
 
     async def run(self) -> None:
         f = self.fleet
-        unsubscribe = [f.works.on_change(self._on_work), f.clusters.on_change(self._on_cluster)]
         try:
-            for key, obj in list(f.works.cache.items()):
-                self._on_work(key, None, obj)
-            await asyncio.Event().wait()
+            with subscribed((f.works, self._on_work), (f.clusters, self._on_cluster)):
+                for key, obj in list(f.works.cache.items()):
+                    self._on_work(key, None, obj)
+                await asyncio.Event().wait()
         finally:
-            for u in unsubscribe:
-                u()
             await stop_tasks(list(self._tasks.values()))
 
     # ------------------------------------------------------------------ queues

@@ -7,8 +7,9 @@ lists again and reports the difference, so handlers never miss a final state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from drods.store import Compacted, EventType, KeyValue, Store
@@ -87,3 +88,21 @@ class Informer:
                     await result
             except Exception:
                 log.exception("informer handler failed for %s", key)
+
+
+@contextlib.contextmanager
+def subscribed(*handlers: tuple[Informer, Handler]) -> Iterator[None]:
+    """``handlers`` registered for the body of the block: a controller's run, which must stop
+    reacting through the shared informers the moment it stops (e.g. loses its lease)."""
+    stops = [inf.on_change(handler) for inf, handler in handlers]
+    try:
+        yield
+    finally:
+        for stop in stops:
+            stop()
+
+
+async def wait_synced(*informers: Informer) -> None:
+    """Until every one of ``informers`` has listed its prefix once."""
+    for inf in informers:
+        await inf.wait_synced()

@@ -27,7 +27,7 @@ from drods.controllers.detector import binding_name
 from drods.controllers.rescheduler import Rescheduler
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
-from drods.machinery.informer import Informer
+from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.migration import phases
 from drods.migration.admission import workload_of
@@ -85,17 +85,12 @@ class MigrationController:
                 "clusters": manager.informer(CLUSTER.key_prefix(), decode_stored)}
 
     async def run(self) -> None:
-        stops = [self.plans.on_change(self._on_plan), self.bindings.on_change(self._on_binding),
-                 self.clusters.on_change(self._on_cluster)]
-        try:
-            for inf in (self.plans, self.bindings, self.clusters):
-                await inf.wait_synced()
+        with subscribed((self.plans, self._on_plan), (self.bindings, self._on_binding),
+                        (self.clusters, self._on_cluster)):
+            await wait_synced(self.plans, self.bindings, self.clusters)
             for key, obj in list(self.plans.cache.items()):
                 self._on_plan(key, None, obj)
             await self.controller.run()
-        finally:
-            for stop in stops:
-                stop()
 
     # ------------------------------------------------------------------ what to reconcile
     def _on_plan(self, key: str, old: Obj | None, new: Obj | None) -> None:

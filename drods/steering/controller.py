@@ -36,7 +36,7 @@ import yaml
 from pydantic import ValidationError
 
 from drods.errors import ApiError
-from drods.machinery.informer import Informer
+from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
@@ -190,25 +190,22 @@ class SteeringController:
         return self._all or bool(self._worse or self._better or self._worse_sites or self._better_sites)
 
     async def run(self) -> None:
-        stops = [self.inf.registrations.on_change(self._on_structure), self.inf.bindings.on_change(self._on_binding),
-                 self.inf.clusters.on_change(self._on_structure), self.inf.status.on_change(self._on_status),
-                 self.inf.network.on_change(self._on_network)]
-        try:
-            await self.apply_files()
-            for inf in self.inf.all():
-                await inf.wait_synced()
-            await self._load_published()
-            self._all = True  # a new term evaluates everything once, from the published routes
-            self.ready.set()
-            while True:
-                await self._wait()
-                if self.settings.coalesceSeconds:
-                    await asyncio.sleep(self.settings.coalesceSeconds)
-                await self.recompute()
-        finally:
-            self.ready.clear()
-            for stop in stops:
-                stop()
+        with subscribed((self.inf.registrations, self._on_structure), (self.inf.bindings, self._on_binding),
+                        (self.inf.clusters, self._on_structure), (self.inf.status, self._on_status),
+                        (self.inf.network, self._on_network)):
+            try:
+                await self.apply_files()
+                await wait_synced(*self.inf.all())
+                await self._load_published()
+                self._all = True  # a new term evaluates everything once, from the published routes
+                self.ready.set()
+                while True:
+                    await self._wait()
+                    if self.settings.coalesceSeconds:
+                        await asyncio.sleep(self.settings.coalesceSeconds)
+                    await self.recompute()
+            finally:
+                self.ready.clear()
 
     async def apply_files(self) -> list[str]:
         """C4: create or update the registrations of ``registrationFiles`` (YAML, several documents

@@ -37,7 +37,7 @@ from drods.controllers.clients import MemberClients
 from drods.controllers.detector import DETECTED_KINDS
 from drods.controllers.manifests import selects
 from drods.errors import ApiError
-from drods.machinery.informer import Informer
+from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.tasks import stop_tasks
 from drods.model.conditions import is_false, is_true
@@ -271,27 +271,27 @@ class DirectoryController:
                                            endpoint_poll_seconds) if clients is not None else None
 
     async def run(self) -> None:
-        stops = [inf.on_change(lambda _k, _o, _n: self._wake.set()) for inf in self.inf.all()]
         collecting: asyncio.Task[None] | None = None
         try:
-            for inf in self.inf.all():
-                await inf.wait_synced()
-            if self.collector is not None:
-                await self.collector.load()
-                collecting = asyncio.create_task(self.collector.run(), name="endpoint-collector")
-            self._wake.set()
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                await asyncio.sleep(self.coalesce)
-                await self.reconcile()
+            with subscribed(*((inf, self._wake_on_change) for inf in self.inf.all())):
+                await wait_synced(*self.inf.all())
+                if self.collector is not None:
+                    await self.collector.load()
+                    collecting = asyncio.create_task(self.collector.run(), name="endpoint-collector")
+                self._wake.set()
+                while True:
+                    await self._wake.wait()
+                    self._wake.clear()
+                    await asyncio.sleep(self.coalesce)
+                    await self.reconcile()
         finally:
-            for stop in stops:
-                stop()
             if collecting is not None:
                 await stop_tasks([collecting])
             if self.clients is not None:
                 await self.clients.close()
+
+    def _wake_on_change(self, _key: str, _old: Any, _new: Any) -> None:
+        self._wake.set()
 
     def entries(self) -> list[Obj]:
         def objs(inf: Informer) -> list[Obj]:
