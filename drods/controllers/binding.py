@@ -42,6 +42,7 @@ from drods.controllers.status import declared_status, template_status
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
+from drods.model import jsondoc
 from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
 from drods.model.binding import PROPAGATION_FINALIZER
 from drods.model.interpreter import StatusRule
@@ -59,7 +60,7 @@ Obj = dict[str, Any]
 def encode(obj: Obj) -> bytes:
     body = dict(obj)
     body["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
-    return json.dumps(body, separators=(",", ":")).encode()
+    return jsondoc.dumps(body)
 
 
 def rev(obj: Obj | None) -> int:
@@ -229,7 +230,7 @@ class BindingController:
                 revision = rev(cached)
             else:
                 kv = await self.store.get(store_key)
-                b, revision = (json.loads(kv.value), kv.mod_revision) if kv is not None else (None, 0)
+                b, revision = (jsondoc.loads(kv.value), kv.mod_revision) if kv is not None else (None, 0)
             if b is None:
                 await self._delete_works(name, self.fleet.works_of(name))
                 self._forget(name)

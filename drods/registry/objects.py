@@ -12,14 +12,14 @@ import asyncio
 import builtins
 import contextlib
 import copy
-import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from drods.errors import ApiError, already_exists, bad_request, conflict, not_found, validation_failed
+from drods.model import jsondoc
 from drods.model.kinds import Kind
 from drods.model.meta import ObjectMeta, check_name
 from drods.model.selector import LabelSelector
@@ -142,7 +142,7 @@ class ObjectRegistry:
     # ---- reads ------------------------------------------------------------------------------
 
     def _decode(self, kind: Kind, kv: KeyValue, *, reveal: bool) -> Obj:
-        obj: Obj = json.loads(kv.value)
+        obj: Obj = jsondoc.loads(kv.value)
         obj["metadata"]["resourceVersion"] = str(kv.mod_revision)
         if kind.secret_paths and isinstance(obj.get("spec"), dict):
             obj["spec"] = (
@@ -225,7 +225,7 @@ class ObjectRegistry:
             rv = meta.get("resourceVersion")
             if rv is not None and str(kv.mod_revision) != str(rv):
                 raise conflict(kind.kind, meta["name"], str(kv.mod_revision))
-            current: Obj = json.loads(kv.value)
+            current: Obj = jsondoc.loads(kv.value)
             merged = self._carry_over(kind, current, incoming, subresource)
             if dry_run:
                 return self._result(kind, merged, kv.mod_revision)
@@ -268,7 +268,7 @@ class ObjectRegistry:
             incoming = self.validate(kind, patched, namespace=namespace)
             if subresource is None:
                 await self._admit(kind, incoming)
-            stored: Obj = json.loads(kv.value)
+            stored: Obj = jsondoc.loads(kv.value)
             merged = self._carry_over(kind, stored, incoming, subresource)
             if dry_run:
                 return self._result(kind, merged, kv.mod_revision)
@@ -292,7 +292,7 @@ class ObjectRegistry:
             raise not_found(kind.kind, name)
         if resource_version is not None and kv.mod_revision != resource_version:
             raise conflict(kind.kind, name, str(kv.mod_revision))
-        stored: Obj = json.loads(kv.value)
+        stored: Obj = jsondoc.loads(kv.value)
         new = {**stored, "status": status}  # freshly decoded: nothing else holds it, no deep copy needed
         return await self._write(kind, key, new, stored, kv.mod_revision)
 
@@ -308,7 +308,7 @@ class ObjectRegistry:
                 raise not_found(kind.kind, name)
             if resource_version is not None and str(kv.mod_revision) != str(resource_version):
                 raise conflict(kind.kind, name, str(kv.mod_revision))
-            current: Obj = json.loads(kv.value)
+            current: Obj = jsondoc.loads(kv.value)
             meta = current["metadata"]
             if dry_run:
                 return self._decode(kind, kv, reveal=False), not meta.get("finalizers")
@@ -337,7 +337,7 @@ class ObjectRegistry:
             kv = await self.store.get(key)
             if kv is None:
                 return
-            current: Obj = json.loads(kv.value)
+            current: Obj = jsondoc.loads(kv.value)
             fins = current["metadata"].get("finalizers", [])
             if finalizer not in fins:
                 return
@@ -353,13 +353,16 @@ class ObjectRegistry:
                 continue
 
     async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]], *, results: bool = True,
-                           dry_run: bool = False, trusted: bool = False) -> builtins.list[tuple[Obj, bool]]:
+                           dry_run: bool = False, trusted: bool = False,
+                           current: Mapping[str, Obj] | None = None) -> builtins.list[tuple[Obj, bool]]:
         """Create or update many objects: all are validated before anything is written, then
         written in as few store transactions as the backend allows, each guarded by CAS.
         ``results=False``: return nothing (a controller publishing many objects skips the copies);
         ``dry_run`` plans every write and returns what would be, writing nothing; ``trusted``: the
         specs were built by a controller from typed values, so their schema is not checked again
-        (the envelope and metadata still are)."""
+        (the envelope and metadata still are); ``current``: by store key, objects as the caller last
+        wrote or read them (with their resourceVersion) — those are not read again, the
+        compare-and-swap on their resourceVersion still guards the write (a 409 if they moved)."""
         validated: builtins.list[tuple[Kind, Obj, str]] = []
         seen: set[str] = set()
         for i, (kind, raw) in enumerate(items):
@@ -377,9 +380,17 @@ class ObjectRegistry:
             seen.add(key)
             await self._admit(kind, obj)
             validated.append((kind, obj, key))
-        currents = await asyncio.gather(*(self.store.get(key) for _, _, key in validated))
+        known = current or {}
+        unknown = [key for _, _, key in validated if key not in known]
+        read = dict(zip(unknown, await asyncio.gather(*(self.store.get(key) for key in unknown)), strict=True))
         plans: builtins.list[tuple[Kind, str, Obj, int]] = []
-        for (kind, obj, key), kv in zip(validated, currents, strict=True):
+        for kind, obj, key in validated:
+            held = known.get(key)
+            if held is not None:
+                rev = int(held["metadata"]["resourceVersion"])
+                plans.append((kind, key, self._carry_over(kind, held, obj, None), rev))
+                continue
+            kv = read[key]
             if kv is None:
                 meta = obj["metadata"]
                 for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
@@ -389,7 +400,7 @@ class ObjectRegistry:
                 self._seal(kind, obj, None)
                 plans.append((kind, key, obj, 0))
             else:
-                plans.append((kind, key, self._carry_over(kind, json.loads(kv.value), obj, None), kv.mod_revision))
+                plans.append((kind, key, self._carry_over(kind, jsondoc.loads(kv.value), obj, None), kv.mod_revision))
         if dry_run:
             return [(self._planned(kind, obj, rev), rev == 0) for kind, _, obj, rev in plans]
         chunk = max(1, self.store.max_txn_ops)
@@ -518,7 +529,7 @@ def decode_stored(kv: KeyValue) -> Obj | None:
     """A stored object as informers hand it to controllers: with ``metadata.resourceVersion`` (for
     compare-and-swap writes); None when the value is not an object."""
     try:
-        obj = json.loads(kv.value)
+        obj = jsondoc.loads(kv.value)
     except ValueError:
         return None
     if not isinstance(obj, dict):
@@ -536,4 +547,4 @@ def _content(obj: Obj) -> Any:
 def _encode(obj: Obj) -> bytes:
     body = dict(obj)
     body["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
-    return json.dumps(body, separators=(",", ":")).encode()
+    return jsondoc.dumps(body)

@@ -20,7 +20,6 @@ keeps the assumed load (S7) honest:
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import math
 import time
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from drods.model import jsondoc
 from drods.model.cluster import ClusterSpec
 from drods.model.conditions import condition
 from drods.model.preallocation import PreallocationHold, parse_hold
@@ -62,7 +62,7 @@ class StatusRecord:
 
 def decode_cluster(kv: KeyValue) -> ClusterRecord | None:
     try:
-        obj = json.loads(kv.value)
+        obj = jsondoc.loads(kv.value)
         name = obj["metadata"]["name"]
         spec = ClusterSpec.model_validate({k: v for k, v in (obj.get("spec") or {}).items() if k != "credentials"})
     except (ValueError, KeyError, TypeError, ValidationError):
@@ -78,7 +78,7 @@ def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRec
     def decode(kv: KeyValue) -> StatusRecord | None:
         name = kv.key.rsplit("/", 1)[-1]
         try:
-            doc = json.loads(kv.value)
+            doc = jsondoc.loads(kv.value)
         except ValueError:
             return None
         if not isinstance(doc, dict):

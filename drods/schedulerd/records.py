@@ -23,12 +23,12 @@ decision when it was never scheduled, when ``metadata.generation`` moved past
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from drods.model import jsondoc
 from drods.model.annotations import PINNED_PLACEMENT, WORKLOAD_CLASS_LABEL
 from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status
 from drods.model.migration import parse_pin
@@ -91,13 +91,13 @@ class BindingRecord:
             self.placed < self.replicas
 
     def object(self) -> dict[str, Any]:
-        obj: dict[str, Any] = json.loads(self.raw)
+        obj: dict[str, Any] = jsondoc.loads(self.raw)
         return obj
 
 
 def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | None:
     try:
-        obj = json.loads(raw)
+        obj = jsondoc.loads(raw)
         meta = obj["metadata"]
         name = meta["name"]
     except (ValueError, KeyError, TypeError):
@@ -168,7 +168,7 @@ DETECTOR_NAME = "resource-detector"
 
 
 def _spec_but_replicas(rec: BindingRecord) -> dict[str, Any]:
-    spec: dict[str, Any] = json.loads(rec.raw).get("spec") or {}
+    spec: dict[str, Any] = jsondoc.loads(rec.raw).get("spec") or {}
     return {k: v for k, v in spec.items() if k not in ("replicas", "rescheduleTriggeredAt")}
 
 
@@ -258,4 +258,4 @@ def encode_object(obj: Mapping[str, Any]) -> bytes:
     meta = body.get("metadata")
     if isinstance(meta, dict) and "resourceVersion" in meta:
         body["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
-    return json.dumps(body, separators=(",", ":")).encode()
+    return jsondoc.dumps(body)

@@ -20,7 +20,6 @@ and partial ones are also appended to the shared failure log ``/history/failures
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +33,7 @@ from drods.machinery.informer import Informer
 from drods.machinery.leader import LeaderElector
 from drods.machinery.manager import default_identity
 from drods.machinery.tasks import stop_tasks
+from drods.model import jsondoc
 from drods.model.annotations import RESCHEDULE_REASON, placement_offers
 from drods.model.binding import BindingSpec, TargetCluster, with_offers
 from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
@@ -567,7 +567,7 @@ class SchedulerService:
             cur = decode_binding(kv.key, kv.value, kv.mod_revision)
             if cur is None or cur.deleting:
                 return "gone"
-            obj = json.loads(kv.value)
+            obj = jsondoc.loads(kv.value)
             status = obj.get("status") or {}
             if status.get("scheduledTime") == when and cur.scheduled_generation == p.decision.generation:
                 return "ok"  # the batch write went through after all
@@ -608,7 +608,7 @@ class SchedulerService:
 
 def _decode_json(kv: KeyValue) -> Any:
     try:
-        return json.loads(kv.value)
+        return jsondoc.loads(kv.value)
     except ValueError:
         return None
 

@@ -60,7 +60,6 @@ LEASE = "steering"
 # A status change counts as "worse" above these (smaller moves are treated as improvements or noise).
 _WORSE_UTILISATION = 0.005
 _WORSE_DELAY_MS = 0.05
-_PUBLISH_CHUNK = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +140,7 @@ class SteeringController:
         self.pub_keys: dict[str, tuple[Any, ...]] = {}  # what the last published routes were computed for
         self.pub_metrics: dict[str, F] = {}  # per client site, the metric served when last published
         self.pub_eligible: dict[str, B] = {}  # the eligible (flow-affinity) pairs last published
+        self.route_objects: dict[str, dict[str, Any]] = {}  # store key → the ServiceRoute as last written
         self.recomputations = 0
         self.observer = observer
         self._wake = asyncio.Event()
@@ -250,9 +250,11 @@ class SteeringController:
     async def _load_published(self) -> None:
         """Resume from the routes already published (a new leader does not jump every route)."""
         items, _ = await self.registry.list(SERVICE_ROUTE)
+        self.route_objects.clear()
         for obj in items:
             spec = obj.get("spec") or {}
             sid = obj["metadata"]["name"]
+            self.route_objects[SERVICE_ROUTE.key(sid)] = obj
             self.published[sid] = spec
             routes = spec.get("routes") or []
             clients = tuple(str(r.get("clientSite")) for r in routes)
@@ -393,6 +395,14 @@ class SteeringController:
                     or sid not in services]:
             self.recheck.pop(sid, None)
         objects: list[dict[str, Any]] = []
+        stamps: dict[float, str | None] = {}  # a recomputation's changes share a few instants
+
+        def stamp(t: float) -> str | None:
+            text = stamps.get(t, "")
+            if text == "":
+                text = stamps[t] = rfc3339_ms(t) if np.isfinite(t) else None
+            return text
+
         shortfalls: list[tuple[_Service, ServiceEval, list[int]]] = []
         for chunk in evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis):
             svcs = [chosen[n] for n in chunk.positions]
@@ -423,7 +433,7 @@ class SteeringController:
                     or bool((old_eligible != eligible).any())
                 if self._worth_publishing(sid, pub_key, moved, metrics, now):
                     ev = chunk.service(s)
-                    texts = [rfc3339_ms(t) if np.isfinite(t) else None for t in res.state.changed_at]
+                    texts = [stamp(t) for t in res.state.changed_at.tolist()]
                     spec = {"serviceId": sid,
                             "registration": {"apiVersion": SERVICE_REGISTRATION.api_version,
                                              "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
@@ -467,22 +477,24 @@ class SteeringController:
         return bool(drift.any())
 
     async def _publish(self, objects: list[dict[str, Any]], now: float) -> int:
-        written = 0
-        for start in range(0, len(objects), _PUBLISH_CHUNK):
-            part = objects[start:start + _PUBLISH_CHUNK]
-            for attempt in range(3):
-                try:
-                    await self.registry.batch_upsert([(SERVICE_ROUTE, o) for o in part], results=False, trusted=True)
-                    break
-                except ApiError as e:
-                    if e.status != 409 or attempt == 2:
-                        raise
-            for o in part:
-                sid = o["metadata"]["name"]
-                self.published[sid] = o["spec"]
-                self.published_at[sid] = now
-            written += len(part)
-        return written
+        """Write the ServiceRoutes, in one transaction where the store allows. The objects this
+        controller wrote last are not read back (a compare-and-swap on their revision guards the
+        write); after a conflict they are."""
+        for attempt in range(3):
+            try:
+                done = await self.registry.batch_upsert(
+                    [(SERVICE_ROUTE, o) for o in objects], trusted=True,
+                    current=self.route_objects if attempt == 0 else None)
+                break
+            except ApiError as e:
+                if e.status != 409 or attempt == 2:
+                    raise
+        for obj, _ in done:
+            sid = obj["metadata"]["name"]
+            self.route_objects[SERVICE_ROUTE.key(sid)] = obj
+            self.published[sid] = obj["spec"]
+            self.published_at[sid] = now
+        return len(done)
 
     async def _forget(self, services: Mapping[str, _Service]) -> None:
         """Routes of services no longer registered are deleted."""
@@ -493,6 +505,7 @@ class SteeringController:
             for d in (self.published, self.published_at, self.states, self.signatures, self.recheck, self.pub_keys,
                       self.pub_metrics, self.pub_eligible, self.uses):
                 d.pop(sid, None)  # type: ignore[attr-defined]
+            self.route_objects.pop(SERVICE_ROUTE.key(sid), None)
 
     async def _write_statuses(self, statuses: Mapping[str, dict[str, Any]]) -> None:
         for key, status in statuses.items():

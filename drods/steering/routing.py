@@ -315,9 +315,17 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
     p = ev.plan
     rounded = np.round(state.weights, 3)
     use_r, use_j = np.nonzero(rounded > 0)
+    # The used pairs' values gathered once as Python floats: most of a publication's cost was
+    # element-wise NumPy indexing (a busy cluster's saturation rewrites hundreds of services).
+    rows, cols = use_r.tolist(), use_j.tolist()
+    weight_of, valid_of = rounded[use_r, use_j].tolist(), ev.valid[use_r, use_j].tolist()
+    delay_of, network_of = ev.delay[use_r, use_j].tolist(), ev.network[use_r, use_j].tolist()
+    processing_of, metric_of = ev.processing[use_r, use_j].tolist(), ev.metric[use_r, use_j].tolist()
+    cost_of, load_of = ev.cost[use_r, use_j].tolist(), ev.load[use_r, use_j].tolist()
+    held = state.held.tolist()
     used_by_row: list[list[int]] = [[] for _ in p.clients]
-    for r, j in zip(use_r.tolist(), use_j.tolist(), strict=True):
-        used_by_row[r].append(j)
+    for n, r in enumerate(rows):
+        used_by_row[r].append(n)
     el_r, el_j = np.nonzero(ev.valid & (_recent(state) > now))
     eligible_by_row: list[list[str]] = [[] for _ in p.clients]
     for r, j in zip(el_r.tolist(), el_j.tolist(), strict=True):
@@ -326,28 +334,29 @@ def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None]
     for r, client in enumerate(p.clients):
         instances: list[dict[str, object]] = []
         used = used_by_row[r]
-        weights = [float(rounded[r, j]) for j in used]
+        weights = [weight_of[n] for n in used]
         if len(weights) > 1:  # rounded weights still sum to 1: the largest takes the remainder
             top = max(range(len(weights)), key=weights.__getitem__)
             weights[top] = _fmt(1.0 - sum(w for k, w in enumerate(weights) if k != top))
         elif weights:
             weights[0] = 1.0
-        for j, weight in zip(used, weights, strict=True):
-            ok = bool(ev.valid[r, j])
-            parts = f"delay {ev.delay[r, j]:.1f} ms = network {ev.network[r, j]:.1f} + processing " \
-                    f"{ev.processing[r, j]:.1f}"
-            if ok:
-                why = {"experienceFirst": f"best {p.evaluation}",
-                       "costFirst": f"cheapest meeting the SLA ({ev.cost[r, j]:.2f}/h)",
-                       "resourceFirst": f"most headroom meeting the SLA (load {ev.load[r, j] * 100:.0f} %)"}
-                reason = f"{p.strategy}: {why[p.strategy]}; {parts}"
-                if bool(state.held[r]):
+        for n, weight in zip(used, weights, strict=True):
+            parts = f"delay {delay_of[n]:.1f} ms = network {network_of[n]:.1f} + processing {processing_of[n]:.1f}"
+            if valid_of[n]:
+                if p.strategy == "costFirst":
+                    why = f"cheapest meeting the SLA ({cost_of[n]:.2f}/h)"
+                elif p.strategy == "resourceFirst":
+                    why = f"most headroom meeting the SLA (load {load_of[n] * 100:.0f} %)"
+                else:
+                    why = f"best {p.evaluation}"
+                reason = f"{p.strategy}: {why}; {parts}"
+                if held[r]:
                     reason += "; a better route is held back by damping"
-                metric: float | str = _fmt(float(ev.metric[r, j]))
+                metric: float | str = round(metric_of[n], 3)
             else:
-                reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, j)}); best effort; {parts}"
+                reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, cols[n])}); best effort; {parts}"
                 metric = "MAX"
-            instances.append({"cluster": p.instances[j], "weight": weight, "metric": metric, "reason": reason})
+            instances.append({"cluster": p.instances[cols[n]], "weight": weight, "metric": metric, "reason": reason})
         routes.append({"clientSite": client, "instances": instances, "changedAt": changed_at_text[r],
                        "eligible": eligible_by_row[r]})
     return routes
