@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from drods.controllers.overrides import OverrideError, apply_overrides, containers, pod_spec
+from drods.model import jsondoc
 from drods.model.annotations import (
     ANN_BINDING,
     ANN_BINDING_UID,
@@ -74,7 +74,7 @@ class ManifestSet:
 
 
 def digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    return hashlib.sha256(jsondoc.canonical(obj)).hexdigest()[:16]
 
 
 def strip(template: Obj) -> Obj:

@@ -24,6 +24,14 @@ def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def canonical(obj: Any) -> bytes:
+    """Compact JSON with sorted keys: the same document always gives the same bytes (hashes of it)."""
+    try:
+        return orjson.dumps(obj, option=_OPTIONS | orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def loads(raw: bytes | bytearray | memoryview | str) -> Any:
     """Raises ``ValueError`` (``json.JSONDecodeError``) on bad input, as ``json.loads`` does."""
     return orjson.loads(raw)

@@ -1,7 +1,11 @@
 """The sim's one controller loop: what kube-controller-manager, kube-scheduler and the kubelets of
 a real cluster do, reduced to what DRO-DS observes. Level-triggered: each pass reads everything,
 closes the gaps and writes only what changed; a pass runs after any change (store watch), when a
-pod is due to become ready or finish, and every ``resync_seconds``."""
+pod is due to become ready or finish, and every ``resync_seconds``.
+
+Everything is read from one informer over the sim's store, caught up to the store's revision before
+each pass (so a pass sees the previous one's writes and never creates a pod twice): listing and
+decoding every object on every pass made a member's cost per copy grow with what it holds."""
 
 from __future__ import annotations
 
@@ -15,8 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drods.errors import ApiError
+from drods.machinery.informer import Informer
 from drods.model.kinds import Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339
+from drods.registry.objects import decode_stored
 from drods.sim import endpoints as E
 from drods.sim import kinds as K
 from drods.sim import workloads as W
@@ -75,6 +81,32 @@ class SimController:
         self._retry = False
         self._node_index: dict[str, int] = {}
         self.passes = 0
+        self.objects = Informer(store, "/registry/", decode_stored)
+        self.objects.on_change(lambda _k, _o, _n: self._wake.set())
+        self._seen = asyncio.Event()
+        self._written = 0  # the store revision of this controller's latest write
+        self._informer: asyncio.Task[None] | None = None
+        self.objects.on_change(lambda _k, _o, _n: self._seen.set())
+
+    def _list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
+        """What ``registry.list`` answers, from the informer (key order, as the store lists)."""
+        prefix = kind.key_prefix(namespace if kind.namespaced else None)
+        return [self.objects.cache[k] for k in sorted(k for k in self.objects.cache if k.startswith(prefix))]
+
+    async def _caught_up(self) -> None:
+        """Until the informer has seen this controller's own last writes (others' changes are in the
+        cache before they wake a pass); bounded, a pass on a late cache is only redone."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5.0):
+                while self.objects.revision < self._written:
+                    self._seen.clear()
+                    await self._seen.wait()
+
+    async def start_informer(self) -> None:
+        """Fill the informer (after `bootstrap`, before the first pass); `run` starts it if needed."""
+        if self._informer is None:
+            self._informer = asyncio.create_task(self.objects.run(), name="sim-informer")
+        await self.objects.wait_synced()
 
     # ---- start ---------------------------------------------------------------------------------
 
@@ -103,7 +135,7 @@ class SimController:
 
     async def run(self) -> None:
         """Reconcile until cancelled; a failed pass is logged and retried, never fatal."""
-        watcher = asyncio.create_task(self._watch_changes(), name="sim-watch")
+        await self.start_informer()
         try:
             while True:
                 self._wake.clear()
@@ -125,22 +157,11 @@ class SimController:
                         await self._wake.wait()
                 await asyncio.sleep(0.01)  # coalesce a burst of changes into one pass
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await watcher
-
-    async def _watch_changes(self) -> None:
-        while True:
-            try:
-                rev = await self.store.current_revision()
-                async for _ in self.store.watch("/registry/", start_revision=rev + 1):
-                    self._wake.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("sim store watch ended; restarting", exc_info=True)
-                self._wake.set()
-                await asyncio.sleep(0.5)
+            watcher, self._informer = self._informer, None
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await watcher
 
     # ---- one pass ------------------------------------------------------------------------------
 
@@ -150,12 +171,11 @@ class SimController:
         self.passes += 1
         now = time.time()
         stamp = rfc3339(now)
-        nodes, _ = await self.registry.list(K.NODE)
-        pods_list, _ = await self.registry.list(K.POD)
-        namespaces, _ = await self.registry.list(K.NAMESPACE)
-        workloads: dict[str, list[Obj]] = {}
-        for kind in K.WORKLOADS:
-            workloads[kind.kind], _ = await self.registry.list(kind)
+        await self._caught_up()
+        nodes = self._list(K.NODE)
+        pods_list = self._list(K.POD)
+        namespaces = self._list(K.NAMESPACE)
+        workloads = {kind.kind: self._list(kind) for kind in K.WORKLOADS}
         self._node_index = {n["metadata"]["name"]: i for i, n in enumerate(sorted(
             nodes, key=lambda n: n["metadata"]["name"]))}
         pods: dict[tuple[str, str], Obj] = {_key(p): p for p in pods_list}
@@ -186,7 +206,7 @@ class SimController:
                 await self._guard(self.registry.update_status(K.NAMESPACE, name, {"phase": "Terminating"}))
             left = 0
             for kind in K.NAMESPACED:
-                items, _ = await self.registry.list(kind, name)
+                items = self._list(kind, name)
                 left += len(items)
                 await self._gather(self._delete(kind, o) for o in items)
             for key in [k for k in pods if k[0] == name]:
@@ -401,8 +421,8 @@ class SimController:
 
     async def _endpoint_slices(self, pods: dict[tuple[str, str], Obj]) -> None:
         """Each Service with a selector has its EndpointSlice of the pods it selects (`drods.sim.endpoints`)."""
-        services, _ = await self.registry.list(K.SERVICE)
-        slices, _ = await self.registry.list(K.ENDPOINT_SLICE)
+        services = self._list(K.SERVICE)
+        slices = self._list(K.ENDPOINT_SLICE)
         current = {_key(o): o for o in slices if E.managed(o)}
         wanted: dict[tuple[str, str], Obj] = {}
         for svc in services:
@@ -429,12 +449,16 @@ class SimController:
     async def _guard(self, aw: Awaitable[Any]) -> Any:
         """A write that lost a race (409) or hit a vanished object (404) is retried by the next pass."""
         try:
-            return await aw
+            result = await aw
         except ApiError as e:
             if e.status not in (404, 409):
                 log.warning("sim write failed: %s", e.message)
             self._retry = True
             return None
+        rv = (result.get("metadata") or {}).get("resourceVersion") if isinstance(result, dict) else None
+        if rv is not None:
+            self._written = max(self._written, int(rv))
+        return result
 
     async def _create(self, kind: Kind, obj: Obj) -> Obj | None:
         result: Obj | None = await self._guard(self.registry.create(kind, obj))

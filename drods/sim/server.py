@@ -108,6 +108,7 @@ class SimServer:
         self._definitions = asyncio.create_task(definitions.run(), name=f"sim-{cfg.name}-definitions")
         await definitions.wait_synced()
         await self.controller.bootstrap()
+        await self.controller.start_informer()
         await self.controller.reconcile_once()
         ctx.prometheus_registries.append(sim_registry(self))
         app = create_app(ctx, extra_routers=sim_routers(SIM_KINDS), flat_api=False, audited=False)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from drods.model import jsondoc
 from drods.sim.resources import condition, is_terminal
 
 Obj = dict[str, Any]
@@ -29,7 +29,7 @@ def suffix(n: int = 5) -> str:
 
 
 def template_hash(template: Obj) -> str:
-    digest = hashlib.sha256(json.dumps(template, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    digest = hashlib.sha256(jsondoc.canonical(template)).hexdigest()
     return "".join(_SUFFIX_ALPHABET[int(digest[i:i + 2], 16) % len(_SUFFIX_ALPHABET)] for i in range(0, 20, 2))
 
 
