@@ -110,7 +110,8 @@ class Links:
             if c not in snap.index:
                 snap.upsert_cluster(c, {}, None, False, None)
         rows = [snap.index[c] for c in copies]
-        best, src = nearest_copy(snap, rows, egress_prices(snap))
+        best, src = nearest_copy(snap, rows, egress_prices(snap), sources=True)
+        assert src is not None
         out: dict[str, Transfer] = {}
         for r in readers:
             row = snap.index[r]

@@ -52,19 +52,21 @@ def egress_prices(snap: Snapshot, default: float = DEFAULT_EGRESS_GIB) -> FloatA
 
 
 def nearest_copy(snap: Snapshot, rows: list[int], egress: FloatArr, ref_bandwidth: float = REF_BANDWIDTH_MBPS,
-                 ) -> tuple[FloatArr, IntArr]:
+                 sources: bool = False) -> tuple[FloatArr, IntArr | None]:
     """For every cluster, the cost per GiB/h of reading from the cheapest of the copies on ``rows``
-    (0 on a copy) and that copy's row."""
+    (0 on a copy), and — with ``sources`` — that copy's row."""
     n = snap.n
     best = np.full(n, np.inf)
-    src = np.full(n, rows[0], dtype=np.intp)
+    src = np.full(n, rows[0], dtype=np.intp) if sources else None
     for d in rows:
         c = transfer_cost(1.0, float(egress[d]), snap.bandwidth_between(d), ref_bandwidth)
-        better = c < best
-        best[better] = c[better]
-        src[better] = d
+        if src is not None:
+            better = c < best
+            src[better] = d
+        np.minimum(best, c, out=best)
     best[rows] = 0.0
-    src[rows] = rows
+    if src is not None:
+        src[rows] = rows
     return best, src
 
 
