@@ -1,8 +1,8 @@
 """F3 stateful topology end to end: ``examples/placement/policy-stateful-topology.yaml`` applied as
 written to a real ``drods serve`` with three ``drods sim`` members puts the StatefulSet's primary
 (2 replicas) on the cluster holding its dataset's Primary copy and one replica on each of the two
-others; the members get those counts, the Binding status and history say which cluster holds the
-primary; a bad topology is refused with 422 and nothing stored; when the primary's member goes
+others; the members get those counts and a role label, the Binding status and history say which
+cluster holds the primary; a bad topology is refused with 422 and nothing stored; when the primary's member goes
 down, a replica cluster is promoted."""
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ def roles(env: Env) -> dict[str, tuple[int, str | None]]:
     return {t["cluster"]: (t["replicas"], t.get("role")) for t in (b.get("status") or {}).get("placement") or []}
 
 
-def copies(env: Env) -> dict[str, int]:
+def copies(env: Env, skip: str = "") -> dict[str, tuple[int, str | None]]:
+    """Each member's copy: its replicas and its ``multicluster.io/stateful-role`` label."""
     out = {}
     for name, m in env.members.items():
-        sts = m.get(STS)
+        sts = m.get(STS) if name != skip else None
         if sts is not None:
-            out[name] = int(sts["spec"]["replicas"])
+            role = (sts["metadata"].get("labels") or {}).get("multicluster.io/stateful-role")
+            out[name] = (int(sts["spec"]["replicas"]), role)
     return out
 
 
@@ -60,7 +62,8 @@ def test_primary_beside_its_data_replicas_elsewhere_and_promotion(fresh: Env) ->
         env.create(path_of(doc), doc)
     want = {"azure-lhr": (2, "Primary"), "aws-dfw": (1, "Replica"), "gcp-sin": (1, "Replica")}
     wait_for(lambda: roles(env) == want, 20, "the topology's placement", what_else=lambda: env.binding(BINDING))
-    wait_for(lambda: copies(env) == {"azure-lhr": 2, "aws-dfw": 1, "gcp-sin": 1}, 20, "the members' StatefulSets",
+    wait_for(lambda: copies(env) == {"azure-lhr": (2, "primary"), "aws-dfw": (1, "replica"),
+                                     "gcp-sin": (1, "replica")}, 20, "the members' StatefulSets",
              what_else=lambda: copies(env))
     hist = env.http.get("/api/v1/history/schedules", params={"binding": BINDING}).json()["items"]
     topo = hist[0]["topology"]
@@ -80,6 +83,10 @@ def test_primary_beside_its_data_replicas_elsewhere_and_promotion(fresh: Env) ->
     assert sorted(r for _, r in got.values()) == ["Primary", "Replica"]
     b = env.binding(BINDING) or {}
     assert "1/2 replica clusters found" in b["status"]["message"]
+    new_primary = next(c for c, (_, r) in got.items() if r == "Primary")
+    # the promoted member's copy now has the primary's replicas and says so
+    wait_for(lambda: copies(env, skip="azure-lhr").get(new_primary) == (2, "primary"), 20,
+             "the promoted member's copy", what_else=lambda: copies(env, skip="azure-lhr"))
     hist = env.http.get("/api/v1/history/schedules", params={"binding": BINDING}).json()["items"]
     assert hist[0]["topology"]["promotedFrom"] == "azure-lhr"
     assert hist[0]["topology"]["primaryChosenBy"] == "promoted"

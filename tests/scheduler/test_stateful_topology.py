@@ -141,3 +141,18 @@ def test_status_and_record_carry_the_roles() -> None:
                                                                 "ap-a": "Replica"})
     assert merge_status({**st, "phase": "Running"}, promoted)["phase"] == "Scheduled"
     assert merge_status({**st, "phase": "Running"}, d)["phase"] == "Running"
+
+
+def test_the_members_copy_is_labelled_with_its_role() -> None:
+    from drods.controllers.manifests import Target, plan
+
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "shop"},
+           "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "db", "image": "pg"}]}}}}
+    plans = plan("b", "uid", sts, [Target("us-a", 3, {}, "Primary"), Target("eu-a", 1, {}, "Replica"),
+                                   Target("other", 2, {})], [], [])
+    main = {c: p.manifests[-1] for c, p in plans.items()}  # type: ignore[union-attr]
+    assert main["us-a"]["metadata"]["labels"]["multicluster.io/stateful-role"] == "primary"
+    assert main["us-a"]["spec"]["replicas"] == 3
+    assert main["eu-a"]["metadata"]["labels"]["multicluster.io/stateful-role"] == "replica"
+    assert "multicluster.io/stateful-role" not in (main["other"]["metadata"].get("labels") or {})
+    assert plans["us-a"].hash != plan("b", "uid", sts, [Target("us-a", 3, {}, "Replica")], [], [])["us-a"].hash  # type: ignore[union-attr]
