@@ -213,7 +213,8 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
             cur[t.cluster] = cur.get(t.cluster, 0) + t.replicas
     gpu_model = res.gpuModel
     compute = f"gpu:{gpu_model or 'any'}" if res.gpu > 0 or gpu_model or res.minGpuPerformance else "cpu"
-    topology = pl.statefulTopology
+    # F3: the topology's counts are the placement; a workload scaled to zero runs nowhere
+    topology = pl.statefulTopology if spec.replicas > 0 else None
     return TaskInfo(
         key=task.name,
         replicas=topology.total if topology is not None else spec.replicas,

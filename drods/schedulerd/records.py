@@ -117,7 +117,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         mod_revision=mod_revision,
         generation=int(meta.get("generation") or 1),
         priority=int(spec.get("priority") or 0),
-        replicas=topology_total(topo) if topo else int(spec.get("replicas", 1)),
+        replicas=topology_total(topo) if topo and int(spec.get("replicas", 1)) > 0 else int(spec.get("replicas", 1)),
         duplicated=rs.get("replicaSchedulingType") == "Duplicated",
         deleting=bool(meta.get("deletionTimestamp")),
         phase=str(status.get("phase") or "Pending"),

@@ -156,3 +156,31 @@ def test_the_members_copy_is_labelled_with_its_role() -> None:
     assert main["eu-a"]["metadata"]["labels"]["multicluster.io/stateful-role"] == "replica"
     assert "multicluster.io/stateful-role" not in (main["other"]["metadata"].get("labels") or {})
     assert plans["us-a"].hash != plan("b", "uid", sts, [Target("us-a", 3, {}, "Replica")], [], [])["us-a"].hash  # type: ignore[union-attr]
+
+
+def test_the_detector_leaves_a_topology_to_the_scheduler() -> None:
+    from drods.controllers.detector import PolicyMatch, desired_binding
+    from drods.model.kinds import PROPAGATION_POLICY, TEMPLATE_KINDS
+
+    kinds = {k.kind: k for k in TEMPLATE_KINDS}
+    sts = {"metadata": {"name": "db", "namespace": "shop"}, "spec": {"replicas": 3, "template": {"spec": {}}}}
+    whole = PolicyMatch(1, 3, 0, 1, "p", PROPAGATION_POLICY, {}, (), ())
+    # without a topology a StatefulSet is kept on one cluster
+    assert desired_binding(kinds["StatefulSet"], sts, whole)["spec"]["placement"]["spreadConstraints"] == [
+        {"spreadByField": "cluster", "maxGroups": 1}]
+    topo = PolicyMatch(1, 3, 0, 1, "p", PROPAGATION_POLICY, {"statefulTopology": TOPO}, (), ())
+    spec = desired_binding(kinds["StatefulSet"], sts, topo)["spec"]
+    assert spec["placement"] == {"statefulTopology": TOPO}
+    BindingSpec.model_validate(spec)  # a valid Binding: no spread constraint beside the topology
+    # a kind without replicas with a topology: placed by it, not duplicated
+    ing = {"metadata": {"name": "db", "namespace": "shop"}, "spec": {}}
+    spec = desired_binding(kinds["Ingress"], ing, topo)["spec"]
+    assert spec["placement"] == {"statefulTopology": TOPO}
+
+
+def test_scaled_to_zero_runs_nowhere(snap: Snapshot, sched: Scheduler) -> None:
+    fleet(snap)
+    spec = stateful()
+    spec.replicas = 0
+    r = sched.schedule(spec, snap, name="db")
+    assert r.phase == "Scheduled" and r.pairs == () and r.roles == {}
