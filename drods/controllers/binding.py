@@ -240,8 +240,8 @@ class BindingController:
                 return outcome if isinstance(outcome, float) else None
         return 0.2
 
-    def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj,
-              wanted: dict[str, int]) -> dict[str, ManifestSet | OverrideError]:
+    def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj, wanted: dict[str, int],
+              roles: dict[str, str] | None = None) -> dict[str, ManifestSet | OverrideError]:
         how = self.interpreter.of(str(template.get("apiVersion")), str(template.get("kind")))
         deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses, how=how,
                                     named=self._named)
@@ -249,9 +249,10 @@ class BindingController:
         definition = self.catalog.definition(kind) if kind is not None else None
         if definition is not None:  # the custom kind's definition goes first, so the member serves the kind
             deps = [definition, *deps]
-        targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}))
-                   for c, s in sorted(wanted.items())]
-        inputs = (uid, rev(template), tuple((t.cluster, t.share, tuple(sorted(t.labels.items()))) for t in targets),
+        targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}),
+                          (roles or {}).get(c)) for c, s in sorted(wanted.items())]
+        inputs = (uid, rev(template),
+                  tuple((t.cluster, t.share, tuple(sorted(t.labels.items())), t.role) for t in targets),
                   tuple(rev(d) for d in deps), self._policy_epoch, self.interpreter.epoch)
         cached = self._plans.get(name)
         if cached is not None and cached[0] == inputs:
@@ -272,6 +273,7 @@ class BindingController:
         how = self.interpreter.of(kind.api_version, kind.kind) if kind is not None else None
         divisible = how.divisible if how is not None else tkind in M.REPLICA_KINDS
         wanted: dict[str, int] = {}
+        roles: dict[str, str] = {}  # F3: a stateful topology's Primary / Replica clusters
         if active:
             for t in status.get("placement") or []:
                 if not isinstance(t, dict) or not t.get("cluster"):
@@ -280,7 +282,9 @@ class BindingController:
                 if self.fleet.cluster(c) is None or (divisible and share <= 0):
                     continue
                 wanted[c] = share
-        plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted) \
+                if isinstance(t.get("role"), str):
+                    roles[c] = str(t["role"])
+        plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles) \
             if wanted and template is not None else {}
         works = self.fleet.works_of(name)
         previous = {str(e["cluster"]): e for e in status.get("clusters") or []

@@ -1,10 +1,15 @@
 """Cache planner (F4): hot data read from far away → a ``CachePlan``; an approved plan → a Cache copy.
 
-Every ``intervalSeconds`` the planner reads the decayed access document (`drods.model.dataset_access`)
-and the Datasets, and wants one CachePlan per (Dataset, reading cluster) whose reads reach
-``hotGiBPerHour`` on a cluster that holds no copy of it: those reads cross domains on every run
-(the DataLocality score charges them as egress over the link to the nearest copy). The plan says
-which dataset to replicate where, from which copy, and why (the GiB/h it would keep local).
+Every ``intervalSeconds`` the planner reads the decayed access document (`drods.model.dataset_access`),
+the Datasets, the Clusters and C2's measured network pairs (``/status/network/``), and wants one
+CachePlan per (Dataset, reading cluster) whose reads reach ``hotGiBPerHour`` from **far away**: the
+transfer cost of those reads from the nearest copy exceeds ``farCostPerHour``. The cost is the
+DataLocality score's (`drods.scheduler.plugins.data_locality.nearest_copy`, over a `Snapshot` of the
+clusters and pairs, so both agree): GiB/h × the copy cluster's egress price × 1000 Mbps ÷ the link's
+bandwidth (measured pair, else the narrower of the two clusters' ``network.bandwidthMbps``, else
+1000); the nearest copy is the cheapest. A reader in the same region as a copy over a fast, cheap
+link gets no plan; one across an ocean does. The plan says which dataset to replicate where, from
+which copy, and why, with the figures (GiB/h, $/h, link Mbps).
 
 A person or another tool approves a plan (``spec.approved: true``); the planner then adds
 ``{cluster, kind: Cache}`` to the Dataset's ``spec.locations`` (compare-and-swap on the Dataset) and
@@ -12,8 +17,9 @@ marks the plan ``status.phase: Applied``: from then on the scheduler sees the co
 ``status.hotnessGiBPerHour`` and ``status.readsByCluster`` show its decayed reads (rewritten when
 they move by more than 10 %). Copying the
 bytes is the storage layer's business, not DRO-DS's. A plan nobody approved is deleted once its
-reads cool below half the threshold (hysteresis), its Dataset is gone, or the cluster got a copy
-some other way. Single-active (``/leases/cache-planner``): its writes are fenced.
+reads cool below half the threshold or its cost falls below half of ``farCostPerHour``
+(hysteresis), its Dataset is gone, or the cluster got a copy some other way. Single-active
+(``/leases/cache-planner``): its writes are fenced.
 """
 
 from __future__ import annotations
@@ -31,10 +37,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from drods.errors import ApiError
 from drods.machinery.periodic import every
 from drods.model.dataset_access import hotness
-from drods.model.keys import DATASET_ACCESS_KEY
-from drods.model.kinds import CACHE_PLAN, DATASET
+from drods.model.keys import DATASET_ACCESS_KEY, NETWORK_PREFIX
+from drods.model.kinds import CACHE_PLAN, CLUSTER, DATASET
 from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry
+from drods.scheduler.plugins.data_locality import egress_prices, nearest_copy
+from drods.scheduler.snapshot import Snapshot
+from drods.schedulerd.cache import decode_cluster
+from drods.steering.status import pair_of
 from drods.store import Store
 
 log = logging.getLogger(__name__)
@@ -47,7 +57,18 @@ class CachePlannerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     hotGiBPerHour: float = Field(default=50.0, gt=0)  # reads from one cluster that make a plan
+    # the transfer cost per hour from the nearest copy above which those reads are "far"
+    farCostPerHour: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     intervalSeconds: float = Field(default=30.0, gt=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """Reading a dataset on one cluster from its nearest copy: the copy, $ per hour, link Mbps."""
+
+    source: str
+    cost: float
+    bandwidth: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +79,46 @@ class WantedPlan:
     cluster: str
     source: str | None
     gib: float
+    transfer: Transfer | None = None
+    far_cost: float = 0.0
 
     def spec(self) -> dict[str, Any]:
-        src = f" (nearest copy: {self.source})" if self.source else ""
+        t = self.transfer
+        if t is None:
+            why = "which holds no copy"
+        else:
+            link = f"{t.bandwidth:g} Mbps link" if t.bandwidth is not None else "link of unknown bandwidth"
+            why = (f"{t.cost:.2f}/h to move from the nearest copy on {t.source} over a {link}, "
+                   f"above farCostPerHour {self.far_cost:g}")
         return {"dataset": self.dataset, "cluster": self.cluster, "sourceCluster": self.source,
                 "readGiBPerHour": round(self.gib, 3),
-                "reason": f"{self.gib:.1f} GiB/h of {self.dataset} read on {self.cluster}, "
-                          f"which holds no copy{src}"}
+                **({"transferCostPerHour": round(t.cost, 4)} if t is not None else {}),
+                "reason": f"{self.gib:.1f} GiB/h of {self.dataset} read on {self.cluster}: {why}"}
+
+
+class Links:
+    """Prices and links between clusters as the scheduler sees them: a `Snapshot` of the Cluster
+    specs and C2's measured pairs; a cluster it does not know counts with the defaults."""
+
+    def __init__(self, snap: Snapshot | None = None) -> None:
+        self.snap = snap or Snapshot()
+
+    def transfers(self, copies: list[str], readers: list[str]) -> dict[str, Transfer]:
+        """Per GiB/h read on each of ``readers`` from the cheapest of ``copies``."""
+        snap = self.snap
+        for c in (*copies, *readers):
+            if c not in snap.index:
+                snap.upsert_cluster(c, {}, None, False, None)
+        rows = [snap.index[c] for c in copies]
+        best, src = nearest_copy(snap, rows, egress_prices(snap), sources=True)
+        assert src is not None
+        out: dict[str, Transfer] = {}
+        for r in readers:
+            row = snap.index[r]
+            s = int(src[row])
+            bw = float(snap.bandwidth_between(s)[row])
+            out[r] = Transfer(snap.names[s], float(best[row]), None if bw != bw else bw)  # NaN: unknown
+        return out
 
 
 def plan_name(dataset: str, cluster: str) -> str:
@@ -77,30 +131,48 @@ def copies(ds: dict[str, Any]) -> list[dict[str, Any]]:
     return [loc for loc in (ds.get("spec") or {}).get("locations") or [] if isinstance(loc, dict)]
 
 
-def nearest_copy(locs: list[dict[str, Any]]) -> str | None:
-    """The copy a cache would be filled from: the Primary, else the first listed copy."""
-    for loc in locs:
-        if loc.get("kind") == "Primary":
-            return str(loc["cluster"])
-    return str(locs[0]["cluster"]) if locs else None
-
-
 def wanted(datasets: dict[str, dict[str, Any]], hot: dict[str, dict[str, float]], threshold: float,
-           ) -> dict[str, WantedPlan]:
-    """Plans wanted now, by "namespace/plan-name" (pure)."""
+           links: Links | None = None, far_cost: float = 0.0) -> dict[str, WantedPlan]:
+    """Plans wanted now, by "namespace/plan-name" (pure but for ``links``' snapshot)."""
+    links = links or Links()
     out: dict[str, WantedPlan] = {}
     for key, by_cluster in hot.items():
         ds = datasets.get(key)
         if ds is None:
             continue
-        locs = copies(ds)
-        held = {str(loc.get("cluster")) for loc in locs}
+        held = [str(loc.get("cluster")) for loc in copies(ds)]
+        readers = [c for c, gib in by_cluster.items() if gib >= threshold and c not in held]
+        if not held or not readers:
+            continue
+        cost = links.transfers(held, readers)
         ns, _, name = key.partition("/")
-        for cluster, gib in by_cluster.items():
-            if gib >= threshold and cluster not in held:
+        for cluster in readers:
+            gib = by_cluster[cluster]
+            t = cost[cluster]
+            t = Transfer(t.source, t.cost * gib, t.bandwidth)
+            if t.cost > far_cost:
                 pn = plan_name(name, cluster)
-                out[f"{ns}/{pn}"] = WantedPlan(ns, pn, name, cluster, nearest_copy(locs), gib)
+                out[f"{ns}/{pn}"] = WantedPlan(ns, pn, name, cluster, t.source, gib, t, far_cost)
     return out
+
+
+async def links_of(store: Store) -> Links:
+    """The fleet's prices and links from the store: Cluster objects and measured network pairs."""
+    snap = Snapshot()
+    for kv in (await store.range(CLUSTER.key_prefix()))[0]:
+        rec = decode_cluster(kv)
+        if rec is not None:
+            snap.upsert_cluster(rec.name, rec.labels, rec.spec, bool(rec.ready), None)
+    for kv in (await store.range(NETWORK_PREFIX))[0]:
+        pair = pair_of(kv.key)
+        try:
+            doc = json.loads(kv.value)
+        except ValueError:
+            continue
+        bw = doc.get("bandwidthMbps") if isinstance(doc, dict) else None
+        if pair is not None and isinstance(bw, int | float) and not isinstance(bw, bool):
+            snap.set_network_pair(pair[0], pair[1], None, float(bw))
+    return Links(snap)
 
 
 class CachePlanner:
@@ -124,13 +196,14 @@ class CachePlanner:
         plans, _ = await self.registry.list(CACHE_PLAN)
         for key, ds in datasets.items():
             await self._hotness(ds, hot.get(key) or {})
-        want = wanted(datasets, hot, self.settings.hotGiBPerHour)
+        links = await links_of(self.store)
+        want = wanted(datasets, hot, self.settings.hotGiBPerHour, links, self.settings.farCostPerHour)
         have: set[str] = set()
         for plan in plans:
             meta = plan["metadata"]
             ns = meta.get("namespace") or "default"
             have.add(f"{ns}/{meta['name']}")
-            await self._existing(plan, ns, datasets, hot, now)
+            await self._existing(plan, ns, datasets, hot, links, now)
         for key, w in want.items():
             if key not in have:
                 await self._create(w, now)
@@ -169,7 +242,7 @@ class CachePlanner:
         log.info("cache planner: proposed %s/%s (%s)", w.namespace, w.name, w.spec()["reason"])
 
     async def _existing(self, plan: dict[str, Any], ns: str, datasets: dict[str, dict[str, Any]],
-                        hot: dict[str, dict[str, float]], now: float) -> None:
+                        hot: dict[str, dict[str, float]], links: Links, now: float) -> None:
         spec, status = plan.get("spec") or {}, plan.get("status") or {}
         name = plan["metadata"]["name"]
         key = f"{ns}/{spec.get('dataset')}"
@@ -192,7 +265,11 @@ class CachePlanner:
             log.info("cache planner: %s/%s applied, %s has a Cache copy on %s", ns, name, key, cluster)
             return
         gib = (hot.get(key) or {}).get(cluster, 0.0)
-        if ds is None or held or gib < self.settings.hotGiBPerHour / 2:
+        near = False
+        if ds is not None and not held and copies(ds):
+            cost = links.transfers([str(loc.get("cluster")) for loc in copies(ds)], [cluster])[cluster].cost * gib
+            near = cost < self.settings.farCostPerHour / 2
+        if ds is None or held or near or gib < self.settings.hotGiBPerHour / 2:
             try:
                 await self.registry.delete(CACHE_PLAN, name, ns)
             except ApiError as e:

@@ -23,8 +23,10 @@ ResourcePlacementPolicy (``resourceSelector``) gets the Binding ``<kind-lowercas
 * ``policyRef`` — the policy that won;
 * ``datasets`` and ``followUp`` — a DRO-DS policy's, as they are (F4 reads, F3 follow-up);
 * a StatefulSet is kept on one cluster (``spreadConstraints: [{spreadByField: cluster, maxGroups:
-  1}]``) unless its policy gives a topology itself (``replicaScheduling`` or ``spreadConstraints``),
-  because its replicas share ordinal identity and volumes (F3).
+  1}]``) unless its policy gives a topology itself (``statefulTopology``: a primary cluster and
+  replica clusters, or Karmada's ``replicaScheduling`` / ``spreadConstraints``), because its replicas
+  share ordinal identity and volumes (F3). A kind without replicas whose policy gives a
+  ``statefulTopology`` (a database custom resource) is placed by the topology, not duplicated.
 
 Which policy wins when several match: the most specific selector first — a name match beats a
 label-selector match beats a kind-only match — then the higher ``spec.priority``, then a
@@ -146,9 +148,9 @@ def replicas_of(kind: Kind, obj: Mapping[str, Any], interpreter: Interpreter | N
 
 
 # F3: kinds whose replicas share state (ordinal identity, volumes): one cluster holds them all unless
-# the policy itself says how to spread them (replica scheduling or spread constraints)
+# the policy itself says how to spread them (a stateful topology, replica scheduling, spread constraints)
 KEPT_WHOLE = frozenset({"StatefulSet"})
-TOPOLOGY_FIELDS = ("replicaScheduling", "spreadConstraints")
+TOPOLOGY_FIELDS = ("statefulTopology", "replicaScheduling", "spreadConstraints")
 
 
 # ---------------------------------------------------------------------- policy matching
@@ -287,7 +289,9 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
                       **({"namespace": match.namespace} if match.namespace else {})},
     }
     placement = _with_labels(match.placement, match.target_labels)
-    if not how.divisible:  # nothing to divide: the whole object goes to every selected cluster
+    if placement.get("statefulTopology"):
+        pass  # F3: the topology places it (a primary cluster and replica clusters), whatever the kind
+    elif not how.divisible:  # nothing to divide: the whole object goes to every selected cluster
         placement = {**placement, "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
     elif kind.kind in KEPT_WHOLE and not any(placement.get(k) for k in TOPOLOGY_FIELDS):
         # F3: a stateful set is not split across clusters unless its policy gives a topology

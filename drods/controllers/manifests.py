@@ -46,6 +46,7 @@ from drods.model.annotations import (
     LAST_APPLIED,
     MANAGED_BY,
     MANAGER,
+    STATEFUL_ROLE_LABEL,
     manifest_hash,
 )
 from drods.model.interpreter import Interpretation
@@ -276,6 +277,7 @@ class Target:
     cluster: str
     share: int
     labels: dict[str, str]
+    role: str | None = None  # F3: Primary / Replica of a stateful topology (labels the main object)
 
 
 def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, deps: list[Obj],
@@ -298,6 +300,8 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
         set_replicas(m, target.share, completions)
     applied = apply_overrides(m, target.cluster, target.labels, policies)
     quantities_as_strings(m)
+    if target.role:
+        m.setdefault("metadata", {}).setdefault("labels", {})[STATEFUL_ROLE_LABEL] = target.role.lower()
     manifests.append(own(m, binding=binding, binding_uid=binding_uid, template_generation=gen,
                          cluster=target.cluster, overrides=applied))
     refs = [Ref.of(x) for x in manifests]

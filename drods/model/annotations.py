@@ -29,6 +29,9 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl's; 
 # ---- placement (H2): the workload's class, copied from the workload to its Binding by the detector;
 # the scheduler's Dissonance score reads it there
 WORKLOAD_CLASS_LABEL = "multicluster.io/workload-class"
+# F3: on a member's copy of a workload placed with a stateful topology, its cluster's role
+# (``primary`` / ``replica``), so the database's own operator or scripts know which copy leads
+STATEFUL_ROLE_LABEL = "multicluster.io/stateful-role"
 
 # ---- Works (A6, S11)
 # The leadership generation of the member controllers that last wrote the Work's spec: proof that no

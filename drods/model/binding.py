@@ -77,11 +77,15 @@ class BindingSpec(BaseModel):
     followUp: ObjectReference | None = None
 
 
+StatefulRole = Literal["Primary", "Replica"]
+
+
 class TargetCluster(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     cluster: str
     replicas: int = Field(ge=0)
+    role: StatefulRole | None = None  # F3: with a statefulTopology, which cluster holds the primary
 
 
 # While a Binding has Works the member controllers keep it (and clean the members) before it goes.

@@ -43,7 +43,8 @@ class DatasetRead(BaseModel):
 
 class CachePlanSpec(BaseModel):
     """``CachePlan`` (multicluster.io/v1alpha1, namespaced): replicate ``dataset`` to ``cluster`` as a
-    Cache copy, and why. Proposed by the cache planner when hot data is read from far away; with
+    Cache copy, and why. Proposed by the cache planner when hot data is read from far away (the
+    transfer cost from the nearest copy above the planner's ``farCostPerHour``); with
     ``approved: true`` the planner adds the Cache location to the Dataset (status.phase Applied)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -52,5 +53,7 @@ class CachePlanSpec(BaseModel):
     cluster: str = Field(min_length=1)
     sourceCluster: str | None = None  # the nearest copy the cache would be filled from
     readGiBPerHour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    # what those reads cost per hour from ``sourceCluster`` (egress × link, as DataLocality prices it)
+    transferCostPerHour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     reason: str = ""
     approved: bool = False

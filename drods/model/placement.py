@@ -100,6 +100,42 @@ class ReplicaScheduling(BaseModel):
     weightPreference: WeightPreference | None = None
 
 
+class PrimaryRole(BaseModel):
+    """The primary of a stateful topology: all its replicas on one cluster."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    replicas: int = Field(default=1, ge=1, le=10_000)
+
+
+class ReplicaRole(BaseModel):
+    """The replicas of a stateful topology: ``clusters`` distinct clusters besides the primary's,
+    ``replicasPerCluster`` on each."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    clusters: int = Field(ge=1, le=64)
+    replicasPerCluster: int = Field(default=1, ge=1, le=10_000)
+
+
+class StatefulTopology(BaseModel):
+    """F3: an explicit primary + replicas layout for a stateful workload (a StatefulSet, a database).
+
+    The primary goes whole to the best cluster (the scores, data locality measured from its datasets'
+    Primary copies), the replicas to the next ``replicas.clusters`` best distinct clusters, spread over
+    regions, then zones, when the candidates allow. The counts are the placement: the workload's own
+    ``replicas`` are not divided."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    primary: PrimaryRole = Field(default_factory=PrimaryRole)
+    replicas: ReplicaRole
+
+    @property
+    def total(self) -> int:
+        return self.primary.replicas + self.replicas.clusters * self.replicas.replicasPerCluster
+
+
 class Placement(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -111,11 +147,18 @@ class Placement(BaseModel):
     waterLevelLimit: float = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)
     # F6: the cheapest placement that meets the water-level limit and the latency needs
     costFirst: bool = False
+    # F3: primary + replicas over distinct clusters (sets the division and the spread itself)
+    statefulTopology: StatefulTopology | None = None
 
     @model_validator(mode="after")
     def _one_affinity_form(self) -> Placement:
         if self.clusterAffinity is not None and self.clusterAffinities:
             raise ValueError("clusterAffinity and clusterAffinities are mutually exclusive")
+        if self.statefulTopology is not None:
+            given = [k for k in ("replicaScheduling", "spreadConstraints", "costFirst") if getattr(self, k)]
+            if given:
+                raise ValueError(f"statefulTopology sets the division and the spread itself: "
+                                 f"remove {', '.join(given)}")
         if any(t.overflowAffinities for t in self.clusterAffinities):
             rs = self.replicaScheduling
             wp = rs.weightPreference if rs is not None else None

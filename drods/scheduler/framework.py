@@ -36,6 +36,7 @@ from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.selectors import overflow_tiers
 from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.stateful import TopologyChoice, place_topology
 from drods.scheduler.task import Task, TaskInfo, analyse
 from drods.scheduler.tiers import divide_in_tiers
 from drods.scheduler.weights import static_weights
@@ -77,6 +78,9 @@ class ScheduleResult:
     _placement: list[TargetCluster] | None = field(default=None, repr=False)
     estimated_hourly_cost: float | None = None  # F6: the placement at the clusters' prices
     data_moved_gib_per_hour: float | None = None  # F4: dataset reads from another cluster
+    # F3: with a stateful topology, each placed cluster's role (Primary / Replica) and the choice
+    roles: dict[str, str] = field(default_factory=dict)
+    topology: dict[str, object] | None = None
     _rejections: list[Rejection] = field(default_factory=list, repr=False)
     _names: np.ndarray | None = field(default=None, repr=False)
     _reasons: dict[str, str] | None = field(default=None, repr=False)
@@ -350,15 +354,31 @@ class Scheduler:
         problems: list[str] = []
         term = info.affinity
         overflow = term is not None and bool(term.overflow)
-        if term is not None and overflow:  # F6 overflowAffinities: earlier tiers rank first (Karmada 1.18)
+        topo: TopologyChoice | None = None
+        if info.topology is not None:  # F3: primary + replica clusters, no division
+            aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
+            top_tier = None
+            if aff and prof.concentration.enabled:
+                a = affinity_mean(stacked[aff], wvec[aff])
+                if float(a.max() - a.min()) >= prof.concentration.min_spread:
+                    top_tier = a >= float(a.max()) - prof.concentration.margin
+            topo, how = place_topology(info, snap, cand, prefer, caps, top_tier)
+            if topo.primary is None:
+                timings["select"] = (perf() - t0) * 1e3
+                return self._unschedulable(info, n, rejections, tried, extra, timings, t_start, base,
+                                           extra_msg=topo.message, feasible=m)
+            sel = topo.keep
+            base["division"] = "StatefulTopology"
+            base["topology"] = topo.record(how)
+        elif term is not None and overflow:  # F6 overflowAffinities: earlier tiers rank first (Karmada 1.18)
             tier = overflow_tiers(snap, term, cand)
             prefer -= tier * 1e8
-        if info.spread:
+        if info.spread and topo is None:
             sel, required, problems = self._select_spread(info, snap, cand, prefer, caps)
         if tier is not None:
             if sel is not None:
                 tier = tier[sel]
-        elif not info.spread and prof.concentration.enabled and info.division in _CONCENTRATED:
+        elif topo is None and not info.spread and prof.concentration.enabled and info.division in _CONCENTRATED:
             aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
             if aff:  # only when an affinity plugin had input for this task
                 conc = concentrate(affinity_mean(stacked[aff], wvec[aff]), caps, existing, prefer,
@@ -400,7 +420,9 @@ class Scheduler:
         if info.cost_first and info.division not in ("Duplicated", "StaticWeight") and priced(snap):
             price_sel = replica_price(info, snap)[rows_sel]
             base["division"] = "CostFirst"
-        if tier is not None and tier.size and int(tier.max()) > 0:
+        if topo is not None:
+            counts = topo.counts
+        elif tier is not None and tier.size and int(tier.max()) > 0:
             counts = divide_in_tiers(inp, tier, _tier_fill(price_sel), regroup=overflow)
         elif price_sel is not None:
             counts = cheapest_fill(info.replicas, caps_sel, existing_sel, price_sel, prefer_sel,
@@ -445,7 +467,11 @@ class Scheduler:
             return ScheduleResult(phase="Unschedulable", placed=0, message=msg, feasible=m,
                                   weights=adj.weights, spread=adj.spread, fleet_water_level=fleet,
                                   surge=adj.surge, timings_ms=timings, **base)  # type: ignore[arg-type]
-        if placed < info.replicas:
+        if topo is not None:
+            base["roles"] = topo.roles()
+        if topo is not None and topo.message:
+            msg = f"partially scheduled: placed {placed}/{info.replicas} replicas; {topo.message}"
+        elif placed < info.replicas:
             msg = (f"partially scheduled: placed {placed}/{info.replicas} replicas on {len(pairs)} "
                    f"clusters; the {rows_sel.size} selected feasible clusters can hold no more "
                    "(resource fit / water-level limit)")

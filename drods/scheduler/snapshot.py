@@ -210,8 +210,12 @@ class Snapshot:
         # and where each workload ("namespace/name") runs now, by cluster name
         self.traffic: dict[str, dict[str, float]] = {}
         self.workload_placements: dict[str, tuple[tuple[str, int], ...]] = {}
+        # F3: the primary cluster of each workload placed with a stateful topology (followers go there)
+        self.workload_primaries: dict[str, str] = {}
         # F4: each Dataset ("namespace/name") → the clusters holding a copy of it
         self.datasets: dict[str, tuple[str, ...]] = {}
+        # F3/F4: each Dataset's Primary copy, when it names one (a stateful topology's primary goes there)
+        self.dataset_primaries: dict[str, str] = {}
         self._rows: list[_RowInfo] = []
         self._refs: dict[tuple[str, ...], int] = {}
         self._assumed: dict[str, _Assumed] = {}

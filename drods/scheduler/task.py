@@ -18,6 +18,7 @@ from drods.model.placement import (
     ClusterAffinityTerm,
     OverflowClusterAffinity,
     SpreadConstraint,
+    StatefulTopology,
     StaticClusterWeight,
 )
 from drods.scheduler.interface import FloatArr, IntArr
@@ -111,6 +112,8 @@ class Task:
     workload_class: str | None = None
     # H1: the workload as the traffic graph names it ("namespace/name")
     workload: str | None = None
+    # F3: the cluster holding the primary of a stateful topology now (``role: Primary`` in the status)
+    primary: str | None = None
 
 
 @dataclass(slots=True)
@@ -148,6 +151,8 @@ class TaskInfo:
     workload: str | None = None
     datasets: tuple[tuple[str, float], ...] = ()  # F4: ("namespace/name", GiB read per hour)
     follow: str | None = None  # F3: "namespace/name" of the workload this one follows
+    topology: StatefulTopology | None = None  # F3: primary + replicas over distinct clusters
+    primary: str | None = None  # F3: the topology's primary cluster now
     min_gpu_perf: float | None = None  # F1: a GPU at least this fast (relative performance)
     storage_gib: float = 0.0  # per replica, on ``storage_tier`` when named
     current_rows: IntArr = field(default_factory=lambda: _NO_ROWS)
@@ -171,7 +176,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         task = Task(spec=task, name=name, current=current or ())
     elif current is not None:
         task = Task(task.spec, task.name, current, task.preferred_regions, task.preferred_zones,
-                    task.rebalance, task.workload_class, task.workload)
+                    task.rebalance, task.workload_class, task.workload, task.primary)
     spec = task.spec
     res = spec.resources
     req = requirement_vector(res)
@@ -208,9 +213,11 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
             cur[t.cluster] = cur.get(t.cluster, 0) + t.replicas
     gpu_model = res.gpuModel
     compute = f"gpu:{gpu_model or 'any'}" if res.gpu > 0 or gpu_model or res.minGpuPerformance else "cpu"
+    # F3: the topology's counts are the placement; a workload scaled to zero runs nowhere
+    topology = pl.statefulTopology if spec.replicas > 0 else None
     return TaskInfo(
         key=task.name,
-        replicas=spec.replicas,
+        replicas=topology.total if topology is not None else spec.replicas,
         priority=spec.priority,
         req=req,
         requested=requested,
@@ -242,4 +249,6 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
         min_gpu_perf=res.minGpuPerformance,
         storage_gib=res.storage,
+        topology=topology,
+        primary=task.primary if topology is not None else None,
     )

@@ -17,6 +17,8 @@ An entry (``decision_record``)::
      "adjuster": {"mode": "spread"|"pack"|"blend", "spread": σ, "fleetWaterLevel", "surge"},
      "division" (or "CostFirst"), "estimatedHourlyCost" (F6, null without prices),
      "dataMovedGiBPerHour" (F4: dataset reads from another cluster, null without datasets), "affinityTerm",
+     "topology"? (F3, a stateful topology: {"primary", "replicas", "primaryChosenBy": current | promoted |
+     affinity | score, "promotedFrom"?}; each placement row then has its "role": Primary | Replica),
      "analysis": {storageTier, networkIdentifier, compute}, "timingsMs"}
 """
 
@@ -51,7 +53,7 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
         "scheduleType": schedule_type,
         "scheduler": scheduler,
         "profile": profile,
-        "result": {"phase": result.phase, "placement": placement_json(result.pairs),
+        "result": {"phase": result.phase, "placement": placement_json(result.pairs, result.roles),
                    "requested": result.requested, "placed": placed, "partial": result.partial,
                    "message": result.message},
         "candidates": {"total": result.clusters, "feasible": result.feasible},
@@ -70,6 +72,8 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
         "analysis": result.analysis,
         "timingsMs": {k: round(v, 4) for k, v in result.timings_ms.items()},
     }
+    if result.topology is not None:
+        rec["topology"] = dict(result.topology)
     if trigger:
         rec["trigger"] = dict(trigger)
     return rec

@@ -78,6 +78,7 @@ class BindingRecord:
     workload: str = ""  # H1: "namespace/name" of spec.resource, else "default/<binding name>"
     follow: str | None = None  # F3: "namespace/name" of spec.followUp
     pin: Placement | None = None  # F3: the placement a running MigrationPlan pinned (sorted by cluster)
+    primary: str | None = None  # F3: the cluster with ``role: Primary`` in the status (stateful topology)
 
     @property
     def placed(self) -> int:
@@ -106,6 +107,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
     status = obj.get("status") or {}
     rs = (spec.get("placement") or {}).get("replicaScheduling") or {}
     placement = placement_of(status.get("placement"))
+    topo = (spec.get("placement") or {}).get("statefulTopology")
     sg = status.get("scheduledGeneration")
     labels = meta.get("labels") or {}
     return BindingRecord(
@@ -115,7 +117,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         mod_revision=mod_revision,
         generation=int(meta.get("generation") or 1),
         priority=int(spec.get("priority") or 0),
-        replicas=int(spec.get("replicas", 1)),
+        replicas=topology_total(topo) if topo and int(spec.get("replicas", 1)) > 0 else int(spec.get("replicas", 1)),
         duplicated=rs.get("replicaSchedulingType") == "Duplicated",
         deleting=bool(meta.get("deletionTimestamp")),
         phase=str(status.get("phase") or "Pending"),
@@ -129,7 +131,24 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         workload=workload_of(name, spec.get("resource")),
         follow=_follow_of(spec.get("followUp")),
         pin=_pin_of(meta),
+        primary=primary_of(status.get("placement")),
     )
+
+
+def topology_total(topo: Any) -> int:
+    """The replicas a ``statefulTopology`` places (primary + clusters × per cluster), from the stored
+    dict (validated on the way in)."""
+    prim = (topo.get("primary") or {}).get("replicas", 1)
+    rep = topo.get("replicas") or {}
+    return int(prim) + int(rep.get("clusters", 0)) * int(rep.get("replicasPerCluster", 1))
+
+
+def primary_of(value: Any) -> str | None:
+    """The cluster a status placement marks ``role: Primary`` (F3), if any."""
+    for t in value if isinstance(value, list) else ():
+        if isinstance(t, dict) and t.get("role") == "Primary" and isinstance(t.get("cluster"), str):
+            return str(t["cluster"])
+    return None
 
 
 def _pin_of(meta: Mapping[str, Any]) -> Placement | None:
@@ -158,7 +177,7 @@ def with_status(rec: BindingRecord, raw: bytes, status: Mapping[str, Any]) -> Bi
     it (the revision stays ``rec``'s until the write's is known)."""
     sg = status.get("scheduledGeneration")
     return replace(rec, raw=raw, phase=str(status.get("phase") or "Pending"),
-                   placement=placement_of(status.get("placement")),
+                   placement=placement_of(status.get("placement")), primary=primary_of(status.get("placement")),
                    scheduled_generation=int(sg) if isinstance(sg, int) else None,
                    scheduled_time=parse_rfc3339(status.get("scheduledTime")))
 
@@ -202,13 +221,18 @@ def schedule_type(rec: BindingRecord, previous: BindingRecord | None = None) -> 
     return None
 
 
-def placement_json(placement: Sequence[TargetCluster] | Placement) -> list[dict[str, Any]]:
+def placement_json(placement: Sequence[TargetCluster] | Placement,
+                   roles: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """``[{cluster, replicas}]``, each with its ``role`` when ``roles`` names it (F3)."""
     out: list[dict[str, Any]] = []
     for t in placement:
         if isinstance(t, TargetCluster):
-            out.append({"cluster": t.cluster, "replicas": t.replicas})
+            row: dict[str, Any] = {"cluster": t.cluster, "replicas": t.replicas}
         else:
-            out.append({"cluster": t[0], "replicas": t[1]})
+            row = {"cluster": t[0], "replicas": t[1]}
+        if roles and row["cluster"] in roles:
+            row["role"] = roles[row["cluster"]]
+        out.append(row)
     return out
 
 
@@ -223,6 +247,7 @@ class Decision:
     generation: int
     time: float
     hourly_cost: float | None = None  # F6: ``status.estimatedHourlyCost`` of a scheduled placement
+    roles: Mapping[str, str] | None = None  # F3: Primary / Replica per cluster of a stateful topology
 
 
 def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, Any]:
@@ -231,10 +256,12 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
     old_placement = placement_of(status.get("placement"))
     old_phase = status.get("phase")
     if d.scheduled:
-        changed = tuple(sorted(d.placement)) != tuple(sorted(old_placement))
+        new_placement = placement_json(d.placement, d.roles)
+        changed = tuple(sorted(d.placement)) != tuple(sorted(old_placement)) or \
+            primary_of(new_placement) != primary_of(status.get("placement"))
         if changed or old_phase is None or old_phase in SCHEDULER_PHASES:
             status["phase"] = "Scheduled"
-        status["placement"] = placement_json(d.placement)
+        status["placement"] = new_placement
         if d.hourly_cost is not None:
             status["estimatedHourlyCost"] = d.hourly_cost
         else:

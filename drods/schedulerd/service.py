@@ -251,6 +251,13 @@ class SchedulerService:
         if _moved(_num(was.get("delayMs")), delay) or _moved(_num(was.get("bandwidthMbps")), bw):
             self._cluster_event("NetworkStatus")
 
+    def _primary(self, workload: str, cluster: str | None) -> None:
+        """F3: where a stateful topology's primary runs; its followers go there (FollowUp)."""
+        if cluster is None:
+            self.cache.snap.workload_primaries.pop(workload, None)
+        else:
+            self.cache.snap.workload_primaries[workload] = cluster
+
     def _index_follower(self, name: str, old: str | None, new: str | None) -> None:
         if old == new:
             return
@@ -270,12 +277,19 @@ class SchedulerService:
             return
         meta = obj.get("metadata") or {}
         name = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        snap = self.cache.snap
         if new is None or not isinstance(new, dict):
-            self.cache.snap.datasets.pop(name, None)
+            snap.datasets.pop(name, None)
+            snap.dataset_primaries.pop(name, None)
             return
-        locs = (new.get("spec") or {}).get("locations") or []
-        self.cache.snap.datasets[name] = tuple(str(loc["cluster"]) for loc in locs
-                                               if isinstance(loc, dict) and loc.get("cluster"))
+        locs = [loc for loc in (new.get("spec") or {}).get("locations") or []
+                if isinstance(loc, dict) and loc.get("cluster")]
+        snap.datasets[name] = tuple(str(loc["cluster"]) for loc in locs)
+        primary = next((str(loc["cluster"]) for loc in locs if loc.get("kind") == "Primary"), None)
+        if primary is None:
+            snap.dataset_primaries.pop(name, None)
+        else:
+            snap.dataset_primaries[name] = primary
 
     def _decode_binding(self, kv: KeyValue) -> BindingRecord | None:
         mine = self._written.pop(kv.key, None)
@@ -291,6 +305,7 @@ class SchedulerService:
             self.cache.snap.drop_class_placement(gone.name)
             self._index_follower(gone.name, gone.follow, None)
             self.cache.snap.workload_placements.pop(gone.workload, None)
+            self.cache.snap.workload_primaries.pop(gone.workload, None)
             self.queue.delete(gone.name)
             self._specs.pop(gone.name, None)
             self._logged_failure.pop(gone.name, None)
@@ -298,6 +313,7 @@ class SchedulerService:
                 self._cluster_event("BindingDeleted")
             return
         self.cache.snap.workload_placements[new.workload] = new.placement
+        self._primary(new.workload, new.primary)
         self._index_follower(new.name, old.follow if old is not None else None, new.follow)
         if old is not None and old.placement != new.placement:
             for f in self._followers.get(new.workload, ()):
@@ -412,13 +428,14 @@ class SchedulerService:
         current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
         rebalance = stype in (RESCHEDULE, FOLLOW)
         task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
-                    workload=rec.workload)
+                    workload=rec.workload, primary=rec.primary)
         result = self.scheduler.schedule(task, self.cache.snap)
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
             self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts)
             self.cache.snap.workload_placements[rec.workload] = result.pairs
+            self._primary(rec.workload, next((c for c, r in result.roles.items() if r == "Primary"), None))
             if rec.workload_class:  # the next decision sees this class here before the watch says so
                 self.cache.snap.set_class_placement(name, rec.workload_class, list(result.pairs),
                                                     rec.requirements[0])
@@ -432,7 +449,8 @@ class SchedulerService:
             return None
         reasons = result.reasons_sample(MAX_STATUS_REASONS)[0] if (not ok or result.partial) else {}
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
-                     result.estimated_hourly_cost if ok else None)
+                     result.estimated_hourly_cost if ok else None,
+                     result.roles if ok else None)
         obj["status"] = new_status = merge_status(status, d)
         trigger = None
         if stype == RESCHEDULE:
@@ -462,7 +480,7 @@ class SchedulerService:
                                 feasible=len(pairs), division="Pinned", pairs=pairs)
         self.cache.assume_decision(name, rec.placement, pairs, rec.requirements, ts)
         self.cache.snap.workload_placements[rec.workload] = pairs
-        d = Decision(True, pairs, message, {}, rec.generation, ts)
+        d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None)
         obj["status"] = new_status = merge_status(status, d)
         value = encode_object(obj)
         return _Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},
@@ -604,6 +622,12 @@ class SchedulerService:
                          "reasonCounts": r.reason_counts(), "generation": p.rec.generation}))
         if failures:
             await asyncio.gather(*failures)
+
+
+def _roles(status: dict[str, Any]) -> dict[str, str]:
+    """F3: the roles the status gives its clusters now (kept when a decision does not choose them)."""
+    return {str(t["cluster"]): str(t["role"]) for t in status.get("placement") or []
+            if isinstance(t, dict) and t.get("role") and t.get("cluster")}
 
 
 def _decode_json(kv: KeyValue) -> Any:

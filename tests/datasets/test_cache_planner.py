@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from drods.controllers.cache_planner import CachePlanner, CachePlannerSettings, plan_name, wanted
+from drods.controllers.cache_planner import CachePlanner, CachePlannerSettings, Links, plan_name, wanted
+from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile
 from drods.model.dataset_access import DatasetAccessReport, hotness, merge_access
 from drods.model.keys import DATASET_ACCESS_KEY
 from drods.model.kinds import CACHE_PLAN, DATASET
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.scheduler.snapshot import Snapshot
 from drods.store import Store
 
 
@@ -34,12 +36,48 @@ def test_wanted_plans_only_where_no_copy_is() -> None:
     ds = {"ml/clicks": {"metadata": {"name": "clicks", "namespace": "ml"},
                         "spec": {"locations": [{"cluster": "home", "kind": "Primary"}]}}}
     hot = {"ml/clicks": {"home": 500.0, "far": 80.0, "cold": 10.0}, "ml/unknown": {"far": 900.0}}
-    want = wanted(ds, hot, 50.0)
+    want = wanted(ds, hot, 50.0, far_cost=1.0)
     assert list(want) == ["ml/clicks-far"]
     spec = want["ml/clicks-far"].spec()
+    # unknown clusters: the default egress 0.09 over the reference link → 80 × 0.09 = 7.2 per hour
     assert spec["sourceCluster"] == "home" and spec["readGiBPerHour"] == 80.0
-    assert spec["reason"] == "80.0 GiB/h of clicks read on far, which holds no copy (nearest copy: home)"
+    assert spec["transferCostPerHour"] == pytest.approx(7.2)
+    assert spec["reason"] == ("80.0 GiB/h of clicks read on far: 7.20/h to move from the nearest copy on home "
+                              "over a link of unknown bandwidth, above farCostPerHour 1")
+    assert wanted(ds, hot, 50.0, far_cost=7.3) == {}  # not far enough to pay for a copy
     assert plan_name("Big_Data", "eu.1") == "big-data-eu-1"
+
+
+def links() -> Links:
+    """home (eu, egress 0.02, 10 Gbps) and backup (us, egress 0.12, 1 Gbps) hold copies; eu-2 sits
+    beside home over a measured 10 Gbps link, ap-1 is far from both."""
+    snap = Snapshot()
+    snap.upsert_cluster("home", {}, ClusterSpec(region="eu", cost=CostModel(egressGiB=0.02),
+                                                network=NetworkProfile(bandwidthMbps=10000)), True, None)
+    snap.upsert_cluster("backup", {}, ClusterSpec(region="us", cost=CostModel(egressGiB=0.12),
+                                                  network=NetworkProfile(bandwidthMbps=1000)), True, None)
+    snap.upsert_cluster("eu-2", {}, ClusterSpec(region="eu", network=NetworkProfile(bandwidthMbps=1000)), True, None)
+    snap.upsert_cluster("ap-1", {}, ClusterSpec(region="ap", network=NetworkProfile(bandwidthMbps=200)), True, None)
+    snap.set_network_pair("home", "eu-2", None, 10000.0)
+    return Links(snap)
+
+
+def test_far_is_a_transfer_cost_above_the_threshold() -> None:
+    ds = {"ml/clicks": {"metadata": {"name": "clicks", "namespace": "ml"},
+                        "spec": {"locations": [{"cluster": "home", "kind": "Primary"},
+                                               {"cluster": "backup", "kind": "Replica"}]}}}
+    hot = {"ml/clicks": {"eu-2": 100.0, "ap-1": 100.0}}
+    want = wanted(ds, hot, 50.0, links(), far_cost=1.0)
+    # eu-2 from home over the measured 10 Gbps: 100 × 0.02 × 1000/10000 = 0.2 per hour → near, no plan
+    # ap-1 from home over min(10000, 200) = 200 Mbps: 100 × 0.02 × 5 = 10; from backup 100 × 0.12 × 5
+    # = 60 → home is the nearest copy, and 10 > 1 → a plan carrying the figure
+    assert list(want) == ["ml/clicks-ap-1"]
+    spec = want["ml/clicks-ap-1"].spec()
+    assert spec["sourceCluster"] == "home" and spec["transferCostPerHour"] == pytest.approx(10.0)
+    assert "10.00/h to move from the nearest copy on home over a 200 Mbps link" in spec["reason"]
+    assert Links().transfers(["x"], ["x"])["x"].cost == 0.0  # a copy is never far from itself
+    tr = links().transfers(["home", "backup"], ["eu-2"])["eu-2"]
+    assert (tr.source, tr.bandwidth, tr.cost) == ("home", 10000.0, pytest.approx(0.002))
 
 
 @pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)

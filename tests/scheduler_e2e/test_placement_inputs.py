@@ -118,7 +118,11 @@ async def test_overflow_stateful_datasets_cache_plans_and_measured_latency(plane
         return set(snap.datasets.get("default/logs", ())) == {"cloud", "spare"}
 
     await eventually(cached, what="the Cache copy to reach the scheduler")
-    assert (await plane.call("GET", f"{PLANS}/logs-spare")).json()["status"]["phase"] == "Applied"
+
+    async def applied() -> bool:  # the planner marks the plan after it has added the copy
+        return bool((await plane.call("GET", f"{PLANS}/logs-spare")).json()["status"]["phase"] == "Applied")
+
+    await eventually(applied, what="the plan marked Applied")
 
     # F1 / C2: a measured FRA → spare delay lets a latency need be met on spare only
     r = await plane.call("PUT", "/api/v1/network/status", json={"measurements": [

@@ -14,6 +14,11 @@ nearest copy is the one of least cost. cost(c) is the sum over datasets; the che
 cluster scores 100, the dearest 0 (min-max), and the other scores weigh it against compute
 headroom. ``moved_gib_per_hour`` is what a placement will move across domains; every decision
 records it. Skipped before any array work when the task reads no known dataset.
+
+A workload with a stateful topology (F3, ``placement.statefulTopology``) writes: its cost is measured
+from each dataset's Primary copy only (every copy when a dataset names no Primary), so its primary
+lands where the data's writes land. The cache planner (`drods.controllers.cache_planner`) prices a
+reader's nearest copy with the same ``nearest_copy`` to decide whether the data is far.
 """
 
 from __future__ import annotations
@@ -31,11 +36,48 @@ DEFAULT_EGRESS_GIB = 0.09
 REF_BANDWIDTH_MBPS = 1000.0
 
 
+def transfer_cost(gib: float, egress: float, bandwidth: FloatArr, ref_bandwidth: float = REF_BANDWIDTH_MBPS,
+                  ) -> FloatArr:
+    """Per hour, reading ``gib`` GiB/h over links of ``bandwidth`` Mbps from a copy whose cluster charges
+    ``egress`` per GiB: the egress bill scaled by reference ÷ link bandwidth (unknown: the reference;
+    0 Mbps counts as 1)."""
+    slow = np.where(np.isnan(bandwidth), 1.0, ref_bandwidth / np.maximum(bandwidth, 1.0))
+    return gib * egress * slow  # type: ignore[no-any-return]
+
+
+def egress_prices(snap: Snapshot, default: float = DEFAULT_EGRESS_GIB) -> FloatArr:
+    """Each cluster's egress price per GiB (``default`` where it has no price)."""
+    egress = snap.cost[:snap.n, EGRESS]
+    return np.where(np.isnan(egress), default, egress)  # type: ignore[no-any-return]
+
+
+def nearest_copy(snap: Snapshot, rows: list[int], egress: FloatArr, ref_bandwidth: float = REF_BANDWIDTH_MBPS,
+                 sources: bool = False) -> tuple[FloatArr, IntArr | None]:
+    """For every cluster, the cost per GiB/h of reading from the cheapest of the copies on ``rows``
+    (0 on a copy), and — with ``sources`` — that copy's row."""
+    n = snap.n
+    best = np.full(n, np.inf)
+    src = np.full(n, rows[0], dtype=np.intp) if sources else None
+    for d in rows:
+        c = transfer_cost(1.0, float(egress[d]), snap.bandwidth_between(d), ref_bandwidth)
+        if src is not None:
+            better = c < best
+            src[better] = d
+        np.minimum(best, c, out=best)
+    best[rows] = 0.0
+    if src is not None:
+        src[rows] = rows
+    return best, src
+
+
 def known_reads(task: TaskInfo, snap: Snapshot) -> list[tuple[float, list[int]]]:
-    """(GiB/h, rows holding a copy) for each dataset the task reads that the snapshot knows."""
+    """(GiB/h, rows holding a copy) for each dataset the task reads that the snapshot knows; for a
+    stateful topology the Primary copy only, when the dataset names one."""
     out: list[tuple[float, list[int]]] = []
     for key, gib in task.datasets:
         copies = snap.datasets.get(key)
+        if task.topology is not None and key in snap.dataset_primaries:
+            copies = (snap.dataset_primaries[key],)
         if copies:
             rows = [r for r in (snap.index.get(c) for c in copies) if r is not None]
             if rows:
@@ -73,17 +115,10 @@ class DataLocality(PluginBase):
 
     def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
         n = snap.n
-        egress = snap.cost[:n, EGRESS]
-        egress = np.where(np.isnan(egress), self.default_egress, egress)
+        egress = egress_prices(snap, self.default_egress)
         cost = np.zeros(n)
         for gib, rows in known_reads(task, snap):
-            best = np.full(n, np.inf)
-            for d in rows:
-                bw = snap.bandwidth_between(d)
-                slow = np.where(np.isnan(bw), 1.0, self.ref_bandwidth / np.maximum(bw, 1.0))  # 0 Mbps: as 1
-                np.minimum(best, float(egress[d]) * slow, out=best)
-            best[rows] = 0.0
-            cost += gib * best
+            cost += gib * nearest_copy(snap, rows, egress, self.ref_bandwidth)[0]
         feas = cost[mask]
         if feas.size == 0:
             return np.full(n, 100.0)

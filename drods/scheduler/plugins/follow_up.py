@@ -2,7 +2,9 @@
 runs — on those of its clusters that pass the other filters, else on the feasible clusters nearest
 to them (the TrafficAffinity distance: latency when known, else same zone, same region, elsewhere).
 The scheduler service re-places a follower when its primary moves. Until the primary is placed
-it constrains nothing. Last in the default filter order, so capacity is checked first."""
+it constrains nothing. When the followed workload is placed with a stateful topology, "where it
+runs" is its Primary cluster (its replica clusters are not followed). Last in the default filter
+order, so capacity is checked first."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ class FollowUp(PluginBase):
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
         if not task.follow:
             return mask, []
-        placement = snap.workload_placements.get(task.follow)
+        primary = snap.workload_primaries.get(task.follow)
+        placement = ((primary, 1),) if primary is not None else snap.workload_placements.get(task.follow)
         rows = [r for r in (snap.index.get(c) for c, k in (placement or ()) if k > 0) if r is not None]
         if not rows:
             return mask, []
