@@ -362,7 +362,8 @@ class Scheduler:
             aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
             if aff:  # only when an affinity plugin had input for this task
                 conc = concentrate(affinity_mean(stacked[aff], wvec[aff]), caps, existing, prefer,
-                                   info.replicas, prof.concentration, tuple(scores[i][0].name for i in aff))
+                                   info.replicas, prof.concentration, tuple(scores[i][0].name for i in aff),
+                                   fewest=any(getattr(scores[i][0], "repels", False) for i in aff))
                 if conc is not None:
                     sel, tier = conc.keep, conc.tier
                     base["analysis"] = {**info.analysis(), "concentration": conc.record(m)}
