@@ -214,6 +214,17 @@ class Scheduler:
                     break
         return mask, rejections
 
+    def feasible(self, info: TaskInfo, snap: Snapshot) -> BoolArr:
+        """The clusters the profile's filters admit for ``info`` (under the first affinity term that
+        admits any, as a cycle tries them): what a score is normalised over."""
+        mask = np.zeros(snap.n, dtype=bool)
+        for term in info.affinity_terms:
+            info.affinity = term
+            mask, _ = self._filter(info, snap, {})
+            if mask.any():
+                break
+        return mask
+
     @staticmethod
     def _keep_existing(info: TaskInfo, mask: BoolArr, rejections: list[Rejection]) -> tuple[BoolArr, IntArr]:
         """Current clusters dropped only by capacity filters keep their replicas (no growth)."""
