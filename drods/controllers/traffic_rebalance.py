@@ -123,7 +123,8 @@ class TrafficRebalancer:
         sched = Scheduler(self.profile)
         moves: list[TrafficMove] = []
         for rec in sorted(records, key=lambda r: r.name):
-            if rec.workload not in snap.traffic or rec.pin is not None or rec.partial or rec.phase != "Scheduled":
+            if rec.workload not in snap.traffic or rec.pin is not None or rec.partial or \
+                    rec.phase in ("Pending", "Unschedulable"):
                 continue  # no traffic, pinned by a MigrationPlan, or not (fully) placed
             if rec.trigger_time is not None and (rec.scheduled_time is None or rec.trigger_time > rec.scheduled_time):
                 continue  # a reschedule is already pending
