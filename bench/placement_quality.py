@@ -155,6 +155,26 @@ def rebalance_pass(snap: Snapshot, work: list[tuple[BindingSpec, str]], prof: Pr
     return out, moves
 
 
+def apart_reasons(snap: Snapshot, work: list[tuple[BindingSpec, str]], prof: Profile, seed: int,
+                  placements: list[dict[str, int]], talk: dict[int, tuple[int, float]],
+                  min_reduction: float) -> dict[str, int]:
+    """Callers' replicas still on no cluster of their callee, by why the callee's verdict keeps it."""
+    sched = Scheduler(prof, rng_seed=seed)
+    out: dict[str, int] = defaultdict(int)
+    for caller, (callee, _bps) in talk.items():
+        there = placements[callee]
+        apart = sum(n for c, n in placements[caller].items() if c not in there)
+        if not apart or not there:
+            continue
+        v = traffic_verdict(sched, Task(work[callee][0], name=f"w{callee}", current=current_of(there),
+                                        workload=f"q/w{callee}"), snap, min_reduction)
+        why = ("heavier peer beside the callee" if "runs beside it" in v.reason else
+               "callee's own constraints" if "own constraints" in v.reason else
+               "would move (a later pass)" if v.move else "no placement saving enough")
+        out[why] += apart
+    return dict(out)
+
+
 def clashing_pairs(placements: list[dict[str, int]], work: list[tuple[BindingSpec, str]]) -> int:
     matrix = build_matrix()
     on: dict[str, list[str]] = defaultdict(list)
@@ -247,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     reachable = caller_replicas - sum(blocked)
     chat_feasible = chat_arrival * caller_replicas / reachable if reachable else 0.0
     recovered = round((chat_aware - chat_arrival) * caller_replicas)
+    still_apart = apart_reasons(snap_t, work, default, args.seed, ta_pl, talk, args.min_reduction)
     data = data_mix(np.random.default_rng(args.seed + 11), args.clusters, args.workloads)
     no_data = Profile.from_dict({"scores": {k: v for k, v in DEFAULT_SCORES.items() if k != "DataLocality"}})
     moved_blind: list[float] = []
@@ -267,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
           f"replicas have a latency need no callee cluster meets ({chat_feasible:.3f} of the rest are beside "
           f"their callee)")
     print(f"#   after one traffic rebalance pass (cost down by more than {args.min_reduction:.0%}): {chat_aware:.3f} "
-          f"({moves} workloads moved, {recovered} callers' replicas newly beside their callee)")
+          f"({moves} workloads moved, {recovered} callers' replicas newly beside their callee); still apart: "
+          + ", ".join(f"{n} ({why})" for why, n in sorted(still_apart.items())))
     print(f"#   clashing pairs (matrix ≥ {CLASH}): blind {clash_blind}, with Dissonance {clash_aware}")
     out: dict[str, Any] = {
         "seed": args.seed,
@@ -279,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         "chatty_colocated": round(chat_aware, 4),
         "chatty_colocated_at_arrival": round(chat_arrival, 4),
         "traffic_rebalance_moves": moves,
+        "chatty_apart_after_rebalance": still_apart,
         "chatty_colocated_blind": round(chat_blind, 4),
         "chatty_callers_blocked_by_latency": round(sum(blocked) / caller_replicas, 4) if caller_replicas else None,
         "chatty_colocated_where_feasible": round(chat_feasible, 4),
