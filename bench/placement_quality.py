@@ -9,15 +9,18 @@
 * classes (H2): a mix of latency-sensitive, cpu-batch, gpu-training and io-heavy workloads placed
   in arrival order with the Dissonance score and without it. A clashing pair is two workloads
   whose classes clash (matrix value ≥ 0.5) sharing a cluster; ``clash_ratio`` = clashing pairs with
-  Dissonance / without (lower is better; target ≤ 1/3). The division concentrates on the least
-  clashing clusters when the Dissonance scores separate them (``drods/scheduler/concentrate.py``).
+  Dissonance / without (lower is better; target ≤ 1/3). The division concentrates on the fewest
+  least clashing clusters when the Dissonance scores separate them (``drods/scheduler/concentrate.py``).
 * traffic (H1): a service graph of chatty pairs (1–10 MB/s each; the callee placed before its
-  caller). ``chatty_colocated`` = the share of callers' replicas on a cluster that runs their callee,
-  with the TrafficAffinity score (``chatty_colocated_blind`` without it). Half the workloads carry
-  a latency need to a random site, so some callers' own need excludes every cluster of their callee:
-  ``chatty_callers_blocked_by_latency`` is their share of callers' replicas and
-  ``chatty_colocated_where_feasible`` the co-located share of the others (the fraction above is
-  unchanged: it counts every caller).
+  caller). Half the workloads carry a latency need to a random site, so some callers' own need
+  excludes every cluster of their callee: ``chatty_callers_blocked_by_latency`` is their share of
+  callers' replicas and ``chatty_colocated_where_feasible`` the co-located share of the others at
+  arrival. Then one traffic rebalance pass over the placed workloads in arrival order, with the
+  verdict the descheduler uses (`drods.scheduler.rebalance.traffic_verdict`, ``--min-reduction``
+  as ``autoops.trafficRebalance.minCostReduction``): a callee may move to a caller that arrived
+  after it. ``chatty_colocated`` = the share of callers' replicas on a cluster that runs their
+  callee after that pass (``chatty_colocated_at_arrival`` before it, ``chatty_colocated_blind``
+  without TrafficAffinity); ``chatty_apart_after_rebalance`` says why the rest stay apart.
 * data (F4): 30 datasets with one or two copies on random clusters; half the workloads read one
   or two of them (5–100 GiB/h). ``bytes_reduction`` = 1 − GiB/h read across clusters with the
   DataLocality score / without it.
