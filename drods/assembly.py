@@ -15,7 +15,7 @@ scheduler                 every replica (warm)     ``scheduler`` (decisions, fen
 resource detector         leader                   ``resource-detector``
 member controllers        leader                   ``member-controllers``
 monitoring collectors     leader                   ``monitor-collectors``
-descheduler (auto-ops)    leader                   ``descheduler``
+descheduler (auto-ops)    leader                   ``descheduler`` (with the H1 traffic rebalance)
 autoscaler                leader                   ``autoscaler``
 migration plans (F3)      leader                   ``migration``
 traffic steering (CATS)   leader                   ``steering``
@@ -53,6 +53,7 @@ from drods.controllers.manager import LEASE as MEMBERS_LEASE
 from drods.controllers.manager import MemberControllers
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
+from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
 from drods.migration.controller import LEASE as MIGRATION_LEASE
@@ -260,8 +261,16 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
 
     if Component.DESCHEDULER in chosen and monitor is not None:
         hook = s.reschedule_hook
-        manager.add_leader("descheduler", lambda lead: Descheduler(lead.store, lead.registry, monitor,
-                                                                    hook or Rescheduler(lead.registry), autoops))
+        desched_monitor = monitor
+
+        def descheduler(lead: Leadership) -> Descheduler:
+            resched = hook or Rescheduler(lead.registry)
+            traffic = TrafficRebalancer(lead.store, lead.registry, profile, autoops.trafficRebalance, resched,
+                                        clock=s.clock, min_availability=autoops.minAvailability,
+                                        enabled=autoops.enabled, record=desched_monitor.operations.append)
+            return Descheduler(lead.store, lead.registry, desched_monitor, resched, autoops, traffic=traffic)
+
+        manager.add_leader("descheduler", descheduler)
 
     if Component.STEERING in chosen:
         steering_settings = s.steering or SteeringSettings()

@@ -1,9 +1,11 @@
-"""The descheduler: automatic operations (A4, F6, S11) as a controller.
+"""The descheduler: automatic operations (A4, F6, S11, H1) as a controller.
 
 Evacuate on a sustained ``/events/sustained/<cluster>/`` event, pre-allocate ahead of a forecast
 peak, restore once a cluster is calm again — each decided by the pure policy in
-`drods.monitor.autoops`, carried out by the `Rescheduler`, recorded in monitoring's operations log.
-It runs while its process leads ``/leases/descheduler``.
+`drods.monitor.autoops`, carried out by the `Rescheduler`, recorded in monitoring's operations log —
+and, when given a `TrafficRebalancer` (`drods.controllers.traffic_rebalance`), move placed workloads
+nearer the traffic peers that arrived after them. It runs while its process leads
+``/leases/descheduler``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import json
 from typing import Any
 
+from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.periodic import every
 from drods.model.annotations import evacuated_from
 from drods.model.keys import SUSTAINED_EVENTS_PREFIX
@@ -37,7 +40,8 @@ class Descheduler:
     Bindings' ``evacuated-from`` annotations) whenever it (re)gains the lease."""
 
     def __init__(self, store: Store, registry: ObjectRegistry, monitor: MonitorService,
-                 rescheduler: RescheduleHook | None, policy: AutoOpsPolicy | None = None) -> None:
+                 rescheduler: RescheduleHook | None, policy: AutoOpsPolicy | None = None,
+                 traffic: TrafficRebalancer | None = None) -> None:
         self.store = store
         self.registry = registry
         self.svc = monitor
@@ -47,6 +51,7 @@ class Descheduler:
         self.holds: dict[str, float] = {}  # cluster → end of the pre-allocation decided for it
         # clusters replicas were moved away from → since when they have been calm (None: not calm)
         self.restores = RestoreWatch(self.ops)
+        self.traffic = traffic  # H1: the traffic rebalance passes (None: not in this process)
 
     async def run(self) -> None:
         items, _ = await self.registry.list(BINDING)
@@ -56,7 +61,8 @@ class Descheduler:
         check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
         await asyncio.gather(self.on_sustained(),
                              every(self.svc.settings.forecastIntervalSeconds, self.preallocate, "pre-allocation"),
-                             every(check, self.restore, "restore"))
+                             every(check, self.restore, "restore"),
+                             *((self.traffic.run(),) if self.traffic is not None else ()))
 
     async def _execute(self, action: Action, cluster: str, reason: str, details: dict[str, Any]) -> str:
         svc = self.svc

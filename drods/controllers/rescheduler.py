@@ -23,6 +23,10 @@ The descheduler (automatic operations, `drods.controllers.descheduler`) sends a 
   ``details["binding"]`` remembers the offer (``multicluster.io/placement-offers``) and is re-placed;
   the scheduler adds offered clusters to the names the binding may use
   (`drods.model.binding.with_offers`), so a Duplicated workload gains a copy there.
+* ``rebalance`` — traffic rebalance (H1, `drods.controllers.traffic_rebalance`): the binding named in
+  ``details["binding"]`` is re-placed from scratch, so TrafficAffinity can take it to the peers that
+  arrived after it; ``multicluster.io/traffic-rebalanced-at`` (``details["at"]``, else now) starts its
+  cool-down.
 
 Moves are graceful: the propagation controller starts the new copies before it removes old ones.
 """
@@ -40,6 +44,7 @@ from drods.model.annotations import (
     PLACEMENT_OFFERS,
     PREALLOCATION,
     RESCHEDULE_REASON,
+    TRAFFIC_REBALANCED_AT,
     evacuated_from,
     placement_offers,
 )
@@ -105,6 +110,8 @@ class Rescheduler:
             return await self.restore(target)
         if target.action == "offer":
             return await self.offer(target)
+        if target.action == "rebalance":
+            return await self.rebalance(target)
         return RescheduleResult(False, 0, f"{target.action} is not supported by the scheduler; nothing moved")
 
     async def binding(self, name: str, reason: str) -> None:
@@ -227,3 +234,21 @@ class Rescheduler:
         await trigger(self.registry, name, f"offer {req.cluster}: {req.reason}", self.clock,
                       {PLACEMENT_OFFERS: _joined([*offers, req.cluster])})
         return RescheduleResult(True, 0, f"offered {req.cluster} to binding {name}", (name,))
+
+    async def rebalance(self, req: RescheduleRequest) -> RescheduleResult:
+        name = req.details.get("binding")
+        if not isinstance(name, str) or not name:
+            return RescheduleResult(False, 0, "rebalance needs details.binding")
+        try:
+            obj = await self.registry.get(BINDING, name)
+        except ApiError as e:
+            if e.status == 404:
+                return RescheduleResult(False, 0, e.message)
+            raise
+        if obj["metadata"].get("deletionTimestamp"):
+            return RescheduleResult(False, 0, f"binding {name} is being deleted")
+        at = req.details.get("at")
+        when = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else self.clock()
+        await trigger(self.registry, name, req.reason, self.clock, {TRAFFIC_REBALANCED_AT: rfc3339_ms(when)})
+        replicas = int(((obj.get("spec") or {}).get("replicas")) or 0)
+        return RescheduleResult(True, replicas, f"re-placing binding {name} nearer its traffic peers", (name,))

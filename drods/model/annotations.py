@@ -52,6 +52,8 @@ PREALLOCATION = "multicluster.io/preallocation"
 # Binding: clusters placement feedback (CATS CCC, `drods.steering`) offered it (comma-separated):
 # the scheduler adds them to the names the binding may use (`drods.model.binding.with_offers`).
 PLACEMENT_OFFERS = "multicluster.io/placement-offers"
+# H1: when the descheduler last re-placed a binding nearer its traffic peers (RFC 3339): its cool-down
+TRAFFIC_REBALANCED_AT = "multicluster.io/traffic-rebalanced-at"
 
 # ---- stateful migration (F3, `drods.model.migration`)
 # Binding: the placement the scheduler must write while a MigrationPlan runs, JSON

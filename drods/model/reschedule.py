@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Action = Literal["evacuate", "preallocate", "restore", "offer"]
+Action = Literal["evacuate", "preallocate", "restore", "offer", "rebalance"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +21,9 @@ class RescheduleRequest:
     cluster: str
     reason: str
     fraction: float  # evacuate: share of the cluster's replicas to move; preallocate: headroom to create
-    # (offer: ``details["binding"]`` names the binding offered ``cluster``; fraction is unused)
+    # (offer: ``details["binding"]`` names the binding offered ``cluster``; fraction is unused;
+    # rebalance: ``details["binding"]`` names the binding to re-place nearer its traffic peers, ``cluster``
+    # is where the descheduler's verdict would put most of it)
     min_availability: float  # graceful: new replicas up before old ones go, never below this share
     details: Mapping[str, Any] = field(default_factory=dict)
 

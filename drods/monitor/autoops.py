@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.model.reschedule import Action, RescheduleRequest, RescheduleResult
+from drods.scheduler.rebalance import TrafficRebalancePolicy
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ class AutoOpsPolicy(BaseModel):
     preallocateFraction: float = Field(default=0.2, gt=0, le=1)  # headroom to create elsewhere
     restore: bool = True
     restoreAfterSeconds: float = Field(default=600.0, ge=0)  # calm this long before replicas may come back
+    # H1: move a placed workload nearer the traffic peers that arrived after it (`drods.scheduler.rebalance`)
+    trafficRebalance: TrafficRebalancePolicy = Field(default_factory=TrafficRebalancePolicy)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,14 @@ the task give each candidate their weighted mean ``a`` (0..100). When ``max(a) �
   cannot hold the replicas; and
 * every cluster already holding this workload's replicas (no move just for concentrating).
 
+When a *repelling* affinity took part (Dissonance: clashing classes kept apart) the whole top tier
+is not kept: only the shortest best-first prefix (by ``a``, then the scheduler's preference) whose
+caps hold the replicas. Spreading a workload over several equally good clusters puts it beside the
+clashing neighbours of each of them — measured in ``bench/placement_quality.py``, 40–50 % of the
+clashing pairs left with Dissonance came from workloads split over tied top-tier clusters (51 of
+240 workloads on seed 3, 42 on seed 5). Attracting affinities (traffic peers, data) keep the tier:
+being beside a peer on two clusters costs nothing.
+
 The caps are the estimators' (resource fit and water-level limit), so the concentrated division
 never raises a cluster above its limit: replicas the top tier cannot hold overflow to the next-best
 clusters, not past the limit. The division fills the top tier first up to its caps and gives the
@@ -66,8 +74,10 @@ def affinity_mean(rows: FloatArr, weights: FloatArr) -> FloatArr:
 
 
 def concentrate(a: FloatArr, caps: FloatArr, existing: IntArr, prefer: FloatArr, total: int,
-                settings: ConcentrationSettings, plugins: tuple[str, ...]) -> Concentration | None:
-    """The candidates the division may use, or None when the affinity scores don't separate them."""
+                settings: ConcentrationSettings, plugins: tuple[str, ...], *,
+                fewest: bool = False) -> Concentration | None:
+    """The candidates the division may use, or None when the affinity scores don't separate them.
+    ``fewest``: a repelling affinity took part — keep only the best-first prefix that holds ``total``."""
     m = a.size
     if m < 2 or total <= 0:
         return None
@@ -80,7 +90,7 @@ def concentrate(a: FloatArr, caps: FloatArr, existing: IntArr, prefer: FloatArr,
     top = int(np.count_nonzero(a >= threshold))
     room = np.cumsum(np.maximum(caps[order], 0.0))
     need = int(np.searchsorted(room, float(total) - 0.5)) + 1  # shortest best-first prefix that holds them
-    k = min(m, max(top, need))
+    k = min(m, need if fewest else max(top, need))
     if k >= m:
         return None
     keep = np.zeros(m, dtype=bool)

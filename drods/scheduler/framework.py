@@ -218,6 +218,17 @@ class Scheduler:
                     break
         return mask, rejections
 
+    def feasible(self, info: TaskInfo, snap: Snapshot) -> BoolArr:
+        """The clusters the profile's filters admit for ``info`` (under the first affinity term that
+        admits any, as a cycle tries them): what a score is normalised over."""
+        mask = np.zeros(snap.n, dtype=bool)
+        for term in info.affinity_terms:
+            info.affinity = term
+            mask, _ = self._filter(info, snap, {})
+            if mask.any():
+                break
+        return mask
+
     @staticmethod
     def _keep_existing(info: TaskInfo, mask: BoolArr, rejections: list[Rejection]) -> tuple[BoolArr, IntArr]:
         """Current clusters dropped only by capacity filters keep their replicas (no growth)."""
@@ -382,7 +393,8 @@ class Scheduler:
             aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
             if aff:  # only when an affinity plugin had input for this task
                 conc = concentrate(affinity_mean(stacked[aff], wvec[aff]), caps, existing, prefer,
-                                   info.replicas, prof.concentration, tuple(scores[i][0].name for i in aff))
+                                   info.replicas, prof.concentration, tuple(scores[i][0].name for i in aff),
+                                   fewest=any(getattr(scores[i][0], "repels", False) for i in aff))
                 if conc is not None:
                     sel, tier = conc.keep, conc.tier
                     base["analysis"] = {**info.analysis(), "concentration": conc.record(m)}

@@ -82,6 +82,9 @@ class PluginBase:
     # True for a score that says where a workload belongs relative to others (traffic peers, data,
     # clashing classes): when such scores separate clusters the division concentrates (concentrate.py)
     affinity: ClassVar[bool] = False
+    # True for an affinity that keeps workloads apart (clashing classes): every extra cluster a
+    # workload lands on is another set of neighbours, so its concentration uses the fewest clusters
+    repels: ClassVar[bool] = False
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         self.args: dict[str, Any] = dict(args or {})

@@ -67,3 +67,32 @@ def test_scheduler_concentrates_on_the_callee_and_spreads_without_traffic(snap: 
     off = Scheduler(Profile.from_dict({"concentration": {"enabled": False}}), rng_seed=1)
     assert "concentration" not in off.schedule(Task(task(replicas=4), name="web", workload="shop/web"),
                                                snap).analysis
+
+
+def test_a_repelling_affinity_keeps_the_fewest_best_clusters() -> None:
+    a = np.array([100.0, 100.0, 100.0, 40.0])
+    caps = np.array([4.0, 4.0, 4.0, 9.0])
+    none = np.zeros(4, dtype=np.intp)
+    prefer = np.array([1.0, 3.0, 2.0, 0.0])
+    # attracting (traffic, data): the whole tied top tier is kept
+    c = concentrate(a, caps, none, prefer, 3, ON, ("TrafficAffinity",))
+    assert c is not None and c.keep.tolist() == [0, 1, 2]
+    # repelling (Dissonance): one cluster holds 3 replicas — the preferred one of the tie
+    c = concentrate(a, caps, none, prefer, 3, ON, ("Dissonance",), fewest=True)
+    assert c is not None and c.keep.tolist() == [1] and c.tier.tolist() == [0]
+    # 6 replicas need two: the two preferred of the tie, still not the third
+    c = concentrate(a, caps, none, prefer, 6, ON, ("Dissonance",), fewest=True)
+    assert c is not None and c.keep.tolist() == [1, 2]
+    # existing replicas elsewhere stay (no move just for concentrating)
+    c = concentrate(a, caps, np.array([0, 0, 0, 2]), prefer, 3, ON, ("Dissonance",), fewest=True)
+    assert c is not None and c.keep.tolist() == [1, 3]
+
+
+def test_scheduler_puts_a_classed_workload_on_one_clash_free_cluster(snap: Snapshot) -> None:
+    _fleet(snap)
+    snap.set_class_placement("batch", "cpu-batch", [("a", 10)], 1.0)  # a clashes with latency-sensitive
+    sched = Scheduler(Profile.default(), rng_seed=1)
+    r = sched.schedule(Task(task(replicas=3), name="api", workload_class="latency-sensitive"), snap)
+    assert r.analysis["concentration"]["plugins"] == ["Dissonance"]
+    # b, c and d are equally free of clashing classes: one of them holds all three replicas
+    assert len(r.pairs) == 1 and r.pairs[0][0] != "a" and r.placed == 3

@@ -4,9 +4,14 @@ an agent would, decisions read back from the Binding status, the history and the
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+from drods.controllers.rescheduler import Rescheduler
+from drods.controllers.traffic_rebalance import TrafficRebalancer
+from drods.scheduler.profile import Profile
+from drods.scheduler.rebalance import TrafficRebalancePolicy
 from tests.monitor_e2e.conftest import eventually
-from tests.scheduler_e2e.conftest import Plane
+from tests.scheduler_e2e.conftest import Plane, placement
 
 
 async def test_prices_drive_placement_bill_history_and_wide_table(plane: Plane) -> None:
@@ -92,6 +97,35 @@ async def test_traffic_graph_places_a_service_near_its_peer(plane: Plane) -> Non
     assert r.json()["items"][0]["scores"]["TrafficAffinity"] == {"peer": 100.0}
     lone = await plane.place({"name": "lone", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
     assert "quiet" in {p["cluster"] for p in lone["placement"]}  # no traffic: water level decides
+
+
+async def test_traffic_rebalance_moves_the_callee_to_its_later_caller(plane: Plane) -> None:
+    """H1: the descheduler's rebalance pass asks for a re-placement and the scheduler moves the callee."""
+    await plane.cluster("calm", 10, region="eu", zone="eu-1")
+    await plane.cluster("busy", 40, region="us", zone="us-1")
+    await plane.seen("calm", "busy")
+    api = await plane.place({"name": "api", "replicas": 2, "resources": {"cpu": 0.5, "memory": 1}})
+    assert placement(api) == {"calm": 2}  # nobody talks to it yet: the emptier cluster
+    ok = await plane.call("PUT", "/api/v1/traffic", json={
+        "edges": [{"from": {"name": "ui"}, "to": {"name": "api"}, "bytesPerSecond": 4e6}]})
+    assert ok.status_code == 200
+    ui = await plane.place({"name": "ui", "replicas": 1, "resources": {"cpu": 0.5, "memory": 1},
+                            "targetClusters": ["busy"]})  # its own constraint: only busy
+    assert placement(ui) == {"busy": 1}
+    rebalancer = TrafficRebalancer(plane.store, plane.ctx.registry, Profile.default(), TrafficRebalancePolicy(),
+                                   Rescheduler(plane.ctx.registry))
+    moves = await rebalancer.pass_once()
+    assert [(m.binding, m.outcome) for m in moves] == [("api", "executed")]
+
+    async def moved() -> dict[str, Any] | None:
+        st = await plane.status(api["id"])
+        return st if placement(st) == {"busy": 2} else None
+
+    await eventually(moved, what="the scheduler to re-place api beside ui")
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "api"})
+    last = r.json()["items"][0]
+    assert last["trigger"]["kind"] == "Reschedule" and last["trigger"]["reason"].startswith("traffic rebalance: ")
+    assert await rebalancer.pass_once() == []  # beside its peer now (and cooling down)
 
 
 async def test_dataset_draws_its_readers_and_decisions_record_bytes(plane: Plane) -> None:

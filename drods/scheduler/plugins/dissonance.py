@@ -10,8 +10,9 @@ where cores_k(c) is the cpu the placed replicas of class k hold there (this work
 replicas left out), and the score is 100 × (1 − penalty): in proportion to what is already there.
 ``pluginArgs.Dissonance``: ``matrix`` ({class: {class: value}}, merged over the defaults and made
 symmetric) and ``sensitivity`` (default 4: a fully clashing class holding a quarter of the cpu
-leaves nothing). Skipped before any array work when the task has no class or no cluster holds a
-class that clashes with it.
+leaves nothing). The plugin *repels*: when it takes part in affinity concentration the division
+uses the fewest best clusters that hold the replicas (``concentrate.py``). Skipped before any
+array work when the task has no class or no cluster holds a class that clashes with it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def build_matrix(overrides: dict[str, dict[str, float]] | None = None) -> dict[s
 class Dissonance(PluginBase):
     name = "Dissonance"
     affinity = True
+    repels = True
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         super().__init__(args)

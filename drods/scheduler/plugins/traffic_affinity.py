@@ -71,9 +71,9 @@ class TrafficAffinity(PluginBase):
         d[row] = 0.0
         return d
 
-    def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
-        n = snap.n
-        cost = np.zeros(n)
+    def cost(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
+        """cost(c) for every cluster: the traffic-weighted distance to the placed peers (not normalised)."""
+        cost = np.zeros(snap.n)
         for bps, placement in self.placed_peers(task, snap):
             total = sum(c for _, c in placement)
             if total <= 0:
@@ -82,6 +82,11 @@ class TrafficAffinity(PluginBase):
                 row = snap.index.get(name)
                 if row is not None and count > 0:
                     cost += (bps * count / total) * self.distance(snap, row, name)
+        return cost
+
+    def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
+        n = snap.n
+        cost = self.cost(task, snap)
         feas = cost[mask]
         if feas.size == 0:
             return np.full(n, 100.0)
