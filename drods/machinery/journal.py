@@ -24,7 +24,6 @@ journals whose retention is days and follows an injectable clock), or neither (t
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import secrets
 import time
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from drods.model import jsondoc
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.store import CasFailed, Put, Store
 
@@ -60,7 +60,7 @@ def entry_key(prefix: str, ts: float, ident: str | None = None) -> str:
 
 
 def _encode(entries: list[Entry]) -> bytes:
-    return json.dumps({"entries": entries}, separators=(",", ":")).encode()
+    return jsondoc.dumps({"entries": entries})
 
 
 class Journal:
@@ -155,7 +155,7 @@ class Journal:
         kvs, _ = await self.store.range(prefix)
         for kv in reversed(kvs):
             try:
-                group = json.loads(kv.value).get("entries") or []
+                group = jsondoc.loads(kv.value).get("entries") or []
             except (ValueError, AttributeError):
                 continue
             for entry in reversed(group):

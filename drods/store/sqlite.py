@@ -250,6 +250,7 @@ class _Watcher:
     """Per-watch mailbox, fed from the writer thread via ``loop.call_soon_threadsafe``."""
 
     loop: asyncio.AbstractEventLoop
+    prefix: str
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     pending: collections.deque[_Batch] = field(default_factory=collections.deque)
     overflow: bool = False
@@ -260,6 +261,20 @@ class _Watcher:
         self.wake.set()
 
     def deliver(self, batch: _Batch) -> None:
+        base, last, events = batch
+        prefix = self.prefix
+        if not any(ev.kv.key.startswith(prefix) for ev in events):
+            # Nothing for this watch: its revisions are noted as seen (merged with a quiet run just
+            # before) without waking it — a process holds dozens of watches, and every commit woke
+            # each of them to find nothing.
+            tail = self.pending[-1] if self.pending else None
+            if tail is not None and not tail[2] and tail[1] == base:
+                self.pending[-1] = (tail[0], last, [])
+                return
+            batch = (base, last, [])
+            if len(self.pending) < MAX_PENDING_BATCHES:
+                self.pending.append(batch)
+                return
         if len(self.pending) >= MAX_PENDING_BATCHES:
             self.pending.clear()
             self.overflow = True  # the consumer is slow: it will re-read the log instead
@@ -691,7 +706,7 @@ class SqliteStore(Store):
     ) -> AsyncIterator[WatchEvent]:
         self._check_open()
         self._start_writer()
-        w = _Watcher(asyncio.get_running_loop())
+        w = _Watcher(asyncio.get_running_loop(), prefix)
         with self._lock:
             self._watchers.add(w)
         try:
