@@ -171,7 +171,7 @@ def apart_reasons(snap: Snapshot, work: list[tuple[BindingSpec, str]], prof: Pro
             continue
         v = traffic_verdict(sched, Task(work[callee][0], name=f"w{callee}", current=current_of(there),
                                         workload=f"q/w{callee}"), snap, min_reduction)
-        why = ("heavier peer beside the callee" if "runs beside it" in v.reason else
+        why = ("beside every significant peer" if "runs beside every" in v.reason else
                "callee's own constraints" if "own constraints" in v.reason else
                "would move (a later pass)" if v.move else "no placement saving enough")
         out[why] += apart

@@ -13,7 +13,10 @@ the task give each candidate their weighted mean ``a`` (0..100). When ``max(a) �
 * the top tier: candidates with ``a ≥ max(a) − margin``;
 * extended best-first (by ``a``, then the scheduler's preference) while the kept clusters' caps
   cannot hold the replicas; and
-* every cluster already holding this workload's replicas (no move just for concentrating).
+* every cluster already holding this workload's replicas (no move just for concentrating); and
+* with TrafficAffinity, the clusters of its significant peers (``anchorShare`` of the heaviest
+  peer's traffic): each joins the top tier and gets one replica while the replicas last, so callers
+  in two regions each have a copy of their callee at hand.
 
 When a *repelling* affinity took part (Dissonance: clashing classes kept apart) the whole top tier
 is not kept: only the shortest best-first prefix (by ``a``, then the scheduler's preference) whose
@@ -61,10 +64,14 @@ class Concentration:
     plugins: tuple[str, ...]
     spread: float
     threshold: float
+    required: IntArr  # candidate positions that must each get a replica (beside significant traffic peers)
 
     def record(self, candidates: int) -> dict[str, object]:
-        return {"plugins": list(self.plugins), "kept": int(self.keep.size), "of": candidates,
-                "affinitySpread": round(self.spread, 2), "tierFrom": round(self.threshold, 2)}
+        out: dict[str, object] = {"plugins": list(self.plugins), "kept": int(self.keep.size), "of": candidates,
+                                  "affinitySpread": round(self.spread, 2), "tierFrom": round(self.threshold, 2)}
+        if self.required.size:
+            out["besidePeers"] = int(self.required.size)
+        return out
 
 
 def affinity_mean(rows: FloatArr, weights: FloatArr) -> FloatArr:
@@ -75,9 +82,11 @@ def affinity_mean(rows: FloatArr, weights: FloatArr) -> FloatArr:
 
 def concentrate(a: FloatArr, caps: FloatArr, existing: IntArr, prefer: FloatArr, total: int,
                 settings: ConcentrationSettings, plugins: tuple[str, ...], *,
-                fewest: bool = False) -> Concentration | None:
+                fewest: bool = False, anchors: FloatArr | None = None) -> Concentration | None:
     """The candidates the division may use, or None when the affinity scores don't separate them.
-    ``fewest``: a repelling affinity took part — keep only the best-first prefix that holds ``total``."""
+    ``fewest``: a repelling affinity took part — keep only the best-first prefix that holds ``total``.
+    ``anchors``: per candidate, the traffic of significant peers running there; the heaviest ``total``
+    of them that can hold a replica join the top tier and each gets one."""
     m = a.size
     if m < 2 or total <= 0:
         return None
@@ -86,16 +95,24 @@ def concentrate(a: FloatArr, caps: FloatArr, existing: IntArr, prefer: FloatArr,
     if spread < settings.min_spread:
         return None
     threshold = best - settings.margin
+    required = np.zeros(0, dtype=np.intp)
+    if anchors is not None and not fewest:
+        at = np.flatnonzero((anchors > 0) & (caps >= 1))
+        if at.size > 1:  # one peer's clusters are the top tier already
+            required = at[np.lexsort((-prefer[at], -anchors[at]))][:total]
     order = np.lexsort((-prefer, -a))
-    top = int(np.count_nonzero(a >= threshold))
+    top_mask = a >= threshold
+    top_mask[required] = True
+    top = int(np.count_nonzero(top_mask))
     room = np.cumsum(np.maximum(caps[order], 0.0))
     need = int(np.searchsorted(room, float(total) - 0.5)) + 1  # shortest best-first prefix that holds them
     k = min(m, need if fewest else max(top, need))
-    if k >= m:
-        return None
     keep = np.zeros(m, dtype=bool)
     keep[order[:k]] = True
+    keep[required] = True
     keep |= existing > 0
+    if keep.all() and not required.size:
+        return None
     rows = np.flatnonzero(keep)
-    tier = (a[rows] < threshold).astype(np.intp)
-    return Concentration(rows, tier, plugins, spread, threshold)
+    tier = (~top_mask[rows]).astype(np.intp)
+    return Concentration(rows, tier, plugins, spread, threshold, required)

@@ -32,6 +32,7 @@ from drods.scheduler.divide import DivisionInput, divide
 from drods.scheduler.groups import select_spread
 from drods.scheduler.interface import BoolArr, FloatArr, IntArr, Rejection
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
+from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
 from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.selectors import overflow_tiers
@@ -392,11 +393,15 @@ class Scheduler:
         elif topo is None and not info.spread and prof.concentration.enabled and info.division in _CONCENTRATED:
             aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
             if aff:  # only when an affinity plugin had input for this task
+                traffic = next((p for i in aff if isinstance(p := scores[i][0], TrafficAffinity)), None)
                 conc = concentrate(affinity_mean(stacked[aff], wvec[aff]), caps, existing, prefer,
                                    info.replicas, prof.concentration, tuple(scores[i][0].name for i in aff),
-                                   fewest=any(getattr(scores[i][0], "repels", False) for i in aff))
+                                   fewest=any(getattr(scores[i][0], "repels", False) for i in aff),
+                                   anchors=None if traffic is None else traffic.anchors(info, snap)[cand])
                 if conc is not None:
                     sel, tier = conc.keep, conc.tier
+                    if conc.required.size:
+                        required = conc.required
                     base["analysis"] = {**info.analysis(), "concentration": conc.record(m)}
         timings["select"] = (perf() - t0) * 1e3
         if problems:

@@ -6,17 +6,19 @@ excludes every cluster the callee runs on — stays apart from it. The callee ca
 caller instead. `traffic_verdict` re-runs the scheduler for a placed workload as a reschedule does
 (from scratch: ``rebalance``) and says to move it only when
 
-* it has placed traffic peers and its heaviest peer (bytes/s) runs on no cluster it runs on;
-* its own filters (latency need, affinity, taints, capacity, …) admit a cluster that peer runs on;
-* the scheduler would now place every replica, and not where they are; and
-* the TrafficAffinity part of that placement beats the current one's by more than
-  ``min_reduction``: the cost the plugin scores — the traffic-weighted network distance to the
-  placed peers, replica-weighted over the placement — falls by more than that fraction.
+* it has placed traffic peers and a significant one (at least ``anchorShare`` of the heaviest
+  peer's bytes/s) runs on a cluster it does not run on;
+* its own filters (latency need, affinity, taints, capacity, …) admit such a cluster;
+* the scheduler would now place every replica, and not where they are — with replicas to spare,
+  one beside each significant peer (concentration's ``required`` positions); and
+* the traffic cost of that placement beats the current one's by more than ``min_reduction``: each
+  peer's traffic times the network distance to the *nearest* cluster of the placement (callers
+  reach the nearest copy, as topology-aware routing and the steering routes send them).
 
-The threshold is on the cost, not on the plugin's 0..100 score: the score is min–max normalised over
-the feasible clusters, so when a far region is feasible a move from another cluster of the peer's
-region onto the peer's own cluster gains about one point, although the distance to the peer falls
-from the same-region cost (10) to 0. Both are recorded with the verdict.
+The threshold is on the cost, not on TrafficAffinity's 0..100 score: the score is min–max normalised
+over the feasible clusters, so when a far region is feasible a move from another cluster of the
+peer's region onto the peer's own cluster gains about one point, although the distance to the peer
+falls from the same-region cost (10) to 0. Both are recorded with the verdict.
 
 Pure over a snapshot: the descheduler's traffic rebalance (`drods.controllers.traffic_rebalance`)
 and ``bench/placement_quality.py`` both decide with it; the move itself is an ordinary reschedule.
@@ -126,29 +128,35 @@ def traffic_verdict(scheduler: Scheduler, task: Task, snap: Snapshot,
     if top is None:
         return TrafficVerdict(False, "no placed traffic peer")
     peer, bps, where = top
-    there = [c for c, n in where if n > 0]
-    shared = sorted(set(there) & set(current))
-    if shared:
-        return TrafficVerdict(False, f"its heaviest peer {peer} runs beside it on {', '.join(shared)}", peer)
     again = Task(task.spec, task.name, list(task.current), rebalance=True, workload_class=task.workload_class,
                  workload=task.workload)
     d = scheduler.profile.spec.defaults
     info = analyse(again, default_division=d.division, default_limit=d.waterLevelLimit)
+    anchors = plugin.anchors(info, snap)
+    peer_clusters = [c for c, row in snap.index.items() if anchors[row] > 0]
+    apart = sorted(set(peer_clusters) - set(current))
+    if not apart:
+        return TrafficVerdict(False, f"it runs beside every significant peer (heaviest: {peer} on "
+                                     f"{', '.join(sorted(c for c, n in where if n > 0))})", peer)
+    there = apart
     mask = scheduler.feasible(info, snap)
     if not any(c in snap.index and mask[snap.index[c]] for c in there):
         result = scheduler.schedule(again, snap)
         why = "; ".join(f"{c}: {result.reasons.get(c, 'not feasible')}" for c in sorted(there)[:3])
-        return TrafficVerdict(False, f"its own constraints exclude every cluster its heaviest peer {peer} runs on "
-                                     f"({why})", peer)
+        return TrafficVerdict(False, f"its own constraints exclude every cluster its significant peers run on "
+                                     f"apart from it ({why})", peer)
     result = scheduler.schedule(again, snap)
     if result.phase != "Scheduled" or result.partial:
         return TrafficVerdict(False, f"the scheduler would not place every replica now: {result.message}", peer)
     proposed = dict(result.pairs)
     if proposed == current:
         return TrafficVerdict(False, "the scheduler would place it where it is", peer, placement=result.pairs)
-    cost = plugin.cost(info, snap)
     row = np.clip(np.asarray(plugin.score(info, snap, mask), dtype=np.float64), 0.0, 100.0)
-    before, after = _mean(cost, snap, current), _mean(cost, snap, proposed)
+
+    def served(placement: Mapping[str, int]) -> float:
+        return plugin.served_cost(info, snap, [snap.index[c] for c, n in placement.items() if c in snap.index and n])
+
+    before, after = served(current), served(proposed)
     verdict = TrafficVerdict(False, "", peer, before, after, _mean(row, snap, current), _mean(row, snap, proposed),
                              result.pairs)
     saved = verdict.reduction

@@ -96,3 +96,18 @@ def test_scheduler_puts_a_classed_workload_on_one_clash_free_cluster(snap: Snaps
     assert r.analysis["concentration"]["plugins"] == ["Dissonance"]
     # b, c and d are equally free of clashing classes: one of them holds all three replicas
     assert len(r.pairs) == 1 and r.pairs[0][0] != "a" and r.placed == 3
+
+
+def test_a_replica_beside_each_significant_traffic_peer() -> None:
+    a = np.array([100.0, 40.0, 0.0, 10.0])
+    caps = np.array([5.0, 5.0, 5.0, 0.0])
+    none = np.zeros(4, dtype=np.intp)
+    anchors = np.array([9e6, 4e6, 0.0, 2e6])  # peers on 0 (heaviest), 1 and 3 (3 cannot hold one)
+    c = concentrate(a, caps, none, np.zeros(4), 3, ON, ("TrafficAffinity",), anchors=anchors)
+    assert c is not None and c.keep.tolist() == [0, 1] and c.tier.tolist() == [0, 0]
+    assert c.required.tolist() == [0, 1] and c.record(4)["besidePeers"] == 2
+    # one replica: only the heaviest peer's cluster is required … and a repelling affinity ignores peers
+    c = concentrate(a, caps, none, np.zeros(4), 1, ON, (), anchors=anchors)
+    assert c is not None and c.required.tolist() == [0]
+    c = concentrate(a, caps, none, np.zeros(4), 3, ON, (), anchors=anchors, fewest=True)
+    assert c is not None and c.required.size == 0 and c.keep.tolist() == [0]

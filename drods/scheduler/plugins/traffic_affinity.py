@@ -35,6 +35,7 @@ class TrafficAffinity(PluginBase):
         self.same_zone = float(self.args.get("sameZoneCost", 1.0))
         self.same_region = float(self.args.get("sameRegionCost", 10.0))
         self.max_cost = float(self.args.get("maxCost", 100.0))
+        self.anchor_share = float(self.args.get("anchorShare", 0.2))
 
     @staticmethod
     def placed_peers(task: TaskInfo, snap: Snapshot) -> list[Peer]:
@@ -49,6 +50,25 @@ class TrafficAffinity(PluginBase):
                 if pl and bps > 0 and peer != task.workload:
                     out.append((bps, pl))
         task.cache["trafficPeers"] = out
+        return out
+
+    def anchors(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
+        """Per cluster, the bytes/s of the significant peers running there (0 elsewhere): a peer is
+        significant when it sends at least ``anchorShare`` (default 0.2) of the heaviest peer's
+        traffic. Concentration keeps a replica beside each of them where the workload may run and
+        has the replicas — callers in two regions each find a copy of their callee at hand."""
+        out = np.zeros(snap.n)
+        peers = self.placed_peers(task, snap)
+        if not peers:
+            return out
+        floor = self.anchor_share * max(bps for bps, _ in peers)
+        for bps, placement in peers:
+            if bps < floor:
+                continue
+            for name, count in placement:
+                row = snap.index.get(name)
+                if row is not None and count > 0:
+                    out[row] += bps
         return out
 
     def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
@@ -83,6 +103,22 @@ class TrafficAffinity(PluginBase):
                 if row is not None and count > 0:
                     cost += (bps * count / total) * self.distance(snap, row, name)
         return cost
+
+    def served_cost(self, task: TaskInfo, snap: Snapshot, rows: list[int]) -> float:
+        """The traffic-weighted distance of a whole placement (cluster ``rows``), each peer's replicas
+        served by the nearest of them (topology-aware routing): what a placement split beside peers
+        in several regions saves, where `cost` — one cluster against every peer — cannot say it."""
+        if not rows:
+            return 0.0
+        at = np.asarray(rows, dtype=np.intp)
+        total_cost = 0.0
+        for bps, placement in self.placed_peers(task, snap):
+            total = sum(c for _, c in placement)
+            for name, count in placement:
+                row = snap.index.get(name)
+                if row is not None and count > 0 and total > 0:
+                    total_cost += (bps * count / total) * float(self.distance(snap, row, name)[at].min())
+        return total_cost
 
     def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
         n = snap.n
