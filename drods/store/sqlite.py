@@ -9,9 +9,12 @@ Why it looks the way it does:
   its own revision, so CAS semantics are those of a serial store.
 * History: every change is appended to ``log`` (with the previous value) so ``watch`` can replay
   from any revision not yet compacted, in this process or another one sharing the file.
-* The event loop never touches the disk: writes go to the writer thread, reads to a small
-  thread pool with one connection per thread. Nothing is bound to an event loop, so one store
-  can serve several loops over its lifetime (futures are resolved on the loop that awaits them).
+* The event loop does not wait on the disk: writes go to the writer thread, ranges to a small
+  thread pool with one connection per thread. A point read (``get``: one row by its primary key,
+  from the page cache, and in WAL mode a reader never waits for the writer) runs on the calling
+  thread's own connection: handing it to a thread cost five times the read itself (~100 µs of CPU
+  against ~18 µs), several times per propagated copy. Nothing is bound to an event loop, so one
+  store can serve several loops over its lifetime (futures are resolved on the loop that awaits them).
 * Leases are expired by the writer thread (it already owns the write connection and runs no
   matter which loop is alive); expiry deletes the attached keys with ordinary DELETE events.
 * Watches get an in-process push after each commit. Writes made by another process on the same
@@ -522,13 +525,11 @@ class SqliteStore(Store):
     # ------------------------------------------------------------------ reads
 
     async def get(self, key: str) -> KeyValue | None:
-        kraw = _kb(key)
-
-        def q(c: sqlite3.Connection) -> KeyValue | None:
-            row = c.execute(f"SELECT {_KV_COLS} FROM kv WHERE key = ?", (kraw,)).fetchone()
-            return _row_kv(row) if row else None
-
-        return await self._read(q)
+        self._check_open()
+        if self._writer is None:
+            self._start_writer()  # lease expiry must run even in a read-only process
+        row = self._reader_conn().execute(f"SELECT {_KV_COLS} FROM kv WHERE key = ?", (_kb(key),)).fetchone()
+        return _row_kv(row) if row else None
 
     async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
         start, end = _range_bounds(prefix)
