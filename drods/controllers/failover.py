@@ -18,6 +18,7 @@ trigger per binding and NotReady episode: a binding the scheduler can't move is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from drods.controllers.health import NOT_READY_TAINT
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
+from drods.machinery.informer import subscribed
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -69,15 +71,23 @@ class Failover:
         await self.rescheduler.binding(name, reason)
 
     async def run(self) -> None:
+        """A pass when a cluster's status changes (it turns NotReady) and at least every probe
+        interval (a toleration running out); not only on a timer: a one-second poll was most of
+        the time from NotReady to the replicas placed elsewhere."""
         await self.fleet.synced.wait()
-        while True:
-            try:
-                await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("failover pass failed")
-            await asyncio.sleep(min(1.0, self.settings.probeIntervalSeconds))
+        changed = asyncio.Event()
+        with subscribed((self.fleet.clusters, lambda _k, _o, _n: changed.set())):
+            while True:
+                changed.clear()
+                try:
+                    await self.tick()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("failover pass failed")
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(1.0, self.settings.probeIntervalSeconds)):
+                        await changed.wait()
 
     async def tick(self) -> list[str]:
         """One pass; returns the bindings handed to the scheduler."""
