@@ -4,7 +4,7 @@ A profile is YAML, for example::
 
     name: default
     filters: [Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability,
-              NetworkFit, ResourceFit, WaterLevelLimit, SpreadConstraint]
+              NetworkFit, GpuStorageFit, ResourceFit, WaterLevelLimit, SpreadConstraint]
     scores: {LeastWaterLevel: 1.0, BalancedAllocation: 0.5, ClusterLocality: 1.0,
              TopologyPreference: 0.5, NetworkLocality: 0.5, Cost: 0.5, Dissonance: 1.0,
              TrafficAffinity: 1.0, DataLocality: 1.0}
@@ -44,7 +44,7 @@ from drods.scheduler.registry import filter_plugins, load_entry_points, score_pl
 
 DEFAULT_FILTERS = [
     "Readiness", "TargetClusters", "ClusterAffinity", "TaintToleration", "Capability", "NetworkFit",
-    "ResourceFit", "WaterLevelLimit", "SpreadConstraint", "FollowUp",
+    "GpuStorageFit", "ResourceFit", "WaterLevelLimit", "SpreadConstraint", "FollowUp",
 ]
 DEFAULT_SCORES = {
     "LeastWaterLevel": 1.0, "BalancedAllocation": 0.5, "ClusterLocality": 1.0,

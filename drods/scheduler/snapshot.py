@@ -11,10 +11,10 @@ Resources are columns ``cpu`` (cores), ``memory`` (GiB), ``gpu`` (count), ``pods
 * ``load``    — observed load = max(``allocated`` requests, ``used``),
 * ``assumed`` — what this scheduler placed and the status does not show yet (S7 assume).
 
-Free = alloc - load - assumed. Missing sections: cpu/memory/gpu → 0 capacity; pods/storage →
-unlimited (not enforced). The largest free node (cpu, memory, gpu) comes from
-``largestNodeFree``; when absent the whole free amount is treated as one node. After assumes the
-effective largest node is min(observed largest node, cluster free).
+Free = alloc - load - assumed. Missing sections: cpu/memory → 0 capacity; gpu → the GPUs the spec
+counts (``spec.gpus``), else 0; pods/storage → unlimited (not enforced). The largest free node
+(cpu, memory, gpu) comes from ``largestNodeFree``; when absent the whole free amount is treated
+as one node. After assumes the effective largest node is min(observed largest node, cluster free).
 
 Indexes: single-valued attributes (labels, region, zone, provider, city, network identifier) are
 int32 code arrays per key with a vocabulary, so ``label == v`` is one vector compare and a key with
@@ -22,6 +22,10 @@ int32 code arrays per key with a vocabulary, so ``label == v`` is one vector com
 are cached until the topology changes. Multi-valued attributes (capabilities, GPU models, storage
 tiers, taints) keep one boolean mask per distinct value, reference-counted and dropped with their
 last user. Latency to named sites is one float array per site (NaN = unknown).
+
+GPUs by model and storage by tier are consumed capacities in two ``OfferTable``s (``gpus``,
+``tiers``; see ``offers.py``): capacity from the spec or the member's report, load = max(the
+member's reported allocation, what placed bindings hold there, by binding key).
 
 Water level (SPEC S10): for cpu and memory, fraction_r = (load_r + assumed_r) / alloc_r; the
 water level is max(fraction_cpu, fraction_mem). If the status carries ``waterLevel`` it replaces
@@ -42,6 +46,7 @@ import numpy as np
 from drods.model.binding import ReplicaRequirements, TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.scheduler.interface import BoolArr, FloatArr
+from drods.scheduler.offers import Draw, OfferDemand, OfferTable, draw_gpus
 
 RESOURCES = ("cpu", "memory", "gpu", "pods", "storage")
 CPU, MEM, GPU, PODS, STORAGE = range(5)
@@ -212,6 +217,10 @@ class Snapshot:
         self.workload_placements: dict[str, tuple[tuple[str, int], ...]] = {}
         # F4: each Dataset ("namespace/name") → the clusters holding a copy of it
         self.datasets: dict[str, tuple[str, ...]] = {}
+        # F1: GPUs by model and storage GiB by tier, and what each placed binding holds of them
+        self.gpus = OfferTable(cap)
+        self.tiers = OfferTable(cap)
+        self.offer_placements: dict[str, tuple[tuple[Draw, ...], tuple[Draw, ...]]] = {}
         self._rows: list[_RowInfo] = []
         self._refs: dict[tuple[str, ...], int] = {}
         self._assumed: dict[str, _Assumed] = {}
@@ -255,6 +264,8 @@ class Snapshot:
         self.taints = {k: g(v, False) for k, v in self.taints.items()}
         self.latency = {k: g(v, np.nan) for k, v in self.latency.items()}
         self.class_cores = {k: g(v, 0.0) for k, v in self.class_cores.items()}
+        self.gpus.grow(new)
+        self.tiers.grow(new)
         self._cap = new
 
     def _touch(self, topology: bool) -> None:
@@ -435,6 +446,8 @@ class Snapshot:
                 arr[row] = ms
                 self._ref(("lat", target), 1)
                 info.latency.append(target)
+        self.gpus.set_spec(row, [(g.model, float(g.count), g.relativePerformance) for g in spec.gpus])
+        self.tiers.set_spec(row, [(t.tier, t.capacityGiB, math.nan) for t in spec.storage])
         self._rows[row] = info
 
     # ------------------------------------------------------------------ public mutation API
@@ -490,12 +503,20 @@ class Snapshot:
         """Replace only the observed status of a known cluster (the hot update from monitoring)."""
         row = self.index[name]
         p = parse_status(status, wl_floor)
+        if not (status and isinstance(status.get("gpu"), Mapping)):
+            spec = self._rows[row].spec
+            total = float(sum(g.count for g in spec.gpus)) if spec is not None else 0.0
+            if total > 0:  # F1: a member silent on GPUs has the ones its spec counts
+                p.alloc[GPU] = total
+                p.largest[GPU] = total
         self.alloc[row] = p.alloc
         self.load[row] = p.load
         self.largest[row] = p.largest
         self.wl_offset[row] = p.wl_offset
         self.net_mbps[row] = p.net_mbps
         self.has_status[row] = p.present
+        self.gpus.set_status(row, status.get("gpuByModel") if status else None)
+        self.tiers.set_status(row, status.get("storageByTier") if status else None)
         if _touch:
             self._touch(False)
 
@@ -532,6 +553,8 @@ class Snapshot:
                 self.latency[target][last] = np.nan
             for arr in self.class_cores.values():
                 arr[row] = arr[last]
+            self.gpus.move(row, last)
+            self.tiers.move(row, last)
             self._rows[row] = info
             self.names[row] = moved
             self.names_arr[row] = moved
@@ -540,6 +563,8 @@ class Snapshot:
             self.topo[f][last] = -1
         for arr in self.class_cores.values():
             arr[last] = 0.0
+        self.gpus.clear(last)
+        self.tiers.clear(last)
         self.alloc[last] = 0
         self.load[last] = 0
         self.assumed[last] = 0
@@ -613,11 +638,14 @@ class Snapshot:
         placement: PlacementLike,
         requirements: ReplicaRequirements | Sequence[float] | FloatArr,
         key: str | None = None,
+        demand: OfferDemand | None = None,
     ) -> None:
         """Count a placement at once, before member status reflects it (S7).
 
         With ``key`` the placement is remembered so ``forget(key=...)`` can undo it; a second
-        assume under the same key replaces the first (the workload was rescheduled).
+        assume under the same key replaces the first (the workload was rescheduled). With a key,
+        GPUs by model and storage by tier (``demand``, else that of ``requirements``) are held
+        under it too (``place_offers``).
         """
         req = requirement_vector(requirements)
         if key is not None:
@@ -626,6 +654,10 @@ class Snapshot:
         self._apply(names, counts, req, 1.0)
         if key is not None:
             self._assumed[key] = _Assumed(names, counts, req)
+            if demand is None and isinstance(requirements, ReplicaRequirements):
+                demand = OfferDemand.of(requirements)
+            if demand is not None:
+                self.place_offers(key, tuple(zip(names, counts, strict=True)), demand)
 
     def forget(
         self,
@@ -636,6 +668,7 @@ class Snapshot:
     ) -> bool:
         """Undo an assume: by ``key``, or by giving the same placement and requirements again."""
         if key is not None:
+            self.drop_offers(key)
             rec = self._assumed.pop(key, None)
             if rec is None:
                 return False
@@ -645,6 +678,53 @@ class Snapshot:
             raise ValueError("forget needs a key or both placement and requirements")
         self._apply(*_names_counts(placement), requirement_vector(requirements), -1.0)
         return True
+
+    # ------------------------------------------------------------------ GPUs by model, storage by tier
+    def place_offers(self, key: str, placement: Sequence[tuple[str, int]], demand: OfferDemand | None) -> None:
+        """Binding ``key`` holds ``demand`` per replica of ``placement`` (replacing what it held):
+        GPUs drawn from its eligible models, GiB from its tier, on every cluster it is placed on."""
+        if demand is None and key not in self.offer_placements:
+            return
+        self.drop_offers(key)
+        if demand is None:
+            return
+        n = self.n
+        gpu: list[Draw] = []
+        tier: list[Draw] = []
+        for name, count in placement:
+            row = self.index.get(name)
+            if row is None or count <= 0:
+                continue
+            if demand.uses_gpus:
+                for model, amount in draw_gpus(self.gpus, demand, row, n, count):
+                    self.gpus.add_placed(row, model, amount)
+                    gpu.append((name, model, amount))
+            if demand.uses_tier and demand.storage_tier in self.tiers.keys:
+                amount = count * demand.storage_gib
+                self.tiers.add_placed(row, demand.storage_tier, amount)  # type: ignore[arg-type]
+                tier.append((name, demand.storage_tier, amount))  # type: ignore[arg-type]
+        if gpu or tier:
+            self.offer_placements[key] = (tuple(gpu), tuple(tier))
+        self._bump()
+
+    def drop_offers(self, key: str) -> None:
+        """Binding ``key`` holds no GPUs or tier storage any more (deleted, or placed anew)."""
+        held = self.offer_placements.pop(key, None)
+        if held is None:
+            return
+        for table, draws in zip((self.gpus, self.tiers), held, strict=True):
+            for name, k, amount in draws:
+                row = self.index.get(name)
+                if row is not None:
+                    table.add_placed(row, k, -amount)
+        self._bump()
+
+    def _bump(self) -> None:
+        """A change no derived cpu/memory view depends on: a new version, the views stay fresh."""
+        fresh = self._derived_version == self.version
+        self.version += 1
+        if fresh:
+            self._derived_version = self.version
 
     def assumed_keys(self) -> list[str]:
         return list(self._assumed)

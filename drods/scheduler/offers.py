@@ -1,0 +1,223 @@
+"""GPUs by model and storage by tier as consumed capacities (F1, S3): one clusters × keys table each.
+
+A cluster states its offers in its spec (``gpus: [{model, count, relativePerformance}]``,
+``storage: [{tier, capacityGiB}]``); a member may report them in its status document, in the same
+shape as ``cpu``/``memory``::
+
+    "gpuByModel":    {"A100": {"capacity": 8, "allocatable": 8, "allocated": 3}}
+    "storageByTier": {"ssd":  {"capacity": 2000, "allocated": 250}}
+
+Per (cluster, key) the table keeps
+
+* ``capacity``  — the reported ``allocatable`` (else ``capacity``), else the spec's; NaN = unknown
+  (a model listed only in ``gpuModels``): such a cell is not enforced;
+* ``reported``  — the member's ``allocated`` (0 when it reports none);
+* ``placed``    — what DRO-DS placements hold there (every placed binding's draw, kept for as long
+  as the binding is placed, since a member that reports no per-model allocation never will).
+
+Free = capacity − max(reported, placed): the member's figure counts foreign use once it sees our
+replicas, ours counts them before it does. A replica needing N GPUs takes them from one model (a
+pod runs on one node), so N GPUs of an eligible model fit ``Σ_models floor(free / N)`` replicas;
+draws take the slowest eligible model first, keeping faster GPUs for tasks that need them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from drods.model.binding import ReplicaRequirements
+from drods.scheduler.interface import BoolArr, FloatArr
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class OfferDemand:
+    """What one replica consumes of the offer tables: GPUs of an eligible model, GiB of a tier."""
+
+    gpus: int = 0
+    gpu_model: str | None = None
+    min_gpu_perf: float | None = None
+    storage_gib: float = 0.0
+    storage_tier: str | None = None
+
+    @property
+    def uses_gpus(self) -> bool:
+        return self.gpus > 0
+
+    @property
+    def uses_tier(self) -> bool:
+        return self.storage_tier is not None and self.storage_gib > 0
+
+    @classmethod
+    def of(cls, res: ReplicaRequirements | Mapping[str, Any] | None) -> OfferDemand | None:
+        """The demand of a replica's requirements (model or spec dict); None when it has none."""
+        if res is None:
+            return None
+        if isinstance(res, ReplicaRequirements):
+            gpus, model, perf = res.gpu, res.gpuModel, res.minGpuPerformance
+            gib, tier = res.storage, res.storageTier
+        else:
+            gpus, model, perf = int(res.get("gpu") or 0), res.get("gpuModel"), res.get("minGpuPerformance")
+            gib, tier = float(res.get("storage") or 0.0), res.get("storageTier")
+        d = cls(gpus, model or None, float(perf) if perf is not None else None, gib, tier or None)
+        return d if d.uses_gpus or d.uses_tier else None
+
+
+Draw = tuple[str, str, float]  # (cluster, key, amount) one placement holds in one table
+
+
+class OfferTable:
+    """One consumed capacity per cluster row and key (GPU model or storage tier)."""
+
+    def __init__(self, rows: int) -> None:
+        self.keys: dict[str, int] = {}
+        self.key_names: list[str] = []
+        self.spec_cap = np.full((rows, 0), np.nan)
+        self.perf = np.full((rows, 0), np.nan)
+        self.status_cap = np.full((rows, 0), np.nan)
+        self.reported = np.zeros((rows, 0))
+        self.placed = np.zeros((rows, 0))
+
+    _FILLS = (("spec_cap", np.nan), ("perf", np.nan), ("status_cap", np.nan), ("reported", 0.0), ("placed", 0.0))
+
+    def column(self, key: str) -> int:
+        """The column of ``key``, added on first sight (a new model or tier: rare, one copy)."""
+        col = self.keys.get(key)
+        if col is None:
+            col = len(self.key_names)
+            self.keys[key] = col
+            self.key_names.append(key)
+            for attr, fill in self._FILLS:
+                a = getattr(self, attr)
+                setattr(self, attr, np.hstack((a, np.full((a.shape[0], 1), fill))))
+        return col
+
+    def grow(self, rows: int) -> None:
+        for attr, fill in self._FILLS:
+            a = getattr(self, attr)
+            b = np.full((rows, a.shape[1]), fill)
+            b[: a.shape[0]] = a
+            setattr(self, attr, b)
+
+    def move(self, dst: int, src: int) -> None:
+        for attr, _ in self._FILLS:
+            a = getattr(self, attr)
+            a[dst] = a[src]
+
+    def clear(self, row: int) -> None:
+        for attr, fill in self._FILLS:
+            getattr(self, attr)[row] = fill
+
+    def set_spec(self, row: int, offers: Sequence[tuple[str, float, float]]) -> None:
+        """The spec's offers of one row: (key, capacity, relative performance)."""
+        self.spec_cap[row] = np.nan
+        self.perf[row] = np.nan
+        for key, cap, perf in offers:
+            col = self.column(key)
+            prev = self.spec_cap[row, col]
+            self.spec_cap[row, col] = cap if math.isnan(prev) else prev + cap
+            self.perf[row, col] = perf if math.isnan(self.perf[row, col]) else max(perf, self.perf[row, col])
+
+    def set_status(self, row: int, section: Any) -> None:
+        """The member's report of one row (``{key: {capacity, allocatable, allocated}}``), or none."""
+        self.status_cap[row] = np.nan
+        self.reported[row] = 0.0
+        if not isinstance(section, Mapping):
+            return
+        for key, leaf in section.items():
+            if not isinstance(key, str) or not isinstance(leaf, Mapping):
+                continue
+            cap = _num(leaf.get("allocatable"))
+            if cap is None:
+                cap = _num(leaf.get("capacity"))
+            used = _num(leaf.get("allocated"))
+            if cap is None and used is None:
+                continue
+            col = self.column(key)
+            if cap is not None:
+                self.status_cap[row, col] = cap
+            self.reported[row, col] = used or 0.0
+
+    def capacity(self, n: int) -> FloatArr:
+        sc = self.status_cap[:n]
+        return np.where(np.isnan(sc), self.spec_cap[:n], sc)
+
+    def free(self, n: int) -> FloatArr:
+        """(n, keys) free amount; NaN where the capacity is unknown."""
+        return self.capacity(n) - np.maximum(self.reported[:n], self.placed[:n])
+
+    def add_placed(self, row: int, key: str, amount: float) -> None:
+        col = self.column(key)
+        self.placed[row, col] = max(0.0, self.placed[row, col] + amount)
+
+
+def gpu_eligible(table: OfferTable, demand: OfferDemand, n: int) -> BoolArr:
+    """(n, models) the models a replica may use on each cluster, where their count is known."""
+    k = len(table.key_names)
+    cols = np.ones(k, dtype=bool)
+    if demand.gpu_model is not None:
+        cols[:] = False
+        col = table.keys.get(demand.gpu_model)
+        if col is not None:
+            cols[col] = True
+    ok = cols & ~np.isnan(table.capacity(n))
+    if demand.min_gpu_perf is not None:
+        ok &= table.perf[:n] >= demand.min_gpu_perf  # NaN (no performance stated) fails
+    return ok  # type: ignore[no-any-return]
+
+
+def gpu_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, FloatArr, BoolArr]:
+    """Replicas that fit per cluster (inf where no eligible count is known), the free GPUs of the
+    eligible models, and the eligibility matrix."""
+    elig = gpu_eligible(table, demand, n)
+    free = np.where(elig, np.maximum(table.free(n), 0.0), 0.0)
+    fit = np.floor(free / demand.gpus + EPS).sum(axis=1)
+    known = elig.any(axis=1)
+    return np.where(known, fit, np.inf), np.where(known, free.sum(axis=1), np.inf), elig
+
+
+def tier_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, FloatArr]:
+    """Replicas that fit per cluster on the task's tier (inf where its capacity is unknown), and the
+    tier's free GiB."""
+    col = table.keys.get(demand.storage_tier or "")
+    if col is None:
+        inf = np.full(n, np.inf)
+        return inf, inf
+    free = table.free(n)[:, col]
+    known = ~np.isnan(free)
+    free = np.where(known, np.maximum(free, 0.0), np.inf)
+    return np.floor(free / demand.storage_gib + EPS), free
+
+
+def draw_gpus(table: OfferTable, demand: OfferDemand, row: int, n: int, replicas: int) -> list[tuple[str, float]]:
+    """GPUs ``replicas`` replicas take on cluster ``row``, model by model, slowest eligible first;
+    what no model holds goes to the last eligible one (the decision outran the counts)."""
+    elig = gpu_eligible(table, demand, n)[row]
+    cols = np.flatnonzero(elig)
+    if cols.size == 0:
+        return []
+    cols = cols[np.argsort(np.nan_to_num(table.perf[row, cols], nan=np.inf), kind="stable")]
+    free = np.maximum(table.free(n)[row, cols], 0.0)
+    out: list[tuple[str, float]] = []
+    left = replicas
+    for i, col in enumerate(cols.tolist()):
+        take = left if i == cols.size - 1 else min(left, int(free[i] // demand.gpus + EPS))
+        if take > 0:
+            out.append((table.key_names[col], float(take * demand.gpus)))
+            left -= take
+        if left <= 0:
+            break
+    return out
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) and f >= 0 else None
