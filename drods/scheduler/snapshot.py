@@ -649,14 +649,14 @@ class Snapshot:
         """
         req = requirement_vector(requirements)
         if key is not None:
-            self.forget(key=key)
+            self.forget(key=key, offers=False)
         names, counts = _names_counts(placement)
         self._apply(names, counts, req, 1.0)
         if key is not None:
             self._assumed[key] = _Assumed(names, counts, req)
             if demand is None and isinstance(requirements, ReplicaRequirements):
                 demand = OfferDemand.of(requirements)
-            if demand is not None:
+            if demand is not None or isinstance(requirements, ReplicaRequirements):
                 self.place_offers(key, tuple(zip(names, counts, strict=True)), demand)
 
     def forget(
@@ -665,10 +665,13 @@ class Snapshot:
         requirements: ReplicaRequirements | Sequence[float] | FloatArr | None = None,
         *,
         key: str | None = None,
+        offers: bool = True,
     ) -> bool:
-        """Undo an assume: by ``key``, or by giving the same placement and requirements again."""
+        """Undo an assume: by ``key`` (with the GPUs and tier storage it holds unless ``offers`` is
+        False), or by giving the same placement and requirements again (cpu, memory, ... only)."""
         if key is not None:
-            self.drop_offers(key)
+            if offers:
+                self.drop_offers(key)
             rec = self._assumed.pop(key, None)
             if rec is None:
                 return False
