@@ -11,14 +11,16 @@ Per (cluster, key) the table keeps
 
 * ``capacity``  — the reported ``allocatable`` (else ``capacity``), else the spec's; NaN = unknown
   (a model listed only in ``gpuModels``): such a cell is not enforced;
-* ``reported``  — the member's ``allocated`` (0 when it reports none);
-* ``placed``    — what DRO-DS placements hold there (every placed binding's draw, kept for as long
-  as the binding is placed, since a member that reports no per-model allocation never will).
+* ``reported``  — the member's ``allocated``;
+* ``assumed``   — what recent decisions added and the member's report does not show yet (S7, the
+  same assume/forget as cpu and memory);
+* ``placed``    — what every placed binding holds there, for as long as it is placed.
 
-Free = capacity − max(reported, placed): the member's figure counts foreign use once it sees our
-replicas, ours counts them before it does. A replica needing N GPUs takes them from one model (a
-pod runs on one node), so N GPUs of an eligible model fit ``Σ_models floor(free / N)`` replicas;
-draws take the slowest eligible model first, keeping faster GPUs for tasks that need them.
+Load = ``reported + assumed`` where the member reports that model / tier, else ``placed`` (a
+member that reports no per-model allocation never will, so what DRO-DS placed is all it knows).
+Free = capacity − load. A replica needing N GPUs takes them from one model (a pod runs on one
+node), so N GPUs of an eligible model fit ``Σ_models floor(free / N)`` replicas; draws take the
+slowest eligible model first, keeping faster GPUs for tasks that need them.
 """
 
 from __future__ import annotations
@@ -82,9 +84,12 @@ class OfferTable:
         self.perf = np.full((rows, 0), np.nan)
         self.status_cap = np.full((rows, 0), np.nan)
         self.reported = np.zeros((rows, 0))
+        self.assumed = np.zeros((rows, 0))
         self.placed = np.zeros((rows, 0))
+        self.reports = np.zeros((rows, 0), dtype=bool)  # the member reports this cell
 
-    _FILLS = (("spec_cap", np.nan), ("perf", np.nan), ("status_cap", np.nan), ("reported", 0.0), ("placed", 0.0))
+    _FILLS: tuple[tuple[str, Any], ...] = (("spec_cap", np.nan), ("perf", np.nan), ("status_cap", np.nan),
+                                           ("reported", 0.0), ("assumed", 0.0), ("placed", 0.0), ("reports", False))
 
     def column(self, key: str) -> int:
         """The column of ``key``, added on first sight (a new model or tier: rare, one copy)."""
@@ -128,6 +133,7 @@ class OfferTable:
         """The member's report of one row (``{key: {capacity, allocatable, allocated}}``), or none."""
         self.status_cap[row] = np.nan
         self.reported[row] = 0.0
+        self.reports[row] = False
         if not isinstance(section, Mapping):
             return
         for key, leaf in section.items():
@@ -143,18 +149,29 @@ class OfferTable:
             if cap is not None:
                 self.status_cap[row, col] = cap
             self.reported[row, col] = used or 0.0
+            self.reports[row, col] = True
 
     def capacity(self, n: int) -> FloatArr:
         sc = self.status_cap[:n]
         return np.where(np.isnan(sc), self.spec_cap[:n], sc)
 
-    def free(self, n: int) -> FloatArr:
-        """(n, keys) free amount; NaN where the capacity is unknown."""
-        return self.capacity(n) - np.maximum(self.reported[:n], self.placed[:n])
+    def load(self, n: int) -> FloatArr:
+        return np.where(self.reports[:n], self.reported[:n] + self.assumed[:n], self.placed[:n])
 
-    def add_placed(self, row: int, key: str, amount: float) -> None:
-        col = self.column(key)
-        self.placed[row, col] = max(0.0, self.placed[row, col] + amount)
+    def free(self, n: int, which: str | None = None) -> FloatArr:
+        """(n, keys) free amount; NaN where the capacity is unknown. ``which`` = "placed" or
+        "assumed": free as that cell kind alone sees it (where a draw of that kind goes)."""
+        if which == "placed":
+            return self.capacity(n) - self.placed[:n]
+        if which == "assumed":
+            return self.capacity(n) - self.reported[:n] - self.assumed[:n]
+        return self.capacity(n) - self.load(n)
+
+    def add(self, which: str, row: int, key: str, amount: float) -> None:
+        """Add ``amount`` to the ``assumed`` or ``placed`` cell (never below 0)."""
+        col = self.column(key)  # may replace the arrays: pick one after it
+        a = self.assumed if which == "assumed" else self.placed
+        a[row, col] = max(0.0, a[row, col] + amount)
 
 
 def gpu_eligible(table: OfferTable, demand: OfferDemand, n: int) -> BoolArr:
@@ -195,15 +212,17 @@ def tier_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, 
     return np.floor(free / demand.storage_gib + EPS), free
 
 
-def draw_gpus(table: OfferTable, demand: OfferDemand, row: int, n: int, replicas: int) -> list[tuple[str, float]]:
-    """GPUs ``replicas`` replicas take on cluster ``row``, model by model, slowest eligible first;
-    what no model holds goes to the last eligible one (the decision outran the counts)."""
+def draw_gpus(table: OfferTable, demand: OfferDemand, row: int, n: int, replicas: int,
+              which: str | None = None) -> list[tuple[str, float]]:
+    """GPUs ``replicas`` replicas take on cluster ``row``, model by model, slowest eligible first
+    (free as the ``which`` cells see it); what no model holds goes to the last eligible one (the
+    decision outran the counts)."""
     elig = gpu_eligible(table, demand, n)[row]
     cols = np.flatnonzero(elig)
     if cols.size == 0:
         return []
     cols = cols[np.argsort(np.nan_to_num(table.perf[row, cols], nan=np.inf), kind="stable")]
-    free = np.maximum(table.free(n)[row, cols], 0.0)
+    free = np.maximum(table.free(n, which)[row, cols], 0.0)
     out: list[tuple[str, float]] = []
     left = replicas
     for i, col in enumerate(cols.tolist()):

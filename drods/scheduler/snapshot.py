@@ -24,8 +24,8 @@ tiers, taints) keep one boolean mask per distinct value, reference-counted and d
 last user. Latency to named sites is one float array per site (NaN = unknown).
 
 GPUs by model and storage by tier are consumed capacities in two ``OfferTable``s (``gpus``,
-``tiers``; see ``offers.py``): capacity from the spec or the member's report, load = max(the
-member's reported allocation, what placed bindings hold there, by binding key).
+``tiers``; see ``offers.py``): capacity from the spec or the member's report; load = the member's
+reported allocation plus what is assumed where it reports one, else what placed bindings hold.
 
 Water level (SPEC S10): for cpu and memory, fraction_r = (load_r + assumed_r) / alloc_r; the
 water level is max(fraction_cpu, fraction_mem). If the status carries ``waterLevel`` it replaces
@@ -47,6 +47,8 @@ from drods.model.binding import ReplicaRequirements, TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.scheduler.interface import BoolArr, FloatArr
 from drods.scheduler.offers import Draw, OfferDemand, OfferTable, draw_gpus
+
+OfferDraws = tuple[tuple[Draw, ...], tuple[Draw, ...]]  # (GPU draws, tier draws) of one placement
 
 RESOURCES = ("cpu", "memory", "gpu", "pods", "storage")
 CPU, MEM, GPU, PODS, STORAGE = range(5)
@@ -220,7 +222,8 @@ class Snapshot:
         # F1: GPUs by model and storage GiB by tier, and what each placed binding holds of them
         self.gpus = OfferTable(cap)
         self.tiers = OfferTable(cap)
-        self.offer_placements: dict[str, tuple[tuple[Draw, ...], tuple[Draw, ...]]] = {}
+        self.offer_placements: dict[str, OfferDraws] = {}  # held while placed, by binding key
+        self.offer_assumed: dict[str, OfferDraws] = {}  # assumed with the cpu/memory of ``assume``
         self._rows: list[_RowInfo] = []
         self._refs: dict[tuple[str, ...], int] = {}
         self._assumed: dict[str, _Assumed] = {}
@@ -639,13 +642,14 @@ class Snapshot:
         requirements: ReplicaRequirements | Sequence[float] | FloatArr,
         key: str | None = None,
         demand: OfferDemand | None = None,
+        hold: bool = True,
     ) -> None:
         """Count a placement at once, before member status reflects it (S7).
 
         With ``key`` the placement is remembered so ``forget(key=...)`` can undo it; a second
         assume under the same key replaces the first (the workload was rescheduled). With a key,
-        GPUs by model and storage by tier (``demand``, else that of ``requirements``) are held
-        under it too (``place_offers``).
+        GPUs by model and storage by tier (``demand``, else that of ``requirements``) are assumed
+        too, and with ``hold`` the placement holds them (``place_offers``) until ``forget``.
         """
         req = requirement_vector(requirements)
         if key is not None:
@@ -656,8 +660,11 @@ class Snapshot:
             self._assumed[key] = _Assumed(names, counts, req)
             if demand is None and isinstance(requirements, ReplicaRequirements):
                 demand = OfferDemand.of(requirements)
-            if demand is not None or isinstance(requirements, ReplicaRequirements):
-                self.place_offers(key, tuple(zip(names, counts, strict=True)), demand)
+            pairs = tuple(zip(names, counts, strict=True))
+            if demand is not None:
+                self.offer_assumed[key] = self._draw(pairs, demand, "assumed")
+            if hold and (demand is not None or isinstance(requirements, ReplicaRequirements)):
+                self.place_offers(key, pairs, demand)
 
     def forget(
         self,
@@ -670,6 +677,9 @@ class Snapshot:
         """Undo an assume: by ``key`` (with the GPUs and tier storage it holds unless ``offers`` is
         False), or by giving the same placement and requirements again (cpu, memory, ... only)."""
         if key is not None:
+            drew = self.offer_assumed.pop(key, None)
+            if drew is not None:
+                self._undraw(drew, "assumed")
             if offers:
                 self.drop_offers(key)
             rec = self._assumed.pop(key, None)
@@ -683,14 +693,8 @@ class Snapshot:
         return True
 
     # ------------------------------------------------------------------ GPUs by model, storage by tier
-    def place_offers(self, key: str, placement: Sequence[tuple[str, int]], demand: OfferDemand | None) -> None:
-        """Binding ``key`` holds ``demand`` per replica of ``placement`` (replacing what it held):
-        GPUs drawn from its eligible models, GiB from its tier, on every cluster it is placed on."""
-        if demand is None and key not in self.offer_placements:
-            return
-        self.drop_offers(key)
-        if demand is None:
-            return
+    def _draw(self, placement: Sequence[tuple[str, int]], demand: OfferDemand, which: str) -> OfferDraws:
+        """Add what ``placement`` takes of the offer tables to their ``which`` cells; returns the draws."""
         n = self.n
         gpu: list[Draw] = []
         tier: list[Draw] = []
@@ -699,28 +703,41 @@ class Snapshot:
             if row is None or count <= 0:
                 continue
             if demand.uses_gpus:
-                for model, amount in draw_gpus(self.gpus, demand, row, n, count):
-                    self.gpus.add_placed(row, model, amount)
+                for model, amount in draw_gpus(self.gpus, demand, row, n, count, which):
+                    self.gpus.add(which, row, model, amount)
                     gpu.append((name, model, amount))
-            if demand.uses_tier and demand.storage_tier in self.tiers.keys:
+            if demand.storage_tier is not None and demand.uses_tier and demand.storage_tier in self.tiers.keys:
                 amount = count * demand.storage_gib
-                self.tiers.add_placed(row, demand.storage_tier, amount)  # type: ignore[arg-type]
-                tier.append((name, demand.storage_tier, amount))  # type: ignore[arg-type]
-        if gpu or tier:
-            self.offer_placements[key] = (tuple(gpu), tuple(tier))
+                self.tiers.add(which, row, demand.storage_tier, amount)
+                tier.append((name, demand.storage_tier, amount))
+        return tuple(gpu), tuple(tier)
+
+    def _undraw(self, draws: OfferDraws, which: str) -> None:
+        for table, part in zip((self.gpus, self.tiers), draws, strict=True):
+            for name, k, amount in part:
+                row = self.index.get(name)
+                if row is not None:
+                    table.add(which, row, k, -amount)
+
+    def place_offers(self, key: str, placement: Sequence[tuple[str, int]], demand: OfferDemand | None) -> None:
+        """Binding ``key`` holds ``demand`` per replica of ``placement`` (replacing what it held):
+        GPUs drawn from its eligible models, GiB from its tier, on every cluster it is placed on.
+        This is the load of clusters whose member reports no per-model / per-tier allocation."""
+        if demand is None and key not in self.offer_placements:
+            return
+        self.drop_offers(key)
+        if demand is not None:
+            draws = self._draw(placement, demand, "placed")
+            if draws[0] or draws[1]:
+                self.offer_placements[key] = draws
         self._bump()
 
     def drop_offers(self, key: str) -> None:
         """Binding ``key`` holds no GPUs or tier storage any more (deleted, or placed anew)."""
         held = self.offer_placements.pop(key, None)
-        if held is None:
-            return
-        for table, draws in zip((self.gpus, self.tiers), held, strict=True):
-            for name, k, amount in draws:
-                row = self.index.get(name)
-                if row is not None:
-                    table.add_placed(row, k, -amount)
-        self._bump()
+        if held is not None:
+            self._undraw(held, "placed")
+            self._bump()
 
     def _bump(self) -> None:
         """A change no derived cpu/memory view depends on: a new version, the views stay fresh."""

@@ -15,9 +15,9 @@ keeps the assumed load (S7) honest:
   seconds (default 60) after the decision — by then that status includes the new replicas.
   A scheduler that starts (or takes over) assumes the placements whose clusters have not yet
   published such a status, so a fail-over never forgets recent decisions.
-* **GPUs by model, storage by tier** (F1) — a member may never report them, so each binding's
-  placement holds its GPUs and tier storage for as long as it is placed (``Snapshot.place_offers``),
-  not for ``assume_ttl``; a member that reports them counts as max(its figure, ours).
+* **GPUs by model, storage by tier** (F1) — assumed like cpu and memory where the member reports
+  them; a member may never report them, so each binding's placement also holds its GPUs and tier
+  storage for as long as it is placed (``Snapshot.place_offers``), the load of such members.
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ class SchedulerCache:
                 counts[cluster] = counts.get(cluster, 0) + grow
         new_names = {cluster for cluster, _ in new}
         counts = {c: n for c, n in counts.items() if n > 0 and c in new_names}
-        self._set(key, counts, req, ts)
+        self._set(key, counts, req, ts, demand)
         self.snap.place_offers(key, new, demand)
 
     def observe(self, key: str, placement: Placement, scheduled_time: float | None, req: tuple[float, ...],
@@ -245,13 +245,15 @@ class SchedulerCache:
             if prev is not None:
                 self.forget(key)
             return
-        self._set(key, {c: n for c, n in placement if n > 0}, req, scheduled_time)
+        self._set(key, {c: n for c, n in placement if n > 0}, req, scheduled_time, demand)
 
-    def _set(self, key: str, counts: dict[str, int], req: tuple[float, ...], ts: float) -> None:
+    def _set(self, key: str, counts: dict[str, int], req: tuple[float, ...], ts: float,
+             demand: OfferDemand | None = None) -> None:
         if not counts:
             self.forget(key)
             return
-        self.snap.assume(tuple(counts.items()), np.asarray(req, dtype=np.float64), key=key)
+        self.snap.assume(tuple(counts.items()), np.asarray(req, dtype=np.float64), key=key, demand=demand,
+                         hold=False)
         self._assumed[key] = _Assumption(counts, req, ts)
         heapq.heappush(self._due, (ts + self.assume_ttl, key, ts))
 

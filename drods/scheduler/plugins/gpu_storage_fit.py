@@ -103,19 +103,26 @@ class GpuStorageFit(PluginBase):
 
 def headroom(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: IntArr) -> dict[str, object]:
     """The S3 analysis of a placement's GPU-by-model and storage-by-tier use: per chosen cluster
-    the free amount the decision saw (this binding's own hold counted as free) and what the
-    placement uses of it. Empty where no chosen cluster states a count of what the task needs."""
+    the free amount the decision saw (with what this binding itself holds or has assumed there
+    counted as free) and what the placement uses of it. Empty where no chosen cluster states a
+    count of what the task needs."""
     d = task.demand
     if d is None or rows.size == 0:
         return {}
     own_gpu: dict[tuple[str, str], float] = {}
     own_tier: dict[str, float] = {}
-    held = snap.offer_placements.get(task.key)
-    if held is not None:
+    for table_of, reported in ((snap.offer_placements, False), (snap.offer_assumed, True)):
+        held = table_of.get(task.key)
+        if held is None:
+            continue
         for name, model, amount in held[0]:
-            own_gpu[(name, model)] = own_gpu.get((name, model), 0.0) + amount
-        for name, _, amount in held[1]:
-            own_tier[name] = own_tier.get(name, 0.0) + amount
+            row = snap.index.get(name)
+            if row is not None and bool(snap.gpus.reports[row, snap.gpus.keys[model]]) == reported:
+                own_gpu[(name, model)] = own_gpu.get((name, model), 0.0) + amount
+        for name, tier, amount in held[1]:
+            row = snap.index.get(name)
+            if row is not None and bool(snap.tiers.reports[row, snap.tiers.keys[tier]]) == reported:
+                own_tier[name] = own_tier.get(name, 0.0) + amount
     out: dict[str, object] = {}
     names = [str(x) for x in snap.names_arr[rows].tolist()]
     if d.uses_gpus:
