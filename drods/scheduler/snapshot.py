@@ -506,7 +506,9 @@ class Snapshot:
         """Replace only the observed status of a known cluster (the hot update from monitoring)."""
         row = self.index[name]
         p = parse_status(status, wl_floor)
-        if not (status and isinstance(status.get("gpu"), Mapping)):
+        gpu_sec = status.get("gpu") if status else None
+        if not (isinstance(gpu_sec, Mapping) and (gpu_sec.get("capacity") is not None
+                                                  or gpu_sec.get("allocatable") is not None)):
             spec = self._rows[row].spec
             total = float(sum(g.count for g in spec.gpus)) if spec is not None else 0.0
             if total > 0:  # F1: a member silent on GPUs has the ones its spec counts
