@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from drods.model.binding import ReplicaRequirements
-from drods.scheduler.interface import BoolArr, FloatArr
+from drods.scheduler.interface import BoolArr, FloatArr, IntArr
 
 EPS = 1e-9
 
@@ -87,9 +87,13 @@ class OfferTable:
         self.assumed = np.zeros((rows, 0))
         self.placed = np.zeros((rows, 0))
         self.reports = np.zeros((rows, 0), dtype=bool)  # the member reports this cell
+        # derived, kept current cell by cell on every change: what the plugins read
+        self.cap = np.full((rows, 0), np.nan)
+        self.load = np.zeros((rows, 0))
 
     _FILLS: tuple[tuple[str, Any], ...] = (("spec_cap", np.nan), ("perf", np.nan), ("status_cap", np.nan),
-                                           ("reported", 0.0), ("assumed", 0.0), ("placed", 0.0), ("reports", False))
+                                           ("reported", 0.0), ("assumed", 0.0), ("placed", 0.0), ("reports", False),
+                                           ("cap", np.nan), ("load", 0.0))
 
     def column(self, key: str) -> int:
         """The column of ``key``, added on first sight (a new model or tier: rare, one copy)."""
@@ -128,14 +132,18 @@ class OfferTable:
             prev = self.spec_cap[row, col]
             self.spec_cap[row, col] = cap if math.isnan(prev) else prev + cap
             self.perf[row, col] = perf if math.isnan(self.perf[row, col]) else max(perf, self.perf[row, col])
+        self._refresh(row)
 
     def set_status(self, row: int, section: Any) -> None:
         """The member's report of one row (``{key: {capacity, allocatable, allocated}}``), or none."""
         self.status_cap[row] = np.nan
         self.reported[row] = 0.0
         self.reports[row] = False
-        if not isinstance(section, Mapping):
-            return
+        if isinstance(section, Mapping):
+            self._read_status(row, section)
+        self._refresh(row)
+
+    def _read_status(self, row: int, section: Mapping[Any, Any]) -> None:
         for key, leaf in section.items():
             if not isinstance(key, str) or not isinstance(leaf, Mapping):
                 continue
@@ -151,52 +159,89 @@ class OfferTable:
             self.reported[row, col] = used or 0.0
             self.reports[row, col] = True
 
-    def capacity(self, n: int) -> FloatArr:
-        sc = self.status_cap[:n]
-        return np.where(np.isnan(sc), self.spec_cap[:n], sc)
+    def _refresh(self, row: int, col: Any = slice(None)) -> None:
+        sc = self.status_cap[row, col]
+        self.cap[row, col] = np.where(np.isnan(sc), self.spec_cap[row, col], sc)
+        self.load[row, col] = np.where(self.reports[row, col], self.reported[row, col] + self.assumed[row, col],
+                                       self.placed[row, col])
 
-    def load(self, n: int) -> FloatArr:
-        return np.where(self.reports[:n], self.reported[:n] + self.assumed[:n], self.placed[:n])
+    def capacity(self, n: int) -> FloatArr:
+        return self.cap[:n]
 
     def free(self, n: int, which: str | None = None) -> FloatArr:
-        """(n, keys) free amount; NaN where the capacity is unknown. ``which`` = "placed" or
-        "assumed": free as that cell kind alone sees it (where a draw of that kind goes)."""
+        """(n, keys) free amount; NaN where the capacity is unknown."""
+        return self.free_at(np.s_[:n], which)
+
+    def capacity_at(self, idx: Any) -> FloatArr:
+        """Capacity of the cells ``idx`` selects (any NumPy index into rows × keys)."""
+        return self.cap[idx]  # type: ignore[no-any-return]
+
+    def free_at(self, idx: Any, which: str | None = None) -> FloatArr:
+        """Free amount of the cells ``idx`` selects. ``which`` = "placed" or "assumed": free as that
+        cell kind alone sees it (where a draw of that kind goes)."""
+        cap = self.cap[idx]
         if which == "placed":
-            return self.capacity(n) - self.placed[:n]
+            return cap - self.placed[idx]  # type: ignore[no-any-return]
         if which == "assumed":
-            return self.capacity(n) - self.reported[:n] - self.assumed[:n]
-        return self.capacity(n) - self.load(n)
+            return cap - self.reported[idx] - self.assumed[idx]  # type: ignore[no-any-return]
+        return cap - self.load[idx]  # type: ignore[no-any-return]
 
     def add(self, which: str, row: int, key: str, amount: float) -> None:
         """Add ``amount`` to the ``assumed`` or ``placed`` cell (never below 0)."""
         col = self.column(key)  # may replace the arrays: pick one after it
         a = self.assumed if which == "assumed" else self.placed
         a[row, col] = max(0.0, a[row, col] + amount)
+        self._refresh(row, col)
 
 
-def gpu_eligible(table: OfferTable, demand: OfferDemand, n: int) -> BoolArr:
-    """(n, models) the models a replica may use on each cluster, where their count is known."""
-    k = len(table.key_names)
-    cols = np.ones(k, dtype=bool)
-    if demand.gpu_model is not None:
-        cols[:] = False
-        col = table.keys.get(demand.gpu_model)
-        if col is not None:
-            cols[col] = True
-    ok = cols & ~np.isnan(table.capacity(n))
+def gpu_columns(table: OfferTable, demand: OfferDemand) -> list[int]:
+    """The models a replica may use at all: the named one, else every model."""
+    if demand.gpu_model is None:
+        return list(range(len(table.key_names)))
+    col = table.keys.get(demand.gpu_model)
+    return [] if col is None else [col]
+
+
+def _index(n: int, rows: IntArr | None, cols: list[int]) -> Any:
+    return np.s_[:n, cols] if rows is None else np.ix_(rows, np.asarray(cols, dtype=np.intp))
+
+
+def gpu_eligible(table: OfferTable, demand: OfferDemand, n: int, rows: IntArr | None = None,
+                 cols: list[int] | None = None) -> BoolArr:
+    """(rows, cols) the models a replica may use on each cluster, where their count is known."""
+    cols = gpu_columns(table, demand) if cols is None else cols
+    idx = _index(n, rows, cols)
+    ok = ~np.isnan(table.capacity_at(idx))
     if demand.min_gpu_perf is not None:
-        ok &= table.perf[:n] >= demand.min_gpu_perf  # NaN (no performance stated) fails
+        ok &= table.perf[idx] >= demand.min_gpu_perf  # NaN (no performance stated) fails
     return ok  # type: ignore[no-any-return]
 
 
-def gpu_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, FloatArr, BoolArr]:
-    """Replicas that fit per cluster (inf where no eligible count is known), the free GPUs of the
-    eligible models, and the eligibility matrix."""
-    elig = gpu_eligible(table, demand, n)
-    free = np.where(elig, np.maximum(table.free(n), 0.0), 0.0)
+def gpu_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, FloatArr]:
+    """Replicas that fit per cluster (inf where no eligible count is known) and the free GPUs of
+    the eligible models."""
+    cols = gpu_columns(table, demand)
+    if not cols:
+        inf = np.full(n, np.inf)
+        return inf, inf
+    if len(cols) == 1:  # a named model: one column, 1-D arithmetic
+        c = cols[0]
+        cap1 = table.cap[:n, c]
+        ok = ~np.isnan(cap1)
+        if demand.min_gpu_perf is not None:
+            ok &= table.perf[:n, c] >= demand.min_gpu_perf
+        free1 = np.where(ok, np.maximum(cap1 - table.load[:n, c], 0.0), np.inf)
+        return np.floor(free1 / demand.gpus + EPS), free1
+    every = len(cols) == len(table.key_names)
+    sel: Any = np.s_[:n] if every else np.s_[:n, cols]  # every model: views, no copies
+    cap = table.cap[sel]
+    elig = ~np.isnan(cap)
+    if demand.min_gpu_perf is not None:
+        elig &= table.perf[sel] >= demand.min_gpu_perf  # NaN (no performance stated) fails
+    free = np.where(elig, np.maximum(cap - table.load[sel], 0.0), 0.0)
     fit = np.floor(free / demand.gpus + EPS).sum(axis=1)
     known = elig.any(axis=1)
-    return np.where(known, fit, np.inf), np.where(known, free.sum(axis=1), np.inf), elig
+    return np.where(known, fit, np.inf), np.where(known, free.sum(axis=1), np.inf)
 
 
 def tier_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, FloatArr]:
@@ -206,9 +251,8 @@ def tier_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, 
     if col is None:
         inf = np.full(n, np.inf)
         return inf, inf
-    free = table.free(n)[:, col]
-    known = ~np.isnan(free)
-    free = np.where(known, np.maximum(free, 0.0), np.inf)
+    free = table.cap[:n, col] - table.load[:n, col]
+    free = np.where(np.isnan(free), np.inf, np.maximum(free, 0.0))
     return np.floor(free / demand.storage_gib + EPS), free
 
 
@@ -217,16 +261,18 @@ def draw_gpus(table: OfferTable, demand: OfferDemand, row: int, n: int, replicas
     """GPUs ``replicas`` replicas take on cluster ``row``, model by model, slowest eligible first
     (free as the ``which`` cells see it); what no model holds goes to the last eligible one (the
     decision outran the counts)."""
-    elig = gpu_eligible(table, demand, n)[row]
-    cols = np.flatnonzero(elig)
+    cols = np.asarray(gpu_columns(table, demand), dtype=np.intp)
+    if cols.size == 0:
+        return []
+    cols = cols[gpu_eligible(table, demand, n, np.array([row]), cols.tolist())[0]]
     if cols.size == 0:
         return []
     cols = cols[np.argsort(np.nan_to_num(table.perf[row, cols], nan=np.inf), kind="stable")]
-    free = np.maximum(table.free(n, which)[row, cols], 0.0)
+    free = np.maximum(table.free_at((row, cols), which), 0.0)
     out: list[tuple[str, float]] = []
     left = replicas
     for i, col in enumerate(cols.tolist()):
-        take = left if i == cols.size - 1 else min(left, int(free[i] // demand.gpus + EPS))
+        take = left if i == cols.size - 1 else min(left, int(free[i] / demand.gpus + EPS))
         if take > 0:
             out.append((table.key_names[col], float(take * demand.gpus)))
             left -= take

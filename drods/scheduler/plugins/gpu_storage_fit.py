@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, IntArr, PluginBase, Rejection, reject
-from drods.scheduler.offers import OfferDemand, gpu_eligible, gpu_fit, tier_fit
+from drods.scheduler.offers import OfferDemand, gpu_columns, gpu_eligible, gpu_fit, tier_fit
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -40,6 +40,9 @@ def _detail(what: str, need: float, unit: str, free: FloatArr) -> Callable[[IntA
     return make
 
 
+_Fits = tuple[FloatArr | None, FloatArr | None, FloatArr | None, FloatArr | None]
+
+
 class GpuStorageFit(PluginBase):
     name = "GpuStorageFit"
     capacity_only = True
@@ -49,9 +52,9 @@ class GpuStorageFit(PluginBase):
         return task.demand is None
 
     @staticmethod
-    def _fits(task: TaskInfo, snap: Snapshot) -> tuple[FloatArr | None, FloatArr | None, FloatArr | None,
-                                                        FloatArr | None]:
-        """(GPU fit, free GPUs, tier fit, free GiB) this cycle; None for what the task does not need."""
+    def _fits(task: TaskInfo, snap: Snapshot) -> _Fits:
+        """(GPU fit, free GPUs, tier fit, free GiB) per cluster this cycle (whole columns: cheaper
+        than picking the mask's rows); None for what the task does not need."""
         hit = task.cache.get("offer-fit")
         if hit is not None and hit[0] == snap.version:
             return hit[1]  # type: ignore[no-any-return]
@@ -59,12 +62,12 @@ class GpuStorageFit(PluginBase):
         assert d is not None
         g_fit = g_free = t_fit = t_free = None
         if d.uses_gpus:
-            g_fit, g_free, _ = gpu_fit(snap.gpus, d, snap.n)
+            g_fit, g_free = gpu_fit(snap.gpus, d, snap.n)
         if d.uses_tier:
             t_fit, t_free = tier_fit(snap.tiers, d, snap.n)
-        out = (g_fit, g_free, t_fit, t_free)
-        task.cache["offer-fit"] = (snap.version, out)
-        return out
+        fits: _Fits = (g_fit, g_free, t_fit, t_free)
+        task.cache["offer-fit"] = (snap.version, fits)
+        return fits
 
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
         d = task.demand
@@ -126,16 +129,17 @@ def headroom(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: IntArr) -> di
     out: dict[str, object] = {}
     names = [str(x) for x in snap.names_arr[rows].tolist()]
     if d.uses_gpus:
-        elig = gpu_eligible(snap.gpus, d, snap.n)[rows]
-        free = snap.gpus.free(snap.n)[rows]
+        cols = gpu_columns(snap.gpus, d)
+        elig = gpu_eligible(snap.gpus, d, snap.n, rows, cols)
+        free = snap.gpus.free_at(np.ix_(rows, np.asarray(cols, dtype=np.intp)))
         models = snap.gpus.key_names
         per: dict[str, object] = {}
         for i, (name, k) in enumerate(zip(names, counts.tolist(), strict=True)):
-            cols = np.flatnonzero(elig[i]).tolist()
-            if not cols:
+            mine = [j for j in range(len(cols)) if elig[i, j]]
+            if not mine:
                 continue
-            per[name] = {"free": {models[c]: max(0.0, float(free[i, c])) + own_gpu.get((name, models[c]), 0.0)
-                                  for c in cols},
+            per[name] = {"free": {models[cols[j]]: max(0.0, float(free[i, j]))
+                                  + own_gpu.get((name, models[cols[j]]), 0.0) for j in mine},
                          "used": float(k * d.gpus)}
         if per:
             out["gpus"] = {"perReplica": d.gpus, "eligible": gpu_label(d), "clusters": per}
@@ -143,7 +147,7 @@ def headroom(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: IntArr) -> di
         col = snap.tiers.keys.get(d.storage_tier or "")
         per = {}
         if col is not None:
-            free_t = snap.tiers.free(snap.n)[rows, col]
+            free_t = snap.tiers.free_at((rows, col))
             for i, (name, k) in enumerate(zip(names, counts.tolist(), strict=True)):
                 if not np.isnan(free_t[i]):
                     per[name] = {"freeGiB": max(0.0, float(free_t[i])) + own_tier.get(name, 0.0),
