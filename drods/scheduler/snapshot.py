@@ -281,33 +281,28 @@ class Snapshot:
     # ------------------------------------------------------------------ GPUs and storage by tier (F1)
     def gpu_performance(self, model: str | None) -> FloatArr:
         """Best relative GPU performance per cluster (of ``model`` when named); NaN when its spec
-        gives none. Built from the specs once per topology version (only tasks that ask pay)."""
+        gives none. One column (or a row-wise max over the models), cached per topology version."""
         key = ("gpu-performance", model)
         hit = self.cache.get(key)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
-        out = np.full(self.n, np.nan)
-        for row, info in enumerate(self._rows[: self.n]):
-            perf = [g.relativePerformance for g in (info.spec.gpus if info.spec else ())
-                    if model is None or g.model == model]
-            if perf:
-                out[row] = max(perf)
+        perf = self.gpus.perf[: self.n]
+        col = None if model is None else self.gpus.keys.get(model)
+        if (model is not None and col is None) or perf.shape[1] == 0:
+            out = np.full(self.n, np.nan)
+        elif col is not None:
+            out = perf[:, col].copy()
+        else:
+            out = np.fmax.reduce(perf, axis=1)  # NaN only where every model's is
         self.cache[key] = out
-        return out
+        return out  # type: ignore[no-any-return]
 
     def tier_capacity(self, tier: str) -> FloatArr:
-        """Capacity (GiB) of storage ``tier`` per cluster; NaN when its spec gives none."""
-        key = ("tier-capacity", tier)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        out = np.full(self.n, np.nan)
-        for row, info in enumerate(self._rows[: self.n]):
-            caps = [t.capacityGiB for t in (info.spec.storage if info.spec else ()) if t.tier == tier]
-            if caps:
-                out[row] = sum(caps)
-        self.cache[key] = out
-        return out
+        """Capacity (GiB) of storage ``tier`` per cluster as its spec states it; NaN when it does not."""
+        col = self.tiers.keys.get(tier)
+        if col is None:
+            return np.full(self.n, np.nan)
+        return self.tiers.spec_cap[: self.n, col].copy()
 
     # ------------------------------------------------------------------ network (F1, C2)
     def set_network_pair(self, a: str, b: str, delay_ms: float | None, bandwidth_mbps: float | None) -> None:
