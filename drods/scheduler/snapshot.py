@@ -158,6 +158,20 @@ class _RowInfo:
 PlacementLike = Sequence[TargetCluster] | Sequence[tuple[str, int]]
 
 
+def _shrunk(old: OfferDraws, new: OfferDraws) -> bool:
+    """Whether any (table, cluster, key) cell of ``old`` holds more than in ``new``."""
+    for o, n in zip(old, new, strict=True):
+        now: dict[tuple[str, str], float] = {}
+        for name, k, amount in n:
+            now[(name, k)] = now.get((name, k), 0.0) + amount
+        before: dict[tuple[str, str], float] = {}
+        for name, k, amount in o:
+            before[(name, k)] = before.get((name, k), 0.0) + amount
+        if any(v > now.get(c, 0.0) + 1e-9 for c, v in before.items()):
+            return True
+    return False
+
+
 def _names_counts(placement: PlacementLike) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """Cluster names and replica counts of a placement given as objects or (cluster, replicas)."""
     if placement and isinstance(placement[0], tuple):
@@ -716,18 +730,22 @@ class Snapshot:
                 if row is not None:
                     table.add(which, row, k, -amount)
 
-    def place_offers(self, key: str, placement: Sequence[tuple[str, int]], demand: OfferDemand | None) -> None:
+    def place_offers(self, key: str, placement: Sequence[tuple[str, int]], demand: OfferDemand | None) -> bool:
         """Binding ``key`` holds ``demand`` per replica of ``placement`` (replacing what it held):
         GPUs drawn from its eligible models, GiB from its tier, on every cluster it is placed on.
-        This is the load of clusters whose member reports no per-model / per-tier allocation."""
-        if demand is None and key not in self.offer_placements:
-            return
+        This is the load of clusters whose member reports no per-model / per-tier allocation.
+        True when some cluster now holds less of it than before (room for parked bindings)."""
+        old = self.offer_placements.get(key)
+        if demand is None and old is None:
+            return False
         self.drop_offers(key)
+        draws: OfferDraws = ((), ())
         if demand is not None:
             draws = self._draw(placement, demand, "placed")
             if draws[0] or draws[1]:
                 self.offer_placements[key] = draws
         self._bump()
+        return old is not None and _shrunk(old, draws)
 
     def drop_offers(self, key: str) -> None:
         """Binding ``key`` holds no GPUs or tier storage any more (deleted, or placed anew)."""

@@ -214,11 +214,12 @@ class SchedulerCache:
         return dict(a.counts) if a is not None else None
 
     def assume_decision(self, key: str, old: Placement, new: Placement,
-                        req: tuple[float, ...], ts: float, demand: OfferDemand | None = None) -> None:
+                        req: tuple[float, ...], ts: float, demand: OfferDemand | None = None) -> bool:
         """Count what a new decision adds beyond the placement already in the status.
 
         Replicas of ``old`` that are still assumed stay assumed; replicas of ``old`` whose
-        assumption was already forgotten are in the clusters' status, so only growth is added."""
+        assumption was already forgotten are in the clusters' status, so only growth is added.
+        True when the new placement holds fewer GPUs or less tier storage somewhere (a retry cue)."""
         prev = self._assumed.get(key)
         counts: dict[str, int] = dict(prev.counts) if prev is not None else {}
         old_map = dict(old)
@@ -229,23 +230,24 @@ class SchedulerCache:
         new_names = {cluster for cluster, _ in new}
         counts = {c: n for c, n in counts.items() if n > 0 and c in new_names}
         self._set(key, counts, req, ts, demand)
-        self.snap.place_offers(key, new, demand)
+        return self.snap.place_offers(key, new, demand)
 
     def observe(self, key: str, placement: Placement, scheduled_time: float | None, req: tuple[float, ...],
-                demand: OfferDemand | None = None) -> None:
+                demand: OfferDemand | None = None) -> bool:
         """A binding's status as stored: adopt its assumption when this process did not make it;
-        its placement holds its GPUs and tier storage either way."""
-        self.snap.place_offers(key, placement, demand)
+        its placement holds its GPUs and tier storage either way (True: it holds less than before)."""
+        freed = self.snap.place_offers(key, placement, demand)
         prev = self._assumed.get(key)
         if scheduled_time is None or not placement:
-            return
+            return freed
         if prev is not None and abs(prev.time - scheduled_time) < 5e-4:
-            return
+            return freed
         if self._covered(dict(placement), scheduled_time):
             if prev is not None:
                 self.forget(key)
-            return
+            return freed
         self._set(key, {c: n for c, n in placement if n > 0}, req, scheduled_time, demand)
+        return freed
 
     def _set(self, key: str, counts: dict[str, int], req: tuple[float, ...], ts: float,
              demand: OfferDemand | None = None) -> None:

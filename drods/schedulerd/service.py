@@ -309,11 +309,13 @@ class SchedulerService:
             self.cache.snap.set_class_placement(new.name, new.workload_class, new.placement, new.requirements[0])
         stype = schedule_type(new, old)
         if stype is not None:
-            self.cache.snap.place_offers(new.name, new.placement, new.demand)  # held until decided anew
+            if self.cache.snap.place_offers(new.name, new.placement, new.demand):  # held until decided anew
+                self._cluster_event("GpuStorageFreed")
             self.queue.add(new.name, stype, new.priority)
             self.metrics.incoming_event("BindingAdd" if old is None else "BindingUpdate")
             return
-        self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements, new.demand)
+        if self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements, new.demand):
+            self._cluster_event("GpuStorageFreed")
         where = self.queue.where(new.name)
         if new.phase == "Unschedulable" or new.partial:
             if where is None:  # parked until a cluster event (or until this process leads)
@@ -418,7 +420,8 @@ class SchedulerService:
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
-            self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts, rec.demand)
+            if self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts, rec.demand):
+                self._cluster_event("GpuStorageFreed")  # a scale-down or move gave GPUs / tier storage back
             self.cache.snap.workload_placements[rec.workload] = result.pairs
             if rec.workload_class:  # the next decision sees this class here before the watch says so
                 self.cache.snap.set_class_placement(name, rec.workload_class, list(result.pairs),
@@ -461,7 +464,8 @@ class SchedulerService:
         result = ScheduleResult(name=name, phase="Scheduled", requested=rec.replicas,
                                 placed=sum(n for _, n in pairs), message=message, clusters=self.cache.snap.n,
                                 feasible=len(pairs), division="Pinned", pairs=pairs)
-        self.cache.assume_decision(name, rec.placement, pairs, rec.requirements, ts, rec.demand)
+        if self.cache.assume_decision(name, rec.placement, pairs, rec.requirements, ts, rec.demand):
+            self._cluster_event("GpuStorageFreed")
         self.cache.snap.workload_placements[rec.workload] = pairs
         d = Decision(True, pairs, message, {}, rec.generation, ts)
         obj["status"] = new_status = merge_status(status, d)

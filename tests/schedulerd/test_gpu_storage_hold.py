@@ -81,4 +81,9 @@ def test_cache_assumes_until_covered_and_holds_while_placed() -> None:
     assert free() == [4.0, 6.0]  # ... rep's report now shows them, silent never will: the hold stays
     ev = c.on_status("rep", StatusRecord("rep", {**reporting, "gpuByModel": {"A100": {"allocated": 2}}}, 1041.0))
     assert ev.retry and ev.reasons == ["ClusterCapacityFreed"]  # GPUs of a model freed: retry parked ones
+    # a scale-down gives the silent member's GPUs back at once: a cue to retry parked bindings
+    assert not c.assume_decision("k", (("rep", 3), ("silent", 2)), (("rep", 3), ("silent", 3)), REQ, 1042.0, A100)
+    assert free() == [6.0, 5.0]  # rep: 8 - its 2 reported now
+    assert c.assume_decision("k", (("rep", 3), ("silent", 3)), (("rep", 3), ("silent", 1)), REQ, 1043.0, A100)
+    assert free() == [6.0, 7.0]
     assert c.release("k") and free() == [6.0, 8.0] and not c.release("k")
