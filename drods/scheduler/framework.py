@@ -205,7 +205,10 @@ class Scheduler:
         mask = np.ones(snap.n, dtype=bool)
         rejections: list[Rejection] = []
         perf = time.perf_counter
-        for p in self.profile.filters:
+        prof = self.profile
+        for p, skip in zip(prof.filters, prof.filter_skips, strict=True):
+            if skip is not None and skip(info, snap):
+                continue  # no input in this task (GpuStorageFit without a GPU or tier need)
             t0 = perf()
             mask, rej = p.filter(info, snap, mask)
             timings[p.name] = timings.get(p.name, 0.0) + (perf() - t0) * 1e3
@@ -298,9 +301,9 @@ class Scheduler:
         # how many more replicas fit (estimators), capped to 0 on kept-but-full clusters
         t0 = perf()
         extra_fit: FloatArr | None = None
-        for est in prof.estimators:
-            if (skip := getattr(est, "skip", None)) is not None and skip(info, snap):
-                continue  # no input in this task (GpuStorageFit without a GPU or tier need)
+        for est, skip in zip(prof.estimators, prof.estimator_skips, strict=True):
+            if skip is not None and skip(info, snap):
+                continue
             fit = est.max_replicas(info, snap)[cand]
             extra_fit = fit if extra_fit is None else np.minimum(extra_fit, fit, out=extra_fit)
         if extra_fit is None:
