@@ -669,13 +669,16 @@ class Snapshot:
         self._apply(names, counts, req, 1.0)
         if key is not None:
             self._assumed[key] = _Assumed(names, counts, req)
-            if demand is None and isinstance(requirements, ReplicaRequirements):
+            if demand is None and isinstance(requirements, ReplicaRequirements) and \
+                    (requirements.gpu or requirements.storageTier):
                 demand = OfferDemand.of(requirements)
-            pairs = tuple(zip(names, counts, strict=True))
             if demand is not None:
+                pairs = tuple(zip(names, counts, strict=True))
                 self.offer_assumed[key] = self._draw(pairs, demand, "assumed")
-            if hold and (demand is not None or isinstance(requirements, ReplicaRequirements)):
-                self.place_offers(key, pairs, demand)
+                if hold:
+                    self.place_offers(key, pairs, demand)
+            elif hold and key in self.offer_placements and isinstance(requirements, ReplicaRequirements):
+                self.drop_offers(key)  # the same key without such needs any more
 
     def forget(
         self,
@@ -688,10 +691,11 @@ class Snapshot:
         """Undo an assume: by ``key`` (with the GPUs and tier storage it holds unless ``offers`` is
         False), or by giving the same placement and requirements again (cpu, memory, ... only)."""
         if key is not None:
-            drew = self.offer_assumed.pop(key, None)
-            if drew is not None:
-                self._undraw(drew, "assumed")
-            if offers:
+            if self.offer_assumed:
+                drew = self.offer_assumed.pop(key, None)
+                if drew is not None:
+                    self._undraw(drew, "assumed")
+            if offers and key in self.offer_placements:
                 self.drop_offers(key)
             rec = self._assumed.pop(key, None)
             if rec is None:
