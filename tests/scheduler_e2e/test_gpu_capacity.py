@@ -2,7 +2,7 @@
 cluster's member reports its A100 allocation, the other's is silent (its spec's count and what
 DRO-DS placed are all there is); replicas go in proportion to free A100s, the 13th is refused with
 a reason naming the GPUs, the decision's analysis in history shows the headroom used, and deleting
-a binding gives its GPUs back to the parked one."""
+a binding gives its GPUs back to the parked one; storage by tier is consumed the same way."""
 
 from __future__ import annotations
 
@@ -37,8 +37,10 @@ async def test_replicas_follow_free_a100s_and_the_13th_is_refused(plane: Plane) 
     await plane.cluster("a100-4", 10, gpus=[{"model": "A100", "count": 4, "relativePerformance": 1.0}])
     # 10 A100s, 2 of them allocated by others, as the member's agent reports
     await plane.cluster("a100-8", 10, gpus=[{"model": "A100", "count": 10}],
+                        storage=[{"tier": "ssd", "capacityGiB": 1000}],
                         report={"gpuCapacity": 10, "gpuUsage": 20,
-                                "gpuByModel": {"A100": {"capacity": 10, "allocated": 2}}})
+                                "gpuByModel": {"A100": {"capacity": 10, "allocated": 2}},
+                                "storageByTier": {"ssd": {"allocated": 600}}})
     await plane.cluster("cpu-only", 5)
     await plane.seen("a100-4", "a100-8", "cpu-only")
 
@@ -68,3 +70,12 @@ async def test_replicas_follow_free_a100s_and_the_13th_is_refused(plane: Plane) 
 
     st = await eventually(placed, what="the parked binding to take the freed GPUs")
     assert sum(placement(st).values()) == 1
+
+    # storage by tier the same way: 400 of a100-8's 1000 ssd GiB are free, as its member reports
+    st = await plane.place({"name": "db", "replicas": 3, "resources": {"cpu": 1, "storage": 150, "storageTier": "ssd"}})
+    assert placement(st) == {"a100-8": 2} and st["phase"] == "Scheduled"
+    assert st["message"].startswith("partially scheduled: placed 2/3 replicas")
+    assert st["reasons"] == {"a100-4": "no storage tier ssd", "cpu-only": "no storage tier ssd"}
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "db"})
+    assert r.json()["items"][0]["analysis"]["headroom"] == {"storage": {
+        "tier": "ssd", "perReplicaGiB": 150.0, "clusters": {"a100-8": {"freeGiB": 400.0, "usedGiB": 300.0}}}}
