@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from drods.model.binding import ReplicaRequirements
 from drods.scheduler.interface import BoolArr, FloatArr, IntArr
 
 EPS = 1e-9
+Cell = Literal["assumed", "placed"]  # the two kinds of load a decision adds to a table
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +169,7 @@ class OfferTable:
     def capacity(self, n: int) -> FloatArr:
         return self.cap[:n]
 
-    def free(self, n: int, which: str | None = None) -> FloatArr:
+    def free(self, n: int, which: Cell | None = None) -> FloatArr:
         """(n, keys) free amount; NaN where the capacity is unknown."""
         return self.free_at(np.s_[:n], which)
 
@@ -176,7 +177,7 @@ class OfferTable:
         """Capacity of the cells ``idx`` selects (any NumPy index into rows × keys)."""
         return self.cap[idx]  # type: ignore[no-any-return]
 
-    def free_at(self, idx: Any, which: str | None = None) -> FloatArr:
+    def free_at(self, idx: Any, which: Cell | None = None) -> FloatArr:
         """Free amount of the cells ``idx`` selects. ``which`` = "placed" or "assumed": free as that
         cell kind alone sees it (where a draw of that kind goes)."""
         cap = self.cap[idx]
@@ -186,7 +187,7 @@ class OfferTable:
             return cap - self.reported[idx] - self.assumed[idx]  # type: ignore[no-any-return]
         return cap - self.load[idx]  # type: ignore[no-any-return]
 
-    def add(self, which: str, row: int, key: str, amount: float) -> None:
+    def add(self, which: Cell, row: int, key: str, amount: float) -> None:
         """Add ``amount`` to the ``assumed`` or ``placed`` cell (never below 0)."""
         col = self.column(key)  # may replace the arrays: pick one after it
         a = self.assumed if which == "assumed" else self.placed
@@ -257,7 +258,7 @@ def tier_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, 
 
 
 def draw_gpus(table: OfferTable, demand: OfferDemand, row: int, n: int, replicas: int,
-              which: str | None = None) -> list[tuple[str, float]]:
+              which: Cell | None = None) -> list[tuple[str, float]]:
     """GPUs ``replicas`` replicas take on cluster ``row``, model by model, slowest eligible first
     (free as the ``which`` cells see it); what no model holds goes to the last eligible one (the
     decision outran the counts)."""

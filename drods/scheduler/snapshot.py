@@ -46,7 +46,7 @@ import numpy as np
 from drods.model.binding import ReplicaRequirements, TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.scheduler.interface import BoolArr, FloatArr
-from drods.scheduler.offers import Draw, OfferDemand, OfferTable, draw_gpus
+from drods.scheduler.offers import Cell, Draw, OfferDemand, OfferTable, draw_gpus
 
 OfferDraws = tuple[tuple[Draw, ...], tuple[Draw, ...]]  # (GPU draws, tier draws) of one placement
 
@@ -708,7 +708,7 @@ class Snapshot:
         return True
 
     # ------------------------------------------------------------------ GPUs by model, storage by tier
-    def _draw(self, placement: Sequence[tuple[str, int]], demand: OfferDemand, which: str) -> OfferDraws:
+    def _draw(self, placement: Sequence[tuple[str, int]], demand: OfferDemand, which: Cell) -> OfferDraws:
         """Add what ``placement`` takes of the offer tables to their ``which`` cells; returns the draws."""
         n = self.n
         gpu: list[Draw] = []
@@ -727,7 +727,7 @@ class Snapshot:
                 tier.append((name, demand.storage_tier, amount))
         return tuple(gpu), tuple(tier)
 
-    def _undraw(self, draws: OfferDraws, which: str) -> None:
+    def _undraw(self, draws: OfferDraws, which: Cell) -> None:
         for table, part in zip((self.gpus, self.tiers), draws, strict=True):
             for name, k, amount in part:
                 row = self.index.get(name)
