@@ -240,9 +240,10 @@ def gpu_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, F
     if demand.min_gpu_perf is not None:
         elig &= table.perf[sel] >= demand.min_gpu_perf  # NaN (no performance stated) fails
     free = np.where(elig, np.maximum(cap - table.load[sel], 0.0), 0.0)
-    fit = np.floor(free / demand.gpus + EPS).sum(axis=1)
-    known = elig.any(axis=1)
-    return np.where(known, fit, np.inf), np.where(known, free.sum(axis=1), np.inf)
+    ones = np.ones(cap.shape[1])  # sums over the few models as a matrix-vector product: a row-wise
+    fit = np.floor(free / demand.gpus + EPS) @ ones  # reduction over a short axis is ~5x slower
+    known = elig.astype(np.float64) @ ones > 0
+    return np.where(known, fit, np.inf), np.where(known, free @ ones, np.inf)
 
 
 def tier_fit(table: OfferTable, demand: OfferDemand, n: int) -> tuple[FloatArr, FloatArr]:
