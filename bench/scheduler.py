@@ -49,7 +49,7 @@ from drods.model.binding import (  # noqa: E402
     ObjectReference,
     ReplicaRequirements,
 )
-from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile, Taint  # noqa: E402
+from drods.model.cluster import ClusterSpec, CostModel, GpuOffer, NetworkProfile, StorageOffer, Taint  # noqa: E402
 from drods.model.dataset import DatasetRead  # noqa: E402
 from drods.model.placement import (  # noqa: E402
     ClusterAffinity,
@@ -68,6 +68,7 @@ REGIONS = [f"region-{i}" for i in range(12)]
 PROVIDERS = ["aws", "gcp", "azure", "onprem"]
 CITIES = ["DFW", "LHR", "FRA", "NRT", "SIN", "SYD", "GRU", "JFK", "SFO", "CDG", "AMS", "BOM"]
 GPU_MODELS = ["A100", "H100", "T4", "L4"]
+GPU_PERF = {"A100": 1.0, "H100": 3.2, "T4": 0.3, "L4": 0.5}
 
 
 FleetRow = tuple[str, dict[str, str], ClusterSpec, bool, dict[str, Any]]
@@ -76,8 +77,10 @@ FleetRow = tuple[str, dict[str, str], ClusterSpec, bool, dict[str, Any]]
 CLASSES = ("latency-sensitive", "cpu-batch", "gpu-training", "io-heavy")
 
 
-def fleet_rows(n: int, rng: np.random.Generator, prices: bool = True) -> list[FleetRow]:
-    """Random capacities, loads, labels, regions, taints, costs: (name, labels, spec, ready, status)."""
+def fleet_rows(n: int, rng: np.random.Generator, prices: bool = True, offers: bool = False) -> list[FleetRow]:
+    """Random capacities, loads, labels, regions, taints, costs: (name, labels, spec, ready, status).
+    ``offers``: GPUs as counts per model (``spec.gpus``, allocation in ``gpuByModel``) and storage
+    tiers with capacities (``spec.storage``), from the same draws."""
     rows: list[FleetRow] = []
     for i in range(n):
         region = REGIONS[int(rng.integers(len(REGIONS)))]
@@ -101,6 +104,11 @@ def fleet_rows(n: int, rng: np.random.Generator, prices: bool = True) -> list[Fl
             network=NetworkProfile(bandwidthMbps=float(rng.choice([1000, 10000, 40000])),
                                    latencyMs={c: float(rng.uniform(1, 150)) for c in CITIES[:4]}),
         )
+        if offers:
+            spec = spec.model_copy(update={
+                "gpus": [GpuOffer(model=m, count=int(gpu), relativePerformance=GPU_PERF[m]) for m in spec.gpuModels],
+                "gpuModels": [], "storage": [StorageOffer(tier=t, capacityGiB=5000.0) for t in spec.storageTiers],
+                "storageTiers": []})
         status = {
             "timestamp": "2024-01-01T00:00:00Z", "source": "push",
             "cpu": {"capacity": cpu, "allocatable": cpu * 0.95, "allocated": cpu * load,
@@ -114,6 +122,9 @@ def fleet_rows(n: int, rng: np.random.Generator, prices: bool = True) -> list[Fl
                                 "gpu": 8.0 if gpu else 0.0},
             "network": {"inMbps": float(rng.uniform(0, 500)), "outMbps": float(rng.uniform(0, 500))},
         }
+        if offers:
+            status["gpuByModel"] = {g.model: {"allocated": float(np.floor(gpu * load))} for g in spec.gpus}
+            status["storageByTier"] = {t.tier: {"allocated": 1000.0} for t in spec.storage}
         labels = {"env": ["prod", "staging", "dev"][int(rng.integers(3))],
                   "tier": ["gold", "silver", "bronze"][int(rng.integers(3))]}
         rows.append((f"cluster-{i:05d}", labels, spec, rng.random() > 0.02, status))
@@ -125,9 +136,9 @@ def _priced(prices: bool, cost: CostModel) -> CostModel | None:
     return cost if prices else None
 
 
-def build_fleet(n: int, rng: np.random.Generator, prices: bool = True) -> Snapshot:
+def build_fleet(n: int, rng: np.random.Generator, prices: bool = True, offers: bool = False) -> Snapshot:
     snap = Snapshot(capacity=max(16, n))
-    for name, labels, spec, ready, status in fleet_rows(n, rng, prices):
+    for name, labels, spec, ready, status in fleet_rows(n, rng, prices, offers):
         snap.upsert_cluster(name, labels, spec, ready, status)
     return snap
 
@@ -273,9 +284,12 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         return run_matched(args)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
-    snap = build_fleet(args.clusters, rng, prices=not args.no_prices)
+    snap = build_fleet(args.clusters, rng, prices=not args.no_prices, offers=args.gpu_offers)
     build_s = time.perf_counter() - t0
     templates = build_templates(args.templates, args.clusters, rng)
+    if args.gpu_offers:  # the GPU shapes also take 100 GiB of ssd per replica
+        templates = [t.model_copy(update={"resources": t.resources.model_copy(update={
+            "storage": 100.0, "storageTier": "ssd"})}) if t.resources.gpu else t for t in templates]
     if args.cost_first > 0:
         templates = [t.model_copy(update={"placement": t.placement.model_copy(update={"costFirst": True})})
                      if rng.random() < args.cost_first else t for t in templates]
@@ -296,6 +310,8 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
     spread_sum = 0
     perf = time.perf_counter
     plugin_ms: dict[str, list[float]] = {p.name: [] for p, _ in profile.scores}
+    if any(f.name == "GpuStorageFit" for f in profile.filters):  # the one filter that skips without input
+        plugin_ms["GpuStorageFit"] = []
     talk_draw = np.random.default_rng(args.seed + 1).random(args.tasks)
     if args.datasets > 0:
         snap.datasets = {f"default/ds{j}": (snap.names[(7 * j) % snap.n], snap.names[(7 * j + 3) % snap.n])
@@ -322,8 +338,9 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
                 snap.set_class_placement(key, cls, [(p.cluster, p.replicas) for p in r.placement],
                                          spec.resources.cpu)
         lat[i] = perf() - t
+        needs_offers = bool(spec.resources.gpu or spec.resources.storageTier)
         for pn in plugin_ms:
-            if pn in r.timings_ms:
+            if pn in r.timings_ms and (needs_offers or pn != "GpuStorageFit"):
                 plugin_ms[pn].append(r.timings_ms[pn])
         phases[r.phase] += 1
         if r.placement:
@@ -349,8 +366,8 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
         "max_water_level_end": round(float(levels.max()) if levels.size else 0.0, 3),
         "mean_ms": round(float(lat_ms.mean()), 4), "max_ms": round(float(lat_ms.max()), 3),
         "inputs": {"prices": not args.no_prices, "classes": args.classes, "cost_first": args.cost_first,
-                   "traffic": args.traffic, "datasets": args.datasets},
-        # per score plugin: decisions it ran in (skipped ones have no timing) and its mean ms then
+                   "traffic": args.traffic, "datasets": args.datasets, "gpu_offers": args.gpu_offers},
+        # per score plugin (and GpuStorageFit): decisions it ran in (skipped ones have no timing), mean ms then
         "score_plugins": {pn: {"ran": len(v), "mean_ms": round(float(np.mean(v)), 4) if v else 0.0}
                           for pn, v in plugin_ms.items()},
     }
@@ -576,6 +593,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="algorithm: fraction of tasks that talk to the task before them (TrafficAffinity input)")
     ap.add_argument("--datasets", type=float, default=0.0,
                     help="algorithm: fraction of tasks that read a dataset (DataLocality input)")
+    ap.add_argument("--gpu-offers", action="store_true",
+                    help="algorithm: clusters count GPUs per model and storage per tier; the GPU task shapes "
+                         "(10 %%) consume them, with 100 GiB of ssd a replica (GpuStorageFit input)")
     ap.add_argument("--shape", choices=["varied", "matched"], default="varied",
                     help="algorithm: the varied task mix, or the one binding of the Karmada comparison")
     ap.add_argument("--division", choices=MATCHED_DIVISIONS, default=None,

@@ -9,7 +9,8 @@ goes through monitoring's one pipeline (normalisation, rate control, thresholds,
 * GPUs the same way from allocated devices; ``pods`` = bound, non-terminal pods;
 * ``largestNodeFree`` as is, and the allocation extras the scheduler view documents
   (``cpuAllocatable``/``cpuAllocated``/``memoryAllocatable``/``memoryAllocated``/``gpuAllocatable``/
-  ``gpuAllocated``/``podsCapacity``), plus inventory extras (nodes, version, topology);
+  ``gpuAllocated``/``podsCapacity``, ``gpuByModel`` from the nodes' ``nvidia.com/gpu.product``
+  label), plus inventory extras (nodes, version, topology);
 * ``cpuUsed`` (cores) / ``memoryUsed`` (GiB): what metrics.k8s.io measured, only when the member
   serves it — ``cpuUsage`` folds requests in (for the water level), an autoscaler needs the use.
 
@@ -67,6 +68,8 @@ def report_from_summary(cluster: str, summary: ClusterSummary, now: float | None
                       gpuAllocatable=gpu["allocatable"], gpuAllocated=gpu["allocated"])
     if summary.gpu_models:
         report["gpuModels"] = summary.gpu_models
+    if summary.gpu_by_model:
+        report["gpuByModel"] = summary.gpu_by_model
     return report
 
 

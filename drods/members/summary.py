@@ -91,6 +91,8 @@ class ClusterSummary:
     provider: str | None
     city: str | None
     gpu_models: list[str] = field(default_factory=list)
+    # F1: per GPU model (node label nvidia.com/gpu.product): capacity, allocatable, allocated devices
+    gpu_by_model: dict[str, dict[str, float]] = field(default_factory=dict)
     metrics_available: bool = False
 
     @property
@@ -125,6 +127,7 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
     best: tuple[float, float] | None = None
     largest = Amount()
     regions, zones, providers, cities, gpu_models = [], set(), [], [], set()
+    by_model: dict[str, dict[str, float]] = {}
     ready_nodes = 0
     for node in nodes:
         status = node.get("status") or {}
@@ -141,7 +144,13 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
         providers.append(L.provider_of(labels, (node.get("spec") or {}).get("providerID")) or "")
         cities.append(labels.get(L.CITY, ""))
         if labels.get(L.GPU_PRODUCT) and cap.gpu:
-            gpu_models.add(labels[L.GPU_PRODUCT])
+            model = labels[L.GPU_PRODUCT]
+            gpu_models.add(model)
+            used_gpus = per_node_requested.get((node.get("metadata") or {}).get("name", ""), Amount()).gpu
+            slot = by_model.setdefault(model, {"capacity": 0.0, "allocatable": 0.0, "allocated": 0.0})
+            slot["capacity"] += cap.gpu
+            slot["allocatable"] += alloc.gpu
+            slot["allocated"] += used_gpus
         ready = _ready(node)
         ready_nodes += ready
         if not ready or not _schedulable(node):
@@ -186,5 +195,6 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
         status=doc, node_count=len(nodes), ready_nodes=ready_nodes, pending_pods=pending,
         kubernetes_version=version, region=_most_common(regions), zones=sorted(zones),
         provider=_most_common(providers), city=_most_common(cities), gpu_models=sorted(gpu_models),
+        gpu_by_model={k: {p: _r(v) for p, v in slot.items()} for k, slot in sorted(by_model.items())},
         metrics_available=metrics_available,
     )

@@ -18,7 +18,11 @@ The scheduler view is ``{"timestamp", "receivedAt", "source", "cpu": {"capacity"
 "pods": {"capacity", "used"}, "largestNodeFree": {"cpu", "memory", "gpu"},
 "network": {"inMbps", "outMbps"}, "waterLevel"}``; absent measurements are omitted, never zero.
 ``allocatable``/``allocated``/``measured``/``pods.capacity`` come from the report's documented extra
-fields (`ALLOCATION_EXTRAS`), which Kubernetes-reading collectors fill in.
+fields (`ALLOCATION_EXTRAS`), which Kubernetes-reading collectors fill in. GPUs by model and storage
+by tier (F1) come the same way, as maps of the same leaves (`ALLOCATION_MAPS`)::
+
+    "gpuByModel": {"A100": {"capacity": 8, "allocatable": 8, "allocated": 3}},
+    "storageByTier": {"ssd": {"capacity": 2000, "allocated": 250}}          # GiB
 
 ``observed`` is enough to rebuild the visible state (`status_from_dict`): that is how another API
 replica, or this one after a restart, continues rate control from what the scheduler sees.
@@ -48,6 +52,11 @@ ALLOCATION_EXTRAS: dict[str, tuple[str, str]] = {
     "memoryUsed": ("memory", "measured"),
 }
 
+#: Extra report fields holding one ``{capacity, allocatable, allocated}`` leaf per GPU model / storage
+#: tier; they reach the scheduler view under the same name.
+ALLOCATION_MAPS = ("gpuByModel", "storageByTier")
+_MAP_LEAVES = ("capacity", "allocatable", "allocated")
+
 # Keys of the scheduler view that change on every report without the status changing.
 _VOLATILE = ("timestamp", "receivedAt")
 
@@ -65,9 +74,32 @@ def allocation_errors(extras: Mapping[str, Any]) -> list[dict[str, str]]:
         if name not in extras or extras[name] is None:
             continue
         v = extras[name]
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        if not _amount(v):
             errors.append({"field": name, "message": "must be a finite non-negative number"})
+    for name in ALLOCATION_MAPS:
+        m = extras.get(name)
+        if m is None:
+            continue
+        if not isinstance(m, Mapping):
+            errors.append({"field": name, "message": "must be an object of {capacity, allocatable, allocated} "
+                                                     "by GPU model / storage tier"})
+            continue
+        for key, leaf in m.items():
+            if not key or not isinstance(leaf, Mapping):
+                errors.append({"field": f"{name}.{key}", "message": "must be an object with capacity, "
+                                                                    "allocatable or allocated"})
+                continue
+            for part, v in leaf.items():
+                if part not in _MAP_LEAVES:
+                    errors.append({"field": f"{name}.{key}.{part}",
+                                   "message": f"unknown field; expected one of {', '.join(_MAP_LEAVES)}"})
+                elif v is not None and not _amount(v):
+                    errors.append({"field": f"{name}.{key}.{part}", "message": "must be a finite non-negative number"})
     return errors
+
+
+def _amount(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) and v >= 0
 
 
 def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
@@ -98,6 +130,13 @@ def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
         v = status.extras.get(name)
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
             doc.setdefault(group, {})[part] = float(v)
+    for name in ALLOCATION_MAPS:
+        m = status.extras.get(name)
+        if isinstance(m, Mapping):
+            clean = {str(k): {p: float(v) for p, v in leaf.items() if p in _MAP_LEAVES and _amount(v)}
+                     for k, leaf in m.items() if isinstance(leaf, Mapping)}
+            if clean:
+                doc[name] = clean
     free = {k: status.get(f"largestNodeFree.{k}") for k in ("cpu", "memory", "gpu")}
     if any(v is not None for v in free.values()):
         doc["largestNodeFree"] = {k: v for k, v in free.items() if v is not None}

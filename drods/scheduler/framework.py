@@ -32,6 +32,7 @@ from drods.scheduler.divide import DivisionInput, divide
 from drods.scheduler.groups import select_spread
 from drods.scheduler.interface import BoolArr, FloatArr, IntArr, Rejection
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
+from drods.scheduler.plugins.gpu_storage_fit import headroom
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
 from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
@@ -209,7 +210,10 @@ class Scheduler:
         mask = np.ones(snap.n, dtype=bool)
         rejections: list[Rejection] = []
         perf = time.perf_counter
-        for p in self.profile.filters:
+        prof = self.profile
+        for p, skip in zip(prof.filters, prof.filter_skips, strict=True):
+            if skip is not None and skip(info, snap):
+                continue  # no input in this task (GpuStorageFit without a GPU or tier need)
             t0 = perf()
             mask, rej = p.filter(info, snap, mask)
             timings[p.name] = timings.get(p.name, 0.0) + (perf() - t0) * 1e3
@@ -313,7 +317,9 @@ class Scheduler:
         # how many more replicas fit (estimators), capped to 0 on kept-but-full clusters
         t0 = perf()
         extra_fit: FloatArr | None = None
-        for est in prof.estimators:
+        for est, skip in zip(prof.estimators, prof.estimator_skips, strict=True):
+            if skip is not None and skip(info, snap):
+                continue
             fit = est.max_replicas(info, snap)[cand]
             extra_fit = fit if extra_fit is None else np.minimum(extra_fit, fit, out=extra_fit)
         if extra_fit is None:
@@ -474,6 +480,8 @@ class Scheduler:
         per_cluster = cnt if info.division != "Duplicated" else np.full(rows.size, info.replicas, dtype=np.intp)
         est_cost = hourly_cost(info, snap, rows, per_cluster)
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)
+        if info.demand is not None and (room := headroom(info, snap, rows, per_cluster)):
+            base["analysis"] = {**base["analysis"], "headroom": room}  # type: ignore[dict-item]  # F1/S3
         timings["total"] = (perf() - t_start) * 1e3
         if not pairs and info.replicas > 0:
             msg = (f"0/{info.replicas} replicas placed: the {m} feasible clusters have no room "

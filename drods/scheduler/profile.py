@@ -4,7 +4,7 @@ A profile is YAML, for example::
 
     name: default
     filters: [Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability,
-              NetworkFit, ResourceFit, WaterLevelLimit, SpreadConstraint]
+              NetworkFit, GpuStorageFit, ResourceFit, WaterLevelLimit, SpreadConstraint]
     scores: {LeastWaterLevel: 1.0, BalancedAllocation: 0.5, ClusterLocality: 1.0,
              TopologyPreference: 0.5, NetworkLocality: 0.5, Cost: 0.5, Dissonance: 1.0,
              TrafficAffinity: 1.0, DataLocality: 1.0}
@@ -21,15 +21,16 @@ clusters within ``margin`` of the best, extended best-first until they hold the 
 
 Filters run in the listed order. A score with weight 0 or absent is off. A score plugin may define ``skip(task, snap)``:
 when it says True (no price, dataset, traffic edge or class to weigh) the plugin is left out of that
-decision before any array work, its weight included.
+decision before any array work, its weight included; a filter or estimator likewise (GpuStorageFit
+for a task needing no GPU and no tier storage).
 Plugins from installed packages (entry point group ``drods.scheduler.plugins``) are loaded before
 names are checked, so a third-party plugin is enabled by naming it here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,9 +43,11 @@ from drods.scheduler.concentrate import DEFAULT_MARGIN, DEFAULT_MIN_SPREAD, Conc
 from drods.scheduler.interface import FilterPlugin, ReplicaEstimator, ScorePlugin
 from drods.scheduler.registry import filter_plugins, load_entry_points, score_plugins
 
+Skip = Callable[[Any, Any], bool]  # (TaskInfo, Snapshot) -> True: the plugin has no input in this task
+
 DEFAULT_FILTERS = [
     "Readiness", "TargetClusters", "ClusterAffinity", "TaintToleration", "Capability", "NetworkFit",
-    "ResourceFit", "WaterLevelLimit", "SpreadConstraint", "FollowUp",
+    "GpuStorageFit", "ResourceFit", "WaterLevelLimit", "SpreadConstraint", "FollowUp",
 ]
 DEFAULT_SCORES = {
     "LeastWaterLevel": 1.0, "BalancedAllocation": 0.5, "ClusterLocality": 1.0,
@@ -130,6 +133,14 @@ class Profile:
     estimators: list[ReplicaEstimator]
     adjuster: Adjuster
     concentration: ConcentrationSettings = ConcentrationSettings()
+    # each filter's / estimator's ``skip(task, snap)`` (None: never skipped), looked up once, so a
+    # plugin without input in a task costs one call, not a timed filter pass
+    filter_skips: tuple[Skip | None, ...] = field(default=(), init=False)
+    estimator_skips: tuple[Skip | None, ...] = field(default=(), init=False)
+
+    def __post_init__(self) -> None:
+        self.filter_skips = tuple(getattr(p, "skip", None) for p in self.filters)
+        self.estimator_skips = tuple(getattr(e, "skip", None) for e in self.estimators)
 
     @property
     def name(self) -> str:

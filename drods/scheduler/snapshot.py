@@ -11,10 +11,10 @@ Resources are columns ``cpu`` (cores), ``memory`` (GiB), ``gpu`` (count), ``pods
 * ``load``    — observed load = max(``allocated`` requests, ``used``),
 * ``assumed`` — what this scheduler placed and the status does not show yet (S7 assume).
 
-Free = alloc - load - assumed. Missing sections: cpu/memory/gpu → 0 capacity; pods/storage →
-unlimited (not enforced). The largest free node (cpu, memory, gpu) comes from
-``largestNodeFree``; when absent the whole free amount is treated as one node. After assumes the
-effective largest node is min(observed largest node, cluster free).
+Free = alloc - load - assumed. Missing sections: cpu/memory → 0 capacity; gpu → the GPUs the spec
+counts (``spec.gpus``), else 0; pods/storage → unlimited (not enforced). The largest free node
+(cpu, memory, gpu) comes from ``largestNodeFree``; when absent the whole free amount is treated
+as one node. After assumes the effective largest node is min(observed largest node, cluster free).
 
 Indexes: single-valued attributes (labels, region, zone, provider, city, network identifier) are
 int32 code arrays per key with a vocabulary, so ``label == v`` is one vector compare and a key with
@@ -22,6 +22,10 @@ int32 code arrays per key with a vocabulary, so ``label == v`` is one vector com
 are cached until the topology changes. Multi-valued attributes (capabilities, GPU models, storage
 tiers, taints) keep one boolean mask per distinct value, reference-counted and dropped with their
 last user. Latency to named sites is one float array per site (NaN = unknown).
+
+GPUs by model and storage by tier are consumed capacities in two ``OfferTable``s (``gpus``,
+``tiers``; see ``offers.py``): capacity from the spec or the member's report; load = the member's
+reported allocation plus what is assumed where it reports one, else what placed bindings hold.
 
 Water level (SPEC S10): for cpu and memory, fraction_r = (load_r + assumed_r) / alloc_r; the
 water level is max(fraction_cpu, fraction_mem). If the status carries ``waterLevel`` it replaces
@@ -42,6 +46,9 @@ import numpy as np
 from drods.model.binding import ReplicaRequirements, TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.scheduler.interface import BoolArr, FloatArr
+from drods.scheduler.offers import Cell, Draw, OfferDemand, OfferTable, draw_gpus
+
+OfferDraws = tuple[tuple[Draw, ...], tuple[Draw, ...]]  # (GPU draws, tier draws) of one placement
 
 RESOURCES = ("cpu", "memory", "gpu", "pods", "storage")
 CPU, MEM, GPU, PODS, STORAGE = range(5)
@@ -151,6 +158,20 @@ class _RowInfo:
 PlacementLike = Sequence[TargetCluster] | Sequence[tuple[str, int]]
 
 
+def _shrunk(old: OfferDraws, new: OfferDraws) -> bool:
+    """Whether any (table, cluster, key) cell of ``old`` holds more than in ``new``."""
+    for o, n in zip(old, new, strict=True):
+        now: dict[tuple[str, str], float] = {}
+        for name, k, amount in n:
+            now[(name, k)] = now.get((name, k), 0.0) + amount
+        before: dict[tuple[str, str], float] = {}
+        for name, k, amount in o:
+            before[(name, k)] = before.get((name, k), 0.0) + amount
+        if any(v > now.get(c, 0.0) + 1e-9 for c, v in before.items()):
+            return True
+    return False
+
+
 def _names_counts(placement: PlacementLike) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """Cluster names and replica counts of a placement given as objects or (cluster, replicas)."""
     if placement and isinstance(placement[0], tuple):
@@ -216,6 +237,11 @@ class Snapshot:
         self.datasets: dict[str, tuple[str, ...]] = {}
         # F3/F4: each Dataset's Primary copy, when it names one (a stateful topology's primary goes there)
         self.dataset_primaries: dict[str, str] = {}
+        # F1: GPUs by model and storage GiB by tier, and what each placed binding holds of them
+        self.gpus = OfferTable(cap)
+        self.tiers = OfferTable(cap)
+        self.offer_placements: dict[str, OfferDraws] = {}  # held while placed, by binding key
+        self.offer_assumed: dict[str, OfferDraws] = {}  # assumed with the cpu/memory of ``assume``
         self._rows: list[_RowInfo] = []
         self._refs: dict[tuple[str, ...], int] = {}
         self._assumed: dict[str, _Assumed] = {}
@@ -259,6 +285,8 @@ class Snapshot:
         self.taints = {k: g(v, False) for k, v in self.taints.items()}
         self.latency = {k: g(v, np.nan) for k, v in self.latency.items()}
         self.class_cores = {k: g(v, 0.0) for k, v in self.class_cores.items()}
+        self.gpus.grow(new)
+        self.tiers.grow(new)
         self._cap = new
 
     def _touch(self, topology: bool) -> None:
@@ -271,33 +299,28 @@ class Snapshot:
     # ------------------------------------------------------------------ GPUs and storage by tier (F1)
     def gpu_performance(self, model: str | None) -> FloatArr:
         """Best relative GPU performance per cluster (of ``model`` when named); NaN when its spec
-        gives none. Built from the specs once per topology version (only tasks that ask pay)."""
+        gives none. One column (or a row-wise max over the models), cached per topology version."""
         key = ("gpu-performance", model)
         hit = self.cache.get(key)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
-        out = np.full(self.n, np.nan)
-        for row, info in enumerate(self._rows[: self.n]):
-            perf = [g.relativePerformance for g in (info.spec.gpus if info.spec else ())
-                    if model is None or g.model == model]
-            if perf:
-                out[row] = max(perf)
+        perf = self.gpus.perf[: self.n]
+        col = None if model is None else self.gpus.keys.get(model)
+        if (model is not None and col is None) or perf.shape[1] == 0:
+            out = np.full(self.n, np.nan)
+        elif col is not None:
+            out = perf[:, col].copy()
+        else:
+            out = np.fmax.reduce(perf, axis=1)  # NaN only where every model's is
         self.cache[key] = out
-        return out
+        return out  # type: ignore[no-any-return]
 
     def tier_capacity(self, tier: str) -> FloatArr:
-        """Capacity (GiB) of storage ``tier`` per cluster; NaN when its spec gives none."""
-        key = ("tier-capacity", tier)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        out = np.full(self.n, np.nan)
-        for row, info in enumerate(self._rows[: self.n]):
-            caps = [t.capacityGiB for t in (info.spec.storage if info.spec else ()) if t.tier == tier]
-            if caps:
-                out[row] = sum(caps)
-        self.cache[key] = out
-        return out
+        """Capacity (GiB) of storage ``tier`` per cluster as its spec states it; NaN when it does not."""
+        col = self.tiers.keys.get(tier)
+        if col is None:
+            return np.full(self.n, np.nan)
+        return self.tiers.spec_cap[: self.n, col].copy()
 
     # ------------------------------------------------------------------ network (F1, C2)
     def set_network_pair(self, a: str, b: str, delay_ms: float | None, bandwidth_mbps: float | None) -> None:
@@ -439,6 +462,8 @@ class Snapshot:
                 arr[row] = ms
                 self._ref(("lat", target), 1)
                 info.latency.append(target)
+        self.gpus.set_spec(row, [(g.model, float(g.count), g.relativePerformance) for g in spec.gpus])
+        self.tiers.set_spec(row, [(t.tier, t.capacityGiB, math.nan) for t in spec.storage])
         self._rows[row] = info
 
     # ------------------------------------------------------------------ public mutation API
@@ -494,12 +519,22 @@ class Snapshot:
         """Replace only the observed status of a known cluster (the hot update from monitoring)."""
         row = self.index[name]
         p = parse_status(status, wl_floor)
+        gpu_sec = status.get("gpu") if status else None
+        if not (isinstance(gpu_sec, Mapping) and (gpu_sec.get("capacity") is not None
+                                                  or gpu_sec.get("allocatable") is not None)):
+            spec = self._rows[row].spec
+            total = float(sum(g.count for g in spec.gpus)) if spec is not None else 0.0
+            if total > 0:  # F1: a member silent on GPUs has the ones its spec counts
+                p.alloc[GPU] = total
+                p.largest[GPU] = total
         self.alloc[row] = p.alloc
         self.load[row] = p.load
         self.largest[row] = p.largest
         self.wl_offset[row] = p.wl_offset
         self.net_mbps[row] = p.net_mbps
         self.has_status[row] = p.present
+        self.gpus.set_status(row, status.get("gpuByModel") if status else None)
+        self.tiers.set_status(row, status.get("storageByTier") if status else None)
         if _touch:
             self._touch(False)
 
@@ -536,6 +571,8 @@ class Snapshot:
                 self.latency[target][last] = np.nan
             for arr in self.class_cores.values():
                 arr[row] = arr[last]
+            self.gpus.move(row, last)
+            self.tiers.move(row, last)
             self._rows[row] = info
             self.names[row] = moved
             self.names_arr[row] = moved
@@ -544,6 +581,8 @@ class Snapshot:
             self.topo[f][last] = -1
         for arr in self.class_cores.values():
             arr[last] = 0.0
+        self.gpus.clear(last)
+        self.tiers.clear(last)
         self.alloc[last] = 0
         self.load[last] = 0
         self.assumed[last] = 0
@@ -617,19 +656,33 @@ class Snapshot:
         placement: PlacementLike,
         requirements: ReplicaRequirements | Sequence[float] | FloatArr,
         key: str | None = None,
+        demand: OfferDemand | None = None,
+        hold: bool = True,
     ) -> None:
         """Count a placement at once, before member status reflects it (S7).
 
         With ``key`` the placement is remembered so ``forget(key=...)`` can undo it; a second
-        assume under the same key replaces the first (the workload was rescheduled).
+        assume under the same key replaces the first (the workload was rescheduled). With a key,
+        GPUs by model and storage by tier (``demand``, else that of ``requirements``) are assumed
+        too, and with ``hold`` the placement holds them (``place_offers``) until ``forget``.
         """
         req = requirement_vector(requirements)
         if key is not None:
-            self.forget(key=key)
+            self.forget(key=key, offers=False)
         names, counts = _names_counts(placement)
         self._apply(names, counts, req, 1.0)
         if key is not None:
             self._assumed[key] = _Assumed(names, counts, req)
+            if demand is None and isinstance(requirements, ReplicaRequirements) and \
+                    (requirements.gpu or requirements.storageTier):
+                demand = OfferDemand.of(requirements)
+            if demand is not None:
+                pairs = tuple(zip(names, counts, strict=True))
+                self.offer_assumed[key] = self._draw(pairs, demand, "assumed")
+                if hold:
+                    self.place_offers(key, pairs, demand)
+            elif hold and key in self.offer_placements and isinstance(requirements, ReplicaRequirements):
+                self.drop_offers(key)  # the same key without such needs any more
 
     def forget(
         self,
@@ -637,9 +690,17 @@ class Snapshot:
         requirements: ReplicaRequirements | Sequence[float] | FloatArr | None = None,
         *,
         key: str | None = None,
+        offers: bool = True,
     ) -> bool:
-        """Undo an assume: by ``key``, or by giving the same placement and requirements again."""
+        """Undo an assume: by ``key`` (with the GPUs and tier storage it holds unless ``offers`` is
+        False), or by giving the same placement and requirements again (cpu, memory, ... only)."""
         if key is not None:
+            if self.offer_assumed:
+                drew = self.offer_assumed.pop(key, None)
+                if drew is not None:
+                    self._undraw(drew, "assumed")
+            if offers and key in self.offer_placements:
+                self.drop_offers(key)
             rec = self._assumed.pop(key, None)
             if rec is None:
                 return False
@@ -649,6 +710,64 @@ class Snapshot:
             raise ValueError("forget needs a key or both placement and requirements")
         self._apply(*_names_counts(placement), requirement_vector(requirements), -1.0)
         return True
+
+    # ------------------------------------------------------------------ GPUs by model, storage by tier
+    def _draw(self, placement: Sequence[tuple[str, int]], demand: OfferDemand, which: Cell) -> OfferDraws:
+        """Add what ``placement`` takes of the offer tables to their ``which`` cells; returns the draws."""
+        n = self.n
+        gpu: list[Draw] = []
+        tier: list[Draw] = []
+        for name, count in placement:
+            row = self.index.get(name)
+            if row is None or count <= 0:
+                continue
+            if demand.uses_gpus:
+                for model, amount in draw_gpus(self.gpus, demand, row, n, count, which):
+                    self.gpus.add(which, row, model, amount)
+                    gpu.append((name, model, amount))
+            if demand.storage_tier is not None and demand.uses_tier and demand.storage_tier in self.tiers.keys:
+                amount = count * demand.storage_gib
+                self.tiers.add(which, row, demand.storage_tier, amount)
+                tier.append((name, demand.storage_tier, amount))
+        return tuple(gpu), tuple(tier)
+
+    def _undraw(self, draws: OfferDraws, which: Cell) -> None:
+        for table, part in zip((self.gpus, self.tiers), draws, strict=True):
+            for name, k, amount in part:
+                row = self.index.get(name)
+                if row is not None:
+                    table.add(which, row, k, -amount)
+
+    def place_offers(self, key: str, placement: Sequence[tuple[str, int]], demand: OfferDemand | None) -> bool:
+        """Binding ``key`` holds ``demand`` per replica of ``placement`` (replacing what it held):
+        GPUs drawn from its eligible models, GiB from its tier, on every cluster it is placed on.
+        This is the load of clusters whose member reports no per-model / per-tier allocation.
+        True when some cluster now holds less of it than before (room for parked bindings)."""
+        old = self.offer_placements.get(key)
+        if demand is None and old is None:
+            return False
+        self.drop_offers(key)
+        draws: OfferDraws = ((), ())
+        if demand is not None:
+            draws = self._draw(placement, demand, "placed")
+            if draws[0] or draws[1]:
+                self.offer_placements[key] = draws
+        self._bump()
+        return old is not None and _shrunk(old, draws)
+
+    def drop_offers(self, key: str) -> None:
+        """Binding ``key`` holds no GPUs or tier storage any more (deleted, or placed anew)."""
+        held = self.offer_placements.pop(key, None)
+        if held is not None:
+            self._undraw(held, "placed")
+            self._bump()
+
+    def _bump(self) -> None:
+        """A change no derived cpu/memory view depends on: a new version, the views stay fresh."""
+        fresh = self._derived_version == self.version
+        self.version += 1
+        if fresh:
+            self._derived_version = self.version
 
     def assumed_keys(self) -> list[str]:
         return list(self._assumed)

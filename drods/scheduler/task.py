@@ -22,6 +22,7 @@ from drods.model.placement import (
     StaticClusterWeight,
 )
 from drods.scheduler.interface import FloatArr, IntArr
+from drods.scheduler.offers import OfferDemand
 from drods.scheduler.snapshot import requirement_vector
 
 _NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
@@ -155,6 +156,7 @@ class TaskInfo:
     primary: str | None = None  # F3: the topology's primary cluster now
     min_gpu_perf: float | None = None  # F1: a GPU at least this fast (relative performance)
     storage_gib: float = 0.0  # per replica, on ``storage_tier`` when named
+    demand: OfferDemand | None = None  # F1: GPUs of an eligible model, GiB of a tier (None: neither)
     current_rows: IntArr = field(default_factory=lambda: _NO_ROWS)
     current_counts: IntArr = field(default_factory=lambda: _NO_ROWS)
     missing_targets: tuple[str, ...] = ()
@@ -251,4 +253,5 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         storage_gib=res.storage,
         topology=topology,
         primary=task.primary if topology is not None else None,
+        demand=OfferDemand.of(res) if res.gpu or res.storageTier else None,
     )

@@ -15,6 +15,9 @@ keeps the assumed load (S7) honest:
   seconds (default 60) after the decision — by then that status includes the new replicas.
   A scheduler that starts (or takes over) assumes the placements whose clusters have not yet
   published such a status, so a fail-over never forgets recent decisions.
+* **GPUs by model, storage by tier** (F1) — assumed like cpu and memory where the member reports
+  them; a member may never report them, so each binding's placement also holds its GPUs and tier
+  storage for as long as it is placed (``Snapshot.place_offers``), the load of such members.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from drods.model.cluster import ClusterSpec
 from drods.model.conditions import condition
 from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.timefmt import parse_rfc3339
+from drods.scheduler.offers import OfferDemand
 from drods.scheduler.snapshot import Snapshot
 from drods.schedulerd.records import Placement
 from drods.store import KeyValue
@@ -90,6 +94,17 @@ def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRec
         return StatusRecord(name, st, t if t is not None else clock())
 
     return decode
+
+
+def _offer_room(snap: Snapshot, row: int) -> np.ndarray:
+    """What the member reports free of each GPU model and storage tier (inf: not reported)."""
+    room = [np.where(np.isnan(t.status_cap[row]), t.spec_cap[row], t.status_cap[row]) - t.reported[row]
+            for t in (snap.gpus, snap.tiers)]
+    return np.nan_to_num(np.concatenate(room), nan=np.inf)
+
+
+def _offers_freed(before: np.ndarray, after: np.ndarray) -> bool:
+    return before.shape != after.shape or bool(np.any(after > before + 1e-9))
 
 
 @dataclass(slots=True)
@@ -169,6 +184,7 @@ class SchedulerCache:
             return ev
         snap = self.snap
         before_free = snap.alloc[row, :3] - snap.load[row, :3]
+        before_offers = _offer_room(snap, row)
         before_off = snap.wl_offset[row]
         was_ready = bool(snap.ready[row])
         had = bool(snap.has_status[row])
@@ -180,7 +196,8 @@ class SchedulerCache:
         if (ready and not was_ready) or (snap.has_status[row] and not had):
             ev.retry = True
             ev.reasons.append("ClusterRecovered")
-        elif bool(np.any(after_free > before_free + 1e-9)) or snap.wl_offset[row] < before_off - 1e-9:
+        elif bool(np.any(after_free > before_free + 1e-9)) or snap.wl_offset[row] < before_off - 1e-9 \
+                or _offers_freed(before_offers, _offer_room(snap, row)):
             ev.retry = True
             ev.reasons.append("ClusterCapacityFreed")
         return ev
@@ -197,11 +214,12 @@ class SchedulerCache:
         return dict(a.counts) if a is not None else None
 
     def assume_decision(self, key: str, old: Placement, new: Placement,
-                        req: tuple[float, ...], ts: float) -> None:
+                        req: tuple[float, ...], ts: float, demand: OfferDemand | None = None) -> bool:
         """Count what a new decision adds beyond the placement already in the status.
 
         Replicas of ``old`` that are still assumed stay assumed; replicas of ``old`` whose
-        assumption was already forgotten are in the clusters' status, so only growth is added."""
+        assumption was already forgotten are in the clusters' status, so only growth is added.
+        True when the new placement holds fewer GPUs or less tier storage somewhere (a retry cue)."""
         prev = self._assumed.get(key)
         counts: dict[str, int] = dict(prev.counts) if prev is not None else {}
         old_map = dict(old)
@@ -211,34 +229,49 @@ class SchedulerCache:
                 counts[cluster] = counts.get(cluster, 0) + grow
         new_names = {cluster for cluster, _ in new}
         counts = {c: n for c, n in counts.items() if n > 0 and c in new_names}
-        self._set(key, counts, req, ts)
+        self._set(key, counts, req, ts, demand)
+        return self.snap.place_offers(key, new, demand)
 
-    def observe(self, key: str, placement: Placement, scheduled_time: float | None, req: tuple[float, ...]) -> None:
-        """A binding's status as stored: adopt its assumption when this process did not make it."""
+    def observe(self, key: str, placement: Placement, scheduled_time: float | None, req: tuple[float, ...],
+                demand: OfferDemand | None = None) -> bool:
+        """A binding's status as stored: adopt its assumption when this process did not make it;
+        its placement holds its GPUs and tier storage either way (True: it holds less than before)."""
+        freed = self.snap.place_offers(key, placement, demand)
         prev = self._assumed.get(key)
         if scheduled_time is None or not placement:
-            return
+            return freed
         if prev is not None and abs(prev.time - scheduled_time) < 5e-4:
-            return
+            return freed
         if self._covered(dict(placement), scheduled_time):
             if prev is not None:
                 self.forget(key)
-            return
-        self._set(key, {c: n for c, n in placement if n > 0}, req, scheduled_time)
+            return freed
+        self._set(key, {c: n for c, n in placement if n > 0}, req, scheduled_time, demand)
+        return freed
 
-    def _set(self, key: str, counts: dict[str, int], req: tuple[float, ...], ts: float) -> None:
+    def _set(self, key: str, counts: dict[str, int], req: tuple[float, ...], ts: float,
+             demand: OfferDemand | None = None) -> None:
         if not counts:
             self.forget(key)
             return
-        self.snap.assume(tuple(counts.items()), np.asarray(req, dtype=np.float64), key=key)
+        self.snap.assume(tuple(counts.items()), np.asarray(req, dtype=np.float64), key=key, demand=demand,
+                         hold=False)
         self._assumed[key] = _Assumption(counts, req, ts)
         heapq.heappush(self._due, (ts + self.assume_ttl, key, ts))
 
     def forget(self, key: str) -> bool:
+        """Drop the assumed cpu/memory/... of ``key`` (the status shows it now); its GPUs and tier
+        storage stay held while it is placed."""
         if self._assumed.pop(key, None) is None:
             return False
-        self.snap.forget(key=key)
+        self.snap.forget(key=key, offers=False)
         return True
+
+    def release(self, key: str) -> bool:
+        """The binding is gone (or its decision was not written): drop all it held; True if anything."""
+        held = key in self.snap.offer_placements
+        self.snap.drop_offers(key)
+        return self.forget(key) or held
 
     def _covered(self, counts: Mapping[str, int], ts: float) -> bool:
         for c in counts:

@@ -33,6 +33,7 @@ from drods.model.annotations import PINNED_PLACEMENT, WORKLOAD_CLASS_LABEL
 from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status
 from drods.model.migration import parse_pin
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.scheduler.offers import OfferDemand
 
 MAX_STATUS_REASONS = 100
 
@@ -79,6 +80,7 @@ class BindingRecord:
     follow: str | None = None  # F3: "namespace/name" of spec.followUp
     pin: Placement | None = None  # F3: the placement a running MigrationPlan pinned (sorted by cluster)
     primary: str | None = None  # F3: the cluster with ``role: Primary`` in the status (stateful topology)
+    demand: OfferDemand | None = None  # F1: GPUs of an eligible model / GiB of a tier per replica
 
     @property
     def placed(self) -> int:
@@ -132,6 +134,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         follow=_follow_of(spec.get("followUp")),
         pin=_pin_of(meta),
         primary=primary_of(status.get("placement")),
+        demand=_demand_of(spec.get("resources")),
     )
 
 
@@ -149,6 +152,15 @@ def primary_of(value: Any) -> str | None:
         if isinstance(t, dict) and t.get("role") == "Primary" and isinstance(t.get("cluster"), str):
             return str(t["cluster"])
     return None
+
+
+def _demand_of(resources: Any) -> OfferDemand | None:
+    if not isinstance(resources, Mapping):
+        return None
+    try:
+        return OfferDemand.of(resources)
+    except (TypeError, ValueError):
+        return None
 
 
 def _pin_of(meta: Mapping[str, Any]) -> Placement | None:

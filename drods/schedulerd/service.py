@@ -309,7 +309,7 @@ class SchedulerService:
             self.queue.delete(gone.name)
             self._specs.pop(gone.name, None)
             self._logged_failure.pop(gone.name, None)
-            if self.cache.forget(gone.name):
+            if self.cache.release(gone.name):
                 self._cluster_event("BindingDeleted")
             return
         self.cache.snap.workload_placements[new.workload] = new.placement
@@ -325,10 +325,13 @@ class SchedulerService:
             self.cache.snap.set_class_placement(new.name, new.workload_class, new.placement, new.requirements[0])
         stype = schedule_type(new, old)
         if stype is not None:
+            if self.cache.snap.place_offers(new.name, new.placement, new.demand):  # held until decided anew
+                self._cluster_event("GpuStorageFreed")
             self.queue.add(new.name, stype, new.priority)
             self.metrics.incoming_event("BindingAdd" if old is None else "BindingUpdate")
             return
-        self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements)
+        if self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements, new.demand):
+            self._cluster_event("GpuStorageFreed")
         where = self.queue.where(new.name)
         if new.phase == "Unschedulable" or new.partial:
             if where is None:  # parked until a cluster event (or until this process leads)
@@ -433,7 +436,8 @@ class SchedulerService:
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
-            self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts)
+            if self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts, rec.demand):
+                self._cluster_event("GpuStorageFreed")  # a scale-down or move gave GPUs / tier storage back
             self.cache.snap.workload_placements[rec.workload] = result.pairs
             self._primary(rec.workload, next((c for c, r in result.roles.items() if r == "Primary"), None))
             if rec.workload_class:  # the next decision sees this class here before the watch says so
@@ -478,7 +482,8 @@ class SchedulerService:
         result = ScheduleResult(name=name, phase="Scheduled", requested=rec.replicas,
                                 placed=sum(n for _, n in pairs), message=message, clusters=self.cache.snap.n,
                                 feasible=len(pairs), division="Pinned", pairs=pairs)
-        self.cache.assume_decision(name, rec.placement, pairs, rec.requirements, ts)
+        if self.cache.assume_decision(name, rec.placement, pairs, rec.requirements, ts, rec.demand):
+            self._cluster_event("GpuStorageFreed")
         self.cache.snap.workload_placements[rec.workload] = pairs
         d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None)
         obj["status"] = new_status = merge_status(status, d)
@@ -521,10 +526,10 @@ class SchedulerService:
     def _undo(self, p: _Plan) -> None:
         """The decision was not written: the assumed load goes back to what the store says."""
         self._written.pop(p.rec.key, None)
-        self.cache.forget(p.rec.name)
+        self.cache.release(p.rec.name)
         cur = self.bindings.cache.get(p.rec.key)
         if cur is not None and not cur.deleting:
-            self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements)
+            self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements, cur.demand)
 
     async def _write(self, plans: list[_Plan]) -> list[str]:
         """Each decision and its history entry in one transaction (so a decided status is always

@@ -283,7 +283,7 @@ async def view_from_store(store: Store, profile: Profile) -> tuple[LiveView, dic
         b = decode_binding(kv.key, kv.value, kv.mod_revision)
         if b is None or b.deleting:
             continue
-        cache.observe(b.name, b.placement, b.scheduled_time, b.requirements)
+        cache.observe(b.name, b.placement, b.scheduled_time, b.requirements, b.demand)
         placements[b.name] = summed(b.placement)
     return view_of_cache(cache, profile, np.random.default_rng(profile.spec.defaults.seed)), placements
 

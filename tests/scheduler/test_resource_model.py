@@ -46,5 +46,6 @@ def test_storage_tier_capacity(snap: Snapshot) -> None:
     assert snap.tier_capacity("ssd").tolist()[:2] == [100.0, 2000.0]
     placed, reasons, analysis = run(snap, ReplicaRequirements(cpu=1, storage=500, storageTier="ssd"))
     assert set(placed) <= {"a100", "listed"} and sum(placed.values()) == 2
-    assert reasons["t4"] == "storage tier ssd below 500 GiB" and reasons["h100"] == "no storage tier ssd"
+    assert reasons["t4"] == "insufficient storage tier ssd: need 500 GiB per replica, free 100 GiB"
+    assert reasons["h100"] == "no storage tier ssd"
     assert analysis["storageTier"] == "ssd"

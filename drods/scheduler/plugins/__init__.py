@@ -10,6 +10,7 @@ from drods.scheduler.plugins.cost import Cost
 from drods.scheduler.plugins.data_locality import DataLocality
 from drods.scheduler.plugins.dissonance import Dissonance
 from drods.scheduler.plugins.follow_up import FollowUp
+from drods.scheduler.plugins.gpu_storage_fit import GpuStorageFit
 from drods.scheduler.plugins.least_water_level import LeastWaterLevel
 from drods.scheduler.plugins.network_fit import NetworkFit
 from drods.scheduler.plugins.network_locality import NetworkLocality
@@ -24,8 +25,8 @@ from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
 from drods.scheduler.registry import register
 
 FILTERS: tuple[type, ...] = (
-    Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability, NetworkFit, ResourceFit,
-    WaterLevelLimit, SpreadConstraint, FollowUp,
+    Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability, NetworkFit, GpuStorageFit,
+    ResourceFit, WaterLevelLimit, SpreadConstraint, FollowUp,
 )
 SCORES: tuple[type, ...] = (
     LeastWaterLevel, BalancedAllocation, ClusterLocality, TopologyPreference, NetworkLocality, Cost,

@@ -1,6 +1,6 @@
 """Capability filter (S3/S4, F1): required capabilities, GPU model and storage tier must be offered;
-a minimum relative GPU performance needs a GPU that fast (of the named model, from ``spec.gpus``);
-a storage tier with a stated capacity must hold one replica's storage."""
+a minimum relative GPU performance needs a GPU that fast (of the named model, from ``spec.gpus``).
+How many GPUs of a model and GiB of a tier are free is GpuStorageFit's (consumed capacity)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,4 @@ class Capability(PluginBase):
             if drop.any():
                 out.append(reject(self.name, f"no GPU with relative performance >= {task.min_gpu_perf:g}", drop))
                 mask = mask & ok
-        if task.storage_tier and task.storage_gib > 0:
-            cap = snap.tier_capacity(task.storage_tier)
-            small = cap < task.storage_gib  # NaN (capacity not stated) passes
-            drop = mask & small
-            if drop.any():
-                out.append(reject(self.name, f"storage tier {task.storage_tier} below {task.storage_gib:g} GiB",
-                                  drop))
-                mask = mask & ~small
         return mask, out
