@@ -191,7 +191,8 @@ def pct(xs: list[float], q: float) -> float:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="bench-propagation-"))
     names = [f"m{i:02d}" for i in range(args.clusters)]
-    sims = [SimProcess(n, root / "sims", ["--nodes", str(args.nodes), "--max-pods", "500"]).start() for n in names]
+    sim_args = ["--nodes", str(args.nodes), "--max-pods", "500", *(["--no-tls"] if args.no_tls else [])]
+    sims = [SimProcess(n, root / "sims", sim_args).start() for n in names]
     data = root / "server"
     data.mkdir()
     (data / "drods.yaml").write_text(SETTINGS)
@@ -346,14 +347,17 @@ def main() -> None:
     ap.add_argument("--failover", type=int, default=100, help="workloads on the failing member (0 = skip)")
     ap.add_argument("--failover-timeout", type=float, default=60.0)
     ap.add_argument("--store", default=None, help="store URL for drods serve (default: its sqlite)")
+    ap.add_argument("--no-tls", action="store_true",
+                    help="members serve plain HTTP (what TLS to the members costs: compare with the default)")
     args = ap.parse_args()
     print(f"conditions: {args.clusters} sims x {args.nodes} nodes, {args.workloads} workloads on {args.spread} "
-          f"members each, latency phase at {args.rate:g} bindings/s, failover of {args.failover} workloads; "
+          f"members each, latency phase at {args.rate:g} bindings/s, failover of {args.failover} workloads, "
+          f"members over {'plain HTTP' if args.no_tls else 'TLS'}; "
           f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"{platform.platform()}", flush=True)
     res = run(args)
     print(json.dumps({"bench": "propagation", "clusters": args.clusters, "workloads": args.workloads,
-                      "spread": args.spread, **res}))
+                      "spread": args.spread, "membersTls": not args.no_tls, **res}))
 
 
 if __name__ == "__main__":

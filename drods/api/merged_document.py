@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from drods.errors import ApiError
+from drods.model import jsondoc
 from drods.model.timefmt import parse_rfc3339
 from drods.store import CasFailed, Store
 
@@ -34,7 +35,7 @@ async def merge_into(store: Store, key: str, merge: Callable[[Doc | None], Doc],
         kv = await store.get(key)
         doc = merge(json.loads(kv.value) if kv is not None else None)
         try:
-            await store.put(key, json.dumps(doc, separators=(",", ":")).encode(),
+            await store.put(key, jsondoc.dumps(doc),
                             expect_revision=kv.mod_revision if kv is not None else 0)
         except CasFailed:
             continue

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.model import jsondoc
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
 from drods.model.keys import CLEANUP_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, WORK
@@ -247,7 +247,7 @@ class Execution:
             body = {"cluster": cluster, "apiVersion": ref.api_version, "kind": ref.kind,
                     "namespace": ref.namespace, "name": ref.name, "binding": binding, "since": since,
                     "reason": reason[:300]}
-            await self.fleet.store.put(cleanup_key(cluster, ref), json.dumps(body).encode())
+            await self.fleet.store.put(cleanup_key(cluster, ref), jsondoc.dumps(body))
 
     async def _cancel_cleanup(self, cluster: str, ref: Ref) -> None:
         key = cleanup_key(cluster, ref)

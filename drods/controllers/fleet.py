@@ -11,7 +11,6 @@ store, which is how a new leader resumes.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from drods.controllers.clients import MemberClients, is_pull
 from drods.machinery.informer import Informer
+from drods.model import jsondoc
 from drods.model.conditions import condition
 from drods.model.interpreter import Interpreter
 from drods.model.keys import CLEANUP_PREFIX
@@ -204,7 +204,7 @@ class MemberFleet:
         meta = work["metadata"]
         body = {**work, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}, "status": status}
         try:
-            await self.store.put(WORK.key(str(meta["name"])), json.dumps(body, separators=(",", ":")).encode(),
+            await self.store.put(WORK.key(str(meta["name"])), jsondoc.dumps(body),
                                  expect_revision=int(meta["resourceVersion"]))
         except CasFailed:
             return False

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from drods.model import jsondoc
 from drods.model.keys import (
     FAILURES_PREFIX,
     OPERATIONS_PREFIX,
@@ -502,7 +503,7 @@ class MonitorService:
                 return None
             known = self._known_rev.get(cluster, 0)
             try:
-                rev = await self.store.put(status_key(cluster), json.dumps(doc, separators=(",", ":")).encode(),
+                rev = await self.store.put(status_key(cluster), jsondoc.dumps(doc),
                                            expect_revision=known)
             except CasFailed as e:
                 cur = decode_status(e.current) if e.current is not None else None
@@ -533,7 +534,7 @@ class MonitorService:
         for e in events:
             key = f"{THRESHOLD_EVENTS_PREFIX}{cluster}/{_ns(e.ts)}-{_slug(e.rule)}-{e.direction}"
             body = e.to_dict() | {"kind": "threshold"}
-            writes.append(self.leases.put(key, json.dumps(body).encode()))
+            writes.append(self.leases.put(key, jsondoc.dumps(body)))
             self.metrics.events.labels("threshold").inc()
             if e.rule == LIMIT_RULE and e.direction == "up":
                 writes.append(self._log_failure(

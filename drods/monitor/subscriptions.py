@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from drods.machinery.informer import Informer
+from drods.model import jsondoc
 from drods.model.keys import SUBSCRIPTIONS_PREFIX
 from drods.model.selector import LabelSelector
 from drods.monitor.autoops import AutoOpsPolicy
@@ -157,7 +158,7 @@ def encode(sub: Subscription) -> bytes:
     doc = {"name": sub.name, "maxAgeSeconds": sub.max_age_s, "reason": sub.reason,
            "clusterSelector": view.clusterSelector.model_dump(exclude_none=True) if view.clusterSelector else None,
            "ttlSeconds": sub.ttl_s, "owner": sub.owner, "updatedAt": sub.updated_at}
-    return json.dumps(doc, separators=(",", ":")).encode()
+    return jsondoc.dumps(doc)
 
 
 def decode(kv: KeyValue) -> Subscription | None:

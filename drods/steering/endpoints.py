@@ -23,6 +23,7 @@ from typing import Any
 
 from drods.controllers.clients import MemberClients
 from drods.members.client import MemberError, MemberUnavailable
+from drods.model import jsondoc
 from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
 from drods.model.timefmt import rfc3339_ms
 from drods.store import Delete, Put, Store
@@ -154,7 +155,7 @@ class EndpointCollector:
             if doc is None:
                 continue
             if self._compare.get(key) != _content(doc):
-                ops.append(Put(key, json.dumps(doc, separators=(",", ":")).encode()))
+                ops.append(Put(key, jsondoc.dumps(doc)))
                 self.docs[key] = doc
                 self._compare[key] = _content(doc)
         for key in [k for k in self.docs if k not in wanted]:

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from drods.model import jsondoc
 from drods.model.keys import flow_key
 from drods.store import LeaseNotFound, Store
 
@@ -65,5 +66,5 @@ async def resolve(store: Store, service_id: str, route: dict[str, Any], flow: st
     cluster = pick(instances, flow)
     lease = await store.grant_lease(max(1, math.ceil(timeout_s)))
     body = {"cluster": cluster, "clientSite": route.get("clientSite"), "lease": lease.id}
-    await store.put(key, json.dumps(body).encode(), lease=lease.id)
+    await store.put(key, jsondoc.dumps(body), lease=lease.id)
     return Resolution(cluster, False, f"{why}: pinned to {cluster} from the route")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from drods.model import jsondoc
 from drods.model.conditions import is_false
 from drods.model.keys import NETWORK_PREFIX, network_key
 from drods.model.steering import Measurement
@@ -55,7 +56,7 @@ async def write_measurements(store: Store, items: Sequence[Measurement], clock: 
         doc["timestamp"] = rfc3339_ms(ts if ts is not None else clock())
         if m.source:
             doc["source"] = m.source
-    puts = [Put(k, json.dumps(v, separators=(",", ":")).encode()) for k, v in merged.items()]
+    puts = [Put(k, jsondoc.dumps(v)) for k, v in merged.items()]
     step = max(1, store.max_txn_ops)
     for start in range(0, len(puts), step):
         await store.txn([], puts[start:start + step])

@@ -25,6 +25,7 @@ Why it looks the way it does:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
 import functools
@@ -263,10 +264,12 @@ class _Watcher:
         self.stale = True
         self.wake.set()
 
-    def deliver(self, batch: _Batch) -> None:
+    def deliver(self, batch: _Batch, keys: list[str]) -> None:
+        """``keys``: the batch's event keys, sorted (shared by every watcher of the batch)."""
         base, last, events = batch
         prefix = self.prefix
-        if not any(ev.kv.key.startswith(prefix) for ev in events):
+        at = bisect.bisect_left(keys, prefix)
+        if at == len(keys) or not keys[at].startswith(prefix):
             # Nothing for this watch: its revisions are noted as seen (merged with a quiet run just
             # before) without waking it — a process holds dozens of watches, and every commit woke
             # each of them to find nothing.
@@ -297,8 +300,9 @@ def _resolve(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]])
 
 
 def _deliver_all(watchers: list[_Watcher], *, batch: _Batch) -> None:
+    keys = sorted(ev.kv.key for ev in batch[2])
     for w in watchers:
-        w.deliver(batch)
+        w.deliver(batch, keys)
 
 
 def _nudge_all(watchers: list[_Watcher]) -> None:
