@@ -336,10 +336,8 @@ class BindingController:
             except CasFailed:
                 return "conflict"
         # the Works only once the finalizer that covers them is stored
-        again = False
-        for c, p in sorted(plans.items()):
-            if isinstance(p, ManifestSet):
-                again = await self._upsert_work(name, c, p, works.get(c)) or again
+        again = await self._upsert_works(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
+                                                if isinstance(p, ManifestSet)])
         for work in to_mark.values():
             again = await self._mark_removing(work, rfc3339(now)) or again
         await self._delete_works(name, to_delete)
@@ -364,28 +362,34 @@ class BindingController:
         return {"apiVersion": WORK.api_version, "kind": WORK.kind, "metadata": meta,
                 "spec": {"cluster": cluster, "binding": binding, "manifests": p.manifests, "hash": p.hash}}
 
-    async def _upsert_work(self, binding: str, cluster: str, p: ManifestSet, current: Obj | None) -> bool:
-        """Create or update the cluster's Work; True when it must be tried again."""
-        if current is not None:
-            cmeta = current.get("metadata") or {}
-            same = (current.get("spec") or {}).get("hash") == p.hash \
-                and (current.get("spec") or {}).get("manifests") == p.manifests \
-                and cmeta.get("labels") == work_labels(binding, cluster) \
-                and REMOVING_SINCE not in (cmeta.get("annotations") or {})
-            if same or cmeta.get("deletionTimestamp"):
-                return bool(cmeta.get("deletionTimestamp"))  # a deleted Work is recreated once it is gone
-        body = self._work_body(binding, cluster, p, current)
+    async def _upsert_works(self, binding: str, wanted: list[tuple[str, ManifestSet, Obj | None]]) -> bool:
+        """Create or update the binding's Works that differ, in one transaction (each guarded by the
+        revision its informer copy has); True when they must be tried again."""
+        items: list[tuple[Kind, Obj]] = []
+        held: dict[str, Obj] = {}
+        for cluster, p, current in wanted:
+            if current is not None:
+                cmeta = current.get("metadata") or {}
+                same = (current.get("spec") or {}).get("hash") == p.hash \
+                    and (current.get("spec") or {}).get("manifests") == p.manifests \
+                    and cmeta.get("labels") == work_labels(binding, cluster) \
+                    and REMOVING_SINCE not in (cmeta.get("annotations") or {})
+                if cmeta.get("deletionTimestamp"):
+                    continue  # a deleted Work is recreated once it is gone
+                if same:
+                    continue
+                held[WORK.key(str(cmeta.get("name")))] = current
+            items.append((WORK, self._work_body(binding, cluster, p, current)))
+        again = any((c.get("metadata") or {}).get("deletionTimestamp") for _, _, c in wanted if c is not None)
+        if not items:
+            return again
         try:
-            if current is None:
-                await self.registry.create(WORK, body)
-            else:
-                await self.registry.update(WORK, body)
+            await self.registry.batch_upsert(items, results=False, trusted=True, current=held)
         except ApiError as e:
-            if e.status in (404, 409):
-                return True
-            log.warning("writing the Work of %s on %s: %s", binding, cluster, e.message)
+            if e.status not in (404, 409):
+                log.warning("writing the Works of %s: %s", binding, e.message)
             return True
-        return False
+        return again
 
     async def _mark_removing(self, work: Obj, since: str) -> bool:
         if annotation(work, REMOVING_SINCE):
