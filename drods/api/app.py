@@ -38,7 +38,8 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 # paths (`drods sim`, one process per simulated member) must not pay for. Order is routing order.
 COMMON_ROUTERS = ("drods.api.routes.admin:router",)
 FACADE_ROUTERS = (
-    "drods.api.routes.clusters:clusters", "drods.api.routes.clusters:propagation_policies",
+    "drods.api.routes.clusters:clusters", "drods.api.routes.clusters:drain",
+    "drods.api.routes.clusters:propagation_policies",
     "drods.api.routes.metrics:router", "drods.api.routes.monitor:router", "drods.api.routes.history:router",
     "drods.api.routes.sync:router", "drods.api.routes.bindings:router", "drods.api.routes.schedules:router",
     "drods.api.routes.agent:router",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +26,6 @@ import typer
 import yaml
 
 from drods.cli.client import _labels, cluster_app, handles_errors
-from drods.cli.migrate import drain_plans
 from drods.cli.remote import (
     ApiClient,
     CaFileOpt,
@@ -41,7 +39,6 @@ from drods.cli.remote import (
     dump,
     stdout,
 )
-from drods.model.annotations import RESCHEDULE_REASON
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
@@ -192,11 +189,6 @@ def bindings_on(api: ApiClient, cluster: str) -> tuple[list[str], list[str]]:
     return placed, present
 
 
-def _now_ms() -> str:
-    ts = time.time()
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
-
-
 @cluster_app.command("drain")
 @handles_errors
 def cluster_drain(
@@ -208,15 +200,11 @@ def cluster_drain(
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
 ) -> None:
-    """Cordon a cluster and reschedule every binding with replicas there (graceful: new copies first)."""
+    """Cordon a cluster and reschedule every binding with replicas there (graceful: new copies first);
+    a StatefulSet that declares a migration hook moves with its data (a MigrationPlan)."""
     api = connect(server, token, ca_file, insecure)
-    _set_unschedulable(api, name, True)
-    placed, _ = bindings_on(api, name)
-    plans, placed = drain_plans(api, name, placed)  # F3: StatefulSets with a migration hook move with their data
-    for b in placed:
-        patch = {"metadata": {"annotations": {RESCHEDULE_REASON: f"drain {name}"}},
-                 "spec": {"rescheduleTriggeredAt": _now_ms()}}
-        api.request("PATCH", f"{BINDINGS}/{b}", json=patch, headers=MERGE)
+    done = api.request("POST", f"/api/v1/clusters/{name}/drain", json={}).json()
+    placed, plans = list(done.get("rescheduled") or []), list(done.get("migrationPlans") or [])
     stdout().print(f"cluster/{name} cordoned; {len(placed)} binding(s) rescheduled"
                    + (f": {', '.join(placed)}" if placed else ""), markup=False)
     if plans:

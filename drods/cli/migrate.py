@@ -30,7 +30,6 @@ from drods.cli.remote import (
     dump,
     stdout,
 )
-from drods.model.annotations import PINNED_PLACEMENT
 from drods.model.migration import TERMINAL, declared_hook, plan_object
 
 KINDS = {"statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
@@ -79,32 +78,6 @@ def placement(binding: dict[str, Any] | None) -> dict[str, int]:
 def create_plan(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
     ns = body["metadata"]["namespace"]
     return dict(api.request("POST", plans_path(ns), json=body).json())
-
-
-def drain_plans(api: ApiClient, cluster: str, bindings: list[str]) -> tuple[list[str], list[str]]:
-    """For ``drods cluster drain``: a MigrationPlan (without a target: the controller picks where the
-    scheduler would place it) for each StatefulSet on ``cluster`` that declares a hook; returns (plans
-    created, bindings left to a plain reschedule)."""
-    plans, rest = [], []
-    for name in bindings:
-        b = api.get_json(f"{BINDINGS}/{name}")
-        r = (b.get("spec") or {}).get("resource") or {}
-        if r.get("kind") != "StatefulSet":
-            rest.append(name)
-            continue
-        if PINNED_PLACEMENT in ((b.get("metadata") or {}).get("annotations") or {}):
-            continue  # a plan is moving it already
-        ns = str(r.get("namespace") or "default")
-        workload = api.get_json(workload_path("StatefulSet", ns, str(r["name"])))
-        hook = workload_hook(workload)
-        if hook is None:
-            rest.append(name)
-            continue
-        # no target: the controller sends it where the scheduler would place it with the cluster cordoned
-        plan = create_plan(api, plan_object("StatefulSet", ns, str(r["name"]), cluster, None, hook, "Drain",
-                                            f"drain {cluster}"))
-        plans.append(f"{ns}/{plan['metadata']['name']}")
-    return plans, rest
 
 
 @handles_errors

@@ -136,7 +136,7 @@ class Rescheduler:
         names: list[str] = []
         for n, name in chosen:
             why = f"{req.action} {req.cluster}: {req.reason}"
-            if not await self._migrate(by_name[name], req.cluster, why):
+            if await self._migrate(by_name[name], req.cluster, why) is None:
                 await trigger(self.registry, name, why, self.clock,
                               {EVACUATED_FROM: _joined([*before_of[name], req.cluster])})
             moved += n
@@ -144,29 +144,59 @@ class Rescheduler:
         return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
                                              f"on {req.cluster}: {', '.join(names[:10])}", tuple(names))
 
-    async def _migrate(self, binding: Mapping[str, Any], source: str, why: str) -> bool:
+    async def drain(self, cluster: str, reason: str = "") -> RescheduleResult:
+        """Cordon ``cluster`` and move every binding with replicas there (``drods cluster drain`` and
+        the dashboard's drain): a StatefulSet that declares a migration hook by a MigrationPlan, the
+        others re-placed from scratch (propagation moves them gracefully). Nothing is marked as
+        evacuated: a drained cluster gets no replicas back when it is uncordoned."""
+        await self.registry.patch(CLUSTER, cluster, {"spec": {"unschedulable": True}}, MERGE_PATCH)
+        items, _ = await self.registry.list(BINDING)
+        why = f"drain {cluster}" + (f": {reason}" if reason else "")
+        names: list[str] = []
+        plans: list[str] = []
+        moved = 0
+        for obj in items:
+            if obj["metadata"].get("deletionTimestamp"):
+                continue
+            n = sum(int(t.get("replicas") or 0) for t in (obj.get("status") or {}).get("placement") or []
+                    if isinstance(t, dict) and t.get("cluster") == cluster)
+            if n <= 0:
+                continue
+            plan = await self._migrate(obj, cluster, why, origin="Drain")
+            if plan is None:
+                await trigger(self.registry, obj["metadata"]["name"], why, self.clock)
+                names.append(obj["metadata"]["name"])
+            elif plan:
+                plans.append(plan)
+            moved += n
+        return RescheduleResult(True, moved, f"cluster {cluster} cordoned; {len(names)} binding(s) rescheduled, "
+                                             f"{len(plans)} migration plan(s) started", tuple(names), tuple(plans))
+
+    async def _migrate(self, binding: Mapping[str, Any], source: str, why: str,
+                       origin: str = "Automatic") -> str | None:
         """F3: a StatefulSet that declares a migration hook moves with its data — a MigrationPlan (its
-        target: where the scheduler would put it) instead of a plain re-placement. True when one runs."""
+        target: where the scheduler would put it) instead of a plain re-placement. Returns the plan
+        started ("namespace/name"), "" when one is moving it already, None when a plain move is due."""
         if PINNED_PLACEMENT in ((binding.get("metadata") or {}).get("annotations") or {}):
-            return True  # a plan is moving it already
+            return ""  # a plan is moving it already
         ref = (binding.get("spec") or {}).get("resource") or {}
         kind = by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
         if kind is None or kind.kind != "StatefulSet" or not ref.get("name"):
-            return False
+            return None
         ns = str(ref.get("namespace") or "default")
         try:
             workload = await self.registry.get(kind, str(ref["name"]), ns)
             hook = declared_hook(workload)
         except (ApiError, ValueError):
-            return False
+            return None
         if hook is None:
-            return False
-        plan = plan_object("StatefulSet", ns, str(ref["name"]), source, None, hook, "Automatic", why, self.clock())
+            return None
+        plan = plan_object("StatefulSet", ns, str(ref["name"]), source, None, hook, origin, why, self.clock())
         try:
-            await self.registry.create(MIGRATION_PLAN, plan)
+            created = await self.registry.create(MIGRATION_PLAN, plan)
         except ApiError as e:
-            return e.status == 409 and e.code == "MIGRATION_IN_PROGRESS"
-        return True
+            return "" if e.status == 409 and e.code == "MIGRATION_IN_PROGRESS" else None
+        return f"{ns}/{created['metadata']['name']}"
 
     async def preallocate(self, req: RescheduleRequest) -> RescheduleResult:
         forecast = req.details.get("forecast")

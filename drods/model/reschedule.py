@@ -34,6 +34,7 @@ class RescheduleResult:
     moved: int = 0  # replicas moved or pre-placed
     message: str = ""
     bindings: tuple[str, ...] = ()  # the bindings asked to move
+    plans: tuple[str, ...] = ()  # MigrationPlans started instead ("namespace/name"; F3 drain, evacuation)
 
 
 class RescheduleHook(Protocol):

@@ -1,13 +1,20 @@
-"""API1 ``/api/v1/clusters`` and API2 ``/api/v1/propagationpolicies``: flat views of two kinds."""
+"""API1 ``/api/v1/clusters`` and API2 ``/api/v1/propagationpolicies``: flat views of two kinds; and
+``POST /api/v1/clusters/{name}/drain`` (S11, F3), the one drain the CLI and the dashboard call."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from drods.api.context import ApiContext
+from fastapi import APIRouter, Body, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.api.auth import Action, Principal
+from drods.api.context import ApiContext, context, require
 from drods.api.routes.flat import flat_router
-from drods.api.schemas import ClusterRegistration, PropagationPolicyBody
+from drods.api.schemas import ERROR_RESPONSES, ClusterRegistration, PropagationPolicyBody
+from drods.controllers.rescheduler import Rescheduler
 from drods.model.keys import status_key
 from drods.model.kinds import CLUSTER, PROPAGATION_POLICY
 
@@ -23,3 +30,23 @@ clusters = flat_router(CLUSTER, "/api/v1/clusters", ClusterRegistration,
                        decorate=_with_live_status)
 propagation_policies = flat_router(PROPAGATION_POLICY, "/api/v1/propagationpolicies", PropagationPolicyBody,
                                    conflict_code="POLICY_CONFLICT", conflict_detail="policyName")
+
+drain = APIRouter(prefix="/api/v1/clusters", tags=["clusters"], responses=ERROR_RESPONSES)
+
+
+class DrainRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="", max_length=1024)
+
+
+@drain.post("/{name}/drain", summary="Cordon a cluster and move everything off it (S11, F3)")
+async def drain_cluster(request: Request, name: str, body: DrainRequest | None = Body(default=None),
+                        _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+    """Cordon, then every binding with replicas there is re-placed (graceful: new copies first); a
+    StatefulSet that declares a migration hook moves with its data by a MigrationPlan."""
+    ctx = context(request)
+    rescheduler = ctx.rescheduler or Rescheduler(ctx.registry)
+    result = await rescheduler.drain(name, body.reason if body else "")
+    return JSONResponse({"cluster": name, "cordoned": True, "rescheduled": list(result.bindings),
+                         "migrationPlans": list(result.plans), "replicas": result.moved, "message": result.message})

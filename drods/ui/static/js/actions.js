@@ -1,7 +1,7 @@
 // The operator's actions, with a confirmation first. They call the same endpoints as
 // `drods cluster cordon|uncordon|drain` and a reschedule request.
 
-import { BINDINGS, placementOf } from "./live.js";
+import { BINDINGS } from "./live.js";
 
 const RESCHEDULE_REASON = "multicluster.io/reschedule-reason";
 
@@ -34,12 +34,8 @@ export async function reschedule(session, binding, reason) {
   });
 }
 
-// Cordon, then ask the scheduler to re-place every binding with replicas there; propagation
-// moves them gracefully (new copies ready first). Returns the bindings asked to move.
+// The server's drain (`drods cluster drain` calls it too): cordon, then every binding with replicas
+// there is re-placed (new copies ready first), a StatefulSet with a migration hook by a MigrationPlan.
 export async function drain(session, cluster) {
-  await setUnschedulable(session, cluster, true);
-  const list = await session.get(BINDINGS);
-  const placed = list.items.filter((b) => placementOf(b).some((p) => p.cluster === cluster));
-  for (const b of placed) await reschedule(session, b.metadata.name, `drain ${cluster}`);
-  return placed.map((b) => b.metadata.name);
+  return session.post(`/api/v1/clusters/${encodeURIComponent(cluster)}/drain`, {});
 }

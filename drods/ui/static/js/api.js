@@ -65,6 +65,13 @@ export class Session {
     return (await this.fetch(path + query)).json();
   }
 
+  async post(path, body) {
+    const resp = await this.fetch(path, {
+      method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" },
+    });
+    return resp.json();
+  }
+
   async mergePatch(path, body) {
     const resp = await this.fetch(path, {
       method: "PATCH", body: JSON.stringify(body), headers: { "Content-Type": "application/merge-patch+json" },

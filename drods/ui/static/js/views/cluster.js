@@ -120,8 +120,10 @@ export default {
           h("button", { type: "button", class: "danger", onclick: () => act("Drain",
             `Cordon ${name} and move every workload with replicas there to other clusters (new copies become ready first)?`,
             "Drain", async () => {
-              const moved = await drain(session, name);
-              return `${name} cordoned; ${moved.length} workload(s) asked to move${moved.length ? `: ${moved.join(", ")}` : ""}`;
+              const done = await drain(session, name);
+              const moved = done.rescheduled, plans = done.migrationPlans;
+              return `${name} cordoned; ${moved.length} workload(s) asked to move${moved.length ? `: ${moved.join(", ")}` : ""}`
+                + (plans.length ? `; ${plans.length} migration plan(s) started: ${plans.join(", ")}` : "");
             }) }, "Drain")));
       }
       const rs = st.resourceSummary || {};
