@@ -3,9 +3,10 @@ a real cluster do, reduced to what DRO-DS observes. Level-triggered: each pass r
 closes the gaps and writes only what changed; a pass runs after any change (store watch), when a
 pod is due to become ready or finish, and every ``resync_seconds``.
 
-Everything is read from one informer over the sim's store, caught up to the store's revision before
-each pass (so a pass sees the previous one's writes and never creates a pod twice): listing and
-decoding every object on every pass made a member's cost per copy grow with what it holds."""
+Everything is read from one informer over the sim's store, caught up to the controller's own latest
+write before each pass (so a pass sees the previous one's writes and never creates a pod twice;
+anyone else's change is in the cache before it wakes a pass): listing and decoding every object on
+every pass made a member's cost per copy grow with what it holds."""
 
 from __future__ import annotations
 
@@ -82,11 +83,14 @@ class SimController:
         self._node_index: dict[str, int] = {}
         self.passes = 0
         self.objects = Informer(store, "/registry/", decode_stored)
-        self.objects.on_change(lambda _k, _o, _n: self._wake.set())
-        self._seen = asyncio.Event()
+        self.objects.on_change(self._changed)
+        self._seen = asyncio.Event()  # the informer moved (what `_caught_up` waits on)
         self._written = 0  # the store revision of this controller's latest write
         self._informer: asyncio.Task[None] | None = None
-        self.objects.on_change(lambda _k, _o, _n: self._seen.set())
+
+    def _changed(self, _key: str, _old: Any, _new: Any) -> None:
+        self._wake.set()
+        self._seen.set()
 
     def _list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
         """What ``registry.list`` answers, from the informer (key order, as the store lists)."""
