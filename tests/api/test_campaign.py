@@ -76,7 +76,8 @@ def _body(rng: random.Random) -> tuple[bytes, str]:
 def _path(rng: random.Random, routes: list[tuple[str, list[str]]]) -> tuple[str, str]:
     if rng.random() < 0.05:
         junk = "".join(rng.choice(string.printable[:94]) for _ in range(rng.randint(1, 40)))
-        return rng.choice(["GET", "POST", "DELETE"]), "/" + junk.replace("?", "").replace("#", "")
+        # (no leading "//": a client reads that as a host, not a path, and never sends it)
+        return rng.choice(["GET", "POST", "DELETE"]), "/" + junk.replace("?", "").replace("#", "").lstrip("/")
     template, methods = rng.choice(routes)
     path = template
     while "{" in path:
