@@ -2,7 +2,7 @@
 
 Part of the descheduler (lease ``descheduler``): every ``autoops.trafficRebalance.intervalSeconds``
 one pass over the placed Bindings. It builds the view a scheduler starting now would build
-(`drods.whatif.dryrun.view_from_store`) plus what the affinity scores read — the decayed traffic
+(`drods.whatif.dryrun.view_and_bindings`) plus what the affinity scores read — the decayed traffic
 graph, where every workload runs, the workload classes and the datasets — and asks the pure verdict
 (`drods.scheduler.rebalance.traffic_verdict`) per Binding that has traffic. A verdict to move is
 carried out by the process's reschedule hook as a ``rebalance`` request: the `Rescheduler` marks the
@@ -14,7 +14,6 @@ Every move is also recorded in monitoring's operations log (kind ``TrafficRebala
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,22 +24,23 @@ import numpy as np
 from pydantic import ValidationError
 
 from drods.machinery.periodic import every
+from drods.model import jsondoc
 from drods.model.annotations import TRAFFIC_REBALANCED_AT, placement_offers
 from drods.model.binding import BindingSpec, with_offers
 from drods.model.keys import TRAFFIC_KEY
-from drods.model.kinds import BINDING, DATASET
+from drods.model.kinds import DATASET
 from drods.model.reschedule import RescheduleHook, RescheduleRequest
 from drods.model.timefmt import parse_rfc3339
 from drods.model.traffic import peers
-from drods.registry.objects import ObjectRegistry
+from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.scheduler.framework import Scheduler
 from drods.scheduler.profile import Profile
 from drods.scheduler.rebalance import TrafficRebalancePolicy, TrafficVerdict, current_of, traffic_verdict
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task
-from drods.schedulerd.records import BindingRecord, decode_binding
+from drods.schedulerd.records import BindingRecord
 from drods.store import Store
-from drods.whatif.dryrun import view_from_store
+from drods.whatif.dryrun import view_and_bindings
 
 log = logging.getLogger(__name__)
 
@@ -78,29 +78,23 @@ class TrafficRebalancer:
             await every(self.policy.intervalSeconds, self.pass_once, "traffic rebalance")
 
     async def _view(self, now: float) -> tuple[Snapshot, list[BindingRecord]]:
-        view, _ = await view_from_store(self.store, self.profile)
+        view, bindings = await view_and_bindings(self.store, self.profile)
         snap = view.snapshot
         kv = await self.store.get(TRAFFIC_KEY)
         try:
-            doc = json.loads(kv.value) if kv is not None else None
+            doc = jsondoc.loads(kv.value) if kv is not None else None
         except ValueError:
             doc = None
         snap.traffic = peers(doc if isinstance(doc, dict) else None, now)
         kvs, _ = await self.store.range(DATASET.key_prefix())
         for d in kvs:
-            try:
-                obj = json.loads(d.value)
-                meta = obj["metadata"]
-                locs = (obj.get("spec") or {}).get("locations") or []
-            except (ValueError, KeyError, TypeError):
-                continue
-            snap.datasets[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = tuple(
-                str(loc["cluster"]) for loc in locs if isinstance(loc, dict) and loc.get("cluster"))
+            obj = decode_stored(d)
+            meta = (obj or {}).get("metadata") or {}
+            if obj is not None:
+                snap.set_dataset(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", obj)
         records: list[BindingRecord] = []
-        kvs, _ = await self.store.range(BINDING.key_prefix())
-        for b in kvs:
-            rec = decode_binding(b.key, b.value, b.mod_revision)
-            if rec is None or rec.deleting or not rec.placement:
+        for rec in bindings:
+            if not rec.placement:
                 continue
             snap.workload_placements[rec.workload] = rec.placement
             if rec.workload_class:

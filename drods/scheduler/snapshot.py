@@ -616,6 +616,22 @@ class Snapshot:
         return hit  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ workload classes (H2)
+    def set_dataset(self, name: str, obj: Mapping[str, Any] | None) -> None:
+        """F4: where Dataset ``name`` ("namespace/name") has copies and which is its Primary, from the
+        stored object (None: gone); DataLocality and a stateful topology's primary read them."""
+        locs = [loc for loc in ((obj or {}).get("spec") or {}).get("locations") or []
+                if isinstance(loc, dict) and loc.get("cluster")] if isinstance(obj, Mapping) else None
+        if locs is None:
+            self.datasets.pop(name, None)
+            self.dataset_primaries.pop(name, None)
+            return
+        self.datasets[name] = tuple(str(loc["cluster"]) for loc in locs)
+        primary = next((str(loc["cluster"]) for loc in locs if loc.get("kind") == "Primary"), None)
+        if primary is None:
+            self.dataset_primaries.pop(name, None)
+        else:
+            self.dataset_primaries[name] = primary
+
     def set_class_placement(self, key: str, cls: str | None, placement: Sequence[tuple[str, int]],
                             cores_per_replica: float) -> None:
         """Record where workload ``key`` of class ``cls`` runs (replacing what it had), so the

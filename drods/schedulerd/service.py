@@ -276,20 +276,8 @@ class SchedulerService:
         if obj is None:
             return
         meta = obj.get("metadata") or {}
-        name = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-        snap = self.cache.snap
-        if new is None or not isinstance(new, dict):
-            snap.datasets.pop(name, None)
-            snap.dataset_primaries.pop(name, None)
-            return
-        locs = [loc for loc in (new.get("spec") or {}).get("locations") or []
-                if isinstance(loc, dict) and loc.get("cluster")]
-        snap.datasets[name] = tuple(str(loc["cluster"]) for loc in locs)
-        primary = next((str(loc["cluster"]) for loc in locs if loc.get("kind") == "Primary"), None)
-        if primary is None:
-            snap.dataset_primaries.pop(name, None)
-        else:
-            snap.dataset_primaries[name] = primary
+        self.cache.snap.set_dataset(f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
+                                    new if isinstance(new, dict) else None)
 
     def _decode_binding(self, kv: KeyValue) -> BindingRecord | None:
         mine = self._written.pop(kv.key, None)

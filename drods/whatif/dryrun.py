@@ -35,7 +35,7 @@ from drods.scheduler.profile import Profile, ProfileError
 from drods.scheduler.snapshot import Snapshot, parse_status
 from drods.scheduler.task import Task
 from drods.schedulerd.history import decision_record
-from drods.schedulerd.records import FIRST, SCALE
+from drods.schedulerd.records import FIRST, SCALE, BindingRecord
 from drods.store import KeyValue, Store
 
 WHATIF_SCHEDULER = "whatif"
@@ -260,6 +260,12 @@ async def view_from_store(store: Store, profile: Profile) -> tuple[LiveView, dic
     """The view a scheduler starting now would build, with the scheduler's own cache and decoders over
     the store, ``profile``, and a fresh RNG seeded as the profile says; placements per binding come
     with it. For a process without a running scheduler (``drods apiserver``, the controllers)."""
+    view, records = await view_and_bindings(store, profile)
+    return view, {b.name: summed(b.placement) for b in records}
+
+
+async def view_and_bindings(store: Store, profile: Profile) -> tuple[LiveView, list[BindingRecord]]:
+    """`view_from_store` with the live Bindings it read, decoded (one read of them for both)."""
     from drods.model.keys import STATUS_PREFIX
     from drods.model.kinds import BINDING, CLUSTER
     from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
@@ -277,15 +283,15 @@ async def view_from_store(store: Store, profile: Profile) -> tuple[LiveView, dic
         name = kv.key[len(STATUS_PREFIX):]
         if "/" not in name:
             cache.on_status(name, decode_status(kv))
-    placements: dict[str, dict[str, int]] = {}
+    records: list[BindingRecord] = []
     kvs, _ = await store.range(BINDING.key_prefix())
     for kv in kvs:
         b = decode_binding(kv.key, kv.value, kv.mod_revision)
         if b is None or b.deleting:
             continue
         cache.observe(b.name, b.placement, b.scheduled_time, b.requirements, b.demand)
-        placements[b.name] = summed(b.placement)
-    return view_of_cache(cache, profile, np.random.default_rng(profile.spec.defaults.seed)), placements
+        records.append(b)
+    return view_of_cache(cache, profile, np.random.default_rng(profile.spec.defaults.seed)), records
 
 
 def summed(placement: Any) -> dict[str, int]:
