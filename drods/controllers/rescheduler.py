@@ -86,6 +86,14 @@ def choose_evacuation(on_cluster: list[tuple[int, str]], fraction: float) -> lis
     return out
 
 
+def _replicas_on(binding: Mapping[str, Any], cluster: str) -> int:
+    """Replicas a live Binding places on ``cluster`` (0 while it is being deleted)."""
+    if binding["metadata"].get("deletionTimestamp"):
+        return 0
+    return sum(int(t.get("replicas") or 0) for t in (binding.get("status") or {}).get("placement") or []
+               if isinstance(t, dict) and t.get("cluster") == cluster)
+
+
 def _joined(clusters: list[str]) -> str | None:
     return ",".join(sorted(set(clusters))) or None
 
@@ -119,13 +127,8 @@ class Rescheduler:
 
     async def evacuate(self, req: RescheduleRequest) -> RescheduleResult:
         items, _ = await self.registry.list(BINDING)
-        on_cluster: list[tuple[int, str, list[str]]] = []
-        for obj in items:
-            if obj["metadata"].get("deletionTimestamp"):
-                continue
-            for t in (obj.get("status") or {}).get("placement") or []:
-                if isinstance(t, dict) and t.get("cluster") == req.cluster and int(t.get("replicas") or 0) > 0:
-                    on_cluster.append((int(t["replicas"]), obj["metadata"]["name"], evacuated_from(obj)))
+        on_cluster = [(n, obj["metadata"]["name"], evacuated_from(obj)) for obj in items
+                      if (n := _replicas_on(obj, req.cluster)) > 0]
         total = sum(n for n, _, _ in on_cluster)
         if not total:
             return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
@@ -156,10 +159,7 @@ class Rescheduler:
         plans: list[str] = []
         moved = 0
         for obj in items:
-            if obj["metadata"].get("deletionTimestamp"):
-                continue
-            n = sum(int(t.get("replicas") or 0) for t in (obj.get("status") or {}).get("placement") or []
-                    if isinstance(t, dict) and t.get("cluster") == cluster)
+            n = _replicas_on(obj, cluster)
             if n <= 0:
                 continue
             plan = await self._migrate(obj, cluster, why, origin="Drain")
