@@ -16,7 +16,7 @@ document each, ``--client-sites`` client sites measured to every cluster (random
                          [--gc server|default]
 
 ``--gc server`` (the default) tunes the garbage collector as ``drods serve`` does
-(`drods.server.tune_gc`); ``--gc default`` keeps CPython's defaults, whose full collections over the
+(`drods.machinery.collection.tune_gc`); ``--gc default`` keeps CPython's defaults, whose full collections over the
 controller's state are most of the tail.
 
 Prints the conditions, the figures, and a final JSON line.
@@ -39,6 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from drods.machinery.collection import tune_gc  # noqa: E402
 from drods.machinery.informer import Informer  # noqa: E402
 from drods.machinery.tasks import stop_tasks  # noqa: E402
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, status_key  # noqa: E402
@@ -49,7 +50,6 @@ from drods.registry.objects import (
     decode_stored,  # noqa: E402
 )
 from drods.registry.secrets import SecretBox, load_or_create_key  # noqa: E402
-from drods.server import tune_gc  # noqa: E402
 from drods.steering.controller import Recomputation, SteeringController, SteeringInformers  # noqa: E402
 from drods.steering.settings import SteeringSettings  # noqa: E402
 from drods.steering.status import write_measurements  # noqa: E402

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import socket
 from collections.abc import AsyncIterator
@@ -16,6 +15,7 @@ from fastapi import FastAPI
 from drods.api.app import create_app
 from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings, assemble
+from drods.machinery.collection import tune_gc
 from drods.security.files import make_private
 from drods.security.tls import ensure_certs
 from drods.security.trust import SERVER_TLS_DIR
@@ -60,20 +60,6 @@ def build_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     app = create_app(plane.context, lifespan=lifespan)
     app.state.plane = plane
     return app
-
-
-def tune_gc() -> None:
-    """Fewer, cheaper garbage collections for a long-running server.
-
-    With CPython's defaults (700, 10, 10) a busy API process runs a collection every few requests
-    and regularly a full one over every long-lived object (informer caches, the fleet view): those
-    pauses were most of the p99 of metric ingest (`bench/api.py`: 110-180 ms → 49-105 ms). What
-    exists after start-up is frozen out of collections; young generations are collected 70× less
-    often; cyclic garbage is still reclaimed.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
 
 
 class _Server(uvicorn.Server):

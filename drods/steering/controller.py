@@ -36,6 +36,7 @@ import yaml
 from pydantic import ValidationError
 
 from drods.errors import ApiError
+from drods.machinery.collection import collections_deferred
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX
@@ -50,7 +51,7 @@ from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate, eva
 from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
-from drods.steering.routing import RouteState, render, step_chunk
+from drods.steering.routing import RouteState, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, pair_of, utilisation
 
@@ -60,6 +61,8 @@ LEASE = "steering"
 # A status change counts as "worse" above these (smaller moves are treated as improvements or noise).
 _WORSE_UTILISATION = 0.005
 _WORSE_DELAY_MS = 0.05
+# ServiceRoutes per transaction: a batch is committed by the store while the next chunks are evaluated.
+_PUBLISH_BATCH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +359,10 @@ class SteeringController:
     # ------------------------------------------------------------------ the work
     async def recompute(self) -> int:
         """Evaluate what changed, publish what moved; returns how many ServiceRoutes were written."""
+        with collections_deferred():
+            return await self._recompute()
+
+    async def _recompute(self) -> int:
         everything, worse, better = self._all, self._worse, self._better
         worse_sites, better_sites = self._worse_sites, self._better_sites
         self._all, self._worse, self._better, self._worse_sites, self._better_sites = False, set(), set(), set(), set()
@@ -395,6 +402,7 @@ class SteeringController:
                     or sid not in services]:
             self.recheck.pop(sid, None)
         objects: list[dict[str, Any]] = []
+        updated = rfc3339_ms(now)
         stamps: dict[float, str | None] = {}  # a recomputation's changes share a few instants
 
         def stamp(t: float) -> str | None:
@@ -404,56 +412,73 @@ class SteeringController:
             return text
 
         shortfalls: list[tuple[_Service, ServiceEval, list[int]]] = []
-        for chunk in evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis):
-            svcs = [chosen[n] for n in chunk.positions]
-            states: list[RouteState | None] = []
-            for svc in svcs:
-                sid, sig = svc.plan.service_id, _signature(svc.spec)
-                states.append(self.states.get(sid) if self.signatures.get(sid, sig) == sig else None)
-                self.signatures[sid] = sig
-            results = step_chunk(chunk, states, now, self.damping)
-            with np.errstate(invalid="ignore"):
-                used = np.stack([_pad(r.state.weights, chunk.metric.shape[1:]) for r in results]) > 0 \
-                    if results else np.zeros(chunk.metric.shape, dtype=bool)
-                served = np.where(used, np.where(np.isfinite(chunk.metric), chunk.metric, 0.0), 0.0).sum(axis=-1)
-            row_short: B = np.asarray(~chunk.valid.any(axis=-1), dtype=bool)
-            for s, (svc, res) in enumerate(zip(svcs, results, strict=True)):
-                sid = svc.plan.service_id
-                self.states[sid] = res.state
-                if res.recheck_at is not None:
-                    self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
-                in_use = ((res.state.weights > 0) | (res.state.recent_until > now)).any(axis=0)
-                self.uses[sid] = frozenset(svc.plan.instances[int(j)] for j in np.flatnonzero(in_use))
-                nc = len(svc.plan.clients)
-                pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
-                metrics = served[s, :nc]
-                eligible = chunk.valid[s, :nc, :len(svc.plan.instances)] & (res.state.recent_until > now)
-                old_eligible = self.pub_eligible.get(sid)
-                moved = bool(res.changed.any()) or old_eligible is None or old_eligible.shape != eligible.shape \
-                    or bool((old_eligible != eligible).any())
-                if self._worth_publishing(sid, pub_key, moved, metrics, now):
-                    ev = chunk.service(s)
-                    texts = [stamp(t) for t in res.state.changed_at.tolist()]
-                    spec = {"serviceId": sid,
+        publishing: list[asyncio.Task[int]] = []
+        try:
+            for chunk in evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis):
+                svcs = [chosen[n] for n in chunk.positions]
+                states: list[RouteState | None] = []
+                for svc in svcs:
+                    sid, sig = svc.plan.service_id, _signature(svc.spec)
+                    states.append(self.states.get(sid) if self.signatures.get(sid, sig) == sig else None)
+                    self.signatures[sid] = sig
+                results = step_chunk(chunk, states, now, self.damping)
+                with np.errstate(invalid="ignore"):
+                    used = np.stack([_pad(r.state.weights, chunk.metric.shape[1:]) for r in results]) > 0 \
+                        if results else np.zeros(chunk.metric.shape, dtype=bool)
+                    served = np.where(used, np.where(np.isfinite(chunk.metric), chunk.metric, 0.0), 0.0).sum(axis=-1)
+                row_short: B = np.asarray(~chunk.valid.any(axis=-1), dtype=bool)
+                picks: list[int] = []
+                for s, (svc, res) in enumerate(zip(svcs, results, strict=True)):
+                    sid = svc.plan.service_id
+                    self.states[sid] = res.state
+                    if res.recheck_at is not None:
+                        self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
+                    in_use = ((res.state.weights > 0) | (res.state.recent_until > now)).any(axis=0)
+                    self.uses[sid] = frozenset(svc.plan.instances[int(j)] for j in np.flatnonzero(in_use))
+                    nc = len(svc.plan.clients)
+                    pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
+                    metrics = served[s, :nc]
+                    eligible = chunk.valid[s, :nc, :len(svc.plan.instances)] & (res.state.recent_until > now)
+                    old_eligible = self.pub_eligible.get(sid)
+                    moved = bool(res.changed.any()) or old_eligible is None or old_eligible.shape != eligible.shape \
+                        or bool((old_eligible != eligible).any())
+                    if self._worth_publishing(sid, pub_key, moved, metrics, now):
+                        picks.append(s)
+                        self.pub_keys[sid] = pub_key
+                        self.pub_metrics[sid] = metrics.copy()
+                        self.pub_eligible[sid] = eligible
+                    short = [int(r) for r in np.flatnonzero(row_short[s, :nc])] if svc.plan.instances or nc else []
+                    if short:
+                        self.short.add(sid)
+                    else:
+                        self.short.discard(sid)
+                    if short and svc.spec.placementFeedback and svc.binding:
+                        shortfalls.append((svc, chunk.service(s), short))
+                rendered = render_chunk(chunk, [results[s].state for s in picks], picks,
+                                        [[stamp(t) for t in results[s].state.changed_at.tolist()] for s in picks], now)
+                for s, routes in zip(picks, rendered, strict=True):
+                    svc, state = svcs[s], results[s].state
+                    spec = {"serviceId": svc.plan.service_id,
                             "registration": {"apiVersion": SERVICE_REGISTRATION.api_version,
                                              "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
                                              "namespace": svc.obj["metadata"].get("namespace", "default")},
                             "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation,
-                            "output": svc.spec.output, "routes": render(ev, res.state, texts, now),
-                            "updated": rfc3339_ms(now), "changes": res.state.changes}
+                            "output": svc.spec.output, "routes": routes, "updated": updated,
+                            "changes": state.changes}
                     objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
-                                    "metadata": {"name": sid}, "spec": spec})
-                    self.pub_keys[sid] = pub_key
-                    self.pub_metrics[sid] = metrics.copy()
-                    self.pub_eligible[sid] = eligible
-                short = [int(r) for r in np.flatnonzero(row_short[s, :nc])] if svc.plan.instances or nc else []
-                if short:
-                    self.short.add(sid)
-                else:
-                    self.short.discard(sid)
-                if short and svc.spec.placementFeedback and svc.binding:
-                    shortfalls.append((svc, chunk.service(s), short))
-        written = await self._publish(objects, now)
+                                    "metadata": {"name": svc.plan.service_id}, "spec": spec})
+                if len(objects) >= _PUBLISH_BATCH:
+                    # Committed by the store's writer while the next chunks are evaluated.
+                    publishing.append(asyncio.create_task(self._publish(objects, now)))
+                    objects = []
+                    await asyncio.sleep(0)  # let it hand its transaction to the store
+            if objects:
+                publishing.append(asyncio.create_task(self._publish(objects, now)))
+            written = sum(await asyncio.gather(*publishing))
+        except BaseException:
+            for task in publishing:
+                task.cancel()
+            raise
         await self._forget(services)
         await self._write_statuses(statuses)
         if shortfalls and self.placement is not None:

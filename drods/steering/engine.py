@@ -120,6 +120,13 @@ class Chunk:
     bandwidth: F
     worsened: F
 
+    @classmethod
+    def of(cls, ev: ServiceEval) -> Chunk:
+        """One service as a chunk of one."""
+        return cls([ev.plan], [0], ev.metric[None], ev.valid[None], ev.valid_enter[None], ev.key[None],
+                   ev.goodness[None], ev.delay[None], ev.network[None], ev.processing[None], ev.cost[None],
+                   ev.load[None], ev.jitter[None], ev.loss[None], ev.bandwidth[None], ev.worsened[None])
+
     def service(self, s: int) -> ServiceEval:
         p = self.plans[s]
         shape = self.metric.shape

@@ -26,6 +26,7 @@ All of it is array code over one service's (client sites x instances).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -288,10 +289,6 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
     return out
 
 
-def _fmt(v: float) -> float:
-    return float(round(v, 3))
-
-
 def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
     code = ev.broken(r, j)
     sla = ev.plan.sla
@@ -309,54 +306,72 @@ def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
 
 def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],
            now: float = 0.0) -> list[dict[str, object]]:
-    """The published routes: per client site the instances in use with weight, metric and why, and
+    """One service's published routes (see `render_chunk`)."""
+    return render_chunk(Chunk.of(ev), [state], [0], [changed_at_text], now)[0]
+
+
+def render_chunk(chunk: Chunk, states: list[RouteState], picks: list[int],
+                 changed_at_text: list[list[str | None]], now: float = 0.0) -> list[list[dict[str, object]]]:
+    """The published routes of the chunk's services ``picks`` (``states[k]`` and ``changed_at_text[k]``
+    are those of ``picks[k]``): per client site the instances in use with weight, metric and why, and
     ``eligible``: the instances its flows may stay pinned to (used by the route within the affinity
     timeout, and meeting the SLA now)."""
-    p = ev.plan
-    rounded = np.round(state.weights, 3)
-    use_r, use_j = np.nonzero(rounded > 0)
-    # The used pairs' values gathered once as Python floats: most of a publication's cost was
-    # element-wise NumPy indexing (a busy cluster's saturation rewrites hundreds of services).
-    rows, cols = use_r.tolist(), use_j.tolist()
-    weight_of, valid_of = rounded[use_r, use_j].tolist(), ev.valid[use_r, use_j].tolist()
-    delay_of, network_of = ev.delay[use_r, use_j].tolist(), ev.network[use_r, use_j].tolist()
-    processing_of, metric_of = ev.processing[use_r, use_j].tolist(), ev.metric[use_r, use_j].tolist()
-    cost_of, load_of = ev.cost[use_r, use_j].tolist(), ev.load[use_r, use_j].tolist()
-    held = state.held.tolist()
-    used_by_row: list[list[int]] = [[] for _ in p.clients]
-    for n, r in enumerate(rows):
-        used_by_row[r].append(n)
-    el_r, el_j = np.nonzero(ev.valid & (_recent(state) > now))
-    eligible_by_row: list[list[str]] = [[] for _ in p.clients]
-    for r, j in zip(el_r.tolist(), el_j.tolist(), strict=True):
-        eligible_by_row[r].append(p.instances[j])
-    routes: list[dict[str, object]] = []
-    for r, client in enumerate(p.clients):
-        instances: list[dict[str, object]] = []
-        used = used_by_row[r]
-        weights = [weight_of[n] for n in used]
-        if len(weights) > 1:  # rounded weights still sum to 1: the largest takes the remainder
-            top = max(range(len(weights)), key=weights.__getitem__)
-            weights[top] = _fmt(1.0 - sum(w for k, w in enumerate(weights) if k != top))
-        elif weights:
-            weights[0] = 1.0
-        for n, weight in zip(used, weights, strict=True):
-            parts = f"delay {delay_of[n]:.1f} ms = network {network_of[n]:.1f} + processing {processing_of[n]:.1f}"
-            if valid_of[n]:
-                if p.strategy == "costFirst":
-                    why = f"cheapest meeting the SLA ({cost_of[n]:.2f}/h)"
-                elif p.strategy == "resourceFirst":
-                    why = f"most headroom meeting the SLA (load {load_of[n] * 100:.0f} %)"
-                else:
-                    why = f"best {p.evaluation}"
-                reason = f"{p.strategy}: {why}; {parts}"
-                if held[r]:
-                    reason += "; a better route is held back by damping"
-                metric: float | str = round(metric_of[n], 3)
+    # Chunk-wide arrays and one gather per value, then one pass over the pairs in use building one
+    # reason each: a busy cluster's saturation rewrites hundreds of services (~17,000 sites) at once.
+    shape = chunk.metric.shape
+    picked = np.asarray(picks, dtype=np.int64)
+    weights, recent = np.zeros((len(picks), *shape[1:])), np.full((len(picks), *shape[1:]), -np.inf)
+    held = np.zeros((len(picks), shape[1]), dtype=bool)
+    for k, st in enumerate(states):
+        nc, ni = st.weights.shape
+        weights[k, :nc, :ni] = st.weights
+        recent[k, :nc, :ni] = _recent(st)
+        held[k, :nc] = st.held
+    rounded = np.round(weights, 3)
+    use_k, use_r, use_j = np.nonzero(rounded > 0)
+    if rounded.size:  # rounded weights still sum to 1: each row's largest takes the remainder
+        top = rounded.argmax(axis=-1)[..., None]
+        rest = rounded.copy()
+        np.put_along_axis(rest, top, 0.0, axis=-1)
+        np.put_along_axis(rounded, top, np.round(1.0 - rest.sum(axis=-1), 3)[..., None], axis=-1)
+    use_s = picked[use_k]
+
+    def at(a: NDArray[Any]) -> NDArray[Any]:
+        return np.broadcast_to(a, shape)[use_s, use_r, use_j]
+
+    ks, rows, cols = use_k.tolist(), use_r.tolist(), use_j.tolist()
+    weight_of, valid_of = rounded[use_k, use_r, use_j].tolist(), at(chunk.valid).tolist()
+    delay_of, network_of = at(chunk.delay).tolist(), at(chunk.network).tolist()
+    processing_of, metric_of = at(chunk.processing).tolist(), np.round(at(chunk.metric), 3).tolist()
+    cost_of, load_of = at(chunk.cost).tolist(), at(chunk.load).tolist()
+    held_of = held.tolist()
+    plans = [chunk.plans[s] for s in picks]
+    instances_of = [p.instances for p in plans]
+    routes_of: list[list[list[dict[str, object]]]] = [[[] for _ in p.clients] for p in plans]
+    eligible_of: list[list[list[str]]] = [[[] for _ in p.clients] for p in plans]
+    el_k, el_r, el_j = np.nonzero(np.broadcast_to(chunk.valid, shape)[picked] & (recent > now))
+    for k, r, j in zip(el_k.tolist(), el_r.tolist(), el_j.tolist(), strict=True):
+        eligible_of[k][r].append(instances_of[k][j])
+    strategy = plans[0].strategy if plans else ""  # a chunk's services share strategy and evaluation
+    plain_why = f"{strategy}: best {plans[0].evaluation}; " if plans else ""
+    damped = "; a better route is held back by damping"
+    for n, k in enumerate(ks):
+        r = rows[n]
+        parts = f"delay {delay_of[n]:.1f} ms = network {network_of[n]:.1f} + processing {processing_of[n]:.1f}"
+        metric: object
+        if valid_of[n]:
+            if strategy == "costFirst":
+                why = f"costFirst: cheapest meeting the SLA ({cost_of[n]:.2f}/h); "
+            elif strategy == "resourceFirst":
+                why = f"resourceFirst: most headroom meeting the SLA (load {load_of[n] * 100:.0f} %); "
             else:
-                reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, cols[n])}); best effort; {parts}"
-                metric = "MAX"
-            instances.append({"cluster": p.instances[cols[n]], "weight": weight, "metric": metric, "reason": reason})
-        routes.append({"clientSite": client, "instances": instances, "changedAt": changed_at_text[r],
-                       "eligible": eligible_by_row[r]})
-    return routes
+                why = plain_why
+            reason, metric = (why + parts + damped if held_of[k][r] else why + parts), metric_of[n]
+        else:
+            ev = chunk.service(picks[k])
+            reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, cols[n])}); best effort; {parts}"
+            metric = "MAX"
+        routes_of[k][r].append({"cluster": instances_of[k][cols[n]], "weight": weight_of[n], "metric": metric,
+                                "reason": reason})
+    return [[{"clientSite": client, "instances": routes_of[k][r], "changedAt": changed_at_text[k][r],
+              "eligible": eligible_of[k][r]} for r, client in enumerate(p.clients)] for k, p in enumerate(plans)]

@@ -79,3 +79,57 @@ async def test_only_affected_services_are_evaluated(store: Store, tmp_path: Path
         assert route["spec"]["routes"][0]["instances"][0]["cluster"] == "b"
     finally:
         await stop_tasks(tasks)
+
+
+@pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)
+async def test_a_saturation_moving_many_services_publishes_every_route(store: Store, tmp_path: Path) -> None:
+    """150 services on one favourite cluster: its saturation moves them all, published in batches
+    committed while the next services are evaluated; none is lost, each route names the new cluster."""
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    for c, load in (("a", 0.1), ("b", 0.4)):
+        await registry.create(CLUSTER, {"metadata": {"name": c}, "spec": {}})
+        await store.put(status_key(c), doc(load))
+    sites = [f"S{n:02d}" for n in range(20)]
+    for site in sites:
+        await store.put(f"{NETWORK_PREFIX}{site}/a", json.dumps({"delayMs": 10.0}).encode())
+        await store.put(f"{NETWORK_PREFIX}{site}/b", json.dumps({"delayMs": 12.0}).encode())
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api", "namespace": "default"}
+    await store.put(BINDING.key("api"), json.dumps({
+        "metadata": {"name": "api"}, "spec": {"resource": ref},
+        "status": {"placement": [{"cluster": c, "replicas": 1} for c in ("a", "b")]}}).encode())
+    services = [f"svc-{n:03d}" for n in range(150)]
+    await registry.batch_upsert([(SERVICE_REGISTRATION, {"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "serviceId": f"{name}.example", "workload": ref, "clientSites": sites, "strategy": "resourceFirst",
+        "sla": {"maxDelayMs": 100.0}}}) for name in services])
+    informers = SteeringInformers(*(Informer(store, p, decode_stored) for p in (
+        SERVICE_REGISTRATION.key_prefix(), BINDING.key_prefix(), CLUSTER.key_prefix(), STATUS_PREFIX,
+        NETWORK_PREFIX)))
+    seen: list[Recomputation] = []
+    changed = asyncio.Event()
+
+    def observe(r: Recomputation) -> None:
+        seen.append(r)
+        changed.set()
+
+    async def after(revision: int) -> Recomputation:
+        async with asyncio.timeout(20):
+            while not any(r.revision >= revision for r in seen):
+                await changed.wait()
+                changed.clear()
+        return next(r for r in seen if r.revision >= revision)
+
+    ctl = SteeringController(registry, informers, SteeringSettings(minIntervalSeconds=10.0, coalesceSeconds=0.0),
+                             clock=lambda: 1000.0, observer=observe)
+    tasks = [asyncio.create_task(inf.run()) for inf in informers.all()] + [asyncio.create_task(ctl.run())]
+    try:
+        assert (await after(await store.current_revision())).written == 150
+        r = await after(await store.put(status_key("a"), doc(0.9999)))
+        assert (r.evaluated, r.written) == (150, 150)
+        routes, _ = await registry.list(SERVICE_ROUTE)
+        assert sorted(o["metadata"]["name"] for o in routes) == [f"{name}.example" for name in services]
+        for o in routes:
+            assert {i["cluster"] for route in o["spec"]["routes"] for i in route["instances"]} == {"b"}
+            assert [route["clientSite"] for route in o["spec"]["routes"]] == sites
+        assert len({o["metadata"]["resourceVersion"] for o in routes}) > 1  # several transactions
+    finally:
+        await stop_tasks(tasks)

@@ -324,6 +324,38 @@ async def test_watch_prev_kv(store: Store, ns: str) -> None:
         await it.aclose()  # type: ignore[attr-defined]
 
 
+async def test_large_values_round_trip(store: Store, ns: str) -> None:
+    """Documents of tens of kilobytes, compressible or not, read back byte for byte from every
+    path: get, range, a value compare, live and replayed watch events with their previous values."""
+    doc = b'{"routes": [' + b",".join(b'{"clientSite": "site-%03d", "weight": 1.0}' % n for n in range(600)) + b"]}"
+    noise = uuid.uuid4().bytes * 1500  # 24 KB that compresses poorly
+    await store.current_revision()
+    live = store.watch(ns)
+    try:
+        r1 = await store.put(ns + "doc", doc)
+        r2 = await store.put(ns + "doc", noise)
+        r3 = await store.put(ns + "doc", doc + b" ")
+        ok = await store.txn([Compare(ns + "doc", "value", "=", doc + b" ")], [Put(ns + "doc", noise + b"!")])
+        assert ok.succeeded
+        kv = await store.get(ns + "doc")
+        assert kv is not None and kv.value == noise + b"!"
+        (ranged,), _ = await store.range(ns)
+        assert ranged.value == noise + b"!"
+        await store.delete(ns + "doc")
+        seen = await take(live, 5)
+    finally:
+        await live.aclose()  # type: ignore[attr-defined]
+    replay = store.watch(ns, start_revision=r1)
+    try:
+        replayed = await take(replay, 5)
+    finally:
+        await replay.aclose()  # type: ignore[attr-defined]
+    for events in (seen, replayed):
+        assert [e.kv.value for e in events[:4]] == [doc, noise, doc + b" ", noise + b"!"]
+        assert [e.prev_kv.value if e.prev_kv else None for e in events] == [None, doc, noise, doc + b" ", noise + b"!"]
+        assert [e.prev_kv.mod_revision for e in events[1:4] if e.prev_kv] == [r1, r2, r3]
+
+
 async def test_watch_after_compaction(store: Store, ns: str) -> None:
     r1 = await store.put(ns + "c/a", b"1")
     await store.put(ns + "c/a", b"2")

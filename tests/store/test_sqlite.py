@@ -142,3 +142,35 @@ async def test_lagging_watch_reports_compaction(tmp_path: Path, monkeypatch: pyt
             await take(it, 5)
     finally:
         await store.close()
+
+
+async def test_opens_a_store_file_from_before_compression(tmp_path: Path) -> None:
+    """A file whose tables lack the codec columns is brought up to date; its rows read as stored."""
+    import sqlite3
+
+    from drods.store.sqlite import _SCHEMA
+
+    path = str(tmp_path / "old.db")
+    old_schema = _SCHEMA.replace(",\n    codec INTEGER NOT NULL DEFAULT 0\n) WITHOUT ROWID;", "\n) WITHOUT ROWID;")
+    old_schema = old_schema.replace(
+        ",\n    codec INTEGER NOT NULL DEFAULT 0,\n    prev_codec INTEGER NOT NULL DEFAULT 0\n);", "\n);")
+    assert "codec" not in old_schema
+    big = b"x" * 10_000
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(old_schema)
+    conn.execute("INSERT INTO kv VALUES (?, ?, 2, 2, 1, 0)", (b"/old/doc", big))
+    conn.execute("INSERT INTO log (rev, type, key, value, create_rev, version, lease) VALUES (2, 0, ?, ?, 2, 1, 0)",
+                 (b"/old/doc", big))
+    conn.execute("UPDATE meta SET value = 2 WHERE name = 'rev'")
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        kv = await store.get("/old/doc")
+        assert kv is not None and kv.value == big
+        rev = await store.put("/old/doc", big + b"y")
+        events = await take(store.watch("/old/", start_revision=2), 2)
+        assert [e.kv.value for e in events] == [big, big + b"y"]
+        assert events[1].prev_kv is not None and events[1].prev_kv.value == big
+        assert events[1].kv.mod_revision == rev
+    finally:
+        await store.close()
