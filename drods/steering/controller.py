@@ -112,12 +112,6 @@ def _ref_key(ref: Mapping[str, Any]) -> tuple[str, str, str, str]:
             str(ref.get("name")))
 
 
-def _pad(a: F, shape: tuple[int, ...]) -> F:
-    out = np.zeros(shape)
-    out[tuple(slice(0, n) for n in a.shape)] = a
-    return out
-
-
 def _signature(spec: ServiceRegistrationSpec) -> str:
     """What, when changed, starts a service's routes afresh (strategy, SLA, evaluation …)."""
     return spec.model_dump_json(exclude={"clientSites", "workload", "placementFeedback"})
@@ -421,11 +415,14 @@ class SteeringController:
                     sid, sig = svc.plan.service_id, _signature(svc.spec)
                     states.append(self.states.get(sid) if self.signatures.get(sid, sig) == sig else None)
                     self.signatures[sid] = sig
-                results = step_chunk(chunk, states, now, self.damping)
+                stepped = step_chunk(chunk, states, now, self.damping)
+                results = stepped.results
+                used = stepped.weights > 0
+                recent = stepped.recent_until > now
                 with np.errstate(invalid="ignore"):
-                    used = np.stack([_pad(r.state.weights, chunk.metric.shape[1:]) for r in results]) > 0 \
-                        if results else np.zeros(chunk.metric.shape, dtype=bool)
                     served = np.where(used, np.where(np.isfinite(chunk.metric), chunk.metric, 0.0), 0.0).sum(axis=-1)
+                in_use_of: B = np.asarray((used | recent).any(axis=1))  # (services, instances)
+                eligible_of = chunk.valid & recent
                 row_short: B = np.asarray(~chunk.valid.any(axis=-1), dtype=bool)
                 picks: list[int] = []
                 for s, (svc, res) in enumerate(zip(svcs, results, strict=True)):
@@ -433,12 +430,12 @@ class SteeringController:
                     self.states[sid] = res.state
                     if res.recheck_at is not None:
                         self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
-                    in_use = ((res.state.weights > 0) | (res.state.recent_until > now)).any(axis=0)
-                    self.uses[sid] = frozenset(svc.plan.instances[int(j)] for j in np.flatnonzero(in_use))
-                    nc = len(svc.plan.clients)
+                    nc, ni = len(svc.plan.clients), len(svc.plan.instances)
+                    in_use = np.flatnonzero(in_use_of[s, :ni]).tolist()
+                    self.uses[sid] = frozenset(svc.plan.instances[j] for j in in_use)
                     pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
                     metrics = served[s, :nc]
-                    eligible = chunk.valid[s, :nc, :len(svc.plan.instances)] & (res.state.recent_until > now)
+                    eligible = eligible_of[s, :nc, :ni]
                     old_eligible = self.pub_eligible.get(sid)
                     moved = bool(res.changed.any()) or old_eligible is None or old_eligible.shape != eligible.shape \
                         or bool((old_eligible != eligible).any())
@@ -454,7 +451,7 @@ class SteeringController:
                         self.short.discard(sid)
                     if short and svc.spec.placementFeedback and svc.binding:
                         shortfalls.append((svc, chunk.service(s), short))
-                rendered = render_chunk(chunk, [results[s].state for s in picks], picks,
+                rendered = render_chunk(chunk, stepped, picks,
                                         [[stamp(t) for t in results[s].state.changed_at.tolist()] for s in picks], now)
                 for s, routes in zip(picks, rendered, strict=True):
                     svc, state = svcs[s], results[s].state

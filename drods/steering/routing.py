@@ -115,26 +115,30 @@ class _Fallback:
     """Where no instance is eligible: the best raw metric (published as MAX). Depends only on the
     metric, so one step computes it once for both of its choices."""
 
-    best_raw: F
+    best: NDArray[np.int64]  # (…, client sites): the instance with the best raw metric
     reachable: B  # the row has an instance with a finite metric
 
     @classmethod
     def of(cls, metric: F) -> _Fallback:
-        n_i = metric.shape[-1]
-        if n_i == 0:
-            return cls(np.zeros(metric.shape), np.zeros(metric.shape[:-1], dtype=bool))
-        best = (np.arange(n_i) == np.argmin(metric, axis=-1)[..., None]).astype(np.float64)
-        return cls(best, np.asarray(np.isfinite(metric).any(axis=-1), dtype=bool))
+        if metric.shape[-1] == 0:
+            return cls(np.zeros(metric.shape[:-1], dtype=np.int64), np.zeros(metric.shape[:-1], dtype=bool))
+        return cls(np.argmin(metric, axis=-1), np.asarray(np.isfinite(metric).any(axis=-1), dtype=bool))
 
 
-def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> F:
-    """Weights (…, client sites, instances): the strategy's pick among ``eligible``, or the best raw
-    metric where nothing is eligible (published as MAX)."""
+def _at(a: NDArray[Any], shape: tuple[int, ...], index: NDArray[np.int64]) -> NDArray[Any]:
+    """``a`` (broadcast to ``shape``) at one instance per row."""
+    return np.take_along_axis(np.broadcast_to(a, shape), index[..., None], axis=-1)[..., 0]
+
+
+def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> tuple[F, F]:
+    """Weights (…, client sites, instances) — the strategy's pick among ``eligible``, or the best raw
+    metric where nothing is eligible (published as MAX) — and their `_score`."""
     n_i = a.metric.shape[-1]
     if n_i == 0:
-        return np.zeros(a.metric.shape)
+        return np.zeros(a.metric.shape), np.full(a.metric.shape[:-1], np.inf)
     fb = fb or _Fallback.of(a.metric)
     row_ok: B = np.asarray(eligible.any(axis=-1), dtype=bool)
+    fallback = ~row_ok & fb.reachable
     if a.balanced.all():
         g = np.where(eligible, a.goodness, 0.0)
         if n_i > int(a.size.min()):  # keep the ``size`` best (by goodness) of each row
@@ -142,23 +146,27 @@ def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> F:
             g = np.where(rank < a.size, g, 0.0)
         sums = g.sum(axis=-1, keepdims=True)
         weights = np.where(sums > 0, g / np.where(sums > 0, sums, 1.0), 0.0)
-    else:
-        k = np.where(eligible, a.key, np.inf)
-        if a.ties:
-            kmin = k.min(axis=-1, keepdims=True)
-            tie = k <= kmin + 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(kmin), kmin, 0.0)))
-            k = np.where(tie, a.metric, np.inf)
-        best = np.argmin(k, axis=-1)
-        weights = ((np.arange(n_i) == best[..., None]) & row_ok[..., None]).astype(np.float64)
-    fallback = ~row_ok & fb.reachable
-    if not fallback.any():
-        return weights
-    return np.asarray(np.where(fallback[..., None], fb.best_raw, weights), dtype=np.float64)
+        if fallback.any():
+            best_raw = np.arange(n_i) == fb.best[..., None]
+            weights = np.asarray(np.where(fallback[..., None], best_raw, weights), dtype=np.float64)
+        return weights, _score(weights, a.key, a.valid)
+    # One instance per row: its score is its key, read at that instance instead of summed over all.
+    k = np.where(eligible, a.key, np.inf)
+    if a.ties:
+        kmin = k.min(axis=-1, keepdims=True)
+        tie = k <= kmin + 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(kmin), kmin, 0.0)))
+        k = np.where(tie, a.metric, np.inf)
+    best = np.where(fallback, fb.best, np.argmin(k, axis=-1))
+    has = row_ok | fallback
+    weights = ((np.arange(n_i) == best[..., None]) & has[..., None]).astype(np.float64)
+    shape = np.broadcast_shapes(a.metric.shape, eligible.shape)
+    score = np.where(has & _at(a.valid, shape, best), _at(a.key, shape, best), np.inf)
+    return weights, score
 
 
 def choose(ev: ServiceEval, eligible: B) -> tuple[F, B]:
     """Weights (client sites x instances) and which rows met the SLA (no history, no damping)."""
-    return _choose(_Arrays.of(ev), eligible), np.asarray(eligible.any(axis=-1), dtype=bool)
+    return _choose(_Arrays.of(ev), eligible)[0], np.asarray(eligible.any(axis=-1), dtype=bool)
 
 
 def _score(weights: F, key: F, valid: B) -> F:
@@ -195,16 +203,15 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     keep = held & a.valid
     settled = a.valid_enter & (now - calm_since >= damping.minIntervalSeconds)
     fb = _Fallback.of(a.metric)
-    calm = _choose(a, keep | settled, fb)
-    rush = _choose(a, keep | a.valid_enter, fb)
+    calm, calm_score = _choose(a, keep | settled, fb)
+    rush, rush_score = _choose(a, keep | a.valid_enter, fb)
     cur_score = _score(weights0, a.key, a.valid)
     has_route = held.any(axis=-1)
     # Usable = no instance it uses has become unreachable (a MAX route stays usable best effort).
     reachable = ~(held & ~np.isfinite(a.metric)).any(axis=-1)
-    rush_score = _score(rush, a.key, a.valid)
     urgent = ~has_route | ~reachable | (~np.isfinite(cur_score) & np.isfinite(rush_score))
     cand = np.where(urgent[..., None], rush, calm)
-    new_score = _score(cand, a.key, a.valid)
+    new_score = np.where(urgent, rush_score, calm_score)
     differs = (np.abs(cand - weights0) > 1e-6).any(axis=-1)
     elapsed = (now - changed_at0) >= damping.minIntervalSeconds
     both_max = ~np.isfinite(cur_score) & ~np.isfinite(new_score)
@@ -221,10 +228,17 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     changed_at = np.where(change, now, changed_at0)
     # Held back: a better route exists (or soon will, once an instance has been calm long enough).
     held_rows = ~change & (differs | (np.abs(rush - weights) > 1e-6).any(axis=-1))
-    # The earliest moment the time-based rules stop holding a row back.
-    waiting = a.valid_enter & ~settled & ~(weights > 0) & held_rows[..., None]
-    calm_at = np.where(waiting, calm_since, np.inf).min(axis=-1) if waiting.shape[-1] else \
-        np.full(held_rows.shape, np.inf)
+    # The earliest moment the time-based rules stop holding a row back (read on the held rows only).
+    calm_at = np.full(held_rows.shape, np.inf)
+    rows = np.nonzero(held_rows)
+    if len(rows[0]) and weights.shape[-1]:
+        shape = weights.shape
+
+        def on_held(x: NDArray[Any]) -> NDArray[Any]:
+            return np.broadcast_to(x, shape)[rows]
+
+        waiting = on_held(a.valid_enter) & ~on_held(settled) & ~(on_held(weights) > 0)
+        calm_at[rows] = np.where(waiting, on_held(calm_since), np.inf).min(axis=-1)
     row_at = np.maximum(changed_at, np.where(np.isfinite(calm_at), calm_at, -np.inf)) + damping.minIntervalSeconds
     recheck = np.where(held_rows & (row_at > now), row_at, np.inf).min(axis=-1) if held_rows.shape[-1] else \
         np.full(held_rows.shape[:-1], np.inf)
@@ -258,7 +272,28 @@ def step(ev: ServiceEval, state: RouteState | None, now: float, damping: Damping
     return StepResult(nxt, n.change, recheck if np.isfinite(recheck) else None)
 
 
-def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, damping: Damping) -> list[StepResult]:
+@dataclass(frozen=True, slots=True)
+class ChunkStep:
+    """`step_chunk`'s results per service, and the chunk-wide arrays they are views of."""
+
+    results: list[StepResult]
+    weights: F  # (S, C, I)
+    recent_until: F  # (S, C, I)
+    held: B  # (S, C)
+
+    @classmethod
+    def of(cls, state: RouteState) -> ChunkStep:
+        """One service's state as a chunk of one (for rendering it)."""
+        changed = np.zeros(state.weights.shape[0], dtype=bool)
+        return cls([StepResult(state, changed, None)], state.weights[None], _recent(state)[None],
+                   _held(state)[None])
+
+
+def _held(state: RouteState) -> B:
+    return state.held if state.held.shape == state.weights.shape[:1] else np.zeros(state.weights.shape[0], dtype=bool)
+
+
+def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, damping: Damping) -> ChunkStep:
     """`step` for every service of a chunk at once (states in the chunk's order)."""
     shape = chunk.metric.shape
     w0 = np.zeros(shape)
@@ -286,7 +321,7 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
                          st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni],
                          recent_until=recent[s, :nc, :ni])
         out.append(StepResult(nxt, n.change[s, :nc], recheck if np.isfinite(recheck) else None))
-    return out
+    return ChunkStep(out, n.weights, recent, n.held)
 
 
 def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
@@ -307,55 +342,64 @@ def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
 def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],
            now: float = 0.0) -> list[dict[str, object]]:
     """One service's published routes (see `render_chunk`)."""
-    return render_chunk(Chunk.of(ev), [state], [0], [changed_at_text], now)[0]
+    return render_chunk(Chunk.of(ev), ChunkStep.of(state), [0], [changed_at_text], now)[0]
 
 
-def render_chunk(chunk: Chunk, states: list[RouteState], picks: list[int],
-                 changed_at_text: list[list[str | None]], now: float = 0.0) -> list[list[dict[str, object]]]:
-    """The published routes of the chunk's services ``picks`` (``states[k]`` and ``changed_at_text[k]``
-    are those of ``picks[k]``): per client site the instances in use with weight, metric and why, and
-    ``eligible``: the instances its flows may stay pinned to (used by the route within the affinity
-    timeout, and meeting the SLA now)."""
-    # Chunk-wide arrays and one gather per value, then one pass over the pairs in use building one
-    # reason each: a busy cluster's saturation rewrites hundreds of services (~17,000 sites) at once.
+def _site_weights(vals: F, site: NDArray[np.int64]) -> F:
+    """Rounded weights that still sum to 1 per client site (``site`` sorted): its largest takes the remainder."""
+    starts = np.flatnonzero(np.r_[True, site[1:] != site[:-1]]) if len(site) else np.zeros(0, dtype=np.int64)
+    if len(starts) == len(vals):  # one instance per site (a preferred route)
+        return np.ones(len(vals))
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(vals)]))
+    top = np.lexsort((-vals, group))[starts]  # the first largest of each site
+    rest = vals.copy()
+    rest[top] = 0.0
+    out = vals.copy()
+    out[top] = np.round(1.0 - np.add.reduceat(rest, starts), 3)
+    return out
+
+
+def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_text: list[list[str | None]],
+                 now: float = 0.0) -> list[list[dict[str, object]]]:
+    """The published routes of the chunk's services ``picks`` (``changed_at_text[k]`` is that of
+    ``picks[k]``): per client site the instances in use with weight, metric and why, and ``eligible``:
+    the instances its flows may stay pinned to (used by the route within the affinity timeout, and
+    meeting the SLA now)."""
+    # Only the pairs in use (and recently used) are gathered, once per value for the whole chunk,
+    # then one pass over them builds one reason each: a busy cluster's saturation rewrites hundreds
+    # of services (~17,000 client sites) at once.
     shape = chunk.metric.shape
-    picked = np.asarray(picks, dtype=np.int64)
-    weights, recent = np.zeros((len(picks), *shape[1:])), np.full((len(picks), *shape[1:]), -np.inf)
-    held = np.zeros((len(picks), shape[1]), dtype=bool)
-    for k, st in enumerate(states):
-        nc, ni = st.weights.shape
-        weights[k, :nc, :ni] = st.weights
-        recent[k, :nc, :ni] = _recent(st)
-        held[k, :nc] = st.held
-    rounded = np.round(weights, 3)
-    use_k, use_r, use_j = np.nonzero(rounded > 0)
-    if rounded.size:  # rounded weights still sum to 1: each row's largest takes the remainder
-        top = rounded.argmax(axis=-1)[..., None]
-        rest = rounded.copy()
-        np.put_along_axis(rest, top, 0.0, axis=-1)
-        np.put_along_axis(rounded, top, np.round(1.0 - rest.sum(axis=-1), 3)[..., None], axis=-1)
-    use_s = picked[use_k]
+    chosen = np.zeros(shape[0], dtype=bool)
+    chosen[picks] = True
+    use_s, use_r, use_j = _picked(np.nonzero(stepped.weights > 0), chosen)
+    rounded = np.round(stepped.weights[use_s, use_r, use_j], 3)
+    shown = rounded > 0
+    use_s, use_r, use_j, rounded = use_s[shown], use_r[shown], use_j[shown], rounded[shown]
 
     def at(a: NDArray[Any]) -> NDArray[Any]:
         return np.broadcast_to(a, shape)[use_s, use_r, use_j]
 
-    ks, rows, cols = use_k.tolist(), use_r.tolist(), use_j.tolist()
-    weight_of, valid_of = rounded[use_k, use_r, use_j].tolist(), at(chunk.valid).tolist()
-    delay_of, network_of = at(chunk.delay).tolist(), at(chunk.network).tolist()
-    processing_of, metric_of = at(chunk.processing).tolist(), np.round(at(chunk.metric), 3).tolist()
+    ss, rows, cols = use_s.tolist(), use_r.tolist(), use_j.tolist()
+    weight_of = _site_weights(rounded, use_s * shape[1] + use_r).tolist()
+    valid_of, metric_of = at(chunk.valid).tolist(), np.round(at(chunk.metric), 3).tolist()
+    delay_of, network_of, processing_of = at(chunk.delay).tolist(), at(chunk.network).tolist(), \
+        at(chunk.processing).tolist()
     cost_of, load_of = at(chunk.cost).tolist(), at(chunk.load).tolist()
-    held_of = held.tolist()
-    plans = [chunk.plans[s] for s in picks]
-    instances_of = [p.instances for p in plans]
-    routes_of: list[list[list[dict[str, object]]]] = [[[] for _ in p.clients] for p in plans]
-    eligible_of: list[list[list[str]]] = [[[] for _ in p.clients] for p in plans]
-    el_k, el_r, el_j = np.nonzero(np.broadcast_to(chunk.valid, shape)[picked] & (recent > now))
-    for k, r, j in zip(el_k.tolist(), el_r.tolist(), el_j.tolist(), strict=True):
-        eligible_of[k][r].append(instances_of[k][j])
+    held_of = stepped.held.tolist()
+    plans = chunk.plans
+    routes_of: list[list[list[dict[str, object]]]] = [[] for _ in plans]
+    eligible_of: list[list[list[str]]] = [[] for _ in plans]
+    for s in picks:
+        routes_of[s] = [[] for _ in plans[s].clients]
+        eligible_of[s] = [[] for _ in plans[s].clients]
+    el_s, el_r, el_j = _picked(np.nonzero(stepped.recent_until > now), chosen)
+    meets = np.broadcast_to(chunk.valid, shape)[el_s, el_r, el_j]
+    for s, r, j in zip(el_s[meets].tolist(), el_r[meets].tolist(), el_j[meets].tolist(), strict=True):
+        eligible_of[s][r].append(plans[s].instances[j])
     strategy = plans[0].strategy if plans else ""  # a chunk's services share strategy and evaluation
     plain_why = f"{strategy}: best {plans[0].evaluation}; " if plans else ""
     damped = "; a better route is held back by damping"
-    for n, k in enumerate(ks):
+    for n, s in enumerate(ss):
         r = rows[n]
         parts = f"delay {delay_of[n]:.1f} ms = network {network_of[n]:.1f} + processing {processing_of[n]:.1f}"
         metric: object
@@ -366,12 +410,18 @@ def render_chunk(chunk: Chunk, states: list[RouteState], picks: list[int],
                 why = f"resourceFirst: most headroom meeting the SLA (load {load_of[n] * 100:.0f} %); "
             else:
                 why = plain_why
-            reason, metric = (why + parts + damped if held_of[k][r] else why + parts), metric_of[n]
+            reason, metric = (why + parts + damped if held_of[s][r] else why + parts), metric_of[n]
         else:
-            ev = chunk.service(picks[k])
-            reason = f"MAX: no instance meets the SLA ({_broken_text(ev, r, cols[n])}); best effort; {parts}"
+            broken = _broken_text(chunk.service(s), r, cols[n])
+            reason = f"MAX: no instance meets the SLA ({broken}); best effort; {parts}"
             metric = "MAX"
-        routes_of[k][r].append({"cluster": instances_of[k][cols[n]], "weight": weight_of[n], "metric": metric,
+        routes_of[s][r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n], "metric": metric,
                                 "reason": reason})
-    return [[{"clientSite": client, "instances": routes_of[k][r], "changedAt": changed_at_text[k][r],
-              "eligible": eligible_of[k][r]} for r, client in enumerate(p.clients)] for k, p in enumerate(plans)]
+    return [[{"clientSite": client, "instances": routes_of[s][r], "changedAt": changed_at_text[k][r],
+              "eligible": eligible_of[s][r]} for r, client in enumerate(plans[s].clients)] for k, s in enumerate(picks)]
+
+
+def _picked(where: tuple[NDArray[np.int64], ...], chosen: B) -> tuple[NDArray[np.int64], ...]:
+    """The (service, client site, instance) positions of the chosen services only."""
+    keep = chosen[where[0]]
+    return tuple(a[keep] for a in where)

@@ -81,8 +81,8 @@ def test_a_chunk_steps_like_its_services_one_by_one() -> None:
         one = [step(ev, st, float(k), d) for ev, st in zip(evs, singles, strict=True)]
         many: list = [None] * len(plans)
         for chunk in evaluate_chunks(f, plans):
-            for n, r in zip(chunk.positions, step_chunk(chunk, [batch[n] for n in chunk.positions], float(k), d),
-                            strict=True):
+            stepped = step_chunk(chunk, [batch[n] for n in chunk.positions], float(k), d)
+            for n, r in zip(chunk.positions, stepped.results, strict=True):
                 many[n] = r
         for a, b in zip(one, many, strict=True):
             assert (a.state.weights == b.state.weights).all() and (a.changed == b.changed).all()
