@@ -15,8 +15,8 @@ document each, ``--client-sites`` client sites measured to every cluster (random
     python bench/cats.py [--services 1000 --instance-sites 100 --client-sites 50 --changes 30]
                          [--gc server|default]
 
-``--gc server`` (the default) tunes the garbage collector as ``drods serve`` does
-(`drods.machinery.collection.tune_gc`); ``--gc default`` keeps CPython's defaults, whose full collections over the
+``--gc server`` (the default) tunes the garbage collector and the C allocator as ``drods serve`` does
+(`drods.machinery.memory.tune_for_serving`); ``--gc default`` keeps CPython's defaults, whose full collections over the
 controller's state are most of the tail.
 
 Prints the conditions, the figures, and a final JSON line.
@@ -39,8 +39,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from drods.machinery.collection import tune_gc  # noqa: E402
 from drods.machinery.informer import Informer  # noqa: E402
+from drods.machinery.memory import tune_for_serving  # noqa: E402
 from drods.machinery.tasks import stop_tasks  # noqa: E402
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, status_key  # noqa: E402
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION  # noqa: E402
@@ -108,7 +108,7 @@ class Observed:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.gc == "server":
-        tune_gc()
+        tune_for_serving()
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="drods-cats-"))
     store = SqliteStore(str(tmp / "drods.db"))

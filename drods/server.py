@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from drods.api.app import create_app
 from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings, assemble
-from drods.machinery.collection import tune_gc
+from drods.machinery.memory import tune_for_serving
 from drods.security.files import make_private
 from drods.security.tls import ensure_certs
 from drods.security.trust import SERVER_TLS_DIR
@@ -64,10 +64,10 @@ def build_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
 
 class _Server(uvicorn.Server):
     """Exit status 0 after a graceful stop on SIGTERM/SIGINT (uvicorn re-raises the signal instead),
-    open watches ended at once on stop; the garbage collector tuned for serving (`tune_gc`)."""
+    open watches ended at once on stop; memory management tuned for serving (`tune_for_serving`)."""
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
-        tune_gc()
+        tune_for_serving()
         super().run(sockets)
 
     def handle_exit(self, sig: int, frame: object) -> None:

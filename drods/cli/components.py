@@ -98,6 +98,7 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.api.status import error_response
     from drods.assembly import Component, assemble
     from drods.errors import ApiError
+    from drods.machinery.memory import tune_for_serving
     from drods.security.files import make_private
     from drods.server import _Server, default_store_url
     from drods.store import open_store
@@ -127,6 +128,7 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
 
     if port == 0:
         async def headless() -> None:
+            tune_for_serving()
             stop = asyncio.Event()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 asyncio.get_running_loop().add_signal_handler(sig, stop.set)

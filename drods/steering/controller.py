@@ -36,9 +36,9 @@ import yaml
 from pydantic import ValidationError
 
 from drods.errors import ApiError
-from drods.machinery.collection import collections_deferred
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
+from drods.machinery.memory import collections_deferred
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.migration import traffic_withdrawn
@@ -51,7 +51,7 @@ from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate, eva
 from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
-from drods.steering.routing import RouteState, render_chunk, step_chunk
+from drods.steering.routing import ChunkStep, RouteState, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, pair_of, utilisation
 
@@ -408,7 +408,10 @@ class SteeringController:
         shortfalls: list[tuple[_Service, ServiceEval, list[int]]] = []
         publishing: list[asyncio.Task[int]] = []
         try:
-            for chunk in evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis):
+            # The smallest chunk last: its routes are the last transaction, the one waited for.
+            chunks = sorted(evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis),
+                            key=lambda c: -len(c.positions))
+            for chunk in chunks:
                 svcs = [chosen[n] for n in chunk.positions]
                 states: list[RouteState | None] = []
                 for svc in svcs:
@@ -452,7 +455,7 @@ class SteeringController:
                     if short and svc.spec.placementFeedback and svc.binding:
                         shortfalls.append((svc, chunk.service(s), short))
                 rendered = render_chunk(chunk, stepped, picks,
-                                        [[stamp(t) for t in results[s].state.changed_at.tolist()] for s in picks], now)
+                                        self._instants(stepped, picks, svcs, stamp), now)
                 for s, routes in zip(picks, rendered, strict=True):
                     svc, state = svcs[s], results[s].state
                     spec = {"serviceId": svc.plan.service_id,
@@ -483,6 +486,17 @@ class SteeringController:
         if self.observer is not None:
             self.observer(Recomputation(now, time.perf_counter() - wall, len(chosen), written, revision))
         return written
+
+    @staticmethod
+    def _instants(stepped: ChunkStep, picks: list[int], svcs: list[_Service],
+                  stamp: Callable[[float], str | None]) -> list[list[str | None]]:
+        """Each picked service's per-site change instants as text, each distinct instant formatted once."""
+        if not picks:
+            return []
+        distinct, index = np.unique(stepped.changed_at[picks], return_inverse=True)
+        texts = [stamp(t) for t in distinct.tolist()]
+        return [[texts[i] for i in row[:len(svcs[s].plan.clients)]]
+                for s, row in zip(picks, index.reshape(len(picks), -1).tolist(), strict=True)]
 
     def _worth_publishing(self, sid: str, pub_key: tuple[Any, ...], changed: bool, metrics: F, now: float) -> bool:
         """A route (or what its flows may stay on) changed, the service is new or re-registered, or —

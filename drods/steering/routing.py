@@ -280,13 +280,14 @@ class ChunkStep:
     weights: F  # (S, C, I)
     recent_until: F  # (S, C, I)
     held: B  # (S, C)
+    changed_at: F  # (S, C)
 
     @classmethod
     def of(cls, state: RouteState) -> ChunkStep:
         """One service's state as a chunk of one (for rendering it)."""
         changed = np.zeros(state.weights.shape[0], dtype=bool)
         return cls([StepResult(state, changed, None)], state.weights[None], _recent(state)[None],
-                   _held(state)[None])
+                   _held(state)[None], state.changed_at[None])
 
 
 def _held(state: RouteState) -> B:
@@ -321,7 +322,7 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
                          st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni],
                          recent_until=recent[s, :nc, :ni])
         out.append(StepResult(nxt, n.change[s, :nc], recheck if np.isfinite(recheck) else None))
-    return ChunkStep(out, n.weights, recent, n.held)
+    return ChunkStep(out, n.weights, recent, n.held, n.changed_at)
 
 
 def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
