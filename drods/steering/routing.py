@@ -400,15 +400,26 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
     strategy = plans[0].strategy if plans else ""  # a chunk's services share strategy and evaluation
     plain_why = f"{strategy}: best {plans[0].evaluation}; " if plans else ""
     damped = "; a better route is held back by damping"
+    # Cost, load and processing time are per instance: their text is made once per distinct value.
+    why_of: dict[float, str] = {}
+    processing_text: dict[float, str] = {}
     for n, s in enumerate(ss):
-        r = rows[n]
-        parts = f"delay {delay_of[n]:.1f} ms = network {network_of[n]:.1f} + processing {processing_of[n]:.1f}"
+        r, p = rows[n], processing_of[n]
+        tail = processing_text.get(p)
+        if tail is None:
+            tail = processing_text[p] = f" + processing {p:.1f}"
+        parts = f"delay {delay_of[n]:.1f} ms = network {network_of[n]:.1f}{tail}"
         metric: object
         if valid_of[n]:
             if strategy == "costFirst":
-                why = f"costFirst: cheapest meeting the SLA ({cost_of[n]:.2f}/h); "
+                why = why_of.get(cost_of[n], "")
+                if not why:
+                    why = why_of[cost_of[n]] = f"costFirst: cheapest meeting the SLA ({cost_of[n]:.2f}/h); "
             elif strategy == "resourceFirst":
-                why = f"resourceFirst: most headroom meeting the SLA (load {load_of[n] * 100:.0f} %); "
+                why = why_of.get(load_of[n], "")
+                if not why:
+                    why = why_of[load_of[n]] = \
+                        f"resourceFirst: most headroom meeting the SLA (load {load_of[n] * 100:.0f} %); "
             else:
                 why = plain_why
             reason, metric = (why + parts + damped if held_of[s][r] else why + parts), metric_of[n]
