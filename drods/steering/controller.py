@@ -47,7 +47,7 @@ from drods.model.steering import ServiceRegistrationSpec
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.registry.patch import MERGE_PATCH
-from drods.steering.engine import Fleet, ServiceEval, ServicePlan, evaluate, evaluate_chunks
+from drods.steering.engine import I64, Chunk, Fleet, ServiceEval, ServicePlan, evaluate, evaluate_chunks
 from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
@@ -112,6 +112,38 @@ def _ref_key(ref: Mapping[str, Any]) -> tuple[str, str, str, str]:
             str(ref.get("name")))
 
 
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """What a chunk's step means for publishing, read from the pairs in use and recently used only."""
+
+    metric: F  # (services, client sites): the metric each site is served with (0 where none)
+    in_use: B  # (services, instances): used by a route or by flows that may stay on it
+    short: B  # (services, client sites): no instance meets the SLA
+    flows: tuple[I64, I64, I64]  # (service, site, instance) of the pairs flows may stay on, by service
+    bounds: I64  # each service's range in ``flows``
+
+    @classmethod
+    def of(cls, chunk: Chunk, stepped: ChunkStep) -> _Served:
+        n_s, n_c, n_i = chunk.metric.shape
+        us, ur, uj = stepped.used
+        metric = np.broadcast_to(chunk.metric, chunk.metric.shape)[us, ur, uj]
+        served = np.asarray(np.bincount(us * n_c + ur, weights=np.where(np.isfinite(metric), metric, 0.0),
+                                        minlength=n_s * n_c), dtype=np.float64).reshape(n_s, n_c)
+        rs, rr, rj = stepped.recent
+        in_use = np.zeros((n_s, n_i), dtype=bool)
+        in_use[us, uj] = True
+        in_use[rs, rj] = True
+        meets = np.broadcast_to(chunk.valid, chunk.metric.shape)[rs, rr, rj]
+        flows = (rs[meets], rr[meets], rj[meets])
+        short = np.asarray(~chunk.valid.any(axis=-1), dtype=bool)
+        return cls(served, in_use, short, flows, np.searchsorted(flows[0], np.arange(n_s + 1)))
+
+    def eligible(self, s: int, n_instances: int) -> I64:
+        """Service ``s``'s eligible pairs as site x ``n_instances`` + instance, ascending."""
+        lo, hi = int(self.bounds[s]), int(self.bounds[s + 1])
+        return self.flows[1][lo:hi] * n_instances + self.flows[2][lo:hi]
+
+
 def _signature(spec: ServiceRegistrationSpec) -> str:
     """What, when changed, starts a service's routes afresh (strategy, SLA, evaluation …)."""
     return spec.model_dump_json(exclude={"clientSites", "workload", "placementFeedback"})
@@ -136,7 +168,7 @@ class SteeringController:
         self.reg_status: dict[str, dict[str, Any]] = {}
         self.pub_keys: dict[str, tuple[Any, ...]] = {}  # what the last published routes were computed for
         self.pub_metrics: dict[str, F] = {}  # per client site, the metric served when last published
-        self.pub_eligible: dict[str, B] = {}  # the eligible (flow-affinity) pairs last published
+        self.pub_eligible: dict[str, I64] = {}  # the eligible (flow-affinity) pairs last published
         self.route_objects: dict[str, dict[str, Any]] = {}  # store key → the ServiceRoute as last written
         self.recomputations = 0
         self.observer = observer
@@ -420,13 +452,7 @@ class SteeringController:
                     self.signatures[sid] = sig
                 stepped = step_chunk(chunk, states, now, self.damping)
                 results = stepped.results
-                used = stepped.weights > 0
-                recent = stepped.recent_until > now
-                with np.errstate(invalid="ignore"):
-                    served = np.where(used, np.where(np.isfinite(chunk.metric), chunk.metric, 0.0), 0.0).sum(axis=-1)
-                in_use_of: B = np.asarray((used | recent).any(axis=1))  # (services, instances)
-                eligible_of = chunk.valid & recent
-                row_short: B = np.asarray(~chunk.valid.any(axis=-1), dtype=bool)
+                served = _Served.of(chunk, stepped)
                 picks: list[int] = []
                 for s, (svc, res) in enumerate(zip(svcs, results, strict=True)):
                     sid = svc.plan.service_id
@@ -434,28 +460,27 @@ class SteeringController:
                     if res.recheck_at is not None:
                         self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
                     nc, ni = len(svc.plan.clients), len(svc.plan.instances)
-                    in_use = np.flatnonzero(in_use_of[s, :ni]).tolist()
+                    in_use = np.flatnonzero(served.in_use[s, :ni]).tolist()
                     self.uses[sid] = frozenset(svc.plan.instances[j] for j in in_use)
                     pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
-                    metrics = served[s, :nc]
-                    eligible = eligible_of[s, :nc, :ni]
+                    metrics = served.metric[s, :nc]
+                    eligible = served.eligible(s, ni)
                     old_eligible = self.pub_eligible.get(sid)
-                    moved = bool(res.changed.any()) or old_eligible is None or old_eligible.shape != eligible.shape \
-                        or bool((old_eligible != eligible).any())
+                    moved = bool(res.changed.any()) or old_eligible is None \
+                        or not np.array_equal(old_eligible, eligible)
                     if self._worth_publishing(sid, pub_key, moved, metrics, now):
                         picks.append(s)
                         self.pub_keys[sid] = pub_key
                         self.pub_metrics[sid] = metrics.copy()
                         self.pub_eligible[sid] = eligible
-                    short = [int(r) for r in np.flatnonzero(row_short[s, :nc])] if svc.plan.instances or nc else []
+                    short = [int(r) for r in np.flatnonzero(served.short[s, :nc])] if svc.plan.instances or nc else []
                     if short:
                         self.short.add(sid)
                     else:
                         self.short.discard(sid)
                     if short and svc.spec.placementFeedback and svc.binding:
                         shortfalls.append((svc, chunk.service(s), short))
-                rendered = render_chunk(chunk, stepped, picks,
-                                        self._instants(stepped, picks, svcs, stamp), now)
+                rendered = render_chunk(chunk, stepped, picks, self._instants(stepped, picks, svcs, stamp))
                 for s, routes in zip(picks, rendered, strict=True):
                     svc, state = svcs[s], results[s].state
                     spec = {"serviceId": svc.plan.service_id,

@@ -119,10 +119,11 @@ class _Fallback:
     reachable: B  # the row has an instance with a finite metric
 
     @classmethod
-    def of(cls, metric: F) -> _Fallback:
+    def of(cls, metric: F, finite: B | None = None) -> _Fallback:
         if metric.shape[-1] == 0:
             return cls(np.zeros(metric.shape[:-1], dtype=np.int64), np.zeros(metric.shape[:-1], dtype=bool))
-        return cls(np.argmin(metric, axis=-1), np.asarray(np.isfinite(metric).any(axis=-1), dtype=bool))
+        finite = np.isfinite(metric) if finite is None else finite
+        return cls(np.argmin(metric, axis=-1), np.asarray(finite.any(axis=-1), dtype=bool))
 
 
 def _at(a: NDArray[Any], shape: tuple[int, ...], index: NDArray[np.int64]) -> NDArray[Any]:
@@ -202,13 +203,14 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     held = weights0 > 0
     keep = held & a.valid
     settled = a.valid_enter & (now - calm_since >= damping.minIntervalSeconds)
-    fb = _Fallback.of(a.metric)
+    finite = np.isfinite(a.metric)
+    fb = _Fallback.of(a.metric, finite)
     calm, calm_score = _choose(a, keep | settled, fb)
     rush, rush_score = _choose(a, keep | a.valid_enter, fb)
     cur_score = _score(weights0, a.key, a.valid)
     has_route = held.any(axis=-1)
     # Usable = no instance it uses has become unreachable (a MAX route stays usable best effort).
-    reachable = ~(held & ~np.isfinite(a.metric)).any(axis=-1)
+    reachable = ~(held & ~finite).any(axis=-1)
     urgent = ~has_route | ~reachable | (~np.isfinite(cur_score) & np.isfinite(rush_score))
     cand = np.where(urgent[..., None], rush, calm)
     new_score = np.where(urgent, rush_score, calm_score)
@@ -281,13 +283,16 @@ class ChunkStep:
     recent_until: F  # (S, C, I)
     held: B  # (S, C)
     changed_at: F  # (S, C)
+    used: tuple[NDArray[np.int64], ...]  # (service, client site, instance) of every weight > 0, sorted
+    recent: tuple[NDArray[np.int64], ...]  # … of every pair its flows may stay on (recent_until > now)
 
     @classmethod
-    def of(cls, state: RouteState) -> ChunkStep:
+    def of(cls, state: RouteState, now: float) -> ChunkStep:
         """One service's state as a chunk of one (for rendering it)."""
         changed = np.zeros(state.weights.shape[0], dtype=bool)
-        return cls([StepResult(state, changed, None)], state.weights[None], _recent(state)[None],
-                   _held(state)[None], state.changed_at[None])
+        weights, recent = state.weights[None], _recent(state)[None]
+        return cls([StepResult(state, changed, None)], weights, recent, _held(state)[None], state.changed_at[None],
+                   np.nonzero(weights > 0), np.nonzero(recent > now))
 
 
 def _held(state: RouteState) -> B:
@@ -322,7 +327,7 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
                          st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni],
                          recent_until=recent[s, :nc, :ni])
         out.append(StepResult(nxt, n.change[s, :nc], recheck if np.isfinite(recheck) else None))
-    return ChunkStep(out, n.weights, recent, n.held, n.changed_at)
+    return ChunkStep(out, n.weights, recent, n.held, n.changed_at, np.nonzero(n.weights > 0), np.nonzero(recent > now))
 
 
 def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
@@ -343,7 +348,7 @@ def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
 def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],
            now: float = 0.0) -> list[dict[str, object]]:
     """One service's published routes (see `render_chunk`)."""
-    return render_chunk(Chunk.of(ev), ChunkStep.of(state), [0], [changed_at_text], now)[0]
+    return render_chunk(Chunk.of(ev), ChunkStep.of(state, now), [0], [changed_at_text])[0]
 
 
 def _site_weights(vals: F, site: NDArray[np.int64]) -> F:
@@ -360,8 +365,8 @@ def _site_weights(vals: F, site: NDArray[np.int64]) -> F:
     return out
 
 
-def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_text: list[list[str | None]],
-                 now: float = 0.0) -> list[list[dict[str, object]]]:
+def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int],
+                 changed_at_text: list[list[str | None]]) -> list[list[dict[str, object]]]:
     """The published routes of the chunk's services ``picks`` (``changed_at_text[k]`` is that of
     ``picks[k]``): per client site the instances in use with weight, metric and why, and ``eligible``:
     the instances its flows may stay pinned to (used by the route within the affinity timeout, and
@@ -372,7 +377,7 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
     shape = chunk.metric.shape
     chosen = np.zeros(shape[0], dtype=bool)
     chosen[picks] = True
-    use_s, use_r, use_j = _picked(np.nonzero(stepped.weights > 0), chosen)
+    use_s, use_r, use_j = _picked(stepped.used, chosen)
     rounded = np.round(stepped.weights[use_s, use_r, use_j], 3)
     shown = rounded > 0
     use_s, use_r, use_j, rounded = use_s[shown], use_r[shown], use_j[shown], rounded[shown]
@@ -393,7 +398,7 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
     for s in picks:
         routes_of[s] = [[] for _ in plans[s].clients]
         eligible_of[s] = [[] for _ in plans[s].clients]
-    el_s, el_r, el_j = _picked(np.nonzero(stepped.recent_until > now), chosen)
+    el_s, el_r, el_j = _picked(stepped.recent, chosen)
     meets = np.broadcast_to(chunk.valid, shape)[el_s, el_r, el_j]
     for s, r, j in zip(el_s[meets].tolist(), el_r[meets].tolist(), el_j[meets].tolist(), strict=True):
         eligible_of[s][r].append(plans[s].instances[j])
