@@ -142,9 +142,12 @@ def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> tuple[F, F]
     fallback = ~row_ok & fb.reachable
     if a.balanced.all():
         g = np.where(eligible, a.goodness, 0.0)
-        if n_i > int(a.size.min()):  # keep the ``size`` best (by goodness) of each row
-            rank = np.argsort(np.argsort(-g, axis=-1, kind="stable"), axis=-1, kind="stable")
-            g = np.where(rank < a.size, g, 0.0)
+        if n_i > int(a.size.min()):  # keep the ``size`` best (by goodness) of each row, ties by position
+            size = np.broadcast_to(np.minimum(a.size, n_i), (*g.shape[:-1], 1))
+            kth = np.take_along_axis(-np.sort(-g, axis=-1), size - 1, axis=-1)
+            greater, equal = g > kth, g == kth
+            room = size - greater.sum(axis=-1, keepdims=True)
+            g = np.where(greater | (equal & (np.cumsum(equal, axis=-1) <= room)), g, 0.0)
         sums = g.sum(axis=-1, keepdims=True)
         weights = np.where(sums > 0, g / np.where(sums > 0, sums, 1.0), 0.0)
         if fallback.any():
@@ -170,9 +173,10 @@ def choose(ev: ServiceEval, eligible: B) -> tuple[F, B]:
     return _choose(_Arrays.of(ev), eligible)[0], np.asarray(eligible.any(axis=-1), dtype=bool)
 
 
-def _score(weights: F, key: F, valid: B) -> F:
-    """A route's strategy key (weighted), +inf when an instance it uses breaks the SLA or none."""
-    used = weights > 0
+def _score(weights: F, key: F, valid: B, used: B | None = None) -> F:
+    """A route's strategy key (weighted), +inf when an instance it uses breaks the SLA or none
+    (``used``: ``weights > 0``, when the caller has it)."""
+    used = weights > 0 if used is None else used
     ok = used.any(axis=-1) & ~(used & ~valid).any(axis=-1)
     with np.errstate(invalid="ignore"):
         s = (weights * np.where(used, key, 0.0)).sum(axis=-1)
@@ -207,7 +211,7 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     fb = _Fallback.of(a.metric, finite)
     calm, calm_score = _choose(a, keep | settled, fb)
     rush, rush_score = _choose(a, keep | a.valid_enter, fb)
-    cur_score = _score(weights0, a.key, a.valid)
+    cur_score = _score(weights0, a.key, a.valid, held)
     has_route = held.any(axis=-1)
     # Usable = no instance it uses has become unreachable (a MAX route stays usable best effort).
     reachable = ~(held & ~finite).any(axis=-1)
@@ -228,8 +232,12 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     change = differs & (urgent | (elapsed & improve))
     weights = np.where(change[..., None], cand, weights0)
     changed_at = np.where(change, now, changed_at0)
-    # Held back: a better route exists (or soon will, once an instance has been calm long enough).
-    held_rows = ~change & (differs | (np.abs(rush - weights) > 1e-6).any(axis=-1))
+    # Held back: a better route exists (or soon will, once an instance has been calm long enough). A row
+    # that did not change kept weights0; only those that neither changed nor differ are compared again.
+    held_rows = ~change & differs
+    same = np.nonzero(~change & ~differs)
+    if len(same[0]):
+        held_rows[same] = (np.abs(rush[same] - weights0[same]) > 1e-6).any(axis=-1)
     # The earliest moment the time-based rules stop holding a row back (read on the held rows only).
     calm_at = np.full(held_rows.shape, np.inf)
     rows = np.nonzero(held_rows)
