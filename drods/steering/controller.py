@@ -61,8 +61,6 @@ LEASE = "steering"
 # A status change counts as "worse" above these (smaller moves are treated as improvements or noise).
 _WORSE_UTILISATION = 0.005
 _WORSE_DELAY_MS = 0.05
-# ServiceRoutes per transaction: a batch is committed by the store while the next chunks are evaluated.
-_PUBLISH_BATCH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +182,7 @@ class SteeringController:
         self.short: set[str] = set()  # services with a client site no instance serves within the SLA
         # What only a structural change (registrations, Bindings, Clusters) or a network change alters.
         self._services_cache: tuple[dict[str, _Service], dict[str, dict[str, Any]]] | None = None
+        self._clients: set[str] = set()  # every registered service's client sites
         self._fleet_cache: Fleet | None = None
 
     # ------------------------------------------------------------------ triggers
@@ -398,6 +397,7 @@ class SteeringController:
         self.recomputations += 1
         if everything or self._services_cache is None:
             self._services_cache = self._services()
+            self._clients = {c for s in self._services_cache[0].values() for c in s.plan.clients}
         services, statuses = self._services_cache
         city_of = {str(o["metadata"]["name"]): (o.get("spec") or {}).get("city")
                    for o in self.inf.clusters.cache.values() if o}
@@ -405,8 +405,7 @@ class SteeringController:
         better |= {c for c, city in city_of.items() if c in better_sites or (city and city in better_sites)}
         for c in worse:
             self.worsened_at[c] = now
-        fleet = self._fleet({c for s in services.values() for c in s.plan.clients},
-                            everything or bool(worse_sites or better_sites), worse | better)
+        fleet = self._fleet(self._clients, everything or bool(worse_sites or better_sites), worse | better)
         if not everything:
             # A cluster that got worse matters now only to the services using it; the others' hold-down
             # counts from `worsened_at`. One that got better is evaluated now by the services using it
@@ -492,13 +491,12 @@ class SteeringController:
                             "changes": state.changes}
                     objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
                                     "metadata": {"name": svc.plan.service_id}, "spec": spec})
-                if len(objects) >= _PUBLISH_BATCH:
-                    # Committed by the store's writer while the next chunks are evaluated.
+                if objects:
+                    # One transaction per chunk, committed by the store's writer while the next chunks
+                    # are evaluated; the last (smallest) chunk's is the one waited for.
                     publishing.append(asyncio.create_task(self._publish(objects, now)))
                     objects = []
                     await asyncio.sleep(0)  # let it hand its transaction to the store
-            if objects:
-                publishing.append(asyncio.create_task(self._publish(objects, now)))
             written = sum(await asyncio.gather(*publishing))
         except BaseException:
             for task in publishing:
