@@ -234,9 +234,12 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     changed_at = np.where(change, now, changed_at0)
     # Held back: a better route exists (or soon will, once an instance has been calm long enough). A row
     # that did not change kept weights0; only those that neither changed nor differ are compared again.
+    unchanged = ~change & ~differs
     held_rows = ~change & differs
-    same = np.nonzero(~change & ~differs)
-    if len(same[0]):
+    if unchanged.sum() * 4 > unchanged.size:  # most rows: one pass over all of them is cheaper than gathering
+        held_rows |= unchanged & (np.abs(rush - weights0) > 1e-6).any(axis=-1)
+    elif unchanged.any():
+        same = np.nonzero(unchanged)
         held_rows[same] = (np.abs(rush[same] - weights0[same]) > 1e-6).any(axis=-1)
     # The earliest moment the time-based rules stop holding a row back (read on the held rows only).
     calm_at = np.full(held_rows.shape, np.inf)
