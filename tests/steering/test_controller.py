@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,33 @@ def doc(load: float) -> bytes:
     return json.dumps({"status": {"cpu": {"capacity": 10.0, "used": 10.0 * load}}}).encode()
 
 
+def _running(store: Store, registry: ObjectRegistry, clock: Callable[[], float]) -> tuple[
+        SteeringController, Callable[[int], Awaitable[Recomputation]], list[asyncio.Task[None]]]:
+    """A steering controller running on its own informers (injected clock, no coalescing); ``after``
+    waits for the recomputation that saw a store revision."""
+    informers = SteeringInformers(*(Informer(store, p, decode_stored) for p in (
+        SERVICE_REGISTRATION.key_prefix(), BINDING.key_prefix(), CLUSTER.key_prefix(), STATUS_PREFIX,
+        NETWORK_PREFIX)))
+    seen: list[Recomputation] = []
+    changed = asyncio.Event()
+
+    def observe(r: Recomputation) -> None:
+        seen.append(r)
+        changed.set()
+
+    async def after(revision: int) -> Recomputation:
+        async with asyncio.timeout(20):
+            while not any(r.revision >= revision for r in seen):
+                await changed.wait()
+                changed.clear()
+        return next(r for r in seen if r.revision >= revision)
+
+    ctl = SteeringController(registry, informers, SteeringSettings(minIntervalSeconds=10.0, coalesceSeconds=0.0),
+                             clock=clock, observer=observe)
+    tasks = [asyncio.create_task(inf.run()) for inf in informers.all()] + [asyncio.create_task(ctl.run())]
+    return ctl, after, tasks
+
+
 @pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)
 async def test_only_affected_services_are_evaluated(store: Store, tmp_path: Path) -> None:
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
@@ -39,27 +67,8 @@ async def test_only_affected_services_are_evaluated(store: Store, tmp_path: Path
         await store.put(BINDING.key(name), json.dumps(body).encode())
         await registry.create(SERVICE_REGISTRATION, {"metadata": {"name": name, "namespace": "default"}, "spec": {
             "serviceId": f"{name}.example", "workload": ref, "clientSites": ["DFW"], "sla": {"maxDelayMs": 100.0}}})
-    informers = SteeringInformers(*(Informer(store, p, decode_stored) for p in (
-        SERVICE_REGISTRATION.key_prefix(), BINDING.key_prefix(), CLUSTER.key_prefix(), STATUS_PREFIX,
-        NETWORK_PREFIX)))
-    seen: list[Recomputation] = []
-    changed = asyncio.Event()
-
-    def observe(r: Recomputation) -> None:
-        seen.append(r)
-        changed.set()
-
-    async def after(revision: int) -> Recomputation:
-        async with asyncio.timeout(10):
-            while not any(r.revision >= revision for r in seen):
-                await changed.wait()
-                changed.clear()
-        return next(r for r in seen if r.revision >= revision)
-
     now = [1000.0]
-    ctl = SteeringController(registry, informers, SteeringSettings(minIntervalSeconds=10.0, coalesceSeconds=0.0),
-                             clock=lambda: now[0], observer=observe)
-    tasks = [asyncio.create_task(inf.run()) for inf in informers.all()] + [asyncio.create_task(ctl.run())]
+    ctl, after, tasks = _running(store, registry, lambda: now[0])
     try:
         first = await after(await store.current_revision())
         assert first.evaluated == 2 and first.written == 2
@@ -101,26 +110,7 @@ async def test_a_saturation_moving_many_services_publishes_every_route(store: St
     await registry.batch_upsert([(SERVICE_REGISTRATION, {"metadata": {"name": name, "namespace": "default"}, "spec": {
         "serviceId": f"{name}.example", "workload": ref, "clientSites": sites, "strategy": "resourceFirst",
         "sla": {"maxDelayMs": 100.0}}}) for name in services])
-    informers = SteeringInformers(*(Informer(store, p, decode_stored) for p in (
-        SERVICE_REGISTRATION.key_prefix(), BINDING.key_prefix(), CLUSTER.key_prefix(), STATUS_PREFIX,
-        NETWORK_PREFIX)))
-    seen: list[Recomputation] = []
-    changed = asyncio.Event()
-
-    def observe(r: Recomputation) -> None:
-        seen.append(r)
-        changed.set()
-
-    async def after(revision: int) -> Recomputation:
-        async with asyncio.timeout(20):
-            while not any(r.revision >= revision for r in seen):
-                await changed.wait()
-                changed.clear()
-        return next(r for r in seen if r.revision >= revision)
-
-    ctl = SteeringController(registry, informers, SteeringSettings(minIntervalSeconds=10.0, coalesceSeconds=0.0),
-                             clock=lambda: 1000.0, observer=observe)
-    tasks = [asyncio.create_task(inf.run()) for inf in informers.all()] + [asyncio.create_task(ctl.run())]
+    _, after, tasks = _running(store, registry, lambda: 1000.0)
     try:
         assert (await after(await store.current_revision())).written == 150
         r = await after(await store.put(status_key("a"), doc(0.9999)))
