@@ -426,7 +426,6 @@ class SteeringController:
         for sid in [sid for sid in self.recheck if (sid in evaluated and self.recheck[sid] <= now + 1e-3)
                     or sid not in services]:
             self.recheck.pop(sid, None)
-        objects: list[dict[str, Any]] = []
         updated = rfc3339_ms(now)
         stamps: dict[float, str | None] = {}  # a recomputation's changes share a few instants
 
@@ -443,59 +442,12 @@ class SteeringController:
             chunks = sorted(evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis),
                             key=lambda c: -len(c.positions))
             for chunk in chunks:
-                svcs = [chosen[n] for n in chunk.positions]
-                states: list[RouteState | None] = []
-                for svc in svcs:
-                    sid, sig = svc.plan.service_id, _signature(svc.spec)
-                    states.append(self.states.get(sid) if self.signatures.get(sid, sig) == sig else None)
-                    self.signatures[sid] = sig
-                stepped = step_chunk(chunk, states, now, self.damping)
-                results = stepped.results
-                served = _Served.of(chunk, stepped)
-                picks: list[int] = []
-                for s, (svc, res) in enumerate(zip(svcs, results, strict=True)):
-                    sid = svc.plan.service_id
-                    self.states[sid] = res.state
-                    if res.recheck_at is not None:
-                        self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
-                    nc, ni = len(svc.plan.clients), len(svc.plan.instances)
-                    in_use = np.flatnonzero(served.in_use[s, :ni]).tolist()
-                    self.uses[sid] = frozenset(svc.plan.instances[j] for j in in_use)
-                    pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
-                    metrics = served.metric[s, :nc]
-                    eligible = served.eligible(s, ni)
-                    old_eligible = self.pub_eligible.get(sid)
-                    moved = bool(res.changed.any()) or old_eligible is None \
-                        or not np.array_equal(old_eligible, eligible)
-                    if self._worth_publishing(sid, pub_key, moved, metrics, now):
-                        picks.append(s)
-                        self.pub_keys[sid] = pub_key
-                        self.pub_metrics[sid] = metrics.copy()
-                        self.pub_eligible[sid] = eligible
-                    short = [int(r) for r in np.flatnonzero(served.short[s, :nc])] if svc.plan.instances or nc else []
-                    if short:
-                        self.short.add(sid)
-                    else:
-                        self.short.discard(sid)
-                    if short and svc.spec.placementFeedback and svc.binding:
-                        shortfalls.append((svc, chunk.service(s), short))
-                rendered = render_chunk(chunk, stepped, picks, self._instants(stepped, picks, svcs, stamp))
-                for s, routes in zip(picks, rendered, strict=True):
-                    svc, state = svcs[s], results[s].state
-                    spec = {"serviceId": svc.plan.service_id,
-                            "registration": {"apiVersion": SERVICE_REGISTRATION.api_version,
-                                             "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
-                                             "namespace": svc.obj["metadata"].get("namespace", "default")},
-                            "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation,
-                            "output": svc.spec.output, "routes": routes, "updated": updated,
-                            "changes": state.changes}
-                    objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
-                                    "metadata": {"name": svc.plan.service_id}, "spec": spec})
+                objects = self._route_chunk(chunk, [chosen[n] for n in chunk.positions], now, updated, stamp,
+                                            shortfalls)
                 if objects:
                     # One transaction per chunk, committed by the store's writer while the next chunks
-                    # are evaluated; the last (smallest) chunk's is the one waited for.
+                    # are evaluated.
                     publishing.append(asyncio.create_task(self._publish(objects, now)))
-                    objects = []
                     await asyncio.sleep(0)  # let it hand its transaction to the store
             written = sum(await asyncio.gather(*publishing))
         except BaseException:
@@ -509,6 +461,59 @@ class SteeringController:
         if self.observer is not None:
             self.observer(Recomputation(now, time.perf_counter() - wall, len(chosen), written, revision))
         return written
+
+    def _route_chunk(self, chunk: Chunk, svcs: list[_Service], now: float, updated: str,
+                     stamp: Callable[[float], str | None],
+                     shortfalls: list[tuple[_Service, ServiceEval, list[int]]]) -> list[dict[str, Any]]:
+        """Step one chunk's services, keep their new states, and return the ServiceRoutes worth
+        publishing; client sites no instance serves go to ``shortfalls`` (CCC)."""
+        states: list[RouteState | None] = []
+        for svc in svcs:
+            sid, sig = svc.plan.service_id, _signature(svc.spec)
+            states.append(self.states.get(sid) if self.signatures.get(sid, sig) == sig else None)
+            self.signatures[sid] = sig
+        stepped = step_chunk(chunk, states, now, self.damping)
+        served = _Served.of(chunk, stepped)
+        picks: list[int] = []
+        for s, (svc, res) in enumerate(zip(svcs, stepped.results, strict=True)):
+            sid = svc.plan.service_id
+            self.states[sid] = res.state
+            if res.recheck_at is not None:
+                self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
+            nc, ni = len(svc.plan.clients), len(svc.plan.instances)
+            in_use = np.flatnonzero(served.in_use[s, :ni]).tolist()
+            self.uses[sid] = frozenset(svc.plan.instances[j] for j in in_use)
+            pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
+            metrics = served.metric[s, :nc]
+            eligible = served.eligible(s, ni)
+            old_eligible = self.pub_eligible.get(sid)
+            moved = bool(res.changed.any()) or old_eligible is None or not np.array_equal(old_eligible, eligible)
+            if self._worth_publishing(sid, pub_key, moved, metrics, now):
+                picks.append(s)
+                self.pub_keys[sid] = pub_key
+                self.pub_metrics[sid] = metrics.copy()
+                self.pub_eligible[sid] = eligible
+            short = [int(r) for r in np.flatnonzero(served.short[s, :nc])] if svc.plan.instances or nc else []
+            if short:
+                self.short.add(sid)
+            else:
+                self.short.discard(sid)
+            if short and svc.spec.placementFeedback and svc.binding:
+                shortfalls.append((svc, chunk.service(s), short))
+        rendered = render_chunk(chunk, stepped, picks, self._instants(stepped, picks, svcs, stamp))
+        objects: list[dict[str, Any]] = []
+        for s, routes in zip(picks, rendered, strict=True):
+            svc = svcs[s]
+            spec = {"serviceId": svc.plan.service_id,
+                    "registration": {"apiVersion": SERVICE_REGISTRATION.api_version,
+                                     "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
+                                     "namespace": svc.obj["metadata"].get("namespace", "default")},
+                    "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation,
+                    "output": svc.spec.output, "routes": routes, "updated": updated,
+                    "changes": stepped.results[s].state.changes}
+            objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
+                            "metadata": {"name": svc.plan.service_id}, "spec": spec})
+        return objects
 
     @staticmethod
     def _instants(stepped: ChunkStep, picks: list[int], svcs: list[_Service],
