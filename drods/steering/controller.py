@@ -103,6 +103,7 @@ class _Service:
     spec: ServiceRegistrationSpec
     plan: ServicePlan
     binding: str | None
+    signature: str  # what its route state depends on (`_signature`)
 
 
 def _ref_key(ref: Mapping[str, Any]) -> tuple[str, str, str, str]:
@@ -344,7 +345,7 @@ class SteeringController:
             binding, instances = by_ref.get(_ref_key(spec.workload.model_dump()), (None, []))
             instances = [c for c in instances if c in known]
             plan = compile_plan(spec, instances)
-            services[spec.serviceId] = _Service(key, obj, spec, plan, binding)
+            services[spec.serviceId] = _Service(key, obj, spec, plan, binding, _signature(spec))
             statuses[key] = {"phase": "Active", "observedGeneration": gen, "binding": binding,
                              "instances": list(plan.instances),
                              "message": "" if instances else "the workload has no instances yet"}
@@ -469,7 +470,7 @@ class SteeringController:
         publishing; client sites no instance serves go to ``shortfalls`` (CCC)."""
         states: list[RouteState | None] = []
         for svc in svcs:
-            sid, sig = svc.plan.service_id, _signature(svc.spec)
+            sid, sig = svc.plan.service_id, svc.signature
             states.append(self.states.get(sid) if self.signatures.get(sid, sig) == sig else None)
             self.signatures[sid] = sig
         stepped = step_chunk(chunk, states, now, self.damping)
@@ -482,7 +483,7 @@ class SteeringController:
                 self.recheck[sid] = min(self.recheck.get(sid, res.recheck_at), res.recheck_at)
             nc, ni = len(svc.plan.clients), len(svc.plan.instances)
             in_use = np.flatnonzero(served.in_use[s, :ni]).tolist()
-            self.uses[sid] = frozenset(svc.plan.instances[j] for j in in_use)
+            self.uses[sid] = frozenset([svc.plan.instances[j] for j in in_use])
             pub_key = (self.signatures[sid], svc.plan.clients, svc.plan.instances, svc.key)
             metrics = served.metric[s, :nc]
             eligible = served.eligible(s, ni)
