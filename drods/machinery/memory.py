@@ -47,14 +47,15 @@ def collections_deferred() -> Iterator[None]:
         gc.enable()
 
 
-def tune_allocator(mmap_threshold: int = 64 << 20, trim_threshold: int = 128 << 20) -> bool:
+def tune_allocator(mmap_threshold: int = 32 << 20, trim_threshold: int = 64 << 20) -> bool:
     """Large temporary arrays from the heap, and freed heap kept for the next ones (glibc only).
 
     Array code over (services x client sites x instances) allocates and frees arrays of a few
-    megabytes dozens of times per pass. By default glibc maps each of them fresh (or trims the
-    heap after freeing them), so every pass pays page faults on memory it just gave back: a
-    64-service steering step took 26 ms instead of 15. Up to ``trim_threshold`` bytes of freed
-    heap stay mapped (the process's RSS keeps that much of its peak). False where the C library
+    megabytes dozens of times per pass. glibc starts by mapping each of them fresh and trimming
+    the heap after they are freed, raising both thresholds only as it sees such frees, so every pass
+    paid page faults on memory it had just given back: a 64-service steering step took 26 ms
+    instead of 15. These are the values glibc's own adjustment tops out at (32 MiB, 64 MiB), set from
+    the start: up to ``trim_threshold`` bytes of freed heap stay mapped. False where the C library
     has no ``mallopt``."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
