@@ -13,7 +13,8 @@ Why it looks the way it does:
   at least an eighth: it is written twice (current table and log) and again as the next write's
   previous value, and a 16 KB document spills into overflow pages. A JSON document shrinks ~9x,
   which made a 334-document transaction (one saturated cluster's ServiceRoutes) ~5x cheaper; the
-  previous value moves to the log in its stored form, without being decompressed.
+  previous value moves to the log in its stored form, without being decompressed. A write reads its
+  key's row once: a guarded key's row serves its compare and, for a Put, its previous value.
 * The event loop does not wait on the disk: writes go to the writer thread, ranges to a small
   thread pool with one connection per thread. A point read (``get``: one row by its primary key,
   from the page cache, and in WAL mode a reader never waits for the writer) runs on the calling
@@ -73,6 +74,7 @@ MAX_PENDING_BATCHES = 1024  # in-memory backlog per watcher before it falls back
 BUSY_TIMEOUT_MS = 30_000
 COMPRESS_MIN = 2048  # bytes; smaller values are stored as they are
 _RAW, _ZLIB = 0, 1  # codecs of a stored value
+_UNREAD = object()  # a row not read yet
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -111,7 +113,6 @@ CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expiry);
 
 _PUT, _DELETE = 0, 1
 _KV_COLS = "key, value, create_rev, mod_rev, version, lease, codec"
-_KV_META_COLS = "key, x'', create_rev, mod_rev, version, lease, 0"
 _LOG_COLS = (
     "rev, type, key, value, create_rev, version, lease,"
     " prev_value, prev_create_rev, prev_mod_rev, prev_version, prev_lease, codec, prev_codec"
@@ -156,8 +157,9 @@ def _range_bounds(prefix: str) -> tuple[bytes, bytes | None]:
     return start, None
 
 
-def _row_kv(row: Sequence[Any]) -> KeyValue:
-    return KeyValue(_ks(row[0]), _unpack(row[1], row[6]), row[2], row[3], row[4], row[5])
+def _row_kv(row: Sequence[Any], *, value: bool = True) -> KeyValue:
+    """A kv row as a KeyValue; ``value=False`` leaves the value unread (b"")."""
+    return KeyValue(_ks(row[0]), _unpack(row[1], row[6]) if value else b"", row[2], row[3], row[4], row[5])
 
 
 def _log_event(row: Sequence[Any]) -> WatchEvent:
@@ -194,15 +196,11 @@ class _WriteTxn:
 
     # -- reads inside the write transaction
     def load(self, key: str) -> KeyValue | None:
-        row = self._stored(key)
+        row = self.stored_row(key)
         return _row_kv(row) if row else None
 
-    def load_meta(self, key: str) -> KeyValue | None:
-        """The key's revisions, version and lease, without reading its value (which reads as b"")."""
-        row = self.conn.execute(f"SELECT {_KV_META_COLS} FROM kv WHERE key = ?", (_kb(key),)).fetchone()
-        return _row_kv(row) if row else None
-
-    def _stored(self, key: str) -> Any:
+    def stored_row(self, key: str) -> Any:
+        """The key's row as stored (value still packed), or None."""
         return self.conn.execute(f"SELECT {_KV_COLS} FROM kv WHERE key = ?", (_kb(key),)).fetchone()
 
     def range(self, key: str, prefix: bool, limit: int = 0) -> list[KeyValue]:
@@ -231,8 +229,9 @@ class _WriteTxn:
                 raise LeaseNotFound(f"lease {op.lease} not found")
 
     # -- writes; ``rev`` is the revision of the op in progress (self.rev + 1)
-    def write_put(self, key: str, value: bytes, lease: int, rev: int) -> None:
-        row = self._stored(key)
+    def write_put(self, key: str, value: bytes, lease: int, rev: int, row: Any = _UNREAD) -> None:
+        """``row``: the key's stored row if the caller has just read it (`stored_row`)."""
+        row = self.stored_row(key) if row is _UNREAD else row
         prev = _row_kv(row) if row else None
         create = prev.create_revision if prev else rev
         version = prev.version + 1 if prev else 1
@@ -615,14 +614,13 @@ class SqliteStore(Store):
         value = bytes(value)
 
         def op(t: _WriteTxn) -> int:
-            if expect_revision is not None:
-                cur = t.load_meta(key)
-                if (cur.mod_revision if cur else 0) != expect_revision:
-                    raise CasFailed(key, t.load(key))
+            row = t.stored_row(key)
+            if expect_revision is not None and (row[3] if row else 0) != expect_revision:
+                raise CasFailed(key, _row_kv(row) if row else None)
             if lease and not t.lease_alive(lease):
                 raise LeaseNotFound(f"lease {lease} not found")
             t.rev += 1
-            t.write_put(key, value, lease, t.rev)
+            t.write_put(key, value, lease, t.rev, row)
             return t.rev
 
         return await self._write(op)
@@ -659,7 +657,10 @@ class SqliteStore(Store):
                 raise ValueError(f"unknown txn op {o!r}")
 
         def op(t: _WriteTxn) -> TxnResult:
-            ok = all(compare_holds(c, t.load(c.key) if c.target == "value" else t.load_meta(c.key))
+            # Each guarded key's row is read once, as stored; a Put of that key reuses it as its
+            # previous value (a batch of guarded writes, e.g. a controller's, reads every key once).
+            rows: dict[str, Any] = {c.key: t.stored_row(c.key) for c in compares}
+            ok = all(compare_holds(c, _row_kv(rows[c.key], value=c.target == "value") if rows[c.key] else None)
                      for c in compares)
             ops = success if ok else failure
             t.check_leases(ops)
@@ -670,10 +671,11 @@ class SqliteStore(Store):
                 if isinstance(o, Get):
                     responses.append(t.range(o.key, o.prefix))
                 elif isinstance(o, Put):
-                    t.write_put(o.key, bytes(o.value), o.lease, rev)
+                    t.write_put(o.key, bytes(o.value), o.lease, rev, rows.pop(o.key, _UNREAD))
                     wrote = True
                     responses.append(rev)
                 elif isinstance(o, Delete):
+                    rows.clear()  # what it deletes is no longer what was read
                     kvs = t.range(o.key, o.prefix)
                     if kvs:
                         t.write_delete(kvs, rev)
