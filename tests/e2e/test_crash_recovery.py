@@ -58,13 +58,13 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path, backend: str, reque
         restarted.stop()
 
 
-KILLS = 20
+KILLS = 16
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "etcd"])
 def test_sigkill_loop_keeps_acknowledged_writes_whole_and_audited(tmp_path: Path, backend: str,
                                                                   request: pytest.FixtureRequest) -> None:
-    """Twenty SIGKILLs during concurrent writes: after each restart every acknowledged write is there,
+    """Sixteen SIGKILLs during concurrent writes: after each restart every acknowledged write is there,
     no object is torn, and the audit log agrees with the store (acknowledged ⊆ audited ⊆ stored)."""
     args: list[str] = []
     if backend == "etcd":
