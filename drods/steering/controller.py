@@ -125,7 +125,7 @@ class _Served:
     def of(cls, chunk: Chunk, stepped: ChunkStep) -> _Served:
         n_s, n_c, n_i = chunk.metric.shape
         us, ur, uj = stepped.used
-        metric = np.broadcast_to(chunk.metric, chunk.metric.shape)[us, ur, uj]
+        metric = chunk.metric[us, ur, uj]
         served = np.asarray(np.bincount(us * n_c + ur, weights=np.where(np.isfinite(metric), metric, 0.0),
                                         minlength=n_s * n_c), dtype=np.float64).reshape(n_s, n_c)
         rs, rr, rj = stepped.recent

@@ -419,6 +419,7 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int],
     # Cost, load and processing time are per instance: their text is made once per distinct value.
     why_of: dict[float, str] = {}
     processing_text: dict[float, str] = {}
+    evals: dict[int, ServiceEval] = {}  # a service's own arrays, for the reasons of its MAX routes
     for n, s in enumerate(ss):
         r, p = rows[n], processing_of[n]
         tail = processing_text.get(p)
@@ -440,7 +441,10 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int],
                 why = plain_why
             reason, metric = (why + parts + damped if held_of[s][r] else why + parts), metric_of[n]
         else:
-            broken = _broken_text(chunk.service(s), r, cols[n])
+            ev = evals.get(s)
+            if ev is None:
+                ev = evals[s] = chunk.service(s)
+            broken = _broken_text(ev, r, cols[n])
             reason = f"MAX: no instance meets the SLA ({broken}); best effort; {parts}"
             metric = "MAX"
         routes_of[s][r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n], "metric": metric,
