@@ -51,7 +51,7 @@ from drods.steering.engine import I64, Chunk, Fleet, ServiceEval, ServicePlan, e
 from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
-from drods.steering.routing import ChunkStep, RouteState, render_chunk, step_chunk
+from drods.steering.routing import ChunkStep, Rendered, RouteState, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, pair_of, utilisation
 
@@ -168,6 +168,7 @@ class SteeringController:
         self.pub_keys: dict[str, tuple[Any, ...]] = {}  # what the last published routes were computed for
         self.pub_metrics: dict[str, F] = {}  # per client site, the metric served when last published
         self.pub_eligible: dict[str, I64] = {}  # the eligible (flow-affinity) pairs last published
+        self.rendered: dict[str, Rendered] = {}  # the routes last published, as rendered (reused per site)
         self.route_objects: dict[str, dict[str, Any]] = {}  # store key → the ServiceRoute as last written
         self.recomputations = 0
         self.observer = observer
@@ -280,6 +281,7 @@ class SteeringController:
         """Resume from the routes already published (a new leader does not jump every route)."""
         items, _ = await self.registry.list(SERVICE_ROUTE)
         self.route_objects.clear()
+        self.rendered.clear()
         for obj in items:
             spec = obj.get("spec") or {}
             sid = obj["metadata"]["name"]
@@ -476,6 +478,7 @@ class SteeringController:
         stepped = step_chunk(chunk, states, now, self.damping)
         served = _Served.of(chunk, stepped)
         picks: list[int] = []
+        previous: list[Rendered | None] = []
         for s, (svc, res) in enumerate(zip(svcs, stepped.results, strict=True)):
             sid = svc.plan.service_id
             self.states[sid] = res.state
@@ -491,6 +494,7 @@ class SteeringController:
             moved = bool(res.changed.any()) or old_eligible is None or not np.array_equal(old_eligible, eligible)
             if self._worth_publishing(sid, pub_key, moved, metrics, now):
                 picks.append(s)
+                previous.append(self.rendered.get(sid) if self.pub_keys.get(sid) == pub_key else None)
                 self.pub_keys[sid] = pub_key
                 self.pub_metrics[sid] = metrics.copy()
                 self.pub_eligible[sid] = eligible
@@ -501,16 +505,17 @@ class SteeringController:
                 self.short.discard(sid)
             if short and svc.spec.placementFeedback and svc.binding:
                 shortfalls.append((svc, chunk.service(s), short))
-        rendered = render_chunk(chunk, stepped, picks, self._instants(stepped, picks, svcs, stamp))
+        rendered = render_chunk(chunk, stepped, picks, self._instants(stepped, picks, svcs, stamp), previous)
         objects: list[dict[str, Any]] = []
-        for s, routes in zip(picks, rendered, strict=True):
+        for s, done in zip(picks, rendered, strict=True):
             svc = svcs[s]
+            self.rendered[svc.plan.service_id] = done
             spec = {"serviceId": svc.plan.service_id,
                     "registration": {"apiVersion": SERVICE_REGISTRATION.api_version,
                                      "kind": SERVICE_REGISTRATION.kind, "name": svc.obj["metadata"]["name"],
                                      "namespace": svc.obj["metadata"].get("namespace", "default")},
                     "strategy": svc.spec.strategy, "evaluation": svc.spec.evaluation,
-                    "output": svc.spec.output, "routes": routes, "updated": updated,
+                    "output": svc.spec.output, "routes": done.routes, "updated": updated,
                     "changes": stepped.results[s].state.changes}
             objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
                             "metadata": {"name": svc.plan.service_id}, "spec": spec})
@@ -568,7 +573,7 @@ class SteeringController:
                 await self.registry.delete(SERVICE_ROUTE, sid)
             self.short.discard(sid)
             for d in (self.published, self.published_at, self.states, self.signatures, self.recheck, self.pub_keys,
-                      self.pub_metrics, self.pub_eligible, self.uses):
+                      self.pub_metrics, self.pub_eligible, self.uses, self.rendered):
                 d.pop(sid, None)  # type: ignore[attr-defined]
             self.route_objects.pop(SERVICE_ROUTE.key(sid), None)
 

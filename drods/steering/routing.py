@@ -109,6 +109,17 @@ class _Arrays:
             ties = ev.plan.strategy != "experienceFirst"
         return cls(ev.metric, ev.valid, ev.valid_enter, ev.key, ev.goodness, balanced, size, ties, ev.worsened)
 
+    def rows(self, rows: tuple[NDArray[np.int64], ...], shape: tuple[int, ...]) -> _Arrays:
+        """The same arrays at some (…, client site) rows only: (rows, instances)."""
+
+        def at(x: NDArray[Any], last: int) -> NDArray[Any]:
+            return np.broadcast_to(x, (*shape[:-1], last))[rows]
+
+        n_i = shape[-1]
+        return _Arrays(at(self.metric, n_i), at(self.valid, n_i), at(self.valid_enter, n_i), at(self.key, n_i),
+                       at(self.goodness, n_i), at(self.balanced, 1), at(self.size, 1), self.ties,
+                       at(self.worsened, n_i))
+
 
 @dataclass(frozen=True, slots=True)
 class _Fallback:
@@ -200,6 +211,22 @@ class _Next:
     recheck_at: F  # per service (or a 0-d array): +inf nothing to wait for
 
 
+def _calm_unless_urgent(a: _Arrays, eligible: B, fb: _Fallback, urgent: B, rush: F, rush_score: F) -> tuple[F, F]:
+    """The candidate routes and their scores: ``rush`` where a row is urgent, else the calm choice
+    among ``eligible``. The calm choice is made for the other rows only: when a busy cluster saturates,
+    most rows of the services using it are urgent."""
+    if urgent.all():
+        return rush, rush_score
+    if urgent.sum() * 4 < urgent.size:  # few urgent rows: one pass over all rows is cheaper than gathering
+        calm, calm_score = _choose(a, eligible, fb)
+        return np.where(urgent[..., None], rush, calm), np.where(urgent, rush_score, calm_score)
+    rows = np.nonzero(~urgent)
+    calm, calm_score = _choose(a.rows(rows, rush.shape), eligible[rows], _Fallback(fb.best[rows], fb.reachable[rows]))
+    cand, new_score = rush.copy(), rush_score.copy()
+    cand[rows], new_score[rows] = calm, calm_score
+    return cand, new_score
+
+
 def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, damping: Damping) -> _Next:
     """The damped step over (…, C, I) arrays (see the module docstring)."""
     valid_since = np.where(a.valid_enter, np.minimum(since0, now), np.inf)
@@ -209,15 +236,13 @@ def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, dampin
     settled = a.valid_enter & (now - calm_since >= damping.minIntervalSeconds)
     finite = np.isfinite(a.metric)
     fb = _Fallback.of(a.metric, finite)
-    calm, calm_score = _choose(a, keep | settled, fb)
     rush, rush_score = _choose(a, keep | a.valid_enter, fb)
     cur_score = _score(weights0, a.key, a.valid, held)
     has_route = held.any(axis=-1)
     # Usable = no instance it uses has become unreachable (a MAX route stays usable best effort).
     reachable = ~(held & ~finite).any(axis=-1)
     urgent = ~has_route | ~reachable | (~np.isfinite(cur_score) & np.isfinite(rush_score))
-    cand = np.where(urgent[..., None], rush, calm)
-    new_score = np.where(urgent, rush_score, calm_score)
+    cand, new_score = _calm_unless_urgent(a, keep | settled, fb, urgent, rush, rush_score)
     differs = (np.abs(cand - weights0) > 1e-6).any(axis=-1)
     elapsed = (now - changed_at0) >= damping.minIntervalSeconds
     both_max = ~np.isfinite(cur_score) & ~np.isfinite(new_score)
@@ -359,7 +384,7 @@ def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
 def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],
            now: float = 0.0) -> list[dict[str, object]]:
     """One service's published routes (see `render_chunk`)."""
-    return render_chunk(Chunk.of(ev), ChunkStep.of(state, now), [0], [changed_at_text])[0]
+    return render_chunk(Chunk.of(ev), ChunkStep.of(state, now), [0], [changed_at_text])[0].routes
 
 
 def _site_weights(vals: F, site: NDArray[np.int64]) -> F:
@@ -376,15 +401,54 @@ def _site_weights(vals: F, site: NDArray[np.int64]) -> F:
     return out
 
 
-def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int],
-                 changed_at_text: list[list[str | None]]) -> list[list[dict[str, object]]]:
-    """The published routes of the chunk's services ``picks`` (``changed_at_text[k]`` is that of
-    ``picks[k]``): per client site the instances in use with weight, metric and why, and ``eligible``:
-    the instances its flows may stay pinned to (used by the route within the affinity timeout, and
-    meeting the SLA now)."""
-    # Only the pairs in use (and recently used) are gathered, once per value for the whole chunk,
-    # then one pass over them builds one reason each: a busy cluster's saturation rewrites hundreds
-    # of services (~17,000 client sites) at once.
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A service's routes as rendered, and per client site a digest of what its route was made from.
+
+    A busy cluster's saturation rewrites every service using it, but moves only the client sites
+    that used it: the next render of the service reuses (shares) a site's route whose digest is
+    unchanged and renders the others."""
+
+    routes: list[dict[str, object]]
+    digests: NDArray[np.uint64]  # (client sites,)
+
+
+def _mixed(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """SplitMix64's finaliser: every input bit moves about half of the output's."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return np.asarray(x ^ (x >> np.uint64(31)), dtype=np.uint64)
+
+
+def _bits(a: NDArray[Any]) -> NDArray[np.uint64]:
+    return np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
+
+
+def _digest(values: list[NDArray[Any]], tag: int) -> NDArray[np.uint64]:
+    """A 64-bit hash of each position's ``values`` (float64 bit patterns, in order)."""
+    h = np.full(len(values[0]), tag, dtype=np.uint64)
+    for v in values:
+        h = _mixed(h ^ _bits(v))
+    return h
+
+
+def _row_digests(n_rows: int, parts: list[tuple[NDArray[np.int64], NDArray[np.uint64]]]) -> NDArray[np.uint64]:
+    """Per row the sum (mod 2⁶⁴) of its positions' hashes: independent of the positions' order."""
+    out = np.zeros(n_rows, dtype=np.uint64)
+    for rows, h in parts:
+        np.add.at(out, rows, h)
+    return out
+
+
+def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_text: list[list[str | None]],
+                 previous: list[Rendered | None] | None = None) -> list[Rendered]:
+    """The published routes of the chunk's services ``picks`` (``changed_at_text[k]`` and
+    ``previous[k]``, that service's last render or None, are those of ``picks[k]``): per client site
+    the instances in use with weight, metric and why, and ``eligible``: the instances its flows may
+    stay pinned to (used by the route within the affinity timeout, and meeting the SLA now)."""
+    # Only the pairs in use (and recently used) are gathered, once per value for the whole chunk; a
+    # site whose values, change instant, damping flag and eligible set are those of its previous render
+    # is reused, and one pass over the others builds one reason each.
     shape = chunk.metric.shape
     chosen = np.zeros(shape[0], dtype=bool)
     chosen[picks] = True
@@ -396,23 +460,44 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int],
     def at(a: NDArray[Any]) -> NDArray[Any]:
         return np.broadcast_to(a, shape)[use_s, use_r, use_j]
 
-    ss, rows, cols = use_s.tolist(), use_r.tolist(), use_j.tolist()
-    weight_of = _site_weights(rounded, use_s * shape[1] + use_r).tolist()
-    valid_of, metric_of = at(chunk.valid).tolist(), np.round(at(chunk.metric), 3).tolist()
-    delay_of, network_of, processing_of = at(chunk.delay).tolist(), at(chunk.network).tolist(), \
-        at(chunk.processing).tolist()
-    cost_of, load_of = at(chunk.cost).tolist(), at(chunk.load).tolist()
-    held_of = stepped.held.tolist()
-    plans = chunk.plans
-    routes_of: list[list[list[dict[str, object]]]] = [[] for _ in plans]
-    eligible_of: list[list[list[str]]] = [[] for _ in plans]
-    for s in picks:
-        routes_of[s] = [[] for _ in plans[s].clients]
-        eligible_of[s] = [[] for _ in plans[s].clients]
+    weights = _site_weights(rounded, use_s * shape[1] + use_r)
+    valid, metric = at(chunk.valid), np.round(at(chunk.metric), 3)
+    delay, network, processing = at(chunk.delay), at(chunk.network), at(chunk.processing)
+    cost, load = at(chunk.cost), at(chunk.load)
     el_s, el_r, el_j = _picked(stepped.recent, chosen)
     meets = np.broadcast_to(chunk.valid, shape)[el_s, el_r, el_j]
-    for s, r, j in zip(el_s[meets].tolist(), el_r[meets].tolist(), el_j[meets].tolist(), strict=True):
-        eligible_of[s][r].append(plans[s].instances[j])
+    el_s, el_r, el_j = el_s[meets], el_r[meets], el_j[meets]
+    n_rows = shape[0] * shape[1]
+    used_row, el_row = use_s * shape[1] + use_r, el_s * shape[1] + el_r
+    digests = _row_digests(n_rows, [
+        (used_row, _digest([use_j, weights, valid, metric, delay, network, processing, cost, load], 1)),
+        (el_row, _digest([el_j], 2)),
+        (np.arange(n_rows), _digest([stepped.held.ravel(), stepped.changed_at.ravel()], 3)),
+    ]).reshape(shape[:2])
+    # Reused: the service's previous render has the site, with the same digest, and no MAX (whose
+    # reason reads more than the digest covers).
+    fresh = np.ones(shape[:2], dtype=bool)
+    prev_of: list[Rendered | None] = list(previous) if previous is not None else [None] * len(picks)
+    for s, prev in zip(picks, prev_of, strict=True):
+        nc = len(chunk.plans[s].clients)
+        if prev is not None and len(prev.routes) == nc:
+            fresh[s, :nc] = prev.digests != digests[s, :nc]
+    fresh.ravel()[used_row[~valid]] = True
+    keep = fresh.ravel()[used_row]
+    ss, rows, cols = use_s[keep].tolist(), use_r[keep].tolist(), use_j[keep].tolist()
+    weight_of, valid_of, metric_of = weights[keep].tolist(), valid[keep].tolist(), metric[keep].tolist()
+    delay_of, network_of, processing_of = delay[keep].tolist(), network[keep].tolist(), processing[keep].tolist()
+    cost_of, load_of = cost[keep].tolist(), load[keep].tolist()
+    held_of = stepped.held.tolist()
+    plans = chunk.plans
+    routes_of: dict[tuple[int, int], list[dict[str, object]]] = {}
+    eligible_of: dict[tuple[int, int], list[str]] = {}
+    for k, r in zip(*(a.tolist() for a in np.nonzero(fresh[picks])), strict=True):
+        routes_of[picks[k], r] = []
+        eligible_of[picks[k], r] = []
+    el_keep = fresh.ravel()[el_row]
+    for s, r, j in zip(el_s[el_keep].tolist(), el_r[el_keep].tolist(), el_j[el_keep].tolist(), strict=True):
+        eligible_of[s, r].append(plans[s].instances[j])
     strategy = plans[0].strategy if plans else ""  # a chunk's services share strategy and evaluation
     plain_why = f"{strategy}: best {plans[0].evaluation}; " if plans else ""
     damped = "; a better route is held back by damping"
@@ -426,7 +511,7 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int],
         if tail is None:
             tail = processing_text[p] = f" + processing {p:.1f}"
         parts = f"delay {delay_of[n]:.1f} ms = network {network_of[n]:.1f}{tail}"
-        metric: object
+        metric_shown: object
         if valid_of[n]:
             if strategy == "costFirst":
                 why = why_of.get(cost_of[n], "")
@@ -439,18 +524,24 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int],
                         f"resourceFirst: most headroom meeting the SLA (load {load_of[n] * 100:.0f} %); "
             else:
                 why = plain_why
-            reason, metric = (why + parts + damped if held_of[s][r] else why + parts), metric_of[n]
+            reason, metric_shown = (why + parts + damped if held_of[s][r] else why + parts), metric_of[n]
         else:
             ev = evals.get(s)
             if ev is None:
                 ev = evals[s] = chunk.service(s)
             broken = _broken_text(ev, r, cols[n])
             reason = f"MAX: no instance meets the SLA ({broken}); best effort; {parts}"
-            metric = "MAX"
-        routes_of[s][r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n], "metric": metric,
-                                "reason": reason})
-    return [[{"clientSite": client, "instances": routes_of[s][r], "changedAt": changed_at_text[k][r],
-              "eligible": eligible_of[s][r]} for r, client in enumerate(plans[s].clients)] for k, s in enumerate(picks)]
+            metric_shown = "MAX"
+        routes_of[s, r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n],
+                                "metric": metric_shown, "reason": reason})
+    out: list[Rendered] = []
+    for k, s in enumerate(picks):
+        prev, texts, row_fresh = prev_of[k], changed_at_text[k], fresh[s].tolist()
+        out.append(Rendered([
+            {"clientSite": client, "instances": routes_of[s, r], "changedAt": texts[r], "eligible": eligible_of[s, r]}
+            if row_fresh[r] or prev is None else prev.routes[r]
+            for r, client in enumerate(plans[s].clients)], digests[s, :len(plans[s].clients)].copy()))
+    return out
 
 
 def _picked(where: tuple[NDArray[np.int64], ...], chosen: B) -> tuple[NDArray[np.int64], ...]:

@@ -95,3 +95,53 @@ def test_composite_evaluation_is_an_l2_score_on_0_to_100() -> None:
                                       normalisation={"computing": method, "service": method})])[0]
         assert ev2.metric[ev2.valid].max() <= 100
 
+
+def test_a_render_reuses_the_client_sites_whose_route_did_not_change() -> None:
+    """One cluster's saturation moves only the sites using it: the next render shares the others'
+    routes with the previous one, and always equals a render from nothing (MAX, balanced, held)."""
+    import dataclasses
+
+    import numpy as np
+
+    from drods.steering.engine import evaluate_chunks
+    from drods.steering.routing import Rendered, render_chunk, step_chunk
+
+    plans = [plan(sla={"maxDelayMs": 100.0, "maxLoadPercent": 70.0}),
+             plan(serviceId="b.example", output="balanced", sla={"maxDelayMs": 120.0}),
+             plan(serviceId="c.example", strategy="costFirst", sla={"maxDelayMs": 100.0, "maxLoadPercent": 70.0}),
+             # min-max over the instances: another cluster's load moves a site's metric, not its route
+             plan(serviceId="d.example", evaluation="composite", sensitiveAttributes=["delay", "load"],
+                  normalisation={"computing": "minMax", "service": "minMax"})]
+    d = Damping(minIntervalSeconds=3.0)
+    states: list[Any] = [None] * len(plans)
+    last: list[Rendered | None] = [None] * len(plans)
+    rng = np.random.default_rng(5)
+    shared = 0
+    for k in range(40):
+        load = (float(rng.choice([0.2, 0.5, 0.95])), 0.2, float(rng.choice([0.3, 0.99])))
+        delay = [[4.0, 20.0 + 5 * float(rng.integers(3)), 100.0], [95.0, 80.0, 3.0 + 200 * float(rng.integers(2))]]
+        for chunk in evaluate_chunks(fleet(load=load, delay=delay), plans):
+            stepped = step_chunk(chunk, [states[n] for n in chunk.positions], float(k), d)
+            picks = list(range(len(chunk.positions)))
+            texts = [[f"t{t}" for t in r.state.changed_at.tolist()] for r in stepped.results]
+            previous = [last[n] for n in chunk.positions]
+            reused = render_chunk(chunk, stepped, picks, texts, previous)
+            assert [r.routes for r in reused] == [r.routes for r in render_chunk(chunk, stepped, picks, texts)]
+            for n, now, before in zip(chunk.positions, reused, previous, strict=True):
+                if before is not None:
+                    same = now.digests == before.digests
+                    has_max = [any(i["metric"] == "MAX" for i in r["instances"]) for r in now.routes]  # type: ignore
+                    for r, route in enumerate(now.routes):
+                        assert (route is before.routes[r]) == (bool(same[r]) and not has_max[r])
+                        shared += route is before.routes[r]
+                last[n] = now
+            for n, r in zip(chunk.positions, stepped.results, strict=True):
+                states[n] = r.state
+    assert shared > 20  # most steps leave most sites as they were
+    # Only the pairs flows may stay on changed (a recently used instance meets the SLA again).
+    chunk = next(iter(evaluate_chunks(fleet(), plans[:1])))
+    stepped = step_chunk(chunk, [None], 0.0, d)
+    first = render_chunk(chunk, stepped, [0], [[None, None]])
+    wider = dataclasses.replace(stepped, recent=tuple(np.array(a) for a in np.nonzero(np.ones((1, 2, 3)))))
+    again = render_chunk(chunk, wider, [0], [[None, None]], first)
+    assert [r["eligible"] for r in again[0].routes] == [["aws-dfw", "gcp-ord"], ["az-lhr", "gcp-ord"]]
