@@ -142,12 +142,32 @@ def _at(a: NDArray[Any], shape: tuple[int, ...], index: NDArray[np.int64]) -> ND
     return np.take_along_axis(np.broadcast_to(a, shape), index[..., None], axis=-1)[..., 0]
 
 
-def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> tuple[F, F]:
-    """Weights (…, client sites, instances) — the strategy's pick among ``eligible``, or the best raw
-    metric where nothing is eligible (published as MAX) — and their `_score`."""
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """Routes (…, client sites, instances) and their `_score`; ``best``: where each row uses one
+    instance at weight 1 (a preferred route), that instance, -1 for no route (None: balanced)."""
+
+    weights: F
+    score: F
+    best: NDArray[np.int64] | None = None
+
+    def at(self, rows: tuple[NDArray[np.int64], ...]) -> _Choice:
+        return _Choice(self.weights[rows], self.score[rows], None if self.best is None else self.best[rows])
+
+
+def _one_hot(best: NDArray[np.int64], n_i: int) -> F:
+    """Rows of weight 1 at ``best`` (none where it is -1)."""
+    weights = np.zeros((*best.shape, n_i))
+    np.put_along_axis(weights, np.maximum(best, 0)[..., None], (best >= 0)[..., None].astype(np.float64), axis=-1)
+    return weights
+
+
+def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> _Choice:
+    """The strategy's pick among ``eligible`` — or the best raw metric where nothing is eligible
+    (published as MAX)."""
     n_i = a.metric.shape[-1]
     if n_i == 0:
-        return np.zeros(a.metric.shape), np.full(a.metric.shape[:-1], np.inf)
+        return _Choice(np.zeros(a.metric.shape), np.full(a.metric.shape[:-1], np.inf))
     fb = fb or _Fallback.of(a.metric)
     row_ok: B = np.asarray(eligible.any(axis=-1), dtype=bool)
     fallback = ~row_ok & fb.reachable
@@ -164,24 +184,24 @@ def _choose(a: _Arrays, eligible: B, fb: _Fallback | None = None) -> tuple[F, F]
         if fallback.any():
             best_raw = np.arange(n_i) == fb.best[..., None]
             weights = np.asarray(np.where(fallback[..., None], best_raw, weights), dtype=np.float64)
-        return weights, _score(weights, a.key, a.valid)
+        return _Choice(weights, _score(weights, a.key, a.valid))
     # One instance per row: its score is its key, read at that instance instead of summed over all.
     k = np.where(eligible, a.key, np.inf)
     if a.ties:
         kmin = k.min(axis=-1, keepdims=True)
         tie = k <= kmin + 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(kmin), kmin, 0.0)))
         k = np.where(tie, a.metric, np.inf)
-    best = np.where(fallback, fb.best, np.argmin(k, axis=-1))
     has = row_ok | fallback
-    weights = ((np.arange(n_i) == best[..., None]) & has[..., None]).astype(np.float64)
+    best = np.where(has, np.where(fallback, fb.best, np.argmin(k, axis=-1)), -1)
     shape = np.broadcast_shapes(a.metric.shape, eligible.shape)
-    score = np.where(has & _at(a.valid, shape, best), _at(a.key, shape, best), np.inf)
-    return weights, score
+    at = np.maximum(best, 0)
+    score = np.where(has & _at(a.valid, shape, at), _at(a.key, shape, at), np.inf)
+    return _Choice(_one_hot(best, n_i), score, best)
 
 
 def choose(ev: ServiceEval, eligible: B) -> tuple[F, B]:
     """Weights (client sites x instances) and which rows met the SLA (no history, no damping)."""
-    return _choose(_Arrays.of(ev), eligible)[0], np.asarray(eligible.any(axis=-1), dtype=bool)
+    return _choose(_Arrays.of(ev), eligible).weights, np.asarray(eligible.any(axis=-1), dtype=bool)
 
 
 def _score(weights: F, key: F, valid: B, used: B | None = None) -> F:
@@ -209,78 +229,121 @@ class _Next:
     change: B
     held: B
     recheck_at: F  # per service (or a 0-d array): +inf nothing to wait for
+    best: NDArray[np.int64] | None  # preferred routes: the instance of each row, -1 none (see `_Choice`)
 
 
-def _calm_unless_urgent(a: _Arrays, eligible: B, fb: _Fallback, urgent: B, rush: F, rush_score: F) -> tuple[F, F]:
-    """The candidate routes and their scores: ``rush`` where a row is urgent, else the calm choice
-    among ``eligible``. The calm choice is made for the other rows only: when a busy cluster saturates,
-    most rows of the services using it are urgent."""
+def _calm_unless_urgent(a: _Arrays, eligible: B, fb: _Fallback, urgent: B, rush: _Choice) -> _Choice:
+    """The candidate routes: ``rush`` where a row is urgent, else the calm choice among ``eligible``
+    (made for those rows only when they are few enough to gather)."""
     if urgent.all():
-        return rush, rush_score
-    if urgent.sum() * 4 < urgent.size:  # few urgent rows: one pass over all rows is cheaper than gathering
-        calm, calm_score = _choose(a, eligible, fb)
-        return np.where(urgent[..., None], rush, calm), np.where(urgent, rush_score, calm_score)
-    rows = np.nonzero(~urgent)
-    calm, calm_score = _choose(a.rows(rows, rush.shape), eligible[rows], _Fallback(fb.best[rows], fb.reachable[rows]))
-    cand, new_score = rush.copy(), rush_score.copy()
-    cand[rows], new_score[rows] = calm, calm_score
-    return cand, new_score
+        return rush
+    if urgent.sum() * 4 < urgent.size:  # few urgent rows: choose calmly over all rows, then put rush back
+        rows = np.nonzero(urgent)
+        out, part = _choose(a, eligible, fb), rush.at(rows)
+    else:
+        rows = np.nonzero(~urgent)
+        part = _choose(a.rows(rows, rush.weights.shape), eligible[rows], _Fallback(fb.best[rows], fb.reachable[rows]))
+        out = _Choice(rush.weights.copy(), rush.score.copy(), None if rush.best is None else rush.best.copy())
+    out.weights[rows], out.score[rows] = part.weights, part.score
+    if out.best is not None and part.best is not None:
+        out.best[rows] = part.best
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Current:
+    """The routes a step starts from."""
+
+    held: B  # (…, C, I): the instances in use
+    has_route: B
+    best: NDArray[np.int64] | None  # every row uses at most one instance, at weight 1: that one (-1 none)
+
+    @classmethod
+    def of(cls, weights0: F) -> _Current:
+        held = weights0 > 0
+        count = held.sum(axis=-1)
+        has_route = count > 0
+        best = None
+        if weights0.shape[-1] and int(count.max(initial=0)) <= 1:
+            index = np.argmax(held, axis=-1)
+            if (_at(weights0, weights0.shape, index)[has_route] == 1.0).all():
+                best = np.where(has_route, index, -1)
+        return cls(held, has_route, best)
+
+
+def _differs(cand: _Choice, weights0: F, cur: _Current) -> B:
+    if cand.best is not None and cur.best is not None:
+        return np.asarray(cand.best != cur.best)
+    return np.asarray((np.abs(cand.weights - weights0) > 1e-6).any(axis=-1))
 
 
 def _step(a: _Arrays, weights0: F, changed_at0: F, since0: F, now: float, damping: Damping) -> _Next:
     """The damped step over (…, C, I) arrays (see the module docstring)."""
     valid_since = np.where(a.valid_enter, np.minimum(since0, now), np.inf)
     calm_since = np.maximum(valid_since, a.worsened)
-    held = weights0 > 0
+    cur = _Current.of(weights0)
+    held, has_route = cur.held, cur.has_route
     keep = held & a.valid
     settled = a.valid_enter & (now - calm_since >= damping.minIntervalSeconds)
     finite = np.isfinite(a.metric)
     fb = _Fallback.of(a.metric, finite)
-    rush, rush_score = _choose(a, keep | a.valid_enter, fb)
-    cur_score = _score(weights0, a.key, a.valid, held)
-    has_route = held.any(axis=-1)
+    rush = _choose(a, keep | a.valid_enter, fb)
+    shape = np.broadcast_shapes(a.metric.shape, weights0.shape)
+    if cur.best is not None:  # one instance per row: its key, read at that instance
+        at = np.maximum(cur.best, 0)
+        with np.errstate(invalid="ignore"):
+            cur_score = np.where(has_route & _at(a.valid, shape, at),
+                                 _at(weights0, shape, at) * _at(a.key, shape, at), np.inf)
+    else:
+        cur_score = _score(weights0, a.key, a.valid, held)
     # Usable = no instance it uses has become unreachable (a MAX route stays usable best effort).
     reachable = ~(held & ~finite).any(axis=-1)
-    urgent = ~has_route | ~reachable | (~np.isfinite(cur_score) & np.isfinite(rush_score))
-    cand, new_score = _calm_unless_urgent(a, keep | settled, fb, urgent, rush, rush_score)
-    differs = (np.abs(cand - weights0) > 1e-6).any(axis=-1)
+    urgent = ~has_route | ~reachable | (~np.isfinite(cur_score) & np.isfinite(rush.score))
+    cand = _calm_unless_urgent(a, keep | settled, fb, urgent, rush)
+    new_score = cand.score
+    differs = _differs(cand, weights0, cur)
     elapsed = (now - changed_at0) >= damping.minIntervalSeconds
     both_max = ~np.isfinite(cur_score) & ~np.isfinite(new_score)
     if both_max.any():  # neither meets the SLA: compare raw metrics so a best-effort route can improve
         with np.errstate(invalid="ignore"):
             cur_raw = (weights0 * np.where(held, a.metric, 0.0)).sum(axis=-1)
-            new_raw = (cand * np.where(cand > 0, a.metric, 0.0)).sum(axis=-1)
+            new_raw = (cand.weights * np.where(cand.weights > 0, a.metric, 0.0)).sum(axis=-1)
         cur_score = np.where(both_max, cur_raw, cur_score)
         new_score = np.where(both_max, new_raw, new_score)
     with np.errstate(invalid="ignore"):
         improve = new_score < cur_score * (1.0 - damping.changeThreshold)
     change = differs & (urgent | (elapsed & improve))
-    weights = np.where(change[..., None], cand, weights0)
+    best = None
+    if cand.best is not None and cur.best is not None:
+        best = np.where(change, cand.best, cur.best)
+        weights = _one_hot(best, weights0.shape[-1])
+    else:
+        weights = np.where(change[..., None], cand.weights, weights0)
     changed_at = np.where(change, now, changed_at0)
     # Held back: a better route exists (or soon will, once an instance has been calm long enough). A row
     # that did not change kept weights0; only those that neither changed nor differ are compared again.
     unchanged = ~change & ~differs
     held_rows = ~change & differs
-    if unchanged.sum() * 4 > unchanged.size:  # most rows: one pass over all of them is cheaper than gathering
-        held_rows |= unchanged & (np.abs(rush - weights0) > 1e-6).any(axis=-1)
+    if rush.best is not None and cur.best is not None:
+        held_rows |= unchanged & (rush.best != cur.best)
+    elif unchanged.sum() * 4 > unchanged.size:  # most rows: one pass over all of them is cheaper than gathering
+        held_rows |= unchanged & (np.abs(rush.weights - weights0) > 1e-6).any(axis=-1)
     elif unchanged.any():
         same = np.nonzero(unchanged)
-        held_rows[same] = (np.abs(rush[same] - weights0[same]) > 1e-6).any(axis=-1)
+        held_rows[same] = (np.abs(rush.weights[same] - weights0[same]) > 1e-6).any(axis=-1)
     # The earliest moment the time-based rules stop holding a row back (read on the held rows only).
     calm_at = np.full(held_rows.shape, np.inf)
     rows = np.nonzero(held_rows)
     if len(rows[0]) and weights.shape[-1]:
-        shape = weights.shape
-
         def on_held(x: NDArray[Any]) -> NDArray[Any]:
-            return np.broadcast_to(x, shape)[rows]
+            return np.broadcast_to(x, weights.shape)[rows]
 
         waiting = on_held(a.valid_enter) & ~on_held(settled) & ~(on_held(weights) > 0)
         calm_at[rows] = np.where(waiting, on_held(calm_since), np.inf).min(axis=-1)
     row_at = np.maximum(changed_at, np.where(np.isfinite(calm_at), calm_at, -np.inf)) + damping.minIntervalSeconds
     recheck = np.where(held_rows & (row_at > now), row_at, np.inf).min(axis=-1) if held_rows.shape[-1] else \
         np.full(held_rows.shape[:-1], np.inf)
-    return _Next(weights, changed_at, valid_since, change, held_rows, np.asarray(recheck))
+    return _Next(weights, changed_at, valid_since, change, held_rows, np.asarray(recheck), best)
 
 
 def _fresh(ev: ServiceEval | ServicePlan) -> RouteState:
@@ -352,8 +415,15 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
         s0[s, :nc, :ni] = _since(st)
         r0[s, :nc, :ni] = _recent(st)
     n = _step(_Arrays.of(chunk), w0, t0, s0, now, damping)
-    affinity = np.array([p.affinity_seconds for p in chunk.plans])[:, None, None]
-    recent = np.where(n.weights > 0, now + affinity, r0)
+    affinity = np.array([p.affinity_seconds for p in chunk.plans])
+    if n.best is not None:  # one instance per row: the pairs in use are read off the index
+        rows = np.nonzero(n.best >= 0)
+        used = (*rows, n.best[rows])
+        recent = r0
+        recent[used] = now + affinity[used[0]]
+    else:
+        used = np.nonzero(n.weights > 0)
+        recent = np.where(n.weights > 0, now + affinity[:, None, None], r0)
     counts = n.change.sum(axis=-1)
     out: list[StepResult] = []
     for s, st in enumerate(current):
@@ -363,7 +433,7 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
                          st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni],
                          recent_until=recent[s, :nc, :ni])
         out.append(StepResult(nxt, n.change[s, :nc], recheck if np.isfinite(recheck) else None))
-    return ChunkStep(out, n.weights, recent, n.held, n.changed_at, np.nonzero(n.weights > 0), np.nonzero(recent > now))
+    return ChunkStep(out, n.weights, recent, n.held, n.changed_at, used, np.nonzero(recent > now))
 
 
 def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
