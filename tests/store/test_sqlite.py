@@ -174,3 +174,30 @@ async def test_opens_a_store_file_from_before_compression(tmp_path: Path) -> Non
         assert events[1].kv.mod_revision == rev
     finally:
         await store.close()
+
+
+async def test_reads_values_an_earlier_version_stored_with_zlib(tmp_path: Path) -> None:
+    """Rows packed with zlib (codec 1) read back, as current values, in the log and as previous values."""
+    import sqlite3
+    import zlib
+
+    path = str(tmp_path / "zlib.db")
+    await SqliteStore(path).close()  # creates the schema
+    doc = b'{"routes": "' + b"abc" * 4000 + b'"}'
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("INSERT INTO kv VALUES (?, ?, 2, 2, 1, 0, 1)", (b"/z/doc", zlib.compress(doc)))
+    conn.execute("INSERT INTO log (rev, type, key, value, create_rev, version, lease, codec) "
+                 "VALUES (2, 0, ?, ?, 2, 1, 0, 1)", (b"/z/doc", zlib.compress(doc)))
+    conn.execute("UPDATE meta SET value = 2 WHERE name = 'rev'")
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        kv = await store.get("/z/doc")
+        assert kv is not None and kv.value == doc
+        assert [kv.value for kv in (await store.range("/z/"))[0]] == [doc]
+        await store.put("/z/doc", doc + b" ")
+        events = await take(store.watch("/z/", start_revision=2), 2)
+        assert [e.kv.value for e in events] == [doc, doc + b" "]
+        assert events[1].prev_kv is not None and events[1].prev_kv.value == doc
+    finally:
+        await store.close()
