@@ -556,62 +556,74 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
     keep = fresh.ravel()[used_row]
     ss, rows, cols = use_s[keep].tolist(), use_r[keep].tolist(), use_j[keep].tolist()
     weight_of, valid_of, metric_of = weights[keep].tolist(), valid[keep].tolist(), metric[keep].tolist()
-    delay_of, network_of, processing_of = delay[keep].tolist(), network[keep].tolist(), processing[keep].tolist()
-    cost_of, load_of = cost[keep].tolist(), load[keep].tolist()
+    # Pairs with the same delay, network, processing, cost and load have the same reason: services of
+    # one strategy on one fleet mostly choose the same instance per client site.
+    facts = np.ascontiguousarray(np.stack([delay[keep], network[keep], processing[keep], cost[keep], load[keep]],
+                                          axis=-1, dtype=np.float64))
+    _, first, fact_index = np.unique(facts.view(np.dtype((np.void, 8 * facts.shape[1]))).ravel(),
+                                     return_index=True, return_inverse=True)  # equal rows, by their bytes
+    distinct, fact_of = facts[first], fact_index.reshape(-1).tolist()
     held_of = stepped.held.tolist()
     plans = chunk.plans
-    routes_of: dict[tuple[int, int], list[dict[str, object]]] = {}
-    eligible_of: dict[tuple[int, int], list[str]] = {}
-    for k, r in zip(*(a.tolist() for a in np.nonzero(fresh[picks])), strict=True):
-        routes_of[picks[k], r] = []
-        eligible_of[picks[k], r] = []
+    routes_of: list[list[list[dict[str, object]]]] = [[] for _ in plans]
+    eligible_of: list[list[list[str]]] = [[] for _ in plans]
+    for s in picks:
+        routes_of[s] = [[] for _ in plans[s].clients]
+        eligible_of[s] = [[] for _ in plans[s].clients]
     el_keep = fresh.ravel()[el_row]
     for s, r, j in zip(el_s[el_keep].tolist(), el_r[el_keep].tolist(), el_j[el_keep].tolist(), strict=True):
-        eligible_of[s, r].append(plans[s].instances[j])
+        eligible_of[s][r].append(plans[s].instances[j])
     strategy = plans[0].strategy if plans else ""  # a chunk's services share strategy and evaluation
     plain_why = f"{strategy}: best {plans[0].evaluation}; " if plans else ""
     damped = "; a better route is held back by damping"
-    # Cost, load and processing time are per instance: their text is made once per distinct value.
-    why_of: dict[float, str] = {}
-    processing_text: dict[float, str] = {}
+    reasons: list[str | None] = [None] * len(distinct)
     evals: dict[int, ServiceEval] = {}  # a service's own arrays, for the reasons of its MAX routes
     for n, s in enumerate(ss):
-        r, p = rows[n], processing_of[n]
-        tail = processing_text.get(p)
-        if tail is None:
-            tail = processing_text[p] = f" + processing {p:.1f}"
-        parts = f"delay {delay_of[n]:.1f} ms = network {network_of[n]:.1f}{tail}"
+        r, f = rows[n], fact_of[n]
         metric_shown: object
         if valid_of[n]:
-            if strategy == "costFirst":
-                why = why_of.get(cost_of[n], "")
-                if not why:
-                    why = why_of[cost_of[n]] = f"costFirst: cheapest meeting the SLA ({cost_of[n]:.2f}/h); "
-            elif strategy == "resourceFirst":
-                why = why_of.get(load_of[n], "")
-                if not why:
-                    why = why_of[load_of[n]] = \
-                        f"resourceFirst: most headroom meeting the SLA (load {load_of[n] * 100:.0f} %); "
-            else:
-                why = plain_why
-            reason, metric_shown = (why + parts + damped if held_of[s][r] else why + parts), metric_of[n]
+            reason = reasons[f]
+            if reason is None:
+                reason = reasons[f] = _why(strategy, plain_why, *distinct[f].tolist())
+            if held_of[s][r]:
+                reason += damped
+            metric_shown = metric_of[n]
         else:
             ev = evals.get(s)
             if ev is None:
                 ev = evals[s] = chunk.service(s)
             broken = _broken_text(ev, r, cols[n])
-            reason = f"MAX: no instance meets the SLA ({broken}); best effort; {parts}"
+            reason = f"MAX: no instance meets the SLA ({broken}); best effort; {_parts(*distinct[f].tolist()[:3])}"
             metric_shown = "MAX"
-        routes_of[s, r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n],
+        routes_of[s][r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n],
                                 "metric": metric_shown, "reason": reason})
     out: list[Rendered] = []
     for k, s in enumerate(picks):
-        prev, texts, row_fresh = prev_of[k], changed_at_text[k], fresh[s].tolist()
+        prev, texts, routes, eligible = prev_of[k], changed_at_text[k], routes_of[s], eligible_of[s]
+        clients = plans[s].clients
+        reused = (~fresh[s, :len(clients)]).tolist() if prev is not None else [False] * len(clients)
+        before = prev.routes if prev is not None else []
         out.append(Rendered([
-            {"clientSite": client, "instances": routes_of[s, r], "changedAt": texts[r], "eligible": eligible_of[s, r]}
-            if row_fresh[r] or prev is None else prev.routes[r]
-            for r, client in enumerate(plans[s].clients)], digests[s, :len(plans[s].clients)].copy()))
+            before[r] if reused[r] else
+            {"clientSite": client, "instances": routes[r], "changedAt": texts[r], "eligible": eligible[r]}
+            for r, client in enumerate(clients)], digests[s, :len(clients)].copy()))
     return out
+
+
+def _parts(delay: float, network: float, processing: float) -> str:
+    return f"delay {delay:.1f} ms = network {network:.1f} + processing {processing:.1f}"
+
+
+def _why(strategy: str, plain: str, delay: float, network: float, processing: float, cost: float,
+         load: float) -> str:
+    """The reason of a route meeting the SLA (without damping's note)."""
+    if strategy == "costFirst":
+        why = f"costFirst: cheapest meeting the SLA ({cost:.2f}/h); "
+    elif strategy == "resourceFirst":
+        why = f"resourceFirst: most headroom meeting the SLA (load {load * 100:.0f} %); "
+    else:
+        why = plain
+    return why + _parts(delay, network, processing)
 
 
 def _picked(where: tuple[NDArray[np.int64], ...], chosen: B) -> tuple[NDArray[np.int64], ...]:
