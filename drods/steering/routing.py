@@ -545,15 +545,24 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
         (np.arange(n_rows), _digest([stepped.held.ravel(), stepped.changed_at.ravel()], 3)),
     ]).reshape(shape[:2])
     # Reused: the service's previous render has the site, with the same digest, and no MAX (whose
-    # reason reads more than the digest covers).
-    fresh = np.ones(shape[:2], dtype=bool)
+    # reason reads more than the digest covers). Shared: when the services have the same client sites
+    # and instances, a site whose digest another service's has is rendered once for both.
+    plans = chunk.plans
+    fresh = np.zeros(shape[:2], dtype=bool)
+    fresh[picks] = True
     prev_of: list[Rendered | None] = list(previous) if previous is not None else [None] * len(picks)
     for s, prev in zip(picks, prev_of, strict=True):
-        nc = len(chunk.plans[s].clients)
+        nc = len(plans[s].clients)
         if prev is not None and len(prev.routes) == nc:
             fresh[s, :nc] = prev.digests != digests[s, :nc]
-    fresh.ravel()[used_row[~valid]] = True
-    keep = fresh.ravel()[used_row]
+    has_max = np.zeros(n_rows, dtype=bool)
+    has_max[used_row[~valid]] = True
+    fresh_rows = fresh.ravel() | has_max
+    same_names = all(plans[s].clients == plans[picks[0]].clients and plans[s].instances == plans[picks[0]].instances
+                     for s in picks)
+    lead = _leaders(fresh_rows & ~has_max, digests.ravel(), shape[1]) if same_names else np.arange(n_rows)
+    built = fresh_rows & (lead == np.arange(n_rows))
+    keep = built[used_row]
     ss, rows, cols = use_s[keep].tolist(), use_r[keep].tolist(), use_j[keep].tolist()
     weight_of, valid_of, metric_of = weights[keep].tolist(), valid[keep].tolist(), metric[keep].tolist()
     # Pairs with the same delay, network, processing, cost and load have the same reason: services of
@@ -564,13 +573,12 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
                                      return_index=True, return_inverse=True)  # equal rows, by their bytes
     distinct, fact_of = facts[first], fact_index.reshape(-1).tolist()
     held_of = stepped.held.tolist()
-    plans = chunk.plans
     routes_of: list[list[list[dict[str, object]]]] = [[] for _ in plans]
     eligible_of: list[list[list[str]]] = [[] for _ in plans]
     for s in picks:
         routes_of[s] = [[] for _ in plans[s].clients]
         eligible_of[s] = [[] for _ in plans[s].clients]
-    el_keep = fresh.ravel()[el_row]
+    el_keep = built[el_row]
     for s, r, j in zip(el_s[el_keep].tolist(), el_r[el_keep].tolist(), el_j[el_keep].tolist(), strict=True):
         eligible_of[s][r].append(plans[s].instances[j])
     strategy = plans[0].strategy if plans else ""  # a chunk's services share strategy and evaluation
@@ -597,17 +605,38 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
             metric_shown = "MAX"
         routes_of[s][r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n],
                                 "metric": metric_shown, "reason": reason})
+    n_c, lead_of, row_of = shape[1], lead.tolist(), {s: k for k, s in enumerate(picks)}
+    made: dict[int, dict[str, object]] = {}
+
+    def route(row: int) -> dict[str, object]:
+        """The route of a (flat) row this render builds."""
+        done = made.get(row)
+        if done is None:
+            s, r = divmod(row, n_c)
+            done = made[row] = {"clientSite": plans[s].clients[r], "instances": routes_of[s][r],
+                                "changedAt": changed_at_text[row_of[s]][r], "eligible": eligible_of[s][r]}
+        return done
+
     out: list[Rendered] = []
     for k, s in enumerate(picks):
-        prev, texts, routes, eligible = prev_of[k], changed_at_text[k], routes_of[s], eligible_of[s]
-        clients = plans[s].clients
-        reused = (~fresh[s, :len(clients)]).tolist() if prev is not None else [False] * len(clients)
+        nc, prev = len(plans[s].clients), prev_of[k]
+        reused = (~fresh_rows[s * n_c:s * n_c + nc]).tolist()
         before = prev.routes if prev is not None else []
-        out.append(Rendered([
-            before[r] if reused[r] else
-            {"clientSite": client, "instances": routes[r], "changedAt": texts[r], "eligible": eligible[r]}
-            for r, client in enumerate(clients)], digests[s, :len(clients)].copy()))
+        out.append(Rendered([before[r] if reused[r] else route(lead_of[s * n_c + r]) for r in range(nc)],
+                            digests[s, :nc].copy()))
     return out
+
+
+def _leaders(rows: B, digests: NDArray[np.uint64], n_c: int) -> NDArray[np.int64]:
+    """Per (flat) row, the first of ``rows`` with its client site and digest: itself if none."""
+    lead = np.arange(len(rows))
+    at = np.flatnonzero(rows)
+    if len(at) > 1:
+        keys = np.ascontiguousarray(np.stack([(at % n_c).astype(np.uint64), digests[at]], axis=-1))
+        _, first, group = np.unique(keys.view(np.dtype((np.void, 16))).ravel(), return_index=True,
+                                    return_inverse=True)
+        lead[at] = at[first[group.reshape(-1)]]
+    return lead
 
 
 def _parts(delay: float, network: float, processing: float) -> str:

@@ -98,7 +98,8 @@ def test_composite_evaluation_is_an_l2_score_on_0_to_100() -> None:
 
 def test_a_render_reuses_the_client_sites_whose_route_did_not_change() -> None:
     """One cluster's saturation moves only the sites using it: the next render shares the others'
-    routes with the previous one, and always equals a render from nothing (MAX, balanced, held)."""
+    routes with the previous one (and, in one chunk, services share equal sites' routes), and always
+    equals a render of each service alone from nothing (MAX, balanced, held)."""
     import dataclasses
 
     import numpy as np
@@ -107,6 +108,7 @@ def test_a_render_reuses_the_client_sites_whose_route_did_not_change() -> None:
     from drods.steering.routing import Rendered, render_chunk, step_chunk
 
     plans = [plan(sla={"maxDelayMs": 100.0, "maxLoadPercent": 70.0}),
+             plan(serviceId="e.example", sla={"maxDelayMs": 100.0, "maxLoadPercent": 70.0}),  # a's chunk
              plan(serviceId="b.example", output="balanced", sla={"maxDelayMs": 120.0}),
              plan(serviceId="c.example", strategy="costFirst", sla={"maxDelayMs": 100.0, "maxLoadPercent": 70.0}),
              # min-max over the instances: another cluster's load moves a site's metric, not its route
@@ -126,7 +128,13 @@ def test_a_render_reuses_the_client_sites_whose_route_did_not_change() -> None:
             texts = [[f"t{t}" for t in r.state.changed_at.tolist()] for r in stepped.results]
             previous = [last[n] for n in chunk.positions]
             reused = render_chunk(chunk, stepped, picks, texts, previous)
-            assert [r.routes for r in reused] == [r.routes for r in render_chunk(chunk, stepped, picks, texts)]
+            alone = [render_chunk(chunk, stepped, [p], [texts[p]])[0].routes for p in picks]
+            assert [r.routes for r in reused] == alone
+            if len(picks) > 1:  # services with equal sites share the route object
+                assert all(a is b for a, b, x, y in zip(reused[0].routes, reused[1].routes, reused[0].digests,
+                                                         reused[1].digests, strict=True) if x == y
+                           and a["instances"] and a["instances"][0]["metric"] != "MAX")  # type: ignore[index]
+                shared += sum(a is b for a, b in zip(reused[0].routes, reused[1].routes, strict=True))
             for n, now, before in zip(chunk.positions, reused, previous, strict=True):
                 if before is not None:
                     same = now.digests == before.digests
@@ -138,6 +146,12 @@ def test_a_render_reuses_the_client_sites_whose_route_did_not_change() -> None:
             for n, r in zip(chunk.positions, stepped.results, strict=True):
                 states[n] = r.state
     assert shared > 20  # most steps leave most sites as they were
+    # Two client sites with the same measurements: equal values, but each keeps its own site's name.
+    twins = next(iter(evaluate_chunks(fleet(delay=[[4.0, 20.0, 100.0], [4.0, 20.0, 100.0]]), plans[:2])))
+    stepped = step_chunk(twins, [None, None], 0.0, d)
+    done = render_chunk(twins, stepped, [0, 1], [[None, None], [None, None]])
+    assert [[r["clientSite"] for r in x.routes] for x in done] == [["DFW", "LHR"], ["DFW", "LHR"]]
+    assert done[0].routes[0] is done[1].routes[0] and done[0].routes[0] is not done[0].routes[1]
     # Only the pairs flows may stay on changed (a recently used instance meets the SLA again).
     chunk = next(iter(evaluate_chunks(fleet(), plans[:1])))
     stepped = step_chunk(chunk, [None], 0.0, d)
