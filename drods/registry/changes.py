@@ -46,7 +46,14 @@ def _escape(token: str) -> str:
 
 
 def diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
-    """A JSON patch turning ``before`` into ``after`` (maps recursively; lists and scalars replaced)."""
+    """A JSON patch turning ``before`` into ``after``: maps, and lists of the same length (a
+    ServiceRoute's client sites, a Work's manifests), recursively; other lists and scalars replaced."""
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        out: list[dict[str, Any]] = []
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            if b is not a and b != a:
+                out += diff(b, a, f"{path}/{i}")
+        return out
     if isinstance(before, dict) and isinstance(after, dict):
         ops: list[dict[str, Any]] = []
         for k in before.keys() - after.keys():

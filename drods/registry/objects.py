@@ -384,10 +384,12 @@ class ObjectRegistry:
         unknown = [key for _, _, key in validated if key not in known]
         read = dict(zip(unknown, await asyncio.gather(*(self.store.get(key) for key in unknown)), strict=True))
         plans: builtins.list[tuple[Kind, str, Obj, int]] = []
+        before: dict[str, Obj] = {}  # by store key, what an update replaces (its audit record is the difference)
         for kind, obj, key in validated:
             held = known.get(key)
             if held is not None:
                 rev = int(held["metadata"]["resourceVersion"])
+                before[key] = held
                 plans.append((kind, key, self._carry_over(kind, held, obj, None), rev))
                 continue
             kv = read[key]
@@ -400,7 +402,8 @@ class ObjectRegistry:
                 self._seal(kind, obj, None)
                 plans.append((kind, key, obj, 0))
             else:
-                plans.append((kind, key, self._carry_over(kind, jsondoc.loads(kv.value), obj, None), kv.mod_revision))
+                before[key] = jsondoc.loads(kv.value)
+                plans.append((kind, key, self._carry_over(kind, before[key], obj, None), kv.mod_revision))
         if dry_run:
             return [(self._planned(kind, obj, rev), rev == 0) for kind, _, obj, rev in plans]
         chunk = max(1, self.store.max_txn_ops)
@@ -417,9 +420,9 @@ class ObjectRegistry:
                                {"written": written})
             if results:
                 out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
-            for kind, _, obj, rev in part:
+            for kind, key, obj, rev in part:
                 changes.note(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
-                             obj["metadata"].get("namespace"), None if rev == 0 else {}, obj)
+                             obj["metadata"].get("namespace"), before.get(key), obj)
             written += len(part)
         return out
 
