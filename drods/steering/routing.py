@@ -510,65 +510,97 @@ def _row_digests(n_rows: int, parts: list[tuple[NDArray[np.int64], NDArray[np.ui
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Pairs:
+    """The picked services' (service, client site, instance) pairs in use, with what their routes
+    show, and the pairs their flows may stay on; ``*_row`` are flat (service, client site) rows."""
+
+    s: NDArray[np.int64]
+    r: NDArray[np.int64]
+    j: NDArray[np.int64]
+    weight: F  # rounded, summing to 1 per site
+    valid: B
+    metric: F  # rounded
+    facts: F  # (pairs, 5): delay, network, processing, cost, load (what a reason reads)
+    row: NDArray[np.int64]
+    eligible: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]  # recently used, meeting the SLA
+    eligible_row: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, chunk: Chunk, stepped: ChunkStep, chosen: B) -> _Pairs:
+        shape = chunk.metric.shape
+        use_s, use_r, use_j = _picked(stepped.used, chosen)
+        rounded = np.round(stepped.weights[use_s, use_r, use_j], 3)
+        shown = rounded > 0
+        use_s, use_r, use_j, rounded = use_s[shown], use_r[shown], use_j[shown], rounded[shown]
+
+        def at(a: NDArray[Any]) -> NDArray[Any]:
+            return np.broadcast_to(a, shape)[use_s, use_r, use_j]
+
+        row = use_s * shape[1] + use_r
+        facts = np.stack([at(chunk.delay), at(chunk.network), at(chunk.processing), at(chunk.cost), at(chunk.load)],
+                         axis=-1, dtype=np.float64)
+        el_s, el_r, el_j = _picked(stepped.recent, chosen)
+        meets = np.broadcast_to(chunk.valid, shape)[el_s, el_r, el_j]
+        el_s, el_r, el_j = el_s[meets], el_r[meets], el_j[meets]
+        return cls(use_s, use_r, use_j, _site_weights(rounded, row), at(chunk.valid), np.round(at(chunk.metric), 3),
+                   facts, row, (el_s, el_r, el_j), el_s * shape[1] + el_r)
+
+    def digests(self, stepped: ChunkStep) -> NDArray[np.uint64]:
+        """Per (service, client site): a digest of everything its rendered route reads (MAX aside)."""
+        n_rows = stepped.held.size
+        return _row_digests(n_rows, [
+            (self.row, _digest([self.j, self.weight, self.valid, self.metric, *self.facts.T], 1)),
+            (self.eligible_row, _digest([self.eligible[2]], 2)),
+            (np.arange(n_rows), _digest([stepped.held.ravel(), stepped.changed_at.ravel()], 3)),
+        ]).reshape(stepped.held.shape)
+
+
+def _rows_to_build(chunk: Chunk, pairs: _Pairs, digests: NDArray[np.uint64], picks: list[int],
+                   previous: list[Rendered | None]) -> tuple[B, NDArray[np.int64]]:
+    """Which (flat) rows need a route (not reusable from the service's previous render), and per
+    row the one whose route it shares (itself when it is built)."""
+    plans, n_rows = chunk.plans, digests.size
+    fresh = np.zeros(digests.shape, dtype=bool)
+    fresh[picks] = True
+    for s, prev in zip(picks, previous, strict=True):
+        nc = len(plans[s].clients)
+        if prev is not None and len(prev.routes) == nc:
+            fresh[s, :nc] = prev.digests != digests[s, :nc]
+    has_max = np.zeros(n_rows, dtype=bool)  # a MAX reason reads more than the digest covers
+    has_max[pairs.row[~pairs.valid]] = True
+    fresh_rows = fresh.ravel() | has_max
+    first = plans[picks[0]] if picks else None
+    same_names = first is not None and all(plans[s].clients == first.clients and plans[s].instances == first.instances
+                                           for s in picks)
+    lead = _leaders(fresh_rows & ~has_max, digests.ravel(), digests.shape[1]) if same_names else np.arange(n_rows)
+    return fresh_rows, lead
+
+
 def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_text: list[list[str | None]],
                  previous: list[Rendered | None] | None = None) -> list[Rendered]:
     """The published routes of the chunk's services ``picks`` (``changed_at_text[k]`` and
     ``previous[k]``, that service's last render or None, are those of ``picks[k]``): per client site
     the instances in use with weight, metric and why, and ``eligible``: the instances its flows may
-    stay pinned to (used by the route within the affinity timeout, and meeting the SLA now)."""
-    # Only the pairs in use (and recently used) are gathered, once per value for the whole chunk; a
-    # site whose values, change instant, damping flag and eligible set are those of its previous render
-    # is reused, and one pass over the others builds one reason each.
-    shape = chunk.metric.shape
-    chosen = np.zeros(shape[0], dtype=bool)
-    chosen[picks] = True
-    use_s, use_r, use_j = _picked(stepped.used, chosen)
-    rounded = np.round(stepped.weights[use_s, use_r, use_j], 3)
-    shown = rounded > 0
-    use_s, use_r, use_j, rounded = use_s[shown], use_r[shown], use_j[shown], rounded[shown]
+    stay pinned to (used by the route within the affinity timeout, and meeting the SLA now).
 
-    def at(a: NDArray[Any]) -> NDArray[Any]:
-        return np.broadcast_to(a, shape)[use_s, use_r, use_j]
-
-    weights = _site_weights(rounded, use_s * shape[1] + use_r)
-    valid, metric = at(chunk.valid), np.round(at(chunk.metric), 3)
-    delay, network, processing = at(chunk.delay), at(chunk.network), at(chunk.processing)
-    cost, load = at(chunk.cost), at(chunk.load)
-    el_s, el_r, el_j = _picked(stepped.recent, chosen)
-    meets = np.broadcast_to(chunk.valid, shape)[el_s, el_r, el_j]
-    el_s, el_r, el_j = el_s[meets], el_r[meets], el_j[meets]
-    n_rows = shape[0] * shape[1]
-    used_row, el_row = use_s * shape[1] + use_r, el_s * shape[1] + el_r
-    digests = _row_digests(n_rows, [
-        (used_row, _digest([use_j, weights, valid, metric, delay, network, processing, cost, load], 1)),
-        (el_row, _digest([el_j], 2)),
-        (np.arange(n_rows), _digest([stepped.held.ravel(), stepped.changed_at.ravel()], 3)),
-    ]).reshape(shape[:2])
-    # Reused: the service's previous render has the site, with the same digest, and no MAX (whose
-    # reason reads more than the digest covers). Shared: when the services have the same client sites
-    # and instances, a site whose digest another service's has is rendered once for both.
+    A site whose digest is that of the service's previous render keeps its route; when the services
+    have the same client sites and instances, sites with equal digests share one route (services of
+    one strategy on one fleet mostly choose the same instance per site); one pass over the pairs of
+    the others builds their instances, one reason text per distinct set of facts."""
     plans = chunk.plans
-    fresh = np.zeros(shape[:2], dtype=bool)
-    fresh[picks] = True
+    chosen = np.zeros(len(plans), dtype=bool)
+    chosen[picks] = True
+    pairs = _Pairs.of(chunk, stepped, chosen)
+    digests = pairs.digests(stepped)
     prev_of: list[Rendered | None] = list(previous) if previous is not None else [None] * len(picks)
-    for s, prev in zip(picks, prev_of, strict=True):
-        nc = len(plans[s].clients)
-        if prev is not None and len(prev.routes) == nc:
-            fresh[s, :nc] = prev.digests != digests[s, :nc]
-    has_max = np.zeros(n_rows, dtype=bool)
-    has_max[used_row[~valid]] = True
-    fresh_rows = fresh.ravel() | has_max
-    same_names = all(plans[s].clients == plans[picks[0]].clients and plans[s].instances == plans[picks[0]].instances
-                     for s in picks)
-    lead = _leaders(fresh_rows & ~has_max, digests.ravel(), shape[1]) if same_names else np.arange(n_rows)
-    built = fresh_rows & (lead == np.arange(n_rows))
-    keep = built[used_row]
-    ss, rows, cols = use_s[keep].tolist(), use_r[keep].tolist(), use_j[keep].tolist()
-    weight_of, valid_of, metric_of = weights[keep].tolist(), valid[keep].tolist(), metric[keep].tolist()
-    # Pairs with the same delay, network, processing, cost and load have the same reason: services of
-    # one strategy on one fleet mostly choose the same instance per client site.
-    facts = np.ascontiguousarray(np.stack([delay[keep], network[keep], processing[keep], cost[keep], load[keep]],
-                                          axis=-1, dtype=np.float64))
+    fresh_rows, lead = _rows_to_build(chunk, pairs, digests, picks, prev_of)
+    built = fresh_rows & (lead == np.arange(lead.size))
+    keep = built[pairs.row]
+    ss, rows, cols = pairs.s[keep].tolist(), pairs.r[keep].tolist(), pairs.j[keep].tolist()
+    weight_of, valid_of = pairs.weight[keep].tolist(), pairs.valid[keep].tolist()
+    metric_of = pairs.metric[keep].tolist()
+    facts = np.ascontiguousarray(pairs.facts[keep])
     _, first, fact_index = np.unique(facts.view(np.dtype((np.void, 8 * facts.shape[1]))).ravel(),
                                      return_index=True, return_inverse=True)  # equal rows, by their bytes
     distinct, fact_of = facts[first], fact_index.reshape(-1).tolist()
@@ -578,7 +610,8 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
     for s in picks:
         routes_of[s] = [[] for _ in plans[s].clients]
         eligible_of[s] = [[] for _ in plans[s].clients]
-    el_keep = built[el_row]
+    el_s, el_r, el_j = pairs.eligible
+    el_keep = built[pairs.eligible_row]
     for s, r, j in zip(el_s[el_keep].tolist(), el_r[el_keep].tolist(), el_j[el_keep].tolist(), strict=True):
         eligible_of[s][r].append(plans[s].instances[j])
     strategy = plans[0].strategy if plans else ""  # a chunk's services share strategy and evaluation
@@ -605,7 +638,7 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
             metric_shown = "MAX"
         routes_of[s][r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n],
                                 "metric": metric_shown, "reason": reason})
-    n_c, lead_of, row_of = shape[1], lead.tolist(), {s: k for k, s in enumerate(picks)}
+    n_c, lead_of, row_of = digests.shape[1], lead.tolist(), {s: k for k, s in enumerate(picks)}
     made: dict[int, dict[str, object]] = {}
 
     def route(row: int) -> dict[str, object]:
