@@ -118,7 +118,7 @@ class _Served:
     metric: F  # (services, client sites): the metric each site is served with (0 where none)
     in_use: B  # (services, instances): used by a route or by flows that may stay on it
     short: B  # (services, client sites): no instance meets the SLA
-    flows: tuple[I64, I64, I64]  # (service, site, instance) of the pairs flows may stay on, by service
+    flows: tuple[I64, ...]  # (service, site, instance) of the pairs flows may stay on, by service
     bounds: I64  # each service's range in ``flows``
 
     @classmethod
@@ -128,12 +128,10 @@ class _Served:
         metric = chunk.metric[us, ur, uj]
         served = np.asarray(np.bincount(us * n_c + ur, weights=np.where(np.isfinite(metric), metric, 0.0),
                                         minlength=n_s * n_c), dtype=np.float64).reshape(n_s, n_c)
-        rs, rr, rj = stepped.recent
         in_use = np.zeros((n_s, n_i), dtype=bool)
         in_use[us, uj] = True
-        in_use[rs, rj] = True
-        meets = np.broadcast_to(chunk.valid, chunk.metric.shape)[rs, rr, rj]
-        flows = (rs[meets], rr[meets], rj[meets])
+        in_use[stepped.recent[0], stepped.recent[2]] = True
+        flows = stepped.eligible
         short = np.asarray(~chunk.valid.any(axis=-1), dtype=bool)
         return cls(served, in_use, short, flows, np.searchsorted(flows[0], np.arange(n_s + 1)))
 

@@ -383,15 +383,23 @@ class ChunkStep:
     held: B  # (S, C)
     changed_at: F  # (S, C)
     used: tuple[NDArray[np.int64], ...]  # (service, client site, instance) of every weight > 0, sorted
-    recent: tuple[NDArray[np.int64], ...]  # … of every pair its flows may stay on (recent_until > now)
+    recent: tuple[NDArray[np.int64], ...]  # … of every pair used recently (recent_until > now)
+    eligible: tuple[NDArray[np.int64], ...]  # … of the recent pairs meeting the SLA now: flows may stay on them
 
     @classmethod
-    def of(cls, state: RouteState, now: float) -> ChunkStep:
-        """One service's state as a chunk of one (for rendering it)."""
+    def of(cls, state: RouteState, now: float, valid: B) -> ChunkStep:
+        """One service's state as a chunk of one (for rendering it); ``valid``: its pairs meeting the SLA."""
         changed = np.zeros(state.weights.shape[0], dtype=bool)
         weights, recent = state.weights[None], _recent(state)[None]
         return cls([StepResult(state, changed, None)], weights, recent, _held(state)[None], state.changed_at[None],
-                   np.nonzero(weights > 0), np.nonzero(recent > now))
+                   np.nonzero(weights > 0), *_recent_pairs(recent, now, valid[None]))
+
+
+def _recent_pairs(recent_until: F, now: float, valid: B) -> tuple[tuple[NDArray[np.int64], ...], ...]:
+    """The positions of the pairs used recently, and of those of them meeting the SLA now."""
+    recent = np.nonzero(recent_until > now)
+    meets = np.broadcast_to(valid, recent_until.shape)[recent]
+    return recent, tuple(a[meets] for a in recent)
 
 
 def _held(state: RouteState) -> B:
@@ -433,7 +441,7 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
                          st.changes + int(counts[s]), held=n.held[s, :nc], valid_since=n.valid_since[s, :nc, :ni],
                          recent_until=recent[s, :nc, :ni])
         out.append(StepResult(nxt, n.change[s, :nc], recheck if np.isfinite(recheck) else None))
-    return ChunkStep(out, n.weights, recent, n.held, n.changed_at, used, np.nonzero(recent > now))
+    return ChunkStep(out, n.weights, recent, n.held, n.changed_at, used, *_recent_pairs(recent, now, chunk.valid))
 
 
 def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
@@ -454,7 +462,7 @@ def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
 def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],
            now: float = 0.0) -> list[dict[str, object]]:
     """One service's published routes (see `render_chunk`)."""
-    return render_chunk(Chunk.of(ev), ChunkStep.of(state, now), [0], [changed_at_text])[0].routes
+    return render_chunk(Chunk.of(ev), ChunkStep.of(state, now, ev.valid), [0], [changed_at_text])[0].routes
 
 
 def _site_weights(vals: F, site: NDArray[np.int64]) -> F:
@@ -540,9 +548,7 @@ class _Pairs:
         row = use_s * shape[1] + use_r
         facts = np.stack([at(chunk.delay), at(chunk.network), at(chunk.processing), at(chunk.cost), at(chunk.load)],
                          axis=-1, dtype=np.float64)
-        el_s, el_r, el_j = _picked(stepped.recent, chosen)
-        meets = np.broadcast_to(chunk.valid, shape)[el_s, el_r, el_j]
-        el_s, el_r, el_j = el_s[meets], el_r[meets], el_j[meets]
+        el_s, el_r, el_j = _picked(stepped.eligible, chosen)
         return cls(use_s, use_r, use_j, _site_weights(rounded, row), at(chunk.valid), np.round(at(chunk.metric), 3),
                    facts, row, (el_s, el_r, el_j), el_s * shape[1] + el_r)
 

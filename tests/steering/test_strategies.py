@@ -156,6 +156,7 @@ def test_a_render_reuses_the_client_sites_whose_route_did_not_change() -> None:
     chunk = next(iter(evaluate_chunks(fleet(), plans[:1])))
     stepped = step_chunk(chunk, [None], 0.0, d)
     first = render_chunk(chunk, stepped, [0], [[None, None]])
-    wider = dataclasses.replace(stepped, recent=tuple(np.array(a) for a in np.nonzero(np.ones((1, 2, 3)))))
+    every = np.ones((1, 2, 3), dtype=bool)
+    wider = dataclasses.replace(stepped, recent=np.nonzero(every), eligible=np.nonzero(every & chunk.valid))
     again = render_chunk(chunk, wider, [0], [[None, None]], first)
     assert [r["eligible"] for r in again[0].routes] == [["aws-dfw", "gcp-ord"], ["az-lhr", "gcp-ord"]]
