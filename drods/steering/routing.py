@@ -606,10 +606,9 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
     ss, rows, cols = pairs.s[keep].tolist(), pairs.r[keep].tolist(), pairs.j[keep].tolist()
     weight_of, valid_of = pairs.weight[keep].tolist(), pairs.valid[keep].tolist()
     metric_of = pairs.metric[keep].tolist()
-    facts = np.ascontiguousarray(pairs.facts[keep])
-    _, first, fact_index = np.unique(facts.view(np.dtype((np.void, 8 * facts.shape[1]))).ravel(),
-                                     return_index=True, return_inverse=True)  # equal rows, by their bytes
-    distinct, fact_of = facts[first], fact_index.reshape(-1).tolist()
+    facts = pairs.facts[keep]
+    first, fact_index = _equal_rows(facts)
+    distinct, fact_of = facts[first], fact_index.tolist()
     held_of = stepped.held.tolist()
     routes_of: list[list[list[dict[str, object]]]] = [[] for _ in plans]
     eligible_of: list[list[list[str]]] = [[] for _ in plans]
@@ -671,11 +670,18 @@ def _leaders(rows: B, digests: NDArray[np.uint64], n_c: int) -> NDArray[np.int64
     lead = np.arange(len(rows))
     at = np.flatnonzero(rows)
     if len(at) > 1:
-        keys = np.ascontiguousarray(np.stack([(at % n_c).astype(np.uint64), digests[at]], axis=-1))
-        _, first, group = np.unique(keys.view(np.dtype((np.void, 16))).ravel(), return_index=True,
-                                    return_inverse=True)
-        lead[at] = at[first[group.reshape(-1)]]
+        first, group = _equal_rows(np.stack([(at % n_c).astype(np.uint64), digests[at]], axis=-1))
+        lead[at] = at[first[group]]
     return lead
+
+
+def _equal_rows(a: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Groups of equal rows of a 2-D array, compared by their bytes (a sort of one key per row):
+    each group's first row, and each row's group."""
+    keys = np.ascontiguousarray(a)
+    _, first, group = np.unique(keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).ravel(),
+                                return_index=True, return_inverse=True)
+    return first, group.reshape(-1)
 
 
 def _parts(delay: float, network: float, processing: float) -> str:
