@@ -198,7 +198,10 @@ class SimServer:
 
 
 async def serve(cfg: SimConfig, *, fresh: bool = False, ready: asyncio.Event | None = None) -> None:
-    """Run one sim in the foreground until SIGTERM/SIGINT, then stop cleanly."""
+    """Run one sim in the foreground until SIGTERM/SIGINT, then stop cleanly.
+
+    The handlers stay installed while it stops: a second signal (a process-group kill, then
+    ``drods dev`` stopping its members) must not cut the stop short and leave the state file behind."""
     sim = SimServer(cfg, fresh=fresh)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -212,8 +215,6 @@ async def serve(cfg: SimConfig, *, fresh: bool = False, ready: asyncio.Event | N
             ready.set()
         await stop.wait()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
         await sim.stop()
 
 

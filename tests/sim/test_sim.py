@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -315,3 +316,17 @@ def test_faults_down_slow_partition_up(sims: dict[str, SimProcess]) -> None:
     sim.fault("up")
     elapsed, err = _timed(lambda: core.list_node(_request_timeout=(2, 5)))
     assert err is None and elapsed < 1.0
+
+
+def test_a_sim_signalled_again_while_it_stops_still_stops_cleanly(tmp_path: Path) -> None:
+    """`drods dev` stopped by a process-group kill: its members get SIGTERM from the kill and again
+    from `drods dev` stopping them. A signal during the stop must not cut it short."""
+    sim = SimProcess("sim-twice", tmp_path, ["--nodes", "1"]).start().wait_ready(60)
+    assert sim.proc is not None
+    state_file = tmp_path / "sim-twice.json"
+    deadline = time.monotonic() + 30
+    while state_file.exists() and time.monotonic() < deadline:  # removed first thing when it stops
+        sim.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.002)
+    assert not state_file.exists(), "state file left behind"
+    assert sim.stop() == 0, sim.log_tail()
