@@ -61,6 +61,9 @@ def _removed(lam: float, w: FloatArr, s: IntArr, pos: BoolArr) -> tuple[int, Int
 def _add(s: IntArr, w: FloatArr, cap: FloatArr, d: int, prefer: FloatArr | None) -> None:
     """Add ``d`` seats in Webster order (in place)."""
     elig = w > 0
+    if d <= _GREEDY:  # the top signposts alone; they already stop at what the caps leave
+        _add_top(s, w, cap, elig, d, prefer)
+        return
     room = np.where(elig, cap - s, 0.0)
     room = np.maximum(room, 0.0)
     achievable = room.sum()
@@ -110,7 +113,7 @@ def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefe
     rows = np.flatnonzero(elig & (s < cap))
     if rows.size == 0:
         return
-    if rows.size > 2 * d and rows.size * d > 4096:
+    if rows.size > 2 * d:
         # Only clusters whose first signpost is among the top d can win a seat (each cluster's
         # signposts decrease); keep them and anything within tie tolerance, drop the rest.
         first = w[rows] / (s[rows] + 0.5)
@@ -126,21 +129,20 @@ def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefe
     p = w[rows][:, None] / (seats + 0.5)
     p[seats >= cap[rows][:, None]] = -1.0
     flat = p.ravel()
-    take = min(d, int((flat > 0).sum()))
+    take = min(d, int(np.count_nonzero(flat > 0)))
     if take <= 0:
         return
     thr = np.partition(flat, flat.size - take)[flat.size - take]
     tol = abs(thr) * _REL
-    sure = flat > thr + tol
-    chosen = np.flatnonzero(sure)
-    need = take - chosen.size
-    if need > 0:
-        tied = np.flatnonzero(np.abs(flat - thr) <= tol)
+    chosen = np.flatnonzero(flat >= thr - tol)
+    if chosen.size > take:  # signposts tied at the threshold: the tie order decides which of them win
+        sure = chosen[flat[chosen] > thr + tol]
+        tied = chosen[flat[chosen] <= thr + tol]
         seat_of = seats.ravel()[tied]
         pref = prefer[rows][tied // d] if prefer is not None else np.zeros(tied.size)
         order = np.lexsort((tied, -pref, seat_of))
-        chosen = np.concatenate((chosen, tied[order[:need]]))
-    np.add.at(s, rows[chosen // d], 1)
+        chosen = np.concatenate((sure, tied[order[:take - sure.size]]))
+    s += np.bincount(rows[chosen // d], minlength=s.size)
 
 
 def _remove(s: IntArr, w: FloatArr, d: int, prefer: FloatArr | None) -> None:
@@ -345,9 +347,9 @@ def divide(inp: DivisionInput) -> IntArr:
     if inp.kind == "StaticWeight":
         w = inp.static_weights if inp.static_weights is not None else np.ones(m)
         return webster(total, w, caps, initial=init, prefer=inp.prefer)
-    headroom = np.where(finite, caps, 1.0) if finite.all() else np.ones(m)
+    headroom = caps if finite.all() else np.ones(m)
     if inp.kind == "AvailableReplicas":
-        return webster(total, headroom.astype(np.float64), caps, initial=init, prefer=inp.prefer)
+        return webster(total, headroom, caps, initial=init, prefer=inp.prefer)
     # WaterLevel (default): blend spread (∝ headroom × score) and pack (fewest clusters) by σ
     sigma = min(1.0, max(0.0, inp.spread))
     # a score floor of 1 keeps a low-scored cluster as the last resort rather than never
