@@ -47,6 +47,11 @@ class Adjuster:
     def __init__(self, base_weights: Mapping[str, float], config: AdjusterConfig | None = None) -> None:
         self.base = dict(base_weights)
         self.config = config or AdjusterConfig()
+        c = self.config
+        # per plugin: base weight, pack multiplier, what spreading adds to it, surge gain
+        self._terms = [(name, base, (pm := c.pack_multipliers.get(name, 1.0)),
+                        c.spread_multipliers.get(name, 1.0) - pm, c.surge_gain.get(name, 0.0))
+                       for name, base in self.base.items()]
 
     def spread_factor(self, fleet_water_level: float) -> float:
         c = self.config
@@ -58,10 +63,5 @@ class Adjuster:
     def adjust(self, fleet_water_level: float, surge: float = 0.0) -> Adjustment:
         sigma = self.spread_factor(fleet_water_level)
         surge = min(1.0, max(0.0, surge))
-        c = self.config
-        weights: dict[str, float] = {}
-        for name, base in self.base.items():
-            pm = c.pack_multipliers.get(name, 1.0)
-            sm = c.spread_multipliers.get(name, 1.0)
-            weights[name] = base * (pm + sigma * (sm - pm)) * (1.0 + c.surge_gain.get(name, 0.0) * surge)
+        weights = {name: base * (pm + sigma * dm) * (1.0 + gain * surge) for name, base, pm, dm, gain in self._terms}
         return Adjustment(weights, sigma, fleet_water_level, surge)
