@@ -91,9 +91,8 @@ async def cluster_autoscalers(registry: ObjectRegistry, cluster: str) -> list[di
     hpas, _ = await registry.list(FEDERATED_HPA)
     if not hpas:
         return []
-    bindings, _ = await registry.list(BINDING)
     out: list[dict[str, Any]] = []
-    for b in bindings:
+    for b in await registry.scan(BINDING):
         placement = {p.get("cluster"): _int(p.get("replicas")) for p in (b.get("status") or {}).get("placement") or []
                      if isinstance(p, dict)}
         local = placement.get(cluster)

@@ -54,8 +54,7 @@ class Descheduler:
         self.traffic = traffic  # H1: the traffic rebalance passes (None: not in this process)
 
     async def run(self) -> None:
-        items, _ = await self.registry.list(BINDING)
-        for obj in items:
+        for obj in await self.registry.scan(BINDING):
             for c in evacuated_from(obj):
                 self.restores.moved(c)
         check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))

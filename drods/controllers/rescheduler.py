@@ -126,22 +126,20 @@ class Rescheduler:
         await trigger(self.registry, name, reason, self.clock)
 
     async def evacuate(self, req: RescheduleRequest) -> RescheduleResult:
-        items, _ = await self.registry.list(BINDING)
-        on_cluster = [(n, obj["metadata"]["name"], evacuated_from(obj)) for obj in items
-                      if (n := _replicas_on(obj, req.cluster)) > 0]
-        total = sum(n for n, _, _ in on_cluster)
+        by_name = {obj["metadata"]["name"]: (n, obj) for obj in await self.registry.scan(BINDING)
+                   if (n := _replicas_on(obj, req.cluster)) > 0}
+        total = sum(n for n, _ in by_name.values())
         if not total:
             return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
-        chosen = choose_evacuation([(n, name) for n, name, _ in on_cluster], req.fraction)
-        before_of = {name: before for _, name, before in on_cluster}
-        by_name = {obj["metadata"]["name"]: obj for obj in items}
+        chosen = choose_evacuation([(n, name) for name, (n, _) in by_name.items()], req.fraction)
         moved = 0
         names: list[str] = []
         for n, name in chosen:
             why = f"{req.action} {req.cluster}: {req.reason}"
-            if await self._migrate(by_name[name], req.cluster, why) is None:
+            obj = by_name[name][1]
+            if await self._migrate(obj, req.cluster, why) is None:
                 await trigger(self.registry, name, why, self.clock,
-                              {EVACUATED_FROM: _joined([*before_of[name], req.cluster])})
+                              {EVACUATED_FROM: _joined([*evacuated_from(obj), req.cluster])})
             moved += n
             names.append(name)
         return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
@@ -153,12 +151,11 @@ class Rescheduler:
         others re-placed from scratch (propagation moves them gracefully). Nothing is marked as
         evacuated: a drained cluster gets no replicas back when it is uncordoned."""
         await self.registry.patch(CLUSTER, cluster, {"spec": {"unschedulable": True}}, MERGE_PATCH)
-        items, _ = await self.registry.list(BINDING)
         why = f"drain {cluster}" + (f": {reason}" if reason else "")
         names: list[str] = []
         plans: list[str] = []
         moved = 0
-        for obj in items:
+        for obj in await self.registry.scan(BINDING):
             n = _replicas_on(obj, cluster)
             if n <= 0:
                 continue
@@ -225,10 +222,9 @@ class Rescheduler:
         hold = parse_hold((cluster or {}).get("metadata", {}).get("annotations")) if cluster else None
         if hold is not None and hold.active(self.clock()):
             return RescheduleResult(False, 0, f"pre-allocation hold on {req.cluster} until {hold.until_text}")
-        items, _ = await self.registry.list(BINDING)
         names: list[str] = []
         replicas = 0
-        for obj in items:
+        for obj in await self.registry.scan(BINDING):
             before = evacuated_from(obj)
             if req.cluster not in before or obj["metadata"].get("deletionTimestamp"):
                 continue

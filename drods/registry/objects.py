@@ -13,7 +13,7 @@ import builtins
 import contextlib
 import copy
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -179,6 +179,12 @@ class ObjectRegistry:
         if selector is not None:
             items = [o for o in items if selector.matches(o["metadata"].get("labels", {}))]
         return items, revision
+
+    async def scan(self, kind: Kind, namespace: str | None = None, *, reveal: bool = False) -> Iterator[Obj]:
+        """Every object of ``kind``, decoded one at a time as the caller iterates: a pass over
+        100,000 Bindings holds their stored bytes, not 100,000 decoded documents at once."""
+        kvs, _ = await self.store.range(kind.key_prefix(namespace if kind.namespaced else None))
+        return (self._decode(kind, kv, reveal=reveal) for kv in kvs)
 
     # ---- writes -----------------------------------------------------------------------------
 

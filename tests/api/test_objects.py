@@ -280,3 +280,21 @@ async def test_merge_patches_without_resource_version_are_reapplied_after_losing
                        json={"metadata": {"resourceVersion": "1", "labels": {"late": "v"}}})
     assert r.status_code == 409
     assert "late" not in (await api.call("GET", f"{path}/race")).json()["metadata"]["labels"]
+
+
+async def test_a_scan_yields_what_a_list_does_decoding_as_it_goes(api: Api) -> None:
+    """`ObjectRegistry.scan`: the passes over every Binding (descheduler, evacuation, drain) read
+    the objects one at a time instead of holding every decoded document."""
+    from drods.model.kinds import CLUSTER
+
+    for name in ("a", "b", "c"):
+        r = await api.call("POST", "/api/v1/clusters", json={"name": name, "credentials": {"kubeconfig": "s3cret"}})
+        assert r.status_code == 201
+    registry = api.app.state.ctx.registry  # type: ignore[attr-defined]
+    listed, _ = await registry.list(CLUSTER)
+    scanned = await registry.scan(CLUSTER)
+    first = next(scanned)
+    assert first == listed[0] and first["spec"]["credentials"] == {"kubeconfig": "***redacted***"}
+    assert [first, *scanned] == listed
+    revealed = [o["spec"]["credentials"]["kubeconfig"] for o in await registry.scan(CLUSTER, reveal=True)]
+    assert revealed == ["s3cret"] * 3
