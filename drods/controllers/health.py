@@ -95,6 +95,7 @@ class ClusterHealth:
         self.clock = clock
         self.state: dict[str, _Health] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(settings.probeConcurrency)
 
     async def run(self) -> None:
         await self.fleet.synced.wait()
@@ -114,7 +115,8 @@ class ClusterHealth:
         while True:
             started = time.monotonic()
             try:
-                await self.check(name)
+                async with self._slots:
+                    await self.check(name)
             except asyncio.CancelledError:
                 raise
             except Exception:

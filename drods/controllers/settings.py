@@ -27,6 +27,9 @@ class MemberSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     probeIntervalSeconds: float = Field(default=5.0, gt=0)
+    # Health checks in flight at once across the fleet: each holds its cluster's documents while it
+    # waits on the member and the store, so 10,000 clusters probed at once weighed ~280 MB.
+    probeConcurrency: int = Field(default=512, ge=1)
     # Push mode: the resource summary (nodes, pods, metrics: the member's heaviest reads) is taken at most
     # this often, with a successful probe; the probe itself is one small request.
     summaryIntervalSeconds: float = Field(default=10.0, gt=0)
