@@ -77,15 +77,20 @@ class TrafficRebalancer:
         if self.enabled:
             await every(self.policy.intervalSeconds, self.pass_once, "traffic rebalance")
 
-    async def _view(self, now: float) -> tuple[Snapshot, list[BindingRecord]]:
-        view, bindings = await view_and_bindings(self.store, self.profile)
-        snap = view.snapshot
+    async def _view(self, now: float) -> tuple[Snapshot, list[BindingRecord]] | None:
+        """The fleet and the placed Bindings as the scheduler sees them; None without traffic between
+        workloads (then there is nothing to rebalance, and no view of every Binding is built)."""
         kv = await self.store.get(TRAFFIC_KEY)
         try:
             doc = jsondoc.loads(kv.value) if kv is not None else None
         except ValueError:
             doc = None
-        snap.traffic = peers(doc if isinstance(doc, dict) else None, now)
+        traffic = peers(doc if isinstance(doc, dict) else None, now)
+        if not traffic:
+            return None
+        view, bindings = await view_and_bindings(self.store, self.profile)
+        snap = view.snapshot
+        snap.traffic = traffic
         kvs, _ = await self.store.range(DATASET.key_prefix())
         for d in kvs:
             obj = decode_stored(d)
@@ -111,9 +116,10 @@ class TrafficRebalancer:
         if not self.enabled:
             return []
         now = self.clock()
-        snap, records = await self._view(now)
-        if not snap.traffic:
+        seen = await self._view(now)
+        if seen is None:
             return []
+        snap, records = seen
         sched = Scheduler(self.profile)
         moves: list[TrafficMove] = []
         for rec in sorted(records, key=lambda r: r.name):
