@@ -194,6 +194,8 @@ class CachePlanner:
         items, _ = await self.registry.list(DATASET)
         datasets = {f"{o['metadata'].get('namespace') or 'default'}/{o['metadata']['name']}": o for o in items}
         plans, _ = await self.registry.list(CACHE_PLAN)
+        if not datasets and not plans:
+            return  # nothing to plan: no view of the fleet's links is built
         for key, ds in datasets.items():
             await self._hotness(ds, hot.get(key) or {})
         links = await links_of(self.store)
