@@ -72,7 +72,12 @@ class Informer:
 
     async def _relist(self) -> None:
         kvs, revision = await self.store.range(self.prefix)
-        fresh = {kv.key: self.decode(kv) for kv in kvs}
+        pending = kvs[::-1]  # decoded from the end, so each stored value can go once it is decoded:
+        del kvs  # 100,000 Bindings' bytes and their decoded documents are not all held at once
+        fresh: dict[str, Any] = {}
+        while pending:
+            kv = pending.pop()
+            fresh[kv.key] = self.decode(kv)
         old_cache, self.cache, self.revision = self.cache, fresh, revision
         for key, obj in fresh.items():
             if old_cache.get(key) != obj:
