@@ -9,6 +9,12 @@ large transactions. Then ``drods
 serve`` starts on that store; once ``/readyz`` answers, its RSS is sampled every second for
 ``--settle`` seconds (informers listed, scheduler cache and queue built, controllers started).
 
+``--members reporting`` (the default) makes every cluster a pull-mode member whose status document
+the bench refreshes every ``--report-seconds``, as its agent's reports would: the fleet stays Ready,
+which is the steady state of a control plane holding it. ``--members unreachable`` registers
+push-mode members with no endpoint: after the health grace every cluster is NotReady and every
+binding fails over to nowhere, a failure storm rather than a steady state.
+
 Prints the conditions, then one JSON line: ``rss_mb`` (last sample), ``peak_rss_mb`` (VmHWM),
 ``ready_s`` (start → /readyz) and the store's size.
 """
@@ -34,7 +40,7 @@ from drods.model.kinds import BINDING, CLUSTER  # noqa: E402
 from drods.model.timefmt import rfc3339_ms  # noqa: E402
 from drods.registry.objects import ObjectRegistry  # noqa: E402
 from drods.registry.secrets import SecretBox, load_or_create_key  # noqa: E402
-from drods.store import Put, open_store  # noqa: E402
+from drods.store import Put, Store, open_store  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
 REGIONS = [f"region-{i}" for i in range(12)]
@@ -47,22 +53,15 @@ def _proc_kb(pid: int, field: str) -> int:
     return 0
 
 
-async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.random.Generator) -> None:
-    store = open_store(url)
-    registry = ObjectRegistry(store, SecretBox(load_or_create_key(data_dir / "encryption.key")))
-    now = time.time()
-    names = [f"cluster-{i:05d}" for i in range(clusters)]
-    objs = [(CLUSTER, {"metadata": {"name": nm, "labels": {"env": "prod"}},
-                       "spec": {"region": REGIONS[i % len(REGIONS)], "zone": f"{REGIONS[i % len(REGIONS)]}-a",
-                                "provider": "onprem"},
-                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
-            for i, nm in enumerate(names)]
-    for i in range(0, len(objs), 1000):
-        await registry.batch_upsert(objs[i:i + 1000])
-    stamp = rfc3339_ms(now)
-    decided = rfc3339_ms(now - 3600)  # decided an hour ago: the clusters' statuses already show them
+def _cluster_names(clusters: int) -> list[str]:
+    return [f"cluster-{i:05d}" for i in range(clusters)]
+
+
+async def report(store: Store, clusters: int, rng: np.random.Generator) -> None:
+    """Every cluster's status document, stamped now (what its agent's report leaves in the store)."""
+    stamp = rfc3339_ms(time.time())
     docs = []
-    for nm in names:
+    for nm in _cluster_names(clusters):
         cpu = float(rng.choice([64, 128, 256, 512]))
         docs.append(Put(f"/status/clusters/{nm}", json.dumps({"status": {
             "timestamp": stamp, "source": "push",
@@ -71,6 +70,25 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
             "pods": {"capacity": cpu * 8, "used": cpu}}, "publishedAt": stamp}).encode()))
     for i in range(0, len(docs), 5000):
         await store.txn([], docs[i:i + 5000])
+
+
+async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.random.Generator,
+               members: str = "reporting") -> None:
+    store = open_store(url)
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(data_dir / "encryption.key")))
+    now = time.time()
+    names = _cluster_names(clusters)
+    mode = {"syncMode": "Pull"} if members == "reporting" else {}
+    objs = [(CLUSTER, {"metadata": {"name": nm, "labels": {"env": "prod"}},
+                       "spec": {"region": REGIONS[i % len(REGIONS)], "zone": f"{REGIONS[i % len(REGIONS)]}-a",
+                                "provider": "onprem", **mode},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+            for i, nm in enumerate(names)]
+    for i in range(0, len(objs), 1000):
+        await registry.batch_upsert(objs[i:i + 1000])
+    stamp = rfc3339_ms(now)
+    decided = rfc3339_ms(now - 3600)  # decided an hour ago: the clusters' statuses already show them
+    await report(store, clusters, rng)
     puts = []
     for b in range(bindings):
         k = int(rng.integers(1, 4))
@@ -93,17 +111,31 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
     await store.close()
 
 
+async def _refresh(url: str, clusters: int, rng: np.random.Generator) -> None:
+    store = open_store(url)  # another process on the server's file, as the monitor's writes would be
+    try:
+        await report(store, clusters, rng)
+    finally:
+        await store.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clusters", type=int, default=10_000)
     ap.add_argument("--bindings", type=int, default=100_000)
     ap.add_argument("--settle", type=float, default=30.0, help="seconds of RSS sampling after /readyz")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--members", choices=["reporting", "unreachable"], default="reporting",
+                    help="pull-mode members whose status the bench refreshes (steady), or push-mode members "
+                         "with no endpoint (every cluster fails)")
+    ap.add_argument("--report-seconds", type=float, default=30.0,
+                    help="how often reporting members' status documents are refreshed")
     args = ap.parse_args(argv)
     data_dir = Path(tempfile.mkdtemp(prefix="drods-membench-"))
     url = f"sqlite://{data_dir / 'drods.db'}"
     t0 = time.perf_counter()
-    asyncio.run(seed(url, data_dir, args.clusters, args.bindings, np.random.default_rng(args.seed)))
+    rng = np.random.default_rng(args.seed)
+    asyncio.run(seed(url, data_dir, args.clusters, args.bindings, rng, args.members))
     seed_s = time.perf_counter() - t0
     server = ServerProcess(data_dir, args=["--store", url], start_timeout=600)
     t1 = time.perf_counter()
@@ -114,8 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     samples: list[int] = []
     try:
         end = time.monotonic() + args.settle
+        next_report = time.monotonic() + args.report_seconds
         while time.monotonic() < end:
             samples.append(_proc_kb(pid, "VmRSS"))
+            if args.members == "reporting" and time.monotonic() >= next_report:
+                asyncio.run(_refresh(url, args.clusters, rng))
+                next_report += args.report_seconds
             time.sleep(1.0)
         peak = _proc_kb(pid, "VmHWM")
     except BaseException:
@@ -127,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     except AssertionError:  # a busy process on a loaded machine may take longer than the harness waits
         stopped = "killed after the stop timeout"
     db_mb = sum(f.stat().st_size for f in data_dir.glob("drods.db*")) / 2**20
-    print(f"# conditions: drods serve on SQLite, {args.clusters} clusters (with status), {args.bindings} "
-          f"scheduled bindings, python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    members = (f"pull-mode members reporting every {args.report_seconds:g} s" if args.members == "reporting"
+               else "push-mode members with no endpoint (all fail)")
+    print(f"# conditions: drods serve on SQLite, {args.clusters} clusters (with status; {members}), "
+          f"{args.bindings} scheduled bindings, python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     print(f"#   seed_s: {seed_s:.1f}, store_mb: {db_mb:.0f}, stopped: {stopped}, rss samples (MB, 1/s): "
           f"{[round(s / 1024) for s in samples]}")
     print(json.dumps({"clusters": args.clusters, "bindings": args.bindings, "ready_s": round(ready_s, 1),
