@@ -144,17 +144,18 @@ class ScheduleResult:
             self._reasons = out
         return self._reasons
 
-    def reasons_sample(self, limit: int) -> tuple[dict[str, str], int]:
-        """At most ``limit`` per-cluster reasons and how many there are in all, rendering only
-        those it returns (a 10,000-cluster rejection costs ``limit`` strings, not 10,000)."""
-        if self._reasons is not None:
+    def reasons_sample(self, limit: int, per_reason: int | None = None) -> tuple[dict[str, str], int]:
+        """At most ``limit`` per-cluster reasons (at most ``per_reason`` clusters of any one filter
+        verdict) and how many there are in all, rendering only those it returns (a 10,000-cluster
+        rejection costs ``limit`` strings, not 10,000)."""
+        if self._reasons is not None and per_reason is None:
             return dict(list(self._reasons.items())[:limit]), len(self._reasons)
         total = len(self.extra_reasons) + sum(int(rej.rows.size) for rej in (*self._rejections, *self._notes))
         out: dict[str, str] = {}
         names = self._names
         if names is not None:
             for rej in (*self._rejections, *self._notes):
-                room = limit - len(out)
+                room = limit - len(out) if per_reason is None else min(limit - len(out), per_reason)
                 if room <= 0:
                     break
                 for k, row in enumerate(rej.rows[:room].tolist()):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -55,6 +56,7 @@ from drods.schedulerd.records import (
     RECONCILE,
     RESCHEDULE,
     SCALE,
+    STATUS_REASONS_PER_VERDICT,
     BindingRecord,
     Decision,
     decode_binding,
@@ -69,6 +71,7 @@ from drods.store import Compare, KeyValue, Put, Store, StoreError
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "scheduler"
+SPEC_CACHE_SIZE = 4096
 RETRY = "Retry"
 
 
@@ -147,7 +150,9 @@ class SchedulerService:
         self._filters = [p.name for p in self.profile.filters]
         self._scores = [p.name for p, _ in self.profile.scores]
         self._base_weights = {p.name: w for p, w in self.profile.scores}
-        self._specs: dict[str, tuple[int, BindingSpec]] = {}
+        # validated specs of bindings awaiting a retry; bounded, because in a failure storm every
+        # binding is parked (100,000 specs were ~250 MB) and a retry can validate its spec again
+        self._specs: OrderedDict[str, tuple[int, BindingSpec]] = OrderedDict()
         # status writes in flight: key → (bytes written, the record they decode to but its revision),
         # so the watch echo of this process's own write is recognised without parsing it again
         self._written: dict[str, tuple[bytes, BindingRecord]] = {}
@@ -380,10 +385,14 @@ class SchedulerService:
     def _spec(self, rec: BindingRecord, obj: dict[str, Any]) -> BindingSpec:
         hit = self._specs.get(rec.name)
         if hit is not None and hit[0] == rec.generation:
+            self._specs.move_to_end(rec.name)
             return hit[1]
         # Offers from placement feedback (CATS CCC) widen the names the binding may use.
         spec = with_offers(BindingSpec.model_validate(obj.get("spec") or {}), placement_offers(obj))
         self._specs[rec.name] = (rec.generation, spec)
+        self._specs.move_to_end(rec.name)
+        if len(self._specs) > SPEC_CACHE_SIZE:
+            self._specs.popitem(last=False)
         return spec
 
     def _attempt(self, entry: QueueEntry) -> _Plan | None:
@@ -439,7 +448,9 @@ class SchedulerService:
             self.metrics.attempt("success" if ok else "unschedulable", stype, None)
             self.queue.unschedulable(name)
             return None
-        reasons = result.reasons_sample(MAX_STATUS_REASONS)[0] if (not ok or result.partial) else {}
+        reasons: dict[str, str] = {}
+        if not ok or result.partial:
+            reasons = result.reasons_sample(MAX_STATUS_REASONS, STATUS_REASONS_PER_VERDICT)[0]
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
                      result.roles if ok else None)

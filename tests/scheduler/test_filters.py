@@ -252,3 +252,24 @@ def test_existing_replicas_kept_when_cluster_is_full(snap: Snapshot, sched: Sche
     r = sched.schedule(Task(task(replicas=5), name="w", current=cur), snap)
     assert r.placement_dict()["full"] == 3  # kept, not grown
     assert r.placement_dict()["free"] == 2
+
+
+def test_a_reasons_sample_takes_a_few_clusters_of_every_verdict(snap: Snapshot, sched: Scheduler) -> None:
+    for i in range(30):
+        add(snap, f"down{i:02d}", ready=False)
+    for i in range(4):
+        add(snap, f"cordoned{i}", unschedulable=True)
+    add(snap, "nostatus", st={})
+    r = sched.schedule(task(), snap)
+    assert r.phase == "Unschedulable"
+    shown, total = r.reasons_sample(8, per_reason=3)
+    assert total == 35
+    assert shown == {"down00": "cluster not ready", "down01": "cluster not ready", "down02": "cluster not ready",
+                     "nostatus": "no resource status reported",
+                     "cordoned0": "cluster cordoned (unschedulable)", "cordoned1": "cluster cordoned (unschedulable)",
+                     "cordoned2": "cluster cordoned (unschedulable)"}
+    shown, _ = r.reasons_sample(5, per_reason=3)
+    assert list(shown) == ["down00", "down01", "down02", "nostatus", "cordoned0"]
+    shown, _ = r.reasons_sample(8)  # without a per-verdict bound the first verdict takes it all
+    assert list(shown) == [f"down{i:02d}" for i in range(8)]
+    assert len(r.reasons) == 35  # the whole explanation is still there

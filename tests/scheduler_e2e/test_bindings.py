@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from drods.schedulerd import service
 from tests.scheduler_e2e.conftest import Plane, eventually, placement
 
 ISSUE_EXAMPLE: dict[str, Any] = {
@@ -157,3 +160,40 @@ async def test_duplicated_static_weights_and_stable_scaling(plane: Plane) -> Non
     assert r.status_code == 200
     r = await plane.call("GET", "/api/v1/bindings/elastic/status")
     assert r.status_code == 404
+
+
+async def test_an_unschedulable_status_names_a_few_clusters_per_verdict(plane: Plane) -> None:
+    """The status samples the dropped clusters (every informer holds it); the history names more."""
+    full = [f"full-{i}" for i in range(7)]
+    for name in full:
+        await plane.cluster(name, 95)
+    await plane.cluster("tainted", 10, taints=[{"key": "gpu", "value": "only", "effect": "NoSchedule"}])
+    await plane.seen(*full, "tainted")
+    st = await plane.place({"name": "nowhere", "replicas": 1, "resources": {"cpu": 1}})
+    assert st["phase"] == "Unschedulable"
+    assert st["message"].startswith("0/8 clusters available: 7 water level above 85%, 1 untolerated taint")
+    shown = st["reasons"]
+    assert len(shown) == 6 and shown["tainted"].startswith("untolerated taint gpu=only")
+    assert sum(why.startswith("water level above 85%") for why in shown.values()) == 5
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "nowhere"}, role="viewer")
+    entry = r.json()["items"][0]
+    assert set(entry["filters"]["reasons"]) == {*full, "tainted"} and entry["filters"]["reasonsOmitted"] == 0
+
+
+async def test_parked_bindings_keep_a_bounded_spec_cache_and_still_retry(
+        plane: Plane, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service, "SPEC_CACHE_SIZE", 2)
+    await plane.cluster("small", 10, report={"cores": 4, "mem_gib": 16})
+    await plane.seen("small")
+    names = [f"parked-{i}" for i in range(4)]
+    for nm in names:
+        st = await plane.place({"name": nm, "replicas": 1, "targetClusters": ["later"], "resources": {"cpu": 1}})
+        assert st["phase"] == "Unschedulable"
+    assert len(plane.scheduler._specs) <= 2
+    await plane.cluster("later", 10)  # every parked binding is retried, evicted specs validated again
+    for nm in names:
+        async def placed(nm: str = nm) -> bool:
+            return placement(await plane.status(nm)) == {"later": 1}
+
+        await eventually(placed, 15, f"{nm} placed on the new cluster")
+    assert len(plane.scheduler._specs) <= 2
