@@ -144,16 +144,24 @@ async def directory(registry: ObjectRegistry) -> list[Obj]:
     service_kind = _service_kind()
     svcs, _ = await registry.list(service_kind)
     services = {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o for o in svcs}
-    bindings, _ = await registry.list(BINDING)
+    # Only bindings in a namespace that exports something can provide: at 100,000 bindings a
+    # listing of all of them (and a read of each one's template) made this request cost seconds
+    # and a gigabyte.
+    exporting = {o["metadata"].get("namespace") or "default" for o in exports}
+    bindings: list[Obj] = []
     templates: dict[tuple[str, str, str], Obj] = {}
-    for b in bindings:
+    for b in await registry.scan(BINDING) if exporting else ():
         ref = (b.get("spec") or {}).get("resource") or {}
+        ns = str(ref.get("namespace") or "default")
+        if ns not in exporting:
+            continue
+        bindings.append(b)
         kind = by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
         if kind is None or not ref.get("name"):
             continue
-        t = await registry.try_get(kind, str(ref["name"]), str(ref.get("namespace") or "default"))
+        t = await registry.try_get(kind, str(ref["name"]), ns)
         if t is not None:
-            templates[(kind.kind, str(ref.get("namespace") or "default"), str(ref["name"]))] = t
+            templates[(kind.kind, ns, str(ref["name"]))] = t
     cl, _ = await registry.list(CLUSTER)
     kvs, _rev = await registry.store.range(ENDPOINTS_PREFIX)
     return directory_entries(exports, services, bindings, templates, {o["metadata"]["name"]: o for o in cl},
