@@ -37,7 +37,7 @@ from drods.scheduler.offers import OfferDemand
 
 # A binding's status names a sample of the clusters that were dropped, a few per verdict (the
 # message counts them all; the decision's history entry names 50). Informers hold every status
-# decoded: 100,000 bindings that lost every cluster carried 100 names each, ~2 GB.
+# decoded: with 100 names, a binding that lost every cluster weighed ~13 KB there.
 MAX_STATUS_REASONS = 20
 STATUS_REASONS_PER_VERDICT = 5
 

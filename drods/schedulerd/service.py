@@ -151,7 +151,7 @@ class SchedulerService:
         self._scores = [p.name for p, _ in self.profile.scores]
         self._base_weights = {p.name: w for p, w in self.profile.scores}
         # validated specs of bindings awaiting a retry; bounded, because in a failure storm every
-        # binding is parked (100,000 specs were ~250 MB) and a retry can validate its spec again
+        # binding is parked (a spec weighs ~2.5 KB) and a retry can validate its spec again
         self._specs: OrderedDict[str, tuple[int, BindingSpec]] = OrderedDict()
         # status writes in flight: key → (bytes written, the record they decode to but its revision),
         # so the watch echo of this process's own write is recognised without parsing it again

@@ -144,9 +144,8 @@ async def directory(registry: ObjectRegistry) -> list[Obj]:
     service_kind = _service_kind()
     svcs, _ = await registry.list(service_kind)
     services = {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o for o in svcs}
-    # Only bindings in a namespace that exports something can provide: at 100,000 bindings a
-    # listing of all of them (and a read of each one's template) made this request cost seconds
-    # and a gigabyte.
+    # Only bindings in a namespace that exports something can provide; each request listed every
+    # binding at once and read every one's template.
     exporting = {o["metadata"].get("namespace") or "default" for o in exports}
     bindings: list[Obj] = []
     templates: dict[tuple[str, str, str], Obj] = {}
