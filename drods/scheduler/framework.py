@@ -338,8 +338,8 @@ class Scheduler:
         timings["adjust"] = (perf() - t0) * 1e3
         # one row per score plugin with input in this task, clipped to 0..100; the total is their
         # weighted mean. A plugin whose input the task doesn't use is skipped before any array work.
-        scores = [(plugin, cfg) for plugin, cfg in prof.scores
-                  if (skip := getattr(plugin, "skip", None)) is None or not skip(info, snap)]
+        scores = [sc for sc, skip in zip(prof.scores, prof.score_skips, strict=True)
+                  if skip is None or not skip(info, snap)]
         k = len(scores)
         stacked = np.empty((k + 1, m))  # the last row is the total
         wvec = np.zeros(k)

@@ -133,14 +133,16 @@ class Profile:
     estimators: list[ReplicaEstimator]
     adjuster: Adjuster
     concentration: ConcentrationSettings = ConcentrationSettings()
-    # each filter's / estimator's ``skip(task, snap)`` (None: never skipped), looked up once, so a
-    # plugin without input in a task costs one call, not a timed filter pass
+    # each filter's / estimator's / score plugin's ``skip(task, snap)`` (None: never skipped), looked
+    # up once, so a plugin without input in a task costs one call, not a timed pass
     filter_skips: tuple[Skip | None, ...] = field(default=(), init=False)
     estimator_skips: tuple[Skip | None, ...] = field(default=(), init=False)
+    score_skips: tuple[Skip | None, ...] = field(default=(), init=False)
 
     def __post_init__(self) -> None:
         self.filter_skips = tuple(getattr(p, "skip", None) for p in self.filters)
         self.estimator_skips = tuple(getattr(e, "skip", None) for e in self.estimators)
+        self.score_skips = tuple(getattr(p, "skip", None) for p, _ in self.scores)
 
     @property
     def name(self) -> str:

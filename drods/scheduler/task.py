@@ -182,7 +182,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
     spec = task.spec
     res = spec.resources
     req = requirement_vector(res)
-    requested = tuple(int(i) for i in np.flatnonzero(req > 0))
+    requested: tuple[int, ...] = tuple(np.flatnonzero(req > 0).tolist())
     pl = spec.placement
     net = spec.network
     if pl.clusterAffinities:
