@@ -11,7 +11,8 @@ An entry (``decision_record``)::
     {"time", "binding", "generation", "scheduleType", "scheduler", "profile", "trigger"?,
      "result": {"phase", "placement": [{cluster, replicas}], "requested", "placed", "partial", "message"},
      "candidates": {"total", "feasible"},
-     "filters": {"reasonCounts": {reason: n}, "reasons": {cluster: reason} (≤ 50), "reasonsOmitted"},
+     "filters": {"reasonCounts": {reason: n}, "reasons": {cluster: reason} (≤ 50, ≤ 10 a verdict),
+                 "reasonsOmitted"},
      "scores": {plugin: {cluster: score}} for the clusters that received replicas, plus "total",
      "weights": {plugin: weight this cycle}, "baseWeights": {plugin: profile weight},
      "adjuster": {"mode": "spread"|"pack"|"blend", "spread": σ, "fleetWaterLevel", "surge"},
@@ -35,7 +36,10 @@ from drods.scheduler.framework import ScheduleResult
 from drods.schedulerd.records import placement_json
 from drods.store import Store
 
+# Up to 50 dropped clusters named, at most 10 of any one verdict: a rare verdict (the one capacity
+# drop among 900 affinity drops) is shown next to the common one; ``reasonCounts`` counts them all.
 MAX_HISTORY_REASONS = 50
+HISTORY_REASONS_PER_VERDICT = 10
 def adjuster_mode(spread: float) -> str:
     return "spread" if spread >= 1.0 else "pack" if spread <= 0.0 else "blend"
 
@@ -44,7 +48,7 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
                     scheduler: str, profile: str, base_weights: Mapping[str, float],
                     trigger: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The explanation of one decision (shape in the module docstring)."""
-    shown, total = result.reasons_sample(MAX_HISTORY_REASONS)
+    shown, total = result.reasons_sample(MAX_HISTORY_REASONS, HISTORY_REASONS_PER_VERDICT)
     placed = result.placed
     rec: dict[str, Any] = {
         "time": rfc3339_ms(ts),

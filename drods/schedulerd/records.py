@@ -36,7 +36,7 @@ from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.scheduler.offers import OfferDemand
 
 # A binding's status names a sample of the clusters that were dropped, a few per verdict (the
-# message counts them all; the decision's history entry names 50). Informers hold every status
+# message counts them all; the decision's history entry names up to 50). Informers hold every status
 # decoded: with 100 names, a binding that lost every cluster weighed ~13 KB there.
 MAX_STATUS_REASONS = 20
 STATUS_REASONS_PER_VERDICT = 5

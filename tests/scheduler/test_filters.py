@@ -15,6 +15,7 @@ from drods.model.placement import (
 )
 from drods.model.selector import LabelSelector, LabelSelectorRequirement
 from drods.scheduler import Scheduler, Snapshot, Task
+from drods.schedulerd.history import decision_record
 from tests.scheduler.conftest import add, status, task
 
 
@@ -273,3 +274,17 @@ def test_a_reasons_sample_takes_a_few_clusters_of_every_verdict(snap: Snapshot, 
     shown, _ = r.reasons_sample(8)  # without a per-verdict bound the first verdict takes it all
     assert list(shown) == [f"down{i:02d}" for i in range(8)]
     assert len(r.reasons) == 35  # the whole explanation is still there
+
+
+def test_a_history_entry_names_a_rare_verdict_next_to_a_common_one(snap: Snapshot, sched: Scheduler) -> None:
+    for i in range(14):
+        add(snap, f"down{i:02d}", ready=False)
+    add(snap, "cordoned", unschedulable=True)
+    r = sched.schedule(task(), snap)
+    entry = decision_record(r, binding="b", generation=1, schedule_type="FirstSchedule", ts=0.0,
+                            scheduler="s", profile="default", base_weights={})
+    f = entry["filters"]
+    assert f["reasonCounts"] == {"cluster not ready": 14, "cluster cordoned (unschedulable)": 1}
+    assert f["reasons"]["cordoned"] == "cluster cordoned (unschedulable)"
+    assert sum(why == "cluster not ready" for why in f["reasons"].values()) == 10
+    assert f["reasonsOmitted"] == 4
