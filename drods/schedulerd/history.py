@@ -40,6 +40,8 @@ from drods.store import Store
 # drop among 900 affinity drops) is shown next to the common one; ``reasonCounts`` counts them all.
 MAX_HISTORY_REASONS = 50
 HISTORY_REASONS_PER_VERDICT = 10
+
+
 def adjuster_mode(spread: float) -> str:
     return "spread" if spread >= 1.0 else "pack" if spread <= 0.0 else "blend"
 
