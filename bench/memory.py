@@ -8,6 +8,8 @@ three clusters, which the clusters' statuses already show), written straight int
 large transactions. Then ``drods
 serve`` starts on that store; once ``/readyz`` answers, its RSS is sampled every second for
 ``--settle`` seconds (informers listed, scheduler cache and queue built, controllers started).
+After the server stops, the bench counts the Bindings by status phase: in a failure storm, how many
+the scheduler had decided again by the end.
 
 ``--members reporting`` (the default) makes every cluster a pull-mode member whose status document
 the bench refreshes every ``--report-seconds``, as its agent's reports would: the fleet stays Ready,
@@ -16,7 +18,8 @@ push-mode members with no endpoint: after the health grace every cluster is NotR
 binding fails over to nowhere, a failure storm rather than a steady state.
 
 Prints the conditions, then one JSON line: ``rss_mb`` (last sample), ``peak_rss_mb`` (VmHWM),
-``ready_s`` (start → /readyz) and the store's size.
+``ready_s`` (start → /readyz), the store's size and ``binding_phases`` (Bindings per status phase
+at the end).
 """
 
 from __future__ import annotations
@@ -111,6 +114,20 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
     await store.close()
 
 
+async def _phases(url: str) -> dict[str, int]:
+    """Bindings per status phase in the store (after the run: how far a storm got)."""
+    store = open_store(url)
+    try:
+        kvs, _ = await store.range(BINDING.key_prefix())
+        out: dict[str, int] = {}
+        for kv in kvs:
+            phase = str((json.loads(kv.value).get("status") or {}).get("phase", ""))
+            out[phase] = out.get(phase, 0) + 1
+        return out
+    finally:
+        await store.close()
+
+
 async def _refresh(url: str, clusters: int, rng: np.random.Generator) -> None:
     store = open_store(url)  # another process on the server's file, as the monitor's writes would be
     try:
@@ -162,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         stopped = "SIGTERM"
     except AssertionError:  # a busy process on a loaded machine may take longer than the harness waits
         stopped = "killed after the stop timeout"
+    phases = asyncio.run(_phases(url))
     db_mb = sum(f.stat().st_size for f in data_dir.glob("drods.db*")) / 2**20
     members = (f"pull-mode members reporting every {args.report_seconds:g} s" if args.members == "reporting"
                else "push-mode members with no endpoint (all fail)")
@@ -171,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{[round(s / 1024) for s in samples]}")
     print(json.dumps({"clusters": args.clusters, "bindings": args.bindings, "ready_s": round(ready_s, 1),
                       "rss_mb": round(samples[-1] / 1024, 1) if samples else None,
-                      "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1)}))
+                      "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1),
+                      "binding_phases": phases}))
     return 0
 
 
