@@ -86,6 +86,7 @@ class ScheduleResult:
     _rejections: list[Rejection] = field(default_factory=list, repr=False)
     _names: np.ndarray | None = field(default=None, repr=False)
     _reasons: dict[str, str] | None = field(default=None, repr=False)
+    _rendered: dict[tuple[int, int], str] = field(default_factory=dict, repr=False)  # (rejection, k) → text
     # feasible clusters that still got nothing, explained lazily (Duplicated: too small for all replicas)
     _notes: list[Rejection] = field(default_factory=list, repr=False)
     _score_names: np.ndarray | None = field(default=None, repr=False)
@@ -154,12 +155,16 @@ class ScheduleResult:
         out: dict[str, str] = {}
         names = self._names
         if names is not None:
-            for rej in (*self._rejections, *self._notes):
+            rendered = self._rendered  # the status and the history entry sample mostly the same clusters
+            for j, rej in enumerate((*self._rejections, *self._notes)):
                 room = limit - len(out) if per_reason is None else min(limit - len(out), per_reason)
                 if room <= 0:
                     break
-                for k, row in enumerate(rej.rows[:room].tolist()):
-                    out.setdefault(str(names[row]), rej.message(k))
+                for k, name in enumerate(names[rej.rows[:room]].tolist()):
+                    text = rendered.get((j, k))
+                    if text is None:
+                        text = rendered[j, k] = rej.message(k)
+                    out.setdefault(str(name), text)
         for nm, why in self.extra_reasons.items():
             if len(out) >= limit:
                 break
@@ -295,11 +300,11 @@ class Scheduler:
         for t in info.missing_targets:
             extra[t] = "target cluster not registered"
         term_name = info.affinity.name if info.affinity is not None else None
-        names_copy = snap.names_arr[:n].copy() if rejections else None
+        names_view = snap.names_arr[:n] if rejections else None  # the snapshot copies it before a row moves
         base = dict(
             name=info.key, requested=info.replicas, clusters=n, division=info.division,
             affinity_term=term_name, analysis=info.analysis(), extra_reasons=extra,
-            _rejections=rejections, _names=names_copy,
+            _rejections=rejections, _names=names_view,
         )
         if not mask.any():
             return self._unschedulable(info, n, rejections, tried, extra, timings, t_start, base)
@@ -472,7 +477,7 @@ class Scheduler:
                 notes.append(Rejection(f"Duplicated needs {info.replicas} replicas", rows_sel[short],
                                        "Duplicated", _short_detail(caps_sel[short], info.replicas)))
                 if base["_names"] is None:
-                    base["_names"] = names_arr[:n].copy()
+                    base["_names"] = names_arr[:n]
         base["_score_matrix"] = stacked
         base["_score_keys"] = (*(p.name for p, _ in scores), "total")
         base["_score_pos"] = chosen if sel is None else sel[chosen]

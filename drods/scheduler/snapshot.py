@@ -547,6 +547,8 @@ class Snapshot:
         row = self.index.pop(name)
         last = self.n - 1
         self._clear_indexes(row)
+        # copy on write: decisions keep views of ``names_arr`` to name their clusters later
+        self.names_arr = self.names_arr.copy()
         if row != last:
             moved = self.names[last]
             info = self._rows[last]

@@ -288,3 +288,35 @@ def test_a_history_entry_names_a_rare_verdict_next_to_a_common_one(snap: Snapsho
     assert f["reasons"]["cordoned"] == "cluster cordoned (unschedulable)"
     assert sum(why == "cluster not ready" for why in f["reasons"].values()) == 10
     assert f["reasonsOmitted"] == 4
+
+
+def test_a_decision_names_its_clusters_as_they_were_after_one_is_removed(snap: Snapshot, sched: Scheduler) -> None:
+    add(snap, "down-a", ready=False)
+    add(snap, "down-b", ready=False)
+    add(snap, "ok")
+    add(snap, "last", ready=False)
+    r = sched.schedule(task(), snap)
+    snap.remove_cluster("down-a")  # the last row moves into its place
+    snap.remove_cluster("ok")
+    add(snap, "newcomer", ready=False)
+    assert r.reasons_sample(10, per_reason=5)[0] == {"down-a": "cluster not ready", "down-b": "cluster not ready",
+                                                     "last": "cluster not ready"}
+    assert set(r.reasons) == {"down-a", "down-b", "last"}
+    assert sched.schedule(task(), snap).reasons == {c: "cluster not ready" for c in ("down-b", "last", "newcomer")}
+
+
+def test_a_second_reasons_sample_renders_no_reason_twice(snap: Snapshot, sched: Scheduler) -> None:
+    for i in range(12):
+        add(snap, f"full{i:02d}", st=status(cpu=16, cpu_used=16))
+    add(snap, "ok")
+    r = sched.schedule(task(), snap)
+    rendered: list[int] = []
+    rej = r._rejections[0]
+    detail = rej.detail
+    assert detail is not None
+    rej.detail = lambda k: (rendered.append(k), detail(k))[1]
+    status_sample, _ = r.reasons_sample(20, per_reason=5)
+    history_sample, total = r.reasons_sample(50, per_reason=10)
+    assert total == 12 and len(status_sample) == 5 and len(history_sample) == 10
+    assert all(history_sample[c] == why for c, why in status_sample.items())
+    assert sorted(rendered) == list(range(10))  # the status's five, then five more: none twice
