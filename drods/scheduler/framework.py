@@ -347,21 +347,21 @@ class Scheduler:
                   if skip is None or not skip(info, snap)]
         k = len(scores)
         stacked = np.empty((k + 1, m))  # the last row is the total
-        wvec = np.zeros(k)
-        maximum, minimum = np.maximum, np.minimum
         all_feasible = m == n
         for i, (plugin, _) in enumerate(scores):
             t0 = perf()
-            raw = np.asarray(plugin.score(info, snap, mask), dtype=np.float64)
+            raw = plugin.score(info, snap, mask)
             timings[plugin.name] = (perf() - t0) * 1e3
-            row = stacked[i]
-            maximum(raw if all_feasible else raw[cand], 0.0, out=row)
-            minimum(row, 100.0, out=row)
-            wvec[i] = max(adj.weights.get(plugin.name, 0.0), 0.0)
-        wsum = float(wvec.sum())
+            stacked[i] = raw if all_feasible else np.asarray(raw)[cand]
+        rows_k = stacked[:k]
+        np.minimum(np.maximum(rows_k, 0.0, out=rows_k), 100.0, out=rows_k)
+        weights = adj.weights
+        wlist = [max(weights.get(plugin.name, 0.0), 0.0) for plugin, _ in scores]
+        wvec = np.array(wlist)
+        wsum = sum(wlist)
         total = stacked[k]
         if wsum > 0:
-            np.divide(wvec @ stacked[:k], wsum, out=total)
+            np.divide(wvec @ rows_k, wsum, out=total)
         else:
             total.fill(100.0)
 
@@ -402,7 +402,8 @@ class Scheduler:
         if tier is not None:
             if sel is not None:
                 tier = tier[sel]
-        elif topo is None and not info.spread and prof.concentration.enabled and info.division in _CONCENTRATED:
+        elif (topo is None and not info.spread and prof.has_affinity and prof.concentration.enabled
+              and info.division in _CONCENTRATED):
             aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
             if aff:  # only when an affinity plugin had input for this task
                 traffic = next((p for i in aff if isinstance(p := scores[i][0], TrafficAffinity)), None)
@@ -468,8 +469,9 @@ class Scheduler:
             rows, cnt = rows[order], cnt[order]
             chosen = chosen[order]
         names_arr = snap.names_arr
-        pairs = tuple(zip(names_arr[rows].tolist(), cnt.tolist(), strict=True))
-        placed = int(cnt.sum()) if info.division != "Duplicated" else (info.replicas if rows.size else 0)
+        counts_list = cnt.tolist()
+        pairs = tuple(zip(names_arr[rows].tolist(), counts_list, strict=True))
+        placed = sum(counts_list) if info.division != "Duplicated" else (info.replicas if rows.size else 0)
         notes: list[Rejection] = []
         if info.division == "Duplicated":
             short = (caps_sel < info.replicas).nonzero()[0]

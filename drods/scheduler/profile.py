@@ -138,11 +138,14 @@ class Profile:
     filter_skips: tuple[Skip | None, ...] = field(default=(), init=False)
     estimator_skips: tuple[Skip | None, ...] = field(default=(), init=False)
     score_skips: tuple[Skip | None, ...] = field(default=(), init=False)
+    # whether any score plugin is an affinity score (concentration, topology primaries look at those)
+    has_affinity: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.filter_skips = tuple(getattr(p, "skip", None) for p in self.filters)
         self.estimator_skips = tuple(getattr(e, "skip", None) for e in self.estimators)
         self.score_skips = tuple(getattr(p, "skip", None) for p, _ in self.scores)
+        self.has_affinity = any(getattr(p, "affinity", False) for p, _ in self.scores)
 
     @property
     def name(self) -> str:
