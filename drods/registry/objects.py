@@ -538,7 +538,7 @@ def decode_stored(kv: KeyValue) -> Obj | None:
     """A stored object as informers hand it to controllers: with ``metadata.resourceVersion`` (for
     compare-and-swap writes); None when the value is not an object."""
     try:
-        obj = jsondoc.loads(kv.value)
+        obj = jsondoc.loads_kept(kv.value)
     except ValueError:
         return None
     if not isinstance(obj, dict):

@@ -52,11 +52,26 @@ PINNED = "Pinned"  # F3: a MigrationPlan pinned a placement the status does not 
 Placement = tuple[tuple[str, int], ...]
 
 
-def requirement_tuple(resources: Mapping[str, Any] | None) -> tuple[float, float, float, float, float]:
+Requirements = tuple[float, float, float, float, float]
+# Records share their requirement tuples and phases: a fleet's bindings repeat a few shapes (~180
+# bytes each), and 100,000 records are kept. Bounded: emptied when full.
+_SHAPES: dict[Requirements, Requirements] = {}
+_PHASES = {p: p for p in ("Pending", "Scheduled", "Unschedulable", PINNED)}
+
+
+def requirement_tuple(resources: Mapping[str, Any] | None) -> Requirements:
     """The snapshot's resource vector (cpu, memory, gpu, pods, storage) straight from the spec dict."""
     r = resources or {}
-    return (float(r.get("cpu") or 0.0), float(r.get("memory") or 0.0), float(r.get("gpu") or 0), 1.0,
-            float(r.get("storage") or 0.0))
+    t = (float(r.get("cpu") or 0.0), float(r.get("memory") or 0.0), float(r.get("gpu") or 0), 1.0,
+         float(r.get("storage") or 0.0))
+    if len(_SHAPES) >= 4096:
+        _SHAPES.clear()
+    return _SHAPES.setdefault(t, t)
+
+
+def _phase(value: Any) -> str:
+    phase = str(value or "Pending")
+    return _PHASES.get(phase, phase)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +92,7 @@ class BindingRecord:
     scheduled_generation: int | None
     scheduled_time: float | None
     trigger_time: float | None
-    requirements: tuple[float, float, float, float, float]
+    requirements: Requirements
     managed: bool  # created by the resource detector
     workload_class: str | None = None  # H2: label multicluster.io/workload-class
     workload: str = ""  # H1: "namespace/name" of spec.resource, else "default/<binding name>"
@@ -126,7 +141,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         replicas=topology_total(topo) if topo and int(spec.get("replicas", 1)) > 0 else int(spec.get("replicas", 1)),
         duplicated=rs.get("replicaSchedulingType") == "Duplicated",
         deleting=bool(meta.get("deletionTimestamp")),
-        phase=str(status.get("phase") or "Pending"),
+        phase=_phase(status.get("phase")),
         placement=placement,
         scheduled_generation=int(sg) if isinstance(sg, int) else None,
         scheduled_time=parse_rfc3339(status.get("scheduledTime")),
@@ -192,7 +207,7 @@ def with_status(rec: BindingRecord, raw: bytes, status: Mapping[str, Any]) -> Bi
     """What ``decode_binding`` makes of ``raw`` — ``rec``'s object with ``status`` — without parsing
     it (the revision stays ``rec``'s until the write's is known)."""
     sg = status.get("scheduledGeneration")
-    return replace(rec, raw=raw, phase=str(status.get("phase") or "Pending"),
+    return replace(rec, raw=raw, phase=_phase(status.get("phase")),
                    placement=placement_of(status.get("placement")), primary=primary_of(status.get("placement")),
                    scheduled_generation=int(sg) if isinstance(sg, int) else None,
                    scheduled_time=parse_rfc3339(status.get("scheduledTime")))

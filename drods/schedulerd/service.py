@@ -156,7 +156,8 @@ class SchedulerService:
         # status writes in flight: key → (bytes written, the record they decode to but its revision),
         # so the watch echo of this process's own write is recognised without parsing it again
         self._written: dict[str, tuple[bytes, BindingRecord]] = {}
-        self._logged_failure: dict[str, str] = {}
+        # binding → hash of the verdict last logged (a storm parks every binding: not its message)
+        self._logged_failure: dict[str, int] = {}
         self._kick: asyncio.TimerHandle | None = None
         self._kick_reasons: set[str] = set()
         # F3: followed workload → its followers' binding names; followers to re-place from scratch
@@ -616,9 +617,10 @@ class SchedulerService:
             if r.phase == "Scheduled" and not r.partial:
                 self._logged_failure.pop(name, None)
                 continue
-            if self._logged_failure.get(name) == r.message:
+            verdict = hash(r.message)
+            if self._logged_failure.get(name) == verdict:
                 continue  # the same verdict again: logged once
-            self._logged_failure[name] = r.message
+            self._logged_failure[name] = verdict
             kind = "Unschedulable" if r.phase == "Unschedulable" else "PartiallyScheduled"
             failures.append(append_failure(
                 self.store, FAILURES_PREFIX, kind, r.message, ts=p.decision.time, binding=name,
