@@ -40,6 +40,17 @@ def rec(raw: bytes) -> Any:
     return r
 
 
+def test_records_share_their_requirements_and_phase() -> None:
+    """100,000 kept records repeat a few shapes and phases: one object each, not one per record."""
+    status = {"phase": "Unschedulable", "message": "m"}
+    a = rec(binding(status=status, resources={"cpu": 0.5, "memory": 1.0}))
+    b = rec(binding(2, status=status, resources={"cpu": 0.5, "memory": 1.0}))
+    c = rec(binding(status=status, resources={"cpu": 2, "memory": 1.0}))
+    assert a.requirements == (0.5, 1.0, 0.0, 1.0, 0.0) and a.requirements is b.requirements
+    assert c.requirements == (2.0, 1.0, 0.0, 1.0, 0.0)
+    assert a.phase == "Unschedulable" and a.phase is b.phase
+
+
 def test_schedule_type() -> None:
     assert schedule_type(rec(binding())) == FIRST
     done = {"scheduledGeneration": 1, "scheduledTime": rfc3339_ms(100.0), "phase": "Scheduled",
