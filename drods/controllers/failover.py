@@ -65,7 +65,9 @@ class Failover:
         self.fleet = fleet
         self.settings = settings
         self.clock = clock
-        self.triggered: set[tuple[str, str, float]] = set()  # (binding, cluster, NotReady since)
+        # cluster → (since when it is NotReady, the bindings asked to move off it since then): per
+        # cluster, so a storm of 100,000 bindings keeps a name each, not a (binding, cluster, since)
+        self.triggered: dict[str, tuple[float, set[str]]] = {}
 
     async def reschedule(self, name: str, reason: str) -> None:
         await self.rescheduler.binding(name, reason)
@@ -100,6 +102,10 @@ class Failover:
             if since is None:
                 continue
             down.add(name)
+            episode = self.triggered.get(name)
+            if episode is None or episode[0] != since:
+                episode = self.triggered[name] = (since, set())
+            requested = episode[1]
             for b in sorted(self.fleet.by_cluster.get(name, set())):
                 binding = self.fleet.bindings.cache.get(BINDING.key(b))
                 if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
@@ -111,13 +117,12 @@ class Failover:
                 tol = toleration_seconds(binding, cluster, self.settings.tolerationSeconds)
                 if tol is None or now < since + tol:
                     continue
-                mark = (b, name, since)
-                if mark in self.triggered:
+                if b in requested:
                     continue
                 scheduled = parse_rfc3339(status.get("scheduledTime"))
                 asked = parse_rfc3339((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
                 if asked is not None and asked >= since and (scheduled is None or scheduled < asked):
-                    self.triggered.add(mark)  # already asked for, the scheduler hasn't answered yet
+                    requested.add(b)  # already asked for, the scheduler hasn't answered yet
                     continue
                 reason = f"cluster {name} NotReady since {rfc3339_ms(since)} (toleration {tol:g}s)"
                 try:
@@ -125,8 +130,9 @@ class Failover:
                 except ApiError as e:
                     log.warning("failover of %s off %s failed: %s", b, name, e.message)
                     continue
-                self.triggered.add(mark)
+                requested.add(b)
                 moved.append(b)
                 log.info("failover: %s rescheduled: %s", b, reason)
-        self.triggered = {m for m in self.triggered if m[1] in down}
+        for recovered in self.triggered.keys() - down:
+            del self.triggered[recovered]
         return moved
