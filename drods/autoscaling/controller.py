@@ -59,7 +59,7 @@ from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX,
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.monitor.series import PrometheusError
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.store import KeyValue, Store
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class Autoscaler:
     def informers(manager: Manager) -> dict[str, Informer]:
         return {"hpas": manager.informer(FEDERATED_HPA.key_prefix(), decode_stored),
                 "crons": manager.informer(CRON_FEDERATED_HPA.key_prefix(), decode_stored),
-                "bindings": manager.informer(BINDING.key_prefix(), decode_stored),
+                "bindings": manager.informer(BINDING.key_prefix(), decode_binding_kept),
                 "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
                 "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
 

@@ -87,7 +87,7 @@ from drods.model.migration import MANAGED_BY_MIGRATION
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.model.timefmt import parse_rfc3339
 from drods.registry.catalog import KindCatalog
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.schedulerd.records import DETECTOR_NAME, MANAGED_BY_LABEL
 from drods.store import KeyValue
 
@@ -356,7 +356,7 @@ class ResourceDetector:
                                    for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
                              for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
-                "bindings": manager.informer(BINDING.key_prefix(), decode_stored),
+                "bindings": manager.informer(BINDING.key_prefix(), decode_binding_kept),
                 "autoscalers": [manager.informer(k.key_prefix(), decode_stored)
                                 for k in (FEDERATED_HPA, CRON_FEDERATED_HPA)]}
 

@@ -36,7 +36,7 @@ from drods.model.kinds import (
 )
 from drods.model.work import Ref
 from drods.registry.catalog import KindCatalog
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.store import CasFailed, Store
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class MemberInformers:
         templates = {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in TEMPLATE_KINDS}
         templates[CUSTOM_RESOURCES_PREFIX] = manager.informer(CUSTOM_RESOURCES_PREFIX, decode_stored)
         return cls(manager.informer(CLUSTER.key_prefix(), decode_stored),
-                   manager.informer(BINDING.key_prefix(), decode_stored),
+                   manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(WORK.key_prefix(), decode_stored),
                    manager.informer(CLEANUP_PREFIX, decode_stored),
                    manager.informer(CLUSTER_OVERRIDE_POLICY.key_prefix(), decode_stored),

@@ -49,7 +49,7 @@ from drods.model.migration import (
     traffic_withdrawn,
 )
 from drods.model.timefmt import rfc3339_ms
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.patch import MERGE_PATCH
 from drods.scheduler.profile import Profile
 from drods.store import Store
@@ -81,7 +81,7 @@ class MigrationController:
     @staticmethod
     def informers(manager: Manager) -> dict[str, Any]:
         return {"plans": manager.informer(MIGRATION_PLAN.key_prefix(), decode_stored),
-                "bindings": manager.informer(BINDING.key_prefix(), decode_stored),
+                "bindings": manager.informer(BINDING.key_prefix(), decode_binding_kept),
                 "clusters": manager.informer(CLUSTER.key_prefix(), decode_stored)}
 
     async def run(self) -> None:

@@ -548,6 +548,17 @@ def decode_stored(kv: KeyValue) -> Obj | None:
     return obj
 
 
+def decode_binding_kept(kv: KeyValue) -> Obj | None:
+    """``decode_stored`` for the shared informer of Bindings, without ``status.reasons``: the
+    scheduler's per-cluster explanation is for people (the API and kubectl read it from the store),
+    no controller reads it, and in a failure storm 100,000 cached Bindings each carried one."""
+    obj = decode_stored(kv)
+    status = obj.get("status") if obj is not None else None
+    if isinstance(status, dict):
+        status.pop("reasons", None)
+    return obj
+
+
 def _content(obj: Obj) -> Any:
     """What counts for ``generation``: everything but metadata and status."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}

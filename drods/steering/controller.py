@@ -45,7 +45,7 @@ from drods.model.migration import traffic_withdrawn
 from drods.model.reschedule import RescheduleHook, RescheduleRequest
 from drods.model.steering import ServiceRegistrationSpec
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.patch import MERGE_PATCH
 from drods.steering.engine import I64, Chunk, Fleet, ServiceEval, ServicePlan, evaluate, evaluate_chunks
 from drods.steering.evaluation import EVALUATIONS, B
@@ -74,7 +74,7 @@ class SteeringInformers:
     @classmethod
     def of(cls, manager: Manager) -> SteeringInformers:
         return cls(manager.informer(SERVICE_REGISTRATION.key_prefix(), decode_stored),
-                   manager.informer(BINDING.key_prefix(), decode_stored),
+                   manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(CLUSTER.key_prefix(), decode_stored),
                    manager.informer(STATUS_PREFIX, decode_stored),
                    manager.informer(NETWORK_PREFIX, decode_stored))

@@ -53,7 +53,7 @@ from drods.model.kinds import (
     by_kind,
 )
 from drods.model.migration import traffic_withdrawn
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.schedulerd.records import MANAGED_BY_LABEL
 from drods.steering.endpoints import EndpointCollector, Target
 
@@ -252,7 +252,7 @@ class DirectoryInformers:
     def of(cls, manager: Manager) -> DirectoryInformers:
         return cls(manager.informer(SERVICE_EXPORT.key_prefix(), decode_stored),
                    manager.informer(_service_kind().key_prefix(), decode_stored),
-                   manager.informer(BINDING.key_prefix(), decode_stored),
+                   manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(CLUSTER.key_prefix(), decode_stored),
                    tuple(manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS))
 

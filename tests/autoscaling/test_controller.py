@@ -20,7 +20,7 @@ from drods.model.autoscaling import CronRule
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, status_key
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA
 from drods.model.timefmt import parse_rfc3339
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.secrets import SecretBox
 from drods.store.sqlite import SqliteStore
 from tests.monitor_e2e.conftest import eventually
@@ -41,7 +41,7 @@ async def _autoscaler(store: SqliteStore, clock: Clock,
                       forecast: Any = None) -> AsyncIterator[tuple[Autoscaler, list[Informer]]]:
     infs = {"hpas": Informer(store, FEDERATED_HPA.key_prefix(), decode_stored),
             "crons": Informer(store, CRON_FEDERATED_HPA.key_prefix(), decode_stored),
-            "bindings": Informer(store, BINDING.key_prefix(), decode_stored),
+            "bindings": Informer(store, BINDING.key_prefix(), decode_binding_kept),
             "clusters": Informer(store, STATUS_PREFIX, decode_utilisation),
             "feedback": Informer(store, FEEDBACK_PREFIX, decode_feedback)}
     tasks = [asyncio.create_task(i.run()) for i in infs.values()]

@@ -1,0 +1,34 @@
+"""The process's one informer of Bindings keeps them without the scheduler's per-cluster reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from drods.assembly import assemble
+from drods.model import jsondoc
+from drods.model.kinds import BINDING
+from drods.registry.objects import decode_binding_kept, decode_stored
+from drods.store import KeyValue, open_store
+
+
+def test_a_kept_binding_is_the_stored_one_without_its_reasons() -> None:
+    doc = {"metadata": {"name": "web"}, "spec": {"replicas": 2},
+           "status": {"phase": "Unschedulable", "message": "0/2 clusters available: 2 cluster not ready.",
+                      "reasons": {"a": "cluster not ready", "b": "cluster not ready"}, "placement": []}}
+    kv = KeyValue(BINDING.key("web"), jsondoc.dumps(doc), 3, 7, 1, 0)
+    kept, stored = decode_binding_kept(kv), decode_stored(kv)
+    assert stored is not None and stored["status"]["reasons"] == {"a": "cluster not ready", "b": "cluster not ready"}
+    assert kept is not None and "reasons" not in kept["status"]
+    del stored["status"]["reasons"]
+    assert kept == stored  # resourceVersion and everything else as decode_stored gives it
+    assert decode_binding_kept(KeyValue(BINDING.key("x"), b"[]", 3, 7, 1, 0)) is None
+
+
+async def test_every_component_of_serve_shares_one_binding_informer(tmp_path: Path) -> None:
+    store = open_store(f"sqlite://{tmp_path / 'drods.db'}")
+    try:
+        plane = assemble(store, tmp_path)
+        decoders = [decode for (prefix, decode) in plane.manager._informers if prefix == BINDING.key_prefix()]
+        assert decoders == [decode_binding_kept]
+    finally:
+        await store.close()
