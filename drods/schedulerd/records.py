@@ -56,7 +56,7 @@ Requirements = tuple[float, float, float, float, float]
 # Records share their requirement tuples and phases: a fleet's bindings repeat a few shapes (~180
 # bytes each), and 100,000 records are kept. Bounded: emptied when full.
 _SHAPES: dict[Requirements, Requirements] = {}
-_PHASES = {p: p for p in ("Pending", "Scheduled", "Unschedulable", PINNED)}
+_PHASES = {p: p for p in ("Pending", "Scheduled", "Unschedulable")}
 
 
 def requirement_tuple(resources: Mapping[str, Any] | None) -> Requirements:
