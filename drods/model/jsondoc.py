@@ -46,7 +46,8 @@ _shared: dict[str, str] = {}
 def loads_kept(raw: bytes | bytearray | memoryview | str) -> Any:
     """``loads`` for a document a cache keeps (an informer's): string values equal to one seen
     before are that same object. 100,000 Bindings repeat a few cluster names, phases, reasons and
-    messages; orjson shares keys but makes every value anew (~0.5-0.7 KB a Binding)."""
+    messages; orjson shares keys but makes every value anew (~0.5-0.7 KB a Binding). Not for
+    documents that hold secrets: the pool may keep a value for a while after its document is gone."""
     doc = orjson.loads(raw)
     if len(_shared) > _SHARED_LIMIT:
         _shared.clear()

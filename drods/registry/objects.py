@@ -537,8 +537,12 @@ class ObjectRegistry:
 def decode_stored(kv: KeyValue) -> Obj | None:
     """A stored object as informers hand it to controllers: with ``metadata.resourceVersion`` (for
     compare-and-swap writes); None when the value is not an object."""
+    return _decoded(kv, jsondoc.loads)
+
+
+def _decoded(kv: KeyValue, loads: Callable[[bytes], Any]) -> Obj | None:
     try:
-        obj = jsondoc.loads_kept(kv.value)
+        obj = loads(kv.value)
     except ValueError:
         return None
     if not isinstance(obj, dict):
@@ -549,10 +553,11 @@ def decode_stored(kv: KeyValue) -> Obj | None:
 
 
 def decode_binding_kept(kv: KeyValue) -> Obj | None:
-    """``decode_stored`` for the shared informer of Bindings, without ``status.reasons``: the
+    """``decode_stored`` for the shared informer of Bindings: repeated values shared
+    (``jsondoc.loads_kept``; a Binding holds no secret), and without ``status.reasons``: the
     scheduler's per-cluster explanation is for people (the API and kubectl read it from the store),
     no controller reads it, and in a failure storm 100,000 cached Bindings each carried one."""
-    obj = decode_stored(kv)
+    obj = _decoded(kv, jsondoc.loads_kept)
     status = obj.get("status") if obj is not None else None
     if isinstance(status, dict):
         status.pop("reasons", None)

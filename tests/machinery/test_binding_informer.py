@@ -32,3 +32,16 @@ async def test_every_component_of_serve_shares_one_binding_informer(tmp_path: Pa
         assert decoders == [decode_binding_kept]
     finally:
         await store.close()
+
+
+def test_kept_bindings_share_values_and_other_objects_feed_no_pool() -> None:
+    def kv(name: str, doc: dict[str, object]) -> KeyValue:
+        return KeyValue(BINDING.key(name), jsondoc.dumps(doc), 3, 7, 1, 0)
+
+    a = decode_binding_kept(kv("a", {"metadata": {"name": "a"}, "status": {"phase": "Unschedulable"}}))
+    b = decode_binding_kept(kv("b", {"metadata": {"name": "b"}, "status": {"phase": "Unschedulable"}}))
+    assert a is not None and b is not None and a["status"]["phase"] is b["status"]["phase"]
+    token = "c2VjcmV0LXZhbHVl"
+    secret = decode_stored(kv("s", {"kind": "Secret", "metadata": {"name": "s"}, "data": {"token": token}}))
+    assert secret is not None and secret["data"]["token"] == token
+    assert token not in jsondoc._shared  # a Secret's value is not kept past its document
