@@ -42,6 +42,7 @@ from drods.cli.remote import (
     stderr,
     stdout,
 )
+from drods.registry.patch import merge_patch
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # shared with kubectl apply
 REDACTED = "(redacted)"
@@ -171,6 +172,10 @@ def apply_one(api: ApiClient, obj: dict[str, Any], namespace: str | None) -> tup
     except ValueError:
         last = None
     patch = three_way_merge_patch(last, obj)
+    if merge_patch(before, patch) == before:
+        # nothing to change (kubectl sends nothing either): whatever a controller writes meanwhile,
+        # say a cluster's health, is not this apply configuring anything
+        return res, before, "unchanged"
     after = api.request("PATCH", res.path(ns, name), content=json.dumps(patch),
                         headers={"Content-Type": "application/merge-patch+json"}).json()
     same = after.get("metadata", {}).get("resourceVersion") == before.get("metadata", {}).get("resourceVersion")
