@@ -9,9 +9,12 @@ Kubernetes: an integer outside int64 is read back as a float64, NaN is written a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
+
+from drods.model.sharing import SharedValues
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
@@ -37,10 +40,8 @@ def loads(raw: bytes | bytearray | memoryview | str) -> Any:
     return orjson.loads(raw)
 
 
-# Equal string values of kept documents share one object. Bounded: emptied when full, so values
-# seen once (uids, timestamps) are not kept alive by the pool, only by their documents.
-_SHARED_LIMIT = 1 << 16
-_shared: dict[str, str] = {}
+# Equal string values of kept documents share one object (bounded, see ``SharedValues``).
+shared_strings: SharedValues[str] = SharedValues(1 << 16)
 
 
 def loads_kept(raw: bytes | bytearray | memoryview | str) -> Any:
@@ -49,27 +50,18 @@ def loads_kept(raw: bytes | bytearray | memoryview | str) -> Any:
     messages; orjson shares keys but makes every value anew (~0.5-0.7 KB a Binding). Not for
     documents that hold secrets: the pool may keep a value for a while after its document is gone."""
     doc = orjson.loads(raw)
-    if len(_shared) > _SHARED_LIMIT:
-        _shared.clear()
-    _share(doc, _shared.setdefault)
+    _share(doc, shared_strings.adder())
     return doc
 
 
-def _share(node: Any, pool: Any) -> None:
-    if type(node) is dict:
-        for k, v in node.items():
-            t = type(v)
-            if t is str:
-                node[k] = pool(v, v)
-            elif t is dict or t is list:
-                _share(v, pool)
-    elif type(node) is list:
-        for i, v in enumerate(node):
-            t = type(v)
-            if t is str:
-                node[i] = pool(v, v)
-            elif t is dict or t is list:
-                _share(v, pool)
+def _share(node: Any, add: Callable[[str, str], str]) -> None:
+    pairs = node.items() if type(node) is dict else enumerate(node)
+    for k, v in pairs:  # replacing a value in place leaves the dict's size, hence the walk, as it is
+        t = type(v)
+        if t is str:
+            node[k] = add(v, v)
+        elif t is dict or t is list:
+            _share(v, add)
 
 
 def _fitted(out: bytes) -> bytes:

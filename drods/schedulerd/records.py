@@ -32,6 +32,7 @@ from drods.model import jsondoc
 from drods.model.annotations import PINNED_PLACEMENT, WORKLOAD_CLASS_LABEL
 from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status
 from drods.model.migration import parse_pin
+from drods.model.sharing import SharedValues
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.scheduler.offers import OfferDemand
 
@@ -55,7 +56,7 @@ Placement = tuple[tuple[str, int], ...]
 Requirements = tuple[float, float, float, float, float]
 # Records share their requirement tuples and phases: a fleet's bindings repeat a few shapes (~180
 # bytes each), and 100,000 records are kept. Bounded: emptied when full.
-_SHAPES: dict[Requirements, Requirements] = {}
+_SHAPES: SharedValues[Requirements] = SharedValues(4096)
 _PHASES = {p: p for p in ("Pending", "Scheduled", "Unschedulable")}
 
 
@@ -64,9 +65,7 @@ def requirement_tuple(resources: Mapping[str, Any] | None) -> Requirements:
     r = resources or {}
     t = (float(r.get("cpu") or 0.0), float(r.get("memory") or 0.0), float(r.get("gpu") or 0), 1.0,
          float(r.get("storage") or 0.0))
-    if len(_SHAPES) >= 4096:
-        _SHAPES.clear()
-    return _SHAPES.setdefault(t, t)
+    return _SHAPES.share(t)
 
 
 def _phase(value: Any) -> str:

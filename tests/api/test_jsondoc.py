@@ -58,6 +58,6 @@ def test_kept_documents_share_their_repeated_values_and_read_the_same() -> None:
 def test_the_pool_of_kept_values_is_bounded() -> None:
     for i in range(3):
         jsondoc.loads_kept(jsondoc.dumps({"uids": [f"{i}-{k}" for k in range((1 << 16) + 10)]}))
-        assert len(jsondoc._shared) <= (1 << 17) + 20
+        assert len(jsondoc.shared_strings) <= (1 << 17) + 20
     jsondoc.loads_kept(b'{"a": "b"}')
-    assert len(jsondoc._shared) <= 1
+    assert len(jsondoc.shared_strings) <= 1

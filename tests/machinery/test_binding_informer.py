@@ -44,4 +44,4 @@ def test_kept_bindings_share_values_and_other_objects_feed_no_pool() -> None:
     token = "c2VjcmV0LXZhbHVl"
     secret = decode_stored(kv("s", {"kind": "Secret", "metadata": {"name": "s"}, "data": {"token": token}}))
     assert secret is not None and secret["data"]["token"] == token
-    assert token not in jsondoc._shared  # a Secret's value is not kept past its document
+    assert token not in jsondoc.shared_strings  # a Secret's value is not kept past its document
