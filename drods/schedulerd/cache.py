@@ -233,12 +233,16 @@ class SchedulerCache:
         return self.snap.place_offers(key, new, demand)
 
     def observe(self, key: str, placement: Placement, scheduled_time: float | None, req: tuple[float, ...],
-                demand: OfferDemand | None = None) -> bool:
+                demand: OfferDemand | None = None, *, unschedulable: bool = False) -> bool:
         """A binding's status as stored: adopt its assumption when this process did not make it;
-        its placement holds its GPUs and tier storage either way (True: it holds less than before)."""
+        its placement holds its GPUs and tier storage either way (True: it holds less than before).
+
+        An ``unschedulable`` status placed nothing: its placement is the one from before, whose
+        replicas the members report, so it adopts no assumption (in a failure storm every binding
+        would otherwise be counted twice on its dead clusters, and kept so until they report)."""
         freed = self.snap.place_offers(key, placement, demand)
         prev = self._assumed.get(key)
-        if scheduled_time is None or not placement:
+        if scheduled_time is None or not placement or unschedulable:
             return freed
         if prev is not None and abs(prev.time - scheduled_time) < 5e-4:
             return freed

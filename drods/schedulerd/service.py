@@ -324,7 +324,8 @@ class SchedulerService:
             self.queue.add(new.name, stype, new.priority)
             self.metrics.incoming_event("BindingAdd" if old is None else "BindingUpdate")
             return
-        if self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements, new.demand):
+        if self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements, new.demand,
+                              unschedulable=new.phase == "Unschedulable"):
             self._cluster_event("GpuStorageFreed")
         where = self.queue.where(new.name)
         if new.phase == "Unschedulable" or new.partial:
@@ -529,7 +530,8 @@ class SchedulerService:
         self.cache.release(p.rec.name)
         cur = self.bindings.cache.get(p.rec.key)
         if cur is not None and not cur.deleting:
-            self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements, cur.demand)
+            self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements, cur.demand,
+                               unschedulable=cur.phase == "Unschedulable")
 
     async def _write(self, plans: list[_Plan]) -> list[str]:
         """Each decision and its history entry in one transaction (so a decided status is always

@@ -289,7 +289,8 @@ async def view_and_bindings(store: Store, profile: Profile) -> tuple[LiveView, l
         b = decode_binding(kv.key, kv.value, kv.mod_revision)
         if b is None or b.deleting:
             continue
-        cache.observe(b.name, b.placement, b.scheduled_time, b.requirements, b.demand)
+        cache.observe(b.name, b.placement, b.scheduled_time, b.requirements, b.demand,
+                      unschedulable=b.phase == "Unschedulable")
         records.append(b)
     return view_of_cache(cache, profile, np.random.default_rng(profile.spec.defaults.seed)), records
 

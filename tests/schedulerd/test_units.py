@@ -151,6 +151,26 @@ def test_assumed_load_grows_only_and_expires_once_status_covers_it() -> None:
     assert c.assumed("old") is None
 
 
+def test_an_unschedulable_status_adopts_no_assumption() -> None:
+    """A decision that placed nothing keeps the placement from before in its status: adopting it
+    would count those replicas twice (and, on clusters that never report again, for good)."""
+    now = [1000.0]
+    c = _cache(now)
+    c.on_cluster("a", ClusterRecord("a", {}, ClusterSpec(), True))
+    c.on_status("a", _status(1, 990.0))
+    req = (1.0, 0.0, 0.0, 1.0, 0.0)
+    free = c.snap.free[c.snap.index["a"], 0]
+    c.observe("parked", (("a", 1),), 1000.0, req, unschedulable=True)
+    assert c.assumed("parked") is None and c.snap.free[c.snap.index["a"], 0] == free
+    # an earlier decision's assumption stays until status covers it, not replaced by the failed one
+    c.assume_decision("k", (), (("a", 2),), req, 995.0)
+    c.observe("k", (("a", 2),), 1000.0, req, unschedulable=True)
+    assert c.assumed("k") == {"a": 2}
+    assert c.snap.free[c.snap.index["a"], 0] == pytest.approx(free - 2.0)
+    c.observe("k", (("a", 2),), 1001.0, req)  # the same placement scheduled by another process
+    assert c.assumed("k") == {"a": 2}
+
+
 def test_pod_requests_follow_kubernetes_rules() -> None:
     tpl = {"spec": {
         "containers": [{"resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}},
