@@ -456,7 +456,7 @@ class SchedulerService:
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
                      result.roles if ok else None)
-        obj["status"] = new_status = merge_status(status, d)
+        obj["status"] = merge_status(status, d)
         trigger = None
         if stype == RESCHEDULE:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
@@ -466,7 +466,7 @@ class SchedulerService:
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
         value = encode_object(obj)
-        return _Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, value, new_status))
+        return _Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value))
 
     def _pinned(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str) -> _Plan | None:
         """F3: a MigrationPlan pinned the placement: it is written as pinned, whatever triggered the
@@ -487,10 +487,10 @@ class SchedulerService:
             self._cluster_event("GpuStorageFreed")
         self.cache.snap.workload_placements[rec.workload] = pairs
         d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None)
-        obj["status"] = new_status = merge_status(status, d)
+        obj["status"] = merge_status(status, d)
         value = encode_object(obj)
         return _Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},
-                     with_status(rec, value, new_status))
+                     with_status(rec, obj, value))
 
     # ------------------------------------------------------------------ writing decisions
     async def _commit(self, plans: list[_Plan]) -> None:

@@ -168,4 +168,7 @@ def test_own_status_write_is_known_without_parsing() -> None:
         value = encode_object(obj)
         decoded = decode_binding(rec.key, value, 9)
         assert decoded is not None
-        assert replace(with_status(rec, value, obj["status"]), mod_revision=9) == decoded
+        assert replace(with_status(rec, obj, value), mod_revision=9) == decoded
+        # the record keeps the object but its reasons (written anew by every decision)
+        assert decoded.object() == {**obj, "status": {k: v for k, v in obj["status"].items() if k != "reasons"}}
+        assert (b"reasons" in value, b"reasons" in decoded.raw) == (bool(d.reasons), False)
