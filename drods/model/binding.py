@@ -153,6 +153,15 @@ def owned_status(current: Mapping[str, Any], new: Mapping[str, Any], owner: froz
     return dict(new)
 
 
+def without_reasons(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``status`` without its per-cluster ``reasons``, None when it has none. The reasons explain a
+    decision to people, who read them through the API from the store; no controller reads them, and
+    every decision writes them anew, so caches of many Bindings leave them out."""
+    if "reasons" not in status:
+        return None
+    return {k: v for k, v in status.items() if k != "reasons"}
+
+
 def with_offers(spec: BindingSpec, offers: list[str]) -> BindingSpec:
     """``spec`` with the clusters placement feedback offered (CATS CCC) added wherever it names
     clusters: ``targetClusters`` and affinity ``clusterNames`` when set, and taken out of

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from drods.errors import ApiError, already_exists, bad_request, conflict, not_found, validation_failed
 from drods.model import jsondoc
+from drods.model.binding import without_reasons
 from drods.model.kinds import Kind
 from drods.model.meta import ObjectMeta, check_name
 from drods.model.selector import LabelSelector
@@ -554,13 +555,12 @@ def _decoded(kv: KeyValue, loads: Callable[[bytes], Any]) -> Obj | None:
 
 def decode_binding_kept(kv: KeyValue) -> Obj | None:
     """``decode_stored`` for the shared informer of Bindings: repeated values shared
-    (``jsondoc.loads_kept``; a Binding holds no secret), and without ``status.reasons``: the
-    scheduler's per-cluster explanation is for people (the API and kubectl read it from the store),
-    no controller reads it, and in a failure storm 100,000 cached Bindings each carried one."""
+    (``jsondoc.loads_kept``; a Binding holds no secret), and without ``status.reasons``
+    (``without_reasons``; in a failure storm 100,000 cached Bindings each carried some)."""
     obj = _decoded(kv, jsondoc.loads_kept)
     status = obj.get("status") if obj is not None else None
-    if isinstance(status, dict):
-        status.pop("reasons", None)
+    if obj is not None and isinstance(status, dict) and (kept := without_reasons(status)) is not None:
+        obj["status"] = kept
     return obj
 
 
