@@ -33,9 +33,9 @@ class SchedulerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    batchSize: int = Field(default=_S.batch_size, ge=1)  # bindings decided in one cycle at most
-    batchSeconds: float = Field(default=_S.batch_seconds, ge=0)  # wait this long to fill a batch
-    maxInflight: int = Field(default=_S.max_inflight, ge=1)  # batches whose writes are in flight
+    batchSize: int = Field(default=_S.batch_size, ge=1)  # decisions per status-write transaction at most
+    batchSeconds: float = Field(default=_S.batch_seconds, ge=0)  # decide this long before watches run
+    maxInflight: int = Field(default=_S.max_inflight, ge=1)  # status-write transactions in flight
     assumeTtlSeconds: float = Field(default=_S.assume_ttl, gt=0)  # an assumed placement expires unconfirmed
     statusMaxAgeSeconds: float = Field(default=_S.status_max_age, gt=0)  # older cluster status: not schedulable
     sweepSeconds: float = Field(default=_S.sweep_seconds, gt=0)  # how often backoffs and assumptions are swept

@@ -10,9 +10,10 @@ controller of its own (`drods.controllers.detector`).
 
 A cycle: pop the highest-priority binding (FIFO among equals), schedule it against the snapshot,
 assume the replicas it added (S7), and write Binding.status with one CAS write. Decisions are
-batched — up to ``batch_size`` bindings or ``batch_seconds`` of work — and a batch's writes go in
-store transactions of up to ``max_txn_ops`` operations, falling back to one CAS per binding when
-a transaction's guard fails; the next batch is scheduled while the previous one is written.
+made in bursts of up to ``batch_seconds`` and group-committed (`drods.schedulerd.commits`): what is
+decided while a write is in flight goes in the next one, up to ``batch_size`` bindings, in store
+transactions of up to ``max_txn_ops`` operations, falling back to one CAS per binding when a
+transaction's guard fails; deciding goes on while decisions are written.
 Every decision is explained in ``/history/schedules/`` (`drods.schedulerd.history`); unschedulable
 and partial ones are also appended to the shared failure log ``/history/failures/``.
 """
@@ -47,6 +48,7 @@ from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
 from drods.scheduler.task import Task
 from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
+from drods.schedulerd.commits import GroupCommit
 from drods.schedulerd.history import decision_record, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
@@ -338,42 +340,30 @@ class SchedulerService:
     # ------------------------------------------------------------------ the decision loop
     async def _loop(self) -> None:
         s = self.settings
-        slots = asyncio.Semaphore(s.max_inflight)
-        inflight: dict[asyncio.Task[None], list[_Plan]] = {}
+        commits = GroupCommit(self._commit, batch_size=s.batch_size, max_inflight=s.max_inflight)
         perf = time.perf_counter
         try:
             while True:
                 entry: QueueEntry | None = await self.queue.get()
-                plans: list[_Plan] = []
                 until = perf() + s.batch_seconds
                 while entry is not None:
                     plan = self._attempt_safely(entry)
                     if plan is not None:
-                        plans.append(plan)
-                    if len(plans) >= s.batch_size or perf() >= until:
+                        commits.add(plan)
+                        if commits.pending >= s.batch_size:
+                            commits.flush()
+                            await commits.wait_for_room()
+                    if perf() >= until:
                         break
                     entry = self.queue.pop_nowait()
-                if plans:
-                    await slots.acquire()
-                    t = asyncio.create_task(self._commit(plans))
-                    inflight[t] = plans
-                    t.add_done_callback(lambda done: self._finished(done, inflight, slots))
-                await asyncio.sleep(0)  # let watches and API requests run between batches
+                commits.flush()
+                await asyncio.sleep(0)  # let watches and API requests run between bursts
         finally:
-            # Leadership lost (or shutting down): unfinished writes are abandoned, their bindings
+            # Leadership lost (or shutting down): unwritten decisions are abandoned, their bindings
             # go back to the queue for whoever decides next, and their assumptions are undone.
-            abandoned = dict(inflight)
-            await stop_tasks(list(abandoned))
-            for plans in abandoned.values():
-                for p in plans:
-                    self._undo(p)
-                    self.queue.retry(p.entry.key)
-
-    @staticmethod
-    def _finished(task: asyncio.Task[None], inflight: dict[asyncio.Task[None], list[_Plan]],
-                  slots: asyncio.Semaphore) -> None:
-        inflight.pop(task, None)
-        slots.release()
+            for p in await commits.abandon():
+                self._undo(p)
+                self.queue.retry(p.entry.key)
 
     def _attempt_safely(self, entry: QueueEntry) -> _Plan | None:
         try:
