@@ -23,7 +23,8 @@ T = TypeVar("T")
 class GroupCommit(Generic[T]):
     """Batches ``T`` for ``write`` (which must handle its own errors: a failed write is its business)."""
 
-    def __init__(self, write: Callable[[list[T]], Coroutine[object, object, None]], *, batch_size: int, max_inflight: int) -> None:
+    def __init__(self, write: Callable[[list[T]], Coroutine[object, object, None]], *, batch_size: int,
+                 max_inflight: int) -> None:
         self._write = write
         self.batch_size = batch_size
         self.max_inflight = max_inflight

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from drods.model.kinds import BINDING
 from drods.schedulerd import service
+from drods.store import Compare, Put, TxnResult
+from drods.store.base import TxnOp
 from tests.scheduler_e2e.conftest import Plane, eventually, placement
 
 ISSUE_EXAMPLE: dict[str, Any] = {
@@ -197,3 +202,44 @@ async def test_parked_bindings_keep_a_bounded_spec_cache_and_still_retry(
 
         await eventually(placed, 15, f"{nm} placed on the new cluster")
     assert len(plane.scheduler._specs) <= 2
+
+
+async def test_decisions_made_while_a_status_write_is_in_flight_go_in_the_next_transaction(
+        plane: Plane, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Group commit: the scheduler's first status transaction is held; four bindings decided meanwhile
+    are written together once it lands, and every decision is in the store."""
+    await plane.cluster("a", 10)
+    await plane.seen("a")
+    svc = plane.scheduler
+    real = svc.store.txn
+    held, release = asyncio.Event(), asyncio.Event()
+    per_txn: list[int] = []  # decisions in each of the scheduler's status transactions
+
+    async def txn(compares: Sequence[Compare], success: Sequence[TxnOp], failure: Sequence[TxnOp] = ()) -> TxnResult:
+        if any(c.key == svc.elector.key for c in compares):  # fenced on the scheduler's lease
+            per_txn.append(sum(isinstance(op, Put) and op.key.startswith(BINDING.key_prefix()) for op in success))
+            if len(per_txn) == 1:
+                held.set()
+                await release.wait()
+        return await real(compares, success, failure)
+
+    monkeypatch.setattr(svc.store, "txn", txn)
+    await plane.bind({"name": "g0", "replicas": 1, "resources": {"cpu": 0.5}})
+    await eventually(lambda: _is_set(held), what="the first status write")
+    for i in range(1, 5):
+        await plane.bind({"name": f"g{i}", "replicas": 1, "resources": {"cpu": 0.5}})
+
+    async def all_decided_none_written() -> bool:  # g0 waits for its write, g1..g4 for the next one
+        c = svc.queue.counts()
+        return c["processing"] == 5 and c["active"] == 0
+
+    await eventually(all_decided_none_written, what="four decisions waiting behind the held write")
+    assert per_txn == [1]
+    release.set()
+    for i in range(5):
+        assert placement(await plane.decided(f"g{i}")) == {"a": 1}
+    assert per_txn == [1, 4]
+
+
+async def _is_set(ev: asyncio.Event) -> bool:
+    return ev.is_set()
