@@ -9,6 +9,7 @@
 ``karmada_scheduler_queue_incoming_bindings_total``         {event}
 ``karmada_scheduler_pending_bindings``                      queue depth {queue: active|backoff|unschedulable|processing}
 ``drods_scheduler_is_leader``                               1 while this process holds the scheduler lease
+``drods_scheduler_status_write_batch_size``                 decisions per group-committed status write
 ==========================================================  ===========================================
 
 Results are ``success`` (placed, maybe partially), ``unschedulable`` and ``error``. Per-plugin
@@ -66,6 +67,9 @@ class SchedulerMetrics:
                             registry=r)
         self.write_conflicts = Counter("drods_scheduler_status_write_conflicts_total",
                                        "Binding status writes retried after a CAS conflict", registry=r)
+        self.write_batch = Histogram("drods_scheduler_status_write_batch_size",
+                                     "Decisions written together (group commit)", registry=r,
+                                     buckets=tuple(2.0**i for i in range(9)))  # 1 … 256 (batchSize)
         r.register(_QueueDepth(queue_counts))
         self._children: dict[tuple[str, ...], Any] = {}
         self._cycles = 0

@@ -484,6 +484,7 @@ class SchedulerService:
 
     # ------------------------------------------------------------------ writing decisions
     async def _commit(self, plans: list[_Plan]) -> None:
+        self.metrics.write_batch.observe(len(plans))
         try:
             outcomes = await self._write(plans)
         except Exception:

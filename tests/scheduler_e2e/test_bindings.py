@@ -239,6 +239,11 @@ async def test_decisions_made_while_a_status_write_is_in_flight_go_in_the_next_t
     for i in range(5):
         assert placement(await plane.decided(f"g{i}")) == {"a": 1}
     assert per_txn == [1, 4]
+    text = (await plane.call("GET", "/metrics", role="viewer")).text
+    for line in ("drods_scheduler_status_write_batch_size_count 2.0", "drods_scheduler_status_write_batch_size_sum 5.0",
+                 'drods_scheduler_status_write_batch_size_bucket{le="2.0"} 1.0',
+                 'drods_scheduler_status_write_batch_size_bucket{le="4.0"} 2.0'):
+        assert line in text, line
 
 
 async def _is_set(ev: asyncio.Event) -> bool:
