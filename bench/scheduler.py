@@ -14,7 +14,8 @@ fresh store (a throw-away etcd for ``etcd``), ``drods scheduler`` runs as its ow
 concurrent writes, optionally at ``--rate`` per second). Latency is from the write call to the
 decision persisted in the Binding's status, seen through a store watch; throughput is decided
 bindings over the span from the first write to the last decision. Decisions accumulate (no churn):
-late tasks may find the fleet full, which is still a decision.
+late tasks may find the fleet full, which is still a decision. The conditions count the decisions
+per status transaction (bindings written together share their store revision).
 
 ``--mode algorithm --shape matched --division AvailableReplicas|Static|Duplicated|WaterLevel
 --fleet FILE``: one fixed binding (a Deployment, 12 replicas x 500m / 1Gi, first scheduling) on
@@ -488,6 +489,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     decided = np.full(n, np.nan)
     index = {nm: i for i, nm in enumerate(names)}
     phases: collections.Counter[str] = collections.Counter()
+    status_revisions: set[int] = set()
     all_done = asyncio.Event()
     rev0 = await store.current_revision()
     perf = time.perf_counter
@@ -501,6 +503,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
             if i is None or not np.isnan(decided[i]):
                 continue
             decided[i] = perf()
+            status_revisions.add(ev.kv.mod_revision)  # one revision per store transaction
             phases[json.loads(ev.kv.value)["status"]["phase"]] += 1
             left -= 1
             if left == 0:
@@ -561,6 +564,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
             "offered_rate_per_s": args.rate or "unbounded", "inflight_writes": args.inflight,
             "write_s": round(written_s, 2), "write_rate_per_s": round(n / written_s, 1),
             "seed_fleet_s": round(seed_s, 2), "task_shapes": len(templates),
+            "decisions_per_status_transaction": round(int(ok.sum()) / max(1, len(status_revisions)), 2),
             "bench_process_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         },
     }
