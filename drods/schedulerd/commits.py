@@ -47,6 +47,13 @@ class GroupCommit(Generic[T]):
         """Queue ``item``; it is written by the next write that starts (see `flush`)."""
         self._pending.append(item)
 
+    async def put(self, item: T) -> None:
+        """`add`, and when that fills a batch, start its write if allowed and wait for room."""
+        self.add(item)
+        if len(self._pending) >= self.batch_size:
+            self.flush()
+            await self.wait_for_room()
+
     def flush(self) -> None:
         """Start the writes the rule allows: one when none is in flight, more only for full batches."""
         while (self._pending and not self._closed and len(self._inflight) < self.max_inflight

@@ -349,10 +349,7 @@ class SchedulerService:
                 while entry is not None:
                     plan = self._attempt_safely(entry)
                     if plan is not None:
-                        commits.add(plan)
-                        if commits.pending >= s.batch_size:
-                            commits.flush()
-                            await commits.wait_for_room()
+                        await commits.put(plan)
                     if perf() >= until:
                         break
                     entry = self.queue.pop_nowait()

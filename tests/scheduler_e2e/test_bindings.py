@@ -225,7 +225,7 @@ async def test_decisions_made_while_a_status_write_is_in_flight_go_in_the_next_t
 
     monkeypatch.setattr(svc.store, "txn", txn)
     await plane.bind({"name": "g0", "replicas": 1, "resources": {"cpu": 0.5}})
-    await eventually(lambda: _is_set(held), what="the first status write")
+    await asyncio.wait_for(held.wait(), 15)  # the first status write
     for i in range(1, 5):
         await plane.bind({"name": f"g{i}", "replicas": 1, "resources": {"cpu": 0.5}})
 
@@ -244,7 +244,3 @@ async def test_decisions_made_while_a_status_write_is_in_flight_go_in_the_next_t
                  'drods_scheduler_status_write_batch_size_bucket{le="2.0"} 1.0',
                  'drods_scheduler_status_write_batch_size_bucket{le="4.0"} 2.0'):
         assert line in text, line
-
-
-async def _is_set(ev: asyncio.Event) -> bool:
-    return ev.is_set()

@@ -99,3 +99,23 @@ async def test_stopping_hands_back_what_was_not_written_and_starts_nothing() -> 
     gc.flush()
     await asyncio.sleep(0.01)
     assert len(w.started) == 2  # closed: nothing starts
+
+
+async def test_put_writes_a_full_batch_and_waits_while_the_bound_is_busy() -> None:
+    w = Writes()
+    gc = GroupCommit(w.write, batch_size=2, max_inflight=1)
+    await gc.put(0)
+    assert w.started == [] and gc.pending == 1  # not a full batch: written at the end of the burst
+    await gc.put(1)
+    await until(lambda: len(w.started) == 1)
+    assert w.started == [[0, 1]]
+    await gc.put(2)
+    third = asyncio.create_task(gc.put(3))  # a full batch behind the one busy write: waits
+    await asyncio.sleep(0.01)
+    assert not third.done() and len(w.started) == 1
+    w.finish(0)
+    await until(third.done)
+    await until(lambda: len(w.started) == 2)
+    assert w.started[1] == [2, 3]
+    w.finish(1)
+    await until(lambda: gc.writing == 0)
