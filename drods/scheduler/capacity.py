@@ -24,9 +24,10 @@ class ReplicaShape:
     """Per-shape constants over the fleet (arrays are read-only)."""
 
     rs: tuple[int, ...]          # requested resources
-    need: FloatArr               # req[rs] - EPS: free below this cannot hold one replica
+    req: tuple[float, ...]       # req[rs]
+    need: tuple[float, ...]      # req[rs] - EPS: free below this cannot hold one replica
     node_rs: tuple[int, ...]     # requested resources a single node must hold (cpu, memory, gpu)
-    node_need: FloatArr
+    node_need: tuple[float, ...]
     wl_rs: tuple[int, ...]       # requested among cpu, memory (those raise the water level)
     limit: FloatArr              # (n,) min(task limit, cluster limit)
     limit_eps: FloatArr          # limit + EPS: a water level above this is over the limit
@@ -54,11 +55,12 @@ def replica_shape(task: TaskInfo, snap: Snapshot) -> ReplicaShape:
         limit = np.minimum(snap.limit[:n], task.limit)
         wl_rs = tuple(r for r in (CPU, MEM) if req[r] > 0)
         shape = ReplicaShape(
-            rs=rs, need=req[list(rs)] - EPS, node_rs=node_rs, node_need=req[list(node_rs)] - EPS,
+            rs=rs, req=tuple(req[list(rs)].tolist()), need=tuple((req[list(rs)] - EPS).tolist()),
+            node_rs=node_rs, node_need=tuple((req[list(node_rs)] - EPS).tolist()),
             wl_rs=wl_rs, limit=limit, limit_eps=limit + EPS, inv_limit=1.0 / limit, step=step,
             room_base=limit - snap.wl_offset[:n], per_replica=snap.alloc[:n, list(wl_rs)] / req[list(wl_rs)],
         )
-        for a in (shape.need, shape.node_need, shape.limit, shape.limit_eps, shape.inv_limit, shape.step,
+        for a in (shape.limit, shape.limit_eps, shape.inv_limit, shape.step,
                   shape.room_base, shape.per_replica):
             a.flags.writeable = False
         snap.status_cache[ck] = shape

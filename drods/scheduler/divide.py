@@ -110,7 +110,7 @@ def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefe
     Signposts of one cluster decrease with k, so the top ``d`` overall are exactly what ``d``
     greedy steps would pick. Exact ties go to the cluster with fewer seats, then the preferred one.
     """
-    rows = np.flatnonzero(elig & (s < cap))
+    rows = (elig & (s < cap)).nonzero()[0]
     if rows.size == 0:
         return
     if rows.size > 2 * d:
@@ -119,7 +119,7 @@ def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefe
         first = w[rows] / (s[rows] + 0.5)
         kth = np.partition(first, first.size - d)[first.size - d]
         keep = first >= kth - 2 * abs(kth) * _REL
-        exact = np.flatnonzero(first == kth)
+        exact = (first == kth).nonzero()[0]
         if exact.size > d:  # of many equal signposts only the first d by the tie order can win
             pref = prefer[rows[exact]] if prefer is not None else np.zeros(exact.size)
             keep[exact[np.lexsort((exact, -pref, s[rows[exact]]))[d:]]] = False
@@ -134,7 +134,7 @@ def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefe
         return
     thr = np.partition(flat, flat.size - take)[flat.size - take]
     tol = abs(thr) * _REL
-    chosen = np.flatnonzero(flat >= thr - tol)
+    chosen = (flat >= thr - tol).nonzero()[0]
     if chosen.size > take:  # signposts tied at the threshold: the tie order decides which of them win
         sure = chosen[flat[chosen] > thr + tol]
         tied = chosen[flat[chosen] <= thr + tol]

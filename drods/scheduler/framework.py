@@ -243,15 +243,14 @@ class Scheduler:
     @staticmethod
     def _keep_existing(info: TaskInfo, mask: BoolArr, rejections: list[Rejection]) -> tuple[BoolArr, IntArr]:
         """Current clusters dropped only by capacity filters keep their replicas (no growth)."""
-        none = np.zeros(0, dtype=np.intp)
         if info.rebalance or info.current_rows.size == 0:
-            return mask, none
+            return mask, _NO_ROWS
         cur = info.current_rows[~mask[info.current_rows]]
         if cur.size == 0:
-            return mask, none
+            return mask, _NO_ROWS
         kept = [rej.rows[np.isin(rej.rows, cur)] for rej in rejections if rej.capacity_only]
         if not kept:
-            return mask, none
+            return mask, _NO_ROWS
         rows = np.concatenate(kept)
         mask = mask.copy()  # never write into an array a plugin may have cached
         mask[rows] = True
@@ -287,13 +286,15 @@ class Scheduler:
         extra: dict[str, str] = {}
         tried: list[str] = []
         mask = np.zeros(n, dtype=bool)
+        cand = _NO_ROWS
         rejections: list[Rejection] = []
-        kept_rows = np.zeros(0, dtype=np.intp)
+        kept_rows = _NO_ROWS
         for term in info.affinity_terms:
             info.affinity = term
             mask, rejections = self._filter(info, snap, timings)
             mask, kept_rows = self._keep_existing(info, mask, rejections)
-            if mask.any():
+            cand = mask.nonzero()[0]
+            if cand.size:
                 break
             if term is not None and term.name:
                 tried.append(term.name)
@@ -306,11 +307,11 @@ class Scheduler:
             affinity_term=term_name, analysis=info.analysis(), extra_reasons=extra,
             _rejections=rejections, _names=names_view,
         )
-        if not mask.any():
+        if not cand.size:
             return self._unschedulable(info, n, rejections, tried, extra, timings, t_start, base)
 
-        cand = mask.nonzero()[0]
         m = cand.size
+        all_feasible = m == n
         # existing replicas per candidate position
         existing = np.zeros(m, dtype=np.intp)
         has_existing = False
@@ -326,7 +327,9 @@ class Scheduler:
         for est, skip in zip(prof.estimators, prof.estimator_skips, strict=True):
             if skip is not None and skip(info, snap):
                 continue
-            fit = est.max_replicas(info, snap)[cand]
+            fit = est.max_replicas(info, snap)
+            if not all_feasible:
+                fit = fit[cand]
             extra_fit = fit if extra_fit is None else np.minimum(extra_fit, fit, out=extra_fit)
         if extra_fit is None:
             extra_fit = np.full(m, np.inf)
@@ -337,7 +340,7 @@ class Scheduler:
 
         # scores with adjusted weights (S5, S10)
         t0 = perf()
-        fleet = snap.fleet_water_level(mask)
+        fleet = snap.fleet_water_level(None if all_feasible else mask)
         sig = signals if signals is not None else snap.signals
         adj = prof.adjuster.adjust(fleet, float(sig.get(SURGE_SIGNAL, 0.0)))
         timings["adjust"] = (perf() - t0) * 1e3
@@ -347,7 +350,6 @@ class Scheduler:
                   if skip is None or not skip(info, snap)]
         k = len(scores)
         stacked = np.empty((k + 1, m))  # the last row is the total
-        all_feasible = m == n
         for i, (plugin, _) in enumerate(scores):
             t0 = perf()
             raw = plugin.score(info, snap, mask)
@@ -361,14 +363,13 @@ class Scheduler:
         wsum = sum(wlist)
         total = stacked[k]
         if wsum > 0:
-            np.divide(wvec @ rows_k, wsum, out=total)
+            np.divide(np.dot(wvec, rows_k), wsum, out=total)
         else:
             total.fill(100.0)
 
         # S6: preference = existing first, then total score (to 1e-3), ties at random (seedable)
         t0 = perf()
-        prefer = total.round(3)
-        prefer *= 1e3
+        prefer = np.rint(total * 1e3)
         if has_existing:
             prefer += (existing > 0) * 1e6
         prefer += self.rng.random(m)

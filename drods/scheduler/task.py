@@ -97,6 +97,9 @@ class StaticRules:
         return bool(self.names or self.terms)
 
 
+_NO_RULES = StaticRules()
+
+
 @dataclass(slots=True)
 class Task:
     """What the caller hands the scheduler: the binding, its name and where it runs now."""
@@ -182,7 +185,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
     spec = task.spec
     res = spec.resources
     req = requirement_vector(res)
-    requested: tuple[int, ...] = tuple(np.flatnonzero(req > 0).tolist())
+    requested = tuple(i for i, v in enumerate(req.tolist()) if v > 0)
     pl = spec.placement
     net = spec.network
     if pl.clusterAffinities:
@@ -196,7 +199,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
                                                   ("zone", spec.zones), ("city", spec.cities)) if v)
     rs = pl.replicaScheduling
     division: Division
-    statics = StaticRules()
+    statics = _NO_RULES
     if rs is not None and rs.replicaSchedulingType == "Duplicated":
         division = "Duplicated"
     elif rs is not None and rs.replicaDivisionPreference == "Aggregated":
