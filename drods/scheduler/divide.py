@@ -302,6 +302,10 @@ def aggregate(
         room = np.minimum(np.maximum(cap - s, 0.0), float(d))
         first = (s > 0) if used is None else (np.asarray(used, dtype=bool) | (s > 0))
         sc = np.zeros(m) if scores is None else np.asarray(scores, dtype=np.float64)
+        best = _first_that_holds(d, room, first, sc, pref)
+        if best is not None:  # one cluster holds them all: the common case, without sorting every row
+            s[best] += d
+            return s
         order = np.lexsort((-pref, -sc, -room, -first.astype(np.float64)))
         order = order[room[order] > 0]
         if order.size == 0:
@@ -320,6 +324,22 @@ def aggregate(
             out[keep] = webster(total, w, w, prefer=pref[keep])
         s = out
     return s
+
+
+def _first_that_holds(d: int, room: FloatArr, first: BoolArr, sc: FloatArr, pref: FloatArr) -> int | None:
+    """The row ``aggregate``'s order puts first when it alone has room for all ``d`` (else None):
+    used first, then most room, score, preference, lowest row — found with a few reductions."""
+    used = first.nonzero()[0] if first.any() else None
+    rows = used if used is not None else np.arange(room.size)
+    r = room[rows]
+    top = rows[r == r.max()]
+    if room[top[0]] < d:  # room is capped at d: only a full cluster holds them all
+        return None
+    for key in (sc, pref):
+        if top.size > 1:
+            v = key[top]
+            top = top[v == v.max()]
+    return int(top[0]) if top.size else None  # none: a NaN key; the full sort decides
 
 
 def divide(inp: DivisionInput) -> IntArr:

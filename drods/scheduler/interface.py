@@ -98,5 +98,5 @@ def reject(
     capacity_only: bool = False,
 ) -> Rejection:
     """Build a Rejection from a drop mask; ``detail`` receives the dropped rows and returns a renderer."""
-    rows = np.flatnonzero(drop)
+    rows = drop.nonzero()[0]
     return Rejection(reason, rows, plugin, detail(rows) if detail else None, capacity_only)

@@ -832,7 +832,7 @@ class Snapshot:
         a2 = alloc[:, :2]
         safe = np.where(a2 > 0, a2, 1.0)
         self._frac = np.where(a2 > 0, used[:, :2] / safe, 0.0)
-        self._wl = self._frac.max(axis=1) + self.wl_offset[:n] if n else np.zeros(0)
+        self._wl = np.maximum(self._frac[:, 0], self._frac[:, 1]) + self.wl_offset[:n]
         self._largest_eff = np.minimum(self.largest[:n], np.maximum(self._free[:, :3], 0.0))
         self._derived_version = self.version
 
@@ -845,7 +845,7 @@ class Snapshot:
         frac = np.where(a2 > 0, used[:, :2] / np.where(a2 > 0, a2, 1.0), 0.0)
         self._free[rows] = free
         self._frac[rows] = frac
-        self._wl[rows] = frac.max(axis=1) + self.wl_offset[rows]
+        self._wl[rows] = np.maximum(frac[:, 0], frac[:, 1]) + self.wl_offset[rows]
         self._largest_eff[rows] = np.minimum(self.largest[rows], np.maximum(free[:, :3], 0.0))
 
     @property

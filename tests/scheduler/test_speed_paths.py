@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import replace
+from unittest.mock import patch
 
 import numpy as np
 from hypothesis import given, settings
@@ -21,12 +23,14 @@ from drods.model.placement import (
 )
 from drods.model.selector import LabelSelector, LabelSelectorRequirement
 from drods.scheduler import Profile, Scheduler, Snapshot, webster
+from drods.scheduler.divide import aggregate
 from drods.scheduler.selectors import affinity_mask
 from drods.scheduler.task import AffinityKey, StaticRules
 from drods.scheduler.weights import static_weights
 from drods.schedulerd.records import Decision, decode_binding, encode_object, merge_status, with_status
 from tests.scheduler.conftest import add, status, task
 
+divide_module = importlib.import_module("drods.scheduler.divide")  # the package re-exports its function
 TIERS = ["gold", "silver", "bronze"]
 REGIONS = ["eu", "us", "ap"]
 
@@ -123,6 +127,25 @@ def test_top_seat_search_over_many_clusters_equals_greedy(seed: int, m: int, tot
 @given(seed=st.integers(0, 10_000), m=st.integers(2, 60), total=st.integers(1, 16), levels=st.integers(1, 4))
 def test_top_seat_search_over_few_clusters_equals_greedy(seed: int, m: int, total: int, levels: int) -> None:
     _check_top_seats(seed, m, total, levels)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 10_000), m=st.integers(1, 80), total=st.integers(1, 20), levels=st.integers(1, 4),
+       with_initial=st.booleans(), with_prefer=st.booleans())
+def test_one_cluster_holding_everything_is_found_as_the_full_sort_finds_it(
+        seed: int, m: int, total: int, levels: int, with_initial: bool, with_prefer: bool) -> None:
+    """Aggregated's "the first cluster in its order holds every new replica" shortcut gives the
+    placement of the full sort, over many exact ties in use, room, score and preference."""
+    rng = np.random.default_rng(seed)
+    caps = rng.integers(0, total + 3, size=m).astype(np.float64)
+    initial = rng.integers(0, 2, size=m) * (rng.random(m) < 0.2) if with_initial else None
+    used = rng.random(m) < 0.1
+    scores = rng.integers(0, levels, size=m).astype(np.float64) * 25.0
+    prefer = rng.integers(0, levels, size=m).astype(np.float64) if with_prefer else None
+    got = aggregate(total, caps, initial=initial, used=used, scores=scores, prefer=prefer)
+    with patch.object(divide_module, "_first_that_holds", lambda *_: None):
+        full = aggregate(total, caps, initial=initial, used=used, scores=scores, prefer=prefer)
+    assert got.tolist() == full.tolist()
 
 
 def _check_top_seats(seed: int, m: int, total: int, levels: int) -> None:
