@@ -26,5 +26,8 @@ class BalancedAllocation(PluginBase):
             return 100.0 * (1.0 - (frac.max(axis=1) - frac.min(axis=1)))  # type: ignore[no-any-return]
         # cpu and memory: the current fractions plus one replica's step (inf, hence 1, where none allocatable)
         frac = snap.fractions + replica_shape(task, snap).step
-        np.clip(frac, 0.0, 1.0, out=frac)
-        return 100.0 - 100.0 * np.abs(frac[:, 0] - frac[:, 1])  # type: ignore[no-any-return]
+        np.minimum(np.maximum(frac, 0.0, out=frac), 1.0, out=frac)  # np.clip, at half its call cost
+        gap = np.abs(frac[:, 0] - frac[:, 1])
+        gap *= -100.0
+        gap += 100.0
+        return gap
