@@ -90,6 +90,14 @@ class PluginBase:
         self.args: dict[str, Any] = dict(args or {})
 
 
+def distinct(values: npt.NDArray[Any]) -> list[Any]:
+    """The distinct values, ascending: ``np.unique`` without its sort when all are equal (the usual
+    case for the few reasons a filter groups its drops by)."""
+    if values.size and values.min() == values.max():
+        return [values[0].item()]
+    return np.unique(values).tolist()  # type: ignore[no-any-return]
+
+
 def reject(
     plugin: str,
     reason: str,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, Rejection
+from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, Rejection, distinct
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -62,7 +62,7 @@ class TaintToleration(PluginBase):
         drop = mask & bad
         if not drop.any():
             return mask, []
-        rows = np.flatnonzero(drop)
+        rows = drop.nonzero()[0]
         codes = which[rows]
-        out = [Rejection(reasons[c], rows[codes == c], self.name) for c in np.unique(codes)]
+        out = [Rejection(reasons[c], rows[codes == c], self.name) for c in distinct(codes)]
         return mask & ~bad, out

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from drods.scheduler.capacity import replica_shape
-from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, PluginBase, Rejection
+from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, PluginBase, Rejection, distinct
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -25,10 +25,10 @@ def _detail(reason: str, vals: FloatArr) -> Callable[[int], str]:
 
 
 def _grouped(plugin: str, fmt: str, drop: BoolArr, lim: FloatArr, wl: FloatArr) -> list[Rejection]:
-    rows = np.flatnonzero(drop)
+    rows = drop.nonzero()[0]
     lims = lim[rows]
     out: list[Rejection] = []
-    for u in np.unique(lims):
+    for u in distinct(lims):
         sub = rows[lims == u]
         vals = wl[sub]
         reason = fmt.format(limit=f"{u:.0%}")
