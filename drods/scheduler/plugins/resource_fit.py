@@ -85,10 +85,10 @@ class ResourceFit(PluginBase):
         if not shape.rs:
             return np.full(snap.n, np.inf)
         cached = task.cache.get("fit")
-        largest = snap.largest_free
         if cached is not None and cached[0] == snap.version:
             no_node = cached[1]
         else:
+            largest = snap.largest_free
             no_node = _any([largest[:, r] < nd for r, nd in zip(shape.node_rs, shape.node_need, strict=True)])
         free = snap.free
         fit: FloatArr | None = None
