@@ -449,7 +449,7 @@ class Scheduler:
         )
         price_sel: FloatArr | None = None
         if info.cost_first and info.division not in ("Duplicated", "StaticWeight") and priced(snap):
-            price_sel = replica_price(info, snap)[rows_sel]
+            price_sel = replica_price(info, snap, rows=rows_sel)
             base["division"] = "CostFirst"
         if topo is not None:
             counts = topo.counts

@@ -49,20 +49,22 @@ def spot_mask(snap: Snapshot) -> FloatArr:
     return snap.spec_column("spot", _spot)
 
 
-def replica_price(task: TaskInfo, snap: Snapshot, spot_premium: float = 0.0) -> FloatArr:
-    """Hourly price of one replica per cluster (NaN where the cluster has no cost model)."""
-    n = snap.n
-    c = snap.cost[:n]
+def replica_price(task: TaskInfo, snap: Snapshot, spot_premium: float = 0.0,
+                  rows: IntArr | None = None) -> FloatArr:
+    """Hourly price of one replica per cluster, or per row of ``rows`` (NaN where the cluster has no
+    cost model)."""
+    at: IntArr | slice = slice(0, snap.n) if rows is None else rows
+    c = snap.cost[at]
     req = task.req
     price = c[:, CPU] * req[CPU] + c[:, MEM] * req[MEM]
     if req[GPU] > 0:
         model = task.gpu_model
-        gp = snap.spec_column(("gpuPrice", model), _gpu_price(model)) if model else c[:, GPU]
+        gp = snap.spec_column(("gpuPrice", model), _gpu_price(model))[at] if model else c[:, GPU]
         price = price + gp * req[GPU]
     if task.egress_gib_per_hour:
         price = price + c[:, EGRESS] * task.egress_gib_per_hour
     if spot_premium:
-        price = price * (1.0 + spot_premium * spot_mask(snap))
+        price = price * (1.0 + spot_premium * spot_mask(snap)[at])
     return price  # type: ignore[no-any-return]
 
 
@@ -70,7 +72,7 @@ def hourly_cost(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: IntArr) ->
     """The bill of a placement (replicas × price); None when none of its clusters is priced."""
     if rows.size == 0 or not priced(snap):
         return None
-    p = replica_price(task, snap)[rows]
+    p = replica_price(task, snap, rows=rows)
     known = ~np.isnan(p)
     if not known.any():
         return None
