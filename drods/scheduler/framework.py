@@ -465,7 +465,7 @@ class Scheduler:
         chosen = (counts > 0).nonzero()[0]
         rows = rows_sel[chosen]
         cnt = counts[chosen]
-        if rows.size > 1:
+        if rows.size > 1 and not (sel is None and snap.name_ordered()):  # else rows ascend by name already
             order = np.argsort(snap.name_rank()[rows], kind="stable")
             rows, cnt = rows[order], cnt[order]
             chosen = chosen[order]

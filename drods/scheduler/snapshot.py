@@ -900,7 +900,14 @@ class Snapshot:
         rank[order] = np.arange(self.n, dtype=np.intp)
         rank.flags.writeable = False
         self.cache["name-rank"] = rank
+        self.cache["name-ordered"] = bool((order == np.arange(self.n)).all())
         return rank
+
+    def name_ordered(self) -> bool:
+        """True when the rows are in name order (the store lists clusters by key, so they usually
+        are): ascending rows are then already sorted by name."""
+        self.name_rank()
+        return bool(self.cache["name-ordered"])
 
     def name_mask(self, names: Sequence[str]) -> BoolArr:
         m = np.zeros(self.n, dtype=bool)

@@ -157,6 +157,23 @@ def _check_top_seats(seed: int, m: int, total: int, levels: int) -> None:
     assert got.tolist() == _greedy(total, w, cap, prefer)
 
 
+def test_placement_is_in_name_order_whatever_order_the_clusters_came_in() -> None:
+    """Rows in name order skip the sort by name; rows out of name order (a cluster registered
+    later, a removal moving a row) are sorted."""
+    pl = Placement(replicaScheduling=ReplicaScheduling(replicaSchedulingType="Duplicated"))
+    names = ["m00", "m01", "m02", "m03"]
+    for order in (names, names[::-1], ["m02", "m00", "m03", "m01"]):
+        snap = Snapshot()
+        for nm in order:
+            add(snap, nm, st=status(cpu=10))
+        assert snap.name_ordered() == (order == names)
+        r = Scheduler(Profile.default(), rng_seed=1).schedule(task(replicas=2, placement=pl), snap)
+        assert [c for c, _ in r.pairs] == names
+    snap.remove_cluster("m02")  # the last row moves into the hole
+    r = Scheduler(Profile.default(), rng_seed=1).schedule(task(replicas=2, placement=pl), snap)
+    assert [c for c, _ in r.pairs] == ["m00", "m01", "m03"]
+
+
 def test_assume_takes_pairs_and_a_cluster_named_twice() -> None:
     snap = Snapshot()
     add(snap, "a", st=status(cpu=10))
