@@ -44,15 +44,17 @@ class WaterLevelLimit(PluginBase):
         shape = replica_shape(task, snap)
         lim = shape.limit
         wl = snap.water_level
+        after = self._after_one(task, snap)
+        over = None if after is None else after > shape.limit_eps
+        if over is not None and not np.count_nonzero(mask & over):
+            return mask, []  # one more replica keeps every cluster under its limit: none is above it now
         out: list[Rejection] = []
         above = wl > shape.limit_eps
         drop = mask & above
         if np.count_nonzero(drop):
             out.extend(_grouped(self.name, "water level above {limit}", drop, lim, wl))
             mask = mask & ~above
-        after = self._after_one(task, snap)
-        if after is not None:
-            over = after > shape.limit_eps
+        if after is not None and over is not None:
             drop = mask & over
             if np.count_nonzero(drop):
                 out.extend(_grouped(self.name, "1 replica would raise water level above {limit}", drop,
