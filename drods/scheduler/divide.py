@@ -329,8 +329,9 @@ def aggregate(
 def _first_that_holds(d: int, room: FloatArr, first: BoolArr, sc: FloatArr, pref: FloatArr) -> int | None:
     """The row ``aggregate``'s order puts first when it alone has room for all ``d`` (else None):
     used first, then most room, score, preference, lowest row — found with a few reductions."""
-    used = first.nonzero()[0] if first.any() else None
-    rows = used if used is not None else np.arange(room.size)
+    rows = first.nonzero()[0]  # clusters in use come first when there are any
+    if rows.size == 0:
+        rows = np.arange(room.size)
     r = room[rows]
     top = rows[r == r.max()]
     if room[top[0]] < d:  # room is capped at d: only a full cluster holds them all

@@ -45,8 +45,8 @@ class WaterLevelLimit(PluginBase):
         lim = shape.limit
         wl = snap.water_level
         after = self._after_one(task, snap)
-        over = None if after is None else after > shape.limit_eps
-        if over is not None and not np.count_nonzero(mask & over):
+        over = after > shape.limit_eps
+        if not np.count_nonzero(mask & over):
             return mask, []  # one more replica keeps every cluster under its limit: none is above it now
         out: list[Rejection] = []
         above = wl > shape.limit_eps
@@ -54,21 +54,21 @@ class WaterLevelLimit(PluginBase):
         if np.count_nonzero(drop):
             out.extend(_grouped(self.name, "water level above {limit}", drop, lim, wl))
             mask = mask & ~above
-        if after is not None and over is not None:
-            drop = mask & over
-            if np.count_nonzero(drop):
-                out.extend(_grouped(self.name, "1 replica would raise water level above {limit}", drop,
-                                    lim, after))
-                mask = mask & ~over
+        drop = mask & over  # nobody when the task raises no water level: ``over`` is ``above`` then
+        if np.count_nonzero(drop):
+            out.extend(_grouped(self.name, "1 replica would raise water level above {limit}", drop,
+                                lim, after))
+            mask = mask & ~over
         return mask, out
 
     @staticmethod
-    def _after_one(task: TaskInfo, snap: Snapshot) -> FloatArr | None:
-        """Water level each cluster would have with one more replica."""
+    def _after_one(task: TaskInfo, snap: Snapshot) -> FloatArr:
+        """Water level each cluster would have with one more replica (the level now when the task
+        requests neither cpu nor memory)."""
         shape = replica_shape(task, snap)
         rs = list(shape.wl_rs)
         if not rs:
-            return None
+            return snap.water_level
         frac = snap.fractions
         after = frac[:, rs[0]] + shape.step[:, rs[0]]
         if len(rs) == 2:
