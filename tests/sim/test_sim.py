@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -20,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from drods.members.quantity import cores, gib
 from drods.sim.harness import SimProcess
+from tests.etcd_server import free_port
 from tests.sim.util import api_client, apps_api, batch_api, core_api, custom_api, running_sims, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,22 +29,20 @@ SIM_A = ["--nodes", "3", "--node-cpu", "4", "--node-memory", "8Gi", "--gpus", "1
          "--job-seconds", "0.5"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-FAULT_PORT = free_port()
+@pytest.fixture(scope="module")
+def fault_port() -> int:
+    """A port for the fault sim, picked just before it starts (a port picked when the module is
+    collected may be taken by another test's server by the time this module runs)."""
+    return free_port()
 
 
 @pytest.fixture(scope="module")
-def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SimProcess]]:
+def sims(tmp_path_factory: pytest.TempPathFactory, fault_port: int) -> Iterator[dict[str, SimProcess]]:
     state = tmp_path_factory.mktemp("sims")
     with running_sims(state, {
         "sim-a": SIM_A,  # the others take any free port (--port 0, the default)
         "sim-busy": ["--nodes", "2", "--node-cpu", "8", "--node-memory", "16Gi", "--preload", "0.7"],
-        "sim-fault": ["--nodes", "1", "--port", str(FAULT_PORT)],
+        "sim-fault": ["--nodes", "1", "--port", str(fault_port)],
     }) as s:
         yield s
 
@@ -290,9 +288,9 @@ def _timed(fn: Any) -> tuple[float, BaseException | None]:
     return time.monotonic() - started, None
 
 
-def test_faults_down_slow_partition_up(sims: dict[str, SimProcess]) -> None:
+def test_faults_down_slow_partition_up(sims: dict[str, SimProcess], fault_port: int) -> None:
     sim = sims["sim-fault"]
-    assert sim.server == f"https://127.0.0.1:{FAULT_PORT}"
+    assert sim.server == f"https://127.0.0.1:{fault_port}"
     core = _fault_client(sim)
     assert len(core.list_node(_request_timeout=(2, 5)).items) == 1
 
