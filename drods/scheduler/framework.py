@@ -160,7 +160,11 @@ class ScheduleResult:
                 room = limit - len(out) if per_reason is None else min(limit - len(out), per_reason)
                 if room <= 0:
                     break
-                for k, name in enumerate(names[rej.rows[:room]].tolist()):
+                shown = names[rej.rows[:room]].tolist()
+                if rej.detail is None and out.keys().isdisjoint(shown):
+                    out.update(dict.fromkeys(shown, rej.reason))  # one text for all: nothing to render
+                    continue
+                for k, name in enumerate(shown):
                     text = rendered.get((j, k))
                     if text is None:
                         text = rendered[j, k] = rej.message(k)

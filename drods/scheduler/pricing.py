@@ -73,6 +73,9 @@ def hourly_cost(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: IntArr) ->
     if rows.size == 0 or not priced(snap):
         return None
     p = replica_price(task, snap, rows=rows)
+    bill = float(np.dot(p, counts))
+    if bill == bill:  # not NaN: every cluster of the placement is priced
+        return round(bill, 4)
     known = ~np.isnan(p)
     if not known.any():
         return None

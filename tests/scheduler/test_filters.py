@@ -320,3 +320,19 @@ def test_a_second_reasons_sample_renders_no_reason_twice(snap: Snapshot, sched: 
     assert total == 12 and len(status_sample) == 5 and len(history_sample) == 10
     assert all(history_sample[c] == why for c, why in status_sample.items())
     assert sorted(rendered) == list(range(10))  # the status's five, then five more: none twice
+
+
+def test_a_cluster_named_by_two_verdicts_keeps_the_first_in_a_reasons_sample() -> None:
+    import numpy as np
+
+    from drods.scheduler.framework import ScheduleResult
+    from drods.scheduler.interface import Rejection
+
+    names = np.array(["a", "b", "c", "d"], dtype=object)
+    r = ScheduleResult(name="w", phase="Unschedulable", requested=1, placed=0, message="", clusters=4, feasible=0,
+                       division="Duplicated", _names=names,
+                       _rejections=[Rejection("first", np.array([1, 2])), Rejection("second", np.array([2, 3, 0]))])
+    shown, total = r.reasons_sample(10, per_reason=10)
+    assert list(shown.items()) == [("b", "first"), ("c", "first"), ("d", "second"), ("a", "second")]
+    assert total == 5
+    assert r.reasons == shown

@@ -24,10 +24,18 @@ class Cost(PluginBase):
     def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
         n = snap.n
         c = replica_price(task, snap, float(self.args.get("spotPremium", DEFAULT_SPOT_PREMIUM)))
-        known = ~np.isnan(c) & mask
+        unknown = np.isnan(c)
+        known = mask & ~unknown
         if not known.any():
             return np.full(n, 50.0)
-        lo = float(c[known].min())
-        hi = float(c[known].max())
-        s = np.full(n, 100.0) if hi - lo <= 1e-12 else 100.0 * (hi - c) / (hi - lo)
-        return np.where(np.isnan(c), 50.0, np.clip(s, 0.0, 100.0))  # type: ignore[no-any-return]
+        ck = c[known]
+        lo, hi = float(ck.min()), float(ck.max())
+        if hi - lo <= 1e-12:
+            s = np.full(n, 100.0)
+        else:  # (hi - c) / (hi - lo), clipped to 0..100 for the clusters outside the mask
+            s = np.subtract(hi, c)
+            s *= 100.0
+            s /= hi - lo
+            np.minimum(np.maximum(s, 0.0, out=s), 100.0, out=s)
+        s[unknown] = 50.0
+        return s
