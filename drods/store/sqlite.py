@@ -28,7 +28,9 @@ Why it looks the way it does:
   matter which loop is alive); expiry deletes the attached keys with ordinary DELETE events.
 * Watches get an in-process push after each commit. Writes made by another process on the same
   file (e.g. a separate scheduler) are noticed by the writer thread, which checks the revision
-  every ``TICK`` and wakes the watches to re-read the log.
+  every ``NOTICE`` (10 ms) while they keep committing and every ``TICK`` (100 ms) once they have been
+  quiet for ``QUIET``, reads the new log entries once and delivers them to every watch as it does
+  its own commits.
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ from drods.store.base import (
 
 T = TypeVar("T")
 
-TICK = 0.1  # seconds between the writer's lease-expiry sweeps and checks for other processes' writes
+TICK = 0.1  # seconds between the writer's lease-expiry sweeps and, while quiet, checks for other processes' commits
+NOTICE = 0.01  # seconds between those checks while other processes are committing
+QUIET = 1.0  # seconds without another process's commit before the checks slow down to TICK again
 MAX_BATCH = 512  # writes per group commit
 REPLAY_WINDOW = 5000  # revisions fetched per history query
 MAX_PENDING_BATCHES = 1024  # in-memory backlog per watcher before it falls back to reading the log
@@ -442,13 +446,13 @@ class SqliteStore(Store):
 
     def _writer_main(self) -> None:
         conn = _connect(self.path)
-        next_sweep = 0.0
+        next_sweep = next_notice = last_foreign = 0.0
         stopping = False
         try:
             while not stopping:
                 batch: list[_Request] = []
                 try:
-                    item = self._queue.get(timeout=max(0.0, next_sweep - time.monotonic()))
+                    item = self._queue.get(timeout=max(0.0, min(next_sweep, next_notice) - time.monotonic()))
                 except queue.Empty:
                     item = None
                 while item is not None:
@@ -462,10 +466,15 @@ class SqliteStore(Store):
                         item = self._queue.get_nowait()
                     except queue.Empty:
                         item = None
-                sweep = time.monotonic() >= next_sweep
+                now = time.monotonic()
+                if now >= next_notice:
+                    if self._notice_other_writers(conn):
+                        last_foreign = now
+                    # each wake costs ~0.1 ms of CPU: checks are frequent only while others write
+                    next_notice = now + (NOTICE if now - last_foreign < QUIET else TICK)
+                sweep = now >= next_sweep
                 if sweep:
-                    next_sweep = time.monotonic() + TICK
-                    self._notice_other_writers(conn)
+                    next_sweep = now + TICK
                     if not batch and not self._leases_due(conn):
                         continue
                 if batch or sweep:
@@ -483,23 +492,51 @@ class SqliteStore(Store):
                         leftovers.append((item, None, StoreError("store is closed")))
             self._settle(leftovers)
 
-    def _notice_other_writers(self, conn: sqlite3.Connection) -> None:
-        """Wake every watch when another process sharing the file has committed.
+    def _notice_other_writers(self, conn: sqlite3.Connection) -> bool:
+        """Pass on to every watch what another process sharing the file has committed.
 
-        One revision check per store and tick, not one per watch: a process holds dozens of
-        watches, and polling each of them kept an idle control plane busy."""
+        One revision check per store and tick, not one per watch, and then one read of the new log
+        entries for all of this process's watches, delivered as its own commits are: a process
+        holds dozens of watches, and each re-reading the log after every foreign commit cost more
+        than deciding what was committed. A gap wider than one log read, or entries compacted
+        before they were read, wakes the watches to read the log themselves. True when another
+        process had committed."""
         with self._lock:
             watchers = list(self._watchers)
-        if not watchers:
-            return
+        after = self._writer_rev
         try:
             rev = _read_rev(conn)
+            if rev <= after:
+                return False
+            if not watchers:
+                self._writer_rev = rev
+                return True
+            rev, compact_rev, events = _read_log(conn, after, b"", None)
         except sqlite3.Error:
-            return
-        if rev <= self._writer_rev:
-            return
-        self._writer_rev = rev
+            return False
+        self._writer_rev = max(self._writer_rev, rev)
+        if rev > after + REPLAY_WINDOW or after + 1 < compact_rev:
+            self._nudge()
+        else:
+            self._fan_out(watchers, functools.partial(_deliver_all, batch=(after, rev, events)))
+        return True
+
+    def _nudge(self) -> None:
+        """Wake every watch to read the log itself."""
+        with self._lock:
+            watchers = list(self._watchers)
         self._fan_out(watchers, _nudge_all)
+
+    def _foreign_before(self, conn: sqlite3.Connection, txn: _WriteTxn) -> _Batch | None:
+        """What other processes committed between this writer's last look and ``txn``, read inside it:
+        published just before ``txn``'s own events, it saves every watch a log read for them."""
+        after = self._writer_rev
+        if txn.base_rev <= after or txn.base_rev > after + REPLAY_WINDOW or after + 1 < txn.compact_rev:
+            return None  # nothing new, or more than one read: the watches read the log themselves
+        with self._lock:
+            if not self._watchers:
+                return None
+        return after, txn.base_rev, _log_between(conn, after, txn.base_rev, b"", None)
 
     def _leases_due(self, conn: sqlite3.Connection) -> bool:
         try:
@@ -518,6 +555,7 @@ class SqliteStore(Store):
         try:
             conn.execute("BEGIN IMMEDIATE")
             txn = _WriteTxn(conn, time.time())
+            foreign = self._foreign_before(conn, txn)
             for req in batch:
                 rev, compact_rev, n_events = txn.rev, txn.compact_rev, len(txn.events)
                 conn.execute("SAVEPOINT op")
@@ -546,6 +584,10 @@ class SqliteStore(Store):
             else:
                 self._settle([(req, None, StoreError(f"sqlite: {exc}")) for req in batch])
             return
+        if foreign is not None:
+            self._publish(foreign)
+        elif txn.base_rev > self._writer_rev and not txn.events:
+            self._nudge()  # others committed and no batch of ours will tell the watches
         self._writer_rev = max(self._writer_rev, txn.rev)
         if txn.events:
             self._publish((txn.base_rev, txn.rev, txn.events))
@@ -870,12 +912,17 @@ def _read_log(
     try:
         top = c.execute("SELECT value FROM meta WHERE name = 'rev'").fetchone()[0]
         compact_rev = c.execute("SELECT value FROM meta WHERE name = 'compact'").fetchone()[0]
-        sql = f"SELECT {_LOG_COLS} FROM log WHERE rev > ? AND rev <= ? AND key >= ?"
-        args: list[Any] = [after, min(top, after + REPLAY_WINDOW), start]
-        if end is not None:
-            sql += " AND key < ?"
-            args.append(end)
-        rows = c.execute(sql + " ORDER BY id", args).fetchall()
+        events = _log_between(c, after, min(top, after + REPLAY_WINDOW), start, end)
     finally:
         c.execute("COMMIT")
-    return top, compact_rev, [_log_event(r) for r in rows]
+    return top, compact_rev, events
+
+
+def _log_between(c: sqlite3.Connection, after: int, upto: int, start: bytes, end: bytes | None) -> list[WatchEvent]:
+    """Events under [start, end) with revision in (after, upto], in a transaction the caller holds."""
+    sql = f"SELECT {_LOG_COLS} FROM log WHERE rev > ? AND rev <= ? AND key >= ?"
+    args: list[Any] = [after, upto, start]
+    if end is not None:
+        sql += " AND key < ?"
+        args.append(end)
+    return [_log_event(r) for r in c.execute(sql + " ORDER BY id", args).fetchall()]

@@ -8,11 +8,14 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from drods.store import Compacted, EventType, StoreError
+import drods.store.sqlite as backend
+from drods.store import CasFailed, Compacted, EventType, StoreError, WatchEvent
 from drods.store.sqlite import SqliteStore
 from tests.store.util import take
 
@@ -201,3 +204,97 @@ async def test_reads_values_an_earlier_version_stored_with_zlib(tmp_path: Path) 
         assert events[1].prev_kv is not None and events[1].prev_kv.value == doc
     finally:
         await store.close()
+
+
+async def _established(store: SqliteStore, *prefixes: str) -> list[AsyncIterator[WatchEvent]]:
+    """Watches on ``prefixes``, each known to be running (it has seen a write of ``store``'s own)."""
+    its = [store.watch(p) for p in prefixes]
+    for p, it in zip(prefixes, its, strict=True):
+        await store.put(p + "mark", b"m")
+        assert (await take(it, 1))[0].kv.key == p + "mark"
+    return its
+
+
+async def test_another_writers_commits_reach_every_watch_through_one_log_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits another store made on the file (another process's, as far as this store can tell) are
+    read from the log once, by the writer thread, and delivered to every watch with their previous
+    values: no watch reads the log for them."""
+    path = str(tmp_path / "foreign.db")
+    ours, theirs = SqliteStore(path), SqliteStore(path)
+    reads: list[bytes] = []
+    read_log = backend._read_log
+
+    def counted(c: Any, after: int, start: bytes, end: bytes | None) -> Any:
+        reads.append(start)
+        return read_log(c, after, start, end)
+
+    monkeypatch.setattr(backend, "_read_log", counted)
+    try:
+        a, b, quiet = await _established(ours, "/a/", "/b/", "/c/")
+        reads.clear()
+        await theirs.put("/a/1", b"v1")
+        await theirs.put("/a/1", b"v2")
+        await theirs.put("/b/1", b"x")
+        await theirs.delete("/b/1")
+        on_a, on_b = await take(a, 2), await take(b, 2)
+        assert [e.kv.value for e in on_a] == [b"v1", b"v2"]
+        assert on_a[1].prev_kv is not None and on_a[1].prev_kv.value == b"v1"
+        assert [e.type for e in on_b] == [EventType.PUT, EventType.DELETE]
+        assert on_b[1].prev_kv is not None and on_b[1].prev_kv.value == b"x"
+        assert [e.kv.mod_revision for e in on_a + on_b] == sorted(e.kv.mod_revision for e in on_a + on_b)
+        rev = await ours.put("/c/end", b"e")
+        assert [(e.kv.key, e.kv.mod_revision) for e in await take(quiet, 1)] == [("/c/end", rev)]
+        assert reads and set(reads) == {b""}, reads  # the writer's reads of everything, none per watch
+    finally:
+        await ours.close()
+        await theirs.close()
+
+
+async def test_a_gap_wider_than_one_log_read_is_read_by_each_watch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More foreign commits than one log read returns: each watch reads the log itself, in windows,
+    and still sees every event in order."""
+    monkeypatch.setattr(backend, "NOTICE", 3600.0)  # the test decides when the writer looks
+    monkeypatch.setattr(backend, "TICK", 3600.0)
+    path = str(tmp_path / "gap.db")
+    ours, theirs = SqliteStore(path), SqliteStore(path)
+    try:
+        (a,) = await _established(ours, "/a/")
+        for i in range(10):
+            await theirs.put(f"/a/{i}", str(i).encode())
+        monkeypatch.setattr(backend, "REPLAY_WINDOW", 3)
+        conn = backend._connect(path)
+        try:
+            assert ours._notice_other_writers(conn)
+        finally:
+            conn.close()
+        events = await take(a, 10)
+        assert [e.kv.key for e in events] == [f"/a/{i}" for i in range(10)]
+        assert [e.kv.mod_revision for e in events] == sorted(e.kv.mod_revision for e in events)
+    finally:
+        await ours.close()
+        await theirs.close()
+
+
+@pytest.mark.parametrize("window", [5000, 1])
+async def test_a_write_of_ours_that_fails_after_another_writers_commit_still_passes_it_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int) -> None:
+    """The writer learns of another store's commits when its own transaction starts after them; a
+    write of ours that changes nothing (a failed CAS) must not swallow them (window 1: more than one
+    log read, so the watches read the log themselves)."""
+    monkeypatch.setattr(backend, "NOTICE", 3600.0)  # only our own write can make the writer look
+    monkeypatch.setattr(backend, "TICK", 3600.0)
+    path = str(tmp_path / "cas.db")
+    ours, theirs = SqliteStore(path), SqliteStore(path)
+    try:
+        (a,) = await _established(ours, "/a/")
+        monkeypatch.setattr(backend, "REPLAY_WINDOW", window)
+        await theirs.put("/a/x", b"1")
+        await theirs.put("/a/y", b"2")
+        with pytest.raises(CasFailed):
+            await ours.put("/a/x", b"mine", expect_revision=1)
+        assert [e.kv.key for e in await take(a, 2)] == ["/a/x", "/a/y"]
+    finally:
+        await ours.close()
+        await theirs.close()
