@@ -511,7 +511,7 @@ class SqliteStore(Store):
             if not watchers:
                 self._writer_rev = rev
                 return True
-            rev, compact_rev, events = _read_log(conn, after, b"", None)
+            rev, compact_rev, events = _read_log(conn, after, b"", None, watched=_prefixes(watchers))
         except sqlite3.Error:
             return False
         self._writer_rev = max(self._writer_rev, rev)
@@ -527,16 +527,19 @@ class SqliteStore(Store):
             watchers = list(self._watchers)
         self._fan_out(watchers, _nudge_all)
 
-    def _foreign_before(self, conn: sqlite3.Connection, txn: _WriteTxn) -> _Batch | None:
-        """What other processes committed between this writer's last look and ``txn``, read inside it:
-        published just before ``txn``'s own events, it saves every watch a log read for them."""
+    def _foreign_before(self, conn: sqlite3.Connection, txn: _WriteTxn) -> tuple[list[_Watcher], _Batch] | None:
+        """What other processes committed between this writer's last look and ``txn``, read inside it
+        for the watches there are now: delivered to them just before ``txn``'s own events, it saves
+        each a log read."""
         after = self._writer_rev
         if txn.base_rev <= after or txn.base_rev > after + REPLAY_WINDOW or after + 1 < txn.compact_rev:
             return None  # nothing new, or more than one read: the watches read the log themselves
         with self._lock:
-            if not self._watchers:
-                return None
-        return after, txn.base_rev, _log_between(conn, after, txn.base_rev, b"", None)
+            watchers = list(self._watchers)
+        if not watchers:
+            return None
+        events = _log_between(conn, after, txn.base_rev, b"", None, watched=_prefixes(watchers))
+        return watchers, (after, txn.base_rev, events)
 
     def _leases_due(self, conn: sqlite3.Connection) -> bool:
         try:
@@ -585,7 +588,7 @@ class SqliteStore(Store):
                 self._settle([(req, None, StoreError(f"sqlite: {exc}")) for req in batch])
             return
         if foreign is not None:
-            self._publish(foreign)
+            self._fan_out(foreign[0], functools.partial(_deliver_all, batch=foreign[1]))
         elif txn.base_rev > self._writer_rev and not txn.events:
             self._nudge()  # others committed and no batch of ours will tell the watches
         self._writer_rev = max(self._writer_rev, txn.rev)
@@ -905,24 +908,34 @@ def _read_rev(c: sqlite3.Connection) -> int:
 
 
 def _read_log(
-    c: sqlite3.Connection, after: int, start: bytes, end: bytes | None
+    c: sqlite3.Connection, after: int, start: bytes, end: bytes | None, *, watched: tuple[str, ...] | None = None
 ) -> tuple[int, int, list[WatchEvent]]:
-    """Events under [start, end) with revision in (after, after + REPLAY_WINDOW], plus rev and compact."""
+    """Events under [start, end) with revision in (after, after + REPLAY_WINDOW], plus rev and compact;
+    with ``watched``, only those under one of these prefixes."""
     c.execute("BEGIN")
     try:
         top = c.execute("SELECT value FROM meta WHERE name = 'rev'").fetchone()[0]
         compact_rev = c.execute("SELECT value FROM meta WHERE name = 'compact'").fetchone()[0]
-        events = _log_between(c, after, min(top, after + REPLAY_WINDOW), start, end)
+        events = _log_between(c, after, min(top, after + REPLAY_WINDOW), start, end, watched=watched)
     finally:
         c.execute("COMMIT")
     return top, compact_rev, events
 
 
-def _log_between(c: sqlite3.Connection, after: int, upto: int, start: bytes, end: bytes | None) -> list[WatchEvent]:
-    """Events under [start, end) with revision in (after, upto], in a transaction the caller holds."""
+def _log_between(c: sqlite3.Connection, after: int, upto: int, start: bytes, end: bytes | None, *,
+                 watched: tuple[str, ...] | None = None) -> list[WatchEvent]:
+    """Events under [start, end) with revision in (after, upto], in a transaction the caller holds;
+    with ``watched``, only those under one of these prefixes (the others' values are not unpacked)."""
     sql = f"SELECT {_LOG_COLS} FROM log WHERE rev > ? AND rev <= ? AND key >= ?"
     args: list[Any] = [after, upto, start]
     if end is not None:
         sql += " AND key < ?"
         args.append(end)
-    return [_log_event(r) for r in c.execute(sql + " ORDER BY id", args).fetchall()]
+    rows = c.execute(sql + " ORDER BY id", args).fetchall()
+    if watched is not None:
+        rows = [r for r in rows if _ks(r[2]).startswith(watched)]
+    return [_log_event(r) for r in rows]
+
+
+def _prefixes(watchers: Sequence[_Watcher]) -> tuple[str, ...]:
+    return tuple({w.prefix for w in watchers})

@@ -225,14 +225,24 @@ async def test_another_writers_commits_reach_every_watch_through_one_log_read(
     reads: list[bytes] = []
     read_log = backend._read_log
 
-    def counted(c: Any, after: int, start: bytes, end: bytes | None) -> Any:
+    def counted(c: Any, after: int, start: bytes, end: bytes | None, **kw: Any) -> Any:
         reads.append(start)
-        return read_log(c, after, start, end)
+        return read_log(c, after, start, end, **kw)
 
     monkeypatch.setattr(backend, "_read_log", counted)
+    decoded: list[str] = []
+    log_event = backend._log_event
+
+    def recorded(row: Any) -> WatchEvent:
+        ev = log_event(row)
+        decoded.append(ev.kv.key)
+        return ev
+
+    monkeypatch.setattr(backend, "_log_event", recorded)
     try:
         a, b, quiet = await _established(ours, "/a/", "/b/", "/c/")
         reads.clear()
+        await theirs.put("/z/unwatched", b"z" * 4096)
         await theirs.put("/a/1", b"v1")
         await theirs.put("/a/1", b"v2")
         await theirs.put("/b/1", b"x")
@@ -246,6 +256,7 @@ async def test_another_writers_commits_reach_every_watch_through_one_log_read(
         rev = await ours.put("/c/end", b"e")
         assert [(e.kv.key, e.kv.mod_revision) for e in await take(quiet, 1)] == [("/c/end", rev)]
         assert reads and set(reads) == {b""}, reads  # the writer's reads of everything, none per watch
+        assert "/z/unwatched" not in decoded  # read, but not unpacked: no watch wants it
     finally:
         await ours.close()
         await theirs.close()
