@@ -506,14 +506,18 @@ class SqliteStore(Store):
         after = self._writer_rev
         try:
             rev = _read_rev(conn)
-            if rev <= after:
-                return False
-            if not watchers:
-                self._writer_rev = rev
-                return True
-            rev, compact_rev, events = _read_log(conn, after, b"", None, watched=_prefixes(watchers))
         except sqlite3.Error:
             return False
+        if rev <= after:
+            return False
+        self._writer_rev = rev
+        if not watchers:
+            return True
+        try:
+            rev, compact_rev, events = _read_log(conn, after, b"", None, watched=_prefixes(watchers))
+        except Exception:  # busy, or a value that does not unpack: each watch meets it in its own read
+            self._nudge()
+            return True
         self._writer_rev = max(self._writer_rev, rev)
         if rev > after + REPLAY_WINDOW or after + 1 < compact_rev:
             self._nudge()
@@ -538,7 +542,10 @@ class SqliteStore(Store):
             watchers = list(self._watchers)
         if not watchers:
             return None
-        events = _log_between(conn, after, txn.base_rev, b"", None, watched=_prefixes(watchers))
+        try:
+            events = _log_between(conn, after, txn.base_rev, b"", None, watched=_prefixes(watchers))
+        except Exception:  # never fail this process's writes over theirs: the watches read the log
+            return None
         return watchers, (after, txn.base_rev, events)
 
     def _leases_due(self, conn: sqlite3.Connection) -> bool:

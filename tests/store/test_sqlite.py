@@ -309,3 +309,27 @@ async def test_a_write_of_ours_that_fails_after_another_writers_commit_still_pas
     finally:
         await ours.close()
         await theirs.close()
+
+
+async def test_a_value_another_process_stored_that_does_not_unpack_fails_its_watch_not_our_writes(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "bad.db")
+    ours = SqliteStore(path)
+    try:
+        (a,) = await _established(ours, "/a/")
+        rev = await ours.current_revision() + 1
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO kv VALUES (?, ?, ?, ?, 1, 0, 2)", (b"/a/bad", b"not lz4", rev, rev))
+        conn.execute("INSERT INTO log (rev, type, key, value, create_rev, version, lease, codec) "
+                     "VALUES (?, 0, ?, ?, ?, 1, 0, 2)", (rev, b"/a/bad", b"not lz4", rev))
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'rev'", (rev,))
+        conn.execute("COMMIT")
+        conn.close()
+        assert await asyncio.wait_for(ours.put("/b/mine", b"x"), 10) == rev + 1  # our write goes through
+        with pytest.raises(Exception):  # noqa: B017 - whatever the codec raises, the watch reports it
+            await take(a, 1)
+    finally:
+        await ours.close()
