@@ -513,6 +513,9 @@ class SqliteStore(Store):
         self._writer_rev = rev
         if not watchers:
             return True
+        if rev > after + REPLAY_WINDOW:
+            self._nudge()
+            return True
         try:
             rev, compact_rev, events = _read_log(conn, after, b"", None, watched=_prefixes(watchers))
         except Exception:  # busy, or a value that does not unpack: each watch meets it in its own read
