@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from drods.scheduler.capacity import replica_shape
+from drods.scheduler.capacity import ReplicaShape, replica_shape
 from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, IntArr, PluginBase, Rejection, reject
 from drods.scheduler.snapshot import RESOURCES, Snapshot
 from drods.scheduler.task import TaskInfo
@@ -53,7 +53,7 @@ class ResourceFit(PluginBase):
         largest = snap.largest_free
         # column by column: a reduction along a row of a (n, 5) array costs more than the compares
         short = [free[:, r] < nd for r, nd in zip(shape.rs, shape.need, strict=True)]
-        no_node = _any([largest[:, r] < nd for r, nd in zip(shape.node_rs, shape.node_need, strict=True)])
+        no_node = _no_node_fits(shape, largest)
         task.cache["fit"] = (snap.version, no_node)  # the estimator's input, this cycle
         bad = _any(short)
         if no_node is not None:
@@ -88,8 +88,7 @@ class ResourceFit(PluginBase):
         if cached is not None and cached[0] == snap.version:
             no_node = cached[1]
         else:
-            largest = snap.largest_free
-            no_node = _any([largest[:, r] < nd for r, nd in zip(shape.node_rs, shape.node_need, strict=True)])
+            no_node = _no_node_fits(shape, snap.largest_free)
         free = snap.free
         fit: FloatArr | None = None
         for r, one in zip(shape.rs, shape.req, strict=True):
@@ -101,6 +100,11 @@ class ResourceFit(PluginBase):
         if no_node is not None:
             fit[no_node] = 0.0
         return np.maximum(fit, 0.0, out=fit)
+
+
+def _no_node_fits(shape: ReplicaShape, largest: FloatArr) -> BoolArr | None:
+    """Clusters whose largest free node cannot hold one replica (None: no node-bound resource asked)."""
+    return _any([largest[:, r] < nd for r, nd in zip(shape.node_rs, shape.node_need, strict=True)])
 
 
 def _any(masks: list[BoolArr]) -> BoolArr | None:
