@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -21,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from drods.store.etcd import EtcdTLS
+from tests.free_port import free_port
 
 # Fast elections so a 3-member cluster recovers from a killed leader within about a second.
 HEARTBEAT_MS = 50
@@ -34,12 +34,6 @@ def etcd_binary() -> str | None:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class EtcdMember:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +18,8 @@ from types import TracebackType
 import httpx
 import pytest
 import yaml
+
+from tests.free_port import free_port
 
 START_TIMEOUT = 30.0
 
@@ -39,12 +40,6 @@ def require_prometheus() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return binary
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PrometheusServer:

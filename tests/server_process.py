@@ -26,7 +26,6 @@ import ipaddress
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -39,16 +38,16 @@ from typing import Any
 import httpx
 
 from drods.transport import transport
+from tests.free_port import free_port
 
 START_TIMEOUT = 30.0
 TLS_COMMANDS = frozenset({"serve", "apiserver"})  # HTTPS unless --insecure-http
 STOP_TIMEOUT = 15.0
+PORT_ATTEMPTS = 3
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class PortTaken(RuntimeError):
+    """The server could not bind the port chosen for it: something else took it first."""
 
 
 def drods_command() -> list[str]:
@@ -123,6 +122,7 @@ class ServerProcess:
         self.tls = (self.serves_tls_by_default or byo_cert) if tls is None else tls
         self.byo_cert = byo_cert
         self.port = port or free_port()
+        self._port_chosen_here = port is None
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         # The CA to trust: the server's own (made on its first start), or the certificate brought.
@@ -146,6 +146,20 @@ class ServerProcess:
         return {**os.environ, **ca, **self.env}
 
     def start(self) -> ServerProcess:
+        """Start and wait for ``/readyz``; a port taken since ``free_port()`` chose it means another port.
+
+        A port free when chosen can be taken before the server binds it — by another test server or
+        by an outgoing connection's ephemeral port (the kernel hands out both from one range)."""
+        for _ in range(PORT_ATTEMPTS - 1):
+            try:
+                return self._start_once()
+            except PortTaken:
+                if not self._port_chosen_here:
+                    raise
+                self.port = free_port()
+        return self._start_once()
+
+    def _start_once(self) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [*drods_command(), self.command, "--data-dir", str(self.data_dir),
                "--host", "127.0.0.1", "--port", str(self.port), *self.args]
@@ -170,7 +184,10 @@ class ServerProcess:
     def _ready(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise RuntimeError(f"drods {self.command} exited with {self.proc.returncode}:\n{self.log_tail()}")
+            tail = self.log_tail()
+            if f", {self.port}): address already in use" in tail:
+                raise PortTaken(self.port)
+            raise RuntimeError(f"drods {self.command} exited with {self.proc.returncode}:\n{tail}")
         try:
             return httpx.get(f"{self.url}/readyz", verify=self.verify, timeout=1.0).status_code == 200
         except httpx.HTTPError:

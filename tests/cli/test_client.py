@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 
 from tests.cli.conftest import Drods
-from tests.server_process import ServerProcess, free_port
+from tests.free_port import free_port
+from tests.server_process import ServerProcess
 
 MANIFESTS = """
 apiVersion: multicluster.io/v1alpha1

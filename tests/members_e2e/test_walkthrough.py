@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.free_port import free_port
 from tests.members_e2e.conftest import repo_root, wait_for
-from tests.server_process import free_port
 
 README = repo_root() / "examples" / "walkthrough" / "README.md"
 STEP = re.compile(r"<!-- step: ([\w-]+) -->\s*```bash\n(.*?)```", re.S)

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,16 +21,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from drods.assembly import Component
 from drods.sim.harness import SimProcess
 from drods.store.sqlite import SqliteStore
+from tests.free_port import free_port
 from tests.monitor_e2e.conftest import Clock, eventually, fast_settings, serve
 
 GIB = 1024**3
 PROMETHEUS = os.environ.get("PROMETHEUS_BINARY") or shutil.which("prometheus")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

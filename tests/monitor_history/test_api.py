@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 from drods.store.sqlite import SqliteStore
+from tests.free_port import free_port
 from tests.monitor_e2e.conftest import Clock, eventually, fast_settings, node_report, serve
 from tests.monitor_history.conftest import T0
 from tests.prometheus_server import PrometheusServer
-from tests.server_process import free_port
 
 Q = {"metric": "waterLevel", "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:10:00Z",
      "step": "1m"}

@@ -13,7 +13,8 @@ import pytest
 
 from drods.store import EventType, Unavailable, WatchEvent
 from drods.store.etcd import EtcdStore
-from tests.etcd_server import EtcdCluster, etcd_binary, free_port
+from tests.etcd_server import EtcdCluster, etcd_binary
+from tests.free_port import free_port
 from tests.store.util import next_event
 
 
