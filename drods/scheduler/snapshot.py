@@ -172,6 +172,16 @@ def _shrunk(old: OfferDraws, new: OfferDraws) -> bool:
     return False
 
 
+def _derived(alloc: FloatArr, used: FloatArr, wl_offset: FloatArr,
+             largest: FloatArr) -> tuple[FloatArr, FloatArr, FloatArr, FloatArr]:
+    """Free amounts, cpu/memory fractions, water levels and effective largest free node of some rows."""
+    free = alloc - used
+    a2 = alloc[:, :2]
+    frac = np.where(a2 > 0, used[:, :2] / np.where(a2 > 0, a2, 1.0), 0.0)
+    wl = np.maximum(frac[:, 0], frac[:, 1]) + wl_offset
+    return free, frac, wl, np.minimum(largest, np.maximum(free[:, :3], 0.0))
+
+
 def _names_counts(placement: PlacementLike) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """Cluster names and replica counts of a placement given as objects or (cluster, replicas)."""
     if placement and isinstance(placement[0], tuple):
@@ -826,27 +836,18 @@ class Snapshot:
     # ------------------------------------------------------------------ derived views
     def _derive(self) -> None:
         n = self.n
-        alloc = self.alloc[:n]
-        used = self.load[:n] + self.assumed[:n]
-        self._free = alloc - used
-        a2 = alloc[:, :2]
-        safe = np.where(a2 > 0, a2, 1.0)
-        self._frac = np.where(a2 > 0, used[:, :2] / safe, 0.0)
-        self._wl = np.maximum(self._frac[:, 0], self._frac[:, 1]) + self.wl_offset[:n]
-        self._largest_eff = np.minimum(self.largest[:n], np.maximum(self._free[:, :3], 0.0))
+        self._free, self._frac, self._wl, self._largest_eff = _derived(
+            self.alloc[:n], self.load[:n] + self.assumed[:n], self.wl_offset[:n], self.largest[:n])
         self._derived_version = self.version
 
     def _derive_rows(self, rows: np.ndarray) -> None:
-        """``_derive`` for some rows only (same formulas)."""
-        alloc = self.alloc[rows]
-        used = self.load[rows] + self.assumed[rows]
-        free = alloc - used
-        a2 = alloc[:, :2]
-        frac = np.where(a2 > 0, used[:, :2] / np.where(a2 > 0, a2, 1.0), 0.0)
+        """``_derive`` for some rows only, written into the derived arrays."""
+        free, frac, wl, largest_eff = _derived(self.alloc[rows], self.load[rows] + self.assumed[rows],
+                                               self.wl_offset[rows], self.largest[rows])
         self._free[rows] = free
         self._frac[rows] = frac
-        self._wl[rows] = np.maximum(frac[:, 0], frac[:, 1]) + self.wl_offset[rows]
-        self._largest_eff[rows] = np.minimum(self.largest[rows], np.maximum(free[:, :3], 0.0))
+        self._wl[rows] = wl
+        self._largest_eff[rows] = largest_eff
 
     @property
     def free(self) -> FloatArr:
