@@ -186,7 +186,8 @@ class ServerProcess:
         if self.proc.poll() is not None:
             tail = self.log_tail()
             if f", {self.port}): address already in use" in tail:
-                raise PortTaken(self.port)
+                raise PortTaken(f"drods {self.command} could not bind port {self.port}, taken since it was "
+                                f"chosen:\n{tail}")
             raise RuntimeError(f"drods {self.command} exited with {self.proc.returncode}:\n{tail}")
         try:
             return httpx.get(f"{self.url}/readyz", verify=self.verify, timeout=1.0).status_code == 200
