@@ -32,10 +32,9 @@ class Cost(PluginBase):
         lo, hi = float(ck.min()), float(ck.max())
         if hi - lo <= 1e-12:
             s = np.full(n, 100.0)
-        else:  # (hi - c) / (hi - lo), clipped to 0..100 for the clusters outside the mask
+        else:  # 0..100 inside the mask; outside it values are ignored (ScorePlugin), so not clipped
             s = np.subtract(hi, c)
             s *= 100.0
             s /= hi - lo
-            np.minimum(np.maximum(s, 0.0, out=s), 100.0, out=s)
         s[unknown] = 50.0
         return s
