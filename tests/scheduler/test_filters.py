@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from drods.model.binding import NetworkRequirements, ReplicaRequirements
 from drods.model.cluster import NetworkProfile, Taint
 from drods.model.placement import (
@@ -15,6 +17,8 @@ from drods.model.placement import (
 )
 from drods.model.selector import LabelSelector, LabelSelectorRequirement
 from drods.scheduler import Scheduler, Snapshot, Task
+from drods.scheduler.framework import ScheduleResult
+from drods.scheduler.interface import Rejection
 from drods.schedulerd.history import decision_record
 from tests.scheduler.conftest import add, status, task
 
@@ -323,11 +327,6 @@ def test_a_second_reasons_sample_renders_no_reason_twice(snap: Snapshot, sched: 
 
 
 def test_a_cluster_named_by_two_verdicts_keeps_the_first_in_a_reasons_sample() -> None:
-    import numpy as np
-
-    from drods.scheduler.framework import ScheduleResult
-    from drods.scheduler.interface import Rejection
-
     names = np.array(["a", "b", "c", "d"], dtype=object)
     r = ScheduleResult(name="w", phase="Unschedulable", requested=1, placed=0, message="", clusters=4, feasible=0,
                        division="Duplicated", _names=names,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -149,8 +150,6 @@ async def test_lagging_watch_reports_compaction(tmp_path: Path, monkeypatch: pyt
 
 async def test_opens_a_store_file_from_before_compression(tmp_path: Path) -> None:
     """A file whose tables lack the codec columns is brought up to date; its rows read as stored."""
-    import sqlite3
-
     from drods.store.sqlite import _SCHEMA
 
     path = str(tmp_path / "old.db")
@@ -181,7 +180,6 @@ async def test_opens_a_store_file_from_before_compression(tmp_path: Path) -> Non
 
 async def test_reads_values_an_earlier_version_stored_with_zlib(tmp_path: Path) -> None:
     """Rows packed with zlib (codec 1) read back, as current values, in the log and as previous values."""
-    import sqlite3
     import zlib
 
     path = str(tmp_path / "zlib.db")
@@ -313,8 +311,6 @@ async def test_a_write_of_ours_that_fails_after_another_writers_commit_still_pas
 
 async def test_a_value_another_process_stored_that_does_not_unpack_fails_its_watch_not_our_writes(
         tmp_path: Path) -> None:
-    import sqlite3
-
     path = str(tmp_path / "bad.db")
     ours = SqliteStore(path)
     try:
