@@ -28,6 +28,21 @@ KIND: Final = "DRODSConfiguration"
 _S = SchedulerSettings  # its dataclass defaults are the scheduler section's (one default per knob)
 
 
+class FleetChangeConfig(BaseModel):
+    """S11: how placements follow clusters that join, become Ready or change (``schedulerd.fleet``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # divided bindings (water level, available replicas, aggregated) move replicas to a cluster that joins or
+    # becomes Ready; false keeps them where they are (Karmada's behaviour); placement.rebalanceOnFleetChange
+    # overrides it per binding. Duplicated and static-weight bindings always follow the fleet.
+    rebalance: bool = _S.fleet_rebalance
+    minMoveFraction: float = Field(default=_S.fleet_min_move_fraction, ge=0, le=1)  # smaller moves are skipped
+    maxMovesPerMinute: int = Field(default=_S.fleet_max_moves_per_minute, ge=0)  # replicas, fleet-wide
+    # after start or a leadership change, wait at most this long for every registered cluster's first status
+    firstStatusGraceSeconds: float = Field(default=_S.first_status_grace, ge=0)
+
+
 class SchedulerConfig(BaseModel):
     """The scheduler's run-time knobs and its profile (plugins, weights, adjuster, defaults)."""
 
@@ -43,6 +58,7 @@ class SchedulerConfig(BaseModel):
     initialBackoffSeconds: float = Field(default=_S.initial_backoff, gt=0)  # first retry of an unschedulable
     maxBackoffSeconds: float = Field(default=_S.max_backoff, gt=0)
     maxUnschedulableSeconds: float = Field(default=_S.max_unschedulable, gt=0)  # retried at least this often
+    fleetChange: FleetChangeConfig = Field(default_factory=FleetChangeConfig)
     profile: ProfileSpec = Field(default_factory=ProfileSpec)
 
     def settings(self, *, identity: str | None = None, lease_ttl: int = _S.lease_ttl) -> SchedulerSettings:
@@ -52,7 +68,11 @@ class SchedulerConfig(BaseModel):
                               status_max_age=self.statusMaxAgeSeconds, sweep_seconds=self.sweepSeconds,
                               history_retention_s=self.historyRetentionSeconds,
                               initial_backoff=self.initialBackoffSeconds, max_backoff=self.maxBackoffSeconds,
-                              max_unschedulable=self.maxUnschedulableSeconds)
+                              max_unschedulable=self.maxUnschedulableSeconds,
+                              fleet_rebalance=self.fleetChange.rebalance,
+                              fleet_min_move_fraction=self.fleetChange.minMoveFraction,
+                              fleet_max_moves_per_minute=self.fleetChange.maxMovesPerMinute,
+                              first_status_grace=self.fleetChange.firstStatusGraceSeconds)
         if identity:
             s.identity = identity
         return s

@@ -149,6 +149,9 @@ class Placement(BaseModel):
     costFirst: bool = False
     # F3: primary + replicas over distinct clusters (sets the division and the spread itself)
     statefulTopology: StatefulTopology | None = None
+    # S11: move replicas to clusters that join or become Ready (None: the scheduler's fleetChange.rebalance);
+    # false keeps a divided placement where it is, as Karmada does
+    rebalanceOnFleetChange: bool | None = None
 
     @model_validator(mode="after")
     def _one_affinity_form(self) -> Placement:

@@ -17,6 +17,7 @@ from drods.model.placement import (
     ClusterAffinity,
     ClusterAffinityTerm,
     OverflowClusterAffinity,
+    Placement,
     SpreadConstraint,
     StatefulTopology,
     StaticClusterWeight,
@@ -174,6 +175,22 @@ class TaskInfo:
         return out
 
 
+def affinity_terms(pl: Placement) -> tuple[AffinityKey | None, ...]:
+    """The affinity terms tried in order (``None``: any cluster)."""
+    if pl.clusterAffinities:
+        return tuple(AffinityKey.of(t) for t in pl.clusterAffinities)
+    if pl.clusterAffinity is not None:
+        k = AffinityKey.of(pl.clusterAffinity)
+        return (None if k.empty else k,)
+    return (None,)
+
+
+def shorthands(spec: BindingSpec) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The binding's region/provider/zone/city shorthands as (field, allowed values)."""
+    return tuple((f, tuple(v)) for f, v in (("region", spec.regions), ("provider", spec.providers),
+                                             ("zone", spec.zones), ("city", spec.cities)) if v)
+
+
 def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[TargetCluster] | None = None,
             default_division: Division = "WaterLevel", default_limit: float | None = None) -> TaskInfo:
     """S3: map a binding to storage tier, network identifier and compute (incl. GPU model)."""
@@ -188,15 +205,8 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
     requested = tuple(i for i, v in enumerate(req.tolist()) if v > 0)
     pl = spec.placement
     net = spec.network
-    if pl.clusterAffinities:
-        terms: tuple[AffinityKey | None, ...] = tuple(AffinityKey.of(t) for t in pl.clusterAffinities)
-    elif pl.clusterAffinity is not None:
-        k = AffinityKey.of(pl.clusterAffinity)
-        terms = (None if k.empty else k,)
-    else:
-        terms = (None,)
-    shorthand = tuple((f, tuple(v)) for f, v in (("region", spec.regions), ("provider", spec.providers),
-                                                  ("zone", spec.zones), ("city", spec.cities)) if v)
+    terms = affinity_terms(pl)
+    shorthand = shorthands(spec)
     rs = pl.replicaScheduling
     division: Division
     statics = _NO_RULES

@@ -39,7 +39,19 @@ from drods.model.conditions import condition
 from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.timefmt import parse_rfc3339
 from drods.scheduler.offers import OfferDemand
+from drods.scheduler.selection import ClusterFacts
 from drods.scheduler.snapshot import Snapshot
+from drods.schedulerd.fleet import (
+    CAPABILITIES_CHANGED,
+    CLUSTER_ADDED,
+    CLUSTER_READY,
+    COST_CHANGED,
+    LABELS_CHANGED,
+    TAINTS_LIFTED,
+    TOPOLOGY_CHANGED,
+    UNCORDONED,
+    FleetChange,
+)
 from drods.schedulerd.records import Placement
 from drods.store import KeyValue
 
@@ -55,6 +67,10 @@ class ClusterRecord:
     spec: ClusterSpec
     ready: bool | None  # the Ready condition; None when there is none
     hold: PreallocationHold | None = None  # F6: the forecast water level to assume until it expires
+
+    @property
+    def facts(self) -> ClusterFacts:
+        return ClusterFacts.of(self.name, self.labels, self.spec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +137,25 @@ class CacheEvents:
 
     retry: bool = False  # a cluster was added, recovered, changed, or freed capacity
     reasons: list[str] = field(default_factory=list)
+    fleet: list[FleetChange] = field(default_factory=list)  # placed bindings it may concern (S11)
+
+
+def spec_changes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
+    """What of a cluster's spec changed that can make it admit bindings it did not (S11); taints
+    added and cordons are left to failover and drains."""
+    kinds: list[str] = []
+    if (old.region, old.zone, old.provider, old.city) != (new.region, new.zone, new.provider, new.city):
+        kinds.append(TOPOLOGY_CHANGED)
+    if any(t not in new.taints for t in old.taints):
+        kinds.append(TAINTS_LIFTED)
+    if (old.capabilities, old.gpuModels, old.storageTiers, old.gpus, old.storage) != \
+            (new.capabilities, new.gpuModels, new.storageTiers, new.gpus, new.storage):
+        kinds.append(CAPABILITIES_CHANGED)
+    if old.cost != new.cost:
+        kinds.append(COST_CHANGED)
+    if old.unschedulable and not new.unschedulable:
+        kinds.append(UNCORDONED)
+    return kinds
 
 
 class SchedulerCache:
@@ -135,8 +170,24 @@ class SchedulerCache:
         self._assumed: dict[str, _Assumption] = {}
         self._due: list[tuple[float, str, float]] = []
         self._held: set[str] = set()  # clusters whose status the scheduler raises to a hold's forecast
+        self.unknown: set[str] = set()  # registered clusters with neither a status nor a Ready condition
 
     # ------------------------------------------------------------------ readiness
+    def _became_ready(self, name: str, ev: CacheEvents) -> None:
+        c = self.clusters.get(name)
+        if c is not None:
+            ev.fleet.append(FleetChange(name, (CLUSTER_READY,), c.facts, None, True))
+
+    def _unknown_update(self, name: str) -> None:
+        """A registered cluster is unknown until it publishes a status or a health controller
+        judges it (a Ready condition): deciding before would ignore it (S11)."""
+        c = self.clusters.get(name)
+        st = self.statuses.get(name)
+        if c is not None and c.ready is None and (st is None or st.status is None):
+            self.unknown.add(name)
+        else:
+            self.unknown.discard(name)
+
     def _ready(self, name: str) -> bool:
         c = self.clusters.get(name)
         if c is not None and c.ready is not None:
@@ -158,6 +209,7 @@ class SchedulerCache:
         old = self.clusters.get(name)
         if rec is None:
             self.clusters.pop(name, None)
+            self.unknown.discard(name)
             if name in self.snap:
                 self.snap.remove_cluster(name)
             return ev
@@ -171,6 +223,17 @@ class SchedulerCache:
                 or old.hold != rec.hold:
             ev.retry = True
             ev.reasons.append("ClusterAdd" if old is None else "ClusterChanged")
+        self._unknown_update(name)
+        if old is None or not was_ready:
+            if now_ready:
+                ev.fleet.append(FleetChange(name, (CLUSTER_ADDED if old is None else CLUSTER_READY,), rec.facts,
+                                            None, True))
+            elif old is not None and old.labels != rec.labels:  # copies there may have to go
+                ev.fleet.append(FleetChange(name, (LABELS_CHANGED,), rec.facts, old.facts, False))
+            return ev
+        kinds = ([LABELS_CHANGED] if old.labels != rec.labels else []) + spec_changes(old.spec, rec.spec)
+        if kinds:
+            ev.fleet.append(FleetChange(name, tuple(kinds), rec.facts, old.facts, now_ready))
         return ev
 
     def on_status(self, name: str, rec: StatusRecord | None) -> CacheEvents:
@@ -193,6 +256,9 @@ class SchedulerCache:
         if ready != was_ready:
             snap.set_ready(name, ready)
         after_free = snap.alloc[row, :3] - snap.load[row, :3]
+        self._unknown_update(name)
+        if ready and not was_ready:
+            self._became_ready(name, ev)
         if (ready and not was_ready) or (snap.has_status[row] and not had):
             ev.retry = True
             ev.reasons.append("ClusterRecovered")
@@ -318,6 +384,7 @@ class SchedulerCache:
                 if ready:
                     ev.retry = True
                     ev.reasons.append("ClusterRecovered")
+                    self._became_ready(name, ev)
         for name in list(self._held):
             if name in snap and self._floor(name) is None:  # the hold ran out: the observed level again
                 st = self.statuses.get(name)

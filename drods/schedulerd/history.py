@@ -8,9 +8,11 @@ default) must hold an entry (≈1–2 KB) for every decision in that window.
 
 An entry (``decision_record``)::
 
-    {"time", "binding", "generation", "scheduleType", "scheduler", "profile", "trigger"?,
+    {"time", "binding", "generation", "scheduleType", "scheduler", "profile", "trigger"? (a fleet change:
+     {"kind": ClusterAdded | ClusterReady | ClusterLabelsChanged | …, "kinds", "clusters", "reason",
+      "moves": [{cluster, from, to}]}),
      "result": {"phase", "placement": [{cluster, replicas}], "requested", "placed", "partial", "message"},
-     "candidates": {"total", "feasible"},
+     "candidates": {"total", "feasible"}, "unknownClusters" (registered, neither a status nor a Ready condition yet),
      "filters": {"reasonCounts": {reason: n}, "reasons": {cluster: reason} (≤ 50, ≤ 10 a verdict),
                  "reasonsOmitted"},
      "scores": {plugin: {cluster: score}} for the clusters that received replicas, plus "total",
@@ -48,7 +50,7 @@ def adjuster_mode(spread: float) -> str:
 
 def decision_record(result: ScheduleResult, *, binding: str, generation: int, schedule_type: str, ts: float,
                     scheduler: str, profile: str, base_weights: Mapping[str, float],
-                    trigger: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    trigger: Mapping[str, Any] | None = None, unknown_clusters: int = 0) -> dict[str, Any]:
     """The explanation of one decision (shape in the module docstring)."""
     shown, total = result.reasons_sample(MAX_HISTORY_REASONS, HISTORY_REASONS_PER_VERDICT)
     placed = result.placed
@@ -63,6 +65,7 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
                    "requested": result.requested, "placed": placed, "partial": result.partial,
                    "message": result.message},
         "candidates": {"total": result.clusters, "feasible": result.feasible},
+        "unknownClusters": unknown_clusters,
         "filters": {"reasonCounts": result.reason_counts(), "reasons": shown,
                     "reasonsOmitted": max(0, total - len(shown))},
         "scores": result.scores,

@@ -67,6 +67,9 @@ class SchedulerMetrics:
                             registry=r)
         self.write_conflicts = Counter("drods_scheduler_status_write_conflicts_total",
                                        "Binding status writes retried after a CAS conflict", registry=r)
+        self.fleet_moved = Counter("drods_scheduler_fleet_moved_replicas_total",
+                                   "Replicas moved (Duplicated: copies added or removed) because a cluster joined, "
+                                   "became Ready or changed", registry=r)
         self.write_batch = Histogram("drods_scheduler_status_write_batch_size",
                                      "Decisions written together (group commit)", registry=r,
                                      buckets=tuple(2.0**i for i in range(9)))  # 1 … 256 (batchSize)

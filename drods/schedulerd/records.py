@@ -23,13 +23,14 @@ decision when it was never scheduled, when ``metadata.generation`` moved past
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from drods.model import jsondoc
-from drods.model.annotations import PINNED_PLACEMENT, WORKLOAD_CLASS_LABEL
+from drods.model.annotations import PINNED_PLACEMENT, WORKLOAD_CLASS_LABEL, placement_offers
 from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status, without_reasons
 from drods.model.migration import parse_pin
 from drods.model.sharing import SharedValues
@@ -49,6 +50,10 @@ SCALE = "ScaleSchedule"
 RESCHEDULE = "RescheduleTriggered"
 FOLLOW = "FollowUpMoved"  # F3: the workload it follows was placed elsewhere
 PINNED = "Pinned"  # F3: a MigrationPlan pinned a placement the status does not show yet
+FLEET = "FleetChanged"  # S11: a cluster it may select joined, became Ready or changed
+
+# the spec fields that decide which clusters a binding may select (``scheduler.selection``)
+_SELECTING = ("targetClusters", "regions", "providers", "zones", "cities")
 
 Placement = tuple[tuple[str, int], ...]
 
@@ -99,6 +104,7 @@ class BindingRecord:
     pin: Placement | None = None  # F3: the placement a running MigrationPlan pinned (sorted by cluster)
     primary: str | None = None  # F3: the cluster with ``role: Primary`` in the status (stateful topology)
     demand: OfferDemand | None = None  # F1: GPUs of an eligible model / GiB of a tier per replica
+    selection: int = 0  # ``selection_key``: bindings with equal keys select the same clusters
 
     @property
     def placed(self) -> int:
@@ -162,7 +168,18 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         pin=_pin_of(meta),
         primary=primary_of(status.get("placement")),
         demand=_demand_of(spec.get("resources")),
+        selection=selection_key(spec, placement_offers(obj)),
     )
+
+
+def selection_key(spec: Mapping[str, Any], offers: Sequence[str] = ()) -> int:
+    """A 128-bit digest of what selects clusters (the spec's fields and the clusters offered by
+    placement feedback): the scheduler groups bindings by it, so a fleet change judges each
+    distinct selection once, not each binding."""
+    pl = spec.get("placement") or {}
+    doc = [*(spec.get(k) or None for k in _SELECTING), pl.get("clusterAffinity"), pl.get("clusterAffinities") or None,
+           list(offers) or None]
+    return int.from_bytes(hashlib.blake2b(jsondoc.canonical(doc), digest_size=16).digest(), "big")
 
 
 def topology_total(topo: Any) -> int:

@@ -46,13 +46,16 @@ from drods.model.traffic import peers
 from drods.monitor.history import append as append_failure
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
+from drods.scheduler.selection import ClusterSelection
 from drods.scheduler.task import Task
-from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
+from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, status_decoder
 from drods.schedulerd.commits import GroupCommit
+from drods.schedulerd.fleet import FleetChange, MoveBudget, SelectionIndex, moved, toward, worth_moving
 from drods.schedulerd.history import decision_record, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
 from drods.schedulerd.records import (
+    FLEET,
     FOLLOW,
     MAX_STATUS_REASONS,
     RECONCILE,
@@ -95,6 +98,11 @@ class SchedulerSettings:
     max_backoff: float = 60.0
     max_unschedulable: float = 300.0
     rng_seed: int | None = None
+    # S11: placements follow the fleet (``drods.schedulerd.fleet``)
+    fleet_rebalance: bool = True  # divided bindings move replicas to clusters that join or become Ready
+    fleet_min_move_fraction: float = 0.1  # ... when at least this share of their replicas would move
+    fleet_max_moves_per_minute: int = 600  # replicas such moves may shift per minute, fleet-wide
+    first_status_grace: float = 10.0  # a new leader waits this long at most for every cluster's first status
 
 
 @dataclass(slots=True)
@@ -109,6 +117,7 @@ class _Plan:
     schedule_type: str
     trigger: dict[str, Any] | None
     written: BindingRecord | None = None  # what ``value`` decodes to (but its revision)
+    unknown: int = 0  # registered clusters not yet known (no status, no Ready condition) at the decision
 
 
 def _num(v: Any) -> float | None:
@@ -165,6 +174,11 @@ class SchedulerService:
         # F3: followed workload → its followers' binding names; followers to re-place from scratch
         self._followers: dict[str, set[str]] = {}
         self._moved_followers: set[str] = set()
+        # S11: bindings by what they select; the fleet changes each queued binding waits for, by cluster
+        self.selections = SelectionIndex()
+        self._fleet: dict[str, dict[str, FleetChange]] = {}
+        self.moves = MoveBudget(s.fleet_max_moves_per_minute, clock)
+        self._known: asyncio.Event | None = None  # set once no registered cluster is unknown
         self.ready = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -198,35 +212,73 @@ class SchedulerService:
         log.info("scheduler %s is leading (generation %d)", self.settings.identity, fence.generation)
         self.metrics.leader.set(1)
         try:
+            await self._await_known_fleet()
             self.metrics.incoming_event("LeaderElected", self.queue.on_cluster_event())
             await self._loop()
         finally:
             self.metrics.leader.set(0)
 
+    async def _await_known_fleet(self) -> None:
+        """No decisions on a half-known fleet: after start or a leadership change, wait (at most
+        ``first_status_grace``) until every registered cluster published a status or was judged."""
+        grace = self.settings.first_status_grace
+        if not self.cache.unknown or grace <= 0:
+            return
+        self._known = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._known.wait(), grace)
+        except TimeoutError:
+            log.info("scheduler: deciding with %d clusters still unknown after %gs: %s", len(self.cache.unknown),
+                     grace, ", ".join(sorted(self.cache.unknown)[:10]))
+        finally:
+            self._known = None
+
     async def _sweeper(self) -> None:
         while True:
             await asyncio.sleep(self.settings.sweep_seconds)
             try:
-                ev = self.cache.sweep()
-                if ev.retry:
-                    self._cluster_event(*ev.reasons)
+                self._cache_events(self.cache.sweep())
             except Exception:
                 log.exception("scheduler sweep failed")
 
     # ------------------------------------------------------------------ informer handlers
     def _on_cluster(self, key: str, old: Any, new: Any) -> None:
         name = key[len(CLUSTER.key_prefix()):]
-        ev = self.cache.on_cluster(name, new)
-        if ev.retry:
-            self._cluster_event(*ev.reasons)
+        self._cache_events(self.cache.on_cluster(name, new))
 
     def _on_status(self, key: str, old: Any, new: Any) -> None:
         name = key[len(STATUS_PREFIX):]
         if "/" in name:
             return
-        ev = self.cache.on_status(name, new)
+        self._cache_events(self.cache.on_status(name, new))
+
+    def _cache_events(self, ev: CacheEvents) -> None:
         if ev.retry:
             self._cluster_event(*ev.reasons)
+        for change in ev.fleet:
+            self._fleet_changed(change)
+        if self._known is not None and not self.cache.unknown:
+            self._known.set()
+
+    def _fleet_changed(self, change: FleetChange) -> None:
+        """S11: queue the decided bindings whose placement the change can alter (``fleet``)."""
+        cache = self.bindings.cache
+
+        def placed_there(name: str) -> bool:
+            rec = cache.get(BINDING.key(name))
+            return rec is not None and any(c == change.cluster for c, _ in rec.placement)
+
+        n = 0
+        for name in self.selections.affected(change, placed_there):
+            rec = cache.get(BINDING.key(name))
+            if rec is None or rec.deleting or (rec.scheduled_generation is None and rec.key not in self._written
+                                               and self.queue.where(name) in ("active", "backoff")):
+                continue  # its first decision, still to come, will see the cluster as it is
+            self._fleet.setdefault(name, {})[change.cluster] = change
+            self.queue.add(name, FLEET, rec.priority)
+            n += 1
+        if n:
+            self.metrics.incoming_event(change.kinds[0], n)
 
     def _cluster_event(self, *reasons: str) -> None:
         """Retry parked bindings soon; a burst of cluster events costs one queue sweep."""
@@ -303,12 +355,15 @@ class SchedulerService:
             self.cache.snap.workload_placements.pop(gone.workload, None)
             self.cache.snap.workload_primaries.pop(gone.workload, None)
             self.queue.delete(gone.name)
+            self.selections.remove(gone.name)
+            self._fleet.pop(gone.name, None)
             self._specs.pop(gone.name, None)
             self._logged_failure.pop(gone.name, None)
             if self.cache.release(gone.name):
                 self._cluster_event("BindingDeleted")
             return
         self.cache.snap.workload_placements[new.workload] = new.placement
+        self.selections.put(new.name, new.selection, lambda: _selection(new))
         self._primary(new.workload, new.primary)
         self._index_follower(new.name, old.follow if old is not None else None, new.follow)
         if old is not None and old.placement != new.placement:
@@ -336,6 +391,8 @@ class SchedulerService:
                 self.queue.unschedulable(new.name)
         elif where in ("active", "backoff", "unschedulable"):
             self.queue.delete(new.name)  # another scheduler decided it
+        if new.name in self._fleet and self.queue.where(new.name) is None:  # was waiting for this echo
+            self.queue.add(new.name, FLEET, new.priority)
 
     # ------------------------------------------------------------------ the decision loop
     async def _loop(self) -> None:
@@ -396,13 +453,22 @@ class SchedulerService:
         self._moved_followers.discard(name)
         if stype is None:
             if rec.phase != "Unschedulable" and not rec.partial:
-                self.queue.done(name)
-                return None
-            stype = RETRY
+                if name not in self._fleet or rec.key in self._written:
+                    # a fleet change waits for the echo of this process's last write (its placement)
+                    self.queue.done(name)
+                    return None
+                stype = FLEET
+            else:
+                self._fleet.pop(name, None)  # a retry places what is missing wherever it fits now
+                stype = RETRY
         elif stype == RECONCILE and entry.item == SCALE:
             stype = SCALE
         obj = rec.object()
         if rec.pin is not None:
+            if stype == FLEET:  # a MigrationPlan holds the placement
+                self._fleet.pop(name, None)
+                self.queue.done(name)
+                return None
             return self._pinned(entry, rec, obj, stype)
         try:
             spec = self._spec(rec, obj)
@@ -414,11 +480,18 @@ class SchedulerService:
             d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
             obj["status"] = merge_status(obj.get("status"), d)
             return _Plan(entry, rec, bad, d, encode_object(obj), stype, None)
-        current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
-        rebalance = stype in (RESCHEDULE, FOLLOW)
-        task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
-                    workload=rec.workload, primary=rec.primary)
-        result = self.scheduler.schedule(task, self.cache.snap)
+        trigger = None
+        if stype == FLEET:
+            refit = self._refit(rec, spec)
+            if refit is None:
+                return None
+            result, trigger = refit
+        else:
+            current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
+            rebalance = stype in (RESCHEDULE, FOLLOW)
+            task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
+                        workload=rec.workload, primary=rec.primary)
+            result = self.scheduler.schedule(task, self.cache.snap)
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
@@ -444,7 +517,6 @@ class SchedulerService:
                      result.estimated_hourly_cost if ok else None,
                      result.roles if ok else None)
         obj["status"] = merge_status(status, d)
-        trigger = None
         if stype == RESCHEDULE:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
             trigger = {"kind": "Reschedule", "at": spec.rescheduleTriggeredAt, "reason": ann.get(RESCHEDULE_REASON)}
@@ -453,7 +525,90 @@ class SchedulerService:
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
         value = encode_object(obj)
-        return _Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value))
+        return _Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
+                     len(self.cache.unknown))
+
+    def _refit(self, rec: BindingRecord, spec: BindingSpec) -> tuple[ScheduleResult, dict[str, Any]] | None:
+        """S11: the binding's placement after the fleet changes it waits for (``fleet``): a fresh
+        decision, of which only the changed clusters' parts are taken. None: nothing to write
+        (the queue entry is settled here)."""
+        name = rec.name
+        changes = self._fleet.pop(name, {})
+        current = tuple(sorted(rec.placement))
+        pl = spec.placement
+        rs = pl.replicaScheduling
+        static = not rec.duplicated and rs is not None and rs.weightPreference is not None and \
+            bool(rs.weightPreference.staticWeightList)
+        task = Task(spec, name=name, current=[TargetCluster.model_construct(cluster=c, replicas=n) for c, n in current],
+                    rebalance=not rec.duplicated, workload_class=rec.workload_class, workload=rec.workload,
+                    primary=rec.primary)
+        fresh = self.scheduler.schedule(task, self.cache.snap)
+        if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current)):
+            self.queue.done(name)  # never fewer replicas for a fleet change; parked retries place the rest
+            return None
+        target, deferred = (fresh.pairs, {}) if static else self._follow_changes(rec, pl, current, fresh.pairs, changes)
+        if deferred:
+            self._fleet.setdefault(name, {}).update(deferred)
+        if target == current:
+            if deferred:
+                self.queue.retry(name)  # out of move budget: again after a backoff
+            else:
+                self.queue.done(name)
+            return None
+        placed = fresh.placed if rec.duplicated else sum(n for _, n in target)
+        kinds = sorted({k for ch in changes.values() for k in ch.kinds})
+        before, after = dict(current), dict(target)
+        moves = [{"cluster": c, "from": before.get(c, 0), "to": after.get(c, 0)}
+                 for c in sorted(set(before) | set(after)) if before.get(c, 0) != after.get(c, 0)]
+        reason = "; ".join(ch.describe() for ch in changes.values())
+        message = f"re-placed after {reason}: " + ", ".join(f"{m['cluster']} {m['from']}→{m['to']}" for m in moves)
+        self.metrics.fleet_moved.inc(moved(current, target) if not rec.duplicated else len(moves))
+        result = replace(fresh, pairs=target, placed=placed, message=message, _placement=None)
+        trigger = {"kind": kinds[0] if len(kinds) == 1 else "FleetChanged", "kinds": kinds,
+                   "clusters": sorted(changes), "reason": reason, "moves": moves}
+        return result, trigger
+
+    def _follow_changes(self, rec: BindingRecord, pl: Any, current: tuple[tuple[str, int], ...],
+                        fresh: tuple[tuple[str, int], ...], changes: dict[str, FleetChange]
+                        ) -> tuple[tuple[tuple[str, int], ...], dict[str, FleetChange]]:
+        """The placement with each changed cluster brought to its part of ``fresh``; the changes
+        the move budget could not afford yet."""
+        s = self.settings
+        sel = self.selections.selection(rec.name)
+        want = dict(fresh)
+        target = current
+        deferred: dict[str, FleetChange] = {}
+        switch = pl.rebalanceOnFleetChange
+        holistic = bool(pl.spreadConstraints) or pl.statefulTopology is not None
+        for cluster, ch in changes.items():
+            here = dict(target)
+            left = cluster in here and sel is not None and not sel.selects(ch.now)
+            if rec.duplicated:
+                if cluster in want:
+                    here[cluster] = want[cluster]
+                elif left:
+                    del here[cluster]
+                target = tuple(sorted(here.items()))
+                continue
+            if left:  # no longer admitted: its replicas go, whatever the budget
+                target = fresh if holistic else toward(target, fresh, cluster)
+                continue
+            if not (s.fleet_rebalance if switch is None else switch):
+                continue
+            cand = fresh if holistic else toward(target, fresh, cluster)
+            n = moved(target, cand)
+            if not worth_moving(rec.replicas, n, s.fleet_min_move_fraction):
+                continue
+            granted = self.moves.take(n)
+            if granted < n:
+                if holistic or granted == 0:
+                    self.moves.give_back(granted)
+                    deferred[cluster] = ch
+                    continue
+                cand = toward(target, fresh, cluster, limit=granted)
+                deferred[cluster] = ch
+            target = cand
+        return target, deferred
 
     def _pinned(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str) -> _Plan | None:
         """F3: a MigrationPlan pinned the placement: it is written as pinned, whatever triggered the
@@ -496,6 +651,8 @@ class SchedulerService:
                 if p.decision.scheduled and not p.result.partial:
                     self.queue.done(name)
                     self._specs.pop(name, None)  # kept only for retries: 100,000 specs would weigh
+                    if name in self._fleet:  # a fleet change arrived while deciding for another reason
+                        self.queue.add(name, FLEET, p.rec.priority)
                 else:
                     self.queue.unschedulable(name)
                 continue
@@ -563,7 +720,8 @@ class SchedulerService:
     def _history_record(self, p: _Plan) -> dict[str, Any]:
         return decision_record(p.result, binding=p.rec.name, generation=p.rec.generation,
                                schedule_type=p.schedule_type, ts=p.decision.time, scheduler=self.settings.identity,
-                               profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger)
+                               profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger,
+                               unknown_clusters=p.unknown)
 
     async def _still_leader(self) -> bool:
         fence = self.elector.fence
@@ -624,6 +782,16 @@ def _roles(status: dict[str, Any]) -> dict[str, str]:
     """F3: the roles the status gives its clusters now (kept when a decision does not choose them)."""
     return {str(t["cluster"]): str(t["role"]) for t in status.get("placement") or []
             if isinstance(t, dict) and t.get("role") and t.get("cluster")}
+
+
+def _selection(rec: BindingRecord) -> ClusterSelection | None:
+    """What the binding selects (None: its spec does not parse; judged as selecting every cluster)."""
+    try:
+        obj = rec.object()
+        return ClusterSelection.of(with_offers(BindingSpec.model_validate(obj.get("spec") or {}),
+                                              placement_offers(obj)))
+    except (ValidationError, ValueError):
+        return None
 
 
 def _decode_json(kv: KeyValue) -> Any:

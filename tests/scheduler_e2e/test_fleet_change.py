@@ -1,0 +1,133 @@
+"""S11: placements follow the fleet — clusters that become Ready, join or change labels are offered
+to the bindings they match; the switch keeps a divided binding where it is.
+
+The clusters report 65 % CPU: a fleet that busy is divided by spreading (a quiet one is packed onto the
+fewest clusters, where new capacity rightly attracts nothing; ``scheduler/adjuster.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.scheduler_e2e.conftest import Plane, eventually, placement
+
+BUSY = 65
+DUP = {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
+WATER = {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                               "weightPreference": {"dynamicWeight": "WaterLevel"}}}
+
+
+async def _placed(plane: Plane, binding: str, check: Any, within_s: float = 10.0, what: str = "") -> dict[str, int]:
+    async def ok() -> dict[str, int] | None:
+        st = await plane.status(binding)
+        got = placement(st)
+        return got if check(got) else None
+
+    return await eventually(ok, within_s, what or f"{binding} to be re-placed")
+
+
+async def _fleet_entries(plane: Plane, binding: str) -> list[dict[str, Any]]:
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": binding}, role="viewer")
+    assert r.status_code == 200, r.text
+    return [e for e in r.json()["items"] if e["scheduleType"] == "FleetChanged"]
+
+
+async def test_bindings_decided_on_one_ready_cluster_spread_when_the_others_report(plane: Plane) -> None:
+    for name in ("a", "b", "c"):
+        await plane.register(name)
+    await plane.report("a", BUSY)
+    await plane.seen("a")
+    dup = await plane.place({"name": "dup", "replicas": 2, "resources": {"cpu": 1}, "placement": DUP})
+    wl = await plane.place({"name": "wl", "replicas": 6, "resources": {"cpu": 1}, "placement": WATER})
+    assert placement(dup) == {"a": 2} and placement(wl) == {"a": 6}
+
+    await plane.report("b", BUSY)
+    await plane.report("c", BUSY)
+    assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2, "c": 2}, 10.0,
+                         "the Duplicated binding on the two clusters that reported")
+    got = await _placed(plane, "wl", lambda p: set(p) == {"a", "b", "c"}, 10.0,
+                        "the water-level binding spread over the three clusters")
+    assert sum(got.values()) == 6 and max(got.values()) - min(got.values()) <= 2, got
+
+    entries = await _fleet_entries(plane, "wl")
+    assert entries and all(e["trigger"]["kind"] in ("ClusterReady", "FleetChanged") for e in entries), entries
+    moved_to = {m["cluster"] for e in entries for m in e["trigger"]["moves"] if m["to"] > m["from"]}
+    assert moved_to == {"b", "c"}, entries
+    assert entries[0]["unknownClusters"] == 0  # the newest: every cluster had reported
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "wl"}, role="viewer")
+    (first,) = [e for e in r.json()["items"] if e["scheduleType"] == "FirstSchedule"]
+    assert first["unknownClusters"] == 2  # decided while b and c had not reported yet
+    st = await plane.status("wl")
+    assert st["message"].startswith("re-placed after Cluster"), st["message"]
+
+
+async def test_a_cluster_joining_a_running_fleet_receives_its_share(plane: Plane) -> None:
+    for name in ("a", "b"):
+        await plane.cluster(name, BUSY)
+    await plane.seen("a", "b")
+    await plane.place({"name": "dup", "replicas": 1, "resources": {"cpu": 1}, "placement": DUP})
+    before = placement(await plane.place({"name": "wl", "replicas": 8, "resources": {"cpu": 1},
+                                          "placement": WATER}))
+    assert set(before) == {"a", "b"}
+
+    await plane.cluster("d", 60)  # joins a little quieter than the others
+    assert await _placed(plane, "dup", lambda p: p == {"a": 1, "b": 1, "d": 1})
+    got = await _placed(plane, "wl", lambda p: p.get("d", 0) > 0, what="a share of wl on the new cluster")
+    assert sum(got.values()) == 8
+    assert all(got.get(c, 0) <= before[c] for c in before), (before, got)  # replicas only came to d
+    entries = await _fleet_entries(plane, "wl")
+    trigger = entries[0]["trigger"]
+    assert trigger["kind"] in ("ClusterAdded", "ClusterReady") and trigger["clusters"] == ["d"]
+
+
+async def test_relabelling_a_cluster_out_of_the_affinity_removes_what_it_holds(plane: Plane) -> None:
+    for name in ("a", "b", "c"):
+        await plane.cluster(name, BUSY, {"tier": "prod"})
+    await plane.seen("a", "b", "c")
+    prod = {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "prod"}}}}
+    dup = await plane.place({"name": "dup", "replicas": 2, "resources": {"cpu": 1}, "placement": {**prod, **DUP}})
+    wl = await plane.place({"name": "wl", "replicas": 6, "resources": {"cpu": 1}, "placement": {**prod, **WATER}})
+    assert set(placement(dup)) == {"a", "b", "c"} and set(placement(wl)) == {"a", "b", "c"}
+
+    r = await plane.call("PATCH", "/api/v1/clusters/c", json={"labels": {"tier": "dev"}})
+    assert r.status_code == 200, r.text
+    assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2})
+    got = await _placed(plane, "wl", lambda p: "c" not in p)
+    assert sum(got.values()) == 6, got
+    entries = await _fleet_entries(plane, "wl")
+    assert entries[0]["trigger"]["kind"] == "ClusterLabelsChanged", entries[0]["trigger"]
+
+    # and back in: the Duplicated binding returns to it
+    r = await plane.call("PATCH", "/api/v1/clusters/c", json={"labels": {"tier": "prod"}})
+    assert r.status_code == 200, r.text
+    assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2, "c": 2})
+
+
+async def test_the_switch_keeps_a_divided_binding_where_it_is(plane: Plane) -> None:
+    for name in ("a", "b"):
+        await plane.register(name)
+    await plane.report("a", BUSY)
+    await plane.seen("a")
+    kept = await plane.place({"name": "kept", "replicas": 6, "resources": {"cpu": 1},
+                              "placement": {**WATER, "rebalanceOnFleetChange": False}})
+    moving = await plane.place({"name": "moving", "replicas": 6, "resources": {"cpu": 1}, "placement": WATER})
+    assert placement(kept) == {"a": 6} == placement(moving)
+
+    await plane.report("b", BUSY)
+    # the binding without the switch moving shows the change was handled; the other stays
+    await _placed(plane, "moving", lambda p: p.get("b", 0) > 0)
+    assert placement(await plane.status("kept")) == {"a": 6}
+    assert await _fleet_entries(plane, "kept") == []
+
+
+async def test_static_weights_are_redivided_over_the_clusters_that_now_match(plane: Plane) -> None:
+    await plane.register("a")
+    await plane.register("b")
+    await plane.report("a", 20)
+    await plane.seen("a")
+    weights = {"replicaScheduling": {"weightPreference": {"staticWeightList": [
+        {"targetCluster": {"clusterNames": ["a"]}, "weight": 1},
+        {"targetCluster": {"clusterNames": ["b"]}, "weight": 2}]}}}
+    st = await plane.place({"name": "weighted", "replicas": 6, "resources": {"cpu": 1}, "placement": weights})
+    assert placement(st) == {"a": 6}
+    await plane.report("b", 20)
+    assert await _placed(plane, "weighted", lambda p: p == {"a": 2, "b": 4})

@@ -1,0 +1,211 @@
+"""S11 units: which bindings a fleet change affects, how far a placement moves, the move budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drods.model.binding import BindingSpec
+from drods.model.cluster import ClusterSpec
+from drods.scheduler.selection import ClusterFacts, ClusterSelection
+from drods.scheduler.selectors import affinity_mask
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.task import analyse
+from drods.schedulerd.cache import ClusterRecord, SchedulerCache, StatusRecord
+from drods.schedulerd.fleet import (
+    CLUSTER_ADDED,
+    CLUSTER_READY,
+    LABELS_CHANGED,
+    TAINTS_LIFTED,
+    FleetChange,
+    MoveBudget,
+    SelectionIndex,
+    moved,
+    toward,
+    worth_moving,
+)
+from drods.schedulerd.records import selection_key
+
+
+def _facts(name: str, **labels: str) -> ClusterFacts:
+    return ClusterFacts(name, labels, {"region": labels.pop("region", None) if "region" in labels else None})
+
+
+def _sel(spec: dict[str, Any]) -> ClusterSelection:
+    return ClusterSelection.of(BindingSpec.model_validate(spec))
+
+
+# ---------------------------------------------------------------- toward / moved
+def test_toward_brings_only_the_changed_cluster_to_its_fresh_count() -> None:
+    assert toward((("a", 6),), (("a", 2), ("b", 2), ("c", 2)), "b") == (("a", 4), ("b", 2))
+    # what c gains comes from the clusters most over their fresh count
+    assert toward((("a", 3), ("b", 3)), (("a", 2), ("b", 2), ("c", 2)), "c") == (("a", 2), ("b", 2), ("c", 2))
+    # a cluster losing its replicas gives them to the most under-placed
+    assert toward((("a", 2), ("b", 2), ("c", 2)), (("a", 3), ("b", 3)), "c") == (("a", 3), ("b", 3))
+    # nowhere to go: unchanged
+    assert toward((("a", 2), ("c", 2)), (), "c") == (("a", 2), ("c", 2))
+    # a move limit
+    assert toward((("a", 6),), (("a", 2), ("b", 4)), "b", limit=1) == (("a", 5), ("b", 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(cur=st.dictionaries(st.sampled_from("abcde"), st.integers(1, 9), min_size=1),
+       fresh=st.dictionaries(st.sampled_from("abcdef"), st.integers(1, 9), min_size=1),
+       cluster=st.sampled_from("abcdef"), limit=st.one_of(st.none(), st.integers(0, 5)))
+def test_toward_keeps_the_total_and_moves_nothing_else(cur: dict[str, int], fresh: dict[str, int], cluster: str,
+                                                       limit: int | None) -> None:
+    current = tuple(sorted(cur.items()))
+    out = dict(toward(current, tuple(sorted(fresh.items())), cluster, limit))
+    assert sum(out.values()) == sum(cur.values())
+    assert all(n > 0 for n in out.values())
+    change = out.get(cluster, 0) - cur.get(cluster, 0)
+    if limit is not None:
+        assert abs(change) <= limit
+    want = fresh.get(cluster, 0)
+    # the changed cluster moves towards its fresh count, never past it
+    assert (cur.get(cluster, 0) <= out.get(cluster, 0) <= want) or (want <= out.get(cluster, 0) <= cur.get(cluster, 0))
+    # every other cluster moves the other way only
+    for c in set(cur) | set(out) - {cluster}:
+        if c == cluster:
+            continue
+        d = out.get(c, 0) - cur.get(c, 0)
+        assert d == 0 or (d < 0) == (change > 0), (c, cur, out)
+    assert moved(current, tuple(out.items())) == abs(change)
+
+
+def test_worth_moving_threshold() -> None:
+    assert worth_moving(6, 1, 0.1) and not worth_moving(6, 0, 0.1)
+    assert not worth_moving(100, 9, 0.1) and worth_moving(100, 10, 0.1)
+    assert worth_moving(3, 1, 0.0)
+
+
+def test_move_budget_refills_per_minute() -> None:
+    now = [0.0]
+    budget = MoveBudget(60, clock=lambda: now[0])
+    assert budget.take(50) == 50
+    assert budget.take(50) == 10
+    assert budget.take(1) == 0
+    now[0] += 30  # half a minute: 30 moves
+    assert budget.take(100) == 30
+    budget.give_back(5)
+    assert budget.take(10) == 5
+
+
+# ---------------------------------------------------------------- selections
+def test_selection_follows_the_affinity_filter_semantics() -> None:
+    sel = _sel({"replicas": 1, "regions": ["eu"], "placement": {"clusterAffinity": {
+        "labelSelector": {"matchLabels": {"tier": "prod"},
+                          "matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]},
+        "exclude": ["x"]}}})
+    assert sel.selects(ClusterFacts("a", {"tier": "prod"}, {"region": "eu"}))
+    assert not sel.selects(ClusterFacts("a", {"tier": "prod"}, {"region": "us"}))
+    assert not sel.selects(ClusterFacts("a", {"tier": "prod", "gpu": "1"}, {"region": "eu"}))
+    assert not sel.selects(ClusterFacts("x", {"tier": "prod"}, {"region": "eu"}))
+    terms = _sel({"replicas": 1, "placement": {"clusterAffinities": [
+        {"affinityName": "primary", "clusterNames": ["a"]},
+        {"affinityName": "backup", "labelSelector": {"matchLabels": {"zone": "b"}}}]}})
+    assert terms.selects(ClusterFacts("a", {}, {})) and terms.selects(ClusterFacts("q", {"zone": "b"}, {}))
+    assert not terms.selects(ClusterFacts("q", {}, {}))
+    assert _sel({"replicas": 1, "targetClusters": ["a"]}).selects(ClusterFacts("a", {}, {}))
+    assert not _sel({"replicas": 1, "targetClusters": ["a"]}).selects(ClusterFacts("b", {}, {}))
+
+
+_LABELS = st.dictionaries(st.sampled_from(["tier", "gpu", "env"]), st.sampled_from(["prod", "dev", "1"]), max_size=3)
+_EXPR = st.fixed_dictionaries({"key": st.sampled_from(["tier", "gpu", "env"]),
+                               "operator": st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"])})
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters=st.lists(st.tuples(_LABELS, st.sampled_from([None, "eu", "us"])), min_size=1, max_size=6),
+       exprs=st.lists(_EXPR, max_size=2), names=st.lists(st.sampled_from(["c0", "c1", "c2"]), max_size=2),
+       field_op=st.sampled_from([None, "In", "NotIn"]))
+def test_selection_agrees_with_the_snapshot_masks(clusters: list[tuple[dict[str, str], str | None]],
+                                                  exprs: list[dict[str, str]], names: list[str],
+                                                  field_op: str | None) -> None:
+    snap = Snapshot(capacity=8)
+    facts = []
+    for i, (labels, region) in enumerate(clusters):
+        spec = ClusterSpec(region=region)
+        snap.upsert_cluster(f"c{i}", labels, spec, True, None)
+        facts.append(ClusterFacts.of(f"c{i}", labels, spec))
+    term: dict[str, Any] = {"clusterNames": names,
+                            "labelSelector": {"matchExpressions": [
+                                {**e, "values": ["prod"]} if e["operator"] in ("In", "NotIn") else e for e in exprs]}}
+    if field_op:
+        term["fieldSelector"] = {"matchExpressions": [{"key": "region", "operator": field_op, "values": ["eu"]}]}
+    spec = BindingSpec.model_validate({"replicas": 1, "placement": {"clusterAffinity": term}})
+    key = analyse(spec).affinity_terms[0]
+    mask = affinity_mask(snap, key) if key is not None else np.ones(snap.n, dtype=bool)
+    sel = ClusterSelection.of(spec)
+    assert [sel.selects(f) for f in facts] == [bool(mask[snap.index[f.name]]) for f in facts]
+
+
+def test_index_judges_each_selection_once_and_enqueues_only_the_affected() -> None:
+    idx = SelectionIndex()
+    specs = {"p1": {"placement": {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "prod"}}}}},
+             "p2": {"placement": {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "prod"}}}}},
+             "d1": {"placement": {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "dev"}}}}},
+             "n1": {"targetClusters": ["other"]}}
+    parsed: list[str] = []
+    for name, spec in specs.items():
+        def parse(spec: dict[str, Any] = spec, name: str = name) -> ClusterSelection:
+            parsed.append(name)
+            return _sel({"replicas": 1, **spec})
+        idx.put(name, selection_key(spec), parse)
+    assert parsed == ["p1", "d1", "n1"] and len(idx) == 3  # p2 shares p1's selection
+    prod = ClusterFacts("c", {"tier": "prod"}, {})
+    dev = ClusterFacts("c", {"tier": "dev"}, {})
+
+    def nowhere(_: str) -> bool:
+        return False
+
+    joined = FleetChange("c", (CLUSTER_READY,), prod, None, True)
+    assert sorted(idx.affected(joined, nowhere)) == ["p1", "p2"]
+    # not Ready yet: nothing to offer
+    assert idx.affected(FleetChange("c", (CLUSTER_ADDED,), prod, None, False), nowhere) == []
+    # relabelled prod → dev: dev bindings gain it; prod bindings lose it only where placed
+    relabel = FleetChange("c", (LABELS_CHANGED,), dev, prod, True)
+    assert sorted(idx.affected(relabel, lambda n: n == "p2")) == ["d1", "p2"]
+    # a label change that keeps selecting it concerns nobody; a lifted taint concerns all it selects
+    same = FleetChange("c", (LABELS_CHANGED,), ClusterFacts("c", {"tier": "prod", "x": "1"}, {}), prod, True)
+    assert idx.affected(same, nowhere) == []
+    lifted = FleetChange("c", (TAINTS_LIFTED,), prod, prod, True)
+    assert sorted(idx.affected(lifted, nowhere)) == ["p1", "p2"]
+    idx.remove("p1")
+    idx.remove("p2")
+    assert idx.affected(joined, nowhere) == [] and len(idx) == 2
+
+
+# ---------------------------------------------------------------- cache → fleet changes
+@pytest.fixture
+def cache() -> SchedulerCache:
+    return SchedulerCache(clock=lambda: 1000.0)
+
+
+def _rec(name: str, labels: dict[str, str] | None = None, ready: bool | None = None, **spec: Any) -> ClusterRecord:
+    return ClusterRecord(name, labels or {}, ClusterSpec(**spec), ready)
+
+
+def test_cache_reports_clusters_that_become_ready_and_change(cache: SchedulerCache) -> None:
+    ev = cache.on_cluster("a", _rec("a"))
+    assert ev.fleet == [] and cache.unknown == {"a"}  # registered, nothing known yet
+    ev = cache.on_status("a", StatusRecord("a", {"cpuCapacity": 8}, 1000.0))
+    assert [(c.cluster, c.kinds) for c in ev.fleet] == [("a", (CLUSTER_READY,))] and cache.unknown == set()
+    ev = cache.on_status("a", StatusRecord("a", {"cpuCapacity": 8}, 1000.0))
+    assert ev.fleet == []  # still Ready: no change
+    ev = cache.on_cluster("a", _rec("a", {"tier": "prod"}, region="eu"))
+    (change,) = ev.fleet
+    assert change.kinds == ("ClusterLabelsChanged", "ClusterTopologyChanged") and change.ready
+    assert change.before is not None and change.before.labels == {} and change.now.fields["region"] == "eu"
+    # a cluster created Ready (its health already judged) is added
+    ev = cache.on_cluster("b", _rec("b", ready=True))
+    assert [(c.cluster, c.kinds) for c in ev.fleet] == [("b", (CLUSTER_ADDED,))]
+    # taints added are failover's business; lifted ones admit bindings anew
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    assert cache.on_cluster("b", _rec("b", ready=True, taints=[taint])).fleet == []
+    (lift,) = cache.on_cluster("b", _rec("b", ready=True)).fleet
+    assert lift.kinds == (TAINTS_LIFTED,)
