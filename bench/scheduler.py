@@ -575,11 +575,103 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def run_fleet_change(args: argparse.Namespace) -> dict[str, Any]:
+    """S11: one cluster's label change in a decided fleet; how many bindings it enqueues and
+    re-decides, and how long until the last affected decision is written."""
+    return asyncio.run(_fleet_change(args))
+
+
+async def _fleet_change(args: argparse.Namespace) -> dict[str, Any]:
+    import tempfile
+
+    from drods.model.kinds import BINDING, CLUSTER
+    from drods.registry.objects import ObjectRegistry
+    from drods.registry.secrets import SecretBox, load_or_create_key
+    from drods.schedulerd.service import SchedulerService, SchedulerSettings
+    from drods.store import EventType, open_store
+
+    tmp = Path(tempfile.mkdtemp(prefix="drods-bench-"))
+    store = open_store(f"sqlite://{tmp / 'drods.db'}")
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp / "encryption.key")))
+    rng = np.random.default_rng(args.seed)
+    pools = max(2, args.pools)
+    rows = [(name, {**labels, "pool": f"p{i % pools}"}, spec, True, st)
+            for i, (name, labels, spec, _, st) in enumerate(fleet_rows(args.clusters, rng))]
+    await _seed_fleet(store, registry, rows)
+    # every binding selects one pool; one in ten is Duplicated, the rest divided by water level
+    bodies = []
+    for i in range(args.tasks):
+        pl: dict[str, Any] = {"clusterAffinity": {"labelSelector": {"matchLabels": {"pool": f"p{i % pools}"}}}}
+        if i % 10 == 0:
+            pl["replicaScheduling"] = {"replicaSchedulingType": "Duplicated"}
+        bodies.append((BINDING, {"metadata": {"name": f"fc-{i:06d}"},
+                                 "spec": {"replicas": 4, "resources": {"cpu": 0.1, "memory": 0.1}, "placement": pl}}))
+    for i in range(0, len(bodies), 500):
+        await registry.batch_upsert(bodies[i:i + 500])
+    svc = SchedulerService(store, settings=SchedulerSettings(lease_ttl=10, rng_seed=args.seed))
+    task = asyncio.create_task(svc.run())
+    seen: dict[str, float] = {}
+    changed_at: list[float] = []
+
+    async def watch() -> None:
+        rev = (await store.get(BINDING.key("fc-000000")) or None)
+        async for ev in store.watch(BINDING.key_prefix(), start_revision=(rev.mod_revision if rev else 0) + 1):
+            if ev.type is EventType.PUT and changed_at and b"re-placed after" in ev.kv.value:
+                seen.setdefault(ev.kv.key, time.perf_counter())
+
+    async def decided() -> int:
+        n = 0
+        for kv in (await store.range(BINDING.key_prefix()))[0]:
+            n += b'"scheduledGeneration"' in kv.value
+        return n
+
+    deadline = time.monotonic() + 600
+    while await decided() < args.tasks:
+        if time.monotonic() > deadline:
+            raise SystemExit("the fleet's bindings were not all decided within 600 s")
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(1.0)  # the last decisions' echoes
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.2)
+    name, labels = rows[0][0], rows[0][1]
+    obj = await registry.get(CLUSTER, name)
+    before = svc.metrics.incoming.labels(event="ClusterLabelsChanged")._value.get()
+    moved_before = svc.metrics.fleet_moved._value.get()
+    t0 = time.perf_counter()
+    changed_at.append(t0)
+    obj["metadata"]["labels"] = {**labels, "pool": "p1" if labels["pool"] != "p1" else "p0"}
+    await registry.update(CLUSTER, obj)
+    quiet_since = time.perf_counter()
+    last = 0
+    while time.perf_counter() - quiet_since < 3.0:  # settled: no new decision for 3 s
+        await asyncio.sleep(0.1)
+        if len(seen) != last:
+            last, quiet_since = len(seen), time.perf_counter()
+    enqueued = int(svc.metrics.incoming.labels(event="ClusterLabelsChanged")._value.get() - before)
+    lat = np.array(sorted(t - t0 for t in seen.values())) * 1e3
+    watcher.cancel()
+    task.cancel()
+    await asyncio.gather(watcher, task, return_exceptions=True)
+    await store.close()
+    conditions = {"fleet": f"{pools} label pools; {args.tasks} bindings of 4 replicas (1 in 10 Duplicated), each "
+                            f"selecting one pool; cluster {name} relabelled from {labels['pool']} to another pool",
+                  "store": "sqlite, in-process scheduler",
+                  "latency": "from the label write to each re-decision's status write, seen by a store watch"}
+    return {"conditions": conditions, "clusters": args.clusters, "tasks": args.tasks, "mode": "fleet-change",
+            "store": "sqlite",
+            "selections": len(svc.selections), "enqueued": enqueued, "redecided": len(seen),
+            "moved_replicas": int(svc.metrics.fleet_moved._value.get() - moved_before),
+            "p50_ms": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
+            "p99_ms": round(float(np.percentile(lat, 99)), 1) if lat.size else None,
+            "last_ms": round(float(lat[-1]), 1) if lat.size else None}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clusters", type=int, default=100)
     ap.add_argument("--tasks", type=int, default=10_000)
-    ap.add_argument("--mode", choices=["algorithm", "e2e"], default="algorithm")
+    ap.add_argument("--mode", choices=["algorithm", "e2e", "fleet-change"], default="algorithm")
+    ap.add_argument("--pools", type=int, default=50, help="fleet-change: label pools the bindings select")
     ap.add_argument("--store", choices=["sqlite", "etcd"], default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--templates", type=int, default=500, help="distinct task shapes cycled through")
@@ -614,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "e2e":
         args.store = args.store or "sqlite"
         out = run_e2e(args)
+    elif args.mode == "fleet-change":
+        out = run_fleet_change(args)
     elif args.store is not None:
         print("bench/scheduler.py: --store applies to --mode e2e", file=sys.stderr)
         return 2

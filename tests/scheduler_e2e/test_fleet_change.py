@@ -6,9 +6,12 @@ fewest clusters, where new capacity rightly attracts nothing; ``scheduler/adjust
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from tests.scheduler_e2e.conftest import Plane, eventually, placement
+from drods.store import Store
+from tests.scheduler_e2e.conftest import Plane, eventually, fast_settings, placement, serve
 
 BUSY = 65
 DUP = {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
@@ -131,3 +134,42 @@ async def test_static_weights_are_redivided_over_the_clusters_that_now_match(pla
     assert placement(st) == {"a": 6}
     await plane.report("b", 20)
     assert await _placed(plane, "weighted", lambda p: p == {"a": 2, "b": 4})
+
+
+async def test_a_new_leader_waits_for_every_registered_cluster_first_status(
+        store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    """No decisions on a half-known fleet: the scheduler starting over a registered fleet decides only
+    once every cluster reported (or its grace ran out, which the decision record then says)."""
+    store = store_factory()
+    await store.delete_prefix("/")
+    async with serve(store, tmp_path / "data", scheduler=False) as plane:
+        for name in ("a", "b", "c"):
+            await plane.register(name)
+        await plane.report("a", BUSY)
+        await plane.bind({"name": "early", "replicas": 6, "resources": {"cpu": 1}, "placement": WATER})
+    async with serve(store_factory(), tmp_path / "data", settings=fast_settings(first_status_grace=60.0)) as plane:
+        assert plane.scheduler.cache.unknown == {"b", "c"}
+        await plane.report("b", BUSY)
+        st = await plane.status("early")
+        assert st["scheduledGeneration"] is None, st  # c is still unknown: nothing decided yet
+        await plane.report("c", BUSY)
+        st = await plane.decided("early")
+        assert set(placement(st)) == {"a", "b", "c"}, st
+        r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "early"}, role="viewer")
+        assert [e["unknownClusters"] for e in r.json()["items"]] == [0]
+
+
+async def test_the_grace_bounds_the_wait_and_the_record_counts_the_unknown(
+        store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    store = store_factory()
+    await store.delete_prefix("/")
+    async with serve(store, tmp_path / "data", scheduler=False) as plane:
+        for name in ("a", "silent"):
+            await plane.register(name)
+        await plane.report("a", BUSY)
+        await plane.bind({"name": "early", "replicas": 2, "resources": {"cpu": 1}})
+    async with serve(store_factory(), tmp_path / "data", settings=fast_settings(first_status_grace=0.5)) as plane:
+        st = await plane.decided("early")
+        assert placement(st) == {"a": 2}
+        r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "early"}, role="viewer")
+        assert [e["unknownClusters"] for e in r.json()["items"]] == [1]
