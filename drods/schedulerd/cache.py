@@ -22,11 +22,12 @@ keeps the assumed load (S7) honest:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +130,7 @@ class _Assumption:
     req: tuple[float, ...]
     time: float
     checks: int = 0
+    demand: OfferDemand | None = None
 
 
 @dataclass(slots=True)
@@ -326,8 +328,23 @@ class SchedulerCache:
             return
         self.snap.assume(tuple(counts.items()), np.asarray(req, dtype=np.float64), key=key, demand=demand,
                          hold=False)
-        self._assumed[key] = _Assumption(counts, req, ts)
+        self._assumed[key] = _Assumption(counts, req, ts, demand=demand)
         heapq.heappush(self._due, (ts + self.assume_ttl, key, ts))
+
+    @contextlib.contextmanager
+    def excluding(self, key: str) -> Iterator[None]:
+        """The snapshot without ``key``'s assumed load for a while: a fresh division of a placed
+        binding must not see its own replicas as another workload's load (S11)."""
+        a = self._assumed.get(key)
+        if a is None:
+            yield
+            return
+        self.snap.forget(key=key, offers=False)
+        try:
+            yield
+        finally:
+            self.snap.assume(tuple(a.counts.items()), np.asarray(a.req, dtype=np.float64), key=key,
+                             demand=a.demand, hold=False)
 
     def forget(self, key: str) -> bool:
         """Drop the assumed cpu/memory/... of ``key`` (the status shows it now); its GPUs and tier

@@ -542,7 +542,8 @@ class SchedulerService:
         task = Task(spec, name=name, current=[TargetCluster.model_construct(cluster=c, replicas=n) for c, n in current],
                     rebalance=not rec.duplicated, workload_class=rec.workload_class, workload=rec.workload,
                     primary=rec.primary)
-        fresh = self.scheduler.schedule(task, self.cache.snap)
+        with self.cache.excluding(name):
+            fresh = self.scheduler.schedule(task, self.cache.snap)
         if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current)):
             self.queue.done(name)  # never fewer replicas for a fleet change; parked retries place the rest
             return None

@@ -209,3 +209,22 @@ def test_cache_reports_clusters_that_become_ready_and_change(cache: SchedulerCac
     assert cache.on_cluster("b", _rec("b", ready=True, taints=[taint])).fleet == []
     (lift,) = cache.on_cluster("b", _rec("b", ready=True)).fleet
     assert lift.kinds == (TAINTS_LIFTED,)
+
+
+def test_a_fresh_division_does_not_see_the_binding_own_assumed_load(cache: SchedulerCache) -> None:
+    cache.on_cluster("a", _rec("a", ready=True))
+    cache.on_status("a", StatusRecord("a", {"cpu": {"capacity": 64.0, "used": 0.0}, "memory": {"capacity": 256.0}},
+                                      1000.0))
+    row = cache.snap.index["a"]
+
+    def free_cpu() -> float:
+        return float(cache.snap.free[row, 0])
+
+    base = free_cpu()
+    cache.assume_decision("web", (), (("a", 4),), (1.0, 0.0, 0.0, 1.0, 0.0), 1000.0)
+    assert free_cpu() == pytest.approx(base - 4)
+    with cache.excluding("web"):
+        assert free_cpu() == pytest.approx(base)
+    assert free_cpu() == pytest.approx(base - 4) and cache.assumed("web") == {"a": 4}
+    with cache.excluding("other"):  # nothing assumed: nothing changes
+        assert free_cpu() == pytest.approx(base - 4)
