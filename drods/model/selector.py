@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -24,13 +24,18 @@ class LabelSelectorRequirement(BaseModel):
         return self
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.operator == "In":
-            return labels.get(self.key) in self.values
-        if self.operator == "NotIn":
-            return labels.get(self.key) not in self.values
-        if self.operator == "Exists":
-            return self.key in labels
-        return self.key not in labels
+        return requirement_matches(labels, self.key, self.operator, self.values)
+
+
+def requirement_matches(labels: Mapping[str, str], key: str, operator: str, values: Sequence[str]) -> bool:
+    """One matchExpressions entry against a label set (a missing label fails In, passes NotIn)."""
+    if operator == "In":
+        return labels.get(key) in values
+    if operator == "NotIn":
+        return labels.get(key) not in values
+    if operator == "Exists":
+        return key in labels
+    return key not in labels
 
 
 class LabelSelector(BaseModel):

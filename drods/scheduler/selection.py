@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
+from drods.model.selector import requirement_matches
 from drods.scheduler.task import AffinityKey, affinity_terms, shorthands
 
 
@@ -31,16 +32,6 @@ class ClusterFacts:
                                         "city": spec.city})
 
 
-def _label_ok(labels: Mapping[str, str], key: str, op: str, values: tuple[str, ...]) -> bool:
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    return key not in labels
-
-
 def _group_selects(term: AffinityKey, c: ClusterFacts) -> bool:
     if term.cluster_names and c.name not in term.cluster_names:
         return False
@@ -48,7 +39,7 @@ def _group_selects(term: AffinityKey, c: ClusterFacts) -> bool:
         return False
     if any(c.labels.get(k) != v for k, v in term.match_labels):
         return False
-    if not all(_label_ok(c.labels, k, op, vals) for k, op, vals in term.label_exprs):
+    if not all(requirement_matches(c.labels, k, op, vals) for k, op, vals in term.label_exprs):
         return False
     return all((c.fields.get(k) in vals) == (op == "In") for k, op, vals in term.field_exprs)
 

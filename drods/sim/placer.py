@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from drods.model.selector import requirement_matches
 from drods.sim.resources import Resources, is_terminal, node_allocatable, node_ready, pod_requests
 
 Obj = dict[str, Any]
@@ -37,14 +38,8 @@ def rooms(nodes: list[Obj], pods: list[Obj]) -> dict[str, NodeRoom]:
 
 def _expr_matches(expr: Obj, labels: dict[str, str]) -> bool:
     key, op, values = expr.get("key", ""), expr.get("operator", "In"), expr.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
+    if op in ("In", "NotIn", "Exists", "DoesNotExist"):
+        return requirement_matches(labels, key, op, values)
     if op in ("Gt", "Lt") and key in labels and values:
         try:
             left, right = int(labels[key]), int(values[0])
