@@ -256,8 +256,9 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         manager.add_leader(MEMBERS_LEASE, member_controllers)
 
     if Component.COLLECTORS in chosen and monitor is not None:
-        collectors = MonitorCollectors(monitor, s.collectors)
-        manager.add_leader("monitor-collectors", lambda _lead: collectors)
+        collecting_monitor = monitor
+        manager.add_leader("monitor-collectors",
+                           lambda lead: MonitorCollectors(collecting_monitor, s.collectors, store=lead.store))
 
     if Component.DESCHEDULER in chosen and monitor is not None:
         hook = s.reschedule_hook

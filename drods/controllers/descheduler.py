@@ -16,8 +16,9 @@ from typing import Any
 
 from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.periodic import every
+from drods.model import jsondoc
 from drods.model.annotations import evacuated_from
-from drods.model.keys import SUSTAINED_EVENTS_PREFIX
+from drods.model.keys import DESCHEDULER_STATE_KEY, SUSTAINED_EVENTS_PREFIX
 from drods.model.kinds import BINDING
 from drods.model.preallocation import parse_hold
 from drods.model.reschedule import RescheduleHook
@@ -54,6 +55,7 @@ class Descheduler:
         self.traffic = traffic  # H1: the traffic rebalance passes (None: not in this process)
 
     async def run(self) -> None:
+        await self._load_state()
         for obj in await self.registry.scan(BINDING):
             for c in evacuated_from(obj):
                 self.restores.moved(c)
@@ -63,11 +65,32 @@ class Descheduler:
                              every(check, self.restore, "restore"),
                              *((self.traffic.run(),) if self.traffic is not None else ()))
 
+    async def _load_state(self) -> None:
+        """A6: the previous leader's cooldowns, rate limit and pre-allocation holds go on counting."""
+        kv = await self.store.get(DESCHEDULER_STATE_KEY)
+        if kv is None:
+            return
+        try:
+            doc = jsondoc.loads(kv.value)
+        except ValueError:
+            return
+        if not isinstance(doc, dict):
+            return
+        now = self.svc.clock()
+        self.ops.restore(doc, now)
+        holds = doc.get("holds") or {}
+        self.holds = {str(c): float(t) for c, t in holds.items() if isinstance(t, int | float) and t > now}
+
+    async def _save_state(self) -> None:
+        """Written through this leader's fence: a deposed leader cannot overwrite its successor's."""
+        await self.store.put(DESCHEDULER_STATE_KEY, jsondoc.dumps({**self.ops.state(), "holds": self.holds}))
+
     async def _execute(self, action: Action, cluster: str, reason: str, details: dict[str, Any]) -> str:
         svc = self.svc
         outcome, result = await execute(self.ops, action, cluster, reason, svc.clock(),
                                         candidates=_candidates(svc, cluster), details=details,
-                                        hook=self.rescheduler, record=svc.operations.append)
+                                        hook=self.rescheduler, record=svc.operations.append,
+                                        persist=self._save_state)
         if action != "restore" and result is not None and result.accepted and result.bindings:
             self.restores.moved(cluster)
         return outcome
@@ -103,11 +126,13 @@ class Descheduler:
             peak = d["active"] and predicted is not None and predicted >= threshold and \
                 (now_wl is None or now_wl < threshold)
             if not peak:
-                self.holds.pop(c, None)
+                if self.holds.pop(c, None) is not None:
+                    await self._save_state()
                 continue
             if self.holds.get(c, 0.0) > now:
                 continue  # one decision per hold: the scheduler already sees this peak
             self.holds[c] = now + horizon * 60.0
+            await self._save_state()
             reason = f"forecast water level {predicted:.2f} within {horizon:g} min reaches {threshold:.2f}"
             await self._execute("preallocate", c, reason, {"forecast": predicted, "horizonMinutes": horizon,
                                                            "threshold": threshold, "waterLevel": now_wl})

@@ -201,7 +201,8 @@ class ClusterHealth:
 
         report = report_from_summary(name, summary, self.clock())
         await self.monitor.start()
-        await self.monitor.ingest(MetricsReport.model_validate(report), source="kubernetes")
+        # through this leader's fence, as every write of the member controllers (A6)
+        await self.monitor.ingest(MetricsReport.model_validate(report), source="kubernetes", store=self.fleet.store)
 
     async def _last_report(self, name: str) -> float | None:
         times: list[float] = []

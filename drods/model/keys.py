@@ -19,6 +19,7 @@ TOKENS_PREFIX = "/auth/tokens/"
 SCHEDULES_PREFIX = "/history/schedules/"
 FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"
+DESCHEDULER_STATE_KEY = "/state/descheduler"  # A6: cooldowns, the hourly rate limit and holds, for the next leader
 AUTOSCALING_PREFIX = "/history/autoscaling/"  # scaling decisions with their inputs
 # Monitoring's events (prefix-watchable, leased).
 THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"

@@ -99,6 +99,22 @@ class AutoOps:
         self._last[cluster] = now
         self._recent.append(now)
 
+    def state(self) -> dict[str, Any]:
+        """What the decisions depend on, for the next leader (A6): last action per cluster and the
+        actions of the last hour."""
+        return {"lastAction": dict(self._last), "recentActions": list(self._recent)}
+
+    def restore(self, state: Mapping[str, Any] | None, now: float) -> None:
+        """Take over ``state`` (from ``state()``), dropping what no longer counts at ``now``."""
+        if not state:
+            return
+        horizon = max(self.policy.cooldownSeconds, 3600.0)
+        last = state.get("lastAction") or {}
+        self._last = {str(c): float(t) for c, t in last.items()
+                      if isinstance(t, int | float) and now - float(t) < horizon}
+        recent = [float(t) for t in state.get("recentActions") or [] if isinstance(t, int | float)]
+        self._recent = deque(sorted(t for t in recent if now - t < 3600.0))
+
     def request(self, action: Action, cluster: str, reason: str, details: Mapping[str, Any]) -> RescheduleRequest:
         p = self.policy
         fraction = p.preallocateFraction if action == "preallocate" else p.evacuateFraction
@@ -107,8 +123,11 @@ class AutoOps:
 
 async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: float, *, candidates: int,
                   details: Mapping[str, Any], hook: Callable[[RescheduleRequest], Awaitable[RescheduleResult]] | None,
-                  record: Callable[..., Awaitable[Any]]) -> tuple[str, RescheduleResult | None]:
-    """Decide, call the scheduler's hook when allowed, record the outcome; returns it and the result."""
+                  record: Callable[..., Awaitable[Any]],
+                  persist: Callable[[], Awaitable[None]] | None = None) -> tuple[str, RescheduleResult | None]:
+    """Decide, call the scheduler's hook when allowed, record the outcome; returns it and the result.
+    ``persist`` saves the policy state once an action is decided, before it is carried out, so a
+    leader that dies mid-action leaves its cooldown behind (A6)."""
     decision = ops.decide(action, cluster, now, candidates=candidates)
     kind = KIND[action]
     result: RescheduleResult | None = None
@@ -120,6 +139,8 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
         req = ops.request(action, cluster, reason, details)
         info["request"] = {"fraction": req.fraction, "minAvailability": req.min_availability}
         ops.record(cluster, now)
+        if persist is not None:
+            await persist()
         if hook is None:
             outcome = "no-hook"
             info["note"] = "no rescheduler in this process"

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from drods.machinery.periodic import every
 from drods.monitor.collectors import Collector, run_collectors
 from drods.monitor.collectors.prometheus import DEFAULT_COLLECT_PROMQL, PrometheusCollector
-from drods.monitor.service import MonitorService
+from drods.monitor.report import MetricsReport, Source
+from drods.monitor.service import IngestOutcome, MonitorService
+from drods.store import Store
 
 
 class MonitorMaintenance:
@@ -38,13 +40,29 @@ class MonitorMaintenance:
             await svc.flush(force=True)
 
 
+class _FencedIngest:
+    """The monitor's ingest with every write through the collectors' leadership (A6)."""
+
+    def __init__(self, monitor: MonitorService, store: Store) -> None:
+        self.monitor = monitor
+        self.store = store
+
+    async def ingest(self, report: MetricsReport, source: Source = "push") -> IngestOutcome:
+        return await self.monitor.ingest(report, source, store=self.store)
+
+    async def record_collect_failure(self, cluster: str, source: str, error: str) -> None:
+        await self.monitor.record_collect_failure(cluster, source, error)
+
+
 class MonitorCollectors:
     """Pulls every cluster at the interval its subscriptions ask for; ``extra`` collectors run
-    beside the built-in Prometheus one."""
+    beside the built-in Prometheus one. ``store``: the leader's fenced view, which every write of
+    a pulled report goes through (a deposed collector writes nothing)."""
 
-    def __init__(self, monitor: MonitorService, extra: Sequence[Collector] = ()) -> None:
+    def __init__(self, monitor: MonitorService, extra: Sequence[Collector] = (), *, store: Store | None = None) -> None:
         self.monitor = monitor
         self.extra = list(extra)
+        self.store = store
 
     async def run(self) -> None:
         svc = self.monitor
@@ -52,9 +70,10 @@ class MonitorCollectors:
         s = svc.settings
         prom = PrometheusCollector({**DEFAULT_COLLECT_PROMQL, **s.promql}, window=s.promqlWindow,
                                    timeout_s=s.collectTimeoutSeconds, clock=svc.clock)
+        ingest = _FencedIngest(svc, self.store) if self.store is not None else svc
         try:
-            await run_collectors(svc, lambda: [prom, *self.extra], lambda: list(svc.fleet.clusters.values()),
+            await run_collectors(ingest, lambda: [prom, *self.extra], lambda: list(svc.fleet.clusters.values()),
                                  interval_s=s.collectIntervalSeconds, concurrency=s.collectConcurrency,
-                                 timeout_s=s.collectTimeoutSeconds)
+                                 timeout_s=s.collectTimeoutSeconds, monitor=svc)
         finally:
             await prom.aclose()

@@ -221,11 +221,12 @@ class LeasePool:
         if self._id == lease_id:
             self._id = None
 
-    async def put(self, key: str, value: bytes) -> None:
+    async def put(self, key: str, value: bytes, store: Store | None = None) -> None:
+        """``store``: a view of this pool's store to write through (a leader's fence)."""
         for _ in range(2):
             lease = await self.get()
             try:
-                await self.store.put(key, value, lease=lease)
+                await (store or self.store).put(key, value, lease=lease)
                 return
             except LeaseNotFound:
                 self.invalidate(lease)
@@ -403,8 +404,10 @@ class MonitorService:
 
     # -- ingest ------------------------------------------------------------------------------
 
-    async def ingest(self, report: MetricsReport, source: Source = "push") -> IngestOutcome:
-        """Apply one report; the caller has checked that the cluster exists and may report."""
+    async def ingest(self, report: MetricsReport, source: Source = "push", *,
+                     store: Store | None = None) -> IngestOutcome:
+        """Apply one report; the caller has checked that the cluster exists and may report.
+        ``store``: write through this view of the store instead (a single-active collector's fence)."""
         t0 = time.perf_counter()
         cluster = report.cluster
         threshold_events: list[ThresholdEvent] = []
@@ -425,7 +428,7 @@ class MonitorService:
             threshold_events += limit_events
             if limit_sustained is not None:
                 sustained.append(limit_sustained)
-            published = await self._publish_status(cluster, res.status, report, now)
+            published = await self._publish_status(cluster, res.status, report, now, store or self.store)
             if published is None:
                 self.fleet.report_accepted()
         outcome = IngestOutcome(
@@ -438,9 +441,9 @@ class MonitorService:
             events=len(threshold_events) + len(sustained),
         )
         if threshold_events or sustained:
-            await self._publish_events(cluster, threshold_events, sustained)
+            await self._publish_events(cluster, threshold_events, sustained, store)
         if res.surge is not None:
-            await self._publish_surge(res.surge)
+            await self._publish_surge(res.surge, store or self.store)
         # A local file is flushed inline too; a remote history only by the maintenance loop, so a
         # slow or unreachable Prometheus never delays the answer to a report.
         if self.settings.historyBackend == "sqlite" and \
@@ -488,7 +491,7 @@ class MonitorService:
             self.pipeline.surge.observe_status(st)
 
     async def _publish_status(self, cluster: str, raw: NormalisedStatus, report: MetricsReport,
-                              now: float) -> str | None:
+                              now: float, store: Store) -> str | None:
         """Write the status document if the visible view changed or a heartbeat is due (CAS)."""
         for _ in range(4):
             visible = self.pipeline.visible[cluster]
@@ -503,8 +506,7 @@ class MonitorService:
                 return None
             known = self._known_rev.get(cluster, 0)
             try:
-                rev = await self.store.put(status_key(cluster), jsondoc.dumps(doc),
-                                           expect_revision=known)
+                rev = await store.put(status_key(cluster), jsondoc.dumps(doc), expect_revision=known)
             except CasFailed as e:
                 cur = decode_status(e.current) if e.current is not None else None
                 if cur is None:  # the document was deleted: write it again in full
@@ -529,12 +531,12 @@ class MonitorService:
     # -- events ------------------------------------------------------------------------------
 
     async def _publish_events(self, cluster: str, events: list[ThresholdEvent],
-                              sustained: list[SustainedEvent]) -> None:
+                              sustained: list[SustainedEvent], store: Store | None = None) -> None:
         writes = []
         for e in events:
             key = f"{THRESHOLD_EVENTS_PREFIX}{cluster}/{_ns(e.ts)}-{_slug(e.rule)}-{e.direction}"
             body = e.to_dict() | {"kind": "threshold"}
-            writes.append(self.leases.put(key, jsondoc.dumps(body)))
+            writes.append(self.leases.put(key, jsondoc.dumps(body), store))
             self.metrics.events.labels("threshold").inc()
             if e.rule == LIMIT_RULE and e.direction == "up":
                 writes.append(self._log_failure(
@@ -543,7 +545,7 @@ class MonitorService:
                     cluster=cluster, ts=e.ts, details=e.to_dict(), dedup=f"{cluster}-limit-{_ns(e.ts)}"))
         for s in sustained:
             key = f"{SUSTAINED_EVENTS_PREFIX}{cluster}/{_ns(s.ts)}-{s.kind}"
-            writes.append(self.leases.put(key, json.dumps(s.to_dict()).encode()))
+            writes.append(self.leases.put(key, json.dumps(s.to_dict()).encode(), store))
             self.metrics.events.labels(f"sustained-{s.kind}").inc()
             if s.kind == "sustained":
                 writes.append(self._log_failure(
@@ -555,7 +557,7 @@ class MonitorService:
             if isinstance(res, BaseException):
                 log.warning("event write for %s failed: %s", cluster, res)
 
-    async def _publish_surge(self, sig: SurgeSignal) -> None:
+    async def _publish_surge(self, sig: SurgeSignal, store: Store) -> None:
         """Keep ``/status/surge`` = {"fleet": {...}, "clusters": {name: signal}} for the adjuster;
         only surging clusters are listed, and only material changes are written."""
         c = sig.cluster
@@ -583,7 +585,7 @@ class MonitorService:
                 clusters.pop(c, None)
             new = {"timestamp": iso(self.clock()), "fleet": self._fleet_surge(clusters), "clusters": clusters}
             try:
-                rev = await self.store.put(SURGE_KEY, json.dumps(new).encode(),
+                rev = await store.put(SURGE_KEY, json.dumps(new).encode(),
                                            expect_revision=kv.mod_revision if kv is not None else 0)
             except CasFailed:
                 continue

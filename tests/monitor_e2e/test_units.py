@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+from drods.machinery.fence import Fence, FencedStore, LeadershipLost
 from drods.machinery.journal import entry_key
+from drods.model.keys import lease_key, status_key
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
 from drods.monitor.autoops import AutoOps, AutoOpsPolicy, execute
 from drods.monitor.collectors.prometheus import PrometheusCollector
 from drods.monitor.report import MetricsReport, NormalisedStatus, normalise
+from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.statusdoc import allocation_errors, build_doc, comparable, scheduler_view, status_from_dict
+from drods.store.sqlite import SqliteStore
 
 T0 = 1_700_000_000.0
 
@@ -81,6 +87,39 @@ async def test_autoops_policy_cooldown_rate_limit_capacity_and_hook() -> None:
     assert not AutoOps(AutoOpsPolicy(restore=False)).decide("restore", "q", T0, candidates=0).act
     assert [r[0] for r in records] == ["PreAllocate", "Evacuate", "Evacuate"]
     assert records[1][2]["details"]["result"]["message"] == "no room for q"  # type: ignore[index]
+
+
+def test_autoops_state_is_handed_to_the_next_leader() -> None:
+    ops = AutoOps(AutoOpsPolicy(cooldownSeconds=600, maxActionsPerHour=2))
+    ops.record("a", T0)
+    ops.record("b", T0 + 10)
+    doc = json.loads(json.dumps(ops.state()))  # as the store keeps it
+    heir = AutoOps(AutoOpsPolicy(cooldownSeconds=600, maxActionsPerHour=2))
+    heir.restore(doc, T0 + 60)
+    assert "cooldown" in heir.decide("evacuate", "a", T0 + 60, candidates=3).reason
+    assert "rate limit" in heir.decide("evacuate", "c", T0 + 60, candidates=3).reason
+    late = AutoOps(AutoOpsPolicy(cooldownSeconds=600, maxActionsPerHour=2))
+    late.restore(doc, T0 + 3700)  # an hour later nothing of it counts any more
+    assert late.decide("evacuate", "a", T0 + 3700, candidates=3).act and late.state()["recentActions"] == []
+    AutoOps(AutoOpsPolicy()).restore(None, T0)  # nothing stored yet
+
+
+async def test_a_collector_that_lost_its_lease_writes_no_status(tmp_path: Path) -> None:
+    """A6: a pulled report goes through the collectors' fence; with a stale one nothing is written."""
+    store = SqliteStore(str(tmp_path / "drods.db"))
+    svc = MonitorService(store, tmp_path, MonitorSettings(), clock=lambda: T0)
+    report = MetricsReport.model_validate({"cluster": "c", "timestamp": T0, "cpuCapacity": 8, "cpuUsage": 50,
+                                           "memoryCapacity": 32, "memoryAvailable": 16})
+    stale = FencedStore(store, Fence(lease_key("monitor-collectors"), 12345))
+    with pytest.raises(LeadershipLost):
+        await svc.ingest(report, "prometheus", store=stale)
+    assert await store.get(status_key("c")) is None
+    rev = await store.put(lease_key("monitor-collectors"), b"me")
+    report = MetricsReport.model_validate({**report.model_dump(), "timestamp": T0 + 1})
+    assert (await svc.ingest(report, "prometheus", store=FencedStore(store, Fence(lease_key("monitor-collectors"),
+                                                                                   rev)))).published
+    assert await store.get(status_key("c")) is not None
+    await store.close()
 
 
 def test_prometheus_values_are_shaped_into_a_valid_report() -> None:

@@ -53,9 +53,9 @@ async def _plane(store: Store, data_dir: Path, settings: tuple[MonitorSettings, 
 
 
 @contextlib.asynccontextmanager
-async def _reporting(plane: Plane, cpu: dict[str, float]) -> AsyncIterator[None]:
+async def _reporting(plane: Plane, cpu: dict[str, float], *, register: bool = True) -> AsyncIterator[None]:
     """An agent per cluster reporting ``cpu[cluster]`` % every 0.1 s (the dict can change meanwhile)."""
-    for name in cpu:
+    for name in cpu if register else ():
         await plane.register(name, waterLevelLimit=LIMIT)
 
     async def loop() -> None:
@@ -175,3 +175,32 @@ async def test_forecast_peak_preallocates_elsewhere_before_it_arrives(store: Sto
         restore = await _operation(plane, "c", "Restore")
         assert restore["details"]["outcome"] == "executed"
         assert sorted(o["kind"] for o in await _operations(plane, "c")) == ["PreAllocate", "Restore"]
+
+
+async def test_a_new_descheduler_leader_honours_the_cooldown_of_the_one_that_died(
+        store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    """A6: cooldowns and the hourly rate limit are kept in the store: after a leader change the
+    same cluster is not evacuated again inside its cooldown."""
+    settings = _settings(cooldownSeconds=3600, restore=False)
+    cpu = {"a": 62.0, "b": 62.0, "c": 62.0}
+    async with _plane(store_factory(), tmp_path / "data", settings) as plane, _reporting(plane, cpu):
+        await plane.bind(WEB)
+        await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web spread over a, b and c")
+        cpu["c"] = 92.0
+        await _placed(plane, "web", lambda p: "c" not in p, "web moved away from c")
+        assert (await _operation(plane, "c", "Evacuate"))["details"]["outcome"] == "executed"
+    # the leader is gone; another process leads the descheduler over the same store
+    cpu = {"a": 62.0, "b": 62.0, "c": 62.0}
+    monitoring, autoops = settings
+    async with serve(store_factory(), tmp_path / "data2", components=frozenset({Component.DESCHEDULER}),
+                     monitoring=monitoring, autoops=autoops) as plane, _reporting(plane, cpu, register=False):
+        await _placed(plane, "web", lambda p: "c" not in p, "web still away from c")
+        cpu["c"] = 92.0  # c overloaded again, well inside the cooldown of the first evacuation
+
+        async def second() -> dict[str, Any] | None:
+            ops = [op for op in await _operations(plane, "c") if op["kind"] == "Evacuate"]
+            return ops[0] if len(ops) == 2 else None  # newest first
+
+        op = await eventually(second, 15.0, "a second evacuation decision on c")
+        assert op["details"]["outcome"] == "skipped", op
+        assert op["details"]["skipReason"].startswith("cooldown"), op

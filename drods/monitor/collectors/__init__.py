@@ -79,15 +79,17 @@ async def _collect(service: _Ingest, col: Collector, info: ClusterInfo, sem: asy
 async def run_collectors(service: _Ingest, collectors: Callable[[], list[Collector]],
                          clusters: Callable[[], list[ClusterInfo]], *, interval_s: float,
                          concurrency: int = 32, timeout_s: float = 10.0,
-                         interval_for: Callable[[ClusterInfo], float] | None = None) -> None:
+                         interval_for: Callable[[ClusterInfo], float] | None = None,
+                         monitor: MonitorService | None = None) -> None:
     """Pull every cluster on its own interval until cancelled.
 
     ``interval_for(cluster)`` gives a cluster's interval, capped at ``interval_s`` (the default and
-    the slowest). Without it, a `MonitorService`'s subscriptions decide (`subscriptions_of`);
-    anything else is pulled every ``interval_s``.
+    the slowest). Without it, a `MonitorService`'s subscriptions decide (`subscriptions_of`: the
+    ``monitor``'s, else the ``service``'s when it is one); anything else is pulled every ``interval_s``.
     """
-    if interval_for is None and isinstance(service, MonitorService):
-        subs = subscriptions_of(service)
+    source = monitor if monitor is not None else service
+    if interval_for is None and isinstance(source, MonitorService):
+        subs = subscriptions_of(source)
         async with subs.using():
             await _pull_on_schedule(service, collectors, clusters, subs.seconds_for, interval_s,
                                     concurrency, timeout_s)
