@@ -63,7 +63,6 @@ from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
-from drods.members.quantity import cores, count, gib
 from drods.model.annotations import WORKLOAD_CLASS_LABEL
 from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
@@ -85,6 +84,7 @@ from drods.model.kinds import (
 )
 from drods.model.migration import MANAGED_BY_MIGRATION
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
+from drods.model.quantity import cores, count, gib
 from drods.model.timefmt import parse_rfc3339
 from drods.registry.catalog import KindCatalog
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored

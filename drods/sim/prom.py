@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from drods.members.quantity import quantity
+from drods.model.quantity import quantity
 from drods.sim.faults import MODES
 from drods.sim.placer import rooms
 from drods.sim.resources import node_allocatable, of_list

@@ -21,8 +21,8 @@ from drods.api.fields import parse_field_selector
 from drods.api.routes.kubernetes import dispatch, resolve, selector_of
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
-from drods.members.quantity import format_memory, format_nanocores
 from drods.model.kinds import Kind
+from drods.model.quantity import format_memory, format_nanocores
 from drods.model.timefmt import rfc3339
 from drods.sim import kinds as K
 from drods.sim.resources import Resources

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from drods.members.quantity import GIB
+from drods.model.quantity import GIB
 from drods.sim import workloads as W
 from drods.sim.config import NodePool, SimConfig, UsageModel, parse_cpu, parse_memory
 from drods.sim.nodes import build_nodes, preload_pods
