@@ -35,7 +35,6 @@ from typing import Any
 
 from drods.controllers.clients import MemberClients
 from drods.controllers.detector import DETECTED_KINDS
-from drods.controllers.manifests import selects
 from drods.errors import ApiError
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
@@ -53,6 +52,7 @@ from drods.model.kinds import (
     by_kind,
 )
 from drods.model.migration import traffic_withdrawn
+from drods.model.selector import selects
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.schedulerd.records import MANAGED_BY_LABEL
 from drods.steering.endpoints import EndpointCollector, Target
