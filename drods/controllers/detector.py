@@ -63,7 +63,7 @@ from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
-from drods.model.annotations import WORKLOAD_CLASS_LABEL
+from drods.model.annotations import DETECTOR_NAME, MANAGED_BY, RESOURCE_KIND_LABEL, WORKLOAD_CLASS_LABEL
 from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
 from drods.model.interpreter import Interpreter, interpretation
@@ -88,13 +88,11 @@ from drods.model.quantity import cores, count, gib
 from drods.model.timefmt import parse_rfc3339
 from drods.registry.catalog import KindCatalog
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
-from drods.schedulerd.records import DETECTOR_NAME, MANAGED_BY_LABEL
 from drods.store import KeyValue
 
 log = logging.getLogger(__name__)
 
 DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in TEMPLATE_KINDS if k.kind != "Namespace")
-RESOURCE_KIND_LABEL = "multicluster.io/resource-kind"
 
 
 def binding_name(kind: str, namespace: str, name: str) -> str:
@@ -301,7 +299,7 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
         spec["placement"] = placement
     if match.target_names:
         spec["targetClusters"] = list(match.target_names)
-    labels = {MANAGED_BY_LABEL: DETECTOR_NAME, RESOURCE_KIND_LABEL: kind.singular}
+    labels = {MANAGED_BY: DETECTOR_NAME, RESOURCE_KIND_LABEL: kind.singular}
     wclass = (meta.get("labels") or {}).get(WORKLOAD_CLASS_LABEL)
     if wclass:
         labels[WORKLOAD_CLASS_LABEL] = wclass  # H2: the scheduler's Dissonance score reads it here
@@ -379,7 +377,7 @@ class ResourceDetector:
         obj = new or old
         if not gone or was_gone or obj is None:
             return
-        if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != DETECTOR_NAME:
+        if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             return
         wkey = workload_key(obj, self.catalog)
         if wkey is not None:
@@ -427,12 +425,12 @@ class ResourceDetector:
         bname = binding_name(kind.kind, ns, name)
         # the informer's copy, only read here (a stale one costs a 409 and a retry; its arrival enqueues again)
         existing: dict[str, Any] | None = self.bindings.cache.get(BINDING.key(bname))
-        if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) != DETECTOR_NAME:
+        if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             log.warning("binding %s exists and is not managed by the resource detector; leaving it", bname)
             return None
         match = None
         if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp") \
-                and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY_MIGRATION:
+                and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != MANAGED_BY_MIGRATION:
             # (a migration hook's Job has its own Binding, pinned to one member: no policy places it)
             match = best_policy(self._all_policies(), kind, obj)
         if match is None or obj is None:
