@@ -41,7 +41,6 @@ from drods.autoscaling.cluster_weights import WeightSettings, rebalance
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
 from drods.autoscaling.promql_feedback import PromQLFeedback
-from drods.controllers.detector import binding_name
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
@@ -55,6 +54,7 @@ from drods.model.autoscaling import (
     OwnerIndex,
     scaled_workload,
 )
+from drods.model.detection import binding_name
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms

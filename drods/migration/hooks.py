@@ -14,8 +14,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from drods.controllers.detector import binding_name, pod_requests
 from drods.model.annotations import MANAGED_BY, PINNED_PLACEMENT, PLAN_LABEL
+from drods.model.detection import binding_name, pod_requests
 from drods.model.kinds import BINDING
 from drods.model.migration import MANAGED_BY_MIGRATION, MigrationPlanSpec, pin_annotation, plan_ref
 from drods.model.work import label_value

@@ -207,7 +207,7 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
     """The Binding the resource detector would derive for ``workload``, with the detector's own functions:
     under ``policy`` when given (whatever its selectors say), else under the best of the ``stored``
     PropagationPolicy / ResourcePlacementPolicy objects."""
-    from drods.controllers.detector import DETECTED_KINDS, PolicyMatch, best_policy, decode_policy, desired_binding
+    from drods.model.detection import DETECTED_KINDS, PolicyMatch, best_policy, decode_policy, desired_binding
 
     kind = by_kind(str(workload.get("apiVersion", "")), str(workload.get("kind", "")))
     meta = workload.get("metadata")
