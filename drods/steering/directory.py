@@ -33,11 +33,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drods.controllers.clients import MemberClients
 from drods.errors import ApiError
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.tasks import stop_tasks
+from drods.members.clients import MemberClients
 from drods.model.annotations import MANAGED_BY
 from drods.model.conditions import is_false, is_true
 from drods.model.detection import DETECTED_KINDS
