@@ -44,7 +44,6 @@ from drods.autoscaling.controller import Autoscaler, AutoscalerSettings
 from drods.config.model import DRODSConfiguration
 from drods.controllers.cache_planner import LEASE as CACHE_PLANNER_LEASE
 from drods.controllers.cache_planner import CachePlanner, CachePlannerSettings
-from drods.controllers.clients import MemberClients
 from drods.controllers.compactor import Compactor
 from drods.controllers.descheduler import Descheduler
 from drods.controllers.detector import ResourceDetector
@@ -56,6 +55,7 @@ from drods.controllers.settings import MemberSettings
 from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.manager import Leadership, Manager
 from drods.machinery.tasks import stop_tasks
+from drods.members.clients import MemberClients
 from drods.migration.controller import LEASE as MIGRATION_LEASE
 from drods.migration.controller import MigrationController
 from drods.model.interpreter import Interpreter

@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drods.controllers.detector import binding_name
 from drods.errors import ApiError
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import owner, scaled_workload
+from drods.model.detection import binding_name
 from drods.model.kinds import BINDING, FEDERATED_HPA, by_kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry

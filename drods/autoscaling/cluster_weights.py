@@ -76,9 +76,3 @@ def rebalance(targets: FeedbackTargets, reports: Mapping[str, Observation], plac
     if previous is not None and all(abs(new[c] - previous.get(c, -1.0)) < 1e-3 for c in names):
         return Rebalance(None, errors, "at the weight floor")
     return Rebalance(new, errors, "unbalanced")
-
-
-def static_weight_list(weights: Mapping[str, float]) -> list[dict[str, object]]:
-    """The Binding's ``weightPreference.staticWeightList`` for ``weights`` (integer weights, ‰)."""
-    return [{"targetCluster": {"clusterNames": [c]}, "weight": max(1, round(w * 1000))}
-            for c, w in sorted(weights.items())]

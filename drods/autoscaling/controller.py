@@ -36,17 +36,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from drods.autoscaling import algorithm, cron
+from drods.autoscaling import cron
 from drods.autoscaling.cluster_weights import WeightSettings, rebalance
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
 from drods.autoscaling.promql_feedback import PromQLFeedback
-from drods.controllers.detector import binding_name
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.journal import Journal
 from drods.machinery.manager import Manager
+from drods.model import scaling
 from drods.model.autoscaling import (
     CRON_KIND,
     CronFederatedHPASpec,
@@ -55,6 +55,7 @@ from drods.model.autoscaling import (
     OwnerIndex,
     scaled_workload,
 )
+from drods.model.detection import binding_name
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -86,14 +87,14 @@ class AutoscalerSettings:
 
 
 def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
-    """A status document → ``{"cpu": %, "memory": %, "waterLevel": …}`` (`algorithm.cluster_utilisation`)."""
+    """A status document → ``{"cpu": %, "memory": %, "waterLevel": …}`` (`scaling.cluster_utilisation`)."""
     try:
         view = json.loads(kv.value).get("status") or {}
     except (ValueError, AttributeError):
         return None
     if not isinstance(view, dict):
         return None
-    out = algorithm.cluster_utilisation(view)
+    out = scaling.cluster_utilisation(view)
     wl = view.get("waterLevel")
     if isinstance(wl, (int, float)):
         out[WATER_LEVEL] = float(wl)
@@ -117,8 +118,8 @@ def _condition(type_: str, ok: bool, reason: str, message: str, now: float) -> d
             "lastTransitionTime": rfc3339_ms(now)}
 
 
-def _window(status: Mapping[str, Any]) -> algorithm.Window:
-    w = algorithm.Window()
+def _window(status: Mapping[str, Any]) -> scaling.Window:
+    w = scaling.Window()
     for r in status.get("recommendations") or []:
         t = parse_rfc3339(r.get("time"))
         if t is not None and isinstance(r.get("replicas"), int):
@@ -347,13 +348,13 @@ class Autoscaler:
         current_metrics: list[dict[str, Any]] = []
         util_by_res = self._utilisation()
         for m in spec.metrics:
-            value = algorithm.weighted_utilisation(placement, util_by_res[m.resource.name])
+            value = scaling.weighted_utilisation(placement, util_by_res[m.resource.name])
             if value is None:
                 continue
             observations.append((value, float(m.resource.target.averageUtilization)))
             current_metrics.append({"type": "Resource", "resource": {
                 "name": m.resource.name, "current": {"averageUtilization": round(value, 2)}}})
-        recommendation = algorithm.recommend(current, observations) if observations else current
+        recommendation = scaling.recommend(current, observations) if observations else current
         forecast_info = self._forecast(spec, placement, util_by_res, current)
         if forecast_info is not None and forecast_info["recommended"] > recommendation:
             recommendation = forecast_info["recommended"]
@@ -386,9 +387,9 @@ class Autoscaler:
                    and 0 <= now - adopted_at < self.settings.adopt_hold_s)
         if holding and isinstance(held, int):  # an agent's count was just adopted: keep it
             kept = min(max(held, lo), hi)
-            outcome, window = algorithm.Outcome(kept, kept, "adopted from agent"), _window(status)
+            outcome, window = scaling.Outcome(kept, kept, "adopted from agent"), _window(status)
         else:
-            outcome, window = algorithm.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
+            outcome, window = scaling.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
         out: dict[str, Any] = {
             "currentReplicas": current, "desiredReplicas": outcome.desired,
             "currentMetrics": current_metrics, "minReplicas": lo, "maxReplicas": hi,
@@ -483,12 +484,12 @@ class Autoscaler:
         for m in spec.metrics:
             now_u = util[m.resource.name]
             scaled = {c: now_u[c] * g for c, g in growth.items() if c in now_u}
-            value = algorithm.weighted_utilisation(placement, {**now_u, **scaled})
+            value = scaling.weighted_utilisation(placement, {**now_u, **scaled})
             if value is not None:
                 future.append((value, float(m.resource.target.averageUtilization)))
         if not future:
             return None
-        recommended = min(max(algorithm.recommend(current, future), spec.minReplicas), spec.maxReplicas)
+        recommended = min(max(scaling.recommend(current, future), spec.minReplicas), spec.maxReplicas)
         return {"horizonSeconds": horizon, "recommended": recommended,
                 "utilisation": [round(v, 2) for v, _ in future],
                 "growth": {c: round(g, 4) for c, g in sorted(growth.items())}}

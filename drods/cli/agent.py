@@ -57,7 +57,7 @@ def agent(
     from drods.members.agent import AgentRefused, report_once, run_agent
     from drods.members.autonomy import AutonomySettings
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
-    from drods.members.works import run_works
+    from drods.members.pull import run_works
     from drods.transport import async_transport
 
     if not token:

@@ -77,8 +77,8 @@ def sim(
     import asyncio
     import logging
 
-    from drods.members.quantity import quantity
     from drods.model.meta import check_name
+    from drods.model.quantity import quantity
     from drods.sim.config import NodePool, SimConfig, UsageModel, parse_cpu, parse_memory
     from drods.sim.server import serve
 

@@ -37,14 +37,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from drods.errors import ApiError
 from drods.machinery.periodic import every
 from drods.model.dataset_access import hotness
-from drods.model.keys import DATASET_ACCESS_KEY, NETWORK_PREFIX
+from drods.model.keys import DATASET_ACCESS_KEY, NETWORK_PREFIX, pair_of
 from drods.model.kinds import CACHE_PLAN, CLUSTER, DATASET
 from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry
 from drods.scheduler.plugins.data_locality import egress_prices, nearest_copy
 from drods.scheduler.snapshot import Snapshot
 from drods.schedulerd.cache import decode_cluster
-from drods.steering.status import pair_of
 from drods.store import Store
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,6 @@ import collections
 import logging
 import time
 
-from drods.api.context import ApiContext
 from drods.store import Store
 
 log = logging.getLogger(__name__)
@@ -43,7 +42,3 @@ class Compactor:
             except Exception:  # noqa: BLE001 - a failed compaction is retried next interval
                 log.exception("store compaction failed")
             await asyncio.sleep(self.interval_s)
-
-
-async def compactor(ctx: ApiContext) -> None:
-    await Compactor(ctx.store).run()

@@ -48,27 +48,27 @@ template's, which stays the user's and is never edited.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import logging
-import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
-from drods.autoscaling.cluster_weights import static_weight_list
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
-from drods.members.quantity import cores, count, gib
-from drods.model.annotations import WORKLOAD_CLASS_LABEL
+from drods.model.annotations import DETECTOR_NAME, MANAGED_BY
 from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
-from drods.model.interpreter import Interpreter, interpretation
-from drods.model.karmada import KarmadaPropagationSpec
+from drods.model.detection import (
+    DETECTED_KINDS,
+    _Policy,
+    best_policy,
+    binding_name,
+    decode_policy,
+    desired_binding,
+    static_weight_list,
+)
+from drods.model.interpreter import Interpreter
 from drods.model.kinds import (
     ALL_KINDS,
     BINDING,
@@ -80,236 +80,14 @@ from drods.model.kinds import (
     PROPAGATION_POLICY,
     RESOURCE_INTERPRETER_CUSTOMIZATION,
     RESOURCE_PLACEMENT_POLICY,
-    TEMPLATE_KINDS,
     Kind,
 )
 from drods.model.migration import MANAGED_BY_MIGRATION
-from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.model.timefmt import parse_rfc3339
 from drods.registry.catalog import KindCatalog
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
-from drods.schedulerd.records import DETECTOR_NAME, MANAGED_BY_LABEL
-from drods.store import KeyValue
 
 log = logging.getLogger(__name__)
-
-DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in TEMPLATE_KINDS if k.kind != "Namespace")
-RESOURCE_KIND_LABEL = "multicluster.io/resource-kind"
-
-
-def binding_name(kind: str, namespace: str, name: str) -> str:
-    """``<kind>-<namespace>-<name>``; names beyond 253 characters are shortened with a hash."""
-    full = f"{kind.lower()}-{namespace}-{name}"
-    if len(full) <= 253:
-        return full
-    digest = hashlib.sha256(full.encode()).hexdigest()[:12]
-    return f"{full[:240].rstrip('-.')}-{digest}"
-
-
-# ---------------------------------------------------------------------- per-replica requests
-_RESOURCES = (("cpu", cores, "cpu"), ("memory", gib, "memory"), ("ephemeral-storage", gib, "storage"),
-              ("nvidia.com/gpu", count, "gpu"))
-
-
-def _container_requests(c: Mapping[str, Any]) -> dict[str, float]:
-    res = c.get("resources") or {}
-    req = res.get("requests") or {}
-    lim = res.get("limits") or {}
-    out: dict[str, float] = {}
-    for name, conv, field in _RESOURCES:
-        v = req.get(name, lim.get(name))
-        if v is not None:
-            out[field] = conv(v)
-    return out
-
-
-def pod_requests(template: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A pod template's effective requests per replica (Kubernetes' rule; units in the module doc)."""
-    pod = (template or {}).get("spec") or {}
-    total: dict[str, float] = {}
-    for c in pod.get("containers") or []:
-        for k, v in _container_requests(c).items():
-            total[k] = total.get(k, 0.0) + v
-    for c in pod.get("initContainers") or []:
-        for k, v in _container_requests(c).items():
-            total[k] = max(total.get(k, 0.0), v)
-    out: dict[str, Any] = {}
-    for k in ("cpu", "memory", "storage"):
-        if total.get(k):
-            out[k] = round(total[k], 6)
-    if total.get("gpu"):
-        out["gpu"] = int(math.ceil(total["gpu"]))
-    return out
-
-
-def replicas_of(kind: Kind, obj: Mapping[str, Any], interpreter: Interpreter | None = None) -> int:
-    how = interpreter.of(kind.api_version, kind.kind) if interpreter else interpretation(kind.api_version, kind.kind)
-    return how.replicas_of(obj)
-
-
-# F3: kinds whose replicas share state (ordinal identity, volumes): one cluster holds them all unless
-# the policy itself says how to spread them (a stateful topology, replica scheduling, spread constraints)
-KEPT_WHOLE = frozenset({"StatefulSet"})
-TOPOLOGY_FIELDS = ("statefulTopology", "replicaScheduling", "spreadConstraints")
-
-
-# ---------------------------------------------------------------------- policy matching
-@dataclass(frozen=True, slots=True)
-class PolicyMatch:
-    scope: int  # 0 a namespaced (Karmada) PropagationPolicy, 1 a cluster-wide policy: namespaced ones win
-    specificity: int  # 3 name, 2 label selector, 1 kind only
-    priority: int
-    kind_rank: int  # 0 ResourcePlacementPolicy, 1 PropagationPolicy
-    name: str
-    policy_kind: Kind
-    placement: dict[str, Any]
-    target_names: tuple[str, ...]
-    target_labels: tuple[tuple[str, str], ...]
-
-    namespace: str | None = None  # a namespaced policy's namespace
-    extra: tuple[tuple[str, Any], ...] = ()  # F4/F3: datasets, followUp copied into the Binding
-
-    def order(self) -> tuple[int, int, int, int, str]:
-        return (self.scope, -self.specificity, -self.priority, self.kind_rank, self.name)
-
-
-def selector_specificity(sel: ResourceSelector, kind: Kind, obj: Mapping[str, Any]) -> int | None:
-    meta = obj.get("metadata") or {}
-    if sel.kind != kind.kind or (sel.apiVersion and sel.apiVersion != kind.api_version):
-        return None
-    if sel.namespace and sel.namespace != meta.get("namespace", "default"):
-        return None
-    if sel.name:
-        return 3 if sel.name == meta.get("name") else None
-    if sel.labelSelector is not None:
-        return 2 if sel.labelSelector.matches(meta.get("labels") or {}) else None
-    return 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Policy:
-    kind: Kind
-    name: str
-    priority: int
-    selectors: tuple[ResourceSelector, ...]
-    placement: dict[str, Any]
-    target_names: tuple[str, ...]
-    target_labels: tuple[tuple[str, str], ...]
-    namespace: str | None = None  # a namespaced policy selects only this namespace's resources
-    extra: tuple[tuple[str, Any], ...] = ()
-
-
-def decode_policy(kind: Kind) -> Callable[[KeyValue], _Policy | None]:
-    def decode(kv: KeyValue) -> _Policy | None:
-        try:
-            obj = json.loads(kv.value)
-            name = obj["metadata"]["name"]
-            if obj["metadata"].get("deletionTimestamp"):
-                return None
-            spec = obj.get("spec") or {}
-            placement = spec.get("placement") or {}
-            if kind is PROPAGATION_POLICY:
-                pp = PropagationPolicySpec.model_validate(spec)
-                return _Policy(kind, name, pp.priority, tuple(pp.selectors()), placement, tuple(pp.targetClusters), (),
-                               extra=_extra(spec))
-            if kind in KARMADA_PROPAGATION_KINDS:
-                kp = KarmadaPropagationSpec.model_validate(spec)
-                ns = str(obj["metadata"].get("namespace") or "default") if kind.namespaced else None
-                return _Policy(kind, name, kp.priority, tuple(kp.resourceSelectors), placement, (), (), ns)
-            rpp = ResourcePlacementPolicySpec.model_validate(spec)
-        except (ValueError, KeyError, TypeError, ValidationError):
-            log.warning("resource detector: cannot read policy %s", kv.key)
-            return None
-        names: list[str] = []
-        labels: list[tuple[str, str]] = []
-        for t in rpp.targetClusters:
-            if t.selectorType == "name":
-                names.extend(t.values)
-            else:
-                labels.extend(tuple(v.split("=", 1)) for v in t.values)  # type: ignore[misc]
-        return _Policy(kind, name, rpp.priority, (rpp.resourceSelector,), placement, tuple(dict.fromkeys(names)),
-                       tuple(labels), extra=_extra(spec))
-
-    return decode
-
-
-def _extra(spec: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """The policy fields a Binding takes as they are (F4 ``datasets``, F3 ``followUp``)."""
-    return tuple((k, spec[k]) for k in ("datasets", "followUp") if spec.get(k))
-
-
-def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> PolicyMatch | None:
-    best: PolicyMatch | None = None
-    for p in policies:
-        spec = max((s for s in (selector_specificity(sel, kind, obj) for sel in p.selectors) if s is not None),
-                   default=None)
-        if spec is None:
-            continue
-        if p.namespace is not None and p.namespace != ((obj.get("metadata") or {}).get("namespace") or "default"):
-            continue
-        m = PolicyMatch(0 if p.namespace is not None else 1, spec, p.priority,
-                        0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
-                        p.placement, p.target_names, p.target_labels, p.namespace, p.extra)
-        if best is None or m.order() < best.order():
-            best = m
-    return best
-
-
-def _with_labels(placement: dict[str, Any], labels: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    if not labels:
-        return placement
-    out = copy.deepcopy(placement)
-    terms = out.get("clusterAffinities") or []
-    if not terms:
-        out["clusterAffinity"] = out.get("clusterAffinity") or {}
-        terms = [out["clusterAffinity"]]
-    for term in terms:
-        ls = term.setdefault("labelSelector", {})
-        ml = ls.setdefault("matchLabels", {})
-        ml.update(dict(labels))
-    return out
-
-
-def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
-                    interpreter: Interpreter | None = None) -> dict[str, Any]:
-    """The Binding object the detector wants for ``obj`` under ``match`` (replicas and requests read
-    through ``interpreter``, else the built-in interpretation)."""
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace") or "default"
-    ref = {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"], "namespace": ns}
-    if meta.get("uid"):
-        ref["uid"] = meta["uid"]
-    how = interpreter.of(kind.api_version, kind.kind) if interpreter else interpretation(kind.api_version, kind.kind)
-    spec: dict[str, Any] = {
-        "resource": ref,
-        "replicas": how.replicas_of(obj),
-        "priority": match.priority,
-        "resources": pod_requests(how.pod_template_of(obj)),
-        "policyRef": {"apiVersion": match.policy_kind.api_version, "kind": match.policy_kind.kind, "name": match.name,
-                      **({"namespace": match.namespace} if match.namespace else {})},
-    }
-    placement = _with_labels(match.placement, match.target_labels)
-    if placement.get("statefulTopology"):
-        pass  # F3: the topology places it (a primary cluster and replica clusters), whatever the kind
-    elif not how.divisible:  # nothing to divide: the whole object goes to every selected cluster
-        placement = {**placement, "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
-    elif kind.kind in KEPT_WHOLE and not any(placement.get(k) for k in TOPOLOGY_FIELDS):
-        # F3: a stateful set is not split across clusters unless its policy gives a topology
-        placement = {**placement, "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1}]}
-    spec.update(copy.deepcopy(dict(match.extra)))
-    if placement:
-        spec["placement"] = placement
-    if match.target_names:
-        spec["targetClusters"] = list(match.target_names)
-    labels = {MANAGED_BY_LABEL: DETECTOR_NAME, RESOURCE_KIND_LABEL: kind.singular}
-    wclass = (meta.get("labels") or {}).get(WORKLOAD_CLASS_LABEL)
-    if wclass:
-        labels[WORKLOAD_CLASS_LABEL] = wclass  # H2: the scheduler's Dissonance score reads it here
-    return {
-        "apiVersion": BINDING.api_version, "kind": BINDING.kind,
-        "metadata": {"name": binding_name(kind.kind, ns, meta["name"]), "labels": labels},
-        "spec": spec,
-    }
 
 
 def normal_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -379,7 +157,7 @@ class ResourceDetector:
         obj = new or old
         if not gone or was_gone or obj is None:
             return
-        if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != DETECTOR_NAME:
+        if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             return
         wkey = workload_key(obj, self.catalog)
         if wkey is not None:
@@ -427,12 +205,12 @@ class ResourceDetector:
         bname = binding_name(kind.kind, ns, name)
         # the informer's copy, only read here (a stale one costs a 409 and a retry; its arrival enqueues again)
         existing: dict[str, Any] | None = self.bindings.cache.get(BINDING.key(bname))
-        if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) != DETECTOR_NAME:
+        if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             log.warning("binding %s exists and is not managed by the resource detector; leaving it", bname)
             return None
         match = None
         if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp") \
-                and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY_MIGRATION:
+                and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != MANAGED_BY_MIGRATION:
             # (a migration hook's Job has its own Binding, pinned to one member: no policy places it)
             match = best_policy(self._all_policies(), kind, obj)
         if match is None or obj is None:

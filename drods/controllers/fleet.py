@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from drods.controllers.clients import MemberClients, is_pull
 from drods.machinery.informer import Informer
+from drods.members.clients import MemberClients, is_pull
 from drods.model import jsondoc
 from drods.model.conditions import condition
 from drods.model.interpreter import Interpreter

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from drods.controllers.clients import is_pull
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
+from drods.members.clients import is_pull
 from drods.members.collector import report_from_summary
 from drods.members.summary import ClusterSummary
 from drods.model.conditions import condition

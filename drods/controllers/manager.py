@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from drods.controllers.binding import BindingController
 from drods.controllers.cleanup import Cleanup
-from drods.controllers.clients import MemberClients
 from drods.controllers.execution import Execution
 from drods.controllers.failover import Failover
 from drods.controllers.fleet import MemberFleet, MemberInformers
@@ -26,6 +25,7 @@ from drods.controllers.settings import MemberSettings
 from drods.controllers.workstatus import WorkStatusController
 from drods.machinery.manager import Leadership
 from drods.machinery.tasks import run_all
+from drods.members.clients import MemberClients
 
 if TYPE_CHECKING:
     from drods.monitor.service import MonitorService

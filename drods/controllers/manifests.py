@@ -51,6 +51,7 @@ from drods.model.annotations import (
 )
 from drods.model.interpreter import Interpretation
 from drods.model.policy import ClusterOverridePolicySpec
+from drods.model.selector import selects
 from drods.model.work import Ref, label_value
 
 Obj = dict[str, Any]
@@ -214,16 +215,6 @@ def _config_and_secrets(ps: Obj) -> tuple[set[str], set[str]]:
         if isinstance(s, dict) and s.get("name"):
             secrets.add(s["name"])
     return cms, secrets
-
-
-def selects(service: Obj, template: Obj, pod: Obj | None = None) -> bool:
-    """A Service whose (non-empty) selector matches the pod template's labels."""
-    selector = (service.get("spec") or {}).get("selector") or {}
-    if not selector:
-        return False
-    tmpl = pod if pod is not None else ((template.get("spec") or {}).get("template") or {})
-    labels = (tmpl.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in selector.items())
 
 
 def ingress_backends(ingress: Obj) -> set[str]:

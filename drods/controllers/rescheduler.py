@@ -51,7 +51,7 @@ from drods.model.annotations import (
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
 from drods.model.migration import declared_hook, plan_object
 from drods.model.preallocation import PreallocationHold, parse_hold
-from drods.model.reschedule import RescheduleRequest, RescheduleResult
+from drods.model.reschedule import RescheduleRequest, RescheduleResult, choose_evacuation
 from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry
 from drods.registry.patch import MERGE_PATCH
@@ -69,21 +69,6 @@ async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Calla
         except ApiError as e:
             if e.status != 409 or attempt == 4:
                 raise
-
-
-def choose_evacuation(on_cluster: list[tuple[int, str]], fraction: float) -> list[tuple[int, str]]:
-    """Which bindings an evacuation moves: ``(replicas there, name)`` pairs, most replicas first
-    (then by name), until ``fraction`` of the cluster's replicas (at least one) are covered.
-    Pure, so the what-if simulator runs the same choice."""
-    goal = max(1.0, fraction * sum(n for n, _ in on_cluster))
-    out: list[tuple[int, str]] = []
-    moved = 0
-    for n, name in sorted(on_cluster, key=lambda x: (-x[0], x[1])):
-        if moved >= goal:
-            break
-        out.append((n, name))
-        moved += n
-    return out
 
 
 def _replicas_on(binding: Mapping[str, Any], cluster: str) -> int:

@@ -2,7 +2,7 @@
 
 Part of the descheduler (lease ``descheduler``): every ``autoops.trafficRebalance.intervalSeconds``
 one pass over the placed Bindings. It builds the view a scheduler starting now would build
-(`drods.whatif.dryrun.view_and_bindings`) plus what the affinity scores read — the decayed traffic
+(`drods.schedulerd.view.view_and_bindings`) plus what the affinity scores read — the decayed traffic
 graph, where every workload runs, the workload classes and the datasets — and asks the pure verdict
 (`drods.scheduler.rebalance.traffic_verdict`) per Binding that has traffic. A verdict to move is
 carried out by the process's reschedule hook as a ``rebalance`` request: the `Rescheduler` marks the
@@ -39,8 +39,8 @@ from drods.scheduler.rebalance import TrafficRebalancePolicy, TrafficVerdict, cu
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task
 from drods.schedulerd.records import BindingRecord
+from drods.schedulerd.view import view_and_bindings
 from drods.store import Store
-from drods.whatif.dryrun import view_and_bindings
 
 log = logging.getLogger(__name__)
 

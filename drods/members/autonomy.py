@@ -10,7 +10,7 @@ gateway's 502/503/504), the agent is cut off; an answer that is an error is not 
 control plane is there and decides). Every ``period_s``
 it then reads its own member's use (the member summary — metrics.k8s.io against what the pods
 request, the same cluster-level utilisation the central autoscaler reads) and applies the central
-autoscaler's own rule (`drods.autoscaling.algorithm`: `recommend`, then `behave` with the
+autoscaler's own rule (`drods.model.scaling`: `recommend`, then `behave` with the
 FederatedHPA's behaviour) to its share. The other clusters' replicas are taken as they were
 (total − share), so the share is bounded by ``min − others`` (at least one replica) and
 ``max − others``: the total stays within the autoscaler's bounds. A change is applied by
@@ -39,11 +39,11 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from drods.autoscaling import algorithm
 from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.members.state_file import StateFile
 from drods.members.works import WorkAgent
+from drods.model import scaling
 from drods.model.autoscaling import Behavior, MetricSpec
 from drods.model.timefmt import rfc3339_ms
 
@@ -104,7 +104,7 @@ class AutonomyAgent:
     items: list[dict[str, Any]] = field(default_factory=list)  # the cache, as the control plane sent it
     decisions: list[dict[str, Any]] = field(default_factory=list)  # not yet answered
     overrides: dict[str, int] = field(default_factory=dict)  # workload id → this cluster's count now
-    windows: dict[str, algorithm.Window] = field(default_factory=dict)
+    windows: dict[str, scaling.Window] = field(default_factory=dict)
     unreachable_since: float | None = None
 
     def __post_init__(self) -> None:
@@ -200,7 +200,7 @@ class AutonomyAgent:
         except (MemberUnavailable, MemberError) as e:
             log.warning("cannot read cluster %s to scale alone: %s", self.cluster, e)
             return
-        util = algorithm.cluster_utilisation(summary.status)
+        util = scaling.cluster_utilisation(summary.status)
         changed = False
         for item in self.items:
             try:
@@ -222,9 +222,9 @@ class AutonomyAgent:
                             for m in c.metrics if m.resource.name in util]
             if not observations:
                 continue
-            recommendation = min(max(algorithm.recommend(current, observations), lo), hi)
-            outcome, self.windows[key] = algorithm.behave(current, recommendation,
-                                                          self.windows.get(key, algorithm.Window()),
+            recommendation = min(max(scaling.recommend(current, observations), lo), hi)
+            outcome, self.windows[key] = scaling.behave(current, recommendation,
+                                                          self.windows.get(key, scaling.Window()),
                                                           c.behavior, now, lo, hi)
             if outcome.desired == current:
                 continue

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from drods.members import labels as L
-from drods.members.quantity import GIB, quantity
+from drods.model.quantity import GIB, quantity
 
 Obj = dict[str, Any]
 TERMINAL = frozenset({"Succeeded", "Failed"})

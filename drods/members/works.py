@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -41,10 +41,6 @@ from drods.members.state_file import StateFile
 from drods.model.annotations import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, is_managed
 from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, Ref, WorkStatus
-from drods.transport import async_transport
-
-if TYPE_CHECKING:
-    from drods.members.autonomy import AutonomySettings
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -305,28 +301,3 @@ class WorkAgent:
             w.status = status
 
 
-async def run_works(cluster: str, member: MemberClient, server: str, token: str, state_dir: Path, *,
-                    verify: Any = True, stop: asyncio.Event | None = None, resync: float = 3.0,
-                    autonomy: AutonomySettings | None = None) -> None:
-    """Follow, apply and report this cluster's Works until ``stop``; with ``autonomy``, also scale
-    alone while cut off (`drods.members.autonomy`)."""
-    from drods.members.autonomy import AutonomyAgent
-
-    stop = stop or asyncio.Event()
-    async with httpx.AsyncClient(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"},
-                                 params={"cluster": cluster}, transport=async_transport(verify), timeout=10) as http:
-        agent = WorkAgent(cluster, member, http, state_dir, resync=resync)
-        runs = [agent.run(stop)]
-        if autonomy is not None:
-            local = AutonomyAgent(cluster, member, http, agent, state_dir, autonomy)
-            local.load()  # before the Works apply: a restarted agent keeps its local counts
-            runs.append(local.run(stop))
-        tasks = [asyncio.create_task(r) for r in runs]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for t in done:
-                t.result()  # a refused token ends the agent
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)

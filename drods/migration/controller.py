@@ -23,7 +23,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from drods.controllers.detector import binding_name
 from drods.controllers.rescheduler import Rescheduler
 from drods.errors import ApiError
 from drods.machinery.controller import Controller
@@ -35,6 +34,7 @@ from drods.migration.hooks import hook_binding, hook_job, hook_outcome, job_name
 from drods.migration.target import choose_target
 from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.conditions import condition
+from drods.model.detection import binding_name
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
 from drods.model.migration import (
     FAILED,

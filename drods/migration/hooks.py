@@ -14,12 +14,11 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from drods.controllers.detector import binding_name, pod_requests
-from drods.model.annotations import PINNED_PLACEMENT, PLAN_LABEL
+from drods.model.annotations import MANAGED_BY, PINNED_PLACEMENT, PLAN_LABEL
+from drods.model.detection import binding_name, pod_requests
 from drods.model.kinds import BINDING
 from drods.model.migration import MANAGED_BY_MIGRATION, MigrationPlanSpec, pin_annotation, plan_ref
 from drods.model.work import label_value
-from drods.schedulerd.records import MANAGED_BY_LABEL
 
 Obj = dict[str, Any]
 
@@ -63,7 +62,7 @@ def hook_job(plan: Mapping[str, Any], spec: MigrationPlanSpec, run: str, source:
     pod.setdefault("restartPolicy", "Never")
     for c in pod.get("containers") or []:
         c["env"] = [e for e in c.get("env") or [] if e.get("name") not in {x["name"] for x in env}] + env
-    labels = {**(tmeta.get("labels") or {}), PLAN_LABEL: plan_label(ns, name), MANAGED_BY_LABEL: MANAGED_BY_MIGRATION}
+    labels = {**(tmeta.get("labels") or {}), PLAN_LABEL: plan_label(ns, name), MANAGED_BY: MANAGED_BY_MIGRATION}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {**tmeta, "name": job_name(name, str(meta.get("uid") or ""), run), "namespace": ns,
                          "labels": labels},
@@ -78,7 +77,7 @@ def hook_binding(job: Mapping[str, Any], cluster: str, plan_namespace: str, plan
     replicas = int(spec.get("parallelism") or 1)
     return {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
             "metadata": {"name": binding_name("Job", ns, name),
-                         "labels": {MANAGED_BY_LABEL: MANAGED_BY_MIGRATION, PLAN_LABEL: plan_label(ns, plan_name)},
+                         "labels": {MANAGED_BY: MANAGED_BY_MIGRATION, PLAN_LABEL: plan_label(ns, plan_name)},
                          "annotations": {PINNED_PLACEMENT: pin_annotation(plan_ref(plan_namespace, plan_name),
                                                                           {cluster: replicas})}},
             "spec": {"resource": {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name},

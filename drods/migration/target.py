@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from drods.model.binding import BindingSpec
 from drods.scheduler.profile import Profile
+from drods.schedulerd.view import view_from_store
 from drods.store import Store
-from drods.whatif.dryrun import Change, apply_changes, dry_run, view_from_store
+from drods.whatif.dryrun import Change, apply_changes, dry_run
 
 
 async def choose_target(store: Store, profile: Profile, binding: Mapping[str, Any],

@@ -15,6 +15,10 @@ from typing import Any
 MANAGED_BY = "multicluster.io/managed-by"  # label; DRO-DS updates and deletes only objects with it
 MANAGER = "drods"
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+# ---- Bindings the resource detector made (``MANAGED_BY`` = this), the only ones it updates or deletes,
+# with the workload's kind
+DETECTOR_NAME = "resource-detector"
+RESOURCE_KIND_LABEL = "multicluster.io/resource-kind"
 CLUSTER_LABEL = "multicluster.io/cluster"  # label on Works (an agent lists its own)
 BINDING_LABEL = "multicluster.io/binding"  # label on Works and member copies
 ANN_BINDING = "multicluster.io/binding"

@@ -71,3 +71,11 @@ def endpoints_key(cluster: str, namespace: str, name: str) -> str:
 
 def flow_key(service_id: str, flow: str) -> str:
     return f"{FLOWS_PREFIX}{service_id}/{flow}"
+
+
+def pair_of(key: str) -> tuple[str, str] | None:
+    """``/status/network/<from>/<to>`` → (from, to)."""
+    if not key.startswith(NETWORK_PREFIX):
+        return None
+    source, _, target = key[len(NETWORK_PREFIX):].partition("/")
+    return (source, target) if source and target else None

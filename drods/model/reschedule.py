@@ -39,3 +39,18 @@ class RescheduleResult:
 
 class RescheduleHook(Protocol):
     def __call__(self, request: RescheduleRequest, /) -> Awaitable[RescheduleResult]: ...
+
+
+def choose_evacuation(on_cluster: list[tuple[int, str]], fraction: float) -> list[tuple[int, str]]:
+    """Which bindings an evacuation moves: ``(replicas there, name)`` pairs, most replicas first
+    (then by name), until ``fraction`` of the cluster's replicas (at least one) are covered.
+    Pure, so the what-if simulator runs the same choice."""
+    goal = max(1.0, fraction * sum(n for n, _ in on_cluster))
+    out: list[tuple[int, str]] = []
+    moved = 0
+    for n, name in sorted(on_cluster, key=lambda x: (-x[0], x[1])):
+        if moved >= goal:
+            break
+        out.append((n, name))
+        moved += n
+    return out

@@ -1,9 +1,10 @@
-"""Label selectors, Kubernetes semantics (matchLabels AND matchExpressions)."""
+"""Label selectors, Kubernetes semantics (matchLabels AND matchExpressions), and a Service's selector
+over a pod template's labels."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -92,3 +93,13 @@ def parse_selector(text: str) -> LabelSelector:
         else:
             reqs.append(LabelSelectorRequirement(key=raw, operator="Exists"))
     return LabelSelector(matchLabels=match_labels, matchExpressions=reqs)
+
+
+def selects(service: Mapping[str, Any], template: Mapping[str, Any], pod: Mapping[str, Any] | None = None) -> bool:
+    """A Service whose (non-empty) selector matches the pod template's labels."""
+    selector = (service.get("spec") or {}).get("selector") or {}
+    if not selector:
+        return False
+    tmpl = pod if pod is not None else ((template.get("spec") or {}).get("template") or {})
+    labels = (tmpl.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())

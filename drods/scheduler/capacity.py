@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drods.scheduler.interface import FloatArr
+from drods.scheduler.arrays import FloatArr
 from drods.scheduler.snapshot import CPU, MEM, Snapshot
 from drods.scheduler.task import TaskInfo
 

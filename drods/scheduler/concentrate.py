@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drods.scheduler.interface import FloatArr, IntArr
+from drods.scheduler.arrays import FloatArr, IntArr
 
 DEFAULT_MIN_SPREAD = 5.0
 DEFAULT_MARGIN = 0.5

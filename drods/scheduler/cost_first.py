@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drods.scheduler.interface import FloatArr, IntArr
+from drods.scheduler.arrays import FloatArr, IntArr
 
 
 def _take(order: IntArr, avail: FloatArr, need: int) -> FloatArr:

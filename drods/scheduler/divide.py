@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FloatArr, IntArr
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 
 _GREEDY = 16
 _REL = 1e-12

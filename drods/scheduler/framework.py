@@ -26,11 +26,12 @@ from typing import Literal
 import numpy as np
 
 from drods.model.binding import BindingSpec, TargetCluster
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.concentrate import affinity_mean, concentrate
 from drods.scheduler.cost_first import cheapest_fill
 from drods.scheduler.divide import DivisionInput, divide
 from drods.scheduler.groups import select_spread
-from drods.scheduler.interface import BoolArr, FloatArr, IntArr, Rejection
+from drods.scheduler.interface import Rejection
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.plugins.gpu_storage_fit import headroom
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity

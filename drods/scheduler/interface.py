@@ -14,13 +14,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
+
 if TYPE_CHECKING:
     from drods.scheduler.snapshot import Snapshot
     from drods.scheduler.task import TaskInfo
-
-FloatArr = npt.NDArray[np.float64]
-BoolArr = npt.NDArray[np.bool_]
-IntArr = npt.NDArray[np.intp]
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from drods.model.binding import ReplicaRequirements
-from drods.scheduler.interface import BoolArr, FloatArr, IntArr
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 
 EPS = 1e-9
 Cell = Literal["assumed", "placed"]  # the two kinds of load a decision adds to a table

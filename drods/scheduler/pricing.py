@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from drods.model.cluster import ClusterSpec
-from drods.scheduler.interface import FloatArr, IntArr
+from drods.scheduler.arrays import FloatArr, IntArr
 from drods.scheduler.snapshot import CPU, GPU, MEM, Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -34,8 +34,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.model.binding import TargetCluster
+from drods.scheduler.arrays import FloatArr
 from drods.scheduler.framework import Scheduler
-from drods.scheduler.interface import FloatArr
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
 from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, IntArr
+from drods.scheduler.arrays import BoolArr, IntArr
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import AffinityKey
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from drods.model.binding import ReplicaRequirements, TargetCluster
 from drods.model.cluster import ClusterSpec
-from drods.scheduler.interface import BoolArr, FloatArr
+from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.offers import Cell, Draw, OfferDemand, OfferTable, draw_gpus
 
 OfferDraws = tuple[tuple[Draw, ...], tuple[Draw, ...]]  # (GPU draws, tier draws) of one placement

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FloatArr, IntArr
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -22,7 +22,7 @@ from drods.model.placement import (
     StatefulTopology,
     StaticClusterWeight,
 )
-from drods.scheduler.interface import FloatArr, IntArr
+from drods.scheduler.arrays import FloatArr, IntArr
 from drods.scheduler.offers import OfferDemand
 from drods.scheduler.snapshot import requirement_vector
 

@@ -22,8 +22,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from drods.scheduler.arrays import IntArr
 from drods.scheduler.divide import DivisionInput
-from drods.scheduler.interface import IntArr
 
 
 def tier_totals(total: int, room: list[float], held: list[int], regroup: bool) -> list[int]:

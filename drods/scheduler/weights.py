@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drods.scheduler.interface import FloatArr
+from drods.scheduler.arrays import FloatArr
 from drods.scheduler.selectors import affinity_mask
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import AffinityKey, StaticRules

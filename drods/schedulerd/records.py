@@ -30,7 +30,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from drods.model import jsondoc
-from drods.model.annotations import PINNED_PLACEMENT, WORKLOAD_CLASS_LABEL, placement_offers
+from drods.model.annotations import (
+    DETECTOR_NAME,
+    MANAGED_BY,
+    PINNED_PLACEMENT,
+    WORKLOAD_CLASS_LABEL,
+    placement_offers,
+)
 from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status, without_reasons
 from drods.model.migration import parse_pin
 from drods.model.sharing import SharedValues
@@ -161,7 +167,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         scheduled_time=parse_rfc3339(status.get("scheduledTime")),
         trigger_time=parse_rfc3339(spec.get("rescheduleTriggeredAt")),
         requirements=requirement_tuple(spec.get("resources")),
-        managed=labels.get(MANAGED_BY_LABEL) == DETECTOR_NAME,
+        managed=labels.get(MANAGED_BY) == DETECTOR_NAME,
         workload_class=labels.get(WORKLOAD_CLASS_LABEL) or None,
         workload=workload_of(name, spec.get("resource")),
         follow=_follow_of(spec.get("followUp")),
@@ -237,10 +243,6 @@ def with_status(rec: BindingRecord, obj: Mapping[str, Any], raw: bytes) -> Bindi
                    placement=placement_of(status.get("placement")), primary=primary_of(status.get("placement")),
                    scheduled_generation=int(sg) if isinstance(sg, int) else None,
                    scheduled_time=parse_rfc3339(status.get("scheduledTime")))
-
-
-MANAGED_BY_LABEL = "multicluster.io/managed-by"
-DETECTOR_NAME = "resource-detector"
 
 
 def _spec_but_replicas(rec: BindingRecord) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from drods.machinery.tasks import stop_tasks
 from drods.model import jsondoc
 from drods.model.annotations import RESCHEDULE_REASON, placement_offers
 from drods.model.binding import BindingSpec, TargetCluster, with_offers
-from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
+from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, pair_of
 from drods.model.kinds import BINDING, CLUSTER, DATASET
 from drods.model.migration import pinned_by
 from drods.model.timefmt import rfc3339_ms, whole_ms
@@ -70,7 +70,6 @@ from drods.schedulerd.records import (
     schedule_type,
     with_status,
 )
-from drods.steering.status import pair_of
 from drods.store import Compare, KeyValue, Put, Store, StoreError
 
 log = logging.getLogger(__name__)

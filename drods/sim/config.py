@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from drods.members.quantity import GIB, quantity
+from drods.model.quantity import GIB, quantity
 
 # Pods DRO-DS does not own (another tenant) that `--preload` puts on every node.
 PRELOAD_NAMESPACE = "other-tenant"

@@ -7,7 +7,7 @@ from typing import Any
 
 from drods.api.routes.discovery import KUBE_GIT_VERSION
 from drods.members import labels as L
-from drods.members.quantity import format_cpu, format_memory
+from drods.model.quantity import format_cpu, format_memory
 from drods.sim.config import ANN_AMPLITUDE, ANN_CPU_UTIL, ANN_MEMORY_UTIL, PRELOAD_NAMESPACE, NodePool, SimConfig
 from drods.sim.resources import node_allocatable
 

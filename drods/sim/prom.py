@@ -20,24 +20,21 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from drods.members.quantity import quantity
+from drods.model.quantity import quantity
 from drods.sim.faults import MODES
 from drods.sim.placer import rooms
 from drods.sim.resources import node_allocatable, of_list
+from drods.sim.running import RunningSim
 from drods.sim.usage import pod_key, pod_usage
-
-if TYPE_CHECKING:
-    from drods.sim.server import SimServer
 
 
 class SimCollector(Collector):
-    def __init__(self, sim: SimServer) -> None:
+    def __init__(self, sim: RunningSim) -> None:
         self.sim = sim
         self._cpu_seconds: dict[tuple[str, int, str], float] = {}
         self._last: float | None = None
@@ -123,7 +120,7 @@ class SimCollector(Collector):
                     pod_phase, pod_counts, fault)
 
 
-def sim_registry(sim: SimServer) -> CollectorRegistry:
+def sim_registry(sim: RunningSim) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SimCollector(sim))
     return registry

@@ -7,7 +7,7 @@ from typing import Any
 
 from drods.members import summary
 from drods.members.labels import GPU_RESOURCE
-from drods.members.quantity import quantity
+from drods.model.quantity import quantity
 
 Obj = dict[str, Any]
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
@@ -21,30 +21,28 @@ from drods.api.fields import parse_field_selector
 from drods.api.routes.kubernetes import dispatch, resolve, selector_of
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, not_found
-from drods.members.quantity import format_memory, format_nanocores
 from drods.model.kinds import Kind
+from drods.model.quantity import format_memory, format_nanocores
 from drods.model.timefmt import rfc3339
 from drods.sim import kinds as K
 from drods.sim.resources import Resources
+from drods.sim.running import RunningSim
 from drods.sim.usage import pod_key, pod_usage
-
-if TYPE_CHECKING:
-    from drods.sim.server import SimServer
 
 Obj = dict[str, Any]
 METRICS_GV = "metrics.k8s.io/v1beta1"
 WINDOW = "10s"
 
 
-def _sim(request: Request) -> SimServer:
-    sim: SimServer = request.app.state.sim
+def _sim(request: Request) -> RunningSim:
+    sim: RunningSim = request.app.state.sim
     return sim
 
 
 # ---- metrics.k8s.io -------------------------------------------------------------------------------
 
 
-def node_usage(sim: SimServer, now: float) -> dict[str, Resources]:
+def node_usage(sim: RunningSim, now: float) -> dict[str, Resources]:
     world = sim.controller.world
     usage = {n["metadata"]["name"]: Resources() for n in world.nodes}
     shares = sim.loads.shares(world.pods)
@@ -63,7 +61,7 @@ def _node_metrics(node: Obj, used: Resources, stamp: str) -> Obj:
             "usage": {"cpu": format_nanocores(used.cpu), "memory": format_memory(used.memory)}}
 
 
-def _pod_metrics(pod: Obj, sim: SimServer, now: float, stamp: str, shares: dict[str, float]) -> Obj:
+def _pod_metrics(pod: Obj, sim: RunningSim, now: float, stamp: str, shares: dict[str, float]) -> Obj:
     meta = pod["metadata"]
     containers = (pod.get("spec") or {}).get("containers") or [{"name": "main"}]
     total = pod_usage(pod, now, sim.cfg.usage, shares.get(pod_key(pod)))

@@ -39,7 +39,7 @@ from drods.errors import ApiError
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
-from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX
+from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, pair_of
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.migration import traffic_withdrawn
 from drods.model.reschedule import RescheduleHook, RescheduleRequest
@@ -53,7 +53,7 @@ from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
 from drods.steering.routing import ChunkStep, Rendered, RouteState, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
-from drods.steering.status import build_fleet, pair_of, utilisation
+from drods.steering.status import build_fleet, utilisation
 
 log = logging.getLogger(__name__)
 

@@ -33,14 +33,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drods.controllers.clients import MemberClients
-from drods.controllers.detector import DETECTED_KINDS
-from drods.controllers.manifests import selects
 from drods.errors import ApiError
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.tasks import stop_tasks
+from drods.members.clients import MemberClients
+from drods.model.annotations import MANAGED_BY
 from drods.model.conditions import is_false, is_true
+from drods.model.detection import DETECTED_KINDS
 from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
 from drods.model.kinds import (
     BINDING,
@@ -53,8 +53,8 @@ from drods.model.kinds import (
     by_kind,
 )
 from drods.model.migration import traffic_withdrawn
+from drods.model.selector import selects
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
-from drods.schedulerd.records import MANAGED_BY_LABEL
 from drods.steering.endpoints import EndpointCollector, Target
 
 Obj = dict[str, Any]
@@ -180,7 +180,7 @@ def derived_service(entry: Obj) -> Obj:
         spec["clusterIP"] = "None"
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": f"{DERIVED_PREFIX}{entry['name']}", "namespace": entry["namespace"],
-                         "labels": {SERVICE_NAME_LABEL: entry["name"], MANAGED_BY_LABEL: DIRECTORY_NAME}},
+                         "labels": {SERVICE_NAME_LABEL: entry["name"], MANAGED_BY: DIRECTORY_NAME}},
             "spec": spec}
 
 
@@ -200,7 +200,7 @@ def derived_slices(entry: Obj) -> list[Obj]:
                                  "labels": {KUBERNETES_SERVICE_LABEL: f"{DERIVED_PREFIX}{entry['name']}",
                                             SERVICE_NAME_LABEL: entry["name"], SOURCE_CLUSTER_LABEL: row["cluster"],
                                             SLICE_MANAGED_BY_LABEL: SLICE_MANAGER,
-                                            MANAGED_BY_LABEL: DIRECTORY_NAME}},
+                                            MANAGED_BY: DIRECTORY_NAME}},
                     "addressType": "IPv6" if v6 else "IPv4", "endpoints": eps,
                     "ports": row.get("endpointPorts") or []})
     return out
@@ -209,7 +209,7 @@ def derived_slices(entry: Obj) -> list[Obj]:
 def _binding(name: str, resource: Obj, clusters: list[str], labels: dict[str, str]) -> Obj:
     meta = resource["metadata"]
     return {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
-            "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: DIRECTORY_NAME, **labels}},
+            "metadata": {"name": name, "labels": {MANAGED_BY: DIRECTORY_NAME, **labels}},
             "spec": {"resource": {"apiVersion": resource["apiVersion"], "kind": resource["kind"],
                                   "namespace": meta["namespace"], "name": meta["name"]},
                      "replicas": 1, "targetClusters": sorted(clusters),
@@ -233,7 +233,7 @@ def service_import(entry: Obj) -> tuple[Obj, Obj]:
     """The ServiceImport object and its status for one entry."""
     obj = {"apiVersion": SERVICE_IMPORT.api_version, "kind": SERVICE_IMPORT.kind,
            "metadata": {"name": entry["name"], "namespace": entry["namespace"],
-                        "labels": {MANAGED_BY_LABEL: DIRECTORY_NAME}},
+                        "labels": {MANAGED_BY: DIRECTORY_NAME}},
            "spec": {"type": entry["type"], "ports": entry["ports"],
                     "clusters": [r["cluster"] for r in entry["clusters"]]}}
     status = {"clusters": entry["clusters"], "conditions": entry.get("conditions") or []}
@@ -366,7 +366,7 @@ class DirectoryController:
                 meta = o["metadata"]
                 labels = meta.get("labels") or {}
                 ns = meta.get("namespace") or "default"
-                if labels.get(MANAGED_BY_LABEL) != DIRECTORY_NAME or (ns, meta["name"]) in wanted:
+                if labels.get(MANAGED_BY) != DIRECTORY_NAME or (ns, meta["name"]) in wanted:
                     continue
                 with contextlib.suppress(ApiError):
                     await self.registry.delete(BINDING, f"{DERIVED_PREFIX}{ns}-{labels.get(SERVICE_NAME_LABEL)}-eps-"

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drods.controllers.clients import MemberClients
 from drods.members.client import MemberError, MemberUnavailable
+from drods.members.clients import MemberClients
 from drods.model import jsondoc
 from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
 from drods.model.timefmt import rfc3339_ms

@@ -23,21 +23,13 @@ import numpy as np
 
 from drods.model import jsondoc
 from drods.model.conditions import is_false
-from drods.model.keys import NETWORK_PREFIX, network_key
+from drods.model.keys import network_key
 from drods.model.steering import Measurement
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.steering.engine import Fleet
 from drods.store import Put, Store
 
 _FIELDS = ("delayMs", "jitterMs", "lossPercent", "bandwidthMbps")
-
-
-def pair_of(key: str) -> tuple[str, str] | None:
-    """``/status/network/<from>/<to>`` → (from, to)."""
-    if not key.startswith(NETWORK_PREFIX):
-        return None
-    source, _, target = key[len(NETWORK_PREFIX):].partition("/")
-    return (source, target) if source and target else None
 
 
 async def write_measurements(store: Store, items: Sequence[Measurement], clock: Callable[[], float] = time.time,

@@ -12,7 +12,7 @@ Per tick (``tickMinutes``), for each policy:
    a tick stops retrying after ``RETRY_STREAK`` retries in a row that placed nothing);
 5. WaterLevel only: monitoring's `SustainedDetector` watches each cluster's water level and a
    sustained breach goes through `drods.monitor.autoops.execute` (policy, cooldown, rate limit) to a
-   hook that picks bindings with `drods.controllers.rescheduler.choose_evacuation` and re-places them
+   hook that picks bindings with `drods.model.reschedule.choose_evacuation` and re-places them
    from scratch; a cluster replicas left is offered them back once calm (restore);
 6. the figures are recorded against the truth: background use + the requests of placed replicas.
 
@@ -31,10 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from drods.controllers.rescheduler import choose_evacuation
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile
-from drods.model.reschedule import RescheduleRequest, RescheduleResult
+from drods.model.reschedule import RescheduleRequest, RescheduleResult, choose_evacuation
 from drods.monitor.autoops import AutoOps, RestoreWatch, execute
 from drods.monitor.thresholds import SustainedDetector
 from drods.scheduler.framework import Scheduler

@@ -93,8 +93,9 @@ def test_seeded_application_scales_in_when_load_drops() -> None:
 
 
 def test_cluster_weights_move_towards_the_worse_cluster_and_stop_when_balanced() -> None:
-    from drods.autoscaling.cluster_weights import WeightSettings, rebalance, static_weight_list
+    from drods.autoscaling.cluster_weights import WeightSettings, rebalance
     from drods.model.autoscaling import FeedbackTargets
+    from drods.model.detection import static_weight_list
 
     t = FeedbackTargets(latencyP99Ms=200)
     s = WeightSettings(cooldown_s=30)

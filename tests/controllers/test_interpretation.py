@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from drods.controllers import manifests as M
-from drods.controllers.detector import PolicyMatch, desired_binding
 from drods.controllers.status import declared_status
+from drods.model.detection import PolicyMatch, desired_binding
 from drods.model.interpreter import Interpreter, StatusRule
 from drods.model.kinds import PROPAGATION_POLICY, Kind
 from drods.model.structural import StructuralSchema, prune

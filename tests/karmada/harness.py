@@ -28,7 +28,8 @@ from drods.model.placement import (
     WeightPreference,
 )
 from drods.scheduler import Profile, Scheduler, ScheduleResult, Snapshot, Task, register
-from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
+from drods.scheduler.arrays import BoolArr, FloatArr
+from drods.scheduler.interface import PluginBase
 from drods.scheduler.task import TaskInfo
 
 DOC = "docs/karmada.md"

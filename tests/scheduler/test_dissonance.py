@@ -67,7 +67,7 @@ def test_latency_sensitive_avoids_the_batch_cluster(snap: Snapshot) -> None:
 
 
 def test_detector_copies_the_workload_class_to_the_binding() -> None:
-    from drods.controllers.detector import PolicyMatch, desired_binding
+    from drods.model.detection import PolicyMatch, desired_binding
     from drods.model.kinds import PROPAGATION_POLICY, by_kind
 
     deploy = by_kind("apps/v1", "Deployment")

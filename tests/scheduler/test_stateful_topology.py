@@ -159,7 +159,7 @@ def test_the_members_copy_is_labelled_with_its_role() -> None:
 
 
 def test_the_detector_leaves_a_topology_to_the_scheduler() -> None:
-    from drods.controllers.detector import PolicyMatch, desired_binding
+    from drods.model.detection import PolicyMatch, desired_binding
     from drods.model.kinds import PROPAGATION_POLICY, TEMPLATE_KINDS
 
     kinds = {k.kind: k for k in TEMPLATE_KINDS}

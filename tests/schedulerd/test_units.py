@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from drods.controllers.detector import _Policy, best_policy, binding_name, pod_requests, replicas_of
 from drods.model.annotations import PREALLOCATION
 from drods.model.cluster import ClusterSpec
+from drods.model.detection import _Policy, best_policy, binding_name, pod_requests, replicas_of
 from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS
 from drods.model.policy import ResourceSelector
 from drods.model.preallocation import PreallocationHold, parse_hold
@@ -235,7 +235,7 @@ def test_preallocation_hold_raises_the_water_level_until_it_expires() -> None:
 
 
 def test_the_interpreter_places_replicas_and_pod_templates() -> None:
-    from drods.controllers.detector import desired_binding
+    from drods.model.detection import desired_binding
     from drods.model.interpreter import interpretation
     from drods.model.kinds import TEMPLATE_KINDS
 
@@ -275,8 +275,8 @@ def test_karmada_namespaced_policies_select_their_namespace_and_win() -> None:
 def test_policy_datasets_follow_up_and_whole_stateful_sets() -> None:
     """F4/F3: a DRO-DS policy's ``datasets`` and ``followUp`` go into the Binding; a StatefulSet is
     kept on one cluster unless the policy gives a topology."""
-    from drods.controllers.detector import decode_policy, desired_binding
     from drods.model.binding import BindingSpec
+    from drods.model.detection import decode_policy, desired_binding
     from drods.model.kinds import TEMPLATE_KINDS
     from drods.store import KeyValue
 

@@ -17,7 +17,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from drods.members.quantity import cores, gib
+from drods.model.quantity import cores, gib
 from drods.sim.harness import SimProcess
 from tests.free_port import free_port
 from tests.sim.util import api_client, apps_api, batch_api, core_api, custom_api, running_sims, wait_until

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from drods.members.quantity import GIB
+from drods.model.quantity import GIB
 from drods.sim import workloads as W
 from drods.sim.config import NodePool, SimConfig, UsageModel, parse_cpu, parse_memory
 from drods.sim.nodes import build_nodes, preload_pods
@@ -138,9 +138,9 @@ def test_workload_demand_is_shared_by_its_running_pods() -> None:
 
 
 def test_summary_reports_measured_use_only_with_a_metrics_api() -> None:
-    from drods.autoscaling.algorithm import cluster_utilisation
     from drods.members.collector import report_from_summary
     from drods.members.summary import summarise
+    from drods.model.scaling import cluster_utilisation
     from drods.monitor.report import MetricsReport, normalise
     from drods.monitor.statusdoc import scheduler_view
 

@@ -14,7 +14,8 @@ from drods.scheduler.framework import Scheduler
 from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task
-from drods.whatif.dryrun import Change, ClusterFacts, LiveView, apply_changes, dry_run, workload_binding
+from drods.schedulerd.view import ClusterFacts, LiveView
+from drods.whatif.dryrun import Change, apply_changes, dry_run, workload_binding
 
 
 def status(used: float) -> dict[str, Any]:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from drods.controllers.rescheduler import choose_evacuation
 from drods.errors import ApiError
+from drods.model.reschedule import choose_evacuation
 from drods.whatif.engine import PolicyRun, build_fleet, prepare, simulate
 from drods.whatif.load import BackgroundLoad, apply_trace, read_trace
 from drods.whatif.policies import make_policy, parse_policies

@@ -26,16 +26,8 @@ from drods.api.routes.bindings import BindingRequest
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.binding import BindingSpec
 from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY
-from drods.whatif.dryrun import (
-    Change,
-    LiveView,
-    apply_changes,
-    dry_run,
-    summed,
-    view_from_store,
-    view_of_cache,
-    workload_binding,
-)
+from drods.schedulerd.view import LiveView, summed, view_from_store, view_of_cache
+from drods.whatif.dryrun import Change, apply_changes, dry_run, workload_binding
 
 if TYPE_CHECKING:
     from drods.schedulerd.service import SchedulerService
@@ -74,7 +66,7 @@ def live_view(svc: SchedulerService) -> LiveView:
 
 async def store_view(ctx: ApiContext) -> tuple[LiveView, dict[str, dict[str, int]]]:
     """Without a scheduler in this process (``drods apiserver``): the view a scheduler starting now
-    would build from the store (`drods.whatif.dryrun.view_from_store`)."""
+    would build from the store (`drods.schedulerd.view.view_from_store`)."""
     from drods.scheduler.profile import Profile
 
     return await view_from_store(ctx.store, ctx.profile or Profile.default())

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.capacity import replica_shape
-from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
+from drods.scheduler.interface import PluginBase
 from drods.scheduler.snapshot import GPU, Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -4,7 +4,8 @@ How many GPUs of a model and GiB of a tier are free is GpuStorageFit's (consumed
 
 from __future__ import annotations
 
-from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, Rejection, reject
+from drods.scheduler.arrays import BoolArr
+from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, reject
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

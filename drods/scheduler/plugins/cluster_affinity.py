@@ -5,7 +5,8 @@ any of its groups; the division fills them group by group (``tiers.py``)."""
 
 from __future__ import annotations
 
-from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, Rejection, reject
+from drods.scheduler.arrays import BoolArr
+from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, reject
 from drods.scheduler.selectors import affinity_parts, overflow_mask
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FloatArr, IntArr, PluginBase
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
+from drods.scheduler.interface import PluginBase
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
+from drods.scheduler.arrays import BoolArr, FloatArr
+from drods.scheduler.interface import PluginBase
 from drods.scheduler.snapshot import CPU, Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, reject
+from drods.scheduler.arrays import BoolArr
+from drods.scheduler.interface import FilterOutcome, PluginBase, reject
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.capacity import replica_shape
-from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
+from drods.scheduler.interface import PluginBase
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

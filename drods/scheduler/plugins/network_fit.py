@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, IntArr, PluginBase, Rejection, reject
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
+from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, reject
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
+from drods.scheduler.arrays import BoolArr, FloatArr
+from drods.scheduler.interface import PluginBase
 from drods.scheduler.plugins.network_fit import latency_to
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo

@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.capacity import ReplicaShape, replica_shape
-from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, IntArr, PluginBase, Rejection, reject
+from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, reject
 from drods.scheduler.snapshot import RESOURCES, Snapshot
 from drods.scheduler.task import TaskInfo
 

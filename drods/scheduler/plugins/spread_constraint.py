@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, Rejection, reject
+from drods.scheduler.arrays import BoolArr
+from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, reject
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -3,7 +3,8 @@ still run, so a named cluster that cannot fit the task gets its own clear reason
 
 from __future__ import annotations
 
-from drods.scheduler.interface import BoolArr, FilterOutcome, PluginBase, reject
+from drods.scheduler.arrays import BoolArr
+from drods.scheduler.interface import FilterOutcome, PluginBase, reject
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

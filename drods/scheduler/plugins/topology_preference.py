@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
+from drods.scheduler.arrays import BoolArr, FloatArr
+from drods.scheduler.interface import PluginBase
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.capacity import replica_shape
-from drods.scheduler.interface import BoolArr, FilterOutcome, FloatArr, PluginBase, Rejection, distinct
+from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, distinct
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 

@@ -8,8 +8,8 @@ import datetime
 import pytest
 from pydantic import ValidationError
 
-from drods.autoscaling import algorithm as a
 from drods.autoscaling import cron
+from drods.model import scaling as a
 from drods.model.autoscaling import (
     Behavior,
     CronFederatedHPASpec,

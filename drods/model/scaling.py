@@ -1,5 +1,8 @@
 """The federated autoscaler's arithmetic: pure functions over numbers, no I/O (SPEC F5, F6).
 
+Below both of its users: the central autoscaler (`drods.autoscaling.controller`) and the pull-mode
+agent deciding alone while cut off from the control plane (`drods.members.autonomy`).
+
 * **Utilisation of a workload** — per cluster, the cluster's utilisation from its status document,
   weighted by the workload's replicas there (a workload with 9 of its 10 replicas in a hot cluster
   sees mostly that cluster). It is a proxy: member clusters report whole-cluster usage, not per-pod.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drods.members.quantity import GIB, cores, count, format_cpu, format_memory, format_nanocores, gib, quantity
+from drods.model.quantity import GIB, cores, count, format_cpu, format_memory, format_nanocores, gib, quantity
 
 
 @pytest.mark.parametrize(("text", "expected"), [

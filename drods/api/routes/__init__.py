@@ -1,0 +1,1 @@
+"""The API server's routes, one module per resource group."""
