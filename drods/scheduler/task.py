@@ -24,7 +24,7 @@ from drods.model.placement import (
 )
 from drods.scheduler.interface import FloatArr, IntArr
 from drods.scheduler.offers import OfferDemand
-from drods.scheduler.snapshot import requirement_vector
+from drods.scheduler.resources import requirement_vector
 
 _NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False

@@ -32,7 +32,8 @@ from drods.model.cluster import ClusterSpec
 from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, by_kind
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile, ProfileError
-from drods.scheduler.snapshot import Snapshot, parse_status
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.status import parse_status
 from drods.scheduler.task import Task
 from drods.schedulerd.history import decision_record
 from drods.schedulerd.records import FIRST, SCALE, BindingRecord

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from drods.scheduler.interface import BoolArr, FloatArr, PluginBase
-from drods.scheduler.snapshot import CPU, Snapshot
+from drods.scheduler.resources import CPU
+from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 DEFAULT_MATRIX: dict[str, dict[str, float]] = {
