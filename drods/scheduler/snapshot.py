@@ -281,9 +281,7 @@ class Snapshot:
         """Replace only the observed status of a known cluster (the hot update from monitoring)."""
         row = self.index[name]
         p = parse_status(status, wl_floor)
-        gpu_sec = status.get("gpu") if status else None
-        if not (isinstance(gpu_sec, Mapping) and (gpu_sec.get("capacity") is not None
-                                                  or gpu_sec.get("allocatable") is not None)):
+        if not p.gpu_stated:
             spec = self.indexes.rows[row].spec
             total = float(sum(g.count for g in spec.gpus)) if spec is not None else 0.0
             if total > 0:  # F1: a member silent on GPUs has the ones its spec counts
@@ -295,8 +293,7 @@ class Snapshot:
         self.wl_offset[row] = p.wl_offset
         self.net_mbps[row] = p.net_mbps
         self.has_status[row] = p.present
-        self.offers.set_status(row, status.get("gpuByModel") if status else None,
-                               status.get("storageByTier") if status else None)
+        self.offers.set_status(row, p.gpu_by_model, p.storage_by_tier)
         if _touch:
             self._touch(False)
 

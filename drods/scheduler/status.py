@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from drods.model.member_status import MemberStatus
 from drods.scheduler.interface import FloatArr
 from drods.scheduler.resources import INF, NRES, PODS, STORAGE
 
@@ -27,17 +28,13 @@ class ParsedStatus:
     wl_offset: float
     net_mbps: float
     present: bool
+    gpu_stated: bool = False  # the document gives a GPU capacity or allocatable
+    gpu_by_model: Mapping[str, Any] | None = None
+    storage_by_tier: Mapping[str, Any] | None = None
 
 
-def _num(d: Mapping[str, Any], key: str, default: float) -> float:
-    v = d.get(key)
-    if v is None:
-        return default
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return default
-    return f if math.isfinite(f) and f >= 0 else default
+def _or(v: float | None, default: float) -> float:
+    return default if v is None else v
 
 
 def parse_status(doc: Mapping[str, Any] | None, wl_floor: float | None = None) -> ParsedStatus:
@@ -46,48 +43,39 @@ def parse_status(doc: Mapping[str, Any] | None, wl_floor: float | None = None) -
     ``wl_floor`` (a pre-allocation hold's forecast) raises the status water level to at least it."""
     alloc = np.zeros(NRES)
     load = np.zeros(NRES)
-    if not doc:
+    st = MemberStatus.read(doc)
+    if st is None:
         return ParsedStatus(alloc, load, np.zeros(3), 0.0, 0.0, False)
-    for i, key in enumerate(("cpu", "memory", "gpu")):
-        sec = doc.get(key)
-        if not isinstance(sec, Mapping):
+    for i, res in enumerate((st.cpu, st.memory, st.gpu)):
+        if res is None:
             continue
-        cap = _num(sec, "capacity", 0.0)
-        alloc[i] = _num(sec, "allocatable", cap)
-        allocated = _num(sec, "allocated", 0.0)
-        used = _num(sec, "used", allocated)
-        load[i] = max(allocated, used)
-    pods = doc.get("pods")
-    if isinstance(pods, Mapping) and pods.get("capacity") is not None:
-        alloc[PODS] = _num(pods, "capacity", INF)
-        load[PODS] = _num(pods, "used", 0.0)
+        alloc[i] = _or(res.allocatable, _or(res.capacity, 0.0))
+        allocated = _or(res.allocated, 0.0)
+        load[i] = max(allocated, _or(res.used, allocated))
+    if st.pods_capacity is not None:
+        alloc[PODS] = st.pods_capacity
+        load[PODS] = _or(st.pods_used, 0.0)
     else:
         alloc[PODS] = INF
-    st = doc.get("storage")
-    if isinstance(st, Mapping) and (st.get("capacity") is not None or st.get("available") is not None):
-        avail = _num(st, "available", INF)
-        cap = _num(st, "capacity", avail)
-        alloc[STORAGE] = cap
+    if st.storage_capacity is not None or st.storage_available is not None:
+        avail = _or(st.storage_available, INF)
+        alloc[STORAGE] = cap = _or(st.storage_capacity, avail)
         load[STORAGE] = max(0.0, cap - avail) if math.isfinite(avail) else 0.0
     else:
         alloc[STORAGE] = INF
     free3 = np.maximum(alloc[:3] - load[:3], 0.0)
     largest = free3.copy()
-    lnf = doc.get("largestNodeFree")
-    if isinstance(lnf, Mapping):
-        for i, key in enumerate(("cpu", "memory", "gpu")):
-            if lnf.get(key) is not None:
-                largest[i] = _num(lnf, key, free3[i])
+    lnf = st.largest_node_free
+    if lnf is not None:
+        for i, v in enumerate((lnf.cpu, lnf.memory, lnf.gpu)):
+            if v is not None:
+                largest[i] = v
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(alloc[:2] > 0, load[:2] / np.where(alloc[:2] > 0, alloc[:2], 1.0), 0.0)
     observed = float(frac.max())
-    offset = 0.0
-    if doc.get("waterLevel") is not None:
-        offset = _num(doc, "waterLevel", observed) - observed
+    offset = 0.0 if st.water_level is None else st.water_level - observed
     if wl_floor is not None and observed + offset < wl_floor:
         offset = wl_floor - observed
-    net = doc.get("network")
-    mbps = 0.0
-    if isinstance(net, Mapping):
-        mbps = _num(net, "inMbps", 0.0) + _num(net, "outMbps", 0.0)
-    return ParsedStatus(alloc, load, largest, offset, mbps, True)
+    mbps = _or(st.network_in_mbps, 0.0) + _or(st.network_out_mbps, 0.0)
+    gpu_stated = st.gpu is not None and (st.gpu.capacity is not None or st.gpu.allocatable is not None)
+    return ParsedStatus(alloc, load, largest, offset, mbps, True, gpu_stated, st.gpu_by_model, st.storage_by_tier)
