@@ -118,10 +118,9 @@ def _r(x: float) -> float:
     return round(x, 6)
 
 
-def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
-              version: str | None = None, now: float | None = None) -> ClusterSummary:
-    capacity, allocatable, allocated = Amount(), Amount(), Amount()
-    pods_capacity = 0.0
+def _tally_pods(pods: list[Obj]) -> tuple[Amount, dict[str, Amount], int, int]:
+    """Requests of the bound non-terminal pods (in all, per node), how many are bound and pending."""
+    allocated = Amount()
     per_node_requested: dict[str, Amount] = {}
     pods_used = pending = 0
     for pod in pods:
@@ -135,6 +134,19 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
         req = pod_requests(pod)
         allocated.add(req)
         per_node_requested.setdefault(node, Amount()).add(req)
+    return allocated, per_node_requested, pods_used, pending
+
+
+def _resource(cap: float, alloc: float, booked: float, use: float, measured: bool, unit: float = 1.0) -> Resource:
+    return Resource(capacity=_r(cap / unit), allocatable=_r(alloc / unit), allocated=_r(booked / unit),
+                    used=_r(use / unit), measured=_r(use / unit) if measured else None)
+
+
+def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
+              version: str | None = None, now: float | None = None) -> ClusterSummary:
+    capacity, allocatable = Amount(), Amount()
+    pods_capacity = 0.0
+    allocated, per_node_requested, pods_used, pending = _tally_pods(pods)
     best: tuple[float, float] | None = None
     largest = Amount()
     regions, zones, providers, cities, gpu_models = [], set(), [], [], set()
@@ -185,16 +197,11 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
     water = max(level(allocated.cpu, used.cpu, allocatable.cpu),
                 level(allocated.memory, used.memory, allocatable.memory))
     ts = datetime.fromtimestamp(now, UTC) if now is not None else datetime.now(UTC)
-
-    def resource(cap: float, alloc: float, booked: float, use: float, measured: bool, unit: float = 1.0) -> Resource:
-        return Resource(capacity=_r(cap / unit), allocatable=_r(alloc / unit), allocated=_r(booked / unit),
-                        used=_r(use / unit), measured=_r(use / unit) if measured else None)
-
     doc = MemberStatus(
         timestamp=ts.isoformat(timespec="seconds").replace("+00:00", "Z"), source="kubernetes",
-        cpu=resource(capacity.cpu, allocatable.cpu, allocated.cpu, used.cpu, metrics_available),
-        memory=resource(capacity.memory, allocatable.memory, allocated.memory, used.memory, metrics_available, GIB),
-        gpu=resource(capacity.gpu, allocatable.gpu, allocated.gpu, used.gpu, False),
+        cpu=_resource(capacity.cpu, allocatable.cpu, allocated.cpu, used.cpu, metrics_available),
+        memory=_resource(capacity.memory, allocatable.memory, allocated.memory, used.memory, metrics_available, GIB),
+        gpu=_resource(capacity.gpu, allocatable.gpu, allocated.gpu, used.gpu, False),
         pods_capacity=pods_capacity, pods_used=pods_used,
         largest_node_free=NodeFree(_r(largest.cpu), _r(largest.memory / GIB), _r(largest.gpu)),
         network_in_mbps=0, network_out_mbps=0, water_level=_r(water),
