@@ -46,6 +46,7 @@ from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.journal import Journal
 from drods.machinery.manager import Manager
+from drods.model import member_status as ms
 from drods.model import scaling
 from drods.model.autoscaling import (
     CRON_KIND,
@@ -95,7 +96,7 @@ def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
     if not isinstance(view, dict):
         return None
     out = scaling.cluster_utilisation(view)
-    wl = view.get("waterLevel")
+    wl = view.get(ms.WATER_LEVEL)
     if isinstance(wl, (int, float)):
         out[WATER_LEVEL] = float(wl)
     return out

@@ -118,7 +118,7 @@ def cluster_join(
     endpoint = server_of(doc, context)
     summary = asyncio.run(inspect_member(name, doc, context))
     caps = list(capability or [])
-    if summary.status["gpu"]["allocatable"] > 0 and "gpu" not in caps:
+    if summary.gpu_allocatable > 0 and "gpu" not in caps:
         caps.append("gpu")
     body: dict[str, Any] = {"name": name, "syncMode": "Push", "endpoint": endpoint,
                             "credentials": {"kubeconfig": yaml.safe_dump(doc, sort_keys=False)}}

@@ -197,7 +197,7 @@ def up(
                 "zone": (summary.zones or [s.zone])[0], "provider": summary.provider, "city": summary.city,
                 "credentials": {"kubeconfig": yaml.safe_dump(doc, sort_keys=False)},
                 "labels": {"provider": s.provider, "city": s.city.lower()}}
-            if summary.status["gpu"]["allocatable"] > 0:
+            if summary.gpu_allocatable > 0:
                 body.update(capabilities=["gpu"], gpuModels=summary.gpu_models)
             api.request("POST", "/api/v1/clusters", json=body, ok=(409,))
         kubeconfig = root / "drods.kubeconfig"

@@ -39,6 +39,7 @@ from drods.members.client import MemberError, MemberUnavailable
 from drods.members.clients import is_pull
 from drods.members.collector import report_from_summary
 from drods.members.summary import ClusterSummary
+from drods.model import member_status as ms
 from drods.model.conditions import condition
 from drods.model.keys import STATUS_PREFIX
 from drods.model.kinds import CLUSTER
@@ -72,16 +73,17 @@ def _round(x: Any, digits: int = 2) -> float:
 
 
 def resource_summary(s: ClusterSummary) -> Obj:
-    doc = s.status
+    st = s.member_status
     out: Obj = {}
-    for res in ("cpu", "memory", "gpu"):
-        part = doc[res]
-        if res == "gpu" and not part["allocatable"]:
+    for res, part in ((ms.CPU, st.cpu), (ms.MEMORY, st.memory), (ms.GPU, st.gpu)):
+        part = part or ms.Resource()
+        if res == ms.GPU and not part.allocatable:
             continue
-        out[res] = {"allocatable": _round(part["allocatable"]), "allocated": _round(part["allocated"]),
-                    "used": _round(part["used"], 1)}
-    out["pods"] = {"capacity": int(doc["pods"]["capacity"]), "used": int(doc["pods"]["used"])}
-    out["waterLevel"] = _round(doc["waterLevel"])
+        out[res] = {ms.ALLOCATABLE: _round(part.allocatable), ms.ALLOCATED: _round(part.allocated),
+                    ms.USED: _round(part.used, 1)}
+    out[ms.PODS] = {ms.CAPACITY: int(ms.zero_if_absent(st.pods_capacity)),
+                    ms.USED: int(ms.zero_if_absent(st.pods_used))}
+    out[ms.WATER_LEVEL] = _round(st.water_level)
     return out
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from drods.members.client import MemberClient
 from drods.members.summary import ClusterSummary
+from drods.model.member_status import NodeFree, Resource, zero_if_absent
 
 
 def _pct(part: float, total: float) -> float:
@@ -35,37 +36,36 @@ def _pct(part: float, total: float) -> float:
 
 def report_from_summary(cluster: str, summary: ClusterSummary, now: float | None = None) -> dict[str, Any]:
     """The report body (``MetricsReport`` fields and documented extras) for ``cluster``."""
-    doc = summary.status
-    cpu, mem, gpu = doc["cpu"], doc["memory"], doc["gpu"]
-    cpu_busy = max(cpu["used"], cpu["allocated"])
-    mem_busy = max(mem["used"], mem["allocated"])
+    st = summary.member_status
+    cpu, mem, gpu = (r or Resource() for r in (st.cpu, st.memory, st.gpu))
+    cpu_alloc, mem_alloc, gpu_alloc = (zero_if_absent(r.allocatable) for r in (cpu, mem, gpu))
     ts = datetime.fromtimestamp(now, UTC) if now is not None else datetime.now(UTC)
     report: dict[str, Any] = {
         "cluster": cluster,
         "timestamp": ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "cpuCapacity": cpu["allocatable"],
-        "cpuUsage": _pct(cpu_busy, cpu["allocatable"]),
-        "memoryCapacity": mem["allocatable"],
-        "memoryAvailable": round(max(mem["allocatable"] - mem_busy, 0.0), 6),
-        "pods": int(doc["pods"]["used"]),
-        "largestNodeFree": dict(doc["largestNodeFree"]),
-        "cpuAllocatable": cpu["allocatable"],
-        "cpuAllocated": cpu["allocated"],
-        "memoryAllocatable": mem["allocatable"],
-        "memoryAllocated": mem["allocated"],
-        "podsCapacity": doc["pods"]["capacity"],
+        "cpuCapacity": cpu.allocatable,
+        "cpuUsage": _pct(cpu.busy, cpu_alloc),
+        "memoryCapacity": mem.allocatable,
+        "memoryAvailable": round(max(mem_alloc - mem.busy, 0.0), 6),
+        "pods": int(zero_if_absent(st.pods_used)),
+        "largestNodeFree": (st.largest_node_free or NodeFree()).to_doc(),
+        "cpuAllocatable": cpu.allocatable,
+        "cpuAllocated": cpu.allocated,
+        "memoryAllocatable": mem.allocatable,
+        "memoryAllocated": mem.allocated,
+        "podsCapacity": st.pods_capacity,
         "nodes": summary.node_count,
         "readyNodes": summary.ready_nodes,
         "pendingPods": summary.pending_pods,
         "kubernetesVersion": summary.kubernetes_version,
         "topology": summary.topology(),
     }
-    for res, extra in (("cpu", "cpuUsed"), ("memory", "memoryUsed")):
-        if "measured" in doc[res]:
-            report[extra] = doc[res]["measured"]
-    if gpu["allocatable"] > 0:
-        report.update(gpuCapacity=gpu["allocatable"], gpuUsage=_pct(gpu["allocated"], gpu["allocatable"]),
-                      gpuAllocatable=gpu["allocatable"], gpuAllocated=gpu["allocated"])
+    for res, extra in ((cpu, "cpuUsed"), (mem, "memoryUsed")):
+        if res.measured is not None:
+            report[extra] = res.measured
+    if gpu_alloc > 0:
+        report.update(gpuCapacity=gpu.allocatable, gpuUsage=_pct(zero_if_absent(gpu.allocated), gpu_alloc),
+                      gpuAllocatable=gpu.allocatable, gpuAllocated=gpu.allocated)
     if summary.gpu_models:
         report["gpuModels"] = summary.gpu_models
     if summary.gpu_by_model:

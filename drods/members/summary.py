@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from drods.members import labels as L
+from drods.model.member_status import MemberStatus, NodeFree, Resource
 from drods.model.quantity import GIB, quantity
 
 Obj = dict[str, Any]
@@ -81,7 +82,7 @@ def _most_common(values: list[str]) -> str | None:
 class ClusterSummary:
     """What a member looks like: the scheduler's status document plus topology and inventory."""
 
-    status: dict[str, Any]
+    member_status: MemberStatus
     node_count: int
     ready_nodes: int
     pending_pods: int
@@ -96,8 +97,18 @@ class ClusterSummary:
     metrics_available: bool = False
 
     @property
+    def status(self) -> dict[str, Any]:
+        """The status document, as stored and as an agent's push produces it."""
+        return self.member_status.to_doc()
+
+    @property
+    def gpu_allocatable(self) -> float:
+        gpu = self.member_status.gpu
+        return 0.0 if gpu is None or gpu.allocatable is None else gpu.allocatable
+
+    @property
     def water_level(self) -> float:
-        return float(self.status["waterLevel"])
+        return float(self.member_status.water_level or 0.0)
 
     def topology(self) -> dict[str, Any]:
         return {"region": self.region, "zones": self.zones, "provider": self.provider, "city": self.city}
@@ -107,10 +118,9 @@ def _r(x: float) -> float:
     return round(x, 6)
 
 
-def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
-              version: str | None = None, now: float | None = None) -> ClusterSummary:
-    capacity, allocatable, allocated = Amount(), Amount(), Amount()
-    pods_capacity = 0.0
+def _tally_pods(pods: list[Obj]) -> tuple[Amount, dict[str, Amount], int, int]:
+    """Requests of the bound non-terminal pods (in all, per node), how many are bound and pending."""
+    allocated = Amount()
     per_node_requested: dict[str, Amount] = {}
     pods_used = pending = 0
     for pod in pods:
@@ -124,6 +134,19 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
         req = pod_requests(pod)
         allocated.add(req)
         per_node_requested.setdefault(node, Amount()).add(req)
+    return allocated, per_node_requested, pods_used, pending
+
+
+def _resource(cap: float, alloc: float, booked: float, use: float, measured: bool, unit: float = 1.0) -> Resource:
+    return Resource(capacity=_r(cap / unit), allocatable=_r(alloc / unit), allocated=_r(booked / unit),
+                    used=_r(use / unit), measured=_r(use / unit) if measured else None)
+
+
+def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
+              version: str | None = None, now: float | None = None) -> ClusterSummary:
+    capacity, allocatable = Amount(), Amount()
+    pods_capacity = 0.0
+    allocated, per_node_requested, pods_used, pending = _tally_pods(pods)
     best: tuple[float, float] | None = None
     largest = Amount()
     regions, zones, providers, cities, gpu_models = [], set(), [], [], set()
@@ -174,25 +197,17 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
     water = max(level(allocated.cpu, used.cpu, allocatable.cpu),
                 level(allocated.memory, used.memory, allocatable.memory))
     ts = datetime.fromtimestamp(now, UTC) if now is not None else datetime.now(UTC)
-    measured: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
-    if metrics_available:
-        measured = {"cpu": {"measured": _r(used.cpu)}, "memory": {"measured": _r(used.memory / GIB)}}
-    doc: dict[str, Any] = {
-        "timestamp": ts.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "source": "kubernetes",
-        "cpu": {"capacity": _r(capacity.cpu), "allocatable": _r(allocatable.cpu), "allocated": _r(allocated.cpu),
-                "used": _r(used.cpu), **measured["cpu"]},
-        "memory": {"capacity": _r(capacity.memory / GIB), "allocatable": _r(allocatable.memory / GIB),
-                   "allocated": _r(allocated.memory / GIB), "used": _r(used.memory / GIB), **measured["memory"]},
-        "gpu": {"capacity": _r(capacity.gpu), "allocatable": _r(allocatable.gpu), "allocated": _r(allocated.gpu),
-                "used": _r(used.gpu)},
-        "pods": {"capacity": pods_capacity, "used": pods_used},
-        "largestNodeFree": {"cpu": _r(largest.cpu), "memory": _r(largest.memory / GIB), "gpu": _r(largest.gpu)},
-        "network": {"inMbps": 0, "outMbps": 0},
-        "waterLevel": _r(water),
-    }
+    doc = MemberStatus(
+        timestamp=ts.isoformat(timespec="seconds").replace("+00:00", "Z"), source="kubernetes",
+        cpu=_resource(capacity.cpu, allocatable.cpu, allocated.cpu, used.cpu, metrics_available),
+        memory=_resource(capacity.memory, allocatable.memory, allocated.memory, used.memory, metrics_available, GIB),
+        gpu=_resource(capacity.gpu, allocatable.gpu, allocated.gpu, used.gpu, False),
+        pods_capacity=pods_capacity, pods_used=pods_used,
+        largest_node_free=NodeFree(_r(largest.cpu), _r(largest.memory / GIB), _r(largest.gpu)),
+        network_in_mbps=0, network_out_mbps=0, water_level=_r(water),
+    )
     return ClusterSummary(
-        status=doc, node_count=len(nodes), ready_nodes=ready_nodes, pending_pods=pending,
+        member_status=doc, node_count=len(nodes), ready_nodes=ready_nodes, pending_pods=pending,
         kubernetes_version=version, region=_most_common(regions), zones=sorted(zones),
         provider=_most_common(providers), city=_most_common(cities), gpu_models=sorted(gpu_models),
         gpu_by_model={k: {p: _r(v) for p, v in slot.items()} for k, slot in sorted(by_model.items())},

@@ -34,6 +34,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from drods.model import member_status as ms
 from drods.model.timefmt import parse_rfc3339
 from drods.monitor import report as r
 from drods.monitor.report import Measured, NormalisedStatus, ResourceView, Source, iso
@@ -104,46 +105,36 @@ def _amount(v: Any) -> bool:
 
 def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
     """The compact document the scheduler's snapshot reads (plain numbers, absent = unknown)."""
-
-    def res(view: ResourceView) -> dict[str, float]:
-        out: dict[str, float] = {}
-        if view.capacity is not None:
-            out["capacity"] = view.capacity
-        if view.used is not None:
-            out["used"] = view.used
-        return out
-
-    doc: dict[str, Any] = {
-        "timestamp": iso(status.ts),
-        "receivedAt": iso(status.received_ts),
-        "source": status.source,
-        "cpu": res(status.cpu),
-        "memory": res(status.memory),
-        "gpu": res(status.gpu),
-    }
-    storage = status.storage
-    if storage.capacity is not None:
-        doc["storage"] = {"capacity": storage.capacity, "available": storage.free}
-    if status.pods is not None:
-        doc["pods"] = {"used": status.pods}
-    for name, (group, part) in ALLOCATION_EXTRAS.items():
+    extras: dict[tuple[str, str], float] = {}
+    for name, place in ALLOCATION_EXTRAS.items():
         v = status.extras.get(name)
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
-            doc.setdefault(group, {})[part] = float(v)
+            extras[place] = float(v)
+    maps: dict[str, dict[str, dict[str, float]] | None] = dict.fromkeys(ALLOCATION_MAPS)
     for name in ALLOCATION_MAPS:
         m = status.extras.get(name)
         if isinstance(m, Mapping):
             clean = {str(k): {p: float(v) for p, v in leaf.items() if p in _MAP_LEAVES and _amount(v)}
                      for k, leaf in m.items() if isinstance(leaf, Mapping)}
-            if clean:
-                doc[name] = clean
-    free = {k: status.get(f"largestNodeFree.{k}") for k in ("cpu", "memory", "gpu")}
-    if any(v is not None for v in free.values()):
-        doc["largestNodeFree"] = {k: v for k, v in free.items() if v is not None}
-    doc["network"] = {"inMbps": status.get(r.NETWORK_IN) or 0.0, "outMbps": status.get(r.NETWORK_OUT) or 0.0}
-    if status.water_level is not None:
-        doc["waterLevel"] = status.water_level
-    return doc
+            maps[name] = clean or None
+    free = [status.get(f"largestNodeFree.{k}") for k in ms.RESOURCE_SECTIONS]
+    storage = status.storage
+    return ms.MemberStatus(
+        timestamp=iso(status.ts), received_at=iso(status.received_ts), source=status.source,
+        cpu=_resource(status.cpu, ms.CPU, extras), memory=_resource(status.memory, ms.MEMORY, extras),
+        gpu=_resource(status.gpu, ms.GPU, extras),
+        storage_capacity=storage.capacity, storage_available=storage.free if storage.capacity is not None else None,
+        pods_used=status.pods, pods_capacity=extras.get((ms.PODS, ms.CAPACITY)),
+        gpu_by_model=maps[ms.GPU_BY_MODEL], storage_by_tier=maps[ms.STORAGE_BY_TIER],
+        largest_node_free=ms.NodeFree(*free) if any(v is not None for v in free) else None,
+        network_in_mbps=status.get(r.NETWORK_IN) or 0.0, network_out_mbps=status.get(r.NETWORK_OUT) or 0.0,
+        water_level=status.water_level,
+    ).to_doc()
+
+
+def _resource(view: ResourceView, section: str, extras: Mapping[tuple[str, str], float]) -> ms.Resource:
+    return ms.Resource(capacity=view.capacity, used=view.used, allocatable=extras.get((section, ms.ALLOCATABLE)),
+                       allocated=extras.get((section, ms.ALLOCATED)), measured=extras.get((section, ms.MEASURED)))
 
 
 def comparable(view: Mapping[str, Any]) -> dict[str, Any]:

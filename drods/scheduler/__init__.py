@@ -17,7 +17,9 @@ from drods.scheduler.divide import DivisionInput, aggregate, divide, webster
 from drods.scheduler.framework import Scheduler, ScheduleResult, summarize
 from drods.scheduler.profile import Profile, ProfileError, ProfileSpec
 from drods.scheduler.registry import ENTRY_POINT_GROUP, load_entry_points, register
-from drods.scheduler.snapshot import Snapshot, parse_status, requirement_vector
+from drods.scheduler.resources import requirement_vector
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.status import parse_status
 from drods.scheduler.task import Task, TaskInfo, analyse
 
 __all__ = [

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from drods.scheduler.arrays import FloatArr
-from drods.scheduler.snapshot import CPU, MEM, Snapshot
+from drods.scheduler.resources import CPU, MEM
+from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 EPS = 1e-9

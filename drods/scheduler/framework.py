@@ -26,12 +26,13 @@ from typing import Literal
 import numpy as np
 
 from drods.model.binding import BindingSpec, TargetCluster
+from drods.scheduler.adjuster import Adjustment
 from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.concentrate import affinity_mean, concentrate
 from drods.scheduler.cost_first import cheapest_fill
 from drods.scheduler.divide import DivisionInput, divide
 from drods.scheduler.groups import select_spread
-from drods.scheduler.interface import Rejection
+from drods.scheduler.interface import Rejection, ScorePlugin
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.plugins.gpu_storage_fit import headroom
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
@@ -49,6 +50,10 @@ SURGE_SIGNAL = "trafficSurge"
 _NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
 _CONCENTRATED = frozenset({"WaterLevel", "AvailableReplicas", "Aggregated"})
+
+
+def _no_rows() -> IntArr:
+    return _NO_ROWS
 
 
 @dataclass(slots=True)
@@ -186,6 +191,44 @@ class ScheduleResult:
         return dict(self.pairs)
 
 
+@dataclass(slots=True)
+class CycleState:
+    """What one scheduling cycle has found so far, handed from step to step.
+
+    Candidate arrays are by position into ``cand`` (the feasible rows, ascending); ``sel`` keeps
+    some positions (None: all), ``rows_sel``/``caps_sel`` are the kept ones the division fills."""
+
+    info: TaskInfo
+    snap: Snapshot
+    n: int
+    t_start: float
+    timings: dict[str, float]
+    extra: dict[str, str]
+    mask: BoolArr
+    tried: list[str] = field(default_factory=list)
+    cand: IntArr = field(default_factory=_no_rows)
+    rejections: list[Rejection] = field(default_factory=list)
+    kept_rows: IntArr = field(default_factory=_no_rows)
+    base: dict[str, object] = field(default_factory=dict)
+    has_existing: bool = False
+    existing: IntArr = field(init=False)
+    caps: FloatArr = field(init=False)
+    fleet: float = 0.0
+    adj: Adjustment = field(init=False)
+    scores: list[tuple[ScorePlugin, float]] = field(init=False)
+    stacked: FloatArr = field(init=False)  # one row per score plugin, the last the total
+    wvec: FloatArr = field(init=False)
+    total: FloatArr = field(init=False)
+    prefer: FloatArr = field(init=False)
+    overflow: bool = False
+    sel: IntArr | None = None
+    tier: IntArr | None = None  # per kept position: its tier when tiers are filled in order
+    required: IntArr = field(default_factory=_no_rows)  # positions that need at least one replica
+    topo: TopologyChoice | None = None
+    rows_sel: IntArr = field(default_factory=_no_rows)
+    caps_sel: FloatArr = field(init=False)
+
+
 def summarize(total: int, feasible: int, counts: Mapping[str, int]) -> str:
     """Kubernetes-style one-liner: ``0/5 clusters available: 3 water level above 85%, 2 ...``."""
     head = f"{feasible}/{total} clusters available"
@@ -278,57 +321,67 @@ class Scheduler:
         current: Sequence[TargetCluster] | None = None,
         signals: Mapping[str, float] | None = None,
     ) -> ScheduleResult:
-        """One scheduling cycle for ``task`` against ``snap`` (not mutated; call ``snap.assume`` after)."""
-        perf = time.perf_counter
-        t_start = perf()
-        prof = self.profile
-        d = prof.spec.defaults
+        """One scheduling cycle for ``task`` against ``snap`` (not mutated; call ``snap.assume`` after).
+
+        The steps of kube-scheduler's cycle, each reading and extending one ``CycleState``."""
+        cyc = self._prefilter(task, snap, name, current)
+        if not self._filter_terms(cyc):
+            return self._unschedulable(cyc)
+        self._estimate(cyc)
+        self._score(cyc, signals)
+        self._normalise(cyc)
+        problem = self._select(cyc)
+        if problem is not None:
+            return self._unschedulable(cyc, extra_msg=problem, feasible=cyc.cand.size)
+        return self._explain(cyc, self._divide(cyc))
+
+    def _prefilter(self, task: Task | BindingSpec, snap: Snapshot, name: str,
+                   current: Sequence[TargetCluster] | None) -> CycleState:
+        """Analyse the task once (demand, division, affinity terms) and locate its current clusters."""
+        t_start = time.perf_counter()
+        d = self.profile.spec.defaults
         info = analyse(task, name=name, current=current, default_division=d.division,
                        default_limit=d.waterLevelLimit)
-        n = snap.n
-        timings: dict[str, float] = {}
         self._current(info, snap)
-        extra: dict[str, str] = {}
-        tried: list[str] = []
-        mask = np.zeros(n, dtype=bool)
-        cand = _NO_ROWS
-        rejections: list[Rejection] = []
-        kept_rows = _NO_ROWS
+        return CycleState(info, snap, snap.n, t_start, {}, {}, mask=np.zeros(snap.n, dtype=bool))
+
+    def _filter_terms(self, cyc: CycleState) -> bool:
+        """Filter under each affinity term in turn until one admits a cluster; True if one did."""
+        info, snap = cyc.info, cyc.snap
         for term in info.affinity_terms:
             info.affinity = term
-            mask, rejections = self._filter(info, snap, timings)
-            mask, kept_rows = self._keep_existing(info, mask, rejections)
-            cand = mask.nonzero()[0]
-            if cand.size:
+            cyc.mask, cyc.rejections = self._filter(info, snap, cyc.timings)
+            cyc.mask, cyc.kept_rows = self._keep_existing(info, cyc.mask, cyc.rejections)
+            cyc.cand = cyc.mask.nonzero()[0]
+            if cyc.cand.size:
                 break
             if term is not None and term.name:
-                tried.append(term.name)
-        for t in info.missing_targets:
-            extra[t] = "target cluster not registered"
-        term_name = info.affinity.name if info.affinity is not None else None
-        names_view = snap.names_arr[:n] if rejections else None  # the snapshot copies it before a row moves
-        base = dict(
-            name=info.key, requested=info.replicas, clusters=n, division=info.division,
-            affinity_term=term_name, analysis=info.analysis(), extra_reasons=extra,
-            _rejections=rejections, _names=names_view,
+                cyc.tried.append(term.name)
+        for t in info.missing_targets:  # known once TargetClusters has looked
+            cyc.extra[t] = "target cluster not registered"
+        names_view = snap.names_arr[: cyc.n] if cyc.rejections else None  # copied before a row moves
+        cyc.base = dict(
+            name=info.key, requested=info.replicas, clusters=cyc.n, division=info.division,
+            affinity_term=info.affinity.name if info.affinity is not None else None,
+            analysis=info.analysis(), extra_reasons=cyc.extra, _rejections=cyc.rejections, _names=names_view,
         )
-        if not cand.size:
-            return self._unschedulable(info, n, rejections, tried, extra, timings, t_start, base)
+        return bool(cyc.cand.size)
 
+    def _estimate(self, cyc: CycleState) -> None:
+        """Existing replicas per candidate and how many more fit (estimators; 0 on kept-but-full)."""
+        info, snap, cand = cyc.info, cyc.snap, cyc.cand
         m = cand.size
-        all_feasible = m == n
-        # existing replicas per candidate position
         existing = np.zeros(m, dtype=np.intp)
-        has_existing = False
         if info.current_rows.size and not info.rebalance:
-            pos = np.searchsorted(cand, info.current_rows)
-            pos = np.minimum(pos, m - 1)
+            pos = np.minimum(np.searchsorted(cand, info.current_rows), m - 1)
             hit = cand[pos] == info.current_rows
             existing[pos[hit]] = info.current_counts[hit]
-            has_existing = bool(hit.any())
-        # how many more replicas fit (estimators), capped to 0 on kept-but-full clusters
-        t0 = perf()
+            cyc.has_existing = bool(hit.any())
+        cyc.existing = existing
+        t0 = time.perf_counter()
+        all_feasible = m == cyc.n
         extra_fit: FloatArr | None = None
+        prof = self.profile
         for est, skip in zip(prof.estimators, prof.estimator_skips, strict=True):
             if skip is not None and skip(info, snap):
                 continue
@@ -338,190 +391,224 @@ class Scheduler:
             extra_fit = fit if extra_fit is None else np.minimum(extra_fit, fit, out=extra_fit)
         if extra_fit is None:
             extra_fit = np.full(m, np.inf)
-        if kept_rows.size:
-            extra_fit[np.isin(cand, kept_rows)] = 0.0
-        caps = existing + extra_fit if has_existing else extra_fit
-        timings["estimate"] = (perf() - t0) * 1e3
+        if cyc.kept_rows.size:
+            extra_fit[np.isin(cand, cyc.kept_rows)] = 0.0
+        cyc.caps = existing + extra_fit if cyc.has_existing else extra_fit
+        cyc.timings["estimate"] = (time.perf_counter() - t0) * 1e3
 
-        # scores with adjusted weights (S5, S10)
+    def _score(self, cyc: CycleState, signals: Mapping[str, float] | None) -> None:
+        """Adjust the weights to the fleet (S5, S10), then one row per score plugin with input in
+        this task (a plugin whose input the task doesn't use is skipped before any array work)."""
+        perf = time.perf_counter
+        info, snap, cand = cyc.info, cyc.snap, cyc.cand
+        all_feasible = cand.size == cyc.n
+        prof = self.profile
         t0 = perf()
-        fleet = snap.fleet_water_level(None if all_feasible else mask)
+        cyc.fleet = snap.fleet_water_level(None if all_feasible else cyc.mask)
         sig = signals if signals is not None else snap.signals
-        adj = prof.adjuster.adjust(fleet, float(sig.get(SURGE_SIGNAL, 0.0)))
-        timings["adjust"] = (perf() - t0) * 1e3
-        # one row per score plugin with input in this task, clipped to 0..100; the total is their
-        # weighted mean. A plugin whose input the task doesn't use is skipped before any array work.
-        scores = [sc for sc, skip in zip(prof.scores, prof.score_skips, strict=True)
-                  if skip is None or not skip(info, snap)]
-        k = len(scores)
-        stacked = np.empty((k + 1, m))  # the last row is the total
+        cyc.adj = prof.adjuster.adjust(cyc.fleet, float(sig.get(SURGE_SIGNAL, 0.0)))
+        cyc.timings["adjust"] = (perf() - t0) * 1e3
+        cyc.scores = scores = [sc for sc, skip in zip(prof.scores, prof.score_skips, strict=True)
+                               if skip is None or not skip(info, snap)]
+        cyc.stacked = stacked = np.empty((len(scores) + 1, cand.size))  # the last row is the total
         for i, (plugin, _) in enumerate(scores):
             t0 = perf()
-            raw = plugin.score(info, snap, mask)
-            timings[plugin.name] = (perf() - t0) * 1e3
+            raw = plugin.score(info, snap, cyc.mask)
+            cyc.timings[plugin.name] = (perf() - t0) * 1e3
             stacked[i] = raw if all_feasible else np.asarray(raw)[cand]
-        rows_k = stacked[:k]
+
+    def _normalise(self, cyc: CycleState) -> None:
+        """Clip each plugin's row to 0..100; the total is their weighted mean (100 with no weight)."""
+        k = len(cyc.scores)
+        rows_k = cyc.stacked[:k]
         np.minimum(np.maximum(rows_k, 0.0, out=rows_k), 100.0, out=rows_k)
-        weights = adj.weights
-        wlist = [max(weights.get(plugin.name, 0.0), 0.0) for plugin, _ in scores]
-        wvec = np.array(wlist)
+        weights = cyc.adj.weights
+        wlist = [max(weights.get(plugin.name, 0.0), 0.0) for plugin, _ in cyc.scores]
+        cyc.wvec = np.array(wlist)
         wsum = sum(wlist)
-        total = stacked[k]
+        cyc.total = total = cyc.stacked[k]
         if wsum > 0:
-            np.divide(np.dot(wvec, rows_k), wsum, out=total)
+            np.divide(np.dot(cyc.wvec, rows_k), wsum, out=total)
         else:
             total.fill(100.0)
 
-        # S6: preference = existing first, then total score (to 1e-3), ties at random (seedable)
-        t0 = perf()
-        prefer = np.rint(total * 1e3)
-        if has_existing:
-            prefer += (existing > 0) * 1e6
-        prefer += self.rng.random(m)
-        sel: IntArr | None = None  # positions kept by spread constraints (None: all)
-        tier: IntArr | None = None  # per kept position: its tier when tiers are filled in order
-        required = _NO_ROWS
-        problems: list[str] = []
+    def _select(self, cyc: CycleState) -> str | None:
+        """S6: rank (existing first, then total score to 1e-3, ties at random, seedable) and choose the
+        clusters: a stateful topology, spread groups, affinity concentration or overflow tiers.
+        Returns why nothing can be chosen, else None."""
+        t0 = time.perf_counter()
+        info, snap, cand = cyc.info, cyc.snap, cyc.cand
+        prefer = np.rint(cyc.total * 1e3)
+        if cyc.has_existing:
+            prefer += (cyc.existing > 0) * 1e6
+        prefer += self.rng.random(cand.size)
+        cyc.prefer = prefer
         term = info.affinity
-        overflow = term is not None and bool(term.overflow)
-        topo: TopologyChoice | None = None
+        cyc.overflow = overflow = term is not None and bool(term.overflow)
+        problems: list[str] = []
         if info.topology is not None:  # F3: primary + replica clusters, no division
-            aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
-            top_tier = None
-            if aff and prof.concentration.enabled:
-                a = affinity_mean(stacked[aff], wvec[aff])
-                if float(a.max() - a.min()) >= prof.concentration.min_spread:
-                    top_tier = a >= float(a.max()) - prof.concentration.margin
-            topo, how = place_topology(info, snap, cand, prefer, caps, top_tier)
+            topo, how = place_topology(info, snap, cand, prefer, cyc.caps, self._top_tier(cyc))
             if topo.primary is None:
-                timings["select"] = (perf() - t0) * 1e3
-                return self._unschedulable(info, n, rejections, tried, extra, timings, t_start, base,
-                                           extra_msg=topo.message, feasible=m)
-            sel = topo.keep
-            base["division"] = "StatefulTopology"
-            base["topology"] = topo.record(how)
+                cyc.timings["select"] = (time.perf_counter() - t0) * 1e3
+                return topo.message
+            cyc.topo, cyc.sel = topo, topo.keep
+            cyc.base["division"] = "StatefulTopology"
+            cyc.base["topology"] = topo.record(how)
         elif term is not None and overflow:  # F6 overflowAffinities: earlier tiers rank first (Karmada 1.18)
-            tier = overflow_tiers(snap, term, cand)
-            prefer -= tier * 1e8
-        if info.spread and topo is None:
-            sel, required, problems = self._select_spread(info, snap, cand, prefer, caps)
-        if tier is not None:
-            if sel is not None:
-                tier = tier[sel]
-        elif (topo is None and not info.spread and prof.has_affinity and prof.concentration.enabled
-              and info.division in _CONCENTRATED):
-            aff = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "affinity", False) and wvec[i] > 0]
-            if aff:  # only when an affinity plugin had input for this task
-                traffic = next((p for i in aff if isinstance(p := scores[i][0], TrafficAffinity)), None)
-                conc = concentrate(affinity_mean(stacked[aff], wvec[aff]), caps, existing, prefer,
-                                   info.replicas, prof.concentration, tuple(scores[i][0].name for i in aff),
-                                   fewest=any(getattr(scores[i][0], "repels", False) for i in aff),
-                                   anchors=None if traffic is None else traffic.anchors(info, snap)[cand])
-                if conc is not None:
-                    sel, tier = conc.keep, conc.tier
-                    if conc.required.size:
-                        required = conc.required
-                    base["analysis"] = {**info.analysis(), "concentration": conc.record(m)}
-        timings["select"] = (perf() - t0) * 1e3
-        if problems:
-            extra_msg = "; ".join(problems)
-            return self._unschedulable(info, n, rejections, tried, extra, timings, t_start, base,
-                                       extra_msg=extra_msg, feasible=m)
+            cyc.tier = overflow_tiers(snap, term, cand)
+            prefer -= cyc.tier * 1e8
+        if info.spread and cyc.topo is None:
+            cyc.sel, cyc.required, problems = self._select_spread(info, snap, cand, prefer, cyc.caps)
+        if cyc.tier is not None:
+            if cyc.sel is not None:
+                cyc.tier = cyc.tier[cyc.sel]
+        elif cyc.topo is None and not info.spread:
+            self._concentrate(cyc)
+        cyc.timings["select"] = (time.perf_counter() - t0) * 1e3
+        return "; ".join(problems) if problems else None
 
-        # divide (S7, S10)
-        t0 = perf()
+    def _affinity_rows(self, cyc: CycleState) -> list[int]:
+        """Positions of the affinity score plugins with weight in this cycle."""
+        return [i for i, (plugin, _) in enumerate(cyc.scores) if getattr(plugin, "affinity", False) and cyc.wvec[i] > 0]
+
+    def _top_tier(self, cyc: CycleState) -> BoolArr | None:
+        """Candidates of the best affinity (a stateful topology's primaries), when affinity separates them."""
+        aff = self._affinity_rows(cyc)
+        conc = self.profile.concentration
+        if not (aff and conc.enabled):
+            return None
+        a = affinity_mean(cyc.stacked[aff], cyc.wvec[aff])
+        if float(a.max() - a.min()) < conc.min_spread:
+            return None
+        return a >= float(a.max()) - conc.margin  # type: ignore[no-any-return]
+
+    def _concentrate(self, cyc: CycleState) -> None:
+        """Without spread constraints, affinity scores that clearly separate the candidates narrow
+        them to the best-affinity tier plus best-first overflow (``concentrate.py``)."""
+        prof, info = self.profile, cyc.info
+        if not (prof.has_affinity and prof.concentration.enabled and info.division in _CONCENTRATED):
+            return
+        aff = self._affinity_rows(cyc)
+        if not aff:  # only when an affinity plugin had input for this task
+            return
+        scores = cyc.scores
+        traffic = next((p for i in aff if isinstance(p := scores[i][0], TrafficAffinity)), None)
+        conc = concentrate(affinity_mean(cyc.stacked[aff], cyc.wvec[aff]), cyc.caps, cyc.existing, cyc.prefer,
+                           info.replicas, prof.concentration, tuple(scores[i][0].name for i in aff),
+                           fewest=any(getattr(scores[i][0], "repels", False) for i in aff),
+                           anchors=None if traffic is None else traffic.anchors(info, cyc.snap)[cyc.cand])
+        if conc is not None:
+            cyc.sel, cyc.tier = conc.keep, conc.tier
+            if conc.required.size:
+                cyc.required = conc.required
+            cyc.base["analysis"] = {**info.analysis(), "concentration": conc.record(cyc.cand.size)}
+
+    def _divide(self, cyc: CycleState) -> IntArr:
+        """S7, S10: replicas per selected candidate (in ``cyc.rows_sel`` order)."""
+        t0 = time.perf_counter()
+        info, snap, sel = cyc.info, cyc.snap, cyc.sel
         if sel is None:
-            rows_sel, caps_sel, existing_sel, total_sel, prefer_sel = cand, caps, existing, total, prefer
+            rows_sel, caps_sel, existing_sel = cyc.cand, cyc.caps, cyc.existing
+            total_sel, prefer_sel = cyc.total, cyc.prefer
         else:
-            rows_sel, caps_sel, existing_sel = cand[sel], caps[sel], existing[sel]
-            total_sel, prefer_sel = total[sel], prefer[sel]
+            rows_sel, caps_sel, existing_sel = cyc.cand[sel], cyc.caps[sel], cyc.existing[sel]
+            total_sel, prefer_sel = cyc.total[sel], cyc.prefer[sel]
+        cyc.rows_sel, cyc.caps_sel = rows_sel, caps_sel
         required_sel: IntArr | None = None
-        if required.size:
-            remap = np.full(m, -1, dtype=np.intp)
+        if cyc.required.size:
+            remap = np.full(cyc.cand.size, -1, dtype=np.intp)
             remap[sel if sel is not None else slice(None)] = np.arange(rows_sel.size)
-            required_sel = remap[required]
+            required_sel = remap[cyc.required]
         static_w: FloatArr | None = None
         if info.division == "StaticWeight":
             # Karmada: exact ties go by cluster name; only weighted clusters need ranking
             static_w = self._static_weights(info, snap, rows_sel)
             prefer_sel = np.where(static_w > 0, -snap.name_rank()[rows_sel].astype(np.float64), -np.inf)
-            if has_existing:
+            if cyc.has_existing:
                 prefer_sel = prefer_sel + (existing_sel > 0) * 1e9
         inp = DivisionInput(
             kind=info.division, total=info.replicas, caps=caps_sel, existing=existing_sel,
-            scores=total_sel, prefer=prefer_sel, spread=adj.spread, static_weights=static_w,
+            scores=total_sel, prefer=prefer_sel, spread=cyc.adj.spread, static_weights=static_w,
             required=required_sel, keep_existing=not info.rebalance,
         )
         price_sel: FloatArr | None = None
         if info.cost_first and info.division not in ("Duplicated", "StaticWeight") and priced(snap):
             price_sel = replica_price(info, snap, rows=rows_sel)
-            base["division"] = "CostFirst"
-        if topo is not None:
-            counts = topo.counts
-        elif tier is not None and tier.size and int(tier.max()) > 0:
-            counts = divide_in_tiers(inp, tier, _tier_fill(price_sel), regroup=overflow)
+            cyc.base["division"] = "CostFirst"
+        if cyc.topo is not None:
+            counts = cyc.topo.counts
+        elif cyc.tier is not None and cyc.tier.size and int(cyc.tier.max()) > 0:
+            counts = divide_in_tiers(inp, cyc.tier, _tier_fill(price_sel), regroup=cyc.overflow)
         elif price_sel is not None:
             counts = cheapest_fill(info.replicas, caps_sel, existing_sel, price_sel, prefer_sel,
                                    keep_existing=not info.rebalance)
         else:
             counts = divide(inp)
-        timings["divide"] = (perf() - t0) * 1e3
+        cyc.timings["divide"] = (time.perf_counter() - t0) * 1e3
+        return counts
 
+    def _explain(self, cyc: CycleState, counts: IntArr) -> ScheduleResult:
+        """The placement sorted by cluster name, with its scores, notes, cost and message."""
+        info, snap, base, n, m = cyc.info, cyc.snap, cyc.base, cyc.n, cyc.cand.size
         chosen = (counts > 0).nonzero()[0]
-        rows = rows_sel[chosen]
-        cnt = counts[chosen]
-        if rows.size > 1 and not (sel is None and snap.name_ordered()):  # else rows ascend by name already
+        rows, cnt = cyc.rows_sel[chosen], counts[chosen]
+        if rows.size > 1 and not (cyc.sel is None and snap.name_ordered()):  # else rows ascend by name
             order = np.argsort(snap.name_rank()[rows], kind="stable")
-            rows, cnt = rows[order], cnt[order]
-            chosen = chosen[order]
+            rows, cnt, chosen = rows[order], cnt[order], chosen[order]
         names_arr = snap.names_arr
         counts_list = cnt.tolist()
         pairs = tuple(zip(names_arr[rows].tolist(), counts_list, strict=True))
-        placed = sum(counts_list) if info.division != "Duplicated" else (info.replicas if rows.size else 0)
-        notes: list[Rejection] = []
-        if info.division == "Duplicated":
-            short = (caps_sel < info.replicas).nonzero()[0]
-            if short.size:
-                notes.append(Rejection(f"Duplicated needs {info.replicas} replicas", rows_sel[short],
-                                       "Duplicated", _short_detail(caps_sel[short], info.replicas)))
-                if base["_names"] is None:
-                    base["_names"] = names_arr[:n]
-        base["_score_matrix"] = stacked
-        base["_score_keys"] = (*(p.name for p, _ in scores), "total")
-        base["_score_pos"] = chosen if sel is None else sel[chosen]
+        duplicated = info.division == "Duplicated"
+        placed = sum(counts_list) if not duplicated else (info.replicas if rows.size else 0)
+        base["_notes"] = self._duplicated_notes(cyc) if duplicated else []
+        base["_score_matrix"] = cyc.stacked
+        base["_score_keys"] = (*(p.name for p, _ in cyc.scores), "total")
+        base["_score_pos"] = chosen if cyc.sel is None else cyc.sel[chosen]
         base["_score_names"] = names_arr[rows]
-        base["_notes"] = notes
-        per_cluster = cnt if info.division != "Duplicated" else np.full(rows.size, info.replicas, dtype=np.intp)
+        per_cluster = cnt if not duplicated else np.full(rows.size, info.replicas, dtype=np.intp)
         est_cost = hourly_cost(info, snap, rows, per_cluster)
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)
         if info.demand is not None and (room := headroom(info, snap, rows, per_cluster)):
             base["analysis"] = {**base["analysis"], "headroom": room}  # type: ignore[dict-item]  # F1/S3
-        timings["total"] = (perf() - t_start) * 1e3
+        cyc.timings["total"] = (time.perf_counter() - cyc.t_start) * 1e3
+        adj = cyc.adj
         if not pairs and info.replicas > 0:
-            msg = (f"0/{info.replicas} replicas placed: the {m} feasible clusters have no room "
-                   f"({summarize(n, m, base_counts(rejections))})")
-            if info.division == "Duplicated":
-                msg = (f"no feasible cluster fits all {info.replicas} replicas (Duplicated); "
-                       + summarize(n, m, base_counts(rejections)))
+            summary = summarize(n, m, base_counts(cyc.rejections))
+            msg = f"0/{info.replicas} replicas placed: the {m} feasible clusters have no room ({summary})"
+            if duplicated:
+                msg = f"no feasible cluster fits all {info.replicas} replicas (Duplicated); " + summary
             return ScheduleResult(phase="Unschedulable", placed=0, message=msg, feasible=m,
-                                  weights=adj.weights, spread=adj.spread, fleet_water_level=fleet,
-                                  surge=adj.surge, timings_ms=timings, **base)  # type: ignore[arg-type]
+                                  weights=adj.weights, spread=adj.spread, fleet_water_level=cyc.fleet,
+                                  surge=adj.surge, timings_ms=cyc.timings, **base)  # type: ignore[arg-type]
+        topo = cyc.topo
         if topo is not None:
             base["roles"] = topo.roles()
         if topo is not None and topo.message:
             msg = f"partially scheduled: placed {placed}/{info.replicas} replicas; {topo.message}"
         elif placed < info.replicas:
             msg = (f"partially scheduled: placed {placed}/{info.replicas} replicas on {len(pairs)} "
-                   f"clusters; the {rows_sel.size} selected feasible clusters can hold no more "
+                   f"clusters; the {cyc.rows_sel.size} selected feasible clusters can hold no more "
                    "(resource fit / water-level limit)")
         else:
             msg = f"scheduled {placed} replicas on {len(pairs)}/{n} clusters ({m} feasible)"
         return ScheduleResult(
             phase="Scheduled", pairs=pairs, placed=placed, message=msg, feasible=m,
-            weights=adj.weights, spread=adj.spread, fleet_water_level=fleet, surge=adj.surge,
-            timings_ms=timings, estimated_hourly_cost=est_cost, data_moved_gib_per_hour=moved,
+            weights=adj.weights, spread=adj.spread, fleet_water_level=cyc.fleet, surge=adj.surge,
+            timings_ms=cyc.timings, estimated_hourly_cost=est_cost, data_moved_gib_per_hour=moved,
             **base,  # type: ignore[arg-type]
         )
+
+    @staticmethod
+    def _duplicated_notes(cyc: CycleState) -> list[Rejection]:
+        """Duplicated: the selected feasible clusters too small for all replicas, explained lazily."""
+        need = cyc.info.replicas
+        short = (cyc.caps_sel < need).nonzero()[0]
+        if not short.size:
+            return []
+        if cyc.base["_names"] is None:
+            cyc.base["_names"] = cyc.snap.names_arr[: cyc.n]
+        return [Rejection(f"Duplicated needs {need} replicas", cyc.rows_sel[short], "Duplicated",
+                          _short_detail(cyc.caps_sel[short], need))]
 
     @staticmethod
     def _static_weights(info: TaskInfo, snap: Snapshot, rows: IntArr) -> FloatArr:
@@ -531,13 +618,11 @@ class Scheduler:
             w = np.ones(rows.size)
         return w
 
-    def _unschedulable(self, info: TaskInfo, n: int, rejections: list[Rejection], tried: list[str],
-                       extra: dict[str, str], timings: dict[str, float], t_start: float,
-                       base: dict[str, object], extra_msg: str = "", feasible: int = 0) -> ScheduleResult:
-        counts = base_counts(rejections)
-        msg = summarize(n, feasible, counts)
-        if len(tried) > 1:
-            msg = f"no feasible cluster in affinity groups [{', '.join(tried)}]; " + msg
+    def _unschedulable(self, cyc: CycleState, extra_msg: str = "", feasible: int = 0) -> ScheduleResult:
+        info, base, rejections = cyc.info, cyc.base, cyc.rejections
+        msg = summarize(cyc.n, feasible, base_counts(rejections))
+        if len(cyc.tried) > 1:
+            msg = f"no feasible cluster in affinity groups [{', '.join(cyc.tried)}]; " + msg
         if info.missing_targets:
             msg += f" Target clusters not registered: {', '.join(info.missing_targets)}."
         if info.targets:
@@ -552,10 +637,9 @@ class Scheduler:
                 msg += " Targets: " + "; ".join(details) + "."
         if extra_msg:
             msg += " " + extra_msg
-        timings["total"] = (time.perf_counter() - t_start) * 1e3
+        cyc.timings["total"] = (time.perf_counter() - cyc.t_start) * 1e3
         return ScheduleResult(phase="Unschedulable", placed=0, message=msg, feasible=feasible,
-                              timings_ms=timings, **base)  # type: ignore[arg-type]
-
+                              timings_ms=cyc.timings, **base)  # type: ignore[arg-type]
 
 def _tier_fill(price: FloatArr | None) -> Callable[[DivisionInput, IntArr], IntArr]:
     """One tier's division: the task's own, or cost-first at the kept clusters' ``price``."""

@@ -16,7 +16,8 @@ import numpy as np
 
 from drods.model.cluster import ClusterSpec
 from drods.scheduler.arrays import FloatArr, IntArr
-from drods.scheduler.snapshot import CPU, GPU, MEM, Snapshot
+from drods.scheduler.resources import CPU, GPU, MEM
+from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 EGRESS = 3  # column of ``Snapshot.cost``

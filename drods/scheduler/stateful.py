@@ -97,7 +97,7 @@ def place_topology(info: TaskInfo, snap: Snapshot, cand: IntArr, prefer: FloatAr
         if open_[i] and len(chosen) < k:
             chosen.append(i)
             open_[i] = False
-    region, zone = snap.topo["region"][cand], snap.topo["zone"][cand]
+    region, zone = snap.indexes.topo["region"][cand], snap.indexes.topo["zone"][cand]
     while len(chosen) < k and open_.any():
         taken = [primary, *chosen]
         new_region = (region >= 0) & ~np.isin(region, region[taken])

@@ -24,7 +24,7 @@ from drods.model.placement import (
 )
 from drods.scheduler.arrays import FloatArr, IntArr
 from drods.scheduler.offers import OfferDemand
-from drods.scheduler.snapshot import requirement_vector
+from drods.scheduler.resources import requirement_vector
 
 _NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
@@ -191,6 +191,20 @@ def shorthands(spec: BindingSpec) -> tuple[tuple[str, tuple[str, ...]], ...]:
                                              ("zone", spec.zones), ("city", spec.cities)) if v)
 
 
+def _division(pl: Placement, default: Division) -> tuple[Division, StaticRules]:
+    """The replica division a placement asks for, with its static weight rules."""
+    rs = pl.replicaScheduling
+    if rs is not None and rs.replicaSchedulingType == "Duplicated":
+        return "Duplicated", _NO_RULES
+    if rs is not None and rs.replicaDivisionPreference == "Aggregated":
+        return "Aggregated", _NO_RULES
+    if rs is not None and rs.weightPreference is not None and rs.weightPreference.staticWeightList:
+        return "StaticWeight", StaticRules.of(rs.weightPreference.staticWeightList)
+    if rs is not None and rs.weightPreference is not None and rs.weightPreference.dynamicWeight:
+        return rs.weightPreference.dynamicWeight, _NO_RULES
+    return default, _NO_RULES
+
+
 def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[TargetCluster] | None = None,
             default_division: Division = "WaterLevel", default_limit: float | None = None) -> TaskInfo:
     """S3: map a binding to storage tier, network identifier and compute (incl. GPU model)."""
@@ -207,20 +221,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
     net = spec.network
     terms = affinity_terms(pl)
     shorthand = shorthands(spec)
-    rs = pl.replicaScheduling
-    division: Division
-    statics = _NO_RULES
-    if rs is not None and rs.replicaSchedulingType == "Duplicated":
-        division = "Duplicated"
-    elif rs is not None and rs.replicaDivisionPreference == "Aggregated":
-        division = "Aggregated"
-    elif rs is not None and rs.weightPreference is not None and rs.weightPreference.staticWeightList:
-        division = "StaticWeight"
-        statics = StaticRules.of(rs.weightPreference.staticWeightList)
-    elif rs is not None and rs.weightPreference is not None and rs.weightPreference.dynamicWeight:
-        division = rs.weightPreference.dynamicWeight
-    else:
-        division = default_division
+    division, statics = _division(pl, default_division)
     ns = (spec.resource.namespace if spec.resource is not None else None) or "default"
     cur: dict[str, int] = {}
     for t in task.current:

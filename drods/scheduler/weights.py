@@ -54,7 +54,7 @@ def static_weights(snap: Snapshot, rules: StaticRules) -> FloatArr:
             np.maximum(w, np.where(affinity_mask(snap, term), float(weight), 0.0), out=w)
             continue
         key, values = single
-        vocab = snap.label_vocab.get(key)
+        vocab = snap.indexes.label_vocab.get(key)
         if vocab is None:
             continue
         table = tables.get(key)
@@ -65,7 +65,7 @@ def static_weights(snap: Snapshot, rules: StaticRules) -> FloatArr:
             if c is not None:
                 table[c] = max(table[c], float(weight))
     for key, table in tables.items():
-        np.maximum(w, table[snap.label_codes[key][:n]], out=w)
+        np.maximum(w, table[snap.indexes.label_codes[key][:n]], out=w)
     w.flags.writeable = False
     snap.cache[ck] = w
     return w

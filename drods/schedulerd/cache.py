@@ -116,7 +116,7 @@ def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRec
 def _offer_room(snap: Snapshot, row: int) -> np.ndarray:
     """What the member reports free of each GPU model and storage tier (inf: not reported)."""
     room = [np.where(np.isnan(t.status_cap[row]), t.spec_cap[row], t.status_cap[row]) - t.reported[row]
-            for t in (snap.gpus, snap.tiers)]
+            for t in (snap.offers.gpus, snap.offers.tiers)]
     return np.nan_to_num(np.concatenate(room), nan=np.inf)
 
 
@@ -356,7 +356,7 @@ class SchedulerCache:
 
     def release(self, key: str) -> bool:
         """The binding is gone (or its decision was not written): drop all it held; True if anything."""
-        held = key in self.snap.offer_placements
+        held = key in self.snap.offers.placements
         self.snap.drop_offers(key)
         return self.forget(key) or held
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from drods.model import jsondoc
+from drods.model import member_status as ms
 from drods.model.conditions import is_false
 from drods.model.keys import network_key
 from drods.model.steering import Measurement
@@ -61,11 +62,11 @@ def utilisation(doc: Mapping[str, Any] | None) -> float:
     st = (doc or {}).get("status") if isinstance(doc, Mapping) else None
     if not isinstance(st, Mapping):
         return math.nan
-    cpu = st.get("cpu") or {}
-    used, cap = cpu.get("used"), cpu.get("capacity")
+    cpu = st.get(ms.CPU) or {}
+    used, cap = cpu.get(ms.USED), cpu.get(ms.CAPACITY)
     if isinstance(used, int | float) and isinstance(cap, int | float) and cap > 0:
         return float(min(max(used / cap, 0.0), 1.0))
-    wl = st.get("waterLevel")
+    wl = st.get(ms.WATER_LEVEL)
     return float(wl) if isinstance(wl, int | float) else math.nan
 
 

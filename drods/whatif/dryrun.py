@@ -25,12 +25,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from drods.errors import ApiError
+from drods.model import member_status as ms
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec
 from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, by_kind
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile, ProfileError
-from drods.scheduler.snapshot import parse_status
+from drods.scheduler.status import parse_status
 from drods.scheduler.task import Task
 from drods.schedulerd.history import decision_record
 from drods.schedulerd.records import FIRST, SCALE
@@ -102,12 +103,12 @@ def apply_changes(view: LiveView, changes: Sequence[Change]) -> None:
             continue
         status = dict(facts.status or {})
         if ch.waterLevel is not None:
-            status["waterLevel"] = ch.waterLevel
+            status[ms.WATER_LEVEL] = ch.waterLevel
         else:
             p = parse_status(facts.status, facts.floor)
             a = np.where(p.alloc[:2] > 0, p.alloc[:2], 1.0)
             observed = float((np.where(p.alloc[:2] > 0, p.load[:2] / a, 0.0)).max()) + p.wl_offset
-            status["waterLevel"] = max(0.0, observed + float(ch.waterLevelDelta or 0.0))
+            status[ms.WATER_LEVEL] = max(0.0, observed + float(ch.waterLevelDelta or 0.0))
         facts.status = status
         snap.set_status(name, status, None)
 

@@ -21,6 +21,7 @@ from drods.members.works import WorkAgent, _Work
 from drods.model.annotations import MANAGED_BY, MANAGER
 from drods.model.keys import AUTOSCALING_PREFIX
 from drods.model.kinds import BINDING, FEDERATED_HPA, by_kind
+from drods.model.member_status import MemberStatus
 from drods.registry.objects import ObjectRegistry
 from drods.store.sqlite import SqliteStore
 from tests.autoscaling.test_controller import Clock, _autoscaler, _binding, _cluster, _hpa, _status_after
@@ -130,7 +131,7 @@ class FakeMember:
         status = {"source": "kubernetes", "cpu": {"allocatable": 8.0, "allocated": self.allocated,
                                                   "used": max(self.allocated, self.measured),
                                                   "measured": self.measured}}
-        return ClusterSummary(status, 1, 1, 0, None, None, [], None, None)
+        return ClusterSummary(MemberStatus.read(status), 1, 1, 0, None, None, [], None, None)
 
     async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         return {"metadata": {"labels": {MANAGED_BY: MANAGER}}}

@@ -224,6 +224,7 @@ def test_toleration_precedence() -> None:
 
 def test_report_from_summary_keeps_the_water_level() -> None:
     from drods.members.collector import report_from_summary
+    from drods.model.member_status import MemberStatus
     from drods.monitor.report import MetricsReport, normalise
 
     doc = {"timestamp": "x", "source": "kubernetes",
@@ -232,8 +233,8 @@ def test_report_from_summary_keeps_the_water_level() -> None:
            "gpu": {"capacity": 0.0, "allocatable": 0.0, "allocated": 0.0, "used": 0.0},
            "pods": {"capacity": 330.0, "used": 12}, "largestNodeFree": {"cpu": 4.0, "memory": 20.0, "gpu": 0.0},
            "network": {"inMbps": 0, "outMbps": 0}, "waterLevel": 0.5}
-    s = ClusterSummary(status=doc, node_count=3, ready_nodes=3, pending_pods=0, kubernetes_version="v1.30",
-                       region="us-east", zones=["a"], provider="aws", city="DFW")
+    s = ClusterSummary(member_status=MemberStatus.read(doc), node_count=3, ready_nodes=3, pending_pods=0,
+                       kubernetes_version="v1.30", region="us-east", zones=["a"], provider="aws", city="DFW")
     body = report_from_summary("dfw", s, now=1_800_000_000.0)
     status = normalise(MetricsReport.model_validate(body), 1_800_000_000.0, source="kubernetes")
     assert not isinstance(status, str) and getattr(status, "water_level", None) == pytest.approx(0.5)

@@ -56,7 +56,7 @@ def test_reported_assumed_and_placed_load(snap: Snapshot) -> None:
     assert fit(snap, gpu=1, gpuModel="A100")[0] == 1.0  # 4 - (1 reported + 2 assumed)
     snap.set_status("mixed", status(gpuByModel={"A100": {"capacity": 4, "allocated": 3}}))  # the member sees them
     snap.forget(key="w", offers=False)
-    assert fit(snap, gpu=1, gpuModel="A100")[0] == 1.0 and "w" in snap.offer_placements
+    assert fit(snap, gpu=1, gpuModel="A100")[0] == 1.0 and "w" in snap.offers.placements
     snap.set_status("mixed", status(gpuByModel={"A100": {"allocatable": 3, "allocated": 3}}))
     assert fit(snap, gpu=1, gpuModel="A100")[0] == 0.0  # reported allocatable wins over the spec's count
     snap.set_status("mixed", status())  # silent on GPUs by model: the hold is all we know
@@ -69,13 +69,14 @@ def test_draws_take_the_slowest_eligible_model_first(snap: Snapshot) -> None:
     fleet(snap)
     req = ReplicaRequirements(cpu=1, gpu=1)
     snap.assume((("mixed", 10),), req, key="w")
-    assert snap.gpus.key_names == ["A100", "T4", "H100"]
-    assert snap.gpus.placed[0].tolist() == [2.0, 8.0, 0.0] and snap.gpus.assumed[0].tolist() == [2.0, 8.0, 0.0]
-    assert snap.offer_placements["w"][0] == (("mixed", "T4", 8.0), ("mixed", "A100", 2.0))
+    assert snap.offers.gpus.key_names == ["A100", "T4", "H100"]
+    gpus = snap.offers.gpus
+    assert gpus.placed[0].tolist() == [2.0, 8.0, 0.0] and gpus.assumed[0].tolist() == [2.0, 8.0, 0.0]
+    assert snap.offers.placements["w"][0] == (("mixed", "T4", 8.0), ("mixed", "A100", 2.0))
     assert fit(snap, gpu=1)[0] == 1.0  # A100: 4 - (1 reported + 2 assumed); T4 (not reported): 8 - 8 held
     snap.forget(key="w")
-    assert not snap.gpus.placed.any() and not snap.gpus.assumed.any()
-    assert "w" not in snap.offer_placements and "w" not in snap.offer_assumed
+    assert not snap.offers.gpus.placed.any() and not snap.offers.gpus.assumed.any()
+    assert "w" not in snap.offers.placements and "w" not in snap.offers.assumed
 
 
 def test_reasons_name_the_capacity_and_analysis_shows_headroom(snap: Snapshot) -> None:
@@ -131,4 +132,4 @@ def test_rows_follow_grow_and_swap_remove(snap: Snapshot) -> None:
     assert snap.index["c19"] == 5
     assert fit(snap, gpu=1)[5] == 16.0 and fit(snap, gpu=1)[19:] == []
     snap.drop_offers("w")
-    assert fit(snap, gpu=1)[5] == 19.0 and np.all(snap.gpus.placed == 0)
+    assert fit(snap, gpu=1)[5] == 19.0 and np.all(snap.offers.gpus.placed == 0)

@@ -10,7 +10,7 @@ import pytest
 from drods.model.binding import ReplicaRequirements, TargetCluster
 from drods.model.cluster import ClusterSpec, Taint
 from drods.scheduler import Snapshot, parse_status
-from drods.scheduler.snapshot import CPU, GPU, MEM, PODS, STORAGE
+from drods.scheduler.resources import CPU, GPU, MEM, PODS, STORAGE
 from tests.scheduler.conftest import add, status
 
 
@@ -85,10 +85,10 @@ def test_upsert_remove_keeps_indexes_consistent() -> None:
         assert bool(snap.field_in("region", [f"r{i % 3}"])[r])
         assert bool(snap.label_exists(f"only{i}")[r])
     assert snap.label_exists("only1").sum() == 0
-    assert ("t", "6", "NoSchedule") in snap.taints
-    assert snap.taints[("t", "6", "NoSchedule")][: snap.n].sum() == 1
+    assert ("t", "6", "NoSchedule") in snap.indexes.taints
+    assert snap.indexes.taints[("t", "6", "NoSchedule")][: snap.n].sum() == 1
     snap.remove_cluster("c6")
-    assert ("t", "6", "NoSchedule") not in snap.taints  # value index freed with its last user
+    assert ("t", "6", "NoSchedule") not in snap.indexes.taints  # value index freed with its last user
 
 
 def test_update_changes_labels_and_spec(snap: Snapshot) -> None:

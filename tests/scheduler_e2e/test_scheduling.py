@@ -139,7 +139,7 @@ async def test_reschedule_moves_away_from_a_failed_cluster(plane: Plane) -> None
     snap = plane.scheduler.cache.snap
 
     async def seen_failed() -> bool:
-        return not snap.ready[snap.index["a"]] and bool(snap.taints)
+        return not snap.ready[snap.index["a"]] and bool(snap.indexes.taints)
 
     await eventually(seen_failed, what="the scheduler to see a NotReady and b tainted")
 

@@ -69,7 +69,7 @@ def test_cache_assumes_until_covered_and_holds_while_placed() -> None:
     snap = c.snap
 
     def free() -> list[float]:
-        return snap.gpus.free(snap.n)[:, snap.gpus.keys["A100"]].tolist()  # type: ignore[no-any-return]
+        return snap.offers.gpus.free(snap.n)[:, snap.offers.gpus.keys["A100"]].tolist()  # type: ignore[no-any-return]
 
     c.assume_decision("k", (), (("rep", 3), ("silent", 2)), REQ, 1000.0, A100)
     assert free() == [4.0, 6.0]  # rep: 8 - (1 reported + 3 assumed); silent: 8 - 2 held

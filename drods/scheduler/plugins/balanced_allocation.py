@@ -9,7 +9,8 @@ import numpy as np
 from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.capacity import replica_shape
 from drods.scheduler.interface import PluginBase
-from drods.scheduler.snapshot import GPU, Snapshot
+from drods.scheduler.resources import GPU
+from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 
@@ -21,7 +22,7 @@ class BalancedAllocation(PluginBase):
         if task.req[GPU] > 0:
             cols = [0, 1, GPU]
             alloc = snap.alloc[:n, cols]
-            used = snap.load[:n, cols] + snap.assumed[:n, cols] + task.req[cols]
+            used = snap.load[:n, cols] + snap.ledger.arr[:n, cols] + task.req[cols]
             frac = np.where(alloc > 0, used / np.where(alloc > 0, alloc, 1.0), 1.0)
             np.clip(frac, 0.0, 1.0, out=frac)
             return 100.0 * (1.0 - (frac.max(axis=1) - frac.min(axis=1)))  # type: ignore[no-any-return]

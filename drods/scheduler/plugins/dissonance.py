@@ -23,7 +23,8 @@ import numpy as np
 
 from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.interface import PluginBase
-from drods.scheduler.snapshot import CPU, Snapshot
+from drods.scheduler.resources import CPU
+from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 DEFAULT_MATRIX: dict[str, dict[str, float]] = {

@@ -63,9 +63,9 @@ class GpuStorageFit(PluginBase):
         assert d is not None
         g_fit = g_free = t_fit = t_free = None
         if d.uses_gpus:
-            g_fit, g_free = gpu_fit(snap.gpus, d, snap.n)
+            g_fit, g_free = gpu_fit(snap.offers.gpus, d, snap.n)
         if d.uses_tier:
-            t_fit, t_free = tier_fit(snap.tiers, d, snap.n)
+            t_fit, t_free = tier_fit(snap.offers.tiers, d, snap.n)
         fits: _Fits = (g_fit, g_free, t_fit, t_free)
         task.cache["offer-fit"] = (snap.version, fits)
         return fits
@@ -113,27 +113,28 @@ def headroom(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: IntArr) -> di
     d = task.demand
     if d is None or rows.size == 0:
         return {}
+    gpus, tiers = snap.offers.gpus, snap.offers.tiers
     own_gpu: dict[tuple[str, str], float] = {}
     own_tier: dict[str, float] = {}
-    for table_of, reported in ((snap.offer_placements, False), (snap.offer_assumed, True)):
+    for table_of, reported in ((snap.offers.placements, False), (snap.offers.assumed, True)):
         held = table_of.get(task.key)
         if held is None:
             continue
         for name, model, amount in held[0]:
             row = snap.index.get(name)
-            if row is not None and bool(snap.gpus.reports[row, snap.gpus.keys[model]]) == reported:
+            if row is not None and bool(gpus.reports[row, gpus.keys[model]]) == reported:
                 own_gpu[(name, model)] = own_gpu.get((name, model), 0.0) + amount
         for name, tier, amount in held[1]:
             row = snap.index.get(name)
-            if row is not None and bool(snap.tiers.reports[row, snap.tiers.keys[tier]]) == reported:
+            if row is not None and bool(tiers.reports[row, tiers.keys[tier]]) == reported:
                 own_tier[name] = own_tier.get(name, 0.0) + amount
     out: dict[str, object] = {}
     names = [str(x) for x in snap.names_arr[rows].tolist()]
     if d.uses_gpus:
-        cols = gpu_columns(snap.gpus, d)
-        elig = gpu_eligible(snap.gpus, d, snap.n, rows, cols)
-        free = snap.gpus.free_at(np.ix_(rows, np.asarray(cols, dtype=np.intp)))
-        models = snap.gpus.key_names
+        cols = gpu_columns(gpus, d)
+        elig = gpu_eligible(gpus, d, snap.n, rows, cols)
+        free = gpus.free_at(np.ix_(rows, np.asarray(cols, dtype=np.intp)))
+        models = gpus.key_names
         per: dict[str, object] = {}
         for i, (name, k) in enumerate(zip(names, counts.tolist(), strict=True)):
             mine = [j for j in range(len(cols)) if elig[i, j]]
@@ -145,10 +146,10 @@ def headroom(task: TaskInfo, snap: Snapshot, rows: IntArr, counts: IntArr) -> di
         if per:
             out["gpus"] = {"perReplica": d.gpus, "eligible": gpu_label(d), "clusters": per}
     if d.uses_tier:
-        col = snap.tiers.keys.get(d.storage_tier or "")
+        col = tiers.keys.get(d.storage_tier or "")
         per = {}
         if col is not None:
-            free_t = snap.tiers.free_at((rows, col))
+            free_t = tiers.free_at((rows, col))
             for i, (name, k) in enumerate(zip(names, counts.tolist(), strict=True)):
                 if not np.isnan(free_t[i]):
                     per[name] = {"freeGiB": max(0.0, float(free_t[i])) + own_tier.get(name, 0.0),

@@ -18,9 +18,9 @@ def latency_to(snap: Snapshot, identifier: str) -> FloatArr:
     n = snap.n
     arr = snap.latency_array(identifier)
     lat = arr[:n].copy() if arr is not None else np.full(n, np.nan)
-    code = snap.vocab["network"].get(identifier)
+    code = snap.indexes.vocab["network"].get(identifier)
     if code is not None:
-        lat[snap.topo["network"][:n] == code] = 0.0
+        lat[snap.indexes.topo["network"][:n] == code] = 0.0
     row = snap.index.get(identifier)
     if row is not None:
         lat[row] = 0.0

@@ -16,7 +16,8 @@ import numpy as np
 from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.capacity import ReplicaShape, replica_shape
 from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, reject
-from drods.scheduler.snapshot import RESOURCES, Snapshot
+from drods.scheduler.resources import RESOURCES
+from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 EPS = 1e-9

@@ -43,7 +43,7 @@ class TaintToleration(PluginBase):
         n = snap.n
         which = np.full(n, -1, dtype=np.int32)
         reasons: list[str] = []
-        for t, m in snap.taints.items():
+        for t, m in snap.indexes.taints.items():
             if t[2] not in ("NoSchedule", "NoExecute"):
                 continue
             if any(tolerates(tol, *t) for tol in task.tolerations):
@@ -57,7 +57,7 @@ class TaintToleration(PluginBase):
         return res
 
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
-        if not snap.taints:
+        if not snap.indexes.taints:
             return mask, []
         bad, which, reasons = self._index(task, snap)
         drop = mask & bad

@@ -29,7 +29,7 @@ class TopologyPreference(PluginBase):
         if rows.size == 0:
             return s
         for fld, val in (("region", region_score), ("zone", 100.0)):
-            codes = snap.topo[fld][:n]
+            codes = snap.indexes.topo[fld][:n]
             cur = np.unique(codes[rows])
             cur = cur[cur >= 0]
             if cur.size:

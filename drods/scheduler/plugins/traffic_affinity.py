@@ -79,8 +79,8 @@ class TrafficAffinity(PluginBase):
         """dist(c, d) for every cluster c to cluster ``name`` at ``row``."""
         n = snap.n
         d = np.full(n, self.max_cost)
-        region = snap.topo["region"][:n]
-        zone = snap.topo["zone"][:n]
+        region = snap.indexes.topo["region"][:n]
+        zone = snap.indexes.topo["zone"][:n]
         if region[row] >= 0:
             d[region == region[row]] = self.same_region
         if zone[row] >= 0:
