@@ -659,7 +659,7 @@ async def _fleet_change(args: argparse.Namespace) -> dict[str, Any]:
                   "latency": "from the label write to each re-decision's status write, seen by a store watch"}
     return {"conditions": conditions, "clusters": args.clusters, "tasks": args.tasks, "mode": "fleet-change",
             "store": "sqlite",
-            "selections": len(svc.selections), "enqueued": enqueued, "redecided": len(seen),
+            "selections": len(svc.fleet.selections), "enqueued": enqueued, "redecided": len(seen),
             "moved_replicas": int(svc.metrics.fleet_moved._value.get() - moved_before),
             "p50_ms": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
             "p99_ms": round(float(np.percentile(lat, 99)), 1) if lat.size else None,

@@ -37,8 +37,10 @@ from pydantic import ValidationError
 from drods.model import jsondoc
 from drods.model.cluster import ClusterSpec
 from drods.model.conditions import condition
+from drods.model.keys import pair_of
 from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.timefmt import parse_rfc3339
+from drods.model.traffic import peers
 from drods.scheduler.offers import OfferDemand
 from drods.scheduler.selection import ClusterFacts
 from drods.scheduler.snapshot import Snapshot
@@ -111,6 +113,16 @@ def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRec
         return StatusRecord(name, st, t if t is not None else clock())
 
     return decode
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _moved(before: float | None, after: float | None) -> bool:
+    if before is None or after is None:
+        return before is not after
+    return abs(after - before) > 0.1 * max(abs(before), 1e-9)
 
 
 def _offer_room(snap: Snapshot, row: int) -> np.ndarray:
@@ -269,6 +281,32 @@ class SchedulerCache:
             ev.retry = True
             ev.reasons.append("ClusterCapacityFreed")
         return ev
+
+    def on_traffic(self, doc: Any) -> None:
+        """H1: the graph, decayed to now; the TrafficAffinity score reads it from the snapshot."""
+        self.snap.traffic = peers(doc if isinstance(doc, dict) else None, self.clock())
+
+    def on_network(self, key: str, old: Any, new: Any) -> bool:
+        """F1/C2: a measured site or cluster pair; its delay and bandwidth win over the cluster
+        profiles (NetworkFit, TrafficAffinity, DataLocality read them from the snapshot). True when
+        parked bindings should be retried: a pair appeared, went or moved by more than 10 %."""
+        pair = pair_of(key)
+        if pair is None:
+            return False
+        doc = new if isinstance(new, dict) else {}
+        was = old if isinstance(old, dict) else {}
+        delay, bw = _num(doc.get("delayMs")), _num(doc.get("bandwidthMbps"))
+        self.snap.set_network_pair(pair[0], pair[1], delay, bw)
+        return _moved(_num(was.get("delayMs")), delay) or _moved(_num(was.get("bandwidthMbps")), bw)
+
+    def on_dataset(self, old: Any, new: Any) -> None:
+        """F4: where each Dataset's copies are; the DataLocality score reads it from the snapshot."""
+        obj = new if isinstance(new, dict) else old if isinstance(old, dict) else None
+        if obj is None:
+            return
+        meta = obj.get("metadata") or {}
+        self.snap.set_dataset(f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
+                              new if isinstance(new, dict) else None)
 
     def on_surge(self, doc: Mapping[str, Any] | None) -> None:
         fleet = (doc or {}).get("fleet") if isinstance(doc, Mapping) else None

@@ -38,19 +38,17 @@ from drods.machinery.tasks import stop_tasks
 from drods.model import jsondoc
 from drods.model.annotations import RESCHEDULE_REASON, placement_offers
 from drods.model.binding import BindingSpec, TargetCluster, with_offers
-from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, pair_of
+from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
 from drods.model.kinds import BINDING, CLUSTER, DATASET
 from drods.model.migration import pinned_by
 from drods.model.timefmt import rfc3339_ms, whole_ms
-from drods.model.traffic import peers
 from drods.monitor.history import append as append_failure
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
-from drods.scheduler.selection import ClusterSelection
 from drods.scheduler.task import Task
 from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, status_decoder
 from drods.schedulerd.commits import GroupCommit
-from drods.schedulerd.fleet import FleetChange, MoveBudget, SelectionIndex, moved, toward, worth_moving
+from drods.schedulerd.fleet import FleetChange
 from drods.schedulerd.history import decision_record, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
@@ -70,6 +68,7 @@ from drods.schedulerd.records import (
     schedule_type,
     with_status,
 )
+from drods.schedulerd.refit import FleetFollower
 from drods.store import Compare, KeyValue, Put, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -119,16 +118,6 @@ class _Plan:
     unknown: int = 0  # registered clusters not yet known (no status, no Ready condition) at the decision
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
-def _moved(before: float | None, after: float | None) -> bool:
-    if before is None or after is None:
-        return before is not after
-    return abs(after - before) > 0.1 * max(abs(before), 1e-9)
-
-
 class SchedulerService:
     def __init__(self, store: Store, *, profile: Profile | None = None, settings: SchedulerSettings | None = None,
                  clock: Callable[[], float] = time.time) -> None:
@@ -153,8 +142,8 @@ class SchedulerService:
         self.clusters.on_change(self._on_cluster)
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
-        self.traffic.on_change(lambda _k, _o, new: self._on_traffic(new))
-        self.datasets.on_change(self._on_dataset)
+        self.traffic.on_change(lambda _k, _o, new: self.cache.on_traffic(new))
+        self.datasets.on_change(lambda _k, old, new: self.cache.on_dataset(old, new))
         self.network.on_change(self._on_network)
         self.bindings.on_change(self._on_binding)
         self._filters = [p.name for p in self.profile.filters]
@@ -173,10 +162,8 @@ class SchedulerService:
         # F3: followed workload → its followers' binding names; followers to re-place from scratch
         self._followers: dict[str, set[str]] = {}
         self._moved_followers: set[str] = set()
-        # S11: bindings by what they select; the fleet changes each queued binding waits for, by cluster
-        self.selections = SelectionIndex()
-        self._fleet: dict[str, dict[str, FleetChange]] = {}
-        self.moves = MoveBudget(s.fleet_max_moves_per_minute, clock)
+        self.fleet = FleetFollower(rebalance=s.fleet_rebalance, min_move_fraction=s.fleet_min_move_fraction,
+                                   max_moves_per_minute=s.fleet_max_moves_per_minute, clock=clock)
         self._known: asyncio.Event | None = None  # set once no registered cluster is unknown
         self.ready = asyncio.Event()
 
@@ -263,21 +250,18 @@ class SchedulerService:
         """S11: queue the decided bindings whose placement the change can alter (``fleet``)."""
         cache = self.bindings.cache
 
-        def placed_there(name: str) -> bool:
+        def decided(name: str) -> BindingRecord | None:
             rec = cache.get(BINDING.key(name))
-            return rec is not None and any(c == change.cluster for c, _ in rec.placement)
+            if rec is not None and rec.scheduled_generation is None and rec.key not in self._written \
+                    and self.queue.where(name) in ("active", "backoff"):
+                return None  # its first decision, still to come, will see the cluster as it is
+            return rec
 
-        n = 0
-        for name in self.selections.affected(change, placed_there):
-            rec = cache.get(BINDING.key(name))
-            if rec is None or rec.deleting or (rec.scheduled_generation is None and rec.key not in self._written
-                                               and self.queue.where(name) in ("active", "backoff")):
-                continue  # its first decision, still to come, will see the cluster as it is
-            self._fleet.setdefault(name, {})[change.cluster] = change
-            self.queue.add(name, FLEET, rec.priority)
-            n += 1
-        if n:
-            self.metrics.incoming_event(change.kinds[0], n)
+        affected = self.fleet.affected(change, decided)
+        for rec in affected:
+            self.queue.add(rec.name, FLEET, rec.priority)
+        if affected:
+            self.metrics.incoming_event(change.kinds[0], len(affected))
 
     def _cluster_event(self, *reasons: str) -> None:
         """Retry parked bindings soon; a burst of cluster events costs one queue sweep."""
@@ -292,22 +276,8 @@ class SchedulerService:
             self.metrics.incoming_event(r, moved)
         self._kick_reasons.clear()
 
-    def _on_traffic(self, doc: Any) -> None:
-        """H1: the graph, decayed to now; the TrafficAffinity score reads it from the snapshot."""
-        self.cache.snap.traffic = peers(doc if isinstance(doc, dict) else None, self.clock())
-
     def _on_network(self, key: str, old: Any, new: Any) -> None:
-        """F1/C2: a measured site or cluster pair; its delay and bandwidth win over the cluster profiles
-        (NetworkFit, TrafficAffinity, DataLocality read them from the snapshot)."""
-        pair = pair_of(key)
-        if pair is None:
-            return
-        doc = new if isinstance(new, dict) else {}
-        was = old if isinstance(old, dict) else {}
-        delay, bw = _num(doc.get("delayMs")), _num(doc.get("bandwidthMbps"))
-        self.cache.snap.set_network_pair(pair[0], pair[1], delay, bw)
-        # parked bindings are retried only when a pair appears, goes or moves by more than 10 %
-        if _moved(_num(was.get("delayMs")), delay) or _moved(_num(was.get("bandwidthMbps")), bw):
+        if self.cache.on_network(key, old, new):
             self._cluster_event("NetworkStatus")
 
     def _primary(self, workload: str, cluster: str | None) -> None:
@@ -329,15 +299,6 @@ class SchedulerService:
         if new is not None:
             self._followers.setdefault(new, set()).add(name)
 
-    def _on_dataset(self, key: str, old: Any, new: Any) -> None:
-        """F4: where each Dataset's copies are; the DataLocality score reads it from the snapshot."""
-        obj = new if isinstance(new, dict) else old if isinstance(old, dict) else None
-        if obj is None:
-            return
-        meta = obj.get("metadata") or {}
-        self.cache.snap.set_dataset(f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
-                                    new if isinstance(new, dict) else None)
-
     def _decode_binding(self, kv: KeyValue) -> BindingRecord | None:
         mine = self._written.pop(kv.key, None)
         if mine is not None and mine[0] == kv.value:
@@ -354,15 +315,14 @@ class SchedulerService:
             self.cache.snap.workload_placements.pop(gone.workload, None)
             self.cache.snap.workload_primaries.pop(gone.workload, None)
             self.queue.delete(gone.name)
-            self.selections.remove(gone.name)
-            self._fleet.pop(gone.name, None)
+            self.fleet.forget(gone.name)
             self._specs.pop(gone.name, None)
             self._logged_failure.pop(gone.name, None)
             if self.cache.release(gone.name):
                 self._cluster_event("BindingDeleted")
             return
         self.cache.snap.workload_placements[new.workload] = new.placement
-        self.selections.put(new.name, new.selection, lambda: _selection(new))
+        self.fleet.index(new)
         self._primary(new.workload, new.primary)
         self._index_follower(new.name, old.follow if old is not None else None, new.follow)
         if old is not None and old.placement != new.placement:
@@ -390,7 +350,7 @@ class SchedulerService:
                 self.queue.unschedulable(new.name)
         elif where in ("active", "backoff", "unschedulable"):
             self.queue.delete(new.name)  # another scheduler decided it
-        if new.name in self._fleet and self.queue.where(new.name) is None:  # was waiting for this echo
+        if self.fleet.waiting(new.name) and self.queue.where(new.name) is None:  # was waiting for this echo
             self.queue.add(new.name, FLEET, new.priority)
 
     # ------------------------------------------------------------------ the decision loop
@@ -440,32 +400,38 @@ class SchedulerService:
             self._specs.popitem(last=False)
         return spec
 
+    def _decision_type(self, entry: QueueEntry, rec: BindingRecord) -> str | None:
+        """Why ``rec`` is decided now (its ``scheduleType``), or None: nothing to decide."""
+        name = rec.name
+        stype = schedule_type(rec)
+        if stype is None and name in self._moved_followers:
+            stype = FOLLOW
+        self._moved_followers.discard(name)
+        if stype is None:
+            if rec.phase == "Unschedulable" or rec.partial:
+                self.fleet.drop(name)  # a retry places what is missing wherever it fits now
+                return RETRY
+            if not self.fleet.waiting(name) or rec.key in self._written:
+                return None  # a fleet change waits for the echo of this process's last write (its placement)
+            return FLEET
+        if stype == RECONCILE and entry.item == SCALE:
+            return SCALE
+        return stype
+
     def _attempt(self, entry: QueueEntry) -> _Plan | None:
         name = entry.key
         rec: BindingRecord | None = self.bindings.cache.get(BINDING.key(name))
         if rec is None or rec.deleting:
             self.queue.delete(name)
             return None
-        stype = schedule_type(rec)
-        if stype is None and name in self._moved_followers:
-            stype = FOLLOW
-        self._moved_followers.discard(name)
+        stype = self._decision_type(entry, rec)
         if stype is None:
-            if rec.phase != "Unschedulable" and not rec.partial:
-                if name not in self._fleet or rec.key in self._written:
-                    # a fleet change waits for the echo of this process's last write (its placement)
-                    self.queue.done(name)
-                    return None
-                stype = FLEET
-            else:
-                self._fleet.pop(name, None)  # a retry places what is missing wherever it fits now
-                stype = RETRY
-        elif stype == RECONCILE and entry.item == SCALE:
-            stype = SCALE
+            self.queue.done(name)
+            return None
         obj = rec.object()
         if rec.pin is not None:
             if stype == FLEET:  # a MigrationPlan holds the placement
-                self._fleet.pop(name, None)
+                self.fleet.drop(name)
                 self.queue.done(name)
                 return None
             return self._pinned(entry, rec, obj, stype)
@@ -528,87 +494,23 @@ class SchedulerService:
                      len(self.cache.unknown))
 
     def _refit(self, rec: BindingRecord, spec: BindingSpec) -> tuple[ScheduleResult, dict[str, Any]] | None:
-        """S11: the binding's placement after the fleet changes it waits for (``fleet``): a fresh
-        decision, of which only the changed clusters' parts are taken. None: nothing to write
-        (the queue entry is settled here)."""
-        name = rec.name
-        changes = self._fleet.pop(name, {})
-        current = tuple(sorted(rec.placement))
-        pl = spec.placement
-        rs = pl.replicaScheduling
-        static = not rec.duplicated and rs is not None and rs.weightPreference is not None and \
-            bool(rs.weightPreference.staticWeightList)
-        task = Task(spec, name=name, current=[TargetCluster.model_construct(cluster=c, replicas=n) for c, n in current],
-                    rebalance=not rec.duplicated, workload_class=rec.workload_class, workload=rec.workload,
-                    primary=rec.primary)
-        with self.cache.excluding(name):
+        """S11: a decision from scratch, without the binding's own assumed replicas, of which the
+        fleet changes it waits for take their part (``refit``). None: nothing to write (the queue
+        entry is settled here)."""
+        current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement)]
+        task = Task(spec, name=rec.name, current=current, rebalance=not rec.duplicated,
+                    workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary)
+        with self.cache.excluding(rec.name):
             fresh = self.scheduler.schedule(task, self.cache.snap)
-        if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current)):
-            self.queue.done(name)  # never fewer replicas for a fleet change; parked retries place the rest
-            return None
-        target, deferred = (fresh.pairs, {}) if static else self._follow_changes(rec, pl, current, fresh.pairs, changes)
-        if deferred:
-            self._fleet.setdefault(name, {}).update(deferred)
-        if target == current:
-            if deferred:
-                self.queue.retry(name)  # out of move budget: again after a backoff
+        out = self.fleet.refit(rec, spec, fresh)
+        if out.result is None or out.trigger is None:
+            if out.deferred:
+                self.queue.retry(rec.name)  # out of move budget: again after a backoff
             else:
-                self.queue.done(name)
+                self.queue.done(rec.name)
             return None
-        placed = fresh.placed if rec.duplicated else sum(n for _, n in target)
-        kinds = sorted({k for ch in changes.values() for k in ch.kinds})
-        before, after = dict(current), dict(target)
-        moves = [{"cluster": c, "from": before.get(c, 0), "to": after.get(c, 0)}
-                 for c in sorted(set(before) | set(after)) if before.get(c, 0) != after.get(c, 0)]
-        reason = "; ".join(ch.describe() for ch in changes.values())
-        message = f"re-placed after {reason}: " + ", ".join(f"{m['cluster']} {m['from']}→{m['to']}" for m in moves)
-        self.metrics.fleet_moved.inc(moved(current, target) if not rec.duplicated else len(moves))
-        result = replace(fresh, pairs=target, placed=placed, message=message, _placement=None)
-        trigger = {"kind": kinds[0] if len(kinds) == 1 else "FleetChanged", "kinds": kinds,
-                   "clusters": sorted(changes), "reason": reason, "moves": moves}
-        return result, trigger
-
-    def _follow_changes(self, rec: BindingRecord, pl: Any, current: tuple[tuple[str, int], ...],
-                        fresh: tuple[tuple[str, int], ...], changes: dict[str, FleetChange]
-                        ) -> tuple[tuple[tuple[str, int], ...], dict[str, FleetChange]]:
-        """The placement with each changed cluster brought to its part of ``fresh``; the changes
-        the move budget could not afford yet."""
-        s = self.settings
-        sel = self.selections.selection(rec.name)
-        want = dict(fresh)
-        target = current
-        deferred: dict[str, FleetChange] = {}
-        switch = pl.rebalanceOnFleetChange
-        holistic = bool(pl.spreadConstraints) or pl.statefulTopology is not None
-        for cluster, ch in changes.items():
-            here = dict(target)
-            left = cluster in here and sel is not None and not sel.selects(ch.now)
-            if rec.duplicated:
-                if cluster in want:
-                    here[cluster] = want[cluster]
-                elif left:
-                    del here[cluster]
-                target = tuple(sorted(here.items()))
-                continue
-            if left:  # no longer admitted: its replicas go, whatever the budget
-                target = fresh if holistic else toward(target, fresh, cluster)
-                continue
-            if not (s.fleet_rebalance if switch is None else switch):
-                continue
-            cand = fresh if holistic else toward(target, fresh, cluster)
-            n = moved(target, cand)
-            if not worth_moving(rec.replicas, n, s.fleet_min_move_fraction):
-                continue
-            granted = self.moves.take(n)
-            if granted < n:
-                if holistic or granted == 0:
-                    self.moves.give_back(granted)
-                    deferred[cluster] = ch
-                    continue
-                cand = toward(target, fresh, cluster, limit=granted)
-                deferred[cluster] = ch
-            target = cand
-        return target, deferred
+        self.metrics.fleet_moved.inc(out.moved)
+        return out.result, out.trigger
 
     def _pinned(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str) -> _Plan | None:
         """F3: a MigrationPlan pinned the placement: it is written as pinned, whatever triggered the
@@ -651,7 +553,7 @@ class SchedulerService:
                 if p.decision.scheduled and not p.result.partial:
                     self.queue.done(name)
                     self._specs.pop(name, None)  # kept only for retries: 100,000 specs would weigh
-                    if name in self._fleet:  # a fleet change arrived while deciding for another reason
+                    if self.fleet.waiting(name):  # a fleet change arrived while deciding for another reason
                         self.queue.add(name, FLEET, p.rec.priority)
                 else:
                     self.queue.unschedulable(name)
@@ -782,16 +684,6 @@ def _roles(status: dict[str, Any]) -> dict[str, str]:
     """F3: the roles the status gives its clusters now (kept when a decision does not choose them)."""
     return {str(t["cluster"]): str(t["role"]) for t in status.get("placement") or []
             if isinstance(t, dict) and t.get("role") and t.get("cluster")}
-
-
-def _selection(rec: BindingRecord) -> ClusterSelection | None:
-    """What the binding selects (None: its spec does not parse; judged as selecting every cluster)."""
-    try:
-        obj = rec.object()
-        return ClusterSelection.of(with_offers(BindingSpec.model_validate(obj.get("spec") or {}),
-                                              placement_offers(obj)))
-    except (ValidationError, ValueError):
-        return None
 
 
 def _decode_json(kv: KeyValue) -> Any:

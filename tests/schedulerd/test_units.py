@@ -307,7 +307,7 @@ def test_policy_datasets_follow_up_and_whole_stateful_sets() -> None:
 
 
 def test_network_changes_that_retry_parked_bindings() -> None:
-    from drods.schedulerd.service import _moved
+    from drods.schedulerd.cache import _moved
 
     assert _moved(None, 5.0) and _moved(5.0, None) and not _moved(None, None)
     assert not _moved(10.0, 10.9) and _moved(10.0, 11.5)  # probes' jitter within 10 % retries nothing
