@@ -27,6 +27,7 @@ from typing import Protocol
 from drods.machinery.fence import Fence, FencedStore
 from drods.machinery.informer import Decode, Informer
 from drods.machinery.leader import LeaderElector
+from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.registry import changes
 from drods.registry.objects import ObjectRegistry
@@ -78,22 +79,15 @@ class Manager:
         self.identity = identity or default_identity()
         self.lease_ttl = lease_ttl
         self.max_backoff = max_backoff
-        self._informers: dict[tuple[str, Decode], Informer] = {}
+        self.informers = SharedInformers(store)
         self.audit_sink: changes.Sink | None = None
         self._entries: list[_Entry] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._running = False
 
     # ---------------------------------------------------------------- registration
     def informer(self, prefix: str, decode: Decode) -> Informer:
         """The process's informer of ``prefix`` decoded by ``decode``: one watch however many read it."""
-        key = (prefix, decode)
-        inf = self._informers.get(key)
-        if inf is None:
-            inf = self._informers[key] = Informer(self.store, prefix, decode)
-            if self._running:
-                self._spawn(f"informer {prefix}", inf.run)
-        return inf
+        return self.informers.informer(prefix, decode)
 
     def add(self, name: str, runnable: Runnable) -> None:
         """Run ``runnable`` on every replica."""
@@ -118,15 +112,12 @@ class Manager:
     # ---------------------------------------------------------------- running
     async def run(self) -> None:
         """Start the informers and runnables; stop everything when cancelled."""
-        self._running = True
         try:
-            for (prefix, _), inf in list(self._informers.items()):
-                self._spawn(f"informer {prefix}", inf.run)
+            self._spawn("informers", self.informers.run)
             for e in self._entries:
                 self._spawn(e.name, self._body(e))
             await asyncio.Event().wait()
         finally:
-            self._running = False
             await stop_tasks(self._tasks)
             self._tasks.clear()
 
