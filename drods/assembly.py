@@ -219,6 +219,8 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     manager.informer(CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored).on_change(ctx.catalog.learn)
     interpreter = Interpreter()
     manager.informer(RESOURCE_INTERPRETER_CUSTOMIZATION.key_prefix(), decode_stored).on_change(interpreter.learn)
+    ctx.readiness = manager.readiness
+    ctx.prometheus_registries.append(manager.metrics.registry)
     component_audit = ComponentAudit(ctx.audit)
     manager.audit_sink = component_audit.submit
     manager.add("component-audit", component_audit)

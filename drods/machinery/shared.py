@@ -49,6 +49,11 @@ class SharedInformers:
     def prefixes(self) -> list[str]:
         return list(self._reflectors)
 
+    @property
+    def synced(self) -> bool:
+        """Every informer has listed its prefix once."""
+        return all(inf.synced for inf in self._informers.values())
+
     async def run(self) -> None:
         """Watch every prefix until cancelled (prefixes asked for later start at once)."""
         self._running = True
