@@ -160,15 +160,16 @@ class ControlPlane:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Start monitoring and the manager; on exit stop them, then close the store."""
+        """Start the manager and monitoring (whose caches are the manager's informers); on exit stop
+        them, then close the store."""
         subs = subscriptions_of(self.monitor) if self.monitor is not None else None
+        task = asyncio.create_task(self.manager.run(), name="manager")
         if self.monitor is not None and subs is not None:
             try:
                 await self.monitor.start()
                 await subs.acquire()
             except Exception as e:  # noqa: BLE001 - routes retry start(); the process must come up
                 log.warning("monitoring did not start: %s", e)
-        task = asyncio.create_task(self.manager.run(), name="manager")
         try:
             yield
         finally:
@@ -218,6 +219,8 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     manager.informer(CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored).on_change(ctx.catalog.learn)
     interpreter = Interpreter()
     manager.informer(RESOURCE_INTERPRETER_CUSTOMIZATION.key_prefix(), decode_stored).on_change(interpreter.learn)
+    ctx.readiness = manager.readiness
+    ctx.prometheus_registries.append(manager.metrics.registry)
     component_audit = ComponentAudit(ctx.audit)
     manager.audit_sink = component_audit.submit
     manager.add("component-audit", component_audit)
@@ -227,13 +230,14 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     monitor: MonitorService | None = None
     if chosen & _NEEDS_MONITOR:
         monitor = plane.monitor = ctx.monitor = MonitorService(
-            ctx.store, data_dir, s.monitoring or MonitorSettings(), autoops=autoops, clock=s.clock)
+            ctx.store, data_dir, s.monitoring or MonitorSettings(), autoops=autoops, clock=s.clock,
+            informers=manager.informers)
         ctx.prometheus_registries.append(monitor.metrics.registry)
         manager.add("monitor-maintenance", MonitorMaintenance(monitor))
 
     if Component.SCHEDULER in chosen:
         scheduler = plane.scheduler = ctx.scheduler = SchedulerService(
-            ctx.store, profile=profile, settings=s.scheduler)
+            ctx.store, profile=profile, settings=s.scheduler, informers=manager.informers)
         ctx.prometheus_registries.append(scheduler.metrics.registry)
         manager.add("scheduler", scheduler)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +55,9 @@ class ApiContext:
     profile: Profile | None = None
     # Served on /metrics beside the API's own.
     prometheus_registries: list[CollectorRegistry] = field(default_factory=list)
+    # The process's readiness checks beside the store's (its manager's: caches listed, components
+    # warm); None in a server without a manager.
+    readiness: Callable[[], dict[str, bool]] | None = None
     # Set when the server starts to stop: long-lived responses (watches) end instead of holding it.
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -24,6 +24,9 @@ class ApiMetrics:
                                        ["operation"], registry=self.registry,
                                        buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1))
         self.watches = Gauge("drods_apiserver_watches", "Open watch streams", registry=self.registry)
+        # one per prefix is what a process's shared informers open (API clients' watches add theirs)
+        self.store_watches = Gauge("drods_store_watches", "Open store watches by key prefix", ["prefix"],
+                                   registry=self.registry)
 
 
 class InstrumentedStore(Store):
@@ -32,6 +35,7 @@ class InstrumentedStore(Store):
     def __init__(self, inner: Store, metrics: ApiMetrics) -> None:
         self.inner = inner
         self._h = metrics.store_latency
+        self._watches = metrics.store_watches
         self.max_txn_ops = inner.max_txn_ops
 
     async def _timed(self, op: str, coro: Any) -> Any:
@@ -61,7 +65,20 @@ class InstrumentedStore(Store):
         return await self._timed("txn", self.inner.txn(compares, success, failure))  # type: ignore[no-any-return]
 
     def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
-        return self.inner.watch(prefix, start_revision=start_revision)
+        # the inner watch is called now: "from now" is anchored at the call, not the first iteration
+        return self._counted(prefix, self.inner.watch(prefix, start_revision=start_revision))
+
+    async def _counted(self, prefix: str, events: AsyncIterator[WatchEvent]) -> AsyncIterator[WatchEvent]:
+        gauge = self._watches.labels(prefix)
+        gauge.inc()
+        try:
+            async for ev in events:
+                yield ev
+        finally:
+            gauge.dec()
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()  # at once, as when the caller held the store's own iterator
 
     async def grant_lease(self, ttl: int) -> Lease:
         return await self.inner.grant_lease(ttl)

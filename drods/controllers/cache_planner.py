@@ -35,7 +35,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.errors import ApiError
-from drods.machinery.periodic import every
+from drods.machinery import metrics
+from drods.machinery.periodic import Periodic
 from drods.model.dataset_access import hotness
 from drods.model.keys import DATASET_ACCESS_KEY, NETWORK_PREFIX, pair_of
 from drods.model.kinds import CACHE_PLAN, CLUSTER, DATASET
@@ -183,8 +184,9 @@ class CachePlanner:
         self.clock = clock
 
     async def run(self) -> None:
-        await self.reconcile()
-        await every(self.settings.intervalSeconds, self.reconcile, "cache-planner")
+        with metrics.reconcile(LEASE):  # the first pass fails the runnable: the manager restarts it
+            await self.reconcile()
+        await Periodic(LEASE, self.reconcile, self.settings.intervalSeconds).run()
 
     async def reconcile(self) -> None:
         kv = await self.store.get(DATASET_ACCESS_KEY)

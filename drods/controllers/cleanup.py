@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from drods.controllers.fleet import MemberFleet, ready_condition
+from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.model.annotations import is_managed
@@ -32,6 +33,7 @@ class Cleanup:
         self.fleet = fleet
         self.interval_s = interval_s
         self._busy: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def pending(self) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         """Records by cluster: [(store key, record)]."""
@@ -43,22 +45,21 @@ class Cleanup:
 
     async def run(self) -> None:
         await self.fleet.synced.wait()
-        tasks: set[asyncio.Task[None]] = set()
         try:
-            while True:
-                for cluster, records in self.pending().items():
-                    if cluster in self._busy:
-                        continue
-                    self._busy.add(cluster)
-                    t = asyncio.create_task(self._cluster(cluster, records))
-                    tasks.add(t)
-                    t.add_done_callback(tasks.discard)
-                self.fleet.cluster_changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.interval_s):
-                        await self.fleet.cluster_changed.wait()
+            await Periodic("cleanup", self._start_due, self.interval_s, wake=self.fleet.cluster_changed,
+                           first_at_start=True).run()
         finally:
-            await stop_tasks(tasks)
+            await stop_tasks(self._tasks)
+
+    async def _start_due(self) -> None:
+        """A task for each cluster with records and none running."""
+        for cluster, records in self.pending().items():
+            if cluster in self._busy:
+                continue
+            self._busy.add(cluster)
+            t = asyncio.create_task(self._cluster(cluster, records))
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
 
     async def _cluster(self, cluster: str, records: list[tuple[str, dict[str, Any]]]) -> None:
         try:

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import logging
 import time
 
+from drods.machinery.periodic import Periodic
 from drods.store import Store
 
 log = logging.getLogger(__name__)
@@ -36,9 +36,5 @@ class Compactor:
         return target
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.tick()
-            except Exception:  # noqa: BLE001 - a failed compaction is retried next interval
-                log.exception("store compaction failed")
-            await asyncio.sleep(self.interval_s)
+        # a failed compaction is retried next interval
+        await Periodic("compactor", self.tick, self.interval_s, first_at_start=True).run()

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from drods.controllers.traffic_rebalance import TrafficRebalancer
-from drods.machinery.periodic import every
+from drods.machinery.periodic import Periodic
 from drods.model import jsondoc
 from drods.model.annotations import evacuated_from
 from drods.model.keys import DESCHEDULER_STATE_KEY, SUSTAINED_EVENTS_PREFIX
@@ -61,8 +61,9 @@ class Descheduler:
                 self.restores.moved(c)
         check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
         await asyncio.gather(self.on_sustained(),
-                             every(self.svc.settings.forecastIntervalSeconds, self.preallocate, "pre-allocation"),
-                             every(check, self.restore, "restore"),
+                             Periodic("pre-allocation", self.preallocate,
+                                      self.svc.settings.forecastIntervalSeconds).run(),
+                             Periodic("restore", self.restore, check).run(),
                              *((self.traffic.run(),) if self.traffic is not None else ()))
 
     async def _load_state(self) -> None:

@@ -18,7 +18,6 @@ trigger per binding and NotReady episode: a binding the scheduler can't move is 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
 from drods.machinery.informer import subscribed
+from drods.machinery.periodic import Periodic
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -78,18 +78,10 @@ class Failover:
         the time from NotReady to the replicas placed elsewhere."""
         await self.fleet.synced.wait()
         changed = asyncio.Event()
+        passes = Periodic("failover", self.tick, min(1.0, self.settings.probeIntervalSeconds), wake=changed,
+                          first_at_start=True)
         with subscribed((self.fleet.clusters, lambda _k, _o, _n: changed.set())):
-            while True:
-                changed.clear()
-                try:
-                    await self.tick()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("failover pass failed")
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(1.0, self.settings.probeIntervalSeconds)):
-                        await changed.wait()
+            await passes.run()
 
     async def tick(self) -> list[str]:
         """One pass; returns the bindings handed to the scheduler."""

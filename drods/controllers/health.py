@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
+from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.members.clients import is_pull
@@ -102,16 +103,19 @@ class ClusterHealth:
     async def run(self) -> None:
         await self.fleet.synced.wait()
         try:
-            while True:
-                names = {k[len(CLUSTER.key_prefix()):] for k in self.fleet.clusters.cache}
-                for n in names - set(self._tasks):
-                    self._tasks[n] = asyncio.create_task(self._loop(n), name=f"health-{n}")
-                for n in set(self._tasks) - names:
-                    self._tasks.pop(n).cancel()
-                    self.state.pop(n, None)
-                await asyncio.sleep(min(0.5, self.settings.probeIntervalSeconds))
+            await Periodic("cluster-health", self._start_probes, min(0.5, self.settings.probeIntervalSeconds),
+                           first_at_start=True).run()
         finally:
             await stop_tasks(self._tasks.values())
+
+    async def _start_probes(self) -> None:
+        """One probe loop per registered cluster."""
+        names = {k[len(CLUSTER.key_prefix()):] for k in self.fleet.clusters.cache}
+        for n in names - set(self._tasks):
+            self._tasks[n] = asyncio.create_task(self._loop(n), name=f"health-{n}")
+        for n in set(self._tasks) - names:
+            self._tasks.pop(n).cancel()
+            self.state.pop(n, None)
 
     async def _loop(self, name: str) -> None:
         while True:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from drods.machinery.periodic import every
+from drods.machinery.periodic import Periodic
 from drods.model import jsondoc
 from drods.model.annotations import TRAFFIC_REBALANCED_AT, placement_offers
 from drods.model.binding import BindingSpec, with_offers
@@ -75,7 +75,7 @@ class TrafficRebalancer:
 
     async def run(self) -> None:
         if self.enabled:
-            await every(self.policy.intervalSeconds, self.pass_once, "traffic rebalance")
+            await Periodic("traffic-rebalance", self.pass_once, self.policy.intervalSeconds).run()
 
     async def _view(self, now: float) -> tuple[Snapshot, list[BindingRecord]] | None:
         """The fleet and the placed Bindings as the scheduler sees them; None without traffic between

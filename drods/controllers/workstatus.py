@@ -19,6 +19,7 @@ from drods.controllers.execution import manifest_status
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.controllers.settings import MemberSettings
+from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.model.annotations import ANN_BINDING, MANAGED_SELECTOR
@@ -56,16 +57,19 @@ class WorkStatusController:
 
     async def run(self) -> None:
         try:
-            while True:
-                wanted = {c for c, keys in self.fleet.works_by_cluster.items()
-                          if keys and self.fleet.cluster(c) is not None and not self.fleet.pull(c)}
-                for c in wanted - set(self._pollers):
-                    self._pollers[c] = asyncio.create_task(self._poll(c), name=f"work-status-{c}")
-                for c in set(self._pollers) - wanted:
-                    self._pollers.pop(c).cancel()
-                await asyncio.sleep(min(1.0, self.settings.statusPollSeconds))
+            await Periodic("work-status", self._start_pollers, min(1.0, self.settings.statusPollSeconds),
+                           first_at_start=True).run()
         finally:
             await stop_tasks(list(self._pollers.values()))
+
+    async def _start_pollers(self) -> None:
+        """One poller per push member holding Works; none for the others."""
+        wanted = {c for c, keys in self.fleet.works_by_cluster.items()
+                  if keys and self.fleet.cluster(c) is not None and not self.fleet.pull(c)}
+        for c in wanted - set(self._pollers):
+            self._pollers[c] = asyncio.create_task(self._poll(c), name=f"work-status-{c}")
+        for c in set(self._pollers) - wanted:
+            self._pollers.pop(c).cancel()
 
     async def _poll(self, cluster: str) -> None:
         cost = 0.0

@@ -1,4 +1,5 @@
-"""Workers that drain a work queue into an idempotent ``reconcile(key)`` (controller-runtime's shape)."""
+"""Workers that drain a work queue into an idempotent ``reconcile(key)`` (controller-runtime's shape);
+each reconcile is counted and timed (`drods.machinery.metrics`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 
+from drods.machinery import metrics
 from drods.machinery.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,8 @@ class Controller:
         while True:
             key = await self.queue.get()
             try:
-                again = await self.reconcile(key)
+                with metrics.reconcile(self.name):
+                    again = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
             except Exception:

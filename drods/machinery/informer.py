@@ -1,7 +1,10 @@
-"""List + watch a key prefix into a local cache and tell handlers what changed (client-go's informer).
+"""List + watch a key prefix into local caches and tell handlers what changed (client-go's informer).
 
-The watch resumes from the last revision it saw; if that history was compacted, the informer
-lists again and reports the difference, so handlers never miss a final state.
+A `Reflector` holds the one list and watch of a prefix and feeds every `Informer` of it — one per
+decoder, each with its own cache — so a process watches a prefix once however many components
+read it (`drods.machinery.shared`). The watch resumes from the last revision it saw; if that
+history was compacted, the reflector lists again and each informer reports the difference, so
+handlers never miss a final state.
 """
 
 from __future__ import annotations
@@ -9,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
+from drods.machinery.tasks import stop_tasks
 from drods.store import Compacted, EventType, KeyValue, Store
 
 log = logging.getLogger(__name__)
@@ -21,12 +25,15 @@ Handler = Callable[[str, Any, Any], Awaitable[None] | None]  # (key, old, new); 
 
 
 class Informer:
+    """One decoded cache of a prefix and the handlers told of its changes; fed by a `Reflector`."""
+
     def __init__(self, store: Store, prefix: str, decode: Decode) -> None:
         self.store = store
         self.prefix = prefix
         self.decode = decode
         self.cache: dict[str, Any] = {}
         self.revision = 0
+        self._listed_at = 0  # the revision of the last listing: events up to it are in the cache
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
 
@@ -36,6 +43,16 @@ class Informer:
         self._handlers.append(handler)
         return lambda: self._handlers.remove(handler) if handler in self._handlers else None
 
+    async def replay(self, handler: Handler) -> None:
+        """Tell a handler that subscribed late what the cache holds, as additions: a shared informer
+        may have listed long before. It is told each key's current object, so changes it hears of
+        meanwhile are never undone by an older one."""
+        for key in list(self.cache):
+            if key in self.cache:
+                result = handler(key, None, self.cache[key])
+                if result is not None:
+                    await result
+
     @property
     def synced(self) -> bool:
         return self._synced.is_set()
@@ -44,46 +61,36 @@ class Informer:
         await self._synced.wait()
 
     async def run(self) -> None:
-        backoff = 0.1
-        while True:
-            try:
-                await self._relist()
-                self._synced.set()
-                backoff = 0.1
-                async for ev in self.store.watch(self.prefix, start_revision=self.revision + 1):
-                    key = ev.kv.key
-                    old = self.cache.get(key)
-                    if ev.type is EventType.DELETE:
-                        self.cache.pop(key, None)
-                        new = None
-                    else:
-                        new = self.decode(ev.kv)
-                        self.cache[key] = new
-                    self.revision = ev.kv.mod_revision
-                    await self._notify(key, old, new)
-            except asyncio.CancelledError:
-                raise
-            except Compacted:
-                log.info("watch on %s compacted; relisting", self.prefix)
-            except Exception:
-                log.exception("watch on %s failed; relisting in %.1fs", self.prefix, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+        """Watch the prefix for this informer alone (tools, tests); under a manager the process's
+        shared reflector feeds it instead."""
+        await Reflector(self.store, self.prefix, [self]).run()
 
-    async def _relist(self) -> None:
-        kvs, revision = await self.store.range(self.prefix)
-        pending = kvs[::-1]  # decoded from the end, so each stored value can go once it is decoded:
-        del kvs  # 100,000 Bindings' bytes and their decoded documents are not all held at once
-        fresh: dict[str, Any] = {}
-        while pending:
-            kv = pending.pop()
-            fresh[kv.key] = self.decode(kv)
+    async def replace(self, fresh: dict[str, Any], revision: int) -> None:
+        """Take a listing as the cache and report what differs from the one it replaces."""
         old_cache, self.cache, self.revision = self.cache, fresh, revision
+        self._listed_at = revision
         for key, obj in fresh.items():
             if old_cache.get(key) != obj:
                 await self._notify(key, old_cache.get(key), obj)
         for key in old_cache.keys() - fresh.keys():
             await self._notify(key, old_cache[key], None)
+        self._synced.set()
+
+    async def apply(self, ev_type: EventType, kv: KeyValue) -> None:
+        """One watch event; one this cache already holds (listed after it) is skipped. Not compared
+        with the last event's revision: the keys a transaction writes share one."""
+        if kv.mod_revision <= self._listed_at:
+            return
+        key = kv.key
+        old = self.cache.get(key)
+        if ev_type is EventType.DELETE:
+            self.cache.pop(key, None)
+            new = None
+        else:
+            new = self.decode(kv)
+            self.cache[key] = new
+        self.revision = kv.mod_revision
+        await self._notify(key, old, new)
 
     async def _notify(self, key: str, old: Any, new: Any) -> None:
         for h in tuple(self._handlers):
@@ -93,6 +100,75 @@ class Informer:
                     await result
             except Exception:
                 log.exception("informer handler failed for %s", key)
+
+
+class Reflector:
+    """The one list + watch of ``prefix``, decoded into each of its informers."""
+
+    def __init__(self, store: Store, prefix: str, informers: Iterable[Informer] = ()) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.informers: list[Informer] = list(informers)
+        self.revision = 0
+        self._listed = False
+        self._joins: set[asyncio.Task[None]] = set()
+        self._listing = asyncio.Lock()  # a join lists after a relist, never between its listing and its watch
+
+    def add(self, informer: Informer) -> None:
+        """Feed ``informer`` too; one added after the first listing lists for itself once."""
+        if not self._listed:
+            self.informers.append(informer)
+            return
+        task = asyncio.create_task(self._join(informer), name=f"informer join {self.prefix}")
+        self._joins.add(task)
+        task.add_done_callback(self._joins.discard)
+
+    async def _join(self, informer: Informer) -> None:
+        async with self._listing:
+            kvs, revision = await self.store.range(self.prefix)
+            fresh = {kv.key: informer.decode(kv) for kv in kvs}
+            del kvs
+            self.informers.append(informer)  # no await since the listing: the watch skips what it holds
+        await informer.replace(fresh, revision)
+
+    async def run(self) -> None:
+        backoff = 0.1
+        try:
+            while True:
+                try:
+                    await self._relist()
+                    backoff = 0.1
+                    async for ev in self.store.watch(self.prefix, start_revision=self.revision + 1):
+                        self.revision = ev.kv.mod_revision
+                        for inf in tuple(self.informers):
+                            await inf.apply(ev.type, ev.kv)
+                except asyncio.CancelledError:
+                    raise
+                except Compacted:
+                    log.info("watch on %s compacted; relisting", self.prefix)
+                except Exception:
+                    log.exception("watch on %s failed; relisting in %.1fs", self.prefix, backoff)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+        finally:
+            self._listed = False
+            await stop_tasks(self._joins)
+
+    async def _relist(self) -> None:
+        async with self._listing:
+            kvs, revision = await self.store.range(self.prefix)
+            pending = kvs[::-1]  # decoded from the end, so each stored value can go once it is decoded:
+            del kvs  # 100,000 Bindings' bytes and their decoded documents are not all held at once
+            informers = tuple(self.informers)
+            fresh: list[dict[str, Any]] = [{} for _ in informers]
+            while pending:
+                kv = pending.pop()
+                for cache, inf in zip(fresh, informers, strict=True):
+                    cache[kv.key] = inf.decode(kv)
+            self.revision = revision
+            self._listed = True
+        for inf, cache in zip(informers, fresh, strict=True):
+            await inf.replace(cache, revision)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,10 @@
 
 It owns the store, the object registry and one shared informer per key prefix; it runs
 *runnables* — every replica's (``add``) and single-active ones (``add_leader``) — restarting a
-crashed one with backoff, and stops them all before the store closes.
+crashed one with backoff, and stops them all before the store closes. Every controller, whether
+driven key by key (`drods.machinery.controller`) or pass by pass (`drods.machinery.periodic`), is
+one such runnable: its reconciles are counted in the manager's `ReconcileMetrics`, and what it
+must have done before the process serves (``ready``) is part of `readiness` (``/readyz``).
 
 A single-active runnable is built only while this process leads its lease, from a `Leadership`:
 the fence, and a store and registry whose every write carries it. A replica that lost the lease
@@ -22,11 +25,13 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from drods.machinery import metrics
 from drods.machinery.fence import Fence, FencedStore
 from drods.machinery.informer import Decode, Informer
 from drods.machinery.leader import LeaderElector
+from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.registry import changes
 from drods.registry.objects import ObjectRegistry
@@ -38,6 +43,13 @@ log = logging.getLogger(__name__)
 class Runnable(Protocol):
     async def run(self) -> None:
         """Run until cancelled (returning normally means: done, do not restart)."""
+
+
+@runtime_checkable
+class ReportsReady(Protocol):
+    """A runnable the process is not ready without (e.g. the scheduler until its caches are warm)."""
+
+    ready: asyncio.Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,22 +90,16 @@ class Manager:
         self.identity = identity or default_identity()
         self.lease_ttl = lease_ttl
         self.max_backoff = max_backoff
-        self._informers: dict[tuple[str, Decode], Informer] = {}
+        self.informers = SharedInformers(store)
+        self.metrics = metrics.ReconcileMetrics()
         self.audit_sink: changes.Sink | None = None
         self._entries: list[_Entry] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._running = False
 
     # ---------------------------------------------------------------- registration
     def informer(self, prefix: str, decode: Decode) -> Informer:
         """The process's informer of ``prefix`` decoded by ``decode``: one watch however many read it."""
-        key = (prefix, decode)
-        inf = self._informers.get(key)
-        if inf is None:
-            inf = self._informers[key] = Informer(self.store, prefix, decode)
-            if self._running:
-                self._spawn(f"informer {prefix}", inf.run)
-        return inf
+        return self.informers.informer(prefix, decode)
 
     def add(self, name: str, runnable: Runnable) -> None:
         """Run ``runnable`` on every replica."""
@@ -115,18 +121,25 @@ class Manager:
     def names(self) -> list[str]:
         return [e.name for e in self._entries]
 
+    def readiness(self) -> dict[str, bool]:
+        """This process's readiness checks (``/readyz``): the shared informers have listed, and each
+        every-replica runnable that reports readiness is ready. A single-active runnable is not one:
+        a standby is ready too."""
+        checks = {"informers": self.informers.synced}
+        for e in self._entries:
+            if e.runnable is not None and isinstance(e.runnable, ReportsReady):
+                checks[e.name] = e.runnable.ready.is_set()
+        return checks
+
     # ---------------------------------------------------------------- running
     async def run(self) -> None:
         """Start the informers and runnables; stop everything when cancelled."""
-        self._running = True
         try:
-            for (prefix, _), inf in list(self._informers.items()):
-                self._spawn(f"informer {prefix}", inf.run)
+            self._spawn("informers", self.informers.run)
             for e in self._entries:
                 self._spawn(e.name, self._body(e))
             await asyncio.Event().wait()
         finally:
-            self._running = False
             await stop_tasks(self._tasks)
             self._tasks.clear()
 
@@ -150,6 +163,7 @@ class Manager:
         """Restart a crashed runnable with backoff: one component's bug never stops the others."""
         if self.audit_sink is not None:
             changes.COMPONENT.set((name, self.audit_sink))  # its writes are audited under its name
+        metrics.CURRENT.set(self.metrics)  # its controllers' reconciles are counted here
         delay = 0.5
         while True:
             try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from drods.machinery.periodic import every
+from drods.machinery.periodic import Periodic
 from drods.monitor.collectors import Collector, run_collectors
 from drods.monitor.collectors.prometheus import DEFAULT_COLLECT_PROMQL, PrometheusCollector
 from drods.monitor.report import MetricsReport, Source
@@ -28,14 +28,13 @@ class MonitorMaintenance:
         svc = self.monitor
         await svc.start()
         s = svc.settings
+        passes = (Periodic("monitor-flush", svc.flush, s.flushIntervalSeconds),
+                  Periodic("monitor-series-maintenance", svc.maintain_series, s.maintenanceIntervalSeconds),
+                  Periodic("monitor-forecast-refresh", svc.refresh_forecasts, s.forecastIntervalSeconds),
+                  Periodic("monitor-staleness", svc.check_staleness, s.staleCheckIntervalSeconds),
+                  Periodic("monitor-history-retention", svc.prune_history, 3600.0))
         try:
-            await asyncio.gather(
-                every(s.flushIntervalSeconds, svc.flush, "flush"),
-                every(s.maintenanceIntervalSeconds, svc.maintain_series, "series maintenance"),
-                every(s.forecastIntervalSeconds, svc.refresh_forecasts, "forecast refresh"),
-                every(s.staleCheckIntervalSeconds, svc.check_staleness, "staleness"),
-                every(3600.0, svc.prune_history, "history retention"),
-            )
+            await asyncio.gather(*(p.run() for p in passes))
         finally:
             await svc.flush(force=True)
 

@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drods.machinery.informer import Informer
+from drods.machinery.informer import Handler, Informer
+from drods.machinery.shared import SharedInformers
 from drods.model.keys import STATUS_PREFIX, SURGE_KEY
 from drods.model.kinds import CLUSTER
 from drods.model.timefmt import parse_rfc3339
@@ -109,9 +110,12 @@ def decode_json(kv: KeyValue) -> Any:
 class FleetView:
     """Watch-fed caches plus a change signal (`wait_change`)."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time,
+                 informers: SharedInformers | None = None) -> None:
         self.store = store
         self.clock = clock
+        # the process's informers (its manager's), or None: this view watches for itself
+        self.shared = informers
         self.clusters: dict[str, ClusterInfo] = {}
         self.statuses: dict[str, StatusEntry] = {}
         self.surge: dict[str, Any] = {}
@@ -120,27 +124,38 @@ class FleetView:
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._informers: list[Informer] = []
+        self._unsubscribe: list[Callable[[], None]] = []
         self._cluster_handlers: list[Callable[[str, ClusterInfo | None, ClusterInfo | None], Any]] = []
         self.synced = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self, sync_timeout_s: float = 10.0) -> None:
-        if self._tasks:
+        if self._tasks or self._unsubscribe:
             return
-        clusters = Informer(self.store, CLUSTER.key_prefix(), decode_cluster)
-        statuses = Informer(self.store, STATUS_PREFIX, decode_status)
-        surge = Informer(self.store, SURGE_KEY, decode_json)
-        clusters.on_change(self._on_cluster)
-        statuses.on_change(self._on_status)
-        surge.on_change(self._on_surge)
-        self._informers = [clusters, statuses, surge]
-        self._tasks = [asyncio.create_task(i.run(), name=f"fleetview:{i.prefix}") for i in self._informers]
+        feeds: list[tuple[str, Callable[[KeyValue], Any], Handler]] = [
+            (CLUSTER.key_prefix(), decode_cluster, self._on_cluster),
+            (STATUS_PREFIX, decode_status, self._on_status),
+            (SURGE_KEY, decode_json, self._on_surge)]
+        if self.shared is None:
+            self._informers = [Informer(self.store, prefix, decode) for prefix, decode, _ in feeds]
+            for inf, (_, _, handler) in zip(self._informers, feeds, strict=True):
+                inf.on_change(handler)
+            self._tasks = [asyncio.create_task(i.run(), name=f"fleetview:{i.prefix}") for i in self._informers]
+        else:
+            shared = self.shared
+            self._informers = [shared.informer(prefix, decode) for prefix, decode, _ in feeds]
+            for inf, (_, _, handler) in zip(self._informers, feeds, strict=True):
+                self._unsubscribe.append(inf.on_change(handler))
+                await inf.replay(handler)
         async with asyncio.timeout(sync_timeout_s):
             await asyncio.gather(*(i.wait_synced() for i in self._informers))
         self.synced = True
 
     async def stop(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

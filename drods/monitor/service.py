@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from drods.machinery.shared import SharedInformers
 from drods.model import jsondoc
 from drods.model.keys import (
     FAILURES_PREFIX,
@@ -289,8 +290,11 @@ class HistoryReader:
 
 class MonitorService:
     def __init__(self, store: Store, data_dir: Path, settings: MonitorSettings | None = None, *,
-                 autoops: AutoOpsPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
+                 autoops: AutoOpsPolicy | None = None, clock: Callable[[], float] = time.time,
+                 informers: SharedInformers | None = None) -> None:
         self.store = store
+        # the process's shared informers (None: monitoring watches for itself)
+        self.informers = informers
         self.data_dir = data_dir
         self.settings = settings or MonitorSettings()
         # The fleet's automatic-operations policy: monitoring samples fast enough for its sustained
@@ -307,7 +311,7 @@ class MonitorService:
             clock=clock,
         )
         self.limits = _LimitWatch(s.limitHysteresis, s.sustainedSeconds, max_gap_s=s.staleAfterSeconds)
-        self.fleet = FleetView(store, clock=clock)
+        self.fleet = FleetView(store, clock=clock, informers=informers)
         self.fleet.on_cluster_change(self._on_cluster_change)
         self.metrics = MonitorMetrics(self.fleet, lambda: self.settings.activeMaxAgeSeconds)
         self.failures = HistoryLog(store, FAILURES_PREFIX)

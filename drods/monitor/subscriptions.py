@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from drods.machinery.informer import Informer
+from drods.machinery.shared import SharedInformers
 from drods.model import jsondoc
 from drods.model.keys import SUBSCRIPTIONS_PREFIX
 from drods.model.selector import LabelSelector
@@ -227,6 +228,7 @@ class Subscriptions:
     settings: MonitorSettings
     clock: Callable[[], float] = time.time
     autoops: AutoOpsPolicy | None = None  # the fleet's policy (None: the default, enabled)
+    informers: SharedInformers | None = None  # the process's (None: these subscriptions watch for themselves)
     builtins: list[Subscription] = field(init=False)
     _informer: Informer = field(init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
@@ -240,8 +242,12 @@ class Subscriptions:
     def __post_init__(self) -> None:
         self.builtins = builtin_subscriptions(self.settings, self.autoops)
         self._every = tuple(self.builtins)
-        self._informer = Informer(self.store, SUBSCRIPTIONS_PREFIX, decode)
+        if self.informers is None:
+            self._informer = Informer(self.store, SUBSCRIPTIONS_PREFIX, decode)
+        else:
+            self._informer = self.informers.informer(SUBSCRIPTIONS_PREFIX, decode)
         self._informer.on_change(self._changed)
+        self._changed("", None, None)  # a shared informer may hold them already
 
     def _changed(self, key: str, old: Subscription | None, new: Subscription | None) -> None:
         self._every = (*self.builtins, *self.cached())
@@ -251,7 +257,8 @@ class Subscriptions:
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        """Whether the watch runs (a shared one: as long as the process's manager runs)."""
+        return self.informers is not None or (self._task is not None and not self._task.done())
 
     async def ensure_started(self, sync_timeout_s: float = 10.0) -> None:
         """Start the watch if nobody did (idempotent) and wait for the first listing."""
@@ -356,7 +363,7 @@ def subscriptions_of(svc: MonitorService) -> Subscriptions:
     collectors; created on first use, not started)."""
     subs = _BY_SERVICE.get(svc)
     if subs is None:
-        subs = _BY_SERVICE[svc] = Subscriptions(svc.store, svc.settings, svc.clock, svc.autoops)
+        subs = _BY_SERVICE[svc] = Subscriptions(svc.store, svc.settings, svc.clock, svc.autoops, svc.informers)
     return subs
 
 

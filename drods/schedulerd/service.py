@@ -31,9 +31,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from drods.machinery.fence import Fence, LeadershipLost
-from drods.machinery.informer import Informer
 from drods.machinery.leader import LeaderElector
 from drods.machinery.manager import default_identity
+from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.model import jsondoc
 from drods.model.annotations import RESCHEDULE_REASON, placement_offers
@@ -120,8 +120,11 @@ class _Plan:
 
 class SchedulerService:
     def __init__(self, store: Store, *, profile: Profile | None = None, settings: SchedulerSettings | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, informers: SharedInformers | None = None) -> None:
         self.store = store
+        # the process's shared informers; without them (tools, the bench) the service watches for itself
+        shared = informers if informers is not None else SharedInformers(store)
+        self._own_informers = None if informers is not None else shared
         self.settings = s = settings or SchedulerSettings()
         self.profile = profile or Profile.default()
         self.clock = clock
@@ -132,20 +135,20 @@ class SchedulerService:
         self.metrics = SchedulerMetrics(self.queue.counts)
         self.history = schedule_history(store, s.history_retention_s, clock)
         self.elector = LeaderElector(store, LEASE_NAME, s.identity, ttl=s.lease_ttl)
-        self.clusters = Informer(store, CLUSTER.key_prefix(), decode_cluster)
-        self.statuses = Informer(store, STATUS_PREFIX, status_decoder(clock))
-        self.surge = Informer(store, SURGE_KEY, _decode_json)
-        self.traffic = Informer(store, TRAFFIC_KEY, _decode_json)
-        self.datasets = Informer(store, DATASET.key_prefix(), _decode_json)
-        self.network = Informer(store, NETWORK_PREFIX, _decode_json)
-        self.bindings = Informer(store, BINDING.key_prefix(), self._decode_binding)
+        self.clusters = shared.informer(CLUSTER.key_prefix(), decode_cluster)
+        self.statuses = shared.informer(STATUS_PREFIX, status_decoder(clock))
+        self.surge = shared.informer(SURGE_KEY, _decode_json)
+        self.traffic = shared.informer(TRAFFIC_KEY, _decode_json)
+        self.datasets = shared.informer(DATASET.key_prefix(), _decode_json)
+        self.network = shared.informer(NETWORK_PREFIX, _decode_json)
+        self.bindings = shared.informer(BINDING.key_prefix(), self._decode_binding)
+        self._binding_handler = False  # `_on_binding` subscribed (once clusters and statuses are listed)
         self.clusters.on_change(self._on_cluster)
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
         self.traffic.on_change(lambda _k, _o, new: self.cache.on_traffic(new))
         self.datasets.on_change(lambda _k, old, new: self.cache.on_dataset(old, new))
         self.network.on_change(self._on_network)
-        self.bindings.on_change(self._on_binding)
         self._filters = [p.name for p in self.profile.filters]
         self._scores = [p.name for p, _ in self.profile.scores]
         self._base_weights = {p.name: w for p, w in self.profile.scores}
@@ -174,12 +177,15 @@ class SchedulerService:
 
     async def run(self) -> None:
         """Watch, and decide while leader; runs until cancelled."""
-        tasks = [asyncio.create_task(i.run(), name=f"scheduler-informer-{i.prefix}")
-                 for i in (self.clusters, self.statuses, self.surge, self.traffic, self.datasets, self.network)]
+        tasks = [] if self._own_informers is None else [
+            asyncio.create_task(self._own_informers.run(), name="scheduler-informers")]
         try:
             # Clusters first: assumptions adopted from existing bindings need their rows.
             await asyncio.gather(self.clusters.wait_synced(), self.statuses.wait_synced())
-            tasks.append(asyncio.create_task(self.bindings.run(), name="scheduler-informer-bindings"))
+            if not self._binding_handler:
+                self._binding_handler = True
+                self.bindings.on_change(self._on_binding)
+                await self.bindings.replay(self._on_binding)  # listed already when the informer is shared
             await self.bindings.wait_synced()
             tasks.append(asyncio.create_task(self._sweeper(), name="scheduler-sweeper"))
             self.ready.set()

@@ -28,8 +28,10 @@ async def test_every_component_of_serve_shares_one_binding_informer(tmp_path: Pa
     store = open_store(f"sqlite://{tmp_path / 'drods.db'}")
     try:
         plane = assemble(store, tmp_path)
-        decoders = [decode for (prefix, decode) in plane.manager._informers if prefix == BINDING.key_prefix()]
-        assert decoders == [decode_binding_kept]
+        decoders = plane.manager.informers.decoders(BINDING.key_prefix())
+        # the controllers' one cache of kept documents, beside the scheduler's compact records
+        assert plane.scheduler is not None
+        assert decoders == [plane.scheduler._decode_binding, decode_binding_kept]
     finally:
         await store.close()
 

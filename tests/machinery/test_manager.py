@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from drods.machinery.controller import Controller
 from drods.machinery.fence import Fence, FencedStore, LeadershipLost
 from drods.machinery.leader import LeaderElector
 from drods.machinery.manager import Leadership, Manager
@@ -145,3 +146,36 @@ async def test_informers_are_shared_per_prefix_and_decoder(store: Store, tmp_pat
 
 async def _async(value: object) -> object:
     return value
+
+
+async def test_readiness_waits_for_the_informers_and_warm_runnables_and_reconciles_are_counted(
+        store: Store, tmp_path: Path) -> None:
+    await store.delete_prefix("/")
+    manager = Manager(store, registry(store, tmp_path))
+    manager.informer(CLUSTER.key_prefix(), lambda kv: kv.key)
+    reconciled: list[object] = []
+
+    async def reconcile(key: object) -> float | None:
+        reconciled.append(key)
+        return None
+
+    class Warm:
+        """Ready once its controller has reconciled one key."""
+
+        def __init__(self) -> None:
+            self.ready = asyncio.Event()
+            self.controller = Controller("warm", reconcile, workers=1)
+
+        async def run(self) -> None:
+            self.controller.queue.add("k")
+            task = asyncio.create_task(self.controller.run())
+            await eventually(lambda: _async(reconciled == ["k"]), what="the reconcile")
+            self.ready.set()
+            await task
+
+    manager.add("warm", Warm())
+    assert manager.readiness() == {"informers": False, "warm": False}
+    async with running(manager):
+        await eventually(lambda: _async(manager.readiness() == {"informers": True, "warm": True}), what="ready")
+        assert manager.metrics.registry.get_sample_value(
+            "drods_controller_reconcile_total", {"controller": "warm", "result": "success"}) == 1

@@ -40,12 +40,18 @@ async def healthz() -> PlainTextResponse:
 @router.get("/readyz", tags=["health"], summary="Readiness: the store answers (no auth)",
             response_class=PlainTextResponse, responses={503: {"model": ErrorBody}})
 async def readyz(request: Request) -> Response:
+    ctx = context(request)
     try:
         async with asyncio.timeout(2):
-            await context(request).store.current_revision()
+            await ctx.store.current_revision()
     except Exception as e:  # noqa: BLE001 - any store failure means not ready
         return JSONResponse({"code": "STORE_UNAVAILABLE", "message": f"store not reachable: {e}", "details": {}},
                             status_code=503)
+    checks = ctx.readiness() if ctx.readiness is not None else {}
+    waiting = sorted(name for name, ok in checks.items() if not ok)
+    if waiting:
+        return JSONResponse({"code": "NOT_READY", "message": f"not ready yet: {', '.join(waiting)}",
+                             "details": {"waiting": waiting}}, status_code=503)
     return PlainTextResponse("ok")
 
 

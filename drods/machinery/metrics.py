@@ -1,0 +1,60 @@
+"""How often each controller reconciles, how long a reconcile takes and how often it fails.
+
+controller-runtime's ``controller_runtime_reconcile_total`` / ``…_time_seconds`` /
+``…_errors_total``, under DRO-DS's prefix, labelled by the runnable's name. Watch-driven
+controllers (`drods.machinery.controller`) count one reconcile per key, periodic ones
+(`drods.machinery.periodic`) one per pass. A process's manager owns one `ReconcileMetrics` and
+hands it to its runnables' tasks through `CURRENT` (as it hands them the audit sink): a controller
+built outside a manager (a test, a tool) reports nowhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+_BUCKETS = (.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60)
+
+
+class ReconcileMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.total = Counter("drods_controller_reconcile_total", "Reconciles (passes) by controller and result",
+                             ["controller", "result"], registry=self.registry)
+        self.errors = Counter("drods_controller_reconcile_errors_total", "Reconciles (passes) that failed",
+                              ["controller"], registry=self.registry)
+        self.duration = Histogram("drods_controller_reconcile_time_seconds", "Time of one reconcile (pass)",
+                                  ["controller"], registry=self.registry, buckets=_BUCKETS)
+
+    @contextlib.contextmanager
+    def reconcile(self, controller: str) -> Iterator[None]:
+        """Count and time the body as one reconcile of ``controller``; an exception is an error (and
+        goes on). A cancellation is not a reconcile: the process is stopping."""
+        started = time.perf_counter()
+        try:
+            yield
+        except Exception:
+            self.total.labels(controller, "error").inc()
+            self.errors.labels(controller).inc()
+            self.duration.labels(controller).observe(time.perf_counter() - started)
+            raise
+        self.total.labels(controller, "success").inc()
+        self.duration.labels(controller).observe(time.perf_counter() - started)
+
+
+CURRENT: contextvars.ContextVar[ReconcileMetrics | None] = contextvars.ContextVar("drods_reconciles", default=None)
+
+
+@contextlib.contextmanager
+def reconcile(controller: str) -> Iterator[None]:
+    """One reconcile of ``controller``, counted in the current manager's metrics (if any)."""
+    metrics = CURRENT.get()
+    if metrics is None:
+        yield
+        return
+    with metrics.reconcile(controller):
+        yield

@@ -1,0 +1,66 @@
+"""Periodic controllers: a pass per resync period and on a wake-up, failures logged and counted."""
+
+from __future__ import annotations
+
+import asyncio
+
+from drods.machinery import metrics
+from drods.machinery.periodic import Periodic
+from tests.monitor_e2e.conftest import eventually
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def sample(m: metrics.ReconcileMetrics, name: str, **labels: str) -> float:
+    return m.registry.get_sample_value(name, labels) or 0.0
+
+
+async def test_a_pass_each_period_and_at_once_when_woken_errors_counted_and_survived() -> None:
+    runs: list[int] = []
+
+    async def step() -> None:
+        runs.append(len(runs))
+        if len(runs) == 2:
+            raise RuntimeError("second pass fails")
+
+    wake = asyncio.Event()
+    m = metrics.ReconcileMetrics()
+    periodic = Periodic("probe", step, 3600.0, wake=wake, first_at_start=True)
+
+    async def run() -> None:
+        metrics.CURRENT.set(m)  # as the manager sets it for its runnables
+        await periodic.run()
+
+    task = asyncio.create_task(run())
+    try:
+        await eventually(lambda: _true(len(runs) == 1), what="the first pass at start")
+        wake.set()
+        await eventually(lambda: _true(len(runs) == 2), what="the pass on a wake-up")
+        wake.set()
+        await eventually(lambda: _true(len(runs) == 3), what="a pass after a failed one")
+        assert periodic.passes == 3
+        assert sample(m, "drods_controller_reconcile_total", controller="probe", result="success") == 2
+        assert sample(m, "drods_controller_reconcile_total", controller="probe", result="error") == 1
+        assert sample(m, "drods_controller_reconcile_errors_total", controller="probe") == 1
+        assert sample(m, "drods_controller_reconcile_time_seconds_count", controller="probe") == 3
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_without_a_wake_the_first_pass_waits_one_period() -> None:
+    runs: list[float] = []
+
+    async def step() -> None:
+        runs.append(asyncio.get_running_loop().time())
+
+    started = asyncio.get_running_loop().time()
+    task = asyncio.create_task(Periodic("tick", step, 0.05).run())
+    try:
+        await eventually(lambda: _true(len(runs) >= 2), what="two passes")
+        assert runs[0] - started >= 0.05
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,83 @@
+"""Shared informers: one list and watch per prefix, one cache per decoder, late joiners included."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from drods.machinery.shared import SharedInformers
+from drods.model import jsondoc
+from drods.store import KeyValue, Put, Store, WatchEvent
+from tests.monitor_e2e.conftest import eventually
+
+
+class CountingStore:
+    """``store`` with its watches counted by prefix (the calls that matter to sharing)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.watches: dict[str, int] = {}
+
+    def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
+        self.watches[prefix] = self.watches.get(prefix, 0) + 1
+        return self.store.watch(prefix, start_revision=start_revision)
+
+    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
+        return await self.store.range(prefix, limit=limit)
+
+
+def names(kv: KeyValue) -> str:
+    return str(jsondoc.loads(kv.value)["name"])
+
+
+def sizes(kv: KeyValue) -> int:
+    return len(kv.value)
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_two_decoders_of_a_prefix_share_one_watch_and_a_late_one_joins(store: Store) -> None:
+    await store.delete_prefix("/")
+    await store.put("/things/a", jsondoc.dumps({"name": "a"}))
+    counting = CountingStore(store)
+    shared = SharedInformers(counting)  # type: ignore[arg-type]
+    by_name = shared.informer("/things/", names)
+    assert shared.informer("/things/", names) is by_name  # one cache per (prefix, decoder)
+    by_size = shared.informer("/things/", sizes)
+    heard: list[tuple[str, object]] = []
+    by_size.on_change(lambda key, _old, new: heard.append((key, new)))
+    task = asyncio.create_task(shared.run())
+    try:
+        await asyncio.wait_for(asyncio.gather(by_name.wait_synced(), by_size.wait_synced()), 10)
+        assert by_name.cache == {"/things/a": "a"}
+        await store.put("/things/b", jsondoc.dumps({"name": "bb"}))
+        await eventually(lambda: _true(by_name.cache.get("/things/b") == "bb"), what="the event")
+        await eventually(lambda: _true(("/things/b", len(jsondoc.dumps({"name": "bb"}))) in heard), what="heard")
+        late = shared.informer("/things/", lambda kv: kv.key)  # after the first listing: lists once itself
+        await asyncio.wait_for(late.wait_synced(), 10)
+        await store.delete("/things/a")
+        await eventually(lambda: _true(sorted(late.cache) == ["/things/b"]), what="the late one's delete")
+        await eventually(lambda: _true(sorted(by_name.cache) == ["/things/b"]), what="the delete")
+        assert counting.watches == {"/things/": 1}
+        assert shared.decoders("/things/")[:2] == [names, sizes]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_every_key_of_a_transaction_reaches_the_cache(store: Store) -> None:
+    """The keys one transaction writes share a revision: none of them is taken for one already seen."""
+    await store.delete_prefix("/")
+    shared = SharedInformers(store)
+    by_name = shared.informer("/things/", names)
+    task = asyncio.create_task(shared.run())
+    try:
+        await asyncio.wait_for(by_name.wait_synced(), 10)
+        await store.txn([], [Put("/things/x", jsondoc.dumps({"name": "x"})),
+                             Put("/things/y", jsondoc.dumps({"name": "y"}))])
+        await eventually(lambda: _true(by_name.cache == {"/things/x": "x", "/things/y": "y"}), what="both keys")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
