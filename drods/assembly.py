@@ -239,7 +239,7 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         scheduler = plane.scheduler = ctx.scheduler = SchedulerService(
             ctx.store, profile=profile, settings=s.scheduler, informers=manager.informers)
         ctx.prometheus_registries.append(scheduler.metrics.registry)
-        manager.add("scheduler", scheduler)
+        scheduler.register(manager)
 
     if Component.DETECTOR in chosen:
         informers = ResourceDetector.informers(manager)

@@ -32,13 +32,14 @@ from pydantic import ValidationError
 
 from drods.machinery.fence import Fence, LeadershipLost
 from drods.machinery.leader import LeaderElector
-from drods.machinery.manager import default_identity
+from drods.machinery.manager import Manager, default_identity
+from drods.machinery.periodic import Periodic
 from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.model import jsondoc
 from drods.model.annotations import RESCHEDULE_REASON, placement_offers
 from drods.model.binding import BindingSpec, TargetCluster, with_offers
-from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
+from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, lease_key
 from drods.model.kinds import BINDING, CLUSTER, DATASET
 from drods.model.migration import pinned_by
 from drods.model.timefmt import rfc3339_ms, whole_ms
@@ -74,6 +75,7 @@ from drods.store import Compare, KeyValue, Put, Store, StoreError
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "scheduler"
+CACHE_RUNNABLE = "scheduler-cache"  # the every-replica part: informers, queue, sweeps
 SPEC_CACHE_SIZE = 4096
 RETRY = "Retry"
 
@@ -134,7 +136,9 @@ class SchedulerService:
                                      max_unschedulable=s.max_unschedulable)
         self.metrics = SchedulerMetrics(self.queue.counts)
         self.history = schedule_history(store, s.history_retention_s, clock)
-        self.elector = LeaderElector(store, LEASE_NAME, s.identity, ttl=s.lease_ttl)
+        # the fence of the term this process leads the scheduler in (None: not leading)
+        self._term: Fence | None = None
+        self._elects_itself = True  # until `register` hands the election to a manager
         self.clusters = shared.informer(CLUSTER.key_prefix(), decode_cluster)
         self.statuses = shared.informer(STATUS_PREFIX, status_decoder(clock))
         self.surge = shared.informer(SURGE_KEY, _decode_json)
@@ -173,10 +177,22 @@ class SchedulerService:
     # ------------------------------------------------------------------ lifecycle
     @property
     def is_leader(self) -> bool:
-        return self.elector.is_leader
+        return self._term is not None
+
+    @property
+    def lease_key(self) -> str:
+        return lease_key(LEASE_NAME)
+
+    def register(self, manager: Manager) -> None:
+        """Run under ``manager``: the informers and the sweeper on every replica (a standby stays
+        warm), the decision loop as its leader runnable on ``/leases/scheduler``."""
+        self._elects_itself = False
+        manager.add(CACHE_RUNNABLE, self)
+        manager.add_leader(LEASE_NAME, lambda lead: _Leading(self, lead.fence))
 
     async def run(self) -> None:
-        """Watch, and decide while leader; runs until cancelled."""
+        """Watch, and decide while leader (electing itself only when no manager does); runs until
+        cancelled."""
         tasks = [] if self._own_informers is None else [
             asyncio.create_task(self._own_informers.run(), name="scheduler-informers")]
         try:
@@ -187,27 +203,34 @@ class SchedulerService:
                 self.bindings.on_change(self._on_binding)
                 await self.bindings.replay(self._on_binding)  # listed already when the informer is shared
             await self.bindings.wait_synced()
-            tasks.append(asyncio.create_task(self._sweeper(), name="scheduler-sweeper"))
+            sweeper = Periodic("scheduler-sweep", self._sweep, self.settings.sweep_seconds)
+            tasks.append(asyncio.create_task(sweeper.run(), name="scheduler-sweeper"))
             self.ready.set()
-            await self.elector.run(self._lead)
+            if self._elects_itself:  # a tool or the bench, without a manager
+                s = self.settings
+                await LeaderElector(self.store, LEASE_NAME, s.identity, ttl=s.lease_ttl).run(self._lead)
+            else:
+                await asyncio.Event().wait()
         finally:
             await stop_tasks(tasks)
 
     @property
     def _fence(self) -> Compare:
-        fence = self.elector.fence
-        if fence is None:
-            raise LeadershipLost(Fence(self.elector.key, 0))
-        return fence.compare()
+        if self._term is None:
+            raise LeadershipLost(Fence(self.lease_key, 0))
+        return self._term.compare()
 
     async def _lead(self, fence: Fence) -> None:
+        await self.ready.wait()  # a standby is warm already; a process just started warms up first
         log.info("scheduler %s is leading (generation %d)", self.settings.identity, fence.generation)
+        self._term = fence
         self.metrics.leader.set(1)
         try:
             await self._await_known_fleet()
             self.metrics.incoming_event("LeaderElected", self.queue.on_cluster_event())
             await self._loop()
         finally:
+            self._term = None
             self.metrics.leader.set(0)
 
     async def _await_known_fleet(self) -> None:
@@ -225,13 +248,8 @@ class SchedulerService:
         finally:
             self._known = None
 
-    async def _sweeper(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.sweep_seconds)
-            try:
-                self._cache_events(self.cache.sweep())
-            except Exception:
-                log.exception("scheduler sweep failed")
+    async def _sweep(self) -> None:
+        self._cache_events(self.cache.sweep())
 
     # ------------------------------------------------------------------ informer handlers
     def _on_cluster(self, key: str, old: Any, new: Any) -> None:
@@ -632,8 +650,8 @@ class SchedulerService:
                                unknown_clusters=p.unknown)
 
     async def _still_leader(self) -> bool:
-        fence = self.elector.fence
-        kv = await self.store.get(self.elector.key)
+        fence = self._term
+        kv = await self.store.get(self.lease_key)
         return fence is not None and kv is not None and kv.mod_revision == fence.generation
 
     async def _write_one(self, p: _Plan, hist: list[Put]) -> str:
@@ -690,6 +708,17 @@ def _roles(status: dict[str, Any]) -> dict[str, str]:
     """F3: the roles the status gives its clusters now (kept when a decision does not choose them)."""
     return {str(t["cluster"]): str(t["role"]) for t in status.get("placement") or []
             if isinstance(t, dict) and t.get("role") and t.get("cluster")}
+
+
+class _Leading:
+    """The scheduler's decision loop as the manager's leader runnable for one term."""
+
+    def __init__(self, service: SchedulerService, fence: Fence) -> None:
+        self.service = service
+        self.fence = fence
+
+    async def run(self) -> None:
+        await self.service._lead(self.fence)
 
 
 def _decode_json(kv: KeyValue) -> Any:

@@ -216,7 +216,7 @@ async def test_decisions_made_while_a_status_write_is_in_flight_go_in_the_next_t
     per_txn: list[int] = []  # decisions in each of the scheduler's status transactions
 
     async def txn(compares: Sequence[Compare], success: Sequence[TxnOp], failure: Sequence[TxnOp] = ()) -> TxnResult:
-        if any(c.key == svc.elector.key for c in compares):  # fenced on the scheduler's lease
+        if any(c.key == svc.lease_key for c in compares):  # fenced on the scheduler's lease
             per_txn.append(sum(isinstance(op, Put) and op.key.startswith(BINDING.key_prefix()) for op in success))
             if len(per_txn) == 1:
                 held.set()
