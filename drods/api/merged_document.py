@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from drods.errors import ApiError
+from drods.errors import Conflict, Invalid
 from drods.model import jsondoc
 from drods.model.timefmt import parse_rfc3339
 from drods.store import CasFailed, Store
@@ -24,8 +24,7 @@ def report_time(timestamp: str | None) -> float:
         return now
     ts = parse_rfc3339(timestamp)
     if ts is None:
-        raise ApiError(422, "VALIDATION_FAILED", "timestamp is not RFC 3339",
-                       {"fields": [{"field": "timestamp", "message": "not RFC 3339"}]})
+        raise Invalid("timestamp is not RFC 3339", {"fields": [{"field": "timestamp", "message": "not RFC 3339"}]})
     return min(ts, now)
 
 
@@ -40,4 +39,4 @@ async def merge_into(store: Store, key: str, merge: Callable[[Doc | None], Doc],
         except CasFailed:
             continue
         return doc
-    raise ApiError(409, "CONFLICT", f"the {what} changed under too many concurrent writers; retry", {})
+    raise Conflict(f"the {what} changed under too many concurrent writers; retry")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drods.controllers.detector import binding_name
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import owner, scaled_workload
 from drods.model.kinds import BINDING, FEDERATED_HPA, by_kind
@@ -132,10 +132,8 @@ async def _place_local(registry: ObjectRegistry, binding: Mapping[str, Any], clu
     try:
         await registry.update_status(BINDING, binding["metadata"]["name"], status,
                                      resource_version=int(binding["metadata"]["resourceVersion"]))
-    except ApiError as e:
-        if e.status in (404, 409):
-            return False
-        raise
+    except (NotFound, Conflict, AlreadyExists):
+        return False
     return True
 
 
@@ -227,4 +225,4 @@ async def _adopt_one(registry: ObjectRegistry, journal: Journal, cluster: str, w
                              ts=now, dedup=f"adopt-{cluster}-{uid}-{round(last.at * 1000)}")
         clamped = "" if total == last.total else f" (clamped to the bounds in effect, [{lo}, {hi}])"
         return Result(wid, "adopted", total, f"desired total {total} from {cluster}'s local decisions{clamped}")
-    raise ApiError(409, "CONFLICT", f"the status of FederatedHPA {name} kept changing; report again", {})
+    raise Conflict(f"the status of FederatedHPA {name} kept changing; report again")

@@ -18,7 +18,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from drods.errors import ApiError, already_exists, bad_request, conflict, not_found, validation_failed
+from drods.errors import (
+    ApiError,
+    Conflict,
+    Invalid,
+    NotFound,
+    already_exists,
+    bad_request,
+    conflict,
+    not_found,
+    validation_failed,
+)
 from drods.model import jsondoc
 from drods.model.binding import without_reasons
 from drods.model.kinds import Kind
@@ -162,10 +172,8 @@ class ObjectRegistry:
     async def try_get(self, kind: Kind, name: str, namespace: str | None = None, *, reveal: bool = False) -> Obj | None:
         try:
             return await self.get(kind, name, namespace, reveal=reveal)
-        except ApiError as e:
-            if e.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     async def list(  # noqa: A003 - the Kubernetes verb
         self,
@@ -423,8 +431,7 @@ class ObjectRegistry:
                 [Put(key, _encode(obj)) for _, key, obj, _ in part],
             )
             if not res.succeeded:
-                raise ApiError(409, "CONFLICT", "objects in the batch changed while it was written; retry",
-                               {"written": written})
+                raise Conflict("objects in the batch changed while it was written; retry", {"written": written})
             if results:
                 out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
             for kind, key, obj, rev in part:
@@ -490,10 +497,8 @@ class ObjectRegistry:
         if cur_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers", [])) - set(cur_meta.get("finalizers", []))
             if added:
-                raise ApiError(
-                    422, "VALIDATION_FAILED", "no new finalizers can be added once deletion has started",
-                    {"fields": [{"field": "metadata.finalizers", "message": "object is being deleted"}]},
-                )
+                raise Invalid("no new finalizers can be added once deletion has started",
+                              {"fields": [{"field": "metadata.finalizers", "message": "object is being deleted"}]})
         self._seal(kind, incoming, current)
         if _content(incoming) != _content(current):
             meta["generation"] = int(cur_meta.get("generation", 1)) + 1

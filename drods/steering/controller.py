@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
@@ -254,9 +254,7 @@ class SteeringController:
                 try:
                     try:
                         await self.registry.create(SERVICE_REGISTRATION, doc)
-                    except ApiError as e:
-                        if e.status != 409:
-                            raise
+                    except (AlreadyExists, Conflict):
                         await self.registry.patch(SERVICE_REGISTRATION, str(meta.get("name")),
                                                   {"spec": doc.get("spec") or {}}, MERGE_PATCH,
                                                   str(meta.get("namespace") or "default"))
@@ -584,12 +582,9 @@ class SteeringController:
             if {k: v for k, v in (obj.get("status") or {}).items() if k in status} == status:
                 self.reg_status[key] = status
                 continue
-            try:
+            with contextlib.suppress(NotFound, Conflict, AlreadyExists):
                 await self.registry.update_status(SERVICE_REGISTRATION, name, status, ns)
                 self.reg_status[key] = status
-            except ApiError as e:
-                if e.status not in (404, 409):
-                    raise
 
     async def _offer(self, fleet: Fleet, shortfalls: list[tuple[_Service, ServiceEval, list[int]]],
                      now: float) -> None:
