@@ -33,51 +33,37 @@ class _Refusal(ApiError):
     http_status: ClassVar[int]
     default_code: ClassVar[str]
 
+    def __init_subclass__(cls, *, status: int, code: str, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.http_status, cls.default_code = status, code
+
     def __init__(self, message: str, details: dict[str, Any] | None = None, *, code: str | None = None) -> None:
         super().__init__(self.http_status, code or self.default_code, message, details)
 
 
-class Conflict(_Refusal):
+class Conflict(_Refusal, status=409, code="CONFLICT"):
     """The object changed since it was read (a stale resourceVersion), or a rule of the current
     state forbids the write now (e.g. a migration in progress): re-read and retry."""
 
-    http_status = 409
-    default_code = "CONFLICT"
 
-
-class AlreadyExists(_Refusal):
+class AlreadyExists(_Refusal, status=409, code="ALREADY_EXISTS"):
     """A create found the name taken."""
 
-    http_status = 409
-    default_code = "ALREADY_EXISTS"
 
-
-class NotFound(_Refusal):
+class NotFound(_Refusal, status=404, code="NOT_FOUND"):
     """The named object (or kind, or path) does not exist."""
 
-    http_status = 404
-    default_code = "NOT_FOUND"
 
-
-class Invalid(_Refusal):
+class Invalid(_Refusal, status=422, code="VALIDATION_FAILED"):
     """The object or request is well-formed but breaks a rule of its schema (``details.fields``)."""
 
-    http_status = 422
-    default_code = "VALIDATION_FAILED"
 
-
-class BadRequest(_Refusal):
+class BadRequest(_Refusal, status=400, code="BAD_REQUEST"):
     """The request cannot be understood as given (e.g. a namespace that contradicts the path)."""
 
-    http_status = 400
-    default_code = "BAD_REQUEST"
 
-
-class Forbidden(_Refusal):
+class Forbidden(_Refusal, status=403, code="FORBIDDEN"):
     """The caller may not do this here."""
-
-    http_status = 403
-    default_code = "FORBIDDEN"
 
 
 def not_found(kind: str, name: str, code: str | None = None) -> NotFound:
