@@ -52,6 +52,7 @@ from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name
 from drods.store import CasFailed
+from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -224,8 +225,9 @@ class BindingController:
         compare-and-swaps on that copy's revision), after a conflict over what the store holds."""
         name, store_key = str(key), BINDING.key(str(key))
         cached = self.fleet.bindings.cache.get(store_key)
-        for attempt in range(8):
-            if attempt == 0 and cached is not None:
+
+        async def attempt(n: int) -> float | None:
+            if n == 0 and cached is not None:
                 b: Obj | None = {**cached, "metadata": dict(cached["metadata"])}
                 revision = rev(cached)
             else:
@@ -236,9 +238,14 @@ class BindingController:
                 self._forget(name)
                 return None
             outcome = await self._reconcile_once(name, b, revision)
-            if outcome != "conflict":
-                return outcome if isinstance(outcome, float) else None
-        return 0.2
+            if outcome == "conflict":
+                raise CasFailed(store_key, None)
+            return outcome if isinstance(outcome, float) else None
+
+        try:
+            return await read_modify_write(attempt)
+        except Conflict:
+            return 0.2  # still contended: the queue brings it back
 
     def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj, wanted: dict[str, int],
               roles: dict[str, str] | None = None) -> dict[str, ManifestSet | OverrideError]:

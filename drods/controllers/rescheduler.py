@@ -62,13 +62,7 @@ async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Calla
     """Ask for ``name`` to be re-placed from scratch; ``annotations`` are set (None removes) with it."""
     patch = {"metadata": {"annotations": {RESCHEDULE_REASON: (reason or "requested")[:1024], **(annotations or {})}},
              "spec": {"rescheduleTriggeredAt": rfc3339_ms(clock())}}
-    for attempt in range(5):
-        try:
-            await registry.patch(BINDING, name, patch, MERGE_PATCH)
-            return
-        except ApiError as e:
-            if e.status != 409 or attempt == 4:
-                raise
+    await registry.patch(BINDING, name, patch, MERGE_PATCH)  # re-applied by the registry after a lost race
 
 
 def choose_evacuation(on_cluster: list[tuple[int, str]], fraction: float) -> list[tuple[int, str]]:

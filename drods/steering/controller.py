@@ -54,6 +54,7 @@ from drods.steering.plans import compile_plan
 from drods.steering.routing import ChunkStep, Rendered, RouteState, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, pair_of, utilisation
+from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
 
@@ -546,15 +547,8 @@ class SteeringController:
         """Write the ServiceRoutes, in one transaction where the store allows. The objects this
         controller wrote last are not read back (a compare-and-swap on their revision guards the
         write); after a conflict they are."""
-        for attempt in range(3):
-            try:
-                done = await self.registry.batch_upsert(
-                    [(SERVICE_ROUTE, o) for o in objects], trusted=True,
-                    current=self.route_objects if attempt == 0 else None)
-                break
-            except ApiError as e:
-                if e.status != 409 or attempt == 2:
-                    raise
+        done = await read_modify_write(lambda attempt: self.registry.batch_upsert(
+            [(SERVICE_ROUTE, o) for o in objects], trusted=True, current=self.route_objects if attempt == 0 else None))
         for obj, _ in done:
             sid = obj["metadata"]["name"]
             self.route_objects[SERVICE_ROUTE.key(sid)] = obj

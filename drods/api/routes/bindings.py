@@ -162,18 +162,13 @@ async def patch_binding(request: Request, binding_id: str,
     patch: dict[str, Any] = {"spec": {k: v for k, v in doc.items() if k not in ("name", "labels")}}
     if "labels" in doc:
         patch["metadata"] = {"labels": doc["labels"]}
-    for attempt in range(8):  # the scheduler writes status concurrently: re-apply on a stale read
-        try:
-            updated = await ctx.registry.patch(BINDING, binding_id, patch, MERGE_PATCH, dry_run=dry_run)
-            break
-        except ApiError as e:
-            if e.code == "CONFLICT" and attempt < 7:
-                continue
-            if e.status == 404:
-                raise NotFound(f"binding {binding_id!r} not found",
-                               {"bindingId": binding_id},
-                               code="BINDING_NOT_FOUND") from e
-            raise _flat_errors(e) from e
+    try:  # the registry re-applies the patch when the scheduler's status write wins the race
+        updated = await ctx.registry.patch(BINDING, binding_id, patch, MERGE_PATCH, dry_run=dry_run)
+    except NotFound as e:
+        raise NotFound(f"binding {binding_id!r} not found", {"bindingId": binding_id},
+                       code="BINDING_NOT_FOUND") from e
+    except ApiError as e:
+        raise _flat_errors(e) from e
     return JSONResponse(flat_view(updated))
 
 
