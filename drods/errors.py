@@ -1,12 +1,20 @@
-"""The error vocabulary of the API (SPEC API0c): every failure is ``{code, message, details}``."""
+"""The error vocabulary (SPEC API0c): every failure is ``{code, message, details}``.
+
+The registry, the store's users and the controllers raise the typed refusals below (`Conflict`,
+`NotFound`, `AlreadyExists`, `Invalid`, `Forbidden`, `BadRequest`) and callers tell them apart by
+type (``except Conflict``), never by HTTP status. Each carries the status ``drods.api`` answers
+it with, so the answers stay what they were; only the API (and the simulated member API server)
+reads ``status``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class ApiError(Exception):
-    """A failure a client can act on; ``code`` is UPPER_SNAKE and stable, ``status`` the HTTP status."""
+    """A failure a client can act on; ``code`` is UPPER_SNAKE and stable, ``status`` the HTTP status.
+    Raised as such only for failures without a type below (e.g. 405, 415, 503)."""
 
     def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None):
         super().__init__(message)
@@ -19,33 +27,69 @@ class ApiError(Exception):
         return {"code": self.code, "message": self.message, "details": self.details}
 
 
-def not_found(kind: str, name: str, code: str | None = None) -> ApiError:
-    return ApiError(
-        404, code or f"{_snake(kind)}_NOT_FOUND", f"{kind} {name!r} not found", {"kind": kind, "name": name}
-    )
+class _Refusal(ApiError):
+    """A typed refusal: its class fixes the status, and the code unless one is given."""
+
+    http_status: ClassVar[int]
+    default_code: ClassVar[str]
+
+    def __init_subclass__(cls, *, status: int, code: str, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.http_status, cls.default_code = status, code
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *, code: str | None = None) -> None:
+        super().__init__(self.http_status, code or self.default_code, message, details)
 
 
-def already_exists(kind: str, name: str) -> ApiError:
-    return ApiError(409, "ALREADY_EXISTS", f"{kind} {name!r} already exists", {"kind": kind, "name": name})
+class Conflict(_Refusal, status=409, code="CONFLICT"):
+    """The object changed since it was read (a stale resourceVersion), or a rule of the current
+    state forbids the write now (e.g. a migration in progress): re-read and retry."""
 
 
-def conflict(kind: str, name: str, current: str | None) -> ApiError:
-    return ApiError(
-        409,
-        "CONFLICT",
+class AlreadyExists(_Refusal, status=409, code="ALREADY_EXISTS"):
+    """A create found the name taken."""
+
+
+class NotFound(_Refusal, status=404, code="NOT_FOUND"):
+    """The named object (or kind, or path) does not exist."""
+
+
+class Invalid(_Refusal, status=422, code="VALIDATION_FAILED"):
+    """The object or request is well-formed but breaks a rule of its schema (``details.fields``)."""
+
+
+class BadRequest(_Refusal, status=400, code="BAD_REQUEST"):
+    """The request cannot be understood as given (e.g. a namespace that contradicts the path)."""
+
+
+class Forbidden(_Refusal, status=403, code="FORBIDDEN"):
+    """The caller may not do this here."""
+
+
+def not_found(kind: str, name: str, code: str | None = None) -> NotFound:
+    return NotFound(f"{kind} {name!r} not found", {"kind": kind, "name": name},
+                    code=code or f"{_snake(kind)}_NOT_FOUND")
+
+
+def already_exists(kind: str, name: str) -> AlreadyExists:
+    return AlreadyExists(f"{kind} {name!r} already exists", {"kind": kind, "name": name})
+
+
+def conflict(kind: str, name: str, current: str | None) -> Conflict:
+    return Conflict(
         f"{kind} {name!r} was modified since resourceVersion given; re-read and retry",
         {"kind": kind, "name": name, "currentResourceVersion": current},
     )
 
 
-def validation_failed(message: str, fields: list[dict[str, Any]] | None = None, **details: Any) -> ApiError:
+def validation_failed(message: str, fields: list[dict[str, Any]] | None = None, **details: Any) -> Invalid:
     if fields is not None:
         details["fields"] = fields
-    return ApiError(422, "VALIDATION_FAILED", message, details)
+    return Invalid(message, details)
 
 
-def bad_request(message: str, **details: Any) -> ApiError:
-    return ApiError(400, "BAD_REQUEST", message, details)
+def bad_request(message: str, **details: Any) -> BadRequest:
+    return BadRequest(message, details)
 
 
 def _snake(kind: str) -> str:

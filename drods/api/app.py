@@ -23,7 +23,7 @@ from drods.api.body import too_deep as body_too_deep
 from drods.api.context import ApiContext
 from drods.api.dryrun import marked_dry_run, query_is_dry_run
 from drods.api.status import error_response
-from drods.errors import ApiError
+from drods.errors import ApiError, BadRequest, Invalid
 from drods.registry import changes
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -93,15 +93,15 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
-            err = ApiError(400, "MALFORMED_BODY", "request body is not valid JSON",
-                           {"errors": [str(e.get("ctx", {}).get("error", "")) for e in errors]})
+            err = BadRequest("request body is not valid JSON",
+                             {"errors": [str(e.get("ctx", {}).get("error", "")) for e in errors]},
+                             code="MALFORMED_BODY")
             return error_response(request.url.path, err)
         fields = []
         for e in errors:
             loc = [str(p) for p in e.get("loc", ()) if p != "body"]
             fields.append({"field": ".".join(loc), "message": e.get("msg", "invalid")})
-        return error_response(request.url.path, ApiError(422, "VALIDATION_FAILED", "request validation failed",
-                                                         {"fields": fields}))
+        return error_response(request.url.path, Invalid("request validation failed", {"fields": fields}))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -16,7 +16,7 @@ from typing import Any
 
 import jwt
 
-from drods.errors import ApiError
+from drods.errors import ApiError, Forbidden
 from drods.keyfile import load_or_create
 
 ISSUER = "drods"
@@ -65,23 +65,17 @@ class Principal:
         namespaced token only on namespaced objects of its namespaces (``namespace`` None: the request
         is cluster-scoped or spans every namespace)."""
         if action not in ALLOWED[self.role]:
-            raise ApiError(
-                403, "FORBIDDEN", f"role {self.role.value!r} may not {action.value}",
-                {"role": self.role.value, "action": action.value},
-            )
+            raise Forbidden(f"role {self.role.value!r} may not {action.value}",
+                            {"role": self.role.value, "action": action.value})
         if self.namespaces is not None and (namespace is None or namespace not in self.namespaces):
             allowed = sorted(self.namespaces)
             where = f"namespace {namespace!r}" if namespace else "cluster-scoped objects or all namespaces"
-            raise ApiError(
-                403, "FORBIDDEN", f"this token acts only in namespaces {', '.join(allowed)}, not on {where}; "
+            raise Forbidden(f"this token acts only in namespaces {', '.join(allowed)}, not on {where}; "
                 "that needs a cluster-wide token",
-                {"role": self.role.value, "namespaces": allowed, "namespace": namespace},
-            )
+                            {"role": self.role.value, "namespaces": allowed, "namespace": namespace})
         if self.role is Role.CLUSTER_AGENT and cluster is not None and cluster != self.cluster:
-            raise ApiError(
-                403, "FORBIDDEN", f"this token may only act for cluster {self.cluster!r}",
-                {"role": self.role.value, "tokenCluster": self.cluster, "cluster": cluster},
-            )
+            raise Forbidden(f"this token may only act for cluster {self.cluster!r}",
+                            {"role": self.role.value, "tokenCluster": self.cluster, "cluster": cluster})
 
 
 def load_or_create_signing_key(path: Path) -> bytes:

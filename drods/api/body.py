@@ -9,7 +9,7 @@ import yaml
 from fastapi import Request
 
 from drods.api.settings import ApiSettings
-from drods.errors import ApiError
+from drods.errors import ApiError, BadRequest
 
 _DEFAULTS = ApiSettings()
 # Deeper than any Kubernetes object (a CRD schema nests ~30): refused before anything recursive
@@ -29,7 +29,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 
 
 def too_deep(limit: int = MAX_DEPTH) -> ApiError:
-    return ApiError(400, "BODY_TOO_DEEP", f"request body nests deeper than {limit} levels", {"maxDepth": limit})
+    return BadRequest(f"request body nests deeper than {limit} levels", {"maxDepth": limit}, code="BODY_TOO_DEEP")
 
 
 def check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
@@ -70,7 +70,7 @@ async def read_body(request: Request, *, limit: int | None = None) -> Any:
         if len(raw) > limit:
             raise too_large(len(raw), limit)
     if not raw.strip():
-        raise ApiError(400, "EMPTY_BODY", "request body is required", {})
+        raise BadRequest("request body is required", code="EMPTY_BODY")
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     try:
         if media in ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml"):
@@ -81,7 +81,7 @@ async def read_body(request: Request, *, limit: int | None = None) -> Any:
         raise too_deep() from e
     except (ValueError, yaml.YAMLError) as e:
         kind = "YAML" if "yaml" in media else "JSON"
-        raise ApiError(400, "MALFORMED_BODY", f"request body is not valid {kind}: {e}", {"contentType": media}) from e
+        raise BadRequest(f"request body is not valid {kind}: {e}", {"contentType": media}, code="MALFORMED_BODY") from e
     check_depth(doc)
     return doc
 

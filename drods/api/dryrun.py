@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 
 from fastapi import Query, Request
 
-from drods.errors import ApiError
+from drods.errors import BadRequest
 
 DRY_RUN_ALL = "All"
 
@@ -22,8 +22,7 @@ def _check(values: Iterable[str]) -> bool:
     values = [v for v in values if v != ""]
     bad = [v for v in values if v != DRY_RUN_ALL]
     if bad:
-        raise ApiError(400, "BAD_REQUEST", f"unsupported dryRun value {bad[0]!r}: the only value is {DRY_RUN_ALL!r}",
-                       {"dryRun": bad[0]})
+        raise BadRequest(f"unsupported dryRun value {bad[0]!r}: the only value is {DRY_RUN_ALL!r}", {"dryRun": bad[0]})
     return bool(values)
 
 
@@ -33,7 +32,7 @@ def is_dry_run(request: Request, also: object = None) -> bool:
     values = list(request.query_params.getlist("dryRun"))
     if also is not None:
         if not isinstance(also, list) or not all(isinstance(v, str) for v in also):
-            raise ApiError(400, "BAD_REQUEST", "dryRun must be a list of strings", {"dryRun": also})
+            raise BadRequest("dryRun must be a list of strings", {"dryRun": also})
         values += also
     dry = _check(values)
     if dry:

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from drods.errors import ApiError
+from drods.errors import BadRequest
 
 # What every kind can be selected by, as Kubernetes does.
 COMMON_FIELDS: frozenset[str] = frozenset({"metadata.name", "metadata.namespace"})
@@ -54,12 +54,11 @@ def parse_field_selector(text: str, allowed: Collection[str] | None = COMMON_FIE
         elif "=" in term:
             path, value, equal = *term.split("=", 1), True
         else:
-            raise ApiError(400, "BAD_REQUEST", f"invalid field selector term {term!r}", {"fieldSelector": text})
+            raise BadRequest(f"invalid field selector term {term!r}", {"fieldSelector": text})
         path = path.strip()
         if allowed is not None and path not in allowed:
-            raise ApiError(400, "BAD_REQUEST",
-                           f"field label not supported: {path} (use {', '.join(sorted(allowed))})",
-                           {"fieldSelector": text})
+            raise BadRequest(f"field label not supported: {path} (use {', '.join(sorted(allowed))})",
+                             {"fieldSelector": text})
         out.append(FieldTerm(path, equal, value.strip()))
     return FieldSelector(tuple(out))
 

@@ -3,17 +3,15 @@ merge, write back under compare-and-swap, again when a concurrent writer won the
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from drods.errors import ApiError
-from drods.model import jsondoc
+from drods.errors import Conflict, Invalid
 from drods.model.timefmt import parse_rfc3339
-from drods.store import CasFailed, Store
+from drods.store import Store
+from drods.store.cas import update_document
 
-CAS_ATTEMPTS = 20
 Doc = dict[str, Any]
 
 
@@ -24,20 +22,13 @@ def report_time(timestamp: str | None) -> float:
         return now
     ts = parse_rfc3339(timestamp)
     if ts is None:
-        raise ApiError(422, "VALIDATION_FAILED", "timestamp is not RFC 3339",
-                       {"fields": [{"field": "timestamp", "message": "not RFC 3339"}]})
+        raise Invalid("timestamp is not RFC 3339", {"fields": [{"field": "timestamp", "message": "not RFC 3339"}]})
     return min(ts, now)
 
 
 async def merge_into(store: Store, key: str, merge: Callable[[Doc | None], Doc], what: str) -> Doc:
     """The document at ``key`` after ``merge`` of what is stored (None: nothing yet) is written."""
-    for _attempt in range(CAS_ATTEMPTS):
-        kv = await store.get(key)
-        doc = merge(json.loads(kv.value) if kv is not None else None)
-        try:
-            await store.put(key, jsondoc.dumps(doc),
-                            expect_revision=kv.mod_revision if kv is not None else 0)
-        except CasFailed:
-            continue
-        return doc
-    raise ApiError(409, "CONFLICT", f"the {what} changed under too many concurrent writers; retry", {})
+    written = await update_document(
+        store, key, merge, exhausted=lambda: Conflict(f"the {what} changed under too many concurrent writers; retry"))
+    assert written is not None  # ``merge`` always returns a document
+    return written[0]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from drods.store import Store
-from drods.store.base import Compare, KeyValue, Lease, TxnOp, TxnResult, WatchEvent
+from drods.store.base import Compare, KeyValue, TxnOp, TxnResult, WatchEvent
+from drods.store.delegating import DelegatingStore
 
 
 class ApiMetrics:
@@ -29,14 +30,13 @@ class ApiMetrics:
                                    registry=self.registry)
 
 
-class InstrumentedStore(Store):
+class InstrumentedStore(DelegatingStore):
     """Times every store call; the wrapped store does the work."""
 
     def __init__(self, inner: Store, metrics: ApiMetrics) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._h = metrics.store_latency
         self._watches = metrics.store_watches
-        self.max_txn_ops = inner.max_txn_ops
 
     async def _timed(self, op: str, coro: Any) -> Any:
         t0 = time.perf_counter()
@@ -61,7 +61,8 @@ class InstrumentedStore(Store):
     async def delete_prefix(self, prefix: str) -> int:
         return await self._timed("delete_prefix", self.inner.delete_prefix(prefix))  # type: ignore[no-any-return]
 
-    async def txn(self, compares: Any, success: Any, failure: Any = ()) -> TxnResult:
+    async def txn(self, compares: Sequence[Compare], success: Sequence[TxnOp],
+                  failure: Sequence[TxnOp] = ()) -> TxnResult:
         return await self._timed("txn", self.inner.txn(compares, success, failure))  # type: ignore[no-any-return]
 
     def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
@@ -79,24 +80,6 @@ class InstrumentedStore(Store):
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
                 await aclose()  # at once, as when the caller held the store's own iterator
-
-    async def grant_lease(self, ttl: int) -> Lease:
-        return await self.inner.grant_lease(ttl)
-
-    async def keep_alive(self, lease_id: int) -> int:
-        return await self.inner.keep_alive(lease_id)
-
-    async def revoke_lease(self, lease_id: int) -> None:
-        await self.inner.revoke_lease(lease_id)
-
-    async def compact(self, revision: int) -> None:
-        await self.inner.compact(revision)
-
-    async def current_revision(self) -> int:
-        return await self.inner.current_revision()
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 __all__ = ["ApiMetrics", "Compare", "InstrumentedStore", "TxnOp"]

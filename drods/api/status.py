@@ -48,6 +48,14 @@ def kubernetes_status(err: ApiError) -> dict[str, Any]:
 
 
 def error_response(path: str, err: ApiError) -> JSONResponse:
-    body = kubernetes_status(err) if is_kubernetes_path(path) else err.body()
+    return _response(kubernetes_status(err) if is_kubernetes_path(path) else err.body(), err)
+
+
+def kubernetes_error_response(err: ApiError) -> JSONResponse:
+    """``err`` as a Kubernetes ``Status`` whatever the path (a member speaks only that dialect)."""
+    return _response(kubernetes_status(err), err)
+
+
+def _response(body: dict[str, Any], err: ApiError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
     return JSONResponse(body, status_code=err.status, headers=headers)

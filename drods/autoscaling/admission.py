@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drods.errors import ApiError
+from drods.errors import Conflict
 from drods.model.autoscaling import scaled_workload
 from drods.model.kinds import CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.registry.objects import ObjectRegistry
@@ -29,9 +29,9 @@ async def one_autoscaler_per_workload(registry: ObjectRegistry, kind: Kind, obj:
             if other_kind is kind and o["metadata"]["name"] == meta["name"]:
                 continue
             if scaled_workload(o) == target:
-                raise ApiError(409, "AUTOSCALER_EXISTS",
-                               f"{target[1]} {target[2]}/{target[3]} is already scaled by "
+                raise Conflict(f"{target[1]} {target[2]}/{target[3]} is already scaled by "
                                f"{other_kind.kind} {o['metadata']['name']!r}; one autoscaler per workload "
                                f"(drive it with a CronFederatedHPA whose scaleTargetRef is that FederatedHPA)",
                                {"kind": kind.kind, "name": meta["name"], "workload": list(target),
-                                "existing": {"kind": other_kind.kind, "name": o["metadata"]["name"]}})
+                                "existing": {"kind": other_kind.kind, "name": o["metadata"]["name"]}},
+                               code="AUTOSCALER_EXISTS")

@@ -26,13 +26,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import owner, scaled_workload
 from drods.model.detection import binding_name
 from drods.model.kinds import BINDING, FEDERATED_HPA, by_kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry
+from drods.store.cas import read_modify_write
 
 Workload = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
 REASON_LOCAL = "agent decision (control plane unreachable)"
@@ -132,10 +133,8 @@ async def _place_local(registry: ObjectRegistry, binding: Mapping[str, Any], clu
     try:
         await registry.update_status(BINDING, binding["metadata"]["name"], status,
                                      resource_version=int(binding["metadata"]["resourceVersion"]))
-    except ApiError as e:
-        if e.status in (404, 409):
-            return False
-        raise
+    except (NotFound, Conflict, AlreadyExists):
+        return False
     return True
 
 
@@ -169,7 +168,8 @@ async def _adopt_one(registry: ObjectRegistry, journal: Journal, cluster: str, w
                      group: list[Decision], now: float) -> Result:
     wid = workload_id(w)
     kind = by_kind(w[0], w[1])
-    for _ in range(8):  # compare-and-swap against the controller's own status writes
+
+    async def attempt(_: int) -> Result:  # compare-and-swap against the controller's own status writes
         hpa = await registry.try_get(FEDERATED_HPA, name, w[2])
         why = _gone(hpa, group[-1])
         if why is None and (kind is None or await registry.try_get(kind, w[3], w[2]) is None):
@@ -192,7 +192,7 @@ async def _adopt_one(registry: ObjectRegistry, journal: Journal, cluster: str, w
         total = min(max(last.total, lo), hi)
         previous = _int(status.get("desiredReplicas"))
         if binding is not None and not await _place_local(registry, binding, cluster, last.local_to, total):
-            continue  # the Binding changed meanwhile: read everything again
+            raise Conflict(f"the Binding of {wid} changed meanwhile")  # read everything again
         status["desiredReplicas"] = total
         status["lastScaleTime"] = rfc3339_ms(now)
         status["autonomy"] = {"cluster": cluster, "adoptedReplicas": total, "adoptedAt": rfc3339_ms(now),
@@ -207,12 +207,8 @@ async def _adopt_one(registry: ObjectRegistry, journal: Journal, cluster: str, w
         try:
             await registry.update_status(FEDERATED_HPA, name, status, w[2],
                                          resource_version=int(meta["resourceVersion"]))
-        except ApiError as e:
-            if e.status == 409:
-                continue
-            if e.status == 404:
-                return Result(wid, "deleted", None, f"FederatedHPA {name} no longer exists")
-            raise
+        except NotFound:
+            return Result(wid, "deleted", None, f"FederatedHPA {name} no longer exists")
         autoscaler = f"{FEDERATED_HPA.kind}/{w[2]}/{name}"
         uid = str(meta.get("uid"))
         for d in fresh:
@@ -227,4 +223,6 @@ async def _adopt_one(registry: ObjectRegistry, journal: Journal, cluster: str, w
                              ts=now, dedup=f"adopt-{cluster}-{uid}-{round(last.at * 1000)}")
         clamped = "" if total == last.total else f" (clamped to the bounds in effect, [{lo}, {hi}])"
         return Result(wid, "adopted", total, f"desired total {total} from {cluster}'s local decisions{clamped}")
-    raise ApiError(409, "CONFLICT", f"the status of FederatedHPA {name} kept changing; report again", {})
+
+    return await read_modify_write(
+        attempt, exhausted=lambda: Conflict(f"the status of FederatedHPA {name} kept changing; report again"))

@@ -41,7 +41,7 @@ from drods.autoscaling.cluster_weights import WeightSettings, rebalance
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
 from drods.autoscaling.promql_feedback import PromQLFeedback
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.journal import Journal
@@ -239,10 +239,10 @@ class Autoscaler:
         try:
             await self.registry.update_status(kind, meta["name"], new_status, meta.get("namespace"),
                                               resource_version=int(meta["resourceVersion"]))
-        except ApiError as e:
-            if e.status in (404, 409):
-                return 0.05 if e.status == 409 else None
-            raise
+        except (Conflict, AlreadyExists):
+            return 0.05
+        except NotFound:
+            return None
         if record is not None:
             await self.history.append(record, ts=now)
         if kind is CRON_FEDERATED_HPA:  # look again when the next rule fires, not a period later

@@ -18,6 +18,7 @@ import json
 import pkgutil
 from collections.abc import Callable
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -258,7 +259,7 @@ def delete(
         try:
             resp = api.request("DELETE", res.path(ns, name))
         except CliError as e:
-            if e.status == 404 and ignore_not_found:
+            if e.status == HTTPStatus.NOT_FOUND and ignore_not_found:
                 continue
             failed = True
             for line in e.lines():

@@ -39,7 +39,7 @@ from drods.controllers.manifests import ManifestSet, Target
 from drods.controllers.overrides import OverrideError
 from drods.controllers.settings import MemberSettings
 from drods.controllers.status import declared_status, template_status
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.model import jsondoc
@@ -52,6 +52,7 @@ from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name
 from drods.store import CasFailed
+from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -224,8 +225,9 @@ class BindingController:
         compare-and-swaps on that copy's revision), after a conflict over what the store holds."""
         name, store_key = str(key), BINDING.key(str(key))
         cached = self.fleet.bindings.cache.get(store_key)
-        for attempt in range(8):
-            if attempt == 0 and cached is not None:
+
+        async def attempt(n: int) -> float | None:
+            if n == 0 and cached is not None:
                 b: Obj | None = {**cached, "metadata": dict(cached["metadata"])}
                 revision = rev(cached)
             else:
@@ -236,9 +238,14 @@ class BindingController:
                 self._forget(name)
                 return None
             outcome = await self._reconcile_once(name, b, revision)
-            if outcome != "conflict":
-                return outcome if isinstance(outcome, float) else None
-        return 0.2
+            if outcome == "conflict":
+                raise CasFailed(store_key, None)
+            return outcome if isinstance(outcome, float) else None
+
+        try:
+            return await read_modify_write(attempt)
+        except Conflict:
+            return 0.2  # still contended: the queue brings it back
 
     def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj, wanted: dict[str, int],
               roles: dict[str, str] | None = None) -> dict[str, ManifestSet | OverrideError]:
@@ -385,9 +392,10 @@ class BindingController:
             return again
         try:
             await self.registry.batch_upsert(items, results=False, trusted=True, current=held)
+        except (NotFound, Conflict, AlreadyExists):
+            return True
         except ApiError as e:
-            if e.status not in (404, 409):
-                log.warning("writing the Works of %s: %s", binding, e.message)
+            log.warning("writing the Works of %s: %s", binding, e.message)
             return True
         return again
 
@@ -399,8 +407,10 @@ class BindingController:
         body["metadata"]["annotations"][LEADER_GENERATION] = str(self.generation)
         try:
             await self.registry.update(WORK, body)
-        except ApiError as e:
-            return e.status == 409
+        except (Conflict, AlreadyExists):
+            return True
+        except ApiError:
+            return False
         return False
 
     async def _delete_works(self, binding: str, works: dict[str, Obj]) -> None:
@@ -409,9 +419,10 @@ class BindingController:
                 continue
             try:
                 await self.registry.delete(WORK, str(work["metadata"]["name"]))
+            except NotFound:
+                pass
             except ApiError as e:
-                if e.status != 404:
-                    log.warning("deleting the Work %s of %s: %s", work["metadata"]["name"], binding, e.message)
+                log.warning("deleting the Work %s of %s: %s", work["metadata"]["name"], binding, e.message)
 
     # ------------------------------------------------------------------ the template's status
     async def _write_template_status(self, kind: Kind, template: Obj, tkind: str, entries: list[Obj],
@@ -444,10 +455,10 @@ class BindingController:
             out = await self.registry.update_status(kind, meta["name"], new, meta.get("namespace"),
                                                     resource_version=int(meta["resourceVersion"]), current=template)
             self._own_template_rev[kind.key(meta["name"], meta.get("namespace"))] = rev(out)
-        except ApiError as e:
-            if e.status in (404, 409):
-                return e.status == 409
-            raise
+        except (Conflict, AlreadyExists):
+            return True
+        except NotFound:
+            return False
         return False
 
     def _forget(self, name: str) -> None:

@@ -24,6 +24,7 @@ reads cool below half the threshold or its cost falls below half of ``farCostPer
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -34,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery import metrics
 from drods.machinery.periodic import Periodic
 from drods.model.dataset_access import hotness
@@ -224,21 +225,16 @@ class CachePlanner:
         status["hotnessGiBPerHour"] = total
         status["readsByCluster"] = {c: round(v, 3) for c, v in sorted(by_cluster.items())}
         meta = ds["metadata"]
-        try:
+        with contextlib.suppress(Conflict, AlreadyExists):
             await self.registry.update_status(DATASET, meta["name"], status, meta.get("namespace") or "default",
                                               resource_version=int(meta["resourceVersion"]))
-        except ApiError as e:
-            if e.status != 409:
-                raise
 
     async def _create(self, w: WantedPlan, now: float) -> None:
         obj = {"apiVersion": CACHE_PLAN.api_version, "kind": CACHE_PLAN.kind,
                "metadata": {"name": w.name, "namespace": w.namespace}, "spec": w.spec()}
         try:
             await self.registry.create(CACHE_PLAN, obj, w.namespace)
-        except ApiError as e:
-            if e.status != 409:
-                raise
+        except (AlreadyExists, Conflict):
             return
         await self.registry.update_status(CACHE_PLAN, w.name, {"phase": "Proposed", "proposedTime": rfc3339_ms(now)},
                                           w.namespace)
@@ -273,8 +269,5 @@ class CachePlanner:
             cost = links.transfers([str(loc.get("cluster")) for loc in copies(ds)], [cluster])[cluster].cost * gib
             near = cost < self.settings.farCostPerHour / 2
         if ds is None or held or near or gib < self.settings.hotGiBPerHour / 2:
-            try:
+            with contextlib.suppress(NotFound):
                 await self.registry.delete(CACHE_PLAN, name, ns)
-            except ApiError as e:
-                if e.status != 404:
-                    raise

@@ -52,7 +52,7 @@ import logging
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, Conflict
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
@@ -238,10 +238,8 @@ class ResourceDetector:
         if existing is None:
             try:
                 await self.registry.create(BINDING, want)
-            except ApiError as e:
-                if e.status == 409:
-                    return 0.05  # created meanwhile: look again
-                raise
+            except (AlreadyExists, Conflict):
+                return 0.05  # created meanwhile: look again
             return None
         if existing["metadata"].get("deletionTimestamp"):
             return 1.0  # the old binding is still being cleaned up; create the new one after
@@ -258,10 +256,8 @@ class ResourceDetector:
         new["metadata"]["labels"] = {**(existing["metadata"].get("labels") or {}), **want["metadata"]["labels"]}
         try:
             await self.registry.update(BINDING, new)
-        except ApiError as e:
-            if e.status == 409:
-                return 0.05
-            raise
+        except (Conflict, AlreadyExists):
+            return 0.05
         return None
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.settings import MemberSettings
-from drods.errors import ApiError
+from drods.errors import NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.machinery.tasks import stop_tasks
@@ -233,11 +233,8 @@ class Execution:
         return await self._release(work)
 
     async def _release(self, work: Obj) -> float | None:
-        try:
+        with contextlib.suppress(NotFound):
             await self.registry.remove_finalizer(WORK, str(work["metadata"]["name"]), EXECUTION_FINALIZER)
-        except ApiError as e:
-            if e.status != 404:
-                raise
         return None
 
     async def _defer(self, cluster: str, binding: str, refs: list[Ref], reason: str) -> None:

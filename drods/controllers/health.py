@@ -24,6 +24,7 @@ which keeps ``/status/clusters/<name>`` (the scheduler's view) current.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
@@ -259,9 +260,7 @@ class ClusterHealth:
                 await self.fleet.registry.update_status(CLUSTER, name, new,
                                                        resource_version=int(obj["metadata"]["resourceVersion"]))
                 st.written = now
-            except ApiError as e:
-                if e.status not in (404, 409):
-                    raise
+            except (NotFound, Conflict, AlreadyExists):
                 return
             if transition:
                 log.info("cluster %s Ready=%s (%s: %s)", name, ready, reason, message)
@@ -280,8 +279,5 @@ class ClusterHealth:
         else:
             taints = [t for t in taints if t.get("key") != NOT_READY_TAINT]
         patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
-        try:
+        with contextlib.suppress(NotFound, Conflict, AlreadyExists):
             await self.fleet.registry.patch(CLUSTER, name, patch, MERGE_PATCH)
-        except ApiError as e:
-            if e.status not in (404, 409):
-                raise

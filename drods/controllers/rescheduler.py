@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from drods.errors import ApiError
+from drods.errors import ApiError, Conflict, NotFound
 from drods.model.annotations import (
     EVACUATED_FROM,
     PINNED_PLACEMENT,
@@ -62,13 +62,7 @@ async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Calla
     """Ask for ``name`` to be re-placed from scratch; ``annotations`` are set (None removes) with it."""
     patch = {"metadata": {"annotations": {RESCHEDULE_REASON: (reason or "requested")[:1024], **(annotations or {})}},
              "spec": {"rescheduleTriggeredAt": rfc3339_ms(clock())}}
-    for attempt in range(5):
-        try:
-            await registry.patch(BINDING, name, patch, MERGE_PATCH)
-            return
-        except ApiError as e:
-            if e.status != 409 or attempt == 4:
-                raise
+    await registry.patch(BINDING, name, patch, MERGE_PATCH)  # re-applied by the registry after a lost race
 
 
 def _replicas_on(binding: Mapping[str, Any], cluster: str) -> int:
@@ -176,8 +170,10 @@ class Rescheduler:
         plan = plan_object("StatefulSet", ns, str(ref["name"]), source, None, hook, origin, why, self.clock())
         try:
             created = await self.registry.create(MIGRATION_PLAN, plan)
-        except ApiError as e:
-            return "" if e.status == 409 and e.code == "MIGRATION_IN_PROGRESS" else None
+        except Conflict as e:
+            return "" if e.code == "MIGRATION_IN_PROGRESS" else None
+        except ApiError:
+            return None
         return f"{ns}/{created['metadata']['name']}"
 
     async def preallocate(self, req: RescheduleRequest) -> RescheduleResult:
@@ -189,21 +185,14 @@ class Rescheduler:
         try:
             await self.registry.patch(CLUSTER, req.cluster,
                                       {"metadata": {"annotations": {PREALLOCATION: hold.to_annotation()}}}, MERGE_PATCH)
-        except ApiError as e:
-            if e.status == 404:
-                return RescheduleResult(False, 0, f"cluster {req.cluster} does not exist")
-            raise
+        except NotFound:
+            return RescheduleResult(False, 0, f"cluster {req.cluster} does not exist")
         moved = await self.evacuate(req)
         held = f"cluster {req.cluster} held at water level {hold.water_level:.2f} until {hold.until_text}"
         return RescheduleResult(True, moved.moved, f"{held}; {moved.message}", moved.bindings)
 
     async def restore(self, req: RescheduleRequest) -> RescheduleResult:
-        try:
-            cluster = await self.registry.get(CLUSTER, req.cluster)
-        except ApiError as e:
-            if e.status != 404:
-                raise
-            cluster = None
+        cluster = await self.registry.try_get(CLUSTER, req.cluster)
         hold = parse_hold((cluster or {}).get("metadata", {}).get("annotations")) if cluster else None
         if hold is not None and hold.active(self.clock()):
             return RescheduleResult(False, 0, f"pre-allocation hold on {req.cluster} until {hold.until_text}")
@@ -235,10 +224,8 @@ class Rescheduler:
         try:
             obj = await self.registry.get(BINDING, name)
             await self.registry.get(CLUSTER, req.cluster)
-        except ApiError as e:
-            if e.status == 404:
-                return RescheduleResult(False, 0, e.message)
-            raise
+        except NotFound as e:
+            return RescheduleResult(False, 0, e.message)
         offers = placement_offers(obj)
         if req.cluster in offers:
             return RescheduleResult(False, 0, f"{req.cluster} was already offered to binding {name}")
@@ -252,10 +239,8 @@ class Rescheduler:
             return RescheduleResult(False, 0, "rebalance needs details.binding")
         try:
             obj = await self.registry.get(BINDING, name)
-        except ApiError as e:
-            if e.status == 404:
-                return RescheduleResult(False, 0, e.message)
-            raise
+        except NotFound as e:
+            return RescheduleResult(False, 0, e.message)
         if obj["metadata"].get("deletionTimestamp"):
             return RescheduleResult(False, 0, f"binding {name} is being deleted")
         at = req.details.get("at")

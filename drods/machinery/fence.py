@@ -9,7 +9,7 @@ through). Reads pass straight through.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from drods.store import (
@@ -18,14 +18,13 @@ from drods.store import (
     Delete,
     Get,
     KeyValue,
-    Lease,
     Put,
     Store,
     StoreError,
     TxnResult,
-    WatchEvent,
 )
 from drods.store.base import TxnOp
+from drods.store.delegating import DelegatingStore
 
 
 class LeadershipLost(StoreError):
@@ -47,11 +46,11 @@ class Fence:
         return Compare(self.key, "mod", "=", self.generation)
 
 
-class FencedStore(Store):
+class FencedStore(DelegatingStore):
     """A view of ``inner`` whose every write carries ``fence``; raises `LeadershipLost` once it fails."""
 
     def __init__(self, inner: Store, fence: Fence) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.fence = fence
         self.max_txn_ops = inner.max_txn_ops - 1
 
@@ -66,12 +65,6 @@ class FencedStore(Store):
         if not held or held[0].mod_revision != self.fence.generation:
             raise LeadershipLost(self.fence)
         return TxnResult(False, res.revision, res.responses[:-1])
-
-    async def get(self, key: str) -> KeyValue | None:
-        return await self.inner.get(key)
-
-    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
-        return await self.inner.range(prefix, limit=limit)
 
     async def put(self, key: str, value: bytes, *, expect_revision: int | None = None, lease: int = 0) -> int:
         guard = [] if expect_revision is None else [Compare(key, "mod", "=", expect_revision)]
@@ -102,24 +95,6 @@ class FencedStore(Store):
     async def txn(self, compares: Sequence[Compare], success: Sequence[TxnOp],
                   failure: Sequence[TxnOp] = ()) -> TxnResult:
         return await self._guarded(compares, success, failure)
-
-    def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
-        return self.inner.watch(prefix, start_revision=start_revision)
-
-    async def grant_lease(self, ttl: int) -> Lease:
-        return await self.inner.grant_lease(ttl)
-
-    async def keep_alive(self, lease_id: int) -> int:
-        return await self.inner.keep_alive(lease_id)
-
-    async def revoke_lease(self, lease_id: int) -> None:
-        await self.inner.revoke_lease(lease_id)
-
-    async def compact(self, revision: int) -> None:
-        await self.inner.compact(revision)
-
-    async def current_revision(self) -> int:
-        return await self.inner.current_revision()
 
     async def close(self) -> None:
         """The inner store belongs to the process, not to one leadership term."""

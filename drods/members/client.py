@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -334,7 +335,7 @@ class MemberClient:
             try:
                 self._client()[1].delete(res, name=name, namespace=ns, body={"propagationPolicy": "Background"})
             except ApiException as e:
-                if e.status == 404:
+                if e.status == HTTPStatus.NOT_FOUND:
                     return False
                 raise
             return True
@@ -353,7 +354,7 @@ class MemberClient:
             try:
                 return dict(self._client()[1].get(res, name=name, namespace=ns).to_dict())
             except ApiException as e:
-                if e.status == 404:
+                if e.status == HTTPStatus.NOT_FOUND:
                     return None
                 raise
 

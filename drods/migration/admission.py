@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drods.errors import ApiError
+from drods.errors import Conflict
 from drods.model.kinds import MIGRATION_PLAN, Kind
 from drods.model.migration import TERMINAL
 from drods.registry.objects import ObjectRegistry
@@ -32,8 +32,8 @@ async def one_plan_per_workload(registry: ObjectRegistry, kind: Kind, obj: dict[
         if o["metadata"]["name"] == meta["name"] or workload_of(o) != target:
             continue
         if str((o.get("status") or {}).get("phase") or "Pending") not in TERMINAL:
-            raise ApiError(409, "MIGRATION_IN_PROGRESS",
-                           f"{target[0]} {target[1]}/{target[2]} is already being moved by MigrationPlan "
+            raise Conflict(f"{target[0]} {target[1]}/{target[2]} is already being moved by MigrationPlan "
                            f"{o['metadata']['name']!r}; wait for it to finish or delete it",
                            {"name": meta["name"], "workload": list(target),
-                            "existing": o["metadata"]["name"]})
+                            "existing": o["metadata"]["name"]},
+                           code="MIGRATION_IN_PROGRESS")

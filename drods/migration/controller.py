@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from drods.controllers.rescheduler import Rescheduler
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
@@ -252,10 +252,8 @@ class MigrationController:
         try:
             await self.registry.update_status(MIGRATION_PLAN, meta["name"], status, meta.get("namespace"),
                                               resource_version=int(meta["resourceVersion"]))
-        except ApiError as e:
-            if e.status in (404, 409):
-                return False
-            raise
+        except (NotFound, Conflict, AlreadyExists):
+            return False
         return True
 
     async def _set_finalizers(self, plan: Obj, finalizers: list[str]) -> float | None:
@@ -263,9 +261,7 @@ class MigrationController:
         patch = {"metadata": {"finalizers": finalizers or None, "resourceVersion": meta["resourceVersion"]}}
         try:
             await self.registry.patch(MIGRATION_PLAN, meta["name"], patch, MERGE_PATCH, meta.get("namespace"))
-        except ApiError as e:
-            if e.status not in (404, 409):
-                raise
+        except (NotFound, Conflict, AlreadyExists):
             return 0.2
         return None
 
@@ -306,12 +302,10 @@ class MigrationController:
             return False
         try:
             await self.registry.patch(BINDING, binding, {"metadata": {"annotations": patch}}, MERGE_PATCH)
-        except ApiError as e:
-            if e.status == 404:
-                return False
-            if e.status == 409:
-                return True
-            raise
+        except NotFound:
+            return False
+        except (Conflict, AlreadyExists):
+            return True
         return False
 
     async def _ensure_hook(self, plan: Obj, spec: MigrationPlanSpec, run: str, cluster: str, src: str,
@@ -326,9 +320,8 @@ class MigrationController:
             try:
                 await self.registry.create(kind, obj, namespace)
                 log.info("migration %s/%s: created %s %s", ns, name, kind.kind, obj["metadata"]["name"])
-            except ApiError as e:
-                if e.status != 409:  # exists: this run was started before (it is never started twice)
-                    raise
+            except (AlreadyExists, Conflict):
+                pass  # exists: this run was started before (it is never started twice)
 
     async def _delete_hook(self, ns: str, job: str) -> bool:
         assert JOB is not None
@@ -336,9 +329,10 @@ class MigrationController:
         for kind, name, namespace in ((JOB, job, ns), (BINDING, binding_name("Job", ns, job), None)):
             try:
                 await self.registry.delete(kind, name, namespace)
+            except NotFound:
+                pass
             except ApiError as e:
-                if e.status != 404:
-                    log.warning("deleting the hook %s %s: %s", kind.kind, name, e.message)
-                    again = True
+                log.warning("deleting the hook %s %s: %s", kind.kind, name, e.message)
+                again = True
         return again
 

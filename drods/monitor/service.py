@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from drods.errors import Conflict
 from drods.machinery.shared import SharedInformers
 from drods.model import jsondoc
 from drods.model.keys import (
@@ -69,6 +70,7 @@ from drods.monitor.thresholds import (
     ThresholdRule,
 )
 from drods.store import CasFailed, LeaseNotFound, Store
+from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
 
@@ -497,7 +499,7 @@ class MonitorService:
     async def _publish_status(self, cluster: str, raw: NormalisedStatus, report: MetricsReport,
                               now: float, store: Store) -> str | None:
         """Write the status document if the visible view changed or a heartbeat is due (CAS)."""
-        for _ in range(4):
+        async def attempt(_n: int) -> str | None:
             visible = self.pipeline.visible[cluster]
             doc = build_doc(visible, report.model_dump(mode="json"), now, raw)
             cmp = comparable(doc["status"])
@@ -516,21 +518,25 @@ class MonitorService:
                 if cur is None:  # the document was deleted: write it again in full
                     self._known_rev[cluster] = 0
                     self._last_view.pop(cluster, None)
-                    continue
+                    raise
                 self._seed(cur, first=False)
                 if cur.status is not None and cur.status.ts >= raw.ts:
                     return None  # another replica already published a newer report
                 visible, _ = self.pipeline.damper.apply(raw, now)
                 self.pipeline.visible[cluster] = visible
-                continue
+                raise
             self._known_rev[cluster] = rev
             self._last_view[cluster] = cmp
             self._last_pub[cluster] = now
             self.fleet.observe_status(StatusEntry(cluster, rev, doc, visible, now))
             self.metrics.writes.labels(reason).inc()
             return reason
-        log.warning("status of %s not published: too many concurrent writers", cluster)
-        return None
+
+        try:
+            return await read_modify_write(attempt)
+        except Conflict:
+            log.warning("status of %s not published: too many concurrent writers", cluster)
+            return None
 
     # -- events ------------------------------------------------------------------------------
 
@@ -575,7 +581,8 @@ class MonitorService:
         if cur[0] == prev[0] and abs(cur[1] - prev[1]) < self.settings.surgeMinChange and \
                 (cur[1] == 0.0) == (prev[1] == 0.0):
             return
-        for _ in range(5):
+
+        async def attempt(_: int) -> None:
             kv = await self.store.get(SURGE_KEY)
             doc: dict[str, Any] = {}
             if kv is not None:
@@ -588,15 +595,14 @@ class MonitorService:
             else:
                 clusters.pop(c, None)
             new = {"timestamp": iso(self.clock()), "fleet": self._fleet_surge(clusters), "clusters": clusters}
-            try:
-                rev = await store.put(SURGE_KEY, json.dumps(new).encode(),
-                                           expect_revision=kv.mod_revision if kv is not None else 0)
-            except CasFailed:
-                continue
+            rev = await store.put(SURGE_KEY, json.dumps(new).encode(),
+                                  expect_revision=kv.mod_revision if kv is not None else 0)
             self.fleet.observe_surge(new, rev)
             self._surge_pub[c] = cur
             self.metrics.events.labels("surge").inc()
-            return
+
+        with contextlib.suppress(Conflict):  # too many concurrent writers: the next signal writes it
+            await read_modify_write(attempt)
 
     def _fleet_surge(self, clusters: Mapping[str, Any]) -> dict[str, Any]:
         """Traffic-weighted mean magnitude over every cluster with a status (quiet ones count as 0)."""

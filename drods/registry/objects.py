@@ -18,7 +18,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from drods.errors import ApiError, already_exists, bad_request, conflict, not_found, validation_failed
+from drods.errors import (
+    ApiError,
+    Conflict,
+    Invalid,
+    NotFound,
+    already_exists,
+    bad_request,
+    conflict,
+    not_found,
+    validation_failed,
+)
 from drods.model import jsondoc
 from drods.model.binding import without_reasons
 from drods.model.kinds import Kind
@@ -28,15 +38,13 @@ from drods.model.timefmt import now_rfc3339
 from drods.registry import changes
 from drods.registry.secrets import SecretBox
 from drods.store import CasFailed, Compare, EventType, KeyValue, Put, Store
+from drods.store.cas import read_modify_write
 
 Obj = dict[str, Any]
 
 # A check of an object against others before it is written (e.g. one autoscaler per workload);
 # raises ApiError to refuse.
 Admission = Callable[["ObjectRegistry", Kind, Obj], Awaitable[None]]
-
-# How often an unconditional update or patch is re-applied after losing a CAS race.
-_WRITE_RETRIES = 10
 
 
 def field_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, Any]]:
@@ -162,10 +170,8 @@ class ObjectRegistry:
     async def try_get(self, kind: Kind, name: str, namespace: str | None = None, *, reveal: bool = False) -> Obj | None:
         try:
             return await self.get(kind, name, namespace, reveal=reveal)
-        except ApiError as e:
-            if e.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     async def list(  # noqa: A003 - the Kubernetes verb
         self,
@@ -219,8 +225,10 @@ class ObjectRegistry:
         self, kind: Kind, obj: Any, namespace: str | None = None, *, subresource: str | None = None,
         dry_run: bool = False,
     ) -> Obj:
-        """PUT semantics: with metadata.resourceVersion it is a CAS, without it last-writer-wins."""
-        for attempt in range(_WRITE_RETRIES):
+        """PUT semantics: with metadata.resourceVersion it is a CAS, without it last-writer-wins
+        (re-applied to the newer object when a concurrent writer wins the race)."""
+
+        async def attempt(_: int) -> Obj:
             incoming = self.validate(kind, obj, namespace=namespace)
             if subresource is None:
                 await self._admit(kind, incoming)
@@ -236,12 +244,11 @@ class ObjectRegistry:
             merged = self._carry_over(kind, current, incoming, subresource)
             if dry_run:
                 return self._result(kind, merged, kv.mod_revision)
-            try:
-                return await self._write(kind, key, merged, current, kv.mod_revision)
-            except ApiError as e:
-                if rv is not None or e.code != "CONFLICT" or attempt == _WRITE_RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+            return await self._write(kind, key, merged, current, kv.mod_revision)
+
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        return await read_modify_write(attempt, retry=not (isinstance(meta, dict) and
+                                                           meta.get("resourceVersion") is not None))
 
     async def patch(
         self,
@@ -260,7 +267,7 @@ class ObjectRegistry:
         precondition = sets_resource_version(patch, content_type)
         # A patch without a resourceVersion precondition is re-applied to the newer object when a
         # concurrent writer (e.g. a status update) wins the race, as the Kubernetes API server does.
-        for attempt in range(_WRITE_RETRIES):
+        async def attempt(_: int) -> Obj:
             kv = await self.store.get(key)
             if kv is None:
                 raise not_found(kind.kind, name)
@@ -279,12 +286,9 @@ class ObjectRegistry:
             merged = self._carry_over(kind, stored, incoming, subresource)
             if dry_run:
                 return self._result(kind, merged, kv.mod_revision)
-            try:
-                return await self._write(kind, key, merged, stored, kv.mod_revision)
-            except ApiError as e:
-                if precondition or e.code != "CONFLICT" or attempt == _WRITE_RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+            return await self._write(kind, key, merged, stored, kv.mod_revision)
+
+        return await read_modify_write(attempt, retry=not precondition)
 
     async def update_status(self, kind: Kind, name: str, status: dict[str, Any], namespace: str | None = None,
                             *, resource_version: int | None = None, current: Obj | None = None) -> Obj:
@@ -309,7 +313,8 @@ class ObjectRegistry:
     ) -> tuple[Obj, bool]:
         """Returns (object, gone). With finalizers the object is only marked for deletion."""
         key = kind.key(name, self._ns(kind, namespace))
-        while True:
+
+        async def attempt(_: int) -> tuple[Obj, bool]:
             kv = await self.store.get(key)
             if kv is None:
                 raise not_found(kind.kind, name)
@@ -335,12 +340,16 @@ class ObjectRegistry:
             except CasFailed:
                 if resource_version is not None:
                     raise conflict(kind.kind, name, None) from None
-                continue
+                raise
+
+        return await read_modify_write(attempt, retry=resource_version is None,
+                                       exhausted=lambda: conflict(kind.kind, name, None))
 
     async def remove_finalizer(self, kind: Kind, name: str, finalizer: str, namespace: str | None = None) -> None:
         """Drop one finalizer; the object disappears when it was the last one on a deleted object."""
         key = kind.key(name, self._ns(kind, namespace))
-        while True:
+
+        async def attempt(_: int) -> None:
             kv = await self.store.get(key)
             if kv is None:
                 return
@@ -349,15 +358,13 @@ class ObjectRegistry:
             if finalizer not in fins:
                 return
             fins = [f for f in fins if f != finalizer]
-            try:
-                if not fins and current["metadata"].get("deletionTimestamp"):
-                    await self.store.delete(key, expect_revision=kv.mod_revision)
-                else:
-                    current["metadata"]["finalizers"] = fins
-                    await self.store.put(key, _encode(current), expect_revision=kv.mod_revision)
-                return
-            except CasFailed:
-                continue
+            if not fins and current["metadata"].get("deletionTimestamp"):
+                await self.store.delete(key, expect_revision=kv.mod_revision)
+            else:
+                current["metadata"]["finalizers"] = fins
+                await self.store.put(key, _encode(current), expect_revision=kv.mod_revision)
+
+        await read_modify_write(attempt, exhausted=lambda: conflict(kind.kind, name, None))
 
     async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]], *, results: bool = True,
                            dry_run: bool = False, trusted: bool = False,
@@ -423,8 +430,7 @@ class ObjectRegistry:
                 [Put(key, _encode(obj)) for _, key, obj, _ in part],
             )
             if not res.succeeded:
-                raise ApiError(409, "CONFLICT", "objects in the batch changed while it was written; retry",
-                               {"written": written})
+                raise Conflict("objects in the batch changed while it was written; retry", {"written": written})
             if results:
                 out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
             for kind, key, obj, rev in part:
@@ -490,10 +496,8 @@ class ObjectRegistry:
         if cur_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers", [])) - set(cur_meta.get("finalizers", []))
             if added:
-                raise ApiError(
-                    422, "VALIDATION_FAILED", "no new finalizers can be added once deletion has started",
-                    {"fields": [{"field": "metadata.finalizers", "message": "object is being deleted"}]},
-                )
+                raise Invalid("no new finalizers can be added once deletion has started",
+                              {"fields": [{"field": "metadata.finalizers", "message": "object is being deleted"}]})
         self._seal(kind, incoming, current)
         if _content(incoming) != _content(current):
             meta["generation"] = int(cur_meta.get("generation", 1)) + 1

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.informer import Informer
 from drods.model.kinds import Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339
@@ -454,9 +454,11 @@ class SimController:
         """A write that lost a race (409) or hit a vanished object (404) is retried by the next pass."""
         try:
             result = await aw
+        except (NotFound, Conflict, AlreadyExists):
+            self._retry = True
+            return None
         except ApiError as e:
-            if e.status not in (404, 409):
-                log.warning("sim write failed: %s", e.message)
+            log.warning("sim write failed: %s", e.message)
             self._retry = True
             return None
         rv = (result.get("metadata") or {}).get("resourceVersion") if isinstance(result, dict) else None
@@ -472,9 +474,10 @@ class SimController:
         meta = obj["metadata"]
         try:
             await self.registry.delete(kind, meta["name"], meta.get("namespace"))
-        except ApiError as e:
-            if e.status != 404:
-                self._retry = True
+        except NotFound:
+            pass
+        except ApiError:
+            self._retry = True
 
     async def _put(self, kind: Kind, obj: Obj) -> Obj | None:
         result: Obj | None = await self._guard(

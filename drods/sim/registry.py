@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from drods.errors import ApiError, conflict, not_found
+from drods.errors import ApiError, Forbidden, NotFound, conflict, not_found
 from drods.model.kinds import Kind
 from drods.registry.objects import ObjectRegistry
 from drods.sim.kinds import NAMESPACE
@@ -33,11 +33,12 @@ class SimRegistry(ObjectRegistry):
             ns = namespace or (meta.get("namespace") if isinstance(meta, dict) else None) or "default"
             existing = await self.try_get(NAMESPACE, ns)
             if existing is None:
-                raise ApiError(404, "NAMESPACE_NOT_FOUND", f'namespaces "{ns}" not found',
-                               {"name": ns, "kind": "namespaces"})
+                raise NotFound(f'namespaces "{ns}" not found',
+                               {"name": ns, "kind": "namespaces"},
+                               code="NAMESPACE_NOT_FOUND")
             if existing["metadata"].get("deletionTimestamp"):
-                raise ApiError(403, "FORBIDDEN", f"unable to create new content in namespace {ns} because it is "
-                               "being terminated", {"name": ns, "kind": "namespaces"})
+                raise Forbidden(f"unable to create new content in namespace {ns} because it is "
+                                "being terminated", {"name": ns, "kind": "namespaces"})
         if isinstance(obj, dict) and kind.kind in INITIAL_STATUS:
             obj = {**obj, "status": dict(INITIAL_STATUS[kind.kind])}  # a create never sets status
         return await super().create(kind, obj, namespace, dry_run=dry_run)

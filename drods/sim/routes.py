@@ -20,7 +20,7 @@ from drods.api.context import authenticate, context
 from drods.api.fields import parse_field_selector
 from drods.api.routes.kubernetes import dispatch, resolve, selector_of
 from drods.api.table import to_table, wants_table
-from drods.errors import ApiError, not_found
+from drods.errors import Invalid, NotFound, not_found
 from drods.model.kinds import Kind
 from drods.model.quantity import format_memory, format_nanocores
 from drods.model.timefmt import rfc3339
@@ -168,7 +168,7 @@ def _scale_router() -> APIRouter:
                     p: Principal = Depends(authenticate)) -> JSONResponse:
         kind = scalable.get(plural)
         if kind is None:
-            raise ApiError(404, "NOT_FOUND", f"{plural} have no scale subresource", {"kind": plural})
+            raise NotFound(f"{plural} have no scale subresource", {"kind": plural})
         registry = context(request).registry
         if request.method == "GET":
             p.require(Action.READ)
@@ -183,8 +183,8 @@ def _scale_router() -> APIRouter:
                 if isinstance(op, dict) and op.get("path") == "/spec/replicas":
                     replicas = op.get("value")
         if not isinstance(replicas, int) or replicas < 0:
-            raise ApiError(422, "VALIDATION_FAILED", "spec.replicas must be a non-negative integer",
-                           {"fields": [{"field": "spec.replicas", "message": "must be >= 0"}]})
+            raise Invalid("spec.replicas must be a non-negative integer",
+                          {"fields": [{"field": "spec.replicas", "message": "must be >= 0"}]})
         obj = await registry.patch(kind, name, {"spec": {"replicas": replicas}}, "application/merge-patch+json", ns)
         return JSONResponse(_scale_of(obj))
 
@@ -235,7 +235,7 @@ async def list_with_fields(request: Request, p: Principal, group: str, version: 
                            ns: str | None) -> Response:
     kind = resolve(request, group, version, plural)
     if ns is not None and not kind.namespaced:
-        raise ApiError(404, "RESOURCE_TYPE_NOT_FOUND", f"{kind.plural} are not namespaced", {"kind": kind.kind})
+        raise NotFound(f"{kind.plural} are not namespaced", {"kind": kind.kind}, code="RESOURCE_TYPE_NOT_FOUND")
     text = request.query_params.get("fieldSelector") or ""
     watching = request.query_params.get("watch") in ("true", "1")
     if watching or not text or text.replace("==", "=").startswith("metadata.name=") and "," not in text:

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from drods.api.app import create_app
 from drods.api.auth import Role
 from drods.api.context import ApiContext
-from drods.api.status import kubernetes_status
+from drods.api.status import kubernetes_error_response, kubernetes_status
 from drods.errors import ApiError
 from drods.machinery.informer import Informer
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION
@@ -52,8 +52,7 @@ def _kubernetes_errors(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse(kubernetes_status(exc), status_code=exc.status, headers=headers)
+        return kubernetes_error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from drods.errors import ApiError
+from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
@@ -54,6 +54,7 @@ from drods.steering.plans import compile_plan
 from drods.steering.routing import ChunkStep, Rendered, RouteState, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, utilisation
+from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
 
@@ -254,9 +255,7 @@ class SteeringController:
                 try:
                     try:
                         await self.registry.create(SERVICE_REGISTRATION, doc)
-                    except ApiError as e:
-                        if e.status != 409:
-                            raise
+                    except (AlreadyExists, Conflict):
                         await self.registry.patch(SERVICE_REGISTRATION, str(meta.get("name")),
                                                   {"spec": doc.get("spec") or {}}, MERGE_PATCH,
                                                   str(meta.get("namespace") or "default"))
@@ -548,15 +547,8 @@ class SteeringController:
         """Write the ServiceRoutes, in one transaction where the store allows. The objects this
         controller wrote last are not read back (a compare-and-swap on their revision guards the
         write); after a conflict they are."""
-        for attempt in range(3):
-            try:
-                done = await self.registry.batch_upsert(
-                    [(SERVICE_ROUTE, o) for o in objects], trusted=True,
-                    current=self.route_objects if attempt == 0 else None)
-                break
-            except ApiError as e:
-                if e.status != 409 or attempt == 2:
-                    raise
+        done = await read_modify_write(lambda attempt: self.registry.batch_upsert(
+            [(SERVICE_ROUTE, o) for o in objects], trusted=True, current=self.route_objects if attempt == 0 else None))
         for obj, _ in done:
             sid = obj["metadata"]["name"]
             self.route_objects[SERVICE_ROUTE.key(sid)] = obj
@@ -584,12 +576,9 @@ class SteeringController:
             if {k: v for k, v in (obj.get("status") or {}).items() if k in status} == status:
                 self.reg_status[key] = status
                 continue
-            try:
+            with contextlib.suppress(NotFound, Conflict, AlreadyExists):
                 await self.registry.update_status(SERVICE_REGISTRATION, name, status, ns)
                 self.reg_status[key] = status
-            except ApiError as e:
-                if e.status not in (404, 409):
-                    raise
 
     async def _offer(self, fleet: Fleet, shortfalls: list[tuple[_Service, ServiceEval, list[int]]],
                      now: float) -> None:

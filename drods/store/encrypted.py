@@ -16,21 +16,20 @@ from drods.store.base import (
     CasFailed,
     Compare,
     KeyValue,
-    Lease,
     Put,
     Store,
     TxnOp,
     TxnResult,
     WatchEvent,
 )
+from drods.store.delegating import DelegatingStore
 
 
-class EncryptingStore(Store):
+class EncryptingStore(DelegatingStore):
     def __init__(self, inner: Store, envelope: Envelope, prefixes: Sequence[str]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.envelope = envelope
         self.prefixes = tuple(prefixes)
-        self.max_txn_ops = inner.max_txn_ops
 
     def encrypted(self, key: str) -> bool:
         return key.startswith(self.prefixes)
@@ -69,9 +68,6 @@ class EncryptingStore(Store):
         except CasFailed as e:
             raise self._cas_failed(e) from None
 
-    async def delete_prefix(self, prefix: str) -> int:
-        return await self.inner.delete_prefix(prefix)
-
     def _op(self, op: TxnOp) -> TxnOp:
         return Put(op.key, self.seal(op.key, op.value), op.lease) if isinstance(op, Put) else op
 
@@ -94,24 +90,6 @@ class EncryptingStore(Store):
     async def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
         async for ev in self.inner.watch(prefix, start_revision=start_revision):
             yield WatchEvent(ev.type, self._open(ev.kv) or ev.kv, self._open(ev.prev_kv))
-
-    async def grant_lease(self, ttl: int) -> Lease:
-        return await self.inner.grant_lease(ttl)
-
-    async def keep_alive(self, lease_id: int) -> int:
-        return await self.inner.keep_alive(lease_id)
-
-    async def revoke_lease(self, lease_id: int) -> None:
-        await self.inner.revoke_lease(lease_id)
-
-    async def compact(self, revision: int) -> None:
-        await self.inner.compact(revision)
-
-    async def current_revision(self) -> int:
-        return await self.inner.current_revision()
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 async def reencrypt(store: EncryptingStore) -> tuple[int, int]:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from drods.errors import ApiError
+from drods.errors import ApiError, Invalid
 from drods.model import member_status as ms
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec
@@ -69,7 +69,7 @@ class Change(BaseModel):
 
 
 def _field_error(path: str, message: str) -> ApiError:
-    return ApiError(422, "VALIDATION_FAILED", f"{path}: {message}", {"fields": [{"field": path, "message": message}]})
+    return Invalid(f"{path}: {message}", {"fields": [{"field": path, "message": message}]})
 
 
 def apply_changes(view: LiveView, changes: Sequence[Change]) -> None:
@@ -81,8 +81,7 @@ def apply_changes(view: LiveView, changes: Sequence[Change]) -> None:
             try:
                 view.profile = Profile.from_dict(ch.profile)
             except ProfileError as e:
-                raise ApiError(422, "VALIDATION_FAILED", str(e),
-                               {"fields": [{"field": f"{path}.profile", "message": m} for m in e.errors]}) from e
+                raise Invalid(str(e), {"fields": [{"field": f"{path}.profile", "message": m} for m in e.errors]}) from e
             continue
         if ch.addCluster is not None:
             _add_cluster(view, ch.addCluster, f"{path}.addCluster")
@@ -196,8 +195,8 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
         decoded = [decode(s, i, f"stored[{i}]") for i, s in enumerate(stored)]
         match = best_policy([p for p in decoded if p is not None], kind, workload)
     if match is None:
-        raise ApiError(422, "NO_MATCHING_POLICY", "no propagation policy selects this workload; pass one as "
-                       "\"policy\"", {"kind": kind.kind, "name": meta["name"]})
+        raise Invalid("no propagation policy selects this workload; pass one as \"policy\"",
+                      {"kind": kind.kind, "name": meta["name"]}, code="NO_MATCHING_POLICY")
     obj = desired_binding(kind, workload, match)
     try:
         spec = BindingSpec.model_validate(obj["spec"])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from drods.errors import ApiError
+from drods.errors import BadRequest, Invalid
 from drods.whatif.scenario import Diurnal
 
 FloatArr = np.ndarray
@@ -61,18 +61,17 @@ def _time(value: str, line: int) -> float:
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError as e:
-        raise ApiError(422, "VALIDATION_FAILED", f"trace line {line}: time {value!r} is neither seconds nor "
-                       "RFC 3339", {"line": line}) from e
+        raise Invalid(f"trace line {line}: time {value!r} is neither seconds nor RFC 3339",
+                      {"line": line}) from e
 
 
 def _fraction(value: str, line: int, col: str) -> float:
     try:
         v = float(value)
     except ValueError as e:
-        raise ApiError(422, "VALIDATION_FAILED", f"trace line {line}: {col} {value!r} is not a number",
-                       {"line": line}) from e
+        raise Invalid(f"trace line {line}: {col} {value!r} is not a number", {"line": line}) from e
     if not np.isfinite(v) or v < 0:
-        raise ApiError(422, "VALIDATION_FAILED", f"trace line {line}: {col} must be ≥ 0", {"line": line})
+        raise Invalid(f"trace line {line}: {col} must be ≥ 0", {"line": line})
     return v / 100.0 if v > 1.5 else v
 
 
@@ -84,13 +83,13 @@ def read_trace(path: Path) -> dict[str, tuple[FloatArr, FloatArr, FloatArr]]:
             reader = csv.DictReader(f)
             need = {"time", "cluster", "cpu", "memory"}
             if reader.fieldnames is None or not need <= set(reader.fieldnames):
-                raise ApiError(422, "VALIDATION_FAILED", f"trace {path.name}: the header must have "
-                               "time,cluster,cpu,memory", {"path": str(path)})
+                raise Invalid(f"trace {path.name}: the header must have time,cluster,cpu,memory",
+                              {"path": str(path)})
             for i, r in enumerate(reader, start=2):
                 rows.setdefault(r["cluster"], []).append(
                     (_time(r["time"], i), _fraction(r["cpu"], i, "cpu"), _fraction(r["memory"], i, "memory")))
     except OSError as e:
-        raise ApiError(400, "BAD_REQUEST", f"cannot read trace {path}: {e.strerror}", {"path": str(path)}) from e
+        raise BadRequest(f"cannot read trace {path}: {e.strerror}", {"path": str(path)}) from e
     if not rows:
         return {}
     t0 = min(t for samples in rows.values() for t, _, _ in samples)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from drods.errors import ApiError
+from drods.errors import BadRequest, Invalid
 from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.monitor.autoops import AutoOpsPolicy
 
@@ -170,9 +170,9 @@ def load_scenario(path: str | Path) -> tuple[Scenario, Path]:
     try:
         data: Any = yaml.safe_load(p.read_text())
     except OSError as e:
-        raise ApiError(400, "BAD_REQUEST", f"cannot read {p}: {e.strerror}", {"path": str(p)}) from e
+        raise BadRequest(f"cannot read {p}: {e.strerror}", {"path": str(p)}) from e
     except yaml.YAMLError as e:
-        raise ApiError(400, "BAD_REQUEST", f"{p} is not valid YAML: {e}", {"path": str(p)}) from e
+        raise BadRequest(f"{p} is not valid YAML: {e}", {"path": str(p)}) from e
     return parse_scenario(data), p.parent
 
 
@@ -183,5 +183,6 @@ def parse_scenario(data: Any) -> Scenario:
     except ValidationError as e:
         fields = [{"field": ".".join(str(x) for x in err["loc"]) or "<root>", "message": err["msg"]}
                   for err in e.errors()]
-        raise ApiError(422, "VALIDATION_FAILED", "invalid scenario: " + "; ".join(
-            f"{f['field']}: {f['message']}" for f in fields[:5]), {"fields": fields}) from e
+        raise Invalid("invalid scenario: " + "; ".join(
+            f"{f['field']}: {f['message']}" for f in fields[:5]),
+                      {"fields": fields}) from e

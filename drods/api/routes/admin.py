@@ -13,7 +13,7 @@ from drods.api.audit import AuditFilter
 from drods.api.auth import Action, Principal
 from drods.api.context import context, require
 from drods.api.schemas import ERROR_RESPONSES, ErrorBody
-from drods.errors import ApiError
+from drods.errors import Invalid
 
 router = APIRouter(responses=ERROR_RESPONSES)
 
@@ -27,8 +27,7 @@ def parse_time(name: str, value: str | None) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError as e:
-        raise ApiError(422, "VALIDATION_FAILED", f"{name} must be an RFC 3339 time",
-                       {"fields": [{"field": name, "message": str(e)}]}) from e
+        raise Invalid(f"{name} must be an RFC 3339 time", {"fields": [{"field": name, "message": str(e)}]}) from e
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 

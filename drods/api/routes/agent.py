@@ -35,7 +35,7 @@ from drods.api.routes.kubernetes import watch_stream
 from drods.api.schemas import ERROR_RESPONSES
 from drods.autoscaling import autonomy
 from drods.autoscaling.controller import AutoscalerSettings
-from drods.errors import ApiError, validation_failed
+from drods.errors import BadRequest, Forbidden, Invalid, validation_failed
 from drods.machinery.journal import Journal
 from drods.model.annotations import CLUSTER_LABEL
 from drods.model.keys import AUTOSCALING_PREFIX
@@ -76,8 +76,7 @@ def _cluster_of(request: Request) -> tuple[Principal, str]:
     principal.require(Action.WORK)
     cluster = request.query_params.get("cluster") or principal.cluster
     if not cluster:
-        raise ApiError(422, "VALIDATION_FAILED", "name the cluster with ?cluster=",
-                       {"fields": [{"field": "cluster", "message": "required"}]})
+        raise Invalid("name the cluster with ?cluster=", {"fields": [{"field": "cluster", "message": "required"}]})
     principal.require(Action.WORK, cluster)
     return principal, cluster
 
@@ -96,7 +95,7 @@ async def list_works(request: Request) -> Response:
         rv = q.get("resourceVersion") or "0"
         timeout = q.get("timeoutSeconds") or ""
         if not rv.isdigit() or (timeout and not timeout.isdigit()):
-            raise ApiError(400, "BAD_REQUEST", "resourceVersion and timeoutSeconds must be integers", {})
+            raise BadRequest("resourceVersion and timeoutSeconds must be integers")
         return StreamingResponse(watch_stream(ctx, WORK, None, int(rv), selector, None,
                                                float(timeout) if timeout else None,
                                                accept=lambda obj: _mine(obj, cluster)),
@@ -113,8 +112,8 @@ async def put_status(request: Request, name: str, body: WorkStatus) -> JSONRespo
     ctx = context(request)
     work = await ctx.registry.get(WORK, name)
     if not _mine(work, cluster):
-        raise ApiError(403, "FORBIDDEN", f"Work {name} is not for cluster {cluster!r}",
-                       {"role": principal.role.value, "cluster": cluster, "work": name})
+        raise Forbidden(f"Work {name} is not for cluster {cluster!r}",
+                        {"role": principal.role.value, "cluster": cluster, "work": name})
     out = await ctx.registry.update_status(WORK, name, body.model_dump(mode="json"))
     return JSONResponse({"name": name, "resourceVersion": out["metadata"]["resourceVersion"],
                          "observedHash": body.observedHash, "applied": body.applied})

@@ -29,12 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from drods.api.auth import Action, Principal
 from drods.api.context import context, require
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import not_found, validation_failed
+from drods.errors import Conflict, not_found, validation_failed
 from drods.machinery.journal import Journal
 from drods.model.keys import AUTOSCALING_PREFIX, cluster_feedback_key, feedback_key
 from drods.model.kinds import CLUSTER, WORKLOAD_KINDS, by_kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
-from drods.store import CasFailed
+from drods.store.cas import read_modify_write
 
 router = APIRouter(prefix="/api/v1", tags=["autoscaling"], responses=ERROR_RESPONSES)
 
@@ -93,20 +93,21 @@ async def put_feedback(request: Request, body: Feedback,
         cluster_feedback_key(ref.namespace, ref.kind, ref.name, body.cluster)
     doc = {"workload": ref.model_dump(), "metrics": m.model_dump(exclude_none=True), "timestamp": rfc3339_ms(ts),
            **({"cluster": body.cluster} if body.cluster else {})}
-    for _attempt in range(5):
+    async def attempt(_: int) -> JSONResponse:
         current = await ctx.store.get(key)
         if current is not None:
             before = parse_rfc3339(json.loads(current.value).get("timestamp"))
             if before is not None and ts <= before:
                 return JSONResponse({"accepted": False, "code": "OUT_OF_ORDER_REPORT",
                                      "reason": f"a report of {rfc3339_ms(before)} is already stored"}, status_code=202)
-        try:
-            await ctx.store.put(key, json.dumps(doc).encode(), expect_revision=current.mod_revision if current else 0)
-        except CasFailed:
-            continue
+        await ctx.store.put(key, json.dumps(doc).encode(), expect_revision=current.mod_revision if current else 0)
         return JSONResponse({"accepted": True, "workload": ref.model_dump(), "timestamp": rfc3339_ms(ts)})
-    return JSONResponse({"accepted": False, "code": "OUT_OF_ORDER_REPORT", "reason": "concurrent reports"},
-                        status_code=202)
+
+    try:
+        return await read_modify_write(attempt)
+    except Conflict:
+        return JSONResponse({"accepted": False, "code": "OUT_OF_ORDER_REPORT", "reason": "concurrent reports"},
+                            status_code=202)
 
 
 @router.get("/autoscaling/history", summary="Scaling decisions with their inputs (F5)")

@@ -29,7 +29,7 @@ from drods.api.context import context, require
 from drods.api.dryrun import dry_run_param
 from drods.api.routes.flat import _flat_errors, to_flat
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import ApiError
+from drods.errors import ApiError, BadRequest, Conflict, Invalid, NotFound
 from drods.model.binding import BindingSpec
 from drods.model.kinds import BINDING
 from drods.registry.patch import MERGE_PATCH
@@ -101,7 +101,7 @@ async def create_binding(request: Request, body: BindingRequest = Body(...),
         created = await ctx.registry.create(BINDING, obj, dry_run=dry_run)
     except ApiError as e:
         if e.code == "ALREADY_EXISTS":
-            raise ApiError(409, "BINDING_CONFLICT", f"binding {name!r} already exists", {"bindingId": name}) from e
+            raise Conflict(f"binding {name!r} already exists", {"bindingId": name}, code="BINDING_CONFLICT") from e
         raise _flat_errors(e) from e
     body_out = status_view(created)
     body_out["resourceVersion"] = created["metadata"].get("resourceVersion")
@@ -134,7 +134,7 @@ async def _get(request: Request, binding_id: str) -> dict[str, Any]:
     ctx = context(request)
     obj = await ctx.registry.try_get(BINDING, binding_id)
     if obj is None:
-        raise ApiError(404, "BINDING_NOT_FOUND", f"binding {binding_id!r} not found", {"bindingId": binding_id})
+        raise NotFound(f"binding {binding_id!r} not found", {"bindingId": binding_id}, code="BINDING_NOT_FOUND")
     return obj
 
 
@@ -155,25 +155,20 @@ async def patch_binding(request: Request, binding_id: str,
         raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"use {MERGE_PATCH}", {"contentType": media})
     doc = await read_body(request)
     if not isinstance(doc, dict):
-        raise ApiError(400, "BAD_REQUEST", "a merge patch must be a JSON object", {})
+        raise BadRequest("a merge patch must be a JSON object")
     if "name" in doc and doc["name"] != binding_id:
-        raise ApiError(422, "VALIDATION_FAILED", "name cannot be changed",
-                       {"fields": [{"field": "name", "message": "immutable"}]})
+        raise Invalid("name cannot be changed", {"fields": [{"field": "name", "message": "immutable"}]})
     await _get(request, binding_id)
     patch: dict[str, Any] = {"spec": {k: v for k, v in doc.items() if k not in ("name", "labels")}}
     if "labels" in doc:
         patch["metadata"] = {"labels": doc["labels"]}
-    for attempt in range(8):  # the scheduler writes status concurrently: re-apply on a stale read
-        try:
-            updated = await ctx.registry.patch(BINDING, binding_id, patch, MERGE_PATCH, dry_run=dry_run)
-            break
-        except ApiError as e:
-            if e.code == "CONFLICT" and attempt < 7:
-                continue
-            if e.status == 404:
-                raise ApiError(404, "BINDING_NOT_FOUND", f"binding {binding_id!r} not found",
-                               {"bindingId": binding_id}) from e
-            raise _flat_errors(e) from e
+    try:  # the registry re-applies the patch when the scheduler's status write wins the race
+        updated = await ctx.registry.patch(BINDING, binding_id, patch, MERGE_PATCH, dry_run=dry_run)
+    except NotFound as e:
+        raise NotFound(f"binding {binding_id!r} not found", {"bindingId": binding_id},
+                       code="BINDING_NOT_FOUND") from e
+    except ApiError as e:
+        raise _flat_errors(e) from e
     return JSONResponse(flat_view(updated))
 
 
@@ -187,7 +182,8 @@ async def delete_binding(request: Request, binding_id: str,
         obj, gone = await ctx.registry.delete(BINDING, binding_id, dry_run=dry_run)
     except ApiError as e:
         if e.status == 404:
-            raise ApiError(404, "BINDING_NOT_FOUND", f"binding {binding_id!r} not found",
-                           {"bindingId": binding_id}) from e
+            raise NotFound(f"binding {binding_id!r} not found",
+                           {"bindingId": binding_id},
+                           code="BINDING_NOT_FOUND") from e
         raise
     return JSONResponse(flat_view(obj), status_code=200 if gone else 202)

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from drods import __version__
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
-from drods.errors import ApiError
+from drods.errors import NotFound
 from drods.model.kinds import Kind
 
 router = APIRouter(include_in_schema=False)
@@ -77,7 +77,7 @@ async def groups(request: Request, _: Principal = Depends(authenticate)) -> JSON
 async def group(request: Request, group: str, _: Principal = Depends(authenticate)) -> JSONResponse:
     versions = _groups(context(request).kinds).get(group)
     if not versions:
-        raise ApiError(404, "NOT_FOUND", f"API group {group!r} not found", {"group": group})
+        raise NotFound(f"API group {group!r} not found", {"group": group})
     return JSONResponse({"kind": "APIGroup", "apiVersion": "v1", **_group_doc(group, versions)})
 
 
@@ -86,6 +86,6 @@ async def group_version(request: Request, group: str, version: str,
                         _: Principal = Depends(authenticate)) -> JSONResponse:
     kinds = [k for k in context(request).kinds if k.group == group and k.version == version]
     if not kinds:
-        raise ApiError(404, "NOT_FOUND", f"API {group}/{version} not found", {"group": group})
+        raise NotFound(f"API {group}/{version} not found", {"group": group})
     return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",
                          "resources": _resources(kinds)})

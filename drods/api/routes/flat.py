@@ -16,7 +16,7 @@ from drods.api.auth import Action, Principal
 from drods.api.context import ApiContext, context, require
 from drods.api.dryrun import dry_run_param
 from drods.api.schemas import ERROR_RESPONSES, ObjectList
-from drods.errors import ApiError
+from drods.errors import ApiError, BadRequest, Conflict, Invalid
 from drods.model.kinds import Kind
 from drods.registry.objects import field_errors
 from drods.registry.patch import MERGE_PATCH
@@ -80,7 +80,7 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
             obj = await ctx.registry.create(kind, to_object(kind, flat), dry_run=dry_run)
         except ApiError as e:
             if e.code == "ALREADY_EXISTS":
-                raise ApiError(409, conflict_code, e.message, {conflict_detail: flat["name"]}) from e
+                raise Conflict(e.message, {conflict_detail: flat["name"]}, code=conflict_code) from e
             raise _flat_errors(e) from e
         return JSONResponse(await render(ctx, obj), status_code=201)
 
@@ -109,10 +109,9 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
             raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"use {MERGE_PATCH}", {"contentType": media})
         patch_doc = await read_body(request)
         if not isinstance(patch_doc, dict):
-            raise ApiError(400, "BAD_REQUEST", "a merge patch must be a JSON object", {})
+            raise BadRequest("a merge patch must be a JSON object")
         if "name" in patch_doc and patch_doc["name"] != name:
-            raise ApiError(422, "VALIDATION_FAILED", "name cannot be changed",
-                           {"fields": [{"field": "name", "message": "immutable"}]})
+            raise Invalid("name cannot be changed", {"fields": [{"field": "name", "message": "immutable"}]})
         current = await ctx.registry.get(kind, name)
         flat = {k: v for k, v in to_flat(current).items()
                 if k in ("name", "labels") or k in (current.get("spec") or {})}
@@ -120,7 +119,7 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         try:
             body_model.model_validate(merged)
         except ValidationError as e:
-            raise ApiError(422, "VALIDATION_FAILED", f"invalid {kind.kind}", {"fields": field_errors(e)}) from e
+            raise Invalid(f"invalid {kind.kind}", {"fields": field_errors(e)}) from e
         obj = to_object(kind, merged)
         obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         try:

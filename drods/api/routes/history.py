@@ -26,7 +26,7 @@ from drods.api.auth import Action, Principal
 from drods.api.context import monitoring, require
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import ApiError, not_found
+from drods.errors import ApiError, Invalid, not_found
 from drods.monitor.report import METRICS, PUSHED_NAMES, iso
 from drods.monitor.series import PrometheusError
 from drods.monitor.service import MonitorService
@@ -43,7 +43,7 @@ LATEST = 253_402_214_400.0 - 8 * 86_400  # a week before year 10000: date arithm
 
 
 def _invalid(field: str, message: str) -> ApiError:
-    return ApiError(422, "VALIDATION_FAILED", f"{field}: {message}", {"fields": [{"field": field, "message": message}]})
+    return Invalid(f"{field}: {message}", {"fields": [{"field": field, "message": message}]})
 
 
 def parse_step(value: str) -> float:
@@ -105,8 +105,8 @@ async def metric_history(
     pushed = PUSHED_NAMES.get(metric)
     stored = pushed.metric if pushed is not None else metric
     if stored not in METRICS:
-        raise ApiError(422, "VALIDATION_FAILED", f"metric: unknown metric {metric!r}",
-                       {"fields": [{"field": "metric", "message": "unknown metric"}],
+        raise Invalid(f"metric: unknown metric {metric!r}",
+                      {"fields": [{"field": "metric", "message": "unknown metric"}],
                         "allowed": [*METRICS, *PUSHED_NAMES]})
     now = svc.clock()
     end = _epoch("endTime", endTime, now)

@@ -26,7 +26,7 @@ from drods.api.status import error_response
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
-from drods.errors import ApiError, not_found
+from drods.errors import ApiError, BadRequest, Invalid, NotFound, not_found
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.selector import LabelSelector, parse_selector
 from drods.registry.catalog import established
@@ -42,9 +42,9 @@ def resolve(request: Request, group: str, version: str, plural: str) -> Kind:
     k = context(request).catalog.resolve(group, version, plural)
     if k is not None:
         return k
-    raise ApiError(404, "RESOURCE_TYPE_NOT_FOUND",
-                   f"the server could not find the requested resource {plural}.{group or 'core'}/{version}",
-                   {"group": group, "kind": plural})
+    raise NotFound(f"the server could not find the requested resource {plural}.{group or 'core'}/{version}",
+                   {"group": group, "kind": plural},
+                   code="RESOURCE_TYPE_NOT_FOUND")
 
 
 def selector_of(request: Request) -> LabelSelector | None:
@@ -54,7 +54,7 @@ def selector_of(request: Request) -> LabelSelector | None:
     try:
         return parse_selector(text)
     except ValueError as e:
-        raise ApiError(400, "BAD_REQUEST", f"invalid labelSelector: {e}", {"labelSelector": text}) from e
+        raise BadRequest(f"invalid labelSelector: {e}", {"labelSelector": text}) from e
 
 
 def fields_of(request: Request) -> FieldSelector | None:
@@ -70,7 +70,7 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
     if request.query_params.get("watch") in ("true", "1"):
         rv_text = request.query_params.get("resourceVersion") or "0"
         if not rv_text.isdigit():
-            raise ApiError(400, "BAD_REQUEST", "resourceVersion must be an integer", {})
+            raise BadRequest("resourceVersion must be an integer")
         timeout = request.query_params.get("timeoutSeconds")
         return StreamingResponse(
             watch_stream(ctx, kind, namespace, int(rv_text), selector, fields,
@@ -148,10 +148,10 @@ async def replace(ctx: ApiContext, request: Request, kind: Kind, name: str, name
                   subresource: str | None = None) -> JSONResponse:
     body = await read_body(request)
     if not isinstance(body, dict):
-        raise ApiError(422, "VALIDATION_FAILED", "object must be a mapping", {})
+        raise Invalid("object must be a mapping")
     meta = body.get("metadata")
     if isinstance(meta, dict) and meta.get("name") not in (None, name):
-        raise ApiError(400, "BAD_REQUEST", "metadata.name does not match the name in the path", {"name": name})
+        raise BadRequest("metadata.name does not match the name in the path", {"name": name})
     obj = await ctx.registry.update(kind, body, namespace, subresource=subresource, dry_run=is_dry_run(request))
     return JSONResponse(obj)
 
@@ -172,7 +172,7 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
     elif content_type.startswith(STRATEGIC_MERGE_PATCH):
         # kubectl sends these for built-in kinds; list fields merge by key, so apply them as such.
         if not isinstance(body, dict):
-            raise ApiError(400, "BAD_REQUEST", "a strategic merge patch must be a JSON object", {})
+            raise BadRequest("a strategic merge patch must be a JSON object")
         current = await ctx.registry.get(kind, name, namespace)
         merged = strategic_merge(current, body)
         merged.setdefault("metadata", {}).setdefault("resourceVersion", current["metadata"]["resourceVersion"])
@@ -262,7 +262,7 @@ async def _dispatch(ctx: ApiContext, request: Request, principal: Principal, kin
 
 def _namespaced(kind: Kind, namespace: str | None) -> None:
     if namespace is not None and not kind.namespaced:
-        raise ApiError(404, "RESOURCE_TYPE_NOT_FOUND", f"{kind.plural} are not namespaced", {"kind": kind.kind})
+        raise NotFound(f"{kind.plural} are not namespaced", {"kind": kind.kind}, code="RESOURCE_TYPE_NOT_FOUND")
 
 
 _COLLECTION_METHODS = ["GET", "POST"]
@@ -286,7 +286,7 @@ async def group_collection(request: Request, group: str, version: str, plural: s
 async def group_item(request: Request, group: str, version: str, plural: str, name: str,
                      p: Principal = Depends(_principal)) -> Response:
     if plural == "namespaces":  # /apis/g/v/namespaces/{ns} is not a resource
-        raise ApiError(404, "NOT_FOUND", "not found", {})
+        raise NotFound("not found")
     return await dispatch(request, p, resolve(request, group, version, plural), None, name, None)
 
 
@@ -369,7 +369,7 @@ async def core_collection(request: Request, plural: str, p: Principal = Depends(
             {"path": request.url.path, "method": "GET"}))
         response.headers["Allow"] = ", ".join(others)
         return response
-    raise ApiError(404, "NOT_FOUND", f"no such path {request.url.path}", {"path": request.url.path, "method": "GET"})
+    raise NotFound(f"no such path {request.url.path}", {"path": request.url.path, "method": "GET"})
 
 
 def _methods_elsewhere(request: Request) -> list[str]:

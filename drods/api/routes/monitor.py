@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from drods.api.auth import Action, Principal
 from drods.api.context import ApiContext, context, monitoring, require
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import ApiError, not_found, validation_failed
+from drods.errors import ApiError, Conflict, Invalid, not_found, validation_failed
 from drods.monitor.fleet import RealtimeSnapshot
 from drods.monitor.report import iso
 from drods.monitor.service import MonitorService
@@ -92,8 +92,8 @@ async def get_realtime(request: Request, _: Principal = Depends(require(Action.R
         except ValueError:
             timeout = -1.0
         if not 0 < timeout <= MAX_WATCH_SECONDS:
-            raise ApiError(422, "VALIDATION_FAILED", "timeoutSeconds must be a number in (0, 86400]",
-                           {"fields": [{"field": "timeoutSeconds", "message": "out of range"}]})
+            raise Invalid("timeoutSeconds must be a number in (0, 86400]",
+                          {"fields": [{"field": "timeoutSeconds", "message": "out of range"}]})
         ctx = context(request)
         return StreamingResponse(_watch(ctx, svc, timeout), media_type="application/x-ndjson")
     return JSONResponse(realtime_body(svc))
@@ -177,10 +177,10 @@ async def _subscriptions(request: Request) -> tuple[MonitorService, Subscription
 
 def _read_only(name: str) -> ApiError:
     setting = BUILTIN_SETTINGS[name]
-    return ApiError(409, "SUBSCRIPTION_READ_ONLY",
-                    f"subscription {name!r} is built in; change monitoring.{setting} in the configuration "
+    return Conflict(f"subscription {name!r} is built in; change monitoring.{setting} in the configuration "
                     "file (drods.yaml) instead",
-                    {"name": name, "setting": setting})
+                    {"name": name, "setting": setting},
+                    code="SUBSCRIPTION_READ_ONLY")
 
 
 @router.get("/subscriptions", summary="Collection subscriptions and each cluster's effective interval (C1)",
@@ -214,8 +214,9 @@ async def _put(request: Request, name: str, body: SubscriptionBody, principal: P
     if name in BUILTIN_SETTINGS:
         raise _read_only(name)
     if len(subs.cached()) >= MAX_SUBSCRIPTIONS and await subs.get(name) is None:
-        raise ApiError(409, "TOO_MANY_SUBSCRIPTIONS", f"at most {MAX_SUBSCRIPTIONS} subscriptions",
-                       {"limit": MAX_SUBSCRIPTIONS})
+        raise Conflict(f"at most {MAX_SUBSCRIPTIONS} subscriptions",
+                       {"limit": MAX_SUBSCRIPTIONS},
+                       code="TOO_MANY_SUBSCRIPTIONS")
     sub, created = await subs.put(name, body, principal.subject)
     return JSONResponse(sub.to_view().model_dump(mode="json"), status_code=201 if created else 200)
 

@@ -22,8 +22,8 @@ from pydantic.json_schema import models_json_schema
 
 from drods import __version__
 from drods.api.context import authenticate, context
-from drods.api.status import kubernetes_status
-from drods.errors import ApiError
+from drods.api.status import kubernetes_error_response
+from drods.errors import ApiError, NotFound
 from drods.model.kinds import Kind
 from drods.model.meta import ObjectMeta
 
@@ -325,17 +325,12 @@ def v2_protobuf() -> bytes:
     return _protobuf_string(1, b"2.0") + _protobuf_string(2, info)
 
 
-def _status_error(err: ApiError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
-    return JSONResponse(kubernetes_status(err), status_code=err.status, headers=headers)
-
-
 def _authenticated(request: Request) -> JSONResponse | None:
     """Any valid token may read the schemas (as Kubernetes' ``system:discovery``); errors are Status."""
     try:
         authenticate(request)
     except ApiError as e:
-        return _status_error(e)
+        return kubernetes_error_response(e)
     return None
 
 
@@ -354,7 +349,7 @@ async def openapi_v3_group_version(request: Request, gv: str) -> Response:
         return denied
     doc = group_version_documents(context(request).kinds).get(gv.strip("/"))
     if doc is None:
-        return _status_error(ApiError(404, "NOT_FOUND", f"no OpenAPI document for {gv!r}", {"name": gv}))
+        return kubernetes_error_response(NotFound(f"no OpenAPI document for {gv!r}", {"name": gv}))
     headers = {"Cache-Control": "public, immutable"} if request.query_params.get("hash") else None
     return JSONResponse(doc, headers=headers)
 

@@ -22,7 +22,7 @@ from drods.api.auth import Action, Principal
 from drods.api.context import context, require
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import ApiError
+from drods.errors import Invalid
 from drods.model.timefmt import rfc3339_ms
 from drods.schedulerd import history as schedules
 
@@ -38,8 +38,7 @@ def _epoch(name: str, value: str | None) -> float | None:
         return None
     t = dt.timestamp()
     if not 0 <= t <= LATEST:
-        raise ApiError(422, "VALIDATION_FAILED", f"{name} must be between 1970 and 9999",
-                       {"fields": [{"field": name, "message": "out of range"}]})
+        raise Invalid(f"{name} must be between 1970 and 9999", {"fields": [{"field": name, "message": "out of range"}]})
     return t
 
 
@@ -60,8 +59,8 @@ async def schedule_history(
     end = min(end if end is not None else now + 60.0, now + 86_400.0)
     start = start if start is not None else 0.0
     if start > end:
-        raise ApiError(422, "VALIDATION_FAILED", "startTime must not be after endTime",
-                       {"fields": [{"field": "startTime", "message": "after endTime"}]})
+        raise Invalid("startTime must not be after endTime",
+                      {"fields": [{"field": "startTime", "message": "after endTime"}]})
     svc = ctx.scheduler
     history = svc.history if svc is not None else schedules.schedule_history(ctx.store)
     page = await history.query(start, end, maxEntries, schedules.for_binding(binding))

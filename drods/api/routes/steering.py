@@ -34,7 +34,7 @@ from drods.api.auth import Action, Principal, Role
 from drods.api.context import ApiContext, context, require
 from drods.api.schemas import ERROR_RESPONSES
 from drods.api.streaming import until_stopped
-from drods.errors import ApiError
+from drods.errors import Conflict, Invalid, NotFound
 from drods.model.keys import NETWORK_PREFIX
 from drods.model.kinds import CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.steering import NetworkStatus
@@ -116,13 +116,13 @@ async def get_routes(request: Request, service_id: str, _: Principal = Depends(r
         except ValueError:
             timeout = -1.0
         if not 0 < timeout <= MAX_WATCH_SECONDS:
-            raise ApiError(422, "VALIDATION_FAILED", "timeoutSeconds must be a number in (0, 86400]",
-                           {"fields": [{"field": "timeoutSeconds", "message": "out of range"}]})
+            raise Invalid("timeoutSeconds must be a number in (0, 86400]",
+                          {"fields": [{"field": "timeoutSeconds", "message": "out of range"}]})
         rv = int(obj["metadata"]["resourceVersion"]) if obj is not None else None
         return StreamingResponse(_watch(ctx, service_id, obj, rv, timeout), media_type="application/x-ndjson")
     if obj is None:
-        raise ApiError(404, "SERVICE_NOT_FOUND", f"no routes for service {service_id!r} (not registered, or not "
-                                                 "evaluated yet)", {"serviceId": service_id})
+        raise NotFound(f"no routes for service {service_id!r} (not registered, or not evaluated yet)",
+                       {"serviceId": service_id}, code="SERVICE_NOT_FOUND")
     return JSONResponse(routes_view(obj))
 
 
@@ -157,20 +157,20 @@ async def resolve_flow(request: Request, service_id: str, client_site: str = Que
     ctx = context(request)
     obj = await ctx.registry.try_get(SERVICE_ROUTE, service_id)
     if obj is None:
-        raise ApiError(404, "SERVICE_NOT_FOUND", f"no routes for service {service_id!r}", {"serviceId": service_id})
+        raise NotFound(f"no routes for service {service_id!r}", {"serviceId": service_id}, code="SERVICE_NOT_FOUND")
     spec = obj.get("spec") or {}
     route = next((r for r in spec.get("routes") or [] if r.get("clientSite") == client_site), None)
     if route is None:
-        raise ApiError(404, "CLIENT_SITE_NOT_FOUND", f"service {service_id!r} does not serve client site "
-                                                     f"{client_site!r}", {"serviceId": service_id,
-                                                                          "clientSite": client_site})
+        raise NotFound(f"service {service_id!r} does not serve client site {client_site!r}",
+                       {"serviceId": service_id, "clientSite": client_site}, code="CLIENT_SITE_NOT_FOUND")
     ref = spec.get("registration") or {}
     reg = await ctx.registry.try_get(SERVICE_REGISTRATION, str(ref.get("name")), str(ref.get("namespace") or "default"))
     timeout = float((((reg or {}).get("spec") or {}).get("flowAffinity") or {}).get("timeoutSeconds") or 300.0)
     res = await resolve(ctx.store, service_id, route, flow, timeout)
     if res is None:
-        raise ApiError(409, "NO_ROUTE", f"service {service_id!r} has no instance for client site {client_site!r}",
-                       {"serviceId": service_id, "clientSite": client_site})
+        raise Conflict(f"service {service_id!r} has no instance for client site {client_site!r}",
+                       {"serviceId": service_id, "clientSite": client_site},
+                       code="NO_ROUTE")
     return JSONResponse({"serviceId": service_id, "clientSite": client_site, "flow": flow, "cluster": res.cluster,
                          "pinned": res.pinned, "reason": res.reason, "affinityTimeoutSeconds": timeout})
 

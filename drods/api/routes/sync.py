@@ -21,7 +21,7 @@ from drods.api.body import read_body
 from drods.api.context import context, require
 from drods.api.dryrun import dry_run_param
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import ApiError
+from drods.errors import ApiError, Invalid, NotFound
 from drods.model.keys import FLEET_CONFIG, SYNC_CONFIGS_PREFIX
 
 router = APIRouter(prefix="/api/v1/sync", tags=["sync"], responses=ERROR_RESPONSES)
@@ -70,8 +70,9 @@ async def get_configs(request: Request,
     ctx = context(request)
     kv = await ctx.store.get(f"{SYNC_CONFIGS_PREFIX}{cluster or FLEET_CONFIG}")
     if kv is None:
-        raise ApiError(404, "CONFIG_NOT_FOUND", f"no configuration stored for {cluster or 'the fleet'}",
-                       {"cluster": cluster})
+        raise NotFound(f"no configuration stored for {cluster or 'the fleet'}",
+                       {"cluster": cluster},
+                       code="CONFIG_NOT_FOUND")
     return JSONResponse({"cluster": cluster, "configs": json.loads(kv.value), "resourceVersion": str(kv.mod_revision)})
 
 
@@ -83,8 +84,8 @@ async def post_batch(request: Request, _: Principal = Depends(require(Action.WRI
     ctx = context(request)
     body = await read_body(request, limit=ctx.api.maxBatchBodyBytes)
     if not isinstance(body, dict) or not isinstance(body.get("objects"), list):
-        raise ApiError(422, "VALIDATION_FAILED", "body must be {\"objects\": [...]}",
-                       {"fields": [{"field": "objects", "message": "a list is required"}]})
+        raise Invalid("body must be {\"objects\": [...]}",
+                      {"fields": [{"field": "objects", "message": "a list is required"}]})
     objects = body["objects"]
     if len(objects) > MAX_BATCH:
         raise ApiError(413, "BATCH_TOO_LARGE", f"{len(objects)} objects in one batch; at most {MAX_BATCH}",
@@ -92,12 +93,11 @@ async def post_batch(request: Request, _: Principal = Depends(require(Action.WRI
     items = []
     for i, obj in enumerate(objects):
         if not isinstance(obj, dict):
-            raise ApiError(422, "VALIDATION_FAILED", f"objects[{i}] is not an object", {"index": i})
+            raise Invalid(f"objects[{i}] is not an object", {"index": i})
         kind = ctx.catalog.by_kind(str(obj.get("apiVersion")), str(obj.get("kind")))  # custom kinds too
         if kind is None:
-            raise ApiError(422, "VALIDATION_FAILED",
-                           f"objects[{i}]: unknown apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')}",
-                           {"index": i, "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")})
+            raise Invalid(f"objects[{i}]: unknown apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')}",
+                          {"index": i, "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")})
         items.append((kind, obj))
     results = await ctx.registry.batch_upsert(items, dry_run=dry_run)
     return JSONResponse({"count": len(results), "dryRun": dry_run, "items": [
