@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from drods.machinery.fence import Fence, LeadershipLost
+from drods.machinery.fence import Fence
 from drods.machinery.leader import LeaderElector
 from drods.machinery.manager import Manager, default_identity
 from drods.machinery.periodic import Periodic
@@ -42,7 +42,7 @@ from drods.model.binding import BindingSpec, TargetCluster, with_offers
 from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, lease_key
 from drods.model.kinds import BINDING, CLUSTER, DATASET
 from drods.model.migration import pinned_by
-from drods.model.timefmt import rfc3339_ms, whole_ms
+from drods.model.timefmt import whole_ms
 from drods.monitor.history import append as append_failure
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
@@ -70,7 +70,8 @@ from drods.schedulerd.records import (
     with_status,
 )
 from drods.schedulerd.refit import FleetFollower
-from drods.store import Compare, KeyValue, Put, Store, StoreError
+from drods.schedulerd.writer import DecisionWriter, Plan
+from drods.store import KeyValue, Store
 
 log = logging.getLogger(__name__)
 
@@ -105,21 +106,6 @@ class SchedulerSettings:
     first_status_grace: float = 10.0  # a new leader waits this long at most for every cluster's first status
 
 
-@dataclass(slots=True)
-class _Plan:
-    """One decision waiting for its status write."""
-
-    entry: QueueEntry
-    rec: BindingRecord
-    result: ScheduleResult
-    decision: Decision
-    value: bytes
-    schedule_type: str
-    trigger: dict[str, Any] | None
-    written: BindingRecord | None = None  # what ``value`` decodes to (but its revision)
-    unknown: int = 0  # registered clusters not yet known (no status, no Ready condition) at the decision
-
-
 class SchedulerService:
     def __init__(self, store: Store, *, profile: Profile | None = None, settings: SchedulerSettings | None = None,
                  clock: Callable[[], float] = time.time, informers: SharedInformers | None = None) -> None:
@@ -138,6 +124,7 @@ class SchedulerService:
         self.history = schedule_history(store, s.history_retention_s, clock)
         # the fence of the term this process leads the scheduler in (None: not leading)
         self._term: Fence | None = None
+        self.writer = DecisionWriter(store, self.history, self.metrics, lambda: self._term, lease_key(LEASE_NAME))
         self._elects_itself = True  # until `register` hands the election to a manager
         self.clusters = shared.informer(CLUSTER.key_prefix(), decode_cluster)
         self.statuses = shared.informer(STATUS_PREFIX, status_decoder(clock))
@@ -213,12 +200,6 @@ class SchedulerService:
                 await asyncio.Event().wait()
         finally:
             await stop_tasks(tasks)
-
-    @property
-    def _fence(self) -> Compare:
-        if self._term is None:
-            raise LeadershipLost(Fence(self.lease_key, 0))
-        return self._term.compare()
 
     async def _lead(self, fence: Fence) -> None:
         await self.ready.wait()  # a standby is warm already; a process just started warms up first
@@ -402,7 +383,7 @@ class SchedulerService:
                 self._undo(p)
                 self.queue.retry(p.entry.key)
 
-    def _attempt_safely(self, entry: QueueEntry) -> _Plan | None:
+    def _attempt_safely(self, entry: QueueEntry) -> Plan | None:
         try:
             return self._attempt(entry)
         except Exception:
@@ -442,7 +423,7 @@ class SchedulerService:
             return SCALE
         return stype
 
-    def _attempt(self, entry: QueueEntry) -> _Plan | None:
+    def _attempt(self, entry: QueueEntry) -> Plan | None:
         name = entry.key
         rec: BindingRecord | None = self.bindings.cache.get(BINDING.key(name))
         if rec is None or rec.deleting:
@@ -468,7 +449,7 @@ class SchedulerService:
                                  message=msg, clusters=self.cache.snap.n, feasible=0, division="")
             d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
             obj["status"] = merge_status(obj.get("status"), d)
-            return _Plan(entry, rec, bad, d, encode_object(obj), stype, None)
+            return Plan(entry, rec, bad, d, encode_object(obj), stype, None)
         trigger = None
         if stype == FLEET:
             refit = self._refit(rec, spec)
@@ -514,7 +495,7 @@ class SchedulerService:
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
         value = encode_object(obj)
-        return _Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
+        return Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
                      len(self.cache.unknown))
 
     def _refit(self, rec: BindingRecord, spec: BindingSpec) -> tuple[ScheduleResult, dict[str, Any]] | None:
@@ -536,7 +517,7 @@ class SchedulerService:
         self.metrics.fleet_moved.inc(out.moved)
         return out.result, out.trigger
 
-    def _pinned(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str) -> _Plan | None:
+    def _pinned(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str) -> Plan | None:
         """F3: a MigrationPlan pinned the placement: it is written as pinned, whatever triggered the
         decision (a scale, a reschedule, a failover), so nothing moves the workload under the plan."""
         assert rec.pin is not None
@@ -557,14 +538,17 @@ class SchedulerService:
         d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None)
         obj["status"] = merge_status(status, d)
         value = encode_object(obj)
-        return _Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},
+        return Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},
                      with_status(rec, obj, value))
 
     # ------------------------------------------------------------------ writing decisions
-    async def _commit(self, plans: list[_Plan]) -> None:
+    async def _commit(self, plans: list[Plan]) -> None:
         self.metrics.write_batch.observe(len(plans))
         try:
-            outcomes = await self._write(plans)
+            for p in plans:
+                if p.written is not None:
+                    self._written[p.rec.key] = (p.value, p.written)
+            outcomes = await self.writer.write(plans, [self._history_record(p) for p in plans])
         except Exception:
             log.exception("writing %d scheduling decisions failed", len(plans))
             outcomes = ["error"] * len(plans)
@@ -595,7 +579,7 @@ class SchedulerService:
         except Exception:
             log.exception("appending to the failure log failed")
 
-    def _undo(self, p: _Plan) -> None:
+    def _undo(self, p: Plan) -> None:
         """The decision was not written: the assumed load goes back to what the store says."""
         self._written.pop(p.rec.key, None)
         self.cache.release(p.rec.name)
@@ -604,83 +588,13 @@ class SchedulerService:
             self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements, cur.demand,
                                unschedulable=cur.phase == "Unschedulable")
 
-    async def _write(self, plans: list[_Plan]) -> list[str]:
-        """Each decision and its history entry in one transaction (so a decided status is always
-        explained), many decisions per transaction, each guarded by the binding's revision."""
-        lease = await self.history.lease()
-        records = [self._history_record(p) for p in plans]
-        chunk = max(1, (self.store.max_txn_ops - 1) * 3 // 4)
-        outcomes: list[str] = [""] * len(plans)
-        fallback: list[int] = []
-        for p in plans:
-            if p.written is not None:
-                self._written[p.rec.key] = (p.value, p.written)
-        for start in range(0, len(plans), chunk):
-            part = range(start, min(start + chunk, len(plans)))
-            try:
-                res = await self.store.txn(
-                    [self._fence, *(Compare(plans[i].rec.key, "mod", "=", plans[i].rec.mod_revision) for i in part)],
-                    [*(Put(plans[i].rec.key, plans[i].value) for i in part),
-                     *self.history.puts([(plans[i].decision.time, records[i]) for i in part], lease)])
-                ok = res.succeeded
-            except StoreError as e:
-                log.warning("status transaction failed (%s); writing one by one", e)
-                ok = False
-            if ok:
-                for i in part:
-                    outcomes[i] = "ok"
-            else:
-                fallback.extend(part)
-        if fallback:
-            if not await self._still_leader():
-                for i in fallback:
-                    outcomes[i] = "not-leader"
-                return outcomes
-            results = await asyncio.gather(*(self._write_one(plans[i], self.history.puts(
-                [(plans[i].decision.time, records[i])], lease)) for i in fallback),
-                                           return_exceptions=True)
-            for i, r in zip(fallback, results, strict=True):
-                outcomes[i] = r if isinstance(r, str) else "error"
-        return outcomes
-
-    def _history_record(self, p: _Plan) -> dict[str, Any]:
+    def _history_record(self, p: Plan) -> dict[str, Any]:
         return decision_record(p.result, binding=p.rec.name, generation=p.rec.generation,
                                schedule_type=p.schedule_type, ts=p.decision.time, scheduler=self.settings.identity,
                                profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger,
                                unknown_clusters=p.unknown)
 
-    async def _still_leader(self) -> bool:
-        fence = self._term
-        kv = await self.store.get(self.lease_key)
-        return fence is not None and kv is not None and kv.mod_revision == fence.generation
-
-    async def _write_one(self, p: _Plan, hist: list[Put]) -> str:
-        """CAS write of one decision on the binding as it is now (read-modify-write, retried)."""
-        when = rfc3339_ms(p.decision.time)
-        for _ in range(8):
-            kv: KeyValue | None = await self.store.get(p.rec.key)
-            if kv is None:
-                return "gone"
-            cur = decode_binding(kv.key, kv.value, kv.mod_revision)
-            if cur is None or cur.deleting:
-                return "gone"
-            obj = jsondoc.loads(kv.value)
-            status = obj.get("status") or {}
-            if status.get("scheduledTime") == when and cur.scheduled_generation == p.decision.generation:
-                return "ok"  # the batch write went through after all
-            if cur.generation != p.rec.generation or cur.trigger_time != p.rec.trigger_time:
-                return "stale"
-            obj["status"] = merge_status(status, p.decision)
-            res = await self.store.txn([self._fence, Compare(kv.key, "mod", "=", kv.mod_revision)],
-                                       [Put(kv.key, encode_object(obj)), *hist])
-            if res.succeeded:
-                return "ok"
-            if not await self._still_leader():
-                return "not-leader"
-            self.metrics.write_conflicts.inc()
-        return "conflict"
-
-    async def _record(self, plans: list[_Plan], outcomes: list[str]) -> None:
+    async def _record(self, plans: list[Plan], outcomes: list[str]) -> None:
         """Unschedulable and partial decisions also go to the shared failure log (once per verdict)."""
         failures: list[Awaitable[bool]] = []
         for p, out in zip(plans, outcomes, strict=True):
