@@ -65,10 +65,10 @@ def prefixes_of(name: str) -> tuple[str, ...]:
     return (custom_resources_prefix(group, plural),)
 
 
-def every_kind_prefix() -> tuple[str, ...]:
-    """Every prefix a sealed value of any kind may be under (what rotation scans to unseal kinds
-    taken off the list)."""
-    return tuple(k.key_prefix() for k in ALL_KINDS) + (CUSTOM_RESOURCES_PREFIX,)
+def sealable_prefixes() -> tuple[str, ...]:
+    """Every prefix a sealed value may be under, the audit log's included (what rotation scans to
+    unseal what the list no longer names)."""
+    return tuple(k.key_prefix() for k in ALL_KINDS) + (CUSTOM_RESOURCES_PREFIX, AUDIT_PREFIX)
 
 
 class EncryptionConfig(BaseModel):

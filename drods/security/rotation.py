@@ -20,7 +20,7 @@ from pathlib import Path
 
 from drods.model.kinds import ALL_KINDS
 from drods.registry.secrets import SecretBox, load_or_create_key
-from drods.security.at_rest import every_kind_prefix
+from drods.security.at_rest import sealable_prefixes
 from drods.security.envelope import Envelope
 from drods.store import Store
 from drods.store.base import CasFailed
@@ -67,7 +67,7 @@ async def rotate(store: EncryptingStore, data_dir: Path, *, settle_seconds: floa
     secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"), Envelope(keyring))
     objects = unsealed = fields = 0
     for n in range(1, max_passes + 1):
-        sealed, opened, skipped = await reencrypt(store, every_kind_prefix())
+        sealed, opened, skipped = await reencrypt(store, sealable_prefixes())
         resealed = await reseal_fields(store, secrets)
         objects, unsealed, fields = objects + sealed, unsealed + opened, fields + resealed
         if not (sealed or opened or skipped or resealed):

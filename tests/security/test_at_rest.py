@@ -17,7 +17,7 @@ from drods.cli.main import app
 from drods.config import ConfigError, parse
 from drods.model.keys import AUDIT_PREFIX
 from drods.model.kinds import BINDING, CLUSTER, SECRET, TEMPLATE_KINDS, WORK, custom_resources_prefix
-from drods.security.at_rest import DEFAULT_RESOURCES, EncryptionConfig, every_kind_prefix, resource_name
+from drods.security.at_rest import DEFAULT_RESOURCES, EncryptionConfig, resource_name, sealable_prefixes
 from drods.security.envelope import Envelope, Keyring
 from drods.store import Store
 from drods.store.sqlite import SqliteStore
@@ -53,7 +53,7 @@ def test_resources_are_named_as_in_kubernetes_and_unknown_names_refused() -> Non
                                  "/registry/apps/statefulsets/", "/registry/apps/daemonsets/",
                                  "/registry/apps/replicasets/", custom_resources_prefix("example.com", "widgets")}
     everything = EncryptionConfig(resources=["*.*", "widgets.example.com"]).prefixes()
-    assert set(everything) == set(every_kind_prefix()) | {AUDIT_PREFIX}  # the custom kind is under /registry/custom/
+    assert set(everything) == set(sealable_prefixes())  # the custom kind is under /registry/custom/
     with pytest.raises(ConfigError) as refused:
         parse({**HEAD, "encryption": {"resources": ["deploymnets.apps", "*", "bindings"]}}, "drods.yaml")
     text = str(refused.value)
