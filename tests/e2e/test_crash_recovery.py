@@ -32,7 +32,9 @@ def _writer(server: ServerProcess, token: str, prefix: str, acked: list[str], st
 def test_sigkill_loses_no_acknowledged_write(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     args: list[str] = []
     if backend == "etcd":
-        args = ["--store", f"etcd://{request.getfixturevalue('etcd_endpoint')}"]
+        endpoint = request.getfixturevalue("etcd_endpoint")
+        args = ["--store", f"etcd://{endpoint}"]
+        wipe(endpoint)  # the session's etcd is shared: other tests' objects, sealed with their keyrings
     server = ServerProcess(tmp_path / "data", args=args).start()
     token = server.token("admin")
     acked: list[list[str]] = [[] for _ in range(4)]
