@@ -17,6 +17,8 @@ of the bindings written after the first second, without the start-up); throughpu
 bindings over the span from the first write to the last decision. Decisions accumulate (no churn):
 late tasks may find the fleet full, which is still a decision. The conditions count the decisions
 per status transaction (bindings written together share their store revision).
+Objects are sealed at rest as the default ``encryption`` list says (SEC2); ``--no-seal-bindings``
+leaves Bindings out of it, for the bench and the scheduler alike (docs/performance.md).
 
 ``--mode algorithm --shape matched --division AvailableReplicas|Static|Duplicated|WaterLevel
 --fleet FILE``: one fixed binding (a Deployment, 12 replicas x 500m / 1Gi, first scheduling) on
@@ -433,10 +435,12 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     import subprocess
     import tempfile
 
+    from drods.assembly import encrypted_store
     from drods.model.kinds import BINDING
     from drods.registry.objects import ObjectRegistry
     from drods.registry.secrets import SecretBox, load_or_create_key
     from drods.schedulerd.service import SchedulerService, SchedulerSettings
+    from drods.security.at_rest import DEFAULT_RESOURCES, EncryptionConfig, resource_name
     from drods.store import EventType, open_store
 
     tmp = Path(tempfile.mkdtemp(prefix="drods-bench-"))
@@ -448,7 +452,14 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
         url = f"etcd://{etcd.endpoints[0]}"
     else:
         url = f"sqlite://{tmp / 'drods.db'}"
-    store = open_store(url)
+    # Sealed at rest as the configuration says (SEC2): the default list, or without Bindings. The
+    # scheduler process reads the same list from drods.yaml in its data dir and shares the keyring.
+    keys = tmp / "scheduler"
+    keys.mkdir()
+    resources = [n for n in DEFAULT_RESOURCES if args.seal_bindings or n != resource_name(BINDING)]
+    (keys / "drods.yaml").write_text(json.dumps({"apiVersion": "config.drods.io/v1alpha1", "kind": "DRODSConfiguration",
+                                                 "encryption": {"resources": resources}}))
+    store = encrypted_store(open_store(url), keys, EncryptionConfig(resources=resources))
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp / "encryption.key")))
     rng = np.random.default_rng(args.seed)
     rows = fleet_rows(args.clusters, rng)
@@ -467,7 +478,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     if args.scheduler == "process":
         from tests.server_process import drods_command
 
-        cmd = [*drods_command(), "scheduler", "--store", url, "--data-dir", str(tmp / "scheduler"), "--port", "0",
+        cmd = [*drods_command(), "scheduler", "--store", url, "--data-dir", str(keys), "--port", "0",
                "--log-level", "warning"]
         if args.profile:
             cmd += ["--profile", args.profile]
@@ -565,7 +576,8 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
         "scheduler_cpu_ms_per_binding": sched_cpu_ms,
         "peak_rss_mb": rss,
         "conditions": {
-            "scheduler": args.scheduler, "task_mix": args.mix, "decided": int(ok.sum()), "phases": dict(phases),
+            "scheduler": args.scheduler, "bindings_sealed": args.seal_bindings, "task_mix": args.mix,
+            "decided": int(ok.sum()), "phases": dict(phases),
             "offered_rate_per_s": args.rate or "unbounded", "inflight_writes": args.inflight,
             "write_s": round(written_s, 2), "write_rate_per_s": round(n / written_s, 1),
             "seed_fleet_s": round(seed_s, 2), "task_shapes": len(templates),
@@ -682,6 +694,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="e2e: run `drods scheduler` as its own process (default) or in the bench's event loop")
     ap.add_argument("--rate", type=float, default=0.0, help="e2e: offered bindings/s (0 = as fast as possible)")
     ap.add_argument("--inflight", type=int, default=64, help="e2e: concurrent binding writes")
+    ap.add_argument("--seal-bindings", action=argparse.BooleanOptionalAction, default=True,
+                    help="e2e: Bindings sealed at rest (the default encryption list) or not (SEC2)")
     ap.add_argument("--mix", choices=["varied", "simple"], default="varied",
                     help="e2e: the varied task shapes of the algorithm bench, or only Divided cpu/memory tasks")
     ap.add_argument("--no-prices", action="store_true",

@@ -60,7 +60,7 @@ from drods.migration.controller import LEASE as MIGRATION_LEASE
 from drods.migration.controller import MigrationController
 from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
-from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, ENCRYPTED_AT_REST, RESOURCE_INTERPRETER_CUSTOMIZATION
+from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import Collector
@@ -70,6 +70,7 @@ from drods.monitor.subscriptions import subscriptions_of
 from drods.registry.objects import decode_stored
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
+from drods.security.at_rest import EncryptionConfig
 from drods.security.envelope import Envelope, Keyring
 from drods.security.tokens import TokenRecord, decode_record
 from drods.steering.controller import LEASE as STEERING_LEASE
@@ -127,6 +128,7 @@ class ComponentSettings:
     lease_ttl: int = 10
     autoscaling: AutoscalerSettings = field(default_factory=AutoscalerSettings)
     datasets: CachePlannerSettings = field(default_factory=CachePlannerSettings)
+    encryption: EncryptionConfig = field(default_factory=EncryptionConfig)  # the kinds sealed at rest
 
     @classmethod
     def from_config(cls, config: DRODSConfiguration, *, identity: str | None = None,
@@ -136,8 +138,8 @@ class ComponentSettings:
         return cls(scheduler=config.scheduler.settings(identity=identity, lease_ttl=lease_ttl),
                    profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
                    members=config.members, autoops=config.autoops, api=config.api, steering=config.steering,
-                   autoscaling=config.autoscaling.settings(), datasets=config.datasets, identity=identity,
-                   lease_ttl=lease_ttl)
+                   autoscaling=config.autoscaling.settings(), datasets=config.datasets,
+                   encryption=config.encryption, identity=identity, lease_ttl=lease_ttl)
 
 
 @dataclass
@@ -193,12 +195,13 @@ def follow_revocations(manager: Manager, tokens: TokenAuthority) -> None:
     manager.informer(TOKENS_PREFIX, decode_record).on_change(changed)
 
 
-def encrypted_store(store: Store, data_dir: Path) -> EncryptingStore:
-    """``store`` as every component of a control-plane process sees it: Secrets and Works encrypted
-    at rest with the data dir's keyring."""
+def encrypted_store(store: Store, data_dir: Path, encryption: EncryptionConfig | None = None) -> EncryptingStore:
+    """``store`` as every component of a control-plane process sees it: the kinds ``encryption``
+    names (default: `drods.security.at_rest.DEFAULT_RESOURCES`) sealed at rest with the data dir's
+    keyring."""
     if isinstance(store, EncryptingStore):
         return store
-    return EncryptingStore(store, Envelope(Keyring.load(data_dir)), [k.key_prefix() for k in ENCRYPTED_AT_REST])
+    return EncryptingStore(store, Envelope(Keyring.load(data_dir)), (encryption or EncryptionConfig()).prefixes())
 
 
 def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SERVE, *,
@@ -207,7 +210,7 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     """Build the chosen components over ``store``; nothing runs until `ControlPlane.running`."""
     chosen = frozenset(components)
     s = settings or ComponentSettings()
-    store = encrypted_store(store, data_dir)
+    store = encrypted_store(store, data_dir, s.encryption)
     profile = s.profile or Profile.default()
     autoops = s.autoops or AutoOpsPolicy()
     ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url or s.api.jwksUrl, rs256_public_key=rs256_public_key)

@@ -233,3 +233,20 @@ def etcd_server(size: int = 1) -> Iterator[EtcdCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+def wipe(endpoint: str) -> None:
+    """Empty a shared etcd (the test session's) before a test whose processes must read everything
+    in it: objects other tests left are sealed with their data dirs' keyrings."""
+    import asyncio
+
+    from drods.store.etcd import EtcdStore
+
+    async def run() -> None:
+        store = EtcdStore([endpoint])
+        try:
+            await store.delete_prefix("/")
+        finally:
+            await store.close()
+
+    asyncio.run(run())

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from drods.cli.config import ConfigOpt
+
 app = typer.Typer(help="Encryption keys of data at rest.", no_args_is_help=True)
 
 
@@ -17,27 +19,36 @@ def rotate(
                                            help="Where the keyring (keyring.json) is.")] = Path.home() / ".drods",
     store: Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,…] "
                                                               "(default: the data dir's SQLite file)")] = None,
+    config_file: ConfigOpt = None,
     settle: Annotated[float, typer.Option("--settle-seconds", help="wait for running servers to take the "
                                                                    "new key before re-encrypting")] = 2.0,
 ) -> None:
-    """Add a key-encryption key, make it primary, and re-encrypt every Secret, Work and Cluster
-    credential with it — the control plane keeps running. Prints what was done as JSON."""
+    """Add a key-encryption key, make it primary, and re-encrypt with it every object of the kinds the
+    configuration's ``encryption`` section lists (those stored before their kind was listed too) and
+    every Cluster credential; objects of kinds no longer listed are stored in plaintext again. The
+    control plane keeps running. Prints what was done as JSON."""
     import asyncio
 
     from drods.assembly import encrypted_store
+    from drods.config import ConfigError, resolve
     from drods.security.files import make_private
     from drods.security.rotation import rotate as run
     from drods.server import default_store_url
     from drods.store import open_store
 
+    try:
+        encryption = resolve(data_dir, config_file).config.encryption
+    except ConfigError as e:
+        raise typer.BadParameter(str(e), param_hint="--config") from e
+
     async def main() -> dict[str, object]:
         make_private(data_dir)
-        s = encrypted_store(open_store(store or default_store_url(data_dir)), data_dir)
+        s = encrypted_store(open_store(store or default_store_url(data_dir)), data_dir, encryption)
         try:
             r = await run(s, data_dir, settle_seconds=settle)
         finally:
             await s.close()
-        return {"primary": r.primary, "objectsReencrypted": r.objects, "fieldsResealed": r.fields,
-                "passes": r.passes}
+        return {"primary": r.primary, "objectsReencrypted": r.objects, "objectsUnsealed": r.unsealed,
+                "fieldsResealed": r.fields, "passes": r.passes}
 
     typer.echo(json.dumps(asyncio.run(main())))

@@ -20,6 +20,7 @@ from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import ProfileSpec
 from drods.schedulerd.service import SchedulerSettings
+from drods.security.at_rest import EncryptionConfig
 from drods.steering.settings import SteeringSettings
 
 API_VERSION: Final = "config.drods.io/v1alpha1"
@@ -91,6 +92,7 @@ class DRODSConfiguration(BaseModel):
     steering: SteeringSettings = Field(default_factory=SteeringSettings)
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     datasets: CachePlannerSettings = Field(default_factory=CachePlannerSettings)
+    encryption: EncryptionConfig = Field(default_factory=EncryptionConfig)  # the kinds sealed at rest (SEC2)
 
     @classmethod
     def default(cls) -> DRODSConfiguration:

@@ -192,9 +192,6 @@ KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_K
 
 ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS + KARMADA_KINDS + (CUSTOM_RESOURCE_DEFINITION,)
 SECRET = next(k for k in WORKLOAD_KINDS if k.kind == "Secret")
-# Stored encrypted as whole objects (SEC2, `drods.store.encrypted`): Secrets and the Works that carry
-# them to pull-mode members. (Cluster credentials are sealed field by field: `secret_paths`.)
-ENCRYPTED_AT_REST: tuple[Kind, ...] = (SECRET, WORK)
 
 assert CLUSTER.api_version == API_VERSION
 

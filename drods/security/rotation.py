@@ -4,9 +4,11 @@ again — while the control plane runs.
 1. The keyring gets a new primary KEK (the old ones stay, so nothing becomes unreadable).
 2. After ``settle_seconds`` every running process has noticed (they check the keyring file at
    most a second apart) and seals new writes with it.
-3. Every encrypted object (Secrets, Works) and every sealed Cluster credential not under the new
-   primary is written again with a compare-and-swap on its revision; a value changed meanwhile was
-   sealed by its writer with the new primary already. Passes repeat until one finds nothing left.
+3. Every object of a kind the ``encryption`` section lists (`drods.security.at_rest`) and every
+   sealed Cluster credential not under the new primary is written again with a compare-and-swap on
+   its revision — objects stored in plaintext before their kind was listed are sealed now — and
+   sealed objects of kinds taken off the list are written again in plaintext. A value changed
+   meanwhile was stored by its writer as it should be. Passes repeat until one finds nothing left.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from drods.model.kinds import ALL_KINDS
 from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.security.at_rest import sealable_prefixes
 from drods.security.envelope import Envelope
 from drods.store import Store
 from drods.store.base import CasFailed
@@ -28,6 +31,7 @@ from drods.store.encrypted import EncryptingStore, reencrypt
 class Rotation:
     primary: str
     objects: int  # whole objects sealed again
+    unsealed: int  # whole objects of kinds no longer listed, stored in plaintext again
     fields: int  # secret fields (credentials) sealed again
     passes: int
 
@@ -61,11 +65,11 @@ async def rotate(store: EncryptingStore, data_dir: Path, *, settle_seconds: floa
     primary = keyring.rotate()
     await asyncio.sleep(settle_seconds)
     secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"), Envelope(keyring))
-    objects = fields = 0
+    objects = unsealed = fields = 0
     for n in range(1, max_passes + 1):
-        rewritten, skipped = await reencrypt(store)
+        sealed, opened, skipped = await reencrypt(store, sealable_prefixes())
         resealed = await reseal_fields(store, secrets)
-        objects, fields = objects + rewritten, fields + resealed
-        if not (rewritten or skipped or resealed):
-            return Rotation(primary, objects, fields, n)
-    return Rotation(primary, objects, fields, max_passes)
+        objects, unsealed, fields = objects + sealed, unsealed + opened, fields + resealed
+        if not (sealed or opened or skipped or resealed):
+            return Rotation(primary, objects, unsealed, fields, n)
+    return Rotation(primary, objects, unsealed, fields, max_passes)

@@ -2,16 +2,19 @@
 
 It sits between every component of a process and the backend (`drods.assembly`), so informers,
 the registry and controllers read plaintext while the SQLite file, its WAL, its revision log and
-etcd hold only ciphertext (`drods.security.envelope`). Prefixes (`model.kinds.ENCRYPTED_AT_REST`):
-Secrets and Works (their manifests carry Secrets). ``value`` compares on an encrypted key are
-refused: ciphertext differs on every write.
+etcd hold only ciphertext (`drods.security.envelope`). Prefixes: the kinds the configuration's
+``encryption`` section names (`drods.security.at_rest`). Writes are sealed under those prefixes
+only; reads open every sealed value whatever its key, so a kind taken off the list stays readable
+until `reencrypt` has unsealed it, and a value written before its kind was listed is read as it is
+(plaintext) until then. ``value`` compares on an encrypted key are refused: ciphertext differs on
+every write.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from drods.security.envelope import Envelope
+from drods.security.envelope import MAGIC, Envelope
 from drods.store.base import (
     CasFailed,
     Compare,
@@ -38,7 +41,7 @@ class EncryptingStore(DelegatingStore):
         return self.envelope.seal(value, key.encode()) if self.encrypted(key) else value
 
     def _open(self, kv: KeyValue | None) -> KeyValue | None:
-        if kv is None or not kv.value or not self.encrypted(kv.key):
+        if kv is None or not kv.value.startswith(MAGIC):
             return kv
         return KeyValue(kv.key, self.envelope.open(kv.value, kv.key.encode()), kv.create_revision,
                         kv.mod_revision, kv.version, kv.lease)
@@ -92,22 +95,39 @@ class EncryptingStore(DelegatingStore):
             yield WatchEvent(ev.type, self._open(ev.kv) or ev.kv, self._open(ev.prev_kv))
 
 
-async def reencrypt(store: EncryptingStore) -> tuple[int, int]:
-    """Write every encrypted-prefix value again under the primary KEK (compare-and-swap on its
-    revision, so a concurrent change wins and is already sealed with the current key); values
-    stored in plaintext before encryption was enabled are sealed too. Returns (rewritten, skipped)."""
+async def reencrypt(store: EncryptingStore, scan: Sequence[str] = ()) -> tuple[int, int, int]:
+    """Write every value under an encrypted prefix again, sealed under the primary KEK, and every
+    sealed value under the other prefixes of ``scan`` again in plaintext (kinds taken off the list).
+    Each write is a compare-and-swap on the value's revision, so a concurrent change wins (its writer
+    sealed it, or not, as its list says). Values stored in plaintext before their kind was listed
+    are sealed too. Returns (sealed, unsealed, skipped)."""
     primary = store.envelope.keyring.primary
-    rewritten = skipped = 0
-    for prefix in store.prefixes:
+    sealed = unsealed = skipped = 0
+    for prefix in outermost([*store.prefixes, *scan]):
         raw, _ = await store.inner.range(prefix)
         for kv in raw:
-            if store.envelope.kek_of(kv.value) == primary:
+            kek = store.envelope.kek_of(kv.value)
+            listed = store.encrypted(kv.key)
+            if (kek == primary) if listed else (kek is None):
                 continue
             plain = store.envelope.open(kv.value, kv.key.encode())
             try:
                 await store.inner.put(kv.key, store.seal(kv.key, plain), expect_revision=kv.mod_revision,
                                       lease=kv.lease)
-                rewritten += 1
             except CasFailed:
-                skipped += 1  # changed meanwhile: that write used the current primary
-    return rewritten, skipped
+                skipped += 1  # changed meanwhile: its writer stored it as it should be
+                continue
+            if listed:
+                sealed += 1
+            else:
+                unsealed += 1
+    return sealed, unsealed, skipped
+
+
+def outermost(prefixes: Sequence[str]) -> list[str]:
+    """``prefixes`` without those inside another (each key is visited once)."""
+    out: list[str] = []
+    for p in sorted(set(prefixes)):
+        if not out or not p.startswith(out[-1]):
+            out.append(p)
+    return out

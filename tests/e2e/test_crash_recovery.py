@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.etcd_server import wipe
 from tests.server_process import ServerProcess, wait_until
 
 
@@ -31,7 +32,9 @@ def _writer(server: ServerProcess, token: str, prefix: str, acked: list[str], st
 def test_sigkill_loses_no_acknowledged_write(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     args: list[str] = []
     if backend == "etcd":
-        args = ["--store", f"etcd://{request.getfixturevalue('etcd_endpoint')}"]
+        endpoint = request.getfixturevalue("etcd_endpoint")
+        args = ["--store", f"etcd://{endpoint}"]
+        wipe(endpoint)  # the session's etcd is shared: other tests' objects, sealed with their keyrings
     server = ServerProcess(tmp_path / "data", args=args).start()
     token = server.token("admin")
     acked: list[list[str]] = [[] for _ in range(4)]
@@ -68,10 +71,9 @@ def test_sigkill_loop_keeps_acknowledged_writes_whole_and_audited(tmp_path: Path
     no object is torn, and the audit log agrees with the store (acknowledged ⊆ audited ⊆ stored)."""
     args: list[str] = []
     if backend == "etcd":
-        args = ["--store", f"etcd://{request.getfixturevalue('etcd_endpoint')}"]
-        with ServerProcess(tmp_path / "wipe", args=args) as wipe, wipe.client() as c:
-            for item in c.get("/api/v1/clusters").json()["items"]:  # the session's etcd is shared
-                c.delete(f"/api/v1/clusters/{item['name']}")
+        endpoint = request.getfixturevalue("etcd_endpoint")
+        args = ["--store", f"etcd://{endpoint}"]
+        wipe(endpoint)  # the session's etcd is shared: other tests' objects, sealed with their keyrings
     acked: list[str] = []
     port = None
     for kill in range(KILLS):

@@ -1,7 +1,9 @@
-"""Secrets at rest and in use (SEC2), as a user meets them: a real ``drods serve`` on SQLite and on
-etcd; a Secret, the Work that carries it to a pull-mode member and a Cluster's credentials are
-nowhere in the SQLite file, its WAL or etcd's files; a viewer sees Secret metadata only;
-``drods keys rotate`` re-encrypts everything while the server runs."""
+"""Secrets and task configuration at rest and in use (SEC2), as a user meets them: a real ``drods
+serve`` on SQLite and on etcd; a Secret, the Work that carries it to a pull-mode member, a Cluster's
+credentials and a marker planted in an object of every kind sealed by default (Bindings and every
+template kind too) are nowhere in the files under the data dir (SQLite's file and WAL, the audit log)
+or etcd's; a kind not sealed by default is found there (the scan sees what is stored); a viewer sees
+Secret metadata only; ``drods keys rotate`` re-encrypts everything while the server runs."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from drods.model.kinds import BINDING, CLUSTER, RESOURCE_PLACEMENT_POLICY, SECRET, TEMPLATE_KINDS, WORK, Kind
+from drods.security.at_rest import DEFAULT_RESOURCES, resource_name
 from drods.security.envelope import Envelope, Keyring
 from drods.store.etcd import EtcdStore
 from tests.etcd_server import EtcdCluster, etcd_binary
@@ -26,6 +30,9 @@ from tests.server_process import ServerProcess
 GV = "/apis/multicluster.io/v1alpha1"
 SECRETS = "/api/v1/namespaces/default/secrets"
 EDGE = "edge-1"
+SEALED: tuple[Kind, ...] = (SECRET, WORK, CLUSTER, BINDING, *TEMPLATE_KINDS)
+NOT_SEALED = RESOURCE_PLACEMENT_POLICY
+MARKER = "test.drods.io/marker"
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -57,6 +64,45 @@ def _files(paths: list[Path]) -> list[Path]:
     for p in paths:
         out += [f for f in p.rglob("*") if f.is_file()] if p.is_dir() else [p]
     return out
+
+
+def _path(kind: Kind, name: str | None = None) -> str:
+    base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    ns = "/namespaces/default" if kind.namespaced else ""
+    return f"{base}{ns}/{kind.plural}" + (f"/{name}" if name else "")
+
+
+def _marked(kind: Kind, marker: str) -> dict[str, Any]:
+    """An object of ``kind`` with ``marker`` in an annotation (a Work's also in its manifest)."""
+    meta: dict[str, Any] = {"name": f"m-{kind.plural}", "annotations": {MARKER: marker}}
+    if kind.namespaced:
+        meta["namespace"] = "default"
+    body: dict[str, Any] = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": meta}
+    if kind is WORK:
+        body["spec"] = {"cluster": EDGE, "binding": "none",
+                        "manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": marker}}]}
+    elif kind is BINDING:
+        body["spec"] = {"replicas": 0}
+    elif kind is CLUSTER:
+        body["spec"] = {"syncMode": "Pull"}
+    elif kind is NOT_SEALED:
+        body["spec"] = {"resourceSelector": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "none",
+                                             "namespace": "default"}}
+    return body
+
+
+def _plant_markers(http: httpx.Client) -> dict[Kind, str]:
+    """A marker in an object of every kind sealed by default and of one that is not; each reads back."""
+    tag = uuid.uuid4().hex
+    markers = {k: f"marker-{k.plural}-{tag}" for k in (*SEALED, NOT_SEALED)}
+    for kind, marker in markers.items():
+        r = http.post(_path(kind), json=_marked(kind, marker))
+        assert r.status_code == 201, (kind.kind, r.text)
+    for kind, marker in markers.items():
+        if kind is not WORK:  # no binding made it: the controllers delete it (its revisions stay for the scan)
+            got = http.get(_path(kind, f"m-{kind.plural}")).json()
+            assert got["metadata"].get("annotations", {}).get(MARKER) == marker, (kind.kind, got)
+    return markers
 
 
 def _leaks(paths: list[Path], needles: list[bytes]) -> list[str]:
@@ -143,9 +189,14 @@ def test_secrets_are_encrypted_at_rest_hidden_from_viewers_and_rotated_live(
         with server.client("operator") as operator:
             assert operator.get(f"{SECRETS}/db").json()["data"]["password"] == base64.b64encode(value.encode()).decode()
 
-        # At rest: not in the SQLite file, its WAL and shared memory, nor in etcd (values and files).
-        files = store_files or [p for p in data.iterdir() if p.name.startswith(("drods.db", "history"))]
-        assert files and not _leaks(files, needles), _leaks(files, needles)
+        # At rest: not in any file under the data dir (the SQLite file, its WAL and shared memory, the
+        # audit log, histories), nor in etcd (values and files); every default-sealed kind's marker neither.
+        markers = _plant_markers(http)
+        assert {resource_name(k) for k in SEALED} == set(DEFAULT_RESOURCES)
+        needles += [m.encode() for k, m in markers.items() if k is not NOT_SEALED]
+        files = [data, *store_files]
+        assert not _leaks(files, needles), _leaks(files, needles)
+        assert _leaks(files, [markers[NOT_SEALED].encode()]), "a kind not sealed is not in the files: the scan is blind"
         for f in (p for p in data.rglob("*") if p.is_file() and p.name.startswith("drods.db")):
             assert f.stat().st_mode & 0o777 == 0o600, f
         if etcd_endpoint:
@@ -156,7 +207,8 @@ def test_secrets_are_encrypted_at_rest_hidden_from_viewers_and_rotated_live(
         done = server.run_cli("keys", "rotate", "--data-dir", str(data), "--settle-seconds", "1.5", *args)
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
-        assert report["primary"] == "k2" and report["objectsReencrypted"] >= 2 and report["fieldsResealed"] >= 1
+        assert report["primary"] == "k2" and report["objectsReencrypted"] >= len(SEALED) + 1, report
+        assert report["fieldsResealed"] >= 1 and report["objectsUnsealed"] == 0, report
         assert base64.b64decode(http.get(f"{SECRETS}/db").json()["data"]["password"]).decode() == value
         fresh = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "after", "namespace": "default"},
                  "stringData": {"k": "v"}}
@@ -164,8 +216,10 @@ def test_secrets_are_encrypted_at_rest_hidden_from_viewers_and_rotated_live(
         assert http.get(f"{SECRETS}/after").json()["stringData"] == {"k": "v"}
         envelope = Envelope(Keyring.load(data))
         raw = _raw_etcd_values(etcd_endpoint) if etcd_endpoint else _raw_sqlite_values(data / "drods.db")
-        sealed = [v for k, v in raw if k.startswith(("/registry/core/secrets/", "/registry/multicluster.io/works/"))]
-        assert len(sealed) >= 3 and {envelope.kek_of(v) for v in sealed} == {"k2"}, [envelope.kek_of(v) for v in sealed]
+        sealed = [v for k, v in raw if k.startswith(tuple(kind.key_prefix() for kind in SEALED))]
+        assert len(sealed) >= len(SEALED) + 1 and {envelope.kek_of(v) for v in sealed} == {"k2"}, \
+            [envelope.kek_of(v) for v in sealed]
+        assert [envelope.kek_of(v) for k, v in raw if k == NOT_SEALED.key(f"m-{NOT_SEALED.plural}")] == [None]
 
 
 def _raw_sqlite_values(path: Path) -> list[tuple[str, bytes]]:

@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from drods.security.envelope import KEYRING_FILE
+from tests.etcd_server import wipe
 from tests.monitor_e2e.conftest import node_report
 from tests.prometheus_server import PrometheusServer, require_prometheus
 from tests.server_process import ServerProcess, wait_until
@@ -32,9 +34,11 @@ def replicas(tmp_path: Path, etcd_endpoint: str) -> Iterator[tuple[ServerProcess
     # The window Prometheus should be run with beside several API servers (docs/monitoring.md).
     with PrometheusServer(require_prometheus(), tmp_path / "prometheus", out_of_order_window="10m") as prom:
         args = ["--store", f"etcd://{etcd_endpoint}", "--history-prometheus", prom.url]
+        wipe(etcd_endpoint)  # the session's etcd: other tests' objects are sealed with their keyrings
         with ServerProcess(tmp_path / "a", command="apiserver", args=args) as a:
             (tmp_path / "b").mkdir()
-            shutil.copy(tmp_path / "a" / "jwt.key", tmp_path / "b" / "jwt.key")  # one token authority
+            for name in ("jwt.key", KEYRING_FILE):  # one token authority, one keyring (objects sealed at rest)
+                shutil.copy(tmp_path / "a" / name, tmp_path / "b" / name)
             with ServerProcess(tmp_path / "b", command="apiserver", args=args) as b:
                 yield a, b
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import shutil
 import sys
 import textwrap
 import time
@@ -21,6 +22,7 @@ import pytest
 
 from drods.scheduler.profile import Profile
 from drods.scheduler.registry import load_entry_points
+from drods.security.envelope import KEYRING_FILE
 from drods.store.etcd import EtcdStore
 from tests.scheduler.test_profile import PLUGIN_SRC
 from tests.scheduler_e2e.conftest import Plane, eventually, fast_settings, placement, serve
@@ -96,6 +98,9 @@ async def test_two_scheduler_processes_only_the_leader_binds(etcd_plane: Plane, 
     plane = etcd_plane
     profile = tmp_path / "profile.yaml"
     profile.write_text(PROFILE)
+    for name in ("sched-1", "sched-2"):  # one keyring: Bindings are sealed at rest
+        (tmp_path / name).mkdir()
+        shutil.copy(tmp_path / "api" / KEYRING_FILE, tmp_path / name / KEYRING_FILE)
     procs = {name: ServerProcess(tmp_path / name, command="scheduler",
                                  args=["--store", f"etcd://{etcd_endpoint}", "--id", name, "--lease-ttl", "2",
                                        "--profile", str(profile), "--log-level", "warning"],

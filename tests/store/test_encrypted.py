@@ -62,15 +62,34 @@ async def test_rotation_reencrypts_old_and_plaintext_values(enc: EncryptingStore
     await enc.inner.put("/s/legacy", b"stored before encryption")  # read as it is, sealed by rotation
     assert (await enc.get("/s/legacy")).value == b"stored before encryption"  # type: ignore[union-attr]
     assert enc.envelope.keyring.rotate() == "k2"
-    assert await reencrypt(enc) == (2, 0)
+    assert await reencrypt(enc) == (2, 0, 0)
     for key in ("/s/old", "/s/legacy"):
         assert enc.envelope.kek_of((await enc.inner.get(key)).value) == "k2"  # type: ignore[union-attr]
     assert (await enc.get("/s/old")).value == SECRET  # type: ignore[union-attr]
-    assert await reencrypt(enc) == (0, 0)
+    assert await reencrypt(enc) == (0, 0, 0)
     # Another process's keyring (same file) follows the rotation.
     other = Keyring.load(enc.envelope.keyring.path.parent)  # type: ignore[union-attr]
     assert Envelope(other).open((await enc.inner.get("/s/old")).value, b"/s/old") == SECRET  # type: ignore[union-attr]
     assert oct(enc.envelope.keyring.path.stat().st_mode & 0o777) == "0o600"  # type: ignore[union-attr]
+
+
+async def test_a_prefix_taken_off_the_list_stays_readable_and_rotation_unseals_it(enc: EncryptingStore) -> None:
+    await enc.put("/s/kept", SECRET)
+    await enc.put("/t/was-sealed", SECRET)  # not listed: plaintext
+    assert (await enc.inner.get("/t/was-sealed")).value == SECRET  # type: ignore[union-attr]
+    wider = EncryptingStore(enc.inner, enc.envelope, ["/s/", "/t/"])  # /t/ listed now
+    await wider.put("/t/sealed", SECRET)
+    assert (await enc.get("/t/sealed")).value == SECRET  # type: ignore[union-attr]  # read by any list
+    assert (await wider.get("/t/was-sealed")).value == SECRET  # type: ignore[union-attr]  # plaintext read-through
+    assert await reencrypt(wider, ["/t/"]) == (1, 0, 0)  # sealed what was stored before /t/ was listed
+    assert enc.envelope.kek_of((await enc.inner.get("/t/was-sealed")).value) == "k1"  # type: ignore[union-attr]
+    # /t/ off the list again: rotation (scanning it) stores its sealed values in plaintext.
+    kvs, _ = await enc.range("/t/")
+    assert [kv.value for kv in kvs] == [SECRET, SECRET]
+    assert await reencrypt(enc, ["/t/", "/"]) == (0, 2, 0)
+    assert [kv.value for kv in (await enc.inner.range("/t/"))[0]] == [SECRET, SECRET]
+    assert enc.envelope.kek_of((await enc.inner.get("/s/kept")).value) == "k1"  # type: ignore[union-attr]
+    assert await reencrypt(enc, ["/"]) == (0, 0, 0)
 
 
 def test_a_data_key_serves_many_values_and_is_replaced_on_rotation_or_after_its_uses(tmp_path: Path) -> None:
