@@ -10,8 +10,8 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from drods.api.auth import Action, Principal
-from drods.api.context import ApiContext, context, require
+from drods.api.auth import Principal
+from drods.api.context import ApiContext, authenticate, context
 from drods.api.dryrun import dry_run_param
 from drods.api.routes.flat import flat_router
 from drods.api.schemas import ERROR_RESPONSES, ClusterRegistration, PropagationPolicyBody
@@ -43,7 +43,7 @@ class DrainRequest(BaseModel):
 
 @drain.post("/{name}/drain", summary="Cordon a cluster and move everything off it (S11, F3)")
 async def drain_cluster(request: Request, name: str, body: DrainRequest | None = Body(default=None),
-                        _: Principal = Depends(require(Action.WRITE)),
+                        _: Principal = Depends(authenticate),
                         dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     """Cordon, then every binding with replicas there is re-placed (graceful: new copies first); a
     StatefulSet that declares a migration hook moves with its data by a MigrationPlan. A dry run
