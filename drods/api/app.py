@@ -10,13 +10,14 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from drods import __version__
+from drods.api.access import enforce
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.auth import Principal, bearer_token
 from drods.api.body import too_deep as body_too_deep
@@ -72,9 +73,15 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
     )
     app.state.ctx = ctx
     facade = [load(r) for r in FACADE_ROUTERS] if flat_api else []
-    for r in ([load(r) for r in COMMON_ROUTERS] + facade + list(extra_routers or [])
-              + [load(r) for r in KUBERNETES_ROUTERS]):
+    # The product's routes answer to one table (`drods.api.access`); a simulated member's own routes
+    # (``extra_routers``) keep their own checks, as a member cluster's API server would.
+    ruled = [Depends(enforce)]
+    for r in [load(r) for r in COMMON_ROUTERS] + facade:
+        app.include_router(r, dependencies=ruled)
+    for r in extra_routers or []:
         app.include_router(r)
+    for r in [load(r) for r in KUBERNETES_ROUTERS]:
+        app.include_router(r, dependencies=ruled)
     if flat_api:
         from drods.ui import mount
 

@@ -12,7 +12,7 @@ from fastapi import Request
 from prometheus_client import CollectorRegistry
 
 from drods.api.audit import AuditLog
-from drods.api.auth import Action, Principal, TokenAuthority, bearer_token, load_or_create_signing_key
+from drods.api.auth import Principal, TokenAuthority, bearer_token, load_or_create_signing_key
 from drods.api.observability import ApiMetrics, InstrumentedStore
 from drods.api.settings import ApiSettings
 from drods.autoscaling.admission import one_autoscaler_per_workload
@@ -102,14 +102,3 @@ def authenticate(request: Request) -> Principal:
     principal = context(request).tokens.verify(bearer_token(request.headers.get("authorization")))
     request.state.principal = principal
     return principal
-
-
-def require(action: Action):  # type: ignore[no-untyped-def]
-    """FastAPI dependency: authenticated and allowed to ``action``."""
-
-    def dependency(request: Request) -> Principal:
-        principal = authenticate(request)
-        principal.require(action)
-        return principal
-
-    return dependency

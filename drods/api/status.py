@@ -26,7 +26,7 @@ _CORE_PLURALS = frozenset({"services", "configmaps", "secrets", "serviceaccounts
 def is_kubernetes_path(path: str) -> bool:
     if path.startswith("/api/v1/") and path.split("/")[3] in _CORE_PLURALS:
         return True
-    return path == "/api" or path.startswith(("/apis", "/api/v1/namespaces")) or path == "/api/v1"
+    return path in ("/api", "/api/v1", "/version") or path.startswith(("/apis", "/api/v1/namespaces", "/openapi/"))
 
 
 def kubernetes_status(err: ApiError) -> dict[str, Any]:

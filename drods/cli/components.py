@@ -90,9 +90,10 @@ def controllers(
 def run_process(name: str, components: frozenset[Component], store_url: str | None, data_dir: Path,
                 settings: ComponentSettings, *, host: str, port: int, tls_cert: str | None = None,
                 tls_key: str | None = None, log_level: str = "info") -> None:
-    from fastapi import FastAPI, Request
+    from fastapi import Depends, FastAPI, Request
     from fastapi.responses import JSONResponse
 
+    from drods.api.access import enforce
     from drods.api.routes import admin
     from drods.api.routes.schedules import router as schedules_router
     from drods.api.status import error_response
@@ -118,9 +119,9 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     app = FastAPI(title=f"DRO-DS {name}", lifespan=lifespan)
     app.state.ctx = plane.context
     app.state.plane = plane
-    app.include_router(admin.router)
+    app.include_router(admin.router, dependencies=[Depends(enforce)])  # the access table decides
     if Component.SCHEDULER in components:
-        app.include_router(schedules_router)
+        app.include_router(schedules_router, dependencies=[Depends(enforce)])
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:

@@ -124,12 +124,17 @@ class Rescheduler:
         return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
                                              f"on {req.cluster}: {', '.join(names[:10])}", tuple(names))
 
-    async def drain(self, cluster: str, reason: str = "") -> RescheduleResult:
+    async def drain(self, cluster: str, reason: str = "", dry_run: bool = False) -> RescheduleResult:
         """Cordon ``cluster`` and move every binding with replicas there (``drods cluster drain`` and
         the dashboard's drain): a StatefulSet that declares a migration hook by a MigrationPlan, the
         others re-placed from scratch (propagation moves them gracefully). Nothing is marked as
-        evacuated: a drained cluster gets no replicas back when it is uncordoned."""
-        await self.registry.patch(CLUSTER, cluster, {"spec": {"unschedulable": True}}, MERGE_PATCH)
+        evacuated: a drained cluster gets no replicas back when it is uncordoned. A ``dry_run`` writes
+        nothing and answers the plan: the bindings it would re-place, the StatefulSets
+        ("namespace/name") that would get a MigrationPlan (in ``plans``)."""
+        if dry_run:
+            await self.registry.get(CLUSTER, cluster)  # 404 for a cluster that does not exist
+        else:
+            await self.registry.patch(CLUSTER, cluster, {"spec": {"unschedulable": True}}, MERGE_PATCH)
         why = f"drain {cluster}" + (f": {reason}" if reason else "")
         names: list[str] = []
         plans: list[str] = []
@@ -138,21 +143,28 @@ class Rescheduler:
             n = _replicas_on(obj, cluster)
             if n <= 0:
                 continue
-            plan = await self._migrate(obj, cluster, why, origin="Drain")
+            if dry_run:
+                plan = await self._migration_of(obj)
+                plan = f"{plan[0]}/{plan[1]}" if isinstance(plan, tuple) else plan
+            else:
+                plan = await self._migrate(obj, cluster, why, origin="Drain")
             if plan is None:
-                await trigger(self.registry, obj["metadata"]["name"], why, self.clock)
+                if not dry_run:
+                    await trigger(self.registry, obj["metadata"]["name"], why, self.clock)
                 names.append(obj["metadata"]["name"])
             elif plan:
                 plans.append(plan)
             moved += n
+        if dry_run:
+            return RescheduleResult(True, moved, f"dry run: cluster {cluster} would be cordoned; {len(names)} "
+                                                 f"binding(s) rescheduled, {len(plans)} StatefulSet(s) migrated",
+                                    tuple(names), tuple(plans))
         return RescheduleResult(True, moved, f"cluster {cluster} cordoned; {len(names)} binding(s) rescheduled, "
                                              f"{len(plans)} migration plan(s) started", tuple(names), tuple(plans))
 
-    async def _migrate(self, binding: Mapping[str, Any], source: str, why: str,
-                       origin: str = "Automatic") -> str | None:
-        """F3: a StatefulSet that declares a migration hook moves with its data — a MigrationPlan (its
-        target: where the scheduler would put it) instead of a plain re-placement. Returns the plan
-        started ("namespace/name"), "" when one is moving it already, None when a plain move is due."""
+    async def _migration_of(self, binding: Mapping[str, Any]) -> tuple[str, str, Any] | str | None:
+        """F3: whether a binding moves with its data: (namespace, StatefulSet, its hook) when it declares
+        a migration hook, "" when a plan is moving it already, None when a plain move is due."""
         if PINNED_PLACEMENT in ((binding.get("metadata") or {}).get("annotations") or {}):
             return ""  # a plan is moving it already
         ref = (binding.get("spec") or {}).get("resource") or {}
@@ -165,9 +177,18 @@ class Rescheduler:
             hook = declared_hook(workload)
         except (ApiError, ValueError):
             return None
-        if hook is None:
-            return None
-        plan = plan_object("StatefulSet", ns, str(ref["name"]), source, None, hook, origin, why, self.clock())
+        return None if hook is None else (ns, str(ref["name"]), hook)
+
+    async def _migrate(self, binding: Mapping[str, Any], source: str, why: str,
+                       origin: str = "Automatic") -> str | None:
+        """A MigrationPlan (its target: where the scheduler would put it) instead of a plain
+        re-placement, when the binding moves with its data (`_migration_of`). Returns the plan started
+        ("namespace/name"), "" when one is moving it already, None when a plain move is due."""
+        found = await self._migration_of(binding)
+        if not isinstance(found, tuple):
+            return found
+        ns, name, hook = found
+        plan = plan_object("StatefulSet", ns, name, source, None, hook, origin, why, self.clock())
         try:
             created = await self.registry.create(MIGRATION_PLAN, plan)
         except Conflict as e:

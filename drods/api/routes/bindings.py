@@ -24,8 +24,8 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from drods.api.auth import Action, Principal
-from drods.api.context import context, require
+from drods.api.auth import Principal
+from drods.api.context import authenticate, context
 from drods.api.dryrun import dry_run_param
 from drods.api.routes.flat import _flat_errors, to_flat
 from drods.api.schemas import ERROR_RESPONSES
@@ -89,7 +89,7 @@ def flat_view(obj: dict[str, Any]) -> dict[str, Any]:
 
 @router.post("", status_code=202, summary="Submit a scheduling task (API5)")
 async def create_binding(request: Request, body: BindingRequest = Body(...),
-                         _: Principal = Depends(require(Action.WRITE)),
+                         _: Principal = Depends(authenticate),
                          dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     spec = body.model_dump(mode="json", exclude_unset=True)
@@ -111,7 +111,7 @@ async def create_binding(request: Request, body: BindingRequest = Body(...),
 
 @router.get("", summary="List scheduling tasks")
 async def list_bindings(request: Request, labelSelector: str | None = None,
-                        _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                        _: Principal = Depends(authenticate)) -> JSONResponse:
     from drods.api.routes.kubernetes import selector_of
 
     ctx = context(request)
@@ -120,13 +120,13 @@ async def list_bindings(request: Request, labelSelector: str | None = None,
 
 
 @router.get("/{binding_id}", summary="One scheduling task (spec and status)")
-async def get_binding(request: Request, binding_id: str, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+async def get_binding(request: Request, binding_id: str, _: Principal = Depends(authenticate)) -> JSONResponse:
     return JSONResponse(flat_view(await _get(request, binding_id)))
 
 
 @router.get("/{binding_id}/status", summary="State and placement of a scheduling task (API5)")
 async def binding_status(request: Request, binding_id: str,
-                         _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                         _: Principal = Depends(authenticate)) -> JSONResponse:
     return JSONResponse(status_view(await _get(request, binding_id)))
 
 
@@ -145,7 +145,7 @@ _ANY = {"schema": {"type": "object"}}
               openapi_extra={"requestBody": {"required": True,
                                              "content": {MERGE_PATCH: _ANY, "application/json": _ANY}}})
 async def patch_binding(request: Request, binding_id: str,
-                        _: Principal = Depends(require(Action.WRITE)),
+                        _: Principal = Depends(authenticate),
                         dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     from drods.api.body import read_body
 
@@ -174,7 +174,7 @@ async def patch_binding(request: Request, binding_id: str,
 
 @router.delete("/{binding_id}", summary="Delete a scheduling task")
 async def delete_binding(request: Request, binding_id: str,
-                         _: Principal = Depends(require(Action.WRITE)),
+                         _: Principal = Depends(authenticate),
                          dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     await _get(request, binding_id)

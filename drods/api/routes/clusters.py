@@ -10,8 +10,9 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from drods.api.auth import Action, Principal
-from drods.api.context import ApiContext, context, require
+from drods.api.auth import Principal
+from drods.api.context import ApiContext, authenticate, context
+from drods.api.dryrun import dry_run_param
 from drods.api.routes.flat import flat_router
 from drods.api.schemas import ERROR_RESPONSES, ClusterRegistration, PropagationPolicyBody
 from drods.controllers.rescheduler import Rescheduler
@@ -42,11 +43,14 @@ class DrainRequest(BaseModel):
 
 @drain.post("/{name}/drain", summary="Cordon a cluster and move everything off it (S11, F3)")
 async def drain_cluster(request: Request, name: str, body: DrainRequest | None = Body(default=None),
-                        _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                        _: Principal = Depends(authenticate),
+                        dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     """Cordon, then every binding with replicas there is re-placed (graceful: new copies first); a
-    StatefulSet that declares a migration hook moves with its data by a MigrationPlan."""
+    StatefulSet that declares a migration hook moves with its data by a MigrationPlan. A dry run
+    answers that plan (``migrationPlans`` names the StatefulSets) and changes nothing."""
     ctx = context(request)
     rescheduler = ctx.rescheduler or Rescheduler(ctx.registry)
-    result = await rescheduler.drain(name, body.reason if body else "")
-    return JSONResponse({"cluster": name, "cordoned": True, "rescheduled": list(result.bindings),
-                         "migrationPlans": list(result.plans), "replicas": result.moved, "message": result.message})
+    result = await rescheduler.drain(name, body.reason if body else "", dry_run=dry_run)
+    out = {"cluster": name, "cordoned": not dry_run, "rescheduled": list(result.bindings),
+           "migrationPlans": list(result.plans), "replicas": result.moved, "message": result.message}
+    return JSONResponse({**out, "dryRun": True} if dry_run else out)

@@ -10,8 +10,8 @@ import time
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 
-from drods.api.auth import Action, Principal
-from drods.api.context import context, require
+from drods.api.auth import Principal
+from drods.api.context import authenticate, context
 from drods.api.merged_document import merge_into, report_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.dataset_access import DatasetAccessReport, hotness, merge_access
@@ -22,7 +22,7 @@ router = APIRouter(prefix="/api/v1/datasets/access", tags=["datasets"], response
 
 @router.put("", summary="Report Dataset reads by cluster (F4 hotness)")
 async def put_access(request: Request, report: DatasetAccessReport = Body(...),
-                     _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                     _: Principal = Depends(authenticate)) -> JSONResponse:
     now = report_time(report.timestamp)
     doc = await merge_into(context(request).store, DATASET_ACCESS_KEY,
                            lambda stored: merge_access(stored, report, now), "access document")
@@ -30,7 +30,7 @@ async def put_access(request: Request, report: DatasetAccessReport = Body(...),
 
 
 @router.get("", summary="Dataset hotness now (decayed GiB/h by reading cluster)")
-async def get_access(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+async def get_access(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
     kv = await context(request).store.get(DATASET_ACCESS_KEY)
     hot = hotness(json.loads(kv.value) if kv is not None else None, time.time())
     return JSONResponse({"datasets": {ds: {"hotnessGiBPerHour": round(sum(by.values()), 4),

@@ -12,8 +12,8 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from drods.api.auth import Action, Principal
-from drods.api.context import ApiContext, context, require
+from drods.api.auth import Principal
+from drods.api.context import ApiContext, authenticate, context
 from drods.api.dryrun import dry_run_param
 from drods.api.schemas import ERROR_RESPONSES, ObjectList
 from drods.errors import ApiError, BadRequest, Conflict, Invalid
@@ -64,7 +64,7 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
 
     @router.get("", response_model=ObjectList, summary=f"List {kind.plural}")
     async def list_all(request: Request, labelSelector: str | None = None,
-                       _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                       _: Principal = Depends(authenticate)) -> JSONResponse:
         from drods.api.routes.kubernetes import selector_of
 
         ctx = context(request)
@@ -72,7 +72,7 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         return JSONResponse({"items": [await render(ctx, o) for o in items], "resourceVersion": str(rev)})
 
     async def create(request: Request, body: BaseModel = Body(...),
-                     _: Principal = Depends(require(Action.WRITE)),
+                     _: Principal = Depends(authenticate),
                      dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
         ctx = context(request)
         flat = body.model_dump(mode="json", exclude_unset=True)
@@ -89,7 +89,7 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
     router.post("", status_code=201, summary=f"Create a {kind.kind}")(create)
 
     @router.get("/{name}", summary=f"Get one {kind.kind}")
-    async def get_one(request: Request, name: str, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+    async def get_one(request: Request, name: str, _: Principal = Depends(authenticate)) -> JSONResponse:
         ctx = context(request)
         return JSONResponse(await render(ctx, await ctx.registry.get(kind, name)))
 
@@ -98,7 +98,7 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
                                                                 "application/json": any_object}}}
 
     @router.patch("/{name}", summary=f"Merge-patch a {kind.kind} (RFC 7386)", openapi_extra=patch_body)
-    async def patch(request: Request, name: str, _: Principal = Depends(require(Action.WRITE)),
+    async def patch(request: Request, name: str, _: Principal = Depends(authenticate),
                     dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
         from drods.api.body import read_body
         from drods.registry.patch import merge_patch
@@ -129,7 +129,7 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         return JSONResponse(await render(ctx, updated))
 
     @router.delete("/{name}", summary=f"Delete a {kind.kind}")
-    async def delete(request: Request, name: str, _: Principal = Depends(require(Action.WRITE)),
+    async def delete(request: Request, name: str, _: Principal = Depends(authenticate),
                     dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
         ctx = context(request)
         obj, gone = await ctx.registry.delete(kind, name, dry_run=dry_run)

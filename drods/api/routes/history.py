@@ -22,8 +22,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from drods.api.auth import Action, Principal
-from drods.api.context import monitoring, require
+from drods.api.auth import Principal
+from drods.api.context import authenticate, monitoring
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, Invalid, not_found
@@ -99,7 +99,7 @@ async def metric_history(
     endTime: str | None = Query(default=None, description="RFC 3339; default now", json_schema_extra=_RFC3339),
     step: str | None = Query(default=None, max_length=32, description="30s, 5m, 1h, 1d; default: ~500 points"),
     source: Literal["auto", "local", "prometheus"] = Query(default="auto"),
-    _: Principal = Depends(require(Action.READ)),
+    _: Principal = Depends(authenticate),
 ) -> JSONResponse:
     svc = await monitoring(request)
     pushed = PUSHED_NAMES.get(metric)
@@ -157,7 +157,7 @@ async def failure_history(
     maxEntries: int = Query(default=100, ge=1, le=10_000),
     kind: str | None = Query(default=None, max_length=64, description="e.g. ClusterNotReady, StaleReports"),
     cluster: str | None = Query(default=None, max_length=253),
-    _: Principal = Depends(require(Action.READ)),
+    _: Principal = Depends(authenticate),
 ) -> JSONResponse:
     svc = await monitoring(request)
     start, end = time_window(svc, startTime, endTime)

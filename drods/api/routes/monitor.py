@@ -25,8 +25,8 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
-from drods.api.auth import Action, Principal
-from drods.api.context import ApiContext, context, monitoring, require
+from drods.api.auth import Principal
+from drods.api.context import ApiContext, authenticate, context, monitoring
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, Conflict, Invalid, not_found, validation_failed
 from drods.monitor.fleet import RealtimeSnapshot
@@ -84,7 +84,7 @@ def realtime_body(svc: MonitorService) -> dict[str, Any]:
             response_model=RealtimeView,
             description="With `watch=true` (and optional `timeoutSeconds`, default 1800) the answer is an "
                         "`application/x-ndjson` stream: one JSON line now and one per change.")
-async def get_realtime(request: Request, _: Principal = Depends(require(Action.READ))) -> Response:
+async def get_realtime(request: Request, _: Principal = Depends(authenticate)) -> Response:
     svc = await monitoring(request)
     if request.query_params.get("watch") in ("true", "1"):
         try:
@@ -126,7 +126,7 @@ async def _watch(ctx: ApiContext, svc: MonitorService, duration_s: float) -> Asy
 @router.get("/forecast", summary="Forecast water level of one cluster (F6)", response_model=ForecastView)
 async def get_forecast(request: Request, cluster: str = Query(min_length=1, max_length=253),
                        minutes: float = Query(default=30.0, gt=0, le=7 * 24 * 60),
-                       _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                       _: Principal = Depends(authenticate)) -> JSONResponse:
     svc = await monitoring(request)
     if await svc.cluster(cluster) is None:
         raise not_found("Cluster", cluster)
@@ -142,7 +142,7 @@ async def get_forecast(request: Request, cluster: str = Query(min_length=1, max_
 
 
 @router.get("/surge", summary="Traffic surge signal per cluster and for the fleet (S5)")
-async def get_surge(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+async def get_surge(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
     svc = await monitoring(request)
     doc = svc.fleet.surge or {}
     return JSONResponse({"fleet": doc.get("fleet") or {"active": False, "magnitude": 0.0, "clusters": []},
@@ -154,7 +154,7 @@ async def get_operations(request: Request,
                          startTime: str | None = Query(default=None, json_schema_extra=_RFC3339),
                          endTime: str | None = Query(default=None, json_schema_extra=_RFC3339),
                          maxEntries: int = Query(default=100, ge=1, le=10_000),
-                         _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                         _: Principal = Depends(authenticate)) -> JSONResponse:
     from drods.api.routes.history import time_window
 
     svc = await monitoring(request)
@@ -185,7 +185,7 @@ def _read_only(name: str) -> ApiError:
 
 @router.get("/subscriptions", summary="Collection subscriptions and each cluster's effective interval (C1)",
             response_model=SubscriptionList)
-async def list_subscriptions(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+async def list_subscriptions(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
     svc, subs = await _subscriptions(request)
     items = await subs.read()
     s = svc.settings
@@ -198,7 +198,7 @@ async def list_subscriptions(request: Request, _: Principal = Depends(require(Ac
 
 @router.get("/subscriptions/{name}", summary="One collection subscription", response_model=SubscriptionView)
 async def get_subscription(request: Request, name: str = _SUB_NAME,
-                           _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                           _: Principal = Depends(authenticate)) -> JSONResponse:
     subs = (await _subscriptions(request))[1]
     sub = await subs.get(name)
     if sub is None:
@@ -228,14 +228,14 @@ _PUT_DOC = ("Create or replace (201 / 200). With `ttlSeconds` the subscription l
 @router.put("/subscriptions/{name}", summary="Declare how fresh a status this subscriber needs (C1)",
             response_model=SubscriptionView, responses={201: {"model": SubscriptionView}}, description=_PUT_DOC)
 async def put_subscription(request: Request, name: str = _SUB_NAME, body: SubscriptionBody = Body(...),
-                           principal: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                           principal: Principal = Depends(authenticate)) -> JSONResponse:
     return await _put(request, name, body, principal)
 
 
 @router.put("/subscriptions", summary="Declare a need, named in the body (C1)", response_model=SubscriptionView,
             responses={201: {"model": SubscriptionView}}, description=_PUT_DOC)
 async def put_subscription_named(request: Request, body: SubscriptionBody = Body(...),
-                                 principal: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                                 principal: Principal = Depends(authenticate)) -> JSONResponse:
     if body.name is None:
         raise validation_failed("request validation failed", [{"field": "name", "message": "Field required"}])
     return await _put(request, body.name, body, principal)
@@ -243,7 +243,7 @@ async def put_subscription_named(request: Request, body: SubscriptionBody = Body
 
 @router.delete("/subscriptions/{name}", summary="Withdraw a need", response_model=SubscriptionView)
 async def delete_subscription(request: Request, name: str = _SUB_NAME,
-                              _: Principal = Depends(require(Action.WRITE))) -> JSONResponse:
+                              _: Principal = Depends(authenticate)) -> JSONResponse:
     subs = (await _subscriptions(request))[1]
     if name in BUILTIN_SETTINGS:
         raise _read_only(name)

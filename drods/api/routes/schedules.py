@@ -18,8 +18,8 @@ import time
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from drods.api.auth import Action, Principal
-from drods.api.context import context, require
+from drods.api.auth import Principal
+from drods.api.context import authenticate, context
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import Invalid
@@ -50,7 +50,7 @@ async def schedule_history(
     endTime: str | None = Query(default=None, description="RFC 3339; default now", json_schema_extra=_RFC3339),
     maxEntries: int = Query(default=100, ge=1, le=10_000),
     binding: str | None = Query(default=None, max_length=253, description="only this binding's decisions"),
-    _: Principal = Depends(require(Action.READ)),
+    _: Principal = Depends(authenticate),
 ) -> JSONResponse:
     ctx = context(request)
     now = time.time()
@@ -70,7 +70,7 @@ async def schedule_history(
 
 
 @router.get("/api/v1/scheduler", summary="Which scheduler leads; this process's scheduler queue and fleet view")
-async def scheduler_info(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+async def scheduler_info(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
     from drods.model.keys import lease_key
     from drods.schedulerd.service import LEASE_NAME
 

@@ -31,7 +31,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from drods.api.auth import Action, Principal, Role
-from drods.api.context import ApiContext, context, require
+from drods.api.context import ApiContext, authenticate, context
 from drods.api.schemas import ERROR_RESPONSES
 from drods.api.streaming import until_stopped
 from drods.errors import Conflict, Invalid, NotFound
@@ -51,7 +51,7 @@ MAX_WATCH_SECONDS = 86400.0
 
 @network.put("/status", summary="Report network status between client sites and service sites (C2)")
 async def put_network_status(request: Request, body: NetworkStatus = Body(...),
-                             principal: Principal = Depends(require(Action.REPORT))) -> JSONResponse:
+                             principal: Principal = Depends(authenticate)) -> JSONResponse:
     if principal.role is Role.CLUSTER_AGENT:
         for m in body.measurements:
             principal.require(Action.REPORT, m.to)
@@ -76,7 +76,7 @@ async def _cities(ctx: ApiContext) -> dict[str, str | None]:
 
 @network.get("/intervals", summary="The collection interval per (client site, cluster or city) pair (C1)")
 async def get_intervals(request: Request, source: str | None = Query(default=None, alias="from"),
-                        _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                        _: Principal = Depends(authenticate)) -> JSONResponse:
     ctx = context(request)
     regs, _rev = await ctx.registry.list(SERVICE_REGISTRATION)
     needs = pair_needs(regs, await _cities(ctx))
@@ -86,7 +86,7 @@ async def get_intervals(request: Request, source: str | None = Query(default=Non
 
 @network.get("/status", summary="The stored network status, one entry per site pair")
 async def get_network_status(request: Request, source: str | None = Query(default=None, alias="from"),
-                             _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                             _: Principal = Depends(authenticate)) -> JSONResponse:
     prefix = f"{NETWORK_PREFIX}{source}/" if source else NETWORK_PREFIX
     kvs, _rev = await context(request).store.range(prefix)
     return JSONResponse({"measurements": [json.loads(kv.value) for kv in kvs]})
@@ -101,13 +101,13 @@ def routes_view(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/services", summary="Every service with published routes")
-async def list_services(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+async def list_services(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
     items, _rev = await context(request).registry.list(SERVICE_ROUTE)
     return JSONResponse({"services": [{k: v for k, v in routes_view(o).items() if k != "routes"} for o in items]})
 
 
 @router.get("/services/{service_id}/routes", summary="A service's routes per client site (C7); ?watch=true streams")
-async def get_routes(request: Request, service_id: str, _: Principal = Depends(require(Action.READ))) -> Response:
+async def get_routes(request: Request, service_id: str, _: Principal = Depends(authenticate)) -> Response:
     ctx = context(request)
     obj = await ctx.registry.try_get(SERVICE_ROUTE, service_id)
     if request.query_params.get("watch") in ("true", "1"):
@@ -153,7 +153,7 @@ async def _watch(ctx: ApiContext, service_id: str, first: dict[str, Any] | None,
 @router.get("/services/{service_id}/resolve", summary="Resolve a flow to an instance, with flow affinity (C7)")
 async def resolve_flow(request: Request, service_id: str, client_site: str = Query(alias="clientSite", min_length=1),
                        flow: str = Query(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9._:-]+$"),
-                       _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                       _: Principal = Depends(authenticate)) -> JSONResponse:
     ctx = context(request)
     obj = await ctx.registry.try_get(SERVICE_ROUTE, service_id)
     if obj is None:
@@ -176,6 +176,6 @@ async def resolve_flow(request: Request, service_id: str, client_site: str = Que
 
 
 @router.get("/directory", summary="The multi-cluster service directory (F8, KEP-1645)")
-async def get_directory(request: Request, _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+async def get_directory(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
     ctx = context(request)
     return JSONResponse({"services": await directory(ctx.registry)})

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from drods.api.auth import Action, Principal
+from drods.api.auth import Principal
 from drods.api.body import read_body
-from drods.api.context import context, require
+from drods.api.context import authenticate, context
 from drods.api.dryrun import dry_run_param
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, Invalid, NotFound
@@ -52,7 +52,7 @@ class SyncBatch(BaseModel):
 
 @router.put("/configs", summary="Store domain configuration (an opaque document per domain)")
 async def put_configs(request: Request, body: DomainConfig = Body(...),
-                      _: Principal = Depends(require(Action.WRITE)),
+                      _: Principal = Depends(authenticate),
                       dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     key = f"{SYNC_CONFIGS_PREFIX}{body.cluster or FLEET_CONFIG}"
@@ -66,7 +66,7 @@ async def put_configs(request: Request, body: DomainConfig = Body(...),
 async def get_configs(request: Request,
                       cluster: str | None = Query(default=None, max_length=253, pattern=DOMAIN_NAME,
                                                   description="the domain; omit for the fleet-wide document"),
-                      _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                      _: Principal = Depends(authenticate)) -> JSONResponse:
     ctx = context(request)
     kv = await ctx.store.get(f"{SYNC_CONFIGS_PREFIX}{cluster or FLEET_CONFIG}")
     if kv is None:
@@ -79,7 +79,7 @@ async def get_configs(request: Request,
 @router.post("/batch", summary="Create or update up to 1000 objects at once, all or nothing",
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": SyncBatch.model_json_schema()}}}})
-async def post_batch(request: Request, _: Principal = Depends(require(Action.WRITE)),
+async def post_batch(request: Request, _: Principal = Depends(authenticate),
                      dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     body = await read_body(request, limit=ctx.api.maxBatchBodyBytes)

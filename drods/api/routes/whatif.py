@@ -20,8 +20,8 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from drods.api.auth import Action, Principal
-from drods.api.context import ApiContext, context, require
+from drods.api.auth import Principal
+from drods.api.context import ApiContext, authenticate, context
 from drods.api.routes.bindings import BindingRequest
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.binding import BindingSpec
@@ -80,7 +80,7 @@ def current_placement(svc: SchedulerService, name: str) -> dict[str, int] | None
 
 @router.post("/api/v1/whatif", summary="Dry-run placement: what a binding or workload would get, and why (W1)")
 async def whatif(request: Request, body: WhatIfRequest = Body(...),
-                 _: Principal = Depends(require(Action.READ))) -> JSONResponse:
+                 _: Principal = Depends(authenticate)) -> JSONResponse:
     ctx = context(request)
     if body.binding is not None:
         spec_doc = body.binding.model_dump(mode="json", exclude_unset=True)
