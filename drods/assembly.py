@@ -71,7 +71,7 @@ from drods.registry.objects import decode_stored
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.security.envelope import Envelope, Keyring
-from drods.security.tokens import TokenRecord, decode_record
+from drods.security.tokens import decode_record, revocations
 from drods.steering.controller import LEASE as STEERING_LEASE
 from drods.steering.controller import SteeringController, SteeringInformers
 from drods.steering.directory import LEASE as DIRECTORY_LEASE
@@ -182,14 +182,7 @@ class ControlPlane:
 def follow_revocations(manager: Manager, tokens: TokenAuthority) -> None:
     """Keep ``tokens.revoked`` equal to the revoked IDs in the store (`drods token revoke`)."""
 
-    def changed(key: str, old: TokenRecord | None, new: TokenRecord | None) -> None:
-        token_id = key[len(TOKENS_PREFIX):]
-        if new is not None and new.revokedAt is not None:
-            tokens.revoked.add(token_id)
-        else:
-            tokens.revoked.discard(token_id)
-
-    manager.informer(TOKENS_PREFIX, decode_record).on_change(changed)
+    manager.informer(TOKENS_PREFIX, decode_record).on_change(revocations(tokens))
 
 
 def encrypted_store(store: Store, data_dir: Path) -> EncryptingStore:

@@ -1,15 +1,24 @@
 """The record of issued tokens in the store (``/auth/tokens/<id>``): what ``drods token list`` shows
 and how ``drods token revoke ID`` reaches every API server (they follow the prefix with an informer
-and refuse a revoked ID at once, whatever the token's expiry). The token itself is never stored."""
+and refuse a revoked ID at once, whatever the token's expiry). The token itself is never stored.
+
+Every command that signs a token goes through `issue_recorded`: the record is written before the
+token is handed out, so no token exists that ``drods token revoke`` cannot reach."""
 
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from drods.model.keys import TOKENS_PREFIX
 from drods.store import KeyValue, Store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from drods.api.auth import Role, TokenAuthority
 
 
 @dataclass(frozen=True)
@@ -58,3 +67,31 @@ async def live(store: Store, now: float | None = None) -> list[TokenRecord]:
     kvs, _ = await store.range(TOKENS_PREFIX)
     t = time.time() if now is None else now
     return [r for kv in kvs if (r := decode_record(kv)) is not None and r.live(t)]
+
+
+async def issue_recorded(authority: TokenAuthority, store: Store, role: Role, *, subject: str | None = None,
+                         cluster: str | None = None, ttl_seconds: int | None = 30 * 24 * 3600,
+                         namespaces: list[str] | None = None) -> str:
+    """Sign a token and record it (ID, subject, role, cluster, namespaces, expiry) in ``store``; the
+    token is returned only once its record is written (a ``ValueError`` for claims that do not go
+    together)."""
+    token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl_seconds, namespaces=namespaces)
+    p = authority.verify(token)
+    assert p.token_id is not None
+    now = time.time()
+    await record(store, TokenRecord(p.token_id, p.subject, p.role.value, now, p.expires, p.cluster,
+                                    tuple(sorted(p.namespaces)) if p.namespaces else None))
+    return token
+
+
+def revocations(authority: TokenAuthority) -> Callable[[str, TokenRecord | None, TokenRecord | None], None]:
+    """An informer handler of ``/auth/tokens/`` keeping ``authority.revoked`` equal to the revoked IDs."""
+
+    def changed(key: str, old: TokenRecord | None, new: TokenRecord | None) -> None:
+        token_id = key[len(TOKENS_PREFIX):]
+        if new is not None and new.revokedAt is not None:
+            authority.revoked.add(token_id)
+        else:
+            authority.revoked.discard(token_id)
+
+    return changed
