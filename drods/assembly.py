@@ -211,7 +211,7 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     manager.informer(CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored).on_change(ctx.catalog.learn)
     interpreter = Interpreter()
     manager.informer(RESOURCE_INTERPRETER_CUSTOMIZATION.key_prefix(), decode_stored).on_change(interpreter.learn)
-    component_audit = ComponentAudit(ctx.audit)
+    component_audit = ComponentAudit(ctx.audit, replica=manager.identity)
     manager.audit_sink = component_audit.submit
     manager.add("component-audit", component_audit)
     plane = ControlPlane(manager, ctx, chosen)

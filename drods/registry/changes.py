@@ -6,7 +6,7 @@ manifests or a kind's ``secret_paths`` carry ``"***"`` instead of the value."""
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +36,9 @@ class Recorder:
 
 CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("drods_audit_recorder", default=None)
 # Outside a request: the component making the write (set by the manager for each runnable) and where
-# its changes go (the audit log's component writer). Status-only writes are not recorded.
-Sink = Callable[[str, Change], None]
+# its changes go (the audit log's component writer, which returns once the record is kept: the write
+# is answered only then). Status-only writes are not recorded.
+Sink = Callable[[str, Change], Awaitable[None]]
 COMPONENT: contextvars.ContextVar[tuple[str, Sink] | None] = contextvars.ContextVar("drods_component", default=None)
 
 
@@ -94,8 +95,9 @@ def redact(kind: Kind, patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 _NOISE = ("/metadata/resourceVersion", "/metadata/generation", "/metadata/managedFields")
 
 
-def note(kind: Kind, verb: str, name: str, namespace: str | None, before: Any, after: Any) -> None:
-    """Record one write in the current request's recorder (nothing outside a request)."""
+async def note(kind: Kind, verb: str, name: str, namespace: str | None, before: Any, after: Any) -> None:
+    """Record one write in the current request's recorder, or hand a component's to its sink and
+    wait until the sink has kept it (back-pressure: a component is held while the audit log lags)."""
     rec = CURRENT.get()
     component = COMPONENT.get() if rec is None else None
     if rec is None and component is None:
@@ -110,4 +112,4 @@ def note(kind: Kind, verb: str, name: str, namespace: str | None, before: Any, a
     if rec is not None:
         rec.changes.append(change)
     elif component is not None:
-        component[1](component[0], change)
+        await component[1](component[0], change)
