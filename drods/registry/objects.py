@@ -427,9 +427,9 @@ class ObjectRegistry:
                                {"written": written})
             if results:
                 out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
-            for kind, key, obj, rev in part:
-                await changes.note(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
-                             obj["metadata"].get("namespace"), before.get(key), obj)
+            await changes.note_all([(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
+                                     obj["metadata"].get("namespace"), before.get(key), obj)
+                                    for kind, key, obj, rev in part])
             written += len(part)
         return out
 

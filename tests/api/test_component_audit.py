@@ -123,3 +123,26 @@ async def test_records_wait_out_a_failing_store(store: Store) -> None:
     assert failures == 0
     entries = await AuditLog(store).query(limit=100_000)
     assert [e["subject"] for e in entries if e.get("object") == f"ServiceRoute/{name}"] == ["component:detector"]
+
+
+async def test_a_components_batch_write_waits_for_one_audit_batch(store: Store, tmp_path: Path) -> None:
+    """The records of one transaction's objects are handed over together: a batch of 50 objects
+    costs an audit transaction or two, not 50 round trips."""
+    slow = SlowStore(store, delay=0.0)
+    slow.gate.set()
+    audit = slow.audit = ComponentAudit(AuditLog(slow), replica="replica-c")
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    run = asyncio.create_task(audit.run())
+    tag = uuid.uuid4().hex[:8]
+    token = changes.COMPONENT.set(("steering", audit.submit))
+    try:
+        async with asyncio.timeout(20):
+            await registry.batch_upsert([(SERVICE_ROUTE, route(f"b{tag}-{i}.example")) for i in range(50)],
+                                        trusted=True)
+    finally:
+        changes.COMPONENT.reset(token)
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+    assert 1 <= slow.txns <= 2
+    entries = await AuditLog(store).query(limit=100_000)
+    assert len([e for e in entries if tag in str(e.get("object"))]) == 50
