@@ -72,7 +72,7 @@ from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.security.at_rest import EncryptionConfig
 from drods.security.envelope import Envelope, Keyring
-from drods.security.tokens import TokenRecord, decode_record
+from drods.security.tokens import decode_record, revocations
 from drods.steering.controller import LEASE as STEERING_LEASE
 from drods.steering.controller import SteeringController, SteeringInformers
 from drods.steering.directory import LEASE as DIRECTORY_LEASE
@@ -185,14 +185,7 @@ class ControlPlane:
 def follow_revocations(manager: Manager, tokens: TokenAuthority) -> None:
     """Keep ``tokens.revoked`` equal to the revoked IDs in the store (`drods token revoke`)."""
 
-    def changed(key: str, old: TokenRecord | None, new: TokenRecord | None) -> None:
-        token_id = key[len(TOKENS_PREFIX):]
-        if new is not None and new.revokedAt is not None:
-            tokens.revoked.add(token_id)
-        else:
-            tokens.revoked.discard(token_id)
-
-    manager.informer(TOKENS_PREFIX, decode_record).on_change(changed)
+    manager.informer(TOKENS_PREFIX, decode_record).on_change(revocations(tokens))
 
 
 def encrypted_store(store: Store, data_dir: Path, encryption: EncryptionConfig | None = None) -> EncryptingStore:
@@ -224,7 +217,7 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     manager.informer(RESOURCE_INTERPRETER_CUSTOMIZATION.key_prefix(), decode_stored).on_change(interpreter.learn)
     ctx.readiness = manager.readiness
     ctx.prometheus_registries.append(manager.metrics.registry)
-    component_audit = ComponentAudit(ctx.audit)
+    component_audit = ComponentAudit(ctx.audit, replica=manager.identity)
     manager.audit_sink = component_audit.submit
     manager.add("component-audit", component_audit)
     plane = ControlPlane(manager, ctx, chosen)

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import logging
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +26,8 @@ from drods.model.keys import AUDIT_PREFIX
 from drods.model.timefmt import parse_rfc3339
 from drods.registry.changes import Change
 from drods.store import Store
+
+log = logging.getLogger("drods.audit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,7 @@ class AuditEntry:
     # a server-side dry run found only once the handler read the body (a DELETE's options): its
     # written-ahead record is dropped from queries with this outcome, as it changed nothing
     dryRun: bool = False
+    replica: str | None = None  # a component's change: the process (replica identity) that made it
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,39 +113,84 @@ class AuditLog:
 
 class ComponentAudit:
     """Writes the audit records of components' changes (controllers, the scheduler …: writes made
-    outside any request) under ``component:<name>``; status-only writes are not recorded. Queued and
-    written in the background: a component's write is not held up by the audit log."""
+    outside any request) under ``component:<name>`` with the replica (process identity) that made
+    them; status-only writes are not recorded.
+
+    Nothing is dropped. Records wait in a bounded queue and are written a batch per transaction; a
+    component's write is answered only once its record is in the store, and while ``max_queue``
+    records wait, further writers are held before they queue (back-pressure, counted in ``held``).
+    A crash therefore loses only records of writes whose component had not been answered yet."""
 
     max_batch = 200
 
-    def __init__(self, log: AuditLog, max_queue: int = 10_000) -> None:
+    def __init__(self, log: AuditLog, max_queue: int = 10_000, *, replica: str | None = None,
+                 retry_s: float = 1.0) -> None:
         self.log = log
-        self.queue: asyncio.Queue[AuditEntry] = asyncio.Queue(max_queue)
-        self.dropped = 0
+        self.max_queue = max_queue
+        self.replica = replica
+        self.retry_s = retry_s
+        self.held = 0  # writers that waited for room in the queue
+        self._pending: deque[tuple[AuditEntry, asyncio.Future[None]]] = deque()
+        self._queued = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
 
-    def submit(self, component: str, change: Change) -> None:
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    async def submit(self, component: str, change: Change) -> None:
+        """Queue the record of ``change`` and return once it is written (held while the queue is full)."""
         entry = AuditEntry(time=utc_now_iso(), subject=f"component:{component}", role="component",
                            verb=change.verb.upper(), path="", object=f"{change.kind}/{change.name}", result=None,
-                           id=uuid.uuid4().hex, changes=[change.to_dict()])
-        try:
-            self.queue.put_nowait(entry)
-        except asyncio.QueueFull:
-            self.dropped += 1
+                           id=uuid.uuid4().hex, changes=[change.to_dict()], replica=self.replica)
+        if len(self._pending) >= self.max_queue:
+            self.held += 1
+            while len(self._pending) >= self.max_queue:
+                self._room.clear()
+                try:
+                    await self._room.wait()
+                except asyncio.CancelledError:
+                    self._queue(entry)  # the change is made: its record is kept even past the bound
+                    raise
+        await asyncio.shield(self._queue(entry))
+
+    def _queue(self, entry: AuditEntry) -> asyncio.Future[None]:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((entry, done))
+        self._queued.set()
+        return done
 
     async def run(self) -> None:
         """Write what is queued, a batch at a time: one transaction (and one key per second the
-        entries fall in) for a controller's burst of changes, not one write per change."""
-        while True:
-            batch = [await self.queue.get()]
-            while len(batch) < self.max_batch and not self.queue.empty():
-                batch.append(self.queue.get_nowait())
-            try:
-                await self.log.append_many(batch)
-            except Exception:  # noqa: BLE001 - retried once the store answers again
-                await asyncio.sleep(1.0)
-                for entry in batch:
-                    with contextlib.suppress(asyncio.QueueFull):
-                        self.queue.put_nowait(entry)
+        entries fall in) for a controller's burst of changes, not one write per change. A batch
+        leaves the queue only once written; a failed write is retried."""
+        try:
+            while True:
+                await self._queued.wait()
+                if not self._pending:
+                    self._queued.clear()
+                    continue
+                if not await self._write_batch():
+                    await asyncio.sleep(self.retry_s)
+        finally:  # stopping: one last attempt at what waits (its writers have had no answer)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                while self._pending and await self._write_batch():
+                    pass
+
+    async def _write_batch(self) -> bool:
+        batch = list(itertools.islice(self._pending, self.max_batch))
+        try:
+            await self.log.append_many([entry for entry, _ in batch])
+        except Exception:  # noqa: BLE001 - kept queued; retried once the store answers again
+            log.warning("component audit: %d record(s) wait for the store", len(self._pending), exc_info=True)
+            return False
+        for _ in batch:
+            _, done = self._pending.popleft()
+            if not done.done():
+                done.set_result(None)
+        if len(self._pending) < self.max_queue:
+            self._room.set()
+        return True
 
 
 def utc_now_iso() -> str:

@@ -18,6 +18,8 @@ import jwt
 
 from drods.errors import ApiError, Forbidden
 from drods.keyfile import load_or_create
+from drods.security import tokens as token_records
+from drods.store import Store
 
 ISSUER = "drods"
 
@@ -191,3 +193,19 @@ def bearer_token(authorization: str | None) -> str:
     if scheme.lower() != "bearer" or not token.strip():
         raise unauthenticated("Authorization header must be 'Bearer <token>'")
     return token.strip()
+
+
+async def issue_recorded(authority: TokenAuthority, store: Store, role: Role, *, subject: str | None = None,
+                         cluster: str | None = None, ttl_seconds: int | None = 30 * 24 * 3600,
+                         namespaces: list[str] | None = None) -> str:
+    """Sign a token and record it (ID, subject, role, cluster, namespaces, expiry) in ``store``; the
+    token is returned only once its record is written (a ``ValueError`` for claims that do not go
+    together)."""
+    token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl_seconds, namespaces=namespaces)
+    p = authority.verify(token)
+    assert p.token_id is not None
+    now = time.time()
+    rec = token_records.TokenRecord(p.token_id, p.subject, p.role.value, now, p.expires, p.cluster,
+                                    tuple(sorted(p.namespaces)) if p.namespaces else None)
+    await token_records.record(store, rec)
+    return token

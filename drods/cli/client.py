@@ -434,7 +434,8 @@ def audit(
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
 ) -> None:
-    """Who changed what, when, and with what result (admin only)."""
+    """Who changed what, when, and with what result (admin only): users' requests and, beside them,
+    the changes components made (subject ``component:<name>``, with the replica that made them)."""
     check_output(output)
     params: dict[str, Any] = {"limit": limit}
     if since:
@@ -456,9 +457,15 @@ def audit(
         return ",".join(f"{c.get('verb')} {c.get('kind')}/{c.get('namespace') + '/' if c.get('namespace') else ''}"
                         f"{c.get('name')}" for c in e.get("changes") or [])
 
-    print_table(("Time", "Subject", "Role", "Verb", "Path", "Result", "Changes"),
-                [[e.get("time"), e.get("subject"), e.get("role"), e.get("verb"), e.get("path"),
-                  "unknown" if e.get("result") is None else e.get("result"), changed(e)] for e in items])
+    def result(e: dict[str, Any]) -> object:
+        if e.get("role") == "component":
+            return "done"  # recorded once made; a component's change has no HTTP status
+        return "unknown" if e.get("result") is None else e.get("result")
+
+    # Who: a user's token subject, or a component (``component:<name>``) and the replica that ran it.
+    print_table(("Time", "Subject", "Replica", "Role", "Verb", "Path", "Result", "Changes"),
+                [[e.get("time"), e.get("subject"), e.get("replica") or "", e.get("role"), e.get("verb"),
+                  e.get("path"), result(e), changed(e)] for e in items])
 
 
 @handles_errors

@@ -142,9 +142,10 @@ def up(
                                        "fleet is quiet) instead of always spreading by water level.")] = False,
 ) -> None:
     """Start a control plane and N member clusters, join them, and run until SIGTERM/SIGINT."""
-    from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
+    from drods.api.auth import Role
     from drods.cli.cluster_ops import inspect_member, load_kubeconfig
     from drods.cli.remote import connect
+    from drods.cli.tokens import mint
     from drods.security.tls import ensure_certs
     from drods.security.trust import SERVER_TLS_DIR
     from drods.sim.harness import SimProcess, drods_command
@@ -185,7 +186,8 @@ def up(
         _wait_ready(url, certs.ca, server, 60)
         for sim in sims:
             sim.wait_ready(60)
-        token = TokenAuthority(load_or_create_signing_key(server_dir / "jwt.key")).issue(Role.ADMIN, subject="dev")
+        # recorded in the server's store: `drods token list/revoke --data-dir DATA/server` reach it
+        token = mint(server_dir, None, Role.ADMIN, subject="dev")
         api = connect(url, token, str(certs.ca))
         import asyncio
 

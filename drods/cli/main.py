@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
+from drods.api.auth import Role
 from drods.cli.config import ConfigOpt, component_settings
 
 app = typer.Typer(help="DRO-DS: cross-domain resource orchestration and dynamic scheduling.",
@@ -104,23 +104,10 @@ def token_create(
 ) -> None:
     """Print a signed token on stdout (and nothing else); its ID and claims (never the token) are
     recorded in the store for `drods token list` and `drods token revoke`."""
-    import asyncio
-    import time
-    import uuid
+    from drods.cli.tokens import mint
 
-    from drods.cli.tokens import record_token
-
-    authority = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"))
-    token_id = uuid.uuid4().hex
-    try:
-        token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl or None,
-                                namespaces=namespace or None, token_id=token_id)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from e
-    principal = authority.verify(token)
-    now = time.time()
-    asyncio.run(record_token(store, data_dir, principal, issued_at=now, expires_at=now + ttl if ttl else None))
-    typer.echo(token)
+    typer.echo(mint(data_dir, store, role, subject=subject, cluster=cluster, ttl_seconds=ttl or None,
+                    namespaces=namespace or None))
 
 
 @app.command()
@@ -131,21 +118,29 @@ def kubeconfig(
     ca_file: Annotated[Path | None, typer.Option("--ca-file", envvar="DRODS_CA_FILE",
                                                  help="CA certificate of the server (default: DATA_DIR/tls/ca.crt)")]
     = None,
+    ttl: Annotated[int, typer.Option("--ttl", help="lifetime in seconds of the token minted without --token "
+                                                   "(0 = never expires)")] = 30 * 24 * 3600,
     data_dir: DataDir = DEFAULT_DATA_DIR,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="where the minted token is recorded: the server's store (default: the data dir's "
+        "SQLite file, as `drods serve` uses it)")] = None,
 ) -> None:
-    """Print a kubeconfig that points kubectl at DRO-DS, with the server's CA embedded."""
+    """Print a kubeconfig that points kubectl at DRO-DS, with the server's CA embedded. Without
+    --token it carries a new token (subject ``kubectl``), recorded in the server's store like one
+    of `drods token create`: `drods token list` shows it, `drods token revoke` shuts it out."""
     import base64
 
+    from drods.cli.tokens import mint
     from drods.security.trust import data_dir_ca
 
-    if token is None:
-        token = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key")).issue(role, subject="kubectl")
-    cluster: dict[str, object] = {"server": server}
     ca = ca_file if ca_file and str(ca_file) not in ("", ".") else data_dir_ca(data_dir)
+    if server.startswith("https://") and not ca.is_file():
+        raise typer.BadParameter(f"{ca} not found: start `drods serve` once (it makes the CA) or pass "
+                                 "the server's CA with --ca-file", param_hint="--ca-file")
+    if token is None:
+        token = mint(data_dir, store, role, subject="kubectl", ttl_seconds=ttl or None)
+    cluster: dict[str, object] = {"server": server}
     if server.startswith("https://"):
-        if not ca.is_file():
-            raise typer.BadParameter(f"{ca} not found: start `drods serve` once (it makes the CA) or pass "
-                                     "the server's CA with --ca-file", param_hint="--ca-file")
         cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
     else:
         typer.echo("warning: kubectl sends tokens only over HTTPS; a server started with --insecure-http "

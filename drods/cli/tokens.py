@@ -1,5 +1,5 @@
 """``drods token list`` and ``drods token revoke ID``: the store's record of issued tokens
-(`drods.security.tokens`); ``drods token create`` (in `drods.cli.main`) records each token it signs."""
+(`drods.security.tokens`), and `mint`, through which every command that signs a token records it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from drods.api.auth import Principal
+    from drods.api.auth import Role
     from drods.store import Store
 
 DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", show_envvar=True,
@@ -28,18 +28,29 @@ def _open(store: str | None, data_dir: Path) -> Store:
     return open_store(store or default_store_url(data_dir))
 
 
-async def record_token(store: str | None, data_dir: Path, principal: Principal, *, issued_at: float,
-                       expires_at: float | None) -> None:
-    from drods.security.tokens import TokenRecord, record
+def mint(data_dir: Path, store: str | None, role: Role, *, subject: str | None = None, cluster: str | None = None,
+         ttl_seconds: int | None = 30 * 24 * 3600, namespaces: list[str] | None = None) -> str:
+    """A token signed with DATA_DIR's key and recorded in ``store`` (default: the data dir's SQLite
+    file) before it is returned: what `drods token create`, `drods kubeconfig` and `drods dev up`
+    hand out. ``typer.BadParameter`` for claims that do not go together."""
+    import asyncio
 
-    assert principal.token_id is not None
-    s = _open(store, data_dir)
+    from drods.api.auth import TokenAuthority, issue_recorded, load_or_create_signing_key
+
+    authority = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"))
+
+    async def run() -> str:
+        s = _open(store, data_dir)
+        try:
+            return await issue_recorded(authority, s, role, subject=subject, cluster=cluster,
+                                        ttl_seconds=ttl_seconds, namespaces=namespaces)
+        finally:
+            await s.close()
+
     try:
-        await record(s, TokenRecord(principal.token_id, principal.subject, principal.role.value, issued_at, expires_at,
-                                    principal.cluster,
-                                    tuple(sorted(principal.namespaces)) if principal.namespaces else None))
-    finally:
-        await s.close()
+        return asyncio.run(run())
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
 
 
 def register_token_commands(token_app: typer.Typer) -> None:

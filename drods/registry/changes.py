@@ -5,8 +5,9 @@ manifests or a kind's ``secret_paths`` carry ``"***"`` instead of the value."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,9 @@ class Recorder:
 
 CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("drods_audit_recorder", default=None)
 # Outside a request: the component making the write (set by the manager for each runnable) and where
-# its changes go (the audit log's component writer). Status-only writes are not recorded.
-Sink = Callable[[str, Change], None]
+# its changes go (the audit log's component writer, which returns once the record is kept: the write
+# is answered only then). Status-only writes are not recorded.
+Sink = Callable[[str, Change], Awaitable[None]]
 COMPONENT: contextvars.ContextVar[tuple[str, Sink] | None] = contextvars.ContextVar("drods_component", default=None)
 
 
@@ -94,20 +96,39 @@ def redact(kind: Kind, patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 _NOISE = ("/metadata/resourceVersion", "/metadata/generation", "/metadata/managedFields")
 
 
-def note(kind: Kind, verb: str, name: str, namespace: str | None, before: Any, after: Any) -> None:
-    """Record one write in the current request's recorder (nothing outside a request)."""
+Write = tuple[Kind, str, str, str | None, Any, Any]  # kind, verb, name, namespace, before, after
+
+
+async def note(kind: Kind, verb: str, name: str, namespace: str | None, before: Any, after: Any) -> None:
+    """Record one write in the current request's recorder, or hand a component's to its sink and
+    wait until the sink has kept it (back-pressure: a component is held while the audit log lags)."""
+    await note_all([(kind, verb, name, namespace, before, after)])
+
+
+async def note_all(writes: list[Write]) -> None:
+    """`note` for the writes of one transaction: a component's records are handed over together and
+    awaited together (one audit batch, not one round trip each)."""
     rec = CURRENT.get()
     component = COMPONENT.get() if rec is None else None
     if rec is None and component is None:
         return
+    kept = [c for w in writes if (c := _change(*w, component=component is not None)) is not None]
+    if rec is not None:
+        rec.changes.extend(kept)
+    elif component is not None and kept:
+        who, sink = component
+        if len(kept) == 1:
+            await sink(who, kept[0])
+        else:
+            await asyncio.gather(*(sink(who, c) for c in kept))
+
+
+def _change(kind: Kind, verb: str, name: str, namespace: str | None, before: Any, after: Any, *,
+            component: bool) -> Change | None:
     patch = [op for op in diff(before or {}, after or {}) if not op["path"].startswith(_NOISE)]
-    if component is not None and all(op["path"].startswith("/status") for op in patch):
-        return
+    if component and all(op["path"].startswith("/status") for op in patch):
+        return None
     patch = redact(kind, patch)
     if len(patch) > _MAX_OPS:
         patch = [*patch[:_MAX_OPS], {"op": "test", "path": "", "value": f"… {len(patch) - _MAX_OPS} more ops"}]
-    change = Change(kind.kind, namespace, name, verb, patch)
-    if rec is not None:
-        rec.changes.append(change)
-    elif component is not None:
-        component[1](component[0], change)
+    return Change(kind.kind, namespace, name, verb, patch)

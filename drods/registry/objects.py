@@ -218,7 +218,7 @@ class ObjectRegistry:
             rev = await self.store.put(key, _encode(obj), expect_revision=0)
         except CasFailed as e:
             raise already_exists(kind.kind, meta["name"]) from e
-        changes.note(kind, "create", meta["name"], meta.get("namespace"), None, obj)
+        await changes.note(kind, "create", meta["name"], meta.get("namespace"), None, obj)
         return self._result(kind, obj, rev)
 
     async def update(
@@ -332,10 +332,10 @@ class ObjectRegistry:
                     marked["metadata"]["deletionTimestamp"] = now_rfc3339()
                     marked["metadata"]["deletionGracePeriodSeconds"] = 0
                     rev = await self.store.put(key, _encode(marked), expect_revision=kv.mod_revision)
-                    changes.note(kind, "delete", name, meta.get("namespace"), current, marked)
+                    await changes.note(kind, "delete", name, meta.get("namespace"), current, marked)
                     return self._result(kind, marked, rev), False
                 await self.store.delete(key, expect_revision=kv.mod_revision)
-                changes.note(kind, "delete", name, meta.get("namespace"), current, None)
+                await changes.note(kind, "delete", name, meta.get("namespace"), current, None)
                 return self._decode(kind, kv, reveal=False), True
             except CasFailed:
                 if resource_version is not None:
@@ -433,9 +433,9 @@ class ObjectRegistry:
                 raise Conflict("objects in the batch changed while it was written; retry", {"written": written})
             if results:
                 out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
-            for kind, key, obj, rev in part:
-                changes.note(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
-                             obj["metadata"].get("namespace"), before.get(key), obj)
+            await changes.note_all([(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
+                                     obj["metadata"].get("namespace"), before.get(key), obj)
+                                    for kind, key, obj, rev in part])
             written += len(part)
         return out
 
@@ -516,7 +516,7 @@ class ObjectRegistry:
             rev = await self.store.put(key, _encode(new), expect_revision=revision)
         except CasFailed as e:
             raise conflict(kind.kind, name, str(e.current.mod_revision) if e.current else None) from e
-        changes.note(kind, "update", name, new["metadata"].get("namespace"), current, new)
+        await changes.note(kind, "update", name, new["metadata"].get("namespace"), current, new)
         # A deleted object whose last finalizer was removed by this write goes away now.
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             with contextlib.suppress(CasFailed):

@@ -1,15 +1,22 @@
 """The record of issued tokens in the store (``/auth/tokens/<id>``): what ``drods token list`` shows
 and how ``drods token revoke ID`` reaches every API server (they follow the prefix with an informer
-and refuse a revoked ID at once, whatever the token's expiry). The token itself is never stored."""
+and refuse a revoked ID at once, whatever the token's expiry). The token itself is never stored.
+
+Every command that signs a token goes through `drods.api.auth.issue_recorded`: the record is written before the
+token is handed out, so no token exists that ``drods token revoke`` cannot reach."""
 
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from drods.model.keys import TOKENS_PREFIX
 from drods.store import KeyValue, Store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @dataclass(frozen=True)
@@ -58,3 +65,21 @@ async def live(store: Store, now: float | None = None) -> list[TokenRecord]:
     kvs, _ = await store.range(TOKENS_PREFIX)
     t = time.time() if now is None else now
     return [r for kv in kvs if (r := decode_record(kv)) is not None and r.live(t)]
+
+
+class _Revoking(Protocol):
+    revoked: set[str]
+
+
+def revocations(authority: _Revoking) -> Callable[[str, TokenRecord | None, TokenRecord | None], None]:
+    """An informer handler of ``/auth/tokens/`` keeping ``authority.revoked`` (a token authority's)
+    equal to the revoked IDs."""
+
+    def changed(key: str, old: TokenRecord | None, new: TokenRecord | None) -> None:
+        token_id = key[len(TOKENS_PREFIX):]
+        if new is not None and new.revokedAt is not None:
+            authority.revoked.add(token_id)
+        else:
+            authority.revoked.discard(token_id)
+
+    return changed

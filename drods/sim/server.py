@@ -25,14 +25,17 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from drods.api.app import create_app
-from drods.api.auth import Role
+from drods.api.auth import Role, issue_recorded
 from drods.api.context import ApiContext
 from drods.api.status import kubernetes_error_response, kubernetes_status
 from drods.errors import ApiError
 from drods.machinery.informer import Informer
+from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION
 from drods.registry.objects import decode_stored
 from drods.security.tls import ensure_certs
+from drods.security.tokens import decode_record
+from drods.security.tokens import revocations as followed_revocations
 from drods.sim.config import SimConfig
 from drods.sim.control import ControlServer, state_path, write_state
 from drods.sim.controller import SimController
@@ -89,6 +92,7 @@ class SimServer:
         self._control: ControlServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._definitions: asyncio.Task[None] | None = None
+        self._revocations: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -106,6 +110,12 @@ class SimServer:
         definitions.on_change(ctx.catalog.learn)  # the custom kinds of the definitions it holds
         self._definitions = asyncio.create_task(definitions.run(), name=f"sim-{cfg.name}-definitions")
         await definitions.wait_synced()
+        # The sim's tokens are its own (signed with its key, accepted by it alone): recorded in its
+        # store, where `drods token list/revoke --store sqlite:///DATA/sim.db` reach them.
+        revocations = Informer(self._store, TOKENS_PREFIX, decode_record)
+        revocations.on_change(followed_revocations(ctx.tokens))
+        self._revocations = asyncio.create_task(revocations.run(), name=f"sim-{cfg.name}-revocations")
+        await revocations.wait_synced()
         await self.controller.bootstrap()
         await self.controller.start_informer()
         await self.controller.reconcile_once()
@@ -119,7 +129,8 @@ class SimServer:
         await self._listener.up()
         host = "127.0.0.1" if cfg.host in ("0.0.0.0", "") else ("[::1]" if cfg.host == "::" else cfg.host)
         self.server_url = f"{'https' if certs else 'http'}://{host}:{self._listener.port}"
-        self.token = ctx.tokens.issue(Role.ADMIN, subject=f"sim:{cfg.name}", ttl_seconds=None)
+        self.token = await issue_recorded(ctx.tokens, self._store, Role.ADMIN, subject=f"sim:{cfg.name}",
+                                          ttl_seconds=None)
         self.kubeconfig_path = cfg.kubeconfig_out or data / "kubeconfig"
         doc = kubeconfig(cfg.name, self.server_url, self.token, certs.ca.read_bytes() if certs else None)
         self.kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,10 +195,11 @@ class SimServer:
         self.fault.set("up")
         if self._listener is not None:
             await self._listener.down(graceful=True)
-        if self._definitions is not None:
-            self._definitions.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._definitions
+        for informer in (self._definitions, self._revocations):
+            if informer is not None:
+                informer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await informer
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

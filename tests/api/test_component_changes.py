@@ -25,7 +25,10 @@ async def test_a_components_batch_update_is_recorded_as_its_difference(tmp_path:
     store = SqliteStore(str(tmp_path / "s.db"))
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
     recorded: list[tuple[str, changes.Change]] = []
-    token = changes.COMPONENT.set(("steering", lambda who, change: recorded.append((who, change))))
+    async def sink(who: str, change: changes.Change) -> None:
+        recorded.append((who, change))
+
+    token = changes.COMPONENT.set(("steering", sink))
     try:
         [(created, _)] = await registry.batch_upsert([(SERVICE_ROUTE, route_object("a"))], trusted=True)
         assert recorded[0][1].verb == "create" and any(op["path"] == "/spec" for op in recorded[0][1].patch)

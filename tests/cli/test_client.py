@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import yaml
 
 from tests.cli.conftest import Drods
 from tests.free_port import free_port
-from tests.server_process import ServerProcess
+from tests.server_process import ServerProcess, wait_until
 
 MANIFESTS = """
 apiVersion: multicluster.io/v1alpha1
@@ -210,3 +211,36 @@ def test_get_wide_shows_the_extra_columns(drods: Drods, tmp_path: Path) -> None:
     assert "COST/H" not in plain[0] and wide[0].split()[-1] == "COST/H"
     assert any(line.split()[0] == "wide-b" for line in wide[1:])
     assert drods("get", "bindings", "-o", "bogus").returncode != 0
+
+
+def test_audit_shows_component_changes_beside_user_changes(drods: Drods, cli_server: ServerProcess,
+                                                           tmp_path: Path) -> None:
+    """A user's Deployment and policy, and the Binding the resource detector makes for them: the
+    user's requests and the component's change (with the replica that made it) in one listing."""
+    manifest = tmp_path / "app.yaml"
+    manifest.write_text(yaml.safe_dump_all([
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "audited-web", "namespace": "default", "labels": {"app": "audited-web"}},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "audited-web"}},
+                  "template": {"metadata": {"labels": {"app": "audited-web"}},
+                               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}},
+        {"apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "audited-web"},
+         "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "audited-web"}]}},
+    ]))
+    applied = drods("apply", "-f", str(manifest))
+    assert applied.returncode == 0, applied.stderr
+
+    def binding_records() -> list[dict[str, Any]]:
+        entries = json.loads(drods("audit", "--kind", "Binding", "-o", "json").stdout)["items"]
+        return [e for e in entries if e["subject"] == "component:resource-detector"
+                and any("audited-web" in str(c.get("name")) for c in e.get("changes") or [])]
+
+    wait_until(lambda: bool(binding_records()), 20, "the detector's Binding in the audit log")
+    assert cli_server.proc is not None
+    record = binding_records()[0]
+    assert record["role"] == "component" and record["changes"][0]["verb"] == "create"
+    assert record["replica"].startswith(f"{socket.gethostname()}-{cli_server.proc.pid}-")
+    table = drods("audit").stdout
+    rows = [line for line in table.splitlines() if "audited-web" in line]
+    assert any("component:resource-detector" in r and record["replica"] in r and "Binding" in r for r in rows), table
+    assert any("admin" in r and "Deployment" in r for r in rows), table  # the user's change beside it

@@ -2,6 +2,12 @@
 
 import { errorBox, h, replace, table, when } from "../dom.js";
 
+// A component's change names the component and the replica (process) that made it.
+const who = (e) => (e.replica ? `${e.subject} @ ${e.replica}` : e.subject);
+const changed = (e) => (e.changes || []).map((c) => `${c.verb} ${c.kind}/${c.namespace ? `${c.namespace}/` : ""}${c.name}`).join(", ");
+// A component's record is written once its change is made: there is no HTTP status to show.
+const result = (e) => (e.role === "component" ? "done" : String(e.result));
+
 export default {
   id: "audit",
   title: "Audit log",
@@ -16,8 +22,9 @@ export default {
       const items = body.items.slice().reverse();
       replace(holder, items.length
         ? table("Changes in the last 24 hours, newest first (at most 500)", ["Time", "Who", "Role", "Verb", "Path", "Result"],
-          items.map((e) => h("tr", {}, h("td", {}, when(e.time)), h("td", {}, e.subject), h("td", {}, e.role),
-            h("td", {}, e.verb), h("td", {}, e.path), h("td", { class: "num" }, String(e.result)))), { class: "data" })
+          items.map((e) => h("tr", {}, h("td", {}, when(e.time)), h("td", {}, who(e)), h("td", {}, e.role),
+            h("td", {}, e.verb), h("td", {}, e.path || changed(e)), h("td", { class: "num" }, result(e)))),
+          { class: "data" })
         : h("p", { class: "muted" }, "No changes in the last 24 hours."));
     }).catch((err) => replace(holder, errorBox(err)));
     return null;
