@@ -184,7 +184,8 @@ def main() -> None:
         print("problem:", line)
     print(f"by status: {dict(sorted(counts.items()))}; by kind: {dict(sorted(by_kind.items()))}")
     print(json.dumps({"requests": sent, "status_5xx": sum(n for s, n in counts.items() if s >= 500),
-                      "conn_errors": conn_errors, "routes": len(hit), "routes_documented": len(ops),
+                      "conn_errors": conn_errors, "routes": len(hit),
+                      "routes_total": len(ops), "routes_in_openapi": len(documented),
                       "bad_shape_4xx": bad_shape, "status_4xx": sum(n for s, n in counts.items() if 400 <= s < 500),
                       "content_types": dict(sorted(media_seen.items())), "healthy_after": healthy,
                       "elapsed_s": round(elapsed, 1), "requests_per_s": round(sent / elapsed, 1)}))

@@ -24,7 +24,7 @@ from drods.server import ServerConfig, build_app
 from drods.store.sqlite import SqliteStore
 from tests.api.test_campaign import _shape_ok
 
-EXAMPLES = 20  # per operation: about a minute for all of them on two cores
+EXAMPLES = 15  # per operation: ~45 s of CPU for all of them
 
 
 class _ServerThread:
