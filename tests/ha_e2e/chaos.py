@@ -335,7 +335,9 @@ def check(fl: Fleet, writer: Writer, http: httpx.Client) -> Verdict:
         placed = {p["cluster"]: int(p.get("replicas") or 0) for p in st.get("placement") or []}
         placed = {c: n for c, n in placed.items() if n}
         if sum(placed.values()) != replicas or _replicas(b) != replicas:
-            v.pending.append(f"{name}: placement {placed} for {replicas} replicas")
+            v.pending.append(f"{name}: placement {placed} for {replicas} replicas (Binding: spec.replicas "
+                             f"{_replicas(b)}, generation {b['metadata'].get('generation')}, phase "
+                             f"{st.get('phase')}, scheduledGeneration {st.get('scheduledGeneration')})")
         for c, n in placed.items():
             wanted[(b["metadata"]["name"], c)] = n
     works = [w for w in _list(http, f"{GROUP}/works")
