@@ -201,17 +201,44 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
              settings: ComponentSettings | None = None, jwks_url: str | None = None,
              rs256_public_key: str | None = None) -> ControlPlane:
     """Build the chosen components over ``store``; nothing runs until `ControlPlane.running`."""
-    chosen = frozenset(components)
     s = settings or ComponentSettings()
-    store = encrypted_store(store, data_dir, s.encryption)
+    plane, interpreter = _foundation(store, data_dir, frozenset(components), s, jwks_url, rs256_public_key)
+    chosen, manager, ctx = plane.components, plane.manager, plane.context
     profile = s.profile or Profile.default()
-    autoops = s.autoops or AutoOpsPolicy()
+    monitor: MonitorService | None = None
+    if chosen & _NEEDS_MONITOR:
+        monitor = plane.monitor = ctx.monitor = MonitorService(
+            ctx.store, data_dir, s.monitoring or MonitorSettings(), autoops=s.autoops or AutoOpsPolicy(),
+            clock=s.clock, informers=manager.informers)
+        ctx.prometheus_registries.append(monitor.metrics.registry)
+        manager.add("monitor-maintenance", MonitorMaintenance(monitor))
+    if Component.SCHEDULER in chosen:
+        scheduler = plane.scheduler = ctx.scheduler = SchedulerService(
+            ctx.store, profile=profile, settings=s.scheduler, informers=manager.informers)
+        ctx.prometheus_registries.append(scheduler.metrics.registry)
+        scheduler.register(manager)
+    if Component.DETECTOR in chosen:
+        informers = ResourceDetector.informers(manager)
+        manager.add_leader("resource-detector", lambda lead: ResourceDetector(
+            lead.registry, **informers, catalog=ctx.catalog, interpreter=interpreter))
+    if monitor is not None:
+        _operations(plane, s, monitor, interpreter, profile)
+    if Component.STEERING in chosen:
+        _steering(plane, s)
+    _autonomy(plane, s, monitor, profile)
+    return plane
+
+
+def _foundation(store: Store, data_dir: Path, chosen: frozenset[Component], s: ComponentSettings,
+                jwks_url: str | None, rs256_public_key: str | None) -> tuple[ControlPlane, Interpreter]:
+    """The API context, the manager and what every process learns from the store (custom kinds,
+    interpreter customizations, token revocations), with the component audit."""
+    store = encrypted_store(store, data_dir, s.encryption)
     ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url or s.api.jwksUrl, rs256_public_key=rs256_public_key)
     ctx.api = s.api
-    ctx.profile = profile
+    ctx.profile = s.profile or Profile.default()
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
     follow_revocations(manager, ctx.tokens)
-    # custom kinds and interpreter customizations: learnt from the store by every process
     manager.informer(CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored).on_change(ctx.catalog.learn)
     interpreter = Interpreter()
     manager.informer(RESOURCE_INTERPRETER_CUSTOMIZATION.key_prefix(), decode_stored).on_change(interpreter.learn)
@@ -220,79 +247,67 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
     component_audit = ComponentAudit(ctx.audit, replica=manager.identity)
     manager.audit_sink = component_audit.submit
     manager.add("component-audit", component_audit)
-    plane = ControlPlane(manager, ctx, chosen)
     ctx.rescheduler = Rescheduler(ctx.registry)
+    return ControlPlane(manager, ctx, chosen), interpreter
 
-    monitor: MonitorService | None = None
-    if chosen & _NEEDS_MONITOR:
-        monitor = plane.monitor = ctx.monitor = MonitorService(
-            ctx.store, data_dir, s.monitoring or MonitorSettings(), autoops=autoops, clock=s.clock,
-            informers=manager.informers)
-        ctx.prometheus_registries.append(monitor.metrics.registry)
-        manager.add("monitor-maintenance", MonitorMaintenance(monitor))
 
-    if Component.SCHEDULER in chosen:
-        scheduler = plane.scheduler = ctx.scheduler = SchedulerService(
-            ctx.store, profile=profile, settings=s.scheduler, informers=manager.informers)
-        ctx.prometheus_registries.append(scheduler.metrics.registry)
-        scheduler.register(manager)
-
-    if Component.DETECTOR in chosen:
-        informers = ResourceDetector.informers(manager)
-        manager.add_leader("resource-detector", lambda lead: ResourceDetector(
-            lead.registry, **informers, catalog=ctx.catalog, interpreter=interpreter))
-
+def _operations(plane: ControlPlane, s: ComponentSettings, monitor: MonitorService, interpreter: Interpreter,
+                profile: Profile) -> None:
+    """The member controllers, the collectors and the descheduler: what acts on members and monitoring."""
+    chosen, manager, ctx = plane.components, plane.manager, plane.context
+    autoops = s.autoops or AutoOpsPolicy()
     if Component.MEMBERS in chosen:
-        assert monitor is not None  # MEMBERS is in _NEEDS_MONITOR
-        members_monitor = monitor
         members_settings = s.members or MemberSettings()
         member_informers = MemberInformers.of(manager, ctx.catalog, interpreter)
 
         def member_controllers(lead: Leadership) -> MemberControllers:
-            plane.members = MemberControllers(lead, member_informers, members_settings, members_monitor,
+            plane.members = MemberControllers(lead, member_informers, members_settings, monitor,
                                               Rescheduler(lead.registry))
             return plane.members
 
         manager.add_leader(MEMBERS_LEASE, member_controllers)
-
-    if Component.COLLECTORS in chosen and monitor is not None:
-        collecting_monitor = monitor
+    if Component.COLLECTORS in chosen:
         manager.add_leader("monitor-collectors",
-                           lambda lead: MonitorCollectors(collecting_monitor, s.collectors, store=lead.store))
-
-    if Component.DESCHEDULER in chosen and monitor is not None:
+                           lambda lead: MonitorCollectors(monitor, s.collectors, store=lead.store))
+    if Component.DESCHEDULER in chosen:
         hook = s.reschedule_hook
-        desched_monitor = monitor
 
         def descheduler(lead: Leadership) -> Descheduler:
             resched = hook or Rescheduler(lead.registry)
             traffic = TrafficRebalancer(lead.store, lead.registry, profile, autoops.trafficRebalance, resched,
                                         clock=s.clock, min_availability=autoops.minAvailability,
-                                        enabled=autoops.enabled, record=desched_monitor.operations.append)
-            return Descheduler(lead.store, lead.registry, desched_monitor, resched, autoops, traffic=traffic)
+                                        enabled=autoops.enabled, record=monitor.operations.append)
+            return Descheduler(lead.store, lead.registry, monitor, resched, autoops, traffic=traffic)
 
         manager.add_leader("descheduler", descheduler)
 
-    if Component.STEERING in chosen:
-        steering_settings = s.steering or SteeringSettings()
-        steering_informers = SteeringInformers.of(manager)
 
-        def steering(lead: Leadership) -> SteeringController:
-            plane.steering = SteeringController(lead.registry, steering_informers, steering_settings,
-                                                Rescheduler(lead.registry), clock=s.clock)
-            return plane.steering
+def _steering(plane: ControlPlane, s: ComponentSettings) -> None:
+    """CATS steering and the multi-cluster service directory."""
+    manager = plane.manager
+    steering_settings = s.steering or SteeringSettings()
+    steering_informers = SteeringInformers.of(manager)
 
-        manager.add_leader(STEERING_LEASE, steering)
-        directory_informers = DirectoryInformers.of(manager)
-        member_options = (s.members or MemberSettings()).member_options()
+    def steering(lead: Leadership) -> SteeringController:
+        plane.steering = SteeringController(lead.registry, steering_informers, steering_settings,
+                                            Rescheduler(lead.registry), clock=s.clock)
+        return plane.steering
 
-        def service_directory(lead: Leadership) -> DirectoryController:
-            return DirectoryController(lead.registry, directory_informers,
-                                       clients=MemberClients(lead.registry, member_options),
-                                       endpoint_poll_seconds=steering_settings.endpointPollSeconds)
+    manager.add_leader(STEERING_LEASE, steering)
+    directory_informers = DirectoryInformers.of(manager)
+    member_options = (s.members or MemberSettings()).member_options()
 
-        manager.add_leader(DIRECTORY_LEASE, service_directory)
+    def service_directory(lead: Leadership) -> DirectoryController:
+        return DirectoryController(lead.registry, directory_informers,
+                                   clients=MemberClients(lead.registry, member_options),
+                                   endpoint_poll_seconds=steering_settings.endpointPollSeconds)
 
+    manager.add_leader(DIRECTORY_LEASE, service_directory)
+
+
+def _autonomy(plane: ControlPlane, s: ComponentSettings, monitor: MonitorService | None, profile: Profile) -> None:
+    """The autoscaler, migration plans, the store compactor and the cache planner."""
+    chosen, manager, ctx = plane.components, plane.manager, plane.context
     if Component.AUTOSCALER in chosen:
         autoscaler_informers = Autoscaler.informers(manager)
         forecaster = monitor.forecaster if monitor is not None else None
@@ -303,18 +318,13 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         manager.add_leader(AUTOSCALER_LEASE, lambda lead: Autoscaler(
             lead.registry, lead.store, **autoscaler_informers, settings=s.autoscaling, clock=s.clock,
             forecast=forecast))
-
     if Component.MIGRATION in chosen:
         migration_informers = MigrationController.informers(manager)
         manager.add_leader(MIGRATION_LEASE, lambda lead: MigrationController(
             lead.registry, **migration_informers, rescheduler=Rescheduler(lead.registry), store=lead.store,
             profile=profile, clock=s.clock))
-
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))
-
     if Component.CACHE_PLANNER in chosen:
         manager.add_leader(CACHE_PLANNER_LEASE, lambda lead: CachePlanner(lead.store, lead.registry, s.datasets,
                                                                           clock=s.clock))
-
-    return plane
