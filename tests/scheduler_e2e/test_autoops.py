@@ -189,10 +189,10 @@ async def test_a_new_descheduler_leader_honours_the_cooldown_of_the_one_that_die
         cpu["c"] = 92.0
         await _placed(plane, "web", lambda p: "c" not in p, "web moved away from c")
         assert (await _operation(plane, "c", "Evacuate"))["details"]["outcome"] == "executed"
-    # the leader is gone; another process leads the descheduler over the same store
+    # the leader is gone; another process (same keys: the store is sealed with them) leads the descheduler
     cpu = {"a": 62.0, "b": 62.0, "c": 62.0}
     monitoring, autoops = settings
-    async with serve(store_factory(), tmp_path / "data2", components=frozenset({Component.DESCHEDULER}),
+    async with serve(store_factory(), tmp_path / "data", components=frozenset({Component.DESCHEDULER}),
                      monitoring=monitoring, autoops=autoops) as plane, _reporting(plane, cpu, register=False):
         await _placed(plane, "web", lambda p: "c" not in p, "web still away from c")
         cpu["c"] = 92.0  # c overloaded again, well inside the cooldown of the first evacuation
