@@ -4,7 +4,13 @@ The shape of every controller that is not driven key by key through a work queue
 monitoring maintenance, the descheduler's passes, failover, cleanup, …): ``step`` looks at the
 whole state and acts, idempotently, so a pass missed or repeated does no harm. A failing pass is
 logged and counted (`drods.machinery.metrics`) and the next one comes all the same; only a
-cancellation stops the loop.
+cancellation stops the loop — unless the controller declares ``restart_on_failure``: then a failed
+pass, counted all the same, ends the runnable with its exception and the manager restarts it (a
+controller whose new run re-evaluates everything from scratch, e.g. the steering controller).
+
+A controller driven only by changes has no resync period (``interval_s=None``: a pass only when
+woken); ``coalesce_s`` lets a burst of changes settle before the pass; a controller that knows
+better when its next pass is due gives its own ``wait``.
 """
 
 from __future__ import annotations
@@ -21,15 +27,24 @@ log = logging.getLogger(__name__)
 
 
 class Periodic:
-    def __init__(self, name: str, step: Callable[[], Awaitable[Any]], interval_s: float, *,
-                 wake: asyncio.Event | None = None, first_at_start: bool = False) -> None:
-        """``step`` every ``interval_s`` (the resync period) and as soon as ``wake`` is set;
-        the first pass at once when ``first_at_start``, else after one period."""
+    def __init__(self, name: str, step: Callable[[], Awaitable[Any]], interval_s: float | None, *,
+                 wake: asyncio.Event | None = None, first_at_start: bool = False,
+                 restart_on_failure: bool = False, coalesce_s: float = 0.0,
+                 wait: Callable[[], Awaitable[Any]] | None = None) -> None:
+        """``step`` every ``interval_s`` (the resync period; None: none) and as soon as ``wake`` is
+        set, ``coalesce_s`` after the wake-up; the first pass at once when ``first_at_start``, else
+        after one wait. ``wait``, if given, replaces that wait (period, wake-up and coalescing).
+        ``restart_on_failure``: a failed pass raises out of `run` (the manager restarts it)."""
+        if interval_s is None and wake is None and wait is None:
+            raise ValueError(f"periodic {name}: neither a period, a wake-up nor a wait")
         self.name = name
         self.step = step
         self.interval_s = interval_s
         self.wake = wake
         self.first_at_start = first_at_start
+        self.restart_on_failure = restart_on_failure
+        self.coalesce_s = coalesce_s
+        self.custom_wait = wait
         self.passes = 0  # completed passes, failed ones included
 
     async def run(self) -> None:
@@ -48,13 +63,23 @@ class Periodic:
         except asyncio.CancelledError:
             raise
         except Exception:
+            self.passes += 1
+            if self.restart_on_failure:
+                raise
             log.exception("periodic task %s failed", self.name)
+            return
         self.passes += 1
 
     async def _wait(self) -> None:
-        if self.wake is None:
-            await asyncio.sleep(self.interval_s)
+        if self.custom_wait is not None:
+            await self.custom_wait()
             return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.interval_s):
-                await self.wake.wait()
+        if self.wake is None:
+            assert self.interval_s is not None
+            await asyncio.sleep(self.interval_s)
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval_s):
+                    await self.wake.wait()
+        if self.coalesce_s:
+            await asyncio.sleep(self.coalesce_s)

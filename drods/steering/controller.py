@@ -39,6 +39,7 @@ from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
+from drods.machinery.periodic import Periodic
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, pair_of
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.migration import traffic_withdrawn
@@ -228,11 +229,10 @@ class SteeringController:
                 await self._load_published()
                 self._all = True  # a new term evaluates everything once, from the published routes
                 self.ready.set()
-                while True:
-                    await self._wait()
-                    if self.settings.coalesceSeconds:
-                        await asyncio.sleep(self.settings.coalesceSeconds)
-                    await self.recompute()
+                # A failed pass ends the term's run: the manager restarts it, and the new run
+                # evaluates everything again from the published routes.
+                await Periodic(LEASE, self.recompute, None, wait=self._wait_coalesced,
+                               restart_on_failure=True).run()
             finally:
                 self.ready.clear()
 
@@ -263,6 +263,11 @@ class SteeringController:
                 except ApiError as e:
                     log.warning("steering: %s: registration %s: %s %s", path, meta.get("name"), e.message, e.details)
         return applied
+
+    async def _wait_coalesced(self) -> None:
+        await self._wait()
+        if self.settings.coalesceSeconds:
+            await asyncio.sleep(self.settings.coalesceSeconds)
 
     async def _wait(self) -> None:
         if self._dirty():

@@ -36,6 +36,7 @@ from typing import Any
 from drods.errors import ApiError
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
+from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import stop_tasks
 from drods.members.clients import MemberClients
 from drods.model.annotations import MANAGED_BY
@@ -286,11 +287,10 @@ class DirectoryController:
                     await self.collector.load()
                     collecting = asyncio.create_task(self.collector.run(), name="endpoint-collector")
                 self._wake.set()
-                while True:
-                    await self._wake.wait()
-                    self._wake.clear()
-                    await asyncio.sleep(self.coalesce)
-                    await self.reconcile()
+                # Only changes wake it (the collector's too); a failed pass ends the run and the
+                # manager restarts it, re-reading everything.
+                await Periodic(LEASE, self.reconcile, None, wake=self._wake,
+                               coalesce_s=self.coalesce, restart_on_failure=True).run()
         finally:
             if collecting is not None:
                 await stop_tasks([collecting])

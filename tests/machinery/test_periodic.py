@@ -64,3 +64,62 @@ async def test_without_a_wake_the_first_pass_waits_one_period() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_restart_on_failure_counts_the_failed_pass_and_raises_it() -> None:
+    async def step() -> None:
+        raise RuntimeError("boom")
+
+    m = metrics.ReconcileMetrics()
+    periodic = Periodic("strict", step, 3600.0, first_at_start=True, restart_on_failure=True)
+
+    async def run() -> None:
+        metrics.CURRENT.set(m)
+        await periodic.run()
+
+    try:
+        await asyncio.wait_for(run(), 5)
+    except RuntimeError as e:
+        assert str(e) == "boom"
+    else:
+        raise AssertionError("the failed pass did not end the runnable")
+    assert periodic.passes == 1
+    assert sample(m, "drods_controller_reconcile_errors_total", controller="strict") == 1
+
+
+async def test_without_a_period_a_pass_only_when_woken_after_coalescing() -> None:
+    runs: list[int] = []
+
+    async def step() -> None:
+        runs.append(len(runs))
+
+    wake = asyncio.Event()
+    task = asyncio.create_task(Periodic("changes", step, None, wake=wake, coalesce_s=0.01).run())
+    try:
+        await asyncio.sleep(0.05)
+        assert runs == []
+        wake.set()
+        await eventually(lambda: _true(len(runs) == 1), what="the pass on a wake-up")
+        await asyncio.sleep(0.05)
+        assert runs == [0]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_custom_wait_replaces_period_and_wake() -> None:
+    runs: list[int] = []
+    gate = asyncio.Queue[None]()
+
+    async def step() -> None:
+        runs.append(len(runs))
+
+    task = asyncio.create_task(Periodic("gated", step, None, wait=gate.get).run())
+    try:
+        await asyncio.sleep(0.02)
+        assert runs == []
+        gate.put_nowait(None)
+        await eventually(lambda: _true(len(runs) == 1), what="a pass when the wait returns")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
