@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from drods.machinery.periodic import Periodic
 from drods.members.client import MemberError, MemberUnavailable
 from drods.members.clients import MemberClients
 from drods.model import jsondoc
@@ -131,14 +132,8 @@ class EndpointCollector:
 
     async def run(self) -> None:
         await self.load()
-        while True:
-            try:
-                await self.poll_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("endpoint collection failed; retrying")
-            await asyncio.sleep(self.poll_seconds)
+        # A failed pass is logged and counted; the next one comes a period later.
+        await Periodic("endpoint-collector", self.poll_once, self.poll_seconds, first_at_start=True).run()
 
     async def poll_once(self) -> int:
         """One pass over every target; returns how many documents were written or deleted."""
