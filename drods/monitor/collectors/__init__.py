@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -29,15 +28,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
+from drods.machinery.periodic import Periodic
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport, Source
 from drods.monitor.service import MonitorService
 from drods.monitor.subscriptions import subscriptions_of
 
-log = logging.getLogger(__name__)
-
 RESCAN_S = 1.0  # the longest the scheduler sleeps before re-reading clusters and their intervals
 MIN_INTERVAL_S = 0.05  # guard against a zero interval turning into a busy loop
+SCHEDULE_NAME = "monitor-collectors"  # the scheduling passes' name in the reconcile metrics
 
 
 @runtime_checkable
@@ -98,55 +97,78 @@ async def run_collectors(service: _Ingest, collectors: Callable[[], list[Collect
                             concurrency, timeout_s)
 
 
+class _Schedule:
+    """The scheduling loop of `run_collectors`: one pass starts every pull that is due (each
+    cluster on its own interval) and says when the next one is due; the wait between passes
+    ends then, or earlier when a pull finishes."""
+
+    def __init__(self, service: _Ingest, collectors: Callable[[], list[Collector]],
+                 clusters: Callable[[], list[ClusterInfo]], interval_for: Callable[[ClusterInfo], float],
+                 ceiling_s: float, concurrency: int, timeout_s: float) -> None:
+        self.service = service
+        self.collectors = collectors
+        self.clusters = clusters
+        self.interval_for = interval_for
+        self.ceiling_s = ceiling_s
+        self.timeout_s = timeout_s
+        self.sem = asyncio.Semaphore(concurrency)
+        self.last: dict[str, float] = {}  # monotonic time the cluster's last pull started
+        self.running: dict[str, asyncio.Task[int]] = {}
+        self.wake = asyncio.Event()
+        self.next_at = 0.0
+
+    def _finished(self, name: str, task: asyncio.Task[int]) -> None:
+        if self.running.get(name) is task:
+            del self.running[name]
+        self.wake.set()  # it may be overdue already
+
+    async def _pull(self, cols: list[Collector], info: ClusterInfo) -> int:
+        return sum(await asyncio.gather(*(_collect(self.service, c, info, self.sem, self.timeout_s) for c in cols)))
+
+    async def step(self) -> None:
+        now = time.monotonic()
+        self.next_at = now + min(self.ceiling_s, RESCAN_S)  # a failed pass rescans then
+        cols = self.collectors()
+        infos = self.clusters()
+        for info in infos:
+            mine = [c for c in cols if c.handles(info)]
+            if not mine or info.name in self.running:
+                continue
+            every = min(max(self.interval_for(info), MIN_INTERVAL_S), self.ceiling_s)
+            due = self.last.get(info.name, -math.inf) + every
+            if due <= now:
+                self.last[info.name] = now
+                task = asyncio.create_task(self._pull(mine, info), name=f"collect-{info.name}")
+                self.running[info.name] = task
+                task.add_done_callback(functools.partial(self._finished, info.name))
+                due = now + every
+            self.next_at = min(self.next_at, due)
+        for gone in self.last.keys() - {i.name for i in infos}:
+            del self.last[gone]
+
+    async def wait(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(self.next_at - time.monotonic(), 0.0)):
+                await self.wake.wait()
+
+    async def stop(self) -> None:
+        tasks = list(self.running.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def _pull_on_schedule(service: _Ingest, collectors: Callable[[], list[Collector]],
                             clusters: Callable[[], list[ClusterInfo]], interval_for: Callable[[ClusterInfo], float],
                             ceiling_s: float, concurrency: int, timeout_s: float) -> None:
     """Each cluster is due ``interval`` after its last pull started; intervals are re-read on
     every wake-up (at least every `RESCAN_S`), so a new or removed need applies within a second.
-    A cluster is never pulled twice at once, and a slow one delays nobody else (one task each)."""
-    sem = asyncio.Semaphore(concurrency)
-    last: dict[str, float] = {}  # monotonic time the cluster's last pull started
-    running: dict[str, asyncio.Task[int]] = {}
-    wake = asyncio.Event()
-
-    def finished(name: str, task: asyncio.Task[int]) -> None:
-        if running.get(name) is task:
-            del running[name]
-        wake.set()  # it may be overdue already
-
-    async def pull(cols: list[Collector], info: ClusterInfo) -> int:
-        return sum(await asyncio.gather(*(_collect(service, c, info, sem, timeout_s) for c in cols)))
-
+    A cluster is never pulled twice at once, and a slow one delays nobody else (one task each).
+    The scheduling passes are one `Periodic` (``monitor-collectors``): a failed pass is logged and
+    counted, and the next one comes at the rescan."""
+    schedule = _Schedule(service, collectors, clusters, interval_for, ceiling_s, concurrency, timeout_s)
     try:
-        while True:
-            wake.clear()
-            now = time.monotonic()
-            next_at = now + min(ceiling_s, RESCAN_S)
-            try:
-                cols = collectors()
-                infos = clusters()
-                for info in infos:
-                    mine = [c for c in cols if c.handles(info)]
-                    if not mine or info.name in running:
-                        continue
-                    every = min(max(interval_for(info), MIN_INTERVAL_S), ceiling_s)
-                    due = last.get(info.name, -math.inf) + every
-                    if due <= now:
-                        last[info.name] = now
-                        task = asyncio.create_task(pull(mine, info), name=f"collect-{info.name}")
-                        running[info.name] = task
-                        task.add_done_callback(functools.partial(finished, info.name))
-                        due = now + every
-                    next_at = min(next_at, due)
-                for gone in last.keys() - {i.name for i in infos}:
-                    del last[gone]
-            except Exception:
-                log.exception("collection scheduling failed")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(next_at - time.monotonic(), 0.0)):
-                    await wake.wait()
+        await Periodic(SCHEDULE_NAME, schedule.step, None, wake=schedule.wake, wait=schedule.wait,
+                       first_at_start=True).run()
     finally:
-        tasks = list(running.values())
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await schedule.stop()
