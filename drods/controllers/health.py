@@ -119,16 +119,20 @@ class ClusterHealth:
             self.state.pop(n, None)
 
     async def _loop(self, name: str) -> None:
-        while True:
+        """One cluster's probes: one every probe interval from the start of the last (at least
+        50 ms apart); a failed probe is logged and counted (``cluster-health-probe``)."""
+        started = time.monotonic()
+
+        async def probe() -> None:
+            nonlocal started
             started = time.monotonic()
-            try:
-                async with self._slots:
-                    await self.check(name)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("health check of %s failed", name)
+            async with self._slots:
+                await self.check(name)
+
+        async def wait() -> None:
             await asyncio.sleep(max(self.settings.probeIntervalSeconds - (time.monotonic() - started), 0.05))
+
+        await Periodic("cluster-health-probe", probe, None, wait=wait, first_at_start=True).run()
 
     def grace(self, obj: Obj) -> float:
         own = annotation_seconds(obj, GRACE_ANNOTATION)

@@ -72,17 +72,22 @@ class WorkStatusController:
             self._pollers.pop(c).cancel()
 
     async def _poll(self, cluster: str) -> None:
+        """One cluster's polls: a poll period (or ten times the last poll's cost, if longer) after
+        the last one; a failed poll is logged and counted (``work-status-poll``)."""
         cost = 0.0
-        while True:
-            await asyncio.sleep(max(self.settings.statusPollSeconds, cost * 10))
+
+        async def poll() -> None:
+            nonlocal cost
             started = time.monotonic()
             try:
                 await self.poll_once(cluster)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("status poll of %s failed", cluster)
-            cost = time.monotonic() - started
+            finally:
+                cost = time.monotonic() - started
+
+        async def wait() -> None:
+            await asyncio.sleep(max(self.settings.statusPollSeconds, cost * 10))
+
+        await Periodic("work-status-poll", poll, None, wait=wait).run()
 
     async def poll_once(self, cluster: str) -> None:
         tracked: dict[str, tuple[Ref, Obj]] = {}  # binding → (main object, Work)
