@@ -132,6 +132,108 @@ def _window(status: Mapping[str, Any]) -> scaling.Window:
     return w
 
 
+@dataclass(slots=True)
+class _HPATurn:
+    """What one FederatedHPA evaluation read and decided, handed from one named step to the next."""
+
+    spec: FederatedHPASpec
+    ns: str
+    name: str
+    current: int
+    placement: dict[str, int]
+    lo: int
+    hi: int
+    rule: str | None
+    observations: list[tuple[float, float]] = field(default_factory=list)
+    current_metrics: list[dict[str, Any]] = field(default_factory=list)
+    recommendation: int = 0
+    forecast_info: dict[str, Any] | None = None
+    state: LoopState = field(default_factory=LoopState)
+    feedback_info: dict[str, Any] | None = None
+    weights: dict[str, float] | None = None
+    weights_info: dict[str, Any] | None = None
+    holding: bool = False
+
+
+def _observe(turn: _HPATurn, util_by_res: Mapping[str, Mapping[str, float]]) -> None:
+    """Each resource metric's placement-weighted utilisation against its target (metrics no placed
+    cluster reports are skipped)."""
+    for m in turn.spec.metrics:
+        value = scaling.weighted_utilisation(turn.placement, util_by_res[m.resource.name])
+        if value is None:
+            continue
+        turn.observations.append((value, float(m.resource.target.averageUtilization)))
+        turn.current_metrics.append({"type": "Resource", "resource": {
+            "name": m.resource.name, "current": {"averageUtilization": round(value, 2)}}})
+
+
+def _hpa_status(turn: _HPATurn, outcome: scaling.Outcome, window: scaling.Window, status: Mapping[str, Any],
+                now: float) -> dict[str, Any]:
+    """The FederatedHPA's new ``status``: the decision, the window state a new leader resumes from,
+    and the conditions saying whether metrics were read and whether a limit applied."""
+    current = turn.current
+    out: dict[str, Any] = {
+        "currentReplicas": current, "desiredReplicas": outcome.desired,
+        "currentMetrics": turn.current_metrics, "minReplicas": turn.lo, "maxReplicas": turn.hi,
+        "recommendations": [{"time": rfc3339_ms(t), "replicas": r} for t, r in window.recommendations],
+        "scaleEvents": [{"time": rfc3339_ms(t), "change": c} for t, c in window.events],
+    }
+    state = turn.state
+    if turn.spec.feedback is not None:
+        out["feedback"] = {"integral": round(state.integral, 6), "slackReports": state.slack_reports,
+                           **({"lastStepTime": rfc3339_ms(state.last_step_at)} if state.last_step_at else {}),
+                           **(turn.feedback_info or {})}
+    if turn.weights:
+        out["clusterWeights"] = turn.weights
+        moved_at = (turn.weights_info or {}).get("lastMoveTime") or status.get("clusterWeightsTime")
+        if moved_at:
+            out["clusterWeightsTime"] = moved_at
+    if turn.weights_info is not None:
+        out.setdefault("feedback", {})["weights"] = turn.weights_info
+    if turn.rule:
+        out["cronRule"] = turn.rule
+    autonomy = status.get("autonomy") or {}
+    if autonomy:
+        out["autonomy"] = autonomy
+    if turn.forecast_info is not None:
+        out["forecast"] = turn.forecast_info
+    out["lastScaleTime"] = (rfc3339_ms(now) if outcome.desired != current and not turn.holding
+                            else status.get("lastScaleTime"))
+    if out["lastScaleTime"] is None:
+        out.pop("lastScaleTime")
+    able = bool(turn.observations) or (turn.feedback_info is not None and turn.feedback_info["error"] is not None)
+    out["conditions"] = [
+        _condition("ScalingActive", able, "ValidMetricFound" if able else "NoMetrics",
+                   "metrics read" if able else "no placed cluster reports the metrics yet", now),
+        _condition("ScalingLimited", bool(outcome.reason), outcome.reason.replace(" ", "-") or "DesiredWithinRange",
+                   outcome.reason or "the desired count is the recommendation", now)]
+    return out
+
+
+def _hpa_record(turn: _HPATurn, outcome: scaling.Outcome, status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The journal record of a changed count or moved per-cluster weights, with the inputs that led
+    to it; None when neither changed."""
+    ref, ns, current = turn.spec.scaleTargetRef, turn.ns, turn.current
+    record = None
+    if outcome.desired != current and not turn.holding:
+        record = {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{turn.name}",
+                  "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
+                  "recommendation": turn.recommendation, "reason": outcome.reason or "recommendation",
+                  "bounds": [turn.lo, turn.hi], "placement": turn.placement,
+                  "metrics": [{"name": m["resource"]["name"], "value": v, "target": t}
+                              for m, (v, t) in zip(turn.current_metrics, turn.observations, strict=True)],
+                  **({"feedback": turn.feedback_info} if turn.feedback_info else {}),
+                  **({"forecast": turn.forecast_info} if turn.forecast_info else {}),
+                  **({"cronRule": turn.rule} if turn.rule else {})}
+    if turn.weights_info is not None and turn.weights_info.get("moved"):
+        record = record or {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{turn.name}",
+                            "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
+                            "reason": "per-cluster weights from feedback", "placement": turn.placement}
+        record["clusterWeights"] = {"from": status.get("clusterWeights"), "to": turn.weights,
+                                    "errors": turn.weights_info["errors"]}
+    return record
+
+
 class Autoscaler:
     """Evaluates every FederatedHPA and CronFederatedHPA (see the module docstring)."""
 
@@ -325,6 +427,8 @@ class Autoscaler:
     def _evaluate_hpa(self, obj: Mapping[str, Any], status: dict[str, Any], now: float,
                       promql: tuple[Observation | None, str] | None = None,
                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """One FederatedHPA turn as named steps (observe, recommend, feedback, weights, decide), then
+        the status it writes and the journal record of a change."""
         spec = FederatedHPASpec.model_validate(obj.get("spec") or {})
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
@@ -344,104 +448,61 @@ class Autoscaler:
         lo, hi = spec.minReplicas, spec.maxReplicas
         cmin, cmax, rule = self._cron_bounds(obj, now)
         lo, hi = (cmin if cmin is not None else lo), (cmax if cmax is not None else hi)
-        lo = min(lo, hi)
-        observations: list[tuple[float, float]] = []
-        current_metrics: list[dict[str, Any]] = []
+        turn = _HPATurn(spec, ns, str(meta.get("name")), current, placement, min(lo, hi), hi, rule)
         util_by_res = self._utilisation()
-        for m in spec.metrics:
-            value = scaling.weighted_utilisation(placement, util_by_res[m.resource.name])
-            if value is None:
-                continue
-            observations.append((value, float(m.resource.target.averageUtilization)))
-            current_metrics.append({"type": "Resource", "resource": {
-                "name": m.resource.name, "current": {"averageUtilization": round(value, 2)}}})
-        recommendation = scaling.recommend(current, observations) if observations else current
-        forecast_info = self._forecast(spec, placement, util_by_res, current)
-        if forecast_info is not None and forecast_info["recommended"] > recommendation:
-            recommendation = forecast_info["recommended"]
-        feedback_info: dict[str, Any] | None = None
+        _observe(turn, util_by_res)
+        turn.recommendation = scaling.recommend(current, turn.observations) if turn.observations else current
+        turn.forecast_info = self._forecast(spec, placement, util_by_res, current)
+        if turn.forecast_info is not None and turn.forecast_info["recommended"] > turn.recommendation:
+            turn.recommendation = turn.forecast_info["recommended"]
+        self._feedback_step(turn, status, promql, now)
+        turn.weights, turn.weights_info = self._weights(spec, (ns, ref.kind, ref.name), placement, status, now)
+        turn.recommendation = min(max(turn.recommendation, turn.lo), turn.hi)
+        outcome, window = self._decide(turn, status, now)
+        return _hpa_status(turn, outcome, window, status, now), _hpa_record(turn, outcome, status)
+
+    def _feedback_step(self, turn: _HPATurn, status: Mapping[str, Any],
+                       promql: tuple[Observation | None, str] | None, now: float) -> None:
+        """Run the application-feedback loop one step (H3) and let it raise the recommendation —
+        or set it, when no resource metric was read."""
         loop = status.get("feedback") or {}
-        state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")),
-                          int(loop.get("slackReports", 0)))
-        if spec.feedback is not None:
-            obs = self.feedback.cache.get(feedback_key(ns, ref.kind, ref.name)) if promql is None else promql[0]
-            fb = feedback_step(spec.feedback, obs, current, state, now, self.settings.feedback, lo, hi)
-            state = fb.state
-            if fb.error is not None or observations == []:
-                recommendation = max(recommendation, fb.replicas) if observations else fb.replicas
-            feedback_info = {"error": None if fb.error is None else round(fb.error, 4), "recommended": fb.replicas,
-                             "reason": fb.reason}
-            if promql is not None:
-                feedback_info["source"] = "promql"
-                if promql[1]:
-                    feedback_info["sourceError"] = promql[1]
-                elif obs is not None:
-                    feedback_info["observed"] = {k: v for k, v in (("latencyP99Ms", obs.latencyP99Ms),
-                                                                   ("throughput", obs.throughput),
-                                                                   ("errorRate", obs.errorRate)) if v is not None}
-        weights, weights_info = self._weights(spec, (ns, ref.kind, ref.name), placement, status, now)
-        recommendation = min(max(recommendation, lo), hi)
+        turn.state = LoopState(float(loop.get("integral", 0.0)), parse_rfc3339(loop.get("lastStepTime")),
+                               int(loop.get("slackReports", 0)))
+        spec, ref = turn.spec, turn.spec.scaleTargetRef
+        if spec.feedback is None:
+            return
+        obs = self.feedback.cache.get(feedback_key(turn.ns, ref.kind, ref.name)) if promql is None else promql[0]
+        fb = feedback_step(spec.feedback, obs, turn.current, turn.state, now, self.settings.feedback,
+                           turn.lo, turn.hi)
+        turn.state = fb.state
+        if fb.error is not None or turn.observations == []:
+            turn.recommendation = max(turn.recommendation, fb.replicas) if turn.observations else fb.replicas
+        info: dict[str, Any] = {"error": None if fb.error is None else round(fb.error, 4),
+                                "recommended": fb.replicas, "reason": fb.reason}
+        if promql is not None:
+            info["source"] = "promql"
+            if promql[1]:
+                info["sourceError"] = promql[1]
+            elif obs is not None:
+                info["observed"] = {k: v for k, v in (("latencyP99Ms", obs.latencyP99Ms),
+                                                      ("throughput", obs.throughput),
+                                                      ("errorRate", obs.errorRate)) if v is not None}
+        turn.feedback_info = info
+
+    def _decide(self, turn: _HPATurn, status: Mapping[str, Any],
+                now: float) -> tuple[scaling.Outcome, scaling.Window]:
+        """The desired count: an agent's just-adopted count stands for ``adopt_hold_s`` (M2);
+        otherwise the recommendation through the behaviour's stabilisation and rate limits."""
         autonomy = status.get("autonomy") or {}
         adopted_at = parse_rfc3339(autonomy.get("adoptedAt"))
         held = autonomy.get("adoptedReplicas")
-        holding = (adopted_at is not None and isinstance(held, int)
-                   and 0 <= now - adopted_at < self.settings.adopt_hold_s)
-        if holding and isinstance(held, int):  # an agent's count was just adopted: keep it
-            kept = min(max(held, lo), hi)
-            outcome, window = scaling.Outcome(kept, kept, "adopted from agent"), _window(status)
-        else:
-            outcome, window = scaling.behave(current, recommendation, _window(status), spec.behavior, now, lo, hi)
-        out: dict[str, Any] = {
-            "currentReplicas": current, "desiredReplicas": outcome.desired,
-            "currentMetrics": current_metrics, "minReplicas": lo, "maxReplicas": hi,
-            "recommendations": [{"time": rfc3339_ms(t), "replicas": r} for t, r in window.recommendations],
-            "scaleEvents": [{"time": rfc3339_ms(t), "change": c} for t, c in window.events],
-        }
-        if spec.feedback is not None:
-            out["feedback"] = {"integral": round(state.integral, 6), "slackReports": state.slack_reports,
-                               **({"lastStepTime": rfc3339_ms(state.last_step_at)} if state.last_step_at else {}),
-                               **(feedback_info or {})}
-        if weights:
-            out["clusterWeights"] = weights
-            moved_at = (weights_info or {}).get("lastMoveTime") or status.get("clusterWeightsTime")
-            if moved_at:
-                out["clusterWeightsTime"] = moved_at
-        if weights_info is not None:
-            out.setdefault("feedback", {})["weights"] = weights_info
-        if rule:
-            out["cronRule"] = rule
-        if autonomy:
-            out["autonomy"] = autonomy
-        if forecast_info is not None:
-            out["forecast"] = forecast_info
-        out["lastScaleTime"] = (rfc3339_ms(now) if outcome.desired != current and not holding
-                                else status.get("lastScaleTime"))
-        if out["lastScaleTime"] is None:
-            out.pop("lastScaleTime")
-        able = bool(observations) or (feedback_info is not None and feedback_info["error"] is not None)
-        out["conditions"] = [
-            _condition("ScalingActive", able, "ValidMetricFound" if able else "NoMetrics",
-                       "metrics read" if able else "no placed cluster reports the metrics yet", now),
-            _condition("ScalingLimited", bool(outcome.reason), outcome.reason.replace(" ", "-") or "DesiredWithinRange",
-                       outcome.reason or "the desired count is the recommendation", now)]
-        record = None
-        if outcome.desired != current and not holding:
-            record = {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{meta.get('name')}",
-                      "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
-                      "recommendation": recommendation, "reason": outcome.reason or "recommendation",
-                      "bounds": [lo, hi], "placement": placement,
-                      "metrics": [{"name": m["resource"]["name"], "value": v, "target": t}
-                                  for m, (v, t) in zip(current_metrics, observations, strict=True)],
-                      **({"feedback": feedback_info} if feedback_info else {}),
-                      **({"forecast": forecast_info} if forecast_info else {}),
-                      **({"cronRule": rule} if rule else {})}
-        if weights_info is not None and weights_info.get("moved"):
-            record = record or {"autoscaler": f"{FEDERATED_HPA.kind}/{ns}/{meta.get('name')}",
-                                "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
-                                "reason": "per-cluster weights from feedback", "placement": placement}
-            record["clusterWeights"] = {"from": status.get("clusterWeights"), "to": weights,
-                                        "errors": weights_info["errors"]}
-        return out, record
+        turn.holding = (adopted_at is not None and isinstance(held, int)
+                        and 0 <= now - adopted_at < self.settings.adopt_hold_s)
+        if turn.holding and isinstance(held, int):  # an agent's count was just adopted: keep it
+            kept = min(max(held, turn.lo), turn.hi)
+            return scaling.Outcome(kept, kept, "adopted from agent"), _window(status)
+        return scaling.behave(turn.current, turn.recommendation, _window(status), turn.spec.behavior, now,
+                              turn.lo, turn.hi)
 
     def _weights(self, spec: FederatedHPASpec, workload: tuple[str, str, str], placement: Mapping[str, int],
                  status: Mapping[str, Any], now: float) -> tuple[dict[str, float] | None, dict[str, Any] | None]:

@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -66,6 +67,16 @@ def encode(obj: Obj) -> bytes:
 
 def rev(obj: Obj | None) -> int:
     return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+
+
+@dataclass(slots=True)
+class _Retiring:
+    """The Works of clusters no longer wanted, as one pass sorts them."""
+
+    to_delete: dict[str, Obj] = field(default_factory=dict)
+    to_mark: dict[str, Obj] = field(default_factory=dict)  # still draining: marked as removing
+    removing: list[Obj] = field(default_factory=list)  # their entries on the Binding's status
+    requeue: float | None = None  # when the first graceful timeout runs out
 
 
 class BindingController:
@@ -269,7 +280,9 @@ class BindingController:
         return plans
 
     async def _reconcile_once(self, name: str, b: Obj, revision: int) -> float | str | None:
-        """``b`` is this pass's own copy (its top level and metadata may be changed)."""
+        """``b`` is this pass's own copy (its top level and metadata may be changed). The pass's steps:
+        the wanted clusters, their plans, the status roll-up, the Works to retire, the Binding's own
+        status and finalizer, then the Works and the template's status."""
         meta, spec, status = b["metadata"], b.get("spec") or {}, dict(b.get("status") or {})
         deleting = bool(meta.get("deletionTimestamp"))
         kind, template = self.template_of(spec.get("resource"))
@@ -279,18 +292,7 @@ class BindingController:
         tkind = str(template.get("kind")) if template else str((spec.get("resource") or {}).get("kind") or "")
         how = self.interpreter.of(kind.api_version, kind.kind) if kind is not None else None
         divisible = how.divisible if how is not None else tkind in M.REPLICA_KINDS
-        wanted: dict[str, int] = {}
-        roles: dict[str, str] = {}  # F3: a stateful topology's Primary / Replica clusters
-        if active:
-            for t in status.get("placement") or []:
-                if not isinstance(t, dict) or not t.get("cluster"):
-                    continue
-                c, share = str(t["cluster"]), int(t.get("replicas") or 0)
-                if self.fleet.cluster(c) is None or (divisible and share <= 0):
-                    continue
-                wanted[c] = share
-                if isinstance(t.get("role"), str):
-                    roles[c] = str(t["role"])
+        wanted, roles = self._wanted(status, divisible) if active else ({}, {})
         plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles) \
             if wanted and template is not None else {}
         works = self.fleet.works_of(name)
@@ -303,60 +305,94 @@ class BindingController:
         now = self.clock()
         counts_ready = tkind in M.REPLICA_KINDS or (rule is not None and rule.ready is not None)
         covered = rollup.all_applied and (not counts_ready or rollup.ready_applied >= rollup.desired)
-        removing: list[aggregate.Obj] = []
-        to_delete: dict[str, Obj] = {}
-        to_mark: dict[str, Obj] = {}
-        requeue: float | None = None
-        for c, work in sorted(works.items()):
-            if c in wanted:
-                continue
-            if self.fleet.cluster(c) is None or (work.get("metadata") or {}).get("deletionTimestamp"):
-                to_delete[c] = work  # unregistered, or already being emptied
-                continue
-            since = parse_rfc3339(annotation(work, REMOVING_SINCE)) or now
-            timed_out = now - since >= self.settings.gracefulTimeoutSeconds
-            if not active or self.fleet.unreachable(c) or covered or timed_out:
-                to_delete[c] = work
-            else:
-                to_mark[c] = work
-                left = self.settings.gracefulTimeoutSeconds - (now - since)
-                requeue = min(30.0 if requeue is None else requeue, max(left, 0.5))
-            removing.append(aggregate.removing_entry(c, tkind, work, previous.get(c), rfc3339(since)))
-        new_status = aggregate.binding_status(status, tkind, rollup, removing, active=active, now=rfc3339(now))
-        finalizers = list(meta.get("finalizers") or [])
+        retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered)
+        new_status = aggregate.binding_status(status, tkind, rollup, retiring.removing, active=active,
+                                              now=rfc3339(now))
         gone = deleting and not works
-        if gone and PROPAGATION_FINALIZER in finalizers:
-            finalizers.remove(PROPAGATION_FINALIZER)
-        elif not deleting and (wanted or works) and PROPAGATION_FINALIZER not in finalizers:
-            finalizers.append(PROPAGATION_FINALIZER)
-        if new_status != status or finalizers != list(meta.get("finalizers") or []):
-            b["status"] = new_status
-            meta["finalizers"] = finalizers
-            if not finalizers:
-                meta.pop("finalizers", None)
-            try:
-                if deleting and not finalizers:
-                    await self.store.delete(BINDING.key(name), expect_revision=revision)
-                else:
-                    self._own_binding_rev[name] = await self.store.put(BINDING.key(name), encode(b),
-                                                                       expect_revision=revision)
-            except CasFailed:
-                return "conflict"
+        if not await self._store_binding(name, b, status, new_status, revision, deleting=deleting,
+                                         gone=gone, holds=bool(wanted or works)):
+            return "conflict"
         # the Works only once the finalizer that covers them is stored
         again = await self._upsert_works(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
                                                 if isinstance(p, ManifestSet)])
-        for work in to_mark.values():
+        for work in retiring.to_mark.values():
             again = await self._mark_removing(work, rfc3339(now)) or again
-        await self._delete_works(name, to_delete)
+        await self._delete_works(name, retiring.to_delete)
         if template is not None and not deleting and kind is not None:
             if rule is not None:
                 again = await self._write_declared_status(kind, template, rule, works, plans) or again
             else:
-                again = await self._write_template_status(kind, template, tkind, rollup.entries + removing,
+                again = await self._write_template_status(kind, template, tkind,
+                                                          rollup.entries + retiring.removing,
                                                           rollup.all_applied) or again
         if gone:
             self._forget(name)
-        return 0.2 if again else requeue
+        return 0.2 if again else retiring.requeue
+
+    def _wanted(self, status: Obj, divisible: bool) -> tuple[dict[str, int], dict[str, str]]:
+        """The placement's registered clusters with their shares (a divisible kind's empty shares
+        dropped), and a stateful topology's Primary / Replica role per cluster (F3)."""
+        wanted: dict[str, int] = {}
+        roles: dict[str, str] = {}
+        for t in status.get("placement") or []:
+            if not isinstance(t, dict) or not t.get("cluster"):
+                continue
+            c, share = str(t["cluster"]), int(t.get("replicas") or 0)
+            if self.fleet.cluster(c) is None or (divisible and share <= 0):
+                continue
+            wanted[c] = share
+            if isinstance(t.get("role"), str):
+                roles[c] = str(t["role"])
+        return wanted, roles
+
+    def _retiring(self, works: dict[str, Obj], wanted: dict[str, int], previous: dict[str, Any], tkind: str,
+                  now: float, *, active: bool, covered: bool) -> _Retiring:
+        """The Works of clusters no longer wanted: delete now (unregistered, unreachable, inactive,
+        covered elsewhere or past the graceful timeout) or mark as removing and look again later."""
+        out = _Retiring()
+        for c, work in sorted(works.items()):
+            if c in wanted:
+                continue
+            if self.fleet.cluster(c) is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+                out.to_delete[c] = work  # unregistered, or already being emptied
+                continue
+            since = parse_rfc3339(annotation(work, REMOVING_SINCE)) or now
+            timed_out = now - since >= self.settings.gracefulTimeoutSeconds
+            if not active or self.fleet.unreachable(c) or covered or timed_out:
+                out.to_delete[c] = work
+            else:
+                out.to_mark[c] = work
+                left = self.settings.gracefulTimeoutSeconds - (now - since)
+                out.requeue = min(30.0 if out.requeue is None else out.requeue, max(left, 0.5))
+            out.removing.append(aggregate.removing_entry(c, tkind, work, previous.get(c), rfc3339(since)))
+        return out
+
+    async def _store_binding(self, name: str, b: Obj, status: Obj, new_status: Obj, revision: int, *,
+                             deleting: bool, gone: bool, holds: bool) -> bool:
+        """Store the Binding's new status and propagation finalizer (kept while it ``holds`` Works,
+        dropped once they are ``gone``), or delete it when the last finalizer went; False on a
+        conflict."""
+        meta = b["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if gone and PROPAGATION_FINALIZER in finalizers:
+            finalizers.remove(PROPAGATION_FINALIZER)
+        elif not deleting and holds and PROPAGATION_FINALIZER not in finalizers:
+            finalizers.append(PROPAGATION_FINALIZER)
+        if new_status == status and finalizers == list(meta.get("finalizers") or []):
+            return True
+        b["status"] = new_status
+        meta["finalizers"] = finalizers
+        if not finalizers:
+            meta.pop("finalizers", None)
+        try:
+            if deleting and not finalizers:
+                await self.store.delete(BINDING.key(name), expect_revision=revision)
+            else:
+                self._own_binding_rev[name] = await self.store.put(BINDING.key(name), encode(b),
+                                                                   expect_revision=revision)
+        except CasFailed:
+            return False
+        return True
 
     # ------------------------------------------------------------------ Works
     def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: Obj | None) -> Obj:
