@@ -54,6 +54,7 @@ from drods.monitor.exporter import MonitorMetrics
 from drods.monitor.fleetview import ClusterInfo, FleetView, StatusEntry, decode_cluster, decode_status
 from drods.monitor.forecast import Forecaster
 from drods.monitor.history import HistoryLog
+from drods.monitor.lease_pool import LeasePool
 from drods.monitor.metric_history import Backend, MetricHistory, open_history
 from drods.monitor.pipeline import DEFAULT_RULES, MonitorPipeline
 from drods.monitor.prom_history import check_labels
@@ -69,7 +70,7 @@ from drods.monitor.thresholds import (
     ThresholdEvent,
     ThresholdRule,
 )
-from drods.store import CasFailed, LeaseNotFound, Store
+from drods.store import CasFailed, Store
 from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
@@ -199,41 +200,6 @@ class _LimitWatch:
             th, sd = self.detectors(limit)
             th.forget(cluster)
             sd.forget(cluster)
-
-
-class LeasePool:
-    """One shared lease for short-lived keys, renewed by replacement: keys written with it live
-    between 90 % and 100 % of the TTL, and no keep-alive traffic is needed."""
-
-    def __init__(self, store: Store, ttl: int, clock: Callable[[], float]) -> None:
-        self.store = store
-        self.ttl = ttl
-        self.clock = clock
-        self._id: int | None = None
-        self._granted = 0.0
-        self._lock = asyncio.Lock()
-
-    async def get(self) -> int:
-        async with self._lock:
-            if self._id is None or self.clock() - self._granted >= self.ttl * 0.1:
-                lease = await self.store.grant_lease(self.ttl)
-                self._id, self._granted = lease.id, self.clock()
-            return self._id
-
-    def invalidate(self, lease_id: int) -> None:
-        if self._id == lease_id:
-            self._id = None
-
-    async def put(self, key: str, value: bytes, store: Store | None = None) -> None:
-        """``store``: a view of this pool's store to write through (a leader's fence)."""
-        for _ in range(2):
-            lease = await self.get()
-            try:
-                await (store or self.store).put(key, value, lease=lease)
-                return
-            except LeaseNotFound:
-                self.invalidate(lease)
-        raise LeaseNotFound(f"could not attach {key} to a fresh lease")
 
 
 _SLUG = re.compile(r"[^A-Za-z0-9._=-]+")

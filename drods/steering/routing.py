@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from drods.steering.digests import digest, row_digests
 from drods.steering.engine import Chunk, ServiceEval, ServicePlan
 from drods.steering.evaluation import B
 from drods.steering.metrics import F
@@ -491,33 +492,6 @@ class Rendered:
     digests: NDArray[np.uint64]  # (client sites,)
 
 
-def _mixed(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    """SplitMix64's finaliser: every input bit moves about half of the output's."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return np.asarray(x ^ (x >> np.uint64(31)), dtype=np.uint64)
-
-
-def _bits(a: NDArray[Any]) -> NDArray[np.uint64]:
-    return np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
-
-
-def _digest(values: list[NDArray[Any]], tag: int) -> NDArray[np.uint64]:
-    """A 64-bit hash of each position's ``values`` (float64 bit patterns, in order)."""
-    h = np.full(len(values[0]), tag, dtype=np.uint64)
-    for v in values:
-        h = _mixed(h ^ _bits(v))
-    return h
-
-
-def _row_digests(n_rows: int, parts: list[tuple[NDArray[np.int64], NDArray[np.uint64]]]) -> NDArray[np.uint64]:
-    """Per row the sum (mod 2⁶⁴) of its positions' hashes: independent of the positions' order."""
-    out = np.zeros(n_rows, dtype=np.uint64)
-    for rows, h in parts:
-        np.add.at(out, rows, h)
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class _Pairs:
     """The picked services' (service, client site, instance) pairs in use, with what their routes
@@ -555,10 +529,10 @@ class _Pairs:
     def digests(self, stepped: ChunkStep) -> NDArray[np.uint64]:
         """Per (service, client site): a digest of everything its rendered route reads (MAX aside)."""
         n_rows = stepped.held.size
-        return _row_digests(n_rows, [
-            (self.row, _digest([self.j, self.weight, self.valid, self.metric, *self.facts.T], 1)),
-            (self.eligible_row, _digest([self.eligible[2]], 2)),
-            (np.arange(n_rows), _digest([stepped.held.ravel(), stepped.changed_at.ravel()], 3)),
+        return row_digests(n_rows, [
+            (self.row, digest([self.j, self.weight, self.valid, self.metric, *self.facts.T], 1)),
+            (self.eligible_row, digest([self.eligible[2]], 2)),
+            (np.arange(n_rows), digest([stepped.held.ravel(), stepped.changed_at.ravel()], 3)),
         ]).reshape(stepped.held.shape)
 
 
