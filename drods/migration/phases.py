@@ -303,19 +303,7 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
             _done(st, phase, f.now, "caught up")
             _enter(st, SWITCH_TRAFFIC, f.now, f"withdrawing traffic from {src}")
     elif phase == SWITCH_TRAFFIC:
-        if src not in f.withdrawn:  # not on the Binding yet: the drain time starts once it is
-            st["message"] = f"withdrawing traffic from {src}"
-            st.pop("switchedTime", None)
-        else:
-            switched = parse_rfc3339(st.get("switchedTime"))
-            if switched is None:
-                st["switchedTime"] = rfc3339_ms(f.now)
-                switched = f.now
-            if f.now - switched >= spec.trafficDrainSeconds:
-                _done(st, phase, f.now, f"traffic goes to {dst} only")
-                _enter(st, RETIRE_SOURCE, f.now, f"removing the {src} copy once {dst} covers every replica")
-            else:
-                st["message"] = f"draining connections from {src} ({spec.trafficDrainSeconds:g}s)"
+        _switch_traffic(spec, st, f, src, dst)
     elif phase == RETIRE_SOURCE:
         want = without_source(st)
         if dict(f.placement) == want and src not in f.copies:
@@ -327,6 +315,23 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
         else:
             st["message"] = f"waiting for the {src} copy to be removed"
     return None
+
+
+def _switch_traffic(spec: MigrationPlanSpec, st: Obj, f: Facts, src: str, dst: str) -> None:
+    """SwitchTraffic: once the source is withdrawn on the Binding, drain it for ``trafficDrainSeconds``."""
+    if src not in f.withdrawn:  # not on the Binding yet: the drain time starts once it is
+        st["message"] = f"withdrawing traffic from {src}"
+        st.pop("switchedTime", None)
+        return
+    switched = parse_rfc3339(st.get("switchedTime"))
+    if switched is None:
+        st["switchedTime"] = rfc3339_ms(f.now)
+        switched = f.now
+    if f.now - switched >= spec.trafficDrainSeconds:
+        _done(st, SWITCH_TRAFFIC, f.now, f"traffic goes to {dst} only")
+        _enter(st, RETIRE_SOURCE, f.now, f"removing the {src} copy once {dst} covers every replica")
+    else:
+        st["message"] = f"draining connections from {src} ({spec.trafficDrainSeconds:g}s)"
 
 
 def _rolling_back(st: Obj, f: Facts) -> None:

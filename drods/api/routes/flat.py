@@ -51,6 +51,34 @@ def _flat_errors(err: ApiError) -> ApiError:
     return err
 
 
+async def _merge_patched(request: Request, ctx: ApiContext, kind: Kind, name: str,
+                         body_model: type[BaseModel]) -> dict[str, Any]:
+    """The stored object with the request's merge patch applied to its flat view, validated as the
+    flat body model, carrying the revision it was read at."""
+    from drods.api.body import read_body
+    from drods.registry.patch import merge_patch
+
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if media not in (MERGE_PATCH, "application/json"):
+        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"use {MERGE_PATCH}", {"contentType": media})
+    patch_doc = await read_body(request)
+    if not isinstance(patch_doc, dict):
+        raise BadRequest("a merge patch must be a JSON object")
+    if "name" in patch_doc and patch_doc["name"] != name:
+        raise Invalid("name cannot be changed", {"fields": [{"field": "name", "message": "immutable"}]})
+    current = await ctx.registry.get(kind, name)
+    flat = {k: v for k, v in to_flat(current).items()
+            if k in ("name", "labels") or k in (current.get("spec") or {})}
+    merged = merge_patch(flat, patch_doc)
+    try:
+        body_model.model_validate(merged)
+    except ValidationError as e:
+        raise Invalid(f"invalid {kind.kind}", {"fields": field_errors(e)}) from e
+    obj = to_object(kind, merged)
+    obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    return obj
+
+
 def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_code: str,
                 conflict_detail: str, decorate: Any = None) -> APIRouter:
     """CRUD + merge-patch for one kind at ``path``; ``decorate(ctx, flat)`` may add live fields on read."""
@@ -100,28 +128,8 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
     @router.patch("/{name}", summary=f"Merge-patch a {kind.kind} (RFC 7386)", openapi_extra=patch_body)
     async def patch(request: Request, name: str, _: Principal = Depends(authenticate),
                     dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
-        from drods.api.body import read_body
-        from drods.registry.patch import merge_patch
-
         ctx = context(request)
-        media = request.headers.get("content-type", "application/json").split(";")[0].strip()
-        if media not in (MERGE_PATCH, "application/json"):
-            raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"use {MERGE_PATCH}", {"contentType": media})
-        patch_doc = await read_body(request)
-        if not isinstance(patch_doc, dict):
-            raise BadRequest("a merge patch must be a JSON object")
-        if "name" in patch_doc and patch_doc["name"] != name:
-            raise Invalid("name cannot be changed", {"fields": [{"field": "name", "message": "immutable"}]})
-        current = await ctx.registry.get(kind, name)
-        flat = {k: v for k, v in to_flat(current).items()
-                if k in ("name", "labels") or k in (current.get("spec") or {})}
-        merged = merge_patch(flat, patch_doc)
-        try:
-            body_model.model_validate(merged)
-        except ValidationError as e:
-            raise Invalid(f"invalid {kind.kind}", {"fields": field_errors(e)}) from e
-        obj = to_object(kind, merged)
-        obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        obj = await _merge_patched(request, ctx, kind, name, body_model)
         try:
             updated = await ctx.registry.update(kind, obj, dry_run=dry_run)
         except ApiError as e:
