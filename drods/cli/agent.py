@@ -4,7 +4,7 @@ for a pull-mode cluster, its Works (`drods.members.works`), in one process."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,14 +50,12 @@ def agent(
     import asyncio
     import json
     import logging
-    import signal
 
     import httpx
 
-    from drods.members.agent import AgentRefused, report_once, run_agent
+    from drods.members.agent import AgentRefused, report_once
     from drods.members.autonomy import AutonomySettings
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
-    from drods.members.pull import run_works
     from drods.transport import async_transport
 
     if not token:
@@ -74,23 +72,10 @@ def agent(
                     r = await report_once(member, http, cluster)
                 typer.echo(json.dumps(r.json(), indent=2))
                 return 0 if r.status_code == 200 else 1
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, stop.set)
             directory = state_dir or Path.home() / ".drods" / "agent" / cluster
             local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
                                      else cutoff_seconds) if autonomy else None
-            both = [asyncio.create_task(run_agent(cluster, member, server, token, interval=interval, verify=verify,
-                                                  stop=stop)),
-                    asyncio.create_task(run_works(cluster, member, server, token, directory, verify=verify,
-                                                  stop=stop, autonomy=local))]
-            try:
-                for t in asyncio.as_completed(both):
-                    await t  # a refused token in either ends both
-            finally:
-                stop.set()
-                await asyncio.gather(*both, return_exceptions=True)
+            await _report_and_follow(cluster, member, server, token, interval, verify, directory, local)
             return 0
         except (AgentRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:
             # refused, or unreachable (--once)
@@ -100,3 +85,28 @@ def agent(
             await member.close()
 
     raise typer.Exit(asyncio.run(main()))
+
+
+async def _report_and_follow(cluster: str, member: Any, server: str, token: str, interval: float, verify: Any,
+                             directory: Path, local: Any) -> None:
+    """Report the member's status and follow its Works until SIGTERM/SIGINT or a refused token."""
+    import asyncio
+    import signal
+
+    from drods.members.agent import run_agent
+    from drods.members.pull import run_works
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    both = [asyncio.create_task(run_agent(cluster, member, server, token, interval=interval, verify=verify,
+                                          stop=stop)),
+            asyncio.create_task(run_works(cluster, member, server, token, directory, verify=verify,
+                                          stop=stop, autonomy=local))]
+    try:
+        for t in asyncio.as_completed(both):
+            await t  # a refused token in either ends both
+    finally:
+        stop.set()
+        await asyncio.gather(*both, return_exceptions=True)

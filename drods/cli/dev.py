@@ -143,7 +143,6 @@ def up(
 ) -> None:
     """Start a control plane and N member clusters, join them, and run until SIGTERM/SIGINT."""
     from drods.api.auth import Role
-    from drods.cli.cluster_ops import inspect_member, load_kubeconfig
     from drods.cli.remote import connect
     from drods.cli.tokens import mint
     from drods.security.tls import ensure_certs
@@ -159,13 +158,7 @@ def up(
     # The CA `drods serve` would make on first start, made now so the kubeconfig can embed it.
     certs = ensure_certs(server_dir / SERVER_TLS_DIR, "drods", "127.0.0.1")
     url = f"https://127.0.0.1:{port}"
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = _stop_on_signals()
     sims: list[SimProcess] = []
     server: subprocess.Popen[bytes] | None = None
     code = 0
@@ -177,57 +170,19 @@ def up(
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         sites = [site(i) for i in range(clusters)]
         for s in sites:
-            extra = [*s.extra, *(["--preload", str(s.preload)] if s.preload and not even else [])]
-            sims.append(SimProcess(s.name, root / "sims", [
-                "--region", s.region, "--zone", s.zone, "--provider", s.provider, "--city", s.city,
-                "--nodes", str(nodes), "--data-dir", str(root / "sims" / s.name),
-                "--kubeconfig-out", str(root / "members" / f"{s.name}.kubeconfig"), *extra],
-                log_path=root / "logs" / f"{s.name}.log").start())
+            sims.append(_start_sim(root, s, nodes, even))
         _wait_ready(url, certs.ca, server, 60)
         for sim in sims:
             sim.wait_ready(60)
         # recorded in the server's store: `drods token list/revoke --data-dir DATA/server` reach it
         token = mint(server_dir, None, Role.ADMIN, subject="dev")
         api = connect(url, token, str(certs.ca))
-        import asyncio
-
-        for s, sim in zip(sites, sims, strict=True):
-            doc = load_kubeconfig(sim.kubeconfig)
-            summary = asyncio.run(inspect_member(s.name, doc, None))
-            body: dict[str, Any] = {
-                "name": s.name, "syncMode": "Push", "endpoint": sim.server, "region": summary.region,
-                "zone": (summary.zones or [s.zone])[0], "provider": summary.provider, "city": summary.city,
-                "credentials": {"kubeconfig": yaml.safe_dump(doc, sort_keys=False)},
-                "labels": {"provider": s.provider, "city": s.city.lower()}}
-            if summary.gpu_allocatable > 0:
-                body.update(capabilities=["gpu"], gpuModels=summary.gpu_models)
-            api.request("POST", "/api/v1/clusters", json=body, ok=(409,))
+        _join(api, sites, sims)
         kubeconfig = root / "drods.kubeconfig"
         _write(kubeconfig, yaml.safe_dump(_kubeconfig(url, certs.ca, token), sort_keys=False))
-        env = {"DRODS_SERVER": url, "DRODS_CA_FILE": str(certs.ca), "DRODS_TOKEN": token,
-               "DRODS_SIM_DIR": str(root / "sims"), "DRODS_DEV": str(root),
-               "DRODS_DATA_DIR": str(server_dir)}  # `drods token create` signs with the server's key
-        _write(root / "env.sh", "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
-        lines = [f"DRO-DS is up with {clusters} member cluster(s); data in {root}. Stop with Ctrl-C.", "",
-                 f"  source {root / 'env.sh'}      # DRODS_SERVER, DRODS_CA_FILE, DRODS_TOKEN, DRODS_DATA_DIR …",
-                 f"  server      {url}", f"  dashboard   {url}/ui   (sign in with the token; the browser must "
-                 f"trust {certs.ca})", f"  token       {token}",
-                 f"  kubectl --kubeconfig {kubeconfig} get clusters", "", "  members:"]
-        for s, sim in zip(sites, sims, strict=True):
-            lines.append(f"    {s.name:<12} {s.region}/{s.provider}/{s.city:<4} {sim.server:<26} "
-                         f"kubectl --kubeconfig {root / 'members' / f'{s.name}.kubeconfig'} get deploy")
-        typer.echo("\n".join(lines), err=False)
-        while not stop.wait(0.5):
-            if server.poll() is not None:
-                typer.echo(f"drods serve exited with {server.returncode}; see {root / 'logs' / 'server.log'}",
-                           err=True)
-                code = 1
-                break
-            dead = [s.name for s in sims if s.proc is not None and s.proc.poll() is not None]
-            if dead:
-                typer.echo(f"member(s) exited: {', '.join(dead)}; see {root / 'logs'}", err=True)
-                code = 1
-                break
+        _write_env(root, url, certs.ca, token, server_dir)
+        typer.echo(_banner(root, url, certs.ca, token, kubeconfig, sites, sims), err=False)
+        code = _watch(stop, server, sims, root)
     except (RuntimeError, TimeoutError, OSError) as e:
         typer.echo(f"error: {e}", err=True)
         code = 1
@@ -250,3 +205,77 @@ def up(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(dev_app, name="dev")
+
+
+def _join(api: Any, sites: list[Any], sims: list[Any]) -> None:
+    """Register each simulated member in push mode with what its API says about itself."""
+    import asyncio
+
+    from drods.cli.cluster_ops import inspect_member, load_kubeconfig
+
+    for s, sim in zip(sites, sims, strict=True):
+        doc = load_kubeconfig(sim.kubeconfig)
+        summary = asyncio.run(inspect_member(s.name, doc, None))
+        body: dict[str, Any] = {
+            "name": s.name, "syncMode": "Push", "endpoint": sim.server, "region": summary.region,
+            "zone": (summary.zones or [s.zone])[0], "provider": summary.provider, "city": summary.city,
+            "credentials": {"kubeconfig": yaml.safe_dump(doc, sort_keys=False)},
+            "labels": {"provider": s.provider, "city": s.city.lower()}}
+        if summary.gpu_allocatable > 0:
+            body.update(capabilities=["gpu"], gpuModels=summary.gpu_models)
+        api.request("POST", "/api/v1/clusters", json=body, ok=(409,))
+
+
+def _banner(root: Path, url: str, ca: Path, token: str, kubeconfig: Path, sites: list[Any], sims: list[Any]) -> str:
+    lines = [f"DRO-DS is up with {len(sites)} member cluster(s); data in {root}. Stop with Ctrl-C.", "",
+             f"  source {root / 'env.sh'}      # DRODS_SERVER, DRODS_CA_FILE, DRODS_TOKEN, DRODS_DATA_DIR …",
+             f"  server      {url}", f"  dashboard   {url}/ui   (sign in with the token; the browser must "
+             f"trust {ca})", f"  token       {token}",
+             f"  kubectl --kubeconfig {kubeconfig} get clusters", "", "  members:"]
+    for s, sim in zip(sites, sims, strict=True):
+        lines.append(f"    {s.name:<12} {s.region}/{s.provider}/{s.city:<4} {sim.server:<26} "
+                     f"kubectl --kubeconfig {root / 'members' / f'{s.name}.kubeconfig'} get deploy")
+    return "\n".join(lines)
+
+
+def _watch(stop: threading.Event, server: subprocess.Popen[bytes], sims: list[Any], root: Path) -> int:
+    """Run until stopped (0) or until the server or a member exits (1)."""
+    while not stop.wait(0.5):
+        if server.poll() is not None:
+            typer.echo(f"drods serve exited with {server.returncode}; see {root / 'logs' / 'server.log'}", err=True)
+            return 1
+        dead = [s.name for s in sims if s.proc is not None and s.proc.poll() is not None]
+        if dead:
+            typer.echo(f"member(s) exited: {', '.join(dead)}; see {root / 'logs'}", err=True)
+            return 1
+    return 0
+
+
+def _start_sim(root: Path, s: Any, nodes: int, even: bool) -> Any:
+    from drods.sim.harness import SimProcess
+
+    extra = [*s.extra, *(["--preload", str(s.preload)] if s.preload and not even else [])]
+    return SimProcess(s.name, root / "sims", [
+        "--region", s.region, "--zone", s.zone, "--provider", s.provider, "--city", s.city,
+        "--nodes", str(nodes), "--data-dir", str(root / "sims" / s.name),
+        "--kubeconfig-out", str(root / "members" / f"{s.name}.kubeconfig"), *extra],
+        log_path=root / "logs" / f"{s.name}.log").start()
+
+
+def _write_env(root: Path, url: str, ca: Path, token: str, server_dir: Path) -> None:
+    env = {"DRODS_SERVER": url, "DRODS_CA_FILE": str(ca), "DRODS_TOKEN": token,
+           "DRODS_SIM_DIR": str(root / "sims"), "DRODS_DEV": str(root),
+           "DRODS_DATA_DIR": str(server_dir)}  # `drods token create` signs with the server's key
+    _write(root / "env.sh", "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+
+
+def _stop_on_signals() -> threading.Event:
+    """Set on SIGTERM or SIGINT."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
