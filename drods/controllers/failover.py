@@ -30,6 +30,7 @@ from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, an
 from drods.errors import ApiError
 from drods.machinery.informer import subscribed
 from drods.machinery.periodic import Periodic
+from drods.model.annotations import failover_reason
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -116,7 +117,7 @@ class Failover:
                 if asked is not None and asked >= since and (scheduled is None or scheduled < asked):
                     requested.add(b)  # already asked for, the scheduler hasn't answered yet
                     continue
-                reason = f"cluster {name} NotReady since {rfc3339_ms(since)} (toleration {tol:g}s)"
+                reason = failover_reason(name, rfc3339_ms(since), tol)
                 try:
                     await self.reschedule(b, reason)
                 except ApiError as e:

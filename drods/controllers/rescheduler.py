@@ -45,6 +45,7 @@ from drods.model.annotations import (
     PREALLOCATION,
     RESCHEDULE_REASON,
     TRAFFIC_REBALANCED_AT,
+    drain_reason,
     evacuated_from,
     placement_offers,
 )
@@ -135,7 +136,7 @@ class Rescheduler:
             await self.registry.get(CLUSTER, cluster)  # 404 for a cluster that does not exist
         else:
             await self.registry.patch(CLUSTER, cluster, {"spec": {"unschedulable": True}}, MERGE_PATCH)
-        why = f"drain {cluster}" + (f": {reason}" if reason else "")
+        why = drain_reason(cluster, reason)
         names: list[str] = []
         plans: list[str] = []
         moved = 0

@@ -78,6 +78,29 @@ def evacuated_from(obj: Mapping[str, Any]) -> list[str]:
     return [c for c in str(raw).split(",") if c]
 
 
+def failover_reason(cluster: str, since: str, toleration_s: float) -> str:
+    return f"cluster {cluster} NotReady since {since} (toleration {toleration_s:g}s)"
+
+
+def drain_reason(cluster: str, reason: str | None = None) -> str:
+    return f"drain {cluster}" + (f": {reason}" if reason else "")
+
+
+def moved_away_from(obj: Mapping[str, Any]) -> frozenset[str]:
+    """The clusters a Binding was moved off on purpose — by failover or a drain (its last
+    reschedule reason, written by `failover_reason` / `drain_reason`) or by automatic operations
+    (``evacuated-from``, which the descheduler offers back once calm): a fleet change must not move
+    it back there on its own (S11; Karmada does not move a failed-over workload back either)."""
+    reason = str(((obj.get("metadata") or {}).get("annotations") or {}).get(RESCHEDULE_REASON) or "")
+    out = set(evacuated_from(obj))
+    words = reason.split(" ")
+    if len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady":
+        out.add(words[1])
+    elif len(words) >= 2 and words[0] == "drain":
+        out.add(words[1].rstrip(":"))
+    return frozenset(out)
+
+
 def is_managed(obj: Mapping[str, Any] | None) -> bool:
     """Did DRO-DS create this member object (so it may update and delete it)?"""
     return bool(obj) and (((obj or {}).get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGER

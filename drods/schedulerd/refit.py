@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from drods.model.annotations import placement_offers
+from drods.model.annotations import moved_away_from, placement_offers
 from drods.model.binding import BindingSpec, with_offers
 from drods.model.placement import Placement as PlacementSpec
 from drods.scheduler.framework import ScheduleResult
@@ -126,6 +126,7 @@ class FleetFollower:
         deferred: dict[str, FleetChange] = {}
         switch = pl.rebalanceOnFleetChange
         holistic = bool(pl.spreadConstraints) or pl.statefulTopology is not None
+        away = moved_away_from(rec.object())
         for cluster, ch in changes.items():
             here = dict(target)
             left = cluster in here and sel is not None and not sel.selects(ch.now)
@@ -139,8 +140,8 @@ class FleetFollower:
             if left:  # no longer admitted: its replicas go, whatever the budget
                 target = fresh if holistic else toward(target, fresh, cluster)
                 continue
-            if not (self.rebalance if switch is None else switch):
-                continue
+            if not (self.rebalance if switch is None else switch) or cluster in away:
+                continue  # switched off, or moved off that cluster on purpose (failover, drain, evacuation)
             cand = fresh if holistic else toward(target, fresh, cluster)
             n = moved(target, cand)
             if not worth_moving(rec.replicas, n, self.min_move_fraction):

@@ -228,3 +228,24 @@ def test_a_fresh_division_does_not_see_the_binding_own_assumed_load(cache: Sched
     assert free_cpu() == pytest.approx(base - 4) and cache.assumed("web") == {"a": 4}
     with cache.excluding("other"):  # nothing assumed: nothing changes
         assert free_cpu() == pytest.approx(base - 4)
+
+
+def test_the_clusters_a_binding_was_moved_off_on_purpose() -> None:
+    from drods.model.annotations import (
+        EVACUATED_FROM,
+        RESCHEDULE_REASON,
+        drain_reason,
+        failover_reason,
+        moved_away_from,
+    )
+
+    def obj(**ann: str) -> dict[str, Any]:
+        return {"metadata": {"annotations": ann}}
+
+    assert moved_away_from(obj(**{RESCHEDULE_REASON: failover_reason("aws-dfw", "2026-01-01T00:00:00Z", 30)})) \
+        == {"aws-dfw"}
+    assert moved_away_from(obj(**{RESCHEDULE_REASON: drain_reason("gcp-sin", "maintenance")})) == {"gcp-sin"}
+    assert moved_away_from(obj(**{RESCHEDULE_REASON: drain_reason("gcp-sin")})) == {"gcp-sin"}
+    assert moved_away_from(obj(**{EVACUATED_FROM: "a,b"})) == {"a", "b"}
+    assert moved_away_from(obj(**{RESCHEDULE_REASON: "requested"})) == frozenset()
+    assert moved_away_from({}) == frozenset()
