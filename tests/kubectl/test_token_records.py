@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.etcd_server import wipe
 from tests.server_process import ServerProcess
 
 REVOKED_WITHIN = 1.0
@@ -25,7 +26,9 @@ def store_args(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     if request.param == "sqlite":
         yield []
     else:
-        yield ["--store", f"etcd://{request.getfixturevalue('etcd_endpoint')}"]
+        endpoint = request.getfixturevalue("etcd_endpoint")
+        wipe(endpoint)  # other tests' objects in the session's etcd are sealed with their own keys
+        yield ["--store", f"etcd://{endpoint}"]
 
 
 def test_kubeconfig_token_is_listed_and_revocable(tmp_path: Path, kubectl_path: str, store_args: list[str]) -> None:
