@@ -37,7 +37,9 @@ def test_config_default_prints_a_file_that_loads_back_to_the_defaults(tmp_path: 
 def test_every_process_refuses_an_unknown_key_naming_it(tmp_path: Path, command: str) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(HEAD + "monitoring: {fooBar: 1}\n")
-    done = drods(command, "--config", str(bad), "--data-dir", str(tmp_path / "data"), "--port", "0")
+    # A wide terminal, so the error box does not wrap the (long) temporary path.
+    done = drods(command, "--config", str(bad), "--data-dir", str(tmp_path / "data"), "--port", "0",
+                 env={"COLUMNS": "500"})
     assert done.returncode == 2, done.stdout + done.stderr
     assert "monitoring.fooBar: unknown key" in done.stderr and str(bad) in done.stderr
 
