@@ -82,13 +82,10 @@ def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float]) -> di
         return None
     best = max(rest, key=lambda o: float(o["total"]))
     weakest = min(chosen, key=lambda o: float(o["total"]))
-    wsum = sum(max(float(w), 0.0) for w in weights.values()) or 1.0
-    diffs: dict[str, float] = {}
-    for plugin, w in weights.items():
-        a = (weakest.get("scores") or {}).get(plugin)
-        b = (best.get("scores") or {}).get(plugin)
-        if a is not None and b is not None and w > 0:
-            diffs[plugin] = round(float(w) * (float(a) - float(b)) / wsum, 3)
+    a_scores, b_scores = weakest.get("scores") or {}, best.get("scores") or {}
+    scored = {p: max(float(w), 0.0) for p, w in weights.items() if p in a_scores and p in b_scores}
+    wsum = sum(scored.values()) or 1.0  # the total is the weighted mean over the plugins that scored
+    diffs = {p: round(w * (float(a_scores[p]) - float(b_scores[p])) / wsum, 3) for p, w in scored.items() if w > 0}
     ordered = dict(sorted(diffs.items(), key=lambda kv: -abs(kv[1])))
     lost_by = round(float(weakest["total"]) - float(best["total"]), 3)
     return {"name": best["name"], "against": weakest["name"], "lostBy": lost_by, "differences": ordered,
