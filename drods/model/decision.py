@@ -48,7 +48,6 @@ OPTIONS_TOP_K = 10
 
 # scheduleType (``drods.schedulerd.records``) → decision type
 _SCHEDULE_TYPES = {"RescheduleTriggered": RESCHEDULE, "FleetChanged": REBALANCE}
-_EVICTING_TRIGGERS = ("ClusterNotReady", "ClusterTainted", "ClusterDrained", "ClusterEvacuated", "ClusterRemoved")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +127,12 @@ def _schedule_options(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _schedule_type(entry: Mapping[str, Any]) -> str:
+    """A reschedule that moves a workload off a cluster on purpose — failover of a NotReady cluster or a
+    drain (`drods.model.annotations.failover_reason` / `drain_reason`) — is an eviction."""
     st = str(entry.get("scheduleType") or "")
-    kind = str((entry.get("trigger") or {}).get("kind") or "")
-    if st == "FleetChanged" and kind in _EVICTING_TRIGGERS:
+    words = str((entry.get("trigger") or {}).get("reason") or "").split(" ")
+    if st == "RescheduleTriggered" and ((len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady")
+                                        or (len(words) >= 2 and words[0] == "drain")):
         return EVICTION
     return _SCHEDULE_TYPES.get(st, PLACEMENT)
 

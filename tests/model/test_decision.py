@@ -61,7 +61,12 @@ def test_the_differences_add_up_to_the_loss_over_the_plugins_that_scored() -> No
 
 def test_fleet_changes_are_rebalancing_or_eviction_and_old_entries_still_read() -> None:
     assert from_schedule(_entry(scheduleType="FleetChanged", trigger={"kind": "ClusterAdded"}))["type"] == REBALANCE
-    assert from_schedule(_entry(scheduleType="FleetChanged", trigger={"kind": "ClusterNotReady"}))["type"] == EVICTION
+    failover = {"kind": "Reschedule", "reason": "cluster b NotReady since 2026-11-28T06:00:00Z (toleration 30s)"}
+    assert from_schedule(_entry(scheduleType="RescheduleTriggered", trigger=failover))["type"] == EVICTION
+    drain = {"kind": "Reschedule", "reason": "drain b: maintenance"}
+    assert from_schedule(_entry(scheduleType="RescheduleTriggered", trigger=drain))["type"] == EVICTION
+    asked = {"kind": "Reschedule", "reason": "dashboard"}
+    assert from_schedule(_entry(scheduleType="RescheduleTriggered", trigger=asked))["type"] == "Reschedule"
     old = _entry(options=None, scores={"total": {"a": 80.0}, "LeastWaterLevel": {"a": 90.0}})
     rec = from_schedule(old)
     assert rec["options"][0] == {"name": "a", "chosen": True, "feasible": True, "total": 80.0,
