@@ -100,3 +100,19 @@ def test_a_route_change_is_a_decision_and_a_metric_refresh_is_not() -> None:
     assert moved is not None and moved["summary"] == "DFW: aws-dfw → azure-lhr"
     assert [(o["name"], o["chosen"]) for o in moved["options"]] == [("DFW → azure-lhr", True), ("DFW → aws-dfw", False)]
     assert moved["options"][1]["reason"] == "replaced: lowest delay 80.0 ms"
+
+
+def test_a_migration_phase_change_is_a_decision_naming_the_move() -> None:
+    from drods.migration.decisions import migration_decision
+    from drods.model.migration import MigrationPlanSpec
+
+    spec = MigrationPlanSpec.model_validate({"workloadRef": {"name": "db"}, "sourceCluster": "a",
+                                             "trigger": "Drain", "reason": "maintenance"})
+    rec = migration_decision("default", "db-move", spec, "Pending", {"phase": "Preparing", "message": "target b"},
+                             "b", "lowest water level among the feasible clusters")
+    assert rec["type"] == "Migration"
+    assert rec["subject"] == {"kind": "StatefulSet", "namespace": "default", "name": "db"}
+    assert rec["trigger"] == {"reason": "Drain", "detail": "maintenance"}
+    assert rec["options"] == [{"name": "b", "chosen": True, "feasible": True,
+                               "reason": "lowest water level among the feasible clusters"}]
+    assert rec["summary"] == "MigrationPlan default/db-move: Pending → Preparing (a → b): target b"
