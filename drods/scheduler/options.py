@@ -37,13 +37,12 @@ def weigh_options(names: np.ndarray, cand: IntArr, totals: FloatArr, chosen_pos:
     """The chosen positions and the ``k`` best unchosen ones (by total); ``names`` is the snapshot's
     name per row, ``cand`` the candidates' rows (only the returned ones are looked up)."""
     m = int(totals.size)
-    unchosen = np.ones(m, dtype=bool)
-    unchosen[chosen_pos] = False
-    rest = unchosen.nonzero()[0]
-    if rest.size > k:
-        part = np.argpartition(-totals[rest], k - 1)[:k]
-        rest = rest[part]
-    rest = rest[np.argsort(-totals[rest], kind="stable")]
+    neg = np.negative(totals)  # one pass: chosen ones pushed last, the best unchosen first
+    neg[chosen_pos] = np.inf
+    unchosen = m - int(np.asarray(chosen_pos).size)
+    take = min(k, unchosen)
+    rest = np.argpartition(neg, take - 1)[:take] if 0 < take < m else np.argsort(neg, kind="stable")[:take]
+    rest = rest[np.argsort(neg[rest], kind="stable")]
     pos = np.concatenate([np.asarray(chosen_pos, dtype=np.intp), rest.astype(np.intp)])
     out = tuple(str(x) for x in names[cand[pos]].tolist())
     if caps is not None and caps.size == m:

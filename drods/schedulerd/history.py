@@ -4,7 +4,8 @@ A `Journal` under ``/history/schedules/`` (`drods.machinery.journal`): the decis
 status transaction that fall in the same second share a key, written in that transaction, so a
 decided status is always explained and a burst of decisions costs a few history writes.
 Retention is a store lease (default one hour). Keep it short on etcd: its backend quota (2 GiB by
-default) must hold an entry (≈1–2 KB) for every decision in that window.
+default) must hold an entry (≈1–2 KB, plus ≈100 bytes per named option: the chosen clusters and up to 10
+unchosen ones, X1) for every decision in that window.
 
 An entry (``decision_record``)::
 

@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from drods.cli.main import app
 from tests.members_e2e.conftest import SIMS, Env, deploy_path, deployment, wait_for
 from tests.members_e2e.test_fullpath import RPP, cleanup, placement, policy, running
 from tests.ui_e2e.conftest import cli_tls
@@ -89,15 +91,18 @@ def test_the_watch_streams_the_decision_of_a_scale(env: Env, lone: dict[str, Any
 
 
 def _explain(env: Env, *args: str) -> str:
-    done = env.server.run_cli("explain", *args, *cli_tls(env.server))
-    assert done.returncode == 0, done.stderr
+    """In process (the same typer app `drods` runs; a subprocess costs seconds of imports per call)."""
+    done = CliRunner().invoke(app, ["explain", *args, *cli_tls(env.server)])
+    assert done.exit_code == 0, done.output
     return done.stdout
 
 
 def test_drods_explain_reads_as_text_json_history_and_per_cluster(env: Env, lone: dict[str, Any]) -> None:
-    d = wait_for(lambda: _placements(env) or None, 15, "the placement decision")[-1]
+    d = wait_for(lambda: _placements(env) or None, 15, "the placement decision")[0]  # the latest
     here = next(o["name"] for o in d["options"] if o["chosen"])
-    text = _explain(env, f"deployment/{LONE}", "-n", "default")
+    done = env.server.run_cli("explain", f"deployment/{LONE}", "-n", "default", *cli_tls(env.server))  # as installed
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
     assert "Kind:       Deployment" in text and f"Placement:  {here}" in text
     assert "Placement at" in text and "runner-up: " + d["runnerUp"]["why"] in " ".join(text.split())
     for o in d["options"]:
@@ -112,6 +117,7 @@ def test_drods_explain_reads_as_text_json_history_and_per_cluster(env: Env, lone
     assert any(w["workload"] == f"Deployment/default/{LONE}" and w["reason"] for w in per_cluster["notPlaced"]) or \
         any(p["binding"] == f"deployment-default-{LONE}" for p in per_cluster["placed"])
     assert "Placed here" in _explain(env, "cluster", here)
-    for bad in (["nothing"], ["cluster"], ["deployment/nope-at-all"], ["cluster", "nope"]):
-        done = env.server.run_cli("explain", *bad, *cli_tls(env.server))
-        assert done.returncode != 0 and done.stderr.strip(), bad
+    for bad, says in ((["nothing"], "KIND/NAME"), (["cluster"], "NAME"),
+                      (["deployment/nope-at-all"], "no decision recorded"), (["cluster", "nope"], "not found")):
+        failed = CliRunner().invoke(app, ["explain", *bad, *cli_tls(env.server)])
+        assert failed.exit_code != 0 and says in failed.output, (bad, failed.output)

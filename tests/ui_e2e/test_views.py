@@ -141,8 +141,11 @@ def test_steering_shows_each_sites_route_with_its_metric_and_the_measured_latenc
     sites = page.get_by_test_id("sites")
     sites.locator("tbody tr").first.wait_for()
     assert "12.5 ms" in sites.inner_text() and page.locator("svg.sites").count() == 1
-    decisions = world.http.get("/api/v1/decisions", params={"type": "Route", "name": "video"}).json()["items"]
-    assert decisions and decisions[-1]["trigger"]["reason"] == "FirstRoutes"  # the route change is a decision
+    # the route change is a decision: its chosen instances are the ones the route has now
+    latest = world.http.get("/api/v1/decisions", params={"type": "Route", "name": "video"}).json()["items"][0]
+    now = {f"{r['clientSite']} → {i['cluster']}" for r in route for i in r["instances"]}
+    assert {o["name"] for o in latest["options"] if o["chosen"]} <= now
+    assert latest["trigger"]["reason"] in ("FirstRoutes", "RouteChanged") and latest["summary"]
     accessible(page, "steering")
     shot(page, "view-steering")
 

@@ -29,7 +29,7 @@ export function health(m) {
 
 function node(svg, x, y, w, label, sub, kind) {
   svg.append(s("rect", { x, y, width: w, height: 40, rx: 6, class: `node ${kind}` }));
-  svg.append(s("text", { x: x + 8, y: y + 17, class: "node-label" }, label.length > 28 ? `${label.slice(0, 27)}…` : label));
+  svg.append(s("text", { x: x + 8, y: y + 17, class: "node-label" }, label.length > 22 ? `${label.slice(0, 21)}…` : label));
   svg.append(s("text", { x: x + 8, y: y + 33, class: "axis" }, sub));
 }
 
