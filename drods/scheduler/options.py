@@ -46,7 +46,8 @@ def weigh_options(names: np.ndarray, cand: IntArr, totals: FloatArr, chosen_pos:
     pos = np.concatenate([np.asarray(chosen_pos, dtype=np.intp), rest.astype(np.intp)])
     out = tuple(str(x) for x in names[cand[pos]].tolist())
     if caps is not None and caps.size == m:
-        room: tuple[int | None, ...] = tuple(int(x) for x in np.floor(caps[pos]).tolist())
+        room: tuple[int | None, ...] = tuple(int(x) if np.isfinite(x) else None  # inf: no limit estimated
+                                             for x in np.floor(caps[pos]).tolist())
     else:
         room = (None,) * pos.size
     return Options(out, pos, int(np.asarray(chosen_pos).size), room, m)
