@@ -2,18 +2,11 @@
 // the metric that chose each and its reason, SLA met or best effort — live from the ServiceRoutes;
 // and the sites as a graph with their measured latencies (PUT /api/v1/network/status), as a table too.
 
+import { svgNode as s } from "../charts.js";
 import { badge, errorBox, h, keepFocus, num, replace, table, when } from "../dom.js";
 import { ObjectSet } from "../live.js";
 
-const NS = "http://www.w3.org/2000/svg";
 const ROUTES = "/apis/multicluster.io/v1alpha1/serviceroutes";
-
-function s(tag, attrs = {}, text) {
-  const el = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  if (text !== undefined) el.textContent = text;
-  return el;
-}
 
 const slaOf = (inst) => (inst.metric === "MAX" ? badge("SLA not met — best effort", "bad") : badge("SLA met", "ok"));
 

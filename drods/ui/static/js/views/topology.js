@@ -2,18 +2,11 @@
 // their health, as a graph (columns left to right) and, for keyboards and screen readers, the same
 // tree as nested lists. Works are listed by the binding's label (multicluster.io/binding).
 
+import { svgNode as s } from "../charts.js";
 import { badge, errorBox, h, keepFocus, replace } from "../dom.js";
 import { phaseBadge } from "./workloads.js";
 
-const NS = "http://www.w3.org/2000/svg";
 const WORKS = "/apis/multicluster.io/v1alpha1/works";
-
-function s(tag, attrs = {}, text) {
-  const el = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  if (text !== undefined) el.textContent = text;
-  return el;
-}
 
 // Health of one object in a member, from the status the Work read back.
 export function health(m) {
