@@ -121,6 +121,7 @@ RULES: dict[tuple[str, str], Rule] = {
     # feedback, steering, traffic, datasets
     ("PUT", "/api/v1/feedback"): Rule(Action.REPORT, DryRun.REFUSED),
     ("GET", "/api/v1/autoscaling/history"): READ,
+    ("GET", "/api/v1/decisions"): READ,
     ("PUT", "/api/v1/network/status"): REPORT,
     ("GET", "/api/v1/network/intervals"): READ,
     ("GET", "/api/v1/network/status"): READ,

@@ -45,7 +45,7 @@ FACADE_ROUTERS = (
     "drods.api.routes.sync:router", "drods.api.routes.bindings:router", "drods.api.routes.schedules:router",
     "drods.api.routes.agent:router",
     "drods.api.routes.whatif:router",
-    "drods.api.routes.autoscaling:router",
+    "drods.api.routes.autoscaling:router", "drods.api.routes.decisions:router",
     "drods.api.routes.steering:network", "drods.api.routes.steering:router",
     "drods.api.routes.traffic:router", "drods.api.routes.dataset_access:router",
 )

@@ -35,8 +35,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.controllers.cache_decisions import cache_plan_decision
 from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery import metrics
+from drods.machinery.decision_log import decision_log, record_decisions
 from drods.machinery.periodic import Periodic
 from drods.model.dataset_access import hotness
 from drods.model.keys import DATASET_ACCESS_KEY, NETWORK_PREFIX, pair_of
@@ -183,6 +185,7 @@ class CachePlanner:
         self.registry = registry
         self.settings = settings or CachePlannerSettings()
         self.clock = clock
+        self.decisions = decision_log(store)  # X1: each proposed plan
 
     async def run(self) -> None:
         with metrics.reconcile(LEASE):  # the first pass fails the runnable: the manager restarts it
@@ -239,6 +242,11 @@ class CachePlanner:
         await self.registry.update_status(CACHE_PLAN, w.name, {"phase": "Proposed", "proposedTime": rfc3339_ms(now)},
                                           w.namespace)
         log.info("cache planner: proposed %s/%s (%s)", w.namespace, w.name, w.spec()["reason"])
+        rec = cache_plan_decision(w.namespace, w.name, w.spec(), self.settings.hotGiBPerHour, w.far_cost)
+        try:
+            await record_decisions(self.decisions, [(now, rec)])
+        except Exception:  # a lost explanation never stops planning
+            log.warning("cache planner: decision for %s/%s not recorded", w.namespace, w.name, exc_info=True)
 
     async def _existing(self, plan: dict[str, Any], ns: str, datasets: dict[str, dict[str, Any]],
                         hot: dict[str, dict[str, float]], links: Links, now: float) -> None:

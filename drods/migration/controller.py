@@ -26,10 +26,12 @@ from pydantic import ValidationError
 from drods.controllers.rescheduler import Rescheduler
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
+from drods.machinery.decision_log import decision_log, record_decisions
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.migration import phases
 from drods.migration.admission import workload_of
+from drods.migration.decisions import migration_decision
 from drods.migration.hooks import hook_binding, hook_job, hook_outcome, job_name
 from drods.migration.target import choose_target
 from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
@@ -67,6 +69,7 @@ class MigrationController:
                  rescheduler: Rescheduler | None = None, store: Store | None = None, profile: Profile | None = None,
                  clock: Callable[[], float] = time.time, workers: int = 2) -> None:
         self.registry = registry
+        self.decisions = decision_log(store) if store is not None else None  # X1: phase changes
         self.store = store  # with the profile: where a plan without a target goes (`drods.migration.target`)
         self.profile = profile or Profile.default()
         self.plans = plans
@@ -227,6 +230,8 @@ class MigrationController:
             step.status["observedGeneration"] = int(meta.get("generation") or 1)
             if not await self._write_status(plan, step.status):
                 return 0.2  # changed meanwhile: the new version is coming
+            if step.status.get("phase") != status.get("phase"):
+                await self._record(ns, name, spec, phase, step.status, facts)
         again = await self._apply(plan, spec, step)
         if str(step.status.get("phase")) in TERMINAL and step.effects.cleanup and not again \
                 and not status.get("hooksRemoved") and step.status == status:
@@ -247,6 +252,17 @@ class MigrationController:
         return step.requeue
 
     # ------------------------------------------------------------------ writes
+    async def _record(self, ns: str, name: str, spec: MigrationPlanSpec, before: str, status: Obj,
+                      facts: phases.Facts) -> None:
+        """X1: the phase change as a decision record; a lost record never stops the migration."""
+        if self.decisions is None:
+            return
+        rec = migration_decision(ns, name, spec, before, status, facts.chosen_target, facts.target_note)
+        try:
+            await record_decisions(self.decisions, [(self.clock(), rec)])
+        except Exception:
+            log.warning("migration %s/%s: decision not recorded", ns, name, exc_info=True)
+
     async def _write_status(self, plan: Obj, status: Obj) -> bool:
         meta = plan["metadata"]
         try:

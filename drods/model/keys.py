@@ -21,6 +21,7 @@ FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"
 DESCHEDULER_STATE_KEY = "/state/descheduler"  # A6: cooldowns, the hourly rate limit and holds, for the next leader
 AUTOSCALING_PREFIX = "/history/autoscaling/"  # scaling decisions with their inputs
+DECISIONS_PREFIX = "/history/decisions/"  # X1: route changes, migrations, cache plans (`drods.model.decision`)
 # Monitoring's events (prefix-watchable, leased).
 THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
 SUSTAINED_EVENTS_PREFIX = "/events/sustained/"

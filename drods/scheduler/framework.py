@@ -33,6 +33,7 @@ from drods.scheduler.cost_first import cheapest_fill
 from drods.scheduler.divide import DivisionInput, divide
 from drods.scheduler.groups import select_spread
 from drods.scheduler.interface import Rejection, ScorePlugin
+from drods.scheduler.options import Options, weigh_options
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.plugins.gpu_storage_fit import headroom
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
@@ -96,6 +97,7 @@ class ScheduleResult:
     # feasible clusters that still got nothing, explained lazily (Duplicated: too small for all replicas)
     _notes: list[Rejection] = field(default_factory=list, repr=False)
     _score_names: np.ndarray | None = field(default=None, repr=False)
+    _options: Options | None = field(default=None, repr=False)
 
     @property
     def placement(self) -> list[TargetCluster]:
@@ -132,6 +134,23 @@ class ScheduleResult:
         names = self.score_names
         return {p: dict(zip(names, row, strict=True))
                 for p, row in zip(self._score_keys, cut.round(3).tolist(), strict=True)}
+
+    def options(self) -> list[dict[str, object]]:
+        """X1: the chosen clusters and the best unchosen feasible ones, each with its per-plugin
+        scores, ``total``, replicas received and room (``options.py``)."""
+        opts, matrix = self._options, self._score_matrix
+        if opts is None or matrix is None:
+            return []
+        got = dict(self.pairs)
+        cols = matrix[:, opts.positions].round(3).T.tolist()
+        plugins = self._score_keys[:-1]
+        return [{"cluster": nm, "replicas": got.get(nm, 0), "total": col[-1], "room": room,
+                 "scores": dict(zip(plugins, col[:-1], strict=True))}
+                for nm, col, room in zip(opts.names, cols, opts.room, strict=True)]
+
+    @property
+    def options_omitted(self) -> int:
+        return 0 if self._options is None else self._options.omitted
 
     @property
     def partial(self) -> bool:
@@ -565,6 +584,7 @@ class Scheduler:
         base["_score_keys"] = (*(p.name for p, _ in cyc.scores), "total")
         base["_score_pos"] = chosen if cyc.sel is None else cyc.sel[chosen]
         base["_score_names"] = names_arr[rows]
+        base["_options"] = weigh_options(names_arr, cyc.cand, cyc.stacked[-1], base["_score_pos"], cyc.caps)  # type: ignore[arg-type]
         per_cluster = cnt if not duplicated else np.full(rows.size, info.replicas, dtype=np.intp)
         est_cost = hourly_cost(info, snap, rows, per_cluster)
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)

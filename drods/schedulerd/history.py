@@ -4,11 +4,13 @@ A `Journal` under ``/history/schedules/`` (`drods.machinery.journal`): the decis
 status transaction that fall in the same second share a key, written in that transaction, so a
 decided status is always explained and a burst of decisions costs a few history writes.
 Retention is a store lease (default one hour). Keep it short on etcd: its backend quota (2 GiB by
-default) must hold an entry (≈1–2 KB) for every decision in that window.
+default) must hold an entry (≈1–2 KB, plus ≈100 bytes per named option: the chosen clusters and up to 10
+unchosen ones, X1) for every decision in that window.
 
 An entry (``decision_record``)::
 
-    {"time", "binding", "generation", "scheduleType", "scheduler", "profile", "trigger"? (a fleet change:
+    {"time", "binding", "workload"? ({kind, namespace, name} of spec.resource),
+     "generation", "scheduleType", "scheduler", "profile", "trigger"? (a fleet change:
      {"kind": ClusterAdded | ClusterReady | ClusterLabelsChanged | …, "kinds", "clusters", "reason",
       "moves": [{cluster, from, to}]}),
      "result": {"phase", "placement": [{cluster, replicas}], "requested", "placed", "partial", "message"},
@@ -16,6 +18,8 @@ An entry (``decision_record``)::
      "filters": {"reasonCounts": {reason: n}, "reasons": {cluster: reason} (≤ 50, ≤ 10 a verdict),
                  "reasonsOmitted"},
      "scores": {plugin: {cluster: score}} for the clusters that received replicas, plus "total",
+     "options" (X1): [{cluster, replicas, total, room, scores: {plugin: score}}] — the chosen clusters, then the
+       best ``OPTIONS_TOP_K`` feasible clusters that received nothing; "optionsOmitted": feasible ones not named,
      "weights": {plugin: weight this cycle}, "baseWeights": {plugin: profile weight},
      "adjuster": {"mode": "spread"|"pack"|"blend", "spread": σ, "fleetWaterLevel", "surge"},
      "division" (or "CostFirst"), "estimatedHourlyCost" (F6, null without prices),
@@ -50,7 +54,8 @@ def adjuster_mode(spread: float) -> str:
 
 def decision_record(result: ScheduleResult, *, binding: str, generation: int, schedule_type: str, ts: float,
                     scheduler: str, profile: str, base_weights: Mapping[str, float],
-                    trigger: Mapping[str, Any] | None = None, unknown_clusters: int = 0) -> dict[str, Any]:
+                    trigger: Mapping[str, Any] | None = None, unknown_clusters: int = 0,
+                    workload: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The explanation of one decision (shape in the module docstring)."""
     shown, total = result.reasons_sample(MAX_HISTORY_REASONS, HISTORY_REASONS_PER_VERDICT)
     placed = result.placed
@@ -69,6 +74,8 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
         "filters": {"reasonCounts": result.reason_counts(), "reasons": shown,
                     "reasonsOmitted": max(0, total - len(shown))},
         "scores": result.scores,
+        "options": result.options(),
+        "optionsOmitted": result.options_omitted,
         "weights": {k: round(v, 4) for k, v in result.weights.items()},
         "baseWeights": dict(base_weights),
         "adjuster": {"mode": adjuster_mode(result.spread) if result.weights else None,
@@ -85,6 +92,8 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
         rec["topology"] = dict(result.topology)
     if trigger:
         rec["trigger"] = dict(trigger)
+    if workload:
+        rec["workload"] = dict(workload)
     return rec
 
 

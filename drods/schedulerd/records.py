@@ -111,6 +111,7 @@ class BindingRecord:
     primary: str | None = None  # F3: the cluster with ``role: Primary`` in the status (stateful topology)
     demand: OfferDemand | None = None  # F1: GPUs of an eligible model / GiB of a tier per replica
     selection: int = 0  # ``selection_key``: bindings with equal keys select the same clusters
+    workload_kind: str = ""  # X1: spec.resource.kind ("" for a binding without a resource)
 
     @property
     def placed(self) -> int:
@@ -175,7 +176,13 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         primary=primary_of(status.get("placement")),
         demand=_demand_of(spec.get("resources")),
         selection=selection_key(spec, placement_offers(obj)),
+        workload_kind=_kind_of(spec.get("resource")),
     )
+
+
+def _kind_of(resource: Any) -> str:
+    kind = resource.get("kind") if isinstance(resource, dict) else None
+    return sys.intern(kind) if isinstance(kind, str) else ""
 
 
 def selection_key(spec: Mapping[str, Any], offers: Sequence[str] = ()) -> int:

@@ -589,10 +589,13 @@ class SchedulerService:
                                unschedulable=cur.phase == "Unschedulable")
 
     def _history_record(self, p: Plan) -> dict[str, Any]:
+        ns, _, nm = p.rec.workload.partition("/")
         return decision_record(p.result, binding=p.rec.name, generation=p.rec.generation,
                                schedule_type=p.schedule_type, ts=p.decision.time, scheduler=self.settings.identity,
                                profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger,
-                               unknown_clusters=p.unknown)
+                               unknown_clusters=p.unknown,
+                               workload={"kind": p.rec.workload_kind, "namespace": ns, "name": nm}
+                               if p.rec.workload_kind else None)
 
     async def _record(self, plans: list[Plan], outcomes: list[str]) -> None:
         """Unschedulable and partial decisions also go to the shared failure log (once per verdict)."""

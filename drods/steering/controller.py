@@ -36,6 +36,7 @@ import yaml
 from pydantic import ValidationError
 
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
+from drods.machinery.decision_log import decision_log, record_decisions
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
@@ -52,6 +53,7 @@ from drods.steering.engine import I64, Chunk, Fleet, ServiceEval, ServicePlan, e
 from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
+from drods.steering.route_decisions import route_decision
 from drods.steering.routing import ChunkStep, Rendered, RouteState, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, utilisation
@@ -161,6 +163,7 @@ class SteeringController:
         self.states: dict[str, RouteState] = {}
         self.signatures: dict[str, str] = {}
         self.published: dict[str, dict[str, Any]] = {}  # service ID → the spec last published
+        self.decisions = decision_log(registry.store, clock=clock)  # X1: route changes
         self.published_at: dict[str, float] = {}
         self.recheck: dict[str, float] = {}
         self.offered: dict[tuple[str, str], float] = {}  # (service ID, client site) → when
@@ -554,11 +557,19 @@ class SteeringController:
         write); after a conflict they are."""
         done = await read_modify_write(lambda attempt: self.registry.batch_upsert(
             [(SERVICE_ROUTE, o) for o in objects], trusted=True, current=self.route_objects if attempt == 0 else None))
+        decisions = []
         for obj, _ in done:
             sid = obj["metadata"]["name"]
+            if (decision := route_decision(self.published.get(sid), obj["spec"])) is not None:
+                decisions.append((now, decision))
             self.route_objects[SERVICE_ROUTE.key(sid)] = obj
             self.published[sid] = obj["spec"]
             self.published_at[sid] = now
+        if decisions:
+            try:
+                await record_decisions(self.decisions, decisions)
+            except Exception:  # a lost explanation must not stop routing
+                log.warning("route decisions not recorded", exc_info=True)
         return len(done)
 
     async def _forget(self, services: Mapping[str, _Service]) -> None:

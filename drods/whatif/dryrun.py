@@ -146,9 +146,17 @@ def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None =
     base = {p.name: w for p, w in view.profile.scores}
     explanation = decision_record(result, binding=name, generation=0, schedule_type=SCALE if cur else FIRST,
                                   ts=time.time() if now is None else now, scheduler=WHATIF_SCHEDULER,
-                                  profile=view.profile.name, base_weights=base)
+                                  profile=view.profile.name, base_weights=base, workload=_workload(spec))
     return {"placement": [{"cluster": t.cluster, "replicas": t.replicas} for t in result.placement],
             "phase": result.phase, "explanation": explanation}
+
+
+def _workload(spec: BindingSpec) -> dict[str, str] | None:
+    """The workload a binding places (as the real decision's history entry names it), if it names one."""
+    r = spec.resource
+    if r is None or not r.kind:
+        return None
+    return {"kind": r.kind, "namespace": r.namespace or "default", "name": r.name}
 
 
 def _policy_object(pol: Mapping[str, Any], kind_name: str, workload_kind: str) -> dict[str, Any]:

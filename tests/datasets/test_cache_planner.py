@@ -4,6 +4,7 @@ hot reads from a cluster without a copy → a CachePlan; approved → a Cache lo
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -102,8 +103,13 @@ async def test_planner_proposes_applies_and_withdraws(store: Store, tmp_path: Pa
     plans, _ = await registry.list(CACHE_PLAN, "ml")
     assert [p["metadata"]["name"] for p in plans] == ["clicks-far"]
     assert plans[0]["status"]["phase"] == "Proposed" and not plans[0]["spec"].get("approved")
+    # X1: the proposal is a decision record (one, however often the planner runs)
+    decided = await planner.decisions.query(0, time.time() + 60, 10)
+    assert [(d["type"], d["subject"]["name"], d["outcome"]["cachePlan"]) for d in decided.items] == \
+        [("CachePlan", "clicks", "ml/clicks-far")]
     await planner.reconcile()  # idempotent
     assert len((await registry.list(CACHE_PLAN, "ml"))[0]) == 1
+    assert len((await planner.decisions.query(0, time.time() + 60, 10)).items) == 1
     clicks = await registry.get(DATASET, "clicks", "ml")
     assert clicks["status"]["hotnessGiBPerHour"] == pytest.approx(1020.0)
     assert clicks["status"]["readsByCluster"] == {"far": 120.0, "home": 900.0}

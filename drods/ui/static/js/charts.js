@@ -1,8 +1,10 @@
 // Small inline SVG line charts (no chart library): load history and its forecast.
 
 const NS = "http://www.w3.org/2000/svg";
+const s = svgNode;
 
-function s(tag, attrs = {}, text) {
+// One SVG element (the views that draw graphs use it too).
+export function svgNode(tag, attrs = {}, text) {
   const el = document.createElementNS(NS, tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
   if (text !== undefined) el.textContent = text;

@@ -4,11 +4,22 @@
 
 import { badge, h, num, pct, table, when } from "./dom.js";
 
-const MODES = {
-  spread: "spread — the fleet is busy or uneven, so replicas go where the water level is lowest",
-  pack: "pack — the fleet is quiet, so replicas are packed onto few clusters",
-  blend: "blend — between spreading and packing",
-};
+// The adjuster's mode in words that match the figures shown beside it: the profile's adjuster maps
+// the fleet water level (and a traffic surge) to a spread factor; the sentence says what that did.
+export function adjusterSentence(adj) {
+  const level = pct(adj.fleetWaterLevel);
+  const surge = adj.surge > 0 ? ` and a traffic surge (${num(adj.surge, 2)})` : "";
+  if (adj.mode === "spread") {
+    return `spread — at a fleet water level of ${level}${surge}, this profile spreads: replicas go where the water level is lowest`;
+  }
+  if (adj.mode === "pack") {
+    return `pack — at a fleet water level of ${level}${surge}, this profile packs: replicas fill few clusters`;
+  }
+  if (adj.mode === "blend") {
+    return `blend — at a fleet water level of ${level}${surge}, this profile weighs spreading and packing (spread ${num(adj.spread, 2)})`;
+  }
+  return adj.mode;
+}
 
 export function explanation(entry) {
   const res = entry.result || {};
@@ -25,11 +36,15 @@ export function explanation(entry) {
   const scored = Object.keys(totals).sort((a, b) => (totals[b] ?? 0) - (totals[a] ?? 0));
   const placedOn = new Map(placement.map((p) => [p.cluster, p.replicas]));
 
+  // X1: the options the decision weighed (chosen + the best unchosen feasible clusters), with "why not".
+  const options = entry.options || [];
+  const why = whyNot(entry);
   const verdictRows = [
-    ...scored.map((c) => h("tr", {}, h("th", { scope: "row" }, c), h("td", {}, badge("passed", "ok")),
-      h("td", {}, placedOn.has(c) ? `received ${placedOn.get(c)} replica(s)` : "feasible, received none"))),
+    ...(options.length ? options.map((o) => o.cluster) : scored).map((c) => h("tr", { dataset: { cluster: c } },
+      h("th", { scope: "row" }, c), h("td", {}, badge("passed", "ok")),
+      h("td", {}, placedOn.has(c) ? `received ${placedOn.get(c)} replica(s)` : `feasible, received none — ${why.get(c) || "not chosen"}`))),
     ...Object.entries(reasons).sort(([a], [b]) => a.localeCompare(b)).map(([c, why]) =>
-      h("tr", {}, h("th", { scope: "row" }, c), h("td", {}, badge("filtered out", "bad")), h("td", {}, why))),
+      h("tr", { dataset: { cluster: c } }, h("th", { scope: "row" }, c), h("td", {}, badge("filtered out", "bad")), h("td", {}, why))),
   ];
   const counts = Object.entries(filters.reasonCounts || {});
 
@@ -47,10 +62,11 @@ export function explanation(entry) {
         `${cand.total ?? "?"} candidate clusters, ${cand.feasible ?? "?"} feasible`),
       h("dt", {}, "Division"), h("dd", {}, entry.division || "—"),
       h("dt", {}, "Adjuster mode"), h("dd", { dataset: { testid: "adjuster" } },
-        adj.mode ? MODES[adj.mode] || adj.mode
+        adj.mode ? adjusterSentence(adj)
           : cand.feasible === 0 ? "no scoring (no feasible cluster)"
             : "no scoring (a single feasible cluster or a fixed placement)",
         adj.mode ? ` (spread ${num(adj.spread, 2)}, fleet water level ${pct(adj.fleetWaterLevel)}, surge ${num(adj.surge, 2)})` : "")),
+    why.runnerUp ? h("p", { dataset: { testid: "runner-up" } }, h("strong", {}, "Runner-up: "), why.runnerUp) : null,
     h("h3", {}, "Filter verdicts"),
     counts.length ? h("p", {}, "Filtered out: ", counts.map(([why, n], i) => [i ? "; " : "", `${n} × ${why}`])) : null,
     table(null, ["Cluster", "Verdict", "Reason"], verdictRows, { class: "data", dataset: { testid: "verdicts" } }),
@@ -63,11 +79,46 @@ export function explanation(entry) {
           const b = base[p];
           return `${p} ×${num(w, 2)}${b !== undefined && w !== undefined && Math.abs(b - w) > 1e-9 ? ` (profile ×${num(b, 2)})` : ""}`;
         }), "Total"],
-        scored.map((c) => h("tr", {}, h("th", { scope: "row" }, c),
-          plugins.map((p) => h("td", { class: "num" }, num((scores[p] || {})[c], 1))),
-          h("td", { class: "num" }, h("strong", {}, num(totals[c], 1))))),
+        (options.length ? options : scored.map((c) => ({ cluster: c, total: totals[c],
+          scores: Object.fromEntries(plugins.map((p) => [p, (scores[p] || {})[c]])) }))).map((o) =>
+          h("tr", { dataset: { cluster: o.cluster } }, h("th", { scope: "row" }, o.cluster),
+            plugins.map((p) => h("td", { class: "num" }, num((o.scores || {})[p], 1))),
+            h("td", { class: "num" }, h("strong", {}, num(o.total, 1))))),
         { class: "data", dataset: { testid: "scores" } })
       : h("p", { class: "muted" }, "No scores recorded (nothing to choose between)."),
+    entry.optionsOmitted ? h("p", { class: "muted" }, `${entry.optionsOmitted} more feasible clusters received nothing and scored lower (the best ${options.length - placedOn.size} are shown).`) : null,
     entry.timingsMs && entry.timingsMs.total !== undefined
       ? h("p", { class: "muted" }, `Decided in ${num(entry.timingsMs.total, 2)} ms.`) : null);
+}
+
+// Why each feasible cluster that received nothing lost, against the weakest chosen cluster: each
+// plugin's weighted contribution to the difference of totals (as GET /api/v1/decisions' runnerUp).
+export function whyNot(entry) {
+  const out = new Map();
+  const options = entry.options || [];
+  const chosen = options.filter((o) => o.replicas > 0);
+  if (!chosen.length) return out;
+  const weakest = chosen.reduce((a, b) => (b.total < a.total ? b : a));
+  const weights = entry.weights || {};
+  for (const o of options.filter((x) => !(x.replicas > 0))) {
+    const lost = weakest.total - o.total;
+    if (lost < 0) {
+      out.set(o.cluster, o.room !== null && o.room <= 0
+        ? `scored ${num(-lost, 1)} above ${weakest.cluster} but had room for no replica`
+        : `scored ${num(-lost, 1)} above ${weakest.cluster} but was outside the selection (spread, affinity tier, or the replicas were placed)`);
+      continue;
+    }
+    const names = Object.keys(o.scores || {}).filter((p) => (weights[p] || 0) > 0 && (weakest.scores || {})[p] !== undefined);
+    const wsum = names.reduce((acc, p) => acc + weights[p], 0) || 1;
+    const parts = names.map((p) => [p, (weights[p] * (weakest.scores[p] - o.scores[p])) / wsum])
+      .filter(([, d]) => Math.abs(d) >= 0.05).sort((a, b) => Math.abs(b[1]) - Math.abs(a[1])).slice(0, 3)
+      .map(([p, d]) => `${p} ${d > 0 ? "+" : ""}${num(d, 1)}`);
+    out.set(o.cluster, `scored ${num(lost, 1)} below ${weakest.cluster}${parts.length ? ` (${parts.join(", ")})` : ""}`);
+  }
+  const rest = options.filter((x) => !(x.replicas > 0));
+  if (rest.length) {
+    const best = rest.reduce((a, b) => (b.total > a.total ? b : a));
+    out.runnerUp = `${best.cluster} ${out.get(best.cluster)}`;
+  }
+  return out;
 }

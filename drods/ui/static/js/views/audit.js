@@ -1,4 +1,5 @@
-// The audit log (admins only): who changed what, and what came of it.
+// The audit log (admins only): who changed what, and what came of it — filtered by subject, kind,
+// namespace and time window (the API's own filters: GET /api/v1/audit?subject&kind&namespace&startTime&endTime).
 
 import { errorBox, h, replace, table, when } from "../dom.js";
 
@@ -8,6 +9,12 @@ const changed = (e) => (e.changes || []).map((c) => `${c.verb} ${c.kind}/${c.nam
 // A component's record is written once its change is made: there is no HTTP status to show.
 const result = (e) => (e.role === "component" ? "done" : String(e.result));
 
+function input(label, name, attrs = {}) {
+  return h("label", { class: "field" }, h("span", {}, label), h("input", { name, ...attrs }));
+}
+
+const iso = (local) => (local ? new Date(local).toISOString() : null);
+
 export default {
   id: "audit",
   title: "Audit log",
@@ -15,18 +22,30 @@ export default {
   route: /^audit$/,
   visible: (session) => session.isAdmin,
   render(main, { session }) {
-    const holder = h("div", { class: "scroll" }, h("p", { class: "muted" }, "Loading…"));
-    replace(main, h("h1", {}, "Audit log"), holder);
-    const since = new Date(Date.now() - 24 * 3600_000).toISOString();
-    session.get("/api/v1/audit", { startTime: since, limit: 500 }).then((body) => {
-      const items = body.items.slice().reverse();
-      replace(holder, items.length
-        ? table("Changes in the last 24 hours, newest first (at most 500)", ["Time", "Who", "Role", "Verb", "Path", "Result"],
-          items.map((e) => h("tr", {}, h("td", {}, when(e.time)), h("td", {}, who(e)), h("td", {}, e.role),
-            h("td", {}, e.verb), h("td", {}, e.path || changed(e)), h("td", { class: "num" }, result(e)))),
-          { class: "data" })
-        : h("p", { class: "muted" }, "No changes in the last 24 hours."));
-    }).catch((err) => replace(holder, errorBox(err)));
+    const holder = h("div", { class: "scroll", "aria-live": "polite" }, h("p", { class: "muted" }, "Loading…"));
+    const form = h("form", { class: "filters", "aria-label": "Filter the audit log" },
+      input("Subject", "subject"), input("Kind", "kind", { placeholder: "Deployment" }), input("Namespace", "namespace"),
+      input("From", "from", { type: "datetime-local" }), input("To", "to", { type: "datetime-local" }),
+      h("button", { type: "submit" }, "Filter"));
+    replace(main, h("h1", {}, "Audit log"), form, holder);
+    const load = async () => {
+      const f = form.elements;
+      const params = { limit: 500, startTime: iso(f.from.value) || new Date(Date.now() - 24 * 3600_000).toISOString() };
+      if (f.to.value) params.endTime = iso(f.to.value);
+      for (const k of ["subject", "kind", "namespace"]) if (f[k].value.trim()) params[k] = f[k].value.trim();
+      try {
+        const body = await session.get("/api/v1/audit", params);
+        const items = body.items.slice().reverse();
+        replace(holder, items.length
+          ? table(`Changes since ${when(params.startTime)}, newest first (at most 500)`, ["Time", "Who", "Role", "Verb", "Path", "Result"],
+            items.map((e) => h("tr", {}, h("td", {}, when(e.time)), h("td", {}, who(e)), h("td", {}, e.role),
+              h("td", {}, e.verb), h("td", {}, e.path || changed(e)), h("td", { class: "num" }, result(e)))),
+            { class: "data", dataset: { testid: "audit" } })
+          : h("p", { class: "muted" }, "No change matches."));
+      } catch (err) { replace(holder, errorBox(err)); }
+    };
+    form.addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
+    load();
     return null;
   },
 };

@@ -43,6 +43,11 @@ export default {
     replace(main, h("h1", {}, "Fleet"), summary, grid);
     const cards = new Map();
     let layout = "";
+    // Written only when the text changes: a live update of one cluster touches one card, not 1,000.
+    const setAge = (entry, name) => {
+      const text = `report ${age(live.realtime.reportAge(name))}`;
+      if (entry.reportAge.textContent !== text) entry.reportAge.textContent = text;
+    };
 
     const draw = () => {
       const started = performance.now();
@@ -88,7 +93,7 @@ export default {
             `${name}, water level ${pct(wl)}, ${isReady === "True" ? "ready" : "not ready"}`
             + `${c.spec.unschedulable ? ", cordoned" : ""}${taints ? `, ${taints} taints` : ""}`);
         }
-        entry.reportAge.textContent = `report ${age(live.realtime.reportAge(name))}`;
+        setAge(entry, name);
       }
       const fleetWl = rt && rt.waterLevel ? rt.waterLevel.fleet : null;
       performance.measure("drods:fleet draw", { start: started }); // for bench/ui.py
@@ -97,7 +102,7 @@ export default {
     };
     const offs = [live.clusters.subscribe(draw), live.realtime.subscribe(draw)];
     const tick = setInterval(() => {
-      for (const [name, entry] of cards) entry.reportAge.textContent = `report ${age(live.realtime.reportAge(name))}`;
+      for (const [name, entry] of cards) setAge(entry, name);
     }, 5000);
     draw();
     return () => { offs.forEach((off) => off()); clearInterval(tick); };

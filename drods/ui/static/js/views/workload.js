@@ -3,7 +3,8 @@
 
 import { confirmAction, reschedule } from "../actions.js";
 import { badge, errorBox, h, keepFocus, replace, table, when } from "../dom.js";
-import { explanation } from "../explain.js";
+import { decisionsOf, timeline } from "../decisions.js";
+import { explanation, whyNot } from "../explain.js";
 import { phaseBadge } from "./workloads.js";
 
 export default {
@@ -19,6 +20,8 @@ export default {
     const why = h("div", {}, h("p", { class: "muted" }, "Loading the decision…"));
     const earlier = h("div", {});
     const failures = h("div", {});
+    const notThere = h("div", { dataset: { testid: "why-not" } });
+    const history = h("div", {}, h("p", { class: "muted" }, "Loading the timeline…"));
     const actions = session.canWrite
       ? h("div", { class: "actions", role: "group", "aria-label": "Workload actions" },
         h("button", { type: "button", onclick: async () => {
@@ -32,9 +35,22 @@ export default {
       h("h1", {}, name), head, actions,
       h("section", { "aria-labelledby": "h-where" }, h("h2", { id: "h-where" }, "Placement"), where),
       h("section", { "aria-labelledby": "h-why" }, h("h2", { id: "h-why" }, "Why it is where it is"), why, earlier),
+      h("section", { "aria-labelledby": "h-not" }, h("h2", { id: "h-not" }, "Why not elsewhere"), notThere),
+      h("section", { "aria-labelledby": "h-timeline" }, h("h2", { id: "h-timeline" }, "Decision timeline"), history),
       h("section", { "aria-labelledby": "h-fail" }, h("h2", { id: "h-fail" }, "Scheduling failures"), failures));
 
     let decided = null;
+    const loadTimeline = async () => {
+      const b = live.bindings.items.get(name);
+      const r = (b && b.spec.resource) || {};
+      try {
+        const items = await decisionsOf(session, r.name ? { kind: r.kind, namespace: r.namespace || "default", name: r.name }
+          : { kind: "Binding", namespace: "default", name });
+        replace(history, items.length ? timeline(items) : h("p", { class: "muted" }, "No decision kept."));
+      } catch (err) {
+        replace(history, errorBox(err));
+      }
+    };
     const loadHistory = async () => {
       try {
         const body = await session.get("/api/v1/history/schedules", { binding: name, maxEntries: 20 });
@@ -44,6 +60,12 @@ export default {
           return;
         }
         replace(why, explanation(body.items[0]));
+        const reasons = whyNot(body.items[0]);
+        replace(notThere, reasons.size
+          ? table("Feasible clusters that received nothing", ["Cluster", "Why not"], [...reasons].map(([c, text]) =>
+            h("tr", { dataset: { cluster: c } }, h("th", { scope: "row" }, c), h("td", {}, text))), { class: "data" })
+          : h("p", { class: "muted" }, "Every feasible cluster weighed received replicas."));
+        loadTimeline();
         replace(earlier, body.items.length > 1
           ? h("details", {}, h("summary", {}, `${body.items.length - 1} earlier decision(s)`),
             body.items.slice(1).map((e) => h("section", { class: "earlier" }, h("h3", {}, when(e.time)), explanation(e))))

@@ -1,0 +1,224 @@
+"""``drods explain KIND/NAME [-n NS]`` and ``drods explain cluster NAME`` (X1), read from
+``GET /api/v1/decisions`` and the binding's status.
+
+A workload: its current placement, then the latest decision of each type (placement, reschedule,
+eviction, rebalance, scaling, route, migration, cache plan) — trigger, inputs, the options with their
+per-plugin scores, why the runner-up lost — like ``kubectl describe``; ``--history`` lists every
+kept decision instead. A cluster: its state, the workloads placed there, and for the workloads whose
+latest placement left it out, why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+import typer
+
+from drods.cli.remote import (
+    ApiClient,
+    CaFileOpt,
+    CliError,
+    InsecureOpt,
+    OutputOpt,
+    ServerOpt,
+    TokenOpt,
+    check_output,
+    connect,
+    dump,
+    fail,
+    print_table,
+    stdout,
+)
+from drods.model.decision import TYPES, latest_per_type
+from drods.model.detection import binding_name
+
+PLACING = ("Placement", "Reschedule", "Eviction", "Rebalance")
+_ALIASES = {"deploy": "Deployment", "deployment": "Deployment", "sts": "StatefulSet", "statefulset": "StatefulSet",
+            "job": "Job", "daemonset": "DaemonSet", "ds": "DaemonSet", "binding": "Binding",
+            "serviceregistration": "ServiceRegistration", "svcreg": "ServiceRegistration"}
+
+
+def _say(text: str) -> None:
+    stdout().print(text, markup=False, highlight=False)
+
+
+def _kind_of(word: str) -> str:
+    return _ALIASES.get(word.lower(), word[:1].upper() + word[1:])
+
+
+def _binding_id(kind: str, namespace: str, name: str) -> str:
+    return name if kind == "Binding" else binding_name(kind, namespace, name)
+
+
+def _decisions(api: ApiClient, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    body = api.request("GET", "/api/v1/decisions", params={"limit": 1000, "since": "30d", **params}).json()
+    return list(body["items"])
+
+
+def _binding(api: ApiClient, binding_id: str) -> dict[str, Any] | None:
+    r = api.request("GET", f"/api/v1/bindings/{binding_id}/status", ok=(404,))
+    return None if r.status_code == 404 else dict(r.json())
+
+
+def _num(x: Any) -> str:
+    return "" if x is None else f"{x:.1f}" if isinstance(x, float) else str(x)
+
+
+def _options_table(record: Mapping[str, Any]) -> None:
+    options = record.get("options") or []
+    if not options:
+        return
+    plugins = list(dict.fromkeys(p for o in options for p in (o.get("scores") or {})))
+    rows = [[o["name"], "yes" if o.get("chosen") else "no" if o.get("feasible", True) else "filtered",
+             _num(o.get("replicas")), _num(o.get("total")), *(_num((o.get("scores") or {}).get(p)) for p in plugins),
+             "" if o.get("chosen") else o.get("reason") or ""] for o in options]
+    print_table(["option", "chosen", "replicas", "total", *plugins, "why not"], rows)
+    omitted = record.get("optionsOmitted") or 0
+    if omitted:
+        _say(f"  … and {omitted} more feasible options not named (top {record.get('optionsTopK')} shown)")
+
+
+def _inputs_line(inputs: Mapping[str, Any]) -> str:
+    parts: list[str] = []
+    adj = inputs.get("adjuster") or {}
+    if adj.get("fleetWaterLevel") is not None:
+        parts.append(f"fleet water level {adj['fleetWaterLevel'] * 100:.0f}%, adjuster {adj.get('mode')} "
+                     f"(spread {adj.get('spread')})")
+    cand = inputs.get("candidates") or {}
+    if cand:
+        parts.append(f"{cand.get('feasible')}/{cand.get('total')} clusters feasible")
+    for m in inputs.get("metrics") or []:
+        target = f" (target {m['target']})" if m.get("target") is not None else ""
+        parts.append(f"{m.get('name')} {m.get('value')}{target}")
+    if inputs.get("bounds"):
+        parts.append(f"bounds {inputs['bounds']}")
+    named = [k for k in inputs if k not in ("adjuster", "candidates", "metrics", "bounds", "weights", "filters",
+                                            "analysis")]
+    parts += [f"{k}: {inputs[k]}" for k in named]
+    return "; ".join(parts)
+
+
+def describe_decision(record: Mapping[str, Any]) -> None:
+    """One decision, ``kubectl describe`` style."""
+    trig = record.get("trigger") or {}
+    _say(f"{record.get('type')} at {record.get('time')} — trigger {trig.get('reason') or trig.get('kind') or '-'}")
+    _say(f"  {record.get('summary')}")
+    line = _inputs_line(record.get("inputs") or {})
+    if line:
+        _say(f"  inputs: {line}")
+    _options_table(record)
+    ru = record.get("runnerUp")
+    if ru:
+        _say(f"  runner-up: {ru['why']}")
+
+
+def _placement_line(status: Mapping[str, Any] | None) -> str:
+    if status is None:
+        return "no binding (not placed by DRO-DS)"
+    shown = ", ".join(f"{p['cluster']} {p.get('replicas', '')}".strip() for p in status.get("placement") or [])
+    return f"{shown or 'nowhere'} (phase {status.get('phase')}, {status.get('placed')}/{status.get('requested')})"
+
+
+def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, history: bool, output: str) -> None:
+    status = _binding(api, _binding_id(kind, namespace, name))
+    items = _decisions(api, {"kind": kind, "namespace": namespace, "name": name})
+    if status is None and not items:
+        raise CliError(f"{kind} {namespace}/{name}: no binding and no decision recorded (is the name right?)")
+    latest = latest_per_type(items)
+    if output != "table":
+        body = {"subject": {"kind": kind, "namespace": namespace, "name": name}, "placement": status,
+                **({"history": items} if history else {"latest": latest})}
+        dump(body, output)
+        return
+    _say(f"Name:       {name}\nNamespace:  {namespace}\nKind:       {kind}")
+    _say(f"Placement:  {_placement_line(status)}")
+    if history:
+        _say("History:")
+        rows = [[r.get("time"), r.get("type"), (r.get("trigger") or {}).get("reason") or "", r.get("summary")]
+                for r in items]
+        print_table(["time", "type", "trigger", "summary"], rows)
+        return
+    if not latest:
+        _say("No decision kept (placements are kept 1 hour, scaling 7 days, routes 1 day).")
+    for t in TYPES:
+        if t in latest:
+            _say("")
+            describe_decision(latest[t])
+
+
+def _cluster_rows(name: str, bindings: Sequence[Mapping[str, Any]],
+                  items: Sequence[Mapping[str, Any]]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """Workloads placed on ``name``, and those whose latest placement decision left it out (why)."""
+    here = [[b["name"], next(p.get("replicas") for p in (b.get("status") or {}).get("placement") or []
+                             if p.get("cluster") == name)]
+            for b in bindings if any(p.get("cluster") == name for p in (b.get("status") or {}).get("placement") or [])]
+    seen: set[tuple[str, str, str]] = set()
+    away: list[list[Any]] = []
+    for r in items:
+        s = r.get("subject") or {}
+        key = (s.get("kind", ""), s.get("namespace", ""), s.get("name", ""))
+        if r.get("type") not in PLACING or key in seen:
+            continue
+        seen.add(key)
+        opt = next((o for o in r.get("options") or [] if o.get("name") == name), None)
+        if opt is not None and not opt.get("chosen"):
+            away.append([f"{key[0]}/{key[1]}/{key[2]}", "feasible" if opt.get("feasible", True) else "filtered",
+                         opt.get("reason") or "", r.get("time")])
+    return here, away
+
+
+def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
+    r = api.request("GET", f"/api/v1/clusters/{name}", ok=(404,))
+    if r.status_code == 404:
+        raise CliError(f"cluster {name!r} not found")
+    cluster = r.json()
+    bindings = api.request("GET", "/api/v1/bindings").json()["items"]
+    items = _decisions(api, {})
+    here, away = _cluster_rows(name, bindings, items)
+    if output != "table":
+        dump({"cluster": cluster, "placed": [{"binding": b, "replicas": n} for b, n in here],
+              "notPlaced": [{"workload": w, "verdict": v, "reason": why, "time": t} for w, v, why, t in away]}, output)
+        return
+    spec, st = cluster.get("spec") or {}, cluster.get("status") or {}
+    ready = next((c.get("status") for c in st.get("conditions") or [] if c.get("type") == "Ready"), "Unknown")
+    _say(f"Cluster:    {name}\nReady:      {ready}\nCordoned:   {bool(spec.get('unschedulable'))}")
+    _say(f"Placed here ({len(here)}):")
+    if here:
+        print_table(["binding", "replicas"], here)
+    _say(f"Left out by their latest placement decision ({len(away)}):")
+    if away:
+        print_table(["workload", "verdict", "why", "decided"], away)
+
+
+def explain(
+    target: Annotated[str, typer.Argument(help="KIND/NAME (deployment/web), or 'cluster'.")],
+    name: Annotated[str | None, typer.Argument(help="With 'cluster': the cluster's name.")] = None,
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The workload's namespace.")] = "default",
+    history: Annotated[bool, typer.Option("--history", help="Every kept decision, newest first.")] = False,
+    output: OutputOpt = "table",
+    server: ServerOpt = "https://127.0.0.1:8080",
+    token: TokenOpt = None,
+    ca_file: CaFileOpt = None,
+    insecure: InsecureOpt = False,
+) -> None:
+    """Why a workload is where it is (every decision about it), or why workloads are or aren't on a cluster."""
+    check_output(output)
+    try:
+        api = connect(server, token, ca_file, insecure)
+        if target == "cluster":
+            if not name:
+                raise typer.BadParameter("drods explain cluster NAME", param_hint="NAME")
+            _explain_cluster(api, name, output)
+            return
+        kind, sep, wname = target.partition("/")
+        if not sep or not kind or not wname or name is not None:
+            raise typer.BadParameter(f"{target!r}: use KIND/NAME, e.g. deployment/web", param_hint="TARGET")
+        _explain_workload(api, _kind_of(kind), namespace, wname, history, output)
+    except CliError as e:
+        fail(e)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explain")(explain)
+

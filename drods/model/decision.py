@@ -1,0 +1,262 @@
+"""One decision record (X1) for every decision the control plane takes, whichever component took it.
+
+The components keep their own journals — the scheduler's ``/history/schedules/`` (placements,
+reschedules, fleet-change moves), the autoscaler's ``/history/autoscaling/`` (FederatedHPA, cron,
+feedback, an agent's local M2 decisions) and ``/history/decisions/`` (route changes, migrations,
+cache plans, written in this shape) — and this module reads each entry as one record::
+
+    {"time", "type": Placement | Reschedule | Eviction | Rebalance | Scaling | Route | Migration | CachePlan,
+     "subject": {"kind", "namespace", "name"},      # what the decision is about
+     "trigger": {"reason", ...},                     # what started it
+     "inputs": {section: {...}},                     # what it saw, one named section each
+     "options": [{"name", "chosen", "feasible", "total"?, "scores"?: {plugin: score}, "replicas"?,
+                  "room"?, "reason"?}],              # what it weighed
+     "optionsTopK", "optionsOmitted",                # unchosen feasible options named / not named
+     "outcome": {...}, "summary",                    # what was chosen, in one sentence
+     "runnerUp": {"name", "lostBy", "differences": {plugin: points}, "why"} | null,
+     "source": {"journal", ...}}
+
+``inputs`` is an open map of named sections so that a component can add what it saw (users, measured
+latencies, per-cluster usage, prices) without changing the record. The differences that decided a
+runner-up's loss are each plugin's weighted contribution to the totals (weight × score difference /
+sum of weights), largest first; they add up to ``lostBy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from drods.model.keys import AUTOSCALING_PREFIX, DECISIONS_PREFIX, SCHEDULES_PREFIX
+
+PLACEMENT = "Placement"
+RESCHEDULE = "Reschedule"
+EVICTION = "Eviction"
+REBALANCE = "Rebalance"
+SCALING = "Scaling"
+ROUTE = "Route"
+MIGRATION = "Migration"
+CACHE_PLAN = "CachePlan"
+TYPES = (PLACEMENT, RESCHEDULE, EVICTION, REBALANCE, SCALING, ROUTE, MIGRATION, CACHE_PLAN)
+
+Record = dict[str, Any]
+
+# A placement names the chosen clusters and this many of the best unchosen feasible ones (by total
+# score), each with its per-plugin scores; the other feasible clusters are counted (``optionsOmitted``).
+OPTIONS_TOP_K = 10
+
+# scheduleType (``drods.schedulerd.records``) → decision type
+_SCHEDULE_TYPES = {"RescheduleTriggered": RESCHEDULE, "FleetChanged": REBALANCE}
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """The object a decision is about."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name}
+
+    def matches(self, kind: str | None, namespace: str | None, name: str | None) -> bool:
+        """Kind is compared case-insensitively (``deployment`` as ``kubectl`` accepts it)."""
+        return ((kind is None or kind.lower() == self.kind.lower())
+                and (namespace is None or namespace == self.namespace)
+                and (name is None or name == self.name))
+
+
+def subject_of(record: Mapping[str, Any]) -> Subject:
+    s = record.get("subject") or {}
+    return Subject(str(s.get("kind") or ""), str(s.get("namespace") or ""), str(s.get("name") or ""))
+
+
+def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float]) -> dict[str, Any] | None:
+    """Why the best unchosen feasible option lost to the weakest chosen one (``None``: nothing to compare)."""
+    chosen = [o for o in options if o.get("chosen") and o.get("total") is not None]
+    rest = [o for o in options if not o.get("chosen") and o.get("feasible", True) and o.get("total") is not None]
+    if not chosen or not rest:
+        return None
+    best = max(rest, key=lambda o: float(o["total"]))
+    weakest = min(chosen, key=lambda o: float(o["total"]))
+    a_scores, b_scores = weakest.get("scores") or {}, best.get("scores") or {}
+    scored = {p: max(float(w), 0.0) for p, w in weights.items() if p in a_scores and p in b_scores}
+    wsum = sum(scored.values()) or 1.0  # the total is the weighted mean over the plugins that scored
+    diffs = {p: round(w * (float(a_scores[p]) - float(b_scores[p])) / wsum, 3) for p, w in scored.items() if w > 0}
+    ordered = dict(sorted(diffs.items(), key=lambda kv: -abs(kv[1])))
+    lost_by = round(float(weakest["total"]) - float(best["total"]), 3)
+    return {"name": best["name"], "against": weakest["name"], "lostBy": lost_by, "differences": ordered,
+            "why": why_not(best, weakest, lost_by, ordered)}
+
+
+def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: float,
+            differences: Mapping[str, float]) -> str:
+    """One sentence: why a feasible option received nothing."""
+    name, other = option["name"], weakest["name"]
+    if lost_by < 0:  # it scored higher: room or a constraint kept it out, not its score
+        room = option.get("room")
+        if room is not None and room <= 0:
+            return f"{name} scored {-lost_by:.1f} points above {other} but had room for no replica"
+        return (f"{name} scored {-lost_by:.1f} points above {other} but was outside the selection "
+                "(spread constraints, affinity tier or the replicas were already placed)")
+    top = [f"{p} {d:+.1f}" for p, d in list(differences.items())[:3] if d]
+    detail = f" ({', '.join(top)})" if top else ""
+    return f"{name} scored {lost_by:.1f} points below {other}{detail}"
+
+
+def _schedule_options(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The options a schedule-history entry names: weighed clusters, then the filtered ones."""
+    out: list[dict[str, Any]] = []
+    for o in entry.get("options") or []:
+        out.append({"name": o["cluster"], "chosen": int(o.get("replicas") or 0) > 0, "feasible": True,
+                    "total": o.get("total"), "scores": o.get("scores") or {}, "replicas": o.get("replicas", 0),
+                    "room": o.get("room")})
+    if not out:  # an entry written before options were kept: the chosen clusters' scores only
+        scores: Mapping[str, Mapping[str, float]] = entry.get("scores") or {}
+        for p in (entry.get("result") or {}).get("placement") or []:
+            c = p.get("cluster")
+            out.append({"name": c, "chosen": True, "feasible": True, "total": (scores.get("total") or {}).get(c),
+                        "scores": {k: v.get(c) for k, v in scores.items() if k != "total" and c in v},
+                        "replicas": p.get("replicas")})
+    for c, reason in ((entry.get("filters") or {}).get("reasons") or {}).items():
+        if not any(o["name"] == c for o in out):
+            out.append({"name": c, "chosen": False, "feasible": False, "reason": reason})
+    return out
+
+
+def _schedule_type(entry: Mapping[str, Any]) -> str:
+    """A reschedule that moves a workload off a cluster on purpose — failover of a NotReady cluster or a
+    drain (`drods.model.annotations.failover_reason` / `drain_reason`) — is an eviction."""
+    st = str(entry.get("scheduleType") or "")
+    words = str((entry.get("trigger") or {}).get("reason") or "").split(" ")
+    if st == "RescheduleTriggered" and ((len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady")
+                                        or (len(words) >= 2 and words[0] == "drain")):
+        return EVICTION
+    return _SCHEDULE_TYPES.get(st, PLACEMENT)
+
+
+def _schedule_subject(entry: Mapping[str, Any]) -> Subject:
+    w = entry.get("workload") or {}
+    if w.get("name"):
+        return Subject(str(w.get("kind") or "Binding"), str(w.get("namespace") or "default"), str(w["name"]))
+    return Subject("Binding", "default", str(entry.get("binding") or ""))
+
+
+def from_schedule(entry: Mapping[str, Any]) -> Record:
+    """A schedule-history entry (``drods.schedulerd.history``) as a decision record."""
+    options = _schedule_options(entry)
+    weights = entry.get("weights") or {}
+    ru = runner_up(options, weights)
+    for o in options:
+        if o["feasible"] and not o["chosen"] and ru is not None:
+            o["reason"] = ru["why"] if o["name"] == ru["name"] else _why_unchosen(o, options, weights)
+    result = entry.get("result") or {}
+    trigger = dict(entry.get("trigger") or {})
+    trigger.setdefault("reason", entry.get("scheduleType"))
+    feasible = (entry.get("candidates") or {}).get("feasible")
+    named = sum(1 for o in options if o["feasible"])
+    inputs: dict[str, Any] = {
+        "candidates": entry.get("candidates"),
+        "adjuster": entry.get("adjuster"),
+        "weights": {"used": weights, "profile": entry.get("baseWeights") or {}},
+        "filters": {"reasonCounts": (entry.get("filters") or {}).get("reasonCounts") or {}},
+        "analysis": entry.get("analysis") or {},
+    }
+    if entry.get("estimatedHourlyCost") is not None:
+        inputs["prices"] = {"estimatedHourlyCost": entry["estimatedHourlyCost"]}
+    if entry.get("dataMovedGiBPerHour") is not None:
+        inputs["data"] = {"movedGiBPerHour": entry["dataMovedGiBPerHour"]}
+    for section in ("users", "latencies", "usage"):  # sections other components may add to the entry
+        if entry.get(section) is not None:
+            inputs[section] = entry[section]
+    return {
+        "time": entry.get("time"), "type": _schedule_type(entry), "subject": _schedule_subject(entry).as_json(),
+        "trigger": trigger, "inputs": inputs, "options": options,
+        "optionsTopK": _top_k(entry), "optionsOmitted": int(entry.get("optionsOmitted")
+                                                             or max(0, int(feasible or 0) - named)),
+        "outcome": {"phase": result.get("phase"), "placement": result.get("placement") or [],
+                    "requested": result.get("requested"), "placed": result.get("placed"),
+                    **({"topology": entry["topology"]} if entry.get("topology") else {})},
+        "summary": result.get("message") or "", "runnerUp": ru,
+        "source": {"journal": "schedules", "binding": entry.get("binding"), "generation": entry.get("generation"),
+                   "scheduler": entry.get("scheduler"), "profile": entry.get("profile")},
+    }
+
+
+def _top_k(entry: Mapping[str, Any]) -> int | None:
+    return OPTIONS_TOP_K if entry.get("options") is not None else None
+
+
+def _why_unchosen(option: Mapping[str, Any], options: list[dict[str, Any]], weights: Mapping[str, float]) -> str:
+    """Why a feasible option other than the runner-up got nothing (against the weakest chosen one)."""
+    ru = runner_up([o for o in options if o.get("chosen")] + [dict(option)], weights)
+    return ru["why"] if ru is not None else f"{option['name']} received nothing"
+
+
+def _scaling_trigger(entry: Mapping[str, Any]) -> dict[str, Any]:
+    if entry.get("cronRule"):
+        return {"reason": "CronRule", "rule": entry["cronRule"]}
+    if entry.get("cluster"):
+        return {"reason": "LocalDecision", "cluster": entry["cluster"]}
+    if entry.get("clusterWeights"):
+        return {"reason": "Feedback"}
+    return {"reason": "Metrics"}
+
+
+def _scaling_subject(entry: Mapping[str, Any]) -> Subject:
+    kind, _, rest = str(entry.get("workload") or "").partition("/")
+    ns, _, name = rest.partition("/")
+    return Subject(kind, ns, name)
+
+
+def from_scaling(entry: Mapping[str, Any]) -> Record:
+    """An autoscaler journal entry (``drods.autoscaling``) as a decision record."""
+    inputs = {k: entry[k] for k in ("metrics", "bounds", "recommendation", "feedback", "forecast", "placement",
+                                    "clusterWeights", "local") if entry.get(k) is not None}
+    before, after = entry.get("from"), entry.get("to")
+    options = [{"name": f"{n} replicas", "chosen": n == after, "feasible": True}
+               for n in dict.fromkeys(x for x in (after, before, entry.get("recommendation")) if x is not None)]
+    summary = f"{before} → {after} replicas: {entry.get('reason') or 'recommendation'}"
+    return {"time": entry.get("time"), "type": SCALING, "subject": _scaling_subject(entry).as_json(),
+            "trigger": _scaling_trigger(entry), "inputs": inputs, "options": options, "optionsTopK": None,
+            "optionsOmitted": 0, "outcome": {"from": before, "to": after, "reason": entry.get("reason")},
+            "summary": summary, "runnerUp": None,
+            "source": {"journal": "autoscaling", "autoscaler": entry.get("autoscaler")}}
+
+
+def from_decision_log(entry: Mapping[str, Any]) -> Record:
+    """An entry of ``/history/decisions/``: written in this shape; missing keys get their defaults."""
+    rec: Record = {"type": "", "subject": {}, "trigger": {}, "inputs": {}, "options": [], "optionsTopK": None,
+                   "optionsOmitted": 0, "outcome": {}, "summary": "", "runnerUp": None,
+                   "source": {"journal": "decisions"}}
+    rec.update(entry)
+    return rec
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A journal decisions are read from: its prefix, the subject and type of a raw entry (cheap, for
+    filtering) and the full record."""
+
+    name: str
+    prefix: str
+    subject: Callable[[Mapping[str, Any]], Subject]
+    types: Callable[[Mapping[str, Any]], str]
+    record: Callable[[Mapping[str, Any]], Record]
+
+
+SOURCES = (
+    Source("schedules", SCHEDULES_PREFIX, _schedule_subject, _schedule_type, from_schedule),
+    Source("autoscaling", AUTOSCALING_PREFIX, _scaling_subject, lambda _: SCALING, from_scaling),
+    Source("decisions", DECISIONS_PREFIX, subject_of, lambda e: str(e.get("type") or ""), from_decision_log),
+)
+
+
+def latest_per_type(records: Iterable[Record]) -> dict[str, Record]:
+    """The newest record of each type (``records`` newest first)."""
+    out: dict[str, Record] = {}
+    for r in records:
+        out.setdefault(str(r.get("type")), r)
+    return out

@@ -1,0 +1,212 @@
+"""The dashboard's decision views in Chromium, each asserted against the API's answer and checked
+with axe-core (no serious or critical violation): Workload (why not + timeline), Topology,
+Steering, Autoscaling, What-if and the Audit log's filters. One signed-in page for the module."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.members_e2e.conftest import SIMS, Env, deploy_path, deployment, wait_for
+from tests.members_e2e.test_fullpath import RPP, binding_of, cleanup, policy, running
+from tests.ui_e2e.conftest import Browse, shot
+
+ROOT = Path(__file__).resolve().parents[2]
+AXE = (Path(__file__).resolve().parent / "vendor" / "axe.min.js").read_text()
+GROUP = "/apis/multicluster.io/v1alpha1"
+SOLO = "solo"
+VIDEO = "video"
+SERIOUS = ("serious", "critical")
+
+
+def accessible(page: Any, view: str) -> None:
+    """axe-core evaluated through the DevTools protocol (the page's CSP is untouched and still enforced)."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.evaluate(f"() => {{ {AXE}\n}}")
+    result = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+                           ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help}))")
+    bad = [v for v in result if v["impact"] in SERIOUS]
+    assert not bad, f"{view}: {bad}"
+
+
+@pytest.fixture(scope="module")
+def world(env: Env) -> Iterator[Env]:
+    """A one-replica workload (two feasible clusters get nothing) with a FederatedHPA, and the CATS
+    example: the video service, its registration and a latency measurement."""
+    env.create(RPP, policy(SOLO, SOLO))
+    env.create(deploy_path(), deployment(SOLO, 1))
+    docs = list(yaml.safe_load_all((ROOT / "examples/steering/video.yaml").read_text()))
+    for d in docs:
+        env.create(deploy_path() if d["kind"] == "Deployment" else RPP, d)
+    reg = yaml.safe_load((ROOT / "examples/steering/registration.yaml").read_text())
+    env.create(f"{GROUP}/namespaces/default/serviceregistrations", reg)
+    r = env.http.put("/api/v1/network/status", json={"measurements": [
+        {"from": "DFW", "to": "aws-dfw", "delayMs": 12.5}, {"from": "LHR", "to": "azure-lhr", "delayMs": 9.0}]})
+    assert r.status_code == 200, r.text
+    env.create(f"{GROUP}/namespaces/default/federatedhpas", {
+        "apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA", "metadata": {"name": SOLO},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": SOLO},
+                 "minReplicas": 1, "maxReplicas": 3,
+                 "metrics": [{"type": "Resource", "resource": {
+                     "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]}})
+    wait_for(lambda: running(env, SOLO), 30, "solo Running")
+    wait_for(lambda: running(env, VIDEO), 30, "video Running")
+    yield env
+    env.http.delete(f"{GROUP}/namespaces/default/federatedhpas/{SOLO}")
+    env.http.delete(f"{GROUP}/namespaces/default/serviceregistrations/{reg['metadata']['name']}")
+    cleanup(env, SOLO)
+    cleanup(env, VIDEO)
+
+
+@pytest.fixture(scope="module")
+def page(browse: Browse, world: Env) -> Iterator[Any]:
+    p = browse.login("admin")
+    errors: list[str] = []
+    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    yield p
+    assert not errors, errors  # a CSP violation or a script error anywhere fails the module
+    p.context.close()
+
+
+def _open(page: Any, hash_: str, heading: str) -> None:
+    page.goto(f"{page.url.split('#')[0]}#/{hash_}")
+    page.get_by_role("heading", name=heading, exact=True).wait_for()
+
+
+def test_workload_shows_why_not_for_each_feasible_cluster_and_the_timeline(page: Any, world: Env) -> None:
+    q = {"kind": "Deployment", "namespace": "default", "name": SOLO}
+    placement = wait_for(lambda: world.http.get("/api/v1/decisions", params={**q, "type": "Placement"})
+                         .json()["items"] or None, 15, "solo's placement decision")[-1]
+    unchosen = sorted(o["name"] for o in placement["options"] if o["feasible"] and not o["chosen"])
+    assert len(unchosen) == 2
+    _open(page, f"workloads/{binding_of(SOLO)}", binding_of(SOLO))
+    why_not = page.get_by_test_id("why-not")
+    why_not.locator("tbody tr").first.wait_for()
+    rows = why_not.locator("tbody tr")
+    assert sorted(rows.nth(i).get_attribute("data-cluster") for i in range(rows.count())) == unchosen
+    ru = placement["runnerUp"]
+    text = why_not.locator(f"tr[data-cluster='{ru['name']}']").inner_text()
+    assert f"below {ru['against']}" in text or f"above {ru['against']}" in text, text
+    assert ru["name"] in page.get_by_test_id("runner-up").inner_text()
+    adjuster = page.get_by_test_id("adjuster").inner_text()
+    level = round(placement["inputs"]["adjuster"]["fleetWaterLevel"] * 100)
+    assert f"at a fleet water level of {level}%" in adjuster and "busy" not in adjuster  # the sentence fits its figure
+    timeline = page.get_by_test_id("timeline")
+    timeline.locator("tbody tr").first.wait_for()
+    api = world.http.get("/api/v1/decisions", params={**q, "since": "7d", "limit": 200}).json()["items"]
+    assert [timeline.locator("tbody tr").nth(i).get_attribute("data-type") for i in range(len(api))] == \
+        [r["type"] for r in api]
+    accessible(page, "workload")
+    shot(page, "view-workload")
+
+
+def test_topology_draws_binding_works_and_member_objects_as_the_api_lists_them(page: Any, world: Env) -> None:
+    name = binding_of(SOLO)
+    works = world.http.get(f"{GROUP}/works",
+                           params={"labelSelector": f"multicluster.io/binding={name}"}).json()["items"]
+    assert works
+    _open(page, f"topology/{name}", f"Topology of {name}")
+    tree = page.get_by_test_id("topology-tree")
+    tree.wait_for()
+    shown = tree.locator("li[data-cluster]")
+    assert sorted(shown.nth(i).get_attribute("data-cluster") for i in range(shown.count())) == \
+        sorted(w["spec"]["cluster"] for w in works)
+    deploy = tree.locator(f"li[data-object='Deployment/{SOLO}']")
+    deploy.first.wait_for()
+    assert "ready" in deploy.first.inner_text() or "present" in deploy.first.inner_text()
+    assert page.locator("svg.topology").count() == 1
+    accessible(page, "topology")
+    shot(page, "view-topology")
+
+
+def test_steering_shows_each_sites_route_with_its_metric_and_the_measured_latency(page: Any, world: Env) -> None:
+    route = wait_for(lambda: (world.http.get(f"{GROUP}/serviceroutes/video.example").json().get("spec") or {})
+                     .get("routes") or None, 30, "video's routes")
+    _open(page, "steering", "Steering")
+    section = page.locator("section[data-service='video.example']")
+    section.wait_for()
+    route = world.http.get(f"{GROUP}/serviceroutes/video.example").json()["spec"]["routes"]
+    for r in route:
+        for inst in r["instances"]:
+            row = section.locator(f"tr[data-site='{r['clientSite']}'][data-cluster='{inst['cluster']}']")
+            assert row.count() == 1, (r, inst)
+            text = row.inner_text()
+            assert ("SLA met" in text) == (inst["metric"] != "MAX") and inst["reason"][:30] in text
+    sites = page.get_by_test_id("sites")
+    sites.locator("tbody tr").first.wait_for()
+    assert "12.5 ms" in sites.inner_text() and page.locator("svg.sites").count() == 1
+    # the route change is a decision: its chosen instances are the ones the route has now
+    latest = world.http.get("/api/v1/decisions", params={"type": "Route", "name": "video"}).json()["items"][0]
+    now = {f"{r['clientSite']} → {i['cluster']}" for r in route for i in r["instances"]}
+    assert {o["name"] for o in latest["options"] if o["chosen"]} <= now
+    assert latest["trigger"]["reason"] in ("FirstRoutes", "RouteChanged") and latest["summary"]
+    accessible(page, "steering")
+    shot(page, "view-steering")
+
+
+def test_autoscaling_shows_each_autoscaler_as_the_api_has_it(page: Any, world: Env) -> None:
+    _open(page, "autoscaling", "Autoscaling")
+    row = page.get_by_test_id("hpas").locator(f"tr[data-name='{SOLO}']")
+    row.wait_for()
+    hpa = world.http.get(f"{GROUP}/namespaces/default/federatedhpas/{SOLO}").json()
+    st = hpa.get("status") or {}
+    cells = [row.locator("td").nth(i).inner_text() for i in range(6)]
+    assert cells[0] == f"Deployment default/{SOLO}" and cells[3:5] == ["1", "3"]
+    assert cells[1] in (str(st.get("currentReplicas", "—")), "—", "1") and "cpu" in cells[5] and "of 60%" in cells[5]
+    page.get_by_role("heading", name="Scaling decisions").wait_for()
+    accessible(page, "autoscaling")
+    shot(page, "view-autoscaling")
+
+
+def test_whatif_dry_runs_against_the_live_fleet_as_the_api_does(page: Any, world: Env) -> None:
+    _open(page, "whatif", "What-if")
+    down = sorted(SIMS)[0]
+    binding = {"replicas": 2, "resources": {"cpu": 0.5, "memory": 0.5}}
+    page.get_by_label("Binding (the body of POST /api/v1/bindings, JSON)").fill(json.dumps(binding))
+    page.locator(f"fieldset:has(legend:text('Assume down')) input[value='{down}']").check()
+    page.get_by_role("button", name="Dry-run").click()
+    result = page.get_by_test_id("whatif-result")
+    result.get_by_test_id("explanation").wait_for()
+    api = world.http.post("/api/v1/whatif",
+                          json={"binding": binding, "changes": [{"cluster": down, "down": True}]}).json()
+    lead = result.locator("p.lead").first.inner_text()
+    assert lead.startswith(f"{api['phase']}: ") and down not in lead
+    for p in api["placement"]:
+        assert f"{p['cluster']} ×{p['replicas']}" in lead
+    page.get_by_label("Binding (the body of POST /api/v1/bindings, JSON)").fill("{not json")
+    page.get_by_role("button", name="Dry-run").click()
+    result.get_by_role("alert").wait_for()
+    assert "not JSON" in result.get_by_role("alert").inner_text()
+    accessible(page, "whatif")
+    shot(page, "view-whatif")
+
+
+def test_audit_filters_as_the_api_does(page: Any, world: Env) -> None:
+    _open(page, "audit", "Audit log")
+    page.get_by_label("Kind").fill("ServiceRegistration")
+    page.get_by_role("button", name="Filter").click()
+    table = page.get_by_test_id("audit")
+    table.wait_for()
+    api = world.http.get("/api/v1/audit", params={"kind": "ServiceRegistration", "limit": 500}).json()["items"]
+    rows = table.locator("tbody tr")
+    assert api and rows.count() >= 1  # the controller may write its status between the two reads
+    assert all("serviceregistration" in rows.nth(i).inner_text().lower() for i in range(rows.count()))
+    page.get_by_label("Kind").fill("NoSuchKind")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_text("No change matches.").wait_for()
+    accessible(page, "audit")
+    shot(page, "view-audit")
+
+
+def test_fleet_and_clusters_views_are_accessible(page: Any) -> None:
+    _open(page, "fleet", "Fleet")
+    page.locator(".card").first.wait_for()
+    accessible(page, "fleet")
+    _open(page, "clusters", "Clusters")
+    accessible(page, "clusters")
