@@ -36,6 +36,7 @@ from drods.scheduler.interface import Rejection, ScorePlugin
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.plugins.gpu_storage_fit import headroom
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
+from drods.scheduler.plugins.user_distance import chosen_latency, latency_matrix, nearest_user
 from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.selectors import overflow_tiers
@@ -43,7 +44,6 @@ from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.stateful import TopologyChoice, place_topology
 from drods.scheduler.task import Task, TaskInfo, analyse
 from drods.scheduler.tiers import divide_in_tiers
-from drods.scheduler.user_distance import chosen_latency, latency_matrix, nearest_user
 from drods.scheduler.user_division import divide_by_users
 from drods.scheduler.weights import static_weights
 
@@ -548,8 +548,10 @@ class Scheduler:
                                    keep_existing=not info.rebalance)
         elif (users := info.users) is not None and self.follows_users and not info.spread and \
                 info.division in ("WaterLevel", "AvailableReplicas"):
-            group = nearest_user(latency_matrix(snap, users)[:, rows_sel], info.latency_slo_ms)
-            counts = divide_by_users(inp, group, users.weights)
+            lat = latency_matrix(snap, users)[:, rows_sel]
+            group = nearest_user(lat, info.latency_slo_ms)
+            own = np.where(group >= 0, lat[np.maximum(group, 0), np.arange(group.size)], np.fmin.reduce(lat, axis=0))
+            counts = divide_by_users(inp, group, users.weights, own)
         else:
             counts = divide(inp)
         cyc.timings["divide"] = (time.perf_counter() - t0) * 1e3

@@ -283,12 +283,12 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         topology=topology,
         primary=task.primary if topology is not None else None,
         demand=OfferDemand.of(res) if res.gpu or res.storageTier else None,
-        users=_users(pl, task.users),
+        users=users_of(pl, task.users),
         latency_slo_ms=pl.latencySLOMs if pl.latencySLOMs is not None else task.latency_slo_ms,
     )
 
 
-def _users(pl: Placement, learned: UserDemand | None) -> UserDemand | None:
+def users_of(pl: Placement, learned: UserDemand | None) -> UserDemand | None:
     """Declared users first, then those learned from demand."""
     if pl.users:
         return UserDemand.of(((u.kind, u.place, u.weight) for u in pl.users), "declared")

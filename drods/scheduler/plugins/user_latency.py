@@ -22,10 +22,10 @@ import numpy as np
 from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.interface import FilterOutcome, PluginBase, reject
 from drods.scheduler.plugins.resource_fit import ResourceFit
+from drods.scheduler.plugins.user_distance import expected_latency, latency_matrix, within_slo
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
-from drods.scheduler.user_distance import expected_latency, latency_matrix, within_slo
 
 DEFAULT_UNKNOWN_SCORE = 50.0
 
