@@ -325,7 +325,6 @@ class PolicyRun:
         self.rep_origin = np.zeros((f.n, regions))  # replicas per (cluster, users' region)
         self.demand_cpu = np.zeros(regions)  # requested cores per users' region
         self.demand_replicas = np.zeros(regions)
-        self.demand_mem = 0.0
         tr.latency_bins = np.unique(f.latency)
         tr.latency_hist = np.zeros(tr.latency_bins.size)
         tr.ideal_latency_hist = np.zeros(tr.latency_bins.size)
@@ -341,7 +340,6 @@ class PolicyRun:
         k = sign * w.spec.replicas
         self.demand_cpu[w.origin] += k * w.cpu
         self.demand_replicas[w.origin] += k
-        self.demand_mem += k * w.memory
 
     def _record_users(self, t: int) -> None:
         """This tick's replica latencies and the ideal's (both as replica counts per latency bin)."""
@@ -350,7 +348,8 @@ class PolicyRun:
                                        minlength=tr.latency_bins.size)
         cpu, mem = self._bg(t)
         ok = up & ~self.snap.unschedulable[: f.n]
-        tr.ideal_peak[t] = ideal_peak(cpu, mem, f.cpu, f.memory, ok, float(self.demand_cpu.sum()), self.demand_mem)
+        placed_cpu, placed_mem = float((self.req_cpu * up).sum()), float((self.req_mem * up).sum())
+        tr.ideal_peak[t] = ideal_peak(cpu, mem, f.cpu, f.memory, ok, placed_cpu, placed_mem)
         room = np.where(ok, np.maximum(self.limits - cpu, 0.0) * f.cpu, 0.0)
         cap = np.where(ok, np.maximum(1.0 - cpu, 0.0) * f.cpu, 0.0)
         tr.ideal_latency_hist += ideal_latency_hist(f.latency, room, cap, self.demand_cpu, self.demand_replicas,

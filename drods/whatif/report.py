@@ -21,7 +21,8 @@ from drods.whatif.engine import Inputs, Trace
 from drods.whatif.ideal import weighted_p95
 
 METRICS = ("peak_water_level", "p95_water_level", "spread_sd", "pending_replica_minutes", "sla_breaches",
-           "replicas_moved", "cross_domain_bytes", "cost")
+           "replicas_moved", "cross_domain_bytes", "cost", "ideal_peak_mean", "peak_gap_mean", "p95_user_latency_ms",
+           "latency_gap_ms", "sla_water_level_breaches", "sla_latency_breaches")
 
 
 def figures(tr: Trace, tick_minutes: float) -> dict[str, float]:
@@ -113,8 +114,8 @@ COST_SLACK = 1.05
 def dominance(wl: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
     """``dominates``: WaterLevel is no worse on every DOMINANCE figure and costs ≤ 1.05 × the baseline;
     ``worseOn`` names the figures where it is not."""
-    worse = [k for k in DOMINANCE if wl[k] > b[k]]
-    if wl["cost"] > COST_SLACK * b["cost"]:
+    worse = [k for k in DOMINANCE if k in wl and k in b and wl[k] > b[k]]
+    if "cost" in wl and "cost" in b and wl["cost"] > COST_SLACK * b["cost"]:
         worse.append("cost")
     return {"dominates": not worse, "worseOn": worse}
 
@@ -177,9 +178,12 @@ def plot_pending(path: Path, inputs: Inputs, traces: dict[str, Trace]) -> None:
 def plot_comparison(path: Path, figs: dict[str, dict[str, float]]) -> None:
     plt = _plt()
     names = list(figs)
-    fig, axes = plt.subplots(2, 4, figsize=(13, 5.5))
+    rows = -(-len(METRICS) // 4)
+    fig, axes = plt.subplots(rows, 4, figsize=(13, 2.75 * rows))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, metric in zip(axes.flat, METRICS, strict=True):
+    for ax in axes.flat[len(METRICS):]:
+        ax.set_visible(False)
+    for ax, metric in zip(axes.flat, METRICS, strict=False):
         vals = [figs[n][metric] for n in names]
         ax.bar(range(len(names)), vals, color=[colours[i % len(colours)] for i in range(len(names))])
         ax.set_xticks(range(len(names)), names, rotation=25, fontsize=7, ha="right")

@@ -80,10 +80,10 @@ class UserLatencySLO(PluginBase):
             return mask, []
         inside = mask & near
         held = sum(k for name, k in task.current.items()
-                   if (row := snap.index.get(name)) is not None and row < near.size and near[row])
+                   if (row := snap.index.get(name)) is not None and row < near.size and inside[row])
         need = task.replicas - (0 if task.rebalance else held)
         room = _room(task, snap, inside) if inside.any() else 0.0
-        if room >= need:
+        if inside.any() and room >= need:
             exp = expected_latency(mat, task.users.weights)
             reason = f"beyond the users' latency SLO of {slo:g} ms"
 
