@@ -112,6 +112,16 @@ async def follows(plane: Plane, site: str, cluster: str, within_s: float) -> dic
         raise AssertionError(f"{e}: {json.dumps(last[0], indent=1)[:3000]} demand={[kv.value for kv in kvs]}") from None
 
 
+async def users_cell(plane: Plane) -> Any:
+    """The binding's USERS cell in `drods get bindings -o wide` (the Table's priority-1 columns)."""
+    r = await plane.call("GET", "/apis/multicluster.io/v1alpha1/bindings",
+                         headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    cols = [(c["name"], c["priority"]) for c in r.json()["columnDefinitions"]]
+    assert ("Users", 1) in cols
+    row = next(x for x in r.json()["rows"] if x["cells"][0] == "shop")
+    return row["cells"][[c for c, _ in cols].index("Users")]
+
+
 async def setup(plane: Plane) -> None:
     for name in ("c-east", "c-west", "c-far"):
         await plane.cluster(name, 10.0)
@@ -124,6 +134,7 @@ async def setup(plane: Plane) -> None:
                             "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop",
                                          "namespace": "default"}})
     assert "users" not in st  # nobody is known to use it yet
+    assert await users_cell(plane) == "none"
     r = await plane.call("POST", REGS, json=REGISTRATION)
     assert r.status_code == 201, r.text
 
@@ -168,3 +179,4 @@ async def test_replicas_follow_moving_demand_but_not_a_burst(plane: Plane) -> No
         assert "follow them" in obj["status"]["message"], obj["status"]["message"]
         assert obj["status"]["users"]["latencyMs"]["c-west"] == 4.0
     assert not demand.errors, demand.errors[:3]
+    assert await users_cell(plane) == "learned:west=1"
