@@ -15,12 +15,11 @@ says so. A drop limits growth only: replicas already beyond keep running until a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
+from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.interface import FilterOutcome, PluginBase, reject
+from drods.scheduler.plugins.network_fit import latency_detail
 from drods.scheduler.plugins.resource_fit import ResourceFit
 from drods.scheduler.plugins.user_distance import expected_latency, latency_matrix, within_slo
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
@@ -56,13 +55,6 @@ def _room(task: TaskInfo, snap: Snapshot, rows: BoolArr) -> float:
     return float(np.minimum(fit[rows], 1e9).sum())
 
 
-def _far_detail(reason: str, exp: FloatArr) -> Callable[[IntArr], Callable[[int], str]]:
-    def make(rows: IntArr) -> Callable[[int], str]:
-        vals = exp[rows]
-        return lambda k: f"{reason} ({vals[k]:.0f} ms from the users)"
-    return make
-
-
 class UserLatencySLO(PluginBase):
     name = "UserLatencySLO"
     capacity_only = True
@@ -87,7 +79,7 @@ class UserLatencySLO(PluginBase):
             exp = expected_latency(mat, task.users.weights)
             reason = f"beyond the users' latency SLO of {slo:g} ms"
 
-            return mask & ~far, [reject(self.name, reason, far, _far_detail(reason, exp), capacity_only=True)]
+            return mask & ~far, [reject(self.name, reason, far, latency_detail(reason, exp), capacity_only=True)]
         task.cache["latencySLO"] = (
             f"only {int(room)} of {need} replicas fit within {slo:g} ms of the users under the water-level "
             f"limit: the rest go to the nearest clusters beyond it")
