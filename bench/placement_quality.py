@@ -43,6 +43,7 @@ import itertools
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,22 @@ def user_latencies(snap: Snapshot, work: list[tuple[BindingSpec, str]],
     return got, best
 
 
+def users_p95(fresh: Callable[[], Snapshot], work: list[tuple[BindingSpec, str]],
+              seed: int) -> tuple[int, float, float, float]:
+    """Replicas placed, and the users' latency p95 with UserLatency, without it, and the lowest possible."""
+    no_users = Profile.from_dict({"scores": {k: v for k, v in DEFAULT_SCORES.items() if k != "UserLatency"}})
+    snap = fresh()
+    aware, best = user_latencies(snap, work, run(snap, work, Profile.default(), seed, cost_first=False,
+                                                 classes=False)[0])
+    snap_b = fresh()
+    blind, _ = user_latencies(snap_b, work, run(snap_b, work, no_users, seed, cost_first=False, classes=False)[0])
+
+    def p95(v: list[float]) -> float:
+        return float(np.percentile(v, 95)) if v else 0.0
+
+    return len(aware), p95(aware), p95(blind), p95(best)
+
+
 def clashing_pairs(placements: list[dict[str, int]], work: list[tuple[BindingSpec, str]]) -> int:
     matrix = build_matrix()
     on: dict[str, list[str]] = defaultdict(list)
@@ -315,17 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     gib_aware = float(sum(moved_aware))
     clash_blind = clashing_pairs(blind_pl, work)
     clash_aware = clashing_pairs(aware_pl, work)
-    users_work = with_users(work, np.random.default_rng(args.seed + 13))
-    no_users = Profile.from_dict({"scores": {k: v for k, v in DEFAULT_SCORES.items() if k != "UserLatency"}})
-    snap_u = fresh()
-    users_pl, _, _ = run(snap_u, users_work, default, args.seed, cost_first=False, classes=False)
-    lat_aware, lat_best = user_latencies(snap_u, users_work, users_pl)
-    snap_ub = fresh()
-    lat_blind, _ = user_latencies(snap_ub, users_work, run(snap_ub, users_work, no_users, args.seed,
-                                                           cost_first=False, classes=False)[0])
-    p95 = float(np.percentile(lat_aware, 95)) if lat_aware else 0.0
-    p95_best = float(np.percentile(lat_best, 95)) if lat_best else 0.0
-    p95_blind = float(np.percentile(lat_blind, 95)) if lat_blind else 0.0
+    n_users, p95, p95_blind, p95_best = users_p95(fresh, with_users(work, np.random.default_rng(args.seed + 13)),
+                                                   args.seed)
     print(f"# conditions: seed {args.seed}, {args.clusters} clusters in {len(REGIONS)} regions (25 % spot), "
           f"{args.workloads} workloads of {len(CLASSES)} classes, half with a latency need (≤ 100 ms to a site)")
     print(f"#   blind bill {blind_bill:.2f}/h ({blind_placed} replicas), cost-first {cf_bill:.2f}/h "
@@ -339,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({moves} workloads moved, {recovered} callers' replicas newly beside their callee); still apart: "
           + ", ".join(f"{n} ({why})" for why, n in sorted(still_apart.items())))
     print(f"#   clashing pairs (matrix ≥ {CLASH}): blind {clash_blind}, with Dissonance {clash_aware}")
-    print(f"#   users' latency p95 over {len(lat_aware)} replicas: with UserLatency {p95:.1f} ms, without "
+    print(f"#   users' latency p95 over {n_users} replicas: with UserLatency {p95:.1f} ms, without "
           f"{p95_blind:.1f} ms, lowest possible {p95_best:.1f} ms (each replica at its users' nearest cluster)")
     out: dict[str, Any] = {
         "seed": args.seed,

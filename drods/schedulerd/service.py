@@ -465,13 +465,12 @@ class SchedulerService:
             users, slo = learned(obj)
             task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
                         workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo)
-            result = self.scheduler.schedule(task, self.cache.snap)
-            if stype == RESCHEDULE and users_moved(obj) and result.phase == "Scheduled":
-                moved = self._follow_users(task, rec, result)
-                if moved is None:
-                    self.queue.retry(name)  # out of move budget: again after a backoff
-                    return None
-                result = moved
+            decided: ScheduleResult | None = self.scheduler.schedule(task, self.cache.snap)
+            if stype == RESCHEDULE and users_moved(obj) and decided is not None:
+                decided = self._follow_users(task, rec, decided)
+            if decided is None:
+                return None  # out of move budget: queued again
+            result = decided
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
@@ -510,9 +509,9 @@ class SchedulerService:
 
     def _follow_users(self, task: Task, rec: BindingRecord, result: ScheduleResult) -> ScheduleResult | None:
         """Issue 34: keep the placement unless the move towards the users pays (``users.judge_move``)
-        and the move budget grants it; None: the budget is spent (try again later)."""
+        and the move budget grants it; None: the budget is spent (queued again after a backoff)."""
         users = users_of(task.spec.placement, task.users)
-        if users is None:
+        if users is None or result.phase != "Scheduled":
             return result
         verdict = judge_move(self.cache.snap, users, rec.placement, result.pairs, self.settings.users_min_gain_ms)
         if verdict.pays:
@@ -521,6 +520,7 @@ class SchedulerService:
                 result.message = f"{result.message}; {verdict.message}"
                 return result
             self.fleet.moves.give_back(granted)
+            self.queue.retry(task.name)
             return None
         task.rebalance = False  # where it is, scaled as asked
         kept = self.scheduler.schedule(task, self.cache.snap)
