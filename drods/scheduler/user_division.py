@@ -54,7 +54,7 @@ def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency
     for g, share in zip(members, quota.tolist(), strict=True):
         if share > 0 and g.size:
             sub = replace(inp, total=int(share), caps=inp.caps[g], existing=inp.existing[g], scores=inp.scores[g],
-                          prefer=inp.prefer[g], required=None, static_weights=None, spread=1.0)
+                          prefer=inp.prefer[g], required=None, static_weights=None)
             bands = latency_bands(latency[g])
             counts[g] = divide_in_tiers(sub, bands, lambda d, _pos: divide(d), regroup=False) if bands.max() > 0 \
                 else divide(sub)
