@@ -25,8 +25,15 @@
   or two of them (5–100 GiB/h). ``bytes_reduction`` = 1 − GiB/h read across clusters with the
   DataLocality score / without it.
 
+* users (issue 34): every workload declares where its users are (``placement.users``: one site, or
+  two at 60/40 for a third of them) and is placed with the default profile (UserLatency on) and
+  without UserLatency. ``user_latency_p95_ms`` is the 95th percentile over replicas of the
+  share-weighted latency from the users to the replica's cluster; ``latency_gap_ms`` its distance
+  to the lowest possible (every replica at its users' nearest cluster, room ignored: a lower bound).
+
 Prints the conditions, then one JSON line with ``seed``, ``cost_reduction``, ``clash_ratio``,
-``bytes_reduction``, ``chatty_colocated`` and the figures behind them.
+``bytes_reduction``, ``chatty_colocated``, ``user_latency_p95_ms``, ``latency_gap_ms`` and the
+figures behind them.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import itertools
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +186,49 @@ def apart_reasons(snap: Snapshot, work: list[tuple[BindingSpec, str]], prof: Pro
     return dict(out)
 
 
+def with_users(work: list[tuple[BindingSpec, str]], rng: np.random.Generator) -> list[tuple[BindingSpec, str]]:
+    """The same workloads, each declaring its users: one site, or two at 60/40 (a third of them)."""
+    out: list[tuple[BindingSpec, str]] = []
+    for spec, cls in work:
+        a, b = rng.choice(len(SITES), size=2, replace=False).tolist()
+        users = [{"site": SITES[a], "weight": 60}, {"site": SITES[b], "weight": 40}] if rng.random() < 1 / 3 \
+            else [{"site": SITES[a]}]
+        out.append((spec.model_copy(update={"placement": Placement.model_validate({"users": users})}), cls))
+    return out
+
+
+def user_latencies(snap: Snapshot, work: list[tuple[BindingSpec, str]],
+                   placements: list[dict[str, int]]) -> tuple[list[float], list[float]]:
+    """Per replica placed: the share-weighted latency from its users, and the lowest it could be."""
+    got: list[float] = []
+    best: list[float] = []
+    lat = {s: snap.latency_array(s)[: snap.n] for s in SITES}  # type: ignore[index]
+    for (spec, _), pd in zip(work, placements, strict=True):
+        users = [(u.place, u.weight) for u in spec.placement.users]
+        wsum = sum(w for _, w in users)
+        exp = sum(lat[p] * w for p, w in users) / wsum
+        for c, k in pd.items():
+            got.extend([float(exp[snap.index[c]])] * k)
+        best.extend([float(exp.min())] * sum(pd.values()))
+    return got, best
+
+
+def users_p95(fresh: Callable[[], Snapshot], work: list[tuple[BindingSpec, str]],
+              seed: int) -> tuple[int, float, float, float]:
+    """Replicas placed, and the users' latency p95 with UserLatency, without it, and the lowest possible."""
+    no_users = Profile.from_dict({"scores": {k: v for k, v in DEFAULT_SCORES.items() if k != "UserLatency"}})
+    snap = fresh()
+    aware, best = user_latencies(snap, work, run(snap, work, Profile.default(), seed, cost_first=False,
+                                                 classes=False)[0])
+    snap_b = fresh()
+    blind, _ = user_latencies(snap_b, work, run(snap_b, work, no_users, seed, cost_first=False, classes=False)[0])
+
+    def p95(v: list[float]) -> float:
+        return float(np.percentile(v, 95)) if v else 0.0
+
+    return len(aware), p95(aware), p95(blind), p95(best)
+
+
 def clashing_pairs(placements: list[dict[str, int]], work: list[tuple[BindingSpec, str]]) -> int:
     matrix = build_matrix()
     on: dict[str, list[str]] = defaultdict(list)
@@ -281,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     gib_aware = float(sum(moved_aware))
     clash_blind = clashing_pairs(blind_pl, work)
     clash_aware = clashing_pairs(aware_pl, work)
+    n_users, p95, p95_blind, p95_best = users_p95(fresh, with_users(work, np.random.default_rng(args.seed + 13)),
+                                                   args.seed)
     print(f"# conditions: seed {args.seed}, {args.clusters} clusters in {len(REGIONS)} regions (25 % spot), "
           f"{args.workloads} workloads of {len(CLASSES)} classes, half with a latency need (≤ 100 ms to a site)")
     print(f"#   blind bill {blind_bill:.2f}/h ({blind_placed} replicas), cost-first {cf_bill:.2f}/h "
@@ -294,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({moves} workloads moved, {recovered} callers' replicas newly beside their callee); still apart: "
           + ", ".join(f"{n} ({why})" for why, n in sorted(still_apart.items())))
     print(f"#   clashing pairs (matrix ≥ {CLASH}): blind {clash_blind}, with Dissonance {clash_aware}")
+    print(f"#   users' latency p95 over {n_users} replicas: with UserLatency {p95:.1f} ms, without "
+          f"{p95_blind:.1f} ms, lowest possible {p95_best:.1f} ms (each replica at its users' nearest cluster)")
     out: dict[str, Any] = {
         "seed": args.seed,
         "cost_reduction": round(1.0 - cf_bill / blind_bill, 4) if blind_bill > 0 else None,
@@ -311,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         "equal_sla": limit_ok and cf_placed == blind_placed,
         "blind_bill": round(blind_bill, 3), "cost_first_bill": round(cf_bill, 3),
         "clashing_pairs_blind": clash_blind, "clashing_pairs_dissonance": clash_aware,
+        "user_latency_p95_ms": round(p95, 1), "latency_gap_ms": round(p95 - p95_best, 1),
+        "user_latency_p95_ms_blind": round(p95_blind, 1),
     }
     print(json.dumps(out))
     return 0

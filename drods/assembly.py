@@ -31,7 +31,7 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +50,7 @@ from drods.controllers.detector import ResourceDetector
 from drods.controllers.fleet import MemberInformers
 from drods.controllers.manager import LEASE as MEMBERS_LEASE
 from drods.controllers.manager import MemberControllers
-from drods.controllers.rescheduler import Rescheduler
+from drods.controllers.rescheduler import Rescheduler, trigger
 from drods.controllers.settings import MemberSettings
 from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.manager import Leadership, Manager
@@ -78,6 +78,8 @@ from drods.steering.controller import SteeringController, SteeringInformers
 from drods.steering.directory import LEASE as DIRECTORY_LEASE
 from drods.steering.directory import DirectoryController, DirectoryInformers
 from drods.steering.settings import SteeringSettings
+from drods.steering.users import LEASE as USERS_LEASE
+from drods.steering.users import UsersLearner
 from drods.store import Store
 from drods.store.encrypted import EncryptingStore
 
@@ -294,6 +296,14 @@ def _steering(plane: ControlPlane, s: ComponentSettings) -> None:
         return plane.steering
 
     manager.add_leader(STEERING_LEASE, steering)
+
+    def users_learner(lead: Leadership) -> UsersLearner:
+        async def reschedule(name: str, reason: str, annotations: Mapping[str, str]) -> None:
+            await trigger(lead.registry, name, reason, s.clock, annotations=annotations)
+
+        return UsersLearner(lead.store, reschedule, steering_informers, steering_settings.users, clock=s.clock)
+
+    manager.add_leader(USERS_LEASE, users_learner)
     directory_informers = DirectoryInformers.of(manager)
     member_options = (s.members or MemberSettings()).member_options()
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from drods.monitor.service import MonitorService
     from drods.scheduler.profile import Profile
     from drods.schedulerd.service import SchedulerService
+    from drods.steering.demand import DemandRecorder
 
 
 @dataclass
@@ -60,6 +61,8 @@ class ApiContext:
     readiness: Callable[[], dict[str, bool]] | None = None
     # Set when the server starts to stop: long-lived responses (watches) end instead of holding it.
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # issue 34: requests per client site this server resolved, shared through the store (made on first use)
+    demand: DemandRecorder | None = None
 
     @property
     def kinds(self) -> tuple[Kind, ...]:

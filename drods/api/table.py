@@ -226,6 +226,20 @@ def _workload_ref(obj: Obj) -> str | None:
     return f"{ref.get('kind', 'StatefulSet')}/{ref['name']}" if isinstance(ref, dict) and ref.get("name") else None
 
 
+def _users(obj: Obj) -> str | None:
+    """Issue 34: the users of the last decision as ``source:place=share,…`` (None: it knew none)."""
+    users = _get(obj, "status.users")
+    if not isinstance(users, dict) or not users.get("source"):
+        return None
+    sites = ",".join(f"{_place(u)}={float(u.get('weight') or 0):g}" for u in users.get("sites") or []
+                     if isinstance(u, dict))
+    return f"{users['source']}:{sites}" if sites else str(users["source"])
+
+
+def _place(user: dict[str, Any]) -> str:
+    return next((str(user[k]) for k in ("site", "city", "region") if k in user), "?")
+
+
 _COLUMNS: dict[str, tuple[Column, ...]] = {
     "Cluster": (NAME, Column("Mode", "spec.syncMode", default="Push"), Column("Region", "spec.region"),
                 Column("Provider", "spec.provider"), Column("City", "spec.city"), Column("Ready", _ready_condition),
@@ -233,7 +247,8 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
                 Column("CPU(alloc/used)", _cpu), Column("Water", _water), Column("Heartbeat", _heartbeat), AGE),
     "Binding": (NAME, Column("Replicas", "spec.replicas", "integer"), Column("Phase", "status.phase"),
                 Column("Clusters", _per_cluster("status.placement")), AGE,
-                Column("Cost/h", "status.estimatedHourlyCost", "number", priority=1, default="<none>")),
+                Column("Cost/h", "status.estimatedHourlyCost", "number", priority=1, default="<none>"),
+                Column("Users", _users, priority=1, default="none")),
     "Deployment": (NAME, Column("Ready", _replicas_ready), Column("Up-to-date", "status.updatedReplicas", "integer"),
                    Column("Available", "status.availableReplicas", "integer"),
                    Column("Clusters", _per_cluster("status.clusters")), AGE),

@@ -60,6 +60,8 @@ class SchedulerConfig(BaseModel):
     maxBackoffSeconds: float = Field(default=_S.max_backoff, gt=0)
     maxUnschedulableSeconds: float = Field(default=_S.max_unschedulable, gt=0)  # retried at least this often
     fleetChange: FleetChangeConfig = Field(default_factory=FleetChangeConfig)
+    # issue 34: replicas follow learned users only when their mean latency drops by at least this (ms)
+    usersMinGainMs: float = Field(default=_S.users_min_gain_ms, ge=0)
     profile: ProfileSpec = Field(default_factory=ProfileSpec)
 
     def settings(self, *, identity: str | None = None, lease_ttl: int = _S.lease_ttl) -> SchedulerSettings:
@@ -73,7 +75,8 @@ class SchedulerConfig(BaseModel):
                               fleet_rebalance=self.fleetChange.rebalance,
                               fleet_min_move_fraction=self.fleetChange.minMoveFraction,
                               fleet_max_moves_per_minute=self.fleetChange.maxMovesPerMinute,
-                              first_status_grace=self.fleetChange.firstStatusGraceSeconds)
+                              first_status_grace=self.fleetChange.firstStatusGraceSeconds,
+                              users_min_gain_ms=self.usersMinGainMs)
         if identity:
             s.identity = identity
         return s

@@ -8,6 +8,7 @@ module that names them: the controllers, the pull-mode agent and the API read th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,6 +57,11 @@ PREALLOCATION = "multicluster.io/preallocation"
 # Binding: clusters placement feedback (CATS CCC, `drods.steering`) offered it (comma-separated):
 # the scheduler adds them to the names the binding may use (`drods.model.binding.with_offers`).
 PLACEMENT_OFFERS = "multicluster.io/placement-offers"
+# Binding (issue 34): the users CATS steering learned from the demand of the workload's service, JSON
+# ``{"sites": [{"site": str, "weight": float}], "latencySLOMs": float | null, "learnedAt": RFC 3339}``;
+# written with a reschedule (``USERS_MOVED`` reason) when they move, read by the scheduler on every decision
+LEARNED_USERS = "multicluster.io/learned-users"
+USERS_MOVED = "users moved"  # how the reschedule reason of a learned-users change begins
 # H1: when the descheduler last re-placed a binding nearer its traffic peers (RFC 3339): its cool-down
 TRAFFIC_REBALANCED_AT = "multicluster.io/traffic-rebalanced-at"
 
@@ -119,3 +125,15 @@ def placement_offers(obj: Mapping[str, Any]) -> list[str]:
     """The clusters placement feedback offered a Binding object."""
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(PLACEMENT_OFFERS) or ""
     return [c for c in str(raw).split(",") if c]
+
+
+def learned_users(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The learned users a Binding carries (``LEARNED_USERS``), None when none or unreadable."""
+    raw = annotation(obj, LEARNED_USERS)
+    if not raw:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("sites"), list) else None

@@ -124,7 +124,7 @@ class BindingStatus(BaseModel):
 
     SCHEDULER_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime",
-         "estimatedHourlyCost"})
+         "estimatedHourlyCost", "users"})
     CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions"})
 
     # the scheduler's (drods.schedulerd.records)
@@ -135,6 +135,9 @@ class BindingStatus(BaseModel):
     scheduledGeneration: int | None = None
     scheduledTime: str | None = None
     estimatedHourlyCost: float | None = None  # F6: the placement at the clusters' prices
+    # issue 34: the users the last decision used — source (declared / learned), sites, latency SLO and
+    # each chosen cluster's latency from them; absent when it knew none
+    users: dict[str, Any] | None = None
     # the member controllers' (drods.controllers.binding)
     clusters: list[ClusterStatus] = Field(default_factory=list)
     conditions: list[dict[str, Any]] = Field(default_factory=list)

@@ -36,6 +36,8 @@ NETWORK_PREFIX = "/status/network/"
 ENDPOINTS_PREFIX = "/status/endpoints/"
 # Flow affinity pins (C7): ``/steering/flows/<serviceId>/<flow>``.
 FLOWS_PREFIX = "/steering/flows/"
+# issue 34: requests per client site each API server saw for a service (cumulative counts)
+DEMAND_PREFIX = "/steering/demand/"
 # The service traffic graph (H1, `drods.model.traffic`), written by PUT /api/v1/traffic.
 TRAFFIC_KEY = "/traffic/graph"
 # F4: decayed Dataset reads per (Dataset, reading cluster) (`drods.model.dataset_access`)
@@ -68,6 +70,10 @@ def network_key(source: str, target: str) -> str:
 
 def endpoints_key(cluster: str, namespace: str, name: str) -> str:
     return f"{ENDPOINTS_PREFIX}{cluster}/{namespace}/{name}"
+
+
+def demand_key(service_id: str, process: str) -> str:
+    return f"{DEMAND_PREFIX}{service_id}/{process}"
 
 
 def flow_key(service_id: str, flow: str) -> str:

@@ -136,6 +136,32 @@ class StatefulTopology(BaseModel):
         return self.primary.replicas + self.replicas.clusters * self.replicas.replicasPerCluster
 
 
+class UserSite(BaseModel):
+    """Where some of a workload's users are: one client site, city or region, with a weight (the
+    weights are relative; the scheduler divides by their shares)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    site: str | None = Field(default=None, min_length=1, max_length=253)
+    city: str | None = Field(default=None, min_length=1, max_length=253)
+    region: str | None = Field(default=None, min_length=1, max_length=253)
+    weight: float = Field(default=1.0, gt=0, le=1e9)
+
+    @model_validator(mode="after")
+    def _one_place(self) -> UserSite:
+        if sum(v is not None for v in (self.site, self.city, self.region)) != 1:
+            raise ValueError("set exactly one of site, city or region")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "site" if self.site is not None else "city" if self.city is not None else "region"
+
+    @property
+    def place(self) -> str:
+        return str(self.site or self.city or self.region)
+
+
 class Placement(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -152,6 +178,11 @@ class Placement(BaseModel):
     # S11: move replicas to clusters that join or become Ready (None: the scheduler's fleetChange.rebalance);
     # false keeps a divided placement where it is, as Karmada does
     rebalanceOnFleetChange: bool | None = None
+    # Issue 34: where the workload's users are (declared); without it, users learned from CATS
+    # steering's observed demand are used (docs/scheduling.md, "Placement that follows the users")
+    users: list[UserSite] = Field(default_factory=list, max_length=64)
+    # the latency (ms) from the users no replica should exceed while a cluster within it has room
+    latencySLOMs: float | None = Field(default=None, gt=0, le=60_000)
 
     @model_validator(mode="after")
     def _one_affinity_form(self) -> Placement:
@@ -162,6 +193,9 @@ class Placement(BaseModel):
             if given:
                 raise ValueError(f"statefulTopology sets the division and the spread itself: "
                                  f"remove {', '.join(given)}")
+        places = [(u.kind, u.place) for u in self.users]
+        if len(set(places)) != len(places):
+            raise ValueError("users: a site, city or region is listed twice")
         if any(t.overflowAffinities for t in self.clusterAffinities):
             rs = self.replicaScheduling
             wp = rs.weightPreference if rs is not None else None

@@ -37,6 +37,7 @@ from drods.scheduler.options import Options, weigh_options
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.plugins.gpu_storage_fit import headroom
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
+from drods.scheduler.plugins.user_distance import chosen_latency, latency_matrix, nearest_user
 from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.selectors import overflow_tiers
@@ -44,6 +45,7 @@ from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.stateful import TopologyChoice, place_topology
 from drods.scheduler.task import Task, TaskInfo, analyse
 from drods.scheduler.tiers import divide_in_tiers
+from drods.scheduler.user_division import divide_by_users
 from drods.scheduler.weights import static_weights
 
 Phase = Literal["Scheduled", "Unschedulable"]
@@ -264,6 +266,8 @@ class Scheduler:
         self.profile = profile or Profile.default()
         seed = rng_seed if rng_seed is not None else self.profile.spec.defaults.seed
         self.rng = np.random.default_rng(seed)
+        # issue 34: the users' shares divide the replicas while the UserLatency score is on
+        self.follows_users = any(p.name == "UserLatency" for p, _ in self.profile.scores)
 
     # ------------------------------------------------------------------ helpers
     def _current(self, info: TaskInfo, snap: Snapshot) -> None:
@@ -561,6 +565,12 @@ class Scheduler:
         elif price_sel is not None:
             counts = cheapest_fill(info.replicas, caps_sel, existing_sel, price_sel, prefer_sel,
                                    keep_existing=not info.rebalance)
+        elif (users := info.users) is not None and self.follows_users and not info.spread and \
+                info.division in ("WaterLevel", "AvailableReplicas"):
+            lat = latency_matrix(snap, users)[:, rows_sel]
+            group = nearest_user(lat, info.latency_slo_ms)
+            own = np.where(group >= 0, lat[np.maximum(group, 0), np.arange(group.size)], np.fmin.reduce(lat, axis=0))
+            counts = divide_by_users(inp, group, users.weights, own)
         else:
             counts = divide(inp)
         cyc.timings["divide"] = (time.perf_counter() - t0) * 1e3
@@ -588,6 +598,9 @@ class Scheduler:
         per_cluster = cnt if not duplicated else np.full(rows.size, info.replicas, dtype=np.intp)
         est_cost = hourly_cost(info, snap, rows, per_cluster)
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)
+        analysis = base["analysis"]
+        if info.users is not None and isinstance(analysis, dict) and isinstance(users := analysis.get("users"), dict):
+            base["analysis"] = {**analysis, "users": {**users, "latencyMs": chosen_latency(snap, info.users, rows)}}
         if info.demand is not None and (room := headroom(info, snap, rows, per_cluster)):
             base["analysis"] = {**base["analysis"], "headroom": room}  # type: ignore[dict-item]  # F1/S3
         cyc.timings["total"] = (time.perf_counter() - cyc.t_start) * 1e3

@@ -4,10 +4,11 @@ A profile is YAML, for example::
 
     name: default
     filters: [Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability,
-              NetworkFit, GpuStorageFit, ResourceFit, WaterLevelLimit, SpreadConstraint]
+              NetworkFit, GpuStorageFit, ResourceFit, WaterLevelLimit, UserLatencySLO,
+              SpreadConstraint]
     scores: {LeastWaterLevel: 1.0, BalancedAllocation: 0.5, ClusterLocality: 1.0,
              TopologyPreference: 0.5, NetworkLocality: 0.5, Cost: 0.5, Dissonance: 1.0,
-             TrafficAffinity: 1.0, DataLocality: 1.0}
+             TrafficAffinity: 1.0, DataLocality: 1.0, UserLatency: 1.0}
     pluginArgs: {TopologyPreference: {regionScore: 70}}
     adjuster: {packBelow: 0.3, spreadAbove: 0.6,
                packMultipliers: {LeastWaterLevel: 0.5, ClusterLocality: 2.0},
@@ -47,12 +48,12 @@ Skip = Callable[[Any, Any], bool]  # (TaskInfo, Snapshot) -> True: the plugin ha
 
 DEFAULT_FILTERS = [
     "Readiness", "TargetClusters", "ClusterAffinity", "TaintToleration", "Capability", "NetworkFit",
-    "GpuStorageFit", "ResourceFit", "WaterLevelLimit", "SpreadConstraint", "FollowUp",
+    "GpuStorageFit", "ResourceFit", "WaterLevelLimit", "UserLatencySLO", "SpreadConstraint", "FollowUp",
 ]
 DEFAULT_SCORES = {
     "LeastWaterLevel": 1.0, "BalancedAllocation": 0.5, "ClusterLocality": 1.0,
     "TopologyPreference": 0.5, "NetworkLocality": 0.5, "Cost": 0.5, "Dissonance": 1.0,
-    "TrafficAffinity": 1.0, "DataLocality": 1.0,
+    "TrafficAffinity": 1.0, "DataLocality": 1.0, "UserLatency": 1.0,
 }
 
 

@@ -25,6 +25,7 @@ from drods.model.placement import (
 from drods.scheduler.arrays import FloatArr, IntArr
 from drods.scheduler.offers import OfferDemand
 from drods.scheduler.resources import requirement_vector
+from drods.scheduler.users import UserDemand
 
 _NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
@@ -119,6 +120,10 @@ class Task:
     workload: str | None = None
     # F3: the cluster holding the primary of a stateful topology now (``role: Primary`` in the status)
     primary: str | None = None
+    # issue 34: users learned from steering's demand (declared ``placement.users`` take precedence)
+    users: UserDemand | None = None
+    # issue 34: the ServiceRegistration's delay threshold (``placement.latencySLOMs`` takes precedence)
+    latency_slo_ms: float | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +163,8 @@ class TaskInfo:
     follow: str | None = None  # F3: "namespace/name" of the workload this one follows
     topology: StatefulTopology | None = None  # F3: primary + replicas over distinct clusters
     primary: str | None = None  # F3: the topology's primary cluster now
+    users: UserDemand | None = None  # issue 34: where the users are (declared or learned)
+    latency_slo_ms: float | None = None  # issue 34: no replica beyond this from the users while room allows
     min_gpu_perf: float | None = None  # F1: a GPU at least this fast (relative performance)
     storage_gib: float = 0.0  # per replica, on ``storage_tier`` when named
     demand: OfferDemand | None = None  # F1: GPUs of an eligible model, GiB of a tier (None: neither)
@@ -172,6 +179,13 @@ class TaskInfo:
                                "compute": self.compute_class}
         if self.min_gpu_perf is not None:
             out["minGpuPerformance"] = self.min_gpu_perf
+        if self.users is not None:
+            users: dict[str, Any] = {"source": self.users.source, "sites": self.users.to_list()}
+            if self.latency_slo_ms is not None:
+                users["latencySLOMs"] = self.latency_slo_ms
+            if "latencySLO" in self.cache:
+                users["latencySLO"] = self.cache["latencySLO"]
+            out["users"] = users
         return out
 
 
@@ -212,7 +226,8 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         task = Task(spec=task, name=name, current=current or ())
     elif current is not None:
         task = Task(task.spec, task.name, current, task.preferred_regions, task.preferred_zones,
-                    task.rebalance, task.workload_class, task.workload, task.primary)
+                    task.rebalance, task.workload_class, task.workload, task.primary, task.users,
+                    task.latency_slo_ms)
     spec = task.spec
     res = spec.resources
     req = requirement_vector(res)
@@ -268,4 +283,13 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         topology=topology,
         primary=task.primary if topology is not None else None,
         demand=OfferDemand.of(res) if res.gpu or res.storageTier else None,
+        users=users_of(pl, task.users),
+        latency_slo_ms=pl.latencySLOMs if pl.latencySLOMs is not None else task.latency_slo_ms,
     )
+
+
+def users_of(pl: Placement, learned: UserDemand | None) -> UserDemand | None:
+    """Declared users first, then those learned from demand."""
+    if pl.users:
+        return UserDemand.of(((u.kind, u.place, u.weight) for u in pl.users), "declared")
+    return learned

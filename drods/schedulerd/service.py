@@ -46,7 +46,7 @@ from drods.model.timefmt import whole_ms
 from drods.monitor.history import append as append_failure
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
-from drods.scheduler.task import Task
+from drods.scheduler.task import Task, users_of
 from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, status_decoder
 from drods.schedulerd.commits import GroupCommit
 from drods.schedulerd.fleet import FleetChange
@@ -70,6 +70,7 @@ from drods.schedulerd.records import (
     with_status,
 )
 from drods.schedulerd.refit import FleetFollower
+from drods.schedulerd.users import decision_users, judge_move, learned, users_moved
 from drods.schedulerd.writer import DecisionWriter, Plan
 from drods.store import KeyValue, Store
 
@@ -104,6 +105,8 @@ class SchedulerSettings:
     fleet_min_move_fraction: float = 0.1  # ... when at least this share of their replicas would move
     fleet_max_moves_per_minute: int = 600  # replicas such moves may shift per minute, fleet-wide
     first_status_grace: float = 10.0  # a new leader waits this long at most for every cluster's first status
+    # issue 34: replicas follow learned users only when their mean latency drops by at least this much
+    users_min_gain_ms: float = 5.0
 
 
 class SchedulerService:
@@ -459,9 +462,15 @@ class SchedulerService:
         else:
             current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
             rebalance = stype in (RESCHEDULE, FOLLOW)
+            users, slo = learned(obj)
             task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
-                        workload=rec.workload, primary=rec.primary)
-            result = self.scheduler.schedule(task, self.cache.snap)
+                        workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo)
+            decided: ScheduleResult | None = self.scheduler.schedule(task, self.cache.snap)
+            if stype == RESCHEDULE and users_moved(obj) and decided is not None:
+                decided = self._follow_users(task, rec, decided)
+            if decided is None:
+                return None  # out of move budget: queued again
+            result = decided
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
@@ -485,7 +494,7 @@ class SchedulerService:
             reasons = result.reasons_sample(MAX_STATUS_REASONS, STATUS_REASONS_PER_VERDICT)[0]
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
-                     result.roles if ok else None)
+                     result.roles if ok else None, users=decision_users(result.analysis) if ok else None)
         obj["status"] = merge_status(status, d)
         if stype == RESCHEDULE:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
@@ -498,13 +507,35 @@ class SchedulerService:
         return Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
                      len(self.cache.unknown))
 
+    def _follow_users(self, task: Task, rec: BindingRecord, result: ScheduleResult) -> ScheduleResult | None:
+        """Issue 34: keep the placement unless the move towards the users pays (``users.judge_move``)
+        and the move budget grants it; None: the budget is spent (queued again after a backoff)."""
+        users = users_of(task.spec.placement, task.users)
+        if users is None or result.phase != "Scheduled":
+            return result
+        verdict = judge_move(self.cache.snap, users, rec.placement, result.pairs, self.settings.users_min_gain_ms)
+        if verdict.pays:
+            granted = self.fleet.moves.take(verdict.moved)
+            if granted >= verdict.moved:
+                result.message = f"{result.message}; {verdict.message}"
+                return result
+            self.fleet.moves.give_back(granted)
+            self.queue.retry(task.name)
+            return None
+        task.rebalance = False  # where it is, scaled as asked
+        kept = self.scheduler.schedule(task, self.cache.snap)
+        kept.message = f"{kept.message}; {verdict.message}"
+        return kept
+
     def _refit(self, rec: BindingRecord, spec: BindingSpec) -> tuple[ScheduleResult, dict[str, Any]] | None:
         """S11: a decision from scratch, without the binding's own assumed replicas, of which the
         fleet changes it waits for take their part (``refit``). None: nothing to write (the queue
         entry is settled here)."""
         current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement)]
+        users, slo = learned(rec.object())
         task = Task(spec, name=rec.name, current=current, rebalance=not rec.duplicated,
-                    workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary)
+                    workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary,
+                    users=users, latency_slo_ms=slo)
         with self.cache.excluding(rec.name):
             fresh = self.scheduler.schedule(task, self.cache.snap)
         out = self.fleet.refit(rec, spec, fresh)

@@ -8,6 +8,27 @@ from pydantic import BaseModel, ConfigDict, Field
 from drods.steering.routing import Damping
 
 
+class UserLearning(BaseModel):
+    """Issue 34: how a service's users are learned from the requests steering resolves per client
+    site, and how far they must move before its workload is re-placed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    # the request rate per client site decays with this time constant (an exponential window)
+    windowSeconds: float = Field(default=60.0, gt=0)
+    # a client site with less than this share of the rate is left out (the rest are renormalised)
+    floor: float = Field(default=0.05, ge=0, lt=1)
+    # below this total rate (requests/s) nothing is learned: too little demand to say where users are
+    minRequestsPerSecond: float = Field(default=0.05, ge=0)
+    # the learned users count as moved when their distribution differs by this much (total variation)
+    change: float = Field(default=0.2, gt=0, le=1)
+    # hysteresis: a move must hold this long before the workload is re-placed
+    settleSeconds: float = Field(default=300.0, ge=0)
+    # how often the demand is read
+    pollSeconds: float = Field(default=5.0, gt=0)
+
+
 class SteeringSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -25,6 +46,8 @@ class SteeringSettings(BaseModel):
     endpointPollSeconds: float = Field(default=2.0, gt=0)
     # Registration files (YAML, one or more documents) applied when the controller starts leading (C4).
     registrationFiles: list[str] = Field(default_factory=list)
+    # issue 34: users learned from demand
+    users: UserLearning = Field(default_factory=UserLearning)
 
     def damping(self) -> Damping:
         return Damping(self.minIntervalSeconds, self.changeThreshold, self.hysteresis)

@@ -39,6 +39,8 @@ from drods.monitor.thresholds import SustainedDetector
 from drods.scheduler.framework import Scheduler
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task
+from drods.scheduler.users import UserDemand
+from drods.whatif.ideal import ideal_latency_hist, ideal_peak
 from drods.whatif.load import BackgroundLoad, apply_trace, diurnal, read_trace
 from drods.whatif.policies import Policy, make_policy
 from drods.whatif.scenario import Scenario
@@ -245,6 +247,7 @@ class _Workload:
     placement: dict[int, int] = field(default_factory=dict)
     evacuated_from: set[int] = field(default_factory=set)
     multiplier: float = 1.0
+    users: UserDemand | None = None  # what the scheduler learned of its users (policies that know them)
 
     @property
     def requested(self) -> int:
@@ -267,6 +270,10 @@ class Trace:
     decisions: int = 0
     operations: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
+    ideal_peak: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (ticks,) fluid lower bound
+    latency_bins: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the distinct latencies (ms)
+    latency_hist: np.ndarray = field(default_factory=lambda: np.zeros(0))  # replica-ticks per bin
+    ideal_latency_hist: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the same, ideally
 
 
 class PolicyRun:
@@ -300,6 +307,7 @@ class PolicyRun:
         ticks = scn.ticks
         self.trace = Trace(policy.name, np.full((ticks, n), np.nan, dtype=np.float32), np.zeros(ticks),
                            np.zeros(ticks))
+        self._init_users()
         self.ops = AutoOps(scn.autoops)
         # monitoring's limit per cluster: its own spec limit, else the default (one detector per value)
         self.limits = np.where(np.isnan(f.limit), scn.waterLevelLimit, f.limit)
@@ -308,6 +316,44 @@ class PolicyRun:
         self.restores = RestoreWatch(self.ops)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t = 0
+
+    def _init_users(self) -> None:
+        """What the figures of user latency and the ideal need; for a policy that knows users, the
+        latencies as the network status would report them (measured pairs)."""
+        f, tr = self.fleet, self.trace
+        regions = len(f.regions)
+        self.rep_origin = np.zeros((f.n, regions))  # replicas per (cluster, users' region)
+        self.demand_cpu = np.zeros(regions)  # requested cores per users' region
+        self.demand_replicas = np.zeros(regions)
+        tr.latency_bins = np.unique(f.latency)
+        tr.latency_hist = np.zeros(tr.latency_bins.size)
+        tr.ideal_latency_hist = np.zeros(tr.latency_bins.size)
+        tr.ideal_peak = np.full(self.scn.ticks, np.nan)
+        self.lat_idx = np.searchsorted(tr.latency_bins, f.latency)
+        self.slo = self.scn.sla.latencyMs if self.pol.knows_users else None
+        if self.pol.knows_users:
+            for c in range(f.n):
+                for r, region in enumerate(f.regions):
+                    self.snap.set_network_pair(f.names[c], region, float(f.latency[c, r]), None)
+
+    def _demand(self, w: _Workload, sign: float) -> None:
+        k = sign * w.spec.replicas
+        self.demand_cpu[w.origin] += k * w.cpu
+        self.demand_replicas[w.origin] += k
+
+    def _record_users(self, t: int) -> None:
+        """This tick's replica latencies and the ideal's (both as replica counts per latency bin)."""
+        f, tr, up = self.fleet, self.trace, self.up
+        tr.latency_hist += np.bincount(self.lat_idx[up].ravel(), weights=self.rep_origin[up].ravel(),
+                                       minlength=tr.latency_bins.size)
+        cpu, mem = self._bg(t)
+        ok = up & ~self.snap.unschedulable[: f.n]
+        placed_cpu, placed_mem = float((self.req_cpu * up).sum()), float((self.req_mem * up).sum())
+        tr.ideal_peak[t] = ideal_peak(cpu, mem, f.cpu, f.memory, ok, placed_cpu, placed_mem)
+        room = np.where(ok, np.maximum(self.limits - cpu, 0.0) * f.cpu, 0.0)
+        cap = np.where(ok, np.maximum(1.0 - cpu, 0.0) * f.cpu, 0.0)
+        tr.ideal_latency_hist += ideal_latency_hist(f.latency, room, cap, self.demand_cpu, self.demand_replicas,
+                                                    tr.latency_bins)
 
     # -------------------------------------------------------------- load and views
     def _bg(self, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -341,6 +387,7 @@ class PolicyRun:
                 self.req_mem[c] += d * w.memory
                 if f.region[c] != w.origin:
                     self.xrep[c] += d
+                self.rep_origin[c, w.origin] += d
         w.placement = {c: k for c, k in new.items() if k > 0}
         sla = self.scn.sla.latencyMs
         if sla is not None:
@@ -353,7 +400,7 @@ class PolicyRun:
         cur = [TargetCluster.model_construct(cluster=f.names[c], replicas=k) for c, k in w.placement.items()]
         # as the scheduler service builds it: no preferred regions (TopologyPreference then follows the
         # regions the workload runs in now)
-        task = Task(w.spec, name=w.name, current=cur, rebalance=rebalance)
+        task = Task(w.spec, name=w.name, current=cur, rebalance=rebalance, users=w.users, latency_slo_ms=self.slo)
         res = self.sched.schedule(task, self.snap, signals=self.signals)
         self.trace.decisions += 1
         if res.phase != "Scheduled":
@@ -378,7 +425,9 @@ class PolicyRun:
         if new_req == old_req:
             return
         self.total_requested += new_req - old_req
+        self._demand(w, -1.0)
         w.spec = w.spec.model_copy(update={"replicas": new_req})
+        self._demand(w, 1.0)
         self.schedule(w)
 
     # -------------------------------------------------------------- events
@@ -390,6 +439,8 @@ class PolicyRun:
                                                "placement": self.placement_doc})
             new = _Workload(ev.name, ev.replicas, ev.cpu, ev.memory, ev.origin, spec,
                             multiplier=float(self.region_surge[ev.origin]))
+            if self.pol.knows_users:  # learned from its demand: the scenario's users' region
+                new.users = UserDemand.of([("region", self.fleet.regions[ev.origin], 1.0)], "learned")
             self.workloads[ev.name] = new
             self._resize(new)
             return
@@ -404,6 +455,7 @@ class PolicyRun:
         self._set_placement(w, {})
         self.lat_bad.discard(w.name)
         self.total_requested -= w.spec.replicas
+        self._demand(w, -1.0)
         del self.workloads[w.name]
 
     def _on_cluster(self, c: int) -> list[_Workload]:
@@ -538,6 +590,7 @@ class PolicyRun:
                 tr.pending[t] = max(0, self.total_requested - running)
                 tr.wl_breaches += int(np.count_nonzero(wl > scn.sla.waterLevel))
                 tr.latency_breaches += len(self.lat_bad)
+                self._record_users(t)
                 traffic_gib = float((self.xrep * self.up).sum()) * scn.workloads.trafficMBps * 1e6 * tick_min * 60 / GIB
                 tr.cross_domain_bytes += traffic_gib * GIB
                 up = self.up

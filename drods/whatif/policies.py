@@ -5,7 +5,10 @@ in the binding's ``placement`` and in what the scheduler is shown:
 
 * ``WaterLevel`` — the default profile (water-level limit filter, LeastWaterLevel & co, the
   adjuster, WaterLevel division); the snapshot sees *observed* use, as monitoring reports it; the
-  automatic operations (evacuate / restore, `drods.monitor.autoops`) run on top.
+  automatic operations (evacuate / restore, `drods.monitor.autoops`) run on top. It is told what
+  the product would know (issue 34): each workload's users — learned from its demand, which the
+  scenario gives as the users' region — the latencies between clusters and regions as measured
+  (C2), and the scenario's latency SLA as the users' latency SLO.
 * ``AvailableReplicas`` — Karmada's dynamic weight: replicas ∝ how many fit in allocatable −
   requested; no load limit, no re-balancing. The snapshot sees *requests*, not use.
 * ``Static`` — Karmada's static weight list (each cluster's ``weight`` in the scenario).
@@ -34,6 +37,7 @@ class Policy:
     profile: Profile
     sees_use: bool  # the snapshot shows observed use (True) or requests (False)
     autoops: bool
+    knows_users: bool = False  # users learned from demand, measured latency, the latency SLO
 
     def placement(self, weights: dict[int, list[str]], limit: float) -> dict[str, Any]:
         """The binding's ``placement`` under this policy; ``weights``: weight → cluster names."""
@@ -53,7 +57,7 @@ class Policy:
 
 def make_policy(name: str) -> Policy:
     if name == "WaterLevel":
-        return Policy(name, Profile.default(), sees_use=True, autoops=True)
+        return Policy(name, Profile.default(), sees_use=True, autoops=True, knows_users=True)
     if name not in POLICY_NAMES:
         raise ValueError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)})")
     profile = Profile.from_dict({"name": f"karmada-{name}", "filters": KARMADA_FILTERS,

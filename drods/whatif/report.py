@@ -3,7 +3,9 @@
 Figures (docs/whatif.md defines each): over ticks × up clusters of the true water level — peak,
 p95 and the spread (sd over clusters, averaged over ticks); pending replica-minutes; SLA breaches
 (cluster-ticks above the SLA water level + workload-ticks with a replica beyond the latency SLA);
-replicas moved; cross-domain bytes; cost.
+replicas moved; cross-domain bytes; cost; against the ideal (`ideal.py`): the mean fluid lower bound
+of the peak, the mean gap to it, the p95 latency from users to their replicas and its gap to the
+lowest possible.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 import numpy as np
 
 from drods.whatif.engine import Inputs, Trace
+from drods.whatif.ideal import weighted_p95
 
 METRICS = ("peak_water_level", "p95_water_level", "spread_sd", "pending_replica_minutes", "sla_breaches",
-           "replicas_moved", "cross_domain_bytes", "cost")
+           "replicas_moved", "cross_domain_bytes", "cost", "ideal_peak_mean", "peak_gap_mean", "p95_user_latency_ms",
+           "latency_gap_ms", "sla_water_level_breaches", "sla_latency_breaches")
 
 
 def figures(tr: Trace, tick_minutes: float) -> dict[str, float]:
@@ -37,6 +41,26 @@ def figures(tr: Trace, tick_minutes: float) -> dict[str, float]:
         "replicas_moved": int(tr.moved),
         "cross_domain_bytes": float(round(tr.cross_domain_bytes)),
         "cost": round(tr.cost, 2),
+        **against_ideal(tr),
+        "sla_water_level_breaches": int(tr.wl_breaches),
+        "sla_latency_breaches": int(tr.latency_breaches),
+    }
+
+
+def against_ideal(tr: Trace) -> dict[str, float]:
+    """Issue 34's figures: the ideal peak and the gap to it (time-averaged over ticks with a cluster
+    up), the p95 latency from users to their replicas (over replica-ticks) and its gap to the lowest."""
+    wl = tr.water_level.astype(np.float64)
+    rows = ~np.isnan(wl).all(axis=1) & ~np.isnan(tr.ideal_peak)
+    ideal = tr.ideal_peak[rows]
+    gap = np.nanmax(wl[rows], axis=1) - ideal if rows.any() else np.zeros(0)
+    p95 = weighted_p95(tr.latency_bins, tr.latency_hist)
+    best = weighted_p95(tr.latency_bins, tr.ideal_latency_hist)
+    return {
+        "ideal_peak_mean": round(float(ideal.mean()), 4) if ideal.size else 0.0,
+        "peak_gap_mean": round(float(gap.mean()), 4) if gap.size else 0.0,
+        "p95_user_latency_ms": round(p95, 1),
+        "latency_gap_ms": round(p95 - best, 1),
     }
 
 
@@ -76,8 +100,24 @@ def comparison(pol: dict[str, dict[str, float]]) -> dict[str, Any]:
         out[name] = {"peakReduction": round(peak_cut, 4), "peakTargetMet": peak_cut >= 0.30,
                      "pendingRatio": None if pend is None else round(pend, 4),
                      "pendingTargetMet": wp == 0 if pend is None else pend <= 0.2,
-                     "movedExtra": int(wl["replicas_moved"] - b["replicas_moved"])}
+                     "movedExtra": int(wl["replicas_moved"] - b["replicas_moved"]),
+                     **dominance(wl, b)}
     return out
+
+
+# the figures on which WaterLevel must be no worse than a baseline (issue 34's goal); cost within 5 %
+DOMINANCE = ("peak_water_level", "sla_water_level_breaches", "sla_latency_breaches", "pending_replica_minutes",
+             "cross_domain_bytes")
+COST_SLACK = 1.05
+
+
+def dominance(wl: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
+    """``dominates``: WaterLevel is no worse on every DOMINANCE figure and costs ≤ 1.05 × the baseline;
+    ``worseOn`` names the figures where it is not."""
+    worse = [k for k in DOMINANCE if k in wl and k in b and wl[k] > b[k]]
+    if "cost" in wl and "cost" in b and wl["cost"] > COST_SLACK * b["cost"]:
+        worse.append("cost")
+    return {"dominates": not worse, "worseOn": worse}
 
 
 # ---------------------------------------------------------------------- plots
@@ -138,15 +178,50 @@ def plot_pending(path: Path, inputs: Inputs, traces: dict[str, Trace]) -> None:
 def plot_comparison(path: Path, figs: dict[str, dict[str, float]]) -> None:
     plt = _plt()
     names = list(figs)
-    fig, axes = plt.subplots(2, 4, figsize=(13, 5.5))
+    rows = -(-len(METRICS) // 4)
+    fig, axes = plt.subplots(rows, 4, figsize=(13, 2.75 * rows))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, metric in zip(axes.flat, METRICS, strict=True):
+    for ax in axes.flat[len(METRICS):]:
+        ax.set_visible(False)
+    for ax, metric in zip(axes.flat, METRICS, strict=False):
         vals = [figs[n][metric] for n in names]
         ax.bar(range(len(names)), vals, color=[colours[i % len(colours)] for i in range(len(names))])
         ax.set_xticks(range(len(names)), names, rotation=25, fontsize=7, ha="right")
         ax.set_title(metric, fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
     fig.suptitle("policies compared (lower is better)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_ideal(path: Path, inputs: Inputs, traces: dict[str, Trace]) -> None:
+    """Each policy's peak against the ideal peak over time, and its user latencies against the lowest."""
+    plt = _plt()
+    scn = inputs.scenario
+    hours = np.arange(scn.ticks) * scn.tickMinutes / 60.0
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 3.6))
+    ideal_drawn = False
+    for name, tr in traces.items():
+        with np.errstate(all="ignore"):
+            ax.plot(hours, np.nanmax(tr.water_level.astype(np.float64), axis=1), label=name, linewidth=1.0)
+        if not ideal_drawn:
+            ax.plot(hours, tr.ideal_peak, color="black", linestyle="--", linewidth=1.0, label="ideal (lower bound)")
+            cum = np.cumsum(tr.ideal_latency_hist)
+            if cum.size and cum[-1] > 0:
+                bx.step(tr.latency_bins, cum / cum[-1], color="black", linestyle="--", where="post", label="ideal")
+            ideal_drawn = True
+        cum = np.cumsum(tr.latency_hist)
+        if cum.size and cum[-1] > 0:
+            bx.step(tr.latency_bins, cum / cum[-1], where="post", label=name)
+    ax.set_xlabel("simulated hours")
+    ax.set_ylabel("peak water level")
+    ax.set_title("peak against the ideal", fontsize=10)
+    ax.legend(fontsize=7)
+    bx.set_xlabel("latency from the users (ms)")
+    bx.set_ylabel("share of replica-time")
+    bx.set_title("user latency (CDF) against the lowest possible", fontsize=10)
+    bx.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -184,5 +259,6 @@ def write_report(out: Path, inputs: Inputs, traces: dict[str, Trace]) -> dict[st
     plot_water_levels(out / "water_level.png", inputs, traces)
     plot_pending(out / "pending.png", inputs, traces)
     plot_comparison(out / "comparison.png", summ["policies"])
-    write_index(out / "index.html", summ, ["water_level.png", "pending.png", "comparison.png"])
+    plot_ideal(out / "ideal.png", inputs, traces)
+    write_index(out / "index.html", summ, ["water_level.png", "pending.png", "comparison.png", "ideal.png"])
     return summ

@@ -91,8 +91,9 @@ def test_result_records_scores_weights_timings(snap: Snapshot, sched: Scheduler)
     assert r.name == "ns/app" and r.phase == "Scheduled"
     assert set(r.weights) == {"LeastWaterLevel", "BalancedAllocation", "ClusterLocality",
                               "TopologyPreference", "NetworkLocality", "Cost", "Dissonance",
-                              "TrafficAffinity", "DataLocality"}
+                              "TrafficAffinity", "DataLocality", "UserLatency"}
     assert "Cost" not in r.scores  # no cluster has a price: the plugin is skipped
+    assert "UserLatency" not in r.scores  # no users known: skipped
     assert "total" in r.scores and set(r.scores["LeastWaterLevel"]) == set(r.placement_dict())
     for k in ("Readiness", "ResourceFit", "LeastWaterLevel", "divide", "total"):
         assert k in r.timings_ms

@@ -134,7 +134,7 @@ def test_report_files_and_valid_pngs(tmp_path: Path) -> None:
     assert on_disk["scenario"] == "tiny" and on_disk["seed"] == 3
     for figs in on_disk["policies"].values():
         assert set(figs) == set(METRICS) and all(isinstance(v, int | float) for v in figs.values())
-    for png in ("water_level.png", "pending.png", "comparison.png"):
+    for png in ("water_level.png", "pending.png", "comparison.png", "ideal.png"):
         data = (tmp_path / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         img = mpimg.imread(tmp_path / png)
@@ -226,7 +226,49 @@ def test_comparison_against_the_issues_targets() -> None:
     wl = {"peak_water_level": 0.7, "pending_replica_minutes": 20.0, "replicas_moved": 9}
     c = comparison({"WaterLevel": wl, "B": base})["B"]
     assert c == {"peakReduction": 0.3, "peakTargetMet": True, "pendingRatio": 0.2, "pendingTargetMet": True,
-                 "movedExtra": 4}
+                 "movedExtra": 4, "dominates": True, "worseOn": []}
     c = comparison({"WaterLevel": {**wl, "peak_water_level": 0.75}, "B": {**base, "pending_replica_minutes": 0.0}})
     assert c["B"]["peakTargetMet"] is False and c["B"]["pendingRatio"] is None
     assert c["B"]["pendingTargetMet"] is False  # pending where the baseline has none
+
+
+def test_dominance_per_figure_with_cost_slack() -> None:
+    from drods.whatif.report import dominance
+
+    b = {"peak_water_level": 0.9, "sla_water_level_breaches": 10, "sla_latency_breaches": 100,
+         "pending_replica_minutes": 0.0, "cross_domain_bytes": 5.0, "cost": 100.0}
+    assert dominance({**b, "cost": 104.9}, b) == {"dominates": True, "worseOn": []}
+    worse = dominance({**b, "sla_latency_breaches": 101, "cost": 105.1}, b)
+    assert worse == {"dominates": False, "worseOn": ["sla_latency_breaches", "cost"]}
+
+
+def test_ideal_bounds_by_hand() -> None:
+    from drods.whatif.ideal import fluid_level, ideal_latency_hist, ideal_peak, nearest_fill, weighted_p95
+
+    # 3 clusters of 10 cores at 0.2, 0.3, 0.5: 3 cores fill 0.2→0.3 (1 core), then 2 more over two → 0.4;
+    # the 0.5 cluster's own load bounds the peak
+    assert fluid_level(np.array([0.2, 0.3, 0.5]), np.full(3, 10.0), 3.0) == pytest.approx(0.5)
+    assert fluid_level(np.array([0.2, 0.3, 0.9]), np.array([10.0, 10.0, 1.0]), 3.0) == pytest.approx(0.9)
+    assert fluid_level(np.array([0.2, 0.3]), np.array([10.0, 10.0]), 5.0) == pytest.approx(0.5)
+    up = np.array([True, True, False])
+    assert ideal_peak(np.array([0.2, 0.3, 0.0]), np.zeros(3), np.full(3, 10.0), np.full(3, 10.0), up,
+                      5.0, 0.0) == pytest.approx(0.5)  # the down cluster takes nothing
+    assert nearest_fill(np.array([5.0, 1.0, 3.0]), np.ones(3), np.full(3, 2.0), 4.0).tolist() == [1.0, 2.0, 1.0]
+    # two regions, clusters at 5 ms (room 2 cores) and 90 ms: region 0 needs 3 cores in 3 replicas
+    lat = np.array([[5.0, 90.0], [90.0, 5.0]])
+    bins = np.unique(lat)
+    hist = ideal_latency_hist(lat, np.array([2.0, 2.0]), np.array([4.0, 4.0]), np.array([3.0, 0.0]),
+                              np.array([3.0, 0.0]), bins)
+    assert hist.tolist() == [2.0, 1.0] and weighted_p95(bins, hist) == 90.0
+
+
+def test_default_policy_follows_its_users_in_the_simulator() -> None:
+    # users in eu, a cheaper but empty us region 100 ms away (SLA 50 ms): only WaterLevel knows the users
+    doc = tiny(4, regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
+               clusters=[{"region": "eu", "count": 1, "cpu": 64, "memoryGiB": 256},
+                         {"region": "us", "count": 1, "cpu": 128, "memoryGiB": 256}],
+               sla={"waterLevel": 0.85, "latencyMs": 50})
+    wl, av = run(doc, "WaterLevel"), run(doc, "AvailableReplicas")
+    assert wl["sla_latency_breaches"] == 0 and wl["p95_user_latency_ms"] == 5.0 and wl["latency_gap_ms"] == 0.0
+    assert av["sla_latency_breaches"] == 4 and av["p95_user_latency_ms"] == 100.0
+    assert av["latency_gap_ms"] == 95.0 and av["cross_domain_bytes"] > wl["cross_domain_bytes"] == 0

@@ -17,7 +17,9 @@
   "MAX"), "reason"}], "changedAt"}], "updated", "changes"}``; ``?watch=true`` streams one such line
   now and one per change (NDJSON, ``timeoutSeconds`` default 1800).
 * ``GET /api/v1/steering/services/{serviceId}/resolve?clientSite=…&flow=…`` — one flow's instance,
-  with flow affinity (`drods.steering.flows`): ``{"cluster", "pinned", "reason", …}``.
+  with flow affinity (`drods.steering.flows`): ``{"cluster", "pinned", "reason", …}``; each
+  resolution counts as a request from its client site (`drods.steering.demand`: the demand the
+  service's users are learned from).
 * ``GET /api/v1/steering/directory`` — the multi-cluster service directory (F8).
 """
 
@@ -38,6 +40,7 @@ from drods.errors import Conflict, Invalid, NotFound
 from drods.model.keys import NETWORK_PREFIX
 from drods.model.kinds import CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.steering import NetworkStatus
+from drods.steering.demand import DemandRecorder
 from drods.steering.directory import directory
 from drods.steering.flows import resolve
 from drods.steering.intervals import DEFAULT_INTERVAL, pair_interval, pair_needs, site_intervals
@@ -167,6 +170,9 @@ async def resolve_flow(request: Request, service_id: str, client_site: str = Que
     reg = await ctx.registry.try_get(SERVICE_REGISTRATION, str(ref.get("name")), str(ref.get("namespace") or "default"))
     timeout = float((((reg or {}).get("spec") or {}).get("flowAffinity") or {}).get("timeoutSeconds") or 300.0)
     res = await resolve(ctx.store, service_id, route, flow, timeout)
+    if ctx.demand is None:
+        ctx.demand = DemandRecorder(ctx.store)
+    await ctx.demand.count(service_id, client_site)  # issue 34: where the users are (steering.users)
     if res is None:
         raise Conflict(f"service {service_id!r} has no instance for client site {client_site!r}",
                        {"serviceId": service_id, "clientSite": client_site},

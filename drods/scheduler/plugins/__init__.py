@@ -21,16 +21,17 @@ from drods.scheduler.plugins.taint_toleration import TaintToleration
 from drods.scheduler.plugins.target_clusters import TargetClusters
 from drods.scheduler.plugins.topology_preference import TopologyPreference
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
+from drods.scheduler.plugins.user_latency import UserLatency, UserLatencySLO
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
 from drods.scheduler.registry import register
 
 FILTERS: tuple[type, ...] = (
     Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability, NetworkFit, GpuStorageFit,
-    ResourceFit, WaterLevelLimit, SpreadConstraint, FollowUp,
+    ResourceFit, WaterLevelLimit, UserLatencySLO, SpreadConstraint, FollowUp,
 )
 SCORES: tuple[type, ...] = (
     LeastWaterLevel, BalancedAllocation, ClusterLocality, TopologyPreference, NetworkLocality, Cost,
-    Dissonance, TrafficAffinity, DataLocality,
+    Dissonance, TrafficAffinity, DataLocality, UserLatency,
 )
 
 for _cls in FILTERS + SCORES:

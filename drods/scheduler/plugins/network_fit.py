@@ -27,7 +27,8 @@ def latency_to(snap: Snapshot, identifier: str) -> FloatArr:
     return lat
 
 
-def _latency_detail(reason: str, lat: FloatArr) -> Callable[[IntArr], Callable[[int], str]]:
+def latency_detail(reason: str, lat: FloatArr) -> Callable[[IntArr], Callable[[int], str]]:
+    """A rejection's per-cluster text: the reason and that cluster's latency."""
     def make(rows: IntArr) -> Callable[[int], str]:
         vals = lat[rows]
         return lambda k: f"{reason} ({vals[k]:g} ms)"
@@ -63,6 +64,6 @@ class NetworkFit(PluginBase):
             drop = mask & far
             if drop.any():
                 reason = f"latency to {task.network_id} above {task.max_latency_ms:g} ms"
-                out.append(reject(self.name, reason, drop, _latency_detail(reason, lat)))
+                out.append(reject(self.name, reason, drop, latency_detail(reason, lat)))
                 mask = mask & ~far
         return mask, out

@@ -1,0 +1,89 @@
+"""How far a workload's users are from each cluster (issue 34).
+
+The latency from each user place to each cluster is read in one order: a measured pair (C2 network
+status, `Snapshot.set_network_pair`), then the cluster's declared ``network.latencyMs`` to that
+place, then — for a cluster in the users' own region or city — its local latency (0 when it declares
+none); anything else is unknown (NaN), which the UserLatency score treats as neutral.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
+from drods.scheduler.plugins.network_fit import latency_to
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.users import UserDemand
+
+
+def place_latency(snap: Snapshot, kind: str, place: str) -> FloatArr:
+    """Latency (ms) from one user place to every cluster (NaN: unknown)."""
+    lat = latency_to(snap, place)
+    if kind in ("region", "city"):
+        code = snap.indexes.vocab[kind].get(place)
+        if code is not None:
+            local = (snap.indexes.topo[kind][: snap.n] == code) & np.isnan(lat)
+            lat[local] = 0.0
+    return lat
+
+
+def latency_matrix(snap: Snapshot, users: UserDemand) -> FloatArr:
+    """(users × clusters) latency in ms, NaN where unknown; cached per snapshot state."""
+    key = ("user-latency", users.shares)
+    hit = snap.cache.get(key)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    mat = np.vstack([place_latency(snap, u.kind, u.place) for u in users.shares])
+    mat.flags.writeable = False
+    snap.cache[key] = mat
+    return mat
+
+
+def expected_latency(mat: FloatArr, weights: FloatArr) -> FloatArr:
+    """Share-weighted latency from the users to each cluster over the places it is known from
+    (NaN where none is known)."""
+    known = ~np.isnan(mat)
+    w = weights[:, None] * known
+    wsum = w.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (np.nan_to_num(mat) * w).sum(axis=0) / wsum
+    return np.where(wsum > 0, out, np.nan)  # type: ignore[no-any-return]
+
+
+def nearest_user(mat: FloatArr, slo_ms: float | None) -> IntArr:
+    """Per cluster the user place it is nearest to (within the SLO when one is set), else -1."""
+    filled = np.where(np.isnan(mat), np.inf, mat)
+    best = np.argmin(filled, axis=0)
+    dist = filled[best, np.arange(filled.shape[1])]
+    ok = np.isfinite(dist) if slo_ms is None else dist <= slo_ms
+    return np.where(ok, best, -1).astype(np.intp)  # type: ignore[no-any-return]
+
+
+def within_slo(mat: FloatArr, slo_ms: float) -> BoolArr:
+    """Clusters within ``slo_ms`` of at least one user place."""
+    return np.asarray((np.where(np.isnan(mat), np.inf, mat) <= slo_ms).any(axis=0), dtype=bool)
+
+
+def placement_latency(snap: Snapshot, users: UserDemand, pairs: Sequence[tuple[str, int]]) -> float | None:
+    """The replica-weighted expected user latency of a placement (None: nothing known)."""
+    mat = latency_matrix(snap, users)
+    exp = expected_latency(mat, users.weights)
+    tot = 0.0
+    n = 0
+    for name, k in pairs:
+        row = snap.index.get(name)
+        if row is None or k <= 0 or np.isnan(exp[row]):
+            continue
+        tot += float(exp[row]) * k
+        n += k
+    return tot / n if n else None
+
+
+def chosen_latency(snap: Snapshot, users: UserDemand, rows: IntArr) -> dict[str, float | None]:
+    """Per chosen cluster, the share-weighted latency from the users (None: unknown): what a
+    decision's explanation shows."""
+    exp = expected_latency(latency_matrix(snap, users), users.weights)[rows]
+    names = snap.names_arr[rows].tolist()
+    return {str(c): (None if np.isnan(v) else round(float(v), 1)) for c, v in zip(names, exp.tolist(), strict=True)}

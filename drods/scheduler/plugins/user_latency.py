@@ -1,0 +1,86 @@
+"""User latency (issue 34): the expected latency from a workload's users to each cluster, weighted by
+the users' shares — the score — and the latency SLO as a filter that gives way to room.
+
+``UserLatency`` (score): 100 at 0 ms falling linearly to 0 at ``referenceMs`` (pluginArgs; default
+the task's latency SLO, else the farthest known candidate); a cluster whose latency to every user
+place is unknown scores ``unknownScore`` (pluginArgs, default 50: neutral). Skipped when the task has
+no users (declared ``placement.users`` or learned from steering's demand).
+
+``UserLatencySLO`` (filter, after WaterLevelLimit): with ``placement.latencySLOMs`` (or the
+ServiceRegistration's ``sla.maxDelayMs``) it drops clusters beyond the SLO from every user place
+while the clusters within it have room under their water-level limit for the replicas; when they do
+not, the clusters beyond stay as overflow (the division fills those within first) and the decision
+says so. A drop limits growth only: replicas already beyond keep running until a rebalance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drods.scheduler.arrays import BoolArr, FloatArr
+from drods.scheduler.interface import FilterOutcome, PluginBase, reject
+from drods.scheduler.plugins.network_fit import latency_detail
+from drods.scheduler.plugins.resource_fit import ResourceFit
+from drods.scheduler.plugins.user_distance import expected_latency, latency_matrix, within_slo
+from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.task import TaskInfo
+
+DEFAULT_UNKNOWN_SCORE = 50.0
+
+
+class UserLatency(PluginBase):
+    name = "UserLatency"
+
+    def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
+        return task.users is None
+
+    def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
+        assert task.users is not None
+        exp = expected_latency(latency_matrix(snap, task.users), task.users.weights)
+        known = ~np.isnan(exp)
+        ref = self.args.get("referenceMs", task.latency_slo_ms)
+        if ref is None:
+            sel = known & mask
+            ref = float(exp[sel].max()) if sel.any() else 1.0
+        ref = max(float(ref), 1.0)
+        s = 100.0 * np.clip(1.0 - np.nan_to_num(exp) / ref, 0.0, 1.0)
+        s[~known] = float(self.args.get("unknownScore", DEFAULT_UNKNOWN_SCORE))
+        return s  # type: ignore[no-any-return]
+
+
+def _room(task: TaskInfo, snap: Snapshot, rows: BoolArr) -> float:
+    """Replicas that fit on ``rows`` under their water-level limit and allocatable resources."""
+    fit = np.minimum(WaterLevelLimit().max_replicas(task, snap), ResourceFit().max_replicas(task, snap))
+    return float(np.minimum(fit[rows], 1e9).sum())
+
+
+class UserLatencySLO(PluginBase):
+    name = "UserLatencySLO"
+    capacity_only = True
+
+    def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
+        return task.users is None or task.latency_slo_ms is None
+
+    def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
+        assert task.users is not None and task.latency_slo_ms is not None
+        slo = task.latency_slo_ms
+        mat = latency_matrix(snap, task.users)
+        near = within_slo(mat, slo)
+        far = mask & ~near
+        if not far.any():
+            return mask, []
+        inside = mask & near
+        held = sum(k for name, k in task.current.items()
+                   if (row := snap.index.get(name)) is not None and row < near.size and inside[row])
+        need = task.replicas - (0 if task.rebalance else held)
+        room = _room(task, snap, inside) if inside.any() else 0.0
+        if inside.any() and room >= need:
+            exp = expected_latency(mat, task.users.weights)
+            reason = f"beyond the users' latency SLO of {slo:g} ms"
+
+            return mask & ~far, [reject(self.name, reason, far, latency_detail(reason, exp), capacity_only=True)]
+        task.cache["latencySLO"] = (
+            f"only {int(room)} of {need} replicas fit within {slo:g} ms of the users under the water-level "
+            f"limit: the rest go to the nearest clusters beyond it")
+        return mask, []

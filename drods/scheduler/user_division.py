@@ -1,0 +1,61 @@
+"""Division by the users' shares (issue 34): a region with 60 % of the demand gets about 60 % of the
+replicas when its clusters have room, then water level balances within each share.
+
+Each candidate belongs to the user place it is nearest to (within the latency SLO when there is one;
+otherwise to none). The shares are apportioned over those groups by the same capped Webster rule as
+every division (a group's cap is what its clusters can hold, so a full group's surplus goes to the
+others by share); what no group can hold goes to the clusters near no user place. Each group's part
+is then divided over the group nearest first — the clusters within ``NEAR_MS`` of the group's
+nearest one fill (by the task's own division, water level balancing among them) before the next band
+of ``NEAR_MS`` takes the rest (`tiers.divide_in_tiers`). Existing replicas are kept the way `divide`
+keeps them: a scale-up only adds, a scale-down only removes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from drods.scheduler.arrays import FloatArr, IntArr
+from drods.scheduler.divide import DivisionInput, divide, webster
+from drods.scheduler.tiers import divide_in_tiers
+
+NEAR_MS = 20.0  # clusters this close in latency to a group's nearest one count as equally near
+
+
+def latency_bands(latency: FloatArr) -> IntArr:
+    """0 for the clusters within NEAR_MS of the nearest, then 1, 2, … per further band (unknown: last)."""
+    known = ~np.isnan(latency)
+    if not known.any():
+        return np.zeros(latency.size, dtype=np.intp)
+    band = np.floor((np.where(known, latency, np.nanmax(latency)) - np.nanmin(latency)) / NEAR_MS)
+    band[~known] = band.max() + 1
+    return np.unique(band, return_inverse=True)[1].astype(np.intp)  # type: ignore[no-any-return]
+
+
+def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency: FloatArr) -> IntArr:
+    """Replicas per position; ``group[i]`` is the user place position i serves (-1: none) and
+    ``latency[i]`` its latency from that place."""
+    m = inp.caps.size
+    counts = np.zeros(m, dtype=np.intp)
+    if m == 0 or inp.total <= 0:
+        return counts
+    held = inp.existing.astype(np.intp) if inp.keep_existing else np.zeros(m, dtype=np.intp)
+    k = shares.size
+    members = [np.flatnonzero(group == u) for u in range(k)] + [np.flatnonzero(group < 0)]
+    caps = np.asarray([float(np.floor(np.maximum(inp.caps[g], held[g])).sum()) for g in members])
+    held_g = np.asarray([int(held[g].sum()) for g in members], dtype=np.intp)
+    weights = np.append(np.asarray(shares, dtype=np.float64), 0.0)  # the ungrouped take no share
+    quota = webster(inp.total, weights, caps, initial=held_g if inp.keep_existing else None)
+    left = inp.total - int(quota.sum())
+    if left > 0:  # the users' groups are full: the rest goes to the clusters near no user place
+        quota[-1] += min(left, max(0, int(caps[-1]) - int(quota[-1])))
+    for g, share in zip(members, quota.tolist(), strict=True):
+        if share > 0 and g.size:
+            sub = replace(inp, total=int(share), caps=inp.caps[g], existing=inp.existing[g], scores=inp.scores[g],
+                          prefer=inp.prefer[g], required=None, static_weights=None)
+            bands = latency_bands(latency[g])
+            counts[g] = divide_in_tiers(sub, bands, lambda d, _pos: divide(d), regroup=False) if bands.max() > 0 \
+                else divide(sub)
+    return counts

@@ -1,0 +1,77 @@
+"""The scheduler's side of users learned from demand (issue 34): what a Binding says about its
+users, and whether a move towards them pays.
+
+Steering writes the learned users on the Binding (``multicluster.io/learned-users``) with a
+reschedule whose reason begins "users moved". The re-decision moves replicas only when the
+replica-weighted latency from the users drops by at least ``usersMinGainMs`` and the fleet's move
+budget (``fleetChange.maxMovesPerMinute``, shared with fleet changes) grants every replica it moves;
+otherwise the placement stays and the decision says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from drods.model.annotations import RESCHEDULE_REASON, USERS_MOVED, annotation, learned_users
+from drods.scheduler.plugins.user_distance import placement_latency
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.users import UserDemand
+
+Pairs = Sequence[tuple[str, int]]
+
+
+def learned(obj: Mapping[str, Any]) -> tuple[UserDemand | None, float | None]:
+    """The learned users on a Binding object and their latency SLO (None, None: none)."""
+    doc = learned_users(obj)
+    if doc is None:
+        return None, None
+    sites = [("site", str(u.get("site")), float(u.get("weight") or 0.0)) for u in doc["sites"]
+             if isinstance(u, dict) and u.get("site")]
+    slo = doc.get("latencySLOMs")
+    return UserDemand.of(sites, "learned"), float(slo) if isinstance(slo, int | float) and slo > 0 else None
+
+
+def users_moved(obj: Mapping[str, Any]) -> bool:
+    """Was the Binding's last reschedule asked because its learned users moved?"""
+    return (annotation(obj, RESCHEDULE_REASON) or "").startswith(USERS_MOVED)
+
+
+def moved_replicas(old: Pairs, new: Pairs) -> int:
+    """Replicas that start somewhere new (a scale-up's additions not counted)."""
+    before = dict(old)
+    grew = sum(max(0, k - before.get(c, 0)) for c, k in new)
+    return grew - max(0, sum(k for _, k in new) - sum(before.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class MoveVerdict:
+    pays: bool
+    gain_ms: float | None
+    moved: int
+    message: str
+
+
+def judge_move(snap: Snapshot, users: UserDemand, old: Pairs, new: Pairs, min_gain_ms: float) -> MoveVerdict:
+    """Does moving from ``old`` to ``new`` bring the users at least ``min_gain_ms`` closer?"""
+    moved = moved_replicas(old, new)
+    before, after = placement_latency(snap, users, old), placement_latency(snap, users, new)
+    if moved == 0:
+        return MoveVerdict(False, None, 0, "the users moved; the placement already serves them best")
+    if before is None or after is None:
+        return MoveVerdict(False, None, moved, "the users moved; their latency to these clusters is unknown")
+    gain = before - after
+    if gain < min_gain_ms:
+        return MoveVerdict(False, gain, moved, f"the users moved; moving {moved} replicas would bring them "
+                           f"{gain:.1f} ms closer ({before:.1f} → {after:.1f} ms), under the minimum gain of "
+                           f"{min_gain_ms:g} ms: the placement stays")
+    return MoveVerdict(True, gain, moved, f"the users moved: {moved} replicas follow them, {before:.1f} → "
+                       f"{after:.1f} ms on average")
+
+
+def decision_users(analysis: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``status.users`` of a decision: the users it used, their source, the latency SLO and each chosen
+    cluster's latency from them (None: the decision knew no users)."""
+    users = analysis.get("users")
+    return dict(users) if isinstance(users, dict) else None

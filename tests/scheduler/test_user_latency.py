@@ -1,0 +1,126 @@
+"""Placement that follows the users (issue 34): ``placement.users`` / ``latencySLOMs``, the
+UserLatency score and UserLatencySLO filter, division by the users' shares, the explanation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from drods.model.binding import TargetCluster
+from drods.model.cluster import NetworkProfile
+from drods.model.placement import Placement
+from drods.scheduler import Profile, Scheduler, Snapshot
+from drods.scheduler.plugins.user_distance import expected_latency, latency_matrix
+from drods.scheduler.task import Task, analyse
+from drods.scheduler.user_division import latency_bands
+from drods.scheduler.users import UserDemand
+from tests.scheduler.conftest import add, status, task
+
+# region → latency (ms) from each cluster's profile; two clusters per region
+LAT = {"eu": {"eu": 5, "us": 90, "ap": 220}, "us": {"eu": 90, "us": 5, "ap": 160},
+       "ap": {"eu": 220, "us": 160, "ap": 5}}
+
+
+def fleet(snap: Snapshot, used: dict[str, float] | None = None) -> None:
+    for region in LAT:
+        for i in range(2):
+            name = f"{region}-{i}"
+            add(snap, name, region=region, network=NetworkProfile(latencyMs=LAT[region]),
+                st=status(cpu_used=(used or {}).get(name, 10.0)))
+
+
+def by_region(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c, k in pairs:
+        out[c[:2]] = out.get(c[:2], 0) + k
+    return out
+
+
+def test_users_field_contract() -> None:
+    pl = Placement.model_validate({"users": [{"region": "eu", "weight": 3}, {"site": "LHR"}], "latencySLOMs": 80})
+    assert [(u.kind, u.place, u.weight) for u in pl.users] == [("region", "eu", 3.0), ("site", "LHR", 1.0)]
+    for bad in ({"users": [{"region": "eu", "site": "x"}]}, {"users": [{"weight": 1}]},
+                {"users": [{"region": "eu", "weight": 0}]}, {"users": [{"region": "eu"}, {"region": "eu"}]},
+                {"latencySLOMs": 0}, {"users": [{"region": "eu", "extra": 1}]}):
+        with pytest.raises(ValidationError):
+            Placement.model_validate(bad)
+    info = analyse(task(placement=Placement.model_validate({"users": [{"region": "eu", "weight": 3},
+                                                                      {"region": "us", "weight": 1}]})))
+    assert info.users is not None and info.users.source == "declared"
+    assert [u.share for u in info.users.shares] == [0.75, 0.25]
+    assert analyse(task()).users is None  # no users: the plugins skip
+
+
+def test_declared_users_take_precedence_over_learned() -> None:
+    learned = UserDemand.of([("site", "x", 1.0)], "learned")
+    declared = task(placement=Placement.model_validate({"users": [{"city": "Paris"}]}))
+    assert analyse(Task(declared, users=learned)).users.source == "declared"  # type: ignore[union-attr]
+    assert analyse(Task(task(), users=learned, latency_slo_ms=50.0)).users == learned
+    assert analyse(Task(task(), latency_slo_ms=50.0)).latency_slo_ms == 50.0
+
+
+def test_replicas_go_to_the_users_region_and_the_decision_says_why(snap: Snapshot, sched: Scheduler) -> None:
+    fleet(snap)
+    spec = task(replicas=6, placement=Placement.model_validate({"users": [{"region": "ap"}], "latencySLOMs": 100}))
+    res = sched.schedule(spec, snap, name="w")
+    assert res.phase == "Scheduled" and by_region(res.pairs) == {"ap": 6}
+    users = res.analysis["users"]
+    assert users["source"] == "declared" and users["sites"] == [{"region": "ap", "weight": 1.0}]
+    assert users["latencyMs"] == {c: 5.0 for c, _ in res.pairs} and users["latencySLOMs"] == 100
+    assert "beyond the users' latency SLO of 100 ms (220 ms)" in res.reasons["eu-0"]
+
+
+def test_shares_divide_the_replicas(snap: Snapshot, sched: Scheduler) -> None:
+    fleet(snap)
+    spec = task(replicas=10, placement=Placement.model_validate(
+        {"users": [{"region": "eu", "weight": 6}, {"region": "us", "weight": 4}], "latencySLOMs": 100}))
+    res = sched.schedule(spec, snap, name="w")
+    assert by_region(res.pairs) == {"eu": 6, "us": 4}
+
+
+def test_full_region_overflows_to_the_nearest_beyond_the_slo_and_says_so(snap: Snapshot) -> None:
+    # ap is nearly full (85 % limit): the rest must go beyond the SLO, nearest (us, 160 ms) first
+    fleet(snap, used={"ap-0": 83.0, "ap-1": 83.0, "eu-0": 20.0, "eu-1": 20.0, "us-0": 20.0, "us-1": 20.0})
+    sched = Scheduler(Profile.default(), rng_seed=7)
+    spec = task(replicas=10, placement=Placement.model_validate({"users": [{"region": "ap"}], "latencySLOMs": 100}))
+    res = sched.schedule(spec, snap, name="w")
+    placed = by_region(res.pairs)
+    assert res.placed == 10 and placed["ap"] == 4 and placed.get("us", 0) == 6 and "eu" not in placed
+    assert "only 4 of 10 replicas fit within 100 ms" in res.analysis["users"]["latencySLO"]
+
+
+def test_existing_replicas_beyond_the_slo_stay_until_a_rebalance(snap: Snapshot, sched: Scheduler) -> None:
+    fleet(snap)
+    spec = task(replicas=4, placement=Placement.model_validate({"users": [{"region": "ap"}], "latencySLOMs": 100}))
+    cur = [TargetCluster(cluster="eu-0", replicas=4)]
+    kept = sched.schedule(Task(spec, name="w", current=cur), snap)
+    assert dict(kept.pairs) == {"eu-0": 4}  # the filter limits growth only: nothing moves by itself
+    moved = sched.schedule(Task(spec, name="w", current=cur, rebalance=True), snap)
+    assert by_region(moved.pairs) == {"ap": 4}
+
+
+def test_score_is_neutral_where_latency_is_unknown_and_measured_wins(snap: Snapshot) -> None:
+    fleet(snap)
+    add(snap, "dark", region="mars")  # no profile, no measurement
+    users = UserDemand.of([("region", "eu", 1.0)], "learned")
+    assert users is not None
+    exp = expected_latency(latency_matrix(snap, users), users.weights)
+    assert exp[snap.index["eu-0"]] == 5.0 and exp[snap.index["ap-0"]] == 220.0 and np.isnan(exp[snap.index["dark"]])
+    profile = Profile.from_dict({"filters": [], "scores": {"UserLatency": 1.0},
+                                 "pluginArgs": {"UserLatency": {"referenceMs": 200, "unknownScore": 40}}})
+    res = Scheduler(profile, rng_seed=1).schedule(Task(task(replicas=1), name="w", users=users), snap)
+    raw = res.score_arrays
+    assert res.pairs and raw  # the only chosen cluster is the nearest
+    assert res.pairs[0][0].startswith("eu")
+    plugin = Scheduler(profile).profile.scores[0][0]
+    s = plugin.score(analyse(Task(task(), users=users)), snap, np.ones(snap.n, dtype=bool))
+    assert s[snap.index["dark"]] == 40.0 and s[snap.index["eu-0"]] == pytest.approx(100 * (1 - 5 / 200))
+    # a measured pair (C2 network status) overrides the declared profile
+    snap.set_network_pair("ap-0", "eu", 12.0, None)
+    exp = expected_latency(latency_matrix(snap, users), users.weights)
+    assert exp[snap.index["ap-0"]] == 12.0
+
+
+def test_latency_bands() -> None:
+    assert latency_bands(np.array([5.0, 12.0, 90.0, np.nan, 30.0])).tolist() == [0, 0, 2, 3, 1]
