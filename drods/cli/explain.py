@@ -93,10 +93,26 @@ def _inputs_line(inputs: Mapping[str, Any]) -> str:
         parts.append(f"{m.get('name')} {m.get('value')}{target}")
     if inputs.get("bounds"):
         parts.append(f"bounds {inputs['bounds']}")
+    if isinstance(users := inputs.get("users"), Mapping):
+        parts.append(_users_text(users))
     named = [k for k in inputs if k not in ("adjuster", "candidates", "metrics", "bounds", "weights", "filters",
-                                            "analysis")]
+                                            "analysis", "users")]
     parts += [f"{k}: {inputs[k]}" for k in named]
     return "; ".join(parts)
+
+
+def _users_text(users: Mapping[str, Any]) -> str:
+    """Where the users are (and how that is known) and the latency from them to each chosen cluster."""
+    sites = ", ".join(f"{next((str(v) for k, v in site.items() if k != 'weight'), '?')} "
+                      f"{float(site.get('weight', 0)) * 100:.0f}%" for site in users.get("sites") or [])
+    text = f"users ({users.get('source', 'unknown')}): {sites or 'none'}"
+    if users.get("latencySLOMs") is not None:
+        text += f", SLO {users['latencySLOMs']} ms"
+    latency = users.get("latencyMs") or {}
+    if latency:
+        text += "; latency " + ", ".join(f"{c} {ms:.0f} ms" if isinstance(ms, (int, float)) else f"{c} unknown"
+                                         for c, ms in latency.items())
+    return text
 
 
 def describe_decision(record: Mapping[str, Any]) -> None:

@@ -171,6 +171,8 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
     for section in ("users", "latencies", "usage"):  # sections other components may add to the entry
         if entry.get(section) is not None:
             inputs[section] = entry[section]
+    if isinstance(users := inputs["analysis"].get("users"), dict):  # the users and each chosen cluster's latency
+        inputs.setdefault("users", users)
     return {
         "time": entry.get("time"), "type": _schedule_type(entry), "subject": _schedule_subject(entry).as_json(),
         "trigger": trigger, "inputs": inputs, "options": options,

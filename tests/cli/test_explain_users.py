@@ -1,0 +1,17 @@
+"""``drods explain`` names a decision's users and the latency from them to each chosen cluster."""
+
+from __future__ import annotations
+
+from drods.cli.explain import _inputs_line
+
+
+def test_the_inputs_line_names_the_users_and_each_chosen_clusters_latency() -> None:
+    users = {"source": "learned", "sites": [{"region": "us-west", "weight": 0.6}, {"site": "lhr", "weight": 0.4}],
+             "latencySLOMs": 80, "latencyMs": {"dfw": 31.4, "lhr": None}}
+    line = _inputs_line({"analysis": {"users": users}, "users": users})
+    assert "users (learned): us-west 60%, lhr 40%, SLO 80 ms; latency dfw 31 ms, lhr unknown" in line
+    assert "users: {" not in line  # not dumped raw as well
+
+
+def test_no_users_no_users_text() -> None:
+    assert "users" not in _inputs_line({"candidates": {"feasible": 2, "total": 3}})
