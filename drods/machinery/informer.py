@@ -4,7 +4,9 @@ A `Reflector` holds the one list and watch of a prefix and feeds every `Informer
 decoder, each with its own cache — so a process watches a prefix once however many components
 read it (`drods.machinery.shared`). The watch resumes from the last revision it saw; if that
 history was compacted, the reflector lists again and each informer reports the difference, so
-handlers never miss a final state.
+handlers never miss a final state. An informer that joins later lists for itself; what the watch
+delivers while that listing is on its way is kept for it and applied after the listing, so a change
+written in between is not lost to it.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class Reflector:
         self.revision = 0
         self._listed = False
         self._joins: set[asyncio.Task[None]] = set()
+        self._joining: list[list[tuple[EventType, KeyValue]]] = []  # what the watch delivered during joins
         self._listing = asyncio.Lock()  # a join lists after a relist, never between its listing and its watch
 
     def add(self, informer: Informer) -> None:
@@ -124,12 +127,23 @@ class Reflector:
         task.add_done_callback(self._joins.discard)
 
     async def _join(self, informer: Informer) -> None:
+        """List for ``informer`` and feed it from then on. The watch may deliver a change written after
+        the listing before the listing comes back: such events are kept for it meanwhile and applied
+        after the listing (``apply`` skips those the listing already holds)."""
         async with self._listing:
-            kvs, revision = await self.store.range(self.prefix)
-            fresh = {kv.key: informer.decode(kv) for kv in kvs}
-            del kvs
-            self.informers.append(informer)  # no await since the listing: the watch skips what it holds
-        await informer.replace(fresh, revision)
+            delivered: list[tuple[EventType, KeyValue]] = []
+            self._joining.append(delivered)
+            try:
+                kvs, revision = await self.store.range(self.prefix)
+                fresh = {kv.key: informer.decode(kv) for kv in kvs}
+                del kvs
+                await informer.replace(fresh, revision)
+                while delivered:
+                    ev_type, kv = delivered.pop(0)
+                    await informer.apply(ev_type, kv)
+                self.informers.append(informer)  # no await since the last one kept: the watch feeds it now
+            finally:
+                self._joining.remove(delivered)
 
     async def run(self) -> None:
         backoff = 0.1
@@ -140,6 +154,8 @@ class Reflector:
                     backoff = 0.1
                     async for ev in self.store.watch(self.prefix, start_revision=self.revision + 1):
                         self.revision = ev.kv.mod_revision
+                        for kept in self._joining:
+                            kept.append((ev.type, ev.kv))
                         for inf in tuple(self.informers):
                             await inf.apply(ev.type, ev.kv)
                 except asyncio.CancelledError:

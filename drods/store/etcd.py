@@ -57,6 +57,7 @@ from drods.store.base import (
     Unavailable,
     WatchEvent,
 )
+from drods.store.etcd_watch import WatchStream
 
 T = TypeVar("T")
 
@@ -537,18 +538,16 @@ class EtcdStore(Store):
         backoff = 0.02
         while True:
             index = self._current
-            handle = None
+            stream: WatchStream | None = None
             pending: asyncio.Future[Any] | None = None
             try:
                 client = await self._client(index)
-                handle = await asyncio.wait_for(
-                    client.watch(start, range_end=end, start_revision=next_rev, prev_kv=True), self.timeout
-                )
+                stream = WatchStream(client)  # its own stream: see drods.store.etcd_watch
+                await asyncio.wait_for(stream.open(start, end, next_rev), self.timeout)
                 deadline, backoff = None, 0.02
-                events = handle.__aiter__()
                 while True:
                     if pending is None:
-                        pending = asyncio.ensure_future(anext(events))
+                        pending = asyncio.ensure_future(stream.next())
                     done, _ = await asyncio.wait({pending}, timeout=self.watch_check)
                     if not done:
                         await self._probe(client)  # raises if the member stopped answering
@@ -581,9 +580,9 @@ class EtcdStore(Store):
             finally:
                 if pending is not None:
                     pending.cancel()
-                if handle is not None and not self._closed:
+                if stream is not None:  # also a creation given up on: its late answer must reach no one
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(handle.cancel(), self.timeout)
+                        await asyncio.wait_for(stream.close(), self.timeout)
 
     async def _probe(self, client: aetcd.Client) -> None:
         req = rpc.RangeRequest(key=_ALL_KEYS, count_only=True)

@@ -68,6 +68,7 @@ DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 PREFIX = "chaos-"
 MANAGED = "multicluster.io/managed-by=drods"
 BINDING_LABEL = "multicluster.io/binding"
+START_TIMEOUT = 90.0  # a (re)start under the load of a shared machine: the import alone can take 30 s
 
 
 def _deployment(name: str, replicas: int) -> dict[str, Any]:
@@ -142,7 +143,8 @@ def fleet(root: Path, lease_ttl: int = 3) -> Iterator[Fleet]:
         Keyring.load(seed)
         sims = {n: SimProcess(n, root / "sims", args).start() for n, args in SIMS.items()}
         ttl = ["--lease-ttl", str(lease_ttl)]
-        procs = {name: ServerProcess(_data_dir(seed, root / name), command=command, args=[*store, *extra])
+        procs = {name: ServerProcess(_data_dir(seed, root / name), command=command, args=[*store, *extra],
+                                   start_timeout=START_TIMEOUT)
                  for name, command, extra in (("api-a", "apiserver", []), ("api-b", "apiserver", []),
                                               ("sched", "scheduler", ["--id", "sched", *ttl]),
                                               ("ctrl", "controllers", ["--id", "ctrl", *ttl]))}
@@ -337,7 +339,8 @@ def check(fl: Fleet, writer: Writer, http: httpx.Client) -> Verdict:
         if sum(placed.values()) != replicas or _replicas(b) != replicas:
             v.pending.append(f"{name}: placement {placed} for {replicas} replicas (Binding: spec.replicas "
                              f"{_replicas(b)}, generation {b['metadata'].get('generation')}, phase "
-                             f"{st.get('phase')}, scheduledGeneration {st.get('scheduledGeneration')})")
+                             f"{st.get('phase')}, scheduledGeneration {st.get('scheduledGeneration')}, message "
+                             f"{st.get('message')!r})")
         for c, n in placed.items():
             wanted[(b["metadata"]["name"], c)] = n
     works = [w for w in _list(http, f"{GROUP}/works")

@@ -6,7 +6,6 @@ its Works say, within the convergence deadline."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,7 @@ import pytest
 from tests.etcd_server import etcd_binary
 from tests.ha_e2e.chaos import campaign, fleet
 
-# Opt-in until the one round seen not to converge (a scaled Deployment's placement left at its old
-# count, ~1 in 200 rounds; docs/performance.md) is explained: a flaky test in the suite would hide
-# every other result. `python bench/chaos.py` runs the full campaign.
-pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(400),
-              pytest.mark.skipif(not os.environ.get("DRODS_CHAOS_TEST"),
-                                 reason="opt-in (DRODS_CHAOS_TEST=1): a rare non-convergence is unexplained")]
+pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(400)]
 
 
 def test_a_kill_of_each_kind_loses_nothing(tmp_path: Path) -> None:

@@ -81,3 +81,54 @@ async def test_every_key_of_a_transaction_reaches_the_cache(store: Store) -> Non
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class HeldListing:
+    """``store`` whose next listing, once ``hold()`` is called, is answered only after ``release()``:
+    what is written meanwhile reaches the watch before the listing reaches its caller."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.listed = asyncio.Event()
+        self._gate: asyncio.Event | None = None
+
+    def hold(self) -> asyncio.Event:
+        self._gate = asyncio.Event()
+        return self._gate
+
+    def watch(self, prefix: str, *, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
+        return self.store.watch(prefix, start_revision=start_revision)
+
+    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
+        out = await self.store.range(prefix, limit=limit)
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            self.listed.set()
+            await gate.wait()
+        return out
+
+
+async def test_a_late_joiner_keeps_what_the_watch_delivered_while_it_listed(store: Store) -> None:
+    """A change written after a late joiner's listing but delivered to the shared watch before that
+    listing came back is in the joiner's cache (it was lost: the watch fed only the others)."""
+    await store.delete_prefix("/")
+    await store.put("/things/a", jsondoc.dumps({"name": "a"}))
+    held = HeldListing(store)
+    shared = SharedInformers(held)  # type: ignore[arg-type]
+    by_name = shared.informer("/things/", names)
+    task = asyncio.create_task(shared.run())
+    try:
+        await asyncio.wait_for(by_name.wait_synced(), 10)
+        gate = held.hold()
+        late = shared.informer("/things/", lambda kv: jsondoc.loads(kv.value)["name"].upper())
+        await asyncio.wait_for(held.listed.wait(), 10)
+        await store.put("/things/a", jsondoc.dumps({"name": "a2"}))
+        await eventually(lambda: _true(by_name.cache.get("/things/a") == "a2"), what="the watch's delivery")
+        gate.set()
+        await asyncio.wait_for(late.wait_synced(), 10)
+        assert late.cache == {"/things/a": "A2"}
+        await store.put("/things/b", jsondoc.dumps({"name": "b"}))  # and it follows the watch afterwards
+        await eventually(lambda: _true(late.cache == {"/things/a": "A2", "/things/b": "B"}), what="the next one")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

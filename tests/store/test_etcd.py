@@ -113,3 +113,28 @@ async def test_watch_moves_off_a_hung_member(cluster: EtcdCluster) -> None:
             hung.proc.send_signal(signal.SIGCONT)
         await store.close()
         await writer.close()
+
+
+async def test_a_watch_given_up_while_created_does_not_take_over_the_next(etcd_endpoint: str) -> None:
+    # A watch creation abandoned (timed out, cancelled) while etcd's "created" answer is on its way:
+    # on a stream shared by every watch that answer went to the next creation, which then watched
+    # the abandoned range while its own watch was cancelled as expired (a Deployments informer fed
+    # Jobs, a scale never seen). The loop is held so the answer arrives after the abandonment.
+    store = EtcdStore([etcd_endpoint])
+    try:
+        for i in range(3):
+            given_up = asyncio.ensure_future(anext(store.watch(f"/given-up{i}/")))
+            for _ in range(3):
+                await asyncio.sleep(0)  # its creation request is sent
+            time.sleep(0.02)  # noqa: ASYNC251 - the loop is busy: the answer waits in the socket
+            given_up.cancel()
+            it = store.watch(f"/wanted{i}/")
+            first = asyncio.ensure_future(anext(it))
+            await store.put(f"/given-up{i}/k", b"not mine")  # (a watch from now: created before the puts)
+            await asyncio.sleep(0.3)
+            rev = await store.put(f"/wanted{i}/k", b"mine")
+            ev = await asyncio.wait_for(first, 10)
+            assert (ev.kv.key, ev.kv.mod_revision) == (f"/wanted{i}/k", rev)
+            await it.aclose()  # type: ignore[attr-defined]
+    finally:
+        await store.close()
