@@ -394,6 +394,18 @@ class MemberClient:
 
         return await self._call(run)
 
+    async def pod_metrics(self, namespace: str) -> list[Obj] | None:
+        """metrics.k8s.io PodMetrics of one namespace (one list), or None when no metrics API is served."""
+        def run() -> list[Obj] | None:
+            try:
+                return self._list_all(f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods")
+            except ApiException as e:
+                if e.status in (404, 503):
+                    return None
+                raise
+
+        return await self._call(run)
+
     async def summary(self) -> ClusterSummary:
         """Resources, largest free node, water level, topology and version (see `drods.members.summary`)."""
         nodes, pods, metrics, version = await asyncio.gather(self.nodes(), self.pods(), self.node_metrics(),

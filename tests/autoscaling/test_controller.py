@@ -62,7 +62,15 @@ async def _cluster(store: SqliteStore, name: str, used: float, capacity: float =
     await store.put(status_key(name), json.dumps(doc).encode())
 
 
-async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int]) -> None:
+def usage_doc(percent: float, pods: int) -> dict[str, Any]:
+    """A cluster's usage of the workload: ``pods`` ready pods requesting 1 core each, at ``percent``."""
+    return {"cpu": {"used": f"{round(percent * pods * 10)}m", "requested": str(pods)},
+            "memory": {"used": "64Mi", "requested": f"{128 * pods}Mi"}, "pods": pods, "readyPods": pods}
+
+
+async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int],
+                   util: dict[str, float] | None = None) -> None:
+    """The workload's Binding placed as ``where``, its pods at ``util`` (cluster → CPU %) there."""
     name = "deployment-default-web"
     current = await registry.try_get(BINDING, name)
     spec = {"resource": {**REF, "namespace": "default"}, "replicas": replicas}
@@ -73,7 +81,9 @@ async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int
         current["spec"] = spec
         await registry.update(BINDING, current)
     await registry.update_status(BINDING, name, {"phase": "Scheduled", "placement": [
-        {"cluster": c, "replicas": n} for c, n in where.items()]})
+        {"cluster": c, "replicas": n} for c, n in where.items()], "clusters": [
+        {"cluster": c, "replicas": n, **({"usage": usage_doc(util[c], n)} if util and c in util else {})}
+        for c, n in where.items()]})
 
 
 async def _status_after(a: Autoscaler, kind: Any, name: str, key: str, ok: Any) -> dict[str, Any]:
@@ -107,7 +117,7 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
             reg = a.registry
             await _cluster(store, "a", 9.0)
             await _cluster(store, "b", 9.0)
-            await _binding(reg, 4, {"a": 2, "b": 2})
+            await _binding(reg, 4, {"a": 2, "b": 2}, {"a": 90.0, "b": 90.0})
             await reg.create(FEDERATED_HPA, _hpa(), "default")
             await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
@@ -124,7 +134,7 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
         # scale-down for the 60 s window, then it goes.
         clock.t += 20.0
         async with _autoscaler(store, clock) as (a, _):
-            await _binding(a.registry, 6, {"a": 3, "b": 3})
+            await _binding(a.registry, 6, {"a": 3, "b": 3}, {"a": 20.0, "b": 20.0})
             await _cluster(store, "a", 2.0)
             await _cluster(store, "b", 2.0)
             await eventually(lambda: _util(a, 20.0), 5.0, "the new utilisation")
@@ -199,7 +209,7 @@ async def test_forecast_pre_scales_before_the_peak(tmp_path: Path) -> None:
         async with _autoscaler(store, Clock(1_800_000_000.0), forecast) as (a, _):
             await _cluster(store, "a", 5.0, waterLevel=0.4)
             await _cluster(store, "b", 5.0, waterLevel=0.4)
-            await _binding(a.registry, 4, {"a": 2, "b": 2})
+            await _binding(a.registry, 4, {"a": 2, "b": 2}, {"a": 50.0, "b": 50.0})
             await a.registry.create(FEDERATED_HPA, _hpa(), "default")
             key = FEDERATED_HPA.key("web", "default")
             await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
@@ -220,7 +230,7 @@ async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: P
         clock = Clock(0.0)
         async with _autoscaler(store, clock) as (a, _):
             await _cluster(store, "a", 6.0)  # 60 % = the target: no change on metrics
-            await _binding(a.registry, 4, {"a": 4})
+            await _binding(a.registry, 4, {"a": 4}, {"a": 60.0})
             await a.registry.create(FEDERATED_HPA, _hpa(), "default")
             cron = await a.registry.create(CRON_FEDERATED_HPA, {
                 "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
