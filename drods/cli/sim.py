@@ -154,6 +154,33 @@ def load(
     typer.echo(json.dumps(reply["loads"]))
 
 
+@app.command()
+def traffic(
+    name: Annotated[str, typer.Argument(help="The sim's --name.")],
+    workload: Annotated[str, typer.Argument(help="KIND/NAMESPACE/NAME, e.g. Deployment/default/web.")],
+    mbps: Annotated[float | None, typer.Option("--mbps", min=0.0, help="Megabits per second (in + out) the "
+                                               "workload moves on this sim, shared by its running pods.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Back to the pods' network-mbps annotation.")] = False,
+    state_dir: StateDir = None,
+) -> None:
+    """Emulate a traffic burst: give a workload network traffic its running pods share, shown by the
+    kubelet stats summary (/api/v1/nodes/NODE/proxy/stats/summary) and so by the member's status."""
+    from drods.sim.control import send_command
+
+    parts = workload.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise typer.BadParameter("expected KIND/NAMESPACE/NAME", param_hint="WORKLOAD")
+    if (mbps is None) == (not clear):
+        raise typer.BadParameter("give --mbps MBPS or --clear", param_hint="--mbps")
+    try:
+        reply = send_command(_state_dir(state_dir), name, {"action": "traffic", "kind": parts[0],
+                                                           "namespace": parts[1], "name": parts[2], "mbps": mbps})
+    except (LookupError, OSError, RuntimeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+    typer.echo(json.dumps(reply["traffic"]))
+
+
 @app.command("list")
 def list_sims(state_dir: StateDir = None) -> None:
     """Running sims (from their state files): name, server, kubeconfig, fault."""
