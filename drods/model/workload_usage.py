@@ -14,7 +14,6 @@ When the member's metrics API is missing or failing, ``used`` is absent (never 0
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,17 +22,12 @@ from drods.model.quantity import format_cpu, format_memory, quantity
 
 Obj = dict[str, Any]
 RESOURCES = ("cpu", "memory")
-
-
-def _round_sig(x: float, digits: int = 3) -> float:
-    """Three significant digits: a report changes when the use does, not with every sample's noise."""
-    if x <= 0:
-        return 0.0
-    return round(x, digits - 1 - int(math.floor(math.log10(x))))
+MIB = 1024**2
 
 
 def _fmt(resource: str, value: float) -> str:
-    return format_cpu(value) if resource == "cpu" else format_memory(value)
+    """Millicores and whole mebibytes: a report changes when the use does, not with a byte of noise."""
+    return format_cpu(value) if resource == "cpu" else format_memory(round(value / MIB) * MIB)
 
 
 @dataclass(slots=True)
@@ -54,8 +48,7 @@ class WorkloadUsage:
         doc: Obj = {"pods": self.pods, "readyPods": self.ready_pods}
         if self.used is not None and self.requested is not None:
             for r in RESOURCES:
-                doc[r] = {"used": _fmt(r, _round_sig(self.used[r])),
-                          "requested": _fmt(r, _round_sig(self.requested[r]))}
+                doc[r] = {"used": _fmt(r, self.used[r]), "requested": _fmt(r, self.requested[r])}
         if self.unavailable:
             doc["metricsUnavailable"] = "; ".join(self.unavailable)
         if observed_time:

@@ -256,3 +256,51 @@ async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: P
             assert st["cronRule"] == "CronFederatedHPA/office:day"
     finally:
         await store.close()
+
+
+async def test_members_without_metrics_are_named_left_out_and_no_data_decides_nothing(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    clock = Clock(1_800_000_000.0)
+    key = FEDERATED_HPA.key("web", "default")
+    try:
+        async with _autoscaler(store, clock) as (a, _):
+            reg = a.registry
+            # a busy cluster beside it must not stand in for the workload: its pods are what count
+            await _cluster(store, "a", 9.5)
+            await _binding(reg, 4, {"a": 2, "b": 2}, {"a": 90.0})
+            name = "deployment-default-web"
+            b = await reg.get(BINDING, name)
+            b["status"]["clusters"][1]["usage"] = {"pods": 2, "readyPods": 2,
+                                                   "metricsUnavailable": "the cluster serves no metrics.k8s.io API"}
+            await reg.update_status(BINDING, name, b["status"])
+            await reg.create(FEDERATED_HPA, _hpa(), "default")
+            await eventually(lambda: _has(a.hpas, key), 5.0, "the autoscaler in the informer")
+            await eventually(lambda: _usage_seen(a, 2), 5.0, "the usage in the informer")
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
+            # only a's pods: 90 % against 60 % → ceil(4 × 1.5) = 6
+            assert st["desiredReplicas"] == 6
+            [missing] = [c for c in st["conditions"] if c["type"] == "MetricsUnavailable"]
+            assert missing["status"] == "True" and missing["message"].startswith("b: the cluster serves no metrics")
+
+            # no member measured: no decision, the count stays
+            b = await reg.get(BINDING, name)
+            b["spec"]["replicas"] = 6
+            await reg.update(BINDING, b)
+            b = await reg.get(BINDING, name)
+            b["status"]["clusters"] = [{"cluster": c, "replicas": 3} for c in ("a", "b")]
+            await reg.update_status(BINDING, name, b["status"])
+            await eventually(lambda: _usage_seen(a, 0), 5.0, "the usage gone from the informer")
+            clock.t += 20.0
+            st = await _status_after(a, FEDERATED_HPA, "web", key,
+                                     lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
+            assert st["desiredReplicas"] == 6 and st["currentMetrics"] == []
+            assert st["conditions"][0]["reason"] == "NoMetrics"
+            assert "a: no usage reported yet" in [c for c in st["conditions"]
+                                                  if c["type"] == "MetricsUnavailable"][0]["message"]
+    finally:
+        await store.close()
+
+
+async def _usage_seen(a: Autoscaler, n: int) -> bool:
+    return any(sum(1 for e in (b.get("status") or {}).get("clusters") or [] if e.get("usage")) == n
+               for b in a.bindings.cache.values())
