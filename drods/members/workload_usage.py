@@ -58,36 +58,59 @@ def _metrics_by_pod(items: Iterable[Obj]) -> dict[str, dict[str, float]]:
     return out
 
 
+class _PodIndex:
+    """A namespace's live pods indexed by label, so matching N workloads' selectors against M pods
+    costs about the pods each selects, not N × M."""
+
+    def __init__(self, pods: list[Obj]) -> None:
+        self.pods = pods
+        self.labels = [(p.get("metadata") or {}).get("labels") or {} for p in pods]
+        self.by_label: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i, labels in enumerate(self.labels):
+            for kv in labels.items():
+                self.by_label[kv].append(i)
+
+    def select(self, sel: LabelSelector) -> list[Obj]:
+        candidates: Iterable[int] = range(len(self.pods))
+        if sel.matchLabels:
+            postings: list[list[int]] = [self.by_label.get(kv, []) for kv in sel.matchLabels.items()]
+            candidates = min(postings, key=len)
+        return [self.pods[i] for i in candidates if sel.matches(self.labels[i])]
+
+
+def _add_measured(u: WorkloadUsage, mine: list[Obj], metrics: dict[str, dict[str, float]]) -> None:
+    used, requested = dict.fromkeys(RESOURCES, 0.0), dict.fromkeys(RESOURCES, 0.0)
+    for p in mine:
+        m = metrics.get(str((p.get("metadata") or {}).get("name")))
+        if m is None or not pod_ready(p):
+            continue  # unready or not yet measured: left out, as the HPA does
+        req = pod_requests(p)
+        used["cpu"] += m["cpu"]
+        used["memory"] += m["memory"]
+        requested["cpu"] += req.cpu
+        requested["memory"] += req.memory
+    u.used, u.requested = used, requested
+
+
 def measure(workloads: Iterable[Obj], pods: list[Obj], pod_metrics: list[Obj] | None,
             unavailable: str | None = None) -> dict[WorkloadKey, WorkloadUsage]:
     """Each workload's usage from one namespace's pods and PodMetrics (``pod_metrics`` None: the
     metrics API did not answer, ``unavailable`` says why)."""
     metrics = _metrics_by_pod(pod_metrics) if pod_metrics is not None else None
-    live = [p for p in pods if (p.get("status") or {}).get("phase") not in TERMINAL
-            and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    index = _PodIndex([p for p in pods if (p.get("status") or {}).get("phase") not in TERMINAL
+                       and not (p.get("metadata") or {}).get("deletionTimestamp")])
     out: dict[WorkloadKey, WorkloadUsage] = {}
     for w in workloads:
-        meta = w.get("metadata") or {}
-        key = (str(meta.get("namespace") or "default"), str(w.get("kind")), str(meta.get("name")))
         sel = selector_of(w)
         if sel is None:
             continue  # no pods of its own to measure
-        mine = [p for p in live if sel.matches((p.get("metadata") or {}).get("labels") or {})]
+        mine = index.select(sel)
         u = WorkloadUsage(pods=len(mine), ready_pods=sum(pod_ready(p) for p in mine))
         if metrics is None:
             u.unavailable = [unavailable or "the metrics API did not answer"]
         else:
-            u.used, u.requested = dict.fromkeys(RESOURCES, 0.0), dict.fromkeys(RESOURCES, 0.0)
-            for p in mine:
-                m = metrics.get(str((p.get("metadata") or {}).get("name")))
-                if m is None or not pod_ready(p):
-                    continue  # unready or not yet measured: left out, as the HPA does
-                req = pod_requests(p)
-                u.used["cpu"] += m["cpu"]
-                u.used["memory"] += m["memory"]
-                u.requested["cpu"] += req.cpu
-                u.requested["memory"] += req.memory
-        out[key] = u
+            _add_measured(u, mine, metrics)
+        out[key_of(w)] = u
     return out
 
 
