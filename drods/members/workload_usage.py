@@ -74,7 +74,7 @@ class _PodIndex:
         candidates: Iterable[int] = range(len(self.pods))
         if sel.matchLabels:
             postings: list[list[int]] = [self.by_label.get(kv, []) for kv in sel.matchLabels.items()]
-            candidates = min(postings, key=len)
+            candidates = sorted(postings, key=len)[0]
         return [self.pods[i] for i in candidates if sel.matches(self.labels[i])]
 
 
