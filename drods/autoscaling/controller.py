@@ -161,6 +161,7 @@ class _HPATurn:
     holding: bool = False
     usage: dict[str, WorkloadUsage | None] = field(default_factory=dict)  # cluster → its pods' use
     unavailable: dict[str, str] = field(default_factory=dict)  # cluster → why its metrics are missing
+    ready_pods: int = 0  # the measured members' ready pods: what the HPA rule multiplies
 
 
 def workload_usage(binding: Mapping[str, Any]) -> dict[str, WorkloadUsage | None]:
@@ -185,6 +186,7 @@ def _observe(turn: _HPATurn) -> None:
                         for c, u in sorted(turn.usage.items()) if c not in measured
                         and (u is None or u.pods > 0 or u.unavailable)}
     summed = workload_total(measured) if measured else None
+    turn.ready_pods = summed.ready_pods if summed is not None else 0
     for m in turn.spec.metrics:
         value = summed.utilisation(m.resource.name) if summed is not None else None
         if value is None:
@@ -263,6 +265,16 @@ def _hpa_record(turn: _HPATurn, outcome: scaling.Outcome, status: Mapping[str, A
         record["clusterWeights"] = {"from": status.get("clusterWeights"), "to": turn.weights,
                                     "errors": turn.weights_info["errors"]}
     return record
+
+
+def _recommend(turn: _HPATurn) -> int:
+    """Kubernetes' replica calculator: within the tolerance the count stays; otherwise
+    ceil(ratio × the ready pods measured) — pods not ready yet are not assumed busy or idle."""
+    if not turn.observations:
+        return turn.current
+    base = turn.ready_pods if turn.ready_pods > 0 else turn.current
+    proposal = scaling.recommend(base, turn.observations)
+    return turn.current if proposal == base else proposal
 
 
 class Autoscaler:
@@ -482,7 +494,7 @@ class Autoscaler:
         turn = _HPATurn(spec, ns, str(meta.get("name")), current, placement, min(lo, hi), hi, rule,
                         usage=workload_usage(binding))
         _observe(turn)
-        turn.recommendation = scaling.recommend(current, turn.observations) if turn.observations else current
+        turn.recommendation = _recommend(turn)
         turn.forecast_info = self._forecast(turn, self._utilisation())
         if turn.forecast_info is not None and turn.forecast_info["recommended"] > turn.recommendation:
             turn.recommendation = turn.forecast_info["recommended"]
