@@ -161,7 +161,7 @@ class _HPATurn:
     holding: bool = False
     usage: dict[str, WorkloadUsage | None] = field(default_factory=dict)  # cluster → its pods' use
     unavailable: dict[str, str] = field(default_factory=dict)  # cluster → why its metrics are missing
-    ready_pods: int = 0  # the measured members' ready pods: what the HPA rule multiplies
+    ready_pods: int = 0  # ready pods measured, plus the unmeasured members' pods: what the HPA rule multiplies
 
 
 def workload_usage(binding: Mapping[str, Any]) -> dict[str, WorkloadUsage | None]:
@@ -186,7 +186,9 @@ def _observe(turn: _HPATurn) -> None:
                         for c, u in sorted(turn.usage.items()) if c not in measured
                         and (u is None or u.pods > 0 or u.unavailable)}
     summed = workload_total(measured) if measured else None
-    turn.ready_pods = summed.ready_pods if summed is not None else 0
+    # the pods of members without metrics still run: they are counted, not measured
+    turn.ready_pods = (summed.ready_pods if summed is not None else 0) + sum(
+        u.pods for c, u in turn.usage.items() if c not in measured and u is not None)
     for m in turn.spec.metrics:
         value = summed.utilisation(m.resource.name) if summed is not None else None
         if value is None:
@@ -269,7 +271,8 @@ def _hpa_record(turn: _HPATurn, outcome: scaling.Outcome, status: Mapping[str, A
 
 def _recommend(turn: _HPATurn) -> int:
     """Kubernetes' replica calculator: within the tolerance the count stays; otherwise
-    ceil(ratio × the ready pods measured) — pods not ready yet are not assumed busy or idle."""
+    ceil(ratio × the ready pods) — pods not ready yet are not assumed busy or idle; a member
+    without metrics keeps its pods in the count but not in the ratio."""
     if not turn.observations:
         return turn.current
     base = turn.ready_pods if turn.ready_pods > 0 else turn.current
