@@ -79,7 +79,10 @@ class _PodIndex:
 
 
 def _add_measured(u: WorkloadUsage, mine: list[Obj], metrics: dict[str, dict[str, float]]) -> None:
+    """Σ use and Σ requests of the ready pods metrics.k8s.io reports; with none of them reported the
+    use stays unmeasured (never a 0 for what was not measured)."""
     used, requested = dict.fromkeys(RESOURCES, 0.0), dict.fromkeys(RESOURCES, 0.0)
+    counted = 0
     for p in mine:
         m = metrics.get(str((p.get("metadata") or {}).get("name")))
         if m is None or not pod_ready(p):
@@ -89,7 +92,11 @@ def _add_measured(u: WorkloadUsage, mine: list[Obj], metrics: dict[str, dict[str
         used["memory"] += m["memory"]
         requested["cpu"] += req.cpu
         requested["memory"] += req.memory
-    u.used, u.requested = used, requested
+        counted += 1
+    if counted:
+        u.used, u.requested = used, requested
+    elif mine:
+        u.unavailable = ["no ready pod measured yet"]
 
 
 def measure(workloads: Iterable[Obj], pods: list[Obj], pod_metrics: list[Obj] | None,

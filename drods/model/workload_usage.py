@@ -85,7 +85,8 @@ def total(per_cluster: Mapping[str, WorkloadUsage]) -> WorkloadUsage:
         out.pods += u.pods
         out.ready_pods += u.ready_pods
         if u.used is None or u.requested is None:
-            out.unavailable.append(cluster)
+            if u.pods or u.unavailable:  # pods there, unmeasured (none there: nothing to measure)
+                out.unavailable.append(cluster)
             continue
         if out.used is None or out.requested is None:
             out.used, out.requested = dict.fromkeys(RESOURCES, 0.0), dict.fromkeys(RESOURCES, 0.0)
@@ -102,5 +103,5 @@ def summed_doc(entries: Iterable[Mapping[str, Any]]) -> Obj | None:
         return None
     doc = total(per).to_doc()
     if "metricsUnavailable" in doc:
-        doc["metricsUnavailable"] = sorted(c for c, u in per.items() if not u.measured)
+        doc["metricsUnavailable"] = sorted(c for c, u in per.items() if not u.measured and (u.pods or u.unavailable))
     return doc

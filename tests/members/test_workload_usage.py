@@ -69,3 +69,11 @@ def test_sums_over_clusters_and_names_the_unmeasured() -> None:
         ["shop", "Deployment/web", "b", "950m/1", "256Mi/512Mi", "2/3"],
         ["shop", "Deployment/web", "c", "<unknown>", "<unknown>", "2/3"]]
     assert workload_rows([binding], "other") == []
+
+
+def test_pods_not_measured_yet_are_not_a_zero() -> None:
+    got = measure([_deploy("web")], [_pod("web-1", "web", ready=False)], [])[("shop", "Deployment", "web")]
+    assert got.used is None and got.unavailable == ["no ready pod measured yet"]
+    assert "cpu" not in got.to_doc()
+    empty = measure([_deploy("web")], [], [])[("shop", "Deployment", "web")]
+    assert empty.used is None and not empty.unavailable and empty.to_doc() == {"pods": 0, "readyPods": 0}
