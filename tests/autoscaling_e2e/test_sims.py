@@ -232,6 +232,12 @@ def test_only_the_busy_workload_scales_out(fleet: Fleet) -> None:
     assert quiet["desiredReplicas"] == 4 and quiet["scaleEvents"] == [], quiet
     template = f.http.get(deploy_path(name="quiet")).json()["status"]
     assert template["usage"]["cpu"]["requested"] == "800m"
+    # what `kubectl get deploy -o wide` asks for and shows
+    table = f.http.get(deploy_path(name="quiet"), headers={
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+    names = [c["name"] for c in table["columnDefinitions"]]
+    row = dict(zip(names, table["rows"][0]["cells"], strict=True))
+    assert row["CPU(used/req)"] == "80m/800m" and row["Pods(ready)"] == "4/4", row
     for name in ("busy", "quiet"):
         f.http.delete(f"{FHPAS}/{name}")
         f.http.delete(deploy_path(name=name))
