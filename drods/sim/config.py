@@ -116,6 +116,7 @@ class UsageModel:
     amplitude: float = 0.0
     period: float = 600.0
     network_mbps: float = 2.0  # per running pod, in + out (`drods.sim.traffic`)
+    node_network_mbps: float = 0.2  # per node beside its pods (kubelet, system daemons), in + out
 
 
 @dataclass

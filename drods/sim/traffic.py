@@ -6,7 +6,8 @@ A running pod moves ``sim.drods.io/network-mbps`` (annotation on its template; d
 ``UsageModel.network_mbps``) megabits per second, half received and half sent, following the same
 sinusoid as its CPU (``sim.drods.io/usage-amplitude`` / ``usage-period-seconds``, relative to the
 rate). ``drods sim traffic`` gives a workload a demand instead (Mbps its running pods share), so a
-test or a demo can start and end a burst. Counters only grow: they advance, at the rate in force,
+test or a demo can start and end a burst. A node moves ``UsageModel.node_network_mbps`` (0.2) of its
+own beside its pods. Counters only grow: they advance, at the rate in force,
 whenever they are read, and a node's counter keeps what its departed pods moved.
 """
 
@@ -80,7 +81,7 @@ class TrafficMeter:
 
     def advance(self, nodes: list[Obj], pods: list[Obj], model: UsageModel, shares: dict[str, float],
                 now: float) -> None:
-        per_node: dict[str, float] = {n["metadata"]["name"]: 0.0 for n in nodes}
+        per_node: dict[str, float] = {n["metadata"]["name"]: model.node_network_mbps for n in nodes}
         live: set[str] = set()
         for pod in pods:
             key = pod_key(pod)
