@@ -94,7 +94,7 @@ def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
     total = len(details) or len(clusters)
     head = Text.assemble(
         ("fleet ", "bold"), f"{realtime.get('activeClusters', 0)}/{total} active · ",
-        f"{realtime.get('totalPods', 0)} pods · traffic {realtime.get('networkTraffic') or 'unknown'} · water level ",
+        f"{realtime.get('totalPods', 0)} pods · {realtime.get('networkTraffic') or 'unknown'} · water level ",
         (bar(fleet_wl), _colour(fleet_wl, DEFAULT_WATER_LEVEL_LIMIT)),
         f" {'-' if fleet_wl is None else f'{fleet_wl:.0%}'}",
     )
