@@ -238,6 +238,11 @@ def test_only_the_busy_workload_scales_out(fleet: Fleet) -> None:
     names = [c["name"] for c in table["columnDefinitions"]]
     row = dict(zip(names, table["rows"][0]["cells"], strict=True))
     assert row["CPU(used/req)"] == "80m/800m" and row["Pods(ready)"] == "4/4", row
+    top = f.server.run_cli("top", "workloads", "-n", "default", "--server", f.server.url,
+                           "--token", f.server.token("admin"))
+    lines = [line.split() for line in top.stdout.splitlines()]
+    assert top.returncode == 0 and ["default", "Deployment/quiet", PUSH, "40m/400m"] in [x[:4] for x in lines], \
+        top.stdout + top.stderr
     for name in ("busy", "quiet"):
         f.http.delete(f"{FHPAS}/{name}")
         f.http.delete(deploy_path(name=name))
