@@ -5,9 +5,14 @@ thresholds → surge → history buffer, and flushes the buffer to the SQLite hi
 simulated tick (one transaction). A second phase writes one simulated day for a few clusters
 to measure history bytes per cluster-day.
 
+It also measures the per-workload usage collection (issue 33) at ``--usage-clusters`` ×
+``--usage-workloads``: the CPU of one collection round (every member's pods and PodMetrics, one list
+of each per namespace, matched to every workload's selector) and the bytes of the usage reports.
+
 Prints the conditions, then one final JSON line of figures.
 
     python bench/monitoring.py [--clusters 1000] [--duration 60] [--interval 10]
+                               [--usage-clusters 100] [--usage-workloads 1000]
     python bench/monitoring.py --via-api self [--server-command serve|apiserver]   # its own server (SQLite)
     python bench/monitoring.py --via-api URL --token T [--store URL] [--data-dir DIR] [--server-pid PID]
 
@@ -258,6 +263,48 @@ def run(args: argparse.Namespace, make_sink: Callable[[MonitorPipeline], Sink]) 
     return out
 
 
+def _usage_member(workloads: int, namespaces: int, pods_each: int, seed: int) -> tuple[list[dict[str, Any]], ...]:
+    """One member's workloads, pods and PodMetrics, as the Kubernetes API lists them."""
+    rng = np.random.default_rng(seed)
+    ws, pods, metrics = [], [], []
+    for w in range(workloads):
+        ns, name = f"ns-{w % namespaces}", f"app-{w}"
+        ws.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+                   "spec": {"selector": {"matchLabels": {"app": name}}}})
+        for i in range(pods_each):
+            pod = f"{name}-{i}"
+            pods.append({"metadata": {"name": pod, "namespace": ns, "labels": {"app": name, "tier": "web"}},
+                         "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {
+                             "cpu": "250m", "memory": "256Mi"}}}]},
+                         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+            metrics.append({"metadata": {"name": pod, "namespace": ns}, "containers": [{"name": "c", "usage": {
+                "cpu": f"{int(rng.integers(1, 250_000_000))}n", "memory": f"{int(rng.integers(1, 262_144))}Ki"}}]})
+    return ws, pods, metrics
+
+
+def workload_usage_cost(clusters: int, workloads: int, namespaces: int = 10, pods_each: int = 3) -> dict[str, Any]:
+    """Per-workload usage (issue 33): CPU of one collection round over the fleet — every member's pods and
+    PodMetrics (one list of each per namespace) matched to every workload's selector — and bytes per report."""
+    from drods.members.workload_usage import measure
+
+    member = _usage_member(workloads, namespaces, pods_each, seed=7)  # every cluster holds every workload
+    by_ns: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for kind, items in enumerate(member):
+        for it in items:
+            by_ns.setdefault(it["metadata"]["namespace"], ([], [], []))[kind].append(it)
+    cpu0 = time.process_time()
+    docs: list[dict[str, Any]] = []
+    for _ in range(clusters):
+        docs = [u.to_doc() for ws, pods, metrics in by_ns.values() for u in measure(ws, pods, metrics).values()]
+    cpu = time.process_time() - cpu0
+    per_workload = [len(json.dumps(d, separators=(",", ":"))) for d in docs]
+    return {"usage_clusters": clusters, "usage_workloads_per_cluster": workloads, "usage_pods_per_workload": pods_each,
+            "usage_namespaces": namespaces, "usage_lists_per_cluster_round": 2 * namespaces,
+            "usage_cpu_s_per_round": round(cpu, 3), "usage_cpu_ms_per_cluster": round(1000 * cpu / clusters, 2),
+            "usage_bytes_per_workload_report": round(float(np.mean(per_workload)), 1),
+            "usage_bytes_per_cluster_round": int(sum(per_workload))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clusters", type=int, default=1000)
@@ -275,6 +322,8 @@ def main() -> None:
     ap.add_argument("--server-command", choices=("serve", "apiserver"), default="serve",
                     help="--via-api self: `serve` (every component: monitoring maintenance, scheduler, …) or "
                     "`apiserver` (the ingest path alone; history flushed inline)")
+    ap.add_argument("--usage-clusters", type=int, default=100, help="per-workload usage cost: clusters")
+    ap.add_argument("--usage-workloads", type=int, default=1000, help="per-workload usage cost: workloads per cluster")
     args = ap.parse_args()
     if args.via_api:
         if args.via_api != "self" and not args.token:
@@ -289,16 +338,21 @@ def main() -> None:
                + (", all components incl. scheduler)" if args.server_command == "serve" else ", no components)")
                if args.via_api == "self" else args.via_api)
         )
-        print(json.dumps(asyncio.run(run_via_api(args))))
+        res = asyncio.run(run_via_api(args))
+        res.update(workload_usage_cost(args.usage_clusters, args.usage_workloads))
+        print(json.dumps(res))
         return
     print(
         f"conditions: python {platform.python_version()} on {platform.machine()} {platform.system()}, "
         f"{os.cpu_count()} CPUs, sqlite {sqlite3.sqlite_version}, numpy {np.__version__}; "
         f"{args.clusters} clusters x {len(r.METRICS)} metrics every {args.interval:g}s for "
         f"{args.duration:g}s simulated, in-process, history on local disk (tempdir, WAL, synchronous=NORMAL); "
-        "report JSON generation excluded from CPU figures"
+        "report JSON generation excluded from CPU figures; per-workload usage: "
+        f"{args.usage_clusters} clusters x {args.usage_workloads} workloads (3 pods each, 10 namespaces), "
+        "one round of matching pods and PodMetrics to selectors, in-process (no HTTP)"
     )
     res = run(args, InProcessSink)
+    res.update(workload_usage_cost(args.usage_clusters, args.usage_workloads))
     print(json.dumps(res))
 
 

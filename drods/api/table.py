@@ -190,6 +190,33 @@ def _per_cluster(path: str) -> Callable[[Obj], str | None]:
     return cell
 
 
+def _usage(resource: str) -> Callable[[Obj], str | None]:
+    """``used/requested`` of the workload's ready pods over its clusters (``status.usage``, issue 33);
+    ``<unknown>`` when no member's metrics were read."""
+    def cell(obj: Obj) -> str | None:
+        usage = _get(obj, "status.usage")
+        if not isinstance(usage, dict):
+            return None
+        part = usage.get(resource)
+        if not isinstance(part, dict):
+            return "<unknown>"
+        return f"{part.get('used')}/{part.get('requested')}"
+
+    cell.__name__ = f"status.usage.{resource}"
+    return cell
+
+
+def _pods_ready(obj: Obj) -> str | None:
+    if not isinstance(_get(obj, "status.usage"), dict):
+        return None
+    return f"{_get(obj, 'status.usage.readyPods') or 0}/{_get(obj, 'status.usage.pods') or 0}"
+
+
+USAGE_COLUMNS = (Column("CPU(used/req)", _usage("cpu"), priority=1, default="<none>"),
+                 Column("Memory(used/req)", _usage("memory"), priority=1, default="<none>"),
+                 Column("Pods(ready)", _pods_ready, priority=1, default="<none>"))
+
+
 def _manifest_count(obj: Obj) -> int:
     return len(_list(obj, "spec.manifests"))
 
@@ -246,12 +273,12 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
                 Column("Version", "status.kubernetesVersion"), Column("Nodes", _nodes),
                 Column("CPU(alloc/used)", _cpu), Column("Water", _water), Column("Heartbeat", _heartbeat), AGE),
     "Binding": (NAME, Column("Replicas", "spec.replicas", "integer"), Column("Phase", "status.phase"),
-                Column("Clusters", _per_cluster("status.placement")), AGE,
+                Column("Clusters", _per_cluster("status.placement")), AGE, *USAGE_COLUMNS,
                 Column("Cost/h", "status.estimatedHourlyCost", "number", priority=1, default="<none>"),
                 Column("Users", _users, priority=1, default="none")),
     "Deployment": (NAME, Column("Ready", _replicas_ready), Column("Up-to-date", "status.updatedReplicas", "integer"),
                    Column("Available", "status.availableReplicas", "integer"),
-                   Column("Clusters", _per_cluster("status.clusters")), AGE),
+                   Column("Clusters", _per_cluster("status.clusters")), AGE, *USAGE_COLUMNS),
     "Work": (NAME, Column("Cluster", "spec.cluster"), Column("Binding", "spec.binding"),
              Column("Manifests", _manifest_count, "integer"), Column("Applied", _work_applied), AGE),
     "ServiceRegistration": (NAME, Column("Service", "spec.serviceId"), Column("Strategy", "spec.strategy"),

@@ -5,8 +5,12 @@ and again every ``sync_seconds``. One evaluation reads
 
 * the workload's Binding (``spec.replicas`` = the current total, ``status.placement`` = where the
   replicas are) — the Binding the resource detector derives, `drods.controllers.detector`;
-* each placed cluster's status document (``/status/clusters/<name>``: cpu and memory used against
-  allocated, or against capacity when allocation is not reported);
+* the workload's own pods' use in each member (``status.clusters[].usage`` on the Binding, measured
+  from metrics.k8s.io PodMetrics by the work-status controller or the pull agent): Karmada's
+  average utilisation, Σ use of the ready pods ÷ Σ their requests; a member without metrics is
+  named in the ``MetricsUnavailable`` condition and left out, and no metric means no decision;
+* each placed cluster's status document (``/status/clusters/<name>``), for the water-level
+  forecast only (pre-scaling);
 * the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3), or its
   ``spec.feedback.promql`` queries evaluated against Prometheus (`drods.autoscaling.promql_feedback`);
 * a count adopted from a pull-mode agent's local decisions (``status.autonomy``,
@@ -60,6 +64,8 @@ from drods.model.detection import binding_name
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.model.workload_usage import WorkloadUsage
+from drods.model.workload_usage import total as workload_total
 from drods.monitor.series import PrometheusError
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.store import KeyValue, Store
@@ -153,13 +159,38 @@ class _HPATurn:
     weights: dict[str, float] | None = None
     weights_info: dict[str, Any] | None = None
     holding: bool = False
+    usage: dict[str, WorkloadUsage | None] = field(default_factory=dict)  # cluster → its pods' use
+    unavailable: dict[str, str] = field(default_factory=dict)  # cluster → why its metrics are missing
+    ready_pods: int = 0  # ready pods measured, plus the unmeasured members' pods: what the HPA rule multiplies
 
 
-def _observe(turn: _HPATurn, util_by_res: Mapping[str, Mapping[str, float]]) -> None:
-    """Each resource metric's placement-weighted utilisation against its target (metrics no placed
-    cluster reports are skipped)."""
+def workload_usage(binding: Mapping[str, Any]) -> dict[str, WorkloadUsage | None]:
+    """Cluster → the workload's own measured use there (``status.clusters[].usage``), None for a
+    cluster holding replicas that has reported none yet."""
+    out: dict[str, WorkloadUsage | None] = {}
+    for e in (binding.get("status") or {}).get("clusters") or []:
+        if isinstance(e, dict) and e.get("cluster"):
+            u = WorkloadUsage.from_doc(e.get("usage"))
+            if u is not None or int(e.get("replicas") or 0) > 0:
+                out[str(e["cluster"])] = u
+    return out
+
+
+def _observe(turn: _HPATurn) -> None:
+    """Each resource metric as Karmada's FederatedHPA reads it: Σ use of the workload's ready pods
+    in every member ÷ Σ their requests. A member without the metrics (API missing or failing, or no
+    report yet) is named in ``turn.unavailable`` and left out; with no member measured the metric
+    gives nothing (and no decision is taken on it)."""
+    measured = {c: u for c, u in turn.usage.items() if u is not None and u.measured}
+    turn.unavailable = {c: ("no usage reported yet" if u is None else "; ".join(u.unavailable) or "not measured")
+                        for c, u in sorted(turn.usage.items()) if c not in measured
+                        and (u is None or u.pods > 0 or u.unavailable)}
+    summed = workload_total(measured) if measured else None
+    # the pods of members without metrics still run: they are counted, not measured
+    turn.ready_pods = (summed.ready_pods if summed is not None else 0) + sum(
+        u.pods for c, u in turn.usage.items() if c not in measured and u is not None)
     for m in turn.spec.metrics:
-        value = scaling.weighted_utilisation(turn.placement, util_by_res[m.resource.name])
+        value = summed.utilisation(m.resource.name) if summed is not None else None
         if value is None:
             continue
         turn.observations.append((value, float(m.resource.target.averageUtilization)))
@@ -207,6 +238,10 @@ def _hpa_status(turn: _HPATurn, outcome: scaling.Outcome, window: scaling.Window
                    "metrics read" if able else "no placed cluster reports the metrics yet", now),
         _condition("ScalingLimited", bool(outcome.reason), outcome.reason.replace(" ", "-") or "DesiredWithinRange",
                    outcome.reason or "the desired count is the recommendation", now)]
+    if turn.unavailable:
+        out["conditions"].append(_condition(
+            "MetricsUnavailable", True, "MetricsUnavailable",
+            "; ".join(f"{c}: {why}" for c, why in turn.unavailable.items())[:1000], now))
     return out
 
 
@@ -232,6 +267,17 @@ def _hpa_record(turn: _HPATurn, outcome: scaling.Outcome, status: Mapping[str, A
         record["clusterWeights"] = {"from": status.get("clusterWeights"), "to": turn.weights,
                                     "errors": turn.weights_info["errors"]}
     return record
+
+
+def _recommend(turn: _HPATurn) -> int:
+    """Kubernetes' replica calculator: within the tolerance the count stays; otherwise
+    ceil(ratio × the ready pods) — pods not ready yet are not assumed busy or idle; a member
+    without metrics keeps its pods in the count but not in the ratio."""
+    if not turn.observations:
+        return turn.current
+    base = turn.ready_pods if turn.ready_pods > 0 else turn.current
+    proposal = scaling.recommend(base, turn.observations)
+    return turn.current if proposal == base else proposal
 
 
 class Autoscaler:
@@ -448,11 +494,11 @@ class Autoscaler:
         lo, hi = spec.minReplicas, spec.maxReplicas
         cmin, cmax, rule = self._cron_bounds(obj, now)
         lo, hi = (cmin if cmin is not None else lo), (cmax if cmax is not None else hi)
-        turn = _HPATurn(spec, ns, str(meta.get("name")), current, placement, min(lo, hi), hi, rule)
-        util_by_res = self._utilisation()
-        _observe(turn, util_by_res)
-        turn.recommendation = scaling.recommend(current, turn.observations) if turn.observations else current
-        turn.forecast_info = self._forecast(spec, placement, util_by_res, current)
+        turn = _HPATurn(spec, ns, str(meta.get("name")), current, placement, min(lo, hi), hi, rule,
+                        usage=workload_usage(binding))
+        _observe(turn)
+        turn.recommendation = _recommend(turn)
+        turn.forecast_info = self._forecast(turn, self._utilisation())
         if turn.forecast_info is not None and turn.forecast_info["recommended"] > turn.recommendation:
             turn.recommendation = turn.forecast_info["recommended"]
         self._feedback_step(turn, status, promql, now)
@@ -525,12 +571,13 @@ class Autoscaler:
             info["lastMoveTime"] = rfc3339_ms(last_move)
         return previous, info
 
-    def _forecast(self, spec: FederatedHPASpec, placement: Mapping[str, int],
-                  util: Mapping[str, Mapping[str, float]], current: int) -> dict[str, Any] | None:
-        """Pre-scaling (F6): each placed cluster's utilisation scaled by its forecast growth in
-        water level over the horizon, through the same HPA rule; only ever raises the count."""
+    def _forecast(self, turn: _HPATurn, util: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | None:
+        """Pre-scaling (F6): the workload's measured utilisation scaled by its placed clusters' forecast
+        growth in water level over the horizon (replica-weighted), through the same HPA rule; only
+        ever raises the count."""
+        spec, placement, current = turn.spec, turn.placement, turn.current
         horizon = self.settings.forecast_horizon_s
-        if self.forecast is None or horizon <= 0 or not spec.metrics:
+        if self.forecast is None or horizon <= 0 or not turn.observations:
             return None
         growth: dict[str, float] = {}
         for c, n in placement.items():
@@ -542,15 +589,8 @@ class Autoscaler:
                 growth[c] = max(ahead / now_wl, 1.0)
         if not growth or max(growth.values()) <= 1.0:
             return None
-        future: list[tuple[float, float]] = []
-        for m in spec.metrics:
-            now_u = util[m.resource.name]
-            scaled = {c: now_u[c] * g for c, g in growth.items() if c in now_u}
-            value = scaling.weighted_utilisation(placement, {**now_u, **scaled})
-            if value is not None:
-                future.append((value, float(m.resource.target.averageUtilization)))
-        if not future:
-            return None
+        factor = scaling.weighted_utilisation(placement, {c: growth.get(c, 1.0) for c in placement}) or 1.0
+        future = [(value * factor, target) for value, target in turn.observations]
         recommended = min(max(scaling.recommend(current, future), spec.minReplicas), spec.maxReplicas)
         return {"horizonSeconds": horizon, "recommended": recommended,
                 "utilisation": [round(v, 2) for v, _ in future],

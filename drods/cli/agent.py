@@ -32,6 +32,9 @@ def agent(
     cutoff_seconds: Annotated[float | None, typer.Option("--cutoff-seconds", min=0.0, help="The control plane "
                                                          "unanswered this long counts as cut off (default "
                                                          "3 × --autoscale-seconds).")] = None,
+    usage_seconds: Annotated[float, typer.Option("--usage-seconds", min=0.1, help="How often the workloads' "
+                                                 "use is read (one pods and one metrics.k8s.io PodMetrics "
+                                                 "list per namespace) for their Works and autoscalers.")] = 15.0,
     server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
@@ -75,7 +78,8 @@ def agent(
             directory = state_dir or Path.home() / ".drods" / "agent" / cluster
             local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
                                      else cutoff_seconds) if autonomy else None
-            await _report_and_follow(cluster, member, server, token, interval, verify, directory, local)
+            await _report_and_follow(cluster, member, server, token, interval, verify, directory, local,
+                                     usage_seconds)
             return 0
         except (AgentRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:
             # refused, or unreachable (--once)
@@ -88,7 +92,7 @@ def agent(
 
 
 async def _report_and_follow(cluster: str, member: Any, server: str, token: str, interval: float, verify: Any,
-                             directory: Path, local: Any) -> None:
+                             directory: Path, local: Any, usage_seconds: float = 15.0) -> None:
     """Report the member's status and follow its Works until SIGTERM/SIGINT or a refused token."""
     import asyncio
     import signal
@@ -103,7 +107,7 @@ async def _report_and_follow(cluster: str, member: Any, server: str, token: str,
     both = [asyncio.create_task(run_agent(cluster, member, server, token, interval=interval, verify=verify,
                                           stop=stop)),
             asyncio.create_task(run_works(cluster, member, server, token, directory, verify=verify,
-                                          stop=stop, autonomy=local))]
+                                          stop=stop, autonomy=local, usage_interval=usage_seconds))]
     try:
         for t in asyncio.as_completed(both):
             await t  # a refused token in either ends both

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -138,20 +138,41 @@ def load(
 ) -> None:
     """Emulate load: give a workload a CPU demand its running pods share (more replicas, less
     each), shown by metrics.k8s.io, the member summary and /metrics."""
+    reply = _set_demand(name, workload, "load", "cpu", cpu, clear, state_dir)
+    typer.echo(json.dumps(reply["loads"]))
+
+
+def _set_demand(name: str, workload: str, action: str, unit: str, value: float | None, clear: bool,
+                state_dir: Path | None) -> dict[str, Any]:
+    """Send a workload's demand (``load``: cores, ``traffic``: Mbps) to the named sim; its answer."""
     from drods.sim.control import send_command
 
     parts = workload.split("/")
     if len(parts) != 3 or not all(parts):
         raise typer.BadParameter("expected KIND/NAMESPACE/NAME", param_hint="WORKLOAD")
-    if (cpu is None) == (not clear):
-        raise typer.BadParameter("give --cpu CORES or --clear", param_hint="--cpu")
+    if (value is None) == (not clear):
+        raise typer.BadParameter(f"give --{unit} N or --clear", param_hint=f"--{unit}")
     try:
-        reply = send_command(_state_dir(state_dir), name, {"action": "load", "kind": parts[0], "namespace": parts[1],
-                                                           "name": parts[2], "cpu": cpu})
+        return send_command(_state_dir(state_dir), name, {"action": action, "kind": parts[0],
+                                                          "namespace": parts[1], "name": parts[2], unit: value})
     except (LookupError, OSError, RuntimeError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from e
-    typer.echo(json.dumps(reply["loads"]))
+
+
+@app.command()
+def traffic(
+    name: Annotated[str, typer.Argument(help="The sim's --name.")],
+    workload: Annotated[str, typer.Argument(help="KIND/NAMESPACE/NAME, e.g. Deployment/default/web.")],
+    mbps: Annotated[float | None, typer.Option("--mbps", min=0.0, help="Megabits per second (in + out) the "
+                                               "workload moves on this sim, shared by its running pods.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Back to the pods' network-mbps annotation.")] = False,
+    state_dir: StateDir = None,
+) -> None:
+    """Emulate a traffic burst: give a workload network traffic its running pods share, shown by the
+    kubelet stats summary (/api/v1/nodes/NODE/proxy/stats/summary) and so by the member's status."""
+    reply = _set_demand(name, workload, "traffic", "mbps", mbps, clear, state_dir)
+    typer.echo(json.dumps(reply["traffic"]))
 
 
 @app.command("list")

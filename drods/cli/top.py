@@ -1,4 +1,5 @@
-"""``drods top clusters``: a live table of the fleet as the scheduler sees it (like ``kubectl top``).
+"""``drods top clusters``: a live table of the fleet as the scheduler sees it (like ``kubectl top``);
+``drods top workloads``: each workload's measured use per cluster (like ``kubectl top pods``).
 
 Reads GET /api/v1/monitor/realtime (readiness, activity, report age, fleet totals) and
 GET /api/v1/clusters (each cluster's scheduler-visible status), so it shows exactly what
@@ -16,7 +17,18 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from drods.cli.remote import ApiClient, CaFileOpt, CliError, InsecureOpt, ServerOpt, TokenOpt, connect, fail, stdout
+from drods.cli.remote import (
+    ApiClient,
+    CaFileOpt,
+    CliError,
+    InsecureOpt,
+    ServerOpt,
+    TokenOpt,
+    connect,
+    fail,
+    print_table,
+    stdout,
+)
 from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 
 app = typer.Typer(help="Live resource use of the fleet, as the scheduler sees it.", no_args_is_help=True)
@@ -82,7 +94,7 @@ def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
     total = len(details) or len(clusters)
     head = Text.assemble(
         ("fleet ", "bold"), f"{realtime.get('activeClusters', 0)}/{total} active · ",
-        f"{realtime.get('totalPods', 0)} pods · {realtime.get('networkTraffic', '0bps')} · water level ",
+        f"{realtime.get('totalPods', 0)} pods · {realtime.get('networkTraffic') or 'unknown'} · water level ",
         (bar(fleet_wl), _colour(fleet_wl, DEFAULT_WATER_LEVEL_LIMIT)),
         f" {'-' if fleet_wl is None else f'{fleet_wl:.0%}'}",
     )
@@ -139,5 +151,53 @@ def top_clusters(
         fail(e)
     except KeyboardInterrupt:
         pass
+    finally:
+        api.close()
+
+
+BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
+
+
+def _used_of(usage: dict[str, Any], resource: str) -> str:
+    part = usage.get(resource)
+    return f"{part.get('used')}/{part.get('requested')}" if isinstance(part, dict) else "<unknown>"
+
+
+def workload_rows(bindings: list[dict[str, Any]], namespace: str | None) -> list[list[Any]]:
+    """One row per workload and cluster: its pods' measured use there (``status.clusters[].usage``)."""
+    rows: list[list[Any]] = []
+    for b in bindings:
+        res = (b.get("spec") or {}).get("resource") or {}
+        ns = res.get("namespace") or "default"
+        if namespace is not None and ns != namespace:
+            continue
+        for e in (b.get("status") or {}).get("clusters") or []:
+            usage = e.get("usage") if isinstance(e, dict) else None
+            if not isinstance(usage, dict):
+                continue
+            rows.append([ns, f"{res.get('kind')}/{res.get('name')}", e.get("cluster"), _used_of(usage, "cpu"),
+                         _used_of(usage, "memory"), f"{usage.get('readyPods', 0)}/{usage.get('pods', 0)}"])
+    return sorted(rows, key=lambda r: (r[0], r[1], str(r[2])))
+
+
+@app.command("workloads")
+def top_workloads(
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Only this namespace's workloads.")]
+    = None,
+    server: ServerOpt = "https://127.0.0.1:8080",
+    token: TokenOpt = None,
+    ca_file: CaFileOpt = None,
+    insecure: InsecureOpt = False,
+) -> None:
+    """CPU and memory used/requested by each workload's ready pods, one line per workload and cluster
+    (like kubectl top pods), measured from the members' metrics.k8s.io; <unknown> where a member
+    serves no metrics."""
+    api = connect(server, token, ca_file, insecure)
+    try:
+        bindings = api.get_json(BINDINGS).get("items", [])
+        print_table(["NAMESPACE", "WORKLOAD", "CLUSTER", "CPU(used/req)", "MEMORY(used/req)", "PODS(ready)"],
+                    workload_rows(bindings, namespace))
+    except CliError as e:
+        fail(e)
     finally:
         api.close()

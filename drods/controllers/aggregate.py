@@ -20,6 +20,7 @@ from drods.model.annotations import ANN_HASH, manifest_hash
 from drods.model.binding import PROPAGATING_PHASES, BindingStatus, owned_status
 from drods.model.interpreter import StatusRule, read_path
 from drods.model.work import Ref
+from drods.model.workload_usage import summed_doc
 
 Obj = dict[str, Any]
 WAITING_FOR_AGENT = "waiting for the cluster's agent"
@@ -62,6 +63,25 @@ def member_status(work: Obj | None, main: Ref | None) -> Obj | None:
                 (main.api_version, main.kind, main.namespace, main.name):
             return dict(m["status"])
     return None
+
+
+def manifest_usage(work: Obj | None, main: Ref | None) -> Obj | None:
+    """The workload's measured use in the member as the Work reports it, None if unreported."""
+    if work is None or main is None:
+        return None
+    for m in ((work.get("status") or {}).get("manifests")) or []:
+        if isinstance(m, dict) and isinstance(m.get("usage"), dict) and \
+                (m.get("kind"), m.get("namespace") or "", m.get("name")) == (main.kind, main.namespace, main.name):
+            return dict(m["usage"])
+    return None
+
+
+def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
+    usage = manifest_usage(work, main)
+    if usage is None:
+        entry.pop("usage", None)
+    else:
+        entry["usage"] = usage
 
 
 def work_state(work: Obj | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
@@ -139,6 +159,7 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
             if state.failed:
                 out.errors.append(f"{c}: {state.error}")
         fill_observation(e, kind, state.observation, state.observed_time)
+        fill_usage(e, works.get(c), p.main)
         if rule is not None and rule.ready is not None:
             ready_count = read_path(member_status(works.get(c), p.main) or {}, rule.ready.removeprefix("status."))
             if isinstance(ready_count, int) and not isinstance(ready_count, bool):
@@ -163,6 +184,7 @@ def removing_entry(cluster: str, kind: str, work: Obj, previous: Obj | None, sin
         e["resources"] = [str(r) for r in refs]
     obs, seen = observation(work, refs[-1] if refs else None)
     fill_observation(e, kind, obs, seen)
+    fill_usage(e, work, refs[-1] if refs else None)
     return e
 
 
@@ -174,6 +196,11 @@ def binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], 
     entries = rollup.entries + removing
     if entries or "clusters" in status:
         new["clusters"] = entries
+    usage = summed_doc(entries)
+    if usage is not None:
+        new["usage"] = usage
+    else:
+        new.pop("usage", None)
     phase = status.get("phase")
     previous = status.get("conditions") if isinstance(status.get("conditions"), list) else None
     wanted = len(rollup.entries)

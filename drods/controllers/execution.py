@@ -48,15 +48,15 @@ def cleanup_key(cluster: str, ref: Ref) -> str:
     return f"{CLEANUP_PREFIX}{cluster}/{ref.kind}/{ref.namespace or '_'}/{ref.name}"
 
 
-def manifest_status(obj: Obj, observed: str) -> ManifestStatus:
-    """A member object's status as a Work's status carries it."""
+def manifest_status(obj: Obj, observed: str, usage: Obj | None = None) -> ManifestStatus:
+    """A member object's status as a Work's status carries it (with its measured use, if read)."""
     meta = obj.get("metadata") or {}
     return ManifestStatus(apiVersion=str(obj.get("apiVersion")), kind=str(obj.get("kind")),
                           namespace=str(meta.get("namespace") or ""), name=str(meta.get("name")),
                           status=obj.get("status") if isinstance(obj.get("status"), dict) else {},
                           generation=int(meta.get("generation") or 1),
                           manifestHash=(meta.get("annotations") or {}).get(ANN_HASH),
-                          observedTime=observed)
+                          observedTime=observed, usage=usage)
 
 
 class _Conflict(Exception):

@@ -44,6 +44,9 @@ class MemberSettings(BaseModel):
     heartbeatWriteSeconds: float = Field(default=20.0, gt=0)
     # How often each member's managed workloads are listed for their status.
     statusPollSeconds: float = Field(default=2.0, gt=0)
+    # How often each member's pods and metrics.k8s.io PodMetrics are read (one list of each per
+    # namespace) for the per-workload usage on Works and Bindings; metrics-server's resolution is 15 s.
+    usagePollSeconds: float = Field(default=15.0, gt=0)
     # An old cluster's copy is removed after this long even if the new placement never got ready.
     gracefulTimeoutSeconds: float = Field(default=600.0, gt=0)
     # Consecutive failed applies to one cluster before the binding is Failed (retries go on).

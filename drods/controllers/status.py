@@ -18,6 +18,7 @@ from typing import Any
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.model.annotations import ANN_HASH
 from drods.model.interpreter import StatusRule, read_path, write_path
+from drods.model.workload_usage import summed_doc
 
 Obj = dict[str, Any]
 
@@ -86,7 +87,8 @@ def condition(type_: str, ok: bool, reason: str, message: str, previous: list[Ob
 
 def template_status(kind: str, generation: int, entries: list[Obj], cluster_info: dict[str, Obj],
                     all_applied: bool, previous: Obj, now: str) -> Obj:
-    """The workload template's aggregated status from the binding's ``status.clusters[]``."""
+    """The workload template's aggregated status from the binding's ``status.clusters[]`` (with
+    the measured use per cluster and summed, as on the Binding)."""
     replicas = ready = available = updated = 0
     detail = []
     for e in entries:
@@ -104,6 +106,8 @@ def template_status(kind: str, generation: int, entries: list[Obj], cluster_info
                    availableReplicas=int(e.get("availableReplicas") or 0), applied=bool(e.get("applied")))
         if e.get("removing"):
             row["removing"] = True
+        if isinstance(e.get("usage"), dict):
+            row["usage"] = e["usage"]
         detail.append(row)
     out: Obj = {}
     prev_conds = previous.get("conditions") if isinstance(previous.get("conditions"), list) else None
@@ -128,6 +132,9 @@ def template_status(kind: str, generation: int, entries: list[Obj], cluster_info
                                        now)]
     out["observedGeneration"] = generation if all_applied else int(previous.get("observedGeneration") or 0)
     out["clusters"] = detail
+    usage = summed_doc(entries)
+    if usage is not None:
+        out["usage"] = usage
     return out
 
 

@@ -5,6 +5,9 @@ the time listing) it lists each member's DRO-DS-managed workloads of the kinds i
 writes the main manifest's status onto the Work when it changed — the same ``status.manifests`` a
 pull-mode agent reports. A copy deleted behind DRO-DS's back (applied before the listing started,
 missing from it) marks its Work not applied, so the execution controller applies it again.
+
+Every ``usagePollSeconds`` it also reads the workloads' use (`drods.members.workload_usage`: one pods
+and one PodMetrics list per namespace) and writes it on the manifest status as ``usage``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from drods.controllers.settings import MemberSettings
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
+from drods.members.workload_usage import UsageReader, key_of
 from drods.model.annotations import ANN_BINDING, MANAGED_SELECTOR
 from drods.model.interpreter import Interpreter
 from drods.model.timefmt import parse_rfc3339, rfc3339
@@ -54,6 +58,7 @@ class WorkStatusController:
         # per cluster: binding → (the Work's and the member object's resourceVersions) last found in
         # agreement, so an unchanged pair costs nothing on the next poll
         self._agreed: dict[str, dict[str, tuple[str, str]]] = {}
+        self._usage: dict[str, UsageReader] = {}  # per cluster: its workloads' last usage reading
 
     async def run(self) -> None:
         try:
@@ -104,40 +109,48 @@ class WorkStatusController:
         client = self.fleet.clients.cached(cluster)
         if not kinds or client is None or client.state.condition == "NotReady":
             return
+        found: dict[str, Obj] = {}  # binding → the member's copy
         for api_version, kind in kinds:
             started = self.clock()
             try:
                 items = await client.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR)
             except (MemberUnavailable, MemberError):
                 return
-            seen: set[str] = set()
             for it in items:
-                meta = it.get("metadata") or {}
-                b = (meta.get("annotations") or {}).get(ANN_BINDING)
-                if not b or b not in tracked or tracked[b][0] != Ref.of(it):
-                    continue
-                seen.add(b)
-                self.fleet.owned.setdefault(cluster, set()).add(Ref.of(it))
-                work = tracked[b][1]
-                versions = (str(work["metadata"].get("resourceVersion")), str(meta.get("resourceVersion")))
-                if agreed.get(b) == versions and meta.get("resourceVersion"):
-                    continue
-                if not await self._record(work, it):
-                    agreed[b] = versions
-            for b, (ref, work) in tracked.items():
-                if ref.kind != kind or b in seen:
-                    continue
-                st = work.get("status") or {}
-                applied_at = parse_rfc3339(st.get("appliedTime"))
-                if st.get("applied") and applied_at is not None and applied_at < started:
-                    log.info("%s: %s is missing in the member; applying it again", cluster, ref)
-                    self.fleet.owned.get(cluster, set()).discard(ref)
-                    await self._write(work, {**st, "applied": False, "observedHash": ""})
+                b = ((it.get("metadata") or {}).get("annotations") or {}).get(ANN_BINDING)
+                if b and b in tracked and tracked[b][0] == Ref.of(it):
+                    found[b] = it
+            await self._missing(cluster, kind, tracked, found, started)
+        reader = self._usage.setdefault(cluster, UsageReader(self.settings.usagePollSeconds))
+        usage = await reader.read(client, [it for it in found.values() if it.get("kind") in WORKLOAD_KINDS],
+                                  self.clock())
+        for b, it in found.items():
+            self.fleet.owned.setdefault(cluster, set()).add(Ref.of(it))
+            work, meta = tracked[b][1], it.get("metadata") or {}
+            doc = usage.get(key_of(it))
+            versions = (str(work["metadata"].get("resourceVersion")), str(meta.get("resourceVersion")))
+            if doc is None and agreed.get(b) == versions and meta.get("resourceVersion"):
+                continue
+            if not await self._record(work, it, doc):
+                agreed[b] = versions
 
-    async def _record(self, work: Obj, obj: Obj) -> bool:
-        """Write ``obj``'s status on ``work`` if it differs from what the Work says; True if written."""
+    async def _missing(self, cluster: str, kind: str, tracked: dict[str, tuple[Ref, Obj]], found: dict[str, Obj],
+                       started: float) -> None:
+        """Works of ``kind`` applied before the listing started whose object the member no longer holds."""
+        for b, (ref, work) in tracked.items():
+            if ref.kind != kind or b in found:
+                continue
+            st = work.get("status") or {}
+            applied_at = parse_rfc3339(st.get("appliedTime"))
+            if st.get("applied") and applied_at is not None and applied_at < started:
+                log.info("%s: %s is missing in the member; applying it again", cluster, ref)
+                self.fleet.owned.get(cluster, set()).discard(ref)
+                await self._write(work, {**st, "applied": False, "observedHash": ""})
+
+    async def _record(self, work: Obj, obj: Obj, usage: Obj | None = None) -> bool:
+        """Write ``obj``'s status (and usage) on ``work`` if it differs from what the Work says; True if written."""
         st = dict(work.get("status") or {})
-        fresh = manifest_status(obj, rfc3339(self.clock())).model_dump(exclude_none=True)
+        fresh = manifest_status(obj, rfc3339(self.clock()), usage).model_dump(exclude_none=True)
         old = [m for m in st.get("manifests") or [] if isinstance(m, dict)]
         same = [m for m in old if (m.get("kind"), m.get("namespace") or "", m.get("name")) ==
                 (fresh["kind"], fresh.get("namespace") or "", fresh["name"])]

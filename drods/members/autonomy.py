@@ -8,8 +8,8 @@ total and its cluster's share. It decides nothing then — the control plane's a
 When the control plane has not answered for ``grace_s`` (no connection, a timeout, or a
 gateway's 502/503/504), the agent is cut off; an answer that is an error is not a cut (the
 control plane is there and decides). Every ``period_s``
-it then reads its own member's use (the member summary — metrics.k8s.io against what the pods
-request, the same cluster-level utilisation the central autoscaler reads) and applies the central
+it then reads each workload's own pods' use in its member (the usage the Work agent measures from
+metrics.k8s.io PodMetrics, the same Σ use ÷ Σ requests the central autoscaler reads) and applies the central
 autoscaler's own rule (`drods.model.scaling`: `recommend`, then `behave` with the
 FederatedHPA's behaviour) to its share. The other clusters' replicas are taken as they were
 (total − share), so the share is bounded by ``min − others`` (at least one replica) and
@@ -40,12 +40,13 @@ import httpx
 from pydantic import ValidationError
 
 from drods.members.agent import AgentRefused
-from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.members.client import MemberClient
 from drods.members.state_file import StateFile
 from drods.members.works import WorkAgent
 from drods.model import scaling
 from drods.model.autoscaling import Behavior, MetricSpec
 from drods.model.timefmt import rfc3339_ms
+from drods.model.workload_usage import RESOURCES, WorkloadUsage
 
 log = logging.getLogger(__name__)
 AUTOSCALERS = "/api/v1/agent/autoscalers"
@@ -193,14 +194,19 @@ class AutonomyAgent:
                                f"HTTP {r.status_code} {r.text[:300]}")
         r.raise_for_status()
 
+    def _utilisation(self, w: Workload, now: float) -> dict[str, float]:
+        """The workload's own pods' utilisation in this member (resource → %), from the Work agent's
+        last usage reading; empty when unmeasured or stale (then no decision is taken)."""
+        reader = self.works.usage
+        if reader.read_at is None or now - reader.read_at > 3 * max(reader.interval, self.settings.period_s):
+            return {}
+        usage = WorkloadUsage.from_doc(reader.docs.get((w[2], w[1], w[3])))
+        if usage is None:
+            return {}
+        return {r: v for r in RESOURCES if (v := usage.utilisation(r)) is not None}
+
     async def decide(self, now: float) -> None:
-        """Cut off: the HPA rule on this member's own utilisation, for each cached workload."""
-        try:
-            summary = await self.member.summary()
-        except (MemberUnavailable, MemberError) as e:
-            log.warning("cannot read cluster %s to scale alone: %s", self.cluster, e)
-            return
-        util = scaling.cluster_utilisation(summary.status)
+        """Cut off: the HPA rule on each cached workload's own pods' utilisation in this member."""
         changed = False
         for item in self.items:
             try:
@@ -218,6 +224,8 @@ class AutonomyAgent:
             others = max(c.total - c.local, 0)
             lo = max(c.lo - others, 1)
             hi = max(c.hi - others, lo)
+            util = {r: v for r, v in self._utilisation(c.workload, self.clock()).items()
+                    if any(m.resource.name == r for m in c.metrics)}
             observations = [(util[m.resource.name], float(m.resource.target.averageUtilization))
                             for m in c.metrics if m.resource.name in util]
             if not observations:

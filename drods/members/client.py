@@ -37,6 +37,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from drods.members.summary import ClusterSummary, summarise
+from drods.members.traffic import Sample, TrafficMeter, node_sample
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -147,6 +148,7 @@ class MemberClient:
         self._dynamic: DynamicClient | None = None
         self._state = ConnectionState("Unknown", 0, None, None, None, None)
         self._closed = False
+        self.traffic = TrafficMeter()  # the last counter samples of the nodes' network
 
     # ---- construction ------------------------------------------------------------------------
 
@@ -394,11 +396,44 @@ class MemberClient:
 
         return await self._call(run)
 
+    async def pod_metrics(self, namespace: str) -> list[Obj] | None:
+        """metrics.k8s.io PodMetrics of one namespace (one list), or None when no metrics API is served."""
+        def run() -> list[Obj] | None:
+            try:
+                return self._list_all(f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods")
+            except ApiException as e:
+                if e.status in (404, 503):
+                    return None
+                raise
+
+        return await self._call(run)
+
+    async def node_traffic(self, names: list[str]) -> dict[str, Sample]:
+        """Each node's network counters from its kubelet's stats summary (through the node proxy);
+        nodes whose summary cannot be read are left out."""
+        async def one(name: str) -> tuple[str, Sample | None]:
+            def run() -> Sample | None:
+                try:
+                    doc = self._get_json(f"/api/v1/nodes/{name}/proxy/stats/summary")
+                except (ApiException, ValueError):  # no proxy, kubelet down, forbidden: not the member's health
+                    return None
+                return node_sample(doc, time.time()) if isinstance(doc, dict) else None
+            try:
+                return name, await self._call(run, retry=False)
+            except (MemberError, MemberUnavailable):
+                return name, None
+
+        got = await asyncio.gather(*(one(n) for n in names))
+        return {n: s for n, s in got if s is not None}
+
     async def summary(self) -> ClusterSummary:
-        """Resources, largest free node, water level, topology and version (see `drods.members.summary`)."""
+        """Resources, largest free node, water level, network traffic, topology and version (see
+        `drods.members.summary`; traffic from the kubelets' counters, `drods.members.traffic`)."""
         nodes, pods, metrics, version = await asyncio.gather(self.nodes(), self.pods(), self.node_metrics(),
                                                              self.version())
-        return summarise(nodes, pods, metrics, version)
+        names = [str((n.get("metadata") or {}).get("name")) for n in nodes]
+        traffic = self.traffic.rates(await self.node_traffic(names))
+        return summarise(nodes, pods, metrics, version, network=traffic)
 
     def _translate_missing_kind(self, fn: Callable[[], T]) -> Callable[[], T]:
         def run() -> T:

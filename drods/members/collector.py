@@ -12,7 +12,9 @@ goes through monitoring's one pipeline (normalisation, rate control, thresholds,
   ``gpuAllocated``/``podsCapacity``, ``gpuByModel`` from the nodes' ``nvidia.com/gpu.product``
   label), plus inventory extras (nodes, version, topology);
 * ``cpuUsed`` (cores) / ``memoryUsed`` (GiB): what metrics.k8s.io measured, only when the member
-  serves it — ``cpuUsage`` folds requests in (for the water level), an autoscaler needs the use.
+  serves it — ``cpuUsage`` folds requests in (for the water level), an autoscaler needs the use;
+* ``networkIn`` / ``networkOut`` (Mbps): what the kubelets' network counters measured between two
+  readings, only when measured (absent, never 0, when unknown).
 
 `KubernetesCollector` is the pull-collector form (``drods.monitor.collectors``) for processes that
 want monitoring to pull members on its own schedule; the cluster health controller instead feeds
@@ -60,6 +62,10 @@ def report_from_summary(cluster: str, summary: ClusterSummary, now: float | None
         "kubernetesVersion": summary.kubernetes_version,
         "topology": summary.topology(),
     }
+    if st.network_in_mbps is not None:  # measured from the kubelets' counters; unknown stays absent
+        report["networkIn"] = st.network_in_mbps
+    if st.network_out_mbps is not None:
+        report["networkOut"] = st.network_out_mbps
     for res, extra in ((cpu, "cpuUsed"), (mem, "memoryUsed")):
         if res.measured is not None:
             report[extra] = res.measured

@@ -20,13 +20,13 @@ from drods.transport import async_transport
 
 async def run_works(cluster: str, member: MemberClient, server: str, token: str, state_dir: Path, *,
                     verify: Any = True, stop: asyncio.Event | None = None, resync: float = 3.0,
-                    autonomy: AutonomySettings | None = None) -> None:
+                    autonomy: AutonomySettings | None = None, usage_interval: float = 15.0) -> None:
     """Follow, apply and report this cluster's Works until ``stop``; with ``autonomy``, also scale
     alone while cut off (`drods.members.autonomy`)."""
     stop = stop or asyncio.Event()
     async with httpx.AsyncClient(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"},
                                  params={"cluster": cluster}, transport=async_transport(verify), timeout=10) as http:
-        agent = WorkAgent(cluster, member, http, state_dir, resync=resync)
+        agent = WorkAgent(cluster, member, http, state_dir, resync=resync, usage_interval=usage_interval)
         runs = [agent.run(stop)]
         if autonomy is not None:
             local = AutonomyAgent(cluster, member, http, agent, state_dir, autonomy)

@@ -6,7 +6,9 @@ Units: CPU in cores, memory in GiB, GPUs in devices. ``allocated`` is the sum of
 the non-terminal pods bound to a node (a pending pod holds nothing yet); ``used`` is what
 metrics.k8s.io reports, or ``allocated`` when the cluster serves no metrics (GPUs always use
 ``allocated``: metrics.k8s.io has no GPU usage). The water level is the fuller of CPU and memory,
-each taken as max(used, allocated) / allocatable. ``measured`` (CPU and memory) is present only
+each taken as max(used, allocated) / allocatable. Network traffic (``network``) is what the kubelets'
+counters measured between two readings (`drods.members.traffic`), absent when unknown.
+``measured`` (CPU and memory) is present only
 when metrics.k8s.io answered: the use itself, which an autoscaler compares with ``allocated``
 (``used`` alone cannot tell a measurement from the requests standing in for one).
 """
@@ -143,7 +145,10 @@ def _resource(cap: float, alloc: float, booked: float, use: float, measured: boo
 
 
 def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
-              version: str | None = None, now: float | None = None) -> ClusterSummary:
+              version: str | None = None, now: float | None = None,
+              network: tuple[float, float] | None = None) -> ClusterSummary:
+    """``network``: (received, transmitted) bytes per second measured from the kubelets' counters;
+    None when unknown — the status then says nothing about traffic (never 0)."""
     capacity, allocatable = Amount(), Amount()
     pods_capacity = 0.0
     allocated, per_node_requested, pods_used, pending = _tally_pods(pods)
@@ -204,7 +209,8 @@ def summarise(nodes: list[Obj], pods: list[Obj], node_metrics: list[Obj] | None,
         gpu=_resource(capacity.gpu, allocatable.gpu, allocated.gpu, used.gpu, False),
         pods_capacity=pods_capacity, pods_used=pods_used,
         largest_node_free=NodeFree(_r(largest.cpu), _r(largest.memory / GIB), _r(largest.gpu)),
-        network_in_mbps=0, network_out_mbps=0, water_level=_r(water),
+        network_in_mbps=None if network is None else _r(network[0] * 8 / 1e6),
+        network_out_mbps=None if network is None else _r(network[1] * 8 / 1e6), water_level=_r(water),
     )
     return ClusterSummary(
         member_status=doc, node_count=len(nodes), ready_nodes=ready_nodes, pending_pods=pending,

@@ -13,7 +13,8 @@ The control plane cannot reach a pull-mode member, so propagation writes one ``W
   wants any more, and only right after a successful list or watch event — never while the control
   plane is unreachable (the set it holds may be out of date);
 * **reports** each Work's status (``observedHash``, ``applied``, per-manifest status read back
-  from the member) whenever it differs from the status the control plane holds.
+  from the member, and the workloads' measured use, `drods.members.workload_usage`) whenever it
+  differs from the status the control plane holds.
 
 **Local autonomy.** When the control plane is unreachable the member keeps its last desired
 state: the agent keeps applying the cached Works (also after its own restart, from the state
@@ -28,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +40,7 @@ import httpx
 from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.members.state_file import StateFile
+from drods.members.workload_usage import USAGE_KINDS, UsageReader
 from drods.model.annotations import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, is_managed
 from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, Ref, WorkStatus
@@ -57,7 +60,8 @@ class _Work:
 
 class WorkAgent:
     def __init__(self, cluster: str, member: MemberClient, http: httpx.AsyncClient, state_dir: Path, *,
-                 resync: float = 3.0, max_backoff: float = 30.0, watch_timeout: int = 240) -> None:
+                 resync: float = 3.0, max_backoff: float = 30.0, watch_timeout: int = 240,
+                 usage_interval: float = 15.0, clock: Callable[[], float] = time.time) -> None:
         self.cluster = cluster
         self.member = member
         self.http = http
@@ -76,6 +80,8 @@ class WorkAgent:
         self.reachable = asyncio.Event()  # someone saw the control plane answer: relist now, not after the backoff
         # A local replica count for a manifest (regional autonomy), None to apply it as sent.
         self.replicas_for: Callable[[Mapping[str, Any]], int | None] | None = None
+        self.usage = UsageReader(usage_interval)
+        self.clock = clock
 
     # ------------------------------------------------------------------ the state file
     def load(self) -> None:
@@ -205,10 +211,25 @@ class WorkAgent:
             self.prune_due = False
             if not await self.prune(works):
                 self.prune_due = True
+        await self._report_statuses(works)
+
+    async def _report_statuses(self, works: Mapping[str, _Work]) -> None:
+        """Each Work's status as the member shows it, with its workloads' usage (read every
+        ``usage.interval``: one pods and one PodMetrics list per namespace), reported when changed."""
+        read: dict[str, Obj] = {}
+        held: list[Obj] = []
         for name, w in sorted(works.items()):
-            status = await self.status_of(name, w.spec)
-            if status is not None and self.authoritative and status != w.status:
-                await self.report(name, w, status)
+            status = await self.status_of(name, w.spec, held)
+            if status is not None:
+                read[name] = status
+        usage = await self.usage.read(self.member, held, self.clock())
+        for name, status in read.items():
+            for m in status.get("manifests") or []:
+                doc = usage.get((m.get("namespace") or "default", m.get("kind"), m.get("name")))
+                if doc is not None and m.get("status") is not None:
+                    m["usage"] = doc
+            if self.authoritative and status != works[name].status:
+                await self.report(name, works[name], status)
 
     async def apply(self, spec: Mapping[str, Any]) -> str | None:
         """Apply a Work's manifests in order; None, or why it failed."""
@@ -259,8 +280,9 @@ class WorkAgent:
             return False
         return True
 
-    async def status_of(self, name: str, spec: Mapping[str, Any]) -> Obj | None:
-        """The Work's status as the member shows it now; None when the member can't be read."""
+    async def status_of(self, name: str, spec: Mapping[str, Any], held: list[Obj] | None = None) -> Obj | None:
+        """The Work's status as the member shows it now; None when the member can't be read.
+        The member's workloads it read are added to ``held`` (for their usage)."""
         h = str(spec.get("hash") or "")
         rows: list[ManifestStatus] = []
         try:
@@ -273,6 +295,8 @@ class WorkAgent:
                     self.applied.pop(name, None)  # deleted behind our back: apply it again
                     self.wake.set()
                 cmeta = (cur or {}).get("metadata") or {}
+                if cur is not None and held is not None and cur.get("kind") in USAGE_KINDS:
+                    held.append(cur)
                 rows.append(ManifestStatus(
                     apiVersion=str(m.get("apiVersion")), kind=str(m.get("kind")), namespace=ns,
                     name=str(meta.get("name")), status=None if cur is None else dict(cur.get("status") or {}),

@@ -115,6 +115,8 @@ class ClusterStatus(BaseModel):
     observedTime: str | None = None
     removing: bool = False  # left the placement; emptied once the new placement covers it
     removingSince: str | None = None
+    # the workload's measured use in this cluster (`drods.model.workload_usage`), as last reported
+    usage: dict[str, Any] | None = None
 
 
 class BindingStatus(BaseModel):
@@ -125,7 +127,7 @@ class BindingStatus(BaseModel):
     SCHEDULER_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime",
          "estimatedHourlyCost", "users"})
-    CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions"})
+    CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions", "usage"})
 
     # the scheduler's (drods.schedulerd.records)
     phase: BindingPhase = "Pending"
@@ -141,6 +143,7 @@ class BindingStatus(BaseModel):
     # the member controllers' (drods.controllers.binding)
     clusters: list[ClusterStatus] = Field(default_factory=list)
     conditions: list[dict[str, Any]] = Field(default_factory=list)
+    usage: dict[str, Any] | None = None  # clusters[].usage summed (`drods.model.workload_usage`)
 
 
 def owned_status(current: Mapping[str, Any], new: Mapping[str, Any], owner: frozenset[str]) -> dict[str, Any]:

@@ -37,6 +37,8 @@ MEASURED = "measured"
 AVAILABLE = "available"
 IN_MBPS = "inMbps"
 OUT_MBPS = "outMbps"
+RX_BPS = "rxBytesPerSecond"  # the same traffic in bytes per second (null when unknown)
+TX_BPS = "txBytesPerSecond"
 
 RESOURCE_SECTIONS = (CPU, MEMORY, GPU)  # the sections holding a ``Resource``
 OFFER_MAPS = (GPU_BY_MODEL, STORAGE_BY_TIER)  # ``{key: {capacity, allocatable, allocated}}`` maps
@@ -160,8 +162,9 @@ class MemberStatus:
         if self.largest_node_free is not None:
             doc[LARGEST_NODE_FREE] = self.largest_node_free.to_doc()
         if self.network_in_mbps is not None or self.network_out_mbps is not None:
-            doc[NETWORK] = {IN_MBPS: zero_if_absent(self.network_in_mbps),
-                            OUT_MBPS: zero_if_absent(self.network_out_mbps)}
+            doc[NETWORK] = {IN_MBPS: self.network_in_mbps, OUT_MBPS: self.network_out_mbps,
+                            RX_BPS: bytes_per_second(self.network_in_mbps),
+                            TX_BPS: bytes_per_second(self.network_out_mbps)}
         if self.water_level is not None:
             doc[WATER_LEVEL] = self.water_level
         return doc
@@ -170,6 +173,11 @@ class MemberStatus:
 def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     sec = doc.get(key)
     return sec if isinstance(sec, Mapping) else None
+
+
+def bytes_per_second(mbps: float | None) -> float | None:
+    """Megabits per second as bytes per second (None stays None: unknown is not 0)."""
+    return None if mbps is None else round(mbps * 1e6 / 8, 3)
 
 
 def zero_if_absent(v: float | None) -> float:

@@ -71,6 +71,8 @@ class ManifestStatus(BaseModel):
     generation: int | None = None  # the member's metadata.generation (readiness needs it)
     manifestHash: str | None = None  # the hash annotation on the member's copy
     observedTime: str | None = None  # when this status was read from the member (RFC 3339)
+    # the workload's measured use in this member (`drods.model.workload_usage`); None: not read
+    usage: dict[str, Any] | None = None
 
 
 class WorkStatus(BaseModel):

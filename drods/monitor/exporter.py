@@ -76,8 +76,11 @@ class FleetCollector(Collector):
         yield GaugeMetricFamily("drods_fleet_active_clusters", "Clusters ready and reporting",
                                 value=snap.activeClusters)
         yield GaugeMetricFamily("drods_fleet_pods", "Pods on active clusters", value=snap.totalPods)
-        yield GaugeMetricFamily("drods_fleet_network_mbps", "Traffic of active clusters (Mbps)",
-                                value=snap.networkTrafficMbps)
+        fnet = GaugeMetricFamily("drods_fleet_network_mbps", "Traffic of active clusters (Mbps; absent when "
+                                 "no cluster's traffic is measured)")
+        if snap.networkTrafficMbps is not None:
+            fnet.add_metric([], snap.networkTrafficMbps)
+        yield fnet
         fs = fleet.surge.get("fleet") or {}
         yield GaugeMetricFamily("drods_fleet_surge_magnitude", "Fleet traffic surge magnitude (0..1)",
                                 value=float(fs.get("magnitude", 0.0)) if isinstance(fs, dict) else 0.0)

@@ -31,8 +31,8 @@ class RealtimeSnapshot(BaseModel):
 
     activeClusters: int
     totalPods: int
-    networkTraffic: str
-    networkTrafficMbps: float
+    networkTraffic: str  # "unknown" when no active cluster's traffic is measured
+    networkTrafficMbps: float | None
     waterLevel: WaterLevelView
     unhealthyClusters: list[str]
     timestamp: str
@@ -90,7 +90,9 @@ def realtime(
     act = [s for s, a in zip(present, active, strict=True) if a and s is not None]
 
     pods = np.nan_to_num(_col(act, r.PODS))
-    traffic = float(np.nansum(_col(act, r.NETWORK_IN)) + np.nansum(_col(act, r.NETWORK_OUT)))
+    net = np.concatenate([_col(act, r.NETWORK_IN), _col(act, r.NETWORK_OUT)])
+    # measured traffic summed; none measured anywhere is unknown, not 0
+    traffic = float(np.nansum(net)) if act and not np.isnan(net).all() else None
     fleet_wl: float | None = None
     if act:
         parts = [
@@ -103,8 +105,8 @@ def realtime(
     return RealtimeSnapshot(
         activeClusters=int(active.sum()),
         totalPods=int(pods.sum()),
-        networkTraffic=format_bitrate(traffic),
-        networkTrafficMbps=round(traffic, 3),
+        networkTraffic="unknown" if traffic is None else format_bitrate(traffic),
+        networkTrafficMbps=None if traffic is None else round(traffic, 3),
         waterLevel=WaterLevelView(clusters=per_cluster, fleet=fleet_wl),
         unhealthyClusters=[c for c, a in zip(names, active, strict=True) if not a],
         timestamp=iso(now),

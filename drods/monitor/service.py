@@ -62,7 +62,7 @@ from drods.monitor.rate_control import RateController, StatusDamper, with_min_in
 from drods.monitor.report import MetricsReport, NormalisedStatus, Normaliser, Rejection, Source, iso
 from drods.monitor.series import DEFAULT_PROMQL, Point, PrometheusSeriesReader
 from drods.monitor.statusdoc import build_doc, comparable
-from drods.monitor.surge import SurgeSignal
+from drods.monitor.surge import SurgeConfig, SurgeDetector, SurgeSignal
 from drods.monitor.thresholds import (
     SustainedDetector,
     SustainedEvent,
@@ -120,6 +120,11 @@ class MonitorSettings(BaseModel):
     failureRetentionDays: float = Field(default=30.0, gt=0)
     realtimeMinIntervalSeconds: float = Field(default=0.5, ge=0)
     surgeMinChange: float = Field(default=0.05, ge=0)
+    # S5 surge detection (`drods.monitor.surge`): the history a baseline needs before any surge, the
+    # baseline's and the fast average's time constants.
+    surgeWarmupSeconds: float = Field(default=300.0, ge=0)
+    surgeBaselineSeconds: float = Field(default=1800.0, gt=0)
+    surgeFastSeconds: float = Field(default=30.0, gt=0)
     # Collection interval per cluster (SPEC C1, `drods.monitor.subscriptions`): the smallest
     # maxAgeSeconds among the subscriptions that match it, clamped to [min, collectIntervalSeconds];
     # collectIntervalSeconds alone when nobody asks for fresher status.
@@ -272,6 +277,9 @@ class MonitorService:
         s = self.settings
         rates = None if s.rateMinIntervalSeconds is None else with_min_interval(s.rateMinIntervalSeconds)
         self.pipeline = MonitorPipeline(
+            surge=SurgeDetector(SurgeConfig(baseline_tau_s=s.surgeBaselineSeconds,
+                                            surging_baseline_tau_s=8 * s.surgeBaselineSeconds,
+                                            fast_tau_s=s.surgeFastSeconds, warmup_s=s.surgeWarmupSeconds)),
             normaliser=_SeedableNormaliser(),
             damper=StatusDamper(RateController(rates)),
             thresholds=ThresholdDetector(

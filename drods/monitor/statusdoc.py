@@ -16,7 +16,8 @@ One document per cluster, written by the monitoring ingest path only when the sc
 The scheduler view is ``{"timestamp", "receivedAt", "source", "cpu": {"capacity", "allocatable",
 "allocated", "used", "measured"}, "memory": {… GiB}, "gpu": {…}, "storage": {"capacity", "available"},
 "pods": {"capacity", "used"}, "largestNodeFree": {"cpu", "memory", "gpu"},
-"network": {"inMbps", "outMbps"}, "waterLevel"}``; absent measurements are omitted, never zero.
+"network": {"inMbps", "outMbps", "rxBytesPerSecond", "txBytesPerSecond"}, "waterLevel"}``; absent
+measurements are omitted, never zero (traffic unknown in one direction is ``null``).
 ``allocatable``/``allocated``/``measured``/``pods.capacity`` come from the report's documented extra
 fields (`ALLOCATION_EXTRAS`), which Kubernetes-reading collectors fill in. GPUs by model and storage
 by tier (F1) come the same way, as maps of the same leaves (`ALLOCATION_MAPS`)::
@@ -127,7 +128,7 @@ def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
         pods_used=status.pods, pods_capacity=extras.get((ms.PODS, ms.CAPACITY)),
         gpu_by_model=maps[ms.GPU_BY_MODEL], storage_by_tier=maps[ms.STORAGE_BY_TIER],
         largest_node_free=ms.NodeFree(*free) if any(v is not None for v in free) else None,
-        network_in_mbps=status.get(r.NETWORK_IN) or 0.0, network_out_mbps=status.get(r.NETWORK_OUT) or 0.0,
+        network_in_mbps=status.get(r.NETWORK_IN), network_out_mbps=status.get(r.NETWORK_OUT),
         water_level=status.water_level,
     ).to_doc()
 

@@ -15,6 +15,7 @@ ANN_CPU_UTIL = "sim.drods.io/cpu-utilisation"  # fraction of the CPU request in 
 ANN_MEMORY_UTIL = "sim.drods.io/memory-utilisation"  # fraction of the memory request in use
 ANN_AMPLITUDE = "sim.drods.io/usage-amplitude"  # sinusoid amplitude, as a fraction of the request
 ANN_PERIOD = "sim.drods.io/usage-period-seconds"  # sinusoid period
+ANN_NETWORK_MBPS = "sim.drods.io/network-mbps"  # megabits per second a running pod moves (in + out)
 ANN_RUN_SECONDS = "sim.drods.io/run-seconds"  # a Job's (or run-to-completion pod's) running time
 ANN_EXIT_CODE = "sim.drods.io/exit-code"  # its exit status when it ends: non-zero fails the pod (and so a Job)
 
@@ -114,6 +115,8 @@ class UsageModel:
     memory: float = 0.6
     amplitude: float = 0.0
     period: float = 600.0
+    network_mbps: float = 2.0  # per running pod, in + out (`drods.sim.traffic`)
+    node_network_mbps: float = 0.2  # per node beside its pods (kubelet, system daemons), in + out
 
 
 @dataclass

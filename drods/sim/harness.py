@@ -103,6 +103,15 @@ class SimProcess:
             "action": "load", "kind": kind, "namespace": namespace, "name": name, "cpu": cpu})
         return reply
 
+    def traffic(self, workload: str, mbps: float | None) -> dict[str, Any]:
+        """Set ``KIND/NAMESPACE/NAME``'s network traffic on this sim (Mbps in + out; None clears it)."""
+        from drods.sim.control import send_command
+
+        kind, namespace, name = workload.split("/")
+        reply: dict[str, Any] = send_command(self.state_dir, self.name, {
+            "action": "traffic", "kind": kind, "namespace": namespace, "name": name, "mbps": mbps})
+        return reply
+
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait; returns the exit code (0 = clean)."""
         if self.proc is None:

@@ -6,7 +6,7 @@ would real clusters; every series carries ``cluster="<sim name>"``:
 
 * ``node_cpu_seconds_total{cpu,mode="idle"|"user"}`` (counter per core, integrated from usage),
   ``node_memory_MemTotal_bytes``, ``node_memory_MemAvailable_bytes``,
-  ``node_network_receive_bytes_total`` / ``…transmit…`` (zero: the sim has no traffic)
+  ``node_network_receive_bytes_total`` / ``…transmit…`` (the emulated traffic, `drods.sim.traffic`)
 * ``kube_node_status_capacity`` / ``kube_node_status_allocatable`` ``{resource,unit}``,
   ``kube_pod_status_phase{namespace,pod,phase}``
 * ``drods_sim_node_requests{resource}``, ``drods_sim_node_usage{resource}`` (cores, bytes, devices),
@@ -77,6 +77,8 @@ class SimCollector(Collector):
         net_tx = CounterMetricFamily("node_network_transmit_bytes_total", "Bytes sent", labels=[*labels, "device"])
 
         with self._lock:
+            # the same counters the kubelet stats summary serves (`drods.sim.traffic`)
+            sim.traffic.advance(world.nodes, world.pods, sim.cfg.usage, sim.traffic_demand.shares(world.pods), now)
             dt = 0.0 if self._last is None else max(0.0, now - self._last)
             self._last = now
             for node in world.nodes:
@@ -107,8 +109,9 @@ class SimCollector(Collector):
                         key = (name, i, mode)
                         self._cpu_seconds[key] = self._cpu_seconds.get(key, 0.0) + frac * dt
                         cpu_seconds.add_metric([cluster, name, str(i), mode], self._cpu_seconds[key])
-                net_rx.add_metric([cluster, name, "eth0"], 0.0)
-                net_tx.add_metric([cluster, name, "eth0"], 0.0)
+                counter = sim.traffic.nodes.get(name)
+                net_rx.add_metric([cluster, name, "eth0"], counter.rx if counter is not None else 0.0)
+                net_tx.add_metric([cluster, name, "eth0"], counter.tx if counter is not None else 0.0)
         pod_counts = GaugeMetricFamily("drods_sim_pods", "Pods by phase", labels=["cluster", "phase"])
         for phase in ("Pending", "Running", "Succeeded", "Failed"):
             pod_counts.add_metric([cluster, phase], phases.get(phase, 0))

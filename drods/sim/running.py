@@ -11,6 +11,7 @@ from typing import Protocol
 from drods.sim.config import SimConfig
 from drods.sim.controller import SimController
 from drods.sim.faults import FaultState
+from drods.sim.traffic import TrafficMeter
 from drods.sim.usage import LoadTable
 
 
@@ -19,3 +20,6 @@ class RunningSim(Protocol):
     controller: SimController
     fault: FaultState
     loads: LoadTable
+    traffic_demand: LoadTable  # Mbps per workload (`drods sim traffic`), shared by its running pods
+    traffic: TrafficMeter
+    started_at: float

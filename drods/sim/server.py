@@ -44,6 +44,8 @@ from drods.sim.kinds import SIM_KINDS
 from drods.sim.prom import sim_registry
 from drods.sim.registry import SimRegistry
 from drods.sim.routes import sim_routers
+from drods.sim.stats_summary import stats_summary_router
+from drods.sim.traffic import TrafficMeter
 from drods.sim.usage import LoadTable
 from drods.store import Store, open_store
 
@@ -82,6 +84,8 @@ class SimServer:
         self.fresh = fresh
         self.fault = FaultState()
         self.loads = LoadTable()
+        self.traffic_demand = LoadTable()
+        self.traffic = TrafficMeter()
         self.started_at = time.time()
         self.server_url = ""
         self.kubeconfig_path: Path | None = None
@@ -120,7 +124,8 @@ class SimServer:
         await self.controller.start_informer()
         await self.controller.reconcile_once()
         ctx.prometheus_registries.append(sim_registry(self))
-        app = create_app(ctx, extra_routers=sim_routers(SIM_KINDS), flat_api=False, audited=False)
+        app = create_app(ctx, extra_routers=[stats_summary_router(), *sim_routers(SIM_KINDS)], flat_api=False,
+                         audited=False)
         app.state.sim = self
         _kubernetes_errors(app)
         app.add_middleware(FaultMiddleware, fault=self.fault)
@@ -172,20 +177,24 @@ class SimServer:
         action = request.get("action")
         if action == "fault":
             await self.set_fault(str(request.get("mode")), int(request.get("ms") or 0))
-        elif action == "load":
-            cpu = request.get("cpu")
-            if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int | float)):
-                raise ValueError("cpu must be a number of cores, or null to clear")
-            if not all(isinstance(request.get(k), str) and request[k] for k in ("namespace", "kind", "name")):
-                raise ValueError("load needs namespace, kind and name")
-            self.loads.set(request["namespace"], request["kind"], request["name"],
-                           None if cpu is None else float(cpu))
-            log.warning("sim %s: load %s/%s/%s cpu=%s", self.cfg.name, request["kind"], request["namespace"],
-                        request["name"], cpu)
+        elif action in ("load", "traffic"):
+            self._set_demand(request, "cpu" if action == "load" else "mbps")
         elif action != "status":
             raise ValueError(f"unknown action {action!r}")
         return {"fault": self.fault.describe(), "server": self.server_url, "passes": self.controller.passes,
-                "loads": self.loads.describe()}
+                "loads": self.loads.describe(), "traffic": self.traffic_demand.describe("mbps")}
+
+    def _set_demand(self, request: dict[str, Any], unit: str) -> None:
+        """A workload's CPU demand (cores, ``load``) or network demand (Mbps, ``traffic``); null clears it."""
+        value = request.get(unit)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"{unit} must be a number, or null to clear")
+        if not all(isinstance(request.get(k), str) and request[k] for k in ("namespace", "kind", "name")):
+            raise ValueError(f"{request.get('action')} needs namespace, kind and name")
+        table = self.loads if unit == "cpu" else self.traffic_demand
+        table.set(request["namespace"], request["kind"], request["name"], None if value is None else float(value))
+        log.warning("sim %s: %s %s/%s/%s %s=%s", self.cfg.name, request.get("action"), request["kind"],
+                    request["namespace"], request["name"], unit, value)
 
     async def stop(self) -> None:
         with contextlib.suppress(FileNotFoundError):

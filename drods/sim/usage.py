@@ -45,7 +45,8 @@ def owner_of(pod: Obj) -> tuple[str, str, str] | None:
 
 @dataclass
 class LoadTable:
-    """CPU demand per workload, set at run time: (namespace, kind, name) → cores on this cluster."""
+    """A demand per workload, set at run time: (namespace, kind, name) → cores (CPU) or Mbps
+    (network traffic, `drods.sim.traffic`) on this cluster, shared by its running pods."""
 
     cpu: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
@@ -55,12 +56,12 @@ class LoadTable:
         if cores is None:
             self.cpu.pop(key, None)
         elif cores < 0 or cores != cores:
-            raise ValueError("the CPU demand must be a non-negative number of cores")
+            raise ValueError("a demand must be a non-negative number")
         else:
             self.cpu[key] = float(cores)
 
-    def describe(self) -> list[dict[str, Any]]:
-        return [{"namespace": ns, "kind": k, "name": n, "cpu": c} for (ns, k, n), c in sorted(self.cpu.items())]
+    def describe(self, unit: str = "cpu") -> list[dict[str, Any]]:
+        return [{"namespace": ns, "kind": k, "name": n, unit: c} for (ns, k, n), c in sorted(self.cpu.items())]
 
     def shares(self, pods: Iterable[Obj]) -> dict[str, float]:
         """Pod uid (or namespace/name) → the cores its workload's demand gives it."""

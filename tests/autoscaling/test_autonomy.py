@@ -53,7 +53,7 @@ async def test_adoption_clamps_is_idempotent_holds_then_central_resumes(tmp_path
             await _workload(reg)
             await _cluster(store, "edge", 2.0)  # 20 % of capacity: the central rule would scale in
             await _cluster(store, "core", 2.0)
-            await _binding(reg, 3, {"edge": 2, "core": 1})
+            await _binding(reg, 3, {"edge": 2, "core": 1}, {"edge": 20.0, "core": 20.0})
             hpa = _hpa()
             hpa["spec"].update(minReplicas=1, maxReplicas=6)
             hpa["spec"]["behavior"] = {"scaleDown": {"stabilizationWindowSeconds": 0}}
@@ -83,7 +83,7 @@ async def test_adoption_clamps_is_idempotent_holds_then_central_resumes(tmp_path
             assert len((await journal.query(T0 - 60, T0 + 2, 100)).items) == 3
 
             # The controller holds the adopted count although its own rule says scale in ...
-            await _binding(reg, 6, {"edge": 5, "core": 1})
+            await _binding(reg, 6, {"edge": 5, "core": 1}, {"edge": 20.0, "core": 20.0})
             clock.t = T0 + 5
             await eventually(lambda: _seen(a, key, 6), 5.0, "the adoption in the informers")
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: s.get("lastEvaluatedTime"))
@@ -120,12 +120,24 @@ async def _seen(a: Autoscaler, key: str, desired: int) -> bool:
 
 
 class FakeMember:
-    """A member whose CPU use is set by the test, and which records what is applied."""
+    """A member whose workload's CPU use is set by the test (one ready pod; its PodMetrics), and
+    which records what is applied."""
 
     def __init__(self) -> None:
         self.measured = 1.0  # cores in use
         self.allocated = 1.0  # cores requested
         self.applied: list[dict[str, Any]] = []
+
+    async def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return [{"metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+                 "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {
+                     "cpu": str(self.allocated), "memory": "128Mi"}}}]},
+                 "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}]
+
+    async def pod_metrics(self, namespace: str) -> list[dict[str, Any]]:
+        return [{"metadata": {"name": "web-1", "namespace": "default"},
+                 "containers": [{"name": "c", "usage": {"cpu": f"{round(self.measured * 1e9)}n",
+                                                        "memory": "64Mi"}}]}]
 
     async def summary(self) -> ClusterSummary:
         status = {"source": "kubernetes", "cpu": {"allocatable": 8.0, "allocated": self.allocated,
@@ -134,7 +146,9 @@ class FakeMember:
         return ClusterSummary(MemberStatus.read(status), 1, 1, 0, None, None, [], None, None)
 
     async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-        return {"metadata": {"labels": {MANAGED_BY: MANAGER}}}
+        return {"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_BY: MANAGER}},
+                "spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {}}
 
     async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         self.applied.append(manifest)
@@ -167,7 +181,7 @@ class FakePlane:
 
 def _agent(member: FakeMember, plane: FakePlane, state: Path, clock: Clock) -> AutonomyAgent:
     http = httpx.AsyncClient(base_url="http://cp", transport=httpx.MockTransport(plane))
-    works = WorkAgent("edge", member, http, state)  # type: ignore[arg-type]
+    works = WorkAgent("edge", member, http, state, usage_interval=0.0, clock=clock)  # type: ignore[arg-type]
     works.works = {"w1": _Work({"hash": "h1", "manifests": [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
          "spec": {"replicas": 2}}]})}
@@ -197,6 +211,9 @@ async def test_agent_scales_alone_within_bounds_and_reports_back(tmp_path: Path)
     assert not agent.decisions  # not cut off yet: the grace has not passed
     clock.t = T0 + 10
     await agent.step()
+    assert not agent.decisions  # no usage read yet: no decision on no data
+    await agent.works.reconcile_once()  # the Work agent reads the workload's pods and PodMetrics
+    await agent.step()
     # the central rule, ceil(2 × 200 / 50) = 8, bounded by max 5 − the other cluster's 1 → 4
     [d] = agent.decisions
     assert (d["fromReplicas"], d["toReplicas"], d["total"], d["autoscaler"], d["uid"]) == (4 - 2, 4, 5, "web", "u1")
@@ -208,6 +225,7 @@ async def test_agent_scales_alone_within_bounds_and_reports_back(tmp_path: Path)
 
     member.allocated, member.measured = 2.0, 0.4  # load gone: 20 %
     clock.t = T0 + 15
+    await agent.works.reconcile_once()
     await agent.step()
     assert len(agent.decisions) == 1  # the default scale-down window (300 s) holds the count
 

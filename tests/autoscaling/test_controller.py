@@ -62,7 +62,15 @@ async def _cluster(store: SqliteStore, name: str, used: float, capacity: float =
     await store.put(status_key(name), json.dumps(doc).encode())
 
 
-async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int]) -> None:
+def usage_doc(percent: float, pods: int) -> dict[str, Any]:
+    """A cluster's usage of the workload: ``pods`` ready pods requesting 1 core each, at ``percent``."""
+    return {"cpu": {"used": f"{round(percent * pods * 10)}m", "requested": str(pods)},
+            "memory": {"used": "64Mi", "requested": f"{128 * pods}Mi"}, "pods": pods, "readyPods": pods}
+
+
+async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int],
+                   util: dict[str, float] | None = None) -> None:
+    """The workload's Binding placed as ``where``, its pods at ``util`` (cluster → CPU %) there."""
     name = "deployment-default-web"
     current = await registry.try_get(BINDING, name)
     spec = {"resource": {**REF, "namespace": "default"}, "replicas": replicas}
@@ -73,7 +81,9 @@ async def _binding(registry: ObjectRegistry, replicas: int, where: dict[str, int
         current["spec"] = spec
         await registry.update(BINDING, current)
     await registry.update_status(BINDING, name, {"phase": "Scheduled", "placement": [
-        {"cluster": c, "replicas": n} for c, n in where.items()]})
+        {"cluster": c, "replicas": n} for c, n in where.items()], "clusters": [
+        {"cluster": c, "replicas": n, **({"usage": usage_doc(util[c], n)} if util and c in util else {})}
+        for c, n in where.items()]})
 
 
 async def _status_after(a: Autoscaler, kind: Any, name: str, key: str, ok: Any) -> dict[str, Any]:
@@ -107,7 +117,7 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
             reg = a.registry
             await _cluster(store, "a", 9.0)
             await _cluster(store, "b", 9.0)
-            await _binding(reg, 4, {"a": 2, "b": 2})
+            await _binding(reg, 4, {"a": 2, "b": 2}, {"a": 90.0, "b": 90.0})
             await reg.create(FEDERATED_HPA, _hpa(), "default")
             await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
@@ -124,7 +134,7 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
         # scale-down for the 60 s window, then it goes.
         clock.t += 20.0
         async with _autoscaler(store, clock) as (a, _):
-            await _binding(a.registry, 6, {"a": 3, "b": 3})
+            await _binding(a.registry, 6, {"a": 3, "b": 3}, {"a": 20.0, "b": 20.0})
             await _cluster(store, "a", 2.0)
             await _cluster(store, "b", 2.0)
             await eventually(lambda: _util(a, 20.0), 5.0, "the new utilisation")
@@ -199,7 +209,7 @@ async def test_forecast_pre_scales_before_the_peak(tmp_path: Path) -> None:
         async with _autoscaler(store, Clock(1_800_000_000.0), forecast) as (a, _):
             await _cluster(store, "a", 5.0, waterLevel=0.4)
             await _cluster(store, "b", 5.0, waterLevel=0.4)
-            await _binding(a.registry, 4, {"a": 2, "b": 2})
+            await _binding(a.registry, 4, {"a": 2, "b": 2}, {"a": 50.0, "b": 50.0})
             await a.registry.create(FEDERATED_HPA, _hpa(), "default")
             key = FEDERATED_HPA.key("web", "default")
             await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
@@ -220,7 +230,7 @@ async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: P
         clock = Clock(0.0)
         async with _autoscaler(store, clock) as (a, _):
             await _cluster(store, "a", 6.0)  # 60 % = the target: no change on metrics
-            await _binding(a.registry, 4, {"a": 4})
+            await _binding(a.registry, 4, {"a": 4}, {"a": 60.0})
             await a.registry.create(FEDERATED_HPA, _hpa(), "default")
             cron = await a.registry.create(CRON_FEDERATED_HPA, {
                 "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
@@ -246,3 +256,51 @@ async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: P
             assert st["cronRule"] == "CronFederatedHPA/office:day"
     finally:
         await store.close()
+
+
+async def test_members_without_metrics_are_named_left_out_and_no_data_decides_nothing(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    clock = Clock(1_800_000_000.0)
+    key = FEDERATED_HPA.key("web", "default")
+    try:
+        async with _autoscaler(store, clock) as (a, _):
+            reg = a.registry
+            # a busy cluster beside it must not stand in for the workload: its pods are what count
+            await _cluster(store, "a", 9.5)
+            await _binding(reg, 4, {"a": 2, "b": 2}, {"a": 90.0})
+            name = "deployment-default-web"
+            b = await reg.get(BINDING, name)
+            b["status"]["clusters"][1]["usage"] = {"pods": 2, "readyPods": 2,
+                                                   "metricsUnavailable": "the cluster serves no metrics.k8s.io API"}
+            await reg.update_status(BINDING, name, b["status"])
+            await reg.create(FEDERATED_HPA, _hpa(), "default")
+            await eventually(lambda: _has(a.hpas, key), 5.0, "the autoscaler in the informer")
+            await eventually(lambda: _usage_seen(a, 2), 5.0, "the usage in the informer")
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
+            # only a's pods: 90 % against 60 % → ceil(4 × 1.5) = 6
+            assert st["desiredReplicas"] == 6
+            [missing] = [c for c in st["conditions"] if c["type"] == "MetricsUnavailable"]
+            assert missing["status"] == "True" and missing["message"].startswith("b: the cluster serves no metrics")
+
+            # no member measured: no decision, the count stays
+            b = await reg.get(BINDING, name)
+            b["spec"]["replicas"] = 6
+            await reg.update(BINDING, b)
+            b = await reg.get(BINDING, name)
+            b["status"]["clusters"] = [{"cluster": c, "replicas": 3} for c in ("a", "b")]
+            await reg.update_status(BINDING, name, b["status"])
+            await eventually(lambda: _usage_seen(a, 0), 5.0, "the usage gone from the informer")
+            clock.t += 20.0
+            st = await _status_after(a, FEDERATED_HPA, "web", key,
+                                     lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
+            assert st["desiredReplicas"] == 6 and st["currentMetrics"] == []
+            assert st["conditions"][0]["reason"] == "NoMetrics"
+            assert "a: no usage reported yet" in [c for c in st["conditions"]
+                                                  if c["type"] == "MetricsUnavailable"][0]["message"]
+    finally:
+        await store.close()
+
+
+async def _usage_seen(a: Autoscaler, n: int) -> bool:
+    return any(sum(1 for e in (b.get("status") or {}).get("clusters") or [] if e.get("usage")) == n
+               for b in a.bindings.cache.values())

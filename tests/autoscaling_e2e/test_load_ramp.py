@@ -1,11 +1,13 @@
 """Federated autoscaling end to end (F5, F6): a load ramp scales the total out across clusters and back in.
 
 A real HTTP control plane (scheduler, resource detector, autoscaler, monitoring); three pull-mode
-clusters fed through ``PUT /api/v1/metrics`` by a reporter that models the application: a total
-load of ``L`` cores shared evenly by the workload's replicas, each requesting 1 core, on top of a
-cluster's own pods (half busy). A cluster reports what its pods request (``cpuAllocated``) and use,
-from where the scheduler placed the replicas — so scaling out lowers utilisation, as it does in a
-real cluster, and the loop closes. Nothing is stubbed; time is compressed (sync every 0.3 s,
+clusters fed by a reporter that models the application and each cluster's agent: a total load of
+``L`` cores shared evenly by the workload's replicas, each requesting 1 core, on top of a cluster's
+own pods (half busy). A cluster reports its status through ``PUT /api/v1/metrics``, and the
+workload's own pods' use in each cluster (``status.clusters[].usage``, what its agent measures and
+the binding controller rolls up) follows from where the scheduler placed the replicas — so scaling
+out lowers utilisation, as it does in a real cluster, and the loop closes. Nothing is stubbed; time
+is compressed (sync every 0.3 s,
 scale-down window 1 s).
 """
 
@@ -17,7 +19,9 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from drods.errors import Conflict, NotFound
 from drods.model.kinds import BINDING
+from drods.model.quantity import format_cpu
 from tests.scheduler_e2e.conftest import Plane, eventually, placement
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
@@ -60,6 +64,7 @@ async def _app_load(plane: Plane, load: dict[str, float]) -> AsyncIterator[None]
         b = await plane.ctx.registry.try_get(BINDING, BINDING_NAME)
         where = placement((b or {}).get("status") or {"placement": []})
         total = sum(where.values())
+        await _report_usage(plane, {c: (n, n * load["cores"] / total) for c, n in where.items()})
         for name, (own_req, own_used) in OWN.items():
             mine = where.get(name, 0)
             used = own_used + (mine * load["cores"] / total if total else 0.0)
@@ -83,6 +88,22 @@ async def _app_load(plane: Plane, load: dict[str, float]) -> AsyncIterator[None]
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _report_usage(plane: Plane, per_cluster: dict[str, tuple[int, float]]) -> None:
+    """What the clusters' agents report and the binding controller rolls up (this plane runs no member
+    controllers): each placed cluster's copy with its pods' use, on ``status.clusters[].usage``."""
+    b = await plane.ctx.registry.try_get(BINDING, BINDING_NAME)
+    if b is None:
+        return
+    st = dict(b.get("status") or {})
+    st["clusters"] = [{"cluster": c, "replicas": n, "applied": True, "readyReplicas": n, "usage": {
+        "cpu": {"used": format_cpu(cores), "requested": str(n)},
+        "memory": {"used": f"{64 * n}Mi", "requested": f"{128 * n}Mi"}, "pods": n, "readyPods": n}}
+        for c, (n, cores) in sorted(per_cluster.items()) if n]
+    with contextlib.suppress(Conflict, NotFound):
+        await plane.ctx.registry.update_status(BINDING, BINDING_NAME, st, None,
+                                               resource_version=int(b["metadata"]["resourceVersion"]))
 
 
 async def _replicas(plane: Plane, ok: Callable[[int, dict[str, int]], bool], what: str,
@@ -127,9 +148,9 @@ async def test_load_ramp_scales_out_across_clusters_then_back_in(plane: Plane) -
                      "rules": [{"name": "new-year", "schedule": "0 0 1 1 *", "targetMaxReplicas": 4}]}})
         assert r.status_code == 201, r.text
 
-        # Burst: 9 cores of load on 2 one-core replicas. The total grows until each replica is
-        # about half busy (~18), and the scheduler spreads it over all three clusters.
-        load["cores"] = 9.0
+        # Burst: 7 cores of load on 2 one-core replicas. Its own pods' utilisation sets the total:
+        # ceil(2 × 350 % / 50 %) = 14, each half busy, and the scheduler spreads it over all three clusters.
+        load["cores"] = 7.0
         out = await _replicas(plane, lambda n, p: n >= 14 and len([c for c in p if p[c] > 0]) == 3,
                               "a scale-out across the three clusters", within_s=40)
         assert sum(out.values()) <= 24

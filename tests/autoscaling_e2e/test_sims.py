@@ -7,6 +7,8 @@ cut (the control plane keeps running: a network partition). Load is the sims' ow
 metrics.k8s.io, the member summary and monitoring — nothing is fed by hand.
 
 * A CPU FederatedHPA on the push member scales out to the count the demand needs, then back in.
+* Each FederatedHPA reads its own workload's pods (metrics.k8s.io PodMetrics, both members): of two
+  Deployments on the same sims, the busy one scales out, the quiet one beside it does not.
 * Regional autonomy: with the agent cut off during a load ramp, it scales its workloads alone
   within their FederatedHPAs' bounds; a workload deleted centrally meanwhile is deleted on return,
   not resurrected; the agent's count is adopted as the desired total, not reverted during the hold,
@@ -32,6 +34,7 @@ from kubernetes import config as k8s_config
 
 from drods.autoscaling.autonomy import REASON_ADOPTED, REASON_LOCAL
 from drods.model.timefmt import parse_rfc3339
+from drods.sim.config import ANN_AMPLITUDE, ANN_CPU_UTIL
 from drods.sim.harness import SimProcess
 from tests.members_e2e.conftest import Member, deploy_path, deployment, wait_for
 from tests.members_e2e.test_fullpath import RPP, binding_of, policy
@@ -53,6 +56,7 @@ members:
   probeIntervalSeconds: 0.5
   summaryIntervalSeconds: 1
   statusPollSeconds: 0.5
+  usagePollSeconds: 0.5
   heartbeatWriteSeconds: 5
   cleanupIntervalSeconds: 1
   retries: 0
@@ -124,7 +128,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                     [*drods_command(), "agent", "--cluster", EDGE, "--kubeconfig", str(sims[EDGE].kubeconfig),
                      "--server", f"https://127.0.0.1:{link.port}", "--token",
                      server.token("cluster-agent", cluster=EDGE), "--interval", "1", "--autoscale-seconds", "0.5",
-                     "--cutoff-seconds", "1.5", "--state-dir", str(root / "agent-state")],
+                     "--usage-seconds", "0.5", "--cutoff-seconds", "1.5", "--state-dir", str(root / "agent-state")],
                     stdout=log, stderr=subprocess.STDOUT, text=True, env=server.environ())
             finally:
                 log.close()
@@ -184,6 +188,67 @@ def test_cpu_fhpa_against_a_sim_scales_out_then_in(fleet: Fleet) -> None:
     assert max(seen) < 10, seen  # no run to the maximum: utilisation is the use, not the requests
 
 
+def _annotated(name: str, replicas: int, cpu_fraction: str) -> dict[str, Any]:
+    d = deployment(name, replicas, cpu="200m")
+    d["spec"]["template"]["metadata"]["annotations"] = {ANN_CPU_UTIL: cpu_fraction, ANN_AMPLITUDE: "0"}
+    return d
+
+
+def test_only_the_busy_workload_scales_out(fleet: Fleet) -> None:
+    f = fleet
+    for name, fraction in (("busy", "0.95"), ("quiet", "0.10")):
+        even = {"replicaSchedulingType": "Divided", "weightPreference": {"staticWeightList": [
+            {"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in (PUSH, EDGE)]}}
+        assert f.http.post(RPP, json=policy(name, name, [PUSH, EDGE], replicaScheduling=even)).status_code == 201
+        assert f.http.post(deploy_path(), json=_annotated(name, 4, fraction)).status_code == 201
+        fhpa = _fhpa(name, 4, 8)
+        assert f.http.post(FHPAS, json=fhpa).status_code == 201
+
+    def metric(name: str) -> float | None:
+        got = (f.fhpa(name).get("status") or {}).get("currentMetrics") or [{}]
+        value = got[0].get("resource", {}).get("current", {}).get("averageUtilization")
+        return float(value) if isinstance(value, int | float) else None
+
+    def usage(name: str) -> dict[str, Any] | None:
+        st = f.http.get(f"/apis/multicluster.io/v1alpha1/bindings/{binding_of(name)}").json().get("status") or {}
+        per = {e["cluster"]: e.get("usage") for e in st.get("clusters") or []}
+        return st if set(per) == {PUSH, EDGE} and all(per.values()) and st.get("usage") else None
+
+    st = wait_for(lambda: usage("quiet"), 30, "the quiet workload's usage from both members",
+                  what_else=lambda: f.http.get(f"/apis/multicluster.io/v1alpha1/bindings/{binding_of('quiet')}").json())
+    # 4 pods × 200m requested, 10 % each, summed over both members (Kubernetes quantities)
+    assert st["usage"]["cpu"] == {"used": "80m", "requested": "800m"} and st["usage"]["readyPods"] == 4, st["usage"]
+    assert sum(e["usage"]["pods"] for e in st["clusters"]) == 4
+    wait_for(lambda: (f.fhpa("busy").get("status") or {}).get("desiredReplicas", 4) > 4, 30,
+             "the busy workload scaling out", what_else=lambda: f.fhpa("busy").get("status"))
+    assert abs((metric("busy") or 0) - 95.0) < 1.0
+    def quiet_read() -> dict[str, Any] | None:
+        st = f.fhpa("quiet").get("status") or {}
+        measured = not [c for c in st.get("conditions") or [] if c["type"] == "MetricsUnavailable"]
+        return st if measured and abs((metric("quiet") or 0) - 10.0) < 1.0 else None
+
+    quiet = wait_for(quiet_read, 10, "the quiet workload read from both members",
+                     what_else=lambda: f.fhpa("quiet").get("status"))
+    assert quiet["desiredReplicas"] == 4 and quiet["scaleEvents"] == [], quiet
+    template = f.http.get(deploy_path(name="quiet")).json()["status"]
+    assert template["usage"]["cpu"]["requested"] == "800m"
+    # what `kubectl get deploy -o wide` asks for and shows
+    table = f.http.get(deploy_path(name="quiet"), headers={
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+    names = [c["name"] for c in table["columnDefinitions"]]
+    row = dict(zip(names, table["rows"][0]["cells"], strict=True))
+    assert row["CPU(used/req)"] == "80m/800m" and row["Pods(ready)"] == "4/4", row
+    top = f.server.run_cli("top", "workloads", "-n", "default", "--server", f.server.url,
+                           "--token", f.server.token("admin"))
+    lines = [line.split() for line in top.stdout.splitlines()]
+    assert top.returncode == 0 and ["default", "Deployment/quiet", PUSH, "40m/400m"] in [x[:4] for x in lines], \
+        top.stdout + top.stderr
+    for name in ("busy", "quiet"):
+        f.http.delete(f"{FHPAS}/{name}")
+        f.http.delete(deploy_path(name=name))
+        f.http.delete(f"{RPP}/{name}")
+
+
 def test_cut_off_agent_scales_alone_and_reconciles_on_return(fleet: Fleet) -> None:
     f = fleet
     _workload(f, "auto", 2, EDGE, 2, 5, up_period=1)
@@ -203,7 +268,8 @@ def test_cut_off_agent_scales_alone_and_reconciles_on_return(fleet: Fleet) -> No
     assert f.fhpa("auto")["status"]["desiredReplicas"] == 2
 
     f.link.cut()  # the agent can no longer reach the control plane, which keeps running
-    f.edge.sim.load("Deployment/default/auto", 3.0)  # 3.2 / 1.5 cores: 213 % — a load ramp
+    f.edge.sim.load("Deployment/default/auto", 3.0)  # 3 / 1 core requested: 300 % — a load ramp
+    f.edge.sim.load("Deployment/default/gone", 1.0)  # 1 / 0.5: 200 %
     assert f.http.delete(deploy_path(name="gone")).status_code in (200, 202)  # deleted centrally meanwhile
     peak = {"auto": 0, "gone": 0}
 
@@ -212,7 +278,7 @@ def test_cut_off_agent_scales_alone_and_reconciles_on_return(fleet: Fleet) -> No
             peak[n] = max(peak[n], f.replicas(f.edge, n) or 0)
         return f.replicas(f.edge, "auto") == 5 and f.replicas(f.edge, "gone") == 3
 
-    # ceil(2 × 213 / 50) = 9 bounded by max 5; ceil(1 × 213 / 50) = 5 bounded by max 3
+    # each on its own pods: ceil(2 × 300 / 50) = 12 bounded by max 5; ceil(1 × 200 / 50) = 4 bounded by max 3
     wait_for(scaled, 30, "local scaling within the bounds while cut off", what_else=f.agent_log)
     assert f.fhpa("auto")["status"]["desiredReplicas"] == 2  # the control plane did not know
     assert f.replicas(f.edge, "gone") == 3  # the delete has not reached the member

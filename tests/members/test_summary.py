@@ -44,13 +44,19 @@ NODES = [
 
 def test_document_shape_is_the_schedulers() -> None:
     doc = summarise(NODES, [], None, "v1.30.0", now=0).status
-    assert set(doc) == {"timestamp", "source", "cpu", "memory", "gpu", "pods", "largestNodeFree", "network",
-                        "waterLevel"}
+    assert set(doc) == {"timestamp", "source", "cpu", "memory", "gpu", "pods", "largestNodeFree", "waterLevel"}
     assert doc["source"] == "kubernetes" and doc["timestamp"] == "1970-01-01T00:00:00Z"
     for res in ("cpu", "memory", "gpu"):
         assert set(doc[res]) == {"capacity", "allocatable", "allocated", "used"}
-    assert set(doc["pods"]) == {"capacity", "used"} and doc["network"] == {"inMbps": 0, "outMbps": 0}
+    assert set(doc["pods"]) == {"capacity", "used"}
     assert set(doc["largestNodeFree"]) == {"cpu", "memory", "gpu"}
+
+
+def test_network_traffic_is_what_was_measured_and_absent_when_unknown() -> None:
+    assert "network" not in summarise(NODES, [], None, now=0).status  # unknown: no section, never 0
+    doc = summarise(NODES, [], None, now=0, network=(1_250_000.0, 250_000.0)).status
+    assert doc["network"] == {"inMbps": 10.0, "outMbps": 2.0, "rxBytesPerSecond": 1_250_000.0,
+                              "txBytesPerSecond": 250_000.0}
 
 
 def test_allocated_counts_bound_non_terminal_pods_only() -> None:

@@ -80,4 +80,4 @@ def test_realtime_aggregation() -> None:
 def test_realtime_empty_fleet() -> None:
     snap = realtime({}, {}, NOW)
     assert snap.activeClusters == 0 and snap.totalPods == 0 and snap.waterLevel.fleet is None
-    assert snap.networkTraffic == "0bps"
+    assert snap.networkTraffic == "unknown" and snap.networkTrafficMbps is None  # nothing measured is not 0

@@ -80,7 +80,8 @@ def test_a_kind_prints_by_the_servers_kind_table() -> None:
     assert control_plane == Kind("apps", "v1", "Deployment", "deployments", True, short_names=("deploy",),
                                  categories=("all",))
     assert [c["name"] for c in to_table(control_plane, [], 1)["columnDefinitions"]] == [
-        "Name", "Ready", "Up-to-date", "Available", "Clusters", "Age"]
+        "Name", "Ready", "Up-to-date", "Available", "Clusters", "Age", "CPU(used/req)", "Memory(used/req)",
+        "Pods(ready)"]  # the measured use (status.usage) with -o wide
     assert [c["name"] for c in to_table(K.DEPLOYMENT, [], 1)["columnDefinitions"] if c["priority"] == 0] == [
         "Name", "Ready", "Up-to-date", "Available", "Age"]
     assert isinstance(K.DEPLOYMENT, PrintedKind) and control_plane != K.DEPLOYMENT
