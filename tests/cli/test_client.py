@@ -208,7 +208,8 @@ def test_get_wide_shows_the_extra_columns(drods: Drods, tmp_path: Path) -> None:
     assert drods("apply", "-f", str(f)).returncode == 0
     plain = drods("get", "bindings").stdout.splitlines()
     wide = drods("get", "bindings", "-o", "wide").stdout.splitlines()
-    assert "COST/H" not in plain[0] and wide[0].split()[-1] == "COST/H"
+    assert "COST/H" not in plain[0] and "USERS" not in plain[0]
+    assert wide[0].split()[-2:] == ["COST/H", "USERS"]
     assert any(line.split()[0] == "wide-b" for line in wide[1:])
     assert drods("get", "bindings", "-o", "bogus").returncode != 0
 

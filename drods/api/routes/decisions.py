@@ -117,7 +117,8 @@ async def _watch(ctx: ApiContext, match: Match, duration_s: float) -> AsyncItera
 
 
 @router.get("/decisions", summary="Every decision with its trigger, inputs, options and runner-up (X1)",
-            description="`?watch=true` streams `{type: ADDED, object}` lines (NDJSON) for new decisions.")
+            description="`?watch=true` streams `{type: ADDED, object}` lines (NDJSON) for new decisions.",
+            responses={200: {"content": {"application/json": {}, "application/x-ndjson": {}}}})
 async def list_decisions(
     request: Request,
     kind: str | None = Query(default=None, max_length=100, description="the subject's kind, e.g. Deployment"),
