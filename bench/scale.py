@@ -366,8 +366,8 @@ def distribution(b: Bench) -> dict[str, Any]:
     args = b.args
     b.steady(args.workloads)
     ops: list[tuple[str, str, float]] = []  # (name, mark, sent)
-    interval, t_end, i = 1.0 / args.rate, time.monotonic() + args.seconds, 0
-    next_at = time.monotonic()
+    interval, started, i = 1.0 / args.rate, time.monotonic(), 0
+    t_end, next_at = started + args.seconds, started
     while time.monotonic() < t_end:
         if i % 2 == 0:  # a new workload
             cm, dep = workload(args.workloads + i // 2)
@@ -383,16 +383,21 @@ def distribution(b: Bench) -> dict[str, Any]:
         i += 1
         next_at += interval
         time.sleep(max(0.0, next_at - time.monotonic()))
+    # the rate achieved: below --rate when the API answers slower than the stream asks
+    achieved = round(len(ops) / max(time.monotonic() - started, 1e-9), 1)
     b.watch.wait(lambda: all((n, m) in b.watch.seen for n, m, _ in ops), args.timeout)
     lat = [(b.watch.seen[(n, m)] - sent) * 1000 for n, m, sent in ops if (n, m) in b.watch.seen]
-    return {"operations": len(ops), "arrived": len(lat), "rate": args.rate, "p50_ms": pct(lat, 50),
+    return {"operations": len(ops), "arrived": len(lat), "rate": args.rate, "achieved_rate": achieved,
+            "p50_ms": pct(lat, 50),
             "p99_ms": pct(lat, 99), "max_ms": round(max(lat), 1) if lat else None}
 
 
 def _faults(b: Bench, mode: str) -> None:
+    """What ``drods sim fault NAME MODE --state-dir DIR`` sends, for every member."""
+    from drods.sim.control import send_command
+
     for m in b.members:
-        subprocess.run([*drods_command(), "sim", "fault", m["name"], mode, "--state-dir", str(b.root / "fleet")],
-                       check=True, capture_output=True, timeout=30)
+        send_command(b.root / "fleet", m["name"], {"action": "fault", "mode": mode, "ms": 0})
 
 
 def _decided(b: Bench) -> tuple[dict[str, str], dict[str, int]]:
