@@ -5,6 +5,8 @@
   region / zone / provider / city from its nodes' labels (``topology.kubernetes.io/region|zone``,
   ``multicluster.io/provider|city``) unless given, and stores the kubeconfig — with referenced
   certificate files inlined — in ``spec.credentials`` (encrypted at rest by the server, SEC2).
+  ``--pull`` registers it in pull mode (no credentials: its agent pulls). ``join --from DIR`` joins
+  every member of a directory (``drods sim fleet --out DIR``; `drods.cli.joining`).
 * ``cordon`` / ``uncordon`` set ``spec.unschedulable``: no new placements, nothing moves.
 * ``drain`` cordons, then asks the scheduler to re-place every binding with replicas there
   (``spec.rescheduleTriggeredAt``); propagation moves them gracefully (new copies ready first). A
