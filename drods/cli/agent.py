@@ -8,13 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
-from drods.cli.remote import CaFileOpt, InsecureOpt, ServerOpt, TokenOpt, tls_verify
+from drods.cli.remote import DEFAULT_SERVER, CaFileOpt, InsecureOpt, ServerOpt, TokenOpt, tls_verify
 
 
 def agent(
-    cluster: Annotated[str, typer.Option("--cluster", "-c", help="The cluster's name in DRO-DS.")],
-    kubeconfig: Annotated[str, typer.Option("--kubeconfig", envvar="KUBECONFIG",
-                                            help="Kubeconfig of the member cluster to read.")],
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="The cluster's name in DRO-DS.")] = None,
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", envvar="KUBECONFIG",
+                                                   help="Kubeconfig of the member cluster to read.")] = None,
+    from_dir: Annotated[Path | None, typer.Option(
+        "--from", help="Run the agents of every member in DIR/agents.yaml (`drods cluster join --from DIR "
+        "--pull`), each with its own token; caches under --state-dir/CLUSTER.")] = None,
     context: Annotated[str | None, typer.Option("--context", help="Kubeconfig context.")] = None,
     interval: Annotated[float, typer.Option("--interval", min=1.0,
                                             help="Seconds between reports until the server names "
@@ -35,7 +38,7 @@ def agent(
     usage_seconds: Annotated[float, typer.Option("--usage-seconds", min=0.1, help="How often the workloads' "
                                                  "use is read (one pods and one metrics.k8s.io PodMetrics "
                                                  "list per namespace) for their Works and autoscalers.")] = 15.0,
-    server: ServerOpt = "https://127.0.0.1:8080",
+    server: ServerOpt = DEFAULT_SERVER,
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
@@ -56,30 +59,34 @@ def agent(
 
     import httpx
 
+    from drods.cli.agents import AgentMember, AgentRun, follow
     from drods.members.agent import AgentRefused, report_once
     from drods.members.autonomy import AutonomySettings
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
     from drods.transport import async_transport
 
-    if not token:
-        raise typer.BadParameter("a token is required (--token or DRODS_TOKEN)", param_hint="--token")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    verify = tls_verify(ca_file, insecure)
+    local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
+                             else cutoff_seconds) if autonomy else None
+    run = AgentRun(server, interval, tls_verify(ca_file, insecure), local, usage_seconds)
+    if from_dir is not None:
+        raise typer.Exit(_run_directory(from_dir, run, state_dir))
+    if not token or not cluster or not kubeconfig:
+        raise typer.BadParameter("give --cluster, --kubeconfig and a token (--token or DRODS_TOKEN), or --from DIR",
+                                 param_hint="--cluster")
 
     async def main() -> int:
         member = MemberClient.from_kubeconfig(cluster, kubeconfig, context)
         try:
             if once:
-                async with httpx.AsyncClient(base_url=server.rstrip("/"), transport=async_transport(verify), timeout=10,
+                async with httpx.AsyncClient(base_url=server.rstrip("/"), transport=async_transport(run.verify),
+                                             timeout=10,
                                              headers={"Authorization": f"Bearer {token}"}) as http:
                     r = await report_once(member, http, cluster)
                 typer.echo(json.dumps(r.json(), indent=2))
                 return 0 if r.status_code == 200 else 1
             directory = state_dir or Path.home() / ".drods" / "agent" / cluster
-            local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
-                                     else cutoff_seconds) if autonomy else None
-            await _report_and_follow(cluster, member, server, token, interval, verify, directory, local,
-                                     usage_seconds)
+            await follow([AgentMember(cluster, member, token, directory)], run)
             return 0
         except (AgentRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:
             # refused, or unreachable (--once)
@@ -91,26 +98,30 @@ def agent(
     raise typer.Exit(asyncio.run(main()))
 
 
-async def _report_and_follow(cluster: str, member: Any, server: str, token: str, interval: float, verify: Any,
-                             directory: Path, local: Any, usage_seconds: float = 15.0) -> None:
-    """Report the member's status and follow its Works until SIGTERM/SIGINT or a refused token."""
+def _run_directory(root: Path, run: Any, state_dir: Path | None) -> int:
+    """Every member of ``root/agents.yaml`` followed in this process; its server unless --server is given."""
     import asyncio
-    import signal
+    import dataclasses
 
-    from drods.members.agent import run_agent
-    from drods.members.pull import run_works
+    from drods.cli.agents import AgentMember, follow, read_agents_file
+    from drods.members.client import MemberClient
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    both = [asyncio.create_task(run_agent(cluster, member, server, token, interval=interval, verify=verify,
-                                          stop=stop)),
-            asyncio.create_task(run_works(cluster, member, server, token, directory, verify=verify,
-                                          stop=stop, autonomy=local, usage_interval=usage_seconds))]
     try:
-        for t in asyncio.as_completed(both):
-            await t  # a refused token in either ends both
-    finally:
-        stop.set()
-        await asyncio.gather(*both, return_exceptions=True)
+        written_server, entries = read_agents_file(root / "agents.yaml")
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--from") from e
+    if run.server == DEFAULT_SERVER and written_server:
+        run = dataclasses.replace(run, server=written_server)
+    base = state_dir or Path.home() / ".drods" / "agent"
+
+    async def main() -> int:
+        members = [AgentMember(e["cluster"], MemberClient.from_kubeconfig(e["cluster"], e["kubeconfig"], None),
+                               e["token"], base / e["cluster"]) for e in entries]
+        try:
+            await follow(members, run)
+            return 0
+        finally:
+            for m in members:
+                await m.member.close()
+
+    return asyncio.run(main())

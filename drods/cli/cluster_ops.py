@@ -5,6 +5,8 @@
   region / zone / provider / city from its nodes' labels (``topology.kubernetes.io/region|zone``,
   ``multicluster.io/provider|city``) unless given, and stores the kubeconfig — with referenced
   certificate files inlined — in ``spec.credentials`` (encrypted at rest by the server, SEC2).
+  ``--pull`` registers it in pull mode (no credentials: its agent pulls). ``join --from DIR`` joins
+  every member of a directory (``drods sim fleet --out DIR``; `drods.cli.joining`).
 * ``cordon`` / ``uncordon`` set ``spec.unschedulable``: no new placements, nothing moves.
 * ``drain`` cordons, then asks the scheduler to re-place every binding with replicas there
   (``spec.rescheduleTriggeredAt``); propagation moves them gracefully (new copies ready first). A
@@ -17,15 +19,14 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-import yaml
 
 from drods.cli.client import _labels, cluster_app, handles_errors
+from drods.cli.joining import inspect_member, join_directory, load_kubeconfig, member_body
 from drods.cli.remote import (
     ApiClient,
     CaFileOpt,
@@ -42,63 +43,20 @@ from drods.cli.remote import (
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
-_FILE_KEYS = (("clusters", "cluster", "certificate-authority"), ("users", "user", "client-certificate"),
-              ("users", "user", "client-key"))
-
-
-def load_kubeconfig(path: Path) -> dict[str, Any]:
-    """The kubeconfig with referenced certificate/key files inlined as ``*-data`` (self-contained)."""
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise CliError(f"cannot read kubeconfig {path}: {e}", "BAD_KUBECONFIG") from e
-    if not isinstance(doc, dict) or not doc.get("clusters"):
-        raise CliError(f"{path} is not a kubeconfig (no clusters)", "BAD_KUBECONFIG")
-    for section, inner, key in _FILE_KEYS:
-        for entry in doc.get(section) or []:
-            body = (entry or {}).get(inner) or {}
-            ref = body.get(key)
-            if ref and not body.get(f"{key}-data"):
-                file = Path(ref) if Path(ref).is_absolute() else path.parent / ref
-                try:
-                    body[f"{key}-data"] = base64.b64encode(file.read_bytes()).decode()
-                except OSError as e:
-                    raise CliError(f"kubeconfig {path} refers to {file}: {e}", "BAD_KUBECONFIG") from e
-                del body[key]
-    return doc
-
-
-def server_of(doc: dict[str, Any], context: str | None) -> str:
-    ctx_name = context or doc.get("current-context")
-    contexts = {c.get("name"): c.get("context") or {} for c in doc.get("contexts") or []}
-    if ctx_name not in contexts:
-        raise CliError(f"kubeconfig has no context {ctx_name!r}", "BAD_KUBECONFIG")
-    cluster_name = contexts[ctx_name].get("cluster")
-    for c in doc.get("clusters") or []:
-        if c.get("name") == cluster_name:
-            return str((c.get("cluster") or {}).get("server") or "")
-    raise CliError(f"kubeconfig context {ctx_name!r} names an unknown cluster {cluster_name!r}", "BAD_KUBECONFIG")
-
-
-async def inspect_member(name: str, doc: dict[str, Any], context: str | None) -> Any:
-    """The member's summary (nodes, topology, version) through the official client."""
-    from drods.members.client import MemberClient, MemberError, MemberOptions, MemberUnavailable
-
-    client = MemberClient.from_kubeconfig(name, doc, context, MemberOptions(connect_timeout=5, read_timeout=15,
-                                                                             retries=1))
-    try:
-        return await client.summary()
-    except (MemberUnavailable, MemberError) as e:
-        raise CliError(f"cannot read the member cluster: {e}", "MEMBER_UNREACHABLE") from e
-    finally:
-        await client.close()
 
 
 @cluster_app.command("join")
 @handles_errors
 def cluster_join(
-    name: Annotated[str, typer.Argument(help="Cluster name (lowercase DNS name).")],
-    kubeconfig: Annotated[Path, typer.Option("--kubeconfig", help="Kubeconfig of the member cluster.")],
+    name: Annotated[str | None, typer.Argument(help="Cluster name (lowercase DNS name); not with --from.")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig of the member cluster.")]
+    = None,
+    from_dir: Annotated[Path | None, typer.Option(
+        "--from", help="Join every member of a directory: DIR/fleet.yaml of `drods sim fleet --out DIR`, "
+        "else each DIR/NAME/kubeconfig.")] = None,
+    pull: Annotated[bool, typer.Option("--pull", help="Pull mode: an agent next to the member pulls its work "
+                                       "(with --from: tokens for `drods agent --from DIR` in DIR/agents.yaml).")]
+    = False,
     context: Annotated[str | None, typer.Option("--context", help="Context in that kubeconfig.")] = None,
     region: Annotated[str | None, typer.Option("--region", help="Default: the nodes' region label.")] = None,
     zone: Annotated[str | None, typer.Option("--zone", help="Default: the nodes' (first) zone label.")] = None,
@@ -106,36 +64,35 @@ def cluster_join(
     city: Annotated[str | None, typer.Option("--city", help="City code; default: the nodes' city label.")] = None,
     label: Annotated[list[str] | None, typer.Option("--label", help="key=value; repeatable.")] = None,
     capability: Annotated[list[str] | None, typer.Option("--capability", help="e.g. gpu; repeatable.")] = None,
+    data_dir: Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", help="With --from --pull: the "
+                                           "control plane's data dir, whose key signs the agents' tokens.")]
+    = Path.home() / ".drods",
+    store: Annotated[str | None, typer.Option("--store", help="With --from --pull: where the tokens are recorded "
+                                              "(default: the data dir's SQLite file).")] = None,
     output: OutputOpt = "table",
     server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
 ) -> None:
-    """Join a member cluster in push mode: DRO-DS reaches it with the given kubeconfig."""
+    """Join a member cluster (push mode: DRO-DS reaches it with the given kubeconfig; --pull: its
+    agent pulls), or with --from every member of a directory."""
     check_output(output)
+    labels = _labels(label) if label else None
+    if from_dir is not None:
+        if name or kubeconfig or context or region or zone or provider or city:
+            raise typer.BadParameter("--from joins a whole directory: give no NAME, --kubeconfig, --context or "
+                                     "topology", param_hint="--from")
+        join_directory(from_dir, connect(server, token, ca_file, insecure), pull=pull, labels=labels,
+                       capabilities=capability, minter=(data_dir, store), server=server, output=output)
+        return
+    if not name or kubeconfig is None:
+        raise typer.BadParameter("give NAME and --kubeconfig (or --from DIR)", param_hint="NAME")
     doc = load_kubeconfig(kubeconfig)
-    endpoint = server_of(doc, context)
     summary = asyncio.run(inspect_member(name, doc, context))
-    caps = list(capability or [])
-    if summary.gpu_allocatable > 0 and "gpu" not in caps:
-        caps.append("gpu")
-    body: dict[str, Any] = {"name": name, "syncMode": "Push", "endpoint": endpoint,
-                            "credentials": {"kubeconfig": yaml.safe_dump(doc, sort_keys=False)}}
-    if context:
-        body["credentials"]["context"] = context
-    for key, given, found in (("region", region, summary.region), ("zone", zone, (summary.zones or [None])[0]),
-                              ("provider", provider, summary.provider), ("city", city, summary.city)):
-        if given or found:
-            body[key] = given or found
-    if label:
-        body["labels"] = _labels(label)
-    if caps:
-        body["capabilities"] = caps
-    if summary.gpu_models:
-        body["gpuModels"] = summary.gpu_models
-    api = connect(server, token, ca_file, insecure)
-    flat = api.request("POST", "/api/v1/clusters", json=body).json()
+    body = member_body(name, doc, context, summary, pull=pull, labels=labels, capabilities=capability,
+                       given={"region": region, "zone": zone, "provider": provider, "city": city})
+    flat = connect(server, token, ca_file, insecure).request("POST", "/api/v1/clusters", json=body).json()
     if output != "table":
         dump(flat, output)
         return

@@ -1,0 +1,495 @@
+"""Scale scenarios of a whole control plane over a fleet of simulated members, end to end.
+
+The members are one ``drods sim fleet`` process (``--clusters`` × ``--nodes-per-cluster``), joined
+with ``drods cluster join --from DIR`` (``--mode push``) or ``--pull`` plus ``drods agent --from DIR``
+(``--mode pull``); the control plane is one ``drods serve`` on ``--store sqlite|etcd`` (etcd: a
+one-member etcd started here). Workloads are Deployments in ``default``, each with a ConfigMap its
+pod template names (a dependent: it travels in the same Work), placed by one PropagationPolicy on one
+member each (Divided, 1 replica). What a member holds is watched through the official Kubernetes
+client, as an operator would.
+
+* ``cold-start``: the control plane is stopped, ``--workloads`` Deployments + ConfigMaps and the policy
+  are written into its store, and it starts again: ``ready_s`` from its start until every Deployment
+  is in a member (``start_s``: until it answers ``/readyz``), then ``works`` (Works in the store,
+  ``works_applied`` of them with status applied),
+  ``works_per_s``, ``peak_rss_mb`` and ``cpu_s`` per process.
+* ``distribution``: steady state with ``--workloads`` placed, then ``--rate`` operations/s for
+  ``--seconds`` (creates and updates alternating; an update changes an annotation): ``p50_ms`` /
+  ``p99_ms`` / ``max_ms`` from the API answer to the member's watch event showing it.
+* ``storm``: steady state, then every member goes ``down`` (``drods sim fault``) for
+  ``--down-seconds``: ``redecisions`` (Bindings the scheduler decided again, from the Bindings'
+  ``scheduledTime``) and ``redecisions_per_s``, the control plane's RSS every second
+  (``rss_mb``, ``rss_growth_last_pct`` over the last ``--flat-window`` seconds of the storm), then
+  every member back ``up``: ``converged_s`` until every Binding is Scheduled with a placement and
+  every Work applied at its current hash.
+
+Prints the conditions, then one JSON line with the figures and ``clusters``, ``workloads``, ``store``
+(several scenarios, comma-separated, run in turn over one fleet and control plane: a line each;
+cold-start first, as it restarts the control plane over a store it fills).
+
+    python bench/scale.py --scenario cold-start --clusters 100 --nodes-per-cluster 50 --workloads 30000
+    python bench/scale.py --scenario distribution --clusters 100 --rate 50 --seconds 60 --mode pull
+    python bench/scale.py --scenario storm --clusters 20 --workloads 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+import yaml  # noqa: E402
+from kubernetes import client as k8s  # noqa: E402
+from kubernetes import config as k8s_config  # noqa: E402
+from kubernetes import watch as k8s_watch  # noqa: E402
+
+from drods.sim.harness import drods_command  # noqa: E402
+from tests.server_process import ServerProcess, wait_until  # noqa: E402
+
+SELECTOR = "multicluster.io/managed-by=drods"
+MARK = "bench.drods.io/version"
+BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
+WORKS = "/apis/multicluster.io/v1alpha1/works"
+SETTINGS = """apiVersion: config.drods.io/v1alpha1
+kind: DRODSConfiguration
+members: {probeIntervalSeconds: 2, notReadyGraceSeconds: 6, tolerationSeconds: 0}
+"""
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ---- processes -----------------------------------------------------------------------------------
+
+
+def proc_kb(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Child:
+    """A ``drods`` child process (the fleet, the agents) with its log; stopped with SIGTERM."""
+
+    def __init__(self, name: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self._log = open(log, "wb")  # noqa: SIM115 - lives as long as the child
+        self.proc = subprocess.Popen([*drods_command(), *args], stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=env or dict(os.environ))
+        self.log = log
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {tail}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@contextmanager
+def fleet(root: Path, clusters: int, nodes: int) -> Iterator[tuple[Child, list[dict[str, Any]]]]:
+    out = root / "fleet"
+    child = Child("fleet", ["sim", "fleet", "--clusters", str(clusters), "--nodes-per-cluster", str(nodes),
+                            "--max-pods", "1000", "--out", str(out), "--fresh"], root / "fleet.log")
+    try:
+        def ready() -> bool:
+            child.check()
+            return (out / "fleet.yaml").exists()
+
+        wait_until(ready, 60 + clusters * 2.0, "the fleet to serve", interval=0.2)
+        yield child, yaml.safe_load((out / "fleet.yaml").read_text())["members"]
+    finally:
+        child.stop()
+
+
+@contextmanager
+def store_url(kind: str, root: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite://{root / 'server' / 'drods.db'}"
+        return
+    from tests.etcd_server import EtcdCluster
+
+    with EtcdCluster(1, base_dir=str(root / "etcd")) as etcd:
+        yield f"etcd://{etcd.endpoints[0].removeprefix('http://')}"
+
+
+def join(server: ServerProcess, root: Path, pull: bool, url: str) -> Child | None:
+    """``drods cluster join --from`` (and for pull mode ``drods agent --from``), as a user runs them."""
+    env = {**server.environ(), "DRODS_TOKEN": server.token("admin")}
+    args = [*drods_command(), "cluster", "join", "--from", str(root / "fleet"), "--server", server.url, "-o", "json"]
+    if pull:
+        args += ["--pull", "--data-dir", str(server.data_dir), "--store", url]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"join failed: {done.stdout[-2000:]} {done.stderr[-2000:]}")
+    if not pull:
+        return None
+    return Child("agents", ["agent", "--from", str(root / "fleet"), "--state-dir", str(root / "agents"),
+                            "--interval", "10", "--log-level", "warning"], root / "agents.log",
+                 {**server.environ(), "DRODS_TOKEN": ""})
+
+
+# ---- what the members hold -----------------------------------------------------------------------
+
+
+class MemberWatch:
+    """Every member's Deployments (list, then watch; relist after a broken watch): when each
+    (name, version mark) was first seen, and how many copies there are."""
+
+    def __init__(self, members: list[dict[str, Any]]) -> None:
+        self.seen: dict[tuple[str, str], float] = {}
+        self.present: dict[tuple[str, str], str] = {}  # (member, name) -> mark
+        self.cond = threading.Condition()
+        self.stop = threading.Event()
+        for m in members:
+            threading.Thread(target=self._run, args=(m,), daemon=True).start()
+
+    def _note(self, member: str, obj: Any, now: float, deleted: bool = False) -> None:
+        name = obj.metadata.name
+        if deleted:
+            self.present.pop((member, name), None)
+            return
+        mark = (obj.metadata.annotations or {}).get(MARK, "")
+        self.present[(member, name)] = mark
+        self.seen.setdefault((name, mark), now)
+
+    def _run(self, member: dict[str, Any]) -> None:
+        api = k8s_config.new_client_from_config(member["kubeconfig"], persist_config=False)
+        apps = k8s.AppsV1Api(api)
+        while not self.stop.is_set():
+            try:
+                listed: Any = apps.list_namespaced_deployment("default", label_selector=SELECTOR,
+                                                              _request_timeout=(5, 120))
+                with self.cond:
+                    now = time.time()
+                    for key in [k for k in self.present if k[0] == member["name"]]:
+                        del self.present[key]
+                    for d in listed.items:
+                        self._note(member["name"], d, now)
+                    self.cond.notify_all()
+                for ev in k8s_watch.Watch().stream(apps.list_namespaced_deployment, "default",
+                                                   label_selector=SELECTOR, timeout_seconds=300,
+                                                   resource_version=listed.metadata.resource_version,
+                                                   _request_timeout=(5, 330)):
+                    with self.cond:
+                        self._note(member["name"], ev["object"], time.time(), ev["type"] == "DELETED")
+                        self.cond.notify_all()
+            except Exception:  # noqa: BLE001 - a member down breaks its watch: list and watch again
+                time.sleep(0.5)
+
+    def wait(self, cond: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not cond():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 0.5))
+        return True
+
+    def copies(self) -> int:
+        return len(self.present)
+
+
+# ---- workloads -----------------------------------------------------------------------------------
+
+
+def workload(i: int, mark: str = "0") -> list[dict[str, Any]]:
+    """A Deployment and the ConfigMap its pod template names (a dependent that follows it)."""
+    name = f"app-{i:06d}"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config", "namespace": "default"},
+          "data": {"LOG_LEVEL": "info"}}
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": "default", "annotations": {MARK: mark}},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{
+                        "name": "c", "image": "app:1", "envFrom": [{"configMapRef": {"name": f"{name}-config"}}],
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
+    return [cm, dep]
+
+
+POLICY = {"apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "scale"},
+          "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default"}],
+                   "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}}}
+
+
+async def _seed(url: str, data_dir: Path, workloads: int) -> None:
+    """Objects written straight into the stopped control plane's store, as a restore would leave them."""
+    from drods.model.kinds import by_kind
+    from drods.registry.objects import ObjectRegistry
+    from drods.registry.secrets import SecretBox, load_or_create_key
+    from drods.store import open_store
+
+    store = open_store(url)
+    try:
+        registry = ObjectRegistry(store, SecretBox(load_or_create_key(data_dir / "encryption.key")))
+        objs = [POLICY, *(o for i in range(workloads) for o in workload(i))]
+        items = [(by_kind(o["apiVersion"], o["kind"]), o) for o in objs]
+        for i in range(0, len(items), 2000):
+            await registry.batch_upsert(items[i:i + 2000], results=False)
+    finally:
+        await store.close()
+
+
+def post_batch(http: httpx.Client, objects: list[dict[str, Any]]) -> None:
+    for i in range(0, len(objects), 1000):
+        http.post("/api/v1/sync/batch", json={"objects": objects[i:i + 1000]}, timeout=300).raise_for_status()
+
+
+def list_all(http: httpx.Client, path: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cont = ""
+    while True:
+        r = http.get(path, params={"limit": 5000, **({"continue": cont} if cont else {})}, timeout=300)
+        r.raise_for_status()
+        doc = r.json()
+        items += doc.get("items") or []
+        cont = (doc.get("metadata") or {}).get("continue") or ""
+        if not cont:
+            return items
+
+
+def works_applied(http: httpx.Client) -> tuple[int, int]:
+    works = list_all(http, WORKS)
+    ok = sum(1 for w in works if (w.get("status") or {}).get("applied")
+             and (w.get("status") or {}).get("observedHash") == (w.get("spec") or {}).get("hash"))
+    return len(works), ok
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    s = sorted(xs)
+    return round(s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))], 1)
+
+
+# ---- scenarios -----------------------------------------------------------------------------------
+
+
+class Bench:
+    """The fleet, the control plane and the member watch one scenario runs over."""
+
+    def __init__(self, args: argparse.Namespace, stack: ExitStack) -> None:
+        self.args = args
+        self.root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+        self.fleet, self.members = stack.enter_context(fleet(self.root, args.clusters, args.nodes_per_cluster))
+        self.url = stack.enter_context(store_url(args.store, self.root))
+        data = self.root / "server"
+        data.mkdir(exist_ok=True)
+        (data / "drods.yaml").write_text(SETTINGS)
+        self.server = ServerProcess(data, args=["--store", self.url], start_timeout=600)
+        self.server.start()
+        stack.callback(lambda: self.server.stop(check=False) if self.server.proc else None)
+        self.agents = join(self.server, self.root, args.mode == "pull", self.url)
+        if self.agents is not None:
+            stack.callback(self.agents.stop)
+        self.watch = MemberWatch(self.members)
+        stack.callback(self.watch.stop.set)
+        self.http = httpx.Client(base_url=self.server.url, verify=self.server.verify, timeout=120,
+                                 headers={"Authorization": f"Bearer {self.server.token('admin')}"})
+        stack.callback(self.http.close)
+        wait_until(self.all_ready, 120, "every member Ready", interval=0.5)
+
+    def all_ready(self) -> bool:
+        items = self.http.get("/api/v1/clusters").json().get("items") or []
+        return len(items) == len(self.members) and all(
+            any(c.get("type") == "Ready" and c.get("status") == "True" for c in (x.get("status") or {}).get(
+                "conditions") or []) for x in items)
+
+    def pids(self) -> dict[str, int]:
+        assert self.server.proc is not None
+        out = {"drods serve": self.server.proc.pid, "sim fleet": self.fleet.proc.pid}
+        if self.agents is not None:
+            out["agents"] = self.agents.proc.pid
+        return out
+
+    def steady(self, n: int) -> None:
+        """``n`` workloads placed and in their members (through the API, not timed)."""
+        post_batch(self.http, [POLICY, *(o for i in range(n) for o in workload(i))])
+        if not self.watch.wait(lambda: self.watch.copies() >= n, 120 + n * 0.05):
+            raise TimeoutError(f"only {self.watch.copies()} of {n} workloads reached the members")
+
+
+def cold_start(b: Bench) -> dict[str, Any]:
+    n = b.args.workloads
+    assert b.server.proc is not None
+    b.server.stop(check=False)
+    asyncio.run(_seed(b.url, b.server.data_dir, n))
+    t0 = time.time()
+    b.server.start()
+    start_s = time.time() - t0
+    cpu0 = {k: cpu_seconds(pid) for k, pid in b.pids().items() if k != "drods serve"}
+    reached = b.watch.wait(lambda: b.watch.copies() >= n, b.args.timeout)
+    ready_s = time.time() - t0
+    cpu = {k: round(cpu_seconds(pid) - cpu0.get(k, 0.0), 1) for k, pid in b.pids().items()}
+    peak = {k: round(proc_kb(pid, "VmHWM") / 1024, 1) for k, pid in b.pids().items()}
+    works, applied = works_applied(b.http)
+    return {"ready_s": round(ready_s, 1) if reached else None, "start_s": round(start_s, 1),
+            "copies": b.watch.copies(), "works": works,
+            "works_applied": applied, "works_per_s": round(works / ready_s, 1) if reached else None,
+            "peak_rss_mb": peak, "cpu_s": cpu}
+
+
+def distribution(b: Bench) -> dict[str, Any]:
+    args = b.args
+    b.steady(args.workloads)
+    ops: list[tuple[str, str, float]] = []  # (name, mark, sent)
+    interval, started, i = 1.0 / args.rate, time.monotonic(), 0
+    t_end, next_at = started + args.seconds, started
+    while time.monotonic() < t_end:
+        if i % 2 == 0:  # a new workload
+            cm, dep = workload(args.workloads + i // 2)
+            b.http.post("/api/v1/namespaces/default/configmaps", json=cm).raise_for_status()
+            b.http.post("/apis/apps/v1/namespaces/default/deployments", json=dep).raise_for_status()
+            ops.append((dep["metadata"]["name"], "0", time.time()))
+        else:  # an update of a steady one
+            name, mark = f"app-{(i // 2) % args.workloads:06d}", str(i)
+            b.http.patch(f"/apis/apps/v1/namespaces/default/deployments/{name}",
+                         json={"metadata": {"annotations": {MARK: mark}}},
+                         headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+            ops.append((name, mark, time.time()))
+        i += 1
+        next_at += interval
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    # the rate achieved: below --rate when the API answers slower than the stream asks
+    achieved = round(len(ops) / max(time.monotonic() - started, 1e-9), 1)
+    b.watch.wait(lambda: all((n, m) in b.watch.seen for n, m, _ in ops), args.timeout)
+    lat = [(b.watch.seen[(n, m)] - sent) * 1000 for n, m, sent in ops if (n, m) in b.watch.seen]
+    return {"operations": len(ops), "arrived": len(lat), "rate": args.rate, "achieved_rate": achieved,
+            "p50_ms": pct(lat, 50),
+            "p99_ms": pct(lat, 99), "max_ms": round(max(lat), 1) if lat else None}
+
+
+def _faults(b: Bench, mode: str) -> None:
+    """What ``drods sim fault NAME MODE --state-dir DIR`` sends, for every member."""
+    from drods.sim.control import send_command
+
+    for m in b.members:
+        send_command(b.root / "fleet", m["name"], {"action": "fault", "mode": mode, "ms": 0})
+
+
+def _decided(b: Bench) -> tuple[dict[str, str], dict[str, int]]:
+    """Each Binding's last decision time, and Bindings per phase."""
+    bindings = list_all(b.http, BINDINGS)
+    phases: dict[str, int] = {}
+    for x in bindings:
+        phase = str((x.get("status") or {}).get("phase") or "")
+        phases[phase] = phases.get(phase, 0) + 1
+    return {x["metadata"]["name"]: str((x.get("status") or {}).get("scheduledTime") or "") for x in bindings}, phases
+
+
+def _converged(b: Bench) -> bool:
+    if not b.all_ready():
+        return False
+    bindings = list_all(b.http, BINDINGS)
+    if not all((x.get("status") or {}).get("phase") in ("Scheduled", "Running") and (x.get("status") or {})
+               .get("placement") for x in bindings):
+        return False
+    works, applied = works_applied(b.http)
+    return works > 0 and works == applied
+
+
+def storm(b: Bench) -> dict[str, Any]:
+    args = b.args
+    b.steady(args.workloads)
+    wait_until(lambda: _converged(b), 120, "the steady state", interval=1.0)
+    before, _ = _decided(b)
+    pid = b.pids()["drods serve"]
+    rss: list[int] = []
+    _faults(b, "down")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < args.down_seconds:
+        rss.append(proc_kb(pid, "VmRSS") // 1024)
+        time.sleep(1.0)
+    after, phases = _decided(b)
+    redecided = sum(1 for k, v in after.items() if v != before.get(k))
+    _faults(b, "up")
+    t1 = time.monotonic()
+    try:
+        wait_until(lambda: _converged(b), args.timeout, "convergence after the members return", interval=1.0)
+        converged: float | None = round(time.monotonic() - t1, 1)
+    except TimeoutError:
+        converged = None
+    window = rss[-int(args.flat_window):] if rss else []
+    growth = round((window[-1] - window[0]) * 100 / window[0], 1) if len(window) > 1 and window[0] else None
+    return {"redecisions": redecided, "redecisions_per_s": round(redecided / args.down_seconds, 1),
+            "phases_down": phases, "rss_mb": rss, "rss_growth_last_pct": growth, "converged_s": converged,
+            "peak_rss_mb": round(proc_kb(pid, "VmHWM") / 1024, 1)}
+
+
+SCENARIOS: dict[str, Callable[[Bench], dict[str, Any]]] = {
+    "cold-start": cold_start, "distribution": distribution, "storm": storm}
+
+
+def scenarios(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown scenario {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenario", required=True, type=scenarios,
+                    help=f"one of {', '.join(SCENARIOS)}, or several comma-separated, run in turn over one "
+                         "fleet and control plane (one JSON line each)")
+    ap.add_argument("--clusters", type=int, default=3, help="simulated members (one `drods sim fleet`)")
+    ap.add_argument("--nodes-per-cluster", type=int, default=3)
+    ap.add_argument("--workloads", type=int, default=20, help="Deployments, each with a ConfigMap dependent")
+    ap.add_argument("--store", choices=["sqlite", "etcd"], default="sqlite")
+    ap.add_argument("--mode", choices=["push", "pull"], default="push")
+    ap.add_argument("--rate", type=float, default=5.0, help="distribution: creates + updates per second")
+    ap.add_argument("--seconds", type=float, default=5.0, help="distribution: how long the stream runs")
+    ap.add_argument("--down-seconds", type=float, default=20.0, help="storm: how long every member is down")
+    ap.add_argument("--flat-window", type=float, default=120.0, help="storm: RSS growth over this last window")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds a phase may take before it is reported "
+                                                                 "as not reached (null figures)")
+    args = ap.parse_args(argv)
+    print(f"# conditions: scenario {','.join(args.scenario)}, {args.clusters} members x {args.nodes_per_cluster} nodes "
+          f"(one drods sim fleet), {args.workloads} Deployments + {args.workloads} ConfigMaps, drods serve on "
+          f"{args.store}, {args.mode} mode, python {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    with ExitStack() as stack:
+        bench = Bench(args, stack)
+        for name in args.scenario:
+            figures = SCENARIOS[name](bench)
+            print(json.dumps({"scenario": name, "clusters": args.clusters, "workloads": args.workloads,
+                              "store": args.store, "mode": args.mode, **figures}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""bench/scale.py works: each scenario at a small size, end to end (a check that it runs and its
+figures mean what they say, not a timed test)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.timeout(600)
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale.py"
+
+
+def run(*args: str) -> dict[str, dict[str, Any]]:
+    done = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=560)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.startswith("# conditions: ")
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {line["scenario"]: line for line in lines}
+
+
+def test_every_scenario_in_push_mode() -> None:
+    out = run("--scenario", "cold-start,distribution,storm", "--clusters", "2", "--nodes-per-cluster", "2",
+              "--workloads", "4", "--rate", "4", "--seconds", "2", "--down-seconds", "8", "--flat-window", "4",
+              "--timeout", "120")
+    cold, dist, storm = out["cold-start"], out["distribution"], out["storm"]
+    assert cold["clusters"] == 2 and cold["workloads"] == 4 and cold["store"] == "sqlite"
+    assert cold["ready_s"] is not None and cold["copies"] == 4
+    assert cold["works"] == cold["works_applied"] == 4  # one member each: a Work per Deployment
+    assert set(cold["peak_rss_mb"]) == {"drods serve", "sim fleet"} and cold["works_per_s"] > 0
+    assert 1 <= dist["operations"] == dist["arrived"] <= 8  # 4 ops/s for 2 s at most, each seen in a member
+    assert 0 < dist["p50_ms"] <= dist["p99_ms"] <= dist["max_ms"]
+    bindings = 4 + (dist["operations"] + 1) // 2  # the steady ones and those the stream created
+    assert storm["redecisions"] == bindings and storm["phases_down"] == {"Unschedulable": bindings}
+    assert len(storm["rss_mb"]) >= 7 and storm["converged_s"] is not None
+
+
+def test_distribution_in_pull_mode() -> None:
+    """`drods cluster join --from --pull` and `drods agent --from` carry the stream to the members."""
+    out = run("--scenario", "distribution", "--mode", "pull", "--clusters", "2", "--nodes-per-cluster", "2",
+              "--workloads", "2", "--rate", "4", "--seconds", "1", "--timeout", "120")
+    dist = out["distribution"]
+    assert dist["mode"] == "pull" and 1 <= dist["operations"] == dist["arrived"] <= 4
+    assert dist["p99_ms"] is not None
