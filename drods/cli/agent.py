@@ -19,7 +19,8 @@ def agent(
     interval: Annotated[float, typer.Option("--interval", min=1.0,
                                             help="Seconds between reports until the server names "
                                                  "another interval (nextReportSeconds).")] = 15.0,
-    once: Annotated[bool, typer.Option("--once", help="Send one report, print the answer and exit.")] = False,
+    once: Annotated[bool, typer.Option("--once", help="Send one report (and one --probe round), print the "
+                                       "answers and exit.")] = False,
     state_dir: Annotated[Path | None, typer.Option("--state-dir", help="Where the last desired state (the "
                                                    "cluster's Works) is cached; default ~/.drods/agent/CLUSTER.")]
     = None,
@@ -35,6 +36,13 @@ def agent(
     usage_seconds: Annotated[float, typer.Option("--usage-seconds", min=0.1, help="How often the workloads' "
                                                  "use is read (one pods and one metrics.k8s.io PodMetrics "
                                                  "list per namespace) for their Works and autoscalers.")] = 15.0,
+    probe: Annotated[list[str] | None, typer.Option(
+        "--probe", help="Measure the network (C2) from this member to NAME at URL: round trip, jitter, loss of a "
+        "GET /livez exchange, reported as the pair NAME → this cluster (repeatable), e.g. LHR=https://probe.lhr")]
+    = None,
+    probe_seconds: Annotated[float, typer.Option("--probe-seconds", min=0.1, help="How often the --probe "
+                                                 "targets are measured.")] = 10.0,
+    probes: Annotated[int, typer.Option("--probes", min=1, max=100, help="Probes per target per round.")] = 5,
     server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
@@ -57,6 +65,7 @@ def agent(
     import httpx
 
     from drods.members.agent import AgentRefused, report_once
+    from drods.members.agent_probe import ProbePlan, parse_target, probe_round
     from drods.members.autonomy import AutonomySettings
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
     from drods.transport import async_transport
@@ -65,6 +74,10 @@ def agent(
         raise typer.BadParameter("a token is required (--token or DRODS_TOKEN)", param_hint="--token")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     verify = tls_verify(ca_file, insecure)
+    try:
+        plan = ProbePlan(dict(parse_target(t) for t in probe or []), probes, every_s=probe_seconds)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--probe") from e
 
     async def main() -> int:
         member = MemberClient.from_kubeconfig(cluster, kubeconfig, context)
@@ -73,13 +86,17 @@ def agent(
                 async with httpx.AsyncClient(base_url=server.rstrip("/"), transport=async_transport(verify), timeout=10,
                                              headers={"Authorization": f"Bearer {token}"}) as http:
                     r = await report_once(member, http, cluster)
-                typer.echo(json.dumps(r.json(), indent=2))
+                    typer.echo(json.dumps(r.json(), indent=2))
+                    if plan.targets:
+                        n = await probe_round(http, cluster, plan.targets, plan.count, plan.wait_s)
+                        typer.echo(json.dumps(n.json(), indent=2))
+                        return 0 if r.status_code == n.status_code == 200 else 1
                 return 0 if r.status_code == 200 else 1
             directory = state_dir or Path.home() / ".drods" / "agent" / cluster
             local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
                                      else cutoff_seconds) if autonomy else None
             await _report_and_follow(cluster, member, server, token, interval, verify, directory, local,
-                                     usage_seconds)
+                                     usage_seconds, plan)
             return 0
         except (AgentRefused, MemberError, MemberUnavailable, httpx.HTTPError) as e:
             # refused, or unreachable (--once)
@@ -92,7 +109,7 @@ def agent(
 
 
 async def _report_and_follow(cluster: str, member: Any, server: str, token: str, interval: float, verify: Any,
-                             directory: Path, local: Any, usage_seconds: float = 15.0) -> None:
+                             directory: Path, local: Any, usage_seconds: float = 15.0, plan: Any = None) -> None:
     """Report the member's status and follow its Works until SIGTERM/SIGINT or a refused token."""
     import asyncio
     import signal
@@ -108,9 +125,22 @@ async def _report_and_follow(cluster: str, member: Any, server: str, token: str,
                                           stop=stop)),
             asyncio.create_task(run_works(cluster, member, server, token, directory, verify=verify,
                                           stop=stop, autonomy=local, usage_interval=usage_seconds))]
+    if plan is not None and plan.targets:
+        both.append(asyncio.create_task(_probe(cluster, server, token, verify, plan, stop)))
     try:
         for t in asyncio.as_completed(both):
             await t  # a refused token in either ends both
     finally:
         stop.set()
         await asyncio.gather(*both, return_exceptions=True)
+
+
+async def _probe(cluster: str, server: str, token: str, verify: Any, plan: Any, stop: Any) -> None:
+    import httpx
+
+    from drods.members.agent_probe import run_probes
+    from drods.transport import async_transport
+
+    async with httpx.AsyncClient(base_url=server.rstrip("/"), transport=async_transport(verify), timeout=10,
+                                 headers={"Authorization": f"Bearer {token}"}) as http:
+        await run_probes(http, cluster, plan, stop)
