@@ -64,8 +64,13 @@ class NetworkProber:
         found = targets(dict(self.clusters.cache), s)
         if not found:
             return
-        results = await asyncio.gather(*(probe(to, url, s.site, s.probesPerInterval, s.timeoutSeconds)
-                                         for _from, to, url in found))
+        slots = asyncio.Semaphore(s.concurrency)
+
+        async def one(to: str, url: str) -> ProbeResult:
+            async with slots:
+                return await probe(to, url, s.site, s.probesPerInterval, s.timeoutSeconds)
+
+        results = await asyncio.gather(*(one(to, url) for _from, to, url in found))
         items = [measurement(site_from, to, r) for (site_from, to, _url), r in zip(found, results, strict=True)]
         await write_measurements(self.store, items, self.clock)
         self.rounds += 1

@@ -40,6 +40,7 @@ class ProbeSettings(BaseModel):
     probesPerInterval: int = Field(default=5, ge=1, le=100)
     timeoutSeconds: float = Field(default=2.0, gt=0)
     clientSites: dict[str, str] = Field(default_factory=dict)  # client site → its probe URL
+    concurrency: int = Field(default=64, ge=1)  # targets probed at once (a large fleet is probed in waves)
 
 
 class SteeringSettings(BaseModel):
