@@ -77,6 +77,8 @@ from drods.steering.controller import LEASE as STEERING_LEASE
 from drods.steering.controller import SteeringController, SteeringInformers
 from drods.steering.directory import LEASE as DIRECTORY_LEASE
 from drods.steering.directory import DirectoryController, DirectoryInformers
+from drods.steering.probing import LEASE as PROBE_LEASE
+from drods.steering.probing import NetworkProber
 from drods.steering.settings import SteeringSettings
 from drods.steering.users import LEASE as USERS_LEASE
 from drods.steering.users import UsersLearner
@@ -304,6 +306,9 @@ def _steering(plane: ControlPlane, s: ComponentSettings) -> None:
         return UsersLearner(lead.store, reschedule, steering_informers, steering_settings.users, clock=s.clock)
 
     manager.add_leader(USERS_LEASE, users_learner)
+    if steering_settings.probe.enabled:
+        manager.add_leader(PROBE_LEASE, lambda lead: NetworkProber(lead.store, steering_informers.clusters,
+                                                                   steering_settings.probe, clock=s.clock))
     directory_informers = DirectoryInformers.of(manager)
     member_options = (s.members or MemberSettings()).member_options()
 

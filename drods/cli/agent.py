@@ -38,6 +38,13 @@ def agent(
     usage_seconds: Annotated[float, typer.Option("--usage-seconds", min=0.1, help="How often the workloads' "
                                                  "use is read (one pods and one metrics.k8s.io PodMetrics "
                                                  "list per namespace) for their Works and autoscalers.")] = 15.0,
+    probe: Annotated[list[str] | None, typer.Option(
+        "--probe", help="Measure the network (C2) from this member to NAME at URL: round trip, jitter, loss of a "
+        "GET /livez exchange, reported as the pair NAME → this cluster (repeatable), e.g. LHR=https://probe.lhr")]
+    = None,
+    probe_seconds: Annotated[float, typer.Option("--probe-seconds", min=0.1, help="How often the --probe "
+                                                 "targets are measured.")] = 10.0,
+    probes: Annotated[int, typer.Option("--probes", min=1, max=100, help="Probes per target per round.")] = 5,
     server: ServerOpt = DEFAULT_SERVER,
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
@@ -61,6 +68,7 @@ def agent(
 
     from drods.cli.agents import AgentMember, AgentRun, follow
     from drods.members.agent import AgentRefused, report_once
+    from drods.members.agent_probe import ProbePlan, parse_target, probe_round
     from drods.members.autonomy import AutonomySettings
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
     from drods.transport import async_transport
@@ -68,7 +76,11 @@ def agent(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
                              else cutoff_seconds) if autonomy else None
-    run = AgentRun(server, interval, tls_verify(ca_file, insecure), local, usage_seconds)
+    try:
+        plan = ProbePlan(dict(parse_target(t) for t in probe or []), probes, every_s=probe_seconds)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--probe") from e
+    run = AgentRun(server, interval, tls_verify(ca_file, insecure), local, usage_seconds, plan)
     if from_dir is not None:
         raise typer.Exit(_run_directory(from_dir, run, state_dir))
     if not token or not cluster or not kubeconfig:
@@ -83,7 +95,11 @@ def agent(
                                              timeout=10,
                                              headers={"Authorization": f"Bearer {token}"}) as http:
                     r = await report_once(member, http, cluster)
-                typer.echo(json.dumps(r.json(), indent=2))
+                    typer.echo(json.dumps(r.json(), indent=2))
+                    if plan.targets:
+                        n = await probe_round(http, cluster, plan.targets, plan.count, plan.wait_s)
+                        typer.echo(json.dumps(n.json(), indent=2))
+                        return 0 if r.status_code == n.status_code == 200 else 1
                 return 0 if r.status_code == 200 else 1
             directory = state_dir or Path.home() / ".drods" / "agent" / cluster
             await follow([AgentMember(cluster, member, token, directory)], run)

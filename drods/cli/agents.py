@@ -36,6 +36,7 @@ class AgentRun:
     verify: Any
     autonomy: Any  # AutonomySettings | None
     usage_interval: float = 15.0  # seconds between readings of the workloads' use
+    probe: Any = None  # a drods.members.agent_probe.ProbePlan: network targets measured from each member
 
 
 def read_agents_file(path: Path) -> tuple[str, list[dict[str, str]]]:
@@ -67,6 +68,8 @@ async def follow(members: list[AgentMember], run: AgentRun) -> None:
                 asyncio.create_task(run_works(m.cluster, m.member, run.server, m.token, m.directory,
                                               verify=run.verify, stop=own, autonomy=run.autonomy,
                                               usage_interval=run.usage_interval))]
+        if run.probe is not None and run.probe.targets:
+            both.append(asyncio.create_task(_probe(m, run, own)))
         relay = asyncio.create_task(_relay(stop, own))
         try:
             for t in asyncio.as_completed(both):
@@ -88,3 +91,15 @@ async def follow(members: list[AgentMember], run: AgentRun) -> None:
 async def _relay(stop: asyncio.Event, own: asyncio.Event) -> None:
     await stop.wait()
     own.set()
+
+
+async def _probe(m: AgentMember, run: AgentRun, stop: asyncio.Event) -> None:
+    """Measure the network from this member's site to the --probe targets, as the pairs TARGET → member."""
+    import httpx
+
+    from drods.members.agent_probe import run_probes
+    from drods.transport import async_transport
+
+    async with httpx.AsyncClient(base_url=run.server.rstrip("/"), transport=async_transport(run.verify),
+                                 timeout=10, headers={"Authorization": f"Bearer {m.token}"}) as http:
+        await run_probes(http, m.cluster, run.probe, stop)

@@ -76,6 +76,18 @@ def _write(path: Path, text: str, mode: int = 0o600) -> None:
 SPREAD_PROFILE: dict[str, Any] = {"name": "dev-spread", "adjuster": {"packBelow": 0.0, "spreadAbove": 0.0}}
 
 
+CONTROL_PLANE_CITY = "DFW"
+
+
+def emulated_rtt(city: str) -> str:
+    """``--latency-to`` for a member in ``city``: the geography's delay from the control plane's city
+    (`drods.sim.latency`: DFW–LHR ≈ 86 ms), its jitter, as what the probe should measure."""
+    from drods.sim.latency import link
+
+    emulated = link(CONTROL_PLANE_CITY, city)
+    return f"{CONTROL_PLANE_CITY}={emulated['delayMs']:.0f}±{emulated['jitterMs']:.1f}"
+
+
 def write_config(path: Path, probe: float | None, grace: float | None, toleration: float | None,
                  spread: bool) -> None:
     """The playground's drods.yaml: the flags' member-controller timings and (``spread``) the
@@ -88,6 +100,9 @@ def write_config(path: Path, probe: float | None, grace: float | None, toleratio
                                  ("tolerationSeconds", toleration)) if v is not None}
     if members:
         doc["members"] = {**(doc.get("members") or {}), **members}
+    probing = (doc.get("steering") or {}).get("probe") or {}
+    if "site" not in probing:  # C2: the control plane measures from DFW (the sims emulate their distance from it)
+        doc["steering"] = {**(doc.get("steering") or {}), "probe": {**probing, "site": CONTROL_PLANE_CITY}}
     if spread and "profile" not in (doc.get("scheduler") or {}):
         doc["scheduler"] = {**(doc.get("scheduler") or {}), "profile": SPREAD_PROFILE}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -204,6 +219,9 @@ def _banner(root: Path, url: str, ca: Path, token: str, kubeconfig: Path, sites:
     for s, sim in zip(sites, sims, strict=True):
         lines.append(f"    {s.name:<12} {s.region}/{s.provider}/{s.city:<4} {sim.server:<26} "
                      f"kubectl --kubeconfig {root / 'members' / f'{s.name}.kubeconfig'} get deploy")
+    lines += ["", f"  network from {CONTROL_PLANE_CITY} (C2, emulated by the sims, measured by the probe): "
+              + ", ".join(f"{s.name} {emulated_rtt(s.city).partition('=')[2]} ms" for s in sites),
+              f"  curl -s --cacert {ca} -H \"Authorization: Bearer $DRODS_TOKEN\" {url}/api/v1/network/status"]
     return "\n".join(lines)
 
 
@@ -227,7 +245,8 @@ def _start_sim(root: Path, s: Any, nodes: int, even: bool) -> Any:
     return SimProcess(s.name, root / "sims", [
         "--region", s.region, "--zone", s.zone, "--provider", s.provider, "--city", s.city,
         "--nodes", str(nodes), "--data-dir", str(root / "sims" / s.name),
-        "--kubeconfig-out", str(root / "members" / f"{s.name}.kubeconfig"), *extra],
+        "--kubeconfig-out", str(root / "members" / f"{s.name}.kubeconfig"), "--latency-to", emulated_rtt(s.city),
+        *extra],
         log_path=root / "logs" / f"{s.name}.log").start()
 
 

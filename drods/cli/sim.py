@@ -63,6 +63,9 @@ def sim(
     state_dir: StateDir = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start from an empty store.")] = False,
     no_tls: Annotated[bool, typer.Option("--no-tls", help="Plain HTTP (kubectl then sends no token).")] = False,
+    latency_to: Annotated[list[str] | None, typer.Option(
+        "--latency-to", help="Emulate distance (C2): probes from site TARGET (header X-Drods-Probe-From) are answered "
+        "MS±JITTER ms late and lost with probability P: TARGET=MS[±JITTER][,loss=P] (repeatable).")] = None,
     log_level: Annotated[str, typer.Option("--log-level")] = "warning",
 ) -> None:
     """Run a simulated member cluster in the foreground until SIGTERM/SIGINT.
@@ -80,6 +83,7 @@ def sim(
     from drods.model.meta import check_name
     from drods.model.quantity import quantity
     from drods.sim.config import NodePool, SimConfig, UsageModel, parse_cpu, parse_memory
+    from drods.sim.distance import parse_latency_to
     from drods.sim.server import serve
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -94,6 +98,7 @@ def sim(
             usage=UsageModel(cpu_util, memory_util, amplitude, period), startup_seconds=startup,
             job_seconds=job_seconds, data_dir=data_dir, state_dir=_state_dir(state_dir),
             kubeconfig_out=kubeconfig_out, tls=not no_tls,
+            latency_to=dict(parse_latency_to(t) for t in latency_to or []),
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e

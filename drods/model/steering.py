@@ -175,9 +175,13 @@ class Measurement(BaseModel):
     lossPercent: float | None = Field(default=None, ge=0, le=100)
     bandwidthMbps: float | None = Field(default=None, ge=0)
     timestamp: str | None = None
-    source: str | None = Field(default=None, max_length=253)  # which agent or probe measured it
+    # ``measured`` (a probe's round trips: `drods.members.probe`) or anything else: who reported it
+    source: str | None = Field(default=None, max_length=253)
+    rttMs: float | None = Field(default=None, ge=0)  # measured round trip (with source: measured)
+    lossRatio: float | None = Field(default=None, ge=0, le=1)
+    measuredAt: str | None = None
 
-    @field_validator("delayMs", "jitterMs", "lossPercent", "bandwidthMbps")
+    @field_validator("delayMs", "jitterMs", "lossPercent", "bandwidthMbps", "rttMs", "lossRatio")
     @classmethod
     def _finite(cls, v: float | None) -> float | None:
         if v is not None and not math.isfinite(v):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drods.model.quantity import GIB, quantity
+from drods.sim.distance import Link
 
 # Pods DRO-DS does not own (another tenant) that `--preload` puts on every node.
 PRELOAD_NAMESPACE = "other-tenant"
@@ -140,6 +141,7 @@ class SimConfig:
     kubeconfig_out: Path | None = None
     tls: bool = True
     resync_seconds: float = 5.0
+    latency_to: dict[str, Link] = field(default_factory=dict)  # probing site → emulated link (C2)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.preload < 1.0:

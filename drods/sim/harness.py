@@ -112,6 +112,13 @@ class SimProcess:
             "action": "traffic", "kind": kind, "namespace": namespace, "name": name, "mbps": mbps})
         return reply
 
+    def latency(self, spec: str) -> dict[str, Any]:
+        """Change an emulated link at run time, as ``--latency-to`` sets it at start: ``DFW=70±3,loss=0.01``."""
+        from drods.sim.control import send_command
+
+        reply: dict[str, Any] = send_command(self.state_dir, self.name, {"action": "latency", "spec": spec})
+        return reply
+
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait; returns the exit code (0 = clean)."""
         if self.proc is None:

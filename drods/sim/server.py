@@ -39,6 +39,7 @@ from drods.security.tokens import revocations as followed_revocations
 from drods.sim.config import SimConfig
 from drods.sim.control import ControlServer, state_path, write_state
 from drods.sim.controller import SimController
+from drods.sim.distance import DistanceMiddleware, DistanceTable, parse_latency_to
 from drods.sim.faults import MODES, FaultMiddleware, FaultState, HttpListener
 from drods.sim.kinds import SIM_KINDS
 from drods.sim.prom import sim_registry
@@ -83,6 +84,7 @@ class SimServer:
         self.cfg = cfg
         self.fresh = fresh
         self.fault = FaultState()
+        self.distance = DistanceTable(dict(cfg.latency_to))
         self.loads = LoadTable()
         self.traffic_demand = LoadTable()
         self.traffic = TrafficMeter()
@@ -128,6 +130,7 @@ class SimServer:
                          audited=False)
         app.state.sim = self
         _kubernetes_errors(app)
+        app.add_middleware(DistanceMiddleware, table=self.distance)
         app.add_middleware(FaultMiddleware, fault=self.fault)
         certs = ensure_certs(data, f"drods-sim-{cfg.name}", cfg.host) if cfg.tls else None
         self._listener = HttpListener(app, cfg.host, cfg.port, certs)
@@ -179,10 +182,22 @@ class SimServer:
             await self.set_fault(str(request.get("mode")), int(request.get("ms") or 0))
         elif action in ("load", "traffic"):
             self._set_demand(request, "cpu" if action == "load" else "mbps")
+        elif action == "latency":
+            self._set_latency(request)
         elif action != "status":
             raise ValueError(f"unknown action {action!r}")
         return {"fault": self.fault.describe(), "server": self.server_url, "passes": self.controller.passes,
-                "loads": self.loads.describe(), "traffic": self.traffic_demand.describe("mbps")}
+                "loads": self.loads.describe(), "traffic": self.traffic_demand.describe("mbps"),
+                "latencyTo": self.distance.describe()}
+
+    def _set_latency(self, request: dict[str, Any]) -> None:
+        """``{"action": "latency", "spec": "DFW=70±3,loss=0.01"}`` sets a link; ``{"clear": "DFW"}`` removes it."""
+        if isinstance(request.get("clear"), str):
+            self.distance.set(request["clear"], None)
+            return
+        target, link = parse_latency_to(str(request.get("spec") or ""))
+        self.distance.set(target, link)
+        log.warning("sim %s: latency to %s %s", self.cfg.name, target, link.describe())
 
     def _set_demand(self, request: dict[str, Any], unit: str) -> None:
         """A workload's CPU demand (cores, ``load``) or network demand (Mbps, ``traffic``); null clears it."""

@@ -29,6 +29,20 @@ class UserLearning(BaseModel):
     pollSeconds: float = Field(default=5.0, gt=0)
 
 
+class ProbeSettings(BaseModel):
+    """The ``steering.probe`` section: what the control plane measures, and how often."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    site: str = Field(default="control-plane", min_length=1, max_length=253)  # where this process runs
+    intervalSeconds: float = Field(default=10.0, gt=0)
+    probesPerInterval: int = Field(default=5, ge=1, le=100)
+    timeoutSeconds: float = Field(default=2.0, gt=0)
+    clientSites: dict[str, str] = Field(default_factory=dict)  # client site → its probe URL
+    concurrency: int = Field(default=64, ge=1)  # targets probed at once (a large fleet is probed in waves)
+
+
 class SteeringSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -48,6 +62,8 @@ class SteeringSettings(BaseModel):
     registrationFiles: list[str] = Field(default_factory=list)
     # issue 34: users learned from demand
     users: UserLearning = Field(default_factory=UserLearning)
+    # C2: the control plane's network probe (`drods.steering.probing`)
+    probe: ProbeSettings = Field(default_factory=ProbeSettings)
 
     def damping(self) -> Damping:
         return Damping(self.minIntervalSeconds, self.changeThreshold, self.hysteresis)

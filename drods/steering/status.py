@@ -33,27 +33,75 @@ from drods.store import Put, Store
 _FIELDS = ("delayMs", "jitterMs", "lossPercent", "bandwidthMbps")
 
 
+MEASURED = "measured"
+REPORTED = "reported"
+MEASURED_FRESH_SECONDS = 60.0  # a measurement older than this yields to a report
+
+
 async def write_measurements(store: Store, items: Sequence[Measurement], clock: Callable[[], float] = time.time,
                              ) -> list[dict[str, Any]]:
-    """Merge ``items`` into the stored pairs (a later measurement of a pair replaces the fields it
-    carries); one transaction per chunk. Returns what was stored per pair."""
+    """Merge ``items`` into the stored pairs; one transaction per chunk. A pair keeps its latest
+    report (``reported``: a later one replaces the fields it carries) and its latest probe result
+    (``measured``) apart; the top-level fields are the one that counts — measured while fresh.
+    Returns what was stored per pair."""
     merged: dict[str, dict[str, Any]] = {}
+    now = clock()
     for m in items:
         key = network_key(m.source_site, m.to)
         if key not in merged:
             kv = await store.get(key)
-            merged[key] = json.loads(kv.value) if kv is not None else {"from": m.source_site, "to": m.to}
+            merged[key] = _split(json.loads(kv.value)) if kv is not None else {"from": m.source_site, "to": m.to}
         doc = merged[key]
-        doc.update(m.values())
-        ts = parse_rfc3339(m.timestamp) if m.timestamp else None
-        doc["timestamp"] = rfc3339_ms(ts if ts is not None else clock())
-        if m.source:
-            doc["source"] = m.source
+        ts = parse_rfc3339(m.measuredAt or m.timestamp or "") if (m.measuredAt or m.timestamp) else None
+        stamp = rfc3339_ms(ts if ts is not None else now)
+        if m.source == MEASURED:
+            doc[MEASURED] = {"rttMs": m.rttMs if m.rttMs is not None else m.delayMs, "jitterMs": m.jitterMs,
+                             "lossRatio": m.lossRatio if m.lossRatio is not None else
+                             (m.lossPercent / 100.0 if m.lossPercent is not None else None), "measuredAt": stamp}
+        else:
+            rep = doc.setdefault(REPORTED, {})
+            rep.update(m.values())
+            rep["timestamp"] = stamp
+            if m.source:
+                rep["reporter"] = m.source
+    for doc in merged.values():
+        _effective(doc, now)
     puts = [Put(k, jsondoc.dumps(v)) for k, v in merged.items()]
     step = max(1, store.max_txn_ops)
     for start in range(0, len(puts), step):
         await store.txn([], puts[start:start + step])
     return list(merged.values())
+
+
+def _split(doc: dict[str, Any]) -> dict[str, Any]:
+    """A pair stored before reports and measurements were kept apart: its fields were a report."""
+    if REPORTED not in doc and MEASURED not in doc:
+        doc[REPORTED] = {k: doc[k] for k in (*_FIELDS, "timestamp") if k in doc}
+        if isinstance(doc.get("source"), str):
+            doc[REPORTED]["reporter"] = doc["source"]
+    return doc
+
+
+def _effective(doc: dict[str, Any], now: float) -> None:
+    """Top-level fields: the fresh measurement, else the report (``delayMs``/``lossPercent`` kept
+    for readers of the report's names; a measured ``delayMs`` is the round trip)."""
+    for k in (*_FIELDS, "timestamp", "source", "rttMs", "lossRatio", "measuredAt"):
+        doc.pop(k, None)
+    meas, rep = doc.get(MEASURED), doc.get(REPORTED)
+    at = parse_rfc3339(meas["measuredAt"]) if meas else None
+    if meas and (rep is None or (at is not None and now - at <= MEASURED_FRESH_SECONDS)):
+        values = {"rttMs": meas.get("rttMs"), "delayMs": meas.get("rttMs"), "jitterMs": meas.get("jitterMs"),
+                  "lossRatio": meas.get("lossRatio"),
+                  "lossPercent": None if meas.get("lossRatio") is None else meas["lossRatio"] * 100.0,
+                  "bandwidthMbps": (rep or {}).get("bandwidthMbps")}
+        doc.update({k: v for k, v in values.items() if v is not None})
+        doc.update(source=MEASURED, measuredAt=meas["measuredAt"], timestamp=meas["measuredAt"])
+        return
+    rep = rep or {}
+    doc.update({k: rep[k] for k in _FIELDS if k in rep})
+    if "lossPercent" in rep:
+        doc["lossRatio"] = rep["lossPercent"] / 100.0
+    doc.update(source=REPORTED, timestamp=rep.get("timestamp"), measuredAt=rep.get("timestamp"))
 
 
 def utilisation(doc: Mapping[str, Any] | None) -> float:

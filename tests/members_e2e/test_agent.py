@@ -77,3 +77,25 @@ def test_agent_with_another_clusters_token_stops_with_a_clear_error(env: Env, pu
     finally:
         proc.kill()
     assert proc.returncode == 1 and "refused the token for cluster edge-agent: HTTP 403" in err, err
+
+
+def test_a_pull_member_measures_its_distance_to_a_probe_target(env: Env, pull_cluster: str) -> None:
+    sim = env.members["aws-dfw"].sim
+    sim.latency(f"{AGENT}=30±2")  # the agent's site is 30 ms from aws-dfw's API
+    try:
+        out = subprocess.run([*drods_command(), "agent", "--cluster", AGENT, "--kubeconfig", str(sim.kubeconfig),
+                              "--server", env.server.url, "--token", pull_cluster, "--once", "--probes", "5",
+                              "--probe", f"aws-dfw={sim.server}"],
+                             capture_output=True, text=True, env=env.server.environ(), timeout=60)
+    finally:
+        sim.latency(f"{AGENT}=0")
+    assert out.returncode == 0, out.stderr
+    pairs = {m["from"]: m for m in env.http.get("/api/v1/network/status?from=aws-dfw").json()["measurements"]
+             if m["to"] == AGENT}
+    entry = pairs["aws-dfw"]
+    assert entry["source"] == "measured" and entry["lossRatio"] == 0.0 and entry["measuredAt"], entry
+    assert abs(entry["rttMs"] - 30.0) <= 6.0 and entry["delayMs"] == entry["rttMs"], entry
+    bad = subprocess.run([*drods_command(), "agent", "--cluster", AGENT, "--token", pull_cluster, "--once",
+                          "--kubeconfig", str(sim.kubeconfig),
+                          "--probe", "aws-dfw"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "NAME=URL" in bad.stderr

@@ -9,6 +9,7 @@ one, ``drods dev up`` gets a free port and short health/failover timings (the RE
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -76,6 +77,14 @@ def test_walkthrough_as_written(tmp_path: Path) -> None:
         assert "aws-dfw" in out and "azure-lhr" in out and "gcp-sin" in out
         shell.prelude = [line for line in script["env"].splitlines() if line.startswith(("source", "export"))]
         wait_for(lambda: shell.run("kubectl get clusters").count(" True ") == 3, 20, "three Ready clusters")
+        # the playground's network is measured (C2): DFW → azure-lhr ≈ 84 ms as its sim emulates
+        def lhr_measured() -> float | None:
+            doc = json.loads(shell.run('curl -s --cacert "$DRODS_CA_FILE" -H "Authorization: Bearer $DRODS_TOKEN" '
+                                       '"$DRODS_SERVER/api/v1/network/status?from=DFW"'))
+            pair = {m["to"]: m for m in doc["measurements"]}.get("azure-lhr") or {}
+            return pair.get("rttMs") if pair.get("source") == "measured" else None
+
+        assert abs(wait_for(lhr_measured, 30, "DFW → azure-lhr measured") - 84.0) <= 0.2 * 84.0
 
         # 3. deploy, divided by water level
         shell.run(script["deploy"])

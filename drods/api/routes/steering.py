@@ -8,7 +8,9 @@
   ``pairIntervalSeconds`` says it per reported (``from``, ``to``) pair — the strictest need among the
   services whose client site and instance (cluster or its city) that pair joins.
   A cluster-agent token may only report pairs whose ``to`` is its own cluster. ``GET`` answers the
-  stored pairs (``?from=`` filters).
+  stored pairs (``?from=`` filters): each keeps its last report (``reported``) and probe result
+  (``measured``, `drods.steering.probing`); the top-level fields are the fresh measurement's, else
+  the report's (``source``: ``measured`` | ``reported``).
 * ``GET /api/v1/network/intervals`` — every (client site, cluster or city) pair some service uses,
   with its collection interval (C1, `drods.steering.intervals`); ``?from=`` filters.
 * ``GET /api/v1/steering/services`` — every published ServiceRoute, summarised.
