@@ -10,41 +10,55 @@ import typer
 
 from drods.cli.remote import DEFAULT_SERVER, CaFileOpt, InsecureOpt, ServerOpt, TokenOpt, tls_verify
 
+ClusterOpt = Annotated[str | None, typer.Option("--cluster", "-c", help="The cluster's name in DRO-DS.")]
+KubeconfigOpt = Annotated[str | None, typer.Option("--kubeconfig", envvar="KUBECONFIG",
+                                                   help="Kubeconfig of the member cluster to read.")]
+FromDirOpt = Annotated[Path | None, typer.Option(
+    "--from", help="Run the agents of every member in DIR/agents.yaml (`drods cluster join --from DIR "
+    "--pull`), each with its own token; caches under --state-dir/CLUSTER.")]
+ContextOpt = Annotated[str | None, typer.Option("--context", help="Kubeconfig context.")]
+IntervalOpt = Annotated[float, typer.Option(
+    "--interval", min=1.0, help="Seconds between reports until the server names another interval "
+    "(nextReportSeconds).")]
+OnceOpt = Annotated[bool, typer.Option("--once", help="Send one report, print the answer and exit.")]
+StateDirOpt = Annotated[Path | None, typer.Option(
+    "--state-dir", help="Where the last desired state (the cluster's Works) is cached; default "
+    "~/.drods/agent/CLUSTER.")]
+AutonomyOpt = Annotated[bool, typer.Option(
+    "--autonomy/--no-autonomy", help="Cut off from the control plane, scale autoscaled workloads within their "
+    "FederatedHPA's bounds (pull mode).")]
+AutoscaleSecondsOpt = Annotated[float, typer.Option(
+    "--autoscale-seconds", min=0.1, help="How often the autoscaling bounds are refreshed and, cut off, a local "
+    "decision taken.")]
+CutoffSecondsOpt = Annotated[float | None, typer.Option(
+    "--cutoff-seconds", min=0.0, help="The control plane unanswered this long counts as cut off (default "
+    "3 × --autoscale-seconds).")]
+UsageSecondsOpt = Annotated[float, typer.Option(
+    "--usage-seconds", min=0.1, help="How often the workloads' use is read (one pods and one metrics.k8s.io "
+    "PodMetrics list per namespace) for their Works and autoscalers.")]
+ProbeOpt = Annotated[list[str] | None, typer.Option(
+    "--probe", help="Measure the network (C2) from this member to NAME at URL: round trip, jitter, loss of a "
+    "GET /livez exchange, reported as the pair NAME → this cluster (repeatable), e.g. LHR=https://probe.lhr")]
+ProbeSecondsOpt = Annotated[float, typer.Option("--probe-seconds", min=0.1,
+                                                help="How often the --probe targets are measured.")]
+ProbesOpt = Annotated[int, typer.Option("--probes", min=1, max=100, help="Probes per target per round.")]
+
 
 def agent(
-    cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="The cluster's name in DRO-DS.")] = None,
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", envvar="KUBECONFIG",
-                                                   help="Kubeconfig of the member cluster to read.")] = None,
-    from_dir: Annotated[Path | None, typer.Option(
-        "--from", help="Run the agents of every member in DIR/agents.yaml (`drods cluster join --from DIR "
-        "--pull`), each with its own token; caches under --state-dir/CLUSTER.")] = None,
-    context: Annotated[str | None, typer.Option("--context", help="Kubeconfig context.")] = None,
-    interval: Annotated[float, typer.Option("--interval", min=1.0,
-                                            help="Seconds between reports until the server names "
-                                                 "another interval (nextReportSeconds).")] = 15.0,
-    once: Annotated[bool, typer.Option("--once", help="Send one report, print the answer and exit.")] = False,
-    state_dir: Annotated[Path | None, typer.Option("--state-dir", help="Where the last desired state (the "
-                                                   "cluster's Works) is cached; default ~/.drods/agent/CLUSTER.")]
-    = None,
-    autonomy: Annotated[bool, typer.Option("--autonomy/--no-autonomy", help="Cut off from the control plane, "
-                                           "scale autoscaled workloads within their FederatedHPA's bounds "
-                                           "(pull mode).")] = True,
-    autoscale_seconds: Annotated[float, typer.Option("--autoscale-seconds", min=0.1, help="How often the "
-                                                     "autoscaling bounds are refreshed and, cut off, a local "
-                                                     "decision taken.")] = 15.0,
-    cutoff_seconds: Annotated[float | None, typer.Option("--cutoff-seconds", min=0.0, help="The control plane "
-                                                         "unanswered this long counts as cut off (default "
-                                                         "3 × --autoscale-seconds).")] = None,
-    usage_seconds: Annotated[float, typer.Option("--usage-seconds", min=0.1, help="How often the workloads' "
-                                                 "use is read (one pods and one metrics.k8s.io PodMetrics "
-                                                 "list per namespace) for their Works and autoscalers.")] = 15.0,
-    probe: Annotated[list[str] | None, typer.Option(
-        "--probe", help="Measure the network (C2) from this member to NAME at URL: round trip, jitter, loss of a "
-        "GET /livez exchange, reported as the pair NAME → this cluster (repeatable), e.g. LHR=https://probe.lhr")]
-    = None,
-    probe_seconds: Annotated[float, typer.Option("--probe-seconds", min=0.1, help="How often the --probe "
-                                                 "targets are measured.")] = 10.0,
-    probes: Annotated[int, typer.Option("--probes", min=1, max=100, help="Probes per target per round.")] = 5,
+    cluster: ClusterOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    from_dir: FromDirOpt = None,
+    context: ContextOpt = None,
+    interval: IntervalOpt = 15.0,
+    once: OnceOpt = False,
+    state_dir: StateDirOpt = None,
+    autonomy: AutonomyOpt = True,
+    autoscale_seconds: AutoscaleSecondsOpt = 15.0,
+    cutoff_seconds: CutoffSecondsOpt = None,
+    usage_seconds: UsageSecondsOpt = 15.0,
+    probe: ProbeOpt = None,
+    probe_seconds: ProbeSecondsOpt = 10.0,
+    probes: ProbesOpt = 5,
     server: ServerOpt = DEFAULT_SERVER,
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
@@ -61,17 +75,15 @@ def agent(
     `drods token create --role cluster-agent --cluster NAME`.
     """
     import asyncio
-    import json
     import logging
 
     import httpx
 
     from drods.cli.agents import AgentMember, AgentRun, follow
-    from drods.members.agent import AgentRefused, report_once
-    from drods.members.agent_probe import ProbePlan, parse_target, probe_round
+    from drods.members.agent import AgentRefused
+    from drods.members.agent_probe import ProbePlan, parse_target
     from drods.members.autonomy import AutonomySettings
     from drods.members.client import MemberClient, MemberError, MemberUnavailable
-    from drods.transport import async_transport
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
@@ -91,16 +103,7 @@ def agent(
         member = MemberClient.from_kubeconfig(cluster, kubeconfig, context)
         try:
             if once:
-                async with httpx.AsyncClient(base_url=server.rstrip("/"), transport=async_transport(run.verify),
-                                             timeout=10,
-                                             headers={"Authorization": f"Bearer {token}"}) as http:
-                    r = await report_once(member, http, cluster)
-                    typer.echo(json.dumps(r.json(), indent=2))
-                    if plan.targets:
-                        n = await probe_round(http, cluster, plan.targets, plan.count, plan.wait_s)
-                        typer.echo(json.dumps(n.json(), indent=2))
-                        return 0 if r.status_code == n.status_code == 200 else 1
-                return 0 if r.status_code == 200 else 1
+                return await _once(member, cluster, token, run)
             directory = state_dir or Path.home() / ".drods" / "agent" / cluster
             await follow([AgentMember(cluster, member, token, directory)], run)
             return 0
@@ -112,6 +115,27 @@ def agent(
             await member.close()
 
     raise typer.Exit(asyncio.run(main()))
+
+
+async def _once(member: Any, cluster: str, token: str, run: Any) -> int:
+    """One status report (and one probe round, with --probe targets), the answers printed."""
+    import json
+
+    import httpx
+
+    from drods.members.agent import report_once
+    from drods.members.agent_probe import probe_round
+    from drods.transport import async_transport
+
+    async with httpx.AsyncClient(base_url=run.server.rstrip("/"), transport=async_transport(run.verify),
+                                 timeout=10, headers={"Authorization": f"Bearer {token}"}) as http:
+        r = await report_once(member, http, cluster)
+        typer.echo(json.dumps(r.json(), indent=2))
+        if run.probe.targets:
+            n = await probe_round(http, cluster, run.probe.targets, run.probe.count, run.probe.wait_s)
+            typer.echo(json.dumps(n.json(), indent=2))
+            return 0 if r.status_code == n.status_code == 200 else 1
+    return 0 if r.status_code == 200 else 1
 
 
 def _run_directory(root: Path, run: Any, state_dir: Path | None) -> int:

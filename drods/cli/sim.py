@@ -15,6 +15,12 @@ app = typer.Typer(help="Simulated member clusters (KWOK-like) for development, t
 
 StateDir = Annotated[Path | None, typer.Option(
     "--state-dir", envvar="DRODS_SIM_DIR", help="Where running sims register (default ~/.drods/sims).")]
+LatencyToOpt = Annotated[list[str] | None, typer.Option(
+    "--latency-to", help="Emulate distance (C2): probes from site TARGET (header X-Drods-Probe-From) are answered "
+    "MS±JITTER ms late and lost with probability P: TARGET=MS[±JITTER][,loss=P] (repeatable).")]
+NodeMemoryOpt = Annotated[str, typer.Option("--node-memory", help="Per node: 32Gi, 64G; a bare number is GiB.")]
+NodePoolOpt = Annotated[list[str] | None, typer.Option(
+    "--node-pool", help="Extra nodes: count=2,cpu=16,memory=64Gi,gpus=4,gpu-model=A100,zone=z (repeatable).")]
 
 
 def _state_dir(value: Path | None) -> Path:
@@ -31,13 +37,10 @@ def sim(
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     nodes: Annotated[int, typer.Option("--nodes", help="Nodes of the default shape.")] = 3,
     node_cpu: Annotated[str, typer.Option("--node-cpu", help="Cores per node (8, 7500m).")] = "8",
-    node_memory: Annotated[str, typer.Option("--node-memory", help="Per node: 32Gi, 64G; a bare number is GiB.")]
-    = "32Gi",
+    node_memory: NodeMemoryOpt = "32Gi",
     gpus: Annotated[int, typer.Option("--gpus", help="nvidia.com/gpu per node.")] = 0,
     gpu_model: Annotated[str | None, typer.Option("--gpu-model", help="Label nvidia.com/gpu.product.")] = None,
-    node_pool: Annotated[list[str] | None, typer.Option(
-        "--node-pool", help="Extra nodes: count=2,cpu=16,memory=64Gi,gpus=4,gpu-model=A100,zone=z (repeatable).")]
-    = None,
+    node_pool: NodePoolOpt = None,
     max_pods: Annotated[int, typer.Option("--max-pods", help="Pods per node.")] = 110,
     region: Annotated[str | None, typer.Option("--region", help="Label topology.kubernetes.io/region.")] = None,
     zone: Annotated[str | None, typer.Option("--zone", help="Label topology.kubernetes.io/zone.")] = None,
@@ -63,9 +66,7 @@ def sim(
     state_dir: StateDir = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start from an empty store.")] = False,
     no_tls: Annotated[bool, typer.Option("--no-tls", help="Plain HTTP (kubectl then sends no token).")] = False,
-    latency_to: Annotated[list[str] | None, typer.Option(
-        "--latency-to", help="Emulate distance (C2): probes from site TARGET (header X-Drods-Probe-From) are answered "
-        "MS±JITTER ms late and lost with probability P: TARGET=MS[±JITTER][,loss=P] (repeatable).")] = None,
+    latency_to: LatencyToOpt = None,
     log_level: Annotated[str, typer.Option("--log-level")] = "warning",
 ) -> None:
     """Run a simulated member cluster in the foreground until SIGTERM/SIGINT.

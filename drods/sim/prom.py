@@ -112,18 +112,21 @@ class SimCollector(Collector):
                 counter = sim.traffic.nodes.get(name)
                 net_rx.add_metric([cluster, name, "eth0"], counter.rx if counter is not None else 0.0)
                 net_tx.add_metric([cluster, name, "eth0"], counter.tx if counter is not None else 0.0)
-        pod_counts = GaugeMetricFamily("drods_sim_pods", "Pods by phase", labels=["cluster", "phase"])
-        for phase in ("Pending", "Running", "Succeeded", "Failed"):
-            pod_counts.add_metric([cluster, phase], phases.get(phase, 0))
-        fault = GaugeMetricFamily("drods_sim_fault", "Injected fault (1 for the current mode)",
-                                  labels=["cluster", "mode"])
-        for mode in MODES:
-            fault.add_metric([cluster, mode], 1.0 if sim.fault.mode == mode else 0.0)
         yield from (capacity, allocatable, requests, used, mem_total, mem_avail, cpu_seconds, net_rx, net_tx,
-                    pod_phase, pod_counts, fault)
+                    pod_phase, *_phase_and_fault(cluster, phases, sim.fault.mode))
 
 
 def sim_registry(sim: RunningSim) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SimCollector(sim))
     return registry
+
+
+def _phase_and_fault(cluster: str, phases: Counter[str], fault_mode: str) -> tuple[Metric, Metric]:
+    pod_counts = GaugeMetricFamily("drods_sim_pods", "Pods by phase", labels=["cluster", "phase"])
+    for phase in ("Pending", "Running", "Succeeded", "Failed"):
+        pod_counts.add_metric([cluster, phase], phases.get(phase, 0))
+    fault = GaugeMetricFamily("drods_sim_fault", "Injected fault (1 for the current mode)", labels=["cluster", "mode"])
+    for mode in MODES:
+        fault.add_metric([cluster, mode], 1.0 if fault_mode == mode else 0.0)
+    return pod_counts, fault
