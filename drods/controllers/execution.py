@@ -6,7 +6,9 @@ slow or dead member only fills its own queue (SEC4). A Work is applied — serve
 manifest, dependents first, after making sure the namespace exists — when its status does not say
 that the member holds ``spec.hash``; the result goes on the Work's status (`drods.model.work`), where
 the binding controller reads it exactly as it reads a pull-mode agent's. An object that exists in the
-member without DRO-DS's label is a conflict and left alone.
+member without DRO-DS's label is a conflict and left alone, unless its manifest says ``overwrite``
+(Karmada's ``conflictResolution: Overwrite``, `drods.model.dispatch`): then it is adopted. A Work
+marked ``suspendDispatching`` is not applied until the mark goes (the policy's ``suspension``).
 
 A deleted Work (it carries `EXECUTION_FINALIZER`) is emptied: its objects that no other live Work
 on the cluster wants are deleted, workloads before their dependents; what an unreachable member
@@ -32,6 +34,7 @@ from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model import jsondoc
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
+from drods.model.dispatch import may_adopt
 from drods.model.keys import CLEANUP_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, WORK
 from drods.model.timefmt import rfc3339, rfc3339_ms
@@ -124,6 +127,8 @@ class Execution:
         meta, st = work.get("metadata") or {}, work.get("status") or {}
         if meta.get("deletionTimestamp"):
             return EXECUTION_FINALIZER in (meta.get("finalizers") or [])
+        if (work.get("spec") or {}).get("suspendDispatching"):
+            return False
         return not (st.get("applied") and st.get("observedHash") == (work.get("spec") or {}).get("hash"))
 
     # ------------------------------------------------------------------ one Work
@@ -164,7 +169,7 @@ class Execution:
                 ref = Ref.of(m)
                 if ref not in owned:  # first contact: is it there, and did someone else create it?
                     cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                    if cur is not None and not is_managed(cur):
+                    if cur is not None and not is_managed(cur) and not may_adopt(m):
                         if ref.kind == CUSTOM_RESOURCE_DEFINITION.kind:
                             continue  # the member's own definition (its operator's) serves the kind: keep it
                         raise _Conflict(f"{ref.kind} {ref.namespace}/{ref.name} already exists in {cluster} "

@@ -170,6 +170,28 @@ RESOURCE_KINDS: tuple[Kind, ...] = (
     Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     Kind("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
     Kind("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    # the rest of a v1.31 cluster's core, apps, networking, storage and scheduling kinds (docs/resources.md)
+    Kind("", "v1", "Pod", "pods", True, short_names=("po",), categories=ALL),
+    Kind("", "v1", "PodTemplate", "podtemplates", True),
+    Kind("", "v1", "ReplicationController", "replicationcontrollers", True, short_names=("rc",), categories=ALL),
+    Kind("", "v1", "Endpoints", "endpoints", True, short_names=("ep",)),
+    Kind("", "v1", "PersistentVolume", "persistentvolumes", False, short_names=("pv",)),
+    Kind("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
+    Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",)),
+    Kind("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
+    Kind("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", True),
+    Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",)),
+)
+
+# Kinds that describe one cluster's own machinery (its nodes, events, leader leases, attachments):
+# stored, listed and watched on the control plane as on any cluster, never propagated.
+CONTROL_PLANE_KINDS: tuple[Kind, ...] = (
+    Kind("", "v1", "Node", "nodes", False, short_names=("no",)),
+    Kind("", "v1", "Event", "events", True, short_names=("ev",)),
+    Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True),
+    Kind("coordination.k8s.io", "v1", "Lease", "leases", True),
+    Kind("storage.k8s.io", "v1", "CSINode", "csinodes", False),
+    Kind("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", False),
 )
 
 # Every kind a Binding may name as its template (what the propagation controller watches).
@@ -190,8 +212,10 @@ KARMADA_PROPAGATION_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMA
 KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
 KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS
 
-ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS + KARMADA_KINDS + (CUSTOM_RESOURCE_DEFINITION,)
+ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
+                               + (CUSTOM_RESOURCE_DEFINITION,))
 SECRET = next(k for k in WORKLOAD_KINDS if k.kind == "Secret")
+PRIORITY_CLASS = next(k for k in RESOURCE_KINDS if k.kind == "PriorityClass")
 
 assert CLUSTER.api_version == API_VERSION
 

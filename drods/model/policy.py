@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.model.binding import ObjectReference
 from drods.model.dataset import DatasetRead
-from drods.model.placement import Placement
+from drods.model.placement import FieldSelector, Placement
 from drods.model.selector import LabelSelector
 
 
@@ -116,6 +116,35 @@ class OverrideClusterSelector(BaseModel):
 
     names: list[str] = Field(default_factory=list)
     labelSelector: LabelSelector | None = None
+    exclude: list[str] = Field(default_factory=list)
+    fieldSelector: FieldSelector | None = None
+
+
+class FieldOverrideOperation(BaseModel):
+    """One change inside a structured string field: ``subPath`` is a JSON pointer into its document."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    subPath: str = Field(pattern=r"^/")
+    operator: Literal["add", "remove", "replace"]
+    value: Any = None
+
+
+class FieldOverrider(BaseModel):
+    """Karmada's ``fieldOverrider``: ``fieldPath`` (a JSON pointer) names a string field holding JSON
+    or YAML (a ConfigMap's file); the operations change that document, which is written back."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    fieldPath: str = Field(pattern=r"^/")
+    json_ops: list[FieldOverrideOperation] = Field(default_factory=list, alias="json")
+    yaml: list[FieldOverrideOperation] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_format(self) -> FieldOverrider:
+        if bool(self.json_ops) == bool(self.yaml):
+            raise ValueError("set exactly one of json or yaml")
+        return self
 
 
 class OverrideRule(BaseModel):
@@ -128,6 +157,7 @@ class OverrideRule(BaseModel):
     argsOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
     labelsOverrider: list[MapOverrider] = Field(default_factory=list)
     annotationsOverrider: list[MapOverrider] = Field(default_factory=list)
+    fieldOverrider: list[FieldOverrider] = Field(default_factory=list)
 
 
 class ClusterOverridePolicySpec(BaseModel):
