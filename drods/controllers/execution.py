@@ -75,7 +75,9 @@ class Execution:
         self.clock = clock
         self.syncers: dict[str, Controller] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._retry_at: dict[str, float] = {}  # Work key → not before (a failed apply backs off)
+        # Work key → (the manifest hash that failed, not before): a failed apply backs off; a new hash
+        # (the policy or the template changed) is tried at once
+        self._retry_at: dict[str, tuple[str, float]] = {}
         self._delete_failures: dict[str, int] = {}  # Work key → refused deletions in a row
 
     async def run(self) -> None:
@@ -144,7 +146,8 @@ class Execution:
         client, why = await self.fleet.clients.get(cluster)
         if deleting:
             return await self._empty(cluster, key, work, client, why)
-        wait = self._retry_at.get(key, 0.0) - self.clock()
+        failed_hash, not_before = self._retry_at.get(key, ("", 0.0))
+        wait = not_before - self.clock() if failed_hash == str((work.get("spec") or {}).get("hash") or "") else 0.0
         if wait > 0:
             return wait
         return await self._apply(cluster, key, work, client, why)
@@ -198,7 +201,7 @@ class Execution:
         h = str((work.get("spec") or {}).get("hash") or "")
         failures = (int(st.get("failures") or 0) if st.get("observedHash") == h and not st.get("applied") else 0) + 1
         delay = 30.0 if permanent else min(0.5 * 2 ** min(failures - 1, 6), 30.0)
-        self._retry_at[key] = self.clock() + delay
+        self._retry_at[key] = (h, self.clock() + delay)
         kept = [ManifestStatus.model_validate(m) for m in st.get("manifests") or [] if isinstance(m, dict)]
         status = WorkStatus(observedHash=h, applied=False, message=error[:500], failures=failures,
                             permanent=permanent, manifests=kept)

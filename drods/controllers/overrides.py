@@ -230,6 +230,22 @@ def _map(obj: Obj, field: str, o: MapOverrider) -> None:
     meta[field] = current
 
 
+def _image_at(obj: Obj, pointer: str) -> str:
+    """The image string an image overrider's ``predicate`` names."""
+    cur: Any = obj
+    for part in pointer.lstrip("/").split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        elif isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        else:
+            raise OverrideError(f"imageOverrider predicate {pointer}: no such field")
+    if not isinstance(cur, str):
+        raise OverrideError(f"imageOverrider predicate {pointer}: not an image string")
+    return cur
+
+
 # ---- matching ----------------------------------------------------------------------------------
 
 
@@ -288,6 +304,10 @@ def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
                 for fp in rule.fieldPatches:
                     apply_field_patch(obj, fp)
                 for io in rule.imageOverrider:
+                    if io.predicate is not None:
+                        apply_field_patch(obj, FieldPatch(path=io.predicate.path, op="replace",
+                                                          value=override_image(_image_at(obj, io.predicate.path), io)))
+                        continue
                     for c in containers(obj):
                         if io.container and c.get("name") != io.container:
                             continue

@@ -61,6 +61,13 @@ class Kind:
         return self.spec_model is not None or self.kind in ("Deployment", "StatefulSet", "Job")
 
     @property
+    def scale_paths(self) -> tuple[str, str, str] | None:
+        """Served with a ``/scale`` subresource: where the replicas and the selector are."""
+        if self.custom is not None:
+            return self.custom.scale
+        return _BUILT_IN_SCALE.get((self.group, self.kind))
+
+    @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
@@ -79,6 +86,11 @@ class Kind:
     def key(self, name: str, namespace: str | None = None) -> str:
         return f"{self.key_prefix(namespace)}{name}"
 
+
+# The built-in kinds with a ``/scale`` subresource (as kube-apiserver serves them).
+_BUILT_IN_SCALE = {(g, k): (".spec.replicas", ".status.replicas", ".spec.selector")
+                   for g, k in (("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet"),
+                                ("", "ReplicationController"))}
 
 CUSTOM_RESOURCES_PREFIX = "/registry/custom/"
 

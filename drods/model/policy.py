@@ -87,6 +87,14 @@ class FieldPatch(BaseModel):
     value: Any = None
 
 
+class ImagePredicate(BaseModel):
+    """Karmada's ``predicate``: the one image field to change (a JSON pointer)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: str = Field(pattern=r"^/")
+
+
 class ImageOverrider(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -94,6 +102,7 @@ class ImageOverrider(BaseModel):
     operator: Literal["add", "remove", "replace"] = "replace"
     value: str = ""
     container: str | None = None
+    predicate: ImagePredicate | None = None
 
 
 class CommandArgsOverrider(BaseModel):
