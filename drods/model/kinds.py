@@ -52,6 +52,9 @@ class Kind:
     )
     # A kind a CustomResourceDefinition defines (`drods.registry.catalog`): its version's schema.
     custom: StructuralSchema | None = None
+    # Stored with another group's kind of the same name and schema (one storage, read back in the
+    # version asked for): Karmada's autoscaling.karmada.io kinds share DRO-DS's multicluster.io ones.
+    storage_group: str | None = None
 
     @property
     def has_status(self) -> bool:
@@ -78,7 +81,7 @@ class Kind:
     def key_prefix(self, namespace: str | None = None) -> str:
         # Every custom resource under one prefix: one watch sees the kinds CRDs add later.
         base = custom_resources_prefix(self.group, self.plural) if self.custom is not None \
-            else f"/registry/{self.group or 'core'}/{self.plural}/"
+            else f"/registry/{self.storage_group or self.group or 'core'}/{self.plural}/"
         if self.namespaced and namespace:
             return f"{base}{namespace}/"
         return base
@@ -221,8 +224,15 @@ KARMADA_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "Ov
 KARMADA_CLUSTER_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterOverridePolicy",
                                        "clusteroverridepolicies", False, KarmadaOverrideSpec, categories=_OURS)
 KARMADA_PROPAGATION_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMADA_CLUSTER_PROPAGATION_POLICY)
+# autoscaling.karmada.io: the same objects as DRO-DS's FederatedHPA / CronFederatedHPA (one storage)
+KARMADA_AUTOSCALING_KINDS: tuple[Kind, ...] = (
+    Kind("autoscaling.karmada.io", "v1alpha1", "FederatedHPA", "federatedhpas", True, FederatedHPASpec,
+         categories=_OURS, storage_group=GROUP),
+    Kind("autoscaling.karmada.io", "v1alpha1", "CronFederatedHPA", "cronfederatedhpas", True, CronFederatedHPASpec,
+         categories=_OURS, storage_group=GROUP),
+)
 KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
-KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS
+KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
                                + (CUSTOM_RESOURCE_DEFINITION,))
