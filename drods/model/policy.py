@@ -143,7 +143,7 @@ class FieldOverrider(BaseModel):
     """Karmada's ``fieldOverrider``: ``fieldPath`` (a JSON pointer) names a string field holding JSON
     or YAML (a ConfigMap's file); the operations change that document, which is written back."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, serialize_by_alias=True)
 
     fieldPath: str = Field(pattern=r"^/")
     json_ops: list[FieldOverrideOperation] = Field(default_factory=list, alias="json")
