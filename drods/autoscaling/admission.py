@@ -17,8 +17,8 @@ from drods.registry.objects import ObjectRegistry
 
 
 async def one_autoscaler_per_workload(registry: ObjectRegistry, kind: Kind, obj: dict[str, Any]) -> None:
-    if kind not in (FEDERATED_HPA, CRON_FEDERATED_HPA):
-        return
+    if kind.key_prefix() not in (FEDERATED_HPA.key_prefix(), CRON_FEDERATED_HPA.key_prefix()):
+        return  # (Karmada's autoscaling.karmada.io kinds are stored as these: the same objects)
     target = scaled_workload(obj)
     if target is None:
         return
@@ -26,7 +26,7 @@ async def one_autoscaler_per_workload(registry: ObjectRegistry, kind: Kind, obj:
     for other_kind in (FEDERATED_HPA, CRON_FEDERATED_HPA):
         others, _ = await registry.list(other_kind, target[2])
         for o in others:
-            if other_kind is kind and o["metadata"]["name"] == meta["name"]:
+            if other_kind.kind == kind.kind and o["metadata"]["name"] == meta["name"]:
                 continue
             if scaled_workload(o) == target:
                 raise Conflict(f"{target[1]} {target[2]}/{target[3]} is already scaled by "

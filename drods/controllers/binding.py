@@ -46,6 +46,7 @@ from drods.machinery.informer import subscribed
 from drods.model import jsondoc
 from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
 from drods.model.binding import PROPAGATION_FINALIZER
+from drods.model.dispatch import suspended
 from drods.model.interpreter import StatusRule
 from drods.model.karmada import KarmadaOverrideSpec
 from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, CUSTOM_RESOURCES_PREFIX, WORK, Kind, by_kind
@@ -259,7 +260,7 @@ class BindingController:
             return 0.2  # still contended: the queue brings it back
 
     def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj, wanted: dict[str, int],
-              roles: dict[str, str] | None = None) -> dict[str, ManifestSet | OverrideError]:
+              roles: dict[str, str] | None = None, conflict: str = "Abort") -> dict[str, ManifestSet | OverrideError]:
         how = self.interpreter.of(str(template.get("apiVersion")), str(template.get("kind")))
         deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses, how=how,
                                     named=self._named)
@@ -268,9 +269,11 @@ class BindingController:
         if definition is not None:  # the custom kind's definition goes first, so the member serves the kind
             deps = [definition, *deps]
         targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}),
-                          (roles or {}).get(c)) for c, s in sorted(wanted.items())]
-        inputs = (uid, rev(template),
-                  tuple((t.cluster, t.share, tuple(sorted(t.labels.items())), t.role) for t in targets),
+                          (roles or {}).get(c), _topology(self.fleet.cluster(c)), conflict)
+                   for c, s in sorted(wanted.items())]
+        inputs = (uid, rev(template), conflict,
+                  tuple((t.cluster, t.share, tuple(sorted(t.labels.items())), t.role, tuple(sorted(t.fields.items())))
+                        for t in targets),
                   tuple(rev(d) for d in deps), self._policy_epoch, self.interpreter.epoch)
         cached = self._plans.get(name)
         if cached is not None and cached[0] == inputs:
@@ -293,7 +296,8 @@ class BindingController:
         how = self.interpreter.of(kind.api_version, kind.kind) if kind is not None else None
         divisible = how.divisible if how is not None else tkind in M.REPLICA_KINDS
         wanted, roles = self._wanted(status, divisible) if active else ({}, {})
-        plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles) \
+        plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles,
+                           str(spec.get("conflictResolution") or "Abort")) \
             if wanted and template is not None else {}
         works = self.fleet.works_of(name)
         previous = {str(e["cluster"]): e for e in status.get("clusters") or []
@@ -314,7 +318,8 @@ class BindingController:
             return "conflict"
         # the Works only once the finalizer that covers them is stored
         again = await self._upsert_works(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
-                                                if isinstance(p, ManifestSet)])
+                                                if isinstance(p, ManifestSet)],
+                                         frozenset(c for c in plans if suspended(spec, c)))
         for work in retiring.to_mark.values():
             again = await self._mark_removing(work, rfc3339(now)) or again
         await self._delete_works(name, retiring.to_delete)
@@ -395,7 +400,8 @@ class BindingController:
         return True
 
     # ------------------------------------------------------------------ Works
-    def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: Obj | None) -> Obj:
+    def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: Obj | None,
+                   suspend: bool = False) -> Obj:
         meta: Obj = {"name": work_name(binding, cluster), "labels": work_labels(binding, cluster),
                      "annotations": {LEADER_GENERATION: str(self.generation)}}
         if not self.fleet.pull(cluster):
@@ -403,11 +409,14 @@ class BindingController:
         if current is not None:
             meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
         return {"apiVersion": WORK.api_version, "kind": WORK.kind, "metadata": meta,
-                "spec": {"cluster": cluster, "binding": binding, "manifests": p.manifests, "hash": p.hash}}
+                "spec": {"cluster": cluster, "binding": binding, "manifests": p.manifests, "hash": p.hash,
+                         **({"suspendDispatching": True} if suspend else {})}}
 
-    async def _upsert_works(self, binding: str, wanted: list[tuple[str, ManifestSet, Obj | None]]) -> bool:
+    async def _upsert_works(self, binding: str, wanted: list[tuple[str, ManifestSet, Obj | None]],
+                            suspend: frozenset[str] = frozenset()) -> bool:
         """Create or update the binding's Works that differ, in one transaction (each guarded by the
-        revision its informer copy has); True when they must be tried again."""
+        revision its informer copy has); True when they must be tried again. The Works of the
+        ``suspend`` clusters are written marked ``suspendDispatching`` (kept, not applied)."""
         items: list[tuple[Kind, Obj]] = []
         held: dict[str, Obj] = {}
         for cluster, p, current in wanted:
@@ -416,13 +425,14 @@ class BindingController:
                 same = (current.get("spec") or {}).get("hash") == p.hash \
                     and (current.get("spec") or {}).get("manifests") == p.manifests \
                     and cmeta.get("labels") == work_labels(binding, cluster) \
+                    and bool((current.get("spec") or {}).get("suspendDispatching")) == (cluster in suspend) \
                     and REMOVING_SINCE not in (cmeta.get("annotations") or {})
                 if cmeta.get("deletionTimestamp"):
                     continue  # a deleted Work is recreated once it is gone
                 if same:
                     continue
                 held[WORK.key(str(cmeta.get("name")))] = current
-            items.append((WORK, self._work_body(binding, cluster, p, current)))
+            items.append((WORK, self._work_body(binding, cluster, p, current, cluster in suspend)))
         again = any((c.get("metadata") or {}).get("deletionTimestamp") for _, _, c in wanted if c is not None)
         if not items:
             return again
@@ -502,6 +512,12 @@ class BindingController:
         self._deps_of.pop(name, None)
         self._plans.pop(name, None)
         self._own_binding_rev.pop(name, None)
+
+
+def _topology(cluster: Obj | None) -> dict[str, str]:
+    """A cluster's provider / region / zone / city (what an override's ``fieldSelector`` reads)."""
+    spec = (cluster or {}).get("spec") or {}
+    return {k: str(spec[k]) for k in ("provider", "region", "zone", "city") if spec.get(k)}
 
 
 def _karmada_policy(obj: Obj | None) -> tuple[str, ClusterOverridePolicySpec] | None:

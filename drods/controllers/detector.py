@@ -28,11 +28,20 @@ ResourcePlacementPolicy (``resourceSelector``) gets the Binding ``<kind-lowercas
   share ordinal identity and volumes (F3). A kind without replicas whose policy gives a
   ``statefulTopology`` (a database custom resource) is placed by the topology, not duplicated.
 
-Which policy wins when several match: the most specific selector first — a name match beats a
-label-selector match beats a kind-only match — then the higher ``spec.priority``, then a
-ResourcePlacementPolicy before a PropagationPolicy, then the policy name. (Karmada orders explicit
-priority first; DRO-DS lets a policy that names the workload win over a broad one whatever their
-priorities, which is what an operator naming a workload means.)
+Which policy wins when several match is Karmada's rule: a namespaced (Karmada) PropagationPolicy
+before any cluster-wide policy, then the higher ``spec.priority``, then the most specific selector
+— a name match beats a label-selector match beats a kind-only match — then a
+ResourcePlacementPolicy before a PropagationPolicy, then the policy name. A workload a Karmada
+policy has claimed (its Binding's ``policyRef``) stays with it while it matches, unless another
+policy with ``preemption: Always`` outranks it (`drods.model.detection.PolicyMatch.preempts`);
+DRO-DS's own policies re-choose on every change.
+
+Karmada's other terms: a policy with ``dependentOverrides`` takes effect only once those
+OverridePolicies exist in the workload's namespace; with ``activationPreference: Lazy`` a change of
+the policy reaches a workload it already placed only when the workload itself changes; with
+``schedulePriority`` the Binding's ``priority`` (the scheduling queue's order) is the named
+PriorityClass's ``value`` (no Binding until that PriorityClass exists); ``conflictResolution`` and
+``suspension`` are copied into the Binding (`drods.model.dispatch`).
 
 The detector is level-triggered: a workload or policy change re-derives the Binding and writes it
 only when its spec differs (a scale changes only ``replicas``, which the scheduler re-divides
@@ -76,7 +85,9 @@ from drods.model.kinds import (
     CUSTOM_RESOURCE_DEFINITION,
     CUSTOM_RESOURCES_PREFIX,
     FEDERATED_HPA,
+    KARMADA_OVERRIDE_KINDS,
     KARMADA_PROPAGATION_KINDS,
+    PRIORITY_CLASS,
     PROPAGATION_POLICY,
     RESOURCE_INTERPRETER_CUSTOMIZATION,
     RESOURCE_PLACEMENT_POLICY,
@@ -107,6 +118,7 @@ class ResourceDetector:
 
     def __init__(self, registry: ObjectRegistry, *, workloads: Sequence[Informer], policies: Sequence[Informer],
                  bindings: Informer, autoscalers: Sequence[Informer] = (), interpretation: Sequence[Informer] = (),
+                 overrides: Sequence[Informer] = (),
                  catalog: KindCatalog | None = None, interpreter: Interpreter | None = None,
                  workers: int = 2) -> None:
         self.registry = registry
@@ -121,6 +133,8 @@ class ResourceDetector:
         self.kinds = {k.key_prefix(): k for k in DETECTED_KINDS}
         self.workloads = list(workloads)
         self.policies = list(policies)
+        self.overrides = list(overrides)  # Karmada OverridePolicies a policy's dependentOverrides name
+        self._touched: set[str] = set()  # workloads changed since their last reconcile (Lazy activation)
         self.bindings = bindings
         self.controller = Controller("resource-detector", self.reconcile, workers=workers)
 
@@ -135,6 +149,7 @@ class ResourceDetector:
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
                              for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
                 "bindings": manager.informer(BINDING.key_prefix(), decode_binding_kept),
+                "overrides": [manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS],
                 "autoscalers": [manager.informer(k.key_prefix(), decode_stored)
                                 for k in (FEDERATED_HPA, CRON_FEDERATED_HPA)]}
 
@@ -144,7 +159,9 @@ class ResourceDetector:
             ref = ((obj or {}).get("spec") or {}).get("scaleTargetRef") or {}
             kind = next((k for k in DETECTED_KINDS if isinstance(ref, dict) and k.kind == ref.get("kind")), None)
             if kind is not None and ref.get("name"):
-                self.controller.queue.add(kind.key(str(ref["name"]), (obj["metadata"].get("namespace") or "default")))
+                wkey = kind.key(str(ref["name"]), (obj["metadata"].get("namespace") or "default"))
+                self._touched.add(wkey)
+                self.controller.queue.add(wkey)
 
     def _policy_changed(self, key: str, old: Any, new: Any) -> None:
         for inf in self.workloads:
@@ -179,14 +196,19 @@ class ResourceDetector:
     def _workload_changed(self, key: str, old: Any, new: Any) -> None:
         if old is not None and new is not None and _apart_from_status(old) == _apart_from_status(new):
             return  # the binding controller's status aggregation: nothing a Binding is made from
+        if key.startswith(PRIORITY_CLASS.key_prefix()):
+            self._policy_changed(key, old, new)  # a schedulePriority may name it
+        self._touched.add(key)
         self.controller.queue.add(key)
 
     async def run(self) -> None:
         with subscribed(*((inf, self._workload_changed) for inf in self.workloads),
-                        *((inf, self._policy_changed) for inf in (*self.policies, *self.interpretation)),
+                        *((inf, self._policy_changed) for inf in (*self.policies, *self.interpretation,
+                                                                  *self.overrides)),
                         (self.bindings, self._binding_changed),
                         *((inf, self._autoscaler_changed) for inf in self.autoscalers)):
-            await wait_synced(*self.interpretation, *self.policies, *self.workloads, self.bindings, *self.autoscalers)
+            await wait_synced(*self.interpretation, *self.policies, *self.workloads, self.bindings, *self.autoscalers,
+                              *self.overrides)
             for inf in self.autoscalers:
                 for akey, a in list(inf.cache.items()):
                     self.owners.update(akey, a)
@@ -208,11 +230,13 @@ class ResourceDetector:
         if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             log.warning("binding %s exists and is not managed by the resource detector; leaving it", bname)
             return None
+        touched = key in self._touched
+        self._touched.discard(key)
         match = None
         if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp") \
                 and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != MANAGED_BY_MIGRATION:
             # (a migration hook's Job has its own Binding, pinned to one member: no policy places it)
-            match = best_policy(self._all_policies(), kind, obj)
+            match = best_policy(self._all_policies(), kind, obj, (existing or {}).get("spec", {}).get("policyRef"))
         if match is None or obj is None:
             if obj is None:
                 self._custom_kinds.pop(key, None)
@@ -222,7 +246,21 @@ class ResourceDetector:
                 await self.registry.delete(BINDING, bname)
                 log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
             return None
+        if match.karmada is not None:
+            if match.karmada.lazy and not touched and existing is not None \
+                    and (existing.get("spec") or {}).get("policyRef") == match.ref():
+                return None  # Lazy: the policy's change waits for the workload's own next change
+            if not self._dependents_present(match.karmada.dependent_overrides, ns):
+                log.info("resource detector: %s waits for the OverridePolicies %s of %s", key,
+                         ", ".join(match.karmada.dependent_overrides), match.name)
+                return None  # an override policy's arrival enqueues every workload again
         want = desired_binding(kind, obj, match, self.interpreter)
+        if match.karmada is not None and match.karmada.priority_class is not None:
+            value = self._priority_class_value(match.karmada.priority_class)
+            if value is None:
+                log.info("resource detector: %s waits for PriorityClass %s", key, match.karmada.priority_class)
+                return None
+            want["spec"]["priority"] = value
         scaled = self.owners.owned_replicas((kind.api_version, kind.kind, ns, name))
         if scaled is not None:
             want["spec"]["replicas"] = scaled
@@ -259,6 +297,19 @@ class ResourceDetector:
         except (Conflict, AlreadyExists):
             return 0.05
         return None
+
+
+    def _dependents_present(self, names: Sequence[str], namespace: str) -> bool:
+        have = {(str(o["metadata"].get("namespace") or ""), str(o["metadata"].get("name")))
+                for inf in self.overrides for o in inf.cache.values()
+                if o is not None and o.get("kind") == "OverridePolicy"}
+        return all((namespace, n) in have for n in names)
+
+    def _priority_class_value(self, name: str) -> int | None:
+        key = PRIORITY_CLASS.key(name)
+        pc = next((inf.cache.get(key) for inf in self.workloads if key in inf.cache), None)
+        value = (pc or {}).get("value")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _apart_from_status(obj: Mapping[str, Any]) -> dict[str, Any]:

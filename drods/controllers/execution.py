@@ -6,7 +6,9 @@ slow or dead member only fills its own queue (SEC4). A Work is applied — serve
 manifest, dependents first, after making sure the namespace exists — when its status does not say
 that the member holds ``spec.hash``; the result goes on the Work's status (`drods.model.work`), where
 the binding controller reads it exactly as it reads a pull-mode agent's. An object that exists in the
-member without DRO-DS's label is a conflict and left alone.
+member without DRO-DS's label is a conflict and left alone, unless its manifest says ``overwrite``
+(Karmada's ``conflictResolution: Overwrite``, `drods.model.dispatch`): then it is adopted. A Work
+marked ``suspendDispatching`` is not applied until the mark goes (the policy's ``suspension``).
 
 A deleted Work (it carries `EXECUTION_FINALIZER`) is emptied: its objects that no other live Work
 on the cluster wants are deleted, workloads before their dependents; what an unreachable member
@@ -32,6 +34,7 @@ from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model import jsondoc
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
+from drods.model.dispatch import may_adopt
 from drods.model.keys import CLEANUP_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, WORK
 from drods.model.timefmt import rfc3339, rfc3339_ms
@@ -72,7 +75,9 @@ class Execution:
         self.clock = clock
         self.syncers: dict[str, Controller] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._retry_at: dict[str, float] = {}  # Work key → not before (a failed apply backs off)
+        # Work key → (the manifest hash that failed, not before): a failed apply backs off; a new hash
+        # (the policy or the template changed) is tried at once
+        self._retry_at: dict[str, tuple[str, float]] = {}
         self._delete_failures: dict[str, int] = {}  # Work key → refused deletions in a row
 
     async def run(self) -> None:
@@ -124,6 +129,8 @@ class Execution:
         meta, st = work.get("metadata") or {}, work.get("status") or {}
         if meta.get("deletionTimestamp"):
             return EXECUTION_FINALIZER in (meta.get("finalizers") or [])
+        if (work.get("spec") or {}).get("suspendDispatching"):
+            return False
         return not (st.get("applied") and st.get("observedHash") == (work.get("spec") or {}).get("hash"))
 
     # ------------------------------------------------------------------ one Work
@@ -139,7 +146,8 @@ class Execution:
         client, why = await self.fleet.clients.get(cluster)
         if deleting:
             return await self._empty(cluster, key, work, client, why)
-        wait = self._retry_at.get(key, 0.0) - self.clock()
+        failed_hash, not_before = self._retry_at.get(key, ("", 0.0))
+        wait = not_before - self.clock() if failed_hash == str((work.get("spec") or {}).get("hash") or "") else 0.0
         if wait > 0:
             return wait
         return await self._apply(cluster, key, work, client, why)
@@ -164,7 +172,7 @@ class Execution:
                 ref = Ref.of(m)
                 if ref not in owned:  # first contact: is it there, and did someone else create it?
                     cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                    if cur is not None and not is_managed(cur):
+                    if cur is not None and not is_managed(cur) and not may_adopt(m):
                         if ref.kind == CUSTOM_RESOURCE_DEFINITION.kind:
                             continue  # the member's own definition (its operator's) serves the kind: keep it
                         raise _Conflict(f"{ref.kind} {ref.namespace}/{ref.name} already exists in {cluster} "
@@ -193,7 +201,7 @@ class Execution:
         h = str((work.get("spec") or {}).get("hash") or "")
         failures = (int(st.get("failures") or 0) if st.get("observedHash") == h and not st.get("applied") else 0) + 1
         delay = 30.0 if permanent else min(0.5 * 2 ** min(failures - 1, 6), 30.0)
-        self._retry_at[key] = self.clock() + delay
+        self._retry_at[key] = (h, self.clock() + delay)
         kept = [ManifestStatus.model_validate(m) for m in st.get("manifests") or [] if isinstance(m, dict)]
         status = WorkStatus(observedHash=h, applied=False, message=error[:500], failures=failures,
                             permanent=permanent, manifests=kept)

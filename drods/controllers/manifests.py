@@ -49,6 +49,7 @@ from drods.model.annotations import (
     STATEFUL_ROLE_LABEL,
     manifest_hash,
 )
+from drods.model.dispatch import CONFLICT_ANNOTATION
 from drods.model.interpreter import Interpretation
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.selector import selects
@@ -141,8 +142,9 @@ def quantities_as_strings(obj: Obj) -> None:
 
 
 def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, cluster: str,
-        overrides: list[str], dependent_of: str | None = None) -> Obj:
-    """Add the ownership metadata and the manifest hash (of everything else) to a member copy."""
+        overrides: list[str], dependent_of: str | None = None, overwrite: bool = False) -> Obj:
+    """Add the ownership metadata and the manifest hash (of everything else) to a member copy;
+    ``overwrite`` lets the applier adopt an object the member already has (``Overwrite``)."""
     meta = obj.setdefault("metadata", {})
     labels = meta.setdefault("labels", {})
     labels[MANAGED_BY] = MANAGER
@@ -156,6 +158,8 @@ def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, c
         anns[ANN_OVERRIDES] = ",".join(overrides)
     if dependent_of:
         anns[ANN_DEPENDENT_OF] = dependent_of
+    if overwrite:
+        anns[CONFLICT_ANNOTATION] = "overwrite"
     anns.pop(ANN_HASH, None)
     anns[ANN_HASH] = digest(obj)
     return obj
@@ -269,6 +273,8 @@ class Target:
     share: int
     labels: dict[str, str]
     role: str | None = None  # F3: Primary / Replica of a stateful topology (labels the main object)
+    fields: dict[str, str] = field(default_factory=dict)  # provider / region / zone / city (fieldSelector)
+    conflict: str = "Abort"  # the Binding's conflictResolution: Overwrite marks the manifests
 
 
 def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, deps: list[Obj],
@@ -280,21 +286,22 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
     manifests: list[Obj] = []
     for dep in deps:
         m = strip(dep)
-        applied = apply_overrides(m, target.cluster, target.labels, policies)
+        applied = apply_overrides(m, target.cluster, target.labels, policies, target.fields)
         manifests.append(own(m, binding=binding, binding_uid=binding_uid, cluster=target.cluster,
                              template_generation=int((dep.get("metadata") or {}).get("generation") or 1),
-                             overrides=applied, dependent_of=str(main_ref)))
+                             overrides=applied, dependent_of=str(main_ref),
+                             overwrite=target.conflict == "Overwrite"))
     m = strip(template)
     if how is not None and not how.built_in:
         how.set_replicas(m, target.share)  # where the kind's customization says its replicas are
     else:
         set_replicas(m, target.share, completions)
-    applied = apply_overrides(m, target.cluster, target.labels, policies)
+    applied = apply_overrides(m, target.cluster, target.labels, policies, target.fields)
     quantities_as_strings(m)
     if target.role:
         m.setdefault("metadata", {}).setdefault("labels", {})[STATEFUL_ROLE_LABEL] = target.role.lower()
     manifests.append(own(m, binding=binding, binding_uid=binding_uid, template_generation=gen,
-                         cluster=target.cluster, overrides=applied))
+                         cluster=target.cluster, overrides=applied, overwrite=target.conflict == "Overwrite"))
     refs = [Ref.of(x) for x in manifests]
     ns = str((template.get("metadata") or {}).get("namespace") or "") or None
     return ManifestSet(binding, manifests, refs, digest([manifest_hash(x) for x in manifests]), ns, main_ref)

@@ -1,11 +1,13 @@
 """ClusterOverridePolicy (API4): per-cluster changes to the copy sent to one member.
 
 Matching: a policy applies to a resource when one of its ``resourceSelectors`` matches (none =
-every resource); a rule applies to a cluster when its ``clusterSelector`` matches (``names`` and
-``labelSelector``, both when both are given; neither = every cluster). Policies apply in name
-order, rules in their order, and within a rule: ``fieldPatches``, then the Karmada-style
-``imageOverrider``, ``commandOverrider``, ``argsOverrider``, ``labelsOverrider``,
-``annotationsOverrider``.
+every resource; a namespaced Karmada OverridePolicy only ever applies in its namespace); a rule
+applies to a cluster when its ``clusterSelector`` matches (``names``, ``labelSelector`` and
+``fieldSelector`` on the cluster's provider / region / zone / city, all that are given; neither =
+every cluster) and the cluster is not in ``exclude``. Policies apply in name order, rules in their
+order, and within a rule: ``fieldPatches``, then the Karmada-style ``imageOverrider``,
+``commandOverrider``, ``argsOverrider``, ``labelsOverrider``, ``annotationsOverrider``,
+``fieldOverrider`` (`drods.controllers.field_overrider`).
 
 Field patch paths use dots and ``[i]`` indexes (``spec.template.spec.containers[0].resources.limits``);
 a key that contains dots goes in brackets (``metadata.labels[app.kubernetes.io/name]``), and a path
@@ -29,9 +31,10 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from drods.controllers.field_overrider import FieldOverrideError, apply_field_overrider
 from drods.model.policy import (
     ClusterOverridePolicySpec,
     CommandArgsOverrider,
@@ -227,6 +230,22 @@ def _map(obj: Obj, field: str, o: MapOverrider) -> None:
     meta[field] = current
 
 
+def _image_at(obj: Obj, pointer: str) -> str:
+    """The image string an image overrider's ``predicate`` names."""
+    cur: Any = obj
+    for part in pointer.lstrip("/").split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        elif isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        else:
+            raise OverrideError(f"imageOverrider predicate {pointer}: no such field")
+    if not isinstance(cur, str):
+        raise OverrideError(f"imageOverrider predicate {pointer}: not an image string")
+    return cur
+
+
 # ---- matching ----------------------------------------------------------------------------------
 
 
@@ -243,19 +262,30 @@ def resource_matches(sel: ResourceSelector, obj: Obj) -> bool:
     return sel.labelSelector is None or sel.labelSelector.matches(meta.get("labels") or {})
 
 
-def cluster_matches(sel: OverrideClusterSelector, cluster: str, labels: dict[str, str]) -> bool:
-    if sel.names and cluster not in sel.names:
+def cluster_matches(sel: OverrideClusterSelector, cluster: str, labels: dict[str, str],
+                    fields: Mapping[str, str] | None = None) -> bool:
+    """``fields`` are the cluster's provider / region / zone / city (`fieldSelector`)."""
+    if (sel.names and cluster not in sel.names) or cluster in sel.exclude:
         return False
+    if sel.fieldSelector is not None:
+        for e in sel.fieldSelector.matchExpressions:
+            if ((fields or {}).get(e.key) in e.values) != (e.operator == "In"):
+                return False
     return sel.labelSelector is None or sel.labelSelector.matches(labels)
 
 
-def policy_applies(spec: ClusterOverridePolicySpec, obj: Obj) -> bool:
+def policy_applies(spec: ClusterOverridePolicySpec, obj: Obj, name: str = "") -> bool:
+    """``name`` ``namespace/name`` is a namespaced policy: only its namespace's objects."""
+    ns, slash, _ = name.rpartition("/")
+    if slash and ((obj.get("metadata") or {}).get("namespace") or "") != ns:
+        return False
     selectors = spec.selectors()
     return not selectors or any(resource_matches(s, obj) for s in selectors)
 
 
 def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
-                    policies: Iterable[tuple[str, ClusterOverridePolicySpec]]) -> list[str]:
+                    policies: Iterable[tuple[str, ClusterOverridePolicySpec]],
+                    cluster_fields: Mapping[str, str] | None = None) -> list[str]:
     """Change ``obj`` (a member copy) in place; returns the names of the policies that changed it.
 
     ``policies`` are (name, spec) pairs; cluster-wide ones are applied in name order, then the
@@ -263,17 +293,21 @@ def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
     Karmada. Raises `OverrideError`."""
     applied: list[str] = []
     for name, spec in sorted(policies, key=lambda p: ("/" in p[0], p[0])):
-        if not policy_applies(spec, obj):
+        if not policy_applies(spec, obj, name):
             continue
         used = False
         for rule in spec.overrides:
-            if not cluster_matches(rule.clusterSelector, cluster, cluster_labels):
+            if not cluster_matches(rule.clusterSelector, cluster, cluster_labels, cluster_fields):
                 continue
             used = True
             try:
                 for fp in rule.fieldPatches:
                     apply_field_patch(obj, fp)
                 for io in rule.imageOverrider:
+                    if io.predicate is not None:
+                        apply_field_patch(obj, FieldPatch(path=io.predicate.path, op="replace",
+                                                          value=override_image(_image_at(obj, io.predicate.path), io)))
+                        continue
                     for c in containers(obj):
                         if io.container and c.get("name") != io.container:
                             continue
@@ -287,7 +321,9 @@ def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
                     _map(obj, "labels", lo)
                 for an in rule.annotationsOverrider:
                     _map(obj, "annotations", an)
-            except OverrideError as e:
+                for fo in rule.fieldOverrider:
+                    apply_field_overrider(obj, fo)
+            except (OverrideError, FieldOverrideError) as e:
                 raise OverrideError(f"ClusterOverridePolicy {name}: {e}") from e
         if used:
             applied.append(name)

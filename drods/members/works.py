@@ -8,7 +8,8 @@ The control plane cannot reach a pull-mode member, so propagation writes one ``W
   Secrets) on every change;
 * **applies** each Work whose hash the member does not hold yet, by server-side apply with the
   ownership metadata the manifests carry; an object that exists and is not DRO-DS's is refused,
-  as in push mode; a copy deleted behind its back is applied again;
+  as in push mode (adopted when its manifest says ``overwrite``); a copy deleted behind its back is
+  applied again; a Work marked ``suspendDispatching`` waits;
 * **prunes** objects labelled ``multicluster.io/managed-by=drods`` for this cluster that no Work
   wants any more, and only right after a successful list or watch event — never while the control
   plane is unreachable (the set it holds may be out of date);
@@ -42,6 +43,7 @@ from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.members.state_file import StateFile
 from drods.members.workload_usage import USAGE_KINDS, UsageReader
 from drods.model.annotations import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, is_managed
+from drods.model.dispatch import may_adopt
 from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, Ref, WorkStatus
 
@@ -195,7 +197,7 @@ class WorkAgent:
         works = dict(self.works)
         for name, w in sorted(works.items()):
             h = str(w.spec.get("hash") or "")
-            if self.applied.get(name) != h:
+            if self.applied.get(name) != h and not w.spec.get("suspendDispatching"):
                 err = await self.apply(w.spec)
                 if err is None:
                     self.applied[name] = h
@@ -243,7 +245,7 @@ class WorkAgent:
                                                  "metadata": {"name": ns, "labels": {MANAGED_BY: MANAGER}}})
                     self.ns_ok.add(ns)
                 cur = await self.member.get(str(m.get("apiVersion")), str(m.get("kind")), str(meta.get("name")), ns)
-                if cur is not None and not is_managed(cur):
+                if cur is not None and not is_managed(cur) and not may_adopt(m):
                     return (f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in {self.cluster} "
                             "and is not managed by DRO-DS")
                 local = self.replicas_for(m) if self.replicas_for is not None else None

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.model.dataset import DatasetRead
+from drods.model.dispatch import ConflictResolution, Suspension
 from drods.model.placement import Placement
 
 BindingPhase = Literal["Pending", "Scheduled", "Unschedulable", "Propagated", "Running", "Failed"]
@@ -75,6 +76,9 @@ class BindingSpec(BaseModel):
     datasets: list[DatasetRead] = Field(default_factory=list)
     # F3: the workload this one follows: placed where that one runs (or nearest), moved when it moves
     followUp: ObjectReference | None = None
+    # Karmada's dispatch controls, copied from its propagation policy (drods.model.dispatch)
+    conflictResolution: ConflictResolution = "Abort"
+    suspension: Suspension | None = None
 
 
 StatefulRole = Literal["Primary", "Replica"]

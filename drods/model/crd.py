@@ -3,8 +3,9 @@ checked), from which `drods.registry.catalog` derives the kinds it serves.
 
 Every served version needs a structural ``openAPIV3Schema``; conversion is ``None`` (objects are
 stored as written, whichever served version wrote them); ``preserveUnknownFields`` must be false, as
-in ``v1``. Fields DRO-DS does not act on are refused by name rather than ignored: conversion
-webhooks, the ``scale`` subresource, selectable fields.
+in ``v1``. The ``status`` and ``scale`` subresources are served (``/status``, ``/scale``: ``kubectl
+scale``). Fields DRO-DS does not act on are refused by name rather than ignored: conversion
+webhooks, selectable fields.
 """
 
 from __future__ import annotations
@@ -58,8 +59,17 @@ class CrdValidation(_Model):
         return v
 
 
+class CrdScale(_Model):
+    """Where a custom resource keeps its replicas (JSON paths of the form ``.spec.replicas``)."""
+
+    specReplicasPath: str = Field(pattern=r"^\.spec(\.[A-Za-z0-9_-]+)+$")
+    statusReplicasPath: str = Field(pattern=r"^\.status(\.[A-Za-z0-9_-]+)+$")
+    labelSelectorPath: str | None = Field(default=None, pattern=r"^\.(spec|status)(\.[A-Za-z0-9_-]+)+$")
+
+
 class CrdSubresources(_Model):
     status: dict[str, Any] | None = None
+    scale: CrdScale | None = None
 
 
 class CrdVersion(_Model):

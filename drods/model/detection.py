@@ -121,9 +121,36 @@ class PolicyMatch:
 
     namespace: str | None = None  # a namespaced policy's namespace
     extra: tuple[tuple[str, Any], ...] = ()  # F4/F3: datasets, followUp copied into the Binding
+    karmada: KarmadaTerms | None = None  # a Karmada policy's claim and activation terms
 
     def order(self) -> tuple[int, int, int, int, str]:
-        return (self.scope, -self.specificity, -self.priority, self.kind_rank, self.name)
+        """Karmada's precedence: namespaced first, then explicit priority, then how specifically the
+        selector names the resource, then (DRO-DS) a ResourcePlacementPolicy, then the name."""
+        return (self.scope, -self.priority, -self.specificity, self.kind_rank, self.name)
+
+    def ref(self) -> dict[str, str]:
+        return {"apiVersion": self.policy_kind.api_version, "kind": self.policy_kind.kind, "name": self.name,
+                **({"namespace": self.namespace} if self.namespace else {})}
+
+    def preempts(self, holder: PolicyMatch) -> bool:
+        """Karmada's ``preemption: Always``: a PropagationPolicy takes a resource from a lower-priority
+        one or from any ClusterPropagationPolicy; a ClusterPropagationPolicy only from a lower-priority
+        ClusterPropagationPolicy. DRO-DS's own kinds always re-choose (level-triggered)."""
+        if self.karmada is not None and not self.karmada.preemption:
+            return False
+        if self.scope == 0:
+            return holder.scope == 1 or self.priority > holder.priority
+        return holder.scope == 1 and self.priority > holder.priority
+
+
+@dataclass(frozen=True, slots=True)
+class KarmadaTerms:
+    """What a Karmada propagation policy says beyond placement (the detector acts on them)."""
+
+    preemption: bool = False
+    lazy: bool = False
+    dependent_overrides: tuple[str, ...] = ()
+    priority_class: str | None = None
 
 
 def selector_specificity(sel: ResourceSelector, kind: Kind, obj: Mapping[str, Any]) -> int | None:
@@ -150,6 +177,7 @@ class _Policy:
     target_labels: tuple[tuple[str, str], ...]
     namespace: str | None = None  # a namespaced policy selects only this namespace's resources
     extra: tuple[tuple[str, Any], ...] = ()
+    karmada: KarmadaTerms | None = None
 
 
 def decode_policy(kind: Kind) -> Callable[[Stored], _Policy | None]:
@@ -168,7 +196,8 @@ def decode_policy(kind: Kind) -> Callable[[Stored], _Policy | None]:
             if kind in KARMADA_PROPAGATION_KINDS:
                 kp = KarmadaPropagationSpec.model_validate(spec)
                 ns = str(obj["metadata"].get("namespace") or "default") if kind.namespaced else None
-                return _Policy(kind, name, kp.priority, tuple(kp.resourceSelectors), placement, (), (), ns)
+                return _Policy(kind, name, kp.priority, tuple(kp.resourceSelectors), placement, (), (), ns,
+                               _karmada_extra(spec), _karmada_terms(kp))
             rpp = ResourcePlacementPolicySpec.model_validate(spec)
         except (ValueError, KeyError, TypeError, ValidationError):
             log.warning("resource detector: cannot read policy %s", kv.key)
@@ -191,8 +220,35 @@ def _extra(spec: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple((k, spec[k]) for k in ("datasets", "followUp") if spec.get(k))
 
 
-def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> PolicyMatch | None:
-    best: PolicyMatch | None = None
+def _karmada_extra(spec: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The Karmada policy fields a Binding takes as they are (how its Works are dispatched)."""
+    return tuple((k, spec[k]) for k in ("conflictResolution", "suspension") if spec.get(k))
+
+
+def _karmada_terms(kp: KarmadaPropagationSpec) -> KarmadaTerms:
+    pc = kp.schedulePriority.priorityClassName if kp.schedulePriority is not None else None
+    return KarmadaTerms(kp.preemption == "Always", kp.activationPreference == "Lazy",
+                        tuple(kp.dependentOverrides), pc)
+
+
+def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any],
+                claimed: Mapping[str, Any] | None = None) -> PolicyMatch | None:
+    """The policy that places ``obj``. ``claimed`` is the ``policyRef`` of its current Binding: a
+    Karmada policy that still matches keeps its claim unless another preempts it (Karmada's rule)."""
+    matches = _matches(policies, kind, obj)
+    if not matches:
+        return None
+    best = min(matches, key=PolicyMatch.order)
+    held = {k: claimed.get(k) for k in ("apiVersion", "kind", "name", "namespace") if claimed and claimed.get(k)}
+    holder = next((m for m in matches if m.ref() == held), None)
+    if holder is None or holder.karmada is None:
+        return best
+    challengers = [m for m in matches if m is not holder and m.preempts(holder)]
+    return min(challengers, key=PolicyMatch.order) if challengers else holder
+
+
+def _matches(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> list[PolicyMatch]:
+    out: list[PolicyMatch] = []
     for p in policies:
         spec = max((s for s in (selector_specificity(sel, kind, obj) for sel in p.selectors) if s is not None),
                    default=None)
@@ -200,12 +256,10 @@ def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> 
             continue
         if p.namespace is not None and p.namespace != ((obj.get("metadata") or {}).get("namespace") or "default"):
             continue
-        m = PolicyMatch(0 if p.namespace is not None else 1, spec, p.priority,
-                        0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
-                        p.placement, p.target_names, p.target_labels, p.namespace, p.extra)
-        if best is None or m.order() < best.order():
-            best = m
-    return best
+        out.append(PolicyMatch(0 if p.namespace is not None else 1, spec, p.priority,
+                               0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind,
+                               p.placement, p.target_names, p.target_labels, p.namespace, p.extra, p.karmada))
+    return out
 
 
 def _with_labels(placement: dict[str, Any], labels: tuple[tuple[str, str], ...]) -> dict[str, Any]:
@@ -238,8 +292,7 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
         "replicas": how.replicas_of(obj),
         "priority": match.priority,
         "resources": pod_requests(how.pod_template_of(obj)),
-        "policyRef": {"apiVersion": match.policy_kind.api_version, "kind": match.policy_kind.kind, "name": match.name,
-                      **({"namespace": match.namespace} if match.namespace else {})},
+        "policyRef": match.ref(),
     }
     placement = _with_labels(match.placement, match.target_labels)
     if placement.get("statefulTopology"):

@@ -4,11 +4,12 @@ YAML unchanged. Override policies are applied as DRO-DS's own (`as_override_poli
 ones first, namespaced ones after (so they win), each group in name order.
 
 The placement vocabulary is DRO-DS's own (`drods.model.placement`, Karmada's with the differences in
-docs/karmada.md). Fields DRO-DS does not honour are refused by name rather than silently ignored:
-``preemption: Always``, ``conflictResolution: Overwrite``, ``failover``, ``suspension``,
-``dependentOverrides``, ``activationPreference``; in override rules ``fieldOverrider``, an image
-``predicate``, ``exclude``. Dependents (ConfigMaps, Secrets, ServiceAccounts,
-PVCs a pod template names) always follow their workload, so ``propagateDeps`` is accepted either way.
+docs/karmada.md). Every v1alpha1 propagation field is read with Karmada's meaning: ``preemption``,
+``conflictResolution`` and ``suspension`` (`drods.model.dispatch`), ``dependentOverrides``,
+``activationPreference: Lazy`` and ``schedulePriority`` (the resource detector acts on them).
+The deprecated ``association`` is refused by name (``propagateDeps`` replaced it). Dependents
+(ConfigMaps, Secrets, ServiceAccounts, PVCs a pod template names) always follow their workload, so
+``propagateDeps`` is accepted either way.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from drods.model.placement import Placement
+from drods.model.dispatch import ConflictResolution, Suspension
+from drods.model.placement import ClusterAffinity, Placement
 from drods.model.policy import (
     ClusterOverridePolicySpec,
     CommandArgsOverrider,
+    FieldOverrider,
     FieldPatch,
     ImageOverrider,
     MapOverrider,
@@ -28,10 +31,19 @@ from drods.model.policy import (
     OverrideRule,
     ResourceSelector,
 )
-from drods.model.selector import LabelSelector
 
 KARMADA_POLICY_GROUP = "policy.karmada.io"
 KARMADA_POLICY_VERSION = "v1alpha1"
+
+
+class SchedulePriority(BaseModel):
+    """Where a workload's scheduling priority comes from: a Kubernetes PriorityClass's ``value``
+    (the scheduling queue takes higher values first)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    priorityClassSource: Literal["KubePriorityClass"]
+    priorityClassName: str = Field(min_length=1)
 
 
 class KarmadaPropagationSpec(BaseModel):
@@ -44,18 +56,20 @@ class KarmadaPropagationSpec(BaseModel):
     priority: int = 0
     schedulerName: str | None = None
     propagateDeps: bool = False
-    preemption: Literal["Never"] = "Never"
-    conflictResolution: Literal["Abort"] = "Abort"
+    # Always: may take a resource another (lower-priority) policy has claimed; Never keeps claims
+    preemption: Literal["Always", "Never"] = "Never"
+    # OverridePolicies (in the policy's namespace) that must exist before the policy takes effect
+    dependentOverrides: list[str] = Field(default_factory=list)
+    conflictResolution: ConflictResolution = "Abort"
+    # Lazy: a policy change reaches a resource it already placed only when the resource changes
+    activationPreference: Literal["Lazy"] | None = None
+    suspension: Suspension | None = None
     preserveResourcesOnDeletion: bool = False
+    schedulePriority: SchedulePriority | None = None
 
 
-class KarmadaClusterAffinity(BaseModel):
-    """An override rule's ``targetCluster``: empty means every cluster."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    clusterNames: list[str] = Field(default_factory=list)
-    labelSelector: LabelSelector | None = None
+class KarmadaClusterAffinity(ClusterAffinity):
+    """An override rule's ``targetCluster`` (Karmada's ClusterAffinity): empty means every cluster."""
 
 
 class KarmadaPlaintext(BaseModel):
@@ -75,6 +89,7 @@ class KarmadaOverriders(BaseModel):
     argsOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
     labelsOverrider: list[MapOverrider] = Field(default_factory=list)
     annotationsOverrider: list[MapOverrider] = Field(default_factory=list)
+    fieldOverrider: list[FieldOverrider] = Field(default_factory=list)
 
 
 class KarmadaOverrideRule(BaseModel):
@@ -86,15 +101,17 @@ class KarmadaOverrideRule(BaseModel):
 
 class KarmadaOverrideSpec(BaseModel):
     """``spec`` of a Karmada OverridePolicy or ClusterOverridePolicy (``overrideRules`` form; the
-    deprecated top-level ``targetCluster``/``overriders`` form is refused)."""
+    deprecated top-level ``targetCluster``/``overriders`` form is refused). No ``resourceSelectors``
+    selects every resource (of the policy's namespace, for an OverridePolicy)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    resourceSelectors: list[ResourceSelector] = Field(min_length=1)
+    resourceSelectors: list[ResourceSelector] = Field(default_factory=list)
     overrideRules: list[KarmadaOverrideRule] = Field(min_length=1)
 
     def as_override_policy(self, namespace: str | None) -> ClusterOverridePolicySpec:
-        """The same overrides in DRO-DS's form; a namespaced policy selects only its namespace."""
+        """The same overrides in DRO-DS's form; a namespaced policy selects only its namespace (its
+        selectors say so, and `apply_overrides` keeps a ``namespace/name`` policy to its namespace)."""
         selectors = [s.model_copy(update={"namespace": namespace}) if namespace else s
                      for s in self.resourceSelectors]
         rules = []
@@ -103,9 +120,11 @@ class KarmadaOverrideSpec(BaseModel):
             o = r.overriders
             rules.append(OverrideRule(
                 clusterSelector=OverrideClusterSelector(names=list(target.clusterNames),
-                                                        labelSelector=target.labelSelector),
+                                                        labelSelector=target.labelSelector,
+                                                        exclude=list(target.exclude),
+                                                        fieldSelector=target.fieldSelector),
                 fieldPatches=[FieldPatch(path=p.path, op=p.operator, value=p.value) for p in o.plaintext],
                 imageOverrider=list(o.imageOverrider), commandOverrider=list(o.commandOverrider),
                 argsOverrider=list(o.argsOverrider), labelsOverrider=list(o.labelsOverrider),
-                annotationsOverrider=list(o.annotationsOverrider)))
+                annotationsOverrider=list(o.annotationsOverrider), fieldOverrider=list(o.fieldOverrider)))
         return ClusterOverridePolicySpec(resourceSelectors=selectors, overrides=rules)

@@ -52,6 +52,9 @@ class Kind:
     )
     # A kind a CustomResourceDefinition defines (`drods.registry.catalog`): its version's schema.
     custom: StructuralSchema | None = None
+    # Stored with another group's kind of the same name and schema (one storage, read back in the
+    # version asked for): Karmada's autoscaling.karmada.io kinds share DRO-DS's multicluster.io ones.
+    storage_group: str | None = None
 
     @property
     def has_status(self) -> bool:
@@ -59,6 +62,13 @@ class Kind:
         if self.custom is not None:
             return self.custom.status_subresource
         return self.spec_model is not None or self.kind in ("Deployment", "StatefulSet", "Job")
+
+    @property
+    def scale_paths(self) -> tuple[str, str, str] | None:
+        """Served with a ``/scale`` subresource: where the replicas and the selector are."""
+        if self.custom is not None:
+            return self.custom.scale
+        return _BUILT_IN_SCALE.get((self.group, self.kind))
 
     @property
     def api_version(self) -> str:
@@ -71,7 +81,7 @@ class Kind:
     def key_prefix(self, namespace: str | None = None) -> str:
         # Every custom resource under one prefix: one watch sees the kinds CRDs add later.
         base = custom_resources_prefix(self.group, self.plural) if self.custom is not None \
-            else f"/registry/{self.group or 'core'}/{self.plural}/"
+            else f"/registry/{self.storage_group or self.group or 'core'}/{self.plural}/"
         if self.namespaced and namespace:
             return f"{base}{namespace}/"
         return base
@@ -79,6 +89,11 @@ class Kind:
     def key(self, name: str, namespace: str | None = None) -> str:
         return f"{self.key_prefix(namespace)}{name}"
 
+
+# The built-in kinds with a ``/scale`` subresource (as kube-apiserver serves them).
+_BUILT_IN_SCALE = {(g, k): (".spec.replicas", ".status.replicas", ".spec.selector")
+                   for g, k in (("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet"),
+                                ("", "ReplicationController"))}
 
 CUSTOM_RESOURCES_PREFIX = "/registry/custom/"
 
@@ -170,6 +185,28 @@ RESOURCE_KINDS: tuple[Kind, ...] = (
     Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     Kind("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
     Kind("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    # the rest of a v1.31 cluster's core, apps, networking, storage and scheduling kinds (docs/resources.md)
+    Kind("", "v1", "Pod", "pods", True, short_names=("po",), categories=ALL),
+    Kind("", "v1", "PodTemplate", "podtemplates", True),
+    Kind("", "v1", "ReplicationController", "replicationcontrollers", True, short_names=("rc",), categories=ALL),
+    Kind("", "v1", "Endpoints", "endpoints", True, short_names=("ep",)),
+    Kind("", "v1", "PersistentVolume", "persistentvolumes", False, short_names=("pv",)),
+    Kind("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
+    Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",)),
+    Kind("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
+    Kind("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", True),
+    Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",)),
+)
+
+# Kinds that describe one cluster's own machinery (its nodes, events, leader leases, attachments):
+# stored, listed and watched on the control plane as on any cluster, never propagated.
+CONTROL_PLANE_KINDS: tuple[Kind, ...] = (
+    Kind("", "v1", "Node", "nodes", False, short_names=("no",)),
+    Kind("", "v1", "Event", "events", True, short_names=("ev",)),
+    Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True),
+    Kind("coordination.k8s.io", "v1", "Lease", "leases", True),
+    Kind("storage.k8s.io", "v1", "CSINode", "csinodes", False),
+    Kind("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", False),
 )
 
 # Every kind a Binding may name as its template (what the propagation controller watches).
@@ -187,11 +224,20 @@ KARMADA_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "Ov
 KARMADA_CLUSTER_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterOverridePolicy",
                                        "clusteroverridepolicies", False, KarmadaOverrideSpec, categories=_OURS)
 KARMADA_PROPAGATION_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMADA_CLUSTER_PROPAGATION_POLICY)
+# autoscaling.karmada.io: the same objects as DRO-DS's FederatedHPA / CronFederatedHPA (one storage)
+KARMADA_AUTOSCALING_KINDS: tuple[Kind, ...] = (
+    Kind("autoscaling.karmada.io", "v1alpha1", "FederatedHPA", "federatedhpas", True, FederatedHPASpec,
+         categories=_OURS, storage_group=GROUP),
+    Kind("autoscaling.karmada.io", "v1alpha1", "CronFederatedHPA", "cronfederatedhpas", True, CronFederatedHPASpec,
+         categories=_OURS, storage_group=GROUP),
+)
 KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
-KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS
+KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
 
-ALL_KINDS: tuple[Kind, ...] = MULTICLUSTER_KINDS + TEMPLATE_KINDS + KARMADA_KINDS + (CUSTOM_RESOURCE_DEFINITION,)
+ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
+                               + (CUSTOM_RESOURCE_DEFINITION,))
 SECRET = next(k for k in WORKLOAD_KINDS if k.kind == "Secret")
+PRIORITY_CLASS = next(k for k in RESOURCE_KINDS if k.kind == "PriorityClass")
 
 assert CLUSTER.api_version == API_VERSION
 

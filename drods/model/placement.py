@@ -71,8 +71,10 @@ class SpreadConstraint(BaseModel):
 
     @model_validator(mode="after")
     def _one_key(self) -> SpreadConstraint:
-        if (self.spreadByField is None) == (self.spreadByLabel is None):
-            raise ValueError("set exactly one of spreadByField or spreadByLabel")
+        if self.spreadByField is not None and self.spreadByLabel is not None:
+            raise ValueError("spreadByField and spreadByLabel are mutually exclusive")
+        if self.spreadByField is None and self.spreadByLabel is None:
+            self.spreadByField = "cluster"  # Karmada's default
         if self.maxGroups and self.minGroups and self.minGroups > self.maxGroups:
             raise ValueError("minGroups must not exceed maxGroups")
         return self

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.model.binding import ObjectReference
 from drods.model.dataset import DatasetRead
-from drods.model.placement import Placement
+from drods.model.placement import FieldSelector, Placement
 from drods.model.selector import LabelSelector
 
 
@@ -87,6 +87,14 @@ class FieldPatch(BaseModel):
     value: Any = None
 
 
+class ImagePredicate(BaseModel):
+    """Karmada's ``predicate``: the one image field to change (a JSON pointer)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: str = Field(pattern=r"^/")
+
+
 class ImageOverrider(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -94,6 +102,7 @@ class ImageOverrider(BaseModel):
     operator: Literal["add", "remove", "replace"] = "replace"
     value: str = ""
     container: str | None = None
+    predicate: ImagePredicate | None = None
 
 
 class CommandArgsOverrider(BaseModel):
@@ -116,6 +125,35 @@ class OverrideClusterSelector(BaseModel):
 
     names: list[str] = Field(default_factory=list)
     labelSelector: LabelSelector | None = None
+    exclude: list[str] = Field(default_factory=list)
+    fieldSelector: FieldSelector | None = None
+
+
+class FieldOverrideOperation(BaseModel):
+    """One change inside a structured string field: ``subPath`` is a JSON pointer into its document."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    subPath: str = Field(pattern=r"^/")
+    operator: Literal["add", "remove", "replace"]
+    value: Any = None
+
+
+class FieldOverrider(BaseModel):
+    """Karmada's ``fieldOverrider``: ``fieldPath`` (a JSON pointer) names a string field holding JSON
+    or YAML (a ConfigMap's file); the operations change that document, which is written back."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, serialize_by_alias=True)
+
+    fieldPath: str = Field(pattern=r"^/")
+    json_ops: list[FieldOverrideOperation] = Field(default_factory=list, alias="json")
+    yaml: list[FieldOverrideOperation] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_format(self) -> FieldOverrider:
+        if bool(self.json_ops) == bool(self.yaml):
+            raise ValueError("set exactly one of json or yaml")
+        return self
 
 
 class OverrideRule(BaseModel):
@@ -128,6 +166,7 @@ class OverrideRule(BaseModel):
     argsOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
     labelsOverrider: list[MapOverrider] = Field(default_factory=list)
     annotationsOverrider: list[MapOverrider] = Field(default_factory=list)
+    fieldOverrider: list[FieldOverrider] = Field(default_factory=list)
 
 
 class ClusterOverridePolicySpec(BaseModel):

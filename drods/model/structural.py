@@ -76,6 +76,8 @@ class StructuralSchema:
     status_subresource: bool = False
     # additionalPrinterColumns with a plain ``.a.b`` JSONPath: (name, dotted path, type, priority)
     printer_columns: tuple[tuple[str, str, str, int], ...] = ()
+    # the ``scale`` subresource: (spec replicas path, status replicas path, label selector path or "")
+    scale: tuple[str, str, str] | None = None
     _validator: Draft4Validator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -56,6 +56,8 @@ class WorkSpec(BaseModel):
     binding: str = Field(min_length=1)
     manifests: list[dict[str, Any]] = Field(default_factory=list)
     hash: str = ""
+    # Karmada's ``suspendDispatching``: the Work is kept but not applied (the policy's ``suspension``)
+    suspendDispatching: bool = False
 
 
 class ManifestStatus(BaseModel):

@@ -75,10 +75,12 @@ def custom_kinds(crd: Obj) -> tuple[Kind, ...]:
         if not v.served:
             continue
         status = bool(v.subresources and v.subresources.status is not None)
+        sc = v.subresources.scale if v.subresources else None
+        scale = (sc.specReplicasPath, sc.statusReplicasPath, sc.labelSelectorPath or "") if sc else None
         out.append(Kind(spec.group, v.name, n.kind, n.plural, spec.scope == "Namespaced",
                         short_names=tuple(n.shortNames), categories=tuple(n.categories),
                         custom=StructuralSchema(v.schema_.openAPIV3Schema, status,
-                                                printer_columns(v.additionalPrinterColumns))))
+                                                printer_columns(v.additionalPrinterColumns), scale)))
     return tuple(out)
 
 

@@ -153,6 +153,10 @@ class ObjectRegistry:
     def _decode(self, kind: Kind, kv: KeyValue, *, reveal: bool) -> Obj:
         obj: Obj = jsondoc.loads(kv.value)
         obj["metadata"]["resourceVersion"] = str(kv.mod_revision)
+        if obj.get("kind") == kind.kind:
+            # read in the version asked for: a custom kind's other served versions (conversion None) and
+            # kinds sharing one storage differ only in apiVersion
+            obj["apiVersion"] = kind.api_version
         if kind.secret_paths and isinstance(obj.get("spec"), dict):
             obj["spec"] = (
                 self.secrets.reveal(obj["spec"], kind.secret_paths)

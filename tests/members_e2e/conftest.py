@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from drods.sim.harness import SimProcess
+from tests.kubectl.conftest import Kubectl, kubectl_binary
 from tests.server_process import ServerProcess
 
 T = TypeVar("T")
@@ -207,6 +209,17 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         server.stop(check=False)
         for s in sims.values():
             s.stop()
+
+
+@pytest.fixture(scope="module")
+def kubectl(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
+    """The real kubectl against the members' control plane (skipped when not installed)."""
+    binary = kubectl_binary()
+    if binary is None:
+        if os.environ.get("DRODS_REQUIRE_KUBECTL") == "1":
+            pytest.fail("kubectl not found")
+        pytest.skip("kubectl not found (apt-get install kubernetes-client, or set DRODS_KUBECTL)")
+    yield Kubectl(binary, env.server, tmp_path_factory.mktemp("kubectl"))
 
 
 @pytest.fixture

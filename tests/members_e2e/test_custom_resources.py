@@ -8,15 +8,12 @@ serving the kind."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kubernetes.dynamic import DynamicClient
 
-from tests.kubectl.conftest import Kubectl, kubectl_binary
+from tests.kubectl.conftest import Kubectl
 from tests.members_e2e.conftest import Env, repo_root, wait_for
 
 NS = "ml"
@@ -35,16 +32,6 @@ RUN = (EXAMPLES / "trainingrun.yaml").read_text()
 def run(count: int = 6, framework: str = "torch") -> str:
     assert "count: 6" in RUN and "framework: torch" in RUN
     return RUN.replace("count: 6", f"count: {count}").replace("framework: torch", f"framework: {framework}")
-
-
-@pytest.fixture(scope="module")
-def kubectl(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
-    binary = kubectl_binary()
-    if binary is None:
-        if os.environ.get("DRODS_REQUIRE_KUBECTL") == "1":
-            pytest.fail("kubectl not found")
-        pytest.skip("kubectl not found (apt-get install kubernetes-client, or set DRODS_KUBECTL)")
-    yield Kubectl(binary, env.server, tmp_path_factory.mktemp("kubectl-crd"))
 
 
 def apply(kubectl: Kubectl, text: str, *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:

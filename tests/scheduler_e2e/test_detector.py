@@ -71,9 +71,10 @@ async def test_deployment_with_placement_policy_gets_a_binding(plane: Plane) -> 
     up = placement(st)
     assert sum(up.values()) == 9 and all(up.get(c, 0) >= n for c, n in got.items())
 
-    # A more specific policy wins over a broad one; deleting it falls back to the broad one.
+    # At the same priority a more specific policy wins over a broad one (Karmada's order: explicit
+    # priority first, then the selector); deleting it falls back to the broad one.
     r = await plane.call("POST", "/api/v1/propagationpolicies", json={
-        "name": "all-deployments", "resourceType": "Deployment", "targetClusters": ["lab"], "priority": 100})
+        "name": "all-deployments", "resourceType": "Deployment", "targetClusters": ["lab"], "priority": 5})
     assert r.status_code == 201, r.text
     r = await plane.call("POST", DEPLOYMENTS, json=deployment("batch", 2))
     assert r.status_code == 201
@@ -84,7 +85,7 @@ async def test_deployment_with_placement_policy_gets_a_binding(plane: Plane) -> 
 
     await eventually(lab_placed, what="batch placed by the broad policy")
     b = (await plane.call("GET", "/api/v1/bindings/deployment-default-web")).json()
-    assert b["policyRef"]["name"] == "web-placement"  # name match beats kind-only, whatever the priority
+    assert b["policyRef"]["name"] == "web-placement"  # name match beats kind-only at equal priority
 
     # Deleting the workload deletes its binding; deleting the policy deletes the bindings it made.
     r = await plane.call("DELETE", f"{DEPLOYMENTS}/web")

@@ -38,6 +38,10 @@ def _resources(kinds: list[Kind]) -> list[dict[str, Any]]:
         if k.has_status:
             out.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced,
                         "kind": k.kind, "verbs": ["get", "patch", "update"]})
+        if k.scale_paths is not None:
+            out.append({"name": f"{k.plural}/scale", "singularName": "", "namespaced": k.namespaced,
+                        "group": "autoscaling", "version": "v1", "kind": "Scale",
+                        "verbs": ["get", "patch", "update"]})
     return out
 
 

@@ -21,6 +21,7 @@ from drods.api.body import read_body
 from drods.api.context import ApiContext, context
 from drods.api.dryrun import is_dry_run
 from drods.api.fields import FieldSelector, parse_field_selector
+from drods.api.scale import serve_scale
 from drods.api.secret_view import hides_data, metadata_only
 from drods.api.status import error_response
 from drods.api.strategic_merge import strategic_merge
@@ -208,6 +209,8 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
                       namespace=namespace if kind.namespaced else None)
     if method != "GET":
         is_dry_run(request)  # a bad dryRun value is refused before anything is read or written
+    if subresource == "scale" and name is not None and kind.scale_paths is not None:
+        return await serve_scale(ctx, request, kind, name, namespace)
     if subresource not in (None, "status") or (subresource == "status" and kind.custom is not None
                                                and not kind.has_status):
         raise not_found(kind.kind, f"{name}/{subresource}")
