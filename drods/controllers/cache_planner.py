@@ -84,6 +84,13 @@ class WantedPlan:
     gib: float
     transfer: Transfer | None = None
     far_cost: float = 0.0
+    size_gib: float | None = None  # the Dataset's declared spec.sizeGiB: what the cache would place
+
+    def size_status(self) -> dict[str, Any]:
+        """``sizeGiB`` and ``bytes`` the plan would place (absent when the Dataset declares no size)."""
+        if self.size_gib is None:
+            return {}
+        return {"sizeGiB": self.size_gib, "bytes": int(self.size_gib * 2**30)}
 
     def spec(self) -> dict[str, Any]:
         t = self.transfer
@@ -155,7 +162,9 @@ def wanted(datasets: dict[str, dict[str, Any]], hot: dict[str, dict[str, float]]
             t = Transfer(t.source, t.cost * gib, t.bandwidth)
             if t.cost > far_cost:
                 pn = plan_name(name, cluster)
-                out[f"{ns}/{pn}"] = WantedPlan(ns, pn, name, cluster, t.source, gib, t, far_cost)
+                size = (ds.get("spec") or {}).get("sizeGiB")
+                out[f"{ns}/{pn}"] = WantedPlan(ns, pn, name, cluster, t.source, gib, t, far_cost,
+                                               float(size) if isinstance(size, (int, float)) else None)
     return out
 
 
@@ -239,8 +248,8 @@ class CachePlanner:
             await self.registry.create(CACHE_PLAN, obj, w.namespace)
         except (AlreadyExists, Conflict):
             return
-        await self.registry.update_status(CACHE_PLAN, w.name, {"phase": "Proposed", "proposedTime": rfc3339_ms(now)},
-                                          w.namespace)
+        await self.registry.update_status(CACHE_PLAN, w.name, {"phase": "Proposed", "proposedTime": rfc3339_ms(now),
+                                                               **w.size_status()}, w.namespace)
         log.info("cache planner: proposed %s/%s (%s)", w.namespace, w.name, w.spec()["reason"])
         rec = cache_plan_decision(w.namespace, w.name, w.spec(), self.settings.hotGiBPerHour, w.far_cost)
         try:

@@ -18,7 +18,7 @@ class DatasetLocation(BaseModel):
 class DatasetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    sizeGiB: float = Field(ge=0, allow_inf_nan=False)
+    sizeGiB: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: size unknown, no copy charge
     locations: list[DatasetLocation] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -98,6 +98,7 @@ class Snapshot:
         self.datasets: dict[str, tuple[str, ...]] = {}
         # F3/F4: each Dataset's Primary copy, when it names one (a stateful topology's primary goes there)
         self.dataset_primaries: dict[str, str] = {}
+        self.dataset_sizes: dict[str, float] = {}  # F4: declared spec.sizeGiB (absent: unknown)
         # F1: GPUs by model and storage GiB by tier, and what each placed binding holds of them
         self.offers = OfferBook(cap, self.index)
         self.signals: dict[str, float] = {}
@@ -365,8 +366,14 @@ class Snapshot:
         if locs is None:
             self.datasets.pop(name, None)
             self.dataset_primaries.pop(name, None)
+            self.dataset_sizes.pop(name, None)
             return
         self.datasets[name] = tuple(str(loc["cluster"]) for loc in locs)
+        size = ((obj or {}).get("spec") or {}).get("sizeGiB")
+        if isinstance(size, (int, float)) and not isinstance(size, bool) and size >= 0:
+            self.dataset_sizes[name] = float(size)
+        else:
+            self.dataset_sizes.pop(name, None)
         primary = next((str(loc["cluster"]) for loc in locs if loc.get("kind") == "Primary"), None)
         if primary is None:
             self.dataset_primaries.pop(name, None)

@@ -103,6 +103,8 @@ async def test_planner_proposes_applies_and_withdraws(store: Store, tmp_path: Pa
     plans, _ = await registry.list(CACHE_PLAN, "ml")
     assert [p["metadata"]["name"] for p in plans] == ["clicks-far"]
     assert plans[0]["status"]["phase"] == "Proposed" and not plans[0]["spec"].get("approved")
+    # the proposal says how much it would place: the Dataset's declared size
+    assert plans[0]["status"]["sizeGiB"] == 800 and plans[0]["status"]["bytes"] == 800 * 2**30
     # X1: the proposal is a decision record (one, however often the planner runs)
     decided = await planner.decisions.query(0, time.time() + 60, 10)
     assert [(d["type"], d["subject"]["name"], d["outcome"]["cachePlan"]) for d in decided.items] == \

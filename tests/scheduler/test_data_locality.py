@@ -92,3 +92,26 @@ def test_bandwidth_weighs_the_transfer(snap: Snapshot) -> None:
     s = plugin.score(info, snap, np.ones(5, dtype=bool))
     assert s.tolist() == pytest.approx([100.0, 100.0, 0.0, 100 * (8 - 1.25) / 8, 100 * 3 / 8])
     assert snap.latency_array("y") is not None and snap.latency_array("y")[snap.index["d1"]] == 3.0
+
+
+def test_dataset_size_charges_the_copy_in_proportion(snap: Snapshot) -> None:
+    """A cluster without a copy pays the one-time transfer of the whole dataset (size × egress ÷ the
+    amortisation hours), in proportion to its size; a dataset of unknown size adds no such charge."""
+    add(snap, "home", cost=CostModel(egressGiB=0.1))
+    add(snap, "far")  # default egress 0.09
+    spec = task(datasets=[DatasetRead(name="big", readGiBPerHour=0), DatasetRead(name="small", readGiBPerHour=1)],
+                resource=ObjectReference(apiVersion="apps/v1", kind="Deployment", name="t", namespace="ml"))
+    info = analyse(spec)
+    mask = np.ones(2, dtype=bool)
+    snap.set_dataset("ml/small", {"spec": {"locations": [{"cluster": "far"}]}})
+    snap.set_dataset("ml/big", {"spec": {"locations": [{"cluster": "home"}]}})  # no size: unknown
+    assert "ml/big" not in snap.dataset_sizes
+    # home reads 1 GiB/h of small from far (0.09/h); far pays nothing for big's unknown size
+    assert DataLocality().score(info, snap, mask).tolist() == pytest.approx([0.0, 100.0])
+    snap.set_dataset("ml/big", {"spec": {"sizeGiB": 240, "locations": [{"cluster": "home"}]}})
+    assert snap.dataset_sizes["ml/big"] == 240.0
+    # far now pays 240 GiB × 0.1 ÷ 24 h = 1.0/h > 0.09/h: home wins
+    assert DataLocality().score(info, snap, mask).tolist() == pytest.approx([100.0, 0.0])
+    snap.set_dataset("ml/big", {"spec": {"sizeGiB": 0.24, "locations": [{"cluster": "home"}]}})
+    # a thousand times smaller: 0.001/h < 0.09/h, far wins again
+    assert DataLocality().score(info, snap, mask).tolist() == pytest.approx([0.0, 100.0])

@@ -15,6 +15,11 @@ cluster scores 100, the dearest 0 (min-max), and the other scores weigh it again
 headroom. ``moved_gib_per_hour`` is what a placement will move across domains; every decision
 records it. Skipped before any array work when the task reads no known dataset.
 
+Data size counts (issue 33): a cluster holding no copy also pays the one-time transfer of the whole
+dataset (``spec.sizeGiB``) from its nearest copy, priced like the reads (size × egress × reference ÷
+link bandwidth) and spread over ``transferAmortiseHours`` (24) so it adds to the hourly read cost. A
+dataset with no declared size is charged nothing for the copy (its size is unknown).
+
 A workload with a stateful topology (F3, ``placement.statefulTopology``) writes: its cost is measured
 from each dataset's Primary copy only (every copy when a dataset names no Primary), so its primary
 lands where the data's writes land. The cache planner (`drods.controllers.cache_planner`) prices a
@@ -35,6 +40,7 @@ from drods.scheduler.task import TaskInfo
 EGRESS = 3  # column of ``Snapshot.cost``
 DEFAULT_EGRESS_GIB = 0.09
 REF_BANDWIDTH_MBPS = 1000.0
+TRANSFER_AMORTISE_HOURS = 24.0
 
 
 def transfer_cost(gib: float, egress: float, bandwidth: FloatArr, ref_bandwidth: float = REF_BANDWIDTH_MBPS,
@@ -71,10 +77,11 @@ def nearest_copy(snap: Snapshot, rows: list[int], egress: FloatArr, ref_bandwidt
     return best, src
 
 
-def known_reads(task: TaskInfo, snap: Snapshot) -> list[tuple[float, list[int]]]:
-    """(GiB/h, rows holding a copy) for each dataset the task reads that the snapshot knows; for a
+def known_reads(task: TaskInfo, snap: Snapshot) -> list[tuple[float, list[int], float | None]]:
+    """(GiB/h, rows holding a copy, declared size GiB or None) for each dataset the task reads that
+    the snapshot knows; for a
     stateful topology the Primary copy only, when the dataset names one."""
-    out: list[tuple[float, list[int]]] = []
+    out: list[tuple[float, list[int], float | None]] = []
     for key, gib in task.datasets:
         copies = snap.datasets.get(key)
         if task.topology is not None and key in snap.dataset_primaries:
@@ -82,7 +89,7 @@ def known_reads(task: TaskInfo, snap: Snapshot) -> list[tuple[float, list[int]]]
         if copies:
             rows = [r for r in (snap.index.get(c) for c in copies) if r is not None]
             if rows:
-                out.append((gib, rows))
+                out.append((gib, rows, snap.dataset_sizes.get(key)))
     return out
 
 
@@ -110,6 +117,7 @@ class DataLocality(PluginBase):
         super().__init__(args)
         self.default_egress = float(self.args.get("defaultEgressGiB", DEFAULT_EGRESS_GIB))
         self.ref_bandwidth = float(self.args.get("refBandwidthMbps", REF_BANDWIDTH_MBPS))
+        self.amortise_hours = max(float(self.args.get("transferAmortiseHours", TRANSFER_AMORTISE_HOURS)), 1e-9)
 
     def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
         return not task.datasets or not known_reads(task, snap)
@@ -118,8 +126,9 @@ class DataLocality(PluginBase):
         n = snap.n
         egress = egress_prices(snap, self.default_egress)
         cost = np.zeros(n)
-        for gib, rows in known_reads(task, snap):
-            cost += gib * nearest_copy(snap, rows, egress, self.ref_bandwidth)[0]
+        for gib, rows, size in known_reads(task, snap):
+            once = (size or 0.0) / self.amortise_hours  # the one-time copy of the dataset, per hour
+            cost += (gib + once) * nearest_copy(snap, rows, egress, self.ref_bandwidth)[0]
         feas = cost[mask]
         if feas.size == 0:
             return np.full(n, 100.0)
