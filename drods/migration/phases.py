@@ -514,7 +514,7 @@ def _requeue(spec: MigrationPlanSpec, st: Mapping[str, Any], now: float) -> floa
     due = [POLL_SECONDS]
     if phase in FORWARD:
         due.append(started + spec.timeouts.of(phase) - now + 0.01)
-    if phase == CATCH_UP and not st.get("catchUpRun"):
+    if phase == CATCH_UP and not st.get("catchUpRun") and data_of(st).get("maxLagSeconds") is None:
         due.append(started + _catch_up_wait(spec) - now + 0.01)
     probe_at = parse_rfc3339((st.get("catchUp") or {}).get("nextProbeTime"))
     if phase == CATCH_UP and probe_at is not None:
