@@ -257,7 +257,7 @@ def plan_ref(namespace: str, name: str) -> str:
 
 def declared_hook(workload: Mapping[str, Any]) -> dict[str, Any] | None:
     """The hook a workload declares in its ``multicluster.io/migration-hook`` annotation (YAML or JSON of
-    a plan's ``spec.hook``); None without one. ValueError when it is there but unreadable."""
+    a plan's ``spec.hook``, or of a ``spec.data`` — it then names a ``mover``); None without one. ValueError when it is there but unreadable."""
     raw = ((workload.get("metadata") or {}).get("annotations") or {}).get(MIGRATION_HOOK)
     if not raw:
         return None
@@ -278,8 +278,8 @@ def plan_object(kind: str, namespace: str, name: str, source: str, target: str |
                             "sourceCluster": source, "trigger": trigger, "reason": reason[:1024]}
     if target:
         spec["targetCluster"] = target
-    if hook is not None:
-        spec["hook"] = dict(hook)
+    if hook is not None:  # a declared data step (it names a mover) or a plain hook
+        spec["data" if "mover" in hook else "hook"] = dict(hook)
     where = f"to-{target[:12]}" if target else f"from-{source[:12]}"
     return {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan",
             "metadata": {"name": f"{name[:40]}-{where}-{stamp}".lower(), "namespace": namespace}, "spec": spec}
