@@ -61,6 +61,8 @@ def hook_job(plan: Mapping[str, Any], spec: MigrationPlanSpec, run: str, source:
         env.append({"name": "MIGRATION_MAX_LAG_SECONDS", "value": f"{lag:g}"})
         job_spec = _one_container_job(probe.image, probe.command, probe.args, probe.env)
     elif step.mover == "VolumeCopy":
+        if stage == "catchup" and step.catchUp is not None:
+            env.append({"name": "MIGRATION_FOLLOW", "value": "true"})  # keep syncing until the final run
         job_spec = _volume_copy_job(step.image or "", step.transport, claims.names(spec.workloadRef.name, replicas),
                                     int(index or 0), env)
     else:

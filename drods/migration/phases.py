@@ -197,8 +197,10 @@ def _runs_of(status: Mapping[str, Any], now: float | None) -> tuple[str, ...]:
     if phase == COPY_DATA:
         return stage_runs(status, COPY)
     if phase == CATCH_UP and data_of(status).get("maxLagSeconds") is not None:
+        # VolumeCopy keeps following the source (rsync in a loop) while the probe measures the lag
+        follow = stage_runs(status, CATCHUP) if data_of(status).get("mover") == "VolumeCopy" else ()
         due = parse_rfc3339((status.get("catchUp") or {}).get("nextProbeTime"))
-        return () if due is not None and now is not None and now < due else (probe_run(status),)
+        return follow if due is not None and now is not None and now < due else (*follow, probe_run(status))
     if phase == CATCH_UP and status.get("catchUpRun"):
         return stage_runs(status, CATCHUP)
     if phase == SWITCH_TRAFFIC:
@@ -386,6 +388,10 @@ def _probe_lag(spec: MigrationPlanSpec, st: Obj, f: Facts) -> bool:
     step = spec.data_step()
     assert step is not None and step.catchUp is not None
     cu: Obj = dict(st.get("catchUp") or {})
+    follow = outcome(stage_runs(st, CATCHUP), f.hooks) if step.mover == "VolumeCopy" else HookState("running")
+    if follow.state == "failed":
+        _roll_back(st, "HookFailed", f"the catch-up copy failed: {follow.message}", f.now)
+        return False
     due = parse_rfc3339(cu.get("nextProbeTime"))
     if due is not None and f.now < due:
         return False

@@ -78,13 +78,14 @@ def test_volume_copy_probe_and_freeze_the_whole_way() -> None:
     assert advance(s, step.status, replace(f, hooks=some)).status["phase"] == "CopyData"
     done = {f"copy-{k}": HookState("complete") for k in range(4)}
     step = advance(s, step.status, replace(f, hooks=done))
-    assert step.status["phase"] == "CatchUp" and step.effects.runs == ("probe-0",)
+    follow = ("catchup-0", "catchup-1", "catchup-2", "catchup-3")
+    assert step.status["phase"] == "CatchUp" and step.effects.runs == (*follow, "probe-0")
     # the probe says "not yet": a new probe after periodSeconds, none before
     step = advance(s, step.status, replace(f, now=T0 + 3, hooks={"probe-0": HookState("failed", "lag 4s")}))
     assert step.status["phase"] == "CatchUp" and step.status["catchUp"]["probes"] == 1
-    assert step.effects.runs == () and step.requeue == pytest.approx(2.01)
+    assert step.effects.runs == follow and step.requeue == pytest.approx(2.01)
     step = advance(s, step.status, replace(f, now=T0 + 5.1))
-    assert step.effects.runs == ("probe-1",)
+    assert step.effects.runs == (*follow, "probe-1")
     step = advance(s, step.status, replace(f, now=T0 + 6, hooks={"probe-1": HookState("complete")}))
     assert step.status["phase"] == "SwitchTraffic" and "fencing a" in step.status["message"]
     assert step.effects.withdrawn == frozenset({"a"}) and step.effects.runs == ()
