@@ -70,5 +70,7 @@ async def data_step_declared(registry: ObjectRegistry, kind: Kind, obj: dict[str
                          f"PersistentVolumeClaims ({claims.describe()}): set spec.data.mover (VolumeCopy or Hook) "
                          "to move the data, or spec.data: None to move the workload without it",
                          {"name": meta.get("name"), "workload": [spec.workloadRef.kind, ns, spec.workloadRef.name],
-                          "field": "spec.data", "choices": ["VolumeCopy", "Hook", "None"]},
+                          "fields": [{"field": "spec.data", "message": "required for a workload with "
+                                      "PersistentVolumeClaims: mover VolumeCopy or Hook, or None"}],
+                          "choices": ["VolumeCopy", "Hook", "None"]},
                          code="DATA_STEP_REQUIRED")

@@ -257,7 +257,8 @@ def plan_ref(namespace: str, name: str) -> str:
 
 def declared_hook(workload: Mapping[str, Any]) -> dict[str, Any] | None:
     """The hook a workload declares in its ``multicluster.io/migration-hook`` annotation (YAML or JSON of
-    a plan's ``spec.hook``, or of a ``spec.data`` — it then names a ``mover``); None without one. ValueError when it is there but unreadable."""
+    a plan's ``spec.hook``, or of a ``spec.data`` — it then names a ``mover``); None without one.
+    ValueError when it is there but unreadable."""
     raw = ((workload.get("metadata") or {}).get("annotations") or {}).get(MIGRATION_HOOK)
     if not raw:
         return None
