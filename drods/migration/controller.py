@@ -32,6 +32,7 @@ from drods.migration import phases
 from drods.migration.admission import workload_of
 from drods.migration.dataruns import all_runs, run_cluster
 from drods.migration.hooks import hook_binding, hook_job, hook_outcome, job_name
+from drods.migration.record import record, worth_recording
 from drods.migration.target import choose_target
 from drods.migration.volumes import Claims, workload_claims
 from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
@@ -54,6 +55,7 @@ from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.patch import MERGE_PATCH
 from drods.scheduler.profile import Profile
+from drods.schedulerd.history import schedule_history
 from drods.store import Store
 
 log = logging.getLogger(__name__)
@@ -231,6 +233,8 @@ class MigrationController:
             step.status["observedGeneration"] = int(meta.get("generation") or 1)
             if not await self._write_status(plan, step.status):
                 return 0.2  # changed meanwhile: the new version is coming
+            if worth_recording(status, step.status):
+                await self._record(plan, step.status)
         again = await self._apply(plan, spec, step, facts)
         if str(step.status.get("phase")) in TERMINAL and step.effects.cleanup and not again \
                 and not status.get("hooksRemoved") and step.status == status:
@@ -259,6 +263,15 @@ class MigrationController:
         except (NotFound, Conflict, AlreadyExists):
             return False
         return True
+
+    async def _record(self, plan: Obj, status: Obj) -> None:
+        """The start or end of a move in the decision-record journal; a lost record never blocks a plan."""
+        if self.store is None:
+            return
+        try:
+            await record(schedule_history(self.store), plan, status)
+        except Exception as e:  # noqa: BLE001 - the history is an explanation, not the state
+            log.warning("recording migration %s: %s", plan["metadata"].get("name"), e)
 
     async def _set_finalizers(self, plan: Obj, finalizers: list[str]) -> float | None:
         meta = plan["metadata"]
