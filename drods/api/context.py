@@ -17,7 +17,7 @@ from drods.api.observability import ApiMetrics, InstrumentedStore
 from drods.api.settings import ApiSettings
 from drods.autoscaling.admission import one_autoscaler_per_workload
 from drods.errors import ApiError
-from drods.migration.admission import one_plan_per_workload
+from drods.migration.admission import data_step_declared, one_plan_per_workload
 from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.catalog import KindCatalog, check_definition
 from drods.registry.objects import ObjectRegistry
@@ -78,7 +78,7 @@ class ApiContext:
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
         registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload, one_plan_per_workload,
-                                                          check_definition))
+                                                          data_step_declared, check_definition))
         return cls(instrumented, registry, tokens, AuditLog(instrumented),
                    metrics, data_dir, KindCatalog(kinds))
 

@@ -4,7 +4,9 @@
 The plan is an ordinary object (``POST …/namespaces/NS/migrationplans``, the same as ``kubectl
 apply``); the controller does the rest. The source is ``--from``, else the one cluster the workload
 runs on; the hook is ``--hook-file`` (YAML or JSON of a plan's ``spec.hook``), else the workload's
-annotation ``multicluster.io/migration-hook``, else none (a move without a data step).
+annotation ``multicluster.io/migration-hook``, else none — which the control plane refuses for a workload
+with volumes (400 ``DATA_STEP_REQUIRED``) unless ``--no-data`` says so; ``--volume-copy-image`` copies
+every volume with the built-in VolumeCopy mover instead.
 """
 
 from __future__ import annotations
@@ -88,6 +90,10 @@ def migrate(
     source: Annotated[str | None, typer.Option("--from", help="Source cluster (default: where it runs).")] = None,
     hook_file: Annotated[Path | None, typer.Option("--hook-file", help="YAML/JSON of spec.hook (default: the "
                                                    "workload's multicluster.io/migration-hook annotation).")] = None,
+    no_data: Annotated[bool, typer.Option("--no-data", help="Move without the data (spec.data: None), said "
+                                          "explicitly; a workload with volumes is refused otherwise.")] = False,
+    volume_copy_image: Annotated[str | None, typer.Option("--volume-copy-image", help="Copy every volume with the "
+                                                          "VolumeCopy mover, using this transport image.")] = None,
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded on the plan).")] = "requested",
     wait: Annotated[bool, typer.Option("--wait", help="Return when the plan has ended.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 1800.0,
@@ -109,14 +115,24 @@ def migrate(
             raise CliError(f"{kind} {ns}/{name} runs on {others or 'no cluster'}: name the source with --from",
                            "INVALID_ARGUMENT")
         source = others[0]
-    if hook_file is not None:
+    if sum((hook_file is not None, no_data, volume_copy_image is not None)) > 1:
+        raise CliError("choose one of --hook-file, --no-data and --volume-copy-image", "INVALID_ARGUMENT")
+    hook: Any
+    if no_data:
+        hook = None
+    elif volume_copy_image is not None:
+        hook = {"mover": "VolumeCopy", "image": volume_copy_image}
+    elif hook_file is not None:
         try:
             hook = yaml.safe_load(hook_file.read_text())
         except (OSError, yaml.YAMLError) as e:
             raise CliError(f"reading {hook_file}: {e}", "INVALID_HOOK") from e
     else:
         hook = workload_hook(workload)
-    plan = create_plan(api, plan_object(kind, ns, name, source, to, hook, "Operator", reason))
+    body = plan_object(kind, ns, name, source, to, hook, "Operator", reason)
+    if no_data:
+        body["spec"]["data"] = "None"
+    plan = create_plan(api, body)
     pname = plan["metadata"]["name"]
     if not wait:
         if output != "table":

@@ -59,6 +59,8 @@ def sim(
     job_seconds: Annotated[float, typer.Option(
         "--job-seconds", help="A Job pod runs this long (per pod: annotation sim.drods.io/run-seconds; "
         "sim.drods.io/exit-code non-zero fails the pod, and its Job past backoffLimit).")] = 5.0,
+    volume_bandwidth: Annotated[float, typer.Option("--volume-bandwidth-mbps", help="How fast a migration's "
+                                                    "volume copy pulls from another sim (Mbit/s).")] = 1000.0,
     kubeconfig_out: Annotated[Path | None, typer.Option("--kubeconfig-out", help="Write the kubeconfig here.")]
     = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Store, keys, certs (default STATE_DIR/NAME).")]
@@ -97,8 +99,8 @@ def sim(
             preload=preload, reserved_cpu=float(quantity(reserved_cpu)),
             reserved_memory=parse_memory(reserved_memory) if quantity(reserved_memory) else 0,
             usage=UsageModel(cpu_util, memory_util, amplitude, period), startup_seconds=startup,
-            job_seconds=job_seconds, data_dir=data_dir, state_dir=_state_dir(state_dir),
-            kubeconfig_out=kubeconfig_out, tls=not no_tls,
+            job_seconds=job_seconds, volume_bandwidth_mbps=volume_bandwidth, data_dir=data_dir,
+            state_dir=_state_dir(state_dir), kubeconfig_out=kubeconfig_out, tls=not no_tls,
             latency_to=dict(parse_latency_to(t) for t in latency_to or []),
         )
     except ValueError as e:

@@ -26,14 +26,15 @@ from pydantic import ValidationError
 from drods.controllers.rescheduler import Rescheduler
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
-from drods.machinery.decision_log import decision_log, record_decisions
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.migration import phases
 from drods.migration.admission import workload_of
-from drods.migration.decisions import migration_decision
+from drods.migration.dataruns import all_runs, run_cluster
 from drods.migration.hooks import hook_binding, hook_job, hook_outcome, job_name
+from drods.migration.record import record, worth_recording
 from drods.migration.target import choose_target
+from drods.migration.volumes import Claims, workload_claims
 from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.conditions import condition
 from drods.model.detection import binding_name
@@ -54,6 +55,7 @@ from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.patch import MERGE_PATCH
 from drods.scheduler.profile import Profile
+from drods.schedulerd.history import schedule_history
 from drods.store import Store
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,6 @@ class MigrationController:
                  rescheduler: Rescheduler | None = None, store: Store | None = None, profile: Profile | None = None,
                  clock: Callable[[], float] = time.time, workers: int = 2) -> None:
         self.registry = registry
-        self.decisions = decision_log(store) if store is not None else None  # X1: phase changes
         self.store = store  # with the profile: where a plan without a target goes (`drods.migration.target`)
         self.profile = profile or Profile.default()
         self.plans = plans
@@ -109,7 +110,8 @@ class MigrationController:
     def _bindings_of(self, plan: Obj) -> set[str]:
         meta = plan["metadata"]
         ns, uid = str(meta.get("namespace") or "default"), str(meta.get("uid") or "")
-        out = {binding_name("Job", ns, job_name(str(meta["name"]), uid, run)) for run in (phases.COPY, phases.CATCHUP)}
+        runs = all_runs(plan.get("status") or {})
+        out = {binding_name("Job", ns, job_name(str(meta["name"]), uid, run)) for run in runs}
         target = workload_of(plan)
         if target is not None:
             out.add(binding_name(*target))
@@ -179,14 +181,10 @@ class MigrationController:
             clusters[str(obj["metadata"]["name"])] = None if ready is None else ready.get("status") == "True"
         by = pinned_by(binding)
         hooks: dict[str, phases.HookState] = {}
-        if spec.hook is not None:
-            src = str(status.get("sourceCluster") or spec.sourceCluster)
-            dst = str(status.get("targetCluster") or spec.targetCluster or "")
-            where = phases.hook_cluster(spec, src, dst)
-            for run in (phases.COPY, phases.CATCHUP):
-                hb = self._binding(binding_name("Job", ns, job_name(name, str(meta.get("uid") or ""), run)))
-                state, message = hook_outcome(hb, where)
-                hooks[run] = phases.HookState(state, message)
+        for run in all_runs(status):
+            hb = self._binding(binding_name("Job", ns, job_name(name, str(meta.get("uid") or ""), run)))
+            state, message = hook_outcome(hb, run_cluster(spec, status, run))
+            hooks[run] = phases.HookState(state, message)
         return phases.Facts(
             now=self.clock(), binding=str(binding["metadata"]["name"]) if binding is not None else None,
             placement=placement, copies=copies, withdrawn=traffic_withdrawn(binding),
@@ -218,6 +216,11 @@ class MigrationController:
             return await self._set_finalizers(plan, [*finalizers, MIGRATION_FINALIZER])  # the watch brings it back
         binding = self._find_binding(plan, spec)
         facts = self._facts(plan, spec, binding)
+        if phase == PENDING and binding is not None and not facts.deleting:
+            claims = workload_claims(await self._workload(ns, spec))
+            n = facts.placement.get(spec.sourceCluster, 0)
+            facts = replace(facts, claims=tuple(claims.names(spec.workloadRef.name, n)) if claims else (),
+                            claims_note=claims.describe())
         if phase == PENDING and not spec.targetCluster and binding is not None and not facts.deleting:
             chosen, note = (None, "no store to ask the scheduler's view") if self.store is None else \
                 await choose_target(self.store, self.profile, binding, spec.sourceCluster)
@@ -230,9 +233,9 @@ class MigrationController:
             step.status["observedGeneration"] = int(meta.get("generation") or 1)
             if not await self._write_status(plan, step.status):
                 return 0.2  # changed meanwhile: the new version is coming
-            if step.status.get("phase") != status.get("phase"):
-                await self._record(ns, name, spec, phase, step.status, facts)
-        again = await self._apply(plan, spec, step)
+            if worth_recording(status, step.status):
+                await self._record(plan, step.status)
+        again = await self._apply(plan, spec, step, facts)
         if str(step.status.get("phase")) in TERMINAL and step.effects.cleanup and not again \
                 and not status.get("hooksRemoved") and step.status == status:
             # the hook runs are gone: later passes over a finished plan need not delete them again
@@ -252,17 +255,6 @@ class MigrationController:
         return step.requeue
 
     # ------------------------------------------------------------------ writes
-    async def _record(self, ns: str, name: str, spec: MigrationPlanSpec, before: str, status: Obj,
-                      facts: phases.Facts) -> None:
-        """X1: the phase change as a decision record; a lost record never stops the migration."""
-        if self.decisions is None:
-            return
-        rec = migration_decision(ns, name, spec, before, status, facts.chosen_target, facts.target_note)
-        try:
-            await record_decisions(self.decisions, [(self.clock(), rec)])
-        except Exception:
-            log.warning("migration %s/%s: decision not recorded", ns, name, exc_info=True)
-
     async def _write_status(self, plan: Obj, status: Obj) -> bool:
         meta = plan["metadata"]
         try:
@@ -271,6 +263,15 @@ class MigrationController:
         except (NotFound, Conflict, AlreadyExists):
             return False
         return True
+
+    async def _record(self, plan: Obj, status: Obj) -> None:
+        """The start or end of a move in the decision-record journal; a lost record never blocks a plan."""
+        if self.store is None:
+            return
+        try:
+            await record(schedule_history(self.store), plan, status)
+        except Exception as e:  # noqa: BLE001 - the history is an explanation, not the state
+            log.warning("recording migration %s: %s", plan["metadata"].get("name"), e)
 
     async def _set_finalizers(self, plan: Obj, finalizers: list[str]) -> float | None:
         meta = plan["metadata"]
@@ -281,7 +282,7 @@ class MigrationController:
             return 0.2
         return None
 
-    async def _apply(self, plan: Obj, spec: MigrationPlanSpec, step: phases.Step) -> bool:
+    async def _apply(self, plan: Obj, spec: MigrationPlanSpec, step: phases.Step, facts: phases.Facts) -> bool:
         """Make the phase's effects true; True when something must be looked at again soon."""
         meta = plan["metadata"]
         ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
@@ -290,13 +291,27 @@ class MigrationController:
         if fx.touch_binding and st.get("binding"):
             again = await self._annotate(str(st["binding"]), ns, name, fx) or again
         uid = str(meta.get("uid") or "")
-        if fx.hook is not None and spec.hook is not None:
-            src, dst = str(st["sourceCluster"]), str(st["targetCluster"])
-            await self._ensure_hook(plan, spec, fx.hook, phases.hook_cluster(spec, src, dst), src, dst)
-        if fx.cleanup and spec.hook is not None and not st.get("hooksRemoved"):
-            for run in (phases.COPY, phases.CATCHUP):
+        claims: Claims | None = None
+        for run in fx.runs:
+            if facts.hooks.get(run, phases.HookState("absent")).state != "absent":
+                continue
+            if claims is None:
+                claims = workload_claims(await self._workload(ns, spec))
+            await self._ensure_hook(plan, spec, run, st, claims)
+        if fx.cleanup and not st.get("hooksRemoved"):
+            for run in all_runs(st):
                 again = await self._delete_hook(ns, job_name(name, uid, run)) or again
         return again
+
+    async def _workload(self, ns: str, spec: MigrationPlanSpec) -> Obj | None:
+        """The workload's template in the control plane (its claims say whether it keeps data)."""
+        kind = by_kind(spec.workloadRef.apiVersion, spec.workloadRef.kind)
+        if kind is None:
+            return None
+        try:
+            return await self.registry.get(kind, spec.workloadRef.name, ns)
+        except NotFound:
+            return None
 
     async def _annotate(self, binding: str, ns: str, name: str, fx: phases.Effects) -> bool:
         obj = self._binding(binding)
@@ -324,11 +339,12 @@ class MigrationController:
             return True
         return False
 
-    async def _ensure_hook(self, plan: Obj, spec: MigrationPlanSpec, run: str, cluster: str, src: str,
-                           dst: str) -> None:
+    async def _ensure_hook(self, plan: Obj, spec: MigrationPlanSpec, run: str, st: Obj, claims: Claims) -> None:
         meta = plan["metadata"]
         ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
-        job = hook_job(plan, spec, run, src, dst)
+        src, dst = str(st["sourceCluster"]), str(st["targetCluster"])
+        cluster = run_cluster(spec, st, run)
+        job = hook_job(plan, spec, run, src, dst, claims, int(st.get("sourceReplicas") or 0))
         assert JOB is not None
         # the Binding first: the binding controller waits for its template, and the detector never sees a
         # hook Job without one (it skips hook Jobs anyway)

@@ -14,6 +14,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from drods.migration.volumes import Claims, mount_claims
 from drods.model.annotations import MANAGED_BY, PINNED_PLACEMENT, PLAN_LABEL
 from drods.model.detection import binding_name, pod_requests
 from drods.model.kinds import BINDING
@@ -32,32 +33,52 @@ def job_name(plan: str, uid: str, run: str) -> str:
     return f"{plan[:63 - len(tail)].rstrip('-.')}{tail}"
 
 
-def hook_job(plan: Mapping[str, Any], spec: MigrationPlanSpec, run: str, source: str, target: str) -> Obj:
-    """The Job template of one hook run (``copy`` or ``catchup``), with the plan in its environment."""
-    assert spec.hook is not None
+def split_run(run: str) -> tuple[str, str]:
+    """(stage, index) of a run name: ``copy`` → (copy, ""), ``copy-2`` → (copy, 2), ``probe-final``."""
+    stage, _, index = run.partition("-")
+    return stage, index
+
+
+def hook_job(plan: Mapping[str, Any], spec: MigrationPlanSpec, run: str, source: str, target: str,
+             claims: Claims | None = None, replicas: int = 0) -> Obj:
+    """The Job of one data run — a Hook run (``copy``, ``catchup``, ``final``), a VolumeCopy run of one
+    claim (``copy-K`` …) or a lag probe (``probe-N``, ``probe-final``) — with the plan in its environment."""
+    step = spec.data_step()
+    assert step is not None
     meta = plan["metadata"]
     ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
-    env = [{"name": "MIGRATION_PLAN", "value": f"{ns}/{name}"}, {"name": "MIGRATION_RUN", "value": run},
+    stage, index = split_run(run)
+    claims = claims or Claims()
+    env = [{"name": "MIGRATION_PLAN", "value": f"{ns}/{name}"}, {"name": "MIGRATION_RUN", "value": stage},
            {"name": "MIGRATION_SOURCE_CLUSTER", "value": source},
            {"name": "MIGRATION_TARGET_CLUSTER", "value": target},
            {"name": "MIGRATION_WORKLOAD", "value": f"{spec.workloadRef.kind}/{ns}/{spec.workloadRef.name}"}]
-    if spec.hook.jobTemplate is not None:
-        tmpl = copy.deepcopy(spec.hook.jobTemplate)
-        job_spec: Obj = tmpl["spec"]
-        tmeta: Obj = dict(tmpl.get("metadata") or {})
+    tmeta: Obj = {}
+    if stage == "probe":
+        assert step.catchUp is not None
+        probe = step.catchUp.probe
+        lag = 0.0 if index == "final" else step.catchUp.maxLagSeconds
+        env.append({"name": "MIGRATION_MAX_LAG_SECONDS", "value": f"{lag:g}"})
+        job_spec = _one_container_job(probe.image, probe.command, probe.args, probe.env)
+    elif step.mover == "VolumeCopy":
+        if stage == "catchup" and step.catchUp is not None:
+            env.append({"name": "MIGRATION_FOLLOW", "value": "true"})  # keep syncing until the final run
+        job_spec = _volume_copy_job(step.image or "", step.transport, claims.names(spec.workloadRef.name, replicas),
+                                    int(index or 0), env)
     else:
-        cmd = spec.hook.command
-        assert cmd is not None
-        container: Obj = {"name": "hook", "image": cmd.image}
-        if cmd.command:
-            container["command"] = list(cmd.command)
-        if cmd.args:
-            container["args"] = list(cmd.args)
-        if cmd.env:
-            container["env"] = copy.deepcopy(cmd.env)
-        job_spec = {"backoffLimit": 0,
-                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
-        tmeta = {}
+        assert step.hook is not None
+        if step.hook.jobTemplate is not None:
+            tmpl = copy.deepcopy(step.hook.jobTemplate)
+            job_spec = tmpl["spec"]
+            tmeta = dict(tmpl.get("metadata") or {})
+        else:
+            cmd = step.hook.command
+            assert cmd is not None
+            job_spec = _one_container_job(cmd.image, cmd.command, cmd.args, cmd.env)
+        pod = job_spec.setdefault("template", {}).setdefault("spec", {})
+        if step.mountWorkloadVolumes and claims:
+            paths = mount_claims(pod, claims, spec.workloadRef.name, replicas)
+            env.append({"name": "MIGRATION_VOLUMES", "value": ",".join(paths)})
     pod = job_spec.setdefault("template", {}).setdefault("spec", {})
     pod.setdefault("restartPolicy", "Never")
     for c in pod.get("containers") or []:
@@ -67,6 +88,31 @@ def hook_job(plan: Mapping[str, Any], spec: MigrationPlanSpec, run: str, source:
             "metadata": {**tmeta, "name": job_name(name, str(meta.get("uid") or ""), run), "namespace": ns,
                          "labels": labels},
             "spec": job_spec}
+
+
+def _one_container_job(image: str, command: list[str], args: list[str], env: list[dict[str, Any]]) -> Obj:
+    container: Obj = {"name": "hook", "image": image}
+    if command:
+        container["command"] = list(command)
+    if args:
+        container["args"] = list(args)
+    if env:
+        container["env"] = copy.deepcopy(env)
+    return {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
+
+
+def _volume_copy_job(image: str, transport: str, claims: list[str], index: int, env: list[Obj]) -> Obj:
+    """VolumeCopy: one claim's copy, run in the target with the target's claim of the same name at
+    /data; the transport client pulls the source's claim (MIGRATION_CLAIM) from MIGRATION_SOURCE_CLUSTER."""
+    claim = claims[index] if 0 <= index < len(claims) else ""
+    env.extend([{"name": "MIGRATION_CLAIM", "value": claim}, {"name": "MIGRATION_TRANSPORT", "value": transport},
+                {"name": "MIGRATION_DATA_PATH", "value": "/data"}])
+    job = _one_container_job(image, [], [], [])
+    pod = job["template"]["spec"]
+    pod["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    pod["containers"][0].update(name="volume-copy", volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    job["backoffLimit"] = 2  # a transport error is retried; the copy is incremental
+    return job
 
 
 def hook_binding(job: Mapping[str, Any], cluster: str, plan_namespace: str, plan_name: str) -> Obj:

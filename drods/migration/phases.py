@@ -35,6 +35,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from drods.migration.dataruns import (
+    CATCHUP,
+    COPY,
+    FINAL,
+    PROBE_FINAL,
+    HookState,
+    data_of,
+    outcome,
+    probe_run,
+    stage_runs,
+)
 from drods.model.migration import (
     CATCH_UP,
     CONDITION_OF,
@@ -57,7 +68,7 @@ from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 
 Obj = dict[str, Any]
 POLL_SECONDS = 5.0  # a running plan is looked at again at least this often (besides watch events)
-COPY, CATCHUP = "copy", "catchup"
+__all__ = ["COPY", "CATCHUP", "HookState"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +79,6 @@ class Copy:
     ready: int
     applied: bool
     removing: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class HookState:
-    state: str  # absent | running | complete | failed
-    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,8 @@ class Facts:
     deleting: bool = False  # the plan is being deleted
     chosen_target: str | None = None  # a plan without targetCluster: where the scheduler would put it
     target_note: str = ""  # why (or why none)
+    claims: tuple[str, ...] = ()  # the workload's PersistentVolumeClaims on the source (its data)
+    claims_note: str = ""  # where they come from (volumeClaimTemplates …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +108,7 @@ class Effects:
 
     pin: Mapping[str, int] | None  # None: no pin (released)
     withdrawn: frozenset[str]
-    hook: str | None  # the hook run that must exist
+    runs: tuple[str, ...]  # the data runs (Jobs) that must exist
     cleanup: bool  # hook Jobs deleted
     touch_binding: bool  # False: leave the Binding's annotations alone (a plan that never started)
 
@@ -169,20 +176,37 @@ def _done(status: Obj, phase: str, now: float, message: str) -> None:
     set_condition(status, CONDITION_OF[phase], "True", "Done", message, now)
 
 
-def effects_of(status: Mapping[str, Any]) -> Effects:
+def effects_of(status: Mapping[str, Any], now: float | None = None) -> Effects:
     phase = str(status.get("phase") or PENDING)
     source = str(status.get("sourceCluster") or "")
     if phase in (PREPARE_TARGET, COPY_DATA, CATCH_UP):
-        hook = COPY if phase == COPY_DATA else CATCHUP if phase == CATCH_UP and status.get("catchUpRun") else None
-        return Effects(with_target(status), frozenset(), hook, False, True)
+        return Effects(with_target(status), frozenset(), _runs_of(status, now), False, True)
     if phase == SWITCH_TRAFFIC:
-        return Effects(with_target(status), frozenset({source}), None, False, True)
+        return Effects(with_target(status), frozenset({source}), _runs_of(status, now), False, True)
     if phase == RETIRE_SOURCE:
-        return Effects(without_source(status), frozenset({source}), None, False, True)
+        return Effects(without_source(status), frozenset({source}), (), False, True)
     if phase == ROLLING_BACK:
-        return Effects(_placement(status, "originalPlacement"), frozenset(), None, True, True)
+        return Effects(_placement(status, "originalPlacement"), frozenset(), (), True, True)
     started = bool(status.get("binding")) and phase != PENDING
-    return Effects(None, frozenset(), None, phase in TERMINAL, started and phase in TERMINAL)
+    return Effects(None, frozenset(), (), phase in TERMINAL, started and phase in TERMINAL)
+
+
+def _runs_of(status: Mapping[str, Any], now: float | None) -> tuple[str, ...]:
+    """The data runs the phase wants: the copy, the catch-up (runs or the lag probe), the final sync."""
+    phase = str(status.get("phase"))
+    if phase == COPY_DATA:
+        return stage_runs(status, COPY)
+    if phase == CATCH_UP and data_of(status).get("maxLagSeconds") is not None:
+        # VolumeCopy keeps following the source (rsync in a loop) while the probe measures the lag
+        follow = stage_runs(status, CATCHUP) if data_of(status).get("mover") == "VolumeCopy" else ()
+        due = parse_rfc3339((status.get("catchUp") or {}).get("nextProbeTime"))
+        return follow if due is not None and now is not None and now < due else (*follow, probe_run(status))
+    if phase == CATCH_UP and status.get("catchUpRun"):
+        return stage_runs(status, CATCHUP)
+    if phase == SWITCH_TRAFFIC:
+        stage = str((status.get("freeze") or {}).get("stage") or "")
+        return stage_runs(status, FINAL) if stage == "sync" else (PROBE_FINAL,) if stage == "check" else ()
+    return ()
 
 
 # ---------------------------------------------------------------------- the machine
@@ -207,7 +231,7 @@ def advance(spec: MigrationPlanSpec, status: Mapping[str, Any], facts: Facts) ->
         _rolling_back(st, facts)
     phase = str(st.get("phase"))
     requeue = None if phase in TERMINAL else _requeue(spec, st, now)
-    return Step(st, effects_of(st), requeue, reschedule)
+    return Step(st, effects_of(st, now), requeue, reschedule)
 
 
 def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
@@ -218,6 +242,10 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
                 f.now)
     elif f.binding is None:
         _finish(st, FAILED, "NoBinding", f"{ref} has no Binding: it is not propagated by any policy", f.now)
+    elif spec.data_step() is None and f.claims and not spec.data_declared_none:
+        _finish(st, FAILED, "NoDataStep", f"{ref} keeps its data in PersistentVolumeClaims ({f.claims_note}): "
+                "say how it moves (spec.data.mover: VolumeCopy or Hook) or set spec.data: None to move it "
+                "without its data", f.now)
     elif f.pinned_by_other:
         _finish(st, FAILED, "AlreadyPinned", f"the Binding {f.binding} is pinned by {f.pinned_by_other}", f.now)
     elif dst is None:
@@ -237,11 +265,26 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
     else:
         n = int(f.placement[src])
         st.update(binding=f.binding, sourceCluster=src, targetCluster=dst, sourceReplicas=n,
-                  originalPlacement=_as_list(f.placement), startTime=rfc3339_ms(f.now),
-                  catchUpRun=bool(spec.hook is not None and spec.hook.catchUp == "Run"))
+                  originalPlacement=_as_list(f.placement), startTime=rfc3339_ms(f.now), data=_data_record(spec, f))
+        step = spec.data_step()
+        st["catchUpRun"] = bool(step is not None and step.catchUp is None and (
+            step.mover == "VolumeCopy" or (step.hook is not None and step.hook.catchUp == "Run")))
         if not spec.targetCluster:
             st["targetChoice"] = f.target_note
         _enter(st, PREPARE_TARGET, f.now, f"starting {n} replica(s) on {dst} beside {src}")
+
+
+def _data_record(spec: MigrationPlanSpec, f: Facts) -> Obj:
+    """``status.data``: how the data moves (or that it does not, as the plan says), recorded at the start."""
+    step = spec.data_step()
+    if step is None:
+        return {"mover": "None", "declaredNone": spec.data_declared_none, "claims": list(f.claims)}
+    rec: Obj = {"mover": step.mover, "claims": list(f.claims)}
+    if step.mover == "VolumeCopy":
+        rec["transport"] = step.transport
+    if step.catchUp is not None:
+        rec["maxLagSeconds"] = step.catchUp.maxLagSeconds
+    return rec
 
 
 def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
@@ -269,39 +312,14 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
         c = f.copies.get(dst)
         if dict(f.placement) == want and c is not None and c.applied and not c.removing and c.ready >= want[dst]:
             _done(st, phase, f.now, f"{c.ready} replica(s) ready on {dst}")
-            if spec.hook is None:
-                _skip(st, COPY_DATA, "NoHook", "no hook declared: no data to copy", f.now)
-                _skip(st, CATCH_UP, "NoHook", "no hook declared: nothing to catch up", f.now)
-                _enter(st, SWITCH_TRAFFIC, f.now, f"withdrawing traffic from {src}")
-            else:
-                _enter(st, COPY_DATA, f.now, f"running the copy hook on {_hook_cluster(spec, st)}")
+            _after_prepare(spec, st, f.now, src)
         else:
             ready = c.ready if c is not None else 0
             st["message"] = f"waiting for {want.get(dst, 0)} ready replica(s) on {dst} ({ready} ready)"
     elif phase == COPY_DATA:
-        h = f.hooks.get(COPY) or HookState("absent")
-        if h.state == "complete":
-            _done(st, phase, f.now, "the copy hook completed")
-            if st.get("catchUpRun"):
-                _enter(st, CATCH_UP, f.now, "running the hook again for the changes made during the copy")
-            else:
-                _enter(st, CATCH_UP, f.now, f"waiting {_catch_up_wait(spec):g}s for the target to catch up")
-        elif h.state == "failed":
-            _roll_back(st, "HookFailed", f"the copy hook failed: {h.message}".rstrip(": "), f.now)
-        else:
-            st["message"] = "waiting for the copy hook to complete"
+        _copy_data(st, f)
     elif phase == CATCH_UP:
-        if st.get("catchUpRun"):
-            h = f.hooks.get(CATCHUP) or HookState("absent")
-            if h.state == "failed":
-                _roll_back(st, "HookFailed", f"the catch-up hook failed: {h.message}".rstrip(": "), f.now)
-                return None
-            done = h.state == "complete"
-        else:
-            done = elapsed >= _catch_up_wait(spec)
-        if done:
-            _done(st, phase, f.now, "caught up")
-            _enter(st, SWITCH_TRAFFIC, f.now, f"withdrawing traffic from {src}")
+        _catch_up(spec, st, f, elapsed, src)
     elif phase == SWITCH_TRAFFIC:
         _switch_traffic(spec, st, f, src, dst)
     elif phase == RETIRE_SOURCE:
@@ -317,21 +335,143 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
     return None
 
 
+def _after_prepare(spec: MigrationPlanSpec, st: Obj, now: float, src: str) -> None:
+    if spec.data_step() is None:
+        if spec.data_declared_none:
+            reason, why = "DataNoneDeclared", "spec.data: None — the plan moves the workload without its data"
+        else:
+            reason, why = "NoData", "the workload keeps no data in PersistentVolumeClaims and declares no data step"
+        _skip(st, COPY_DATA, reason, why, now)
+        _skip(st, CATCH_UP, reason, why, now)
+        _enter(st, SWITCH_TRAFFIC, now, f"withdrawing traffic from {src}")
+    else:
+        _enter(st, COPY_DATA, now, f"copying the data ({data_of(st).get('mover')})")
+
+
+def _copy_data(st: Obj, f: Facts) -> None:
+    h = outcome(stage_runs(st, COPY), f.hooks)
+    if h.state == "complete":
+        _done(st, COPY_DATA, f.now, "the copy completed")
+        if data_of(st).get("maxLagSeconds") is not None:
+            _enter(st, CATCH_UP, f.now, f"waiting for the target's lag to be at most "
+                   f"{float(data_of(st)['maxLagSeconds']):g}s")
+        elif st.get("catchUpRun"):
+            _enter(st, CATCH_UP, f.now, "copying again the changes made during the copy")
+        else:
+            _enter(st, CATCH_UP, f.now, "waiting for the target to catch up")
+    elif h.state == "failed":
+        _roll_back(st, "HookFailed", f"the copy failed: {h.message}".rstrip(": "), f.now)
+    else:
+        st["message"] = f"waiting for the copy to complete ({h.message})"
+
+
+def _catch_up(spec: MigrationPlanSpec, st: Obj, f: Facts, elapsed: float, src: str) -> None:
+    if data_of(st).get("maxLagSeconds") is not None:
+        done = _probe_lag(spec, st, f)
+    elif st.get("catchUpRun"):
+        h = outcome(stage_runs(st, CATCHUP), f.hooks)
+        if h.state == "failed":
+            _roll_back(st, "HookFailed", f"the catch-up failed: {h.message}".rstrip(": "), f.now)
+            return
+        done = h.state == "complete"
+    else:
+        done = elapsed >= _catch_up_wait(spec)
+    if done:
+        _done(st, CATCH_UP, f.now, "caught up")
+        freeze = spec.switch.freezeSeconds
+        _enter(st, SWITCH_TRAFFIC, f.now, f"fencing {src} (traffic withdrawn) for the final sync, at most "
+               f"{freeze:g}s" if freeze > 0 else f"withdrawing traffic from {src}")
+
+
+def _probe_lag(spec: MigrationPlanSpec, st: Obj, f: Facts) -> bool:
+    """One look at the lag probe: True once a run says the target is within maxLagSeconds."""
+    step = spec.data_step()
+    assert step is not None and step.catchUp is not None
+    cu: Obj = dict(st.get("catchUp") or {})
+    follow = outcome(stage_runs(st, CATCHUP), f.hooks) if step.mover == "VolumeCopy" else HookState("running")
+    if follow.state == "failed":
+        _roll_back(st, "HookFailed", f"the catch-up copy failed: {follow.message}", f.now)
+        return False
+    due = parse_rfc3339(cu.get("nextProbeTime"))
+    if due is not None and f.now < due:
+        return False
+    run = probe_run(st)
+    h = f.hooks.get(run) or HookState("absent")
+    if h.state == "complete":
+        cu.update(lastResult=f"lag at most {step.catchUp.maxLagSeconds:g}s", caughtUpTime=rfc3339_ms(f.now))
+        st["catchUp"] = cu
+        return True
+    if h.state == "failed":  # the probe's "not yet": look again after periodSeconds, in a new run
+        cu.update(probes=int(cu.get("probes") or 0) + 1, lastResult=f"lag above {step.catchUp.maxLagSeconds:g}s",
+                  nextProbeTime=rfc3339_ms(f.now + step.catchUp.probe.periodSeconds))
+        st["catchUp"] = cu
+        st["message"] = f"the target lags more than {step.catchUp.maxLagSeconds:g}s; probing again"
+    else:
+        st["message"] = f"probing the target's lag ({run})"
+    return False
+
+
 def _switch_traffic(spec: MigrationPlanSpec, st: Obj, f: Facts, src: str, dst: str) -> None:
     """SwitchTraffic: once the source is withdrawn on the Binding, drain it for ``trafficDrainSeconds``."""
     if src not in f.withdrawn:  # not on the Binding yet: the drain time starts once it is
         st["message"] = f"withdrawing traffic from {src}"
         st.pop("switchedTime", None)
         return
+    if spec.switch.freezeSeconds > 0 and not _frozen_and_synced(spec, st, f, src):
+        return
     switched = parse_rfc3339(st.get("switchedTime"))
     if switched is None:
         st["switchedTime"] = rfc3339_ms(f.now)
         switched = f.now
     if f.now - switched >= spec.trafficDrainSeconds:
+        if data_of(st).get("mover") not in (None, "None") and "lostWritesMeasuredBy" not in data_of(st):
+            st["data"] = {**data_of(st), "lostWritesMeasuredBy": "none"}  # no freeze: writes after the copy
         _done(st, SWITCH_TRAFFIC, f.now, f"traffic goes to {dst} only")
         _enter(st, RETIRE_SOURCE, f.now, f"removing the {src} copy once {dst} covers every replica")
     else:
         st["message"] = f"draining connections from {src} ({spec.trafficDrainSeconds:g}s)"
+
+
+def _frozen_and_synced(spec: MigrationPlanSpec, st: Obj, f: Facts, src: str) -> bool:
+    """The write freeze: with the source fenced, the final sync runs, then the final lag check (lag 0);
+    True once both passed. Rolls back (unfencing the source) when either fails or the window ends."""
+    fz: Obj = dict(st.get("freeze") or {})
+    if fz.get("stage") == "done":
+        return True
+    fenced = parse_rfc3339(fz.get("fencedTime"))
+    if fenced is None:
+        fenced = f.now
+        fz.update(fencedTime=rfc3339_ms(f.now), stage="sync", fence="Traffic")
+    data: Obj = dict(data_of(st))
+    st["freeze"] = fz
+    if f.now - fenced > spec.switch.freezeSeconds:
+        _roll_back(st, "FreezeExceeded", f"the final sync did not finish within the {spec.switch.freezeSeconds:g}s "
+                   f"write freeze; {src} is unfenced and keeps serving", f.now)
+        return False
+    if fz["stage"] == "sync":
+        h = outcome(stage_runs(st, FINAL), f.hooks)
+        if h.state == "failed":
+            _roll_back(st, "HookFailed", f"the final sync failed: {h.message}".rstrip(": "), f.now)
+        elif h.state == "complete":
+            fz["stage"] = "check" if data.get("maxLagSeconds") is not None else "done"
+        else:
+            st["message"] = f"{src} fenced: running the final sync ({h.message})"
+    if fz["stage"] == "check":
+        h = f.hooks.get(PROBE_FINAL) or HookState("absent")
+        if h.state == "failed":
+            _roll_back(st, "DataBehind", f"after the final sync the target still lags {src}: not switching "
+                       f"({h.message})".replace(" ()", ""), f.now)
+        elif h.state == "complete":
+            fz["stage"] = "done"
+            data.update(lostWrites=0, lostWritesMeasuredBy="probe")
+        else:
+            st["message"] = f"{src} fenced: checking the target has every write (lag 0)"
+    if fz["stage"] == "done":
+        fz["downtimeSeconds"] = round(f.now - fenced, 3)
+        data.setdefault("lostWritesMeasuredBy", "none")
+        st["data"] = data
+        return True
+    return False
 
 
 def _rolling_back(st: Obj, f: Facts) -> None:
@@ -373,14 +513,6 @@ def _finish(st: Obj, phase: str, reason: str, message: str, now: float) -> None:
         set_condition(st, FAILED_CONDITION, "True", reason, message, now, start=True)
 
 
-def _hook_cluster(spec: MigrationPlanSpec, st: Mapping[str, Any]) -> str:
-    return hook_cluster(spec, str(st.get("sourceCluster")), str(st.get("targetCluster")))
-
-
-def hook_cluster(spec: MigrationPlanSpec, source: str, target: str) -> str:
-    return source if spec.hook is not None and spec.hook.runOn == "Source" else target
-
-
 def _requeue(spec: MigrationPlanSpec, st: Mapping[str, Any], now: float) -> float:
     """When to look again without a watch event: the phase's timeout or declared wait, at most POLL_SECONDS."""
     phase = str(st.get("phase"))
@@ -388,8 +520,14 @@ def _requeue(spec: MigrationPlanSpec, st: Mapping[str, Any], now: float) -> floa
     due = [POLL_SECONDS]
     if phase in FORWARD:
         due.append(started + spec.timeouts.of(phase) - now + 0.01)
-    if phase == CATCH_UP and not st.get("catchUpRun"):
+    if phase == CATCH_UP and not st.get("catchUpRun") and data_of(st).get("maxLagSeconds") is None:
         due.append(started + _catch_up_wait(spec) - now + 0.01)
+    probe_at = parse_rfc3339((st.get("catchUp") or {}).get("nextProbeTime"))
+    if phase == CATCH_UP and probe_at is not None:
+        due.append(probe_at - now + 0.01)
+    fenced = parse_rfc3339((st.get("freeze") or {}).get("fencedTime"))
+    if phase == SWITCH_TRAFFIC and fenced is not None:
+        due.append(fenced + spec.switch.freezeSeconds - now + 0.01)
     switched = parse_rfc3339(st.get("switchedTime"))
     if phase == SWITCH_TRAFFIC and switched is not None:
         due.append(switched + spec.trafficDrainSeconds - now + 0.01)
@@ -397,4 +535,5 @@ def _requeue(spec: MigrationPlanSpec, st: Mapping[str, Any], now: float) -> floa
 
 
 def _catch_up_wait(spec: MigrationPlanSpec) -> float:
-    return spec.hook.catchUpWaitSeconds if spec.hook is not None else 0.0
+    step = spec.data_step()
+    return step.hook.catchUpWaitSeconds if step is not None and step.hook is not None else 0.0

@@ -47,7 +47,7 @@ Record = dict[str, Any]
 OPTIONS_TOP_K = 10
 
 # scheduleType (``drods.schedulerd.records``) → decision type
-_SCHEDULE_TYPES = {"RescheduleTriggered": RESCHEDULE, "FleetChanged": REBALANCE}
+_SCHEDULE_TYPES = {"RescheduleTriggered": RESCHEDULE, "FleetChanged": REBALANCE, "Migration": MIGRATION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +168,7 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
         inputs["prices"] = {"estimatedHourlyCost": entry["estimatedHourlyCost"]}
     if entry.get("dataMovedGiBPerHour") is not None:
         inputs["data"] = {"movedGiBPerHour": entry["dataMovedGiBPerHour"]}
-    for section in ("users", "latencies", "usage"):  # sections other components may add to the entry
+    for section in ("users", "latencies", "usage", "migration"):  # sections other components may add
         if entry.get(section) is not None:
             inputs[section] = entry[section]
     if isinstance(users := inputs["analysis"].get("users"), dict):  # the users and each chosen cluster's latency

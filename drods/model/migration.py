@@ -101,6 +101,67 @@ class MigrationHook(BaseModel):
         return self
 
 
+class LagProbe(BaseModel):
+    """A readiness-style check run in the target (a one-container Job): it exits 0 when the target is
+    at most ``MIGRATION_MAX_LAG_SECONDS`` behind the source, non-zero otherwise (run again after
+    ``periodSeconds``)."""
+
+    model_config = _STRICT
+
+    image: str = Field(min_length=1)
+    command: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    env: list[dict[str, Any]] = Field(default_factory=list)
+    periodSeconds: float = Field(default=5.0, gt=0)
+
+
+class CatchUpCheck(BaseModel):
+    """CatchUp ends when the probe says the target lags the source by at most ``maxLagSeconds``."""
+
+    model_config = _STRICT
+
+    maxLagSeconds: float = Field(ge=0)
+    probe: LagProbe
+
+
+class DataStep(BaseModel):
+    """How the workload's data moves (``spec.data``): the built-in ``VolumeCopy`` mover or a ``Hook``.
+
+    ``VolumeCopy`` runs, for each PersistentVolumeClaim of the workload, a copy Job in the target
+    (``image``, the transport's client) that mounts the target's claim at ``/data`` and pulls the
+    source's claim through ``transport``. ``Hook`` runs ``hook`` with the workload's claims mounted
+    (``mountWorkloadVolumes``)."""
+
+    model_config = _STRICT
+
+    mover: Literal["VolumeCopy", "Hook"]
+    hook: MigrationHook | None = None
+    mountWorkloadVolumes: bool = True
+    transport: Literal["Rsync"] = "Rsync"
+    image: str | None = Field(default=None, min_length=1)
+    catchUp: CatchUpCheck | None = None
+
+    @model_validator(mode="after")
+    def _mover_needs(self) -> DataStep:
+        if self.mover == "Hook" and self.hook is None:
+            raise ValueError("mover Hook needs data.hook (a jobTemplate or a command)")
+        if self.mover == "VolumeCopy" and self.hook is not None:
+            raise ValueError("mover VolumeCopy takes no data.hook (use mover: Hook)")
+        if self.mover == "VolumeCopy" and self.image is None:
+            raise ValueError("mover VolumeCopy needs data.image (the transport's client image)")
+        return self
+
+
+class SwitchSpec(BaseModel):
+    """The write freeze before the switch: the source is fenced (its traffic withdrawn) for at most
+    ``freezeSeconds`` while the final sync runs; 0 switches without a final sync."""
+
+    model_config = _STRICT
+
+    freezeSeconds: float = Field(default=0.0, ge=0)
+    fence: Literal["Traffic"] = "Traffic"
+
+
 class PhaseTimeouts(BaseModel):
     """Seconds each phase may take before the plan rolls back (RetireSource only reports)."""
 
@@ -123,7 +184,9 @@ class MigrationPlanSpec(BaseModel):
     workloadRef: WorkloadRef
     sourceCluster: str = Field(min_length=1)
     targetCluster: str | None = Field(default=None, min_length=1)  # none: where the scheduler would put it
-    hook: MigrationHook | None = None  # none: no data step (CopyData and a Run catch-up are skipped)
+    hook: MigrationHook | None = None  # the same as data: {mover: Hook, hook: …}
+    data: DataStep | Literal["None"] | None = None  # "None": move without the data, said explicitly
+    switch: SwitchSpec = Field(default_factory=SwitchSpec)
     trafficDrainSeconds: float = Field(default=5.0, ge=0)  # after traffic moved, before the source goes
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
     trigger: Literal["Operator", "Drain", "Automatic"] = "Operator"
@@ -133,7 +196,23 @@ class MigrationPlanSpec(BaseModel):
     def _distinct(self) -> MigrationPlanSpec:
         if self.sourceCluster == self.targetCluster:
             raise ValueError("sourceCluster and targetCluster must differ")
+        if self.hook is not None and self.data is not None:
+            raise ValueError("set spec.data or spec.hook, not both (spec.hook is spec.data with mover Hook)")
+        if self.switch.freezeSeconds > 0 and self.data_step() is None:
+            raise ValueError("switch.freezeSeconds needs a data step to run the final sync")
         return self
+
+    def data_step(self) -> DataStep | None:
+        """The data step the plan runs; None when it has none (undeclared, or ``data: None``)."""
+        if isinstance(self.data, DataStep):
+            return self.data
+        if self.hook is not None:
+            return DataStep(mover="Hook", hook=self.hook)
+        return None
+
+    @property
+    def data_declared_none(self) -> bool:
+        return self.data == "None"
 
 
 def pinned_placement(obj: Mapping[str, Any] | None) -> dict[str, int] | None:
@@ -178,7 +257,8 @@ def plan_ref(namespace: str, name: str) -> str:
 
 def declared_hook(workload: Mapping[str, Any]) -> dict[str, Any] | None:
     """The hook a workload declares in its ``multicluster.io/migration-hook`` annotation (YAML or JSON of
-    a plan's ``spec.hook``); None without one. ValueError when it is there but unreadable."""
+    a plan's ``spec.hook``, or of a ``spec.data`` — it then names a ``mover``); None without one.
+    ValueError when it is there but unreadable."""
     raw = ((workload.get("metadata") or {}).get("annotations") or {}).get(MIGRATION_HOOK)
     if not raw:
         return None
@@ -199,8 +279,8 @@ def plan_object(kind: str, namespace: str, name: str, source: str, target: str |
                             "sourceCluster": source, "trigger": trigger, "reason": reason[:1024]}
     if target:
         spec["targetCluster"] = target
-    if hook is not None:
-        spec["hook"] = dict(hook)
+    if hook is not None:  # a declared data step (it names a mover) or a plain hook
+        spec["data" if "mover" in hook else "hook"] = dict(hook)
     where = f"to-{target[:12]}" if target else f"from-{source[:12]}"
     return {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan",
             "metadata": {"name": f"{name[:40]}-{where}-{stamp}".lower(), "namespace": namespace}, "spec": spec}

@@ -136,6 +136,7 @@ class SimConfig:
     usage: UsageModel = field(default_factory=UsageModel)
     startup_seconds: float = 0.0  # a bound pod becomes Ready after this long
     job_seconds: float = 5.0  # a Job's pod runs this long, then Succeeded
+    volume_bandwidth_mbps: float = 1000.0  # a volume copy's pull from another sim (drods.sim.storage)
     data_dir: Path | None = None  # store, keys, certificates (default: state_dir/NAME)
     state_dir: Path = field(default_factory=default_state_dir)
     kubeconfig_out: Path | None = None
@@ -144,6 +145,8 @@ class SimConfig:
     latency_to: dict[str, Link] = field(default_factory=dict)  # probing site → emulated link (C2)
 
     def __post_init__(self) -> None:
+        if self.volume_bandwidth_mbps <= 0:
+            raise ValueError("--volume-bandwidth-mbps must be positive")
         if not 0.0 <= self.preload < 1.0:
             raise ValueError("--preload must be in [0, 1)")
         if not self.pools or sum(p.count for p in self.pools) == 0:

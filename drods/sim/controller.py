@@ -28,10 +28,13 @@ from drods.sim import endpoints as E
 from drods.sim import kinds as K
 from drods.sim import workloads as W
 from drods.sim.config import ANN_EXIT_CODE, ANN_RUN_SECONDS, PRELOAD_NAMESPACE, SimConfig
+from drods.sim.datapass import data_pass
+from drods.sim.movers import role
 from drods.sim.nodes import build_nodes, node_ip, preload_pods
 from drods.sim.placer import place, rooms
 from drods.sim.registry import SimRegistry
 from drods.sim.resources import condition, is_terminal, node_ready, of_list
+from drods.sim.storage import Network, WriteClock
 from drods.store import Store
 
 log = logging.getLogger("drods.sim")
@@ -39,6 +42,7 @@ Obj = dict[str, Any]
 NS_FINALIZER = "sim.drods.io/namespace-contents"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 WRITE_CONCURRENCY = 32
+DATA_TICK_SECONDS = 0.25  # how often moving bytes and written counters are brought up to date
 MANAGED_OWNERS = {"Deployment": K.DEPLOYMENT, "StatefulSet": K.STATEFUL_SET, "DaemonSet": K.DAEMON_SET,
                   "Job": K.JOB}
 
@@ -87,6 +91,8 @@ class SimController:
         self._seen = asyncio.Event()  # the informer moved (what `_caught_up` waits on)
         self._written = 0  # the store revision of this controller's latest write
         self._informer: asyncio.Task[None] | None = None
+        self.network = Network(cfg.state_dir / "volumes", cfg.name)  # claims seen by the other sims
+        self.write_clock = WriteClock()
 
     def _changed(self, _key: str, _old: Any, _new: Any) -> None:
         self._wake.set()
@@ -187,7 +193,10 @@ class SimController:
         await self._namespaces(namespaces, workloads, pods)
         await self._garbage_collect(workloads, pods)
         await self._workloads(workloads, pods, nodes, stamp)
+        data_due = await self._storage(workloads, pods, now, stamp)
         next_due = await self._kubelet(pods, nodes, now)
+        if data_due is not None:
+            next_due = data_due if next_due is None else min(next_due, data_due)
         await self._schedule(pods, nodes, now)
         await self._statuses(workloads, pods, nodes, stamp)
         await self._endpoint_slices(pods)
@@ -318,7 +327,26 @@ class SimController:
                 pods[_key(result)] = result
         return min(due) if due else None
 
+    async def _storage(self, workloads: dict[str, list[Obj]], pods: dict[tuple[str, str], Obj], now: float,
+                       stamp: str) -> float | None:
+        """Claims, writes and data movers (`drods.sim.datapass`); a moving copy is looked at again soon."""
+        out = data_pass(workloads["StatefulSet"], list(pods.values()), self._list(K.PERSISTENT_VOLUME_CLAIM),
+                        self.network, self.write_clock, now, stamp, self.cfg.volume_bandwidth_mbps * 1e6 / 8)
+        changed = [self._put(K.POD, p) for p in out.pods]
+        changed += [self._put(K.POD, {**p, "status": self._finished_status(p, p.get("status") or {}, now, code)})
+                    for p, code in out.finished]
+        for result in await self._gather([*changed, *(self._create(K.PERSISTENT_VOLUME_CLAIM, c) for c in out.create),
+                                          *(self._put(K.PERSISTENT_VOLUME_CLAIM, c) for c in out.update)]):
+            if result is not None and result.get("kind") == "Pod":
+                pods[_key(result)] = result
+        if any(role(p) is not None and (p.get("status") or {}).get("phase") == "Running" for p in pods.values()) \
+                or self.write_clock.since:
+            return now + DATA_TICK_SECONDS  # bytes move and counters advance with time, not with store changes
+        return None
+
     def _run_seconds(self, pod: Obj) -> float | None:
+        if role(pod) == "copy":
+            return None  # ends when its bytes are moved (`_storage`)
         spec = pod.get("spec") or {}
         ann = pod["metadata"].get("annotations") or {}
         owner_kinds = {r.get("kind") for r in pod["metadata"].get("ownerReferences") or []}

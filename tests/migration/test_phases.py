@@ -50,7 +50,7 @@ def test_start_records_the_move_and_pins_source_plus_target() -> None:
     assert st["sourceReplicas"] == 3 and st["originalPlacement"] == [{"cluster": "a", "replicas": 3},
                                                                      {"cluster": "c", "replicas": 1}]
     assert step.effects.pin == {"a": 3, "b": 3, "c": 1}  # the source keeps all its replicas
-    assert step.effects.withdrawn == frozenset() and step.effects.hook is None
+    assert step.effects.withdrawn == frozenset() and step.effects.runs == ()
     cond = conditions(st)["TargetPrepared"]
     assert cond["status"] == "Unknown" and cond["startTime"] == st["phaseStartTime"]
     assert step.requeue is not None and step.requeue <= phases.POLL_SECONDS
@@ -84,12 +84,12 @@ def test_the_whole_way_with_each_pass_repeatable() -> None:
     # ready on the target → CopyData, the copy hook wanted
     ready = {"a": Copy(3, 3, True), "b": Copy(3, 3, True), "c": Copy(1, 1, True)}
     step = advance(s, again.status, replace(f, now=T0 + 2, copies=ready))
-    assert step.status["phase"] == "CopyData" and step.effects.hook == "copy" and step.effects.pin == pin
+    assert step.status["phase"] == "CopyData" and step.effects.runs == ("copy",) and step.effects.pin == pin
     assert conditions(step.status)["TargetPrepared"]["status"] == "True"
     f = facts(T0 + 3, placement=pin, copies=ready, hooks={"copy": HookState("running")})
     assert advance(s, step.status, f).status["phase"] == "CopyData"
     step = advance(s, step.status, replace(f, hooks={"copy": HookState("complete")}))
-    assert step.status["phase"] == "CatchUp" and step.effects.hook is None  # a declared wait, not a run
+    assert step.status["phase"] == "CatchUp" and step.effects.runs == ()  # a declared wait, not a run
     # catch-up waits its 10 s
     assert advance(s, step.status, replace(f, now=T0 + 12)).status["phase"] == "CatchUp"
     w = advance(s, step.status, replace(f, now=T0 + 3 + 10))
@@ -120,7 +120,7 @@ def test_catch_up_can_run_the_hook_again() -> None:
     s = spec(hook={"command": {"image": "busybox"}, "catchUp": "Run"})
     st = {**started(s), "phase": "CatchUp", "phaseStartTime": "2027-01-15T08:00:00.000Z"}
     step = advance(s, st, facts(T0 + 1, hooks={"copy": HookState("complete"), "catchup": HookState("running")}))
-    assert step.status["phase"] == "CatchUp" and step.effects.hook == "catchup"
+    assert step.status["phase"] == "CatchUp" and step.effects.runs == ("catchup",)
     step = advance(s, st, facts(T0 + 1, hooks={"catchup": HookState("failed", "exit 1")}))
     assert step.status["phase"] == "RollingBack" and step.status["rollbackReason"] == "HookFailed"
 
@@ -131,7 +131,7 @@ def test_no_hook_skips_the_data_phases() -> None:
     pin = {"a": 3, "b": 3, "c": 1}
     step = advance(s, st, facts(T0 + 1, placement=pin, copies={"b": Copy(3, 3, True), "a": Copy(3, 3, True)}))
     assert step.status["phase"] == "SwitchTraffic"
-    assert conditions(step.status)["DataCopied"]["reason"] == "NoHook"
+    assert conditions(step.status)["DataCopied"]["reason"] == "NoData"
 
 
 def test_failed_hook_rolls_back_and_the_source_keeps_serving() -> None:

@@ -49,6 +49,7 @@ PLANS = f"/apis/multicluster.io/v1alpha1/namespaces/{NS}/migrationplans"
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
 START = 90.0  # seconds a process may take to come up on a loaded machine
 FORWARD = ("PrepareTarget", "CopyData", "CatchUp", "SwitchTraffic", "RetireSource")
+BANDWIDTH_MBPS = 80  # the sims' volume copy: 10 MB/s
 
 
 def _copy_keys(seed: Path, to: Path) -> Path:
@@ -99,7 +100,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         ServerProcess(seed).run_cli("token", "create", "--role", "admin", "--data-dir", str(seed))
         load_or_create_key(seed / "encryption.key")
         Keyring.load(seed)
-        sims = {n: SimProcess(n, root / "sims", [*args, "--job-seconds", "1"]).start() for n, args in SIMS.items()}
+        sim_args = ["--job-seconds", "1", "--volume-bandwidth-mbps", str(BANDWIDTH_MBPS)]
+        sims = {n: SimProcess(n, root / "sims", [*args, *sim_args]).start() for n, args in SIMS.items()}
         api = ServerProcess(_copy_keys(seed, root / "api"), command="apiserver", args=store, start_timeout=START)
         procs = [api, ServerProcess(_copy_keys(seed, root / "sched"), command="scheduler",
                                     args=[*store, "--id", "sched", "--lease-ttl", "2"], start_timeout=START),
@@ -143,7 +145,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                 s.stop()
 
 
-def statefulset(name: str, replicas: int, hook: dict[str, Any] | None) -> dict[str, Any]:
+def statefulset(name: str, replicas: int, hook: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NS}
     if hook is not None:
         meta["annotations"] = {MIGRATION_HOOK: json.dumps(hook)}
@@ -152,7 +154,8 @@ def statefulset(name: str, replicas: int, hook: dict[str, Any] | None) -> dict[s
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"containers": [{"name": "db", "image": "postgres:16",
                                                            "resources": {"requests": {"cpu": "100m",
-                                                                                      "memory": "128Mi"}}}]}}}}
+                                                                                      "memory": "128Mi"}}}]}},
+                     **extra}}
 
 
 def hook(exit_code: int = 0) -> dict[str, Any]:
@@ -164,8 +167,9 @@ def hook(exit_code: int = 0) -> dict[str, Any]:
                                  "command": ["sh", "-c", "pg_basebackup -h $MIGRATION_SOURCE_CLUSTER"]}]}}}}}
 
 
-def deploy(fleet: Fleet, name: str, replicas: int, h: dict[str, Any]) -> tuple[str, str]:
-    r = fleet.http.post(f"/apis/apps/v1/namespaces/{NS}/statefulsets", json=statefulset(name, replicas, h))
+def deploy(fleet: Fleet, name: str, replicas: int, h: dict[str, Any] | None,
+           body: dict[str, Any] | None = None) -> tuple[str, str]:
+    r = fleet.http.post(f"/apis/apps/v1/namespaces/{NS}/statefulsets", json=body or statefulset(name, replicas, h))
     assert r.status_code == 201, r.text
     bname = f"statefulset-{NS}-{name}"
 
@@ -323,3 +327,111 @@ def test_kubectl_lists_and_applies_migration_plans(fleet: Fleet, tmp_path: Path)
     rows = {line.split()[1]: line.split() for line in out.stdout.splitlines()[1:]}
     assert rows["StatefulSet/orders"][4] == "Succeeded"
     assert any(r[1] == "StatefulSet/ledger" and r[4] == "RolledBack" for r in map(str.split, out.stdout.splitlines()))
+
+
+# ---- data that moves: VolumeCopy between the sims (issue: stateful moves that keep the data)
+MB = 1_000_000
+DATA_BYTES = 20 * MB  # per claim: 2 s at BANDWIDTH_MBPS
+
+
+def writing_statefulset(name: str, used: int, storage: str = "1Gi") -> dict[str, Any]:
+    """One replica with two claims (data, wal) of ``used`` bytes each, written 20 times a second."""
+    body = statefulset(name, 1, None, volumeClaimTemplates=[
+        {"metadata": {"name": t, "annotations": {"sim.drods.io/used-bytes": str(used)}},
+         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}}
+        for t in ("data", "wal")])
+    body["spec"]["template"]["metadata"]["annotations"] = {"sim.drods.io/write-rate": "20"}
+    return body
+
+
+def volume_copy(freeze: float = 20) -> dict[str, Any]:
+    return {"data": {"mover": "VolumeCopy", "image": "registry.example/volume-copy-rsync:1",
+                     "catchUp": {"maxLagSeconds": 1, "probe": {"image": "busybox", "periodSeconds": 1}}},
+            "switch": {"freezeSeconds": freeze}, "trafficDrainSeconds": 0}
+
+
+def claim(fleet: Fleet, cluster: str, name: str) -> dict[str, Any]:
+    obj = fleet.members[cluster].get(f"/api/v1/namespaces/{NS}/persistentvolumeclaims/{name}")
+    return dict(obj or {})
+
+
+def writes(c: dict[str, Any]) -> int:
+    return int((c.get("metadata") or {}).get("annotations", {}).get("sim.drods.io/writes") or -1)
+
+
+def plan_body(name: str, workload: str, source: str, target: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan", "metadata": {"name": name},
+            "spec": {"workloadRef": {"name": workload}, "sourceCluster": source, "targetCluster": target, **spec}}
+
+
+def test_volume_copy_moves_two_written_claims_and_loses_no_write(fleet: Fleet) -> None:
+    source, target = deploy(fleet, "catalog", 1, None, writing_statefulset("catalog", DATA_BYTES))
+    wait_for(lambda: writes(claim(fleet, source, "data-catalog-0")) > 0, 20, "the source's claims written")
+    # no data step for a workload with claims: refused, nothing created
+    refused = fleet.http.post(PLANS, json=plan_body("catalog-bare", "catalog", source, target))
+    assert refused.status_code == 400 and refused.json()["reason"] == "BadRequest", refused.text
+    assert "spec.data: None" in refused.json()["message"]
+    assert refused.json()["details"]["causes"][0]["field"] == "spec.data"
+    assert fleet.http.get(f"{PLANS}/catalog-bare").status_code == 404
+    r = fleet.http.post(PLANS, json=plan_body("catalog-move", "catalog", source, target, **volume_copy()))
+    assert r.status_code == 201, r.text
+    records: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + 120
+    phase = ""
+    while phase not in ("Succeeded", "RolledBack", "Failed"):
+        assert time.monotonic() < deadline, f"plan stuck: {fleet.plan('catalog-move').get('status')}"
+        assert sum(fleet.ready_in_members("catalog").values()) >= 1, f"no ready replica in {phase}"
+        pods = fleet.members[target].get(f"/api/v1/namespaces/{NS}/pods?labelSelector=job-name") or {}
+        for p in pods.get("items") or []:
+            rec = (p["metadata"].get("annotations") or {}).get("sim.drods.io/copy")
+            if rec and (p.get("status") or {}).get("phase") == "Succeeded":
+                records[p["metadata"]["labels"]["job-name"]] = json.loads(rec)
+        phase = str((fleet.plan("catalog-move").get("status") or {}).get("phase") or "Pending")
+        time.sleep(0.2)
+    st = fleet.plan("catalog-move")["status"]
+    assert st["phase"] == "Succeeded", st
+    assert st["data"]["claims"] == ["data-catalog-0", "wal-catalog-0"]
+    assert st["data"]["lostWrites"] == 0 and st["data"]["lostWritesMeasuredBy"] == "probe"
+    assert 0 < st["freeze"]["downtimeSeconds"] <= 20
+    copies = {k: v for k, v in records.items() if "-copy-" in k}
+    finals = {k: v for k, v in records.items() if "-final-" in k}
+    assert len(copies) == 2 and len(finals) == 2, sorted(records)
+    for rec in copies.values():  # copy time ≈ size ÷ bandwidth (the size: the data and the writes made so far)
+        expect = rec["total"] / (BANDWIDTH_MBPS * 1e6 / 8)
+        assert DATA_BYTES <= rec["total"] == rec["goalUsed"] and expect <= rec["seconds"] <= expect + 1.5, rec
+    for name, rec in finals.items():  # the final sync left the target with exactly the fenced source's content
+        claim_name = st["data"]["claims"][int(name.split("-final-")[1].split("-")[0])]
+        src = claim(fleet, source, claim_name)
+        assert writes(src) == rec["goalWrites"], (claim_name, writes(src), rec)
+        assert src["metadata"]["annotations"]["sim.drods.io/checksum"] == rec["checksum"]
+        assert writes(claim(fleet, target, claim_name)) >= rec["goalWrites"]  # promoted: written again since
+    assert fleet.ready_in_members("catalog") == {target: 1}
+
+
+def test_a_failed_volume_copy_rolls_back_with_the_source_untouched(fleet: Fleet) -> None:
+    # 3 MB of data in 1 MiB claims: the target's copy fails (no space left on device)
+    source, target = deploy(fleet, "ledger2", 1, None, writing_statefulset("ledger2", 3 * MB, storage="1Mi"))
+    before = wait_for(lambda: writes(claim(fleet, source, "data-ledger2-0")) if writes(
+        claim(fleet, source, "data-ledger2-0")) > 0 else None, 20, "the source written")
+    r = fleet.http.post(PLANS, json=plan_body("ledger2-move", "ledger2", source, target, **volume_copy()))
+    assert r.status_code == 201, r.text
+    st = wait_for(lambda: s if (s := fleet.plan("ledger2-move").get("status") or {}).get("phase") in (
+        "RolledBack", "Failed", "Succeeded") else None, 90, "the plan ended")
+    assert st["phase"] == "RolledBack" and st["rollbackReason"] == "HookFailed", st
+    assert fleet.ready_in_members("ledger2") == {source: 1}
+    src = claim(fleet, source, "data-ledger2-0")
+    assert "sim.drods.io/read-only" not in src["metadata"]["annotations"]  # never fenced
+    wait_for(lambda: writes(claim(fleet, source, "data-ledger2-0")) > max(writes(src), before), 10,
+             "the source still taking writes")
+
+
+def test_data_none_moves_without_the_data_as_declared(fleet: Fleet) -> None:
+    source, target = deploy(fleet, "cache", 1, None, writing_statefulset("cache", MB))
+    r = fleet.http.post(PLANS, json=plan_body("cache-move", "cache", source, target, data="None",
+                                               trafficDrainSeconds=0))
+    assert r.status_code == 201, r.text
+    st = wait_for(lambda: s if (s := fleet.plan("cache-move").get("status") or {}).get("phase") in (
+        "RolledBack", "Failed", "Succeeded") else None, 60, "the plan ended")
+    assert st["phase"] == "Succeeded" and st["data"]["mover"] == "None" and st["data"]["declaredNone"], st
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["DataCopied"]["reason"] == "DataNoneDeclared"

@@ -102,17 +102,16 @@ def test_a_route_change_is_a_decision_and_a_metric_refresh_is_not() -> None:
     assert moved["options"][1]["reason"] == "replaced: lowest delay 80.0 ms"
 
 
-def test_a_migration_phase_change_is_a_decision_naming_the_move() -> None:
-    from drods.migration.decisions import migration_decision
-    from drods.model.migration import MigrationPlanSpec
+def test_a_migrations_start_and_end_are_decisions_naming_the_move_and_its_data() -> None:
+    from drods.migration.record import migration_record
 
-    spec = MigrationPlanSpec.model_validate({"workloadRef": {"name": "db"}, "sourceCluster": "a",
-                                             "trigger": "Drain", "reason": "maintenance"})
-    rec = migration_decision("default", "db-move", spec, "Pending", {"phase": "Preparing", "message": "target b"},
-                             "b", "lowest water level among the feasible clusters")
+    plan = {"metadata": {"name": "db-move", "namespace": "default", "uid": "u1"},
+            "spec": {"workloadRef": {"kind": "StatefulSet", "name": "db"}, "sourceCluster": "a", "trigger": "Drain"}}
+    status = {"phase": "Succeeded", "binding": "default.statefulset.db", "sourceCluster": "a", "targetCluster": "b",
+              "message": "moved", "data": {"mover": "VolumeCopy", "lostWrites": 0}}
+    rec = from_schedule({**migration_record(plan, status), "time": "2026-11-28T08:00:00Z"})
     assert rec["type"] == "Migration"
     assert rec["subject"] == {"kind": "StatefulSet", "namespace": "default", "name": "db"}
-    assert rec["trigger"] == {"reason": "Drain", "detail": "maintenance"}
-    assert rec["options"] == [{"name": "b", "chosen": True, "feasible": True,
-                               "reason": "lowest water level among the feasible clusters"}]
-    assert rec["summary"] == "MigrationPlan default/db-move: Pending → Preparing (a → b): target b"
+    assert rec["inputs"]["migration"]["sourceCluster"] == "a" and rec["inputs"]["migration"]["targetCluster"] == "b"
+    assert rec["inputs"]["migration"]["data"] == {"mover": "VolumeCopy", "lostWrites": 0}
+    assert rec["summary"] == "moved"

@@ -1,0 +1,55 @@
+"""A plan's decisions in the schedule history (``/history/schedules/``, the decision-record journal):
+when it starts (how its data moves — or ``data: None``, as declared) and when it ends (the data lost
+at the switch, as measured, the freeze, or why it failed or rolled back). ``scheduleType:
+Migration``, next to the scheduler's own records for the workload's Binding, so ``GET
+/api/v1/history/schedules?binding=…`` tells the whole story of a move.
+
+Each record's time is the transition's time as the plan's status holds it, and its key is derived
+from the plan's uid and the phase: a pass repeated after a crash writes nothing twice."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from drods.machinery.journal import Journal
+from drods.model.migration import PREPARE_TARGET, TERMINAL
+from drods.model.timefmt import parse_rfc3339
+
+SCHEDULE_TYPE = "Migration"
+RECORDER = "migration-controller"
+
+
+def migration_record(plan: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    meta = plan.get("metadata") or {}
+    spec = plan.get("spec") or {}
+    ref = spec.get("workloadRef") or {}
+    conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    why = conds.get("Failed") or conds.get("RolledBack") or {}
+    placement = status.get("originalPlacement") or []
+    n = int(status.get("sourceReplicas") or 0)
+    return {"binding": status.get("binding"), "scheduleType": SCHEDULE_TYPE, "scheduler": RECORDER,
+            "trigger": {"kind": SCHEDULE_TYPE, "reason": status.get("message")},
+            "result": {"phase": status.get("phase"), "placement": list(placement), "requested": n, "placed": n,
+                       "message": status.get("message")},
+            "workload": {"kind": ref.get("kind") or "StatefulSet", "namespace": meta.get("namespace") or "default",
+                         "name": ref.get("name")},
+            "migration": {"plan": f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
+                          "workload": f"{ref.get('kind') or 'StatefulSet'}/{ref.get('name')}",
+                          "sourceCluster": status.get("sourceCluster") or spec.get("sourceCluster"),
+                          "targetCluster": status.get("targetCluster") or spec.get("targetCluster"),
+                          "trigger": spec.get("trigger"), "data": status.get("data"),
+                          "catchUp": status.get("catchUp"), "freeze": status.get("freeze"),
+                          "reason": why.get("reason")}}
+
+
+def worth_recording(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """A start (Pending → PrepareTarget) or an end (any terminal phase)."""
+    phase = after.get("phase")
+    return phase != before.get("phase") and (phase == PREPARE_TARGET or phase in TERMINAL)
+
+
+async def record(journal: Journal, plan: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    ts = parse_rfc3339(status.get("completionTime") if status.get("phase") in TERMINAL else status.get("startTime"))
+    uid = str((plan.get("metadata") or {}).get("uid") or "")
+    return await journal.append(migration_record(plan, status), ts=ts, dedup=f"migration-{uid}-{status.get('phase')}")

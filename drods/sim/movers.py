@@ -1,0 +1,130 @@
+"""What the sim's data-mover pods do each pass (see `drods.sim.storage` for the model): a VolumeCopy
+pod moves bytes at the sim's bandwidth from the source's published claim into its target claim; a
+lag probe pod judges the lag of its workload's copies. Pure: (pod, claims, what the source
+published, now) → the pod's progress, the claim's new content, and the exit code once it ends."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from drods.sim.config import parse_memory
+from drods.sim.storage import (
+    ANN_COPY,
+    ANN_REPLICA_OF,
+    ANN_USED_BYTES,
+    ANN_WRITES,
+    Published,
+    set_content,
+)
+
+Obj = dict[str, Any]
+
+
+def env_of(pod: Mapping[str, Any]) -> dict[str, str]:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return {str(e.get("name")): str(e.get("value") or "") for e in containers[0].get("env") or []
+            if isinstance(e, dict)}
+
+
+def role(pod: Mapping[str, Any]) -> str | None:
+    """copy (a VolumeCopy pod), probe (a lag probe) or None."""
+    env = env_of(pod)
+    if env.get("MIGRATION_CLAIM"):
+        return "copy"
+    return "probe" if "MIGRATION_MAX_LAG_SECONDS" in env else None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    pod_annotation: str | None = None  # the pod's new progress record
+    claim: Obj | None = None  # the target claim's new content
+    exit_code: int | None = None  # set when the pod ends
+    message: str = ""
+
+
+def _count(claim: Mapping[str, Any], key: str) -> int:
+    try:
+        return int(float(((claim.get("metadata") or {}).get("annotations") or {}).get(key) or 0))
+    except ValueError:
+        return 0
+
+
+def _capacity(claim: Mapping[str, Any]) -> int | None:
+    raw = (((claim.get("status") or {}).get("capacity")) or {}).get("storage")
+    try:
+        return parse_memory(str(raw)) if raw else None
+    except ValueError:
+        return None
+
+
+def copy_step(pod: Mapping[str, Any], claim: Obj | None, src: Published | None, now: float,
+              bandwidth: float) -> Progress:
+    """One pass of a VolumeCopy pod (bandwidth in bytes per second)."""
+    env = env_of(pod)
+    run, source = env.get("MIGRATION_RUN", "copy"), env.get("MIGRATION_SOURCE_CLUSTER", "")
+    if claim is None or src is None:
+        return Progress(message="waiting for the target claim and the source's")
+    if run == "final" and not src.read_only:
+        return Progress(message="waiting for the source to be fenced")
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANN_COPY)
+    prog: Obj = json.loads(raw) if raw else {}
+    tw, tu = _count(claim, ANN_WRITES), _count(claim, ANN_USED_BYTES)
+    if env.get("MIGRATION_FOLLOW") == "true" and run == "catchup":
+        n = min(max(src.writes - tw, 0), math.floor(bandwidth * max(now - float(prog.get("at", now)), 0)
+                                                      / max(src.write_bytes, 1)))
+        prog.update(at=now, moved=int(prog.get("moved", 0)) + n * src.write_bytes)
+        new = set_content({**claim}, src.used if tw + n >= src.writes else tu + n * src.write_bytes, tw + n, now)
+        new["metadata"]["annotations"][ANN_REPLICA_OF] = source
+        return Progress(json.dumps(prog), new if n > 0 or not _replica(claim) else None)
+    if not prog:
+        total = src.used if run == "copy" else max(src.writes - tw, 0) * src.write_bytes
+        prog = {"total": total, "moved": 0, "goalWrites": src.writes, "goalUsed": src.used, "startedAt": now, "at": now}
+    cap = _capacity(claim)
+    if cap is not None and int(prog["goalUsed"]) > cap:
+        return Progress(json.dumps(prog), exit_code=1,
+                        message=f"no space left on device: {prog['goalUsed']} bytes into a {cap}-byte claim")
+    moved = min(float(prog["total"]), float(prog["moved"]) + bandwidth * max(now - float(prog["at"]), 0))
+    prog.update(moved=moved, at=now)
+    if moved < float(prog["total"]):
+        return Progress(json.dumps(prog))
+    new = set_content({**claim}, int(prog["goalUsed"]), int(prog["goalWrites"]), now)
+    if run == "final":
+        new["metadata"]["annotations"].pop(ANN_REPLICA_OF, None)  # promoted: it takes the writes now
+    else:
+        new["metadata"]["annotations"][ANN_REPLICA_OF] = source
+    seconds = max(now - float(prog["startedAt"]), 1e-9)
+    prog.update(seconds=round(seconds, 3), rateBytesPerSecond=round(moved / seconds),
+                checksum=new["metadata"]["annotations"].get("sim.drods.io/checksum"))
+    return Progress(json.dumps(prog), new, 0)
+
+
+def _replica(claim: Mapping[str, Any]) -> bool:
+    return bool(((claim.get("metadata") or {}).get("annotations") or {}).get(ANN_REPLICA_OF))
+
+
+def probe_exit(pod: Mapping[str, Any], claims: Mapping[tuple[str, str], Obj],
+               sources: Mapping[str, Mapping[str, Published]]) -> int:
+    """0 when every copy of the workload's claims here lags its source by at most MIGRATION_MAX_LAG_SECONDS
+    of writes (a claim with no copy yet counts as behind), else 1."""
+    env = env_of(pod)
+    limit = float(env.get("MIGRATION_MAX_LAG_SECONDS") or 0)
+    kind_ns_name = env.get("MIGRATION_WORKLOAD", "").split("/")
+    if len(kind_ns_name) != 3:
+        return 1
+    _, ns, name = kind_ns_name
+    src = sources.get(env.get("MIGRATION_SOURCE_CLUSTER", ""), {})
+    mine = [c for (cns, cname), c in claims.items() if cns == ns and f"-{name}-" in cname]
+    if not mine:
+        return 1
+    for c in mine:
+        p = src.get(f"{ns}/{c['metadata']['name']}")
+        if p is None or not _replica(c) and p.writes > _count(c, ANN_WRITES):
+            return 1
+        behind = max(p.writes - _count(c, ANN_WRITES), 0)
+        if behind > (limit * p.rate if p.rate > 0 else 0):
+            return 1
+    return 0
