@@ -5,7 +5,7 @@ thresholds → surge → history buffer, and flushes the buffer to the SQLite hi
 simulated tick (one transaction). A second phase writes one simulated day for a few clusters
 to measure history bytes per cluster-day.
 
-It also measures the per-workload usage collection (issue 33) at ``--usage-clusters`` ×
+It also measures the per-workload usage collection at ``--usage-clusters`` ×
 ``--usage-workloads``: the CPU of one collection round (every member's pods and PodMetrics, one list
 of each per namespace, matched to every workload's selector) and the bytes of the usage reports.
 
@@ -283,7 +283,7 @@ def _usage_member(workloads: int, namespaces: int, pods_each: int, seed: int) ->
 
 
 def workload_usage_cost(clusters: int, workloads: int, namespaces: int = 10, pods_each: int = 3) -> dict[str, Any]:
-    """Per-workload usage (issue 33): CPU of one collection round over the fleet — every member's pods and
+    """Per-workload usage: CPU of one collection round over the fleet — every member's pods and
     PodMetrics (one list of each per namespace) matched to every workload's selector — and bytes per report."""
     from drods.members.workload_usage import measure
 

@@ -25,7 +25,7 @@
   or two of them (5–100 GiB/h). ``bytes_reduction`` = 1 − GiB/h read across clusters with the
   DataLocality score / without it.
 
-* users (issue 34): every workload declares where its users are (``placement.users``: one site, or
+* users: every workload declares where its users are (``placement.users``: one site, or
   two at 60/40 for a third of them) and is placed with the default profile (UserLatency on) and
   without UserLatency. ``user_latency_p95_ms`` is the 95th percentile over replicas of the
   share-weighted latency from the users to the replica's cluster; ``latency_gap_ms`` its distance

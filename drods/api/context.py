@@ -61,7 +61,7 @@ class ApiContext:
     readiness: Callable[[], dict[str, bool]] | None = None
     # Set when the server starts to stop: long-lived responses (watches) end instead of holding it.
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    # issue 34: requests per client site this server resolved, shared through the store (made on first use)
+    # requests per client site this server resolved, shared through the store (made on first use)
     demand: DemandRecorder | None = None
 
     @property

@@ -191,7 +191,7 @@ def _per_cluster(path: str) -> Callable[[Obj], str | None]:
 
 
 def _usage(resource: str) -> Callable[[Obj], str | None]:
-    """``used/requested`` of the workload's ready pods over its clusters (``status.usage``, issue 33);
+    """``used/requested`` of the workload's ready pods over its clusters (``status.usage``);
     ``<unknown>`` when no member's metrics were read."""
     def cell(obj: Obj) -> str | None:
         usage = _get(obj, "status.usage")

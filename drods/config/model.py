@@ -60,7 +60,7 @@ class SchedulerConfig(BaseModel):
     maxBackoffSeconds: float = Field(default=_S.max_backoff, gt=0)
     maxUnschedulableSeconds: float = Field(default=_S.max_unschedulable, gt=0)  # retried at least this often
     fleetChange: FleetChangeConfig = Field(default_factory=FleetChangeConfig)
-    # issue 34: replicas follow learned users only when their mean latency drops by at least this (ms)
+    # replicas follow learned users only when their mean latency drops by at least this (ms)
     usersMinGainMs: float = Field(default=_S.users_min_gain_ms, ge=0)
     profile: ProfileSpec = Field(default_factory=ProfileSpec)
 

@@ -1,4 +1,4 @@
-"""A member's network traffic, measured from its kubelets' stats summaries (issue 33, S5).
+"""A member's network traffic, measured from its kubelets' stats summaries (S5).
 
 Each node's kubelet reports cumulative ``node.network.rxBytes`` / ``txBytes`` at
 ``/api/v1/nodes/{node}/proxy/stats/summary`` (through the API server's node proxy). `TrafficMeter`

@@ -1,4 +1,4 @@
-"""Per-workload use read from a member (issue 33): its pods (the workload's own selector, in its
+"""Per-workload use read from a member: its pods (the workload's own selector, in its
 member namespace) joined with metrics.k8s.io PodMetrics.
 
 Collection cost is bounded by namespaces, not workloads: `collect` lists pods and PodMetrics once per

@@ -57,7 +57,7 @@ PREALLOCATION = "multicluster.io/preallocation"
 # Binding: clusters placement feedback (CATS CCC, `drods.steering`) offered it (comma-separated):
 # the scheduler adds them to the names the binding may use (`drods.model.binding.with_offers`).
 PLACEMENT_OFFERS = "multicluster.io/placement-offers"
-# Binding (issue 34): the users CATS steering learned from the demand of the workload's service, JSON
+# Binding: the users CATS steering learned from the demand of the workload's service, JSON
 # ``{"sites": [{"site": str, "weight": float}], "latencySLOMs": float | null, "learnedAt": RFC 3339}``;
 # written with a reschedule (``USERS_MOVED`` reason) when they move, read by the scheduler on every decision
 LEARNED_USERS = "multicluster.io/learned-users"

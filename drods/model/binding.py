@@ -141,7 +141,7 @@ class BindingStatus(BaseModel):
     scheduledGeneration: int | None = None
     scheduledTime: str | None = None
     estimatedHourlyCost: float | None = None  # F6: the placement at the clusters' prices
-    # issue 34: the users the last decision used — source (declared / learned), sites, latency SLO and
+    # the users the last decision used — source (declared / learned), sites, latency SLO and
     # each chosen cluster's latency from them; absent when it knew none
     users: dict[str, Any] | None = None
     # the member controllers' (drods.controllers.binding)

@@ -36,7 +36,7 @@ NETWORK_PREFIX = "/status/network/"
 ENDPOINTS_PREFIX = "/status/endpoints/"
 # Flow affinity pins (C7): ``/steering/flows/<serviceId>/<flow>``.
 FLOWS_PREFIX = "/steering/flows/"
-# issue 34: requests per client site each API server saw for a service (cumulative counts)
+# requests per client site each API server saw for a service (cumulative counts)
 DEMAND_PREFIX = "/steering/demand/"
 # The service traffic graph (H1, `drods.model.traffic`), written by PUT /api/v1/traffic.
 TRAFFIC_KEY = "/traffic/graph"

@@ -1,4 +1,4 @@
-"""A workload's measured use in one member cluster, and summed over its clusters (issue 33, F5).
+"""A workload's measured use in one member cluster, and summed over its clusters (F5).
 
 One document shape, written by whoever reads the member (the work-status controller for push
 members, ``drods agent`` for pull members) on the Work's manifest status, rolled up into

@@ -266,7 +266,7 @@ class Scheduler:
         self.profile = profile or Profile.default()
         seed = rng_seed if rng_seed is not None else self.profile.spec.defaults.seed
         self.rng = np.random.default_rng(seed)
-        # issue 34: the users' shares divide the replicas while the UserLatency score is on
+        # the users' shares divide the replicas while the UserLatency score is on
         self.follows_users = any(p.name == "UserLatency" for p, _ in self.profile.scores)
 
     # ------------------------------------------------------------------ helpers

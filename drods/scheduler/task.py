@@ -120,9 +120,9 @@ class Task:
     workload: str | None = None
     # F3: the cluster holding the primary of a stateful topology now (``role: Primary`` in the status)
     primary: str | None = None
-    # issue 34: users learned from steering's demand (declared ``placement.users`` take precedence)
+    # users learned from steering's demand (declared ``placement.users`` take precedence)
     users: UserDemand | None = None
-    # issue 34: the ServiceRegistration's delay threshold (``placement.latencySLOMs`` takes precedence)
+    # the ServiceRegistration's delay threshold (``placement.latencySLOMs`` takes precedence)
     latency_slo_ms: float | None = None
 
 
@@ -163,8 +163,8 @@ class TaskInfo:
     follow: str | None = None  # F3: "namespace/name" of the workload this one follows
     topology: StatefulTopology | None = None  # F3: primary + replicas over distinct clusters
     primary: str | None = None  # F3: the topology's primary cluster now
-    users: UserDemand | None = None  # issue 34: where the users are (declared or learned)
-    latency_slo_ms: float | None = None  # issue 34: no replica beyond this from the users while room allows
+    users: UserDemand | None = None  # where the users are (declared or learned)
+    latency_slo_ms: float | None = None  # no replica beyond this from the users while room allows
     min_gpu_perf: float | None = None  # F1: a GPU at least this fast (relative performance)
     storage_gib: float = 0.0  # per replica, on ``storage_tier`` when named
     demand: OfferDemand | None = None  # F1: GPUs of an eligible model, GiB of a tier (None: neither)

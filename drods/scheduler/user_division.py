@@ -1,4 +1,4 @@
-"""Division by the users' shares (issue 34): a region with 60 % of the demand gets about 60 % of the
+"""Division by the users' shares: a region with 60 % of the demand gets about 60 % of the
 replicas when its clusters have room, then water level balances within each share.
 
 Each candidate belongs to the user place it is nearest to (within the latency SLO when there is one;

@@ -1,4 +1,4 @@
-"""Where a workload's users are, as the scheduler sees it (issue 34): a distribution over client
+"""Where a workload's users are, as the scheduler sees it: a distribution over client
 sites, cities or regions, declared on the placement or learned from CATS steering's demand.
 (`user_distance.py` says how far they are from each cluster).
 """

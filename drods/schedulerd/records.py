@@ -314,7 +314,7 @@ class Decision:
     time: float
     hourly_cost: float | None = None  # F6: ``status.estimatedHourlyCost`` of a scheduled placement
     roles: Mapping[str, str] | None = None  # F3: Primary / Replica per cluster of a stateful topology
-    users: Mapping[str, Any] | None = None  # issue 34: ``status.users`` (None: the decision knew no users)
+    users: Mapping[str, Any] | None = None  # ``status.users`` (None: the decision knew no users)
 
 
 def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, Any]:

@@ -105,7 +105,7 @@ class SchedulerSettings:
     fleet_min_move_fraction: float = 0.1  # ... when at least this share of their replicas would move
     fleet_max_moves_per_minute: int = 600  # replicas such moves may shift per minute, fleet-wide
     first_status_grace: float = 10.0  # a new leader waits this long at most for every cluster's first status
-    # issue 34: replicas follow learned users only when their mean latency drops by at least this much
+    # replicas follow learned users only when their mean latency drops by at least this much
     users_min_gain_ms: float = 5.0
 
 

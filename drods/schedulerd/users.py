@@ -1,4 +1,4 @@
-"""The scheduler's side of users learned from demand (issue 34): what a Binding says about its
+"""The scheduler's side of users learned from demand: what a Binding says about its
 users, and whether a move towards them pays.
 
 Steering writes the learned users on the Binding (``multicluster.io/learned-users``) with a

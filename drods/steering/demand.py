@@ -1,4 +1,4 @@
-"""The demand steering sees (issue 34): requests per client site for each service, counted where
+"""The demand steering sees: requests per client site for each service, counted where
 flows are resolved (``GET /api/v1/steering/services/{id}/resolve``) and shared through the store.
 
 Each API server counts in memory and writes its cumulative counts per service to

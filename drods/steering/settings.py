@@ -60,7 +60,7 @@ class SteeringSettings(BaseModel):
     endpointPollSeconds: float = Field(default=2.0, gt=0)
     # Registration files (YAML, one or more documents) applied when the controller starts leading (C4).
     registrationFiles: list[str] = Field(default_factory=list)
-    # issue 34: users learned from demand
+    # users learned from demand
     users: UserLearning = Field(default_factory=UserLearning)
     # C2: the control plane's network probe (`drods.steering.probing`)
     probe: ProbeSettings = Field(default_factory=ProbeSettings)

@@ -1,4 +1,4 @@
-"""Users learned from demand (issue 34): where a service's requests come from, fed to the scheduler.
+"""Users learned from demand: where a service's requests come from, fed to the scheduler.
 
 Per service, the request counts the API servers share (`demand.py`) become a rate per client site
 over a decaying window (``windowSeconds``: each poll, rate ← rate·e^(−Δt/τ) + (Δcount/Δt)·(1 − e^(−Δt/τ))).

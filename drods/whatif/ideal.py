@@ -1,4 +1,4 @@
-"""The reference a policy is measured against (issue 34): per tick, the lowest peak water level any
+"""The reference a policy is measured against: per tick, the lowest peak water level any
 placement of the replicas it runs could reach, and the lowest user latency the requested replicas
 could have. (Replicas a policy leaves pending are not in its peak bound: they count in pending
 replica-minutes instead.)

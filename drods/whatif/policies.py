@@ -6,7 +6,7 @@ in the binding's ``placement`` and in what the scheduler is shown:
 * ``WaterLevel`` — the default profile (water-level limit filter, LeastWaterLevel & co, the
   adjuster, WaterLevel division); the snapshot sees *observed* use, as monitoring reports it; the
   automatic operations (evacuate / restore, `drods.monitor.autoops`) run on top. It is told what
-  the product would know (issue 34): each workload's users — learned from its demand, which the
+  the product would know: each workload's users — learned from its demand, which the
   scenario gives as the users' region — the latencies between clusters and regions as measured
   (C2), and the scenario's latency SLA as the users' latency SLO.
 * ``AvailableReplicas`` — Karmada's dynamic weight: replicas ∝ how many fit in allocatable −

@@ -105,7 +105,7 @@ def comparison(pol: dict[str, dict[str, float]]) -> dict[str, Any]:
     return out
 
 
-# the figures on which WaterLevel must be no worse than a baseline (issue 34's goal); cost within 5 %
+# the figures on which WaterLevel must be no worse than a baseline; cost within 5 %
 DOMINANCE = ("peak_water_level", "sla_water_level_breaches", "sla_latency_breaches", "pending_replica_minutes",
              "cross_domain_bytes")
 COST_SLACK = 1.05

@@ -1,4 +1,4 @@
-"""Network traffic measured end to end (issue 33, S5): a ``drods sim`` member serves its kubelet stats
+"""Network traffic measured end to end (S5): a ``drods sim`` member serves its kubelet stats
 summary, the control plane reads it through the Kubernetes client every summary interval, and the
 rates reach ``/api/v1/monitor/realtime``, the surge detector and the scheduler's network weight.
 

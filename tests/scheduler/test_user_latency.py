@@ -1,4 +1,4 @@
-"""Placement that follows the users (issue 34): ``placement.users`` / ``latencySLOMs``, the
+"""Placement that follows the users: ``placement.users`` / ``latencySLOMs``, the
 UserLatency score and UserLatencySLO filter, division by the users' shares, the explanation."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Users learned from demand (issue 34): the decaying window, the floor, the hysteresis that lets a
+"""Users learned from demand: the decaying window, the floor, the hysteresis that lets a
 burst pass, and what is written to the Binding — with an injected clock, no sleeping."""
 
 from __future__ import annotations

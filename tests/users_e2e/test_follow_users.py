@@ -1,4 +1,4 @@
-"""Placement that follows the users, end to end (issue 34): a real HTTP control plane (scheduler,
+"""Placement that follows the users, end to end: a real HTTP control plane (scheduler,
 detector, steering and its users learner) with three clusters at measured distances — their
 latency to three client sites pushed as C2 network status ("reported"), their load through
 ``PUT /api/v1/metrics`` (the scheduler-e2e ``Plane``; no member Kubernetes is involved in this

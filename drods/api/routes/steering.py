@@ -174,7 +174,7 @@ async def resolve_flow(request: Request, service_id: str, client_site: str = Que
     res = await resolve(ctx.store, service_id, route, flow, timeout)
     if ctx.demand is None:
         ctx.demand = DemandRecorder(ctx.store)
-    await ctx.demand.count(service_id, client_site)  # issue 34: where the users are (steering.users)
+    await ctx.demand.count(service_id, client_site)  # where the users are (steering.users)
     if res is None:
         raise Conflict(f"service {service_id!r} has no instance for client site {client_site!r}",
                        {"serviceId": service_id, "clientSite": client_site},

@@ -15,7 +15,7 @@ cluster scores 100, the dearest 0 (min-max), and the other scores weigh it again
 headroom. ``moved_gib_per_hour`` is what a placement will move across domains; every decision
 records it. Skipped before any array work when the task reads no known dataset.
 
-Data size counts (issue 33): a cluster holding no copy also pays the one-time transfer of the whole
+Data size counts: a cluster holding no copy also pays the one-time transfer of the whole
 dataset (``spec.sizeGiB``) from its nearest copy, priced like the reads (size × egress × reference ÷
 link bandwidth) and spread over ``transferAmortiseHours`` (24) so it adds to the hourly read cost. A
 dataset with no declared size is charged nothing for the copy (its size is unknown).

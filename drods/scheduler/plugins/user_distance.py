@@ -1,4 +1,4 @@
-"""How far a workload's users are from each cluster (issue 34).
+"""How far a workload's users are from each cluster.
 
 The latency from each user place to each cluster is read in one order: a measured pair (C2 network
 status, `Snapshot.set_network_pair`), then the cluster's declared ``network.latencyMs`` to that

@@ -1,4 +1,4 @@
-"""User latency (issue 34): the expected latency from a workload's users to each cluster, weighted by
+"""User latency: the expected latency from a workload's users to each cluster, weighted by
 the users' shares — the score — and the latency SLO as a filter that gives way to room.
 
 ``UserLatency`` (score): 100 at 0 ms falling linearly to 0 at ``referenceMs`` (pluginArgs; default
