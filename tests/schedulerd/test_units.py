@@ -199,9 +199,13 @@ def test_policy_precedence() -> None:
     named = pol(RESOURCE_PLACEMENT_POLICY, "web", 0, ResourceSelector(apiVersion="apps/v1", kind="Deployment",
                                                                       name="web", namespace="default"))
     other_ns = pol(RESOURCE_PLACEMENT_POLICY, "elsewhere", 50, ResourceSelector(kind="Deployment", namespace="prod"))
+    # Karmada's order: explicit priority first, then how specific the selector is, then the name
     m = best_policy([broad, labelled, named, other_ns], deploy, obj)
+    assert m is not None and m.name == "all"
+    flat = [pol(p.kind, p.name, 0, p.selectors[0]) for p in (broad, labelled, named, other_ns)]
+    m = best_policy(flat, deploy, obj)
     assert m is not None and m.name == "web"
-    m = best_policy([broad, labelled, other_ns], deploy, obj)
+    m = best_policy([flat[0], flat[1], flat[3]], deploy, obj)
     assert m is not None and m.name == "front"
     m = best_policy([broad, pol(PROPAGATION_POLICY, "all-2", 200, ResourceSelector(kind="Deployment"))], deploy, obj)
     assert m is not None and m.name == "all-2"

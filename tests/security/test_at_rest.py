@@ -51,7 +51,8 @@ def test_resources_are_named_as_in_kubernetes_and_unknown_names_refused() -> Non
     assert c.resources == ["secrets", "*.apps", "widgets.example.com", "deployments.apps"]  # duplicates dropped
     assert set(c.prefixes()) == {"/audit/", "/registry/core/secrets/", "/registry/apps/deployments/",
                                  "/registry/apps/statefulsets/", "/registry/apps/daemonsets/",
-                                 "/registry/apps/replicasets/", custom_resources_prefix("example.com", "widgets")}
+                                 "/registry/apps/replicasets/", "/registry/apps/controllerrevisions/",
+                                 custom_resources_prefix("example.com", "widgets")}
     everything = EncryptionConfig(resources=["*.*", "widgets.example.com"]).prefixes()
     assert set(everything) == set(sealable_prefixes())  # the custom kind is under /registry/custom/
     with pytest.raises(ConfigError) as refused:
