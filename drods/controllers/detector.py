@@ -242,6 +242,8 @@ class ResourceDetector:
                 self._custom_kinds.pop(key, None)
             if existing is None:  # one just created may not have reached the informer yet
                 existing = await self.registry.try_get(BINDING, bname)
+            if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
+                return None  # e.g. a migration hook's own Binding, created before the informer saw it
             if existing is not None and not existing["metadata"].get("deletionTimestamp"):
                 await self.registry.delete(BINDING, bname)
                 log.info("resource detector: deleted binding %s (workload or policy gone)", bname)

@@ -346,9 +346,9 @@ class MigrationController:
         cluster = run_cluster(spec, st, run)
         job = hook_job(plan, spec, run, src, dst, claims, int(st.get("sourceReplicas") or 0))
         assert JOB is not None
-        # the Binding first: the binding controller waits for its template, and the detector never sees a
-        # hook Job without one (it skips hook Jobs anyway)
-        for kind, obj, namespace in ((BINDING, hook_binding(job, cluster, ns, name), None), (JOB, job, ns)):
+        # the Job first: a run is "absent" until its Binding exists, so a crash between the two creates
+        # leaves a run the next pass starts again (the Job then exists), never a Binding without its Job
+        for kind, obj, namespace in ((JOB, job, ns), (BINDING, hook_binding(job, cluster, ns, name), None)):
             try:
                 await self.registry.create(kind, obj, namespace)
                 log.info("migration %s/%s: created %s %s", ns, name, kind.kind, obj["metadata"]["name"])

@@ -279,7 +279,7 @@ def test_cut_off_agent_scales_alone_and_reconciles_on_return(fleet: Fleet) -> No
         return f.replicas(f.edge, "auto") == 5 and f.replicas(f.edge, "gone") == 3
 
     # each on its own pods: ceil(2 × 300 / 50) = 12 bounded by max 5; ceil(1 × 200 / 50) = 4 bounded by max 3
-    wait_for(scaled, 30, "local scaling within the bounds while cut off", what_else=f.agent_log)
+    wait_for(scaled, 60, "local scaling within the bounds while cut off", what_else=f.agent_log)
     assert f.fhpa("auto")["status"]["desiredReplicas"] == 2  # the control plane did not know
     assert f.replicas(f.edge, "gone") == 3  # the delete has not reached the member
     f.link.restore()
