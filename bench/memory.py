@@ -18,8 +18,9 @@ push-mode members with no endpoint: after the health grace every cluster is NotR
 binding fails over to nowhere, a failure storm rather than a steady state.
 
 Prints the conditions, then one JSON line: ``rss_mb`` (last sample), ``peak_rss_mb`` (VmHWM),
-``ready_s`` (start → /readyz), the store's size and ``binding_phases`` (Bindings per status phase
-at the end).
+``ready_s`` (start → /readyz), the store's size, ``last_120s_growth_pct`` (RSS growth over the last
+two minutes of sampling) and ``binding_phases`` (Bindings per status phase at the end). The seed is
+sealed at rest with the data dir's keys, as the server's own writes are.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from drods.assembly import encrypted_store  # noqa: E402
 from drods.model.kinds import BINDING, CLUSTER  # noqa: E402
 from drods.model.timefmt import rfc3339_ms  # noqa: E402
 from drods.registry.objects import ObjectRegistry  # noqa: E402
@@ -77,7 +79,7 @@ async def report(store: Store, clusters: int, rng: np.random.Generator) -> None:
 
 async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.random.Generator,
                members: str = "reporting") -> None:
-    store = open_store(url)
+    store = encrypted_store(open_store(url), data_dir)  # sealed at rest, as the server writes them
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(data_dir / "encryption.key")))
     now = time.time()
     names = _cluster_names(clusters)
@@ -114,9 +116,9 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
     await store.close()
 
 
-async def _phases(url: str) -> dict[str, int]:
+async def _phases(url: str, data_dir: Path) -> dict[str, int]:
     """Bindings per status phase in the store (after the run: how far a storm got)."""
-    store = open_store(url)
+    store = encrypted_store(open_store(url), data_dir)
     try:
         kvs, _ = await store.range(BINDING.key_prefix())
         out: dict[str, int] = {}
@@ -134,6 +136,14 @@ async def _refresh(url: str, clusters: int, rng: np.random.Generator) -> None:
         await report(store, clusters, rng)
     finally:
         await store.close()
+
+
+def _growth_pct(samples: list[int], window: int) -> float | None:
+    """RSS growth over the last ``window`` one-second samples, in % of where the window began
+    (the flatness target: ≤ 5 % over a storm's last two minutes)."""
+    if len(samples) <= window or samples[-window - 1] <= 0:
+        return None
+    return round(100.0 * (samples[-1] - samples[-window - 1]) / samples[-window - 1], 2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         stopped = "SIGTERM"
     except AssertionError:  # a busy process on a loaded machine may take longer than the harness waits
         stopped = "killed after the stop timeout"
-    phases = asyncio.run(_phases(url))
+    phases = asyncio.run(_phases(url, data_dir))
     db_mb = sum(f.stat().st_size for f in data_dir.glob("drods.db*")) / 2**20
     members = (f"pull-mode members reporting every {args.report_seconds:g} s" if args.members == "reporting"
                else "push-mode members with no endpoint (all fail)")
@@ -190,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"clusters": args.clusters, "bindings": args.bindings, "ready_s": round(ready_s, 1),
                       "rss_mb": round(samples[-1] / 1024, 1) if samples else None,
                       "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1),
+                      "last_120s_growth_pct": _growth_pct(samples, 120),
                       "binding_phases": phases}))
     return 0
 

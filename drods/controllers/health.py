@@ -36,7 +36,7 @@ from drods.controllers.fleet import MemberFleet
 from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.periodic import Periodic
-from drods.machinery.tasks import stop_tasks
+from drods.machinery.tasks import raise_ended, stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.members.clients import is_pull
 from drods.members.collector import report_from_summary
@@ -110,7 +110,8 @@ class ClusterHealth:
             await stop_tasks(self._tasks.values())
 
     async def _start_probes(self) -> None:
-        """One probe loop per registered cluster."""
+        """One probe loop per registered cluster (a loop ended by `LeadershipLost` ends this term)."""
+        raise_ended(self._tasks.values())
         names = {k[len(CLUSTER.key_prefix()):] for k in self.fleet.clusters.cache}
         for n in names - set(self._tasks):
             self._tasks[n] = asyncio.create_task(self._loop(n), name=f"health-{n}")

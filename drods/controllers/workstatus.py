@@ -23,7 +23,7 @@ from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.controllers.settings import MemberSettings
 from drods.machinery.periodic import Periodic
-from drods.machinery.tasks import stop_tasks
+from drods.machinery.tasks import raise_ended, stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.members.workload_usage import UsageReader, key_of
 from drods.model.annotations import ANN_BINDING, MANAGED_SELECTOR
@@ -68,7 +68,9 @@ class WorkStatusController:
             await stop_tasks(list(self._pollers.values()))
 
     async def _start_pollers(self) -> None:
-        """One poller per push member holding Works; none for the others."""
+        """One poller per push member holding Works; none for the others (a poller ended by
+        `LeadershipLost` ends this term)."""
+        raise_ended(self._pollers.values())
         wanted = {c for c, keys in self.fleet.works_by_cluster.items()
                   if keys and self.fleet.cluster(c) is not None and not self.fleet.pull(c)}
         for c in wanted - set(self._pollers):

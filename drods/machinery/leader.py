@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from drods.machinery.fence import Fence
+from drods.machinery.fence import Fence, LeadershipLost
 from drods.model.keys import lease_key
 from drods.store import CasFailed, EventType, LeaseNotFound, Store
 
@@ -62,6 +62,9 @@ class LeaderElector:
                     await self.store.revoke_lease(lease.id)
             if leading in done and not leading.cancelled():
                 error = leading.exception()
+                if isinstance(error, LeadershipLost):  # a refused write noticed it before the keeper
+                    log.warning("%s lost leadership of %s: %s", self.identity, self.key, error)
+                    continue
                 if error is not None:
                     raise error
                 return

@@ -7,6 +7,9 @@ logged and counted (`drods.machinery.metrics`) and the next one comes all the sa
 cancellation stops the loop — unless the controller declares ``restart_on_failure``: then a failed
 pass, counted all the same, ends the runnable with its exception and the manager restarts it (a
 controller whose new run re-evaluates everything from scratch, e.g. the steering controller).
+A pass refused with `LeadershipLost` ends the loop whatever it declares: the term is over, and
+passes that can only fail again (10,000 per-cluster probe loops, each logging a traceback every
+interval) would starve the event loop that must campaign again.
 
 A controller driven only by changes has no resync period (``interval_s=None``: a pass only when
 woken); ``coalesce_s`` lets a burst of changes settle before the pass; a controller that knows
@@ -22,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from drods.machinery import metrics
+from drods.machinery.fence import LeadershipLost
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +64,7 @@ class Periodic:
         try:
             with metrics.reconcile(self.name):
                 await self.step()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, LeadershipLost):
             raise
         except Exception:
             self.passes += 1

@@ -39,6 +39,14 @@ async def stop_tasks(tasks: Iterable[asyncio.Future[Any]], *, interval: float = 
         raise asyncio.CancelledError
 
 
+def raise_ended(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Re-raise the exception a task of a per-item group (one loop per cluster) ended with, so the
+    group's owner ends too: a loop that stopped on `LeadershipLost` means the owner's term is over."""
+    for t in tasks:
+        if t.done() and not t.cancelled() and (error := t.exception()) is not None:
+            raise error
+
+
 async def run_all(*coros: object) -> None:
     """Run coroutines as tasks until the first one fails or all end; stop the others for sure."""
     tasks = [asyncio.ensure_future(c) for c in coros]  # type: ignore[call-overload]

@@ -74,6 +74,24 @@ async def test_the_elector_yields_a_new_generation_each_term(store: Store) -> No
     assert not elector.is_leader
 
 
+async def test_a_term_whose_write_is_refused_ends_and_the_elector_campaigns_again(store: Store) -> None:
+    """A leader that learns of its loss from a refused write (before its keeper does) campaigns
+    again, with a new generation, instead of crashing its runnable."""
+    await store.delete_prefix("/")
+    fences: list[Fence] = []
+
+    async def lead(fence: Fence) -> None:
+        fences.append(fence)
+        if len(fences) == 1:
+            await store.delete(fence.key)  # the key is gone: this term's writes are refused
+            await FencedStore(store, fence).put("/data/a", b"stale")
+
+    elector = LeaderElector(store, "refused", "same-id", ttl=30)
+    await asyncio.wait_for(elector.run(lead), timeout=20)
+    assert len(fences) == 2 and fences[0].generation < fences[1].generation
+    assert await store.get("/data/a") is None
+
+
 class Recorder:
     def __init__(self, leadership: Leadership, log: list[tuple[str, int]], name: str) -> None:
         self.leadership = leadership

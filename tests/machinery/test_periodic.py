@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from drods.machinery import metrics
+from drods.machinery.fence import Fence, LeadershipLost
 from drods.machinery.periodic import Periodic
+from drods.machinery.tasks import raise_ended
 from tests.monitor_e2e.conftest import eventually
 
 
@@ -123,3 +127,38 @@ async def test_a_custom_wait_replaces_period_and_wake() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_pass_refused_for_lost_leadership_ends_the_loop_instead_of_repeating() -> None:
+    """Per-cluster loops that could only fail again (and log a traceback each) end with the term."""
+    runs: list[int] = []
+
+    async def step() -> None:
+        runs.append(len(runs))
+        raise LeadershipLost(Fence("/leases/member-controllers", 7))
+
+    with pytest.raises(LeadershipLost):
+        await asyncio.wait_for(Periodic("probe", step, 0.01, first_at_start=True).run(), timeout=10)
+    assert runs == [0]
+
+
+async def test_a_group_owner_sees_the_exception_a_member_loop_ended_with() -> None:
+    async def lost() -> None:
+        raise LeadershipLost(Fence("/leases/x", 1))
+
+    async def fine() -> None:
+        return None
+
+    ended_well = [asyncio.create_task(fine())]
+    await asyncio.gather(*ended_well)
+    raise_ended(ended_well)  # a loop that returned, or is still running, ends nothing
+    running = asyncio.create_task(asyncio.sleep(3600))
+    failed = asyncio.create_task(lost())
+    await asyncio.gather(failed, return_exceptions=True)
+    try:
+        raise_ended([running])
+        with pytest.raises(LeadershipLost):
+            raise_ended([running, failed])
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
