@@ -40,7 +40,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from drods.autoscaling import cron
+from drods.autoscaling import cron, custom_metrics
 from drods.autoscaling.cluster_weights import WeightSettings, rebalance
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
@@ -89,6 +89,8 @@ class AutoscalerSettings:
     adopt_hold_s: float = 60.0
     # Prometheus for ``spec.feedback.promql`` (H3); None: such queries are not evaluated.
     feedback_prometheus_url: str | None = None
+    # Prometheus for Pods/Object/External metrics; None: the feedback one
+    custom_metrics_prometheus_url: str | None = None
     feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
     weights: WeightSettings = field(default_factory=WeightSettings)
 
@@ -162,6 +164,7 @@ class _HPATurn:
     usage: dict[str, WorkloadUsage | None] = field(default_factory=dict)  # cluster → its pods' use
     unavailable: dict[str, str] = field(default_factory=dict)  # cluster → why its metrics are missing
     ready_pods: int = 0  # ready pods measured, plus the unmeasured members' pods: what the HPA rule multiplies
+    resource_metrics: int = 0  # the first observations are the Resource metrics (the forecast scales those)
 
 
 def workload_usage(binding: Mapping[str, Any]) -> dict[str, WorkloadUsage | None]:
@@ -190,12 +193,25 @@ def _observe(turn: _HPATurn) -> None:
     turn.ready_pods = (summed.ready_pods if summed is not None else 0) + sum(
         u.pods for c, u in turn.usage.items() if c not in measured and u is not None)
     for m in turn.spec.metrics:
-        value = summed.utilisation(m.resource.name) if summed is not None else None
-        if value is None:
+        if m.resource is None or summed is None or (seen := summed.observe(m.resource)) is None:
             continue
-        turn.observations.append((value, float(m.resource.target.averageUtilization)))
-        turn.current_metrics.append({"type": "Resource", "resource": {
-            "name": m.resource.name, "current": {"averageUtilization": round(value, 2)}}})
+        value, target, current = seen
+        turn.observations.append((value, target))
+        turn.current_metrics.append({"type": "Resource", "resource": {"name": m.resource.name, "current": current}})
+    turn.resource_metrics = len(turn.observations)
+
+
+def _observe_custom(turn: _HPATurn, readings: dict[int, float | str]) -> None:
+    """The Pods/Object/External metrics read from Prometheus, after the Resource ones."""
+    custom = custom_metrics.observe(turn.spec, readings, turn.ready_pods or turn.current)
+    turn.observations += custom.observations
+    turn.current_metrics += custom.current
+    turn.unavailable.update(custom.unavailable)
+
+
+def _metric_name(entry: Mapping[str, Any]) -> str:
+    source = entry.get(str(entry.get("type") or "").lower()) or {}
+    return str(source.get("name") or (source.get("metric") or {}).get("name") or "")
 
 
 def _hpa_status(turn: _HPATurn, outcome: scaling.Outcome, window: scaling.Window, status: Mapping[str, Any],
@@ -255,7 +271,7 @@ def _hpa_record(turn: _HPATurn, outcome: scaling.Outcome, status: Mapping[str, A
                   "workload": f"{ref.kind}/{ns}/{ref.name}", "from": current, "to": outcome.desired,
                   "recommendation": turn.recommendation, "reason": outcome.reason or "recommendation",
                   "bounds": [turn.lo, turn.hi], "placement": turn.placement,
-                  "metrics": [{"name": m["resource"]["name"], "value": v, "target": t}
+                  "metrics": [{"type": m["type"], "name": _metric_name(m), "value": v, "target": t}
                               for m, (v, t) in zip(turn.current_metrics, turn.observations, strict=True)],
                   **({"feedback": turn.feedback_info} if turn.feedback_info else {}),
                   **({"forecast": turn.forecast_info} if turn.forecast_info else {}),
@@ -296,6 +312,7 @@ class Autoscaler:
         self.controller = Controller(LEASE, self.reconcile, workers=2)
         url = self.settings.feedback_prometheus_url
         self.promql = PromQLFeedback(url) if url else None
+        self.custom = custom_metrics.CustomMetricsReader(self.settings.custom_metrics_prometheus_url or url)
         self.owners = OwnerIndex()
         # (namespace, FederatedHPA name) → the crons that drive it, by key
         self.drivers: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
@@ -375,7 +392,8 @@ class Autoscaler:
             return period - (now - last)  # evaluated this period already (e.g. our own status write)
         try:
             if kind is FEDERATED_HPA:
-                new_status, record = self._evaluate_hpa(obj, status, now, await self._promql(obj, now))
+                new_status, record = self._evaluate_hpa(obj, status, now, await self._promql(obj, now),
+                                                        await self._custom_metrics(obj, now))
             else:
                 new_status, record = self._evaluate_cron(obj, status, now)
         except ValidationError as e:  # stored before a schema change: report, don't crash the loop
@@ -470,8 +488,16 @@ class Autoscaler:
         except (PrometheusError, ValidationError) as e:
             return None, str(e).splitlines()[0][:300]
 
+    async def _custom_metrics(self, obj: Mapping[str, Any], now: float) -> dict[int, float | str]:
+        try:
+            spec = FederatedHPASpec.model_validate(obj.get("spec") or {})
+        except ValidationError:
+            return {}  # the evaluation reports it
+        return await self.custom.read(spec, str((obj.get("metadata") or {}).get("namespace") or "default"), now)
+
     def _evaluate_hpa(self, obj: Mapping[str, Any], status: dict[str, Any], now: float,
                       promql: tuple[Observation | None, str] | None = None,
+                      custom: dict[int, float | str] | None = None,
                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """One FederatedHPA turn as named steps (observe, recommend, feedback, weights, decide), then
         the status it writes and the journal record of a change."""
@@ -497,6 +523,7 @@ class Autoscaler:
         turn = _HPATurn(spec, ns, str(meta.get("name")), current, placement, min(lo, hi), hi, rule,
                         usage=workload_usage(binding))
         _observe(turn)
+        _observe_custom(turn, custom or {})
         turn.recommendation = _recommend(turn)
         turn.forecast_info = self._forecast(turn, self._utilisation())
         if turn.forecast_info is not None and turn.forecast_info["recommended"] > turn.recommendation:
@@ -577,7 +604,7 @@ class Autoscaler:
         ever raises the count."""
         spec, placement, current = turn.spec, turn.placement, turn.current
         horizon = self.settings.forecast_horizon_s
-        if self.forecast is None or horizon <= 0 or not turn.observations:
+        if self.forecast is None or horizon <= 0 or not turn.resource_metrics:
             return None
         growth: dict[str, float] = {}
         for c, n in placement.items():
@@ -590,7 +617,9 @@ class Autoscaler:
         if not growth or max(growth.values()) <= 1.0:
             return None
         factor = scaling.weighted_utilisation(placement, {c: growth.get(c, 1.0) for c in placement}) or 1.0
-        future = [(value * factor, target) for value, target in turn.observations]
+        future = [(value * factor, target) for value, target in turn.observations[:turn.resource_metrics]]
+        if not future:
+            return None
         recommended = min(max(scaling.recommend(current, future), spec.minReplicas), spec.maxReplicas)
         return {"horizonSeconds": horizon, "recommended": recommended,
                 "utilisation": [round(v, 2) for v, _ in future],

@@ -1,6 +1,7 @@
 """CronFederatedHPA rules in time (SPEC F5): which rule is in effect now, and when the next fires.
 
-A rule fires at each time its five-field cron ``schedule`` matches (UTC); the rule that fired last,
+A rule fires at each time its five-field cron ``schedule`` matches, read in the rule's ``timeZone``
+(an IANA name; UTC when unset, as Karmada); the rule that fired last,
 at or after the autoscaler was created, is in effect until another fires. Schedules are read with
 ``croniter``; the clock is the caller's (tests move it).
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter
 
@@ -21,18 +24,23 @@ class Fired:
     at: float  # when it last fired
 
 
+def _schedule(rule: CronRule, at: float) -> croniter:
+    """The rule's schedule iterated from ``at``, in its time zone (daylight saving included)."""
+    return croniter(rule.schedule, datetime.fromtimestamp(at, ZoneInfo(rule.timeZone or "UTC")))
+
+
 def last_fire(rule: CronRule, now: float) -> float:
     """The latest time ``rule`` fired at or before ``now`` (a fire exactly at ``now`` counts)."""
     try:
-        nxt = float(croniter(rule.schedule, now - 1e-3).get_next(float))
-        return nxt if nxt <= now else float(croniter(rule.schedule, now).get_prev(float))
+        nxt = float(_schedule(rule, now - 1e-3).get_next(float))
+        return nxt if nxt <= now else float(_schedule(rule, now).get_prev(float))
     except CroniterBadDateError:
         return float("-inf")
 
 
 def next_fire(rule: CronRule, now: float) -> float | None:
     try:
-        return float(croniter(rule.schedule, now).get_next(float))
+        return float(_schedule(rule, now).get_next(float))
     except CroniterBadDateError:
         return None
 

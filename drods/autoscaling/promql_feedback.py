@@ -20,7 +20,7 @@ from drods.model.autoscaling import FeedbackQueries
 from drods.monitor.series import PrometheusError, prometheus_api
 
 
-def _one_number(body: dict[str, object], query: str) -> float | None:
+def one_number(body: dict[str, object], query: str) -> float | None:
     data = body.get("data")
     if not isinstance(data, dict):
         raise PrometheusError(f"no data for {query!r}")
@@ -53,7 +53,7 @@ class PromQLFeedback:
                     values[name] = None
                     continue
                 body = await prometheus_api(client, self.base_url, "/api/v1/query", {"query": q, "time": f"{at:.3f}"})
-                values[name] = _one_number(body, q)
+                values[name] = one_number(body, q)
         if all(v is None for v in values.values()):
             raise PrometheusError("no query answered a value (no samples yet?)")
         return Observation(values["latencyP99Ms"], values["throughput"], values["errorRate"], at)

@@ -56,6 +56,15 @@ class WeightsConfig(BaseModel):
                               tolerance=self.tolerance, cooldown_s=self.cooldownSeconds, max_age_s=self.maxAgeSeconds)
 
 
+class CustomMetricsConfig(BaseModel):
+    """Where a FederatedHPA's Pods/Object/External metrics are read (`drods.autoscaling.custom_metrics`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # None: read from autoscaling.feedback.prometheusUrl
+    prometheusUrl: str | None = Field(default=_A.custom_metrics_prometheus_url, pattern=r"^https?://")
+
+
 class AutoscalingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -66,9 +75,11 @@ class AutoscalingConfig(BaseModel):
     adoptHoldSeconds: float = Field(default=_A.adopt_hold_s, ge=0)
     feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
     weights: WeightsConfig = Field(default_factory=WeightsConfig)
+    customMetrics: CustomMetricsConfig = Field(default_factory=CustomMetricsConfig)
 
     def settings(self) -> AutoscalerSettings:
         return AutoscalerSettings(sync_seconds=self.syncSeconds, history_retention_s=self.historyRetentionSeconds,
                                   forecast_horizon_s=self.forecastHorizonSeconds, adopt_hold_s=self.adoptHoldSeconds,
                                   feedback_prometheus_url=self.feedback.prometheusUrl,
+                                  custom_metrics_prometheus_url=self.customMetrics.prometheusUrl,
                                   feedback=self.feedback.settings(), weights=self.weights.settings())

@@ -46,7 +46,7 @@ from drods.members.works import WorkAgent
 from drods.model import scaling
 from drods.model.autoscaling import Behavior, MetricSpec
 from drods.model.timefmt import rfc3339_ms
-from drods.model.workload_usage import RESOURCES, WorkloadUsage
+from drods.model.workload_usage import WorkloadUsage
 
 log = logging.getLogger(__name__)
 AUTOSCALERS = "/api/v1/agent/autoscalers"
@@ -194,16 +194,13 @@ class AutonomyAgent:
                                f"HTTP {r.status_code} {r.text[:300]}")
         r.raise_for_status()
 
-    def _utilisation(self, w: Workload, now: float) -> dict[str, float]:
-        """The workload's own pods' utilisation in this member (resource → %), from the Work agent's
-        last usage reading; empty when unmeasured or stale (then no decision is taken)."""
+    def _usage(self, w: Workload, now: float) -> WorkloadUsage | None:
+        """The workload's own pods' use in this member, from the Work agent's last usage reading;
+        None when unmeasured or stale (then no decision is taken)."""
         reader = self.works.usage
         if reader.read_at is None or now - reader.read_at > 3 * max(reader.interval, self.settings.period_s):
-            return {}
-        usage = WorkloadUsage.from_doc(reader.docs.get((w[2], w[1], w[3])))
-        if usage is None:
-            return {}
-        return {r: v for r in RESOURCES if (v := usage.utilisation(r)) is not None}
+            return None
+        return WorkloadUsage.from_doc(reader.docs.get((w[2], w[1], w[3])))
 
     async def decide(self, now: float) -> None:
         """Cut off: the HPA rule on each cached workload's own pods' utilisation in this member."""
@@ -224,10 +221,12 @@ class AutonomyAgent:
             others = max(c.total - c.local, 0)
             lo = max(c.lo - others, 1)
             hi = max(c.hi - others, lo)
-            util = {r: v for r, v in self._utilisation(c.workload, self.clock()).items()
-                    if any(m.resource.name == r for m in c.metrics)}
-            observations = [(util[m.resource.name], float(m.resource.target.averageUtilization))
-                            for m in c.metrics if m.resource.name in util]
+            # Resource metrics only: the Pods/Object/External ones come from the control plane's Prometheus
+            usage = self._usage(c.workload, self.clock())
+            seen = [(m.resource.name, o) for m in c.metrics if m.resource is not None and usage is not None
+                    and (o := usage.observe(m.resource)) is not None]
+            util = {name: value for name, (value, _t, _c) in seen}
+            observations = [(value, target) for _name, (value, target, _c) in seen]
             if not observations:
                 continue
             recommendation = min(max(scaling.recommend(current, observations), lo), hi)
@@ -244,7 +243,7 @@ class AutonomyAgent:
                 "utilisation": {k: round(v, 2) for k, v in util.items()}})
             log.warning("cut off: scaling %s in %s %d → %d (total %d, bounds [%d, %d], %s)", key, self.cluster,
                         current, outcome.desired, others + outcome.desired, c.lo, c.hi,
-                        ", ".join(f"{k} {v:.0f}%" for k, v in util.items()))
+                        ", ".join(f"{k} {v:.3g}" for k, v in util.items()))
             self.overrides[key] = outcome.desired
             self.works.applied.pop(work, None)  # apply the Work again, with the local count
             changed = True

@@ -1,9 +1,10 @@
 """The autoscaler kinds (SPEC F5, F6, H3): ``FederatedHPA`` and ``CronFederatedHPA``.
 
 Karmada's field names: ``scaleTargetRef``, ``minReplicas``, ``maxReplicas``, ``metrics`` (the
-``autoscaling/v2`` MetricSpec; DRO-DS reads ``Resource`` metrics on cpu and memory with an
-``Utilization`` target), ``behavior`` (stabilisation windows and rate policies, as autoscaling/v2);
-a cron's ``rules: [{name, schedule, targetReplicas | targetMinReplicas | targetMaxReplicas}]``.
+``autoscaling/v2`` MetricSpec: ``Resource`` on cpu and memory with a ``Utilization`` or
+``AverageValue`` target, ``Pods``, ``Object`` and ``External``), ``behavior`` (stabilisation
+windows and rate policies, as autoscaling/v2); a cron's ``rules: [{name, schedule, targetReplicas |
+targetMinReplicas | targetMaxReplicas}]``.
 DRO-DS adds ``spec.feedback`` (application targets, H3).
 """
 
@@ -13,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from drods.model.quantity import quantity
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -25,11 +28,38 @@ class ScaleTargetRef(BaseModel):
     name: str = Field(min_length=1)
 
 
+METRIC_NAME = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"  # a Prometheus metric name: what the custom metrics are read as
+
+
 class MetricTarget(BaseModel):
+    """autoscaling/v2 MetricTarget: ``Utilization`` (Resource only), ``Value`` (Object, External) or
+    ``AverageValue`` (any source); the field of the type is required, quantities as Kubernetes writes them."""
+
     model_config = _STRICT
 
-    type: Literal["Utilization"] = "Utilization"
-    averageUtilization: int = Field(ge=1, le=100)
+    type: Literal["Utilization", "Value", "AverageValue"] = "Utilization"
+    averageUtilization: int | None = Field(default=None, ge=1, le=100)
+    value: str | int | float | None = None
+    averageValue: str | int | float | None = None
+
+    @model_validator(mode="after")
+    def _the_field_of_the_type(self) -> MetricTarget:
+        want = {"Utilization": "averageUtilization", "Value": "value", "AverageValue": "averageValue"}[self.type]
+        got = getattr(self, want)
+        if got is None:
+            raise ValueError(f"target type {self.type} needs {want}")
+        if want != "averageUtilization":
+            try:
+                amount = quantity(got)
+            except (ValueError, ArithmeticError) as e:
+                raise ValueError(f"{want}: {got!r} is not a Kubernetes quantity") from e
+            if amount <= 0:
+                raise ValueError(f"{want} must be positive")
+        return self
+
+    def amount(self) -> float:
+        """The Value or AverageValue target as a number (cores for cpu, bytes for memory)."""
+        return float(quantity(self.value if self.type == "Value" else self.averageValue))
 
 
 class ResourceMetricSource(BaseModel):
@@ -38,14 +68,113 @@ class ResourceMetricSource(BaseModel):
     name: Literal["cpu", "memory"]
     target: MetricTarget
 
+    @model_validator(mode="after")
+    def _no_value(self) -> ResourceMetricSource:
+        if self.target.type == "Value":
+            raise ValueError("a Resource metric's target is Utilization or AverageValue")
+        return self
 
-class MetricSpec(BaseModel):
-    """autoscaling/v2 MetricSpec; only ``Resource`` metrics are read (others are refused, not ignored)."""
+
+class LabelSelectorRequirement(BaseModel):
+    model_config = _STRICT
+
+    key: str = Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")  # a Prometheus label name
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class MetricSelector(BaseModel):
+    """The series a custom metric is read from: label equalities and set expressions (PromQL matchers)."""
 
     model_config = _STRICT
 
-    type: Literal["Resource"]
-    resource: ResourceMetricSource
+    matchLabels: dict[str, str] = Field(default_factory=dict)
+    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class MetricIdentifier(BaseModel):
+    model_config = _STRICT
+
+    name: str = Field(pattern=METRIC_NAME, max_length=200)
+    selector: MetricSelector | None = None
+
+
+class CrossVersionObjectReference(BaseModel):
+    model_config = _STRICT
+
+    apiVersion: str | None = None
+    kind: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class PodsMetricSource(BaseModel):
+    """A per-pod metric of the workload's pods, averaged (``AverageValue``)."""
+
+    model_config = _STRICT
+
+    metric: MetricIdentifier
+    target: MetricTarget
+
+    @model_validator(mode="after")
+    def _average(self) -> PodsMetricSource:
+        if self.target.type != "AverageValue":
+            raise ValueError("a Pods metric's target is AverageValue")
+        return self
+
+
+class ObjectMetricSource(BaseModel):
+    """A metric describing one object in the workload's namespace (an Ingress's request rate)."""
+
+    model_config = _STRICT
+
+    describedObject: CrossVersionObjectReference
+    metric: MetricIdentifier
+    target: MetricTarget
+
+    @model_validator(mode="after")
+    def _value(self) -> ObjectMetricSource:
+        if self.target.type == "Utilization":
+            raise ValueError("an Object metric's target is Value or AverageValue")
+        return self
+
+
+class ExternalMetricSource(BaseModel):
+    """A metric from outside the cluster (a queue's length)."""
+
+    model_config = _STRICT
+
+    metric: MetricIdentifier
+    target: MetricTarget
+
+    @model_validator(mode="after")
+    def _value(self) -> ExternalMetricSource:
+        if self.target.type == "Utilization":
+            raise ValueError("an External metric's target is Value or AverageValue")
+        return self
+
+
+class MetricSpec(BaseModel):
+    """autoscaling/v2 MetricSpec: ``Resource`` metrics from the workload's pods' measured use, ``Pods`` /
+    ``Object`` / ``External`` ones from Prometheus (`drods.autoscaling.custom_metrics`); the source
+    named by ``type`` is required. ``ContainerResource`` is refused, not ignored."""
+
+    model_config = _STRICT
+
+    type: Literal["Resource", "Pods", "Object", "External"]
+    resource: ResourceMetricSource | None = None
+    pods: PodsMetricSource | None = None
+    object: ObjectMetricSource | None = None
+    external: ExternalMetricSource | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> MetricSpec:
+        field = self.type.lower()
+        if getattr(self, field) is None:
+            raise ValueError(f"a {self.type} metric needs {field}")
+        others = [f for f in ("resource", "pods", "object", "external") if f != field and getattr(self, f) is not None]
+        if others:
+            raise ValueError(f"a {self.type} metric sets only {field}, not {', '.join(others)}")
+        return self
 
 
 class ScalingPolicy(BaseModel):
@@ -152,9 +281,19 @@ class CronRule(BaseModel):
     def _one_target(self) -> CronRule:
         if self.targetReplicas is None and self.targetMinReplicas is None and self.targetMaxReplicas is None:
             raise ValueError("set targetReplicas, targetMinReplicas or targetMaxReplicas")
-        if self.timeZone is not None:
-            raise ValueError("timeZone is not supported: schedules are in UTC")
         return self
+
+    @field_validator("timeZone")
+    @classmethod
+    def _zone(cls, v: str | None) -> str | None:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        if v is not None:
+            try:
+                ZoneInfo(v)
+            except (ZoneInfoNotFoundError, ValueError) as e:
+                raise ValueError(f"timeZone {v!r} is not an IANA time zone (e.g. Asia/Shanghai)") from e
+        return v
 
 
 class CronFederatedHPASpec(BaseModel):

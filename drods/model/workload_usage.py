@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from drods.model.autoscaling import ResourceMetricSource
 from drods.model.quantity import format_cpu, format_memory, quantity
 
 Obj = dict[str, Any]
@@ -76,6 +77,28 @@ class WorkloadUsage:
         if self.used is None or self.requested is None or self.requested.get(resource, 0.0) <= 0:
             return None
         return 100.0 * self.used[resource] / self.requested[resource]
+
+
+    def average(self, resource: str) -> float | None:
+        """Use per ready pod (cores, bytes) — None when unmeasured or no pod is ready."""
+        if self.used is None or self.ready_pods <= 0:
+            return None
+        return self.used[resource] / self.ready_pods
+
+    def observe(self, metric: ResourceMetricSource) -> tuple[float, float, Obj] | None:
+        """A Resource metric as the HPA rule reads it: (value, target, its ``currentMetrics`` entry) —
+        utilisation in % against ``averageUtilization``, or use per pod against ``averageValue``."""
+        name, target = metric.name, metric.target
+        if target.type == "Utilization":
+            value = self.utilisation(name)
+            if value is None or target.averageUtilization is None:
+                return None
+            current: Obj = {"averageUtilization": round(value, 2)}
+            return value, float(target.averageUtilization), current
+        value = self.average(name)
+        if value is None:
+            return None
+        return value, target.amount(), {"averageValue": _fmt(name, value)}
 
 
 def total(per_cluster: Mapping[str, WorkloadUsage]) -> WorkloadUsage:

@@ -27,6 +27,16 @@ spec:
   metrics:
     - type: Resource
       resource: {name: cpu, target: {type: Utilization, averageUtilization: 60}}
+    - type: Resource
+      resource: {name: memory, target: {type: AverageValue, averageValue: 512Mi}}
+    - type: Pods
+      pods:
+        metric: {name: http_requests_per_second}
+        target: {type: AverageValue, averageValue: 100m}
+    - type: External
+      external:
+        metric: {name: queue_messages_ready, selector: {matchLabels: {queue: worker_tasks}}}
+        target: {type: AverageValue, averageValue: "30"}
   behavior:
     scaleDown:
       stabilizationWindowSeconds: 30

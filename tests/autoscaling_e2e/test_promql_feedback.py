@@ -138,3 +138,45 @@ async def test_a_query_answering_several_series_is_reported(plane: Plane, promet
         fb = await eventually(reported, 20.0, "the bad query on the status")
     assert "2 series" in fb["sourceError"] and fb["source"] == "promql", fb
     assert set(trace) == {2}, trace  # nothing decided from an ambiguous answer
+
+
+async def test_pods_object_and_external_metrics_from_prometheus(plane: Plane, prometheus: PrometheusServer) -> None:
+    """Karmada's metric sources beside Resource: a Pods metric averaged over the workload's own pods (a
+    pod of another Deployment whose name starts alike is not one of them), an External metric's
+    total per pod against its AverageValue, and an Object metric without series named as unavailable."""
+    now = int(time.time() * 1000)
+    series = [rw.Series({"__name__": "http_requests_per_second", "namespace": "default", "pod": pod}, [(now, v)])
+              for pod, v in (("web-7d9f8c6b5-abcde", 30.0), ("web-7d9f8c6b5-fghij", 30.0),
+                             ("web-api-5c4b3-klmno", 1000.0))]
+    series.append(rw.Series({"__name__": "queue_messages_ready", "queue": "orders"}, [(now, 95.0)]))
+    async with httpx.AsyncClient(timeout=5) as http:
+        r = await http.post(f"{prometheus.url}/api/v1/write", content=rw.encode(series), headers=rw.HEADERS)
+        assert r.is_success, r.text
+    hpa = _feedback_hpa()
+    del hpa["spec"]["feedback"]
+    hpa["spec"].update(maxReplicas=10, metrics=[
+        {"type": "Pods", "pods": {"metric": {"name": "http_requests_per_second"},
+                                  "target": {"type": "AverageValue", "averageValue": "10"}}},
+        {"type": "External", "external": {"metric": {"name": "queue_messages_ready",
+                                                     "selector": {"matchLabels": {"queue": "orders"}}},
+                                          "target": {"type": "AverageValue", "averageValue": "10"}}},
+        {"type": "Object", "object": {"describedObject": {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                                                          "name": "main"},
+                                      "metric": {"name": "ingress_requests_per_second"},
+                                      "target": {"type": "Value", "value": "100"}}}])
+    await _workload(plane, hpa)
+
+    async def scaled() -> dict[str, Any] | None:
+        st = (await plane.call("GET", f"{FHPAS}/web")).json().get("status") or {}
+        return st if st.get("desiredReplicas") == 10 else None
+
+    st = await eventually(scaled, 30.0, "the FederatedHPA scaled on its Pods and External metrics")
+    current = {m["type"]: m[m["type"].lower()] for m in st["currentMetrics"]}
+    assert current["Pods"]["current"] == {"averageValue": "30"}, current  # web-api's pod left out
+    assert current["Pods"]["metric"] == {"name": "http_requests_per_second"}
+    assert current["External"]["metric"]["selector"] == {"matchLabels": {"queue": "orders"}, "matchExpressions": []}
+    assert "Object" not in current
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["ScalingActive"]["status"] == "True"
+    missing = conds["MetricsUnavailable"]["message"]
+    assert "Object metric ingress_requests_per_second" in missing and "no series" in missing, missing

@@ -91,14 +91,26 @@ def test_cron_rule_in_effect_is_the_last_fired_since_creation() -> None:
     assert cron.in_effect([up], t9 + 60, since=t9 - 60).at == t9  # type: ignore[union-attr]
 
 
+def test_a_rule_fires_in_its_time_zone_daylight_saving_included() -> None:
+    utc = datetime.UTC
+    rule = CronRule(name="up", schedule="0 9 * * *", targetReplicas=10, timeZone="Europe/Berlin")
+    winter = datetime.datetime(2026, 1, 5, 0, 0, tzinfo=utc).timestamp()
+    summer = datetime.datetime(2026, 7, 5, 0, 0, tzinfo=utc).timestamp()
+    assert cron.next_fire(rule, winter) == datetime.datetime(2026, 1, 5, 8, 0, tzinfo=utc).timestamp()  # UTC+1
+    assert cron.next_fire(rule, summer) == datetime.datetime(2026, 7, 5, 7, 0, tzinfo=utc).timestamp()  # UTC+2
+    assert cron.last_fire(rule, summer) == datetime.datetime(2026, 7, 4, 7, 0, tzinfo=utc).timestamp()
+
+
 def test_specs_refuse_what_they_cannot_honour() -> None:
     ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
     with pytest.raises(ValidationError, match="minReplicas must not exceed"):
         FederatedHPASpec.model_validate({"scaleTargetRef": ref, "minReplicas": 5, "maxReplicas": 2,
                                          "metrics": []})
-    with pytest.raises(ValidationError):  # only Resource metrics are read
+    with pytest.raises(ValidationError):  # a Pods metric names its metric and target
         FederatedHPASpec.model_validate({"scaleTargetRef": ref, "maxReplicas": 5, "metrics": [
             {"type": "Pods", "pods": {}}]})
+    with pytest.raises(ValidationError, match="not an IANA time zone"):
+        CronRule(name="x", schedule="0 9 * * *", targetReplicas=1, timeZone="Mars/Olympus")
     with pytest.raises(ValidationError, match="not a cron expression"):
         CronRule(name="x", schedule="every day", targetReplicas=1)
     with pytest.raises(ValidationError, match="never fires"):
