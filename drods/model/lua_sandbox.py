@@ -7,8 +7,8 @@ A script is user code run inside the control plane, so each call gets a fresh in
   ``string.dump`` and ``print`` are gone; ``require`` answers only ``"kube"`` (the helpers Karmada
   gives its scripts, `drods.model.lua_kube`); no Python object is reachable (lupa's ``python``
   table is removed and attribute access on the helper functions is refused);
-* bounded instructions and CPU time — a count hook stops the script after ``instructions`` VM
-  instructions or ``seconds`` of CPU time, whichever comes first;
+* bounded instructions and time — a count hook stops the script after ``instructions`` VM
+  instructions or ``seconds`` of wall time, whichever comes first;
 * bounded memory — lupa's ``max_memory`` caps what the interpreter may allocate.
 
 Objects cross as Lua tables (``obj.spec.replicas``); lists become 1-based sequences and come back as
@@ -17,6 +17,7 @@ lists. An empty table comes back as what was there before (``[]`` or ``{}``), el
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from lupa import lua54
 
 # Karmada scripts were written for Lua 5.1 (gopher-lua): ``unpack`` is kept as an alias.
 _BOOTSTRAP = """
-local sethook, clock, fail, kube = debug.sethook, os.clock, error, ...
+local sethook, fail, kube, clock = debug.sethook, error, ...
 for _, name in ipairs({"os", "io", "debug", "package", "dofile", "loadfile", "load", "loadstring",
                        "collectgarbage", "coroutine", "print", "require", "python"}) do _G[name] = nil end
 string.dump = nil
@@ -57,8 +58,10 @@ class LuaScriptError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    instructions: int = 20_000_000
-    seconds: float = 1.0
+    # a customization's script runs a few thousand instructions; the bounds keep a runaway one from
+    # holding a controller's event loop for more than a fraction of a second
+    instructions: int = 5_000_000
+    seconds: float = 0.5
     memory: int = 32 * 1024 * 1024  # bytes
 
 
@@ -91,7 +94,7 @@ class LuaSandbox:
         kube = rt.table()
         for name, helper in self.helpers.items():
             kube[name] = _bridged(rt, helper)
-        arm = rt.execute(_BOOTSTRAP, kube)
+        arm = rt.execute(_BOOTSTRAP, kube, time.monotonic)  # the wall clock, kept from the script
         return rt, arm
 
     def _load(self, rt: Any, arm: Any, script: str, function: str) -> Any:

@@ -1,8 +1,9 @@
 """Karmada's Lua resource interpretation, as a Karmada user does it with kubectl only: a
 CustomResourceDefinition, a ``config.karmada.io`` ResourceInterpreterCustomization whose scripts
 say where the kind keeps its replicas (GetReplicas), how a member's share is written
-(ReviseReplica), when a copy is healthy (InterpretHealth) and how the members' statuses add up
-(AggregateStatus), and a Karmada PropagationPolicy dividing a custom resource across two sims.
+(ReviseReplica), what a member's operator set survives a new apply (Retain), when a copy is healthy
+(InterpretHealth) and how the members' statuses add up (AggregateStatus), and a Karmada
+PropagationPolicy dividing a custom resource across two sims.
 A script that does not compile is refused and nothing is stored."""
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ spec:
             spec:
               type: object
               properties:
+                paused: {type: boolean}
                 fleet:
                   type: object
                   properties:
@@ -73,6 +75,12 @@ spec:
           if obj.metadata.annotations == nil then obj.metadata.annotations = {} end
           obj.metadata.annotations["serving.example.org/share"] = tostring(desiredReplica)
           return obj
+        end
+    retention:
+      luaScript: |
+        function Retain(desiredObj, observedObj)
+          desiredObj.spec.paused = observedObj.spec.paused
+          return desiredObj
         end
     healthInterpretation:
       luaScript: |
@@ -177,3 +185,16 @@ def test_a_lua_customization_divides_a_custom_resource_and_revises_each_share(en
     wait_for(aggregated, 15, "the scripted aggregate", what_else=lambda: env.http.get(f"{SERVERS}/llm").json())
     health = {e["cluster"]: e.get("health") for e in (env.binding(BINDING) or {})["status"]["clusters"]}
     assert health == {"aws-dfw": "Healthy", "gcp-sin": "Healthy"}
+
+    # Retain: a member's operator pauses its copy; the next apply (the template grows to 9) revises
+    # both shares and keeps that member's pause
+    DynamicClient(env.members["aws-dfw"].api).request(
+        "patch", f"{SERVERS}/llm", body={"spec": {"paused": True}}, content_type="application/merge-patch+json")
+    apply(kubectl, SERVER.replace("size: 6", "size: 9"))
+
+    def revised() -> dict[str, dict[str, Any]] | None:
+        c = copies(env)
+        return c if {n: o["spec"]["fleet"]["size"] for n, o in c.items()} == {"aws-dfw": 3, "gcp-sin": 6} else None
+
+    held = wait_for(revised, 15, "the new shares", what_else=lambda: copies(env))
+    assert held["aws-dfw"]["spec"]["paused"] is True and "paused" not in held["gcp-sin"]["spec"]

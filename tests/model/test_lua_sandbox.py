@@ -37,10 +37,8 @@ def test_the_way_out_is_closed(body: str, says: str) -> None:
 
 
 def test_an_endless_loop_is_stopped_by_the_instruction_bound() -> None:
-    started = time.monotonic()
     with pytest.raises(LuaScriptError, match="instruction limit exceeded"):
         run("while true do end")
-    assert time.monotonic() - started < 2.0
 
 
 def test_a_slow_script_is_stopped_by_the_timeout() -> None:
@@ -48,7 +46,7 @@ def test_a_slow_script_is_stopped_by_the_timeout() -> None:
     started = time.monotonic()
     with pytest.raises(LuaScriptError, match="timeout"):
         slow.call("function F() local x = 0 while true do x = x + 1 end end", "F")
-    assert time.monotonic() - started < 2.0
+    assert 0.2 <= time.monotonic() - started < 1.5  # the wall clock bounds it, however loaded the machine
 
 
 def test_memory_is_bounded() -> None:
@@ -90,11 +88,11 @@ def test_kube_helpers() -> None:
                     "serviceAccountName": "trainer",
                     "volumes": [{"configMap": {"name": "cfg"}}, {"persistentVolumeClaim": {"claimName": "data"}}]}}
     (req,) = run("return require('kube').accuratePodRequirements(a)", pod)
-    assert req == {"resourceRequest": {"cpu": "2", "memory": "67108864"}, "nodeClaim": {"nodeSelector": {"disk": "ssd"}},
-                   "namespace": "ml", "priorityClassName": "high"}
+    assert req == {"resourceRequest": {"cpu": "2", "memory": "67108864"},
+                   "nodeClaim": {"nodeSelector": {"disk": "ssd"}}, "namespace": "ml", "priorityClassName": "high"}
     (deps,) = run("return require('kube').getPodDependencies(a, 'ml')", pod)
-    assert deps == [{"apiVersion": "v1", "kind": k, "namespace": "ml", "name": n}
-                    for k, n in (("ConfigMap", "cfg"), ("PersistentVolumeClaim", "data"), ("ServiceAccount", "trainer"))]
+    named = (("ConfigMap", "cfg"), ("PersistentVolumeClaim", "data"), ("ServiceAccount", "trainer"))
+    assert deps == [{"apiVersion": "v1", "kind": k, "namespace": "ml", "name": n} for k, n in named]
     assert run("local kube = require('kube') return kube.resourceAdd('250m', '1', '0.5'), "
                "kube.getResourceQuantity('1500m')") == ("1750m", 1.5)
     with pytest.raises(LuaScriptError):
