@@ -27,7 +27,6 @@ from drods.model.lua_customization import (
     LuaCustomization,
     ReplicaNeeds,
 )
-from drods.model.lua_sandbox import LuaScriptError
 
 log = logging.getLogger(__name__)
 _PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
@@ -125,11 +124,8 @@ class Interpretation:
         """What the kind's GetReplicas says of ``obj`` (None: not scripted, or the script failed)."""
         if self.lua is None or not self.lua.has("replicaResource"):
             return None
-        try:
-            return self.lua.get_replicas(obj)
-        except LuaScriptError as e:
-            self.lua.failed("replicaResource", obj, e)
-            return None
+        lua = self.lua
+        return lua.run_or("replicaResource", obj, lambda: lua.get_replicas(obj), None)
 
     def pod_template_of(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         t = read_path(obj, self.pod_template) if self.pod_template else None
@@ -137,11 +133,9 @@ class Interpretation:
 
     def set_replicas(self, obj: dict[str, Any], share: int) -> None:
         if self.lua is not None and self.lua.has("replicaRevision"):
-            try:
-                revised = self.lua.revise_replica(obj, share)
-            except LuaScriptError as e:
-                self.lua.failed("replicaRevision", obj, e)
-            else:
+            lua = self.lua
+            revised = lua.run_or("replicaRevision", obj, lambda: lua.revise_replica(obj, share), None)
+            if revised is not None:
                 obj.clear()
                 obj.update(revised)
                 return
@@ -169,52 +163,40 @@ class Interpretation:
         """``desired`` with what the kind's Retain script keeps of the member's copy ``observed``."""
         if self.lua is None or not self.lua.has("retention"):
             return desired
-        try:
-            return self.lua.retain(desired, observed)
-        except LuaScriptError as e:
-            self.lua.failed("retention", desired, e)
-            return desired
+        lua = self.lua
+        return lua.run_or("retention", desired, lambda: lua.retain(desired, observed), desired)
 
     def reflected(self, observed: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         """(the status to report from a member's copy, "Healthy"/"Unhealthy" or None): the copy's own
         status unless the kind scripts ReflectStatus; its health when it scripts InterpretHealth."""
         raw = observed.get("status")
         status: dict[str, Any] = dict(raw) if isinstance(raw, Mapping) else {}
-        if self.lua is None:
+        lua = self.lua
+        if lua is None:
             return status, None
-        health = None
-        if self.lua.has("statusReflection"):
-            try:
-                got = self.lua.reflect_status(observed)
-                status = dict(got) if isinstance(got, Mapping) else {}
-            except LuaScriptError as e:
-                self.lua.failed("statusReflection", observed, e)
-        if self.lua.has("healthInterpretation"):
-            try:
-                health = "Healthy" if self.lua.interpret_health(observed) else "Unhealthy"
-            except LuaScriptError as e:
-                self.lua.failed("healthInterpretation", observed, e)
-        return status, health
+        if lua.has("statusReflection"):
+            got = lua.run_or("statusReflection", observed, lambda: lua.reflect_status(observed), status)
+            status = dict(got) if isinstance(got, Mapping) else {}
+        healthy = lua.run_or("healthInterpretation", observed, lambda: lua.interpret_health(observed), None) \
+            if lua.has("healthInterpretation") else None
+        return status, None if healthy is None else "Healthy" if healthy else "Unhealthy"
 
     def aggregated_status(self, template: Mapping[str, Any], items: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The template's status by the kind's AggregateStatus script over Karmada's statusItems
         (``clusterName``, ``status``, ``applied``, ``health``); None when not scripted or it failed."""
         if self.lua is None or not self.lua.has("statusAggregation"):
             return None
-        try:
-            return self.lua.aggregate_status(template, items)
-        except LuaScriptError as e:
-            self.lua.failed("statusAggregation", template, e)
-            return None
+        lua = self.lua
+        return lua.run_or("statusAggregation", template, lambda: lua.aggregate_status(template, items), None)
 
     def named_dependencies(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         """(apiVersion, kind, name) of the objects the rules find named in ``obj`` (GetDependencies'
         references in ``obj``'s namespace when the kind scripts it)."""
         if self.lua is not None and self.lua.has("dependencyInterpretation"):
-            try:
-                return _same_namespace(obj, self.lua.get_dependencies(obj))
-            except LuaScriptError as e:
-                self.lua.failed("dependencyInterpretation", obj, e)
+            lua = self.lua
+            refs = lua.run_or("dependencyInterpretation", obj, lambda: lua.get_dependencies(obj), None)
+            if refs is not None:
+                return _same_namespace(obj, refs)
         out = []
         for d in self.dependencies:
             name = read_path(obj, d.name_from)

@@ -24,9 +24,9 @@ and report it (`drods.model.interpreter`), never crash.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -34,6 +34,7 @@ from drods.model.lua_kube import HELPERS
 from drods.model.lua_sandbox import LuaSandbox, LuaScriptError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 KARMADA_CONFIG_GROUP = "config.karmada.io"
 KARMADA_CONFIG_VERSION = "v1alpha1"
@@ -130,6 +131,14 @@ class LuaCustomization:
         interpretation); the binding shows it as its InterpreterScriptFailed condition."""
         self.failures[(_where(obj), operation)] = str(error)
         log.warning("interpreter customization %s: %s on %s: %s", self.name, FUNCTIONS[operation], _where(obj), error)
+
+    def run_or(self, operation: str, obj: Mapping[str, Any], call: Callable[[], T], fallback: T) -> T:
+        """``call()`` — or ``fallback`` when the operation's script fails on ``obj`` (noted, not raised)."""
+        try:
+            return call()
+        except LuaScriptError as e:
+            self.failed(operation, obj, e)
+            return fallback
 
     def failures_of(self, obj: Mapping[str, Any]) -> list[str]:
         """The scripts failing on ``obj`` (or on a member's copy of it), one message each."""

@@ -106,6 +106,7 @@ apiVersion: serving.example.org/v1
 kind: ModelServer
 metadata: {name: llm, namespace: serving}
 spec:
+  paused: false
   fleet:
     size: 6
     template:
@@ -187,7 +188,7 @@ def test_a_lua_customization_divides_a_custom_resource_and_revises_each_share(en
     assert health == {"aws-dfw": "Healthy", "gcp-sin": "Healthy"}
 
     # Retain: a member's operator pauses its copy; the next apply (the template grows to 9) revises
-    # both shares and keeps that member's pause
+    # both shares and keeps that member's pause (without Retain the template's `paused: false` wins)
     DynamicClient(env.members["aws-dfw"].api).request(
         "patch", f"{SERVERS}/llm", body={"spec": {"paused": True}}, content_type="application/merge-patch+json")
     apply(kubectl, SERVER.replace("size: 6", "size: 9"))
@@ -197,4 +198,4 @@ def test_a_lua_customization_divides_a_custom_resource_and_revises_each_share(en
         return c if {n: o["spec"]["fleet"]["size"] for n, o in c.items()} == {"aws-dfw": 3, "gcp-sin": 6} else None
 
     held = wait_for(revised, 15, "the new shares", what_else=lambda: copies(env))
-    assert held["aws-dfw"]["spec"]["paused"] is True and "paused" not in held["gcp-sin"]["spec"]
+    assert held["aws-dfw"]["spec"]["paused"] is True and held["gcp-sin"]["spec"]["paused"] is False
