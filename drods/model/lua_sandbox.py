@@ -4,7 +4,8 @@ A script is user code run inside the control plane, so each call gets a fresh in
 
 * no way out — ``os``, ``io``, ``debug``, ``package``, ``load``/``loadstring``/``dofile``/``loadfile``,
   ``coroutine`` (a coroutine would run outside the instruction hook), ``collectgarbage``,
-  ``string.dump`` and ``print`` are gone; ``require`` answers only ``"kube"`` (the helpers Karmada
+  ``string.dump`` and ``print`` are gone, and ``setmetatable`` refuses ``__gc`` (finalizers run with
+  the instruction hook off); ``require`` answers only ``"kube"`` (the helpers Karmada
   gives its scripts, `drods.model.lua_kube`); no Python object is reachable (lupa's ``python``
   table is removed and attribute access on the helper functions is refused);
 * bounded instructions and time — a count hook stops the script after ``instructions`` VM
@@ -31,6 +32,12 @@ for _, name in ipairs({"os", "io", "debug", "package", "dofile", "loadfile", "lo
                        "collectgarbage", "coroutine", "print", "require", "python"}) do _G[name] = nil end
 string.dump = nil
 unpack = table.unpack
+-- finalizers run with hooks off: a __gc metamethod could loop past every bound, so none is allowed
+local setmeta, rawget_ = setmetatable, rawget
+setmetatable = function(t, mt)
+  if type(mt) == "table" and rawget_(mt, "__gc") ~= nil then fail("__gc metamethods are not allowed", 2) end
+  return setmeta(t, mt)
+end
 require = function(name)
   if name == "kube" then return kube end
   fail("module '" .. tostring(name) .. "' not found (only \\"kube\\" is available)", 2)

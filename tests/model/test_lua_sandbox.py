@@ -49,6 +49,14 @@ def test_a_slow_script_is_stopped_by_the_timeout() -> None:
     assert 0.2 <= time.monotonic() - started < 1.5  # the wall clock bounds it, however loaded the machine
 
 
+def test_no_finalizer_escapes_the_hook() -> None:
+    """Finalizers run with the hook off: a looping ``__gc`` would never stop, so it is refused."""
+    with pytest.raises(LuaScriptError, match="__gc metamethods are not allowed"):
+        run("setmetatable({}, {__gc = function() while true do end end}) return 1")
+    with pytest.raises(LuaScriptError, match="instruction limit exceeded"):  # __close runs under the hook
+        run("local x <close> = setmetatable({}, {__close = function() while true do end end}) return 1")
+
+
 def test_memory_is_bounded() -> None:
     with pytest.raises(LuaScriptError, match="memory limit exceeded"):
         run("local t = {} for i = 1, 1e8 do t[i] = string.rep('x', 64) .. i end return #t")
