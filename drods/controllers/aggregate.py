@@ -204,7 +204,8 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
         main_hash = manifest_hash(p.manifests[-1]) if p.manifests else None
         current = state.observation if state.observation is not None and state.observation.hash == main_hash \
             else None
-        ready = state.applied and copy_ready(kind, share, current)
+        # a copy the kind's InterpretHealth script calls Unhealthy is not ready (Karmada's health)
+        ready = state.applied and copy_ready(kind, share, current) and e.get("health") != "Unhealthy"
         out.all_applied = out.all_applied and state.applied
         out.all_ready = out.all_ready and ready
         out.entries.append(e)

@@ -36,6 +36,11 @@ def test_status_items_health_and_the_failure_condition() -> None:
         {"clusterName": "c", "applied": False, "health": "Unknown"}]
     rollup = aggregate.current_entries("ModelServer", {"a": 2, "b": 1}, plans, works, {}, {}, 3)
     assert {e["cluster"]: e.get("health") for e in rollup.entries} == {"a": "Healthy", "b": "Unhealthy"}
+    assert not rollup.all_ready  # an Unhealthy copy is not ready: the Binding stays Propagated
+    assert aggregate.binding_status({"phase": "Scheduled"}, "ModelServer", rollup, [], active=True,
+                                    now="t")["phase"] == "Propagated"
+    works["b"] = work(plans["b"], "Healthy", 1)
+    assert aggregate.current_entries("ModelServer", {"a": 2, "b": 1}, plans, works, {}, {}, 3).all_ready
     failing = ["modelserver: ReviseReplica: 2: attempt to index a nil value"]
     st = aggregate.binding_status({"phase": "Scheduled"}, "ModelServer", rollup, [], active=True, now="t",
                                   script_failures=failing)
