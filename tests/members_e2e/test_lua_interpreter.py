@@ -1,10 +1,10 @@
 """Karmada's Lua resource interpretation, as a Karmada user does it with kubectl only: a
 CustomResourceDefinition, a ``config.karmada.io`` ResourceInterpreterCustomization whose scripts
 say where the kind keeps its replicas (GetReplicas), how a member's share is written
-(ReviseReplica), what a member's operator set survives a new apply (Retain), when a copy is healthy
-(InterpretHealth) and how the members' statuses add up (AggregateStatus), and a Karmada
-PropagationPolicy dividing a custom resource across two sims.
-A script that does not compile is refused and nothing is stored."""
+(ReviseReplica), which objects follow it (GetDependencies), what a member's operator set survives a
+new apply (Retain), when a copy is healthy (InterpretHealth) and how the members' statuses add up
+(AggregateStatus), and a Karmada PropagationPolicy dividing a custom resource across two sims. A
+script that does not compile is refused and nothing is stored."""
 
 from __future__ import annotations
 
@@ -82,6 +82,12 @@ spec:
           desiredObj.spec.paused = observedObj.spec.paused
           return desiredObj
         end
+    dependencyInterpretation:
+      luaScript: |
+        local kube = require("kube")
+        function GetDependencies(desiredObj)
+          return kube.getPodDependencies(desiredObj.spec.fleet.template, desiredObj.metadata.namespace)
+        end
     healthInterpretation:
       luaScript: |
         function InterpretHealth(observedObj)
@@ -102,6 +108,11 @@ spec:
 """
 
 SERVER = """
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: llm-weights, namespace: serving}
+data: {model: llama}
+---
 apiVersion: serving.example.org/v1
 kind: ModelServer
 metadata: {name: llm, namespace: serving}
@@ -115,6 +126,7 @@ spec:
           - name: server
             image: llm:1.0
             resources: {requests: {cpu: 250m, memory: 512Mi}}
+        volumes: [{name: weights, configMap: {name: llm-weights}}]
 """
 
 POLICY = """
@@ -172,6 +184,10 @@ def test_a_lua_customization_divides_a_custom_resource_and_revises_each_share(en
     for cluster, share in placed.items():
         assert held[cluster]["spec"]["fleet"]["size"] == share
         assert held[cluster]["metadata"]["annotations"]["serving.example.org/share"] == str(share)
+    # GetDependencies: the ConfigMap the pod template mounts follows the server to exactly its clusters
+    for cluster, member in env.members.items():
+        has = member.get(f"/api/v1/namespaces/{NS}/configmaps/llm-weights") is not None
+        assert has == (cluster in placed), (cluster, has)
 
     # InterpretHealth and AggregateStatus: what the members' operators report adds up on the template
     for cluster, share in placed.items():
