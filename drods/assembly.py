@@ -60,7 +60,7 @@ from drods.migration.controller import LEASE as MIGRATION_LEASE
 from drods.migration.controller import MigrationController
 from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
-from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION
+from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, INTERPRETER_CUSTOMIZATION_KINDS
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import Collector
@@ -246,7 +246,8 @@ def _foundation(store: Store, data_dir: Path, chosen: frozenset[Component], s: C
     follow_revocations(manager, ctx.tokens)
     manager.informer(CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored).on_change(ctx.catalog.learn)
     interpreter = Interpreter()
-    manager.informer(RESOURCE_INTERPRETER_CUSTOMIZATION.key_prefix(), decode_stored).on_change(interpreter.learn)
+    for kind in INTERPRETER_CUSTOMIZATION_KINDS:  # DRO-DS's declarative and Karmada's Lua customizations
+        manager.informer(kind.key_prefix(), decode_stored).on_change(interpreter.learn)
     ctx.readiness = manager.readiness
     ctx.prometheus_registries.append(manager.metrics.registry)
     component_audit = ComponentAudit(ctx.audit, replica=manager.identity)

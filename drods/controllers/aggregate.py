@@ -76,6 +76,42 @@ def manifest_usage(work: Obj | None, main: Ref | None) -> Obj | None:
     return None
 
 
+def member_entry(work: Obj | None, main: Ref | None) -> Obj | None:
+    """The Work status's entry of ``main`` (its reported status, health, …), None if unreported."""
+    for m in ((work or {}).get("status") or {}).get("manifests") or []:
+        if main is not None and isinstance(m, dict) and \
+                (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
+                (main.api_version, main.kind, main.namespace, main.name):
+            return m
+    return None
+
+
+def fill_health(entry: Obj, work: Obj | None, main: Ref | None) -> None:
+    """A scripted kind's health in the member (InterpretHealth), as the Work reports it."""
+    health = (member_entry(work, main) or {}).get("health")
+    if isinstance(health, str):
+        entry["health"] = health
+    else:
+        entry.pop("health", None)
+
+
+def status_items(works: Mapping[str, Obj], plans: Mapping[str, ManifestSet | OverrideError]) -> list[Obj]:
+    """Karmada's statusItems for AggregateStatus: one per cluster holding a copy — ``clusterName``,
+    the reflected ``status``, ``applied`` and ``health`` (Healthy / Unhealthy / Unknown)."""
+    out = []
+    for c, p in sorted(plans.items()):
+        if not isinstance(p, ManifestSet):
+            continue
+        work = works.get(c)
+        m = member_entry(work, p.main) or {}
+        item: Obj = {"clusterName": c, "applied": bool(((work or {}).get("status") or {}).get("applied")),
+                     "health": str(m.get("health") or "Unknown")}
+        if isinstance(m.get("status"), dict):
+            item["status"] = m["status"]
+        out.append(item)
+    return out
+
+
 def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
     usage = manifest_usage(work, main)
     if usage is None:
@@ -160,6 +196,7 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
                 out.errors.append(f"{c}: {state.error}")
         fill_observation(e, kind, state.observation, state.observed_time)
         fill_usage(e, works.get(c), p.main)
+        fill_health(e, works.get(c), p.main)
         if rule is not None and rule.ready is not None:
             ready_count = read_path(member_status(works.get(c), p.main) or {}, rule.ready.removeprefix("status."))
             if isinstance(ready_count, int) and not isinstance(ready_count, bool):
@@ -167,7 +204,8 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
         main_hash = manifest_hash(p.manifests[-1]) if p.manifests else None
         current = state.observation if state.observation is not None and state.observation.hash == main_hash \
             else None
-        ready = state.applied and copy_ready(kind, share, current)
+        # a copy the kind's InterpretHealth script calls Unhealthy is not ready (Karmada's health)
+        ready = state.applied and copy_ready(kind, share, current) and e.get("health") != "Unhealthy"
         out.all_applied = out.all_applied and state.applied
         out.all_ready = out.all_ready and ready
         out.entries.append(e)
@@ -189,9 +227,20 @@ def removing_entry(cluster: str, kind: str, work: Obj, previous: Obj | None, sin
 
 
 def binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], *, active: bool,
-                   now: str) -> Obj:
+                   now: str, script_failures: list[str] | None = None) -> Obj:
     """The Binding's status with the controllers' fields (``clusters``, and phase and conditions while
-    propagating) replaced; the scheduler's fields are left as they are."""
+    propagating) replaced; the scheduler's fields are left as they are. ``script_failures``: the
+    kind's Lua interpreter scripts failing on this workload (an InterpreterScriptFailed condition)."""
+    new = _binding_status(status, kind, rollup, removing, active=active, now=now)
+    if script_failures and "conditions" in new:
+        previous = status.get("conditions") if isinstance(status.get("conditions"), list) else None
+        new["conditions"] = [*new["conditions"], condition(
+            "InterpreterScriptFailed", True, "ScriptError", "; ".join(script_failures)[:1000], previous, now)]
+    return new
+
+
+def _binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], *, active: bool,
+                    now: str) -> Obj:
     new = dict(status)
     entries = rollup.entries + removing
     if entries or "clusters" in status:

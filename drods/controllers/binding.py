@@ -47,7 +47,7 @@ from drods.model import jsondoc
 from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
 from drods.model.binding import PROPAGATION_FINALIZER
 from drods.model.dispatch import suspended
-from drods.model.interpreter import StatusRule
+from drods.model.interpreter import Interpretation, StatusRule
 from drods.model.karmada import KarmadaOverrideSpec
 from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, CUSTOM_RESOURCES_PREFIX, WORK, Kind, by_kind
 from drods.model.policy import ClusterOverridePolicySpec
@@ -310,8 +310,9 @@ class BindingController:
         counts_ready = tkind in M.REPLICA_KINDS or (rule is not None and rule.ready is not None)
         covered = rollup.all_applied and (not counts_ready or rollup.ready_applied >= rollup.desired)
         retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered)
+        failing = _script_failures(how, template) if active and template is not None else []
         new_status = aggregate.binding_status(status, tkind, rollup, retiring.removing, active=active,
-                                              now=rfc3339(now))
+                                              now=rfc3339(now), script_failures=failing)
         gone = deleting and not works
         if not await self._store_binding(name, b, status, new_status, revision, deleting=deleting,
                                          gone=gone, holds=bool(wanted or works)):
@@ -324,7 +325,9 @@ class BindingController:
             again = await self._mark_removing(work, rfc3339(now)) or again
         await self._delete_works(name, retiring.to_delete)
         if template is not None and not deleting and kind is not None:
-            if rule is not None:
+            if how is not None and how.scripts_status:
+                again = await self._write_scripted_status(kind, template, how, works, plans) or again
+            elif rule is not None:
                 again = await self._write_declared_status(kind, template, rule, works, plans) or again
             else:
                 again = await self._write_template_status(kind, template, tkind,
@@ -493,6 +496,16 @@ class BindingController:
         new = declared_status(rule, previous, members)
         return await self._put_template_status(kind, template, previous, new)
 
+    async def _write_scripted_status(self, kind: Kind, template: Obj, how: Interpretation, works: dict[str, Obj],
+                                     plans: dict[str, ManifestSet | OverrideError]) -> bool:
+        """The template's status by the kind's AggregateStatus script (Karmada's statusItems); left
+        as it is when the script fails. True when it must be tried again (conflict)."""
+        previous = dict(template.get("status") or {})
+        new = how.aggregated_status(template, aggregate.status_items(works, plans))
+        if new is None:
+            return False
+        return await self._put_template_status(kind, template, previous, new)
+
     async def _put_template_status(self, kind: Kind, template: Obj, previous: Obj, new: Obj) -> bool:
         if new == previous:
             return False
@@ -512,6 +525,15 @@ class BindingController:
         self._deps_of.pop(name, None)
         self._plans.pop(name, None)
         self._own_binding_rev.pop(name, None)
+
+
+def _script_failures(how: Interpretation | None, template: Obj) -> list[str]:
+    """The kind's Lua scripts failing on ``template`` (GetReplicas is run again here: the detector
+    that ran it may be another process)."""
+    if how is None or how.lua is None:
+        return []
+    how.scripted_needs(template)
+    return how.script_failures(template)
 
 
 def _topology(cluster: Obj | None) -> dict[str, str]:

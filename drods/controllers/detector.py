@@ -85,11 +85,11 @@ from drods.model.kinds import (
     CUSTOM_RESOURCE_DEFINITION,
     CUSTOM_RESOURCES_PREFIX,
     FEDERATED_HPA,
+    INTERPRETER_CUSTOMIZATION_KINDS,
     KARMADA_OVERRIDE_KINDS,
     KARMADA_PROPAGATION_KINDS,
     PRIORITY_CLASS,
     PROPAGATION_POLICY,
-    RESOURCE_INTERPRETER_CUSTOMIZATION,
     RESOURCE_PLACEMENT_POLICY,
     Kind,
 )
@@ -145,7 +145,7 @@ class ResourceDetector:
                 + [manager.informer(CUSTOM_RESOURCES_PREFIX, decode_stored)],
                 # decoded as the assembly's (the same informers, so the catalog learns a change first)
                 "interpretation": [manager.informer(k.key_prefix(), decode_stored)
-                                   for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)],
+                                   for k in (CUSTOM_RESOURCE_DEFINITION, *INTERPRETER_CUSTOMIZATION_KINDS)],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
                              for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
                 "bindings": manager.informer(BINDING.key_prefix(), decode_binding_kept),

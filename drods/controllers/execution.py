@@ -35,6 +35,7 @@ from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model import jsondoc
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
 from drods.model.dispatch import may_adopt
+from drods.model.interpreter import Interpretation
 from drods.model.keys import CLEANUP_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, WORK
 from drods.model.timefmt import rfc3339, rfc3339_ms
@@ -51,15 +52,18 @@ def cleanup_key(cluster: str, ref: Ref) -> str:
     return f"{CLEANUP_PREFIX}{cluster}/{ref.kind}/{ref.namespace or '_'}/{ref.name}"
 
 
-def manifest_status(obj: Obj, observed: str, usage: Obj | None = None) -> ManifestStatus:
-    """A member object's status as a Work's status carries it (with its measured use, if read)."""
+def manifest_status(obj: Obj, observed: str, usage: Obj | None = None,
+                    how: Interpretation | None = None) -> ManifestStatus:
+    """A member object's status as a Work's status carries it (with its measured use, if read);
+    ``how``: the kind's interpretation, whose scripts may reflect the status and judge its health."""
     meta = obj.get("metadata") or {}
+    status, health = how.reflected(obj) if how is not None else (
+        obj.get("status") if isinstance(obj.get("status"), dict) else {}, None)
     return ManifestStatus(apiVersion=str(obj.get("apiVersion")), kind=str(obj.get("kind")),
                           namespace=str(meta.get("namespace") or ""), name=str(meta.get("name")),
-                          status=obj.get("status") if isinstance(obj.get("status"), dict) else {},
-                          generation=int(meta.get("generation") or 1),
+                          status=status, generation=int(meta.get("generation") or 1),
                           manifestHash=(meta.get("annotations") or {}).get(ANN_HASH),
-                          observedTime=observed, usage=usage)
+                          observedTime=observed, usage=usage, health=health)
 
 
 class _Conflict(Exception):
@@ -170,8 +174,10 @@ class Execution:
                     ns_ok.add(ns)
             for m in manifests:
                 ref = Ref.of(m)
+                how = self.fleet.informers.interpreter.of(ref.api_version, ref.kind)
+                cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None) \
+                    if ref not in owned or how.retains else None
                 if ref not in owned:  # first contact: is it there, and did someone else create it?
-                    cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
                     if cur is not None and not is_managed(cur) and not may_adopt(m):
                         if ref.kind == CUSTOM_RESOURCE_DEFINITION.kind:
                             continue  # the member's own definition (its operator's) serves the kind: keep it
@@ -179,6 +185,8 @@ class Execution:
                                         "and is not managed by DRO-DS")
                     owned.add(ref)
                 await self._cancel_cleanup(cluster, ref)
+                if cur is not None and how.retains and is_managed(cur):  # Karmada's Retain over the member's copy
+                    m = how.retained(m, cur)
                 out = await client.apply(m)
         except _Conflict as e:
             return await self._failed(key, work, str(e), permanent=True)
@@ -191,7 +199,8 @@ class Execution:
             return await self._failed(key, work, f"{type(e).__name__}: {e}", permanent=False)
         self._retry_at.pop(key, None)
         now = self.clock()
-        seen = [manifest_status(out, rfc3339(now))] if out is not None else []
+        seen = [manifest_status(out, rfc3339(now), how=self.fleet.informers.interpreter.of(
+            str(out.get("apiVersion")), str(out.get("kind"))))] if out is not None else []
         status = WorkStatus(observedHash=str(spec.get("hash") or ""), applied=True, manifests=seen,
                             appliedTime=rfc3339_ms(now))
         return await self._write_status(work, status)

@@ -29,8 +29,8 @@ from drods.model.kinds import (
     CLUSTER_OVERRIDE_POLICY,
     CUSTOM_RESOURCE_DEFINITION,
     CUSTOM_RESOURCES_PREFIX,
+    INTERPRETER_CUSTOMIZATION_KINDS,
     KARMADA_OVERRIDE_KINDS,
-    RESOURCE_INTERPRETER_CUSTOMIZATION,
     TEMPLATE_KINDS,
     WORK,
 )
@@ -77,7 +77,7 @@ class MemberInformers:
                    tuple(manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS),
                    catalog or KindCatalog(ALL_KINDS), interpreter or Interpreter(),
                    tuple(manager.informer(k.key_prefix(), decode_stored)
-                         for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)))
+                         for k in (CUSTOM_RESOURCE_DEFINITION, *INTERPRETER_CUSTOMIZATION_KINDS)))
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,

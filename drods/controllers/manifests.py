@@ -51,6 +51,7 @@ from drods.model.annotations import (
 )
 from drods.model.dispatch import CONFLICT_ANNOTATION
 from drods.model.interpreter import Interpretation
+from drods.model.pod_references import pod_spec_references
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.selector import selects
 from drods.model.work import Ref, label_value
@@ -174,51 +175,7 @@ def referenced(template: Obj, pod: Obj | None = None) -> set[tuple[str, str]]:
     ps = pod.get("spec") if pod is not None else pod_spec(template)
     if not isinstance(ps, dict):
         return set()
-    cms, secrets = _config_and_secrets(ps)
-    out = {("ConfigMap", n) for n in cms} | {("Secret", n) for n in secrets}
-    account = ps.get("serviceAccountName") or ps.get("serviceAccount")
-    if isinstance(account, str) and account and account != "default":
-        out.add(("ServiceAccount", account))
-    for v in ps.get("volumes") or []:
-        claim = ((v or {}).get("persistentVolumeClaim") or {}).get("claimName") if isinstance(v, dict) else None
-        if isinstance(claim, str) and claim:
-            out.add(("PersistentVolumeClaim", claim))
-    return out
-
-
-def _config_and_secrets(ps: Obj) -> tuple[set[str], set[str]]:
-    cms: set[str] = set()
-    secrets: set[str] = set()
-    for v in ps.get("volumes") or []:
-        if not isinstance(v, dict):
-            continue
-        if (v.get("configMap") or {}).get("name"):
-            cms.add(v["configMap"]["name"])
-        if (v.get("secret") or {}).get("secretName"):
-            secrets.add(v["secret"]["secretName"])
-        for src in (v.get("projected") or {}).get("sources") or []:
-            if (src.get("configMap") or {}).get("name"):
-                cms.add(src["configMap"]["name"])
-            if (src.get("secret") or {}).get("name"):
-                secrets.add(src["secret"]["name"])
-    for c in [*(ps.get("containers") or []), *(ps.get("initContainers") or [])]:
-        if not isinstance(c, dict):
-            continue
-        for ef in c.get("envFrom") or []:
-            if (ef.get("configMapRef") or {}).get("name"):
-                cms.add(ef["configMapRef"]["name"])
-            if (ef.get("secretRef") or {}).get("name"):
-                secrets.add(ef["secretRef"]["name"])
-        for env in c.get("env") or []:
-            vf = (env or {}).get("valueFrom") or {}
-            if (vf.get("configMapKeyRef") or {}).get("name"):
-                cms.add(vf["configMapKeyRef"]["name"])
-            if (vf.get("secretKeyRef") or {}).get("name"):
-                secrets.add(vf["secretKeyRef"]["name"])
-    for s in ps.get("imagePullSecrets") or []:
-        if isinstance(s, dict) and s.get("name"):
-            secrets.add(s["name"])
-    return cms, secrets
+    return pod_spec_references(ps)
 
 
 def ingress_backends(ingress: Obj) -> set[str]:

@@ -37,13 +37,14 @@ Obj = dict[str, Any]
 
 def main_ref(work: Obj, interpreter: Interpreter | None = None) -> Ref | None:
     """The Work's main object when its status is aggregated: a workload kind, or a kind whose
-    interpreter customization declares a status rule."""
+    interpreter customization declares a status rule or scripts status or health."""
     manifests = (work.get("spec") or {}).get("manifests") or []
     if not manifests or not isinstance(manifests[-1], dict):
         return None
     main = manifests[-1]
-    if main.get("kind") not in WORKLOAD_KINDS and (
-            interpreter is None or interpreter.of(str(main.get("apiVersion")), str(main.get("kind"))).status is None):
+    if main.get("kind") in WORKLOAD_KINDS:
+        return Ref.of(main)
+    if interpreter is None or not interpreter.of(str(main.get("apiVersion")), str(main.get("kind"))).reports_status:
         return None
     return Ref.of(main)
 
@@ -152,7 +153,8 @@ class WorkStatusController:
     async def _record(self, work: Obj, obj: Obj, usage: Obj | None = None) -> bool:
         """Write ``obj``'s status (and usage) on ``work`` if it differs from what the Work says; True if written."""
         st = dict(work.get("status") or {})
-        fresh = manifest_status(obj, rfc3339(self.clock()), usage).model_dump(exclude_none=True)
+        how = self.fleet.informers.interpreter.of(str(obj.get("apiVersion")), str(obj.get("kind")))
+        fresh = manifest_status(obj, rfc3339(self.clock()), usage, how).model_dump(exclude_none=True)
         old = [m for m in st.get("manifests") or [] if isinstance(m, dict)]
         same = [m for m in old if (m.get("kind"), m.get("namespace") or "", m.get("name")) ==
                 (fresh["kind"], fresh.get("namespace") or "", fresh["name"])]

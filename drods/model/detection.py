@@ -94,6 +94,13 @@ def pod_requests(template: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def requested(requirements: Mapping[str, Any]) -> dict[str, Any]:
+    """Karmada's ReplicaRequirements (``resourceRequest``: quantities) in the units of `pod_requests`."""
+    request = requirements.get("resourceRequest")
+    return pod_requests({"spec": {"containers": [{"resources": {"requests": dict(request)}}]}}) \
+        if isinstance(request, Mapping) else {}
+
+
 def replicas_of(kind: Kind, obj: Mapping[str, Any], interpreter: Interpreter | None = None) -> int:
     how = interpreter.of(kind.api_version, kind.kind) if interpreter else interpretation(kind.api_version, kind.kind)
     return how.replicas_of(obj)
@@ -287,11 +294,12 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
     if meta.get("uid"):
         ref["uid"] = meta["uid"]
     how = interpreter.of(kind.api_version, kind.kind) if interpreter else interpretation(kind.api_version, kind.kind)
+    needs = how.scripted_needs(obj)  # a Karmada GetReplicas script: its count and per-replica requests
     spec: dict[str, Any] = {
         "resource": ref,
-        "replicas": how.replicas_of(obj),
+        "replicas": needs.replicas if needs is not None else how.replicas_of(obj),
         "priority": match.priority,
-        "resources": pod_requests(how.pod_template_of(obj)),
+        "resources": requested(needs.requirements) if needs is not None else pod_requests(how.pod_template_of(obj)),
         "policyRef": match.ref(),
     }
     placement = _with_labels(match.placement, match.target_labels)

@@ -21,6 +21,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from drods.model.lua_customization import (
+    KARMADA_CONFIG_GROUP,
+    KarmadaInterpreterCustomizationSpec,
+    LuaCustomization,
+    ReplicaNeeds,
+)
+
 log = logging.getLogger(__name__)
 _PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 
@@ -95,32 +102,117 @@ class Interpretation:
     status: StatusRule | None = None
     dependencies: tuple[Dependency, ...] = ()
     built_in: bool = True  # False: a customization says it (its status rule replaces the built-in one)
+    # Karmada's Lua customization of the kind: each operation it scripts wins over the paths above
+    lua: LuaCustomization | None = None
 
     @property
     def divisible(self) -> bool:
-        return self.replicas is not None
+        return self.replicas is not None or self._scripts("replicaResource")
+
+    def _scripts(self, operation: str) -> bool:
+        return self.lua is not None and self.lua.has(operation)
 
     def replicas_of(self, obj: Mapping[str, Any]) -> int:
         """The replica count (1 when the path is absent or not a count; 1 for a kind without replicas)."""
+        needs = self.scripted_needs(obj)
+        if needs is not None:
+            return needs.replicas
         v = read_path(obj, self.replicas) if self.replicas else None
         return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 1
+
+    def scripted_needs(self, obj: Mapping[str, Any]) -> ReplicaNeeds | None:
+        """What the kind's GetReplicas says of ``obj`` (None: not scripted, or the script failed)."""
+        if self.lua is None or not self.lua.has("replicaResource"):
+            return None
+        lua = self.lua
+        return lua.run_or("replicaResource", obj, lambda: lua.get_replicas(obj), None)
 
     def pod_template_of(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         t = read_path(obj, self.pod_template) if self.pod_template else None
         return t if isinstance(t, Mapping) else None
 
     def set_replicas(self, obj: dict[str, Any], share: int) -> None:
+        if self.lua is not None and self.lua.has("replicaRevision"):
+            lua = self.lua
+            revised = lua.run_or("replicaRevision", obj, lambda: lua.revise_replica(obj, share), None)
+            if revised is not None:
+                obj.clear()
+                obj.update(revised)
+                return
         if self.replicas:
             write_path(obj, self.replicas, share)
 
+    def script_failures(self, obj: Mapping[str, Any]) -> list[str]:
+        """The kind's scripts failing on ``obj`` or a member's copy of it (empty: none, or not scripted)."""
+        return self.lua.failures_of(obj) if self.lua is not None else []
+
+    @property
+    def scripts_status(self) -> bool:
+        return self._scripts("statusAggregation")
+
+    @property
+    def reports_status(self) -> bool:
+        """The members' statuses of the kind are collected (a status rule, or a status/health script)."""
+        return self.status is not None or any(self._scripts(op) for op in _STATUS_OPERATIONS)
+
+    @property
+    def retains(self) -> bool:
+        return self._scripts("retention")
+
+    def retained(self, desired: dict[str, Any], observed: Mapping[str, Any]) -> dict[str, Any]:
+        """``desired`` with what the kind's Retain script keeps of the member's copy ``observed``."""
+        if self.lua is None or not self.lua.has("retention"):
+            return desired
+        lua = self.lua
+        return lua.run_or("retention", desired, lambda: lua.retain(desired, observed), desired)
+
+    def reflected(self, observed: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """(the status to report from a member's copy, "Healthy"/"Unhealthy" or None): the copy's own
+        status unless the kind scripts ReflectStatus; its health when it scripts InterpretHealth."""
+        raw = observed.get("status")
+        status: dict[str, Any] = dict(raw) if isinstance(raw, Mapping) else {}
+        lua = self.lua
+        if lua is None:
+            return status, None
+        if lua.has("statusReflection"):
+            got = lua.run_or("statusReflection", observed, lambda: lua.reflect_status(observed), status)
+            status = dict(got) if isinstance(got, Mapping) else {}
+        healthy = lua.run_or("healthInterpretation", observed, lambda: lua.interpret_health(observed), None) \
+            if lua.has("healthInterpretation") else None
+        return status, None if healthy is None else "Healthy" if healthy else "Unhealthy"
+
+    def aggregated_status(self, template: Mapping[str, Any], items: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The template's status by the kind's AggregateStatus script over Karmada's statusItems
+        (``clusterName``, ``status``, ``applied``, ``health``); None when not scripted or it failed."""
+        if self.lua is None or not self.lua.has("statusAggregation"):
+            return None
+        lua = self.lua
+        return lua.run_or("statusAggregation", template, lambda: lua.aggregate_status(template, items), None)
+
     def named_dependencies(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-        """(apiVersion, kind, name) of the objects the rules find named in ``obj``."""
+        """(apiVersion, kind, name) of the objects the rules find named in ``obj`` (GetDependencies'
+        references in ``obj``'s namespace when the kind scripts it)."""
+        if self.lua is not None and self.lua.has("dependencyInterpretation"):
+            lua = self.lua
+            refs = lua.run_or("dependencyInterpretation", obj, lambda: lua.get_dependencies(obj), None)
+            if refs is not None:
+                return _same_namespace(obj, refs)
         out = []
         for d in self.dependencies:
             name = read_path(obj, d.name_from)
             if isinstance(name, str) and name:
                 out.append((d.api_version, d.kind, name))
         return out
+
+
+_STATUS_OPERATIONS = ("statusReflection", "statusAggregation", "healthInterpretation")
+
+
+def _same_namespace(obj: Mapping[str, Any], refs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    ns = (obj.get("metadata") or {}).get("namespace") or "default"
+    return [(str(r["apiVersion"]), str(r["kind"]), str(r["name"])) for r in refs
+            if r.get("apiVersion") and r.get("kind") and isinstance(r.get("name"), str) and r["name"]
+            and (r.get("namespace") or ns) == ns]
 
 
 NONE = Interpretation()
@@ -159,11 +251,14 @@ def customized(base: Interpretation, spec: ResourceInterpreterCustomizationSpec)
 
 
 class Interpreter:
-    """Built-ins plus the customizations the store holds, kept current by an informer
-    (`learn` is its change handler), so every process interprets a kind the same way."""
+    """Built-ins plus the customizations the store holds — DRO-DS's declarative ones and Karmada's
+    Lua ones — kept current by informers (`learn` is their change handler), so every process
+    interprets a kind the same way. For one kind, each operation a Lua customization scripts wins;
+    the declarative customization's paths serve the others, the built-ins the rest."""
 
     def __init__(self) -> None:
         self._custom: dict[str, tuple[tuple[str, str], ResourceInterpreterCustomizationSpec]] = {}
+        self._lua: dict[str, tuple[tuple[str, str], LuaCustomization]] = {}
         self._by_target: dict[tuple[str, str], Interpretation] = {}
         self.epoch = 0  # bumped on every change: plans derived from an interpretation are stale
 
@@ -171,20 +266,43 @@ class Interpreter:
         return self._by_target.get((api_version, kind)) or BUILT_IN.get((api_version, kind), NONE)
 
     def learn(self, key: str, old: Any, new: Any) -> None:
-        """Informer handler for the customizations' prefix (objects decoded as mappings)."""
+        """Informer handler for the customizations' prefixes (objects decoded as mappings)."""
         self._custom.pop(key, None)
+        self._lua.pop(key, None)
         if isinstance(new, dict) and not (new.get("metadata") or {}).get("deletionTimestamp"):
-            try:
-                spec = ResourceInterpreterCustomizationSpec.model_validate(new.get("spec") or {})
-            except ValidationError:
-                log.warning("ignoring unreadable interpreter customization %s", key)
-            else:
-                self._custom[key] = ((spec.target.apiVersion, spec.target.kind), spec)
+            self._read(key, new)
         by_target: dict[tuple[str, str], Interpretation] = {}
         for _, (target, spec) in sorted(self._custom.items(), reverse=True):  # the first name wins
             by_target[target] = customized(BUILT_IN.get(target, NONE), spec)
+        for target, lua in _merged(self._lua.values()).items():
+            base = by_target.get(target) or BUILT_IN.get(target, NONE)
+            by_target[target] = replace(base, built_in=False, lua=lua)
         self._by_target = by_target
         self.epoch += 1
+
+    def _read(self, key: str, obj: dict[str, Any]) -> None:
+        karmada = str(obj.get("apiVersion") or "").startswith(f"{KARMADA_CONFIG_GROUP}/")
+        try:
+            if karmada:
+                spec = KarmadaInterpreterCustomizationSpec.model_validate(obj.get("spec") or {})
+                name = str((obj.get("metadata") or {}).get("name") or key)
+                self._lua[key] = ((spec.target.apiVersion, spec.target.kind), LuaCustomization.of(name, spec))
+            else:
+                own = ResourceInterpreterCustomizationSpec.model_validate(obj.get("spec") or {})
+                self._custom[key] = ((own.target.apiVersion, own.target.kind), own)
+        except ValidationError:
+            log.warning("ignoring unreadable interpreter customization %s", key)
+
+
+def _merged(found: Any) -> dict[tuple[str, str], LuaCustomization]:
+    """One Lua customization per kind: for each operation, the script of the first by name
+    (Karmada's rule when several customizations target one kind)."""
+    out: dict[tuple[str, str], LuaCustomization] = {}
+    for target, lua in sorted(found, key=lambda t: t[1].name, reverse=True):
+        prev = out.get(target)
+        out[target] = lua if prev is None else replace(lua, scripts={**prev.scripts, **lua.scripts},
+                                                       name=lua.name)
+    return out
 
 
 def read_path(obj: Mapping[str, Any], path: str) -> Any:

@@ -18,6 +18,11 @@ from drods.model.karmada import (
     KarmadaOverrideSpec,
     KarmadaPropagationSpec,
 )
+from drods.model.lua_customization import (
+    KARMADA_CONFIG_GROUP,
+    KARMADA_CONFIG_VERSION,
+    KarmadaInterpreterCustomizationSpec,
+)
 from drods.model.meta import API_VERSION, GROUP, VERSION
 from drods.model.migration import MigrationPlanSpec
 from drods.model.policy import (
@@ -232,7 +237,15 @@ KARMADA_AUTOSCALING_KINDS: tuple[Kind, ...] = (
          categories=_OURS, storage_group=GROUP),
 )
 KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
-KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
+# config.karmada.io: a kind's interpretation as Lua scripts (drods.model.lua_customization), stored
+# apart from DRO-DS's declarative customizations; both feed one interpreter (drods.model.interpreter)
+KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION = Kind(
+    KARMADA_CONFIG_GROUP, KARMADA_CONFIG_VERSION, "ResourceInterpreterCustomization",
+    "resourceinterpretercustomizations", False, KarmadaInterpreterCustomizationSpec, categories=_OURS)
+INTERPRETER_CUSTOMIZATION_KINDS: tuple[Kind, ...] = (RESOURCE_INTERPRETER_CUSTOMIZATION,
+                                                     KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION)
+KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
+                                   + (KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION,))
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
                                + (CUSTOM_RESOURCE_DEFINITION,))

@@ -75,6 +75,8 @@ class ManifestStatus(BaseModel):
     observedTime: str | None = None  # when this status was read from the member (RFC 3339)
     # the workload's measured use in this member (`drods.model.workload_usage`); None: not read
     usage: dict[str, Any] | None = None
+    # "Healthy" / "Unhealthy" as the kind's InterpretHealth script says (Karmada); None: not interpreted
+    health: str | None = None
 
 
 class WorkStatus(BaseModel):

@@ -1,0 +1,183 @@
+"""A sandboxed Lua 5.4 (lupa) for the ``luaScript``s of Karmada's ResourceInterpreterCustomization.
+
+A script is user code run inside the control plane, so each call gets a fresh interpreter with:
+
+* no way out — ``os``, ``io``, ``debug``, ``package``, ``load``/``loadstring``/``dofile``/``loadfile``,
+  ``coroutine`` (a coroutine would run outside the instruction hook), ``collectgarbage``,
+  ``string.dump`` and ``print`` are gone, and ``setmetatable`` refuses ``__gc`` (finalizers run with
+  the instruction hook off); ``require`` answers only ``"kube"`` (the helpers Karmada
+  gives its scripts, `drods.model.lua_kube`); no Python object is reachable (lupa's ``python``
+  table is removed and attribute access on the helper functions is refused);
+* bounded instructions and time — a count hook stops the script after ``instructions`` VM
+  instructions or ``seconds`` of wall time, whichever comes first;
+* bounded memory — lupa's ``max_memory`` caps what the interpreter may allocate.
+
+Objects cross as Lua tables (``obj.spec.replicas``); lists become 1-based sequences and come back as
+lists. An empty table comes back as what was there before (``[]`` or ``{}``), else as ``{}``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lupa import lua54
+
+# Karmada scripts were written for Lua 5.1 (gopher-lua): ``unpack`` is kept as an alias.
+_BOOTSTRAP = """
+local sethook, fail, kube, clock = debug.sethook, error, ...
+for _, name in ipairs({"os", "io", "debug", "package", "dofile", "loadfile", "load", "loadstring",
+                       "collectgarbage", "coroutine", "print", "require", "python"}) do _G[name] = nil end
+string.dump = nil
+unpack = table.unpack
+-- finalizers run with hooks off: a __gc metamethod could loop past every bound, so none is allowed
+local setmeta, rawget_ = setmetatable, rawget
+setmetatable = function(t, mt)
+  if type(mt) == "table" and rawget_(mt, "__gc") ~= nil then fail("__gc metamethods are not allowed", 2) end
+  return setmeta(t, mt)
+end
+require = function(name)
+  if name == "kube" then return kube end
+  fail("module '" .. tostring(name) .. "' not found (only \\"kube\\" is available)", 2)
+end
+return function(step, budget, seconds)
+  local used, deadline = 0, clock() + seconds
+  sethook(function()
+    used = used + step
+    if used > budget then fail("instruction limit exceeded", 0) end
+    if clock() > deadline then fail("timeout", 0) end
+  end, "", step)
+end
+"""
+_STEP = 1000  # instructions between two checks of the budget and the clock
+
+
+class LuaScriptError(Exception):
+    """A script that does not compile, fails, runs too long or too big, or returns the wrong shape."""
+
+    def __init__(self, function: str, reason: str) -> None:
+        super().__init__(f"{function}: {reason}")
+        self.function = function
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    # a customization's script runs a few thousand instructions; the bounds keep a runaway one from
+    # holding a controller's event loop for more than a fraction of a second
+    instructions: int = 5_000_000
+    seconds: float = 0.5
+    memory: int = 32 * 1024 * 1024  # bytes
+
+
+class LuaSandbox:
+    """Runs one function of a script with Python values in and out."""
+
+    def __init__(self, limits: Limits | None = None,
+                 helpers: Mapping[str, Callable[..., Any]] | None = None) -> None:
+        self.limits = limits or Limits()
+        self.helpers = dict(helpers or {})
+
+    def check(self, script: str, function: str) -> None:
+        """Raise `LuaScriptError` unless ``script`` compiles and defines ``function``."""
+        rt, arm = self._runtime()
+        self._load(rt, arm, script, function)
+
+    def call(self, script: str, function: str, *args: Any,
+             like: Sequence[Any] = ()) -> tuple[Any, ...]:
+        """Every value ``function(*args)`` returns, as Python values. ``like[i]`` is the Python value
+        the i-th result stands for (it says whether an empty table was a list or a mapping)."""
+        rt, arm = self._runtime()
+        fn = self._load(rt, arm, script, function)
+        out = _guarded(function, fn, *(to_lua(rt, a) for a in args))
+        results = out if isinstance(out, tuple) else (out,)
+        return tuple(to_python(v, like[i] if i < len(like) else None) for i, v in enumerate(results))
+
+    def _runtime(self) -> tuple[Any, Any]:
+        rt = lua54.LuaRuntime(register_eval=False, register_builtins=False, unpack_returned_tuples=True,
+                              max_memory=self.limits.memory, attribute_filter=_no_attributes)
+        kube = rt.table()
+        for name, helper in self.helpers.items():
+            kube[name] = _bridged(rt, helper)
+        arm = rt.execute(_BOOTSTRAP, kube, time.monotonic)  # the wall clock, kept from the script
+        return rt, arm
+
+    def _load(self, rt: Any, arm: Any, script: str, function: str) -> Any:
+        """``function`` of ``script``, the script's top level run under the limits the call runs under."""
+        try:
+            chunk = rt.compile(script)
+        except lua54.LuaSyntaxError as e:
+            raise LuaScriptError(function, f"does not compile: {_message(e)}") from None
+        except lua54.LuaError as e:  # lupa reports some syntax errors as plain errors
+            raise LuaScriptError(function, f"does not compile: {_message(e)}") from None
+        arm(_STEP, self.limits.instructions, self.limits.seconds)
+        _guarded(function, chunk)
+        fn = rt.globals()[function]
+        if lua54.lua_type(fn) != "function":
+            raise LuaScriptError(function, f"the script does not define function {function}")
+        return fn
+
+
+def _guarded(function: str, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except lua54.LuaMemoryError:
+        raise LuaScriptError(function, "memory limit exceeded") from None
+    except lua54.LuaError as e:
+        raise LuaScriptError(function, _message(e)) from None
+    except (AttributeError, TypeError, ValueError, ArithmeticError) as e:  # raised in a helper, or refused
+        raise LuaScriptError(function, str(e) or type(e).__name__) from None
+
+
+def _no_attributes(obj: Any, name: str, setting: bool) -> str:
+    raise AttributeError("attribute access is not allowed in interpreter scripts")
+
+
+def _message(e: Exception) -> str:
+    text = str(e).strip()
+    return text.removeprefix("error loading code: ").removeprefix('[string "<python>"]:') or type(e).__name__
+
+
+def _bridged(rt: Any, helper: Callable[..., Any]) -> Callable[..., Any]:
+    """``helper`` callable from Lua: tables in become Python values, its result goes back as tables."""
+    def call(*args: Any) -> Any:
+        return to_lua(rt, helper(*(to_python(a) for a in args)))
+    return call
+
+
+def to_lua(rt: Any, value: Any) -> Any:
+    if isinstance(value, Mapping):
+        t = rt.table()
+        for k, v in value.items():
+            if v is not None:
+                t[k] = to_lua(rt, v)
+        return t
+    if isinstance(value, list | tuple):
+        t = rt.table()
+        for i, v in enumerate(value, 1):
+            t[i] = to_lua(rt, v)
+        return t
+    return value
+
+
+def to_python(value: Any, like: Any = None) -> Any:
+    """A Lua value as JSON-like Python (``like``: what it was before, for empty tables and integers)."""
+    kind = lua54.lua_type(value)
+    if kind in ("function", "userdata", "thread"):
+        return None  # not data: nothing an object can hold
+    if kind != "table":
+        if isinstance(value, float) and value.is_integer() and isinstance(like, int):
+            return int(value)
+        return value
+    items = list(value.items())
+    if not items:
+        return [] if isinstance(like, list) else {}
+    keys = [k for k, _ in items]
+    if all(isinstance(k, int) and not isinstance(k, bool) for k in keys) and sorted(keys) == list(
+            range(1, len(keys) + 1)):
+        seq = like if isinstance(like, list) else []
+        return [to_python(v, seq[k - 1] if k - 1 < len(seq) else None) for k, v in sorted(items)]
+    old = like if isinstance(like, Mapping) else {}
+    return {str(k): to_python(v, old.get(str(k))) for k, v in items}
