@@ -101,6 +101,12 @@ async def _operation(plane: Plane, cluster: str, kind: str) -> dict[str, Any]:
     return await eventually(found, 10.0, f"a {kind} operation on {cluster}")
 
 
+async def _decisions(plane: Plane, **query: str) -> list[dict[str, Any]]:
+    r = await plane.call("GET", "/api/v1/decisions", params={"since": "1h", **query}, role="viewer")
+    assert r.status_code == 200, r.text
+    return list(r.json()["items"])
+
+
 async def _annotations(plane: Plane, kind: str, name: str) -> dict[str, str]:
     r = await plane.call("GET", f"/apis/multicluster.io/v1alpha1/{kind}/{name}")
     assert r.status_code == 200, r.text
@@ -131,6 +137,15 @@ async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Sto
         entry = r.json()["items"][0]
         assert entry["scheduleType"] == "RescheduleTriggered" and entry["trigger"]["reason"].startswith("evacuate c")
         assert entry["filters"]["reasonCounts"] == {"water level above 80%": 1}
+        # X1: the evacuation is an eviction decision about c, with the water levels it saw and the
+        # bindings it weighed; web's own reschedule reads as an eviction too
+        ev = (await _decisions(plane, kind="Cluster", name="c", type="Eviction"))[0]
+        seen = ev["inputs"]["waterLevels"]
+        assert seen["c"]["waterLevel"] > LIMIT and seen["c"]["limit"] == LIMIT and set(seen) == {"a", "b", "c"}
+        assert [(o["name"], o["chosen"], o["replicas"]) for o in ev["options"]] == [("web", True, first["c"])]
+        assert ev["outcome"]["outcome"] == "executed" and ev["summary"].startswith("executed: water level")
+        assert (await _decisions(plane, kind="Binding", name="web", type="Eviction"))[0]["trigger"]["reason"] \
+            .startswith("evacuate c")
 
         # The load falls: once c has been calm for restoreAfterSeconds, web is offered c again.
         cpu["c"] = 62.0
@@ -141,6 +156,8 @@ async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Sto
         assert EVACUATED_FROM not in await _annotations(plane, "bindings", "web")
         # Calm: one move away, one move back — no oscillation.
         assert sorted(o["kind"] for o in await _operations(plane, "c")) == ["Evacuate", "Restore"]
+        # monitoring's events about c (its limit breached) are no decisions: only the two operations
+        assert [d["type"] for d in await _decisions(plane, kind="Cluster", name="c")] == ["Rebalance", "Eviction"]
 
 
 async def test_forecast_peak_preallocates_elsewhere_before_it_arrives(store: Store, tmp_path: Path) -> None:
