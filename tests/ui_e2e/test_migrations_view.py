@@ -83,15 +83,18 @@ def _open(page: Any, hash_: str, heading: str) -> None:
 def test_migrations_view_shows_each_plans_phases_data_and_lost_writes_as_the_api_has_them(
         page: Any, env: Env, moved: dict[str, Any]) -> None:
     _open(page, "migrations", "Migrations")
-    row = page.get_by_test_id("migrationplans").locator("tr[data-name='mover-move']")
-    row.locator("ol.phases li").first.wait_for()
+    plans = page.get_by_test_id("migrationplans")
+    row = plans.locator("tr[data-name='mover-move']")
+    timeline = plans.locator("tr[data-timeline='mover-move']")
+    timeline.locator("ol.phases li").first.wait_for()
     st = env.http.get(f"{PLANS}/mover-move").json()["status"]
     wait_for(lambda: st["phase"] in row.inner_text(), 10, "the view at the API's phase")
-    shown = [li.get_attribute("data-phase") for li in row.locator("ol.phases li").all()]
+    shown = [li.get_attribute("data-phase") for li in timeline.locator("ol.phases li").all()]
     want = [t for t in PHASE_ORDER if t in {c["type"] for c in st["conditions"]}]
     assert shown == want, (shown, st["conditions"])
     if st["phase"] == "Succeeded":
-        assert row.locator("li[data-phase='SourceRetired']").inner_text().startswith("SourceRetired: done")
+        assert timeline.locator("li[data-phase='SourceRetired']").inner_text().startswith("SourceRetired: done")
+        assert timeline.locator("svg.gantt rect.bar.ok").count() == len(want)  # one bar per phase, each done
         assert row.get_by_test_id("data").inner_text() == "none (the plan says data: None)"
     lost = (st.get("data") or {}).get("lostWrites")
     assert row.get_by_test_id("lost").inner_text() == (
@@ -117,12 +120,13 @@ def test_migrations_view_shows_each_plans_phases_data_and_lost_writes_as_the_api
     shot(page, "view-migrations")
 
 
-def _report(root: Path, name: str, seed: int, policies: dict[str, dict[str, float]]) -> list[str]:
+def _report(root: Path, name: str, seed: int, policies: dict[str, dict[str, float]]) -> Path:
+    """A folder as ``drods simulate --out`` leaves it: summary.json and a plot."""
     folder = root / name
     folder.mkdir()
     (folder / "summary.json").write_text(json.dumps({"scenario": name, "seed": seed, "policies": policies}))
     (folder / "waterlevel.png").write_bytes(PNG)
-    return [str(folder / "summary.json"), str(folder / "waterlevel.png")]
+    return folder
 
 
 def test_whatif_shows_two_uploaded_simulation_reports_side_by_side(page: Any, tmp_path: Path) -> None:
@@ -149,7 +153,7 @@ def test_whatif_shows_two_uploaded_simulation_reports_side_by_side(page: Any, tm
     shot(page, "view-whatif-reports")
     (tmp_path / "bare").mkdir()
     (tmp_path / "bare" / "plot.png").write_bytes(PNG)
-    page.get_by_label("Report B (a drods simulate --out folder)").set_input_files([str(tmp_path / "bare" / "plot.png")])
+    page.get_by_label("Report B (a drods simulate --out folder)").set_input_files(tmp_path / "bare")
     alert = page.get_by_test_id("reports").get_by_role("alert")
     alert.wait_for()
     assert "summary.json" in alert.inner_text() and reports.count() == 1

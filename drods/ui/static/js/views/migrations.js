@@ -51,7 +51,7 @@ export function lostWrites(st) {
 // A Gantt strip: each phase a bar from its start over its duration, on one time axis.
 function gantt(name, steps) {
   const timed = steps.filter((s) => !Number.isNaN(s.start));
-  const width = 560;
+  const width = 480;
   const rowH = 18;
   const label = `Phase timeline of ${name}: ${steps.map((s) => `${s.type} ${s.state}`).join(", ") || "not started"}`;
   const svg = svgNode("svg", { viewBox: `0 0 ${width} ${Math.max(1, timed.length) * rowH + 4}`, role: "img",
@@ -72,24 +72,27 @@ function gantt(name, steps) {
   return svg;
 }
 
-function planRow(o) {
+// A plan's row, then a full-width row with its phase timeline (a strip and the same as a list).
+function planRows(o) {
   const st = o.status || {};
   const spec = o.spec || {};
   const ref = spec.workloadRef || {};
   const steps = phaseSteps(o);
   const phase = st.phase || "Pending";
   const kind = ["Failed", "RolledBack"].includes(phase) ? "bad" : phase === "Succeeded" ? "ok" : "";
-  return h("tr", { dataset: { name: o.metadata.name } },
+  return [h("tr", { dataset: { name: o.metadata.name } },
     h("th", { scope: "row" }, `${o.metadata.namespace || "default"}/${o.metadata.name}`),
     h("td", {}, `${ref.kind || "StatefulSet"}/${ref.name || "?"}`),
     h("td", {}, `${st.sourceCluster || spec.sourceCluster || "?"} → ${st.targetCluster || spec.targetCluster || "(scheduler's choice)"}`),
     h("td", {}, badge(phase, kind), st.message ? h("div", { class: "muted" }, st.message) : null),
     h("td", { dataset: { testid: "data" } }, dataMoved(st)),
     h("td", { dataset: { testid: "lost" } }, lostWrites(st)),
-    h("td", {}, (st.freeze || {}).downtimeSeconds !== undefined ? `${num(st.freeze.downtimeSeconds, 3)} s` : "—"),
-    h("td", {}, gantt(o.metadata.name, steps),
-      h("ol", { class: "phases", dataset: { testid: "phases" } }, steps.map((s) => h("li", { dataset: { phase: s.type } },
-        `${s.type}: ${s.state}`, s.seconds === null ? "" : `, ${num(s.seconds)} s from ${when(new Date(s.start).toISOString())}`)))));
+    h("td", {}, (st.freeze || {}).downtimeSeconds !== undefined ? `${num(st.freeze.downtimeSeconds, 3)} s` : "—")),
+  h("tr", { class: "timeline", dataset: { timeline: o.metadata.name } },
+    h("td", { colspan: "7" }, h("div", { class: "phase-timeline" }, gantt(o.metadata.name, steps),
+      h("ol", { class: "phases", "aria-label": `Phases of ${o.metadata.name}`, dataset: { testid: "phases" } },
+        steps.map((s) => h("li", { dataset: { phase: s.type } }, `${s.type}: ${s.state}`,
+          s.seconds === null ? "" : `, ${num(s.seconds)} s from ${when(new Date(s.start).toISOString())}`))))))];
 }
 
 function cacheRow(o) {
@@ -129,8 +132,8 @@ export default {
     const sorted = (set) => [...set.items.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
     const drawPlans = () => keepFocus(plans, () => replace(plans, planSet.items.size
       ? table("Each plan's move, phase timeline, data moved and writes lost at the switch",
-        ["Name", "Workload", "Move", "Phase", "Data moved", "Lost writes", "Write freeze", "Timeline"],
-        sorted(planSet).map(planRow), { class: "data" })
+        ["Name", "Workload", "Move", "Phase", "Data moved", "Lost writes", "Write freeze"],
+        sorted(planSet).map(planRows), { class: "data" })
       : h("p", { class: "muted" }, "No MigrationPlans.")));
     const drawCaches = () => keepFocus(caches, () => replace(caches, cacheSet.items.size
       ? table("Each cache plan: the reads that proposed it and what it places",
