@@ -182,3 +182,20 @@ def test_the_descheduler_s_reschedules_are_evictions_or_rebalancing() -> None:
                          ("traffic rebalance: 62% less traffic cost", REBALANCE)):
         trig = {"kind": "Reschedule", "reason": reason}
         assert from_schedule(_entry(scheduleType="RescheduleTriggered", trigger=trig))["type"] == kind, reason
+
+
+def test_a_route_change_names_the_measured_delays_and_why_the_replaced_instance_lost() -> None:
+    def spec(cluster: str) -> dict[str, object]:
+        return {"serviceId": "video.example", "registration": {"name": "video"},
+                "routes": [{"clientSite": "DFW", "instances": [{"cluster": cluster, "weight": 1.0, "metric": 1.0,
+                                                                "reason": "lowest delay"}]}]}
+    delays = {("DFW", "aws-dfw"): 12.5, ("DFW", "azure-lhr"): 9.0}
+    moved = route_decision(spec("aws-dfw"), spec("azure-lhr"), lambda s, c: delays.get((s, c)))
+    assert moved is not None
+    assert moved["inputs"]["latencies"] == {"DFW → azure-lhr": 9.0, "DFW → aws-dfw": 12.5}
+    ru = moved["runnerUp"]
+    assert ru["name"] == "DFW → aws-dfw" and ru["against"] == "DFW → azure-lhr" and ru["lostBy"] == 3.5
+    assert ru["why"] == "DFW → aws-dfw measured 12.5 ms against 9 ms for DFW → azure-lhr; chosen by lowest delay"
+    unmeasured = route_decision(spec("aws-dfw"), spec("gcp-sin"), lambda s, c: delays.get((s, c)))
+    assert unmeasured is not None and unmeasured["runnerUp"] is None  # no delay to compare: no runner-up claimed
+    assert unmeasured["inputs"]["latencies"]["DFW → gcp-sin"] is None
