@@ -100,8 +100,11 @@ def _inputs_line(inputs: Mapping[str, Any]) -> str:
         parts.append(_users_text(users))
     if isinstance(levels := inputs.get("waterLevels"), Mapping):
         parts.append(_water_levels_text(levels))
+    if isinstance(lat := inputs.get("latencies"), Mapping):
+        parts.append("measured delay " + ", ".join(f"{k} {v:g} ms" if isinstance(v, (int, float)) else f"{k} unknown"
+                                                   for k, v in lat.items()))
     named = [k for k in inputs if k not in ("adjuster", "candidates", "metrics", "bounds", "weights", "filters",
-                                            "analysis", "users", "waterLevels")]
+                                            "analysis", "users", "waterLevels", "latencies")]
     parts += [f"{k}: {inputs[k]}" for k in named]
     return "; ".join(parts)
 
