@@ -3,6 +3,8 @@ runner-up's loss split into per-plugin contributions that add up to the differen
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from drods.model.decision import (
@@ -199,3 +201,13 @@ def test_a_route_change_names_the_measured_delays_and_why_the_replaced_instance_
     unmeasured = route_decision(spec("aws-dfw"), spec("gcp-sin"), lambda s, c: delays.get((s, c)))
     assert unmeasured is not None and unmeasured["runnerUp"] is None  # no delay to compare: no runner-up claimed
     assert unmeasured["inputs"]["latencies"]["DFW → gcp-sin"] is None
+
+
+def test_a_placement_names_the_workload_s_measured_usage_when_its_binding_had_one() -> None:
+    from drods.schedulerd.history import measured_usage
+
+    usage = {"cpu": {"used": "950m", "requested": "1"}, "pods": 3, "readyPods": 3}
+    assert measured_usage(json.dumps({"metadata": {"name": "web"}, "status": {"usage": usage}}).encode()) == usage
+    assert measured_usage(b'{"metadata": {"name": "web"}, "status": {}}') is None
+    assert from_schedule(_entry(usage=usage))["inputs"]["usage"] == usage
+    assert "usage" not in from_schedule(_entry())["inputs"]

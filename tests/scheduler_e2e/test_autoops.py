@@ -20,12 +20,15 @@ import pytest
 
 from drods.assembly import Component
 from drods.model.annotations import EVACUATED_FROM, PREALLOCATION
+from drods.model.kinds import BINDING as BINDINGS
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService, MonitorSettings
+from drods.registry.patch import MERGE_PATCH
 from drods.store import Store
 from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
 
 LIMIT = 0.8
+USAGE = {"cpu": {"used": "9500m", "requested": "12"}, "pods": 12, "readyPods": 12}
 WEB = {"name": "web", "replicas": 12, "resources": {"cpu": 1},
        "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
                                            "replicaDivisionPreference": "Weighted",
@@ -125,6 +128,8 @@ async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Sto
         first = await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web spread over a, b and c")
         assert sum(first.values()) == 12
 
+        # web's measured use, as the work-status controller rolls it up, is what its next decision saw
+        await plane.ctx.registry.patch(BINDINGS, "web", {"status": {"usage": USAGE}}, MERGE_PATCH, subresource="status")
         # c's load rises past its limit and stays there: after sustainedSeconds its replicas leave.
         cpu["c"] = 92.0
         away = await _placed(plane, "web", lambda p: "c" not in p, "web moved away from c")
@@ -144,8 +149,8 @@ async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Sto
         assert seen["c"]["waterLevel"] > LIMIT and seen["c"]["limit"] == LIMIT and set(seen) == {"a", "b", "c"}
         assert [(o["name"], o["chosen"], o["replicas"]) for o in ev["options"]] == [("web", True, first["c"])]
         assert ev["outcome"]["outcome"] == "executed" and ev["summary"].startswith("executed: water level")
-        assert (await _decisions(plane, kind="Binding", name="web", type="Eviction"))[0]["trigger"]["reason"] \
-            .startswith("evacuate c")
+        evicted = (await _decisions(plane, kind="Binding", name="web", type="Eviction"))[0]
+        assert evicted["trigger"]["reason"].startswith("evacuate c") and evicted["inputs"]["usage"] == USAGE
 
         # The load falls: once c has been calm for restoreAfterSeconds, web is offered c again.
         cpu["c"] = 62.0
