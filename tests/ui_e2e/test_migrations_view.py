@@ -6,6 +6,7 @@
   the plan runs them), how the data moved and the lost writes as the plan measured them; a CachePlan
   for a Dataset shows its copy, reads, size and phase as the API has them; the Migration decision
   records are in the timeline.
+* Cluster: the page's Decisions section lists what ``GET /api/v1/decisions?kind=Cluster`` has.
 * What-if: two ``drods simulate`` report folders (``summary.json`` + PNG plots) are uploaded and shown
   side by side, each figure as the file has it, each plot as an image; a folder without
   ``summary.json`` is refused with an alert."""
@@ -118,6 +119,20 @@ def test_migrations_view_shows_each_plans_phases_data_and_lost_writes_as_the_api
     assert page.locator("[data-testid=timeline] tr[data-type='Migration']").count() >= len(api)
     accessible(page, "migrations")
     shot(page, "view-migrations")
+
+
+def test_the_cluster_page_lists_the_decisions_about_the_cluster_as_the_api_has_them(page: Any, env: Env) -> None:
+    name = sorted(SIMS)[0]
+    _open(page, f"clusters/{name}", name)
+    box = page.get_by_test_id("cluster-decisions")
+    api = env.http.get("/api/v1/decisions", params={"kind": "Cluster", "name": name, "since": "7d"}).json()["items"]
+    if api:
+        box.locator("tr[data-type]").first.wait_for()
+        assert box.locator("tr[data-type]").count() == len(api)
+        assert [r.get_attribute("data-type") for r in box.locator("tr[data-type]").all()] == [d["type"] for d in api]
+    else:
+        box.get_by_test_id("no-decisions").wait_for()
+    accessible(page, "cluster")
 
 
 def _report(root: Path, name: str, seed: int, policies: dict[str, dict[str, float]]) -> Path:
