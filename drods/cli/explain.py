@@ -4,8 +4,9 @@
 A workload: its current placement, then the latest decision of each type (placement, reschedule,
 eviction, rebalance, scaling, route, migration, cache plan) — trigger, inputs, the options with their
 per-plugin scores, why the runner-up lost — like ``kubectl describe``; ``--history`` lists every
-kept decision instead. A cluster: its state, the workloads placed there, and for the workloads whose
-latest placement left it out, why.
+kept decision instead. A cluster: its state, the workloads placed there, for the workloads whose
+latest placement left it out why, and the latest of the descheduler's decisions about it (an
+evacuation or pre-allocation is an eviction, a restore a rebalance) with the water levels it saw.
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def _inputs_line(inputs: Mapping[str, Any]) -> str:
         parts.append(f"fleet water level {adj['fleetWaterLevel'] * 100:.0f}%, adjuster {adj.get('mode')} "
                      f"(spread {adj.get('spread')})")
     cand = inputs.get("candidates") or {}
-    if cand:
+    if "belowLimit" in cand:
+        parts.append(f"{cand['belowLimit']} other active cluster(s) below their limit")
+    elif cand:
         parts.append(f"{cand.get('feasible')}/{cand.get('total')} clusters feasible")
     for m in inputs.get("metrics") or []:
         target = f" (target {m['target']})" if m.get("target") is not None else ""
@@ -95,10 +98,25 @@ def _inputs_line(inputs: Mapping[str, Any]) -> str:
         parts.append(f"bounds {inputs['bounds']}")
     if isinstance(users := inputs.get("users"), Mapping):
         parts.append(_users_text(users))
+    if isinstance(levels := inputs.get("waterLevels"), Mapping):
+        parts.append(_water_levels_text(levels))
+    if isinstance(lat := inputs.get("latencies"), Mapping):
+        parts.append("measured delay " + ", ".join(f"{k} {v:g} ms" if isinstance(v, (int, float)) else f"{k} unknown"
+                                                   for k, v in lat.items()))
     named = [k for k in inputs if k not in ("adjuster", "candidates", "metrics", "bounds", "weights", "filters",
-                                            "analysis", "users")]
+                                            "analysis", "users", "waterLevels", "latencies")]
     parts += [f"{k}: {inputs[k]}" for k in named]
     return "; ".join(parts)
+
+
+def _pct(x: Any) -> str:
+    return f"{x * 100:.0f}%" if isinstance(x, (int, float)) else "unknown"
+
+
+def _water_levels_text(levels: Mapping[str, Any]) -> str:
+    """Each cluster the descheduler looked at: its water level against its limit."""
+    return "water levels " + ", ".join(f"{c} {_pct(v.get('waterLevel'))} (limit {_pct(v.get('limit'))})"
+                                       for c, v in levels.items())
 
 
 def _users_text(users: Mapping[str, Any]) -> str:
@@ -192,9 +210,11 @@ def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
     bindings = api.request("GET", "/api/v1/bindings").json()["items"]
     items = _decisions(api, {})
     here, away = _cluster_rows(name, bindings, items)
+    own = [d for d in items if d.get("subject") == {"kind": "Cluster", "namespace": "", "name": name}]
     if output != "table":
         dump({"cluster": cluster, "placed": [{"binding": b, "replicas": n} for b, n in here],
-              "notPlaced": [{"workload": w, "verdict": v, "reason": why, "time": t} for w, v, why, t in away]}, output)
+              "notPlaced": [{"workload": w, "verdict": v, "reason": why, "time": t} for w, v, why, t in away],
+              "decisions": own}, output)
         return
     spec, st = cluster.get("spec") or {}, cluster.get("status") or {}
     ready = next((c.get("status") for c in st.get("conditions") or [] if c.get("type") == "Ready"), "Unknown")
@@ -205,6 +225,13 @@ def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
     _say(f"Left out by their latest placement decision ({len(away)}):")
     if away:
         print_table(["workload", "verdict", "why", "decided"], away)
+    _say(f"Decisions about the cluster ({len(own)}):")
+    latest = latest_per_type(own)
+    for d in latest.values():
+        _say("")
+        describe_decision(d)
+    if len(own) > len(latest):
+        _say(f"  ({len(own)} kept; --history is for workloads, or GET /api/v1/decisions?kind=Cluster&name={name})")
 
 
 def explain(

@@ -27,6 +27,22 @@ from drods.monitor.service import MonitorService
 from drods.registry.objects import ObjectRegistry
 from drods.store import EventType, Store
 
+# X1: a decision names the water level of its cluster and of this many other clusters (the lowest)
+WATER_LEVELS_NAMED = 10
+
+
+def water_levels(svc: MonitorService, cluster: str, details: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the descheduler saw (X1): ``cluster``'s water level and limit and the lowest other
+    active clusters' — where the load could go."""
+    def seen(c: str, wl: float | None) -> dict[str, Any]:
+        return {"waterLevel": None if wl is None else round(wl, 4), "limit": round(svc.water_level_limit(c), 4)}
+
+    others = sorted((d["waterLevel"], c) for c, d in details.items()
+                    if c != cluster and d["active"] and d["waterLevel"] is not None)
+    out = {cluster: seen(cluster, (details.get(cluster) or {}).get("waterLevel"))}
+    out.update({c: seen(c, wl) for wl, c in others[:WATER_LEVELS_NAMED]})
+    return out
+
 
 def _candidates(svc: MonitorService, cluster: str) -> int:
     """Other active clusters whose water level is below their own limit: where load could go."""
@@ -88,6 +104,8 @@ class Descheduler:
 
     async def _execute(self, action: Action, cluster: str, reason: str, details: dict[str, Any]) -> str:
         svc = self.svc
+        _, fleet = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
+        details = {**details, "waterLevels": water_levels(svc, cluster, fleet)}
         outcome, result = await execute(self.ops, action, cluster, reason, svc.clock(),
                                         candidates=_candidates(svc, cluster), details=details,
                                         hook=self.rescheduler, record=svc.operations.append,

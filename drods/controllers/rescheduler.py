@@ -52,7 +52,7 @@ from drods.model.annotations import (
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
 from drods.model.migration import declared_hook, plan_object
 from drods.model.preallocation import PreallocationHold, parse_hold
-from drods.model.reschedule import RescheduleRequest, RescheduleResult, choose_evacuation
+from drods.model.reschedule import RescheduleRequest, RescheduleResult, choose_evacuation, considered
 from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry
 from drods.registry.patch import MERGE_PATCH
@@ -111,7 +111,8 @@ class Rescheduler:
         total = sum(n for n, _ in by_name.values())
         if not total:
             return RescheduleResult(False, 0, f"no binding has replicas on {req.cluster}")
-        chosen = choose_evacuation([(n, name) for name, (n, _) in by_name.items()], req.fraction)
+        on_cluster = [(n, name) for name, (n, _) in by_name.items()]
+        chosen = choose_evacuation(on_cluster, req.fraction)
         moved = 0
         names: list[str] = []
         for n, name in chosen:
@@ -122,8 +123,10 @@ class Rescheduler:
                               {EVACUATED_FROM: _joined([*evacuated_from(obj), req.cluster])})
             moved += n
             names.append(name)
+        weighed, omitted = considered(on_cluster, chosen)
         return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
-                                             f"on {req.cluster}: {', '.join(names[:10])}", tuple(names))
+                                             f"on {req.cluster}: {', '.join(names[:10])}", tuple(names),
+                                considered=weighed, omitted=omitted)
 
     async def drain(self, cluster: str, reason: str = "", dry_run: bool = False) -> RescheduleResult:
         """Cordon ``cluster`` and move every binding with replicas there (``drods cluster drain`` and
@@ -211,7 +214,8 @@ class Rescheduler:
             return RescheduleResult(False, 0, f"cluster {req.cluster} does not exist")
         moved = await self.evacuate(req)
         held = f"cluster {req.cluster} held at water level {hold.water_level:.2f} until {hold.until_text}"
-        return RescheduleResult(True, moved.moved, f"{held}; {moved.message}", moved.bindings)
+        return RescheduleResult(True, moved.moved, f"{held}; {moved.message}", moved.bindings,
+                                considered=moved.considered, omitted=moved.omitted)
 
     async def restore(self, req: RescheduleRequest) -> RescheduleResult:
         cluster = await self.registry.try_get(CLUSTER, req.cluster)

@@ -152,7 +152,9 @@ class TrafficRebalancer:
     async def _move(self, rec: BindingRecord, verdict: TrafficVerdict, now: float) -> str:
         target = max(verdict.placement, key=lambda p: (p[1], p[0]))[0]
         reason = f"traffic rebalance: {verdict.reason}"
-        details = {"binding": rec.name, "at": now, **verdict.details()}
+        res = ((rec.object().get("spec") or {}).get("resource") or {})
+        workload = {"kind": res.get("kind"), "namespace": res.get("namespace") or "default", "name": res.get("name")}
+        details = {"binding": rec.name, "at": now, **verdict.details(), **({"workload": workload} if res else {})}
         info: dict[str, Any] = {"action": "rebalance", "trigger": details}
         if self.hook is None:
             outcome = "no-hook"

@@ -2,8 +2,10 @@
 
 The components keep their own journals — the scheduler's ``/history/schedules/`` (placements,
 reschedules, fleet-change moves), the autoscaler's ``/history/autoscaling/`` (FederatedHPA, cron,
-feedback, an agent's local M2 decisions) and ``/history/decisions/`` (route changes, migrations,
-cache plans, written in this shape) — and this module reads each entry as one record::
+feedback, an agent's local M2 decisions), the descheduler's ``/history/operations/`` (evacuations,
+pre-allocations, restores, traffic rebalances; monitoring's events there are not decisions) and
+``/history/decisions/`` (route changes, migrations, cache plans, written in this shape) — and this
+module reads each entry as one record::
 
     {"time", "type": Placement | Reschedule | Eviction | Rebalance | Scaling | Route | Migration | CachePlan,
      "subject": {"kind", "namespace", "name"},      # what the decision is about
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drods.model.keys import AUTOSCALING_PREFIX, DECISIONS_PREFIX, SCHEDULES_PREFIX
+from drods.model.keys import AUTOSCALING_PREFIX, DECISIONS_PREFIX, OPERATIONS_PREFIX, SCHEDULES_PREFIX
 
 PLACEMENT = "Placement"
 RESCHEDULE = "Reschedule"
@@ -127,13 +129,18 @@ def _schedule_options(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _schedule_type(entry: Mapping[str, Any]) -> str:
-    """A reschedule that moves a workload off a cluster on purpose — failover of a NotReady cluster or a
-    drain (`drods.model.annotations.failover_reason` / `drain_reason`) — is an eviction."""
+    """A reschedule that moves a workload off a cluster on purpose — failover of a NotReady cluster, a
+    drain (`drods.model.annotations.failover_reason` / `drain_reason`), the descheduler's evacuation or
+    pre-allocation (`drods.controllers.rescheduler`) — is an eviction; its restore and a traffic
+    rebalance are rebalancing."""
     st = str(entry.get("scheduleType") or "")
     words = str((entry.get("trigger") or {}).get("reason") or "").split(" ")
-    if st == "RescheduleTriggered" and ((len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady")
-                                        or (len(words) >= 2 and words[0] == "drain")):
-        return EVICTION
+    if st == "RescheduleTriggered":
+        if ((len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady")
+                or (len(words) >= 2 and words[0] in ("drain", "evacuate", "preallocate"))):
+            return EVICTION
+        if len(words) >= 2 and (words[0] == "restore" or words[:2] == ["traffic", "rebalance:"]):
+            return REBALANCE
     return _SCHEDULE_TYPES.get(st, PLACEMENT)
 
 
@@ -237,6 +244,100 @@ def from_decision_log(entry: Mapping[str, Any]) -> Record:
     return rec
 
 
+# The descheduler's operations (``drods.monitor.autoops``, ``drods.controllers.traffic_rebalance``):
+# moving replicas off a cluster is an eviction, moving them (back) for capacity or traffic a rebalance.
+_OPERATION_TYPES = {"Evacuate": EVICTION, "PreAllocate": REBALANCE, "Restore": REBALANCE,
+                    "TrafficRebalance": REBALANCE}
+
+
+def _operation_type(entry: Mapping[str, Any]) -> str:
+    """The decision type of an operations-log entry; "" for monitoring's events (not decisions)."""
+    return _OPERATION_TYPES.get(str(entry.get("kind") or ""), "")
+
+
+def _operation_subject(entry: Mapping[str, Any]) -> Subject:
+    """A traffic rebalance is about a workload; the other operations about the cluster they act on."""
+    info = entry.get("details") or {}
+    w = (info.get("trigger") or {}).get("workload") or {}
+    if entry.get("kind") == "TrafficRebalance":
+        if w.get("name"):
+            return Subject(str(w.get("kind") or "Binding"), str(w.get("namespace") or "default"), str(w["name"]))
+        return Subject("Binding", "default", str(entry.get("binding") or ""))
+    return Subject("Cluster", "", str(entry.get("cluster") or ""))
+
+
+def _evacuation_options(info: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None]:
+    """The bindings on the cluster (most replicas first), those moved chosen; the runner-up is the
+    largest one left, which lost on its replica count (an evacuation takes the largest first)."""
+    result = info.get("result") or {}
+    moved = set(result.get("bindings") or [])
+    considered = list(result.get("considered") or [])
+    options = [{"name": c["binding"], "chosen": c["binding"] in moved, "feasible": True, "replicas": c["replicas"]}
+               for c in considered]
+    if not options:
+        options = [{"name": b, "chosen": True, "feasible": True} for b in sorted(moved)]
+    left = [o for o in options if not o["chosen"]]
+    chosen = [o for o in options if o["chosen"] and o.get("replicas") is not None]
+    ru = None
+    if left and chosen:
+        best, weakest = left[0], min(chosen, key=lambda o: int(o["replicas"]))
+        lost = int(weakest["replicas"]) - int(best["replicas"])
+        why = (f"{best['name']} has {best['replicas']} replica(s) there against {weakest['replicas']} for "
+               f"{weakest['name']}: the largest bindings move first, until the fraction is covered")
+        ru = {"name": best["name"], "against": weakest["name"], "lostBy": lost, "differences": {"replicas": lost},
+              "why": why}
+        for o in left:
+            o["reason"] = why if o is best else f"{o['name']} has {o['replicas']} replica(s) there; enough had moved"
+    return options, int(result.get("omitted") or 0), ru
+
+
+def _rebalance_options(trig: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Staying against moving nearer the traffic peers: TrafficAffinity scores and the cost of the traffic."""
+    before, after = trig.get("trafficAffinityBefore"), trig.get("trafficAffinityAfter")
+    placement = ", ".join(f"{p['cluster']} {p['replicas']}" for p in trig.get("placement") or [])
+    options = [{"name": f"move to {placement or '?'}", "chosen": bool(trig.get("move")), "feasible": True,
+                "total": after, "scores": {"TrafficAffinity": after}, "costPerHour": trig.get("costAfter")},
+               {"name": "stay", "chosen": not trig.get("move"), "feasible": True, "total": before,
+                "scores": {"TrafficAffinity": before}, "costPerHour": trig.get("costBefore")}]
+    if not trig.get("move") or before is None or after is None:
+        return options, None
+    diff = round(float(after) - float(before), 3)
+    why = (f"staying scored {diff:.1f} TrafficAffinity points lower; its traffic costs {trig.get('costBefore')}/h "
+           f"against {trig.get('costAfter')}/h after the move")
+    options[1]["reason"] = why
+    return options, {"name": "stay", "against": options[0]["name"], "lostBy": diff,
+                     "differences": {"TrafficAffinity": diff}, "why": why}
+
+
+def from_operation(entry: Mapping[str, Any]) -> Record:
+    """A descheduler operation (``/history/operations/``) as a decision record: evacuations,
+    pre-allocations, restores (about a cluster) and traffic rebalances (about a workload)."""
+    info = dict(entry.get("details") or {})
+    trig = dict(info.get("trigger") or {})
+    inputs: dict[str, Any] = {"candidates": {"belowLimit": info.get("candidates")}}
+    for section in ("waterLevels", "forecast", "horizonMinutes", "threshold", "calmSince", "value", "limit"):
+        if trig.get(section) is not None:
+            inputs[section] = trig.pop(section)
+    if entry.get("kind") == "TrafficRebalance":
+        inputs["traffic"] = {k: trig.get(k) for k in ("peer", "costBefore", "costAfter", "costReduction")}
+        options, ru = _rebalance_options(trig)
+        omitted = 0
+    else:
+        options, omitted, ru = _evacuation_options(info)
+    if info.get("request"):
+        inputs["policy"] = info["request"]
+    outcome = {"action": info.get("action"), "outcome": info.get("outcome"), "cluster": entry.get("cluster"),
+               **{k: v for k, v in (info.get("result") or {}).items() if k in ("moved", "message", "bindings")}}
+    why = info.get("skipReason") or info.get("error") or (info.get("result") or {}).get("message") or ""
+    summary = f"{info.get('outcome')}: {entry.get('reason')}" + (f" — {why}" if why else "")
+    return {"time": entry.get("time"), "type": _operation_type(entry), "subject": _operation_subject(entry).as_json(),
+            "trigger": {"reason": entry.get("kind"), "detail": entry.get("reason")}, "inputs": inputs,
+            "options": options, "optionsTopK": OPTIONS_TOP_K if omitted else None, "optionsOmitted": omitted,
+            "outcome": outcome, "summary": summary,
+            "runnerUp": ru, "source": {"journal": "operations", "kind": entry.get("kind"),
+                                       "binding": entry.get("binding")}}
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """A journal decisions are read from: its prefix, the subject and type of a raw entry (cheap, for
@@ -253,6 +354,7 @@ SOURCES = (
     Source("schedules", SCHEDULES_PREFIX, _schedule_subject, _schedule_type, from_schedule),
     Source("autoscaling", AUTOSCALING_PREFIX, _scaling_subject, lambda _: SCALING, from_scaling),
     Source("decisions", DECISIONS_PREFIX, subject_of, lambda e: str(e.get("type") or ""), from_decision_log),
+    Source("operations", OPERATIONS_PREFIX, _operation_subject, _operation_type, from_operation),
 )
 
 

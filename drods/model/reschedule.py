@@ -35,10 +35,28 @@ class RescheduleResult:
     message: str = ""
     bindings: tuple[str, ...] = ()  # the bindings asked to move
     plans: tuple[str, ...] = ()  # MigrationPlans started instead ("namespace/name"; F3 drain, evacuation)
+    # X1: what an evacuation weighed — (binding, replicas on the cluster), most replicas first, at most
+    # `CONSIDERED_TOP_K` beyond those moved — and how many more it left unnamed
+    considered: tuple[tuple[str, int], ...] = ()
+    omitted: int = 0
 
 
 class RescheduleHook(Protocol):
     def __call__(self, request: RescheduleRequest, /) -> Awaitable[RescheduleResult]: ...
+
+
+CONSIDERED_TOP_K = 10
+
+
+Weighed = tuple[tuple[str, int], ...]
+
+
+def considered(on_cluster: list[tuple[int, str]], chosen: list[tuple[int, str]]) -> tuple[Weighed, int]:
+    """The bindings an evacuation names in its decision record: the chosen ones and the next
+    `CONSIDERED_TOP_K` by replicas; the count of the rest."""
+    ranked = sorted(on_cluster, key=lambda x: (-x[0], x[1]))
+    keep = ranked[:len(chosen) + CONSIDERED_TOP_K]
+    return tuple((name, n) for n, name in keep), len(ranked) - len(keep)
 
 
 def choose_evacuation(on_cluster: list[tuple[int, str]], fraction: float) -> list[tuple[int, str]]:

@@ -154,7 +154,9 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
             else:
                 outcome = "executed" if result.accepted else "refused"
                 info["result"] = {"accepted": result.accepted, "moved": result.moved, "message": result.message,
-                                  "bindings": list(result.bindings)}
+                                  "bindings": list(result.bindings),
+                                  **({"considered": [{"binding": b, "replicas": n} for b, n in result.considered],
+                                      "omitted": result.omitted} if result.considered else {})}
     info["outcome"] = outcome
     await record(kind, reason, cluster=cluster, ts=now, details=info)
     return outcome, result

@@ -26,7 +26,8 @@ An entry (``decision_record``)::
      "dataMovedGiBPerHour" (F4: dataset reads from another cluster, null without datasets), "affinityTerm",
      "topology"? (F3, a stateful topology: {"primary", "replicas", "primaryChosenBy": current | promoted |
      affinity | score, "promotedFrom"?}; each placement row then has its "role": Primary | Replica),
-     "analysis": {storageTier, networkIdentifier, compute}, "timingsMs"}
+     "analysis": {storageTier, networkIdentifier, compute}, "timingsMs",
+     "usage"? (the Binding's ``status.usage`` when the decision was taken: the workload's measured use)}
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from drods.machinery.journal import Journal
+from drods.model import jsondoc
 from drods.model.keys import SCHEDULES_PREFIX
 from drods.model.timefmt import rfc3339_ms
 from drods.scheduler.framework import ScheduleResult
@@ -48,6 +50,18 @@ MAX_HISTORY_REASONS = 50
 HISTORY_REASONS_PER_VERDICT = 10
 
 
+def measured_usage(raw: bytes) -> dict[str, Any] | None:
+    """X1: the workload's measured use as its Binding's ``status.usage`` had it when the decision was
+    taken (`drods.model.workload_usage`); the bytes are decoded only when they hold one."""
+    if b'"usage"' not in raw:
+        return None
+    try:
+        usage = (jsondoc.loads(raw).get("status") or {}).get("usage")
+    except (ValueError, AttributeError):
+        return None
+    return dict(usage) if isinstance(usage, dict) else None
+
+
 def adjuster_mode(spread: float) -> str:
     return "spread" if spread >= 1.0 else "pack" if spread <= 0.0 else "blend"
 
@@ -55,7 +69,8 @@ def adjuster_mode(spread: float) -> str:
 def decision_record(result: ScheduleResult, *, binding: str, generation: int, schedule_type: str, ts: float,
                     scheduler: str, profile: str, base_weights: Mapping[str, float],
                     trigger: Mapping[str, Any] | None = None, unknown_clusters: int = 0,
-                    workload: Mapping[str, str] | None = None) -> dict[str, Any]:
+                    workload: Mapping[str, str] | None = None,
+                    usage: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The explanation of one decision (shape in the module docstring)."""
     shown, total = result.reasons_sample(MAX_HISTORY_REASONS, HISTORY_REASONS_PER_VERDICT)
     placed = result.placed
@@ -94,6 +109,8 @@ def decision_record(result: ScheduleResult, *, binding: str, generation: int, sc
         rec["trigger"] = dict(trigger)
     if workload:
         rec["workload"] = dict(workload)
+    if usage:
+        rec["usage"] = dict(usage)
     return rec
 
 

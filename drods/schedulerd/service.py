@@ -50,7 +50,7 @@ from drods.scheduler.task import Task, users_of
 from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, status_decoder
 from drods.schedulerd.commits import GroupCommit
 from drods.schedulerd.fleet import FleetChange
-from drods.schedulerd.history import decision_record, schedule_history
+from drods.schedulerd.history import decision_record, measured_usage, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
 from drods.schedulerd.records import (
@@ -626,7 +626,7 @@ class SchedulerService:
                                profile=self.profile.name, base_weights=self._base_weights, trigger=p.trigger,
                                unknown_clusters=p.unknown,
                                workload={"kind": p.rec.workload_kind, "namespace": ns, "name": nm}
-                               if p.rec.workload_kind else None)
+                               if p.rec.workload_kind else None, usage=measured_usage(p.rec.raw))
 
     async def _record(self, plans: list[Plan], outcomes: list[str]) -> None:
         """Unschedulable and partial decisions also go to the shared failure log (once per verdict)."""

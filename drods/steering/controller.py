@@ -41,7 +41,7 @@ from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
 from drods.machinery.periodic import Periodic
-from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, pair_of
+from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, network_key, pair_of
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.migration import traffic_withdrawn
 from drods.model.reschedule import RescheduleHook, RescheduleRequest
@@ -560,7 +560,7 @@ class SteeringController:
         decisions = []
         for obj, _ in done:
             sid = obj["metadata"]["name"]
-            if (decision := route_decision(self.published.get(sid), obj["spec"])) is not None:
+            if (decision := route_decision(self.published.get(sid), obj["spec"], self._measured_delay)) is not None:
                 decisions.append((now, decision))
             self.route_objects[SERVICE_ROUTE.key(sid)] = obj
             self.published[sid] = obj["spec"]
@@ -571,6 +571,12 @@ class SteeringController:
             except Exception:  # a lost explanation must not stop routing
                 log.warning("route decisions not recorded", exc_info=True)
         return len(done)
+
+    def _measured_delay(self, site: str, cluster: str) -> float | None:
+        """The delay from a client site to a cluster as network status has it (X1: a route decision's input)."""
+        doc = self.inf.network.cache.get(network_key(site, cluster))
+        delay = doc.get("delayMs") if isinstance(doc, dict) else None
+        return float(delay) if isinstance(delay, int | float) else None
 
     async def _forget(self, services: Mapping[str, _Service]) -> None:
         """Routes of services no longer registered are deleted."""

@@ -15,3 +15,8 @@ def test_the_inputs_line_names_the_users_and_each_chosen_clusters_latency() -> N
 
 def test_no_users_no_users_text() -> None:
     assert "users" not in _inputs_line({"candidates": {"feasible": 2, "total": 3}})
+
+
+def test_a_route_decision_s_measured_delays_read_as_text() -> None:
+    line = _inputs_line({"latencies": {"DFW → azure-lhr": 9.0, "DFW → gcp-sin": None}})
+    assert line == "measured delay DFW → azure-lhr 9 ms, DFW → gcp-sin unknown"

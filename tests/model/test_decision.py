@@ -3,9 +3,21 @@ runner-up's loss split into per-plugin contributions that add up to the differen
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from drods.model.decision import EVICTION, PLACEMENT, REBALANCE, SCALING, from_scaling, from_schedule, runner_up
+from drods.model.decision import (
+    EVICTION,
+    PLACEMENT,
+    REBALANCE,
+    SCALING,
+    SOURCES,
+    from_operation,
+    from_scaling,
+    from_schedule,
+    runner_up,
+)
 from drods.steering.route_decisions import route_decision
 
 WEIGHTS = {"LeastWaterLevel": 2.0, "BalancedAllocation": 1.0, "Cost": 1.0}  # Cost did not score: skipped
@@ -115,3 +127,87 @@ def test_a_migrations_start_and_end_are_decisions_naming_the_move_and_its_data()
     assert rec["inputs"]["migration"]["sourceCluster"] == "a" and rec["inputs"]["migration"]["targetCluster"] == "b"
     assert rec["inputs"]["migration"]["data"] == {"mover": "VolumeCopy", "lostWrites": 0}
     assert rec["summary"] == "moved"
+
+
+def _operation(kind: str, **details: object) -> dict[str, object]:
+    return {"time": "2026-11-28T06:00:00.000Z", "kind": kind, "cluster": "c", "reason": "water level 0.92 above the "
+            "limit 0.80 since 2026-11-28T05:59:00Z", "details": details}
+
+
+def test_an_evacuation_is_an_eviction_of_the_cluster_naming_the_bindings_weighed_and_the_water_levels() -> None:
+    levels = {"c": {"waterLevel": 0.92, "limit": 0.8}, "a": {"waterLevel": 0.41, "limit": 0.8}}
+    rec = from_operation(_operation(
+        "Evacuate", action="evacuate", candidates=2, outcome="executed", request={"fraction": 0.25},
+        trigger={"value": 0.92, "limit": 0.8, "waterLevels": levels},
+        result={"accepted": True, "moved": 6, "message": "rescheduling 1 binding(s)", "bindings": ["web"],
+                "considered": [{"binding": "web", "replicas": 6}, {"binding": "db", "replicas": 2},
+                               {"binding": "job", "replicas": 1}], "omitted": 4}))
+    assert rec["type"] == EVICTION and rec["subject"] == {"kind": "Cluster", "namespace": "", "name": "c"}
+    assert rec["inputs"]["waterLevels"] == levels and rec["inputs"]["candidates"] == {"belowLimit": 2}
+    assert rec["inputs"]["policy"] == {"fraction": 0.25} and rec["inputs"]["value"] == 0.92
+    assert [(o["name"], o["chosen"], o["replicas"]) for o in rec["options"]] == [
+        ("web", True, 6), ("db", False, 2), ("job", False, 1)]
+    assert rec["optionsOmitted"] == 4 and rec["optionsTopK"] == 10
+    assert rec["runnerUp"]["name"] == "db" and rec["runnerUp"]["differences"] == {"replicas": 4}
+    assert rec["runnerUp"]["why"].startswith("db has 2 replica(s) there against 6 for web")
+    assert rec["summary"].startswith("executed: water level 0.92") and rec["outcome"]["bindings"] == ["web"]
+
+
+def test_a_skipped_operation_says_why_and_monitoring_events_are_not_decisions() -> None:
+    rec = from_operation(_operation("Restore", action="restore", candidates=0, outcome="skipped",
+                                    skipReason="cooldown: 300s left", trigger={"waterLevel": 0.3}))
+    assert rec["type"] == REBALANCE and rec["summary"].endswith("— cooldown: 300s left") and rec["runnerUp"] is None
+    assert rec["inputs"]["candidates"] == {"belowLimit": 0}
+    ops = next(s for s in SOURCES if s.name == "operations")
+    assert ops.types(_operation("WaterLevelLimitBreached")) == ""  # the decisions API leaves it out
+
+
+def test_a_traffic_rebalance_is_about_the_workload_and_says_why_staying_lost() -> None:
+    trig = {"binding": "deployment-default-web", "move": True, "peer": "default/db", "costBefore": 4.0,
+            "costAfter": 1.5, "costReduction": 0.625, "trafficAffinityBefore": 20.0, "trafficAffinityAfter": 85.0,
+            "placement": [{"cluster": "b", "replicas": 2}],
+            "workload": {"kind": "Deployment", "namespace": "default", "name": "web"}}
+    rec = from_operation({**_operation("TrafficRebalance", action="rebalance", trigger=trig, outcome="executed"),
+                          "binding": "deployment-default-web", "cluster": "b"})
+    assert rec["type"] == REBALANCE and rec["subject"] == {"kind": "Deployment", "namespace": "default", "name": "web"}
+    assert [(o["name"], o["chosen"], o["total"]) for o in rec["options"]] == [("move to b 2", True, 85.0),
+                                                                             ("stay", False, 20.0)]
+    assert rec["runnerUp"]["lostBy"] == 65.0 and rec["runnerUp"]["differences"] == {"TrafficAffinity": 65.0}
+    assert "4.0/h against 1.5/h" in rec["runnerUp"]["why"]
+    assert rec["inputs"]["traffic"]["peer"] == "default/db"
+
+
+def test_the_descheduler_s_reschedules_are_evictions_or_rebalancing() -> None:
+    for reason, kind in (("evacuate c: water level 0.92 above the limit", EVICTION),
+                         ("preallocate c: forecast water level 0.9", EVICTION),
+                         ("restore c: water level 0.30 below the limit", REBALANCE),
+                         ("traffic rebalance: 62% less traffic cost", REBALANCE)):
+        trig = {"kind": "Reschedule", "reason": reason}
+        assert from_schedule(_entry(scheduleType="RescheduleTriggered", trigger=trig))["type"] == kind, reason
+
+
+def test_a_route_change_names_the_measured_delays_and_why_the_replaced_instance_lost() -> None:
+    def spec(cluster: str) -> dict[str, object]:
+        return {"serviceId": "video.example", "registration": {"name": "video"},
+                "routes": [{"clientSite": "DFW", "instances": [{"cluster": cluster, "weight": 1.0, "metric": 1.0,
+                                                                "reason": "lowest delay"}]}]}
+    delays = {("DFW", "aws-dfw"): 12.5, ("DFW", "azure-lhr"): 9.0}
+    moved = route_decision(spec("aws-dfw"), spec("azure-lhr"), lambda s, c: delays.get((s, c)))
+    assert moved is not None
+    assert moved["inputs"]["latencies"] == {"DFW → azure-lhr": 9.0, "DFW → aws-dfw": 12.5}
+    ru = moved["runnerUp"]
+    assert ru["name"] == "DFW → aws-dfw" and ru["against"] == "DFW → azure-lhr" and ru["lostBy"] == 3.5
+    assert ru["why"] == "DFW → aws-dfw measured 12.5 ms against 9 ms for DFW → azure-lhr; chosen by lowest delay"
+    unmeasured = route_decision(spec("aws-dfw"), spec("gcp-sin"), lambda s, c: delays.get((s, c)))
+    assert unmeasured is not None and unmeasured["runnerUp"] is None  # no delay to compare: no runner-up claimed
+    assert unmeasured["inputs"]["latencies"]["DFW → gcp-sin"] is None
+
+
+def test_a_placement_names_the_workload_s_measured_usage_when_its_binding_had_one() -> None:
+    from drods.schedulerd.history import measured_usage
+
+    usage = {"cpu": {"used": "950m", "requested": "1"}, "pods": 3, "readyPods": 3}
+    assert measured_usage(json.dumps({"metadata": {"name": "web"}, "status": {"usage": usage}}).encode()) == usage
+    assert measured_usage(b'{"metadata": {"name": "web"}, "status": {}}') is None
+    assert from_schedule(_entry(usage=usage))["inputs"]["usage"] == usage
+    assert "usage" not in from_schedule(_entry())["inputs"]

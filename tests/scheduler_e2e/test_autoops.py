@@ -20,12 +20,15 @@ import pytest
 
 from drods.assembly import Component
 from drods.model.annotations import EVACUATED_FROM, PREALLOCATION
+from drods.model.kinds import BINDING as BINDINGS
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService, MonitorSettings
+from drods.registry.patch import MERGE_PATCH
 from drods.store import Store
 from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
 
 LIMIT = 0.8
+USAGE = {"cpu": {"used": "9500m", "requested": "12"}, "pods": 12, "readyPods": 12}
 WEB = {"name": "web", "replicas": 12, "resources": {"cpu": 1},
        "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
                                            "replicaDivisionPreference": "Weighted",
@@ -101,6 +104,12 @@ async def _operation(plane: Plane, cluster: str, kind: str) -> dict[str, Any]:
     return await eventually(found, 10.0, f"a {kind} operation on {cluster}")
 
 
+async def _decisions(plane: Plane, **query: str) -> list[dict[str, Any]]:
+    r = await plane.call("GET", "/api/v1/decisions", params={"since": "1h", **query}, role="viewer")
+    assert r.status_code == 200, r.text
+    return list(r.json()["items"])
+
+
 async def _annotations(plane: Plane, kind: str, name: str) -> dict[str, str]:
     r = await plane.call("GET", f"/apis/multicluster.io/v1alpha1/{kind}/{name}")
     assert r.status_code == 200, r.text
@@ -119,6 +128,8 @@ async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Sto
         first = await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web spread over a, b and c")
         assert sum(first.values()) == 12
 
+        # web's measured use, as the work-status controller rolls it up, is what its next decision saw
+        await plane.ctx.registry.patch(BINDINGS, "web", {"status": {"usage": USAGE}}, MERGE_PATCH, subresource="status")
         # c's load rises past its limit and stays there: after sustainedSeconds its replicas leave.
         cpu["c"] = 92.0
         away = await _placed(plane, "web", lambda p: "c" not in p, "web moved away from c")
@@ -131,6 +142,15 @@ async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Sto
         entry = r.json()["items"][0]
         assert entry["scheduleType"] == "RescheduleTriggered" and entry["trigger"]["reason"].startswith("evacuate c")
         assert entry["filters"]["reasonCounts"] == {"water level above 80%": 1}
+        # X1: the evacuation is an eviction decision about c, with the water levels it saw and the
+        # bindings it weighed; web's own reschedule reads as an eviction too
+        ev = (await _decisions(plane, kind="Cluster", name="c", type="Eviction"))[0]
+        seen = ev["inputs"]["waterLevels"]
+        assert seen["c"]["waterLevel"] > LIMIT and seen["c"]["limit"] == LIMIT and set(seen) == {"a", "b", "c"}
+        assert [(o["name"], o["chosen"], o["replicas"]) for o in ev["options"]] == [("web", True, first["c"])]
+        assert ev["outcome"]["outcome"] == "executed" and ev["summary"].startswith("executed: water level")
+        evicted = (await _decisions(plane, kind="Binding", name="web", type="Eviction"))[0]
+        assert evicted["trigger"]["reason"].startswith("evacuate c") and evicted["inputs"]["usage"] == USAGE
 
         # The load falls: once c has been calm for restoreAfterSeconds, web is offered c again.
         cpu["c"] = 62.0
@@ -141,6 +161,8 @@ async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Sto
         assert EVACUATED_FROM not in await _annotations(plane, "bindings", "web")
         # Calm: one move away, one move back — no oscillation.
         assert sorted(o["kind"] for o in await _operations(plane, "c")) == ["Evacuate", "Restore"]
+        # monitoring's events about c (its limit breached) are no decisions: only the two operations
+        assert [d["type"] for d in await _decisions(plane, kind="Cluster", name="c")] == ["Rebalance", "Eviction"]
 
 
 async def test_forecast_peak_preallocates_elsewhere_before_it_arrives(store: Store, tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ Answer ``{"items": [record], "truncated", "since"}`` (record shape: `drods.model
 decision recorded from now on that matches the query (NDJSON, ``timeoutSeconds`` default 1800).
 
 Retention is each journal's: placements 1 hour (the scheduler's ``historyRetentionSeconds``),
-scaling 7 days, routes / migrations / cache plans 1 day (`drods.machinery.decision_log`).
+scaling 7 days, routes / migrations / cache plans 1 day (`drods.machinery.decision_log`), the
+descheduler's evacuations / pre-allocations / restores / traffic rebalances as monitoring's
+operations log (``failureRetentionDays``).
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def parse_since(value: str | None, now: float) -> float:
 
 def matcher(kind: str | None, namespace: str | None, name: str | None, type_: str | None) -> Match:
     def match(src: Source, entry: Mapping[str, Any]) -> bool:
-        return ((type_ is None or src.types(entry) == type_)
+        found = src.types(entry)  # "" for a journal entry that is no decision (monitoring's events)
+        return (bool(found) and (type_ is None or found == type_)
                 and src.subject(entry).matches(kind, namespace, name))
     return match
 

@@ -1,8 +1,9 @@
 // One cluster: what it is, its health, load history and forecast, its workloads (live), its
-// events; cordon / uncordon / drain for operators.
+// events, the descheduler's decisions about it; cordon / uncordon / drain for operators.
 
 import { confirmAction, drain, setUnschedulable } from "../actions.js";
 import { legend, lineChart } from "../charts.js";
+import { decisionsOf, timeline } from "../decisions.js";
 import { age, badge, errorBox, h, keepFocus, pct, replace, table, when } from "../dom.js";
 import { bindingsOn, ready } from "../live.js";
 import { freeNode, price } from "./clusters.js";
@@ -64,6 +65,17 @@ async function events(session, name, holder) {
   }
 }
 
+// The descheduler's decisions about the cluster (evictions, rebalancing) with what it saw (X1).
+async function decisions(session, name, holder) {
+  try {
+    const items = await decisionsOf(session, { kind: "Cluster", name });
+    replace(holder, items.length ? timeline(items, `Decisions about ${name}, newest first`)
+      : h("p", { class: "muted", dataset: { testid: "no-decisions" } }, "No decision about this cluster in the last 7 days."));
+  } catch (err) {
+    replace(holder, errorBox(err));
+  }
+}
+
 export default {
   id: "cluster",
   section: "clusters",
@@ -79,11 +91,13 @@ export default {
     const work = h("div", { dataset: { testid: "cluster-workloads" } });
     const chartBox = h("div", { class: "charts" }, h("p", { class: "muted" }, "Loading charts…"));
     const eventBox = h("div", {}, h("p", { class: "muted" }, "Loading events…"));
+    const decisionBox = h("div", { dataset: { testid: "cluster-decisions" } }, h("p", { class: "muted" }, "Loading decisions…"));
     replace(main, h("p", { class: "crumbs" }, h("a", { href: "#/clusters" }, "Clusters"), " / ", name),
       title, flags, session.canWrite ? actions : null, details,
       h("section", { "aria-labelledby": "h-load" }, h("h2", { id: "h-load" }, "Load"), chartBox),
       h("section", { "aria-labelledby": "h-work" }, h("h2", { id: "h-work" }, "Workloads here"), work),
-      h("section", { "aria-labelledby": "h-events" }, h("h2", { id: "h-events" }, "Events"), eventBox));
+      h("section", { "aria-labelledby": "h-events" }, h("h2", { id: "h-events" }, "Events"), eventBox),
+      h("section", { "aria-labelledby": "h-cdec" }, h("h2", { id: "h-cdec" }, "Decisions"), decisionBox));
     let busy = false;
     const act = async (label, question, okLabel, fn) => {
       if (busy || !(await confirmAction(label, question, okLabel))) return;
@@ -165,6 +179,7 @@ export default {
     drawWork();
     charts(session, name, chartBox);
     events(session, name, eventBox);
+    decisions(session, name, decisionBox);
     const refresh = setInterval(() => charts(session, name, chartBox), 30_000);
     return () => { offs.forEach((off) => off()); clearInterval(refresh); };
   },

@@ -7,6 +7,7 @@ import autoscaling from "./autoscaling.js";
 import cluster from "./cluster.js";
 import clusters from "./clusters.js";
 import fleet from "./fleet.js";
+import migrations from "./migrations.js";
 import operations from "./operations.js";
 import policies from "./policies.js";
 import steering from "./steering.js";
@@ -15,5 +16,6 @@ import workload from "./workload.js";
 import whatif from "./whatif.js";
 import workloads from "./workloads.js";
 
-export const VIEWS = [fleet, clusters, cluster, workloads, workload, topology, steering, autoscaling, whatif, policies,
+export const VIEWS = [fleet, clusters, cluster, workloads, workload, topology, steering, autoscaling, migrations, whatif,
+  policies,
   operations, audit];

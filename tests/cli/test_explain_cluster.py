@@ -1,0 +1,73 @@
+"""``drods explain cluster NAME`` reads the descheduler's decisions about the cluster: the latest
+eviction and rebalance, the water levels it saw, the bindings it weighed and why the runner-up stayed.
+The API's answers are records as ``GET /api/v1/decisions`` gives them (`from_operation`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from drods.cli.explain import _explain_cluster
+from drods.model.decision import from_operation
+
+
+@dataclass
+class _Answer:
+    status_code: int
+    body: Any
+
+    def json(self) -> Any:
+        return self.body
+
+
+class _Api:
+    """The three reads `drods explain cluster` makes, answered from fixed bodies."""
+
+    def __init__(self, decisions: list[dict[str, Any]]) -> None:
+        self.decisions = decisions
+
+    def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> _Answer:
+        if path == "/api/v1/clusters/c":
+            return _Answer(200, {"spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        if path == "/api/v1/bindings":
+            web = {"name": "web", "status": {"placement": [{"cluster": "a", "replicas": 6}]}}
+            return _Answer(200, {"items": [web]})
+        assert path == "/api/v1/decisions", path
+        return _Answer(200, {"items": self.decisions})
+
+
+EVACUATION = from_operation({
+    "time": "2026-11-28T06:00:00.000Z", "kind": "Evacuate", "cluster": "c",
+    "reason": "water level 0.92 above the limit 0.80 since 2026-11-28T05:59:00Z",
+    "details": {"action": "evacuate", "candidates": 2, "outcome": "executed",
+                "trigger": {"waterLevels": {"c": {"waterLevel": 0.92, "limit": 0.8},
+                                            "a": {"waterLevel": 0.41, "limit": 0.8}}},
+                "result": {"accepted": True, "moved": 6, "bindings": ["web"], "message": "rescheduling 1 binding(s)",
+                           "considered": [{"binding": "web", "replicas": 6}, {"binding": "db", "replicas": 2}]}}})
+RESTORE = from_operation({
+    "time": "2026-11-28T06:20:00.000Z", "kind": "Restore", "cluster": "c", "reason": "water level 0.30 below",
+    "details": {"action": "restore", "candidates": 2, "outcome": "skipped", "skipReason": "cooldown: 300s left",
+                "trigger": {"waterLevels": {"c": {"waterLevel": 0.3, "limit": 0.8}}}}})
+
+
+def test_explain_cluster_shows_the_descheduler_s_latest_decisions_with_what_they_saw(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _explain_cluster(_Api([RESTORE, EVACUATION]), "c", "table")  # type: ignore[arg-type]
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Decisions about the cluster (2):" in text
+    assert "Eviction at 2026-11-28T06:00:00.000Z — trigger Evacuate" in text
+    assert "water levels c 92% (limit 80%), a 41% (limit 80%)" in text
+    assert "2 other active cluster(s) below their limit" in text
+    assert "runner-up: db has 2 replica(s) there against 6 for web" in text
+    assert "Rebalance at 2026-11-28T06:20:00.000Z — trigger Restore" in text and "cooldown: 300s left" in text
+
+
+def test_explain_cluster_as_json_carries_the_decisions(capsys: pytest.CaptureFixture[str]) -> None:
+    _explain_cluster(_Api([EVACUATION]), "c", "json")  # type: ignore[arg-type]
+    out = json.loads(capsys.readouterr().out)
+    assert [d["type"] for d in out["decisions"]] == ["Eviction"]
+    assert out["decisions"][0]["options"][1] == {"name": "db", "chosen": False, "feasible": True, "replicas": 2,
+                                                 "reason": out["decisions"][0]["runnerUp"]["why"]}
