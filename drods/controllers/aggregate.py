@@ -82,6 +82,22 @@ def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
         entry.pop("usage", None)
     else:
         entry["usage"] = usage
+    report = manifest_report(work, main)
+    if report is None:
+        entry.pop("report", None)
+    else:
+        entry["report"] = report
+
+
+def manifest_report(work: Obj | None, main: Ref | None) -> Obj | None:
+    """A run-to-completion Job's own report as the Work carries it (`drods.model.annotations.RUN_REPORT`)."""
+    if work is None or main is None or main.kind != "Job":
+        return None
+    for m in ((work.get("status") or {}).get("manifests")) or []:
+        if isinstance(m, dict) and isinstance(m.get("report"), dict) and \
+                (m.get("kind"), m.get("namespace") or "", m.get("name")) == (main.kind, main.namespace, main.name):
+            return dict(m["report"])
+    return None
 
 
 def work_state(work: Obj | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
