@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         lost = 0
         for job, rec in copies.items():
             if "-final-" in job:
-                name = st["data"]["claims"][int(job.split("-final-")[1].split("-")[0])]
+                name = st["data"]["claims"][int(job.split("-final-")[1].split("-")[0])]["name"]
                 lost += int(claim("mig-a", name)["metadata"]["annotations"]["sim.drods.io/writes"]) - rec["goalWrites"]
         return {"size_gib": args.size_gib, "bandwidth_mbps": args.bandwidth_mbps,
                 "copy_s": max(r["seconds"] for j, r in copies.items() if "-copy-" in j),
