@@ -65,39 +65,30 @@ def member_status(work: Obj | None, main: Ref | None) -> Obj | None:
     return None
 
 
-def manifest_usage(work: Obj | None, main: Ref | None) -> Obj | None:
-    """The workload's measured use in the member as the Work reports it, None if unreported."""
+def _manifest_part(work: Obj | None, main: Ref | None, part: str) -> Obj | None:
+    """One object-valued part (``usage``, ``report``) of the Work's status of ``main``, None if unreported."""
     if work is None or main is None:
         return None
     for m in ((work.get("status") or {}).get("manifests")) or []:
-        if isinstance(m, dict) and isinstance(m.get("usage"), dict) and \
+        if isinstance(m, dict) and isinstance(m.get(part), dict) and \
                 (m.get("kind"), m.get("namespace") or "", m.get("name")) == (main.kind, main.namespace, main.name):
-            return dict(m["usage"])
+            return dict(m[part])
     return None
+
+
+def manifest_usage(work: Obj | None, main: Ref | None) -> Obj | None:
+    """The workload's measured use in the member as the Work reports it, None if unreported."""
+    return _manifest_part(work, main, "usage")
 
 
 def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
-    usage = manifest_usage(work, main)
-    if usage is None:
-        entry.pop("usage", None)
-    else:
-        entry["usage"] = usage
-    report = manifest_report(work, main)
-    if report is None:
-        entry.pop("report", None)
-    else:
-        entry["report"] = report
-
-
-def manifest_report(work: Obj | None, main: Ref | None) -> Obj | None:
-    """A run-to-completion Job's own report as the Work carries it (`drods.model.annotations.RUN_REPORT`)."""
-    if work is None or main is None or main.kind != "Job":
-        return None
-    for m in ((work.get("status") or {}).get("manifests")) or []:
-        if isinstance(m, dict) and isinstance(m.get("report"), dict) and \
-                (m.get("kind"), m.get("namespace") or "", m.get("name")) == (main.kind, main.namespace, main.name):
-            return dict(m["report"])
-    return None
+    """The entry's ``usage`` and — for a Job — its ``report`` (`drods.model.annotations.RUN_REPORT`)."""
+    for part in ("usage", "report"):
+        value = _manifest_part(work, main, part) if part == "usage" or (main and main.kind == "Job") else None
+        if value is None:
+            entry.pop(part, None)
+        else:
+            entry[part] = value
 
 
 def work_state(work: Obj | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
