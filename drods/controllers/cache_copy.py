@@ -147,9 +147,10 @@ class CacheCopies:
                 await self._finish(plan, FAILED, "the Dataset declares no sizeGiB: the copy would not know what "
                                                  "to move")
                 return
-            plan = await self._set(plan, COPYING, f"copying {spec.get('dataset')} from {source} to {cluster}",
-                                   copySource=source, copyJob=copy_run(plan)[0]) or plan
-            await self._start(plan, ds, source)
+            started = await self._set(plan, COPYING, f"copying {spec.get('dataset')} from {source} to {cluster}",
+                                      copySource=source, copyJob=copy_run(plan)[0])
+            if started is not None:  # recorded first: a new leader finds the run by the recorded phase
+                await self._start(started, ds, source)
             return
         binding = await self.registry.try_get(BINDING, copy_run(plan)[1])
         if binding is None:  # recorded as Copying, its Job not yet there (a crash between the two)
