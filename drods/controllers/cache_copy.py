@@ -43,7 +43,7 @@ from drods.model.data_jobs import (
 from drods.model.decision import CACHE_PLAN as CACHE_PLAN_DECISION
 from drods.model.detection import binding_name
 from drods.model.kinds import BINDING, CACHE_PLAN, DATASET, by_kind
-from drods.model.timefmt import rfc3339_ms
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.model.work import label_value
 from drods.registry.objects import ObjectRegistry
 
@@ -123,6 +123,7 @@ class CacheCopies:
     decisions: Journal
     clock: Callable[[], float]
     image: str = COPY_IMAGE
+    timeout: float = 3600.0  # seconds a copy may run before the plan fails
     price: Callable[[str, str, float], float] | None = None  # (source, cluster, GiB) → transfer cost
 
     async def advance(self, plan: Obj, ds: Obj | None) -> None:
@@ -148,7 +149,8 @@ class CacheCopies:
                                                  "to move")
                 return
             started = await self._set(plan, COPYING, f"copying {spec.get('dataset')} from {source} to {cluster}",
-                                      copySource=source, copyJob=copy_run(plan)[0])
+                                      copySource=source, copyJob=copy_run(plan)[0],
+                                      copyStartTime=rfc3339_ms(self.clock()))
             if started is not None:  # recorded first: a new leader finds the run by the recorded phase
                 await self._start(started, ds, source)
             return
@@ -157,7 +159,12 @@ class CacheCopies:
             await self._start(plan, ds, str(status.get("copySource")))
             return
         state, message = job_outcome(binding, cluster)
-        if state == "failed":
+        began = parse_rfc3339(status.get("copyStartTime"))
+        if state == "running" and began is not None and self.clock() - began > self.timeout:
+            # a cluster that went away, or a copy that never ends, blocks nobody: its Job goes, the plan fails
+            await self.withdraw(plan, None, "", keep_status=True)
+            await self._finish(plan, FAILED, f"the copy did not finish within {self.timeout:g}s")
+        elif state == "failed":
             await self._finish(plan, FAILED, f"the copy failed: {message}")
         elif state == "complete":
             await self._verify(plan, ds, job_report(binding, cluster))
@@ -186,7 +193,7 @@ class CacheCopies:
         log.info("cache plan %s: ready, %s bytes on %s", plan["metadata"]["name"], extra["bytesMoved"], cluster)
 
     async def withdraw(self, plan: Obj | None, ds: Obj | None, message: str, *, job: tuple[str, str] | None = None,
-                       namespace: str | None = None, cluster: str | None = None) -> None:
+                       namespace: str | None = None, cluster: str | None = None, keep_status: bool = False) -> None:
         """Remove the copy (its Job and Binding) and the Dataset's Cache location for the plan's cluster."""
         if plan is not None:
             job = copy_run(plan)
@@ -199,7 +206,7 @@ class CacheCopies:
         for kind, name, ns in ((BINDING, job[1], None), (JOB, job[0], namespace)):
             with contextlib.suppress(NotFound):
                 await self.registry.delete(kind, name, ns)
-        if plan is not None:
+        if plan is not None and not keep_status:
             await self._finish(plan, WITHDRAWN, message)
 
     async def _start(self, plan: Obj, ds: Obj, source: str) -> None:

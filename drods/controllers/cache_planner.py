@@ -69,6 +69,7 @@ class CachePlannerSettings(BaseModel):
     farCostPerHour: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     intervalSeconds: float = Field(default=30.0, gt=0)
     copyImage: str = Field(default=COPY_IMAGE, min_length=1)  # an approved plan's copy Job: the transport client
+    copyTimeoutSeconds: float = Field(default=3600.0, gt=0)  # a copy running longer fails its plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +202,8 @@ class CachePlanner:
         self.settings = settings or CachePlannerSettings()
         self.clock = clock
         self.decisions = decision_log(store)  # X1: each proposed plan, each copy's outcome
-        self.copies = CacheCopies(registry, self.decisions, clock, self.settings.copyImage)
+        self.copies = CacheCopies(registry, self.decisions, clock, self.settings.copyImage,
+                                  self.settings.copyTimeoutSeconds)
 
     async def run(self) -> None:
         with metrics.reconcile(LEASE):  # the first pass fails the runnable: the manager restarts it

@@ -202,3 +202,26 @@ async def test_a_copy_that_fails_or_does_not_verify_adds_no_location(store: Stor
     await planner.reconcile()
     assert (await registry.get(DATASET, "c", "ml"))["spec"]["locations"] == [HOME]
     assert await registry.try_get(JOB, copy_run(c)[0], "ml") is None
+
+
+async def test_a_copy_that_never_ends_fails_after_the_timeout(store: Store, tmp_path: Path) -> None:
+    """A copy whose cluster went away (its Job never reports) fails the plan after copyTimeoutSeconds and
+    its Job is removed: it blocks nobody, and the Dataset never got the location."""
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    now = [1000.0]
+    planner = CachePlanner(store, registry, CachePlannerSettings(copyTimeoutSeconds=60), clock=lambda: now[0])
+    await registry.create(DATASET, {"metadata": {"name": "d", "namespace": "ml"}, "spec": {
+        "sizeGiB": 1, "locations": [HOME]}}, "ml")
+    await registry.create(CACHE_PLAN, {"metadata": {"name": "d", "namespace": "ml"}, "spec": {
+        "dataset": "d", "cluster": "gone", "approved": True}}, "ml")
+    await planner.reconcile()
+    now[0] += 59
+    await planner.reconcile()
+    plan = await registry.get(CACHE_PLAN, "d", "ml")
+    assert plan["status"]["phase"] == "Copying"
+    now[0] += 2
+    await planner.reconcile()
+    plan = await registry.get(CACHE_PLAN, "d", "ml")
+    assert plan["status"]["phase"] == "Failed" and "within 60s" in plan["status"]["message"]
+    assert await registry.try_get(JOB, copy_run(plan)[0], "ml") is None
+    assert (await registry.get(DATASET, "d", "ml"))["spec"]["locations"] == [HOME]
