@@ -77,6 +77,11 @@ def source_of(spec: Mapping[str, Any], ds: Mapping[str, Any], cluster: str) -> s
     return pick[0] if pick else None
 
 
+def _holds(ds: Mapping[str, Any], cluster: str) -> bool:
+    return any(isinstance(loc, dict) and loc.get("cluster") == cluster
+               for loc in (ds.get("spec") or {}).get("locations") or [])
+
+
 def copy_job(plan: Mapping[str, Any], ds: Mapping[str, Any], source: str, image: str) -> Obj:
     """The copy Job of a plan: pull the Dataset from ``source`` into this cluster, report on itself."""
     meta, spec = plan["metadata"], plan.get("spec") or {}
@@ -133,6 +138,8 @@ class CacheCopies:
             if phase in (COPYING, VERIFYING, READY):
                 await self.withdraw(plan, ds, "spec.approved is false: the copy is withdrawn")
             return
+        if phase == READY and ds is not None and not _holds(ds, str(spec.get("cluster"))):
+            await self._locate(ds, str(spec.get("cluster")), add=True)  # Ready is written first: a crash in between
         if phase in (READY, FAILED):
             return
         if ds is None:
@@ -180,7 +187,6 @@ class CacheCopies:
             await self._finish(plan, FAILED, f"the copy did not verify: {why}")
             return
         cluster = str(spec.get("cluster"))
-        await self._locate(ds, cluster, add=True)
         gib = float(figures.get("bytes") or 0) / GIB
         source = str(status.get("copySource") or "")
         cost = self.price(source, cluster, gib) if self.price is not None else None
@@ -189,7 +195,8 @@ class CacheCopies:
                       "sourceChecksum": figures.get("sourceChecksum"), "readyTime": rfc3339_ms(self.clock())}
         if cost is not None:
             extra["transferCost"] = round(cost, 6)
-        await self._finish(plan, READY, f"{spec.get('dataset')} has a verified Cache copy on {cluster}", **extra)
+        if await self._finish(plan, READY, f"{spec.get('dataset')} has a verified Cache copy on {cluster}", **extra):
+            await self._locate(ds, cluster, add=True)  # after Ready is recorded: a location means a verified copy
         log.info("cache plan %s: ready, %s bytes on %s", plan["metadata"]["name"], extra["bytesMoved"], cluster)
 
     async def withdraw(self, plan: Obj | None, ds: Obj | None, message: str, *, job: tuple[str, str] | None = None,
@@ -247,11 +254,12 @@ class CacheCopies:
         except (NotFound, Conflict, AlreadyExists):
             return None
 
-    async def _finish(self, plan: Obj, phase: str, message: str, **extra: Any) -> None:
-        """An end (Ready, Failed, Withdrawn): the status, then its decision record."""
+    async def _finish(self, plan: Obj, phase: str, message: str, **extra: Any) -> bool:
+        """An end (Ready, Failed, Withdrawn): the status, then its decision record; False if not written."""
         new = await self._set(plan, phase, message, **extra)
         if new is not None:
             await self._record(plan, phase, new.get("status") or {})
+        return new is not None
 
     async def _record(self, plan: Obj, phase: str, status: Mapping[str, Any]) -> None:
         """The copy's outcome in the decision journal (a lost explanation never stops a copy)."""

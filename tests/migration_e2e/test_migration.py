@@ -111,7 +111,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                                args=[*store, "--id", "ctrl", "--lease-ttl", "2"], start_timeout=START)]
         try:
             with ThreadPoolExecutor(len(procs) + len(sims)) as pool:  # start everything at once
-                started = [pool.submit(p.start) for p in procs] + [pool.submit(s.wait_ready, 60) for s in sims.values()]
+                started = [pool.submit(p.start) for p in procs] + [pool.submit(s.wait_ready, START)
+                                                                   for s in sims.values()]
                 for fut in started:
                     fut.result()
                 joins = [pool.submit(api.run_cli, "cluster", "join", n, "--kubeconfig", str(s.kubeconfig),
