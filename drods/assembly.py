@@ -241,6 +241,7 @@ def _foundation(store: Store, data_dir: Path, chosen: frozenset[Component], s: C
     ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url or s.api.jwksUrl, rs256_public_key=rs256_public_key)
     ctx.api = s.api
     ctx.profile = s.profile or Profile.default()
+    ctx.probe = (s.steering or SteeringSettings()).probe
     manager = Manager(ctx.store, ctx.registry, identity=s.identity or s.scheduler.identity, lease_ttl=s.lease_ttl)
     follow_revocations(manager, ctx.tokens)
     manager.informer(CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored).on_change(ctx.catalog.learn)

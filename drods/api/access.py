@@ -118,6 +118,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("PUT", "/api/v1/agent/works/{name}/status"): WORK_REPORT,
     ("GET", "/api/v1/agent/autoscalers"): WORK_READ,
     ("POST", "/api/v1/agent/autonomy"): WORK_REPORT,
+    ("GET", "/api/v1/agent/probe-targets"): WORK_READ,
     # feedback, steering, traffic, datasets
     ("PUT", "/api/v1/feedback"): Rule(Action.REPORT, DryRun.REFUSED),
     ("GET", "/api/v1/autoscaling/history"): READ,

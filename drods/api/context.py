@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from drods.scheduler.profile import Profile
     from drods.schedulerd.service import SchedulerService
     from drods.steering.demand import DemandRecorder
+    from drods.steering.settings import ProbeSettings
 
 
 @dataclass
@@ -63,6 +64,8 @@ class ApiContext:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     # requests per client site this server resolved, shared through the store (made on first use)
     demand: DemandRecorder | None = None
+    # ``steering.probe``: the client sites' probe endpoints a pull member's agent measures too
+    probe: ProbeSettings | None = None
 
     @property
     def kinds(self) -> tuple[Kind, ...]:

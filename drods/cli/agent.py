@@ -42,6 +42,9 @@ ProbeOpt = Annotated[list[str] | None, typer.Option(
 ProbeSecondsOpt = Annotated[float, typer.Option("--probe-seconds", min=0.1,
                                                 help="How often the --probe targets are measured.")]
 ProbesOpt = Annotated[int, typer.Option("--probes", min=1, max=100, help="Probes per target per round.")]
+DiscoverOpt = Annotated[bool | None, typer.Option(
+    "--discover-probes/--no-discover-probes", help="Also measure what the control plane names (the client sites' "
+    "probe endpoints, the other clusters' API endpoints). Default: on for one cluster, off with --from DIR.")]
 
 
 def agent(
@@ -59,6 +62,7 @@ def agent(
     probe: ProbeOpt = None,
     probe_seconds: ProbeSecondsOpt = 10.0,
     probes: ProbesOpt = 5,
+    discover_probes: DiscoverOpt = None,
     server: ServerOpt = DEFAULT_SERVER,
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
@@ -89,7 +93,8 @@ def agent(
     local = AutonomySettings(autoscale_seconds, 3 * autoscale_seconds if cutoff_seconds is None
                              else cutoff_seconds) if autonomy else None
     try:
-        plan = ProbePlan(dict(parse_target(t) for t in probe or []), probes, every_s=probe_seconds)
+        discover = discover_probes if discover_probes is not None else from_dir is None
+        plan = ProbePlan(dict(parse_target(t) for t in probe or []), discover, probes, every_s=probe_seconds)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--probe") from e
     run = AgentRun(server, interval, tls_verify(ca_file, insecure), local, usage_seconds, plan)
@@ -118,21 +123,22 @@ def agent(
 
 
 async def _once(member: Any, cluster: str, token: str, run: Any) -> int:
-    """One status report (and one probe round, with --probe targets), the answers printed."""
+    """One status report (and one probe round, with probe targets), the answers printed."""
     import json
 
     import httpx
 
     from drods.members.agent import report_once
-    from drods.members.agent_probe import probe_round
+    from drods.members.agent_probe import discovered, probe_round
     from drods.transport import async_transport
 
     async with httpx.AsyncClient(base_url=run.server.rstrip("/"), transport=async_transport(run.verify),
                                  timeout=10, headers={"Authorization": f"Bearer {token}"}) as http:
         r = await report_once(member, http, cluster)
         typer.echo(json.dumps(r.json(), indent=2))
-        if run.probe.targets:
-            n = await probe_round(http, cluster, run.probe.targets, run.probe.count, run.probe.wait_s)
+        targets = {**(await discovered(http, {}) if run.probe.discover else {}), **run.probe.targets}
+        if targets:
+            n = await probe_round(http, cluster, targets, run.probe.count, run.probe.wait_s)
             typer.echo(json.dumps(n.json(), indent=2))
             return 0 if r.status_code == n.status_code == 200 else 1
     return 0 if r.status_code == 200 else 1

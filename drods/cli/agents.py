@@ -68,7 +68,7 @@ async def follow(members: list[AgentMember], run: AgentRun) -> None:
                 asyncio.create_task(run_works(m.cluster, m.member, run.server, m.token, m.directory,
                                               verify=run.verify, stop=own, autonomy=run.autonomy,
                                               usage_interval=run.usage_interval))]
-        if run.probe is not None and run.probe.targets:
+        if run.probe is not None and (run.probe.targets or run.probe.discover):
             both.append(asyncio.create_task(_probe(m, run, own)))
         relay = asyncio.create_task(_relay(stop, own))
         try:
@@ -94,7 +94,7 @@ async def _relay(stop: asyncio.Event, own: asyncio.Event) -> None:
 
 
 async def _probe(m: AgentMember, run: AgentRun, stop: asyncio.Event) -> None:
-    """Measure the network from this member's site to the --probe targets, as the pairs TARGET → member."""
+    """Measure the network from this member's site to its probe targets, as the pairs TARGET → member."""
     import httpx
 
     from drods.members.agent_probe import run_probes

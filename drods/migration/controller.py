@@ -31,6 +31,7 @@ from drods.machinery.manager import Manager
 from drods.migration import phases
 from drods.migration.admission import workload_of
 from drods.migration.dataruns import all_runs, run_cluster
+from drods.migration.estimate import bandwidth, decode_pair, estimate
 from drods.migration.hooks import hook_binding, hook_job
 from drods.migration.record import record, worth_recording
 from drods.migration.target import choose_target
@@ -39,6 +40,7 @@ from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.conditions import condition
 from drods.model.data_jobs import job_name, job_outcome, job_report
 from drods.model.detection import binding_name
+from drods.model.keys import network_key
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
 from drods.model.migration import (
     FAILED,
@@ -219,14 +221,7 @@ class MigrationController:
         binding = self._find_binding(plan, spec)
         facts = self._facts(plan, spec, binding)
         if phase == PENDING and binding is not None and not facts.deleting:
-            claims = workload_claims(await self._workload(ns, spec))
-            n = facts.placement.get(spec.sourceCluster, 0)
-            facts = replace(facts, claims=tuple(claims.names(spec.workloadRef.name, n)) if claims else (),
-                            claims_note=claims.describe())
-        if phase == PENDING and not spec.targetCluster and binding is not None and not facts.deleting:
-            chosen, note = (None, "no store to ask the scheduler's view") if self.store is None else \
-                await choose_target(self.store, self.profile, binding, spec.sourceCluster)
-            facts = replace(facts, chosen_target=chosen, target_note=note)
+            facts = await self._starting_facts(ns, spec, binding, facts)
         step = phases.advance(spec, status, facts)
         if step.status != status:
             if step.status.get("phase") != status.get("phase"):
@@ -255,6 +250,36 @@ class MigrationController:
         if again:
             return 0.5
         return step.requeue
+
+    async def _starting_facts(self, ns: str, spec: MigrationPlanSpec, binding: Obj,
+                              facts: phases.Facts) -> phases.Facts:
+        """What a plan's start reads besides the Binding: the workload's claims, the target the
+        scheduler would choose (no targetCluster), the estimate of the data's move."""
+        workload = await self._workload(ns, spec)
+        claims = workload_claims(workload)
+        n = facts.placement.get(spec.sourceCluster, 0)
+        facts = replace(facts, claims=tuple(claims.names(spec.workloadRef.name, n)) if claims else (),
+                        claims_note=claims.describe())
+        if not spec.targetCluster:
+            chosen, note = (None, "no store to ask the scheduler's view") if self.store is None else \
+                await choose_target(self.store, self.profile, binding, spec.sourceCluster)
+            facts = replace(facts, chosen_target=chosen, target_note=note)
+        target = spec.targetCluster or facts.chosen_target
+        if claims and target:
+            facts = replace(facts, estimate=await self._estimate(workload, claims, n, spec.sourceCluster, target))
+        return facts
+
+    async def _estimate(self, workload: Obj | None, claims: Claims, replicas: int, source: str,
+                        target: str) -> Obj | None:
+        clusters = {str(o["metadata"]["name"]): o.get("spec") or {} for o in self.clusters.cache.values()}
+
+        async def read_pair(a: str, b: str) -> Obj | None:
+            kv = await self.store.get(network_key(a, b)) if self.store is not None else None
+            pair = decode_pair(kv.value if kv is not None else None)
+            return dict(pair) if pair is not None else None
+
+        mbps, mbps_from = await bandwidth(source, target, clusters, read_pair)
+        return estimate(workload, claims, replicas, mbps, mbps_from)
 
     # ------------------------------------------------------------------ writes
     async def _write_status(self, plan: Obj, status: Obj) -> bool:

@@ -102,6 +102,7 @@ class Facts:
     target_note: str = ""  # why (or why none)
     claims: tuple[str, ...] = ()  # the workload's PersistentVolumeClaims on the source (its data)
     claims_note: str = ""  # where they come from (volumeClaimTemplates …)
+    estimate: Obj | None = None  # bytes to move and the copy time (`drods.migration.estimate`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +274,8 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
             step.mover == "VolumeCopy" or (step.hook is not None and step.hook.catchUp == "Run")))
         if not spec.targetCluster:
             st["targetChoice"] = f.target_note
+        if f.estimate is not None and spec.data_step() is not None:
+            st["estimate"] = f.estimate
         _enter(st, PREPARE_TARGET, f.now, f"starting {n} replica(s) on {dst} beside {src}")
 
 

@@ -39,6 +39,7 @@ def migration_record(plan: Mapping[str, Any], status: Mapping[str, Any]) -> dict
                           "sourceCluster": status.get("sourceCluster") or spec.get("sourceCluster"),
                           "targetCluster": status.get("targetCluster") or spec.get("targetCluster"),
                           "trigger": spec.get("trigger"), "data": status.get("data"),
+                          "estimate": status.get("estimate"),
                           "catchUp": status.get("catchUp"), "freeze": status.get("freeze"),
                           "reason": why.get("reason")}}
 

@@ -46,6 +46,7 @@ READS: dict[str, str] = {
     "/api/v1/history/schedules": "/api/v1/history/schedules", "/api/v1/scheduler": "/api/v1/scheduler",
     "/api/v1/agent/works": "/api/v1/agent/works?cluster=a",
     "/api/v1/agent/autoscalers": "/api/v1/agent/autoscalers?cluster=a",
+    "/api/v1/agent/probe-targets": "/api/v1/agent/probe-targets?cluster=a",
     "/api/v1/autoscaling/history": "/api/v1/autoscaling/history", "/api/v1/decisions": "/api/v1/decisions?limit=1",
     "/api/v1/network/intervals": "/api/v1/network/intervals", "/api/v1/network/status": "/api/v1/network/status",
     "/api/v1/steering/services": "/api/v1/steering/services",

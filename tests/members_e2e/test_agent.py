@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from drods.model.timefmt import parse_rfc3339
 from tests.members_e2e.conftest import Env, wait_for
 from tests.server_process import drods_command
 
@@ -99,3 +101,40 @@ def test_a_pull_member_measures_its_distance_to_a_probe_target(env: Env, pull_cl
                           "--kubeconfig", str(sim.kubeconfig),
                           "--probe", "aws-dfw"], capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0 and "NAME=URL" in bad.stderr
+
+
+def test_a_pull_member_discovers_what_to_measure_from_the_control_plane(env: Env, pull_cluster: str) -> None:
+    """Without --probe, the agent measures the other clusters' API endpoints the control plane names."""
+    listed = env.http.get("/api/v1/agent/probe-targets", params={"cluster": AGENT}).json()
+    urls = {t["name"]: t["url"] for t in listed["targets"] if t["type"] == "Cluster"}
+    assert set(urls) == set(env.members) and AGENT not in urls, listed  # every push member, not itself
+    other = env.server.token("cluster-agent", cluster="gcp-sin")
+    r = env.http.get("/api/v1/agent/probe-targets", params={"cluster": AGENT},
+                     headers={"Authorization": f"Bearer {other}"})
+    assert r.status_code == 403, r.text
+    sim = env.members["gcp-sin"].sim
+    sim.latency(f"{AGENT}=20±1")
+    try:
+        def once(*extra: str) -> None:
+            out = subprocess.run([*drods_command(), "agent", "--cluster", AGENT, "--token", pull_cluster, "--once",
+                                  "--kubeconfig", str(env.members["aws-dfw"].sim.kubeconfig), "--probes", "3",
+                                  "--server", env.server.url, *extra],
+                                 capture_output=True, text=True, env=env.server.environ(), timeout=60)
+            assert out.returncode == 0, out.stderr
+
+        since = time.time()
+        once("--no-discover-probes")
+        assert not _measured_to_agent(env, since)  # nothing measured: no targets
+        once()
+    finally:
+        sim.latency(f"{AGENT}=0")
+    pairs = _measured_to_agent(env, since)
+    assert set(pairs) == set(env.members), pairs
+    assert abs(pairs["gcp-sin"]["rttMs"] - 20.0) <= 6.0, pairs["gcp-sin"]
+
+
+def _measured_to_agent(env: Env, since: float) -> dict[str, Any]:
+    """The pairs (cluster → the agent's cluster) measured after ``since``."""
+    return {m["from"]: m for m in env.http.get("/api/v1/network/status").json()["measurements"]
+            if m["to"] == AGENT and m.get("source") == "measured"
+            and (parse_rfc3339(m.get("measuredAt")) or 0.0) >= since}

@@ -378,6 +378,10 @@ def test_volume_copy_moves_two_written_claims_and_loses_no_write(fleet: Fleet) -
     assert "spec.data: None" in refused.json()["message"]
     assert refused.json()["details"]["causes"][0]["field"] == "spec.data"
     assert fleet.http.get(f"{PLANS}/catalog-bare").status_code == 404
+    # the operator reported the link's bandwidth (C2): the plan's estimate uses it
+    r = fleet.http.put("/api/v1/network/status", json={"measurements": [
+        {"from": source, "to": target, "bandwidthMbps": 80}]})
+    assert r.status_code == 200, r.text
     r = fleet.http.post(PLANS, json=plan_body("catalog-move", "catalog", source, target, **volume_copy()))
     assert r.status_code == 201, r.text
     records: dict[str, dict[str, Any]] = {}
@@ -402,6 +406,10 @@ def test_volume_copy_moves_two_written_claims_and_loses_no_write(fleet: Fleet) -
     assert st["data"]["bytesCopied"] == sum(c["bytes"] for c in st["data"]["claims"])
     bystander = next(n for n in fleet.members if n not in (source, target))  # the third sim holds nothing of it
     assert claim(fleet, bystander, "data-catalog-0") == {} and bystander not in fleet.ready_in_members("catalog")
+    est = st["estimate"]  # two 1Gi claims (their capacity: an upper bound) at 80 Mbps
+    assert est["bytes"] == 2 * 2**30 and est["bandwidthMbps"] == 80, est
+    assert est["copySeconds"] == round(2 * 2**30 * 8 / 80e6, 1) and "unknownClaims" not in est, est
+    assert est["bandwidthFrom"] == f"network status {source} → {target}", est
     assert st["data"]["lostWrites"] == 0 and st["data"]["lostWritesMeasuredBy"] == "probe"
     assert 0 < st["freeze"]["downtimeSeconds"] <= 20
     copies = {k: v for k, v in records.items() if "-copy-" in k}

@@ -13,6 +13,9 @@ other write (the audit middleware).
 * ``GET /api/v1/agent/autoscalers`` — for each workload on the cluster that a FederatedHPA owns:
   bounds in effect, metric targets, behaviour, desired total and the cluster's share — what the
   agent caches to scale alone while cut off (`drods.autoscaling.autonomy`);
+* ``GET /api/v1/agent/probe-targets`` — what the agent measures the network to (C2) besides its
+  ``--probe`` targets: every client site's probe endpoint (``steering.probe.clientSites``) and every
+  other cluster's API endpoint, with the probe cadence (`drods.members.agent_probe`);
 * ``POST /api/v1/agent/autonomy`` — the decisions the agent took while cut off; the control plane
   adopts the last one per workload as its desired total (one result per workload: ``adopted``,
   ``duplicate`` — already adopted, ``deleted`` — dropped, the workload or autoscaler is gone, or
@@ -39,10 +42,11 @@ from drods.errors import BadRequest, Forbidden, Invalid, validation_failed
 from drods.machinery.journal import Journal
 from drods.model.annotations import CLUSTER_LABEL
 from drods.model.keys import AUTOSCALING_PREFIX
-from drods.model.kinds import WORK
+from drods.model.kinds import CLUSTER, WORK
 from drods.model.selector import parse_selector
 from drods.model.timefmt import parse_rfc3339
 from drods.model.work import WorkStatus, label_value
+from drods.steering.settings import ProbeSettings
 
 MAX_CLOCK_SKEW_S = 300.0
 
@@ -124,6 +128,21 @@ async def list_autoscalers(request: Request) -> JSONResponse:
     _, cluster = _cluster_of(request)
     items = await autonomy.cluster_autoscalers(context(request).registry, cluster)
     return JSONResponse({"kind": "AgentAutoscalerList", "cluster": cluster, "items": items})
+
+
+@router.get("/probe-targets", summary="What a pull-mode agent measures the network to (C2)")
+async def probe_targets(request: Request) -> JSONResponse:
+    _, cluster = _cluster_of(request)
+    ctx = context(request)
+    probe = ctx.probe or ProbeSettings()
+    targets = [{"name": site, "url": url, "type": "ClientSite"} for site, url in sorted(probe.clientSites.items())]
+    clusters, _ = await ctx.registry.list(CLUSTER)
+    for c in sorted(clusters, key=lambda o: str(o["metadata"]["name"])):
+        name, endpoint = str(c["metadata"]["name"]), (c.get("spec") or {}).get("endpoint")
+        if name != cluster and isinstance(endpoint, str) and endpoint.startswith(("http://", "https://")):
+            targets.append({"name": name, "url": endpoint, "type": "Cluster"})
+    return JSONResponse({"cluster": cluster, "targets": targets, "intervalSeconds": probe.intervalSeconds,
+                         "probesPerInterval": probe.probesPerInterval, "timeoutSeconds": probe.timeoutSeconds})
 
 
 @router.post("/autonomy", summary="What a pull-mode agent decided while cut off; adopted as desired totals")
