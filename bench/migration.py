@@ -9,7 +9,9 @@ status and the members' objects (never estimated):
 * ``catchup_s``: the CaughtUp condition's start → done;
 * ``switch_downtime_s``: the write freeze (``status.freeze.downtimeSeconds``);
 * ``lost_writes``: the fenced source's counter − what the final sync left in the target, per claim,
-  summed (the target's own checks agree: ``status.data.lostWrites``).
+  summed (the target's own checks agree: ``status.data.lostWrites``);
+* ``status_bytes_copied``, ``status_copy_bytes_per_s``, ``checksums_equal``: what the copy Jobs
+  reported into ``status.data.claims[]`` (their sum, the slowest rate, every checksum = its source's).
 
 Prints the conditions and a final JSON line
 ``{size_gib, bandwidth_mbps, copy_s, catchup_s, switch_downtime_s, lost_writes}``.
@@ -129,14 +131,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         lost = 0
         for job, rec in copies.items():
             if "-final-" in job:
-                name = st["data"]["claims"][int(job.split("-final-")[1].split("-")[0])]
+                name = st["data"]["claims"][int(job.split("-final-")[1].split("-")[0])]["name"]
                 lost += int(claim("mig-a", name)["metadata"]["annotations"]["sim.drods.io/writes"]) - rec["goalWrites"]
         return {"size_gib": args.size_gib, "bandwidth_mbps": args.bandwidth_mbps,
                 "copy_s": max(r["seconds"] for j, r in copies.items() if "-copy-" in j),
                 "catchup_s": round((parse_rfc3339(caught["lastTransitionTime"]) or 0)
                                    - (parse_rfc3339(caught["startTime"]) or 0), 3),
                 "switch_downtime_s": st["freeze"]["downtimeSeconds"], "lost_writes": lost,
-                "status_lost_writes": st["data"].get("lostWrites")}
+                "status_lost_writes": st["data"].get("lostWrites"),
+                # what the copy Jobs reported into status.data.claims[], and whether every checksum matched
+                "status_bytes_copied": st["data"].get("bytesCopied"),
+                "status_copy_bytes_per_s": min((c.get("bytesPerSecond") or 0) for c in st["data"]["claims"]),
+                "checksums_equal": all(c.get("checksum") and c.get("checksum") == c.get("sourceChecksum")
+                                       for c in st["data"]["claims"])}
     finally:
         server.stop(check=False)
         for s in sims.values():

@@ -65,14 +65,14 @@ def member_status(work: Obj | None, main: Ref | None) -> Obj | None:
     return None
 
 
-def manifest_usage(work: Obj | None, main: Ref | None) -> Obj | None:
-    """The workload's measured use in the member as the Work reports it, None if unreported."""
+def _manifest_part(work: Obj | None, main: Ref | None, part: str) -> Obj | None:
+    """One object-valued part (``usage``, ``report``) of the Work's status of ``main``, None if unreported."""
     if work is None or main is None:
         return None
     for m in ((work.get("status") or {}).get("manifests")) or []:
-        if isinstance(m, dict) and isinstance(m.get("usage"), dict) and \
+        if isinstance(m, dict) and isinstance(m.get(part), dict) and \
                 (m.get("kind"), m.get("namespace") or "", m.get("name")) == (main.kind, main.namespace, main.name):
-            return dict(m["usage"])
+            return dict(m[part])
     return None
 
 
@@ -113,11 +113,13 @@ def status_items(works: Mapping[str, Obj], plans: Mapping[str, ManifestSet | Ove
 
 
 def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
-    usage = manifest_usage(work, main)
-    if usage is None:
-        entry.pop("usage", None)
-    else:
-        entry["usage"] = usage
+    """The entry's ``usage`` and — for a Job — its ``report`` (`drods.model.annotations.RUN_REPORT`)."""
+    for part in ("usage", "report"):
+        value = _manifest_part(work, main, part) if part == "usage" or (main and main.kind == "Job") else None
+        if value is None:
+            entry.pop(part, None)
+        else:
+            entry[part] = value
 
 
 def work_state(work: Obj | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:

@@ -11,12 +11,14 @@ bandwidth (measured pair, else the narrower of the two clusters' ``network.bandw
 link gets no plan; one across an ocean does. The plan says which dataset to replicate where, from
 which copy, and why, with the figures (GiB/h, $/h, link Mbps).
 
-A person or another tool approves a plan (``spec.approved: true``); the planner then adds
-``{cluster, kind: Cache}`` to the Dataset's ``spec.locations`` (compare-and-swap on the Dataset) and
-marks the plan ``status.phase: Applied``: from then on the scheduler sees the copy. Each Dataset's
+A person or another tool approves a plan (``spec.approved: true``); the planner then moves the
+bytes (`drods.controllers.cache_copy`): a copy Job in the chosen cluster pulls the Dataset from a
+cluster that holds it, and the Dataset gains ``{cluster, kind: Cache}`` only once the copy completed
+and its checksum equals the source's (``status.phase`` Pending → Copying → Verifying → Ready, or
+Failed); from then on the scheduler sees the copy. ``spec.approved: false`` after that, or deleting
+the plan, withdraws it (the copy Job and the location go). Each Dataset's
 ``status.hotnessGiBPerHour`` and ``status.readsByCluster`` show its decayed reads (rewritten when
-they move by more than 10 %). Copying the
-bytes is the storage layer's business, not DRO-DS's. A plan nobody approved is deleted once its
+they move by more than 10 %). A plan nobody approved is deleted once its
 reads cool below half the threshold or its cost falls below half of ``farCostPerHour``
 (hysteresis), its Dataset is gone, or the cluster got a copy some other way. Single-active
 (``/leases/cache-planner``): its writes are fenced.
@@ -35,11 +37,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.controllers.cache_copy import COPYING, READY, VERIFYING, CacheCopies, labels, orphans
 from drods.controllers.cache_decisions import cache_plan_decision
 from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery import metrics
 from drods.machinery.decision_log import decision_log, record_decisions
 from drods.machinery.periodic import Periodic
+from drods.model.annotations import CACHE_PLAN_LABEL
+from drods.model.data_jobs import COPY_IMAGE
 from drods.model.dataset_access import hotness
 from drods.model.keys import DATASET_ACCESS_KEY, NETWORK_PREFIX, pair_of
 from drods.model.kinds import CACHE_PLAN, CLUSTER, DATASET
@@ -63,6 +68,8 @@ class CachePlannerSettings(BaseModel):
     # the transfer cost per hour from the nearest copy above which those reads are "far"
     farCostPerHour: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     intervalSeconds: float = Field(default=30.0, gt=0)
+    copyImage: str = Field(default=COPY_IMAGE, min_length=1)  # an approved plan's copy Job: the transport client
+    copyTimeoutSeconds: float = Field(default=3600.0, gt=0)  # a copy running longer fails its plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +201,9 @@ class CachePlanner:
         self.registry = registry
         self.settings = settings or CachePlannerSettings()
         self.clock = clock
-        self.decisions = decision_log(store)  # X1: each proposed plan
+        self.decisions = decision_log(store)  # X1: each proposed plan, each copy's outcome
+        self.copies = CacheCopies(registry, self.decisions, clock, self.settings.copyImage,
+                                  self.settings.copyTimeoutSeconds)
 
     async def run(self) -> None:
         with metrics.reconcile(LEASE):  # the first pass fails the runnable: the manager restarts it
@@ -213,6 +222,7 @@ class CachePlanner:
         for key, ds in datasets.items():
             await self._hotness(ds, hot.get(key) or {})
         links = await links_of(self.store)
+        self.copies.price = lambda src, dst, gib: links.transfers([src], [dst])[dst].cost * gib
         want = wanted(datasets, hot, self.settings.hotGiBPerHour, links, self.settings.farCostPerHour)
         have: set[str] = set()
         for plan in plans:
@@ -223,6 +233,15 @@ class CachePlanner:
         for key, w in want.items():
             if key not in have:
                 await self._create(w, now)
+        await self._orphans(plans, datasets)
+
+    async def _orphans(self, plans: list[dict[str, Any]], datasets: dict[str, dict[str, Any]]) -> None:
+        """Copies whose plan was deleted: their Job and the Dataset's Cache location go."""
+        mine = {labels(p)[CACHE_PLAN_LABEL] for p in plans}
+        for job, ns, dataset, cluster in await orphans(self.registry, mine):
+            log.info("cache planner: the plan of copy %s/%s is gone; withdrawing it", ns, job[0])
+            await self.copies.withdraw(None, datasets.get(f"{ns}/{dataset}"), "", job=job, namespace=ns,
+                                       cluster=cluster)
 
     async def _hotness(self, ds: dict[str, Any], by_cluster: dict[str, float]) -> None:
         """``status.hotnessGiBPerHour`` (and ``readsByCluster``) on the Dataset, rewritten only when
@@ -265,20 +284,8 @@ class CachePlanner:
         ds = datasets.get(key)
         cluster = str(spec.get("cluster"))
         held = ds is not None and any(str(loc.get("cluster")) == cluster for loc in copies(ds))
-        if spec.get("approved"):
-            if status.get("phase") == "Applied":
-                return
-            if ds is None:
-                await self.registry.update_status(CACHE_PLAN, name, {**status, "phase": "Failed",
-                                                                     "message": f"Dataset {key} not found"}, ns)
-                return
-            if not held:
-                fresh = await self.registry.get(DATASET, str(spec.get("dataset")), ns)  # CAS on what is stored now
-                locs = [*copies(fresh), {"cluster": cluster, "kind": "Cache"}]
-                await self.registry.update(DATASET, {**fresh, "spec": {**fresh["spec"], "locations": locs}}, ns)
-            await self.registry.update_status(CACHE_PLAN, name, {**status, "phase": "Applied",
-                                                                 "appliedTime": rfc3339_ms(now)}, ns)
-            log.info("cache planner: %s/%s applied, %s has a Cache copy on %s", ns, name, key, cluster)
+        if spec.get("approved") or status.get("phase") in (COPYING, VERIFYING, READY):
+            await self.copies.advance(plan, ds)  # the copy, its verification, or its withdrawal
             return
         gib = (hot.get(key) or {}).get(cluster, 0.0)
         near = False

@@ -33,7 +33,7 @@ from drods.machinery.informer import subscribed
 from drods.machinery.tasks import stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model import jsondoc
-from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
+from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed, run_report
 from drods.model.dispatch import may_adopt
 from drods.model.interpreter import Interpretation
 from drods.model.keys import CLEANUP_PREFIX
@@ -63,7 +63,7 @@ def manifest_status(obj: Obj, observed: str, usage: Obj | None = None,
                           namespace=str(meta.get("namespace") or ""), name=str(meta.get("name")),
                           status=status, generation=int(meta.get("generation") or 1),
                           manifestHash=(meta.get("annotations") or {}).get(ANN_HASH),
-                          observedTime=observed, usage=usage, health=health)
+                          observedTime=observed, usage=usage, health=health, report=run_report(obj))
 
 
 class _Conflict(Exception):

@@ -42,7 +42,15 @@ from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.members.state_file import StateFile
 from drods.members.workload_usage import USAGE_KINDS, UsageReader
-from drods.model.annotations import ANN_CLUSTER, ANN_HASH, MANAGED_BY, MANAGED_SELECTOR, MANAGER, is_managed
+from drods.model.annotations import (
+    ANN_CLUSTER,
+    ANN_HASH,
+    MANAGED_BY,
+    MANAGED_SELECTOR,
+    MANAGER,
+    is_managed,
+    run_report,
+)
 from drods.model.dispatch import may_adopt
 from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, Ref, WorkStatus
@@ -303,7 +311,7 @@ class WorkAgent:
                     apiVersion=str(m.get("apiVersion")), kind=str(m.get("kind")), namespace=ns,
                     name=str(meta.get("name")), status=None if cur is None else dict(cur.get("status") or {}),
                     generation=cmeta.get("generation") if cur is not None else None,
-                    manifestHash=(cmeta.get("annotations") or {}).get(ANN_HASH)))
+                    manifestHash=(cmeta.get("annotations") or {}).get(ANN_HASH), report=run_report(cur)))
         except (MemberUnavailable, MemberError) as e:
             log.debug("reading the status of %s failed: %s", name, e)
             return None

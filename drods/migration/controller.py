@@ -32,12 +32,13 @@ from drods.migration import phases
 from drods.migration.admission import workload_of
 from drods.migration.dataruns import all_runs, run_cluster
 from drods.migration.estimate import bandwidth, decode_pair, estimate
-from drods.migration.hooks import hook_binding, hook_job, hook_outcome, job_name
+from drods.migration.hooks import hook_binding, hook_job
 from drods.migration.record import record, worth_recording
 from drods.migration.target import choose_target
 from drods.migration.volumes import Claims, workload_claims
 from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.conditions import condition
+from drods.model.data_jobs import job_name, job_outcome, job_report
 from drods.model.detection import binding_name
 from drods.model.keys import network_key
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
@@ -185,8 +186,9 @@ class MigrationController:
         hooks: dict[str, phases.HookState] = {}
         for run in all_runs(status):
             hb = self._binding(binding_name("Job", ns, job_name(name, str(meta.get("uid") or ""), run)))
-            state, message = hook_outcome(hb, run_cluster(spec, status, run))
-            hooks[run] = phases.HookState(state, message)
+            where = run_cluster(spec, status, run)
+            state, message = job_outcome(hb, where)
+            hooks[run] = phases.HookState(state, message, job_report(hb, where))
         return phases.Facts(
             now=self.clock(), binding=str(binding["metadata"]["name"]) if binding is not None else None,
             placement=placement, copies=copies, withdrawn=traffic_withdrawn(binding),

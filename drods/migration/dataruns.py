@@ -23,6 +23,7 @@ PROBE_FINAL = "probe-final"
 class HookState:
     state: str  # absent | running | complete | failed
     message: str = ""
+    report: Mapping[str, Any] | None = None  # what the run's Job reported about itself (a copy's figures)
 
 
 def data_of(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -71,3 +72,8 @@ def outcome(runs: tuple[str, ...], hooks: Mapping[str, HookState]) -> HookState:
         return HookState("complete")
     done = sum(1 for _, h in states if h.state == "complete")
     return HookState("running", f"{done}/{len(states)} done")
+
+
+def claim_name(entry: Any) -> str:
+    """A ``status.data.claims[]`` entry's claim: ``{name, …figures}`` (a bare name from before figures)."""
+    return str(entry.get("name") if isinstance(entry, Mapping) else entry)

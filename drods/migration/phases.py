@@ -41,11 +41,13 @@ from drods.migration.dataruns import (
     FINAL,
     PROBE_FINAL,
     HookState,
+    claim_name,
     data_of,
     outcome,
     probe_run,
     stage_runs,
 )
+from drods.model.data_jobs import copy_figures, verified
 from drods.model.migration import (
     CATCH_UP,
     CONDITION_OF,
@@ -281,8 +283,8 @@ def _data_record(spec: MigrationPlanSpec, f: Facts) -> Obj:
     """``status.data``: how the data moves (or that it does not, as the plan says), recorded at the start."""
     step = spec.data_step()
     if step is None:
-        return {"mover": "None", "declaredNone": spec.data_declared_none, "claims": list(f.claims)}
-    rec: Obj = {"mover": step.mover, "claims": list(f.claims)}
+        return {"mover": "None", "declaredNone": spec.data_declared_none, "claims": [{"name": c} for c in f.claims]}
+    rec: Obj = {"mover": step.mover, "claims": [{"name": c} for c in f.claims]}
     if step.mover == "VolumeCopy":
         rec["transport"] = step.transport
     if step.catchUp is not None:
@@ -351,9 +353,32 @@ def _after_prepare(spec: MigrationPlanSpec, st: Obj, now: float, src: str) -> No
         _enter(st, COPY_DATA, now, f"copying the data ({data_of(st).get('mover')})")
 
 
+def _copy_figures(st: Obj, f: Facts) -> str | None:
+    """Each claim's copy figures into ``status.data.claims[]``; why the copy is not verified, if it is not
+    (a VolumeCopy run that reported no checksum, or one unequal to its source's)."""
+    data = dict(data_of(st))
+    if data.get("mover") != "VolumeCopy":
+        return None
+    claims: list[Obj] = []
+    problem = None
+    for run, entry in zip(stage_runs(st, COPY), data.get("claims") or [], strict=False):
+        figures = copy_figures((f.hooks.get(run) or HookState("absent")).report)
+        claims.append({"name": claim_name(entry), **figures})
+        if problem is None and not verified(figures):
+            problem = (f"claim {claim_name(entry)}: the copy reported no checksum" if not figures.get("checksum")
+                       else f"claim {claim_name(entry)}: checksum {figures['checksum']} differs from the "
+                            f"source's {figures.get('sourceChecksum')}")
+    data["claims"] = claims
+    data["bytesCopied"] = sum(int(c.get("bytes") or 0) for c in claims)
+    st["data"] = data
+    return problem
+
+
 def _copy_data(st: Obj, f: Facts) -> None:
     h = outcome(stage_runs(st, COPY), f.hooks)
-    if h.state == "complete":
+    if h.state == "complete" and (problem := _copy_figures(st, f)) is not None:
+        _roll_back(st, "ChecksumMismatch", f"the copy did not verify: {problem}", f.now)
+    elif h.state == "complete":
         _done(st, COPY_DATA, f.now, "the copy completed")
         if data_of(st).get("maxLagSeconds") is not None:
             _enter(st, CATCH_UP, f.now, f"waiting for the target's lag to be at most "

@@ -76,6 +76,11 @@ TRAFFIC_WITHDRAWN = "multicluster.io/traffic-withdrawn"
 MIGRATION_HOOK = "multicluster.io/migration-hook"
 # Hook Jobs and their Bindings: the plan (``<namespace>.<name>``) they belong to.
 PLAN_LABEL = "multicluster.io/migration-plan"
+# on a member's Job: the run's own report, JSON (a data mover writes {bytes, bytesPerSecond, checksum,
+# sourceChecksum} onto its Job when it ends, as `kubectl annotate job` from inside would); the Work's
+# status carries it back (`drods.model.work.ManifestStatus.report`)
+RUN_REPORT = "multicluster.io/run-report"
+CACHE_PLAN_LABEL = "multicluster.io/cache-plan"  # label on a CachePlan's copy Job and its Binding
 
 
 def evacuated_from(obj: Mapping[str, Any]) -> list[str]:
@@ -137,3 +142,15 @@ def learned_users(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     except ValueError:
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("sites"), list) else None
+
+
+def run_report(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``RUN_REPORT`` annotation of a member object, parsed; None when absent or not a JSON object."""
+    raw = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(RUN_REPORT)
+    if not raw:
+        return None
+    try:
+        doc = json.loads(str(raw))
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None

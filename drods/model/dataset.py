@@ -45,7 +45,9 @@ class CachePlanSpec(BaseModel):
     """``CachePlan`` (multicluster.io/v1alpha1, namespaced): replicate ``dataset`` to ``cluster`` as a
     Cache copy, and why. Proposed by the cache planner when hot data is read from far away (the
     transfer cost from the nearest copy above the planner's ``farCostPerHour``); with
-    ``approved: true`` the planner adds the Cache location to the Dataset (status.phase Applied)."""
+    ``approved: true`` a copy Job moves the bytes into ``cluster`` and the Dataset gains the Cache
+    location once the copy verifies (status.phase Copying → Verifying → Ready, or Failed);
+    ``approved: false`` afterwards withdraws it (`drods.controllers.cache_copy`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 

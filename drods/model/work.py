@@ -77,6 +77,9 @@ class ManifestStatus(BaseModel):
     usage: dict[str, Any] | None = None
     # "Healthy" / "Unhealthy" as the kind's InterpretHealth script says (Karmada); None: not interpreted
     health: str | None = None
+    # a run-to-completion Job's own account of what it did (its ``multicluster.io/run-report``
+    # annotation, JSON): a data mover's bytes, rate and checksums; None: none reported
+    report: dict[str, Any] | None = None
 
 
 class WorkStatus(BaseModel):

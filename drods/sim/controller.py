@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import zlib
@@ -21,6 +22,7 @@ from typing import Any
 
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.informer import Informer
+from drods.model.annotations import RUN_REPORT
 from drods.model.kinds import Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.registry.objects import decode_stored
@@ -332,6 +334,7 @@ class SimController:
         """Claims, writes and data movers (`drods.sim.datapass`); a moving copy is looked at again soon."""
         out = data_pass(workloads["StatefulSet"], list(pods.values()), self._list(K.PERSISTENT_VOLUME_CLAIM),
                         self.network, self.write_clock, now, stamp, self.cfg.volume_bandwidth_mbps * 1e6 / 8)
+        await self._gather(self._report(pod, report) for pod, report in out.reports)  # before the Job completes
         changed = [self._put(K.POD, p) for p in out.pods]
         changed += [self._put(K.POD, {**p, "status": self._finished_status(p, p.get("status") or {}, now, code)})
                     for p, code in out.finished]
@@ -344,8 +347,19 @@ class SimController:
             return now + DATA_TICK_SECONDS  # bytes move and counters advance with time, not with store changes
         return None
 
+    async def _report(self, pod: Obj, report: Obj) -> Obj | None:
+        """A mover's report on its Job (``multicluster.io/run-report``), as the transport writes it from inside."""
+        owner = next((r.get("name") for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == "Job"),
+                     None)
+        job = self.objects.cache.get(K.JOB.key(str(owner), str(pod["metadata"].get("namespace") or "default"))) \
+            if owner else None
+        if job is None:
+            return None
+        ann = {**(job["metadata"].get("annotations") or {}), RUN_REPORT: json.dumps(report, separators=(",", ":"))}
+        return await self._put(K.JOB, {**job, "metadata": {**job["metadata"], "annotations": ann}})
+
     def _run_seconds(self, pod: Obj) -> float | None:
-        if role(pod) == "copy":
+        if role(pod) in ("copy", "dataset"):
             return None  # ends when its bytes are moved (`_storage`)
         spec = pod.get("spec") or {}
         ann = pod["metadata"].get("annotations") or {}

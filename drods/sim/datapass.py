@@ -99,8 +99,12 @@ def _movers(pods: Iterable[Obj], claims: dict[tuple[str, str], Obj], network: Ne
             if ann.get(ANN_EXIT_CODE) != code:
                 out.pods.append({**pod, "metadata": {**pod["metadata"], "annotations": {**ann, ANN_EXIT_CODE: code}}})
             continue
-        key = (ns, env["MIGRATION_CLAIM"])
-        step = movers.copy_step(pod, claims.get(key), sources.get(source, {}).get(f"{ns}/{key[1]}"), now, bandwidth)
+        if kind == "dataset":
+            step = movers.dataset_step(pod, now, bandwidth)
+        else:
+            key = (ns, env["MIGRATION_CLAIM"])
+            step = movers.copy_step(pod, claims.get(key), sources.get(source, {}).get(f"{ns}/{key[1]}"), now,
+                                    bandwidth)
         if step.claim is not None:
             claims[key] = step.claim
             out.update.append(step.claim)
@@ -108,6 +112,8 @@ def _movers(pods: Iterable[Obj], claims: dict[tuple[str, str], Obj], network: Ne
         if step.pod_annotation is not None:
             ann = {**(pod["metadata"].get("annotations") or {}), ANN_COPY: step.pod_annotation}
             updated = {**pod, "metadata": {**pod["metadata"], "annotations": ann}}
+        if step.report is not None:
+            out.reports.append((updated, step.report))
         if step.exit_code is not None:
             out.finished.append((updated, step.exit_code))
         elif updated is not pod:

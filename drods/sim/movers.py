@@ -18,6 +18,7 @@ from drods.sim.storage import (
     ANN_USED_BYTES,
     ANN_WRITES,
     Published,
+    checksum,
     set_content,
 )
 
@@ -31,10 +32,12 @@ def env_of(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 def role(pod: Mapping[str, Any]) -> str | None:
-    """copy (a VolumeCopy pod), probe (a lag probe) or None."""
+    """copy (a VolumeCopy pod), dataset (a CachePlan's copy), probe (a lag probe) or None."""
     env = env_of(pod)
     if env.get("MIGRATION_CLAIM"):
         return "copy"
+    if env.get("COPY_DATASET"):
+        return "dataset"
     return "probe" if "MIGRATION_MAX_LAG_SECONDS" in env else None
 
 
@@ -44,6 +47,7 @@ class Progress:
     claim: Obj | None = None  # the target claim's new content
     exit_code: int | None = None  # set when the pod ends
     message: str = ""
+    report: Obj | None = None  # what the mover writes on its Job when it ends well
 
 
 def _count(claim: Mapping[str, Any], key: str) -> int:
@@ -99,7 +103,36 @@ def copy_step(pod: Mapping[str, Any], claim: Obj | None, src: Published | None, 
     seconds = max(now - float(prog["startedAt"]), 1e-9)
     prog.update(seconds=round(seconds, 3), rateBytesPerSecond=round(moved / seconds),
                 checksum=new["metadata"]["annotations"].get("sim.drods.io/checksum"))
-    return Progress(json.dumps(prog), new, 0)
+    return Progress(json.dumps(prog), new, 0,
+                    report=_report(moved, seconds, str(prog["checksum"]),
+                                   checksum(int(prog["goalUsed"]), int(prog["goalWrites"]))))
+
+
+def _report(moved: float, seconds: float, mine: str, source: str) -> Obj:
+    """What the transport writes on its Job when it ends (`drods.model.annotations.RUN_REPORT`)."""
+    return {"bytes": int(moved), "seconds": round(seconds, 3), "bytesPerSecond": round(moved / seconds),
+            "checksum": mine, "sourceChecksum": source}
+
+
+def dataset_step(pod: Mapping[str, Any], now: float, bandwidth: float) -> Progress:
+    """One pass of a CachePlan's copy pod: ``COPY_SIZE_BYTES`` of the dataset pulled from
+    ``COPY_SOURCE_CLUSTER`` at the sim's bandwidth, so it takes size ÷ bandwidth; the copy's content
+    (the dataset at that size) hashes as the source's."""
+    env = env_of(pod)
+    try:
+        total = max(int(float(env.get("COPY_SIZE_BYTES") or 0)), 0)
+    except ValueError:
+        return Progress(exit_code=1, message="COPY_SIZE_BYTES is not a number")
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANN_COPY)
+    prog: Obj = json.loads(raw) if raw else {"total": total, "moved": 0, "startedAt": now, "at": now}
+    moved = min(float(prog["total"]), float(prog["moved"]) + bandwidth * max(now - float(prog["at"]), 0))
+    prog.update(moved=moved, at=now)
+    if moved < float(prog["total"]):
+        return Progress(json.dumps(prog))
+    seconds = max(now - float(prog["startedAt"]), 1e-9)
+    digest = checksum(int(prog["total"]), 0)
+    prog.update(seconds=round(seconds, 3), checksum=digest)
+    return Progress(json.dumps(prog), exit_code=0, report=_report(moved, seconds, digest, digest))
 
 
 def _replica(claim: Mapping[str, Any]) -> bool:

@@ -189,6 +189,7 @@ class StoragePass:
     update: list[Obj] = field(default_factory=list)  # claims with new content or fencing
     pods: list[Obj] = field(default_factory=list)  # mover pods with new progress
     finished: list[tuple[Obj, int]] = field(default_factory=list)  # mover pods that ended, with exit codes
+    reports: list[tuple[Obj, Obj]] = field(default_factory=list)  # (mover pod, what it writes on its Job)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from drods.controllers import aggregate
 from drods.controllers import manifests as M
 from drods.model.annotations import ANN_HASH
 from drods.model.binding import BindingStatus, owned_status
+from drods.model.work import Ref
 from drods.schedulerd.records import Decision, merge_status
 
 
@@ -86,3 +87,21 @@ def test_controllers_and_scheduler_write_only_their_own_status_fields() -> None:
     d = Decision(scheduled=True, placement=(("b", 1),), message="ok", reasons={}, generation=2, time=0.0)
     merged = merge_status(current, d)
     assert merged["clusters"] == current["clusters"] and merged["phase"] == "Scheduled"
+
+
+def test_a_jobs_own_report_reaches_its_binding_entry() -> None:
+    """A Job's ``multicluster.io/run-report`` read back on the Work lands on the entry (a copy's figures);
+    a Deployment's manifest row never carries one, and a report no longer on the Work is dropped."""
+    job = Ref("batch/v1", "Job", "shop", "copy-0")
+    report = {"bytes": 10, "checksum": "c", "sourceChecksum": "c"}
+    w = {"status": {"manifests": [{"apiVersion": "batch/v1", "kind": "Job", "namespace": "shop", "name": "copy-0",
+                                   "status": {"succeeded": 1}, "report": report}]}}
+    entry: dict[str, Any] = {"cluster": "b"}
+    aggregate.fill_usage(entry, w, job)
+    assert entry["report"] == report
+    aggregate.fill_usage(entry, {"status": {"manifests": []}}, job)
+    assert "report" not in entry
+    web = Ref("apps/v1", "Deployment", "shop", "copy-0")
+    aggregate.fill_usage(entry, {"status": {"manifests": [{**w["status"]["manifests"][0], "kind": "Deployment",
+                                                           "apiVersion": "apps/v1"}]}}, web)
+    assert "report" not in entry

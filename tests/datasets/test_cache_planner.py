@@ -9,15 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from drods.controllers.cache_copy import JOB, copy_run
 from drods.controllers.cache_planner import CachePlanner, CachePlannerSettings, Links, plan_name, wanted
 from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile
 from drods.model.dataset_access import DatasetAccessReport, hotness, merge_access
 from drods.model.keys import DATASET_ACCESS_KEY
-from drods.model.kinds import CACHE_PLAN, DATASET
+from drods.model.kinds import BINDING, CACHE_PLAN, DATASET
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.scheduler.snapshot import Snapshot
 from drods.store import Store
+
+HOME = {"cluster": "home", "kind": "Primary"}
 
 
 def report(gib: float, cluster: str = "far", name: str = "clicks") -> DatasetAccessReport:
@@ -115,13 +118,39 @@ async def test_planner_proposes_applies_and_withdraws(store: Store, tmp_path: Pa
     clicks = await registry.get(DATASET, "clicks", "ml")
     assert clicks["status"]["hotnessGiBPerHour"] == pytest.approx(1020.0)
     assert clicks["status"]["readsByCluster"] == {"far": 120.0, "home": 900.0}
-    # approved: the Dataset gains a Cache copy on far, the plan is Applied
+    # approved: a copy Job pinned to far, pulling from home; no location until the copy verifies
     plan = plans[0]
     await registry.update(CACHE_PLAN, {**plan, "spec": {**plan["spec"], "approved": True}}, "ml")
     await planner.reconcile()
+    await planner.reconcile()  # a second pass starts nothing twice
+    plan = await registry.get(CACHE_PLAN, "clicks-far", "ml")
+    assert plan["status"]["phase"] == "Copying" and plan["status"]["copySource"] == "home"
+    job_name, binding_name = copy_run(plan)
+    job = await registry.get(JOB, job_name, "ml")
+    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["COPY_DATASET"] == "ml/clicks" and env["COPY_SOURCE_CLUSTER"] == "home"
+    assert env["COPY_SIZE_BYTES"] == str(800 * 2**30)
+    binding = await registry.get(BINDING, binding_name)
+    assert binding["spec"]["targetClusters"] == ["far"]
+    assert {"cluster": "far", "kind": "Cache"} not in (await registry.get(DATASET, "clicks", "ml"))["spec"]["locations"]
+    # the copy Job completes and reports: Ready, the location, bytes, rate and cost in status and the journal
+    size = 800 * 2**30
+    report = {"bytes": size, "seconds": 6400.0, "bytesPerSecond": size // 6400, "checksum": "abc",
+              "sourceChecksum": "abc"}
+    await registry.update_status(BINDING, binding_name, {"clusters": [{"cluster": "far", "complete": True,
+                                                                        "report": report}]})
+    await planner.reconcile()
     ds = await registry.get(DATASET, "clicks", "ml")
     assert {"cluster": "far", "kind": "Cache"} in ds["spec"]["locations"]
-    assert (await registry.get(CACHE_PLAN, "clicks-far", "ml"))["status"]["phase"] == "Applied"
+    st = (await registry.get(CACHE_PLAN, "clicks-far", "ml"))["status"]
+    assert st["phase"] == "Ready" and st["bytesMoved"] == size and st["durationSeconds"] == 6400.0
+    # 800 GiB × home's default egress 0.09 over the reference link
+    assert st["transferCost"] == pytest.approx(72.0)
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {"Copied": "True", "Verified": "True", "Ready": "True"}
+    decided = await planner.decisions.query(0, time.time() + 60, 10)
+    done = [d for d in decided.items if d["outcome"].get("phase") == "Ready"]
+    assert len(done) == 1 and done[0]["outcome"]["bytesMoved"] == size
+    assert done[0]["trigger"]["reason"] == "CopyVerified"
     # logs heats up on far (an hour later: ½·20 + ½·200 = 110 GiB/h), then cools (4 half-lives) before
     # anyone approves it: proposed, then withdrawn
     now[0] += 3600.0
@@ -131,4 +160,68 @@ async def test_planner_proposes_applies_and_withdraws(store: Store, tmp_path: Pa
     now[0] += 4 * 3600.0
     await planner.reconcile()
     assert await registry.try_get(CACHE_PLAN, "logs-far", "ml") is None
-    assert await registry.try_get(CACHE_PLAN, "clicks-far", "ml") is not None  # applied plans stay
+    assert await registry.try_get(CACHE_PLAN, "clicks-far", "ml") is not None  # ready plans stay
+    # withdrawn (approved: false): the copy Job and the location go
+    plan = await registry.get(CACHE_PLAN, "clicks-far", "ml")
+    await registry.update(CACHE_PLAN, {**plan, "spec": {**plan["spec"], "approved": False}}, "ml")
+    await planner.reconcile()
+    assert (await registry.get(CACHE_PLAN, "clicks-far", "ml"))["status"]["phase"] == "Withdrawn"
+    assert await registry.try_get(JOB, job_name, "ml") is None
+    assert await registry.try_get(BINDING, binding_name) is None
+    assert (await registry.get(DATASET, "clicks", "ml"))["spec"]["locations"] == [HOME]
+
+
+async def test_a_copy_that_fails_or_does_not_verify_adds_no_location(store: Store, tmp_path: Path) -> None:
+    """A failed copy Job, or one whose checksum differs from its source's, ends Failed with no location;
+    deleting a plan whose copy ran removes the copy and its location."""
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    planner = CachePlanner(store, registry, CachePlannerSettings(hotGiBPerHour=50), clock=lambda: 1000.0)
+    for name in ("a", "b", "c"):
+        await registry.create(DATASET, {"metadata": {"name": name, "namespace": "ml"}, "spec": {
+            "sizeGiB": 1, "locations": [{"cluster": "home", "kind": "Primary"}]}}, "ml")
+        await registry.create(CACHE_PLAN, {"metadata": {"name": name, "namespace": "ml"}, "spec": {
+            "dataset": name, "cluster": "far", "approved": True}}, "ml")
+    await planner.reconcile()
+    reports = {"a": {"cluster": "far", "conditions": [{"type": "Failed", "status": "True", "message": "rsync: 23"}]},
+               "b": {"cluster": "far", "complete": True, "report": {"bytes": 9, "checksum": "x",
+                                                                  "sourceChecksum": "y"}},
+               "c": {"cluster": "far", "complete": True, "report": {"bytes": 2**30, "checksum": "z",
+                                                                  "sourceChecksum": "z"}}}
+    for name, entry in reports.items():
+        _, b = copy_run(await registry.get(CACHE_PLAN, name, "ml"))
+        await registry.update_status(BINDING, b, {"clusters": [entry]})
+    await planner.reconcile()
+    a, b, c = [await registry.get(CACHE_PLAN, n, "ml") for n in "abc"]
+    assert a["status"]["phase"] == "Failed" and "rsync: 23" in a["status"]["message"]
+    assert b["status"]["phase"] == "Failed" and "checksum x differs from the source's y" in b["status"]["message"]
+    assert c["status"]["phase"] == "Ready"
+    for name in "ab":
+        assert len((await registry.get(DATASET, name, "ml"))["spec"]["locations"]) == 1
+    assert {"cluster": "far", "kind": "Cache"} in (await registry.get(DATASET, "c", "ml"))["spec"]["locations"]
+    await registry.delete(CACHE_PLAN, "c", "ml")
+    await planner.reconcile()
+    assert (await registry.get(DATASET, "c", "ml"))["spec"]["locations"] == [HOME]
+    assert await registry.try_get(JOB, copy_run(c)[0], "ml") is None
+
+
+async def test_a_copy_that_never_ends_fails_after_the_timeout(store: Store, tmp_path: Path) -> None:
+    """A copy whose cluster went away (its Job never reports) fails the plan after copyTimeoutSeconds and
+    its Job is removed: it blocks nobody, and the Dataset never got the location."""
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    now = [1000.0]
+    planner = CachePlanner(store, registry, CachePlannerSettings(copyTimeoutSeconds=60), clock=lambda: now[0])
+    await registry.create(DATASET, {"metadata": {"name": "d", "namespace": "ml"}, "spec": {
+        "sizeGiB": 1, "locations": [HOME]}}, "ml")
+    await registry.create(CACHE_PLAN, {"metadata": {"name": "d", "namespace": "ml"}, "spec": {
+        "dataset": "d", "cluster": "gone", "approved": True}}, "ml")
+    await planner.reconcile()
+    now[0] += 59
+    await planner.reconcile()
+    plan = await registry.get(CACHE_PLAN, "d", "ml")
+    assert plan["status"]["phase"] == "Copying"
+    now[0] += 2
+    await planner.reconcile()
+    plan = await registry.get(CACHE_PLAN, "d", "ml")
+    assert plan["status"]["phase"] == "Failed" and "within 60s" in plan["status"]["message"]
+    assert await registry.try_get(JOB, copy_run(plan)[0], "ml") is None
+    assert (await registry.get(DATASET, "d", "ml"))["spec"]["locations"] == [HOME]

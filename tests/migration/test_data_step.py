@@ -46,6 +46,12 @@ def facts(now: float, **kw: Any) -> Facts:
     return Facts(now=now, **base)
 
 
+def report(n: int, source: str | None = None) -> dict[str, Any]:
+    """A copy Job's own report: n bytes in 2 s, the target's checksum and the source's."""
+    return {"bytes": n, "seconds": 2.0, "bytesPerSecond": n // 2, "checksum": f"c{n}",
+            "sourceChecksum": source or f"c{n}"}
+
+
 def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == type_)
 
@@ -61,7 +67,7 @@ def test_data_none_moves_without_the_data_and_says_so() -> None:
     s = spec(data="None")
     st = advance(s, {}, facts(T0)).status
     assert st["phase"] == "PrepareTarget" and st["data"] == {"mover": "None", "declaredNone": True,
-                                                             "claims": list(CLAIMS)}
+                                                             "claims": [{"name": c} for c in CLAIMS]}
     st = advance(s, st, facts(T0 + 1, placement=PIN, copies=BOTH)).status
     assert st["phase"] == "SwitchTraffic"
     assert cond(st, "DataCopied")["reason"] == "DataNoneDeclared" and cond(st, "CaughtUp")["status"] == "True"
@@ -70,14 +76,18 @@ def test_data_none_moves_without_the_data_and_says_so() -> None:
 def test_volume_copy_probe_and_freeze_the_whole_way() -> None:
     s = spec(data=VOLUME_COPY, switch={"freezeSeconds": 10})
     st = advance(s, {}, facts(T0)).status
-    assert st["data"]["mover"] == "VolumeCopy" and st["data"]["claims"] == list(CLAIMS)
+    assert st["data"]["mover"] == "VolumeCopy" and st["data"]["claims"] == [{"name": c} for c in CLAIMS]
     step = advance(s, st, facts(T0 + 1, placement=PIN, copies=BOTH))
     assert step.status["phase"] == "CopyData" and step.effects.runs == ("copy-0", "copy-1", "copy-2", "copy-3")
     f = facts(T0 + 2, placement=PIN, copies=BOTH)
     some = {"copy-0": HookState("complete"), "copy-1": HookState("running")}
     assert advance(s, step.status, replace(f, hooks=some)).status["phase"] == "CopyData"
-    done = {f"copy-{k}": HookState("complete") for k in range(4)}
+    done = {f"copy-{k}": HookState("complete", report=report(1000 * (k + 1))) for k in range(4)}
     step = advance(s, step.status, replace(f, hooks=done))
+    assert step.status["data"]["claims"][1] == {"name": "wal-db-0", "bytes": 2000, "seconds": 2.0,
+                                                "bytesPerSecond": 1000, "checksum": "c2000",
+                                                "sourceChecksum": "c2000"}
+    assert step.status["data"]["bytesCopied"] == 10000
     follow = ("catchup-0", "catchup-1", "catchup-2", "catchup-3")
     assert step.status["phase"] == "CatchUp" and step.effects.runs == (*follow, "probe-0")
     # the probe says "not yet": a new probe after periodSeconds, none before
@@ -179,3 +189,18 @@ def test_volume_copy_and_probe_jobs() -> None:
     penv0 = {e["name"]: e["value"] for e in hook_job(PLAN, s, "probe-0", "a", "b")["spec"]["template"]["spec"]
              ["containers"][0]["env"]}
     assert penv0["MIGRATION_MAX_LAG_SECONDS"] == "1"
+
+
+@pytest.mark.parametrize(("bad", "says"), [
+    (HookState("complete", report=report(5, source="other")), "checksum c5 differs from the source's other"),
+    (HookState("complete"), "the copy reported no checksum")])
+def test_a_copy_that_does_not_verify_rolls_back(bad: HookState, says: str) -> None:
+    """CopyData is done only when every claim's copy hashes as its source did."""
+    s = spec(data=VOLUME_COPY)
+    st = advance(s, {}, facts(T0)).status
+    st = advance(s, st, facts(T0 + 1, placement=PIN, copies=BOTH)).status
+    hooks = {f"copy-{k}": HookState("complete", report=report(10)) for k in range(4)} | {"copy-2": bad}
+    step = advance(s, st, facts(T0 + 2, placement=PIN, copies=BOTH, hooks=hooks))
+    assert step.status["phase"] == "RollingBack" and cond(step.status, "RolledBack")["reason"] == "ChecksumMismatch"
+    assert f"claim data-db-1: {says}" in step.status["message"]
+    assert step.status["data"]["claims"][0]["checksum"] == "c10"

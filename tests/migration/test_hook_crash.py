@@ -11,7 +11,7 @@ import pytest
 from drods.api.context import ApiContext
 from drods.machinery.informer import Informer
 from drods.migration.controller import JOB, MigrationController
-from drods.migration.hooks import hook_outcome
+from drods.model.data_jobs import job_outcome as hook_outcome
 from drods.model.detection import binding_name
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN
 from drods.model.migration import MigrationPlanSpec

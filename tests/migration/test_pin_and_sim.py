@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from drods.migration.hooks import hook_binding, hook_job, hook_outcome
+from drods.migration.hooks import hook_binding, hook_job
 from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
+from drods.model.data_jobs import job_outcome as hook_outcome
 from drods.model.migration import MigrationPlanSpec, pin_annotation, pinned_placement
 from drods.model.timefmt import rfc3339_ms
 from drods.schedulerd.records import PINNED, RESCHEDULE, decode_binding, schedule_type

@@ -43,7 +43,8 @@ from tests.server_process import ServerProcess
 pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(240)]
 
 SIMS = {"mig-dfw": ["--region", "us-east", "--provider", "aws", "--city", "DFW"],
-        "mig-lhr": ["--region", "eu-west", "--provider", "azure", "--city", "LHR"]}
+        "mig-lhr": ["--region", "eu-west", "--provider", "azure", "--city", "LHR"],
+        "mig-sin": ["--region", "ap-southeast", "--provider", "gcp", "--city", "SIN"]}
 NS = "shop"
 PLANS = f"/apis/multicluster.io/v1alpha1/namespaces/{NS}/migrationplans"
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
@@ -56,7 +57,8 @@ def _copy_keys(seed: Path, to: Path) -> Path:
     to.mkdir(parents=True, exist_ok=True)
     for name in ("jwt.key", "encryption.key", KEYRING_FILE):
         shutil.copy2(seed / name, to / name)
-    config = {"apiVersion": "config.drods.io/v1alpha1", "kind": "DRODSConfiguration", "members": yaml.safe_load(FAST)}
+    config = {"apiVersion": "config.drods.io/v1alpha1", "kind": "DRODSConfiguration", "members": yaml.safe_load(FAST),
+              "datasets": {"intervalSeconds": 1}}  # the cache planner looks at approved plans every second
     (to / "drods.yaml").write_text(yaml.safe_dump(config))
     return to
 
@@ -109,7 +111,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                                args=[*store, "--id", "ctrl", "--lease-ttl", "2"], start_timeout=START)]
         try:
             with ThreadPoolExecutor(len(procs) + len(sims)) as pool:  # start everything at once
-                started = [pool.submit(p.start) for p in procs] + [pool.submit(s.wait_ready, 60) for s in sims.values()]
+                started = [pool.submit(p.start) for p in procs] + [pool.submit(s.wait_ready, START)
+                                                                   for s in sims.values()]
                 for fut in started:
                     fut.result()
                 joins = [pool.submit(api.run_cli, "cluster", "join", n, "--kubeconfig", str(s.kubeconfig),
@@ -129,7 +132,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                             return False
                     return True
 
-                wait_for(all_ready, 30, "both members Ready")
+                wait_for(all_ready, 30, "the members Ready")
                 r = http.post("/apis/multicluster.io/v1alpha1/propagationpolicies", json={
                     "apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy",
                     "metadata": {"name": "stateful"},
@@ -210,7 +213,7 @@ def _kill_on_each_phase(fleet: Fleet, plan: str, seen: list[str], stop: threadin
 
 
 def test_drain_migrates_with_a_kill_between_every_phase(fleet: Fleet) -> None:
-    source, target = deploy(fleet, "orders", 2, hook())
+    source, _ = deploy(fleet, "orders", 2, hook())
     done = fleet.api.run_cli("cluster", "drain", source, "--server", fleet.api.url, "--token", fleet.api.token())
     assert done.returncode == 0, done.stderr
     assert "1 migration plan(s) started" in done.stdout, done.stdout
@@ -229,8 +232,9 @@ def test_drain_migrates_with_a_kill_between_every_phase(fleet: Fleet) -> None:
             ready = fleet.ready_in_members("orders")
             polls += 1
             assert sum(ready.values()) > 0, f"no ready replica at poll {polls} in phase {phase}: {ready}"
-            pods = fleet.members[target].get(f"/api/v1/namespaces/{NS}/pods?labelSelector=job-name")
-            job_uids |= {p["metadata"]["labels"].get("controller-uid", "") for p in (pods or {}).get("items") or []}
+            for m in fleet.members.values():  # the scheduler picks the target among the two others
+                pods = m.get(f"/api/v1/namespaces/{NS}/pods?labelSelector=job-name")
+                job_uids |= {p["metadata"]["labels"].get("controller-uid", "") for p in (pods or {}).get("items") or []}
             phase = str((fleet.plan(plan_name).get("status") or {}).get("phase") or "Pending")
             time.sleep(0.1)
     finally:
@@ -240,7 +244,8 @@ def test_drain_migrates_with_a_kill_between_every_phase(fleet: Fleet) -> None:
     st = plan["status"]
     assert st["phase"] == "Succeeded", st
     assert plan["spec"]["trigger"] == "Drain" and "targetCluster" not in plan["spec"]
-    assert st["targetCluster"] == target and "where the scheduler would place it" in st["targetChoice"]
+    target = st["targetCluster"]
+    assert target != source and "where the scheduler would place it" in st["targetChoice"]
     assert seen == list(FORWARD), seen  # every phase was seen, so the controllers were killed 4 times
     conds = {c["type"]: c for c in st["conditions"]}
     for t in ("TargetPrepared", "DataCopied", "CaughtUp", "TrafficSwitched", "SourceRetired"):
@@ -394,7 +399,13 @@ def test_volume_copy_moves_two_written_claims_and_loses_no_write(fleet: Fleet) -
         time.sleep(0.2)
     st = fleet.plan("catalog-move")["status"]
     assert st["phase"] == "Succeeded", st
-    assert st["data"]["claims"] == ["data-catalog-0", "wal-catalog-0"]
+    assert [c["name"] for c in st["data"]["claims"]] == ["data-catalog-0", "wal-catalog-0"]
+    for c in st["data"]["claims"]:  # each claim's copy reported on its Job: bytes, rate, checksums (verified)
+        assert c["bytes"] >= DATA_BYTES and c["checksum"] == c["sourceChecksum"], c
+        assert c["bytesPerSecond"] == pytest.approx(BANDWIDTH_MBPS * 1e6 / 8, rel=0.5), c
+    assert st["data"]["bytesCopied"] == sum(c["bytes"] for c in st["data"]["claims"])
+    bystander = next(n for n in fleet.members if n not in (source, target))  # the third sim holds nothing of it
+    assert claim(fleet, bystander, "data-catalog-0") == {} and bystander not in fleet.ready_in_members("catalog")
     est = st["estimate"]  # two 1Gi claims (their capacity: an upper bound) at 80 Mbps
     assert est["bytes"] == 2 * 2**30 and est["bandwidthMbps"] == 80, est
     assert est["copySeconds"] == round(2 * 2**30 * 8 / 80e6, 1) and "unknownClaims" not in est, est
@@ -408,7 +419,7 @@ def test_volume_copy_moves_two_written_claims_and_loses_no_write(fleet: Fleet) -
         expect = rec["total"] / (BANDWIDTH_MBPS * 1e6 / 8)
         assert DATA_BYTES <= rec["total"] == rec["goalUsed"] and expect <= rec["seconds"] <= expect + 1.5, rec
     for name, rec in finals.items():  # the final sync left the target with exactly the fenced source's content
-        claim_name = st["data"]["claims"][int(name.split("-final-")[1].split("-")[0])]
+        claim_name = st["data"]["claims"][int(name.split("-final-")[1].split("-")[0])]["name"]
         src = claim(fleet, source, claim_name)
         assert writes(src) == rec["goalWrites"], (claim_name, writes(src), rec)
         assert src["metadata"]["annotations"]["sim.drods.io/checksum"] == rec["checksum"]
@@ -443,3 +454,71 @@ def test_data_none_moves_without_the_data_as_declared(fleet: Fleet) -> None:
     assert st["phase"] == "Succeeded" and st["data"]["mover"] == "None" and st["data"]["declaredNone"], st
     conds = {c["type"]: c for c in st["conditions"]}
     assert conds["DataCopied"]["reason"] == "DataNoneDeclared"
+
+
+# ---- a cache plan that moves bytes (F4): the copy lands, then placement prefers the cluster holding it
+CACHE_BYTES = 4 * 2**20  # 4 MiB: 0.4 s at BANDWIDTH_MBPS
+
+
+def test_an_approved_cache_plan_copies_then_placement_prefers_the_copy(fleet: Fleet, tmp_path: Path) -> None:
+    api = "/apis/multicluster.io/v1alpha1/namespaces/" + NS
+    ds = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Dataset", "metadata": {"name": "features"},
+          "spec": {"sizeGiB": CACHE_BYTES / 2**30, "locations": [{"cluster": "mig-dfw", "kind": "Primary"}]}}
+    assert fleet.http.post(f"{api}/datasets", json=ds).status_code == 201
+    plan = {"apiVersion": "multicluster.io/v1alpha1", "kind": "CachePlan", "metadata": {"name": "features-sin"},
+            "spec": {"dataset": "features", "cluster": "mig-sin", "approved": True}}
+    r = fleet.http.post(f"{api}/cacheplans", json=plan)
+    assert r.status_code == 201, r.text
+    seen: list[str] = []
+
+    def ready() -> dict[str, Any] | None:
+        st = fleet.http.get(f"{api}/cacheplans/features-sin").json().get("status") or {}
+        locs = [loc["cluster"] for loc in fleet.http.get(f"{api}/datasets/features").json()["spec"]["locations"]]
+        if st.get("phase") and (not seen or seen[-1] != st["phase"]):
+            seen.append(st["phase"])
+        assert st.get("phase") == "Ready" or "mig-sin" not in locs, (st, locs)  # no location before the copy
+        assert st.get("phase") != "Failed", st
+        return st if st.get("phase") == "Ready" else None
+
+    st = wait_for(ready, 60, "the cache copy Ready")
+    assert "Copying" in seen, seen
+    assert st["copySource"] == "mig-dfw" and st["bytesMoved"] == CACHE_BYTES, st
+    assert st["checksum"] == st["sourceChecksum"] and st["bytesPerSecond"] > 0 and st["transferCost"] > 0, st
+    assert {"cluster": "mig-sin", "kind": "Cache"} in fleet.http.get(f"{api}/datasets/features").json()["spec"][
+        "locations"]
+    # the copy ran in mig-sin, as a Job of its own, and finished there
+    jobs = fleet.members["mig-sin"].get(f"/apis/batch/v1/namespaces/{NS}/jobs") or {}
+    assert any(j["metadata"]["name"] == st["copyJob"] and (j.get("status") or {}).get("succeeded") == 1
+               for j in jobs.get("items") or []), jobs
+    out = subprocess.run(["kubectl", "--kubeconfig", str(fleet.kubeconfig), "get", "cacheplans", "-n", NS],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:7] == ["NAME", "DATASET", "CLUSTER", "FROM", "APPROVED", "PHASE", "BYTES"], out.stdout
+    assert out.stdout.splitlines()[1].split()[1:7] == ["features", "mig-sin", "mig-dfw", "true", "Ready",
+                                                       str(CACHE_BYTES)], out.stdout
+    # a reader that may run on mig-lhr or mig-sin goes where the cache now is
+    r = fleet.http.post("/apis/multicluster.io/v1alpha1/propagationpolicies", json={
+        "apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "readers"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": NS}],
+                 "datasets": [{"name": "features", "readGiBPerHour": 500}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["mig-lhr", "mig-sin"]},
+                               "replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                     "replicaDivisionPreference": "Aggregated"}}}})
+    assert r.status_code == 201, r.text
+    body = statefulset("trainer", 1, None)
+    body.update(kind="Deployment")
+    for k in ("serviceName",):
+        body["spec"].pop(k)
+    assert fleet.http.post(f"/apis/apps/v1/namespaces/{NS}/deployments", json=body).status_code == 201
+    placed = wait_for(lambda: [t["cluster"] for t in (fleet.binding(f"deployment-{NS}-trainer").get("status") or {})
+                               .get("placement") or []] or None, 30, "the reader placed")
+    assert placed == ["mig-sin"], placed
+    # withdrawn: the location goes and the copy Job leaves mig-sin
+    fleet.http.patch(f"{api}/cacheplans/features-sin", json={"spec": {"approved": False}},
+                     headers={"content-type": "application/merge-patch+json"})
+    wait_for(lambda: (fleet.http.get(f"{api}/cacheplans/features-sin").json().get("status") or {}).get("phase")
+             == "Withdrawn", 30, "the plan withdrawn")
+    assert [loc["cluster"] for loc in fleet.http.get(f"{api}/datasets/features").json()["spec"]["locations"]] == \
+        ["mig-dfw"]
+    wait_for(lambda: not any(j["metadata"]["name"] == st["copyJob"] for j in (fleet.members["mig-sin"].get(
+        f"/apis/batch/v1/namespaces/{NS}/jobs") or {}).get("items") or []), 30, "the copy Job gone from mig-sin")

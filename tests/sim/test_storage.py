@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from drods.sim.datapass import data_pass, progress_of
-from drods.sim.movers import copy_step, probe_exit
+from drods.sim.movers import copy_step, dataset_step, probe_exit, role
 from drods.sim.storage import ANN_READ_ONLY, ANN_REPLICA_OF, Network, Published, WriteClock, checksum
 
 T0 = 1_800_000_000.0
@@ -82,6 +82,28 @@ def test_a_copy_takes_size_over_bandwidth_and_leaves_the_sources_content() -> No
     assert a["sim.drods.io/writes"] == "500" and a[ANN_REPLICA_OF] == "src"
     assert a["sim.drods.io/checksum"] == checksum(10_000_000, 500)
     assert json.loads(step.pod_annotation or "{}")["seconds"] == 2.0
+    # what the transport writes on its Job: the bytes, the rate, its checksum and the source's
+    assert step.report == {"bytes": 10_000_000, "seconds": 2.0, "bytesPerSecond": 5_000_000,
+                           "checksum": checksum(10_000_000, 500), "sourceChecksum": checksum(10_000_000, 500)}
+
+
+def test_a_dataset_copy_takes_size_over_bandwidth_and_reports() -> None:
+    """A CachePlan's copy pod: COPY_SIZE_BYTES at the sim's bandwidth, then exit 0 with its report."""
+    pod = {"metadata": {"name": "c-0", "namespace": "ml", "annotations": {}},
+           "spec": {"containers": [{"env": [{"name": "COPY_DATASET", "value": "ml/clicks"},
+                                            {"name": "COPY_SIZE_BYTES", "value": "4000000"}]}]},
+           "status": {"phase": "Running"}}
+    assert role(pod) == "dataset"
+    step = dataset_step(pod, T0, 2_000_000)  # 2 MB/s: 2 s
+    assert step.exit_code is None and step.report is None
+    pod["metadata"]["annotations"]["sim.drods.io/copy"] = step.pod_annotation
+    step = dataset_step(pod, T0 + 1.5, 2_000_000)
+    assert step.exit_code is None
+    pod["metadata"]["annotations"]["sim.drods.io/copy"] = step.pod_annotation
+    step = dataset_step(pod, T0 + 2.0, 2_000_000)
+    assert step.exit_code == 0 and step.report is not None
+    assert step.report["bytes"] == 4_000_000 and step.report["seconds"] == 2.0
+    assert step.report["checksum"] == step.report["sourceChecksum"] == checksum(4_000_000, 0)
 
 
 def test_the_final_run_waits_for_the_fence_and_promotes() -> None:
