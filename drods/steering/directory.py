@@ -46,6 +46,7 @@ from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
 from drods.model.kinds import (
     BINDING,
     CLUSTER,
+    MULTI_CLUSTER_SERVICE,
     SERVICE_EXPORT,
     SERVICE_IMPORT,
     TEMPLATE_KINDS,
@@ -57,6 +58,7 @@ from drods.model.migration import traffic_withdrawn
 from drods.model.selector import selects
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.steering.endpoints import EndpointCollector, Target
+from drods.steering.multicluster_service import mcs_targets
 
 Obj = dict[str, Any]
 SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
@@ -248,6 +250,7 @@ class DirectoryInformers:
     bindings: Informer
     clusters: Informer
     workloads: tuple[Informer, ...]
+    multicluster_services: Informer  # their providers' endpoints are collected too (`mcs_targets`)
 
     @classmethod
     def of(cls, manager: Manager) -> DirectoryInformers:
@@ -255,10 +258,11 @@ class DirectoryInformers:
                    manager.informer(_service_kind().key_prefix(), decode_stored),
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(CLUSTER.key_prefix(), decode_stored),
-                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS))
+                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS),
+                   manager.informer(MULTI_CLUSTER_SERVICE.key_prefix(), decode_stored))
 
     def all(self) -> tuple[Informer, ...]:
-        return (self.exports, self.services, self.bindings, self.clusters, *self.workloads)
+        return (self.exports, self.services, self.bindings, self.clusters, *self.workloads, self.multicluster_services)
 
 
 class DirectoryController:
@@ -316,8 +320,13 @@ class DirectoryController:
         return directory_entries(exports, services, objs(self.inf.bindings), templates, clusters, docs)
 
     def targets(self) -> set[Target]:
-        """What the endpoint collector polls: every provider cluster of every export."""
-        return {Target(row["cluster"], e["namespace"], e["name"]) for e in self.entries() for row in e["clusters"]}
+        """What the endpoint collector polls: every provider cluster of every export and of every
+        MultiClusterService (`drods.steering.multicluster_service`)."""
+        clusters = [o["metadata"]["name"] for o in self.inf.clusters.cache.values()
+                    if o and not o["metadata"].get("deletionTimestamp")]
+        mcs = [o for o in self.inf.multicluster_services.cache.values() if o]
+        return {Target(row["cluster"], e["namespace"], e["name"]) for e in self.entries() for row in e["clusters"]} \
+            | mcs_targets(mcs, clusters)
 
     async def reconcile(self) -> None:
         entries = self.entries()
