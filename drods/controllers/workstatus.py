@@ -37,12 +37,13 @@ Obj = dict[str, Any]
 
 def main_ref(work: Obj, interpreter: Interpreter | None = None) -> Ref | None:
     """The Work's main object when its status is aggregated: a workload kind, a Pod
-    (`drods.controllers.pod_status`), or a kind whose interpreter customization declares a status rule."""
+    (`drods.controllers.pod_status`), an Ingress (a MultiClusterIngress reads its
+    load balancer), or a kind whose interpreter customization declares a status rule."""
     manifests = (work.get("spec") or {}).get("manifests") or []
     if not manifests or not isinstance(manifests[-1], dict):
         return None
     main = manifests[-1]
-    if main.get("kind") not in WORKLOAD_KINDS and main.get("kind") != "Pod" and (
+    if main.get("kind") not in WORKLOAD_KINDS and main.get("kind") not in ("Pod", "Ingress") and (
             interpreter is None or interpreter.of(str(main.get("apiVersion")), str(main.get("kind"))).status is None):
         return None
     return Ref.of(main)

@@ -264,6 +264,22 @@ class DirectoryInformers:
     def all(self) -> tuple[Informer, ...]:
         return (self.exports, self.services, self.bindings, self.clusters, *self.workloads, self.multicluster_services)
 
+    def entries_for(self, exports: list[Obj], endpoints: Mapping[str, Obj] | None = None) -> list[Obj]:
+        """`directory_entries` of ``exports`` (objects naming a Service: ServiceExports, or the backends
+        of a MultiClusterIngress) from the informer caches."""
+        if not exports:
+            return []
+
+        def objs(inf: Informer) -> list[Obj]:
+            return [o for o in inf.cache.values() if o]
+
+        services = {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o
+                    for o in objs(self.services)}
+        templates = {(str(o.get("kind")), str(o["metadata"].get("namespace") or "default"),
+                      str(o["metadata"]["name"])): o for inf in self.workloads for o in objs(inf)}
+        clusters = {o["metadata"]["name"]: o for o in objs(self.clusters)}
+        return directory_entries(exports, services, objs(self.bindings), templates, clusters, endpoints)
+
 
 class DirectoryController:
     """Single-active (``/leases/service-directory``): exports → ServiceImports, derived Services and
@@ -305,19 +321,8 @@ class DirectoryController:
         self._wake.set()
 
     def entries(self) -> list[Obj]:
-        def objs(inf: Informer) -> list[Obj]:
-            return [o for o in inf.cache.values() if o]
-
-        exports = objs(self.inf.exports)
-        if not exports:
-            return []
-        services = {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o
-                    for o in objs(self.inf.services)}
-        templates = {(str(o.get("kind")), str(o["metadata"].get("namespace") or "default"),
-                      str(o["metadata"]["name"])): o for inf in self.inf.workloads for o in objs(inf)}
-        clusters = {o["metadata"]["name"]: o for o in objs(self.inf.clusters)}
-        docs = self.collector.docs if self.collector is not None else {}
-        return directory_entries(exports, services, objs(self.inf.bindings), templates, clusters, docs)
+        exports = [o for o in self.inf.exports.cache.values() if o]
+        return self.inf.entries_for(exports, self.collector.docs if self.collector is not None else {})
 
     def targets(self) -> set[Target]:
         """What the endpoint collector polls: every provider cluster of every export and of every

@@ -111,3 +111,77 @@ def test_a_consumer_receives_the_service_and_the_providers_endpoints(env: Env, k
     wait_for(lambda: not slices(env, "gcp-sin") and service(env, "gcp-sin") is None, 60,
              "the Service and the imported EndpointSlice gone from gcp-sin")
     kubectl.run("delete", "-f", "-", "--wait=false", input=SHOP)
+
+
+FRONT = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: mci}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: front, namespace: mci}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: front}}
+  template:
+    metadata: {labels: {app: front}}
+    spec:
+      containers: [{name: front, image: nginx:1.25, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: front, namespace: mci}
+spec:
+  selector: {app: front}
+  ports: [{port: 80}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: front, namespace: mci}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: front}]
+  placement:
+    clusterAffinity: {clusterNames: [azure-lhr]}
+    replicaScheduling: {replicaSchedulingType: Duplicated}
+---
+apiVersion: networking.karmada.io/v1alpha1
+kind: MultiClusterIngress
+metadata: {name: shop-web, namespace: mci}
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: shop.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: front, port: {number: 80}}}}
+"""
+
+
+def ingress(env: Env, cluster: str) -> Any:
+    try:
+        return k8s.NetworkingV1Api(env.members[cluster].api).read_namespaced_ingress("shop-web", "mci",
+                                                                                     _request_timeout=3)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def test_a_multicluster_ingress_goes_where_its_backends_run_and_reports_their_load_balancer(
+        env: Env, kubectl: Kubectl) -> None:
+    kubectl.run("apply", "-f", "-", input=FRONT)
+    mci = "/apis/networking.karmada.io/v1alpha1/namespaces/mci/multiclusteringresses/shop-web"
+    assert env.http.get(mci).json()["spec"]["rules"][0]["host"] == "shop.example.com"
+    copy = wait_for(lambda: ingress(env, "azure-lhr"), 60, "the Ingress on azure-lhr, where front runs")
+    assert copy.spec.rules[0].http.paths[0].backend.service.name == "front"
+    assert ingress(env, "gcp-sin") is None and ingress(env, "aws-dfw") is None
+
+    # azure-lhr's ingress controller publishes its address: the MultiClusterIngress reports it.
+    k8s.NetworkingV1Api(env.members["azure-lhr"].api).patch_namespaced_ingress_status(
+        "shop-web", "mci", {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, _request_timeout=3)
+    wait_for(lambda: (env.http.get(mci).json().get("status") or {}).get("loadBalancer") ==
+             {"ingress": [{"ip": "203.0.113.7"}]}, 30, "the MultiClusterIngress's status.loadBalancer")
+
+    kubectl.run("delete", "-f", "-", "--wait=false", input=FRONT)
+    wait_for(lambda: ingress(env, "azure-lhr") is None, 60, "the Ingress gone from azure-lhr")
