@@ -57,6 +57,7 @@ from drods.model.kinds import (
 from drods.model.migration import traffic_withdrawn
 from drods.model.selector import selects
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
+from drods.steering.delivery import duplicated_binding
 from drods.steering.endpoints import EndpointCollector, Target
 from drods.steering.multicluster_service import mcs_targets
 
@@ -209,27 +210,18 @@ def derived_slices(entry: Obj) -> list[Obj]:
     return out
 
 
-def _binding(name: str, resource: Obj, clusters: list[str], labels: dict[str, str]) -> Obj:
-    meta = resource["metadata"]
-    return {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
-            "metadata": {"name": name, "labels": {MANAGED_BY: DIRECTORY_NAME, **labels}},
-            "spec": {"resource": {"apiVersion": resource["apiVersion"], "kind": resource["kind"],
-                                  "namespace": meta["namespace"], "name": meta["name"]},
-                     "replicas": 1, "targetClusters": sorted(clusters),
-                     "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}
-
-
 def derived_binding(entry: Obj, clusters: list[str]) -> Obj:
     """The Binding that has propagation deliver `derived_service` to ``clusters``."""
-    return _binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}", derived_service(entry), clusters,
-                    {SERVICE_NAME_LABEL: entry["name"]})
+    return duplicated_binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}", derived_service(entry),
+                              clusters, {MANAGED_BY: DIRECTORY_NAME, SERVICE_NAME_LABEL: entry["name"]})
 
 
 def slice_binding(entry: Obj, eps: Obj, clusters: list[str]) -> Obj:
     """The Binding that delivers one derived EndpointSlice to ``clusters``."""
     source = eps["metadata"]["labels"][SOURCE_CLUSTER_LABEL]
-    return _binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}-eps-{source}", eps, clusters,
-                    {SERVICE_NAME_LABEL: entry["name"], SOURCE_CLUSTER_LABEL: source})
+    return duplicated_binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}-eps-{source}", eps, clusters,
+                              {MANAGED_BY: DIRECTORY_NAME, SERVICE_NAME_LABEL: entry["name"],
+                               SOURCE_CLUSTER_LABEL: source})
 
 
 def service_import(entry: Obj) -> tuple[Obj, Obj]:

@@ -31,6 +31,7 @@ from drods.model.kinds import BINDING, MULTI_CLUSTER_INGRESS, TEMPLATE_KINDS, WO
 from drods.model.networking import IngressSpec
 from drods.model.work import Ref, member_status, work_name
 from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.steering.delivery import duplicated_binding
 from drods.steering.directory import DirectoryInformers
 
 log = logging.getLogger(__name__)
@@ -60,13 +61,8 @@ def ingress_for(mci: Obj) -> Obj:
 
 def binding_for(ingress: Obj, clusters: list[str]) -> Obj:
     meta = ingress["metadata"]
-    return {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
-            "metadata": {"name": f"mci-{meta['namespace']}-{meta['name']}",
-                         "labels": {MANAGED_BY: MCI_MANAGER, MCI_LABEL: meta["name"]}},
-            "spec": {"resource": {"apiVersion": ingress["apiVersion"], "kind": ingress["kind"],
-                                  "namespace": meta["namespace"], "name": meta["name"]},
-                     "replicas": 1, "targetClusters": clusters,
-                     "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}
+    return duplicated_binding(f"mci-{meta['namespace']}-{meta['name']}", ingress, clusters,
+                              {MANAGED_BY: MCI_MANAGER, MCI_LABEL: meta["name"]})
 
 
 def load_balancer(statuses: list[Obj]) -> Obj:
@@ -149,7 +145,7 @@ class MultiClusterIngressController:
             self._written[ident] = (ingress, binding)
         statuses = []
         for c in clusters:
-            work = await self.registry.try_get(WORK, work_name(str(binding_for(ingress, [])["metadata"]["name"]), c))
+            work = await self.registry.try_get(WORK, work_name(f"mci-{meta['namespace']}-{meta['name']}", c))
             st = member_status(work, Ref(INGRESS.api_version, INGRESS.kind, meta["namespace"], meta["name"]))
             if st is not None:
                 statuses.append(st)

@@ -41,7 +41,8 @@ from drods.model.kinds import BINDING, CLUSTER, MULTI_CLUSTER_SERVICE, TEMPLATE_
 from drods.model.networking import MultiClusterServiceSpec
 from drods.model.timefmt import rfc3339
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
-from drods.steering.endpoints import IMPORTED_SLICE_MANAGER, SLICE_MANAGED_BY, Target
+from drods.steering.delivery import duplicated_binding
+from drods.steering.endpoints import IMPORTED_SLICE_MANAGER, SERVICE_NAME, SLICE_MANAGED_BY, Target
 from drods.store import KeyValue
 
 Obj = dict[str, Any]
@@ -49,7 +50,6 @@ LEASE = "multicluster-services"
 MCS_MANAGER = "multicluster-service"
 MCS_LABEL = "multiclusterservice.karmada.io/name"
 PROVISION_CLUSTER_LABEL = "endpointslice.karmada.io/provision-cluster"
-KUBERNETES_SERVICE_LABEL = "kubernetes.io/service-name"
 SERVICE = next(k for k in TEMPLATE_KINDS if k.kind == "Service")
 ENDPOINT_SLICE = next(k for k in TEMPLATE_KINDS if k.kind == "EndpointSlice")
 
@@ -113,7 +113,7 @@ def imported_slices(e: Exposure, docs: Mapping[str, Obj]) -> list[Obj]:
         v6 = any(":" in a for ep in eps for a in ep["addresses"])
         out.append({"apiVersion": ENDPOINT_SLICE.api_version, "kind": ENDPOINT_SLICE.kind,
                     "metadata": {"name": f"imported-{provider}-{e.name}", "namespace": e.namespace,
-                                 "labels": {KUBERNETES_SERVICE_LABEL: e.name, PROVISION_CLUSTER_LABEL: provider,
+                                 "labels": {SERVICE_NAME: e.name, PROVISION_CLUSTER_LABEL: provider,
                                             SLICE_MANAGED_BY: IMPORTED_SLICE_MANAGER, MCS_LABEL: e.name,
                                             MANAGED_BY: MCS_MANAGER}},
                     "addressType": "IPv6" if v6 else "IPv4", "endpoints": eps,
@@ -122,13 +122,7 @@ def imported_slices(e: Exposure, docs: Mapping[str, Obj]) -> list[Obj]:
 
 
 def _binding(name: str, resource: Obj, clusters: Iterable[str], mcs: str) -> Obj:
-    meta = resource["metadata"]
-    return {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
-            "metadata": {"name": name, "labels": {MANAGED_BY: MCS_MANAGER, MCS_LABEL: mcs}},
-            "spec": {"resource": {"apiVersion": resource["apiVersion"], "kind": resource["kind"],
-                                  "namespace": meta["namespace"], "name": meta["name"]},
-                     "replicas": 1, "targetClusters": sorted(clusters),
-                     "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}
+    return duplicated_binding(name, resource, sorted(clusters), {MANAGED_BY: MCS_MANAGER, MCS_LABEL: mcs})
 
 
 def _condition(type_: str, ok: bool, reason: str, message: str, previous: list[Obj], now: str) -> Obj:
