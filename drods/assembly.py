@@ -20,6 +20,8 @@ autoscaler                leader                   ``autoscaler``
 migration plans (F3)      leader                   ``migration``
 traffic steering (CATS)   leader                   ``steering``
 service directory (F8)    leader                   ``service-directory``
+MultiClusterServices      leader                   ``multicluster-services``
+MultiClusterIngresses     leader                   ``multicluster-ingresses``
 store compactor           every replica            — (compaction is idempotent)
 ========================  =======================  ============================================
 """
@@ -77,6 +79,10 @@ from drods.steering.controller import LEASE as STEERING_LEASE
 from drods.steering.controller import SteeringController, SteeringInformers
 from drods.steering.directory import LEASE as DIRECTORY_LEASE
 from drods.steering.directory import DirectoryController, DirectoryInformers
+from drods.steering.multicluster_ingress import LEASE as MCI_LEASE
+from drods.steering.multicluster_ingress import MciInformers, MultiClusterIngressController
+from drods.steering.multicluster_service import LEASE as MCS_LEASE
+from drods.steering.multicluster_service import McsInformers, MultiClusterServiceController
 from drods.steering.probing import LEASE as PROBE_LEASE
 from drods.steering.probing import NetworkProber
 from drods.steering.settings import SteeringSettings
@@ -320,6 +326,11 @@ def _steering(plane: ControlPlane, s: ComponentSettings) -> None:
                                    endpoint_poll_seconds=steering_settings.endpointPollSeconds)
 
     manager.add_leader(DIRECTORY_LEASE, service_directory)
+    mci_informers = MciInformers.of(manager)
+    manager.add_leader(MCI_LEASE, lambda lead: MultiClusterIngressController(lead.registry, mci_informers))
+    mcs_informers = McsInformers.of(manager)
+    manager.add_leader(MCS_LEASE, lambda lead: MultiClusterServiceController(lead.registry, mcs_informers,
+                                                                             clock=s.clock))
 
 
 def _autonomy(plane: ControlPlane, s: ComponentSettings, monitor: MonitorService | None, profile: Profile) -> None:

@@ -154,6 +154,10 @@ RULES: dict[tuple[str, str], Rule] = {
     **_kubernetes(f"{_CORE_NS}/{{name}}", "GET PUT PATCH DELETE"),
     **_kubernetes(f"{_CORE_NS}/{{name}}/{{sub}}", "GET PUT PATCH"),
     **_kubernetes("/api/v1/{plural}", "GET"),
+    # cluster-scoped core kinds (PersistentVolume): no namespace, so never for a namespaced token
+    ("POST", "/api/v1/{plural}"): WRITE,
+    **{(m, "/api/v1/{plural}/{name}"): READ if m == "GET" else WRITE for m in ("GET", "PUT", "PATCH", "DELETE")},
+    **{(m, "/api/v1/{plural}/{name}/{sub}"): READ if m == "GET" else WRITE for m in ("GET", "PUT", "PATCH")},
 }
 
 

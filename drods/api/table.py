@@ -64,7 +64,9 @@ def to_table(kind: Kind, items: list[Obj], revision: int) -> Obj:
     if kind.custom is not None and kind.custom.printer_columns:  # a CRD's printer columns after the name
         columns: tuple[Column, ...] = (NAME, *(_printer_column(*c) for c in kind.custom.printer_columns))
     else:
-        columns = kind.columns if isinstance(kind, PrintedKind) and kind.columns else _COLUMNS.get(kind.kind, _PLAIN)
+        columns = kind.columns if isinstance(kind, PrintedKind) and kind.columns else _COLUMNS.get(kind.kind) \
+            or (KUBERNETES_COLUMNS.get(kind.kind) if kind.spec_model is None and kind.custom is None else None) \
+            or _PLAIN  # a built-in kind the control plane has no view of its own for prints as a cluster does
     rows = [{"cells": [c.value(obj) for c in columns],
              "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}}
             for obj in items]
@@ -618,7 +620,31 @@ def _count(name: str, path: str) -> Column:
     return Column(name, path, "integer", default=0)
 
 
+def _cron_last(obj: Obj) -> str:
+    return since(_get(obj, "status.lastScheduleTime")) if _get(obj, "status.lastScheduleTime") else "<none>"
+
+
+def _ingress_hosts(ing: Obj) -> str:
+    hosts = [str(r.get("host")) for r in _list(ing, "spec.rules") if isinstance(r, dict) and r.get("host")]
+    return ",".join(hosts) or "*"
+
+
+def _ingress_address(ing: Obj) -> str:
+    return ",".join(str(i.get("ip") or i.get("hostname") or "") for i in _list(ing, "status.loadBalancer.ingress")
+                    if isinstance(i, dict))
+
+
+_WORKLOAD_WIDE = (_wide("Containers", _containers), _wide("Images", _images), _wide("Selector", _selector))
 KUBERNETES_COLUMNS: dict[str, tuple[Column, ...]] = {
+    "ReplicaSet": (NAME, _count("Desired", "spec.replicas"), _count("Current", "status.replicas"),
+                   _count("Ready", "status.readyReplicas"), AGE, *_WORKLOAD_WIDE),
+    "CronJob": (NAME, Column("Schedule", "spec.schedule"), Column("Timezone", "spec.timeZone", default="<none>"),
+                Column("Suspend", lambda o: "True" if _get(o, "spec.suspend") else "False"),
+                Column("Active", lambda o: len(_list(o, "status.active")), "integer"),
+                Column("Last Schedule", _cron_last), AGE),
+    "Ingress": (NAME, Column("Class", "spec.ingressClassName", default="<none>"), Column("Hosts", _ingress_hosts),
+                Column("Address", _ingress_address), Column("Ports", lambda o: "80, 443" if _list(o, "spec.tls")
+                                                            else "80"), AGE),
     "Pod": (NAME, Column("Ready", _pod_ready), Column("Status", _pod_status), Column("Restarts", _pod_restarts), AGE,
             _wide("IP", _pod_ip, default="<none>"), _wide("Node", "spec.nodeName", default="<none>"),
             _wide("Nominated Node", "status.nominatedNodeName", default="<none>"),

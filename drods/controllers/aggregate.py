@@ -20,6 +20,7 @@ from drods.model.annotations import ANN_HASH, manifest_hash
 from drods.model.binding import PROPAGATING_PHASES, BindingStatus, owned_status
 from drods.model.interpreter import StatusRule, read_path
 from drods.model.work import Ref
+from drods.model.work import member_status as member_status  # re-exported: the binding controller reads it here
 from drods.model.workload_usage import summed_doc
 
 Obj = dict[str, Any]
@@ -51,18 +52,6 @@ def observation(work: Obj | None, main: Ref | None) -> tuple[Observation | None,
                                  "annotations": {ANN_HASH: m.get("manifestHash") or ""}}}
             return observe(seen), m.get("observedTime")
     return None, None
-
-
-def member_status(work: Obj | None, main: Ref | None) -> Obj | None:
-    """The member's status of ``main`` as the Work's status carries it (any kind), None if unreported."""
-    if work is None or main is None:
-        return None
-    for m in ((work.get("status") or {}).get("manifests")) or []:
-        if isinstance(m, dict) and isinstance(m.get("status"), dict) and \
-                (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
-                (main.api_version, main.kind, main.namespace, main.name):
-            return dict(m["status"])
-    return None
 
 
 def _manifest_part(work: Obj | None, main: Ref | None, part: str) -> Obj | None:

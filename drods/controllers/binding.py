@@ -38,6 +38,7 @@ from drods.controllers import manifests as M
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import ManifestSet, Target
 from drods.controllers.overrides import OverrideError
+from drods.controllers.pod_status import pod_status
 from drods.controllers.settings import MemberSettings
 from drods.controllers.status import declared_status, template_status
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
@@ -329,6 +330,8 @@ class BindingController:
                 again = await self._write_scripted_status(kind, template, how, works, plans) or again
             elif rule is not None:
                 again = await self._write_declared_status(kind, template, rule, works, plans) or again
+            elif tkind == "Pod":
+                again = await self._write_pod_status(kind, template, works, plans) or again
             else:
                 again = await self._write_template_status(kind, template, tkind,
                                                           rollup.entries + retiring.removing,
@@ -505,6 +508,15 @@ class BindingController:
         if new is None:
             return False
         return await self._put_template_status(kind, template, previous, new)
+
+    async def _write_pod_status(self, kind: Kind, template: Obj, works: dict[str, Obj],
+                                plans: dict[str, ManifestSet | OverrideError]) -> bool:
+        """A propagated Pod's status from its copies (`drods.controllers.pod_status`); True when it must
+        be tried again (conflict)."""
+        members = {c: st for c, p in plans.items() if isinstance(p, ManifestSet)
+                   and (st := aggregate.member_status(works.get(c), p.main)) is not None}
+        previous = dict(template.get("status") or {})
+        return await self._put_template_status(kind, template, previous, pod_status(members))
 
     async def _put_template_status(self, kind: Kind, template: Obj, previous: Obj, new: Obj) -> bool:
         if new == previous:

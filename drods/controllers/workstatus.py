@@ -36,13 +36,14 @@ Obj = dict[str, Any]
 
 
 def main_ref(work: Obj, interpreter: Interpreter | None = None) -> Ref | None:
-    """The Work's main object when its status is aggregated: a workload kind, or a kind whose
-    interpreter customization declares a status rule or scripts status or health."""
+    """The Work's main object when its status is aggregated: a workload kind, a Pod
+    (`drods.controllers.pod_status`), an Ingress (a MultiClusterIngress reads its load balancer), or a
+    kind whose interpreter customization declares a status rule or scripts status or health."""
     manifests = (work.get("spec") or {}).get("manifests") or []
     if not manifests or not isinstance(manifests[-1], dict):
         return None
     main = manifests[-1]
-    if main.get("kind") in WORKLOAD_KINDS:
+    if main.get("kind") in WORKLOAD_KINDS or main.get("kind") in ("Pod", "Ingress"):
         return Ref.of(main)
     if interpreter is None or not interpreter.of(str(main.get("apiVersion")), str(main.get("kind"))).reports_status:
         return None

@@ -25,6 +25,12 @@ from drods.model.lua_customization import (
 )
 from drods.model.meta import API_VERSION, GROUP, VERSION
 from drods.model.migration import MigrationPlanSpec
+from drods.model.networking import (
+    KARMADA_NETWORKING_GROUP,
+    KARMADA_NETWORKING_VERSION,
+    IngressSpec,
+    MultiClusterServiceSpec,
+)
 from drods.model.policy import (
     ClusterOverridePolicySpec,
     PropagationPolicySpec,
@@ -244,8 +250,15 @@ KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION = Kind(
     "resourceinterpretercustomizations", False, KarmadaInterpreterCustomizationSpec, categories=_OURS)
 INTERPRETER_CUSTOMIZATION_KINDS: tuple[Kind, ...] = (RESOURCE_INTERPRETER_CUSTOMIZATION,
                                                      KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION)
+# networking.karmada.io (drods.model.networking): exposure of a Service across clusters, and an Ingress
+# routed to the clusters that run its backends
+MULTI_CLUSTER_SERVICE = Kind(KARMADA_NETWORKING_GROUP, KARMADA_NETWORKING_VERSION, "MultiClusterService",
+                             "multiclusterservices", True, MultiClusterServiceSpec, ("mcs",), categories=_OURS)
+MULTI_CLUSTER_INGRESS = Kind(KARMADA_NETWORKING_GROUP, KARMADA_NETWORKING_VERSION, "MultiClusterIngress",
+                             "multiclusteringresses", True, IngressSpec, ("mci",), categories=_OURS)
+KARMADA_NETWORKING_KINDS: tuple[Kind, ...] = (MULTI_CLUSTER_SERVICE, MULTI_CLUSTER_INGRESS)
 KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
-                                   + (KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION,))
+                                   + (KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION,) + KARMADA_NETWORKING_KINDS)
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
                                + (CUSTOM_RESOURCE_DEFINITION,))

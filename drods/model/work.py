@@ -115,3 +115,15 @@ def work_name(binding: str, cluster: str) -> str:
 
 def work_labels(binding: str, cluster: str) -> dict[str, str]:
     return {CLUSTER_LABEL: label_value(cluster), BINDING_LABEL: label_value(binding)}
+
+
+def member_status(work: dict[str, Any] | None, main: Ref | None) -> dict[str, Any] | None:
+    """The member's status of ``main`` as the Work's status carries it (any kind), None if unreported."""
+    if work is None or main is None:
+        return None
+    for m in ((work.get("status") or {}).get("manifests")) or []:
+        if isinstance(m, dict) and isinstance(m.get("status"), dict) and \
+                (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
+                (main.api_version, main.kind, main.namespace, main.name):
+            return dict(m["status"])
+    return None

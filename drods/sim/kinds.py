@@ -9,7 +9,7 @@ from drods.api.table import KUBERNETES_COLUMNS, PrintedKind
 from drods.model.kinds import ALL, CUSTOM_RESOURCE_DEFINITION, Kind
 
 # What `kubectl get all` lists on a real cluster (of the kinds a sim serves).
-_IN_ALL = frozenset({"Pod", "Service", "Deployment", "StatefulSet", "DaemonSet", "Job"})
+_IN_ALL = frozenset({"Pod", "Service", "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"})
 
 
 def _kind(group: str, kind: str, plural: str, namespaced: bool, *short_names: str) -> Kind:
@@ -35,8 +35,8 @@ POD_METRICS = Kind("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", True, verb
 
 # Stored as given (no controller acts on them in a sim), so the objects that follow a workload land.
 PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, short_names=("pvc",))
-INGRESS = Kind("networking.k8s.io", "v1", "Ingress", "ingresses", True, short_names=("ing",))
-CRON_JOB = Kind("batch", "v1", "CronJob", "cronjobs", True, short_names=("cj",), categories=ALL)
+INGRESS = _kind("networking.k8s.io", "Ingress", "ingresses", True, "ing")
+CRON_JOB = _kind("batch", "CronJob", "cronjobs", True, "cj")
 # Written by the sim's endpoint-slice step for Services with a selector (and kept as given when
 # someone else — the control plane's service directory — writes them).
 ENDPOINT_SLICE = Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True)

@@ -46,6 +46,7 @@ from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
 from drods.model.kinds import (
     BINDING,
     CLUSTER,
+    MULTI_CLUSTER_SERVICE,
     SERVICE_EXPORT,
     SERVICE_IMPORT,
     TEMPLATE_KINDS,
@@ -56,7 +57,9 @@ from drods.model.kinds import (
 from drods.model.migration import traffic_withdrawn
 from drods.model.selector import selects
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
+from drods.steering.delivery import duplicated_binding
 from drods.steering.endpoints import EndpointCollector, Target
+from drods.steering.multicluster_service import mcs_targets
 
 Obj = dict[str, Any]
 SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
@@ -207,27 +210,18 @@ def derived_slices(entry: Obj) -> list[Obj]:
     return out
 
 
-def _binding(name: str, resource: Obj, clusters: list[str], labels: dict[str, str]) -> Obj:
-    meta = resource["metadata"]
-    return {"apiVersion": BINDING.api_version, "kind": BINDING.kind,
-            "metadata": {"name": name, "labels": {MANAGED_BY: DIRECTORY_NAME, **labels}},
-            "spec": {"resource": {"apiVersion": resource["apiVersion"], "kind": resource["kind"],
-                                  "namespace": meta["namespace"], "name": meta["name"]},
-                     "replicas": 1, "targetClusters": sorted(clusters),
-                     "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}
-
-
 def derived_binding(entry: Obj, clusters: list[str]) -> Obj:
     """The Binding that has propagation deliver `derived_service` to ``clusters``."""
-    return _binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}", derived_service(entry), clusters,
-                    {SERVICE_NAME_LABEL: entry["name"]})
+    return duplicated_binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}", derived_service(entry),
+                              clusters, {MANAGED_BY: DIRECTORY_NAME, SERVICE_NAME_LABEL: entry["name"]})
 
 
 def slice_binding(entry: Obj, eps: Obj, clusters: list[str]) -> Obj:
     """The Binding that delivers one derived EndpointSlice to ``clusters``."""
     source = eps["metadata"]["labels"][SOURCE_CLUSTER_LABEL]
-    return _binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}-eps-{source}", eps, clusters,
-                    {SERVICE_NAME_LABEL: entry["name"], SOURCE_CLUSTER_LABEL: source})
+    return duplicated_binding(f"{DERIVED_PREFIX}{entry['namespace']}-{entry['name']}-eps-{source}", eps, clusters,
+                              {MANAGED_BY: DIRECTORY_NAME, SERVICE_NAME_LABEL: entry["name"],
+                               SOURCE_CLUSTER_LABEL: source})
 
 
 def service_import(entry: Obj) -> tuple[Obj, Obj]:
@@ -248,6 +242,7 @@ class DirectoryInformers:
     bindings: Informer
     clusters: Informer
     workloads: tuple[Informer, ...]
+    multicluster_services: Informer  # their providers' endpoints are collected too (`mcs_targets`)
 
     @classmethod
     def of(cls, manager: Manager) -> DirectoryInformers:
@@ -255,10 +250,27 @@ class DirectoryInformers:
                    manager.informer(_service_kind().key_prefix(), decode_stored),
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(CLUSTER.key_prefix(), decode_stored),
-                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS))
+                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS),
+                   manager.informer(MULTI_CLUSTER_SERVICE.key_prefix(), decode_stored))
 
     def all(self) -> tuple[Informer, ...]:
-        return (self.exports, self.services, self.bindings, self.clusters, *self.workloads)
+        return (self.exports, self.services, self.bindings, self.clusters, *self.workloads, self.multicluster_services)
+
+    def entries_for(self, exports: list[Obj], endpoints: Mapping[str, Obj] | None = None) -> list[Obj]:
+        """`directory_entries` of ``exports`` (objects naming a Service: ServiceExports, or the backends
+        of a MultiClusterIngress) from the informer caches."""
+        if not exports:
+            return []
+
+        def objs(inf: Informer) -> list[Obj]:
+            return [o for o in inf.cache.values() if o]
+
+        services = {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o
+                    for o in objs(self.services)}
+        templates = {(str(o.get("kind")), str(o["metadata"].get("namespace") or "default"),
+                      str(o["metadata"]["name"])): o for inf in self.workloads for o in objs(inf)}
+        clusters = {o["metadata"]["name"]: o for o in objs(self.clusters)}
+        return directory_entries(exports, services, objs(self.bindings), templates, clusters, endpoints)
 
 
 class DirectoryController:
@@ -301,23 +313,17 @@ class DirectoryController:
         self._wake.set()
 
     def entries(self) -> list[Obj]:
-        def objs(inf: Informer) -> list[Obj]:
-            return [o for o in inf.cache.values() if o]
-
-        exports = objs(self.inf.exports)
-        if not exports:
-            return []
-        services = {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o
-                    for o in objs(self.inf.services)}
-        templates = {(str(o.get("kind")), str(o["metadata"].get("namespace") or "default"),
-                      str(o["metadata"]["name"])): o for inf in self.inf.workloads for o in objs(inf)}
-        clusters = {o["metadata"]["name"]: o for o in objs(self.inf.clusters)}
-        docs = self.collector.docs if self.collector is not None else {}
-        return directory_entries(exports, services, objs(self.inf.bindings), templates, clusters, docs)
+        exports = [o for o in self.inf.exports.cache.values() if o]
+        return self.inf.entries_for(exports, self.collector.docs if self.collector is not None else {})
 
     def targets(self) -> set[Target]:
-        """What the endpoint collector polls: every provider cluster of every export."""
-        return {Target(row["cluster"], e["namespace"], e["name"]) for e in self.entries() for row in e["clusters"]}
+        """What the endpoint collector polls: every provider cluster of every export and of every
+        MultiClusterService (`drods.steering.multicluster_service`)."""
+        clusters = [o["metadata"]["name"] for o in self.inf.clusters.cache.values()
+                    if o and not o["metadata"].get("deletionTimestamp")]
+        mcs = [o for o in self.inf.multicluster_services.cache.values() if o]
+        return {Target(row["cluster"], e["namespace"], e["name"]) for e in self.entries() for row in e["clusters"]} \
+            | mcs_targets(mcs, clusters)
 
     async def reconcile(self) -> None:
         entries = self.entries()

@@ -32,6 +32,10 @@ from drods.store import Delete, Put, Store
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 SERVICE_NAME = "kubernetes.io/service-name"
+SLICE_MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
+# The manager of the slices a MultiClusterService imports into a consumer: never collected back as
+# that cluster's own endpoints (a cluster both providing and consuming would re-export the others').
+IMPORTED_SLICE_MANAGER = "multicluster-service.multicluster.io"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +194,9 @@ async def _collect(list_objects: Callable[..., Awaitable[list[Obj]]], get: Calla
     try:
         slices = await list_objects("discovery.k8s.io/v1", "EndpointSlice", t.namespace,
                                     label_selector=f"{SERVICE_NAME}={t.name}")
-        endpoints, ports = from_slices(slices)
+        own = [sl for sl in slices
+               if ((sl.get("metadata") or {}).get("labels") or {}).get(SLICE_MANAGED_BY) != IMPORTED_SLICE_MANAGER]
+        endpoints, ports = from_slices(own)
         return endpoints, ports, "EndpointSlice"
     except MemberError as e:
         if e.status != 404:

@@ -64,6 +64,8 @@ READS: dict[str, str] = {
     "/api/v1/namespaces": "/api/v1/namespaces", "/api/v1/namespaces/{name}": "/api/v1/namespaces/nope",
     "/api/v1/namespaces/{ns}/{plural}": CM, "/api/v1/namespaces/{ns}/{plural}/{name}": f"{CM}/nope",
     "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}": f"{CM}/nope/status", "/api/v1/{plural}": "/api/v1/configmaps",
+    "/api/v1/{plural}/{name}": "/api/v1/persistentvolumes/nope",
+    "/api/v1/{plural}/{name}/{sub}": "/api/v1/persistentvolumes/nope/status",
 }
 NAMESPACE = "default"  # of the namespaced tokens; the cluster-agent's cluster is "a"
 

@@ -18,6 +18,7 @@ HOOK = {"command": {"image": "busybox", "command": ["sh", "-c", "true"]}}
 MC = "/apis/multicluster.io/v1alpha1"
 DEPLOY = "/apis/apps/v1/namespaces/default/deployments"
 CM = "/api/v1/namespaces/default/configmaps"
+PV = "/api/v1/persistentvolumes"
 MERGE = {"Content-Type": "application/merge-patch+json"}
 # Keys that change by themselves as time passes, not by a request: leader and liveness leases.
 CHANGE_BY_THEMSELVES = (LEASES_PREFIX,)
@@ -33,6 +34,11 @@ def _deployment(name: str, replicas: int = 2) -> dict[str, Any]:
 _BINDING = {"name": "b2", "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "w"}, "replicas": 3}
 _EVENT = {"cluster": "a", "type": "NodeNotReady", "severity": "warning", "message": "n1"}
 _METRICS = {"cluster": "a", "timestamp": "2026-01-01T00:00:00Z"}
+def _volume(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/d"}}}
+
+
 _WORKLOAD = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "live", "namespace": "default"}
 
 # (method, route) → (path, json body or None, headers); writes the table says it honours must answer 2xx.
@@ -97,6 +103,13 @@ CASES: dict[tuple[str, str], tuple[str, Any, dict[str, str]]] = {
     ("DELETE", "/api/v1/namespaces/{ns}/{plural}/{name}"): (f"{CM}/cm", None, {}),
     ("PUT", "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}"): (f"{CM}/cm/status", "live", {}),
     ("PATCH", "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}"): (f"{CM}/cm/status", {"data": {"k": "w"}}, MERGE),
+    # cluster-scoped core kinds
+    ("POST", "/api/v1/{plural}"): (PV, _volume("pv2"), {}),
+    ("PUT", "/api/v1/{plural}/{name}"): (f"{PV}/pv", "live", {}),
+    ("PATCH", "/api/v1/{plural}/{name}"): (f"{PV}/pv", {"spec": {"capacity": {"storage": "2Gi"}}}, MERGE),
+    ("DELETE", "/api/v1/{plural}/{name}"): (f"{PV}/pv", None, {}),
+    ("PUT", "/api/v1/{plural}/{name}/{sub}"): (f"{PV}/pv/status", "live", {}),
+    ("PATCH", "/api/v1/{plural}/{name}/{sub}"): (f"{PV}/pv/status", {"status": {"phase": "Bound"}}, MERGE),
 }
 
 
@@ -109,6 +122,7 @@ async def _seed(api: Api) -> None:
     assert (await api.call("POST", DEPLOY, json=_deployment("live"))).status_code == 201
     assert (await api.call("POST", "/api/v1/namespaces", json={"metadata": {"name": "team"}})).status_code == 201
     assert (await api.call("POST", CM, json={"metadata": {"name": "cm"}, "data": {"k": "v"}})).status_code == 201
+    assert (await api.call("POST", PV, json=_volume("pv"))).status_code == 201
     registry = api.app.state.ctx.registry  # type: ignore[attr-defined]
     sts = by_kind("apps/v1", "StatefulSet")
     assert sts is not None

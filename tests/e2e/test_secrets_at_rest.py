@@ -30,9 +30,7 @@ from tests.server_process import ServerProcess
 GV = "/apis/multicluster.io/v1alpha1"
 SECRETS = "/api/v1/namespaces/default/secrets"
 EDGE = "edge-1"
-# Cluster-scoped core kinds (PersistentVolume) cannot yet be created on the core path (README, K1): left out here.
-UNCREATABLE = tuple(k for k in TEMPLATE_KINDS if not k.group and not k.namespaced and k.plural != "namespaces")
-SEALED: tuple[Kind, ...] = (SECRET, WORK, CLUSTER, BINDING, *(k for k in TEMPLATE_KINDS if k not in UNCREATABLE))
+SEALED: tuple[Kind, ...] = (SECRET, WORK, CLUSTER, BINDING, *TEMPLATE_KINDS)
 NOT_SEALED = RESOURCE_PLACEMENT_POLICY
 MARKER = "test.drods.io/marker"
 
@@ -194,7 +192,7 @@ def test_secrets_are_encrypted_at_rest_hidden_from_viewers_and_rotated_live(
         # At rest: not in any file under the data dir (the SQLite file, its WAL and shared memory, the
         # audit log, histories), nor in etcd (values and files); every default-sealed kind's marker neither.
         markers = _plant_markers(http)
-        assert {resource_name(k) for k in (*SEALED, *UNCREATABLE)} == set(DEFAULT_RESOURCES)
+        assert {resource_name(k) for k in SEALED} == set(DEFAULT_RESOURCES)
         needles += [m.encode() for k, m in markers.items() if k is not NOT_SEALED]
         files = [data, *store_files]
         assert not _leaks(files, needles), _leaks(files, needles)

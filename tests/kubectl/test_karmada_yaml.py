@@ -49,11 +49,11 @@ def applied(kubectl: Kubectl) -> Kubectl:
     definition, resource = (YAML / "crd.yaml").read_text().split("\n---\n")
     kubectl.run("apply", "-f", "-", input=definition)  # served once stored: then a resource of it
     kubectl.run("apply", "-f", "-", "-f", str(YAML / "kinds.yaml"), "-f", str(YAML / "policies.yaml"),
-                input=resource)
+                "-f", str(YAML / "networking.yaml"), input=resource)
     return kubectl
 
 
-@pytest.mark.parametrize("file", ["policies.yaml", "kinds.yaml", "crd.yaml"])
+@pytest.mark.parametrize("file", ["policies.yaml", "kinds.yaml", "crd.yaml", "networking.yaml"])
 def test_every_document_reads_back_as_written(applied: Kubectl, file: str) -> None:
     for doc in docs(file):
         for c in (doc.get("spec") or {}).get("placement", {}).get("spreadConstraints", []):
@@ -73,6 +73,41 @@ def test_kubectl_get_lists_the_new_kinds(applied: Kubectl) -> None:
                            ("rc -n conformance", "legacy-rc"), ("csidrivers", "ebs.csi.aws.com")):
         out = applied.run("get", *resource.split(), "-o", "name").stdout
         assert name in out, (resource, out)
+
+
+def test_a_cluster_scoped_core_kind_is_created_listed_watched_and_deleted(applied: Kubectl) -> None:
+    table = applied.run("get", "pv").stdout.splitlines()
+    assert table[0].split()[0] == "NAME" and table[1].split()[0] == "shop-data"
+    assert applied.run("get", "pv", "-l", "tier=db", "-o", "name").stdout.strip() == "persistentvolume/shop-data"
+    events = applied.run("get", "--raw", "/api/v1/persistentvolumes?watch=1&resourceVersion=0&timeoutSeconds=1").stdout
+    assert json.loads(events.splitlines()[0])["object"]["metadata"]["name"] == "shop-data"
+    applied.run("label", "pv", "shop-data", "backup=daily")
+    assert json.loads(applied.run("get", "pv", "shop-data", "-o", "json").stdout)["metadata"]["labels"] == {
+        "tier": "db", "backup": "daily"}
+    applied.run("create", "-f", "-", input=PV_SCRATCH)
+    applied.run("delete", "pv", "scratch")
+    assert "scratch" not in applied.run("get", "pv", "-o", "name").stdout
+    bad = applied.run("create", "-f", "-", input=PV_SCRATCH.replace("kind: PersistentVolume", "kind: Nonsense"),
+                      check=False)
+    assert bad.returncode != 0
+
+
+def test_networking_kinds_print_and_are_found_by_short_name(applied: Kubectl) -> None:
+    assert "multiclusterservice.networking.karmada.io/storefront" in applied.run(
+        "get", "mcs", "-n", "conformance", "-o", "name").stdout
+    assert "multiclusteringress.networking.karmada.io/storefront" in applied.run(
+        "get", "mci", "-n", "conformance", "-o", "name").stdout
+
+
+PV_SCRATCH = """
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: scratch}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /tmp/scratch}
+"""
 
 
 def test_printer_columns_scale_subresource_and_every_served_version(applied: Kubectl) -> None:

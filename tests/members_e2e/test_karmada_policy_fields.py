@@ -232,8 +232,16 @@ def test_a_pod_is_propagated_and_listed_by_kubectl(env: Env, kubectl: Kubectl) -
 
     pod = wait_for(on_member, 30, "the Pod on azure-lhr")
     assert pod.spec.containers[0].image == "busybox:1.36"
-    listed = kubectl.run("get", "pods", "-n", "pods").stdout
-    assert listed.split("\n")[0].split()[0] == "NAME" and "probe-pod" in listed
+    # kubectl's usual columns, from the member copy's status aggregated onto the control plane's Pod
+    def running() -> list[str] | None:
+        rows = [line.split() for line in kubectl.run("get", "pods", "-n", "pods").stdout.splitlines()]
+        return rows[1] if len(rows) == 2 and rows[1][:3] == ["probe-pod", "1/1", "Running"] else None
+
+    header = kubectl.run("get", "pods", "-n", "pods").stdout.splitlines()[0].split()
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert wait_for(running, 30, "probe-pod listed 1/1 Running")[3] == "0"
+    got = env.http.get("/api/v1/namespaces/pods/pods/probe-pod").json()
+    assert got["status"]["clusters"][0]["cluster"] == "azure-lhr" and got["status"]["clusters"][0]["podIP"]
     kubectl.run("delete", "-f", "-", input=POD)
     wait_for(lambda: on_member() is None, 30, "the Pod removed from azure-lhr")
 

@@ -365,21 +365,75 @@ async def core_collection(request: Request, plural: str, p: Principal = Depends(
     for kind in context(request).kinds:
         if kind.group == "" and kind.version == "v1" and kind.plural == plural:
             return await dispatch(request, p, kind, None, None, None)
-    others = _methods_elsewhere(request)
-    if others:  # a façade path served only with other methods (POST /api/v1/whatif): still a 405
+    return _not_served(request)
+
+
+@router.post("/api/v1/{plural}")
+async def core_cluster_create(request: Request, plural: str, p: Principal = Depends(_principal)) -> Response:
+    """Creating a cluster-scoped core kind (``kubectl create -f pv.yaml``)."""
+    kind = _core_cluster_kind(request, plural)
+    if kind is not None:
+        return await dispatch(request, p, kind, None, None, None)
+    listed = any(k.group == "" and k.version == "v1" and k.plural == plural for k in context(request).kinds)
+    return _not_served(request, ["GET"] if listed else [])  # a namespaced kind is created in its namespace
+
+
+@router.api_route("/api/v1/{plural}/{name}", methods=_ITEM_METHODS)
+async def core_cluster_item(request: Request, plural: str, name: str, p: Principal = Depends(_principal)) -> Response:
+    kind = _core_cluster_kind(request, plural)
+    return await dispatch(request, p, kind, None, name, None) if kind is not None else _not_served(request)
+
+
+@router.api_route("/api/v1/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
+async def core_cluster_item_sub(request: Request, plural: str, name: str, sub: str,
+                                p: Principal = Depends(_principal)) -> Response:
+    kind = _core_cluster_kind(request, plural)
+    return await dispatch(request, p, kind, None, name, sub) if kind is not None else _not_served(request)
+
+
+_CORE_FALLBACKS = (core_collection, core_cluster_create, core_cluster_item, core_cluster_item_sub)
+
+
+def _core_cluster_kind(request: Request, plural: str) -> Kind | None:
+    """A cluster-scoped core kind this server serves (PersistentVolume, Node…); the façade's own
+    ``/api/v1/…`` paths are routed before these, so they keep their meaning."""
+    for kind in context(request).kinds:
+        if kind.group == "" and kind.version == "v1" and kind.plural == plural and not kind.namespaced:
+            return kind
+    return None
+
+
+def _not_served(request: Request, also: list[str] | None = None) -> Response:
+    """No core kind here: a path served only with other methods (``also``, or the façade's) is a 405,
+    anything else a 404."""
+    others = [*(also or []), *_methods_elsewhere(request)]
+    if others:
         response = error_response(request.url.path, ApiError(
-            405, "METHOD_NOT_ALLOWED", f"GET is not allowed on {request.url.path}",
-            {"path": request.url.path, "method": "GET"}))
+            405, "METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.url.path}",
+            {"path": request.url.path, "method": request.method}))
         response.headers["Allow"] = ", ".join(others)
         return response
-    raise NotFound(f"no such path {request.url.path}", {"path": request.url.path, "method": "GET"})
+    raise NotFound(f"no such path {request.url.path}", {"path": request.url.path, "method": request.method})
 
 
 def _methods_elsewhere(request: Request) -> list[str]:
-    """The write methods other routes serve on this path (any GET route would have matched first)."""
+    """The methods other routes (not these core fallbacks) serve on this path."""
+    routes = _routes(request.app.routes)
     methods = []
-    for method in ("POST", "PUT", "PATCH", "DELETE"):
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        if method == request.method:
+            continue
         scope = {**request.scope, "method": method}
-        if any(route.matches(scope)[0] is Match.FULL for route in request.app.routes):
+        if any(getattr(route, "endpoint", None) not in _CORE_FALLBACKS and route.matches(scope)[0] is Match.FULL
+               for route in routes):
             methods.append(method)
     return methods
+
+
+def _routes(routes: list[Any]) -> list[Any]:
+    """Every route, those of included routers too (FastAPI may keep an included router as one entry)."""
+    out: list[Any] = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        out += _routes(list(inner.routes)) if inner is not None else [route]
+    return out
