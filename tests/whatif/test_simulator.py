@@ -194,6 +194,12 @@ def test_simulate_command(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seed"] == 5 and list(summary["policies"]) == ["WaterLevel", "Static"]
     assert (out / "index.html").exists()
+    # the printout carries the ideal, both kinds of SLA breaches and dominance per baseline
+    for head in ("IDEAL PEAK", "PEAK GAP", "SLA WL", "SLA LATENCY", "P95 LATENCY MS", "LATENCY GAP MS", "DOMINATES"):
+        assert head in r.output, r.output
+    row = [line.split(None, 2) for line in r.output.splitlines() if line.startswith("Static ")][-1]
+    verdict = summary["comparison"]["Static"]
+    assert row[1:] == [str(verdict["dominates"]).lower(), ", ".join(verdict["worseOn"]) or "-"], r.output
     r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(out), "--policies", "Best"])
     assert r.exit_code == 2
     broken = copy.deepcopy(tiny(4))
