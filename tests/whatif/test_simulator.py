@@ -278,3 +278,24 @@ def test_default_policy_follows_its_users_in_the_simulator() -> None:
     assert wl["sla_latency_breaches"] == 0 and wl["p95_user_latency_ms"] == 5.0 and wl["latency_gap_ms"] == 0.0
     assert av["sla_latency_breaches"] == 4 and av["p95_user_latency_ms"] == 100.0
     assert av["latency_gap_ms"] == 95.0 and av["cross_domain_bytes"] > wl["cross_domain_bytes"] == 0
+
+
+def test_ideal_peak_within_the_latency_slo_by_hand() -> None:
+    from drods.whatif.ideal import ideal_peak, ideal_peak_within_slo, place_sets, slo_level
+
+    # two regions, two 10-core clusters at 0.2; region 0's 4 cores may use only its own cluster
+    bg, cap, up = np.array([0.2, 0.2]), np.full(2, 10.0), np.ones(2, dtype=bool)
+    own = np.eye(2, dtype=bool)
+    assert ideal_peak(bg, bg, cap, cap, up, 4.0, 0.0) == pytest.approx(0.4)  # free: spread over both
+    assert slo_level(bg, cap, np.array([4.0, 0.0]), own) == pytest.approx(0.6)  # bound: one cluster
+    assert ideal_peak_within_slo(bg, bg, cap, cap, up, np.array([4.0, 0.0]), np.zeros(2), own, 0.8) == \
+        pytest.approx(0.6)
+    # Hall: each region alone fits at 0.5 on its own cluster, but both want cluster 0 (region 1 may use both)
+    reach = np.array([[True, True], [False, True]])
+    assert slo_level(bg, cap, np.array([3.0, 3.0]), reach) == pytest.approx(0.5)
+    assert slo_level(bg, cap, np.array([5.0, 1.0]), reach) == pytest.approx(0.7)  # region 0 alone: 0.2 + 0.5
+    # past the limit the SLO gives way: the bound is the free one, never below the limit
+    assert ideal_peak_within_slo(bg, bg, cap, cap, up, np.array([8.0, 0.0]), np.zeros(2), own, 0.8) == \
+        pytest.approx(0.8)
+    assert slo_level(bg, cap, np.array([1.0, 0.0]), np.zeros((2, 2), dtype=bool)) == float("inf")
+    assert [s.tolist() for s in place_sets(2)] == [[0], [1], [0, 1]] and len(place_sets(13)) == 14
