@@ -631,4 +631,5 @@ class PolicyRun:
 
 def simulate(inputs: Inputs, policies: list[str], progress: Progress | None = None) -> dict[str, Trace]:
     """Run every policy over the same inputs."""
-    return {name: PolicyRun(inputs, make_policy(name)).run(progress) for name in policies}
+    args = inputs.scenario.pluginArgs
+    return {name: PolicyRun(inputs, make_policy(name, args)).run(progress) for name in policies}

@@ -166,6 +166,8 @@ def test_bad_scenarios_are_validation_errors() -> None:
         ({**tiny(1), "tickMinutes": 0}, "tickMinutes"),
         ({**tiny(1), "events": [{"at": 1, "type": "fail"}]}, "events.0"),
         ({**tiny(1), "colour": "blue"}, "colour"),
+        ({**tiny(1), "pluginArgs": {"UserLatency": {"nearMs": -1}}}, ""),
+        ({**tiny(1), "pluginArgs": {"Nope": {}}}, ""),
     ]:
         with pytest.raises(ApiError) as e:
             parse_scenario(doc)
@@ -266,6 +268,27 @@ def test_ideal_bounds_by_hand() -> None:
     hist = ideal_latency_hist(lat, np.array([2.0, 2.0]), np.array([4.0, 4.0]), np.array([3.0, 0.0]),
                               np.array([3.0, 0.0]), bins)
     assert hist.tolist() == [2.0, 1.0] and weighted_p95(bins, hist) == 90.0
+
+
+def test_scenario_plugin_args_reach_the_default_policy_only() -> None:
+    # users in eu, SLO 100 ms; us (90 ms) within it and idle, eu busy: the default band fills eu first,
+    # nearMs = the SLO lets the water level decide within it
+    doc = tiny(4, regions=[{"name": "eu", "latencyMs": {"us": 90}}, {"name": "us"}],
+               clusters=[{"region": "eu", "count": 1, "cpu": 64, "memoryGiB": 256},
+                         {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
+               background={"diurnal": {**FLAT, "base": 0.45}},
+               events=[{"at": 0, "type": "surge", "cluster": "eu-000", "factor": 1.6}],
+               sla={"waterLevel": 0.85, "latencyMs": 100})
+    doc["workloads"]["items"][0]["cpu"] = 1
+    near = run(doc, "WaterLevel")
+    wide = {**doc, "pluginArgs": {"UserLatency": {"nearMs": 100}}}
+    scn = parse_scenario(wide)
+    traces = simulate(prepare(scn), ["WaterLevel", "Static"])
+    within = figures(traces["WaterLevel"], scn.tickMinutes)
+    assert near["cross_domain_bytes"] == 0 and near["p95_user_latency_ms"] == 5.0
+    assert within["cross_domain_bytes"] > 0 and within["p95_user_latency_ms"] == 90.0
+    assert within["sla_latency_breaches"] == 0 and within["peak_water_level"] < near["peak_water_level"]
+    assert figures(traces["Static"], scn.tickMinutes) == run(doc, "Static")  # the baselines are untouched
 
 
 def test_default_policy_follows_its_users_in_the_simulator() -> None:
