@@ -149,11 +149,24 @@ def simulate(
 
         traces = run(inputs, names, progress)
     summary = write_report(out, inputs, traces)
-    print_table(["policy", "peak", "p95", "spread", "pending·min", "sla", "moved", "cross-domain GiB", "cost"],
-                [[n, f["peak_water_level"], f["p95_water_level"], f["spread_sd"], f["pending_replica_minutes"],
-                  f["sla_breaches"], f["replicas_moved"], round(f["cross_domain_bytes"] / 1024**3, 1), f["cost"]]
-                 for n, f in summary["policies"].items()])
+    print_summary(summary)
     stdout().print(f"report: {out / 'index.html'}", markup=False)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The figures per policy (both kinds of SLA breaches, the gaps to the ideal) and, per baseline,
+    whether the default policy dominates it and on which figures it does not."""
+    print_table(["policy", "peak", "ideal peak", "peak gap", "p95", "pending·min", "sla wl", "sla latency",
+                 "p95 latency ms", "latency gap ms", "moved", "cross-domain GiB", "cost"],
+                [[n, f["peak_water_level"], f["ideal_peak_mean"], f["peak_gap_mean"], f["p95_water_level"],
+                  f["pending_replica_minutes"], f["sla_water_level_breaches"], f["sla_latency_breaches"],
+                  f["p95_user_latency_ms"], f["latency_gap_ms"], f["replicas_moved"],
+                  round(f["cross_domain_bytes"] / 1024**3, 1), f["cost"]]
+                 for n, f in summary["policies"].items()])
+    comparison = summary.get("comparison") or {}
+    if comparison:
+        print_table(["WaterLevel against", "dominates", "worse on"],
+                    [[n, str(c["dominates"]).lower(), ", ".join(c["worseOn"]) or "-"] for n, c in comparison.items()])
 
 
 def register(app: typer.Typer) -> None:

@@ -45,7 +45,7 @@ from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.stateful import TopologyChoice, place_topology
 from drods.scheduler.task import Task, TaskInfo, analyse
 from drods.scheduler.tiers import divide_in_tiers
-from drods.scheduler.user_division import divide_by_users
+from drods.scheduler.user_division import NEAR_MS, divide_by_users
 from drods.scheduler.weights import static_weights
 
 Phase = Literal["Scheduled", "Unschedulable"]
@@ -267,7 +267,10 @@ class Scheduler:
         seed = rng_seed if rng_seed is not None else self.profile.spec.defaults.seed
         self.rng = np.random.default_rng(seed)
         # the users' shares divide the replicas while the UserLatency score is on
-        self.follows_users = any(p.name == "UserLatency" for p, _ in self.profile.scores)
+        user_latency = [p for p, _ in self.profile.scores if p.name == "UserLatency"]
+        self.follows_users = bool(user_latency)
+        near = getattr(user_latency[0], "args", {}).get("nearMs") if user_latency else None
+        self.near_ms = NEAR_MS if near is None else float(near)  # UserLatency pluginArgs nearMs
 
     # ------------------------------------------------------------------ helpers
     def _current(self, info: TaskInfo, snap: Snapshot) -> None:
@@ -570,7 +573,8 @@ class Scheduler:
             lat = latency_matrix(snap, users)[:, rows_sel]
             group = nearest_user(lat, info.latency_slo_ms)
             own = np.where(group >= 0, lat[np.maximum(group, 0), np.arange(group.size)], np.fmin.reduce(lat, axis=0))
-            counts = divide_by_users(inp, group, users.weights, own)
+            counts = divide_by_users(inp, group, users.weights, own,
+                                     near_ms=self.near_ms)
         else:
             counts = divide(inp)
         cyc.timings["divide"] = (time.perf_counter() - t0) * 1e3

@@ -5,9 +5,14 @@ Each candidate belongs to the user place it is nearest to (within the latency SL
 otherwise to none). The shares are apportioned over those groups by the same capped Webster rule as
 every division (a group's cap is what its clusters can hold, so a full group's surplus goes to the
 others by share); what no group can hold goes to the clusters near no user place. Each group's part
-is then divided over the group nearest first — the clusters within ``NEAR_MS`` of the group's
-nearest one fill (by the task's own division, water level balancing among them) before the next band
-of ``NEAR_MS`` takes the rest (`tiers.divide_in_tiers`). Existing replicas are kept the way `divide`
+is then divided over the group in latency bands — the clusters within ``near_ms`` of the group's
+nearest one fill (by the task's own division, water level balancing among them, the UserLatency
+score tilting it towards the nearer) before the next band takes the rest (`tiers.divide_in_tiers`).
+The band is ``NEAR_MS`` (20 ms), or ``UserLatency``'s pluginArgs ``nearMs``: set to the users' latency
+SLO, every cluster within it counts as near, so the water level (the score tilting it towards the
+nearer) decides among them — a lower peak than filling the users' own region first, at the price of
+latency within the SLO and of replicas that no longer follow users moving within it. The overflow
+beyond the SLO always goes nearest first in ``NEAR_MS`` bands. Existing replicas are kept the way `divide`
 keeps them: a scale-up only adds, a scale-down only removes.
 """
 
@@ -21,20 +26,22 @@ from drods.scheduler.arrays import FloatArr, IntArr
 from drods.scheduler.divide import DivisionInput, divide, webster
 from drods.scheduler.tiers import divide_in_tiers
 
-NEAR_MS = 20.0  # clusters this close in latency to a group's nearest one count as equally near
+NEAR_MS = 20.0  # clusters this close to a group's nearest one count as equally near (default band)
 
 
-def latency_bands(latency: FloatArr) -> IntArr:
-    """0 for the clusters within NEAR_MS of the nearest, then 1, 2, … per further band (unknown: last)."""
+def latency_bands(latency: FloatArr, near_ms: float = NEAR_MS) -> IntArr:
+    """0 for the clusters within ``near_ms`` of the nearest, then 1, 2, … per further band (unknown: last)."""
     known = ~np.isnan(latency)
     if not known.any():
         return np.zeros(latency.size, dtype=np.intp)
-    band = np.floor((np.where(known, latency, np.nanmax(latency)) - np.nanmin(latency)) / NEAR_MS)
+    # bands closed above: a cluster exactly ``near_ms`` from the nearest is in its band (so one at the SLO is too)
+    band = np.maximum(np.ceil((np.where(known, latency, np.nanmax(latency)) - np.nanmin(latency)) / near_ms) - 1, 0)
     band[~known] = band.max() + 1
     return np.unique(band, return_inverse=True)[1].astype(np.intp)  # type: ignore[no-any-return]
 
 
-def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency: FloatArr) -> IntArr:
+def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency: FloatArr,
+                    near_ms: float = NEAR_MS) -> IntArr:
     """Replicas per position; ``group[i]`` is the user place position i serves (-1: none) and
     ``latency[i]`` its latency from that place."""
     m = inp.caps.size
@@ -51,11 +58,13 @@ def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency
     left = inp.total - int(quota.sum())
     if left > 0:  # the users' groups are full: the rest goes to the clusters near no user place
         quota[-1] += min(left, max(0, int(caps[-1]) - int(quota[-1])))
-    for g, share in zip(members, quota.tolist(), strict=True):
+    # beyond every user place's SLO (the overflow), the nearest go first whatever the band within it
+    widths = [near_ms] * k + [NEAR_MS]
+    for g, share, width in zip(members, quota.tolist(), widths, strict=True):
         if share > 0 and g.size:
             sub = replace(inp, total=int(share), caps=inp.caps[g], existing=inp.existing[g], scores=inp.scores[g],
                           prefer=inp.prefer[g], required=None, static_weights=None)
-            bands = latency_bands(latency[g])
+            bands = latency_bands(latency[g], width)
             counts[g] = divide_in_tiers(sub, bands, lambda d, _pos: divide(d), regroup=False) if bands.max() > 0 \
                 else divide(sub)
     return counts

@@ -40,7 +40,7 @@ from drods.scheduler.framework import Scheduler
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task
 from drods.scheduler.users import UserDemand
-from drods.whatif.ideal import ideal_latency_hist, ideal_peak
+from drods.whatif.ideal import ideal_latency_hist, ideal_peak, ideal_peak_within_slo
 from drods.whatif.load import BackgroundLoad, apply_trace, diurnal, read_trace
 from drods.whatif.policies import Policy, make_policy
 from drods.whatif.scenario import Scenario
@@ -323,6 +323,8 @@ class PolicyRun:
         f, tr = self.fleet, self.trace
         regions = len(f.regions)
         self.rep_origin = np.zeros((f.n, regions))  # replicas per (cluster, users' region)
+        self.cpu_origin = np.zeros((f.n, regions))  # their requested cores, and GiB
+        self.mem_origin = np.zeros((f.n, regions))
         self.demand_cpu = np.zeros(regions)  # requested cores per users' region
         self.demand_replicas = np.zeros(regions)
         tr.latency_bins = np.unique(f.latency)
@@ -331,6 +333,8 @@ class PolicyRun:
         tr.ideal_peak = np.full(self.scn.ticks, np.nan)
         self.lat_idx = np.searchsorted(tr.latency_bins, f.latency)
         self.slo = self.scn.sla.latencyMs if self.pol.knows_users else None
+        # the clusters each users' region may use under the policy's latency SLO (its ideal's constraint)
+        self.within = None if self.slo is None else f.latency <= self.slo
         if self.pol.knows_users:
             for c in range(f.n):
                 for r, region in enumerate(f.regions):
@@ -349,7 +353,13 @@ class PolicyRun:
         cpu, mem = self._bg(t)
         ok = up & ~self.snap.unschedulable[: f.n]
         placed_cpu, placed_mem = float((self.req_cpu * up).sum()), float((self.req_mem * up).sum())
-        tr.ideal_peak[t] = ideal_peak(cpu, mem, f.cpu, f.memory, ok, placed_cpu, placed_mem)
+        if self.within is None:
+            tr.ideal_peak[t] = ideal_peak(cpu, mem, f.cpu, f.memory, ok, placed_cpu, placed_mem)
+        else:
+            tr.ideal_peak[t] = ideal_peak_within_slo(
+                cpu, mem, f.cpu, f.memory, ok, (self.cpu_origin * up[:, None]).sum(axis=0),
+                (self.mem_origin * up[:, None]).sum(axis=0), self.within,
+                float(self.limits[ok].min()) if ok.any() else self.scn.waterLevelLimit)
         room = np.where(ok, np.maximum(self.limits - cpu, 0.0) * f.cpu, 0.0)
         cap = np.where(ok, np.maximum(1.0 - cpu, 0.0) * f.cpu, 0.0)
         tr.ideal_latency_hist += ideal_latency_hist(f.latency, room, cap, self.demand_cpu, self.demand_replicas,
@@ -388,6 +398,8 @@ class PolicyRun:
                 if f.region[c] != w.origin:
                     self.xrep[c] += d
                 self.rep_origin[c, w.origin] += d
+                self.cpu_origin[c, w.origin] += d * w.cpu
+                self.mem_origin[c, w.origin] += d * w.memory
         w.placement = {c: k for c, k in new.items() if k > 0}
         sla = self.scn.sla.latencyMs
         if sla is not None:
@@ -619,4 +631,5 @@ class PolicyRun:
 
 def simulate(inputs: Inputs, policies: list[str], progress: Progress | None = None) -> dict[str, Trace]:
     """Run every policy over the same inputs."""
-    return {name: PolicyRun(inputs, make_policy(name)).run(progress) for name in policies}
+    args = inputs.scenario.pluginArgs
+    return {name: PolicyRun(inputs, make_policy(name, args)).run(progress) for name in policies}

@@ -8,6 +8,10 @@ Both are lower bounds from a fluid relaxation (replicas divisible, nothing else 
 * **peak** — water filling over the up, schedulable clusters: the level L at which
   Σ max(0, L − background_c) · capacity_c holds the demand, per resource; the bound is the larger of
   the resources' levels and the highest background (a cluster's own load cannot move);
+* **peak within the latency SLO** — for a policy bound by the users' latency SLO (the default, which
+  knows the users): the same filling where each user region's replicas may use only the clusters
+  within the SLO of it, as long as that level stays under the water-level limit (past it the SLO
+  gives way: the policy's own rule);
 * **latency** — each user region's replicas at the nearest clusters with room under their
   water-level limit (then up to their full capacity), each region as if it were alone.
 """
@@ -43,6 +47,51 @@ def ideal_peak(bg_cpu: FloatArr, bg_mem: FloatArr, cpu: FloatArr, mem: FloatArr,
     if not up.any():
         return float("nan")
     return max(fluid_level(bg_cpu[up], cpu[up], demand_cpu), fluid_level(bg_mem[up], mem[up], demand_mem))
+
+
+MAX_HALL_PLACES = 12  # beyond this many user places, only each place alone and all together are checked
+
+
+def place_sets(k: int) -> list[np.ndarray]:
+    """The sets of user places whose joint demand is checked: every non-empty subset up to
+    ``MAX_HALL_PLACES`` places, else each place alone and all of them (fewer checks: a weaker but
+    still valid bound)."""
+    if k <= MAX_HALL_PLACES:
+        bits = np.arange(1, 2**k)[:, None] >> np.arange(k) & 1
+        return [np.flatnonzero(b) for b in bits]
+    return [np.array([r]) for r in range(k)] + [np.arange(k)]
+
+
+def slo_level(background: FloatArr, capacity: FloatArr, demand: FloatArr, eligible: np.ndarray) -> float:
+    """The lowest level at which each user place's ``demand`` fits on the clusters ``eligible`` for it
+    (clusters × places). By Hall's theorem a fluid placement exists at level L iff every set S of places
+    fits on the clusters eligible for any of S, so the bound is the highest of those sets' own fluid
+    levels; a place with demand and no eligible cluster makes it infinite."""
+    want = np.flatnonzero(demand > 0)
+    level = float(background.max()) if background.size else float("nan")
+    for sub in place_sets(want.size):
+        places = want[sub]
+        rows = eligible[:, places].any(axis=1)
+        if not rows.any():
+            return float("inf")
+        level = max(level, fluid_level(background[rows], capacity[rows], float(demand[places].sum())))
+    return level
+
+
+def ideal_peak_within_slo(bg_cpu: FloatArr, bg_mem: FloatArr, cpu: FloatArr, mem: FloatArr, up: np.ndarray,
+                          demand_cpu: FloatArr, demand_mem: FloatArr, within: np.ndarray, limit: float) -> float:
+    """The fluid lower bound of the peak for a policy bound by a latency SLO that gives way to room:
+    each user region's requests (``demand_*[r]``) on the ``up`` clusters ``within`` (clusters × regions)
+    its SLO while that stays at or under ``limit``; past it the SLO gives way, and the bound is the
+    unconstrained one, never below ``limit`` (the clusters within the SLO fill to it first)."""
+    if not up.any():
+        return float("nan")
+    near = within[up]
+    bound = max(slo_level(bg_cpu[up], cpu[up], demand_cpu, near), slo_level(bg_mem[up], mem[up], demand_mem, near))
+    if bound <= limit:
+        return bound
+    free = ideal_peak(bg_cpu, bg_mem, cpu, mem, up, float(demand_cpu.sum()), float(demand_mem.sum()))
+    return min(bound, max(free, limit))
 
 
 def nearest_fill(latency: FloatArr, room: FloatArr, capacity: FloatArr, demand: float) -> FloatArr:

@@ -55,9 +55,11 @@ class Policy:
                                           for w, names in sorted(weights.items())]}}}
 
 
-def make_policy(name: str) -> Policy:
+def make_policy(name: str, plugin_args: dict[str, dict[str, Any]] | None = None) -> Policy:
+    """``plugin_args``: the default profile's pluginArgs for WaterLevel (the scenario's ``pluginArgs``)."""
     if name == "WaterLevel":
-        return Policy(name, Profile.default(), sees_use=True, autoops=True, knows_users=True)
+        profile = Profile.from_dict({"pluginArgs": plugin_args}) if plugin_args else Profile.default()
+        return Policy(name, profile, sees_use=True, autoops=True, knows_users=True)
     if name not in POLICY_NAMES:
         raise ValueError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)})")
     profile = Profile.from_dict({"name": f"karmada-{name}", "filters": KARMADA_FILTERS,

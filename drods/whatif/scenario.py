@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from drods.errors import BadRequest, Invalid
 from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.monitor.autoops import AutoOpsPolicy
+from drods.scheduler.profile import Profile
 
 
 class _Strict(BaseModel):
@@ -140,9 +141,13 @@ class Scenario(_Strict):
     sustainedMinutes: float = Field(default=10.0, ge=0)  # monitoring's sustainedSeconds, in minutes
     hysteresis: float = Field(default=0.05, ge=0)  # monitoring's limitHysteresis
     autoops: AutoOpsPolicy = Field(default_factory=lambda: AutoOpsPolicy(preallocate=False))
+    # the default (WaterLevel) policy's profile pluginArgs, as in a scheduler profile (docs/whatif.md)
+    pluginArgs: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _refs(self) -> Scenario:
+        if self.pluginArgs:
+            Profile.from_dict({"pluginArgs": self.pluginArgs})  # a ProfileError names what is wrong
         names = {r.name for r in self.regions}
         if len(names) != len(self.regions):
             raise ValueError("regions: a name is listed twice")

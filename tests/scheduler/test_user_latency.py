@@ -124,3 +124,22 @@ def test_score_is_neutral_where_latency_is_unknown_and_measured_wins(snap: Snaps
 
 def test_latency_bands() -> None:
     assert latency_bands(np.array([5.0, 12.0, 90.0, np.nan, 30.0])).tolist() == [0, 0, 2, 3, 1]
+    # closed above: a cluster exactly the band's width from the nearest is in its band
+    assert latency_bands(np.array([0.0, 20.0, 20.5])).tolist() == [0, 0, 1]
+    assert latency_bands(np.array([5.0, 90.0, 100.0]), near_ms=100.0).tolist() == [0, 0, 0]
+
+
+def test_near_ms_lets_the_water_level_decide_within_the_slo(snap: Snapshot, sched: Scheduler) -> None:
+    # users in eu, SLO 100 ms: us (90 ms) is within it and much quieter than eu
+    fleet(snap, used={"eu-0": 60.0, "eu-1": 60.0, "us-0": 10.0, "us-1": 10.0, "ap-0": 10.0, "ap-1": 10.0})
+    spec = task(replicas=10, placement=Placement.model_validate({"users": [{"region": "eu"}], "latencySLOMs": 100}))
+    nearest_first = by_region(sched.schedule(spec, snap, name="w").pairs)
+    assert nearest_first == {"eu": 10}  # the default band (20 ms): eu fills first while it has room
+    within = Scheduler(Profile.from_dict({"pluginArgs": {"UserLatency": {"nearMs": 100}}}), rng_seed=7)
+    balanced = by_region(within.schedule(spec, snap, name="w").pairs)
+    # one band up to the SLO: the quieter us clusters take a part (the score still leans to eu), ap
+    # (beyond the SLO) none
+    assert balanced.get("us", 0) > 0 and sum(balanced.values()) == 10 and "ap" not in balanced, balanced
+    for bad in (0, -5, "near", True):
+        with pytest.raises(ValueError, match="nearMs"):
+            Profile.from_dict({"pluginArgs": {"UserLatency": {"nearMs": bad}}})

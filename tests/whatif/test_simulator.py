@@ -166,6 +166,8 @@ def test_bad_scenarios_are_validation_errors() -> None:
         ({**tiny(1), "tickMinutes": 0}, "tickMinutes"),
         ({**tiny(1), "events": [{"at": 1, "type": "fail"}]}, "events.0"),
         ({**tiny(1), "colour": "blue"}, "colour"),
+        ({**tiny(1), "pluginArgs": {"UserLatency": {"nearMs": -1}}}, ""),
+        ({**tiny(1), "pluginArgs": {"Nope": {}}}, ""),
     ]:
         with pytest.raises(ApiError) as e:
             parse_scenario(doc)
@@ -194,6 +196,12 @@ def test_simulate_command(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seed"] == 5 and list(summary["policies"]) == ["WaterLevel", "Static"]
     assert (out / "index.html").exists()
+    # the printout carries the ideal, both kinds of SLA breaches and dominance per baseline
+    for head in ("IDEAL PEAK", "PEAK GAP", "SLA WL", "SLA LATENCY", "P95 LATENCY MS", "LATENCY GAP MS", "DOMINATES"):
+        assert head in r.output, r.output
+    row = [line.split(None, 2) for line in r.output.splitlines() if line.startswith("Static ")][-1]
+    verdict = summary["comparison"]["Static"]
+    assert row[1:] == [str(verdict["dominates"]).lower(), ", ".join(verdict["worseOn"]) or "-"], r.output
     r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(out), "--policies", "Best"])
     assert r.exit_code == 2
     broken = copy.deepcopy(tiny(4))
@@ -262,6 +270,27 @@ def test_ideal_bounds_by_hand() -> None:
     assert hist.tolist() == [2.0, 1.0] and weighted_p95(bins, hist) == 90.0
 
 
+def test_scenario_plugin_args_reach_the_default_policy_only() -> None:
+    # users in eu, SLO 100 ms; us (90 ms) within it and idle, eu busy: the default band fills eu first,
+    # nearMs = the SLO lets the water level decide within it
+    doc = tiny(4, regions=[{"name": "eu", "latencyMs": {"us": 90}}, {"name": "us"}],
+               clusters=[{"region": "eu", "count": 1, "cpu": 64, "memoryGiB": 256},
+                         {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
+               background={"diurnal": {**FLAT, "base": 0.45}},
+               events=[{"at": 0, "type": "surge", "cluster": "eu-000", "factor": 1.6}],
+               sla={"waterLevel": 0.85, "latencyMs": 100})
+    doc["workloads"]["items"][0]["cpu"] = 1
+    near = run(doc, "WaterLevel")
+    wide = {**doc, "pluginArgs": {"UserLatency": {"nearMs": 100}}}
+    scn = parse_scenario(wide)
+    traces = simulate(prepare(scn), ["WaterLevel", "Static"])
+    within = figures(traces["WaterLevel"], scn.tickMinutes)
+    assert near["cross_domain_bytes"] == 0 and near["p95_user_latency_ms"] == 5.0
+    assert within["cross_domain_bytes"] > 0 and within["p95_user_latency_ms"] == 90.0
+    assert within["sla_latency_breaches"] == 0 and within["peak_water_level"] < near["peak_water_level"]
+    assert figures(traces["Static"], scn.tickMinutes) == run(doc, "Static")  # the baselines are untouched
+
+
 def test_default_policy_follows_its_users_in_the_simulator() -> None:
     # users in eu, a cheaper but empty us region 100 ms away (SLA 50 ms): only WaterLevel knows the users
     doc = tiny(4, regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
@@ -272,3 +301,24 @@ def test_default_policy_follows_its_users_in_the_simulator() -> None:
     assert wl["sla_latency_breaches"] == 0 and wl["p95_user_latency_ms"] == 5.0 and wl["latency_gap_ms"] == 0.0
     assert av["sla_latency_breaches"] == 4 and av["p95_user_latency_ms"] == 100.0
     assert av["latency_gap_ms"] == 95.0 and av["cross_domain_bytes"] > wl["cross_domain_bytes"] == 0
+
+
+def test_ideal_peak_within_the_latency_slo_by_hand() -> None:
+    from drods.whatif.ideal import ideal_peak, ideal_peak_within_slo, place_sets, slo_level
+
+    # two regions, two 10-core clusters at 0.2; region 0's 4 cores may use only its own cluster
+    bg, cap, up = np.array([0.2, 0.2]), np.full(2, 10.0), np.ones(2, dtype=bool)
+    own = np.eye(2, dtype=bool)
+    assert ideal_peak(bg, bg, cap, cap, up, 4.0, 0.0) == pytest.approx(0.4)  # free: spread over both
+    assert slo_level(bg, cap, np.array([4.0, 0.0]), own) == pytest.approx(0.6)  # bound: one cluster
+    assert ideal_peak_within_slo(bg, bg, cap, cap, up, np.array([4.0, 0.0]), np.zeros(2), own, 0.8) == \
+        pytest.approx(0.6)
+    # Hall: each region alone fits at 0.5 on its own cluster, but both want cluster 0 (region 1 may use both)
+    reach = np.array([[True, True], [False, True]])
+    assert slo_level(bg, cap, np.array([3.0, 3.0]), reach) == pytest.approx(0.5)
+    assert slo_level(bg, cap, np.array([5.0, 1.0]), reach) == pytest.approx(0.7)  # region 0 alone: 0.2 + 0.5
+    # past the limit the SLO gives way: the bound is the free one, never below the limit
+    assert ideal_peak_within_slo(bg, bg, cap, cap, up, np.array([8.0, 0.0]), np.zeros(2), own, 0.8) == \
+        pytest.approx(0.8)
+    assert slo_level(bg, cap, np.array([1.0, 0.0]), np.zeros((2, 2), dtype=bool)) == float("inf")
+    assert [s.tolist() for s in place_sets(2)] == [[0], [1], [0, 1]] and len(place_sets(13)) == 14

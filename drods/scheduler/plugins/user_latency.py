@@ -6,6 +6,10 @@ the task's latency SLO, else the farthest known candidate); a cluster whose late
 place is unknown scores ``unknownScore`` (pluginArgs, default 50: neutral). Skipped when the task has
 no users (declared ``placement.users`` or learned from steering's demand).
 
+``nearMs`` (pluginArgs, default 20): clusters this close in latency to the nearest of a user place's
+group count as equally near when replicas are divided (`user_division.py`); set to the latency SLO,
+the water level decides within it.
+
 ``UserLatencySLO`` (filter, after WaterLevelLimit): with ``placement.latencySLOMs`` (or the
 ServiceRegistration's ``sla.maxDelayMs``) it drops clusters beyond the SLO from every user place
 while the clusters within it have room under their water-level limit for the replicas; when they do
@@ -14,6 +18,8 @@ says so. A drop limits growth only: replicas already beyond keep running until a
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +37,12 @@ DEFAULT_UNKNOWN_SCORE = 50.0
 
 class UserLatency(PluginBase):
     name = "UserLatency"
+
+    def __init__(self, args: dict[str, Any] | None = None) -> None:
+        super().__init__(args)
+        near = self.args.get("nearMs")
+        if near is not None and (isinstance(near, bool) or not isinstance(near, int | float) or near <= 0):
+            raise ValueError(f"pluginArgs: UserLatency nearMs must be a positive number of ms, not {near!r}")
 
     def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
         return task.users is None
