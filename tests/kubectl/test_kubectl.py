@@ -390,7 +390,9 @@ def test_common_kubernetes_kinds_are_stored_as_given(kubectl: Kubectl, tmp_path:
     assert "unchanged" in kubectl.run("apply", "-f", str(path)).stdout
     assert get_json(kubectl, "rolebinding", "reader", "-n", "ns-c")["roleRef"]["name"] == "reader"
     assert get_json(kubectl, "cj", "nightly", "-n", "ns-c")["spec"]["schedule"] == "0 3 * * *"
-    names = kubectl.run("get", "ing,pvc,sa", "-A", "-o", "name").stdout.split()
+    # every namespace, narrowed to this test's (other tests of the session's server add their own)
+    names = kubectl.run("get", "ing,pvc,sa", "-A", "--field-selector", "metadata.namespace=ns-c",
+                        "-o", "name").stdout.split()
     assert names == ["ingress.networking.k8s.io/front", "persistentvolumeclaim/data", "serviceaccount/runner"]
     assert "cronjob.batch/nightly" in kubectl.run("get", "all", "-n", "ns-c", "-o", "name").stdout
     kubectl.run("delete", "-f", str(path))
