@@ -27,6 +27,7 @@ from drods.model.kinds import (
     BINDING,
     CLUSTER,
     CLUSTER_OVERRIDE_POLICY,
+    CLUSTER_TAINT_POLICY,
     CUSTOM_RESOURCE_DEFINITION,
     CUSTOM_RESOURCES_PREFIX,
     KARMADA_OVERRIDE_KINDS,
@@ -62,6 +63,7 @@ class MemberInformers:
     catalog: KindCatalog = field(default_factory=lambda: KindCatalog(ALL_KINDS))
     interpreter: Interpreter = field(default_factory=Interpreter)
     interpretation: tuple[Informer, ...] = ()  # definitions and customizations
+    taint_policies: Informer | None = None  # Karmada's ClusterTaintPolicies
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -77,11 +79,13 @@ class MemberInformers:
                    tuple(manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS),
                    catalog or KindCatalog(ALL_KINDS), interpreter or Interpreter(),
                    tuple(manager.informer(k.key_prefix(), decode_stored)
-                         for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)))
+                         for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)),
+                   manager.informer(CLUSTER_TAINT_POLICY.key_prefix(), decode_stored))
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,
-                self.works, *self.templates.values(), self.bindings]
+                self.works, *self.templates.values(), self.bindings,
+                *([self.taint_policies] if self.taint_policies is not None else [])]
 
 
 class MemberFleet:

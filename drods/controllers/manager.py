@@ -22,6 +22,7 @@ from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.health import ClusterHealth
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
+from drods.controllers.taint_policy import ClusterTaintPolicies
 from drods.controllers.workstatus import WorkStatusController
 from drods.machinery.manager import Leadership
 from drods.machinery.tasks import run_all
@@ -50,10 +51,12 @@ class MemberControllers:
         try:
             await fleet.start()
             execution = Execution(fleet, s)
+            taint_policies = [ClusterTaintPolicies(fleet, self.informers.taint_policies).run()] \
+                if self.informers.taint_policies is not None else []
             await run_all(BindingController(fleet, s, generation=self.lead.generation).run(), execution.run(),
                           WorkStatusController(fleet, s).run(), ClusterHealth(fleet, s, self.monitor).run(),
                           Failover(fleet, s, self.rescheduler).run(),
-                          Cleanup(fleet, s.cleanupIntervalSeconds).run())
+                          Cleanup(fleet, s.cleanupIntervalSeconds).run(), *taint_policies)
         finally:
             fleet.stop()
             self.fleet = None

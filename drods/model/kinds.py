@@ -11,6 +11,7 @@ from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.model.crd import CRD_GROUP, CRD_VERSION, CustomResourceDefinitionSpec
 from drods.model.dataset import CachePlanSpec, DatasetSpec
+from drods.model.federated_quota import FederatedResourceQuotaSpec
 from drods.model.interpreter import ResourceInterpreterCustomizationSpec
 from drods.model.karmada import (
     KARMADA_POLICY_GROUP,
@@ -32,6 +33,7 @@ from drods.model.steering import (
     ServiceRouteSpec,
 )
 from drods.model.structural import StructuralSchema
+from drods.model.taint_policy import ClusterTaintPolicySpec
 from drods.model.work import WorkSpec
 
 
@@ -232,7 +234,15 @@ KARMADA_AUTOSCALING_KINDS: tuple[Kind, ...] = (
          categories=_OURS, storage_group=GROUP),
 )
 KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
-KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
+# A namespace's quota across clusters (drods.model.federated_quota) and taints by cluster condition
+# (drods.model.taint_policy)
+FEDERATED_RESOURCE_QUOTA = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "FederatedResourceQuota",
+                                "federatedresourcequotas", True, FederatedResourceQuotaSpec, ("frq",),
+                                categories=_OURS)
+CLUSTER_TAINT_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterTaintPolicy",
+                            "clustertaintpolicies", False, ClusterTaintPolicySpec, ("ctp",), categories=_OURS)
+KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
+                                   + (FEDERATED_RESOURCE_QUOTA, CLUSTER_TAINT_POLICY))
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
                                + (CUSTOM_RESOURCE_DEFINITION,))

@@ -322,6 +322,7 @@ class SchedulerService:
             self._index_follower(gone.name, gone.follow, None)
             self.cache.snap.workload_placements.pop(gone.workload, None)
             self.cache.snap.workload_primaries.pop(gone.workload, None)
+            self.cache.snap.workload_groups.set(gone.workload, ())
             self.queue.delete(gone.name)
             self.fleet.forget(gone.name)
             self._specs.pop(gone.name, None)
@@ -330,6 +331,7 @@ class SchedulerService:
                 self._cluster_event("BindingDeleted")
             return
         self.cache.snap.workload_placements[new.workload] = new.placement
+        self.cache.snap.workload_groups.set(new.workload, new.groups)
         self.fleet.index(new)
         self._primary(new.workload, new.primary)
         self._index_follower(new.name, old.follow if old is not None else None, new.follow)
