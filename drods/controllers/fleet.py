@@ -30,6 +30,7 @@ from drods.model.kinds import (
     CLUSTER_TAINT_POLICY,
     CUSTOM_RESOURCE_DEFINITION,
     CUSTOM_RESOURCES_PREFIX,
+    FEDERATED_RESOURCE_QUOTA,
     KARMADA_OVERRIDE_KINDS,
     RESOURCE_INTERPRETER_CUSTOMIZATION,
     TEMPLATE_KINDS,
@@ -64,6 +65,7 @@ class MemberInformers:
     interpreter: Interpreter = field(default_factory=Interpreter)
     interpretation: tuple[Informer, ...] = ()  # definitions and customizations
     taint_policies: Informer | None = None  # Karmada's ClusterTaintPolicies
+    quotas: Informer | None = None  # Karmada's FederatedResourceQuotas
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -80,12 +82,13 @@ class MemberInformers:
                    catalog or KindCatalog(ALL_KINDS), interpreter or Interpreter(),
                    tuple(manager.informer(k.key_prefix(), decode_stored)
                          for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)),
-                   manager.informer(CLUSTER_TAINT_POLICY.key_prefix(), decode_stored))
+                   manager.informer(CLUSTER_TAINT_POLICY.key_prefix(), decode_stored),
+                   manager.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_stored))
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,
                 self.works, *self.templates.values(), self.bindings,
-                *([self.taint_policies] if self.taint_policies is not None else [])]
+                *(i for i in (self.taint_policies, self.quotas) if i is not None)]
 
 
 class MemberFleet:

@@ -18,6 +18,7 @@ from drods.controllers.binding import BindingController
 from drods.controllers.cleanup import Cleanup
 from drods.controllers.execution import Execution
 from drods.controllers.failover import Failover
+from drods.controllers.federated_quota import FederatedQuotaStatus
 from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.health import ClusterHealth
 from drods.controllers.rescheduler import Rescheduler
@@ -51,12 +52,14 @@ class MemberControllers:
         try:
             await fleet.start()
             execution = Execution(fleet, s)
-            taint_policies = [ClusterTaintPolicies(fleet, self.informers.taint_policies).run()] \
-                if self.informers.taint_policies is not None else []
+            inf = self.informers
+            karmada = [ClusterTaintPolicies(fleet, inf.taint_policies).run()] if inf.taint_policies is not None else []
+            if inf.quotas is not None:
+                karmada.append(FederatedQuotaStatus(fleet, inf.quotas).run())
             await run_all(BindingController(fleet, s, generation=self.lead.generation).run(), execution.run(),
                           WorkStatusController(fleet, s).run(), ClusterHealth(fleet, s, self.monitor).run(),
                           Failover(fleet, s, self.rescheduler).run(),
-                          Cleanup(fleet, s.cleanupIntervalSeconds).run(), *taint_policies)
+                          Cleanup(fleet, s.cleanupIntervalSeconds).run(), *karmada)
         finally:
             fleet.stop()
             self.fleet = None

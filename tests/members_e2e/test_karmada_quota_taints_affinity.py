@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from drods.model.quantity import cores
 from tests.kubectl.conftest import Kubectl
 from tests.members_e2e.conftest import Env, deploy_path, deployment, wait_for
 
@@ -59,9 +60,16 @@ def test_quota_refuses_the_replica_that_would_exceed_overall(env: Env, kubectl: 
     kubectl.run("apply", "-f", "-", input=QUOTA % "3")  # room again: the parked binding is retried
     wait_for(lambda: sum(placement(env.binding("deployment-quota-web")).values()) == 5 or None, 30,
              "the fifth replica placed once the quota allows it")
-    frq = json.loads(kubectl.run("get", "federatedresourcequotas.policy.karmada.io", "team", "-n", "quota",
-                                 "-o", "json").stdout)
-    assert frq["spec"]["overall"] == {"cpu": "3", "memory": "4Gi"}
+
+    def status() -> dict[str, Any] | None:
+        frq = json.loads(kubectl.run("get", "federatedresourcequotas.policy.karmada.io", "team", "-n", "quota",
+                                     "-o", "json").stdout)
+        st = frq.get("status") or {}
+        return st if st.get("overallUsed", {}).get("cpu") == "2500m" else None
+
+    st = wait_for(status, 30, "the quota's status to count five replicas")
+    assert st["overall"] == {"cpu": "3", "memory": "4Gi"} and st["overallUsed"] == {"cpu": "2500m", "memory": "160Mi"}
+    assert sum(cores(c["used"]["cpu"]) for c in st["aggregatedStatus"]) == 2.5, st
 
 
 TAINT = """
