@@ -88,7 +88,7 @@ def format_used(name: str, amount: float) -> str:
     unit = ENFORCED.get(name)
     if unit in ("memory", "storage"):
         b = round(amount * GIB)
-        return f"{b // 1024**2}Mi" if b % 1024**2 == 0 else str(b)
+        return f"{b // 1024**2}Mi" if b and b % 1024**2 == 0 else str(b)
     if unit == "cpu":
         milli = round(amount * 1000)
         return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"

@@ -57,6 +57,9 @@ class Kind:
     # Stored with another group's kind of the same name and schema (one storage, read back in the
     # version asked for): Karmada's autoscaling.karmada.io kinds share DRO-DS's multicluster.io ones.
     storage_group: str | None = None
+    # False: a namespaced token may read it in its namespaces but not write it (a namespace's quota
+    # is set by whoever administers the fleet, as a Kubernetes ResourceQuota is)
+    tenant_writable: bool = True
 
     @property
     def has_status(self) -> bool:
@@ -238,7 +241,7 @@ KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLU
 # (drods.model.taint_policy)
 FEDERATED_RESOURCE_QUOTA = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "FederatedResourceQuota",
                                 "federatedresourcequotas", True, FederatedResourceQuotaSpec, ("frq",),
-                                categories=_OURS)
+                                categories=_OURS, tenant_writable=False)
 CLUSTER_TAINT_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterTaintPolicy",
                             "clustertaintpolicies", False, ClusterTaintPolicySpec, ("ctp",), categories=_OURS)
 KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
