@@ -462,13 +462,7 @@ class SchedulerService:
         try:
             spec = self._spec(rec, obj)
         except ValidationError as e:
-            # The registry validated it on the way in; a spec stored by another version may not be.
-            msg = f"invalid binding spec: {e.errors()[0].get('msg', e)}"
-            bad = ScheduleResult(name=name, phase="Unschedulable", requested=rec.replicas, placed=0,
-                                 message=msg, clusters=self.cache.snap.n, feasible=0, division="")
-            d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
-            obj["status"] = merge_status(obj.get("status"), d)
-            return Plan(entry, rec, bad, d, encode_object(obj), stype, None)
+            return self._invalid(entry, rec, obj, stype, e)
         trigger = None
         if stype == FLEET:
             refit = self._refit(rec, spec)
@@ -524,6 +518,16 @@ class SchedulerService:
         value = encode_object(obj)
         return Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
                      len(self.cache.unknown))
+
+    def _invalid(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str,
+                 e: ValidationError) -> Plan:
+        """The registry validated the spec on the way in; one stored by another version may not be."""
+        msg = f"invalid binding spec: {e.errors()[0].get('msg', e)}"
+        bad = ScheduleResult(name=rec.name, phase="Unschedulable", requested=rec.replicas, placed=0,
+                             message=msg, clusters=self.cache.snap.n, feasible=0, division="")
+        d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
+        obj["status"] = merge_status(obj.get("status"), d)
+        return Plan(entry, rec, bad, d, encode_object(obj), stype, None)
 
     def _follow_users(self, task: Task, rec: BindingRecord, result: ScheduleResult) -> ScheduleResult | None:
         """Issue 34: keep the placement unless the move towards the users pays (``users.judge_move``)
