@@ -8,7 +8,7 @@ burst as its peers already counts as their peer. Where the members run is the sn
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 
 class WorkloadGroups:
@@ -35,6 +35,6 @@ class WorkloadGroups:
         else:
             self._groups.pop(workload, None)
 
-    def peers(self, group: str, workload: str | None) -> list[str]:
-        """The other workloads of ``group``, by name."""
-        return sorted(w for w in self._members.get(group, ()) if w != workload)
+    def members(self, group: str) -> Collection[str]:
+        """The workloads of ``group`` (not to be changed by the caller)."""
+        return self._members.get(group, frozenset())

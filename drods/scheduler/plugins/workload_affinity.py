@@ -10,6 +10,8 @@ Each is a boolean mask over the cluster rows of the peers' placements (`Snapshot
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from drods.scheduler.arrays import BoolArr
@@ -19,16 +21,18 @@ from drods.scheduler.task import TaskInfo
 
 
 def peer_rows(snap: Snapshot, group: str, workload: str | None) -> tuple[BoolArr, list[str]]:
-    """The rows where ``group``'s other workloads run, and which of them run anywhere."""
-    where = np.zeros(snap.n, dtype=bool)
+    """The rows where ``group``'s other workloads run, and (the first three by name of) those placed."""
+    index, placements = snap.index, snap.workload_placements
+    rows: list[int] = []
     placed: list[str] = []
-    for peer in snap.workload_groups.peers(group, workload):
-        rows = [r for r in (snap.index.get(c) for c, k in snap.workload_placements.get(peer, ()) if k > 0)
-                if r is not None]
-        if rows:
-            where[rows] = True
+    for peer in snap.workload_groups.members(group):
+        got = [index[c] for c, k in placements.get(peer, ()) if k > 0 and c in index] if peer != workload else ()
+        if got:
+            rows.extend(got)
             placed.append(peer)
-    return where, placed
+    where = np.zeros(snap.n, dtype=bool)
+    where[rows] = True
+    return where, heapq.nsmallest(3, placed)
 
 
 def _label(group: str) -> str:
@@ -46,12 +50,12 @@ class WorkloadAffinity(PluginBase):
             if placed and drop.any():
                 mask = mask & where
                 out.append(reject(self.name, f"workload affinity {_label(task.affinity_group)}: none of "
-                                  f"{', '.join(placed[:3])} runs here", drop))
+                                  f"{', '.join(placed)} runs here", drop))
         if task.anti_affinity_group:
             where, placed = peer_rows(snap, task.anti_affinity_group, task.workload)
             drop = mask & where
             if drop.any():
                 mask = mask & ~where
                 out.append(reject(self.name, f"workload anti-affinity {_label(task.anti_affinity_group)}: "
-                                  f"{', '.join(placed[:3])} runs here", drop))
+                                  f"{', '.join(placed)} runs here", drop))
         return mask, out
