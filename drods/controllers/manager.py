@@ -21,6 +21,7 @@ from drods.controllers.failover import Failover
 from drods.controllers.federated_quota import FederatedQuotaStatus
 from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.health import ClusterHealth
+from drods.controllers.quota_assignments import QuotaAssignments
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.controllers.taint_policy import ClusterTaintPolicies
@@ -55,7 +56,8 @@ class MemberControllers:
             inf = self.informers
             karmada = [ClusterTaintPolicies(fleet, inf.taint_policies).run()] if inf.taint_policies is not None else []
             if inf.quotas is not None:
-                karmada.append(FederatedQuotaStatus(fleet, inf.quotas).run())
+                karmada += [FederatedQuotaStatus(fleet, inf.quotas).run(),
+                            QuotaAssignments(fleet, inf.quotas, self.lead.generation).run()]
             await run_all(BindingController(fleet, s, generation=self.lead.generation).run(), execution.run(),
                           WorkStatusController(fleet, s).run(), ClusterHealth(fleet, s, self.monitor).run(),
                           Failover(fleet, s, self.rescheduler).run(),

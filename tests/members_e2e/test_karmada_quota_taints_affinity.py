@@ -1,6 +1,7 @@
 """Karmada's FederatedResourceQuota, ClusterTaintPolicy and ``placement.workloadAffinity`` acted on
 against real (simulated) members, every object applied unchanged with kubectl: the quota refuses
-the replica that would exceed ``overall`` and says why, a taint policy taints the cluster whose
+the replica that would exceed ``overall`` and says why and puts its static assignment on the member
+as a ResourceQuota, a taint policy taints the cluster whose
 condition matches (and its NoSchedule taint keeps a new workload off it) and removes the taint on
 its remove-conditions, affinity co-locates two workloads of a group and anti-affinity separates them."""
 
@@ -30,6 +31,7 @@ kind: FederatedResourceQuota
 metadata: {name: team, namespace: quota}
 spec:
   overall: {cpu: "%s", memory: 4Gi}
+  staticAssignments: %s
 ---
 apiVersion: policy.karmada.io/v1alpha1
 kind: PropagationPolicy
@@ -43,7 +45,7 @@ spec:
 
 def test_quota_refuses_the_replica_that_would_exceed_overall(env: Env, kubectl: Kubectl) -> None:
     kubectl.run("create", "namespace", "quota")
-    kubectl.run("apply", "-f", "-", input=QUOTA % "2")
+    kubectl.run("apply", "-f", "-", input=QUOTA % ("2", '[{clusterName: aws-dfw, hard: {cpu: "1", pods: 10}}]'))
     env.create(deploy_path("quota"), labelled("web", 4, "quota", {}, cpu="500m"))
     wait_for(lambda: sum(placement(env.binding("deployment-quota-web")).values()) == 4 or None, 30,
              "four replicas of 500m placed under a 2-core quota")
@@ -57,7 +59,15 @@ def test_quota_refuses_the_replica_that_would_exceed_overall(env: Env, kubectl: 
     # the why is in the decision record too
     hist = json.loads(kubectl.run("get", "--raw", "/api/v1/history/schedules?binding=deployment-quota-web").stdout)
     assert any("FederatedResourceQuota quota/team" in e["result"]["message"] for e in hist["items"]), hist
-    kubectl.run("apply", "-f", "-", input=QUOTA % "3")  # room again: the parked binding is retried
+    # the static assignment is a ResourceQuota on its member
+    rq = wait_for(lambda: env.members["aws-dfw"].get("/api/v1/namespaces/quota/resourcequotas/team"), 30,
+                  "the assignment's ResourceQuota on aws-dfw",
+                  what_else=lambda: [(w["metadata"]["name"], w.get("status")) for w in
+                                     env.http.get("/apis/multicluster.io/v1alpha1/works").json()["items"]
+                                     if w["spec"]["binding"].startswith("FederatedResourceQuota_")])
+    assert rq["spec"]["hard"] == {"cpu": "1", "pods": "10"}
+    assert env.members["gcp-sin"].get("/api/v1/namespaces/quota/resourcequotas/team") is None
+    kubectl.run("apply", "-f", "-", input=QUOTA % ("3", "[]"))  # room again: the parked binding is retried
     wait_for(lambda: sum(placement(env.binding("deployment-quota-web")).values()) == 5 or None, 30,
              "the fifth replica placed once the quota allows it")
 
@@ -70,6 +80,8 @@ def test_quota_refuses_the_replica_that_would_exceed_overall(env: Env, kubectl: 
     st = wait_for(status, 30, "the quota's status to count five replicas")
     assert st["overall"] == {"cpu": "3", "memory": "4Gi"} and st["overallUsed"] == {"cpu": "2500m", "memory": "160Mi"}
     assert sum(cores(c["used"]["cpu"]) for c in st["aggregatedStatus"]) == 2.5, st
+    wait_for(lambda: env.members["aws-dfw"].get("/api/v1/namespaces/quota/resourcequotas/team") is None or None,
+             30, "the ResourceQuota removed with its assignment")
 
 
 TAINT = """
