@@ -4,7 +4,8 @@
 scheduler refuses a decision whose placed replicas × per-replica requests, added to what the
 namespace's other bindings hold, would exceed it (`drods.schedulerd.quota`). ``spec.staticAssignments``
 go to each named member as a ResourceQuota of the same name in the namespace (one Work each,
-`drods.controllers.federated_quota`), whose status reports back into ``status.aggregatedStatus``.
+`drods.controllers.quota_assignments`); ``status`` counts what placements request
+(`drods.controllers.federated_quota`).
 
 The resources enforced when placing are those a binding's per-replica requests carry: ``cpu`` /
 ``requests.cpu``, ``memory`` / ``requests.memory``, ``ephemeral-storage`` /
