@@ -39,6 +39,7 @@ from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import ManifestSet, Target
 from drods.controllers.overrides import OverrideError
 from drods.controllers.pod_status import pod_status
+from drods.controllers.quota_assignments import is_quota_owner
 from drods.controllers.settings import MemberSettings
 from drods.controllers.status import declared_status, template_status
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
@@ -159,7 +160,7 @@ class BindingController:
 
     def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
         binding = str(((new or old or {}).get("spec") or {}).get("binding") or "")
-        if binding:
+        if binding and not is_quota_owner(binding):  # a quota's Works are its own (quota_assignments)
             self.controller.queue.add(binding)
 
     def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
@@ -237,6 +238,8 @@ class BindingController:
         """One pass over the Binding named ``key``: first over the informer's copy (its writes are
         compare-and-swaps on that copy's revision), after a conflict over what the store holds."""
         name, store_key = str(key), BINDING.key(str(key))
+        if is_quota_owner(name):
+            return None  # a FederatedResourceQuota's Works (on a cluster's change): not a Binding's
         cached = self.fleet.bindings.cache.get(store_key)
 
         async def attempt(n: int) -> float | None:

@@ -27,8 +27,10 @@ from drods.model.kinds import (
     BINDING,
     CLUSTER,
     CLUSTER_OVERRIDE_POLICY,
+    CLUSTER_TAINT_POLICY,
     CUSTOM_RESOURCE_DEFINITION,
     CUSTOM_RESOURCES_PREFIX,
+    FEDERATED_RESOURCE_QUOTA,
     INTERPRETER_CUSTOMIZATION_KINDS,
     KARMADA_OVERRIDE_KINDS,
     TEMPLATE_KINDS,
@@ -62,6 +64,8 @@ class MemberInformers:
     catalog: KindCatalog = field(default_factory=lambda: KindCatalog(ALL_KINDS))
     interpreter: Interpreter = field(default_factory=Interpreter)
     interpretation: tuple[Informer, ...] = ()  # definitions and customizations
+    taint_policies: Informer | None = None  # Karmada's ClusterTaintPolicies
+    quotas: Informer | None = None  # Karmada's FederatedResourceQuotas
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -77,11 +81,14 @@ class MemberInformers:
                    tuple(manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS),
                    catalog or KindCatalog(ALL_KINDS), interpreter or Interpreter(),
                    tuple(manager.informer(k.key_prefix(), decode_stored)
-                         for k in (CUSTOM_RESOURCE_DEFINITION, *INTERPRETER_CUSTOMIZATION_KINDS)))
+                         for k in (CUSTOM_RESOURCE_DEFINITION, *INTERPRETER_CUSTOMIZATION_KINDS)),
+                   manager.informer(CLUSTER_TAINT_POLICY.key_prefix(), decode_stored),
+                   manager.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_stored))
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,
-                self.works, *self.templates.values(), self.bindings]
+                self.works, *self.templates.values(), self.bindings,
+                *(i for i in (self.taint_policies, self.quotas) if i is not None)]
 
 
 class MemberFleet:

@@ -18,10 +18,13 @@ from drods.controllers.binding import BindingController
 from drods.controllers.cleanup import Cleanup
 from drods.controllers.execution import Execution
 from drods.controllers.failover import Failover
+from drods.controllers.federated_quota import FederatedQuotaStatus
 from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.health import ClusterHealth
+from drods.controllers.quota_assignments import QuotaAssignments
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
+from drods.controllers.taint_policy import ClusterTaintPolicies
 from drods.controllers.workstatus import WorkStatusController
 from drods.machinery.manager import Leadership
 from drods.machinery.tasks import run_all
@@ -50,10 +53,15 @@ class MemberControllers:
         try:
             await fleet.start()
             execution = Execution(fleet, s)
+            inf = self.informers
+            karmada = [ClusterTaintPolicies(fleet, inf.taint_policies).run()] if inf.taint_policies is not None else []
+            if inf.quotas is not None:
+                karmada += [FederatedQuotaStatus(fleet, inf.quotas).run(),
+                            QuotaAssignments(fleet, inf.quotas, self.lead.generation).run()]
             await run_all(BindingController(fleet, s, generation=self.lead.generation).run(), execution.run(),
                           WorkStatusController(fleet, s).run(), ClusterHealth(fleet, s, self.monitor).run(),
                           Failover(fleet, s, self.rescheduler).run(),
-                          Cleanup(fleet, s.cleanupIntervalSeconds).run())
+                          Cleanup(fleet, s.cleanupIntervalSeconds).run(), *karmada)
         finally:
             fleet.stop()
             self.fleet = None

@@ -55,6 +55,16 @@ class NetworkRequirements(BaseModel):
     egressGiBPerHour: float | None = Field(default=None, ge=0)
 
 
+class BindingAffinityGroups(BaseModel):
+    """The groups ``placement.workloadAffinity`` put the workload in, each ``<labelKey>=<labelValue>``
+    of its template (Karmada's ``affinityGroups``); groups are scoped to the workload's namespace."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    affinityGroup: str | None = Field(default=None, min_length=1)
+    antiAffinityGroup: str | None = Field(default=None, min_length=1)
+
+
 class BindingSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -79,6 +89,8 @@ class BindingSpec(BaseModel):
     # Karmada's dispatch controls, copied from its propagation policy (drods.model.dispatch)
     conflictResolution: ConflictResolution = "Abort"
     suspension: Suspension | None = None
+    # Karmada 1.17: written by the resource detector from placement.workloadAffinity and the labels
+    affinityGroups: BindingAffinityGroups | None = None
 
 
 StatefulRole = Literal["Primary", "Replica"]

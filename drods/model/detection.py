@@ -315,6 +315,9 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
         spec["placement"] = placement
     if match.target_names:
         spec["targetClusters"] = list(match.target_names)
+    groups = affinity_groups(placement.get("workloadAffinity"), meta.get("labels") or {})
+    if groups:
+        spec["affinityGroups"] = groups
     labels = {MANAGED_BY: DETECTOR_NAME, RESOURCE_KIND_LABEL: kind.singular}
     wclass = (meta.get("labels") or {}).get(WORKLOAD_CLASS_LABEL)
     if wclass:
@@ -324,6 +327,18 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
         "metadata": {"name": binding_name(kind.kind, ns, meta["name"]), "labels": labels},
         "spec": spec,
     }
+
+
+def affinity_groups(rules: Any, labels: Mapping[str, str]) -> dict[str, str]:
+    """Karmada's ``affinityGroups`` of a workload: ``<labelKey>=<labelValue>`` for each term of
+    ``placement.workloadAffinity`` whose key the workload's template carries (a workload without
+    the label is in no group)."""
+    out: dict[str, str] = {}
+    for term, field in (("affinity", "affinityGroup"), ("antiAffinity", "antiAffinityGroup")):
+        key = ((rules or {}).get(term) or {}).get("groupByLabelKey") if isinstance(rules, dict) else None
+        if key and key in labels:
+            out[field] = f"{key}={labels[key]}"
+    return out
 
 
 def static_weight_list(weights: Mapping[str, float]) -> list[dict[str, object]]:

@@ -11,6 +11,7 @@ from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.model.crd import CRD_GROUP, CRD_VERSION, CustomResourceDefinitionSpec
 from drods.model.dataset import CachePlanSpec, DatasetSpec
+from drods.model.federated_quota import FederatedResourceQuotaSpec
 from drods.model.interpreter import ResourceInterpreterCustomizationSpec
 from drods.model.karmada import (
     KARMADA_POLICY_GROUP,
@@ -43,6 +44,7 @@ from drods.model.steering import (
     ServiceRouteSpec,
 )
 from drods.model.structural import StructuralSchema
+from drods.model.taint_policy import ClusterTaintPolicySpec
 from drods.model.work import WorkSpec
 
 
@@ -66,6 +68,9 @@ class Kind:
     # Stored with another group's kind of the same name and schema (one storage, read back in the
     # version asked for): Karmada's autoscaling.karmada.io kinds share DRO-DS's multicluster.io ones.
     storage_group: str | None = None
+    # False: a namespaced token may read it in its namespaces but not write it (a namespace's quota
+    # is set by whoever administers the fleet, as a Kubernetes ResourceQuota is)
+    tenant_writable: bool = True
 
     @property
     def has_status(self) -> bool:
@@ -257,7 +262,15 @@ MULTI_CLUSTER_SERVICE = Kind(KARMADA_NETWORKING_GROUP, KARMADA_NETWORKING_VERSIO
 MULTI_CLUSTER_INGRESS = Kind(KARMADA_NETWORKING_GROUP, KARMADA_NETWORKING_VERSION, "MultiClusterIngress",
                              "multiclusteringresses", True, IngressSpec, ("mci",), categories=_OURS)
 KARMADA_NETWORKING_KINDS: tuple[Kind, ...] = (MULTI_CLUSTER_SERVICE, MULTI_CLUSTER_INGRESS)
+# A namespace's quota across clusters (drods.model.federated_quota) and taints by cluster condition
+# (drods.model.taint_policy)
+FEDERATED_RESOURCE_QUOTA = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "FederatedResourceQuota",
+                                "federatedresourcequotas", True, FederatedResourceQuotaSpec, ("frq",),
+                                categories=_OURS, tenant_writable=False)
+CLUSTER_TAINT_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterTaintPolicy",
+                            "clustertaintpolicies", False, ClusterTaintPolicySpec, ("ctp",), categories=_OURS)
 KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
+                                   + (FEDERATED_RESOURCE_QUOTA, CLUSTER_TAINT_POLICY)
                                    + (KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION,) + KARMADA_NETWORKING_KINDS)
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS

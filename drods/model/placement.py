@@ -164,6 +164,30 @@ class UserSite(BaseModel):
         return str(self.site or self.city or self.region)
 
 
+# A Kubernetes label key: an optional DNS-subdomain prefix and a name of at most 63 characters.
+LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+
+
+class WorkloadAffinityTerm(BaseModel):
+    """Workloads whose template carries the same value under ``groupByLabelKey`` form one group
+    (per namespace)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    groupByLabelKey: str = Field(min_length=1, max_length=316, pattern=LABEL_KEY)
+
+
+class WorkloadAffinity(BaseModel):
+    """Karmada 1.17's inter-workload rules, both hard: ``affinity`` keeps a group on the clusters its
+    placed members use (the first member places freely); ``antiAffinity`` keeps a group's members
+    off each other's clusters."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    affinity: WorkloadAffinityTerm | None = None
+    antiAffinity: WorkloadAffinityTerm | None = None
+
+
 class Placement(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -185,6 +209,8 @@ class Placement(BaseModel):
     users: list[UserSite] = Field(default_factory=list, max_length=64)
     # the latency (ms) from the users no replica should exceed while a cluster within it has room
     latencySLOMs: float | None = Field(default=None, gt=0, le=60_000)
+    # Karmada 1.17: co-locate or separate workloads by a label of their templates (drods.model.binding)
+    workloadAffinity: WorkloadAffinity | None = None
 
     @model_validator(mode="after")
     def _one_affinity_form(self) -> Placement:

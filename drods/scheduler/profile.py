@@ -47,7 +47,8 @@ from drods.scheduler.registry import filter_plugins, load_entry_points, score_pl
 Skip = Callable[[Any, Any], bool]  # (TaskInfo, Snapshot) -> True: the plugin has no input in this task
 
 DEFAULT_FILTERS = [
-    "Readiness", "TargetClusters", "ClusterAffinity", "TaintToleration", "Capability", "NetworkFit",
+    "Readiness", "TargetClusters", "ClusterAffinity", "WorkloadAffinity", "TaintToleration", "Capability",
+    "NetworkFit",
     "GpuStorageFit", "ResourceFit", "WaterLevelLimit", "UserLatencySLO", "SpreadConstraint", "FollowUp",
 ]
 DEFAULT_SCORES = {

@@ -46,6 +46,7 @@ from drods.scheduler.offer_book import OfferBook
 from drods.scheduler.offers import OfferDemand
 from drods.scheduler.resources import CPU, GPU, NRES, requirement_vector
 from drods.scheduler.status import parse_status
+from drods.scheduler.workload_groups import WorkloadGroups
 
 
 def _derived(alloc: FloatArr, used: FloatArr, wl_offset: FloatArr,
@@ -94,6 +95,8 @@ class Snapshot:
         self.workload_placements: dict[str, tuple[tuple[str, int], ...]] = {}
         # F3: the primary cluster of each workload placed with a stateful topology (followers go there)
         self.workload_primaries: dict[str, str] = {}
+        # Karmada 1.17 workloadAffinity: each group's workloads (where they run: workload_placements)
+        self.workload_groups = WorkloadGroups()
         # F4: each Dataset ("namespace/name") → the clusters holding a copy of it
         self.datasets: dict[str, tuple[str, ...]] = {}
         # F3/F4: each Dataset's Primary copy, when it names one (a stateful topology's primary goes there)

@@ -161,6 +161,9 @@ class TaskInfo:
     workload: str | None = None
     datasets: tuple[tuple[str, float], ...] = ()  # F4: ("namespace/name", GiB read per hour)
     follow: str | None = None  # F3: "namespace/name" of the workload this one follows
+    # Karmada 1.17 workloadAffinity: "namespace/labelKey=labelValue" of its groups
+    affinity_group: str | None = None
+    anti_affinity_group: str | None = None
     topology: StatefulTopology | None = None  # F3: primary + replicas over distinct clusters
     primary: str | None = None  # F3: the topology's primary cluster now
     users: UserDemand | None = None  # where the users are (declared or learned)
@@ -277,6 +280,8 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         workload=task.workload,
         datasets=tuple((f"{ns}/{d.name}", d.readGiBPerHour) for d in spec.datasets),
         follow=f"{spec.followUp.namespace or 'default'}/{spec.followUp.name}" if spec.followUp else None,
+        affinity_group=_group(ns, spec.affinityGroups.affinityGroup if spec.affinityGroups else None),
+        anti_affinity_group=_group(ns, spec.affinityGroups.antiAffinityGroup if spec.affinityGroups else None),
         egress_gib_per_hour=float(net.egressGiBPerHour or 0.0) if net else 0.0,
         min_gpu_perf=res.minGpuPerformance,
         storage_gib=res.storage,
@@ -286,6 +291,10 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         users=users_of(pl, task.users),
         latency_slo_ms=pl.latencySLOMs if pl.latencySLOMs is not None else task.latency_slo_ms,
     )
+
+
+def _group(namespace: str, group: str | None) -> str | None:
+    return f"{namespace}/{group}" if group else None
 
 
 def users_of(pl: Placement, learned: UserDemand | None) -> UserDemand | None:

@@ -112,6 +112,8 @@ class BindingRecord:
     demand: OfferDemand | None = None  # F1: GPUs of an eligible model / GiB of a tier per replica
     selection: int = 0  # ``selection_key``: bindings with equal keys select the same clusters
     workload_kind: str = ""  # X1: spec.resource.kind ("" for a binding without a resource)
+    groups: tuple[str, ...] = ()  # workloadAffinity: "namespace/labelKey=labelValue" of spec.affinityGroups
+    namespace: str = "default"  # spec.resource's (a FederatedResourceQuota counts it there)
 
     @property
     def placed(self) -> int:
@@ -177,7 +179,23 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         demand=_demand_of(spec.get("resources")),
         selection=selection_key(spec, placement_offers(obj)),
         workload_kind=_kind_of(spec.get("resource")),
+        groups=_groups_of(spec),
+        namespace=_namespace_of(spec.get("resource")),
     )
+
+
+def _namespace_of(resource: Any) -> str:
+    ns = resource.get("namespace") if isinstance(resource, dict) else None
+    return sys.intern(ns) if isinstance(ns, str) and ns else "default"
+
+
+def _groups_of(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    groups = spec.get("affinityGroups")
+    if not isinstance(groups, dict):
+        return ()
+    ns = _namespace_of(spec.get("resource"))
+    return tuple(f"{ns}/{g}" for g in (groups.get("affinityGroup"), groups.get("antiAffinityGroup"))
+                 if isinstance(g, str) and g)
 
 
 def _kind_of(resource: Any) -> str:

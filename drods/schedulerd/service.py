@@ -40,7 +40,7 @@ from drods.model import jsondoc
 from drods.model.annotations import RESCHEDULE_REASON, placement_offers
 from drods.model.binding import BindingSpec, TargetCluster, with_offers
 from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, lease_key
-from drods.model.kinds import BINDING, CLUSTER, DATASET
+from drods.model.kinds import BINDING, CLUSTER, DATASET, FEDERATED_RESOURCE_QUOTA
 from drods.model.migration import pinned_by
 from drods.model.timefmt import whole_ms
 from drods.monitor.history import append as append_failure
@@ -53,6 +53,7 @@ from drods.schedulerd.fleet import FleetChange
 from drods.schedulerd.history import decision_record, measured_usage, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
+from drods.schedulerd.quota import NamespaceQuotas, decode_quota, held, within_quota
 from drods.schedulerd.records import (
     FLEET,
     FOLLOW,
@@ -143,6 +144,11 @@ class SchedulerService:
         self.traffic.on_change(lambda _k, _o, new: self.cache.on_traffic(new))
         self.datasets.on_change(lambda _k, old, new: self.cache.on_dataset(old, new))
         self.network.on_change(self._on_network)
+        # FederatedResourceQuota: a decision that would take a namespace above its overall is refused
+        self.quotas = NamespaceQuotas(lambda ns: ((r.name, held(r.placement, r.requirements))
+                                                  for r in self.bindings.cache.values() if r.namespace == ns))
+        self.quota_objects = shared.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_quota)
+        self.quota_objects.on_change(self._on_quota)
         self._filters = [p.name for p in self.profile.filters]
         self._scores = [p.name for p, _ in self.profile.scores]
         self._base_weights = {p.name: w for p, w in self.profile.scores}
@@ -284,6 +290,10 @@ class SchedulerService:
             self.metrics.incoming_event(r, moved)
         self._kick_reasons.clear()
 
+    def _on_quota(self, key: str, old: Any, new: Any) -> None:
+        if self.quotas.on_quota(key, old, new):
+            self._cluster_event("FederatedResourceQuota")
+
     def _on_network(self, key: str, old: Any, new: Any) -> None:
         if self.cache.on_network(key, old, new):
             self._cluster_event("NetworkStatus")
@@ -322,6 +332,9 @@ class SchedulerService:
             self._index_follower(gone.name, gone.follow, None)
             self.cache.snap.workload_placements.pop(gone.workload, None)
             self.cache.snap.workload_primaries.pop(gone.workload, None)
+            self.cache.snap.workload_groups.set(gone.workload, ())
+            if self.quotas.hold(gone.namespace, gone.name, held((), gone.requirements)):
+                self._cluster_event("QuotaFreed")
             self.queue.delete(gone.name)
             self.fleet.forget(gone.name)
             self._specs.pop(gone.name, None)
@@ -330,6 +343,9 @@ class SchedulerService:
                 self._cluster_event("BindingDeleted")
             return
         self.cache.snap.workload_placements[new.workload] = new.placement
+        self.cache.snap.workload_groups.set(new.workload, new.groups)
+        if self.quotas.hold(new.namespace, new.name, held(new.placement, new.requirements)):
+            self._cluster_event("QuotaFreed")
         self.fleet.index(new)
         self._primary(new.workload, new.primary)
         self._index_follower(new.name, old.follow if old is not None else None, new.follow)
@@ -446,13 +462,7 @@ class SchedulerService:
         try:
             spec = self._spec(rec, obj)
         except ValidationError as e:
-            # The registry validated it on the way in; a spec stored by another version may not be.
-            msg = f"invalid binding spec: {e.errors()[0].get('msg', e)}"
-            bad = ScheduleResult(name=name, phase="Unschedulable", requested=rec.replicas, placed=0,
-                                 message=msg, clusters=self.cache.snap.n, feasible=0, division="")
-            d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
-            obj["status"] = merge_status(obj.get("status"), d)
-            return Plan(entry, rec, bad, d, encode_object(obj), stype, None)
+            return self._invalid(entry, rec, obj, stype, e)
         trigger = None
         if stype == FLEET:
             refit = self._refit(rec, spec)
@@ -471,9 +481,11 @@ class SchedulerService:
             if decided is None:
                 return None  # out of move budget: queued again
             result = decided
+        result = within_quota(self.quotas, rec.namespace, name, rec.requirements, result)
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
         if ok:
+            self.quotas.hold(rec.namespace, name, held(result.pairs, rec.requirements))
             if self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts, rec.demand):
                 self._cluster_event("GpuStorageFreed")  # a scale-down or move gave GPUs / tier storage back
             self.cache.snap.workload_placements[rec.workload] = result.pairs
@@ -506,6 +518,16 @@ class SchedulerService:
         value = encode_object(obj)
         return Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
                      len(self.cache.unknown))
+
+    def _invalid(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str,
+                 e: ValidationError) -> Plan:
+        """The registry validated the spec on the way in; one stored by another version may not be."""
+        msg = f"invalid binding spec: {e.errors()[0].get('msg', e)}"
+        bad = ScheduleResult(name=rec.name, phase="Unschedulable", requested=rec.replicas, placed=0,
+                             message=msg, clusters=self.cache.snap.n, feasible=0, division="")
+        d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
+        obj["status"] = merge_status(obj.get("status"), d)
+        return Plan(entry, rec, bad, d, encode_object(obj), stype, None)
 
     def _follow_users(self, task: Task, rec: BindingRecord, result: ScheduleResult) -> ScheduleResult | None:
         """Issue 34: keep the placement unless the move towards the users pays (``users.judge_move``)

@@ -37,12 +37,14 @@ POD_METRICS = Kind("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", True, verb
 PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, short_names=("pvc",))
 INGRESS = _kind("networking.k8s.io", "Ingress", "ingresses", True, "ing")
 CRON_JOB = _kind("batch", "CronJob", "cronjobs", True, "cj")
+# A FederatedResourceQuota's static assignment lands as one (no quota controller fills its status here).
+RESOURCE_QUOTA = Kind("", "v1", "ResourceQuota", "resourcequotas", True, short_names=("quota",))
 # Written by the sim's endpoint-slice step for Services with a selector (and kept as given when
 # someone else — the control plane's service directory — writes them).
 ENDPOINT_SLICE = Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True)
 
 WORKLOADS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, JOB)
 NAMESPACED: tuple[Kind, ...] = (POD, SERVICE, CONFIG_MAP, SECRET, EVENT, SERVICE_ACCOUNT, PERSISTENT_VOLUME_CLAIM,
-                                INGRESS, CRON_JOB, ENDPOINT_SLICE, *WORKLOADS)
+                                INGRESS, CRON_JOB, ENDPOINT_SLICE, RESOURCE_QUOTA, *WORKLOADS)
 # A member serves the custom kinds of the definitions it holds (DRO-DS sends a definition with its resources).
 SIM_KINDS: tuple[Kind, ...] = (NAMESPACE, NODE, *NAMESPACED, NODE_METRICS, POD_METRICS, CUSTOM_RESOURCE_DEFINITION)

@@ -27,7 +27,7 @@ from drods.api.status import error_response
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
-from drods.errors import ApiError, BadRequest, Invalid, NotFound, not_found
+from drods.errors import ApiError, BadRequest, Forbidden, Invalid, NotFound, not_found
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.selector import LabelSelector, parse_selector
 from drods.registry.catalog import established
@@ -207,6 +207,9 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
     method = request.method
     principal.require(Action.READ if method == "GET" else Action.WRITE,
                       namespace=namespace if kind.namespaced else None)
+    if method != "GET" and not kind.tenant_writable and principal.namespaces is not None:
+        raise Forbidden(f"{kind.plural}.{kind.group} are written by cluster-wide tokens only: a namespaced token "
+                        "may read its namespace's", {"kind": kind.kind, "namespaces": sorted(principal.namespaces)})
     if method != "GET":
         is_dry_run(request)  # a bad dryRun value is refused before anything is read or written
     if subresource == "scale" and name is not None and kind.scale_paths is not None:

@@ -23,11 +23,12 @@ from drods.scheduler.plugins.topology_preference import TopologyPreference
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
 from drods.scheduler.plugins.user_latency import UserLatency, UserLatencySLO
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
+from drods.scheduler.plugins.workload_affinity import WorkloadAffinity
 from drods.scheduler.registry import register
 
 FILTERS: tuple[type, ...] = (
-    Readiness, TargetClusters, ClusterAffinity, TaintToleration, Capability, NetworkFit, GpuStorageFit,
-    ResourceFit, WaterLevelLimit, UserLatencySLO, SpreadConstraint, FollowUp,
+    Readiness, TargetClusters, ClusterAffinity, WorkloadAffinity, TaintToleration, Capability, NetworkFit,
+    GpuStorageFit, ResourceFit, WaterLevelLimit, UserLatencySLO, SpreadConstraint, FollowUp,
 )
 SCORES: tuple[type, ...] = (
     LeastWaterLevel, BalancedAllocation, ClusterLocality, TopologyPreference, NetworkLocality, Cost,

@@ -1,0 +1,124 @@
+"""A FederatedResourceQuota's ``staticAssignments`` on the members (Karmada's): each assigned cluster
+gets a ResourceQuota of the quota's name in its namespace with the assignment's ``hard``, carried
+by a Work like any propagated object (the execution controller applies it to push members and
+empties them when the Work goes; a pull member's agent applies its own).
+
+The Works are owned by the quota, not by a Binding: their ``spec.binding`` is
+``FederatedResourceQuota_<namespace>_<name>`` (`quota_owner`; never a Binding's name, which has no
+capitals or underscores), which the binding controller leaves alone. A pass, when a quota, a Work
+or a cluster changes and every ``RESYNC_SECONDS``, writes the Works that differ and deletes the
+ones no assignment wants (an assignment removed, a quota deleted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from drods.controllers.fleet import MemberFleet
+from drods.controllers.manifests import digest, own
+from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
+from drods.machinery.informer import Informer, subscribed
+from drods.machinery.periodic import Periodic
+from drods.model.annotations import LEADER_GENERATION
+from drods.model.kinds import WORK
+from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+RESYNC_SECONDS = 15.0
+OWNER_PREFIX = "FederatedResourceQuota_"
+
+
+def quota_owner(namespace: str, name: str) -> str:
+    return f"{OWNER_PREFIX}{namespace}_{name}"
+
+
+def is_quota_owner(binding: str) -> bool:
+    """A Work's ``spec.binding`` naming a FederatedResourceQuota, not a Binding."""
+    return binding.startswith(OWNER_PREFIX)
+
+
+def member_quota(quota: Obj, cluster: str, hard: Obj) -> Obj:
+    """The ResourceQuota ``cluster`` gets for ``quota``'s assignment, with DRO-DS's ownership marks."""
+    meta = quota["metadata"]
+    rq: Obj = {"apiVersion": "v1", "kind": "ResourceQuota",
+               "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+               "spec": {"hard": {k: str(v) for k, v in hard.items()}}}
+    return own(rq, binding=quota_owner(meta["namespace"], meta["name"]), binding_uid=str(meta.get("uid") or ""),
+               template_generation=int(meta.get("generation") or 1), cluster=cluster, overrides=[])
+
+
+class QuotaAssignments:
+    def __init__(self, fleet: MemberFleet, quotas: Informer, generation: int) -> None:
+        self.fleet = fleet
+        self.quotas = quotas
+        self.generation = generation
+
+    async def run(self) -> None:
+        await self.fleet.synced.wait()
+        changed = asyncio.Event()
+        passes = Periodic("federated-quota-assignments", self.tick, RESYNC_SECONDS, wake=changed,
+                          first_at_start=True, coalesce_s=0.2)
+
+        def wake(_key: str, _old: Obj | None, _new: Obj | None) -> None:
+            changed.set()
+
+        with subscribed((self.quotas, wake), (self.fleet.works, wake), (self.fleet.clusters, wake)):
+            await passes.run()
+
+    def wanted(self) -> dict[str, Obj]:
+        """Work name → the Work body every current assignment to a known cluster wants."""
+        out: dict[str, Obj] = {}
+        for q in self.quotas.cache.values():
+            meta = q["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            owner = quota_owner(meta["namespace"], meta["name"])
+            for a in (q.get("spec") or {}).get("staticAssignments") or []:
+                cluster = a["clusterName"]
+                if self.fleet.cluster(cluster) is None:
+                    continue
+                manifests = [member_quota(q, cluster, a["hard"])]
+                # the owner has capitals and underscores (never a Binding's name): not for an object name
+                wmeta: Obj = {"name": work_name(f"federatedresourcequota.{meta['namespace']}.{meta['name']}",
+                                                cluster),
+                              "labels": work_labels(owner, cluster),
+                              "annotations": {LEADER_GENERATION: str(self.generation)}}
+                if not self.fleet.pull(cluster):
+                    wmeta["finalizers"] = [EXECUTION_FINALIZER]
+                out[wmeta["name"]] = {"apiVersion": WORK.api_version, "kind": WORK.kind, "metadata": wmeta,
+                                      "spec": {"cluster": cluster, "binding": owner, "manifests": manifests,
+                                               "hash": digest(manifests)}}
+        return out
+
+    async def tick(self) -> int:
+        """One pass; returns how many Works it wrote or deleted."""
+        wanted = self.wanted()
+        have = {w["metadata"]["name"]: w for w in self.fleet.works.cache.values()
+                if is_quota_owner(str((w.get("spec") or {}).get("binding") or ""))}
+        changes = 0
+        for name, body in sorted(wanted.items()):
+            cur = have.get(name)
+            if cur is not None and (cur.get("metadata") or {}).get("deletionTimestamp"):
+                continue  # recreated once gone
+            if cur is not None and (cur.get("spec") or {}).get("hash") == body["spec"]["hash"]:
+                continue
+            if cur is not None:
+                body["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            with contextlib.suppress(NotFound, Conflict, AlreadyExists):
+                try:
+                    await self.fleet.registry.batch_upsert([(WORK, body)], results=False, trusted=True,
+                                                           current={WORK.key(name): cur} if cur else None)
+                    changes += 1
+                except ApiError as e:
+                    log.warning("quota Work %s: %s", name, e.message)
+        for name in sorted(have.keys() - wanted.keys()):
+            if not (have[name].get("metadata") or {}).get("deletionTimestamp"):
+                with contextlib.suppress(NotFound, Conflict):
+                    await self.fleet.registry.delete(WORK, name)
+                    changes += 1
+        return changes
