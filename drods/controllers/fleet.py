@@ -33,6 +33,7 @@ from drods.model.kinds import (
     RESOURCE_INTERPRETER_CUSTOMIZATION,
     TEMPLATE_KINDS,
     WORK,
+    WORKLOAD_REBALANCER,
 )
 from drods.model.work import Ref
 from drods.registry.catalog import KindCatalog
@@ -62,6 +63,7 @@ class MemberInformers:
     catalog: KindCatalog = field(default_factory=lambda: KindCatalog(ALL_KINDS))
     interpreter: Interpreter = field(default_factory=Interpreter)
     interpretation: tuple[Informer, ...] = ()  # definitions and customizations
+    rebalancers: Informer | None = None  # Karmada's WorkloadRebalancers (drods.controllers.rebalancer)
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -77,7 +79,8 @@ class MemberInformers:
                    tuple(manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS),
                    catalog or KindCatalog(ALL_KINDS), interpreter or Interpreter(),
                    tuple(manager.informer(k.key_prefix(), decode_stored)
-                         for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)))
+                         for k in (CUSTOM_RESOURCE_DEFINITION, RESOURCE_INTERPRETER_CUSTOMIZATION)),
+                   manager.informer(WORKLOAD_REBALANCER.key_prefix(), decode_stored))
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,

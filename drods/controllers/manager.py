@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from drods.controllers.app_failover import ApplicationFailover
 from drods.controllers.binding import BindingController
 from drods.controllers.cleanup import Cleanup
 from drods.controllers.execution import Execution
 from drods.controllers.failover import Failover
 from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.health import ClusterHealth
+from drods.controllers.rebalancer import WorkloadRebalancerController
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.controllers.workstatus import WorkStatusController
@@ -50,10 +52,14 @@ class MemberControllers:
         try:
             await fleet.start()
             execution = Execution(fleet, s)
+            rebalancers = [WorkloadRebalancerController(self.lead.registry, self.informers.rebalancers).run()] \
+                if self.informers.rebalancers is not None else []
             await run_all(BindingController(fleet, s, generation=self.lead.generation).run(), execution.run(),
                           WorkStatusController(fleet, s).run(), ClusterHealth(fleet, s, self.monitor).run(),
                           Failover(fleet, s, self.rescheduler).run(),
-                          Cleanup(fleet, s.cleanupIntervalSeconds).run())
+                          ApplicationFailover(fleet, self.rescheduler,
+                                              interval_s=min(1.0, s.probeIntervalSeconds)).run(),
+                          Cleanup(fleet, s.cleanupIntervalSeconds).run(), *rebalancers)
         finally:
             fleet.stop()
             self.fleet = None

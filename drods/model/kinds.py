@@ -25,6 +25,7 @@ from drods.model.policy import (
     PropagationPolicySpec,
     ResourcePlacementPolicySpec,
 )
+from drods.model.rebalancer import REBALANCER_GROUP, REBALANCER_VERSION, WorkloadRebalancerSpec
 from drods.model.steering import (
     ServiceExportSpec,
     ServiceImportSpec,
@@ -232,7 +233,11 @@ KARMADA_AUTOSCALING_KINDS: tuple[Kind, ...] = (
          categories=_OURS, storage_group=GROUP),
 )
 KARMADA_OVERRIDE_KINDS: tuple[Kind, ...] = (KARMADA_OVERRIDE_POLICY, KARMADA_CLUSTER_OVERRIDE_POLICY)
-KARMADA_KINDS: tuple[Kind, ...] = KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
+# apps.karmada.io: re-place the listed workloads from scratch (drods.model.rebalancer), cluster-scoped
+WORKLOAD_REBALANCER = Kind(REBALANCER_GROUP, REBALANCER_VERSION, "WorkloadRebalancer", "workloadrebalancers", False,
+                           WorkloadRebalancerSpec, categories=_OURS)
+KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
+                                   + (WORKLOAD_REBALANCER,))
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
                                + (CUSTOM_RESOURCE_DEFINITION,))
