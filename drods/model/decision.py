@@ -127,12 +127,14 @@ def _schedule_options(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _schedule_type(entry: Mapping[str, Any]) -> str:
-    """A reschedule that moves a workload off a cluster on purpose — failover of a NotReady cluster or a
-    drain (`drods.model.annotations.failover_reason` / `drain_reason`) — is an eviction."""
+    """A reschedule that moves a workload off a cluster on purpose — failover of a NotReady cluster, a
+    drain (`drods.model.annotations.failover_reason` / `drain_reason`) or an application failover
+    (`drods.controllers.app_failover.failover_message`) — is an eviction."""
     st = str(entry.get("scheduleType") or "")
     words = str((entry.get("trigger") or {}).get("reason") or "").split(" ")
     if st == "RescheduleTriggered" and ((len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady")
-                                        or (len(words) >= 2 and words[0] == "drain")):
+                                        or (len(words) >= 2 and words[0] == "drain")
+                                        or words[:2] == ["application", "failover:"]):
         return EVICTION
     return _SCHEDULE_TYPES.get(st, PLACEMENT)
 

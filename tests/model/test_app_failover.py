@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from drods.controllers.app_failover import failover_message
 from drods.model.app_failover import (
     GracefulEvictionTask,
     JsonPathError,
@@ -19,6 +20,7 @@ from drods.model.app_failover import (
     without_evicted,
 )
 from drods.model.binding import BindingSpec, placeable
+from drods.model.decision import EVICTION, from_schedule
 from drods.model.karmada import KarmadaPropagationSpec
 from drods.model.placement import Placement
 
@@ -136,3 +138,17 @@ def test_the_policy_field_reads_as_karmada_writes_it() -> None:
                 {"statePreservation": {"rules": []}}, {"decisionConditions": {"tolerationSeconds": -1}}):
         with pytest.raises(ValidationError):
             KarmadaPropagationSpec.model_validate({**KARMADA_FAILOVER, "failover": {"application": bad}})
+
+
+def test_an_application_failover_decision_is_an_eviction() -> None:
+    entry = {"time": "2026-11-28T06:00:00.000Z", "binding": "deployment-default-web",
+             "scheduleType": "RescheduleTriggered",
+             "trigger": {"kind": "Reschedule", "reason": failover_message("a", 0.0, 60)},
+             "workload": {"kind": "Deployment", "namespace": "default", "name": "web"},
+             "result": {"phase": "Scheduled", "placement": [{"cluster": "b", "replicas": 2}]}}
+    rec = from_schedule(entry)
+    assert rec["type"] == EVICTION
+    assert rec["trigger"]["reason"] == "application failover: the copy in a unhealthy since 1970-01-01T00:00:00Z " \
+        "(toleration 60s)"
+    rebalanced = {**entry, "trigger": {"kind": "Reschedule", "reason": "WorkloadRebalancer demo"}}
+    assert from_schedule(rebalanced)["type"] == "Reschedule"
