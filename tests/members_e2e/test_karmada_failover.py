@@ -55,7 +55,7 @@ def test_an_unhealthy_copy_moves_after_its_toleration_with_the_preserved_label(e
         cordon(failed.api, True)  # the pods the Deployment makes again find no node: the copy is unavailable
         core = k8s.CoreV1Api(failed.api)
         for pod in core.list_namespaced_pod("appfo", label_selector="app=web", _request_timeout=3).items:
-            core.delete_namespaced_pod(pod.metadata.name, "appfo", _request_timeout=3)
+            core.delete_namespaced_pod(pod.metadata.name, "appfo", _request_timeout=3, _preload_content=False)
         moved = wait_for(lambda: (d := env.members[other].deployment("web", "appfo")) is not None and d, 60,
                          f"the workload moved to {other}",
                          what_else=lambda: (env.binding("deployment-appfo-web") or {}).get("status"))
