@@ -69,6 +69,15 @@ def test_an_unhealthy_copy_moves_after_its_toleration_with_the_preserved_label(e
         assert binding["metadata"]["annotations"]["multicluster.io/reschedule-reason"].startswith(
             f"application failover: the copy in {first} unhealthy since")
         assert [t["cluster"] for t in binding["status"]["placement"]] == [other]
+        # a change of the workload rewrites the Binding's spec: the eviction (and its label) stays
+        r = env.http.patch(deploy_path("appfo", "web"), json={"spec": {"replicas": 3}},
+                           headers={"Content-Type": "application/merge-patch+json"})
+        assert r.status_code == 200, r.text
+        wait_for(lambda: env.copies("web", "appfo") == {other: 3}, 30, f"scaled on {other} only")
+        rewritten = env.binding("deployment-appfo-web") or {}
+        assert rewritten["spec"]["replicas"] == 3 and rewritten["spec"]["gracefulEvictionTasks"] == [task]
+        labels = env.members[other].deployment("web", "appfo").metadata.labels or {}
+        assert labels.get("failover.example.io/replicas") == "2"
     finally:
         cordon(failed.api, False)
         env.delete(deploy_path("appfo", "web"))
