@@ -47,6 +47,13 @@ from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.model import jsondoc
 from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
+from drods.model.app_failover import (
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    GracefulEvictionTask,
+    eviction_tasks,
+    label_state,
+    purge_due,
+)
 from drods.model.binding import PROPAGATION_FINALIZER
 from drods.model.dispatch import suspended
 from drods.model.interpreter import Interpretation, StatusRule
@@ -264,7 +271,13 @@ class BindingController:
             return 0.2  # still contended: the queue brings it back
 
     def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj, wanted: dict[str, int],
-              roles: dict[str, str] | None = None, conflict: str = "Abort") -> dict[str, ManifestSet | OverrideError]:
+              roles: dict[str, str] | None = None, conflict: str = "Abort",
+              labels: dict[str, str] | None = None) -> dict[str, ManifestSet | OverrideError]:
+        """The manifests per wanted cluster; ``labels`` (the state an application failover preserved)
+        are added to the workload's own labels."""
+        if labels:
+            meta = template.get("metadata") or {}
+            template = {**template, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **labels}}}
         how = self.interpreter.of(str(template.get("apiVersion")), str(template.get("kind")))
         deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses, how=how,
                                     named=self._named)
@@ -275,7 +288,7 @@ class BindingController:
         targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}),
                           (roles or {}).get(c), _topology(self.fleet.cluster(c)), conflict)
                    for c, s in sorted(wanted.items())]
-        inputs = (uid, rev(template), conflict,
+        inputs = (uid, rev(template), conflict, tuple(sorted((labels or {}).items())),
                   tuple((t.cluster, t.share, tuple(sorted(t.labels.items())), t.role, tuple(sorted(t.fields.items())))
                         for t in targets),
                   tuple(rev(d) for d in deps), self._policy_epoch, self.interpreter.epoch)
@@ -301,7 +314,7 @@ class BindingController:
         divisible = how.divisible if how is not None else tkind in M.REPLICA_KINDS
         wanted, roles = self._wanted(status, divisible) if active else ({}, {})
         plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles,
-                           str(spec.get("conflictResolution") or "Abort")) \
+                           str(spec.get("conflictResolution") or "Abort"), label_state(spec)) \
             if wanted and template is not None else {}
         works = self.fleet.works_of(name)
         previous = {str(e["cluster"]): e for e in status.get("clusters") or []
@@ -313,7 +326,8 @@ class BindingController:
         now = self.clock()
         counts_ready = tkind in M.REPLICA_KINDS or (rule is not None and rule.ready is not None)
         covered = rollup.all_applied and (not counts_ready or rollup.ready_applied >= rollup.desired)
-        retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered)
+        retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered,
+                                  evictions={t.fromCluster: t for t in eviction_tasks(spec)})
         failing = _script_failures(how, template) if active and template is not None else []
         new_status = aggregate.binding_status(status, tkind, rollup, retiring.removing, active=active,
                                               now=rfc3339(now), script_failures=failing)
@@ -360,9 +374,11 @@ class BindingController:
         return wanted, roles
 
     def _retiring(self, works: dict[str, Obj], wanted: dict[str, int], previous: dict[str, Any], tkind: str,
-                  now: float, *, active: bool, covered: bool) -> _Retiring:
+                  now: float, *, active: bool, covered: bool,
+                  evictions: dict[str, GracefulEvictionTask] | None = None) -> _Retiring:
         """The Works of clusters no longer wanted: delete now (unregistered, unreachable, inactive,
-        covered elsewhere or past the graceful timeout) or mark as removing and look again later."""
+        covered elsewhere or past the graceful timeout) or mark as removing and look again later. A
+        cluster an application failover moved the binding off goes as its task's ``purgeMode`` says."""
         out = _Retiring()
         for c, work in sorted(works.items()):
             if c in wanted:
@@ -371,6 +387,11 @@ class BindingController:
                 out.to_delete[c] = work  # unregistered, or already being emptied
                 continue
             since = parse_rfc3339(annotation(work, REMOVING_SINCE)) or now
+            task = (evictions or {}).get(c)
+            if task is not None and active:
+                self._retire_evicted(out, c, work, task, now, covered)
+                out.removing.append(aggregate.removing_entry(c, tkind, work, previous.get(c), rfc3339(since)))
+                continue
             timed_out = now - since >= self.settings.gracefulTimeoutSeconds
             if not active or self.fleet.unreachable(c) or covered or timed_out:
                 out.to_delete[c] = work
@@ -380,6 +401,21 @@ class BindingController:
                 out.requeue = min(30.0 if out.requeue is None else out.requeue, max(left, 0.5))
             out.removing.append(aggregate.removing_entry(c, tkind, work, previous.get(c), rfc3339(since)))
         return out
+
+    @staticmethod
+    def _retire_evicted(out: _Retiring, cluster: str, work: Obj, task: GracefulEvictionTask, now: float,
+                        covered: bool) -> None:
+        """The old copy of an application failover: deleted when its purge is due, else kept (marked
+        as removing) and looked at again when its grace period ends (never, for ``Never``)."""
+        created = parse_rfc3339(task.creationTimestamp)
+        if purge_due(task, now, created, covered):
+            out.to_delete[cluster] = work
+            return
+        out.to_mark[cluster] = work
+        if task.purgeMode != "Never":
+            grace = task.gracePeriodSeconds or DEFAULT_GRACE_PERIOD_SECONDS
+            left = grace - (now - (created if created is not None else now))
+            out.requeue = min(30.0 if out.requeue is None else out.requeue, max(left, 0.5))
 
     async def _store_binding(self, name: str, b: Obj, status: Obj, new_status: Obj, revision: int, *,
                              deleting: bool, gone: bool, holds: bool) -> bool:

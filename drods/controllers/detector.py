@@ -101,10 +101,15 @@ from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_s
 log = logging.getLogger(__name__)
 
 
+# spec fields others write on a Binding the detector made: kept when it rewrites the spec
+KEPT_SPEC_FIELDS = ("rescheduleTriggeredAt", "gracefulEvictionTasks")
+
+
 def normal_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A spec as the registry would store it, without the fields others set (for comparisons)."""
     out = BindingSpec.model_validate(dict(spec)).model_dump(mode="json", exclude_unset=True)
-    out.pop("rescheduleTriggeredAt", None)
+    for k in KEPT_SPEC_FIELDS:
+        out.pop(k, None)
     return out
 
 
@@ -292,6 +297,8 @@ class ResourceDetector:
         trigger = (existing.get("spec") or {}).get("rescheduleTriggeredAt")
         if trigger and (parse_rfc3339(trigger) or 0.0) > (parse_rfc3339(spec.get("rescheduleTriggeredAt")) or 0.0):
             spec["rescheduleTriggeredAt"] = trigger  # the later trigger wins
+        if (existing.get("spec") or {}).get("gracefulEvictionTasks"):
+            spec["gracefulEvictionTasks"] = existing["spec"]["gracefulEvictionTasks"]  # the failover's record
         new["spec"] = spec
         new["metadata"]["labels"] = {**(existing["metadata"].get("labels") or {}), **want["metadata"]["labels"]}
         try:

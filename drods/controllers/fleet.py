@@ -35,6 +35,7 @@ from drods.model.kinds import (
     KARMADA_OVERRIDE_KINDS,
     TEMPLATE_KINDS,
     WORK,
+    WORKLOAD_REBALANCER,
 )
 from drods.model.work import Ref
 from drods.registry.catalog import KindCatalog
@@ -66,6 +67,7 @@ class MemberInformers:
     interpretation: tuple[Informer, ...] = ()  # definitions and customizations
     taint_policies: Informer | None = None  # Karmada's ClusterTaintPolicies
     quotas: Informer | None = None  # Karmada's FederatedResourceQuotas
+    rebalancers: Informer | None = None  # Karmada's WorkloadRebalancers (drods.controllers.rebalancer)
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -83,7 +85,8 @@ class MemberInformers:
                    tuple(manager.informer(k.key_prefix(), decode_stored)
                          for k in (CUSTOM_RESOURCE_DEFINITION, *INTERPRETER_CUSTOMIZATION_KINDS)),
                    manager.informer(CLUSTER_TAINT_POLICY.key_prefix(), decode_stored),
-                   manager.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_stored))
+                   manager.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_stored),
+                   manager.informer(WORKLOAD_REBALANCER.key_prefix(), decode_stored))
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,

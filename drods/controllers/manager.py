@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from drods.controllers.app_failover import ApplicationFailover
 from drods.controllers.binding import BindingController
 from drods.controllers.cleanup import Cleanup
 from drods.controllers.execution import Execution
@@ -22,6 +23,7 @@ from drods.controllers.federated_quota import FederatedQuotaStatus
 from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.health import ClusterHealth
 from drods.controllers.quota_assignments import QuotaAssignments
+from drods.controllers.rebalancer import WorkloadRebalancerController
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.controllers.taint_policy import ClusterTaintPolicies
@@ -58,9 +60,13 @@ class MemberControllers:
             if inf.quotas is not None:
                 karmada += [FederatedQuotaStatus(fleet, inf.quotas).run(),
                             QuotaAssignments(fleet, inf.quotas, self.lead.generation).run()]
+            if inf.rebalancers is not None:
+                karmada.append(WorkloadRebalancerController(self.lead.registry, inf.rebalancers).run())
             await run_all(BindingController(fleet, s, generation=self.lead.generation).run(), execution.run(),
                           WorkStatusController(fleet, s).run(), ClusterHealth(fleet, s, self.monitor).run(),
                           Failover(fleet, s, self.rescheduler).run(),
+                          ApplicationFailover(fleet, self.rescheduler,
+                                              interval_s=min(1.0, s.probeIntervalSeconds)).run(),
                           Cleanup(fleet, s.cleanupIntervalSeconds).run(), *karmada)
         finally:
             fleet.stop()

@@ -59,10 +59,12 @@ from drods.registry.patch import MERGE_PATCH
 
 
 async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Callable[[], float] = time.time,
-                  annotations: Mapping[str, str | None] | None = None) -> None:
-    """Ask for ``name`` to be re-placed from scratch; ``annotations`` are set (None removes) with it."""
+                  annotations: Mapping[str, str | None] | None = None,
+                  spec: Mapping[str, Any] | None = None) -> None:
+    """Ask for ``name`` to be re-placed from scratch; ``annotations`` are set (None removes) and
+    ``spec`` fields merged in the same write."""
     patch = {"metadata": {"annotations": {RESCHEDULE_REASON: (reason or "requested")[:1024], **(annotations or {})}},
-             "spec": {"rescheduleTriggeredAt": rfc3339_ms(clock())}}
+             "spec": {**(spec or {}), "rescheduleTriggeredAt": rfc3339_ms(clock())}}
     await registry.patch(BINDING, name, patch, MERGE_PATCH)  # re-applied by the registry after a lost race
 
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.model.app_failover import FailoverBehavior, GracefulEvictionTask, without_evicted
 from drods.model.dataset import DatasetRead
 from drods.model.dispatch import ConflictResolution, Suspension
 from drods.model.placement import Placement
@@ -91,6 +92,10 @@ class BindingSpec(BaseModel):
     suspension: Suspension | None = None
     # Karmada 1.17: written by the resource detector from placement.workloadAffinity and the labels
     affinityGroups: BindingAffinityGroups | None = None
+    # Karmada's application failover, copied from its propagation policy (drods.model.app_failover)
+    failover: FailoverBehavior | None = None
+    # the clusters it was moved off (written by the application failover controller; kept by the detector)
+    gracefulEvictionTasks: list[GracefulEvictionTask] = Field(default_factory=list)
 
 
 StatefulRole = Literal["Primary", "Replica"]
@@ -182,6 +187,20 @@ def without_reasons(status: Mapping[str, Any]) -> dict[str, Any] | None:
     if "reasons" not in status:
         return None
     return {k: v for k, v in status.items() if k != "reasons"}
+
+
+def placeable(spec: BindingSpec, offers: list[str]) -> BindingSpec:
+    """The spec the scheduler decides on: ``offers`` added (`with_offers`) and the clusters of its
+    graceful eviction tasks excluded (application failover, `drods.model.app_failover`)."""
+    out = with_offers(spec, offers)
+    evicted = [t.fromCluster for t in spec.gracefulEvictionTasks]
+    if not evicted:
+        return out
+    if out is spec:
+        out = spec.model_copy()
+    out.placement = without_evicted(out.placement, evicted)
+    out.targetClusters = [c for c in out.targetClusters if c not in evicted] or out.targetClusters
+    return out
 
 
 def with_offers(spec: BindingSpec, offers: list[str]) -> BindingSpec:

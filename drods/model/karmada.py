@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drods.model.app_failover import FailoverBehavior
 from drods.model.dispatch import ConflictResolution, Suspension
 from drods.model.placement import ClusterAffinity, Placement
 from drods.model.policy import (
@@ -66,6 +67,8 @@ class KarmadaPropagationSpec(BaseModel):
     suspension: Suspension | None = None
     preserveResourcesOnDeletion: bool = False
     schedulePriority: SchedulePriority | None = None
+    # application failover (drods.model.app_failover); copied into the Binding
+    failover: FailoverBehavior | None = None
 
 
 class KarmadaClusterAffinity(ClusterAffinity):

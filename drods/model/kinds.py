@@ -37,6 +37,7 @@ from drods.model.policy import (
     PropagationPolicySpec,
     ResourcePlacementPolicySpec,
 )
+from drods.model.rebalancer import REBALANCER_GROUP, REBALANCER_VERSION, WorkloadRebalancerSpec
 from drods.model.steering import (
     ServiceExportSpec,
     ServiceImportSpec,
@@ -269,9 +270,13 @@ FEDERATED_RESOURCE_QUOTA = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "F
                                 categories=_OURS, tenant_writable=False)
 CLUSTER_TAINT_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterTaintPolicy",
                             "clustertaintpolicies", False, ClusterTaintPolicySpec, ("ctp",), categories=_OURS)
+# apps.karmada.io: re-place the listed workloads from scratch (drods.model.rebalancer), cluster-scoped
+WORKLOAD_REBALANCER = Kind(REBALANCER_GROUP, REBALANCER_VERSION, "WorkloadRebalancer", "workloadrebalancers", False,
+                           WorkloadRebalancerSpec, categories=_OURS)
 KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
                                    + (FEDERATED_RESOURCE_QUOTA, CLUSTER_TAINT_POLICY)
-                                   + (KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION,) + KARMADA_NETWORKING_KINDS)
+                                   + (KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION,) + KARMADA_NETWORKING_KINDS
+                                   + (WORKLOAD_REBALANCER,))
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
                                + (CUSTOM_RESOURCE_DEFINITION,))

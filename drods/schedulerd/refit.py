@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from drods.model.annotations import moved_away_from, placement_offers
-from drods.model.binding import BindingSpec, with_offers
+from drods.model.binding import BindingSpec, placeable
 from drods.model.placement import Placement as PlacementSpec
 from drods.scheduler.framework import ScheduleResult
 from drods.scheduler.selection import ClusterSelection
@@ -39,7 +39,7 @@ def selection_of(rec: BindingRecord) -> ClusterSelection | None:
     """What the binding selects (None: its spec does not parse; judged as selecting every cluster)."""
     try:
         obj = rec.object()
-        return ClusterSelection.of(with_offers(BindingSpec.model_validate(obj.get("spec") or {}),
+        return ClusterSelection.of(placeable(BindingSpec.model_validate(obj.get("spec") or {}),
                                               placement_offers(obj)))
     except (ValidationError, ValueError):
         return None

@@ -38,7 +38,7 @@ from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.model import jsondoc
 from drods.model.annotations import RESCHEDULE_REASON, placement_offers
-from drods.model.binding import BindingSpec, TargetCluster, with_offers
+from drods.model.binding import BindingSpec, TargetCluster, placeable
 from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, lease_key
 from drods.model.kinds import BINDING, CLUSTER, DATASET, FEDERATED_RESOURCE_QUOTA
 from drods.model.migration import pinned_by
@@ -417,7 +417,7 @@ class SchedulerService:
             self._specs.move_to_end(rec.name)
             return hit[1]
         # Offers from placement feedback (CATS CCC) widen the names the binding may use.
-        spec = with_offers(BindingSpec.model_validate(obj.get("spec") or {}), placement_offers(obj))
+        spec = placeable(BindingSpec.model_validate(obj.get("spec") or {}), placement_offers(obj))
         self._specs[rec.name] = (rec.generation, spec)
         self._specs.move_to_end(rec.name)
         if len(self._specs) > SPEC_CACHE_SIZE:

@@ -1,0 +1,226 @@
+"""Karmada's application failover (``spec.failover.application`` of a propagation policy).
+
+A copy of a workload that stays unhealthy in one member for longer than ``decisionConditions.
+tolerationSeconds`` is moved off that cluster: the Binding gets a graceful eviction task
+(``spec.gracefulEvictionTasks[]``, Karmada's name and fields) for the cluster, the scheduler leaves
+every cluster with such a task out of the binding's placement (`without_evicted`), and the binding
+controller removes the old copy as ``purgeMode`` says (`purge_due`). ``statePreservation`` rules read
+values from the failed copy's status (Kubernetes JSONPath, relative to ``status`` as in Karmada) and
+the new copies carry them as labels (``preservedLabelState``).
+
+The task stays on the Binding as the record of the move (and keeps the cluster out for this
+binding) until someone removes it — with ``purgeMode: Never`` that is also how the old copy goes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from drods.model.placement import ClusterAffinity, Placement
+
+# Karmada 1.19 names; Immediately / Graciously are its older (deprecated) spellings, same meaning.
+PurgeMode = Literal["Directly", "Gracefully", "Never", "Immediately", "Graciously"]
+IMMEDIATE = frozenset({"Directly", "Immediately"})
+GRACEFUL = frozenset({"Gracefully", "Graciously"})
+DEFAULT_TOLERATION_SECONDS = 300
+DEFAULT_GRACE_PERIOD_SECONDS = 600
+PRODUCER = "application-failover"
+REASON = "ApplicationFailure"
+Obj = dict[str, Any]
+
+
+class DecisionConditions(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    tolerationSeconds: int = Field(default=DEFAULT_TOLERATION_SECONDS, ge=0)
+
+
+class StatePreservationRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    aliasLabelName: str = Field(min_length=1, max_length=317)
+    jsonPath: str = Field(min_length=1)
+
+
+class StatePreservation(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    rules: list[StatePreservationRule] = Field(min_length=1)
+
+
+class ApplicationFailoverBehavior(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    decisionConditions: DecisionConditions = Field(default_factory=DecisionConditions)
+    purgeMode: PurgeMode = "Gracefully"
+    # how long a Graciously purge waits for the new copy to be healthy before removing the old one
+    gracePeriodSeconds: int | None = Field(default=None, gt=0)
+    statePreservation: StatePreservation | None = None
+
+    def grace_seconds(self) -> int:
+        return self.gracePeriodSeconds or DEFAULT_GRACE_PERIOD_SECONDS
+
+
+class ClusterFailoverBehavior(BaseModel):
+    """``failover.cluster`` (Karmada 1.15+): accepted; DRO-DS's cluster failover (S11) always moves
+    gracefully and its toleration comes from the placement's ``clusterTolerations``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    purgeMode: Literal["Directly", "Gracefully"] = "Gracefully"
+    statePreservation: StatePreservation | None = None
+
+
+class FailoverBehavior(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    application: ApplicationFailoverBehavior | None = None
+    cluster: ClusterFailoverBehavior | None = None
+
+
+class GracefulEvictionTask(BaseModel):
+    """One cluster a binding was moved off (Karmada's ``gracefulEvictionTasks[]`` entry)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    fromCluster: str = Field(min_length=1)
+    replicas: int | None = Field(default=None, ge=0)
+    reason: str = REASON
+    message: str = ""
+    producer: str = PRODUCER
+    purgeMode: PurgeMode = "Gracefully"
+    gracePeriodSeconds: int | None = Field(default=None, gt=0)
+    preservedLabelState: dict[str, str] = Field(default_factory=dict)
+    clustersBeforeFailover: list[str] = Field(default_factory=list)
+    creationTimestamp: str | None = None
+
+
+# ---------------------------------------------------------------- health of a member's copy
+Health = Literal["Healthy", "Unhealthy", "Unknown"]
+
+
+def copy_health(entry: Mapping[str, Any]) -> Health:
+    """A copy's health from its ``status.clusters[]`` entry, as Karmada's default interpreters judge
+    it: a workload with replicas is healthy when all its replicas are available and no ``Available``
+    condition is False; a Job is unhealthy once ``Failed``. Unknown (never failed over) until the
+    member has reported, or while the copy is not applied yet."""
+    if not entry.get("applied") or entry.get("removing"):
+        return "Unknown"
+    conditions = {c.get("type"): c.get("status") for c in entry.get("conditions") or [] if isinstance(c, dict)}
+    if conditions.get("Failed") == "True":
+        return "Unhealthy"
+    if entry.get("complete"):
+        return "Healthy"
+    available = entry.get("availableReplicas")
+    if available is None:
+        return "Unknown"
+    if conditions.get("Available") == "False":
+        return "Unhealthy"
+    return "Healthy" if int(available) >= int(entry.get("replicas") or 0) else "Unhealthy"
+
+
+# ---------------------------------------------------------------- Kubernetes JSONPath (field paths)
+_STEP = re.compile(r"\.([A-Za-z0-9_\-]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+
+
+class JsonPathError(ValueError):
+    pass
+
+
+def parse_json_path(path: str) -> list[str | int]:
+    """``{.jobStatus.id}`` / ``{.items[0].name}`` → its steps; raises JsonPathError on other forms
+    (filters, wildcards and ranges select several values, never one label)."""
+    text = path.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    if text.startswith("$"):
+        text = text[1:]
+    steps: list[str | int] = []
+    pos = 0
+    while pos < len(text):
+        m = _STEP.match(text, pos)
+        if m is None:
+            raise JsonPathError(f"{path!r}: only field and index steps ({{.a.b[0]}}) are supported")
+        name, index, q1, q2 = m.groups()
+        steps.append(int(index) if index is not None else (name or q1 or q2 or ""))
+        pos = m.end()
+    if not steps:
+        raise JsonPathError(f"{path!r} names no field")
+    return steps
+
+
+def read_json_path(doc: Any, path: str) -> Any:
+    """The value at ``path`` in ``doc`` (None when absent)."""
+    node = doc
+    for step in parse_json_path(path):
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+        if node is None:
+            return None
+    return node
+
+
+def preserved_labels(rules: list[StatePreservationRule], status: Mapping[str, Any] | None) -> dict[str, str]:
+    """Label → value of each rule whose JSONPath finds a value in the failed copy's ``status``
+    (Karmada reads from ``status``: ``{.replicas}``, not ``{.status.replicas}``)."""
+    out: dict[str, str] = {}
+    for r in rules:
+        value = read_json_path(dict(status or {}), r.jsonPath)
+        if value is None or isinstance(value, (dict, list)):
+            continue
+        out[r.aliasLabelName] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+# ---------------------------------------------------------------- what the other controllers read
+def eviction_tasks(binding_spec: Mapping[str, Any]) -> list[GracefulEvictionTask]:
+    out = []
+    for raw in binding_spec.get("gracefulEvictionTasks") or []:
+        try:
+            out.append(GracefulEvictionTask.model_validate(raw))
+        except ValueError:
+            continue
+    return out
+
+
+def label_state(binding_spec: Mapping[str, Any]) -> dict[str, str]:
+    """The labels the workload's new copies carry: every task's preserved state (later tasks win)."""
+    out: dict[str, str] = {}
+    for t in eviction_tasks(binding_spec):
+        out.update(t.preservedLabelState)
+    return out
+
+
+def purge_due(task: GracefulEvictionTask, now: float, created: float | None, new_copies_healthy: bool) -> bool:
+    """Whether the old copy on ``task.fromCluster`` goes now: at once (Directly / Immediately), once
+    the new copies are healthy or the grace period has passed (Gracefully / Graciously), or never
+    while the task is there (Never)."""
+    if task.purgeMode in IMMEDIATE:
+        return True
+    if task.purgeMode == "Never":
+        return False
+    grace = task.gracePeriodSeconds or DEFAULT_GRACE_PERIOD_SECONDS
+    return new_copies_healthy or (created is not None and now - created >= grace)
+
+
+def without_evicted(placement: Placement, evicted: list[str]) -> Placement:
+    """``placement`` with the clusters the binding was evicted from excluded (every affinity term,
+    overflow tiers included), so no decision places it there again."""
+    if not evicted:
+        return placement
+    out = placement.model_copy(deep=True)
+    terms: list[ClusterAffinity] = list(out.clusterAffinities)
+    if not terms:
+        if out.clusterAffinity is None:
+            out.clusterAffinity = ClusterAffinity()
+        terms = [out.clusterAffinity]
+    for term in terms:
+        for group in [term, *getattr(term, "overflowAffinities", [])]:
+            group.exclude = [*group.exclude, *(c for c in evicted if c not in group.exclude)]
+    return out
