@@ -501,10 +501,8 @@ class SchedulerService:
             self.metrics.attempt("success" if ok else "unschedulable", stype, None)
             self.queue.unschedulable(name)
             return None
-        reasons: dict[str, str] = {}
-        dropped = 0
-        if not ok or result.partial:
-            reasons, dropped = result.reasons_sample(MAX_STATUS_REASONS, STATUS_REASONS_PER_VERDICT)
+        reasons, dropped = result.reasons_sample(MAX_STATUS_REASONS, STATUS_REASONS_PER_VERDICT) \
+            if not ok or result.partial else ({}, 0)
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
                      result.roles if ok else None, users=decision_users(result.analysis) if ok else None,
