@@ -245,13 +245,7 @@ class ResourceDetector:
         if match is None or obj is None:
             if obj is None:
                 self._custom_kinds.pop(key, None)
-            if existing is None:  # one just created may not have reached the informer yet
-                existing = await self.registry.try_get(BINDING, bname)
-            if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
-                return None  # e.g. a migration hook's own Binding, created before the informer saw it
-            if existing is not None and not existing["metadata"].get("deletionTimestamp"):
-                await self.registry.delete(BINDING, bname)
-                log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
+            await self._delete_binding(bname, existing)
             return None
         if match.karmada is not None:
             if match.karmada.lazy and not touched and existing is not None \
@@ -307,6 +301,16 @@ class ResourceDetector:
             return 0.05
         return None
 
+
+    async def _delete_binding(self, bname: str, existing: dict[str, Any] | None) -> None:
+        """The Binding of a workload no policy places (or that is gone) — only one this detector made."""
+        if existing is None:  # one just created may not have reached the informer yet
+            existing = await self.registry.try_get(BINDING, bname)
+        if existing is None or (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
+            return  # e.g. a migration hook's own Binding, created before the informer saw it
+        if not existing["metadata"].get("deletionTimestamp"):
+            await self.registry.delete(BINDING, bname)
+            log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
 
     def _dependents_present(self, names: Sequence[str], namespace: str) -> bool:
         have = {(str(o["metadata"].get("namespace") or ""), str(o["metadata"].get("name")))
