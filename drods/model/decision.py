@@ -233,8 +233,29 @@ def from_scaling(entry: Mapping[str, Any]) -> Record:
     return {"time": entry.get("time"), "type": SCALING, "subject": _scaling_subject(entry).as_json(),
             "trigger": _scaling_trigger(entry), "inputs": inputs, "options": options, "optionsTopK": None,
             "optionsOmitted": 0, "outcome": {"from": before, "to": after, "reason": entry.get("reason")},
-            "summary": summary, "runnerUp": None,
+            "summary": summary, "runnerUp": _scaling_runner_up(entry),
             "source": {"journal": "autoscaling", "autoscaler": entry.get("autoscaler")}}
+
+
+def _scaling_runner_up(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The count not taken: the recommendation when a bound or the behaviour limited the move, else
+    the count as it was; its loss is each metric's distance from its target (value ÷ target − 1)."""
+    before, after, rec = entry.get("from"), entry.get("to"), entry.get("recommendation")
+    if before is None or after is None or before == after:
+        return None
+    other = rec if rec is not None and rec not in (before, after) else before
+    differences = {str(m.get("name")): round(float(m["value"]) / float(m["target"]) - 1.0, 4)
+                   for m in entry.get("metrics") or [] if isinstance(m, Mapping)
+                   and isinstance(m.get("value"), int | float) and isinstance(m.get("target"), int | float)
+                   and m["target"]}
+    if other != before:
+        why = f"the recommendation {other} was limited ({entry.get('reason') or 'behaviour'}) to {after}"
+    elif differences:
+        why = "; ".join(f"{n} {d:+.0%} from its target" for n, d in differences.items())
+    else:
+        why = str(entry.get("reason") or "the inputs asked for a change")
+    return {"name": f"{other} replicas", "lostBy": max((abs(d) for d in differences.values()), default=None),
+            "differences": differences, "why": why}
 
 
 def from_decision_log(entry: Mapping[str, Any]) -> Record:

@@ -95,6 +95,15 @@ def test_a_scaling_entry_reads_as_a_decision_with_its_inputs() -> None:
     assert rec["inputs"]["metrics"][0]["target"] == 60
     assert rec["outcome"] == {"from": 2, "to": 4, "reason": "maxReplicas"}
     assert [o["name"] for o in rec["options"] if o["chosen"]] == ["4 replicas"] and "2 → 4" in rec["summary"]
+    # the bound cut the recommendation: that is the count not taken, and why
+    assert rec["runnerUp"] == {"name": "5 replicas", "lostBy": 0.5, "differences": {"cpu": 0.5},
+                               "why": "the recommendation 5 was limited (maxReplicas) to 4"}
+    up = from_scaling({"workload": "Deployment/default/web", "from": 2, "to": 3, "recommendation": 3,
+                       "metrics": [{"name": "cpu", "value": 75.0, "target": 50},
+                                   {"type": "Pods", "name": "rps", "value": 0.9, "target": 1.0}]})
+    assert up["runnerUp"]["name"] == "2 replicas" and up["runnerUp"]["lostBy"] == 0.5
+    assert up["runnerUp"]["why"] == "cpu +50% from its target; rps -10% from its target"
+    assert from_scaling({"workload": "Deployment/default/web", "from": 2, "to": 2})["runnerUp"] is None
     local = from_scaling({"workload": "Deployment/default/web", "from": 2, "to": 3, "cluster": "edge-1", "reason": "x"})
     assert local["trigger"] == {"reason": "LocalDecision", "cluster": "edge-1"}
 
