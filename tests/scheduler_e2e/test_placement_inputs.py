@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from drods.assembly import Component
+from drods.controllers.cache_copy import copy_run
 from drods.controllers.cache_planner import CachePlannerSettings
+from drods.model.kinds import BINDING
 from drods.store import Store
 from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
 
@@ -114,15 +116,27 @@ async def test_overflow_stateful_datasets_cache_plans_and_measured_latency(plane
     assert r.status_code == 200, r.text
     snap = plane.scheduler.cache.snap
 
+    async def copying() -> dict[str, Any] | None:
+        got = (await plane.call("GET", f"{PLANS}/logs-spare")).json()
+        return got if (got.get("status") or {}).get("phase") == "Copying" else None
+
+    plan = await eventually(copying, what="the copy Job started")
+    assert set(snap.datasets.get("default/logs", ())) == {"cloud"}  # no location before the copy verifies
+    # these clusters are status reports, not members: the copy Job's completion is written as a member's would be
+    _, copy_binding = copy_run(plan)
+    report = {"bytes": 2**30, "seconds": 8.0, "bytesPerSecond": 2**27, "checksum": "c1", "sourceChecksum": "c1"}
+    await plane.ctx.registry.update_status(BINDING, copy_binding, {"clusters": [
+        {"cluster": "spare", "complete": True, "report": report}]})
+
     async def cached() -> bool:
         return set(snap.datasets.get("default/logs", ())) == {"cloud", "spare"}
 
-    await eventually(cached, what="the Cache copy to reach the scheduler")
+    await eventually(cached, within_s=40.0, what="the Cache copy to reach the scheduler")
 
-    async def applied() -> bool:  # the planner marks the plan after it has added the copy
-        return bool((await plane.call("GET", f"{PLANS}/logs-spare")).json()["status"]["phase"] == "Applied")
+    async def ready() -> bool:  # the planner marks the plan Ready, then adds the location
+        return bool((await plane.call("GET", f"{PLANS}/logs-spare")).json()["status"]["phase"] == "Ready")
 
-    await eventually(applied, what="the plan marked Applied")
+    await eventually(ready, what="the plan marked Ready")
 
     # F1 / C2: a measured FRA → spare delay lets a latency need be met on spare only
     r = await plane.call("PUT", "/api/v1/network/status", json={"measurements": [
