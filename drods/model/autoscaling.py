@@ -122,22 +122,6 @@ class PodsMetricSource(BaseModel):
         return self
 
 
-class ObjectMetricSource(BaseModel):
-    """A metric describing one object in the workload's namespace (an Ingress's request rate)."""
-
-    model_config = _STRICT
-
-    describedObject: CrossVersionObjectReference
-    metric: MetricIdentifier
-    target: MetricTarget
-
-    @model_validator(mode="after")
-    def _value(self) -> ObjectMetricSource:
-        if self.target.type == "Utilization":
-            raise ValueError("an Object metric's target is Value or AverageValue")
-        return self
-
-
 class ExternalMetricSource(BaseModel):
     """A metric from outside the cluster (a queue's length)."""
 
@@ -149,8 +133,15 @@ class ExternalMetricSource(BaseModel):
     @model_validator(mode="after")
     def _value(self) -> ExternalMetricSource:
         if self.target.type == "Utilization":
-            raise ValueError("an External metric's target is Value or AverageValue")
+            raise ValueError(f"an {'Object' if hasattr(self, 'describedObject') else 'External'} metric's "
+                             "target is Value or AverageValue")
         return self
+
+
+class ObjectMetricSource(ExternalMetricSource):
+    """A metric describing one object in the workload's namespace (an Ingress's request rate)."""
+
+    describedObject: CrossVersionObjectReference
 
 
 class MetricSpec(BaseModel):
