@@ -129,15 +129,19 @@ class BindingStatus(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     SCHEDULER_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"phase", "placement", "message", "reasons", "scheduledGeneration", "scheduledTime",
-         "estimatedHourlyCost", "users"})
+        {"phase", "placement", "message", "reasons", "reasonCounts", "reasonsOmitted", "scheduledGeneration",
+         "scheduledTime", "estimatedHourlyCost", "users"})
     CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions", "usage"})
 
     # the scheduler's (drods.schedulerd.records)
     phase: BindingPhase = "Pending"
     placement: list[TargetCluster] = Field(default_factory=list)
     message: str | None = None
+    # a sample of the dropped clusters with their reason (at most ``MAX_STATUS_REASONS``, a few per
+    # verdict), every dropped cluster counted by verdict, and how many the sample leaves out
     reasons: dict[str, str] = Field(default_factory=dict)
+    reasonCounts: dict[str, int] = Field(default_factory=dict)
+    reasonsOmitted: int = 0
     scheduledGeneration: int | None = None
     scheduledTime: str | None = None
     estimatedHourlyCost: float | None = None  # F6: the placement at the clusters' prices
@@ -163,13 +167,18 @@ def owned_status(current: Mapping[str, Any], new: Mapping[str, Any], owner: froz
     return dict(new)
 
 
+# The explanation of a decision in a status: what caches of many Bindings leave out.
+EXPLANATION_FIELDS = frozenset({"reasons", "reasonCounts", "reasonsOmitted"})
+
+
 def without_reasons(status: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``status`` without its per-cluster ``reasons``, None when it has none. The reasons explain a
-    decision to people, who read them through the API from the store; no controller reads them, and
-    every decision writes them anew, so caches of many Bindings leave them out."""
-    if "reasons" not in status:
+    """``status`` without its explanation (``reasons``, ``reasonCounts``, ``reasonsOmitted``), None when
+    it has none. The reasons explain a decision to people, who read them through the API from the
+    store; no controller reads them, and every decision writes them anew, so caches of many Bindings
+    leave them out."""
+    if EXPLANATION_FIELDS.isdisjoint(status):
         return None
-    return {k: v for k, v in status.items() if k != "reasons"}
+    return {k: v for k, v in status.items() if k not in EXPLANATION_FIELDS}
 
 
 def with_offers(spec: BindingSpec, offers: list[str]) -> BindingSpec:

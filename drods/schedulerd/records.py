@@ -37,15 +37,23 @@ from drods.model.annotations import (
     WORKLOAD_CLASS_LABEL,
     placement_offers,
 )
-from drods.model.binding import SCHEDULER_PHASES, BindingStatus, TargetCluster, owned_status, without_reasons
+from drods.model.binding import (
+    EXPLANATION_FIELDS,
+    SCHEDULER_PHASES,
+    BindingStatus,
+    TargetCluster,
+    owned_status,
+    without_reasons,
+)
 from drods.model.migration import parse_pin
 from drods.model.sharing import SharedValues
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.scheduler.offers import OfferDemand
 
-# A binding's status names a sample of the clusters that were dropped, a few per verdict (the
-# message counts them all; the decision's history entry names up to 50). Informers hold every status
-# decoded: with 100 names, a binding that lost every cluster weighed ~13 KB there.
+# A binding's status names a sample of the clusters that were dropped, a few per verdict, and counts
+# them all by verdict (``reasonCounts``, with ``reasonsOmitted`` the ones the sample leaves out); the
+# decision's history entry names up to 50. A status is stored with every write of the Binding: with
+# 100 names, a binding that lost every cluster weighed ~13 KB in each cache of Bindings.
 MAX_STATUS_REASONS = 20
 STATUS_REASONS_PER_VERDICT = 5
 
@@ -309,12 +317,14 @@ class Decision:
     scheduled: bool  # False = Unschedulable
     placement: Placement
     message: str
-    reasons: Mapping[str, str]
+    reasons: Mapping[str, str]  # a sample (``MAX_STATUS_REASONS``)
     generation: int
     time: float
     hourly_cost: float | None = None  # F6: ``status.estimatedHourlyCost`` of a scheduled placement
     roles: Mapping[str, str] | None = None  # F3: Primary / Replica per cluster of a stateful topology
     users: Mapping[str, Any] | None = None  # ``status.users`` (None: the decision knew no users)
+    reason_counts: Mapping[str, int] | None = None  # every dropped cluster, by verdict
+    dropped: int = 0  # how many clusters were dropped in all (the sample's total)
 
 
 def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, Any]:
@@ -341,13 +351,24 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
         status["phase"] = "Unschedulable"
         status.setdefault("placement", [])
     status["message"] = d.message
-    if d.reasons:
-        status["reasons"] = dict(list(d.reasons.items())[:MAX_STATUS_REASONS])
-    else:
-        status.pop("reasons", None)
+    explain(status, d)
     status["scheduledGeneration"] = d.generation
     status["scheduledTime"] = rfc3339_ms(d.time)
     return owned_status(current or {}, status, BindingStatus.SCHEDULER_FIELDS)
+
+
+def explain(status: dict[str, Any], d: Decision) -> None:
+    """``status``'s explanation from ``d``: the sampled reasons, the counts by verdict and how many
+    dropped clusters the sample does not name (none of them when the decision dropped nothing)."""
+    reasons = dict(list(d.reasons.items())[:MAX_STATUS_REASONS])
+    for f in EXPLANATION_FIELDS:
+        status.pop(f, None)
+    if reasons:
+        status["reasons"] = reasons
+    if d.reason_counts:
+        status["reasonCounts"] = dict(d.reason_counts)
+    if d.dropped > len(reasons):
+        status["reasonsOmitted"] = d.dropped - len(reasons)
 
 
 def encode_object(obj: Mapping[str, Any]) -> bytes:

@@ -490,11 +490,13 @@ class SchedulerService:
             self.queue.unschedulable(name)
             return None
         reasons: dict[str, str] = {}
+        dropped = 0
         if not ok or result.partial:
-            reasons = result.reasons_sample(MAX_STATUS_REASONS, STATUS_REASONS_PER_VERDICT)[0]
+            reasons, dropped = result.reasons_sample(MAX_STATUS_REASONS, STATUS_REASONS_PER_VERDICT)
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
-                     result.roles if ok else None, users=decision_users(result.analysis) if ok else None)
+                     result.roles if ok else None, users=decision_users(result.analysis) if ok else None,
+                     reason_counts=result.reason_counts() if reasons else None, dropped=dropped)
         obj["status"] = merge_status(status, d)
         if stype == RESCHEDULE:
             ann = (obj.get("metadata") or {}).get("annotations") or {}

@@ -180,6 +180,9 @@ async def test_an_unschedulable_status_names_a_few_clusters_per_verdict(plane: P
     shown = st["reasons"]
     assert len(shown) == 6 and shown["tainted"].startswith("untolerated taint gpu=only")
     assert sum(why.startswith("water level above 85%") for why in shown.values()) == 5
+    # the clusters the sample leaves out are still counted, by verdict
+    assert st["reasonCounts"]["water level above 85%"] == 7 and sum(st["reasonCounts"].values()) == 8
+    assert st["reasonsOmitted"] == 2
     r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "nowhere"}, role="viewer")
     entry = r.json()["items"][0]
     assert set(entry["filters"]["reasons"]) == {*full, "tainted"} and entry["filters"]["reasonsOmitted"] == 0

@@ -19,6 +19,7 @@ from drods.model.timefmt import rfc3339_ms
 from drods.schedulerd.cache import ClusterRecord, SchedulerCache, StatusRecord
 from drods.schedulerd.records import (
     FIRST,
+    MAX_STATUS_REASONS,
     RECONCILE,
     RESCHEDULE,
     SCALE,
@@ -80,6 +81,23 @@ def test_merge_status_keeps_what_others_own() -> None:
     assert stuck["phase"] == "Unschedulable" and stuck["placement"] == prop["placement"]
     assert stuck["reasons"] == {"b": "x"} and stuck["scheduledTime"] == rfc3339_ms(100.0)
     assert "reasons" not in merge_status(stuck, Decision(True, (("a", 2),), "ok", {}, 5, 101.0))
+
+
+def test_a_status_samples_its_reasons_and_counts_the_rest() -> None:
+    reasons = {f"c{i:03d}": "cluster not ready" for i in range(40)}
+    d = Decision(False, (), "0/100 clusters available", reasons, 1, 100.0,
+                 reason_counts={"cluster not ready": 90, "cluster cordoned (unschedulable)": 10}, dropped=100)
+    st = merge_status({}, d)
+    assert len(st["reasons"]) == MAX_STATUS_REASONS == 20
+    assert st["reasonCounts"] == {"cluster not ready": 90, "cluster cordoned (unschedulable)": 10}
+    assert st["reasonsOmitted"] == 80
+    # a later decision that dropped nothing leaves no stale explanation behind
+    ok = merge_status(st, Decision(True, (("a", 1),), "ok", {}, 2, 101.0))
+    assert not {"reasons", "reasonCounts", "reasonsOmitted"} & set(ok)
+    # one that names every dropped cluster omits none
+    few = merge_status({}, Decision(False, (), "0/2", {"a": "x", "b": "x"}, 1, 100.0, reason_counts={"x": 2},
+                                    dropped=2))
+    assert few["reasonCounts"] == {"x": 2} and "reasonsOmitted" not in few
 
 
 def test_merge_status_carries_the_bill_with_its_placement() -> None:

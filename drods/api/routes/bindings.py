@@ -7,7 +7,9 @@
   stored as a Binding with phase Pending, and answered ``202 {"id", "phase": "Pending", …}``. The
   ID is the Binding's name: the given ``name``, or a generated unique one (S1).
 * ``GET /{id}/status`` — phase, placement ``[{cluster, replicas}]``, a kube-style ``message``,
-  ``reasons`` per cluster when Unschedulable or partial, requested / placed / partial,
+  ``reasons`` per cluster when Unschedulable or partial (a sample: at most 20 clusters, 5 per verdict),
+  ``reasonCounts`` (every dropped cluster counted by verdict), ``reasonsOmitted`` (how many the sample
+  leaves out), requested / placed / partial,
   ``scheduledTime`` and the generation the decision is for.
 * ``GET`` (list, ``labelSelector``), ``GET /{id}``, ``PATCH /{id}`` (RFC 7386 merge patch of the flat
   form; a changed ``replicas`` is re-divided stably), ``DELETE /{id}``.
@@ -66,6 +68,8 @@ def status_view(obj: dict[str, Any]) -> dict[str, Any]:
         "placement": placement,
         "message": st.get("message") or ("waiting for the scheduler" if phase == "Pending" else ""),
         "reasons": st.get("reasons") or {},
+        "reasonCounts": st.get("reasonCounts") or {},
+        "reasonsOmitted": int(st.get("reasonsOmitted") or 0),
         "requested": requested,
         "placed": placed,
         "partial": bool(st.get("scheduledGeneration")) and phase != "Unschedulable" and placed < requested,
