@@ -16,6 +16,7 @@ from typing import Any
 from drods.controllers.manifests import REPLICA_KINDS, WORKLOAD_KINDS, ManifestSet
 from drods.controllers.overrides import OverrideError
 from drods.controllers.status import Observation, condition, copy_ready, observe
+from drods.controllers.work_record import WorkRecord
 from drods.model.annotations import ANN_HASH, manifest_hash
 from drods.model.binding import PROPAGATING_PHASES, BindingStatus, owned_status
 from drods.model.interpreter import StatusRule, read_path
@@ -37,11 +38,11 @@ class WorkState:
     observed_time: str | None = None
 
 
-def observation(work: Obj | None, main: Ref | None) -> tuple[Observation | None, str | None]:
+def observation(work: WorkRecord | None, main: Ref | None) -> tuple[Observation | None, str | None]:
     """The member's status of ``main`` as the Work's status reports it (with when it was seen)."""
     if work is None or main is None or main.kind not in WORKLOAD_KINDS:
         return None, None
-    for m in ((work.get("status") or {}).get("manifests")) or []:
+    for m in work.status.get("manifests") or []:
         if not isinstance(m, dict) or m.get("status") is None:
             continue
         if (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
@@ -53,11 +54,11 @@ def observation(work: Obj | None, main: Ref | None) -> tuple[Observation | None,
     return None, None
 
 
-def member_status(work: Obj | None, main: Ref | None) -> Obj | None:
+def member_status(work: WorkRecord | None, main: Ref | None) -> Obj | None:
     """The member's status of ``main`` as the Work's status carries it (any kind), None if unreported."""
     if work is None or main is None:
         return None
-    for m in ((work.get("status") or {}).get("manifests")) or []:
+    for m in work.status.get("manifests") or []:
         if isinstance(m, dict) and isinstance(m.get("status"), dict) and \
                 (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
                 (main.api_version, main.kind, main.namespace, main.name):
@@ -65,18 +66,18 @@ def member_status(work: Obj | None, main: Ref | None) -> Obj | None:
     return None
 
 
-def manifest_usage(work: Obj | None, main: Ref | None) -> Obj | None:
+def manifest_usage(work: WorkRecord | None, main: Ref | None) -> Obj | None:
     """The workload's measured use in the member as the Work reports it, None if unreported."""
     if work is None or main is None:
         return None
-    for m in ((work.get("status") or {}).get("manifests")) or []:
+    for m in work.status.get("manifests") or []:
         if isinstance(m, dict) and isinstance(m.get("usage"), dict) and \
                 (m.get("kind"), m.get("namespace") or "", m.get("name")) == (main.kind, main.namespace, main.name):
             return dict(m["usage"])
     return None
 
 
-def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
+def fill_usage(entry: Obj, work: WorkRecord | None, main: Ref | None) -> None:
     usage = manifest_usage(work, main)
     if usage is None:
         entry.pop("usage", None)
@@ -84,12 +85,11 @@ def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
         entry["usage"] = usage
 
 
-def work_state(work: Obj | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
-    spec = (work or {}).get("spec") or {}
-    st = (work or {}).get("status") or {}
+def work_state(work: WorkRecord | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
     obs, seen = observation(work, want.main)
-    if work is None or spec.get("hash") != want.hash:
+    if work is None or work.hash != want.hash:
         return WorkState(False, observation=obs, observed_time=seen)
+    st = work.status
     if st.get("observedHash") == want.hash:
         if st.get("applied"):
             return WorkState(True, observation=obs, observed_time=seen)
@@ -131,7 +131,7 @@ class Rollup:
 
 
 def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, ManifestSet | OverrideError],
-                    works: Mapping[str, Obj], previous: Mapping[str, Obj], pull: Mapping[str, bool],
+                    works: Mapping[str, WorkRecord], previous: Mapping[str, Obj], pull: Mapping[str, bool],
                     failure_threshold: int, rule: StatusRule | None = None) -> Rollup:
     """``status.clusters[]`` entries of the clusters in the placement (``rule``: a customized kind's
     status rule, whose ready path gives each entry's ``readyReplicas``)."""
@@ -174,17 +174,16 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
     return out
 
 
-def removing_entry(cluster: str, kind: str, work: Obj, previous: Obj | None, since: str) -> Obj:
+def removing_entry(cluster: str, kind: str, work: WorkRecord, previous: Obj | None, since: str) -> Obj:
     """The entry of a cluster that left the placement and still holds (or is emptying) its copy."""
     e = dict(previous or {"cluster": cluster})
     e["removing"] = True
     e["removingSince"] = since
-    refs = [Ref.of(m) for m in (work.get("spec") or {}).get("manifests") or [] if isinstance(m, dict)]
-    if refs:
-        e["resources"] = [str(r) for r in refs]
-    obs, seen = observation(work, refs[-1] if refs else None)
+    if work.refs:
+        e["resources"] = [str(r) for r in work.refs]
+    obs, seen = observation(work, work.main)
     fill_observation(e, kind, obs, seen)
-    fill_usage(e, work, refs[-1] if refs else None)
+    fill_usage(e, work, work.main)
     return e
 
 

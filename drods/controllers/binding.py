@@ -24,7 +24,6 @@ controller ``clusters[]`` and the propagation phases.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -40,11 +39,12 @@ from drods.controllers.manifests import ManifestSet, Target
 from drods.controllers.overrides import OverrideError
 from drods.controllers.settings import MemberSettings
 from drods.controllers.status import declared_status, template_status
+from drods.controllers.work_record import WorkRecord, manifests_digest
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.model import jsondoc
-from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
+from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE
 from drods.model.binding import PROPAGATION_FINALIZER
 from drods.model.dispatch import suspended
 from drods.model.interpreter import StatusRule
@@ -74,8 +74,8 @@ def rev(obj: Obj | None) -> int:
 class _Retiring:
     """The Works of clusters no longer wanted, as one pass sorts them."""
 
-    to_delete: dict[str, Obj] = field(default_factory=dict)
-    to_mark: dict[str, Obj] = field(default_factory=dict)  # still draining: marked as removing
+    to_delete: dict[str, WorkRecord] = field(default_factory=dict)
+    to_mark: dict[str, WorkRecord] = field(default_factory=dict)  # still draining: marked as removing
     removing: list[Obj] = field(default_factory=list)  # their entries on the Binding's status
     requeue: float | None = None  # when the first graceful timeout runs out
 
@@ -156,8 +156,9 @@ class BindingController:
         if not echo:
             self.controller.queue.add(name)
 
-    def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
-        binding = str(((new or old or {}).get("spec") or {}).get("binding") or "")
+    def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
+        work = new or old
+        binding = work.binding if work is not None else ""
         if binding:
             self.controller.queue.add(binding)
 
@@ -350,7 +351,7 @@ class BindingController:
                 roles[c] = str(t["role"])
         return wanted, roles
 
-    def _retiring(self, works: dict[str, Obj], wanted: dict[str, int], previous: dict[str, Any], tkind: str,
+    def _retiring(self, works: dict[str, WorkRecord], wanted: dict[str, int], previous: dict[str, Any], tkind: str,
                   now: float, *, active: bool, covered: bool) -> _Retiring:
         """The Works of clusters no longer wanted: delete now (unregistered, unreachable, inactive,
         covered elsewhere or past the graceful timeout) or mark as removing and look again later."""
@@ -358,10 +359,10 @@ class BindingController:
         for c, work in sorted(works.items()):
             if c in wanted:
                 continue
-            if self.fleet.cluster(c) is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+            if self.fleet.cluster(c) is None or work.deleting:
                 out.to_delete[c] = work  # unregistered, or already being emptied
                 continue
-            since = parse_rfc3339(annotation(work, REMOVING_SINCE)) or now
+            since = parse_rfc3339(work.annotations.get(REMOVING_SINCE)) or now
             timed_out = now - since >= self.settings.gracefulTimeoutSeconds
             if not active or self.fleet.unreachable(c) or covered or timed_out:
                 out.to_delete[c] = work
@@ -400,40 +401,42 @@ class BindingController:
         return True
 
     # ------------------------------------------------------------------ Works
-    def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: Obj | None,
+    def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: WorkRecord | None,
                    suspend: bool = False) -> Obj:
         meta: Obj = {"name": work_name(binding, cluster), "labels": work_labels(binding, cluster),
                      "annotations": {LEADER_GENERATION: str(self.generation)}}
         if not self.fleet.pull(cluster):
             meta["finalizers"] = [EXECUTION_FINALIZER]
         if current is not None:
-            meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+            meta["resourceVersion"] = str(current.revision)
         return {"apiVersion": WORK.api_version, "kind": WORK.kind, "metadata": meta,
                 "spec": {"cluster": cluster, "binding": binding, "manifests": p.manifests, "hash": p.hash,
                          **({"suspendDispatching": True} if suspend else {})}}
 
-    async def _upsert_works(self, binding: str, wanted: list[tuple[str, ManifestSet, Obj | None]],
+    async def _upsert_works(self, binding: str, wanted: list[tuple[str, ManifestSet, WorkRecord | None]],
                             suspend: frozenset[str] = frozenset()) -> bool:
         """Create or update the binding's Works that differ, in one transaction (each guarded by the
         revision its informer copy has); True when they must be tried again. The Works of the
         ``suspend`` clusters are written marked ``suspendDispatching`` (kept, not applied)."""
         items: list[tuple[Kind, Obj]] = []
         held: dict[str, Obj] = {}
+        again = False
         for cluster, p, current in wanted:
             if current is not None:
-                cmeta = current.get("metadata") or {}
-                same = (current.get("spec") or {}).get("hash") == p.hash \
-                    and (current.get("spec") or {}).get("manifests") == p.manifests \
-                    and cmeta.get("labels") == work_labels(binding, cluster) \
-                    and bool((current.get("spec") or {}).get("suspendDispatching")) == (cluster in suspend) \
-                    and REMOVING_SINCE not in (cmeta.get("annotations") or {})
-                if cmeta.get("deletionTimestamp"):
+                if current.deleting:
+                    again = True
                     continue  # a deleted Work is recreated once it is gone
+                same = current.hash == p.hash and current.digest == manifests_digest(p.manifests) \
+                    and current.labels == work_labels(binding, cluster) \
+                    and current.suspended == (cluster in suspend) and REMOVING_SINCE not in current.annotations
                 if same:
                     continue
-                held[WORK.key(str(cmeta.get("name")))] = current
+                whole = await self.fleet.work_object(current)  # the update's base, at the cached revision
+                if whole is None:
+                    again = True  # changed meanwhile: the watch brings it back
+                    continue
+                held[current.key] = whole
             items.append((WORK, self._work_body(binding, cluster, p, current, cluster in suspend)))
-        again = any((c.get("metadata") or {}).get("deletionTimestamp") for _, _, c in wanted if c is not None)
         if not items:
             return again
         try:
@@ -445,10 +448,12 @@ class BindingController:
             return True
         return again
 
-    async def _mark_removing(self, work: Obj, since: str) -> bool:
-        if annotation(work, REMOVING_SINCE):
+    async def _mark_removing(self, work: WorkRecord, since: str) -> bool:
+        if work.annotations.get(REMOVING_SINCE):
             return False
-        body = json.loads(json.dumps(work))
+        body = await self.fleet.work_object(work)
+        if body is None:
+            return True  # changed meanwhile: look again
         body["metadata"].setdefault("annotations", {})[REMOVING_SINCE] = since
         body["metadata"]["annotations"][LEADER_GENERATION] = str(self.generation)
         try:
@@ -459,16 +464,16 @@ class BindingController:
             return False
         return False
 
-    async def _delete_works(self, binding: str, works: dict[str, Obj]) -> None:
+    async def _delete_works(self, binding: str, works: dict[str, WorkRecord]) -> None:
         for work in works.values():
-            if (work.get("metadata") or {}).get("deletionTimestamp"):
+            if work.deleting:
                 continue
             try:
-                await self.registry.delete(WORK, str(work["metadata"]["name"]))
+                await self.registry.delete(WORK, work.name)
             except NotFound:
                 pass
             except ApiError as e:
-                log.warning("deleting the Work %s of %s: %s", work["metadata"]["name"], binding, e.message)
+                log.warning("deleting the Work %s of %s: %s", work.name, binding, e.message)
 
     # ------------------------------------------------------------------ the template's status
     async def _write_template_status(self, kind: Kind, template: Obj, tkind: str, entries: list[Obj],
@@ -483,7 +488,8 @@ class BindingController:
                               rfc3339(self.clock()))
         return await self._put_template_status(kind, template, previous, new)
 
-    async def _write_declared_status(self, kind: Kind, template: Obj, rule: StatusRule, works: dict[str, Obj],
+    async def _write_declared_status(self, kind: Kind, template: Obj, rule: StatusRule,
+                                     works: dict[str, WorkRecord],
                                      plans: dict[str, ManifestSet | OverrideError]) -> bool:
         """The members' statuses added up as the kind's interpreter customization says; True when it must
         be tried again (conflict)."""

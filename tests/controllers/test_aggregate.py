@@ -8,6 +8,7 @@ import pytest
 
 from drods.controllers import aggregate
 from drods.controllers import manifests as M
+from drods.controllers.work_record import WorkRecord, work_record
 from drods.model.annotations import ANN_HASH
 from drods.model.binding import BindingStatus, owned_status
 from drods.schedulerd.records import Decision, merge_status
@@ -27,14 +28,17 @@ def plan(shares: dict[str, int]) -> dict[str, Any]:
 
 
 def work(p: M.ManifestSet, *, applied: bool = True, ready: int | None = None, observed: str | None = None,
-         **status: Any) -> dict[str, Any]:
+         **status: Any) -> WorkRecord:
     main = p.manifests[-1]
     st: dict[str, Any] = {"observedHash": p.hash if observed is None else observed, "applied": applied, **status}
     if ready is not None:
         st["manifests"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web",
                             "generation": 1, "manifestHash": main["metadata"]["annotations"][ANN_HASH],
                             "status": {"replicas": ready, "readyReplicas": ready, "observedGeneration": 1}}]
-    return {"metadata": {"name": "w"}, "spec": {"hash": p.hash, "manifests": p.manifests}, "status": st}
+    rec = work_record({"metadata": {"name": "w"}, "spec": {"hash": p.hash, "manifests": p.manifests}, "status": st},
+                      "/registry/multicluster.io/works/w", 1)
+    assert rec is not None
+    return rec
 
 
 def test_running_once_every_work_is_applied_and_ready() -> None:
