@@ -362,7 +362,7 @@ class BindingController:
             if self.fleet.cluster(c) is None or work.deleting:
                 out.to_delete[c] = work  # unregistered, or already being emptied
                 continue
-            since = parse_rfc3339(work.annotations.get(REMOVING_SINCE)) or now
+            since = parse_rfc3339(work.removing_since) or now
             timed_out = now - since >= self.settings.gracefulTimeoutSeconds
             if not active or self.fleet.unreachable(c) or covered or timed_out:
                 out.to_delete[c] = work
@@ -427,8 +427,8 @@ class BindingController:
                     again = True
                     continue  # a deleted Work is recreated once it is gone
                 same = current.hash == p.hash and current.digest == manifests_digest(p.manifests) \
-                    and current.labels == work_labels(binding, cluster) \
-                    and current.suspended == (cluster in suspend) and REMOVING_SINCE not in current.annotations
+                    and current.labeled and current.suspended == (cluster in suspend) \
+                    and current.removing_since is None
                 if same:
                     continue
                 whole = await self.fleet.work_object(current)  # the update's base, at the cached revision
@@ -449,7 +449,7 @@ class BindingController:
         return again
 
     async def _mark_removing(self, work: WorkRecord, since: str) -> bool:
-        if work.annotations.get(REMOVING_SINCE):
+        if work.removing_since:
             return False
         body = await self.fleet.work_object(work)
         if body is None:

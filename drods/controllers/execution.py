@@ -131,7 +131,7 @@ class Execution:
             return EXECUTION_FINALIZER in work.finalizers
         if work.suspended:
             return False
-        return not (work.status.get("applied") and work.status.get("observedHash") == work.hash)
+        return not (work.applied and work.observed_hash == work.hash)
 
     # ------------------------------------------------------------------ one Work
     async def _sync(self, cluster: str, key: str) -> float | None:

@@ -36,7 +36,7 @@ def work(p: M.ManifestSet, *, applied: bool = True, ready: int | None = None, ob
                             "generation": 1, "manifestHash": main["metadata"]["annotations"][ANN_HASH],
                             "status": {"replicas": ready, "readyReplicas": ready, "observedGeneration": 1}}]
     rec = work_record({"metadata": {"name": "w"}, "spec": {"hash": p.hash, "manifests": p.manifests}, "status": st},
-                      "/registry/multicluster.io/works/w", 1)
+                      1)
     assert rec is not None
     return rec
 
