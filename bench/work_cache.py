@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         out[f"{label}_bytes_per_work"] = round(per_work)
         out[f"{label}_us_per_decode"] = round(us, 1)
     print(f"# conditions: {args.works} Works (Deployment + ConfigMap, applied, member status), "
-          f"{args.clusters} clusters, bytes by tracemalloc, decode time on a pass without it, python {sys.version.split()[0]}, "
+          f"{args.clusters} clusters, bytes by tracemalloc, decode time on a pass without it, "
+          f"python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs")
     print(json.dumps(out))
     return 0
