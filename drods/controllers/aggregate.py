@@ -17,7 +17,7 @@ from drods.controllers.manifests import REPLICA_KINDS, WORKLOAD_KINDS, ManifestS
 from drods.controllers.overrides import OverrideError
 from drods.controllers.status import Observation, condition, copy_ready, observe
 from drods.controllers.work_record import WorkRecord
-from drods.model.annotations import ANN_HASH, manifest_hash
+from drods.model.annotations import ANN_HASH
 from drods.model.binding import PROPAGATING_PHASES, BindingStatus, owned_status
 from drods.model.interpreter import StatusRule, read_path
 from drods.model.work import Ref
@@ -164,8 +164,7 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
             ready_count = read_path(member_status(works.get(c), p.main) or {}, rule.ready.removeprefix("status."))
             if isinstance(ready_count, int) and not isinstance(ready_count, bool):
                 e["readyReplicas"] = ready_count
-        main_hash = manifest_hash(p.manifests[-1]) if p.manifests else None
-        current = state.observation if state.observation is not None and state.observation.hash == main_hash \
+        current = state.observation if state.observation is not None and state.observation.hash == p.main_hash \
             else None
         ready = state.applied and copy_ready(kind, share, current)
         out.all_applied = out.all_applied and state.applied

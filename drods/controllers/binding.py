@@ -39,7 +39,7 @@ from drods.controllers.manifests import ManifestSet, Target
 from drods.controllers.overrides import OverrideError
 from drods.controllers.settings import MemberSettings
 from drods.controllers.status import declared_status, template_status
-from drods.controllers.work_record import WorkRecord, manifests_digest
+from drods.controllers.work_record import WorkRecord
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
@@ -261,7 +261,10 @@ class BindingController:
             return 0.2  # still contended: the queue brings it back
 
     def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj, wanted: dict[str, int],
-              roles: dict[str, str] | None = None, conflict: str = "Abort") -> dict[str, ManifestSet | OverrideError]:
+              roles: dict[str, str] | None = None, conflict: str = "Abort", *,
+              complete: bool = False) -> dict[str, ManifestSet | OverrideError]:
+        """The binding's plan per wanted cluster: with its manifests when planned now (or ``complete``
+        is asked for), else the kept summary of an earlier pass with the same inputs."""
         how = self.interpreter.of(str(template.get("apiVersion")), str(template.get("kind")))
         deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses, how=how,
                                     named=self._named)
@@ -277,10 +280,10 @@ class BindingController:
                         for t in targets),
                   tuple(rev(d) for d in deps), self._policy_epoch, self.interpreter.epoch)
         cached = self._plans.get(name)
-        if cached is not None and cached[0] == inputs:
+        if cached is not None and cached[0] == inputs and not complete:
             return cached[1]
         plans = M.plan(name, uid, template, targets, deps, self._policies, how)
-        self._plans[name] = (inputs, plans)
+        self._plans[name] = (inputs, {c: p.summary() if isinstance(p, ManifestSet) else p for c, p in plans.items()})
         return plans
 
     async def _reconcile_once(self, name: str, b: Obj, revision: int) -> float | str | None:
@@ -318,9 +321,13 @@ class BindingController:
                                          gone=gone, holds=bool(wanted or works)):
             return "conflict"
         # the Works only once the finalizer that covers them is stored
+        suspend = frozenset(c for c in plans if suspended(spec, c))
+        if any(isinstance(p, ManifestSet) and not p.complete and not _same(name, c, p, works.get(c), c in suspend)
+               for c, p in plans.items()) and template is not None:
+            plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles,
+                               str(spec.get("conflictResolution") or "Abort"), complete=True)  # to write them
         again = await self._upsert_works(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
-                                                if isinstance(p, ManifestSet)],
-                                         frozenset(c for c in plans if suspended(spec, c)))
+                                                if isinstance(p, ManifestSet)], suspend)
         for work in retiring.to_mark.values():
             again = await self._mark_removing(work, rfc3339(now)) or again
         await self._delete_works(name, retiring.to_delete)
@@ -426,11 +433,12 @@ class BindingController:
                 if current.deleting:
                     again = True
                     continue  # a deleted Work is recreated once it is gone
-                same = current.hash == p.hash and current.digest == manifests_digest(p.manifests) \
-                    and current.labeled and current.suspended == (cluster in suspend) \
-                    and current.removing_since is None
-                if same:
+                if _same(binding, cluster, p, current, cluster in suspend):
                     continue
+            if not p.complete:  # a kept summary has no manifests to write: the pass plans again
+                again = True
+                continue
+            if current is not None:
                 whole = await self.fleet.work_object(current)  # the update's base, at the cached revision
                 if whole is None:
                     again = True  # changed meanwhile: the watch brings it back
@@ -518,6 +526,16 @@ class BindingController:
         self._deps_of.pop(name, None)
         self._plans.pop(name, None)
         self._own_binding_rev.pop(name, None)
+
+
+def _same(binding: str, cluster: str, p: ManifestSet, work: WorkRecord | None, suspend: bool) -> bool:
+    """Does the stored ``work`` hold what ``p`` would write (a deleted one is recreated once gone)?"""
+    if work is None:
+        return False
+    if work.deleting:
+        return True
+    return work.hash == p.hash and work.digest == p.digest and work.labeled and work.suspended == suspend \
+        and work.removing_since is None
 
 
 def _topology(cluster: Obj | None) -> dict[str, str]:
