@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from drods.controllers import manifests as M
 from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.settings import MemberSettings
 from drods.controllers.work_record import WorkRecord, decode_work, manifests_digest
@@ -137,6 +138,20 @@ async def test_a_relist_reports_what_changed_while_the_watch_was_away(running: R
     whole = await fleet.work_object(rec)
     assert whole is not None and whole["spec"]["manifests"] == manifests("nginx:3")
     assert fleet.works_by_cluster.get("b") == set()
+
+
+def test_a_plan_and_the_work_it_writes_have_one_digest_and_a_kept_summary_has_no_manifests() -> None:
+    deploy = {**manifests("nginx:1")[1], "metadata": {"name": "web", "namespace": "shop", "generation": 1}}
+    planned = M.plan("web", "uid-1", deploy, [M.Target("a", 2, {"env": "prod"})], [manifests("nginx:1")[0]], [])["a"]
+    assert isinstance(planned, M.ManifestSet) and planned.complete
+    stored = work("web", "a", "nginx:1")
+    stored["spec"].update(manifests=planned.manifests, hash=planned.hash)
+    rec = decode_work(KeyValue(WORK.key(stored["metadata"]["name"]), jsondoc.dumps(stored), 3, 7, 1, 0))
+    assert rec is not None and rec.digest == planned.digest  # else every pass would write the Work again
+    kept = planned.summary()
+    assert kept.manifests == [] and not kept.complete
+    assert (kept.hash, kept.digest, kept.main_hash, kept.refs) == \
+        (planned.hash, planned.digest, planned.main_hash, planned.refs)
 
 
 def test_a_record_is_none_for_what_is_not_a_work() -> None:
