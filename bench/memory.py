@@ -11,6 +11,10 @@ serve`` starts on that store; once ``/readyz`` answers, its RSS is sampled every
 After the server stops, the bench counts the Bindings by status phase: in a failure storm, how many
 the scheduler had decided again by the end.
 
+``--works``: each binding propagates a Deployment (with a ConfigMap it reads, a dependent that goes
+with it) and has its Works stored, one per placed cluster, as the binding controller plans them
+(ownership metadata and all) and as applied — 100,000 bindings over 1–3 clusters are ~200,000 Works.
+
 ``--members reporting`` (the default) makes every cluster a pull-mode member whose status document
 the bench refreshes every ``--report-seconds``, as its agent's reports would: the fleet stays Ready,
 which is the steady state of a control plane holding it. ``--members unreachable`` registers
@@ -41,8 +45,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drods.assembly import encrypted_store  # noqa: E402
-from drods.model.kinds import BINDING, CLUSTER  # noqa: E402
+from drods.controllers import manifests as M  # noqa: E402
+from drods.model.annotations import LEADER_GENERATION  # noqa: E402
+from drods.model.kinds import BINDING, CLUSTER, WORK, by_kind  # noqa: E402
 from drods.model.timefmt import rfc3339_ms  # noqa: E402
+from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name  # noqa: E402
 from drods.registry.objects import ObjectRegistry  # noqa: E402
 from drods.registry.secrets import SecretBox, load_or_create_key  # noqa: E402
 from drods.store import Put, Store, open_store  # noqa: E402
@@ -77,14 +84,58 @@ async def report(store: Store, clusters: int, rng: np.random.Generator) -> None:
         await store.txn([], docs[i:i + 5000])
 
 
+DEPLOYMENT, CONFIG_MAP = by_kind("apps/v1", "Deployment"), by_kind("v1", "ConfigMap")
+
+
+def _templates(name: str, replicas: int, stamp: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Deployment and the ConfigMap it reads, as stored."""
+    meta = {"namespace": "shop", "uid": str(uuid.uuid4()), "generation": 1, "creationTimestamp": stamp}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config", **meta},
+          "data": {"LOG_LEVEL": "info", "UPSTREAM": f"http://{name}-backend:8080"}}
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": name, "labels": {"app": name}, **meta, "uid": str(uuid.uuid4())},
+              "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                       "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+                           {"name": "main", "image": "registry.example.com/shop/web:1.4.2",
+                            "envFrom": [{"configMapRef": {"name": f"{name}-config"}}],
+                            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]}}}}
+    return deploy, cm
+
+
+def _propagated(binding: dict[str, Any], clusters: list[dict[str, Any]], stamp: str, members: str) -> list[Put]:
+    """The binding's Deployment and ConfigMap, the binding pointed at them, and its Works as the
+    binding controller plans them (applied)."""
+    assert DEPLOYMENT is not None and CONFIG_MAP is not None
+    name, uid = binding["metadata"]["name"], binding["metadata"]["uid"]
+    deploy, cm = _templates(name, int(binding["spec"]["replicas"]), stamp)
+    binding["spec"]["resource"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "namespace": "shop"}
+    targets = [M.Target(c["metadata"]["name"], 1, dict(c["metadata"].get("labels") or {}), None,
+                        {k: str(c["spec"][k]) for k in ("provider", "region", "zone", "city") if c["spec"].get(k)})
+               for c in clusters]
+    out = [Put(DEPLOYMENT.key(name, "shop"), json.dumps(deploy).encode()),
+           Put(CONFIG_MAP.key(f"{name}-config", "shop"), json.dumps(cm).encode())]
+    for cluster, p in M.plan(name, uid, deploy, targets, [cm], []).items():
+        assert isinstance(p, M.ManifestSet)
+        meta: dict[str, Any] = {"name": work_name(name, cluster), "labels": work_labels(name, cluster),
+                                "annotations": {LEADER_GENERATION: "1"}, "uid": str(uuid.uuid4()), "generation": 1,
+                                "creationTimestamp": stamp}
+        if members != "reporting":
+            meta["finalizers"] = [EXECUTION_FINALIZER]
+        work = {"apiVersion": WORK.api_version, "kind": WORK.kind, "metadata": meta,
+                "spec": {"cluster": cluster, "binding": name, "manifests": p.manifests, "hash": p.hash},
+                "status": {"observedHash": p.hash, "applied": True, "appliedTime": stamp}}
+        out.append(Put(WORK.key(meta["name"]), json.dumps(work).encode()))
+    return out
+
+
 async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.random.Generator,
-               members: str = "reporting") -> None:
+               members: str = "reporting", works: bool = False) -> None:
     store = encrypted_store(open_store(url), data_dir)  # sealed at rest, as the server writes them
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(data_dir / "encryption.key")))
     now = time.time()
     names = _cluster_names(clusters)
     mode = {"syncMode": "Pull"} if members == "reporting" else {}
-    objs = [(CLUSTER, {"metadata": {"name": nm, "labels": {"env": "prod"}},
+    objs: list[tuple[Any, dict[str, Any]]] = [(CLUSTER, {"metadata": {"name": nm, "labels": {"env": "prod"}},
                        "spec": {"region": REGIONS[i % len(REGIONS)], "zone": f"{REGIONS[i % len(REGIONS)]}-a",
                                 "provider": "onprem", **mode},
                        "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
@@ -107,6 +158,8 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
             "status": {"phase": "Scheduled", "placement": placement, "message": f"scheduled {k} replicas",
                        "scheduledGeneration": 1, "scheduledTime": decided},
         }
+        if works:
+            puts += _propagated(obj, [objs[int(c)][1] for c in where], stamp, members)
         puts.append(Put(BINDING.key(obj["metadata"]["name"]), json.dumps(obj, separators=(",", ":")).encode()))
         if len(puts) >= 5000:
             await store.txn([], puts)
@@ -116,8 +169,8 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
     await store.close()
 
 
-async def _phases(url: str, data_dir: Path) -> dict[str, int]:
-    """Bindings per status phase in the store (after the run: how far a storm got)."""
+async def _phases(url: str, data_dir: Path) -> tuple[dict[str, int], int]:
+    """Bindings per status phase in the store (after the run: how far a storm got), and the Works."""
     store = encrypted_store(open_store(url), data_dir)
     try:
         kvs, _ = await store.range(BINDING.key_prefix())
@@ -125,7 +178,9 @@ async def _phases(url: str, data_dir: Path) -> dict[str, int]:
         for kv in kvs:
             phase = str((json.loads(kv.value).get("status") or {}).get("phase", ""))
             out[phase] = out.get(phase, 0) + 1
-        return out
+        del kvs
+        works, _ = await store.range(WORK.key_prefix(), limit=0)
+        return out, len(works)
     finally:
         await store.close()
 
@@ -155,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--members", choices=["reporting", "unreachable"], default="reporting",
                     help="pull-mode members whose status the bench refreshes (steady), or push-mode members "
                          "with no endpoint (every cluster fails)")
+    ap.add_argument("--works", action="store_true",
+                    help="each binding propagates a Deployment and a ConfigMap, its Works stored (applied)")
     ap.add_argument("--report-seconds", type=float, default=30.0,
                     help="how often reporting members' status documents are refreshed")
     args = ap.parse_args(argv)
@@ -162,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     url = f"sqlite://{data_dir / 'drods.db'}"
     t0 = time.perf_counter()
     rng = np.random.default_rng(args.seed)
-    asyncio.run(seed(url, data_dir, args.clusters, args.bindings, rng, args.members))
+    asyncio.run(seed(url, data_dir, args.clusters, args.bindings, rng, args.members, args.works))
     seed_s = time.perf_counter() - t0
     server = ServerProcess(data_dir, args=["--store", url], start_timeout=600)
     t1 = time.perf_counter()
@@ -189,17 +246,18 @@ def main(argv: list[str] | None = None) -> int:
         stopped = "SIGTERM"
     except AssertionError:  # a busy process on a loaded machine may take longer than the harness waits
         stopped = "killed after the stop timeout"
-    phases = asyncio.run(_phases(url, data_dir))
+    phases, works = asyncio.run(_phases(url, data_dir))
     db_mb = sum(f.stat().st_size for f in data_dir.glob("drods.db*")) / 2**20
     members = (f"pull-mode members reporting every {args.report_seconds:g} s" if args.members == "reporting"
                else "push-mode members with no endpoint (all fail)")
     print(f"# conditions: drods serve on SQLite, {args.clusters} clusters (with status; {members}), "
-          f"{args.bindings} scheduled bindings, python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+          f"{args.bindings} scheduled bindings{' with their Works (Deployment + ConfigMap)' if args.works else ''}, "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     print(f"#   seed_s: {seed_s:.1f}, store_mb: {db_mb:.0f}, stopped: {stopped}, rss samples (MB, 1/s): "
           f"{[round(s / 1024) for s in samples]}")
     print(json.dumps({"clusters": args.clusters, "bindings": args.bindings, "ready_s": round(ready_s, 1),
                       "rss_mb": round(samples[-1] / 1024, 1) if samples else None,
-                      "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1),
+                      "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1), "works": works,
                       "last_120s_growth_pct": _growth_pct(samples, 120),
                       "binding_phases": phases}))
     return 0

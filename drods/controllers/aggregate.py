@@ -16,11 +16,12 @@ from typing import Any
 from drods.controllers.manifests import REPLICA_KINDS, WORKLOAD_KINDS, ManifestSet
 from drods.controllers.overrides import OverrideError
 from drods.controllers.status import Observation, condition, copy_ready, observe
-from drods.model.annotations import ANN_HASH, manifest_hash
+from drods.controllers.work_record import WorkRecord
+from drods.model.annotations import ANN_HASH
 from drods.model.binding import PROPAGATING_PHASES, BindingStatus, owned_status
 from drods.model.interpreter import StatusRule, read_path
 from drods.model.work import Ref
-from drods.model.work import member_status as member_status  # re-exported: the binding controller reads it here
+from drods.model.work import member_status as work_member_status
 from drods.model.workload_usage import summed_doc
 
 Obj = dict[str, Any]
@@ -38,11 +39,11 @@ class WorkState:
     observed_time: str | None = None
 
 
-def observation(work: Obj | None, main: Ref | None) -> tuple[Observation | None, str | None]:
+def observation(work: WorkRecord | None, main: Ref | None) -> tuple[Observation | None, str | None]:
     """The member's status of ``main`` as the Work's status reports it (with when it was seen)."""
     if work is None or main is None or main.kind not in WORKLOAD_KINDS:
         return None, None
-    for m in ((work.get("status") or {}).get("manifests")) or []:
+    for m in work.status.get("manifests") or []:
         if not isinstance(m, dict) or m.get("status") is None:
             continue
         if (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
@@ -54,28 +55,35 @@ def observation(work: Obj | None, main: Ref | None) -> tuple[Observation | None,
     return None, None
 
 
-def _manifest_part(work: Obj | None, main: Ref | None, part: str) -> Obj | None:
+def _manifest_part(work: WorkRecord | None, main: Ref | None, part: str) -> Obj | None:
     """One object-valued part (``usage``, ``report``) of the Work's status of ``main``, None if unreported."""
     if work is None or main is None:
         return None
-    for m in ((work.get("status") or {}).get("manifests")) or []:
+    for m in work.status.get("manifests") or []:
         if isinstance(m, dict) and isinstance(m.get(part), dict) and \
                 (m.get("kind"), m.get("namespace") or "", m.get("name")) == (main.kind, main.namespace, main.name):
             return dict(m[part])
     return None
 
 
-def member_entry(work: Obj | None, main: Ref | None) -> Obj | None:
+def member_entry(work: WorkRecord | None, main: Ref | None) -> Obj | None:
     """The Work status's entry of ``main`` (its reported status, health, …), None if unreported."""
-    for m in ((work or {}).get("status") or {}).get("manifests") or []:
-        if main is not None and isinstance(m, dict) and \
+    if work is None or main is None:
+        return None
+    for m in work.status.get("manifests") or []:
+        if isinstance(m, dict) and \
                 (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
                 (main.api_version, main.kind, main.namespace, main.name):
             return m
     return None
 
 
-def fill_health(entry: Obj, work: Obj | None, main: Ref | None) -> None:
+def member_status(work: WorkRecord | None, main: Ref | None) -> Obj | None:
+    """The member's status of ``main`` as the cached Work's status carries it (any kind), None if unreported."""
+    return work_member_status(None if work is None else {"status": work.status}, main)
+
+
+def fill_health(entry: Obj, work: WorkRecord | None, main: Ref | None) -> None:
     """A scripted kind's health in the member (InterpretHealth), as the Work reports it."""
     health = (member_entry(work, main) or {}).get("health")
     if isinstance(health, str):
@@ -84,7 +92,7 @@ def fill_health(entry: Obj, work: Obj | None, main: Ref | None) -> None:
         entry.pop("health", None)
 
 
-def status_items(works: Mapping[str, Obj], plans: Mapping[str, ManifestSet | OverrideError]) -> list[Obj]:
+def status_items(works: Mapping[str, WorkRecord], plans: Mapping[str, ManifestSet | OverrideError]) -> list[Obj]:
     """Karmada's statusItems for AggregateStatus: one per cluster holding a copy — ``clusterName``,
     the reflected ``status``, ``applied`` and ``health`` (Healthy / Unhealthy / Unknown)."""
     out = []
@@ -93,7 +101,7 @@ def status_items(works: Mapping[str, Obj], plans: Mapping[str, ManifestSet | Ove
             continue
         work = works.get(c)
         m = member_entry(work, p.main) or {}
-        item: Obj = {"clusterName": c, "applied": bool(((work or {}).get("status") or {}).get("applied")),
+        item: Obj = {"clusterName": c, "applied": work is not None and work.applied,
                      "health": str(m.get("health") or "Unknown")}
         if isinstance(m.get("status"), dict):
             item["status"] = m["status"]
@@ -101,7 +109,7 @@ def status_items(works: Mapping[str, Obj], plans: Mapping[str, ManifestSet | Ove
     return out
 
 
-def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
+def fill_usage(entry: Obj, work: WorkRecord | None, main: Ref | None) -> None:
     """The entry's ``usage`` and — for a Job — its ``report`` (`drods.model.annotations.RUN_REPORT`)."""
     for part in ("usage", "report"):
         value = _manifest_part(work, main, part) if part == "usage" or (main and main.kind == "Job") else None
@@ -111,12 +119,11 @@ def fill_usage(entry: Obj, work: Obj | None, main: Ref | None) -> None:
             entry[part] = value
 
 
-def work_state(work: Obj | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
-    spec = (work or {}).get("spec") or {}
-    st = (work or {}).get("status") or {}
+def work_state(work: WorkRecord | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
     obs, seen = observation(work, want.main)
-    if work is None or spec.get("hash") != want.hash:
+    if work is None or work.hash != want.hash:
         return WorkState(False, observation=obs, observed_time=seen)
+    st = work.status
     if st.get("observedHash") == want.hash:
         if st.get("applied"):
             return WorkState(True, observation=obs, observed_time=seen)
@@ -158,7 +165,7 @@ class Rollup:
 
 
 def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, ManifestSet | OverrideError],
-                    works: Mapping[str, Obj], previous: Mapping[str, Obj], pull: Mapping[str, bool],
+                    works: Mapping[str, WorkRecord], previous: Mapping[str, Obj], pull: Mapping[str, bool],
                     failure_threshold: int, rule: StatusRule | None = None) -> Rollup:
     """``status.clusters[]`` entries of the clusters in the placement (``rule``: a customized kind's
     status rule, whose ready path gives each entry's ``readyReplicas``)."""
@@ -192,8 +199,7 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
             ready_count = read_path(member_status(works.get(c), p.main) or {}, rule.ready.removeprefix("status."))
             if isinstance(ready_count, int) and not isinstance(ready_count, bool):
                 e["readyReplicas"] = ready_count
-        main_hash = manifest_hash(p.manifests[-1]) if p.manifests else None
-        current = state.observation if state.observation is not None and state.observation.hash == main_hash \
+        current = state.observation if state.observation is not None and state.observation.hash == p.main_hash \
             else None
         # a copy the kind's InterpretHealth script calls Unhealthy is not ready (Karmada's health)
         ready = state.applied and copy_ready(kind, share, current) and e.get("health") != "Unhealthy"
@@ -203,17 +209,16 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
     return out
 
 
-def removing_entry(cluster: str, kind: str, work: Obj, previous: Obj | None, since: str) -> Obj:
+def removing_entry(cluster: str, kind: str, work: WorkRecord, previous: Obj | None, since: str) -> Obj:
     """The entry of a cluster that left the placement and still holds (or is emptying) its copy."""
     e = dict(previous or {"cluster": cluster})
     e["removing"] = True
     e["removingSince"] = since
-    refs = [Ref.of(m) for m in (work.get("spec") or {}).get("manifests") or [] if isinstance(m, dict)]
-    if refs:
-        e["resources"] = [str(r) for r in refs]
-    obs, seen = observation(work, refs[-1] if refs else None)
+    if work.refs:
+        e["resources"] = [str(r) for r in work.refs]
+    obs, seen = observation(work, work.main)
     fill_observation(e, kind, obs, seen)
-    fill_usage(e, work, refs[-1] if refs else None)
+    fill_usage(e, work, work.main)
     return e
 
 

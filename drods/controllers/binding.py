@@ -24,7 +24,6 @@ controller ``clusters[]`` and the propagation phases.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -42,11 +41,12 @@ from drods.controllers.pod_status import pod_status
 from drods.controllers.quota_assignments import is_quota_owner
 from drods.controllers.settings import MemberSettings
 from drods.controllers.status import declared_status, template_status
+from drods.controllers.work_record import WorkRecord
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.model import jsondoc
-from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE, annotation
+from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE
 from drods.model.app_failover import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     GracefulEvictionTask,
@@ -83,8 +83,8 @@ def rev(obj: Obj | None) -> int:
 class _Retiring:
     """The Works of clusters no longer wanted, as one pass sorts them."""
 
-    to_delete: dict[str, Obj] = field(default_factory=dict)
-    to_mark: dict[str, Obj] = field(default_factory=dict)  # still draining: marked as removing
+    to_delete: dict[str, WorkRecord] = field(default_factory=dict)
+    to_mark: dict[str, WorkRecord] = field(default_factory=dict)  # still draining: marked as removing
     removing: list[Obj] = field(default_factory=list)  # their entries on the Binding's status
     requeue: float | None = None  # when the first graceful timeout runs out
 
@@ -165,8 +165,9 @@ class BindingController:
         if not echo:
             self.controller.queue.add(name)
 
-    def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
-        binding = str(((new or old or {}).get("spec") or {}).get("binding") or "")
+    def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
+        work = new or old
+        binding = work.binding if work is not None else ""
         if binding and not is_quota_owner(binding):  # a quota's Works are its own (quota_assignments)
             self.controller.queue.add(binding)
 
@@ -272,9 +273,11 @@ class BindingController:
 
     def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj, wanted: dict[str, int],
               roles: dict[str, str] | None = None, conflict: str = "Abort",
-              labels: dict[str, str] | None = None) -> dict[str, ManifestSet | OverrideError]:
-        """The manifests per wanted cluster; ``labels`` (the state an application failover preserved)
-        are added to the workload's own labels."""
+              labels: dict[str, str] | None = None, *,
+              complete: bool = False) -> dict[str, ManifestSet | OverrideError]:
+        """The binding's plan per wanted cluster: with its manifests when planned now (or ``complete``
+        is asked for), else the kept summary of an earlier pass with the same inputs. ``labels`` (the
+        state an application failover preserved) are added to the workload's own labels."""
         if labels:
             meta = template.get("metadata") or {}
             template = {**template, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **labels}}}
@@ -293,10 +296,10 @@ class BindingController:
                         for t in targets),
                   tuple(rev(d) for d in deps), self._policy_epoch, self.interpreter.epoch)
         cached = self._plans.get(name)
-        if cached is not None and cached[0] == inputs:
+        if cached is not None and cached[0] == inputs and not complete:
             return cached[1]
         plans = M.plan(name, uid, template, targets, deps, self._policies, how)
-        self._plans[name] = (inputs, plans)
+        self._plans[name] = (inputs, {c: p.summary() if isinstance(p, ManifestSet) else p for c, p in plans.items()})
         return plans
 
     async def _reconcile_once(self, name: str, b: Obj, revision: int) -> float | str | None:
@@ -336,9 +339,14 @@ class BindingController:
                                          gone=gone, holds=bool(wanted or works)):
             return "conflict"
         # the Works only once the finalizer that covers them is stored
+        suspend = frozenset(c for c in plans if suspended(spec, c))
+        if any(isinstance(p, ManifestSet) and not p.complete and not _same(name, c, p, works.get(c), c in suspend)
+               for c, p in plans.items()) and template is not None:
+            plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles,
+                               str(spec.get("conflictResolution") or "Abort"), label_state(spec),
+                               complete=True)  # to write them
         again = await self._upsert_works(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
-                                                if isinstance(p, ManifestSet)],
-                                         frozenset(c for c in plans if suspended(spec, c)))
+                                                if isinstance(p, ManifestSet)], suspend)
         for work in retiring.to_mark.values():
             again = await self._mark_removing(work, rfc3339(now)) or again
         await self._delete_works(name, retiring.to_delete)
@@ -373,7 +381,7 @@ class BindingController:
                 roles[c] = str(t["role"])
         return wanted, roles
 
-    def _retiring(self, works: dict[str, Obj], wanted: dict[str, int], previous: dict[str, Any], tkind: str,
+    def _retiring(self, works: dict[str, WorkRecord], wanted: dict[str, int], previous: dict[str, Any], tkind: str,
                   now: float, *, active: bool, covered: bool,
                   evictions: dict[str, GracefulEvictionTask] | None = None) -> _Retiring:
         """The Works of clusters no longer wanted: delete now (unregistered, unreachable, inactive,
@@ -383,10 +391,10 @@ class BindingController:
         for c, work in sorted(works.items()):
             if c in wanted:
                 continue
-            if self.fleet.cluster(c) is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+            if self.fleet.cluster(c) is None or work.deleting:
                 out.to_delete[c] = work  # unregistered, or already being emptied
                 continue
-            since = parse_rfc3339(annotation(work, REMOVING_SINCE)) or now
+            since = parse_rfc3339(work.removing_since) or now
             task = (evictions or {}).get(c)
             if task is not None and active:
                 self._retire_evicted(out, c, work, task, now, covered)
@@ -403,7 +411,7 @@ class BindingController:
         return out
 
     @staticmethod
-    def _retire_evicted(out: _Retiring, cluster: str, work: Obj, task: GracefulEvictionTask, now: float,
+    def _retire_evicted(out: _Retiring, cluster: str, work: WorkRecord, task: GracefulEvictionTask, now: float,
                         covered: bool) -> None:
         """The old copy of an application failover: deleted when its purge is due, else kept (marked
         as removing) and looked at again when its grace period ends (never, for ``Never``)."""
@@ -445,40 +453,43 @@ class BindingController:
         return True
 
     # ------------------------------------------------------------------ Works
-    def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: Obj | None,
+    def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: WorkRecord | None,
                    suspend: bool = False) -> Obj:
         meta: Obj = {"name": work_name(binding, cluster), "labels": work_labels(binding, cluster),
                      "annotations": {LEADER_GENERATION: str(self.generation)}}
         if not self.fleet.pull(cluster):
             meta["finalizers"] = [EXECUTION_FINALIZER]
         if current is not None:
-            meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+            meta["resourceVersion"] = str(current.revision)
         return {"apiVersion": WORK.api_version, "kind": WORK.kind, "metadata": meta,
                 "spec": {"cluster": cluster, "binding": binding, "manifests": p.manifests, "hash": p.hash,
                          **({"suspendDispatching": True} if suspend else {})}}
 
-    async def _upsert_works(self, binding: str, wanted: list[tuple[str, ManifestSet, Obj | None]],
+    async def _upsert_works(self, binding: str, wanted: list[tuple[str, ManifestSet, WorkRecord | None]],
                             suspend: frozenset[str] = frozenset()) -> bool:
         """Create or update the binding's Works that differ, in one transaction (each guarded by the
         revision its informer copy has); True when they must be tried again. The Works of the
         ``suspend`` clusters are written marked ``suspendDispatching`` (kept, not applied)."""
         items: list[tuple[Kind, Obj]] = []
         held: dict[str, Obj] = {}
+        again = False
         for cluster, p, current in wanted:
             if current is not None:
-                cmeta = current.get("metadata") or {}
-                same = (current.get("spec") or {}).get("hash") == p.hash \
-                    and (current.get("spec") or {}).get("manifests") == p.manifests \
-                    and cmeta.get("labels") == work_labels(binding, cluster) \
-                    and bool((current.get("spec") or {}).get("suspendDispatching")) == (cluster in suspend) \
-                    and REMOVING_SINCE not in (cmeta.get("annotations") or {})
-                if cmeta.get("deletionTimestamp"):
+                if current.deleting:
+                    again = True
                     continue  # a deleted Work is recreated once it is gone
-                if same:
+                if _same(binding, cluster, p, current, cluster in suspend):
                     continue
-                held[WORK.key(str(cmeta.get("name")))] = current
+            if not p.complete:  # a kept summary has no manifests to write: the pass plans again
+                again = True
+                continue
+            if current is not None:
+                whole = await self.fleet.work_object(current)  # the update's base, at the cached revision
+                if whole is None:
+                    again = True  # changed meanwhile: the watch brings it back
+                    continue
+                held[current.key] = whole
             items.append((WORK, self._work_body(binding, cluster, p, current, cluster in suspend)))
-        again = any((c.get("metadata") or {}).get("deletionTimestamp") for _, _, c in wanted if c is not None)
         if not items:
             return again
         try:
@@ -490,10 +501,12 @@ class BindingController:
             return True
         return again
 
-    async def _mark_removing(self, work: Obj, since: str) -> bool:
-        if annotation(work, REMOVING_SINCE):
+    async def _mark_removing(self, work: WorkRecord, since: str) -> bool:
+        if work.removing_since:
             return False
-        body = json.loads(json.dumps(work))
+        body = await self.fleet.work_object(work)
+        if body is None:
+            return True  # changed meanwhile: look again
         body["metadata"].setdefault("annotations", {})[REMOVING_SINCE] = since
         body["metadata"]["annotations"][LEADER_GENERATION] = str(self.generation)
         try:
@@ -504,16 +517,16 @@ class BindingController:
             return False
         return False
 
-    async def _delete_works(self, binding: str, works: dict[str, Obj]) -> None:
+    async def _delete_works(self, binding: str, works: dict[str, WorkRecord]) -> None:
         for work in works.values():
-            if (work.get("metadata") or {}).get("deletionTimestamp"):
+            if work.deleting:
                 continue
             try:
-                await self.registry.delete(WORK, str(work["metadata"]["name"]))
+                await self.registry.delete(WORK, work.name)
             except NotFound:
                 pass
             except ApiError as e:
-                log.warning("deleting the Work %s of %s: %s", work["metadata"]["name"], binding, e.message)
+                log.warning("deleting the Work %s of %s: %s", work.name, binding, e.message)
 
     # ------------------------------------------------------------------ the template's status
     async def _write_template_status(self, kind: Kind, template: Obj, tkind: str, entries: list[Obj],
@@ -528,7 +541,8 @@ class BindingController:
                               rfc3339(self.clock()))
         return await self._put_template_status(kind, template, previous, new)
 
-    async def _write_declared_status(self, kind: Kind, template: Obj, rule: StatusRule, works: dict[str, Obj],
+    async def _write_declared_status(self, kind: Kind, template: Obj, rule: StatusRule,
+                                     works: dict[str, WorkRecord],
                                      plans: dict[str, ManifestSet | OverrideError]) -> bool:
         """The members' statuses added up as the kind's interpreter customization says; True when it must
         be tried again (conflict)."""
@@ -538,7 +552,8 @@ class BindingController:
         new = declared_status(rule, previous, members)
         return await self._put_template_status(kind, template, previous, new)
 
-    async def _write_scripted_status(self, kind: Kind, template: Obj, how: Interpretation, works: dict[str, Obj],
+    async def _write_scripted_status(self, kind: Kind, template: Obj, how: Interpretation,
+                                     works: dict[str, WorkRecord],
                                      plans: dict[str, ManifestSet | OverrideError]) -> bool:
         """The template's status by the kind's AggregateStatus script (Karmada's statusItems); left
         as it is when the script fails. True when it must be tried again (conflict)."""
@@ -548,7 +563,7 @@ class BindingController:
             return False
         return await self._put_template_status(kind, template, previous, new)
 
-    async def _write_pod_status(self, kind: Kind, template: Obj, works: dict[str, Obj],
+    async def _write_pod_status(self, kind: Kind, template: Obj, works: dict[str, WorkRecord],
                                 plans: dict[str, ManifestSet | OverrideError]) -> bool:
         """A propagated Pod's status from its copies (`drods.controllers.pod_status`); True when it must
         be tried again (conflict)."""
@@ -585,6 +600,16 @@ def _script_failures(how: Interpretation | None, template: Obj) -> list[str]:
         return []
     how.scripted_needs(template)
     return how.script_failures(template)
+
+
+def _same(binding: str, cluster: str, p: ManifestSet, work: WorkRecord | None, suspend: bool) -> bool:
+    """Does the stored ``work`` hold what ``p`` would write (a deleted one is recreated once gone)?"""
+    if work is None:
+        return False
+    if work.deleting:
+        return True
+    return work.hash == p.hash and work.digest == p.digest and work.labeled and work.suspended == suspend \
+        and work.removing_since is None
 
 
 def _topology(cluster: Obj | None) -> dict[str, str]:

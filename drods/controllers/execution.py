@@ -27,6 +27,7 @@ from typing import Any
 
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.settings import MemberSettings
+from drods.controllers.work_record import WorkRecord
 from drods.errors import NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
@@ -105,12 +106,12 @@ class Execution:
             self._tasks[cluster] = asyncio.create_task(ctl.run(), name=f"execution-{cluster}")
         return ctl
 
-    def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
+    def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
         if new is None:
             self._retry_at.pop(key, None)
             return
-        cluster = str((new.get("spec") or {}).get("cluster") or "")
-        pulled = self.fleet.pull(cluster) and not (new.get("metadata") or {}).get("deletionTimestamp")
+        cluster = new.cluster
+        pulled = self.fleet.pull(cluster) and not new.deleting
         if cluster and not pulled and self._needs_action(new):
             self.syncer(cluster).queue.add(key)
 
@@ -129,39 +130,40 @@ class Execution:
                 self.syncer(name).queue.add(wkey)
 
     @staticmethod
-    def _needs_action(work: Obj) -> bool:
-        meta, st = work.get("metadata") or {}, work.get("status") or {}
-        if meta.get("deletionTimestamp"):
-            return EXECUTION_FINALIZER in (meta.get("finalizers") or [])
-        if (work.get("spec") or {}).get("suspendDispatching"):
+    def _needs_action(work: WorkRecord) -> bool:
+        if work.deleting:
+            return EXECUTION_FINALIZER in work.finalizers
+        if work.suspended:
             return False
-        return not (st.get("applied") and st.get("observedHash") == (work.get("spec") or {}).get("hash"))
+        return not (work.applied and work.observed_hash == work.hash)
 
     # ------------------------------------------------------------------ one Work
     async def _sync(self, cluster: str, key: str) -> float | None:
         work = self.fleet.work(key)
         if work is None or not self._needs_action(work):
             return None
-        deleting = bool((work.get("metadata") or {}).get("deletionTimestamp"))
         if self.fleet.cluster(cluster) is None or self.fleet.pull(cluster):
-            if deleting:  # unregistered (nothing to reach), or the agent prunes
+            if work.deleting:  # unregistered (nothing to reach), or the agent prunes
                 return await self._release(work)
             return None
         client, why = await self.fleet.clients.get(cluster)
-        if deleting:
+        if work.deleting:
             return await self._empty(cluster, key, work, client, why)
         failed_hash, not_before = self._retry_at.get(key, ("", 0.0))
-        wait = not_before - self.clock() if failed_hash == str((work.get("spec") or {}).get("hash") or "") else 0.0
+        wait = not_before - self.clock() if failed_hash == work.hash else 0.0
         if wait > 0:
             return wait
-        return await self._apply(cluster, key, work, client, why)
+        whole = await self.fleet.work_object(work)  # the manifests, read for this apply only
+        if whole is None:
+            return None  # changed since it was queued: the watch queues the new version
+        return await self._apply(cluster, key, work, whole, client, why)
 
-    async def _apply(self, cluster: str, key: str, work: Obj, client: MemberClient | None,
+    async def _apply(self, cluster: str, key: str, work: WorkRecord, whole: Obj, client: MemberClient | None,
                      why: str | None) -> float | None:
-        spec = work.get("spec") or {}
-        manifests: list[Obj] = [m for m in spec.get("manifests") or [] if isinstance(m, dict)]
+        """Apply ``whole`` (the Work ``work`` read from the store) to the member."""
+        manifests: list[Obj] = [m for m in (whole.get("spec") or {}).get("manifests") or [] if isinstance(m, dict)]
         if client is None:
-            return await self._failed(key, work, why or "no client", permanent=True)
+            return await self._failed(key, work, why or "no client", permanent=True, whole=whole)
         owned = self.fleet.owned.setdefault(cluster, set())
         ns_ok = self.fleet.ns_ok.setdefault(cluster, set())
         out: Obj | None = None
@@ -189,45 +191,44 @@ class Execution:
                     m = how.retained(m, cur)
                 out = await client.apply(m)
         except _Conflict as e:
-            return await self._failed(key, work, str(e), permanent=True)
+            return await self._failed(key, work, str(e), permanent=True, whole=whole)
         except MemberUnavailable as e:
-            return await self._failed(key, work, f"unreachable: {e}", permanent=False)
+            return await self._failed(key, work, f"unreachable: {e}", permanent=False, whole=whole)
         except MemberError as e:
-            return await self._failed(key, work, str(e), permanent=e.status in PERMANENT_STATUS)
+            return await self._failed(key, work, str(e), permanent=e.status in PERMANENT_STATUS, whole=whole)
         except Exception as e:  # noqa: BLE001 - a client bug for one cluster must not stop the others
             log.exception("applying %s to %s failed", key, cluster)
-            return await self._failed(key, work, f"{type(e).__name__}: {e}", permanent=False)
+            return await self._failed(key, work, f"{type(e).__name__}: {e}", permanent=False, whole=whole)
         self._retry_at.pop(key, None)
         now = self.clock()
         seen = [manifest_status(out, rfc3339(now), how=self.fleet.informers.interpreter.of(
             str(out.get("apiVersion")), str(out.get("kind"))))] if out is not None else []
-        status = WorkStatus(observedHash=str(spec.get("hash") or ""), applied=True, manifests=seen,
-                            appliedTime=rfc3339_ms(now))
-        return await self._write_status(work, status)
+        status = WorkStatus(observedHash=work.hash, applied=True, manifests=seen, appliedTime=rfc3339_ms(now))
+        return await self._write_status(work, status, whole)
 
-    async def _failed(self, key: str, work: Obj, error: str, *, permanent: bool) -> float | None:
-        st = work.get("status") or {}
-        h = str((work.get("spec") or {}).get("hash") or "")
+    async def _failed(self, key: str, work: WorkRecord, error: str, *, permanent: bool,
+                      whole: Obj | None = None) -> float | None:
+        st = work.status
+        h = work.hash
         failures = (int(st.get("failures") or 0) if st.get("observedHash") == h and not st.get("applied") else 0) + 1
         delay = 30.0 if permanent else min(0.5 * 2 ** min(failures - 1, 6), 30.0)
         self._retry_at[key] = (h, self.clock() + delay)
         kept = [ManifestStatus.model_validate(m) for m in st.get("manifests") or [] if isinstance(m, dict)]
         status = WorkStatus(observedHash=h, applied=False, message=error[:500], failures=failures,
                             permanent=permanent, manifests=kept)
-        again = await self._write_status(work, status)
+        again = await self._write_status(work, status, whole)
         return again if again is not None else delay
 
-    async def _write_status(self, work: Obj, status: WorkStatus) -> float | None:
-        await self.fleet.write_work_status(work, status.model_dump(exclude_defaults=True))
+    async def _write_status(self, work: WorkRecord, status: WorkStatus, whole: Obj | None) -> float | None:
+        await self.fleet.write_work_status(work, status.model_dump(exclude_defaults=True), body=whole)
         return None  # written, or changed meanwhile: the watch brings the new version back to the queue
 
     # ------------------------------------------------------------------ deletion
-    async def _empty(self, cluster: str, key: str, work: Obj, client: MemberClient | None,
+    async def _empty(self, cluster: str, key: str, work: WorkRecord, client: MemberClient | None,
                      why: str | None) -> float | None:
-        refs = [Ref.of(m) for m in (work.get("spec") or {}).get("manifests") or [] if isinstance(m, dict)]
         # the workload first, then its dependents; what another live Work wants stays
-        pending = [r for r in reversed(refs) if not self.fleet.wants(cluster, r, exclude=key)]
-        binding = str((work.get("spec") or {}).get("binding") or "")
+        pending = [r for r in reversed(work.refs) if not self.fleet.wants(cluster, r, exclude=key)]
+        binding = work.binding
         if client is None:
             await self._defer(cluster, binding, pending, why or "no client")
             return await self._release(work)
@@ -249,9 +250,9 @@ class Execution:
         self._delete_failures.pop(key, None)
         return await self._release(work)
 
-    async def _release(self, work: Obj) -> float | None:
+    async def _release(self, work: WorkRecord) -> float | None:
         with contextlib.suppress(NotFound):
-            await self.registry.remove_finalizer(WORK, str(work["metadata"]["name"]), EXECUTION_FINALIZER)
+            await self.registry.remove_finalizer(WORK, work.name, EXECUTION_FINALIZER)
         return None
 
     async def _defer(self, cluster: str, binding: str, refs: list[Ref], reason: str) -> None:

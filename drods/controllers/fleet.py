@@ -4,8 +4,9 @@ The clusters, Bindings, Works, ClusterOverridePolicies, pending cleanups and wor
 from the manager's shared informers (one watch per prefix however many controllers read it); the
 member clients are built from the clusters' specs. On top of them: the indexes the controllers
 look things up by (a binding's Works, a cluster's Works, the bindings placed on a cluster) and the
-objects each member is known to hold with DRO-DS's label. Everything here can be rebuilt from the
-store, which is how a new leader resumes.
+objects each member is known to hold with DRO-DS's label. Works are cached as records without their
+manifests (`drods.controllers.work_record`); what needs a Work whole reads it from the store
+(``work_object``). Everything here can be rebuilt from the store, which is how a new leader resumes.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from drods.controllers.work_record import WorkRecord, decode_work, with_status
 from drods.machinery.informer import Informer
 from drods.members.clients import MemberClients, is_pull
-from drods.model import jsondoc
 from drods.model.conditions import condition
 from drods.model.interpreter import Interpreter
 from drods.model.keys import CLEANUP_PREFIX
@@ -76,7 +77,7 @@ class MemberInformers:
         templates[CUSTOM_RESOURCES_PREFIX] = manager.informer(CUSTOM_RESOURCES_PREFIX, decode_stored)
         return cls(manager.informer(CLUSTER.key_prefix(), decode_stored),
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
-                   manager.informer(WORK.key_prefix(), decode_stored),
+                   manager.informer(WORK.key_prefix(), decode_work),
                    manager.informer(CLEANUP_PREFIX, decode_stored),
                    manager.informer(CLUSTER_OVERRIDE_POLICY.key_prefix(), decode_stored),
                    templates,
@@ -138,7 +139,7 @@ class MemberFleet:
         self._unsubscribe = []
 
     # ------------------------------------------------------------------ indexes
-    def _on_work(self, key: str, old: Obj | None, new: Obj | None) -> None:
+    def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
         prev = self._work_index.pop(key, None)
         if prev is not None:
             binding, cluster = prev
@@ -150,14 +151,13 @@ class MemberFleet:
         if live is not None:
             self._wanted[live[0]].subtract(live[1])
         if new is not None:
-            spec = new.get("spec") or {}
-            binding, cluster = str(spec.get("binding") or ""), str(spec.get("cluster") or "")
+            binding, cluster = new.binding, new.cluster
             if binding and cluster:
                 self._work_index[key] = (binding, cluster)
                 self.works_by_binding.setdefault(binding, {})[cluster] = key
                 self.works_by_cluster.setdefault(cluster, set()).add(key)
-                if not (new.get("metadata") or {}).get("deletionTimestamp"):
-                    refs = frozenset(Ref.of(m) for m in spec.get("manifests") or [] if isinstance(m, dict))
+                if not new.deleting:
+                    refs = frozenset(new.refs)
                     self._live_refs[key] = (cluster, refs)
                     self._wanted.setdefault(cluster, Counter()).update(refs)
 
@@ -194,29 +194,37 @@ class MemberFleet:
     def unreachable(self, name: str) -> bool:
         return ready_condition(self.cluster(name)) == "False" or self.clients.ready(name) is False
 
-    def work(self, key: str) -> Obj | None:
-        obj: Obj | None = self.works.cache.get(key)
-        return obj
+    def work(self, key: str) -> WorkRecord | None:
+        rec: WorkRecord | None = self.works.cache.get(key)
+        return rec
 
-    def works_of(self, binding: str) -> dict[str, Obj]:
+    def works_of(self, binding: str) -> dict[str, WorkRecord]:
         """The binding's Works by cluster."""
-        out: dict[str, Obj] = {}
+        out: dict[str, WorkRecord] = {}
         for cluster, key in (self.works_by_binding.get(binding) or {}).items():
-            obj = self.work(key)
-            if obj is not None:
-                out[cluster] = obj
+            rec = self.work(key)
+            if rec is not None:
+                out[cluster] = rec
         return out
 
-    async def write_work_status(self, work: Obj, status: Obj) -> bool:
-        """``work``'s status replaced, written over the informer's copy with a compare-and-swap on
-        its revision — the execution and work-status controllers' one write per change, without
-        re-reading and re-decoding the Work (manifests and all). False when it changed meanwhile
-        (the watch brings the new version back)."""
-        meta = work["metadata"]
-        body = {**work, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}, "status": status}
+    async def work_object(self, work: WorkRecord) -> Obj | None:
+        """The whole Work (manifests and all) at the revision ``work`` was cached at, read from the
+        store; None when it has changed or gone since (the watch brings the new version)."""
+        kv = await self.store.get(work.key)
+        if kv is None or kv.mod_revision != work.revision:
+            return None
+        return decode_stored(kv)
+
+    async def write_work_status(self, work: WorkRecord, status: Obj, *, body: Obj | None = None) -> bool:
+        """``work``'s status replaced, with a compare-and-swap on the revision it was cached at — the
+        execution and work-status controllers' one write per change. ``body``: the whole Work at that
+        revision when the caller read it already (else it is read here). False when it changed
+        meanwhile (the watch brings the new version back)."""
+        whole = body if body is not None else await self.work_object(work)
+        if whole is None:
+            return False
         try:
-            await self.store.put(WORK.key(str(meta["name"])), jsondoc.dumps(body),
-                                 expect_revision=int(meta["resourceVersion"]))
+            await self.store.put(work.key, with_status(whole, status), expect_revision=work.revision)
         except CasFailed:
             return False
         return True

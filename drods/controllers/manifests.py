@@ -29,10 +29,11 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from drods.controllers.overrides import OverrideError, apply_overrides, containers, pod_spec
+from drods.controllers.work_record import manifests_digest
 from drods.model import jsondoc
 from drods.model.annotations import (
     ANN_BINDING,
@@ -67,7 +68,11 @@ _OUR_ANNOTATIONS = (ANN_BINDING, ANN_BINDING_UID, ANN_TEMPLATE_GENERATION, ANN_H
 
 @dataclass
 class ManifestSet:
-    """What one binding wants on one cluster: ``manifests`` in apply order (dependents first)."""
+    """What one binding wants on one cluster: ``manifests`` in apply order (dependents first).
+
+    A plan the binding controller keeps between passes is ``summary()``: everything but the
+    manifests (kept for every binding × cluster they weighed as much as the Works themselves); a pass
+    that must write a Work plans it again."""
 
     binding: str
     manifests: list[Obj] = field(default_factory=list)
@@ -75,6 +80,12 @@ class ManifestSet:
     hash: str = ""
     namespace: str | None = None
     main: Ref | None = None
+    main_hash: str | None = None  # ``manifest_hash`` of the main manifest (the member copy's annotation)
+    digest: bytes = b""  # ``manifests_digest(manifests)``: compared with a stored Work's
+    complete: bool = True  # False: a summary, without ``manifests``
+
+    def summary(self) -> ManifestSet:
+        return replace(self, manifests=[], complete=False)
 
 
 def digest(obj: Any) -> str:
@@ -261,7 +272,8 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
                          cluster=target.cluster, overrides=applied, overwrite=target.conflict == "Overwrite"))
     refs = [Ref.of(x) for x in manifests]
     ns = str((template.get("metadata") or {}).get("namespace") or "") or None
-    return ManifestSet(binding, manifests, refs, digest([manifest_hash(x) for x in manifests]), ns, main_ref)
+    return ManifestSet(binding, manifests, refs, digest([manifest_hash(x) for x in manifests]), ns, main_ref,
+                       manifest_hash(manifests[-1]), manifests_digest(manifests))
 
 
 def plan(binding: str, binding_uid: str, template: Obj, targets: list[Target], deps: list[Obj],

@@ -19,6 +19,7 @@ from typing import Any
 
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import digest, own
+from drods.controllers.work_record import WorkRecord
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.informer import Informer, subscribed
 from drods.machinery.periodic import Periodic
@@ -64,7 +65,7 @@ class QuotaAssignments:
         passes = Periodic("federated-quota-assignments", self.tick, RESYNC_SECONDS, wake=changed,
                           first_at_start=True, coalesce_s=0.2)
 
-        def wake(_key: str, _old: Obj | None, _new: Obj | None) -> None:
+        def wake(_key: str, _old: object, _new: object) -> None:
             changed.set()
 
         with subscribed((self.quotas, wake), (self.fleet.works, wake), (self.fleet.clusters, wake)):
@@ -98,26 +99,29 @@ class QuotaAssignments:
     async def tick(self) -> int:
         """One pass; returns how many Works it wrote or deleted."""
         wanted = self.wanted()
-        have = {w["metadata"]["name"]: w for w in self.fleet.works.cache.values()
-                if is_quota_owner(str((w.get("spec") or {}).get("binding") or ""))}
+        have: dict[str, WorkRecord] = {w.name: w for w in self.fleet.works.cache.values()
+                                       if isinstance(w, WorkRecord) and is_quota_owner(w.binding)}
         changes = 0
         for name, body in sorted(wanted.items()):
             cur = have.get(name)
-            if cur is not None and (cur.get("metadata") or {}).get("deletionTimestamp"):
+            if cur is not None and cur.deleting:
                 continue  # recreated once gone
-            if cur is not None and (cur.get("spec") or {}).get("hash") == body["spec"]["hash"]:
+            if cur is not None and cur.hash == body["spec"]["hash"]:
                 continue
+            whole = await self.fleet.work_object(cur) if cur is not None else None  # the update's base
+            if cur is not None and whole is None:
+                continue  # changed meanwhile: the watch wakes the next pass
             if cur is not None:
-                body["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+                body["metadata"]["resourceVersion"] = str(cur.revision)
             with contextlib.suppress(NotFound, Conflict, AlreadyExists):
                 try:
                     await self.fleet.registry.batch_upsert([(WORK, body)], results=False, trusted=True,
-                                                           current={WORK.key(name): cur} if cur else None)
+                                                           current={WORK.key(name): whole} if whole else None)
                     changes += 1
                 except ApiError as e:
                     log.warning("quota Work %s: %s", name, e.message)
         for name in sorted(have.keys() - wanted.keys()):
-            if not (have[name].get("metadata") or {}).get("deletionTimestamp"):
+            if not have[name].deleting:
                 with contextlib.suppress(NotFound, Conflict):
                     await self.fleet.registry.delete(WORK, name)
                     changes += 1

@@ -22,6 +22,7 @@ from drods.controllers.execution import manifest_status
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.controllers.settings import MemberSettings
+from drods.controllers.work_record import WorkRecord
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import raise_ended, stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
@@ -35,19 +36,18 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
-def main_ref(work: Obj, interpreter: Interpreter | None = None) -> Ref | None:
+def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | None:
     """The Work's main object when its status is aggregated: a workload kind, a Pod
     (`drods.controllers.pod_status`), an Ingress (a MultiClusterIngress reads its load balancer), or a
     kind whose interpreter customization declares a status rule or scripts status or health."""
-    manifests = (work.get("spec") or {}).get("manifests") or []
-    if not manifests or not isinstance(manifests[-1], dict):
+    main = work.main
+    if main is None:
         return None
-    main = manifests[-1]
-    if main.get("kind") in WORKLOAD_KINDS or main.get("kind") in ("Pod", "Ingress"):
-        return Ref.of(main)
-    if interpreter is None or not interpreter.of(str(main.get("apiVersion")), str(main.get("kind"))).reports_status:
+    if main.kind in WORKLOAD_KINDS or main.kind in ("Pod", "Ingress"):
+        return main
+    if interpreter is None or not interpreter.of(main.api_version, main.kind).reports_status:
         return None
-    return Ref.of(main)
+    return main
 
 
 class WorkStatusController:
@@ -99,13 +99,13 @@ class WorkStatusController:
         await Periodic("work-status-poll", poll, None, wait=wait).run()
 
     async def poll_once(self, cluster: str) -> None:
-        tracked: dict[str, tuple[Ref, Obj]] = {}  # binding → (main object, Work)
+        tracked: dict[str, tuple[Ref, WorkRecord]] = {}  # binding → (main object, Work)
         for key in self.fleet.works_by_cluster.get(cluster, set()):
             work = self.fleet.work(key)
             ref = main_ref(work, self.fleet.informers.interpreter) if work is not None else None
-            if work is None or ref is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+            if work is None or ref is None or work.deleting:
                 continue
-            tracked[str((work.get("spec") or {}).get("binding"))] = (ref, work)
+            tracked[work.binding] = (ref, work)
         kinds = sorted({(r.api_version, r.kind) for r, _ in tracked.values()})
         agreed = self._agreed.setdefault(cluster, {})
         for gone in agreed.keys() - tracked.keys():
@@ -132,28 +132,28 @@ class WorkStatusController:
             self.fleet.owned.setdefault(cluster, set()).add(Ref.of(it))
             work, meta = tracked[b][1], it.get("metadata") or {}
             doc = usage.get(key_of(it))
-            versions = (str(work["metadata"].get("resourceVersion")), str(meta.get("resourceVersion")))
+            versions = (str(work.revision), str(meta.get("resourceVersion")))
             if doc is None and agreed.get(b) == versions and meta.get("resourceVersion"):
                 continue
             if not await self._record(work, it, doc):
                 agreed[b] = versions
 
-    async def _missing(self, cluster: str, kind: str, tracked: dict[str, tuple[Ref, Obj]], found: dict[str, Obj],
-                       started: float) -> None:
+    async def _missing(self, cluster: str, kind: str, tracked: dict[str, tuple[Ref, WorkRecord]],
+                       found: dict[str, Obj], started: float) -> None:
         """Works of ``kind`` applied before the listing started whose object the member no longer holds."""
         for b, (ref, work) in tracked.items():
             if ref.kind != kind or b in found:
                 continue
-            st = work.get("status") or {}
+            st = work.status
             applied_at = parse_rfc3339(st.get("appliedTime"))
             if st.get("applied") and applied_at is not None and applied_at < started:
                 log.info("%s: %s is missing in the member; applying it again", cluster, ref)
                 self.fleet.owned.get(cluster, set()).discard(ref)
                 await self._write(work, {**st, "applied": False, "observedHash": ""})
 
-    async def _record(self, work: Obj, obj: Obj, usage: Obj | None = None) -> bool:
+    async def _record(self, work: WorkRecord, obj: Obj, usage: Obj | None = None) -> bool:
         """Write ``obj``'s status (and usage) on ``work`` if it differs from what the Work says; True if written."""
-        st = dict(work.get("status") or {})
+        st = dict(work.status)
         how = self.fleet.informers.interpreter.of(str(obj.get("apiVersion")), str(obj.get("kind")))
         fresh = manifest_status(obj, rfc3339(self.clock()), usage, how).model_dump(exclude_none=True)
         old = [m for m in st.get("manifests") or [] if isinstance(m, dict)]
@@ -166,5 +166,5 @@ class WorkStatusController:
         await self._write(work, st)
         return True
 
-    async def _write(self, work: Obj, status: Obj) -> None:
+    async def _write(self, work: WorkRecord, status: Obj) -> None:
         await self.fleet.write_work_status(work, status)

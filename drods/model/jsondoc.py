@@ -54,6 +54,15 @@ def loads_kept(raw: bytes | bytearray | memoryview | str) -> Any:
     return doc
 
 
+def kept(node: Any) -> Any:
+    """``node`` (a decoded dict or list) with its string values shared as ``loads_kept`` shares them:
+    for the part of a document a cache keeps when the rest may hold secrets (a Work's status, not
+    its manifests)."""
+    if type(node) is dict or type(node) is list:
+        _share(node, shared_strings.adder())
+    return node
+
+
 def _share(node: Any, add: Callable[[str, str], str]) -> None:
     pairs = node.items() if type(node) is dict else enumerate(node)
     for k, v in pairs:  # replacing a value in place leaves the dict's size, hence the walk, as it is

@@ -8,6 +8,7 @@ import pytest
 
 from drods.controllers import aggregate
 from drods.controllers import manifests as M
+from drods.controllers.work_record import WorkRecord, work_record
 from drods.model.annotations import ANN_HASH
 from drods.model.binding import BindingStatus, owned_status
 from drods.model.work import Ref
@@ -28,14 +29,17 @@ def plan(shares: dict[str, int]) -> dict[str, Any]:
 
 
 def work(p: M.ManifestSet, *, applied: bool = True, ready: int | None = None, observed: str | None = None,
-         **status: Any) -> dict[str, Any]:
+         **status: Any) -> WorkRecord:
     main = p.manifests[-1]
     st: dict[str, Any] = {"observedHash": p.hash if observed is None else observed, "applied": applied, **status}
     if ready is not None:
         st["manifests"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web",
                             "generation": 1, "manifestHash": main["metadata"]["annotations"][ANN_HASH],
                             "status": {"replicas": ready, "readyReplicas": ready, "observedGeneration": 1}}]
-    return {"metadata": {"name": "w"}, "spec": {"hash": p.hash, "manifests": p.manifests}, "status": st}
+    rec = work_record({"metadata": {"name": "w"}, "spec": {"hash": p.hash, "manifests": p.manifests}, "status": st},
+                      1)
+    assert rec is not None
+    return rec
 
 
 def test_running_once_every_work_is_applied_and_ready() -> None:
@@ -94,14 +98,17 @@ def test_a_jobs_own_report_reaches_its_binding_entry() -> None:
     a Deployment's manifest row never carries one, and a report no longer on the Work is dropped."""
     job = Ref("batch/v1", "Job", "shop", "copy-0")
     report = {"bytes": 10, "checksum": "c", "sourceChecksum": "c"}
-    w = {"status": {"manifests": [{"apiVersion": "batch/v1", "kind": "Job", "namespace": "shop", "name": "copy-0",
-                                   "status": {"succeeded": 1}, "report": report}]}}
+    row = {"apiVersion": "batch/v1", "kind": "Job", "namespace": "shop", "name": "copy-0",
+           "status": {"succeeded": 1}, "report": report}
+
+    def rec(rows: list[dict[str, Any]]) -> WorkRecord | None:
+        return work_record({"metadata": {"name": "w"}, "spec": {}, "status": {"manifests": rows}}, 1)
+
     entry: dict[str, Any] = {"cluster": "b"}
-    aggregate.fill_usage(entry, w, job)
+    aggregate.fill_usage(entry, rec([row]), job)
     assert entry["report"] == report
-    aggregate.fill_usage(entry, {"status": {"manifests": []}}, job)
+    aggregate.fill_usage(entry, rec([]), job)
     assert "report" not in entry
     web = Ref("apps/v1", "Deployment", "shop", "copy-0")
-    aggregate.fill_usage(entry, {"status": {"manifests": [{**w["status"]["manifests"][0], "kind": "Deployment",
-                                                           "apiVersion": "apps/v1"}]}}, web)
+    aggregate.fill_usage(entry, rec([{**row, "kind": "Deployment", "apiVersion": "apps/v1"}]), web)
     assert "report" not in entry

@@ -12,6 +12,7 @@ from drods.controllers.app_failover import ApplicationFailover
 from drods.controllers.binding import BindingController, _Retiring
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.rescheduler import Rescheduler
+from drods.controllers.work_record import WorkRecord, work_record
 from drods.model.app_failover import GracefulEvictionTask
 from drods.model.kinds import BINDING
 from drods.registry.objects import ObjectRegistry
@@ -27,9 +28,9 @@ class _Informer:
 @dataclass
 class _Fleet:
     bindings: _Informer = field(default_factory=_Informer)
-    works: dict[str, dict[str, Obj]] = field(default_factory=dict)
+    works: dict[str, dict[str, WorkRecord]] = field(default_factory=dict)
 
-    def works_of(self, binding: str) -> dict[str, Obj]:
+    def works_of(self, binding: str) -> dict[str, WorkRecord]:
         return self.works.get(binding, {})
 
 
@@ -56,9 +57,12 @@ def binding(available_a: int) -> Obj:
                                     {"cluster": "b", "replicas": 2, "applied": True, "availableReplicas": 2}]}}
 
 
-def work_with_status(status: Obj) -> Obj:
-    return {"status": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop",
-                                      "name": "web", "status": status}]}}
+def work_with_status(status: Obj) -> WorkRecord:
+    rec = work_record({"metadata": {"name": "w"}, "spec": {},
+                       "status": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop",
+                                                 "name": "web", "status": status}]}}, 1)
+    assert rec is not None
+    return rec
 
 
 def controller(now: list[float]) -> tuple[ApplicationFailover, _Fleet, _Registry]:
@@ -135,7 +139,7 @@ def retire(mode: str, now: float, covered: bool, grace: int | None = None) -> _R
     out = _Retiring()
     t = GracefulEvictionTask.model_validate({"fromCluster": "a", "purgeMode": mode, "gracePeriodSeconds": grace,
                                              "creationTimestamp": "1970-01-01T00:00:00Z"})
-    BindingController._retire_evicted(out, "a", {"metadata": {"name": "w"}}, t, now, covered)
+    BindingController._retire_evicted(out, "a", work_with_status({}), t, now, covered)
     return out
 
 

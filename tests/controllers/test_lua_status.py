@@ -8,6 +8,7 @@ from typing import Any
 
 from drods.controllers import aggregate
 from drods.controllers import manifests as M
+from drods.controllers.work_record import WorkRecord, work_record
 from drods.model.annotations import ANN_HASH
 
 
@@ -16,15 +17,17 @@ def server(size: int) -> dict[str, Any]:
             "metadata": {"name": "llm", "namespace": "serving", "generation": 1}, "spec": {"fleet": {"size": size}}}
 
 
-def work(p: M.ManifestSet, health: str | None, serving: int) -> dict[str, Any]:
+def work(p: M.ManifestSet, health: str | None, serving: int) -> WorkRecord:
     main = p.manifests[-1]
     entry: dict[str, Any] = {"apiVersion": "serving.example.org/v1", "kind": "ModelServer", "namespace": "serving",
                              "name": "llm", "generation": 1, "status": {"serving": serving},
                              "manifestHash": main["metadata"]["annotations"][ANN_HASH]}
     if health is not None:
         entry["health"] = health
-    return {"metadata": {"name": "w"}, "spec": {"hash": p.hash, "manifests": p.manifests},
-            "status": {"observedHash": p.hash, "applied": True, "manifests": [entry]}}
+    rec = work_record({"metadata": {"name": "w"}, "spec": {"hash": p.hash, "manifests": p.manifests},
+                       "status": {"observedHash": p.hash, "applied": True, "manifests": [entry]}}, 1)
+    assert rec is not None
+    return rec
 
 
 def test_status_items_health_and_the_failure_condition() -> None:
