@@ -5,8 +5,9 @@ sending ``GET /livez`` (header ``X-Drods-Probe-From: <this site>``, no credentia
 answer's status line — any status counts, a 401 is an answer too. The connect and the TLS handshake
 are not in the figure (a kernel completes the handshake before ``accept()``, so an emulated distance
 can only show in the exchange; `drods.sim.distance`). A probe without an answer within the timeout
-is lost. Per target and round: ``rttMs`` is the median of the answered probes (a busy prober's
-scheduling hiccups do not move it), ``jitterMs`` the mean
+is lost. Per target and round: ``rttMs`` is the least answered round trip (a busy prober's
+scheduling — another coroutine's TLS handshake, a pause of the process — only ever adds to a round
+trip, so the least one is the path's), ``jitterMs`` the mean
 absolute difference of consecutive answered round trips (RFC 3550's idea), ``lossRatio`` the lost
 share. All probes lost: no ``rttMs`` (never a made-up 0). The server's certificate is not checked —
 the probe sends nothing secret and reads only a status line.
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-import statistics
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -78,7 +78,7 @@ async def probe(target: str, url: str, site: str, count: int, wait_s: float) -> 
         if rtt is not None:
             rtts.append(rtt)
     diffs = [abs(b - a) for a, b in zip(rtts, rtts[1:], strict=False)]
-    return ProbeResult(target=target, rtt_ms=statistics.median(rtts) if rtts else None,
+    return ProbeResult(target=target, rtt_ms=min(rtts) if rtts else None,
                        jitter_ms=sum(diffs) / len(diffs) if diffs else (0.0 if rtts else None),
                        loss_ratio=(count - len(rtts)) / count if count else 0.0, probes=count,
                        measured_at=time.time())
