@@ -198,7 +198,9 @@ class AutonomyAgent:
         """The workload's own pods' use in this member, from the Work agent's last usage reading;
         None when unmeasured or stale (then no decision is taken)."""
         reader = self.works.usage
-        if reader.read_at is None or now - reader.read_at > 3 * max(reader.interval, self.settings.period_s):
+        # read in the Work agent's passes: cut off, no watch event wakes them, so they come every resync
+        if reader.read_at is None or \
+                now - reader.read_at > 3 * max(reader.interval, self.settings.period_s, self.works.resync):
             return None
         return WorkloadUsage.from_doc(reader.docs.get((w[2], w[1], w[3])))
 
