@@ -214,6 +214,7 @@ class AutonomyAgent:
                 continue
             found = self._work_of(c.workload)
             if found is None:
+                log.debug("cut off: %s has no Work in %s, nothing to scale", wid(c.workload), self.cluster)
                 continue
             work, asked = found
             key = wid(c.workload)
@@ -230,6 +231,8 @@ class AutonomyAgent:
             util = {name: value for name, (value, _t, _c) in seen}
             observations = [(value, target) for _name, (value, target, _c) in seen]
             if not observations:
+                log.debug("cut off: no fresh usage reading of %s in %s (reading: %s), no local decision",
+                          key, self.cluster, "stale or absent" if usage is None else "no resource metric")
                 continue
             recommendation = min(max(scaling.recommend(current, observations), lo), hi)
             outcome, self.windows[key] = scaling.behave(current, recommendation,
