@@ -33,6 +33,7 @@ from drods.cli.remote import (
 )
 from drods.model.decision import TYPES, latest_per_type
 from drods.model.detection import binding_name
+from drods.model.kinds import TEMPLATE_KINDS
 
 PLACING = ("Placement", "Reschedule", "Eviction", "Rebalance")
 _ALIASES = {"deploy": "Deployment", "deployment": "Deployment", "sts": "StatefulSet", "statefulset": "StatefulSet",
@@ -49,7 +50,10 @@ def _kind_of(word: str) -> str:
 
 
 def _binding_id(kind: str, namespace: str, name: str) -> str:
-    return name if kind == "Binding" else binding_name(kind, namespace, name)
+    if kind == "Binding":
+        return name
+    cluster_scoped = any(k.kind == kind and not k.namespaced for k in TEMPLATE_KINDS)
+    return binding_name(kind, "" if cluster_scoped else namespace, name)
 
 
 def _decisions(api: ApiClient, params: Mapping[str, Any]) -> list[dict[str, Any]]:

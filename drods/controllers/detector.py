@@ -228,7 +228,8 @@ class ResourceDetector:
         if kind is None:
             return None
         obj = next((inf.cache.get(key) for inf in self.workloads if key in inf.cache), None)
-        ns, _, name = key[len(kind.key_prefix()):].partition("/")
+        rest = key[len(kind.key_prefix()):]
+        ns, name = rest.split("/", 1) if kind.namespaced else ("", rest)
         bname = binding_name(kind.kind, ns, name)
         # the informer's copy, only read here (a stale one costs a 409 and a retry; its arrival enqueues again)
         existing: dict[str, Any] | None = self.bindings.cache.get(BINDING.key(bname))

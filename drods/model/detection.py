@@ -51,7 +51,8 @@ DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in TEMPLATE_KINDS if k.kind != 
 
 
 def binding_name(kind: str, namespace: str, name: str) -> str:
-    """``<kind>-<namespace>-<name>``; names beyond 253 characters are shortened with a hash."""
+    """``<kind>-<namespace>-<name>`` (namespace empty for a cluster-scoped kind, as in Karmada's object
+    references); names beyond 253 characters are shortened with a hash."""
     full = f"{kind.lower()}-{namespace}-{name}"
     if len(full) <= 253:
         return full
@@ -324,7 +325,7 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
         labels[WORKLOAD_CLASS_LABEL] = wclass  # H2: the scheduler's Dissonance score reads it here
     return {
         "apiVersion": BINDING.api_version, "kind": BINDING.kind,
-        "metadata": {"name": binding_name(kind.kind, ns, meta["name"]), "labels": labels},
+        "metadata": {"name": binding_name(kind.kind, ns if kind.namespaced else "", meta["name"]), "labels": labels},
         "spec": spec,
     }
 

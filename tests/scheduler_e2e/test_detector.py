@@ -98,3 +98,34 @@ async def test_deployment_with_placement_policy_gets_a_binding(plane: Plane) -> 
     r = await plane.call("DELETE", "/api/v1/propagationpolicies/all-deployments")
     assert r.status_code == 200
     await eventually(lambda: gone("deployment-default-batch"), what="the batch binding to go")
+
+
+async def test_cluster_scoped_workload_binding_is_kept_and_removed(plane: Plane) -> None:
+    """A ClusterRole has no namespace: its Binding is ``clusterrole--NAME``, found again on every pass and
+    deleted with it."""
+    await plane.cluster("east", 30, {"tier": "prod"}, region="us-east")
+    await plane.seen("east")
+    roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+    r = await plane.call("POST", roles, json={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "reader"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
+    assert r.status_code == 201, r.text
+    r = await plane.call("POST", RPP, json={
+        "apiVersion": "multicluster.io/v1alpha1", "kind": "ResourcePlacementPolicy",
+        "metadata": {"name": "roles"},
+        "spec": {"resourceSelector": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                      "name": "reader"},
+                 "targetClusters": [{"selectorType": "name", "values": ["east"]}]}})
+    assert r.status_code == 201, r.text
+
+    async def bound() -> bool:
+        return await plane.ctx.registry.try_get(BINDING, "clusterrole--reader") is not None
+
+    await eventually(bound, what="the ClusterRole's binding")
+    r = await plane.call("DELETE", f"{roles}/reader")
+    assert r.status_code == 200, r.text
+
+    async def gone() -> bool:
+        return await plane.ctx.registry.try_get(BINDING, "clusterrole--reader") is None
+
+    await eventually(gone, what="the ClusterRole's binding to go with it")
