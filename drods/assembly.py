@@ -63,13 +63,14 @@ from drods.migration.controller import MigrationController
 from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, INTERPRETER_CUSTOMIZATION_KINDS
+from drods.model.migration import MigrationSettings
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.collectors import Collector
 from drods.monitor.components import MonitorCollectors, MonitorMaintenance
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
-from drods.registry.objects import decode_stored
+from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.security.at_rest import EncryptionConfig
@@ -138,7 +139,12 @@ class ComponentSettings:
     lease_ttl: int = 10
     autoscaling: AutoscalerSettings = field(default_factory=AutoscalerSettings)
     datasets: CachePlannerSettings = field(default_factory=CachePlannerSettings)
+    migration: MigrationSettings = field(default_factory=MigrationSettings)  # the default mover of a drain
     encryption: EncryptionConfig = field(default_factory=EncryptionConfig)  # the kinds sealed at rest
+
+    def rescheduler(self, registry: ObjectRegistry) -> Rescheduler:
+        return Rescheduler(registry, volume_copy_image=self.migration.volumeCopyImage,
+                           freeze_seconds=self.migration.freezeSeconds)
 
     @classmethod
     def from_config(cls, config: DRODSConfiguration, *, identity: str | None = None,
@@ -149,6 +155,7 @@ class ComponentSettings:
                    profile=Profile.from_spec(config.scheduler.profile), monitoring=config.monitoring,
                    members=config.members, autoops=config.autoops, api=config.api, steering=config.steering,
                    autoscaling=config.autoscaling.settings(), datasets=config.datasets,
+                   migration=config.migration,
                    encryption=config.encryption, identity=identity, lease_ttl=lease_ttl)
 
 
@@ -259,7 +266,7 @@ def _foundation(store: Store, data_dir: Path, chosen: frozenset[Component], s: C
     component_audit = ComponentAudit(ctx.audit, replica=manager.identity)
     manager.audit_sink = component_audit.submit
     manager.add("component-audit", component_audit)
-    ctx.rescheduler = Rescheduler(ctx.registry)
+    ctx.rescheduler = s.rescheduler(ctx.registry)
     return ControlPlane(manager, ctx, chosen), interpreter
 
 
@@ -274,7 +281,7 @@ def _operations(plane: ControlPlane, s: ComponentSettings, monitor: MonitorServi
 
         def member_controllers(lead: Leadership) -> MemberControllers:
             plane.members = MemberControllers(lead, member_informers, members_settings, monitor,
-                                              Rescheduler(lead.registry))
+                                              s.rescheduler(lead.registry))
             return plane.members
 
         manager.add_leader(MEMBERS_LEASE, member_controllers)
@@ -285,7 +292,7 @@ def _operations(plane: ControlPlane, s: ComponentSettings, monitor: MonitorServi
         hook = s.reschedule_hook
 
         def descheduler(lead: Leadership) -> Descheduler:
-            resched = hook or Rescheduler(lead.registry)
+            resched = hook or s.rescheduler(lead.registry)
             traffic = TrafficRebalancer(lead.store, lead.registry, profile, autoops.trafficRebalance, resched,
                                         clock=s.clock, min_availability=autoops.minAvailability,
                                         enabled=autoops.enabled, record=monitor.operations.append)
@@ -302,7 +309,7 @@ def _steering(plane: ControlPlane, s: ComponentSettings) -> None:
 
     def steering(lead: Leadership) -> SteeringController:
         plane.steering = SteeringController(lead.registry, steering_informers, steering_settings,
-                                            Rescheduler(lead.registry), clock=s.clock)
+                                            s.rescheduler(lead.registry), clock=s.clock)
         return plane.steering
 
     manager.add_leader(STEERING_LEASE, steering)
@@ -349,7 +356,7 @@ def _autonomy(plane: ControlPlane, s: ComponentSettings, monitor: MonitorService
     if Component.MIGRATION in chosen:
         migration_informers = MigrationController.informers(manager)
         manager.add_leader(MIGRATION_LEASE, lambda lead: MigrationController(
-            lead.registry, **migration_informers, rescheduler=Rescheduler(lead.registry), store=lead.store,
+            lead.registry, **migration_informers, rescheduler=s.rescheduler(lead.registry), store=lead.store,
             profile=profile, clock=s.clock))
     if Component.COMPACTOR in chosen:
         manager.add("compactor", Compactor(ctx.store))

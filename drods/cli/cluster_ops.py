@@ -158,7 +158,8 @@ def cluster_drain(
     insecure: InsecureOpt = False,
 ) -> None:
     """Cordon a cluster and reschedule every binding with replicas there (graceful: new copies first);
-    a StatefulSet that declares a migration hook moves with its data (a MigrationPlan)."""
+    a workload with PersistentVolumeClaims moves with its data (a MigrationPlan: its declared data
+    step, else the VolumeCopy mover), or stays, said, when its data cannot move."""
     api = connect(server, token, ca_file, insecure)
     done = api.request("POST", f"/api/v1/clusters/{name}/drain", json={}).json()
     placed, plans = list(done.get("rescheduled") or []), list(done.get("migrationPlans") or [])
@@ -166,13 +167,18 @@ def cluster_drain(
                    + (f": {', '.join(placed)}" if placed else ""), markup=False)
     if plans:
         stdout().print(f"{len(plans)} migration plan(s) started: {', '.join(plans)}", markup=False)
+    kept = {str(r).split(": ", 1)[0] for r in done.get("refused") or []}
+    for refusal in done.get("refused") or []:
+        stdout().print(f"left in place: {refusal}", markup=False)
     if not wait:
         return
     deadline = time.monotonic() + timeout
     while True:
-        _, present = bindings_on(api, name)
+        _, on = bindings_on(api, name)
+        present = [b for b in on if b not in kept]
         if not present:
-            stdout().print(f"cluster/{name} drained", markup=False)
+            stdout().print(f"cluster/{name} drained" + (f" ({len(kept)} binding(s) left in place)" if kept else ""),
+                           markup=False)
             return
         if time.monotonic() > deadline:
             raise CliError(f"{len(present)} binding(s) still on {name} after {timeout:g}s: {', '.join(present)}",

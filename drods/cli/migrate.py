@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 import yaml
@@ -57,7 +57,7 @@ def parse_ref(text: str) -> tuple[str, str, str]:
     return KINDS[parts[0].lower()], parts[1], parts[2]
 
 
-def workload_hook(workload: dict[str, Any]) -> dict[str, Any] | None:
+def workload_hook(workload: dict[str, Any]) -> dict[str, Any] | Literal["None"] | None:
     try:
         return declared_hook(workload)
     except ValueError as e:

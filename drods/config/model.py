@@ -16,6 +16,7 @@ from drods.api.settings import ApiSettings
 from drods.autoscaling.settings import AutoscalingConfig
 from drods.controllers.cache_planner import CachePlannerSettings
 from drods.controllers.settings import MemberSettings
+from drods.model.migration import MigrationSettings
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorSettings
 from drods.scheduler.profile import ProfileSpec
@@ -95,6 +96,7 @@ class DRODSConfiguration(BaseModel):
     steering: SteeringSettings = Field(default_factory=SteeringSettings)
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     datasets: CachePlannerSettings = Field(default_factory=CachePlannerSettings)
+    migration: MigrationSettings = Field(default_factory=MigrationSettings)  # how drains move data (F3)
     encryption: EncryptionConfig = Field(default_factory=EncryptionConfig)  # the kinds sealed at rest (SEC2)
 
     @classmethod

@@ -30,7 +30,6 @@ from drods.machinery.decision_log import record_decisions
 from drods.machinery.journal import Journal
 from drods.model.annotations import CACHE_PLAN_LABEL, MANAGED_BY
 from drods.model.data_jobs import (
-    COPY_IMAGE,
     copy_figures,
     job_name,
     job_outcome,
@@ -43,6 +42,7 @@ from drods.model.data_jobs import (
 from drods.model.decision import CACHE_PLAN as CACHE_PLAN_DECISION
 from drods.model.detection import binding_name
 from drods.model.kinds import BINDING, CACHE_PLAN, DATASET, by_kind
+from drods.model.migration import COPY_IMAGE
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.model.work import label_value
 from drods.registry.objects import ObjectRegistry

@@ -44,10 +44,10 @@ from drods.machinery import metrics
 from drods.machinery.decision_log import decision_log, record_decisions
 from drods.machinery.periodic import Periodic
 from drods.model.annotations import CACHE_PLAN_LABEL
-from drods.model.data_jobs import COPY_IMAGE
 from drods.model.dataset_access import hotness
 from drods.model.keys import DATASET_ACCESS_KEY, NETWORK_PREFIX, pair_of
 from drods.model.kinds import CACHE_PLAN, CLUSTER, DATASET
+from drods.model.migration import COPY_IMAGE
 from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry
 from drods.scheduler.plugins.data_locality import egress_prices, nearest_copy

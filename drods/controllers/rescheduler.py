@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from drods.errors import ApiError, Conflict, NotFound
+from drods.machinery.decision_log import decision_log, record_decisions
 from drods.model.annotations import (
     EVACUATED_FROM,
+    MIGRATION_HOOK,
     PINNED_PLACEMENT,
     PLACEMENT_OFFERS,
     PREALLOCATION,
@@ -49,13 +52,17 @@ from drods.model.annotations import (
     evacuated_from,
     placement_offers,
 )
+from drods.model.decision import EVICTION
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
-from drods.model.migration import declared_hook, plan_object
+from drods.model.migration import COPY_IMAGE, NO_DATA, declared_hook, plan_object
 from drods.model.preallocation import PreallocationHold, parse_hold
-from drods.model.reschedule import RescheduleRequest, RescheduleResult, choose_evacuation, considered
+from drods.model.reschedule import DataMove, RescheduleRequest, RescheduleResult, choose_evacuation, considered
 from drods.model.timefmt import rfc3339_ms
+from drods.model.volume_claims import workload_claims
 from drods.registry.objects import ObjectRegistry
 from drods.registry.patch import MERGE_PATCH
+
+PLAN_KINDS = ("StatefulSet", "Deployment")  # the kinds a MigrationPlan moves (`drods.model.migration`)
 
 
 async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Callable[[], float] = time.time,
@@ -84,9 +91,12 @@ class Rescheduler:
     """``await rescheduler("binding", "reason")`` or ``await rescheduler(RescheduleRequest)``; any process
     with a registry has one (it only writes Bindings and Clusters)."""
 
-    def __init__(self, registry: ObjectRegistry, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, registry: ObjectRegistry, clock: Callable[[], float] = time.time,
+                 volume_copy_image: str | None = COPY_IMAGE, freeze_seconds: float = 60.0) -> None:
         self.registry = registry
         self.clock = clock
+        self.volume_copy_image = volume_copy_image  # the default mover of a workload with claims (F3)
+        self.freeze_seconds = freeze_seconds  # … and its write freeze
 
     async def __call__(self, target: str | RescheduleRequest, reason: str = "") -> RescheduleResult:
         if isinstance(target, str):
@@ -117,18 +127,26 @@ class Rescheduler:
         chosen = choose_evacuation(on_cluster, req.fraction)
         moved = 0
         names: list[str] = []
+        refused: list[str] = []
         for n, name in chosen:
             why = f"{req.action} {req.cluster}: {req.reason}"
             obj = by_name[name][1]
-            if await self._migrate(obj, req.cluster, why) is None:
+            move = await self._migrate(obj, req.cluster, why)
+            if move.refused:
+                refused.append(f"{name}: {move.refused}")
+                await self._record_refusal(move, req.cluster, why)
+                continue
+            if move.plain:
                 await trigger(self.registry, name, why, self.clock,
                               {EVACUATED_FROM: _joined([*evacuated_from(obj), req.cluster])})
             moved += n
             names.append(name)
         weighed, omitted = considered(on_cluster, chosen)
-        return RescheduleResult(True, moved, f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
-                                             f"on {req.cluster}: {', '.join(names[:10])}", tuple(names),
-                                considered=weighed, omitted=omitted)
+        left = f"; {len(refused)} left in place (data would not move): {'; '.join(refused)}" if refused else ""
+        return RescheduleResult(bool(names) or not refused, moved,
+                                f"rescheduling {len(names)} binding(s) with {moved}/{total} replicas "
+                                f"on {req.cluster}: {', '.join(names[:10])}{left}", tuple(names),
+                                considered=weighed, omitted=omitted, refused=tuple(refused))
 
     async def drain(self, cluster: str, reason: str = "", dry_run: bool = False) -> RescheduleResult:
         """Cordon ``cluster`` and move every binding with replicas there (``drods cluster drain`` and
@@ -145,63 +163,111 @@ class Rescheduler:
         names: list[str] = []
         plans: list[str] = []
         moved = 0
+        refused: list[str] = []
         for obj in await self.registry.scan(BINDING):
             n = _replicas_on(obj, cluster)
             if n <= 0:
                 continue
+            bname = obj["metadata"]["name"]
             if dry_run:
-                plan = await self._migration_of(obj)
-                plan = f"{plan[0]}/{plan[1]}" if isinstance(plan, tuple) else plan
+                move = await self._migration_of(obj)
+                move = replace(move, plan="/".join(move.workload[1:])) if move.workload else move
             else:
-                plan = await self._migrate(obj, cluster, why, origin="Drain")
-            if plan is None:
+                move = await self._migrate(obj, cluster, why, origin="Drain")
+            if move.refused:
+                refused.append(f"{bname}: {move.refused}")
                 if not dry_run:
-                    await trigger(self.registry, obj["metadata"]["name"], why, self.clock)
-                names.append(obj["metadata"]["name"])
-            elif plan:
-                plans.append(plan)
+                    await self._record_refusal(move, cluster, why)
+                continue
+            if move.plain:
+                if not dry_run:
+                    await trigger(self.registry, bname, why, self.clock)
+                names.append(bname)
+            elif move.plan:
+                plans.append(move.plan)
             moved += n
+        left = f"; {len(refused)} binding(s) left in place: their data would not move" if refused else ""
         if dry_run:
             return RescheduleResult(True, moved, f"dry run: cluster {cluster} would be cordoned; {len(names)} "
-                                                 f"binding(s) rescheduled, {len(plans)} StatefulSet(s) migrated",
-                                    tuple(names), tuple(plans))
+                                                 f"binding(s) rescheduled, {len(plans)} workload(s) migrated{left}",
+                                    tuple(names), tuple(plans), tuple(refused))
         return RescheduleResult(True, moved, f"cluster {cluster} cordoned; {len(names)} binding(s) rescheduled, "
-                                             f"{len(plans)} migration plan(s) started", tuple(names), tuple(plans))
+                                             f"{len(plans)} migration plan(s) started{left}", tuple(names),
+                                tuple(plans), tuple(refused))
 
-    async def _migration_of(self, binding: Mapping[str, Any]) -> tuple[str, str, Any] | str | None:
-        """F3: whether a binding moves with its data: (namespace, StatefulSet, its hook) when it declares
-        a migration hook, "" when a plan is moving it already, None when a plain move is due."""
+    async def _migration_of(self, binding: Mapping[str, Any]) -> DataMove:
+        """F3: how a binding leaves a cluster. A StatefulSet or Deployment that declares a data step
+        (annotation ``multicluster.io/migration-hook``: a hook, a ``spec.data``, or ``None``) moves by a
+        MigrationPlan with it; one that keeps data in PersistentVolumeClaims and declares nothing moves
+        by a plan with the default ``VolumeCopy`` mover, or — with no mover image configured, or an
+        unreadable annotation — is refused: it stays, and the answer says why. Others move plainly."""
         if PINNED_PLACEMENT in ((binding.get("metadata") or {}).get("annotations") or {}):
-            return ""  # a plan is moving it already
+            return DataMove(moving=True)  # a plan is moving it already
         ref = (binding.get("spec") or {}).get("resource") or {}
         kind = by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
-        if kind is None or kind.kind != "StatefulSet" or not ref.get("name"):
-            return None
-        ns = str(ref.get("namespace") or "default")
+        if kind is None or kind.kind not in PLAN_KINDS or not ref.get("name"):
+            return DataMove()
+        ns, name = str(ref.get("namespace") or "default"), str(ref["name"])
         try:
-            workload = await self.registry.get(kind, str(ref["name"]), ns)
-            hook = declared_hook(workload)
-        except (ApiError, ValueError):
-            return None
-        return None if hook is None else (ns, str(ref["name"]), hook)
+            workload = await self.registry.get(kind, name, ns)
+        except ApiError:
+            return DataMove()
+        claims = workload_claims(workload)
+        try:
+            declared = declared_hook(workload)
+        except ValueError as e:
+            return DataMove((kind.kind, ns, name), refused=str(e)) if claims else DataMove()
+        if declared is None and claims:
+            if self.volume_copy_image is None:
+                return DataMove((kind.kind, ns, name),
+                                refused=f"{kind.kind} {ns}/{name} keeps its data in PersistentVolumeClaims "
+                                        f"({claims.describe()}) and declares no data step, and no VolumeCopy "
+                                        f"image is configured (migration.volumeCopyImage): set annotation "
+                                        f"{MIGRATION_HOOK} to a data step (mover VolumeCopy or Hook) or to "
+                                        f"{NO_DATA} to move it without its data")
+            return DataMove((kind.kind, ns, name), {"mover": "VolumeCopy", "image": self.volume_copy_image},
+                            freeze_seconds=self.freeze_seconds)
+        if declared is None:
+            return DataMove()
+        return DataMove(workload=(kind.kind, ns, name), data=declared)
 
     async def _migrate(self, binding: Mapping[str, Any], source: str, why: str,
-                       origin: str = "Automatic") -> str | None:
+                       origin: str = "Automatic") -> DataMove:
         """A MigrationPlan (its target: where the scheduler would put it) instead of a plain
-        re-placement, when the binding moves with its data (`_migration_of`). Returns the plan started
-        ("namespace/name"), "" when one is moving it already, None when a plain move is due."""
-        found = await self._migration_of(binding)
-        if not isinstance(found, tuple):
-            return found
-        ns, name, hook = found
-        plan = plan_object("StatefulSet", ns, name, source, None, hook, origin, why, self.clock())
+        re-placement, when the binding moves with its data (`_migration_of`); ``plan`` names the plan
+        started ("namespace/name")."""
+        move = await self._migration_of(binding)
+        if move.workload is None or move.refused:
+            return move
+        wkind, ns, name = move.workload
+        plan = plan_object(wkind, ns, name, source, None, move.data, origin, why, self.clock(), move.freeze_seconds)
         try:
             created = await self.registry.create(MIGRATION_PLAN, plan)
         except Conflict as e:
-            return "" if e.code == "MIGRATION_IN_PROGRESS" else None
-        except ApiError:
-            return None
-        return f"{ns}/{created['metadata']['name']}"
+            if e.code == "MIGRATION_IN_PROGRESS":
+                return DataMove(moving=True)
+            return replace(move, refused=e.message)
+        except ApiError as e:
+            return replace(move, refused=e.message)
+        return replace(move, plan=f"{ns}/{created['metadata']['name']}")
+
+    async def _record_refusal(self, move: DataMove, cluster: str, why: str) -> None:
+        """X1: a workload left in place because its data would not move with it is a decision too."""
+        assert move.workload is not None
+        kind, ns, name = move.workload
+        record = {"type": EVICTION, "subject": {"kind": kind, "namespace": ns, "name": name},
+                  "trigger": {"reason": why, "cluster": cluster},
+                  "inputs": {"migration": {"volumeCopyImage": self.volume_copy_image}},
+                  "options": [{"name": f"stay on {cluster}", "chosen": True, "feasible": True,
+                               "reason": move.refused},
+                              {"name": "move with its data (MigrationPlan)", "chosen": False, "feasible": False,
+                               "reason": move.refused},
+                              {"name": "move without its data", "chosen": False, "feasible": False,
+                               "reason": f"not declared (annotation {MIGRATION_HOOK}: {NO_DATA})"}],
+                  "outcome": {"phase": "Refused", "cluster": cluster},
+                  "summary": f"{kind} {ns}/{name} stays on {cluster}: {move.refused}", "runnerUp": None,
+                  "source": {"journal": "decisions", "recorder": "rescheduler"}}
+        await record_decisions(decision_log(self.registry.store, clock=self.clock), [(self.clock(), record)])
 
     async def preallocate(self, req: RescheduleRequest) -> RescheduleResult:
         forecast = req.details.get("forecast")

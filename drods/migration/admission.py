@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from drods.errors import BadRequest, Conflict, NotFound
-from drods.migration.volumes import workload_claims
 from drods.model.kinds import MIGRATION_PLAN, Kind, by_kind
 from drods.model.migration import TERMINAL, MigrationPlanSpec
+from drods.model.volume_claims import workload_claims
 from drods.registry.objects import ObjectRegistry
 
 

@@ -35,7 +35,6 @@ from drods.migration.estimate import bandwidth, decode_pair, estimate
 from drods.migration.hooks import hook_binding, hook_job
 from drods.migration.record import record, worth_recording
 from drods.migration.target import choose_target
-from drods.migration.volumes import Claims, workload_claims
 from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.conditions import condition
 from drods.model.data_jobs import job_name, job_outcome, job_report
@@ -55,6 +54,7 @@ from drods.model.migration import (
     traffic_withdrawn,
 )
 from drods.model.timefmt import rfc3339_ms
+from drods.model.volume_claims import Claims, workload_claims
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.patch import MERGE_PATCH
 from drods.scheduler.profile import Profile

@@ -16,8 +16,8 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from drods.migration.volumes import Claims
 from drods.model.quantity import quantity
+from drods.model.volume_claims import Claims
 
 Obj = dict[str, Any]
 ReadPair = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]

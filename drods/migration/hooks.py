@@ -15,10 +15,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from drods.migration.volumes import Claims, mount_claims
 from drods.model.annotations import MANAGED_BY, PLAN_LABEL
 from drods.model.data_jobs import job_name, one_container_job, pinned_job_binding, volume_copy_job, with_env
 from drods.model.migration import MANAGED_BY_MIGRATION, MigrationPlanSpec, plan_ref
+from drods.model.volume_claims import Claims, mount_claims
 from drods.model.work import label_value
 
 Obj = dict[str, Any]

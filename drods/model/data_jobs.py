@@ -19,7 +19,6 @@ from drods.model.kinds import BINDING
 from drods.model.migration import pin_annotation
 
 Obj = dict[str, Any]
-COPY_IMAGE = "registry.example/volume-copy-rsync:1"  # the documented rsync transport's client
 DATA_PATH = "/data"  # where a copy Job mounts the claim it fills
 
 

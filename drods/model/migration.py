@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from drods.model.annotations import MIGRATION_HOOK, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+COPY_IMAGE = "registry.example/volume-copy-rsync:1"  # the documented rsync transport's client
 
 # ---- phases, in order; the terminal ones end the plan
 PENDING = "Pending"
@@ -255,31 +256,54 @@ def plan_ref(namespace: str, name: str) -> str:
     return f"MigrationPlan {namespace}/{name}"
 
 
-def declared_hook(workload: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The hook a workload declares in its ``multicluster.io/migration-hook`` annotation (YAML or JSON of
-    a plan's ``spec.hook``, or of a ``spec.data`` — it then names a ``mover``); None without one.
-    ValueError when it is there but unreadable."""
+NO_DATA: Literal["None"] = "None"  # a data step declared absent: the workload moves without its data, said explicitly
+
+
+class MigrationSettings(BaseModel):
+    """The ``migration`` section: how a drain or an evacuation moves a workload that keeps data in
+    PersistentVolumeClaims and declares no data step of its own — by a MigrationPlan with the
+    built-in ``VolumeCopy`` mover of ``volumeCopyImage``, or (null) not at all: it is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    volumeCopyImage: str | None = Field(default=COPY_IMAGE, min_length=1)
+    # the write freeze of such a plan: the source fenced while the final sync runs, so no write is lost
+    freezeSeconds: float = Field(default=60.0, gt=0)
+
+
+def declared_hook(workload: Mapping[str, Any]) -> dict[str, Any] | Literal["None"] | None:
+    """The data step a workload declares in its ``multicluster.io/migration-hook`` annotation: YAML or
+    JSON of a plan's ``spec.hook``, or of a ``spec.data`` (it then names a ``mover``), or ``None`` —
+    move it without its data; None without the annotation. ValueError when it is there but unreadable."""
     raw = ((workload.get("metadata") or {}).get("annotations") or {}).get(MIGRATION_HOOK)
     if not raw:
         return None
+    if raw.strip() == NO_DATA:
+        return NO_DATA
     try:
         hook = yaml.safe_load(raw)
     except yaml.YAMLError as e:
         raise ValueError(f"annotation {MIGRATION_HOOK} is not YAML or JSON: {e}") from e
     if not isinstance(hook, dict):
-        raise ValueError(f"annotation {MIGRATION_HOOK} must hold an object (a MigrationPlan's spec.hook)")
+        raise ValueError(f"annotation {MIGRATION_HOOK} must hold an object (a MigrationPlan's spec.hook or "
+                         f"spec.data) or {NO_DATA}")
     return hook
 
 
-def plan_object(kind: str, namespace: str, name: str, source: str, target: str | None, hook: Mapping[str, Any] | None,
-                trigger: str, reason: str, now: float | None = None) -> dict[str, Any]:
+def plan_object(kind: str, namespace: str, name: str, source: str, target: str | None,
+                hook: Mapping[str, Any] | Literal["None"] | None, trigger: str, reason: str,
+                now: float | None = None, freeze_seconds: float = 0.0) -> dict[str, Any]:
     """A new MigrationPlan for a workload, named ``<workload>-from|to-<cluster>-<stamp>``."""
     stamp = format(int((time.time() if now is None else now) * 1000) % 36**6, "x")
     spec: dict[str, Any] = {"workloadRef": {"apiVersion": "apps/v1", "kind": kind, "name": name},
                             "sourceCluster": source, "trigger": trigger, "reason": reason[:1024]}
     if target:
         spec["targetCluster"] = target
-    if hook is not None:  # a declared data step (it names a mover) or a plain hook
+    if freeze_seconds > 0:
+        spec["switch"] = {"freezeSeconds": freeze_seconds}
+    if isinstance(hook, str):
+        spec["data"] = NO_DATA
+    elif hook is not None:  # a declared data step (it names a mover) or a plain hook
         spec["data" if "mover" in hook else "hook"] = dict(hook)
     where = f"to-{target[:12]}" if target else f"from-{source[:12]}"
     return {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan",

@@ -35,6 +35,8 @@ class RescheduleResult:
     message: str = ""
     bindings: tuple[str, ...] = ()  # the bindings asked to move
     plans: tuple[str, ...] = ()  # MigrationPlans started instead ("namespace/name"; F3 drain, evacuation)
+    # F3: bindings left where they are, each with why ("binding: reason") — data that would not move with them
+    refused: tuple[str, ...] = ()
     # X1: what an evacuation weighed — (binding, replicas on the cluster), most replicas first, at most
     # `CONSIDERED_TOP_K` beyond those moved — and how many more it left unnamed
     considered: tuple[tuple[str, int], ...] = ()
@@ -72,3 +74,21 @@ def choose_evacuation(on_cluster: list[tuple[int, str]], fraction: float) -> lis
         out.append((n, name))
         moved += n
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class DataMove:
+    """How one binding leaves a cluster (F3): plainly (the default), by a MigrationPlan carrying
+    ``data`` for ``workload`` (kind, namespace, name; ``plan`` once started), not at all (``refused``:
+    why, ``workload`` naming what stays), or not now (``moving``: a plan moves it already)."""
+
+    workload: tuple[str, str, str] | None = None
+    data: Mapping[str, Any] | Literal["None"] | None = None
+    freeze_seconds: float = 0.0  # the plan's write freeze (the default mover's final sync)
+    plan: str = ""
+    refused: str = ""
+    moving: bool = False
+
+    @property
+    def plain(self) -> bool:
+        return self.workload is None and not self.moving

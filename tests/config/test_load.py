@@ -35,7 +35,7 @@ def test_defaults_round_trip() -> None:
     text = default_yaml()
     doc = yaml.safe_load(text)
     assert set(doc) == {"apiVersion", "kind", "api", "scheduler", "monitoring", "members", "autoops", "steering",
-                        "autoscaling", "datasets", "encryption"}
+                        "autoscaling", "datasets", "migration", "encryption"}
     assert parse(doc, "default") == DRODSConfiguration.default()
     assert doc["scheduler"]["profile"]["filters"][0] == "Readiness"  # the profile is spelled out, not null
 

@@ -12,8 +12,8 @@ import pytest
 from drods.migration.dataruns import all_runs
 from drods.migration.hooks import hook_job
 from drods.migration.phases import Copy, Facts, HookState, advance
-from drods.migration.volumes import VOLUMES_ROOT, workload_claims
 from drods.model.migration import MigrationPlanSpec
+from drods.model.volume_claims import VOLUMES_ROOT, workload_claims
 
 T0 = 1_800_000_000.0
 READY = {"a": True, "b": True}

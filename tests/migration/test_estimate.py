@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from drods.migration.estimate import bandwidth, estimate
-from drods.migration.volumes import workload_claims
+from drods.model.volume_claims import workload_claims
 
 GI = 2**30
 

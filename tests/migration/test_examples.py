@@ -35,8 +35,8 @@ def test_the_postgres_hook_writes_into_the_statefulsets_volume() -> None:
     """The hook of postgres.yaml, as a drain would run it: its Job mounts the StatefulSet's data claim
     where the postgres container keeps PGDATA, so the base backup lands in the volume."""
     from drods.migration.hooks import hook_job
-    from drods.migration.volumes import workload_claims
     from drods.model.migration import MigrationPlanSpec, declared_hook, plan_object
+    from drods.model.volume_claims import workload_claims
 
     sts = next(d for d in yaml.safe_load_all((EXAMPLES / "postgres.yaml").read_text()) if d["kind"] == "StatefulSet")
     plan = plan_object("StatefulSet", "shop", "orders-db", "aws-dfw", "gcp-sin", declared_hook(sts), "Drain", "")

@@ -46,11 +46,14 @@ async def drain_cluster(request: Request, name: str, body: DrainRequest | None =
                         _: Principal = Depends(authenticate),
                         dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
     """Cordon, then every binding with replicas there is re-placed (graceful: new copies first); a
-    StatefulSet that declares a migration hook moves with its data by a MigrationPlan. A dry run
-    answers that plan (``migrationPlans`` names the StatefulSets) and changes nothing."""
+    workload with PersistentVolumeClaims or a declared data step moves with its data by a MigrationPlan
+    (the default VolumeCopy mover when it declares none), or stays when its data cannot move
+    (``refused``: each binding with why). A dry run answers that plan (``migrationPlans`` names the
+    workloads) and changes nothing."""
     ctx = context(request)
     rescheduler = ctx.rescheduler or Rescheduler(ctx.registry)
     result = await rescheduler.drain(name, body.reason if body else "", dry_run=dry_run)
     out = {"cluster": name, "cordoned": not dry_run, "rescheduled": list(result.bindings),
-           "migrationPlans": list(result.plans), "replicas": result.moved, "message": result.message}
+           "migrationPlans": list(result.plans), "refused": list(result.refused), "replicas": result.moved,
+           "message": result.message}
     return JSONResponse({**out, "dryRun": True} if dry_run else out)
