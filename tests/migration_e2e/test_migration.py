@@ -522,3 +522,40 @@ def test_an_approved_cache_plan_copies_then_placement_prefers_the_copy(fleet: Fl
         ["mig-dfw"]
     wait_for(lambda: not any(j["metadata"]["name"] == st["copyJob"] for j in (fleet.members["mig-sin"].get(
         f"/apis/batch/v1/namespaces/{NS}/jobs") or {}).get("items") or []), 30, "the copy Job gone from mig-sin")
+
+
+def test_drain_of_a_workload_with_claims_and_no_hook_copies_its_volumes(fleet: Fleet) -> None:
+    """F3: a drain never re-places a StatefulSet with claims without its data. With no data step declared
+    it moves by a MigrationPlan with the default VolumeCopy mover and a write freeze: the claims are
+    copied and verified, the final sync runs with the source fenced, and the workload ends on the target."""
+    for kind in ("statefulsets", "deployments"):  # the earlier tests' workloads: the drain would move them too
+        for item in fleet.http.get(f"/apis/apps/v1/namespaces/{NS}/{kind}").json().get("items") or []:
+            fleet.http.delete(f"/apis/apps/v1/namespaces/{NS}/{kind}/{item['metadata']['name']}")
+    wait_for(lambda: not [b for b in fleet.http.get(BINDINGS).json().get("items") or []
+                          if (b["spec"]["resource"].get("namespace") == NS)], 30, "the earlier workloads gone")
+    source, _ = deploy(fleet, "stock", 1, None, writing_statefulset("stock", 2 * MB))
+    wait_for(lambda: writes(claim(fleet, source, "data-stock-0")) > 0, 20, "the source's claims written")
+    dry = fleet.http.post(f"/api/v1/clusters/{source}/drain?dryRun=All", json={})
+    assert dry.status_code == 200 and dry.json()["migrationPlans"] == [f"{NS}/stock"], dry.text
+    done = fleet.api.run_cli("cluster", "drain", source, "--server", fleet.api.url, "--token", fleet.api.token())
+    assert done.returncode == 0, done.stderr
+    assert "1 migration plan(s) started" in done.stdout and "0 binding(s) rescheduled" in done.stdout, done.stdout
+    plan_name = done.stdout.strip().rsplit(f"{NS}/", 1)[1].strip()
+    try:
+        spec = fleet.plan(plan_name)["spec"]
+        assert spec["data"]["mover"] == "VolumeCopy" and spec["switch"]["freezeSeconds"] == 60, spec
+        assert spec["trigger"] == "Drain"
+        st = wait_for(lambda: s if (s := fleet.plan(plan_name).get("status") or {}).get("phase") in (
+            "RolledBack", "Failed", "Succeeded") else None, 120, "the drain's plan ended")
+        assert st["phase"] == "Succeeded", st
+        target = st["targetCluster"]
+        assert target != source and [c["name"] for c in st["data"]["claims"]] == ["data-stock-0", "wal-stock-0"]
+        for c in st["data"]["claims"]:
+            assert c["bytes"] >= 2 * MB and c["checksum"] == c["sourceChecksum"], c
+        assert st["freeze"]["stage"] == "done" and 0 < st["freeze"]["downtimeSeconds"] <= 60, st["freeze"]
+        assert fleet.ready_in_members("stock") == {target: 1}
+        # the target's claims hold every write the fenced source took (the final sync), and more since
+        assert writes(claim(fleet, target, "data-stock-0")) > 0
+    finally:
+        fleet.http.patch(f"/apis/multicluster.io/v1alpha1/clusters/{source}", json={"spec": {"unschedulable": False}},
+                         headers={"content-type": "application/merge-patch+json"})
