@@ -135,9 +135,10 @@ export default {
             `Cordon ${name} and move every workload with replicas there to other clusters (new copies become ready first)?`,
             "Drain", async () => {
               const done = await drain(session, name);
-              const moved = done.rescheduled, plans = done.migrationPlans;
+              const moved = done.rescheduled, plans = done.migrationPlans, kept = done.refused || [];
               return `${name} cordoned; ${moved.length} workload(s) asked to move${moved.length ? `: ${moved.join(", ")}` : ""}`
-                + (plans.length ? `; ${plans.length} migration plan(s) started: ${plans.join(", ")}` : "");
+                + (plans.length ? `; ${plans.length} migration plan(s) started: ${plans.join(", ")}` : "")
+                + (kept.length ? `; left in place (their data would not move): ${kept.join("; ")}` : "");
             }) }, "Drain")));
       }
       const rs = st.resourceSummary || {};
