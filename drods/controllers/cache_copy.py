@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from drods.controllers.cache_decisions import cache_options, cache_runner_up
 from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.decision_log import record_decisions
 from drods.machinery.journal import Journal
@@ -130,6 +131,7 @@ class CacheCopies:
     image: str = COPY_IMAGE
     timeout: float = 3600.0  # seconds a copy may run before the plan fails
     price: Callable[[str, str, float], float] | None = None  # (source, cluster, GiB) → transfer cost
+    far_cost: float | None = None  # the planner's farCostPerHour: why keeping the reads remote lost
 
     async def advance(self, plan: Obj, ds: Obj | None) -> None:
         spec, status = plan.get("spec") or {}, dict(plan.get("status") or {})
@@ -265,15 +267,16 @@ class CacheCopies:
         """The copy's outcome in the decision journal (a lost explanation never stops a copy)."""
         meta, spec = plan["metadata"], plan.get("spec") or {}
         ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        weighed = {**spec, "sourceCluster": spec.get("sourceCluster") or status.get("copySource")}
         outcome = {k: status.get(k) for k in ("bytesMoved", "durationSeconds", "bytesPerSecond", "transferCost",
                                               "checksum", "copySource") if status.get(k) is not None}
         rec: Obj = {"type": CACHE_PLAN_DECISION,
                "subject": {"kind": "Dataset", "namespace": ns, "name": spec.get("dataset")},
                "trigger": {"reason": {READY: "CopyVerified", FAILED: "CopyFailed", WITHDRAWN: "Withdrawn"}[phase]},
                "inputs": {"copy": {"cluster": spec.get("cluster"), "sourceCluster": status.get("copySource")}},
-               "options": [], "optionsTopK": None, "optionsOmitted": 0,
+               "options": cache_options(weighed, self.far_cost), "optionsTopK": None, "optionsOmitted": 0,
                "outcome": {"cachePlan": f"{ns}/{name}", "phase": phase, **outcome},
-               "summary": str(status.get("message") or phase), "runnerUp": None,
+               "summary": str(status.get("message") or phase), "runnerUp": cache_runner_up(weighed, self.far_cost),
                "source": {"journal": "decisions", "cachePlan": f"{ns}/{name}"}}
         try:
             await record_decisions(self.decisions, [(self.clock(), rec)])

@@ -203,7 +203,7 @@ class CachePlanner:
         self.clock = clock
         self.decisions = decision_log(store)  # X1: each proposed plan, each copy's outcome
         self.copies = CacheCopies(registry, self.decisions, clock, self.settings.copyImage,
-                                  self.settings.copyTimeoutSeconds)
+                                  self.settings.copyTimeoutSeconds, far_cost=self.settings.farCostPerHour)
 
     async def run(self) -> None:
         with metrics.reconcile(LEASE):  # the first pass fails the runnable: the manager restarts it

@@ -260,10 +260,13 @@ class MigrationController:
         n = facts.placement.get(spec.sourceCluster, 0)
         facts = replace(facts, claims=tuple(claims.names(spec.workloadRef.name, n)) if claims else (),
                         claims_note=claims.describe())
-        if not spec.targetCluster:
-            chosen, note = (None, "no store to ask the scheduler's view") if self.store is None else \
-                await choose_target(self.store, self.profile, binding, spec.sourceCluster)
-            facts = replace(facts, chosen_target=chosen, target_note=note)
+        if self.store is not None:
+            choice = await choose_target(self.store, self.profile, binding, spec.sourceCluster, spec.targetCluster)
+            facts = replace(facts, chosen_target=None if spec.targetCluster else choice.target,
+                            target_note=choice.note, target_options=choice.options,
+                            target_weights=dict(choice.weights))
+        elif not spec.targetCluster:
+            facts = replace(facts, target_note="no store to ask the scheduler's view")
         target = spec.targetCluster or facts.chosen_target
         if claims and target:
             facts = replace(facts, estimate=await self._estimate(workload, claims, n, spec.sourceCluster, target))

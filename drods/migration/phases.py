@@ -100,6 +100,9 @@ class Facts:
     deleting: bool = False  # the plan is being deleted
     chosen_target: str | None = None  # a plan without targetCluster: where the scheduler would put it
     target_note: str = ""  # why (or why none)
+    # X1: the other clusters as the scheduler weighed them (total, per-plugin scores), and its weights
+    target_options: tuple[Obj, ...] = ()
+    target_weights: Obj = field(default_factory=dict)
     claims: tuple[str, ...] = ()  # the workload's PersistentVolumeClaims on the source (its data)
     claims_note: str = ""  # where they come from (volumeClaimTemplates …)
     estimate: Obj | None = None  # bytes to move and the copy time (`drods.migration.estimate`)
@@ -274,6 +277,8 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
             step.mover == "VolumeCopy" or (step.hook is not None and step.hook.catchUp == "Run")))
         if not spec.targetCluster:
             st["targetChoice"] = f.target_note
+        if f.target_options:
+            st["targetOptions"] = {"weights": f.target_weights, "clusters": list(f.target_options)}
         if f.estimate is not None and spec.data_step() is not None:
             st["estimate"] = f.estimate
         _enter(st, PREPARE_TARGET, f.now, f"starting {n} replica(s) on {dst} beside {src}")

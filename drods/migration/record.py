@@ -28,7 +28,14 @@ def migration_record(plan: Mapping[str, Any], status: Mapping[str, Any]) -> dict
     why = conds.get("Failed") or conds.get("RolledBack") or {}
     placement = status.get("originalPlacement") or []
     n = int(status.get("sourceReplicas") or 0)
+    target = status.get("targetCluster") or spec.get("targetCluster")
+    weighed = status.get("targetOptions") or {}
+    # X1: the target against the other clusters the scheduler weighed (a runner-up is derived from them)
+    options = [{"cluster": o["cluster"], "replicas": n if o["cluster"] == target else 0, "total": o.get("total"),
+                "scores": o.get("scores") or {}, **({"room": o["room"]} if "room" in o else {})}
+               for o in weighed.get("clusters") or [] if isinstance(o, dict) and o.get("cluster")]
     return {"binding": status.get("binding"), "scheduleType": SCHEDULE_TYPE, "scheduler": RECORDER,
+            **({"options": options, "weights": weighed.get("weights") or {}} if options else {}),
             "trigger": {"kind": SCHEDULE_TYPE, "reason": status.get("message")},
             "result": {"phase": status.get("phase"), "placement": list(placement), "requested": n, "placed": n,
                        "message": status.get("message")},

@@ -45,3 +45,38 @@ async def test_a_record_is_written_once(tmp_path: Path) -> None:
         assert [e["migration"]["data"]["lostWritesMeasuredBy"] for e in page.items] == ["probe"]
     finally:
         await store.close()
+
+
+def test_the_target_is_weighed_against_the_runner_up() -> None:
+    """X1: the record names the other clusters the scheduler weighed and why the best of them lost."""
+    from drods.model.decision import from_schedule
+
+    weighed = {"weights": {"WaterLevel": 2.0, "NetworkLocality": 1.0},
+               "clusters": [{"cluster": "b", "total": 80.0, "scores": {"WaterLevel": 90.0, "NetworkLocality": 60.0}},
+                            {"cluster": "c", "total": 65.0, "scores": {"WaterLevel": 60.0, "NetworkLocality": 75.0},
+                             "room": 4}]}
+    rec = from_schedule({**migration_record(PLAN, {**ENDED, "targetOptions": weighed}), "time": ENDED["startTime"]})
+    assert rec["type"] == "Migration"
+    assert [(o["name"], o["chosen"]) for o in rec["options"]] == [("b", True), ("c", False)]
+    ru = rec["runnerUp"]
+    assert ru["name"] == "c" and ru["against"] == "b" and ru["lostBy"] == 15.0
+    assert ru["differences"] == {"WaterLevel": 20.0, "NetworkLocality": -5.0}
+    assert ru["why"].startswith("c scored 15.0 points below b (WaterLevel +20.0")
+    assert "options" not in migration_record(PLAN, ENDED)  # a plan started before the options were kept
+
+
+def test_a_cache_plan_names_the_remote_reads_as_runner_up() -> None:
+    from drods.controllers.cache_decisions import cache_plan_decision
+
+    spec = {"dataset": "features", "cluster": "sin", "sourceCluster": "dfw", "readGiBPerHour": 120.0,
+            "transferCostPerHour": 10.8, "reason": "120 GiB/h read from dfw"}
+    rec = cache_plan_decision("shop", "features-sin", spec, 50.0, 1.0)
+    assert [(o["name"], o["chosen"], o["feasible"]) for o in rec["options"]] == [
+        ("copy to sin", True, True), ("keep reading from dfw", False, True)]
+    ru = rec["runnerUp"]
+    assert ru["name"] == "keep reading from dfw" and ru["against"] == "copy to sin" and ru["lostBy"] == 9.8
+    assert ru["why"] == ("reading 120 GiB/h from dfw costs 10.80/h in transfer, 9.80/h above farCostPerHour "
+                         "1.00/h; a copy in sin reads locally")
+    assert cache_plan_decision("shop", "x", {**spec, "sourceCluster": None}, 50.0, 1.0)["runnerUp"] is None
+    by_hand = cache_plan_decision("shop", "x", {**spec, "transferCostPerHour": None}, 50.0, 1.0)["runnerUp"]
+    assert by_hand["name"] == "keep reading from dfw" and "approved as written" in by_hand["why"]

@@ -482,6 +482,12 @@ def test_an_approved_cache_plan_copies_then_placement_prefers_the_copy(fleet: Fl
 
     st = wait_for(ready, 60, "the cache copy Ready")
     assert "Copying" in seen, seen
+    records = wait_for(lambda: fleet.http.get("/api/v1/decisions", params={
+        "kind": "Dataset", "namespace": NS, "name": "features"}).json()["items"], 10, "the copy's decision record")
+    assert all(r["type"] == "CachePlan" for r in records), records
+    for r in records:  # the copy's outcome: keeping the reads remote lost (a plan written by hand: as written)
+        assert r["runnerUp"]["name"] == "keep reading from mig-dfw", r
+        assert "approved as written" in r["runnerUp"]["why"], r
     assert st["copySource"] == "mig-dfw" and st["bytesMoved"] == CACHE_BYTES, st
     assert st["checksum"] == st["sourceChecksum"] and st["bytesPerSecond"] > 0 and st["transferCost"] > 0, st
     assert {"cluster": "mig-sin", "kind": "Cache"} in fleet.http.get(f"{api}/datasets/features").json()["spec"][
@@ -556,6 +562,16 @@ def test_drain_of_a_workload_with_claims_and_no_hook_copies_its_volumes(fleet: F
         assert fleet.ready_in_members("stock") == {target: 1}
         # the target's claims hold every write the fenced source took (the final sync), and more since
         assert writes(claim(fleet, target, "data-stock-0")) > 0
+        # X1: the move's decision names the third cluster as runner-up, with why it lost
+        third = next(n for n in fleet.members if n not in (source, target))
+        records = fleet.http.get("/api/v1/decisions", params={"kind": "StatefulSet", "namespace": NS,
+                                                               "name": "stock"}).json()["items"]
+        moved = [r for r in records if r["type"] == "Migration" and r["runnerUp"]]
+        assert moved and moved[0]["runnerUp"]["name"] == third and moved[0]["runnerUp"]["against"] == target, records
+        assert {o["name"] for o in moved[0]["options"]} == {target, third}
+        explained = fleet.api.run_cli("explain", "statefulset/stock", "-n", NS, "--server", fleet.api.url,
+                                      "--token", fleet.api.token())
+        assert explained.returncode == 0 and f"runner-up: {third} scored" in explained.stdout, explained.stdout
     finally:
         fleet.http.patch(f"/apis/multicluster.io/v1alpha1/clusters/{source}", json={"spec": {"unschedulable": False}},
                          headers={"content-type": "application/merge-patch+json"})
