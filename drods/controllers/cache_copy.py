@@ -2,7 +2,9 @@
 only then a ``Cache`` location on the Dataset.
 
 Approving a plan starts one copy Job in ``spec.cluster`` (`drods.model.data_jobs`, the same Job and
-pinned Binding a MigrationPlan's VolumeCopy uses): the transport client pulls the Dataset
+pinned Binding a MigrationPlan's VolumeCopy uses) writing into a claim of its own (named as the Job,
+sized as the Dataset, mounted at ``/data``; it travels with the Job as a dependent, so the Cache copy
+lives in it and goes with it): the transport client pulls the Dataset
 (``COPY_DATASET``, ``COPY_SIZE_BYTES``) from ``sourceCluster`` — the plan's, else the Dataset's
 Primary, else its first location — and reports its bytes, rate and both checksums on its Job. The
 plan's ``status.phase`` goes ``Pending`` → ``Copying`` → ``Verifying`` → ``Ready`` (or ``Failed``):
@@ -12,7 +14,7 @@ source's. ``status`` then holds ``bytesMoved``, ``durationSeconds``, ``bytesPerS
 reference link ÷ the link's bandwidth), and the decision journal gets the outcome (X1, ``CachePlan``).
 
 Withdrawing — ``spec.approved: false`` after the copy, or deleting the plan — deletes the copy Job
-(the member's Job and what it holds go with its Binding) and takes the location off the Dataset; a
+and its claim (the member's Job and the claim holding the copy go with its Binding's Work) and takes the location off the Dataset; a
 copy Job whose plan is gone is found by its label and removed the same way. Every step is a level
 read from the plan's status and the copy's Binding, so a new leader resumes where the last stopped.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +34,7 @@ from drods.machinery.decision_log import record_decisions
 from drods.machinery.journal import Journal
 from drods.model.annotations import CACHE_PLAN_LABEL, MANAGED_BY
 from drods.model.data_jobs import (
+    DATA_PATH,
     copy_figures,
     job_name,
     job_outcome,
@@ -51,6 +55,7 @@ from drods.registry.objects import ObjectRegistry
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 JOB = by_kind("batch/v1", "Job")
+CLAIM = by_kind("v1", "PersistentVolumeClaim")
 assert JOB is not None
 MANAGED_BY_CACHE = "cache-planner"
 PENDING, COPYING, VERIFYING, READY, FAILED, WITHDRAWN = "Pending", "Copying", "Verifying", "Ready", "Failed", \
@@ -93,13 +98,28 @@ def copy_job(plan: Mapping[str, Any], ds: Mapping[str, Any], source: str, image:
            {"name": "COPY_SOURCE_CLUSTER", "value": source},
            {"name": "COPY_TARGET_CLUSTER", "value": str(spec.get("cluster"))},
            {"name": "MIGRATION_TRANSPORT", "value": "Rsync"}]
-    job_spec = one_container_job(image, [], [], [])
-    job_spec["template"]["spec"]["containers"][0]["name"] = "dataset-copy"
-    job_spec["backoffLimit"] = 2  # a transport error is retried; the copy is incremental
-    with_env(job_spec, env)
     name, _ = copy_run(plan)
+    job_spec = one_container_job(image, [], [], [])
+    pod = job_spec["template"]["spec"]
+    pod["volumes"] = [{"name": "cache", "persistentVolumeClaim": {"claimName": name}}]
+    pod["containers"][0].update(name="dataset-copy", volumeMounts=[{"name": "cache", "mountPath": DATA_PATH}])
+    job_spec["backoffLimit"] = 2  # a transport error is retried; the copy is incremental
+    with_env(job_spec, [*env, {"name": "COPY_DATA_PATH", "value": DATA_PATH}])
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": ns, "labels": labels(plan)}, "spec": job_spec}
+
+
+def copy_claim(plan: Mapping[str, Any], ds: Mapping[str, Any]) -> Obj:
+    """The claim the copy fills and the Cache copy lives in: named as the Job, sized as the Dataset. It
+    follows the Job to the cluster (a claim its pod mounts is a dependent of the Job's Binding), so it
+    goes with the Job's Work when the copy is withdrawn."""
+    meta = plan["metadata"]
+    size = float((ds.get("spec") or {}).get("sizeGiB") or 0)
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": copy_run(plan)[0], "namespace": str(meta.get("namespace") or "default"),
+                         "labels": labels(plan)},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": f"{max(math.ceil(size * 1024), 1)}Mi"}}}}
 
 
 def labels(plan: Mapping[str, Any]) -> dict[str, str]:
@@ -211,8 +231,8 @@ class CacheCopies:
         assert job is not None and namespace is not None
         if ds is not None and cluster:
             await self._locate(ds, cluster, add=False)
-        assert JOB is not None
-        for kind, name, ns in ((BINDING, job[1], None), (JOB, job[0], namespace)):
+        assert JOB is not None and CLAIM is not None
+        for kind, name, ns in ((BINDING, job[1], None), (JOB, job[0], namespace), (CLAIM, job[0], namespace)):
             with contextlib.suppress(NotFound):
                 await self.registry.delete(kind, name, ns)
         if plan is not None and not keep_status:
@@ -224,8 +244,8 @@ class CacheCopies:
         ns, name = str(plan["metadata"].get("namespace") or "default"), str(plan["metadata"]["name"])
         binding = pinned_job_binding(job, str((plan.get("spec") or {}).get("cluster")), f"CachePlan {ns}/{name}",
                                      labels(plan))
-        assert JOB is not None
-        for kind, obj, namespace in ((JOB, job, ns), (BINDING, binding, None)):
+        assert JOB is not None and CLAIM is not None
+        for kind, obj, namespace in ((CLAIM, copy_claim(plan, ds), ns), (JOB, job, ns), (BINDING, binding, None)):
             with contextlib.suppress(AlreadyExists, Conflict):
                 await self.registry.create(kind, obj, namespace)
 

@@ -100,7 +100,8 @@ def _movers(pods: Iterable[Obj], claims: dict[tuple[str, str], Obj], network: Ne
                 out.pods.append({**pod, "metadata": {**pod["metadata"], "annotations": {**ann, ANN_EXIT_CODE: code}}})
             continue
         if kind == "dataset":
-            step = movers.dataset_step(pod, now, bandwidth)
+            key = (ns, next(iter(pod_claims(pod)), ""))
+            step = movers.dataset_step(pod, now, bandwidth, claims.get(key))
         else:
             key = (ns, env["MIGRATION_CLAIM"])
             step = movers.copy_step(pod, claims.get(key), sources.get(source, {}).get(f"{ns}/{key[1]}"), now,

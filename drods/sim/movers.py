@@ -13,6 +13,7 @@ from typing import Any
 
 from drods.sim.config import parse_memory
 from drods.sim.storage import (
+    ANN_CHECKSUM,
     ANN_COPY,
     ANN_REPLICA_OF,
     ANN_USED_BYTES,
@@ -114,10 +115,10 @@ def _report(moved: float, seconds: float, mine: str, source: str) -> Obj:
             "checksum": mine, "sourceChecksum": source}
 
 
-def dataset_step(pod: Mapping[str, Any], now: float, bandwidth: float) -> Progress:
+def dataset_step(pod: Mapping[str, Any], now: float, bandwidth: float, claim: Obj | None = None) -> Progress:
     """One pass of a CachePlan's copy pod: ``COPY_SIZE_BYTES`` of the dataset pulled from
     ``COPY_SOURCE_CLUSTER`` at the sim's bandwidth, so it takes size ÷ bandwidth; the copy's content
-    (the dataset at that size) hashes as the source's."""
+    (the dataset at that size) hashes as the source's and lands in ``claim``, the one the pod mounts."""
     env = env_of(pod)
     try:
         total = max(int(float(env.get("COPY_SIZE_BYTES") or 0)), 0)
@@ -132,7 +133,12 @@ def dataset_step(pod: Mapping[str, Any], now: float, bandwidth: float) -> Progre
     seconds = max(now - float(prog["startedAt"]), 1e-9)
     digest = checksum(int(prog["total"]), 0)
     prog.update(seconds=round(seconds, 3), checksum=digest)
-    return Progress(json.dumps(prog), exit_code=0, report=_report(moved, seconds, digest, digest))
+    filled = None
+    if claim is not None:
+        filled = {**claim, "metadata": {**claim["metadata"], "annotations": {
+            **(claim["metadata"].get("annotations") or {}), ANN_USED_BYTES: str(int(prog["total"])),
+            ANN_CHECKSUM: digest}}}
+    return Progress(json.dumps(prog), filled, exit_code=0, report=_report(moved, seconds, digest, digest))
 
 
 def _replica(claim: Mapping[str, Any]) -> bool:

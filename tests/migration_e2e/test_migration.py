@@ -75,7 +75,8 @@ class Fleet:
         return dict(self.http.get(f"{PLANS}/{name}").json())
 
     def binding(self, name: str) -> dict[str, Any]:
-        return dict(self.http.get(f"{BINDINGS}/{name}").json())
+        r = self.http.get(f"{BINDINGS}/{name}")
+        return dict(r.json()) if r.status_code == 200 else {}
 
     def ready_in_members(self, sts: str) -> dict[str, int]:
         out = {}
@@ -496,6 +497,9 @@ def test_an_approved_cache_plan_copies_then_placement_prefers_the_copy(fleet: Fl
     jobs = fleet.members["mig-sin"].get(f"/apis/batch/v1/namespaces/{NS}/jobs") or {}
     assert any(j["metadata"]["name"] == st["copyJob"] and (j.get("status") or {}).get("succeeded") == 1
                for j in jobs.get("items") or []), jobs
+    held = claim(fleet, "mig-sin", st["copyJob"])  # the copy lives in a claim of its own, filled by the Job
+    assert held["metadata"]["annotations"]["sim.drods.io/used-bytes"] == str(CACHE_BYTES), held
+    assert held["metadata"]["annotations"]["sim.drods.io/checksum"] == st["checksum"], held
     out = subprocess.run(["kubectl", "--kubeconfig", str(fleet.kubeconfig), "get", "cacheplans", "-n", NS],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
@@ -528,6 +532,7 @@ def test_an_approved_cache_plan_copies_then_placement_prefers_the_copy(fleet: Fl
         ["mig-dfw"]
     wait_for(lambda: not any(j["metadata"]["name"] == st["copyJob"] for j in (fleet.members["mig-sin"].get(
         f"/apis/batch/v1/namespaces/{NS}/jobs") or {}).get("items") or []), 30, "the copy Job gone from mig-sin")
+    wait_for(lambda: claim(fleet, "mig-sin", st["copyJob"]) == {}, 30, "the copy's claim gone from mig-sin")
 
 
 def test_drain_of_a_workload_with_claims_and_no_hook_copies_its_volumes(fleet: Fleet) -> None:
