@@ -14,8 +14,9 @@ source's. ``status`` then holds ``bytesMoved``, ``durationSeconds``, ``bytesPerS
 reference link ÷ the link's bandwidth), and the decision journal gets the outcome (X1, ``CachePlan``).
 
 Withdrawing — ``spec.approved: false`` after the copy, or deleting the plan — deletes the copy Job
-and its claim (the member's Job and the claim holding the copy go with its Binding's Work) and takes the location off the Dataset; a
-copy Job whose plan is gone is found by its label and removed the same way. Every step is a level
+and its claim (the member's Job and the claim holding the copy go with its Binding's Work) and takes
+the location off the Dataset; a copy Job whose plan is gone is found by its label and removed the
+same way. Every step is a level
 read from the plan's status and the copy's Binding, so a new leader resumes where the last stopped.
 """
 

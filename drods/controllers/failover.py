@@ -21,8 +21,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from drods.controllers.cluster_eviction import evict, release
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.health import NOT_READY_TAINT
 from drods.controllers.rescheduler import Rescheduler
@@ -34,6 +36,7 @@ from drods.model.annotations import failover_reason
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
+from drods.scheduler.plugins.taint_toleration import tolerates
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -54,6 +57,37 @@ def toleration_seconds(binding: Obj, cluster: Obj, default: float) -> float | No
     return own if own is not None else default
 
 
+def no_execute_taints(cluster: Obj) -> list[Obj]:
+    """The cluster's NoExecute taints but the not-ready one (its clock is the Ready condition's)."""
+    return [t for t in (cluster.get("spec") or {}).get("taints") or []
+            if isinstance(t, dict) and t.get("effect") == "NoExecute" and t.get("key")
+            and t.get("key") != NOT_READY_TAINT]
+
+
+def taint_text(taint: Obj) -> str:
+    return f"{taint['key']}={taint['value']}:NoExecute" if taint.get("value") else f"{taint['key']}:NoExecute"
+
+
+def taint_toleration_seconds(binding: Obj, taint: Obj) -> float | None:
+    """Seconds ``binding`` stays on a cluster with the NoExecute ``taint`` (Kubernetes' taint manager,
+    Karmada's NoExecute eviction): 0 when no ``clusterTolerations`` entry tolerates it, the matching
+    entry's ``tolerationSeconds``, None (for good) when that entry has none."""
+    placement = (binding.get("spec") or {}).get("placement") or {}
+    key, value = str(taint["key"]), str(taint.get("value") or "")
+    for t in placement.get("clusterTolerations") or []:
+        if isinstance(t, dict) and tolerates((t.get("key"), str(t.get("operator") or "Equal"), t.get("value"),
+                                              t.get("effect")), key, value, "NoExecute"):
+            secs = t.get("tolerationSeconds")
+            return None if secs is None else float(secs)
+    return 0.0
+
+
+def taint_reason(cluster: str, taint: Obj, toleration_s: float) -> str:
+    """Read by the decision record (an Eviction) and shown on the Binding."""
+    held = f" (toleration {toleration_s:g}s)" if toleration_s else " (not tolerated)"
+    return f"taint {taint_text(taint)} on cluster {cluster}{held}"
+
+
 def not_ready_since(cluster: Obj) -> float | None:
     c = condition(cluster, "Ready")
     return parse_rfc3339(c.get("lastTransitionTime")) if c is not None and c.get("status") == "False" else None
@@ -69,9 +103,7 @@ class Failover:
         # cluster → (since when it is NotReady, the bindings asked to move off it since then): per
         # cluster, so a storm of 100,000 bindings keeps a name each, not a (binding, cluster, since)
         self.triggered: dict[str, tuple[float, set[str]]] = {}
-
-    async def reschedule(self, name: str, reason: str) -> None:
-        await self.rescheduler.binding(name, reason)
+        self.released = False  # the first pass looks at every binding's eviction tasks (a new leader)
 
     async def run(self) -> None:
         """A pass when a cluster's status changes (it turns NotReady) and at least every probe
@@ -92,40 +124,56 @@ class Failover:
         for key, cluster in list(self.fleet.clusters.cache.items()):
             name = key[len(CLUSTER.key_prefix()):]
             since = not_ready_since(cluster)
-            if since is None:
-                continue
-            down.add(name)
-            episode = self.triggered.get(name)
-            if episode is None or episode[0] != since:
-                episode = self.triggered[name] = (since, set())
-            requested = episode[1]
-            for b in sorted(self.fleet.by_cluster.get(name, set())):
-                binding = self.fleet.bindings.cache.get(BINDING.key(b))
-                if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
-                    continue
-                status = binding.get("status") or {}
-                if not any(isinstance(t, dict) and t.get("cluster") == name and int(t.get("replicas") or 0) > 0
-                           for t in status.get("placement") or []):
-                    continue
-                tol = toleration_seconds(binding, cluster, self.settings.tolerationSeconds)
-                if tol is None or now < since + tol:
-                    continue
-                if b in requested:
-                    continue
-                scheduled = parse_rfc3339(status.get("scheduledTime"))
-                asked = parse_rfc3339((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
-                if asked is not None and asked >= since and (scheduled is None or scheduled < asked):
-                    requested.add(b)  # already asked for, the scheduler hasn't answered yet
-                    continue
-                reason = failover_reason(name, rfc3339_ms(since), tol)
-                try:
-                    await self.reschedule(b, reason)
-                except ApiError as e:
-                    log.warning("failover of %s off %s failed: %s", b, name, e.message)
-                    continue
-                requested.add(b)
-                moved.append(b)
-                log.info("failover: %s rescheduled: %s", b, reason)
-        for recovered in self.triggered.keys() - down:
-            del self.triggered[recovered]
+            if since is not None:
+                down.add(name)
+                await self._evict(name, name, since, now, moved,
+                                  partial(toleration_seconds, cluster=cluster, default=self.settings.tolerationSeconds),
+                                  partial(failover_reason, name, rfc3339_ms(since)))
+            for taint in no_execute_taints(cluster):
+                episode = f"{name}\0{taint_text(taint)}"
+                down.add(episode)
+                added = parse_rfc3339(taint.get("timeAdded"))
+                first = self.triggered.get(episode, (added if added is not None else now, set()))[0]
+                await self._evict(name, episode, first, now, moved, partial(taint_toleration_seconds, taint=taint),
+                                  partial(taint_reason, name, taint))
+        recovered = self.triggered.keys() - down
+        for key in recovered:
+            del self.triggered[key]
+        if recovered or not self.released:  # failover.cluster's tasks for clusters that are fine again
+            await release(self.fleet, self.rescheduler, {k.split("\0")[0] for k in down})
+            self.released = True
         return moved
+
+    async def _evict(self, name: str, episode_key: str, since: float, now: float, moved: list[str],
+                     toleration: Callable[[Obj], float | None], reason_of: Callable[[float], str]) -> None:
+        """Hand the bindings with replicas on ``name`` whose toleration of this episode (NotReady, or one
+        NoExecute taint) ran out to the scheduler; once per binding and episode."""
+        episode = self.triggered.get(episode_key)
+        if episode is None or episode[0] != since:
+            episode = self.triggered[episode_key] = (since, set())
+        requested = episode[1]
+        for b in sorted(self.fleet.by_cluster.get(name, set())):
+            binding = self.fleet.bindings.cache.get(BINDING.key(b))
+            if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp") or b in requested:
+                continue
+            status = binding.get("status") or {}
+            if not any(isinstance(t, dict) and t.get("cluster") == name and int(t.get("replicas") or 0) > 0
+                       for t in status.get("placement") or []):
+                continue
+            tol = toleration(binding)
+            if tol is None or now < since + tol:
+                continue
+            scheduled = parse_rfc3339(status.get("scheduledTime"))
+            asked = parse_rfc3339((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
+            if asked is not None and asked >= since and (scheduled is None or scheduled < asked):
+                requested.add(b)  # already asked for, the scheduler hasn't answered yet
+                continue
+            reason = reason_of(tol)
+            try:
+                await evict(self.fleet, self.rescheduler, b, binding, name, reason, now)
+            except ApiError as e:
+                log.warning("failover of %s off %s failed: %s", b, name, e.message)
+                continue
+            requested.add(b)
+            moved.append(b)
+            log.info("failover: %s rescheduled: %s", b, reason)

@@ -30,6 +30,8 @@ DEFAULT_TOLERATION_SECONDS = 300
 DEFAULT_GRACE_PERIOD_SECONDS = 600
 PRODUCER = "application-failover"
 REASON = "ApplicationFailure"
+TAINT_PRODUCER = "TaintManager"  # Karmada's names for a move off a failed or NoExecute-tainted cluster
+TAINT_REASON = "TaintUntolerated"
 Obj = dict[str, Any]
 
 
@@ -66,8 +68,11 @@ class ApplicationFailoverBehavior(BaseModel):
 
 
 class ClusterFailoverBehavior(BaseModel):
-    """``failover.cluster`` (Karmada 1.15+): accepted; DRO-DS's cluster failover (S11) always moves
-    gracefully and its toleration comes from the placement's ``clusterTolerations``."""
+    """``failover.cluster`` (Karmada 1.15+): when cluster failover (S11: NotReady past the toleration)
+    or a NoExecute taint the binding does not tolerate moves it, the move is a graceful eviction task
+    (producer ``TaintManager``, reason ``TaintUntolerated``) whose ``purgeMode`` says how the old copy
+    goes and whose ``preservedLabelState`` carries ``statePreservation``'s values to the new copies.
+    The toleration still comes from the placement's ``clusterTolerations``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 

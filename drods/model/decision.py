@@ -131,14 +131,15 @@ def _schedule_options(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _schedule_type(entry: Mapping[str, Any]) -> str:
     """A reschedule that moves a workload off a cluster on purpose — failover of a NotReady cluster, a
     drain (`drods.model.annotations.failover_reason` / `drain_reason`), an application failover
-    (`drods.controllers.app_failover.failover_message`), the descheduler's evacuation or pre-allocation
+    (`drods.controllers.app_failover.failover_message`), a NoExecute taint not tolerated
+    (`drods.controllers.failover.taint_reason`), the descheduler's evacuation or pre-allocation
     (`drods.controllers.rescheduler`) — is an eviction; its restore and a traffic rebalance are
     rebalancing."""
     st = str(entry.get("scheduleType") or "")
     words = str((entry.get("trigger") or {}).get("reason") or "").split(" ")
     if st == "RescheduleTriggered":
         if ((len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady")
-                or (len(words) >= 2 and words[0] in ("drain", "evacuate", "preallocate"))
+                or (len(words) >= 2 and words[0] in ("drain", "evacuate", "preallocate", "taint"))
                 or words[:2] == ["application", "failover:"]):
             return EVICTION
         if len(words) >= 2 and (words[0] == "restore" or words[:2] == ["traffic", "rebalance:"]):

@@ -49,3 +49,48 @@ async def test_one_request_per_binding_and_episode() -> None:
     now[0] = 181.0
     assert await failover.tick() == ["a", "b"]
     assert asked.names == ["a", "b", "a", "b"]
+
+
+async def test_a_no_execute_taint_evicts_what_does_not_tolerate_it() -> None:
+    """Karmada's NoExecute eviction (a ClusterTaintPolicy's taint, or one set by hand): a binding without
+    a matching toleration leaves at once, one with ``tolerationSeconds`` when they run out, one with a
+    toleration without seconds stays; the taint's removal ends the episode."""
+    now = [100.0]
+    tainted = cluster(True, 0.0)
+    tainted["spec"] = {"taints": [{"key": "maintenance", "value": "kernel", "effect": "NoExecute",
+                                   "timeAdded": rfc3339_ms(90.0)},
+                                  {"key": "gpu", "effect": "NoSchedule"}]}
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): tainted})
+    patient, forever, wrong = binding("patient"), binding("forever"), binding("wrong-value")
+    patient["spec"] = {"placement": {"clusterTolerations": [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]}}
+    forever["spec"] = {"placement": {"clusterTolerations": [{"key": "maintenance", "operator": "Exists"}]}}
+    wrong["spec"] = {"placement": {"clusterTolerations": [{"key": "maintenance", "value": "disk"}]}}
+    bindings = SimpleNamespace(cache={BINDING.key(b["metadata"]["name"]): b
+                                      for b in (binding("plain"), patient, forever, wrong)})
+    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {
+        "plain", "patient", "forever", "wrong-value"}})
+    reasons: list[tuple[str, str]] = []
+
+    class Recorded(Asked):
+        async def binding(self, name: str, reason: str) -> None:
+            reasons.append((name, reason))
+
+    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Recorded(), clock=lambda: now[0])  # type: ignore[arg-type]
+    assert await failover.tick() == ["plain", "wrong-value"]
+    assert reasons[0] == ("plain", "taint maintenance=kernel:NoExecute on cluster c1 (not tolerated)")
+    now[0] = 149.0  # the toleration counts from the taint's timeAdded (90 + 60)
+    assert await failover.tick() == []
+    now[0] = 151.0
+    assert await failover.tick() == ["patient"]
+    assert reasons[-1] == ("patient", "taint maintenance=kernel:NoExecute on cluster c1 (toleration 60s)")
+    tainted["spec"] = {"taints": []}  # removed: the episode is over
+    assert await failover.tick() == [] and failover.triggered == {}
+
+
+def test_a_taint_eviction_is_an_eviction_decision() -> None:
+    from drods.model.decision import EVICTION, from_schedule
+
+    entry = {"scheduleType": "RescheduleTriggered", "binding": "web",
+             "trigger": {"reason": "taint maintenance=kernel:NoExecute on cluster c1 (not tolerated)"}}
+    assert from_schedule(entry)["type"] == EVICTION

@@ -135,3 +135,88 @@ def test_a_workload_rebalancer_redecides_reports_and_expires(env: Env, kubectl: 
         env.delete(f"{REBALANCERS}/rebalance-api")
         env.delete(deploy_path("rebal", "api"))
         env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/rebal/propagationpolicies/rebal")
+
+
+EVICTABLE = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: evictable, namespace: clusterfo}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
+  placement:
+    clusterAffinity: {clusterNames: [aws-dfw, gcp-sin]}
+    spreadConstraints: [{spreadByField: cluster, maxGroups: 1, minGroups: 1}]
+    replicaScheduling: {replicaSchedulingType: Divided}
+  failover:
+    cluster:
+      purgeMode: Directly
+      statePreservation:
+        rules:
+        - {aliasLabelName: failover.example.io/replicas, jsonPath: "{.replicas}"}
+"""
+TOLERANT = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: tolerant, namespace: clusterfo}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: batch}]
+  placement:
+    clusterAffinity: {clusterNames: [%s]}
+    clusterTolerations: [{key: example.com/evacuate, operator: Exists, effect: NoExecute}]
+"""
+EVACUATE = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterTaintPolicy
+metadata: {name: evacuate}
+spec:
+  targetClusters: {clusterNames: [%s]}
+  addOnConditions: [{conditionType: Ready, operator: In, statusValues: ["%s"]}]
+  removeOnConditions: [{conditionType: Ready, operator: In, statusValues: ["%s"]}]
+  taints: [{key: example.com/evacuate, effect: NoExecute}]
+"""
+
+
+def test_a_no_execute_taint_moves_what_does_not_tolerate_it_as_failover_cluster_says(env: Env,
+                                                                                      kubectl: Kubectl) -> None:
+    """A ClusterTaintPolicy's NoExecute taint evicts a workload that does not tolerate it: its policy's
+    ``failover.cluster`` makes the move a TaintManager eviction task (purged Directly, the state label
+    preserved); a workload tolerating the taint stays; the task goes when the taint does."""
+    kubectl.run("create", "namespace", "clusterfo")
+    kubectl.run("apply", "-f", "-", input=EVICTABLE)
+    env.create(deploy_path("clusterfo"), deployment("web", 2, namespace="clusterfo", cpu="50m", memory="32Mi"))
+    first = wait_for(lambda: (c := env.copies("web", "clusterfo")) and len(c) == 1 and next(iter(c)), 40,
+                     "web placed on one cluster")
+    other = next(n for n in ("aws-dfw", "gcp-sin") if n != first)
+    kubectl.run("apply", "-f", "-", input=TOLERANT % first)
+    env.create(deploy_path("clusterfo"), deployment("batch", 1, namespace="clusterfo", cpu="50m", memory="32Mi"))
+    wait_for(lambda: env.copies("batch", "clusterfo") == {first: 1}, 40, f"batch on {first}")
+    try:
+        kubectl.run("apply", "-f", "-", input=EVACUATE % (first, "True", "False"))
+        moved = wait_for(lambda: (d := env.members[other].deployment("web", "clusterfo")) is not None and d, 60,
+                         f"web moved to {other}", what_else=lambda: env.binding("deployment-clusterfo-web"))
+        assert (moved.metadata.labels or {}).get("failover.example.io/replicas") == "2"
+        wait_for(lambda: env.members[first].deployment("web", "clusterfo") is None, 30,
+                 f"the old copy purged from {first} at once")
+        binding: dict[str, Any] = env.binding("deployment-clusterfo-web") or {}
+        task, = binding["spec"]["gracefulEvictionTasks"]
+        assert (task["fromCluster"], task["reason"], task["producer"], task["purgeMode"]) == (
+            first, "TaintUntolerated", "TaintManager", "Directly"), task
+        assert task["preservedLabelState"] == {"failover.example.io/replicas": "2"}
+        assert binding["metadata"]["annotations"]["multicluster.io/reschedule-reason"] == \
+            f"taint example.com/evacuate:NoExecute on cluster {first} (not tolerated)"
+        assert env.copies("batch", "clusterfo") == {first: 1}  # it tolerates the taint: it stays
+        decisions = env.http.get("/api/v1/decisions", params={"kind": "Deployment", "namespace": "clusterfo",
+                                                                "name": "web"}).json()["items"]
+        assert any(d["type"] == "Eviction" for d in decisions), decisions
+        kubectl.run("apply", "-f", "-", input=EVACUATE % (first, "False", "True"))  # the taint goes
+        wait_for(lambda: not (env.binding("deployment-clusterfo-web") or {}).get("spec", {}).get(
+            "gracefulEvictionTasks"), 30, "the eviction task released with the taint")
+    finally:
+        kubectl.run("apply", "-f", "-", input=EVACUATE % (first, "False", "True"))
+        wait_for(lambda: not [t for t in env.cluster(first)["spec"].get("taints") or []
+                              if t["key"] == "example.com/evacuate"] or None, 20, "the taint removed")
+        kubectl.run("delete", "clustertaintpolicies.policy.karmada.io", "evacuate")
+        for name in ("web", "batch"):
+            env.delete(deploy_path("clusterfo", name))
+        for name in ("evictable", "tolerant"):
+            env.delete(f"/apis/policy.karmada.io/v1alpha1/namespaces/clusterfo/propagationpolicies/{name}")

@@ -1,0 +1,96 @@
+"""Karmada's ``failover.cluster``: a binding moved off a cluster by failover (NotReady past its
+toleration) or by a NoExecute taint it does not tolerate (`drods.controllers.failover`) gets a graceful
+eviction task — the same record application failover writes (`drods.model.app_failover`) — when its
+policy declares ``failover.cluster``: ``purgeMode`` (Directly / Gracefully) says how the binding
+controller removes the old copy, ``statePreservation`` reads values from the failed copy's last
+reported status and the new copies carry them as labels. The task keeps the cluster out of the
+binding's placement while the cluster is NotReady or tainted; `release` takes it off once it is not
+(so placement may come back, as without the task). Without ``failover.cluster`` the binding is just
+re-placed, as S11 always did.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
+
+from drods.controllers.aggregate import member_status
+from drods.controllers.fleet import MemberFleet
+from drods.controllers.rescheduler import Rescheduler, trigger
+from drods.errors import ApiError
+from drods.model.app_failover import (
+    TAINT_PRODUCER,
+    TAINT_REASON,
+    ClusterFailoverBehavior,
+    GracefulEvictionTask,
+    preserved_labels,
+)
+from drods.model.kinds import BINDING
+from drods.model.timefmt import rfc3339
+from drods.model.work import Ref
+from drods.registry.patch import MERGE_PATCH
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def cluster_behavior_of(binding: Obj) -> ClusterFailoverBehavior | None:
+    raw = ((binding.get("spec") or {}).get("failover") or {}).get("cluster")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return ClusterFailoverBehavior.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+async def evict(fleet: MemberFleet, rescheduler: Rescheduler, name: str, binding: Obj, cluster: str, reason: str,
+                now: float) -> None:
+    """Move ``name`` off ``cluster``: with a graceful eviction task when its policy declares
+    ``failover.cluster``, else a plain re-placement. Raises ApiError when the write fails."""
+    behavior = cluster_behavior_of(binding)
+    if behavior is None:
+        await rescheduler.binding(name, reason)
+        return
+    spec, status = binding.get("spec") or {}, binding.get("status") or {}
+    resource = spec.get("resource") or {}
+    ref = Ref(str(resource.get("apiVersion")), str(resource.get("kind")), str(resource.get("namespace") or ""),
+              str(resource.get("name")))
+    rules = behavior.statePreservation.rules if behavior.statePreservation is not None else []
+    state = preserved_labels(rules, member_status(fleet.works_of(name).get(cluster), ref)) if rules else {}
+    placed = [t for t in status.get("placement") or [] if isinstance(t, dict)]
+    task = GracefulEvictionTask(
+        fromCluster=cluster, message=reason, reason=TAINT_REASON, producer=TAINT_PRODUCER,
+        purgeMode=behavior.purgeMode, preservedLabelState=state,
+        replicas=next((int(t.get("replicas") or 0) for t in placed if t.get("cluster") == cluster), None),
+        clustersBeforeFailover=sorted({str(t.get("cluster")) for t in placed}), creationTimestamp=rfc3339(now))
+    kept = [t for t in spec.get("gracefulEvictionTasks") or []
+            if not (isinstance(t, dict) and t.get("fromCluster") == cluster and t.get("producer") == TAINT_PRODUCER)]
+    await trigger(rescheduler.registry, name, reason, rescheduler.clock,
+                  spec={"gracefulEvictionTasks": [*kept, task.model_dump(mode="json", exclude_none=True)]})
+
+
+async def release(fleet: MemberFleet, rescheduler: Rescheduler, failing: set[str],
+                  bindings: Iterable[str] | None = None) -> list[str]:
+    """Take the TaintManager eviction tasks off the bindings (all, or ``bindings``) for clusters no
+    longer ``failing`` (NotReady or NoExecute-tainted); returns the bindings changed."""
+    names = list(bindings) if bindings is not None else [k[len(BINDING.key_prefix()):]
+                                                          for k in list(fleet.bindings.cache)]
+    changed: list[str] = []
+    for name in names:
+        binding = fleet.bindings.cache.get(BINDING.key(name))
+        tasks = [t for t in ((binding or {}).get("spec") or {}).get("gracefulEvictionTasks") or []
+                 if isinstance(t, dict)]
+        kept = [t for t in tasks if t.get("producer") != TAINT_PRODUCER or t.get("fromCluster") in failing]
+        if binding is None or len(kept) == len(tasks):
+            continue
+        try:
+            await rescheduler.registry.patch(BINDING, name, {"spec": {"gracefulEvictionTasks": kept}}, MERGE_PATCH)
+        except ApiError as e:
+            log.warning("releasing %s's eviction tasks failed: %s", name, e.message)
+            continue
+        changed.append(name)
+    return changed
