@@ -154,6 +154,10 @@ RULES: dict[tuple[str, str], Rule] = {
     **_kubernetes(f"{_CORE_NS}/{{name}}", "GET PUT PATCH DELETE"),
     **_kubernetes(f"{_CORE_NS}/{{name}}/{{sub}}", "GET PUT PATCH"),
     **_kubernetes("/api/v1/{plural}", "GET"),
+    ("GET", "/api/v1/componentstatuses"): READ,
+    ("GET", "/api/v1/componentstatuses/{name}"): READ,
+    ("POST", "/api/v1/namespaces/{ns}/bindings"): K8S_WRITE,
+    ("POST", "/api/v1/namespaces/{ns}/pods/{name}/binding"): K8S_WRITE,
     # cluster-scoped core kinds (PersistentVolume): no namespace, so never for a namespaced token
     ("POST", "/api/v1/{plural}"): WRITE,
     **{(m, "/api/v1/{plural}/{name}"): READ if m == "GET" else WRITE for m in ("GET", "PUT", "PATCH", "DELETE")},

@@ -50,7 +50,8 @@ FACADE_ROUTERS = (
     "drods.api.routes.traffic:router", "drods.api.routes.dataset_access:router",
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
-                      "drods.api.routes.kubernetes:router")
+                      "drods.api.routes.component_status:router", "drods.api.routes.pod_binding:router",
+                      "drods.api.routes.kubernetes:router")  # the generic paths last: the others are exceptions
 
 
 def load(ref: str) -> Any:

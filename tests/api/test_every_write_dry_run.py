@@ -40,6 +40,8 @@ def _volume(name: str) -> dict[str, object]:
 
 
 _WORKLOAD = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "live", "namespace": "default"}
+_POD_BINDING = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "idle"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}
 
 # (method, route) → (path, json body or None, headers); writes the table says it honours must answer 2xx.
 CASES: dict[tuple[str, str], tuple[str, Any, dict[str, str]]] = {
@@ -98,6 +100,9 @@ CASES: dict[tuple[str, str], tuple[str, Any, dict[str, str]]] = {
                                              MERGE),
     ("DELETE", "/api/v1/namespaces/{name}"): ("/api/v1/namespaces/team", None, {}),
     ("POST", "/api/v1/namespaces/{ns}/{plural}"): (CM, {"metadata": {"name": "cm2"}, "data": {"k": "v"}}, {}),
+    ("POST", "/api/v1/namespaces/{ns}/bindings"): ("/api/v1/namespaces/default/bindings", _POD_BINDING, {}),
+    ("POST", "/api/v1/namespaces/{ns}/pods/{name}/binding"): ("/api/v1/namespaces/default/pods/idle/binding",
+                                                               _POD_BINDING, {}),
     ("PUT", "/api/v1/namespaces/{ns}/{plural}/{name}"): (f"{CM}/cm", "live", {}),
     ("PATCH", "/api/v1/namespaces/{ns}/{plural}/{name}"): (f"{CM}/cm", {"data": {"k": "w"}}, MERGE),
     ("DELETE", "/api/v1/namespaces/{ns}/{plural}/{name}"): (f"{CM}/cm", None, {}),
@@ -123,6 +128,8 @@ async def _seed(api: Api) -> None:
     assert (await api.call("POST", "/api/v1/namespaces", json={"metadata": {"name": "team"}})).status_code == 201
     assert (await api.call("POST", CM, json={"metadata": {"name": "cm"}, "data": {"k": "v"}})).status_code == 201
     assert (await api.call("POST", PV, json=_volume("pv"))).status_code == 201
+    assert (await api.call("POST", "/api/v1/namespaces/default/pods", json={
+        "metadata": {"name": "idle"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}})).status_code == 201
     registry = api.app.state.ctx.registry  # type: ignore[attr-defined]
     sts = by_kind("apps/v1", "StatefulSet")
     assert sts is not None

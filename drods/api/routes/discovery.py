@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from drods import __version__
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
+from drods.api.routes.component_status import COMPONENT_STATUS
 from drods.errors import NotFound
 from drods.model.kinds import Kind
 
@@ -63,7 +64,14 @@ async def core_versions(_: Principal = Depends(authenticate)) -> JSONResponse:
 async def core_resources(request: Request, _: Principal = Depends(authenticate)) -> JSONResponse:
     kinds = [k for k in context(request).kinds if k.group == "" and k.version == "v1"]
     return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
-                         "resources": _resources(kinds)})
+                         "resources": _resources([*kinds, COMPONENT_STATUS]) + CORE_BINDINGS})
+
+
+# kube-apiserver's create-only core Binding (`drods.api.routes.pod_binding`), never stored
+CORE_BINDINGS = [{"name": "bindings", "singularName": "binding", "namespaced": True, "kind": "Binding",
+                  "verbs": ["create"]},
+                 {"name": "pods/binding", "singularName": "", "namespaced": True, "kind": "Binding",
+                  "verbs": ["create"]}]
 
 
 def _group_doc(name: str, versions: list[str]) -> dict[str, Any]:
