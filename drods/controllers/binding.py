@@ -46,7 +46,7 @@ from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.model import jsondoc
-from drods.model.annotations import LEADER_GENERATION, REMOVING_SINCE
+from drods.model.annotations import LEADER_GENERATION, MANAGED_BY, REMOVING_SINCE
 from drods.model.app_failover import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     GracefulEvictionTask,
@@ -222,7 +222,11 @@ class BindingController:
         return self._in_namespace("v1", "Service", ns)
 
     def _ingresses(self, ns: str) -> list[Obj]:
-        return self._in_namespace("networking.k8s.io/v1", "Ingress", ns)
+        """The namespace's Ingresses a workload's Services may carry along — not those a component
+        delivers by a Binding of its own (a MultiClusterIngress's: it goes only where its backends are
+        healthy, which following the workload everywhere would undo)."""
+        return [o for o in self._in_namespace("networking.k8s.io/v1", "Ingress", ns)
+                if not ((o.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY)]
 
     def _in_namespace(self, api_version: str, kind_name: str, ns: str) -> list[Obj]:
         k = by_kind(api_version, kind_name)

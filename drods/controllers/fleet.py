@@ -34,6 +34,7 @@ from drods.model.kinds import (
     FEDERATED_RESOURCE_QUOTA,
     INTERPRETER_CUSTOMIZATION_KINDS,
     KARMADA_OVERRIDE_KINDS,
+    REMEDY,
     TEMPLATE_KINDS,
     WORK,
     WORKLOAD_REBALANCER,
@@ -69,6 +70,7 @@ class MemberInformers:
     taint_policies: Informer | None = None  # Karmada's ClusterTaintPolicies
     quotas: Informer | None = None  # Karmada's FederatedResourceQuotas
     rebalancers: Informer | None = None  # Karmada's WorkloadRebalancers (drods.controllers.rebalancer)
+    remedies: Informer | None = None  # Karmada's Remedies (drods.controllers.remedy)
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -87,7 +89,8 @@ class MemberInformers:
                          for k in (CUSTOM_RESOURCE_DEFINITION, *INTERPRETER_CUSTOMIZATION_KINDS)),
                    manager.informer(CLUSTER_TAINT_POLICY.key_prefix(), decode_stored),
                    manager.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_stored),
-                   manager.informer(WORKLOAD_REBALANCER.key_prefix(), decode_stored))
+                   manager.informer(WORKLOAD_REBALANCER.key_prefix(), decode_stored),
+                   manager.informer(REMEDY.key_prefix(), decode_stored))
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,

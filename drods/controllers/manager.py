@@ -24,6 +24,7 @@ from drods.controllers.fleet import MemberFleet, MemberInformers
 from drods.controllers.health import ClusterHealth
 from drods.controllers.quota_assignments import QuotaAssignments
 from drods.controllers.rebalancer import WorkloadRebalancerController
+from drods.controllers.remedy import Remedies
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.controllers.taint_policy import ClusterTaintPolicies
@@ -62,6 +63,8 @@ class MemberControllers:
                             QuotaAssignments(fleet, inf.quotas, self.lead.generation).run()]
             if inf.rebalancers is not None:
                 karmada.append(WorkloadRebalancerController(self.lead.registry, inf.rebalancers).run())
+            if inf.remedies is not None:
+                karmada.append(Remedies(fleet, inf.remedies).run())
             await run_all(BindingController(fleet, s, generation=self.lead.generation).run(), execution.run(),
                           WorkStatusController(fleet, s).run(), ClusterHealth(fleet, s, self.monitor).run(),
                           Failover(fleet, s, self.rescheduler).run(),

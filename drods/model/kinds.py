@@ -38,6 +38,7 @@ from drods.model.policy import (
     ResourcePlacementPolicySpec,
 )
 from drods.model.rebalancer import REBALANCER_GROUP, REBALANCER_VERSION, WorkloadRebalancerSpec
+from drods.model.remedy import RemedySpec
 from drods.model.steering import (
     ServiceExportSpec,
     ServiceImportSpec,
@@ -273,10 +274,12 @@ CLUSTER_TAINT_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "Clust
 # apps.karmada.io: re-place the listed workloads from scratch (drods.model.rebalancer), cluster-scoped
 WORKLOAD_REBALANCER = Kind(REBALANCER_GROUP, REBALANCER_VERSION, "WorkloadRebalancer", "workloadrebalancers", False,
                            WorkloadRebalancerSpec, categories=_OURS)
+# remedy.karmada.io: actions on clusters by condition (drods.model.remedy), cluster-scoped
+REMEDY = Kind("remedy.karmada.io", "v1alpha1", "Remedy", "remedies", False, RemedySpec, categories=_OURS)
 KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
                                    + (FEDERATED_RESOURCE_QUOTA, CLUSTER_TAINT_POLICY)
                                    + (KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION,) + KARMADA_NETWORKING_KINDS
-                                   + (WORKLOAD_REBALANCER,))
+                                   + (WORKLOAD_REBALANCER, REMEDY))
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
                                + (CUSTOM_RESOURCE_DEFINITION,))

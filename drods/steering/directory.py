@@ -55,6 +55,7 @@ from drods.model.kinds import (
     by_kind,
 )
 from drods.model.migration import traffic_withdrawn
+from drods.model.remedy import traffic_controlled
 from drods.model.selector import selects
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.steering.delivery import duplicated_binding
@@ -117,8 +118,9 @@ def directory_entries(exports: Iterable[Obj], services: Mapping[tuple[str, str],
                 c = str(p["cluster"])
                 e = observed.get(c) or {}
                 cobj = clusters.get(c)
+                # a Remedy's TrafficControl keeps traffic off a cluster that is otherwise fine
                 ready_cluster = cobj is not None and not is_false(cobj) and not \
-                    (cobj.get("metadata") or {}).get("deletionTimestamp")
+                    (cobj.get("metadata") or {}).get("deletionTimestamp") and not traffic_controlled(cobj)
                 row = rows.setdefault(c, {"cluster": c, "replicas": 0, "readyReplicas": 0,
                                           "clusterReady": ready_cluster and is_true(cobj), "workloads": []})
                 row["replicas"] += int(p.get("replicas") or 0)

@@ -39,6 +39,7 @@ from drods.model.annotations import MANAGED_BY
 from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
 from drods.model.kinds import BINDING, CLUSTER, MULTI_CLUSTER_SERVICE, TEMPLATE_KINDS, Kind
 from drods.model.networking import MultiClusterServiceSpec
+from drods.model.remedy import traffic_controlled
 from drods.model.timefmt import rfc3339
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.steering.delivery import duplicated_binding
@@ -99,14 +100,15 @@ def _exposed_ports(e: Exposure, ports: list[Obj]) -> list[Obj]:
     return [p for p in ports if any(p.get("port") == n or (name and p.get("name") == name) for name, n in e.ports)]
 
 
-def imported_slices(e: Exposure, docs: Mapping[str, Obj]) -> list[Obj]:
-    """Per provider whose endpoints were collected, the EndpointSlice its consumers receive."""
+def imported_slices(e: Exposure, docs: Mapping[str, Obj], fenced: frozenset[str] = frozenset()) -> list[Obj]:
+    """Per provider whose endpoints were collected, the EndpointSlice its consumers receive; a ``fenced``
+    provider's (a Remedy's TrafficControl) endpoints are there, none of them ready."""
     out: list[Obj] = []
     for provider in e.providers:
         doc = docs.get(endpoints_key(provider, e.namespace, e.name))
         if doc is None:
             continue
-        live = doc.get("reachable") is not False
+        live = doc.get("reachable") is not False and provider not in fenced
         eps = [{"addresses": list(ep["addresses"]),
                 "conditions": {"ready": bool(ep.get("ready")) and live, "serving": bool(ep.get("ready")) and live,
                                "terminating": False}} for ep in doc.get("endpoints") or []]
@@ -140,7 +142,7 @@ class Plan:
     conditions: list[tuple[str, bool, str, str]]
 
 
-def plan(e: Exposure, service: Obj | None, docs: Mapping[str, Obj]) -> Plan:
+def plan(e: Exposure, service: Obj | None, docs: Mapping[str, Obj], fenced: frozenset[str] = frozenset()) -> Plan:
     """What the control plane holds for one exposure (pure)."""
     where = f"{e.namespace}/{e.name}"
     unknown = f"; not registered: {', '.join(e.unknown)}" if e.unknown else ""
@@ -155,7 +157,7 @@ def plan(e: Exposure, service: Obj | None, docs: Mapping[str, Obj]) -> Plan:
                           f"no registered cluster provides or consumes it{unknown}")])
     writes: list[tuple[Kind, Obj]] = [(BINDING, _binding(f"mcs-{e.namespace}-{e.name}", service, clusters, e.name))]
     dispatched = []
-    for sl in imported_slices(e, docs):
+    for sl in imported_slices(e, docs, fenced):
         provider = sl["metadata"]["labels"][PROVISION_CLUSTER_LABEL]
         to = [c for c in e.consumers if c != provider]
         if not to:
@@ -244,6 +246,8 @@ class MultiClusterServiceController:
 
     async def reconcile(self) -> None:
         clusters = self.inf.cluster_names()
+        fenced = frozenset(str(o["metadata"]["name"]) for o in self.inf.clusters.cache.values()
+                           if o and traffic_controlled(o))
         docs = {k: v for k, v in self.inf.endpoints.cache.items() if v}
         services = {(str(o["metadata"].get("namespace") or "default"), str(o["metadata"]["name"])): o
                     for o in self.inf.kube_services.cache.values() if o}
@@ -253,7 +257,7 @@ class MultiClusterServiceController:
             e = exposure(mcs, clusters)
             if e is None:
                 continue
-            p = plan(e, services.get((e.namespace, e.name)), docs)
+            p = plan(e, services.get((e.namespace, e.name)), docs, fenced)
             wanted |= {(k.kind, str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
                        for k, o in p.writes}
             ident = f"{e.namespace}/{e.name}"

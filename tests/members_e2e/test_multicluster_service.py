@@ -168,6 +168,18 @@ def ingress(env: Env, cluster: str) -> Any:
         raise
 
 
+REMEDY = """
+apiVersion: remedy.karmada.io/v1alpha1
+kind: Remedy
+metadata: {name: lhr-upgrade}
+spec:
+  clusterAffinity: {clusterNames: [azure-lhr]}
+  decisionMatches:
+  - clusterConditionMatch: {conditionType: Ready, operator: Equal, conditionStatus: "True"}
+  actions: [TrafficControl]
+"""
+
+
 def test_a_multicluster_ingress_goes_where_its_backends_run_and_reports_their_load_balancer(
         env: Env, kubectl: Kubectl) -> None:
     kubectl.run("apply", "-f", "-", input=FRONT)
@@ -182,6 +194,20 @@ def test_a_multicluster_ingress_goes_where_its_backends_run_and_reports_their_lo
         "shop-web", "mci", {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, _request_timeout=3)
     wait_for(lambda: (env.http.get(mci).json().get("status") or {}).get("loadBalancer") ==
              {"ingress": [{"ip": "203.0.113.7"}]}, 30, "the MultiClusterIngress's status.loadBalancer")
+
+    # A Remedy (Karmada's remedy.karmada.io) whose condition azure-lhr meets takes its traffic away:
+    # the cluster's status.remedyActions says TrafficControl and the Ingress leaves it; deleted, it is back.
+    kubectl.run("apply", "-f", "-", input=REMEDY)
+    wait_for(lambda: (env.cluster("azure-lhr").get("status") or {}).get("remedyActions") == ["TrafficControl"],
+             30, "azure-lhr's remedy actions")
+    assert not (env.cluster("gcp-sin").get("status") or {}).get("remedyActions")  # not named by the Remedy
+    wait_for(lambda: ingress(env, "azure-lhr") is None, 60, "the Ingress withdrawn from azure-lhr",
+             what_else=lambda: ((env.cluster("azure-lhr").get("status") or {}).get("remedyActions"),
+                                env.http.get("/apis/multicluster.io/v1alpha1/bindings/mci-mci-shop-web").json()))
+    kubectl.run("delete", "remedies.remedy.karmada.io", "lhr-upgrade")
+    wait_for(lambda: not (env.cluster("azure-lhr").get("status") or {}).get("remedyActions"), 30,
+             "the remedy actions cleared")
+    wait_for(lambda: ingress(env, "azure-lhr"), 60, "the Ingress back on azure-lhr")
 
     kubectl.run("delete", "-f", "-", "--wait=false", input=FRONT)
     wait_for(lambda: ingress(env, "azure-lhr") is None, 60, "the Ingress gone from azure-lhr")
