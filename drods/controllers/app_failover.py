@@ -22,9 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
-from drods.controllers.aggregate import member_status
+from drods.controllers.cluster_eviction import preserved_state
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.rescheduler import Rescheduler, trigger
 from drods.errors import ApiError
@@ -32,27 +30,16 @@ from drods.machinery.informer import subscribed
 from drods.machinery.periodic import Periodic
 from drods.model.app_failover import (
     ApplicationFailoverBehavior,
-    GracefulEvictionTask,
     copy_health,
+    declared_behavior,
+    eviction_task,
     eviction_tasks,
-    preserved_labels,
 )
 from drods.model.kinds import BINDING
 from drods.model.timefmt import rfc3339
-from drods.model.work import Ref
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-
-
-def behavior_of(binding: Obj) -> ApplicationFailoverBehavior | None:
-    raw = ((binding.get("spec") or {}).get("failover") or {}).get("application")
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return ApplicationFailoverBehavior.model_validate(raw)
-    except ValidationError:
-        return None
 
 
 def failover_message(cluster: str, since: float, toleration: int) -> str:
@@ -100,7 +87,8 @@ class ApplicationFailover:
         seen: set[tuple[str, str]] = set()
         for name in sorted(self.watched):
             binding = self.fleet.bindings.cache.get(BINDING.key(name))
-            behavior = behavior_of(binding) if binding is not None else None
+            behavior = declared_behavior(binding, "application", ApplicationFailoverBehavior) \
+                if binding is not None else None
             if binding is None or behavior is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             due = self._overdue(name, binding, behavior, now, seen)
@@ -132,21 +120,13 @@ class ApplicationFailover:
 
     async def _evict(self, name: str, binding: Obj, behavior: ApplicationFailoverBehavior, cluster: str,
                      since: float, now: float) -> bool:
-        spec, status = binding.get("spec") or {}, binding.get("status") or {}
-        resource = spec.get("resource") or {}
-        ref = Ref(str(resource.get("apiVersion")), str(resource.get("kind")), str(resource.get("namespace") or ""),
-                  str(resource.get("name")))
-        rules = behavior.statePreservation.rules if behavior.statePreservation is not None else []
-        state = preserved_labels(rules, member_status(self.fleet.works_of(name).get(cluster), ref)) if rules else {}
-        placed = [t for t in status.get("placement") or [] if isinstance(t, dict)]
+        spec = binding.get("spec") or {}
         message = failover_message(cluster, since, behavior.decisionConditions.tolerationSeconds)
-        task = GracefulEvictionTask(
-            fromCluster=cluster, message=message, purgeMode=behavior.purgeMode,
-            replicas=next((int(t.get("replicas") or 0) for t in placed if t.get("cluster") == cluster), None),
-            gracePeriodSeconds=behavior.gracePeriodSeconds if behavior.purgeMode in ("Gracefully", "Graciously")
-            else None,
-            preservedLabelState=state, clustersBeforeFailover=sorted({str(t.get("cluster")) for t in placed}),
-            creationTimestamp=rfc3339(now))
+        task = eviction_task(binding, cluster, rfc3339(now),
+                             preserved_state(self.fleet, name, binding, cluster, behavior.statePreservation),
+                             message=message, purgeMode=behavior.purgeMode,
+                             gracePeriodSeconds=behavior.gracePeriodSeconds
+                             if behavior.purgeMode in ("Gracefully", "Graciously") else None)
         tasks = [*(spec.get("gracefulEvictionTasks") or []), task.model_dump(mode="json", exclude_none=True)]
         try:
             await trigger(self.rescheduler.registry, name, message, self.rescheduler.clock,

@@ -15,8 +15,6 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import ValidationError
-
 from drods.controllers.aggregate import member_status
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.rescheduler import Rescheduler, trigger
@@ -25,7 +23,9 @@ from drods.model.app_failover import (
     TAINT_PRODUCER,
     TAINT_REASON,
     ClusterFailoverBehavior,
-    GracefulEvictionTask,
+    StatePreservation,
+    declared_behavior,
+    eviction_task,
     preserved_labels,
 )
 from drods.model.kinds import BINDING
@@ -37,37 +37,29 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
-def cluster_behavior_of(binding: Obj) -> ClusterFailoverBehavior | None:
-    raw = ((binding.get("spec") or {}).get("failover") or {}).get("cluster")
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return ClusterFailoverBehavior.model_validate(raw)
-    except ValidationError:
-        return None
+def preserved_state(fleet: MemberFleet, name: str, binding: Obj, cluster: str,
+                    preservation: StatePreservation | None) -> dict[str, str]:
+    """The labels ``preservation``'s rules read from the copy's last status reported from ``cluster``."""
+    if preservation is None:
+        return {}
+    resource = (binding.get("spec") or {}).get("resource") or {}
+    ref = Ref(str(resource.get("apiVersion")), str(resource.get("kind")), str(resource.get("namespace") or ""),
+              str(resource.get("name")))
+    return preserved_labels(preservation.rules, member_status(fleet.works_of(name).get(cluster), ref))
 
 
 async def evict(fleet: MemberFleet, rescheduler: Rescheduler, name: str, binding: Obj, cluster: str, reason: str,
                 now: float) -> None:
     """Move ``name`` off ``cluster``: with a graceful eviction task when its policy declares
     ``failover.cluster``, else a plain re-placement. Raises ApiError when the write fails."""
-    behavior = cluster_behavior_of(binding)
+    behavior = declared_behavior(binding, "cluster", ClusterFailoverBehavior)
     if behavior is None:
         await rescheduler.binding(name, reason)
         return
-    spec, status = binding.get("spec") or {}, binding.get("status") or {}
-    resource = spec.get("resource") or {}
-    ref = Ref(str(resource.get("apiVersion")), str(resource.get("kind")), str(resource.get("namespace") or ""),
-              str(resource.get("name")))
-    rules = behavior.statePreservation.rules if behavior.statePreservation is not None else []
-    state = preserved_labels(rules, member_status(fleet.works_of(name).get(cluster), ref)) if rules else {}
-    placed = [t for t in status.get("placement") or [] if isinstance(t, dict)]
-    task = GracefulEvictionTask(
-        fromCluster=cluster, message=reason, reason=TAINT_REASON, producer=TAINT_PRODUCER,
-        purgeMode=behavior.purgeMode, preservedLabelState=state,
-        replicas=next((int(t.get("replicas") or 0) for t in placed if t.get("cluster") == cluster), None),
-        clustersBeforeFailover=sorted({str(t.get("cluster")) for t in placed}), creationTimestamp=rfc3339(now))
-    kept = [t for t in spec.get("gracefulEvictionTasks") or []
+    task = eviction_task(binding, cluster, rfc3339(now),
+                         preserved_state(fleet, name, binding, cluster, behavior.statePreservation),
+                         message=reason, reason=TAINT_REASON, producer=TAINT_PRODUCER, purgeMode=behavior.purgeMode)
+    kept = [t for t in (binding.get("spec") or {}).get("gracefulEvictionTasks") or []
             if not (isinstance(t, dict) and t.get("fromCluster") == cluster and t.get("producer") == TAINT_PRODUCER)]
     await trigger(rescheduler.registry, name, reason, rescheduler.clock,
                   spec={"gracefulEvictionTasks": [*kept, task.model_dump(mode="json", exclude_none=True)]})

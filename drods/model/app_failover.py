@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -229,3 +229,29 @@ def without_evicted(placement: Placement, evicted: list[str]) -> Placement:
         for group in [term, *getattr(term, "overflowAffinities", [])]:
             group.exclude = [*group.exclude, *(c for c in evicted if c not in group.exclude)]
     return out
+
+
+B = TypeVar("B", bound=BaseModel)
+
+
+def declared_behavior(binding: Mapping[str, Any], section: Literal["application", "cluster"],
+                      model: type[B]) -> B | None:
+    """The binding's ``failover.<section>`` as ``model``; None when absent or unreadable."""
+    raw = ((binding.get("spec") or {}).get("failover") or {}).get(section)
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValueError:
+        return None
+
+
+def eviction_task(binding: Mapping[str, Any], cluster: str, created: str, state: dict[str, str],
+                  **fields: Any) -> GracefulEvictionTask:
+    """A task moving ``binding`` off ``cluster``, with the replicas it had there and the clusters before
+    the move; ``fields`` are the task's own (message, purgeMode, reason, producer …)."""
+    placed = [t for t in (binding.get("status") or {}).get("placement") or [] if isinstance(t, dict)]
+    return GracefulEvictionTask(
+        fromCluster=cluster, preservedLabelState=state, creationTimestamp=created,
+        replicas=next((int(t.get("replicas") or 0) for t in placed if t.get("cluster") == cluster), None),
+        clustersBeforeFailover=sorted({str(t.get("cluster")) for t in placed}), **fields)
