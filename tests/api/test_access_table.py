@@ -66,6 +66,10 @@ READS: dict[str, str] = {
     "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}": f"{CM}/nope/status", "/api/v1/{plural}": "/api/v1/configmaps",
     "/api/v1/{plural}/{name}": "/api/v1/persistentvolumes/nope",
     "/api/v1/{plural}/{name}/{sub}": "/api/v1/persistentvolumes/nope/status",
+    "/api/v1/namespaces/{ns}/bindings": "/api/v1/namespaces/default/bindings",
+    "/api/v1/namespaces/{ns}/pods/{name}/binding": "/api/v1/namespaces/default/pods/nope/binding",
+    "/api/v1/componentstatuses": "/api/v1/componentstatuses", "/api/v1/componentstatuses/{name}":
+        "/api/v1/componentstatuses/nope",
 }
 NAMESPACE = "default"  # of the namespaced tokens; the cluster-agent's cluster is "a"
 
