@@ -540,6 +540,7 @@ class SchedulerService:
             granted = self.fleet.moves.take(verdict.moved)
             if granted >= verdict.moved:
                 result.message = f"{result.message}; {verdict.message}"
+                result.analysis["usersMove"] = verdict.as_json()
                 return result
             self.fleet.moves.give_back(granted)
             self.queue.retry(task.name)
@@ -547,6 +548,7 @@ class SchedulerService:
         task.rebalance = False  # where it is, scaled as asked
         kept = self.scheduler.schedule(task, self.cache.snap)
         kept.message = f"{kept.message}; {verdict.message}"
+        kept.analysis["usersMove"] = verdict.as_json()
         return kept
 
     def _refit(self, rec: BindingRecord, spec: BindingSpec) -> tuple[ScheduleResult, dict[str, Any]] | None:
