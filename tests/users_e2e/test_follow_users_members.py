@@ -83,15 +83,16 @@ def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SimProc
             s.stop()
 
 
-@contextlib.contextmanager
-def agents(plane: Plane, sims: dict[str, SimProcess], root: Path) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
-    """``drods agent`` per member: status every second, Works, and a probe round every half second."""
+@contextlib.asynccontextmanager
+async def agents(plane: Plane, sims: dict[str, SimProcess],
+                 root: Path) -> AsyncIterator[dict[str, subprocess.Popen[bytes]]]:
+    """``drods agent`` per member: status every second, Works, and a probe round every half second.
+    They are waited for off the event loop: the in-process control plane answers their last calls."""
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for c, sim in sims.items():
             token = plane.ctx.tokens.issue(Role.CLUSTER_AGENT, subject=f"agent-{c}", cluster=c)
-            log = open(root / f"agent-{c}.log", "wb")  # noqa: SIM115 - owned by the child process
-            with log:
+            with open(root / f"agent-{c}.log", "wb") as log:
                 procs[c] = subprocess.Popen(
                     [*drods_command(), "agent", "--cluster", c, "--kubeconfig", str(sim.kubeconfig),
                      "--server", plane.url, "--token", token, "--interval", "1", "--usage-seconds", "1",
@@ -103,7 +104,7 @@ def agents(plane: Plane, sims: dict[str, SimProcess], root: Path) -> Iterator[di
             p.terminate()
         for p in procs.values():
             try:
-                p.wait(timeout=15)
+                await asyncio.to_thread(p.wait, 15)
             except subprocess.TimeoutExpired:
                 p.kill()
 
@@ -122,7 +123,7 @@ async def plane(tmp_path: Path, sims: dict[str, SimProcess]) -> AsyncIterator[Pl
                      settings=fast_settings(users_min_gain_ms=5.0)) as p:
         for c in SITES.values():
             await p.register(c)
-        with agents(p, sims, tmp_path):
+        async with agents(p, sims, tmp_path):
             yield p
     await store.close()
 
