@@ -83,6 +83,15 @@ def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SimProc
             s.stop()
 
 
+def start_agent(cluster: str, sim: SimProcess, server: str, token: str, root: Path) -> subprocess.Popen[bytes]:
+    with open(root / f"agent-{cluster}.log", "wb") as log:
+        return subprocess.Popen(
+            [*drods_command(), "agent", "--cluster", cluster, "--kubeconfig", str(sim.kubeconfig), "--server", server,
+             "--token", token, "--interval", "1", "--usage-seconds", "1", "--probe-seconds", "0.5", "--probes", "3",
+             "--discover-probes", "--no-autonomy", "--state-dir", str(root / f"agent-{cluster}")],
+            stdout=log, stderr=subprocess.STDOUT)
+
+
 @contextlib.asynccontextmanager
 async def agents(plane: Plane, sims: dict[str, SimProcess],
                  root: Path) -> AsyncIterator[dict[str, subprocess.Popen[bytes]]]:
@@ -92,12 +101,7 @@ async def agents(plane: Plane, sims: dict[str, SimProcess],
     try:
         for c, sim in sims.items():
             token = plane.ctx.tokens.issue(Role.CLUSTER_AGENT, subject=f"agent-{c}", cluster=c)
-            with open(root / f"agent-{c}.log", "wb") as log:
-                procs[c] = subprocess.Popen(
-                    [*drods_command(), "agent", "--cluster", c, "--kubeconfig", str(sim.kubeconfig),
-                     "--server", plane.url, "--token", token, "--interval", "1", "--usage-seconds", "1",
-                     "--probe-seconds", "0.5", "--probes", "3", "--discover-probes", "--no-autonomy",
-                     "--state-dir", str(root / f"agent-{c}")], stdout=log, stderr=subprocess.STDOUT)
+            procs[c] = start_agent(c, sim, plane.url, token, root)
         yield procs
     finally:
         for p in procs.values():
