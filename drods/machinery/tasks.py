@@ -13,13 +13,18 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from drods.machinery.fence import LeadershipLost
+
 log = logging.getLogger(__name__)
 
 
 async def stop_tasks(tasks: Iterable[asyncio.Future[Any]], *, interval: float = 0.2, attempts: int = 50) -> None:
     """Cancel and wait, repeating the cancellation; finish even if the caller is cancelled meanwhile
     (its cancellation is re-raised afterwards), so nested clean-ups complete and nothing is left
-    using a store that is about to be closed."""
+    using a store that is about to be closed. What a task ended with is the owner's to have read (a
+    per-item loop that ended on `LeadershipLost` as the term ended): it is not logged again as
+    "never retrieved"."""
+    tasks = list(tasks)
     pending = {t for t in tasks if not t.done()}
     interrupted = False
     for _ in range(attempts):
@@ -35,6 +40,10 @@ async def stop_tasks(tasks: Iterable[asyncio.Future[Any]], *, interval: float = 
         if pending:
             log.warning("%d task(s) did not stop: %s", len(pending),
                         [getattr(t, "get_name", lambda: "?")() for t in pending])
+    for t in tasks:
+        if t.done() and not t.cancelled() and (error := t.exception()) is not None \
+                and not isinstance(error, LeadershipLost):  # the term ended: expected
+            log.warning("task %s ended with %r", getattr(t, "get_name", lambda: "?")(), error)
     if interrupted:
         raise asyncio.CancelledError
 

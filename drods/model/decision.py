@@ -144,7 +144,15 @@ def _schedule_type(entry: Mapping[str, Any]) -> str:
             return EVICTION
         if len(words) >= 2 and (words[0] == "restore" or words[:2] == ["traffic", "rebalance:"]):
             return REBALANCE
+        if (_users_move(entry) or {}).get("pays"):  # replicas moved towards their users (issue 34)
+            return REBALANCE
     return _SCHEDULE_TYPES.get(st, PLACEMENT)
+
+
+def _users_move(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The verdict on a move towards a workload's users (`drods.schedulerd.users.MoveVerdict`), if any."""
+    move = (entry.get("analysis") or {}).get("usersMove")
+    return dict(move) if isinstance(move, Mapping) else None
 
 
 def _schedule_subject(entry: Mapping[str, Any]) -> Subject:
@@ -190,7 +198,8 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
                                                              or max(0, int(feasible or 0) - named)),
         "outcome": {"phase": result.get("phase"), "placement": result.get("placement") or [],
                     "requested": result.get("requested"), "placed": result.get("placed"),
-                    **({"topology": entry["topology"]} if entry.get("topology") else {})},
+                    **({"topology": entry["topology"]} if entry.get("topology") else {}),
+                    **({"usersMove": move} if (move := _users_move(entry)) is not None else {})},
         "summary": result.get("message") or "", "runnerUp": ru,
         "source": {"journal": "schedules", "binding": entry.get("binding"), "generation": entry.get("generation"),
                    "scheduler": entry.get("scheduler"), "profile": entry.get("profile")},

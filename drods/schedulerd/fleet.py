@@ -180,9 +180,21 @@ class MoveBudget:
         now = self.clock()
         self._tokens = min(float(self.per_minute), self._tokens + (now - self._at) * self.per_minute / 60.0)
         self._at = now
-        granted = min(n, int(self._tokens))
+        granted = max(0, min(n, int(self._tokens)))  # none while in debt (`take_whole`)
         self._tokens -= granted
         return granted
 
     def give_back(self, n: int) -> None:
         self._tokens = min(float(self.per_minute), self._tokens + n)
+
+    def take_whole(self, n: int) -> bool:
+        """All ``n`` moves at once, or none: a move that cannot be split (a workload following its
+        users) and is larger than a whole minute's budget goes when the bucket is full and leaves it
+        in debt, so it waits minutes rather than for ever and the long-run rate stays ``per_minute``."""
+        now = self.clock()
+        self._tokens = min(float(self.per_minute), self._tokens + (now - self._at) * self.per_minute / 60.0)
+        self._at = now
+        if self.per_minute <= 0 or self._tokens < min(n, self.per_minute) - 1e-9:
+            return False
+        self._tokens -= n
+        return True

@@ -537,16 +537,18 @@ class SchedulerService:
             return result
         verdict = judge_move(self.cache.snap, users, rec.placement, result.pairs, self.settings.users_min_gain_ms)
         if verdict.pays:
-            granted = self.fleet.moves.take(verdict.moved)
-            if granted >= verdict.moved:
+            if self.fleet.moves.take_whole(verdict.moved):
                 result.message = f"{result.message}; {verdict.message}"
+                result.analysis["usersMove"] = verdict.as_json()
                 return result
-            self.fleet.moves.give_back(granted)
+            log.info("%s: %s; waiting for the move budget (%d replicas a minute)", task.name, verdict.message,
+                     self.fleet.moves.per_minute)
             self.queue.retry(task.name)
             return None
         task.rebalance = False  # where it is, scaled as asked
         kept = self.scheduler.schedule(task, self.cache.snap)
         kept.message = f"{kept.message}; {verdict.message}"
+        kept.analysis["usersMove"] = verdict.as_json()
         return kept
 
     def _refit(self, rec: BindingRecord, spec: BindingSpec) -> tuple[ScheduleResult, dict[str, Any]] | None:

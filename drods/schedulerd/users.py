@@ -51,6 +51,19 @@ class MoveVerdict:
     gain_ms: float | None
     moved: int
     message: str
+    before_ms: float | None = None  # replica-weighted latency from the users, where the replicas are
+    after_ms: float | None = None  # … and where the move would put them
+    min_gain_ms: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """``usersMove`` of a decision's analysis: why the users' move did or did not move replicas
+        (a paying move is recorded as a ``Rebalance`` decision, `drods.model.decision`)."""
+        return {"pays": self.pays, "moved": self.moved, "gainMs": _ms(self.gain_ms), "beforeMs": _ms(self.before_ms),
+                "afterMs": _ms(self.after_ms), "minGainMs": self.min_gain_ms}
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
 
 
 def judge_move(snap: Snapshot, users: UserDemand, old: Pairs, new: Pairs, min_gain_ms: float) -> MoveVerdict:
@@ -58,16 +71,18 @@ def judge_move(snap: Snapshot, users: UserDemand, old: Pairs, new: Pairs, min_ga
     moved = moved_replicas(old, new)
     before, after = placement_latency(snap, users, old), placement_latency(snap, users, new)
     if moved == 0:
-        return MoveVerdict(False, None, 0, "the users moved; the placement already serves them best")
+        return MoveVerdict(False, None, 0, "the users moved; the placement already serves them best", before, after,
+                           min_gain_ms)
     if before is None or after is None:
-        return MoveVerdict(False, None, moved, "the users moved; their latency to these clusters is unknown")
+        return MoveVerdict(False, None, moved, "the users moved; their latency to these clusters is unknown",
+                           before, after, min_gain_ms)
     gain = before - after
     if gain < min_gain_ms:
         return MoveVerdict(False, gain, moved, f"the users moved; moving {moved} replicas would bring them "
                            f"{gain:.1f} ms closer ({before:.1f} → {after:.1f} ms), under the minimum gain of "
-                           f"{min_gain_ms:g} ms: the placement stays")
+                           f"{min_gain_ms:g} ms: the placement stays", before, after, min_gain_ms)
     return MoveVerdict(True, gain, moved, f"the users moved: {moved} replicas follow them, {before:.1f} → "
-                       f"{after:.1f} ms on average")
+                       f"{after:.1f} ms on average ({gain:.1f} ms gained)", before, after, min_gain_ms)
 
 
 def decision_users(analysis: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -220,3 +220,16 @@ def test_a_placement_names_the_workload_s_measured_usage_when_its_binding_had_on
     assert measured_usage(b'{"metadata": {"name": "web"}, "status": {}}') is None
     assert from_schedule(_entry(usage=usage))["inputs"]["usage"] == usage
     assert "usage" not in from_schedule(_entry())["inputs"]
+
+
+def test_a_move_towards_the_users_is_a_rebalance_with_its_gain_and_a_move_that_does_not_pay_is_not() -> None:
+    trig = {"kind": "Reschedule", "reason": "users moved: service shop.example's requests now come from west 100%"}
+    users = {"source": "learned", "sites": [{"site": "west", "weight": 1.0}], "latencyMs": {"c-west": 4.0}}
+    move = {"pays": True, "moved": 3, "gainMs": 50.0, "beforeMs": 55.0, "afterMs": 5.0, "minGainMs": 5.0}
+    rec = from_schedule(_entry(scheduleType="RescheduleTriggered", trigger=trig,
+                               analysis={"users": users, "usersMove": move}))
+    assert rec["type"] == REBALANCE and rec["outcome"]["usersMove"] == move
+    assert rec["inputs"]["users"] == users  # the users and each chosen cluster's latency
+    stays = from_schedule(_entry(scheduleType="RescheduleTriggered", trigger=trig,
+                                 analysis={"users": users, "usersMove": move | {"pays": False, "gainMs": 2.0}}))
+    assert stays["type"] == "Reschedule" and stays["outcome"]["usersMove"]["gainMs"] == 2.0

@@ -95,6 +95,18 @@ def test_move_budget_refills_per_minute() -> None:
     assert budget.take(10) == 5
 
 
+def test_a_move_that_cannot_be_split_waits_for_a_full_bucket_not_for_ever() -> None:
+    now = [0.0]
+    budget = MoveBudget(2, clock=lambda: now[0])
+    assert budget.take_whole(4)  # larger than a minute's budget: goes on a full bucket, leaving a debt
+    assert not budget.take_whole(1) and budget.take(1) == 0
+    now[0] += 60  # the debt (2) is paid back, nothing saved yet
+    assert not budget.take_whole(1)
+    now[0] += 30
+    assert budget.take_whole(1) and not budget.take_whole(1)
+    assert not MoveBudget(0, clock=lambda: 0.0).take_whole(1)  # no moves at all
+
+
 # ---------------------------------------------------------------- selections
 def test_selection_follows_the_affinity_filter_semantics() -> None:
     sel = _sel({"replicas": 1, "regions": ["eu"], "placement": {"clusterAffinity": {

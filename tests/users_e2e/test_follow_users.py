@@ -85,8 +85,8 @@ class Demand:
                 await task
 
 
-async def binding(plane: Plane) -> dict[str, Any]:
-    r = await plane.call("GET", "/apis/multicluster.io/v1alpha1/bindings/shop")
+async def binding(plane: Plane, name: str = "shop") -> dict[str, Any]:
+    r = await plane.call("GET", f"/apis/multicluster.io/v1alpha1/bindings/{name}")
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]
 
@@ -96,9 +96,9 @@ def majority(obj: dict[str, Any]) -> str | None:
     return max(pl, key=lambda c: pl[c]) if pl else None
 
 
-async def follows(plane: Plane, site: str, cluster: str, within_s: float) -> dict[str, Any]:
+async def follows(plane: Plane, site: str, cluster: str, within_s: float, name: str = "shop") -> dict[str, Any]:
     async def ok() -> dict[str, Any] | None:
-        obj = await binding(plane)
+        obj = await binding(plane, name)
         last[0] = obj
         users = (obj.get("status") or {}).get("users") or {}
         sites = [u.get("site") for u in users.get("sites") or []]
@@ -112,13 +112,13 @@ async def follows(plane: Plane, site: str, cluster: str, within_s: float) -> dic
         raise AssertionError(f"{e}: {json.dumps(last[0], indent=1)[:3000]} demand={[kv.value for kv in kvs]}") from None
 
 
-async def users_cell(plane: Plane) -> Any:
+async def users_cell(plane: Plane, name: str = "shop") -> Any:
     """The binding's USERS cell in `drods get bindings -o wide` (the Table's priority-1 columns)."""
     r = await plane.call("GET", "/apis/multicluster.io/v1alpha1/bindings",
                          headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
     cols = [(c["name"], c["priority"]) for c in r.json()["columnDefinitions"]]
     assert ("Users", 1) in cols
-    row = next(x for x in r.json()["rows"] if x["cells"][0] == "shop")
+    row = next(x for x in r.json()["rows"] if x["cells"][0] == name)
     return row["cells"][[c for c, _ in cols].index("Users")]
 
 
