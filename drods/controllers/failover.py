@@ -12,7 +12,9 @@ The clock starts at the Ready condition's ``lastTransitionTime`` to False. When 
 binding is handed to the `Rescheduler` (a ``spec.rescheduleTriggeredAt`` patch), and whichever
 scheduler leads re-places it from scratch on healthy clusters; the binding controller then moves it gracefully
 and the old copies are deleted — now if the member answers, else when it is back (`drods.controllers.cleanup`). One
-trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered.
+trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered. The binding
+remembers the cluster (``multicluster.io/failed-over-from``): once it is Ready and calm again the descheduler
+offers it back (fail-back, `drods.controllers.descheduler`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, an
 from drods.errors import ApiError
 from drods.machinery.informer import subscribed
 from drods.machinery.periodic import Periodic
-from drods.model.annotations import failover_reason
+from drods.model.annotations import failed_over_from, failover_reason
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -70,8 +72,9 @@ class Failover:
         # cluster, so a storm of 100,000 bindings keeps a name each, not a (binding, cluster, since)
         self.triggered: dict[str, tuple[float, set[str]]] = {}
 
-    async def reschedule(self, name: str, reason: str) -> None:
-        await self.rescheduler.binding(name, reason)
+    async def reschedule(self, binding: Obj, cluster: str, reason: str) -> None:
+        name = binding["metadata"]["name"]
+        await self.rescheduler.failover(name, cluster, reason, failed_over_from(binding))
 
     async def run(self) -> None:
         """A pass when a cluster's status changes (it turns NotReady) and at least every probe
@@ -119,7 +122,7 @@ class Failover:
                     continue
                 reason = failover_reason(name, rfc3339_ms(since), tol)
                 try:
-                    await self.reschedule(b, reason)
+                    await self.reschedule(binding, name, reason)
                 except ApiError as e:
                     log.warning("failover of %s off %s failed: %s", b, name, e.message)
                     continue
