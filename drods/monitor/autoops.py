@@ -91,8 +91,9 @@ class AutoOps:
             return Decision(False, f"cooldown: last action {now - last:.0f}s ago (< {p.cooldownSeconds:.0f}s)")
         while self._recent and now - self._recent[0] >= 3600:
             self._recent.popleft()
-        # fail-back is paced by the scheduler's move budget, not the hourly actions: a recovered
-        # region of 200 clusters would otherwise wait 20 hours for its replicas
+        # fail-back is paced by the scheduler's move budget, not the hourly actions (nor does it
+        # count in them or start a cooldown): a recovered region of 200 clusters would otherwise
+        # wait 20 hours for its replicas
         if action != "failback" and len(self._recent) >= p.maxActionsPerHour:
             return Decision(False, f"rate limit: {len(self._recent)} actions in the last hour")
         if action not in ("restore", "failback") and candidates < p.minAvailableClusters:
@@ -105,10 +106,9 @@ class AutoOps:
         last = self._last.get(cluster)
         return 0.0 if last is None else last + self.policy.cooldownSeconds
 
-    def record(self, cluster: str, now: float, *, rate_limited: bool = True) -> None:
+    def record(self, cluster: str, now: float) -> None:
         self._last[cluster] = now
-        if rate_limited:
-            self._recent.append(now)
+        self._recent.append(now)
 
     def state(self) -> dict[str, Any]:
         """What the decisions depend on, for the next leader (A6): last action per cluster and the
@@ -149,7 +149,8 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
     else:
         req = ops.request(action, cluster, reason, details)
         info["request"] = {"fraction": req.fraction, "minAvailability": req.min_availability}
-        ops.record(cluster, now, rate_limited=action != "failback")
+        if action != "failback":  # paced by the move budget; a blip must not start a cooldown
+            ops.record(cluster, now)
         if persist is not None:
             await persist()
         if hook is None:
