@@ -180,42 +180,36 @@ class Descheduler:
     async def restore(self) -> None:
         if not (self.policy.enabled and self.policy.restore):
             return  # the bindings keep their annotation: enabling it later offers them back
-        svc = self.svc
-        now = svc.clock()
-        _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
-        for c in list(self.restores.calm_since):
-            if c not in svc.fleet.clusters:
-                self.restores.forget(c)  # deleted: nothing to offer back
-                continue
-            calm_since = self.restores.due(c, self._calm(c, details, now), now)
-            if calm_since is None:
-                continue
-            reason = (f"water level {details[c]['waterLevel']:.2f} below the limit "
-                      f"{svc.water_level_limit(c):.2f} for {now - calm_since:.0f}s")
-            outcome = await self._execute("restore", c, reason, {"waterLevel": details[c]["waterLevel"],
-                                                                  "calmSince": calm_since})
-            self.restores.done(c, outcome, now)
+        _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
+        await self._offer_back(self.restores, "restore", details)
 
     async def failback(self) -> None:
         """S11 fail-back: a cluster seen NotReady is watched; once Ready and calm (`_calm`) for
         ``failbackAfterSeconds`` the bindings that failed over from it are re-placed (a Rebalance)."""
         if not (self.policy.enabled and self.policy.failback):
             return  # the bindings keep their annotation: enabling it later offers them back
-        svc = self.svc
-        now = svc.clock()
-        _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
+        _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
         for c, d in details.items():
             if not d["ready"]:
                 self.failbacks.moved(c)
-        for c in list(self.failbacks.calm_since):
+        await self._offer_back(self.failbacks, "failback", details)
+
+    async def _offer_back(self, watch: RestoreWatch, action: Action, details: dict[str, Any]) -> None:
+        """Restore or fail back each watched cluster calm for the watch's window."""
+        svc = self.svc
+        now = svc.clock()
+        for c in list(watch.calm_since):
             if c not in svc.fleet.clusters:
-                self.failbacks.forget(c)
+                watch.forget(c)  # deleted: nothing to offer back
                 continue
-            since = self.failbacks.due(c, self._calm(c, details, now), now)
+            since = watch.due(c, self._calm(c, details, now), now)
             if since is None:
                 continue
-            reason = (f"cluster {c} Ready again, water level {details[c]['waterLevel']:.2f} below the limit "
-                      f"{svc.water_level_limit(c):.2f} for {now - since:.0f}s")
-            outcome = await self._execute("failback", c, reason, {"waterLevel": details[c]["waterLevel"],
-                                                                   "readySince": since, "recovered": c})
-            self.failbacks.done(c, outcome, now)
+            calm = (f"water level {details[c]['waterLevel']:.2f} below the limit "
+                    f"{svc.water_level_limit(c):.2f} for {now - since:.0f}s")
+            if action == "failback":
+                reason, info = f"cluster {c} Ready again, {calm}", {"readySince": since, "recovered": c}
+            else:
+                reason, info = calm, {"calmSince": since}
+            outcome = await self._execute(action, c, reason, {"waterLevel": details[c]["waterLevel"], **info})
+            watch.done(c, outcome, now)
