@@ -19,6 +19,7 @@ from drods.controllers.aggregate import member_status
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.rescheduler import Rescheduler, trigger
 from drods.errors import ApiError
+from drods.model.annotations import failed_over_from
 from drods.model.app_failover import (
     TAINT_PRODUCER,
     TAINT_REASON,
@@ -49,12 +50,16 @@ def preserved_state(fleet: MemberFleet, name: str, binding: Obj, cluster: str,
 
 
 async def evict(fleet: MemberFleet, rescheduler: Rescheduler, name: str, binding: Obj, cluster: str, reason: str,
-                now: float) -> None:
+                now: float, *, failed_over: bool = False) -> None:
     """Move ``name`` off ``cluster``: with a graceful eviction task when its policy declares
-    ``failover.cluster``, else a plain re-placement. Raises ApiError when the write fails."""
+    ``failover.cluster``, else a plain re-placement; a move off a failed cluster (``failed_over``) is
+    remembered, so it can fail back. Raises ApiError when the write fails."""
     behavior = declared_behavior(binding, "cluster", ClusterFailoverBehavior)
     if behavior is None:
-        await rescheduler.binding(name, reason)
+        if failed_over:
+            await rescheduler.failover(name, cluster, reason, failed_over_from(binding))
+        else:
+            await rescheduler.binding(name, reason)
         return
     task = eviction_task(binding, cluster, rfc3339(now),
                          preserved_state(fleet, name, binding, cluster, behavior.statePreservation),

@@ -1,7 +1,8 @@
 """The descheduler: automatic operations (A4, F6, S11, H1) as a controller.
 
 Evacuate on a sustained ``/events/sustained/<cluster>/`` event, pre-allocate ahead of a forecast
-peak, restore once a cluster is calm again — each decided by the pure policy in
+peak, restore once a cluster is calm again, fail back once a cluster failover moved replicas off is
+Ready and calm for the damping window — each decided by the pure policy in
 `drods.monitor.autoops`, carried out by the `Rescheduler`, recorded in monitoring's operations log —
 and, when given a `TrafficRebalancer` (`drods.controllers.traffic_rebalance`), move placed workloads
 nearer the traffic peers that arrived after them. It runs while its process leads
@@ -17,7 +18,7 @@ from typing import Any
 from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.periodic import Periodic
 from drods.model import jsondoc
-from drods.model.annotations import evacuated_from
+from drods.model.annotations import evacuated_from, failed_over_from
 from drods.model.keys import DESCHEDULER_STATE_KEY, SUSTAINED_EVENTS_PREFIX
 from drods.model.kinds import BINDING
 from drods.model.preallocation import parse_hold
@@ -68,6 +69,8 @@ class Descheduler:
         self.holds: dict[str, float] = {}  # cluster → end of the pre-allocation decided for it
         # clusters replicas were moved away from → since when they have been calm (None: not calm)
         self.restores = RestoreWatch(self.ops)
+        # clusters failover may have moved replicas off → since when Ready and calm (fail-back)
+        self.failbacks = RestoreWatch(self.ops, self.policy.failbackAfterSeconds)
         self.traffic = traffic  # H1: the traffic rebalance passes (None: not in this process)
 
     async def run(self) -> None:
@@ -75,8 +78,12 @@ class Descheduler:
         for obj in await self.registry.scan(BINDING):
             for c in evacuated_from(obj):
                 self.restores.moved(c)
+            for c in failed_over_from(obj):
+                self.failbacks.moved(c)
         check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
+        check_back = min(5.0, max(self.policy.failbackAfterSeconds / 10.0, 0.1))
         await asyncio.gather(self.on_sustained(),
+                             Periodic("failback", self.failback, check_back).run(),
                              Periodic("pre-allocation", self.preallocate,
                                       self.svc.settings.forecastIntervalSeconds).run(),
                              Periodic("restore", self.restore, check).run(),
@@ -110,7 +117,7 @@ class Descheduler:
                                         candidates=_candidates(svc, cluster), details=details,
                                         hook=self.rescheduler, record=svc.operations.append,
                                         persist=self._save_state)
-        if action != "restore" and result is not None and result.accepted and result.bindings:
+        if action not in ("restore", "failback") and result is not None and result.accepted and result.bindings:
             self.restores.moved(cluster)
         return outcome
 
@@ -173,18 +180,36 @@ class Descheduler:
     async def restore(self) -> None:
         if not (self.policy.enabled and self.policy.restore):
             return  # the bindings keep their annotation: enabling it later offers them back
+        _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
+        await self._offer_back(self.restores, "restore", details)
+
+    async def failback(self) -> None:
+        """S11 fail-back: a cluster seen NotReady is watched; once Ready and calm (`_calm`) for
+        ``failbackAfterSeconds`` the bindings that failed over from it are re-placed (a Rebalance)."""
+        if not (self.policy.enabled and self.policy.failback):
+            return  # the bindings keep their annotation: enabling it later offers them back
+        _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
+        for c, d in details.items():
+            if not d["ready"]:
+                self.failbacks.moved(c)
+        await self._offer_back(self.failbacks, "failback", details)
+
+    async def _offer_back(self, watch: RestoreWatch, action: Action, details: dict[str, Any]) -> None:
+        """Restore or fail back each watched cluster calm for the watch's window."""
         svc = self.svc
         now = svc.clock()
-        _, details = svc.fleet.realtime(svc.settings.activeMaxAgeSeconds)
-        for c in list(self.restores.calm_since):
+        for c in list(watch.calm_since):
             if c not in svc.fleet.clusters:
-                self.restores.forget(c)  # deleted: nothing to offer back
+                watch.forget(c)  # deleted: nothing to offer back
                 continue
-            calm_since = self.restores.due(c, self._calm(c, details, now), now)
-            if calm_since is None:
+            since = watch.due(c, self._calm(c, details, now), now)
+            if since is None:
                 continue
-            reason = (f"water level {details[c]['waterLevel']:.2f} below the limit "
-                      f"{svc.water_level_limit(c):.2f} for {now - calm_since:.0f}s")
-            outcome = await self._execute("restore", c, reason, {"waterLevel": details[c]["waterLevel"],
-                                                                  "calmSince": calm_since})
-            self.restores.done(c, outcome, now)
+            calm = (f"water level {details[c]['waterLevel']:.2f} below the limit "
+                    f"{svc.water_level_limit(c):.2f} for {now - since:.0f}s")
+            if action == "failback":
+                reason, info = f"cluster {c} Ready again, {calm}", {"readySince": since, "recovered": c}
+            else:
+                reason, info = calm, {"calmSince": since}
+            outcome = await self._execute(action, c, reason, {"waterLevel": details[c]["waterLevel"], **info})
+            watch.done(c, outcome, now)

@@ -12,7 +12,9 @@ The clock starts at the Ready condition's ``lastTransitionTime`` to False. When 
 binding is handed to the `Rescheduler` (a ``spec.rescheduleTriggeredAt`` patch), and whichever
 scheduler leads re-places it from scratch on healthy clusters; the binding controller then moves it gracefully
 and the old copies are deleted — now if the member answers, else when it is back (`drods.controllers.cleanup`). One
-trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered.
+trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered. The binding
+remembers the cluster (``multicluster.io/failed-over-from``): once it is Ready and calm again the descheduler
+offers it back (fail-back, `drods.controllers.descheduler`).
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ class Failover:
                 down.add(name)
                 await self._evict(name, name, since, now, moved,
                                   partial(toleration_seconds, cluster=cluster, default=self.settings.tolerationSeconds),
-                                  partial(failover_reason, name, rfc3339_ms(since)))
+                                  partial(failover_reason, name, rfc3339_ms(since)), failed_over=True)
             for taint in no_execute_taints(cluster):
                 episode = f"{name}\0{taint_text(taint)}"
                 down.add(episode)
@@ -145,7 +147,8 @@ class Failover:
         return moved
 
     async def _evict(self, name: str, episode_key: str, since: float, now: float, moved: list[str],
-                     toleration: Callable[[Obj], float | None], reason_of: Callable[[float], str]) -> None:
+                     toleration: Callable[[Obj], float | None], reason_of: Callable[[float], str], *,
+                     failed_over: bool = False) -> None:
         """Hand the bindings with replicas on ``name`` whose toleration of this episode (NotReady, or one
         NoExecute taint) ran out to the scheduler; once per binding and episode."""
         episode = self.triggered.get(episode_key)
@@ -170,7 +173,7 @@ class Failover:
                 continue
             reason = reason_of(tol)
             try:
-                await evict(self.fleet, self.rescheduler, b, binding, name, reason, now)
+                await evict(self.fleet, self.rescheduler, b, binding, name, reason, now, failed_over=failed_over)
             except ApiError as e:
                 log.warning("failover of %s off %s failed: %s", b, name, e.message)
                 continue

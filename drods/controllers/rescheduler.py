@@ -23,6 +23,10 @@ The descheduler (automatic operations, `drods.controllers.descheduler`) sends a 
   ``details["binding"]`` remembers the offer (``multicluster.io/placement-offers``) and is re-placed;
   the scheduler adds offered clusters to the names the binding may use
   (`drods.model.binding.with_offers`), so a Duplicated workload gains a copy there.
+* ``failback`` — a cluster failover moved replicas off is Ready and calm again: re-place the
+  bindings that remember it in ``multicluster.io/failed-over-from`` (written by `failover`) with a
+  reason beginning "fail back to <cluster>", so the scheduler may take them back there — within the
+  fleet's move budget (`drods.schedulerd.service`); the binding forgets the cluster.
 * ``rebalance`` — traffic rebalance (H1, `drods.controllers.traffic_rebalance`): the binding named in
   ``details["binding"]`` is re-placed from scratch, so TrafficAffinity can take it to the peers that
   arrived after it; ``multicluster.io/traffic-rebalanced-at`` (``details["at"]``, else now) starts its
@@ -42,6 +46,8 @@ from drods.errors import ApiError, Conflict, NotFound
 from drods.machinery.decision_log import decision_log, record_decisions
 from drods.model.annotations import (
     EVACUATED_FROM,
+    FAIL_BACK,
+    FAILED_OVER_FROM,
     MIGRATION_HOOK,
     PINNED_PLACEMENT,
     PLACEMENT_OFFERS,
@@ -50,6 +56,7 @@ from drods.model.annotations import (
     TRAFFIC_REBALANCED_AT,
     drain_reason,
     evacuated_from,
+    failed_over_from,
     placement_offers,
 )
 from drods.model.decision import EVICTION
@@ -112,10 +119,39 @@ class Rescheduler:
             return await self.offer(target)
         if target.action == "rebalance":
             return await self.rebalance(target)
+        if target.action == "failback":
+            return await self.failback(target)
         return RescheduleResult(False, 0, f"{target.action} is not supported by the scheduler; nothing moved")
 
     async def binding(self, name: str, reason: str) -> None:
         await trigger(self.registry, name, reason, self.clock)
+
+    async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> None:
+        """S11: move ``name`` off ``cluster`` and remember it (with ``before``, the clusters it
+        already failed over from), so it can fail back."""
+        await trigger(self.registry, name, reason, self.clock, {FAILED_OVER_FROM: _joined([*before, cluster])})
+
+    async def failback(self, req: RescheduleRequest) -> RescheduleResult:
+        """Offer a recovered cluster back to the bindings that failed over from it."""
+        cluster = await self.registry.try_get(CLUSTER, req.cluster)
+        names: list[str] = []
+        replicas = 0
+        for obj in await self.registry.scan(BINDING):
+            before = failed_over_from(obj)
+            if req.cluster not in before or obj["metadata"].get("deletionTimestamp"):
+                continue
+            name = obj["metadata"]["name"]
+            rest = {FAILED_OVER_FROM: _joined([c for c in before if c != req.cluster])}
+            if cluster is None:  # deleted: nothing to go back to
+                await self.registry.patch(BINDING, name, {"metadata": {"annotations": rest}}, MERGE_PATCH)
+                continue
+            await trigger(self.registry, name, f"{FAIL_BACK} {req.cluster}: {req.reason}", self.clock, rest)
+            names.append(name)
+            replicas += int(((obj.get("spec") or {}).get("replicas")) or 0)
+        if not names:
+            return RescheduleResult(False, 0, f"no binding failed over from {req.cluster}")
+        return RescheduleResult(True, replicas, f"offering recovered {req.cluster} back to {len(names)} "
+                                                f"binding(s): {', '.join(names[:10])}", tuple(names))
 
     async def evacuate(self, req: RescheduleRequest) -> RescheduleResult:
         by_name = {obj["metadata"]["name"]: (n, obj) for obj in await self.registry.scan(BINDING)

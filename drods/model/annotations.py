@@ -51,6 +51,10 @@ RESCHEDULE_REASON = "multicluster.io/reschedule-reason"
 # Binding: clusters automatic operations moved it away from (comma-separated), so it can be
 # offered back to them once they are calm again.
 EVACUATED_FROM = "multicluster.io/evacuated-from"
+# the clusters failover (S11) moved a Binding's replicas off; the descheduler offers them back once the
+# cluster is Ready and calm again (fail-back), then forgets it here
+FAILED_OVER_FROM = "multicluster.io/failed-over-from"
+FAIL_BACK = "fail back to"  # how the reschedule reason of a fail-back begins
 # Cluster: a pre-allocation hold, JSON ``{"waterLevel": float, "until": RFC 3339, "reason": str}``;
 # until it expires the scheduler sees the cluster at least at that forecast water level.
 PREALLOCATION = "multicluster.io/preallocation"
@@ -86,6 +90,12 @@ CACHE_PLAN_LABEL = "multicluster.io/cache-plan"  # label on a CachePlan's copy J
 def evacuated_from(obj: Mapping[str, Any]) -> list[str]:
     """The clusters a Binding object was moved away from by automatic operations."""
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(EVACUATED_FROM) or ""
+    return [c for c in str(raw).split(",") if c]
+
+
+def failed_over_from(obj: Mapping[str, Any]) -> list[str]:
+    """The clusters failover moved a Binding object's replicas off, not yet offered back."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(FAILED_OVER_FROM) or ""
     return [c for c in str(raw).split(",") if c]
 
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Action = Literal["evacuate", "preallocate", "restore", "offer", "rebalance"]
+Action = Literal["evacuate", "preallocate", "restore", "offer", "rebalance", "failback"]
 
 
 @dataclass(frozen=True, slots=True)

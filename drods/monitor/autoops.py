@@ -8,6 +8,10 @@ Three triggers, one guard rail:
   ``preallocateHorizonMinutes`` while it is below it now: place capacity elsewhere before the peak;
 * **restore** — a cluster replicas were moved away from has been calm (below its limit minus the
   hysteresis, no peak forecast) for ``restoreAfterSeconds``: offer it those replicas back.
+* **failback** — a cluster failover (S11) moved replicas off is Ready again and has stayed Ready and
+  calm for ``failbackAfterSeconds`` (the damping window): re-place the bindings that failed over from
+  it, so the scheduler moves them back where the policy (users, latency, water level) wants them,
+  gracefully and within the fleet's ``maxMovesPerMinute`` budget; recorded as a ``Rebalance``.
 
 Before acting, `AutoOps.decide` checks the policy: enabled, per-cluster cooldown, fleet-wide
 actions-per-hour rate limit, and (to move load away) that at least ``minAvailableClusters`` other
@@ -35,7 +39,8 @@ from drods.scheduler.rebalance import TrafficRebalancePolicy
 
 log = logging.getLogger(__name__)
 
-KIND: dict[str, str] = {"evacuate": "Evacuate", "preallocate": "PreAllocate", "restore": "Restore"}
+KIND: dict[str, str] = {"evacuate": "Evacuate", "preallocate": "PreAllocate", "restore": "Restore",
+                        "failback": "Rebalance"}
 
 
 class AutoOpsPolicy(BaseModel):
@@ -56,6 +61,9 @@ class AutoOpsPolicy(BaseModel):
     preallocateFraction: float = Field(default=0.2, gt=0, le=1)  # headroom to create elsewhere
     restore: bool = True
     restoreAfterSeconds: float = Field(default=600.0, ge=0)  # calm this long before replicas may come back
+    failback: bool = True
+    # Ready and calm this long after a NotReady episode before failed-over replicas are moved back
+    failbackAfterSeconds: float = Field(default=300.0, ge=0)
     # H1: move a placed workload nearer the traffic peers that arrived after it (`drods.scheduler.rebalance`)
     trafficRebalance: TrafficRebalancePolicy = Field(default_factory=TrafficRebalancePolicy)
 
@@ -83,9 +91,12 @@ class AutoOps:
             return Decision(False, f"cooldown: last action {now - last:.0f}s ago (< {p.cooldownSeconds:.0f}s)")
         while self._recent and now - self._recent[0] >= 3600:
             self._recent.popleft()
-        if len(self._recent) >= p.maxActionsPerHour:
+        # fail-back is paced by the scheduler's move budget, not the hourly actions (nor does it
+        # count in them or start a cooldown): a recovered region of 200 clusters would otherwise
+        # wait 20 hours for its replicas
+        if action != "failback" and len(self._recent) >= p.maxActionsPerHour:
             return Decision(False, f"rate limit: {len(self._recent)} actions in the last hour")
-        if action != "restore" and candidates < p.minAvailableClusters:
+        if action not in ("restore", "failback") and candidates < p.minAvailableClusters:
             return Decision(False, f"only {candidates} other active cluster(s) below their limit "
                                    f"(need {p.minAvailableClusters})")
         return Decision(True, "")
@@ -138,7 +149,8 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
     else:
         req = ops.request(action, cluster, reason, details)
         info["request"] = {"fraction": req.fraction, "minAvailability": req.min_availability}
-        ops.record(cluster, now)
+        if action != "failback":  # paced by the move budget; a blip must not start a cooldown
+            ops.record(cluster, now)
         if persist is not None:
             await persist()
         if hook is None:
@@ -164,11 +176,13 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
 
 class RestoreWatch:
     """Which clusters replicas were moved away from are due to be offered them back (pure, time
-    passed in): a cluster must be calm for ``restoreAfterSeconds`` in a row and out of its cooldown.
-    The descheduler and the what-if simulator both decide with it."""
+    passed in): a cluster must be calm for ``after`` seconds in a row (``restoreAfterSeconds``, or
+    ``failbackAfterSeconds`` for fail-back) and out of its cooldown. The descheduler and the what-if
+    simulator both decide with it."""
 
-    def __init__(self, ops: AutoOps) -> None:
+    def __init__(self, ops: AutoOps, after: float | None = None) -> None:
         self.ops = ops
+        self.after = ops.policy.restoreAfterSeconds if after is None else after  # the damping window
         self.calm_since: dict[str, float | None] = {}  # cluster → since when calm (None: not calm)
 
     def moved(self, cluster: str) -> None:
@@ -187,7 +201,7 @@ class RestoreWatch:
         if since is None:
             self.calm_since[cluster] = now
             return None
-        if now < max(since + self.ops.policy.restoreAfterSeconds, self.ops.ready_at(cluster)):
+        if now < max(since + self.after, self.ops.ready_at(cluster)):
             return None
         return since
 

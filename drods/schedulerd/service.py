@@ -1,21 +1,19 @@
 """The running scheduler (A2, S1–S11): store watches → snapshot + queue → decisions → Binding status.
 
-One `SchedulerService` per process. Its informers run always, so a standby's snapshot and queue
-are warm; the decision loop and the resource detector run only while this process holds the
-``/leases/scheduler`` lease (A6), and every status write is fenced on that lease: the write is a
-store transaction that also compares the lease key's revision with the one this process won it
-at (`drods.machinery.fence`), so two schedulers never both bind, even for the instant after a
-lease is lost or when a restarted replica reuses this one's identity. The resource detector is a
+One `SchedulerService` per process. Its informers run always, so a standby's snapshot and queue are warm; the
+decision loop and the resource detector run only while this process holds the ``/leases/scheduler`` lease (A6), and
+every status write is fenced on that lease: the write is a store transaction that also compares the lease key's
+revision with the one this process won it at (`drods.machinery.fence`), so two schedulers never both bind, even for
+the instant after a lease is lost or when a restarted replica reuses this one's identity. The resource detector is a
 controller of its own (`drods.controllers.detector`).
 
-A cycle: pop the highest-priority binding (FIFO among equals), schedule it against the snapshot,
-assume the replicas it added (S7), and write Binding.status with one CAS write. Decisions are
-made in bursts of up to ``batch_seconds`` and group-committed (`drods.schedulerd.commits`): what is
-decided while a write is in flight goes in the next one, up to ``batch_size`` bindings, in store
-transactions of up to ``max_txn_ops`` operations, falling back to one CAS per binding when a
-transaction's guard fails; deciding goes on while decisions are written.
-Every decision is explained in ``/history/schedules/`` (`drods.schedulerd.history`); unschedulable
-and partial ones are also appended to the shared failure log ``/history/failures/``.
+A cycle: pop the highest-priority binding (FIFO among equals), schedule it against the snapshot, assume the replicas
+it added (S7), and write Binding.status with one CAS write. Decisions are made in bursts of up to ``batch_seconds``
+and group-committed (`drods.schedulerd.commits`): what is decided while a write is in flight goes in the next one,
+up to ``batch_size`` bindings, in store transactions of up to ``max_txn_ops`` operations, falling back to one CAS
+per binding when a transaction's guard fails; deciding goes on while decisions are written. Every decision is
+explained in ``/history/schedules/`` (`drods.schedulerd.history`); unschedulable and partial ones are also appended
+to the shared failure log ``/history/failures/``.
 """
 
 from __future__ import annotations
@@ -49,6 +47,7 @@ from drods.scheduler.profile import Profile
 from drods.scheduler.task import Task, users_of
 from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, status_decoder
 from drods.schedulerd.commits import GroupCommit
+from drods.schedulerd.failback import fails_back, within_budget
 from drods.schedulerd.fleet import FleetChange
 from drods.schedulerd.history import decision_record, measured_usage, schedule_history
 from drods.schedulerd.metrics import SchedulerMetrics
@@ -476,8 +475,9 @@ class SchedulerService:
             task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
                         workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo)
             decided: ScheduleResult | None = self.scheduler.schedule(task, self.cache.snap)
-            if stype == RESCHEDULE and users_moved(obj) and decided is not None:
-                decided = self._follow_users(task, rec, decided)
+            if stype == RESCHEDULE and decided is not None and (users_moved(obj) or fails_back(obj)):
+                decided = self._follow_users(task, rec, decided) if users_moved(obj) else \
+                    within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
             if decided is None:
                 return None  # out of move budget: queued again
             result = decided
@@ -564,10 +564,8 @@ class SchedulerService:
             fresh = self.scheduler.schedule(task, self.cache.snap)
         out = self.fleet.refit(rec, spec, fresh)
         if out.result is None or out.trigger is None:
-            if out.deferred:
-                self.queue.retry(rec.name)  # out of move budget: again after a backoff
-            else:
-                self.queue.done(rec.name)
+            # deferred: out of move budget, again after a backoff
+            (self.queue.retry if out.deferred else self.queue.done)(rec.name)
             return None
         self.metrics.fleet_moved.inc(out.moved)
         return out.result, out.trigger

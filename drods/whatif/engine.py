@@ -13,7 +13,9 @@ Per tick (``tickMinutes``), for each policy:
 5. WaterLevel only: monitoring's `SustainedDetector` watches each cluster's water level and a
    sustained breach goes through `drods.monitor.autoops.execute` (policy, cooldown, rate limit) to a
    hook that picks bindings with `drods.model.reschedule.choose_evacuation` and re-places them
-   from scratch; a cluster replicas left is offered them back once calm (restore);
+   from scratch; a cluster replicas left is offered them back once calm (restore); a cluster
+   replicas failed over from is offered them back once up and calm for ``failbackAfterSeconds``
+   (fail-back, the descheduler's decision code), each move within the scheduler's move budget;
 6. the figures are recorded against the truth: background use + the requests of placed replicas.
 
 Every decision is `Scheduler.schedule` against a `Snapshot` followed by ``snap.assume`` — the
@@ -40,6 +42,9 @@ from drods.scheduler.framework import Scheduler
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import Task
 from drods.scheduler.users import UserDemand
+from drods.schedulerd.failback import grants
+from drods.schedulerd.fleet import MoveBudget
+from drods.schedulerd.service import SchedulerSettings
 from drods.whatif.ideal import ideal_latency_hist, ideal_peak, ideal_peak_within_slo
 from drods.whatif.load import BackgroundLoad, apply_trace, diurnal, read_trace
 from drods.whatif.policies import Policy, make_policy
@@ -246,6 +251,7 @@ class _Workload:
     spec: BindingSpec
     placement: dict[int, int] = field(default_factory=dict)
     evacuated_from: set[int] = field(default_factory=set)
+    failed_over_from: set[int] = field(default_factory=set)
     multiplier: float = 1.0
     users: UserDemand | None = None  # what the scheduler learned of its users (policies that know them)
 
@@ -314,6 +320,10 @@ class PolicyRun:
         self.detectors = {lim: SustainedDetector("waterLevel", lim, scn.sustainedMinutes * 60.0,
                                                  hysteresis=scn.hysteresis) for lim in set(self.limits.tolist())}
         self.restores = RestoreWatch(self.ops)
+        self.failbacks = RestoreWatch(self.ops, scn.autoops.failbackAfterSeconds)
+        self.now_s = 0.0
+        self.moves = MoveBudget(SchedulerSettings().fleet_max_moves_per_minute, lambda: self.now_s)
+        self.failing_back: list[str] = []  # fail-backs the move budget has not granted yet
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t = 0
 
@@ -406,8 +416,9 @@ class PolicyRun:
             bad = any(f.latency[c, w.origin] > sla for c in w.placement)
             (self.lat_bad.add if bad else self.lat_bad.discard)(w.name)
 
-    def schedule(self, w: _Workload, *, rebalance: bool = False) -> int:
-        """One real scheduling cycle for ``w``; returns replicas it added (0 when nothing changed)."""
+    def schedule(self, w: _Workload, *, rebalance: bool = False, budget: MoveBudget | None = None) -> int:
+        """One real scheduling cycle for ``w``; returns replicas it added (0 when nothing changed,
+        -1 when ``budget`` does not grant its moves: nothing changed)."""
         f = self.fleet
         cur = [TargetCluster.model_construct(cluster=f.names[c], replicas=k) for c, k in w.placement.items()]
         # as the scheduler service builds it: no preferred regions (TopologyPreference then follows the
@@ -419,6 +430,9 @@ class PolicyRun:
             return 0
         idx = self.snap.index
         new = {idx[t.cluster]: t.replicas for t in res.placement if t.replicas > 0}
+        if budget is not None and not grants(budget, [(f.names[c], k) for c, k in w.placement.items()],
+                                             [(f.names[c], k) for c, k in new.items()]):
+            return -1
         self.snap.assume(res.placement, w.spec.resources, key=w.name)
         old_running = sum(k for c, k in w.placement.items() if self.up[c])
         grew = sum(max(0, k - w.placement.get(c, 0)) for c, k in new.items())
@@ -486,6 +500,7 @@ class PolicyRun:
             if not ready:  # failover: the scheduler re-divides what Readiness drops
                 for w in sorted({w.name: w for c in ev.clusters for w in self._on_cluster(c)}.values(),
                                 key=lambda w: w.name):
+                    w.failed_over_from.update(c for c in ev.clusters if w.placement.get(c, 0) > 0)
                     self.schedule(w)
         elif ev.kind in ("drain", "uncordon"):
             cordon = ev.kind == "drain"
@@ -522,6 +537,15 @@ class PolicyRun:
                 self.schedule(w, rebalance=True)
             self.restores.moved(req.cluster)
             return RescheduleResult(True, sum(n for n, _ in chosen), "", tuple(n for _, n in chosen))
+        if req.action == "failback":
+            names = sorted(w.name for w in self.workloads.values() if c in w.failed_over_from)
+            for name in names:
+                self.workloads[name].failed_over_from.discard(c)
+            self.failing_back.extend(n for n in names if n not in self.failing_back)
+            self._fail_back()
+            if not names:
+                return RescheduleResult(False, 0, f"no binding failed over from {req.cluster}")
+            return RescheduleResult(True, 0, "", tuple(names))
         if req.action == "restore":
             names = sorted(w.name for w in self.workloads.values() if c in w.evacuated_from)
             for name in names:
@@ -553,9 +577,11 @@ class PolicyRun:
                 self.ops, "evacuate", f.names[c], reason, now_s, candidates=int(below.sum() - below[c]),
                 details=ev.to_dict(), hook=self._hook, record=self._record))
         p = self.scn.autoops
+        calm_below = limits - self.scn.hysteresis
+        if p.enabled and p.failback:
+            self._failback_pass(now_s, wl, calm_below)
         if not (p.enabled and p.restore):
             return
-        calm_below = limits - self.scn.hysteresis
         for name in list(self.restores.calm_since):  # the descheduler's restore loop
             c = f.names.index(name)
             since = self.restores.due(name, bool(self.up[c] and wl[c] < calm_below[c]), now_s)
@@ -566,6 +592,34 @@ class PolicyRun:
                 self.ops, "restore", f.names[c], reason, now_s, candidates=0,
                 details={"waterLevel": float(wl[c]), "calmSince": since}, hook=self._hook, record=self._record))
             self.restores.done(name, outcome, now_s)
+
+    def _failback_pass(self, now_s: float, wl: np.ndarray, calm_below: np.ndarray) -> None:
+        """The descheduler's fail-back pass (`drods.controllers.descheduler.Descheduler.failback`)."""
+        assert self._loop is not None
+        f = self.fleet
+        self._fail_back()  # what the budget did not grant before, as the scheduler's queue retries it
+        for c in np.flatnonzero(~self.up).tolist():
+            self.failbacks.moved(f.names[c])
+        for name in list(self.failbacks.calm_since):
+            c = f.names.index(name)
+            since = self.failbacks.due(name, bool(self.up[c] and wl[c] < calm_below[c]), now_s)
+            if since is None:
+                continue
+            reason = (f"cluster {name} Ready again, water level {wl[c]:.2f} below the limit "
+                      f"{self.limits[c]:.2f} for {now_s - since:.0f}s")
+            outcome, _ = self._loop.run_until_complete(execute(
+                self.ops, "failback", name, reason, now_s, candidates=0,
+                details={"waterLevel": float(wl[c]), "readySince": since, "recovered": name},
+                hook=self._hook, record=self._record))
+            self.failbacks.done(name, outcome, now_s)
+
+    def _fail_back(self) -> None:
+        """Re-place the bindings waiting to fail back, as far as the move budget grants."""
+        waiting, self.failing_back = self.failing_back, []
+        for name in waiting:
+            w = self.workloads.get(name)
+            if w is not None and self.schedule(w, rebalance=True, budget=self.moves) < 0:
+                self.failing_back.append(name)
 
     # -------------------------------------------------------------- the loop
     def run(self, progress: Progress | None = None) -> Trace:
@@ -583,6 +637,7 @@ class PolicyRun:
             for t in range(scn.ticks):
                 self._t = t
                 now = t * tick_min
+                self.now_s = now * 60.0
                 while fi < len(fev) and fev[fi].minute <= now:
                     self._fleet_event(fev[fi])
                     fi += 1

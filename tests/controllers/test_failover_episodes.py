@@ -25,7 +25,8 @@ class Asked:
     def __init__(self) -> None:
         self.names: list[str] = []
 
-    async def binding(self, name: str, reason: str) -> None:
+    async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> None:
+        assert cluster == "c1"
         self.names.append(name)
 
 

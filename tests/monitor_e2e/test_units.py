@@ -12,7 +12,7 @@ from drods.machinery.fence import Fence, FencedStore, LeadershipLost
 from drods.machinery.journal import entry_key
 from drods.model.keys import lease_key, status_key
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
-from drods.monitor.autoops import AutoOps, AutoOpsPolicy, execute
+from drods.monitor.autoops import AutoOps, AutoOpsPolicy, RestoreWatch, execute
 from drods.monitor.collectors.prometheus import PrometheusCollector
 from drods.monitor.report import MetricsReport, NormalisedStatus, normalise
 from drods.monitor.service import MonitorService, MonitorSettings
@@ -87,6 +87,33 @@ async def test_autoops_policy_cooldown_rate_limit_capacity_and_hook() -> None:
     assert not AutoOps(AutoOpsPolicy(restore=False)).decide("restore", "q", T0, candidates=0).act
     assert [r[0] for r in records] == ["PreAllocate", "Evacuate", "Evacuate"]
     assert records[1][2]["details"]["result"]["message"] == "no room for q"  # type: ignore[index]
+
+
+async def test_failback_is_paced_by_its_window_not_the_hourly_rate_limit() -> None:
+    ops = AutoOps(AutoOpsPolicy(cooldownSeconds=0, maxActionsPerHour=1, failbackAfterSeconds=300))
+    ops.record("x", T0)  # the hour's one evacuation is spent
+    assert "rate limit" in ops.decide("evacuate", "y", T0, candidates=3).reason
+    # fail-back needs no other cluster below its limit and is not held by the hourly rate limit ...
+    assert ops.decide("failback", "r", T0, candidates=0).act
+    records: list[str] = []
+
+    async def record(kind: str, reason: str, **kw: object) -> None:
+        records.append(kind)
+
+    async def hook(req: RescheduleRequest) -> RescheduleResult:
+        return RescheduleResult(True, 4, f"back to {req.cluster}", ("web",))
+
+    for i, c in enumerate("rst"):  # ... nor counts against it: a recovered region fails back at once
+        assert (await execute(ops, "failback", c, "Ready again", T0 + i, candidates=0, details={}, hook=hook,
+                              record=record))[0] == "executed"
+    assert records == ["Rebalance"] * 3 and ops.state() == {"lastAction": {"x": T0}, "recentActions": [T0]}
+    assert not AutoOps(AutoOpsPolicy(failback=False)).decide("failback", "r", T0, candidates=0).act
+    # the damping window: Ready and calm failbackAfterSeconds in a row; a relapse starts it again
+    watch = RestoreWatch(ops, ops.policy.failbackAfterSeconds)
+    watch.moved("r")
+    assert watch.due("r", True, T0) is None and watch.due("r", True, T0 + 299) is None
+    assert watch.due("r", False, T0 + 300) is None  # NotReady again
+    assert watch.due("r", True, T0 + 310) is None and watch.due("r", True, T0 + 610) == T0 + 310
 
 
 def test_autoops_state_is_handed_to_the_next_leader() -> None:

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from drods.assembly import Component
-from drods.model.annotations import EVACUATED_FROM, PREALLOCATION
+from drods.model.annotations import EVACUATED_FROM, FAILED_OVER_FROM, PREALLOCATION, failover_reason
 from drods.model.kinds import BINDING as BINDINGS
+from drods.model.kinds import CLUSTER as CLUSTERS
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.registry.patch import MERGE_PATCH
@@ -226,3 +227,38 @@ async def test_a_new_descheduler_leader_honours_the_cooldown_of_the_one_that_die
         op = await eventually(second, 15.0, "a second evacuation decision on c")
         assert op["details"]["outcome"] == "skipped", op
         assert op["details"]["skipReason"].startswith("cooldown"), op
+
+
+async def _set_ready(plane: Plane, cluster: str, ready: bool) -> None:
+    """The Ready condition as the health controller writes it."""
+    cond = {"type": "Ready", "status": "True" if ready else "False", "reason": "Test",
+            "lastTransitionTime": datetime.now(UTC).isoformat()}
+    await plane.ctx.registry.patch(CLUSTERS, cluster, {"status": {"conditions": [cond]}}, MERGE_PATCH,
+                                   subresource="status")
+
+
+async def test_replicas_fail_back_once_the_cluster_is_ready_and_calm(store: Store, tmp_path: Path) -> None:
+    cpu = {"a": 62.0, "b": 62.0, "c": 62.0}  # busy enough for the adjuster to spread
+    async with _plane(store, tmp_path / "data", _settings(failbackAfterSeconds=1.0)) as plane, \
+            _reporting(plane, cpu):
+        await plane.bind(WEB)
+        await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web spread over a, b and c")
+
+        # c goes NotReady and its toleration runs out: failover moves web off it (S11) and web remembers c
+        await _set_ready(plane, "c", False)
+        await plane.ctx.rescheduler.failover("web", "c", failover_reason("c", "now", 0), [])
+        away = await _placed(plane, "web", lambda p: "c" not in p, "web failed over off c")
+        assert sum(away.values()) == 12
+        assert (await _annotations(plane, "bindings", "web"))[FAILED_OVER_FROM] == "c"
+        assert not [o for o in await _operations(plane, "c") if o["kind"] == "Rebalance"]  # not while NotReady
+
+        # c is Ready again and stays calm for failbackAfterSeconds: the descheduler fails web back
+        await _set_ready(plane, "c", True)
+        back = await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web back on c")
+        assert sum(back.values()) == 12
+        op = await _operation(plane, "c", "Rebalance")
+        assert op["details"]["outcome"] == "executed" and op["details"]["result"]["bindings"] == ["web"]
+        assert op["reason"].startswith("cluster c Ready again") and op["details"]["trigger"]["recovered"] == "c"
+        assert FAILED_OVER_FROM not in await _annotations(plane, "bindings", "web")
+        r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "web", "maxEntries": 1})
+        assert r.json()["items"][0]["trigger"]["reason"].startswith("fail back to c: cluster c Ready again")

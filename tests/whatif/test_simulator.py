@@ -322,3 +322,23 @@ def test_ideal_peak_within_the_latency_slo_by_hand() -> None:
         pytest.approx(0.8)
     assert slo_level(bg, cap, np.array([1.0, 0.0]), np.zeros((2, 2), dtype=bool)) == float("inf")
     assert [s.tolist() for s in place_sets(2)] == [[0], [1], [0, 1]] and len(place_sets(13)) == 14
+
+
+def test_failed_over_replicas_fail_back_after_the_damping_window() -> None:
+    doc = tiny(4, durationHours=3, tickMinutes=5,
+               regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
+               clusters=[{"region": "eu", "count": 1, "cpu": 128, "memoryGiB": 256},
+                         {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
+               events=[{"at": 30, "type": "fail", "cluster": "eu-000", "durationMinutes": 60}],
+               sla={"waterLevel": 0.85, "latencyMs": 50})
+    inputs = prepare(parse_scenario(doc))
+    back = PolicyRun(inputs, make_policy("WaterLevel"))
+    tr = back.run()
+    # eu-000 is back at minute 90, calm from then on: after failbackAfterSeconds (300 s) the four
+    # replicas go back to their users' region — one Rebalance, naming the recovered cluster
+    assert tr.operations == {"Rebalance:executed": 1}, tr.operations
+    assert back.workloads["app"].placement == {0: 4} and tr.moved == 4 + 4
+    assert tr.latency_breaches == (95 - 30) // 5  # ticks at minutes 30..90 away from the users
+    doc["autoops"] = {"preallocate": False, "failback": False}  # as Karmada: failed over for good
+    stay = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel"))
+    assert stay.run().moved == 4 and stay.workloads["app"].placement == {1: 4}
