@@ -19,7 +19,7 @@ from drods.controllers.aggregate import member_status
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.rescheduler import Rescheduler, trigger
 from drods.errors import ApiError
-from drods.model.annotations import failed_over_from
+from drods.model.annotations import FAILED_OVER_FROM, failed_over_from
 from drods.model.app_failover import (
     TAINT_PRODUCER,
     TAINT_REASON,
@@ -66,7 +66,8 @@ async def evict(fleet: MemberFleet, rescheduler: Rescheduler, name: str, binding
                          message=reason, reason=TAINT_REASON, producer=TAINT_PRODUCER, purgeMode=behavior.purgeMode)
     kept = [t for t in (binding.get("spec") or {}).get("gracefulEvictionTasks") or []
             if not (isinstance(t, dict) and t.get("fromCluster") == cluster and t.get("producer") == TAINT_PRODUCER)]
-    await trigger(rescheduler.registry, name, reason, rescheduler.clock,
+    remembered = {FAILED_OVER_FROM: ",".join(sorted({*failed_over_from(binding), cluster}))} if failed_over else None
+    await trigger(rescheduler.registry, name, reason, rescheduler.clock, remembered,
                   spec={"gracefulEvictionTasks": [*kept, task.model_dump(mode="json", exclude_none=True)]})
 
 
