@@ -187,6 +187,10 @@ def test_a_no_execute_taint_moves_what_does_not_tolerate_it_as_failover_cluster_
     first = wait_for(lambda: (c := env.copies("web", "clusterfo")) and len(c) == 1 and next(iter(c)), 40,
                      "web placed on one cluster")
     other = next(n for n in ("aws-dfw", "gcp-sin") if n != first)
+    # the state to preserve is read from the copy's last reported status: wait until it is reported
+    wait_for(lambda: any(e.get("cluster") == first and e.get("readyReplicas") == 2 for e in (
+        env.binding("deployment-clusterfo-web") or {}).get("status", {}).get("clusters") or []), 40,
+        f"web's copy on {first} reported ready")
     kubectl.run("apply", "-f", "-", input=TOLERANT % first)
     env.create(deploy_path("clusterfo"), deployment("batch", 1, namespace="clusterfo", cpu="50m", memory="32Mi"))
     wait_for(lambda: env.copies("batch", "clusterfo") == {first: 1}, 40, f"batch on {first}")
