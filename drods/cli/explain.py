@@ -158,6 +158,41 @@ def _placement_line(status: Mapping[str, Any] | None) -> str:
     return f"{shown or 'nowhere'} (phase {status.get('phase')}, {status.get('placed')}/{status.get('requested')})"
 
 
+# A plan's decisions are about what it moves (its workload, its Dataset), of one type, this plan's.
+_PLANS = {"migrationplan": ("migrationplans", "Migration"), "cacheplan": ("cacheplans", "CachePlan")}
+
+
+def _plan_of(record: Mapping[str, Any]) -> str | None:
+    return (((record.get("inputs") or {}).get("migration") or {}).get("plan")
+            or (record.get("source") or {}).get("cachePlan"))
+
+
+def _explain_plan(api: ApiClient, word: str, namespace: str, name: str, history: bool, output: str) -> None:
+    """A MigrationPlan's or CachePlan's decisions: the options it weighed and why the runner-up lost."""
+    plural, dtype = _PLANS[word]
+    r = api.request("GET", f"/apis/multicluster.io/v1alpha1/namespaces/{namespace}/{plural}/{name}", ok=(404,))
+    if r.status_code == 404:
+        raise CliError(f"{word} {namespace}/{name} not found")
+    plan = r.json()
+    spec, status = plan.get("spec") or {}, plan.get("status") or {}
+    subject = ((spec.get("workloadRef") or {}).get("kind") or "StatefulSet", str(spec["workloadRef"]["name"])) \
+        if dtype == "Migration" else ("Dataset", str(spec.get("dataset")))
+    items = [d for d in _decisions(api, {"kind": subject[0], "namespace": namespace, "name": subject[1],
+                                         "type": dtype}) if _plan_of(d) == f"{namespace}/{name}"]
+    if output != "table":
+        dump({"plan": {"kind": plan.get("kind"), "namespace": namespace, "name": name, "phase": status.get("phase")},
+              "subject": {"kind": subject[0], "namespace": namespace, "name": subject[1]},
+              **({"history": items} if history else {"latest": items[:1]})}, output)
+        return
+    _say(f"Name:       {name}\nNamespace:  {namespace}\nKind:       {plan.get('kind')}")
+    _say(f"Subject:    {subject[0]}/{subject[1]}\nPhase:      {status.get('phase') or 'Pending'}")
+    if not items:
+        _say("No decision kept for this plan.")
+    for record in items if history else items[:1]:
+        _say("")
+        describe_decision(record)
+
+
 def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, history: bool, output: str) -> None:
     status = _binding(api, _binding_id(kind, namespace, name))
     items = _decisions(api, {"kind": kind, "namespace": namespace, "name": name})
@@ -239,7 +274,7 @@ def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
 
 
 def explain(
-    target: Annotated[str, typer.Argument(help="KIND/NAME (deployment/web), or 'cluster'.")],
+    target: Annotated[str, typer.Argument(help="KIND/NAME (deployment/web, migrationplan/NAME), or 'cluster'.")],
     name: Annotated[str | None, typer.Argument(help="With 'cluster': the cluster's name.")] = None,
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="The workload's namespace.")] = "default",
     history: Annotated[bool, typer.Option("--history", help="Every kept decision, newest first.")] = False,
@@ -261,6 +296,9 @@ def explain(
         kind, sep, wname = target.partition("/")
         if not sep or not kind or not wname or name is not None:
             raise typer.BadParameter(f"{target!r}: use KIND/NAME, e.g. deployment/web", param_hint="TARGET")
+        if kind.lower() in _PLANS:
+            _explain_plan(api, kind.lower(), namespace, wname, history, output)
+            return
         _explain_workload(api, _kind_of(kind), namespace, wname, history, output)
     except CliError as e:
         fail(e)
