@@ -215,6 +215,27 @@ async def test_txn_success_and_failure_ops(store: Store, ns: str) -> None:
     assert kv_f is not None and kv_f.value == b"failed"
 
 
+async def test_txn_batch_with_one_stale_guard_writes_nothing(store: Store, ns: str) -> None:
+    """A batch write (one guard per key) is all or nothing: one stale key fails the whole txn and
+    the failure branch reports what each key holds, so the caller can retry that one alone."""
+    keys = [f"{ns}batch/{i}" for i in range(20)]
+    revs = [await store.put(k, b"v1") for k in keys]
+    await store.put(keys[7], b"moved")
+    before = await store.current_revision()
+    res = await store.txn([Compare(k, "mod", "=", r) for k, r in zip(keys, revs, strict=True)],
+                          [Put(k, b"v2") for k in keys], [Get(k) for k in keys])
+    assert not res.succeeded
+    assert await store.current_revision() == before
+    stale = [k for k, r, got in zip(keys, revs, res.responses, strict=True)
+             if isinstance(got, list) and got[0].mod_revision != r]
+    assert stale == [keys[7]]
+    res = await store.txn([Compare(k, "mod", "=", r) for k, r in zip(keys, revs, strict=True) if k != keys[7]],
+                          [Put(k, b"v2") for k in keys if k != keys[7]])
+    assert res.succeeded
+    values = {kv.key: kv.value for kv in (await store.range(ns + "batch/"))[0]}
+    assert values == {k: (b"moved" if k == keys[7] else b"v2") for k in keys}
+
+
 async def test_txn_put_with_missing_lease_fails_cleanly(store: Store, ns: str) -> None:
     before = await store.current_revision()
     with pytest.raises(LeaseNotFound):
