@@ -40,7 +40,8 @@ async def test_component_statuses_follow_the_leader_leases(api: Api) -> None:
     names = {res["name"]: res for res in core}
     assert names["componentstatuses"]["shortNames"] == ["cs"] and names["componentstatuses"]["verbs"] == [
         "get", "list"]
-    assert names["bindings"]["verbs"] == ["create"] and names["pods/binding"]["kind"] == "Binding"
+    assert names["pods/binding"]["verbs"] == ["create"] and names["pods/binding"]["kind"] == "Binding"
+    assert "bindings" not in names  # it would take `kubectl get bindings` from bindings.multicluster.io
 
 
 async def test_a_pod_is_bound_to_a_node_once(api: Api) -> None:

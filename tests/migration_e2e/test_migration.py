@@ -491,8 +491,8 @@ def test_an_approved_cache_plan_copies_then_placement_prefers_the_copy(fleet: Fl
         assert "approved as written" in r["runnerUp"]["why"], r
     assert st["copySource"] == "mig-dfw" and st["bytesMoved"] == CACHE_BYTES, st
     assert st["checksum"] == st["sourceChecksum"] and st["bytesPerSecond"] > 0 and st["transferCost"] > 0, st
-    assert {"cluster": "mig-sin", "kind": "Cache"} in fleet.http.get(f"{api}/datasets/features").json()["spec"][
-        "locations"]
+    wait_for(lambda: {"cluster": "mig-sin", "kind": "Cache"} in fleet.http.get(f"{api}/datasets/features").json()[
+        "spec"]["locations"], 10, "the Cache location (added once Ready is recorded)")
     # the copy ran in mig-sin, as a Job of its own, and finished there
     jobs = fleet.members["mig-sin"].get(f"/apis/batch/v1/namespaces/{NS}/jobs") or {}
     assert any(j["metadata"]["name"] == st["copyJob"] and (j.get("status") or {}).get("succeeded") == 1
@@ -543,7 +543,10 @@ def test_drain_of_a_workload_with_claims_and_no_hook_copies_its_volumes(fleet: F
         for item in fleet.http.get(f"/apis/apps/v1/namespaces/{NS}/{kind}").json().get("items") or []:
             fleet.http.delete(f"/apis/apps/v1/namespaces/{NS}/{kind}/{item['metadata']['name']}")
     wait_for(lambda: not [b for b in fleet.http.get(BINDINGS).json().get("items") or []
-                          if (b["spec"]["resource"].get("namespace") == NS)], 30, "the earlier workloads gone")
+                          if b["spec"]["resource"].get("namespace") == NS
+                          and b["spec"]["resource"].get("kind") in ("StatefulSet", "Deployment")], 60,
+             "the earlier workloads gone",
+             what_else=lambda: [b["metadata"]["name"] for b in fleet.http.get(BINDINGS).json().get("items") or []])
     source, _ = deploy(fleet, "stock", 1, None, writing_statefulset("stock", 2 * MB))
     wait_for(lambda: writes(claim(fleet, source, "data-stock-0")) > 0, 20, "the source's claims written")
     dry = fleet.http.post(f"/api/v1/clusters/{source}/drain?dryRun=All", json={})

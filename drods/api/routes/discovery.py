@@ -67,10 +67,10 @@ async def core_resources(request: Request, _: Principal = Depends(authenticate))
                          "resources": _resources([*kinds, COMPONENT_STATUS]) + CORE_BINDINGS})
 
 
-# kube-apiserver's create-only core Binding (`drods.api.routes.pod_binding`), never stored
-CORE_BINDINGS = [{"name": "bindings", "singularName": "binding", "namespaced": True, "kind": "Binding",
-                  "verbs": ["create"]},
-                 {"name": "pods/binding", "singularName": "", "namespaced": True, "kind": "Binding",
+# kube-apiserver's create-only core Binding (`drods.api.routes.pod_binding`), never stored. Only as the
+# Pod subresource: a top-level core ``bindings`` would win ``kubectl get bindings`` over DRO-DS's own
+# bindings.multicluster.io (kubectl prefers the core group); ``POST .../namespaces/{ns}/bindings`` is served.
+CORE_BINDINGS = [{"name": "pods/binding", "singularName": "", "namespaced": True, "kind": "Binding",
                   "verbs": ["create"]}]
 
 

@@ -16,10 +16,11 @@ from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import authenticate, context
 from drods.api.dryrun import is_dry_run
+from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import BadRequest, Conflict
 from drods.model.kinds import by_kind
 
-router = APIRouter(tags=["kubernetes"])
+router = APIRouter(tags=["kubernetes"], responses=ERROR_RESPONSES)
 POD = by_kind("v1", "Pod")
 
 
@@ -78,11 +79,11 @@ async def _bind(request: Request, principal: Principal, ns: str, pod: str | None
                         status_code=201)
 
 
-@router.post("/api/v1/namespaces/{ns}/pods/{name}/binding")
+@router.post("/api/v1/namespaces/{ns}/pods/{name}/binding", status_code=201)
 async def bind_pod(request: Request, ns: str, name: str, p: Principal = Depends(authenticate)) -> JSONResponse:
     return await _bind(request, p, ns, name)
 
 
-@router.post("/api/v1/namespaces/{ns}/bindings")
+@router.post("/api/v1/namespaces/{ns}/bindings", status_code=201)
 async def create_binding(request: Request, ns: str, p: Principal = Depends(authenticate)) -> JSONResponse:
     return await _bind(request, p, ns, None)
