@@ -124,6 +124,11 @@ async def test_overflow_stateful_datasets_cache_plans_and_measured_latency(plane
     assert set(snap.datasets.get("default/logs", ())) == {"cloud"}  # no location before the copy verifies
     # these clusters are status reports, not members: the copy Job's completion is written as a member's would be
     _, copy_binding = copy_run(plan)
+
+    async def started() -> bool:  # Copying is recorded before the copy's claim, Job and Binding are made
+        return await plane.ctx.registry.try_get(BINDING, copy_binding) is not None
+
+    await eventually(started, what="the copy Job's Binding")
     report = {"bytes": 2**30, "seconds": 8.0, "bytesPerSecond": 2**27, "checksum": "c1", "sourceChecksum": "c1"}
     await plane.ctx.registry.update_status(BINDING, copy_binding, {"clusters": [
         {"cluster": "spare", "complete": True, "report": report}]})
