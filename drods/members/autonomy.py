@@ -107,6 +107,7 @@ class AutonomyAgent:
     overrides: dict[str, int] = field(default_factory=dict)  # workload id → this cluster's count now
     windows: dict[str, scaling.Window] = field(default_factory=dict)
     unreachable_since: float | None = None
+    idle: dict[str, str] = field(default_factory=dict)  # workload → why its last cut-off pass decided nothing
 
     def __post_init__(self) -> None:
         self.state_file = StateFile(Path(self.state_dir) / "autonomy.json", self.cluster)
@@ -214,7 +215,7 @@ class AutonomyAgent:
                 continue
             found = self._work_of(c.workload)
             if found is None:
-                log.debug("cut off: %s has no Work in %s, nothing to scale", wid(c.workload), self.cluster)
+                self._idle(wid(c.workload), "it has no Work here")
                 continue
             work, asked = found
             key = wid(c.workload)
@@ -231,9 +232,9 @@ class AutonomyAgent:
             util = {name: value for name, (value, _t, _c) in seen}
             observations = [(value, target) for _name, (value, target, _c) in seen]
             if not observations:
-                log.debug("cut off: no fresh usage reading of %s in %s (reading: %s), no local decision",
-                          key, self.cluster, "stale or absent" if usage is None else "no resource metric")
+                self._idle(key, "no fresh usage reading" if usage is None else "no resource metric in its reading")
                 continue
+            self.idle.pop(key, None)
             recommendation = min(max(scaling.recommend(current, observations), lo), hi)
             outcome, self.windows[key] = scaling.behave(current, recommendation,
                                                           self.windows.get(key, scaling.Window()),
@@ -255,6 +256,12 @@ class AutonomyAgent:
         if changed:
             self.save()
             self.works.wake.set()
+
+    def _idle(self, key: str, why: str) -> None:
+        """Say once (per workload, per reason) why a cut-off pass takes no local decision."""
+        if self.idle.get(key) != why:
+            self.idle[key] = why
+            log.info("cut off: no local decision for %s in %s: %s", key, self.cluster, why)
 
     async def report(self) -> None:
         """Send the decisions; those answered (adopted, duplicate, deleted) are done."""
