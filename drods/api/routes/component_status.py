@@ -12,13 +12,12 @@ from fastapi.responses import JSONResponse
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
-from drods.api.schemas import ERROR_RESPONSES
 from drods.api.table import NAME, Column, PrintedKind, to_table, wants_table
 from drods.errors import NotFound
 from drods.model.keys import LEASES_PREFIX
 from drods.store import Store
 
-router = APIRouter(tags=["kubernetes"], responses=ERROR_RESPONSES)
+router = APIRouter(include_in_schema=False)  # a Kubernetes path: in /openapi/v2 and v3, not the façade's
 COMPONENT_STATUS = PrintedKind(
     "", "v1", "ComponentStatus", "componentstatuses", False, short_names=("cs",), verbs=("get", "list"),
     columns=(NAME, Column("Status", lambda o: "Healthy" if _healthy(o) else "Unhealthy"),

@@ -16,11 +16,10 @@ from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import authenticate, context
 from drods.api.dryrun import is_dry_run
-from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import BadRequest, Conflict
 from drods.model.kinds import by_kind
 
-router = APIRouter(tags=["kubernetes"], responses=ERROR_RESPONSES)
+router = APIRouter(include_in_schema=False)  # a Kubernetes path: in /openapi/v2 and v3, not the façade's
 POD = by_kind("v1", "Pod")
 
 
