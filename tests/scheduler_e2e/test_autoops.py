@@ -81,7 +81,8 @@ async def _reporting(plane: Plane, cpu: dict[str, float], *, register: bool = Tr
             await task
 
 
-async def _placed(plane: Plane, name: str, ok: Callable[[dict[str, int]], bool], what: str) -> dict[str, int]:
+async def _placed(plane: Plane, name: str, ok: Callable[[dict[str, int]], bool], what: str,
+                  within_s: float = 20.0) -> dict[str, int]:
     async def check() -> dict[str, int] | None:
         st = await plane.try_status(name)
         if st is None or st["scheduledGeneration"] != st["generation"] or st["phase"] == "Pending":
@@ -89,7 +90,7 @@ async def _placed(plane: Plane, name: str, ok: Callable[[dict[str, int]], bool],
         got = placement(st)
         return got if ok(got) else None
 
-    return await eventually(check, 20.0, what)
+    return await eventually(check, within_s, what)
 
 
 async def _operations(plane: Plane, cluster: str) -> list[dict[str, Any]]:
@@ -254,7 +255,7 @@ async def test_replicas_fail_back_once_the_cluster_is_ready_and_calm(store: Stor
 
         # c is Ready again and stays calm for failbackAfterSeconds: the descheduler fails web back
         await _set_ready(plane, "c", True)
-        back = await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web back on c")
+        back = await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web back on c", 45.0)
         assert sum(back.values()) == 12
         op = await _operation(plane, "c", "Rebalance")
         assert op["details"]["outcome"] == "executed" and op["details"]["result"]["bindings"] == ["web"]
