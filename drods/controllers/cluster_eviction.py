@@ -50,17 +50,17 @@ def preserved_state(fleet: MemberFleet, name: str, binding: Obj, cluster: str,
 
 
 async def evict(fleet: MemberFleet, rescheduler: Rescheduler, name: str, binding: Obj, cluster: str, reason: str,
-                now: float, *, failed_over: bool = False) -> None:
+                now: float, *, failed_over: bool = False) -> bool:
     """Move ``name`` off ``cluster``: with a graceful eviction task when its policy declares
-    ``failover.cluster``, else a plain re-placement; a move off a failed cluster (``failed_over``) is
-    remembered, so it can fail back. Raises ApiError when the write fails."""
+    ``failover.cluster`` (True), else a plain re-placement; a move off a failed cluster (``failed_over``)
+    is remembered, so it can fail back. Raises ApiError when the write fails."""
     behavior = declared_behavior(binding, "cluster", ClusterFailoverBehavior)
     if behavior is None:
         if failed_over:
             await rescheduler.failover(name, cluster, reason, failed_over_from(binding))
         else:
             await rescheduler.binding(name, reason)
-        return
+        return False
     task = eviction_task(binding, cluster, rfc3339(now),
                          preserved_state(fleet, name, binding, cluster, behavior.statePreservation),
                          message=reason, reason=TAINT_REASON, producer=TAINT_PRODUCER, purgeMode=behavior.purgeMode)
@@ -69,26 +69,36 @@ async def evict(fleet: MemberFleet, rescheduler: Rescheduler, name: str, binding
     remembered = {FAILED_OVER_FROM: ",".join(sorted({*failed_over_from(binding), cluster}))} if failed_over else None
     await trigger(rescheduler.registry, name, reason, rescheduler.clock, remembered,
                   spec={"gracefulEvictionTasks": [*kept, task.model_dump(mode="json", exclude_none=True)]})
+    return True
 
 
-async def release(fleet: MemberFleet, rescheduler: Rescheduler, failing: set[str],
-                  bindings: Iterable[str] | None = None) -> list[str]:
-    """Take the TaintManager eviction tasks off the bindings (all, or ``bindings``) for clusters no
-    longer ``failing`` (NotReady or NoExecute-tainted); returns the bindings changed."""
-    names = list(bindings) if bindings is not None else [k[len(BINDING.key_prefix()):]
-                                                          for k in list(fleet.bindings.cache)]
-    changed: list[str] = []
-    for name in names:
+def _taint_tasks(binding: Obj | None) -> list[Obj]:
+    return [t for t in ((binding or {}).get("spec") or {}).get("gracefulEvictionTasks") or []
+            if isinstance(t, dict) and t.get("producer") == TAINT_PRODUCER]
+
+
+def tasked(fleet: MemberFleet) -> set[str]:
+    """The bindings holding a TaintManager eviction task (one scan, when a leader starts)."""
+    prefix = len(BINDING.key_prefix())
+    return {k[prefix:] for k, b in list(fleet.bindings.cache.items()) if _taint_tasks(b)}
+
+
+async def release(fleet: MemberFleet, rescheduler: Rescheduler, failing: set[str], bindings: Iterable[str]) -> set[str]:
+    """Take the TaintManager eviction tasks for clusters no longer ``failing`` (NotReady or
+    NoExecute-tainted) off ``bindings``; returns those left with no such task."""
+    cleared: set[str] = set()
+    for name in bindings:
         binding = fleet.bindings.cache.get(BINDING.key(name))
         tasks = [t for t in ((binding or {}).get("spec") or {}).get("gracefulEvictionTasks") or []
                  if isinstance(t, dict)]
         kept = [t for t in tasks if t.get("producer") != TAINT_PRODUCER or t.get("fromCluster") in failing]
-        if binding is None or len(kept) == len(tasks):
-            continue
-        try:
-            await rescheduler.registry.patch(BINDING, name, {"spec": {"gracefulEvictionTasks": kept}}, MERGE_PATCH)
-        except ApiError as e:
-            log.warning("releasing %s's eviction tasks failed: %s", name, e.message)
-            continue
-        changed.append(name)
-    return changed
+        if binding is not None and len(kept) < len(tasks):
+            try:
+                await rescheduler.registry.patch(BINDING, name, {"spec": {"gracefulEvictionTasks": kept}},
+                                                 MERGE_PATCH)
+            except ApiError as e:
+                log.warning("releasing %s's eviction tasks failed: %s", name, e.message)
+                continue
+        if not _taint_tasks({"spec": {"gracefulEvictionTasks": kept}}):
+            cleared.add(name)
+    return cleared

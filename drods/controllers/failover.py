@@ -26,7 +26,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from drods.controllers.cluster_eviction import evict, release
+from drods.controllers.cluster_eviction import evict, release, tasked
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.health import NOT_READY_TAINT
 from drods.controllers.rescheduler import Rescheduler
@@ -105,7 +105,10 @@ class Failover:
         # cluster → (since when it is NotReady, the bindings asked to move off it since then): per
         # cluster, so a storm of 100,000 bindings keeps a name each, not a (binding, cluster, since)
         self.triggered: dict[str, tuple[float, set[str]]] = {}
-        self.released = False  # the first pass looks at every binding's eviction tasks (a new leader)
+        # bindings holding failover.cluster's eviction tasks: found by one scan on the first pass (a new
+        # leader), then kept as this process writes them, so a recovery looks at those only
+        self.tasked: set[str] = set()
+        self.scanned = False
 
     async def run(self) -> None:
         """A pass when a cluster's status changes (it turns NotReady) and at least every probe
@@ -121,6 +124,9 @@ class Failover:
     async def tick(self) -> list[str]:
         """One pass; returns the bindings handed to the scheduler."""
         now = self.clock()
+        starting = not self.scanned
+        if starting:
+            self.tasked, self.scanned = tasked(self.fleet), True
         moved: list[str] = []
         down: set[str] = set()
         for key, cluster in list(self.fleet.clusters.cache.items()):
@@ -141,9 +147,10 @@ class Failover:
         recovered = self.triggered.keys() - down
         for key in recovered:
             del self.triggered[key]
-        if recovered or not self.released:  # failover.cluster's tasks for clusters that are fine again
-            await release(self.fleet, self.rescheduler, {k.split("\0")[0] for k in down})
-            self.released = True
+        # failover.cluster's tasks for clusters fine again (on a first pass: whatever a previous leader left)
+        if (recovered or starting) and self.tasked:
+            self.tasked -= await release(self.fleet, self.rescheduler, {k.split("\0")[0] for k in down},
+                                         sorted(self.tasked))
         return moved
 
     async def _evict(self, name: str, episode_key: str, since: float, now: float, moved: list[str],
@@ -173,7 +180,8 @@ class Failover:
                 continue
             reason = reason_of(tol)
             try:
-                await evict(self.fleet, self.rescheduler, b, binding, name, reason, now, failed_over=failed_over)
+                if await evict(self.fleet, self.rescheduler, b, binding, name, reason, now, failed_over=failed_over):
+                    self.tasked.add(b)
             except ApiError as e:
                 log.warning("failover of %s off %s failed: %s", b, name, e.message)
                 continue
