@@ -280,6 +280,35 @@ async def test_merge_patches_without_resource_version_are_reapplied_after_losing
                        json={"metadata": {"resourceVersion": "1", "labels": {"late": "v"}}})
     assert r.status_code == 409
     assert "late" not in (await api.call("GET", f"{path}/race")).json()["metadata"]["labels"]
+    strategic = {"content-type": "application/strategic-merge-patch+json"}
+    rs = await asyncio.gather(*(api.call("PATCH", f"{path}/race", headers=strategic,
+                                         json={"metadata": {"annotations": {f"s{i}": "v"}}}) for i in range(6)))
+    assert [r.status_code for r in rs] == [200] * 6, [r.text for r in rs if r.status_code != 200]
+    assert {f"s{i}" for i in range(6)} <= set((await api.call("GET", f"{path}/race")).json()["metadata"]["annotations"])
+    r = await api.call("PATCH", f"{path}/race", headers=strategic,
+                       json={"metadata": {"resourceVersion": "1", "labels": {"late": "v"}}})
+    assert r.status_code == 409
+
+
+async def test_a_flat_patch_lands_while_the_status_changes(api: Api) -> None:
+    """``drods cluster cordon`` sends a flat merge patch with no revision; heartbeats rewriting the
+    cluster's status at the same moment are no reason to refuse it."""
+    from drods.model.kinds import CLUSTER
+    from drods.store.cas import read_modify_write
+
+    r = await api.call("POST", "/api/v1/clusters", json={"name": "busy", "credentials": {"kubeconfig": "k"}})
+    assert r.status_code == 201
+    registry = api.app.state.ctx.registry  # type: ignore[attr-defined]
+
+    async def heartbeats() -> None:
+        for i in range(30):
+            await read_modify_write(lambda _, i=i: registry.update_status(CLUSTER, "busy", {"heartbeat": i}))
+            await asyncio.sleep(0)
+
+    patches = [api.call("PATCH", "/api/v1/clusters/busy", json={"unschedulable": i % 2 == 0}) for i in range(8)]
+    *rs, _ = await asyncio.gather(*patches, heartbeats())
+    assert [r.status_code for r in rs] == [200] * 8, [r.text for r in rs if r.status_code != 200]
+    assert (await api.call("GET", "/api/v1/clusters/busy")).json()["unschedulable"] is False
 
 
 async def test_a_scan_yields_what_a_list_does_decoding_as_it_goes(api: Api) -> None:

@@ -37,6 +37,7 @@ def test_every_scenario_in_push_mode() -> None:
     assert 0 < dist["p50_ms"] <= dist["p99_ms"] <= dist["max_ms"]
     bindings = 4 + (dist["operations"] + 1) // 2  # the steady ones and those the stream created
     assert storm["redecisions"] == bindings and storm["phases_down"] == {"Unschedulable": bindings}
+    assert storm["down_s"] >= 8 and 0 < storm["all_redecided_s"] <= storm["down_s"]
     assert len(storm["rss_mb"]) >= 7 and storm["converged_s"] is not None
 
 

@@ -51,12 +51,9 @@ def _flat_errors(err: ApiError) -> ApiError:
     return err
 
 
-async def _merge_patched(request: Request, ctx: ApiContext, kind: Kind, name: str,
-                         body_model: type[BaseModel]) -> dict[str, Any]:
-    """The stored object with the request's merge patch applied to its flat view, validated as the
-    flat body model, carrying the revision it was read at."""
+async def _merge_patch_of(request: Request, name: str) -> dict[str, Any]:
+    """The request's merge patch for the flat view of ``name``."""
     from drods.api.body import read_body
-    from drods.registry.patch import merge_patch
 
     media = request.headers.get("content-type", "application/json").split(";")[0].strip()
     if media not in (MERGE_PATCH, "application/json"):
@@ -66,6 +63,15 @@ async def _merge_patched(request: Request, ctx: ApiContext, kind: Kind, name: st
         raise BadRequest("a merge patch must be a JSON object")
     if "name" in patch_doc and patch_doc["name"] != name:
         raise Invalid("name cannot be changed", {"fields": [{"field": "name", "message": "immutable"}]})
+    return patch_doc
+
+
+async def _merge_patched(patch_doc: dict[str, Any], ctx: ApiContext, kind: Kind, name: str,
+                         body_model: type[BaseModel]) -> dict[str, Any]:
+    """The stored object with the merge patch applied to its flat view, validated as the flat
+    body model, carrying the revision it was read at."""
+    from drods.registry.patch import merge_patch
+
     current = await ctx.registry.get(kind, name)
     flat = {k: v for k, v in to_flat(current).items()
             if k in ("name", "labels") or k in (current.get("spec") or {})}
@@ -128,13 +134,21 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
     @router.patch("/{name}", summary=f"Merge-patch a {kind.kind} (RFC 7386)", openapi_extra=patch_body)
     async def patch(request: Request, name: str, _: Principal = Depends(authenticate),
                     dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
+        from drods.store.cas import read_modify_write
+
         ctx = context(request)
-        obj = await _merge_patched(request, ctx, kind, name, body_model)
-        try:
-            updated = await ctx.registry.update(kind, obj, dry_run=dry_run)
-        except ApiError as e:
-            raise _flat_errors(e) from e
-        return JSONResponse(await render(ctx, updated))
+        patch_doc = await _merge_patch_of(request, name)
+
+        # The flat form has no resourceVersion: a concurrent status write is no reason to refuse
+        # the patch, it is re-applied to the newer object (as the Kubernetes API server does).
+        async def attempt(_: int) -> dict[str, Any]:
+            obj = await _merge_patched(patch_doc, ctx, kind, name, body_model)
+            try:
+                return await ctx.registry.update(kind, obj, dry_run=dry_run)
+            except ApiError as e:
+                raise _flat_errors(e) from e
+
+        return JSONResponse(await render(ctx, await read_modify_write(attempt)))
 
     @router.delete("/{name}", summary=f"Delete a {kind.kind}")
     async def delete(request: Request, name: str, _: Principal = Depends(authenticate),

@@ -174,14 +174,26 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
         # kubectl sends these for built-in kinds; list fields merge by key, so apply them as such.
         if not isinstance(body, dict):
             raise BadRequest("a strategic merge patch must be a JSON object")
-        current = await ctx.registry.get(kind, name, namespace)
-        merged = strategic_merge(current, body)
-        merged.setdefault("metadata", {}).setdefault("resourceVersion", current["metadata"]["resourceVersion"])
-        return JSONResponse(await ctx.registry.update(kind, merged, namespace, subresource=subresource,
-                                                      dry_run=dry_run))
+        return JSONResponse(await _strategic_patch(ctx, kind, name, body, namespace, subresource, dry_run))
     obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource,
                                    dry_run=dry_run)
     return JSONResponse(obj)
+
+
+async def _strategic_patch(ctx: ApiContext, kind: Kind, name: str, body: dict[str, Any], namespace: str | None,
+                           subresource: str | None, dry_run: bool) -> dict[str, Any]:
+    """Re-applied to the newer object when a concurrent writer wins, unless the patch names a
+    resourceVersion (then that is a precondition)."""
+    from drods.registry.patch import sets_resource_version
+    from drods.store.cas import read_modify_write
+
+    async def attempt(_: int) -> dict[str, Any]:
+        current = await ctx.registry.get(kind, name, namespace)
+        merged = strategic_merge(current, body)
+        merged.setdefault("metadata", {}).setdefault("resourceVersion", current["metadata"]["resourceVersion"])
+        return await ctx.registry.update(kind, merged, namespace, subresource=subresource, dry_run=dry_run)
+
+    return await read_modify_write(attempt, retry=not sets_resource_version(body, STRATEGIC_MERGE_PATCH))
 
 
 async def delete(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None) -> JSONResponse:
