@@ -56,7 +56,7 @@ from drods.model.app_failover import (
 )
 from drods.model.binding import PROPAGATION_FINALIZER
 from drods.model.dispatch import suspended
-from drods.model.interpreter import Interpretation, StatusRule
+from drods.model.interpreter import DependencyRef, Interpretation, StatusRule
 from drods.model.karmada import KarmadaOverrideSpec
 from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, CUSTOM_RESOURCES_PREFIX, WORK, Kind, by_kind
 from drods.model.policy import ClusterOverridePolicySpec
@@ -184,6 +184,7 @@ class BindingController:
         kind, meta = obj.get("kind"), obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name"))
         self._enqueue(self.by_dep.get((str(kind), ns, name)))  # pod-template and named dependents
+        self._enqueue(self.by_dep.get((str(kind), ns, "*")))  # dependents by label selector
         if kind in ("Service", "Ingress"):
             self._enqueue(self.by_ns.get(ns))
 
@@ -210,6 +211,16 @@ class BindingController:
         if kind is None or cache is None:
             return None
         return cache.get(kind.key(name, ns if kind.namespaced else None))
+
+    def _selected(self, ref: DependencyRef) -> list[Obj]:
+        """The objects of ``ref``'s kind in its namespace its label selector matches."""
+        kind = self.catalog.by_kind(ref.api_version, ref.kind)
+        cache = self._templates_of(kind) if kind is not None else None
+        if kind is None or cache is None or ref.selector is None:
+            return []
+        prefix = kind.key_prefix(ref.namespace if kind.namespaced else None)
+        return [o for key, o in sorted(cache.items()) if key.startswith(prefix) and o.get("kind") == ref.kind
+                and ref.selector.matches((o.get("metadata") or {}).get("labels") or {})]
 
     def _lookup(self, kind: str, ns: str, name: str) -> Obj | None:
         k = by_kind("v1", kind)
@@ -287,7 +298,7 @@ class BindingController:
             template = {**template, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **labels}}}
         how = self.interpreter.of(str(template.get("apiVersion")), str(template.get("kind")))
         deps, looked = M.dependents(template, self._lookup, self._services, self._ingresses, how=how,
-                                    named=self._named)
+                                    named=self._named, matching=self._selected)
         self._index_deps(name, looked)
         definition = self.catalog.definition(kind) if kind is not None else None
         if definition is not None:  # the custom kind's definition goes first, so the member serves the kind

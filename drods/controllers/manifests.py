@@ -51,7 +51,7 @@ from drods.model.annotations import (
     manifest_hash,
 )
 from drods.model.dispatch import CONFLICT_ANNOTATION
-from drods.model.interpreter import Interpretation
+from drods.model.interpreter import DependencyRef, Interpretation
 from drods.model.pod_references import pod_spec_references
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.selector import selects
@@ -205,18 +205,23 @@ def dependents(template: Obj, lookup: Callable[[str, str, str], Obj | None],
                ingresses: Callable[[str], Iterable[Obj]] = lambda ns: (), *,
                how: Interpretation | None = None,
                named: Callable[[str, str, str, str], Obj | None] = lambda av, k, ns, n: None,
+               matching: Callable[[DependencyRef], list[Obj]] = lambda ref: [],
                ) -> tuple[list[Obj], set[tuple[str, str, str]]]:
-    """(the dependent objects that exist, every (kind, namespace, name) looked for — to watch).
+    """(the dependent objects that exist, every (kind, namespace, name) looked for — to watch; a
+    name of ``*`` for a kind's every object in a namespace).
 
     ``how`` (the kind's interpretation) says where the pod template is and which objects the
-    workload names that follow it (looked up with ``named(apiVersion, kind, namespace, name)``)."""
+    workload names that follow it (looked up with ``named(apiVersion, kind, namespace, name)``, or
+    ``matching(ref)`` for a label selector)."""
     ns = str((template.get("metadata") or {}).get("namespace") or "default")
     found: list[Obj] = []
     wanted: set[tuple[str, str, str]] = set()
     if how is not None:
-        for api_version, kind, name in sorted(how.named_dependencies(template)):
-            wanted.add((kind, ns, name))
-            if (o := named(api_version, kind, ns, name)) is not None:
+        for ref in sorted(how.dependency_refs(template), key=lambda r: r.order):
+            wanted.add((ref.kind, ref.namespace, ref.name or "*"))
+            if ref.selector is not None:
+                found += [o for o in matching(ref) if o not in found]
+            elif (o := named(ref.api_version, ref.kind, ref.namespace, ref.name)) is not None and o not in found:
                 found.append(o)
     pod = dict(p) if how is not None and how.pod_template and (p := how.pod_template_of(template)) else None
     if pod is None and pod_spec(template) is None:

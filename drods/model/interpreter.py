@@ -25,8 +25,10 @@ from drods.model.lua_customization import (
     KARMADA_CONFIG_GROUP,
     KarmadaInterpreterCustomizationSpec,
     LuaCustomization,
+    LuaScriptError,
     ReplicaNeeds,
 )
+from drods.model.selector import LabelSelector
 
 log = logging.getLogger(__name__)
 _PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
@@ -189,30 +191,58 @@ class Interpretation:
         lua = self.lua
         return lua.run_or("statusAggregation", template, lambda: lua.aggregate_status(template, items), None)
 
-    def named_dependencies(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-        """(apiVersion, kind, name) of the objects the rules find named in ``obj`` (GetDependencies'
-        references in ``obj``'s namespace when the kind scripts it)."""
+    def dependency_refs(self, obj: Mapping[str, Any]) -> list[DependencyRef]:
+        """The objects that follow ``obj``: named at the rules' paths in its namespace, or as a
+        GetDependencies script says — by name or by ``labelSelector``, in any namespace (Karmada's
+        dependency distributor follows both; a name makes the selector ignored)."""
+        ns = str((obj.get("metadata") or {}).get("namespace") or "default")
         if self.lua is not None and self.lua.has("dependencyInterpretation"):
             lua = self.lua
-            refs = lua.run_or("dependencyInterpretation", obj, lambda: lua.get_dependencies(obj), None)
+            refs = lua.run_or("dependencyInterpretation", obj, lambda: _script_refs(lua.get_dependencies(obj), ns),
+                              None)
             if refs is not None:
-                return _same_namespace(obj, refs)
+                return refs
         out = []
         for d in self.dependencies:
             name = read_path(obj, d.name_from)
             if isinstance(name, str) and name:
-                out.append((d.api_version, d.kind, name))
+                out.append(DependencyRef(d.api_version, d.kind, ns, name))
         return out
 
 
+@dataclass(frozen=True)
+class DependencyRef:
+    """One object (``name``) or every object matching ``selector`` of a kind in a namespace."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str = ""
+    selector: LabelSelector | None = None
+
+    @property
+    def order(self) -> tuple[str, str, str, str]:
+        return self.api_version, self.kind, self.namespace, self.name
+
+
+def _script_refs(refs: list[dict[str, Any]], ns: str) -> list[DependencyRef]:
+    out = []
+    for r in refs:
+        if not (r.get("apiVersion") and r.get("kind")):
+            continue
+        where = str(r.get("namespace") or ns)
+        if isinstance(r.get("name"), str) and r["name"]:
+            out.append(DependencyRef(str(r["apiVersion"]), str(r["kind"]), where, r["name"]))
+        elif isinstance(r.get("labelSelector"), Mapping):
+            try:
+                selector = LabelSelector.model_validate(r["labelSelector"], strict=False)
+            except ValidationError as e:
+                raise LuaScriptError("GetDependencies", f"labelSelector: {e.errors()[0]['msg']}") from e
+            out.append(DependencyRef(str(r["apiVersion"]), str(r["kind"]), where, selector=selector))
+    return out
+
+
 _STATUS_OPERATIONS = ("statusReflection", "statusAggregation", "healthInterpretation")
-
-
-def _same_namespace(obj: Mapping[str, Any], refs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    ns = (obj.get("metadata") or {}).get("namespace") or "default"
-    return [(str(r["apiVersion"]), str(r["kind"]), str(r["name"])) for r in refs
-            if r.get("apiVersion") and r.get("kind") and isinstance(r.get("name"), str) and r["name"]
-            and (r.get("namespace") or ns) == ns]
 
 
 NONE = Interpretation()

@@ -27,6 +27,10 @@ apiVersion: v1
 kind: Namespace
 metadata: {name: serving}
 ---
+apiVersion: v1
+kind: Namespace
+metadata: {name: registry}
+---
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: modelservers.serving.example.org}
@@ -86,7 +90,11 @@ spec:
       luaScript: |
         local kube = require("kube")
         function GetDependencies(desiredObj)
-          return kube.getPodDependencies(desiredObj.spec.fleet.template, desiredObj.metadata.namespace)
+          local deps = kube.getPodDependencies(desiredObj.spec.fleet.template, desiredObj.metadata.namespace)
+          table.insert(deps, {apiVersion = "v1", kind = "Secret", namespace = "registry", name = "pull-token"})
+          table.insert(deps, {apiVersion = "v1", kind = "ConfigMap", namespace = "registry",
+                              labelSelector = {matchLabels = {["serving.example.org/model"] = "llm"}}})
+          return deps
         end
     healthInterpretation:
       luaScript: |
@@ -112,6 +120,21 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: llm-weights, namespace: serving}
 data: {model: llama}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: pull-token, namespace: registry}
+stringData: {token: s3cret}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: llm-tokenizer, namespace: registry, labels: {serving.example.org/model: llm}}
+data: {vocab: "32000"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other-tokenizer, namespace: registry, labels: {serving.example.org/model: other}}
+data: {vocab: "50000"}
 ---
 apiVersion: serving.example.org/v1
 kind: ModelServer
@@ -184,10 +207,19 @@ def test_a_lua_customization_divides_a_custom_resource_and_revises_each_share(en
     for cluster, share in placed.items():
         assert held[cluster]["spec"]["fleet"]["size"] == share
         assert held[cluster]["metadata"]["annotations"]["serving.example.org/share"] == str(share)
-    # GetDependencies: the ConfigMap the pod template mounts follows the server to exactly its clusters
+    # GetDependencies: the ConfigMap the pod template mounts, the Secret the script names in another
+    # namespace and the ConfigMaps its label selector matches there follow the server to exactly its clusters
+    followers = [f"/api/v1/namespaces/{NS}/configmaps/llm-weights", "/api/v1/namespaces/registry/secrets/pull-token",
+                 "/api/v1/namespaces/registry/configmaps/llm-tokenizer"]
     for cluster, member in env.members.items():
-        has = member.get(f"/api/v1/namespaces/{NS}/configmaps/llm-weights") is not None
-        assert has == (cluster in placed), (cluster, has)
+        has = [member.get(path) is not None for path in followers]
+        assert has == [cluster in placed] * 3, (cluster, has)
+        assert member.get("/api/v1/namespaces/registry/configmaps/other-tokenizer") is None
+    # one the selector matches that is created later follows as well
+    apply(kubectl, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: llm-adapter, namespace: registry, labels: "
+                   "{serving.example.org/model: llm}}\ndata: {rank: '16'}\n")
+    wait_for(lambda: all(env.members[c].get("/api/v1/namespaces/registry/configmaps/llm-adapter") for c in placed),
+             15, "the later ConfigMap in each cluster of the server")
 
     # InterpretHealth and AggregateStatus: what the members' operators report adds up on the template
     for cluster, share in placed.items():

@@ -53,7 +53,9 @@ DEPENDENCIES = """
 local kube = require("kube")
 function GetDependencies(desiredObj)
   local deps = kube.getPodDependencies(desiredObj.spec.workers.template, desiredObj.metadata.namespace)
-  table.insert(deps, {apiVersion = "v1", kind = "Secret", namespace = "elsewhere", name = "skipped"})
+  table.insert(deps, {apiVersion = "v1", kind = "Secret", namespace = "elsewhere", name = "shared-token"})
+  table.insert(deps, {apiVersion = "v1", kind = "ConfigMap", namespace = "elsewhere",
+                      labelSelector = {matchLabels = {dataset = "imagenet"}}})
   return deps
 end"""
 
@@ -118,8 +120,13 @@ def test_revise_retain_reflect_health_aggregate_and_dependencies() -> None:
     items = [{"clusterName": "a", "applied": True, "health": "Healthy", "status": {"ready": 2}},
              {"clusterName": "b", "applied": True, "health": "Unhealthy", "status": {"ready": 1}}]
     assert how.aggregated_status(run_object(), items) == {"readyWorkers": 3, "healthyClusters": 1}
-    assert sorted(how.named_dependencies(run_object())) == [("v1", "ConfigMap", "hyper"),
-                                                            ("v1", "ServiceAccount", "trainer")]
+    # a reference to another namespace is followed there, as Karmada's dependency distributor does
+    refs = sorted(how.dependency_refs(run_object()), key=lambda r: r.order)
+    assert [r.order for r in refs] == [("v1", "ConfigMap", "elsewhere", ""), ("v1", "ConfigMap", "ml", "hyper"),
+                                       ("v1", "Secret", "elsewhere", "shared-token"),
+                                       ("v1", "ServiceAccount", "ml", "trainer")]
+    assert refs[0].selector is not None and refs[0].selector.matches({"dataset": "imagenet"})
+    assert [r.selector for r in refs[1:]] == [None, None, None]
     assert how.reports_status and how.scripts_status
 
 
