@@ -248,7 +248,19 @@ class Execution:
                 return min(0.5 * 2 ** (failures - 1), 30.0)
             await self._defer(cluster, binding, rest, str(e))
         self._delete_failures.pop(key, None)
+        await self._reapply_sharers(cluster, key, [r for r in work.refs if r not in pending])
         return await self._release(work)
+
+    async def _reapply_sharers(self, cluster: str, key: str, kept: list[Ref]) -> None:
+        """What this Work leaves because another Work wants it holds this Work's last apply (a
+        Service a MultiClusterService made a LoadBalancer that also follows a workload): those Works
+        apply their own version again."""
+        if not kept:
+            return
+        for wkey in sorted(self.fleet.works_by_cluster.get(cluster, set()) - {key}):
+            other = self.fleet.work(wkey)
+            if other is not None and not other.deleting and any(r in other.refs for r in kept):
+                await self.fleet.write_work_status(other, {**other.status, "applied": False, "observedHash": ""})
 
     async def _release(self, work: WorkRecord) -> float | None:
         with contextlib.suppress(NotFound):

@@ -27,7 +27,7 @@ from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import raise_ended, stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
 from drods.members.workload_usage import UsageReader, key_of
-from drods.model.annotations import ANN_BINDING, MANAGED_SELECTOR
+from drods.model.annotations import MANAGED_SELECTOR
 from drods.model.interpreter import Interpreter
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import Ref
@@ -38,12 +38,13 @@ Obj = dict[str, Any]
 
 def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | None:
     """The Work's main object when its status is aggregated: a workload kind, a Pod
-    (`drods.controllers.pod_status`), an Ingress (a MultiClusterIngress reads its load balancer), or a
-    kind whose interpreter customization declares a status rule or scripts status or health."""
+    (`drods.controllers.pod_status`), an Ingress or a Service (a MultiClusterIngress and a
+    LoadBalancer MultiClusterService read their load balancers), or a kind whose interpreter
+    customization declares a status rule or scripts status or health."""
     main = work.main
     if main is None:
         return None
-    if main.kind in WORKLOAD_KINDS or main.kind in ("Pod", "Ingress"):
+    if main.kind in WORKLOAD_KINDS or main.kind in ("Pod", "Ingress", "Service"):
         return main
     if interpreter is None or not interpreter.of(main.api_version, main.kind).reports_status:
         return None
@@ -114,6 +115,9 @@ class WorkStatusController:
         if not kinds or client is None or client.state.condition == "NotReady":
             return
         found: dict[str, Obj] = {}  # binding → the member's copy
+        # by what it is, not by the binding annotation: a Service a MultiClusterService delivers may
+        # also follow a workload there, and the last apply's binding is the one the annotation names
+        by_ref = {ref: b for b, (ref, _) in tracked.items()}
         for api_version, kind in kinds:
             started = self.clock()
             try:
@@ -121,8 +125,7 @@ class WorkStatusController:
             except (MemberUnavailable, MemberError):
                 return
             for it in items:
-                b = ((it.get("metadata") or {}).get("annotations") or {}).get(ANN_BINDING)
-                if b and b in tracked and tracked[b][0] == Ref.of(it):
+                if (b := by_ref.get(Ref.of(it))) is not None:
                     found[b] = it
             await self._missing(cluster, kind, tracked, found, started)
         reader = self._usage.setdefault(cluster, UsageReader(self.settings.usagePollSeconds))

@@ -1,11 +1,11 @@
 """Karmada's ``networking.karmada.io/v1alpha1`` kinds as written, so Karmada YAML applies unchanged.
 
 * ``MultiClusterService`` (namespaced, named like the Service it exposes): ``types`` (``CrossCluster``
-  is acted on by `drods.steering.multicluster_service`; ``LoadBalancer`` is stored and reported as not
-  provided), ``ports`` (the ports exposed; none named = all of the Service's), the provider and consumer
-  clusters (``providerClusters`` / ``consumerClusters`` with ``{name}``; the older
-  ``serviceProvisionClusters`` / ``serviceConsumptionClusters`` name lists and the deprecated
-  ``range.clusterNames`` mean the same; empty = every cluster).
+  and ``LoadBalancer``, both acted on by `drods.steering.multicluster_service`), ``ports`` (the ports
+  exposed; none named = all of the Service's), the provider and consumer clusters
+  (``providerClusters`` / ``consumerClusters`` with ``{name}``; the older ``serviceProvisionClusters``
+  / ``serviceConsumptionClusters`` name lists and the deprecated ``range.clusterNames`` mean the same;
+  empty = every cluster).
 * ``MultiClusterIngress``: its spec is a ``networking.k8s.io/v1`` Ingress spec, read by
   `drods.steering.multicluster_ingress`.
 """

@@ -1,6 +1,6 @@
 """How the steering components hand an object to propagation: a template with a Binding that
 delivers it whole to named clusters, like any object a policy selects (push: applied to the member;
-pull: in the member's Work)."""
+pull: in the member's Work); and what the members' copies publish back (load-balancer addresses)."""
 
 from __future__ import annotations
 
@@ -21,3 +21,13 @@ def duplicated_binding(name: str, resource: Obj, clusters: list[str], labels: di
                                   "namespace": meta["namespace"], "name": meta["name"]},
                      "replicas": 1, "targetClusters": sorted(clusters),
                      "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}
+
+
+def load_balancer(statuses: list[Obj]) -> Obj:
+    """Every distinct load-balancer entry the members' copies report, in a stable order."""
+    seen: dict[str, Obj] = {}
+    for st in statuses:
+        for entry in ((st.get("loadBalancer") or {}).get("ingress")) or []:
+            if isinstance(entry, dict):
+                seen.setdefault(repr(sorted(entry.items())), entry)
+    return {"ingress": [seen[k] for k in sorted(seen)]} if seen else {}

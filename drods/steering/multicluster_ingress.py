@@ -31,7 +31,7 @@ from drods.model.kinds import BINDING, MULTI_CLUSTER_INGRESS, TEMPLATE_KINDS, WO
 from drods.model.networking import IngressSpec
 from drods.model.work import Ref, member_status, work_name
 from drods.registry.objects import ObjectRegistry, decode_stored
-from drods.steering.delivery import duplicated_binding
+from drods.steering.delivery import duplicated_binding, load_balancer
 from drods.steering.directory import DirectoryInformers
 
 log = logging.getLogger(__name__)
@@ -63,16 +63,6 @@ def binding_for(ingress: Obj, clusters: list[str]) -> Obj:
     meta = ingress["metadata"]
     return duplicated_binding(f"mci-{meta['namespace']}-{meta['name']}", ingress, clusters,
                               {MANAGED_BY: MCI_MANAGER, MCI_LABEL: meta["name"]})
-
-
-def load_balancer(statuses: list[Obj]) -> Obj:
-    """Every distinct load-balancer entry the members' copies report, in a stable order."""
-    seen: dict[str, Obj] = {}
-    for st in statuses:
-        for entry in ((st.get("loadBalancer") or {}).get("ingress")) or []:
-            if isinstance(entry, dict):
-                seen.setdefault(repr(sorted(entry.items())), entry)
-    return {"ingress": [seen[k] for k in sorted(seen)]} if seen else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
-"""Karmada's MultiClusterService (``networking.karmada.io/v1alpha1``, type ``CrossCluster``): a Service's
-endpoints in its provider clusters made reachable in its consumer clusters, on top of the service
-directory's endpoint collection (`drods.steering.endpoints`).
+"""Karmada's MultiClusterService (``networking.karmada.io/v1alpha1``): type ``CrossCluster`` makes a
+Service's endpoints in its provider clusters reachable in its consumer clusters, on top of the service
+directory's endpoint collection (`drods.steering.endpoints`); type ``LoadBalancer`` exposes it outside
+through the providers' own load balancers, one address list for the fleet.
 
 For each MultiClusterService named like a Service (same namespace), as Karmada does it:
 
@@ -12,8 +13,14 @@ For each MultiClusterService named like a Service (same namespace), as Karmada d
   ``endpointslice.karmada.io/provision-cluster: <provider>``, with the provider's addresses and the
   exposed ports, is delivered to every consumer but the provider itself (Binding
   ``mcs-<ns>-<name>-eps-<provider>``);
-* ``status.conditions``: ``ServiceApplied`` (the Service exists and is propagated) and
-  ``EndpointSliceDispatched`` (how many providers' endpoints reach the consumers).
+* ``LoadBalancer``: the Service goes to the providers as ``type: LoadBalancer`` — a Karmada
+  OverridePolicy ``mcs-<name>-loadbalancer`` (managed, in the Service's namespace) sets it for them
+  alone, so consumers keep the Service as written — and ``status.loadBalancer.ingress`` is every
+  address the providers' load balancers publish, of the providers whose endpoints are ready and whose
+  traffic is not taken away (a Remedy's TrafficControl): a provider failing leaves the list;
+* ``status.conditions``: ``ServiceApplied`` (the Service exists and is propagated),
+  ``EndpointSliceDispatched`` (how many providers' endpoints reach the consumers) and
+  ``LoadBalancerReady`` (which providers' addresses are published).
 
 Which clusters provide is the spec's list (empty: every cluster); the endpoints are collected by the
 service directory's collector, which polls `mcs_targets` as well as the exports' providers.
@@ -37,12 +44,21 @@ from drods.machinery.periodic import Periodic
 from drods.model import jsondoc
 from drods.model.annotations import MANAGED_BY
 from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
-from drods.model.kinds import BINDING, CLUSTER, MULTI_CLUSTER_SERVICE, TEMPLATE_KINDS, Kind
+from drods.model.kinds import (
+    BINDING,
+    CLUSTER,
+    KARMADA_OVERRIDE_POLICY,
+    MULTI_CLUSTER_SERVICE,
+    TEMPLATE_KINDS,
+    WORK,
+    Kind,
+)
 from drods.model.networking import MultiClusterServiceSpec
 from drods.model.remedy import traffic_controlled
 from drods.model.timefmt import rfc3339
+from drods.model.work import Ref, member_status, work_name
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
-from drods.steering.delivery import duplicated_binding
+from drods.steering.delivery import duplicated_binding, load_balancer
 from drods.steering.endpoints import IMPORTED_SLICE_MANAGER, SERVICE_NAME, SLICE_MANAGED_BY, Target
 from drods.store import KeyValue
 
@@ -53,6 +69,8 @@ MCS_LABEL = "multiclusterservice.karmada.io/name"
 PROVISION_CLUSTER_LABEL = "endpointslice.karmada.io/provision-cluster"
 SERVICE = next(k for k in TEMPLATE_KINDS if k.kind == "Service")
 ENDPOINT_SLICE = next(k for k in TEMPLATE_KINDS if k.kind == "EndpointSlice")
+OWNED_KINDS = {k.kind: k for k in (BINDING, ENDPOINT_SLICE, KARMADA_OVERRIDE_POLICY)}
+STATUS_RESYNC_SECONDS = 2.0  # how often the providers' load-balancer addresses are read from the Works
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +84,16 @@ class Exposure:
     ports: tuple[tuple[str | None, int], ...]  # (name, port) exposed; empty: all
     cross_cluster: bool
     unknown: tuple[str, ...]  # clusters the spec names that are not registered
+    load_balancer: bool = False
+
+    @property
+    def binding(self) -> str:
+        return f"mcs-{self.namespace}-{self.name}"
+
+    @property
+    def clusters(self) -> list[str]:
+        """Where the Service goes: the providers, and the consumers when CrossCluster."""
+        return sorted(set(self.providers) | (set(self.consumers) if self.cross_cluster else set()))
 
 
 def exposure(mcs: Obj, clusters: Iterable[str]) -> Exposure | None:
@@ -81,7 +109,7 @@ def exposure(mcs: Obj, clusters: Iterable[str]) -> Exposure | None:
                     tuple(c for c in known if not named_p or c in named_p),
                     tuple(c for c in known if not named_c or c in named_c),
                     tuple((p.name, p.port) for p in spec.ports), "CrossCluster" in spec.types,
-                    tuple(sorted((named_p | named_c) - set(known))))
+                    tuple(sorted((named_p | named_c) - set(known))), "LoadBalancer" in spec.types)
 
 
 def mcs_targets(services: Iterable[Obj], clusters: Iterable[str]) -> set[Target]:
@@ -89,7 +117,7 @@ def mcs_targets(services: Iterable[Obj], clusters: Iterable[str]) -> set[Target]
     out: set[Target] = set()
     for mcs in services:
         e = exposure(mcs, clusters)
-        if e is not None and e.cross_cluster:
+        if e is not None:  # CrossCluster dispatches the endpoints; LoadBalancer publishes the healthy providers
             out |= {Target(c, e.namespace, e.name) for c in e.providers}
     return out
 
@@ -142,35 +170,75 @@ class Plan:
     conditions: list[tuple[str, bool, str, str]]
 
 
+def load_balancer_override(e: Exposure) -> Obj:
+    """The OverridePolicy that makes the providers' copies of the Service ``type: LoadBalancer``."""
+    return {"apiVersion": KARMADA_OVERRIDE_POLICY.api_version, "kind": KARMADA_OVERRIDE_POLICY.kind,
+            "metadata": {"name": f"mcs-{e.name}-loadbalancer", "namespace": e.namespace,
+                         "labels": {MANAGED_BY: MCS_MANAGER, MCS_LABEL: e.name}},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Service", "name": e.name}],
+                     "overrideRules": [{"targetCluster": {"clusterNames": list(e.providers)},
+                                        "overriders": {"plaintext": [{"path": "/spec/type", "operator": "add",
+                                                                      "value": "LoadBalancer"}]}}]}}
+
+
+def serving_providers(e: Exposure, docs: Mapping[str, Obj], fenced: frozenset[str]) -> list[str]:
+    """The providers a load balancer may send traffic to: reachable, with a ready endpoint, not fenced."""
+    out = []
+    for provider in e.providers:
+        doc = docs.get(endpoints_key(provider, e.namespace, e.name))
+        if doc is not None and doc.get("reachable") is not False and provider not in fenced \
+                and any(ep.get("ready") for ep in doc.get("endpoints") or []):
+            out.append(provider)
+    return out
+
+
 def plan(e: Exposure, service: Obj | None, docs: Mapping[str, Obj], fenced: frozenset[str] = frozenset()) -> Plan:
     """What the control plane holds for one exposure (pure)."""
     where = f"{e.namespace}/{e.name}"
     unknown = f"; not registered: {', '.join(e.unknown)}" if e.unknown else ""
-    if not e.cross_cluster:
-        return Plan([], [("ServiceApplied", False, "TypeNotProvided",
-                          "only CrossCluster exposure is provided; LoadBalancer is not")])
     if service is None:
         return Plan([], [("ServiceApplied", False, "ServiceNotFound", f"no Service {where} to expose")])
-    clusters = sorted(set(e.providers) | set(e.consumers))
+    clusters = e.clusters
     if not clusters:
         return Plan([], [("ServiceApplied", False, "NoClusters",
                           f"no registered cluster provides or consumes it{unknown}")])
-    writes: list[tuple[Kind, Obj]] = [(BINDING, _binding(f"mcs-{e.namespace}-{e.name}", service, clusters, e.name))]
-    dispatched = []
+    writes: list[tuple[Kind, Obj]] = [(BINDING, _binding(e.binding, service, clusters, e.name))]
+    if e.load_balancer and e.providers:
+        writes.insert(0, (KARMADA_OVERRIDE_POLICY, load_balancer_override(e)))
+    conditions = [("ServiceApplied", True, "ServiceAppliedSucceed",
+                   f"the Service goes to {', '.join(clusters)}{unknown}")]
+    if e.cross_cluster:
+        writes, dispatched = _dispatched_slices(e, docs, fenced, writes)
+        waiting = [p for p in e.providers if p not in dispatched and any(c != p for c in e.consumers)]
+        conditions.append(("EndpointSliceDispatched", not waiting,
+                           "EndpointSliceDispatchedSucceed" if not waiting else "Collecting",
+                           f"endpoints of {len(dispatched)} provider(s) dispatched to the consumers"
+                           + (f"; not yet collected from {', '.join(waiting)}" if waiting else "")))
+    return Plan(writes, conditions)
+
+
+def _dispatched_slices(e: Exposure, docs: Mapping[str, Obj], fenced: frozenset[str],
+                       writes: list[tuple[Kind, Obj]]) -> tuple[list[tuple[Kind, Obj]], list[str]]:
+    out, dispatched = list(writes), []
     for sl in imported_slices(e, docs, fenced):
         provider = sl["metadata"]["labels"][PROVISION_CLUSTER_LABEL]
         to = [c for c in e.consumers if c != provider]
         if not to:
             continue
-        writes += [(ENDPOINT_SLICE, sl), (BINDING, _binding(f"mcs-{e.namespace}-{e.name}-eps-{provider}", sl, to,
-                                                             e.name))]
+        out += [(ENDPOINT_SLICE, sl), (BINDING, _binding(f"{e.binding}-eps-{provider}", sl, to, e.name))]
         dispatched.append(provider)
-    waiting = [p for p in e.providers if p not in dispatched and any(c != p for c in e.consumers)]
-    return Plan(writes, [
-        ("ServiceApplied", True, "ServiceAppliedSucceed", f"the Service goes to {', '.join(clusters)}{unknown}"),
-        ("EndpointSliceDispatched", not waiting, "EndpointSliceDispatchedSucceed" if not waiting else "Collecting",
-         f"endpoints of {len(dispatched)} provider(s) dispatched to the consumers"
-         + (f"; not yet collected from {', '.join(waiting)}" if waiting else ""))])
+    return out, dispatched
+
+
+def load_balancer_condition_of(serving: list[str], published: Obj) -> tuple[str, bool, str, str]:
+    """``LoadBalancerReady``: which providers' addresses ``status.loadBalancer`` lists, or why none."""
+    ok = bool(published.get("ingress"))
+    if ok:
+        return ("LoadBalancerReady", True, "LoadBalancerReady",
+                f"the load balancers of {', '.join(serving)} serve it")
+    why = f"waiting for the load balancer address of {', '.join(serving)}" if serving else \
+        "no provider has a ready endpoint"
+    return ("LoadBalancerReady", False, "Provisioning" if serving else "NoHealthyProvider", why)
 
 
 def _decode_doc(kv: KeyValue) -> Obj | None:
@@ -186,6 +254,7 @@ class McsInformers:
     bindings: Informer
     slices: Informer
     endpoints: Informer
+    overrides: Informer  # Karmada OverridePolicies (the LoadBalancer exposure's own)
 
     @classmethod
     def of(cls, manager: Manager) -> McsInformers:
@@ -194,10 +263,12 @@ class McsInformers:
                    manager.informer(CLUSTER.key_prefix(), decode_stored),
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(ENDPOINT_SLICE.key_prefix(), decode_stored),
-                   manager.informer(ENDPOINTS_PREFIX, _decode_doc))
+                   manager.informer(ENDPOINTS_PREFIX, _decode_doc),
+                   manager.informer(KARMADA_OVERRIDE_POLICY.key_prefix(), decode_stored))
 
     def all(self) -> tuple[Informer, ...]:
-        return (self.services, self.kube_services, self.clusters, self.bindings, self.slices, self.endpoints)
+        return (self.services, self.kube_services, self.clusters, self.bindings, self.slices, self.endpoints,
+                self.overrides)
 
     def cluster_names(self) -> list[str]:
         return sorted(o["metadata"]["name"] for o in self.clusters.cache.values()
@@ -229,7 +300,8 @@ class MultiClusterServiceController:
             await wait_synced(*self.inf.all())
             self._owned = self._found_owned()
             self._wake.set()
-            await Periodic(LEASE, self.reconcile, None, wake=self._wake, coalesce_s=self.coalesce,
+            # the resync reads the providers' load-balancer addresses from their Works
+            await Periodic(LEASE, self.reconcile, STATUS_RESYNC_SECONDS, wake=self._wake, coalesce_s=self.coalesce,
                            restart_on_failure=True).run()
 
     def _wake_on_change(self, _key: str, _old: Any, _new: Any) -> None:
@@ -238,7 +310,8 @@ class MultiClusterServiceController:
     def _found_owned(self) -> set[tuple[str, str, str]]:
         """What an earlier term wrote (read once per term: the Binding cache is fleet-sized)."""
         out: set[tuple[str, str, str]] = set()
-        for inf, kind in ((self.inf.bindings, BINDING), (self.inf.slices, ENDPOINT_SLICE)):
+        for inf, kind in ((self.inf.bindings, BINDING), (self.inf.slices, ENDPOINT_SLICE),
+                          (self.inf.overrides, KARMADA_OVERRIDE_POLICY)):
             for o in inf.cache.values():
                 if o and ((o.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MCS_MANAGER:
                     out.add((kind.kind, str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"])))
@@ -264,22 +337,39 @@ class MultiClusterServiceController:
             if p.writes and self._written.get(ident) != p.writes:
                 await self.registry.batch_upsert(p.writes)
                 self._written[ident] = p.writes
-            await self._write_status(mcs, p, now)
+            published = await self._published(e, docs, fenced) if e.load_balancer else None
+            await self._write_status(mcs, p, now, published)
         self._owned |= wanted
         for kind, ns, name in sorted(self._owned - wanted):
             with contextlib.suppress(ApiError):
-                await self.registry.delete(BINDING if kind == BINDING.kind else ENDPOINT_SLICE, name, ns or None)
+                await self.registry.delete(OWNED_KINDS[kind], name, ns or None)
             self._owned.discard((kind, ns, name))
         live = {f"{o['metadata'].get('namespace') or 'default'}/{o['metadata']['name']}"
                 for o in self.inf.multicluster_services()}
         for ident in [i for i in self._written if i not in live]:
             del self._written[ident]
 
-    async def _write_status(self, mcs: Obj, p: Plan, now: str) -> None:
+    async def _published(self, e: Exposure, docs: Mapping[str, Obj],
+                         fenced: frozenset[str]) -> tuple[list[str], Obj]:
+        """(the providers serving, the load-balancer addresses their copies of the Service publish)."""
+        serving = serving_providers(e, docs, fenced)
+        statuses = []
+        for c in serving:
+            work = await self.registry.try_get(WORK, work_name(e.binding, c))
+            st = member_status(work, Ref(SERVICE.api_version, SERVICE.kind, e.namespace, e.name))
+            if st is not None:
+                statuses.append(st)
+        return serving, load_balancer(statuses)
+
+    async def _write_status(self, mcs: Obj, p: Plan, now: str, published: tuple[list[str], Obj] | None) -> None:
         previous = dict(mcs.get("status") or {})
         prev_conds = [c for c in previous.get("conditions") or [] if isinstance(c, dict)]
-        status = {**previous, "conditions": [_condition(t, ok, r, m, prev_conds, now) for t, ok, r, m in p.conditions],
-                  "loadBalancer": previous.get("loadBalancer") or {}}
+        conditions = list(p.conditions)
+        if published is not None and conditions[0][1]:
+            e_serving, addresses = published
+            conditions.append(load_balancer_condition_of(e_serving, addresses))
+        status = {**previous, "conditions": [_condition(t, ok, r, m, prev_conds, now) for t, ok, r, m in conditions],
+                  "loadBalancer": published[1] if published is not None and conditions[0][1] else {}}
         if status == previous:
             return
         meta = mcs["metadata"]

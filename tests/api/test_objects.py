@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from drods.controllers.overrides import policy_applies
 from drods.model.policy import ClusterOverridePolicySpec
@@ -303,12 +304,13 @@ async def test_a_flat_patch_lands_while_the_status_changes(api: Api) -> None:
     async def heartbeats() -> None:
         for i in range(30):
             await read_modify_write(lambda _, i=i: registry.update_status(CLUSTER, "busy", {"heartbeat": i}))
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.005)
 
-    patches = [api.call("PATCH", "/api/v1/clusters/busy", json={"unschedulable": i % 2 == 0}) for i in range(8)]
+    patches = [api.call("PATCH", "/api/v1/clusters/busy", json={"labels": {f"k{i}": "v"}}) for i in range(8)]
     *rs, _ = await asyncio.gather(*patches, heartbeats())
     assert [r.status_code for r in rs] == [200] * 8, [r.text for r in rs if r.status_code != 200]
-    assert (await api.call("GET", "/api/v1/clusters/busy")).json()["unschedulable"] is False
+    labels = (await api.call("GET", "/api/v1/clusters/busy")).json()["labels"]
+    assert {f"k{i}" for i in range(8)} <= set(labels)  # every patch landed, none lost
 
 
 async def test_a_scan_yields_what_a_list_does_decoding_as_it_goes(api: Api) -> None:
@@ -327,3 +329,30 @@ async def test_a_scan_yields_what_a_list_does_decoding_as_it_goes(api: Api) -> N
     assert [first, *scanned] == listed
     revealed = [o["spec"]["credentials"]["kubeconfig"] for o in await registry.scan(CLUSTER, reveal=True)]
     assert revealed == ["s3cret"] * 3
+
+
+async def test_server_side_apply_removes_what_a_manager_no_longer_applies(api: Api) -> None:
+    """As the Kubernetes API server does: a field the manager applied before and leaves out now is
+    removed; one another manager applied stays; managedFields says who applied what."""
+    path = "/api/v1/namespaces/default/services/web"
+    apply_ = {"content-type": "application/apply-patch+yaml"}
+
+    def svc(**spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "labels": {"tier": "front"}},
+                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}], **spec}}
+
+    r = await api.call("PATCH", f"{path}?fieldManager=drods", headers=apply_, json=svc(type="LoadBalancer"))
+    assert r.status_code == 201, r.text
+    other = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "annotations": {"team": "a"}},
+             "spec": {"sessionAffinity": "ClientIP"}}
+    assert (await api.call("PATCH", f"{path}?fieldManager=ops", headers=apply_, json=other)).status_code == 200
+    plain = svc()
+    plain["metadata"]["labels"] = {}
+    r = await api.call("PATCH", f"{path}?fieldManager=drods", headers=apply_, json=plain)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert "type" not in got["spec"] and "tier" not in (got["metadata"].get("labels") or {})
+    assert got["spec"]["sessionAffinity"] == "ClientIP" and got["metadata"]["annotations"] == {"team": "a"}
+    managers = {e["manager"]: e["fieldsV1"] for e in got["metadata"]["managedFields"]}
+    assert set(managers) == {"drods", "ops"} and "f:type" not in managers["drods"]["f:spec"]
+    assert managers["ops"] == {"f:metadata": {"f:annotations": {"f:team": {}}}, "f:spec": {"f:sessionAffinity": {}}}

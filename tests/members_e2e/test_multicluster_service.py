@@ -211,3 +211,103 @@ def test_a_multicluster_ingress_goes_where_its_backends_run_and_reports_their_lo
 
     kubectl.run("delete", "-f", "-", "--wait=false", input=FRONT)
     wait_for(lambda: ingress(env, "azure-lhr") is None, 60, "the Ingress gone from azure-lhr")
+
+
+API = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: mlb}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: mlb}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers: [{name: api, image: nginx:1.25, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: mlb}
+spec:
+  selector: {app: api}
+  ports: [{port: 443}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: api, namespace: mlb}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: api}]
+  placement:
+    clusterAffinity: {clusterNames: [aws-dfw, gcp-sin]}
+    replicaScheduling: {replicaSchedulingType: Duplicated}
+---
+apiVersion: networking.karmada.io/v1alpha1
+kind: MultiClusterService
+metadata: {name: api, namespace: mlb}
+spec:
+  types: [LoadBalancer]
+  providerClusters: [{name: aws-dfw}, {name: gcp-sin}]
+"""
+SIN_REMEDY = """
+apiVersion: remedy.karmada.io/v1alpha1
+kind: Remedy
+metadata: {name: sin-upgrade}
+spec:
+  clusterAffinity: {clusterNames: [gcp-sin]}
+  decisionMatches:
+  - clusterConditionMatch: {conditionType: Ready, operator: Equal, conditionStatus: "True"}
+  actions: [TrafficControl]
+"""
+
+
+def test_a_load_balancer_service_lists_the_healthy_providers_addresses(env: Env, kubectl: Kubectl) -> None:
+    mcs = "/apis/networking.karmada.io/v1alpha1/namespaces/mlb/multiclusterservices/api"
+
+    def api_service(cluster: str) -> Any:
+        try:
+            return k8s.CoreV1Api(env.members[cluster].api).read_namespaced_service("api", "mlb", _request_timeout=3)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def status() -> dict[str, Any]:
+        return dict(env.http.get(mcs).json().get("status") or {})
+
+    kubectl.run("apply", "-f", "-", input=API)
+    # the providers get the Service as type LoadBalancer (the template keeps its own type); nobody else
+    for cluster in ("aws-dfw", "gcp-sin"):
+        svc = wait_for(lambda c=cluster: (s := api_service(c)) is not None and s.spec.type == "LoadBalancer" and s,
+                       60, f"the LoadBalancer Service on {cluster}")
+        assert [p.port for p in svc.spec.ports] == [443]
+    assert api_service("azure-lhr") is None
+    assert env.http.get("/api/v1/namespaces/mlb/services/api").json()["spec"].get("type") in (None, "ClusterIP")
+
+    # each provider's cloud publishes its load balancer's address: the MultiClusterService lists both
+    for cluster, ip in (("aws-dfw", "198.51.100.10"), ("gcp-sin", "198.51.100.20")):
+        k8s.CoreV1Api(env.members[cluster].api).patch_namespaced_service_status(
+            "api", "mlb", {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}, _request_timeout=3)
+    both = {"ingress": [{"ip": "198.51.100.10"}, {"ip": "198.51.100.20"}]}
+    wait_for(lambda: status().get("loadBalancer") == both, 30, "both providers' addresses",
+             what_else=lambda: (status(), [api_service(c).status for c in ("aws-dfw", "gcp-sin")]))
+    ready = {c["type"]: c["status"] for c in status()["conditions"]}
+    assert ready == {"ServiceApplied": "True", "LoadBalancerReady": "True"}
+
+    # gcp-sin's traffic taken away (a Remedy's TrafficControl): its address leaves the list, and comes back
+    kubectl.run("apply", "-f", "-", input=SIN_REMEDY)
+    wait_for(lambda: status().get("loadBalancer") == {"ingress": [{"ip": "198.51.100.10"}]}, 30,
+             "only aws-dfw's address", what_else=status)
+    kubectl.run("delete", "remedies.remedy.karmada.io", "sin-upgrade")
+    wait_for(lambda: status().get("loadBalancer") == both, 30, "gcp-sin's address back", what_else=status)
+
+    # deleted: the providers keep the Service as a dependent of the Deployment there, as written again
+    kubectl.run("delete", "multiclusterservices.networking.karmada.io", "api", "-n", "mlb")
+    wait_for(lambda: all((s := api_service(c)) is not None and s.spec.type != "LoadBalancer"
+                         for c in ("aws-dfw", "gcp-sin")), 60, "the providers' Service no longer a LoadBalancer")
+    assert env.http.get("/apis/policy.karmada.io/v1alpha1/namespaces/mlb/overridepolicies/mcs-api-loadbalancer"
+                        ).status_code == 404
+    kubectl.run("delete", "-f", "-", "--wait=false", "--ignore-not-found", input=API)

@@ -20,6 +20,7 @@ from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import ApiContext, context
 from drods.api.dryrun import is_dry_run
+from drods.api.field_ownership import with_ownership
 from drods.api.fields import FieldSelector, parse_field_selector
 from drods.api.scale import serve_scale
 from drods.api.secret_view import hides_data, metadata_only
@@ -165,6 +166,8 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
     if content_type.startswith(APPLY_PATCH):
         # Server-side apply: create if missing, else merge what the applier owns.
         existing = await ctx.registry.try_get(kind, name, namespace)
+        if isinstance(body, dict) and subresource is None:
+            body = with_ownership(body, existing, request.query_params.get("fieldManager") or "unknown")
         if existing is None:
             if isinstance(body, dict):
                 body.setdefault("metadata", {}).setdefault("name", name)

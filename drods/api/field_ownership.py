@@ -1,0 +1,106 @@
+"""Server-side apply's field ownership: each field manager's applied fields are recorded in
+``metadata.managedFields`` (``FieldsV1``; lists are atomic), and a field a manager applied before
+and leaves out of its next apply is removed — unless another manager applies it too — as the
+Kubernetes API server does. Without it a field once applied stays for ever (an override removed,
+a Service made a LoadBalancer and then not)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from drods.model.timefmt import rfc3339
+
+Path = tuple[str, ...]
+Obj = dict[str, Any]
+_OWNED_METADATA = ("labels", "annotations")
+
+
+def applied_fields(body: Mapping[str, Any]) -> set[Path]:
+    """The leaf paths ``body`` sets (maps recursed into; a list or a scalar is one field)."""
+    out: set[Path] = set()
+    for key, value in body.items():
+        if key in ("apiVersion", "kind", "status"):
+            continue
+        if key == "metadata":
+            for part in _OWNED_METADATA:
+                sub = value.get(part) if isinstance(value, Mapping) else None
+                if isinstance(sub, Mapping):
+                    out |= {("metadata", part, k) for k in sub}
+            continue
+        out |= _leaves((key,), value)
+    return out
+
+
+def _leaves(prefix: Path, value: Any) -> set[Path]:
+    if isinstance(value, Mapping) and value:
+        return {p for k, v in value.items() for p in _leaves((*prefix, str(k)), v)}
+    return {prefix}
+
+
+def to_fields_v1(paths: set[Path]) -> Obj:
+    root: Obj = {}
+    for path in sorted(paths):
+        node = root
+        for part in path:
+            node = node.setdefault(f"f:{part}", {})
+    return root
+
+
+def from_fields_v1(doc: Any, prefix: Path = ()) -> set[Path]:
+    """The leaf paths of a FieldsV1 tree (entries other than ``f:`` — list keys — are not ours)."""
+    if not isinstance(doc, Mapping):
+        return set()
+    children = {k[2:]: v for k, v in doc.items() if isinstance(k, str) and k.startswith("f:")}
+    if not children:
+        return {prefix} if prefix else set()
+    return {p for k, v in children.items() for p in from_fields_v1(v, (*prefix, k))}
+
+
+def _owned(entries: list[Any], manager: str) -> tuple[set[Path], set[Path]]:
+    """(the fields ``manager`` applied last, those any other manager applied)."""
+    mine: set[Path] = set()
+    others: set[Path] = set()
+    for e in entries:
+        if isinstance(e, Mapping) and e.get("operation") == "Apply":
+            (mine if e.get("manager") == manager else others).update(from_fields_v1(e.get("fieldsV1")))
+    return mine, others
+
+
+def _entry(manager: str, api_version: str, fields: set[Path], now: float) -> Obj:
+    return {"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": rfc3339(now),
+            "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(fields)}
+
+
+def with_ownership(body: Obj, existing: Mapping[str, Any] | None, manager: str,
+                   now: float | None = None) -> Obj:
+    """``body`` as the merge patch (or the object to create) that applies it for ``manager``: the
+    fields it applied before and leaves out now set to null, and its managedFields entry updated."""
+    now = time.time() if now is None else now
+    entries = list((existing or {}).get("metadata", {}).get("managedFields") or [])
+    new = applied_fields(body)
+    mine, others = _owned(entries, manager)
+    out: Obj = {**body, "metadata": dict(body.get("metadata") or {})}
+    for path in sorted(mine - new - others):
+        if any(n[:len(path)] == path or path[:len(n)] == n for n in new):
+            continue  # became a map with fields, or a part of one the body now sets whole
+        _set_null(out, path)
+    kept = [e for e in entries if not (isinstance(e, Mapping) and e.get("manager") == manager
+                                       and e.get("operation") == "Apply")]
+    out["metadata"]["managedFields"] = [*kept, _entry(manager, str(body.get("apiVersion") or ""), new, now)]
+    return out
+
+
+def _set_null(doc: Obj, path: Path) -> None:
+    node = doc
+    for part in path[:-1]:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        elif not isinstance(nxt, dict):
+            return
+        else:
+            nxt = node[part] = dict(nxt)
+        node = nxt
+    node[path[-1]] = None
