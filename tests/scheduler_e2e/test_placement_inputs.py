@@ -16,6 +16,7 @@ from drods.controllers.cache_copy import copy_run
 from drods.controllers.cache_planner import CachePlannerSettings
 from drods.model.kinds import BINDING
 from drods.store import Store
+from drods.store.cas import read_modify_write
 from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
 
 KPP = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
@@ -130,8 +131,9 @@ async def test_overflow_stateful_datasets_cache_plans_and_measured_latency(plane
 
     await eventually(started, what="the copy Job's Binding")
     report = {"bytes": 2**30, "seconds": 8.0, "bytesPerSecond": 2**27, "checksum": "c1", "sourceChecksum": "c1"}
-    await plane.ctx.registry.update_status(BINDING, copy_binding, {"clusters": [
-        {"cluster": "spare", "complete": True, "report": report}]})
+    # as a member's report would be: retried when the scheduler's own status write comes first
+    await read_modify_write(lambda _: plane.ctx.registry.update_status(BINDING, copy_binding, {"clusters": [
+        {"cluster": "spare", "complete": True, "report": report}]}))
 
     async def cached() -> bool:
         return set(snap.datasets.get("default/logs", ())) == {"cloud", "spare"}
