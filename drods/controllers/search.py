@@ -213,6 +213,9 @@ class SearchCacheController:
 
     # ------------------------------------------------------------------ status
     def condition(self, wants: dict[Wanted, frozenset[str]]) -> Obj:
+        if not wants:
+            return {"type": "Ready", "status": "False", "reason": "NoClusterSelected",
+                    "message": "targetCluster selects no registered cluster: nothing is cached"}
         missing = sorted((k, f.problem) for k in wants if (f := self.followers.get(k)) is not None and f.problem)
         if not missing:
             return {"type": "Ready", "status": "True", "reason": "Synced",
