@@ -4,6 +4,8 @@ viewer), refused clearly where it cannot answer."""
 
 from __future__ import annotations
 
+import json
+
 from drods.api.auth import Role
 from drods.members.search_cache import CachedKind, SearchCache
 from tests.api.conftest import Api
@@ -62,11 +64,30 @@ async def test_what_the_cache_cannot_answer_is_a_clear_error(api: Api) -> None:
     assert unknown.status_code == 404 and unknown.json()["reason"] == "NotFound"
     missing = await api.call("GET", f"{CACHE}/api/v1/namespaces/default/secrets/nope")
     assert missing.status_code == 404
-    watch = await api.call("GET", f"{CACHE}/api/v1/secrets?watch=true")
-    assert watch.status_code == 400 and "watch" in watch.json()["message"]
+    bad_version = await api.call("GET", f"{CACHE}/api/v1/secrets?watch=true&resourceVersion=abc")
+    assert bad_version.status_code == 400 and "resourceVersion" in bad_version.json()["message"]
     write = await api.call("DELETE", f"{CACHE}/api/v1/namespaces/default/secrets/db")
     assert write.status_code == 405
     cache.active = False  # another replica leads search-cache
     elsewhere = await api.call("GET", f"{CACHE}/api/v1/secrets")
     assert elsewhere.status_code == 503 and "search-cache" in elsewhere.json()["message"]
     assert elsewhere.json()["kind"] == "Status"
+
+
+async def test_a_watch_resumes_from_the_lists_version(api: Api) -> None:
+    cache = await _filled(api)
+    listed = (await api.call("GET", f"{CACHE}/api/v1/namespaces/default/secrets")).json()
+    since = listed["metadata"]["resourceVersion"]
+    assert since == str(cache.revision) and listed["items"][0]["metadata"]["resourceVersion"] == "1"
+    cache.apply(SECRETS, "ADDED", {"metadata": {"name": "new", "namespace": "default", "resourceVersion": "5"},
+                                   "data": {"k": "dg=="}})
+    cache.apply(SECRETS, "ADDED", {"metadata": {"name": "other", "namespace": "shop", "resourceVersion": "6"}})
+    cache.apply(SECRETS, "DELETED", {"metadata": {"name": "db", "namespace": "default"}})
+    watched = await api.call("GET", f"{CACHE}/api/v1/namespaces/default/secrets?watch=true"
+                                    f"&resourceVersion={since}&timeoutSeconds=1", role="viewer")
+    events = [json.loads(line) for line in watched.text.splitlines()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "new"), ("DELETED", "db")]
+    assert "data" not in events[0]["object"]  # a viewer: no Secret data in events either
+    assert events[0]["object"]["metadata"]["annotations"]["resource.karmada.io/cached-from-cluster"] == "aws-dfw"
+    gone = await api.call("GET", f"{PROXY}/api/v1/secrets?watch=true&resourceVersion=999&timeoutSeconds=1")
+    assert json.loads(gone.text)["object"]["code"] == 410

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from drods.members.search_cache import CachedKind, Query, SearchCache
+import pytest
+
+from drods.members.search_cache import CachedKind, Expired, Query, SearchCache
 from drods.model.search import CACHED_FROM_CLUSTER
 from drods.model.selector import parse_selector
 
@@ -14,8 +16,8 @@ LHR = CachedKind("azure-lhr", "apps/v1", "Deployment", "deployments", True)
 LHR_CM = CachedKind("azure-lhr", "v1", "ConfigMap", "configmaps", True)
 
 
-def deploy(name: str, namespace: str = "default", **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels, "resourceVersion": "7"},
+def deploy(name: str, namespace: str = "default", rv: str = "7", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels, "resourceVersion": rv},
             "spec": {"replicas": 1}}
 
 
@@ -31,14 +33,15 @@ def test_a_list_then_watch_events_keep_what_the_member_has() -> None:
     assert names(got) == [("web", "aws-dfw"), ("api", "aws-dfw")]  # by namespace: default before shop
     assert got[0]["apiVersion"] == "apps/v1" and got[0]["kind"] == "Deployment"  # a list's items carry neither
     cache.apply(DFW, "ADDED", deploy("batch"))
-    cache.apply(DFW, "MODIFIED", {**deploy("web", app="web"), "spec": {"replicas": 3}})
+    cache.apply(DFW, "MODIFIED", {**deploy("web", rv="8", app="web"), "spec": {"replicas": 3}})
     cache.apply(DFW, "DELETED", deploy("api", namespace="shop"))
     cache.apply(DFW, "BOOKMARK", {"metadata": {"resourceVersion": "9"}})
     got = cache.find(Query("apps", "v1", "deployments"))
     assert names(got) == [("batch", "aws-dfw"), ("web", "aws-dfw")]
     assert got[1]["spec"]["replicas"] == 3
-    cache.replace(DFW, [deploy("web")])  # a relist is the whole truth
+    cache.replace(DFW, [deploy("web", rv="9")])  # a relist is the whole truth
     assert names(cache.find(Query("apps", "v1", "deployments"))) == [("web", "aws-dfw")]
+    assert cache.find(Query("apps", "v1", "deployments"))[0]["spec"]["replicas"] == 1
 
 
 def test_queries_by_namespace_name_selector_and_member() -> None:
@@ -79,3 +82,33 @@ def test_the_cached_copy_is_not_the_members_object() -> None:
     original = deploy("web")
     cache.replace(DFW, [original])
     assert "annotations" not in original["metadata"] and "kind" not in original
+
+
+async def test_a_watch_resumes_from_a_revision_and_sees_every_change_after_it() -> None:
+    cache = SearchCache()
+    cache.scope(DFW, ())
+    cache.replace(DFW, [deploy("web"), deploy("api")])
+    listed_at = cache.revision
+    assert {o["metadata"]["resourceVersion"] for o in cache.find(Query("apps", "v1", "deployments"))} == {"1", "2"}
+    cache.replace(DFW, [deploy("web"), deploy("api")])  # a relist of what is unchanged: no change
+    assert cache.revision == listed_at
+    sub = cache.subscribe(listed_at)
+    cache.apply(DFW, "MODIFIED", deploy("web", rv="8"))
+    cache.replace(DFW, [deploy("web", rv="8")])  # the relist misses api: it was deleted meanwhile
+    cache.scope(LHR, ())
+    cache.replace(LHR, [deploy("web")])
+    cache.drop(LHR)
+    seen = [(e.type, e.object["metadata"]["name"], e.kind.cluster, e.revision) for e in
+            [await sub.next() for _ in range(4)]]
+    assert seen == [("MODIFIED", "web", "aws-dfw", 3), ("DELETED", "api", "aws-dfw", 4),
+                    ("ADDED", "web", "azure-lhr", 5), ("DELETED", "web", "azure-lhr", 6)]
+    late = cache.subscribe(4)  # resumes from an event's version: the changes after it
+    assert [(await late.next()).revision for _ in range(2)] == [5, 6]
+    everything = cache.subscribe(None)  # no version: what is there now, as ADDED
+    first = await everything.next()
+    assert (first.type, first.object["metadata"]["name"]) == ("ADDED", "web")
+    with pytest.raises(Expired):
+        cache.subscribe(cache.revision + 5)
+    cache.clear()  # the term ended: watches end and must list again
+    with pytest.raises(Expired):
+        await sub.next()

@@ -5,6 +5,7 @@ excludes is absent, and deleting the registry empties the cache."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubernetes import client as k8s
@@ -68,13 +69,21 @@ def test_a_registry_caches_its_clusters_deployments_until_deleted(env: Env, kube
     assert status.stdout == "Ready=True"
 
     # what a member gets later reaches the cache through the watch, and leaves it when deleted there
+    since = env.http.get(f"{CACHE}/apis/apps/v1/deployments").json()["metadata"]["resourceVersion"]
     apps = k8s.AppsV1Api(env.members["aws-dfw"].api)
-    apps.create_namespaced_deployment("default", deployment("local-only", 1), _request_timeout=5)
+    local = deployment("local-only", 1)
+    local["metadata"]["labels"] = {"app": "local-only"}
+    apps.create_namespaced_deployment("default", local, _request_timeout=5)
     wait_for(lambda: _clusters_of(_cached(env, "/apis/apps/v1/deployments"), "local-only") == {"aws-dfw"}, 15,
              "the member's own Deployment cached")
     apps.delete_namespaced_deployment("local-only", "default", _request_timeout=5)
     wait_for(lambda: not _clusters_of(_cached(env, "/apis/apps/v1/deployments"), "local-only"), 15,
              "the deleted Deployment gone from the cache")
+    watched = env.http.get(f"{CACHE}/apis/apps/v1/namespaces/default/deployments?watch=true&resourceVersion={since}"
+                           "&timeoutSeconds=1&labelSelector=app%3Dlocal-only")
+    events = [json.loads(line) for line in watched.text.splitlines()]
+    seen = [(e["type"], e["object"]["metadata"]["annotations"][FROM]) for e in events]
+    assert seen[0] == ("ADDED", "aws-dfw") and seen[-1] == ("DELETED", "aws-dfw")  # a watch from the list's version
 
     # kubectl pointed at the proxy path lists the members' Deployments
     proxied = kubectl.run("--server", f"{env.server.url}{PROXY}", "get", "deployments", "-A",

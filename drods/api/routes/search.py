@@ -7,26 +7,32 @@
   reads with the control plane's discovery in front, so ``kubectl --server=<that URL> get …`` works.
 
 A read is authorised as a read of that kind on the Kubernetes paths (a namespaced token: its
-namespaces only; Secret data only for ``read-secrets``). Label selectors are honoured; watches are
-not served (400). The cache lives in the process leading ``search-cache``: another replica answers
-503 ``SEARCH_CACHE_NOT_HERE``.
+namespaces only; Secret data only for ``read-secrets``). Label selectors are honoured; ``?watch=true``
+streams the cache's changes from a list's ``resourceVersion`` (`drods.members.search_cache`). The
+cache lives in the process leading ``search-cache``: another replica answers 503
+``SEARCH_CACHE_NOT_HERE``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
 from drods.api.routes import discovery
 from drods.api.routes.kubernetes import selector_of
 from drods.api.secret_view import hides_data, metadata_only
+from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, BadRequest, NotFound
-from drods.members.search_cache import Query
+from drods.members.search_cache import Expired, Query, SearchCache
 from drods.model.kinds import Kind
 from drods.model.search import SEARCH_GROUP, SEARCH_VERSION
 
@@ -85,14 +91,21 @@ async def serve_cached(request: Request, principal: Principal, path: str) -> Res
         raise ApiError(503, "SEARCH_CACHE_NOT_HERE", "the search cache is kept by the replica leading the "
                        "search-cache lease (drods serve or drods controllers); this one does not run it",
                        {"lease": "search-cache"})
-    if request.query_params.get("watch") in ("true", "1"):
-        raise BadRequest("the search cache serves lists and gets, not watches", {"watch": "true"})
     rp = ResourcePath.parse(path)
     kind = _kind(request, rp)
     principal.require(Action.READ, namespace=rp.namespace if kind.namespaced else None)
-    items = ctx.search.find(Query(rp.group, rp.version, rp.plural, rp.namespace, rp.name, selector_of(request)))
-    if hides_data(kind) and not principal.may(Action.READ_SECRETS):
-        items = [metadata_only(kind, o) for o in items]
+    query = Query(rp.group, rp.version, rp.plural, rp.namespace, rp.name, selector_of(request))
+    hide = hides_data(kind) and not principal.may(Action.READ_SECRETS)
+
+    def view(obj: dict[str, Any]) -> dict[str, Any]:
+        return metadata_only(kind, obj) if hide else obj
+
+    if request.query_params.get("watch") in ("true", "1"):
+        timeout = request.query_params.get("timeoutSeconds") or ""
+        return StreamingResponse(_watch(ctx.search, ctx.stopping, query, _since(request), kind, view,
+                                        float(timeout) if timeout.isdigit() else None, wants_table(request)),
+                                 media_type="application/json")
+    items = [view(o) for o in ctx.search.find(query)]
     if rp.name is not None:
         if not items:
             raise NotFound(f'{rp.plural} "{rp.name}" not found in the search cache',
@@ -101,7 +114,47 @@ async def serve_cached(request: Request, principal: Principal, path: str) -> Res
     if wants_table(request):
         return JSONResponse(to_table(kind, items, 0))
     return JSONResponse({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
-                         "metadata": {"resourceVersion": ""}, "items": items})
+                         "metadata": {"resourceVersion": str(ctx.search.revision)}, "items": items})
+
+
+def _since(request: Request) -> int | None:
+    text = request.query_params.get("resourceVersion") or "0"
+    if not text.isdigit():
+        raise BadRequest("resourceVersion must be an integer", {"resourceVersion": text})
+    return int(text) or None
+
+
+async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, since: int | None, kind: Kind,
+                 view: Callable[[dict[str, Any]], dict[str, Any]], timeout_s: float | None,
+                 as_table: bool) -> AsyncIterator[bytes]:
+    """Kubernetes watch events of the cache, one JSON object a line; a version no longer kept (or a
+    watcher too far behind) ends with a 410 ``Expired`` event, so the client lists again."""
+    try:
+        sub = cache.subscribe(since)
+    except Expired as e:
+        yield json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
+                                                      "message": str(e)}}).encode()
+        return
+
+    async def events() -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        while True:
+            event = await sub.next()
+            if query.matches(event.kind, event.object):
+                yield event.type, view(event.object)
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for type_, obj in until_stopped(stopping, events()):
+                if as_table:  # kubectl get -w asks for rows
+                    obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]))
+                yield json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+    except TimeoutError:
+        return
+    except Expired as e:
+        yield json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
+                                                      "message": str(e)}}).encode()
+    finally:
+        sub.close()
 
 
 @router.get(f"{SEARCH_CACHE}/{{path:path}}")
