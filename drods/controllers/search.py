@@ -27,7 +27,7 @@ from drods.errors import AlreadyExists, Conflict, Invalid, NotFound
 from drods.machinery.informer import Informer, subscribed
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import stop_tasks
-from drods.members.client import MemberOptions, ServedResource
+from drods.members.client import MemberError, MemberOptions, MemberUnavailable, ServedResource, WatchExpired
 from drods.members.clients import MemberClients
 from drods.members.search_cache import CachedKind, SearchCache
 from drods.model.kinds import CLUSTER, RESOURCE_REGISTRY
@@ -52,6 +52,20 @@ class _Follower:
     namespaces: frozenset[str]  # empty: every namespace
     kind: CachedKind | None = None  # once the member's discovery answered
     problem: str | None = "not listed yet"
+
+
+def _what_it_asks(registry: Obj) -> tuple[Any, Any]:
+    return registry.get("spec"), (registry.get("metadata") or {}).get("deletionTimestamp")
+
+
+def _problem(e: Exception) -> str:
+    """Why a kind of a member is not cached, worded the same on every attempt (the status changes
+    only when the reason does)."""
+    if isinstance(e, MemberUnavailable):
+        return "the cluster is unreachable"
+    if isinstance(e, MemberError):
+        return f"{e.status} {e.reason}: {e.message}"[:300]
+    return f"{type(e).__name__}: {e}"[:300]
 
 
 def _fields(cluster: Obj) -> dict[str, str]:
@@ -79,8 +93,9 @@ class SearchCacheController:
         await self.registries.wait_synced()
         passes = Periodic("search-cache", self.tick, RESYNC_SECONDS, wake=self._changed, first_at_start=True)
 
-        def wake(_key: str, _old: Obj | None, new: Obj | None) -> None:
-            self._changed.set()
+        def wake(_key: str, old: Obj | None, new: Obj | None) -> None:
+            if old is None or new is None or _what_it_asks(old) != _what_it_asks(new):
+                self._changed.set()  # not on its own status writes
 
         def cluster_changed(key: str, _old: Obj | None, new: Obj | None) -> None:
             self.clients.invalidate(key[len(CLUSTER.key_prefix()):], new)
@@ -165,34 +180,51 @@ class SearchCacheController:
 
     # ------------------------------------------------------------------ one member's kind
     async def _follow(self, key: Wanted) -> None:
-        """List, then watch until the watch fails; list again after ``retry_s`` (never gives up
-        while wanted: a member coming back is cached again)."""
-        cluster, api_version, kind_name = key
+        """List, then watch until the watch fails; list again at once when the member's history is
+        gone (410), after ``retry_s`` on any other failure (never gives up while wanted: a member
+        coming back is cached again)."""
         while True:
             follower = self.followers[key]
             try:
-                client, why = await self.clients.get(cluster)
-                if client is None:
-                    follower.problem = why or "no client"
-                else:
-                    res = await client.resource(api_version, kind_name)
-                    kind = follower.kind = self._kind(cluster, res)
-                    self.cache.scope(kind, follower.namespaces)
-                    items, rv = await client.list_versioned(res)
-                    self.cache.replace(kind, items)
-                    follower.problem = None
-                    self._changed.set()
-                    loop = asyncio.get_running_loop()
-                    while True:
-                        rv = await client.watch_from(res, rv, self.watch_s, self._deliver(loop, key, kind))
+                await self._list_and_watch(key, follower)
             except asyncio.CancelledError:
                 raise
+            except WatchExpired:
+                continue
+            except MemberError as e:
+                if e.status == 410:  # Gone: list again now
+                    continue
+                self._failed(key, follower, e)
             except Exception as e:  # noqa: BLE001 - any failure of one member: retry it, nobody waits
-                if follower.problem is None:
-                    self._changed.set()
-                follower.problem = str(e)[:300] or type(e).__name__
-                log.info("search cache: %s %s in %s: %s", api_version, kind_name, cluster, follower.problem)
+                self._failed(key, follower, e)
             await asyncio.sleep(self.retry_s)
+
+    def _failed(self, key: Wanted, follower: _Follower, e: Exception) -> None:
+        problem = _problem(e)
+        if follower.problem != problem:
+            follower.problem = problem
+            self._changed.set()
+            log.info("search cache: %s %s in %s: %s", key[1], key[2], key[0], problem)
+
+    async def _list_and_watch(self, key: Wanted, follower: _Follower) -> None:
+        cluster, api_version, kind_name = key
+        client, why = await self.clients.get(cluster)
+        if client is None:
+            if follower.problem != why:
+                follower.problem = why or "no client"
+                self._changed.set()
+            return
+        res = await client.resource(api_version, kind_name)
+        kind = follower.kind = self._kind(cluster, res)
+        self.cache.scope(kind, follower.namespaces)
+        items, rv = await client.list_versioned(res)
+        self.cache.replace(kind, items)
+        if follower.problem is not None:
+            follower.problem = None
+            self._changed.set()
+        deliver = self._deliver(asyncio.get_running_loop(), key, kind)
+        while True:
+            rv = await client.watch_from(res, rv, self.watch_s, deliver)
 
     @staticmethod
     def _kind(cluster: str, res: ServedResource) -> CachedKind:

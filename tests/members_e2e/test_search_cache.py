@@ -98,3 +98,41 @@ def test_a_registry_caches_its_clusters_deployments_until_deleted(env: Env, kube
              "the cache emptied")
     gone = env.http.get(f"{CACHE}/apis/apps/v1/namespaces/default/deployments/searched")
     assert gone.status_code == 404 and gone.json()["kind"] == "Status"
+
+
+ALL_CONFIGMAPS = """
+apiVersion: search.karmada.io/v1alpha1
+kind: ResourceRegistry
+metadata:
+  name: configmaps-everywhere
+spec:
+  resourceSelectors:
+    - apiVersion: v1
+      kind: ConfigMap
+      namespace: search-down
+"""
+
+
+def _ready(env: Env, registry: str) -> dict[str, Any]:
+    got = env.http.get(f"/apis/search.karmada.io/v1alpha1/resourceregistries/{registry}").json()
+    return next((c for c in (got.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+
+
+def test_a_member_going_away_blocks_nobody(fresh: Env, kubectl: Kubectl) -> None:
+    env = fresh
+    for m in env.members.values():
+        k8s.CoreV1Api(m.api).create_namespace({"metadata": {"name": "search-down"}}, _request_timeout=5)
+    kubectl.run("apply", "-f", "-", input=ALL_CONFIGMAPS)
+    wait_for(lambda: _ready(env, "configmaps-everywhere").get("status") == "True", 20, "the registry Ready")
+    env.members["azure-lhr"].fault("down")
+    core = k8s.CoreV1Api(env.members["aws-dfw"].api)
+    core.create_namespaced_config_map("search-down", {"metadata": {"name": "while-lhr-is-down"}}, _request_timeout=5)
+    # the reachable members are still followed; the registry names the one it cannot reach
+    wait_for(lambda: _clusters_of(_cached(env, "/api/v1/namespaces/search-down/configmaps"), "while-lhr-is-down")
+             == {"aws-dfw"}, 15, "a reachable member's new ConfigMap cached while another is down")
+    cond = wait_for(lambda: (c := _ready(env, "configmaps-everywhere")).get("status") == "False" and c, 20,
+                    "the registry NotCached", what_else=lambda: _ready(env, "configmaps-everywhere"))
+    assert cond["reason"] == "NotCached" and "azure-lhr: the cluster is unreachable" in cond["message"]
+    env.members["azure-lhr"].fault("up")
+    wait_for(lambda: _ready(env, "configmaps-everywhere").get("status") == "True", 20, "Ready again")
+    kubectl.run("delete", "resourceregistries.v1alpha1.search.karmada.io", "configmaps-everywhere")
