@@ -50,6 +50,9 @@ async def test_a_kind_only_members_serve_is_found_and_the_proxy_prints_tables(ap
     await _filled(api)
     widgets = (await api.call("GET", f"{CACHE}/apis/example.com/v1/widgets")).json()
     assert widgets["kind"] == "WidgetList" and widgets["items"][0]["spec"] == {"size": 2}
+    for selector, found in (("spec.size=2", 1), ("spec.size!=2", 0), ("metadata.namespace=shop", 0)):
+        got = (await api.call("GET", f"{CACHE}/apis/example.com/v1/widgets?fieldSelector={selector}")).json()
+        assert len(got["items"]) == found, selector
     table = await api.call("GET", f"{PROXY}/api/v1/namespaces/default/secrets",
                            headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
     assert table.json()["kind"] == "Table" and [r["cells"][0] for r in table.json()["rows"]] == ["db"]

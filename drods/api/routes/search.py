@@ -7,7 +7,7 @@
   reads with the control plane's discovery in front, so ``kubectl --server=<that URL> get …`` works.
 
 A read is authorised as a read of that kind on the Kubernetes paths (a namespaced token: its
-namespaces only; Secret data only for ``read-secrets``). Label selectors are honoured; ``?watch=true``
+namespaces only; Secret data only for ``read-secrets``). Label and field selectors are honoured; ``?watch=true``
 streams the cache's changes from a list's ``resourceVersion`` (`drods.members.search_cache`). The
 cache lives in the process leading ``search-cache``: another replica answers 503
 ``SEARCH_CACHE_NOT_HERE``.
@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
+from drods.api.fields import parse_field_selector
 from drods.api.routes import discovery
 from drods.api.routes.kubernetes import selector_of
 from drods.api.secret_view import hides_data, metadata_only
@@ -96,8 +97,12 @@ async def serve_cached(request: Request, principal: Principal, path: str) -> Res
     principal.require(Action.READ, namespace=rp.namespace if kind.namespaced else None)
     query = Query(rp.group, rp.version, rp.plural, rp.namespace, rp.name, selector_of(request))
     hide = hides_data(kind) and not principal.may(Action.READ_SECRETS)
+    text = request.query_params.get("fieldSelector")
+    fields = parse_field_selector(text, allowed=None) if text else None  # any dotted path, as a member's cache
 
-    def view(obj: dict[str, Any]) -> dict[str, Any]:
+    def view(obj: dict[str, Any]) -> dict[str, Any] | None:
+        if fields is not None and not fields.matches(obj):
+            return None
         return metadata_only(kind, obj) if hide else obj
 
     if request.query_params.get("watch") in ("true", "1"):
@@ -105,7 +110,7 @@ async def serve_cached(request: Request, principal: Principal, path: str) -> Res
         return StreamingResponse(_watch(ctx.search, ctx.stopping, query, _since(request), kind, view,
                                         float(timeout) if timeout.isdigit() else None, wants_table(request)),
                                  media_type="application/json")
-    items = [view(o) for o in ctx.search.find(query)]
+    items = [v for o in ctx.search.find(query) if (v := view(o)) is not None]
     if rp.name is not None:
         if not items:
             raise NotFound(f'{rp.plural} "{rp.name}" not found in the search cache',
@@ -125,7 +130,7 @@ def _since(request: Request) -> int | None:
 
 
 async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, since: int | None, kind: Kind,
-                 view: Callable[[dict[str, Any]], dict[str, Any]], timeout_s: float | None,
+                 view: Callable[[dict[str, Any]], dict[str, Any] | None], timeout_s: float | None,
                  as_table: bool) -> AsyncIterator[bytes]:
     """Kubernetes watch events of the cache, one JSON object a line; a version no longer kept (or a
     watcher too far behind) ends with a 410 ``Expired`` event, so the client lists again."""
@@ -139,8 +144,9 @@ async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, sinc
     async def events() -> AsyncIterator[tuple[str, dict[str, Any]]]:
         while True:
             event = await sub.next()
-            if query.matches(event.kind, event.object):
-                yield event.type, view(event.object)
+            seen = view(event.object) if query.matches(event.kind, event.object) else None
+            if seen is not None:
+                yield event.type, seen
 
     try:
         async with asyncio.timeout(timeout_s):
