@@ -228,7 +228,13 @@ class SearchCache:
 
     def find(self, q: Query) -> list[Obj]:
         """The cached objects the query names, ordered by namespace, name and member."""
-        found = [(ns, name, kind.cluster, obj) for kind, (ns, name), obj in self._objects() if q.matches(kind, obj)]
+        candidates: Iterable[tuple[CachedKind, tuple[str, str], Obj]]
+        if q.namespace is not None and q.name is not None:  # one object per member: looked up, not scanned
+            hits = ((k, (q.namespace, q.name), e.objects.get((q.namespace, q.name))) for k, e in self._kinds.items())
+            candidates = ((k, key, o) for k, key, o in hits if o is not None)
+        else:
+            candidates = self._objects()
+        found = [(ns, name, kind.cluster, obj) for kind, (ns, name), obj in candidates if q.matches(kind, obj)]
         return [o for *_, o in sorted(found, key=lambda t: t[:3])]
 
     def _objects(self) -> Iterator[tuple[CachedKind, tuple[str, str], Obj]]:
