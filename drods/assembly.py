@@ -14,6 +14,7 @@ monitoring maintenance    every replica            — (idempotent)
 scheduler                 every replica (warm)     ``scheduler`` (decisions, fenced)
 resource detector         leader                   ``resource-detector``
 member controllers        leader                   ``member-controllers``
+search cache (Karmada)    leader                   ``search-cache`` (served by the leader only)
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler`` (with the H1 traffic rebalance)
 autoscaler                leader                   ``autoscaler``
@@ -53,6 +54,8 @@ from drods.controllers.fleet import MemberInformers
 from drods.controllers.manager import LEASE as MEMBERS_LEASE
 from drods.controllers.manager import MemberControllers
 from drods.controllers.rescheduler import Rescheduler, trigger
+from drods.controllers.search import LEASE as SEARCH_LEASE
+from drods.controllers.search import SearchCacheController
 from drods.controllers.settings import MemberSettings
 from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.manager import Leadership, Manager
@@ -62,7 +65,7 @@ from drods.migration.controller import LEASE as MIGRATION_LEASE
 from drods.migration.controller import MigrationController
 from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
-from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, INTERPRETER_CUSTOMIZATION_KINDS
+from drods.model.kinds import CLUSTER, CUSTOM_RESOURCE_DEFINITION, INTERPRETER_CUSTOMIZATION_KINDS, RESOURCE_REGISTRY
 from drods.model.migration import MigrationSettings
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import AutoOpsPolicy
@@ -285,6 +288,10 @@ def _operations(plane: ControlPlane, s: ComponentSettings, monitor: MonitorServi
             return plane.members
 
         manager.add_leader(MEMBERS_LEASE, member_controllers)
+        search_informers = (manager.informer(CLUSTER.key_prefix(), decode_stored),
+                            manager.informer(RESOURCE_REGISTRY.key_prefix(), decode_stored))
+        manager.add_leader(SEARCH_LEASE, lambda lead: SearchCacheController(
+            lead.registry, *search_informers, ctx.search, members_settings.member_options()))
     if Component.COLLECTORS in chosen:
         manager.add_leader("monitor-collectors",
                            lambda lead: MonitorCollectors(monitor, s.collectors, store=lead.store))

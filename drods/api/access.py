@@ -154,6 +154,9 @@ RULES: dict[tuple[str, str], Rule] = {
     **_kubernetes(f"{_CORE_NS}/{{name}}", "GET PUT PATCH DELETE"),
     **_kubernetes(f"{_CORE_NS}/{{name}}/{{sub}}", "GET PUT PATCH"),
     **_kubernetes("/api/v1/{plural}", "GET"),
+    # Karmada's search cache and its proxy (drods.api.routes.search): reads of the cached kind
+    ("GET", "/apis/search.karmada.io/v1alpha1/search/cache/{path:path}"): K8S_READ,
+    ("GET", "/apis/search.karmada.io/v1alpha1/proxying/karmada/proxy/{path:path}"): K8S_READ,
     ("GET", "/api/v1/componentstatuses"): READ,
     ("GET", "/api/v1/componentstatuses/{name}"): READ,
     ("POST", "/api/v1/namespaces/{ns}/bindings"): K8S_WRITE,
@@ -171,9 +174,13 @@ def rule_for(method: str, path: str) -> Rule | None:
 
 def namespace_of(params: Mapping[str, str]) -> str | None:
     """The namespace a Kubernetes path names: ``{ns}``, or ``{name}`` of the six-segment
-    ``/apis/{group}/{version}/namespaces/{ns}/{plural}`` that the ``{plural}/{name}/{sub}`` route serves."""
+    ``/apis/{group}/{version}/namespaces/{ns}/{plural}`` that the ``{plural}/{name}/{sub}`` route serves,
+    or the one inside a search-cache ``{path}``."""
     if "ns" in params:
         return params["ns"]
+    if "path" in params:  # the search cache: the namespace inside the resource path it carries
+        parts = params["path"].split("/")
+        return next((parts[i + 1] for i, p in enumerate(parts[:-2]) if p == "namespaces"), None)
     return params.get("name") if params.get("plural") == "namespaces" and "sub" in params else None
 
 

@@ -48,6 +48,7 @@ FACADE_ROUTERS = (
     "drods.api.routes.autoscaling:router", "drods.api.routes.decisions:router",
     "drods.api.routes.steering:network", "drods.api.routes.steering:router",
     "drods.api.routes.traffic:router", "drods.api.routes.dataset_access:router",
+    "drods.api.routes.search:router",  # before the generic Kubernetes paths, whose patterns its paths match
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.component_status:router", "drods.api.routes.pod_binding:router",

@@ -17,6 +17,7 @@ from drods.api.observability import ApiMetrics, InstrumentedStore
 from drods.api.settings import ApiSettings
 from drods.autoscaling.admission import one_autoscaler_per_workload
 from drods.errors import ApiError
+from drods.members.search_cache import SearchCache
 from drods.migration.admission import data_step_declared, one_plan_per_workload
 from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.catalog import KindCatalog, check_definition
@@ -66,6 +67,9 @@ class ApiContext:
     demand: DemandRecorder | None = None
     # ``steering.probe``: the client sites' probe endpoints a pull member's agent measures too
     probe: ProbeSettings | None = None
+    # Karmada's search cache (`drods.members.search_cache`): filled while this process leads
+    # ``search-cache``, served read-only by `drods.api.routes.search`
+    search: SearchCache = field(default_factory=SearchCache)
 
     @property
     def kinds(self) -> tuple[Kind, ...]:

@@ -87,6 +87,30 @@ class MemberError(Exception):
         self.message = message
 
 
+class WatchExpired(Exception):
+    """The cluster ended a watch with an error (410 Gone: its history is compacted): list again."""
+
+    def __init__(self, cluster: str, message: str) -> None:
+        super().__init__(f"{cluster}: {message}")
+        self.cluster = cluster
+
+
+@dataclass(frozen=True)
+class ServedResource:
+    """A kind as one member serves it: its plural and scope come from the member's discovery."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def path(self) -> str:
+        """The collection across every namespace."""
+        prefix = "/api" if "/" not in self.api_version else "/apis"
+        return f"{prefix}/{self.api_version}/{self.plural}"
+
+
 class MemberUnavailable(Exception):
     """The cluster could not be reached (after retries), or is NotReady and the call failed fast."""
 
@@ -148,6 +172,7 @@ class MemberClient:
         self._dynamic: DynamicClient | None = None
         self._state = ConnectionState("Unknown", 0, None, None, None, None)
         self._closed = False
+        self._watches: set[Any] = set()  # responses of watches in flight: cut by close()
         self.traffic = TrafficMeter()  # the last counter samples of the nodes' network
 
     # ---- construction ------------------------------------------------------------------------
@@ -282,6 +307,10 @@ class MemberClient:
         return json.loads(resp.data)
 
     def _list_all(self, path: str) -> list[Obj]:
+        return self._list_versioned(path)[0]
+
+    def _list_versioned(self, path: str) -> tuple[list[Obj], str]:
+        """Every item, page by page, and the list's resourceVersion (where a watch starts)."""
         items: list[Obj] = []
         token: str | None = None
         while True:
@@ -290,9 +319,10 @@ class MemberClient:
                 query.append(("continue", token))
             page = self._get_json(path, query)
             items += page.get("items") or []
-            token = (page.get("metadata") or {}).get("continue")
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
             if not token:
-                return items
+                return items, str(meta.get("resourceVersion") or "")
 
     def _resource(self, api_version: str, kind: str) -> Any:
         _, dyn = self._client()
@@ -377,6 +407,50 @@ class MemberClient:
 
         return await self._call(self._translate_missing_kind(run))
 
+    async def resource(self, api_version: str, kind: str) -> ServedResource:
+        """Where the cluster serves a kind (its discovery): `MemberError` 404 when it does not."""
+        def run() -> ServedResource:
+            res = self._resource(api_version, kind)
+            return ServedResource(api_version, kind, str(res.name), bool(res.namespaced))
+
+        return await self._call(self._translate_missing_kind(run))
+
+    async def list_versioned(self, res: ServedResource) -> tuple[list[Obj], str]:
+        """Every object of the kind in every namespace, and the resourceVersion to watch from."""
+        return await self._call(lambda: self._list_versioned(res.path))
+
+    async def watch_from(self, res: ServedResource, resource_version: str, seconds: float,
+                         deliver: Callable[[str, Obj], None]) -> str:
+        """Follow the kind's changes from ``resource_version`` for up to ``seconds`` (the server ends
+        the watch); ``deliver(type, object)`` runs in a worker thread for each event. Returns the last
+        resourceVersion seen; raises `WatchExpired` when the cluster no longer has that history."""
+        def run() -> str:
+            _, dyn = self._client()
+            query = [("watch", "true"), ("resourceVersion", resource_version), ("timeoutSeconds", int(seconds))]
+            resp = dyn.request("get", res.path, query_params=query, serialize=False,
+                               _request_timeout=(self.options.connect_timeout, seconds + self.options.read_timeout))
+            last = resource_version
+            self._watches.add(resp)
+            try:
+                for line in resp:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        raise WatchExpired(self.name, str(obj.get("message") or "watch ended with an error"))
+                    last = str((obj.get("metadata") or {}).get("resourceVersion") or last)
+                    deliver(str(event.get("type")), obj)
+            except (urllib3.exceptions.HTTPError, OSError, ValueError):
+                if not self._closed:  # cut by close(): the watch just ends
+                    raise
+            finally:
+                self._watches.discard(resp)
+                resp.release_conn()
+            return last
+
+        return await self._call(run, retry=False)
+
     async def nodes(self) -> list[Obj]:
         return await self._call(lambda: self._list_all("/api/v1/nodes"))
 
@@ -445,6 +519,9 @@ class MemberClient:
 
     async def close(self) -> None:
         self._closed = True
+        for resp in list(self._watches):  # a thread reading a watch stops now, not at its timeout
+            with contextlib.suppress(Exception):
+                resp.shutdown()
         self._pool.shutdown(wait=False, cancel_futures=True)
         api = self._api
         if api is not None:

@@ -39,6 +39,7 @@ from drods.model.policy import (
 )
 from drods.model.rebalancer import REBALANCER_GROUP, REBALANCER_VERSION, WorkloadRebalancerSpec
 from drods.model.remedy import RemedySpec
+from drods.model.search import SEARCH_GROUP, SEARCH_VERSION, ResourceRegistrySpec
 from drods.model.steering import (
     ServiceExportSpec,
     ServiceImportSpec,
@@ -276,10 +277,13 @@ WORKLOAD_REBALANCER = Kind(REBALANCER_GROUP, REBALANCER_VERSION, "WorkloadRebala
                            WorkloadRebalancerSpec, categories=_OURS)
 # remedy.karmada.io: actions on clusters by condition (drods.model.remedy), cluster-scoped
 REMEDY = Kind("remedy.karmada.io", "v1alpha1", "Remedy", "remedies", False, RemedySpec, categories=_OURS)
+# search.karmada.io: which members' resources the search cache keeps (drods.model.search), cluster-scoped
+RESOURCE_REGISTRY = Kind(SEARCH_GROUP, SEARCH_VERSION, "ResourceRegistry", "resourceregistries", False,
+                         ResourceRegistrySpec, categories=_OURS)
 KARMADA_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_KINDS + KARMADA_OVERRIDE_KINDS + KARMADA_AUTOSCALING_KINDS
                                    + (FEDERATED_RESOURCE_QUOTA, CLUSTER_TAINT_POLICY)
                                    + (KARMADA_RESOURCE_INTERPRETER_CUSTOMIZATION,) + KARMADA_NETWORKING_KINDS
-                                   + (WORKLOAD_REBALANCER, REMEDY))
+                                   + (WORKLOAD_REBALANCER, REMEDY, RESOURCE_REGISTRY))
 
 ALL_KINDS: tuple[Kind, ...] = (MULTICLUSTER_KINDS + TEMPLATE_KINDS + CONTROL_PLANE_KINDS + KARMADA_KINDS
                                + (CUSTOM_RESOURCE_DEFINITION,))

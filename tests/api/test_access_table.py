@@ -70,6 +70,10 @@ READS: dict[str, str] = {
     "/api/v1/namespaces/{ns}/pods/{name}/binding": "/api/v1/namespaces/default/pods/nope/binding",
     "/api/v1/componentstatuses": "/api/v1/componentstatuses", "/api/v1/componentstatuses/{name}":
         "/api/v1/componentstatuses/nope",
+    "/apis/search.karmada.io/v1alpha1/search/cache/{path:path}":
+        "/apis/search.karmada.io/v1alpha1/search/cache/apis/apps/v1/namespaces/default/deployments",
+    "/apis/search.karmada.io/v1alpha1/proxying/karmada/proxy/{path:path}":
+        "/apis/search.karmada.io/v1alpha1/proxying/karmada/proxy/api/v1/namespaces/default/configmaps",
 }
 NAMESPACE = "default"  # of the namespaced tokens; the cluster-agent's cluster is "a"
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.kubectl.conftest import Kubectl
+from tests.members_e2e.conftest import wait_for
 
 YAML = Path(__file__).resolve().parents[1] / "karmada" / "yaml"
 
@@ -49,11 +50,11 @@ def applied(kubectl: Kubectl) -> Kubectl:
     definition, resource = (YAML / "crd.yaml").read_text().split("\n---\n")
     kubectl.run("apply", "-f", "-", input=definition)  # served once stored: then a resource of it
     kubectl.run("apply", "-f", "-", "-f", str(YAML / "kinds.yaml"), "-f", str(YAML / "policies.yaml"),
-                "-f", str(YAML / "networking.yaml"), input=resource)
+                "-f", str(YAML / "networking.yaml"), "-f", str(YAML / "search.yaml"), input=resource)
     return kubectl
 
 
-@pytest.mark.parametrize("file", ["policies.yaml", "kinds.yaml", "crd.yaml", "networking.yaml"])
+@pytest.mark.parametrize("file", ["policies.yaml", "kinds.yaml", "crd.yaml", "networking.yaml", "search.yaml"])
 def test_every_document_reads_back_as_written(applied: Kubectl, file: str) -> None:
     for doc in docs(file):
         for c in (doc.get("spec") or {}).get("placement", {}).get("spreadConstraints", []):
@@ -97,6 +98,33 @@ def test_networking_kinds_print_and_are_found_by_short_name(applied: Kubectl) ->
         "get", "mcs", "-n", "conformance", "-o", "name").stdout
     assert "multiclusteringress.networking.karmada.io/storefront" in applied.run(
         "get", "mci", "-n", "conformance", "-o", "name").stdout
+
+
+def test_resource_registries_print_answer_a_dry_run_and_report_their_status(applied: Kubectl) -> None:
+    kind = "resourceregistries.v1alpha1.search.karmada.io"
+    table = applied.run("get", kind).stdout.splitlines()
+    assert table[0].split()[0] == "NAME" and {r.split()[0] for r in table[1:]} >= {"storefront-cache",
+                                                                                    "every-cluster-pods"}
+    assert applied.run("get", kind, "-l", "team=storefront", "-o", "name").stdout.strip() == \
+        "resourceregistry.search.karmada.io/storefront-cache"
+    applied.run("apply", "--dry-run=server", "-f", "-", input=DRY_REGISTRY)
+    assert "dry-only" not in applied.run("get", kind, "-o", "name").stdout
+    bad = applied.run("apply", "-f", "-", input=DRY_REGISTRY.replace("kind: Deployment\n", ""), check=False)
+    assert bad.returncode != 0 and "kind" in bad.stderr
+    # no member is registered here: the search cache controller says so in the status subresource
+    wait_for(lambda: applied.run("get", kind, "storefront-cache", "-o", "jsonpath={.status.conditions[0].reason}")
+             .stdout == "NoClusterSelected", 15, "the registry's Ready condition")
+
+
+DRY_REGISTRY = """
+apiVersion: search.karmada.io/v1alpha1
+kind: ResourceRegistry
+metadata: {name: dry-only}
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+"""
 
 
 PV_SCRATCH = """

@@ -90,7 +90,8 @@ def test_served_documents(client: TestClient) -> None:
                           "apis/discovery.k8s.io/v1", "apis/coordination.k8s.io/v1", "apis/storage.k8s.io/v1",
                           "apis/scheduling.k8s.io/v1", "apis/autoscaling.karmada.io/v1alpha1",
                           "apis/config.karmada.io/v1alpha1", "apis/networking.karmada.io/v1alpha1",
-                          "apis/apps.karmada.io/v1alpha1", "apis/remedy.karmada.io/v1alpha1"}
+                          "apis/apps.karmada.io/v1alpha1", "apis/remedy.karmada.io/v1alpha1",
+                          "apis/search.karmada.io/v1alpha1"}
     url = index["apis/multicluster.io/v1alpha1"]["serverRelativeURL"]
     doc = client.get(url).json()
     assert doc["openapi"].startswith("3.0")
