@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from drods.model.annotations import PEAK_SHAVE
 from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.waterfill import fluid_level
 
 EPS = 1e-9  # levels equal within rounding are equal
-PEAK_SHAVE = "peak shave"  # how the reason of a peak-shaving move begins
 
 
 @dataclass(frozen=True, slots=True)
