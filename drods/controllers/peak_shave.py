@@ -143,8 +143,8 @@ class PeakShaver:
         due = self.watch.observe({names[c] for c in hot}, self.svc.clock())
         done: list[Shave] = []
         for c in sorted((index[n] for n in due), key=lambda c: -float(levels[c])):
-            plan = shave(c, hot[c], levels, limits, open_, cap, holdings, margin=p.peakshaveMargin,
-                         min_gain=p.peakshaveMinGain, budget=10**6)  # the scheduler's move budget paces them
+            plan = shave(c, hot[c], levels, limits, open_, cap, holdings, min_gain=p.peakshaveMinGain,
+                         budget=10**6)  # the scheduler's move budget paces them
             if plan is None:
                 continue
             since = self.watch.hot_since.get(names[c])

@@ -12,6 +12,9 @@ Three triggers, one guard rail:
   calm for ``failbackAfterSeconds`` (the damping window): re-place the bindings that failed over from
   it, so the scheduler moves them back where the policy (users, latency, water level) wants them,
   gracefully and within the fleet's ``maxMovesPerMinute`` budget; recorded as a ``Rebalance``.
+* **peakshave** — a cluster stood above the fleet's achievable level by more than ``peakshaveMargin``
+  for ``peakshaveAfterSeconds``: move the fewest replicas to clusters with room (`drods.scheduler.peakshave`),
+  paced like fail-back by the move budget; recorded as a ``Rebalance`` with the levels before and after.
 
 Before acting, `AutoOps.decide` checks the policy: enabled, per-cluster cooldown, fleet-wide
 actions-per-hour rate limit, and (to move load away) that at least ``minAvailableClusters`` other
@@ -97,7 +100,7 @@ class AutoOps:
             return Decision(False, f"cooldown: last action {now - last:.0f}s ago (< {p.cooldownSeconds:.0f}s)")
         while self._recent and now - self._recent[0] >= 3600:
             self._recent.popleft()
-        # fail-back is paced by the scheduler's move budget, not the hourly actions (nor does it
+        # fail-back and peak shaving are paced by the scheduler's move budget, not the hourly actions (nor do they
         # count in them or start a cooldown): a recovered region of 200 clusters would otherwise
         # wait 20 hours for its replicas
         if action not in ("failback", "peakshave") and len(self._recent) >= p.maxActionsPerHour:

@@ -5,17 +5,21 @@ cluster then follows its day and rises under them. An evacuation waits for a sus
 the limit; below it nothing would move. This decision moves the fewest replicas off a cluster that
 stands above the level the fleet could reach:
 
-* the **achievable level** of a cluster is the fluid fill level over the clusters its divisible
-  workloads may use (`drods.scheduler.waterfill.fluid_level`): the backgrounds (water level minus
-  the movable replicas' share) filled with the movable replicas, as if they were divisible;
-* a cluster is **hot** while its water level is above its achievable level + ``margin``; once hot
-  for the damping window (`PeakWatch`) it is shaved;
+* the **achievable level** is the fluid fill level (`drods.scheduler.waterfill.fluid_level`) of
+  the divisible workloads' replicas on top of the clusters' backgrounds (water level minus those
+  replicas' share), as if replicas were divisible: over the whole open fleet (the **target** a
+  cluster is shaved to, never below its own background) and over the clusters a hot cluster's
+  workloads may use (the **ceiling** a receiving cluster may reach, + ``margin``) — so replicas of
+  workloads whose users are elsewhere leave for clusters farther off, making room for those bound
+  to the cluster by their latency SLO;
+* a cluster is **hot** while its water level is above the target + ``margin``; once hot for the
+  damping window (`PeakWatch`) it is shaved;
 * **shaving** moves one replica at a time — the one whose departure lowers the cluster most — to
-  the allowed cluster lowest after receiving it, only while that cluster stays at or under its
-  limit, under the source's new level and under the achievable level + margin, and never beyond a
-  workload's latency SLO (a cluster of unknown latency counts as beyond it). It stops at the
-  achievable level, when no move pays or when the move budget is spent; a plan that lowers the
-  cluster by less than ``min_gain`` is dropped (the move would cost more than it gains).
+  the allowed cluster nearest the workload's users, then lowest after receiving it, only while that
+  cluster stays at or under its limit, under the source's new level and under the ceiling, and never
+  beyond a workload's latency SLO (a cluster of unknown latency counts as beyond it). It stops at
+  the target, when no move pays or when the move budget is spent; a plan that lowers the cluster by
+  less than ``min_gain`` is dropped (the move would cost more than it gains).
 
 Pure NumPy over per-cluster arrays; time is passed in.
 """
@@ -124,15 +128,25 @@ def achievable_level(levels: FloatArr, capacity: FloatArr, movable: FloatArr, am
     return fluid_level(bg, capacity[among], float((movable[among] * capacity[among]).sum()))
 
 
+@dataclass(frozen=True, slots=True)
+class Hot:
+    """A hot cluster's goal: shave down to ``target``, filling others no higher than ``ceiling``."""
+
+    target: float  # the fleet's achievable level, never below the cluster's own background
+    ceiling: float  # the achievable level over the clusters its workloads may use (+ margin)
+
+
 def hot_clusters(levels: FloatArr, capacity: FloatArr, open_: BoolArr, holdings: Sequence[Holding],
-                 margin: float) -> dict[int, float]:
-    """Clusters above their achievable level + ``margin`` → that achievable level. A cluster's
-    achievable level is over the open clusters its workloads may use (and itself)."""
+                 margin: float) -> dict[int, Hot]:
+    """Clusters above the fleet's achievable level (never below their own background) + ``margin``.
+    Its replicas go no higher than the achievable level over the open clusters its workloads may use
+    (itself included) + ``margin``: replicas of workloads whose users are elsewhere may leave for
+    clusters farther off, making room for the ones bound to it by their SLO."""
     n = levels.size
     known = ~np.isnan(levels)
     movable = movable_level(holdings, capacity)
     fleet = achievable_level(levels, capacity, movable, open_ & known)
-    out: dict[int, float] = {}
+    out: dict[int, Hot] = {}
     if np.isnan(fleet):
         return out
     on: dict[int, list[Holding]] = {}
@@ -141,16 +155,15 @@ def hot_clusters(levels: FloatArr, capacity: FloatArr, open_: BoolArr, holdings:
             if k > 0:
                 on.setdefault(c, []).append(h)
     for c in np.flatnonzero(known & (np.nan_to_num(levels) > fleet + margin)).tolist():
-        if c not in on:
+        target = max(fleet, float(levels[c] - movable[c]))
+        if c not in on or levels[c] <= target + margin:
             continue
         among = np.zeros(n, dtype=bool)
         for h in on[c]:
             among |= h.targets()
         among = (among & open_ & known)
         among[c] = True
-        level = achievable_level(levels, capacity, movable, among)
-        if levels[c] > level + margin:
-            out[c] = level
+        out[c] = Hot(target, max(achievable_level(levels, capacity, movable, among), fleet) + margin)
     return out
 
 
@@ -186,15 +199,15 @@ def _best_step(c: int, levels: FloatArr, limits: FloatArr, open_: BoolArr, ceili
     return best
 
 
-def shave(c: int, achievable: float, levels: FloatArr, limits: FloatArr, open_: BoolArr, fleet: Capacity,
-          holdings: Sequence[Holding], *, margin: float, min_gain: float, budget: int) -> Shave | None:
-    """The fewest replica moves that bring cluster ``c`` towards ``achievable`` (module docstring);
+def shave(c: int, hot: Hot, levels: FloatArr, limits: FloatArr, open_: BoolArr, fleet: Capacity,
+          holdings: Sequence[Holding], *, min_gain: float, budget: int) -> Shave | None:
+    """The fewest replica moves that bring cluster ``c`` towards ``hot.target`` (module docstring);
     ``levels`` is updated in place when a plan is returned. None: no move pays."""
+    achievable, ceiling = hot.target, hot.ceiling
     on = [(h, h.step(fleet), h.targets()) for h in holdings if h.placement.get(c, 0) > 0]
     placements = {h.name: dict(h.placement) for h, _, _ in on}
     work = levels.copy()
     before = float(work[c])
-    ceiling = achievable + margin
     moves: dict[tuple[str, int], int] = {}
     touched: dict[int, float] = {}
     while work[c] > achievable + EPS and sum(moves.values()) < budget:

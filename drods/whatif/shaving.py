@@ -61,8 +61,8 @@ class PeakShavePass:
         moved = 0
         for c in sorted((self.names.index(n) for n in due), key=lambda c: -float(work[c])):
             granted, kept = budget.take(budget.per_minute), work.copy()
-            plan = shave(c, hot[c], work, limits, open_, self.fleet, holdings, margin=p.peakshaveMargin,
-                         min_gain=p.peakshaveMinGain, budget=granted)
+            plan = shave(c, hot[c], work, limits, open_, self.fleet, holdings, min_gain=p.peakshaveMinGain,
+                         budget=granted)
             budget.give_back(granted - (plan.replicas if plan is not None else 0))
             if plan is None:
                 continue
