@@ -58,17 +58,20 @@ class Holding:
     allowed: BoolArr  # clusters its placement policy allows
     latency: FloatArr | None = None  # ms from its users to each cluster (NaN: unknown); None: no users
     slo_ms: float | None = None  # its latency SLO (None: none)
+    ok: BoolArr | None = None  # `targets`, once computed
 
     def step(self, fleet: Capacity) -> FloatArr:
         """The water level one replica adds to each cluster (the larger of its two shares)."""
         return np.maximum(self.cpu / fleet.cpu, self.memory / fleet.memory)
 
     def targets(self) -> BoolArr:
-        """Clusters a replica may move to: allowed, and within the SLO when the workload has one."""
-        ok = self.allowed.copy()
-        if self.slo_ms is not None and self.latency is not None:
-            ok &= np.nan_to_num(self.latency, nan=np.inf) <= self.slo_ms
-        return ok
+        """Clusters a replica may move to: allowed, and within the SLO when the workload has one
+        (computed once: a pass asks many times)."""
+        if self.ok is None:
+            self.ok = self.allowed.copy()
+            if self.slo_ms is not None and self.latency is not None:
+                self.ok &= np.nan_to_num(self.latency, nan=np.inf) <= self.slo_ms
+        return self.ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,24 +181,27 @@ class _Step:
 def _best_step(c: int, levels: FloatArr, limits: FloatArr, open_: BoolArr, ceiling: float,
                holdings: Sequence[tuple[Holding, FloatArr, BoolArr]],
                placements: dict[str, dict[int, int]]) -> _Step | None:
-    """The one replica move off ``c`` that lowers it most, to the allowed cluster lowest after it."""
+    """The one replica move off ``c`` that lowers it most, to the allowed cluster lowest after it;
+    ``holdings`` come largest relief first, so the first that can move (and its equals) decide."""
     best: _Step | None = None
+    room = open_ & (levels <= ceiling + EPS)
     for h, step, targets in holdings:
+        relief = float(step[c])
+        if best is not None and relief < best.relief - EPS:
+            break
         if placements[h.name].get(c, 0) <= 0:
             continue
         after = levels + step
-        relief = float(step[c])
-        ok = targets & open_ & (after <= limits + EPS) & (after <= levels[c] - relief + EPS) & (after <= ceiling + EPS)
+        ok = targets & room & (after <= limits + EPS) & (after <= levels[c] - relief + EPS) & (after <= ceiling + EPS)
         ok[c] = False
         if not ok.any():
             continue
-        if h.latency is not None:  # nearest the users first, then the lowest
-            lat = np.where(ok, np.nan_to_num(h.latency, nan=np.inf), np.inf)
+        if h.latency is not None:  # nearest the users first, then the lowest (NaN is never a target)
+            lat = np.where(ok, h.latency, np.inf)
             ok &= lat <= lat.min()
         t = int(np.argmin(np.where(ok, after, np.inf)))
-        cand = _Step(relief, float(after[t]), h, t)
-        if best is None or (cand.relief, -cand.after) > (best.relief, -best.after):
-            best = cand
+        if best is None or float(after[t]) < best.after:
+            best = _Step(relief, float(after[t]), h, t)
     return best
 
 
@@ -204,7 +210,8 @@ def shave(c: int, hot: Hot, levels: FloatArr, limits: FloatArr, open_: BoolArr, 
     """The fewest replica moves that bring cluster ``c`` towards ``hot.target`` (module docstring);
     ``levels`` is updated in place when a plan is returned. None: no move pays."""
     achievable, ceiling = hot.target, hot.ceiling
-    on = [(h, h.step(fleet), h.targets()) for h in holdings if h.placement.get(c, 0) > 0]
+    on = sorted(((h, h.step(fleet), h.targets()) for h in holdings if h.placement.get(c, 0) > 0),
+                key=lambda x: (-float(x[1][c]), x[0].name))
     placements = {h.name: dict(h.placement) for h, _, _ in on}
     work = levels.copy()
     before = float(work[c])
