@@ -5,10 +5,8 @@ and after."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +16,8 @@ from drods.assembly import Component
 from drods.model.annotations import PEAK_SHAVE_MOVES
 from drods.store import Store
 from tests.monitor_e2e.conftest import Clock
-from tests.scheduler_e2e.conftest import Plane, eventually, serve
-from tests.scheduler_e2e.test_autoops import LIMIT, WEB, _annotations, _decisions, _placed, _settings
+from tests.scheduler_e2e.conftest import eventually, serve
+from tests.scheduler_e2e.test_autoops import WEB, _annotations, _decisions, _placed, _reporting, _settings
 
 WINDOW_S = 30.0  # the damping window, on the injected clock
 
@@ -33,31 +31,6 @@ def store(store_factory: Callable[[], Store]) -> Store:
     return store_factory()
 
 
-@contextlib.asynccontextmanager
-async def _reporting(plane: Plane, clock: Clock, cpu: dict[str, float]) -> AsyncIterator[None]:
-    """An agent per cluster reporting ``cpu[cluster]`` % every 0.1 s, stamped with the injected clock."""
-    for name in cpu:
-        await plane.register(name, waterLevelLimit=LIMIT)
-
-    async def loop() -> None:
-        while True:
-            for name, pct in list(cpu.items()):
-                body = {"cluster": name, "timestamp": datetime.fromtimestamp(clock(), UTC).isoformat(),
-                        "cpuCapacity": 64, "cpuUsage": pct, "memoryCapacity": 256, "memoryAvailable": 192}
-                r = await plane.call("PUT", "/api/v1/metrics", json=body)
-                assert r.status_code == 200 and r.json()["accepted"], r.text
-            await asyncio.sleep(0.1)  # the agent's report interval, not a wait for an outcome
-
-    task = asyncio.create_task(loop())
-    try:
-        await plane.seen(*cpu)
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def test_a_cluster_whose_background_rises_gives_replicas_to_clusters_with_room(
         store: Store, tmp_path: Path) -> None:
     await store.delete_prefix("/")  # the etcd of the session is shared between tests
@@ -65,7 +38,7 @@ async def test_a_cluster_whose_background_rises_gives_replicas_to_clusters_with_
     monitoring, autoops = _settings(peakshaveAfterSeconds=WINDOW_S, peakshaveMargin=0.01, peakshaveMinGain=0.03)
     cpu = {"a": 62.0, "b": 62.0, "c": 62.0}  # busy enough for the adjuster to spread
     async with serve(store, tmp_path / "data", components=frozenset({Component.DESCHEDULER}), monitoring=monitoring,
-                     autoops=autoops, clock=clock) as plane, _reporting(plane, clock, cpu):
+                     autoops=autoops, clock=clock) as plane, _reporting(plane, cpu, clock=clock):
         await plane.bind(WEB)
         first = await _placed(plane, "web", lambda p: p == {"a": 4, "b": 4, "c": 4}, "web spread 4/4/4")
 
