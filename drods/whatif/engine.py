@@ -10,12 +10,11 @@ Per tick (``tickMinutes``), for each policy:
 3. workload events due: arrivals are scheduled, scalings re-divided, departures forgotten;
 4. bindings short of replicas are retried (as the queue retries parked bindings on cluster events;
    a tick stops retrying after ``RETRY_STREAK`` retries in a row that placed nothing);
-5. WaterLevel only: a sustained breach (monitoring's `SustainedDetector`) goes through
-   `drods.monitor.autoops.execute` to a hook that picks bindings with `choose_evacuation` and
-   re-places them; a cluster above the fleet's achievable level is shaved (`drods.whatif.shaving`);
-   a cluster replicas left is offered them back once calm (restore); a cluster replicas failed over
-   from is offered them back once up and calm for ``failbackAfterSeconds`` (fail-back, the
-   descheduler's decision code), each move within the scheduler's move budget;
+5. WaterLevel only: a sustained breach (monitoring's `SustainedDetector`) goes through `autoops.execute`
+   to a hook that picks bindings with `choose_evacuation` and re-places them; a cluster above the
+   fleet's achievable level is shaved (`drods.whatif.shaving`); a cluster replicas left (restore) or
+   failed over from (fail-back, after ``failbackAfterSeconds``) is offered them back once up and calm
+   — the descheduler's decision code — each move within the scheduler's move budget;
 6. the figures are recorded against the truth: background use + the requests of placed replicas.
 
 Every decision is `Scheduler.schedule` against a `Snapshot` followed by ``snap.assume`` — the
@@ -26,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -444,8 +444,8 @@ class PolicyRun:
         f = self.fleet
         self.snap.assume([TargetCluster.model_construct(cluster=f.names[c], replicas=k) for c, k in new.items()],
                          w.spec.resources, key=w.name)
-        grew = sum(max(0, k - w.placement.get(c, 0)) for c, k in new.items())
-        moved = grew - max(0, sum(new.values()) - sum(w.placement.values()))
+        moved = sum(max(0, k - w.placement.get(c, 0)) for c, k in new.items()) - \
+            max(0, sum(new.values()) - sum(w.placement.values()))  # a scale-up's additions are no moves
         self.trace.moved += moved
         self.trace.cross_domain_bytes += moved * self.scn.workloads.stateGiB * GIB
         self._set_placement(w, new)
@@ -635,7 +635,6 @@ class PolicyRun:
 
     # -------------------------------------------------------------- the loop
     def run(self, progress: Progress | None = None) -> Trace:
-        import time
         t_start = time.perf_counter()
         scn, f = self.scn, self.fleet
         tick_min = scn.tickMinutes
