@@ -2,7 +2,8 @@
 
 Evacuate on a sustained ``/events/sustained/<cluster>/`` event, pre-allocate ahead of a forecast
 peak, restore once a cluster is calm again, fail back once a cluster failover moved replicas off is
-Ready and calm for the damping window — each decided by the pure policy in
+Ready and calm for the damping window, shave a cluster standing above the fleet's achievable level
+(`drods.controllers.peak_shave`) — each decided by the pure policy in
 `drods.monitor.autoops`, carried out by the `Rescheduler`, recorded in monitoring's operations log —
 and, when given a `TrafficRebalancer` (`drods.controllers.traffic_rebalance`), move placed workloads
 nearer the traffic peers that arrived after them. It runs while its process leads
@@ -15,6 +16,7 @@ import asyncio
 import json
 from typing import Any
 
+from drods.controllers.peak_shave import PeakShaver
 from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.periodic import Periodic
 from drods.model import jsondoc
@@ -72,6 +74,7 @@ class Descheduler:
         # clusters failover may have moved replicas off → since when Ready and calm (fail-back)
         self.failbacks = RestoreWatch(self.ops, self.policy.failbackAfterSeconds)
         self.traffic = traffic  # H1: the traffic rebalance passes (None: not in this process)
+        self.shaver = PeakShaver(monitor, registry, self.policy)
 
     async def run(self) -> None:
         await self._load_state()
@@ -87,6 +90,8 @@ class Descheduler:
                              Periodic("pre-allocation", self.preallocate,
                                       self.svc.settings.forecastIntervalSeconds).run(),
                              Periodic("restore", self.restore, check).run(),
+                             Periodic("peak-shave", self.peakshave,
+                                      min(60.0, max(self.policy.peakshaveAfterSeconds / 30.0, 0.1))).run(),
                              *((self.traffic.run(),) if self.traffic is not None else ()))
 
     async def _load_state(self) -> None:
@@ -117,7 +122,8 @@ class Descheduler:
                                         candidates=_candidates(svc, cluster), details=details,
                                         hook=self.rescheduler, record=svc.operations.append,
                                         persist=self._save_state)
-        if action not in ("restore", "failback") and result is not None and result.accepted and result.bindings:
+        moved_off = action in ("evacuate", "preallocate")  # restore, fail-back and peak shaves offer nothing back
+        if moved_off and result is not None and result.accepted and result.bindings:
             self.restores.moved(cluster)
         return outcome
 
@@ -137,6 +143,13 @@ class Descheduler:
             reason = (f"water level {body.get('value', 0):.2f} above the limit {body.get('limit', 0):.2f} "
                       f"since {body.get('since')}")
             await self._execute("evacuate", cluster, reason, body)
+
+    async def peakshave(self) -> None:
+        """Shave each cluster hot for the damping window: a ``Rebalance`` with the levels before and after."""
+        async def act(cluster: str, reason: str, details: dict[str, Any]) -> str:
+            return await self._execute("peakshave", cluster, reason, details)
+
+        await self.shaver.run(act)
 
     def _threshold(self, cluster: str) -> float:
         return self.policy.preallocateThreshold or self.svc.water_level_limit(cluster)

@@ -27,6 +27,9 @@ The descheduler (automatic operations, `drods.controllers.descheduler`) sends a 
   bindings that remember it in ``multicluster.io/failed-over-from`` (written by `failover`) with a
   reason beginning "fail back to <cluster>", so the scheduler may take them back there — within the
   fleet's move budget (`drods.schedulerd.service`); the binding forgets the cluster.
+* ``peakshave`` — a cluster stood above the fleet's achievable level (`drods.controllers.peak_shave`):
+  each binding in ``details["moves"]`` is re-placed with exactly its planned moves
+  (``multicluster.io/peak-shave-moves``, applied by `drods.schedulerd.shaving` within the move budget).
 * ``rebalance`` — traffic rebalance (H1, `drods.controllers.traffic_rebalance`): the binding named in
   ``details["binding"]`` is re-placed from scratch, so TrafficAffinity can take it to the peers that
   arrived after it; ``multicluster.io/traffic-rebalanced-at`` (``details["at"]``, else now) starts its
@@ -37,6 +40,7 @@ Moves are graceful: the propagation controller starts the new copies before it r
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -49,6 +53,7 @@ from drods.model.annotations import (
     FAIL_BACK,
     FAILED_OVER_FROM,
     MIGRATION_HOOK,
+    PEAK_SHAVE_MOVES,
     PINNED_PLACEMENT,
     PLACEMENT_OFFERS,
     PREALLOCATION,
@@ -119,6 +124,8 @@ class Rescheduler:
             return await self.offer(target)
         if target.action == "rebalance":
             return await self.rebalance(target)
+        if target.action == "peakshave":
+            return await self.peakshave(target)
         if target.action == "failback":
             return await self.failback(target)
         return RescheduleResult(False, 0, f"{target.action} is not supported by the scheduler; nothing moved")
@@ -378,3 +385,24 @@ class Rescheduler:
         await trigger(self.registry, name, req.reason, self.clock, {TRAFFIC_REBALANCED_AT: rfc3339_ms(when)})
         replicas = int(((obj.get("spec") or {}).get("replicas")) or 0)
         return RescheduleResult(True, replicas, f"re-placing binding {name} nearer its traffic peers", (name,))
+
+    async def peakshave(self, req: RescheduleRequest) -> RescheduleResult:
+        moves = req.details.get("moves")
+        if not isinstance(moves, list) or not moves:
+            return RescheduleResult(False, 0, "peakshave needs details.moves")
+        planned: dict[str, list[dict[str, Any]]] = {}
+        for m in moves:
+            if isinstance(m, dict) and isinstance(m.get("binding"), str):
+                planned.setdefault(m["binding"], []).append({k: m.get(k) for k in ("from", "to", "replicas")})
+        names: list[str] = []
+        for name, ms in sorted(planned.items()):
+            try:
+                await trigger(self.registry, name, req.reason, self.clock, {PEAK_SHAVE_MOVES: json.dumps(ms)})
+            except NotFound:
+                continue  # deleted meanwhile: nothing to move
+            names.append(name)
+        replicas = sum(int(m.get("replicas") or 0) for n in names for m in planned[n])
+        if not names:
+            return RescheduleResult(False, 0, "no binding planned to move exists any more")
+        return RescheduleResult(True, replicas, f"moving {replicas} replica(s) of {len(names)} binding(s) off "
+                                                f"{req.cluster}", tuple(names))

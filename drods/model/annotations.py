@@ -55,6 +55,10 @@ EVACUATED_FROM = "multicluster.io/evacuated-from"
 # cluster is Ready and calm again (fail-back), then forgets it here
 FAILED_OVER_FROM = "multicluster.io/failed-over-from"
 FAIL_BACK = "fail back to"  # how the reschedule reason of a fail-back begins
+PEAK_SHAVE = "peak shave"  # how the reschedule reason of a peak-shaving move begins
+# the moves a peak shave planned for a Binding (JSON list of {"from", "to", "replicas"}), written with
+# a ``PEAK_SHAVE`` reschedule and applied as they are by the scheduler (`drods.schedulerd.shaving`)
+PEAK_SHAVE_MOVES = "multicluster.io/peak-shave-moves"
 # Cluster: a pre-allocation hold, JSON ``{"waterLevel": float, "until": RFC 3339, "reason": str}``;
 # until it expires the scheduler sees the cluster at least at that forecast water level.
 PREALLOCATION = "multicluster.io/preallocation"

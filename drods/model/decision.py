@@ -142,7 +142,7 @@ def _schedule_type(entry: Mapping[str, Any]) -> str:
                 or (len(words) >= 2 and words[0] in ("drain", "evacuate", "preallocate", "taint"))
                 or words[:2] == ["application", "failover:"]):
             return EVICTION
-        if len(words) >= 2 and (words[0] == "restore" or words[:2] == ["traffic", "rebalance:"]):
+        if len(words) >= 2 and (words[0] == "restore" or words[:2] in (["traffic", "rebalance:"], ["peak", "shave"])):
             return REBALANCE
         if (_users_move(entry) or {}).get("pays"):  # replicas moved towards their users (issue 34)
             return REBALANCE
@@ -280,7 +280,7 @@ def from_decision_log(entry: Mapping[str, Any]) -> Record:
 # The descheduler's operations (``drods.monitor.autoops``, ``drods.controllers.traffic_rebalance``):
 # moving replicas off a cluster is an eviction, moving them (back) for capacity or traffic a rebalance.
 _OPERATION_TYPES = {"Evacuate": EVICTION, "PreAllocate": REBALANCE, "Restore": REBALANCE,
-                    "TrafficRebalance": REBALANCE}
+                    "TrafficRebalance": REBALANCE, "Rebalance": REBALANCE}  # fail-back, peak shave
 
 
 def _operation_type(entry: Mapping[str, Any]) -> str:
@@ -348,7 +348,8 @@ def from_operation(entry: Mapping[str, Any]) -> Record:
     info = dict(entry.get("details") or {})
     trig = dict(info.get("trigger") or {})
     inputs: dict[str, Any] = {"candidates": {"belowLimit": info.get("candidates")}}
-    for section in ("waterLevels", "forecast", "horizonMinutes", "threshold", "calmSince", "value", "limit"):
+    for section in ("waterLevels", "forecast", "horizonMinutes", "threshold", "calmSince", "value", "limit",
+                    "waterLevelBefore", "waterLevelAfter", "achievableLevel", "targets", "moves", "hotSince"):
         if trig.get(section) is not None:
             inputs[section] = trig.pop(section)
     if entry.get("kind") == "TrafficRebalance":

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Action = Literal["evacuate", "preallocate", "restore", "offer", "rebalance", "failback"]
+Action = Literal["evacuate", "preallocate", "restore", "offer", "rebalance", "failback", "peakshave"]
 
 
 @dataclass(frozen=True, slots=True)

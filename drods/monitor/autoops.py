@@ -12,6 +12,9 @@ Three triggers, one guard rail:
   calm for ``failbackAfterSeconds`` (the damping window): re-place the bindings that failed over from
   it, so the scheduler moves them back where the policy (users, latency, water level) wants them,
   gracefully and within the fleet's ``maxMovesPerMinute`` budget; recorded as a ``Rebalance``.
+* **peakshave** — a cluster stood above the fleet's achievable level by more than ``peakshaveMargin``
+  for ``peakshaveAfterSeconds``: move the fewest replicas to clusters with room (`drods.scheduler.peakshave`),
+  paced like fail-back by the move budget; recorded as a ``Rebalance`` with the levels before and after.
 
 Before acting, `AutoOps.decide` checks the policy: enabled, per-cluster cooldown, fleet-wide
 actions-per-hour rate limit, and (to move load away) that at least ``minAvailableClusters`` other
@@ -40,7 +43,7 @@ from drods.scheduler.rebalance import TrafficRebalancePolicy
 log = logging.getLogger(__name__)
 
 KIND: dict[str, str] = {"evacuate": "Evacuate", "preallocate": "PreAllocate", "restore": "Restore",
-                        "failback": "Rebalance"}
+                        "failback": "Rebalance", "peakshave": "Rebalance"}
 
 
 class AutoOpsPolicy(BaseModel):
@@ -64,6 +67,12 @@ class AutoOpsPolicy(BaseModel):
     failback: bool = True
     # Ready and calm this long after a NotReady episode before failed-over replicas are moved back
     failbackAfterSeconds: float = Field(default=300.0, ge=0)
+    # peak shaving (`drods.scheduler.peakshave`): a cluster above the fleet's achievable level by more
+    # than the margin for the damping window gives the fewest replicas to clusters with room
+    peakshave: bool = True
+    peakshaveMargin: float = Field(default=0.01, ge=0, le=1)  # above the achievable level (water level)
+    peakshaveAfterSeconds: float = Field(default=1800.0, ge=0)  # hot this long in a row first
+    peakshaveMinGain: float = Field(default=0.03, ge=0, le=1)  # the cluster must drop at least this much
     # H1: move a placed workload nearer the traffic peers that arrived after it (`drods.scheduler.rebalance`)
     trafficRebalance: TrafficRebalancePolicy = Field(default_factory=TrafficRebalancePolicy)
 
@@ -91,10 +100,10 @@ class AutoOps:
             return Decision(False, f"cooldown: last action {now - last:.0f}s ago (< {p.cooldownSeconds:.0f}s)")
         while self._recent and now - self._recent[0] >= 3600:
             self._recent.popleft()
-        # fail-back is paced by the scheduler's move budget, not the hourly actions (nor does it
+        # fail-back and peak shaving are paced by the scheduler's move budget, not the hourly actions (nor do they
         # count in them or start a cooldown): a recovered region of 200 clusters would otherwise
         # wait 20 hours for its replicas
-        if action != "failback" and len(self._recent) >= p.maxActionsPerHour:
+        if action not in ("failback", "peakshave") and len(self._recent) >= p.maxActionsPerHour:
             return Decision(False, f"rate limit: {len(self._recent)} actions in the last hour")
         if action not in ("restore", "failback") and candidates < p.minAvailableClusters:
             return Decision(False, f"only {candidates} other active cluster(s) below their limit "
@@ -149,7 +158,7 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
     else:
         req = ops.request(action, cluster, reason, details)
         info["request"] = {"fraction": req.fraction, "minAvailability": req.min_availability}
-        if action != "failback":  # paced by the move budget; a blip must not start a cooldown
+        if action not in ("failback", "peakshave"):  # paced by the move budget; a blip must not start a cooldown
             ops.record(cluster, now)
         if persist is not None:
             await persist()

@@ -70,6 +70,7 @@ from drods.schedulerd.records import (
     with_status,
 )
 from drods.schedulerd.refit import FleetFollower
+from drods.schedulerd.shaving import shaved, shaving
 from drods.schedulerd.users import decision_users, judge_move, learned, users_moved
 from drods.schedulerd.writer import DecisionWriter, Plan
 from drods.store import KeyValue, Store
@@ -105,8 +106,7 @@ class SchedulerSettings:
     fleet_min_move_fraction: float = 0.1  # ... when at least this share of their replicas would move
     fleet_max_moves_per_minute: int = 600  # replicas such moves may shift per minute, fleet-wide
     first_status_grace: float = 10.0  # a new leader waits this long at most for every cluster's first status
-    # replicas follow learned users only when their mean latency drops by at least this much
-    users_min_gain_ms: float = 5.0
+    users_min_gain_ms: float = 5.0  # replicas follow learned users only when their latency drops this much
 
 
 class SchedulerService:
@@ -474,7 +474,8 @@ class SchedulerService:
             users, slo = learned(obj)
             task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
                         workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo)
-            decided: ScheduleResult | None = self.scheduler.schedule(task, self.cache.snap)
+            decided: ScheduleResult | None = shaved(obj, rec, self.cache.snap, self.fleet.moves, self.queue) if \
+                stype == RESCHEDULE and shaving(obj) else self.scheduler.schedule(task, self.cache.snap)
             if stype == RESCHEDULE and decided is not None and (users_moved(obj) or fails_back(obj)):
                 decided = self._follow_users(task, rec, decided) if users_moved(obj) else \
                     within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
@@ -680,12 +681,12 @@ def _roles(status: dict[str, Any]) -> dict[str, str]:
             if isinstance(t, dict) and t.get("role") and t.get("cluster")}
 
 
+@dataclass
 class _Leading:
     """The scheduler's decision loop as the manager's leader runnable for one term."""
 
-    def __init__(self, service: SchedulerService, fence: Fence) -> None:
-        self.service = service
-        self.fence = fence
+    service: SchedulerService
+    fence: Fence
 
     async def run(self) -> None:
         await self.service._lead(self.fence)

@@ -10,12 +10,11 @@ Per tick (``tickMinutes``), for each policy:
 3. workload events due: arrivals are scheduled, scalings re-divided, departures forgotten;
 4. bindings short of replicas are retried (as the queue retries parked bindings on cluster events;
    a tick stops retrying after ``RETRY_STREAK`` retries in a row that placed nothing);
-5. WaterLevel only: monitoring's `SustainedDetector` watches each cluster's water level and a
-   sustained breach goes through `drods.monitor.autoops.execute` (policy, cooldown, rate limit) to a
-   hook that picks bindings with `drods.model.reschedule.choose_evacuation` and re-places them
-   from scratch; a cluster replicas left is offered them back once calm (restore); a cluster
-   replicas failed over from is offered them back once up and calm for ``failbackAfterSeconds``
-   (fail-back, the descheduler's decision code), each move within the scheduler's move budget;
+5. WaterLevel only: a sustained breach (monitoring's `SustainedDetector`) goes through `autoops.execute`
+   to a hook that picks bindings with `choose_evacuation` and re-places them; a cluster above the
+   fleet's achievable level is shaved (`drods.whatif.shaving`); a cluster replicas left (restore) or
+   failed over from (fail-back, after ``failbackAfterSeconds``) is offered them back once up and calm
+   — the descheduler's decision code — each move within the scheduler's move budget;
 6. the figures are recorded against the truth: background use + the requests of placed replicas.
 
 Every decision is `Scheduler.schedule` against a `Snapshot` followed by ``snap.assume`` — the
@@ -26,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +49,7 @@ from drods.whatif.ideal import ideal_latency_hist, ideal_peak, ideal_peak_within
 from drods.whatif.load import BackgroundLoad, apply_trace, diurnal, read_trace
 from drods.whatif.policies import Policy, make_policy
 from drods.whatif.scenario import Scenario
+from drods.whatif.shaving import PeakShavePass
 
 RETRY_STREAK = 20
 GIB = 1024.0**3
@@ -324,6 +325,7 @@ class PolicyRun:
         self.now_s = 0.0
         self.moves = MoveBudget(SchedulerSettings().fleet_max_moves_per_minute, lambda: self.now_s)
         self.failing_back: list[str] = []  # fail-backs the move budget has not granted yet
+        self.shaver = PeakShavePass(self.ops, f.names, f.cpu, f.memory, f.latency, self.slo)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t = 0
 
@@ -433,14 +435,20 @@ class PolicyRun:
         if budget is not None and not grants(budget, [(f.names[c], k) for c, k in w.placement.items()],
                                              [(f.names[c], k) for c, k in new.items()]):
             return -1
-        self.snap.assume(res.placement, w.spec.resources, key=w.name)
         old_running = sum(k for c, k in w.placement.items() if self.up[c])
-        grew = sum(max(0, k - w.placement.get(c, 0)) for c, k in new.items())
-        moved = grew - max(0, sum(new.values()) - sum(w.placement.values()))
+        self._commit(w, new)
+        return sum(k for c, k in new.items() if self.up[c]) - old_running
+
+    def _commit(self, w: _Workload, new: dict[int, int]) -> None:
+        """``w`` now runs as ``new``: assumed in the snapshot, moves counted, figures updated."""
+        f = self.fleet
+        self.snap.assume([TargetCluster.model_construct(cluster=f.names[c], replicas=k) for c, k in new.items()],
+                         w.spec.resources, key=w.name)
+        moved = sum(max(0, k - w.placement.get(c, 0)) for c, k in new.items()) - \
+            max(0, sum(new.values()) - sum(w.placement.values()))  # a scale-up's additions are no moves
         self.trace.moved += moved
         self.trace.cross_domain_bytes += moved * self.scn.workloads.stateGiB * GIB
         self._set_placement(w, new)
-        return sum(k for c, k in new.items() if self.up[c]) - old_running
 
     def _running(self, w: _Workload) -> int:
         return sum(k for c, k in w.placement.items() if self.up[c])
@@ -567,7 +575,8 @@ class PolicyRun:
         f = self.fleet
         wl = self.snap.water_level
         limits = self.limits
-        below = self.up & (wl < limits) & ~self.snap.unschedulable[: f.n]
+        open_ = self.up & ~self.snap.unschedulable[: f.n]
+        below = open_ & (wl < limits)
         for c in np.flatnonzero(self.up).tolist():
             ev = self.detectors[float(limits[c])].observe(f.names[c], float(wl[c]), now_s)
             if ev is None or ev.kind != "sustained":
@@ -577,6 +586,9 @@ class PolicyRun:
                 self.ops, "evacuate", f.names[c], reason, now_s, candidates=int(below.sum() - below[c]),
                 details=ev.to_dict(), hook=self._hook, record=self._record))
         p = self.scn.autoops
+        if p.enabled and p.peakshave:  # the descheduler's peak shaving (`drods.whatif.shaving`)
+            self.shaver.run(self._loop, now_s, np.where(self.up, wl, np.nan), limits, open_, self.workloads.values(),
+                            self.moves, lambda n, pl: self._commit(self.workloads[n], pl), self._record)
         calm_below = limits - self.scn.hysteresis
         if p.enabled and p.failback:
             self._failback_pass(now_s, wl, calm_below)
@@ -623,8 +635,6 @@ class PolicyRun:
 
     # -------------------------------------------------------------- the loop
     def run(self, progress: Progress | None = None) -> Trace:
-        import time
-
         t_start = time.perf_counter()
         scn, f = self.scn, self.fleet
         tick_min = scn.tickMinutes

@@ -21,24 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from drods.scheduler.arrays import FloatArr
+from drods.scheduler.waterfill import fluid_level
 
-
-def fluid_level(background: FloatArr, capacity: FloatArr, demand: float) -> float:
-    """The level L (fraction of capacity) at which the clusters hold ``demand`` above their
-    ``background`` (fractions), filling the lowest first; ``background.max()`` bounds it below."""
-    if background.size == 0:
-        return float("nan")
-    top = float(background.max())
-    if demand <= 0:
-        return top
-    order = np.argsort(background, kind="stable")
-    bg, cap = background[order], capacity[order]
-    ccap = np.cumsum(cap)
-    # water held when the level reaches bg[k]: Σ_{j<k} (bg[k] − bg[j]) · cap[j]
-    held = bg * np.concatenate(([0.0], ccap[:-1])) - np.concatenate(([0.0], np.cumsum(bg * cap)[:-1]))
-    k = int(np.searchsorted(held, demand, side="right")) - 1  # the last level still below the demand
-    level = bg[k] + (demand - held[k]) / ccap[k]
-    return max(float(level), top)
+__all__ = ["fluid_level", "ideal_latency_hist", "ideal_peak", "ideal_peak_within_slo", "nearest_fill", "weighted_p95"]
 
 
 def ideal_peak(bg_cpu: FloatArr, bg_mem: FloatArr, cpu: FloatArr, mem: FloatArr, up: np.ndarray,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -136,14 +137,15 @@ async def serve(store: Store, data_dir: Path, *, settings: SchedulerSettings | N
                 components: frozenset[Component] = frozenset(),
                 monitoring: MonitorSettings | None = None, autoops: AutoOpsPolicy | None = None,
                 steering: SteeringSettings | None = None, autoscaling: AutoscalerSettings | None = None,
-                datasets: CachePlannerSettings | None = None) -> AsyncIterator[Plane]:
+                datasets: CachePlannerSettings | None = None,
+                clock: Callable[[], float] = time.time) -> AsyncIterator[Plane]:
     """The API server, with the scheduler and the resource detector unless ``scheduler=False`` (then
     they run elsewhere), plus ``components``."""
     run = APISERVER | components | (frozenset({Component.SCHEDULER, Component.DETECTOR}) if scheduler else frozenset())
     sched = settings or fast_settings()
     config = ServerConfig(store_url="unused://", data_dir=data_dir, components=run,
                           settings=ComponentSettings(scheduler=sched, profile=profile, monitoring=monitoring,
-                                                     autoops=autoops, steering=steering,
+                                                     autoops=autoops, steering=steering, clock=clock,
                                                      lease_ttl=sched.lease_ttl,
                                                      autoscaling=autoscaling or AutoscalerSettings(),
                                                      datasets=datasets or CachePlannerSettings()))

@@ -57,15 +57,18 @@ async def _plane(store: Store, data_dir: Path, settings: tuple[MonitorSettings, 
 
 
 @contextlib.asynccontextmanager
-async def _reporting(plane: Plane, cpu: dict[str, float], *, register: bool = True) -> AsyncIterator[None]:
-    """An agent per cluster reporting ``cpu[cluster]`` % every 0.1 s (the dict can change meanwhile)."""
+async def _reporting(plane: Plane, cpu: dict[str, float], *, register: bool = True,
+                     clock: Callable[[], float] | None = None) -> AsyncIterator[None]:
+    """An agent per cluster reporting ``cpu[cluster]`` % every 0.1 s (the dict can change meanwhile),
+    stamped with ``clock`` when the plane runs on an injected one."""
     for name in cpu if register else ():
         await plane.register(name, waterLevelLimit=LIMIT)
 
     async def loop() -> None:
         while True:
             for name, pct in list(cpu.items()):
-                body = {"cluster": name, "timestamp": datetime.now(UTC).isoformat(), "cpuCapacity": 64,
+                now = datetime.now(UTC) if clock is None else datetime.fromtimestamp(clock(), UTC)
+                body = {"cluster": name, "timestamp": now.isoformat(), "cpuCapacity": 64,
                         "cpuUsage": pct, "memoryCapacity": 256, "memoryAvailable": 192}
                 r = await plane.call("PUT", "/api/v1/metrics", json=body)
                 assert r.status_code == 200 and r.json()["accepted"], r.text

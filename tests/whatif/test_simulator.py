@@ -32,6 +32,7 @@ def tiny(replicas: int, **over: Any) -> dict[str, Any]:
         "background": {"diurnal": FLAT},
         "workloads": {"items": [{"name": "app", "replicas": replicas, "cpu": 8, "memoryGiB": 0, "region": "eu"}]},
         "sla": {"waterLevel": 0.85},
+        "autoops": {"preallocate": False, "peakshave": False},  # shaving has tests of its own
     }
     doc.update(over)
     return doc
@@ -102,6 +103,21 @@ def test_sustained_breach_evacuates_through_the_real_auto_ops() -> None:
     assert float(np.nanmax(tr.water_level[-6:, 0])) == pytest.approx(0.7 + 4 / 64)  # below its limit again
     # the Karmada baselines never move for load
     assert PolicyRun(inputs, make_policy("AvailableReplicas")).run().moved == 0
+
+
+def test_peak_shaving_spreads_a_packed_cluster_through_the_descheduler_decision() -> None:
+    # packed at 0.6 / 0.1 (σ = 0 on an idle fleet); the achievable level is 0.35: two 8-core replicas move
+    doc = tiny(4, autoops={"preallocate": False, "peakshaveAfterSeconds": 900})
+    run_ = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel"))
+    tr = run_.run()
+    assert tr.operations == {"Rebalance:executed": 1}, tr.operations
+    assert run_.workloads["app"].placement == {0: 2, 1: 2} and tr.moved == 2
+    # hot at minute 0, shaved once hot for the 15-minute damping window
+    assert tr.water_level.max(axis=1).tolist() == pytest.approx([0.6, 0.35, 0.35, 0.35])
+    assert float(tr.ideal_peak[0]) == pytest.approx(0.35)
+    # a minimum gain above what the move brings leaves the placement alone
+    doc["autoops"]["peakshaveMinGain"] = 0.3
+    assert run(doc, "WaterLevel")["replicas_moved"] == 0
 
 
 def test_deterministic_for_a_seed() -> None:
@@ -339,6 +355,6 @@ def test_failed_over_replicas_fail_back_after_the_damping_window() -> None:
     assert tr.operations == {"Rebalance:executed": 1}, tr.operations
     assert back.workloads["app"].placement == {0: 4} and tr.moved == 4 + 4
     assert tr.latency_breaches == (95 - 30) // 5  # ticks at minutes 30..90 away from the users
-    doc["autoops"] = {"preallocate": False, "failback": False}  # as Karmada: failed over for good
+    doc["autoops"] = {"preallocate": False, "failback": False, "peakshave": False}  # as Karmada: failed over for good
     stay = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel"))
     assert stay.run().moved == 4 and stay.workloads["app"].placement == {1: 4}

@@ -1,0 +1,157 @@
+"""The descheduler's peak-shaving pass (the decision: `drods.scheduler.peakshave`).
+
+Each pass reads the clusters' water levels as monitoring sees them (``svc.fleet.realtime``), their
+capacity (the status documents' ``cpu.capacity`` / ``memory.capacity``) and the placed Bindings
+that may be divided anew — ``Divided`` by water level or available replicas, no static weights, no
+``Aggregated``, no spread constraints, no stateful roles, not pinned by a MigrationPlan. A cluster
+hot for ``peakshaveAfterSeconds`` goes through `drods.monitor.autoops.execute` as a ``peakshave``
+action (a ``Rebalance`` in the operations log, with the levels before and after); the
+`Rescheduler` asks the scheduler for exactly the planned moves (`drods.schedulerd.shaving`), which
+the scheduler's move budget paces and the propagation makes gracefully (new copies first).
+
+The latency SLO guard: a workload with users (declared ``placement.users`` or learned) and a latency
+SLO (``placement.latencySLOMs`` or the learned one) may move only to clusters whose declared
+latency (``spec.network.latencyMs``, by site, city or region; a cluster in the users' region counts
+as local) to every user place is within the SLO — a cluster of unknown latency is not a target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from drods.model.annotations import learned_users
+from drods.model.binding import BindingSpec
+from drods.model.cluster import ClusterSpec
+from drods.model.kinds import BINDING
+from drods.model.migration import pinned_placement
+from drods.monitor import report as r
+from drods.monitor.autoops import AutoOpsPolicy
+from drods.monitor.service import MonitorService
+from drods.registry.objects import ObjectRegistry
+from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, shave
+from drods.scheduler.selection import ClusterFacts, ClusterSelection
+
+Execute = Callable[[str, str, dict[str, Any]], Awaitable[str]]
+Obj = dict[str, Any]
+
+
+def divisible(spec: BindingSpec) -> bool:
+    """May a peak shave move some of its replicas without breaking its placement policy?"""
+    pl = spec.placement
+    rs = pl.replicaScheduling
+    if rs is not None and (rs.replicaSchedulingType != "Divided" or rs.replicaDivisionPreference == "Aggregated"
+                           or (rs.weightPreference is not None and rs.weightPreference.staticWeightList)):
+        return False
+    return not (pl.spreadConstraints or pl.statefulTopology is not None)
+
+
+def user_places(spec: BindingSpec, obj: Mapping[str, Any]) -> tuple[list[str], float | None]:
+    """The places (site, city or region names) of the workload's users and its latency SLO."""
+    pl = spec.placement
+    places = [str(u.site or u.city or u.region) for u in pl.users]
+    slo = pl.latencySLOMs
+    doc = learned_users(obj)
+    if not places and doc is not None:
+        places = [str(u.get("site")) for u in doc["sites"] if isinstance(u, dict) and u.get("site")]
+        got = doc.get("latencySLOMs")
+        slo = slo if slo is not None else (float(got) if isinstance(got, int | float) and got > 0 else None)
+    return places, slo
+
+
+def latency_to(places: Sequence[str], specs: Sequence[ClusterSpec | None]) -> np.ndarray:
+    """Per cluster, the declared latency to the farthest of ``places`` (NaN: unknown)."""
+    out = np.full(len(specs), np.nan)
+    for i, s in enumerate(specs):
+        if s is None:
+            continue
+        declared = s.network.latencyMs if s.network is not None else {}
+        seen = [0.0 if p == s.region else declared.get(p, math.nan) for p in places]
+        out[i] = max(seen) if seen else math.nan
+    return out
+
+
+class PeakShaver:
+    """The pass and its damping watch; one per descheduler (state is rebuilt by watching)."""
+
+    def __init__(self, svc: MonitorService, registry: ObjectRegistry, policy: AutoOpsPolicy) -> None:
+        self.svc = svc
+        self.registry = registry
+        self.policy = policy
+        self.watch = PeakWatch(policy.peakshaveAfterSeconds)
+
+    def fleet(self, details: Mapping[str, Any]) -> tuple[list[str], np.ndarray, np.ndarray, Capacity,
+                                                         list[ClusterSpec | None], list[ClusterFacts | None]]:
+        """Names, water levels (NaN: inactive), limits, capacity, specs and facts of the known clusters."""
+        svc = self.svc
+        names = sorted(c for c in details if c in svc.fleet.clusters)
+        levels, limits, cpu, mem = (np.full(len(names), np.nan) for _ in range(4))
+        specs: list[ClusterSpec | None] = []
+        facts: list[ClusterFacts | None] = []
+        for i, c in enumerate(names):
+            d, info, entry = details[c], svc.fleet.clusters[c], svc.fleet.statuses.get(c)
+            st = entry.status if entry is not None else None
+            cap = (st.get(r.CPU_CAPACITY), st.get(r.MEMORY_CAPACITY)) if st is not None else (None, None)
+            if d["active"] and d["waterLevel"] is not None and cap[0] and cap[1]:
+                levels[i], cpu[i], mem[i] = float(d["waterLevel"]), float(cap[0]), float(cap[1])
+            limits[i] = svc.water_level_limit(c)
+            try:
+                spec = ClusterSpec.model_validate(info.spec or {})
+            except ValidationError:
+                spec = None
+            specs.append(spec)
+            facts.append(None if spec is None or spec.unschedulable else ClusterFacts.of(c, info.labels, spec))
+        return names, levels, limits, Capacity(np.nan_to_num(cpu, nan=1.0), np.nan_to_num(mem, nan=1.0)), specs, facts
+
+    def holding(self, obj: Obj, index: Mapping[str, int], specs: Sequence[ClusterSpec | None],
+                facts: Sequence[ClusterFacts | None]) -> Holding | None:
+        """What the decision needs of one Binding, None when a peak shave may not move it."""
+        meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+        if meta.get("deletionTimestamp") or pinned_placement(obj) is not None:
+            return None
+        try:
+            spec = BindingSpec.model_validate(obj.get("spec") or {})
+        except ValidationError:
+            return None
+        placed = {index[t["cluster"]]: int(t.get("replicas") or 0) for t in status.get("placement") or []
+                  if isinstance(t, dict) and t.get("cluster") in index and int(t.get("replicas") or 0) > 0}
+        if not placed or not divisible(spec) or spec.resources.cpu <= 0:
+            return None
+        sel = ClusterSelection.of(spec)
+        allowed = np.fromiter((f is not None and sel.selects(f) for f in facts), dtype=bool, count=len(facts))
+        places, slo = user_places(spec, obj)
+        latency = latency_to(places, specs) if places and slo is not None else None
+        return Holding(str(meta.get("name")), placed, spec.resources.cpu, spec.resources.memory, allowed, latency,
+                       slo if latency is not None else None)
+
+    async def run(self, execute: Execute) -> list[Shave]:
+        """One pass: shave each cluster hot for the damping window, hottest first."""
+        p = self.policy
+        if not (p.enabled and p.peakshave):
+            return []
+        _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
+        names, levels, limits, cap, specs, facts = self.fleet(details)
+        index = {c: i for i, c in enumerate(names)}
+        holdings = [h for obj in await self.registry.scan(BINDING)
+                    if (h := self.holding(obj, index, specs, facts)) is not None]
+        open_ = ~np.isnan(levels) & np.fromiter((f is not None for f in facts), dtype=bool, count=len(facts))
+        hot = hot_clusters(levels, cap.cpu, open_, holdings, p.peakshaveMargin)
+        due = self.watch.observe({names[c] for c in hot}, self.svc.clock())
+        done: list[Shave] = []
+        for c in sorted((index[n] for n in due), key=lambda c: -float(levels[c])):
+            plan = shave(c, hot[c], levels, limits, open_, cap, holdings, min_gain=p.peakshaveMinGain,
+                         budget=10**6)  # the scheduler's move budget paces them
+            if plan is None:
+                continue
+            since = self.watch.hot_since.get(names[c])
+            self.watch.shaved(names[c], self.svc.clock())
+            await execute(names[c], plan.reason(names[c]), {**plan.as_json(names), "hotSince": since})
+            done.append(plan)
+            for h in holdings:
+                if h.name in plan.placements:
+                    h.placement = dict(plan.placements[h.name])
+        return done

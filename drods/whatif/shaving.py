@@ -1,0 +1,93 @@
+"""The simulator's peak-shaving pass: the descheduler's decision (`drods.scheduler.peakshave`),
+gated by `drods.monitor.autoops.execute` (policy, cooldown, somewhere to go) and paced by the
+scheduler's `MoveBudget`, as the product runs it (`drods.controllers.descheduler`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
+
+import numpy as np
+
+from drods.model.reschedule import RescheduleRequest, RescheduleResult
+from drods.monitor.autoops import AutoOps, execute
+from drods.scheduler.arrays import BoolArr, FloatArr
+from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, shave
+from drods.schedulerd.fleet import MoveBudget
+
+Apply = Callable[[str, dict[int, int]], None]
+Record = Callable[..., Awaitable[Any]]
+
+
+class Placed(Protocol):
+    """What the pass needs of a simulated workload."""
+
+    name: str
+    placement: dict[int, int]
+    cpu: float
+    memory: float
+    origin: int  # its users' region
+
+
+class PeakShavePass:
+    """One policy run's peak shaving: the damping watch and the pass per tick."""
+
+    def __init__(self, ops: AutoOps, names: list[str], cpu: FloatArr, memory: FloatArr, latency: FloatArr,
+                 slo_ms: float | None) -> None:
+        self.ops = ops
+        self.names = names
+        self.fleet = Capacity(cpu, memory)
+        self.latency = latency  # (clusters, regions) ms
+        self.slo_ms = slo_ms
+        self.watch = PeakWatch(ops.policy.peakshaveAfterSeconds)
+        self._all = np.ones(len(names), dtype=bool)
+
+    def holdings(self, workloads: Iterable[Placed]) -> list[Holding]:
+        """Every placed workload (the simulator's are all divided by water level and select every cluster)."""
+        return [Holding(w.name, dict(w.placement), w.cpu, w.memory, self._all,
+                        self.latency[:, w.origin] if self.slo_ms is not None else None, self.slo_ms)
+                for w in workloads if w.placement]
+
+    def run(self, loop: asyncio.AbstractEventLoop, now_s: float, levels: FloatArr, limits: FloatArr,
+            open_: BoolArr, workloads: Iterable[Placed], budget: MoveBudget, apply: Apply, record: Record) -> int:
+        """Shave each cluster hot for the damping window, hottest first; returns the replicas moved."""
+        p = self.ops.policy
+        holdings = self.holdings(workloads)
+        work = levels.astype(float)
+        hot = hot_clusters(work, self.fleet.cpu, open_, holdings, p.peakshaveMargin)
+        due = self.watch.observe({self.names[c] for c in hot}, now_s)
+        moved = 0
+        for c in sorted((self.names.index(n) for n in due), key=lambda c: -float(work[c])):
+            granted, kept = budget.take(budget.per_minute), work.copy()
+            plan = shave(c, hot[c], work, limits, open_, self.fleet, holdings, min_gain=p.peakshaveMinGain,
+                         budget=granted)
+            budget.give_back(granted - (plan.replicas if plan is not None else 0))
+            if plan is None:
+                continue
+            if not self._execute(loop, plan, now_s, open_, apply, record):
+                work[:] = kept
+                budget.give_back(plan.replicas)
+                continue
+            moved += plan.replicas
+            for h in holdings:
+                if h.name in plan.placements:
+                    h.placement = dict(plan.placements[h.name])
+        return moved
+
+    def _execute(self, loop: asyncio.AbstractEventLoop, plan: Shave, now_s: float, open_: BoolArr,
+                 apply: Apply, record: Record) -> bool:
+        name = self.names[plan.cluster]
+        reason = plan.reason(name)
+
+        async def hook(req: RescheduleRequest) -> RescheduleResult:
+            for workload, placement in plan.placements.items():
+                apply(workload, placement)
+            return RescheduleResult(True, plan.replicas, reason, tuple(sorted(plan.placements)))
+
+        outcome, _ = loop.run_until_complete(execute(
+            self.ops, "peakshave", name, reason, now_s, candidates=int(open_.sum()) - 1,
+            details=plan.as_json(self.names), hook=hook, record=record))
+        self.watch.shaved(name, now_s)
+        return outcome == "executed"

@@ -1,0 +1,128 @@
+"""The peak-shaving decision (`drods.scheduler.peakshave`): the margin, the damping window, the
+budget, the minimum gain and the latency SLO guard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drods.scheduler.peakshave import Capacity, Holding, Hot, PeakWatch, hot_clusters, shave
+
+N = 3
+FLEET = Capacity(np.full(N, 100.0), np.full(N, 400.0))  # 1 core = 0.01 of a cluster's water level
+LIMITS = np.full(N, 0.85)
+OPEN = np.ones(N, dtype=bool)
+AT_050 = Hot(0.50, 0.52)  # shave to 0.50, fill others up to 0.52
+
+
+def holding(name: str, placement: dict[int, int], *, latency: list[float] | None = None,
+            slo: float | None = None, allowed: list[bool] | None = None) -> Holding:
+    return Holding(name, placement, 1.0, 1.0, np.array(allowed or [True] * N),
+                   None if latency is None else np.array(latency), slo)
+
+
+def test_a_cluster_above_the_achievable_level_by_more_than_the_margin_is_hot() -> None:
+    # cluster 0: background 0.50 + 20 replicas (0.20) = 0.70; the others 0.40 and 0.40 with nothing placed
+    levels = np.array([0.70, 0.40, 0.40])
+    hs = [holding("web", {0: 20})]
+    hot = hot_clusters(levels, FLEET.cpu, OPEN, hs, margin=0.02)
+    # the 20 cores fill the three backgrounds (0.50, 0.40, 0.40) to (20 + 10) / 300 + 0.40 = 0.50
+    assert list(hot) == [0]
+    assert hot[0].target == pytest.approx(0.50) and hot[0].ceiling == pytest.approx(0.52)
+    assert hot_clusters(levels, FLEET.cpu, OPEN, hs, margin=0.25) == {}  # 0.70 ≤ 0.50 + 0.25
+
+
+def test_a_cluster_is_shaved_to_the_fleets_level_its_bound_workloads_to_their_own() -> None:
+    # users near clusters 0 and 1 only (SLO): their achievable level there is (20 cores + 0.5 + 0.4) → 0.55
+    levels = np.array([0.70, 0.40, 0.20])
+    bound = holding("web", {0: 20}, latency=[5.0, 5.0, 300.0], slo=150.0)
+    hot = hot_clusters(levels, FLEET.cpu, OPEN, [bound], margin=0.02)
+    # the whole fleet's fill would be 0.433, but cluster 0 cannot go below its own background
+    assert hot[0].target == pytest.approx(0.50)
+    assert hot[0].ceiling == pytest.approx(0.55 + 0.02)
+    plan = shave(0, hot[0], levels, LIMITS, OPEN, FLEET, [bound], min_gain=0.01, budget=100)
+    assert plan is not None and {m.target for m in plan.moves} == {1}
+    assert plan.after == pytest.approx(0.55)  # no lower than the cluster it gives to: both at 0.55
+    assert plan.replicas == 15
+
+
+def test_a_cluster_that_holds_only_its_own_background_is_not_hot() -> None:
+    levels = np.array([0.80, 0.30, 0.30])
+    assert hot_clusters(levels, FLEET.cpu, OPEN, [holding("web", {1: 2})], margin=0.02) == {}
+
+
+def test_shaving_moves_the_fewest_replicas_to_the_lowest_clusters_down_to_the_achievable_level() -> None:
+    levels = np.array([0.70, 0.40, 0.40])
+    big = Holding("big", {0: 10}, 2.0, 1.0, OPEN.copy())  # 0.02 per replica: moved first
+    hs = [holding("web", {0: 10}), big]
+    plan = shave(0, AT_050, levels, LIMITS, OPEN, FLEET, hs, min_gain=0.01, budget=100)
+    assert plan is not None
+    assert plan.before == pytest.approx(0.70)
+    assert plan.after == pytest.approx(0.50)
+    assert plan.replicas == 10  # ten of the big replicas, none of the small
+    assert {m.workload for m in plan.moves} == {"big"}
+    assert plan.placements["big"] == {1: 5, 2: 5}
+    assert levels.tolist() == pytest.approx([0.50, 0.50, 0.50])  # updated for the next cluster's plan
+    doc = plan.as_json(["a", "b", "c"])
+    assert doc["waterLevelBefore"] == 0.7 and doc["waterLevelAfter"] == 0.5 and doc["achievableLevel"] == 0.5
+    assert doc["targets"]["b"] == {"waterLevelBefore": 0.4, "waterLevelAfter": 0.5}
+    assert "0.700" in plan.reason("a") and "0.500" in plan.reason("a")
+
+
+def test_the_budget_caps_the_moves() -> None:
+    levels = np.array([0.70, 0.40, 0.40])
+    plan = shave(0, AT_050, levels, LIMITS, OPEN, FLEET, [holding("web", {0: 20})], min_gain=0.01, budget=3)
+    assert plan is not None and plan.replicas == 3
+    assert plan.after == pytest.approx(0.67)
+    assert shave(0, AT_050, levels.copy(), LIMITS, OPEN, FLEET, [holding("web", {0: 20})], min_gain=0.01,
+                 budget=0) is None
+
+
+def test_a_plan_that_gains_less_than_the_minimum_is_dropped_and_changes_nothing() -> None:
+    levels = np.array([0.70, 0.40, 0.40])
+    before = levels.copy()
+    # 4 replicas: 0.04 < 0.05
+    plan = shave(0, AT_050, levels, LIMITS, OPEN, FLEET, [holding("web", {0: 20})], min_gain=0.05, budget=4)
+    assert plan is None
+    assert levels.tolist() == before.tolist()
+
+
+def test_a_move_never_takes_a_replica_beyond_the_latency_slo() -> None:
+    levels = np.array([0.70, 0.40, 0.40])
+    # cluster 1 is 200 ms from the users (SLO 150), cluster 2 unknown: no move is allowed
+    far = holding("web", {0: 20}, latency=[5.0, 200.0, float("nan")], slo=150.0)
+    assert shave(0, AT_050, levels, LIMITS, OPEN, FLEET, [far], min_gain=0.01, budget=100) is None
+    # within the SLO: only there, and no further than the receiving cluster stays under the margin
+    near = holding("web", {0: 20}, latency=[5.0, 90.0, 200.0], slo=150.0)
+    plan = shave(0, AT_050, levels, LIMITS, OPEN, FLEET, [near], min_gain=0.01, budget=100)
+    assert plan is not None
+    assert {m.target for m in plan.moves} == {1}
+    assert plan.placements["web"][1] == 12  # cluster 1 up to 0.52 = the achievable level + the margin
+    assert plan.after == pytest.approx(0.58)
+
+
+def test_the_placement_policy_and_closed_clusters_are_respected() -> None:
+    levels = np.array([0.70, 0.40, 0.40])
+    only_2 = holding("web", {0: 20}, allowed=[True, False, True])
+    closed = np.array([True, True, False])
+    assert shave(0, AT_050, levels, LIMITS, closed, FLEET, [only_2], min_gain=0.01, budget=100) is None
+
+
+def test_a_receiving_cluster_never_goes_past_its_limit_nor_above_the_source() -> None:
+    levels = np.array([0.90, 0.84, 0.84])
+    plan = shave(0, Hot(0.50, 1.0), levels, LIMITS, OPEN, FLEET, [holding("web", {0: 20})], min_gain=0.01,
+                 budget=100)
+    assert plan is not None
+    assert max(a for _, a in plan.targets.values()) <= 0.85 + 1e-9
+    assert plan.replicas == 2
+
+
+def test_the_damping_window_needs_a_cluster_hot_that_long_in_a_row() -> None:
+    watch = PeakWatch(after_s=600.0)
+    assert watch.observe({"a", "b"}, 0.0) == []
+    assert watch.observe({"a", "b"}, 599.0) == []
+    assert watch.observe({"a"}, 300.0 + 300.0) == ["a"]  # b cooled off: forgotten
+    assert watch.observe({"a", "b"}, 700.0) == ["a"]  # b starts again
+    watch.shaved("a", 700.0)
+    assert watch.observe({"a", "b"}, 1200.0) == []
+    assert watch.observe({"a", "b"}, 1300.0) == ["a", "b"]
