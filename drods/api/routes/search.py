@@ -88,11 +88,11 @@ def _kind(request: Request, rp: ResourcePath) -> Kind:
 
 async def serve_cached(request: Request, principal: Principal, path: str) -> Response:
     ctx = context(request)
+    rp = ResourcePath.parse(path)  # a path that names no resource is a 404 wherever it is asked
     if not ctx.search.active:
         raise ApiError(503, "SEARCH_CACHE_NOT_HERE", "the search cache is kept by the replica leading the "
                        "search-cache lease (drods serve or drods controllers); this one does not run it",
                        {"lease": "search-cache"})
-    rp = ResourcePath.parse(path)
     kind = _kind(request, rp)
     principal.require(Action.READ, namespace=rp.namespace if kind.namespaced else None)
     query = Query(rp.group, rp.version, rp.plural, rp.namespace, rp.name, selector_of(request))
