@@ -219,8 +219,9 @@ class BindingController:
         if kind is None or cache is None or ref.selector is None:
             return []
         prefix = kind.key_prefix(ref.namespace if kind.namespaced else None)
-        return [o for key, o in sorted(cache.items()) if key.startswith(prefix) and o.get("kind") == ref.kind
-                and ref.selector.matches((o.get("metadata") or {}).get("labels") or {})]
+        found = {key: o for key, o in cache.items() if key.startswith(prefix) and o.get("kind") == ref.kind
+                 and ref.selector.matches((o.get("metadata") or {}).get("labels") or {})}
+        return [found[key] for key in sorted(found)]
 
     def _lookup(self, kind: str, ns: str, name: str) -> Obj | None:
         k = by_kind("v1", kind)

@@ -366,8 +366,7 @@ class MultiClusterServiceController:
         prev_conds = [c for c in previous.get("conditions") or [] if isinstance(c, dict)]
         conditions = list(p.conditions)
         if published is not None and conditions[0][1]:
-            e_serving, addresses = published
-            conditions.append(load_balancer_condition_of(e_serving, addresses))
+            conditions.append(load_balancer_condition_of(*published))
         status = {**previous, "conditions": [_condition(t, ok, r, m, prev_conds, now) for t, ok, r, m in conditions],
                   "loadBalancer": published[1] if published is not None and conditions[0][1] else {}}
         if status == previous:

@@ -313,6 +313,35 @@ async def test_a_flat_patch_lands_while_the_status_changes(api: Api) -> None:
     assert {f"k{i}" for i in range(8)} <= set(labels)  # every patch landed, none lost
 
 
+async def test_a_sync_batch_lands_while_the_status_changes(api: Api) -> None:
+    """``POST /api/v1/sync/batch`` names no revision: an upsert racing status writes on the same
+    objects (a controller's, between the batch's read and its write) is planned again, not refused."""
+    from drods.model.kinds import CLUSTER
+    from drods.store.cas import read_modify_write
+
+    for name in ("a", "b"):
+        r = await api.call("POST", "/api/v1/clusters", json={"name": name, "credentials": {"kubeconfig": "k"}})
+        assert r.status_code == 201
+    registry = api.app.state.ctx.registry  # type: ignore[attr-defined]
+
+    async def heartbeats() -> None:
+        for i in range(30):
+            for name in ("a", "b"):
+                await read_modify_write(lambda _, i=i, n=name: registry.update_status(CLUSTER, n, {"heartbeat": i}))
+            await asyncio.sleep(0.002)
+
+    def batch(i: int) -> dict[str, Any]:
+        return {"objects": [{"apiVersion": "multicluster.io/v1alpha1", "kind": "Cluster",
+                             "metadata": {"name": n, "labels": {"round": str(i)}},
+                             "spec": {"credentials": {"kubeconfig": "k"}}} for n in ("a", "b")]}
+
+    sent = [api.call("POST", "/api/v1/sync/batch", json=batch(i)) for i in range(8)]
+    *rs, _ = await asyncio.gather(*sent, heartbeats())
+    assert [r.status_code for r in rs] == [200] * 8, [r.text for r in rs if r.status_code != 200]
+    held, _ = await registry.list(CLUSTER)
+    assert all(c["status"].get("heartbeat") is not None for c in held)  # the status writes were kept too
+
+
 async def test_a_scan_yields_what_a_list_does_decoding_as_it_goes(api: Api) -> None:
     """`ObjectRegistry.scan`: the passes over every Binding (descheduler, evacuation, drain) read
     the objects one at a time instead of holding every decoded document."""

@@ -9,6 +9,7 @@ document); 404 when nothing was stored.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -23,6 +24,7 @@ from drods.api.dryrun import dry_run_param
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, Invalid, NotFound
 from drods.model.keys import FLEET_CONFIG, SYNC_CONFIGS_PREFIX
+from drods.store.cas import read_modify_write
 
 router = APIRouter(prefix="/api/v1/sync", tags=["sync"], responses=ERROR_RESPONSES)
 
@@ -99,7 +101,10 @@ async def post_batch(request: Request, _: Principal = Depends(authenticate),
             raise Invalid(f"objects[{i}]: unknown apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')}",
                           {"index": i, "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")})
         items.append((kind, obj))
-    results = await ctx.registry.batch_upsert(items, dry_run=dry_run)
+    # An upsert names no resourceVersion: a write that lost a race with a controller (a status
+    # update between read and write) is planned again over what is stored now, as kube-apiserver does.
+    results = await read_modify_write(lambda _: ctx.registry.batch_upsert(
+        [(kind, copy.deepcopy(obj)) for kind, obj in items], dry_run=dry_run))
     return JSONResponse({"count": len(results), "dryRun": dry_run, "items": [
         {"kind": o["kind"], "name": o["metadata"]["name"], "namespace": o["metadata"].get("namespace"),
          "resourceVersion": o["metadata"].get("resourceVersion"), "created": created} for o, created in results]})
