@@ -199,8 +199,15 @@ def test_drain_a_cluster_and_watch_its_workloads_move(browse: Browse, env: Env, 
     page.get_by_role("button", name="Drain").click()
     dialog = page.get_by_role("dialog")
     assert "move every workload" in dialog.inner_text()
+    # A live update while the dialog is open rebuilds the button that opened it (a heartbeat would).
+    page.evaluate("document.querySelector('.actions button.danger').__opener = true")
+    env.http.patch("/api/v1/clusters/gcp-sin", json={"labels": {"touched": "while-confirming"}},
+                   headers={"Content-Type": "application/merge-patch+json"})
+    page.wait_for_function("!document.querySelector('.actions button.danger').__opener")
     dialog.get_by_role("button", name="Cancel").click()
     assert env.cluster("gcp-sin")["spec"].get("unschedulable") is not True
+    # Focus went back to the rebuilt button, not to the top of the page.
+    assert page.evaluate("document.activeElement.textContent") == "Drain"
     page.get_by_role("button", name="Drain").click()
     shot(page, "drain-confirm")
     page.get_by_role("dialog").get_by_role("button", name="Drain").click()

@@ -12,8 +12,19 @@ export function confirmAction(title, text, okLabel) {
   const ok = document.getElementById("confirm-ok");
   ok.textContent = okLabel;
   dialog.returnValue = "";
+  // A live update while the dialog is open may rebuild the button that opened it; the dialog then
+  // has nothing to give focus back to, so the rebuilt button with the same label gets it.
+  const opener = document.activeElement;
+  const around = opener && opener !== document.body ? opener.parentElement : null;
+  const label = opener ? opener.textContent : null;
   return new Promise((resolve) => {
-    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.addEventListener("close", () => {
+      if (around && !opener.isConnected) {
+        const again = [...around.querySelectorAll(opener.tagName)].find((el) => el.textContent === label);
+        if (again) again.focus();
+      }
+      resolve(dialog.returnValue === "ok");
+    }, { once: true });
     dialog.showModal();
     document.getElementById("confirm-cancel").focus();
   });
