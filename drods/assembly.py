@@ -14,7 +14,7 @@ monitoring maintenance    every replica            — (idempotent)
 scheduler                 every replica (warm)     ``scheduler`` (decisions, fenced)
 resource detector         leader                   ``resource-detector``
 member controllers        leader                   ``member-controllers``
-search cache (Karmada)    leader                   ``search-cache`` (served by the leader only)
+search cache (Karmada)    every API replica        ``search-cache`` (its registries' status)
 monitoring collectors     leader                   ``monitor-collectors``
 descheduler (auto-ops)    leader                   ``descheduler`` (with the H1 traffic rebalance)
 autoscaler                leader                   ``autoscaler``
@@ -55,7 +55,7 @@ from drods.controllers.manager import LEASE as MEMBERS_LEASE
 from drods.controllers.manager import MemberControllers
 from drods.controllers.rescheduler import Rescheduler, trigger
 from drods.controllers.search import LEASE as SEARCH_LEASE
-from drods.controllers.search import SearchCacheController
+from drods.controllers.search import SearchCacheController, SearchStatusTerm
 from drods.controllers.settings import MemberSettings
 from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.manager import Leadership, Manager
@@ -241,6 +241,8 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         informers = ResourceDetector.informers(manager)
         manager.add_leader("resource-detector", lambda lead: ResourceDetector(
             lead.registry, **informers, catalog=ctx.catalog, interpreter=interpreter))
+    if Component.API in chosen:
+        _search_cache(plane, s)
     if monitor is not None:
         _operations(plane, s, monitor, interpreter, profile)
     if Component.STEERING in chosen:
@@ -273,6 +275,17 @@ def _foundation(store: Store, data_dir: Path, chosen: frozenset[Component], s: C
     return ControlPlane(manager, ctx, chosen), interpreter
 
 
+def _search_cache(plane: ControlPlane, s: ComponentSettings) -> None:
+    """Karmada's search cache in every replica that serves the API (each answers searches from its
+    own); the registries' status is written by the one leading ``search-cache``."""
+    manager, ctx = plane.manager, plane.context
+    search = SearchCacheController(ctx.registry, manager.informer(CLUSTER.key_prefix(), decode_stored),
+                                   manager.informer(RESOURCE_REGISTRY.key_prefix(), decode_stored), ctx.search,
+                                   (s.members or MemberSettings()).member_options())
+    manager.add("search-cache-replica", search)
+    manager.add_leader(SEARCH_LEASE, lambda lead: SearchStatusTerm(search, lead.registry))
+
+
 def _operations(plane: ControlPlane, s: ComponentSettings, monitor: MonitorService, interpreter: Interpreter,
                 profile: Profile) -> None:
     """The member controllers, the collectors and the descheduler: what acts on members and monitoring."""
@@ -288,10 +301,6 @@ def _operations(plane: ControlPlane, s: ComponentSettings, monitor: MonitorServi
             return plane.members
 
         manager.add_leader(MEMBERS_LEASE, member_controllers)
-        search_informers = (manager.informer(CLUSTER.key_prefix(), decode_stored),
-                            manager.informer(RESOURCE_REGISTRY.key_prefix(), decode_stored))
-        manager.add_leader(SEARCH_LEASE, lambda lead: SearchCacheController(
-            lead.registry, *search_informers, ctx.search, members_settings.member_options()))
     if Component.COLLECTORS in chosen:
         manager.add_leader("monitor-collectors",
                            lambda lead: MonitorCollectors(monitor, s.collectors, store=lead.store))

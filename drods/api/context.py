@@ -67,8 +67,8 @@ class ApiContext:
     demand: DemandRecorder | None = None
     # ``steering.probe``: the client sites' probe endpoints a pull member's agent measures too
     probe: ProbeSettings | None = None
-    # Karmada's search cache (`drods.members.search_cache`): filled while this process leads
-    # ``search-cache``, served read-only by `drods.api.routes.search`
+    # Karmada's search cache (`drods.members.search_cache`): each API replica fills its own
+    # (`drods.controllers.search`), served read-only by `drods.api.routes.search`
     search: SearchCache = field(default_factory=SearchCache)
 
     @property

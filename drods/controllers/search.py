@@ -2,15 +2,15 @@
 selects are listed and then watched in each member cluster its ``targetCluster`` takes in, through
 the official Kubernetes client, and kept in `drods.members.search_cache`.
 
-One follower task per (member, kind), however many registries ask for it; the namespaces kept are the
-union of what those registries select. A registry removed, or a cluster leaving its selection, stops
-the follower and drops its objects at once. A member that cannot be reached keeps its last-seen
-objects and is retried every ``retry_s`` without holding up any other member; a pull-mode member
-gives DRO-DS no way in, so nothing of it is cached (the registry's condition says so). Each
-registry's ``status.conditions`` has ``Ready``: True once every selected kind of every selected
-member is listed, else False naming what is missing and why. Runs while this process leads
-``search-cache``; the cache is emptied when the term ends.
-"""
+Every process that serves the API keeps its own cache, as each karmada-search replica does, so any
+API replica answers a search. One follower task per (member, kind), however many registries ask for
+it; the namespaces kept are the union of what those registries select. A registry removed, or a
+cluster leaving its selection, stops the follower and drops its objects at once. A member that
+cannot be reached keeps its last-seen objects and is retried every ``retry_s`` without holding up any
+other member; a pull-mode member gives DRO-DS no way in, so nothing of it is cached (the registry's
+condition says so). Each registry's ``status.conditions`` has ``Ready``: True once every selected kind
+of every selected member is listed, else False naming what is missing and why — written by the
+replica leading ``search-cache`` only (`SearchStatusTerm`), through its fenced registry."""
 
 from __future__ import annotations
 
@@ -78,6 +78,7 @@ class SearchCacheController:
                  options: MemberOptions, *, watch_s: float = 20.0, retry_s: float = 2.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.registry = registry
+        self.writer: ObjectRegistry | None = None  # the fenced registry while this replica leads the status
         self.clusters = clusters
         self.registries = registries
         self.cache = cache
@@ -244,6 +245,12 @@ class SearchCacheController:
         return deliver
 
     # ------------------------------------------------------------------ status
+    def report_with(self, writer: ObjectRegistry | None) -> None:
+        """Write the registries' status through ``writer`` from now on (None: write nothing); a pass
+        runs at once, so a new leader reports what this replica's cache holds."""
+        self.writer = writer
+        self._changed.set()
+
     def condition(self, wants: dict[Wanted, frozenset[str]]) -> Obj:
         if not wants:
             return {"type": "Ready", "status": "False", "reason": "NoClusterSelected",
@@ -264,6 +271,24 @@ class SearchCacheController:
             return
         cond["lastTransitionTime"] = current.get("lastTransitionTime") if current.get("status") == cond["status"] \
             else rfc3339(self.clock())
+        if self.writer is None:
+            return  # another replica leads the status; this one only keeps and serves its cache
         with contextlib.suppress(NotFound, Conflict, AlreadyExists, Invalid):
-            await self.registry.patch(RESOURCE_REGISTRY, name, {"status": {"conditions": [cond]}}, MERGE_PATCH,
+            await self.writer.patch(RESOURCE_REGISTRY, name, {"status": {"conditions": [cond]}}, MERGE_PATCH,
                                       subresource="status")
+
+
+class SearchStatusTerm:
+    """While this replica leads ``search-cache``: its cache's view is what the registries'
+    ``Ready`` condition says (one writer, fenced, whichever replica it is)."""
+
+    def __init__(self, controller: SearchCacheController, registry: ObjectRegistry) -> None:
+        self.controller = controller
+        self.registry = registry
+
+    async def run(self) -> None:
+        self.controller.report_with(self.registry)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.controller.report_with(None)

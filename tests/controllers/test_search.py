@@ -80,6 +80,47 @@ async def test_the_ready_condition_names_what_is_not_cached_and_why() -> None:
     assert cond["message"] == "Deployment (apps/v1) in sin: pull mode: the cluster's agent pulls its work"
 
 
+async def test_only_the_replica_leading_search_cache_writes_the_status() -> None:
+    """Every API replica keeps a cache; the registries' Ready is written through the fenced
+    registry of the one leading ``search-cache``, and by nobody once its term ends."""
+    from drods.controllers.search import SearchStatusTerm
+
+    class Writer:
+        def __init__(self) -> None:
+            self.patches: list[tuple[str, Any]] = []
+
+        async def patch(self, _kind: Any, name: str, body: Any, *_: Any, **__: Any) -> None:
+            self.patches.append((name, body))
+
+    c = controller()
+    wants = c.wanted({"all": spec({"clusterNames": ["dfw"]}, DEPLOY)})["all"]
+    await c._report("all", wants)  # a replica that does not lead: nothing written
+    writer = Writer()
+    term = asyncio.create_task(SearchStatusTerm(c, writer).run())  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert c.writer is writer
+    await c._report("all", wants)
+    assert [(n, b["status"]["conditions"][0]["type"]) for n, b in writer.patches] == [("all", "Ready")]
+    term.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await term
+    assert c.writer is None  # the term ended (lease lost): this replica writes nothing more
+    await c._report("all", wants)
+    assert len(writer.patches) == 1
+
+
+async def test_every_api_replica_runs_a_search_cache_and_the_controllers_process_none(tmp_path: Any) -> None:
+    from drods.assembly import APISERVER, CONTROLLERS, assemble
+    from drods.store.sqlite import SqliteStore
+
+    for components, expected in ((APISERVER, True), (CONTROLLERS, False)):
+        store = SqliteStore(str(tmp_path / f"{expected}.db"))
+        plane = assemble(store, tmp_path, components)
+        assert ("search-cache-replica" in plane.manager.names) is expected
+        assert ("search-cache" in plane.manager.names) is expected
+        await plane.context.store.close()
+
+
 def test_a_registry_must_select_something_and_names_no_unknown_field() -> None:
     with pytest.raises(ValueError, match="resourceSelectors"):
         ResourceRegistrySpec.model_validate({"resourceSelectors": []})

@@ -8,9 +8,9 @@
 
 A read is authorised as a read of that kind on the Kubernetes paths (a namespaced token: its
 namespaces only; Secret data only for ``read-secrets``). Label and field selectors are honoured; ``?watch=true``
-streams the cache's changes from a list's ``resourceVersion`` (`drods.members.search_cache`). The
-cache lives in the process leading ``search-cache``: another replica answers 503
-``SEARCH_CACHE_NOT_HERE``.
+streams the cache's changes from a list's ``resourceVersion`` (`drods.members.search_cache`). Every
+API replica keeps its own cache; until its controller runs (start-up) it answers 503
+``SEARCH_CACHE_NOT_READY``.
 """
 
 from __future__ import annotations
@@ -90,9 +90,8 @@ async def serve_cached(request: Request, principal: Principal, path: str) -> Res
     ctx = context(request)
     rp = ResourcePath.parse(path)  # a path that names no resource is a 404 wherever it is asked
     if not ctx.search.active:
-        raise ApiError(503, "SEARCH_CACHE_NOT_HERE", "the search cache is kept by the replica leading the "
-                       "search-cache lease (drods serve or drods controllers); this one does not run it",
-                       {"lease": "search-cache"})
+        raise ApiError(503, "SEARCH_CACHE_NOT_READY", "this API replica's search cache has not started yet; "
+                       "retry in a few seconds", {"component": "search-cache"})
     kind = _kind(request, rp)
     principal.require(Action.READ, namespace=rp.namespace if kind.namespaced else None)
     query = Query(rp.group, rp.version, rp.plural, rp.namespace, rp.name, selector_of(request))
