@@ -32,12 +32,13 @@ from drods.errors import ApiError, BadRequest, Forbidden, Invalid, NotFound, not
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.selector import LabelSelector, parse_selector
 from drods.registry.catalog import established
+from drods.registry.patch import STRATEGIC_MERGE_PATCH, sets_resource_version
 from drods.store import Compacted
+from drods.store.cas import read_modify_write
 
 router = APIRouter(include_in_schema=False)
 
 APPLY_PATCH = "application/apply-patch+yaml"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 def resolve(request: Request, group: str, version: str, plural: str) -> Kind:
@@ -187,8 +188,6 @@ async def _strategic_patch(ctx: ApiContext, kind: Kind, name: str, body: dict[st
                            subresource: str | None, dry_run: bool) -> dict[str, Any]:
     """Re-applied to the newer object when a concurrent writer wins, unless the patch names a
     resourceVersion (then that is a precondition)."""
-    from drods.registry.patch import sets_resource_version
-    from drods.store.cas import read_modify_write
 
     async def attempt(_: int) -> dict[str, Any]:
         current = await ctx.registry.get(kind, name, namespace)
