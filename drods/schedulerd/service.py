@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,8 +34,8 @@ from drods.machinery.periodic import Periodic
 from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.model import jsondoc
-from drods.model.annotations import RESCHEDULE_REASON, placement_offers
-from drods.model.binding import BindingSpec, TargetCluster, placeable
+from drods.model.annotations import RESCHEDULE_REASON
+from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, lease_key
 from drods.model.kinds import BINDING, CLUSTER, DATASET, FEDERATED_RESOURCE_QUOTA
 from drods.model.migration import pinned_by
@@ -71,6 +70,7 @@ from drods.schedulerd.records import (
 )
 from drods.schedulerd.refit import FleetFollower
 from drods.schedulerd.shaving import shaved, shaving
+from drods.schedulerd.spec_cache import SpecCache
 from drods.schedulerd.users import decision_users, judge_move, learned, users_moved
 from drods.schedulerd.writer import DecisionWriter, Plan
 from drods.store import KeyValue, Store
@@ -79,7 +79,6 @@ log = logging.getLogger(__name__)
 
 LEASE_NAME = "scheduler"
 CACHE_RUNNABLE = "scheduler-cache"  # the every-replica part: informers, queue, sweeps
-SPEC_CACHE_SIZE = 4096
 RETRY = "Retry"
 
 
@@ -151,9 +150,7 @@ class SchedulerService:
         self._filters = [p.name for p in self.profile.filters]
         self._scores = [p.name for p, _ in self.profile.scores]
         self._base_weights = {p.name: w for p, w in self.profile.scores}
-        # validated specs of bindings awaiting a retry; bounded, because in a failure storm every
-        # binding is parked (a spec weighs ~2.5 KB) and a retry can validate its spec again
-        self._specs: OrderedDict[str, tuple[int, BindingSpec]] = OrderedDict()
+        self._specs = SpecCache()  # validated specs of bindings awaiting a retry
         # status writes in flight: key → (bytes written, the record they decode to but its revision),
         # so the watch echo of this process's own write is recognised without parsing it again
         self._written: dict[str, tuple[bytes, BindingRecord]] = {}
@@ -336,7 +333,7 @@ class SchedulerService:
                 self._cluster_event("QuotaFreed")
             self.queue.delete(gone.name)
             self.fleet.forget(gone.name)
-            self._specs.pop(gone.name, None)
+            self._specs.forget(gone.name)
             self._logged_failure.pop(gone.name, None)
             if self.cache.release(gone.name):
                 self._cluster_event("BindingDeleted")
@@ -410,18 +407,6 @@ class SchedulerService:
             self.queue.retry(entry.key)
             return None
 
-    def _spec(self, rec: BindingRecord, obj: dict[str, Any]) -> BindingSpec:
-        hit = self._specs.get(rec.name)
-        if hit is not None and hit[0] == rec.generation:
-            self._specs.move_to_end(rec.name)
-            return hit[1]
-        # Offers from placement feedback (CATS CCC) widen the names the binding may use.
-        spec = placeable(BindingSpec.model_validate(obj.get("spec") or {}), placement_offers(obj))
-        self._specs[rec.name] = (rec.generation, spec)
-        self._specs.move_to_end(rec.name)
-        if len(self._specs) > SPEC_CACHE_SIZE:
-            self._specs.popitem(last=False)
-        return spec
 
     def _decision_type(self, entry: QueueEntry, rec: BindingRecord) -> str | None:
         """Why ``rec`` is decided now (its ``scheduleType``), or None: nothing to decide."""
@@ -459,7 +444,7 @@ class SchedulerService:
                 return None
             return self._pinned(entry, rec, obj, stype)
         try:
-            spec = self._spec(rec, obj)
+            spec = self._specs.spec(rec.name, rec.generation, obj)
         except ValidationError as e:
             return self._invalid(entry, rec, obj, stype, e)
         trigger = None
@@ -614,7 +599,7 @@ class SchedulerService:
                 self.metrics.attempt(res, p.schedule_type, now - p.entry.added_at)
                 if p.decision.scheduled and not p.result.partial:
                     self.queue.done(name)
-                    self._specs.pop(name, None)  # kept only for retries: 100,000 specs would weigh
+                    self._specs.forget(name)  # kept only for retries: 100,000 specs would weigh
                     if self.fleet.waiting(name):  # a fleet change arrived while deciding for another reason
                         self.queue.add(name, FLEET, p.rec.priority)
                 else:

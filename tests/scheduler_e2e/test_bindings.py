@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from drods.model.kinds import BINDING
-from drods.schedulerd import service
 from drods.store import Compare, Put, TxnResult
 from drods.store.base import TxnOp
 from tests.scheduler_e2e.conftest import Plane, eventually, placement
@@ -188,9 +187,9 @@ async def test_an_unschedulable_status_names_a_few_clusters_per_verdict(plane: P
     assert set(entry["filters"]["reasons"]) == {*full, "tainted"} and entry["filters"]["reasonsOmitted"] == 0
 
 
-async def test_parked_bindings_keep_a_bounded_spec_cache_and_still_retry(
-        plane: Plane, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(service, "SPEC_CACHE_SIZE", 2)
+async def test_parked_bindings_keep_a_bounded_spec_cache_and_still_retry(plane: Plane) -> None:
+    assert plane.scheduler is not None
+    plane.scheduler._specs.size = 2
     await plane.cluster("small", 10, report={"cores": 4, "mem_gib": 16})
     await plane.seen("small")
     names = [f"parked-{i}" for i in range(4)]
