@@ -33,6 +33,9 @@ class MemberSettings(BaseModel):
     # Push mode: the resource summary (nodes, pods, metrics: the member's heaviest reads) is taken at most
     # this often, with a successful probe; the probe itself is one small request.
     summaryIntervalSeconds: float = Field(default=10.0, gt=0)
+    # Push mode: each summary reads this many nodes' kubelet stats (network counters), in turn, through
+    # the member's node proxy; a node's traffic rate is kept until its next turn (0: every node, every time).
+    nodeStatsPerSummary: int = Field(default=5, ge=0)
     # Push mode: NotReady after this long without a successful probe (3 missed probes at 5 s).
     notReadyGraceSeconds: float = Field(default=15.0, gt=0)
     # Pull mode: NotReady after this long without a report (the monitor rewrites an unchanged
@@ -63,7 +66,8 @@ class MemberSettings(BaseModel):
     def member_options(self) -> MemberOptions:
         return MemberOptions(connect_timeout=self.connectTimeoutSeconds, read_timeout=self.readTimeoutSeconds,
                              retries=self.retries, backoff=0.2, backoff_max=2.0, concurrency=self.concurrency,
-                             failure_threshold=2, probe_interval=self.probeIntervalSeconds)
+                             failure_threshold=2, probe_interval=self.probeIntervalSeconds,
+                             node_stats_per_summary=self.nodeStatsPerSummary)
 
 
 def annotation_seconds(obj: dict[str, Any] | None, name: str) -> float | None:

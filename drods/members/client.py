@@ -56,6 +56,7 @@ class MemberOptions:
     probe_interval: float = 5.0  # while NotReady, let one call through this often
     field_manager: str = "drods"
     page_size: int = 500  # list pagination
+    node_stats_per_summary: int = 5  # kubelet stats summaries read per resource summary, in turn (0: all)
 
     @property
     def timeout(self) -> tuple[float, float]:
@@ -173,7 +174,7 @@ class MemberClient:
         self._state = ConnectionState("Unknown", 0, None, None, None, None)
         self._closed = False
         self._watches: set[Any] = set()  # responses of watches in flight: cut by close()
-        self.traffic = TrafficMeter()  # the last counter samples of the nodes' network
+        self.traffic = TrafficMeter(self.options.node_stats_per_summary)  # the nodes' network counters
 
     # ---- construction ------------------------------------------------------------------------
 
@@ -506,7 +507,7 @@ class MemberClient:
         nodes, pods, metrics, version = await asyncio.gather(self.nodes(), self.pods(), self.node_metrics(),
                                                              self.version())
         names = [str((n.get("metadata") or {}).get("name")) for n in nodes]
-        traffic = self.traffic.rates(await self.node_traffic(names))
+        traffic = self.traffic.rates(await self.node_traffic(self.traffic.due(names)), names)
         return summarise(nodes, pods, metrics, version, network=traffic)
 
     def _translate_missing_kind(self, fn: Callable[[], T]) -> Callable[[], T]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ssl
 import time
 from dataclasses import dataclass
@@ -35,8 +36,11 @@ class ProbeResult:
     measured_at: float  # wall clock, seconds
 
 
+@functools.cache
 def _insecure_context() -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
+    """One context for every probe: it checks no certificate, so it loads none (loading the
+    system's CA bundle per probe took ~70 % of a core with 100 members probed)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     return ctx
