@@ -263,6 +263,8 @@ class SearchCacheController:
         return {"type": "Ready", "status": "False", "reason": "NotCached", "message": what[:1000]}
 
     async def _report(self, name: str, wants: dict[Wanted, frozenset[str]]) -> None:
+        if self.writer is None:
+            return  # another replica leads the status; this one only keeps and serves its cache
         cond = self.condition(wants)
         obj = self.registries.cache.get(RESOURCE_REGISTRY.key(name)) or {}
         current: Obj = next((c for c in (obj.get("status") or {}).get("conditions") or []
@@ -271,8 +273,6 @@ class SearchCacheController:
             return
         cond["lastTransitionTime"] = current.get("lastTransitionTime") if current.get("status") == cond["status"] \
             else rfc3339(self.clock())
-        if self.writer is None:
-            return  # another replica leads the status; this one only keeps and serves its cache
         with contextlib.suppress(NotFound, Conflict, AlreadyExists, Invalid):
             await self.writer.patch(RESOURCE_REGISTRY, name, {"status": {"conditions": [cond]}}, MERGE_PATCH,
                                       subresource="status")

@@ -407,7 +407,6 @@ class SchedulerService:
             self.queue.retry(entry.key)
             return None
 
-
     def _decision_type(self, entry: QueueEntry, rec: BindingRecord) -> str | None:
         """Why ``rec`` is decided now (its ``scheduleType``), or None: nothing to decide."""
         name = rec.name

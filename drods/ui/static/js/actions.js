@@ -1,6 +1,7 @@
 // The operator's actions, with a confirmation first. They call the same endpoints as
 // `drods cluster cordon|uncordon|drain` and a reschedule request.
 
+import { sameLabel } from "./dom.js";
 import { BINDINGS } from "./live.js";
 
 const RESCHEDULE_REASON = "multicluster.io/reschedule-reason";
@@ -20,7 +21,7 @@ export function confirmAction(title, text, okLabel) {
   return new Promise((resolve) => {
     dialog.addEventListener("close", () => {
       if (around && !opener.isConnected) {
-        const again = [...around.querySelectorAll(opener.tagName)].find((el) => el.textContent === label);
+        const again = sameLabel(around, opener.tagName, label);
         if (again) again.focus();
       }
       resolve(dialog.returnValue === "ok");

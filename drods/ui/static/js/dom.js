@@ -81,8 +81,12 @@ export function keepFocus(container, redraw) {
   const tag = inside ? active.tagName : null;
   redraw();
   if (!inside || container.contains(active)) return;
-  const again = href
-    ? container.querySelector(`a[href="${CSS.escape(href)}"]`)
-    : [...container.querySelectorAll(tag)].find((el) => el.textContent === label) || container.querySelector(tag);
+  const again = href ? container.querySelector(`a[href="${CSS.escape(href)}"]`) : sameLabel(container, tag, label)
+    || container.querySelector(tag);
   if (again) again.focus();
+}
+
+// The element of ``container`` with tag ``tag`` and text ``label`` (a rebuilt button), or null.
+export function sameLabel(container, tag, label) {
+  return [...container.querySelectorAll(tag)].find((el) => el.textContent === label) || null;
 }
