@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,7 +189,7 @@ class BindingController:
             self._enqueue(self.by_ns.get(ns))
 
     # ------------------------------------------------------------------ lookups
-    def _templates_of(self, kind: Kind) -> dict[str, Obj] | None:
+    def _templates_of(self, kind: Kind) -> Mapping[str, Obj] | None:
         """The informer cache holding ``kind``'s templates (custom resources share one)."""
         inf = self.templates.get(CUSTOM_RESOURCES_PREFIX if kind.custom is not None else kind.key_prefix())
         return inf.cache if inf is not None else None
@@ -219,7 +219,7 @@ class BindingController:
         if kind is None or cache is None or ref.selector is None:
             return []
         prefix = kind.key_prefix(ref.namespace if kind.namespaced else None)
-        found = {key: o for key, o in cache.items() if key.startswith(prefix) and o.get("kind") == ref.kind
+        found = {key: o for key, o in _under(cache, prefix) if o.get("kind") == ref.kind
                  and ref.selector.matches((o.get("metadata") or {}).get("labels") or {})}
         return [found[key] for key in sorted(found)]
 
@@ -245,7 +245,7 @@ class BindingController:
         if k is None or k.key_prefix() not in self.templates:
             return []
         prefix = k.key_prefix(ns)
-        return [o for key, o in self.templates[k.key_prefix()].cache.items() if key.startswith(prefix)]
+        return [o for _, o in _under(self.templates[k.key_prefix()].cache, prefix)]
 
     def _index_deps(self, name: str, looked: set[tuple[str, str, str]]) -> None:
         old = self._deps_of.get(name, set())
@@ -607,6 +607,12 @@ class BindingController:
         self._deps_of.pop(name, None)
         self._plans.pop(name, None)
         self._own_binding_rev.pop(name, None)
+
+
+def _under(cache: Mapping[str, Obj], prefix: str) -> Iterator[tuple[str, Obj]]:
+    """The cached templates whose keys start with ``prefix``, in the cache's order; only those are
+    decoded (the template caches keep the rest as stored)."""
+    return ((key, cache[key]) for key in list(cache) if key.startswith(prefix))
 
 
 def _script_failures(how: Interpretation | None, template: Obj) -> list[str]:

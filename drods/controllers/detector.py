@@ -65,6 +65,7 @@ from drods.errors import AlreadyExists, Conflict
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
+from drods.machinery.shared import decode_template
 from drods.model.annotations import DETECTOR_NAME, MANAGED_BY
 from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
@@ -146,8 +147,8 @@ class ResourceDetector:
     @staticmethod
     def informers(manager: Manager) -> dict[str, Any]:
         """The shared informers a detector reads, as keyword arguments of its constructor."""
-        return {"workloads": [manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS]
-                + [manager.informer(CUSTOM_RESOURCES_PREFIX, decode_stored)],
+        return {"workloads": [manager.informer(k.key_prefix(), decode_template) for k in DETECTED_KINDS]
+                + [manager.informer(CUSTOM_RESOURCES_PREFIX, decode_template)],
                 # decoded as the assembly's (the same informers, so the catalog learns a change first)
                 "interpretation": [manager.informer(k.key_prefix(), decode_stored)
                                    for k in (CUSTOM_RESOURCE_DEFINITION, *INTERPRETER_CUSTOMIZATION_KINDS)],

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from drods.controllers.work_record import WorkRecord, decode_work, with_status
 from drods.machinery.informer import Informer
+from drods.machinery.shared import decode_template
 from drods.members.clients import MemberClients, is_pull
 from drods.model.conditions import condition
 from drods.model.interpreter import Interpreter
@@ -75,8 +76,8 @@ class MemberInformers:
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
            interpreter: Interpreter | None = None) -> MemberInformers:
-        templates = {k.key_prefix(): manager.informer(k.key_prefix(), decode_stored) for k in TEMPLATE_KINDS}
-        templates[CUSTOM_RESOURCES_PREFIX] = manager.informer(CUSTOM_RESOURCES_PREFIX, decode_stored)
+        templates = {k.key_prefix(): manager.informer(k.key_prefix(), decode_template) for k in TEMPLATE_KINDS}
+        templates[CUSTOM_RESOURCES_PREFIX] = manager.informer(CUSTOM_RESOURCES_PREFIX, decode_template)
         return cls(manager.informer(CLUSTER.key_prefix(), decode_stored),
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(WORK.key_prefix(), decode_work),

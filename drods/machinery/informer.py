@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from drods.machinery.tasks import stop_tasks
@@ -26,14 +27,55 @@ Decode = Callable[[KeyValue], Any]
 Handler = Callable[[str, Any, Any], Awaitable[None] | None]  # (key, old, new); new None = deleted
 
 
+@dataclass(frozen=True)
+class KeptEncoded:
+    """A decoder whose informer keeps each object as stored and decodes it on every read. For
+    prefixes whose objects are many and each rarely read: a workload template is read when its
+    Binding is planned, and 200,000 Deployments and ConfigMaps decoded take ~5x their bytes."""
+
+    decode: Decode
+
+    def __call__(self, kv: KeyValue) -> Any:
+        return self.decode(kv)
+
+
+class DecodingCache(MutableMapping[str, Any]):
+    """An informer's cache of stored key-values that hands out each one decoded, a new object per
+    read (what a reader changes is its own)."""
+
+    def __init__(self, decode: Decode, kept: dict[str, KeyValue] | None = None) -> None:
+        self._decode = decode
+        self.kept: dict[str, KeyValue] = kept if kept is not None else {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._decode(self.kept[key])
+
+    def __setitem__(self, key: str, kv: KeyValue) -> None:
+        self.kept[key] = kv
+
+    def __delitem__(self, key: str) -> None:
+        del self.kept[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.kept
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.kept)
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+
 class Informer:
-    """One decoded cache of a prefix and the handlers told of its changes; fed by a `Reflector`."""
+    """One decoded cache of a prefix and the handlers told of its changes; fed by a `Reflector`.
+    With a `KeptEncoded` decoder the cache is a `DecodingCache`."""
 
     def __init__(self, store: Store, prefix: str, decode: Decode) -> None:
         self.store = store
         self.prefix = prefix
         self.decode = decode
-        self.cache: dict[str, Any] = {}
+        self._encoded = isinstance(decode, KeptEncoded)
+        self.cache: MutableMapping[str, Any] = DecodingCache(decode) if self._encoded else {}
         self.revision = 0
         self._listed_at = 0  # the revision of the last listing: events up to it are in the cache
         self._handlers: list[Handler] = []
@@ -67,15 +109,25 @@ class Informer:
         shared reflector feeds it instead."""
         await Reflector(self.store, self.prefix, [self]).run()
 
+    def keep(self, kv: KeyValue) -> Any:
+        """What the cache holds for ``kv``: its decoded object, or ``kv`` itself when kept encoded."""
+        return kv if self._encoded else self.decode(kv)
+
+    def _held(self) -> dict[str, Any]:
+        return self.cache.kept if isinstance(self.cache, DecodingCache) else self.cache  # type: ignore[return-value]
+
     async def replace(self, fresh: dict[str, Any], revision: int) -> None:
-        """Take a listing as the cache and report what differs from the one it replaces."""
-        old_cache, self.cache, self.revision = self.cache, fresh, revision
+        """Take a listing (values made by ``keep``) as the cache and report what differs from the one
+        it replaces."""
+        old = self._held()
+        self.cache = DecodingCache(self.decode, fresh) if self._encoded else fresh
+        self.revision = revision
         self._listed_at = revision
-        for key, obj in fresh.items():
-            if old_cache.get(key) != obj:
-                await self._notify(key, old_cache.get(key), obj)
-        for key in old_cache.keys() - fresh.keys():
-            await self._notify(key, old_cache[key], None)
+        for key, held in fresh.items():
+            if old.get(key) != held:
+                await self._notify(key, old.get(key), held)
+        for key in old.keys() - fresh.keys():
+            await self._notify(key, old[key], None)
         self._synced.set()
 
     async def apply(self, ev_type: EventType, kv: KeyValue) -> None:
@@ -84,17 +136,23 @@ class Informer:
         if kv.mod_revision <= self._listed_at:
             return
         key = kv.key
-        old = self.cache.get(key)
+        held = self._held()
+        old = held.get(key)
         if ev_type is EventType.DELETE:
-            self.cache.pop(key, None)
+            held.pop(key, None)
             new = None
         else:
-            new = self.decode(kv)
-            self.cache[key] = new
+            new = held[key] = self.keep(kv)
         self.revision = kv.mod_revision
         await self._notify(key, old, new)
 
     async def _notify(self, key: str, old: Any, new: Any) -> None:
+        """Tell the handlers of a change between two held values (decoded once for all of them)."""
+        if not self._handlers:
+            return
+        if self._encoded:
+            old = None if old is None else self.decode(old)
+            new = None if new is None else self.decode(new)
         for h in tuple(self._handlers):
             try:
                 result = h(key, old, new)
@@ -135,7 +193,7 @@ class Reflector:
             self._joining.append(delivered)
             try:
                 kvs, revision = await self.store.range(self.prefix)
-                fresh = {kv.key: informer.decode(kv) for kv in kvs}
+                fresh = {kv.key: informer.keep(kv) for kv in kvs}
                 del kvs
                 await informer.replace(fresh, revision)
                 while delivered:
@@ -180,7 +238,7 @@ class Reflector:
             while pending:
                 kv = pending.pop()
                 for cache, inf in zip(fresh, informers, strict=True):
-                    cache[kv.key] = inf.decode(kv)
+                    cache[kv.key] = inf.keep(kv)
             self.revision = revision
             self._listed = True
         for inf, cache in zip(informers, fresh, strict=True):

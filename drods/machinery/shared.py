@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import asyncio
 
-from drods.machinery.informer import Decode, Informer, Reflector
+from drods.machinery.informer import Decode, Informer, KeptEncoded, Reflector
 from drods.machinery.tasks import stop_tasks
+from drods.registry.objects import decode_stored
 from drods.store import Store
+
+# How every reader caches the workload templates (every template kind's prefix and the custom
+# resources'): kept as stored, decoded on each read. Each reader passes this one decoder, so the
+# templates are held once.
+decode_template = KeptEncoded(decode_stored)
 
 
 class SharedInformers:

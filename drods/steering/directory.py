@@ -31,12 +31,13 @@ import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from drods.errors import ApiError
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.periodic import Periodic
+from drods.machinery.shared import decode_template
 from drods.machinery.tasks import stop_tasks
 from drods.members.clients import MemberClients
 from drods.model.annotations import MANAGED_BY
@@ -76,8 +77,34 @@ def _service_kind() -> Kind:
     return next(k for k in WORKLOAD_KINDS if k.kind == "Service")
 
 
+class TemplateLookup(Protocol):
+    """Workload templates by (kind, namespace, name)."""
+
+    def get(self, key: tuple[str, str, str], /) -> Obj | None: ...
+
+
+class _CachedTemplates:
+    """`TemplateLookup` over the template informers, decoding only what is asked for: a recomputation
+    reads the templates of the exports' namespaces, not every workload of the fleet."""
+
+    def __init__(self, informers: Iterable[Informer]) -> None:
+        by_prefix = {inf.prefix: inf for inf in informers}
+        self._by_kind = {k.kind: (k, by_prefix[k.key_prefix()]) for k in DETECTED_KINDS if k.key_prefix() in by_prefix}
+
+    def get(self, key: tuple[str, str, str], /) -> Obj | None:
+        kind, ns, name = key
+        found = self._by_kind.get(kind)
+        if found is None:
+            return None
+        k, inf = found
+        obj: Obj | None = inf.cache.get(k.key(name, ns if k.namespaced else None))
+        if obj is not None and not k.namespaced and ns != "default":
+            return None  # a cluster-scoped object is found under no namespace but "default"
+        return obj
+
+
 def directory_entries(exports: Iterable[Obj], services: Mapping[tuple[str, str], Obj],
-                      bindings: Iterable[Obj], templates: Mapping[tuple[str, str, str], Obj],
+                      bindings: Iterable[Obj], templates: TemplateLookup,
                       clusters: Mapping[str, Obj], endpoints: Mapping[str, Obj] | None = None) -> list[Obj]:
     """One entry per export: ``{name, namespace, type, ports, clusters: [{cluster, healthy,
     clusterReady, replicas, readyReplicas, workloads, endpoints?, readyEndpoints?, endpointPorts?,
@@ -249,10 +276,10 @@ class DirectoryInformers:
     @classmethod
     def of(cls, manager: Manager) -> DirectoryInformers:
         return cls(manager.informer(SERVICE_EXPORT.key_prefix(), decode_stored),
-                   manager.informer(_service_kind().key_prefix(), decode_stored),
+                   manager.informer(_service_kind().key_prefix(), decode_template),
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(CLUSTER.key_prefix(), decode_stored),
-                   tuple(manager.informer(k.key_prefix(), decode_stored) for k in DETECTED_KINDS),
+                   tuple(manager.informer(k.key_prefix(), decode_template) for k in DETECTED_KINDS),
                    manager.informer(MULTI_CLUSTER_SERVICE.key_prefix(), decode_stored))
 
     def all(self) -> tuple[Informer, ...]:
@@ -269,10 +296,9 @@ class DirectoryInformers:
 
         services = {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o
                     for o in objs(self.services)}
-        templates = {(str(o.get("kind")), str(o["metadata"].get("namespace") or "default"),
-                      str(o["metadata"]["name"])): o for inf in self.workloads for o in objs(inf)}
         clusters = {o["metadata"]["name"]: o for o in objs(self.clusters)}
-        return directory_entries(exports, services, objs(self.bindings), templates, clusters, endpoints)
+        return directory_entries(exports, services, objs(self.bindings), _CachedTemplates(self.workloads), clusters,
+                                 endpoints)
 
 
 class DirectoryController:

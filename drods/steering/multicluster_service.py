@@ -41,6 +41,7 @@ from drods.errors import ApiError
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.periodic import Periodic
+from drods.machinery.shared import decode_template
 from drods.model import jsondoc
 from drods.model.annotations import MANAGED_BY
 from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
@@ -259,10 +260,10 @@ class McsInformers:
     @classmethod
     def of(cls, manager: Manager) -> McsInformers:
         return cls(manager.informer(MULTI_CLUSTER_SERVICE.key_prefix(), decode_stored),
-                   manager.informer(SERVICE.key_prefix(), decode_stored),
+                   manager.informer(SERVICE.key_prefix(), decode_template),
                    manager.informer(CLUSTER.key_prefix(), decode_stored),
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
-                   manager.informer(ENDPOINT_SLICE.key_prefix(), decode_stored),
+                   manager.informer(ENDPOINT_SLICE.key_prefix(), decode_template),
                    manager.informer(ENDPOINTS_PREFIX, _decode_doc),
                    manager.informer(KARMADA_OVERRIDE_POLICY.key_prefix(), decode_stored))
 
@@ -322,15 +323,13 @@ class MultiClusterServiceController:
         fenced = frozenset(str(o["metadata"]["name"]) for o in self.inf.clusters.cache.values()
                            if o and traffic_controlled(o))
         docs = {k: v for k, v in self.inf.endpoints.cache.items() if v}
-        services = {(str(o["metadata"].get("namespace") or "default"), str(o["metadata"]["name"])): o
-                    for o in self.inf.kube_services.cache.values() if o}
         wanted: set[tuple[str, str, str]] = set()
         now = rfc3339(self.clock())
         for mcs in self.inf.multicluster_services():
             e = exposure(mcs, clusters)
             if e is None:
                 continue
-            p = plan(e, services.get((e.namespace, e.name)), docs, fenced)
+            p = plan(e, self.inf.kube_services.cache.get(SERVICE.key(e.name, e.namespace)), docs, fenced)
             wanted |= {(k.kind, str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
                        for k, o in p.writes}
             ident = f"{e.namespace}/{e.name}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+from drods.machinery.informer import DecodingCache, KeptEncoded
 from drods.machinery.shared import SharedInformers
 from drods.model import jsondoc
 from drods.store import KeyValue, Put, Store, WatchEvent
@@ -132,3 +133,42 @@ async def test_a_late_joiner_keeps_what_the_watch_delivered_while_it_listed(stor
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_cache_kept_encoded_decodes_each_read_anew_and_tells_handlers_decoded(store: Store) -> None:
+    """Templates are kept as stored: a read decodes (a new object each time, so a reader's change is
+    its own), handlers hear decoded objects, and a relist reports only what changed."""
+    await store.delete_prefix("/")
+    await store.put("/things/a", jsondoc.dumps({"name": "a"}))
+    shared = SharedInformers(store)
+    encoded = shared.informer("/things/", KeptEncoded(jsondoc_kv))
+    assert shared.informer("/things/", KeptEncoded(jsondoc_kv)) is encoded  # equal decoders share one cache
+    heard: list[tuple[str, object, object]] = []
+    encoded.on_change(lambda key, old, new: heard.append((key, old, new)))
+    task = asyncio.create_task(shared.run())
+    try:
+        await asyncio.wait_for(encoded.wait_synced(), 10)
+        assert isinstance(encoded.cache, DecodingCache)
+        assert isinstance(encoded.cache.kept["/things/a"], KeyValue)  # held as stored
+        first = encoded.cache["/things/a"]
+        assert first == {"name": "a"}
+        first["name"] = "changed by a reader"
+        assert encoded.cache.get("/things/a") == {"name": "a"}
+        await store.put("/things/a", jsondoc.dumps({"name": "a2"}))
+        await eventually(lambda: _true(("/things/a", {"name": "a"}, {"name": "a2"}) in heard), what="decoded change")
+        await store.delete("/things/a")
+        await eventually(lambda: _true(("/things/a", {"name": "a2"}, None) in heard), what="decoded delete")
+        assert "/things/a" not in encoded.cache and len(encoded.cache) == 0
+        await store.put("/things/b", jsondoc.dumps({"name": "b"}))
+        await eventually(lambda: _true(list(encoded.cache.items()) == [("/things/b", {"name": "b"})]), what="b")
+        heard.clear()
+        kvs, revision = await store.range("/things/")
+        await encoded.replace({kv.key: encoded.keep(kv) for kv in kvs}, revision)  # a relist of the same
+        assert heard == []
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def jsondoc_kv(kv: KeyValue) -> object:
+    return jsondoc.loads(kv.value)
