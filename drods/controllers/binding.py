@@ -45,6 +45,7 @@ from drods.controllers.work_record import WorkRecord
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
+from drods.machinery.tasks import yielding
 from drods.model import jsondoc
 from drods.model.annotations import LEADER_GENERATION, MANAGED_BY, REMOVING_SINCE
 from drods.model.app_failover import (
@@ -122,7 +123,7 @@ class BindingController:
                         *((inf, self._on_policy) for inf in f.informers.interpretation),
                         *((inf, self._on_template) for inf in self.templates.values())):
             self._on_policy("", None, None)
-            for key, obj in list(f.bindings.cache.items()):
+            async for key, obj in yielding(list(f.bindings.cache.items())):
                 self._on_binding(key, None, obj)
             for binding in list(f.works_by_binding):  # Works of bindings that are gone
                 self.controller.queue.add(binding)

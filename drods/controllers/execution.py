@@ -31,7 +31,7 @@ from drods.controllers.work_record import WorkRecord
 from drods.errors import NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
-from drods.machinery.tasks import stop_tasks
+from drods.machinery.tasks import stop_tasks, yielding
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model import jsondoc
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed, run_report
@@ -89,7 +89,7 @@ class Execution:
         f = self.fleet
         try:
             with subscribed((f.works, self._on_work), (f.clusters, self._on_cluster)):
-                for key, obj in list(f.works.cache.items()):
+                async for key, obj in yielding(list(f.works.cache.items())):
                     self._on_work(key, None, obj)
                 await asyncio.Event().wait()
         finally:

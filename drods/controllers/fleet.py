@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from drods.controllers.work_record import WorkRecord, decode_work, with_status
 from drods.machinery.informer import Informer
 from drods.machinery.shared import decode_template
+from drods.machinery.tasks import yielding
 from drods.members.clients import MemberClients, is_pull
 from drods.model.conditions import condition
 from drods.model.interpreter import Interpreter
@@ -131,9 +132,9 @@ class MemberFleet:
             await inf.wait_synced()
         self._unsubscribe = [self.works.on_change(self._on_work), self.bindings.on_change(self._on_binding),
                              self.clusters.on_change(self._on_cluster)]
-        for key, obj in list(self.works.cache.items()):
+        async for key, obj in yielding(list(self.works.cache.items())):
             self._on_work(key, None, obj)
-        for key, obj in list(self.bindings.cache.items()):
+        async for key, obj in yielding(list(self.bindings.cache.items())):
             self._on_binding(key, None, obj)
         self.synced.set()
 

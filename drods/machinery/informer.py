@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapp
 from dataclasses import dataclass
 from typing import Any
 
-from drods.machinery.tasks import stop_tasks
+from drods.machinery.tasks import YIELD_EVERY, stop_tasks, yielding
 from drods.store import Compacted, EventType, KeyValue, Store
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ class Informer:
         """Tell a handler that subscribed late what the cache holds, as additions: a shared informer
         may have listed long before. It is told each key's current object, so changes it hears of
         meanwhile are never undone by an older one."""
-        for key in list(self.cache):
+        async for key in yielding(list(self.cache)):
             if key in self.cache:
                 result = handler(key, None, self.cache[key])
                 if result is not None:
@@ -123,10 +123,10 @@ class Informer:
         self.cache = DecodingCache(self.decode, fresh) if self._encoded else fresh
         self.revision = revision
         self._listed_at = revision
-        for key, held in fresh.items():
+        async for key, held in yielding(list(fresh.items())):
             if old.get(key) != held:
                 await self._notify(key, old.get(key), held)
-        for key in old.keys() - fresh.keys():
+        async for key in yielding(old.keys() - fresh.keys()):
             await self._notify(key, old[key], None)
         self._synced.set()
 
@@ -236,6 +236,8 @@ class Reflector:
             informers = tuple(self.informers)
             fresh: list[dict[str, Any]] = [{} for _ in informers]
             while pending:
+                if len(pending) % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # decoding 100,000 objects must not hold the loop (leases)
                 kv = pending.pop()
                 for cache, inf in zip(fresh, informers, strict=True):
                     cache[kv.key] = inf.keep(kv)
