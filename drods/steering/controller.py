@@ -41,6 +41,7 @@ from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
 from drods.machinery.periodic import Periodic
+from drods.machinery.tasks import yielding
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, network_key, pair_of
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.migration import traffic_withdrawn
@@ -189,15 +190,40 @@ class SteeringController:
         self._services_cache: tuple[dict[str, _Service], dict[str, dict[str, Any]]] | None = None
         self._clients: set[str] = set()  # every registered service's client sites
         self._fleet_cache: Fleet | None = None
+        # workload → (its Binding, the clusters serving it), kept per Binding event rather than read
+        # from 100,000 Bindings on each structural change; and the workloads registrations name
+        self._placed: dict[tuple[str, str, str, str], tuple[str, list[str]]] = {}
+        self._named: set[tuple[str, str, str, str]] = set()
 
     # ------------------------------------------------------------------ triggers
     def _on_structure(self, _key: str, _old: Any, _new: Any) -> None:
         self._all = True
         self._wake.set()
 
-    def _on_binding(self, key: str, old: Any, new: Any) -> None:
-        if self.inf.registrations.cache:  # else no route depends on any Binding
+    def _on_cluster(self, key: str, old: Any, new: Any) -> None:
+        if self.inf.registrations.cache:  # else no route depends on any cluster
             self._on_structure(key, old, new)
+
+    def _on_binding(self, key: str, old: Any, new: Any) -> None:
+        refs = {r for r in (self._index_binding(old, None), self._index_binding(new, new)) if r is not None}
+        if self.inf.registrations.cache and refs & self._named:  # else no route depends on it
+            self._on_structure(key, old, new)
+
+    def _index_binding(self, obj: Any, now: Any) -> tuple[str, str, str, str] | None:
+        """Index ``now`` (the Binding as it is) or drop ``obj`` (as it was); its workload's key."""
+        ref = ((obj or {}).get("spec") or {}).get("resource") if isinstance(obj, dict) else None
+        if not isinstance(ref, dict):
+            return None
+        rk, name = _ref_key(ref), str(obj["metadata"]["name"])
+        if now is None or (now.get("metadata") or {}).get("deletionTimestamp"):
+            if self._placed.get(rk, ("",))[0] == name:
+                del self._placed[rk]
+            return rk
+        withdrawn = traffic_withdrawn(now)  # F3: a migration moved the traffic off these copies
+        self._placed[rk] = (name, [str(p["cluster"]) for p in (now.get("status") or {}).get("placement") or []
+                                   if isinstance(p, dict) and int(p.get("replicas") or 0) > 0 and p.get("cluster")
+                                   and str(p["cluster"]) not in withdrawn])
+        return rk
 
     def _on_status(self, key: str, old: Any, new: Any) -> None:
         if not self.inf.registrations.cache:
@@ -224,11 +250,15 @@ class SteeringController:
 
     async def run(self) -> None:
         with subscribed((self.inf.registrations, self._on_structure), (self.inf.bindings, self._on_binding),
-                        (self.inf.clusters, self._on_structure), (self.inf.status, self._on_status),
+                        (self.inf.clusters, self._on_cluster), (self.inf.status, self._on_status),
                         (self.inf.network, self._on_network)):
             try:
                 await self.apply_files()
                 await wait_synced(*self.inf.all())
+                self._placed = {}
+                async for key in yielding(list(self.inf.bindings.cache)):  # each as it is now: events go on
+                    obj = self.inf.bindings.cache.get(key)
+                    self._index_binding(obj, obj)
                 await self._load_published()
                 self._all = True  # a new term evaluates everything once, from the published routes
                 self.ready.set()
@@ -310,18 +340,6 @@ class SteeringController:
     # ------------------------------------------------------------------ inputs
     def _services(self) -> tuple[dict[str, _Service], dict[str, dict[str, Any]]]:
         """Active services by ID, and the status each registration should show."""
-        by_ref: dict[tuple[str, str, str, str], tuple[str, list[str]]] = {}
-        for obj in self.inf.bindings.cache.values():
-            if not obj or (obj.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            ref = (obj.get("spec") or {}).get("resource")
-            if not isinstance(ref, dict):
-                continue
-            withdrawn = traffic_withdrawn(obj)  # F3: a migration moved the traffic off these copies
-            placed = [str(p["cluster"]) for p in (obj.get("status") or {}).get("placement") or []
-                      if isinstance(p, dict) and int(p.get("replicas") or 0) > 0 and p.get("cluster")
-                      and str(p["cluster"]) not in withdrawn]
-            by_ref[_ref_key(ref)] = (obj["metadata"]["name"], placed)
         regs = sorted((o for o in self.inf.registrations.cache.values()
                        if o and not (o.get("metadata") or {}).get("deletionTimestamp")),
                       key=lambda o: (o["metadata"].get("creationTimestamp") or "", o["metadata"].get("namespace", ""),
@@ -329,6 +347,7 @@ class SteeringController:
         services: dict[str, _Service] = {}
         statuses: dict[str, dict[str, Any]] = {}
         known = self._cluster_names()
+        self._named = set()
         for obj in regs:
             meta = obj["metadata"]
             key = f"{meta.get('namespace', 'default')}/{meta['name']}"
@@ -349,7 +368,9 @@ class SteeringController:
                 statuses[key] = {"phase": "Conflict", "observedGeneration": gen,
                                  "message": f"serviceId {spec.serviceId} is registered by {owner}"}
                 continue
-            binding, instances = by_ref.get(_ref_key(spec.workload.model_dump()), (None, []))
+            named = _ref_key(spec.workload.model_dump())
+            self._named.add(named)
+            binding, instances = self._placed.get(named, (None, []))
             instances = [c for c in instances if c in known]
             plan = compile_plan(spec, instances)
             services[spec.serviceId] = _Service(key, obj, spec, plan, binding, _signature(spec))

@@ -19,6 +19,7 @@ from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.steering.controller import Recomputation, SteeringController, SteeringInformers
 from drods.steering.settings import SteeringSettings
 from drods.store import Store
+from tests.monitor_e2e.conftest import eventually
 
 
 def doc(load: float) -> bytes:
@@ -121,5 +122,50 @@ async def test_a_saturation_moving_many_services_publishes_every_route(store: St
             assert {i["cluster"] for route in o["spec"]["routes"] for i in route["instances"]} == {"b"}
             assert [route["clientSite"] for route in o["spec"]["routes"]] == sites
         assert len({o["metadata"]["resourceVersion"] for o in routes}) > 1  # several transactions
+    finally:
+        await stop_tasks(tasks)
+
+
+@pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)
+async def test_only_bindings_of_registered_workloads_wake_it(store: Store, tmp_path: Path) -> None:
+    """The workloads' placements are indexed per Binding event: a Binding no registration names wakes
+    nothing (100,000 of them changing would each have re-read them all), one that is named re-routes."""
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    for c in ("a", "b"):
+        await registry.create(CLUSTER, {"metadata": {"name": c}, "spec": {}})
+        await store.put(status_key(c), doc(0.2))
+    await store.put(f"{NETWORK_PREFIX}DFW/a", json.dumps({"delayMs": 5.0}).encode())
+    await store.put(f"{NETWORK_PREFIX}DFW/b", json.dumps({"delayMs": 30.0}).encode())
+
+    def binding(name: str, placed: list[str]) -> bytes:
+        ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "namespace": "default"}
+        return json.dumps({"metadata": {"name": name}, "spec": {"resource": ref},
+                           "status": {"placement": [{"cluster": c, "replicas": 1} for c in placed]}}).encode()
+
+    await store.put(BINDING.key("web"), binding("web", ["a"]))
+    await registry.create(SERVICE_REGISTRATION, {"metadata": {"name": "web", "namespace": "default"}, "spec": {
+        "serviceId": "web.example", "clientSites": ["DFW"], "sla": {"maxDelayMs": 100.0},
+        "workload": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "default"}}})
+    ctl, after, tasks = _running(store, registry, lambda: 1000.0)
+    try:
+        await after(await store.current_revision())
+        route = await registry.get(SERVICE_ROUTE, "web.example")
+        assert [i["cluster"] for i in route["spec"]["routes"][0]["instances"]] == ["a"]
+        count = ctl.recomputations
+        await store.put(BINDING.key("batch"), binding("batch", ["a", "b"]))  # no registration names it
+        bindings = ctl.inf.bindings
+
+        async def seen() -> bool:
+            return BINDING.key("batch") in bindings.cache
+
+        await eventually(seen, what="the unnamed Binding in the cache")
+        assert not ctl._dirty() and ctl.recomputations == count
+        await after(await store.put(BINDING.key("web"), binding("web", ["b"])))  # the named one moves
+        route = await registry.get(SERVICE_ROUTE, "web.example")
+        assert [i["cluster"] for i in route["spec"]["routes"][0]["instances"]] == ["b"]
+        await store.delete(BINDING.key("web"))
+        await after(await store.current_revision())
+        reg = await registry.get(SERVICE_REGISTRATION, "web", "default")
+        assert reg["status"]["instances"] == [] and reg["status"]["binding"] is None
     finally:
         await stop_tasks(tasks)
