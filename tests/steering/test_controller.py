@@ -53,14 +53,20 @@ def _running(store: Store, registry: ObjectRegistry, clock: Callable[[], float])
     return ctl, after, tasks
 
 
-@pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)
-async def test_only_affected_services_are_evaluated(store: Store, tmp_path: Path) -> None:
+async def _two_clusters(store: Store, tmp_path: Path) -> ObjectRegistry:
+    """Clusters a and b at 20 %, 5 ms and 30 ms from the client site DFW."""
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
     for c in ("a", "b"):
         await registry.create(CLUSTER, {"metadata": {"name": c}, "spec": {}})
         await store.put(status_key(c), doc(0.2))
     await store.put(f"{NETWORK_PREFIX}DFW/a", json.dumps({"delayMs": 5.0}).encode())
     await store.put(f"{NETWORK_PREFIX}DFW/b", json.dumps({"delayMs": 30.0}).encode())
+    return registry
+
+
+@pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)
+async def test_only_affected_services_are_evaluated(store: Store, tmp_path: Path) -> None:
+    registry = await _two_clusters(store, tmp_path)
     for name, placed in (("one", ["a", "b"]), ("two", ["b"])):
         ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "namespace": "default"}
         body = {"metadata": {"name": name}, "spec": {"resource": ref},
@@ -130,12 +136,7 @@ async def test_a_saturation_moving_many_services_publishes_every_route(store: St
 async def test_only_bindings_of_registered_workloads_wake_it(store: Store, tmp_path: Path) -> None:
     """The workloads' placements are indexed per Binding event: a Binding no registration names wakes
     nothing (100,000 of them changing would each have re-read them all), one that is named re-routes."""
-    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
-    for c in ("a", "b"):
-        await registry.create(CLUSTER, {"metadata": {"name": c}, "spec": {}})
-        await store.put(status_key(c), doc(0.2))
-    await store.put(f"{NETWORK_PREFIX}DFW/a", json.dumps({"delayMs": 5.0}).encode())
-    await store.put(f"{NETWORK_PREFIX}DFW/b", json.dumps({"delayMs": 30.0}).encode())
+    registry = await _two_clusters(store, tmp_path)
 
     def binding(name: str, placed: list[str]) -> bytes:
         ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "namespace": "default"}
