@@ -8,8 +8,8 @@ the binding is queued again after a backoff; nothing left to move keeps the plac
 
 The SLO check reads latency exactly as the ``UserLatencySLO`` filter does (`latency_matrix`): a
 measured C2 pair first, then the cluster's declared latency, then local for a cluster in the users'
-region or city; unknown counts as beyond. The descheduler plans with declared latencies only (it does
-not watch network status), so a measured pair that puts a planned target beyond the SLO drops that move.
+region or city; unknown counts as beyond. The descheduler plans with the pairs measured at its pass;
+a pair measured since that puts a planned target beyond the SLO drops that move.
 """
 
 from __future__ import annotations
