@@ -10,16 +10,18 @@ action (a ``Rebalance`` in the operations log, with the levels before and after)
 the scheduler's move budget paces and the propagation makes gracefully (new copies first).
 
 The latency SLO guard: a workload with users (declared ``placement.users`` or learned) and a latency
-SLO (``placement.latencySLOMs`` or the learned one) may move only to clusters whose declared
-latency (``spec.network.latencyMs``, by site, city or region; a cluster in the users' region counts
-as local) to every user place is within the SLO — a cluster of unknown latency is not a target.
+SLO (``placement.latencySLOMs`` or the learned one) may move only to clusters within the SLO of every
+user place, latency read as the ``UserLatency`` plugin reads it (`latency_matrix`): a measured C2 pair
+(``/status/network/``, read each pass) first, then the cluster's declared ``spec.network.latencyMs``,
+then local for a cluster in the users' own region or city — a cluster of unknown latency is not a target.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,7 @@ from pydantic import ValidationError
 from drods.model.annotations import learned_users
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
+from drods.model.keys import NETWORK_PREFIX, pair_of
 from drods.model.kinds import BINDING
 from drods.model.migration import pinned_placement
 from drods.monitor import report as r
@@ -36,7 +39,11 @@ from drods.monitor.service import MonitorService
 from drods.registry.objects import ObjectRegistry
 from drods.scheduler.arrays import BoolArr
 from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, shave
+from drods.scheduler.plugins.user_distance import latency_matrix
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
+from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.users import UserDemand
+from drods.store import Store
 
 YIELD_EVERY = 256  # Bindings read between two yields to the event loop
 
@@ -54,29 +61,60 @@ def divisible(spec: BindingSpec) -> bool:
     return not (pl.spreadConstraints or pl.statefulTopology is not None)
 
 
-def user_places(spec: BindingSpec, obj: Mapping[str, Any]) -> tuple[list[str], float | None]:
-    """The places (site, city or region names) of the workload's users and its latency SLO."""
+def user_demand(spec: BindingSpec, obj: Mapping[str, Any]) -> tuple[UserDemand | None, float | None]:
+    """The workload's users (declared first, then learned) and its latency SLO."""
     pl = spec.placement
-    places = [str(u.site or u.city or u.region) for u in pl.users]
+    users = UserDemand.of(((u.kind, u.place, u.weight) for u in pl.users), "declared")
     slo = pl.latencySLOMs
     doc = learned_users(obj)
-    if not places and doc is not None:
-        places = [str(u.get("site")) for u in doc["sites"] if isinstance(u, dict) and u.get("site")]
+    if users is None and doc is not None:
+        users = UserDemand.of((("site", str(u["site"]), 1.0) for u in doc["sites"]
+                               if isinstance(u, dict) and u.get("site")), "learned")
         got = doc.get("latencySLOMs")
         slo = slo if slo is not None else (float(got) if isinstance(got, int | float) and got > 0 else None)
-    return places, slo
+    return users, slo
 
 
-def latency_to(places: Sequence[str], specs: Sequence[ClusterSpec | None]) -> np.ndarray:
-    """Per cluster, the declared latency to the farthest of ``places`` (NaN: unknown)."""
-    out = np.full(len(specs), np.nan)
-    for i, s in enumerate(specs):
-        if s is None:
+async def measured_pairs(store: Store) -> dict[tuple[str, str], float]:
+    """C2's measured delays (ms) by (site or cluster) pair, as the scheduler's cache reads them."""
+    out: dict[tuple[str, str], float] = {}
+    for kv in (await store.range(NETWORK_PREFIX))[0]:
+        pair = pair_of(kv.key)
+        try:
+            doc = json.loads(kv.value)
+        except ValueError:
             continue
-        declared = s.network.latencyMs if s.network is not None else {}
-        seen = [0.0 if p == s.region else declared.get(p, math.nan) for p in places]
-        out[i] = max(seen) if seen else math.nan
+        delay = doc.get("delayMs") if isinstance(doc, dict) else None
+        if pair is not None and isinstance(delay, int | float) and not isinstance(delay, bool):
+            out[pair] = float(delay)
     return out
+
+
+@dataclass
+class LatencyView:
+    """The clusters' declared latencies and the measured pairs, for the plugins' latency lookup;
+    ``rows`` maps the pass's cluster order to the view's rows (-1: no readable spec)."""
+
+    snap: Snapshot
+    rows: np.ndarray
+
+    @classmethod
+    def of(cls, names: Sequence[str], specs: Sequence[ClusterSpec | None],
+           pairs: Mapping[tuple[str, str], float]) -> LatencyView:
+        snap = Snapshot()
+        for name, spec in zip(names, specs, strict=True):
+            if spec is not None:
+                snap.upsert_cluster(name, {}, spec, True, None)
+        for (a, b), ms in pairs.items():
+            snap.set_network_pair(a, b, ms, None)
+        return cls(snap, np.fromiter((snap.index.get(c, -1) for c in names), dtype=np.intp, count=len(names)))
+
+    def farthest(self, users: UserDemand) -> np.ndarray:
+        """Per cluster, the latency to the farthest user place (NaN: any place unknown)."""
+        worst = latency_matrix(self.snap, users).max(axis=0)
+        if worst.size == 0:
+            return np.full(self.rows.size, np.nan)
+        return np.where(self.rows >= 0, worst[np.maximum(self.rows, 0)], np.nan)
 
 
 class PeakShaver:
@@ -87,6 +125,7 @@ class PeakShaver:
         self.registry = registry
         self.policy = policy
         self.watch = PeakWatch(policy.peakshaveAfterSeconds)
+        self.latencies: LatencyView | None = None  # this pass's (measured pairs are read each pass)
 
     def fleet(self, details: Mapping[str, Any]) -> tuple[list[str], np.ndarray, np.ndarray, Capacity,
                                                          list[ClusterSpec | None], list[ClusterFacts | None]]:
@@ -135,8 +174,12 @@ class PeakShaver:
             allowed = np.fromiter((f is not None and sel.selects(f) for f in facts), dtype=bool, count=len(facts))
             if masks is not None:
                 masks[sel] = allowed
-        places, slo = user_places(spec, obj)
-        latency = latency_to(places, specs) if places and slo is not None else None
+        users, slo = user_demand(spec, obj)
+        latency = None
+        if users is not None and slo is not None:
+            if self.latencies is None:  # outside a pass: declared latencies only
+                self.latencies = LatencyView.of(sorted(index, key=index.__getitem__), specs, {})
+            latency = self.latencies.farthest(users)
         return Holding(str(meta.get("name")), placed, spec.resources.cpu, spec.resources.memory, allowed, latency,
                        slo if latency is not None else None)
 
@@ -148,6 +191,7 @@ class PeakShaver:
         _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
         names, levels, limits, cap, specs, facts = self.fleet(details)
         index = {c: i for i, c in enumerate(names)}
+        self.latencies = LatencyView.of(names, specs, await measured_pairs(self.registry.store))
         masks: dict[ClusterSelection, BoolArr] = {}
         holdings: list[Holding] = []
         for i, obj in enumerate(await self.registry.scan(BINDING)):

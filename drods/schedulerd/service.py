@@ -458,8 +458,10 @@ class SchedulerService:
             users, slo = learned(obj)
             task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
                         workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo)
-            decided: ScheduleResult | None = shaved(obj, rec, self.cache.snap, self.fleet.moves, self.queue) if \
-                stype == RESCHEDULE and shaving(obj) else self.scheduler.schedule(task, self.cache.snap)
+            slo_ms = spec.placement.latencySLOMs if spec.placement.latencySLOMs is not None else slo
+            decided: ScheduleResult | None = shaved(
+                obj, rec, self.cache.snap, self.fleet.moves, self.queue, users_of(spec.placement, users), slo_ms) \
+                if stype == RESCHEDULE and shaving(obj) else self.scheduler.schedule(task, self.cache.snap)
             if stype == RESCHEDULE and decided is not None and (users_moved(obj) or fails_back(obj)):
                 decided = self._follow_users(task, rec, decided) if users_moved(obj) else \
                     within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)

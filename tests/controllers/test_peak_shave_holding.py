@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from drods.controllers.peak_shave import PeakShaver
-from drods.model.cluster import ClusterSpec
+from drods.controllers.peak_shave import LatencyView, PeakShaver
+from drods.model.cluster import ClusterSpec, NetworkProfile
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.scheduler.arrays import BoolArr
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
@@ -39,3 +39,24 @@ def test_bindings_of_one_policy_share_its_allowed_clusters() -> None:
     assert c.allowed.tolist() == [True, True, False]
     alone = shaver.holding(binding("c", east), INDEX, SPECS, FACTS)  # without the pass's memo: the same answer
     assert alone is not None and np.array_equal(alone.allowed, c.allowed)
+
+
+def test_slo_guard_reads_measured_latency_first_then_declared_then_local() -> None:
+    names = ["east-1", "west-1", "west-2", "far-1"]
+    specs = [ClusterSpec(region="east"), ClusterSpec(region="west", network=NetworkProfile(latencyMs={"east": 40})),
+             ClusterSpec(region="west", network=NetworkProfile(latencyMs={"east": 40})), ClusterSpec(region="far")]
+    index = {n: i for i, n in enumerate(names)}
+    facts = [ClusterFacts.of(n, {}, s) for n, s in zip(names, specs, strict=True)]
+    shaver = PeakShaver(None, None, AutoOpsPolicy())  # type: ignore[arg-type]
+    # measured: west-2 is 180 ms from the east users (declared 40), far-1 is 30 ms (declared: unknown)
+    shaver.latencies = LatencyView.of(names, specs, {("west-2", "east"): 180.0, ("far-1", "east"): 30.0})
+    users = {"users": [{"region": "east"}], "latencySLOMs": 100}
+    h = shaver.holding(binding("web", users), index, specs, facts)
+    assert h is not None and h.latency is not None and h.slo_ms == 100
+    assert h.latency.tolist() == [0.0, 40.0, 180.0, 30.0]
+    assert h.targets().tolist() == [True, True, False, True]
+    declared = PeakShaver(None, None, AutoOpsPolicy())  # type: ignore[arg-type]
+    d = declared.holding(binding("web", users), index, specs, facts)  # nothing measured: far-1 is unknown
+    assert d is not None and d.latency is not None
+    assert np.isnan(d.latency[3]) and d.latency[:3].tolist() == [0.0, 40.0, 40.0]
+    assert shaver.holding(binding("web", {"users": [{"region": "east"}]}), index, specs, facts).latency is None  # type: ignore[union-attr]
