@@ -312,8 +312,9 @@ def test_failed_hook_rolls_back_with_the_source_serving(fleet: Fleet) -> None:
                      headers={"content-type": "application/merge-patch+json"})
     wait_for(lambda: (fleet.plan("ledger-again").get("status") or {}).get("phase") == "SwitchTraffic", 60,
              "ledger-again switching traffic")
-    b = fleet.binding(f"statefulset-{NS}-ledger")
-    assert b["metadata"]["annotations"].get(TRAFFIC_WITHDRAWN) == source
+    # the phase is written first, the Binding's withdrawal just after (a crash redoes it)
+    wait_for(lambda: (fleet.binding(f"statefulset-{NS}-ledger")["metadata"].get("annotations") or {})
+             .get(TRAFFIC_WITHDRAWN) == source, 30, "the source withdrawn on the Binding")
     assert fleet.http.delete(f"{PLANS}/ledger-again").status_code in (200, 202)
     wait_for(lambda: fleet.http.get(f"{PLANS}/ledger-again").status_code == 404, 60, "the deleted plan gone")
     b = fleet.binding(f"statefulset-{NS}-ledger")

@@ -196,7 +196,8 @@ def test_audit_filters_as_the_api_does(page: Any, world: Env) -> None:
     api = world.http.get("/api/v1/audit", params={"kind": "ServiceRegistration", "limit": 500}).json()["items"]
     rows = table.locator("tbody tr")
     assert api and rows.count() >= 1  # the controller may write its status between the two reads
-    assert all("serviceregistration" in rows.nth(i).inner_text().lower() for i in range(rows.count()))
+    texts = rows.all_inner_texts()  # one read: a live update may redraw the table between row reads
+    assert texts and all("serviceregistration" in t.lower() for t in texts)
     page.get_by_label("Kind").fill("NoSuchKind")
     page.get_by_role("button", name="Filter").click()
     page.get_by_text("No change matches.").wait_for()
