@@ -18,7 +18,6 @@ then local for a cluster in the users' own region or city — a cluster of unkno
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from drods.machinery.tasks import yielding
 from drods.model.annotations import learned_users
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
@@ -45,7 +45,7 @@ from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.users import UserDemand
 from drods.store import Store
 
-YIELD_EVERY = 256  # Bindings read between two yields to the event loop
+YIELD_EVERY = 256  # Bindings read between two yields to the event loop (each is validated and matched)
 
 Execute = Callable[[str, str, dict[str, Any]], Awaitable[str]]
 Obj = dict[str, Any]
@@ -194,9 +194,7 @@ class PeakShaver:
         self.latencies = LatencyView.of(names, specs, await measured_pairs(self.registry.store))
         masks: dict[ClusterSelection, BoolArr] = {}
         holdings: list[Holding] = []
-        for i, obj in enumerate(await self.registry.scan(BINDING)):
-            if i % YIELD_EVERY == YIELD_EVERY - 1:
-                await asyncio.sleep(0)  # a pass over every Binding must not hold the loop (leases, API)
+        async for obj in yielding(await self.registry.scan(BINDING), every=YIELD_EVERY):
             if (h := self.holding(obj, index, specs, facts, masks)) is not None:
                 holdings.append(h)
         open_ = ~np.isnan(levels) & np.fromiter((f is not None for f in facts), dtype=bool, count=len(facts))
