@@ -78,12 +78,12 @@ def agent(
     FederatedHPA's bounds, reporting what it did when the control plane is back. Use a token made with
     `drods token create --role cluster-agent --cluster NAME`.
     """
-    import asyncio
     import logging
 
     import httpx
 
     from drods.cli.agents import AgentMember, AgentRun, follow
+    from drods.machinery import eventloop
     from drods.members.agent import AgentRefused
     from drods.members.agent_probe import ProbePlan, parse_target
     from drods.members.autonomy import AutonomySettings
@@ -119,7 +119,7 @@ def agent(
         finally:
             await member.close()
 
-    raise typer.Exit(asyncio.run(main()))
+    raise typer.Exit(eventloop.run(main()))
 
 
 async def _once(member: Any, cluster: str, token: str, run: Any) -> int:
@@ -146,10 +146,10 @@ async def _once(member: Any, cluster: str, token: str, run: Any) -> int:
 
 def _run_directory(root: Path, run: Any, state_dir: Path | None) -> int:
     """Every member of ``root/agents.yaml`` followed in this process; its server unless --server is given."""
-    import asyncio
     import dataclasses
 
     from drods.cli.agents import AgentMember, follow, read_agents_file
+    from drods.machinery import eventloop
     from drods.members.client import MemberClient
 
     try:
@@ -170,4 +170,4 @@ def _run_directory(root: Path, run: Any, state_dir: Path | None) -> int:
             for m in members:
                 await m.member.close()
 
-    return asyncio.run(main())
+    return eventloop.run(main())

@@ -99,6 +99,7 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.api.status import error_response
     from drods.assembly import Component, assemble
     from drods.errors import ApiError
+    from drods.machinery import eventloop
     from drods.machinery.memory import tune_for_serving
     from drods.security.files import make_private
     from drods.server import _Server, default_store_url
@@ -136,7 +137,7 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
             async with plane.running():
                 await stop.wait()
 
-        asyncio.run(headless())
+        eventloop.run(headless())
         return
     server = _Server(serving_config(app, host, port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
                                     log_level=log_level.lower(), timeout_graceful_shutdown=5))

@@ -30,9 +30,9 @@ def fleet(
     """Serve N simulated member clusters from one process until SIGTERM/SIGINT, each with its own
     API endpoint and kubeconfig (OUT/NAME/kubeconfig), members like `drods sim`'s; join them all
     with `drods cluster join --from OUT`, inject faults with `drods sim fault NAME … --state-dir OUT`."""
-    import asyncio
     import logging
 
+    from drods.machinery import eventloop
     from drods.model.meta import check_name
     from drods.sim.config import NodePool, SimConfig, parse_cpu, parse_memory
     from drods.sim.fleet import FleetConfig, serve_fleet
@@ -48,7 +48,7 @@ def fleet(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     try:
-        asyncio.run(serve_fleet(cfg, fresh=fresh))
+        eventloop.run(serve_fleet(cfg, fresh=fresh))
     except OSError as e:
         typer.echo(f"error: fleet: {e}", err=True)
         raise typer.Exit(1) from e

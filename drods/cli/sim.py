@@ -80,9 +80,9 @@ def sim(
         return
     if not name:
         raise typer.BadParameter("--name is required to run a sim", param_hint="--name")
-    import asyncio
     import logging
 
+    from drods.machinery import eventloop
     from drods.model.meta import check_name
     from drods.model.quantity import quantity
     from drods.sim.config import NodePool, SimConfig, UsageModel, parse_cpu, parse_memory
@@ -106,7 +106,7 @@ def sim(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     try:
-        asyncio.run(serve(cfg, fresh=fresh))
+        eventloop.run(serve(cfg, fresh=fresh))
     except OSError as e:  # the port is taken, the data dir is not writable, …
         typer.echo(f"error: sim {name}: {e}", err=True)
         raise typer.Exit(1) from e
