@@ -2,7 +2,9 @@
 
 * **Push mode** — every ``probeIntervalSeconds`` (5 s) each cluster is probed through its
   `MemberClient` (``GET /version``, sent even while the client fails fast) and, when it answers and
-  ``summaryIntervalSeconds`` (10 s) have passed, summarised (nodes, pods, metrics.k8s.io).
+  ``summaryIntervalSeconds`` (10 s) have passed, summarised (nodes, pods, metrics.k8s.io). A member
+  that answered another call within the interval (an apply, a listing) is not probed again: that
+  answer is the probe, so a busy member is not sent probes on top of its work.
   A success makes it Ready=True at once; it turns
   Ready=False only after ``notReadyGraceSeconds`` (15 s: three missed probes) without a success.
   Before its first answer a cluster is Ready=Unknown. One task per cluster: a partitioned member
@@ -190,11 +192,13 @@ class ClusterHealth:
         if client is None:
             st.last_error = why
             return
-        try:
-            st.version = await client.probe()
-        except (MemberUnavailable, MemberError) as e:
-            st.last_error = str(e)[:300]
-            return
+        # another call's answer this interval (an apply, a listing) stands for the probe
+        if st.version is None or not self._answered_since(client.state.last_success, self.clock()):
+            try:
+                st.version = await client.probe()
+            except (MemberUnavailable, MemberError) as e:
+                st.last_error = str(e)[:300]
+                return
         st.last_ok = self.clock()
         st.last_error = None
         if st.last_ok - st.summarised < self.settings.summaryIntervalSeconds:
@@ -206,6 +210,11 @@ class ClusterHealth:
             return
         st.summarised = self.clock()
         await self._feed(name, st.summary)
+
+    def _answered_since(self, last_success: float | None, now: float) -> bool:
+        """Whether the member answered a call within the last probe interval (the client's wall
+        clock; an injected clock far from it never counts)."""
+        return last_success is not None and 0.0 <= now - last_success < self.settings.probeIntervalSeconds
 
     async def _feed(self, name: str, summary: ClusterSummary) -> None:
         """The summary as this cluster's status, through monitoring's pipeline (one status document shape)."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
 
-from drods.controllers.health import ClusterHealth
+from drods.controllers.health import ClusterHealth, _Health
 from drods.controllers.settings import MemberSettings
 
 
@@ -58,3 +60,47 @@ async def test_checks_in_flight_are_bounded_and_every_cluster_is_checked() -> No
 def test_probe_concurrency_must_be_positive() -> None:
     with pytest.raises(ValidationError):
         MemberSettings(probeConcurrency=0)
+
+
+class _Client:
+    """A member client whose last answer the test sets; counts the health probes sent to it."""
+
+    def __init__(self) -> None:
+        self.probes = 0
+        self.last_success: float | None = None
+
+    @property
+    def state(self) -> SimpleNamespace:
+        return SimpleNamespace(last_success=self.last_success)
+
+    async def probe(self) -> str:
+        self.probes += 1
+        self.last_success = time.time()
+        return "v1.30.0"
+
+
+async def test_a_member_that_answered_another_call_this_interval_is_not_probed_again() -> None:
+    client = _Client()
+
+    async def get(_name: str) -> tuple[_Client, None]:
+        return client, None
+
+    fleet = SimpleNamespace(clients=SimpleNamespace(get=get))
+    health = ClusterHealth(fleet=fleet, settings=MemberSettings(probeIntervalSeconds=5,  # type: ignore[arg-type]
+                                                                summaryIntervalSeconds=3600), monitor=None)
+    health.state["c1"] = st = _Health(first_seen=time.time(), summarised=time.time())
+    await health._probe("c1", st)
+    assert client.probes == 1 and st.version == "v1.30.0"  # the first check always probes
+    client.last_success = time.time() - 1.0  # an apply answered a second ago
+    st.last_ok = None
+    await health._probe("c1", st)
+    assert client.probes == 1 and st.last_ok is not None, "the recent answer counts as the probe"
+    client.last_success = time.time() - 6.0  # nothing answered this interval
+    await health._probe("c1", st)
+    assert client.probes == 2
+    # a clock far from the client's (a test's injected one) never takes its answers for probes
+    health.clock = lambda: 1_000.0
+    st.summarised = 1_000.0
+    client.last_success = time.time()
+    await health._probe("c1", st)
+    assert client.probes == 3
