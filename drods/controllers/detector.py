@@ -126,7 +126,7 @@ class ResourceDetector:
                  bindings: Informer, autoscalers: Sequence[Informer] = (), interpretation: Sequence[Informer] = (),
                  overrides: Sequence[Informer] = (),
                  catalog: KindCatalog | None = None, interpreter: Interpreter | None = None,
-                 workers: int = 2) -> None:
+                 workers: int = 8) -> None:
         self.registry = registry
         # custom kinds (one informer holds every custom resource) and interpreter customizations; a
         # change to either sends every workload through reconcile again

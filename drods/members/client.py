@@ -1,8 +1,9 @@
 """`MemberClient`: everything DRO-DS does to one member cluster, through the official Kubernetes client.
 
-The official client is synchronous, so each cluster gets its own small thread pool and an asyncio
-semaphore of the same size (bounded concurrency per cluster: a cluster that hangs ties up only
-its own threads, SEC4). Every HTTP call has a connect and a read timeout — also the discovery
+The official client is synchronous, so each cluster gets its own small thread pool and a call
+window of at most the same size that halves when the member times out and grows back as it answers
+(`drods.members.pacing`; bounded concurrency per cluster: a cluster that hangs ties up only its own
+threads, SEC4). Every HTTP call has a connect and a read timeout — also the discovery
 calls the client makes on its own, which it would otherwise make without any. Transient failures
 (connection refused/reset, timeouts, 429/5xx) are retried with jittered exponential backoff.
 The client keeps the cluster's connection state (Ready / NotReady, last error, consecutive
@@ -36,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from drods.members.pacing import CallWindow, overloaded
 from drods.members.summary import ClusterSummary, summarise
 from drods.members.traffic import Sample, TrafficMeter, node_sample
 
@@ -166,7 +168,7 @@ class MemberClient:
         self._cleanup = cleanup or []
         self._pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix=f"member-{name}")
         # Per event loop (asyncio primitives belong to one loop; tests and tools may use several).
-        self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+        self._windows: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CallWindow] = (
             weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
         self._api: k8s.ApiClient | None = None
@@ -263,18 +265,22 @@ class MemberClient:
         if wait > 0:
             raise MemberUnavailable(self.name, f"NotReady ({st.last_error}); next probe in {wait:.1f}s")
 
-    async def _call(self, fn: Callable[[], T], *, probe: bool = False, retry: bool = True) -> T:
+    async def _call(self, fn: Callable[[], T], *, probe: bool = False, retry: bool = True,
+                    paced: bool = True) -> T:
+        """``fn`` in the cluster's threads, within its call window (`drods.members.pacing`) unless
+        ``paced`` is False (a watch: it holds its call open for as long as it follows) or it is the
+        health ``probe`` (whether the member answers, not how much it is being sent)."""
         if self._closed:
             raise MemberUnavailable(self.name, "client is closed")
         self._gate(probe)
         loop = asyncio.get_running_loop()
-        sem = self._sems.get(loop)
-        if sem is None:
-            sem = self._sems[loop] = asyncio.Semaphore(self.options.concurrency)
+        window = self._windows.get(loop)
+        if window is None:
+            window = self._windows[loop] = CallWindow(self.options.concurrency)
         attempt = 0
         entered = time.time()
         while True:
-            async with sem:
+            async with window if paced and not probe else contextlib.nullcontext():
                 st = self._state
                 if not probe and st.condition == "NotReady" and (st.last_failure or 0) > entered:
                     # it went down while this call waited for a thread: don't queue another timeout
@@ -283,7 +289,10 @@ class MemberClient:
                 try:
                     result = await loop.run_in_executor(self._pool, fn)
                 except Exception as exc:
+                    if overloaded(exc):
+                        window.overloaded()
                     if not is_transient(exc):
+                        window.answered()
                         self._succeeded(time.monotonic() - started)  # it answered: reachable
                         if isinstance(exc, ApiException):
                             raise MemberError(self.name, int(exc.status or 0), str(exc.reason or ""),
@@ -292,6 +301,7 @@ class MemberClient:
                     self._failed(exc)
                     failure = exc
                 else:
+                    window.answered()
                     self._succeeded(time.monotonic() - started)
                     return result
             if not retry or attempt >= self.options.retries or (self._state.condition == "NotReady" and not probe):
@@ -450,7 +460,7 @@ class MemberClient:
                 resp.release_conn()
             return last
 
-        return await self._call(run, retry=False)
+        return await self._call(run, retry=False, paced=False)
 
     async def nodes(self) -> list[Obj]:
         return await self._call(lambda: self._list_all("/api/v1/nodes"))
