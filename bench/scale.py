@@ -24,6 +24,9 @@ client, as an operator would.
   (``rss_mb``, ``rss_growth_last_pct`` over the last ``--flat-window`` seconds of the storm), then
   every member back ``up``: ``converged_s`` until every Binding is Scheduled with a placement and
   every Work applied at its current hash.
+* ``idle``: every member Ready and ``--workloads`` placed, then ``cpu_s`` and ``cores`` (CPU
+  seconds / wall seconds) of each process over ``--seconds``, and ``rss_mb``: what watching the
+  fleet costs with nothing to do.
 
 Prints the conditions, then one JSON line with the figures and ``clusters``, ``workloads``, ``store``
 (several scenarios, comma-separated, run in turn over one fleet and control plane: a line each;
@@ -458,8 +461,27 @@ def storm(b: Bench) -> dict[str, Any]:
             "peak_rss_mb": round(proc_kb(pid, "VmHWM") / 1024, 1)}
 
 
+def idle(b: Bench) -> dict[str, Any]:
+    """What watching the fleet costs with nothing to do: every member Ready, ``--workloads`` placed,
+    then the CPU each process uses over ``--seconds`` (health probes, resource summaries, network
+    probes, work-status polls)."""
+    wait_until(b.all_ready, b.args.timeout, "every member Ready", interval=1.0)
+    if b.args.workloads and b.watch.copies() < b.args.workloads:
+        b.steady(b.args.workloads)
+    time.sleep(min(10.0, b.args.seconds))  # what the arrivals set off settles
+    pids = b.pids()
+    cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+    t0 = time.monotonic()
+    time.sleep(b.args.seconds)
+    elapsed = time.monotonic() - t0
+    cpu = {k: round(cpu_seconds(pid) - cpu0[k], 1) for k, pid in pids.items()}
+    return {"seconds": round(elapsed, 1), "cpu_s": cpu,
+            "cores": {k: round(v / elapsed, 3) for k, v in cpu.items()},
+            "rss_mb": {k: round(proc_kb(pid, "VmRSS") / 1024, 1) for k, pid in pids.items()}}
+
+
 SCENARIOS: dict[str, Callable[[Bench], dict[str, Any]]] = {
-    "cold-start": cold_start, "distribution": distribution, "storm": storm}
+    "cold-start": cold_start, "distribution": distribution, "storm": storm, "idle": idle}
 
 
 def scenarios(text: str) -> list[str]:
@@ -481,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", choices=["sqlite", "etcd"], default="sqlite")
     ap.add_argument("--mode", choices=["push", "pull"], default="push")
     ap.add_argument("--rate", type=float, default=5.0, help="distribution: creates + updates per second")
-    ap.add_argument("--seconds", type=float, default=5.0, help="distribution: how long the stream runs")
+    ap.add_argument("--seconds", type=float, default=5.0, help="distribution: how long the stream runs; "
+                                                               "idle: how long CPU is measured")
     ap.add_argument("--down-seconds", type=float, default=20.0, help="storm: how long every member is down")
     ap.add_argument("--flat-window", type=float, default=120.0, help="storm: RSS growth over this last window")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a phase may take before it is reported "

@@ -43,8 +43,11 @@ def test_every_scenario_in_push_mode() -> None:
 
 def test_distribution_in_pull_mode() -> None:
     """`drods cluster join --from --pull` and `drods agent --from` carry the stream to the members."""
-    out = run("--scenario", "distribution", "--mode", "pull", "--clusters", "2", "--nodes-per-cluster", "2",
+    out = run("--scenario", "distribution,idle", "--mode", "pull", "--clusters", "2", "--nodes-per-cluster", "2",
               "--workloads", "2", "--rate", "4", "--seconds", "1", "--timeout", "120")
-    dist = out["distribution"]
+    dist, idle = out["distribution"], out["idle"]
     assert dist["mode"] == "pull" and 1 <= dist["operations"] == dist["arrived"] <= 4
     assert dist["p99_ms"] is not None
+    # what watching the fleet costs, per process (the agents are a process of their own in pull mode)
+    assert idle["seconds"] >= 1 and set(idle["cpu_s"]) == set(idle["cores"]) == {"drods serve", "sim fleet", "agents"}
+    assert all(v >= 0 for v in idle["cores"].values()) and all(v > 0 for v in idle["rss_mb"].values())
