@@ -14,7 +14,7 @@ scheduling — another coroutine's TLS handshake, a pause of the process — onl
 trip, so the least one is the path's), ``jitterMs`` the mean
 absolute difference of consecutive answered round trips (RFC 3550's idea), ``lossRatio`` the lost
 share. All probes lost: no ``rttMs`` (never a made-up 0). The server's certificate is not checked —
-the probe sends nothing secret and reads only an answer's head.
+the probe sends nothing secret and reads only the answers (status line, headers, a short body).
 """
 
 from __future__ import annotations
