@@ -194,10 +194,14 @@ def test_audit_filters_as_the_api_does(page: Any, world: Env) -> None:
     table = page.get_by_test_id("audit")
     table.wait_for()
     api = world.http.get("/api/v1/audit", params={"kind": "ServiceRegistration", "limit": 500}).json()["items"]
-    rows = table.locator("tbody tr")
-    assert api and rows.count() >= 1  # the controller may write its status between the two reads
-    texts = rows.all_inner_texts()  # one read: a live update may redraw the table between row reads
-    assert texts and all("serviceregistration" in t.lower() for t in texts)
+    assert api
+    # the unfiltered table stays until the filtered answer arrives: wait for it (rows read in one
+    # read in the page, as a live update may redraw the table between row reads)
+    page.wait_for_function(
+        """() => { const rows = [...document.querySelectorAll('[data-testid="audit"] tbody tr')];
+                   return rows.length > 0
+                          && rows.every(r => r.innerText.toLowerCase().includes('serviceregistration')); }""",
+        timeout=15_000)
     page.get_by_label("Kind").fill("NoSuchKind")
     page.get_by_role("button", name="Filter").click()
     page.get_by_text("No change matches.").wait_for()
