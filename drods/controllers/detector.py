@@ -141,6 +141,10 @@ class ResourceDetector:
         self.policies = list(policies)
         self.overrides = list(overrides)  # Karmada OverridePolicies a policy's dependentOverrides name
         self._touched: set[str] = set()  # workloads changed since their last reconcile (Lazy activation)
+        # binding → the revision this detector last wrote; until its informer has seen it, the cached
+        # copy is older than what the store holds, and a spec equal to that older copy is no proof
+        # that the Binding is as wanted (a 4 → 1 → 4 → 1 scale would leave it at 4)
+        self._wrote: dict[str, int] = {}
         self.bindings = bindings
         self.controller = Controller("resource-detector", self.reconcile, workers=workers)
 
@@ -175,6 +179,8 @@ class ResourceDetector:
                 self.controller.queue.add(wkey)
 
     def _binding_changed(self, key: str, old: Any, new: Any) -> None:
+        if new is None:
+            self._wrote.pop(key.rsplit("/", 1)[-1], None)
         gone = new is None or bool((new.get("metadata") or {}).get("deletionTimestamp"))
         was_gone = old is not None and bool((old.get("metadata") or {}).get("deletionTimestamp"))
         obj = new or old
@@ -237,6 +243,11 @@ class ResourceDetector:
         if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             log.warning("binding %s exists and is not managed by the resource detector; leaving it", bname)
             return None
+        if bname in self._wrote:
+            seen = int((existing or {}).get("metadata", {}).get("resourceVersion") or 0)
+            if seen < self._wrote[bname]:
+                return 0.05  # the informer has not brought this detector's own last write yet
+            del self._wrote[bname]
         touched = key in self._touched
         self._touched.discard(key)
         match = None
@@ -278,9 +289,10 @@ class ResourceDetector:
                 want["spec"]["rescheduleTriggeredAt"] = moved_at
         if existing is None:
             try:
-                await self.registry.create(BINDING, want)
+                made = await self.registry.create(BINDING, want)
             except (AlreadyExists, Conflict):
                 return 0.05  # created meanwhile: look again
+            self._wrote[bname] = int(made["metadata"]["resourceVersion"])
             return None
         if existing["metadata"].get("deletionTimestamp"):
             return 1.0  # the old binding is still being cleaned up; create the new one after
@@ -298,9 +310,10 @@ class ResourceDetector:
         new["spec"] = spec
         new["metadata"]["labels"] = {**(existing["metadata"].get("labels") or {}), **want["metadata"]["labels"]}
         try:
-            await self.registry.update(BINDING, new)
+            written = await self.registry.update(BINDING, new)
         except (Conflict, AlreadyExists):
             return 0.05
+        self._wrote[bname] = int(written["metadata"]["resourceVersion"])
         return None
 
 
