@@ -35,6 +35,8 @@ def test_every_scenario_in_push_mode() -> None:
     assert set(cold["peak_rss_mb"]) == {"drods serve", "sim fleet"} and cold["works_per_s"] > 0
     assert 1 <= dist["operations"] == dist["arrived"] <= 8  # 4 ops/s for 2 s at most, each seen in a member
     assert 0 < dist["p50_ms"] <= dist["p99_ms"] <= dist["max_ms"]
+    assert dist["p99_create_ms"] is not None  # the stream starts with a create
+    assert all(v is None or 0 < v <= dist["max_ms"] for v in (dist["p99_create_ms"], dist["p99_update_ms"]))
     bindings = 4 + (dist["operations"] + 1) // 2  # the steady ones and those the stream created
     assert storm["redecisions"] == bindings and storm["phases_down"] == {"Unschedulable": bindings}
     assert storm["down_s"] >= 8 and 0 < storm["all_redecided_s"] <= storm["down_s"]
