@@ -392,10 +392,11 @@ def distribution(b: Bench) -> dict[str, Any]:
     # the rate achieved: below --rate when the API answers slower than the stream asks
     achieved = round(len(ops) / max(time.monotonic() - started, 1e-9), 1)
     b.watch.wait(lambda: all((n, m) in b.watch.seen for n, m, _ in ops), args.timeout)
-    lat = [(b.watch.seen[(n, m)] - sent) * 1000 for n, m, sent in ops if (n, m) in b.watch.seen]
-    # a create goes through the detector and the scheduler; an update of a placed one does not
-    creates = [(b.watch.seen[(n, m)] - sent) * 1000 for n, m, sent in ops if m == "0" and (n, m) in b.watch.seen]
-    updates = [(b.watch.seen[(n, m)] - sent) * 1000 for n, m, sent in ops if m != "0" and (n, m) in b.watch.seen]
+    arrived = [(m, (b.watch.seen[(n, m)] - sent) * 1000) for n, m, sent in ops if (n, m) in b.watch.seen]
+    lat = [ms for _, ms in arrived]
+    # a create (mark "0") goes through the detector and the scheduler; an update of a placed one does not
+    creates = [ms for m, ms in arrived if m == "0"]
+    updates = [ms for m, ms in arrived if m != "0"]
     return {"operations": len(ops), "arrived": len(lat), "rate": args.rate, "achieved_rate": achieved,
             "p50_ms": pct(lat, 50),
             "p99_ms": pct(lat, 99), "max_ms": round(max(lat), 1) if lat else None,
