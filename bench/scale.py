@@ -15,8 +15,13 @@ client, as an operator would.
   ``works_per_s``, ``peak_rss_mb`` and ``cpu_s`` per process.
 * ``distribution``: steady state with ``--workloads`` placed, then ``--rate`` operations/s for
   ``--seconds`` (creates and updates alternating; an update changes an annotation): ``p50_ms`` /
-  ``p99_ms`` / ``max_ms`` from the API answer to the member's watch event showing it, and
-  ``p99_create_ms`` / ``p99_update_ms`` of each kind apart.
+  ``p99_ms`` / ``max_ms`` from the request to the member's watch event showing it (or a later version of
+  the same workload: two updates close together may arrive as one), and
+  ``p99_create_ms`` / ``p99_update_ms`` of each kind apart. The stream is open: each operation starts
+  on its time whether or not earlier ones were answered (``achieved_rate`` falls below ``--rate`` only
+  when 32 wait at once). ``--stages`` adds ``stages``: the p50/p99 of each step, from the control
+  plane's watch streams (``bound``: to the Binding, ``scheduled``, ``written``: to the Work carrying
+  it, ``member``, ``applied``: to the Work's status saying so).
 * ``storm``: steady state, then every member goes ``down`` (``drods sim fault``) for
   ``--down-seconds``, longer (up to ``--timeout``) until every Binding was decided again:
   ``redecisions`` (Bindings the scheduler decided again, from the Bindings' ``scheduledTime``),
@@ -51,6 +56,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -175,7 +181,7 @@ class MemberWatch:
     (name, version mark) was first seen, and how many copies there are."""
 
     def __init__(self, members: list[dict[str, Any]]) -> None:
-        self.seen: dict[tuple[str, str], float] = {}
+        self.seen: dict[str, dict[int, float]] = {}  # name -> {mark: first seen}
         self.present: dict[tuple[str, str], str] = {}  # (member, name) -> mark
         self.cond = threading.Condition()
         self.stop = threading.Event()
@@ -189,7 +195,7 @@ class MemberWatch:
             return
         mark = (obj.metadata.annotations or {}).get(MARK, "")
         self.present[(member, name)] = mark
-        self.seen.setdefault((name, mark), now)
+        self.seen.setdefault(name, {}).setdefault(int(mark or 0), now)
 
     def _run(self, member: dict[str, Any]) -> None:
         api = k8s_config.new_client_from_config(member["kubeconfig"], persist_config=False)
@@ -294,6 +300,13 @@ def works_applied(http: httpx.Client) -> tuple[int, int]:
     return len(works), ok
 
 
+def reached(marks: dict[int, float] | None, mark: str) -> float | None:
+    """When ``mark`` or a later one was first seen: two updates of one workload close together may
+    reach a member as one (the later), as level-triggered controllers do."""
+    at = [t for m, t in (marks or {}).items() if m >= int(mark)]
+    return min(at) if at else None
+
+
 def pct(xs: list[float], q: float) -> float | None:
     if not xs:
         return None
@@ -324,6 +337,7 @@ class Bench:
         self.watch = MemberWatch(self.members)
         stack.callback(self.watch.stop.set)
         self.http = httpx.Client(base_url=self.server.url, verify=self.server.verify, timeout=120,
+                                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
                                  headers={"Authorization": f"Bearer {self.server.token('admin')}"})
         stack.callback(self.http.close)
         wait_until(self.all_ready, 120, "every member Ready", interval=0.5)
@@ -368,39 +382,129 @@ def cold_start(b: Bench) -> dict[str, Any]:
             "peak_rss_mb": peak, "cpu_s": cpu}
 
 
+class StoreWatch:
+    """The control plane's side of each operation, from its API's watch streams: when each workload's
+    Binding was created and first scheduled, and when its Work first carried (written) and applied
+    (applied) each version mark. What ``--stages`` splits the latency by."""
+
+    def __init__(self, http: httpx.Client) -> None:
+        self.http = http
+        self.times: dict[tuple[str, str], dict[int, float]] = {}  # (stage, workload) -> {mark: first seen}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        for path, note in ((BINDINGS, self._binding), (WORKS, self._work)):
+            threading.Thread(target=self._run, args=(path, note), daemon=True).start()
+
+    def _first(self, stage: str, name: str, mark: str, now: float) -> None:
+        with self.lock:
+            self.times.setdefault((stage, name), {}).setdefault(int(mark or 0), now)
+
+    def _binding(self, obj: dict[str, Any], now: float) -> None:
+        name = ((obj.get("spec") or {}).get("resource") or {}).get("name") or ""
+        self._first("bound", name, "0", now)
+        if (obj.get("status") or {}).get("scheduledTime"):
+            self._first("scheduled", name, "0", now)
+
+    def _work(self, obj: dict[str, Any], now: float) -> None:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        for m in spec.get("manifests") or []:
+            if m.get("kind") == "Deployment":
+                name = (m.get("metadata") or {}).get("name") or ""
+                mark = ((m.get("metadata") or {}).get("annotations") or {}).get(MARK, "")
+                self._first("written", name, mark, now)
+                if status.get("applied") and status.get("observedHash") == spec.get("hash"):
+                    self._first("applied", name, mark, now)
+
+    def _run(self, path: str, note: Callable[[dict[str, Any], float], None]) -> None:
+        while not self.stop.is_set():
+            try:
+                rv = (self.http.get(path, params={"limit": 1}).json().get("metadata") or {}).get("resourceVersion")
+                with self.http.stream("GET", path, params={"watch": "true", "resourceVersion": rv or "0"},
+                                      timeout=httpx.Timeout(10, read=None)) as r:
+                    for line in r.iter_lines():
+                        if line.strip():
+                            note(json.loads(line).get("object") or {}, time.time())
+            except Exception:  # noqa: BLE001 - a broken watch starts again from a fresh list
+                time.sleep(0.5)
+
+    def stages(self, ops: list[tuple[str, str, float]], seen: dict[str, dict[int, float]]) -> dict[str, Any]:
+        """p50/p99 ms of each step an operation took: sent → its Binding → scheduled → its Work written →
+        in the member → the Work's status applied (an update has no Binding steps: its Work follows the
+        template)."""
+        steps: dict[str, list[float]] = {}
+        with self.lock:
+            times = {k: dict(v) for k, v in self.times.items()}
+        for name, mark, sent in ops:
+            path = (["bound", "scheduled"] if mark == "0" else []) + ["written", "member", "applied"]
+            before = sent
+            for stage in path:
+                at = reached(seen.get(name) if stage == "member" else times.get((stage, name)),
+                             "0" if stage in ("bound", "scheduled") else mark)
+                if at is None:
+                    break
+                steps.setdefault(stage, []).append((at - before) * 1000)
+                before = max(before, at)
+        return {stage: {"p50_ms": pct(xs, 50), "p99_ms": pct(xs, 99)} for stage, xs in steps.items()}
+
+
 def distribution(b: Bench) -> dict[str, Any]:
+    """An open stream: each operation starts at its time on the clock, whether or not the ones before
+    it were answered (a few in flight at once), as users' requests arrive."""
     args = b.args
     b.steady(args.workloads)
+    store = StoreWatch(b.http) if args.stages else None
+    if store is not None:
+        time.sleep(1.0)  # its watches open before the first operation
     ops: list[tuple[str, str, float]] = []  # (name, mark, sent)
-    interval, started, i = 1.0 / args.rate, time.monotonic(), 0
-    t_end, next_at = started + args.seconds, started
-    while time.monotonic() < t_end:
+    lock = threading.Lock()
+
+    def send(i: int) -> None:
         if i % 2 == 0:  # a new workload
             cm, dep = workload(args.workloads + i // 2)
+            sent = time.time()
             b.http.post("/api/v1/namespaces/default/configmaps", json=cm).raise_for_status()
             b.http.post("/apis/apps/v1/namespaces/default/deployments", json=dep).raise_for_status()
-            ops.append((dep["metadata"]["name"], "0", time.time()))
+            name, mark = dep["metadata"]["name"], "0"
         else:  # an update of a steady one
             name, mark = f"app-{(i // 2) % args.workloads:06d}", str(i)
+            sent = time.time()
             b.http.patch(f"/apis/apps/v1/namespaces/default/deployments/{name}",
                          json={"metadata": {"annotations": {MARK: mark}}},
                          headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
-            ops.append((name, mark, time.time()))
-        i += 1
-        next_at += interval
-        time.sleep(max(0.0, next_at - time.monotonic()))
-    # the rate achieved: below --rate when the API answers slower than the stream asks
+        with lock:
+            ops.append((name, mark, sent))
+
+    interval, started, i = 1.0 / args.rate, time.monotonic(), 0
+    t_end = started + args.seconds
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        futures = []
+        while (at := started + i * interval) < t_end:
+            time.sleep(max(0.0, at - time.monotonic()))
+            futures.append(pool.submit(send, i))
+            i += 1
+        for f in futures:
+            f.result()
+    # the rate achieved: below --rate only when more than the pool's operations wait for answers at once
     achieved = round(len(ops) / max(time.monotonic() - started, 1e-9), 1)
-    b.watch.wait(lambda: all((n, m) in b.watch.seen for n, m, _ in ops), args.timeout)
-    arrived = [(m, (b.watch.seen[(n, m)] - sent) * 1000) for n, m, sent in ops if (n, m) in b.watch.seen]
+    def arrival(name: str, mark: str) -> float | None:
+        return reached(b.watch.seen.get(name), mark)
+
+    b.watch.wait(lambda: all(arrival(n, m) is not None for n, m, _ in ops), args.timeout)
+    with b.watch.cond:
+        arrived = [(m, (at - sent) * 1000) for n, m, sent in ops if (at := arrival(n, m)) is not None]
+        seen = {n: dict(m) for n, m in b.watch.seen.items()}
     lat = [ms for _, ms in arrived]
     # a create (mark "0") goes through the detector and the scheduler; an update of a placed one does not
     creates = [ms for m, ms in arrived if m == "0"]
     updates = [ms for m, ms in arrived if m != "0"]
-    return {"operations": len(ops), "arrived": len(lat), "rate": args.rate, "achieved_rate": achieved,
-            "p50_ms": pct(lat, 50),
-            "p99_ms": pct(lat, 99), "max_ms": round(max(lat), 1) if lat else None,
-            "p99_create_ms": pct(creates, 99), "p99_update_ms": pct(updates, 99)}
+    out = {"operations": len(ops), "arrived": len(lat), "rate": args.rate, "achieved_rate": achieved,
+           "p50_ms": pct(lat, 50),
+           "p99_ms": pct(lat, 99), "max_ms": round(max(lat), 1) if lat else None,
+           "p99_create_ms": pct(creates, 99), "p99_update_ms": pct(updates, 99)}
+    if store is not None:
+        store.stop.set()
+        out["stages"] = store.stages(ops, seen)
+    return out
 
 
 def _faults(b: Bench, mode: str) -> None:
@@ -511,6 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=5.0, help="distribution: creates + updates per second")
     ap.add_argument("--seconds", type=float, default=5.0, help="distribution: how long the stream runs; "
                                                                "idle: how long CPU is measured")
+    ap.add_argument("--stages", action="store_true", help="distribution: also the p50/p99 of each step (Binding, "
+                    "scheduled, Work written, applied, in the member), from the control plane's watch streams")
     ap.add_argument("--down-seconds", type=float, default=20.0, help="storm: how long every member is down")
     ap.add_argument("--flat-window", type=float, default=120.0, help="storm: RSS growth over this last window")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a phase may take before it is reported "

@@ -27,7 +27,7 @@ def run(*args: str) -> dict[str, dict[str, Any]]:
 def test_every_scenario_in_push_mode() -> None:
     out = run("--scenario", "cold-start,distribution,storm", "--clusters", "2", "--nodes-per-cluster", "2",
               "--workloads", "4", "--rate", "4", "--seconds", "2", "--down-seconds", "8", "--flat-window", "4",
-              "--timeout", "120")
+              "--timeout", "120", "--stages")
     cold, dist, storm = out["cold-start"], out["distribution"], out["storm"]
     assert cold["clusters"] == 2 and cold["workloads"] == 4 and cold["store"] == "sqlite"
     assert cold["ready_s"] is not None and cold["copies"] == 4
@@ -37,6 +37,9 @@ def test_every_scenario_in_push_mode() -> None:
     assert 0 < dist["p50_ms"] <= dist["p99_ms"] <= dist["max_ms"]
     assert dist["p99_create_ms"] is not None  # the stream starts with a create
     assert all(v is None or 0 < v <= dist["max_ms"] for v in (dist["p99_create_ms"], dist["p99_update_ms"]))
+    # each step of the way, from the control plane's watch streams (a create passes all five)
+    assert set(dist["stages"]) == {"bound", "scheduled", "written", "member", "applied"}
+    assert all(st["p99_ms"] is not None and st["p50_ms"] <= st["p99_ms"] for st in dist["stages"].values())
     bindings = 4 + (dist["operations"] + 1) // 2  # the steady ones and those the stream created
     assert storm["redecisions"] == bindings and storm["phases_down"] == {"Unschedulable": bindings}
     assert storm["down_s"] >= 8 and 0 < storm["all_redecided_s"] <= storm["down_s"]
