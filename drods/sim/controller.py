@@ -42,8 +42,10 @@ from drods.store import Store
 log = logging.getLogger("drods.sim")
 Obj = dict[str, Any]
 NS_FINALIZER = "sim.drods.io/namespace-contents"
+PLANNED_FROM_PODS = frozenset({"Deployment", "StatefulSet"})  # pure functions of the workload and its pods
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 WRITE_CONCURRENCY = 32
+MAX_COALESCE_SECONDS = 0.25
 DATA_TICK_SECONDS = 0.25  # how often moving bytes and written counters are brought up to date
 MANAGED_OWNERS = {"Deployment": K.DEPLOYMENT, "StatefulSet": K.STATEFUL_SET, "DaemonSet": K.DAEMON_SET,
                   "Job": K.JOB}
@@ -95,6 +97,9 @@ class SimController:
         self._informer: asyncio.Task[None] | None = None
         self.network = Network(cfg.state_dir / "volumes", cfg.name)  # claims seen by the other sims
         self.write_clock = WriteClock()
+        # (kind, uid) -> the inputs a settled workload was last planned on: a pass skips it while they
+        # hold, so a pass costs what changed, not every workload the member holds
+        self._settled: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def _changed(self, _key: str, _old: Any, _new: Any) -> None:
         self._wake.set()
@@ -152,6 +157,7 @@ class SimController:
             while True:
                 self._wake.clear()
                 next_due: float | None = None
+                began = time.monotonic()
                 try:
                     next_due = await self.reconcile_once()
                 except asyncio.CancelledError:
@@ -159,6 +165,7 @@ class SimController:
                 except Exception:
                     log.exception("sim reconcile pass failed; retrying")
                     self._retry = True
+                took = time.monotonic() - began
                 delay = self.cfg.resync_seconds
                 if next_due is not None:
                     delay = min(delay, max(0.0, next_due - time.time()))
@@ -167,7 +174,9 @@ class SimController:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
                         await self._wake.wait()
-                await asyncio.sleep(0.01)  # coalesce a burst of changes into one pass
+                # coalesce a burst of changes into one pass: at least twice the last pass's time, so
+                # passes over a member holding many workloads take at most a third of the loop
+                await asyncio.sleep(min(max(0.01, 2 * took), MAX_COALESCE_SECONDS))
         finally:
             watcher, self._informer = self._informer, None
             if watcher is not None:
@@ -255,6 +264,8 @@ class SimController:
                 if obj["metadata"].get("deletionTimestamp"):
                     continue
                 mine = owned.get(obj["metadata"]["uid"], [])
+                if self._is_settled(kind_name, obj, mine):
+                    continue
                 plan = self._plan(kind_name, obj, mine, nodes, stamp, eligible_cache)
                 for pod in plan.delete:
                     pods.pop(_key(pod), None)
@@ -278,6 +289,19 @@ class SimController:
         eligible = [n["metadata"]["name"] for n in sorted(nodes, key=lambda n: n["metadata"]["name"])
                     if node_ready(n) and selector_matches(template, n) and taints_tolerated(template, n)]
         return W.plan_daemonset(obj, mine, eligible)
+
+    @staticmethod
+    def _inputs(kind_name: str, obj: Obj, mine: list[Obj]) -> tuple[Any, ...] | None:
+        """What a plan of ``obj`` is a function of, for the kinds planned from the workload and its pods
+        alone (a DaemonSet's also reads the nodes, a Job's the clock: always planned)."""
+        if kind_name not in PLANNED_FROM_PODS:
+            return None
+        return (obj["metadata"].get("resourceVersion"),
+                tuple(sorted((p["metadata"]["name"], p["metadata"].get("resourceVersion")) for p in mine)))
+
+    def _is_settled(self, kind_name: str, obj: Obj, mine: list[Obj]) -> bool:
+        inputs = self._inputs(kind_name, obj, mine)
+        return inputs is not None and self._settled.get((kind_name, obj["metadata"]["uid"])) == inputs
 
     @staticmethod
     def _owned(pods: dict[tuple[str, str], Obj]) -> dict[str, list[Obj]]:
@@ -453,16 +477,28 @@ class SimController:
                         nodes: list[Obj], stamp: str) -> None:
         owned = self._owned(pods)
         writes = []
+        live: set[tuple[str, str]] = set()
         for kind_name, objs in workloads.items():
             kind = MANAGED_OWNERS[kind_name]
             for obj in objs:
                 if obj["metadata"].get("deletionTimestamp"):
                     continue
-                plan = self._plan(kind_name, obj, owned.get(obj["metadata"]["uid"], []), nodes, stamp, {})
+                key, mine = (kind_name, obj["metadata"]["uid"]), owned.get(obj["metadata"]["uid"], [])
+                live.add(key)
+                if self._is_settled(kind_name, obj, mine):
+                    continue
+                plan = self._plan(kind_name, obj, mine, nodes, stamp, {})
                 if plan.status is not None and plan.status != (obj.get("status") or {}):
                     meta = obj["metadata"]
                     writes.append(self.registry.update_status(kind, meta["name"], plan.status, meta.get("namespace"),
                                                               resource_version=int(meta["resourceVersion"])))
+                    self._settled.pop(key, None)
+                elif not plan.create and not plan.delete and (inputs := self._inputs(kind_name, obj, mine)):
+                    self._settled[key] = inputs
+                else:
+                    self._settled.pop(key, None)
+        for gone in self._settled.keys() - live:
+            del self._settled[gone]
         await self._gather(self._guard(w) for w in writes)
 
     async def _endpoint_slices(self, pods: dict[tuple[str, str], Obj]) -> None:
