@@ -365,8 +365,9 @@ class MemberClient:
             if ns:
                 meta["namespace"] = ns
             out = self._client()[1].server_side_apply(res, body=body, name=meta["name"], namespace=ns,
-                                                      field_manager=self.options.field_manager, force_conflicts=True)
-            return dict(out.to_dict())
+                                                      field_manager=self.options.field_manager, force_conflicts=True,
+                                                      serialize=False)
+            return dict(json.loads(out.data))
 
         return await self._call(self._translate_missing_kind(run))
 
@@ -395,7 +396,7 @@ class MemberClient:
             res = self._resource(api_version, kind)
             ns = (namespace or "default") if res.namespaced else None
             try:
-                return dict(self._client()[1].get(res, name=name, namespace=ns).to_dict())
+                return dict(json.loads(self._client()[1].get(res, name=name, namespace=ns, serialize=False).data))
             except ApiException as e:
                 if e.status == HTTPStatus.NOT_FOUND:
                     return None
@@ -413,8 +414,9 @@ class MemberClient:
         def run() -> list[Obj]:
             res = self._resource(api_version, kind)
             kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-            out = self._client()[1].get(res, namespace=namespace if res.namespaced else None, **kwargs)
-            return [dict(i) for i in out.to_dict().get("items") or []]
+            out = self._client()[1].get(res, namespace=namespace if res.namespaced else None, serialize=False,
+                                        **kwargs)
+            return [dict(i) for i in json.loads(out.data).get("items") or []]
 
         return await self._call(self._translate_missing_kind(run))
 
