@@ -68,6 +68,7 @@ from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+EMPTY_STATUS = jsondoc.dumps({})
 
 
 def encode(obj: Obj) -> bytes:
@@ -111,6 +112,7 @@ class BindingController:
         # the revisions our own writes produced: their watch events are echoes, not news
         self._own_binding_rev: dict[str, int] = {}
         self._own_template_rev: dict[str, int] = {}
+        self._own_work_hash: dict[str, str] = {}  # Work key -> the spec hash this controller last wrote
         self._plans: dict[str, tuple[int, dict[str, ManifestSet | OverrideError]]] = {}
         self._policies: list[tuple[str, ClusterOverridePolicySpec]] = []
         self._policy_epoch = 0
@@ -169,8 +171,21 @@ class BindingController:
     def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
         work = new or old
         binding = work.binding if work is not None else ""
-        if binding and not is_quota_owner(binding):  # a quota's Works are its own (quota_assignments)
-            self.controller.queue.add(binding)
+        if new is None:
+            self._own_work_hash.pop(key, None)
+        if binding and not is_quota_owner(binding) and not self._own_spec_write(key, old, new):
+            self.controller.queue.add(binding)  # a quota's Works are its own (quota_assignments)
+
+    def _own_spec_write(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> bool:
+        """``new`` is this controller's own write of a push member's Work spec and nothing else moved:
+        the pass that wrote it already rolled the status up as it stands (the Work waits to be
+        applied either way). A pull member's rolls up to "waiting for the agent", so it is news."""
+        if new is None or self._own_work_hash.get(key) != new.hash or self.fleet.pull(new.cluster):
+            return False
+        if old is None:
+            return new.encoded_status == EMPTY_STATUS and not new.deleting
+        return (old.hash != new.hash and old.encoded_status == new.encoded_status and old.deleting == new.deleting
+                and old.removing_since == new.removing_since)
 
     def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
         self._enqueue(self.fleet.by_cluster.get(key.rsplit("/", 1)[-1]))
@@ -508,6 +523,7 @@ class BindingController:
                     continue
                 held[current.key] = whole
             items.append((WORK, self._work_body(binding, cluster, p, current, cluster in suspend)))
+            self._own_work_hash[WORK.key(work_name(binding, cluster))] = p.hash  # before: its echo may come first
         if not items:
             return again
         try:
