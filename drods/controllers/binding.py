@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from drods.controllers import aggregate
 from drods.controllers import manifests as M
-from drods.controllers.fleet import MemberFleet
+from drods.controllers.fleet import MemberFleet, ready_condition
 from drods.controllers.manifests import ManifestSet, Target
 from drods.controllers.overrides import OverrideError
 from drods.controllers.pod_status import pod_status
@@ -46,6 +46,7 @@ from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.machinery.tasks import yielding
+from drods.members.clients import is_pull
 from drods.model import jsondoc
 from drods.model.annotations import LEADER_GENERATION, MANAGED_BY, REMOVING_SINCE
 from drods.model.app_failover import (
@@ -188,6 +189,8 @@ class BindingController:
                 and old.removing_since == new.removing_since)
 
     def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        if old is not None and new is not None and _read_of_cluster(old) == _read_of_cluster(new):
+            return  # a heartbeat or a resource summary: nothing a Binding's pass reads of a cluster
         self._enqueue(self.fleet.by_cluster.get(key.rsplit("/", 1)[-1]))
 
     def _on_template(self, key: str, old: Obj | None, new: Obj | None) -> None:
@@ -650,6 +653,14 @@ def _same(binding: str, cluster: str, p: ManifestSet, work: WorkRecord | None, s
         return True
     return work.hash == p.hash and work.digest == p.digest and work.labeled and work.suspended == suspend \
         and work.removing_since is None
+
+
+def _read_of_cluster(cluster: Obj) -> tuple[Any, ...]:
+    """What a Binding's pass reads of a cluster: its labels and topology (the manifests' overrides),
+    push or pull, whether it is Ready (graceful moves), whether it is going."""
+    meta = cluster.get("metadata") or {}
+    return (meta.get("labels"), bool(meta.get("deletionTimestamp")), is_pull(cluster), _topology(cluster),
+            ready_condition(cluster))
 
 
 def _topology(cluster: Obj | None) -> dict[str, str]:

@@ -1,6 +1,7 @@
-"""The binding controller does not pass over a Binding again for the echo of its own write of a
-push member's Work spec (that pass rolled the status up already); anything else about the Work —
-its status, another writer's spec, a pull member's Work, a deletion — brings the Binding back."""
+"""What brings a Binding back to the binding controller. Not the echo of its own write of a push
+member's Work spec (that pass rolled the status up already), nor a cluster's heartbeat or resource
+summary; anything else about the Work — its status, another writer's spec, a pull member's Work, a
+deletion — and what a pass reads of a cluster do."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def record(cluster: str, spec_hash: str, revision: int, **status: Any) -> WorkRe
 
 def controller(pull: set[str]) -> BindingController:
     informers = SimpleNamespace(templates={}, catalog=None, interpreter=None)
-    fleet = SimpleNamespace(store=None, registry=None, informers=informers, pull=lambda c: c in pull)
+    fleet = SimpleNamespace(store=None, registry=None, informers=informers, pull=lambda c: c in pull,
+                            by_cluster={"east": {"web"}})
     return BindingController(fleet, MemberSettings(), generation=1)  # type: ignore[arg-type]
 
 
@@ -57,3 +59,28 @@ def test_only_the_echo_of_its_own_push_spec_write_is_passed_over() -> None:
 
     ctl._own_work_hash[WORK.key(work_name("web", "edge"))] = "h2"
     assert woken(ctl, None, record("edge", "h2", 5))  # a pull member's: it rolls up to "waiting for the agent"
+
+
+def cluster(labels: dict[str, str], ready: str = "True", beat: str = "t1", **status: Any) -> dict[str, Any]:
+    return {"apiVersion": "multicluster.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": "east", "labels": labels, "resourceVersion": "7"},
+            "spec": {"region": "us-east-1", "syncMode": "Push"},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "lastHeartbeatTime": beat}], **status}}
+
+
+def test_a_cluster_wakes_its_bindings_only_for_what_their_pass_reads() -> None:
+    ctl = controller(pull=set())
+
+    def wakes(old: dict[str, Any], new: dict[str, Any]) -> bool:
+        before = len(ctl.controller.queue)
+        ctl._on_cluster("/clusters/east", old, new)
+        woke = len(ctl.controller.queue) > before
+        ctl.controller.queue = type(ctl.controller.queue)()
+        return woke
+
+    base = cluster({"tier": "a"}, resourceSummary={"allocated": {"cpu": "1"}})
+    assert not wakes(base, cluster({"tier": "a"}, beat="t2", resourceSummary={"allocated": {"cpu": "2"}}))
+    assert wakes(base, cluster({"tier": "b"}, resourceSummary={"allocated": {"cpu": "1"}}))  # overrides select by it
+    assert wakes(base, cluster({"tier": "a"}, ready="False", resourceSummary={"allocated": {"cpu": "1"}}))
+    assert wakes(base, {**base, "spec": {"region": "eu-west-1", "syncMode": "Push"}})  # topology
+    assert wakes(base, {**base, "spec": {"region": "us-east-1", "syncMode": "Pull"}})
