@@ -172,16 +172,18 @@ class BindingController:
     def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
         work = new or old
         binding = work.binding if work is not None else ""
-        if new is None:
-            self._own_work_hash.pop(key, None)
-        if binding and not is_quota_owner(binding) and not self._own_spec_write(key, old, new):
+        ours = new is not None and self._own_work_hash.get(key) == new.hash
+        if new is None or ours:
+            self._own_work_hash.pop(key, None)  # only the first event carrying our write is its echo
+        echo = ours and new is not None and self._own_spec_write(old, new)
+        if binding and not is_quota_owner(binding) and not echo:
             self.controller.queue.add(binding)  # a quota's Works are its own (quota_assignments)
 
-    def _own_spec_write(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> bool:
-        """``new`` is this controller's own write of a push member's Work spec and nothing else moved:
-        the pass that wrote it already rolled the status up as it stands (the Work waits to be
+    def _own_spec_write(self, old: WorkRecord | None, new: WorkRecord) -> bool:
+        """``new`` carries this controller's own write of a push member's Work spec and nothing else
+        moved: the pass that wrote it already rolled the status up as it stands (the Work waits to be
         applied either way). A pull member's rolls up to "waiting for the agent", so it is news."""
-        if new is None or self._own_work_hash.get(key) != new.hash or self.fleet.pull(new.cluster):
+        if self.fleet.pull(new.cluster):
             return False
         if old is None:
             return new.encoded_status == EMPTY_STATUS and not new.deleting

@@ -46,16 +46,21 @@ def test_only_the_echo_of_its_own_push_spec_write_is_passed_over() -> None:
     ctl = controller(pull={"edge"})
     key = WORK.key(work_name("web", "east"))
     ctl._own_work_hash[key] = "h2"
-
     assert not woken(ctl, None, record("east", "h2", 5))  # its own create
+    assert key not in ctl._own_work_hash  # only the first event carrying the write is its echo
+
+    ctl._own_work_hash[key] = "h2"
     applied = {"applied": True, "observedHash": "h1"}
     assert not woken(ctl, record("east", "h1", 4, **applied), record("east", "h2", 5, **applied))  # its update
+    assert woken(ctl, record("east", "h1", 4, **applied), record("east", "h2", 5, **applied))  # once only
 
-    assert woken(ctl, record("east", "h2", 5), record("east", "h2", 6, applied=True, observedHash="h2"))  # status
-    assert woken(ctl, record("east", "h2", 5), record("east", "h3", 6))  # another writer's spec
-    assert woken(ctl, None, record("east", "h2", 5, applied=True, observedHash="h2"))  # created with a status
-    assert woken(ctl, record("east", "h2", 5), None)  # deleted
-    assert key not in ctl._own_work_hash  # and forgotten with it
+    for old, new in ((record("east", "h2", 5), record("east", "h2", 6, applied=True, observedHash="h2")),  # status
+                     (record("east", "h2", 5), record("east", "h3", 6)),  # another writer's spec
+                     (None, record("east", "h2", 5, applied=True, observedHash="h2")),  # created with a status
+                     (record("east", "h2", 5), None)):  # deleted
+        ctl._own_work_hash[key] = "h2"
+        assert woken(ctl, old, new)
+    assert key not in ctl._own_work_hash  # forgotten with the Work
 
     ctl._own_work_hash[WORK.key(work_name("web", "edge"))] = "h2"
     assert woken(ctl, None, record("edge", "h2", 5))  # a pull member's: it rolls up to "waiting for the agent"
