@@ -485,8 +485,7 @@ class SimController:
                     continue
                 key, mine = (kind_name, obj["metadata"]["uid"]), owned.get(obj["metadata"]["uid"], [])
                 live.add(key)
-                inputs = self._inputs(kind_name, obj, mine)
-                if inputs is not None and self._settled.get(key) == inputs:
+                if self._is_settled(kind_name, obj, mine):
                     continue
                 plan = self._plan(kind_name, obj, mine, nodes, stamp, {})
                 if plan.status is not None and plan.status != (obj.get("status") or {}):
@@ -494,7 +493,7 @@ class SimController:
                     writes.append(self.registry.update_status(kind, meta["name"], plan.status, meta.get("namespace"),
                                                               resource_version=int(meta["resourceVersion"])))
                     self._settled.pop(key, None)
-                elif not plan.create and not plan.delete and inputs is not None:
+                elif not plan.create and not plan.delete and (inputs := self._inputs(kind_name, obj, mine)):
                     self._settled[key] = inputs
                 else:
                     self._settled.pop(key, None)
