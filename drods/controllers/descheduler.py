@@ -26,6 +26,7 @@ from drods.model.kinds import BINDING
 from drods.model.preallocation import parse_hold
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import Action, AutoOps, AutoOpsPolicy, RestoreWatch, execute
+from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.service import MonitorService
 from drods.registry.objects import ObjectRegistry
 from drods.store import EventType, Store
@@ -85,14 +86,23 @@ class Descheduler:
                 self.failbacks.moved(c)
         check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
         check_back = min(5.0, max(self.policy.failbackAfterSeconds / 10.0, 0.1))
-        await asyncio.gather(self.on_sustained(),
-                             Periodic("failback", self.failback, check_back).run(),
-                             Periodic("pre-allocation", self.preallocate,
-                                      self.svc.settings.forecastIntervalSeconds).run(),
-                             Periodic("restore", self.restore, check).run(),
-                             Periodic("peak-shave", self.peakshave,
-                                      min(60.0, max(self.policy.peakshaveAfterSeconds / 30.0, 0.1))).run(),
-                             *((self.traffic.run(),) if self.traffic is not None else ()))
+        stop_hearing = self.svc.fleet.on_cluster_change(self._on_cluster)
+        try:
+            await asyncio.gather(self.on_sustained(),
+                                 Periodic("failback", self.failback, check_back).run(),
+                                 Periodic("pre-allocation", self.preallocate,
+                                          self.svc.settings.forecastIntervalSeconds).run(),
+                                 Periodic("restore", self.restore, check).run(),
+                                 Periodic("peak-shave", self.peakshave,
+                                          min(60.0, max(self.policy.peakshaveAfterSeconds / 30.0, 0.1))).run(),
+                                 *((self.traffic.run(),) if self.traffic is not None else ()))
+        finally:
+            stop_hearing()
+
+    def _on_cluster(self, name: str, old: ClusterInfo | None, new: ClusterInfo | None) -> None:
+        """Every NotReady is heard, however short: a fail-back pass sees only the readiness of its moment."""
+        if new is not None and new.ready is False:
+            self.failbacks.moved(name)
 
     async def _load_state(self) -> None:
         """A6: the previous leader's cooldowns, rate limit and pre-allocation holds go on counting."""

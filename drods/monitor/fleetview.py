@@ -164,9 +164,12 @@ class FleetView:
         self._tasks = []
         self.synced = False
 
-    def on_cluster_change(self, handler: Callable[[str, ClusterInfo | None, ClusterInfo | None], Any]) -> None:
-        """``handler(name, old, new)`` after a cluster object changes (new None: deleted)."""
+    def on_cluster_change(self, handler: Callable[[str, ClusterInfo | None, ClusterInfo | None], Any]
+                          ) -> Callable[[], None]:
+        """``handler(name, old, new)`` after a cluster object changes (new None: deleted); returns
+        what removes it (a component that lost its lease stops hearing)."""
         self._cluster_handlers.append(handler)
+        return lambda: self._cluster_handlers.remove(handler)
 
     # -- change signal -----------------------------------------------------------------------
 
@@ -197,7 +200,7 @@ class FleetView:
             prev = self.clusters.get(name)
             self.clusters[name] = new
         self._bump()
-        for h in self._cluster_handlers:
+        for h in tuple(self._cluster_handlers):
             try:
                 res = h(name, prev, new)
                 if asyncio.iscoroutine(res):

@@ -233,6 +233,23 @@ async def test_a_new_descheduler_leader_honours_the_cooldown_of_the_one_that_die
         assert op["details"]["skipReason"].startswith("cooldown"), op
 
 
+async def test_a_not_ready_blink_between_two_fail_back_passes_is_heard(store: Store, tmp_path: Path) -> None:
+    """A cluster NotReady for a moment (two writes back to back, far inside the 0.1 s between fail-back
+    passes) is watched all the same: the descheduler hears every readiness change, not only the
+    readiness of its pass's moment. Once calm it is offered back (nothing failed over from it here)."""
+    cpu = {"a": 62.0, "b": 62.0, "c": 62.0}
+    async with _plane(store, tmp_path / "data", _settings(failbackAfterSeconds=1.0)) as plane, \
+            _reporting(plane, cpu):
+        await plane.bind(WEB)
+        await _placed(plane, "web", lambda p: p.get("c", 0) > 0, "web spread over a, b and c")
+        await _set_ready(plane, "c", False)
+        await _set_ready(plane, "c", True)
+        op = await _operation(plane, "c", "Rebalance")
+        assert op["reason"].startswith("cluster c Ready again")
+        assert op["details"]["outcome"] == "refused"
+        assert op["details"]["result"]["message"] == "no binding failed over from c"
+
+
 async def _set_ready(plane: Plane, cluster: str, ready: bool) -> None:
     """The Ready condition as the health controller writes it."""
     cond = {"type": "Ready", "status": "True" if ready else "False", "reason": "Test",

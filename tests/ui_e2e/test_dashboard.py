@@ -203,7 +203,7 @@ def test_drain_a_cluster_and_watch_its_workloads_move(browse: Browse, env: Env, 
     page.evaluate("document.querySelector('.actions button.danger').__opener = true")
     env.http.patch("/api/v1/clusters/gcp-sin", json={"labels": {"touched": "while-confirming"}},
                    headers={"Content-Type": "application/merge-patch+json"})
-    page.wait_for_function("!document.querySelector('.actions button.danger').__opener")
+    page.wait_for_function("() => !document.querySelector('.actions button.danger').__opener")
     dialog.get_by_role("button", name="Cancel").click()
     assert env.cluster("gcp-sin")["spec"].get("unschedulable") is not True
     # Focus went back to the rebuilt button, not to the top of the page.
