@@ -16,8 +16,10 @@ client, as an operator would.
 * ``distribution``: steady state with ``--workloads`` placed, then ``--rate`` operations/s for
   ``--seconds`` (creates and updates alternating; an update changes an annotation): ``p50_ms`` /
   ``p99_ms`` / ``max_ms`` from the request to the member's watch event showing it (or a later version of
-  the same workload: two updates close together may arrive as one), and
-  ``p99_create_ms`` / ``p99_update_ms`` of each kind apart. The stream is open: each operation starts
+  the same workload: two updates close together may arrive as one),
+  ``p99_create_ms`` / ``p99_update_ms`` of each kind apart, and ``cores``: the CPU each process used
+  from the first operation to the last arrival, over that time (the bench's own too: its watches
+  share the machine). The stream is open: each operation starts
   on its time whether or not earlier ones were answered (``achieved_rate`` falls below ``--rate`` only
   when 32 wait at once). ``--stages`` adds ``stages``: the p50/p99 of each step, from the control
   plane's watch streams (``bound``: to the Binding, ``scheduled``, ``written``: to the Work carrying
@@ -188,12 +190,13 @@ class MemberWatch:
         for m in members:
             threading.Thread(target=self._run, args=(m,), daemon=True).start()
 
-    def _note(self, member: str, obj: Any, now: float, deleted: bool = False) -> None:
-        name = obj.metadata.name
+    def _note(self, member: str, obj: dict[str, Any], now: float, deleted: bool = False) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
         if deleted:
             self.present.pop((member, name), None)
             return
-        mark = (obj.metadata.annotations or {}).get(MARK, "")
+        mark = (meta.get("annotations") or {}).get(MARK, "")
         self.present[(member, name)] = mark
         self.seen.setdefault(name, {}).setdefault(int(mark or 0), now)
 
@@ -202,19 +205,23 @@ class MemberWatch:
         apps = k8s.AppsV1Api(api)
         while not self.stop.is_set():
             try:
-                listed: Any = apps.list_namespaced_deployment("default", label_selector=SELECTOR,
-                                                              _request_timeout=(5, 120))
+                # Plain JSON, not the client's typed models: building those for every event costs the
+                # bench more CPU than the control plane spends on it, and a bench short of CPU sees
+                # arrivals late (its figures would include its own lag).
+                resp = apps.list_namespaced_deployment("default", label_selector=SELECTOR,
+                                                       _request_timeout=(5, 120), _preload_content=False)
+                listed = json.loads(resp.data)
                 with self.cond:
                     now = time.time()
                     for key in [k for k in self.present if k[0] == member["name"]]:
                         del self.present[key]
-                    for d in listed.items:
+                    for d in listed.get("items") or []:
                         self._note(member["name"], d, now)
                     self.cond.notify_all()
                 for ev in k8s_watch.Watch().stream(apps.list_namespaced_deployment, "default",
                                                    label_selector=SELECTOR, timeout_seconds=300,
-                                                   resource_version=listed.metadata.resource_version,
-                                                   _request_timeout=(5, 330)):
+                                                   resource_version=listed["metadata"]["resourceVersion"],
+                                                   _request_timeout=(5, 330), deserialize=False):
                     with self.cond:
                         self._note(member["name"], ev["object"], time.time(), ev["type"] == "DELETED")
                         self.cond.notify_all()
@@ -474,6 +481,8 @@ def distribution(b: Bench) -> dict[str, Any]:
         with lock:
             ops.append((name, mark, sent))
 
+    pids = {**b.pids(), "bench": os.getpid()}  # the bench's own share: its watches compete for the CPU
+    cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
     interval, started, i = 1.0 / args.rate, time.monotonic(), 0
     t_end = started + args.seconds
     with ThreadPoolExecutor(max_workers=32) as pool:
@@ -490,6 +499,8 @@ def distribution(b: Bench) -> dict[str, Any]:
         return reached(b.watch.seen.get(name), mark)
 
     b.watch.wait(lambda: all(arrival(n, m) is not None for n, m, _ in ops), args.timeout)
+    elapsed = time.monotonic() - started
+    cores = {k: round((cpu_seconds(pid) - cpu0[k]) / elapsed, 3) for k, pid in pids.items()}
     with b.watch.cond:
         arrived = [(m, (at - sent) * 1000) for n, m, sent in ops if (at := arrival(n, m)) is not None]
         seen = {n: dict(m) for n, m in b.watch.seen.items()}
@@ -500,7 +511,7 @@ def distribution(b: Bench) -> dict[str, Any]:
     out = {"operations": len(ops), "arrived": len(lat), "rate": args.rate, "achieved_rate": achieved,
            "p50_ms": pct(lat, 50),
            "p99_ms": pct(lat, 99), "max_ms": round(max(lat), 1) if lat else None,
-           "p99_create_ms": pct(creates, 99), "p99_update_ms": pct(updates, 99)}
+           "p99_create_ms": pct(creates, 99), "p99_update_ms": pct(updates, 99), "cores": cores}
     if store is not None:
         store.stop.set()
         out["stages"] = store.stages(ops, seen)

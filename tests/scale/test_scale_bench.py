@@ -37,6 +37,7 @@ def test_every_scenario_in_push_mode() -> None:
     assert 0 < dist["p50_ms"] <= dist["p99_ms"] <= dist["max_ms"]
     assert dist["p99_create_ms"] is not None  # the stream starts with a create
     assert all(v is None or 0 < v <= dist["max_ms"] for v in (dist["p99_create_ms"], dist["p99_update_ms"]))
+    assert set(dist["cores"]) == {"drods serve", "sim fleet", "bench"} and dist["cores"]["drods serve"] > 0
     # each step of the way, from the control plane's watch streams (a create passes all five)
     assert set(dist["stages"]) == {"bound", "scheduled", "written", "member", "applied"}
     assert all(st["p99_ms"] is not None and st["p50_ms"] <= st["p99_ms"] for st in dist["stages"].values())
