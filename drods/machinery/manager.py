@@ -31,6 +31,7 @@ from drods.machinery import metrics
 from drods.machinery.fence import Fence, FencedStore
 from drods.machinery.informer import Decode, Informer
 from drods.machinery.leader import LeaderElector
+from drods.machinery.looplag import LoopLag
 from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.registry import changes
@@ -92,6 +93,7 @@ class Manager:
         self.max_backoff = max_backoff
         self.informers = SharedInformers(store)
         self.metrics = metrics.ReconcileMetrics()
+        self.loop_lag = LoopLag(self.metrics.registry)
         self.audit_sink: changes.Sink | None = None
         self._entries: list[_Entry] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -136,6 +138,7 @@ class Manager:
         """Start the informers and runnables; stop everything when cancelled."""
         try:
             self._spawn("informers", self.informers.run)
+            self._spawn("event-loop-lag", self.loop_lag.run)
             for e in self._entries:
                 self._spawn(e.name, self._body(e))
             await asyncio.Event().wait()

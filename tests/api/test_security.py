@@ -131,6 +131,7 @@ async def test_prometheus_metrics(api: Api) -> None:
     assert r.status_code == 200
     assert 'drods_apiserver_requests_total{code="200",method="GET",route="/api/v1/clusters"}' in r.text
     assert "drods_store_operation_duration_seconds_bucket" in r.text
+    assert "drods_event_loop_lag_seconds_bucket" in r.text  # the process's manager measures its loop
 
 
 async def test_rs256_tokens_from_a_configured_public_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
