@@ -87,6 +87,8 @@ class Descheduler:
         check = min(5.0, max(self.policy.restoreAfterSeconds / 10.0, 0.1))
         check_back = min(5.0, max(self.policy.failbackAfterSeconds / 10.0, 0.1))
         stop_hearing = self.svc.fleet.on_cluster_change(self._on_cluster)
+        for name, info in self.svc.fleet.clusters.items():  # NotReady before this leader heard of it
+            self._on_cluster(name, None, info)
         try:
             await asyncio.gather(self.on_sustained(),
                                  Periodic("failback", self.failback, check_back).run(),
@@ -212,9 +214,6 @@ class Descheduler:
         if not (self.policy.enabled and self.policy.failback):
             return  # the bindings keep their annotation: enabling it later offers them back
         _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
-        for c, d in details.items():
-            if not d["ready"]:
-                self.failbacks.moved(c)
         await self._offer_back(self.failbacks, "failback", details)
 
     async def _offer_back(self, watch: RestoreWatch, action: Action, details: dict[str, Any]) -> None:
