@@ -45,8 +45,12 @@ class MemberSettings(BaseModel):
     tolerationSeconds: float = Field(default=30.0, ge=0)
     # How often an unchanged Ready condition's lastHeartbeatTime is rewritten in the Cluster object.
     heartbeatWriteSeconds: float = Field(default=20.0, gt=0)
-    # How often each member's managed workloads are listed for their status.
+    # How often each member's managed workloads are listed for their status while a kind of them is not
+    # followed by a watch (between lists a watch records each change as it happens).
     statusPollSeconds: float = Field(default=2.0, gt=0)
+    # While every kind is followed by a watch: how often they are listed all the same (what a watch may
+    # have missed; the workloads' usage is read with the list).
+    statusResyncSeconds: float = Field(default=15.0, gt=0)
     # How often each member's pods and metrics.k8s.io PodMetrics are read (one list of each per
     # namespace) for the per-workload usage on Works and Bindings; metrics-server's resolution is 15 s.
     usagePollSeconds: float = Field(default=15.0, gt=0)

@@ -320,12 +320,14 @@ class MemberClient:
     def _list_all(self, path: str) -> list[Obj]:
         return self._list_versioned(path)[0]
 
-    def _list_versioned(self, path: str) -> tuple[list[Obj], str]:
+    def _list_versioned(self, path: str, label_selector: str | None = None) -> tuple[list[Obj], str]:
         """Every item, page by page, and the list's resourceVersion (where a watch starts)."""
         items: list[Obj] = []
         token: str | None = None
         while True:
             query: list[tuple[str, Any]] = [("limit", self.options.page_size)]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
             if token:
                 query.append(("continue", token))
             page = self._get_json(path, query)
@@ -428,22 +430,29 @@ class MemberClient:
 
         return await self._call(self._translate_missing_kind(run))
 
-    async def list_versioned(self, res: ServedResource) -> tuple[list[Obj], str]:
-        """Every object of the kind in every namespace, and the resourceVersion to watch from."""
-        return await self._call(lambda: self._list_versioned(res.path))
+    async def list_versioned(self, res: ServedResource, label_selector: str | None = None) -> tuple[list[Obj], str]:
+        """Every object of the kind in every namespace (that ``label_selector`` selects), and the
+        resourceVersion to watch from."""
+        return await self._call(lambda: self._list_versioned(res.path, label_selector))
 
     async def watch_from(self, res: ServedResource, resource_version: str, seconds: float,
-                         deliver: Callable[[str, Obj], None]) -> str:
+                         deliver: Callable[[str, Obj], None], label_selector: str | None = None) -> str:
         """Follow the kind's changes from ``resource_version`` for up to ``seconds`` (the server ends
         the watch); ``deliver(type, object)`` runs in a worker thread for each event. Returns the last
-        resourceVersion seen; raises `WatchExpired` when the cluster no longer has that history."""
+        resourceVersion seen; raises `WatchExpired` when the cluster no longer has that history.
+        Cancelled, it cuts its request: the thread does not go on reading until the server ends it."""
+        held: list[Any] = []
+
         def run() -> str:
             _, dyn = self._client()
             query = [("watch", "true"), ("resourceVersion", resource_version), ("timeoutSeconds", int(seconds))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
             resp = dyn.request("get", res.path, query_params=query, serialize=False,
                                _request_timeout=(self.options.connect_timeout, seconds + self.options.read_timeout))
             last = resource_version
             self._watches.add(resp)
+            held.append(resp)
             try:
                 for line in resp:
                     if not line.strip():
@@ -462,7 +471,13 @@ class MemberClient:
                 resp.release_conn()
             return last
 
-        return await self._call(run, retry=False, paced=False)
+        try:
+            return await self._call(run, retry=False, paced=False)
+        except asyncio.CancelledError:
+            for resp in held:
+                with contextlib.suppress(Exception):
+                    resp.shutdown()
+            raise
 
     async def nodes(self) -> list[Obj]:
         return await self._call(lambda: self._list_all("/api/v1/nodes"))

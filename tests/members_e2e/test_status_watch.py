@@ -1,0 +1,65 @@
+"""A push member's workload status reaches its Work through a watch, not at the next list: with the
+lists a minute apart, a copy's readiness and its deletion behind DRO-DS's back are seen in seconds."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from drods.sim.harness import SimProcess
+from tests.members_e2e.conftest import FAST, SIMS, Env, Member, deploy_path, deployment, wait_for
+from tests.server_process import ServerProcess
+
+LISTS_A_MINUTE_APART = FAST.replace("statusPollSeconds: 0.5", "statusPollSeconds: 60\nstatusResyncSeconds: 60")
+
+
+@pytest.fixture(scope="module")
+def slow_lists(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    root = tmp_path_factory.mktemp("status-watch")
+    name = "aws-dfw"
+    sim = SimProcess(name, root / "sims", SIMS[name]).start()
+    data = root / "server"
+    data.mkdir()
+    (data / "members.yaml").write_text(LISTS_A_MINUTE_APART)
+    server = ServerProcess(data)
+    try:
+        server.start()
+        sim.wait_ready(60)
+        done = server.run_cli("cluster", "join", name, "--kubeconfig", str(sim.kubeconfig),
+                              "--server", server.url, "--token", server.token("admin"))
+        assert done.returncode == 0, done.stderr
+        member = Member(name, sim, k8s_config.new_client_from_config(str(sim.kubeconfig), persist_config=False))
+        with server.client(timeout=10) as http:
+            env = Env(server, http, {name: member})
+            wait_for(lambda: env.ready(name) == "True", 20, "the member Ready")
+            yield env
+    finally:
+        server.stop(check=False)
+        with contextlib.suppress(Exception):
+            sim.stop()
+
+
+def test_status_and_a_deletion_behind_our_back_arrive_through_the_watch(slow_lists: Env, tmp_path: Path) -> None:
+    env = slow_lists
+    assert "statusPollSeconds: 60" in LISTS_A_MINUTE_APART
+    env.create(deploy_path(), deployment("watched", 2))
+    env.placed_binding("watched", "watched", {"aws-dfw": 2})
+
+    def running() -> dict[str, object] | None:
+        b = env.binding("watched")
+        entries = (b or {}).get("status", {}).get("clusters") or []
+        return b if b and b["status"].get("phase") == "Running" and \
+            [e.get("readyReplicas") for e in entries] == [2] else None
+
+    # the first list ran when the member got its first Work; the copy's readiness came after it
+    wait_for(running, 15, "the member's ready replicas on the Binding, long before the next list",
+             what_else=lambda: (env.binding("watched") or {}).get("status"))
+    k8s.AppsV1Api(env.members["aws-dfw"].api).delete_namespaced_deployment("watched", "default")
+    wait_for(lambda: env.members["aws-dfw"].deployment("watched") is not None, 15,
+             "the copy deleted behind DRO-DS's back applied again, long before the next list")
+    wait_for(running, 15, "Running again")
