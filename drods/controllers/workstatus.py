@@ -212,7 +212,8 @@ class WorkStatusController:
         return None
 
     async def poll_once(self, cluster: str) -> list[tuple[str, str]]:
-        """List the cluster's managed objects of each kind its Works carry; returns those kinds."""
+        """List the cluster's managed objects of each kind its Works carry; returns those kinds (none
+        when the member could not be listed: no watch is kept on a member that does not answer)."""
         tracked: dict[str, tuple[Ref, WorkRecord]] = {}  # binding → (main object, Work)
         for key in self.fleet.works_by_cluster.get(cluster, set()):
             work = self.fleet.work(key)
@@ -226,7 +227,7 @@ class WorkStatusController:
             del agreed[gone]
         client = self.fleet.clients.cached(cluster)
         if not kinds or client is None or client.state.condition == "NotReady":
-            return kinds
+            return []
         found: dict[str, Obj] = {}  # binding → the member's copy
         # by what it is, not by the binding annotation: a Service a MultiClusterService delivers may
         # also follow a workload there, and the last apply's binding is the one the annotation names
@@ -236,7 +237,7 @@ class WorkStatusController:
             try:
                 items = await client.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR)
             except (MemberUnavailable, MemberError):
-                return kinds
+                return []
             for it in items:
                 if (b := by_ref.get(Ref.of(it))) is not None:
                     found[b] = it
