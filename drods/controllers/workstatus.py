@@ -20,7 +20,6 @@ and one PodMetrics list per namespace) and writes it on the manifest status as `
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -175,18 +174,31 @@ class WorkStatusController:
             rv = await client.watch_from(res, rv, WATCH_SECONDS, deliver, MANAGED_SELECTOR)
 
     async def _consume(self, cluster: str, events: asyncio.Queue[tuple[str, Obj]]) -> None:
+        """Every event waiting at once, as one batch: the last of each object's (the others are
+        history), matched to the Works through one index of them."""
         while True:
+            latest: dict[Ref, tuple[str, Obj]] = {}
             event, obj = await events.get()
-            with contextlib.suppress(MemberUnavailable, MemberError):
-                await self._on_event(cluster, event, obj, self.clock())
+            latest[Ref.of(obj)] = (event, obj)
+            while not events.empty():
+                event, obj = events.get_nowait()
+                latest[Ref.of(obj)] = (event, obj)
+            works = self._works_by_ref(cluster)
+            for ref, (event, obj) in latest.items():
+                work = works.get(ref)
+                if work is None:
+                    continue
+                try:
+                    await self._on_event(cluster, event, obj, work, self.clock())
+                except (MemberUnavailable, MemberError):
+                    pass
+                except Exception:  # noqa: BLE001 - one write failing must not stop the cluster's events
+                    log.exception("%s: recording the status of %s failed", cluster, ref)
 
-    async def _on_event(self, cluster: str, event: str, obj: Obj, now: float) -> None:
+    async def _on_event(self, cluster: str, event: str, obj: Obj, work: WorkRecord, now: float) -> None:
         """A member copy changed (its status recorded on its Work) or went away (applied before:
         its Work is marked not applied, so it is applied again)."""
         ref = Ref.of(obj)
-        work = self._work_of(cluster, ref)
-        if work is None:
-            return
         if event == "DELETED":
             st = work.status
             applied_at = parse_rfc3339(st.get("appliedTime"))
@@ -203,13 +215,15 @@ class WorkStatusController:
         usage = reader.docs.get(key_of(obj)) if reader is not None and obj.get("kind") in WORKLOAD_KINDS else None
         await self._record(work, obj, usage)
 
-    def _work_of(self, cluster: str, ref: Ref) -> WorkRecord | None:
-        """The cluster's Work whose main object is ``ref`` (not being deleted)."""
+    def _works_by_ref(self, cluster: str) -> dict[Ref, WorkRecord]:
+        """The cluster's Works (not being deleted) by their main object."""
+        out: dict[Ref, WorkRecord] = {}
         for key in self.fleet.works_by_cluster.get(cluster, set()):
             work = self.fleet.work(key)
-            if work is not None and not work.deleting and main_ref(work, self.fleet.informers.interpreter) == ref:
-                return work
-        return None
+            ref = main_ref(work, self.fleet.informers.interpreter) if work is not None else None
+            if work is not None and ref is not None and not work.deleting:
+                out[ref] = work
+        return out
 
     async def poll_once(self, cluster: str) -> list[tuple[str, str]]:
         """List the cluster's managed objects of each kind its Works carry; returns those kinds (none
