@@ -362,6 +362,21 @@ async def test_a_scan_yields_what_a_list_does_decoding_as_it_goes(api: Api) -> N
     assert revealed == ["s3cret"] * 3
 
 
+async def test_concurrent_server_side_applies_of_a_missing_object_all_land(api: Api) -> None:
+    """Two controllers applying the same missing Namespace at once (two Works of one namespace): one
+    creates it, the others apply over it, as the Kubernetes API server does; none gets a 409."""
+    def ns(i: int) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "raced", "labels": {f"by-{i}": "yes"}}}
+
+    rs = await asyncio.gather(*(api.call("PATCH", f"/api/v1/namespaces/raced?fieldManager=m{i}",
+                                         headers={"content-type": "application/apply-patch+yaml"}, json=ns(i))
+                                for i in range(6)))
+    assert sorted(r.status_code for r in rs) == [200] * 5 + [201], [r.text for r in rs]
+    got = (await api.call("GET", "/api/v1/namespaces/raced")).json()
+    assert {f"by-{i}" for i in range(6)} <= set(got["metadata"]["labels"])
+    assert {e["manager"] for e in got["metadata"]["managedFields"]} >= {f"m{i}" for i in range(6)}
+
+
 async def test_server_side_apply_removes_what_a_manager_no_longer_applies(api: Api) -> None:
     """As the Kubernetes API server does: a field the manager applied before and leaves out now is
     removed; one another manager applied stays; managedFields says who applied what."""

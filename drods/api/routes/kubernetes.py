@@ -28,7 +28,7 @@ from drods.api.status import error_response
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
-from drods.errors import ApiError, BadRequest, Forbidden, Invalid, NotFound, not_found
+from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, Invalid, NotFound, not_found
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.selector import LabelSelector, parse_selector
 from drods.registry.catalog import established
@@ -165,16 +165,9 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
     body = await read_body(request)
     dry_run = is_dry_run(request)
     if content_type.startswith(APPLY_PATCH):
-        # Server-side apply: create if missing, else merge what the applier owns.
-        existing = await ctx.registry.try_get(kind, name, namespace)
-        if isinstance(body, dict) and subresource is None:
-            body = with_ownership(body, existing, request.query_params.get("fieldManager") or "unknown")
-        if existing is None:
-            if isinstance(body, dict):
-                body.setdefault("metadata", {}).setdefault("name", name)
-            return JSONResponse(await ctx.registry.create(kind, body, namespace, dry_run=dry_run), status_code=201)
-        content_type = "application/merge-patch+json"
-    elif content_type.startswith(STRATEGIC_MERGE_PATCH):
+        return await _server_side_apply(ctx, kind, name, body, namespace, subresource, dry_run,
+                                        request.query_params.get("fieldManager") or "unknown")
+    if content_type.startswith(STRATEGIC_MERGE_PATCH):
         # kubectl sends these for built-in kinds; list fields merge by key, so apply them as such.
         if not isinstance(body, dict):
             raise BadRequest("a strategic merge patch must be a JSON object")
@@ -182,6 +175,33 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
     obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource,
                                    dry_run=dry_run)
     return JSONResponse(obj)
+
+
+async def _server_side_apply(ctx: ApiContext, kind: Kind, name: str, body: Any, namespace: str | None,
+                             subresource: str | None, dry_run: bool, manager: str) -> JSONResponse:
+    """Create if missing, else merge what the applier owns — worked out on the object as it is when
+    written: a concurrent writer (another apply, a create) makes it worked out again over the winner,
+    as the Kubernetes API server's guaranteed update does. Two applies never make a 409."""
+    named = sets_resource_version(body, APPLY_PATCH)
+
+    async def attempt(_: int) -> tuple[dict[str, Any], int]:
+        existing = await ctx.registry.try_get(kind, name, namespace)
+        applied = with_ownership(body, existing, manager) if isinstance(body, dict) and subresource is None else body
+        if existing is None:
+            if isinstance(applied, dict):
+                applied.setdefault("metadata", {}).setdefault("name", name)
+            try:
+                return await ctx.registry.create(kind, applied, namespace, dry_run=dry_run), 201
+            except AlreadyExists as e:
+                raise Conflict(f"{kind.kind} {name} was created meanwhile") from e
+        if isinstance(applied, dict) and not named:  # computed from this version: written over it only
+            meta = {**(applied.get("metadata") or {}), "resourceVersion": existing["metadata"]["resourceVersion"]}
+            applied = {**applied, "metadata": meta}
+        return await ctx.registry.patch(kind, name, applied, "application/merge-patch+json", namespace,
+                                        subresource=subresource, dry_run=dry_run), 200
+
+    obj, status = await read_modify_write(attempt, retry=not named)
+    return JSONResponse(obj, status_code=status)
 
 
 async def _strategic_patch(ctx: ApiContext, kind: Kind, name: str, body: dict[str, Any], namespace: str | None,
