@@ -20,6 +20,7 @@ and one PodMetrics list per namespace) and writes it on the manifest status as `
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Callable
@@ -42,6 +43,16 @@ from drods.model.work import Ref
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 WATCH_SECONDS = 60.0  # how long a member holds one watch request open before it is made again
+STALE_RETRY_SECONDS = 0.1
+STALE_RETRIES = 50  # ~5 s of a Work view that has not caught up
+
+
+class Recorded(enum.Enum):
+    """What recording a member copy's status on its Work did."""
+
+    UNCHANGED = "unchanged"  # the Work already said it
+    WRITTEN = "written"
+    STALE = "stale"  # the Work changed since it was cached: nothing written
 
 
 def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | None:
@@ -175,12 +186,19 @@ class WorkStatusController:
 
     async def _consume(self, cluster: str, events: asyncio.Queue[tuple[str, Obj]]) -> None:
         """Every event waiting at once, as one batch: the last of each object's (the others are
-        history), matched to the Works through one index of them."""
+        history), matched to the Works through one index of them. An event whose write lost the
+        compare-and-swap (the Work changed since it was cached: an apply just recorded) is tried
+        again once the newer Work has had time to arrive, not left to the next list."""
+        stale: dict[Ref, tuple[str, Obj]] = {}
+        tries = 0
         while True:
-            latest: dict[Ref, tuple[str, Obj]] = {}
-            event, obj = await events.get()
-            latest[Ref.of(obj)] = (event, obj)
-            while not events.empty():
+            if stale:
+                await asyncio.sleep(STALE_RETRY_SECONDS)
+            else:
+                event, obj = await events.get()
+                stale[Ref.of(obj)] = (event, obj)
+            latest, stale = stale, {}
+            while not events.empty():  # newer than any stale one
                 event, obj = events.get_nowait()
                 latest[Ref.of(obj)] = (event, obj)
             works = self._works_by_ref(cluster)
@@ -189,15 +207,20 @@ class WorkStatusController:
                 if work is None:
                     continue
                 try:
-                    await self._on_event(cluster, event, obj, work, self.clock())
+                    if not await self._on_event(cluster, event, obj, work, self.clock()):
+                        stale[ref] = (event, obj)
                 except (MemberUnavailable, MemberError):
                     pass
                 except Exception:  # noqa: BLE001 - one write failing must not stop the cluster's events
                     log.exception("%s: recording the status of %s failed", cluster, ref)
+            tries = tries + 1 if stale else 0
+            if tries > STALE_RETRIES:  # the Work view does not catch up: the next list records them
+                stale, tries = {}, 0
 
-    async def _on_event(self, cluster: str, event: str, obj: Obj, work: WorkRecord, now: float) -> None:
+    async def _on_event(self, cluster: str, event: str, obj: Obj, work: WorkRecord, now: float) -> bool:
         """A member copy changed (its status recorded on its Work) or went away (applied before:
-        its Work is marked not applied, so it is applied again)."""
+        its Work is marked not applied, so it is applied again). False when the write found the
+        Work changed since it was cached."""
         ref = Ref.of(obj)
         if event == "DELETED":
             st = work.status
@@ -206,14 +229,14 @@ class WorkStatusController:
                 log.info("%s: %s was deleted in the member; applying it again", cluster, ref)
                 self.fleet.owned.get(cluster, set()).discard(ref)
                 self._agreed.get(cluster, {}).pop(work.binding, None)
-                await self._write(work, {**st, "applied": False, "observedHash": ""})
-            return
+                return await self._write(work, {**st, "applied": False, "observedHash": ""})
+            return True
         if event not in ("ADDED", "MODIFIED"):
-            return
+            return True
         self.fleet.owned.setdefault(cluster, set()).add(ref)
         reader = self._usage.get(cluster)
         usage = reader.docs.get(key_of(obj)) if reader is not None and obj.get("kind") in WORKLOAD_KINDS else None
-        await self._record(work, obj, usage)
+        return await self._record(work, obj, usage) is not Recorded.STALE
 
     def _works_by_ref(self, cluster: str) -> dict[Ref, WorkRecord]:
         """The cluster's Works (not being deleted) by their main object."""
@@ -266,7 +289,7 @@ class WorkStatusController:
             versions = (str(work.revision), str(meta.get("resourceVersion")))
             if doc is None and agreed.get(b) == versions and meta.get("resourceVersion"):
                 continue
-            if not await self._record(work, it, doc):
+            if await self._record(work, it, doc) is Recorded.UNCHANGED:
                 agreed[b] = versions
         return kinds
 
@@ -283,8 +306,8 @@ class WorkStatusController:
                 self.fleet.owned.get(cluster, set()).discard(ref)
                 await self._write(work, {**st, "applied": False, "observedHash": ""})
 
-    async def _record(self, work: WorkRecord, obj: Obj, usage: Obj | None = None) -> bool:
-        """Write ``obj``'s status (and usage) on ``work`` if it differs from what the Work says; True if written."""
+    async def _record(self, work: WorkRecord, obj: Obj, usage: Obj | None = None) -> Recorded:
+        """Write ``obj``'s status (and usage) on ``work`` if it differs from what the Work says."""
         st = dict(work.status)
         how = self.fleet.informers.interpreter.of(str(obj.get("apiVersion")), str(obj.get("kind")))
         fresh = manifest_status(obj, rfc3339(self.clock()), usage, how).model_dump(exclude_none=True)
@@ -293,10 +316,9 @@ class WorkStatusController:
                 (fresh["kind"], fresh.get("namespace") or "", fresh["name"])]
         if same and {k: v for k, v in same[0].items() if k != "observedTime"} == \
                 {k: v for k, v in fresh.items() if k != "observedTime"}:
-            return False
+            return Recorded.UNCHANGED
         st["manifests"] = [m for m in old if m not in same] + [fresh]
-        await self._write(work, st)
-        return True
+        return Recorded.WRITTEN if await self._write(work, st) else Recorded.STALE
 
-    async def _write(self, work: WorkRecord, status: Obj) -> None:
-        await self.fleet.write_work_status(work, status)
+    async def _write(self, work: WorkRecord, status: Obj) -> bool:
+        return await self.fleet.write_work_status(work, status)
