@@ -5,7 +5,6 @@ not left to the next list a resync period later."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -39,6 +38,7 @@ class Fleet:
     written: list[dict[str, Any]] = field(default_factory=list)
     informers: Any = field(default_factory=lambda: SimpleNamespace(interpreter=Interpreter()))
     owned: dict[str, set[Any]] = field(default_factory=dict)
+    landed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def works_by_cluster(self) -> dict[str, set[str]]:
@@ -52,6 +52,7 @@ class Fleet:
             self.cached = work(self.stored_revision)  # the watch brings the newer Work a moment later
             return False
         self.written.append(status)
+        self.landed.set()
         return True
 
 
@@ -62,10 +63,10 @@ async def test_a_status_write_that_lost_the_race_is_made_again_over_the_newer_wo
     consumer = asyncio.create_task(controller._consume("aws", events))
     try:
         events.put_nowait(("MODIFIED", COPY))
-        deadline = time.monotonic() + 5
-        while not fleet.written and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        assert fleet.written, "the status was never written after the lost compare-and-swap"
+        try:
+            await asyncio.wait_for(fleet.landed.wait(), 5)
+        except TimeoutError:
+            raise AssertionError("the status was never written after the lost compare-and-swap") from None
         [manifest] = fleet.written[0]["manifests"]
         assert manifest["name"] == "web" and manifest["status"]["readyReplicas"] == 2
     finally:
