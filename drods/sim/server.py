@@ -48,9 +48,11 @@ from drods.sim.routes import sim_routers
 from drods.sim.stats_summary import stats_summary_router
 from drods.sim.traffic import TrafficMeter
 from drods.sim.usage import LoadTable
-from drods.store import Store, open_store
+from drods.store import Store
+from drods.store.sqlite import SqliteStore
 
 log = logging.getLogger("drods.sim")
+STORE_TICK = 0.5  # seconds between the sim store's looks for another process's writes (and lease sweeps)
 
 
 def _kubernetes_errors(app: FastAPI) -> None:
@@ -107,7 +109,9 @@ class SimServer:
             for f in data.glob("sim.db*"):
                 f.unlink()
         data.mkdir(parents=True, exist_ok=True)
-        self._store = open_store(f"sqlite://{(data / 'sim.db').resolve()}")
+        # others write it only to revoke a token: noticed within a second, without a fleet of sims
+        # waking a thousand times a second to look
+        self._store = SqliteStore(str((data / "sim.db").resolve()), tick=STORE_TICK)
         ctx = ApiContext.build(self._store, data, kinds=SIM_KINDS)
         ctx.registry = SimRegistry(ctx.store, ctx.registry.secrets, ctx.registry.admission)
         assert isinstance(ctx.registry, SimRegistry)
