@@ -7,6 +7,9 @@ While this process leads ``/leases/network-probe``, every ``intervalSeconds`` it
 * every push-mode Cluster's API endpoint (``spec.endpoint``) — stored as the pair (``site``, cluster);
 * every client site's probe endpoint in ``clientSites`` — stored as the pair (client site, ``site``).
 
+A round's targets start one after another over the first ``SPREAD`` (80 %) of the interval, not all
+at once: the members answer the round's handshakes and requests alongside their other work.
+
 Results are written through the term's fenced store as ``source: measured`` (`write_measurements`),
 where they win over pushed reports while fresh. Pull members are not probed from here: their
 ``drods agent`` runs at their site. One slow or unreachable target costs its own timeouts only.
@@ -29,6 +32,8 @@ from drods.steering.status import MEASURED, write_measurements
 from drods.store import Store
 
 LEASE = "network-probe"
+SPREAD = 0.8  # the share of the interval over which a round's probes start
+MIN_GAP = 0.05  # seconds between rounds at least
 
 
 def targets(clusters: dict[str, Any], settings: ProbeSettings) -> list[tuple[str, str, str]]:
@@ -65,16 +70,32 @@ class NetworkProber:
         if not found:
             return
         slots = asyncio.Semaphore(s.concurrency)
+        # the targets' starts spread over the round: a hundred members probed at once (a TLS
+        # handshake and five requests each) held every member's answers to the controllers back
+        # for seconds, every round
+        spacing = SPREAD * s.intervalSeconds / len(found)
+        begun = time.monotonic()
 
-        async def one(to: str, url: str) -> ProbeResult:
+        async def one(k: int, to: str, url: str) -> ProbeResult:
+            await asyncio.sleep(max(0.0, begun + k * spacing - time.monotonic()))
             async with slots:
                 return await probe(to, url, s.site, s.probesPerInterval, s.timeoutSeconds)
 
-        results = await asyncio.gather(*(one(to, url) for _from, to, url in found))
+        results = await asyncio.gather(*(one(k, to, url) for k, (_from, to, url) in enumerate(found)))
         items = [measurement(site_from, to, r) for (site_from, to, _url), r in zip(found, results, strict=True)]
         await write_measurements(self.store, items, self.clock)
         self.rounds += 1
 
     async def run(self) -> None:
         await self.clusters.wait_synced()
-        await Periodic(LEASE, self.step, self.settings.intervalSeconds, first_at_start=True).run()
+        begun = time.monotonic()
+
+        async def step() -> None:
+            nonlocal begun
+            begun = time.monotonic()
+            await self.step()
+
+        async def wait() -> None:  # a round every interval from the start of the last (it spans most of one)
+            await asyncio.sleep(max(self.settings.intervalSeconds - (time.monotonic() - begun), MIN_GAP))
+
+        await Periodic(LEASE, step, None, wait=wait, first_at_start=True).run()
