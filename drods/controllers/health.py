@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,6 +126,7 @@ class ClusterHealth:
         """One cluster's probes: one every probe interval from the start of the last (at least
         50 ms apart); a failed probe is logged and counted (``cluster-health-probe``)."""
         started = time.monotonic()
+        phased = False
 
         async def probe() -> None:
             nonlocal started
@@ -133,7 +135,12 @@ class ClusterHealth:
                 await self.check(name)
 
         async def wait() -> None:
-            await asyncio.sleep(max(self.settings.probeIntervalSeconds - (time.monotonic() - started), 0.05))
+            nonlocal phased
+            period = self.settings.probeIntervalSeconds
+            if not phased:  # the cluster's place in the round: clusters joined together (a fleet at
+                phased = True  # start) would otherwise be probed and summarised together, every round
+                period = random.uniform(0.0, period)
+            await asyncio.sleep(max(period - (time.monotonic() - started), 0.05))
 
         await Periodic("cluster-health-probe", probe, None, wait=wait, first_at_start=True).run()
 
@@ -208,7 +215,11 @@ class ClusterHealth:
         except (MemberUnavailable, MemberError) as e:
             log.info("summary of %s failed: %s", name, e)
             return
+        first = st.summarised == 0.0
         st.summarised = self.clock()
+        if first:  # the next one at the cluster's own place in the round: a fleet joined together would
+            # otherwise be summarised together (nodes, pods, metrics of every member) every interval
+            st.summarised -= random.uniform(0.0, self.settings.summaryIntervalSeconds)
         await self._feed(name, st.summary)
 
     def _answered_since(self, last_success: float | None, now: float) -> bool:

@@ -104,3 +104,32 @@ async def test_a_member_that_answered_another_call_this_interval_is_not_probed_a
     client.last_success = time.time()
     await health._probe("c1", st)
     assert client.probes == 3
+
+
+class _Summarised(_Client):
+    async def summary(self) -> object:
+        return object()
+
+
+class _NoFeed(ClusterHealth):
+    async def _feed(self, name: str, summary: object) -> None:  # type: ignore[override]
+        return None
+
+
+async def test_clusters_joined_together_are_summarised_at_their_own_places_in_the_round() -> None:
+    """The first summary at once; the next at a point of the interval of the cluster's own, so a
+    fleet that joined together is not summarised all at once every interval."""
+    clients = {f"c{i}": _Summarised() for i in range(40)}
+
+    async def get(name: str) -> tuple[_Client, None]:
+        return clients[name], None
+
+    now = 1_000.0
+    health = _NoFeed(fleet=SimpleNamespace(clients=SimpleNamespace(get=get)),  # type: ignore[arg-type]
+                     settings=MemberSettings(summaryIntervalSeconds=10), monitor=None, clock=lambda: now)
+    for name in clients:
+        health.state[name] = _Health(first_seen=now)
+        await health._probe(name, health.state[name])
+    due = sorted(st.summarised + 10 - now for st in health.state.values())
+    assert all(st.summary is not None for st in health.state.values())  # each summarised at once
+    assert due[0] >= 0.0 and due[-1] <= 10.0 and due[-1] - due[0] > 5.0, due
