@@ -137,3 +137,19 @@ async def test_the_mutation_is_applied_again_to_what_a_concurrent_writer_left(sq
     # nothing to change: the key is left as it is
     assert await update_document(sqlite, "/doc", lambda doc: None) is None
     assert (await sqlite.get("/doc")).mod_revision == written[1]  # type: ignore[union-attr]
+
+
+async def test_a_write_that_wins_at_once_builds_no_retry_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy's objects refer to each other: built for every write, they were most of the
+    garbage the collector had to find under load."""
+    import drods.store.cas as cas
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("a retry policy was built for a write that won at once")
+
+    monkeypatch.setattr(cas, "AsyncRetrying", refuse)
+
+    async def wins(n: int) -> int:
+        return n
+
+    assert await read_modify_write(wins) == 0
