@@ -189,15 +189,15 @@ class WorkStatusController:
         history), matched to the Works through one index of them. An event whose write lost the
         compare-and-swap (the Work changed since it was cached: an apply just recorded) is tried
         again once the newer Work has had time to arrive, not left to the next list."""
-        stale: dict[Ref, tuple[str, Obj]] = {}
+        stale: dict[Ref, tuple[str, Obj]] = {}  # by object: the event to write again
         tries = 0
         while True:
-            if stale:
+            latest, stale = stale, {}
+            if latest:
                 await asyncio.sleep(STALE_RETRY_SECONDS)
             else:
                 event, obj = await events.get()
-                stale[Ref.of(obj)] = (event, obj)
-            latest, stale = stale, {}
+                latest[Ref.of(obj)] = (event, obj)
             while not events.empty():  # newer than any stale one
                 event, obj = events.get_nowait()
                 latest[Ref.of(obj)] = (event, obj)
