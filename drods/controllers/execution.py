@@ -46,7 +46,9 @@ from drods.store import CasFailed
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
-PERMANENT_STATUS = frozenset({400, 401, 403, 404, 405, 409, 413, 415, 422})
+# a member's refusal that the same apply will meet again; a 409 is not one: with conflicts forced,
+# an apply meets one only when a concurrent write won (Kubernetes clients retry on conflict)
+PERMANENT_STATUS = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
 
 
 def cleanup_key(cluster: str, ref: Ref) -> str:

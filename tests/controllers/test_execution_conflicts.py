@@ -1,0 +1,81 @@
+"""A member's 409 on an apply (conflicts are forced, so only a concurrent write that won can cause
+one) is retried at the short back-off, not held for 30 s and reported as permanent — which would
+fail the Binding at once. A refusal the same apply meets again (422) stays permanent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from drods.controllers.execution import Execution
+from drods.controllers.settings import MemberSettings
+from drods.controllers.work_record import WorkRecord, work_record
+from drods.members.client import MemberError
+from drods.model.interpreter import Interpreter
+
+DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+              "spec": {"replicas": 2}}
+
+
+def work() -> WorkRecord:
+    doc = {"metadata": {"name": "web.aws"},
+           "spec": {"cluster": "aws", "binding": "web", "hash": "h", "manifests": [DEPLOYMENT]}}
+    record = work_record(doc, 1)
+    assert record is not None
+    return record
+
+
+@dataclass
+class Member:
+    """Refuses the first apply with ``status``, then takes them."""
+
+    status: int
+    refusals: int = 1
+    applied: list[dict[str, Any]] = field(default_factory=list)
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        return None  # no copy yet: the first apply creates it
+
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        if self.refusals:
+            self.refusals -= 1
+            raise MemberError("aws", self.status, "Conflict" if self.status == 409 else "Invalid", "refused")
+        self.applied.append(manifest)
+        return {**manifest, "metadata": {**manifest["metadata"], "labels": {}}, "status": {}}
+
+
+@dataclass
+class Fleet:
+    written: list[dict[str, Any]] = field(default_factory=list)
+    owned: dict[str, set[Any]] = field(default_factory=lambda: {"aws": set()})
+    ns_ok: dict[str, set[str]] = field(default_factory=lambda: {"aws": {"default"}})
+    informers: Any = field(default_factory=lambda: SimpleNamespace(interpreter=Interpreter()))
+    cleanups: Any = field(default_factory=lambda: SimpleNamespace(cache={}))
+    registry: Any = None
+
+    async def write_work_status(self, record: WorkRecord, status: dict[str, Any], body: Any = None) -> bool:
+        self.written.append(status)
+        return True
+
+
+@pytest.mark.parametrize(("status", "permanent", "longest_wait"), [(409, False, 1.0), (422, True, 30.0)])
+async def test_a_conflict_is_retried_soon_and_an_invalid_manifest_is_not(status: int, permanent: bool,
+                                                                         longest_wait: float) -> None:
+    fleet, member, now = Fleet(), Member(status), [100.0]
+    execution = Execution(fleet, MemberSettings(), clock=lambda: now[0])  # type: ignore[arg-type]
+    w = work()
+    whole = {"spec": {"manifests": [DEPLOYMENT]}}
+
+    wait = await execution._apply("aws", w.key, w, whole, member, None)  # type: ignore[arg-type]
+    assert wait is not None and wait <= longest_wait
+    assert not fleet.written[-1].get("applied")
+    assert bool(fleet.written[-1].get("permanent")) is permanent
+    assert not member.applied
+
+    now[0] += wait
+    assert await execution._apply("aws", w.key, w, whole, member, None) is None  # type: ignore[arg-type]
+    assert fleet.written[-1]["applied"] is True
+    assert [m["metadata"]["name"] for m in member.applied] == ["web"]
