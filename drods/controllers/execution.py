@@ -137,7 +137,7 @@ class Execution:
             return EXECUTION_FINALIZER in work.finalizers
         if work.suspended:
             return False
-        return not (work.applied and work.observed_hash == work.hash)
+        return not work.holds_current
 
     # ------------------------------------------------------------------ one Work
     async def _sync(self, cluster: str, key: str) -> float | None:
@@ -205,7 +205,8 @@ class Execution:
         now = self.clock()
         seen = [manifest_status(out, rfc3339(now), how=self.fleet.informers.interpreter.of(
             str(out.get("apiVersion")), str(out.get("kind"))))] if out is not None else []
-        status = WorkStatus(observedHash=work.hash, applied=True, manifests=seen, appliedTime=rfc3339_ms(now))
+        status = WorkStatus(observedHash=work.hash, observedGeneration=work.generation, applied=True, manifests=seen,
+                            appliedTime=rfc3339_ms(now))
         return await self._write_status(work, status, whole)
 
     async def _failed(self, key: str, work: WorkRecord, error: str, *, permanent: bool,
@@ -216,7 +217,8 @@ class Execution:
         delay = 30.0 if permanent else min(0.5 * 2 ** min(failures - 1, 6), 30.0)
         self._retry_at[key] = (h, self.clock() + delay)
         kept = [ManifestStatus.model_validate(m) for m in st.get("manifests") or [] if isinstance(m, dict)]
-        status = WorkStatus(observedHash=h, applied=False, message=error[:500], failures=failures,
+        status = WorkStatus(observedHash=h, observedGeneration=work.generation, applied=False, message=error[:500],
+                            failures=failures,
                             permanent=permanent, manifests=kept)
         again = await self._write_status(work, status, whole)
         return again if again is not None else delay

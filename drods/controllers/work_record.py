@@ -56,6 +56,8 @@ class WorkRecord:
     applied: bool  # ``status.applied``
     observed_hash: str  # ``status.observedHash``
     encoded_status: bytes
+    generation: int = 0  # ``metadata.generation``: one more at each change of the spec
+    observed_generation: int = 0  # ``status.observedGeneration`` (0: the applier did not say)
 
     @property
     def key(self) -> str:
@@ -65,6 +67,13 @@ class WorkRecord:
     def main(self) -> Ref | None:
         """The Work's main object (the workload): the last manifest."""
         return self.refs[-1] if self.refs else None
+
+    @property
+    def holds_current(self) -> bool:
+        """Does the status say the member holds this spec: applied, of this hash and — when the
+        applier said which — of this generation (the hash alone repeats when a spec changes back)?"""
+        return self.applied and self.observed_hash == self.hash and \
+            self.observed_generation in (0, self.generation)
 
     @property
     def status(self) -> Obj:
@@ -93,7 +102,12 @@ def work_record(obj: Mapping[str, Any], revision: int) -> WorkRecord | None:
         labeled=meta.get("labels") == work_labels(binding, cluster),
         removing_since=None if removing is None else str(removing),
         applied=bool(status.get("applied")), observed_hash=str(status.get("observedHash") or ""),
-        encoded_status=jsondoc.dumps(status))
+        encoded_status=jsondoc.dumps(status), generation=_int(meta.get("generation")),
+        observed_generation=_int(status.get("observedGeneration")))
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _ref(manifest: Obj, share: Callable[[str], str]) -> Ref:

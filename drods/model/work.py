@@ -5,7 +5,9 @@ the final manifests (overrides applied, dependents first, ownership metadata); `
 the manifest set. Who applies it depends on the cluster's mode, not on the Work: the execution
 controller for push-mode members, the member's own agent (`drods.members.works`) for pull mode.
 Whoever applies it writes ``status`` — ``observedHash`` says which set the status talks about,
-``applied`` whether the member holds it — and the work-status controller (push) or the agent (pull)
+``observedGeneration`` which write of the spec it applied (a spec that changes A → B → A, with B's
+apply unrecorded, has A's hash again but not its generation), ``applied`` whether the member holds
+it — and the work-status controller (push) or the agent (pull)
 keeps ``status.manifests`` current with what the member reports. So member status arrives one way:
 on the Work.
 """
@@ -88,6 +90,7 @@ class WorkStatus(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     observedHash: str = ""
+    observedGeneration: int = Field(default=0, ge=0)  # the Work's metadata.generation applied (0: not said)
     applied: bool = False
     message: str = ""
     manifests: list[ManifestStatus] = Field(default_factory=list)

@@ -21,7 +21,7 @@ DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name"
 
 
 def work() -> WorkRecord:
-    doc = {"metadata": {"name": "web.aws"},
+    doc = {"metadata": {"name": "web.aws", "generation": 2},
            "spec": {"cluster": "aws", "binding": "web", "hash": "h", "manifests": [DEPLOYMENT]}}
     record = work_record(doc, 1)
     assert record is not None
@@ -78,4 +78,5 @@ async def test_a_conflict_is_retried_soon_and_an_invalid_manifest_is_not(status:
     now[0] += wait
     assert await execution._apply("aws", w.key, w, whole, member, None) is None  # type: ignore[arg-type]
     assert fleet.written[-1]["applied"] is True
+    assert fleet.written[-1]["observedGeneration"] == 2  # which write of the spec the member holds
     assert [m["metadata"]["name"] for m in member.applied] == ["web"]
