@@ -23,7 +23,9 @@ client, as an operator would.
   on its time whether or not earlier ones were answered (``achieved_rate`` falls below ``--rate`` only
   when 32 wait at once). ``--stages`` adds ``stages``: the p50/p99 of each step, from the control
   plane's watch streams (``bound``: to the Binding, ``scheduled``, ``written``: to the Work carrying
-  it, ``member``, ``applied``: to the Work's status saying so).
+  it, ``member``, ``applied``: to the Work's status saying so). ``--trace FILE`` writes one JSON line
+  per operation (``at_s`` from the stream's start, ``op``, ``name``, ``ms``: null if it never
+  arrived) — periodic stalls show as latency against ``at_s``.
 * ``storm``: steady state, then every member goes ``down`` (``drods sim fault``) for
   ``--down-seconds``, longer (up to ``--timeout``) until every Binding was decided again:
   ``redecisions`` (Bindings the scheduler decided again, from the Bindings' ``scheduledTime``),
@@ -484,6 +486,7 @@ def distribution(b: Bench) -> dict[str, Any]:
     pids = {**b.pids(), "bench": os.getpid()}  # the bench's own share: its watches compete for the CPU
     cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
     interval, started, i = 1.0 / args.rate, time.monotonic(), 0
+    started_wall = time.time()
     t_end = started + args.seconds
     with ThreadPoolExecutor(max_workers=32) as pool:
         futures = []
@@ -515,6 +518,12 @@ def distribution(b: Bench) -> dict[str, Any]:
     if store is not None:
         store.stop.set()
         out["stages"] = store.stages(ops, seen)
+    if args.trace is not None:
+        with b.watch.cond:
+            rows = [{"at_s": round(sent - started_wall, 3), "op": "create" if m == "0" else "update", "name": n,
+                     "ms": None if (at := arrival(n, m)) is None else round((at - sent) * 1000, 1)}
+                    for n, m, sent in sorted(ops, key=lambda o: o[2])]
+        args.trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return out
 
 
@@ -628,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                "idle: how long CPU is measured")
     ap.add_argument("--stages", action="store_true", help="distribution: also the p50/p99 of each step (Binding, "
                     "scheduled, Work written, applied, in the member), from the control plane's watch streams")
+    ap.add_argument("--trace", type=Path, default=None, help="distribution: one JSON line per operation "
+                    "(at_s, op, name, ms) written to this file")
     ap.add_argument("--down-seconds", type=float, default=20.0, help="storm: how long every member is down")
     ap.add_argument("--flat-window", type=float, default=120.0, help="storm: RSS growth over this last window")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a phase may take before it is reported "

@@ -24,10 +24,11 @@ def run(*args: str) -> dict[str, dict[str, Any]]:
     return {line["scenario"]: line for line in lines}
 
 
-def test_every_scenario_in_push_mode() -> None:
+def test_every_scenario_in_push_mode(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
     out = run("--scenario", "cold-start,distribution,storm", "--clusters", "2", "--nodes-per-cluster", "2",
               "--workloads", "4", "--rate", "4", "--seconds", "2", "--down-seconds", "8", "--flat-window", "4",
-              "--timeout", "120", "--stages")
+              "--timeout", "120", "--stages", "--trace", str(trace))
     cold, dist, storm = out["cold-start"], out["distribution"], out["storm"]
     assert cold["clusters"] == 2 and cold["workloads"] == 4 and cold["store"] == "sqlite"
     assert cold["ready_s"] is not None and cold["copies"] == 4
@@ -41,6 +42,11 @@ def test_every_scenario_in_push_mode() -> None:
     # each step of the way, from the control plane's watch streams (a create passes all five)
     assert set(dist["stages"]) == {"bound", "scheduled", "written", "member", "applied"}
     assert all(st["p99_ms"] is not None and st["p50_ms"] <= st["p99_ms"] for st in dist["stages"].values())
+    # --trace: each operation on its line, in the order sent, its latency among those the figures count
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert len(rows) == dist["operations"] and rows[0]["op"] == "create"
+    assert [r["at_s"] for r in rows] == sorted(r["at_s"] for r in rows) and rows[-1]["at_s"] < 2.5
+    assert max(r["ms"] for r in rows) == dist["max_ms"]
     bindings = 4 + (dist["operations"] + 1) // 2  # the steady ones and those the stream created
     assert storm["redecisions"] == bindings and storm["phases_down"] == {"Unschedulable": bindings}
     assert storm["down_s"] >= 8 and 0 < storm["all_redecided_s"] <= storm["down_s"]
