@@ -24,8 +24,11 @@ from drods.store.base import CasFailed, Store
 T = TypeVar("T")
 Doc = dict[str, Any]
 
-#: How many times one operation reads, re-applies its change and writes before it gives up.
-ATTEMPTS = 10
+#: How many times one operation reads, re-applies its change and writes before it gives up: enough
+#: for a write among a dozen racing ones and a status that changes every few milliseconds (the
+#: Kubernetes API server's guaranteed update does not give up at all; ten lost a flat patch to
+#: seven others and a heartbeat on a loaded machine).
+ATTEMPTS = 30
 #: The most a retry waits (uniformly at random from 0), so racing writers fall out of step.
 MAX_JITTER_SECONDS = 0.01
 
