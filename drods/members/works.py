@@ -62,6 +62,14 @@ WORKS = "/api/v1/agent/works"
 PRUNE_KINDS = tuple((k.api_version, k.kind) for k in WORKLOAD_KINDS if k.kind != "Namespace")
 
 
+# per (apiVersion, kind): the member's DRO-DS copies by (namespace, name), None when not listed
+Copies = dict[tuple[str, str], dict[tuple[str, str], Obj] | None]
+
+
+def _refs(spec: Mapping[str, Any]) -> set[Ref]:
+    return {Ref.of(m) for m in spec.get("manifests") or [] if isinstance(m, dict)}
+
+
 @dataclass(slots=True)
 class _Work:
     spec: Obj
@@ -99,6 +107,8 @@ class WorkAgent:
         doc = self.state_file.load()
         if doc is not None and isinstance(doc.get("works"), dict):
             self.works = {str(n): _Work(dict(s)) for n, s in doc["works"].items() if isinstance(s, dict)}
+            for w in self.works.values():
+                self._hold(w.spec)
             log.info("loaded %d cached Work(s) from %s", len(self.works), self.state_file.path)
 
     def save(self) -> None:
@@ -154,6 +164,8 @@ class WorkAgent:
                  for o in body.get("items") or []}
         changed = {n: w.spec for n, w in fresh.items()} != {n: w.spec for n, w in self.works.items()}
         self.works = fresh
+        for w in fresh.values():
+            self._hold(w.spec)
         if changed:
             self.save()
         self.authoritative = True
@@ -180,12 +192,17 @@ class WorkAgent:
                 if ev.get("type") == "DELETED":
                     if self.works.pop(name, None) is not None:
                         self.save()
-                else:
-                    spec, cur = dict(obj.get("spec") or {}), self.works.get(name)
-                    self.works[name] = _Work(spec, dict(obj.get("status") or {}))
-                    if cur is None or cur.spec != spec:
-                        self.save()
-                self.prune_due = True
+                    self.prune_due = True
+                    self.wake.set()
+                    continue
+                spec, cur = dict(obj.get("spec") or {}), self.works.get(name)
+                self.works[name] = _Work(spec, dict(obj.get("status") or {}))
+                if cur is not None and cur.spec == spec:
+                    continue  # a status (this agent's own report coming back): nothing to apply
+                self.save()
+                self._hold(spec)
+                if cur is not None and _refs(cur.spec) - _refs(spec):
+                    self.prune_due = True  # an object left the Work: pruning has something to do
                 self.wake.set()
 
     async def _reconcile_loop(self, stop: asyncio.Event) -> None:
@@ -225,11 +242,17 @@ class WorkAgent:
 
     async def _report_statuses(self, works: Mapping[str, _Work]) -> None:
         """Each Work's status as the member shows it, with its workloads' usage (read every
-        ``usage.interval``: one pods and one PodMetrics list per namespace), reported when changed."""
+        ``usage.interval``: one pods and one PodMetrics list per namespace), reported when changed.
+        The member's copies are listed once per kind, not read one by one."""
+        try:
+            copies = await self._copies(works)
+        except MemberUnavailable as e:
+            log.debug("reading the copies in %s failed: %s", self.cluster, e)
+            return
         read: dict[str, Obj] = {}
         held: list[Obj] = []
         for name, w in sorted(works.items()):
-            status = await self.status_of(name, w.spec, held)
+            status = await self.status_of(name, w.spec, held, copies)
             if status is not None:
                 read[name] = status
         usage = await self.usage.read(self.member, held, self.clock())
@@ -268,12 +291,15 @@ class WorkAgent:
             return f"{type(e).__name__}: {e}"
         return None
 
+    def _hold(self, spec: Mapping[str, Any]) -> None:
+        """Note the kinds a Work holds: pruning lists them, beside the workload kinds, once no Work
+        wants an object of them (listing each kind DRO-DS knows would ask a member for kinds it may
+        not serve)."""
+        self._held_kinds.update((r.api_version, r.kind) for r in _refs(spec) if r.kind != "Namespace")
+
     async def prune(self, works: Mapping[str, _Work]) -> bool:
         """Delete DRO-DS's objects for this cluster that no Work wants; False when the member failed."""
         wanted = {Ref.of(m) for w in works.values() for m in w.spec.get("manifests") or []}
-        # Beside the workload kinds, every kind a Work has held (an Ingress, a CronJob…): listing each
-        # kind DRO-DS knows would ask a member for kinds it may not serve, every pass.
-        self._held_kinds.update((r.api_version, r.kind) for r in wanted if r.kind != "Namespace")
         try:
             for api_version, kind in (*PRUNE_KINDS, *sorted(self._held_kinds - set(PRUNE_KINDS))):
                 for it in await self.member.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR):
@@ -290,17 +316,44 @@ class WorkAgent:
             return False
         return True
 
-    async def status_of(self, name: str, spec: Mapping[str, Any], held: list[Obj] | None = None) -> Obj | None:
+    async def _copies(self, works: Mapping[str, _Work]) -> Copies:
+        """DRO-DS's copies in the member of every kind the Works hold, one list per kind, by
+        (namespace, name); None for a kind the member would not list (its objects are read one by one)."""
+        kinds = sorted({(str(m.get("apiVersion")), str(m.get("kind"))) for w in works.values()
+                        for m in w.spec.get("manifests") or [] if isinstance(m, dict)})
+        out: Copies = {}
+        for api_version, kind in kinds:
+            try:
+                items = await self.member.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR)
+            except MemberError:
+                out[(api_version, kind)] = None
+                continue
+            out[(api_version, kind)] = {(str((it.get("metadata") or {}).get("namespace") or ""),
+                                         str((it.get("metadata") or {}).get("name"))): it for it in items}
+        return out
+
+    async def _copy(self, m: Mapping[str, Any], copies: Copies | None) -> Obj | None:
+        """The member's copy of manifest ``m``: from the kind's list when there is one, else read."""
+        meta = m.get("metadata") or {}
+        api_version, kind, name = str(m.get("apiVersion")), str(m.get("kind")), str(meta.get("name"))
+        ns = str(meta.get("namespace") or "")
+        listed = copies.get((api_version, kind)) if copies is not None else None
+        if listed is None:
+            return await self.member.get(api_version, kind, name, ns or None)
+        return listed.get((ns, name)) or (listed.get(("default", name)) if not ns else None)
+
+    async def status_of(self, name: str, spec: Mapping[str, Any], held: list[Obj] | None = None,
+                        copies: Copies | None = None) -> Obj | None:
         """The Work's status as the member shows it now; None when the member can't be read.
-        The member's workloads it read are added to ``held`` (for their usage)."""
+        The member's workloads it read are added to ``held`` (for their usage); ``copies``: the
+        member's copies as `_copies` listed them (else each is read)."""
         h = str(spec.get("hash") or "")
         rows: list[ManifestStatus] = []
         try:
             for m in spec.get("manifests") or []:
                 meta = m.get("metadata") or {}
                 ns = str(meta.get("namespace") or "")
-                cur = await self.member.get(str(m.get("apiVersion")), str(m.get("kind")), str(meta.get("name")),
-                                            ns or None)
+                cur = await self._copy(m, copies)
                 if cur is None and self.applied.get(name) == h:
                     self.applied.pop(name, None)  # deleted behind our back: apply it again
                     self.wake.set()

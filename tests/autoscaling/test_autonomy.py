@@ -16,6 +16,7 @@ from drods.autoscaling import autonomy
 from drods.autoscaling.controller import Autoscaler
 from drods.machinery.journal import Journal
 from drods.members.autonomy import AutonomyAgent, AutonomySettings
+from drods.members.client import MemberError
 from drods.members.summary import ClusterSummary
 from drods.members.works import WorkAgent, _Work
 from drods.model.annotations import MANAGED_BY, MANAGER
@@ -153,6 +154,10 @@ class FakeMember:
     async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         self.applied.append(manifest)
         return manifest
+
+    async def list_objects(self, api_version: str, kind: str, namespace: str | None = None,
+                           label_selector: str | None = None) -> list[dict[str, Any]]:
+        raise MemberError("edge", 405, "MethodNotAllowed", "no lists here: the agent reads each object")
 
 
 class FakePlane:
