@@ -93,6 +93,7 @@ class WorkAgent:
         self.authoritative = False  # works mirror the control plane right now: pruning is safe
         self.prune_due = False
         self.ns_ok: set[str] = set()
+        self.owned: set[Ref] = set()  # objects this agent applied and has not seen gone since
         self._held_kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) some Work has held
         self.wake = asyncio.Event()
         self.reachable = asyncio.Event()  # someone saw the control plane answer: relist now, not after the backoff
@@ -275,14 +276,17 @@ class WorkAgent:
                         await self.member.apply({"apiVersion": "v1", "kind": "Namespace",
                                                  "metadata": {"name": ns, "labels": {MANAGED_BY: MANAGER}}})
                     self.ns_ok.add(ns)
-                cur = await self.member.get(str(m.get("apiVersion")), str(m.get("kind")), str(meta.get("name")), ns)
-                if cur is not None and not is_managed(cur) and not may_adopt(m):
-                    return (f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in {self.cluster} "
-                            "and is not managed by DRO-DS")
+                ref = Ref.of(m)
+                if ref not in self.owned:  # first contact: is it there, and did someone else create it?
+                    cur = await self.member.get(ref.api_version, ref.kind, ref.name, ns)
+                    if cur is not None and not is_managed(cur) and not may_adopt(m):
+                        return (f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in {self.cluster} "
+                                "and is not managed by DRO-DS")
                 local = self.replicas_for(m) if self.replicas_for is not None else None
                 if local is not None:
                     m = {**m, "spec": {**(m.get("spec") or {}), "replicas": local}}
                 await self.member.apply(m)
+                self.owned.add(ref)
         except MemberUnavailable as e:
             return f"unreachable: {e}"
         except MemberError as e:
@@ -311,6 +315,7 @@ class WorkAgent:
                         continue
                     log.info("pruning %s: no Work wants it any more", ref)
                     await self.member.delete(api_version, kind, ref.name, ref.namespace or None)
+                    self.owned.discard(ref)
         except (MemberUnavailable, MemberError) as e:
             log.warning("pruning in %s failed: %s", self.cluster, e)
             return False
@@ -354,6 +359,8 @@ class WorkAgent:
                 meta = m.get("metadata") or {}
                 ns = str(meta.get("namespace") or "")
                 cur = await self._copy(m, copies)
+                if cur is None:
+                    self.owned.discard(Ref.of(m))
                 if cur is None and self.applied.get(name) == h:
                     self.applied.pop(name, None)  # deleted behind our back: apply it again
                     self.wake.set()

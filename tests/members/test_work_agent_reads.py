@@ -1,6 +1,7 @@
 """What a pull-mode agent asks its member for: the copies' status in one list per kind (not a read
-per object, every pass), and a prune only when an object may have left the Works — not at each
-watch event (its own status reports come back as events)."""
+per object, every pass), a read before an apply only on first contact, and a prune only when an
+object may have left the Works — not at each watch event (its own status reports come back as
+events)."""
 
 from __future__ import annotations
 
@@ -89,6 +90,14 @@ async def test_the_copies_are_read_in_one_list_per_kind(tmp_path: Path) -> None:
     await a.reconcile_once()  # nothing changed: the status only, no prune
     assert member.calls == Counter({"list ConfigMap": 1, "list Deployment": 1})
     assert all(a.works[f"w{i}"].status["applied"] for i in range(3))  # reported from the lists
+    member.calls.clear()
+    a.works["w1"] = _Work(work("w1", "h1b", manifests("app1"))["spec"])  # an update
+    await a.reconcile_once()
+    assert member.calls["apply"] == 2 and member.calls["get"] == 0  # its objects are known to be ours
+    del member.objects[("Deployment", "default", "app2")]  # deleted behind the agent's back
+    await a.reconcile_once()  # seen gone in the list: applied again, after a first-contact read
+    await a.reconcile_once()
+    assert ("Deployment", "default", "app2") in member.objects and member.calls["get"] == 1
 
 
 async def test_a_prune_waits_for_an_object_to_leave_the_works(tmp_path: Path) -> None:
