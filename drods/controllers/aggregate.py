@@ -124,7 +124,7 @@ def work_state(work: WorkRecord | None, want: ManifestSet, *, pull: bool, failur
     if work is None or work.hash != want.hash:
         return WorkState(False, observation=obs, observed_time=seen)
     st = work.status
-    if st.get("observedHash") == want.hash and work.observed_generation in (0, work.generation):
+    if st.get("observedHash") == want.hash and work.observes_this_generation:
         if st.get("applied"):
             return WorkState(True, observation=obs, observed_time=seen)
         message = str(st.get("message") or "not applied")

@@ -218,8 +218,7 @@ class Execution:
         self._retry_at[key] = (h, self.clock() + delay)
         kept = [ManifestStatus.model_validate(m) for m in st.get("manifests") or [] if isinstance(m, dict)]
         status = WorkStatus(observedHash=h, observedGeneration=work.generation, applied=False, message=error[:500],
-                            failures=failures,
-                            permanent=permanent, manifests=kept)
+                            failures=failures, permanent=permanent, manifests=kept)
         again = await self._write_status(work, status, whole)
         return again if again is not None else delay
 

@@ -69,11 +69,15 @@ class WorkRecord:
         return self.refs[-1] if self.refs else None
 
     @property
+    def observes_this_generation(self) -> bool:
+        """The status is about this write of the spec, or its applier did not say which (the hash
+        alone repeats when a spec changes back)."""
+        return self.observed_generation in (0, self.generation)
+
+    @property
     def holds_current(self) -> bool:
-        """Does the status say the member holds this spec: applied, of this hash and — when the
-        applier said which — of this generation (the hash alone repeats when a spec changes back)?"""
-        return self.applied and self.observed_hash == self.hash and \
-            self.observed_generation in (0, self.generation)
+        """Does the status say the member holds this spec: applied, of this hash and generation?"""
+        return self.applied and self.observed_hash == self.hash and self.observes_this_generation
 
     @property
     def status(self) -> Obj:

@@ -63,9 +63,11 @@ class NetworkProber:
         self.settings = settings
         self.clock = clock
         self.rounds = 0
+        self.round_started = time.monotonic()  # the next round starts an interval after it
 
     async def step(self) -> None:
         s = self.settings
+        self.round_started = begun = time.monotonic()
         found = targets(dict(self.clusters.cache), s)
         if not found:
             return
@@ -74,7 +76,6 @@ class NetworkProber:
         # handshake and five requests each) held every member's answers to the controllers back
         # for seconds, every round
         spacing = SPREAD * s.intervalSeconds / len(found)
-        begun = time.monotonic()
 
         async def one(k: int, to: str, url: str) -> ProbeResult:
             await asyncio.sleep(max(0.0, begun + k * spacing - time.monotonic()))
@@ -88,14 +89,9 @@ class NetworkProber:
 
     async def run(self) -> None:
         await self.clusters.wait_synced()
-        begun = time.monotonic()
-
-        async def step() -> None:
-            nonlocal begun
-            begun = time.monotonic()
-            await self.step()
 
         async def wait() -> None:  # a round every interval from the start of the last (it spans most of one)
-            await asyncio.sleep(max(self.settings.intervalSeconds - (time.monotonic() - begun), MIN_GAP))
+            elapsed = time.monotonic() - self.round_started
+            await asyncio.sleep(max(self.settings.intervalSeconds - elapsed, MIN_GAP))
 
-        await Periodic(LEASE, step, None, wait=wait, first_at_start=True).run()
+        await Periodic(LEASE, self.step, None, wait=wait, first_at_start=True).run()
