@@ -256,7 +256,9 @@ def test_drain_migrates_with_a_kill_between_every_phase(fleet: Fleet) -> None:
     assert plan["spec"]["trigger"] == "Drain" and "targetCluster" not in plan["spec"]
     target = st["targetCluster"]
     assert target != source and "where the scheduler would place it" in st["targetChoice"]
-    assert seen == list(FORWARD), seen  # every phase was seen, so the controllers were killed 4 times
+    # every phase after the first was seen, so the controllers were killed 4 times (PrepareTarget, which
+    # no kill follows, may be over before the watch opens on a loaded machine)
+    assert [p for p in seen if p != "PrepareTarget"] == list(FORWARD[1:]), seen
     conds = {c["type"]: c for c in st["conditions"]}
     for t in ("TargetPrepared", "DataCopied", "CaughtUp", "TrafficSwitched", "SourceRetired"):
         assert conds[t]["status"] == "True", conds[t]

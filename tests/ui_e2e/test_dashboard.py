@@ -206,7 +206,10 @@ def test_drain_a_cluster_and_watch_its_workloads_move(browse: Browse, env: Env, 
     page.wait_for_function("() => !document.querySelector('.actions button.danger').__opener")
     dialog.get_by_role("button", name="Cancel").click()
     assert env.cluster("gcp-sin")["spec"].get("unschedulable") is not True
-    # Focus went back to the rebuilt button, not to the top of the page.
+    # Focus went back to the rebuilt button, not to the top of the page (once the dialog has closed:
+    # the click returns before its handler has run on a loaded machine).
+    page.wait_for_function("() => !document.querySelector('dialog[open]') && "
+                           "document.activeElement && document.activeElement.textContent === 'Drain'", timeout=10_000)
     assert page.evaluate("document.activeElement.textContent") == "Drain"
     page.get_by_role("button", name="Drain").click()
     shot(page, "drain-confirm")
