@@ -95,6 +95,11 @@ def not_ready_since(cluster: Obj) -> float | None:
     return parse_rfc3339(c.get("lastTransitionTime")) if c is not None and c.get("status") == "False" else None
 
 
+def may_evict(cluster: Obj) -> bool:
+    """Could bindings have to leave the cluster: it is NotReady or has a NoExecute taint."""
+    return not_ready_since(cluster) is not None or bool(no_execute_taints(cluster))
+
+
 class Failover:
     def __init__(self, fleet: MemberFleet, settings: MemberSettings, rescheduler: Rescheduler, *,
                  clock: Callable[[], float] = time.time) -> None:
@@ -109,6 +114,9 @@ class Failover:
         # leader), then kept as this process writes them, so a recovery looks at those only
         self.tasked: set[str] = set()
         self.scanned = False
+        # the clusters that `may_evict`: a pass looks at these only (found by one scan on the first
+        # pass, then kept by `observe`), not at 10,000 clusters each time one of them reports
+        self.suspects: set[str] = set()
 
     async def run(self) -> None:
         """A pass when a cluster's status changes (it turns NotReady) and at least every probe
@@ -118,8 +126,25 @@ class Failover:
         changed = asyncio.Event()
         passes = Periodic("failover", self.tick, min(1.0, self.settings.probeIntervalSeconds), wake=changed,
                           first_at_start=True)
-        with subscribed((self.fleet.clusters, lambda _k, _o, _n: changed.set())):
+
+        def on_cluster(key: str, old: Obj | None, new: Obj | None) -> None:
+            if self.observe(key, old, new):
+                changed.set()
+
+        with subscribed((self.fleet.clusters, on_cluster)):
             await passes.run()
+
+    def observe(self, key: str, _old: Obj | None, new: Obj | None) -> bool:
+        """Keep `suspects` as a cluster changes; True when a pass should look at it now (it may evict,
+        or it just stopped: its episode ends)."""
+        name = key[len(CLUSTER.key_prefix()):]
+        if new is not None and may_evict(new):
+            self.suspects.add(name)
+            return True
+        if name in self.suspects:
+            self.suspects.discard(name)
+            return True
+        return False
 
     async def tick(self) -> list[str]:
         """One pass; returns the bindings handed to the scheduler."""
@@ -127,10 +152,14 @@ class Failover:
         starting = not self.scanned
         if starting:
             self.tasked, self.scanned = tasked(self.fleet), True
+            self.suspects = {key[len(CLUSTER.key_prefix()):] for key, c in list(self.fleet.clusters.cache.items())
+                             if may_evict(c)}
         moved: list[str] = []
         down: set[str] = set()
-        for key, cluster in list(self.fleet.clusters.cache.items()):
-            name = key[len(CLUSTER.key_prefix()):]
+        for name in sorted(self.suspects):
+            cluster = self.fleet.clusters.cache.get(CLUSTER.key(name))
+            if cluster is None:
+                continue
             since = not_ready_since(cluster)
             if since is not None:
                 down.add(name)

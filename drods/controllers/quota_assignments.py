@@ -5,8 +5,8 @@ empties them when the Work goes; a pull member's agent applies its own).
 
 The Works are owned by the quota, not by a Binding: their ``spec.binding`` is
 ``FederatedResourceQuota_<namespace>_<name>`` (`quota_owner`; never a Binding's name, which has no
-capitals or underscores), which the binding controller leaves alone. A pass, when a quota, a Work
-or a cluster changes and every ``RESYNC_SECONDS``, writes the Works that differ and deletes the
+capitals or underscores), which the binding controller leaves alone. A pass, when a quota, one of its
+Works or the clusters joined change and every ``RESYNC_SECONDS``, writes the Works that differ and deletes the
 ones no assignment wants (an assignment removed, a quota deleted).
 """
 
@@ -23,6 +23,7 @@ from drods.controllers.work_record import WorkRecord
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.informer import Informer, subscribed
 from drods.machinery.periodic import Periodic
+from drods.machinery.tasks import yielding
 from drods.model.annotations import LEADER_GENERATION
 from drods.model.kinds import WORK
 from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name
@@ -58,6 +59,9 @@ class QuotaAssignments:
         self.fleet = fleet
         self.quotas = quotas
         self.generation = generation
+        # the keys of the quotas' Works, kept from the Work events: a pass does not sort 200,000
+        # Works of Bindings to find them, and a Binding's Work wakes no pass
+        self.owned: set[str] = set()
 
     async def run(self) -> None:
         await self.fleet.synced.wait()
@@ -65,11 +69,32 @@ class QuotaAssignments:
         passes = Periodic("federated-quota-assignments", self.tick, RESYNC_SECONDS, wake=changed,
                           first_at_start=True, coalesce_s=0.2)
 
-        def wake(_key: str, _old: object, _new: object) -> None:
+        def on_quota(_key: str, _old: object, _new: object) -> None:
             changed.set()
 
-        with subscribed((self.quotas, wake), (self.fleet.works, wake), (self.fleet.clusters, wake)):
+        def on_work(key: str, old: object, new: object) -> None:
+            if self.observe(key, old, new):
+                changed.set()
+
+        def on_cluster(_key: str, old: Obj | None, new: Obj | None) -> None:
+            if old is None or new is None or old.get("spec") != new.get("spec"):
+                changed.set()  # joined, left, or its sync mode may differ: not a status report
+
+        with subscribed((self.quotas, on_quota), (self.fleet.works, on_work), (self.fleet.clusters, on_cluster)):
+            async for key, work in yielding(list(self.fleet.works.cache.items())):
+                self.observe(key, None, work)
             await passes.run()
+
+    def observe(self, key: str, old: object, new: object) -> bool:
+        """Keep `owned` as a Work changes; True when it is a quota's."""
+        work = new if new is not None else old
+        if not (isinstance(work, WorkRecord) and is_quota_owner(work.binding)):
+            return False
+        if new is None:
+            self.owned.discard(key)
+        else:
+            self.owned.add(key)
+        return True
 
     def wanted(self) -> dict[str, Obj]:
         """Work name → the Work body every current assignment to a known cluster wants."""
@@ -99,8 +124,9 @@ class QuotaAssignments:
     async def tick(self) -> int:
         """One pass; returns how many Works it wrote or deleted."""
         wanted = self.wanted()
-        have: dict[str, WorkRecord] = {w.name: w for w in self.fleet.works.cache.values()
-                                       if isinstance(w, WorkRecord) and is_quota_owner(w.binding)}
+        cache = self.fleet.works.cache
+        have: dict[str, WorkRecord] = {w.name: w for w in (cache.get(k) for k in list(self.owned))
+                                       if isinstance(w, WorkRecord)}
         changes = 0
         for name, body in sorted(wanted.items()):
             cur = have.get(name)

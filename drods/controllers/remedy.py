@@ -1,7 +1,8 @@
 """Karmada's Remedy controller: keeps each cluster's ``status.remedyActions`` the actions of the
 Remedies that hold for it (`drods.model.remedy`). A pass runs when a cluster or a Remedy changes (a
-health probe flipping a condition is a cluster change) and every ``RESYNC_SECONDS``; one status merge
-patch per cluster whose actions changed."""
+health probe flipping a condition is a cluster change) and every ``RESYNC_SECONDS``; it looks at the
+clusters that changed since the last pass (every cluster when a Remedy changed, and at each resync:
+`drods.machinery.changed`); one status merge patch per cluster whose actions changed."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from typing import Any
 
 from drods.controllers.fleet import MemberFleet
 from drods.errors import AlreadyExists, Conflict, Invalid, NotFound
+from drods.machinery.changed import ChangedKeys
 from drods.machinery.informer import Informer, subscribed
 from drods.machinery.periodic import Periodic
+from drods.machinery.tasks import yielding
 from drods.model.kinds import CLUSTER, REMEDY
 from drods.model.remedy import RemedySpec, remedy_actions
 from drods.registry.patch import MERGE_PATCH
@@ -31,6 +34,7 @@ class Remedies:
         self.fleet = fleet
         self.remedies = remedies
         self.clock = clock
+        self.changed = ChangedKeys(RESYNC_SECONDS, clock)
 
     async def run(self) -> None:
         await self.fleet.synced.wait()
@@ -38,10 +42,15 @@ class Remedies:
         changed = asyncio.Event()
         passes = Periodic("remedies", self.tick, RESYNC_SECONDS, wake=changed, first_at_start=True)
 
-        def wake(_key: str, _old: Obj | None, _new: Obj | None) -> None:
+        def on_cluster(key: str, _old: Obj | None, _new: Obj | None) -> None:
+            self.changed.mark(key)
             changed.set()
 
-        with subscribed((self.fleet.clusters, wake), (self.remedies, wake)):
+        def on_remedy(_key: str, _old: Obj | None, _new: Obj | None) -> None:
+            self.changed.everything()
+            changed.set()
+
+        with subscribed((self.fleet.clusters, on_cluster), (self.remedies, on_remedy)):
             await passes.run()
 
     def _specs(self) -> list[RemedySpec]:
@@ -56,10 +65,13 @@ class Remedies:
         return out
 
     async def tick(self) -> list[str]:
-        """One pass; returns the clusters whose remedy actions it changed."""
+        """One pass over the clusters changed since the last; returns those whose remedy actions it changed."""
         specs = self._specs()
         changed: list[str] = []
-        for key, cluster in list(self.fleet.clusters.cache.items()):
+        async for key in yielding(self.changed.take(lambda: list(self.fleet.clusters.cache))):
+            cluster = self.fleet.clusters.cache.get(key)
+            if cluster is None:
+                continue
             name = key[len(CLUSTER.key_prefix()):]
             status = cluster.get("status") or {}
             conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]

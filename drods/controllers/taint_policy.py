@@ -2,7 +2,8 @@
 policies whose ``targetClusters`` select it (`drods.model.taint_policy`).
 
 A pass runs when a cluster or a policy changes (a health probe flipping a condition is a cluster
-change) and every ``RESYNC_SECONDS``. For each cluster and each policy selecting it, in name order:
+change) and every ``RESYNC_SECONDS``, over the clusters changed since the last (every cluster when a
+policy changed, and at each resync: `drods.machinery.changed`). For each and each policy selecting it, in name order:
 when every ``addOnConditions`` entry holds, the policy's taints are added (a taint of the same key
 and effect takes the policy's value); else, when every ``removeOnConditions`` entry holds, they are
 removed. One merge patch per changed cluster, guarded by its resourceVersion (a lost race is judged
@@ -21,8 +22,10 @@ from typing import Any
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.overrides import cluster_matches
 from drods.errors import AlreadyExists, Conflict, Invalid, NotFound
+from drods.machinery.changed import ChangedKeys
 from drods.machinery.informer import Informer, subscribed
 from drods.machinery.periodic import Periodic
+from drods.machinery.tasks import yielding
 from drods.model.kinds import CLUSTER, CLUSTER_TAINT_POLICY
 from drods.model.policy import OverrideClusterSelector
 from drods.model.taint_policy import ClusterTaintPolicySpec, PolicyTaint, all_hold
@@ -83,16 +86,22 @@ class ClusterTaintPolicies:
         self.fleet = fleet
         self.policies = policies
         self.clock = clock
+        self.changed = ChangedKeys(RESYNC_SECONDS, clock)
 
     async def run(self) -> None:
         await self.fleet.synced.wait()
         changed = asyncio.Event()
         passes = Periodic("cluster-taint-policies", self.tick, RESYNC_SECONDS, wake=changed, first_at_start=True)
 
-        def wake(_key: str, _old: Obj | None, _new: Obj | None) -> None:
+        def on_cluster(key: str, _old: Obj | None, _new: Obj | None) -> None:
+            self.changed.mark(key)
             changed.set()
 
-        with subscribed((self.fleet.clusters, wake), (self.policies, wake)):
+        def on_policy(_key: str, _old: Obj | None, _new: Obj | None) -> None:
+            self.changed.everything()
+            changed.set()
+
+        with subscribed((self.fleet.clusters, on_cluster), (self.policies, on_policy)):
             await passes.run()
 
     def _specs(self) -> list[ClusterTaintPolicySpec]:
@@ -106,13 +115,17 @@ class ClusterTaintPolicies:
         return out
 
     async def tick(self) -> list[str]:
-        """One pass; returns the clusters whose taints it changed."""
+        """One pass over the clusters changed since the last; returns those whose taints it changed."""
+        keys = self.changed.take(lambda: list(self.fleet.clusters.cache))
         specs = self._specs()
         if not specs:
             return []
         now = rfc3339(self.clock())
         changed: list[str] = []
-        for key, cluster in list(self.fleet.clusters.cache.items()):
+        async for key in yielding(keys):
+            cluster = self.fleet.clusters.cache.get(key)
+            if cluster is None:
+                continue
             taints = tainted(cluster, specs, now)
             if taints is None:
                 continue

@@ -355,8 +355,9 @@ class DirectoryController:
 
     async def reconcile(self) -> None:
         entries = self.entries()
+        # the fleet's names only for a pass with exports: each cluster's report wakes a pass
         members = sorted(o["metadata"]["name"] for o in self.inf.clusters.cache.values()
-                         if o and not (o.get("metadata") or {}).get("deletionTimestamp"))
+                         if o and not (o.get("metadata") or {}).get("deletionTimestamp")) if entries else []
         wanted: set[str] = set()
         slices_wanted: set[tuple[str, str]] = set()
         for e in entries:

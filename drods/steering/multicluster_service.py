@@ -319,6 +319,8 @@ class MultiClusterServiceController:
         return out
 
     async def reconcile(self) -> None:
+        if not self.inf.multicluster_services() and not self._owned and not self._written:
+            return  # nothing to keep: each cluster's report wakes a pass, and the fleet is large
         clusters = self.inf.cluster_names()
         fenced = frozenset(str(o["metadata"]["name"]) for o in self.inf.clusters.cache.values()
                            if o and traffic_controlled(o))

@@ -120,6 +120,8 @@ class UsersLearner:
     def _services(self) -> dict[str, tuple[dict[str, Any], float | None]]:
         """serviceId → (its workload's Binding, the registration's delay threshold)."""
         by_ref: dict[tuple[str, str, str], dict[str, Any]] = {}
+        if not self.inf.registrations.cache:
+            return {}  # no scan of a fleet's Bindings every poll for nothing
         for b in self.inf.bindings.cache.values():
             ref = ((b or {}).get("spec") or {}).get("resource")
             if isinstance(ref, dict) and not b["metadata"].get("deletionTimestamp"):

@@ -42,9 +42,11 @@ async def test_one_request_per_binding_and_episode() -> None:
     assert asked.names == ["a", "b"]
 
     clusters.cache[CLUSTER.key("c1")] = cluster(True, 120.0)  # back: the episode is over
+    assert failover.observe(CLUSTER.key("c1"), None, clusters.cache[CLUSTER.key("c1")])  # wakes the pass that ends it
     assert await failover.tick() == [] and failover.triggered == {}
 
     clusters.cache[CLUSTER.key("c1")] = cluster(False, 150.0)  # down again: a new episode
+    assert failover.observe(CLUSTER.key("c1"), None, clusters.cache[CLUSTER.key("c1")])
     now[0] = 170.0
     assert await failover.tick() == []  # within the toleration
     now[0] = 181.0
@@ -86,7 +88,41 @@ async def test_a_no_execute_taint_evicts_what_does_not_tolerate_it() -> None:
     assert await failover.tick() == ["patient"]
     assert reasons[-1] == ("patient", "taint maintenance=kernel:NoExecute on cluster c1 (toleration 60s)")
     tainted["spec"] = {"taints": []}  # removed: the episode is over
+    assert failover.observe(CLUSTER.key("c1"), None, tainted)
     assert await failover.tick() == [] and failover.triggered == {}
+
+
+class CountedReads(dict[str, Any]):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads += 1
+        return super().get(key, default)
+
+
+async def test_a_pass_looks_at_the_clusters_that_may_evict_only() -> None:
+    """At 10,000 members a cluster reports every few seconds; each report woke a pass over every cluster
+    (most of a 2-core control plane's event loop). A healthy cluster's report wakes nothing now, and a
+    pass reads the clusters that are NotReady or NoExecute-tainted."""
+    now = [100.0]
+    clusters = SimpleNamespace(cache=CountedReads({CLUSTER.key(f"h{i}"): cluster(True, 0.0) for i in range(1000)}))
+    clusters.cache[CLUSTER.key("c1")] = cluster(False, 10.0)
+    bindings = SimpleNamespace(cache={BINDING.key("a"): binding("a")})
+    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a"}})
+    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Asked(), clock=lambda: now[0])  # type: ignore[arg-type]
+    assert await failover.tick() == ["a"] and failover.suspects == {"c1"}
+    assert not failover.observe(CLUSTER.key("h7"), None, cluster(True, 0.0))  # a healthy report: no pass
+    clusters.cache.reads = 0
+    assert await failover.tick() == []
+    assert clusters.cache.reads == 1  # c1 only
+    tainted = cluster(True, 0.0)
+    tainted["spec"] = {"taints": [{"key": "maintenance", "effect": "NoExecute", "timeAdded": rfc3339_ms(100.0)}]}
+    clusters.cache[CLUSTER.key("h7")] = tainted
+    assert failover.observe(CLUSTER.key("h7"), None, tainted) and failover.suspects == {"c1", "h7"}
+    del clusters.cache[CLUSTER.key("h7")]
+    assert failover.observe(CLUSTER.key("h7"), tainted, None) and failover.suspects == {"c1"}
 
 
 def test_a_taint_eviction_is_an_eviction_decision() -> None:
