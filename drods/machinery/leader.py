@@ -48,26 +48,36 @@ class LeaderElector:
                 continue
             fence = Fence(self.key, revision)
             log.info("%s became leader of %s (generation %d)", self.identity, self.key, revision)
-            self.fence = fence
-            leading = asyncio.create_task(lead(fence), name=f"lead-{self.name}")
-            keeper = asyncio.create_task(self._keep(lease.id, fence), name=f"lease-{self.name}")
-            try:
-                done, _ = await asyncio.wait({leading, keeper}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                self.fence = None
-                for t in (leading, keeper):
-                    t.cancel()
-                await asyncio.gather(leading, keeper, return_exceptions=True)
-                with contextlib.suppress(Exception):
-                    await self.store.revoke_lease(lease.id)
-            if leading in done and not leading.cancelled():
-                error = leading.exception()
-                if isinstance(error, LeadershipLost):  # a refused write noticed it before the keeper
-                    log.warning("%s lost leadership of %s: %s", self.identity, self.key, error)
-                    continue
-                if error is not None:
-                    raise error
+            if await self._term(lead, fence, lease.id):
                 return
+
+    async def _term(self, lead: Lead, fence: Fence, lease_id: int) -> bool:
+        """One term: ``lead`` until it ends or leadership is lost. True: ``lead`` returned; False:
+        campaign again; what ``lead`` raised but `LeadershipLost` is raised. Its own frame, so
+        nothing of the term outlives it: the campaign loop once kept the last term's task (and
+        every cache of its controllers) alive through the whole of the next term."""
+        self.fence = fence
+        leading = asyncio.create_task(lead(fence), name=f"lead-{self.name}")
+        keeper = asyncio.create_task(self._keep(lease_id, fence), name=f"lease-{self.name}")
+        try:
+            await asyncio.wait({leading, keeper}, return_when=asyncio.FIRST_COMPLETED)
+            ended = leading.done() and not leading.cancelled()
+        finally:
+            self.fence = None
+            for t in (leading, keeper):
+                t.cancel()
+            await asyncio.gather(leading, keeper, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await self.store.revoke_lease(lease_id)
+        if not ended:
+            return False
+        error = leading.exception()
+        if isinstance(error, LeadershipLost):  # a refused write noticed it before the keeper
+            log.warning("%s lost leadership of %s: %s", self.identity, self.key, error)
+            return False
+        if error is not None:
+            raise error
+        return True
 
     async def _keep(self, lease_id: int, fence: Fence) -> None:
         interval = max(self.ttl / 3, 0.2)

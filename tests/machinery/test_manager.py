@@ -92,6 +92,40 @@ async def test_a_term_whose_write_is_refused_ends_and_the_elector_campaigns_agai
     assert await store.get("/data/a") is None
 
 
+async def test_nothing_of_a_lost_term_outlives_it(store: Store) -> None:
+    """A term lost to the keeper is cancelled, and its controllers' caches go with it: the campaign
+    loop once held the last term's task (every cache of the member controllers) through the next."""
+    import gc
+    import weakref
+
+    from drods.machinery.tasks import run_all
+
+    await store.delete_prefix("/")
+
+    class Caches:
+        pass
+
+    terms: list[weakref.ref[Caches]] = []
+    collected: list[bool] = []
+
+    async def hold(caches: Caches) -> None:
+        await asyncio.Event().wait()
+
+    async def lead(fence: Fence) -> None:
+        if terms:  # the second term: the first one's caches are gone
+            gc.collect()
+            collected.append(terms[0]() is None)
+            return
+        caches = Caches()
+        terms.append(weakref.ref(caches))
+        await store.delete(fence.key)  # lost: the keeper notices and the term is cancelled
+        await run_all(hold(caches), hold(caches))
+
+    elector = LeaderElector(store, "lost", "same-id", ttl=2)
+    await asyncio.wait_for(elector.run(lead), timeout=20)
+    assert collected == [True]
+
+
 class Recorder:
     def __init__(self, leadership: Leadership, log: list[tuple[str, int]], name: str) -> None:
         self.leadership = leadership
