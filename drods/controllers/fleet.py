@@ -121,7 +121,8 @@ class MemberFleet:
         self._work_index: dict[str, tuple[str, str]] = {}  # Work key → (binding, cluster)
         # what live (not deleted) Works want on each cluster, counted: a deletion asks it per object
         self._wanted: dict[str, Counter[Ref]] = {}
-        self._live_refs: dict[str, tuple[str, frozenset[Ref]]] = {}  # Work key → (cluster, its objects)
+        # Work key → (cluster, its objects): the record's own tuple, not a set of them (~220 bytes a Work)
+        self._live_refs: dict[str, tuple[str, tuple[Ref, ...]]] = {}
         self.owned: dict[str, set[Ref]] = {}  # cluster → objects known to carry our label
         self.ns_ok: dict[str, set[str]] = {}  # cluster → namespaces known to exist
         self._unsubscribe: list[Callable[[], None]] = []
@@ -162,7 +163,7 @@ class MemberFleet:
                 self.works_by_binding.setdefault(binding, {})[cluster] = key
                 self.works_by_cluster.setdefault(cluster, set()).add(key)
                 if not new.deleting:
-                    refs = frozenset(new.refs)
+                    refs = new.refs if len(set(new.refs)) == len(new.refs) else tuple(dict.fromkeys(new.refs))
                     self._live_refs[key] = (cluster, refs)
                     self._wanted.setdefault(cluster, Counter()).update(refs)
 
