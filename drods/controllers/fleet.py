@@ -113,6 +113,10 @@ class MemberFleet:
         self.cleanups = informers.cleanups
         self.synced = asyncio.Event()
         self.cluster_changed = asyncio.Event()  # wakes the cleanup loop
+        # bumped when a cluster joins or leaves, changes its sync mode, or gets its first or loses its
+        # last Work: what the per-cluster loops (health probes, work-status pollers) are started from,
+        # so their owners look again at 10,000 clusters only when it moved
+        self.membership = 0
         self.works_by_binding: dict[str, dict[str, str]] = {}  # binding → cluster → Work key
         self.works_by_cluster: dict[str, set[str]] = {}  # cluster → Work keys
         self.by_cluster: dict[str, set[str]] = {}  # cluster → bindings placed on it or with a copy there
@@ -152,7 +156,10 @@ class MemberFleet:
             self.works_by_binding.get(binding, {}).pop(cluster, None)
             if not self.works_by_binding.get(binding, True):
                 self.works_by_binding.pop(binding, None)
-            self.works_by_cluster.get(cluster, set()).discard(key)
+            held = self.works_by_cluster.get(cluster)
+            if held is not None and key in held:
+                held.discard(key)
+                self.membership += not held
         live = self._live_refs.pop(key, None)
         if live is not None:
             self._wanted[live[0]].subtract(live[1])
@@ -161,7 +168,9 @@ class MemberFleet:
             if binding and cluster:
                 self._work_index[key] = (binding, cluster)
                 self.works_by_binding.setdefault(binding, {})[cluster] = key
-                self.works_by_cluster.setdefault(cluster, set()).add(key)
+                held = self.works_by_cluster.setdefault(cluster, set())
+                self.membership += not held
+                held.add(key)
                 if not new.deleting:
                     refs = new.refs if len(set(new.refs)) == len(new.refs) else tuple(dict.fromkeys(new.refs))
                     self._live_refs[key] = (cluster, refs)
@@ -183,6 +192,8 @@ class MemberFleet:
     def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
         name = key[len(CLUSTER.key_prefix()):]
         self.clients.invalidate(name, new)
+        if old is None or new is None or is_pull(old) != is_pull(new):
+            self.membership += 1
         if new is None or (old is not None and ready_condition(old) != ready_condition(new)):
             self.ns_ok.pop(name, None)
             self.owned.pop(name, None)

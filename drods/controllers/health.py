@@ -103,6 +103,7 @@ class ClusterHealth:
         self.state: dict[str, _Health] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(settings.probeConcurrency)
+        self._started_for = -1  # the fleet's membership the probe loops were last started for
 
     async def run(self) -> None:
         await self.fleet.synced.wait()
@@ -115,6 +116,9 @@ class ClusterHealth:
     async def _start_probes(self) -> None:
         """One probe loop per registered cluster (a loop ended by `LeadershipLost` ends this term)."""
         raise_ended(self._tasks.values())
+        if self._started_for == self.fleet.membership:
+            return
+        self._started_for = self.fleet.membership
         names = {k[len(CLUSTER.key_prefix()):] for k in self.fleet.clusters.cache}
         for n in names - set(self._tasks):
             self._tasks[n] = asyncio.create_task(self._loop(n), name=f"health-{n}")

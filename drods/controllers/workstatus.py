@@ -77,6 +77,7 @@ class WorkStatusController:
         self.settings = settings
         self.clock = clock
         self._pollers: dict[str, asyncio.Task[None]] = {}
+        self._started_for = -1  # the fleet's membership the pollers were last started for
         # per cluster: binding → (the Work's and the member object's resourceVersions) last found in
         # agreement, so an unchanged pair costs nothing on the next poll
         self._agreed: dict[str, dict[str, tuple[str, str]]] = {}
@@ -96,6 +97,9 @@ class WorkStatusController:
         """One poller per push member holding Works; none for the others (a poller ended by
         `LeadershipLost` ends this term)."""
         raise_ended(self._pollers.values())
+        if self._started_for == self.fleet.membership:
+            return
+        self._started_for = self.fleet.membership
         wanted = {c for c, keys in self.fleet.works_by_cluster.items()
                   if keys and self.fleet.cluster(c) is not None and not self.fleet.pull(c)}
         for c in wanted - set(self._pollers):
