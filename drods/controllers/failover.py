@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -34,6 +36,7 @@ from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, an
 from drods.errors import ApiError
 from drods.machinery.informer import subscribed
 from drods.machinery.periodic import Periodic
+from drods.machinery.tasks import each_bounded
 from drods.model.annotations import failover_reason
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
@@ -100,6 +103,30 @@ def may_evict(cluster: Obj) -> bool:
     return not_ready_since(cluster) is not None or bool(no_execute_taints(cluster))
 
 
+EVICTIONS_IN_FLIGHT = 32  # bindings a pass hands to the scheduler at once (their writes share commits)
+
+
+@dataclass
+class _Episode:
+    """One NotReady (or NoExecute-taint) episode of a cluster."""
+
+    since: float
+    asked: set[str] = field(default_factory=set)  # bindings asked to move off since then: a name each
+    next_look: float = 0.0  # when a binding's toleration runs out next (inf: none tolerates it for a while)
+
+
+@dataclass(frozen=True)
+class _Eviction:
+    """One binding to move off one cluster, found by a pass."""
+
+    binding: str
+    object: Obj
+    cluster: str
+    reason: str
+    episode: _Episode  # the binding joins its ``asked`` once asked
+    failed_over: bool
+
+
 class Failover:
     def __init__(self, fleet: MemberFleet, settings: MemberSettings, rescheduler: Rescheduler, *,
                  clock: Callable[[], float] = time.time) -> None:
@@ -107,21 +134,25 @@ class Failover:
         self.fleet = fleet
         self.settings = settings
         self.clock = clock
-        # cluster → (since when it is NotReady, the bindings asked to move off it since then): per
-        # cluster, so a storm of 100,000 bindings keeps a name each, not a (binding, cluster, since)
-        self.triggered: dict[str, tuple[float, set[str]]] = {}
+        # episode (a cluster's name, or name NUL taint) → its start and the bindings asked to move off:
+        # per cluster, so a storm of 100,000 bindings keeps a name each, not a (binding, cluster, since)
+        self.triggered: dict[str, _Episode] = {}
         # bindings holding failover.cluster's eviction tasks: found by one scan on the first pass (a new
         # leader), then kept as this process writes them, so a recovery looks at those only
         self.tasked: set[str] = set()
         self.scanned = False
-        # the clusters that `may_evict`: a pass looks at these only (found by one scan on the first
-        # pass, then kept by `observe`), not at 10,000 clusters each time one of them reports
+        # the clusters that `may_evict` (found by one scan on the first pass, then kept by `observe`), and
+        # those of them a pass must look at again: changed, or a binding placed there changed. A pass looks
+        # at those and at the episodes whose next toleration ran out, not at every binding of every
+        # NotReady cluster: woken by each of 10,000 clusters turning NotReady, it held the event loop
+        # so long that the clusters' own health writes lagged and a storm crept
         self.suspects: set[str] = set()
+        self.dirty: set[str] = set()
 
     async def run(self) -> None:
-        """A pass when a cluster's status changes (it turns NotReady) and at least every probe
-        interval (a toleration running out); not only on a timer: a one-second poll was most of
-        the time from NotReady to the replicas placed elsewhere."""
+        """A pass when a cluster turns NotReady (or tainted, or back) and at least every probe interval (a
+        toleration running out); not only on a timer: a one-second poll was most of the time from
+        NotReady to the replicas placed elsewhere."""
         await self.fleet.synced.wait()
         changed = asyncio.Event()
         passes = Periodic("failover", self.tick, min(1.0, self.settings.probeIntervalSeconds), wake=changed,
@@ -131,20 +162,37 @@ class Failover:
             if self.observe(key, old, new):
                 changed.set()
 
-        with subscribed((self.fleet.clusters, on_cluster)):
+        def on_binding(_key: str, _old: Obj | None, new: Obj | None) -> None:
+            if self.observe_binding(new):
+                changed.set()
+
+        with subscribed((self.fleet.clusters, on_cluster), (self.fleet.bindings, on_binding)):
             await passes.run()
 
-    def observe(self, key: str, _old: Obj | None, new: Obj | None) -> bool:
-        """Keep `suspects` as a cluster changes; True when a pass should look at it now (it may evict,
-        or it just stopped: its episode ends)."""
+    def observe(self, key: str, old: Obj | None, new: Obj | None) -> bool:
+        """Keep `suspects` as a cluster changes; True when a pass should look at it now (it turned
+        NotReady or tainted, its episode changed, or it stopped: its episode ends)."""
         name = key[len(CLUSTER.key_prefix()):]
         if new is not None and may_evict(new):
+            if name in self.suspects and old is not None and _episodes_of(old) == _episodes_of(new):
+                return False  # a heartbeat of a NotReady cluster
             self.suspects.add(name)
-            return True
-        if name in self.suspects:
+        elif name in self.suspects:
             self.suspects.discard(name)
-            return True
-        return False
+        else:
+            return False
+        self.dirty.add(name)
+        return True
+
+    def observe_binding(self, binding: Obj | None) -> bool:
+        """A binding placed on a suspect cluster changed (its tolerations, or placed there anew): that
+        cluster is looked at again."""
+        looked = False
+        for t in ((binding or {}).get("status") or {}).get("placement") or []:
+            if isinstance(t, dict) and t.get("cluster") in self.suspects:
+                self.dirty.add(str(t["cluster"]))
+                looked = True
+        return looked
 
     async def tick(self) -> list[str]:
         """One pass; returns the bindings handed to the scheduler."""
@@ -154,66 +202,92 @@ class Failover:
             self.tasked, self.scanned = tasked(self.fleet), True
             self.suspects = {key[len(CLUSTER.key_prefix()):] for key, c in list(self.fleet.clusters.cache.items())
                              if may_evict(c)}
-        moved: list[str] = []
-        down: set[str] = set()
-        for name in sorted(self.suspects):
-            cluster = self.fleet.clusters.cache.get(CLUSTER.key(name))
-            if cluster is None:
-                continue
-            since = not_ready_since(cluster)
-            if since is not None:
-                down.add(name)
-                await self._evict(name, name, since, now, moved,
-                                  partial(toleration_seconds, cluster=cluster, default=self.settings.tolerationSeconds),
-                                  partial(failover_reason, name, rfc3339_ms(since)), failed_over=True)
-            for taint in no_execute_taints(cluster):
+            self.dirty |= self.suspects
+        look = self.dirty | {k.split("\0")[0] for k, e in self.triggered.items() if e.next_look <= now}
+        self.dirty = set()
+        due: dict[str, list[_Eviction]] = {}
+        recovered = False
+        for name in sorted(look):
+            cluster = self.fleet.clusters.cache.get(CLUSTER.key(name)) if name in self.suspects else None
+            current: set[str] = set()
+            since = not_ready_since(cluster) if cluster is not None else None
+            if cluster is not None and since is not None:
+                current.add(name)
+                self._due(name, name, since, now, due,
+                          partial(toleration_seconds, cluster=cluster, default=self.settings.tolerationSeconds),
+                          partial(failover_reason, name, rfc3339_ms(since)), failed_over=True)
+            for taint in no_execute_taints(cluster) if cluster is not None else []:
                 episode = f"{name}\0{taint_text(taint)}"
-                down.add(episode)
+                current.add(episode)
                 added = parse_rfc3339(taint.get("timeAdded"))
-                first = self.triggered.get(episode, (added if added is not None else now, set()))[0]
-                await self._evict(name, episode, first, now, moved, partial(taint_toleration_seconds, taint=taint),
-                                  partial(taint_reason, name, taint))
-        recovered = self.triggered.keys() - down
-        for key in recovered:
-            del self.triggered[key]
+                known = self.triggered.get(episode)
+                first = known.since if known is not None else added if added is not None else now
+                self._due(name, episode, first, now, due, partial(taint_toleration_seconds, taint=taint),
+                          partial(taint_reason, name, taint))
+            for key in [k for k in self.triggered if k.split("\0")[0] == name and k not in current]:
+                del self.triggered[key]
+                recovered = True
+        moved: list[str] = []
+
+        async def evict_all(evictions: list[_Eviction]) -> None:
+            for e in evictions:
+                if await self._evict(e, now):
+                    moved.append(e.binding)
+
+        # each a write that waits for its commit: one after another, a storm of 100,000 bindings
+        # moved ~100 a second with the event loop mostly idle; a binding's own evictions stay in order
+        await each_bounded(due.values(), evict_all, EVICTIONS_IN_FLIGHT)
         # failover.cluster's tasks for clusters fine again (on a first pass: whatever a previous leader left)
         if (recovered or starting) and self.tasked:
-            self.tasked -= await release(self.fleet, self.rescheduler, {k.split("\0")[0] for k in down},
+            self.tasked -= await release(self.fleet, self.rescheduler, {k.split("\0")[0] for k in self.triggered},
                                          sorted(self.tasked))
         return moved
 
-    async def _evict(self, name: str, episode_key: str, since: float, now: float, moved: list[str],
-                     toleration: Callable[[Obj], float | None], reason_of: Callable[[float], str], *,
-                     failed_over: bool = False) -> None:
-        """Hand the bindings with replicas on ``name`` whose toleration of this episode (NotReady, or one
-        NoExecute taint) ran out to the scheduler; once per binding and episode."""
+    def _due(self, name: str, episode_key: str, since: float, now: float, due: dict[str, list[_Eviction]],
+             toleration: Callable[[Obj], float | None], reason_of: Callable[[float], str], *,
+             failed_over: bool = False) -> None:
+        """Add to ``due`` the bindings with replicas on ``name`` whose toleration of this episode (NotReady,
+        or one NoExecute taint) ran out, once per binding and episode; note when the next one runs out."""
         episode = self.triggered.get(episode_key)
-        if episode is None or episode[0] != since:
-            episode = self.triggered[episode_key] = (since, set())
-        requested = episode[1]
-        for b in sorted(self.fleet.by_cluster.get(name, set())):
+        if episode is None or episode.since != since:
+            episode = self.triggered[episode_key] = _Episode(since)
+        episode.next_look = math.inf
+        for b in sorted(self.fleet.by_cluster.get(name, set()) - episode.asked):
             binding = self.fleet.bindings.cache.get(BINDING.key(b))
-            if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp") or b in requested:
+            if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             status = binding.get("status") or {}
             if not any(isinstance(t, dict) and t.get("cluster") == name and int(t.get("replicas") or 0) > 0
                        for t in status.get("placement") or []):
                 continue
             tol = toleration(binding)
-            if tol is None or now < since + tol:
+            if tol is None:
+                continue
+            if now < since + tol:
+                episode.next_look = min(episode.next_look, since + tol)
                 continue
             scheduled = parse_rfc3339(status.get("scheduledTime"))
             asked = parse_rfc3339((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
             if asked is not None and asked >= since and (scheduled is None or scheduled < asked):
-                requested.add(b)  # already asked for, the scheduler hasn't answered yet
+                episode.asked.add(b)  # already asked for, the scheduler hasn't answered yet
                 continue
-            reason = reason_of(tol)
-            try:
-                if await evict(self.fleet, self.rescheduler, b, binding, name, reason, now, failed_over=failed_over):
-                    self.tasked.add(b)
-            except ApiError as e:
-                log.warning("failover of %s off %s failed: %s", b, name, e.message)
-                continue
-            requested.add(b)
-            moved.append(b)
-            log.info("failover: %s rescheduled: %s", b, reason)
+            due.setdefault(b, []).append(_Eviction(b, binding, name, reason_of(tol), episode, failed_over))
+
+    async def _evict(self, e: _Eviction, now: float) -> bool:
+        """Hand ``e.binding`` to the scheduler; True when asked (a failed write is tried again next pass)."""
+        try:
+            if await evict(self.fleet, self.rescheduler, e.binding, e.object, e.cluster, e.reason, now,
+                           failed_over=e.failed_over):
+                self.tasked.add(e.binding)
+        except ApiError as err:
+            log.warning("failover of %s off %s failed: %s", e.binding, e.cluster, err.message)
+            e.episode.next_look = now
+            return False
+        e.episode.asked.add(e.binding)
+        log.info("failover: %s rescheduled: %s", e.binding, e.reason)
+        return True
+
+
+def _episodes_of(cluster: Obj) -> tuple[float | None, list[str]]:
+    """What decides a cluster's episodes: since when it is NotReady, and its NoExecute taints."""
+    return not_ready_since(cluster), [taint_text(t) for t in no_execute_taints(cluster)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from drods.machinery.fence import LeadershipLost
@@ -80,3 +80,16 @@ async def run_all(*coros: object) -> None:
                 raise t.exception()  # type: ignore[misc]
     finally:
         await stop_tasks(tasks)
+
+
+async def each_bounded(items: Iterable[T], act: Callable[[T], Awaitable[object]], limit: int) -> None:
+    """``act`` on every item, at most ``limit`` at once: ``limit`` workers share one iterator, so a
+    100,000-item batch holds ``limit`` tasks, not one task per item. The first failure stops the rest
+    and is raised (as `run_all`)."""
+    it = iter(items)
+
+    async def worker() -> None:
+        for item in it:
+            await act(item)
+
+    await run_all(*(worker() for _ in range(max(1, limit))))

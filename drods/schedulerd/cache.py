@@ -172,6 +172,14 @@ def spec_changes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
     return kinds
 
 
+def only_restricts(old: ClusterSpec, new: ClusterSpec) -> bool:
+    """``new`` differs from ``old`` by taints added or a cordon at most: it admits no binding ``old`` did
+    not, so parked bindings are not retried for it (Kubernetes' queueing hints). In a failure storm every
+    cluster that turns NotReady gets the not-ready taint; each retried every parked binding."""
+    return all(t in new.taints for t in old.taints) and (new.unschedulable or not old.unschedulable) \
+        and old.model_copy(update={"taints": new.taints, "unschedulable": new.unschedulable}) == new
+
+
 class SchedulerCache:
     def __init__(self, *, clock: Callable[[], float] = time.time, status_max_age: float = 180.0,
                  assume_ttl: float = 60.0) -> None:
@@ -233,8 +241,8 @@ class SchedulerCache:
         self.snap.upsert_cluster(name, rec.labels, rec.spec, self._ready(name), st.status if st else None,
                                  self._floor(name))
         now_ready = self._ready(name)
-        if old is None or (now_ready and not was_ready) or old.spec != rec.spec or old.labels != rec.labels \
-                or old.hold != rec.hold:
+        if old is None or (now_ready and not was_ready) or old.labels != rec.labels or old.hold != rec.hold \
+                or (old.spec != rec.spec and not only_restricts(old.spec, rec.spec)):
             ev.retry = True
             ev.reasons.append("ClusterAdd" if old is None else "ClusterChanged")
         self._unknown_update(name)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from drods.controllers.failover import Failover
+from drods.controllers.failover import EVICTIONS_IN_FLIGHT, Failover
 from drods.controllers.settings import MemberSettings
+from drods.errors import Conflict
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import rfc3339_ms
 
@@ -116,7 +118,7 @@ async def test_a_pass_looks_at_the_clusters_that_may_evict_only() -> None:
     assert not failover.observe(CLUSTER.key("h7"), None, cluster(True, 0.0))  # a healthy report: no pass
     clusters.cache.reads = 0
     assert await failover.tick() == []
-    assert clusters.cache.reads == 1  # c1 only
+    assert clusters.cache.reads == 0  # c1's one binding asked for already: nothing to look at
     tainted = cluster(True, 0.0)
     tainted["spec"] = {"taints": [{"key": "maintenance", "effect": "NoExecute", "timeAdded": rfc3339_ms(100.0)}]}
     clusters.cache[CLUSTER.key("h7")] = tainted
@@ -131,3 +133,75 @@ def test_a_taint_eviction_is_an_eviction_decision() -> None:
     entry = {"scheduleType": "RescheduleTriggered", "binding": "web",
              "trigger": {"reason": "taint maintenance=kernel:NoExecute on cluster c1 (not tolerated)"}}
     assert from_schedule(entry)["type"] == EVICTION
+
+
+async def test_a_pass_asks_for_many_bindings_at_once() -> None:
+    """Each request is a write that waits for its commit: a pass keeps up to EVICTIONS_IN_FLIGHT of them
+    in flight (a storm of 100,000 bindings one write at a time moved ~100 a second), asks for each binding
+    once, and asks again next pass for one whose write failed."""
+    names = [f"b{i:03d}" for i in range(100)]
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0)})
+    bindings = SimpleNamespace(cache={BINDING.key(b): binding(b) for b in names})
+    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": set(names)})
+
+    class Slow(Asked):
+        def __init__(self) -> None:
+            super().__init__()
+            self.in_flight = self.most = 0
+            self.refuse = {"b007"}
+
+        async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> None:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            await asyncio.sleep(0.001)
+            self.in_flight -= 1
+            if name in self.refuse:
+                self.refuse.discard(name)
+                raise Conflict("lost the race 30 times")
+            self.names.append(name)
+
+    asked = Slow()
+    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), asked, clock=lambda: 100.0)  # type: ignore[arg-type]
+    moved = await failover.tick()
+    assert asked.most == EVICTIONS_IN_FLIGHT
+    assert sorted(moved) == sorted(asked.names) == [n for n in names if n != "b007"]
+    assert await failover.tick() == ["b007"]  # the failed write, asked again; nothing asked twice
+    assert sorted(asked.names) == names
+
+
+
+async def test_within_the_toleration_a_pass_reads_no_binding_until_one_runs_out() -> None:
+    """In a storm 10,000 clusters turn NotReady one after another and each wakes a pass: a pass that read
+    every binding of every NotReady cluster held the event loop until the clusters' own health writes lagged.
+    A NotReady cluster's heartbeat wakes nothing; a pass reads a cluster's bindings when it changed, when a
+    binding placed there changed, or when the next toleration there runs out."""
+    now = [20.0]
+    down = cluster(False, 10.0)
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): down})
+    patient = binding("patient")
+    patient["spec"] = {"placement": {"clusterTolerations": [
+        {"key": "cluster.multicluster.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 90}]}}
+    bindings = SimpleNamespace(cache=CountedReads({BINDING.key("a"): binding("a"), BINDING.key("patient"): patient}))
+    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a", "patient"}})
+    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Asked(), clock=lambda: now[0])  # type: ignore[arg-type]
+    assert await failover.tick() == [] and bindings.cache.reads == 2
+    beat = cluster(False, 10.0)
+    beat["status"]["conditions"][0]["message"] = "no successful probe since …"
+    assert not failover.observe(CLUSTER.key("c1"), down, beat)  # a heartbeat: the same episode
+    bindings.cache.reads = 0
+    now[0] = 39.0
+    assert await failover.tick() == [] and bindings.cache.reads == 0  # nothing runs out before 40
+    now[0] = 40.0
+    assert await failover.tick() == ["a"] and bindings.cache.reads == 2
+    bindings.cache.reads = 0
+    now[0] = 60.0
+    assert await failover.tick() == [] and bindings.cache.reads == 0  # "patient" at 100
+    newcomer = binding("b")
+    bindings.cache[BINDING.key("b")] = newcomer
+    fleet.by_cluster["c1"].add("b")
+    assert failover.observe_binding(newcomer)  # placed on c1: c1 is looked at again
+    assert not failover.observe_binding(binding("elsewhere") | {"status": {"placement": [{"cluster": "c2"}]}})
+    assert await failover.tick() == ["b"]
+    now[0] = 100.0
+    assert await failover.tick() == ["patient"]

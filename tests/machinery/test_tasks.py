@@ -1,4 +1,4 @@
-"""Stopping a group of per-item loops: what they ended with is read, not reported again at exit."""
+"""Stopping a group of per-item loops (what they ended with is read, not reported again at exit); bounded fan-out."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from drods.machinery.fence import Fence, LeadershipLost
-from drods.machinery.tasks import stop_tasks
+from drods.machinery.tasks import each_bounded, stop_tasks
 
 
 async def test_a_loop_that_ended_on_a_lost_term_is_not_reported_never_retrieved(
@@ -32,3 +32,17 @@ async def test_a_loop_that_ended_on_a_lost_term_is_not_reported_never_retrieved(
     gc.collect()
     assert unretrieved == []
     assert "RuntimeError('boom')" in caplog.text and "leadership" not in caplog.text  # only the unexpected
+
+
+async def test_each_bounded_stops_at_the_first_failure() -> None:
+    started: list[int] = []
+
+    async def act(i: int) -> None:
+        started.append(i)
+        await asyncio.sleep(0.001)
+        if i == 3:
+            raise ValueError("three")
+
+    with pytest.raises(ValueError, match="three"):
+        await each_bounded(range(1000), act, 4)
+    assert len(started) < 20  # the workers stopped: the rest of the items were never started

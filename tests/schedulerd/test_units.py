@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from drods.model.annotations import PREALLOCATION
-from drods.model.cluster import ClusterSpec
+from drods.model.cluster import ClusterSpec, Taint
 from drods.model.detection import _Policy, best_policy, binding_name, pod_requests, replicas_of
 from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, WORKLOAD_KINDS
 from drods.model.policy import ResourceSelector
@@ -141,6 +141,26 @@ def test_cache_readiness_rules() -> None:
     ev = c.on_status("fresh", _status(2, 1102.0))  # capacity freed
     assert ev.retry and ev.reasons == ["ClusterCapacityFreed"]
 
+
+
+def test_parked_bindings_are_retried_for_a_cluster_change_that_can_admit_them_only() -> None:
+    """A taint added or a cordon admits nothing new (a storm taints every cluster that turns NotReady:
+    each retried every parked binding); a taint lifted, an uncordon, new labels or capabilities can."""
+    c = _cache([1000.0])
+    c.on_cluster("a", ClusterRecord("a", {}, ClusterSpec(), True))
+    not_ready = Taint(key="cluster.multicluster.io/not-ready", effect="NoExecute")
+    steps: list[tuple[dict[str, str], ClusterSpec, bool]] = [
+        ({}, ClusterSpec(taints=[not_ready]), False),
+        ({}, ClusterSpec(taints=[not_ready], unschedulable=True), False),
+        ({}, ClusterSpec(taints=[not_ready], unschedulable=True, waterLevelLimit=0.9), True),
+        ({}, ClusterSpec(taints=[not_ready], waterLevelLimit=0.9), True),  # uncordoned
+        ({}, ClusterSpec(waterLevelLimit=0.9), True),  # the taint lifted
+        ({"gpu": "yes"}, ClusterSpec(waterLevelLimit=0.9), True),
+        ({"gpu": "yes"}, ClusterSpec(waterLevelLimit=0.9, capabilities=["fpga"]), True),
+        ({"gpu": "yes"}, ClusterSpec(waterLevelLimit=0.9, capabilities=["fpga"], taints=[not_ready]), False),
+    ]
+    for labels, spec, retried in steps:
+        assert c.on_cluster("a", ClusterRecord("a", labels, spec, True)).retry is retried, (labels, spec)
 
 def test_assumed_load_grows_only_and_expires_once_status_covers_it() -> None:
     now = [1000.0]
