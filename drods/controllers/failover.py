@@ -20,6 +20,7 @@ offers it back (fail-back, `drods.controllers.descheduler`).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import math
 import time
@@ -36,7 +37,7 @@ from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, an
 from drods.errors import ApiError
 from drods.machinery.informer import subscribed
 from drods.machinery.periodic import Periodic
-from drods.machinery.tasks import each_bounded
+from drods.machinery.tasks import each_bounded, yielding
 from drods.model.annotations import failover_reason
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
@@ -112,7 +113,6 @@ class _Episode:
 
     since: float
     asked: set[str] = field(default_factory=set)  # bindings asked to move off since then: a name each
-    next_look: float = 0.0  # when a binding's toleration runs out next (inf: none tolerates it for a while)
 
 
 @dataclass(frozen=True)
@@ -134,9 +134,10 @@ class Failover:
         self.fleet = fleet
         self.settings = settings
         self.clock = clock
-        # episode (a cluster's name, or name NUL taint) → its start and the bindings asked to move off:
-        # per cluster, so a storm of 100,000 bindings keeps a name each, not a (binding, cluster, since)
-        self.triggered: dict[str, _Episode] = {}
+        # cluster → its episodes (the cluster's name, or name NUL taint) → their start and the bindings
+        # asked to move off: a storm of 100,000 bindings keeps a name each, not a (binding, cluster, since)
+        self.triggered: dict[str, dict[str, _Episode]] = {}
+        self._looks: list[tuple[float, str]] = []  # (when a toleration runs out, cluster): a heap
         # bindings holding failover.cluster's eviction tasks: found by one scan on the first pass (a new
         # leader), then kept as this process writes them, so a recovery looks at those only
         self.tasked: set[str] = set()
@@ -203,11 +204,12 @@ class Failover:
             self.suspects = {key[len(CLUSTER.key_prefix()):] for key, c in list(self.fleet.clusters.cache.items())
                              if may_evict(c)}
             self.dirty |= self.suspects
-        look = self.dirty | {k.split("\0")[0] for k, e in self.triggered.items() if e.next_look <= now}
-        self.dirty = set()
+        look, self.dirty = self.dirty, set()
+        while self._looks and self._looks[0][0] <= now:
+            look.add(heapq.heappop(self._looks)[1])
         due: dict[str, list[_Eviction]] = {}
         recovered = False
-        for name in sorted(look):
+        async for name in yielding(sorted(look), 100):  # 10,000 clusters turning NotReady at once: not one slice
             cluster = self.fleet.clusters.cache.get(CLUSTER.key(name)) if name in self.suspects else None
             current: set[str] = set()
             since = not_ready_since(cluster) if cluster is not None else None
@@ -220,13 +222,16 @@ class Failover:
                 episode = f"{name}\0{taint_text(taint)}"
                 current.add(episode)
                 added = parse_rfc3339(taint.get("timeAdded"))
-                known = self.triggered.get(episode)
+                known = self.triggered.get(name, {}).get(episode)
                 first = known.since if known is not None else added if added is not None else now
                 self._due(name, episode, first, now, due, partial(taint_toleration_seconds, taint=taint),
                           partial(taint_reason, name, taint))
-            for key in [k for k in self.triggered if k.split("\0")[0] == name and k not in current]:
-                del self.triggered[key]
+            episodes = self.triggered.get(name, {})
+            for key in episodes.keys() - current:
+                del episodes[key]
                 recovered = True
+            if not episodes:
+                self.triggered.pop(name, None)
         moved: list[str] = []
 
         async def evict_all(evictions: list[_Eviction]) -> None:
@@ -239,7 +244,7 @@ class Failover:
         await each_bounded(due.values(), evict_all, EVICTIONS_IN_FLIGHT)
         # failover.cluster's tasks for clusters fine again (on a first pass: whatever a previous leader left)
         if (recovered or starting) and self.tasked:
-            self.tasked -= await release(self.fleet, self.rescheduler, {k.split("\0")[0] for k in self.triggered},
+            self.tasked -= await release(self.fleet, self.rescheduler, set(self.triggered),
                                          sorted(self.tasked))
         return moved
 
@@ -248,10 +253,11 @@ class Failover:
              failed_over: bool = False) -> None:
         """Add to ``due`` the bindings with replicas on ``name`` whose toleration of this episode (NotReady,
         or one NoExecute taint) ran out, once per binding and episode; note when the next one runs out."""
-        episode = self.triggered.get(episode_key)
+        episodes = self.triggered.setdefault(name, {})
+        episode = episodes.get(episode_key)
         if episode is None or episode.since != since:
-            episode = self.triggered[episode_key] = _Episode(since)
-        episode.next_look = math.inf
+            episode = episodes[episode_key] = _Episode(since)
+        next_look = math.inf
         for b in sorted(self.fleet.by_cluster.get(name, set()) - episode.asked):
             binding = self.fleet.bindings.cache.get(BINDING.key(b))
             if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
@@ -264,7 +270,7 @@ class Failover:
             if tol is None:
                 continue
             if now < since + tol:
-                episode.next_look = min(episode.next_look, since + tol)
+                next_look = min(next_look, since + tol)
                 continue
             scheduled = parse_rfc3339(status.get("scheduledTime"))
             asked = parse_rfc3339((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
@@ -272,6 +278,8 @@ class Failover:
                 episode.asked.add(b)  # already asked for, the scheduler hasn't answered yet
                 continue
             due.setdefault(b, []).append(_Eviction(b, binding, name, reason_of(tol), episode, failed_over))
+        if next_look < math.inf:
+            heapq.heappush(self._looks, (next_look, name))
 
     async def _evict(self, e: _Eviction, now: float) -> bool:
         """Hand ``e.binding`` to the scheduler; True when asked (a failed write is tried again next pass)."""
@@ -281,7 +289,7 @@ class Failover:
                 self.tasked.add(e.binding)
         except ApiError as err:
             log.warning("failover of %s off %s failed: %s", e.binding, e.cluster, err.message)
-            e.episode.next_look = now
+            self.dirty.add(e.cluster)  # asked again next pass
             return False
         e.episode.asked.add(e.binding)
         log.info("failover: %s rescheduled: %s", e.binding, e.reason)

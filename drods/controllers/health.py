@@ -284,19 +284,22 @@ class ClusterHealth:
             others != {k: v for k, v in status.items() if k != "conditions"}
         due = now - st.written >= self.settings.heartbeatWriteSeconds and \
             (heartbeat != cur.get("lastHeartbeatTime") or cur.get("message") != message)
+        written: Obj | None = None
         if material or due:
             try:
-                await self.fleet.registry.update_status(CLUSTER, name, new,
-                                                       resource_version=int(obj["metadata"]["resourceVersion"]))
+                written = await self.fleet.registry.update_status(
+                    CLUSTER, name, new, resource_version=int(obj["metadata"]["resourceVersion"]))
                 st.written = now
             except (NotFound, Conflict, AlreadyExists):
                 return
             if transition:
                 log.info("cluster %s Ready=%s (%s: %s)", name, ready, reason, message)
-        await self._taint(name, ready == "False")
+        await self._taint(name, ready == "False", written)
 
-    async def _taint(self, name: str, tainted: bool) -> None:
-        obj = self.fleet.cluster(name)
+    async def _taint(self, name: str, tainted: bool, written: Obj | None = None) -> None:
+        """``written``: the object the status write just stored (the informer's copy is older until its
+        event arrives: a patch on it lost its compare-and-swap, and the taint waited a probe interval)."""
+        obj = written or self.fleet.cluster(name)
         if obj is None:
             return
         taints = [t for t in (obj.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]

@@ -133,3 +133,33 @@ async def test_clusters_joined_together_are_summarised_at_their_own_places_in_th
     due = sorted(st.summarised + 10 - now for st in health.state.values())
     assert all(st.summary is not None for st in health.state.values())  # each summarised at once
     assert due[0] >= 0.0 and due[-1] <= 10.0 and due[-1] - due[0] > 5.0, due
+
+
+async def test_the_not_ready_taint_lands_with_the_transition_on_the_written_object() -> None:
+    """The status write's answer is the object the taint is patched on: the informer's copy is older until
+    its event arrives, and a patch on it lost its compare-and-swap (the taint came a probe interval later)."""
+    stale = {"metadata": {"name": "c1", "resourceVersion": "5"}, "spec": {},
+             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady"}]}}
+    patches: list[dict[str, object]] = []
+
+    async def update_status(_kind: object, name: str, status: dict[str, object], *,
+                            resource_version: int) -> dict[str, object]:
+        assert resource_version == 5
+        return {**stale, "metadata": {"name": name, "resourceVersion": "6"}, "status": status}
+
+    async def patch(_kind: object, _name: str, body: dict[str, object], _type: object) -> None:
+        patches.append(body)
+
+    async def no_client(_name: str) -> tuple[None, str]:
+        return None, "no endpoint"
+
+    fleet = SimpleNamespace(cluster=lambda _name: stale, clients=SimpleNamespace(get=no_client),
+                            registry=SimpleNamespace(update_status=update_status, patch=patch))
+    now = 1_000.0
+    health = ClusterHealth(fleet=fleet, settings=MemberSettings(notReadyGraceSeconds=15),  # type: ignore[arg-type]
+                           monitor=None, clock=lambda: now)
+    health.state["c1"] = _Health(first_seen=now - 20.0)
+    await health.check("c1")
+    (taint,) = patches
+    assert taint["metadata"] == {"resourceVersion": "6"}
+    assert [t["key"] for t in taint["spec"]["taints"]] == ["cluster.multicluster.io/not-ready"]  # type: ignore[index]
