@@ -296,6 +296,8 @@ class Failover:
         return True
 
 
-def _episodes_of(cluster: Obj) -> tuple[float | None, list[str]]:
-    """What decides a cluster's episodes: since when it is NotReady, and its NoExecute taints."""
-    return not_ready_since(cluster), [taint_text(t) for t in no_execute_taints(cluster)]
+def _episodes_of(cluster: Obj) -> tuple[float | None, list[str], float | None]:
+    """What decides a cluster's episodes and their tolerations: since when it is NotReady, its NoExecute
+    taints, and its own toleration annotation."""
+    return (not_ready_since(cluster), [taint_text(t) for t in no_execute_taints(cluster)],
+            annotation_seconds(cluster, TOLERATION_ANNOTATION))

@@ -189,6 +189,11 @@ async def test_within_the_toleration_a_pass_reads_no_binding_until_one_runs_out(
     beat = cluster(False, 10.0)
     beat["status"]["conditions"][0]["message"] = "no successful probe since …"
     assert not failover.observe(CLUSTER.key("c1"), down, beat)  # a heartbeat: the same episode
+    shorter = cluster(False, 10.0)
+    shorter["metadata"]["annotations"] = {"multicluster.io/toleration-seconds": "5"}
+    assert failover.observe(CLUSTER.key("c1"), down, shorter)  # its own toleration changed: looked at again
+    assert failover.observe(CLUSTER.key("c1"), shorter, down)
+    await failover.tick()
     bindings.cache.reads = 0
     now[0] = 39.0
     assert await failover.tick() == [] and bindings.cache.reads == 0  # nothing runs out before 40
