@@ -21,9 +21,18 @@ which is the steady state of a control plane holding it. ``--members unreachable
 push-mode members with no endpoint: after the health grace every cluster is NotReady and every
 binding fails over to nowhere, a failure storm rather than a steady state.
 
+``--outage S`` (with reporting members): the members stop reporting at ``/readyz`` and report again S
+seconds later, as agents cut off and reconnected would: once their last report is older than the
+pull grace every cluster is NotReady, bindings fail over after the toleration (to nowhere: every
+cluster is down) and the scheduler decides each again; then every cluster is Ready again and the parked
+bindings are placed anew. From the return on the bench reads the Bindings every ``--poll-seconds``
+(another reader of the store file) until every one is Scheduled: ``converge_s``.
+
 Prints the conditions, then one JSON line: ``rss_mb`` (last sample), ``peak_rss_mb`` (VmHWM),
 ``ready_s`` (start → /readyz), the store's size, ``last_120s_growth_pct`` (RSS growth over the last
-two minutes of sampling) and ``binding_phases`` (Bindings per status phase at the end). The seed is
+two minutes of sampling) and ``binding_phases`` (Bindings per status phase at the end); with
+``--outage`` also ``phases_at_return`` (Bindings per phase when the members reported again) and
+``converge_s`` (return → every Binding Scheduled; null if not within ``--settle``). The seed is
 sealed at rest with the data dir's keys, as the server's own writes are.
 """
 
@@ -32,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import sys
 import tempfile
@@ -169,8 +179,8 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
     await store.close()
 
 
-async def _phases(url: str, data_dir: Path) -> tuple[dict[str, int], int]:
-    """Bindings per status phase in the store (after the run: how far a storm got), and the Works."""
+async def _phases(url: str, data_dir: Path, *, works: bool = True) -> tuple[dict[str, int], int]:
+    """Bindings per status phase in the store (how far a storm got), and the Works (unless not asked)."""
     store = encrypted_store(open_store(url), data_dir)
     try:
         kvs, _ = await store.range(BINDING.key_prefix())
@@ -179,8 +189,10 @@ async def _phases(url: str, data_dir: Path) -> tuple[dict[str, int], int]:
             phase = str((json.loads(kv.value).get("status") or {}).get("phase", ""))
             out[phase] = out.get(phase, 0) + 1
         del kvs
-        works, _ = await store.range(WORK.key_prefix(), limit=0)
-        return out, len(works)
+        if not works:
+            return out, 0
+        stored, _ = await store.range(WORK.key_prefix(), limit=0)
+        return out, len(stored)
     finally:
         await store.close()
 
@@ -214,7 +226,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="each binding propagates a Deployment and a ConfigMap, its Works stored (applied)")
     ap.add_argument("--report-seconds", type=float, default=30.0,
                     help="how often reporting members' status documents are refreshed")
+    ap.add_argument("--outage", type=float, default=0.0,
+                    help="reporting members stop reporting at /readyz and report again this many seconds later")
+    ap.add_argument("--poll-seconds", type=float, default=10.0,
+                    help="after an outage, how often the Bindings are read to see them all Scheduled again")
     args = ap.parse_args(argv)
+    if args.outage and args.members != "reporting":
+        ap.error("--outage needs --members reporting (the members that go quiet and come back)")
     data_dir = Path(tempfile.mkdtemp(prefix="drods-membench-"))
     url = f"sqlite://{data_dir / 'drods.db'}"
     t0 = time.perf_counter()
@@ -228,14 +246,29 @@ def main(argv: list[str] | None = None) -> int:
     assert server.proc is not None
     pid = server.proc.pid
     samples: list[int] = []
+    returned: float | None = None
+    at_return: dict[str, int] | None = None
+    converge_s: float | None = None
     try:
-        end = time.monotonic() + args.settle
-        next_report = time.monotonic() + args.report_seconds
+        start = time.monotonic()
+        end = start + args.settle
+        next_report = start + (args.outage or args.report_seconds)
+        next_poll = math.inf
         while time.monotonic() < end:
             samples.append(_proc_kb(pid, "VmRSS"))
-            if args.members == "reporting" and time.monotonic() >= next_report:
+            now = time.monotonic()
+            if args.members == "reporting" and now >= next_report:
+                if args.outage and returned is None:
+                    at_return = asyncio.run(_phases(url, data_dir, works=False))[0]
+                    returned = next_poll = time.monotonic()
                 asyncio.run(_refresh(url, args.clusters, rng))
                 next_report += args.report_seconds
+            if converge_s is None and now >= next_poll:
+                phases_now = asyncio.run(_phases(url, data_dir, works=False))[0]
+                if phases_now.get("Scheduled", 0) == args.bindings:
+                    assert returned is not None
+                    converge_s = time.monotonic() - returned
+                next_poll = time.monotonic() + args.poll_seconds
             time.sleep(1.0)
         peak = _proc_kb(pid, "VmHWM")
     except BaseException:
@@ -250,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     db_mb = sum(f.stat().st_size for f in data_dir.glob("drods.db*")) / 2**20
     members = (f"pull-mode members reporting every {args.report_seconds:g} s" if args.members == "reporting"
                else "push-mode members with no endpoint (all fail)")
+    if args.outage:
+        members += f", silent for the first {args.outage:g} s after /readyz"
     print(f"# conditions: drods serve on SQLite, {args.clusters} clusters (with status; {members}), "
           f"{args.bindings} scheduled bindings{' with their Works (Deployment + ConfigMap)' if args.works else ''}, "
           f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
@@ -259,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                       "rss_mb": round(samples[-1] / 1024, 1) if samples else None,
                       "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1), "works": works,
                       "last_120s_growth_pct": _growth_pct(samples, 120),
-                      "binding_phases": phases}))
+                      "binding_phases": phases,
+                      **({"phases_at_return": at_return,
+                          "converge_s": None if converge_s is None else round(converge_s, 1)} if args.outage else {})}))
     return 0
 
 

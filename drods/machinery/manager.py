@@ -32,6 +32,7 @@ from drods.machinery.fence import Fence, FencedStore
 from drods.machinery.informer import Decode, Informer
 from drods.machinery.leader import LeaderElector
 from drods.machinery.looplag import LoopLag
+from drods.machinery.memory import HeapReturn
 from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.registry import changes
@@ -94,6 +95,7 @@ class Manager:
         self.informers = SharedInformers(store)
         self.metrics = metrics.ReconcileMetrics()
         self.loop_lag = LoopLag(self.metrics.registry)
+        self.heap_return = HeapReturn(self.metrics.registry)
         self.audit_sink: changes.Sink | None = None
         self._entries: list[_Entry] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -139,6 +141,7 @@ class Manager:
         try:
             self._spawn("informers", self.informers.run)
             self._spawn("event-loop-lag", self.loop_lag.run)
+            self._spawn("heap-return", self.heap_return.run)
             for e in self._entries:
                 self._spawn(e.name, self._body(e))
             await asyncio.Event().wait()
