@@ -50,26 +50,25 @@ def preserved_state(fleet: MemberFleet, name: str, binding: Obj, cluster: str,
 
 
 async def evict(fleet: MemberFleet, rescheduler: Rescheduler, name: str, binding: Obj, cluster: str, reason: str,
-                now: float, *, failed_over: bool = False) -> bool:
+                now: float, *, failed_over: bool = False) -> tuple[bool, Obj | None]:
     """Move ``name`` off ``cluster``: with a graceful eviction task when its policy declares
     ``failover.cluster`` (True), else a plain re-placement; a move off a failed cluster (``failed_over``)
-    is remembered, so it can fail back. Raises ApiError when the write fails."""
+    is remembered, so it can fail back. Also returns the Binding as written, when the write returns
+    it (a move off another cluster next starts from it). Raises ApiError when the write fails."""
     behavior = declared_behavior(binding, "cluster", ClusterFailoverBehavior)
     if behavior is None:
         if failed_over:
-            await rescheduler.failover(name, cluster, reason, failed_over_from(binding))
-        else:
-            await rescheduler.binding(name, reason)
-        return False
+            return False, await rescheduler.failover(name, cluster, reason, failed_over_from(binding))
+        await rescheduler.binding(name, reason)
+        return False, None
     task = eviction_task(binding, cluster, rfc3339(now),
                          preserved_state(fleet, name, binding, cluster, behavior.statePreservation),
                          message=reason, reason=TAINT_REASON, producer=TAINT_PRODUCER, purgeMode=behavior.purgeMode)
     kept = [t for t in (binding.get("spec") or {}).get("gracefulEvictionTasks") or []
             if not (isinstance(t, dict) and t.get("fromCluster") == cluster and t.get("producer") == TAINT_PRODUCER)]
     remembered = {FAILED_OVER_FROM: ",".join(sorted({*failed_over_from(binding), cluster}))} if failed_over else None
-    await trigger(rescheduler.registry, name, reason, rescheduler.clock, remembered,
-                  spec={"gracefulEvictionTasks": [*kept, task.model_dump(mode="json", exclude_none=True)]})
-    return True
+    return True, await trigger(rescheduler.registry, name, reason, rescheduler.clock, remembered,
+                               spec={"gracefulEvictionTasks": [*kept, task.model_dump(mode="json", exclude_none=True)]})
 
 
 def _taint_tasks(binding: Obj | None) -> list[Obj]:

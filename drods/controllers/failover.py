@@ -117,10 +117,12 @@ class _Episode:
 
 @dataclass(frozen=True)
 class _Eviction:
-    """One binding to move off one cluster, found by a pass."""
+    """One binding to move off one cluster, found by a pass. It holds the binding's name, not its
+    object: read again when its turn comes, so a long pass keeps no superseded copy alive (a storm's
+    pass over 100,000 bindings held each one's old object until the pass ended) and a second move
+    of the same binding starts from what the first wrote."""
 
     binding: str
-    object: Obj
     cluster: str
     reason: str
     episode: _Episode  # the binding joins its ``asked`` once asked
@@ -235,8 +237,10 @@ class Failover:
         moved: list[str] = []
 
         async def evict_all(evictions: list[_Eviction]) -> None:
+            written: Obj | None = None
             for e in evictions:
-                if await self._evict(e, now):
+                done, written = await self._evict(e, now, written)
+                if done:
                     moved.append(e.binding)
 
         # each a write that waits for its commit: one after another, a storm of 100,000 bindings
@@ -277,23 +281,29 @@ class Failover:
             if asked is not None and asked >= since and (scheduled is None or scheduled < asked):
                 episode.asked.add(b)  # already asked for, the scheduler hasn't answered yet
                 continue
-            due.setdefault(b, []).append(_Eviction(b, binding, name, reason_of(tol), episode, failed_over))
+            due.setdefault(b, []).append(_Eviction(b, name, reason_of(tol), episode, failed_over))
         if next_look < math.inf:
             heapq.heappush(self._looks, (next_look, name))
 
-    async def _evict(self, e: _Eviction, now: float) -> bool:
-        """Hand ``e.binding`` to the scheduler; True when asked (a failed write is tried again next pass)."""
+    async def _evict(self, e: _Eviction, now: float, written: Obj | None) -> tuple[bool, Obj | None]:
+        """Hand ``e.binding`` to the scheduler, starting from ``written`` (what this pass last wrote of it)
+        or the cache; whether it was asked (a failed write is tried again next pass) and the Binding as
+        written."""
+        binding = written if written is not None else self.fleet.bindings.cache.get(BINDING.key(e.binding))
+        if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
+            return False, None
         try:
-            if await evict(self.fleet, self.rescheduler, e.binding, e.object, e.cluster, e.reason, now,
-                           failed_over=e.failed_over):
-                self.tasked.add(e.binding)
+            tasked, written = await evict(self.fleet, self.rescheduler, e.binding, binding, e.cluster, e.reason, now,
+                                          failed_over=e.failed_over)
         except ApiError as err:
             log.warning("failover of %s off %s failed: %s", e.binding, e.cluster, err.message)
             self.dirty.add(e.cluster)  # asked again next pass
-            return False
+            return False, None
+        if tasked:
+            self.tasked.add(e.binding)
         e.episode.asked.add(e.binding)
         log.info("failover: %s rescheduled: %s", e.binding, e.reason)
-        return True
+        return True, written
 
 
 def _episodes_of(cluster: Obj) -> tuple[float | None, list[str], float | None]:

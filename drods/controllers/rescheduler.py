@@ -71,7 +71,7 @@ from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.reschedule import DataMove, RescheduleRequest, RescheduleResult, choose_evacuation, considered
 from drods.model.timefmt import rfc3339_ms
 from drods.model.volume_claims import workload_claims
-from drods.registry.objects import ObjectRegistry
+from drods.registry.objects import Obj, ObjectRegistry
 from drods.registry.patch import MERGE_PATCH
 
 PLAN_KINDS = ("StatefulSet", "Deployment")  # the kinds a MigrationPlan moves (`drods.model.migration`)
@@ -79,12 +79,12 @@ PLAN_KINDS = ("StatefulSet", "Deployment")  # the kinds a MigrationPlan moves (`
 
 async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Callable[[], float] = time.time,
                   annotations: Mapping[str, str | None] | None = None,
-                  spec: Mapping[str, Any] | None = None) -> None:
+                  spec: Mapping[str, Any] | None = None) -> Obj:
     """Ask for ``name`` to be re-placed from scratch; ``annotations`` are set (None removes) and
-    ``spec`` fields merged in the same write."""
+    ``spec`` fields merged in the same write. Returns the Binding as written."""
     patch = {"metadata": {"annotations": {RESCHEDULE_REASON: (reason or "requested")[:1024], **(annotations or {})}},
              "spec": {**(spec or {}), "rescheduleTriggeredAt": rfc3339_ms(clock())}}
-    await registry.patch(BINDING, name, patch, MERGE_PATCH)  # re-applied by the registry after a lost race
+    return await registry.patch(BINDING, name, patch, MERGE_PATCH)  # re-applied by the registry after a lost race
 
 
 def _replicas_on(binding: Mapping[str, Any], cluster: str) -> int:
@@ -133,10 +133,10 @@ class Rescheduler:
     async def binding(self, name: str, reason: str) -> None:
         await trigger(self.registry, name, reason, self.clock)
 
-    async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> None:
+    async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> Obj:
         """S11: move ``name`` off ``cluster`` and remember it (with ``before``, the clusters it
-        already failed over from), so it can fail back."""
-        await trigger(self.registry, name, reason, self.clock, {FAILED_OVER_FROM: _joined([*before, cluster])})
+        already failed over from), so it can fail back. Returns the Binding as written."""
+        return await trigger(self.registry, name, reason, self.clock, {FAILED_OVER_FROM: _joined([*before, cluster])})
 
     async def failback(self, req: RescheduleRequest) -> RescheduleResult:
         """Offer a recovered cluster back to the bindings that failed over from it."""

@@ -9,6 +9,7 @@ from typing import Any
 from drods.controllers.failover import EVICTIONS_IN_FLIGHT, Failover
 from drods.controllers.settings import MemberSettings
 from drods.errors import Conflict
+from drods.model.annotations import FAILED_OVER_FROM
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import rfc3339_ms
 
@@ -198,7 +199,7 @@ async def test_within_the_toleration_a_pass_reads_no_binding_until_one_runs_out(
     now[0] = 39.0
     assert await failover.tick() == [] and bindings.cache.reads == 0  # nothing runs out before 40
     now[0] = 40.0
-    assert await failover.tick() == ["a"] and bindings.cache.reads == 2
+    assert await failover.tick() == ["a"] and bindings.cache.reads == 3  # both looked at, "a" again at its turn
     bindings.cache.reads = 0
     now[0] = 60.0
     assert await failover.tick() == [] and bindings.cache.reads == 0  # "patient" at 100
@@ -210,3 +211,41 @@ async def test_within_the_toleration_a_pass_reads_no_binding_until_one_runs_out(
     assert await failover.tick() == ["b"]
     now[0] = 100.0
     assert await failover.tick() == ["patient"]
+
+
+async def test_a_binding_failed_over_from_two_clusters_in_one_pass_remembers_both() -> None:
+    """The second move starts from what the first wrote, not from the copy the pass found: a binding
+    on two clusters that went down together can fail back to either."""
+    down = {n: {**cluster(False, 10.0), "metadata": {"name": n}} for n in ("c1", "c2")}
+    clusters = SimpleNamespace(cache={CLUSTER.key(n): c for n, c in down.items()})
+    found = binding("a")
+    found["status"]["placement"] = [{"cluster": "c1", "replicas": 1}, {"cluster": "c2", "replicas": 1}]
+    bindings = SimpleNamespace(cache={BINDING.key("a"): found})
+    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a"}, "c2": {"a"}})
+    calls: list[tuple[str, list[str]]] = []
+
+    class Remembering:
+        async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> dict[str, Any]:
+            calls.append((cluster, before))  # the cache is not told: an informer may lag behind the write
+            return {**found, "metadata": {"name": name, "annotations": {
+                FAILED_OVER_FROM: ",".join(sorted({*before, cluster}))}}}
+
+    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Remembering(), clock=lambda: 100.0)  # type: ignore[arg-type]
+    assert await failover.tick() == ["a", "a"]
+    assert calls == [("c1", []), ("c2", ["c1"])]
+
+
+async def test_a_binding_deleted_before_its_turn_is_not_asked_for() -> None:
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0)})
+    bindings = SimpleNamespace(cache={BINDING.key(b): binding(b) for b in ("a", "b")})
+    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a", "b"}})
+
+    class DeletesB(Asked):
+        async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> None:
+            await super().failover(name, cluster, reason, before)
+            bindings.cache.pop(BINDING.key("b"), None)  # deleted while "a" was asked for
+
+    asked = DeletesB()
+    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), asked, clock=lambda: 100.0)  # type: ignore[arg-type]
+    assert await failover.tick() == ["a"]
+    assert asked.names == ["a"]
