@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
@@ -113,15 +113,33 @@ class SelectionIndex:
 
     def affected(self, change: FleetChange, placed_there: Callable[[str], bool]) -> list[str]:
         """The bindings whose placement the change can alter (module docstring)."""
-        out: list[str] = []
+        return [n for names, _ in self.concerns([change], lambda n: (change.cluster,) if placed_there(n) else ())
+                for n in names]
+
+    def concerns(self, changes: Sequence[FleetChange], placed_on: Callable[[str], Iterable[str]]
+                 ) -> Iterator[tuple[Collection[str], dict[str, FleetChange]]]:
+        """Bindings and the changes among ``changes`` that concern them (module docstring): each selection
+        is judged once per change and its bindings are listed once for all the changes that admit a
+        cluster to it — when a whole fleet comes back at once, the scheduler goes through its bindings
+        once per batch, not once per cluster. The dicts yielded are shared: never changed."""
         for g in self._groups.values():
-            now = g.selects(change.now)
-            before = g.selects(change.before)
-            if before and not now:
-                out.extend(n for n in g.names if placed_there(n))
-            elif now and change.ready and (not before or change.admits_anew):
-                out.extend(g.names)
-        return out
+            joining: dict[str, FleetChange] = {}
+            leaving: dict[str, FleetChange] = {}
+            for ch in changes:
+                now, before = g.selects(ch.now), g.selects(ch.before)
+                if before and not now:
+                    leaving[ch.cluster] = ch
+                    joining.pop(ch.cluster, None)
+                elif now and ch.ready and (not before or ch.admits_anew):
+                    joining[ch.cluster] = ch
+                    leaving.pop(ch.cluster, None)
+            if joining:
+                yield g.names, joining
+            if leaving:
+                for n in g.names:
+                    there = {c: leaving[c] for c in placed_on(n) if c in leaving}
+                    if there:
+                        yield (n,), there
 
 
 def moved(current: Iterable[tuple[str, int]], target: Iterable[tuple[str, int]]) -> int:

@@ -10,7 +10,7 @@ the binding's own assumed load).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,6 +45,10 @@ def selection_of(rec: BindingRecord) -> ClusterSelection | None:
         return None
 
 
+# A binding waiting for more clusters' changes than this takes the fresh division whole (`_follow_whole`)
+MAX_FOLLOWED = 16
+
+
 class FleetFollower:
     def __init__(self, *, rebalance: bool, min_move_fraction: float, max_moves_per_minute: int,
                  clock: Callable[[], float] = time.time) -> None:
@@ -52,7 +56,8 @@ class FleetFollower:
         self.min_move_fraction = min_move_fraction
         self.selections = SelectionIndex()
         self.moves = MoveBudget(max_moves_per_minute, clock)
-        self._pending: dict[str, dict[str, FleetChange]] = {}
+        self._pending: dict[str, dict[str, FleetChange]] = {}  # shared between bindings: replaced, never changed
+        self._many: set[str] = set()  # bindings waiting for more than MAX_FOLLOWED clusters' changes
 
     # ------------------------------------------------------------------ bookkeeping
     def index(self, rec: BindingRecord) -> None:
@@ -61,6 +66,7 @@ class FleetFollower:
     def forget(self, name: str) -> None:
         self.selections.remove(name)
         self._pending.pop(name, None)
+        self._many.discard(name)
 
     def waiting(self, name: str) -> bool:
         """A fleet change waits for this binding's next decision."""
@@ -69,52 +75,113 @@ class FleetFollower:
     def drop(self, name: str) -> None:
         """A full decision (a retry) places the binding wherever it fits now: nothing left to follow."""
         self._pending.pop(name, None)
+        self._many.discard(name)
 
-    def affected(self, change: FleetChange, record: Callable[[str], BindingRecord | None]) -> list[BindingRecord]:
-        """The bindings to re-decide for ``change`` (``fleet.SelectionIndex.affected``), noted as
-        waiting for it."""
+    def affected(self, changes: Sequence[FleetChange], record: Callable[[str], BindingRecord | None]
+                 ) -> list[BindingRecord]:
+        """The bindings to re-decide for ``changes`` (``fleet.SelectionIndex.concerns``), each once, noted
+        as waiting for them."""
 
-        def placed_there(name: str) -> bool:
+        def placed_on(name: str) -> Iterable[str]:
             rec = record(name)
-            return rec is not None and any(c == change.cluster for c, _ in rec.placement)
+            return [c for c, _ in rec.placement] if rec is not None else ()
 
-        out: list[BindingRecord] = []
-        for name in self.selections.affected(change, placed_there):
-            rec = record(name)
-            if rec is None or rec.deleting:
-                continue
-            self._pending.setdefault(name, {})[change.cluster] = change
-            out.append(rec)
-        return out
+        out: dict[str, BindingRecord] = {}
+        for names, concern in self.selections.concerns(changes, placed_on):
+            for name in names:
+                rec = out.get(name) or record(name)
+                if rec is None or rec.deleting:
+                    continue
+                self._note(name, concern)
+                out[name] = rec
+        return list(out.values())
+
+    def _note(self, name: str, concern: dict[str, FleetChange]) -> None:
+        """``name`` waits for ``concern`` too. Past ``MAX_FOLLOWED`` clusters a binding takes the fresh
+        division whole (`refit`) and keeps only the larger of the two dicts, shared, to name them: 100,000
+        bindings each holding a copy of 10,000 returning clusters' changes would not fit in memory."""
+        old = self._pending.get(name)
+        if old is None or old is concern:
+            self._pending[name] = concern
+        elif name in self._many or len(old) + len(concern) > MAX_FOLLOWED:
+            self._many.add(name)
+            self._pending[name] = concern if len(concern) >= len(old) else old
+        else:
+            self._pending[name] = {**old, **concern}
 
     # ------------------------------------------------------------------ deciding
     def refit(self, rec: BindingRecord, spec: BindingSpec, fresh: ScheduleResult) -> Refit:
         """The binding's placement after the changes it waits for: of ``fresh`` (a decision from
         scratch) only the changed clusters' parts are taken."""
         changes = self._pending.pop(rec.name, {})
+        many = rec.name in self._many
+        self._many.discard(rec.name)
         current = tuple(sorted(rec.placement))
         if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current)):
             return Refit()  # never fewer replicas for a fleet change; parked retries place the rest
         pl = spec.placement
-        rs = pl.replicaScheduling
-        static = not rec.duplicated and rs is not None and rs.weightPreference is not None and \
-            bool(rs.weightPreference.staticWeightList)
-        target, deferred = (fresh.pairs, {}) if static else self._follow(rec, pl, current, fresh.pairs, changes)
+        deferred: dict[str, FleetChange]
+        if _static(rec, pl):
+            target, deferred = fresh.pairs, {}
+        elif many:
+            target, deferred = self._follow_whole(rec, pl, current, fresh.pairs, changes)
+        else:
+            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes)
         if deferred:
-            self._pending.setdefault(rec.name, {}).update(deferred)
+            self._note(rec.name, deferred)
+            if many:
+                self._many.add(rec.name)
         if target == current:
             return Refit(deferred=bool(deferred))
         before, after = dict(current), dict(target)
         moves = [{"cluster": c, "from": before.get(c, 0), "to": after.get(c, 0)}
                  for c in sorted(set(before) | set(after)) if before.get(c, 0) != after.get(c, 0)]
         kinds = sorted({k for ch in changes.values() for k in ch.kinds})
-        reason = "; ".join(ch.describe() for ch in changes.values())
+        named = sorted(changes)[:MAX_FOLLOWED]
+        reason = "; ".join(changes[c].describe() for c in named)
+        if many or len(changes) > len(named):
+            reason = f"{reason} and other clusters"
         message = f"re-placed after {reason}: " + ", ".join(f"{m['cluster']} {m['from']}→{m['to']}" for m in moves)
         placed = fresh.placed if rec.duplicated else sum(n for _, n in target)
         trigger = {"kind": kinds[0] if len(kinds) == 1 else "FleetChanged", "kinds": kinds,
-                   "clusters": sorted(changes), "reason": reason, "moves": moves}
+                   "clusters": named, "reason": reason, "moves": moves}
         return Refit(replace(fresh, pairs=target, placed=placed, message=message, _placement=None), trigger,
                      len(moves) if rec.duplicated else moved(current, target), bool(deferred))
+
+    def _follow_whole(self, rec: BindingRecord, pl: PlacementSpec, current: Placement, fresh: Placement,
+                      changes: dict[str, FleetChange]) -> tuple[Placement, dict[str, FleetChange]]:
+        """`_follow` for a binding that waits for more than ``MAX_FOLLOWED`` clusters' changes (a fleet
+        coming back at once): ``fresh`` as a whole — at once when a cluster it runs on no longer admits
+        it, else within the same switch, minimum move and budget — unless it would bring replicas back
+        to a cluster they were moved off on purpose (fail-back brings them)."""
+        sel = self.selections.selection(rec.name)
+        left = any(c in changes and sel is not None and not sel.selects(changes[c].now) for c, _ in current)
+        if left or rec.duplicated:
+            return fresh, {}
+        switch = pl.rebalanceOnFleetChange
+        if not (self.rebalance if switch is None else switch):
+            return current, {}
+        away = set(moved_away_from(rec.object()))
+        before = dict(current)
+        if any(n > before.get(c, 0) for c, n in fresh if c in away):
+            return current, {}
+        n = moved(current, fresh)
+        if not worth_moving(rec.replicas, n, self.min_move_fraction):
+            return current, {}
+        granted = self.moves.take(n)
+        if granted < n:
+            self.moves.give_back(granted)
+            return current, changes
+        return fresh, {}
+
+    def by_parts(self, rec: BindingRecord, pl: PlacementSpec) -> bool:
+        """Whether the refit takes each changed cluster's part of the fresh division (`_follow`). That
+        division is then made from scratch — no bonus for where the replicas are now: with it the part
+        a cluster is offered would depend on the path (a binding placed on one cluster while two others
+        had not reported kept 4 of 6 replicas there when both reported at once, 3 when one after the
+        other). Moving only the changed clusters' parts, within the minimum move and the budget, is what
+        keeps the rest where it is. A fresh division taken whole keeps the bonus."""
+        return not (rec.duplicated or _static(rec, pl) or _holistic(pl) or rec.name in self._many)
 
     def _follow(self, rec: BindingRecord, pl: PlacementSpec, current: Placement, fresh: Placement,
                 changes: dict[str, FleetChange]) -> tuple[Placement, dict[str, FleetChange]]:
@@ -125,7 +192,7 @@ class FleetFollower:
         target = current
         deferred: dict[str, FleetChange] = {}
         switch = pl.rebalanceOnFleetChange
-        holistic = bool(pl.spreadConstraints) or pl.statefulTopology is not None
+        holistic = _holistic(pl)
         away = moved_away_from(rec.object())
         for cluster, ch in changes.items():
             here = dict(target)
@@ -155,3 +222,15 @@ class FleetFollower:
                 cand = toward(target, fresh, cluster, limit=granted)
             target = cand
         return target, deferred
+
+
+def _static(rec: BindingRecord, pl: PlacementSpec) -> bool:
+    """Divided by static weights: a fleet change re-divides it whole."""
+    rs = pl.replicaScheduling
+    return not rec.duplicated and rs is not None and rs.weightPreference is not None and \
+        bool(rs.weightPreference.staticWeightList)
+
+
+def _holistic(pl: PlacementSpec) -> bool:
+    """Spread constraints or a stateful topology judge the placement as a whole, never cluster by cluster."""
+    return bool(pl.spreadConstraints) or pl.statefulTopology is not None

@@ -79,6 +79,7 @@ log = logging.getLogger(__name__)
 
 LEASE_NAME = "scheduler"
 CACHE_RUNNABLE = "scheduler-cache"  # the every-replica part: informers, queue, sweeps
+FLEET_SWEEP_RATE = 20_000.0  # bindings a second: after a fleet-change pass that queued N, the next waits N / this
 RETRY = "Retry"
 
 
@@ -158,6 +159,10 @@ class SchedulerService:
         self._logged_failure: dict[str, int] = {}
         self._kick: asyncio.TimerHandle | None = None
         self._kick_reasons: set[str] = set()
+        self._fleet_batch: list[FleetChange] = []
+        self._fleet_flush: asyncio.TimerHandle | None = None
+        self._fleet_swept = 0  # bindings the last fleet-change pass queued
+        self._fleet_seen: dict[str, int] = {}  # bindings decided while a batch waits: how many changes they saw
         # F3: followed workload → its followers' binding names; followers to re-place from scratch
         self._followers: dict[str, set[str]] = {}
         self._moved_followers: set[str] = set()
@@ -257,21 +262,36 @@ class SchedulerService:
             self._known.set()
 
     def _fleet_changed(self, change: FleetChange) -> None:
-        """S11: queue the decided bindings whose placement the change can alter (``fleet``)."""
+        """S11: queue the decided bindings whose placement the change can alter (``fleet``), for a batch of
+        changes at a time: when 10,000 clusters come back, each made a pass over every binding (quadratic;
+        the scheduler held the clusters' watch for minutes). After a pass that queued many bindings the
+        next waits longer (``FLEET_SWEEP_RATE``), so passes stay a bounded share of the loop."""
+        self._fleet_batch.append(change)
+        if self._fleet_flush is None:
+            delay = max(0.05, self._fleet_swept / FLEET_SWEEP_RATE)
+            self._fleet_flush = asyncio.get_running_loop().call_later(delay, self._flush_fleet)
+
+    def _flush_fleet(self) -> None:
+        self._fleet_flush = None
+        changes, self._fleet_batch = self._fleet_batch, []
+        seen, self._fleet_seen = self._fleet_seen, {}
         cache = self.bindings.cache
 
         def decided(name: str) -> BindingRecord | None:
+            if seen.get(name) == len(changes):
+                return None  # decided (or being decided) after the last of them: it saw them all
             rec = cache.get(BINDING.key(name))
             if rec is not None and rec.scheduled_generation is None and rec.key not in self._written \
                     and self.queue.where(name) in ("active", "backoff"):
                 return None  # its first decision, still to come, will see the cluster as it is
             return rec
 
-        affected = self.fleet.affected(change, decided)
+        affected = self.fleet.affected(changes, decided)
+        self._fleet_swept = len(affected)
         for rec in affected:
             self.queue.add(rec.name, FLEET, rec.priority)
         if affected:
-            self.metrics.incoming_event(change.kinds[0], len(affected))
+            self.metrics.incoming_event(changes[0].kinds[0], len(affected))
 
     def _cluster_event(self, *reasons: str) -> None:
         """Retry parked bindings soon; a burst of cluster events costs one queue sweep."""
@@ -427,6 +447,8 @@ class SchedulerService:
 
     def _attempt(self, entry: QueueEntry) -> Plan | None:
         name = entry.key
+        if self._fleet_batch:  # this decision sees the batched changes so far (`_flush_fleet`)
+            self._fleet_seen[name] = len(self._fleet_batch)
         rec: BindingRecord | None = self.bindings.cache.get(BINDING.key(name))
         if rec is None or rec.deleting:
             self.queue.delete(name)
@@ -542,7 +564,8 @@ class SchedulerService:
         """S11: a decision from scratch, without the binding's own assumed replicas, of which the
         fleet changes it waits for take their part (``refit``). None: nothing to write (the queue
         entry is settled here)."""
-        current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement)]
+        current = [] if self.fleet.by_parts(rec, spec.placement) else \
+            [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement)]
         users, slo = learned(rec.object())
         task = Task(spec, name=rec.name, current=current, rebalance=not rec.duplicated,
                     workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary,

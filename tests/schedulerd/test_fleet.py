@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
+from drods.scheduler.framework import ScheduleResult
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
 from drods.scheduler.selectors import affinity_mask
 from drods.scheduler.snapshot import Snapshot
@@ -28,7 +30,8 @@ from drods.schedulerd.fleet import (
     toward,
     worth_moving,
 )
-from drods.schedulerd.records import selection_key
+from drods.schedulerd.records import BindingRecord, decode_binding, selection_key
+from drods.schedulerd.refit import MAX_FOLLOWED, FleetFollower
 
 
 def _facts(name: str, **labels: str) -> ClusterFacts:
@@ -261,3 +264,60 @@ def test_the_clusters_a_binding_was_moved_off_on_purpose() -> None:
     assert moved_away_from(obj(**{EVACUATED_FROM: "a,b"})) == {"a", "b"}
     assert moved_away_from(obj(**{RESCHEDULE_REASON: "requested"})) == frozenset()
     assert moved_away_from({}) == frozenset()
+
+
+# ---------------------------------------------------------------- a whole fleet back at once
+def _binding_rec(name: str, placement: list[tuple[str, int]]) -> BindingRecord:
+    raw = json.dumps({"metadata": {"name": name, "generation": 1},
+                      "spec": {"replicas": sum(n for _, n in placement), "resources": {"cpu": 0.5, "memory": 1.0}},
+                      "status": {"phase": "Scheduled", "scheduledGeneration": 1,
+                                 "placement": [{"cluster": c, "replicas": n} for c, n in placement]}}).encode()
+    rec = decode_binding(f"/registry/multicluster.io/bindings/{name}", raw, 7)
+    assert rec is not None
+    return rec
+
+
+def _fresh(name: str, pairs: tuple[tuple[str, int], ...]) -> ScheduleResult:
+    placed = sum(n for _, n in pairs)
+    return ScheduleResult(name=name, phase="Scheduled", requested=placed, placed=placed, message="", clusters=0,
+                          feasible=0, division="WaterLevel", pairs=pairs)
+
+
+def test_a_fleet_coming_back_at_once_is_one_pass_and_a_bounded_memory_per_binding() -> None:
+    """1,000 clusters Ready in one batch: every binding is queued once, holds one shared record of the
+    changes (not a copy each), and takes the fresh division whole within the move budget; what it
+    writes names a bounded number of clusters."""
+    follower = FleetFollower(rebalance=True, min_move_fraction=0.0, max_moves_per_minute=1000)
+    recs = {f"b{i}": _binding_rec(f"b{i}", [("old", 4)]) for i in range(50)}
+    for r in recs.values():
+        follower.index(r)
+    back = [FleetChange(f"c{i:04d}", (CLUSTER_READY,), ClusterFacts(f"c{i:04d}", {}, {}), None, True)
+            for i in range(1000)]
+    affected = follower.affected(back, recs.get)
+    assert sorted(r.name for r in affected) == sorted(recs)
+    pending = {id(follower._pending[n]) for n in recs}
+    assert len(pending) == 1 and len(follower._pending["b0"]) == 1000  # one dict for all 50
+    spec = BindingSpec.model_validate({"replicas": 4})
+    fit = follower.refit(recs["b0"], spec, _fresh("b0", (("c0001", 2), ("old", 2))))
+    assert fit.result is not None and fit.result.pairs == (("c0001", 2), ("old", 2)) and fit.moved == 2
+    assert fit.trigger is not None and len(fit.trigger["clusters"]) == MAX_FOLLOWED
+    assert fit.trigger["reason"].endswith("and other clusters")
+    assert not follower.waiting("b0")
+    # a few more changes for a binding already waiting for many: still one shared dict, still "many"
+    follower.affected(back[:3], recs.get)
+    assert follower._pending["b1"] is follower._pending["b2"] and len(follower._pending["b1"]) == 1000
+
+
+def test_a_few_changes_are_followed_cluster_by_cluster_and_merged() -> None:
+    follower = FleetFollower(rebalance=True, min_move_fraction=0.0, max_moves_per_minute=1000)
+    r = _binding_rec("b", [("old", 4)])
+    follower.index(r)
+    one = FleetChange("c1", (CLUSTER_READY,), ClusterFacts("c1", {}, {}), None, True)
+    two = FleetChange("c2", (CLUSTER_READY,), ClusterFacts("c2", {}, {}), None, True)
+    follower.affected([one], {"b": r}.get)
+    follower.affected([two], {"b": r}.get)
+    assert sorted(follower._pending["b"]) == ["c1", "c2"]
+    spec = BindingSpec.model_validate({"replicas": 4})
+    fit = follower.refit(r, spec, _fresh("b", (("c1", 1), ("c2", 1), ("old", 2))))
+    assert fit.result is not None and fit.result.pairs == (("c1", 1), ("c2", 1), ("old", 2))
+    assert fit.trigger is not None and fit.trigger["clusters"] == ["c1", "c2"]
