@@ -102,12 +102,15 @@ class FleetFollower:
         bindings each holding a copy of 10,000 returning clusters' changes would not fit in memory."""
         old = self._pending.get(name)
         if old is None or old is concern:
-            self._pending[name] = concern
+            merged = concern
         elif name in self._many or len(old) + len(concern) > MAX_FOLLOWED:
+            merged = concern if len(concern) >= len(old) else old
             self._many.add(name)
-            self._pending[name] = concern if len(concern) >= len(old) else old
         else:
-            self._pending[name] = {**old, **concern}
+            merged = {**old, **concern}
+        self._pending[name] = merged
+        if len(merged) > MAX_FOLLOWED:  # one batch of them is enough
+            self._many.add(name)
 
     # ------------------------------------------------------------------ deciding
     def refit(self, rec: BindingRecord, spec: BindingSpec, fresh: ScheduleResult) -> Refit:

@@ -47,9 +47,10 @@ async def test_bindings_decided_on_one_ready_cluster_spread_when_the_others_repo
     await plane.report("c", BUSY)
     assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2, "c": 2}, 10.0,
                          "the Duplicated binding on the two clusters that reported")
-    got = await _placed(plane, "wl", lambda p: set(p) == {"a", "b", "c"}, 10.0,
-                        "the water-level binding spread over the three clusters")
-    assert sum(got.values()) == 6 and max(got.values()) - min(got.values()) <= 2, got
+    # as a first decision over the three would divide it, whether b and c are judged one after the other
+    # or in one batch (a refit's division is made from scratch: no bonus for where it runs now)
+    await _placed(plane, "wl", lambda p: p == {"a": 2, "b": 2, "c": 2}, 10.0,
+                  "the water-level binding spread evenly over the three equally busy clusters")
 
     entries = await _fleet_entries(plane, "wl")
     assert entries and all(e["trigger"]["kind"] in ("ClusterReady", "FleetChanged") for e in entries), entries
