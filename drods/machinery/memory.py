@@ -67,16 +67,24 @@ def tune_allocator(mmap_threshold: int = 32 << 20, trim_threshold: int = 64 << 2
     mostly freed on the event loop's thread, leaving holes in every arena that none of them reuses.
     In a failure storm at 2,000 clusters (`bench/memory.py`) that held ~20 MiB more. Set before the
     process starts its threads. False where the C library has no ``mallopt``."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError):
+    mallopt = _libc("mallopt", [ctypes.c_int, ctypes.c_int])
+    if mallopt is None:
         return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     ok = (bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
           and bool(mallopt(_M_ARENA_MAX, arenas)))
     if not ok:
         log.debug("mallopt refused the allocator settings")
     return ok
+
+
+def _libc(name: str, argtypes: list[type[ctypes._SimpleCData[int]]]) -> Callable[..., int] | None:
+    """The C library's function ``name`` returning an int (None where it has no such function)."""
+    try:
+        fn = getattr(ctypes.CDLL(None), name)
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes, fn.restype = argtypes, ctypes.c_int
+    return fn  # type: ignore[no-any-return]
 
 
 def tune_for_serving() -> None:
@@ -111,11 +119,7 @@ class HeapReturn:
         self.returned = Counter("drods_heap_returned_bytes",
                                 "Resident memory given back to the system by trimming the C heap",
                                 registry=registry)
-        self._trim: Callable[[int], int] | None = None
-        with contextlib.suppress(AttributeError, OSError):
-            trim = ctypes.CDLL(None).malloc_trim
-            trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-            self._trim = trim
+        self._trim = _libc("malloc_trim", [ctypes.c_size_t])
 
     def trim(self) -> int:
         """Trim now; the resident bytes it gave back."""
