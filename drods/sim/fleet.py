@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from drods.machinery.memory import tune_for_serving
+from drods.machinery.tasks import each_bounded
 from drods.sim.config import SimConfig
 from drods.sim.server import SimServer
 from drods.sim.sites import site
@@ -81,13 +82,7 @@ class Fleet:
         self.cfg.out.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.manifest_path.unlink()  # a stale one (a killed fleet) must not read as "ready"
-        gate = asyncio.Semaphore(START_CONCURRENCY)
-
-        async def start_one(sim: SimServer) -> None:
-            async with gate:
-                await sim.start()
-
-        await asyncio.gather(*(start_one(s) for s in self.members))
+        await each_bounded(self.members, SimServer.start, START_CONCURRENCY)
         tmp = self.manifest_path.with_suffix(".tmp")
         tmp.write_text(yaml.safe_dump({"apiVersion": "sim.drods.io/v1alpha1", "kind": "Fleet", "pid": os.getpid(),
                                        "members": [manifest_entry(s) for s in self.members]}, sort_keys=False))
