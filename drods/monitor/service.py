@@ -387,13 +387,12 @@ class MonitorService:
         lost their compare-and-swap)."""
         while self._not_ready:
             batch, self._not_ready = self._not_ready, []
+            await each_bounded(batch, self._log_not_ready, 16)
 
-            async def write(entry: tuple[str, float, dict[str, Any]]) -> None:
-                name, ts, details = entry
-                await self._log_failure("ClusterNotReady", f"cluster {name} lost readiness", cluster=name, ts=ts,
-                                        details=details, dedup=f"{name}-notready")
-
-            await each_bounded(batch, write, 16)
+    async def _log_not_ready(self, entry: tuple[str, float, dict[str, Any]]) -> None:
+        name, ts, details = entry
+        await self._log_failure("ClusterNotReady", f"cluster {name} lost readiness", cluster=name, ts=ts,
+                                details=details, dedup=f"{name}-notready")
 
     def forget(self, cluster: str) -> None:
         self.pipeline.forget(cluster)
