@@ -6,10 +6,13 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from drods.model.binding import ReplicaRequirements, TargetCluster
 from drods.model.cluster import ClusterSpec, Taint
 from drods.scheduler import Snapshot, parse_status
+from drods.scheduler.indexes import codes_in
 from drods.scheduler.resources import CPU, GPU, MEM, PODS, STORAGE
 from tests.scheduler.conftest import add, status
 
@@ -133,3 +136,13 @@ def test_assume_refreshes_only_touched_rows_with_the_same_numbers() -> None:
     want = (snap.free, snap.fractions, snap.water_level, snap.largest_free)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w)
+
+
+@given(st.lists(st.integers(-1, 30), max_size=200), st.lists(st.integers(0, 30), max_size=6))
+def test_membership_by_table_agrees_with_isin(values: list[int], codes: list[int]) -> None:
+    """The table that answers "is this row's code one of these" (topology and label queries, the
+    preference for where a workload runs now) says what ``np.isin`` says; -1, no value, is never in."""
+    arr = np.asarray(values, dtype=np.int32)
+    got = codes_in(arr, codes, 31)
+    assert got.dtype == bool and got.shape == arr.shape
+    assert np.array_equal(got, np.isin(arr, codes))

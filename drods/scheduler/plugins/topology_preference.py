@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from drods.scheduler.arrays import BoolArr, FloatArr
+from drods.scheduler.indexes import codes_in
 from drods.scheduler.interface import PluginBase
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
@@ -30,8 +31,8 @@ class TopologyPreference(PluginBase):
             return s
         for fld, val in (("region", region_score), ("zone", 100.0)):
             codes = snap.indexes.topo[fld][:n]
-            cur = np.unique(codes[rows])
+            cur = codes[rows]
             cur = cur[cur >= 0]
             if cur.size:
-                s[np.isin(codes, cur)] = val
+                s[codes_in(codes, cur, len(snap.indexes.vocab[fld]))] = val
         return s
