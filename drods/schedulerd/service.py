@@ -53,6 +53,7 @@ from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
 from drods.schedulerd.quota import NamespaceQuotas, decode_quota, held, within_quota
 from drods.schedulerd.records import (
+    FIRST,
     FLEET,
     FOLLOW,
     MAX_STATUS_REASONS,
@@ -447,8 +448,6 @@ class SchedulerService:
 
     def _attempt(self, entry: QueueEntry) -> Plan | None:
         name = entry.key
-        if self._fleet_batch:  # this decision sees the batched changes so far (`_flush_fleet`)
-            self._fleet_seen[name] = len(self._fleet_batch)
         rec: BindingRecord | None = self.bindings.cache.get(BINDING.key(name))
         if rec is None or rec.deleting:
             self.queue.delete(name)
@@ -457,6 +456,10 @@ class SchedulerService:
         if stype is None:
             self.queue.done(name)
             return None
+        if self._fleet_batch and stype in (FIRST, RETRY):
+            # places from scratch over the fleet as it is: sees the batched changes so far (`_flush_fleet`);
+            # a refit follows only the changes it was queued for, and other types keep what runs
+            self._fleet_seen[name] = len(self._fleet_batch)
         obj = rec.object()
         if rec.pin is not None:
             if stype == FLEET:  # a MigrationPlan holds the placement
