@@ -111,11 +111,6 @@ class SelectionIndex:
         if not g.names:
             del self._groups[key]
 
-    def affected(self, change: FleetChange, placed_there: Callable[[str], bool]) -> list[str]:
-        """The bindings whose placement the change can alter (module docstring)."""
-        return [n for names, _ in self.concerns([change], lambda n: (change.cluster,) if placed_there(n) else ())
-                for n in names]
-
     def concerns(self, changes: Sequence[FleetChange], placed_on: Callable[[str], Iterable[str]]
                  ) -> Iterator[tuple[Collection[str], dict[str, FleetChange]]]:
         """Bindings and the changes among ``changes`` that concern them (module docstring): each selection

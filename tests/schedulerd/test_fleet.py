@@ -159,6 +159,12 @@ def test_selection_agrees_with_the_snapshot_masks(clusters: list[tuple[dict[str,
     assert [sel.selects(f) for f in facts] == [bool(mask[snap.index[f.name]]) for f in facts]
 
 
+def _affected(idx: SelectionIndex, change: FleetChange, placed_there: Any) -> list[str]:
+    """The bindings one change concerns."""
+    return [n for names, _ in idx.concerns([change], lambda n: (change.cluster,) if placed_there(n) else ())
+            for n in names]
+
+
 def test_index_judges_each_selection_once_and_enqueues_only_the_affected() -> None:
     idx = SelectionIndex()
     specs = {"p1": {"placement": {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "prod"}}}}},
@@ -179,20 +185,20 @@ def test_index_judges_each_selection_once_and_enqueues_only_the_affected() -> No
         return False
 
     joined = FleetChange("c", (CLUSTER_READY,), prod, None, True)
-    assert sorted(idx.affected(joined, nowhere)) == ["p1", "p2"]
+    assert sorted(_affected(idx, joined, nowhere)) == ["p1", "p2"]
     # not Ready yet: nothing to offer
-    assert idx.affected(FleetChange("c", (CLUSTER_ADDED,), prod, None, False), nowhere) == []
+    assert _affected(idx, FleetChange("c", (CLUSTER_ADDED,), prod, None, False), nowhere) == []
     # relabelled prod → dev: dev bindings gain it; prod bindings lose it only where placed
     relabel = FleetChange("c", (LABELS_CHANGED,), dev, prod, True)
-    assert sorted(idx.affected(relabel, lambda n: n == "p2")) == ["d1", "p2"]
+    assert sorted(_affected(idx, relabel, lambda n: n == "p2")) == ["d1", "p2"]
     # a label change that keeps selecting it concerns nobody; a lifted taint concerns all it selects
     same = FleetChange("c", (LABELS_CHANGED,), ClusterFacts("c", {"tier": "prod", "x": "1"}, {}), prod, True)
-    assert idx.affected(same, nowhere) == []
+    assert _affected(idx, same, nowhere) == []
     lifted = FleetChange("c", (TAINTS_LIFTED,), prod, prod, True)
-    assert sorted(idx.affected(lifted, nowhere)) == ["p1", "p2"]
+    assert sorted(_affected(idx, lifted, nowhere)) == ["p1", "p2"]
     idx.remove("p1")
     idx.remove("p2")
-    assert idx.affected(joined, nowhere) == [] and len(idx) == 2
+    assert _affected(idx, joined, nowhere) == [] and len(idx) == 2
 
 
 # ---------------------------------------------------------------- cache → fleet changes
