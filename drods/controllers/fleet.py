@@ -22,9 +22,11 @@ from drods.machinery.informer import Informer
 from drods.machinery.shared import decode_template
 from drods.machinery.tasks import yielding
 from drods.members.clients import MemberClients, is_pull
+from drods.model import jsondoc
+from drods.model import member_status as ms
 from drods.model.conditions import condition
 from drods.model.interpreter import Interpreter
-from drods.model.keys import CLEANUP_PREFIX
+from drods.model.keys import CLEANUP_PREFIX, STATUS_PREFIX
 from drods.model.kinds import (
     ALL_KINDS,
     BINDING,
@@ -41,10 +43,11 @@ from drods.model.kinds import (
     WORK,
     WORKLOAD_REBALANCER,
 )
+from drods.model.timefmt import parse_rfc3339
 from drods.model.work import Ref
 from drods.registry.catalog import KindCatalog
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
-from drods.store import CasFailed, Store
+from drods.store import CasFailed, KeyValue, Store
 
 if TYPE_CHECKING:
     from drods.machinery.manager import Manager
@@ -73,6 +76,8 @@ class MemberInformers:
     quotas: Informer | None = None  # Karmada's FederatedResourceQuotas
     rebalancers: Informer | None = None  # Karmada's WorkloadRebalancers (drods.controllers.rebalancer)
     remedies: Informer | None = None  # Karmada's Remedies (drods.controllers.remedy)
+    # each cluster's newest report time (`decode_report_time`): what a pull member's health is judged by
+    reports: Informer | None = None
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -92,12 +97,29 @@ class MemberInformers:
                    manager.informer(CLUSTER_TAINT_POLICY.key_prefix(), decode_stored),
                    manager.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_stored),
                    manager.informer(WORKLOAD_REBALANCER.key_prefix(), decode_stored),
-                   manager.informer(REMEDY.key_prefix(), decode_stored))
+                   manager.informer(REMEDY.key_prefix(), decode_stored),
+                   manager.informer(STATUS_PREFIX, decode_report_time))
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,
                 self.works, *self.templates.values(), self.bindings,
-                *(i for i in (self.taint_policies, self.quotas) if i is not None)]
+                *(i for i in (self.taint_policies, self.quotas, self.reports) if i is not None)]
+
+
+def decode_report_time(kv: KeyValue) -> float | None:
+    """The newest time a cluster's status document says the cluster reported (``status.receivedAt``
+    or the document's ``publishedAt``): one number per cluster, not the document."""
+    try:
+        doc = jsondoc.loads(kv.value)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    st = doc.get("status")
+    received = st.get(ms.RECEIVED_AT) if isinstance(st, dict) else None
+    times = [t for t in (parse_rfc3339(received), parse_rfc3339(doc.get("publishedAt")))
+             if t is not None]
+    return max(times) if times else None
 
 
 class MemberFleet:

@@ -11,14 +11,21 @@
   costs its own probe timeouts, nobody else's.
 * **Pull mode** (``spec.syncMode: Pull``) — judged by the age of the newest report: the status
   document ``/status/clusters/<name>`` or a report this process accepted; Ready=False after
-  ``pullGraceSeconds`` (180 s) without one.
+  ``pullGraceSeconds`` (180 s) without one. Nothing is sent, so nothing is polled: the report times
+  come from a watch of the status documents (one number per cluster), a report wakes the check of a
+  cluster that is not Ready, and a Ready one is looked at again when its grace would run out or its
+  heartbeat is due (never more often than the probe interval). 10,000 pull members were otherwise
+  10,000 reads and decodes of their status documents every 5 s.
 * Per cluster, the annotation ``multicluster.io/not-ready-grace-seconds`` overrides the grace.
 
 While Ready is False the cluster carries the taint ``cluster.multicluster.io/not-ready:NoExecute``
 in ``spec.taints`` (the scheduler filters NoExecute taints a placement does not tolerate); it is
 removed on recovery. The Cluster's ``status`` also gets ``kubernetesVersion``, ``nodeSummary`` and
 ``resourceSummary`` (what ``kubectl get clusters`` shows); it is rewritten when one of those or
-the condition changes, or every ``heartbeatWriteSeconds`` to refresh ``lastHeartbeatTime``.
+the condition changes, or every ``heartbeatWriteSeconds`` to refresh ``lastHeartbeatTime`` — or
+less often on a fleet so large that its heartbeats would pass ``heartbeatWritesPerSecond``: at
+10,000 clusters, writes of nothing but a heartbeat had filled the store's writer and every other
+component waited behind them (as Kubernetes rewrites an unchanged node status only every 5 min).
 Each push-mode summary also goes to monitoring's pipeline as a ``source="kubernetes"`` report,
 which keeps ``/status/clusters/<name>`` (the scheduler's view) current.
 """
@@ -27,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
@@ -35,9 +41,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from drods.controllers.fleet import MemberFleet
+from drods.controllers.fleet import MemberFleet, decode_report_time
 from drods.controllers.settings import GRACE_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import AlreadyExists, Conflict, NotFound
+from drods.machinery.informer import subscribed
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import raise_ended, stop_tasks
 from drods.members.client import MemberError, MemberUnavailable
@@ -48,7 +55,7 @@ from drods.model import member_status as ms
 from drods.model.conditions import condition
 from drods.model.keys import STATUS_PREFIX
 from drods.model.kinds import CLUSTER
-from drods.model.timefmt import parse_rfc3339, rfc3339
+from drods.model.timefmt import rfc3339
 from drods.registry.patch import MERGE_PATCH
 
 if TYPE_CHECKING:
@@ -69,6 +76,7 @@ class _Health:
     summarised: float = 0.0  # when the summary was last taken
     version: str | None = None
     written: float = 0.0  # when the heartbeat was last written
+    ready: str = ""  # the Ready status last judged
 
 
 
@@ -103,15 +111,24 @@ class ClusterHealth:
         self.state: dict[str, _Health] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(settings.probeConcurrency)
+        self._reported: dict[str, asyncio.Event] = {}  # pull clusters: set by a report that may change Ready
         self._started_for = -1  # the fleet's membership the probe loops were last started for
 
     async def run(self) -> None:
         await self.fleet.synced.wait()
+        reports = self.fleet.informers.reports
         try:
-            await Periodic("cluster-health", self._start_probes, min(0.5, self.settings.probeIntervalSeconds),
-                           first_at_start=True).run()
+            with subscribed(*(((reports, self._on_report),) if reports is not None else ())):
+                await Periodic("cluster-health", self._start_probes, min(0.5, self.settings.probeIntervalSeconds),
+                               first_at_start=True).run()
         finally:
             await stop_tasks(self._tasks.values())
+
+    def _on_report(self, key: str, old: float | None, new: float | None) -> None:
+        name = key[len(STATUS_PREFIX):]
+        st = self.state.get(name)
+        if new is not None and new != old and (st is None or st.ready != "True") and name in self._reported:
+            self._reported[name].set()  # Ready only moves a deadline: that waits for its check
 
     async def _start_probes(self) -> None:
         """One probe loop per registered cluster (a loop ended by `LeadershipLost` ends this term)."""
@@ -132,21 +149,60 @@ class ClusterHealth:
         started = time.monotonic()
         phased = False
 
+        reported = self._reported.setdefault(name, asyncio.Event())
+
         async def probe() -> None:
             nonlocal started
             started = time.monotonic()
+            reported.clear()  # a report from here on is news for the next check
             async with self._slots:
                 await self.check(name)
 
         async def wait() -> None:
             nonlocal phased
             period = self.settings.probeIntervalSeconds
+            pull = self._watched_pull(name)
             if not phased:  # the cluster's place in the round: clusters joined together (a fleet at
                 phased = True  # start) would otherwise be probed and summarised together, every round
                 period = random.uniform(0.0, period)
-            await asyncio.sleep(max(period - (time.monotonic() - started), 0.05))
+            elif pull:
+                period = max(period, self._pull_wait(name))
+            left = max(period - (time.monotonic() - started), 0.05)
+            if not pull:
+                await asyncio.sleep(left)
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await reported.wait()
 
-        await Periodic("cluster-health-probe", probe, None, wait=wait, first_at_start=True).run()
+        try:
+            await Periodic("cluster-health-probe", probe, None, wait=wait, first_at_start=True).run()
+        finally:
+            self._reported.pop(name, None)
+
+    def _watched_pull(self, name: str) -> bool:
+        """A pull cluster whose report times come from the watch (tests may leave it out)."""
+        obj = self.fleet.cluster(name)
+        return obj is not None and is_pull(obj) and self.fleet.informers.reports is not None
+
+    def _pull_wait(self, name: str) -> float:
+        """Seconds until a pull cluster's check could find something new without a report: its grace
+        running out, or its heartbeat due; at most a heartbeat period."""
+        obj, st = self.fleet.cluster(name), self.state.get(name)
+        every = self._heartbeat_every()
+        if obj is None or st is None:
+            return 0.0
+        now = self.clock()
+        deadline = (st.last_ok if st.last_ok is not None else st.first_seen) + self.grace(obj) - now
+        if st.ready != "True":
+            return min(deadline, every) if deadline > 0 else every  # NotReady: a report wakes it
+        return min(deadline, st.written + every - now, every)
+
+    def _heartbeat_every(self) -> float:
+        """How often an unchanged condition's heartbeat is written: ``heartbeatWriteSeconds``, or
+        longer when the fleet's heartbeats would pass ``heartbeatWritesPerSecond``."""
+        s = self.settings
+        return max(s.heartbeatWriteSeconds, len(self._tasks) / s.heartbeatWritesPerSecond)
 
     def grace(self, obj: Obj) -> float:
         own = annotation_seconds(obj, GRACE_ANNOTATION)
@@ -242,22 +298,20 @@ class ClusterHealth:
 
     async def _last_report(self, name: str) -> float | None:
         times: list[float] = []
-        kv = await self.fleet.store.get(f"{STATUS_PREFIX}{name}")
-        if kv is not None:
-            try:
-                doc = json.loads(kv.value)
-            except ValueError:
-                doc = {}
-            st = doc.get("status") if isinstance(doc.get("status"), dict) else {}
-            for t in (st.get("receivedAt"), doc.get("publishedAt")):
-                parsed = parse_rfc3339(t)
-                if parsed is not None:
-                    times.append(parsed)
+        reports = self.fleet.informers.reports
+        stored = reports.cache.get(f"{STATUS_PREFIX}{name}") if reports is not None else \
+            await self._stored_report(name)
+        if stored is not None:
+            times.append(stored)
         if self.monitor is not None:
             got = self.monitor.pipeline.normaliser.latest(name)
             if got is not None:
                 times.append(float(got.received_ts))
         return max(times) if times else None
+
+    async def _stored_report(self, name: str) -> float | None:
+        kv = await self.fleet.store.get(f"{STATUS_PREFIX}{name}")
+        return decode_report_time(kv) if kv is not None else None
 
     async def _write(self, name: str, obj: Obj, st: _Health, ready: str, reason: str, message: str,
                      now: float) -> None:
@@ -282,7 +336,8 @@ class ClusterHealth:
         # a NotReady message carries the last error, which varies: it is refreshed with the heartbeat only
         material = transition or (ready == "True" and cur.get("message") != message) or \
             others != {k: v for k, v in status.items() if k != "conditions"}
-        due = now - st.written >= self.settings.heartbeatWriteSeconds and \
+        st.ready = ready
+        due = now - st.written >= self._heartbeat_every() and \
             (heartbeat != cur.get("lastHeartbeatTime") or cur.get("message") != message)
         written: Obj | None = None
         if material or due:

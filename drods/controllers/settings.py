@@ -45,6 +45,10 @@ class MemberSettings(BaseModel):
     tolerationSeconds: float = Field(default=30.0, ge=0)
     # How often an unchanged Ready condition's lastHeartbeatTime is rewritten in the Cluster object.
     heartbeatWriteSeconds: float = Field(default=20.0, gt=0)
+    # The fleet's heartbeat writes a second at most: a large fleet's heartbeats are spaced further
+    # apart (10,000 clusters at 50 a second: every 200 s) so they never take the store's writes
+    # from the work (as Kubernetes reports an unchanged node status only every 5 minutes).
+    heartbeatWritesPerSecond: float = Field(default=50.0, gt=0)
     # How often each member's managed workloads are listed for their status while a kind of them is not
     # followed by a watch (between lists a watch records each change as it happens).
     statusPollSeconds: float = Field(default=2.0, gt=0)

@@ -1,0 +1,178 @@
+"""Pull members' health from a watch of their reports, and heartbeats a large fleet can afford.
+
+A pull member sends nothing to be probed: its Ready condition follows its reports. Checking each one
+every probe interval read and decoded 10,000 status documents every 5 s; a check now comes when a
+report may change Ready (a cluster that is not Ready reports) or when the grace or the heartbeat
+runs out. And a fleet whose heartbeats would pass ``heartbeatWritesPerSecond`` writes them further
+apart: at 10,000 clusters heartbeat-only writes had filled the store's writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from drods.controllers.fleet import decode_report_time
+from drods.controllers.health import ClusterHealth, _Health
+from drods.controllers.settings import MemberSettings
+from drods.machinery.informer import Informer
+from drods.model import jsondoc
+from drods.model.keys import STATUS_PREFIX
+from drods.model.timefmt import rfc3339_ms
+from drods.store.sqlite import SqliteStore
+
+Obj = dict[str, Any]
+
+
+class _Fleet:
+    """One pull cluster held as the informer would hold it; status writes counted and kept."""
+
+    def __init__(self, reports: Informer | None) -> None:
+        self.obj: Obj = {"metadata": {"name": "c1", "resourceVersion": "1"}, "spec": {"syncMode": "Pull"},
+                         "status": {}}
+        self.synced = asyncio.Event()
+        self.synced.set()
+        self.membership = 1
+        self.clusters = _Cache({"/registry/multicluster.io/clusters/c1": self.obj})
+        self.informers = _Informers(reports)
+        self.registry = self
+        self.store = _NoReports()
+        self.writes: list[Obj] = []
+        self.ready_changed = asyncio.Event()
+
+    def cluster(self, name: str) -> Obj | None:
+        return self.obj if name == "c1" else None
+
+    async def update_status(self, _kind: object, name: str, status: Obj, *, resource_version: int) -> Obj:
+        before = _ready(self.obj)
+        rv = str(resource_version + 1)
+        self.obj = {**self.obj, "metadata": {"name": name, "resourceVersion": rv}, "status": status}
+        self.writes.append(status)
+        if _ready(self.obj) != before:
+            self.ready_changed.set()
+        return self.obj
+
+    async def patch(self, _kind: object, _name: str, body: Obj, _type: object) -> Obj:
+        self.obj = {**self.obj, "spec": {**self.obj["spec"], **body["spec"]}}
+        return self.obj
+
+
+class _NoReports:
+    async def get(self, _key: str) -> None:
+        return None
+
+
+class _Cache:
+    def __init__(self, cache: dict[str, Obj]) -> None:
+        self.cache = cache
+
+
+class _Informers:
+    def __init__(self, reports: Informer | None) -> None:
+        self.reports = reports
+
+
+def _ready(obj: Obj) -> str | None:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    return next((c["status"] for c in conds if c.get("type") == "Ready"), None)
+
+
+class _Counted(ClusterHealth):
+    checks = 0
+
+    async def check(self, name: str) -> None:
+        self.checks += 1
+        await super().check(name)
+
+
+async def _report(store: SqliteStore, at: float) -> None:
+    doc = {"publishedAt": rfc3339_ms(at), "status": {"receivedAt": rfc3339_ms(at)}}
+    await store.put(f"{STATUS_PREFIX}c1", jsondoc.dumps(doc))
+
+
+async def _until(cond: Any, deadline_s: float, what: str) -> None:
+    end = time.monotonic() + deadline_s
+    while not cond():
+        assert time.monotonic() < end, what
+        await asyncio.sleep(0.02)
+
+
+async def test_a_report_makes_a_pull_cluster_ready_at_once_and_a_ready_one_is_not_polled(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "db"))
+    reports = Informer(store, STATUS_PREFIX, decode_report_time)
+    watch = asyncio.create_task(reports.run())
+    fleet = _Fleet(reports)
+    # a probe interval far longer than the test: only a report's wake-up can make it Ready in time
+    health = _Counted(fleet=fleet, settings=MemberSettings(probeIntervalSeconds=30,  # type: ignore[arg-type]
+                                                           pullGraceSeconds=600, heartbeatWriteSeconds=600),
+                      monitor=None)
+    run = asyncio.create_task(health.run())
+    try:
+        await reports.wait_synced()
+        await _until(lambda: health.checks >= 1, 35, "the first check (within one probe interval)")
+        assert _ready(fleet.obj) == "Unknown"
+        fleet.ready_changed.clear()
+        checks = health.checks
+        await _report(store, time.time())
+        await asyncio.wait_for(fleet.ready_changed.wait(), 5)
+        assert _ready(fleet.obj) == "True" and health.checks == checks + 1
+        await _report(store, time.time())  # a Ready cluster's report only moves its deadline
+        await asyncio.sleep(0.5)
+        assert health.checks == checks + 1, "a Ready pull cluster was checked again for a report"
+    finally:
+        for t in (run, watch):
+            t.cancel()
+        await asyncio.gather(run, watch, return_exceptions=True)
+        await store.close()
+
+
+async def test_a_silent_pull_cluster_turns_not_ready_at_its_grace_without_being_polled(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "db"))
+    reports = Informer(store, STATUS_PREFIX, decode_report_time)
+    watch = asyncio.create_task(reports.run())
+    fleet = _Fleet(reports)
+    health = _Counted(fleet=fleet, settings=MemberSettings(probeIntervalSeconds=0.05,  # type: ignore[arg-type]
+                                                           pullGraceSeconds=1.5, heartbeatWriteSeconds=600),
+                      monitor=None)
+    try:
+        await reports.wait_synced()
+        await _report(store, time.time())
+        await _until(lambda: reports.cache.get(f"{STATUS_PREFIX}c1") is not None, 5, "the report in the watch")
+        run = asyncio.create_task(health.run())
+        await _until(lambda: _ready(fleet.obj) == "True", 5, "Ready from the report")
+        silent = time.monotonic()
+        await _until(lambda: _ready(fleet.obj) == "False", 5, "NotReady once the grace ran out")
+        assert time.monotonic() - silent < 2.5
+        # polled every probe interval this would have been ~30 checks
+        assert health.checks <= 4, health.checks
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+        await store.close()
+
+
+async def test_a_large_fleets_heartbeats_are_spaced_to_the_write_budget() -> None:
+    now = 1_000.0
+    fleet = _Fleet(None)
+    health = ClusterHealth(fleet=fleet, settings=MemberSettings(  # type: ignore[arg-type]
+        heartbeatWriteSeconds=20, heartbeatWritesPerSecond=10, pullGraceSeconds=600), monitor=None,
+        clock=lambda: now)
+    health._tasks = {f"c{i}": None for i in range(2_000)}  # type: ignore[misc]  # 2,000 clusters: one each 200 s
+    st = health.state["c1"] = _Health(first_seen=now, last_ok=now)
+    await health.check("c1")
+    assert len(fleet.writes) == 1  # Unknown → True is written at once
+    for step in (30.0, 100.0, 199.0):  # newer reports: only the heartbeat moved
+        now, st.last_ok = 1_000.0 + step, 1_000.0 + step
+        await health.check("c1")
+    assert len(fleet.writes) == 1, "a heartbeat was written before the fleet's budget allowed it"
+    now, st.last_ok = 1_201.0, 1_201.0
+    await health.check("c1")
+    assert len(fleet.writes) == 2
+    health._tasks = {}  # a small fleet: every heartbeatWriteSeconds
+    now, st.last_ok = 1_222.0, 1_222.0
+    await health.check("c1")
+    assert len(fleet.writes) == 3
