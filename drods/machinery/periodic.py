@@ -13,7 +13,10 @@ interval) would starve the event loop that must campaign again.
 
 A controller driven only by changes has no resync period (``interval_s=None``: a pass only when
 woken); ``coalesce_s`` lets a burst of changes settle before the pass; a controller that knows
-better when its next pass is due gives its own ``wait``.
+better when its next pass is due gives its own ``wait``. A pass over the whole state whose cost
+grows with it (every Binding) declares ``pace``: the period is then stretched to at least ``pace``
+times the last pass's time, so the pass never takes more than 1/``pace`` of the process however
+large the state grows.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,11 +38,12 @@ class Periodic:
     def __init__(self, name: str, step: Callable[[], Awaitable[Any]], interval_s: float | None, *,
                  wake: asyncio.Event | None = None, first_at_start: bool = False,
                  restart_on_failure: bool = False, coalesce_s: float = 0.0,
-                 wait: Callable[[], Awaitable[Any]] | None = None) -> None:
+                 wait: Callable[[], Awaitable[Any]] | None = None, pace: float = 0.0) -> None:
         """``step`` every ``interval_s`` (the resync period; None: none) and as soon as ``wake`` is
         set, ``coalesce_s`` after the wake-up; the first pass at once when ``first_at_start``, else
         after one wait. ``wait``, if given, replaces that wait (period, wake-up and coalescing).
-        ``restart_on_failure``: a failed pass raises out of `run` (the manager restarts it)."""
+        ``restart_on_failure``: a failed pass raises out of `run` (the manager restarts it).
+        ``pace``: the period is at least this many times the last pass's (wall) time."""
         if interval_s is None and wake is None and wait is None:
             raise ValueError(f"periodic {name}: neither a period, a wake-up nor a wait")
         self.name = name
@@ -49,6 +54,8 @@ class Periodic:
         self.restart_on_failure = restart_on_failure
         self.coalesce_s = coalesce_s
         self.custom_wait = wait
+        self.pace = pace
+        self.took = 0.0  # the last pass's wall time
         self.passes = 0  # completed passes, failed ones included
 
     async def run(self) -> None:
@@ -61,6 +68,7 @@ class Periodic:
             await self._wait()
 
     async def pass_once(self) -> None:
+        started = time.monotonic()
         try:
             with metrics.reconcile(self.name):
                 await self.step()
@@ -72,18 +80,21 @@ class Periodic:
                 raise
             log.exception("periodic task %s failed", self.name)
             return
+        finally:
+            self.took = time.monotonic() - started
         self.passes += 1
 
     async def _wait(self) -> None:
         if self.custom_wait is not None:
             await self.custom_wait()
             return
+        period = self.interval_s if self.interval_s is None else max(self.interval_s, self.pace * self.took)
         if self.wake is None:
-            assert self.interval_s is not None
-            await asyncio.sleep(self.interval_s)
+            assert period is not None
+            await asyncio.sleep(period)
         else:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval_s):
+                async with asyncio.timeout(period):
                     await self.wake.wait()
         if self.coalesce_s:
             await asyncio.sleep(self.coalesce_s)

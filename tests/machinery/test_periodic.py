@@ -162,3 +162,22 @@ async def test_a_group_owner_sees_the_exception_a_member_loop_ended_with() -> No
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_a_paced_pass_waits_its_own_time_many_times_over() -> None:
+    """A pass whose cost grows with the state (every Binding read) takes at most 1/pace of the
+    process: a 0.1 s pass with pace 10 waits ~1 s for the next one, not its 0.01 s period."""
+    runs: list[float] = []
+
+    async def step() -> None:
+        runs.append(asyncio.get_running_loop().time())
+        await asyncio.sleep(0.1)
+
+    task = asyncio.create_task(Periodic("paced", step, 0.01, first_at_start=True, pace=10.0).run())
+    try:
+        await eventually(lambda: _true(len(runs) >= 3), what="three passes")
+        gaps = [b - a for a, b in zip(runs, runs[1:], strict=False)]
+        assert all(g >= 0.1 + 0.9 for g in gaps), gaps  # the pass, then ten times its time
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
