@@ -13,8 +13,8 @@
   document ``/status/clusters/<name>`` or a report this process accepted; Ready=False after
   ``pullGraceSeconds`` (180 s) without one. Nothing is sent, so nothing is polled: the report times
   come from a watch of the status documents (one number per cluster), a report wakes the check of a
-  cluster that is not Ready, and a Ready one is looked at again when its grace would run out or its
-  heartbeat is due (never more often than the probe interval). 10,000 pull members were otherwise
+  cluster that is not Ready (checked every probe interval all the same), and a Ready one is looked at
+  again only when its grace would run out or its heartbeat is due. 10,000 pull members were otherwise
   10,000 reads and decodes of their status documents every 5 s.
 * Per cluster, the annotation ``multicluster.io/not-ready-grace-seconds`` overrides the grace.
 
@@ -186,16 +186,18 @@ class ClusterHealth:
         return obj is not None and is_pull(obj) and self.fleet.informers.reports is not None
 
     def _pull_wait(self, name: str) -> float:
-        """Seconds until a pull cluster's check could find something new without a report: its grace
-        running out, or its heartbeat due; at most a heartbeat period."""
+        """Seconds until a Ready pull cluster's check could find something new without a report: its
+        grace running out, or its heartbeat due; at most a heartbeat period (0: the probe interval)."""
         obj, st = self.fleet.cluster(name), self.state.get(name)
         every = self._heartbeat_every()
         if obj is None or st is None:
             return 0.0
         now = self.clock()
-        deadline = (st.last_ok if st.last_ok is not None else st.first_seen) + self.grace(obj) - now
         if st.ready != "True":
-            return min(deadline, every) if deadline > 0 else every  # NotReady: a report wakes it
+            # every probe interval: a report this process's monitor accepted may not be in the
+            # status document yet (an unchanged one is rewritten only every monitoring heartbeat)
+            return 0.0
+        deadline = (st.last_ok if st.last_ok is not None else st.first_seen) + self.grace(obj) - now
         return min(deadline, st.written + every - now, every)
 
     def _heartbeat_every(self) -> float:

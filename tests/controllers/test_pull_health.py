@@ -147,6 +147,8 @@ async def test_a_silent_pull_cluster_turns_not_ready_at_its_grace_without_being_
         assert time.monotonic() - silent < 2.5
         # polled every probe interval this would have been ~30 checks
         assert health.checks <= 4, health.checks
+        await _report(store, time.time())  # back: Ready again at once
+        await _until(lambda: _ready(fleet.obj) == "True", 2, "Ready again on the next report")
         run.cancel()
         await asyncio.gather(run, return_exceptions=True)
     finally:
