@@ -218,13 +218,18 @@ class ClusterHealth:
             return
         now = self.clock()
         st = self.state.setdefault(name, _Health(first_seen=now))
+        grace = self.grace(obj)
         if is_pull(obj):
             last = await self._last_report(name)
             if last is not None:
                 st.last_ok = max(st.last_ok or 0.0, last)
+            if self.fleet.informers.reports is not None and (st.last_ok is None or now - st.last_ok >= grace):
+                # the watch may lag behind a busy loop: the store has the last word before NotReady
+                stored = await self._stored_report(name)
+                if stored is not None:
+                    st.last_ok = max(st.last_ok or 0.0, stored)
         else:
             await self._probe(name, st)
-        grace = self.grace(obj)
         if st.last_ok is not None and now - st.last_ok < grace:
             ready, reason = "True", "ClusterReady"
             message = self._ready_message(obj, st)

@@ -178,3 +178,23 @@ async def test_a_large_fleets_heartbeats_are_spaced_to_the_write_budget() -> Non
     now, st.last_ok = 1_222.0, 1_222.0
     await health.check("c1")
     assert len(fleet.writes) == 3
+
+
+async def test_a_watch_that_lags_never_turns_a_reporting_cluster_not_ready(tmp_path: Path) -> None:
+    """The watch of the reports may run behind a busy loop (10,000 members report every 30 s):
+    before a pull cluster turns NotReady the store is read, and a report there keeps it Ready."""
+    store = SqliteStore(str(tmp_path / "db"))
+    reports = Informer(store, STATUS_PREFIX, decode_report_time)  # not run: its copy stays old
+    now = time.time()
+    reports.cache[f"{STATUS_PREFIX}c1"] = now - 1_000.0
+    await _report(store, now - 5.0)
+    fleet = _Fleet(reports)
+    fleet.store = store  # type: ignore[assignment]
+    health = ClusterHealth(fleet=fleet, settings=MemberSettings(pullGraceSeconds=180),  # type: ignore[arg-type]
+                           monitor=None)
+    try:
+        health.state["c1"] = _Health(first_seen=now - 1_000.0)
+        await health.check("c1")
+        assert _ready(fleet.obj) == "True", fleet.obj["status"]
+    finally:
+        await store.close()
