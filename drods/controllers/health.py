@@ -223,8 +223,10 @@ class ClusterHealth:
             last = await self._last_report(name)
             if last is not None:
                 st.last_ok = max(st.last_ok or 0.0, last)
-            if self.fleet.informers.reports is not None and (st.last_ok is None or now - st.last_ok >= grace):
-                # the watch may lag behind a busy loop: the store has the last word before NotReady
+            if self.fleet.informers.reports is not None and \
+                    (st.ready != "True" or st.last_ok is None or now - st.last_ok >= grace):
+                # the watch may lag behind a busy loop: the store has the last word on a cluster that
+                # is not Ready or would turn NotReady (a Ready one only needs its deadline moved)
                 stored = await self._stored_report(name)
                 if stored is not None:
                     st.last_ok = max(st.last_ok or 0.0, stored)
