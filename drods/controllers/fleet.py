@@ -22,7 +22,6 @@ from drods.machinery.informer import Informer
 from drods.machinery.shared import decode_template
 from drods.machinery.tasks import yielding
 from drods.members.clients import MemberClients, is_pull
-from drods.model import jsondoc
 from drods.model import member_status as ms
 from drods.model.conditions import condition
 from drods.model.interpreter import Interpreter
@@ -109,11 +108,8 @@ class MemberInformers:
 def decode_report_time(kv: KeyValue) -> float | None:
     """The newest time a cluster's status document says the cluster reported (``status.receivedAt``
     or the document's ``publishedAt``): one number per cluster, not the document."""
-    try:
-        doc = jsondoc.loads(kv.value)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
+    doc = ms.stored_document(kv.value)
+    if doc is None:
         return None
     st = doc.get("status")
     received = st.get(ms.RECEIVED_AT) if isinstance(st, dict) else None

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from drods.model import jsondoc
+
 # top-level keys
 TIMESTAMP = "timestamp"
 RECEIVED_AT = "receivedAt"
@@ -183,3 +185,13 @@ def bytes_per_second(mbps: float | None) -> float | None:
 def zero_if_absent(v: float | None) -> float:
     """A stated amount, or 0 for one not stated (where absence means nothing there)."""
     return 0.0 if v is None else v
+
+
+def stored_document(raw: bytes) -> dict[str, Any] | None:
+    """A stored status document as it was written (``/status/clusters/<name>``), None when it is not
+    a JSON object: every reader of the documents decodes them this one way."""
+    try:
+        doc = jsondoc.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None

@@ -21,6 +21,7 @@ from drods.machinery.informer import Handler, Informer
 from drods.machinery.shared import SharedInformers
 from drods.model.keys import STATUS_PREFIX, SURGE_KEY
 from drods.model.kinds import CLUSTER
+from drods.model.member_status import stored_document
 from drods.model.timefmt import parse_rfc3339
 from drods.monitor.fleet import RealtimeSnapshot, realtime
 from drods.monitor.report import NormalisedStatus
@@ -83,11 +84,8 @@ def decode_cluster(kv: KeyValue) -> ClusterInfo | None:
 
 
 def decode_status(kv: KeyValue) -> StatusEntry | None:
-    try:
-        doc = json.loads(kv.value)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
+    doc = stored_document(kv.value)
+    if doc is None:
         return None
     name = kv.key[len(STATUS_PREFIX):]
     observed = doc.get("observed")

@@ -35,6 +35,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from drods.model import jsondoc
+from drods.model import member_status as ms
 from drods.model.cluster import ClusterSpec
 from drods.model.conditions import condition
 from drods.model.keys import pair_of
@@ -100,11 +101,8 @@ def decode_cluster(kv: KeyValue) -> ClusterRecord | None:
 def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRecord | None]:
     def decode(kv: KeyValue) -> StatusRecord | None:
         name = kv.key.rsplit("/", 1)[-1]
-        try:
-            doc = jsondoc.loads(kv.value)
-        except ValueError:
-            return None
-        if not isinstance(doc, dict):
+        doc = ms.stored_document(kv.value)
+        if doc is None:
             return None
         st = doc.get("status") if isinstance(doc.get("status"), dict) else None
         t = parse_rfc3339(doc.get("publishedAt"))

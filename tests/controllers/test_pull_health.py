@@ -10,9 +10,13 @@ apart: at 10,000 clusters heartbeat-only writes had filled the store's writer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from drods.controllers.fleet import decode_report_time
 from drods.controllers.health import ClusterHealth, _Health
@@ -99,20 +103,41 @@ async def _until(cond: Any, deadline_s: float, what: str) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_a_report_makes_a_pull_cluster_ready_at_once_and_a_ready_one_is_not_polled(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def _watched(tmp_path: Path, health_of: Any) -> AsyncIterator[tuple[SqliteStore, Informer, _Fleet, Any]]:
+    """A store, the watch of its reports, a fleet of one pull cluster and ``health_of(fleet)``, all
+    stopped afterwards (the health controller is started by the test, when it wants)."""
     store = SqliteStore(str(tmp_path / "db"))
     reports = Informer(store, STATUS_PREFIX, decode_report_time)
     watch = asyncio.create_task(reports.run())
     fleet = _Fleet(reports)
-    # a probe interval far longer than the test: only a report's wake-up can make it Ready in time
-    health = _Counted(fleet=fleet, settings=MemberSettings(probeIntervalSeconds=30,  # type: ignore[arg-type]
-                                                           pullGraceSeconds=600, heartbeatWriteSeconds=600),
-                      monitor=None)
-    run = asyncio.create_task(health.run())
+    tasks: list[asyncio.Task[None]] = [watch]
     try:
         await reports.wait_synced()
-        await _until(lambda: health.checks >= 1, 35, "the first check (within one probe interval)")
-        assert _ready(fleet.obj) == "Unknown"
+        yield store, reports, fleet, lambda: tasks.append(asyncio.create_task(health_of(fleet).run()))
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await store.close()
+
+
+async def test_a_report_makes_a_pull_cluster_ready_at_once_and_a_ready_one_is_not_polled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("drods.controllers.health.random.uniform", lambda _a, _b: 0.0)  # the first check at once
+    # a probe interval far longer than the test: only a report's wake-up can make it Ready in time
+    settings = MemberSettings(probeIntervalSeconds=60, pullGraceSeconds=600, heartbeatWriteSeconds=600)
+    health = None
+
+    def made(fleet: _Fleet) -> _Counted:
+        nonlocal health
+        health = _Counted(fleet=fleet, settings=settings, monitor=None)  # type: ignore[arg-type]
+        return health
+
+    async with _watched(tmp_path, made) as (store, _reports, fleet, start):
+        start()
+        await _until(lambda: health is not None and health.checks >= 1, 5, "the first check")
+        assert health is not None and _ready(fleet.obj) == "Unknown"
         fleet.ready_changed.clear()
         checks = health.checks
         await _report(store, time.time())
@@ -121,48 +146,36 @@ async def test_a_report_makes_a_pull_cluster_ready_at_once_and_a_ready_one_is_no
         await _report(store, time.time())  # a Ready cluster's report only moves its deadline
         await asyncio.sleep(0.5)
         assert health.checks == checks + 1, "a Ready pull cluster was checked again for a report"
-    finally:
-        for t in (run, watch):
-            t.cancel()
-        await asyncio.gather(run, watch, return_exceptions=True)
-        await store.close()
 
 
 async def test_a_silent_pull_cluster_turns_not_ready_at_its_grace_without_being_polled(tmp_path: Path) -> None:
-    store = SqliteStore(str(tmp_path / "db"))
-    reports = Informer(store, STATUS_PREFIX, decode_report_time)
-    watch = asyncio.create_task(reports.run())
-    fleet = _Fleet(reports)
-    health = _Counted(fleet=fleet, settings=MemberSettings(probeIntervalSeconds=0.05,  # type: ignore[arg-type]
-                                                           pullGraceSeconds=1.5, heartbeatWriteSeconds=600),
-                      monitor=None)
-    try:
-        await reports.wait_synced()
+    settings = MemberSettings(probeIntervalSeconds=0.05, pullGraceSeconds=1.5, heartbeatWriteSeconds=600)
+    health = None
+
+    def made(fleet: _Fleet) -> _Counted:
+        nonlocal health
+        health = _Counted(fleet=fleet, settings=settings, monitor=None)  # type: ignore[arg-type]
+        return health
+
+    async with _watched(tmp_path, made) as (store, reports, fleet, start):
         await _report(store, time.time())
         await _until(lambda: reports.cache.get(f"{STATUS_PREFIX}c1") is not None, 5, "the report in the watch")
-        run = asyncio.create_task(health.run())
+        start()
         await _until(lambda: _ready(fleet.obj) == "True", 5, "Ready from the report")
         silent = time.monotonic()
         await _until(lambda: _ready(fleet.obj) == "False", 5, "NotReady once the grace ran out")
         assert time.monotonic() - silent < 2.5
-        # polled every probe interval this would have been ~30 checks
-        assert health.checks <= 4, health.checks
+        assert health is not None and health.checks <= 4, "polled: every probe interval made ~30 checks"
         await _report(store, time.time())  # back: Ready again at once
         await _until(lambda: _ready(fleet.obj) == "True", 2, "Ready again on the next report")
-        run.cancel()
-        await asyncio.gather(run, return_exceptions=True)
-    finally:
-        watch.cancel()
-        await asyncio.gather(watch, return_exceptions=True)
-        await store.close()
 
 
 async def test_a_large_fleets_heartbeats_are_spaced_to_the_write_budget() -> None:
     now = 1_000.0
     fleet = _Fleet(None)
-    health = ClusterHealth(fleet=fleet, settings=MemberSettings(  # type: ignore[arg-type]
-        heartbeatWriteSeconds=20, heartbeatWritesPerSecond=10, pullGraceSeconds=600), monitor=None,
-        clock=lambda: now)
+    settings = MemberSettings(heartbeatWriteSeconds=20, heartbeatWritesPerSecond=10, pullGraceSeconds=600)
+    health = ClusterHealth(fleet=fleet, settings=settings, monitor=None,  # type: ignore[arg-type]
+                           clock=lambda: now)
     health._tasks = {f"c{i}": None for i in range(2_000)}  # type: ignore[misc]  # 2,000 clusters: one each 200 s
     st = health.state["c1"] = _Health(first_seen=now, last_ok=now)
     await health.check("c1")
@@ -191,7 +204,7 @@ async def test_a_watch_that_lags_never_turns_a_reporting_cluster_not_ready(tmp_p
     fleet = _Fleet(reports)
     fleet.store = store  # type: ignore[assignment]
     health = ClusterHealth(fleet=fleet, settings=MemberSettings(pullGraceSeconds=180),  # type: ignore[arg-type]
-                           monitor=None)
+                           monitor=None)  # type: ignore[arg-type]
     try:
         health.state["c1"] = _Health(first_seen=now - 1_000.0)
         await health.check("c1")
