@@ -189,14 +189,11 @@ class ClusterHealth:
         """Seconds until a Ready pull cluster's check could find something new without a report: its
         grace running out, or its heartbeat due; at most a heartbeat period (0: the probe interval)."""
         obj, st = self.fleet.cluster(name), self.state.get(name)
-        every = self._heartbeat_every()
-        if obj is None or st is None:
+        if obj is None or st is None or st.ready != "True":
+            # not Ready: every probe interval, as a report this process's monitor accepted may not be
+            # in the status document yet (an unchanged one is rewritten only every monitoring heartbeat)
             return 0.0
-        now = self.clock()
-        if st.ready != "True":
-            # every probe interval: a report this process's monitor accepted may not be in the
-            # status document yet (an unchanged one is rewritten only every monitoring heartbeat)
-            return 0.0
+        now, every = self.clock(), self._heartbeat_every()
         deadline = (st.last_ok if st.last_ok is not None else st.first_seen) + self.grace(obj) - now
         return min(deadline, st.written + every - now, every)
 
@@ -249,6 +246,7 @@ class ClusterHealth:
                 ready, reason = "Unknown", "ClusterProbing"
                 message = f"waiting for the first {'report' if is_pull(obj) else 'probe'}" + \
                     (f" ({st.last_error})" if st.last_error else "")
+        st.ready = ready
         await self._write(name, obj, st, ready, reason, message, now)
 
     def _ready_message(self, obj: Obj, st: _Health) -> str:
@@ -345,7 +343,6 @@ class ClusterHealth:
         # a NotReady message carries the last error, which varies: it is refreshed with the heartbeat only
         material = transition or (ready == "True" and cur.get("message") != message) or \
             others != {k: v for k, v in status.items() if k != "conditions"}
-        st.ready = ready
         due = now - st.written >= self._heartbeat_every() and \
             (heartbeat != cur.get("lastHeartbeatTime") or cur.get("message") != message)
         written: Obj | None = None
