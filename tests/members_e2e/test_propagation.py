@@ -158,8 +158,11 @@ def test_scale_and_move_gracefully(env: Env) -> None:
                          set(env.copies("sc")) == {"aws-dfw", "azure-lhr"}, 10, "new copy")
     assert seen_both
     wait_for(lambda: env.copies("sc") == {"aws-dfw": 1, "azure-lhr": 1}, 10, "old copy removed")
-    b = wait_for(lambda: (x := env.binding("sc")) and x["status"]["phase"] == "Running" and x, 10, "Running")
-    assert [e["cluster"] for e in b["status"]["clusters"]] == ["aws-dfw", "azure-lhr"]
+    # the copy is gone from the member before its Work (and the Binding's "removing" entry) is: wait for both
+    b = wait_for(lambda: (x := env.binding("sc")) and x["status"]["phase"] == "Running" and
+                 [e["cluster"] for e in x["status"]["clusters"]] == ["aws-dfw", "azure-lhr"] and x, 10,
+                 "Running on the new placement alone")
+    assert not any(e.get("removing") for e in b["status"]["clusters"])
     # a copy deleted in the member behind DRO-DS's back comes back
     from kubernetes import client as k8s
 
