@@ -45,6 +45,7 @@ from drods.controllers.work_record import WorkRecord
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
+from drods.machinery.own_writes import OwnWrites
 from drods.machinery.tasks import yielding
 from drods.members.clients import is_pull
 from drods.model import jsondoc
@@ -110,9 +111,9 @@ class BindingController:
         self._deps_of: dict[str, set[tuple[str, str, str]]] = {}
         self.by_ns: dict[str, set[str]] = {}
         self._indexed: dict[str, tuple[str | None, str | None]] = {}
-        # the revisions our own writes produced: their watch events are echoes, not news
-        self._own_binding_rev: dict[str, int] = {}
-        self._own_template_rev: dict[str, int] = {}
+        # our own writes of Bindings (by name) and templates' status (by key): their watch events are echoes
+        self._own_bindings = OwnWrites()
+        self._own_templates = OwnWrites()
         self._own_work_hash: dict[str, str] = {}  # Work key -> the spec hash this controller last wrote
         self._plans: dict[str, tuple[int, dict[str, ManifestSet | OverrideError]]] = {}
         self._policies: list[tuple[str, ClusterOverridePolicySpec]] = []
@@ -147,7 +148,7 @@ class BindingController:
 
     def _on_binding(self, key: str, old: Obj | None, new: Obj | None) -> None:
         name = key[len(BINDING.key_prefix()):]
-        echo = new is not None and self._own_binding_rev.get(name) == rev(new)
+        echo = new is not None and self._own_bindings.is_echo(name, rev(old) if old is not None else None, rev(new))
         prev = self._indexed.pop(name, None)
         if prev is not None:
             tkey, ns = prev
@@ -196,7 +197,9 @@ class BindingController:
         self._enqueue(self.fleet.by_cluster.get(key.rsplit("/", 1)[-1]))
 
     def _on_template(self, key: str, old: Obj | None, new: Obj | None) -> None:
-        if new is not None and self._own_template_rev.get(key) == rev(new):
+        if new is None:
+            self._own_templates.forget(key)
+        elif self._own_templates.is_echo(key, rev(old) if old is not None else None, rev(new)):
             return  # our own status write
         self._enqueue(self.by_template.get(key))
         obj = new or old
@@ -480,14 +483,20 @@ class BindingController:
         meta["finalizers"] = finalizers
         if not finalizers:
             meta.pop("finalizers", None)
-        try:
-            if deleting and not finalizers:
+        if deleting and not finalizers:
+            try:
                 await self.store.delete(BINDING.key(name), expect_revision=revision)
-            else:
-                self._own_binding_rev[name] = await self.store.put(BINDING.key(name), encode(b),
-                                                                   expect_revision=revision)
+            except CasFailed:
+                return False
+            return True
+        made: int | None = None
+        self._own_bindings.writing(name, revision)
+        try:
+            made = await self.store.put(BINDING.key(name), encode(b), expect_revision=revision)
         except CasFailed:
             return False
+        finally:
+            self._own_bindings.wrote(name, made)
         return True
 
     # ------------------------------------------------------------------ Works
@@ -615,21 +624,25 @@ class BindingController:
         if new == previous:
             return False
         meta = template["metadata"]
+        key, made = kind.key(meta["name"], meta.get("namespace")), None
+        self._own_templates.writing(key, int(meta["resourceVersion"]))
         try:
             out = await self.registry.update_status(kind, meta["name"], new, meta.get("namespace"),
                                                     resource_version=int(meta["resourceVersion"]), current=template)
-            self._own_template_rev[kind.key(meta["name"], meta.get("namespace"))] = rev(out)
+            made = rev(out)
         except (Conflict, AlreadyExists):
-            return True
+            return True  # the pass is tried again: an event the write in flight hid is not lost
         except NotFound:
             return False
+        finally:
+            self._own_templates.wrote(key, made)
         return False
 
     def _forget(self, name: str) -> None:
         self._index_deps(name, set())
         self._deps_of.pop(name, None)
         self._plans.pop(name, None)
-        self._own_binding_rev.pop(name, None)
+        self._own_bindings.forget(name)
 
 
 def _under(cache: Mapping[str, Obj], prefix: str) -> Iterator[tuple[str, Obj]]:
