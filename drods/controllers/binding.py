@@ -177,8 +177,12 @@ class BindingController:
         if new is None or ours:
             self._own_work_hash.pop(key, None)  # only the first event carrying our write is its echo
         echo = ours and new is not None and self._own_spec_write(old, new)
-        if binding and not is_quota_owner(binding) and not echo:
-            self.controller.queue.add(binding)  # a quota's Works are its own (quota_assignments)
+        if not binding or is_quota_owner(binding) or echo:
+            return  # a quota's Works are its own (quota_assignments)
+        if old is not None and new is not None and _status_alone(old, new):
+            self.controller.queue.add_after(binding, self.settings.statusCoalesceSeconds)
+        else:
+            self.controller.queue.add(binding)
 
     def _own_spec_write(self, old: WorkRecord | None, new: WorkRecord) -> bool:
         """``new`` carries this controller's own write of a push member's Work spec and nothing else
@@ -668,6 +672,13 @@ def _same(binding: str, cluster: str, p: ManifestSet, work: WorkRecord | None, s
         return True
     return work.hash == p.hash and work.digest == p.digest and work.labeled and work.suspended == suspend \
         and work.removing_since is None
+
+
+def _status_alone(old: WorkRecord, new: WorkRecord) -> bool:
+    """Did only the Work's status change (what its member reports), not what it carries or its lifecycle?"""
+    return (old.hash, old.digest, old.suspended, old.deleting, old.finalizers, old.labeled, old.removing_since,
+            old.generation) == (new.hash, new.digest, new.suspended, new.deleting, new.finalizers, new.labeled,
+                                new.removing_since, new.generation)
 
 
 def _read_of_cluster(cluster: Obj) -> tuple[Any, ...]:

@@ -25,6 +25,7 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
         self._delayed: list[tuple[float, int, K]] = []
+        self._due: dict[K, float] = {}  # when each delayed key is due: the earliest of its adds
         self._seq = 0
         self._ready = asyncio.Event()
         self._base, self._max = base_delay, max_delay
@@ -32,7 +33,7 @@ class WorkQueue(Generic[K]):
         self._shutdown = False
 
     def __len__(self) -> int:
-        return len(self._queue) + len(self._delayed)
+        return len(self._queue) + len(self._due)
 
     def add(self, key: K) -> None:
         if self._shutdown or key in self._dirty:
@@ -43,11 +44,17 @@ class WorkQueue(Generic[K]):
         self._wake()
 
     def add_after(self, key: K, delay: float) -> None:
+        """Add ``key`` once ``delay`` has passed; adds while it waits keep the earliest time, so a burst
+        of them brings it back once (client-go's delaying queue)."""
         if delay <= 0:
             self.add(key)
             return
+        at = self._clock() + delay
+        if self._due.get(key, at + 1.0) <= at:
+            return
+        self._due[key] = at
         self._seq += 1
-        heapq.heappush(self._delayed, (self._clock() + delay, self._seq, key))
+        heapq.heappush(self._delayed, (at, self._seq, key))
         self._wake()
 
     def add_rate_limited(self, key: K) -> float:
@@ -93,7 +100,10 @@ class WorkQueue(Generic[K]):
     def _promote_due(self) -> None:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
+            at, _, key = heapq.heappop(self._delayed)
+            if self._due.get(key) != at:
+                continue  # an earlier add of the key was due first
+            del self._due[key]
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:

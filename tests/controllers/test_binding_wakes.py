@@ -7,6 +7,7 @@ write, even when the watch delivers it before the write returns."""
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
@@ -160,3 +161,16 @@ def test_the_echo_of_its_own_template_status_write_is_passed_over_even_when_the_
     assert len(ctl.controller.queue) == 0
     ctl._on_template(key, deployment(12, 2), {**deployment(13, 2), "spec": {"replicas": 3}})  # a user's change
     assert len(ctl.controller.queue) == 1
+
+
+def test_a_status_change_alone_brings_the_pass_back_after_the_coalescing_window() -> None:
+    """Applied, observed and ready reported in quick succession are rolled up in one pass."""
+    ctl = controller(pull=set())
+    key = WORK.key(work_name("web", "east"))
+    first = record("east", "h2", 5, applied=True, observedHash="h2")
+    for i, ready in enumerate((0, 1, 2)):  # three status reports within the window
+        ctl._on_work(key, first, record("east", "h2", 6 + i, applied=True, observedHash="h2", readyReplicas=ready))
+    assert len(ctl.controller.queue) == 1
+    assert ctl.controller.queue._queue == deque()  # not yet: it waits for the window
+    ctl._on_work(key, first, record("east", "h3", 9))  # another writer's spec: at once
+    assert list(ctl.controller.queue._queue) == ["web"]
