@@ -104,7 +104,13 @@ async def monitoring(request: Request) -> MonitorService:
     return monitor
 
 
-def authenticate(request: Request) -> Principal:
+async def authenticate(request: Request) -> Principal:
+    """The caller, as a route's dependency: on the event loop, as ``principal_of`` (a plain function is
+    run in a worker thread by FastAPI, a hop that cost more than the check itself)."""
+    return principal_of(request)
+
+
+def principal_of(request: Request) -> Principal:
     """Verify the bearer token once per request and remember who it was for the audit log."""
     cached = getattr(request.state, "principal", None)
     if cached is not None:

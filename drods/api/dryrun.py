@@ -51,7 +51,7 @@ def query_is_dry_run(query_string: bytes) -> bool:
     return bool(values) and all(v == DRY_RUN_ALL for v in values)
 
 
-def dry_run_param(
+async def dry_run_param(
     request: Request,
     dryRun: str | None = Query(default=None, description="All: validate and answer, store nothing"),  # noqa: N803
 ) -> bool:

@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Action, Principal
-from drods.api.context import authenticate, context
+from drods.api.context import context, principal_of
 from drods.api.routes.autoscaling import WorkloadRef
 from drods.api.routes.kubernetes import watch_stream
 from drods.api.schemas import ERROR_RESPONSES
@@ -76,7 +76,7 @@ router = APIRouter(prefix="/api/v1/agent", tags=["agent"], responses=ERROR_RESPO
 
 
 def _cluster_of(request: Request) -> tuple[Principal, str]:
-    principal = authenticate(request)
+    principal = principal_of(request)
     principal.require(Action.WORK)
     cluster = request.query_params.get("cluster") or principal.cluster
     if not cluster:

@@ -310,10 +310,10 @@ _ITEM_METHODS = ["GET", "PUT", "PATCH", "DELETE"]
 _STATUS_METHODS = ["GET", "PUT", "PATCH"]
 
 
-def _principal(request: Request) -> Principal:
-    from drods.api.context import authenticate
+async def _principal(request: Request) -> Principal:
+    from drods.api.context import principal_of
 
-    return authenticate(request)
+    return principal_of(request)
 
 
 @router.api_route("/apis/{group}/{version}/{plural}", methods=_COLLECTION_METHODS)
