@@ -589,8 +589,8 @@ class BindingController:
         meta = template["metadata"]
         previous = dict(template.get("status") or {})
         info = {c: (self.fleet.cluster(c) or {}).get("spec") or {} for c in (str(e["cluster"]) for e in entries)}
-        new = template_status(tkind, int(meta.get("generation") or 1), entries, info, all_applied, previous,
-                              rfc3339(self.clock()))
+        new = template_status(tkind, template.get("spec") or {}, int(meta.get("generation") or 1), entries, info,
+                              all_applied, previous, rfc3339(self.clock()))
         return await self._put_template_status(kind, template, previous, new)
 
     async def _write_declared_status(self, kind: Kind, template: Obj, rule: StatusRule,

@@ -18,6 +18,7 @@ from typing import Any
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.model.annotations import ANN_HASH
 from drods.model.interpreter import StatusRule, read_path, write_path
+from drods.model.rollout import minimum_available
 from drods.model.workload_usage import summed_doc
 
 Obj = dict[str, Any]
@@ -85,10 +86,14 @@ def condition(type_: str, ok: bool, reason: str, message: str, previous: list[Ob
     return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
 
 
-def template_status(kind: str, generation: int, entries: list[Obj], cluster_info: dict[str, Obj],
+def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], cluster_info: dict[str, Obj],
                     all_applied: bool, previous: Obj, now: str) -> Obj:
     """The workload template's aggregated status from the binding's ``status.clusters[]`` (with
-    the measured use per cluster and summed, as on the Binding)."""
+    the measured use per cluster and summed, as on the Binding).
+
+    ``Available`` means what it means on a Deployment: enough replicas available under the rollout
+    budget (``spec.strategy``'s ``maxUnavailable``, 25 % by default) — it stays True while an update
+    is applied and rolled out, which ``observedGeneration`` and ``updatedReplicas`` follow."""
     replicas = ready = available = updated = 0
     detail = []
     for e in entries:
@@ -125,11 +130,12 @@ def template_status(kind: str, generation: int, entries: list[Obj], cluster_info
         out.update(replicas=replicas, readyReplicas=ready, availableReplicas=available, updatedReplicas=updated)
         if replicas > available:
             out["unavailableReplicas"] = replicas - available
-        ok = all_applied and ready >= desired
+        minimum = minimum_available(spec, desired) if kind == "Deployment" else desired
+        ok = bool(entries) and available >= minimum
         out["conditions"] = [condition("Available", ok, "MinimumReplicasAvailable" if ok else
                                        "MinimumReplicasUnavailable",
-                                       f"{ready}/{desired} replicas ready in {len(detail)} cluster(s)", prev_conds,
-                                       now)]
+                                       f"{available}/{desired} replicas available in {len(detail)} cluster(s)",
+                                       prev_conds, now)]
     out["observedGeneration"] = generation if all_applied else int(previous.get("observedGeneration") or 0)
     out["clusters"] = detail
     usage = summed_doc(entries)

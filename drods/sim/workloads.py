@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from drods.model import jsondoc
+from drods.model.rollout import max_unavailable
 from drods.sim.resources import condition, is_terminal
 
 Obj = dict[str, Any]
@@ -76,15 +76,6 @@ def _neg(text: str) -> str:
     return "".join(chr(0x10FFFF - ord(c)) for c in text)
 
 
-def _int_or_percent(value: Any, total: int, default: str, *, round_up: bool) -> int:
-    if value is None:
-        value = default
-    if isinstance(value, str) and value.endswith("%"):
-        frac = float(value[:-1]) / 100 * total
-        return math.ceil(frac) if round_up else math.floor(frac)
-    return int(value)
-
-
 def _cond(type_: str, ok: bool, reason: str, message: str, previous: Obj | None, now: str) -> Obj:
     status = "True" if ok else "False"
     same = previous is not None and previous.get("status") == status and previous.get("reason") == reason
@@ -112,10 +103,9 @@ def plan_deployment(d: Obj, pods: list[Obj], now: str) -> Plan:
     if len(new) > desired:
         plan.delete += deletion_order(new)[: len(new) - desired]
     strategy = spec.get("strategy") or {}
-    max_unavailable = _int_or_percent((strategy.get("rollingUpdate") or {}).get("maxUnavailable"), desired, "25%",
-                                      round_up=False)
+    unavailable = max_unavailable(spec, desired)
     ready_new = sum(1 for p in new if is_ready(p))
-    keep_old = 0 if strategy.get("type") == "Recreate" else max(0, desired - ready_new - max_unavailable)
+    keep_old = 0 if strategy.get("type") == "Recreate" else max(0, desired - ready_new - unavailable)
     if len(old) > keep_old:
         plan.delete += deletion_order(old)[: len(old) - keep_old]
     gone = {p["metadata"]["name"] for p in plan.delete}
@@ -124,7 +114,7 @@ def plan_deployment(d: Obj, pods: list[Obj], now: str) -> Plan:
     updated = sum(1 for p in kept if p["metadata"]["name"] in new_names)
     prev = d.get("status") or {}
     prev_conds = {c.get("type"): c for c in prev.get("conditions") or []}
-    available_ok = ready >= desired - max_unavailable
+    available_ok = ready >= desired - unavailable
     done = updated == desired and ready >= desired and len(kept) == desired
     status: Obj = {
         "observedGeneration": d["metadata"].get("generation", 1),
