@@ -65,7 +65,13 @@ from drods.migration.controller import LEASE as MIGRATION_LEASE
 from drods.migration.controller import MigrationController
 from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
-from drods.model.kinds import CLUSTER, CUSTOM_RESOURCE_DEFINITION, INTERPRETER_CUSTOMIZATION_KINDS, RESOURCE_REGISTRY
+from drods.model.kinds import (
+    BINDING,
+    CLUSTER,
+    CUSTOM_RESOURCE_DEFINITION,
+    INTERPRETER_CUSTOMIZATION_KINDS,
+    RESOURCE_REGISTRY,
+)
 from drods.model.migration import MigrationSettings
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import AutoOpsPolicy
@@ -73,7 +79,7 @@ from drods.monitor.collectors import Collector
 from drods.monitor.components import MonitorCollectors, MonitorMaintenance
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.security.at_rest import EncryptionConfig
@@ -306,13 +312,14 @@ def _operations(plane: ControlPlane, s: ComponentSettings, monitor: MonitorServi
                            lambda lead: MonitorCollectors(monitor, s.collectors, store=lead.store))
     if Component.DESCHEDULER in chosen:
         hook = s.reschedule_hook
+        bindings = manager.informer(BINDING.key_prefix(), decode_binding_kept)
 
         def descheduler(lead: Leadership) -> Descheduler:
             resched = hook or s.rescheduler(lead.registry)
             traffic = TrafficRebalancer(lead.store, lead.registry, profile, autoops.trafficRebalance, resched,
                                         clock=s.clock, min_availability=autoops.minAvailability,
                                         enabled=autoops.enabled, record=monitor.operations.append)
-            return Descheduler(lead.store, lead.registry, monitor, resched, autoops, traffic=traffic)
+            return Descheduler(lead.store, lead.registry, monitor, resched, bindings, autoops, traffic=traffic)
 
         manager.add_leader("descheduler", descheduler)
 

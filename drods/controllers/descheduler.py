@@ -18,11 +18,12 @@ from typing import Any
 
 from drods.controllers.peak_shave import PeakShaver
 from drods.controllers.traffic_rebalance import TrafficRebalancer
+from drods.machinery.informer import Informer
 from drods.machinery.periodic import Periodic
+from drods.machinery.tasks import yielding
 from drods.model import jsondoc
 from drods.model.annotations import evacuated_from, failed_over_from
 from drods.model.keys import DESCHEDULER_STATE_KEY, SUSTAINED_EVENTS_PREFIX
-from drods.model.kinds import BINDING
 from drods.model.preallocation import parse_hold
 from drods.model.reschedule import RescheduleHook
 from drods.monitor.autoops import Action, AutoOps, AutoOpsPolicy, RestoreWatch, execute
@@ -64,10 +65,11 @@ class Descheduler:
     Bindings' ``evacuated-from`` annotations) whenever it (re)gains the lease."""
 
     def __init__(self, store: Store, registry: ObjectRegistry, monitor: MonitorService,
-                 rescheduler: RescheduleHook | None, policy: AutoOpsPolicy | None = None,
+                 rescheduler: RescheduleHook | None, bindings: Informer, policy: AutoOpsPolicy | None = None,
                  traffic: TrafficRebalancer | None = None) -> None:
         self.store = store
         self.registry = registry
+        self.bindings = bindings  # the process's shared cache of Bindings (`decode_binding_kept`)
         self.svc = monitor
         self.rescheduler = rescheduler
         self.policy = policy or monitor.autoops  # the ``autoops`` section of the configuration
@@ -78,11 +80,14 @@ class Descheduler:
         # clusters failover may have moved replicas off → since when Ready and calm (fail-back)
         self.failbacks = RestoreWatch(self.ops, self.policy.failbackAfterSeconds)
         self.traffic = traffic  # H1: the traffic rebalance passes (None: not in this process)
-        self.shaver = PeakShaver(monitor, registry, self.policy)
+        self.shaver = PeakShaver(monitor, registry, self.policy, bindings)
 
     async def run(self) -> None:
         await self._load_state()
-        for obj in await self.registry.scan(BINDING):
+        await self.bindings.wait_synced()
+        async for obj in yielding(list(self.bindings.cache.values())):
+            if obj is None:
+                continue
             for c in evacuated_from(obj):
                 self.restores.moved(c)
             for c in failed_over_from(obj):

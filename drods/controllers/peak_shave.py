@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from drods.machinery.informer import Informer
 from drods.machinery.tasks import yielding
 from drods.model.annotations import learned_users
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.model.keys import NETWORK_PREFIX, pair_of
-from drods.model.kinds import BINDING
 from drods.model.migration import pinned_placement
 from drods.monitor import report as r
 from drods.monitor.autoops import AutoOpsPolicy
@@ -120,12 +120,21 @@ class LatencyView:
 class PeakShaver:
     """The pass and its damping watch; one per descheduler (state is rebuilt by watching)."""
 
-    def __init__(self, svc: MonitorService, registry: ObjectRegistry, policy: AutoOpsPolicy) -> None:
+    def __init__(self, svc: MonitorService, registry: ObjectRegistry, policy: AutoOpsPolicy,
+                 bindings: Informer) -> None:
         self.svc = svc
         self.registry = registry
         self.policy = policy
+        # the process's shared cache of Bindings: a pass reads it, not the store (a range of every
+        # Binding held ~200 MB of stored values at once each minute at 100,000)
+        self.bindings = bindings
         self.watch = PeakWatch(policy.peakshaveAfterSeconds)
         self.latencies: LatencyView | None = None  # this pass's (measured pairs are read each pass)
+
+    async def _bindings(self) -> list[Obj | None]:
+        """Every Binding, from the shared cache once it has listed (decoded documents the pass only reads)."""
+        await self.bindings.wait_synced()
+        return list(self.bindings.cache.values())
 
     def fleet(self, details: Mapping[str, Any]) -> tuple[list[str], np.ndarray, np.ndarray, Capacity,
                                                          list[ClusterSpec | None], list[ClusterFacts | None]]:
@@ -160,13 +169,15 @@ class PeakShaver:
         meta, status = obj.get("metadata") or {}, obj.get("status") or {}
         if meta.get("deletionTimestamp") or pinned_placement(obj) is not None:
             return None
+        placed = {index[t["cluster"]]: int(t.get("replicas") or 0) for t in status.get("placement") or []
+                  if isinstance(t, dict) and t.get("cluster") in index and int(t.get("replicas") or 0) > 0}
+        if not placed:  # before validating the spec: in a failure storm no Binding places anything
+            return None
         try:
             spec = BindingSpec.model_validate(obj.get("spec") or {})
         except ValidationError:
             return None
-        placed = {index[t["cluster"]]: int(t.get("replicas") or 0) for t in status.get("placement") or []
-                  if isinstance(t, dict) and t.get("cluster") in index and int(t.get("replicas") or 0) > 0}
-        if not placed or not divisible(spec) or spec.resources.cpu <= 0:
+        if not divisible(spec) or spec.resources.cpu <= 0:
             return None
         sel = ClusterSelection.of(spec)
         allowed = masks.get(sel) if masks is not None else None
@@ -189,13 +200,16 @@ class PeakShaver:
         if not (p.enabled and p.peakshave):
             return []
         _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
+        if not any(d["active"] and d["waterLevel"] is not None for d in details.values()):
+            self.watch.observe(set(), self.svc.clock())  # no level measured: nothing is hot
+            return []
         names, levels, limits, cap, specs, facts = self.fleet(details)
         index = {c: i for i, c in enumerate(names)}
         self.latencies = LatencyView.of(names, specs, await measured_pairs(self.registry.store))
         masks: dict[ClusterSelection, BoolArr] = {}
         holdings: list[Holding] = []
-        async for obj in yielding(await self.registry.scan(BINDING), every=YIELD_EVERY):
-            if (h := self.holding(obj, index, specs, facts, masks)) is not None:
+        async for obj in yielding(await self._bindings(), every=YIELD_EVERY):
+            if obj is not None and (h := self.holding(obj, index, specs, facts, masks)) is not None:
                 holdings.append(h)
         open_ = ~np.isnan(levels) & np.fromiter((f is not None for f in facts), dtype=bool, count=len(facts))
         hot = hot_clusters(levels, cap.cpu, open_, holdings, p.peakshaveMargin)

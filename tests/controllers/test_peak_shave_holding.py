@@ -27,7 +27,7 @@ def binding(name: str, placement: dict[str, Any] | None = None) -> dict[str, Any
 
 
 def test_bindings_of_one_policy_share_its_allowed_clusters() -> None:
-    shaver = PeakShaver(None, None, AutoOpsPolicy())  # type: ignore[arg-type]
+    shaver = PeakShaver(None, None, AutoOpsPolicy(), None)  # type: ignore[arg-type]
     masks: dict[ClusterSelection, BoolArr] = {}
     east = {"clusterAffinity": {"clusterNames": ["east-1", "east-2"]}}
     a, b, c = (shaver.holding(binding(n, p), INDEX, SPECS, FACTS, masks)
@@ -47,7 +47,7 @@ def test_slo_guard_reads_measured_latency_first_then_declared_then_local() -> No
              ClusterSpec(region="west", network=NetworkProfile(latencyMs={"east": 40})), ClusterSpec(region="far")]
     index = {n: i for i, n in enumerate(names)}
     facts = [ClusterFacts.of(n, {}, s) for n, s in zip(names, specs, strict=True)]
-    shaver = PeakShaver(None, None, AutoOpsPolicy())  # type: ignore[arg-type]
+    shaver = PeakShaver(None, None, AutoOpsPolicy(), None)  # type: ignore[arg-type]
     # measured: west-2 is 180 ms from the east users (declared 40), far-1 is 30 ms (declared: unknown)
     shaver.latencies = LatencyView.of(names, specs, {("west-2", "east"): 180.0, ("far-1", "east"): 30.0})
     users = {"users": [{"region": "east"}], "latencySLOMs": 100}
@@ -55,7 +55,7 @@ def test_slo_guard_reads_measured_latency_first_then_declared_then_local() -> No
     assert h is not None and h.latency is not None and h.slo_ms == 100
     assert h.latency.tolist() == [0.0, 40.0, 180.0, 30.0]
     assert h.targets().tolist() == [True, True, False, True]
-    declared = PeakShaver(None, None, AutoOpsPolicy())  # type: ignore[arg-type]
+    declared = PeakShaver(None, None, AutoOpsPolicy(), None)  # type: ignore[arg-type]
     d = declared.holding(binding("web", users), index, specs, facts)  # nothing measured: far-1 is unknown
     assert d is not None and d.latency is not None
     assert np.isnan(d.latency[3]) and d.latency[:3].tolist() == [0.0, 40.0, 40.0]
