@@ -60,3 +60,30 @@ def test_slo_guard_reads_measured_latency_first_then_declared_then_local() -> No
     assert d is not None and d.latency is not None
     assert np.isnan(d.latency[3]) and d.latency[:3].tolist() == [0.0, 40.0, 40.0]
     assert shaver.holding(binding("web", {"users": [{"region": "east"}]}), index, specs, facts).latency is None  # type: ignore[union-attr]
+
+
+def test_a_pass_with_no_measured_level_reads_no_binding() -> None:
+    """In a failure storm no cluster reports: the pass ends before reading a Binding (it read every
+    one from the store each minute, ~200 MB of stored values at once at 100,000)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    class Unread:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the pass read the Bindings ({name})")
+
+    details = {n: {"active": False, "waterLevel": None} for n in NAMES}
+    svc = SimpleNamespace(fleet=SimpleNamespace(realtime=lambda _age: ({}, details)),
+                          settings=SimpleNamespace(activeMaxAgeSeconds=60.0), clock=lambda: 100.0)
+    shaver = PeakShaver(svc, Unread(), AutoOpsPolicy(enabled=True, peakshave=True), Unread())  # type: ignore[arg-type]
+    shaver.watch.hot_since["east-1"] = 40.0
+    assert asyncio.run(shaver.run(lambda *_: asyncio.sleep(0))) == []
+    assert shaver.watch.hot_since == {}  # nothing is hot: a cluster's damping window starts again
+
+
+def test_a_binding_that_places_nothing_holds_nothing() -> None:
+    shaver = PeakShaver(None, None, AutoOpsPolicy(), None)  # type: ignore[arg-type]
+    unplaced = {**binding("a"), "status": {"phase": "Unschedulable", "placement": []}}
+    assert shaver.holding(unplaced, INDEX, SPECS, FACTS) is None
+    gone_cluster = {**binding("b"), "status": {"placement": [{"cluster": "elsewhere", "replicas": 2}]}}
+    assert shaver.holding(gone_cluster, INDEX, SPECS, FACTS) is None
