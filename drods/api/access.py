@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from drods.api.auth import Action
-from drods.api.context import principal_of
+from drods.api.context import authenticate
 from drods.api.dryrun import is_dry_run
 from drods.errors import ApiError
 
@@ -194,7 +194,7 @@ async def enforce(request: Request) -> None:
                        {"method": request.method, "route": template})
     if rule.public:
         return
-    principal = principal_of(request)
+    principal = await authenticate(request)
     if rule.action is not None:
         # a namespaced token: only in a namespace of its own (the handler also checks the kind is namespaced)
         principal.require(rule.action, namespace=namespace_of(request.path_params) if rule.namespaced else None)

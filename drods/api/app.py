@@ -157,7 +157,7 @@ class AuditAndMetrics:
         audited = self.audited and method in MUTATING and (method, path.rstrip("/")) not in NOT_AUDITED \
             and not query_is_dry_run(scope.get("query_string", b""))
         audit_id = uuid.uuid4().hex if audited else ""
-        principal = self._principal(scope) if audited else None
+        principal = await self._principal(scope) if audited else None
         if principal is not None:
             # Write-ahead: no record, no change.
             try:
@@ -189,7 +189,7 @@ class AuditAndMetrics:
             if not responded:
                 await self._account(scope, 500, started, audit_id, recorder)
 
-    def _principal(self, scope: Scope) -> Principal | None:
+    async def _principal(self, scope: Scope) -> Principal | None:
         """The caller, verified once here (the route reuses it); None when the token is missing or bad
         (the route refuses the request, which changes nothing)."""
         state = scope.setdefault("state", {})
@@ -197,7 +197,7 @@ class AuditAndMetrics:
             return state["principal"]  # type: ignore[no-any-return]
         header = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
         try:
-            principal = self.ctx.tokens.verify(bearer_token(header.decode("latin-1") if header else None))
+            principal = await self.ctx.tokens.verify_async(bearer_token(header.decode("latin-1") if header else None))
         except ApiError:
             return None
         state["principal"] = principal

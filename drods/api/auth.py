@@ -6,6 +6,7 @@ RS256 with a public key or a JWKS URL can be configured for tokens issued elsewh
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import secrets
 import time
@@ -22,6 +23,7 @@ from drods.security import tokens as token_records
 from drods.store import Store
 
 ISSUER = "drods"
+JWKS_TIMEOUT_SECONDS = 5.0  # one fetch of the key set from the JWKS URL
 
 
 class Role(enum.StrEnum):
@@ -99,7 +101,8 @@ class TokenAuthority:
     ) -> None:
         self._key = hs256_key
         self._rs_key = rs256_public_key
-        self._jwks = jwt.PyJWKClient(jwks_url) if jwks_url else None
+        # fetched off the event loop (`verify_async`); an unknown key id fetches again at most every 30 s
+        self._jwks = jwt.PyJWKClient(jwks_url, timeout=JWKS_TIMEOUT_SECONDS) if jwks_url else None
         self._audience = audience
         self._cache: dict[str, Principal] = {}
         # IDs of revoked tokens, kept current from the store (`drods.security.tokens`).
@@ -132,13 +135,11 @@ class TokenAuthority:
         return jwt.encode(claims, self._key, algorithm="HS256")
 
     def verify(self, token: str) -> Principal:
-        cached = self._cache.get(token)
+        """The token's principal; a token signed by a JWKS key may fetch the key set (a blocking
+        call: a server verifies with `verify_async`)."""
+        cached = self._cached(token)
         if cached is not None:
-            if cached.token_id in self.revoked:
-                raise unauthenticated("token revoked")
-            if cached.expires is None or cached.expires > time.time():
-                return cached
-            self._cache.pop(token, None)
+            return cached
         principal = self._decode(token)
         if principal.token_id in self.revoked:
             raise unauthenticated("token revoked")
@@ -146,6 +147,31 @@ class TokenAuthority:
             self._cache.clear()
         self._cache[token] = principal
         return principal
+
+    async def verify_async(self, token: str) -> Principal:
+        """`verify`, with a token whose key may have to be fetched from the JWKS URL verified in a
+        worker thread: an identity provider that is slow or gone (up to the fetch's timeout a time)
+        must not hold the event loop, and every request with it."""
+        if self._jwks is None or self._rs_key is not None or self._cached(token) is not None:
+            return self.verify(token)
+        try:
+            alg = jwt.get_unverified_header(token).get("alg")
+        except jwt.PyJWTError:
+            alg = None
+        if alg != "RS256":
+            return self.verify(token)
+        return await asyncio.to_thread(self.verify, token)
+
+    def _cached(self, token: str) -> Principal | None:
+        cached = self._cache.get(token)
+        if cached is None:
+            return None
+        if cached.token_id in self.revoked:
+            raise unauthenticated("token revoked")
+        if cached.expires is None or cached.expires > time.time():
+            return cached
+        self._cache.pop(token, None)
+        return None
 
     def _decode(self, token: str) -> Principal:
         try:

@@ -105,16 +105,12 @@ async def monitoring(request: Request) -> MonitorService:
 
 
 async def authenticate(request: Request) -> Principal:
-    """The caller, as a route's dependency: on the event loop, as ``principal_of`` (a plain function is
-    run in a worker thread by FastAPI, a hop that cost more than the check itself)."""
-    return principal_of(request)
-
-
-def principal_of(request: Request) -> Principal:
-    """Verify the bearer token once per request and remember who it was for the audit log."""
+    """The caller: the bearer token verified once per request (remembered for the audit log). Also a
+    route's dependency: an ``async`` one runs on the event loop, where FastAPI runs a plain function in
+    a worker thread, a hop that cost more than the check itself."""
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    principal = context(request).tokens.verify(bearer_token(request.headers.get("authorization")))
+    principal = await context(request).tokens.verify_async(bearer_token(request.headers.get("authorization")))
     request.state.principal = principal
     return principal

@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Action, Principal
-from drods.api.context import context, principal_of
+from drods.api.context import authenticate, context
 from drods.api.routes.autoscaling import WorkloadRef
 from drods.api.routes.kubernetes import watch_stream
 from drods.api.schemas import ERROR_RESPONSES
@@ -75,8 +75,8 @@ class AutonomyReport(BaseModel):
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"], responses=ERROR_RESPONSES)
 
 
-def _cluster_of(request: Request) -> tuple[Principal, str]:
-    principal = principal_of(request)
+async def _cluster_of(request: Request) -> tuple[Principal, str]:
+    principal = await authenticate(request)
     principal.require(Action.WORK)
     cluster = request.query_params.get("cluster") or principal.cluster
     if not cluster:
@@ -91,7 +91,7 @@ def _mine(obj: dict[str, Any], cluster: str) -> bool:
 
 @router.get("/works", summary="The Works of the token's cluster (list or watch)")
 async def list_works(request: Request) -> Response:
-    _, cluster = _cluster_of(request)
+    _, cluster = await _cluster_of(request)
     ctx = context(request)
     selector = parse_selector(f"{CLUSTER_LABEL}={label_value(cluster)}")
     q = request.query_params
@@ -112,7 +112,7 @@ async def list_works(request: Request) -> Response:
 
 @router.put("/works/{name}/status", summary="Report what the member holds for one Work")
 async def put_status(request: Request, name: str, body: WorkStatus) -> JSONResponse:
-    principal, cluster = _cluster_of(request)
+    principal, cluster = await _cluster_of(request)
     ctx = context(request)
     work = await ctx.registry.get(WORK, name)
     if not _mine(work, cluster):
@@ -125,14 +125,14 @@ async def put_status(request: Request, name: str, body: WorkStatus) -> JSONRespo
 
 @router.get("/autoscalers", summary="The autoscaling bounds a pull-mode agent caches for its cluster")
 async def list_autoscalers(request: Request) -> JSONResponse:
-    _, cluster = _cluster_of(request)
+    _, cluster = await _cluster_of(request)
     items = await autonomy.cluster_autoscalers(context(request).registry, cluster)
     return JSONResponse({"kind": "AgentAutoscalerList", "cluster": cluster, "items": items})
 
 
 @router.get("/probe-targets", summary="What a pull-mode agent measures the network to (C2)")
 async def probe_targets(request: Request) -> JSONResponse:
-    _, cluster = _cluster_of(request)
+    _, cluster = await _cluster_of(request)
     ctx = context(request)
     probe = ctx.probe or ProbeSettings()
     targets = [{"name": site, "url": url, "type": "ClientSite"} for site, url in sorted(probe.clientSites.items())]
@@ -147,7 +147,7 @@ async def probe_targets(request: Request) -> JSONResponse:
 
 @router.post("/autonomy", summary="What a pull-mode agent decided while cut off; adopted as desired totals")
 async def report_autonomy(request: Request, body: AutonomyReport) -> JSONResponse:
-    _, cluster = _cluster_of(request)
+    _, cluster = await _cluster_of(request)
     ctx = context(request)
     now = time.time()
     decisions: list[autonomy.Decision] = []

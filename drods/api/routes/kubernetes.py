@@ -311,9 +311,9 @@ _STATUS_METHODS = ["GET", "PUT", "PATCH"]
 
 
 async def _principal(request: Request) -> Principal:
-    from drods.api.context import principal_of
+    from drods.api.context import authenticate
 
-    return principal_of(request)
+    return await authenticate(request)
 
 
 @router.api_route("/apis/{group}/{version}/{plural}", methods=_COLLECTION_METHODS)

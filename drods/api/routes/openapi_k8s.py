@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from drods import __version__
-from drods.api.context import context, principal_of
+from drods.api.context import authenticate, context
 from drods.api.status import kubernetes_error_response
 from drods.errors import ApiError, NotFound
 from drods.model.kinds import Kind
@@ -325,10 +325,10 @@ def v2_protobuf() -> bytes:
     return _protobuf_string(1, b"2.0") + _protobuf_string(2, info)
 
 
-def _authenticated(request: Request) -> JSONResponse | None:
+async def _authenticated(request: Request) -> JSONResponse | None:
     """Any valid token may read the schemas (as Kubernetes' ``system:discovery``); errors are Status."""
     try:
-        principal_of(request)
+        await authenticate(request)
     except ApiError as e:
         return kubernetes_error_response(e)
     return None
@@ -336,7 +336,7 @@ def _authenticated(request: Request) -> JSONResponse | None:
 
 @router.get("/openapi/v3")
 async def openapi_v3_index(request: Request) -> Response:
-    if (denied := _authenticated(request)) is not None:
+    if (denied := await _authenticated(request)) is not None:
         return denied
     docs = group_version_documents(context(request).kinds)
     return JSONResponse({"paths": {path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={_hash(doc)}"}
@@ -345,7 +345,7 @@ async def openapi_v3_index(request: Request) -> Response:
 
 @router.get("/openapi/v3/{gv:path}")
 async def openapi_v3_group_version(request: Request, gv: str) -> Response:
-    if (denied := _authenticated(request)) is not None:
+    if (denied := await _authenticated(request)) is not None:
         return denied
     doc = group_version_documents(context(request).kinds).get(gv.strip("/"))
     if doc is None:
@@ -356,7 +356,7 @@ async def openapi_v3_group_version(request: Request, gv: str) -> Response:
 
 @router.get("/openapi/v2")
 async def openapi_v2(request: Request) -> Response:
-    if (denied := _authenticated(request)) is not None:
+    if (denied := await _authenticated(request)) is not None:
         return denied
     accept = request.headers.get("accept", "")
     if "protobuf" in accept and "json" not in accept:
