@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from drods.machinery.tasks import each_bounded
 from drods.sim.config import SimConfig
 from drods.sim.server import SimServer
 from drods.sim.sites import site
+from drods.sim.stop_signals import ignore_stop_signals, on_stop_signal
 
 log = logging.getLogger("drods.sim.fleet")
 
@@ -98,10 +98,8 @@ class Fleet:
 async def serve_fleet(cfg: FleetConfig, *, fresh: bool = False, ready: asyncio.Event | None = None) -> None:
     """Serve the fleet until SIGTERM/SIGINT, then stop every member cleanly."""
     fleet = Fleet(cfg, fresh=fresh)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = on_stop_signal(loop)
     try:
         starting = asyncio.create_task(fleet.start())
         stopping = asyncio.create_task(stop.wait())
@@ -120,4 +118,7 @@ async def serve_fleet(cfg: FleetConfig, *, fresh: bool = False, ready: asyncio.E
                 ready.set()
             await stopping
     finally:
-        await fleet.stop()
+        try:
+            await fleet.stop()
+        finally:
+            ignore_stop_signals(loop)

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from drods.sim.prom import sim_registry
 from drods.sim.registry import SimRegistry
 from drods.sim.routes import sim_routers
 from drods.sim.stats_summary import stats_summary_router
+from drods.sim.stop_signals import ignore_stop_signals, on_stop_signal
 from drods.sim.traffic import TrafficMeter
 from drods.sim.usage import LoadTable
 from drods.store import Store
@@ -242,10 +242,8 @@ async def serve(cfg: SimConfig, *, fresh: bool = False, ready: asyncio.Event | N
     The handlers stay installed while it stops: a second signal (a process-group kill, then
     ``drods dev`` stopping its members) must not cut the stop short and leave the state file behind."""
     sim = SimServer(cfg, fresh=fresh)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = on_stop_signal(loop)
     try:
         await sim.start()
         log.info("sim %s serving %s (%d nodes); kubeconfig %s", cfg.name, sim.server_url, cfg.node_count,
@@ -254,7 +252,10 @@ async def serve(cfg: SimConfig, *, fresh: bool = False, ready: asyncio.Event | N
             ready.set()
         await stop.wait()
     finally:
-        await sim.stop()
+        try:
+            await sim.stop()
+        finally:
+            ignore_stop_signals(loop)
 
 
 def remove_data(cfg: SimConfig) -> None:
