@@ -82,8 +82,10 @@ def service(env: Env, cluster: str) -> Any:
 
 def test_a_consumer_receives_the_service_and_the_providers_endpoints(env: Env, kubectl: Kubectl) -> None:
     kubectl.run("apply", "-f", "-", input=SHOP)
-    provider = wait_for(lambda: (lambda a: a if len(a) == 2 else None)(addresses(slices(env, "aws-dfw"))), 60,
-                        "aws-dfw's own EndpointSlice of shop with 2 ready pods")
+    # scheduled, propagated, two pods started and ready in the member: 60 s ran out once on a loaded CI run
+    provider = wait_for(lambda: (lambda a: a if len(a) == 2 else None)(addresses(slices(env, "aws-dfw"))), 120,
+                        "aws-dfw's own EndpointSlice of shop with 2 ready pods",
+                        what_else=lambda: slices(env, "aws-dfw"))
     kubectl.run("apply", "-f", "-", input=EXPOSE)
     written = env.http.get(MCS).json()
     assert written["spec"] == {"types": ["CrossCluster"], "ports": [{"name": "http", "port": 80}],
