@@ -138,8 +138,10 @@ class TokenAuthority:
         """The token's principal; a token signed by a JWKS key may fetch the key set (a blocking
         call: a server verifies with `verify_async`)."""
         cached = self._cached(token)
-        if cached is not None:
-            return cached
+        return cached if cached is not None else self._verified(token)
+
+    def _verified(self, token: str) -> Principal:
+        """A token not in the cache, verified and cached."""
         principal = self._decode(token)
         if principal.token_id in self.revoked:
             raise unauthenticated("token revoked")
@@ -152,15 +154,18 @@ class TokenAuthority:
         """`verify`, with a token whose key may have to be fetched from the JWKS URL verified in a
         worker thread: an identity provider that is slow or gone (up to the fetch's timeout a time)
         must not hold the event loop, and every request with it."""
-        if self._jwks is None or self._rs_key is not None or self._cached(token) is not None:
-            return self.verify(token)
+        cached = self._cached(token)
+        if cached is not None:
+            return cached
+        if self._jwks is None or self._rs_key is not None:
+            return self._verified(token)
         try:
             alg = jwt.get_unverified_header(token).get("alg")
         except jwt.PyJWTError:
             alg = None
         if alg != "RS256":
-            return self.verify(token)
-        return await asyncio.to_thread(self.verify, token)
+            return self._verified(token)
+        return await asyncio.to_thread(self._verified, token)
 
     def _cached(self, token: str) -> Principal | None:
         cached = self._cache.get(token)
