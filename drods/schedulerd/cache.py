@@ -71,6 +71,8 @@ class ClusterRecord:
     spec: ClusterSpec
     ready: bool | None  # the Ready condition; None when there is none
     hold: PreallocationHold | None = None  # F6: the forecast water level to assume until it expires
+    # when it last became a candidate, by its own object: created, or Ready since (None: not known)
+    candidate_since: float | None = None
 
     @property
     def facts(self) -> ClusterFacts:
@@ -95,7 +97,13 @@ def decode_cluster(kv: KeyValue) -> ClusterRecord | None:
     cond = condition(obj, "Ready")
     ready = None if cond is None else str(cond.get("status")) == "True"
     meta = obj.get("metadata") or {}
-    return ClusterRecord(name, dict(meta.get("labels") or {}), spec, ready, parse_hold(meta.get("annotations")))
+    times = [parse_rfc3339(meta.get("creationTimestamp")),
+             parse_rfc3339(cond.get("lastTransitionTime")) if cond is not None and ready else None]
+    # a time in whole seconds may stand for any instant of that second: its end, so a decision made in
+    # the same second is not taken to have seen the change
+    known = [t + 1.0 if t == math.floor(t) else t for t in times if t is not None]
+    return ClusterRecord(name, dict(meta.get("labels") or {}), spec, ready, parse_hold(meta.get("annotations")),
+                         max(known) if known else None)
 
 
 def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRecord | None]:

@@ -53,6 +53,13 @@ class FleetChange:
     now: ClusterFacts
     before: ClusterFacts | None  # None: the cluster was not a candidate before (new, or not Ready)
     ready: bool
+    # Seen as the scheduler started, not as it happened: when it happened by the cluster's object (0:
+    # not known). A binding decided after that already saw it. None: it happens now, news to every one.
+    since: float | None = None
+
+    def news_to(self, decided_at: float | None) -> bool:
+        """Did a decision made at ``decided_at`` (None: none yet) not see this change?"""
+        return self.since is None or decided_at is None or decided_at < self.since
 
     @property
     def admits_anew(self) -> bool:

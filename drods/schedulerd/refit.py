@@ -92,8 +92,10 @@ class FleetFollower:
                 rec = out.get(name) or record(name)
                 if rec is None or rec.deleting:
                     continue
-                self._note(name, concern)
-                out[name] = rec
+                news = _news(concern, rec.scheduled_time)
+                if news:
+                    self._note(name, news)
+                    out[name] = rec
         return list(out.values())
 
     def _note(self, name: str, concern: dict[str, FleetChange]) -> None:
@@ -237,3 +239,12 @@ def _static(rec: BindingRecord, pl: PlacementSpec) -> bool:
 def _holistic(pl: PlacementSpec) -> bool:
     """Spread constraints or a stateful topology judge the placement as a whole, never cluster by cluster."""
     return bool(pl.spreadConstraints) or pl.statefulTopology is not None
+
+
+def _news(concern: dict[str, FleetChange], decided_at: float | None) -> dict[str, FleetChange]:
+    """The changes of ``concern`` a decision made at ``decided_at`` did not see: after a restart the
+    clusters listed are not news to a binding decided after they joined (a restart moves nothing).
+    ``concern`` itself (shared) when all are news."""
+    if all(ch.news_to(decided_at) for ch in concern.values()):
+        return concern
+    return {c: ch for c, ch in concern.items() if ch.news_to(decided_at)}

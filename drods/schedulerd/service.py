@@ -258,9 +258,17 @@ class SchedulerService:
         if ev.retry:
             self._cluster_event(*ev.reasons)
         for change in ev.fleet:
-            self._fleet_changed(change)
+            self._fleet_changed(change if self.ready.is_set() else self._as_listed(change))
         if self._known is not None and not self.cache.unknown:
             self._known.set()
+
+    def _as_listed(self, change: FleetChange) -> FleetChange:
+        """A change seen in the start-up listing happened when the cluster's object says it joined or
+        became Ready (if it says nothing: long ago), not now — a restarted scheduler moves no binding
+        decided since (S11)."""
+        rec = self.cache.clusters.get(change.cluster)
+        since = rec.candidate_since if rec is not None else None
+        return replace(change, since=since if since is not None else 0.0)
 
     def _fleet_changed(self, change: FleetChange) -> None:
         """S11: queue the decided bindings whose placement the change can alter (``fleet``), for a batch of

@@ -6,6 +6,8 @@ fewest clusters, where new capacity rightly attracts nothing; ``scheduler/adjust
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,3 +176,37 @@ async def test_the_grace_bounds_the_wait_and_the_record_counts_the_unknown(
         assert placement(st) == {"a": 2}
         r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "early"}, role="viewer")
         assert [e["unknownClusters"] for e in r.json()["items"]] == [1]
+
+
+async def test_a_restarted_scheduler_moves_nothing_but_toward_a_cluster_that_joined_meanwhile(
+        store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    """The clusters a starting scheduler lists are not news to bindings decided after they joined: a
+    restart re-places nothing (it once re-divided water-level bindings over every listed cluster as if
+    each had just joined), while a cluster that joined while no scheduler ran still gets its share."""
+    store = store_factory()
+    await store.delete_prefix("/")
+    async with serve(store, tmp_path / "data") as plane:
+        for name in ("a", "b"):
+            await plane.cluster(name, BUSY)
+        await plane.seen("a", "b")
+        # creation times are in whole seconds: a decision in the second a cluster joined may not have
+        # seen it (and is re-decided after a restart); these are decided in a later second
+        await asyncio.sleep(1.0 - time.time() % 1.0)
+        dup = await plane.place({"name": "dup", "replicas": 1, "resources": {"cpu": 1}, "placement": DUP})
+        wl = await plane.place({"name": "wl", "replicas": 7, "resources": {"cpu": 1}, "placement": WATER})
+        pinned = await plane.place({"name": "pinned", "replicas": 5, "resources": {"cpu": 1}, "placement": {
+            **WATER, "clusterAffinity": {"clusterNames": ["a", "b"]}}})
+    before = placement(wl)
+    assert placement(dup) == {"a": 1, "b": 1} and set(before) == {"a", "b"} and set(placement(pinned)) == {"a", "b"}
+    async with serve(store_factory(), tmp_path / "data", scheduler=False) as plane:
+        await plane.cluster("c", BUSY)  # joins while no scheduler runs
+    async with serve(store_factory(), tmp_path / "data") as plane:
+        assert await _placed(plane, "dup", lambda p: p == {"a": 1, "b": 1, "c": 1})
+        got = await _placed(plane, "wl", lambda p: p.get("c", 0) > 0, what="a share of wl on c")
+        assert all(got.get(k, 0) <= n for k, n in before.items()), (before, got)  # replicas only came to c
+        for name in ("dup", "wl"):
+            triggers = [e["trigger"] for e in await _fleet_entries(plane, name)]
+            assert triggers and all(t["clusters"] == ["c"] for t in triggers), (name, triggers)
+        # what c does not concern stays as decided: nothing re-divided it between a and b
+        assert await _fleet_entries(plane, "pinned") == []
+        assert placement(await plane.status("pinned")) == placement(pinned)
