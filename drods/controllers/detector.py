@@ -179,12 +179,16 @@ class ResourceDetector:
                 self.controller.queue.add(wkey)
 
     def _binding_changed(self, key: str, old: Any, new: Any) -> None:
+        bname = key.rsplit("/", 1)[-1]
         if new is None:
-            self._wrote.pop(key.rsplit("/", 1)[-1], None)
+            self._wrote.pop(bname, None)
         gone = new is None or bool((new.get("metadata") or {}).get("deletionTimestamp"))
         was_gone = old is not None and bool((old.get("metadata") or {}).get("deletionTimestamp"))
+        # a Binding another writer made (e.g. the previous leader, just before it lost the lease) is
+        # judged once it arrives: its workload may be one no policy places any more
+        made_elsewhere = old is None and new is not None and bname not in self._wrote
         obj = new or old
-        if not gone or was_gone or obj is None:
+        if not (made_elsewhere or (gone and not was_gone)) or obj is None:
             return
         if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             return
@@ -318,11 +322,12 @@ class ResourceDetector:
 
 
     async def _delete_binding(self, bname: str, existing: dict[str, Any] | None) -> None:
-        """The Binding of a workload no policy places (or that is gone) — only one this detector made."""
-        if existing is None:  # one just created may not have reached the informer yet
-            existing = await self.registry.try_get(BINDING, bname)
+        """The Binding of a workload no policy places (or that is gone) — only one this detector made.
+        The informer's copy decides, without a store read for each workload no policy places (every
+        ConfigMap of a cold start): this detector's own writes are in it by now (`reconcile` waits for
+        them), and one made elsewhere enqueues its workload when it arrives (`_binding_changed`)."""
         if existing is None or (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
-            return  # e.g. a migration hook's own Binding, created before the informer saw it
+            return  # e.g. a migration hook's own Binding
         if not existing["metadata"].get("deletionTimestamp"):
             await self.registry.delete(BINDING, bname)
             log.info("resource detector: deleted binding %s (workload or policy gone)", bname)

@@ -72,3 +72,48 @@ async def test_a_scale_back_while_the_informer_lags_its_own_write_is_not_lost() 
     bindings.cache[key] = copy.deepcopy(registry.stored)  # the informer catches up
     assert await detector.reconcile(WEB) is None and registry.writes == 3
     assert registry.stored["spec"]["replicas"] == 4
+
+
+class Queue:
+    def __init__(self) -> None:
+        self.added: list[str] = []
+
+    def add(self, key: str, *_: Any) -> None:
+        self.added.append(key)
+
+
+async def test_a_workload_no_policy_places_costs_no_store_read_and_a_stray_binding_is_judged_on_arrival() -> None:
+    """A workload with no policy (every ConfigMap of a cold start) is settled from the informer alone;
+    a detector-made Binding for it that another writer (a previous leader) stored and the informer
+    brings later enqueues the workload, whose pass deletes it."""
+
+    class Deleting(Registry):
+        def __init__(self) -> None:
+            super().__init__()
+            self.deleted: list[str] = []
+
+        async def try_get(self, kind: Any, name: str) -> None:
+            raise AssertionError("no store read")
+
+        async def delete(self, kind: Any, name: str) -> None:
+            self.deleted.append(name)
+
+    registry = Deleting()
+    workloads = SimpleNamespace(cache={WEB: deployment(2)})
+    bindings = SimpleNamespace(cache={})
+    detector = ResourceDetector(registry, workloads=[workloads],  # type: ignore[arg-type, list-item]
+                                policies=[SimpleNamespace(cache={})], bindings=bindings)  # type: ignore[list-item, arg-type]
+    assert await detector.reconcile(WEB) is None and registry.deleted == [] and registry.writes == 0
+
+    queue = Queue()
+    detector.controller.queue = queue  # type: ignore[assignment]
+    stray = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Binding",
+             "metadata": {"name": "deployment-default-web", "resourceVersion": "7",
+                          "labels": {"multicluster.io/managed-by": "resource-detector"}},
+             "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                   "namespace": "default"}}}
+    key = BINDING.key("deployment-default-web")
+    bindings.cache[key] = stray
+    detector._binding_changed(key, None, stray)
+    assert queue.added == [WEB]
+    assert await detector.reconcile(WEB) is None and registry.deleted == ["deployment-default-web"]
