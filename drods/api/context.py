@@ -15,6 +15,7 @@ from drods.api.audit import AuditLog
 from drods.api.auth import Principal, TokenAuthority, bearer_token, load_or_create_signing_key
 from drods.api.observability import ApiMetrics, InstrumentedStore
 from drods.api.settings import ApiSettings
+from drods.api.work_watches import WorkWatches
 from drods.autoscaling.admission import one_autoscaler_per_workload
 from drods.errors import ApiError
 from drods.members.search_cache import SearchCache
@@ -70,6 +71,11 @@ class ApiContext:
     # Karmada's search cache (`drods.members.search_cache`): each API replica fills its own
     # (`drods.controllers.search`), served read-only by `drods.api.routes.search`
     search: SearchCache = field(default_factory=SearchCache)
+    # the pull-mode agents' watches of their Works, through one watch of the store
+    work_watches: WorkWatches = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.work_watches = WorkWatches(self.registry, self.stopping)
 
     @property
     def kinds(self) -> tuple[Kind, ...]:

@@ -100,9 +100,11 @@ async def list_works(request: Request) -> Response:
         timeout = q.get("timeoutSeconds") or ""
         if not rv.isdigit() or (timeout and not timeout.isdigit()):
             raise BadRequest("resourceVersion and timeoutSeconds must be integers")
+        # from a listed revision: the process's one watch of the Works, handed on by cluster
+        shared = ctx.work_watches.watch(cluster, int(rv), selector) if int(rv) > 0 else None
         return StreamingResponse(watch_stream(ctx, WORK, None, int(rv), selector, None,
                                                float(timeout) if timeout else None,
-                                               accept=lambda obj: _mine(obj, cluster)),
+                                               accept=lambda obj: _mine(obj, cluster), events=shared),
                                  media_type="application/json")
     items, revision = await ctx.registry.list(WORK, None, selector)
     return JSONResponse({"kind": "WorkList", "apiVersion": WORK.api_version,

@@ -98,14 +98,17 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
                         selector: LabelSelector | None, fields: FieldSelector | None,
                         timeout_s: float | None, as_table: bool = False,
                         accept: Callable[[dict[str, Any]], bool] | None = None,
-                        view: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> AsyncIterator[bytes]:
+                        view: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                        events: AsyncIterator[tuple[str, dict[str, Any]]] | None = None) -> AsyncIterator[bytes]:
     """Kubernetes watch events, one JSON object a line; ``accept`` drops objects a caller may not see,
-    ``view`` trims what it may not read.
+    ``view`` trims what it may not read; ``events``: where they come from, if not a watch of the store
+    of its own (`drods.api.work_watches`).
 
     A resourceVersion older than the store's history ends the stream with a 410 ``Expired`` event,
     as the Kubernetes API server does, so the client relists."""
     ctx.metrics.watches.inc()
-    events = ctx.registry.watch(kind, namespace, rv or None, selector)
+    if events is None:
+        events = ctx.registry.watch(kind, namespace, rv or None, selector)
     try:
         async with asyncio.timeout(timeout_s):
             async for event_type, obj in until_stopped(ctx.stopping, events):
