@@ -34,6 +34,15 @@ client, as an operator would.
   (``rss_mb``, ``rss_growth_last_pct`` over the last ``--flat-window`` seconds of the storm), then
   every member back ``up``: ``converged_s`` until every Binding is Scheduled with a placement and
   every Work applied at its current hash.
+* ``sync``: Binding → Work, measured as Karmada measures its binding-to-Work rate (karmada issue
+  7062: the binding controller stopped while the ResourceBindings are made, then started): the
+  control plane is stopped, ``--workloads`` more Deployments + ConfigMaps are written into its store
+  and bound and scheduled by the resource detector and the scheduler alone (``bind_s``), then the
+  whole control plane starts and the Works in the store are counted every 0.25 s from another
+  connection: ``first_work_s`` and ``works_written_s`` (from the start), ``works_per_s`` (first Work
+  to last), ``works_per_s_middle`` (the middle 80 %), and ``drods serve``'s ``cpu_s`` and
+  ``peak_rss_mb`` from its start. The members apply the Works meanwhile (push: the same process;
+  pull: the agents).
 * ``idle``: every member Ready and ``--workloads`` placed, then ``cpu_s`` and ``cores`` (CPU
   seconds / wall seconds) of each process over ``--seconds``, and ``rss_mb``: what watching the
   fleet costs with nothing to do.
@@ -45,6 +54,7 @@ cold-start first, as it restarts the control plane over a store it fills).
     python bench/scale.py --scenario cold-start --clusters 100 --nodes-per-cluster 50 --workloads 30000
     python bench/scale.py --scenario distribution --clusters 100 --rate 50 --seconds 60 --mode pull
     python bench/scale.py --scenario storm --clusters 20 --workloads 2000
+    python bench/scale.py --scenario sync --clusters 100 --workloads 10000 --mode pull
 """
 
 from __future__ import annotations
@@ -266,8 +276,9 @@ POLICY = {"apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy",
                    "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}}}
 
 
-async def _seed(url: str, data_dir: Path, workloads: int) -> None:
-    """Objects written straight into the stopped control plane's store, as a restore would leave them."""
+async def _seed(url: str, data_dir: Path, workloads: int, first: int = 0) -> None:
+    """Objects written straight into the stopped control plane's store, as a restore would leave them
+    (the workloads numbered from ``first``)."""
     from drods.model.kinds import by_kind
     from drods.registry.objects import ObjectRegistry
     from drods.registry.secrets import SecretBox, load_or_create_key
@@ -276,7 +287,7 @@ async def _seed(url: str, data_dir: Path, workloads: int) -> None:
     store = open_store(url)
     try:
         registry = ObjectRegistry(store, SecretBox(load_or_create_key(data_dir / "encryption.key")))
-        objs = [POLICY, *(o for i in range(workloads) for o in workload(i))]
+        objs = [POLICY, *(o for i in range(first, first + workloads) for o in workload(i))]
         items = [(by_kind(o["apiVersion"], o["kind"]), o) for o in objs]
         for i in range(0, len(items), 2000):
             await registry.batch_upsert(items[i:i + 2000], results=False)
@@ -369,6 +380,143 @@ class Bench:
         post_batch(self.http, [POLICY, *(o for i in range(n) for o in workload(i))])
         if not self.watch.wait(lambda: self.watch.copies() >= n, 120 + n * 0.05):
             raise TimeoutError(f"only {self.watch.copies()} of {n} workloads reached the members")
+
+
+async def _bind_only(url: str, data_dir: Path, n: int, within: float) -> float:
+    """Every stored workload bound and scheduled with no member controller running — Karmada's way of
+    measuring the binding → Work rate (its binding controller stopped while the ResourceBindings are
+    made): the resource detector and the scheduler alone over the store, until ``n`` more Bindings
+    carry a placement. Returns the seconds it took."""
+    from drods.assembly import Component, assemble, encrypted_store
+    from drods.cli.config import component_settings
+    from drods.store import open_store
+
+    plane = assemble(open_store(url), data_dir, {Component.DETECTOR, Component.SCHEDULER},
+                     settings=component_settings(None, data_dir))
+    reader = encrypted_store(open_store(url), data_dir)
+    before = await _placed(reader)
+    t0 = time.monotonic()
+    try:
+        async with plane.running():
+            while True:
+                placed = await _placed(reader)
+                if placed >= n + before:
+                    return time.monotonic() - t0
+                if time.monotonic() - t0 > within:
+                    raise TimeoutError(f"only {placed} of {n} Bindings scheduled")
+                await asyncio.sleep(1.0)
+    finally:
+        await reader.close()
+
+
+async def _placed(reader: Any) -> int:
+    from drods.model.kinds import BINDING
+
+    kvs, _ = await reader.range(BINDING.key_prefix())
+    return sum(1 for kv in kvs if (json.loads(kv.value).get("status") or {}).get("placement"))
+
+
+class WorkCount:
+    """Works in the store, counted every ``interval`` from another process's connection (SQLite: a
+    read-only count of the keys; etcd: a range read): when the count first reached each value."""
+
+    def __init__(self, url: str, interval: float = 0.25) -> None:
+        from drods.model.kinds import WORK
+
+        self.url, self.prefix, self.interval = url, WORK.key_prefix(), interval
+        self.samples: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        count = self._sqlite() if self.url.startswith("sqlite://") else self._etcd()
+        while not self.stop.is_set():
+            try:
+                n = count()
+            except Exception:  # noqa: BLE001 - a locked or restarting store: the next sample counts
+                n = None
+            if n is not None:
+                self.samples.append((time.time(), n))
+            self.stop.wait(self.interval)
+
+    def _sqlite(self) -> Callable[[], int]:
+        import sqlite3
+
+        from drods.store.sqlite import _range_bounds
+
+        path = self.url.removeprefix("sqlite://")
+        start, end = _range_bounds(self.prefix)
+
+        def count() -> int:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+                return int(db.execute("SELECT count(*) FROM kv WHERE key >= ? AND key < ?", (start, end))
+                           .fetchone()[0])
+        return count
+
+    def _etcd(self) -> Callable[[], int]:
+        from drods.store import open_store
+
+        def count() -> int:
+            async def once() -> int:
+                store = open_store(self.url)
+                try:
+                    return len((await store.range(self.prefix))[0])
+                finally:
+                    await store.close()
+            return asyncio.run(once())
+        return count
+
+    def first_at(self, n: int) -> float | None:
+        return next((t for t, c in self.samples if c >= n), None)
+
+    def wait(self, n: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.first_at(n) is not None:
+                return True
+            time.sleep(self.interval)
+        return False
+
+
+SYNC_FIRST = 500_000  # sync's workloads are numbered apart: new Bindings whatever ran before it
+
+
+def sync(b: Bench) -> dict[str, Any]:
+    """Binding → Work, as Karmada's binding-to-Work throughput is measured (karmada issue 7062): the
+    control plane stopped, ``--workloads`` Deployments + ConfigMaps written into its store and bound
+    and scheduled with no member controller running, then the whole control plane started: how fast
+    the binding controller writes their Works (``works_per_s``: from the first to the last). The Works
+    are applied to the members at the same time, as they would be: by the execution controller in the
+    same process (push) or by the agents (pull)."""
+    n, args = b.args.workloads, b.args
+    assert b.server.proc is not None
+    b.server.stop(check=False)
+    asyncio.run(_seed(b.url, b.server.data_dir, n, SYNC_FIRST))
+    bind_s = asyncio.run(_bind_only(b.url, b.server.data_dir, n, args.timeout))
+    counter = WorkCount(b.url)
+    try:
+        wait_until(lambda: bool(counter.samples), 30, "the first count of the Works", interval=0.1)
+        before = counter.samples[-1][1]
+        t0 = time.time()
+        b.server.start()
+        start_s = time.time() - t0
+        done = counter.wait(before + n, args.timeout)
+        pid = b.pids()["drods serve"]
+        cpu, peak = cpu_seconds(pid), proc_kb(pid, "VmHWM") / 1024  # the process's own, from its start
+    finally:
+        counter.stop.set()
+    first, last = counter.first_at(before + 1), counter.first_at(before + n)
+    # the rate once it runs (first Work to last), and over the middle 80 % (no start, no tail)
+    p10, p90 = counter.first_at(before + max(1, n // 10)), counter.first_at(before + n - n // 10)
+    rate = round((n - 1) / (last - first), 1) if done and last and first and last > first else None
+    middle = round((n - n // 10 - max(1, n // 10)) / (p90 - p10), 1) if n >= 20 and p10 and p90 and p90 > p10 \
+        else None
+    return {"bind_s": round(bind_s, 1), "start_s": round(start_s, 1), "works": counter.samples[-1][1] - before,
+            "first_work_s": round(first - t0, 2) if first else None,
+            "works_written_s": round(last - t0, 2) if done and last else None,
+            "works_per_s": rate, "works_per_s_middle": middle, "cpu_s": round(cpu, 1),
+            "peak_rss_mb": round(peak, 1)}
 
 
 def cold_start(b: Bench) -> dict[str, Any]:
@@ -611,7 +759,7 @@ def idle(b: Bench) -> dict[str, Any]:
 
 
 SCENARIOS: dict[str, Callable[[Bench], dict[str, Any]]] = {
-    "cold-start": cold_start, "distribution": distribution, "storm": storm, "idle": idle}
+    "cold-start": cold_start, "distribution": distribution, "storm": storm, "idle": idle, "sync": sync}
 
 
 def scenarios(text: str) -> list[str]:

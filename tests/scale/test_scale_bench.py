@@ -53,11 +53,16 @@ def test_every_scenario_in_push_mode(tmp_path: Path) -> None:
     assert len(storm["rss_mb"]) >= 7 and storm["converged_s"] is not None
 
 
-def test_distribution_in_pull_mode() -> None:
-    """`drods cluster join --from --pull` and `drods agent --from` carry the stream to the members."""
-    out = run("--scenario", "distribution,idle", "--mode", "pull", "--clusters", "2", "--nodes-per-cluster", "2",
-              "--workloads", "2", "--rate", "4", "--seconds", "1", "--timeout", "120")
-    dist, idle = out["distribution"], out["idle"]
+def test_sync_and_distribution_in_pull_mode() -> None:
+    """`drods cluster join --from --pull` and `drods agent --from` carry the stream to the members;
+    ``sync`` counts the Works the restarted control plane writes for Bindings made without it."""
+    out = run("--scenario", "sync,distribution,idle", "--mode", "pull", "--clusters", "2", "--nodes-per-cluster",
+              "2", "--workloads", "3", "--rate", "4", "--seconds", "1", "--timeout", "120")
+    sync, dist, idle = out["sync"], out["distribution"], out["idle"]
+    assert sync["works"] == 3 and sync["bind_s"] > 0  # one member each: a Work per Binding, no more
+    assert sync["start_s"] > 0 and 0 < sync["first_work_s"] <= sync["works_written_s"]
+    assert sync["cpu_s"] > 0 and sync["peak_rss_mb"] > 0
+    assert sync["works_per_s"] is None or sync["works_per_s"] > 0  # None: all three in one count
     assert dist["mode"] == "pull" and 1 <= dist["operations"] == dist["arrived"] <= 4
     assert dist["p99_ms"] is not None
     # what watching the fleet costs, per process (the agents are a process of their own in pull mode)
