@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from drods.api.streaming import until_stopped
 from drods.model.kinds import WORK
 from drods.model.selector import LabelSelector
 from drods.registry.objects import ObjectRegistry
@@ -90,15 +91,15 @@ class WorkWatches:
                     del self._streams[cluster]
 
     async def _run(self, after: int) -> None:
+        events = self.registry.watch(WORK, None, after)
         try:
-            async for etype, obj in self.registry.watch(WORK, None, after):
-                if self.stopping.is_set():
-                    break
+            async for etype, obj in until_stopped(self.stopping, events):
                 self._hand_on(etype, obj)
         except Exception as e:  # noqa: BLE001 - every stream ends; the next agent watch starts a new one
             log.info("the shared watch of the Works ended (%s); its %d streams end with it", e,
                      sum(len(s) for s in self._streams.values()))
         finally:
+            await events.aclose()  # type: ignore[attr-defined]
             for streams in list(self._streams.values()):
                 for stream in list(streams):
                     stream.queue.put_nowait(None)
