@@ -9,6 +9,7 @@ the binding's own assumed load).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -88,11 +89,12 @@ class FleetFollower:
 
         out: dict[str, BindingRecord] = {}
         for names, concern in self.selections.concerns(changes, placed_on):
+            dated = _Dated.of(concern)
             for name in names:
                 rec = out.get(name) or record(name)
                 if rec is None or rec.deleting:
                     continue
-                news = _news(concern, rec.scheduled_time)
+                news = dated.news_to(rec.scheduled_time)
                 if news:
                     self._note(name, news)
                     out[name] = rec
@@ -241,10 +243,27 @@ def _holistic(pl: PlacementSpec) -> bool:
     return bool(pl.spreadConstraints) or pl.statefulTopology is not None
 
 
-def _news(concern: dict[str, FleetChange], decided_at: float | None) -> dict[str, FleetChange]:
-    """The changes of ``concern`` a decision made at ``decided_at`` did not see: after a restart the
-    clusters listed are not news to a binding decided after they joined (a restart moves nothing).
-    ``concern`` itself (shared) when all are news."""
-    if all(ch.news_to(decided_at) for ch in concern.values()):
-        return concern
-    return {c: ch for c, ch in concern.items() if ch.news_to(decided_at)}
+@dataclass(frozen=True, slots=True)
+class _Dated:
+    """A concern and the range of its changes' dates (``FleetChange.since``; None, a change happening
+    now, counts as the latest), so that a binding is judged against it in O(1) unless it was decided
+    between two of them: after a restart listing 10,000 clusters, each of 100,000 bindings."""
+
+    concern: dict[str, FleetChange]
+    first: float
+    last: float
+
+    @classmethod
+    def of(cls, concern: dict[str, FleetChange]) -> _Dated:
+        dates = [math.inf if ch.since is None else ch.since for ch in concern.values()]
+        return cls(concern, min(dates, default=math.inf), max(dates, default=math.inf))
+
+    def news_to(self, decided_at: float | None) -> dict[str, FleetChange]:
+        """The changes a decision made at ``decided_at`` did not see: after a restart the clusters
+        listed are not news to a binding decided after they joined (a restart moves nothing). The
+        concern itself (shared) when all are news."""
+        if decided_at is None or decided_at < self.first:
+            return self.concern
+        if decided_at >= self.last:
+            return {}
+        return {c: ch for c, ch in self.concern.items() if ch.news_to(decided_at)}

@@ -353,3 +353,23 @@ def test_network_changes_that_retry_parked_bindings() -> None:
 
     assert _moved(None, 5.0) and _moved(5.0, None) and not _moved(None, None)
     assert not _moved(10.0, 10.9) and _moved(10.0, 11.5)  # probes' jitter within 10 % retries nothing
+
+
+def test_a_restart_listing_is_news_only_to_bindings_decided_before_each_change_in_constant_time() -> None:
+    """`refit._Dated`: a binding decided after every listed cluster joined gets nothing (no pass over
+    the 10,000 changes of a large fleet's listing), one decided before all of them the shared concern,
+    one decided in between only the later ones; a change happening now is news to every binding."""
+    from drods.scheduler.selection import ClusterFacts
+    from drods.schedulerd.fleet import CLUSTER_ADDED, FleetChange
+    from drods.schedulerd.refit import _Dated
+
+    def change(name: str, since: float | None) -> FleetChange:
+        return FleetChange(name, (CLUSTER_ADDED,), ClusterFacts.of(name, {}, ClusterSpec()), None, True, since)
+
+    listed = {f"c{i}": change(f"c{i}", 100.0 + i) for i in range(10_000)}
+    dated = _Dated.of(listed)
+    assert dated.news_to(20_000.0) == {}
+    assert dated.news_to(50.0) is listed and dated.news_to(None) is listed
+    assert set(dated.news_to(10_097.5)) == {"c9998", "c9999"}
+    live = {**listed, "new": change("new", None)}
+    assert set(_Dated.of(live).news_to(20_000.0)) == {"new"}
