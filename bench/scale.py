@@ -471,12 +471,11 @@ class WorkCount:
         return next((t for t, c in self.samples if c >= n), None)
 
     def wait(self, n: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.first_at(n) is not None:
-                return True
-            time.sleep(self.interval)
-        return False
+        try:
+            wait_until(lambda: self.first_at(n) is not None, timeout, f"{n} Works", interval=self.interval)
+        except TimeoutError:
+            return False
+        return True
 
 
 SYNC_FIRST = 500_000  # sync's workloads are numbered apart: new Bindings whatever ran before it
