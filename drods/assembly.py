@@ -245,8 +245,9 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         scheduler.register(manager)
     if Component.DETECTOR in chosen:
         informers = ResourceDetector.informers(manager)
+        workers = (s.members or MemberSettings()).detectorWorkers
         manager.add_leader("resource-detector", lambda lead: ResourceDetector(
-            lead.registry, **informers, catalog=ctx.catalog, interpreter=interpreter))
+            lead.registry, **informers, catalog=ctx.catalog, interpreter=interpreter, workers=workers))
     if Component.API in chosen:
         _search_cache(plane, s)
     if monitor is not None:
