@@ -342,6 +342,7 @@ class Bench:
 
     def __init__(self, args: argparse.Namespace, stack: ExitStack) -> None:
         self.args = args
+        self.synced = 0  # workloads the sync scenario seeded so far
         self.root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
         self.fleet, self.members = stack.enter_context(fleet(self.root, args.clusters, args.nodes_per_cluster))
         self.url = stack.enter_context(store_url(args.store, self.root))
@@ -491,7 +492,9 @@ def sync(b: Bench) -> dict[str, Any]:
     n, args = b.args.workloads, b.args
     assert b.server.proc is not None
     b.server.stop(check=False)
-    asyncio.run(_seed(b.url, b.server.data_dir, n, SYNC_FIRST))
+    # a later run over the same fleet seeds new workloads, and restarts over the Works of the earlier ones
+    asyncio.run(_seed(b.url, b.server.data_dir, n, SYNC_FIRST + b.synced))
+    b.synced += n
     bind_s = asyncio.run(_bind_only(b.url, b.server.data_dir, n, args.timeout))
     counter = WorkCount(b.url)
     try:

@@ -1,4 +1,5 @@
-"""One watch of the Works per API server, shared by the pull-mode agents' watches (M2).
+"""The pull-mode agents' view of the Works (M2): one watch of the Works per API server, shared by the
+agents' watches, and their lists read without decoding other clusters' Works.
 
 Each agent watches its own cluster's Works, but a store watch sees every Work under the prefix: with a
 store watch per agent, each Work written was opened (Works are sealed at rest), decoded and dropped by
@@ -10,18 +11,27 @@ A stream starts from the revision its agent listed at. The recent events are kep
 stream a little behind the shared watch is served from them; one further behind gets a store watch of
 its own, as before. A stream whose reader falls ``max_queued`` events behind ends with ``Compacted``
 (the agent's watch gets a 410 ``Expired`` and lists again), as a slow watcher is ended by Kubernetes.
+
+A list reads every Work (the store keeps them under one prefix, not by cluster) but decodes only those
+it cannot tell are another cluster's: each Work's cluster is remembered with the revision it was seen
+at, from the shared watch and from earlier lists, and trusted only while the stored Work is still at
+that revision. When the control plane restarts, every agent lists again at once: each list decoded
+every Work, a hundred times the Works at 100 members; now the first list decodes them, the others
+their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from drods.api.streaming import until_stopped
+from drods.machinery.tasks import yielding
 from drods.model.kinds import WORK
 from drods.model.selector import LabelSelector
 from drods.registry.objects import ObjectRegistry
@@ -55,6 +65,27 @@ class WorkWatches:
         self._recent: deque[tuple[str, _Event]] = deque(maxlen=backlog)  # (cluster, event)
         self._since = 0  # the shared watch has handed on every Work event after this revision
         self._task: asyncio.Task[None] | None = None
+        self._cluster_of: dict[str, tuple[str, int]] = {}  # Work key -> its cluster, at that revision
+
+    async def list(self, cluster: str, selector: LabelSelector | None = None) -> tuple[list[Obj], int]:
+        """``cluster``'s Works (with ``selector`` matched on the labels) and the revision they were read
+        at, as `ObjectRegistry.list` returns them."""
+        kvs, revision = await self.registry.store.range(WORK.key_prefix())
+        known, seen = self._cluster_of, {}
+        items: list[Obj] = []
+        async for kv in yielding(kvs):
+            obj, at = None, known.get(kv.key)
+            if at is None or at[1] != kv.mod_revision:
+                obj = self.registry.decode(WORK, kv)
+                at = (_cluster(obj), kv.mod_revision)
+            seen[kv.key] = at
+            if at[0] != cluster:
+                continue
+            obj = obj or self.registry.decode(WORK, kv)
+            if selector is None or selector.matches(obj["metadata"].get("labels") or {}):
+                items.append(obj)
+        self._cluster_of = seen  # the Works there are now: those deleted meanwhile are forgotten
+        return items, revision
 
     def watch(self, cluster: str, after: int, selector: LabelSelector | None = None
               ) -> AsyncIterator[tuple[str, Obj]]:
@@ -108,7 +139,12 @@ class WorkWatches:
 
     def _hand_on(self, etype: str, obj: Obj) -> None:
         rev = int(obj["metadata"]["resourceVersion"])
-        cluster = str((obj.get("spec") or {}).get("cluster") or "")
+        cluster = _cluster(obj)
+        key = WORK.key(str(obj["metadata"]["name"]))
+        if etype == "DELETED":
+            self._cluster_of.pop(key, None)
+        else:
+            self._cluster_of[key] = (cluster, rev)
         ev = (rev, etype, obj)
         if len(self._recent) == self._recent.maxlen:
             self._since = self._recent[0][1][0]
@@ -121,3 +157,7 @@ class WorkWatches:
                 stream.queue.put_nowait(None)  # its reader is too far behind: it lists again
             else:
                 stream.queue.put_nowait(ev)
+
+
+def _cluster(work: Obj) -> str:
+    return sys.intern(str((work.get("spec") or {}).get("cluster") or ""))

@@ -150,7 +150,8 @@ class ObjectRegistry:
 
     # ---- reads ------------------------------------------------------------------------------
 
-    def _decode(self, kind: Kind, kv: KeyValue, *, reveal: bool) -> Obj:
+    def decode(self, kind: Kind, kv: KeyValue, *, reveal: bool = False) -> Obj:
+        """A stored object as the API returns it (``reveal``: its secret fields in the clear)."""
         obj: Obj = jsondoc.loads(kv.value)
         obj["metadata"]["resourceVersion"] = str(kv.mod_revision)
         if obj.get("kind") == kind.kind:
@@ -169,7 +170,7 @@ class ObjectRegistry:
         kv = await self.store.get(kind.key(name, self._ns(kind, namespace)))
         if kv is None:
             raise not_found(kind.kind, name)
-        return self._decode(kind, kv, reveal=reveal)
+        return self.decode(kind, kv, reveal=reveal)
 
     async def try_get(self, kind: Kind, name: str, namespace: str | None = None, *, reveal: bool = False) -> Obj | None:
         try:
@@ -186,7 +187,7 @@ class ObjectRegistry:
         reveal: bool = False,
     ) -> tuple[list[Obj], int]:
         kvs, revision = await self.store.range(kind.key_prefix(namespace if kind.namespaced else None))
-        items = [self._decode(kind, kv, reveal=reveal) for kv in kvs]
+        items = [self.decode(kind, kv, reveal=reveal) for kv in kvs]
         if selector is not None:
             items = [o for o in items if selector.matches(o["metadata"].get("labels", {}))]
         return items, revision
@@ -195,7 +196,7 @@ class ObjectRegistry:
         """Every object of ``kind``, decoded one at a time as the caller iterates: a pass over
         100,000 Bindings holds their stored bytes, not 100,000 decoded documents at once."""
         kvs, _ = await self.store.range(kind.key_prefix(namespace if kind.namespaced else None))
-        return (self._decode(kind, kv, reveal=reveal) for kv in kvs)
+        return (self.decode(kind, kv, reveal=reveal) for kv in kvs)
 
     # ---- writes -----------------------------------------------------------------------------
 
@@ -275,7 +276,7 @@ class ObjectRegistry:
             kv = await self.store.get(key)
             if kv is None:
                 raise not_found(kind.kind, name)
-            current = self._decode(kind, kv, reveal=False)
+            current = self.decode(kind, kv, reveal=False)
             patched = apply_patch(current, patch, content_type)
             meta = patched.get("metadata")
             rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
@@ -327,11 +328,11 @@ class ObjectRegistry:
             current: Obj = jsondoc.loads(kv.value)
             meta = current["metadata"]
             if dry_run:
-                return self._decode(kind, kv, reveal=False), not meta.get("finalizers")
+                return self.decode(kind, kv, reveal=False), not meta.get("finalizers")
             try:
                 if meta.get("finalizers"):
                     if meta.get("deletionTimestamp"):
-                        return self._decode(kind, kv, reveal=False), False
+                        return self.decode(kind, kv, reveal=False), False
                     marked = copy.deepcopy(current)
                     marked["metadata"]["deletionTimestamp"] = now_rfc3339()
                     marked["metadata"]["deletionGracePeriodSeconds"] = 0
@@ -340,7 +341,7 @@ class ObjectRegistry:
                     return self._result(kind, marked, rev), False
                 await self.store.delete(key, expect_revision=kv.mod_revision)
                 await changes.note(kind, "delete", name, meta.get("namespace"), current, None)
-                return self._decode(kind, kv, reveal=False), True
+                return self.decode(kind, kv, reveal=False), True
             except CasFailed:
                 if resource_version is not None:
                     raise conflict(kind.kind, name, None) from None
@@ -463,11 +464,11 @@ class ObjectRegistry:
             if ev.type is EventType.DELETE:
                 if ev.prev_kv is None:
                     continue
-                obj = self._decode(kind, ev.prev_kv, reveal=False)
+                obj = self.decode(kind, ev.prev_kv, reveal=False)
                 obj["metadata"]["resourceVersion"] = str(ev.kv.mod_revision)
                 kind_of_event = "DELETED"
             else:
-                obj = self._decode(kind, ev.kv, reveal=False)
+                obj = self.decode(kind, ev.kv, reveal=False)
                 kind_of_event = "ADDED" if ev.kv.version == 1 else "MODIFIED"
             if selector is not None and not selector.matches(obj["metadata"].get("labels", {})):
                 continue

@@ -115,3 +115,63 @@ async def test_a_label_selector_is_matched_and_a_reader_far_behind_is_ended(
     # by now every event was handed on: the reader that read none is two behind, and ended
     with pytest.raises(Compacted):  # it lists again (a 410 to the agent)
         await events(slow, 4)
+
+
+class CountingRegistry(ObjectRegistry):
+    """The registry, counting the Works it decodes."""
+
+    decoded = 0
+
+    def decode(self, kind: Any, kv: Any, *, reveal: bool = False) -> dict[str, Any]:
+        self.decoded += 1
+        return super().decode(kind, kv, reveal=reveal)
+
+
+async def test_agents_relisting_at_once_decode_only_their_own_works(tmp_path: Path) -> None:
+    """A control plane's restart makes every agent list its Works: the first list decodes them all, the
+    others only their own cluster's, and what each gets is exactly what a full decode would give."""
+    store = SqliteStore(str(tmp_path / "db"))
+    try:
+        reg = CountingRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+        clusters = [f"m{i}" for i in range(10)]
+        await reg.batch_upsert([(WORK, work(f"w{j}", c)) for c in clusters for j in range(20)], results=False)
+        await reg.create(WORK, {**work("extra", "m1"), "metadata": {
+            "name": work_name("extra", "m1"), "labels": {"other": "x"}}})
+        watches = WorkWatches(reg, asyncio.Event())
+        everything, rv = await reg.list(WORK)
+        reg.decoded = 0
+        lists = [await watches.list(c, parse_selector(f"multicluster.io/cluster={c}")) for c in clusters]
+        assert reg.decoded == 201 + 8 * 20 + 21  # the first list decodes all 201, each other its own (m1: 21)
+        for c, (items, listed_rv) in zip(clusters, lists, strict=True):
+            assert listed_rv == rv
+            assert sorted(o["metadata"]["name"] for o in items) == sorted(
+                o["metadata"]["name"] for o in everything
+                if o["spec"]["cluster"] == c and o["metadata"]["labels"].get("multicluster.io/cluster") == c)
+        assert len(lists[1][0]) == 20  # "extra" is m1's but not under the selector
+        assert len((await watches.list("m1"))[0]) == 21  # no selector: every Work of the cluster
+    finally:
+        await store.close()
+
+
+async def test_a_work_changed_since_it_was_seen_is_decoded_again(tmp_path: Path) -> None:
+    """The cluster remembered for a Work is trusted only at the revision it was seen at: a Work moved to
+    another cluster behind the list (no shared watch running) is listed under its new cluster, and a
+    deleted one is forgotten."""
+    store = SqliteStore(str(tmp_path / "db"))
+    try:
+        reg = CountingRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+        watches = WorkWatches(reg, asyncio.Event())
+        await reg.create(WORK, work("w", "a"))
+        await reg.create(WORK, work("gone", "a"))
+        assert [o["spec"]["binding"] for o in (await watches.list("a"))[0]] == ["gone", "w"]
+        moved = await reg.get(WORK, work_name("w", "a"))
+        moved["spec"]["cluster"] = "b"
+        await reg.update(WORK, moved)
+        await reg.delete(WORK, work_name("gone", "a"))
+        reg.decoded = 0
+        assert (await watches.list("a"))[0] == []
+        assert reg.decoded == 1  # the moved Work, read again
+        assert [o["spec"]["binding"] for o in (await watches.list("b"))[0]] == ["w"]
+        assert len(watches._cluster_of) == 1
+    finally:
+        await store.close()

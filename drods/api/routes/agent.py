@@ -106,10 +106,9 @@ async def list_works(request: Request) -> Response:
                                                float(timeout) if timeout else None,
                                                accept=lambda obj: _mine(obj, cluster), events=shared),
                                  media_type="application/json")
-    items, revision = await ctx.registry.list(WORK, None, selector)
+    items, revision = await ctx.work_watches.list(cluster, selector)
     return JSONResponse({"kind": "WorkList", "apiVersion": WORK.api_version,
-                         "metadata": {"resourceVersion": str(revision)},
-                         "items": [o for o in items if _mine(o, cluster)]})
+                         "metadata": {"resourceVersion": str(revision)}, "items": items})
 
 
 @router.put("/works/{name}/status", summary="Report what the member holds for one Work")
