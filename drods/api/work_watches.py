@@ -15,7 +15,7 @@ its own, as before. A stream whose reader falls ``max_queued`` events behind end
 A list reads every Work (the store keeps them under one prefix, not by cluster) but decodes only those
 it cannot tell are another cluster's: each Work's cluster is remembered with the revision it was seen
 at, from the shared watch and from earlier lists, and trusted only while the stored Work is still at
-that revision. When the control plane restarts, every agent lists again at once: each list decoded
+that revision. Agents list when they start and after a 410: when many start at once, each list decoded
 every Work, a hundred times the Works at 100 members; now the first list decodes them, the others
 their own.
 """
