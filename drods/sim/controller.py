@@ -37,7 +37,7 @@ from drods.sim.placer import place, rooms
 from drods.sim.registry import SimRegistry
 from drods.sim.resources import condition, is_terminal, node_ready, of_list
 from drods.sim.storage import Network, WriteClock
-from drods.store import Store
+from drods.store import KeyValue, Store
 
 log = logging.getLogger("drods.sim")
 Obj = dict[str, Any]
@@ -80,6 +80,20 @@ def _qos(pod: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable" if any_set else "BestEffort"
 
 
+# What a pass only ever deletes (a namespace's contents): kept as their name alone, never decoded — a
+# member holding a hundred thousand ConfigMaps keeps their documents in its store, not in this cache.
+NAMED_ONLY = tuple(k.key_prefix() for k in K.NAMESPACED
+                   if k not in (K.POD, K.SERVICE, K.ENDPOINT_SLICE, K.PERSISTENT_VOLUME_CLAIM, *K.WORKLOADS))
+
+
+def decode_read(kv: KeyValue) -> Obj | None:
+    """A stored object as the controller reads it: whole, or by name for the kinds it only deletes."""
+    if kv.key.startswith(NAMED_ONLY):
+        _, namespace, name = kv.key.rsplit("/", 2)  # /registry/<group>/<plural>/<namespace>/<name>
+        return {"metadata": {"name": name, "namespace": namespace}}
+    return decode_stored(kv)
+
+
 class SimController:
     def __init__(self, registry: SimRegistry, store: Store, cfg: SimConfig) -> None:
         self.registry = registry
@@ -90,7 +104,7 @@ class SimController:
         self._retry = False
         self._node_index: dict[str, int] = {}
         self.passes = 0
-        self.objects = Informer(store, "/registry/", decode_stored)
+        self.objects = Informer(store, "/registry/", decode_read)
         self.objects.on_change(self._changed)
         self._seen = asyncio.Event()  # the informer moved (what `_caught_up` waits on)
         self._written = 0  # the store revision of this controller's latest write

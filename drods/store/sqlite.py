@@ -186,12 +186,14 @@ def _log_event(row: Sequence[Any]) -> WatchEvent:
     return WatchEvent(EventType.DELETE, KeyValue(key, b"", 0, rev, 0, 0), prev)
 
 
-def _connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
+def _connect(path: str, *, readonly: bool = False, cache_kib: int | None = None) -> sqlite3.Connection:
     conn = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
     )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA synchronous = FULL")
+    if cache_kib is not None:
+        conn.execute(f"PRAGMA cache_size = {-int(cache_kib)}")  # negative: KiB, not pages
     if readonly:
         conn.execute("PRAGMA query_only = 1")
     return conn
@@ -373,11 +375,14 @@ class SqliteStore(Store):
 
     max_txn_ops = 100_000
 
-    def __init__(self, path: str, *, tick: float = TICK) -> None:
+    def __init__(self, path: str, *, tick: float = TICK, cache_kib: int | None = None) -> None:
+        """``cache_kib`` bounds each connection's page cache (SQLite's default is 2 MiB a connection;
+        a process holding a hundred small stores pays it three times over per store)."""
         if path in ("", ":memory:") or path.startswith("file::memory:"):
             raise ValueError("SqliteStore needs a file path (its connections must share one database)")
         self.path = path
         self.tick = tick
+        self.cache_kib = cache_kib
         conn = _connect(path)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -424,7 +429,7 @@ class SqliteStore(Store):
     def _reader_conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.path, readonly=True)
+            conn = _connect(self.path, readonly=True, cache_kib=self.cache_kib)
             self._local.conn = conn
             with self._lock:
                 self._reader_conns.append(conn)
@@ -448,7 +453,7 @@ class SqliteStore(Store):
     # ------------------------------------------------------------------ writer thread
 
     def _writer_main(self) -> None:
-        conn = _connect(self.path)
+        conn = _connect(self.path, cache_kib=self.cache_kib)
         next_sweep = next_notice = last_foreign = 0.0
         stopping = False
         try:
