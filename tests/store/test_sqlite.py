@@ -329,3 +329,21 @@ async def test_a_value_another_process_stored_that_does_not_unpack_fails_its_wat
             await take(a, 1)
     finally:
         await ours.close()
+
+
+async def test_a_bounded_page_cache_holds_on_every_connection(tmp_path: Path) -> None:
+    """A fleet of simulated members holds a hundred stores: each connection's page cache is bounded."""
+    store = SqliteStore(str(tmp_path / "small.db"), cache_kib=64)
+    default = SqliteStore(str(tmp_path / "default.db"))
+    try:
+        for s in (store, default):
+            await s.put("/a", b"1")
+            await s.get("/a")  # the calling thread's connection
+            await s.range("/")  # a reader thread's
+        assert store._reader_conns and default._reader_conns
+        assert {c.execute("PRAGMA cache_size").fetchone()[0] for c in store._reader_conns} == {-64}
+        assert await store._write(lambda txn: txn.conn.execute("PRAGMA cache_size").fetchone()[0]) == -64
+        assert {c.execute("PRAGMA cache_size").fetchone()[0] for c in default._reader_conns} == {-2000}
+    finally:
+        await store.close()
+        await default.close()
