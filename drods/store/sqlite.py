@@ -377,7 +377,7 @@ class SqliteStore(Store):
 
     def __init__(self, path: str, *, tick: float = TICK, cache_kib: int | None = None) -> None:
         """``cache_kib`` bounds each connection's page cache (SQLite's default is 2 MiB a connection;
-        a process holding a hundred small stores pays it three times over per store)."""
+        a process holding a hundred small stores pays it on each of a store's connections, up to four)."""
         if path in ("", ":memory:") or path.startswith("file::memory:"):
             raise ValueError("SqliteStore needs a file path (its connections must share one database)")
         self.path = path
