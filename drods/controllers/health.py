@@ -2,7 +2,8 @@
 
 * **Push mode** — every ``probeIntervalSeconds`` (5 s) each cluster is probed through its
   `MemberClient` (``GET /version``, sent even while the client fails fast) and, when it answers and
-  ``summaryIntervalSeconds`` (10 s) have passed, summarised (nodes, pods, metrics.k8s.io). A member
+  ``summaryIntervalSeconds`` (10 s) have passed, summarised (nodes, pods, metrics.k8s.io; the pods
+  followed by a watch from the first summary on, not listed each time: `drods.members.pod_cache`). A member
   that answered another call within the interval (an apply, a listing) is not probed again: that
   answer is the probe, so a busy member is not sent probes on top of its work.
   A success makes it Ready=True at once; it turns
@@ -277,6 +278,7 @@ class ClusterHealth:
         st.last_error = None
         if st.last_ok - st.summarised < self.settings.summaryIntervalSeconds:
             return
+        client.follow_pods()  # summarised every interval: its pods followed, not listed each time
         try:
             st.summary = await client.summary()
         except (MemberUnavailable, MemberError) as e:

@@ -14,7 +14,8 @@ watch may have missed); while one is not (it failed, or the member serves no wat
 poll however little changed.
 
 Every ``usagePollSeconds`` it also reads the workloads' use (`drods.members.workload_usage`: one pods
-and one PodMetrics list per namespace) and writes it on the manifest status as ``usage``.
+and one PodMetrics list per namespace; the pods from the member's followed pods once the health
+controller follows them, `drods.members.pod_cache`) and writes it on the manifest status as ``usage``.
 """
 
 from __future__ import annotations

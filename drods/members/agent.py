@@ -64,6 +64,7 @@ async def run_agent(cluster: str, member: MemberClient, server: str, token: str,
     stats = stats or AgentStats()
     stats.interval = interval
     backoff = 1.0
+    member.follow_pods()  # reported every interval: its pods followed, not listed each time
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=server.rstrip("/"), headers=headers, transport=async_transport(verify),
                                  timeout=10) as http:

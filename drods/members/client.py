@@ -38,12 +38,15 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from drods.members.pacing import CallWindow, overloaded
+from drods.members.pod_cache import PodCache
 from drods.members.summary import ClusterSummary, summarise
 from drods.members.traffic import Sample, TrafficMeter, node_sample
 
 T = TypeVar("T")
 Obj = dict[str, Any]
 TRANSIENT_STATUS = frozenset({0, 429, 500, 502, 503, 504})
+PODS = ("v1", "Pod", "pods")
+WATCH_THREADS = 3  # threads beyond ``concurrency`` for watches (each holds one while it follows)
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,10 @@ class MemberClient:
         self.options = options or MemberOptions()
         self._configure = configure
         self._cleanup = cleanup or []
-        self._pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix=f"member-{name}")
+        # the call window bounds the paced calls to ``concurrency``; watches are not paced and hold a
+        # thread each for as long as they follow (threads start only when needed)
+        self._pool = ThreadPoolExecutor(max_workers=self.options.concurrency + WATCH_THREADS,
+                                        thread_name_prefix=f"member-{name}")
         # Per event loop (asyncio primitives belong to one loop; tests and tools may use several).
         self._windows: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CallWindow] = (
             weakref.WeakKeyDictionary())
@@ -176,6 +182,7 @@ class MemberClient:
         self._state = ConnectionState("Unknown", 0, None, None, None, None)
         self._closed = False
         self._watches: set[Any] = set()  # responses of watches in flight: cut by close()
+        self._pod_cache: PodCache | None = None  # `follow_pods`
         self.traffic = TrafficMeter(self.options.node_stats_per_summary)  # the nodes' network counters
 
     # ---- construction ------------------------------------------------------------------------
@@ -483,8 +490,30 @@ class MemberClient:
         return await self._call(lambda: self._list_all("/api/v1/nodes"))
 
     async def pods(self, namespace: str | None = None) -> list[Obj]:
+        """The pods (of ``namespace``, or all): from `follow_pods`'s cache while it follows (pruned to
+        what the summary and the usage read: `drods.members.pod_cache`), else one listing."""
+        cache = self._pod_cache
+        if cache is not None and cache.following:
+            return cache.pods(namespace)
         path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
         return await self._call(lambda: self._list_all(path))
+
+    def follow_pods(self) -> PodCache:
+        """Keep this member's pods by list and watch from now on, on the running event loop (the
+        components that summarise a member again and again: health, the pull agent); `close` stops it."""
+        cache = self._pod_cache
+        if cache is None:
+            cache = self._pod_cache = PodCache(self, expired=lambda e: isinstance(e, WatchExpired) or (
+                isinstance(e, MemberError) and e.status == HTTPStatus.GONE))
+        if not self._closed:
+            cache.start()
+        return cache
+
+    async def list_pods_versioned(self) -> tuple[list[Obj], str]:
+        return await self.list_versioned(ServedResource(*PODS, namespaced=True))
+
+    async def watch_pods(self, resource_version: str, seconds: float, deliver: Callable[[str, Obj], None]) -> str:
+        return await self.watch_from(ServedResource(*PODS, namespaced=True), resource_version, seconds, deliver)
 
     async def node_metrics(self) -> list[Obj] | None:
         """metrics.k8s.io NodeMetrics, or None when the cluster serves no metrics API."""
@@ -547,6 +576,8 @@ class MemberClient:
 
     async def close(self) -> None:
         self._closed = True
+        if self._pod_cache is not None:
+            await self._pod_cache.stop()
         for resp in list(self._watches):  # a thread reading a watch stops now, not at its timeout
             with contextlib.suppress(Exception):
                 resp.shutdown()

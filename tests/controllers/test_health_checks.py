@@ -107,6 +107,9 @@ async def test_a_member_that_answered_another_call_this_interval_is_not_probed_a
 
 
 class _Summarised(_Client):
+    def follow_pods(self) -> None:
+        return None
+
     async def summary(self) -> object:
         return object()
 

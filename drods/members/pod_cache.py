@@ -1,0 +1,152 @@
+"""A member's pods, listed once and then followed by a watch (Karmada's pod informer, with its
+transform): what the resource summary and the workloads' usage read of them, and nothing more.
+
+Both readers used to list every pod of the member — the summary every ``summaryIntervalSeconds``,
+the usage every ``usagePollSeconds``. At 30,000 pods over 100 members that was ~230 MB of JSON a
+summary round for the control plane to read and parse (a fifth of its busy time in a cold start)
+and for the members to write, for numbers that change only when a pod does. Followed, a pod costs
+its events; each is kept pruned to the fields the readers use (`pruned`).
+
+While it is not following (not started, listing, or its watch broke and waits to list again) the
+readers list as before (`MemberClient.pods`), so a member without watches is still summarised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 60.0  # one watch request's length; then it is made again from where it stopped
+RETRY_SECONDS = 5.0  # after a failure, listing again waits this long
+
+
+class PodSource(Protocol):
+    """The calls the cache makes on its member (`drods.members.client.MemberClient`)."""
+
+    name: str
+
+    def list_pods_versioned(self) -> Awaitable[tuple[list[Obj], str]]: ...
+
+    def watch_pods(self, resource_version: str, seconds: float,
+                   deliver: Callable[[str, Obj], None]) -> Awaitable[str]: ...
+
+
+def _resources(containers: Any) -> list[Obj]:
+    return [{"resources": c.get("resources") or {}} for c in containers or [] if isinstance(c, dict)]
+
+
+def pruned(pod: Obj) -> Obj:
+    """``pod`` with only what `drods.members.summary` and `drods.members.workload_usage` read: its
+    name, namespace, labels and deletion, node, containers' resources, overhead, phase and Ready
+    condition (~0.5 KB of a ~8 KB pod)."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    out_meta = {k: meta[k] for k in ("name", "namespace", "labels", "deletionTimestamp") if k in meta}
+    out_spec: Obj = {"containers": _resources(spec.get("containers"))}
+    if spec.get("initContainers"):
+        out_spec["initContainers"] = _resources(spec.get("initContainers"))
+    for k in ("nodeName", "overhead"):
+        if spec.get(k):
+            out_spec[k] = spec[k]
+    ready = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"]
+    out_status: Obj = {"phase": status.get("phase")}
+    if ready:
+        out_status["conditions"] = [{"type": "Ready", "status": ready[0].get("status")}]
+    return {"metadata": out_meta, "spec": out_spec, "status": out_status}
+
+
+def _key(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+class PodCache:
+    """The pods of one member, pruned, kept current by list and watch on the event loop that started it."""
+
+    def __init__(self, source: PodSource, *, expired: Callable[[BaseException], bool] = lambda _e: False,
+                 watch_seconds: float = WATCH_SECONDS, retry_seconds: float = RETRY_SECONDS) -> None:
+        """``expired``: whether a watch's failure says the member no longer has its history (410):
+        then it lists again at once, after any other failure ``retry_seconds`` later."""
+        self.source = source
+        self.expired = expired
+        self.watch_seconds = watch_seconds
+        self.retry_seconds = retry_seconds
+        self._pods: dict[str, Obj] = {}
+        self._following = False  # listed, and the watch goes on from that listing
+        self.lists = 0  # listings made (the first and each after a broken watch)
+        self._task: asyncio.Task[None] | None = None
+
+    def _on_this_loop(self) -> bool:
+        try:
+            return self._task is not None and self._task.get_loop() is asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+
+    @property
+    def following(self) -> bool:
+        """Listed, and the watch goes on from that listing, on the running loop (a cache left on a loop
+        that ended is not current)."""
+        return self._following and self._on_this_loop()
+
+    @property
+    def running(self) -> bool:
+        return self._on_this_loop() and self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Follow on the running loop (again, if it stopped or was started on another loop)."""
+        if not self.running:
+            self._following = False
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"pods-{self.source.name}")
+
+    async def stop(self) -> None:
+        here = self._on_this_loop()
+        task, self._task = self._task, None
+        self._following = False
+        if task is None:
+            return
+        with contextlib.suppress(RuntimeError):  # its loop has ended: nothing runs it any more
+            task.cancel()
+        if here:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def pods(self, namespace: str | None = None) -> list[Obj]:
+        """The pods held (of ``namespace``, or all), pruned; shared documents: read, don't change."""
+        if namespace is None:
+            return list(self._pods.values())
+        return [p for p in self._pods.values() if (p.get("metadata") or {}).get("namespace") == namespace]
+
+    def _apply(self, event: str, pod: Obj) -> None:
+        if event == "DELETED":
+            self._pods.pop(_key(pod), None)
+        elif event in ("ADDED", "MODIFIED"):
+            self._pods[_key(pod)] = pod
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def deliver(event: str, obj: Obj) -> None:  # a worker thread of the member's client
+            loop.call_soon_threadsafe(self._apply, event, pruned(obj))
+
+        while True:
+            try:
+                items, rv = await self.source.list_pods_versioned()
+                self.lists += 1
+                self._pods = {_key(p): pruned(p) for p in items}
+                self._following = True
+                while True:
+                    rv = await self.source.watch_pods(rv, self.watch_seconds, deliver)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a broken or refused watch: list again (the readers list meanwhile)
+                if self._following and self.expired(e):
+                    continue
+                log.debug("%s: following pods: %s", self.source.name, e)
+            finally:
+                self._following = False
+            await asyncio.sleep(self.retry_seconds)
