@@ -449,6 +449,7 @@ class MemberClient:
         resourceVersion seen; raises `WatchExpired` when the cluster no longer has that history.
         Cancelled, it cuts its request: the thread does not go on reading until the server ends it."""
         held: list[Any] = []
+        cancelled = threading.Event()  # set when the caller gave up while the request was on its way
 
         def run() -> str:
             _, dyn = self._client()
@@ -460,6 +461,12 @@ class MemberClient:
             last = resource_version
             self._watches.add(resp)
             held.append(resp)
+            if cancelled.is_set() or self._closed:  # nobody cut it: it would be read until the server ends it
+                self._watches.discard(resp)
+                with contextlib.suppress(Exception):
+                    resp.shutdown()
+                resp.release_conn()
+                return last
             try:
                 for line in resp:
                     if not line.strip():
@@ -481,6 +488,7 @@ class MemberClient:
         try:
             return await self._call(run, retry=False, paced=False)
         except asyncio.CancelledError:
+            cancelled.set()
             for resp in held:
                 with contextlib.suppress(Exception):
                     resp.shutdown()
