@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import os
 import random
 import tempfile
@@ -41,6 +40,7 @@ from drods.members.pacing import CallWindow, overloaded
 from drods.members.pod_cache import PodCache
 from drods.members.summary import ClusterSummary, summarise
 from drods.members.traffic import Sample, TrafficMeter, node_sample
+from drods.model import jsondoc
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -140,7 +140,7 @@ def _describe(exc: BaseException) -> str:
 
 def _api_message(exc: ApiException) -> str:
     try:
-        body = json.loads(exc.body or b"{}")
+        body = jsondoc.loads(exc.body or b"{}")
     except (ValueError, TypeError):
         return str(exc.reason or "")
     return str(body.get("message") or exc.reason or "") if isinstance(body, dict) else str(exc.reason or "")
@@ -322,7 +322,7 @@ class MemberClient:
     def _get_json(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
         _, dyn = self._client()
         resp = dyn.request("get", path, query_params=list(query or []), serialize=False)
-        return json.loads(resp.data)
+        return jsondoc.loads(resp.data)
 
     def _list_all(self, path: str) -> list[Obj]:
         return self._list_versioned(path)[0]
@@ -376,7 +376,7 @@ class MemberClient:
             out = self._client()[1].server_side_apply(res, body=body, name=meta["name"], namespace=ns,
                                                       field_manager=self.options.field_manager, force_conflicts=True,
                                                       serialize=False)
-            return dict(json.loads(out.data))
+            return dict(jsondoc.loads(out.data))
 
         return await self._call(self._translate_missing_kind(run))
 
@@ -405,7 +405,7 @@ class MemberClient:
             res = self._resource(api_version, kind)
             ns = (namespace or "default") if res.namespaced else None
             try:
-                return dict(json.loads(self._client()[1].get(res, name=name, namespace=ns, serialize=False).data))
+                return dict(jsondoc.loads(self._client()[1].get(res, name=name, namespace=ns, serialize=False).data))
             except ApiException as e:
                 if e.status == HTTPStatus.NOT_FOUND:
                     return None
@@ -425,7 +425,7 @@ class MemberClient:
             kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
             out = self._client()[1].get(res, namespace=namespace if res.namespaced else None, serialize=False,
                                         **kwargs)
-            return [dict(i) for i in json.loads(out.data).get("items") or []]
+            return [dict(i) for i in jsondoc.loads(out.data).get("items") or []]
 
         return await self._call(self._translate_missing_kind(run))
 
@@ -471,7 +471,7 @@ class MemberClient:
                 for line in resp:
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = jsondoc.loads(line)
                     obj = event.get("object") or {}
                     if event.get("type") == "ERROR":
                         raise WatchExpired(self.name, str(obj.get("message") or "watch ended with an error"))
