@@ -76,10 +76,13 @@ class _Source:
         return resource_version
 
 
-async def _until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.01)
+async def _until(check: Callable[[], bool], what: str, within_s: float = 10.0) -> None:
+    try:
+        async with asyncio.timeout(within_s):
+            while not check():  # noqa: ASYNC110 - the cache's state, polled with a deadline
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"not within {within_s}s: {what}") from None
 
 
 async def test_an_expired_watch_lists_again_at_once_and_a_broken_one_waits() -> None:
