@@ -3,9 +3,10 @@ transform): what the resource summary and the workloads' usage read of them, and
 
 Both readers used to list every pod of the member — the summary every ``summaryIntervalSeconds``,
 the usage every ``usagePollSeconds``. At 30,000 pods over 100 members that was ~230 MB of JSON a
-summary round for the control plane to read and parse (a fifth of its busy time in a cold start)
-and for the members to write, for numbers that change only when a pod does. Followed, a pod costs
-its events; each is kept pruned to the fields the readers use (`pruned`).
+summary round for the control plane to read and parse (a fifth of the time it held the GIL, sampled
+late in a cold start of 30,000 workloads) and for the members to write, for numbers that change
+only when a pod does. Followed, a pod costs its events; each is kept pruned to the fields the
+readers use (`pruned`).
 
 While it is not following (not started, listing, or its watch broke and waits to list again) the
 readers list as before (`MemberClient.pods`), so a member without watches is still summarised.
