@@ -45,7 +45,6 @@ from drods.model import jsondoc
 T = TypeVar("T")
 Obj = dict[str, Any]
 TRANSIENT_STATUS = frozenset({0, 429, 500, 502, 503, 504})
-PODS = ("v1", "Pod", "pods")
 WATCH_THREADS = 3  # threads beyond ``concurrency`` for watches (each holds one while it follows)
 
 
@@ -115,6 +114,9 @@ class ServedResource:
         """The collection across every namespace."""
         prefix = "/api" if "/" not in self.api_version else "/apis"
         return f"{prefix}/{self.api_version}/{self.plural}"
+
+
+PODS = ServedResource("v1", "Pod", "pods", namespaced=True)
 
 
 class MemberUnavailable(Exception):
@@ -518,10 +520,10 @@ class MemberClient:
         return cache
 
     async def list_pods_versioned(self) -> tuple[list[Obj], str]:
-        return await self.list_versioned(ServedResource(*PODS, namespaced=True))
+        return await self.list_versioned(PODS)
 
     async def watch_pods(self, resource_version: str, seconds: float, deliver: Callable[[str, Obj], None]) -> str:
-        return await self.watch_from(ServedResource(*PODS, namespaced=True), resource_version, seconds, deliver)
+        return await self.watch_from(PODS, resource_version, seconds, deliver)
 
     async def node_metrics(self) -> list[Obj] | None:
         """metrics.k8s.io NodeMetrics, or None when the cluster serves no metrics API."""

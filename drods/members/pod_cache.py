@@ -61,9 +61,9 @@ def pruned(pod: Obj) -> Obj:
     return {"metadata": out_meta, "spec": out_spec, "status": out_status}
 
 
-def _key(pod: Obj) -> str:
+def _key(pod: Obj) -> tuple[str, str]:
     meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 class PodCache:
@@ -77,7 +77,7 @@ class PodCache:
         self.expired = expired
         self.watch_seconds = watch_seconds
         self.retry_seconds = retry_seconds
-        self._pods: dict[str, Obj] = {}
+        self._pods: dict[str, dict[str, Obj]] = {}  # namespace → name → pod
         self._following = False  # listed, and the watch goes on from that listing
         self.lists = 0  # listings made (the first and each after a broken watch)
         self._task: asyncio.Task[None] | None = None
@@ -119,14 +119,19 @@ class PodCache:
     def pods(self, namespace: str | None = None) -> list[Obj]:
         """The pods held (of ``namespace``, or all), pruned; shared documents: read, don't change."""
         if namespace is None:
-            return list(self._pods.values())
-        return [p for p in self._pods.values() if (p.get("metadata") or {}).get("namespace") == namespace]
+            return [p for pods in self._pods.values() for p in pods.values()]
+        return list(self._pods.get(namespace, {}).values())
 
     def _apply(self, event: str, pod: Obj) -> None:
+        ns, name = _key(pod)
         if event == "DELETED":
-            self._pods.pop(_key(pod), None)
+            held = self._pods.get(ns)
+            if held is not None:
+                held.pop(name, None)
+                if not held:
+                    del self._pods[ns]
         elif event in ("ADDED", "MODIFIED"):
-            self._pods[_key(pod)] = pod
+            self._pods.setdefault(ns, {})[name] = pod
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -138,7 +143,9 @@ class PodCache:
             try:
                 items, rv = await self.source.list_pods_versioned()
                 self.lists += 1
-                self._pods = {_key(p): pruned(p) for p in items}
+                self._pods = {}
+                for p in items:
+                    self._apply("ADDED", pruned(p))
                 self._following = True
                 while True:
                     rv = await self.source.watch_pods(rv, self.watch_seconds, deliver)
