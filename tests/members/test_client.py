@@ -10,8 +10,16 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s
 
-from drods.members.client import MemberClient, MemberError, MemberOptions, MemberPool, MemberUnavailable
+from drods.members.client import (
+    MemberClient,
+    MemberError,
+    MemberOptions,
+    MemberPool,
+    MemberUnavailable,
+    with_credentials_checked_every,
+)
 from drods.sim.harness import SimProcess
 from tests.sim.util import running_sims
 
@@ -107,6 +115,8 @@ async def test_apply_and_delete_are_idempotent(members: dict[str, MemberClient])
     second = await west.apply(manifest)
     assert first["metadata"]["uid"] == second["metadata"]["uid"]
     assert second["metadata"]["generation"] == 1  # nothing changed
+    read = await west.get("apps/v1", "Deployment", "idem", "default")
+    assert read is not None and read["metadata"]["uid"] == first["metadata"]["uid"]
     status = await wait_status(west, "idem", 2)
     assert status["observedGeneration"] == 1
     manifest["spec"]["replicas"] = 3
@@ -149,8 +159,37 @@ async def test_from_endpoint_with_token_and_ca(sims: dict[str, SimProcess]) -> N
         with pytest.raises(MemberError) as err:
             await wrong.nodes()
         assert err.value.status == 401
+        with pytest.raises(MemberError) as err:  # a read's refusal is an error, not an absent object
+            await wrong.get("v1", "Namespace", "default")
+        assert err.value.status == 401
     finally:
         await wrong.close()
+
+
+def test_credentials_are_checked_at_most_every_interval() -> None:
+    """The kubeconfig loader's hook (which installs a fresh hook of its own each time it runs) is
+    called once per interval however many requests go out, and again after it."""
+    calls: list[int] = []
+
+    def loader_hook(c: Any) -> None:
+        calls.append(1)
+        c.refresh_api_key_hook = loader_hook  # as the loader does: a new closure each time
+
+    cfg: Any = k8s.Configuration()
+    cfg.refresh_api_key_hook = loader_hook
+    with_credentials_checked_every(cfg, 3600.0)
+    for _ in range(100):
+        cfg.refresh_api_key_hook(cfg)
+    assert len(calls) == 1 and cfg.refresh_api_key_hook is not loader_hook
+    every: Any = k8s.Configuration()
+    every.refresh_api_key_hook = loader_hook
+    with_credentials_checked_every(every, 0.0)
+    for _ in range(3):
+        every.refresh_api_key_hook(every)
+    assert len(calls) == 4
+    plain: Any = k8s.Configuration()  # client certificates: no hook, none added
+    with_credentials_checked_every(plain, 1.0)
+    assert plain.refresh_api_key_hook is None
 
 
 async def test_a_partitioned_cluster_does_not_delay_the_others(
