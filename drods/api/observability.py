@@ -48,8 +48,8 @@ class InstrumentedStore(DelegatingStore):
     async def get(self, key: str) -> KeyValue | None:
         return await self._timed("get", self.inner.get(key))  # type: ignore[no-any-return]
 
-    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
-        return await self._timed("range", self.inner.range(prefix, limit=limit))  # type: ignore[no-any-return]
+    async def range(self, prefix: str, *, limit: int = 0, after: str = "") -> tuple[list[KeyValue], int]:
+        return await self._timed("range", self.inner.range(prefix, limit=limit, after=after))  # type: ignore[no-any-return]
 
     async def put(self, key: str, value: bytes, *, expect_revision: int | None = None, lease: int = 0) -> int:
         return await self._timed(  # type: ignore[no-any-return]

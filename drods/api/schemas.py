@@ -45,3 +45,5 @@ class PropagationPolicyBody(PropagationPolicySpec, FlatObject):
 class ObjectList(BaseModel):
     items: list[dict[str, Any]]
     resourceVersion: str
+    continue_: str | None = Field(default=None, alias="continue",
+                                  description="the next page's token, when a limit left objects out")

@@ -192,6 +192,31 @@ class ObjectRegistry:
             items = [o for o in items if selector.matches(o["metadata"].get("labels", {}))]
         return items, revision
 
+    async def list_page(self, kind: Kind, namespace: str | None, matches: Callable[[Obj], bool] | None, *,
+                        limit: int, after: str = "") -> tuple[builtins.list[Obj], int, str]:
+        """At most ``limit`` objects ``matches`` accepts, in key order from the first key after
+        ``after`` (a key under the kind's prefix; "" for the first page); the store revision of the
+        first read; and the key the next page goes on from ("" when nothing is left). The store is
+        read ``limit`` keys at a time until the page is full, so a selective page reads more than
+        it returns but never the whole kind at once."""
+        prefix = kind.key_prefix(namespace if kind.namespaced else None)
+        items: builtins.list[Obj] = []
+        revision = 0
+        cursor = after
+        while True:
+            kvs, rev = await self.store.range(prefix, limit=limit, after=cursor)
+            revision = revision or rev
+            for i, kv in enumerate(kvs):
+                obj = self.decode(kind, kv)
+                if matches is None or matches(obj):
+                    items.append(obj)
+                    if len(items) == limit:
+                        more = i < len(kvs) - 1 or len(kvs) == limit
+                        return items, revision, kv.key if more else ""
+            if len(kvs) < limit:
+                return items, revision, ""
+            cursor = kvs[-1].key
+
     async def scan(self, kind: Kind, namespace: str | None = None, *, reveal: bool = False) -> Iterator[Obj]:
         """Every object of ``kind``, decoded one at a time as the caller iterates: a pass over
         100,000 Bindings holds their stored bytes, not 100,000 decoded documents at once."""

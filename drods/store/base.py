@@ -166,8 +166,10 @@ class Store(abc.ABC):
     async def get(self, key: str) -> KeyValue | None: ...
 
     @abc.abstractmethod
-    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
-        """Every key under ``prefix`` in key order, and the store revision the read saw."""
+    async def range(self, prefix: str, *, limit: int = 0, after: str = "") -> tuple[list[KeyValue], int]:
+        """Every key under ``prefix`` in key order (at most ``limit`` of them, those after ``after``
+        when it is given: a page that goes on where the last one ended), and the store revision the
+        read saw."""
 
     @abc.abstractmethod
     async def put(

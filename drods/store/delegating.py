@@ -22,8 +22,8 @@ class DelegatingStore(Store):
     async def get(self, key: str) -> KeyValue | None:
         return await self.inner.get(key)
 
-    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
-        return await self.inner.range(prefix, limit=limit)
+    async def range(self, prefix: str, *, limit: int = 0, after: str = "") -> tuple[list[KeyValue], int]:
+        return await self.inner.range(prefix, limit=limit, after=after)
 
     async def put(self, key: str, value: bytes, *, expect_revision: int | None = None, lease: int = 0) -> int:
         return await self.inner.put(key, value, expect_revision=expect_revision, lease=lease)

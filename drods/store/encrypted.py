@@ -55,8 +55,8 @@ class EncryptingStore(DelegatingStore):
     async def get(self, key: str) -> KeyValue | None:
         return self._open(await self.inner.get(key))
 
-    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
-        kvs, rev = await self.inner.range(prefix, limit=limit)
+    async def range(self, prefix: str, *, limit: int = 0, after: str = "") -> tuple[list[KeyValue], int]:
+        kvs, rev = await self.inner.range(prefix, limit=limit, after=after)
         return self._open_all(kvs), rev
 
     async def put(self, key: str, value: bytes, *, expect_revision: int | None = None, lease: int = 0) -> int:

@@ -316,8 +316,10 @@ class EtcdStore(Store):
         resp = await self._call(lambda c: self._range(c, req))
         return _kv(resp.kvs[0]) if resp.kvs else None
 
-    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
+    async def range(self, prefix: str, *, limit: int = 0, after: str = "") -> tuple[list[KeyValue], int]:
         start, end = _range_of(prefix)
+        if after and _kb(after) >= start:
+            start = _kb(after) + b"\0"  # the first key after it
         req = rpc.RangeRequest(key=start, range_end=end, limit=limit)
         resp = await self._call(lambda c: self._range(c, req))
         return [_kv(kv) for kv in resp.kvs], int(resp.header.revision)

@@ -648,10 +648,13 @@ class SqliteStore(Store):
         row = self._reader_conn().execute(f"SELECT {_KV_COLS} FROM kv WHERE key = ?", (_kb(key),)).fetchone()
         return _row_kv(row) if row else None
 
-    async def range(self, prefix: str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
+    async def range(self, prefix: str, *, limit: int = 0, after: str = "") -> tuple[list[KeyValue], int]:
         start, end = _range_bounds(prefix)
         sql = f"SELECT {_KV_COLS} FROM kv WHERE key >= ?"
         args: list[Any] = [start]
+        if after and _kb(after) >= start:
+            sql = f"SELECT {_KV_COLS} FROM kv WHERE key > ?"
+            args = [_kb(after)]
         if end is not None:
             sql += " AND key < ?"
             args.append(end)

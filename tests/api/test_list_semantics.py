@@ -83,3 +83,76 @@ async def test_watch_across_namespaces_with_a_field_selector(api: Api) -> None:
     await api.call("POST", "/api/v1/namespaces/team-b/services", json=service("cache", "team-b"))
     await asyncio.wait_for(task, 10)
     assert [(e["type"], e["object"]["metadata"]["namespace"]) for e in events] == [("ADDED", "team-b")]
+
+
+async def test_lists_in_pages_with_limit_and_continue(api: Api) -> None:
+    """kubectl's chunked list: ``limit`` bounds a page, ``continue`` goes on; every page carries the
+    first page's resourceVersion, so a watch from it sees what changed while the pages were read."""
+    await seed(api)
+    everything = [("team-a", "db"), ("team-a", "web"), ("team-b", "db"), ("team-b", "web")]
+    seen: list[tuple[str, str]] = []
+    revisions: set[str] = set()
+    token = ""
+    pages = 0
+    while True:
+        r = await api.call("GET", "/api/v1/services", params={"limit": "3", **({"continue": token} if token else {})})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert len(body["items"]) <= 3
+        seen += [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in body["items"]]
+        revisions.add(body["metadata"]["resourceVersion"])
+        pages += 1
+        if pages == 1:  # written between the pages: behind the cursor, so the watch brings it
+            created = await api.call("POST", "/api/v1/namespaces/team-a/services", json=service("aaa", "team-a"))
+            assert created.status_code == 201
+        token = body["metadata"].get("continue", "")
+        if not token:
+            break
+    assert pages == 2 and seen == everything and len(revisions) == 1
+    # a label selector and a field selector fill a page from the matching objects only
+    r = await api.call("GET", "/apis/apps/v1/deployments",
+                       params={"limit": "1", "fieldSelector": "metadata.name=web"})
+    first = r.json()
+    assert [o["metadata"]["namespace"] for o in first["items"]] == ["team-a"] and first["metadata"]["continue"]
+    token = first["metadata"]["continue"]
+    r = await api.call("GET", "/apis/apps/v1/deployments",
+                       params={"limit": "1", "fieldSelector": "metadata.name=web", "continue": token})
+    assert [o["metadata"]["namespace"] for o in r.json()["items"]] == ["team-b"]
+    # the table kubectl asks for carries the token too
+    r = await api.call("GET", "/api/v1/namespaces/team-b/services", params={"limit": "1"},
+                       headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    assert r.json()["kind"] == "Table" and len(r.json()["rows"]) == 1 and r.json()["metadata"]["continue"]
+    # no limit: everything, no token
+    assert "continue" not in (await api.call("GET", "/api/v1/services")).json()["metadata"]
+
+
+async def test_a_continue_token_this_server_did_not_make_is_refused(api: Api) -> None:
+    for token in ("not-base64!", "eyJ2IjoxfQ"):  # the second: base64 of a document that is not a token
+        r = await api.call("GET", "/api/v1/services", params={"limit": "2", "continue": token})
+        assert r.status_code == 400 and r.json()["kind"] == "Status", r.text  # Kubernetes' dialect on its paths
+        assert "continue key is not valid" in r.json()["message"]
+        r = await api.call("GET", "/api/v1/bindings", params={"limit": "2", "continue": token})
+        assert r.status_code == 400, r.text  # DRO-DS's on its own
+        assert r.json()["code"] == "BAD_REQUEST" and r.json()["details"] == {"continue": token}
+    r = await api.call("GET", "/api/v1/services", params={"limit": "-1"})
+    assert r.status_code == 400 and "limit" in r.json()["message"]
+    r = await api.call("GET", "/api/v1/bindings", params={"limit": str(10**30)})  # beyond any store's integer
+    assert r.status_code == 200 and r.json()["items"] == []
+
+
+async def test_the_flat_lists_page_too(api: Api) -> None:
+    """``/api/v1/bindings`` and the other flat lists take the same ``limit`` and ``continue``."""
+    for n in ("b1", "b2", "b3"):
+        r = await api.call("POST", "/api/v1/bindings", json={
+            "name": n, "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": n}, "replicas": 1})
+        assert r.status_code == 202, r.text
+    for n in ("c1", "c2"):
+        assert (await api.call("POST", "/api/v1/clusters", json={"name": n})).status_code == 201
+    first = (await api.call("GET", "/api/v1/bindings", params={"limit": "2"})).json()
+    assert [b["name"] for b in first["items"]] == ["b1", "b2"] and first["continue"]
+    rest = (await api.call("GET", "/api/v1/bindings", params={"limit": "2", "continue": first["continue"]})).json()
+    assert [b["name"] for b in rest["items"]] == ["b3"] and "continue" not in rest
+    assert rest["resourceVersion"] == first["resourceVersion"]
+    clusters = (await api.call("GET", "/api/v1/clusters", params={"limit": "1"})).json()
+    assert [c["name"] for c in clusters["items"]] == ["c1"] and clusters["continue"]
+    assert len((await api.call("GET", "/api/v1/bindings")).json()["items"]) == 3

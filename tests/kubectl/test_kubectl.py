@@ -323,6 +323,10 @@ def test_lists_across_namespaces(kubectl: Kubectl, tmp_path: Path) -> None:
     out = kubectl.run("get", "svc", "-A", "--field-selector", "metadata.namespace=ns-b,metadata.name!=back",
                       "-o", "name").stdout.split()
     assert out == ["service/front"]
+    # kubectl's chunked list (--chunk-size, 500 by default) follows the server's continue tokens
+    chunked = kubectl.run("get", "svc", "-A", "--chunk-size=1", "-o", "name", "-v=6")
+    assert sorted(chunked.stdout.split()) == ["service/back", "service/back", "service/front", "service/front"]
+    assert chunked.stderr.count("continue=") >= 3, chunked.stderr
     kubectl.run("delete", "-f", str(path))
 
 

@@ -68,6 +68,22 @@ async def test_range_order_and_prefix_boundaries(store: Store, ns: str) -> None:
 
     limited, _ = await store.range(ns + "r/", limit=3)
     assert [kv.key for kv in limited] == [kv.key for kv in kvs[:3]]
+    # pages: each goes on after the last key of the one before, and all of them are the whole range
+    pages: list[str] = []
+    after = ""
+    while True:
+        page, _ = await store.range(ns + "r/", limit=3, after=after)
+        pages += [kv.key for kv in page]
+        if len(page) < 3:
+            break
+        after = page[-1].key
+    assert pages == [kv.key for kv in kvs]
+    after_a, _ = await store.range(ns + "r/", after=ns + "r/a")  # strictly after: "r/a" itself is not in it
+    assert [kv.key for kv in after_a] == [kv.key for kv in kvs if kv.key.encode() > (ns + "r/a").encode()]
+    before_prefix, _ = await store.range(ns + "r/", after=ns + "q/z")  # a key before the prefix: the whole range
+    assert [kv.key for kv in before_prefix] == [kv.key for kv in kvs]
+    past_prefix, _ = await store.range(ns + "r/", after=ns + "s")  # past it: nothing
+    assert past_prefix == []
 
     everything, _ = await store.range(ns)
     assert {kv.key for kv in everything} == set(inside + outside)

@@ -22,13 +22,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
 from drods.api.dryrun import dry_run_param
+from drods.api.list_pages import PageRequest, read_list
 from drods.api.routes.flat import _flat_errors, to_flat
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, BadRequest, Conflict, Invalid, NotFound
@@ -115,12 +116,17 @@ async def create_binding(request: Request, body: BindingRequest = Body(...),
 
 @router.get("", summary="List scheduling tasks")
 async def list_bindings(request: Request, labelSelector: str | None = None,
+                        limit: int = Query(default=0, ge=0, description="at most this many (0: all)"),
+                        continue_: str | None = Query(default=None, alias="continue",
+                                                      description="the token of the page before"),
                         _: Principal = Depends(authenticate)) -> JSONResponse:
     from drods.api.routes.kubernetes import selector_of
 
     ctx = context(request)
-    items, rev = await ctx.registry.list(BINDING, None, selector_of(request))
-    return JSONResponse({"items": [flat_view(o) for o in items], "resourceVersion": str(rev)})
+    items, rev, following = await read_list(ctx.registry, BINDING, None, selector_of(request), None,
+                                            PageRequest.of(request))
+    return JSONResponse({"items": [flat_view(o) for o in items], "resourceVersion": str(rev),
+                         **({"continue": following} if following else {})})
 
 
 @router.get("/{binding_id}", summary="One scheduling task (spec and status)")

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from drods.api.auth import Principal
 from drods.api.context import ApiContext, authenticate, context
 from drods.api.dryrun import dry_run_param
+from drods.api.list_pages import PageRequest, read_list
 from drods.api.schemas import ERROR_RESPONSES, ObjectList
 from drods.errors import ApiError, BadRequest, Conflict, Invalid
 from drods.model.kinds import Kind
@@ -98,12 +99,17 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
 
     @router.get("", response_model=ObjectList, summary=f"List {kind.plural}")
     async def list_all(request: Request, labelSelector: str | None = None,
+                       limit: int = Query(default=0, ge=0, description="at most this many (0: all)"),
+                       continue_: str | None = Query(default=None, alias="continue",
+                                                     description="the token of the page before"),
                        _: Principal = Depends(authenticate)) -> JSONResponse:
         from drods.api.routes.kubernetes import selector_of
 
         ctx = context(request)
-        items, rev = await ctx.registry.list(kind, None, selector_of(request))
-        return JSONResponse({"items": [await render(ctx, o) for o in items], "resourceVersion": str(rev)})
+        items, rev, following = await read_list(ctx.registry, kind, None, selector_of(request), None,
+                                                PageRequest.of(request))
+        return JSONResponse({"items": [await render(ctx, o) for o in items], "resourceVersion": str(rev),
+                             **({"continue": following} if following else {})})
 
     async def create(request: Request, body: BaseModel = Body(...),
                      _: Principal = Depends(authenticate),

@@ -22,6 +22,7 @@ from drods.api.context import ApiContext, context
 from drods.api.dryrun import is_dry_run
 from drods.api.field_ownership import with_ownership
 from drods.api.fields import FieldSelector, parse_field_selector
+from drods.api.list_pages import PageRequest, read_list
 from drods.api.scale import serve_scale
 from drods.api.secret_view import hides_data, metadata_only
 from drods.api.status import error_response
@@ -81,17 +82,18 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
                           view=(lambda o: metadata_only(kind, o)) if hide_data else None),
             media_type="application/json",
         )
-    items, revision = await ctx.registry.list(kind, namespace, selector)
-    if fields is not None:
-        items = [o for o in items if fields.matches(o)]
+    items, revision, following = await read_list(ctx.registry, kind, namespace, selector, fields,
+                                                 PageRequest.of(request))
     if hide_data:
         items = [metadata_only(kind, o) for o in items]
+    meta: dict[str, Any] = {"resourceVersion": str(revision)}
+    if following:
+        meta["continue"] = following
     if wants_table(request):
-        return JSONResponse(to_table(kind, items, revision))
-    return JSONResponse({
-        "kind": f"{kind.kind}List", "apiVersion": kind.api_version,
-        "metadata": {"resourceVersion": str(revision)}, "items": items,
-    })
+        table = to_table(kind, items, revision)
+        table["metadata"] = meta
+        return JSONResponse(table)
+    return JSONResponse({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items})
 
 
 async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,

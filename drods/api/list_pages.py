@@ -1,0 +1,90 @@
+"""A Kubernetes list in pages: ``limit`` and ``continue`` (kubectl asks for 500 at a time).
+
+A page holds at most ``limit`` objects; while more are left, its ``metadata.continue`` is a token
+for the next one, opaque to clients: the first page's resourceVersion and the key the page ended
+at, relative to the kind's prefix (the shape kube-apiserver's tokens have). Each page reads the store
+as it is when it is asked for — Kubernetes' "inconsistent" continuation, not a snapshot — and every
+page reports the first page's resourceVersion, so a watch started from it after the last page sees
+every change made while the pages were read. An object created or deleted behind the cursor in
+the meantime is not in the pages; the watch brings it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from drods.api.fields import FieldSelector
+from drods.errors import BadRequest
+from drods.model import jsondoc
+from drods.model.kinds import Kind
+from drods.model.selector import LabelSelector
+from drods.registry.objects import ObjectRegistry
+
+Obj = dict[str, Any]
+
+TOKEN_VERSION = "meta.k8s.io/v1"
+MAX_PAGE = 10_000  # a larger limit gets pages of this size (a server may return fewer than asked)
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    limit: int  # 0: everything at once
+    revision: int = 0  # the first page's store revision (0 on the first page)
+    after: str = ""  # the last key of the page before, relative to the kind's prefix
+
+    @classmethod
+    def of(cls, request: Request) -> PageRequest:
+        """``limit`` and ``continue`` of a list request; a token without a limit keeps the page size
+        kubectl asked for before (500)."""
+        text = request.query_params.get("limit") or "0"
+        if not text.isdigit():
+            raise BadRequest("limit must be a non-negative integer", {"limit": text})
+        limit = min(int(text), MAX_PAGE)
+        token = request.query_params.get("continue")
+        if not token:
+            return cls(limit)
+        revision, after = decode_token(token)
+        return cls(limit or 500, revision, after)
+
+
+def encode_token(revision: int, after: str) -> str:
+    doc = {"v": TOKEN_VERSION, "rv": revision, "start": after}
+    return base64.urlsafe_b64encode(jsondoc.dumps(doc)).decode().rstrip("=")
+
+
+def decode_token(token: str) -> tuple[int, str]:
+    """The revision and the relative key of a ``continue`` token; a token this server did not
+    make is a 400 that says so."""
+    try:
+        doc = jsondoc.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError) as e:
+        raise BadRequest("continue key is not valid: not a token this server made", {"continue": token}) from e
+    if not (isinstance(doc, dict) and doc.get("v") == TOKEN_VERSION and isinstance(doc.get("rv"), int)
+            and doc["rv"] > 0 and isinstance(doc.get("start"), str) and doc["start"]):
+        raise BadRequest("continue key is not valid: not a token this server made", {"continue": token})
+    return int(doc["rv"]), str(doc["start"])
+
+
+async def read_list(registry: ObjectRegistry, kind: Kind, namespace: str | None, selector: LabelSelector | None,
+                    fields: FieldSelector | None, page: PageRequest) -> tuple[list[Obj], int, str]:
+    """The objects of a list request (one page of them when it has a ``limit``), the resourceVersion
+    to report, and the ``continue`` token for the next page ("" when none is left)."""
+    if not page.limit:
+        items, revision = await registry.list(kind, namespace, selector)
+        return ([o for o in items if fields.matches(o)] if fields is not None else items), revision, ""
+
+    def matches(o: Obj) -> bool:
+        return (selector is None or selector.matches(o["metadata"].get("labels", {}))) and \
+            (fields is None or fields.matches(o))
+
+    prefix = kind.key_prefix(namespace if kind.namespaced else None)
+    items, revision, last = await registry.list_page(
+        kind, namespace, matches if selector is not None or fields is not None else None,
+        limit=page.limit, after=prefix + page.after if page.after else "")
+    revision = page.revision or revision
+    return items, revision, encode_token(revision, last[len(prefix):]) if last else ""
