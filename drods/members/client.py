@@ -415,19 +415,20 @@ class MemberClient:
     async def apply(self, manifest: Mapping[str, Any]) -> Obj:
         """Server-side apply (create or update; our field manager, conflicts forced). Returns the
         object as the cluster stored it. Namespaced objects default to ``default``."""
-        body = copy.deepcopy(dict(manifest))
-        meta = body.setdefault("metadata", {})
+        meta = dict(manifest.get("metadata") or {})
         if not meta.get("name"):
             raise ValueError("manifest needs metadata.name")
 
         def run() -> Obj:
-            res = self._resource(body["apiVersion"], body["kind"])
+            res = self._resource(str(manifest.get("apiVersion")), str(manifest.get("kind")))
             ns = (meta.get("namespace") or "default") if res.namespaced else None
-            if ns:
-                meta["namespace"] = ns
-            out = self._client()[1].server_side_apply(res, body=body, name=meta["name"], namespace=ns,
-                                                      field_manager=self.options.field_manager, force_conflicts=True,
-                                                      serialize=False)
+            body = {**manifest, "metadata": {**meta, "namespace": ns} if ns else meta}
+            # sent as JSON bytes (JSON is YAML): the client's own serialisation of a document walks
+            # every value in Python (~0.25 ms an apply)
+            out = self._client()[1].request(
+                "patch", res.path(name=meta["name"], namespace=ns), body=jsondoc.dumps(body),
+                content_type="application/apply-patch+yaml", field_manager=self.options.field_manager,
+                force_conflicts=True, serialize=False)
             return dict(jsondoc.loads(out.data))
 
         return await self._call(self._translate_missing_kind(run))
