@@ -39,8 +39,8 @@ class PageRequest:
 
     @classmethod
     def of(cls, request: Request) -> PageRequest:
-        """``limit`` and ``continue`` of a list request; a token without a limit keeps the page size
-        kubectl asked for before (500)."""
+        """``limit`` and ``continue`` of a list request; a token without a limit gets pages of 500
+        (kubectl's chunk)."""
         text = request.query_params.get("limit") or "0"
         if not text.isdigit():
             raise BadRequest("limit must be a non-negative integer", {"limit": text})
