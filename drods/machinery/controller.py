@@ -1,5 +1,5 @@
 """Workers that drain a work queue into an idempotent ``reconcile(key)`` (controller-runtime's shape);
-each reconcile is counted and timed (`drods.machinery.metrics`)."""
+each reconcile is counted and timed, and each key's wait in the queue timed (`drods.machinery.metrics`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ class Controller:
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._worker(), name=f"{self.name}-{i}") for i in range(self.workers)]
         try:
-            await asyncio.gather(*tasks)
+            with metrics.queue_depth(self.name, self.queue.ready):
+                await asyncio.gather(*tasks)
         finally:
             self.queue.shutdown()
             for t in tasks:
@@ -36,7 +37,8 @@ class Controller:
 
     async def _worker(self) -> None:
         while True:
-            key = await self.queue.get()
+            key, waited = await self.queue.get_waited()
+            metrics.queued(self.name, waited)
             try:
                 with metrics.reconcile(self.name):
                     again = await self.reconcile(key)

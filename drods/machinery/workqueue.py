@@ -11,7 +11,7 @@ import contextlib
 import heapq
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sized
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -26,6 +26,7 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._delayed: list[tuple[float, int, K]] = []
         self._due: dict[K, float] = {}  # when each delayed key is due: the earliest of its adds
+        self._queued_at: dict[K, float] = {}  # when each key in the queue was put there
         self._seq = 0
         self._ready = asyncio.Event()
         self._base, self._max = base_delay, max_delay
@@ -35,12 +36,17 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._queue) + len(self._due)
 
+    @property
+    def ready(self) -> Sized:
+        """The keys ready for a worker (client-go's depth: not the delayed ones, nor those in process)."""
+        return self._queue
+
     def add(self, key: K) -> None:
         if self._shutdown or key in self._dirty:
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
+            self._enqueue(key)
         self._wake()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -72,13 +78,18 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> K:
         """Wait for the next key; raises asyncio.CancelledError on shutdown."""
+        return (await self.get_waited())[0]
+
+    async def get_waited(self) -> tuple[K, float]:
+        """The next key and the seconds it waited in the queue (from the add that made it ready, or
+        from when a delayed add came due) — controller-runtime's queue duration."""
         while True:
             self._promote_due()
             if self._queue:
                 key = self._queue.popleft()
                 self._processing.add(key)
                 self._dirty.discard(key)
-                return key
+                return key, max(self._clock() - self._queued_at.pop(key), 0.0)
             if self._shutdown:
                 raise asyncio.CancelledError
             timeout = max(self._delayed[0][0] - self._clock(), 0.0) if self._delayed else None
@@ -90,7 +101,7 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         self._processing.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
+            self._enqueue(key)
             self._wake()
 
     def shutdown(self) -> None:
@@ -107,7 +118,12 @@ class WorkQueue(Generic[K]):
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:
-                    self._queue.append(key)
+                    self._enqueue(key, at)
+
+    def _enqueue(self, key: K, at: float | None = None) -> None:
+        """Ready ``key``, waiting since ``at`` (now when None)."""
+        self._queue.append(key)
+        self._queued_at[key] = self._clock() if at is None else at
 
     def _wake(self) -> None:
         self._ready.set()

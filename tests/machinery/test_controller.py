@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
+from drods.machinery import metrics
 from drods.machinery.controller import Controller
 from tests.monitor_e2e.conftest import eventually
 
@@ -39,3 +40,44 @@ async def test_reconciles_that_never_suspend_still_let_other_tasks_run() -> None
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_controller_reports_its_queue_depth_and_each_key_s_wait() -> None:
+    """``drods_workqueue_depth`` while it runs (gone when it stops) and
+    ``drods_workqueue_queue_duration_seconds`` per key taken."""
+    m = metrics.ReconcileMetrics()
+    release = asyncio.Event()
+    done: list[Hashable] = []
+
+    async def reconcile(key: Hashable) -> None:
+        await release.wait()
+        done.append(key)
+
+    controller = Controller("slow", reconcile, workers=1)
+    for i in range(5):
+        controller.queue.add(i)
+
+    async def run() -> None:
+        metrics.CURRENT.set(m)  # as the manager sets it for its runnables
+        await controller.run()
+
+    def depth() -> float | None:
+        return m.registry.get_sample_value("drods_workqueue_depth", {"controller": "slow"})
+
+    task = asyncio.create_task(run())
+    try:
+        async def one_taken() -> bool:
+            return depth() == 4
+
+        await eventually(one_taken, what="one key taken, four waiting")
+        release.set()
+
+        async def drained() -> bool:
+            return len(done) == 5 and depth() == 0
+
+        await eventually(drained, what="every key reconciled")
+        assert m.registry.get_sample_value("drods_workqueue_queue_duration_seconds_count", {"controller": "slow"}) == 5
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert depth() is None  # a stopped controller's queue is no longer reported

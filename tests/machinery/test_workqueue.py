@@ -59,3 +59,25 @@ async def test_a_key_added_at_once_while_it_waits_is_handed_out_once() -> None:
     assert await handed_out(q) == ["web"]
     clock.now += 2
     assert await handed_out(q) == ["web"]  # the delayed add still comes: it may carry news after the pass
+
+
+async def test_a_key_waits_from_when_it_became_ready() -> None:
+    """The queue duration a controller reports: from the add that made the key ready (or from when
+    a delayed add came due), not from a later add of the same key, nor from the add's request."""
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    q.add("web")
+    clock.now += 3
+    q.add("web")  # folded into the first: the wait counts from the first
+    q.add_after("api", 2)
+    assert len(q.ready) == 1
+    clock.now += 1
+    assert await q.get_waited() == ("web", 4.0)
+    clock.now += 5  # "api" came due 4 s ago
+    assert len(q.ready) == 0  # due, but not promoted until someone asks
+    assert await q.get_waited() == ("api", 4.0)
+    q.add("web")  # while "web" is processed: ready again only once it is done
+    clock.now += 2
+    q.done("web")
+    clock.now += 1
+    assert await q.get_waited() == ("web", 1.0)
