@@ -75,13 +75,38 @@ def _record(entry: AuditEntry) -> dict[str, Any]:
 
 
 class AuditLog:
-    """A journal under ``/audit/``, kept (no retention)."""
+    """A journal under ``/audit/``, kept (no retention).
+
+    Group commit: `append` returns once its entry is stored, and entries appended while a write is
+    in flight go together in the next transaction — one write per burst of concurrent requests, not
+    one per record (two per mutating request: its request and its outcome)."""
 
     def __init__(self, store: Store) -> None:
         self.journal = Journal(store, AUDIT_PREFIX)
+        self._waiting: list[tuple[AuditEntry, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     async def append(self, entry: AuditEntry) -> None:
-        await self.journal.append(_record(entry), ts=parse_rfc3339(entry.time))
+        """Store ``entry``; raises what the store raised when it could not be written."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((entry, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_waiting(), name="audit-group-commit")
+        await asyncio.shield(done)  # a cancelled request's record is still written: it may have run
+
+    async def _write_waiting(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                await self.append_many([entry for entry, _ in batch])
+            except Exception as e:  # noqa: BLE001 - each request gets the failure (and answers 503)
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(e)
+                continue
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
 
     async def append_many(self, entries: list[AuditEntry]) -> None:
         """Write ``entries`` in one transaction: all are recorded or none."""

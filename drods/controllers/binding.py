@@ -65,7 +65,7 @@ from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, CUSTOM_RESOURCES
 from drods.model.policy import ClusterOverridePolicySpec
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import EXECUTION_FINALIZER, work_labels, work_name
-from drods.store import CasFailed
+from drods.store import CasFailed, Compare, Put
 from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
@@ -380,18 +380,32 @@ class BindingController:
         new_status = aggregate.binding_status(status, tkind, rollup, retiring.removing, active=active,
                                               now=rfc3339(now), script_failures=failing)
         gone = deleting and not works
-        if not await self._store_binding(name, b, status, new_status, revision, deleting=deleting,
-                                         gone=gone, holds=bool(wanted or works)):
-            return "conflict"
-        # the Works only once the finalizer that covers them is stored
+        # the Works only with (or after) the finalizer that covers them: in one transaction with the
+        # Binding's own write when it has one, so a new Binding's Works reach the members a store
+        # round trip sooner
+        change = _binding_change(b, status, new_status, deleting=deleting, gone=gone, holds=bool(wanted or works))
+        if change == "delete":
+            try:
+                await self.store.delete(BINDING.key(name), expect_revision=revision)
+            except CasFailed:
+                return "conflict"
         suspend = frozenset(c for c in plans if suspended(spec, c))
         if any(isinstance(p, ManifestSet) and not p.complete and not _same(name, c, p, works.get(c), c in suspend)
                for c, p in plans.items()) and template is not None:
             plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles,
                                str(spec.get("conflictResolution") or "Abort"), label_state(spec),
                                complete=True)  # to write them
-        again = await self._upsert_works(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
-                                                if isinstance(p, ManifestSet)], suspend)
+        batch = await self._work_batch(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
+                                              if isinstance(p, ManifestSet)], suspend)
+        again = batch.again
+        if change == "put":
+            written = await self._store_binding(name, b, revision, batch)
+            if written is None:
+                return "conflict"
+            if not written:
+                again = await self._write_works(name, batch) or again
+        elif batch.items:
+            again = await self._write_works(name, batch) or again
         for work in retiring.to_mark.values():
             again = await self._mark_removing(work, rfc3339(now)) or again
         await self._delete_works(name, retiring.to_delete)
@@ -470,38 +484,32 @@ class BindingController:
             left = grace - (now - (created if created is not None else now))
             out.requeue = min(30.0 if out.requeue is None else out.requeue, max(left, 0.5))
 
-    async def _store_binding(self, name: str, b: Obj, status: Obj, new_status: Obj, revision: int, *,
-                             deleting: bool, gone: bool, holds: bool) -> bool:
-        """Store the Binding's new status and propagation finalizer (kept while it ``holds`` Works,
-        dropped once they are ``gone``), or delete it when the last finalizer went; False on a
-        conflict."""
-        meta = b["metadata"]
-        finalizers = list(meta.get("finalizers") or [])
-        if gone and PROPAGATION_FINALIZER in finalizers:
-            finalizers.remove(PROPAGATION_FINALIZER)
-        elif not deleting and holds and PROPAGATION_FINALIZER not in finalizers:
-            finalizers.append(PROPAGATION_FINALIZER)
-        if new_status == status and finalizers == list(meta.get("finalizers") or []):
-            return True
-        b["status"] = new_status
-        meta["finalizers"] = finalizers
-        if not finalizers:
-            meta.pop("finalizers", None)
-        if deleting and not finalizers:
-            try:
-                await self.store.delete(BINDING.key(name), expect_revision=revision)
-            except CasFailed:
-                return False
-            return True
+    async def _store_binding(self, name: str, b: Obj, revision: int, batch: _WorkBatch) -> bool | None:
+        """Store the Binding ``b`` over ``revision``, with ``batch``'s Works in the same transaction
+        when they fit in one: True when the Works went with it, False when they are still to write,
+        None on a conflict (nothing written)."""
+        key = BINDING.key(name)
         made: int | None = None
         self._own_bindings.writing(name, revision)
         try:
-            made = await self.store.put(BINDING.key(name), encode(b), expect_revision=revision)
-        except CasFailed:
+            if batch.items:
+                try:
+                    made = await self.registry.upsert_with(
+                        batch.items, [(Compare(key, "mod", "=", revision), Put(key, encode(b)))],
+                        trusted=True, current=batch.held, absent=batch.absent)
+                except Conflict:
+                    return None  # the Binding or a Work moved: the pass starts again from the store
+                except ApiError as e:  # a Work the registry refuses: the Binding's own write still goes
+                    log.warning("writing the Works of %s: %s", name, e.message)
+                if made is not None:
+                    return True
+            try:
+                made = await self.store.put(key, encode(b), expect_revision=revision)
+            except CasFailed:
+                return None
             return False
         finally:
             self._own_bindings.wrote(name, made)
-        return True
 
     # ------------------------------------------------------------------ Works
     def _work_body(self, binding: str, cluster: str, p: ManifestSet, current: WorkRecord | None,
@@ -516,42 +524,48 @@ class BindingController:
                 "spec": {"cluster": cluster, "binding": binding, "manifests": p.manifests, "hash": p.hash,
                          **({"suspendDispatching": True} if suspend else {})}}
 
-    async def _upsert_works(self, binding: str, wanted: list[tuple[str, ManifestSet, WorkRecord | None]],
-                            suspend: frozenset[str] = frozenset()) -> bool:
-        """Create or update the binding's Works that differ, in one transaction (each guarded by the
-        revision its informer copy has); True when they must be tried again. The Works of the
-        ``suspend`` clusters are written marked ``suspendDispatching`` (kept, not applied)."""
-        items: list[tuple[Kind, Obj]] = []
-        held: dict[str, Obj] = {}
-        again = False
+    async def _work_batch(self, binding: str, wanted: list[tuple[str, ManifestSet, WorkRecord | None]],
+                          suspend: frozenset[str] = frozenset()) -> _WorkBatch:
+        """The binding's Works that differ from what the informer holds, to create or update together
+        (each guarded by the revision its informer copy has; one it holds nothing of, by its absence).
+        The Works of the ``suspend`` clusters are written marked ``suspendDispatching`` (kept, not applied)."""
+        out = _WorkBatch()
         for cluster, p, current in wanted:
             if current is not None:
                 if current.deleting:
-                    again = True
+                    out.again = True
                     continue  # a deleted Work is recreated once it is gone
                 if _same(binding, cluster, p, current, cluster in suspend):
                     continue
             if not p.complete:  # a kept summary has no manifests to write: the pass plans again
-                again = True
+                out.again = True
                 continue
+            key = WORK.key(work_name(binding, cluster))
             if current is not None:
                 whole = await self.fleet.work_object(current)  # the update's base, at the cached revision
                 if whole is None:
-                    again = True  # changed meanwhile: the watch brings it back
+                    out.again = True  # changed meanwhile: the watch brings it back
                     continue
-                held[current.key] = whole
-            items.append((WORK, self._work_body(binding, cluster, p, current, cluster in suspend)))
-            self._own_work_hash[WORK.key(work_name(binding, cluster))] = p.hash  # before: its echo may come first
-        if not items:
-            return again
+                out.held[current.key] = whole
+            else:
+                out.absent.add(key)
+            out.items.append((WORK, self._work_body(binding, cluster, p, current, cluster in suspend)))
+            self._own_work_hash[key] = p.hash  # before: its echo may come first
+        return out
+
+    async def _write_works(self, binding: str, batch: _WorkBatch) -> bool:
+        """Write ``batch``'s Works in one transaction; True when they must be tried again."""
+        if not batch.items:
+            return False
         try:
-            await self.registry.batch_upsert(items, results=False, trusted=True, current=held)
+            await self.registry.batch_upsert(batch.items, results=False, trusted=True, current=batch.held,
+                                             absent=batch.absent)
         except (NotFound, Conflict, AlreadyExists):
             return True
         except ApiError as e:
             log.warning("writing the Works of %s: %s", binding, e.message)
             return True
-        return again
+        return False
 
     async def _mark_removing(self, work: WorkRecord, since: str) -> bool:
         if work.removing_since:
@@ -647,6 +661,37 @@ class BindingController:
         self._deps_of.pop(name, None)
         self._plans.pop(name, None)
         self._own_bindings.forget(name)
+
+
+@dataclass(slots=True)
+class _WorkBatch:
+    """A pass's Works to write: the bodies, the informer's copies of those it updates, the store keys
+    of those it creates, and whether the pass must come again for Works it could not write yet."""
+
+    items: list[tuple[Kind, Obj]] = field(default_factory=list)
+    held: dict[str, Obj] = field(default_factory=dict)
+    absent: set[str] = field(default_factory=set)
+    again: bool = False
+
+
+def _binding_change(b: Obj, status: Obj, new_status: Obj, *, deleting: bool, gone: bool,
+                    holds: bool) -> str:
+    """Put the Binding's new status and propagation finalizer (kept while it ``holds`` Works, dropped
+    once they are ``gone``) into ``b``: "same" (nothing to write), "put", or "delete" (its last
+    finalizer went while it is being deleted)."""
+    meta = b["metadata"]
+    finalizers = list(meta.get("finalizers") or [])
+    if gone and PROPAGATION_FINALIZER in finalizers:
+        finalizers.remove(PROPAGATION_FINALIZER)
+    elif not deleting and holds and PROPAGATION_FINALIZER not in finalizers:
+        finalizers.append(PROPAGATION_FINALIZER)
+    if new_status == status and finalizers == list(meta.get("finalizers") or []):
+        return "same"
+    b["status"] = new_status
+    meta["finalizers"] = finalizers
+    if not finalizers:
+        meta.pop("finalizers", None)
+    return "delete" if deleting and not finalizers else "put"
 
 
 def _under(cache: Mapping[str, Obj], prefix: str) -> Iterator[tuple[str, Obj]]:

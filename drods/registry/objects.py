@@ -13,7 +13,7 @@ import builtins
 import contextlib
 import copy
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -41,6 +41,7 @@ from drods.store import CasFailed, Compare, EventType, KeyValue, Put, Store
 from drods.store.cas import read_modify_write
 
 Obj = dict[str, Any]
+_Upsert = tuple[Kind, str, Obj, int]  # kind, store key, the object to write, the revision it replaces (0: new)
 
 # A check of an object against others before it is written (e.g. one autoscaler per workload);
 # raises ApiError to refuse.
@@ -398,7 +399,8 @@ class ObjectRegistry:
 
     async def batch_upsert(self, items: builtins.list[tuple[Kind, Any]], *, results: bool = True,
                            dry_run: bool = False, trusted: bool = False,
-                           current: Mapping[str, Obj] | None = None) -> builtins.list[tuple[Obj, bool]]:
+                           current: Mapping[str, Obj] | None = None,
+                           absent: Collection[str] = ()) -> builtins.list[tuple[Obj, bool]]:
         """Create or update many objects: all are validated before anything is written, then
         written in as few store transactions as the backend allows, each guarded by CAS.
         ``results=False``: return nothing (a controller publishing many objects skips the copies);
@@ -406,7 +408,39 @@ class ObjectRegistry:
         specs were built by a controller from typed values, so their schema is not checked again
         (the envelope and metadata still are); ``current``: by store key, objects as the caller last
         wrote or read them (with their resourceVersion) — those are not read again, the
-        compare-and-swap on their resourceVersion still guards the write (a 409 if they moved)."""
+        compare-and-swap on their resourceVersion still guards the write (a 409 if they moved);
+        ``absent``: store keys the caller's cache holds nothing under — created without a read, the
+        transaction's guard that they still do not exist answering for it (a 409 if they do)."""
+        plans, before = await self._plan_upserts(items, trusted, current or {}, absent)
+        if dry_run:
+            return [(self._planned(kind, obj, rev), rev == 0) for kind, _, obj, rev in plans]
+        chunk = max(1, self.store.max_txn_ops)
+        out: builtins.list[tuple[Obj, bool]] = []
+        written = 0
+        for start in range(0, len(plans), chunk):
+            part = plans[start:start + chunk]
+            revision = await self._write_upserts(part, before, (), written)
+            if results:
+                out += [(self._result(kind, obj, revision), rev == 0) for kind, _, obj, rev in part]
+            written += len(part)
+        return out
+
+    async def upsert_with(self, items: builtins.list[tuple[Kind, Any]], also: Sequence[tuple[Compare, Put]], *,
+                          trusted: bool = False, current: Mapping[str, Obj] | None = None,
+                          absent: Collection[str] = ()) -> int | None:
+        """`batch_upsert` of ``items`` and the caller's own guarded ``also`` writes in ONE transaction
+        (an object that must land with them, as the finalizer that covers a Binding's Works); its
+        revision, or None when they do not fit in one (nothing written: the caller writes them apart).
+        Conflict when any guard failed (nothing written)."""
+        if len(items) + len(also) > max(1, self.store.max_txn_ops):
+            return None
+        plans, before = await self._plan_upserts(items, trusted, current or {}, absent)
+        return await self._write_upserts(plans, before, also, 0)
+
+    async def _plan_upserts(self, items: builtins.list[tuple[Kind, Any]], trusted: bool, known: Mapping[str, Obj],
+                            absent: Collection[str]) -> tuple[builtins.list[_Upsert], dict[str, Obj]]:
+        """Each item validated and admitted, then planned as a create (revision 0) or an update over
+        what is stored; and, by store key, what an update replaces (its audit record is the difference)."""
         validated: builtins.list[tuple[Kind, Obj, str]] = []
         seen: set[str] = set()
         for i, (kind, raw) in enumerate(items):
@@ -424,11 +458,10 @@ class ObjectRegistry:
             seen.add(key)
             await self._admit(kind, obj)
             validated.append((kind, obj, key))
-        known = current or {}
-        unknown = [key for _, _, key in validated if key not in known]
+        unknown = [key for _, _, key in validated if key not in known and key not in absent]
         read = dict(zip(unknown, await asyncio.gather(*(self.store.get(key) for key in unknown)), strict=True))
-        plans: builtins.list[tuple[Kind, str, Obj, int]] = []
-        before: dict[str, Obj] = {}  # by store key, what an update replaces (its audit record is the difference)
+        plans: builtins.list[_Upsert] = []
+        before: dict[str, Obj] = {}
         for kind, obj, key in validated:
             held = known.get(key)
             if held is not None:
@@ -436,7 +469,7 @@ class ObjectRegistry:
                 before[key] = held
                 plans.append((kind, key, self._carry_over(kind, held, obj, None), rev))
                 continue
-            kv = read[key]
+            kv = read.get(key)
             if kv is None:
                 meta = obj["metadata"]
                 for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
@@ -448,26 +481,21 @@ class ObjectRegistry:
             else:
                 before[key] = jsondoc.loads(kv.value)
                 plans.append((kind, key, self._carry_over(kind, before[key], obj, None), kv.mod_revision))
-        if dry_run:
-            return [(self._planned(kind, obj, rev), rev == 0) for kind, _, obj, rev in plans]
-        chunk = max(1, self.store.max_txn_ops)
-        out: builtins.list[tuple[Obj, bool]] = []
-        written = 0
-        for start in range(0, len(plans), chunk):
-            part = plans[start:start + chunk]
-            res = await self.store.txn(
-                [Compare(key, "mod", "=", rev) for _, key, _, rev in part],
-                [Put(key, _encode(obj)) for _, key, obj, _ in part],
-            )
-            if not res.succeeded:
-                raise Conflict("objects in the batch changed while it was written; retry", {"written": written})
-            if results:
-                out += [(self._result(kind, obj, res.revision), rev == 0) for kind, _, obj, rev in part]
-            await changes.note_all([(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
-                                     obj["metadata"].get("namespace"), before.get(key), obj)
-                                    for kind, key, obj, rev in part])
-            written += len(part)
-        return out
+        return plans, before
+
+    async def _write_upserts(self, part: builtins.list[_Upsert], before: Mapping[str, Obj],
+                             also: Sequence[tuple[Compare, Put]], written: int) -> int:
+        """One transaction: ``part`` (each guarded by its planned revision) and ``also``; audited."""
+        res = await self.store.txn(
+            [*(Compare(key, "mod", "=", rev) for _, key, _, rev in part), *(c for c, _ in also)],
+            [*(Put(key, _encode(obj)) for _, key, obj, _ in part), *(op for _, op in also)],
+        )
+        if not res.succeeded:
+            raise Conflict("objects in the batch changed while it was written; retry", {"written": written})
+        await changes.note_all([(kind, "create" if rev == 0 else "update", obj["metadata"]["name"],
+                                 obj["metadata"].get("namespace"), before.get(key), obj)
+                                for kind, key, obj, rev in part])
+        return res.revision
 
     async def watch(
         self,

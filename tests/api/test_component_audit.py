@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from drods.api.audit import AuditFilter, AuditLog, ComponentAudit
+from drods.api.audit import AuditEntry, AuditFilter, AuditLog, ComponentAudit, utc_now_iso
 from drods.model.kinds import SERVICE_ROUTE
 from drods.registry import changes
 from drods.registry.objects import ObjectRegistry
@@ -146,3 +146,55 @@ async def test_a_components_batch_write_waits_for_one_audit_batch(store: Store, 
     assert 1 <= slow.txns <= 2
     entries = await AuditLog(store).query(limit=100_000)
     assert len([e for e in entries if tag in str(e.get("object"))]) == 50
+
+
+class GatedStore:
+    """``store`` whose transactions wait for ``gate`` (or fail while ``failing``), counting them."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.gate = asyncio.Event()
+        self.failing = False
+        self.txns = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def txn(self, *args: Any, **kwargs: Any) -> Any:
+        await self.gate.wait()
+        self.txns += 1
+        if self.failing:
+            raise ConnectionError("store unreachable")
+        return await self._store.txn(*args, **kwargs)
+
+
+async def test_requests_records_written_together_each_answered_once_stored(store: Store) -> None:
+    """Group commit of the requests' records: what is appended while a write is in flight goes in
+    the next transaction; each append returns only once its own record is stored, and a failed
+    write fails each of its appends (their requests answer 503 and change nothing)."""
+    gated = GatedStore(store)
+    log = AuditLog(gated)  # type: ignore[arg-type]
+    tag = uuid.uuid4().hex[:8]
+
+    def entry(i: int) -> AuditEntry:
+        return AuditEntry(time=utc_now_iso(), subject=f"group-{tag}", role="admin", verb="POST",
+                          path=f"/api/v1/x/{i}", object=f"x/{i}", result=None, id=f"{tag}-{i}", stage="request")
+
+    first = asyncio.create_task(log.append(entry(0)))
+    await asyncio.sleep(0)  # the first write is in flight (held at the gate)
+    rest = [asyncio.create_task(log.append(entry(i))) for i in range(1, 20)]
+    await asyncio.sleep(0.05)
+    assert not any(t.done() for t in [first, *rest])  # nothing answered before it is stored
+    gated.gate.set()
+    await asyncio.gather(first, *rest)
+    assert gated.txns == 2  # the first alone, then the 19 that came while it was written
+    found = await log.query(where=AuditFilter(subject=f"group-{tag}"))
+    assert sorted(e["id"] for e in found) == sorted(f"{tag}-{i}" for i in range(20))
+
+    gated.failing = True
+    outcomes = await asyncio.gather(*(log.append(entry(i)) for i in range(20, 23)), return_exceptions=True)
+    assert all(isinstance(o, ConnectionError) for o in outcomes)
+    gated.failing = False
+    await log.append(entry(23))  # the next write goes through again
+    found = await log.query(where=AuditFilter(subject=f"group-{tag}"))
+    assert len(found) == 21

@@ -11,7 +11,7 @@ from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
-from drods.controllers.binding import BindingController
+from drods.controllers.binding import BindingController, _binding_change, _WorkBatch
 from drods.controllers.settings import MemberSettings
 from drods.controllers.work_record import WorkRecord, work_record
 from drods.model.kinds import BINDING, WORK, by_kind
@@ -121,8 +121,8 @@ def test_the_echo_of_its_own_binding_write_is_passed_over_even_when_the_watch_de
 
     def store_binding() -> bool:
         b = {**before, "metadata": dict(before["metadata"])}
-        return asyncio.run(ctl._store_binding("web", b, before["status"], after["status"], 7, deleting=False,
-                                              gone=False, holds=False))
+        assert _binding_change(b, before["status"], after["status"], deleting=False, gone=False, holds=False) == "put"
+        return asyncio.run(ctl._store_binding("web", b, 7, _WorkBatch())) is not None
 
     assert store_binding()
     assert len(ctl.controller.queue) == 0  # no pass for its own write

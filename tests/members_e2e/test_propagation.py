@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from tests.members_e2e.conftest import BINDINGS, Env, deploy_path, deployment, wait_for
+
+WORKS = "/apis/multicluster.io/v1alpha1/works"
 
 
 def test_join_reads_the_members_topology_and_health(env: Env) -> None:
@@ -399,3 +402,27 @@ spec:
     env.delete("/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/everything-to-sin")
     env.delete(deploy_path("team", "kweb"))
     wait_for(lambda: env.copies("kweb", "team") == {}, 20, "copies deleted")
+
+
+def test_a_new_bindings_finalizer_and_its_works_land_in_one_write(env: Env) -> None:
+    """The finalizer that covers a Binding's Works is stored with them, in one transaction: the Works
+    reach the members a store round trip sooner, and no Work ever exists without it."""
+    since = env.http.get(BINDINGS, params={"limit": 1}).json()["metadata"]["resourceVersion"]
+    env.create(deploy_path(), deployment("one-write", 2))
+    env.placed_binding("one-write", "one-write", {"aws-dfw": 1, "gcp-sin": 1})
+    wait_for(lambda: env.copies("one-write") == {"aws-dfw": 1, "gcp-sin": 1}, 10, "both copies")
+
+    def events(path: str) -> list[dict[str, Any]]:
+        r = env.http.get(path, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "1"}, timeout=10)
+        assert r.status_code == 200, r.text
+        return [json.loads(line) for line in r.text.splitlines() if line.strip()]
+
+    finalized = [e["object"]["metadata"]["resourceVersion"] for e in events(BINDINGS)
+                 if e["object"]["metadata"]["name"] == "one-write"
+                 and "multicluster.io/propagation" in (e["object"]["metadata"].get("finalizers") or [])]
+    created = {e["object"]["metadata"]["resourceVersion"] for e in events(WORKS)
+               if e["type"] == "ADDED" and e["object"]["spec"]["binding"] == "one-write"}
+    assert finalized and created == {finalized[0]}  # both Works, in the write that added the finalizer
+    env.delete(f"{BINDINGS}/one-write")
+    env.delete(deploy_path(name="one-write"))
+    wait_for(lambda: env.copies("one-write") == {}, 10, "copies deleted")
