@@ -305,7 +305,7 @@ class BindingController:
                 await self._delete_works(name, self.fleet.works_of(name))
                 self._forget(name)
                 return None
-            outcome = await self._reconcile_once(name, b, revision)
+            outcome = await self._reconcile_once(name, b, revision, first=n == 0)
             if outcome == "conflict":
                 raise CasFailed(store_key, None)
             return outcome if isinstance(outcome, float) else None
@@ -347,8 +347,9 @@ class BindingController:
         self._plans[name] = (inputs, {c: p.summary() if isinstance(p, ManifestSet) else p for c, p in plans.items()})
         return plans
 
-    async def _reconcile_once(self, name: str, b: Obj, revision: int) -> float | str | None:
-        """``b`` is this pass's own copy (its top level and metadata may be changed). The pass's steps:
+    async def _reconcile_once(self, name: str, b: Obj, revision: int, *, first: bool = True) -> float | str | None:
+        """``b`` is this pass's own copy (its top level and metadata may be changed); ``first``: no
+        attempt of this pass met a conflict yet (the informer's Works are trusted). The pass's steps:
         the wanted clusters, their plans, the status roll-up, the Works to retire, the Binding's own
         status and finalizer, then the Works and the template's status."""
         meta, spec, status = b["metadata"], b.get("spec") or {}, dict(b.get("status") or {})
@@ -396,7 +397,7 @@ class BindingController:
                                str(spec.get("conflictResolution") or "Abort"), label_state(spec),
                                complete=True)  # to write them
         batch = await self._work_batch(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
-                                              if isinstance(p, ManifestSet)], suspend)
+                                              if isinstance(p, ManifestSet)], suspend, absent_known=first)
         again = batch.again
         if change == "put":
             written = await self._store_binding(name, b, revision, batch)
@@ -499,8 +500,8 @@ class BindingController:
                         trusted=True, current=batch.held, absent=batch.absent)
                 except Conflict:
                     return None  # the Binding or a Work moved: the pass starts again from the store
-                except ApiError as e:  # a Work the registry refuses: the Binding's own write still goes
-                    log.warning("writing the Works of %s: %s", name, e.message)
+                except ApiError:
+                    made = None  # a Work the registry refuses: the Binding goes alone, its Works fail apart
                 if made is not None:
                     return True
             try:
@@ -525,9 +526,10 @@ class BindingController:
                          **({"suspendDispatching": True} if suspend else {})}}
 
     async def _work_batch(self, binding: str, wanted: list[tuple[str, ManifestSet, WorkRecord | None]],
-                          suspend: frozenset[str] = frozenset()) -> _WorkBatch:
+                          suspend: frozenset[str] = frozenset(), *, absent_known: bool = True) -> _WorkBatch:
         """The binding's Works that differ from what the informer holds, to create or update together
-        (each guarded by the revision its informer copy has; one it holds nothing of, by its absence).
+        (each guarded by the revision its informer copy has; one it holds nothing of, by its absence —
+        unless not ``absent_known``: after a conflict the informer may trail, and the store is read).
         The Works of the ``suspend`` clusters are written marked ``suspendDispatching`` (kept, not applied)."""
         out = _WorkBatch()
         for cluster, p, current in wanted:
@@ -547,7 +549,7 @@ class BindingController:
                     out.again = True  # changed meanwhile: the watch brings it back
                     continue
                 out.held[current.key] = whole
-            else:
+            elif absent_known:
                 out.absent.add(key)
             out.items.append((WORK, self._work_body(binding, cluster, p, current, cluster in suspend)))
             self._own_work_hash[key] = p.hash  # before: its echo may come first
