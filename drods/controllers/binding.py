@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -677,7 +677,7 @@ class _WorkBatch:
 
 
 def _binding_change(b: Obj, status: Obj, new_status: Obj, *, deleting: bool, gone: bool,
-                    holds: bool) -> str:
+                    holds: bool) -> Literal["same", "put", "delete"]:
     """Put the Binding's new status and propagation finalizer (kept while it ``holds`` Works, dropped
     once they are ``gone``) into ``b``: "same" (nothing to write), "put", or "delete" (its last
     finalizer went while it is being deleted)."""
