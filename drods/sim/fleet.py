@@ -121,4 +121,4 @@ async def serve_fleet(cfg: FleetConfig, *, fresh: bool = False, ready: asyncio.E
         try:
             await fleet.stop()
         finally:
-            ignore_stop_signals(loop)
+            ignore_stop_signals()

@@ -260,7 +260,7 @@ async def serve(cfg: SimConfig, *, fresh: bool = False, ready: asyncio.Event | N
         try:
             await sim.stop()
         finally:
-            ignore_stop_signals(loop)
+            ignore_stop_signals()
 
 
 def remove_data(cfg: SimConfig) -> None:
