@@ -3,7 +3,9 @@
 The members are one ``drods sim fleet`` process (``--clusters`` × ``--nodes-per-cluster``), joined
 with ``drods cluster join --from DIR`` (``--mode push``) or ``--pull`` plus ``drods agent --from DIR``
 (``--mode pull``); the control plane is one ``drods serve`` on ``--store sqlite|etcd`` (etcd: a
-one-member etcd started here). Workloads are Deployments in ``default``, each with a ConfigMap its
+one-member etcd started here), or with ``--processes split`` ``drods apiserver``, ``drods scheduler``
+and ``drods controllers`` apart over that store (figures per process; the storm's RSS and the sync's
+CPU and memory are the controllers'). Workloads are Deployments in ``default``, each with a ConfigMap its
 pod template names (a dependent: it travels in the same Work), placed by one PropagationPolicy on one
 member each (Divided, 1 replica). What a member holds is watched through the official Kubernetes
 client, as an operator would.
@@ -337,6 +339,58 @@ def pct(xs: list[float], q: float) -> float | None:
 # ---- scenarios -----------------------------------------------------------------------------------
 
 
+class ControlPlane:
+    """The control plane under test: one ``drods serve`` (``--processes one``), or ``drods apiserver``,
+    ``drods scheduler`` and ``drods controllers`` apart over the same store and data dir (``split``:
+    each with its own event loop and GIL, as a deployment that gives them a core each runs them)."""
+
+    def __init__(self, data: Path, url: str, split: bool) -> None:
+        self.split = split
+        store = ["--store", url]
+        if not split:
+            self.api = ServerProcess(data, args=store, start_timeout=600)
+            self.procs = {"drods serve": self.api}
+            return
+        self.api = ServerProcess(data, command="apiserver", args=store, start_timeout=600)
+        self.procs = {"drods apiserver": self.api,
+                      **{f"drods {c}": ServerProcess(data, command=c, args=[*store, "--lease-ttl", "5"],
+                                                     start_timeout=600) for c in ("scheduler", "controllers")}}
+
+    @property
+    def data_dir(self) -> Path:
+        return self.api.data_dir
+
+    @property
+    def running(self) -> bool:
+        return all(p.proc is not None for p in self.procs.values())
+
+    @property
+    def deciding(self) -> str:
+        """The process whose memory and CPU the storm and sync scenarios follow: the one that decides
+        and writes the Works."""
+        return "drods controllers" if self.split else "drods serve"
+
+    def start(self) -> None:
+        """The API server first (it makes the data dir's keys on a first start), then the others at once."""
+        self.api.start()
+        others = [p for p in self.procs.values() if p is not self.api]
+        with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
+            for _ in pool.map(ServerProcess.start, others):
+                pass
+
+    def stop(self) -> None:
+        for p in reversed(list(self.procs.values())):
+            if p.proc is not None:
+                p.stop(check=False)
+
+    def pids(self) -> dict[str, int]:
+        out = {}
+        for name, p in self.procs.items():
+            assert p.proc is not None, f"{name} is not running"
+            out[name] = p.proc.pid
+        return out
+
+
 class Bench:
     """The fleet, the control plane and the member watch one scenario runs over."""
 
@@ -349,9 +403,10 @@ class Bench:
         data = self.root / "server"
         data.mkdir(exist_ok=True)
         (data / "drods.yaml").write_text(SETTINGS)
-        self.server = ServerProcess(data, args=["--store", self.url], start_timeout=600)
-        self.server.start()
-        stack.callback(lambda: self.server.stop(check=False) if self.server.proc else None)
+        self.plane = ControlPlane(data, self.url, args.processes == "split")
+        stack.callback(self.plane.stop)
+        self.plane.start()
+        self.server = self.plane.api
         self.agents = join(self.server, self.root, args.mode == "pull", self.url)
         if self.agents is not None:
             stack.callback(self.agents.stop)
@@ -370,8 +425,7 @@ class Bench:
                 "conditions") or []) for x in items)
 
     def pids(self) -> dict[str, int]:
-        assert self.server.proc is not None
-        out = {"drods serve": self.server.proc.pid, "sim fleet": self.fleet.proc.pid}
+        out = {**self.plane.pids(), "sim fleet": self.fleet.proc.pid}
         if self.agents is not None:
             out["agents"] = self.agents.proc.pid
         return out
@@ -490,8 +544,8 @@ def sync(b: Bench) -> dict[str, Any]:
     are applied to the members at the same time, as they would be: by the execution controller in the
     same process (push) or by the agents (pull)."""
     n, args = b.args.workloads, b.args
-    assert b.server.proc is not None
-    b.server.stop(check=False)
+    assert b.plane.running
+    b.plane.stop()
     # a later run over the same fleet seeds new workloads, and restarts over the Works of the earlier ones
     asyncio.run(_seed(b.url, b.server.data_dir, n, SYNC_FIRST + b.synced))
     b.synced += n
@@ -501,10 +555,10 @@ def sync(b: Bench) -> dict[str, Any]:
         wait_until(lambda: bool(counter.samples), 30, "the first count of the Works", interval=0.1)
         before = counter.samples[-1][1]
         t0 = time.time()
-        b.server.start()
+        b.plane.start()
         start_s = time.time() - t0
         done = counter.wait(before + n, args.timeout)
-        pid = b.pids()["drods serve"]
+        pid = b.pids()[b.plane.deciding]
         cpu, peak = cpu_seconds(pid), proc_kb(pid, "VmHWM") / 1024  # the process's own, from its start
     finally:
         counter.stop.set()
@@ -523,13 +577,14 @@ def sync(b: Bench) -> dict[str, Any]:
 
 def cold_start(b: Bench) -> dict[str, Any]:
     n = b.args.workloads
-    assert b.server.proc is not None
-    b.server.stop(check=False)
+    assert b.plane.running
+    b.plane.stop()
     asyncio.run(_seed(b.url, b.server.data_dir, n))
     t0 = time.time()
-    b.server.start()
+    b.plane.start()
     start_s = time.time() - t0
-    cpu0 = {k: cpu_seconds(pid) for k, pid in b.pids().items() if k != "drods serve"}
+    # the control plane's CPU from its start; the others' from now
+    cpu0 = {k: cpu_seconds(pid) for k, pid in b.pids().items() if k not in b.plane.procs}
     reached = b.watch.wait(lambda: b.watch.copies() >= n, b.args.timeout)
     ready_s = time.time() - t0
     cpu = {k: round(cpu_seconds(pid) - cpu0.get(k, 0.0), 1) for k, pid in b.pids().items()}
@@ -711,7 +766,7 @@ def storm(b: Bench) -> dict[str, Any]:
     b.steady(args.workloads)
     wait_until(lambda: _converged(b), 120, "the steady state", interval=1.0)
     before, _ = _decided(b)
-    pid = b.pids()["drods serve"]
+    pid = b.pids()[b.plane.deciding]
     rss: list[int] = []
     _faults(b, "down")
     t0 = time.monotonic()
@@ -782,6 +837,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", type=int, default=20, help="Deployments, each with a ConfigMap dependent")
     ap.add_argument("--store", choices=["sqlite", "etcd"], default="sqlite")
     ap.add_argument("--mode", choices=["push", "pull"], default="push")
+    ap.add_argument("--processes", choices=["one", "split"], default="one",
+                    help="the control plane as one `drods serve`, or `drods apiserver`, `drods scheduler` and "
+                         "`drods controllers` apart over the same store")
     ap.add_argument("--rate", type=float, default=5.0, help="distribution: creates + updates per second")
     ap.add_argument("--seconds", type=float, default=5.0, help="distribution: how long the stream runs; "
                                                                "idle: how long CPU is measured")
@@ -795,7 +853,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                  "as not reached (null figures)")
     args = ap.parse_args(argv)
     print(f"# conditions: scenario {','.join(args.scenario)}, {args.clusters} members x {args.nodes_per_cluster} nodes "
-          f"(one drods sim fleet), {args.workloads} Deployments + {args.workloads} ConfigMaps, drods serve on "
+          f"(one drods sim fleet), {args.workloads} Deployments + {args.workloads} ConfigMaps, "
+          f"{'drods serve' if args.processes == 'one' else 'drods apiserver, scheduler and controllers apart'} on "
           f"{args.store}, {args.mode} mode, python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     with ExitStack() as stack:
@@ -803,7 +862,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.scenario:
             figures = SCENARIOS[name](bench)
             print(json.dumps({"scenario": name, "clusters": args.clusters, "workloads": args.workloads,
-                              "store": args.store, "mode": args.mode, **figures}), flush=True)
+                              "store": args.store, "mode": args.mode, "processes": args.processes,
+                              **figures}), flush=True)
     return 0
 
 

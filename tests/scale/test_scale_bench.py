@@ -68,3 +68,18 @@ def test_sync_and_distribution_in_pull_mode() -> None:
     # what watching the fleet costs, per process (the agents are a process of their own in pull mode)
     assert idle["seconds"] >= 1 and set(idle["cpu_s"]) == set(idle["cores"]) == {"drods serve", "sim fleet", "agents"}
     assert all(v >= 0 for v in idle["cores"].values()) and all(v > 0 for v in idle["rss_mb"].values())
+
+
+def test_the_control_plane_split_into_its_three_processes() -> None:
+    """``--processes split``: `drods apiserver`, `drods scheduler` and `drods controllers` over one
+    store carry the cold start and the stream; each process's figures apart."""
+    out = run("--scenario", "cold-start,distribution", "--processes", "split", "--clusters", "2",
+              "--nodes-per-cluster", "2", "--workloads", "3", "--rate", "4", "--seconds", "1", "--timeout", "120")
+    cold, dist = out["cold-start"], out["distribution"]
+    plane = {"drods apiserver", "drods scheduler", "drods controllers"}
+    assert cold["processes"] == dist["processes"] == "split"
+    assert cold["ready_s"] is not None and cold["works"] == cold["works_applied"] == 3
+    assert set(cold["peak_rss_mb"]) == set(cold["cpu_s"]) == plane | {"sim fleet"}
+    assert all(cold["cpu_s"][p] > 0 for p in plane)  # each did its share from its start
+    assert 1 <= dist["operations"] == dist["arrived"] <= 4 and dist["p99_ms"] is not None
+    assert set(dist["cores"]) == plane | {"sim fleet", "bench"}
