@@ -83,6 +83,11 @@ def rev(obj: Obj | None) -> int:
     return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
 
 
+# A pass that wrote Works rolls the template's status up at the latest this many status windows
+# (`statusCoalesceSeconds`) later, should no member report bring it back sooner.
+STATUS_FALLBACK_WINDOWS = 4
+
+
 @dataclass(slots=True)
 class _Retiring:
     """The Works of clusters no longer wanted, as one pass sorts them."""
@@ -410,7 +415,12 @@ class BindingController:
         for work in retiring.to_mark.values():
             again = await self._mark_removing(work, rfc3339(now)) or again
         await self._delete_works(name, retiring.to_delete)
-        if template is not None and not deleting and kind is not None:
+        # The template's status waits while nothing is decided yet (the decision brings the pass
+        # back) and on a pass that writes Works (their members' reports bring it back, or the
+        # window does): what it would say then is superseded a moment later, one write more each.
+        undecided = not (status.get("scheduledTime") or status.get("placement")
+                         or status.get("phase") not in (None, "", "Pending"))
+        if template is not None and not deleting and kind is not None and not undecided and not batch.items:
             if how is not None and how.scripts_status:
                 again = await self._write_scripted_status(kind, template, how, works, plans) or again
             elif rule is not None:
@@ -423,7 +433,12 @@ class BindingController:
                                                           rollup.all_applied) or again
         if gone:
             self._forget(name)
-        return 0.2 if again else retiring.requeue
+        requeue = 0.2 if again else retiring.requeue
+        if batch.items and template is not None and not deleting:
+            # the Works' first reports bring the pass back within the window; this, should none come
+            fallback = STATUS_FALLBACK_WINDOWS * self.settings.statusCoalesceSeconds
+            requeue = fallback if requeue is None else min(requeue, fallback)
+        return requeue
 
     def _wanted(self, status: Obj, divisible: bool) -> tuple[dict[str, int], dict[str, str]]:
         """The placement's registered clusters with their shares (a divisible kind's empty shares

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from drods.controllers.work_record import WorkRecord, decode_work, with_status
+from drods.controllers.work_record import RecentWorks, WorkRecord, with_status
 from drods.machinery.informer import Informer
 from drods.machinery.shared import decode_template
 from drods.machinery.tasks import yielding
@@ -77,15 +77,17 @@ class MemberInformers:
     remedies: Informer | None = None  # Karmada's Remedies (drods.controllers.remedy)
     # each cluster's newest report time (`decode_report_time`): what a pull member's health is judged by
     reports: Informer | None = None
+    recent_works: RecentWorks | None = None  # the last Works the informer decoded, whole
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
            interpreter: Interpreter | None = None) -> MemberInformers:
         templates = {k.key_prefix(): manager.informer(k.key_prefix(), decode_template) for k in TEMPLATE_KINDS}
         templates[CUSTOM_RESOURCES_PREFIX] = manager.informer(CUSTOM_RESOURCES_PREFIX, decode_template)
+        recent_works = RecentWorks()
         return cls(manager.informer(CLUSTER.key_prefix(), decode_stored),
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
-                   manager.informer(WORK.key_prefix(), decode_work),
+                   manager.informer(WORK.key_prefix(), recent_works),
                    manager.informer(CLEANUP_PREFIX, decode_stored),
                    manager.informer(CLUSTER_OVERRIDE_POLICY.key_prefix(), decode_stored),
                    templates,
@@ -97,7 +99,7 @@ class MemberInformers:
                    manager.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_stored),
                    manager.informer(WORKLOAD_REBALANCER.key_prefix(), decode_stored),
                    manager.informer(REMEDY.key_prefix(), decode_stored),
-                   manager.informer(STATUS_PREFIX, decode_report_time))
+                   manager.informer(STATUS_PREFIX, decode_report_time), recent_works)
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,
@@ -243,9 +245,13 @@ class MemberFleet:
         return out
 
     async def work_object(self, work: WorkRecord) -> Obj | None:
-        """The whole Work (manifests and all) at the revision ``work`` was cached at, read from the
-        store; None when it has changed or gone since (the watch brings the new version)."""
-        kv = await self.store.get(work.key)
+        """The whole Work (manifests and all) at the revision ``work`` was cached at: as the informer
+        last decoded it when that is this revision, else read from the store; None when it has
+        changed or gone since (the watch brings the new version)."""
+        recent = self.informers.recent_works
+        kv = recent.at(work.key, work.revision) if recent is not None else None
+        if kv is None:
+            kv = await self.store.get(work.key)
         if kv is None or kv.mod_revision != work.revision:
             return None
         return decode_stored(kv)

@@ -77,7 +77,7 @@ class MemberSettings(BaseModel):
     # A change of a Work's status alone brings its Binding's pass back after this long, so what a member
     # reports in quick succession (applied, observed, ready) is rolled up in one pass: one write of the
     # Binding's status and one of the template's for all of it, not one each (0: at once).
-    statusCoalesceSeconds: float = Field(default=0.2, ge=0)
+    statusCoalesceSeconds: float = Field(default=0.5, ge=0)
 
     def member_options(self) -> MemberOptions:
         return MemberOptions(connect_timeout=self.connectTimeoutSeconds, read_timeout=self.readTimeoutSeconds,

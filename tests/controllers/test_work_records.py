@@ -119,6 +119,44 @@ async def test_a_cached_work_keeps_what_controllers_read_and_its_manifests_come_
     assert not fleet.wants("a", Ref("apps/v1", "Deployment", "shop", "web"))
 
 
+async def test_a_work_just_decoded_is_not_read_back_from_the_store(running: Running,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The execution controller applies a Work moments after its event: the informer's decoder keeps
+    the last Works it decoded, so that read costs no store round trip; older ones are read as before."""
+    store, fleet = running.store, running.fleet
+    rev = await put(store, work("web", "a", "nginx:1"))
+    await running.start()
+    rec = running.record("web", "a")
+    assert rec is not None
+    reads: list[str] = []
+    real_get = store.get
+
+    async def counted(key: str) -> KeyValue | None:
+        reads.append(key)
+        return await real_get(key)
+
+    monkeypatch.setattr(store, "get", counted)
+    whole = await fleet.work_object(rec)
+    assert whole is not None and whole["spec"]["manifests"] == manifests("nginx:1")
+    assert whole["metadata"]["resourceVersion"] == str(rev) and reads == []
+    # a status write builds on the kept Work without reading it, and the record of the write is kept next
+    assert await fleet.write_work_status(rec, {"applied": True, "observedHash": "nginx:1"})
+    assert reads == []
+    await eventually(lambda: _true((r := running.record("web", "a")) is not None and r.revision > rev),
+                     what="the status write in the cache")
+    fresh = running.record("web", "a")
+    assert fresh is not None and (await fleet.work_object(fresh) or {}).get("status") == {
+        "applied": True, "observedHash": "nginx:1"}
+    assert reads == []
+    # the window is bounded: once others were decoded after it, a Work is read from the store
+    assert running.informers.recent_works is not None
+    running.informers.recent_works.size = 1
+    await put(store, work("web", "b", "nginx:1"))
+    await eventually(lambda: _true(running.record("web", "b") is not None), what="the second Work in the cache")
+    again = await fleet.work_object(fresh)
+    assert again is not None and again["spec"]["manifests"] == manifests("nginx:1") and reads == [fresh.key]
+
+
 async def test_a_relist_reports_what_changed_while_the_watch_was_away(running: Running) -> None:
     store, fleet = running.store, running.fleet
     rev_a = await put(store, work("web", "a", "nginx:1"))

@@ -426,3 +426,41 @@ def test_a_new_bindings_finalizer_and_its_works_land_in_one_write(env: Env) -> N
     env.delete(f"{BINDINGS}/one-write")
     env.delete(deploy_path(name="one-write"))
     wait_for(lambda: env.copies("one-write") == {}, 10, "copies deleted")
+
+
+def test_a_templates_status_waits_for_the_decision_and_says_where_its_copies_go(env: Env) -> None:
+    """A workload's status is what DRO-DS decided and its members report: nothing is written on it
+    before its Binding is decided (a "0/0 in 0 cluster(s)" superseded a moment later), and every
+    status written names the cluster its copy went to."""
+    since = env.http.get(BINDINGS, params={"limit": 1}).json()["metadata"]["resourceVersion"]
+    policy = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: reported, namespace: default}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: reported}]
+  placement: {clusterAffinity: {clusterNames: [aws-dfw]}}
+"""
+    path = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
+    r = env.http.post(path, content=policy.encode(), headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    env.create(deploy_path(), deployment("reported", 1, cpu="100m", memory="64Mi"))
+    wait_for(lambda: ((env.http.get(deploy_path(name="reported")).json().get("status") or {})
+                      .get("readyReplicas") == 1), 30, "the copy ready in the template's status")
+
+    def events(path: str, name: str) -> list[dict[str, Any]]:
+        r = env.http.get(path, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "1"}, timeout=10)
+        assert r.status_code == 200, r.text
+        return [e["object"] for line in r.text.splitlines() if line.strip()
+                if (e := json.loads(line))["object"]["metadata"]["name"] == name]
+
+    decided = [int(b["metadata"]["resourceVersion"]) for b in events(BINDINGS, "deployment-default-reported")
+               if (b.get("status") or {}).get("scheduledTime")]
+    statuses = [(int(d["metadata"]["resourceVersion"]), d["status"]) for d in events(deploy_path(), "reported")
+                if d.get("status")]
+    assert decided and statuses
+    assert all(rv > decided[0] for rv, _ in statuses), (decided[0], statuses)
+    assert all([c["cluster"] for c in st["clusters"]] == ["aws-dfw"] for _, st in statuses), statuses
+    env.delete(f"{path}/reported")
+    env.delete(deploy_path(name="reported"))
+    wait_for(lambda: env.copies("reported") == {}, 20, "copies deleted")
