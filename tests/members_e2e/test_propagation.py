@@ -413,9 +413,7 @@ def test_a_new_bindings_finalizer_and_its_works_land_in_one_write(env: Env) -> N
     wait_for(lambda: env.copies("one-write") == {"aws-dfw": 1, "gcp-sin": 1}, 10, "both copies")
 
     def events(path: str) -> list[dict[str, Any]]:
-        r = env.http.get(path, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "1"}, timeout=10)
-        assert r.status_code == 200, r.text
-        return [json.loads(line) for line in r.text.splitlines() if line.strip()]
+        return watch_events(env, path, since)
 
     finalized = [e["object"]["metadata"]["resourceVersion"] for e in events(BINDINGS)
                  if e["object"]["metadata"]["name"] == "one-write"
@@ -449,10 +447,7 @@ spec:
                       .get("readyReplicas") == 1), 30, "the copy ready in the template's status")
 
     def events(path: str, name: str) -> list[dict[str, Any]]:
-        r = env.http.get(path, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "1"}, timeout=10)
-        assert r.status_code == 200, r.text
-        return [e["object"] for line in r.text.splitlines() if line.strip()
-                if (e := json.loads(line))["object"]["metadata"]["name"] == name]
+        return [e["object"] for e in watch_events(env, path, since) if e["object"]["metadata"]["name"] == name]
 
     decided = [int(b["metadata"]["resourceVersion"]) for b in events(BINDINGS, "deployment-default-reported")
                if (b.get("status") or {}).get("scheduledTime")]
@@ -464,3 +459,10 @@ spec:
     env.delete(f"{path}/reported")
     env.delete(deploy_path(name="reported"))
     wait_for(lambda: env.copies("reported") == {}, 20, "copies deleted")
+
+
+def watch_events(env: Env, path: str, since: str) -> list[dict[str, Any]]:
+    """Every event of ``path`` after revision ``since``, from a watch that ends after a second."""
+    r = env.http.get(path, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "1"}, timeout=10)
+    assert r.status_code == 200, r.text
+    return [json.loads(line) for line in r.text.splitlines() if line.strip()]
