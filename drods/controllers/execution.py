@@ -207,7 +207,26 @@ class Execution:
             str(out.get("apiVersion")), str(out.get("kind"))))] if out is not None else []
         status = WorkStatus(observedHash=work.hash, observedGeneration=work.generation, applied=True, manifests=seen,
                             appliedTime=rfc3339_ms(now))
-        return await self._write_status(work, status, whole)
+        return await self._write_applied(work, status.model_dump(exclude_defaults=True), whole)
+
+    async def _write_applied(self, work: WorkRecord, applied: Obj, whole: Obj) -> float | None:
+        """Record the apply. When the work-status controller recorded the member's copy on the same
+        spec meanwhile (its watch can see the apply before this write), the compare-and-swap is
+        lost but the apply stands: "applied" goes onto that newer status, whose observation of the
+        copy is the newer, instead of the Work being applied to the member again."""
+        if await self.fleet.write_work_status(work, applied, body=whole):
+            return None
+        latest = await self.fleet.stored_work(work.key)
+        if latest is None:
+            return None
+        fresh, body = latest
+        same_spec = (fresh.hash, fresh.generation, fresh.digest) == (work.hash, work.generation, work.digest)
+        if not same_spec or fresh.deleting or fresh.holds_current:
+            return None  # the spec moved, or it is going, or recorded already: the watch brings it back
+        observed = fresh.status.get("manifests")
+        await self.fleet.write_work_status(fresh, {**applied, **({"manifests": observed} if observed else {})},
+                                           body=body)
+        return None
 
     async def _failed(self, key: str, work: WorkRecord, error: str, *, permanent: bool,
                       whole: Obj | None = None) -> float | None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from drods.controllers.work_record import RecentWorks, WorkRecord, with_status
+from drods.controllers.work_record import RecentWorks, WorkRecord, decode_work, with_status
 from drods.machinery.informer import Informer
 from drods.machinery.shared import decode_template
 from drods.machinery.tasks import yielding
@@ -255,6 +255,14 @@ class MemberFleet:
         if kv is None or kv.mod_revision != work.revision:
             return None
         return decode_stored(kv)
+
+    async def stored_work(self, key: str) -> tuple[WorkRecord, Obj] | None:
+        """The Work under ``key`` as the store holds it now (the informer may not have it yet): its
+        record and the whole object; None when it is gone."""
+        kv = await self.store.get(key)
+        record = decode_work(kv) if kv is not None else None
+        whole = decode_stored(kv) if kv is not None else None
+        return (record, whole) if record is not None and whole is not None else None
 
     async def write_work_status(self, work: WorkRecord, status: Obj, *, body: Obj | None = None) -> bool:
         """``work``'s status replaced, with a compare-and-swap on the revision it was cached at — the

@@ -80,3 +80,50 @@ async def test_a_conflict_is_retried_soon_and_an_invalid_manifest_is_not(status:
     assert fleet.written[-1]["applied"] is True
     assert fleet.written[-1]["observedGeneration"] == 2  # which write of the spec the member holds
     assert [m["metadata"]["name"] for m in member.applied] == ["web"]
+
+
+@dataclass
+class RacedFleet(Fleet):
+    """The work-status controller records the member's copy between the apply and its status write."""
+
+    stored: WorkRecord | None = None
+    refused: int = 1
+
+    async def write_work_status(self, record: WorkRecord, status: dict[str, Any], body: Any = None) -> bool:
+        if self.refused:
+            self.refused -= 1
+            return False  # the compare-and-swap lost: the Work moved on
+        self.written.append(status)
+        return True
+
+    async def stored_work(self, key: str) -> tuple[WorkRecord, dict[str, Any]] | None:
+        return (self.stored, {}) if self.stored is not None else None
+
+
+def recorded(spec_hash: str, generation: int) -> WorkRecord:
+    """The Work as the work-status controller left it: the member's copy observed, "applied" not yet said."""
+    copy = {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web",
+            "status": {"readyReplicas": 2}}
+    doc = {"metadata": {"name": "web.aws", "generation": generation},
+           "spec": {"cluster": "aws", "binding": "web", "hash": spec_hash, "manifests": [DEPLOYMENT]},
+           "status": {"manifests": [copy]}}
+    record = work_record(doc, 5)
+    assert record is not None
+    return record
+
+
+async def test_an_apply_whose_status_write_lost_to_the_members_report_is_recorded_not_repeated() -> None:
+    member, w = Member(200, refusals=0), work()
+    fleet = RacedFleet(stored=recorded("h", 2))
+    execution = Execution(fleet, MemberSettings(), clock=lambda: 100.0)  # type: ignore[arg-type]
+    assert await execution._apply("aws", w.key, w, {"spec": {"manifests": [DEPLOYMENT]}}, member, None) is None  # type: ignore[arg-type]
+    assert len(member.applied) == 1 and len(fleet.written) == 1
+    st = fleet.written[0]
+    assert st["applied"] is True and st["observedHash"] == "h" and st["observedGeneration"] == 2
+    assert st["manifests"][0]["status"] == {"readyReplicas": 2}  # the report's observation, the newer
+
+    # the spec moved on meanwhile: nothing is written over it (the watch brings the new spec to apply)
+    fleet = RacedFleet(stored=recorded("h2", 3))
+    execution = Execution(fleet, MemberSettings(), clock=lambda: 100.0)  # type: ignore[arg-type]
+    assert await execution._apply("aws", w.key, w, {"spec": {"manifests": [DEPLOYMENT]}}, member, None) is None  # type: ignore[arg-type]
+    assert fleet.written == []
