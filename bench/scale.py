@@ -357,10 +357,6 @@ class ControlPlane:
                                                      start_timeout=600) for c in ("scheduler", "controllers")}}
 
     @property
-    def data_dir(self) -> Path:
-        return self.api.data_dir
-
-    @property
     def running(self) -> bool:
         return all(p.proc is not None for p in self.procs.values())
 
@@ -375,8 +371,7 @@ class ControlPlane:
         self.api.start()
         others = [p for p in self.procs.values() if p is not self.api]
         with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
-            for _ in pool.map(ServerProcess.start, others):
-                pass
+            list(pool.map(ServerProcess.start, others))  # raises what a start raised
 
     def stop(self) -> None:
         for p in reversed(list(self.procs.values())):
@@ -384,11 +379,8 @@ class ControlPlane:
                 p.stop(check=False)
 
     def pids(self) -> dict[str, int]:
-        out = {}
-        for name, p in self.procs.items():
-            assert p.proc is not None, f"{name} is not running"
-            out[name] = p.proc.pid
-        return out
+        assert self.running, "the control plane is not running"
+        return {name: p.proc.pid for name, p in self.procs.items() if p.proc is not None}
 
 
 class Bench:
