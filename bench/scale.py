@@ -681,6 +681,7 @@ def distribution(b: Bench) -> dict[str, Any]:
             ops.append((name, mark, sent))
 
     pids = {**b.pids(), "bench": os.getpid()}  # the bench's own share: its watches compete for the CPU
+    print(f"# stream: {args.rate:g} operations/s for {args.seconds:g} s; pids {pids}", file=sys.stderr, flush=True)
     cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
     interval, started, i = 1.0 / args.rate, time.monotonic(), 0
     started_wall = time.time()

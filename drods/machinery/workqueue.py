@@ -2,6 +2,11 @@
 
 A key is never handed to two workers at once; a key added while it is being processed is
 processed again afterwards, once. That is what makes level-triggered reconcilers safe.
+
+A key made ready wakes one waiting worker, not all of them: with the binding controller's 128
+workers on one event, each add resumed 128 coroutines to hand out one key (a fifth of a pull-mode
+control plane's time holding the interpreter lock went to that). Delayed keys come due on one timer
+armed for the earliest of them.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ class WorkQueue(Generic[K]):
         self._due: dict[K, float] = {}  # when each delayed key is due: the earliest of its adds
         self._queued_at: dict[K, float] = {}  # when each key in the queue was put there
         self._seq = 0
-        self._ready = asyncio.Event()
+        self._waiters: deque[asyncio.Future[None]] = deque()  # workers waiting for a key, oldest first
+        self._timer: asyncio.TimerHandle | None = None  # wakes a waiter when the earliest delayed key is due
+        self._timer_at = 0.0
         self._base, self._max = base_delay, max_delay
         self._clock = clock
         self._shutdown = False
@@ -47,7 +54,7 @@ class WorkQueue(Generic[K]):
         self._dirty.add(key)
         if key not in self._processing:
             self._enqueue(key)
-        self._wake()
+            self._wake_one()
 
     def add_after(self, key: K, delay: float) -> None:
         """Add ``key`` once ``delay`` has passed; adds while it waits keep the earliest time, so a burst
@@ -61,7 +68,7 @@ class WorkQueue(Generic[K]):
         self._due[key] = at
         self._seq += 1
         heapq.heappush(self._delayed, (at, self._seq, key))
-        self._wake()
+        self._arm()
 
     def add_rate_limited(self, key: K) -> float:
         n = self._failures.get(key, 0)
@@ -92,21 +99,32 @@ class WorkQueue(Generic[K]):
                 return key, max(self._clock() - self._queued_at.pop(key), 0.0)
             if self._shutdown:
                 raise asyncio.CancelledError
-            timeout = max(self._delayed[0][0] - self._clock(), 0.0) if self._delayed else None
-            self._ready.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):  # not wait_for: it may swallow a cancel before 3.12
-                    await self._ready.wait()
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            self._arm()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken and cancelled at once: the key it was woken for is another's
+                else:
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
+                raise
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
         if key in self._dirty:
             self._enqueue(key)
-            self._wake()
+            self._wake_one()
 
     def shutdown(self) -> None:
         self._shutdown = True
-        self._wake()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._waiters:
+            self._wake_one()
 
     def _promote_due(self) -> None:
         now = self._clock()
@@ -119,11 +137,34 @@ class WorkQueue(Generic[K]):
                 self._dirty.add(key)
                 if key not in self._processing:
                     self._enqueue(key, at)
+                    self._wake_one()
 
     def _enqueue(self, key: K, at: float | None = None) -> None:
         """Ready ``key``, waiting since ``at`` (now when None)."""
         self._queue.append(key)
         self._queued_at[key] = self._clock() if at is None else at
 
-    def _wake(self) -> None:
-        self._ready.set()
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _arm(self) -> None:
+        """Keep the timer set for the earliest delayed key while anyone waits."""
+        if not self._delayed or not self._waiters:
+            return
+        at = self._delayed[0][0]
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        # at least a millisecond: a clock that has not reached ``at`` (a test's) must not spin the loop
+        delay = max(at - self._clock(), 0.001)
+        self._timer, self._timer_at = self._waiters[0].get_loop().call_later(delay, self._due_now), at
+
+    def _due_now(self) -> None:
+        self._timer = None
+        self._promote_due()
+        self._arm()

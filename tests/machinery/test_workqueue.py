@@ -81,3 +81,86 @@ async def test_a_key_waits_from_when_it_became_ready() -> None:
     q.done("web")
     clock.now += 1
     assert await q.get_waited() == ("web", 1.0)
+
+
+async def test_each_key_goes_to_one_waiting_worker_the_longest_waiting_first() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    got: list[tuple[int, str]] = []
+
+    async def worker(i: int) -> None:
+        key = await q.get()
+        got.append((i, key))
+
+    tasks = [asyncio.create_task(worker(i)) for i in range(50)]
+    await asyncio.sleep(0)  # every worker waits
+    q.add("web")
+    q.add("api")
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sorted(got) == [(0, "web"), (1, "api")]
+    assert sum(t.done() for t in tasks) == 2
+    q.shutdown()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert sum(isinstance(r, asyncio.CancelledError) for r in results) == 48
+
+
+async def test_a_worker_woken_and_cancelled_at_once_passes_its_key_on() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    first = asyncio.create_task(q.get())
+    second = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.add("web")  # wakes the first waiter ...
+    first.cancel()  # ... which is cancelled before it runs
+    async with asyncio.timeout(2):
+        assert await second == "web"
+    assert first.cancelled()
+
+
+async def test_a_delayed_key_wakes_a_waiting_worker_when_due_and_an_earlier_one_rearms_the_timer() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    loop = asyncio.get_running_loop()
+    q.add_after("late", 30)
+    waiting = asyncio.create_task(q.get_waited())
+    await asyncio.sleep(0)  # it waits on the timer for "late"
+    started = loop.time()
+    q.add_after("soon", 0.05)
+    async with asyncio.timeout(5):
+        key, waited = await waiting
+    assert key == "soon"
+    assert 0.04 <= loop.time() - started < 5
+    assert waited < 1
+    assert len(q) == 1  # "late" still waits for its time
+    q.shutdown()
+
+
+async def test_a_key_added_wakes_one_of_many_waiting_workers_not_all() -> None:
+    """Each worker woken looks at the clock (for due keys): a key handed out among 100 waiting workers
+    costs a few looks, not one per worker (the binding controller runs 128)."""
+    looks = 0
+
+    def clock() -> float:
+        nonlocal looks
+        looks += 1
+        return 100.0
+
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    served: list[str] = []
+
+    async def worker() -> None:
+        while True:
+            key = await q.get()
+            served.append(key)
+            q.done(key)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(100)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    looks = 0
+    for i in range(20):
+        q.add(f"key-{i}")
+        for _ in range(3):
+            await asyncio.sleep(0)
+    assert len(served) == 20
+    assert looks <= 20 * 6, f"{looks} looks at the clock for 20 keys"
+    q.shutdown()
+    await asyncio.gather(*tasks, return_exceptions=True)
