@@ -16,6 +16,8 @@ poll however little changed.
 Every ``usagePollSeconds`` it also reads the workloads' use (`drods.members.workload_usage`: one pods
 and one PodMetrics list per namespace; the pods from the member's followed pods once the health
 controller follows them, `drods.members.pod_cache`) and writes it on the manifest status as ``usage``.
+The lists read it (no watch brings it), so a member holding workloads is listed at least that often,
+followed or not.
 """
 
 from __future__ import annotations
@@ -126,10 +128,7 @@ class WorkStatusController:
             self._follow(cluster, kinds, events)
 
         async def wait() -> None:
-            followed = self._watches.get(cluster, {}).keys()
-            period = self.settings.statusResyncSeconds if followed and \
-                self._following.get(cluster, set()) >= followed else self.settings.statusPollSeconds
-            await asyncio.sleep(max(period, cost * 10))
+            await asyncio.sleep(max(self.list_period(cluster), cost * 10))
 
         try:
             # the first list at once: the watches start from it
@@ -137,6 +136,18 @@ class WorkStatusController:
         finally:
             await stop_tasks([consumer, *self._watches.pop(cluster, {}).values()])
             self._following.pop(cluster, None)
+
+    def list_period(self, cluster: str) -> float:
+        """Seconds to the cluster's next list: ``statusResyncSeconds`` while a watch follows every kind
+        its Works carry (``statusPollSeconds`` while one does not), and no longer than
+        ``usagePollSeconds`` when one of them is a workload kind — the lists read the usage, which no
+        watch brings."""
+        followed = self._watches.get(cluster, {}).keys()
+        if not followed or not self._following.get(cluster, set()) >= followed:
+            return self.settings.statusPollSeconds
+        if any(kind in WORKLOAD_KINDS for _, kind in followed):
+            return min(self.settings.statusResyncSeconds, self.settings.usagePollSeconds)
+        return self.settings.statusResyncSeconds
 
     def _follow(self, cluster: str, kinds: list[tuple[str, str]], events: asyncio.Queue[tuple[str, Obj]]) -> None:
         """A watch for each kind the cluster's Works carry now; none for the others."""
