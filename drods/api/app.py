@@ -12,7 +12,6 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -23,6 +22,7 @@ from drods.api.auth import Principal, bearer_token
 from drods.api.body import too_deep as body_too_deep
 from drods.api.context import ApiContext
 from drods.api.dryrun import marked_dry_run, query_is_dry_run
+from drods.api.json_response import JSONResponse
 from drods.api.status import error_response
 from drods.errors import ApiError, BadRequest, Invalid
 from drods.registry import changes
@@ -72,6 +72,7 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
         description="Cross-domain resource orchestration and dynamic scheduling. "
         "Every call needs `Authorization: Bearer <token>` (make one with `drods token create`).",
         lifespan=lifespan,
+        default_response_class=JSONResponse,
     )
     app.state.ctx = ctx
     facade = [load(r) for r in FACADE_ROUTERS] if flat_api else []

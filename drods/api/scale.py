@@ -11,11 +11,11 @@ from typing import Any
 
 import jsonpatch
 from fastapi import Request
-from fastapi.responses import JSONResponse
 
 from drods.api.body import read_body
 from drods.api.context import ApiContext
 from drods.api.dryrun import is_dry_run
+from drods.api.json_response import JSONResponse
 from drods.errors import ApiError, BadRequest, Conflict, Invalid
 from drods.model.kinds import Kind
 from drods.model.selector import LabelSelector

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi.responses import JSONResponse
-
+from drods.api.json_response import JSONResponse
 from drods.errors import ApiError
 
 _REASONS = {

@@ -91,9 +91,9 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
                 settings: ComponentSettings, *, host: str, port: int, tls_cert: str | None = None,
                 tls_key: str | None = None, log_level: str = "info") -> None:
     from fastapi import Depends, FastAPI, Request
-    from fastapi.responses import JSONResponse
 
     from drods.api.access import enforce
+    from drods.api.json_response import JSONResponse
     from drods.api.routes import admin
     from drods.api.routes.schedules import router as schedules_router
     from drods.api.status import error_response
@@ -117,7 +117,7 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
                  ", ".join(sorted(c.value for c in components)), settings.lease_ttl)
         return plane.running()
 
-    app = FastAPI(title=f"DRO-DS {name}", lifespan=lifespan)
+    app = FastAPI(title=f"DRO-DS {name}", lifespan=lifespan, default_response_class=JSONResponse)
     app.state.ctx = plane.context
     app.state.plane = plane
     app.include_router(admin.router, dependencies=[Depends(enforce)])  # the access table decides

@@ -12,12 +12,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import authenticate, context
 from drods.api.fields import parse_field_selector
+from drods.api.json_response import JSONResponse
 from drods.api.routes.kubernetes import dispatch, resolve, selector_of
 from drods.api.table import to_table, wants_table
 from drods.errors import Invalid, NotFound, not_found

@@ -20,12 +20,12 @@ from typing import Any
 
 import yaml
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from drods.api.app import create_app
 from drods.api.auth import Role, issue_recorded
 from drods.api.context import ApiContext
+from drods.api.json_response import JSONResponse
 from drods.api.status import kubernetes_error_response, kubernetes_status
 from drods.errors import ApiError
 from drods.machinery.informer import Informer

@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from drods.api.auth import Action, Principal
 from drods.api.context import authenticate
+from drods.api.json_response import JSONResponse
 from drods.errors import not_found
 from drods.model.timefmt import rfc3339, rfc3339_ms
 from drods.sim.running import RunningSim

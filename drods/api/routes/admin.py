@@ -6,12 +6,13 @@ import asyncio
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from drods.api.audit import AuditFilter
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES, ErrorBody
 from drods.errors import Invalid
 

@@ -28,11 +28,12 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.routes.autoscaling import WorkloadRef
 from drods.api.routes.kubernetes import watch_stream
 from drods.api.schemas import ERROR_RESPONSES

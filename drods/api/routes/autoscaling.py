@@ -23,11 +23,11 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import Conflict, not_found, validation_failed
 from drods.machinery.journal import Journal

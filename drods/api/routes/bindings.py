@@ -23,12 +23,12 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
 from drods.api.dryrun import dry_run_param
+from drods.api.json_response import JSONResponse
 from drods.api.list_pages import PageRequest, read_list
 from drods.api.routes.flat import _flat_errors, to_flat
 from drods.api.schemas import ERROR_RESPONSES

@@ -7,12 +7,12 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Principal
 from drods.api.context import ApiContext, authenticate, context
 from drods.api.dryrun import dry_run_param
+from drods.api.json_response import JSONResponse
 from drods.api.routes.flat import flat_router
 from drods.api.schemas import ERROR_RESPONSES, ClusterRegistration, PropagationPolicyBody
 from drods.controllers.rescheduler import Rescheduler

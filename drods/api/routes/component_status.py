@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.table import NAME, Column, PrintedKind, to_table, wants_table
 from drods.errors import NotFound
 from drods.model.keys import LEASES_PREFIX

@@ -8,10 +8,10 @@ import json
 import time
 
 from fastapi import APIRouter, Body, Depends, Request
-from fastapi.responses import JSONResponse
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.merged_document import merge_into, report_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.dataset_access import DatasetAccessReport, hotness, merge_access

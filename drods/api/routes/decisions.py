@@ -25,10 +25,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from drods.api.auth import Principal
 from drods.api.context import ApiContext, authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import Invalid

@@ -6,11 +6,11 @@ import platform
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from drods import __version__
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.routes.component_status import COMPONENT_STATUS
 from drods.errors import NotFound
 from drods.model.kinds import Kind

@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from drods.api.auth import Principal
 from drods.api.context import ApiContext, authenticate, context
 from drods.api.dryrun import dry_run_param
+from drods.api.json_response import JSONResponse
 from drods.api.list_pages import PageRequest, read_list
 from drods.api.schemas import ERROR_RESPONSES, ObjectList
 from drods.errors import ApiError, BadRequest, Conflict, Invalid

@@ -20,10 +20,10 @@ import re
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, monitoring
+from drods.api.json_response import JSONResponse
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, Invalid, not_found

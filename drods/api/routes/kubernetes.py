@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.routing import Match
 
 from drods.api.auth import Action, Principal
@@ -22,6 +22,7 @@ from drods.api.context import ApiContext, context
 from drods.api.dryrun import is_dry_run
 from drods.api.field_ownership import with_ownership
 from drods.api.fields import FieldSelector, parse_field_selector
+from drods.api.json_response import JSONResponse
 from drods.api.list_pages import PageRequest, read_list
 from drods.api.scale import serve_scale
 from drods.api.secret_view import hides_data, metadata_only
@@ -30,6 +31,7 @@ from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
 from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, Invalid, NotFound, not_found
+from drods.model import jsondoc
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.selector import LabelSelector, parse_selector
 from drods.registry.catalog import established
@@ -122,15 +124,15 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
                     obj = view(obj)
                 if as_table:  # kubectl get -w asks for rows, so events print in the same columns
                     obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]))
-                yield json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
+                yield jsondoc.dumps({"type": event_type, "object": obj}) + b"\n"
     except TimeoutError:
         return
     except ApiError as e:
         status = {"kind": "Status", "code": e.status, "message": e.message}
-        yield json.dumps({"type": "ERROR", "object": status}).encode()
+        yield jsondoc.dumps({"type": "ERROR", "object": status})
     except Compacted as e:
         status = {"kind": "Status", "code": 410, "reason": "Expired", "message": str(e)}
-        yield json.dumps({"type": "ERROR", "object": status}).encode()
+        yield jsondoc.dumps({"type": "ERROR", "object": status})
     finally:
         ctx.metrics.watches.dec()
         await events.aclose()  # type: ignore[attr-defined]

@@ -31,12 +31,12 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, monitoring
+from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import not_found, validation_failed
 from drods.monitor.fleetview import ClusterInfo

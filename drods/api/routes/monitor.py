@@ -22,11 +22,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from drods.api.auth import Principal
 from drods.api.context import ApiContext, authenticate, context, monitoring
+from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, Conflict, Invalid, not_found, validation_failed
 from drods.monitor.fleet import RealtimeSnapshot

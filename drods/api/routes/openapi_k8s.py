@@ -16,12 +16,13 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from drods import __version__
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.status import kubernetes_error_response
 from drods.errors import ApiError, NotFound
 from drods.model.kinds import Kind

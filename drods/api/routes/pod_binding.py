@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import authenticate, context
 from drods.api.dryrun import is_dry_run
+from drods.api.json_response import JSONResponse
 from drods.errors import BadRequest, Conflict
 from drods.model.kinds import by_kind
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import Invalid

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
 from drods.api.fields import parse_field_selector
+from drods.api.json_response import JSONResponse
 from drods.api.routes import discovery
 from drods.api.routes.kubernetes import selector_of
 from drods.api.secret_view import hides_data, metadata_only
@@ -34,6 +35,7 @@ from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
 from drods.errors import ApiError, BadRequest, NotFound
 from drods.members.search_cache import Expired, Query, SearchCache
+from drods.model import jsondoc
 from drods.model.kinds import Kind
 from drods.model.search import SEARCH_GROUP, SEARCH_VERSION
 
@@ -152,7 +154,7 @@ async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, sinc
             async for type_, obj in until_stopped(stopping, events()):
                 if as_table:  # kubectl get -w asks for rows
                     obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]))
-                yield json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+                yield jsondoc.dumps({"type": type_, "object": obj}) + b"\n"
     except TimeoutError:
         return
     except Expired as e:

@@ -32,10 +32,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from drods.api.auth import Action, Principal, Role
 from drods.api.context import ApiContext, authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES
 from drods.api.streaming import until_stopped
 from drods.errors import Conflict, Invalid, NotFound

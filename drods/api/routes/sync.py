@@ -14,13 +14,13 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from drods.api.auth import Principal
 from drods.api.body import read_body
 from drods.api.context import authenticate, context
 from drods.api.dryrun import dry_run_param
+from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, Invalid, NotFound
 from drods.model.keys import FLEET_CONFIG, SYNC_CONFIGS_PREFIX

@@ -4,10 +4,10 @@ into the stored graph (`drods.model.traffic`) that the scheduler's TrafficAffini
 from __future__ import annotations
 
 from fastapi import APIRouter, Body, Depends, Request
-from fastapi.responses import JSONResponse
 
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
+from drods.api.json_response import JSONResponse
 from drods.api.merged_document import merge_into, report_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.keys import TRAFFIC_KEY
