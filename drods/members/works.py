@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +41,7 @@ from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.members.state_file import StateFile
 from drods.members.workload_usage import USAGE_KINDS, UsageReader
+from drods.model import jsondoc
 from drods.model.annotations import (
     ANN_CLUSTER,
     ANN_HASH,
@@ -160,7 +160,7 @@ class WorkAgent:
     async def _list(self) -> str:
         r = await self.http.get(WORKS)
         self._check(r)
-        body = r.json()
+        body = jsondoc.loads(r.content)
         fresh = {str(o["metadata"]["name"]): _Work(dict(o.get("spec") or {}), dict(o.get("status") or {}))
                  for o in body.get("items") or []}
         changed = {n: w.spec for n, w in fresh.items()} != {n: w.spec for n, w in self.works.items()}
@@ -184,7 +184,7 @@ class WorkAgent:
             async for line in r.aiter_lines():
                 if not line.strip():
                     continue
-                ev = json.loads(line)
+                ev = jsondoc.loads(line)
                 obj = ev.get("object") or {}
                 if ev.get("type") == "ERROR":
                     log.info("watch ended: %s; relisting", obj.get("message"))
