@@ -36,6 +36,7 @@ class WorkQueue(Generic[K]):
         self._waiters: deque[asyncio.Future[None]] = deque()  # workers waiting for a key, oldest first
         self._timer: asyncio.TimerHandle | None = None  # wakes a waiter when the earliest delayed key is due
         self._timer_at = 0.0
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
         self._base, self._max = base_delay, max_delay
         self._clock = clock
         self._shutdown = False
@@ -155,14 +156,14 @@ class WorkQueue(Generic[K]):
         """Keep the timer set for the earliest delayed key while anyone waits."""
         if not self._delayed or not self._waiters:
             return
-        at = self._delayed[0][0]
+        at, loop = self._delayed[0][0], self._waiters[-1].get_loop()
         if self._timer is not None:
-            if self._timer_at <= at:
+            if self._timer_at <= at and self._timer_loop is loop:
                 return
-            self._timer.cancel()
+            self._timer.cancel()  # a later one, or one on a loop gone (a queue used by a later loop)
         # at least a millisecond: a clock that has not reached ``at`` (a test's) must not spin the loop
         delay = max(at - self._clock(), 0.001)
-        self._timer, self._timer_at = self._waiters[0].get_loop().call_later(delay, self._due_now), at
+        self._timer, self._timer_at, self._timer_loop = loop.call_later(delay, self._due_now), at, loop
 
     def _due_now(self) -> None:
         self._timer = None

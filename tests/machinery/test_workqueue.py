@@ -164,3 +164,20 @@ async def test_a_key_added_wakes_one_of_many_waiting_workers_not_all() -> None:
     assert looks <= 20 * 6, f"{looks} looks at the clock for 20 keys"
     q.shutdown()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_a_queue_used_by_a_later_event_loop_still_hands_out_its_delayed_keys() -> None:
+    q: WorkQueue[str] = WorkQueue()
+
+    async def first() -> None:
+        q.add_after("web", 0.5)
+        waiting = asyncio.create_task(q.get())
+        await asyncio.sleep(0)  # it waits on a timer of this loop, which then ends
+        waiting.cancel()
+
+    async def second() -> str:
+        async with asyncio.timeout(5):
+            return await q.get()  # "web" is not due yet: it waits, on a timer of this loop
+
+    asyncio.run(first())
+    assert asyncio.run(second()) == "web"
