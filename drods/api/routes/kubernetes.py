@@ -98,6 +98,12 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
     return JSONResponse({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items})
 
 
+def expired_event(message: str) -> bytes:
+    """The watch event that ends a stream whose resourceVersion is no longer kept (410): the client lists again."""
+    return jsondoc.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
+                                                       "message": message}})
+
+
 async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
                         selector: LabelSelector | None, fields: FieldSelector | None,
                         timeout_s: float | None, as_table: bool = False,
@@ -131,8 +137,7 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
         status = {"kind": "Status", "code": e.status, "message": e.message}
         yield jsondoc.dumps({"type": "ERROR", "object": status})
     except Compacted as e:
-        status = {"kind": "Status", "code": 410, "reason": "Expired", "message": str(e)}
-        yield jsondoc.dumps({"type": "ERROR", "object": status})
+        yield expired_event(str(e))
     finally:
         ctx.metrics.watches.dec()
         await events.aclose()  # type: ignore[attr-defined]

@@ -16,7 +16,6 @@ API replica keeps its own cache; until its controller runs (start-up) it answers
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from drods.api.context import authenticate, context
 from drods.api.fields import parse_field_selector
 from drods.api.json_response import JSONResponse
 from drods.api.routes import discovery
-from drods.api.routes.kubernetes import selector_of
+from drods.api.routes.kubernetes import expired_event, selector_of
 from drods.api.secret_view import hides_data, metadata_only
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
@@ -138,8 +137,7 @@ async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, sinc
     try:
         sub = cache.subscribe(since)
     except Expired as e:
-        yield json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
-                                                      "message": str(e)}}).encode()
+        yield expired_event(str(e))
         return
 
     async def events() -> AsyncIterator[tuple[str, dict[str, Any]]]:
@@ -158,8 +156,7 @@ async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, sinc
     except TimeoutError:
         return
     except Expired as e:
-        yield json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
-                                                      "message": str(e)}}).encode()
+        yield expired_event(str(e))
     finally:
         sub.close()
 
