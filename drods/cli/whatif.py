@@ -167,6 +167,9 @@ def print_summary(summary: dict[str, Any]) -> None:
     if comparison:
         print_table(["WaterLevel against", "dominates", "worse on"],
                     [[n, str(c["dominates"]).lower(), ", ".join(c["worseOn"]) or "-"] for n, c in comparison.items()])
+        for n, c in comparison.items():
+            for figure, why in (c.get("givesWay") or {}).items():
+                stdout().print(f"{figure} gives way against {n}: {why}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -45,7 +45,7 @@ from drods.scheduler.users import UserDemand
 from drods.schedulerd.failback import grants
 from drods.schedulerd.fleet import MoveBudget
 from drods.schedulerd.service import SchedulerSettings
-from drods.whatif.ideal import ideal_latency_hist, ideal_peak, ideal_peak_within_slo
+from drods.whatif.ideal import fits_under_limits, ideal_latency_hist, ideal_peak, ideal_peak_within_slo
 from drods.whatif.load import BackgroundLoad, apply_trace, diurnal, read_trace
 from drods.whatif.policies import Policy, make_policy
 from drods.whatif.scenario import Scenario
@@ -278,6 +278,7 @@ class Trace:
     operations: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     ideal_peak: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (ticks,) fluid lower bound
+    full: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (ticks,) demand > room
     latency_bins: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the distinct latencies (ms)
     latency_hist: np.ndarray = field(default_factory=lambda: np.zeros(0))  # replica-ticks per bin
     ideal_latency_hist: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the same, ideally
@@ -338,11 +339,13 @@ class PolicyRun:
         self.cpu_origin = np.zeros((f.n, regions))  # their requested cores, and GiB
         self.mem_origin = np.zeros((f.n, regions))
         self.demand_cpu = np.zeros(regions)  # requested cores per users' region
+        self.demand_mem = 0.0  # requested GiB
         self.demand_replicas = np.zeros(regions)
         tr.latency_bins = np.unique(f.latency)
         tr.latency_hist = np.zeros(tr.latency_bins.size)
         tr.ideal_latency_hist = np.zeros(tr.latency_bins.size)
         tr.ideal_peak = np.full(self.scn.ticks, np.nan)
+        tr.full = np.zeros(self.scn.ticks, dtype=bool)
         self.lat_idx = np.searchsorted(tr.latency_bins, f.latency)
         self.slo = self.scn.sla.latencyMs if self.pol.knows_users else None
         # the clusters each users' region may use under the policy's latency SLO (its ideal's constraint)
@@ -355,6 +358,7 @@ class PolicyRun:
     def _demand(self, w: _Workload, sign: float) -> None:
         k = sign * w.spec.replicas
         self.demand_cpu[w.origin] += k * w.cpu
+        self.demand_mem += k * w.memory
         self.demand_replicas[w.origin] += k
 
     def _record_users(self, t: int) -> None:
@@ -372,6 +376,11 @@ class PolicyRun:
                 cpu, mem, f.cpu, f.memory, ok, (self.cpu_origin * up[:, None]).sum(axis=0),
                 (self.mem_origin * up[:, None]).sum(axis=0), self.within,
                 float(self.limits[ok].min()) if ok.any() else self.scn.waterLevelLimit)
+        big_cpu = max((w.cpu for w in self.workloads.values()), default=0.0)
+        big_mem = max((w.memory for w in self.workloads.values()), default=0.0)
+        tr.full[t] = not fits_under_limits(cpu, mem, f.cpu, f.memory, ok,
+                                           np.minimum(self.limits, self.scn.waterLevelLimit),
+                                           float(self.demand_cpu.sum()), self.demand_mem, big_cpu, big_mem)
         room = np.where(ok, np.maximum(self.limits - cpu, 0.0) * f.cpu, 0.0)
         cap = np.where(ok, np.maximum(1.0 - cpu, 0.0) * f.cpu, 0.0)
         tr.ideal_latency_hist += ideal_latency_hist(f.latency, room, cap, self.demand_cpu, self.demand_replicas,
@@ -660,6 +669,7 @@ class PolicyRun:
                 self._retry()
                 if self.pol.autoops:
                     self._autoops(now * 60.0)
+                    self._retry()  # room the moves freed, as the scheduler's queue retries on a cluster change
                 wl = self.truth(t)
                 tr.water_level[t] = wl
                 running = int(self.rep[self.up].sum())

@@ -14,6 +14,11 @@ Both are lower bounds from a fluid relaxation (replicas divisible, nothing else 
   gives way: the policy's own rule);
 * **latency** — each user region's replicas at the nearest clusters with room under their
   water-level limit (then up to their full capacity), each region as if it were alone.
+
+And one test of the demand itself (`fits_under_limits`): whether the replicas requested fit under the
+water-level limits with room for packing whole replicas (every cluster short of its limit by one
+of the largest replicas requested) — when they do not, the fleet is full: pending replicas then
+are the price of holding the limit, and the report says so.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import numpy as np
 from drods.scheduler.arrays import FloatArr
 from drods.scheduler.waterfill import fluid_level
 
-__all__ = ["fluid_level", "ideal_latency_hist", "ideal_peak", "ideal_peak_within_slo", "nearest_fill", "weighted_p95"]
+__all__ = ["fits_under_limits", "fluid_level", "ideal_latency_hist", "ideal_peak", "ideal_peak_within_slo",
+           "nearest_fill", "weighted_p95"]
 
 
 def ideal_peak(bg_cpu: FloatArr, bg_mem: FloatArr, cpu: FloatArr, mem: FloatArr, up: np.ndarray,
@@ -32,6 +38,19 @@ def ideal_peak(bg_cpu: FloatArr, bg_mem: FloatArr, cpu: FloatArr, mem: FloatArr,
     if not up.any():
         return float("nan")
     return max(fluid_level(bg_cpu[up], cpu[up], demand_cpu), fluid_level(bg_mem[up], mem[up], demand_mem))
+
+
+def fits_under_limits(bg_cpu: FloatArr, bg_mem: FloatArr, cpu: FloatArr, mem: FloatArr, up: np.ndarray,
+                      limits: FloatArr, demand_cpu: float, demand_mem: float, replica_cpu: float = 0.0,
+                      replica_mem: float = 0.0) -> bool:
+    """Does ``demand`` (cores, GiB) fit on the ``up`` clusters with each filled no higher than its
+    limit less one replica of (``replica_cpu``, ``replica_mem``)? Whole replicas fill a cluster to
+    within one replica of its limit whatever their order, so with the largest replica requested this
+    is the room the demand surely has; with zero, the fluid bound (Σ max(0, limit − background) ·
+    capacity holds it, per resource)."""
+    room_cpu = float(np.maximum((limits - bg_cpu) * cpu - replica_cpu, 0.0)[up].sum())
+    room_mem = float(np.maximum((limits - bg_mem) * mem - replica_mem, 0.0)[up].sum())
+    return demand_cpu <= room_cpu * (1 + 1e-9) and demand_mem <= room_mem * (1 + 1e-9)
 
 
 MAX_HALL_PLACES = 12  # beyond this many user places, only each place alone and all together are checked

@@ -3,9 +3,10 @@
 Figures (docs/whatif.md defines each): over ticks × up clusters of the true water level — peak,
 p95 and the spread (sd over clusters, averaged over ticks); pending replica-minutes; SLA breaches
 (cluster-ticks above the SLA water level + workload-ticks with a replica beyond the latency SLA);
-replicas moved; cross-domain bytes; cost; against the ideal (`ideal.py`): the mean fluid lower bound
-of the peak, the mean gap to it, the p95 latency from users to their replicas and its gap to the
-lowest possible.
+replicas moved; cross-domain bytes; cost; the minutes the fleet was full (the replicas requested
+fill it to its water-level limits) and the pending outside them; against the ideal (`ideal.py`):
+the mean fluid lower bound of the peak, the mean gap to it, the p95 latency from users to their
+replicas and its gap to the lowest possible.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 from drods.whatif.engine import Inputs, Trace
 from drods.whatif.ideal import weighted_p95
 
-METRICS = ("peak_water_level", "p95_water_level", "spread_sd", "pending_replica_minutes", "sla_breaches",
+METRICS = ("peak_water_level", "p95_water_level", "spread_sd", "pending_replica_minutes",
+           "pending_replica_minutes_not_full", "full_minutes", "sla_breaches",
            "replicas_moved", "cross_domain_bytes", "cost", "ideal_peak_mean", "peak_gap_mean", "p95_user_latency_ms",
            "latency_gap_ms", "sla_water_level_breaches", "sla_latency_breaches")
 
@@ -37,6 +39,7 @@ def figures(tr: Trace, tick_minutes: float) -> dict[str, float]:
         "p95_water_level": round(float(np.percentile(vals, 95)), 4) if vals.size else 0.0,
         "spread_sd": round(sd, 4),
         "pending_replica_minutes": round(float(tr.pending.sum()) * tick_minutes, 2),
+        **fleet_full(tr, tick_minutes),
         "sla_breaches": int(tr.wl_breaches + tr.latency_breaches),
         "replicas_moved": int(tr.moved),
         "cross_domain_bytes": float(round(tr.cross_domain_bytes)),
@@ -45,6 +48,15 @@ def figures(tr: Trace, tick_minutes: float) -> dict[str, float]:
         "sla_water_level_breaches": int(tr.wl_breaches),
         "sla_latency_breaches": int(tr.latency_breaches),
     }
+
+
+def fleet_full(tr: Trace, tick_minutes: float) -> dict[str, float]:
+    """The minutes when the replicas requested filled the fleet to its water-level limits (less one
+    replica per cluster for packing: `drods.whatif.ideal.fits_under_limits`), and the pending
+    replica-minutes outside them."""
+    room = ~tr.full if tr.full.size == tr.pending.size else np.ones(tr.pending.size, dtype=bool)
+    return {"full_minutes": round(float((~room).sum()) * tick_minutes, 2),
+            "pending_replica_minutes_not_full": round(float(tr.pending[room].sum()) * tick_minutes, 2)}
 
 
 def against_ideal(tr: Trace) -> dict[str, float]:
@@ -102,6 +114,7 @@ def comparison(pol: dict[str, dict[str, float]]) -> dict[str, Any]:
                      "pendingTargetMet": wp == 0 if pend is None else pend <= 0.2,
                      "movedExtra": int(wl["replicas_moved"] - b["replicas_moved"]),
                      **dominance(wl, b)}
+        out[name]["givesWay"] = gives_way(wl, b, out[name]["worseOn"])
     return out
 
 
@@ -118,6 +131,23 @@ def dominance(wl: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
     if "cost" in wl and "cost" in b and wl["cost"] > COST_SLACK * b["cost"]:
         worse.append("cost")
     return {"dominates": not worse, "worseOn": worse}
+
+
+def gives_way(wl: dict[str, float], b: dict[str, float], worse: list[str]) -> dict[str, str]:
+    """Why WaterLevel is worse on a figure where the scenario leaves it that choice: pending replicas
+    while the fleet is full (the replicas requested fill it to its water-level limits) — the policy
+    holds the limit, a baseline without one runs them above it — when all of its pending beyond the
+    baseline's falls in those minutes."""
+    out: dict[str, str] = {}
+    if "pending_replica_minutes" in worse and wl.get("full_minutes", 0) > 0 and \
+            wl.get("pending_replica_minutes_not_full", 0.0) <= b["pending_replica_minutes"]:
+        out["pending_replica_minutes"] = (
+            f"for {wl['full_minutes']:,.0f} min the replicas requested filled the fleet to its water-level limits "
+            f"(each cluster within one replica of its limit): WaterLevel holds the limit and leaves replicas "
+            f"pending then ({wl['pending_replica_minutes'] - wl['pending_replica_minutes_not_full']:,.0f} "
+            f"replica-min), the baseline runs them above it ({b.get('sla_water_level_breaches', 0):,} "
+            f"water-level breaches)")
+    return out
 
 
 # ---------------------------------------------------------------------- plots

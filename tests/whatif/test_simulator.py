@@ -16,7 +16,7 @@ from drods.model.reschedule import choose_evacuation
 from drods.whatif.engine import PolicyRun, build_fleet, prepare, simulate
 from drods.whatif.load import BackgroundLoad, apply_trace, read_trace
 from drods.whatif.policies import make_policy, parse_policies
-from drods.whatif.report import METRICS, figures, write_report
+from drods.whatif.report import METRICS, comparison, figures, write_report
 from drods.whatif.scenario import parse_scenario
 
 FLAT = {"base": 0.1, "amplitude": 0.0, "noise": 0.0, "jitter": 0.0, "memoryRatio": 0.5}
@@ -68,6 +68,32 @@ def test_limit_leaves_replicas_pending_where_requests_overcommit() -> None:
     assert av["pending_replica_minutes"] == 0
     assert av["peak_water_level"] == pytest.approx(0.1 + 56 / 64)
     assert av["sla_breaches"] == 2 * 4  # cluster-ticks above the SLA water level
+    # 112 cores requested, (0.8 − 0.1) × 64 × 2 = 89.6 under the limit: the fleet is full every tick, so
+    # all of WaterLevel's pending falls in full minutes and the comparison says pending gives way, and why
+    assert wl["full_minutes"] == 60 and wl["pending_replica_minutes_not_full"] == 0
+    assert av["full_minutes"] == 60  # the demand's, whichever policy runs
+    verdict = comparison({"WaterLevel": wl, "AvailableReplicas": av})["AvailableReplicas"]
+    assert verdict["dominates"] is False and verdict["worseOn"] == ["pending_replica_minutes"]
+    why = verdict["givesWay"]["pending_replica_minutes"]
+    assert "for 60 min" in why and "(240 replica-min)" in why and "(8 water-level breaches)" in why
+    # 10 × 8 = 80 cores fit under the limit as fluid (89.6) but not as whole replicas (5 a cluster, 73.6
+    # surely): still full; 9 × 8 = 72 fits, nothing pending and no full minute
+    assert run(tiny(10), "WaterLevel")["full_minutes"] == 60
+    roomy = run(tiny(9), "WaterLevel")
+    assert roomy["full_minutes"] == 0 and roomy["pending_replica_minutes"] == 0
+
+
+def test_pending_gives_way_only_where_the_fleet_was_full() -> None:
+    from drods.whatif.report import gives_way
+
+    wl = {"pending_replica_minutes": 100.0, "pending_replica_minutes_not_full": 10.0, "full_minutes": 30.0}
+    b = {"pending_replica_minutes": 0.0, "sla_water_level_breaches": 7}
+    assert gives_way(wl, b, ["pending_replica_minutes"]) == {}  # 10 replica-min pending with room to spare
+    assert list(gives_way(wl, {**b, "pending_replica_minutes": 10.0}, ["pending_replica_minutes"])) == [
+        "pending_replica_minutes"]
+    assert gives_way({**wl, "full_minutes": 0.0}, {**b, "pending_replica_minutes": 10.0},
+                     ["pending_replica_minutes"]) == {}
+    assert gives_way(wl, {**b, "pending_replica_minutes": 10.0}, ["peak_water_level"]) == {}  # only pending
 
 
 def test_failover_and_latency_and_cross_domain() -> None:
@@ -244,13 +270,11 @@ def test_a_clusters_own_limit_drives_its_evacuation() -> None:
 
 
 def test_comparison_against_the_issues_targets() -> None:
-    from drods.whatif.report import comparison
-
     base = {"peak_water_level": 1.0, "pending_replica_minutes": 100.0, "replicas_moved": 5}
     wl = {"peak_water_level": 0.7, "pending_replica_minutes": 20.0, "replicas_moved": 9}
     c = comparison({"WaterLevel": wl, "B": base})["B"]
     assert c == {"peakReduction": 0.3, "peakTargetMet": True, "pendingRatio": 0.2, "pendingTargetMet": True,
-                 "movedExtra": 4, "dominates": True, "worseOn": []}
+                 "movedExtra": 4, "dominates": True, "worseOn": [], "givesWay": {}}
     c = comparison({"WaterLevel": {**wl, "peak_water_level": 0.75}, "B": {**base, "pending_replica_minutes": 0.0}})
     assert c["B"]["peakTargetMet"] is False and c["B"]["pendingRatio"] is None
     assert c["B"]["pendingTargetMet"] is False  # pending where the baseline has none
@@ -284,6 +308,22 @@ def test_ideal_bounds_by_hand() -> None:
     hist = ideal_latency_hist(lat, np.array([2.0, 2.0]), np.array([4.0, 4.0]), np.array([3.0, 0.0]),
                               np.array([3.0, 0.0]), bins)
     assert hist.tolist() == [2.0, 1.0] and weighted_p95(bins, hist) == 90.0
+
+
+def test_fleet_full_by_hand() -> None:
+    from drods.whatif.ideal import fits_under_limits
+
+    # two 10-core clusters at 0.2 and 0.5 under a 0.8 limit: 6 + 3 = 9 cores of room (memory idle)
+    bg, cap, up, lim = np.array([0.2, 0.5]), np.full(2, 10.0), np.array([True, True]), np.full(2, 0.8)
+    free = np.zeros(2)
+    assert fits_under_limits(bg, free, cap, cap, up, lim, 9.0, 0.0)
+    assert not fits_under_limits(bg, free, cap, cap, up, lim, 9.5, 0.0)
+    # 2-core replicas: each cluster surely takes its room less one replica: 4 + 1 = 5 cores
+    assert fits_under_limits(bg, free, cap, cap, up, lim, 5.0, 0.0, 2.0)
+    assert not fits_under_limits(bg, free, cap, cap, up, lim, 6.0, 0.0, 2.0)
+    # a down cluster has no room; memory counts as cpu does
+    assert not fits_under_limits(bg, free, cap, cap, np.array([False, True]), lim, 4.0, 0.0)
+    assert not fits_under_limits(bg, np.full(2, 0.7), cap, cap, up, lim, 1.0, 3.0)
 
 
 def test_scenario_plugin_args_reach_the_default_policy_only() -> None:
