@@ -15,7 +15,8 @@ The control plane cannot reach a pull-mode member, so propagation writes one ``W
   plane is unreachable (the set it holds may be out of date);
 * **reports** each Work's status (``observedHash``, ``applied``, per-manifest status read back
   from the member, and the workloads' measured use, `drods.members.workload_usage`) whenever it
-  differs from the status the control plane holds.
+  differs from the status the control plane holds: on each pass, and ``STATUS_COALESCE_SECONDS``
+  after a copy changes in the member (its kinds followed by watches, `drods.members.copy_watch`).
 
 **Local autonomy.** When the control plane is unreachable the member keeps its last desired
 state: the agent keeps applying the cached Works (also after its own restart, from the state
@@ -39,6 +40,7 @@ import httpx
 
 from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.members.copy_watch import FollowedCopies
 from drods.members.state_file import StateFile
 from drods.members.workload_usage import USAGE_KINDS, UsageReader
 from drods.model import jsondoc
@@ -58,6 +60,7 @@ from drods.model.work import ManifestStatus, Ref, WorkStatus
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 WORKS = "/api/v1/agent/works"
+STATUS_COALESCE_SECONDS = 0.5  # a followed copy's changes within this long are reported together
 # What propagation sends, workloads before their dependents (so a pod never loses its ConfigMap first).
 PRUNE_KINDS = tuple((k.api_version, k.kind) for k in WORKLOAD_KINDS if k.kind != "Namespace")
 
@@ -101,6 +104,9 @@ class WorkAgent:
         self.replicas_for: Callable[[Mapping[str, Any]], int | None] | None = None
         self.usage = UsageReader(usage_interval)
         self.clock = clock
+        self.copies = FollowedCopies(member, self._copy_changed)
+        self.status_coalesce = STATUS_COALESCE_SECONDS
+        self._report_due: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ the state file
     def load(self) -> None:
@@ -131,6 +137,20 @@ class WorkAgent:
             for t in [*tasks, stopper]:
                 t.cancel()
             await asyncio.gather(*tasks, stopper, return_exceptions=True)
+            if self._report_due is not None:
+                self._report_due.cancel()
+                self._report_due = None
+            await self.copies.close()
+
+    def _copy_changed(self) -> None:
+        """A followed copy changed in the member: a pass reports it, ``status_coalesce`` later (a copy's
+        status changes several times as it rolls out; one report carries them)."""
+        if self._report_due is None:
+            def due() -> None:
+                self._report_due = None
+                self.wake.set()
+
+            self._report_due = asyncio.get_running_loop().call_later(self.status_coalesce, due)
 
     async def _follow(self, stop: asyncio.Event) -> None:
         backoff = 1.0
@@ -285,7 +305,7 @@ class WorkAgent:
                 local = self.replicas_for(m) if self.replicas_for is not None else None
                 if local is not None:
                     m = {**m, "spec": {**(m.get("spec") or {}), "replicas": local}}
-                await self.member.apply(m)
+                self.copies.applied(await self.member.apply(m))
                 self.owned.add(ref)
         except MemberUnavailable as e:
             return f"unreachable: {e}"
@@ -322,12 +342,18 @@ class WorkAgent:
         return True
 
     async def _copies(self, works: Mapping[str, _Work]) -> Copies:
-        """DRO-DS's copies in the member of every kind the Works hold, one list per kind, by
-        (namespace, name); None for a kind the member would not list (its objects are read one by one)."""
+        """DRO-DS's copies in the member of every kind the Works hold, by (namespace, name): a followed
+        kind's from its watch (`drods.members.copy_watch`), the others one list per kind; None for a
+        kind the member would not list (its objects are read one by one)."""
         kinds = sorted({(str(m.get("apiVersion")), str(m.get("kind"))) for w in works.values()
                         for m in w.spec.get("manifests") or [] if isinstance(m, dict)})
+        self.copies.follow(kinds)
         out: Copies = {}
         for api_version, kind in kinds:
+            followed = self.copies.listed((api_version, kind))
+            if followed is not None:
+                out[(api_version, kind)] = followed
+                continue
             try:
                 items = await self.member.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR)
             except MemberError:

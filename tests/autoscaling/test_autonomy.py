@@ -187,6 +187,7 @@ class FakePlane:
 def _agent(member: FakeMember, plane: FakePlane, state: Path, clock: Clock) -> AutonomyAgent:
     http = httpx.AsyncClient(base_url="http://cp", transport=httpx.MockTransport(plane))
     works = WorkAgent("edge", member, http, state, usage_interval=0.0, clock=clock)  # type: ignore[arg-type]
+    works.copies.max_followed = 0  # the fake member serves no watch: its copies are listed each pass
     works.works = {"w1": _Work({"hash": "h1", "manifests": [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
          "spec": {"replicas": 2}}]})}

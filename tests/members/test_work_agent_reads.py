@@ -1,17 +1,21 @@
-"""What a pull-mode agent asks its member for: the copies' status in one list per kind (not a read
-per object, every pass), a read before an apply only on first contact, and a prune only when an
-object may have left the Works — not at each watch event (its own status reports come back as
-events)."""
+"""What a pull-mode agent asks its member for: the copies' status from a watch per kind (or, for a
+kind not followed, one list per kind — not a read per object — every pass), a read before an apply
+only on first contact, and a prune only when an object may have left the Works — not at each watch
+event (its own status reports come back as events)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from drods.members.client import ServedResource
 from drods.members.works import WorkAgent, _Work
 from drods.model.annotations import MANAGED_BY, MANAGER
 
@@ -31,11 +35,36 @@ def work(name: str, hash_: str, body: list[Obj]) -> Obj:
 
 
 class Member:
-    """Holds what is applied; counts each kind of call."""
+    """Holds what is applied; counts each kind of call; its watches deliver what ``changed`` gets."""
+
+    name = "edge"
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], Obj] = {("Namespace", "", "default"): {"metadata": {}}}
         self.calls: Counter[str] = Counter()
+        self.changes: dict[str, asyncio.Queue[tuple[str, Obj]]] = {}
+
+    def changed(self, event: str, obj: Obj) -> None:
+        """The member changed ``obj`` (its store) and tells the kind's watch."""
+        key = (obj["kind"], obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+        if event == "DELETED":
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = obj
+        self.changes.setdefault(obj["kind"], asyncio.Queue()).put_nowait((event, obj))
+
+    async def resource(self, api_version: str, kind: str) -> ServedResource:
+        return ServedResource(api_version, kind, kind.lower() + "s", True)
+
+    async def list_versioned(self, res: ServedResource, label_selector: str | None = None) -> tuple[list[Obj], str]:
+        self.calls[f"list {res.kind}"] += 1
+        return [o for (k, _, _), o in self.objects.items() if k == res.kind], "1"
+
+    async def watch_from(self, res: ServedResource, resource_version: str, seconds: float,
+                         deliver: Callable[[str, Obj], None], label_selector: str | None = None) -> str:
+        queue = self.changes.setdefault(res.kind, asyncio.Queue())
+        while True:
+            deliver(*await queue.get())
 
     async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         self.calls["get"] += 1
@@ -78,6 +107,7 @@ def agent(member: Member, events: list[Obj], tmp: Path) -> WorkAgent:
 async def test_the_copies_are_read_in_one_list_per_kind(tmp_path: Path) -> None:
     member = Member()
     a = agent(member, [], tmp_path)
+    a.copies.max_followed = 0  # no kind followed: each pass lists them
     await a._list()
     a.works = {f"w{i}": _Work(work(f"w{i}", f"h{i}", manifests(f"app{i}"))["spec"]) for i in range(3)}
     await a.reconcile_once()
@@ -120,3 +150,41 @@ async def test_a_prune_waits_for_an_object_to_leave_the_works(tmp_path: Path) ->
 async def agent_watch(a: WorkAgent, events: list[Obj], tmp: Path) -> None:
     a.http = httpx.AsyncClient(base_url="http://cp", transport=plane(events))
     await a._watch("2")
+
+
+async def wait_until(check: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_followed_copies_are_not_listed_again_and_their_changes_are_reported(tmp_path: Path) -> None:
+    """Each kind listed once, then followed: a pass lists nothing; a copy's change in the member wakes
+    a pass that reports it; a copy deleted in the member is applied again."""
+    member = Member()
+    a = agent(member, [], tmp_path)
+    a.status_coalesce = 0.05
+    stop = asyncio.Event()
+    await a._list()
+    a.works = {f"w{i}": _Work(work(f"w{i}", f"h{i}", manifests(f"app{i}"))["spec"]) for i in range(3)}
+    loop = asyncio.create_task(a._reconcile_loop(stop))
+    try:
+        await wait_until(lambda: a.copies.lists == 2 and all(w.status.get("applied") for w in a.works.values()))
+        member.calls.clear()  # the first pass listed (the watches had not listed yet), and the prune
+        for _ in range(3):
+            await a.reconcile_once()
+        assert not any(k.startswith("list") for k in member.calls), member.calls  # read from the watches
+        # the member rolls a Deployment out: the agent reports its new status without a pass asked for
+        dep = {**member.objects[("Deployment", "default", "app1")], "status": {"readyReplicas": 3}}
+        member.changed("MODIFIED", dep)
+        await wait_until(lambda: a.works["w1"].status["manifests"][1]["status"] == {"readyReplicas": 3})
+        # deleted behind the agent's back: seen in the watch, applied again
+        member.changed("DELETED", member.objects[("Deployment", "default", "app2")])
+        await wait_until(lambda: ("Deployment", "default", "app2") in member.objects)
+        assert not any(k.startswith("list") for k in member.calls), member.calls
+    finally:
+        stop.set()
+        a.wake.set()
+        await loop
+        await a.copies.close()
