@@ -99,7 +99,6 @@ class WorkAgent:
         self.owned: set[Ref] = set()  # objects this agent applied and has not seen gone since
         self._held_kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) some Work has held
         self.wake = asyncio.Event()
-        self.work_changed = asyncio.Event()  # a Work's spec changed since the pass began: apply before reporting on
         self.reachable = asyncio.Event()  # someone saw the control plane answer: relist now, not after the backoff
         # A local replica count for a manifest (regional autonomy), None to apply it as sent.
         self.replicas_for: Callable[[Mapping[str, Any]], int | None] | None = None
@@ -192,7 +191,6 @@ class WorkAgent:
             self.save()
         self.authoritative = True
         self.prune_due = True
-        self.work_changed.set()
         self.wake.set()
         return str(body["metadata"]["resourceVersion"])
 
@@ -216,7 +214,6 @@ class WorkAgent:
                     if self.works.pop(name, None) is not None:
                         self.save()
                     self.prune_due = True
-                    self.work_changed.set()
                     self.wake.set()
                     continue
                 spec, cur = dict(obj.get("spec") or {}), self.works.get(name)
@@ -227,7 +224,6 @@ class WorkAgent:
                 self._hold(spec)
                 if cur is not None and _refs(cur.spec) - _refs(spec):
                     self.prune_due = True  # an object left the Work: pruning has something to do
-                self.work_changed.set()
                 self.wake.set()
 
     async def _reconcile_loop(self, stop: asyncio.Event) -> None:
@@ -244,7 +240,6 @@ class WorkAgent:
 
     # ------------------------------------------------------------------ one pass
     async def reconcile_once(self) -> None:
-        self.work_changed.clear()
         works = dict(self.works)
         for name, w in sorted(works.items()):
             h = str(w.spec.get("hash") or "")
@@ -269,9 +264,7 @@ class WorkAgent:
     async def _report_statuses(self, works: Mapping[str, _Work]) -> None:
         """Each Work's status as the member shows it, with its workloads' usage (read every
         ``usage.interval``: one pods and one PodMetrics list per namespace), reported when changed.
-        The member's copies are listed once per kind, not read one by one. A Work changed meanwhile
-        ends the reports after the one under way: the next pass applies it first, then reports on
-        (each report is a round trip to the control plane; a new Work waited behind all of them)."""
+        The member's copies are listed once per kind, not read one by one."""
         try:
             copies = await self._copies(works)
         except MemberUnavailable as e:
@@ -291,8 +284,6 @@ class WorkAgent:
                     m["usage"] = doc
             if self.authoritative and status != works[name].status:
                 await self.report(name, works[name], status)
-                if self.work_changed.is_set():
-                    break
 
     async def apply(self, spec: Mapping[str, Any]) -> str | None:
         """Apply a Work's manifests in order; None, or why it failed."""

@@ -188,28 +188,3 @@ async def test_followed_copies_are_not_listed_again_and_their_changes_are_report
         a.wake.set()
         await loop
         await a.copies.close()
-
-
-async def test_a_work_changed_during_the_reports_is_applied_before_the_rest_are_sent(tmp_path: Path) -> None:
-    """Reports go one round trip at a time; a Work event during them ends the pass after the report
-    under way (the next pass applies first), and the statuses not sent yet go in that next pass."""
-    member = Member()
-    a = agent(member, [], tmp_path)
-    a.copies.max_followed = 0
-    await a._list()
-    a.works = {f"w{i}": _Work(work(f"w{i}", f"h{i}", manifests(f"app{i}"))["spec"]) for i in range(3)}
-    sent: list[str] = []
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        sent.append(request.url.path.split("/")[-2])
-        a.work_changed.set()  # a Work event arrived while this report was on its way
-        return httpx.Response(200, json={})
-
-    a.http = httpx.AsyncClient(base_url="http://cp", transport=httpx.MockTransport(handle))
-    await a.reconcile_once()
-    assert member.calls["apply"] == 6 and sent == ["w0"]  # all applied; one report, then the pass ended
-    await a.reconcile_once()
-    assert sent == ["w0", "w1"]
-    a.http = httpx.AsyncClient(base_url="http://cp", transport=plane([]))  # no event this time
-    await a.reconcile_once()
-    assert all(w.status.get("applied") for w in a.works.values())  # the rest sent in one pass
