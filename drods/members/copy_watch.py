@@ -122,15 +122,9 @@ class FollowedCopies:
             except asyncio.CancelledError:
                 self._forget(kind)
                 raise
-            except WatchExpired:
-                self._forget(kind)
-                continue
-            except MemberError as e:
-                self._forget(kind)
-                if e.status == 410:
-                    continue
-                log.debug("%s: following %s failed: %s", self.member.name, kind[1], e)
             except Exception as e:  # noqa: BLE001 - the agent lists meanwhile; the watch is tried again
                 self._forget(kind)
+                if isinstance(e, WatchExpired) or (isinstance(e, MemberError) and e.status == 410):
+                    continue  # the member no longer has that history: list again at once
                 log.debug("%s: following %s failed: %s", self.member.name, kind[1], e)
             await asyncio.sleep(self.retry_seconds)

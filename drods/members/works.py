@@ -146,11 +146,11 @@ class WorkAgent:
         """A followed copy changed in the member: a pass reports it, ``status_coalesce`` later (a copy's
         status changes several times as it rolls out; one report carries them)."""
         if self._report_due is None:
-            def due() -> None:
-                self._report_due = None
-                self.wake.set()
+            self._report_due = asyncio.get_running_loop().call_later(self.status_coalesce, self._report_now)
 
-            self._report_due = asyncio.get_running_loop().call_later(self.status_coalesce, due)
+    def _report_now(self) -> None:
+        self._report_due = None
+        self.wake.set()
 
     async def _follow(self, stop: asyncio.Event) -> None:
         backoff = 1.0

@@ -109,12 +109,12 @@ def comparison(pol: dict[str, dict[str, float]]) -> dict[str, Any]:
         wp, bp = wl["pending_replica_minutes"], b["pending_replica_minutes"]
         # both 0: no ratio (null), and the target holds only trivially; WaterLevel > 0 = baseline: not met
         pend = wp / bp if bp else None
+        dom = dominance(wl, b)
         out[name] = {"peakReduction": round(peak_cut, 4), "peakTargetMet": peak_cut >= 0.30,
                      "pendingRatio": None if pend is None else round(pend, 4),
                      "pendingTargetMet": wp == 0 if pend is None else pend <= 0.2,
                      "movedExtra": int(wl["replicas_moved"] - b["replicas_moved"]),
-                     **dominance(wl, b)}
-        out[name]["givesWay"] = gives_way(wl, b, out[name]["worseOn"])
+                     **dom, "givesWay": gives_way(wl, b, dom["worseOn"])}
     return out
 
 
