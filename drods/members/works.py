@@ -5,7 +5,7 @@ The control plane cannot reach a pull-mode member, so propagation writes one ``W
 
 * **follows** its cluster's Works: list, then watch (``/api/v1/agent/works``), relist after any
   break. The set of Works is cached in ``STATE_DIR/works.json`` (mode 0600: manifests may hold
-  Secrets) on every change;
+  Secrets) on every change, written behind the event loop and before the change is applied;
 * **applies** each Work whose hash the member does not hold yet, by server-side apply with the
   ownership metadata the manifests carry; an object that exists and is not DRO-DS's is refused,
   as in push mode (adopted when its manifest says ``overwrite``); a copy deleted behind its back is
@@ -41,7 +41,7 @@ import httpx
 from drods.members.agent import AgentRefused
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.members.copy_watch import FollowedCopies
-from drods.members.state_file import StateFile
+from drods.members.state_file import StateFile, StateSaver
 from drods.members.workload_usage import USAGE_KINDS, UsageReader
 from drods.model import jsondoc
 from drods.model.annotations import (
@@ -87,6 +87,7 @@ class WorkAgent:
         self.member = member
         self.http = http
         self.state_file = StateFile(Path(state_dir) / "works.json", cluster)
+        self.saver = StateSaver(self.state_file, self._state)
         self.resync = resync
         self.max_backoff = max_backoff
         self.watch_timeout = watch_timeout
@@ -118,8 +119,12 @@ class WorkAgent:
                 self._hold(w.spec)
             log.info("loaded %d cached Work(s) from %s", len(self.works), self.state_file.path)
 
+    def _state(self) -> dict[str, Any]:
+        return {"works": {n: w.spec for n, w in sorted(self.works.items())}}
+
     def save(self) -> None:
-        self.state_file.save({"works": {n: w.spec for n, w in sorted(self.works.items())}})
+        """Soon, behind the loop (`StateSaver`); a pass waits for it before it applies."""
+        self.saver.request()
 
     # ------------------------------------------------------------------ running
     async def run(self, stop: asyncio.Event) -> None:
@@ -137,6 +142,7 @@ class WorkAgent:
             for t in [*tasks, stopper]:
                 t.cancel()
             await asyncio.gather(*tasks, stopper, return_exceptions=True)
+            await self.saver.flush()
             if self._report_due is not None:
                 self._report_due.cancel()
                 self._report_due = None
@@ -240,6 +246,7 @@ class WorkAgent:
 
     # ------------------------------------------------------------------ one pass
     async def reconcile_once(self) -> None:
+        await self.saver.flush()  # what is applied is on disk first: a restart cut off applies no older state
         works = dict(self.works)
         for name, w in sorted(works.items()):
             h = str(w.spec.get("hash") or "")
