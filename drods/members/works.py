@@ -73,6 +73,27 @@ def _refs(spec: Mapping[str, Any]) -> set[Ref]:
     return {Ref.of(m) for m in spec.get("manifests") or [] if isinstance(m, dict)}
 
 
+def _listed_copy(m: Mapping[str, Any], listed: Mapping[tuple[str, str], Obj]) -> Obj | None:
+    """Manifest ``m``'s copy among a kind's copies by (namespace, name)."""
+    meta = m.get("metadata") or {}
+    ns, name = str(meta.get("namespace") or ""), str(meta.get("name"))
+    return listed.get((ns, name)) or (listed.get(("default", name)) if not ns else None)
+
+
+def _written(obj: Obj) -> str:
+    """What changes when anyone writes an object's spec: its generation; the resourceVersion for a
+    kind that has none (a ConfigMap)."""
+    meta = obj.get("metadata") or {}
+    return f"g{meta['generation']}" if meta.get("generation") else f"r{meta.get('resourceVersion')}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    digest: str  # the manifest's ANN_HASH
+    local: int | None  # the local replica count sent in its place (regional autonomy)
+    written: str | None  # `_written` of what the apply returned
+
+
 @dataclass(slots=True)
 class _Work:
     spec: Obj
@@ -98,6 +119,7 @@ class WorkAgent:
         self.prune_due = False
         self.ns_ok: set[str] = set()
         self.owned: set[Ref] = set()  # objects this agent applied and has not seen gone since
+        self.sent: dict[Ref, _Sent] = {}  # each object's last apply by this agent
         self._held_kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) some Work has held
         self.wake = asyncio.Event()
         self.reachable = asyncio.Event()  # someone saw the control plane answer: relist now, not after the backoff
@@ -310,10 +332,16 @@ class WorkAgent:
                         return (f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in {self.cluster} "
                                 "and is not managed by DRO-DS")
                 local = self.replicas_for(m) if self.replicas_for is not None else None
+                digest = (meta.get("annotations") or {}).get(ANN_HASH)
+                if digest and self._holds(ref, m, _Sent(str(digest), local, None)):
+                    continue
                 if local is not None:
                     m = {**m, "spec": {**(m.get("spec") or {}), "replicas": local}}
-                self.copies.applied(await self.member.apply(m))
+                out = await self.member.apply(m)
+                self.copies.applied(out)
                 self.owned.add(ref)
+                if digest:
+                    self.sent[ref] = _Sent(str(digest), local, _written(out))
         except MemberUnavailable as e:
             return f"unreachable: {e}"
         except MemberError as e:
@@ -321,6 +349,18 @@ class WorkAgent:
         except Exception as e:  # noqa: BLE001 - a bad manifest must not stop the others
             return f"{type(e).__name__}: {e}"
         return None
+
+    def _holds(self, ref: Ref, m: Mapping[str, Any], want: _Sent) -> bool:
+        """The member holds this manifest as this agent last applied it: the same manifest (its digest)
+        and local count were sent, and the copy followed by watch was written by nobody since (its
+        generation, or resourceVersion for a kind without one, as that apply left it). A Work whose
+        workload changed then re-sends only the workload, not its unchanged dependents."""
+        sent = self.sent.get(ref)
+        if sent is None or (sent.digest, sent.local) != (want.digest, want.local):
+            return False
+        followed = self.copies.listed((ref.api_version, ref.kind))
+        cur = None if followed is None else _listed_copy(m, followed)
+        return cur is not None and _written(cur) == sent.written
 
     def _hold(self, spec: Mapping[str, Any]) -> None:
         """Note the kinds a Work holds: pruning lists them, beside the workload kinds, once no Work
@@ -343,6 +383,7 @@ class WorkAgent:
                     log.info("pruning %s: no Work wants it any more", ref)
                     await self.member.delete(api_version, kind, ref.name, ref.namespace or None)
                     self.owned.discard(ref)
+                    self.sent.pop(ref, None)
         except (MemberUnavailable, MemberError) as e:
             log.warning("pruning in %s failed: %s", self.cluster, e)
             return False
@@ -378,7 +419,7 @@ class WorkAgent:
         listed = copies.get((api_version, kind)) if copies is not None else None
         if listed is None:
             return await self.member.get(api_version, kind, name, ns or None)
-        return listed.get((ns, name)) or (listed.get(("default", name)) if not ns else None)
+        return _listed_copy(m, listed)
 
     async def status_of(self, name: str, spec: Mapping[str, Any], held: list[Obj] | None = None,
                         copies: Copies | None = None) -> Obj | None:

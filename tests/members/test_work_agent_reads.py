@@ -17,7 +17,7 @@ import httpx
 
 from drods.members.client import ServedResource
 from drods.members.works import WorkAgent, _Work
-from drods.model.annotations import MANAGED_BY, MANAGER
+from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER
 
 Obj = dict[str, Any]
 
@@ -43,6 +43,7 @@ class Member:
         self.objects: dict[tuple[str, str, str], Obj] = {("Namespace", "", "default"): {"metadata": {}}}
         self.calls: Counter[str] = Counter()
         self.changes: dict[str, asyncio.Queue[tuple[str, Obj]]] = {}
+        self.revision = 1
 
     def changed(self, event: str, obj: Obj) -> None:
         """The member changed ``obj`` (its store) and tells the kind's watch."""
@@ -72,9 +73,12 @@ class Member:
 
     async def apply(self, m: Obj) -> Obj:
         self.calls["apply"] += 1
+        self.calls[f"apply {m['kind']}"] += 1
         meta = m["metadata"]
-        self.objects[(m["kind"], meta.get("namespace") or "", meta["name"])] = {**m, "status": {"ready": True}}
-        return m
+        self.revision += 1
+        out = {**m, "metadata": {**meta, "resourceVersion": str(self.revision)}}
+        self.objects[(m["kind"], meta.get("namespace") or "", meta["name"])] = {**out, "status": {"ready": True}}
+        return out
 
     async def pods(self, namespace: str | None = None) -> list[Obj]:
         return []  # the workloads' usage (read once an interval) is not what is counted here
@@ -183,6 +187,52 @@ async def test_followed_copies_are_not_listed_again_and_their_changes_are_report
         member.changed("DELETED", member.objects[("Deployment", "default", "app2")])
         await wait_until(lambda: ("Deployment", "default", "app2") in member.objects)
         assert not any(k.startswith("list") for k in member.calls), member.calls
+    finally:
+        stop.set()
+        a.wake.set()
+        await loop
+        await a.copies.close()
+
+
+def digested(app: str, config: str, workload: str) -> list[Obj]:
+    """``manifests(app)`` with the digests propagation gives them (ANN_HASH): the ConfigMap's, the Deployment's."""
+    return [{**m, "metadata": {**m["metadata"], "annotations": {ANN_HASH: d}}}
+            for m, d in zip(manifests(app), (config, workload), strict=True)]
+
+
+async def test_a_changed_workload_is_sent_alone_unless_its_dependent_was_written_in_the_member(tmp_path: Path) -> None:
+    """Karmada's Work holds one object; here a Work holds the workload and its dependents. When only the
+    workload changed, the ConfigMap the member holds as this agent sent it is not applied again; once
+    someone else wrote it in the member (its resourceVersion moved), the next change of the Work sends it."""
+    member = Member()
+    a = agent(member, [], tmp_path)
+    stop = asyncio.Event()
+    await a._list()
+    a.works = {"w0": _Work(work("w0", "h1", digested("app0", "c1", "d1"))["spec"])}
+    loop = asyncio.create_task(a._reconcile_loop(stop))
+    try:
+        await wait_until(lambda: a.copies.lists == 2 and bool(a.works["w0"].status.get("applied")))
+        member.calls.clear()
+        a.works["w0"] = _Work(work("w0", "h2", digested("app0", "c1", "d2"))["spec"])  # the workload changed
+        await a.reconcile_once()
+        assert member.calls["apply"] == member.calls["apply Deployment"] == 1, member.calls
+        assert member.objects[("Deployment", "default", "app0")]["metadata"]["annotations"][ANN_HASH] == "d2"
+        edited = member.objects[("ConfigMap", "default", "app0-config")]
+        member.changed("MODIFIED", {**edited, "data": {"edited": "in the member"},
+                                    "metadata": {**edited["metadata"], "resourceVersion": "99"}})
+        await wait_until(lambda: (a.copies.listed(("v1", "ConfigMap")) or {}).get(("default", "app0-config"),
+                                                                                  {}).get("data") is not None)
+        member.calls.clear()
+        a.works["w0"] = _Work(work("w0", "h3", digested("app0", "c1", "d3"))["spec"])
+        await a.reconcile_once()
+        assert member.calls["apply ConfigMap"] == member.calls["apply Deployment"] == 1, member.calls
+        assert "data" not in member.objects[("ConfigMap", "default", "app0-config")]  # as the Work says
+        member.calls.clear()
+        a.copies.max_followed = 0  # a kind not followed: nothing says what the member holds, all is sent
+        a.copies.follow([])
+        a.works["w0"] = _Work(work("w0", "h4", digested("app0", "c1", "d4"))["spec"])
+        await a.reconcile_once()
+        assert member.calls["apply ConfigMap"] == member.calls["apply Deployment"] == 1, member.calls
     finally:
         stop.set()
         a.wake.set()
