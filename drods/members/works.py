@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,12 +270,14 @@ class WorkAgent:
     async def reconcile_once(self) -> None:
         await self.saver.flush()  # what is applied is on disk first: a restart cut off applies no older state
         works = dict(self.works)
+        just_applied: set[str] = set()
         for name, w in sorted(works.items()):
             h = str(w.spec.get("hash") or "")
             if self.applied.get(name) != h and not w.spec.get("suspendDispatching"):
                 err = await self.apply(w.spec)
                 if err is None:
                     self.applied[name] = h
+                    just_applied.add(name)
                     self.errors.pop(name, None)
                 else:
                     self.applied.pop(name, None)
@@ -288,12 +290,16 @@ class WorkAgent:
             self.prune_due = False
             if not await self.prune(works):
                 self.prune_due = True
-        await self._report_statuses(works)
+        await self._report_statuses(works, later=just_applied)
+        if just_applied:
+            self._copy_changed()
 
-    async def _report_statuses(self, works: Mapping[str, _Work]) -> None:
+    async def _report_statuses(self, works: Mapping[str, _Work], later: Collection[str] = ()) -> None:
         """Each Work's status as the member shows it, with its workloads' usage (read every
         ``usage.interval``: one pods and one PodMetrics list per namespace), reported when changed.
-        The member's copies are listed once per kind, not read one by one."""
+        The member's copies are listed once per kind, not read one by one. A Work in ``later`` was
+        just applied: its copies are changing (a new workload rolls out), so its report waits for the
+        pass ``status_coalesce`` on, which carries "applied" and the first steps of the rollout in one."""
         try:
             copies = await self._copies(works)
         except MemberUnavailable as e:
@@ -311,7 +317,7 @@ class WorkAgent:
                 doc = usage.get((m.get("namespace") or "default", m.get("kind"), m.get("name")))
                 if doc is not None and m.get("status") is not None:
                     m["usage"] = doc
-            if self.authoritative and status != works[name].status:
+            if self.authoritative and status != works[name].status and name not in later:
                 await self.report(name, works[name], status)
 
     async def apply(self, spec: Mapping[str, Any]) -> str | None:

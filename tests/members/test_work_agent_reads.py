@@ -238,3 +238,35 @@ async def test_a_changed_workload_is_sent_alone_unless_its_dependent_was_written
         a.wake.set()
         await loop
         await a.copies.close()
+
+
+async def test_a_just_applied_work_is_reported_once_with_its_rollout_not_in_the_applying_pass(tmp_path: Path) -> None:
+    """An apply starts a rollout whose first steps follow at once: the Work's "applied" waits for the
+    pass ``status_coalesce`` on and goes with them, one report instead of one per step."""
+    member = Member()
+    puts: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "PUT":
+            puts.append(request.url.path)
+            return httpx.Response(200, json={})
+        return httpx.Response(200, json={"metadata": {"resourceVersion": "1"}, "items": []})
+
+    http = httpx.AsyncClient(base_url="http://cp", transport=httpx.MockTransport(handle))
+    a = WorkAgent("edge", member, http, tmp_path, usage_interval=3600.0)  # type: ignore[arg-type]
+    a.status_coalesce = 0.2
+    await a._list()
+    a.wake.clear()
+    a.works = {"w0": _Work(work("w0", "h1", manifests("app0"))["spec"])}
+    try:
+        await a.reconcile_once()
+        assert member.calls["apply"] == 2 and puts == [] and not a.wake.is_set()  # applied, not reported yet
+        await wait_until(lambda: a.copies.lists == 2)
+        dep = member.objects[("Deployment", "default", "app0")]
+        member.changed("MODIFIED", {**dep, "status": {"replicas": 1}})  # the rollout's first step
+        await wait_until(a.wake.is_set)  # status_coalesce after the apply
+        await a.reconcile_once()
+        assert puts == ["/api/v1/agent/works/w0/status"]
+        assert a.works["w0"].status["applied"] and a.works["w0"].status["manifests"][1]["status"] == {"replicas": 1}
+    finally:
+        await a.copies.close()
