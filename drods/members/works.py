@@ -91,7 +91,7 @@ def _written(obj: Obj) -> str:
 class _Sent:
     digest: str  # the manifest's ANN_HASH
     local: int | None  # the local replica count sent in its place (regional autonomy)
-    written: str | None  # `_written` of what the apply returned
+    written: str  # `_written` of what the apply returned
 
 
 @dataclass(slots=True)
@@ -130,6 +130,7 @@ class WorkAgent:
         self.copies = FollowedCopies(member, self._copy_changed)
         self.status_coalesce = STATUS_COALESCE_SECONDS
         self._report_due: asyncio.TimerHandle | None = None
+        self._reported_later: set[str] = set()  # Works the last pass left to the next one (just applied)
 
     # ------------------------------------------------------------------ the state file
     def load(self) -> None:
@@ -290,8 +291,10 @@ class WorkAgent:
             self.prune_due = False
             if not await self.prune(works):
                 self.prune_due = True
-        await self._report_statuses(works, later=just_applied)
-        if just_applied:
+        later = just_applied - self._reported_later  # a Work applied pass after pass is still reported
+        self._reported_later = later
+        await self._report_statuses(works, later=later)
+        if later:
             self._copy_changed()
 
     async def _report_statuses(self, works: Mapping[str, _Work], later: Collection[str] = ()) -> None:
@@ -339,7 +342,7 @@ class WorkAgent:
                                 "and is not managed by DRO-DS")
                 local = self.replicas_for(m) if self.replicas_for is not None else None
                 digest = (meta.get("annotations") or {}).get(ANN_HASH)
-                if digest and self._holds(ref, m, _Sent(str(digest), local, None)):
+                if digest and self._holds(ref, m, str(digest), local):
                     continue
                 if local is not None:
                     m = {**m, "spec": {**(m.get("spec") or {}), "replicas": local}}
@@ -356,13 +359,13 @@ class WorkAgent:
             return f"{type(e).__name__}: {e}"
         return None
 
-    def _holds(self, ref: Ref, m: Mapping[str, Any], want: _Sent) -> bool:
+    def _holds(self, ref: Ref, m: Mapping[str, Any], digest: str, local: int | None) -> bool:
         """The member holds this manifest as this agent last applied it: the same manifest (its digest)
         and local count were sent, and the copy followed by watch was written by nobody since (its
         generation, or resourceVersion for a kind without one, as that apply left it). A Work whose
         workload changed then re-sends only the workload, not its unchanged dependents."""
         sent = self.sent.get(ref)
-        if sent is None or (sent.digest, sent.local) != (want.digest, want.local):
+        if sent is None or (sent.digest, sent.local) != (digest, local):
             return False
         followed = self.copies.listed((ref.api_version, ref.kind))
         cur = None if followed is None else _listed_copy(m, followed)

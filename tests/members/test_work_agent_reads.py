@@ -268,5 +268,13 @@ async def test_a_just_applied_work_is_reported_once_with_its_rollout_not_in_the_
         await a.reconcile_once()
         assert puts == ["/api/v1/agent/works/w0/status"]
         assert a.works["w0"].status["applied"] and a.works["w0"].status["manifests"][1]["status"] == {"replicas": 1}
+        puts.clear()
+        a.works["w0"] = _Work(work("w0", "h2", manifests("app0"))["spec"])
+        await a.reconcile_once()
+        assert puts == []  # left to the next pass
+        a.works["w0"] = _Work(work("w0", "h3", manifests("app0"))["spec"])  # changed again before it
+        await a.reconcile_once()
+        assert puts == ["/api/v1/agent/works/w0/status"]  # a Work applied pass after pass is still reported
+        assert a.works["w0"].status["observedHash"] == "h3"
     finally:
         await a.copies.close()
