@@ -57,28 +57,37 @@ class StateFile:
 class StateSaver:
     """Saves of one state document, written behind the event loop: the document is taken and encoded
     in the loop (a consistent snapshot), written and fsynced in a thread; the saves asked for while
-    one is written go in the next one. `flush` waits until what was asked for is on disk."""
+    one is written go in the next one. `flush` waits until the document as it was when called is on
+    disk (a failed write counts: it is logged, and the next save tries again) — not for the saves asked
+    for after it, which a stream of changes would otherwise keep coming."""
 
     def __init__(self, file: StateFile, document: Callable[[], dict[str, Any]]) -> None:
         self.file = file
         self.document = document
-        self._due = False
+        self._asked = 0  # saves asked for
+        self._done = 0  # saves covered by a write that ended
+        self._ended = asyncio.Event()  # set at the end of each write
         self._writer: asyncio.Task[None] | None = None
 
     def request(self) -> None:
-        self._due = True
+        self._asked += 1
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write(), name=f"save {self.file.path}")
 
     async def flush(self) -> None:
-        while self._writer is not None and not self._writer.done():
-            await asyncio.shield(self._writer)  # a caller cancelled meanwhile leaves the write to finish
+        target = self._asked
+        while self._done < target and self._writer is not None and not self._writer.done():
+            self._ended.clear()
+            await self._ended.wait()
 
     async def _write(self) -> None:
-        while self._due:
-            self._due = False
+        while self._done < self._asked:
+            upto = self._asked
             data = self.file.encode(self.document())
             try:
                 await asyncio.to_thread(self.file.write, data)
             except OSError as e:  # a full or read-only disk: the next change tries again
                 log.warning("saving %s failed: %s", self.file.path, e)
+            finally:
+                self._done = upto
+                self._ended.set()

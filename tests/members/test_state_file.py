@@ -7,6 +7,7 @@ import asyncio
 import os
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,46 @@ async def test_a_flush_cancelled_leaves_the_write_to_finish(tmp_path: Path) -> N
     f.release.set()
     await asyncio.wait_for(saver.flush(), 5)
     assert f.load() == {"works": {"a": 1}, "cluster": "edge"}
+
+
+@dataclass(frozen=True)
+class SteppedFile(StateFile):
+    """Each write waits for one ``step`` release; ``started`` counts the writes begun."""
+
+    step: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    started: list[int] = field(default_factory=list)
+
+    def write(self, data: bytes) -> None:
+        self.started.append(1)
+        assert self.step.acquire(timeout=10), "the test never let the write through"
+        super().write(data)
+
+
+async def test_a_flush_waits_for_the_document_as_it_was_not_for_the_saves_asked_after(tmp_path: Path) -> None:
+    f = SteppedFile(tmp_path / "works.json", "edge")
+    doc: dict[str, Any] = {"works": {"n": 1}}
+    saver = StateSaver(f, lambda: doc)
+    saver.request()
+    await wait(lambda: len(f.started) == 1)
+    doc = {"works": {"n": 2}}
+    saver.request()
+    flushed = asyncio.create_task(saver.flush())  # the document as it is now: n = 2
+    f.step.release()
+    await wait(lambda: len(f.started) == 2)  # the second write (n = 2) began
+    doc = {"works": {"n": 3}}
+    saver.request()  # a change after the flush was called: not waited for
+    assert not flushed.done()
+    f.step.release()
+    await asyncio.wait_for(flushed, 5)
+    assert f.load() == {"works": {"n": 2}, "cluster": "edge"}
+    await wait(lambda: len(f.started) == 3)
+    f.step.release()
+    await asyncio.wait_for(saver.flush(), 5)
+    assert f.load() == {"works": {"n": 3}, "cluster": "edge"}
+
+
+async def wait(check: Callable[[], bool]) -> None:
+    deadline = asyncio.get_running_loop().time() + 5
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
