@@ -1,6 +1,7 @@
 """Scale scenarios of a whole control plane over a fleet of simulated members, end to end.
 
-The members are one ``drods sim fleet`` process (``--clusters`` × ``--nodes-per-cluster``), joined
+The members are one ``drods sim fleet`` process (``--clusters`` × ``--nodes-per-cluster``, each node
+holding ``--max-pods``, 1,000 by default: ~6,000 of these workloads fit on 3 × 3 nodes), joined
 with ``drods cluster join --from DIR`` (``--mode push``) or ``--pull`` plus ``drods agent --from DIR``
 (``--mode pull``); the control plane is one ``drods serve`` on ``--store sqlite|etcd`` (etcd: a
 one-member etcd started here), or with ``--processes split`` ``drods apiserver``, ``drods scheduler``
@@ -44,7 +45,8 @@ client, as an operator would.
   connection: ``first_work_s`` and ``works_written_s`` (from the start), ``works_per_s`` (first Work
   to last), ``works_per_s_middle`` (the middle 80 %), and ``drods serve``'s ``cpu_s`` and
   ``peak_rss_mb`` from its start. The members apply the Works meanwhile (push: the same process;
-  pull: the agents).
+  pull: the agents). Bindings the members have no room for end it at once with their count (the
+  fleet is too small for ``--workloads``), not after ``--timeout``.
 * ``idle``: every member Ready and ``--workloads`` placed, then ``cpu_s`` and ``cores`` (CPU
   seconds / wall seconds) of each process over ``--seconds``, and ``rss_mb``: what watching the
   fleet costs with nothing to do.
@@ -147,10 +149,10 @@ class Child:
 
 
 @contextmanager
-def fleet(root: Path, clusters: int, nodes: int) -> Iterator[tuple[Child, list[dict[str, Any]]]]:
+def fleet(root: Path, clusters: int, nodes: int, max_pods: int = 1000) -> Iterator[tuple[Child, list[dict[str, Any]]]]:
     out = root / "fleet"
     child = Child("fleet", ["sim", "fleet", "--clusters", str(clusters), "--nodes-per-cluster", str(nodes),
-                            "--max-pods", "1000", "--out", str(out), "--fresh"], root / "fleet.log")
+                            "--max-pods", str(max_pods), "--out", str(out), "--fresh"], root / "fleet.log")
     try:
         def ready() -> bool:
             child.check()
@@ -390,7 +392,8 @@ class Bench:
         self.args = args
         self.synced = 0  # workloads the sync scenario seeded so far
         self.root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
-        self.fleet, self.members = stack.enter_context(fleet(self.root, args.clusters, args.nodes_per_cluster))
+        self.fleet, self.members = stack.enter_context(
+            fleet(self.root, args.clusters, args.nodes_per_cluster, args.max_pods))
         self.url = stack.enter_context(store_url(args.store, self.root))
         data = self.root / "server"
         data.mkdir(exist_ok=True)
@@ -441,26 +444,38 @@ async def _bind_only(url: str, data_dir: Path, n: int, within: float) -> float:
     plane = assemble(open_store(url), data_dir, {Component.DETECTOR, Component.SCHEDULER},
                      settings=component_settings(None, data_dir))
     reader = encrypted_store(open_store(url), data_dir)
-    before = await _placed(reader)
-    t0 = time.monotonic()
+    before, _ = await _placed(reader)
+    t0, last = time.monotonic(), before
     try:
         async with plane.running():
             while True:
-                placed = await _placed(reader)
+                # the count decodes every Binding in this loop, which the scheduler shares: not too often
+                await asyncio.sleep(max(1.0, n / 5000))
+                placed, unschedulable = await _placed(reader)
                 if placed >= n + before:
                     return time.monotonic() - t0
+                if unschedulable and placed == last:  # none placed since the last count, and no room for some
+                    raise RuntimeError(f"{unschedulable} Bindings Unschedulable ({placed - before} of {n} placed): "
+                                       "the members hold fewer workloads; add members or --nodes-per-cluster")
                 if time.monotonic() - t0 > within:
-                    raise TimeoutError(f"only {placed} of {n} Bindings scheduled")
-                await asyncio.sleep(1.0)
+                    raise TimeoutError(f"only {placed - before} of {n} Bindings scheduled")
+                last = placed
     finally:
         await reader.close()
 
 
-async def _placed(reader: Any) -> int:
+async def _placed(reader: Any) -> tuple[int, int]:
+    """Bindings with a placement, and Bindings the scheduler found no room for."""
+    from drods.model import jsondoc
     from drods.model.kinds import BINDING
 
     kvs, _ = await reader.range(BINDING.key_prefix())
-    return sum(1 for kv in kvs if (json.loads(kv.value).get("status") or {}).get("placement"))
+    placed = unschedulable = 0
+    for kv in kvs:
+        status = jsondoc.loads(kv.value).get("status") or {}
+        placed += bool(status.get("placement"))
+        unschedulable += status.get("phase") == "Unschedulable"
+    return placed, unschedulable
 
 
 class WorkCount:
@@ -827,6 +842,7 @@ def main(argv: list[str] | None = None) -> int:
                          "fleet and control plane (one JSON line each)")
     ap.add_argument("--clusters", type=int, default=3, help="simulated members (one `drods sim fleet`)")
     ap.add_argument("--nodes-per-cluster", type=int, default=3)
+    ap.add_argument("--max-pods", type=int, default=1000, help="pods a simulated node holds")
     ap.add_argument("--workloads", type=int, default=20, help="Deployments, each with a ConfigMap dependent")
     ap.add_argument("--store", choices=["sqlite", "etcd"], default="sqlite")
     ap.add_argument("--mode", choices=["push", "pull"], default="push")

@@ -83,3 +83,14 @@ def test_the_control_plane_split_into_its_three_processes() -> None:
     assert all(cold["cpu_s"][p] > 0 for p in plane)  # each did its share from its start
     assert 1 <= dist["operations"] == dist["arrived"] <= 4 and dist["p99_ms"] is not None
     assert set(dist["cores"]) == plane | {"sim fleet", "bench"}
+
+
+def test_sync_on_a_fleet_too_small_stops_at_once_and_says_why() -> None:
+    """Bindings the members have no room for end the sync scenario with the reason, not after
+    ``--timeout`` with a count."""
+    done = subprocess.run([sys.executable, str(BENCH), "--scenario", "sync", "--clusters", "1", "--nodes-per-cluster",
+                           "1", "--max-pods", "3", "--workloads", "8", "--timeout", "400"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "Bindings Unschedulable" in done.stderr and "--nodes-per-cluster" in done.stderr, done.stderr[-3000:]
+    assert not [line for line in done.stdout.splitlines() if line.startswith("{")]
