@@ -1,7 +1,8 @@
 """Scale scenarios of a whole control plane over a fleet of simulated members, end to end.
 
 The members are one ``drods sim fleet`` process (``--clusters`` × ``--nodes-per-cluster``, each node
-holding ``--max-pods``, 1,000 by default: ~6,000 of these workloads fit on 3 × 3 nodes), joined
+holding ``--max-pods``, 1,000 by default; the default 3 × 3 nodes hold ~6,000 of these workloads under
+the water-level limit), joined
 with ``drods cluster join --from DIR`` (``--mode push``) or ``--pull`` plus ``drods agent --from DIR``
 (``--mode pull``); the control plane is one ``drods serve`` on ``--store sqlite|etcd`` (etcd: a
 one-member etcd started here), or with ``--processes split`` ``drods apiserver``, ``drods scheduler``
