@@ -93,7 +93,7 @@ async def test_nothing_listening_is_every_probe_lost_and_no_rtt() -> None:
 async def test_a_connection_not_made_within_the_wait_is_closed_once_made_not_cancelled(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A probe stops waiting for its connection at ``wait_s``; the connection attempt goes on and
-    is closed when it is made (uvloop leaks a TLS connection cancelled in its handshake)."""
+    is closed when it is made (uvloop keeps a TLS connection cancelled in its handshake for a minute)."""
     seen: dict[str, bool] = {"cancelled": False, "closed": False}
     closed = asyncio.Event()
 
