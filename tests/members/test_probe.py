@@ -120,7 +120,7 @@ async def test_a_connection_not_made_within_the_wait_is_closed_once_made_not_can
 def test_tls_probes_that_time_out_in_their_handshake_leave_nothing_behind_on_uvloop(tmp_path: Path) -> None:
     """On uvloop (what `drods serve` runs on) against a TLS server: probes whose wait ends during
     the handshake, as in a saturated control plane, hold no memory once their connections are made
-    and closed (before, uvloop held each one's ~256 KiB until its 60 s handshake timeout)."""
+    and closed (before, uvloop held each one's ~250 KiB until its 60 s handshake timeout)."""
     uvloop = pytest.importorskip("uvloop")
     certs = ensure_certs(tmp_path, "probe-test", "127.0.0.1")
 
