@@ -7,7 +7,6 @@ import asyncio
 import os
 import stat
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from drods.members.state_file import StateFile, StateSaver
+from tests.members.waiting import wait_until
 
 
 @dataclass(frozen=True)
@@ -98,26 +98,20 @@ async def test_a_flush_waits_for_the_document_as_it_was_not_for_the_saves_asked_
     doc: dict[str, Any] = {"works": {"n": 1}}
     saver = StateSaver(f, lambda: doc)
     saver.request()
-    await wait(lambda: len(f.started) == 1)
+    await wait_until(lambda: len(f.started) == 1)
     doc = {"works": {"n": 2}}
     saver.request()
     flushed = asyncio.create_task(saver.flush())  # the document as it is now: n = 2
     f.step.release()
-    await wait(lambda: len(f.started) == 2)  # the second write (n = 2) began
+    await wait_until(lambda: len(f.started) == 2)  # the second write (n = 2) began
     doc = {"works": {"n": 3}}
     saver.request()  # a change after the flush was called: not waited for
     assert not flushed.done()
     f.step.release()
     await asyncio.wait_for(flushed, 5)
     assert f.load() == {"works": {"n": 2}, "cluster": "edge"}
-    await wait(lambda: len(f.started) == 3)
+    await wait_until(lambda: len(f.started) == 3)
     f.step.release()
     await asyncio.wait_for(saver.flush(), 5)
     assert f.load() == {"works": {"n": 3}, "cluster": "edge"}
 
-
-async def wait(check: Callable[[], bool]) -> None:
-    deadline = asyncio.get_running_loop().time() + 5
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.01)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ import httpx
 from drods.members.client import ServedResource
 from drods.members.works import WorkAgent, _Work
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER
+from tests.members.waiting import wait_until
 
 Obj = dict[str, Any]
 
@@ -154,13 +154,6 @@ async def test_a_prune_waits_for_an_object_to_leave_the_works(tmp_path: Path) ->
 async def agent_watch(a: WorkAgent, events: list[Obj], tmp: Path) -> None:
     a.http = httpx.AsyncClient(base_url="http://cp", transport=plane(events))
     await a._watch("2")
-
-
-async def wait_until(check: Callable[[], bool], seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
 
 
 async def test_followed_copies_are_not_listed_again_and_their_changes_are_reported(tmp_path: Path) -> None:
