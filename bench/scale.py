@@ -27,9 +27,11 @@ client, as an operator would.
   on its time whether or not earlier ones were answered (``achieved_rate`` falls below ``--rate`` only
   when 32 wait at once). ``--stages`` adds ``stages``: the p50/p99 of each step, from the control
   plane's watch streams (``bound``: to the Binding, ``scheduled``, ``written``: to the Work carrying
-  it, ``member``, ``applied``: to the Work's status saying so). ``--trace FILE`` writes one JSON line
-  per operation (``at_s`` from the stream's start, ``op``, ``name``, ``ms``: null if it never
-  arrived) — periodic stalls show as latency against ``at_s``.
+  it, ``member``, ``applied``: to the Work's status saying so; ``n``: the operations seen to reach it).
+  A step the bench saw after the next one (the API's watch behind the member's) counts as reached
+  then; ``stages_late``: the operations that had one.
+  ``--trace FILE`` writes one JSON line per operation (``at_s`` from the stream's start, ``op``,
+  ``name``, ``ms``: null if it never arrived) — periodic stalls show as latency against ``at_s``.
 * ``storm``: steady state, then every member goes ``down`` (``drods sim fault``) for
   ``--down-seconds``, longer (up to ``--timeout``) until every Binding was decided again:
   ``redecisions`` (Bindings the scheduler decided again, from the Bindings' ``scheduledTime``),
@@ -649,24 +651,45 @@ class StoreWatch:
             except Exception:  # noqa: BLE001 - a broken watch starts again from a fresh list
                 time.sleep(0.5)
 
-    def stages(self, ops: list[tuple[str, str, float]], seen: dict[str, dict[int, float]]) -> dict[str, Any]:
+    def stages(self, ops: list[tuple[str, str, float]],
+               seen: dict[str, dict[int, float]]) -> tuple[dict[str, Any], int]:
         """p50/p99 ms of each step an operation took: sent → its Binding → scheduled → its Work written →
         in the member → the Work's status applied (an update has no Binding steps: its Work follows the
-        template)."""
-        steps: dict[str, list[float]] = {}
+        template). Each time is when the bench saw the step; the API's watch streams fall behind the
+        members' when the control plane is saturated, so a step seen after the next one was counts as
+        reached when the next one was (``stages_late`` says how many operations had one)."""
         with self.lock:
             times = {k: dict(v) for k, v in self.times.items()}
+        reached_at: list[list[tuple[str, float]]] = []
         for name, mark, sent in ops:
             path = (["bound", "scheduled"] if mark == "0" else []) + ["written", "member", "applied"]
-            before = sent
+            row: list[tuple[str, float]] = []
             for stage in path:
                 at = reached(seen.get(name) if stage == "member" else times.get((stage, name)),
                              "0" if stage in ("bound", "scheduled") else mark)
                 if at is None:
                     break
-                steps.setdefault(stage, []).append((at - before) * 1000)
-                before = max(before, at)
-        return {stage: {"p50_ms": pct(xs, 50), "p99_ms": pct(xs, 99)} for stage, xs in steps.items()}
+                row.append((stage, at))
+            reached_at.append([("sent", sent), *row])
+        return split_stages(reached_at)
+
+
+def split_stages(rows: list[list[tuple[str, float]]]) -> tuple[dict[str, Any], int]:
+    """Per stage, the p50/p99 ms from the step before it and how many operations were seen reaching it
+    (a broken watch misses some); each row is one operation's steps in order
+    (the first: when it was sent), as seen. A step seen later than a step after it is taken as
+    reached then (it cannot have come after it), so no step is negative; ``late`` counts the
+    operations that had such a step."""
+    steps: dict[str, list[float]] = {}
+    late = 0
+    for row in rows:
+        at = [t for _, t in row]
+        for i in range(len(at) - 2, 0, -1):
+            at[i] = min(at[i], at[i + 1])
+        late += any(a < t for a, (_, t) in zip(at, row, strict=True))
+        for i in range(1, len(at)):
+            steps.setdefault(row[i][0], []).append((at[i] - max(at[: i])) * 1000)
+    return {stage: {"p50_ms": pct(xs, 50), "p99_ms": pct(xs, 99), "n": len(xs)} for stage, xs in steps.items()}, late
 
 
 def distribution(b: Bench) -> dict[str, Any]:
@@ -731,7 +754,7 @@ def distribution(b: Bench) -> dict[str, Any]:
            "p99_create_ms": pct(creates, 99), "p99_update_ms": pct(updates, 99), "cores": cores}
     if store is not None:
         store.stop.set()
-        out["stages"] = store.stages(ops, seen)
+        out["stages"], out["stages_late"] = store.stages(ops, seen)
     if args.trace is not None:
         with b.watch.cond:
             rows = [{"at_s": round(sent - started_wall, 3), "op": "create" if m == "0" else "update", "name": n,

@@ -3,6 +3,7 @@ figures mean what they say, not a timed test)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -41,7 +42,8 @@ def test_every_scenario_in_push_mode(tmp_path: Path) -> None:
     assert set(dist["cores"]) == {"drods serve", "sim fleet", "bench"} and dist["cores"]["drods serve"] > 0
     # each step of the way, from the control plane's watch streams (a create passes all five)
     assert set(dist["stages"]) == {"bound", "scheduled", "written", "member", "applied"}
-    assert all(st["p99_ms"] is not None and st["p50_ms"] <= st["p99_ms"] for st in dist["stages"].values())
+    assert all(st["p99_ms"] is not None and 0 <= st["p50_ms"] <= st["p99_ms"] for st in dist["stages"].values())
+    assert 0 <= dist["stages_late"] <= dist["operations"]
     # --trace: each operation on its line, in the order sent, its latency among those the figures count
     rows = [json.loads(line) for line in trace.read_text().splitlines()]
     assert len(rows) == dist["operations"] and rows[0]["op"] == "create"
@@ -51,6 +53,23 @@ def test_every_scenario_in_push_mode(tmp_path: Path) -> None:
     assert storm["redecisions"] == bindings and storm["phases_down"] == {"Unschedulable": bindings}
     assert storm["down_s"] >= 8 and 0 < storm["all_redecided_s"] <= storm["down_s"]
     assert len(storm["rss_mb"]) >= 7 and storm["converged_s"] is not None
+
+
+def test_a_step_seen_after_the_next_one_counts_as_reached_then() -> None:
+    """The API's watch of Works may deliver a Work after the member's watch showed its copy: that
+    step is not negative, the one before it absorbs the lag, and the operation is counted late."""
+    spec = importlib.util.spec_from_file_location("scale_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    on_time = [("sent", 0.0), ("written", 0.1), ("member", 0.3), ("applied", 0.4)]
+    behind = [("sent", 0.0), ("written", 5.0), ("member", 0.5), ("applied", 6.0)]  # Works' watch 4.5 s late
+    stages, late = bench.split_stages([on_time, behind])
+    assert late == 1
+    assert stages["written"]["p99_ms"] == 500.0  # the late one: reached when the member had it
+    assert stages["member"]["p50_ms"] == 0.0 and stages["member"]["p99_ms"] == 200.0
+    assert stages["applied"]["p99_ms"] == 5500.0 and stages["applied"]["n"] == 2
+    assert all(st["p50_ms"] >= 0 for st in stages.values())
 
 
 def test_sync_and_distribution_in_pull_mode() -> None:
