@@ -14,6 +14,7 @@ SLO (``placement.latencySLOMs`` or the learned one) may move only to clusters wi
 user place, latency read as the ``UserLatency`` plugin reads it (`latency_matrix`): a measured C2 pair
 (``/status/network/``, read each pass) first, then the cluster's declared ``spec.network.latencyMs``,
 then local for a cluster in the users' own region or city — a cluster of unknown latency is not a target.
+The same latencies decide which replicas the pass then returns near their users (`homeward`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,17 @@ from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService
 from drods.registry.objects import ObjectRegistry
 from drods.scheduler.arrays import BoolArr
-from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, shave
+from drods.scheduler.peakshave import (
+    Capacity,
+    Holding,
+    PeakWatch,
+    Shave,
+    fleet_level,
+    homeward,
+    hot_clusters,
+    room_for_returns,
+    shave,
+)
 from drods.scheduler.plugins.user_distance import latency_matrix
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
 from drods.scheduler.snapshot import Snapshot
@@ -129,6 +140,7 @@ class PeakShaver:
         # Binding held ~200 MB of stored values at once each minute at 100,000)
         self.bindings = bindings
         self.watch = PeakWatch(policy.peakshaveAfterSeconds)
+        self.room = PeakWatch(policy.peakshaveAfterSeconds)  # clusters with room for returns
         self.latencies: LatencyView | None = None  # this pass's (measured pairs are read each pass)
 
     async def _bindings(self) -> list[Obj | None]:
@@ -195,13 +207,15 @@ class PeakShaver:
                        slo if latency is not None else None)
 
     async def run(self, execute: Execute) -> list[Shave]:
-        """One pass: shave each cluster hot for the damping window, hottest first."""
+        """One pass: shave each cluster hot for the damping window, hottest first; then return replicas
+        to clusters near their users that have room (`homeward`), those just shaved left alone."""
         p = self.policy
         if not (p.enabled and p.peakshave):
             return []
         _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
         if not any(d["active"] and d["waterLevel"] is not None for d in details.values()):
             self.watch.observe(set(), self.svc.clock())  # no level measured: nothing is hot
+            self.room.observe(set(), self.svc.clock())
             return []
         names, levels, limits, cap, specs, facts = self.fleet(details)
         index = {c: i for i, c in enumerate(names)}
@@ -227,4 +241,13 @@ class PeakShaver:
             for h in holdings:
                 if h.name in plan.placements:
                     h.placement = dict(plan.placements[h.name])
+        if p.peakshaveReturn:
+            shaved = {name for plan in done for name in plan.placements}
+            level = fleet_level(levels, cap.cpu, open_, holdings)
+            receivers = room_for_returns(self.room, names, levels, open_, level, p.peakshaveMargin, self.svc.clock())
+            for plan in homeward(levels, limits, receivers, cap, [h for h in holdings if h.name not in shaved],
+                                 level=level, margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs,
+                                 budget=10**6):  # the scheduler's move budget paces them
+                await execute(names[plan.cluster], plan.reason(names[plan.cluster]), plan.as_json(names))
+                done.append(plan)
         return done

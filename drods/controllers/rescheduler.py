@@ -27,8 +27,9 @@ The descheduler (automatic operations, `drods.controllers.descheduler`) sends a 
   bindings that remember it in ``multicluster.io/failed-over-from`` (written by `failover`) with a
   reason beginning "fail back to <cluster>", so the scheduler may take them back there — within the
   fleet's move budget (`drods.schedulerd.service`); the binding forgets the cluster.
-* ``peakshave`` — a cluster stood above the fleet's achievable level (`drods.controllers.peak_shave`):
-  each binding in ``details["moves"]`` is re-placed with exactly its planned moves
+* ``peakshave`` — a cluster stood above the fleet's achievable level, or has room again for replicas
+  away from their users (``details["kind"]``: ``return``; `drods.controllers.peak_shave`): each binding
+  in ``details["moves"]`` is re-placed with exactly its planned moves
   (``multicluster.io/peak-shave-moves``, applied by `drods.schedulerd.shaving` within the move budget).
 * ``rebalance`` — traffic rebalance (H1, `drods.controllers.traffic_rebalance`): the binding named in
   ``details["binding"]`` is re-placed from scratch, so TrafficAffinity can take it to the peers that
@@ -404,5 +405,7 @@ class Rescheduler:
         replicas = sum(int(m.get("replicas") or 0) for n in names for m in planned[n])
         if not names:
             return RescheduleResult(False, 0, "no binding planned to move exists any more")
-        return RescheduleResult(True, replicas, f"moving {replicas} replica(s) of {len(names)} binding(s) off "
-                                                f"{req.cluster}", tuple(names))
+        where = f"back near their users, to {req.cluster}" if req.details.get("kind") == "return" \
+            else f"off {req.cluster}"
+        return RescheduleResult(True, replicas, f"moving {replicas} replica(s) of {len(names)} binding(s) {where}",
+                                tuple(names))

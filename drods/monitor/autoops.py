@@ -15,6 +15,8 @@ Three triggers, one guard rail:
 * **peakshave** — a cluster stood above the fleet's achievable level by more than ``peakshaveMargin``
   for ``peakshaveAfterSeconds``: move the fewest replicas to clusters with room (`drods.scheduler.peakshave`),
   paced like fail-back by the move budget; recorded as a ``Rebalance`` with the levels before and after.
+  The same pass returns replicas to clusters near their users once those have room again
+  (``peakshaveReturn``, ``peakshaveReturnMinGainMs``): a ``peakshave`` on the receiving cluster.
 
 Before acting, `AutoOps.decide` checks the policy: enabled, per-cluster cooldown, fleet-wide
 actions-per-hour rate limit, and (to move load away) that at least ``minAvailableClusters`` other
@@ -73,6 +75,10 @@ class AutoOpsPolicy(BaseModel):
     peakshaveMargin: float = Field(default=0.01, ge=0, le=1)  # above the achievable level (water level)
     peakshaveAfterSeconds: float = Field(default=1800.0, ge=0)  # hot this long in a row first
     peakshaveMinGain: float = Field(default=0.03, ge=0, le=1)  # the cluster must drop at least this much
+    # replicas farther from their users than a cluster near them with room under the achievable level
+    # go back (`drods.scheduler.peakshave.homeward`) when it is this much nearer
+    peakshaveReturn: bool = True
+    peakshaveReturnMinGainMs: float = Field(default=20.0, ge=0)
     # H1: move a placed workload nearer the traffic peers that arrived after it (`drods.scheduler.rebalance`)
     trafficRebalance: TrafficRebalancePolicy = Field(default_factory=TrafficRebalancePolicy)
 

@@ -20,6 +20,13 @@ stands above the level the fleet could reach:
   beyond a workload's latency SLO (a cluster of unknown latency counts as beyond it). It stops at
   the target, when no move pays or when the move budget is spent; a plan that lowers the cluster by
   less than ``min_gain`` is dropped (the move would cost more than it gains).
+* **returning** (`homeward`): a shave sends replicas away from their users when their own clusters
+  are the hot ones, and nothing else brings them back. A replica on a cluster at least
+  ``min_gain_ms`` farther from its workload's users than an allowed cluster nearer them goes to the
+  nearest such cluster (then the lowest) while that one stays at or under the fleet's achievable
+  level − ``margin`` and its limit: a band of twice the margin below the level at which a cluster is
+  hot, so a returned replica is not shaved away again at once; and only to a cluster that has stood
+  there for the damping window (`PeakWatch` again), so a passing dip moves nothing.
 
 Pure NumPy over per-cluster arrays; time is passed in.
 """
@@ -94,6 +101,9 @@ class Shave:
     moves: tuple[ShaveMove, ...]
     targets: dict[int, tuple[float, float]]
     placements: dict[str, dict[int, int]]  # workload → its placement after the moves
+    # "return": ``cluster`` received replicas back near their users (`homeward`); ``targets`` are
+    # then the clusters they left
+    kind: str = "shave"
 
     @property
     def replicas(self) -> int:
@@ -101,6 +111,10 @@ class Shave:
 
     def reason(self, cluster: str) -> str:
         """Why (the decision's reason): the levels before and after, and the level the fleet could reach."""
+        if self.kind == "return":
+            return (f"{PEAK_SHAVE} {cluster}: {self.replicas} replica(s) back near their users from "
+                    f"{len(self.targets)} cluster(s); water level {self.before:.3f} to {self.after:.3f}, "
+                    f"under the achievable {self.achievable:.3f}")
         return (f"{PEAK_SHAVE} {cluster}: water level {self.before:.3f} above the achievable {self.achievable:.3f}; "
                 f"{self.replicas} replica(s) to {len(self.targets)} cluster(s) bring it to {self.after:.3f}")
 
@@ -110,8 +124,10 @@ class Shave:
                 "achievableLevel": round(self.achievable, 4), "replicas": self.replicas,
                 "moves": [{"binding": m.workload, "from": names[m.source], "to": names[m.target],
                            "replicas": m.replicas} for m in self.moves],
-                "targets": {names[t]: {"waterLevelBefore": round(b, 4), "waterLevelAfter": round(a, 4)}
-                            for t, (b, a) in sorted(self.targets.items())}}
+                "kind": self.kind,
+                ("sources" if self.kind == "return" else "targets"):
+                    {names[t]: {"waterLevelBefore": round(b, 4), "waterLevelAfter": round(a, 4)}
+                     for t, (b, a) in sorted(self.targets.items())}}
 
 
 def movable_level(holdings: Sequence[Holding], capacity: FloatArr) -> FloatArr:
@@ -123,12 +139,13 @@ def movable_level(holdings: Sequence[Holding], capacity: FloatArr) -> FloatArr:
     return cores / np.maximum(capacity, 1e-9)
 
 
-def achievable_level(levels: FloatArr, capacity: FloatArr, movable: FloatArr, among: BoolArr) -> float:
+def achievable_level(levels: FloatArr, capacity: FloatArr, movable: FloatArr, among: BoolArr, *,
+                     at_least_top: bool = True) -> float:
     """The fluid fill level of the movable load over the clusters ``among`` (each keeps its background)."""
     if not among.any():
         return float("nan")
     bg = np.maximum(levels[among] - movable[among], 0.0)
-    return fluid_level(bg, capacity[among], float((movable[among] * capacity[among]).sum()))
+    return fluid_level(bg, capacity[among], float((movable[among] * capacity[among]).sum()), at_least_top=at_least_top)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +256,87 @@ def shave(c: int, hot: Hot, levels: FloatArr, limits: FloatArr, open_: BoolArr, 
                   if any(m == name for m, _ in moves)})
 
 
+def fleet_level(levels: FloatArr, capacity: FloatArr, open_: BoolArr, holdings: Sequence[Holding]) -> float:
+    """The level of the holdings' replicas filled over the open clusters measured — the water's own,
+    not raised to the highest background (a cluster whose own load stands above it makes no room
+    elsewhere): the level under which replicas return."""
+    return achievable_level(levels, capacity, movable_level(holdings, capacity), open_ & ~np.isnan(levels),
+                            at_least_top=False)
+
+
+def with_room(levels: FloatArr, level: float, margin: float) -> BoolArr:
+    """Clusters at or under the achievable level − ``margin``: where replicas may return."""
+    return np.nan_to_num(levels, nan=np.inf) <= level - margin + EPS
+
+
+def room_for_returns(watch: PeakWatch, names: Sequence[str], levels: FloatArr, open_: BoolArr, level: float,
+                     margin: float, now: float) -> BoolArr:
+    """The open clusters that have had room (`with_room`) for the watch's damping window in a row."""
+    room = open_ & with_room(levels, level, margin)
+    due = set(watch.observe({names[c] for c in np.flatnonzero(room).tolist()}, now))
+    return np.fromiter((n in due for n in names), dtype=bool, count=len(names))
+
+
+def homeward(levels: FloatArr, limits: FloatArr, receivers: BoolArr, fleet: Capacity, holdings: Sequence[Holding],
+             *, level: float, margin: float, min_gain_ms: float, budget: int) -> list[Shave]:
+    """Replicas back near their users where there is room (module docstring), only to ``receivers``
+    (open clusters that have had room for the damping window), one plan per receiving cluster; a
+    workload's replicas go to one cluster a pass (its Binding carries one plan's moves). ``levels``
+    is updated in place."""
+    if np.isnan(level) or budget <= 0:
+        return []
+    known = ~np.isnan(levels)
+    cap = np.minimum(limits, level - margin) + EPS
+    work = levels.copy()
+    moves: dict[int, dict[tuple[str, int], int]] = {}  # receiver → (workload, source) → replicas
+    after: dict[str, dict[int, int]] = {}
+    left: dict[int, float] = {}  # each source's level before
+    came: dict[int, float] = {}  # each receiver's level before
+    for h in sorted(holdings, key=lambda h: h.name):
+        ms = h.latency
+        if ms is None or budget <= 0:
+            continue
+        near = np.where(h.targets() & receivers & known, np.nan_to_num(ms, nan=np.inf), np.inf)
+        step = h.step(fleet)
+        p = dict(h.placement)
+        to: int | None = None
+        for c in sorted((c for c in p if not np.isnan(ms[c])), key=lambda c: (-float(ms[c]), c)):
+            while p.get(c, 0) > 0 and budget > 0:
+                ok = (near <= float(ms[c]) - min_gain_ms) & (work + step <= cap)
+                ok[c] = False
+                if to is not None:
+                    ok &= np.arange(ok.size) == to
+                if not ok.any():
+                    break
+                lat = np.where(ok, near, np.inf)
+                t = to if to is not None else int(np.argmin(np.where(ok & (lat <= lat.min()), work, np.inf)))
+                to = t
+                left.setdefault(c, float(work[c]))
+                came.setdefault(t, float(work[t]))
+                work[c] -= step[c]
+                work[t] += step[t]
+                p[c] -= 1
+                p[t] = p.get(t, 0) + 1
+                by = moves.setdefault(t, {})
+                by[(h.name, c)] = by.get((h.name, c), 0) + 1
+                budget -= 1
+        if to is not None:
+            after[h.name] = {k: v for k, v in p.items() if v > 0}
+    levels[:] = work
+    plans = []
+    for t, by in sorted(moves.items()):
+        sources = sorted({c for _, c in by})
+        plans.append(Shave(t, came[t], float(work[t]), level,
+                           tuple(ShaveMove(name, c, t, k) for (name, c), k in sorted(by.items())),
+                           {c: (left[c], float(work[c])) for c in sources},
+                           {name: after[name] for name in sorted({n for n, _ in by})}, kind="return"))
+    return plans
+
+
 @dataclass(slots=True)
 class PeakWatch:
-    """Which clusters have stood hot for the damping window (pure; time passed in)."""
+    """Which clusters have stood hot (or, for returns, had room) for the damping window (pure; time
+    passed in)."""
 
     after_s: float
     hot_since: dict[str, float] = field(default_factory=dict)

@@ -10,14 +10,15 @@ import numpy as np
 from drods.scheduler.arrays import FloatArr
 
 
-def fluid_level(background: FloatArr, capacity: FloatArr, demand: float) -> float:
+def fluid_level(background: FloatArr, capacity: FloatArr, demand: float, *, at_least_top: bool = True) -> float:
     """The level L (fraction of capacity) at which the clusters hold ``demand`` above their
-    ``background`` (fractions), filling the lowest first; ``background.max()`` bounds it below."""
+    ``background`` (fractions), filling the lowest first; ``background.max()`` bounds it below unless
+    ``at_least_top`` is false (then: the water's own level)."""
     if background.size == 0:
         return float("nan")
-    top = float(background.max())
+    top = float(background.max()) if at_least_top else -np.inf
     if demand <= 0:
-        return top
+        return max(top, float(background.min()))
     order = np.argsort(background, kind="stable")
     bg, cap = background[order], capacity[order]
     ccap = np.cumsum(cap)

@@ -14,7 +14,17 @@ import numpy as np
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
 from drods.monitor.autoops import AutoOps, execute
 from drods.scheduler.arrays import BoolArr, FloatArr
-from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, shave
+from drods.scheduler.peakshave import (
+    Capacity,
+    Holding,
+    PeakWatch,
+    Shave,
+    fleet_level,
+    homeward,
+    hot_clusters,
+    room_for_returns,
+    shave,
+)
 from drods.schedulerd.fleet import MoveBudget
 
 Apply = Callable[[str, dict[int, int]], None]
@@ -42,6 +52,7 @@ class PeakShavePass:
         self.latency = latency  # (clusters, regions) ms
         self.slo_ms = slo_ms
         self.watch = PeakWatch(ops.policy.peakshaveAfterSeconds)
+        self.room = PeakWatch(ops.policy.peakshaveAfterSeconds)  # clusters with room for returns
         self._all = np.ones(len(names), dtype=bool)
 
     def holdings(self, workloads: Iterable[Placed]) -> list[Holding]:
@@ -52,13 +63,15 @@ class PeakShavePass:
 
     def run(self, loop: asyncio.AbstractEventLoop, now_s: float, levels: FloatArr, limits: FloatArr,
             open_: BoolArr, workloads: Iterable[Placed], budget: MoveBudget, apply: Apply, record: Record) -> int:
-        """Shave each cluster hot for the damping window, hottest first; returns the replicas moved."""
+        """Shave each cluster hot for the damping window, hottest first, then return replicas near their
+        users where there is room; returns the replicas moved."""
         p = self.ops.policy
         holdings = self.holdings(workloads)
         work = levels.astype(float)
         hot = hot_clusters(work, self.fleet.cpu, open_, holdings, p.peakshaveMargin)
         due = self.watch.observe({self.names[c] for c in hot}, now_s)
         moved = 0
+        shaved: set[str] = set()
         for c in sorted((self.names.index(n) for n in due), key=lambda c: -float(work[c])):
             granted, kept = budget.take(budget.per_minute), work.copy()
             plan = shave(c, hot[c], work, limits, open_, self.fleet, holdings, min_gain=p.peakshaveMinGain,
@@ -74,6 +87,24 @@ class PeakShavePass:
             for h in holdings:
                 if h.name in plan.placements:
                     h.placement = dict(plan.placements[h.name])
+                    shaved.add(h.name)
+        if p.peakshaveReturn:
+            level = fleet_level(work, self.fleet.cpu, open_, holdings)
+            receivers = room_for_returns(self.room, self.names, work, open_, level, p.peakshaveMargin, now_s)
+            moved += self._return(loop, now_s, work, limits, open_, receivers, level,
+                                  [h for h in holdings if h.name not in shaved], budget, apply, record)
+        return moved
+
+    def _return(self, loop: asyncio.AbstractEventLoop, now_s: float, work: FloatArr, limits: FloatArr,
+                open_: BoolArr, receivers: BoolArr, level: float, holdings: list[Holding], budget: MoveBudget,
+                apply: Apply, record: Record) -> int:
+        p = self.ops.policy
+        granted, moved = budget.take(budget.per_minute), 0
+        for plan in homeward(work, limits, receivers, self.fleet, holdings, level=level, margin=p.peakshaveMargin,
+                             min_gain_ms=p.peakshaveReturnMinGainMs, budget=granted):
+            if self._execute(loop, plan, now_s, open_, apply, record):
+                moved += plan.replicas
+        budget.give_back(granted - moved)
         return moved
 
     def _execute(self, loop: asyncio.AbstractEventLoop, plan: Shave, now_s: float, open_: BoolArr,
@@ -89,5 +120,6 @@ class PeakShavePass:
         outcome, _ = loop.run_until_complete(execute(
             self.ops, "peakshave", name, reason, now_s, candidates=int(open_.sum()) - 1,
             details=plan.as_json(self.names), hook=hook, record=record))
-        self.watch.shaved(name, now_s)
+        if plan.kind == "shave":
+            self.watch.shaved(name, now_s)
         return outcome == "executed"

@@ -1,12 +1,23 @@
 """The peak-shaving decision (`drods.scheduler.peakshave`): the margin, the damping window, the
-budget, the minimum gain and the latency SLO guard."""
+budget, the minimum gain and the latency SLO guard; and replicas returned near their users."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from drods.scheduler.peakshave import Capacity, Holding, Hot, PeakWatch, hot_clusters, shave
+from drods.scheduler.peakshave import (
+    Capacity,
+    Holding,
+    Hot,
+    PeakWatch,
+    Shave,
+    fleet_level,
+    homeward,
+    hot_clusters,
+    room_for_returns,
+    shave,
+)
 
 N = 3
 FLEET = Capacity(np.full(N, 100.0), np.full(N, 400.0))  # 1 core = 0.01 of a cluster's water level
@@ -126,3 +137,83 @@ def test_the_damping_window_needs_a_cluster_hot_that_long_in_a_row() -> None:
     watch.shaved("a", 700.0)
     assert watch.observe({"a", "b"}, 1200.0) == []
     assert watch.observe({"a", "b"}, 1300.0) == ["a", "b"]
+
+
+# users next to cluster 0; clusters 1 and 2 at 90 and 200 ms, all within a 250 ms SLO
+AWAY = [5.0, 90.0, 200.0]
+
+
+def back(levels: np.ndarray, web: Holding, *, min_gain_ms: float = 20.0, budget: int = 100,
+         receivers: np.ndarray = OPEN) -> list[Shave]:
+    level = fleet_level(levels, FLEET.cpu, OPEN, [web])
+    return homeward(levels, LIMITS, receivers, FLEET, [web], level=level, margin=0.02, min_gain_ms=min_gain_ms,
+                    budget=budget)
+
+
+def test_replicas_away_from_their_users_go_back_while_the_near_cluster_stays_under_the_achievable_level() -> None:
+    # backgrounds 0.30 / 0.50 / 0.50: the 20 cores fill cluster 0 up to 0.50, the achievable level
+    levels = np.array([0.30, 0.60, 0.60])
+    plans = back(levels, holding("web", {1: 10, 2: 10}, latency=AWAY, slo=250.0))
+    assert len(plans) == 1
+    plan = plans[0]
+    # the farthest first, and cluster 0 no higher than the achievable level - the margin
+    assert plan.cluster == 0 and plan.kind == "return"
+    assert sorted((m.source, m.replicas) for m in plan.moves) == [(1, 8), (2, 10)]
+    assert plan.placements["web"] == {0: 18, 1: 2}
+    assert plan.before == pytest.approx(0.30) and plan.after == pytest.approx(0.48)
+    assert plan.achievable == pytest.approx(0.50)
+    assert levels.tolist() == pytest.approx([0.48, 0.52, 0.50])
+    doc = plan.as_json(["a", "b", "c"])
+    assert doc["kind"] == "return" and "targets" not in doc
+    assert doc["sources"]["c"] == {"waterLevelBefore": 0.6, "waterLevelAfter": 0.5}
+    assert plan.reason("a").startswith("peak shave a: 18 replica(s) back near their users from 2 cluster(s)")
+
+
+def test_a_return_must_gain_the_minimum_latency_and_stay_within_the_budget() -> None:
+    def web() -> Holding:
+        return holding("web", {1: 10, 2: 10}, latency=AWAY, slo=250.0)
+
+    plans = back(np.array([0.30, 0.60, 0.60]), web(), min_gain_ms=100.0)
+    assert [(m.source, m.replicas) for m in plans[0].moves] == [(2, 10)]  # 90 → 5 ms gains only 85
+    assert sum(p.replicas for p in back(np.array([0.30, 0.60, 0.60]), web(), budget=3)) == 3
+    assert back(np.array([0.30, 0.60, 0.60]), web(), budget=0) == []
+
+
+def test_a_workloads_replicas_go_to_one_cluster_a_pass() -> None:
+    # clusters 0 and 1 both next to the users, both with room for 8 under 0.40 - 0.02 (the water fills
+    # them to 0.40; cluster 2's own 0.50 does not raise the level replicas return under)
+    levels = np.array([0.30, 0.30, 0.70])
+    plans = back(levels, holding("web", {2: 20}, latency=[5.0, 5.0, 200.0], slo=250.0))
+    assert [(p.cluster, p.replicas) for p in plans] == [(0, 8)]
+
+
+@pytest.mark.parametrize("levels, web, receivers", [
+    # cluster 0 already at the achievable level (0.50): inside the band, it takes nothing back
+    ([0.50, 0.50, 0.50], holding("web", {1: 10, 2: 10}, latency=AWAY, slo=250.0), OPEN),
+    # no users: nothing is away from them
+    ([0.30, 0.60, 0.60], holding("web", {1: 10, 2: 10}), OPEN),
+    # the near cluster beyond the placement policy, or of unknown latency where the replicas are
+    ([0.30, 0.60, 0.60], holding("web", {1: 10, 2: 10}, latency=AWAY, slo=250.0, allowed=[False, True, True]), OPEN),
+    ([0.30, 0.60, 0.60], holding("web", {1: 10, 2: 10}, latency=[5.0, float("nan"), float("nan")], slo=250.0),
+     OPEN),
+    # the near cluster has not had room for the damping window
+    ([0.30, 0.60, 0.60], holding("web", {1: 10, 2: 10}, latency=AWAY, slo=250.0), np.array([False, True, True])),
+])
+def test_nothing_returns_without_room_users_or_a_known_gain(levels: list[float], web: Holding,
+                                                          receivers: np.ndarray) -> None:
+    before = np.array(levels)
+    work = before.copy()
+    assert back(work, web, receivers=receivers) == []
+    assert work.tolist() == before.tolist()
+
+
+def test_a_cluster_receives_only_once_it_has_had_room_for_the_damping_window() -> None:
+    watch, names = PeakWatch(after_s=600.0), ["a", "b", "c"]
+    cool, warm = np.array([0.30, 0.60, 0.60]), np.array([0.55, 0.60, 0.60])
+    assert not room_for_returns(watch, names, cool, OPEN, 0.50, 0.02, 0.0).any()
+    assert not room_for_returns(watch, names, cool, OPEN, 0.50, 0.02, 599.0).any()
+    assert room_for_returns(watch, names, cool, OPEN, 0.50, 0.02, 600.0).tolist() == [True, False, False]
+    # a dip that ends starts the window again
+    assert not room_for_returns(watch, names, warm, OPEN, 0.50, 0.02, 700.0).any()
+    assert not room_for_returns(watch, names, cool, OPEN, 0.50, 0.02, 800.0).any()
+    assert not room_for_returns(watch, names, cool, np.array([False, True, True]), 0.50, 0.02, 2000.0).any()

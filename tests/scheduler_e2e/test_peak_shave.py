@@ -17,7 +17,7 @@ from drods.model.annotations import PEAK_SHAVE_MOVES
 from drods.store import Store
 from tests.monitor_e2e.conftest import Clock
 from tests.scheduler_e2e.conftest import eventually, serve
-from tests.scheduler_e2e.test_autoops import WEB, _annotations, _decisions, _placed, _reporting, _settings
+from tests.scheduler_e2e.test_autoops import LIMIT, WEB, _annotations, _decisions, _placed, _reporting, _settings
 
 WINDOW_S = 30.0  # the damping window, on the injected clock
 
@@ -81,3 +81,50 @@ async def test_a_cluster_whose_background_rises_gives_replicas_to_clusters_with_
         entry = (await plane.call("GET", "/api/v1/history/schedules",
                                   params={"binding": "web", "maxEntries": 1})).json()["items"][0]
         assert entry["trigger"]["reason"].startswith("peak shave c")
+
+
+async def test_replicas_placed_away_from_their_users_go_back_once_their_cluster_has_had_room(
+        store: Store, tmp_path: Path) -> None:
+    """web's users are in eu, where near is too busy at first: web goes to far-2 in us (90 ms, within
+    its 150 ms SLO). When near calms and has had room for the damping window, the pass sends replicas
+    back to it — no higher than the fleet's fill level − the margin — as a peak shave on near."""
+    await store.delete_prefix("/")
+    clock = Clock(live=True)
+    monitoring, autoops = _settings(peakshaveAfterSeconds=WINDOW_S, peakshaveMargin=0.01, peakshaveMinGain=0.03)
+    # % used: near above the 0.8 limit; far-1 (not web's) at 0.6 is the fleet's top, so far-2 at 0.5
+    # with web's 12 replicas (0.1875 of it) is not hot: what moves is the return, not a shave
+    cpu = {"far-1": 60.0, "far-2": 50.0, "near": 95.0}
+    web = {**WEB, "placement": {**WEB["placement"], "users": [{"region": "eu"}], "latencySLOMs": 150,
+                                "clusterAffinity": {"clusterNames": ["near", "far-2"]}}}
+    async with serve(store, tmp_path / "data", components=frozenset({Component.DESCHEDULER}), monitoring=monitoring,
+                     autoops=autoops, clock=clock) as plane:
+        await plane.register("near", waterLevelLimit=LIMIT, region="eu")
+        for name in ("far-1", "far-2"):
+            await plane.register(name, waterLevelLimit=LIMIT, region="us", network={"latencyMs": {"eu": 90}})
+        async with _reporting(plane, cpu, register=False, clock=clock):
+            await plane.bind(web)
+            first = await _placed(plane, "web", lambda p: p == {"far-2": 12}, "web on far-2")
+            # near idle (0.25: its memory): web's 12 cores would fill near and far-2 (0.3125 without
+            # them) to 0.375; near takes them back up to 0.365 = 7 replicas of 1/64
+            cpu["near"] = 0.0
+            calmed_at = clock()
+
+            async def returned() -> dict[str, int] | None:
+                clock.advance(2.0)  # the damping window passes on the injected clock
+                st = await plane.try_status("web")
+                got = {t["cluster"]: t["replicas"] for t in (st or {}).get("placement") or []}
+                return got if got != first else None
+
+            after = await eventually(returned, 30.0, "web's replicas back near its users")
+            assert after == {"far-2": 5, "near": 7}
+            r = await plane.call("GET", "/api/v1/monitor/operations", role="viewer")
+            op = next(o for o in r.json()["items"] if o["cluster"] == "near" and o["kind"] == "Rebalance")
+            trigger = op["details"]["trigger"]
+            assert op["details"]["outcome"] == "executed" and trigger["kind"] == "return"
+            assert op["reason"].startswith("peak shave near: 7 replica(s) back near their users from 1 cluster(s)")
+            assert trigger["achievableLevel"] == pytest.approx(0.375, abs=0.005)
+            assert trigger["waterLevelAfter"] == pytest.approx(0.25 + 7 / 64, abs=0.005)
+            assert trigger["sources"]["far-2"]["waterLevelAfter"] == pytest.approx(0.5 - 7 / 64, abs=0.005)
+            assert decided_at(op) - calmed_at >= WINDOW_S  # near had room for the whole window first
+            moved = [d for d in await _decisions(plane, kind="Binding", name="web") if d["type"] == "Rebalance"]
+            assert moved and moved[0]["trigger"]["reason"].startswith("peak shave near"), moved

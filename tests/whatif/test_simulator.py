@@ -398,3 +398,26 @@ def test_failed_over_replicas_fail_back_after_the_damping_window() -> None:
     doc["autoops"] = {"preallocate": False, "failback": False, "peakshave": False}  # as Karmada: failed over for good
     stay = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel"))
     assert stay.run().moved == 4 and stay.workloads["app"].placement == {1: 4}
+
+
+def test_replicas_placed_away_from_their_users_return_once_their_region_has_had_room() -> None:
+    # eu's one cluster surges to 0.8 (its limit) for the first 30 minutes: app (users in eu, SLO 150 ms)
+    # goes to us at 90 ms. From minute 30 eu is back at 0.1; after the 15-minute window it takes back
+    # what keeps it under the fill level (0.1 + 32/128 = 0.35) − the margin: one 8-core replica (0.125)
+    doc = tiny(4, durationHours=1.5,
+               regions=[{"name": "eu", "latencyMs": {"us": 90}}, {"name": "us"}],
+               clusters=[{"region": r, "count": 1, "cpu": 64, "memoryGiB": 256} for r in ("eu", "us")],
+               events=[{"at": 0, "type": "surge", "cluster": "eu-000", "factor": 8, "durationMinutes": 30}],
+               sla={"waterLevel": 0.85, "latencyMs": 150},
+               # no shave pays (a gain of 0.9): what moves is the return
+               autoops={"preallocate": False, "peakshaveAfterSeconds": 900, "peakshaveMinGain": 0.9})
+    run_ = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel"))
+    tr = run_.run()
+    # (the surge is a sustained breach on eu, with nothing of app's there to evacuate)
+    assert tr.operations == {"Evacuate:refused": 1, "Rebalance:executed": 1}, tr.operations
+    assert run_.workloads["app"].placement == {0: 1, 1: 3} and tr.moved == 1
+    # eu has room from minute 30; a window later (minute 45) it takes one replica back from us
+    np.testing.assert_allclose(tr.water_level, [[0.8, 0.6], [0.8, 0.6], [0.1, 0.6]] + [[0.225, 0.475]] * 3,
+                               atol=1e-6)
+    doc["autoops"]["peakshaveReturn"] = False
+    assert run(doc, "WaterLevel")["replicas_moved"] == 0
