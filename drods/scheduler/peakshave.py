@@ -282,11 +282,11 @@ def homeward(levels: FloatArr, limits: FloatArr, receivers: BoolArr, fleet: Capa
     """Replicas back near their users where there is room (module docstring), only to ``receivers``
     (open clusters that have had room for the damping window), one plan per receiving cluster; a
     workload's replicas go to one cluster a pass (its Binding carries one plan's moves). ``levels``
-    is updated in place."""
-    if np.isnan(level) or budget <= 0:
+    is updated in place. Each workload costs O(receivers) unless it has a replica to return."""
+    rows = np.flatnonzero(receivers & ~np.isnan(levels))
+    if np.isnan(level) or budget <= 0 or rows.size == 0:
         return []
-    known = ~np.isnan(levels)
-    cap = np.minimum(limits, level - margin) + EPS
+    cap = np.minimum(limits[rows], level - margin) + EPS
     work = levels.copy()
     moves: dict[int, dict[tuple[str, int], int]] = {}  # receiver → (workload, source) → replicas
     after: dict[str, dict[int, int]] = {}
@@ -296,21 +296,29 @@ def homeward(levels: FloatArr, limits: FloatArr, receivers: BoolArr, fleet: Capa
         ms = h.latency
         if ms is None or budget <= 0:
             continue
-        near = np.where(h.targets() & receivers & known, np.nan_to_num(ms, nan=np.inf), np.inf)
+        # each receiver's latency from the users, where the workload may go (its policy and its SLO)
+        near = np.where(h.allowed[rows], np.nan_to_num(ms[rows], nan=np.inf), np.inf)
+        if h.slo_ms is not None:
+            near[near > h.slo_ms] = np.inf
+        best = float(near.min())
+        far = sorted((c for c, k in h.placement.items() if k > 0 and float(ms[c]) - min_gain_ms >= best),
+                     key=lambda c: (-float(ms[c]), c))  # NaN (unknown where it is) compares false: stays
+        if not far:
+            continue
         step = h.step(fleet)
         p = dict(h.placement)
-        to: int | None = None
-        for c in sorted((c for c in p if not np.isnan(ms[c])), key=lambda c: (-float(ms[c]), c)):
+        to: int | None = None  # the receiver, as an index into ``rows``
+        for c in far:
             while p.get(c, 0) > 0 and budget > 0:
-                ok = (near <= float(ms[c]) - min_gain_ms) & (work + step <= cap)
-                ok[c] = False
-                if to is not None:
-                    ok &= np.arange(ok.size) == to
-                if not ok.any():
+                fits = (near <= float(ms[c]) - min_gain_ms) & (work[rows] + step[rows] <= cap) & (rows != c)
+                if to is None:
+                    if not fits.any():
+                        break
+                    lat = np.where(fits, near, np.inf)
+                    to = int(np.argmin(np.where(fits & (lat <= lat.min()), work[rows], np.inf)))
+                elif not fits[to]:
                     break
-                lat = np.where(ok, near, np.inf)
-                t = to if to is not None else int(np.argmin(np.where(ok & (lat <= lat.min()), work, np.inf)))
-                to = t
+                t = int(rows[to])
                 left.setdefault(c, float(work[c]))
                 came.setdefault(t, float(work[t]))
                 work[c] -= step[c]
