@@ -39,17 +39,7 @@ from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService
 from drods.registry.objects import ObjectRegistry
 from drods.scheduler.arrays import BoolArr
-from drods.scheduler.peakshave import (
-    Capacity,
-    Holding,
-    PeakWatch,
-    Shave,
-    fleet_level,
-    homeward,
-    hot_clusters,
-    room_for_returns,
-    shave,
-)
+from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, returns, shave
 from drods.scheduler.plugins.user_distance import latency_matrix
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
 from drods.scheduler.snapshot import Snapshot
@@ -242,12 +232,10 @@ class PeakShaver:
                 if h.name in plan.placements:
                     h.placement = dict(plan.placements[h.name])
         if p.peakshaveReturn:
-            shaved = {name for plan in done for name in plan.placements}
-            level = fleet_level(levels, cap.cpu, open_, holdings)
-            receivers = room_for_returns(self.room, names, levels, open_, level, p.peakshaveMargin, self.svc.clock())
-            for plan in homeward(levels, limits, receivers, cap, [h for h in holdings if h.name not in shaved],
-                                 level=level, margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs,
-                                 budget=10**6):  # the scheduler's move budget paces them
+            shaved = {name for s in done for name in s.placements}
+            for plan in returns(self.room, names, levels, limits, open_, cap, holdings, leave=shaved,
+                                margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs,
+                                budget=10**6, now=self.svc.clock()):  # the scheduler's move budget paces them
                 await execute(names[plan.cluster], plan.reason(names[plan.cluster]), plan.as_json(names))
                 done.append(plan)
         return done

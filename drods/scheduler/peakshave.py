@@ -33,7 +33,7 @@ Pure NumPy over per-cluster arrays; time is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -339,6 +339,18 @@ def homeward(levels: FloatArr, limits: FloatArr, receivers: BoolArr, fleet: Capa
                            {c: (left[c], float(work[c])) for c in sources},
                            {name: after[name] for name in sorted({n for n, _ in by})}, kind="return"))
     return plans
+
+
+def returns(watch: PeakWatch, names: Sequence[str], levels: FloatArr, limits: FloatArr, open_: BoolArr,
+            fleet: Capacity, holdings: Sequence[Holding], *, leave: Collection[str], margin: float,
+            min_gain_ms: float, budget: int, now: float) -> list[Shave]:
+    """A pass's returns: the fill level of every holding's replicas, the clusters that have had room
+    under it for the watch's window, and `homeward` for the holdings not named in ``leave`` (those
+    the pass just shaved)."""
+    level = fleet_level(levels, fleet.cpu, open_, holdings)
+    receivers = room_for_returns(watch, names, levels, open_, level, margin, now)
+    return homeward(levels, limits, receivers, fleet, [h for h in holdings if h.name not in leave], level=level,
+                    margin=margin, min_gain_ms=min_gain_ms, budget=budget)
 
 
 @dataclass(slots=True)

@@ -14,17 +14,7 @@ import numpy as np
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
 from drods.monitor.autoops import AutoOps, execute
 from drods.scheduler.arrays import BoolArr, FloatArr
-from drods.scheduler.peakshave import (
-    Capacity,
-    Holding,
-    PeakWatch,
-    Shave,
-    fleet_level,
-    homeward,
-    hot_clusters,
-    room_for_returns,
-    shave,
-)
+from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, returns, shave
 from drods.schedulerd.fleet import MoveBudget
 
 Apply = Callable[[str, dict[int, int]], None]
@@ -89,22 +79,15 @@ class PeakShavePass:
                     h.placement = dict(plan.placements[h.name])
                     shaved.add(h.name)
         if p.peakshaveReturn:
-            level = fleet_level(work, self.fleet.cpu, open_, holdings)
-            receivers = room_for_returns(self.room, self.names, work, open_, level, p.peakshaveMargin, now_s)
-            moved += self._return(loop, now_s, work, limits, open_, receivers, level,
-                                  [h for h in holdings if h.name not in shaved], budget, apply, record)
-        return moved
-
-    def _return(self, loop: asyncio.AbstractEventLoop, now_s: float, work: FloatArr, limits: FloatArr,
-                open_: BoolArr, receivers: BoolArr, level: float, holdings: list[Holding], budget: MoveBudget,
-                apply: Apply, record: Record) -> int:
-        p = self.ops.policy
-        granted, moved = budget.take(budget.per_minute), 0
-        for plan in homeward(work, limits, receivers, self.fleet, holdings, level=level, margin=p.peakshaveMargin,
-                             min_gain_ms=p.peakshaveReturnMinGainMs, budget=granted):
-            if self._execute(loop, plan, now_s, open_, apply, record):
-                moved += plan.replicas
-        budget.give_back(granted - moved)
+            granted = budget.take(budget.per_minute)
+            returned = 0
+            for plan in returns(self.room, self.names, work, limits, open_, self.fleet, holdings, leave=shaved,
+                                margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs, budget=granted,
+                                now=now_s):
+                if self._execute(loop, plan, now_s, open_, apply, record):
+                    returned += plan.replicas
+            budget.give_back(granted - returned)
+            moved += returned
         return moved
 
     def _execute(self, loop: asyncio.AbstractEventLoop, plan: Shave, now_s: float, open_: BoolArr,
