@@ -346,11 +346,15 @@ def returns(watch: PeakWatch, names: Sequence[str], levels: FloatArr, limits: Fl
             min_gain_ms: float, budget: int, now: float) -> list[Shave]:
     """A pass's returns: the fill level of every holding's replicas, the clusters that have had room
     under it for the watch's window, and `homeward` for the holdings not named in ``leave`` (those
-    the pass just shaved)."""
+    the pass just shaved). A cluster that receives waits another window before it receives again:
+    the levels the next pass reads may not show the replicas it took yet."""
     level = fleet_level(levels, fleet.cpu, open_, holdings)
     receivers = room_for_returns(watch, names, levels, open_, level, margin, now)
-    return homeward(levels, limits, receivers, fleet, [h for h in holdings if h.name not in leave], level=level,
-                    margin=margin, min_gain_ms=min_gain_ms, budget=budget)
+    plans = homeward(levels, limits, receivers, fleet, [h for h in holdings if h.name not in leave], level=level,
+                     margin=margin, min_gain_ms=min_gain_ms, budget=budget)
+    for plan in plans:
+        watch.shaved(names[plan.cluster], now)
+    return plans
 
 
 @dataclass(slots=True)

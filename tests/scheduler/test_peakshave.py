@@ -15,6 +15,7 @@ from drods.scheduler.peakshave import (
     fleet_level,
     homeward,
     hot_clusters,
+    returns,
     room_for_returns,
     shave,
 )
@@ -217,3 +218,26 @@ def test_a_cluster_receives_only_once_it_has_had_room_for_the_damping_window() -
     assert not room_for_returns(watch, names, warm, OPEN, 0.50, 0.02, 700.0).any()
     assert not room_for_returns(watch, names, cool, OPEN, 0.50, 0.02, 800.0).any()
     assert not room_for_returns(watch, names, cool, np.array([False, True, True]), 0.50, 0.02, 2000.0).any()
+
+
+def test_a_cluster_that_received_waits_another_window_before_it_receives_again() -> None:
+    """The levels the next pass reads may not show the replicas it took yet."""
+    watch, names = PeakWatch(after_s=600.0), ["a", "b", "c"]
+    levels = np.array([0.30, 0.60, 0.60])
+    web = holding("web", {1: 10, 2: 10}, latency=AWAY, slo=250.0)
+
+    def pass_at(now: float) -> int:
+        plans = returns(watch, names, levels, LIMITS, OPEN, FLEET, [web], leave=set(), margin=0.02,
+                        min_gain_ms=20.0, budget=3, now=now)
+        for plan in plans:
+            web.placement = plan.placements["web"]
+        return sum(p.replicas for p in plans)
+
+    assert pass_at(0.0) == 0  # a has room, not yet for the window
+    assert pass_at(600.0) == 3
+    assert pass_at(700.0) == 0  # still room, but a received: another window first
+    assert pass_at(1200.0) == 3
+    assert web.placement == {0: 6, 1: 10, 2: 4}
+    # a Binding the pass just shaved is left alone
+    assert returns(watch, names, levels, LIMITS, OPEN, FLEET, [web], leave={"web"}, margin=0.02, min_gain_ms=20.0,
+                   budget=3, now=1800.0) == []
