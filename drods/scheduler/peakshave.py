@@ -282,12 +282,19 @@ def homeward(levels: FloatArr, limits: FloatArr, receivers: BoolArr, fleet: Capa
     """Replicas back near their users where there is room (module docstring), only to ``receivers``
     (open clusters that have had room for the damping window), one plan per receiving cluster; a
     workload's replicas go to one cluster a pass (its Binding carries one plan's moves). ``levels``
-    is updated in place. Each workload costs O(receivers) unless it has a replica to return."""
+    is updated in place. Workloads of one users' demand, placement policy or replica size share what
+    is worked out for them (the callers share those arrays): a workload with nothing to return, or too
+    large for the room left anywhere, costs O(1)."""
     rows = np.flatnonzero(receivers & ~np.isnan(levels))
     if np.isnan(level) or budget <= 0 or rows.size == 0:
         return []
-    cap = np.minimum(limits[rows], level - margin) + EPS
+    row_of = np.full(levels.size, -1)
+    row_of[rows] = np.arange(rows.size)
     work = levels.copy()
+    free = np.minimum(limits[rows], level - margin) + EPS - work[rows]  # each receiver's room (level)
+    room = float(free.max())
+    nearest: dict[tuple[int, int, float | None], tuple[FloatArr, float]] = {}
+    sizes: dict[tuple[float, float], tuple[FloatArr, float]] = {}
     moves: dict[int, dict[tuple[str, int], int]] = {}  # receiver → (workload, source) → replicas
     after: dict[str, dict[int, int]] = {}
     left: dict[int, float] = {}  # each source's level before
@@ -296,21 +303,28 @@ def homeward(levels: FloatArr, limits: FloatArr, receivers: BoolArr, fleet: Capa
         ms = h.latency
         if ms is None or budget <= 0:
             continue
-        # each receiver's latency from the users, where the workload may go (its policy and its SLO)
-        near = np.where(h.allowed[rows], np.nan_to_num(ms[rows], nan=np.inf), np.inf)
-        if h.slo_ms is not None:
-            near[near > h.slo_ms] = np.inf
-        best = float(near.min())
+        if (near_best := nearest.get(key := (id(ms), id(h.allowed), h.slo_ms))) is None:
+            # each receiver's latency from the users, where the workload may go (policy and SLO)
+            near = np.where(h.allowed[rows], np.nan_to_num(ms[rows], nan=np.inf), np.inf)
+            if h.slo_ms is not None:
+                near[near > h.slo_ms] = np.inf
+            near_best = nearest[key] = (near, float(near.min()))
+        near, best = near_best
         far = sorted((c for c, k in h.placement.items() if k > 0 and float(ms[c]) - min_gain_ms >= best),
                      key=lambda c: (-float(ms[c]), c))  # NaN (unknown where it is) compares false: stays
         if not far:
             continue
-        step = h.step(fleet)
+        if (size := sizes.get((h.cpu, h.memory))) is None:
+            step = np.maximum(h.cpu / fleet.cpu[rows], h.memory / fleet.memory[rows])
+            size = sizes[(h.cpu, h.memory)] = (step, float(step.min()))
+        step, smallest = size
+        if smallest > room:
+            continue
         p = dict(h.placement)
         to: int | None = None  # the receiver, as an index into ``rows``
         for c in far:
             while p.get(c, 0) > 0 and budget > 0:
-                fits = (near <= float(ms[c]) - min_gain_ms) & (work[rows] + step[rows] <= cap) & (rows != c)
+                fits = (near <= float(ms[c]) - min_gain_ms) & (step <= free) & (rows != c)
                 if to is None:
                     if not fits.any():
                         break
@@ -319,10 +333,15 @@ def homeward(levels: FloatArr, limits: FloatArr, receivers: BoolArr, fleet: Capa
                 elif not fits[to]:
                     break
                 t = int(rows[to])
+                gone = max(h.cpu / float(fleet.cpu[c]), h.memory / float(fleet.memory[c]))
                 left.setdefault(c, float(work[c]))
                 came.setdefault(t, float(work[t]))
-                work[c] -= step[c]
-                work[t] += step[t]
+                work[c] -= gone
+                work[t] += step[to]
+                free[to] -= step[to]
+                if row_of[c] >= 0:
+                    free[row_of[c]] += gone
+                room = float(free.max())
                 p[c] -= 1
                 p[t] = p.get(t, 0) + 1
                 by = moves.setdefault(t, {})

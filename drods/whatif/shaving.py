@@ -39,7 +39,8 @@ class PeakShavePass:
         self.ops = ops
         self.names = names
         self.fleet = Capacity(cpu, memory)
-        self.latency = latency  # (clusters, regions) ms
+        # ms from each users' region to every cluster: one array per region, shared by its workloads
+        self.latency = [np.ascontiguousarray(latency[:, r]) for r in range(latency.shape[1])]
         self.slo_ms = slo_ms
         self.watch = PeakWatch(ops.policy.peakshaveAfterSeconds)
         self.room = PeakWatch(ops.policy.peakshaveAfterSeconds)  # clusters with room for returns
@@ -48,7 +49,7 @@ class PeakShavePass:
     def holdings(self, workloads: Iterable[Placed]) -> list[Holding]:
         """Every placed workload (the simulator's are all divided by water level and select every cluster)."""
         return [Holding(w.name, dict(w.placement), w.cpu, w.memory, self._all,
-                        self.latency[:, w.origin] if self.slo_ms is not None else None, self.slo_ms)
+                        self.latency[w.origin] if self.slo_ms is not None else None, self.slo_ms)
                 for w in workloads if w.placement]
 
     def run(self, loop: asyncio.AbstractEventLoop, now_s: float, levels: FloatArr, limits: FloatArr,

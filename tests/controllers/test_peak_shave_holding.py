@@ -87,3 +87,14 @@ def test_a_binding_that_places_nothing_holds_nothing() -> None:
     assert shaver.holding(unplaced, INDEX, SPECS, FACTS) is None
     gone_cluster = {**binding("b"), "status": {"placement": [{"cluster": "elsewhere", "replicas": 2}]}}
     assert shaver.holding(gone_cluster, INDEX, SPECS, FACTS) is None
+
+
+def test_bindings_with_the_same_users_share_one_latency_array() -> None:
+    """The return pass works out each users' demand once (`homeward` keys on the shared array)."""
+    shaver = PeakShaver(None, None, AutoOpsPolicy(), None)  # type: ignore[arg-type]
+    users = {"users": [{"region": "east"}], "latencySLOMs": 100}
+    a, b = (shaver.holding(binding(n, users), INDEX, SPECS, FACTS) for n in ("a", "b"))
+    other = shaver.holding(binding("c", {"users": [{"region": "west"}], "latencySLOMs": 100}), INDEX, SPECS, FACTS)
+    assert a is not None and b is not None and other is not None
+    assert a.latency is b.latency and other.latency is not a.latency
+    assert a.latency is not None and a.latency[:2].tolist() == [0.0, 0.0] and np.isnan(a.latency[2])
