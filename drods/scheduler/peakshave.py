@@ -23,10 +23,11 @@ stands above the level the fleet could reach:
 * **returning** (`homeward`): a shave sends replicas away from their users when their own clusters
   are the hot ones, and nothing else brings them back. A replica on a cluster at least
   ``min_gain_ms`` farther from its workload's users than an allowed cluster nearer them goes to the
-  nearest such cluster (then the lowest) while that one stays at or under the fleet's achievable
-  level − ``margin`` and its limit: a band of twice the margin below the level at which a cluster is
-  hot, so a returned replica is not shaved away again at once; and only to a cluster that has stood
-  there for the damping window (`PeakWatch` again), so a passing dip moves nothing.
+  nearest such cluster (then the lowest) while that one stays at or under the fleet's fill level
+  (`fleet_level`: the water's own, not raised to the highest background) − ``margin`` and its limit:
+  at least twice the margin below the level at which a cluster is hot, so a returned replica is not
+  shaved away again at once; and only to a cluster that has stood there for the damping window
+  (`PeakWatch` again), so a passing dip moves nothing.
 
 Pure NumPy over per-cluster arrays; time is passed in.
 """
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -103,7 +104,7 @@ class Shave:
     placements: dict[str, dict[int, int]]  # workload → its placement after the moves
     # "return": ``cluster`` received replicas back near their users (`homeward`); ``targets`` are
     # then the clusters they left
-    kind: str = "shave"
+    kind: Literal["shave", "return"] = "shave"
 
     @property
     def replicas(self) -> int:
