@@ -678,8 +678,8 @@ def split_stages(rows: list[list[tuple[str, float]]]) -> tuple[dict[str, Any], i
     """Per stage, the p50/p99 ms from the step before it and how many operations were seen reaching it
     (a broken watch misses some); each row is one operation's steps in order
     (the first: when it was sent), as seen. A step seen later than a step after it is taken as
-    reached then (it cannot have come after it), so no step is negative; ``late`` counts the
-    operations that had such a step."""
+    reached then (it cannot have come after it), so no step is negative; with the figures, the
+    number of operations that had such a step."""
     steps: dict[str, list[float]] = {}
     late = 0
     for row in rows:
