@@ -228,20 +228,21 @@ class PeakShaver:
         hot = hot_clusters(levels, cap.cpu, open_, holdings, p.peakshaveMargin)
         due = self.watch.observe({names[c] for c in hot}, self.svc.clock())
         done: list[Shave] = []
+        shaved: set[str] = set()  # a Binding carries one plan's moves: later plans of the pass leave it
         for c in sorted((index[n] for n in due), key=lambda c: -float(levels[c])):
             plan = shave(c, hot[c], levels, limits, open_, cap, holdings, min_gain=p.peakshaveMinGain,
-                         budget=10**6)  # the scheduler's move budget paces them
+                         budget=10**6, leave=shaved)  # the scheduler's move budget paces them
             if plan is None:
                 continue
             since = self.watch.hot_since.get(names[c])
             self.watch.shaved(names[c], self.svc.clock())
             await execute(names[c], plan.reason(names[c]), {**plan.as_json(names), "hotSince": since})
             done.append(plan)
+            shaved.update(plan.placements)
             for h in holdings:
                 if h.name in plan.placements:
                     h.placement = dict(plan.placements[h.name])
         if p.peakshaveReturn:
-            shaved = {name for s in done for name in s.placements}
             for plan in returns(self.room, names, levels, limits, open_, cap, holdings, leave=shaved,
                                 margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs,
                                 budget=RETURNS_PER_PASS, now=self.svc.clock()):

@@ -224,11 +224,13 @@ def _best_step(c: int, levels: FloatArr, limits: FloatArr, open_: BoolArr, ceili
 
 
 def shave(c: int, hot: Hot, levels: FloatArr, limits: FloatArr, open_: BoolArr, fleet: Capacity,
-          holdings: Sequence[Holding], *, min_gain: float, budget: int) -> Shave | None:
+          holdings: Sequence[Holding], *, min_gain: float, budget: int, leave: Collection[str] = ()) -> Shave | None:
     """The fewest replica moves that bring cluster ``c`` towards ``hot.target`` (module docstring);
-    ``levels`` is updated in place when a plan is returned. None: no move pays."""
+    ``levels`` is updated in place when a plan is returned. None: no move pays. Workloads named in
+    ``leave`` stay (a plan of this pass moves them already: a Binding carries one plan's moves)."""
     achievable, ceiling = hot.target, hot.ceiling
-    on = sorted(((h, h.step(fleet), h.targets()) for h in holdings if h.placement.get(c, 0) > 0),
+    on = sorted(((h, h.step(fleet), h.targets()) for h in holdings
+                 if h.placement.get(c, 0) > 0 and h.name not in leave),
                 key=lambda x: (-float(x[1][c]), x[0].name))
     placements = {h.name: dict(h.placement) for h, _, _ in on}
     work = levels.copy()

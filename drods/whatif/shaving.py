@@ -66,7 +66,7 @@ class PeakShavePass:
         for c in sorted((self.names.index(n) for n in due), key=lambda c: -float(work[c])):
             granted, kept = budget.take(budget.per_minute), work.copy()
             plan = shave(c, hot[c], work, limits, open_, self.fleet, holdings, min_gain=p.peakshaveMinGain,
-                         budget=granted)
+                         budget=granted, leave=shaved)
             budget.give_back(granted - (plan.replicas if plan is not None else 0))
             if plan is None:
                 continue

@@ -1,4 +1,5 @@
-"""A peak-shave pass reads every Binding: what each may move is worked out once per placement policy."""
+"""A peak-shave pass reads every Binding: what each may move is worked out once per placement policy; a
+Binding is moved by one plan a pass."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from drods.controllers.peak_shave import LatencyView, PeakShaver
 from drods.model.cluster import ClusterSpec, NetworkProfile
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.scheduler.arrays import BoolArr
+from drods.scheduler.peakshave import Capacity
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
 
 NAMES = ["east-1", "east-2", "west-1"]
@@ -98,3 +100,53 @@ def test_bindings_with_the_same_users_share_one_latency_array() -> None:
     assert a is not None and b is not None and other is not None
     assert a.latency is b.latency and other.latency is not a.latency
     assert a.latency is not None and a.latency[:2].tolist() == [0.0, 0.0] and np.isnan(a.latency[2])
+
+
+def test_a_binding_on_two_hot_clusters_is_moved_by_one_plan_of_the_pass() -> None:
+    """A Binding carries one plan's moves (an annotation the rescheduler sets): a second plan of the
+    same pass naming it would overwrite the first's before the scheduler read them, and the first
+    cluster's Rebalance would record moves that never happen. c and d are both hot with web on both:
+    c's plan (the hotter, first) moves web; d's moves only api, web's turn there is a later pass."""
+    import asyncio
+    from types import SimpleNamespace
+
+    names = ["a", "b", "c", "d"]
+    divided = {"replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                                     "weightPreference": {"dynamicWeight": "WaterLevel"}}}
+
+    def bound(name: str, placed: dict[str, int]) -> dict[str, Any]:
+        return {"metadata": {"name": name},
+                "spec": {"replicas": sum(placed.values()), "resources": {"cpu": 1.0, "memory": 1.0},
+                         "placement": divided},
+                "status": {"placement": [{"cluster": c, "replicas": k} for c, k in placed.items()]}}
+
+    class Pass(PeakShaver):
+        def fleet(self, details: Any) -> Any:
+            specs = [ClusterSpec() for _ in names]
+            return (names, np.array([0.62, 0.62, 0.76, 0.75]), np.full(4, 0.8),
+                    Capacity(np.full(4, 64.0), np.full(4, 256.0)), specs,
+                    [ClusterFacts.of(n, {}, s) for n, s in zip(names, specs, strict=True)])
+
+        async def _bindings(self) -> list[Any]:
+            return [bound("web", {"a": 3, "b": 3, "c": 3, "d": 3}), bound("api", {"d": 1})]
+
+    async def no_pairs(_prefix: str) -> tuple[list[Any], int]:
+        return [], 0
+
+    details = {n: {"active": True, "waterLevel": 0.5} for n in names}
+    svc = SimpleNamespace(fleet=SimpleNamespace(realtime=lambda _age: ({}, details)),
+                          settings=SimpleNamespace(activeMaxAgeSeconds=60.0), clock=lambda: 100.0)
+    # d must lose 3 replicas (to c's background, 0.713): api's 1 then web's 2, but web is c's plan's
+    policy = AutoOpsPolicy(enabled=True, peakshave=True, peakshaveAfterSeconds=30.0, peakshaveMinGain=0.01,
+                           peakshaveReturn=False)
+    shaver = Pass(svc, SimpleNamespace(store=SimpleNamespace(range=no_pairs)), policy, None)  # type: ignore[arg-type]
+    shaver.watch.hot_since.update({"c": 0.0, "d": 0.0})  # both hot for longer than the window
+    executed: list[str] = []
+
+    async def execute(cluster: str, reason: str, details: dict[str, Any]) -> None:
+        executed.append(cluster)
+
+    plans = asyncio.run(shaver.run(execute))
+    assert executed == ["c", "d"]
+    by_cluster = {names[p.cluster]: {m.workload for m in p.moves} for p in plans}
+    assert by_cluster == {"c": {"web"}, "d": {"api"}}

@@ -90,6 +90,16 @@ def test_the_budget_caps_the_moves() -> None:
                  budget=0) is None
 
 
+def test_a_workload_an_earlier_plan_of_the_pass_moved_is_left_to_it() -> None:
+    # its Binding carries one plan's moves: a second plan naming it would overwrite the first's
+    levels = np.array([0.70, 0.40, 0.40])
+    hs = [holding("web", {0: 20}), holding("api", {0: 20})]
+    plan = shave(0, AT_050, levels, LIMITS, OPEN, FLEET, hs, min_gain=0.01, budget=100, leave={"api"})
+    assert plan is not None and {m.workload for m in plan.moves} == {"web"} and plan.after == pytest.approx(0.50)
+    assert shave(0, AT_050, np.array([0.70, 0.40, 0.40]), LIMITS, OPEN, FLEET, hs, min_gain=0.01, budget=100,
+                 leave={"web", "api"}) is None
+
+
 def test_a_plan_that_gains_less_than_the_minimum_is_dropped_and_changes_nothing() -> None:
     levels = np.array([0.70, 0.40, 0.40])
     before = levels.copy()
