@@ -19,7 +19,8 @@ stands above the level the fleet could reach:
   cluster stays at or under its limit, under the source's new level and under the ceiling, and never
   beyond a workload's latency SLO (a cluster of unknown latency counts as beyond it). It stops at
   the target, when no move pays or when the move budget is spent; a plan that lowers the cluster by
-  less than ``min_gain`` is dropped (the move would cost more than it gains).
+  less than ``min_gain`` is dropped (the move would cost more than it gains). A workload that a plan of the
+  same pass moved already is left to a later pass (its Binding carries one plan's moves).
 * **returning** (`homeward`): a shave sends replicas away from their users when their own clusters
   are the hot ones, and nothing else brings them back. A replica on a cluster at least
   ``min_gain_ms`` farther from its workload's users than an allowed cluster nearer them goes to the
