@@ -227,10 +227,11 @@ class PeakShaver:
         open_ = ~np.isnan(levels) & np.fromiter((f is not None for f in facts), dtype=bool, count=len(facts))
         hot = hot_clusters(levels, cap.cpu, open_, holdings, p.peakshaveMargin)
         due = self.watch.observe({names[c] for c in hot}, self.svc.clock())
+        receiving = limits - p.peakshaveHeadroom  # receivers' limits
         done: list[Shave] = []
         shaved: set[str] = set()  # a Binding carries one plan's moves: later plans of the pass leave it
         for c in sorted((index[n] for n in due), key=lambda c: -float(levels[c])):
-            plan = shave(c, hot[c], levels, limits, open_, cap, holdings, min_gain=p.peakshaveMinGain,
+            plan = shave(c, hot[c], levels, receiving, open_, cap, holdings, min_gain=p.peakshaveMinGain,
                          budget=10**6, leave=shaved)  # the scheduler's move budget paces them
             if plan is None:
                 continue
@@ -243,7 +244,7 @@ class PeakShaver:
                 if h.name in plan.placements:
                     h.placement = dict(plan.placements[h.name])
         if p.peakshaveReturn:
-            for plan in returns(self.room, names, levels, limits, open_, cap, holdings, leave=shaved,
+            for plan in returns(self.room, names, levels, receiving, open_, cap, holdings, leave=shaved,
                                 margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs,
                                 budget=RETURNS_PER_PASS, now=self.svc.clock()):
                 await execute(names[plan.cluster], plan.reason(names[plan.cluster]), plan.as_json(names))

@@ -75,6 +75,9 @@ class AutoOpsPolicy(BaseModel):
     peakshaveMargin: float = Field(default=0.01, ge=0, le=1)  # above the achievable level (water level)
     peakshaveAfterSeconds: float = Field(default=1800.0, ge=0)  # hot this long in a row first
     peakshaveMinGain: float = Field(default=0.03, ge=0, le=1)  # the cluster must drop at least this much
+    # a receiving cluster ends at least this far under its water-level limit: one at its limit is a
+    # noise step from a breach (and from an evacuation undoing the move)
+    peakshaveHeadroom: float = Field(default=0.03, ge=0, le=1)
     # replicas farther from their users than a cluster near them with room under the achievable level
     # go back (`drods.scheduler.peakshave.homeward`) when it is this much nearer
     peakshaveReturn: bool = True

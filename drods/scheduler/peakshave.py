@@ -16,7 +16,8 @@ stands above the level the fleet could reach:
   damping window (`PeakWatch`) it is shaved;
 * **shaving** moves one replica at a time — the one whose departure lowers the cluster most — to
   the allowed cluster nearest the workload's users, then lowest after receiving it, only while that
-  cluster stays at or under its limit, under the source's new level and under the ceiling, and never
+  cluster stays at or under its limit (the callers pass the limits less a headroom: one at its limit
+  is a noise step from a breach), under the source's new level and under the ceiling, and never
   beyond a workload's latency SLO (a cluster of unknown latency counts as beyond it). It stops at
   the target, when no move pays or when the move budget is spent; a plan that lowers the cluster by
   less than ``min_gain`` is dropped (the move would cost more than it gains). A workload that a plan of the

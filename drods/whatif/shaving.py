@@ -59,13 +59,14 @@ class PeakShavePass:
         p = self.ops.policy
         holdings = self.holdings(workloads)
         work = levels.astype(float)
+        receiving = limits - p.peakshaveHeadroom  # receivers' limits
         hot = hot_clusters(work, self.fleet.cpu, open_, holdings, p.peakshaveMargin)
         due = self.watch.observe({self.names[c] for c in hot}, now_s)
         moved = 0
         shaved: set[str] = set()
         for c in sorted((self.names.index(n) for n in due), key=lambda c: -float(work[c])):
             granted, kept = budget.take(budget.per_minute), work.copy()
-            plan = shave(c, hot[c], work, limits, open_, self.fleet, holdings, min_gain=p.peakshaveMinGain,
+            plan = shave(c, hot[c], work, receiving, open_, self.fleet, holdings, min_gain=p.peakshaveMinGain,
                          budget=granted, leave=shaved)
             budget.give_back(granted - (plan.replicas if plan is not None else 0))
             if plan is None:
@@ -82,7 +83,7 @@ class PeakShavePass:
         if p.peakshaveReturn:
             granted = budget.take(budget.per_minute)
             returned = 0
-            for plan in returns(self.room, self.names, work, limits, open_, self.fleet, holdings, leave=shaved,
+            for plan in returns(self.room, self.names, work, receiving, open_, self.fleet, holdings, leave=shaved,
                                 margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs, budget=granted,
                                 now=now_s):
                 if self._execute(loop, plan, now_s, open_, apply, record):

@@ -11,7 +11,7 @@ from drods.controllers.peak_shave import LatencyView, PeakShaver
 from drods.model.cluster import ClusterSpec, NetworkProfile
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.scheduler.arrays import BoolArr
-from drods.scheduler.peakshave import Capacity
+from drods.scheduler.peakshave import Capacity, Shave
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
 
 NAMES = ["east-1", "east-2", "west-1"]
@@ -102,51 +102,72 @@ def test_bindings_with_the_same_users_share_one_latency_array() -> None:
     assert a.latency is not None and a.latency[:2].tolist() == [0.0, 0.0] and np.isnan(a.latency[2])
 
 
-def test_a_binding_on_two_hot_clusters_is_moved_by_one_plan_of_the_pass() -> None:
-    """A Binding carries one plan's moves (an annotation the rescheduler sets): a second plan of the
-    same pass naming it would overwrite the first's before the scheduler read them, and the first
-    cluster's Rebalance would record moves that never happen. c and d are both hot with web on both:
-    c's plan (the hotter, first) moves web; d's moves only api, web's turn there is a later pass."""
+DIVIDED = {"replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                                 "weightPreference": {"dynamicWeight": "WaterLevel"}}}
+
+
+def bound(name: str, placed: dict[str, int]) -> dict[str, Any]:
+    """A Binding of 1-core replicas divided by water level, placed as ``placed``."""
+    return {"metadata": {"name": name},
+            "spec": {"replicas": sum(placed.values()), "resources": {"cpu": 1.0, "memory": 1.0}, "placement": DIVIDED},
+            "status": {"placement": [{"cluster": c, "replicas": k} for c, k in placed.items()]}}
+
+
+def one_pass(levels: dict[str, float], bindings: list[dict[str, Any]], hot: list[str], **policy: Any) -> list[Shave]:
+    """The descheduler's pass over 64-core clusters limited at 0.8, ``hot`` hot for longer than the window."""
     import asyncio
     from types import SimpleNamespace
 
-    names = ["a", "b", "c", "d"]
-    divided = {"replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
-                                     "weightPreference": {"dynamicWeight": "WaterLevel"}}}
-
-    def bound(name: str, placed: dict[str, int]) -> dict[str, Any]:
-        return {"metadata": {"name": name},
-                "spec": {"replicas": sum(placed.values()), "resources": {"cpu": 1.0, "memory": 1.0},
-                         "placement": divided},
-                "status": {"placement": [{"cluster": c, "replicas": k} for c, k in placed.items()]}}
+    names = sorted(levels)
 
     class Pass(PeakShaver):
         def fleet(self, details: Any) -> Any:
             specs = [ClusterSpec() for _ in names]
-            return (names, np.array([0.62, 0.62, 0.76, 0.75]), np.full(4, 0.8),
-                    Capacity(np.full(4, 64.0), np.full(4, 256.0)), specs,
+            return (names, np.array([levels[n] for n in names]), np.full(len(names), 0.8),
+                    Capacity(np.full(len(names), 64.0), np.full(len(names), 256.0)), specs,
                     [ClusterFacts.of(n, {}, s) for n, s in zip(names, specs, strict=True)])
 
         async def _bindings(self) -> list[Any]:
-            return [bound("web", {"a": 3, "b": 3, "c": 3, "d": 3}), bound("api", {"d": 1})]
+            return bindings
 
     async def no_pairs(_prefix: str) -> tuple[list[Any], int]:
         return [], 0
 
-    details = {n: {"active": True, "waterLevel": 0.5} for n in names}
+    details = {n: {"active": True, "waterLevel": levels[n]} for n in names}
     svc = SimpleNamespace(fleet=SimpleNamespace(realtime=lambda _age: ({}, details)),
                           settings=SimpleNamespace(activeMaxAgeSeconds=60.0), clock=lambda: 100.0)
-    # d must lose 3 replicas (to c's background, 0.713): api's 1 then web's 2, but web is c's plan's
-    policy = AutoOpsPolicy(enabled=True, peakshave=True, peakshaveAfterSeconds=30.0, peakshaveMinGain=0.01,
-                           peakshaveReturn=False)
-    shaver = Pass(svc, SimpleNamespace(store=SimpleNamespace(range=no_pairs)), policy, None)  # type: ignore[arg-type]
-    shaver.watch.hot_since.update({"c": 0.0, "d": 0.0})  # both hot for longer than the window
+    shaver = Pass(svc, SimpleNamespace(store=SimpleNamespace(range=no_pairs)),  # type: ignore[arg-type]
+                  AutoOpsPolicy(enabled=True, peakshave=True, peakshaveAfterSeconds=30.0, peakshaveReturn=False,
+                                **policy), None)
+    shaver.watch.hot_since.update({c: 0.0 for c in hot})
     executed: list[str] = []
 
     async def execute(cluster: str, reason: str, details: dict[str, Any]) -> None:
         executed.append(cluster)
 
     plans = asyncio.run(shaver.run(execute))
-    assert executed == ["c", "d"]
-    by_cluster = {names[p.cluster]: {m.workload for m in p.moves} for p in plans}
-    assert by_cluster == {"c": {"web"}, "d": {"api"}}
+    assert executed == [names[p.cluster] for p in plans]
+    return plans
+
+
+def test_a_binding_on_two_hot_clusters_is_moved_by_one_plan_of_the_pass() -> None:
+    """A Binding carries one plan's moves (an annotation the rescheduler sets): a second plan of the
+    same pass naming it would overwrite the first's before the scheduler read them, and the first
+    cluster's Rebalance would record moves that never happen. c and d are both hot with web on both:
+    c's plan (the hotter, first) moves web; d's moves only api, web's turn there is a later pass."""
+    # d must lose 3 replicas (to c's background, 0.713): api's 1 then web's 2, but web is c's plan's
+    plans = one_pass({"a": 0.62, "b": 0.62, "c": 0.76, "d": 0.75},
+                     [bound("web", {"a": 3, "b": 3, "c": 3, "d": 3}), bound("api", {"d": 1})], ["c", "d"],
+                     peakshaveMinGain=0.01)
+    assert {"abcd"[p.cluster]: {m.workload for m in p.moves} for p in plans} == {"c": {"web"}, "d": {"api"}}
+
+
+def test_a_receiving_cluster_keeps_the_headroom_under_its_limit() -> None:
+    """One at its limit is a noise step from a breach: c (0.90, web's 6 replicas) may give to a only
+    while a stays ``peakshaveHeadroom`` under its 0.8 limit. a at 0.76 takes two replicas (1/64 each) up
+    to 0.791 without headroom, none under 0.77."""
+    levels, web = {"a": 0.76, "c": 0.90}, bound("web", {"c": 6})
+    plans = one_pass(levels, [web], ["c"], peakshaveHeadroom=0.0)
+    assert [(m.target, m.replicas) for p in plans for m in p.moves] == [(0, 2)]
+    assert one_pass(levels, [web], ["c"]) == []  # the default headroom, 0.03
+    assert one_pass({**levels, "a": 0.70}, [web], ["c"])[0].moves[0].replicas == 4  # 0.70 + 4/64 ≤ 0.77
