@@ -210,11 +210,14 @@ def test_only_the_busy_workload_scales_out(fleet: Fleet) -> None:
         return float(value) if isinstance(value, int | float) else None
 
     def usage(name: str) -> dict[str, Any] | None:
+        """The Binding's status once both members report the workload's 4 pods ready (each member's
+        pods start at its own pace: a reading taken before holds fewer)."""
         st = f.http.get(f"/apis/multicluster.io/v1alpha1/bindings/{binding_of(name)}").json().get("status") or {}
         per = {e["cluster"]: e.get("usage") for e in st.get("clusters") or []}
-        return st if set(per) == {PUSH, EDGE} and all(per.values()) and st.get("usage") else None
+        ready = (st.get("usage") or {}).get("readyPods")
+        return st if set(per) == {PUSH, EDGE} and all(per.values()) and ready == 4 else None
 
-    st = wait_for(lambda: usage("quiet"), 30, "the quiet workload's usage from both members",
+    st = wait_for(lambda: usage("quiet"), 30, "the quiet workload's 4 ready pods' usage from both members",
                   what_else=lambda: f.http.get(f"/apis/multicluster.io/v1alpha1/bindings/{binding_of('quiet')}").json())
     # 4 pods × 200m requested, 10 % each, summed over both members (Kubernetes quantities)
     assert st["usage"]["cpu"] == {"used": "80m", "requested": "800m"} and st["usage"]["readyPods"] == 4, st["usage"]
