@@ -37,9 +37,10 @@ from drods.model.migration import pinned_placement
 from drods.monitor import report as r
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.monitor.service import MonitorService
+from drods.monitor.shaving import ShavingPass
 from drods.registry.objects import ObjectRegistry
 from drods.scheduler.arrays import BoolArr
-from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, returns, shave
+from drods.scheduler.peakshave import Capacity, Holding, Shave
 from drods.scheduler.plugins.user_distance import latency_matrix
 from drods.scheduler.selection import ClusterFacts, ClusterSelection
 from drods.scheduler.snapshot import Snapshot
@@ -47,10 +48,6 @@ from drods.scheduler.users import UserDemand
 from drods.store import Store
 
 YIELD_EVERY = 256  # Bindings read between two yields to the event loop (each is validated and matched)
-# Replicas a pass returns near their users at most: more than a minute of the default move budget
-# (600), so the scheduler's budget paces them, not this; planning more against levels the next pass
-# will have measured anew only holds the event loop (~1 s for 28,000 moves at 1,000 clusters)
-RETURNS_PER_PASS = 1000
 
 Execute = Callable[[str, str, dict[str, Any]], Awaitable[str]]
 Obj = dict[str, Any]
@@ -138,8 +135,7 @@ class PeakShaver:
         # the process's shared cache of Bindings: a pass reads it, not the store (a range of every
         # Binding held ~200 MB of stored values at once each minute at 100,000)
         self.bindings = bindings
-        self.watch = PeakWatch(policy.peakshaveAfterSeconds)
-        self.room = PeakWatch(policy.peakshaveAfterSeconds)  # clusters with room for returns
+        self.shaving = ShavingPass.of(policy)
         self.latencies: LatencyView | None = None  # this pass's (measured pairs are read each pass)
 
     async def _bindings(self) -> list[Obj | None]:
@@ -213,8 +209,8 @@ class PeakShaver:
             return []
         _, details = self.svc.fleet.realtime(self.svc.settings.activeMaxAgeSeconds)
         if not any(d["active"] and d["waterLevel"] is not None for d in details.values()):
-            self.watch.observe(set(), self.svc.clock())  # no level measured: nothing is hot
-            self.room.observe(set(), self.svc.clock())
+            self.shaving.watch.observe(set(), self.svc.clock())  # no level measured: nothing is hot
+            self.shaving.room.observe(set(), self.svc.clock())
             return []
         names, levels, limits, cap, specs, facts = self.fleet(details)
         index = {c: i for i, c in enumerate(names)}
@@ -225,28 +221,7 @@ class PeakShaver:
             if obj is not None and (h := self.holding(obj, index, specs, facts, masks)) is not None:
                 holdings.append(h)
         open_ = ~np.isnan(levels) & np.fromiter((f is not None for f in facts), dtype=bool, count=len(facts))
-        hot = hot_clusters(levels, cap.cpu, open_, holdings, p.peakshaveMargin)
-        due = self.watch.observe({names[c] for c in hot}, self.svc.clock())
-        receiving = limits - p.peakshaveHeadroom  # receivers' limits
-        done: list[Shave] = []
-        shaved: set[str] = set()  # a Binding carries one plan's moves: later plans of the pass leave it
-        for c in sorted((index[n] for n in due), key=lambda c: -float(levels[c])):
-            plan = shave(c, hot[c], levels, receiving, open_, cap, holdings, min_gain=p.peakshaveMinGain,
-                         budget=10**6, leave=shaved)  # the scheduler's move budget paces them
-            if plan is None:
-                continue
-            since = self.watch.hot_since.get(names[c])
-            self.watch.shaved(names[c], self.svc.clock())
-            await execute(names[c], plan.reason(names[c]), {**plan.as_json(names), "hotSince": since})
-            done.append(plan)
-            shaved.update(plan.placements)
-            for h in holdings:
-                if h.name in plan.placements:
-                    h.placement = dict(plan.placements[h.name])
-        if p.peakshaveReturn:
-            for plan in returns(self.room, names, levels, receiving, open_, cap, holdings, leave=shaved,
-                                margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs,
-                                budget=RETURNS_PER_PASS, now=self.svc.clock()):
-                await execute(names[plan.cluster], plan.reason(names[plan.cluster]), plan.as_json(names))
-                done.append(plan)
+        done = self.shaving.run(names, levels, limits, open_, cap, holdings, self.svc.clock(), lambda _: True)
+        for plan in done:  # the decision is pure; each plan then goes through the policy's gate
+            await execute(names[plan.cluster], plan.reason(names[plan.cluster]), plan.as_json(names))
         return done

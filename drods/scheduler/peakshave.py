@@ -16,8 +16,8 @@ stands above the level the fleet could reach:
   damping window (`PeakWatch`) it is shaved;
 * **shaving** moves one replica at a time — the one whose departure lowers the cluster most — to
   the allowed cluster nearest the workload's users, then lowest after receiving it, only while that
-  cluster stays at or under its limit (the callers pass the limits less a headroom: one at its limit
-  is a noise step from a breach), under the source's new level and under the ceiling, and never
+  cluster stays at or under its limit less ``headroom`` (one at its limit is a noise step from a
+  breach), under the source's new level and under the ceiling, and never
   beyond a workload's latency SLO (a cluster of unknown latency counts as beyond it). It stops at
   the target, when no move pays or when the move budget is spent; a plan that lowers the cluster by
   less than ``min_gain`` is dropped (the move would cost more than it gains). A workload that a plan of the
@@ -107,6 +107,7 @@ class Shave:
     # "return": ``cluster`` received replicas back near their users (`homeward`); ``targets`` are
     # then the clusters they left
     kind: Literal["shave", "return"] = "shave"
+    hot_since: float | None = None  # a shave: since when its cluster had been hot
 
     @property
     def replicas(self) -> int:
@@ -128,6 +129,7 @@ class Shave:
                 "moves": [{"binding": m.workload, "from": names[m.source], "to": names[m.target],
                            "replicas": m.replicas} for m in self.moves],
                 "kind": self.kind,
+                **({"hotSince": self.hot_since} if self.hot_since is not None else {}),
                 ("sources" if self.kind == "return" else "targets"):
                     {names[t]: {"waterLevelBefore": round(b, 4), "waterLevelAfter": round(a, 4)}
                      for t, (b, a) in sorted(self.targets.items())}}
@@ -226,7 +228,8 @@ def _best_step(c: int, levels: FloatArr, limits: FloatArr, open_: BoolArr, ceili
 
 
 def shave(c: int, hot: Hot, levels: FloatArr, limits: FloatArr, open_: BoolArr, fleet: Capacity,
-          holdings: Sequence[Holding], *, min_gain: float, budget: int, leave: Collection[str] = ()) -> Shave | None:
+          holdings: Sequence[Holding], *, min_gain: float, budget: int, headroom: float = 0.0,
+          leave: Collection[str] = ()) -> Shave | None:
     """The fewest replica moves that bring cluster ``c`` towards ``hot.target`` (module docstring);
     ``levels`` is updated in place when a plan is returned. None: no move pays. Workloads named in
     ``leave`` stay (a plan of this pass moves them already: a Binding carries one plan's moves)."""
@@ -235,6 +238,7 @@ def shave(c: int, hot: Hot, levels: FloatArr, limits: FloatArr, open_: BoolArr, 
                  if h.placement.get(c, 0) > 0 and h.name not in leave),
                 key=lambda x: (-float(x[1][c]), x[0].name))
     placements = {h.name: dict(h.placement) for h, _, _ in on}
+    limits = limits - headroom
     work = levels.copy()
     before = float(work[c])
     moves: dict[tuple[str, int], int] = {}
@@ -367,15 +371,15 @@ def homeward(levels: FloatArr, limits: FloatArr, receivers: BoolArr, fleet: Capa
 
 def returns(watch: PeakWatch, names: Sequence[str], levels: FloatArr, limits: FloatArr, open_: BoolArr,
             fleet: Capacity, holdings: Sequence[Holding], *, leave: Collection[str], margin: float,
-            min_gain_ms: float, budget: int, now: float) -> list[Shave]:
+            min_gain_ms: float, budget: int, now: float, headroom: float = 0.0) -> list[Shave]:
     """A pass's returns: the fill level of every holding's replicas, the clusters that have had room
     under it for the watch's window, and `homeward` for the holdings not named in ``leave`` (those
     the pass just shaved). A cluster that receives waits another window before it receives again:
     the levels the next pass reads may not show the replicas it took yet."""
     level = fleet_level(levels, fleet.cpu, open_, holdings)
     receivers = room_for_returns(watch, names, levels, open_, level, margin, now)
-    plans = homeward(levels, limits, receivers, fleet, [h for h in holdings if h.name not in leave], level=level,
-                     margin=margin, min_gain_ms=min_gain_ms, budget=budget)
+    plans = homeward(levels, limits - headroom, receivers, fleet, [h for h in holdings if h.name not in leave],
+                     level=level, margin=margin, min_gain_ms=min_gain_ms, budget=budget)
     for plan in plans:
         watch.shaved(names[plan.cluster], now)
     return plans

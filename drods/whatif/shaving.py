@@ -1,4 +1,4 @@
-"""The simulator's peak-shaving pass: the descheduler's decision (`drods.scheduler.peakshave`),
+"""The simulator's peak-shaving pass: the descheduler's pass (`drods.monitor.shaving`), each plan
 gated by `drods.monitor.autoops.execute` (policy, cooldown, somewhere to go) and paced by the
 scheduler's `MoveBudget`, as the product runs it (`drods.controllers.descheduler`).
 """
@@ -13,8 +13,9 @@ import numpy as np
 
 from drods.model.reschedule import RescheduleRequest, RescheduleResult
 from drods.monitor.autoops import AutoOps, execute
+from drods.monitor.shaving import ShavingPass
 from drods.scheduler.arrays import BoolArr, FloatArr
-from drods.scheduler.peakshave import Capacity, Holding, PeakWatch, Shave, hot_clusters, returns, shave
+from drods.scheduler.peakshave import Capacity, Holding, Shave
 from drods.schedulerd.fleet import MoveBudget
 
 Apply = Callable[[str, dict[int, int]], None]
@@ -42,8 +43,7 @@ class PeakShavePass:
         # ms from each users' region to every cluster: one array per region, shared by its workloads
         self.latency = [np.ascontiguousarray(latency[:, r]) for r in range(latency.shape[1])]
         self.slo_ms = slo_ms
-        self.watch = PeakWatch(ops.policy.peakshaveAfterSeconds)
-        self.room = PeakWatch(ops.policy.peakshaveAfterSeconds)  # clusters with room for returns
+        self.shaving = ShavingPass.of(ops.policy)
         self._all = np.ones(len(names), dtype=bool)
 
     def holdings(self, workloads: Iterable[Placed]) -> list[Holding]:
@@ -56,41 +56,9 @@ class PeakShavePass:
             open_: BoolArr, workloads: Iterable[Placed], budget: MoveBudget, apply: Apply, record: Record) -> int:
         """Shave each cluster hot for the damping window, hottest first, then return replicas near their
         users where there is room; returns the replicas moved."""
-        p = self.ops.policy
-        holdings = self.holdings(workloads)
-        work = levels.astype(float)
-        receiving = limits - p.peakshaveHeadroom  # receivers' limits
-        hot = hot_clusters(work, self.fleet.cpu, open_, holdings, p.peakshaveMargin)
-        due = self.watch.observe({self.names[c] for c in hot}, now_s)
-        moved = 0
-        shaved: set[str] = set()
-        for c in sorted((self.names.index(n) for n in due), key=lambda c: -float(work[c])):
-            granted, kept = budget.take(budget.per_minute), work.copy()
-            plan = shave(c, hot[c], work, receiving, open_, self.fleet, holdings, min_gain=p.peakshaveMinGain,
-                         budget=granted, leave=shaved)
-            budget.give_back(granted - (plan.replicas if plan is not None else 0))
-            if plan is None:
-                continue
-            if not self._execute(loop, plan, now_s, open_, apply, record):
-                work[:] = kept
-                budget.give_back(plan.replicas)
-                continue
-            moved += plan.replicas
-            for h in holdings:
-                if h.name in plan.placements:
-                    h.placement = dict(plan.placements[h.name])
-                    shaved.add(h.name)
-        if p.peakshaveReturn:
-            granted = budget.take(budget.per_minute)
-            returned = 0
-            for plan in returns(self.room, self.names, work, receiving, open_, self.fleet, holdings, leave=shaved,
-                                margin=p.peakshaveMargin, min_gain_ms=p.peakshaveReturnMinGainMs, budget=granted,
-                                now=now_s):
-                if self._execute(loop, plan, now_s, open_, apply, record):
-                    returned += plan.replicas
-            budget.give_back(granted - returned)
-            moved += returned
-        return moved
+        done = self.shaving.run(self.names, levels.astype(float), limits, open_, self.fleet, self.holdings(workloads),
+                                now_s, lambda plan: self._execute(loop, plan, now_s, open_, apply, record), budget)
+        return sum(plan.replicas for plan in done)
 
     def _execute(self, loop: asyncio.AbstractEventLoop, plan: Shave, now_s: float, open_: BoolArr,
                  apply: Apply, record: Record) -> bool:
@@ -105,6 +73,4 @@ class PeakShavePass:
         outcome, _ = loop.run_until_complete(execute(
             self.ops, "peakshave", name, reason, now_s, candidates=int(open_.sum()) - 1,
             details=plan.as_json(self.names), hook=hook, record=record))
-        if plan.kind == "shave":
-            self.watch.shaved(name, now_s)
         return outcome == "executed"

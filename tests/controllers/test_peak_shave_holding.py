@@ -78,9 +78,9 @@ def test_a_pass_with_no_measured_level_reads_no_binding() -> None:
     svc = SimpleNamespace(fleet=SimpleNamespace(realtime=lambda _age: ({}, details)),
                           settings=SimpleNamespace(activeMaxAgeSeconds=60.0), clock=lambda: 100.0)
     shaver = PeakShaver(svc, Unread(), AutoOpsPolicy(enabled=True, peakshave=True), Unread())  # type: ignore[arg-type]
-    shaver.watch.hot_since["east-1"] = 40.0
+    shaver.shaving.watch.hot_since["east-1"] = 40.0
     assert asyncio.run(shaver.run(lambda *_: asyncio.sleep(0))) == []
-    assert shaver.watch.hot_since == {}  # nothing is hot: a cluster's damping window starts again
+    assert shaver.shaving.watch.hot_since == {}  # nothing is hot: a cluster's damping window starts again
 
 
 def test_a_binding_that_places_nothing_holds_nothing() -> None:
@@ -139,7 +139,7 @@ def one_pass(levels: dict[str, float], bindings: list[dict[str, Any]], hot: list
     shaver = Pass(svc, SimpleNamespace(store=SimpleNamespace(range=no_pairs)),  # type: ignore[arg-type]
                   AutoOpsPolicy(enabled=True, peakshave=True, peakshaveAfterSeconds=30.0, peakshaveReturn=False,
                                 **policy), None)
-    shaver.watch.hot_since.update({c: 0.0 for c in hot})
+    shaver.shaving.watch.hot_since.update({c: 0.0 for c in hot})
     executed: list[str] = []
 
     async def execute(cluster: str, reason: str, details: dict[str, Any]) -> None:
