@@ -430,7 +430,8 @@ def test_volume_copy_moves_two_written_claims_and_loses_no_write(fleet: Fleet) -
     assert len(copies) == 2 and len(finals) == 2, sorted(records)
     for rec in copies.values():  # copy time ≈ size ÷ bandwidth (the size: the data and the writes made so far)
         expect = rec["total"] / (BANDWIDTH_MBPS * 1e6 / 8)
-        assert DATA_BYTES <= rec["total"] == rec["goalUsed"] and expect <= rec["seconds"] <= expect + 1.5, rec
+        # the record's seconds are rounded to the millisecond (2.0090112 s recorded as 2.009)
+        assert DATA_BYTES <= rec["total"] == rec["goalUsed"] and expect - 5e-4 <= rec["seconds"] <= expect + 1.5, rec
     for name, rec in finals.items():  # the final sync left the target with exactly the fenced source's content
         claim_name = st["data"]["claims"][int(name.split("-final-")[1].split("-")[0])]["name"]
         src = claim(fleet, source, claim_name)
