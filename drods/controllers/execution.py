@@ -179,8 +179,11 @@ class Execution:
             for m in manifests:
                 ref = Ref.of(m)
                 how = self.fleet.informers.interpreter.of(ref.api_version, ref.kind)
+                # first contact needs the member's copy only when one that is not DRO-DS's may be there
+                first = ref not in owned and not client.foreign_names().absent(
+                    ref.api_version, ref.kind, ref.name, ref.namespace or None)
                 cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None) \
-                    if ref not in owned or how.retains else None
+                    if first or how.retains else None
                 if ref not in owned:  # first contact: is it there, and did someone else create it?
                     if cur is not None and not is_managed(cur) and not may_adopt(m):
                         if ref.kind == CUSTOM_RESOURCE_DEFINITION.kind:

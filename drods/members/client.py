@@ -36,6 +36,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from drods.members.foreign_names import MAX_KINDS as FOREIGN_KINDS
+from drods.members.foreign_names import ForeignNames
 from drods.members.pacing import CallWindow, overloaded
 from drods.members.pod_cache import PodCache
 from drods.members.summary import ClusterSummary, summarise
@@ -45,7 +47,10 @@ from drods.model import jsondoc
 T = TypeVar("T")
 Obj = dict[str, Any]
 TRANSIENT_STATUS = frozenset({0, 429, 500, 502, 503, 504})
-WATCH_THREADS = 3  # threads beyond ``concurrency`` for watches (each holds one while it follows)
+# threads beyond ``concurrency`` for watches, each held while it follows: the pod cache's, the kinds a
+# pull agent follows its copies of (or the work-status controller's), and the foreign names' kinds
+COPY_WATCHES = 2
+WATCH_THREADS = 1 + COPY_WATCHES + FOREIGN_KINDS
 CREDENTIALS_CHECK_SECONDS = 1.0  # a kubeconfig's token checked for expiry at most this often
 
 
@@ -219,6 +224,7 @@ class MemberClient:
         self._closed = False
         self._watches: set[Any] = set()  # responses of watches in flight: cut by close()
         self._pod_cache: PodCache | None = None  # `follow_pods`
+        self._foreign: ForeignNames | None = None  # `foreign_names`
         self.traffic = TrafficMeter(self.options.node_stats_per_summary)  # the nodes' network counters
 
     # ---- construction ------------------------------------------------------------------------
@@ -565,6 +571,22 @@ class MemberClient:
             cache.start()
         return cache
 
+    def foreign_names(self) -> ForeignNames:
+        """What answers, without a call, whether the member holds an object DRO-DS did not create
+        (`drods.members.foreign_names`); it follows each kind asked about from then on."""
+        if self._foreign is None:
+            self._foreign = ForeignNames(self, expired=lambda e: isinstance(e, WatchExpired) or (
+                isinstance(e, MemberError) and e.status == HTTPStatus.GONE))
+        return self._foreign
+
+    async def list_foreign(self, api_version: str, kind: str, selector: str) -> tuple[list[Obj], str]:
+        return await self.list_versioned(await self.resource(api_version, kind), selector)
+
+    async def watch_foreign(self, api_version: str, kind: str, resource_version: str, seconds: float,
+                            deliver: Callable[[str, Obj], None], selector: str) -> str:
+        return await self.watch_from(await self.resource(api_version, kind), resource_version, seconds, deliver,
+                                     selector)
+
     async def list_pods_versioned(self) -> tuple[list[Obj], str]:
         return await self.list_versioned(PODS)
 
@@ -634,6 +656,8 @@ class MemberClient:
         self._closed = True
         if self._pod_cache is not None:
             await self._pod_cache.stop()
+        if self._foreign is not None:
+            await self._foreign.stop()
         for resp in list(self._watches):  # a thread reading a watch stops now, not at its timeout
             with contextlib.suppress(Exception):
                 resp.shutdown()

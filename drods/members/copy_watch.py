@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from drods.members.client import WATCH_THREADS, MemberClient, MemberError, WatchExpired
+from drods.members.client import COPY_WATCHES, MemberClient, MemberError, WatchExpired
 from drods.model.annotations import MANAGED_SELECTOR
 
 Obj = dict[str, Any]
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 60.0  # one watch request's length; then the kind is listed again (a resync) and followed
 RETRY_SECONDS = 5.0  # after a failure, listing again waits this long
-MAX_FOLLOWED = WATCH_THREADS - 1  # kinds followed at once: the pod cache holds one of the client's watch threads
+MAX_FOLLOWED = COPY_WATCHES  # kinds followed at once: one watch thread of the member client's each
 
 
 def _key(obj: Obj) -> Key:

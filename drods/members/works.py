@@ -335,7 +335,8 @@ class WorkAgent:
                                                  "metadata": {"name": ns, "labels": {MANAGED_BY: MANAGER}}})
                     self.ns_ok.add(ns)
                 ref = Ref.of(m)
-                if ref not in self.owned:  # first contact: is it there, and did someone else create it?
+                if ref not in self.owned and not self.member.foreign_names().absent(
+                        ref.api_version, ref.kind, ref.name, ns):  # first contact: did someone else create it?
                     cur = await self.member.get(ref.api_version, ref.kind, ref.name, ns)
                     if cur is not None and not is_managed(cur) and not may_adopt(m):
                         return (f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in {self.cluster} "

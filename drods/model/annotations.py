@@ -16,6 +16,7 @@ from typing import Any
 MANAGED_BY = "multicluster.io/managed-by"  # label; DRO-DS updates and deletes only objects with it
 MANAGER = "drods"
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+FOREIGN_SELECTOR = f"{MANAGED_BY}!={MANAGER}"  # objects without the label too (Kubernetes' ``!=``)
 # ---- Bindings the resource detector made (``MANAGED_BY`` = this), the only ones it updates or deletes,
 # with the workload's kind
 DETECTOR_NAME = "resource-detector"

@@ -17,6 +17,7 @@ from drods.autoscaling.controller import Autoscaler
 from drods.machinery.journal import Journal
 from drods.members.autonomy import AutonomyAgent, AutonomySettings
 from drods.members.client import MemberError
+from drods.members.foreign_names import ForeignNames
 from drods.members.summary import ClusterSummary
 from drods.members.works import WorkAgent, _Work
 from drods.model.annotations import MANAGED_BY, MANAGER
@@ -154,6 +155,9 @@ class FakeMember:
     async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         self.applied.append(manifest)
         return manifest
+
+    def foreign_names(self) -> ForeignNames:
+        return ForeignNames(self, max_kinds=0)  # type: ignore[arg-type] # follows nothing: first applies read
 
     async def list_objects(self, api_version: str, kind: str, namespace: str | None = None,
                            label_selector: str | None = None) -> list[dict[str, Any]]:

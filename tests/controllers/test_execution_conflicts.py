@@ -1,9 +1,11 @@
 """A member's 409 on an apply (conflicts are forced, so only a concurrent write that won can cause
 one) is retried at the short back-off, not held for 30 s and reported as permanent — which would
-fail the Binding at once. A refusal the same apply meets again (422) stays permanent."""
+fail the Binding at once. A refusal the same apply meets again (422) stays permanent. A first apply
+reads the member's object only when the member's followed foreign names hold its name."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +16,7 @@ from drods.controllers.execution import Execution
 from drods.controllers.settings import MemberSettings
 from drods.controllers.work_record import WorkRecord, work_record
 from drods.members.client import MemberError
+from drods.members.foreign_names import ForeignNames
 from drods.model.interpreter import Interpreter
 
 DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
@@ -38,6 +41,9 @@ class Member:
 
     async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         return None  # no copy yet: the first apply creates it
+
+    def foreign_names(self) -> ForeignNames:
+        return ForeignNames(self, max_kinds=0)  # type: ignore[arg-type] # follows nothing: first applies read
 
     async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         if self.refusals:
@@ -127,3 +133,46 @@ async def test_an_apply_whose_status_write_lost_to_the_members_report_is_recorde
     execution = Execution(fleet, MemberSettings(), clock=lambda: 100.0)  # type: ignore[arg-type]
     assert await execution._apply("aws", w.key, w, {"spec": {"manifests": [DEPLOYMENT]}}, member, None) is None  # type: ignore[arg-type]
     assert fleet.written == []
+
+
+@dataclass
+class FollowedMember(Member):
+    """A member whose objects without DRO-DS's label (``theirs``: names) are followed by watch; counts reads."""
+
+    name: str = "aws"
+    theirs: list[str] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
+    followed: ForeignNames | None = None
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        self.reads.append(name)
+        return {"metadata": {"name": name, "labels": {}}} if name in self.theirs else None
+
+    def foreign_names(self) -> ForeignNames:
+        if self.followed is None:
+            self.followed = ForeignNames(self)  # type: ignore[arg-type]
+        return self.followed
+
+    async def list_foreign(self, api_version: str, kind: str, selector: str) -> tuple[list[Any], str]:
+        return [{"metadata": {"name": n, "namespace": "default"}} for n in self.theirs], "1"
+
+    async def watch_foreign(self, *args: Any) -> str:
+        await asyncio.Event().wait()
+        return "1"
+
+
+async def test_a_first_apply_reads_the_member_only_for_a_name_someone_else_holds() -> None:
+    for theirs, reads, applied in (([], [], ["web"]), (["web"], ["web"], [])):
+        fleet, member = Fleet(), FollowedMember(200, refusals=0, theirs=theirs)
+        execution = Execution(fleet, MemberSettings(), clock=lambda: 100.0)  # type: ignore[arg-type]
+        names = member.foreign_names()
+        names.absent("apps/v1", "Deployment", "-", "default")
+        async with asyncio.timeout(5):
+            while not names.following("apps/v1", "Deployment"):  # noqa: ASYNC110 - polled with a deadline
+                await asyncio.sleep(0.01)
+        w = work()
+        await execution._apply("aws", w.key, w, {"spec": {"manifests": [DEPLOYMENT]}}, member, None)  # type: ignore[arg-type]
+        assert member.reads == reads and [m["metadata"]["name"] for m in member.applied] == applied
+        if theirs:
+            assert "not managed by DRO-DS" in fleet.written[-1]["message"] and fleet.written[-1]["permanent"]
+        await names.stop()

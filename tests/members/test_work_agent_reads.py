@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 
 from drods.members.client import ServedResource
+from drods.members.foreign_names import ForeignNames
 from drods.members.works import WorkAgent, _Work
-from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER
+from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
 from tests.members.waiting import wait_until
 
 Obj = dict[str, Any]
@@ -39,11 +40,24 @@ class Member:
 
     name = "edge"
 
-    def __init__(self) -> None:
+    def __init__(self, foreign_kinds: int = 0) -> None:
         self.objects: dict[tuple[str, str, str], Obj] = {("Namespace", "", "default"): {"metadata": {}}}
         self.calls: Counter[str] = Counter()
         self.changes: dict[str, asyncio.Queue[tuple[str, Obj]]] = {}
         self.revision = 1
+        self.foreign = ForeignNames(self, max_kinds=foreign_kinds)  # type: ignore[arg-type]
+
+    def foreign_names(self) -> ForeignNames:
+        return self.foreign
+
+    async def list_foreign(self, api_version: str, kind: str, selector: str) -> tuple[list[Obj], str]:
+        self.calls[f"list foreign {kind}"] += 1
+        return [o for (k, _, _), o in self.objects.items() if k == kind and not is_managed(o)], "1"
+
+    async def watch_foreign(self, api_version: str, kind: str, resource_version: str, seconds: float,
+                            deliver: Callable[[str, Obj], None], selector: str) -> str:
+        await asyncio.Event().wait()  # nobody else creates anything here
+        return resource_version
 
     def changed(self, event: str, obj: Obj) -> None:
         """The member changed ``obj`` (its store) and tells the kind's watch."""
@@ -132,6 +146,24 @@ async def test_the_copies_are_read_in_one_list_per_kind(tmp_path: Path) -> None:
     await a.reconcile_once()  # seen gone in the list: applied again, after a first-contact read
     await a.reconcile_once()
     assert ("Deployment", "default", "app2") in member.objects and member.calls["get"] == 1
+
+
+async def test_first_applies_read_only_what_the_members_foreign_names_hold(tmp_path: Path) -> None:
+    member = Member(foreign_kinds=2)
+    theirs = {"kind": "ConfigMap", "metadata": {"name": "app1-config", "namespace": "default"}}
+    member.objects[("ConfigMap", "default", "app1-config")] = theirs
+    a = agent(member, [], tmp_path)
+    a.copies.max_followed = 0
+    kinds = [("v1", "ConfigMap"), ("apps/v1", "Deployment")]
+    for api_version, kind in kinds:
+        member.foreign.absent(api_version, kind, "-", "default")  # asked once: followed from now on
+    await wait_until(lambda: all(member.foreign.following(*k) for k in kinds))
+    a.works = {f"w{i}": _Work(work(f"w{i}", f"h{i}", manifests(f"app{i}"))["spec"]) for i in range(3)}
+    await a.reconcile_once()
+    # no read before the first applies, but of the namespace and of the one name someone else holds
+    assert member.calls["get"] == 2 and member.calls["apply"] == 4, member.calls
+    assert "not managed by DRO-DS" in a.errors["w1"]
+    assert member.objects[("ConfigMap", "default", "app1-config")] is theirs  # left alone
 
 
 async def test_a_prune_waits_for_an_object_to_leave_the_works(tmp_path: Path) -> None:

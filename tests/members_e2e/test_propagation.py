@@ -171,9 +171,18 @@ def test_scale_and_move_gracefully(env: Env) -> None:
 
     k8s.AppsV1Api(env.members["aws-dfw"].api).delete_namespaced_deployment("sc", "default")
     wait_for(lambda: env.members["aws-dfw"].deployment("sc") is not None, 10, "copy re-applied")
-    # an object of the same name that DRO-DS did not create is left alone and reported
-    k8s.AppsV1Api(env.members["gcp-sin"].api).create_namespaced_deployment(
-        "default", deployment("sc", 1))  # type: ignore[arg-type] # the client takes plain dicts too
+    # an object of the same name that DRO-DS did not create is left alone and reported — once the
+    # member's watch of objects without DRO-DS's label has shown it (what a first apply consults)
+    from kubernetes import watch
+
+    from drods.model.annotations import FOREIGN_SELECTOR
+
+    apps = k8s.AppsV1Api(env.members["gcp-sin"].api)
+    since = apps.list_namespaced_deployment("default", label_selector=FOREIGN_SELECTOR).metadata.resource_version
+    apps.create_namespaced_deployment("default", deployment("sc", 1))  # type: ignore[arg-type] # plain dicts too
+    assert any(e["object"].metadata.name == "sc" for e in watch.Watch().stream(
+        apps.list_namespaced_deployment, "default", label_selector=FOREIGN_SELECTOR, resource_version=since,
+        timeout_seconds=10))
     env.place("sc", {"aws-dfw": 1, "gcp-sin": 1})
     def conflict() -> dict[str, Any] | None:
         x = env.binding("sc")
