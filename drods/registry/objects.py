@@ -504,7 +504,9 @@ class ObjectRegistry:
         resource_version: int | None = None,
         selector: LabelSelector | None = None,
     ) -> AsyncIterator[tuple[str, Obj]]:
-        """Kubernetes watch semantics: from ``resource_version`` (exclusive), or the current state first."""
+        """Kubernetes watch semantics: from ``resource_version`` (exclusive), or the current state first.
+        With ``selector``, as a Kubernetes API server's watch cache: an object that stops matching is
+        DELETED (its previous content at the change's resourceVersion), one that starts matching ADDED."""
         prefix = kind.key_prefix(namespace if kind.namespaced else None)
         if resource_version is None or resource_version == 0:
             items, rev = await self.list(kind, namespace, selector)
@@ -523,6 +525,15 @@ class ObjectRegistry:
             else:
                 obj = self.decode(kind, ev.kv, reveal=False)
                 kind_of_event = "ADDED" if ev.kv.version == 1 else "MODIFIED"
+                if selector is not None and ev.kv.version > 1 and ev.prev_kv is not None:
+                    before = self.decode(kind, ev.prev_kv, reveal=False)
+                    was, now = (selector.matches(o["metadata"].get("labels") or {}) for o in (before, obj))
+                    if was and not now:
+                        before["metadata"]["resourceVersion"] = str(ev.kv.mod_revision)
+                        yield "DELETED", before
+                        continue
+                    if now and not was:
+                        kind_of_event = "ADDED"
             if selector is not None and not selector.matches(obj["metadata"].get("labels", {})):
                 continue
             yield kind_of_event, obj

@@ -156,3 +156,38 @@ async def test_the_flat_lists_page_too(api: Api) -> None:
     clusters = (await api.call("GET", "/api/v1/clusters", params={"limit": "1"})).json()
     assert [c["name"] for c in clusters["items"]] == ["c1"] and clusters["continue"]
     assert len((await api.call("GET", "/api/v1/bindings")).json()["items"]) == 3
+
+
+async def test_a_watch_with_a_label_selector_sees_objects_leave_and_enter_it(api: Api) -> None:
+    """As a Kubernetes API server's watch cache: an object relabelled out of the selector is DELETED (its
+    content before the change, at the change's resourceVersion), one relabelled into it ADDED."""
+    path = "/api/v1/namespaces/team-a/services"
+    await api.call("POST", path, json={**service("web", "team-a"),
+                                       "metadata": {"name": "web", "namespace": "team-a", "labels": {"tier": "a"}}})
+    rv = (await api.call("GET", path)).json()["metadata"]["resourceVersion"]
+    events: list[dict[str, Any]] = []
+
+    async def watch() -> None:
+        async with api.client.stream("GET", path, params={"watch": "true", "resourceVersion": rv,
+                                                          "labelSelector": "tier=a"}, headers=api.auth()) as r:
+            async for line in r.aiter_lines():
+                if line.strip():
+                    events.append(json.loads(line))
+                    if len(events) == 4:
+                        return
+
+    task = asyncio.create_task(watch())
+    versions = []
+    for labels in ({"tier": "b"}, {"tier": "b", "x": "1"}, {"tier": "a"}, {"tier": "a", "x": "2"}):
+        r = await api.call("PATCH", f"{path}/web", json={"metadata": {"labels": labels}},
+                           headers={"Content-Type": "application/strategic-merge-patch+json"})
+        assert r.status_code == 200, r.text
+        versions.append(r.json()["metadata"]["resourceVersion"])
+    r = await api.call("DELETE", f"{path}/web")
+    assert r.status_code == 200, r.text
+    await asyncio.wait_for(task, 10)
+    seen = [(e["type"], e["object"]["metadata"]["labels"], e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert seen[:3] == [("DELETED", {"tier": "a"}, versions[0]),  # left: what it was, at the change
+                        ("ADDED", {"tier": "a", "x": "1"}, versions[2]),  # back in (the merge kept x)
+                        ("MODIFIED", {"tier": "a", "x": "2"}, versions[3])]
+    assert seen[3][:2] == ("DELETED", {"tier": "a", "x": "2"})
