@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,11 +66,22 @@ def build_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
 
 class _Server(uvicorn.Server):
     """Exit status 0 after a graceful stop on SIGTERM/SIGINT (uvicorn re-raises the signal instead),
-    open watches ended at once on stop; memory management tuned for serving (`tune_for_serving`)."""
+    open watches ended at once on stop; memory management tuned for serving (`tune_for_serving`).
+
+    Once stopped — the components ended, the store closed, every acknowledged write on disk — the
+    process ends at once instead of letting the interpreter take its heap apart object by object:
+    with 30,000 workloads' caches (~1.1 GiB) that took longer than the 15 s a supervisor waits after
+    SIGTERM (a Kubernetes pod's grace period is 30 s), with nothing left to do."""
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         tune_for_serving()
         super().run(sockets)
+        if self.started:  # a start that failed ends as the interpreter ends: its error is reported
+            logging.shutdown()
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(0)
 
     def handle_exit(self, sig: int, frame: object) -> None:
         super().handle_exit(sig, frame)  # type: ignore[arg-type]

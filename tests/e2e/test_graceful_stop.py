@@ -39,3 +39,4 @@ def test_open_watches_end_when_the_server_stops(tmp_path: Path) -> None:
     assert ended == {p: "ended" for p in paths}
     log = server.log_path.read_text(errors="replace")
     assert "graceful shutdown exceeded" not in log and "Traceback" not in log, server.log_tail()
+    assert "Finished server process" in log  # the process ends at once after its stop, its log written out
