@@ -14,6 +14,7 @@ from drods.members.client import MemberClient, MemberOptions, WatchExpired
 from drods.members.foreign_names import ForeignNames
 from drods.model.annotations import FOREIGN_SELECTOR, MANAGED_BY, MANAGER
 from drods.sim.harness import SimProcess
+from tests.members.waiting import wait_until
 from tests.sim.util import api_client, running_sims
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,20 +49,12 @@ class _Source:
         return resource_version
 
 
-async def _until(check: Callable[[], bool], what: str, within_s: float = 10.0) -> None:
-    try:
-        async with asyncio.timeout(within_s):
-            while not check():  # noqa: ASYNC110 - the follower's state, polled with a deadline
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"not within {within_s}s: {what}") from None
-
 
 async def test_unknown_until_listed_then_a_set_lookup_the_watch_keeps_current() -> None:
     source = _Source({"ConfigMap": [_cm("legacy"), _cm("kube-root-ca.crt", "shop")]})
     names = ForeignNames(source)
     assert names.absent("v1", "ConfigMap", "web", "default") is None  # not listed yet: GET
-    await _until(lambda: "ConfigMap" in source.deliver, "the watch")
+    await wait_until(lambda: "ConfigMap" in source.deliver, 10.0, "the watch")
     assert source.lists == [("ConfigMap", FOREIGN_SELECTOR)]
     assert names.absent("v1", "ConfigMap", "web", "default") is True
     assert names.absent("v1", "ConfigMap", "legacy", "default") is False
@@ -69,9 +62,9 @@ async def test_unknown_until_listed_then_a_set_lookup_the_watch_keeps_current() 
     assert names.absent("v1", "ConfigMap", "legacy", "shop") is True
 
     source.deliver["ConfigMap"]("ADDED", _cm("web"))  # someone else creates one of that name
-    await _until(lambda: names.absent("v1", "ConfigMap", "web", "default") is False, "web seen")
+    await wait_until(lambda: names.absent("v1", "ConfigMap", "web", "default") is False, 10.0, "web seen")
     source.deliver["ConfigMap"]("DELETED", _cm("legacy"))
-    await _until(lambda: names.absent("v1", "ConfigMap", "legacy", "default") is True, "legacy gone")
+    await wait_until(lambda: names.absent("v1", "ConfigMap", "legacy", "default") is True, 10.0, "legacy gone")
     await names.stop()
     assert names.absent("v1", "ConfigMap", "web", "default") is None  # stopped: nothing is followed again
 
@@ -82,13 +75,13 @@ async def test_kinds_beyond_the_threads_are_not_followed_until_one_goes_idle() -
     names = ForeignNames(source, max_kinds=2, idle_seconds=300, clock=lambda: now[0])
     for kind in ("ConfigMap", "Secret"):
         names.absent("v1", kind, "x", "default")
-    await _until(lambda: set(source.deliver) == {"ConfigMap", "Secret"}, "two kinds followed")
+    await wait_until(lambda: set(source.deliver) == {"ConfigMap", "Secret"}, 10.0, "two kinds followed")
     assert names.absent("v1", "Service", "x", "default") is None
     now[0] = 200.0
     assert names.absent("v1", "ConfigMap", "x", "default") is True  # asked again: not idle
     now[0] = 400.0  # Secret last asked 400 s ago, ConfigMap 200 s ago
     assert names.absent("v1", "Service", "x", "default") is None  # takes Secret's thread, lists first
-    await _until(lambda: "Service" in source.deliver and names.following("v1", "Service"), "Service followed")
+    await wait_until(lambda: "Service" in source.deliver and names.following("v1", "Service"), 10.0, "Service followed")
     assert not names.following("v1", "Secret") and names.following("v1", "ConfigMap")
     await names.stop()
 
@@ -97,13 +90,14 @@ async def test_an_expired_watch_lists_again_at_once_and_a_broken_one_waits() -> 
     expired = _Source({"ConfigMap": [_cm("legacy")]}, [WatchExpired("fake", "too old")])
     names = ForeignNames(expired, expired=lambda e: isinstance(e, WatchExpired), retry_seconds=3600)
     names.absent("v1", "ConfigMap", "x", "default")
-    await _until(lambda: len(expired.lists) == 2 and names.following("v1", "ConfigMap"), "listed again")
+    await wait_until(lambda: len(expired.lists) == 2 and names.following("v1", "ConfigMap"), 10.0, "listed again")
     await names.stop()
 
     broken = _Source({}, [ConnectionResetError("reset")])
     names = ForeignNames(broken, expired=lambda e: isinstance(e, WatchExpired), retry_seconds=3600)
     names.absent("v1", "ConfigMap", "x", "default")
-    await _until(lambda: len(broken.lists) == 1 and not names.following("v1", "ConfigMap"), "the broken watch")
+    await wait_until(lambda: len(broken.lists) == 1 and not names.following("v1", "ConfigMap"), 10.0,
+                     "the broken watch")
     assert names.absent("v1", "ConfigMap", "x", "default") is None  # waiting to list again: GET meanwhile
     assert len(broken.lists) == 1
     await names.stop()
@@ -122,15 +116,15 @@ async def test_a_member_shows_what_others_created_and_not_what_drods_applied(sim
     try:
         other.create_namespaced_config_map("default", _cm("theirs"))  # type: ignore[arg-type]
         names = member.foreign_names()
-        await _until(lambda: names.absent("v1", "ConfigMap", "theirs", "default") is not None, "following")
+        await wait_until(lambda: names.absent("v1", "ConfigMap", "theirs", "default") is not None, 10.0, "following")
         assert names.absent("v1", "ConfigMap", "theirs", "default") is False
         await member.apply({**_cm("ours"), "metadata": {"name": "ours", "namespace": "default",
                                                        "labels": {MANAGED_BY: MANAGER}}})
         other.create_namespaced_config_map("default", _cm("later"))  # type: ignore[arg-type]
-        await _until(lambda: names.absent("v1", "ConfigMap", "later", "default") is False, "a later one seen")
+        await wait_until(lambda: names.absent("v1", "ConfigMap", "later", "default") is False, 10.0, "a later one seen")
         assert names.absent("v1", "ConfigMap", "ours", "default") is True
         other.delete_namespaced_config_map("theirs", "default")
-        await _until(lambda: names.absent("v1", "ConfigMap", "theirs", "default") is True, "deleted")
+        await wait_until(lambda: names.absent("v1", "ConfigMap", "theirs", "default") is True, 10.0, "deleted")
         assert names.lists == 1  # the watch brought every change
     finally:
         await member.close()

@@ -16,6 +16,7 @@ from drods.members.workload_usage import measure
 from drods.sim.harness import SimProcess
 from tests.members.test_summary import NODES
 from tests.members.test_workload_usage import METRICS, PODS, _deploy
+from tests.members.waiting import wait_until
 from tests.sim.util import running_sims
 
 pytestmark = pytest.mark.timeout(120)
@@ -76,26 +77,18 @@ class _Source:
         return resource_version
 
 
-async def _until(check: Callable[[], bool], what: str, within_s: float = 10.0) -> None:
-    try:
-        async with asyncio.timeout(within_s):
-            while not check():  # noqa: ASYNC110 - the cache's state, polled with a deadline
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"not within {within_s}s: {what}") from None
-
 
 async def test_an_expired_watch_lists_again_at_once_and_a_broken_one_waits() -> None:
     expired = _Source([WatchExpired("fake", "too old")])
     cache = PodCache(expired, expired=lambda e: isinstance(e, WatchExpired), retry_seconds=3600)
     cache.start()
-    await _until(lambda: expired.listed == 2 and cache.following, "a second listing")
+    await wait_until(lambda: expired.listed == 2 and cache.following, 10.0, "a second listing")
     await cache.stop()
 
     broken = _Source([ConnectionResetError("reset")])
     cache = PodCache(broken, expired=lambda e: isinstance(e, WatchExpired), retry_seconds=3600)
     cache.start()
-    await _until(lambda: broken.listed == 1 and not cache.following and cache.running, "the broken watch")
+    await wait_until(lambda: broken.listed == 1 and not cache.following and cache.running, 10.0, "the broken watch")
     assert broken.listed == 1  # waiting retry_seconds before the next listing; the readers list meanwhile
     await cache.stop()
     assert not cache.running
@@ -121,14 +114,14 @@ async def test_followed_pods_come_and_go_with_the_members(sim: SimProcess) -> No
     plain = MemberClient.from_kubeconfig("m-pods", sim.kubeconfig, options=opts)
     try:
         cache = member.follow_pods()
-        await _until(lambda: cache.following, "following")
+        await wait_until(lambda: cache.following, 10.0, "following")
 
         def web(n: int) -> bool:
             mine = [p for p in cache.pods("default") if p["metadata"]["labels"].get("app") == "web"]
             return len(mine) == n and all(p["status"]["phase"] == "Running" for p in mine)
 
         await member.apply(_deployment("web", 3))
-        await _until(lambda: web(3), "3 running pods of web in the cache")
+        await wait_until(lambda: web(3), 10.0, "3 running pods of web in the cache")
         assert cache.lists == 1  # the watch brought them, no listing
         nodes = await member.nodes()
         followed, listed = await member.pods(), await plain.pods()  # the cache's, and one listing's
@@ -136,9 +129,9 @@ async def test_followed_pods_come_and_go_with_the_members(sim: SimProcess) -> No
         assert len(followed) == len(listed) and cache.pods("elsewhere") == []
 
         await member.apply(_deployment("web", 1))
-        await _until(lambda: web(1), "web scaled to 1 in the cache")
+        await wait_until(lambda: web(1), 10.0, "web scaled to 1 in the cache")
         await member.delete("apps/v1", "Deployment", "web", "default")
-        await _until(lambda: web(0), "web's pods gone from the cache")
+        await wait_until(lambda: web(0), 10.0, "web's pods gone from the cache")
     finally:
         await member.close()
         await plain.close()

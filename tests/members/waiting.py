@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 
-async def wait_until(check: Callable[[], bool], seconds: float = 5.0) -> None:
+async def wait_until(check: Callable[[], bool], seconds: float = 5.0, what: str = "") -> None:
     deadline = time.monotonic() + seconds
     while not check():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"not within {seconds}s: {what}" if what else "timed out"
         await asyncio.sleep(0.01)
