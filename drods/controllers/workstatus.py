@@ -36,7 +36,8 @@ from drods.controllers.settings import MemberSettings
 from drods.controllers.work_record import WorkRecord
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import raise_ended, stop_tasks
-from drods.members.client import MemberClient, MemberError, MemberUnavailable, WatchExpired
+from drods.members.client import MemberClient, MemberError, MemberUnavailable, history_gone
+from drods.members.reflector import KindCalls, Reflector
 from drods.members.workload_usage import UsageReader, key_of
 from drods.model.annotations import MANAGED_SELECTOR
 from drods.model.interpreter import Interpreter
@@ -165,40 +166,23 @@ class WorkStatusController:
         go to ``events`` in order. Listed again when the member no longer has the history (410);
         after any other failure, tried again a poll period later (the lists go on meanwhile)."""
         following = self._following.setdefault(cluster, set())
-        loop = asyncio.get_running_loop()
 
-        def deliver(event: str, obj: Obj) -> None:  # a worker thread of the member's client
-            loop.call_soon_threadsafe(events.put_nowait, (event, obj))
+        def client() -> MemberClient:
+            if (c := self.fleet.clients.cached(cluster)) is None:
+                raise MemberUnavailable(cluster, "no client")
+            return c
 
-        while True:
-            client = self.fleet.clients.cached(cluster)
-            try:
-                if client is None:
-                    raise MemberUnavailable(cluster, "no client")
-                await self._list_and_watch(client, kind, deliver, following)
-            except asyncio.CancelledError:
-                raise
-            except WatchExpired:
-                continue
-            except MemberError as e:
-                if e.status == 410:
-                    continue
-                log.debug("%s: watching %s failed: %s", cluster, kind[1], e)
-            except Exception as e:  # noqa: BLE001 - the lists still record status; the watch is tried again
-                log.debug("%s: watching %s failed: %s", cluster, kind[1], e)
-            finally:
-                following.discard(kind)
-            await asyncio.sleep(self.settings.statusPollSeconds)
+        def listed(items: list[Obj]) -> None:
+            for it in items:  # what changed between the poll's list and this one
+                events.put_nowait(("MODIFIED", it))
+            following.add(kind)
 
-    async def _list_and_watch(self, client: MemberClient, kind: tuple[str, str],
-                              deliver: Callable[[str, Obj], None], following: set[tuple[str, str]]) -> None:
-        res = await client.resource(*kind)
-        items, rv = await client.list_versioned(res, MANAGED_SELECTOR)
-        for it in items:  # what changed between the poll's list and this one
-            deliver("MODIFIED", it)
-        following.add(kind)
-        while True:
-            rv = await client.watch_from(res, rv, WATCH_SECONDS, deliver, MANAGED_SELECTOR)
+        calls = KindCalls(client, kind, MANAGED_SELECTOR)
+        await Reflector[Obj](
+            name=f"{cluster} {kind[1]}", list_call=calls.list, watch_call=calls.watch, replace=listed,
+            apply=lambda event, obj: events.put_nowait((event, obj)), unsynced=lambda: following.discard(kind),
+            expired=history_gone,
+            expired_unsynced=True, watch_seconds=WATCH_SECONDS, retry_seconds=self.settings.statusPollSeconds).run()
 
     async def _consume(self, cluster: str, events: asyncio.Queue[tuple[str, Obj]]) -> None:
         """Every event waiting at once, as one batch: the last of each object's (the others are

@@ -106,6 +106,11 @@ class WatchExpired(Exception):
         self.cluster = cluster
 
 
+def history_gone(exc: BaseException) -> bool:
+    """Whether a failed watch says the member no longer has the history asked for (410): list again."""
+    return isinstance(exc, WatchExpired) or (isinstance(exc, MemberError) and exc.status == HTTPStatus.GONE)
+
+
 @dataclass(frozen=True)
 class ServedResource:
     """A kind as one member serves it: its plural and scope come from the member's discovery."""
@@ -565,8 +570,7 @@ class MemberClient:
         components that summarise a member again and again: health, the pull agent); `close` stops it."""
         cache = self._pod_cache
         if cache is None:
-            cache = self._pod_cache = PodCache(self, expired=lambda e: isinstance(e, WatchExpired) or (
-                isinstance(e, MemberError) and e.status == HTTPStatus.GONE))
+            cache = self._pod_cache = PodCache(self, expired=history_gone)
         if not self._closed:
             cache.start()
         return cache
@@ -575,8 +579,7 @@ class MemberClient:
         """What answers, without a call, whether the member holds an object DRO-DS did not create
         (`drods.members.foreign_names`); it follows each kind asked about from then on."""
         if self._foreign is None:
-            self._foreign = ForeignNames(self, expired=lambda e: isinstance(e, WatchExpired) or (
-                isinstance(e, MemberError) and e.status == HTTPStatus.GONE))
+            self._foreign = ForeignNames(self, expired=history_gone)
         return self._foreign
 
     async def list_foreign(self, api_version: str, kind: str, selector: str) -> tuple[list[Obj], str]:

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from drods.members.client import COPY_WATCHES, MemberClient, MemberError, WatchExpired
+from drods.members.client import COPY_WATCHES, MemberClient, history_gone
+from drods.members.reflector import KindCalls, Reflector
 from drods.model.annotations import MANAGED_SELECTOR
 
 Obj = dict[str, Any]
 Kind = tuple[str, str]  # (apiVersion, kind)
 Key = tuple[str, str]  # (namespace, name)
-log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 60.0  # one watch request's length; then the kind is listed again (a resync) and followed
 RETRY_SECONDS = 5.0  # after a failure, listing again waits this long
@@ -65,7 +64,7 @@ class FollowedCopies:
             task = self._tasks.get(kind)
             if task is None or task.done():
                 self._tasks[kind] = asyncio.get_running_loop().create_task(
-                    self._run(kind), name=f"copies-{self.member.name}-{kind[1]}")
+                    self._reflector(kind).run(), name=f"copies-{self.member.name}-{kind[1]}")
 
     def listed(self, kind: Kind) -> dict[Key, Obj] | None:
         """The copies of ``kind`` while it is followed (shared: read, don't change); None: list it."""
@@ -92,6 +91,11 @@ class FollowedCopies:
         self._synced.discard(kind)
         self._copies.pop(kind, None)
 
+    def _listed(self, kind: Kind, items: list[Obj]) -> None:
+        self.lists += 1
+        self._copies[kind] = {_key(it): it for it in items}
+        self._synced.add(kind)
+
     def _event(self, kind: Kind, event: str, obj: Obj) -> None:
         held = self._copies.get(kind)
         if held is None or kind not in self._synced:
@@ -104,27 +108,13 @@ class FollowedCopies:
             return
         self.on_change()
 
-    async def _run(self, kind: Kind) -> None:
-        loop = asyncio.get_running_loop()
-
-        def deliver(event: str, obj: Obj) -> None:  # a worker thread of the member's client
-            loop.call_soon_threadsafe(self._event, kind, event, obj)
-
-        while True:
-            try:
-                res = await self.member.resource(*kind)
-                items, rv = await self.member.list_versioned(res, MANAGED_SELECTOR)
-                self.lists += 1
-                self._copies[kind] = {_key(it): it for it in items}
-                self._synced.add(kind)
-                await self.member.watch_from(res, rv, self.watch_seconds, deliver, MANAGED_SELECTOR)
-                continue  # the watch ran its length: list again (a resync) and go on
-            except asyncio.CancelledError:
-                self._forget(kind)
-                raise
-            except Exception as e:  # noqa: BLE001 - the agent lists meanwhile; the watch is tried again
-                self._forget(kind)
-                if isinstance(e, WatchExpired) or (isinstance(e, MemberError) and e.status == 410):
-                    continue  # the member no longer has that history: list again at once
-                log.debug("%s: following %s failed: %s", self.member.name, kind[1], e)
-            await asyncio.sleep(self.retry_seconds)
+    def _reflector(self, kind: Kind) -> Reflector[Obj]:
+        """The kind listed, watched for a watch length, then listed again (a resync); while a failure
+        leaves it not listed, the agent lists it (`listed` answers None)."""
+        calls = KindCalls(lambda: self.member, kind, MANAGED_SELECTOR)
+        return Reflector[Obj](
+            name=f"{self.member.name} {kind[1]}", list_call=calls.list, watch_call=calls.watch,
+            replace=lambda items: self._listed(kind, items), apply=lambda e, obj: self._event(kind, e, obj),
+            unsynced=lambda: self._forget(kind), resync=True, expired_unsynced=True,
+            expired=history_gone,
+            watch_seconds=self.watch_seconds, retry_seconds=self.retry_seconds)

@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from drods.members.reflector import Reflector
 from drods.model.annotations import FOREIGN_SELECTOR
 
 Obj = dict[str, Any]
 Kind = tuple[str, str]  # (apiVersion, kind)
-log = logging.getLogger(__name__)
+Key = tuple[str, str]  # (namespace, name)
 
 WATCH_SECONDS = 60.0  # one watch request's length; then it is made again from where it stopped
 RETRY_SECONDS = 5.0  # after a failure, listing the kind again waits this long
@@ -52,7 +52,7 @@ class ForeignSource(Protocol):
                       deliver: Callable[[str, Obj], None], selector: str) -> Awaitable[str]: ...
 
 
-def _key(obj: Obj) -> tuple[str, str]:
+def _key(obj: Obj) -> Key:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
@@ -61,8 +61,8 @@ def _key(obj: Obj) -> tuple[str, str]:
 class _Followed:
     task: asyncio.Task[None]
     asked: float  # monotonic time of the last question about the kind
-    names: set[tuple[str, str]] = field(default_factory=set)
-    synced: bool = False  # listed, and the watch goes on from that listing
+    reflector: Reflector[Key]  # its synced: listed, and the watch goes on from that listing
+    names: set[Key] = field(default_factory=set)
 
 
 class ForeignNames:
@@ -97,7 +97,7 @@ class ForeignNames:
             if followed is None:
                 return None
         followed.asked = now
-        if not followed.synced:
+        if not followed.reflector.synced:
             return None
         if namespace:
             return (namespace, name) not in followed.names
@@ -106,7 +106,7 @@ class ForeignNames:
 
     def following(self, api_version: str, kind: str) -> bool:
         followed = self._kinds.get((api_version, kind))
-        return followed is not None and followed.synced
+        return followed is not None and followed.reflector.synced
 
     def _start(self, kind: Kind, now: float) -> _Followed | None:
         self._kinds.pop(kind, None)
@@ -123,8 +123,24 @@ class ForeignNames:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return None
-        followed = _Followed(task=loop.create_task(self._run(kind), name=f"foreign-{self.source.name}-{kind[1]}"),
-                             asked=now)
+        api_version, name = kind
+
+        def replace(keys: list[Key]) -> bool:  # False: its entry was replaced while it listed
+            self.lists += 1
+            if self._kinds.get(kind) is not followed:
+                return False
+            followed.names = set(keys)
+            return True
+
+        reflector = Reflector[Key](
+            name=f"{self.source.name} foreign {name}", transform=_key, replace=replace,
+            list_call=lambda: self.source.list_foreign(api_version, name, FOREIGN_SELECTOR),
+            watch_call=lambda rv, seconds, deliver: self.source.watch_foreign(
+                api_version, name, rv, seconds, deliver, FOREIGN_SELECTOR),
+            apply=lambda event, key: self._apply(kind, event, key), expired=self.expired,
+            watch_seconds=self.watch_seconds, retry_seconds=self.retry_seconds)
+        followed = _Followed(loop.create_task(reflector.run(), name=f"foreign-{self.source.name}-{kind[1]}"), now,
+                             reflector)
         self._kinds[kind] = followed
         return followed
 
@@ -140,38 +156,7 @@ class ForeignNames:
                 if t.get_loop() is asyncio.get_running_loop():
                     await t
 
-    async def _run(self, kind: Kind) -> None:
-        loop = asyncio.get_running_loop()
-        api_version, name = kind
-
-        def deliver(event: str, obj: Obj) -> None:  # a worker thread of the member's client
-            loop.call_soon_threadsafe(self._apply, kind, event, _key(obj))
-
-        while True:
-            followed = self._kinds.get(kind)
-            try:
-                items, rv = await self.source.list_foreign(api_version, name, FOREIGN_SELECTOR)
-                self.lists += 1
-                if followed is None or self._kinds.get(kind) is not followed:
-                    return
-                followed.names = {_key(o) for o in items}
-                followed.synced = True
-                while True:
-                    rv = await self.source.watch_foreign(api_version, name, rv, self.watch_seconds, deliver,
-                                                         FOREIGN_SELECTOR)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a broken or refused watch: list again (callers GET meanwhile)
-                if followed is not None and followed.synced and self.expired(e):
-                    followed.synced = False
-                    continue
-                log.debug("%s: following foreign %s: %s", self.source.name, name, e)
-            finally:
-                if followed is not None:
-                    followed.synced = False
-            await asyncio.sleep(self.retry_seconds)
-
-    def _apply(self, kind: Kind, event: str, key: tuple[str, str]) -> None:
+    def _apply(self, kind: Kind, event: str, key: Key) -> None:
         followed = self._kinds.get(kind)
         if followed is None:
             return

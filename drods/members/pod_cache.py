@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from drods.members.reflector import Reflector
+
 Obj = dict[str, Any]
-log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 60.0  # one watch request's length; then it is made again from where it stopped
 RETRY_SECONDS = 5.0  # after a failure, listing again waits this long
@@ -74,11 +74,11 @@ class PodCache:
         """``expired``: whether a watch's failure says the member no longer has its history (410):
         then it lists again at once, after any other failure ``retry_seconds`` later."""
         self.source = source
-        self.expired = expired
-        self.watch_seconds = watch_seconds
-        self.retry_seconds = retry_seconds
         self._pods: dict[str, dict[str, Obj]] = {}  # namespace → name → pod
-        self._following = False  # listed, and the watch goes on from that listing
+        self._reflector = Reflector[Obj](
+            name=f"{source.name} pods", list_call=source.list_pods_versioned, watch_call=source.watch_pods,
+            replace=self._replace, apply=self._apply, transform=pruned, expired=expired,
+            watch_seconds=watch_seconds, retry_seconds=retry_seconds)
         self.lists = 0  # listings made (the first and each after a broken watch)
         self._task: asyncio.Task[None] | None = None
 
@@ -92,7 +92,7 @@ class PodCache:
     def following(self) -> bool:
         """Listed, and the watch goes on from that listing, on the running loop (a cache left on a loop
         that ended is not current)."""
-        return self._following and self._on_this_loop()
+        return self._reflector.synced and self._on_this_loop()
 
     @property
     def running(self) -> bool:
@@ -101,13 +101,14 @@ class PodCache:
     def start(self) -> None:
         """Follow on the running loop (again, if it stopped or was started on another loop)."""
         if not self.running:
-            self._following = False
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"pods-{self.source.name}")
+            self._reflector.synced = False
+            self._task = asyncio.get_running_loop().create_task(self._reflector.run(),
+                                                                name=f"pods-{self.source.name}")
 
     async def stop(self) -> None:
         here = self._on_this_loop()
         task, self._task = self._task, None
-        self._following = False
+        self._reflector.synced = False
         if task is None:
             return
         with contextlib.suppress(RuntimeError):  # its loop has ended: nothing runs it any more
@@ -122,6 +123,12 @@ class PodCache:
             return [p for pods in self._pods.values() for p in pods.values()]
         return list(self._pods.get(namespace, {}).values())
 
+    def _replace(self, pods: list[Obj]) -> None:
+        self.lists += 1
+        self._pods = {}
+        for p in pods:
+            self._apply("ADDED", p)
+
     def _apply(self, event: str, pod: Obj) -> None:
         ns, name = _key(pod)
         if event == "DELETED":
@@ -132,29 +139,3 @@ class PodCache:
                     del self._pods[ns]
         elif event in ("ADDED", "MODIFIED"):
             self._pods.setdefault(ns, {})[name] = pod
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-
-        def deliver(event: str, obj: Obj) -> None:  # a worker thread of the member's client
-            loop.call_soon_threadsafe(self._apply, event, pruned(obj))
-
-        while True:
-            try:
-                items, rv = await self.source.list_pods_versioned()
-                self.lists += 1
-                self._pods = {}
-                for p in items:
-                    self._apply("ADDED", pruned(p))
-                self._following = True
-                while True:
-                    rv = await self.source.watch_pods(rv, self.watch_seconds, deliver)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a broken or refused watch: list again (the readers list meanwhile)
-                if self._following and self.expired(e):
-                    continue
-                log.debug("%s: following pods: %s", self.source.name, e)
-            finally:
-                self._following = False
-            await asyncio.sleep(self.retry_seconds)

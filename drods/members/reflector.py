@@ -1,0 +1,104 @@
+"""List, then watch from the listing's resourceVersion, against a member (client-go's Reflector): the one
+loop under the member-side caches (`drods.members.pod_cache`, `drods.members.copy_watch`,
+`drods.members.foreign_names`) and the work-status controller's watches.
+
+A listing replaces what its user holds; each watch event is applied after it, on the event loop (the
+member client delivers events from a worker thread). When the member no longer has the history a
+watch asked for (410) it lists again at once; after any other failure, ``retry_seconds`` later, not
+``synced`` meanwhile: its users fall back to listing on their own until it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+Obj = dict[str, Any]
+Deliver = Callable[[str, Obj], None]  # (event type, object), from a worker thread
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+def _same(obj: Obj) -> Any:
+    return obj
+
+
+@dataclass(kw_only=True)
+class Reflector(Generic[T]):
+    """One list-and-watch loop; `run` it in a task, cancel the task to stop it."""
+
+    name: str  # what it follows, for the log
+    list_call: Callable[[], Awaitable[tuple[list[Obj], str]]]  # → (the objects, the resourceVersion to watch from)
+    watch_call: Callable[[str, float, Deliver], Awaitable[str]]  # (rv, seconds, deliver) → the last rv seen
+    replace: Callable[[list[T]], bool | None]  # a listing, transformed; False: nobody wants it, the reflector ends
+    apply: Callable[[str, T], None]  # an event, transformed, on the event loop
+    transform: Callable[[Obj], T] = _same  # what is kept of an object (of an event's, in the worker thread)
+    unsynced: Callable[[], None] = lambda: None  # after each failure, and when cancelled
+    expired: Callable[[BaseException], bool] = lambda _e: False  # the member no longer has the history (410)
+    expired_unsynced: bool = False  # an expiry when not synced (the listing's) lists again at once too
+    resync: bool = False  # list again after each watch length, instead of watching on from its rv
+    watch_seconds: float
+    retry_seconds: float
+    synced: bool = field(default=False, init=False)  # listed, and the watch goes on from that listing
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def deliver(event: str, obj: Obj) -> None:  # a worker thread of the member's client
+            loop.call_soon_threadsafe(self.apply, event, self.transform(obj))
+
+        while True:
+            try:
+                items, rv = await self.list_call()
+                if self.replace([self.transform(o) for o in items]) is False:
+                    return
+                self.synced = True
+                rv = await self.watch_call(rv, self.watch_seconds, deliver)
+                while not self.resync:
+                    rv = await self.watch_call(rv, self.watch_seconds, deliver)
+                continue  # the watch ran its length: list again (a resync) and go on
+            except BaseException as e:  # a broken or refused watch: list again (its users list meanwhile)
+                was_synced, self.synced = self.synced, False
+                self.unsynced()
+                if not isinstance(e, Exception):  # cancelled
+                    raise
+                if (was_synced or self.expired_unsynced) and self.expired(e):
+                    continue
+                log.debug("%s: following failed: %s", self.name, e)
+            await asyncio.sleep(self.retry_seconds)
+
+
+class KindMember(Protocol):
+    """What `KindCalls` calls on a member (`drods.members.client.MemberClient`)."""
+
+    def resource(self, api_version: str, kind: str) -> Awaitable[Any]: ...
+
+    def list_versioned(self, res: Any, label_selector: str | None = ...) -> Awaitable[tuple[list[Obj], str]]: ...
+
+    def watch_from(self, res: Any, resource_version: str, seconds: float, deliver: Deliver,
+                   label_selector: str | None = ...) -> Awaitable[str]: ...
+
+
+@dataclass
+class KindCalls:
+    """A reflector's calls for one kind's objects that ``selector`` selects, on the member ``member()``
+    gives at each listing (it may raise: no member); the watches go to the member and resource listed."""
+
+    member: Callable[[], KindMember]
+    kind: tuple[str, str]  # (apiVersion, kind)
+    selector: str
+    _listed: tuple[KindMember, Any] | None = field(default=None, init=False, repr=False)
+
+    async def list(self) -> tuple[list[Obj], str]:
+        member = self.member()
+        res = await member.resource(*self.kind)
+        self._listed = member, res
+        return await member.list_versioned(res, self.selector)
+
+    async def watch(self, resource_version: str, seconds: float, deliver: Deliver) -> str:
+        assert self._listed is not None, "watched before listing"
+        member, res = self._listed
+        return await member.watch_from(res, resource_version, seconds, deliver, self.selector)
