@@ -181,8 +181,8 @@ class WorkStatusController:
         await Reflector[Obj](
             name=f"{cluster} {kind[1]}", list_call=calls.list, watch_call=calls.watch, replace=listed,
             apply=lambda event, obj: events.put_nowait((event, obj)), unsynced=lambda: following.discard(kind),
-            expired=history_gone,
-            expired_unsynced=True, watch_seconds=WATCH_SECONDS, retry_seconds=self.settings.statusPollSeconds).run()
+            expired=history_gone, expired_unsynced=True,
+            watch_seconds=WATCH_SECONDS, retry_seconds=self.settings.statusPollSeconds).run()
 
     async def _consume(self, cluster: str, events: asyncio.Queue[tuple[str, Obj]]) -> None:
         """Every event waiting at once, as one batch: the last of each object's (the others are

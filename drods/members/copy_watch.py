@@ -115,6 +115,5 @@ class FollowedCopies:
         return Reflector[Obj](
             name=f"{self.member.name} {kind[1]}", list_call=calls.list, watch_call=calls.watch,
             replace=lambda items: self._listed(kind, items), apply=lambda e, obj: self._event(kind, e, obj),
-            unsynced=lambda: self._forget(kind), resync=True, expired_unsynced=True,
-            expired=history_gone,
+            unsynced=lambda: self._forget(kind), resync=True, expired=history_gone, expired_unsynced=True,
             watch_seconds=self.watch_seconds, retry_seconds=self.retry_seconds)
