@@ -29,12 +29,15 @@ async def test_a_round_spreads_its_targets_over_the_interval(monkeypatch: pytest
     monkeypatch.setattr(probing, "write_measurements", write)
     clusters = {f"/clusters/c{i}": {"metadata": {"name": f"c{i}"}, "spec": {"endpoint": f"https://c{i}"}}
                 for i in range(5)}
-    interval = 0.5
+    interval = 2.0
     prober = probing.NetworkProber(None, SimpleNamespace(cache=clusters),  # type: ignore[arg-type]
                                    ProbeSettings(intervalSeconds=interval))
     await prober.step()
     assert sorted(m.to for m in written) == [f"c{i}" for i in range(5)]  # one write of the whole round
-    gaps = [b - a for a, b in zip(started, started[1:], strict=False)]
     spacing = probing.SPREAD * interval / 5
-    assert len(started) == 5 and all(g >= 0.8 * spacing for g in gaps), gaps
-    assert started[-1] - started[0] < probing.SPREAD * interval  # the round ends within its interval
+    # a busy machine can only start a probe late, never early (a timer may fire up to a millisecond
+    # before its time): each start is at or after its slot, and the round still ends within its interval
+    slots = [prober.round_started + k * spacing for k in range(5)]
+    assert len(started) == 5 and all(t >= slot - 0.002 for t, slot in zip(started, slots, strict=True)), \
+        [round(t - prober.round_started, 3) for t in started]
+    assert started[-1] < prober.round_started + interval
