@@ -582,14 +582,6 @@ class MemberClient:
             self._foreign = ForeignNames(self, expired=history_gone)
         return self._foreign
 
-    async def list_foreign(self, api_version: str, kind: str, selector: str) -> tuple[list[Obj], str]:
-        return await self.list_versioned(await self.resource(api_version, kind), selector)
-
-    async def watch_foreign(self, api_version: str, kind: str, resource_version: str, seconds: float,
-                            deliver: Callable[[str, Obj], None], selector: str) -> str:
-        return await self.watch_from(await self.resource(api_version, kind), resource_version, seconds, deliver,
-                                     selector)
-
     async def list_pods_versioned(self) -> tuple[list[Obj], str]:
         return await self.list_versioned(PODS)
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from drods.members.reflector import Reflector
+from drods.members.reflector import KindCalls, KindMember, Reflector
 from drods.model.annotations import FOREIGN_SELECTOR
 
 Obj = dict[str, Any]
@@ -41,15 +41,10 @@ IDLE_SECONDS = 300.0  # a kind not asked about this long gives its watch thread 
 MAX_KINDS = 2  # kinds followed at once per member (the Deployment and ConfigMap of a typical Work)
 
 
-class ForeignSource(Protocol):
-    """The calls the follower makes on its member (`drods.members.client.MemberClient`)."""
+class ForeignSource(KindMember, Protocol):
+    """The member the follower lists and watches (`drods.members.client.MemberClient`)."""
 
     name: str
-
-    def list_foreign(self, api_version: str, kind: str, selector: str) -> Awaitable[tuple[list[Obj], str]]: ...
-
-    def watch_foreign(self, api_version: str, kind: str, resource_version: str, seconds: float,
-                      deliver: Callable[[str, Obj], None], selector: str) -> Awaitable[str]: ...
 
 
 def _key(obj: Obj) -> Key:
@@ -123,7 +118,6 @@ class ForeignNames:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return None
-        api_version, name = kind
 
         def replace(keys: list[Key]) -> bool:  # False: its entry was replaced while it listed
             self.lists += 1
@@ -132,13 +126,11 @@ class ForeignNames:
             followed.names = set(keys)
             return True
 
+        calls = KindCalls(lambda: self.source, kind, FOREIGN_SELECTOR)
         reflector = Reflector[Key](
-            name=f"{self.source.name} foreign {name}", transform=_key, replace=replace,
-            list_call=lambda: self.source.list_foreign(api_version, name, FOREIGN_SELECTOR),
-            watch_call=lambda rv, seconds, deliver: self.source.watch_foreign(
-                api_version, name, rv, seconds, deliver, FOREIGN_SELECTOR),
-            apply=lambda event, key: self._apply(kind, event, key), expired=self.expired,
-            watch_seconds=self.watch_seconds, retry_seconds=self.retry_seconds)
+            name=f"{self.source.name} foreign {kind[1]}", transform=_key, replace=replace,
+            list_call=calls.list, watch_call=calls.watch, apply=lambda event, key: self._apply(kind, event, key),
+            expired=self.expired, watch_seconds=self.watch_seconds, retry_seconds=self.retry_seconds)
         followed = _Followed(loop.create_task(reflector.run(), name=f"foreign-{self.source.name}-{kind[1]}"), now,
                              reflector)
         self._kinds[kind] = followed

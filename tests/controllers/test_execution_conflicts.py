@@ -153,10 +153,13 @@ class FollowedMember(Member):
             self.followed = ForeignNames(self)  # type: ignore[arg-type]
         return self.followed
 
-    async def list_foreign(self, api_version: str, kind: str, selector: str) -> tuple[list[Any], str]:
+    async def resource(self, api_version: str, kind: str) -> str:
+        return kind
+
+    async def list_versioned(self, kind: str, selector: str | None = None) -> tuple[list[Any], str]:
         return [{"metadata": {"name": n, "namespace": "default"}} for n in self.theirs], "1"
 
-    async def watch_foreign(self, *args: Any) -> str:
+    async def watch_from(self, *args: Any) -> str:
         await asyncio.Event().wait()
         return "1"
 

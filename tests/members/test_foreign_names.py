@@ -36,12 +36,15 @@ class _Source:
         self.lists: list[tuple[str, str]] = []  # (kind, selector) of each listing
         self.deliver: dict[str, Callable[[str, Obj], None]] = {}
 
-    async def list_foreign(self, api_version: str, kind: str, selector: str) -> tuple[list[Obj], str]:
-        self.lists.append((kind, selector))
+    async def resource(self, api_version: str, kind: str) -> str:
+        return kind
+
+    async def list_versioned(self, kind: str, selector: str | None = None) -> tuple[list[Obj], str]:
+        self.lists.append((kind, str(selector)))
         return list(self.listed.get(kind, [])), "1"
 
-    async def watch_foreign(self, api_version: str, kind: str, resource_version: str, seconds: float,
-                            deliver: Callable[[str, Obj], None], selector: str) -> str:
+    async def watch_from(self, kind: str, resource_version: str, seconds: float,
+                         deliver: Callable[[str, Obj], None], selector: str | None = None) -> str:
         if self.failures:
             raise self.failures.pop(0)
         self.deliver[kind] = deliver

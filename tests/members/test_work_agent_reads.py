@@ -17,7 +17,7 @@ import httpx
 from drods.members.client import ServedResource
 from drods.members.foreign_names import ForeignNames
 from drods.members.works import WorkAgent, _Work
-from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed
+from drods.model.annotations import ANN_HASH, FOREIGN_SELECTOR, MANAGED_BY, MANAGER, is_managed
 from tests.members.waiting import wait_until
 
 Obj = dict[str, Any]
@@ -50,15 +50,6 @@ class Member:
     def foreign_names(self) -> ForeignNames:
         return self.foreign
 
-    async def list_foreign(self, api_version: str, kind: str, selector: str) -> tuple[list[Obj], str]:
-        self.calls[f"list foreign {kind}"] += 1
-        return [o for (k, _, _), o in self.objects.items() if k == kind and not is_managed(o)], "1"
-
-    async def watch_foreign(self, api_version: str, kind: str, resource_version: str, seconds: float,
-                            deliver: Callable[[str, Obj], None], selector: str) -> str:
-        await asyncio.Event().wait()  # nobody else creates anything here
-        return resource_version
-
     def changed(self, event: str, obj: Obj) -> None:
         """The member changed ``obj`` (its store) and tells the kind's watch."""
         key = (obj["kind"], obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
@@ -72,11 +63,16 @@ class Member:
         return ServedResource(api_version, kind, kind.lower() + "s", True)
 
     async def list_versioned(self, res: ServedResource, label_selector: str | None = None) -> tuple[list[Obj], str]:
+        if label_selector == FOREIGN_SELECTOR:  # the foreign names' listing
+            self.calls[f"list foreign {res.kind}"] += 1
+            return [o for (k, _, _), o in self.objects.items() if k == res.kind and not is_managed(o)], "1"
         self.calls[f"list {res.kind}"] += 1
         return [o for (k, _, _), o in self.objects.items() if k == res.kind], "1"
 
     async def watch_from(self, res: ServedResource, resource_version: str, seconds: float,
                          deliver: Callable[[str, Obj], None], label_selector: str | None = None) -> str:
+        if label_selector == FOREIGN_SELECTOR:
+            await asyncio.Event().wait()  # nobody else creates anything here
         queue = self.changes.setdefault(res.kind, asyncio.Queue())
         while True:
             deliver(*await queue.get())
