@@ -23,8 +23,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import statsmodels  # noqa: E402
-
 from drods.monitor.forecast import DAY, evaluate, forecast  # noqa: E402
 
 STEP = 300
@@ -52,7 +50,7 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     print(
-        f"conditions: python {platform.python_version()}, statsmodels {statsmodels.__version__}, "
+        f"conditions: python {platform.python_version()}, Holt-Winters of drods.monitor.holt_winters, "
         f"numpy {np.__version__}; {args.traces} synthetic traces per noise level, {args.days} days of "
         f"{STEP}s samples, daily season ({SEASON} steps), holdout = last day and last hour; seed {args.seed}"
     )

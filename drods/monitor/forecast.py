@@ -1,7 +1,7 @@
 """Load forecasting for pre-allocation before peaks (SPEC F6) and predictive placement (A5).
 
 Cluster load is dominated by a daily cycle, so the model is additive Holt-Winters
-(statsmodels ``ExponentialSmoothing``, damped additive trend + additive daily season) fitted on
+(`drods.monitor.holt_winters`: damped additive trend + additive daily season) fitted on
 history resampled to a fixed step. It is only worth using if it beats the trivial forecasts,
 so `evaluate` always reports it next to two baselines on held-out data:
 
@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from drods.monitor import holt_winters
 from drods.monitor.report import WATER_LEVEL
 from drods.monitor.series import Point, SeriesReader
 
@@ -97,29 +97,14 @@ def seasonal_naive_forecast(y: np.ndarray, horizon: int, season: int) -> np.ndar
 
 def holt_winters_forecast(y: np.ndarray, horizon: int, season: int) -> tuple[np.ndarray, str]:
     """Fit and forecast; returns (values, method used)."""
-    from statsmodels.tsa.holtwinters import ExponentialSmoothing
-
     n = len(y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # convergence chatter on flat series is expected
-        if season >= 2 and n >= 2 * season:
-            init = "heuristic" if n >= 10 + 2 * (season // 2) else "estimated"
-            model = ExponentialSmoothing(
-                y,
-                trend="add",
-                damped_trend=True,
-                seasonal="add",
-                seasonal_periods=season,
-                initialization_method=init,
-            )
-            method = "holt_winters"
-        elif n >= 10:
-            model = ExponentialSmoothing(y, trend="add", damped_trend=True, initialization_method="estimated")
-            method = "holt"
-        else:
-            return last_value_forecast(y, horizon), "last_value"
-        fitted = model.fit()
-        values = np.asarray(fitted.forecast(horizon), dtype=float)
+    if season >= 2 and n >= 2 * season:
+        fitted, method = holt_winters.fit(y, season), "holt_winters"
+    elif n >= 10:
+        fitted, method = holt_winters.fit(y, 1), "holt"
+    else:
+        return last_value_forecast(y, horizon), "last_value"
+    values = fitted.forecast(horizon)
     if not np.isfinite(values).all():
         return seasonal_naive_forecast(y, horizon, season), "seasonal_naive"
     return values, method
