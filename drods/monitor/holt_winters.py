@@ -67,7 +67,7 @@ def _run(y: np.ndarray, m: int, alpha: np.ndarray, beta: np.ndarray, gamma: np.n
 
 def _candidates(alpha_f: np.ndarray, beta_f: np.ndarray, gamma_f: np.ndarray,
                 phi: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Every combination of the fractions given, as parameters (β and γ within their bounds)."""
+    """Every combination of the grids' values, flattened (β and γ as fractions of their bounds)."""
     a, bf, gf, p = (g.ravel() for g in np.meshgrid(alpha_f, beta_f, gamma_f, phi, indexing="ij"))
     return a, bf, gf, p
 
@@ -90,8 +90,8 @@ def fit(y: np.ndarray, season: int) -> Fit:
     m = season if season >= 2 else 1
     level0, trend0, season0 = _initial(y, m)
     steps = [np.diff(COARSE_ALPHA).min(), 0.02, 0.05 if m > 1 else 0.0, 0.04]
-    grid: tuple[np.ndarray, ...] = (np.array(COARSE_ALPHA), np.array(COARSE_BETA), np.array(COARSE_GAMMA if m > 1 else (0.0,)),
-            np.array(COARSE_PHI))
+    grid: tuple[np.ndarray, ...] = (np.array(COARSE_ALPHA), np.array(COARSE_BETA),
+                                    np.array(COARSE_GAMMA if m > 1 else (0.0,)), np.array(COARSE_PHI))
     for _round in range(REFINEMENTS + 1):
         a, bf, gf, p = _candidates(*grid)
         sse, level, trend, seasons = _run(y, m, a, a * bf, (1 - a) * gf, p, level0, trend0, season0)

@@ -12,16 +12,7 @@ import pytest
 
 from drods.monitor import holt_winters
 from drods.monitor.forecast import mape
-
-SEASON = 288  # a day of 5-minute steps
-
-
-def diurnal(days: int, seed: int, noise: float) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(days * SEASON)
-    phase = 2 * np.pi * t / SEASON
-    y = 0.5 + 0.2 * np.sin(phase) + 0.05 * np.sin(2 * phase) + 0.01 * t / SEASON
-    return np.clip(y + rng.normal(0, noise, len(t)), 0.01, 1.0)
+from tests.monitor.test_forecast import SEASON, diurnal
 
 
 def test_a_noiseless_season_and_trend_are_forecast_almost_exactly() -> None:
