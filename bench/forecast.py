@@ -5,9 +5,15 @@ weekend dip on some traces, Gaussian noise; 7 days of 5-min samples. Each trace 
 a held-out last day (and on a held-out last hour, where last-value is at its strongest).
 No real utilisation trace shipped in a PyPI package was found quickly, so none is included.
 
+``--clusters N`` times a forecaster's refresh of a fleet: N clusters' histories of ``--days`` days
+forecast as `Forecaster` does it (its parameter search, the N fitted together), as it did it before
+(each cluster searched alone), and as its hourly refits between searches do it (the parameters
+found reused); CPU seconds of the process for each, and the mean gap between the reused parameters'
+forecasts and the searched ones' over the next day (the hour's new history fitted both ways).
+
 Prints the conditions, then one final JSON line of figures.
 
-    python bench/forecast.py [--traces 20] [--days 7] [--seed 0]
+    python bench/forecast.py [--traces 20] [--days 7] [--seed 0] [--clusters 32]
 """
 
 from __future__ import annotations
@@ -17,15 +23,19 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drods.monitor.forecast import DAY, evaluate, forecast  # noqa: E402
+from drods.monitor import holt_winters  # noqa: E402
+from drods.monitor.forecast import DAY, evaluate, forecast, forecasts, mape  # noqa: E402
 
 STEP = 300
+T = TypeVar("T")
 SEASON = DAY // STEP
 
 
@@ -47,6 +57,7 @@ def main() -> None:
     ap.add_argument("--traces", type=int, default=20)
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--clusters", type=int, default=32, help="a fleet's refresh, timed (0: none)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     print(
@@ -83,6 +94,7 @@ def main() -> None:
                 }
                 print(f"{key:22s} holdout={label:4s} {results[f'{key}_{label}']}")
     fit = np.array(fit_s)
+    fleet = refresh(rng, args.days, args.clusters) if args.clusters > 0 else {}
     print(
         json.dumps(
             {
@@ -94,9 +106,35 @@ def main() -> None:
                 "model_beats_last_value_day": f"{wins}/{total}",
                 "model_beats_last_value_day_by_group": group_wins,
                 "mape": results,
+                **fleet,
             }
         )
     )
+
+
+def _cpu(work: Callable[[], T]) -> tuple[float, T]:
+    t0 = time.process_time()
+    out = work()
+    return time.process_time() - t0, out
+
+
+def refresh(rng: np.random.Generator, days: int, clusters: int) -> dict[str, object]:
+    """A fleet's refresh three ways (see the module's docstring); prints and returns the figures."""
+    ys = np.stack([trace(rng, days, 0.03, weekend=bool(i % 4 == 0)) for i in range(clusters)])
+    now = ys[:, :-12]  # the history at the last search, an hour (12 steps) before the refit's
+    one_s, _ = _cpu(lambda: [forecast(y, SEASON, step_s=STEP) for y in now])
+    search_s, done = _cpu(lambda: forecasts([(0.0, y) for y in now], SEASON, step_s=STEP))
+    later = [(0.0, y) for y in ys]
+    fits = [fit for _, fit in done]
+    refit_s, reused = _cpu(lambda: forecasts(later, SEASON, step_s=STEP, like=fits))
+    fresh = forecasts(later, SEASON, step_s=STEP)
+    gap = float(np.mean([mape(f.values, r.values) for (f, _), (r, _) in zip(fresh, reused, strict=True)]))
+    figures: dict[str, object] = {"fleet_clusters": clusters, "fleet_one_by_one_cpu_s": round(one_s, 3),
+               "fleet_search_cpu_s": round(search_s, 3), "fleet_refit_cpu_s": round(refit_s, 3),
+               "fleet_refit_vs_search_mape": round(gap, 5)}
+    print(f"fleet of {clusters} clusters, {days} days each (search batches of "
+          f"{holt_winters.SEARCH_CELLS} candidate-series): {figures}")
+    return figures
 
 
 if __name__ == "__main__":

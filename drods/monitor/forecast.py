@@ -8,9 +8,11 @@ so `evaluate` always reports it next to two baselines on held-out data:
 * last value — "tomorrow looks like now";
 * seasonal naive — "tomorrow looks like today at the same hour".
 
-Fitting is cheap (heuristic initialisation: ~0.2 s for a week of 5-min samples), but not free,
-so `Forecaster` fits on a schedule in a worker thread and serves predictions from a cached
-forecast path: the scheduler's hot path is a dictionary lookup.
+Searching a model's parameters costs ~85 ms of CPU for a week of 5-min samples alone, ~20 ms
+fitted with other clusters, and bringing its states up to date with parameters already found
+well under 1 ms (`python bench/forecast.py --clusters 256`); so `Forecaster` fits on a schedule
+in a worker thread, searches once a day, and serves predictions from a cached forecast path: the
+scheduler's hot path is a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -95,19 +97,31 @@ def seasonal_naive_forecast(y: np.ndarray, horizon: int, season: int) -> np.ndar
     return np.array([last[k % season] for k in range(horizon)], dtype=float)
 
 
-def holt_winters_forecast(y: np.ndarray, horizon: int, season: int) -> tuple[np.ndarray, str]:
-    """Fit and forecast; returns (values, method used)."""
-    n = len(y)
+def model_season(n: int, season: int) -> int | None:
+    """The season length of the model ``n`` steps of history support: ``season`` (Holt-Winters, with
+    two periods), 1 (Holt's damped trend alone, with ten steps) or None (too little to fit)."""
     if season >= 2 and n >= 2 * season:
-        fitted, method = holt_winters.fit(y, season), "holt_winters"
-    elif n >= 10:
-        fitted, method = holt_winters.fit(y, 1), "holt"
-    else:
-        return last_value_forecast(y, horizon), "last_value"
-    values = fitted.forecast(horizon)
-    if not np.isfinite(values).all():
-        return seasonal_naive_forecast(y, horizon, season), "seasonal_naive"
-    return values, method
+        return season
+    return 1 if n >= 10 else None
+
+
+def holt_winters_forecasts(ys: np.ndarray, horizon: int, season: int,
+                           like: Sequence[holt_winters.Fit] | None = None,
+                           ) -> tuple[np.ndarray, list[str], list[holt_winters.Fit | None]]:
+    """Fit and forecast series of one length at once (series × steps): the values (series ×
+    ``horizon``), the method used for each, and each fit (None where there was none). With ``like``
+    (a fit of the same model for each series) the parameters are reused, not searched."""
+    ys = np.atleast_2d(np.asarray(ys, dtype=float))
+    m = model_season(ys.shape[1], season)
+    if m is None:
+        return np.repeat(ys[:, -1:], horizon, axis=1), ["last_value"] * len(ys), [None] * len(ys)
+    fits = holt_winters.refit(ys, m, like) if like is not None else holt_winters.search(ys, m)
+    values = np.stack([f.forecast(horizon) for f in fits])
+    methods = ["holt_winters" if m > 1 else "holt"] * len(ys)
+    out: list[holt_winters.Fit | None] = list(fits)
+    for j in np.flatnonzero(~np.isfinite(values).all(axis=1)).tolist():
+        values[j], methods[j], out[j] = seasonal_naive_forecast(ys[j], horizon, season), "seasonal_naive", None
+    return values, methods, out
 
 
 def _as_regular(series: Sequence[Point] | np.ndarray, step_s: float) -> tuple[float, np.ndarray]:
@@ -127,19 +141,49 @@ def forecast(
 ) -> Forecast:
     """Predict ``horizon`` steps after the end of ``series`` (points, or an already regular
     1-D array sampled every ``step_s``)."""
-    t0, y = _as_regular(series, step_s)
+    return forecasts([_as_regular(series, step_s)], horizon, step_s=step_s, period_s=period_s,
+                     method=method, clip=clip)[0][0]
+
+
+def forecasts(
+    histories: Sequence[tuple[float, np.ndarray]],
+    horizon: int,
+    *,
+    step_s: float = 300.0,
+    period_s: float = DAY,
+    method: Method = "holt_winters",
+    clip: tuple[float, float] | None = None,
+    like: Sequence[holt_winters.Fit | None] | None = None,
+) -> list[tuple[Forecast, holt_winters.Fit | None]]:
+    """`forecast` for many regular series (each: the time of its first step, its values) with the
+    fit behind each; Holt-Winters fits the series of one length together. ``like``: for each series
+    an earlier fit of the model its length supports (`model_season`) whose parameters are reused
+    instead of searched, or None."""
     if horizon < 1:
         raise ValueError("horizon must be >= 1")
     season = max(int(round(period_s / step_s)), 1)
-    if method == "holt_winters":
-        values, used = holt_winters_forecast(y, horizon, season)
-    elif method == "seasonal_naive":
-        values, used = seasonal_naive_forecast(y, horizon, season), method
-    else:
-        values, used = last_value_forecast(y, horizon), method
-    if clip is not None:
-        values = np.clip(values, clip[0], clip[1])
-    return Forecast(t0 + len(y) * step_s, step_s, values, used)
+    earlier = list(like) if like is not None else [None] * len(histories)
+    groups: dict[tuple[int, bool], list[int]] = {}
+    for i, (_, y) in enumerate(histories):
+        fit = earlier[i]
+        if fit is not None and len(fit.season) != model_season(len(y), season):
+            raise ValueError("an earlier fit of another model than the history supports")
+        groups.setdefault((len(y), fit is not None), []).append(i)
+    out: dict[int, tuple[Forecast, holt_winters.Fit | None]] = {}
+    for (n, reuse), rows in groups.items():
+        ys = np.stack([histories[i][1] for i in rows])
+        if method == "holt_winters":
+            reused = [f for i in rows if (f := earlier[i]) is not None] if reuse else None
+            values, methods, fits = holt_winters_forecasts(ys, horizon, season, reused)
+        else:
+            one = last_value_forecast if method == "last_value" else (
+                lambda y, h: seasonal_naive_forecast(y, h, season))
+            values, methods, fits = np.stack([one(y, horizon) for y in ys]), [method] * len(rows), [None] * len(rows)
+        if clip is not None:
+            values = np.clip(values, clip[0], clip[1])
+        for j, i in enumerate(rows):
+            out[i] = (Forecast(histories[i][0] + n * step_s, step_s, values[j], methods[j]), fits[j])
+    return [out[i] for i in range(len(histories))]
 
 
 def evaluate(
@@ -175,6 +219,15 @@ class _Fitted:
     fitted_at: float
     last_t: float
     last_v: float
+    model: holt_winters.Fit | None  # its parameters are reused until ``searched_at`` + the search interval
+    searched_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _History:
+    start: float  # the time of the first step of ``values``
+    values: np.ndarray  # resampled to the forecaster's step
+    last: Point  # the last sample as read
 
 
 def _default_clip(metric: str) -> tuple[float, float]:
@@ -184,11 +237,17 @@ def _default_clip(metric: str) -> tuple[float, float]:
 
 
 class Forecaster:
-    """Cached per-(cluster, metric) forecasts, refitted every ``refit_every_s``.
+    """Cached per-(cluster, metric) forecasts, refitted every ``refit_every_s``; the model's parameters
+    are searched every ``search_every_s`` and reused by the refits between (the states follow the new
+    history; the parameters of a week's history barely move in a day, and a search costs over a
+    hundred refits).
 
-    `refresh_due` (async, from a periodic task) does the I/O and fitting; `predict`,
-    `water_level_in` and `fleet_water_level_in` are synchronous lookups for the scheduler.
+    `refresh_due` (async, from a periodic task) does the I/O and fitting — the clusters due fitted
+    together, ``REFRESH_BATCH`` at a time, in a worker thread; `predict`, `water_level_in` and
+    `fleet_water_level_in` are synchronous lookups for the scheduler.
     """
+
+    REFRESH_BATCH = 256  # histories read before they are fitted together (a week of 5-min steps: 16 KiB each)
 
     def __init__(
         self,
@@ -200,6 +259,7 @@ class Forecaster:
         history_s: float = 7 * DAY,
         horizon_s: float = DAY,
         refit_every_s: float = 3600.0,
+        search_every_s: float = DAY,
         method: Method = "holt_winters",
     ) -> None:
         self.reader = reader
@@ -209,31 +269,45 @@ class Forecaster:
         self.history_s = history_s
         self.horizon_s = horizon_s
         self.refit_every_s = refit_every_s
+        self.search_every_s = search_every_s
         self.method: Method = method
         self._cache: dict[tuple[str, str], _Fitted] = {}
 
-    def _fit(self, points: list[Point], metric: str, now: float) -> _Fitted:
-        horizon = max(int(math.ceil(self.horizon_s / self.step_s)), 1)
-        fc = forecast(
-            points,
-            horizon,
-            step_s=self.step_s,
-            period_s=self.period_s,
-            method=self.method,
-            clip=_default_clip(metric),
-        )
-        last_t, last_v = points[-1]
-        return _Fitted(fc, now, last_t, last_v)
+    def _reusable(self, cluster: str, metric: str, n: int, now: float) -> _Fitted | None:
+        """The earlier fit whose parameters a refit of ``n`` steps reuses: searched recently, same model."""
+        f = self._cache.get((cluster, metric))
+        if f is None or f.model is None or now - f.searched_at >= self.search_every_s:
+            return None
+        season = max(int(round(self.period_s / self.step_s)), 1)
+        return f if len(f.model.season) == model_season(n, season) else None
+
+    def _fit(self, histories: dict[str, _History], metric: str, now: float) -> dict[str, _Fitted]:
+        clusters = list(histories)
+        earlier = [self._reusable(c, metric, len(histories[c].values), now) for c in clusters]
+        done = forecasts([(histories[c].start, histories[c].values) for c in clusters],
+                         max(int(math.ceil(self.horizon_s / self.step_s)), 1), step_s=self.step_s,
+                         period_s=self.period_s, method=self.method, clip=_default_clip(metric),
+                         like=[e.model if e is not None else None for e in earlier])
+        return {c: _Fitted(fc, now, *histories[c].last, model, e.searched_at if e is not None else now)
+                for c, e, (fc, model) in zip(clusters, earlier, done, strict=True)}
 
     async def refresh(self, cluster: str, metric: str = WATER_LEVEL) -> bool:
         """Fetch history and refit now; False when there is no history yet."""
+        return await self._refresh([cluster], metric) == 1
+
+    async def _refresh(self, clusters: Sequence[str], metric: str) -> int:
         now = self.clock()
-        points = await self.reader.query(cluster, metric, now - self.history_s, now, self.step_s)
-        if not points:
-            return False
-        fitted = await asyncio.to_thread(self._fit, points, metric, now)
-        self._cache[(cluster, metric)] = fitted
-        return True
+        fitted = 0
+        batch: dict[str, _History] = {}
+        for i, cluster in enumerate(clusters):
+            points = await self.reader.query(cluster, metric, now - self.history_s, now, self.step_s)
+            if points:
+                batch[cluster] = _History(*resample(points, self.step_s), points[-1])
+            if batch and (len(batch) >= self.REFRESH_BATCH or i == len(clusters) - 1):
+                for c, f in (await asyncio.to_thread(self._fit, batch, metric, now)).items():
+                    self._cache[(c, metric)] = f
+                fitted, batch = fitted + len(batch), {}
+        return fitted
 
     def is_due(self, cluster: str, metric: str = WATER_LEVEL) -> bool:
         f = self._cache.get((cluster, metric))
@@ -241,11 +315,7 @@ class Forecaster:
 
     async def refresh_due(self, clusters: Iterable[str], metric: str = WATER_LEVEL) -> int:
         """Refit every cluster whose model is missing or older than ``refit_every_s``."""
-        n = 0
-        for c in clusters:
-            if self.is_due(c, metric) and await self.refresh(c, metric):
-                n += 1
-        return n
+        return await self._refresh([c for c in clusters if self.is_due(c, metric)], metric)
 
     def predict(self, cluster: str, at: float, metric: str = WATER_LEVEL) -> float | None:
         f = self._cache.get((cluster, metric))

@@ -108,6 +108,7 @@ class MonitorSettings(BaseModel):
     staleCheckIntervalSeconds: float = Field(default=5.0, gt=0)
     forecastIntervalSeconds: float = Field(default=300.0, gt=0)
     forecastRefitSeconds: float = Field(default=3600.0, gt=0)
+    forecastSearchSeconds: float = Field(default=86_400.0, gt=0)  # the model's parameters searched anew
     eventTtlSeconds: int = Field(default=3600, ge=1)
     # When a cluster has no spec.waterLevelLimit; one default with the scheduler's (see the constant).
     waterLevelLimit: float = Field(default=DEFAULT_WATER_LEVEL_LIMIT, gt=0, le=1)
@@ -295,7 +296,8 @@ class MonitorService:
         self.operations = HistoryLog(store, OPERATIONS_PREFIX)
         self.leases = LeasePool(store, s.eventTtlSeconds, clock)
         self.history = HistoryReader(self)
-        self.forecaster = Forecaster(self.history, clock=clock, refit_every_s=s.forecastRefitSeconds)
+        self.forecaster = Forecaster(self.history, clock=clock, refit_every_s=s.forecastRefitSeconds,
+                                     search_every_s=s.forecastSearchSeconds)
         self._series: MetricHistory | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._known_rev: dict[str, int] = {}  # revision of the status doc our state reflects

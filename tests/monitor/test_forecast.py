@@ -5,11 +5,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drods.monitor import holt_winters
 from drods.monitor.forecast import (
     DAY,
     Forecaster,
     evaluate,
     forecast,
+    forecasts,
     mape,
     resample,
     seasonal_naive_forecast,
@@ -133,3 +135,59 @@ async def test_forecaster_reads_from_series_store(tmp_path: Path) -> None:
     assert p is not None and abs(p - y[-SEASON + 24]) < 0.1
     assert not await fc.refresh("unknown")
     await reader.close()
+
+
+class FleetReader:
+    """Each cluster's own series, as far as the clock has gone."""
+
+    def __init__(self, series: dict[str, list[Point]], clock: Clock) -> None:
+        self.series = series
+        self.clock = clock
+
+    async def query(self, cluster: str, metric: str, start: float, end: float, step: float) -> list[Point]:
+        return [(t, v) for t, v in self.series.get(cluster, []) if start <= t <= min(end, self.clock())]
+
+
+async def test_a_fleet_is_fitted_together_and_searched_once_a_day(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clusters due are fitted in one search, not one each; an hour later their models are brought up
+    to date with the parameters found (no search), and a day later searched again."""
+    t0 = 1_700_006_400.0
+    series = {f"c{i}": [(t0 + k * STEP, float(v)) for k, v in enumerate(diurnal(days=5, seed=i))] for i in range(3)}
+    clock = Clock(t0 + 3 * DAY)
+    fc = Forecaster(FleetReader(series, clock), clock=clock, refit_every_s=3600, search_every_s=DAY)
+    searched: list[int] = []
+    refitted: list[int] = []
+    search, refit = holt_winters.search, holt_winters.refit
+    monkeypatch.setattr(holt_winters, "search", lambda ys, m: searched.append(len(ys)) or search(ys, m))
+    monkeypatch.setattr(holt_winters, "refit", lambda ys, m, like: refitted.append(len(ys)) or refit(ys, m, like))
+
+    assert await fc.refresh_due(["c0", "c1", "c2", "gone"]) == 3
+    assert searched == [3] and refitted == []
+    first = {c: fc._cache[(c, "waterLevel")] for c in series}
+    alone = Forecaster(FleetReader(series, clock), clock=clock)
+    assert await alone.refresh("c1")
+    assert fc.water_level_in("c1", 90) == alone.water_level_in("c1", 90)  # together = one by one
+
+    clock.t += 3600
+    assert await fc.refresh_due(series) == 3
+    assert searched == [3, 1] and refitted == [3]  # (the [1]: the one-by-one forecaster's search)
+    for c, before in first.items():
+        now = fc._cache[(c, "waterLevel")]
+        assert now.model is not None and before.model is not None
+        assert (now.model.alpha, now.model.gamma, now.model.phi) == (before.model.alpha, before.model.gamma,
+                                                                     before.model.phi)
+        assert now.forecast.start == before.forecast.start + 3600 and now.searched_at == before.searched_at
+
+    clock.t += DAY
+    assert await fc.refresh_due(series) == 3
+    assert searched == [3, 1, 3] and refitted == [3]
+    assert all(fc._cache[(c, "waterLevel")].searched_at == clock.t for c in series)
+
+
+def test_an_earlier_fit_of_another_model_is_refused() -> None:
+    y = diurnal(days=3)
+    holt = holt_winters.fit(y[:40], 1)
+    with pytest.raises(ValueError, match="another model"):
+        forecasts([(0.0, y)], 12, step_s=STEP, like=[holt])
+    [(fc, fit)] = forecasts([(0.0, y[:40])], 12, step_s=STEP, like=[holt])
+    assert fc.method == "holt" and fit is not None and fit.alpha == holt.alpha

@@ -31,6 +31,32 @@ def test_without_a_season_a_damped_trend_goes_on_and_levels_off() -> None:
     assert np.all(np.diff(out) > 0) and out[-1] - out[-2] < 0.5 * (out[1] - out[0])  # the trend damps
 
 
+def test_series_searched_together_get_what_each_gets_searched_alone() -> None:
+    ys = np.stack([diurnal(days=3, seed=seed, noise=0.02 * (1 + seed)) for seed in range(3)])
+    together = holt_winters.search(ys, SEASON)
+    for y, fit in zip(ys, together, strict=True):
+        alone = holt_winters.fit(y, SEASON)
+        assert (fit.alpha, fit.beta, fit.gamma, fit.phi, fit.sse) == (alone.alpha, alone.beta, alone.gamma, alone.phi,
+                                                                      alone.sse)
+        np.testing.assert_array_equal(fit.forecast(SEASON), alone.forecast(SEASON))
+    assert len({(f.alpha, f.gamma) for f in together}) > 1  # each its own parameters, not one for all
+
+
+def test_a_refit_keeps_the_parameters_and_follows_the_new_history() -> None:
+    y = diurnal(days=5, seed=4, noise=0.03)
+    searched = holt_winters.fit(y[:-12], SEASON)
+    same = holt_winters.refit(y[None, :-12], SEASON, [searched])[0]
+    assert (same.level, same.trend, same.sse) == pytest.approx((searched.level, searched.trend, searched.sse))
+    later = holt_winters.refit(y, SEASON, [searched])[0]  # an hour more of history, the same parameters
+    assert (later.alpha, later.beta, later.gamma, later.phi) == (searched.alpha, searched.beta, searched.gamma,
+                                                                 searched.phi)
+    assert later.n == len(y) and later.level != searched.level
+    fresh = holt_winters.fit(y, SEASON)
+    assert mape(fresh.forecast(SEASON), later.forecast(SEASON)) < 0.02  # about what a new search forecasts
+    with pytest.raises(ValueError, match="one earlier fit for each series"):
+        holt_winters.refit(np.stack([y, y]), SEASON, [searched])
+
+
 def test_it_forecasts_about_as_well_as_statsmodels_fit_of_the_same_model() -> None:
     holt = pytest.importorskip("statsmodels.tsa.holtwinters")
     ours, theirs = [], []
