@@ -42,10 +42,6 @@ class ServerConfig:
     rs256_public_key: str | None = None
 
 
-def default_store_url(data_dir: Path) -> str:
-    return f"sqlite://{(data_dir / 'drods.db').resolve()}"
-
-
 def build_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     """The API server of a process assembled from ``config.components`` (its plane is
     ``app.state.plane``); the components start and stop with the app."""

@@ -102,8 +102,8 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.machinery import eventloop
     from drods.machinery.memory import tune_for_serving
     from drods.security.files import make_private
-    from drods.server import _Server, default_store_url
-    from drods.store import open_store
+    from drods.server import _Server
+    from drods.store import default_store_url, open_store
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")

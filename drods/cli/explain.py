@@ -31,9 +31,6 @@ from drods.cli.remote import (
     print_table,
     stdout,
 )
-from drods.model.decision import TYPES, latest_per_type
-from drods.model.detection import binding_name
-from drods.model.kinds import TEMPLATE_KINDS
 
 PLACING = ("Placement", "Reschedule", "Eviction", "Rebalance")
 _ALIASES = {"deploy": "Deployment", "deployment": "Deployment", "sts": "StatefulSet", "statefulset": "StatefulSet",
@@ -50,6 +47,9 @@ def _kind_of(word: str) -> str:
 
 
 def _binding_id(kind: str, namespace: str, name: str) -> str:
+    from drods.model.detection import binding_name
+    from drods.model.kinds import TEMPLATE_KINDS
+
     if kind == "Binding":
         return name
     cluster_scoped = any(k.kind == kind and not k.namespaced for k in TEMPLATE_KINDS)
@@ -194,6 +194,8 @@ def _explain_plan(api: ApiClient, word: str, namespace: str, name: str, history:
 
 
 def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, history: bool, output: str) -> None:
+    from drods.model.decision import TYPES, latest_per_type
+
     status = _binding(api, _binding_id(kind, namespace, name))
     items = _decisions(api, {"kind": kind, "namespace": namespace, "name": name})
     if status is None and not items:
@@ -242,6 +244,8 @@ def _cluster_rows(name: str, bindings: Sequence[Mapping[str, Any]],
 
 
 def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
+    from drods.model.decision import latest_per_type
+
     r = api.request("GET", f"/api/v1/clusters/{name}", ok=(404,))
     if r.status_code == 404:
         raise CliError(f"cluster {name!r} not found")

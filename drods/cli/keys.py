@@ -33,8 +33,7 @@ def rotate(
     from drods.config import ConfigError, resolve
     from drods.security.files import make_private
     from drods.security.rotation import rotate as run
-    from drods.server import default_store_url
-    from drods.store import open_store
+    from drods.store import default_store_url, open_store
 
     try:
         encryption = resolve(data_dir, config_file).config.encryption

@@ -26,7 +26,8 @@ DataDir = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", sh
 def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
                    tls_key: str | None, jwks_url: str | None = None, jwt_public_key: Path | None = None,
                    insecure_http: bool = False, tls_san: list[str] | None = None):  # type: ignore[no-untyped-def]
-    from drods.server import ServerConfig, default_store_url
+    from drods.server import ServerConfig
+    from drods.store import default_store_url
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")

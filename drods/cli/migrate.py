@@ -32,7 +32,6 @@ from drods.cli.remote import (
     dump,
     stdout,
 )
-from drods.model.migration import TERMINAL, declared_hook, plan_object
 
 KINDS = {"statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
          "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment"}
@@ -58,6 +57,8 @@ def parse_ref(text: str) -> tuple[str, str, str]:
 
 
 def workload_hook(workload: dict[str, Any]) -> dict[str, Any] | Literal["None"] | None:
+    from drods.model.migration import declared_hook
+
     try:
         return declared_hook(workload)
     except ValueError as e:
@@ -104,6 +105,8 @@ def migrate(
     insecure: InsecureOpt = False,
 ) -> None:
     """Move a workload (and, with a hook, its data) to another cluster with a MigrationPlan."""
+    from drods.model.migration import TERMINAL, plan_object
+
     check_output(output)
     kind, ns, name = parse_ref(ref)
     api = connect(server, token, ca_file, insecure)

@@ -21,8 +21,7 @@ StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or
 
 def _open(store: str | None, data_dir: Path) -> Store:
     from drods.security.files import make_private
-    from drods.server import default_store_url
-    from drods.store import open_store
+    from drods.store import default_store_url, open_store
 
     make_private(data_dir)  # the SQLite file it may create is the control plane's: 0600 like the server's
     return open_store(store or default_store_url(data_dir))

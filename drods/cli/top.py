@@ -29,7 +29,6 @@ from drods.cli.remote import (
     print_table,
     stdout,
 )
-from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 
 app = typer.Typer(help="Live resource use of the fleet, as the scheduler sees it.", no_args_is_help=True)
 
@@ -89,6 +88,8 @@ def fetch(api: ApiClient) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
+    from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
+
     details: dict[str, Any] = realtime.get("clusters") or {}
     fleet_wl = (realtime.get("waterLevel") or {}).get("fleet")
     total = len(details) or len(clusters)

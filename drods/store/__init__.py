@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from drods.store.base import (
     CasFailed,
     Compacted,
@@ -24,8 +26,13 @@ from drods.store.base import (
 __all__ = [
     "CasFailed", "Compacted", "Compare", "Delete", "EventType", "Get", "KeyValue", "Lease",
     "LeaseNotFound", "Put", "Store", "StoreError", "TxnResult", "Unavailable", "WatchEvent",
-    "open_store", "prefix_end",
+    "default_store_url", "open_store", "prefix_end",
 ]
+
+
+def default_store_url(data_dir: Path) -> str:
+    """The embedded store of a data directory: the SQLite file every process of it opens by default."""
+    return f"sqlite://{(data_dir / 'drods.db').resolve()}"
 
 
 def open_store(url: str) -> Store:

@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from drods.api.auth import Role, TokenAuthority, load_or_create_signing_key
 from drods.api.routes.openapi_k8s import group_version_documents, v2_protobuf
 from drods.model.kinds import ALL_KINDS, MULTICLUSTER_KINDS
-from drods.server import ServerConfig, build_app, default_store_url
+from drods.server import ServerConfig, build_app
+from drods.store import default_store_url
 
 
 @pytest.fixture
