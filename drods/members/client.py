@@ -3,8 +3,8 @@
 The official client is synchronous, so each cluster gets its own small thread pool and a call
 window of at most the same size that halves when the member times out and grows back as it answers
 (`drods.members.pacing`; bounded concurrency per cluster: a cluster that hangs ties up only its own
-threads, SEC4). Every HTTP call has a connect and a read timeout — also the discovery
-calls the client makes on its own, which it would otherwise make without any. Transient failures
+threads, SEC4). Every HTTP call has a connect and a read timeout. Where the member serves a kind is
+its discovery, read one group-version at a time (`drods.members.discovery`). Transient failures
 (connection refused/reset, timeouts, 429/5xx) are retried with jittered exponential backoff.
 The client keeps the cluster's connection state (Ready / NotReady, last error, consecutive
 failures); while NotReady, calls fail fast with `MemberUnavailable` except one probe per
@@ -33,9 +33,8 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from drods.members.discovery import PODS, KindNotServed, MemberDiscovery, ServedResource
 from drods.members.foreign_names import MAX_KINDS as FOREIGN_KINDS
 from drods.members.foreign_names import ForeignNames
 from drods.members.pacing import CallWindow, overloaded
@@ -111,25 +110,6 @@ def history_gone(exc: BaseException) -> bool:
     return isinstance(exc, WatchExpired) or (isinstance(exc, MemberError) and exc.status == HTTPStatus.GONE)
 
 
-@dataclass(frozen=True)
-class ServedResource:
-    """A kind as one member serves it: its plural and scope come from the member's discovery."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def path(self) -> str:
-        """The collection across every namespace."""
-        prefix = "/api" if "/" not in self.api_version else "/apis"
-        return f"{prefix}/{self.api_version}/{self.plural}"
-
-
-PODS = ServedResource("v1", "Pod", "pods", namespaced=True)
-
-
 class MemberUnavailable(Exception):
     """The cluster could not be reached (after retries), or is NotReady and the call failed fast."""
 
@@ -160,8 +140,8 @@ def _api_message(exc: ApiException) -> str:
 
 
 def _with_default_timeout(api: k8s.ApiClient, timeout: tuple[float, float]) -> None:
-    """Give every request of this ApiClient a timeout unless the caller set one; the client's own
-    discovery requests otherwise wait forever on a partitioned cluster."""
+    """Give every request of this ApiClient a timeout unless the caller set one: a call without one
+    waits forever on a partitioned cluster."""
     rest = api.rest_client
     inner: Any = rest.request
 
@@ -224,7 +204,7 @@ class MemberClient:
             weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
         self._api: k8s.ApiClient | None = None
-        self._dynamic: DynamicClient | None = None
+        self._discovery = MemberDiscovery(self._get_or_none)
         self._state = ConnectionState("Unknown", 0, None, None, None, None)
         self._closed = False
         self._watches: set[Any] = set()  # responses of watches in flight: cut by close()
@@ -280,8 +260,8 @@ class MemberClient:
 
         return cls(name, configure, options, cleanup=cleanup)
 
-    def _client(self) -> tuple[k8s.ApiClient, DynamicClient]:
-        """Built on first use, in a worker thread (kubeconfig exec plugins and discovery do I/O)."""
+    def _client(self) -> k8s.ApiClient:
+        """Built on first use, in a worker thread (kubeconfig exec plugins do I/O)."""
         with self._lock:
             if self._api is None:
                 cfg = k8s.Configuration()
@@ -292,9 +272,7 @@ class MemberClient:
                 api = k8s.ApiClient(cfg)
                 _with_default_timeout(api, self.options.timeout)
                 self._api = api
-            if self._dynamic is None:
-                self._dynamic = DynamicClient(self._api)
-            return self._api, self._dynamic
+            return self._api
 
     # ---- state and the call path -------------------------------------------------------------
 
@@ -367,16 +345,26 @@ class MemberClient:
 
     # ---- raw requests (run in the cluster's threads) ---------------------------------------------
 
+    def _send(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: Any = None,
+              content_type: str = "application/json", timeout: tuple[float, float] | None = None) -> Any:
+        """The member's answer (a urllib3 response, its body not read yet when it succeeded); any
+        other status than 2xx raises the client's `ApiException`."""
+        api = self._client()
+        req = api.param_serialize(method, path, query_params=list(query or []), body=body,
+                                  header_params={"Accept": "application/json", "Content-Type": content_type},
+                                  auth_settings=["BearerToken"])
+        resp = api.call_api(*req, _request_timeout=timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            api.response_deserialize(resp, {})  # raises the ApiException
+        return resp.response
+
     def _get_json(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
-        _, dyn = self._client()
-        resp = dyn.request("get", path, query_params=list(query or []), serialize=False)
-        return jsondoc.loads(resp.data)
+        return jsondoc.loads(self._send("GET", path, query=query).data)
 
     def _get_or_none(self, path: str) -> Obj | None:
-        """GET ``path``, None on a 404. Through the ApiClient, not the dynamic client: that one turns
-        each error into its own with a formatted traceback (~0.6 ms of CPU), and a first contact's
-        404 is an answer, not an error."""
-        api, _ = self._client()
+        """GET ``path``, None on a 404 (a first contact's 404 is an answer, not an error)."""
+        api = self._client()
         req = api.param_serialize("GET", path, header_params={"Accept": "application/json"},
                                   auth_settings=["BearerToken"])
         resp = api.call_api(*req)
@@ -407,9 +395,8 @@ class MemberClient:
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
 
-    def _resource(self, api_version: str, kind: str) -> Any:
-        _, dyn = self._client()
-        return dyn.resources.get(api_version=api_version, kind=kind)
+    def _resource(self, api_version: str, kind: str) -> ServedResource:
+        return self._discovery.resource(api_version, kind)
 
     # ---- operations --------------------------------------------------------------------------
 
@@ -436,10 +423,9 @@ class MemberClient:
             body = {**manifest, "metadata": {**meta, "namespace": ns} if ns else meta}
             # sent as JSON bytes (JSON is YAML): the client's own serialisation of a document walks
             # every value in Python (~0.25 ms an apply)
-            out = self._client()[1].request(
-                "patch", res.path(name=meta["name"], namespace=ns), body=jsondoc.dumps(body),
-                content_type="application/apply-patch+yaml", field_manager=self.options.field_manager,
-                force_conflicts=True, serialize=False)
+            out = self._send("PATCH", res.item(meta["name"], ns), body=jsondoc.dumps(body),
+                             content_type="application/apply-patch+yaml",
+                             query=[("fieldManager", self.options.field_manager), ("force", True)])
             return dict(jsondoc.loads(out.data))
 
         return await self._call(self._translate_missing_kind(run))
@@ -450,7 +436,7 @@ class MemberClient:
             res = self._resource(api_version, kind)
             ns = (namespace or "default") if res.namespaced else None
             try:
-                self._client()[1].delete(res, name=name, namespace=ns, body={"propagationPolicy": "Background"})
+                self._send("DELETE", res.item(name, ns), body={"propagationPolicy": "Background"}).read()
             except ApiException as e:
                 if e.status == HTTPStatus.NOT_FOUND:
                     return False
@@ -468,7 +454,7 @@ class MemberClient:
         def run() -> Obj | None:
             res = self._resource(api_version, kind)
             ns = (namespace or "default") if res.namespaced else None
-            return self._get_or_none(res.path(name=name, namespace=ns))
+            return self._get_or_none(res.item(name, ns))
 
         return await self._call(self._translate_missing_kind(run))
 
@@ -481,18 +467,16 @@ class MemberClient:
                            label_selector: str | None = None) -> list[Obj]:
         def run() -> list[Obj]:
             res = self._resource(api_version, kind)
-            kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-            out = self._client()[1].get(res, namespace=namespace if res.namespaced else None, serialize=False,
-                                        **kwargs)
-            return [dict(i) for i in jsondoc.loads(out.data).get("items") or []]
+            query = [("labelSelector", label_selector)] if label_selector else []
+            out = self._get_json(res.collection(namespace), query)
+            return [dict(i) for i in out.get("items") or []]
 
         return await self._call(self._translate_missing_kind(run))
 
     async def resource(self, api_version: str, kind: str) -> ServedResource:
         """Where the cluster serves a kind (its discovery): `MemberError` 404 when it does not."""
         def run() -> ServedResource:
-            res = self._resource(api_version, kind)
-            return ServedResource(api_version, kind, str(res.name), bool(res.namespaced))
+            return self._resource(api_version, kind)
 
         return await self._call(self._translate_missing_kind(run))
 
@@ -511,12 +495,11 @@ class MemberClient:
         cancelled = threading.Event()  # set when the caller gave up while the request was on its way
 
         def run() -> str:
-            _, dyn = self._client()
             query = [("watch", "true"), ("resourceVersion", resource_version), ("timeoutSeconds", int(seconds))]
             if label_selector:
                 query.append(("labelSelector", label_selector))
-            resp = dyn.request("get", res.path, query_params=query, serialize=False,
-                               _request_timeout=(self.options.connect_timeout, seconds + self.options.read_timeout))
+            resp = self._send("GET", res.path, query=query,
+                              timeout=(self.options.connect_timeout, seconds + self.options.read_timeout))
             last = resource_version
             self._watches.add(resp)
             held.append(resp)
@@ -643,7 +626,7 @@ class MemberClient:
         def run() -> T:
             try:
                 return fn()
-            except ResourceNotFoundError as e:
+            except KindNotServed as e:
                 raise MemberError(self.name, 404, "NotFound", f"the cluster does not serve this kind: {e}") from e
         return run
 
