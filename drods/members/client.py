@@ -423,9 +423,14 @@ class MemberClient:
             body = {**manifest, "metadata": {**meta, "namespace": ns} if ns else meta}
             # sent as JSON bytes (JSON is YAML): the client's own serialisation of a document walks
             # every value in Python (~0.25 ms an apply)
-            out = self._send("PATCH", res.item(meta["name"], ns), body=jsondoc.dumps(body),
-                             content_type="application/apply-patch+yaml",
-                             query=[("fieldManager", self.options.field_manager), ("force", True)])
+            try:
+                out = self._send("PATCH", res.item(meta["name"], ns), body=jsondoc.dumps(body),
+                                 content_type="application/apply-patch+yaml",
+                                 query=[("fieldManager", self.options.field_manager), ("force", True)])
+            except ApiException as e:
+                if e.status == HTTPStatus.NOT_FOUND:  # an apply creates: the kind's path is gone
+                    self._discovery.forget(res.api_version)
+                raise
             return dict(jsondoc.loads(out.data))
 
         return await self._call(self._translate_missing_kind(run))

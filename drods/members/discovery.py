@@ -72,6 +72,12 @@ class MemberDiscovery:
             raise KindNotServed(f"{kind} is not served in {api_version}")
         return found
 
+    def forget(self, api_version: str) -> None:
+        """Read ``api_version`` again at its next use: a call to one of its kinds answered 404 (a CRD
+        removed since, or its version no longer served)."""
+        with self._lock:
+            self._kinds.pop(api_version, None)
+
     def _fetch(self, api_version: str) -> dict[str, ServedResource]:
         doc = self._read(group_version_path(api_version))
         if doc is None:

@@ -252,3 +252,34 @@ async def pool_summaries(members: dict[str, MemberClient]) -> dict[str, Any]:
     for m in members.values():
         pool.add(m)
     return await pool.summaries()
+
+
+async def test_a_kind_follows_its_definition_in_the_member(members: dict[str, MemberClient]) -> None:
+    """Discovery as the member has it now: a CRD installed after the first contact serves its kind at
+    once; removed, an apply answers 404; installed again, cluster-scoped this time, the kind is applied
+    where the member now serves it."""
+    east = members["m-east"]
+    gadget = {"apiVersion": "gadgets.example.org/v1", "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"n": 1}}
+    with pytest.raises(MemberError) as err:
+        await east.apply(gadget)
+    assert err.value.status == 404 and "does not serve" in err.value.message
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "gadgets.gadgets.example.org"},
+           "spec": {"group": "gadgets.example.org", "scope": "Namespaced",
+                    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    await east.apply(crd)
+    assert (await east.resource("gadgets.example.org/v1", "Gadget")).path == "/apis/gadgets.example.org/v1/gadgets"
+    assert (await east.apply(gadget))["metadata"]["namespace"] == "default"
+    assert await east.delete_manifest(crd) is True
+    with pytest.raises(MemberError) as err:
+        await east.apply(gadget)
+    assert err.value.status == 404
+    crd["spec"]["scope"] = "Cluster"
+    await east.apply(crd)
+    again = await east.apply(gadget)
+    assert again["spec"] == {"n": 1} and "namespace" not in again["metadata"]
+    assert not (await east.resource("gadgets.example.org/v1", "Gadget")).namespaced
+    assert await east.delete_manifest(crd) is True

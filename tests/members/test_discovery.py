@@ -59,3 +59,14 @@ def test_a_kind_installed_since_the_first_read_is_found() -> None:
         discovery.resource("example.io/v1", "Widget")
     member.docs["/apis/example.io/v1"] = {"resources": [{"name": "widgets", "kind": "Widget", "namespaced": True}]}
     assert discovery.resource("example.io/v1", "Widget").path == "/apis/example.io/v1/widgets"
+
+
+def test_a_forgotten_group_version_is_read_again() -> None:
+    member = Member()
+    discovery = MemberDiscovery(member.read)
+    discovery.resource("apps/v1", "Deployment")
+    del member.docs["/apis/apps/v1"]  # the member stopped serving it
+    assert discovery.resource("apps/v1", "Deployment").plural == "deployments"  # still cached
+    discovery.forget("apps/v1")
+    with pytest.raises(KindNotServed):
+        discovery.resource("apps/v1", "Deployment")
