@@ -345,34 +345,41 @@ class MemberClient:
 
     # ---- raw requests (run in the cluster's threads) ---------------------------------------------
 
-    def _send(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: Any = None,
-              content_type: str = "application/json", timeout: tuple[float, float] | None = None) -> Any:
-        """The member's answer (a urllib3 response, its body not read yet when it succeeded); any
-        other status than 2xx raises the client's `ApiException`."""
+    def _request(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: Any = None,
+                 content_type: str = "application/json", timeout: tuple[float, float] | None = None) -> Any:
+        """The member's answer, whatever its status (the client's `RESTResponse`, its body not read)."""
         api = self._client()
         req = api.param_serialize(method, path, query_params=list(query or []), body=body,
                                   header_params={"Accept": "application/json", "Content-Type": content_type},
                                   auth_settings=["BearerToken"])
-        resp = api.call_api(*req, _request_timeout=timeout)
+        return api.call_api(*req, _request_timeout=timeout)
+
+    def _raise_for(self, resp: Any) -> None:
+        """Raise the client's `ApiException` for an answer that is not 2xx (its body read already)."""
+        if not 200 <= resp.status <= 299:
+            self._client().response_deserialize(resp, {})
+
+    def _send(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: Any = None,
+              content_type: str = "application/json", timeout: tuple[float, float] | None = None) -> Any:
+        """The member's answer (a urllib3 response, its body not read yet when it succeeded); any
+        other status than 2xx raises the client's `ApiException`."""
+        resp = self._request(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
         if not 200 <= resp.status <= 299:
             resp.read()
-            api.response_deserialize(resp, {})  # raises the ApiException
+            self._raise_for(resp)
         return resp.response
 
     def _get_json(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
         return jsondoc.loads(self._send("GET", path, query=query).data)
 
     def _get_or_none(self, path: str) -> Obj | None:
-        """GET ``path``, None on a 404 (a first contact's 404 is an answer, not an error)."""
-        api = self._client()
-        req = api.param_serialize("GET", path, header_params={"Accept": "application/json"},
-                                  auth_settings=["BearerToken"])
-        resp = api.call_api(*req)
+        """GET ``path``, None on a 404 (a first contact's 404 is an answer, not an error: no exception
+        is made of it)."""
+        resp = self._request("GET", path)
         body = resp.read()  # always: it gives the connection back to the pool
         if resp.status == HTTPStatus.NOT_FOUND:
             return None
-        if not 200 <= resp.status <= 299:
-            api.response_deserialize(resp, {})  # raises the ApiException
+        self._raise_for(resp)
         return dict(jsondoc.loads(body))
 
     def _list_all(self, path: str) -> list[Obj]:
