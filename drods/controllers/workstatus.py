@@ -27,6 +27,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from drods.controllers.execution import manifest_status
@@ -37,12 +38,12 @@ from drods.controllers.work_record import WorkRecord
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import raise_ended, stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable, history_gone
-from drods.members.reflector import KindCalls, Reflector
+from drods.members.reflector import KindCalls, Reflector, without_managed_fields
 from drods.members.workload_usage import UsageReader, key_of
 from drods.model.annotations import MANAGED_SELECTOR
 from drods.model.interpreter import Interpreter
 from drods.model.timefmt import parse_rfc3339, rfc3339
-from drods.model.work import Ref
+from drods.model.work import ManifestStatus, Ref
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -57,6 +58,29 @@ class Recorded(enum.Enum):
     UNCHANGED = "unchanged"  # the Work already said it
     WRITTEN = "written"
     STALE = "stale"  # the Work changed since it was cached: nothing written
+
+
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    """What a poll keeps of a listed member copy while it writes the Works' statuses: its status as a
+    Work carries it, read when listed, and for a workload what its usage is measured by. The copy
+    itself (~10 KB decoded) is let go at once: every member's listing held through its writes was the
+    largest passing part of the control plane's memory in a cold start."""
+
+    ref: Ref
+    resource_version: str
+    seen: ManifestStatus  # without usage
+    workload: Obj | None  # kind, name, namespace and pod selector (`drods.members.workload_usage`)
+
+    @classmethod
+    def of(cls, obj: Obj, seen: ManifestStatus) -> _Listed:
+        meta = obj.get("metadata") or {}
+        workload = None
+        if obj.get("kind") in WORKLOAD_KINDS:
+            workload = {"kind": obj.get("kind"),
+                        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+                        "spec": {"selector": (obj.get("spec") or {}).get("selector")}}
+        return cls(Ref.of(obj), str(meta.get("resourceVersion") or ""), seen, workload)
 
 
 def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | None:
@@ -180,6 +204,7 @@ class WorkStatusController:
         calls = KindCalls(client, kind, MANAGED_SELECTOR)
         await Reflector[Obj](
             name=f"{cluster} {kind[1]}", list_call=calls.list, watch_call=calls.watch, replace=listed,
+            transform=without_managed_fields,
             apply=lambda event, obj: events.put_nowait((event, obj)), unsynced=lambda: following.discard(kind),
             expired=history_gone, expired_unsynced=True,
             watch_seconds=WATCH_SECONDS, retry_seconds=self.settings.statusPollSeconds).run()
@@ -236,7 +261,7 @@ class WorkStatusController:
         self.fleet.owned.setdefault(cluster, set()).add(ref)
         reader = self._usage.get(cluster)
         usage = reader.docs.get(key_of(obj)) if reader is not None and obj.get("kind") in WORKLOAD_KINDS else None
-        return await self._record(work, obj, usage) is not Recorded.STALE
+        return await self._record(work, self._seen(obj, rfc3339(self.clock()), usage)) is not Recorded.STALE
 
     def _works_by_ref(self, cluster: str) -> dict[Ref, WorkRecord]:
         """The cluster's Works (not being deleted) by their main object."""
@@ -265,7 +290,7 @@ class WorkStatusController:
         client = self.fleet.clients.cached(cluster)
         if not kinds or client is None or client.state.condition == "NotReady":
             return []
-        found: dict[str, Obj] = {}  # binding → the member's copy
+        found: dict[str, _Listed] = {}  # binding → what was listed of the member's copy
         # by what it is, not by the binding annotation: a Service a MultiClusterService delivers may
         # also follow a workload there, and the last apply's binding is the one the annotation names
         by_ref = {ref: b for b, (ref, _) in tracked.items()}
@@ -275,26 +300,29 @@ class WorkStatusController:
                 items = await client.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR)
             except (MemberUnavailable, MemberError):
                 return []
+            observed = rfc3339(self.clock())
             for it in items:
                 if (b := by_ref.get(Ref.of(it))) is not None:
-                    found[b] = it
+                    found[b] = _Listed.of(it, self._seen(it, observed))
+            del items
             await self._missing(cluster, kind, tracked, found, started)
         reader = self._usage.setdefault(cluster, UsageReader(self.settings.usagePollSeconds))
-        usage = await reader.read(client, [it for it in found.values() if it.get("kind") in WORKLOAD_KINDS],
+        usage = await reader.read(client, [c.workload for c in found.values() if c.workload is not None],
                                   self.clock())
-        for b, it in found.items():
-            self.fleet.owned.setdefault(cluster, set()).add(Ref.of(it))
-            work, meta = tracked[b][1], it.get("metadata") or {}
-            doc = usage.get(key_of(it))
-            versions = (str(work.revision), str(meta.get("resourceVersion")))
-            if doc is None and agreed.get(b) == versions and meta.get("resourceVersion"):
+        for b, c in found.items():
+            self.fleet.owned.setdefault(cluster, set()).add(c.ref)
+            work = tracked[b][1]
+            doc = usage.get(key_of(c.workload)) if c.workload is not None else None
+            versions = (str(work.revision), c.resource_version)
+            if doc is None and agreed.get(b) == versions and c.resource_version:
                 continue
-            if await self._record(work, it, doc) is Recorded.UNCHANGED:
+            seen = c.seen if doc is None else c.seen.model_copy(update={"usage": doc})
+            if await self._record(work, seen) is Recorded.UNCHANGED:
                 agreed[b] = versions
         return kinds
 
     async def _missing(self, cluster: str, kind: str, tracked: dict[str, tuple[Ref, WorkRecord]],
-                       found: dict[str, Obj], started: float) -> None:
+                       found: dict[str, _Listed], started: float) -> None:
         """Works of ``kind`` applied before the listing started whose object the member no longer holds."""
         for b, (ref, work) in tracked.items():
             if ref.kind != kind or b in found:
@@ -306,11 +334,15 @@ class WorkStatusController:
                 self.fleet.owned.get(cluster, set()).discard(ref)
                 await self._write(work, {**st, "applied": False, "observedHash": ""})
 
-    async def _record(self, work: WorkRecord, obj: Obj, usage: Obj | None = None) -> Recorded:
-        """Write ``obj``'s status (and usage) on ``work`` if it differs from what the Work says."""
-        st = dict(work.status)
+    def _seen(self, obj: Obj, observed: str, usage: Obj | None = None) -> ManifestStatus:
+        """``obj``'s status as its Work carries it (the kind's interpretation applied)."""
         how = self.fleet.informers.interpreter.of(str(obj.get("apiVersion")), str(obj.get("kind")))
-        fresh = manifest_status(obj, rfc3339(self.clock()), usage, how).model_dump(exclude_none=True)
+        return manifest_status(obj, observed, usage, how)
+
+    async def _record(self, work: WorkRecord, seen: ManifestStatus) -> Recorded:
+        """Write a member copy's status (and usage) on ``work`` if it differs from what the Work says."""
+        st = dict(work.status)
+        fresh = seen.model_dump(exclude_none=True)
         old = [m for m in st.get("manifests") or [] if isinstance(m, dict)]
         same = [m for m in old if (m.get("kind"), m.get("namespace") or "", m.get("name")) ==
                 (fresh["kind"], fresh.get("namespace") or "", fresh["name"])]

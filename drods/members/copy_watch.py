@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from drods.members.client import COPY_WATCHES, MemberClient, history_gone
-from drods.members.reflector import KindCalls, Reflector
+from drods.members.reflector import KindCalls, Reflector, without_managed_fields
 from drods.model.annotations import MANAGED_SELECTOR
 
 Obj = dict[str, Any]
@@ -75,7 +75,7 @@ class FollowedCopies:
         before its watch event does not take it for deleted."""
         kind = (str(obj.get("apiVersion")), str(obj.get("kind")))
         if kind in self._synced:
-            self._copies[kind][_key(obj)] = obj
+            self._copies[kind][_key(obj)] = without_managed_fields(obj)
 
     async def close(self) -> None:
         tasks, self._tasks = list(self._tasks.values()), {}
@@ -114,6 +114,7 @@ class FollowedCopies:
         calls = KindCalls(lambda: self.member, kind, MANAGED_SELECTOR)
         return Reflector[Obj](
             name=f"{self.member.name} {kind[1]}", list_call=calls.list, watch_call=calls.watch,
+            transform=without_managed_fields,
             replace=lambda items: self._listed(kind, items), apply=lambda e, obj: self._event(kind, e, obj),
             unsynced=lambda: self._forget(kind), resync=True, expired=history_gone, expired_unsynced=True,
             watch_seconds=self.watch_seconds, retry_seconds=self.retry_seconds)

@@ -22,7 +22,6 @@ GET, the window was that call's round trip). Karmada's cache-based check has the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,9 +53,8 @@ def _key(obj: Obj) -> Key:
 
 @dataclass
 class _Followed:
-    task: asyncio.Task[None]
-    asked: float  # monotonic time of the last question about the kind
     reflector: Reflector[Key]  # its synced: listed, and the watch goes on from that listing
+    asked: float  # monotonic time of the last question about the kind
     names: set[Key] = field(default_factory=set)
 
 
@@ -87,7 +85,7 @@ class ForeignNames:
         k = (api_version, kind)
         now = self.clock()
         followed = self._kinds.get(k)
-        if followed is None or followed.task.done():
+        if followed is None or not followed.reflector.running:
             followed = self._start(k, now)
             if followed is None:
                 return None
@@ -113,9 +111,9 @@ class ForeignNames:
             idle = min(self._kinds, key=lambda k: self._kinds[k].asked)
             if now - self._kinds[idle].asked < self.idle_seconds:
                 return None
-            self._kinds.pop(idle).task.cancel()
+            self._kinds.pop(idle).reflector.cancel()
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
             return None
 
@@ -131,22 +129,15 @@ class ForeignNames:
             name=f"{self.source.name} foreign {kind[1]}", transform=_key, replace=replace,
             list_call=calls.list, watch_call=calls.watch, apply=lambda event, key: self._apply(kind, event, key),
             expired=self.expired, watch_seconds=self.watch_seconds, retry_seconds=self.retry_seconds)
-        followed = _Followed(loop.create_task(reflector.run(), name=f"foreign-{self.source.name}-{kind[1]}"), now,
-                             reflector)
+        followed = _Followed(reflector, now)
         self._kinds[kind] = followed
+        reflector.start()
         return followed
 
     async def stop(self) -> None:
         self._stopped = True
-        tasks = [f.task for f in self._kinds.values()]
-        self._kinds.clear()
-        for t in tasks:
-            with contextlib.suppress(RuntimeError):  # its loop has ended: nothing runs it any more
-                t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                if t.get_loop() is asyncio.get_running_loop():
-                    await t
+        followed, self._kinds = list(self._kinds.values()), {}
+        await asyncio.gather(*(f.reflector.stop() for f in followed))
 
     def _apply(self, kind: Kind, event: str, key: Key) -> None:
         followed = self._kinds.get(kind)

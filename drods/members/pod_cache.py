@@ -14,8 +14,6 @@ readers list as before (`MemberClient.pods`), so a member without watches is sti
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -80,42 +78,23 @@ class PodCache:
             replace=self._replace, apply=self._apply, transform=pruned, expired=expired,
             watch_seconds=watch_seconds, retry_seconds=retry_seconds)
         self.lists = 0  # listings made (the first and each after a broken watch)
-        self._task: asyncio.Task[None] | None = None
-
-    def _on_this_loop(self) -> bool:
-        try:
-            return self._task is not None and self._task.get_loop() is asyncio.get_running_loop()
-        except RuntimeError:
-            return False
 
     @property
     def following(self) -> bool:
-        """Listed, and the watch goes on from that listing, on the running loop (a cache left on a loop
-        that ended is not current)."""
-        return self._reflector.synced and self._on_this_loop()
+        """Listed, and the watch goes on from that listing, on the running loop."""
+        return self._reflector.following
 
     @property
     def running(self) -> bool:
-        return self._on_this_loop() and self._task is not None and not self._task.done()
+        return self._reflector.running
 
     def start(self) -> None:
         """Follow on the running loop (again, if it stopped or was started on another loop)."""
-        if not self.running:
-            self._reflector.synced = False
-            self._task = asyncio.get_running_loop().create_task(self._reflector.run(),
-                                                                name=f"pods-{self.source.name}")
+        if not self._reflector.running:
+            self._reflector.start()
 
     async def stop(self) -> None:
-        here = self._on_this_loop()
-        task, self._task = self._task, None
-        self._reflector.synced = False
-        if task is None:
-            return
-        with contextlib.suppress(RuntimeError):  # its loop has ended: nothing runs it any more
-            task.cancel()
-        if here:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._reflector.stop()
 
     def pods(self, namespace: str | None = None) -> list[Obj]:
         """The pods held (of ``namespace``, or all), pruned; shared documents: read, don't change."""

@@ -11,6 +11,7 @@ watch asked for (410) it lists again at once; after any other failure, ``retry_s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,9 +27,18 @@ def _same(obj: Obj) -> Any:
     return obj
 
 
+def without_managed_fields(obj: Obj) -> Obj:
+    """``obj`` without ``metadata.managedFields`` (a quarter of a Deployment as a member returns it),
+    which no reader of a member's copies uses: client-go's informers drop it with the same transform."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
 @dataclass(kw_only=True)
 class Reflector(Generic[T]):
-    """One list-and-watch loop; `run` it in a task, cancel the task to stop it."""
+    """One list-and-watch loop: `start` and `stop` it (or `run` it in a task of one's own)."""
 
     name: str  # what it follows, for the log
     list_call: Callable[[], Awaitable[tuple[list[Obj], str]]]  # → (the objects, the resourceVersion to watch from)
@@ -43,6 +53,47 @@ class Reflector(Generic[T]):
     watch_seconds: float
     retry_seconds: float
     synced: bool = field(default=False, init=False)  # listed, and the watch goes on from that listing
+    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+
+    def start(self) -> asyncio.Task[None]:
+        """`run` in a task on the running loop, not synced until it has listed again (what it held from
+        a run on a loop that ended is not current)."""
+        self.synced = False
+        self._task = asyncio.get_running_loop().create_task(self.run(), name=self.name)
+        return self._task
+
+    def _on_this_loop(self) -> bool:
+        try:
+            return self._task is not None and self._task.get_loop() is asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+
+    @property
+    def running(self) -> bool:
+        """Started on the running loop, and not ended."""
+        return self._on_this_loop() and self._task is not None and not self._task.done()
+
+    @property
+    def following(self) -> bool:
+        """Synced, on the running loop: a reflector left on a loop that ended is not current."""
+        return self.synced and self._on_this_loop()
+
+    def cancel(self) -> asyncio.Task[None] | None:
+        """Cancel the task `start` made, without waiting for it; that task."""
+        task, self._task = self._task, None
+        self.synced = False
+        if task is not None:
+            with contextlib.suppress(RuntimeError):  # its loop has ended: nothing runs it any more
+                task.cancel()
+        return task
+
+    async def stop(self) -> None:
+        """`cancel`, and wait for the task when it is on the running loop."""
+        here = self._on_this_loop()
+        task = self.cancel()
+        if task is not None and here:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

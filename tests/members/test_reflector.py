@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from drods.members.reflector import Deliver, KindCalls, Reflector
+from drods.members.reflector import Deliver, KindCalls, Reflector, without_managed_fields
 from tests.members.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -237,3 +237,36 @@ async def test_kind_calls_watch_the_member_and_resource_they_listed() -> None:
     assert calls == [("list", ("m1/apps/v1/Deployment", "managed=true")),
                      ("watch", ("m1/apps/v1/Deployment", "7", 5.0, "managed=true")),
                      ("list", ("m2/apps/v1/Deployment", "managed=true"))]
+
+
+async def test_started_and_stopped_by_itself_and_not_synced_until_it_lists_again() -> None:
+    """`start` runs it on the running loop; what it held from a loop that ended is not current:
+    started again it is not synced until its new listing."""
+    source, held = _Source(), _Held()
+    r = _reflector(source, held)
+    r.start()
+    assert r.running and not r.following
+    await wait_until(lambda: r.following, 5.0, "following")
+    task = r._task
+    await r.stop()
+    assert task is not None and task.cancelled() and not r.running and not r.synced
+    assert held.unsynced == 1
+
+    r.synced = True  # as a run on a loop that ended would leave it
+    source.gate.clear()  # the next listing waits
+    r.start()
+    assert not r.following  # held nothing current until it lists
+    source.gate.set()
+    await wait_until(lambda: r.following, 5.0, "listed again")
+    await r.stop()
+
+
+def test_managed_fields_are_dropped_and_nothing_else() -> None:
+    obj = {"kind": "Deployment", "metadata": {"name": "a", "managedFields": [{"manager": "drods"}], "uid": "u"},
+           "spec": {"replicas": 2}, "status": {"readyReplicas": 2}}
+    out = without_managed_fields(obj)
+    assert out == {"kind": "Deployment", "metadata": {"name": "a", "uid": "u"}, "spec": {"replicas": 2},
+                   "status": {"readyReplicas": 2}}
+    assert obj["metadata"]["managedFields"] == [{"manager": "drods"}]  # the member's document is untouched
+    bare = {"kind": "ConfigMap", "metadata": {"name": "b"}}
+    assert without_managed_fields(bare) is bare
