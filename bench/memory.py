@@ -28,6 +28,11 @@ cluster is down) and the scheduler decides each again; then every cluster is Rea
 bindings are placed anew. From the return on the bench reads the Bindings every ``--poll-seconds``
 (another reader of the store file) until every one is Scheduled: ``converge_s``.
 
+``--list-limit N`` (with ``--works``): after the settling, every Work is listed through the API as a
+client would — in pages of N (kubectl's chunk is 500), or all in one answer with 0 — and the server's
+memory is read around it: ``list_s``, ``listed``, ``list_rss_before_mb`` (VmRSS before) and
+``list_peak_rss_mb`` (VmHWM after).
+
 Prints the conditions, then one JSON line: ``rss_mb`` (last sample), ``peak_rss_mb`` (VmHWM),
 ``ready_s`` (start → /readyz), the store's size, ``last_120s_growth_pct`` (RSS growth over the last
 two minutes of sampling) and ``binding_phases`` (Bindings per status phase at the end); with
@@ -213,6 +218,23 @@ def _growth_pct(samples: list[int], window: int) -> float | None:
     return round(100.0 * (samples[-1] - samples[-window - 1]) / samples[-window - 1], 2)
 
 
+def _list_works(server: ServerProcess, limit: int) -> tuple[int, float]:
+    """Every Work through the API, in pages of ``limit`` (0: one answer); how many, and the seconds taken."""
+    started = time.perf_counter()
+    listed, token = 0, ""
+    with server.client(timeout=600) as http:
+        while True:
+            params = {**({"limit": limit} if limit else {}), **({"continue": token} if token else {})}
+            r = http.get("/apis/multicluster.io/v1alpha1/works", params=params)
+            r.raise_for_status()
+            doc = r.json()
+            listed += len(doc.get("items") or [])
+            del doc["items"]
+            token = (doc.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return listed, time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clusters", type=int, default=10_000)
@@ -230,7 +252,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="reporting members stop reporting at /readyz and report again this many seconds later")
     ap.add_argument("--poll-seconds", type=float, default=10.0,
                     help="after an outage, how often the Bindings are read to see them all Scheduled again")
+    ap.add_argument("--list-limit", type=int, default=-1,
+                    help="after the settling, list every Work through the API in pages of this many (0: one answer)")
     args = ap.parse_args(argv)
+    if args.list_limit >= 0 and not args.works:
+        ap.error("--list-limit needs --works (the Works it lists)")
     if args.outage and args.members != "reporting":
         ap.error("--outage needs --members reporting (the members that go quiet and come back)")
     data_dir = Path(tempfile.mkdtemp(prefix="drods-membench-"))
@@ -271,6 +297,13 @@ def main(argv: list[str] | None = None) -> int:
                 next_poll = time.monotonic() + args.poll_seconds
             time.sleep(1.0)
         peak = _proc_kb(pid, "VmHWM")
+        listing: dict[str, Any] = {}
+        if args.list_limit >= 0:
+            before = _proc_kb(pid, "VmRSS")
+            listed, list_s = _list_works(server, args.list_limit)
+            listing = {"list_limit": args.list_limit, "listed": listed, "list_s": round(list_s, 1),
+                       "list_rss_before_mb": round(before / 1024, 1),
+                       "list_peak_rss_mb": round(_proc_kb(pid, "VmHWM") / 1024, 1)}
     except BaseException:
         server.kill()
         raise
@@ -294,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                       "rss_mb": round(samples[-1] / 1024, 1) if samples else None,
                       "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1), "works": works,
                       "last_120s_growth_pct": _growth_pct(samples, 120),
-                      "binding_phases": phases,
+                      "binding_phases": phases, **listing,
                       **({"phases_at_return": at_return,
                           "converge_s": None if converge_s is None else round(converge_s, 1)} if args.outage else {})}))
     return 0

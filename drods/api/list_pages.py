@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from drods.model import jsondoc
 from drods.model.kinds import Kind
 from drods.model.selector import LabelSelector
 from drods.registry.objects import ObjectRegistry
+from drods.store import KeyValue
 
 Obj = dict[str, Any]
 
@@ -70,21 +72,48 @@ def decode_token(token: str) -> tuple[int, str]:
     return int(doc["rv"]), str(doc["start"])
 
 
+@dataclass(frozen=True)
+class ListPage:
+    """A list answer's objects — decoded one at a time as they are iterated when the list has no
+    selector (``stored``), or already decoded when a selector had to read them (``decoded``) — the
+    resourceVersion to report, and the ``continue`` token for the next page ("" when none is left)."""
+
+    decode: Callable[[KeyValue], Obj]
+    stored: list[KeyValue]
+    decoded: list[Obj]
+    revision: int
+    following: str
+
+    def __iter__(self) -> Iterator[Obj]:
+        yield from self.decoded
+        for kv in self.stored:
+            yield self.decode(kv)
+
+    def __len__(self) -> int:
+        return len(self.decoded) + len(self.stored)
+
+
 async def read_list(registry: ObjectRegistry, kind: Kind, namespace: str | None, selector: LabelSelector | None,
-                    fields: FieldSelector | None, page: PageRequest) -> tuple[list[Obj], int, str]:
-    """The objects of a list request (one page of them when it has a ``limit``), the resourceVersion
-    to report, and the ``continue`` token for the next page ("" when none is left)."""
+                    fields: FieldSelector | None, page: PageRequest) -> ListPage:
+    """The objects of a list request (one page of them when it has a ``limit``)."""
+    def decode(kv: KeyValue) -> Obj:
+        return registry.decode(kind, kv)
+
+    prefix = kind.key_prefix(namespace if kind.namespaced else None)
+    after = prefix + page.after if page.after else ""
+    if selector is None and fields is None:
+        kvs, revision, last = await registry.stored_page(kind, namespace, limit=page.limit, after=after)
+        revision = page.revision or revision
+        return ListPage(decode, kvs, [], revision, encode_token(revision, last[len(prefix):]) if last else "")
     if not page.limit:
         items, revision = await registry.list(kind, namespace, selector)
-        return ([o for o in items if fields.matches(o)] if fields is not None else items), revision, ""
+        return ListPage(decode, [], [o for o in items if fields.matches(o)] if fields is not None else items,
+                        revision, "")
 
     def matches(o: Obj) -> bool:
         return (selector is None or selector.matches(o["metadata"].get("labels", {}))) and \
             (fields is None or fields.matches(o))
 
-    prefix = kind.key_prefix(namespace if kind.namespaced else None)
-    items, revision, last = await registry.list_page(
-        kind, namespace, matches if selector is not None or fields is not None else None,
-        limit=page.limit, after=prefix + page.after if page.after else "")
+    items, revision, last = await registry.list_page(kind, namespace, matches, limit=page.limit, after=after)
     revision = page.revision or revision
-    return items, revision, encode_token(revision, last[len(prefix):]) if last else ""
+    return ListPage(decode, [], items, revision, encode_token(revision, last[len(prefix):]) if last else "")

@@ -494,9 +494,11 @@ class MonitorService:
     async def _publish_status(self, cluster: str, raw: NormalisedStatus, report: MetricsReport,
                               now: float, store: Store) -> str | None:
         """Write the status document if the visible view changed or a heartbeat is due (CAS)."""
+        dumped = report.model_dump(mode="json")  # once: a lost compare-and-swap changes only the visible view
+
         async def attempt(_n: int) -> str | None:
             visible = self.pipeline.visible[cluster]
-            doc = build_doc(visible, report.model_dump(mode="json"), now, raw)
+            doc = build_doc(visible, dumped, now, raw)
             cmp = comparable(doc["status"])
             if cmp != self._last_view.get(cluster):
                 reason = "changed"

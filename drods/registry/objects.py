@@ -193,6 +193,15 @@ class ObjectRegistry:
             items = [o for o in items if selector.matches(o["metadata"].get("labels", {}))]
         return items, revision
 
+    async def stored_page(self, kind: Kind, namespace: str | None, *, limit: int = 0,
+                          after: str = "") -> tuple[builtins.list[KeyValue], int, str]:
+        """``list_page`` (or ``list``, ``limit`` 0) without a filter, as stored: for an answer that
+        decodes one object at a time (`decode`) as it renders them."""
+        prefix = kind.key_prefix(namespace if kind.namespaced else None)
+        kvs, revision = await self.store.range(prefix, limit=limit, after=after)
+        more = bool(limit) and len(kvs) == limit
+        return kvs, revision, kvs[-1].key if more and kvs else ""
+
     async def list_page(self, kind: Kind, namespace: str | None, matches: Callable[[Obj], bool] | None, *,
                         limit: int, after: str = "") -> tuple[builtins.list[Obj], int, str]:
         """At most ``limit`` objects ``matches`` accepts, in key order from the first key after

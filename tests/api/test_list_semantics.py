@@ -6,6 +6,9 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
+from drods.api import list_response
 from tests.api.conftest import Api
 
 
@@ -191,3 +194,40 @@ async def test_a_watch_with_a_label_selector_sees_objects_leave_and_enter_it(api
                         ("ADDED", {"tier": "a", "x": "1"}, versions[2]),  # back in (the merge kept x)
                         ("MODIFIED", {"tier": "a", "x": "2"}, versions[3])]
     assert seen[3][:2] == ("DELETED", {"tier": "a", "x": "2"})
+
+
+async def test_a_list_is_rendered_an_object_at_a_time_and_reads_as_one_document(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list without a selector is sent in chunks (`drods.api.list_response`), each object decoded
+    as it is rendered: the answer is still one list whose objects are those a GET returns, in key
+    order, whole or in pages, with a chunk's worth of objects exactly, one more, or none."""
+    monkeypatch.setattr(list_response, "CHUNK", 3)
+    empty = await api.call("GET", "/api/v1/configmaps")
+    assert empty.status_code == 200 and empty.json()["items"] == [] and empty.json()["kind"] == "ConfigMapList"
+    names = [f"cm-{i:02d}" for i in range(10)]
+    made = 0
+    for count in (9, 10):  # three chunks exactly; then a last one of one object
+        for n in names[made:count]:
+            r = await api.call("POST", "/api/v1/namespaces/default/configmaps",
+                               json={"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": n, "namespace": "default"}, "data": {"n": n}})
+            assert r.status_code == 201, r.text
+        made = count
+        r = await api.call("GET", "/api/v1/configmaps")
+        assert r.status_code == 200 and "content-length" not in r.headers  # streamed
+        body = json.loads(r.content)
+        assert [o["metadata"]["name"] for o in body["items"]] == names[:count]
+        one = (await api.call("GET", "/api/v1/namespaces/default/configmaps/cm-04")).json()
+        assert body["items"][4] == one and one["metadata"]["resourceVersion"].isdigit()
+        assert body["metadata"]["resourceVersion"].isdigit() and "continue" not in body["metadata"]
+    paged: list[str] = []
+    token = ""
+    while True:
+        r = await api.call("GET", "/api/v1/configmaps", params={"limit": "4", **({"continue": token} if token else {})})
+        page = r.json()
+        assert len(page["items"]) <= 4
+        paged += [o["metadata"]["name"] for o in page["items"]]
+        token = page["metadata"].get("continue", "")
+        if not token:
+            break
+    assert paged == names

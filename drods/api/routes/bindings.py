@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from drods.api.auth import Principal
@@ -30,6 +31,7 @@ from drods.api.context import authenticate, context
 from drods.api.dryrun import dry_run_param
 from drods.api.json_response import JSONResponse
 from drods.api.list_pages import PageRequest, read_list
+from drods.api.list_response import list_response
 from drods.api.routes.flat import _flat_errors, to_flat
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import ApiError, BadRequest, Conflict, Invalid, NotFound
@@ -119,14 +121,13 @@ async def list_bindings(request: Request, labelSelector: str | None = None,
                         limit: int = Query(default=0, ge=0, description="at most this many (0: all)"),
                         continue_: str | None = Query(default=None, alias="continue",
                                                       description="the token of the page before"),
-                        _: Principal = Depends(authenticate)) -> JSONResponse:
+                        _: Principal = Depends(authenticate)) -> StreamingResponse:
     from drods.api.routes.kubernetes import selector_of
 
     ctx = context(request)
-    items, rev, following = await read_list(ctx.registry, BINDING, None, selector_of(request), None,
-                                            PageRequest.of(request))
-    return JSONResponse({"items": [flat_view(o) for o in items], "resourceVersion": str(rev),
-                         **({"continue": following} if following else {})})
+    page = await read_list(ctx.registry, BINDING, None, selector_of(request), None, PageRequest.of(request))
+    return list_response({"resourceVersion": str(page.revision), **({"continue": page.following} if page.following
+                                                                     else {})}, page, flat_view)
 
 
 @router.get("/{binding_id}", summary="One scheduling task (spec and status)")

@@ -106,10 +106,9 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
         from drods.api.routes.kubernetes import selector_of
 
         ctx = context(request)
-        items, rev, following = await read_list(ctx.registry, kind, None, selector_of(request), None,
-                                                PageRequest.of(request))
-        return JSONResponse({"items": [await render(ctx, o) for o in items], "resourceVersion": str(rev),
-                             **({"continue": following} if following else {})})
+        page = await read_list(ctx.registry, kind, None, selector_of(request), None, PageRequest.of(request))
+        return JSONResponse({"items": [await render(ctx, o) for o in page], "resourceVersion": str(page.revision),
+                             **({"continue": page.following} if page.following else {})})
 
     async def create(request: Request, body: BaseModel = Body(...),
                      _: Principal = Depends(authenticate),

@@ -24,6 +24,7 @@ from drods.api.field_ownership import with_ownership
 from drods.api.fields import FieldSelector, parse_field_selector
 from drods.api.json_response import JSONResponse
 from drods.api.list_pages import PageRequest, read_list
+from drods.api.list_response import list_response
 from drods.api.scale import serve_scale
 from drods.api.secret_view import hides_data, metadata_only
 from drods.api.status import error_response
@@ -84,18 +85,19 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
                           view=(lambda o: metadata_only(kind, o)) if hide_data else None),
             media_type="application/json",
         )
-    items, revision, following = await read_list(ctx.registry, kind, namespace, selector, fields,
-                                                 PageRequest.of(request))
-    if hide_data:
-        items = [metadata_only(kind, o) for o in items]
-    meta: dict[str, Any] = {"resourceVersion": str(revision)}
-    if following:
-        meta["continue"] = following
+    page = await read_list(ctx.registry, kind, namespace, selector, fields, PageRequest.of(request))
+
+    def view(o: dict[str, Any]) -> dict[str, Any]:
+        return metadata_only(kind, o) if hide_data else o
+
+    meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
+    if page.following:
+        meta["continue"] = page.following
     if wants_table(request):
-        table = to_table(kind, items, revision)
+        table = to_table(kind, [view(o) for o in page], page.revision)
         table["metadata"] = meta
         return JSONResponse(table)
-    return JSONResponse({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items})
+    return list_response({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}, page, view)
 
 
 def expired_event(message: str) -> bytes:

@@ -1,0 +1,33 @@
+"""bench/memory.py works at a small size, with its Works listed through the API (a check that it runs
+and that its figures mean what they say, not a timed test)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "memory.py"
+
+
+@pytest.mark.parametrize("limit", ["0", "7"])
+def test_the_works_are_stored_and_listed_whole_or_in_pages(limit: str) -> None:
+    done = subprocess.run([sys.executable, str(BENCH), "--clusters", "10", "--bindings", "20", "--works",
+                           "--settle", "2", "--list-limit", limit], capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.startswith("# conditions: ")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["bindings"] == 20 and out["works"] >= 20  # one to three clusters each
+    assert 20 <= out["listed"] <= out["works"] and out["list_limit"] == int(limit)  # Works may come after
+    assert out["list_peak_rss_mb"] >= out["list_rss_before_mb"] > 0
+
+
+def test_a_listing_needs_the_works() -> None:
+    done = subprocess.run([sys.executable, str(BENCH), "--list-limit", "5"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "--list-limit needs --works" in done.stderr
