@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -89,16 +90,11 @@ class ListPage:
         for kv in self.stored:
             yield self.decode(kv)
 
-    def __len__(self) -> int:
-        return len(self.decoded) + len(self.stored)
-
 
 async def read_list(registry: ObjectRegistry, kind: Kind, namespace: str | None, selector: LabelSelector | None,
                     fields: FieldSelector | None, page: PageRequest) -> ListPage:
     """The objects of a list request (one page of them when it has a ``limit``)."""
-    def decode(kv: KeyValue) -> Obj:
-        return registry.decode(kind, kv)
-
+    decode = functools.partial(registry.decode, kind)
     prefix = kind.key_prefix(namespace if kind.namespaced else None)
     after = prefix + page.after if page.after else ""
     if selector is None and fields is None:

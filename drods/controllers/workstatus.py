@@ -73,14 +73,14 @@ class _Listed:
     workload: Obj | None  # kind, name, namespace and pod selector (`drods.members.workload_usage`)
 
     @classmethod
-    def of(cls, obj: Obj, seen: ManifestStatus) -> _Listed:
+    def of(cls, obj: Obj, ref: Ref, seen: ManifestStatus) -> _Listed:
         meta = obj.get("metadata") or {}
         workload = None
         if obj.get("kind") in WORKLOAD_KINDS:
             workload = {"kind": obj.get("kind"),
                         "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
                         "spec": {"selector": (obj.get("spec") or {}).get("selector")}}
-        return cls(Ref.of(obj), str(meta.get("resourceVersion") or ""), seen, workload)
+        return cls(ref, str(meta.get("resourceVersion") or ""), seen, workload)
 
 
 def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | None:
@@ -302,8 +302,8 @@ class WorkStatusController:
                 return []
             observed = rfc3339(self.clock())
             for it in items:
-                if (b := by_ref.get(Ref.of(it))) is not None:
-                    found[b] = _Listed.of(it, self._seen(it, observed))
+                if (b := by_ref.get(ref := Ref.of(it))) is not None:
+                    found[b] = _Listed.of(it, ref, self._seen(it, observed))
             del items
             await self._missing(cluster, kind, tracked, found, started)
         reader = self._usage.setdefault(cluster, UsageReader(self.settings.usagePollSeconds))

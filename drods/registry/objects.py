@@ -199,8 +199,7 @@ class ObjectRegistry:
         decodes one object at a time (`decode`) as it renders them."""
         prefix = kind.key_prefix(namespace if kind.namespaced else None)
         kvs, revision = await self.store.range(prefix, limit=limit, after=after)
-        more = bool(limit) and len(kvs) == limit
-        return kvs, revision, kvs[-1].key if more and kvs else ""
+        return kvs, revision, kvs[-1].key if limit and len(kvs) == limit else ""
 
     async def list_page(self, kind: Kind, namespace: str | None, matches: Callable[[Obj], bool] | None, *,
                         limit: int, after: str = "") -> tuple[builtins.list[Obj], int, str]:
