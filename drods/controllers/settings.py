@@ -52,8 +52,8 @@ class MemberSettings(BaseModel):
     # How often each member's managed workloads are listed for their status while a kind of them is not
     # followed by a watch (between lists a watch records each change as it happens).
     statusPollSeconds: float = Field(default=2.0, gt=0)
-    # While every kind is followed by a watch: how often they are listed all the same (what a watch may
-    # have missed; the workloads' usage is read with the list).
+    # While every kind is followed by a watch: how often the copies the watches keep are checked against
+    # their Works (an informer's resync: nothing is listed).
     statusResyncSeconds: float = Field(default=15.0, gt=0)
     # How often each member's pods and metrics.k8s.io PodMetrics are read (one list of each per
     # namespace) for the per-workload usage on Works and Bindings; metrics-server's resolution is 15 s.

@@ -59,10 +59,10 @@ class Fleet:
 async def test_a_status_write_that_lost_the_race_is_made_again_over_the_newer_work() -> None:
     fleet = Fleet()
     controller = WorkStatusController(fleet, MemberSettings())  # type: ignore[arg-type]
-    events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     consumer = asyncio.create_task(controller._consume("aws", events))
     try:
-        events.put_nowait(("MODIFIED", COPY))
+        events.put_nowait(("MODIFIED", controller.seen_copy(COPY)))
         try:
             await asyncio.wait_for(fleet.landed.wait(), 5)
         except TimeoutError:

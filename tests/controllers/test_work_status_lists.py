@@ -1,15 +1,19 @@
-"""How often the work-status controller lists a push member: the usage of its workloads is read at
-each list (no watch brings it), so a member whose workloads' kinds are all followed by watches is
-still listed every ``usagePollSeconds`` — not only at the resync, which left an autoscaler reading a
-use 15 s old."""
+"""How often the work-status controller polls a push member, and what a poll reads: the usage of its
+workloads is read at each poll (no watch brings it), so a member whose workloads' kinds are all
+followed by watches is still polled every ``usagePollSeconds`` — not only at the resync, which left an
+autoscaler reading a use 15 s old — but what the watches keep is not listed again."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from drods.controllers.settings import MemberSettings
+from drods.controllers.work_record import WorkRecord, work_record
 from drods.controllers.workstatus import WorkStatusController
+from drods.model.interpreter import Interpreter
 
 DEPLOYMENTS = ("apps/v1", "Deployment")
 CONFIGMAPS = ("v1", "ConfigMap")
@@ -40,3 +44,111 @@ async def test_the_resync_stays_when_the_usage_period_is_longer() -> None:
     c._following["aws"] = {DEPLOYMENTS}
     assert c.list_period("aws") == 15
     watch.cancel()
+
+
+def deployment(name: str, rv: str) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": rv},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}},
+            "status": {"replicas": 1, "readyReplicas": 1}}
+
+
+POD = {"metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+       "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]},
+       "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+POD_METRICS = {"metadata": {"name": "web-1", "namespace": "default"},
+               "containers": [{"name": "c", "usage": {"cpu": "250m", "memory": "512Mi"}}]}
+
+
+@dataclass
+class Member:
+    """A push member's client: its Deployments, pods and PodMetrics; counts the Deployment lists."""
+
+    deployments: list[dict[str, Any]]
+    lists: int = 0
+    state: Any = field(default_factory=lambda: SimpleNamespace(condition="Ready"))
+
+    async def list_objects(self, api_version: str, kind: str, namespace: str | None = None,
+                           label_selector: str | None = None) -> list[dict[str, Any]]:
+        self.lists += 1
+        return self.deployments
+
+    async def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return [POD]
+
+    async def pod_metrics(self, namespace: str) -> list[dict[str, Any]]:
+        return [POD_METRICS]
+
+
+def work(name: str, revision: int, status: dict[str, Any]) -> WorkRecord:
+    doc = {"metadata": {"name": f"{name}.aws"},
+           "spec": {"cluster": "aws", "binding": name, "hash": "h", "manifests": [
+               {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"}}]},
+           "status": status}
+    record = work_record(doc, revision)
+    assert record is not None
+    return record
+
+
+@dataclass
+class Fleet:
+    """Two applied Works on ``aws``: web and api."""
+
+    member: Member
+    works: dict[str, WorkRecord] = field(default_factory=dict)
+    informers: Any = field(default_factory=lambda: SimpleNamespace(interpreter=Interpreter()))
+    owned: dict[str, set[Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("web", "api"):
+            record = work(name, 1, {"applied": True, "observedHash": "h", "appliedTime": "2026-01-01T00:00:00.000Z"})
+            self.works[record.key] = record
+
+    @property
+    def works_by_cluster(self) -> dict[str, set[str]]:
+        return {"aws": set(self.works)}
+
+    @property
+    def clients(self) -> Any:
+        return SimpleNamespace(cached=lambda cluster: self.member)
+
+    def work(self, key: str) -> WorkRecord | None:
+        return self.works.get(key)
+
+    def of(self, binding: str) -> WorkRecord:
+        [record] = [w for w in self.works.values() if w.binding == binding]
+        return record
+
+    async def write_work_status(self, record: WorkRecord, status: dict[str, Any]) -> bool:
+        self.works[record.key] = work(record.binding, record.revision + 1, status)
+        return True
+
+
+def manifest(fleet: Fleet, name: str) -> dict[str, Any]:
+    [m] = fleet.of(name).status["manifests"]
+    return dict(m)
+
+
+async def test_a_followed_member_is_checked_from_what_its_watch_kept_without_a_list() -> None:
+    """While the watch follows the Deployments, a poll lists nothing: the kept copies are recorded with
+    their usage, and an applied Work whose copy the watch no longer holds is applied again."""
+    member = Member([deployment("web", "7"), deployment("api", "8")])
+    fleet = Fleet(member)
+    c = WorkStatusController(fleet, MemberSettings(), clock=lambda: 1_800_000_000.0)  # type: ignore[arg-type]
+    c._following["aws"] = {DEPLOYMENTS}
+    c._copies["aws"] = {DEPLOYMENTS: {(it := c.seen_copy(deployment("web", "7"))).ref: it}}
+
+    assert await c.poll_once("aws") == [DEPLOYMENTS]
+    assert member.lists == 0
+    web = manifest(fleet, "web")
+    assert web["status"]["readyReplicas"] == 1
+    assert web["usage"]["pods"] == 1 and web["usage"]["cpu"]["used"] == "250m"
+    assert fleet.of("api").status["applied"] is False  # the watch holds no api: applied again
+
+    written = fleet.of("web").revision
+    assert await c.poll_once("aws") == [DEPLOYMENTS]
+    assert fleet.of("web").revision == written  # in agreement: nothing written again
+
+    c._following["aws"] = set()  # the watch failed: the member is listed until it follows again
+    assert await c.poll_once("aws") == [DEPLOYMENTS]
+    assert member.lists == 1
