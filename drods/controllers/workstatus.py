@@ -37,6 +37,7 @@ from drods.controllers.fleet import MemberFleet
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.controllers.settings import MemberSettings
 from drods.controllers.work_record import WorkRecord
+from drods.machinery.fence import LeadershipLost
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import raise_ended, stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable, history_gone
@@ -164,6 +165,7 @@ class WorkStatusController:
 
         async def poll() -> None:
             nonlocal cost
+            raise_ended([consumer])
             started = time.monotonic()
             try:
                 kinds = await self.poll_once(cluster)
@@ -273,6 +275,8 @@ class WorkStatusController:
                         stale[ref] = (event, it)
                 except (MemberUnavailable, MemberError):
                     pass
+                except LeadershipLost:
+                    raise  # the term is over: `_poll` ends with it
                 except Exception:  # noqa: BLE001 - one write failing must not stop the cluster's events
                     log.exception("%s: recording the status of %s failed", cluster, ref)
             tries = tries + 1 if stale else 0

@@ -12,6 +12,7 @@ from typing import Any
 from drods.controllers.settings import MemberSettings
 from drods.controllers.work_record import WorkRecord, work_record
 from drods.controllers.workstatus import WorkStatusController
+from drods.machinery.fence import Fence, LeadershipLost
 from drods.model.interpreter import Interpreter
 
 COPY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default",
@@ -69,6 +70,27 @@ async def test_a_status_write_that_lost_the_race_is_made_again_over_the_newer_wo
             raise AssertionError("the status was never written after the lost compare-and-swap") from None
         [manifest] = fleet.written[0]["manifests"]
         assert manifest["name"] == "web" and manifest["status"]["readyReplicas"] == 2
+    finally:
+        consumer.cancel()
+        await asyncio.gather(consumer, return_exceptions=True)
+
+
+async def test_a_write_refused_for_a_lost_lease_ends_the_consumer_instead_of_being_logged_per_event() -> None:
+    class Deposed(Fleet):
+        async def write_work_status(self, record: WorkRecord, status: dict[str, Any]) -> bool:
+            raise LeadershipLost(Fence("/leases/member-controllers", 7))
+
+    fleet = Deposed(cached=work(2))
+    controller = WorkStatusController(fleet, MemberSettings())  # type: ignore[arg-type]
+    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    consumer = asyncio.create_task(controller._consume("aws", events))
+    events.put_nowait(("MODIFIED", controller.seen_copy(COPY)))
+    try:
+        await asyncio.wait_for(asyncio.shield(consumer), 5)
+    except LeadershipLost:
+        pass
+    else:
+        raise AssertionError("the consumer went on after its term ended")
     finally:
         consumer.cancel()
         await asyncio.gather(consumer, return_exceptions=True)
