@@ -41,7 +41,7 @@ from drods.machinery.fence import LeadershipLost
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import raise_ended, stop_tasks
 from drods.members.client import MemberClient, MemberError, MemberUnavailable, history_gone
-from drods.members.reflector import KindCalls, Reflector
+from drods.members.reflector import KindCalls, Reflector, without_managed_fields
 from drods.members.workload_usage import UsageReader, key_of
 from drods.model import jsondoc
 from drods.model.annotations import MANAGED_SELECTOR
@@ -221,30 +221,35 @@ class WorkStatusController:
                 raise MemberUnavailable(cluster, "no client")
             return c
 
-        def listed(items: list[_Listed]) -> None:
+        def listed(objs: list[Obj]) -> None:
             copies.clear()
-            for it in items:  # what changed between the poll's list and this one
+            for obj in objs:  # what changed between the poll's list and this one
+                it = self.seen_copy(obj)
                 copies[it.ref] = it
                 events.put_nowait(("MODIFIED", it))
             self._copies.setdefault(cluster, {})[kind] = copies
             following.add(kind)
 
-        def changed(event: str, it: _Listed) -> None:
+        def changed(event: str, obj: Obj) -> None:
+            it = self.seen_copy(obj)
             if event == "DELETED":
                 copies.pop(it.ref, None)
             elif event in ("ADDED", "MODIFIED"):
                 copies[it.ref] = it
             events.put_nowait((event, it))
 
+        # the member client's threads only trim a copy; what is kept of it is read on the event loop, as
+        # before copies were kept (read in those threads, a cold start of 30,000 Works lost every lease
+        # once: a hundred members' threads then compete with the loop for the GIL)
         calls = KindCalls(client, kind, MANAGED_SELECTOR)
-        await Reflector[_Listed](
+        await Reflector[Obj](
             name=f"{cluster} {kind[1]}", list_call=calls.list, watch_call=calls.watch, replace=listed,
-            transform=self.seen_copy, apply=changed, unsynced=lambda: following.discard(kind),
+            transform=without_managed_fields, apply=changed, unsynced=lambda: following.discard(kind),
             expired=history_gone, expired_unsynced=True,
             watch_seconds=WATCH_SECONDS, retry_seconds=self.settings.statusPollSeconds).run()
 
     def seen_copy(self, obj: Obj) -> _Listed:
-        """What is kept of a member copy seen now (in a member client's worker thread for a watch event)."""
+        """What is kept of a member copy seen now."""
         ref = Ref.of(obj)
         return _Listed.of(obj, ref, self._seen(obj, rfc3339(self.clock())))
 
