@@ -392,10 +392,10 @@ class WorkStatusController:
                 self.fleet.owned.get(cluster, set()).discard(ref)
                 await self._write(work, {**st, "applied": False, "observedHash": ""})
 
-    def _seen(self, obj: Obj, observed: str, usage: Obj | None = None) -> ManifestStatus:
-        """``obj``'s status as its Work carries it (the kind's interpretation applied)."""
+    def _seen(self, obj: Obj, observed: str) -> ManifestStatus:
+        """``obj``'s status as its Work carries it (the kind's interpretation applied), without usage."""
         how = self.fleet.informers.interpreter.of(str(obj.get("apiVersion")), str(obj.get("kind")))
-        return manifest_status(obj, observed, usage, how)
+        return manifest_status(obj, observed, None, how)
 
     async def _record(self, work: WorkRecord, fresh: Obj) -> Recorded:
         """Write a member copy's status (and usage), as a Work carries it, on ``work`` if it differs
