@@ -272,18 +272,16 @@ class WorkStatusController:
                 latest[it.ref] = (event, it)
             works = self._works_by_ref(cluster)
             for ref, (event, it) in latest.items():
-                work = works.get(ref)
-                if work is None:
-                    continue
-                try:
-                    if not await self._on_event(cluster, event, it, work, self.clock()):
-                        stale[ref] = (event, it)
-                except (MemberUnavailable, MemberError):
-                    pass
-                except LeadershipLost:
-                    raise  # the term is over: `_poll` ends with it
-                except Exception:  # noqa: BLE001 - one write failing must not stop the cluster's events
-                    log.exception("%s: recording the status of %s failed", cluster, ref)
+                for work in works.get(ref, ()):
+                    try:
+                        if not await self._on_event(cluster, event, it, work, self.clock()):
+                            stale[ref] = (event, it)
+                    except (MemberUnavailable, MemberError):
+                        pass
+                    except LeadershipLost:
+                        raise  # the term is over: `_poll` ends with it
+                    except Exception:  # noqa: BLE001 - one write failing must not stop the cluster's events
+                        log.exception("%s: recording the status of %s failed", cluster, ref)
             tries = tries + 1 if stale else 0
             if tries > STALE_RETRIES:  # the Work view does not catch up: the next list records them
                 stale, tries = {}, 0
@@ -310,27 +308,23 @@ class WorkStatusController:
         usage = reader.docs.get(key_of(workload)) if reader is not None and workload is not None else None
         return await self._record(work, it.seen(usage)) is not Recorded.STALE
 
-    def _works_by_ref(self, cluster: str) -> dict[Ref, WorkRecord]:
-        """The cluster's Works (not being deleted) by their main object."""
-        out: dict[Ref, WorkRecord] = {}
+    def _works_by_ref(self, cluster: str) -> dict[Ref, list[WorkRecord]]:
+        """The cluster's Works (not being deleted) by their main object (two bindings may deliver the
+        same object: a Service a MultiClusterService delivers may also follow a workload there)."""
+        out: dict[Ref, list[WorkRecord]] = {}
         for key in self.fleet.works_by_cluster.get(cluster, set()):
             work = self.fleet.work(key)
             ref = main_ref(work, self.fleet.informers.interpreter) if work is not None else None
             if work is not None and ref is not None and not work.deleting:
-                out[ref] = work
+                out.setdefault(ref, []).append(work)
         return out
 
     async def poll_once(self, cluster: str) -> list[Kind]:
         """The cluster's managed objects of each kind its Works carry — as its watch keeps them when the
         kind is followed, else listed — recorded on their Works; returns those kinds (none when the
         member could not be listed: no watch is kept on a member that does not answer)."""
-        tracked: dict[str, tuple[Ref, WorkRecord]] = {}  # binding → (main object, Work)
-        for key in self.fleet.works_by_cluster.get(cluster, set()):
-            work = self.fleet.work(key)
-            ref = main_ref(work, self.fleet.informers.interpreter) if work is not None else None
-            if work is None or ref is None or work.deleting:
-                continue
-            tracked[work.binding] = (ref, work)
+        by_ref = self._works_by_ref(cluster)
+        tracked = {w.binding: (ref, w) for ref, works in by_ref.items() for w in works}  # binding → (object, Work)
         kinds = sorted({(r.api_version, r.kind) for r, _ in tracked.values()})
         agreed = self._agreed.setdefault(cluster, {})
         for gone in agreed.keys() - tracked.keys():
@@ -339,9 +333,8 @@ class WorkStatusController:
         if not kinds or client is None or client.state.condition == "NotReady":
             return []
         found: dict[str, _Listed] = {}  # binding → what was listed of the member's copy
-        # by what it is, not by the binding annotation: a Service a MultiClusterService delivers may
-        # also follow a workload there, and the last apply's binding is the one the annotation names
-        by_ref = {ref: b for b, (ref, _) in tracked.items()}
+        # by what it is, not by the binding annotation: the last apply's binding is the one the
+        # annotation names, and every binding delivering the object finds it
         followed = self._following.get(cluster, set())
         for api_version, kind in kinds:
             started = self.clock()
@@ -350,8 +343,8 @@ class WorkStatusController:
                 # an event may trail the apply it reports by a moment: only an older apply is missing
                 started -= self.settings.statusPollSeconds
                 for it in kept.values():
-                    if (b := by_ref.get(it.ref)) is not None:
-                        found[b] = it
+                    for w in by_ref.get(it.ref, ()):
+                        found[w.binding] = it
             else:
                 try:
                     items = await client.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR)
@@ -359,8 +352,10 @@ class WorkStatusController:
                     return []
                 observed = rfc3339(self.clock())
                 for obj in items:
-                    if (b := by_ref.get(ref := Ref.of(obj))) is not None:
-                        found[b] = _Listed.of(obj, ref, self._seen(obj, observed))
+                    if ref_works := by_ref.get(ref := Ref.of(obj)):
+                        listed = _Listed.of(obj, ref, self._seen(obj, observed))
+                        for w in ref_works:
+                            found[w.binding] = listed
                 del items
             await self._missing(cluster, kind, tracked, found, started)
         reader = self._usage.setdefault(cluster, UsageReader(self.settings.usagePollSeconds))

@@ -80,10 +80,12 @@ class Member:
         return [POD_METRICS]
 
 
-def work(name: str, revision: int, status: dict[str, Any]) -> WorkRecord:
+def work(name: str, revision: int, status: dict[str, Any], obj: str | None = None) -> WorkRecord:
+    """Binding ``name``'s Work on aws, delivering the Deployment ``obj`` (by default its namesake)."""
     doc = {"metadata": {"name": f"{name}.aws"},
            "spec": {"cluster": "aws", "binding": name, "hash": "h", "manifests": [
-               {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"}}]},
+               {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": obj or name, "namespace": "default"}}]},
            "status": status}
     record = work_record(doc, revision)
     assert record is not None
@@ -120,7 +122,8 @@ class Fleet:
         return record
 
     async def write_work_status(self, record: WorkRecord, status: dict[str, Any]) -> bool:
-        self.works[record.key] = work(record.binding, record.revision + 1, status)
+        self.works[record.key] = work(record.binding, record.revision + 1, status,
+                                            record.refs[-1].name)
         return True
 
 
@@ -152,3 +155,26 @@ async def test_a_followed_member_is_checked_from_what_its_watch_kept_without_a_l
     c._following["aws"] = set()  # the watch failed: the member is listed until it follows again
     assert await c.poll_once("aws") == [DEPLOYMENTS]
     assert member.lists == 1
+
+
+async def test_two_bindings_delivering_one_object_both_find_it_listed_or_followed() -> None:
+    """A second binding whose Work delivers the same object (as a Service a MultiClusterService
+    delivers may also follow its workload) is not taken for missing, and both Works record it."""
+    member = Member([deployment("web", "7"), deployment("api", "8")])
+    fleet = Fleet(member)
+    again = work("web-too", 1, {"applied": True, "observedHash": "h", "appliedTime": "2026-01-01T00:00:00.000Z"},
+                 "web")
+    fleet.works[again.key] = again
+    c = WorkStatusController(fleet, MemberSettings(), clock=lambda: 1_800_000_000.0)  # type: ignore[arg-type]
+
+    assert await c.poll_once("aws") == [DEPLOYMENTS]  # listed
+    assert member.lists == 1
+    assert fleet.of("web-too").status["applied"] is True
+    assert [manifest(fleet, b)["status"]["readyReplicas"] for b in ("web", "web-too")] == [1, 1]
+
+    c._following["aws"] = {DEPLOYMENTS}  # followed: the same from what the watch keeps
+    c._copies["aws"] = {DEPLOYMENTS: {(it := c.seen_copy(deployment("web", "9"))).ref: it,
+                                      (it := c.seen_copy(deployment("api", "8"))).ref: it}}
+    assert await c.poll_once("aws") == [DEPLOYMENTS]
+    assert member.lists == 1
+    assert fleet.of("web-too").status["applied"] is True and fleet.of("web").status["applied"] is True
