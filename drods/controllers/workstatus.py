@@ -77,13 +77,14 @@ class _Listed:
     resource_version: str
     encoded_seen: bytes  # the `ManifestStatus` as a Work carries it, without usage
     selector: Obj | None  # a workload kind's ``spec.selector``; None for the other kinds
+    epoch: int  # the interpreter's epoch it was read in: a customization changed since, it is read again
 
     @classmethod
-    def of(cls, obj: Obj, ref: Ref, seen: ManifestStatus) -> _Listed:
+    def of(cls, obj: Obj, ref: Ref, seen: ManifestStatus, epoch: int) -> _Listed:
         meta = obj.get("metadata") or {}
         selector = (obj.get("spec") or {}).get("selector") if ref.kind in WORKLOAD_KINDS else None
         return cls(ref, str(meta.get("resourceVersion") or ""), jsondoc.dumps(seen.model_dump(exclude_none=True)),
-                   selector if isinstance(selector, dict) else {} if ref.kind in WORKLOAD_KINDS else None)
+                   selector if isinstance(selector, dict) else {} if ref.kind in WORKLOAD_KINDS else None, epoch)
 
     @property
     def workload(self) -> Obj | None:
@@ -124,9 +125,9 @@ class WorkStatusController:
         self.clock = clock
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self._started_for = -1  # the fleet's membership the pollers were last started for
-        # per cluster: binding → (the Work's and the member object's resourceVersions, and the usage
-        # reading) last found in agreement, so an unchanged triple costs nothing on the next poll
-        self._agreed: dict[str, dict[str, tuple[str, str, str]]] = {}
+        # per cluster: binding → (the Work's and the member object's resourceVersions, the usage reading
+        # and the interpreter's epoch) last found in agreement: unchanged, nothing to compare next poll
+        self._agreed: dict[str, dict[str, tuple[str, str, str, str]]] = {}
         self._usage: dict[str, UsageReader] = {}  # per cluster: its workloads' last usage reading
         # per cluster: the watch following each (apiVersion, kind) its Works carry
         self._watches: dict[str, dict[Kind, asyncio.Task[None]]] = {}
@@ -251,7 +252,11 @@ class WorkStatusController:
     def seen_copy(self, obj: Obj) -> _Listed:
         """What is kept of a member copy seen now."""
         ref = Ref.of(obj)
-        return _Listed.of(obj, ref, self._seen(obj, rfc3339(self.clock())))
+        return _Listed.of(obj, ref, self._seen(obj, rfc3339(self.clock())), self._epoch)
+
+    @property
+    def _epoch(self) -> int:
+        return self.fleet.informers.interpreter.epoch
 
     async def _consume(self, cluster: str, events: asyncio.Queue[tuple[str, _Listed]]) -> None:
         """Every event waiting at once, as one batch: the last of each object's (the others are
@@ -321,7 +326,8 @@ class WorkStatusController:
 
     async def poll_once(self, cluster: str) -> list[Kind]:
         """The cluster's managed objects of each kind its Works carry — as its watch keeps them when the
-        kind is followed, else listed — recorded on their Works; returns those kinds (none when the
+        kind is followed, else listed (and listed once more when what the watch keeps was read before an
+        interpreter customization changed) — recorded on their Works; returns those kinds (none when the
         member could not be listed: no watch is kept on a member that does not answer)."""
         by_ref = self._works_by_ref(cluster)
         tracked = {w.binding: (ref, w) for ref, works in by_ref.items() for w in works}  # binding → (object, Work)
@@ -339,7 +345,8 @@ class WorkStatusController:
         for api_version, kind in kinds:
             started = self.clock()
             kept = self._copies.get(cluster, {}).get((api_version, kind))
-            if (api_version, kind) in followed and kept is not None:
+            if (api_version, kind) in followed and kept is not None and \
+                    all(it.epoch == self._epoch for it in kept.values()):
                 # an event may trail the apply it reports by a moment: only an older apply is missing
                 started -= self.settings.statusPollSeconds
                 for it in kept.values():
@@ -350,12 +357,19 @@ class WorkStatusController:
                     items = await client.list_objects(api_version, kind, label_selector=MANAGED_SELECTOR)
                 except (MemberUnavailable, MemberError):
                     return []
-                observed = rfc3339(self.clock())
+                observed, epoch = rfc3339(self.clock()), self._epoch
                 for obj in items:
-                    if ref_works := by_ref.get(ref := Ref.of(obj)):
-                        listed = _Listed.of(obj, ref, self._seen(obj, observed))
-                        for w in ref_works:
-                            found[w.binding] = listed
+                    ref = Ref.of(obj)
+                    ref_works = by_ref.get(ref)
+                    old = kept.get(ref) if kept is not None else None
+                    if not ref_works and old is None:
+                        continue
+                    listed = _Listed.of(obj, ref, self._seen(obj, observed), epoch)
+                    for w in ref_works or ():
+                        found[w.binding] = listed
+                    if kept is not None and old is not None and old.resource_version == listed.resource_version:
+                        # read again under a changed customization; a newer version is the watch's
+                        kept[ref] = listed
                 del items
             await self._missing(cluster, kind, tracked, found, started)
         reader = self._usage.setdefault(cluster, UsageReader(self.settings.usagePollSeconds))
@@ -367,7 +381,8 @@ class WorkStatusController:
             workload = c.workload
             doc = usage.get(key_of(workload)) if workload is not None else None
             # the Work, the copy and the usage reading found in agreement last time: nothing to compare
-            versions = (str(work.revision), c.resource_version, "" if doc is None else str(reader.read_at))
+            versions = (str(work.revision), c.resource_version, "" if doc is None else str(reader.read_at),
+                        str(c.epoch))
             if agreed.get(b) == versions and c.resource_version:
                 continue
             if await self._record(work, c.seen(doc)) is Recorded.UNCHANGED:

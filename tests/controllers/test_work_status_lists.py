@@ -178,3 +178,37 @@ async def test_two_bindings_delivering_one_object_both_find_it_listed_or_followe
     assert await c.poll_once("aws") == [DEPLOYMENTS]
     assert member.lists == 1
     assert fleet.of("web-too").status["applied"] is True and fleet.of("web").status["applied"] is True
+
+
+REFLECT_REPLICAS = """
+function ReflectStatus(observedObj)
+  return {counted = observedObj.status.replicas}
+end"""
+
+
+async def test_a_changed_customization_reads_a_followed_member_again_and_writes_the_new_status() -> None:
+    """What the watch keeps was read with the interpretation of its time: once a customization of the
+    kind changes, the next poll lists the kind, writes the status as now interpreted, and keeps that."""
+    member = Member([deployment("web", "7"), deployment("api", "8")])
+    fleet = Fleet(member)
+    c = WorkStatusController(fleet, MemberSettings(), clock=lambda: 1_800_000_000.0)  # type: ignore[arg-type]
+    c._following["aws"] = {DEPLOYMENTS}
+    c._copies["aws"] = {DEPLOYMENTS: {(it := c.seen_copy(deployment("web", "7"))).ref: it,
+                                      (it := c.seen_copy(deployment("api", "8"))).ref: it}}
+    assert await c.poll_once("aws") == [DEPLOYMENTS]
+    assert member.lists == 0 and manifest(fleet, "web")["status"]["readyReplicas"] == 1
+
+    fleet.informers.interpreter.learn("/registry/config.karmada.io/resourceinterpretercustomizations/d", None, {
+        "apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+        "metadata": {"name": "d"},
+        "spec": {"target": {"apiVersion": "apps/v1", "kind": "Deployment"},
+                 "customizations": {"statusReflection": {"luaScript": REFLECT_REPLICAS}}}})
+    assert await c.poll_once("aws") == [DEPLOYMENTS]
+    assert member.lists == 1  # read again, though nothing changed in the member
+    assert manifest(fleet, "web")["status"] == {"counted": 1}
+    assert manifest(fleet, "api")["status"] == {"counted": 1}
+
+    written = fleet.of("web").revision
+    assert await c.poll_once("aws") == [DEPLOYMENTS]
+    assert member.lists == 1  # what the watch keeps was read again too: followed as before
+    assert fleet.of("web").revision == written
