@@ -86,7 +86,15 @@ async def test_a_consumer_receives_the_derived_service_and_the_providers_endpoin
         got = addresses(await asyncio.to_thread(slices, east, "web"))
         return got if len(got) == n and all(got.values()) else None
 
-    east_pods = await eventually(lambda: provider(2), 60.0, "east's EndpointSlice of web with 2 ready pods")
+    try:
+        east_pods = await eventually(lambda: provider(2), 60.0, "east's EndpointSlice of web with 2 ready pods")
+    except AssertionError as e:  # what the control plane and the member held then (one CI run timed out here)
+        works = (await plane.call("GET", "/apis/multicluster.io/v1alpha1/works")).json().get("items") or []
+        held = await asyncio.to_thread(
+            lambda: k8s.AppsV1Api(east).list_namespaced_deployment("default", _request_timeout=3).items)
+        deployments = [(d.metadata and d.metadata.name, d.status) for d in held]
+        raise AssertionError(f"{e}; Works: {[(w['metadata']['name'], w.get('status')) for w in works]}; "
+                             f"east's Deployments: {deployments}") from e
 
     # The directory lists east's endpoints with their health.
     async def listed(n: int) -> dict[str, Any] | None:
