@@ -94,6 +94,31 @@ def decode_read(kv: KeyValue) -> Obj | None:
     return decode_stored(kv)
 
 
+def pod_ips(pods: Iterable[Obj]) -> dict[str, set[str]]:
+    """The pod IPs each node's live pods hold."""
+    out: dict[str, set[str]] = {}
+    for p in pods:
+        ip, node = (p.get("status") or {}).get("podIP"), (p.get("spec") or {}).get("nodeName")
+        if ip and node and not is_terminal(p):
+            out.setdefault(node, set()).add(ip)
+    return out
+
+
+def pod_address(node_index: int, uid: str, taken: set[str]) -> str:
+    """A pod IP from the node's /24 that no live pod of the node holds, added to ``taken``: a node's
+    IPAM never gives one address to two pods (drawn from the uid's hash alone, any two pods of a node
+    shared one once in 250 pairs, and a Service's endpoints then counted one address). A node running
+    more than 250 pods shares addresses."""
+    prefix = f"10.{244 + node_index // 256 % 12}.{node_index % 256}."
+    start = zlib.crc32(uid.encode()) % 250
+    for k in range(250):
+        ip = f"{prefix}{(start + k) % 250 + 2}"
+        if ip not in taken:
+            taken.add(ip)
+            return ip
+    return f"{prefix}{start + 2}"
+
+
 class SimController:
     def __init__(self, registry: SimRegistry, store: Store, cfg: SimConfig) -> None:
         self.registry = registry
@@ -332,6 +357,7 @@ class SimController:
         node_names = {n["metadata"]["name"] for n in nodes}
         due: list[float] = []
         writes = []
+        ips = pod_ips(pods.values())
         for key, pod in pods.items():
             node = (pod.get("spec") or {}).get("nodeName")
             if not node or is_terminal(pod) or pod["metadata"].get("deletionTimestamp"):
@@ -341,7 +367,8 @@ class SimController:
                 continue
             if status.get("phase") != "Running":
                 started = now
-                new_status = self._running_status(pod, node, started, ready=self.cfg.startup_seconds <= 0)
+                new_status = self._running_status(pod, node, started, ready=self.cfg.startup_seconds <= 0,
+                                                  taken=ips.setdefault(node, set()))
             else:
                 started = parse_rfc3339(status.get("startTime")) or now
                 new_status = status
@@ -412,12 +439,13 @@ class SimController:
         return self.cfg.job_seconds if "Job" in owner_kinds else None
 
     def _running_status(self, pod: Obj, node: str, started: float, *, ready: bool,
-                        ready_since: float | None = None) -> Obj:
+                        ready_since: float | None = None, taken: set[str] | None = None) -> Obj:
+        """``taken``: the pod IPs the node's other live pods hold (the new one is added to it)."""
         since = rfc3339(started)
         ready_time = rfc3339(ready_since) if ready_since is not None else since
         index = self._node_index.get(node, 0)
         host_ip = node_ip(index)
-        pod_ip = f"10.{244 + index // 256 % 12}.{index % 256}.{zlib.crc32(pod['metadata']['uid'].encode()) % 250 + 2}"
+        pod_ip = (pod.get("status") or {}).get("podIP") or pod_address(index, pod["metadata"]["uid"], taken or set())
 
         def cond(type_: str, ok: bool, at: str) -> Obj:
             return {"type": type_, "status": "True" if ok else "False", "lastProbeTime": None,
@@ -466,6 +494,7 @@ class SimController:
     async def _schedule(self, pods: dict[tuple[str, str], Obj], nodes: list[Obj], now: float) -> None:
         """Bind pending pods first-fit; those that fit nowhere get PodScheduled=False and stay Pending."""
         room = rooms(nodes, list(pods.values()))
+        ips = pod_ips(pods.values())
         pending = sorted((p for p in pods.values() if not (p.get("spec") or {}).get("nodeName")
                           and not is_terminal(p) and not p["metadata"].get("deletionTimestamp")),
                          key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
@@ -474,7 +503,8 @@ class SimController:
             node, reason = place(pod, room)
             if node is not None:
                 bound = {**pod, "spec": {**pod["spec"], "nodeName": node},
-                         "status": self._running_status(pod, node, now, ready=self.cfg.startup_seconds <= 0)}
+                         "status": self._running_status(pod, node, now, ready=self.cfg.startup_seconds <= 0,
+                                                        taken=ips.setdefault(node, set()))}
                 writes.append(self._put(K.POD, bound))
                 continue
             status = {"phase": "Pending", "qosClass": _qos(pod), "conditions": [{
