@@ -599,7 +599,12 @@ def cold_start(b: Bench) -> dict[str, Any]:
     ready_s = time.time() - t0
     cpu = {k: round(cpu_seconds(pid) - cpu0.get(k, 0.0), 1) for k, pid in b.pids().items()}
     peak = {k: round(proc_kb(pid, "VmHWM") / 1024, 1) for k, pid in b.pids().items()}
+    # a Work's status says applied a moment after its copy appears in the member: read once they agree
+    deadline = time.time() + 30.0
     works, applied = works_applied(b.http)
+    while reached and applied < works and time.time() < deadline:
+        time.sleep(0.5)
+        works, applied = works_applied(b.http)
     return {"ready_s": round(ready_s, 1) if reached else None, "start_s": round(start_s, 1),
             "copies": b.watch.copies(), "works": works,
             "works_applied": applied, "works_per_s": round(works / ready_s, 1) if reached else None,
