@@ -5,10 +5,21 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 
+import orjson
 import pytest
 
+from drods.model import jsondoc
 from drods.store import Store
 from tests.etcd_server import EtcdCluster, etcd_binary
+
+
+@pytest.fixture(autouse=True)
+def shared_parts_unchanged() -> Iterator[None]:
+    """No code changes a part the shared informer of Bindings shares between documents
+    (`jsondoc.loads_shared`): every pooled container still encodes to the key it was pooled under."""
+    yield
+    changed = [key for key, part in jsondoc.shared_containers.entries() if orjson.dumps(part) != key]
+    assert not changed, f"shared document parts were changed in place: {changed[:3]!r}"
 
 
 @pytest.fixture(scope="session")

@@ -275,9 +275,8 @@ class WorkStatusController:
             while not events.empty():  # newer than any stale one
                 event, it = events.get_nowait()
                 latest[it.ref] = (event, it)
-            works = self._works_by_ref(cluster)
             for ref, (event, it) in latest.items():
-                for work in works.get(ref, ()):
+                for work in self._delivering(cluster, ref):
                     try:
                         if not await self._on_event(cluster, event, it, work, self.clock()):
                             stale[ref] = (event, it)
@@ -313,9 +312,15 @@ class WorkStatusController:
         usage = reader.docs.get(key_of(workload)) if reader is not None and workload is not None else None
         return await self._record(work, it.seen(usage)) is not Recorded.STALE
 
+    def _delivering(self, cluster: str, ref: Ref) -> list[WorkRecord]:
+        """The cluster's Works (not being deleted) whose status follows ``ref`` as their main object (two
+        bindings may deliver the same object: a Service a MultiClusterService delivers may also follow a
+        workload there)."""
+        interpreter = self.fleet.informers.interpreter
+        return [w for w in self.fleet.live_works_delivering(cluster, ref) if main_ref(w, interpreter) is not None]
+
     def _works_by_ref(self, cluster: str) -> dict[Ref, list[WorkRecord]]:
-        """The cluster's Works (not being deleted) by their main object (two bindings may deliver the
-        same object: a Service a MultiClusterService delivers may also follow a workload there)."""
+        """The cluster's Works (not being deleted) by their main object."""
         out: dict[Ref, list[WorkRecord]] = {}
         for key in self.fleet.works_by_cluster.get(cluster, set()):
             work = self.fleet.work(key)

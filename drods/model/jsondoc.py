@@ -9,12 +9,12 @@ Kubernetes: an integer outside int64 is read back as a float64, NaN is written a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import orjson
 
-from drods.model.sharing import SharedValues
+from drods.model.sharing import SharedContainers, SharedValues
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
@@ -52,6 +52,46 @@ def loads_kept(raw: bytes | bytearray | memoryview | str) -> Any:
     doc = orjson.loads(raw)
     _share(doc, shared_strings.adder())
     return doc
+
+
+# Equal containers (holding only values) of shared documents: one object (bounded, see ``SharedContainers``).
+shared_containers = SharedContainers(1 << 14)
+
+
+def loads_shared(raw: bytes | bytearray | memoryview | str) -> Any:
+    """``loads_kept`` that also shares every container below the top level's own members whose content
+    (values, and containers of values) equals one seen before: for a cache many readers read and
+    none changes (the shared informer of Bindings). The top level and its members (``metadata``,
+    ``spec``, ``status``) stay the document's own, so the cache may set ``resourceVersion`` or
+    replace a member."""
+    doc = orjson.loads(raw)
+    if type(doc) is dict:
+        add, pool = shared_strings.adder(), shared_containers.adder()
+        for k, v in doc.items():
+            t = type(v)
+            if t is str:
+                doc[k] = add(v, v)
+            elif t is dict or t is list:
+                _share_content(v, add, pool)
+    return doc
+
+
+def _share_content(node: Any, add: Callable[[str, str], str], pool: Callable[[Hashable, Any], Any]) -> bool:
+    """Shares ``node``'s strings and those of its containers whose content is only values (keyed by
+    their JSON: ``1``, ``1.0`` and ``true`` stay apart); returns whether ``node`` too holds only values
+    (its parent may then be shared)."""
+    pairs = node.items() if type(node) is dict else enumerate(node)
+    whole = True
+    for k, v in pairs:  # replacing a value in place leaves the container's size, hence the walk, as it is
+        t = type(v)
+        if t is str:
+            node[k] = add(v, v)
+        elif t is dict or t is list:
+            if _share_content(v, add, pool):
+                node[k] = pool(orjson.dumps(v), v)
+            else:
+                whole = False
+    return whole
 
 
 def kept(node: Any) -> Any:

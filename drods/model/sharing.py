@@ -9,7 +9,7 @@ documents only, never by the pool for long.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T", bound=Hashable)
 
@@ -36,3 +36,33 @@ class SharedValues(Generic[T]):
 
     def share(self, value: T) -> T:
         return self.adder()(value, value)
+
+
+class SharedContainers:
+    """A bounded pool of decoded JSON containers (dicts and lists) that hold only values, by their
+    content: equal ones in many kept documents become one object. Bindings repeat whole parts —
+    conditions, usage readings, a placement on one cluster, labels, a policy reference —, ~half of
+    what a decoded Binding weighs. A pooled container is shared between documents: it is read, never
+    changed (as every object an informer hands out). Emptied when full, as `SharedValues`."""
+
+    __slots__ = ("_limit", "_containers")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._containers: dict[Hashable, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._containers)
+
+    def clear(self) -> None:
+        self._containers.clear()
+
+    def entries(self) -> list[tuple[Hashable, Any]]:
+        """The pooled containers with their keys (a check that none was changed compares the two)."""
+        return list(self._containers.items())
+
+    def adder(self) -> Callable[[Hashable, Any], Any]:
+        """``add(key, container)``: the pooled container of that content (``container`` when new)."""
+        if len(self._containers) >= self._limit:
+            self._containers.clear()
+        return self._containers.setdefault

@@ -635,10 +635,11 @@ def _decoded(kv: KeyValue, loads: Callable[[bytes], Any]) -> Obj | None:
 
 
 def decode_binding_kept(kv: KeyValue) -> Obj | None:
-    """``decode_stored`` for the shared informer of Bindings: repeated values shared
-    (``jsondoc.loads_kept``; a Binding holds no secret), and without ``status.reasons``
-    (``without_reasons``; in a failure storm 100,000 cached Bindings each carried some)."""
-    obj = _decoded(kv, jsondoc.loads_kept)
+    """``decode_stored`` for the shared informer of Bindings: repeated values and parts shared
+    (``jsondoc.loads_shared``; a Binding holds no secret, and every reader of the shared cache reads
+    only), and without ``status.reasons`` (``without_reasons``; in a failure storm 100,000 cached
+    Bindings each carried some)."""
+    obj = _decoded(kv, jsondoc.loads_shared)
     status = obj.get("status") if obj is not None else None
     if obj is not None and isinstance(status, dict) and (kept := without_reasons(status)) is not None:
         obj["status"] = kept

@@ -1,7 +1,8 @@
 """The fleet's membership counter moves only when the per-cluster loops may have to change: a cluster
 joins or leaves or changes its sync mode, or gets its first or loses its last Work. A cluster's report
 does not move it, so the health probes' and work-status pollers' owners do not look at every cluster
-each second."""
+each second. And a member object's Works are found through an index of their main objects, kept as
+Works come, change and go."""
 
 from __future__ import annotations
 
@@ -18,14 +19,19 @@ def _cluster(name: str, *, pull: bool = False, ready: str = "True") -> dict[str,
             "status": {"conditions": [{"type": "Ready", "status": ready}]}}
 
 
-def _work(binding: str, cluster: str) -> WorkRecord:
-    return cast(WorkRecord, SimpleNamespace(binding=binding, cluster=cluster, deleting=False,
-                                            refs=(Ref("v1", "ConfigMap", "default", binding),)))
+def _work(binding: str, cluster: str, *refs: Ref, deleting: bool = False) -> WorkRecord:
+    refs = refs or (Ref("v1", "ConfigMap", "default", binding),)
+    return cast(WorkRecord, SimpleNamespace(binding=binding, cluster=cluster, deleting=deleting, refs=refs,
+                                            main=refs[-1]))
+
+
+def _fleet(works: dict[str, WorkRecord] | None = None) -> MemberFleet:
+    informers = SimpleNamespace(clusters=None, bindings=None, works=SimpleNamespace(cache={} if works is None else works), cleanups=None)
+    return MemberFleet(None, None, informers, SimpleNamespace(invalidate=lambda *_: None))  # type: ignore[arg-type]
 
 
 def test_membership_moves_on_joins_modes_and_first_or_last_works_only() -> None:
-    informers = SimpleNamespace(clusters=None, bindings=None, works=None, cleanups=None)
-    fleet = MemberFleet(None, None, informers, SimpleNamespace(invalidate=lambda *_: None))  # type: ignore[arg-type]
+    fleet = _fleet()
     seen = fleet.membership
 
     def moved() -> bool:
@@ -50,3 +56,34 @@ def test_membership_moves_on_joins_modes_and_first_or_last_works_only() -> None:
     assert moved()  # its last Work
     fleet._on_cluster(CLUSTER.key("a"), _cluster("a", pull=True), None)
     assert moved()  # left
+
+
+def test_an_objects_live_works_are_found_by_their_main_object_as_works_come_change_and_go() -> None:
+    web = Ref("apps/v1", "Deployment", "default", "web")
+    config = Ref("v1", "ConfigMap", "default", "web-config")
+    svc = Ref("v1", "Service", "default", "web")
+    cache: dict[str, WorkRecord] = {}
+    fleet = _fleet(cache)
+
+    def put(key: str, new: WorkRecord | None) -> None:
+        old = cache.pop(WORK.key(key), None)
+        if new is not None:
+            cache[WORK.key(key)] = new
+        fleet._on_work(WORK.key(key), old, new)
+
+    def found(cluster: str, ref: Ref) -> set[str]:
+        return {w.binding for w in fleet.live_works_delivering(cluster, ref)}
+
+    put("web.a", _work("web", "a", config, web))
+    put("svc.a", _work("svc", "a", web))  # another binding delivering the same object
+    put("web.b", _work("web", "b", config, web))
+    assert found("a", web) == {"web", "svc"}
+    assert found("b", web) == {"web"}
+    assert found("a", config) == set()  # a manifest before the last is not the Work's main object
+    put("svc.a", _work("svc", "a", svc))  # its main object changed
+    assert found("a", web) == {"web"} and found("a", svc) == {"svc"}
+    put("web.a", _work("web", "a", config, web, deleting=True))
+    assert found("a", web) == set()
+    put("web.a", None)
+    put("svc.a", None)
+    assert found("a", svc) == set() and not fleet._by_main.get("a")

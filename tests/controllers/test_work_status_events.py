@@ -48,6 +48,9 @@ class Fleet:
     def work(self, key: str) -> WorkRecord | None:
         return self.cached if key == self.cached.key else None
 
+    def live_works_delivering(self, cluster: str, main: Any) -> list[WorkRecord]:
+        return [self.cached] if cluster == "aws" and main == self.cached.main else []
+
     async def write_work_status(self, record: WorkRecord, status: dict[str, Any]) -> bool:
         if record.revision != self.stored_revision:
             self.cached = work(self.stored_revision)  # the watch brings the newer Work a moment later
