@@ -197,7 +197,7 @@ class BindingController:
             return False
         if old is None:
             return new.encoded_status == EMPTY_STATUS and not new.deleting
-        return (old.hash != new.hash and old.encoded_status == new.encoded_status and old.deleting == new.deleting
+        return (old.hash != new.hash and old.packed_status == new.packed_status and old.deleting == new.deleting
                 and old.removing_since == new.removing_since)
 
     def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from drods.model import jsondoc
 from drods.model.annotations import REMOVING_SINCE
 from drods.model.kinds import WORK
+from drods.model.packing import Packer
 from drods.model.work import Ref, work_labels
 from drods.store import KeyValue
 
@@ -34,6 +35,10 @@ Obj = dict[str, Any]
 def manifests_digest(manifests: list[Any]) -> bytes:
     """The digest of a manifest list as stored (canonical JSON: equal lists, equal digests)."""
     return hashlib.blake2b(jsondoc.canonical(manifests), digest_size=16).digest()
+
+
+# Work statuses as the records keep them: 100,000 Works repeat the shape of a few kinds' statuses
+STATUS_BYTES = Packer()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,7 @@ class WorkRecord:
     removing_since: str | None  # the ``REMOVING_SINCE`` annotation
     applied: bool  # ``status.applied``
     observed_hash: str  # ``status.observedHash``
-    encoded_status: bytes
+    packed_status: bytes  # ``status``, encoded and packed (``STATUS_BYTES``): ~0.7 KB → ~0.15
     generation: int = 0  # ``metadata.generation``: one more at each change of the spec
     observed_generation: int = 0  # ``status.observedGeneration`` (0: the applier did not say)
 
@@ -86,6 +91,10 @@ class WorkRecord:
         out: Obj = jsondoc.loads(self.encoded_status)
         return out
 
+    @property
+    def encoded_status(self) -> bytes:
+        return STATUS_BYTES.unpack(self.packed_status)
+
 
 def work_record(obj: Mapping[str, Any], revision: int) -> WorkRecord | None:
     """``obj`` (a Work document) as the controllers cache it; None when it is not one."""
@@ -107,7 +116,7 @@ def work_record(obj: Mapping[str, Any], revision: int) -> WorkRecord | None:
         labeled=meta.get("labels") == work_labels(binding, cluster),
         removing_since=None if removing is None else str(removing),
         applied=bool(status.get("applied")), observed_hash=str(status.get("observedHash") or ""),
-        encoded_status=jsondoc.dumps(status), generation=_int(meta.get("generation")),
+        packed_status=STATUS_BYTES.pack(jsondoc.dumps(status)), generation=_int(meta.get("generation")),
         observed_generation=_int(status.get("observedGeneration")))
 
 

@@ -46,6 +46,7 @@ from drods.members.workload_usage import UsageReader, key_of
 from drods.model import jsondoc
 from drods.model.annotations import MANAGED_SELECTOR
 from drods.model.interpreter import Interpreter
+from drods.model.packing import Packer
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.model.work import ManifestStatus, Ref
 
@@ -65,6 +66,10 @@ class Recorded(enum.Enum):
     STALE = "stale"  # the Work changed since it was cached: nothing written
 
 
+# what is kept of each member copy (`_Listed`): 30,000 copies repeat a few kinds' status shapes
+SEEN_BYTES = Packer()
+
+
 @dataclass(frozen=True, slots=True)
 class _Listed:
     """What is kept of a member copy — by a poll while it writes the Works' statuses, by a watch while
@@ -75,7 +80,7 @@ class _Listed:
 
     ref: Ref
     resource_version: str
-    encoded_seen: bytes  # the `ManifestStatus` as a Work carries it, without usage
+    packed_seen: bytes  # the `ManifestStatus` as a Work carries it, without usage, encoded and packed
     selector: Obj | None  # a workload kind's ``spec.selector``; None for the other kinds
     epoch: int  # the interpreter's epoch it was read in: a customization changed since, it is read again
 
@@ -83,7 +88,8 @@ class _Listed:
     def of(cls, obj: Obj, ref: Ref, seen: ManifestStatus, epoch: int) -> _Listed:
         meta = obj.get("metadata") or {}
         selector = (obj.get("spec") or {}).get("selector") if ref.kind in WORKLOAD_KINDS else None
-        return cls(ref, str(meta.get("resourceVersion") or ""), jsondoc.dumps(seen.model_dump(exclude_none=True)),
+        return cls(ref, str(meta.get("resourceVersion") or ""),
+                   SEEN_BYTES.pack(jsondoc.dumps(seen.model_dump(exclude_none=True))),
                    selector if isinstance(selector, dict) else {} if ref.kind in WORKLOAD_KINDS else None, epoch)
 
     @property
@@ -96,7 +102,7 @@ class _Listed:
 
     def seen(self, usage: Obj | None) -> Obj:
         """The manifest status a Work carries for the copy, with ``usage`` when it was read."""
-        out: Obj = jsondoc.loads(self.encoded_seen)
+        out: Obj = jsondoc.loads(SEEN_BYTES.unpack(self.packed_seen))
         if usage is not None:
             out["usage"] = usage
         return out

@@ -14,13 +14,14 @@ import asyncio
 
 from drods.machinery.informer import Decode, Informer, KeptEncoded, Reflector
 from drods.machinery.tasks import stop_tasks
+from drods.model.packing import Packer
 from drods.registry.objects import decode_stored
 from drods.store import Store
 
 # How every reader caches the workload templates (every template kind's prefix and the custom
-# resources'): kept as stored, decoded on each read. Each reader passes this one decoder, so the
-# templates are held once.
-decode_template = KeptEncoded(decode_stored)
+# resources'): kept as stored, packed, decoded on each read. Each reader passes this one decoder, so
+# the templates are held once.
+decode_template = KeptEncoded(decode_stored, Packer())
 
 
 class SharedInformers:

@@ -46,6 +46,7 @@ from drods.model.binding import (
     without_reasons,
 )
 from drods.model.migration import parse_pin
+from drods.model.packing import Packer
 from drods.model.sharing import SharedValues
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.scheduler.offers import OfferDemand
@@ -98,7 +99,7 @@ class BindingRecord:
 
     key: str
     name: str
-    raw: bytes
+    packed: bytes  # the stored bytes but ``status.reasons`` (``kept_bytes``), packed (``BINDING_BYTES``)
     mod_revision: int
     generation: int
     priority: int
@@ -134,10 +135,18 @@ class BindingRecord:
         return self.phase != "Unschedulable" and self.scheduled_generation == self.generation and \
             self.placed < self.replicas
 
+    @property
+    def raw(self) -> bytes:
+        return BINDING_BYTES.unpack(self.packed)
+
     def object(self) -> dict[str, Any]:
         """The stored object but ``status.reasons`` (see ``kept_bytes``)."""
         obj: dict[str, Any] = jsondoc.loads(self.raw)
         return obj
+
+
+# 100,000 records would hold ~2 KB of stored bytes each, ~0.2 KB packed
+BINDING_BYTES = Packer()
 
 
 def kept_bytes(obj: Mapping[str, Any], raw: bytes) -> bytes:
@@ -165,7 +174,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
     return BindingRecord(
         key=key,
         name=name,
-        raw=kept_bytes(obj, raw),
+        packed=BINDING_BYTES.pack(kept_bytes(obj, raw)),
         mod_revision=mod_revision,
         generation=int(meta.get("generation") or 1),
         priority=int(spec.get("priority") or 0),
@@ -272,7 +281,7 @@ def with_status(rec: BindingRecord, obj: Mapping[str, Any], raw: bytes) -> Bindi
     status — without parsing them (the revision stays ``rec``'s until the write's is known)."""
     status: Mapping[str, Any] = obj.get("status") or {}
     sg = status.get("scheduledGeneration")
-    return replace(rec, raw=kept_bytes(obj, raw), phase=_phase(status.get("phase")),
+    return replace(rec, packed=BINDING_BYTES.pack(kept_bytes(obj, raw)), phase=_phase(status.get("phase")),
                    placement=placement_of(status.get("placement")), primary=primary_of(status.get("placement")),
                    scheduled_generation=int(sg) if isinstance(sg, int) else None,
                    scheduled_time=parse_rfc3339(status.get("scheduledTime")))

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
+
 from drods.machinery.informer import DecodingCache, KeptEncoded
 from drods.machinery.shared import SharedInformers
 from drods.model import jsondoc
+from drods.model.packing import Packer
 from drods.store import KeyValue, Put, Store, WatchEvent
 from tests.monitor_e2e.conftest import eventually
 
@@ -135,21 +138,27 @@ async def test_a_late_joiner_keeps_what_the_watch_delivered_while_it_listed(stor
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_a_cache_kept_encoded_decodes_each_read_anew_and_tells_handlers_decoded(store: Store) -> None:
-    """Templates are kept as stored: a read decodes (a new object each time, so a reader's change is
-    its own), handlers hear decoded objects, and a relist reports only what changed."""
+@pytest.mark.parametrize("packed", [False, True])
+async def test_a_cache_kept_encoded_decodes_each_read_anew_and_tells_handlers_decoded(
+        store: Store, packed: bool) -> None:
+    """Templates are kept as stored (packed, or not): a read decodes (a new object each time, so a
+    reader's change is its own), handlers hear decoded objects, and a relist reports only what changed."""
     await store.delete_prefix("/")
     await store.put("/things/a", jsondoc.dumps({"name": "a"}))
     shared = SharedInformers(store)
-    encoded = shared.informer("/things/", KeptEncoded(jsondoc_kv))
-    assert shared.informer("/things/", KeptEncoded(jsondoc_kv)) is encoded  # equal decoders share one cache
+    packer = Packer() if packed else None
+    encoded = shared.informer("/things/", KeptEncoded(jsondoc_kv, packer))
+    assert shared.informer("/things/", KeptEncoded(jsondoc_kv, packer)) is encoded  # equal decoders share one cache
     heard: list[tuple[str, object, object]] = []
     encoded.on_change(lambda key, old, new: heard.append((key, old, new)))
     task = asyncio.create_task(shared.run())
     try:
         await asyncio.wait_for(encoded.wait_synced(), 10)
         assert isinstance(encoded.cache, DecodingCache)
-        assert isinstance(encoded.cache.kept["/things/a"], KeyValue)  # held as stored
+        held = encoded.cache.kept["/things/a"]
+        assert isinstance(held, KeyValue)  # held as stored, or packed
+        stored = jsondoc.dumps({"name": "a"})
+        assert (held.value == stored) != packed and (packer is None or packer.unpack(held.value) == stored)
         first = encoded.cache["/things/a"]
         assert first == {"name": "a"}
         first["name"] = "changed by a reader"
