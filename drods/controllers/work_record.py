@@ -44,7 +44,7 @@ STATUS_BYTES = Packer()
 @dataclass(frozen=True, slots=True)
 class WorkRecord:
     """One cached Work: its identity, what it wants where, the metadata the controllers compare, and
-    its status — kept encoded (~0.7 KB where decoded it took ~1.3), decoded by whoever reads it, with
+    its status — kept encoded and packed (~0.7 KB encoded where decoded it took ~1.3), decoded by whoever reads it, with
     the two fields every Work event is sorted by decoded."""
 
     name: str
