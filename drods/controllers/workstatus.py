@@ -74,9 +74,9 @@ SEEN_BYTES = Packer()
 class _Listed:
     """What is kept of a member copy — by a poll while it writes the Works' statuses, by a watch while
     it follows the copy's kind: its status as a Work carries it, read when seen and kept encoded and
-    packed (0.7 KB encoded where the model took 2.2), and for a workload the pod selector its usage is measured by. The copy
-    itself (~10 KB decoded) is let go at once: every member's listing held through its writes was the
-    largest passing part of the control plane's memory in a cold start."""
+    packed (0.7 KB encoded where the model took 2.2), and for a workload the pod selector its usage is
+    measured by. The copy itself (~10 KB decoded) is let go at once: every member's listing held through
+    its writes was the largest passing part of the control plane's memory in a cold start."""
 
     ref: Ref
     resource_version: str
