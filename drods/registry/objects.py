@@ -634,12 +634,18 @@ def _decoded(kv: KeyValue, loads: Callable[[bytes], Any]) -> Obj | None:
     return obj
 
 
+def decode_shared(kv: KeyValue) -> Obj | None:
+    """``decode_stored`` for a cache whose readers only read: equal values and parts are shared with
+    the other documents decoded so (``jsondoc.loads_shared``); not for objects that hold secrets."""
+    return _decoded(kv, jsondoc.loads_shared)
+
+
 def decode_binding_kept(kv: KeyValue) -> Obj | None:
     """``decode_stored`` for the shared informer of Bindings: repeated values and parts shared
     (``jsondoc.loads_shared``; a Binding holds no secret, and every reader of the shared cache reads
     only), and without ``status.reasons`` (``without_reasons``; in a failure storm 100,000 cached
     Bindings each carried some)."""
-    obj = _decoded(kv, jsondoc.loads_shared)
+    obj = decode_shared(kv)
     status = obj.get("status") if obj is not None else None
     if obj is not None and isinstance(status, dict) and (kept := without_reasons(status)) is not None:
         obj["status"] = kept

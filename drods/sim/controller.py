@@ -25,7 +25,7 @@ from drods.machinery.informer import Informer
 from drods.model.annotations import RUN_REPORT
 from drods.model.kinds import Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339
-from drods.registry.objects import decode_stored
+from drods.registry.objects import decode_shared
 from drods.sim import endpoints as E
 from drods.sim import kinds as K
 from drods.sim import workloads as W
@@ -87,11 +87,14 @@ NAMED_ONLY = tuple(k.key_prefix() for k in K.NAMESPACED
 
 
 def decode_read(kv: KeyValue) -> Obj | None:
-    """A stored object as the controller reads it: whole, or by name for the kinds it only deletes."""
+    """A stored object as the controller reads it: whole, its parts equal to other objects' shared
+    (a Deployment's pods repeat its template; every object of a kind repeats the shape of its
+    ``managedFields``) — the controller builds new objects, never changes one it read —, or by name
+    for the kinds it only deletes."""
     if kv.key.startswith(NAMED_ONLY):
         _, namespace, name = kv.key.rsplit("/", 2)  # /registry/<group>/<plural>/<namespace>/<name>
         return {"metadata": {"name": name, "namespace": namespace}}
-    return decode_stored(kv)
+    return decode_shared(kv)
 
 
 def pod_ips(pods: Iterable[Obj]) -> dict[str, set[str]]:
