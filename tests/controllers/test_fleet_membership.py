@@ -26,7 +26,8 @@ def _work(binding: str, cluster: str, *refs: Ref, deleting: bool = False) -> Wor
 
 
 def _fleet(works: dict[str, WorkRecord] | None = None) -> MemberFleet:
-    informers = SimpleNamespace(clusters=None, bindings=None, works=SimpleNamespace(cache={} if works is None else works), cleanups=None)
+    cache = {} if works is None else works
+    informers = SimpleNamespace(clusters=None, bindings=None, works=SimpleNamespace(cache=cache), cleanups=None)
     return MemberFleet(None, None, informers, SimpleNamespace(invalidate=lambda *_: None))  # type: ignore[arg-type]
 
 
