@@ -166,6 +166,11 @@ async def test_threshold_events_prefix_watch_sustained_and_autoops(mon: Mon) -> 
         return await mon.store.get("/leases/descheduler") is not None
 
     await eventually(autoops_leader, what="auto-ops leader elected")
+
+    async def limit_known() -> bool:  # the monitor learns a cluster's limit through its watch of Clusters
+        return mon.svc.water_level_limit("hot") == 0.75
+
+    await eventually(limit_known, what="the monitor knowing hot's water-level limit")
     try:
         assert (await mon.report("cool", **node_report(30))).status_code == 200
         assert (await mon.report("hot", **node_report(50))).status_code == 200
