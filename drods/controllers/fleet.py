@@ -264,6 +264,15 @@ class MemberFleet:
                 out.append(rec)
         return out
 
+    def live_works_by_main(self, cluster: str) -> dict[Ref, list[WorkRecord]]:
+        """The cluster's Works not being deleted, by their main object."""
+        out: dict[Ref, list[WorkRecord]] = {}
+        for main in self._by_main.get(cluster, {}):
+            works = self.live_works_delivering(cluster, main)
+            if works:
+                out[main] = works
+        return out
+
     def works_of(self, binding: str) -> dict[str, WorkRecord]:
         """The binding's Works by cluster."""
         out: dict[str, WorkRecord] = {}

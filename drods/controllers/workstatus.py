@@ -326,14 +326,10 @@ class WorkStatusController:
         return [w for w in self.fleet.live_works_delivering(cluster, ref) if main_ref(w, interpreter) is not None]
 
     def _works_by_ref(self, cluster: str) -> dict[Ref, list[WorkRecord]]:
-        """The cluster's Works (not being deleted) by their main object."""
-        out: dict[Ref, list[WorkRecord]] = {}
-        for key in self.fleet.works_by_cluster.get(cluster, set()):
-            work = self.fleet.work(key)
-            ref = main_ref(work, self.fleet.informers.interpreter) if work is not None else None
-            if work is not None and ref is not None and not work.deleting:
-                out.setdefault(ref, []).append(work)
-        return out
+        """The cluster's Works (not being deleted) by their main object, where its status is followed."""
+        interpreter = self.fleet.informers.interpreter
+        return {ref: works for ref, works in self.fleet.live_works_by_main(cluster).items()
+                if main_ref(works[0], interpreter) is not None}
 
     async def poll_once(self, cluster: str) -> list[Kind]:
         """The cluster's managed objects of each kind its Works carry — as its watch keeps them when the

@@ -82,7 +82,8 @@ class Informer:
         self.store = store
         self.prefix = prefix
         self.decode = decode
-        self._encoded = isinstance(decode, KeptEncoded)
+        self._kept_encoded = decode if isinstance(decode, KeptEncoded) else None
+        self._encoded = self._kept_encoded is not None
         self.cache: MutableMapping[str, Any] = DecodingCache(decode) if self._encoded else {}
         self.revision = 0
         self._listed_at = 0  # the revision of the last listing: events up to it are in the cache
@@ -119,7 +120,7 @@ class Informer:
 
     def keep(self, kv: KeyValue) -> Any:
         """What the cache holds for ``kv``: its decoded object, or ``kv`` itself when kept encoded."""
-        return self.decode.keep(kv) if isinstance(self.decode, KeptEncoded) else self.decode(kv)
+        return self.decode(kv) if self._kept_encoded is None else self._kept_encoded.keep(kv)
 
     def _held(self) -> dict[str, Any]:
         return self.cache.kept if isinstance(self.cache, DecodingCache) else self.cache  # type: ignore[return-value]

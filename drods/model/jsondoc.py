@@ -9,12 +9,12 @@ Kubernetes: an integer outside int64 is read back as a float64, NaN is written a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from drods.model.sharing import SharedContainers, SharedValues
+from drods.model.sharing import SharedPool
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
@@ -40,8 +40,8 @@ def loads(raw: bytes | bytearray | memoryview | str) -> Any:
     return orjson.loads(raw)
 
 
-# Equal string values of kept documents share one object (bounded, see ``SharedValues``).
-shared_strings: SharedValues[str] = SharedValues(1 << 16)
+# Equal string values of kept documents share one object (bounded, see ``SharedPool``).
+shared_strings: SharedPool[str, str] = SharedPool(1 << 16)
 
 
 def loads_kept(raw: bytes | bytearray | memoryview | str) -> Any:
@@ -54,8 +54,8 @@ def loads_kept(raw: bytes | bytearray | memoryview | str) -> Any:
     return doc
 
 
-# Equal containers (holding only values) of shared documents: one object (bounded, see ``SharedContainers``).
-shared_containers = SharedContainers(1 << 14)
+# Equal containers (holding only values) of shared documents: one object by their JSON (bounded, see ``SharedPool``).
+shared_containers: SharedPool[bytes, Any] = SharedPool(1 << 14)
 
 
 def loads_shared(raw: bytes | bytearray | memoryview | str) -> Any:
@@ -66,20 +66,16 @@ def loads_shared(raw: bytes | bytearray | memoryview | str) -> Any:
     replace a member."""
     doc = orjson.loads(raw)
     if type(doc) is dict:
-        add, pool = shared_strings.adder(), shared_containers.adder()
-        for k, v in doc.items():
-            t = type(v)
-            if t is str:
-                doc[k] = add(v, v)
-            elif t is dict or t is list:
-                _share_content(v, add, pool)
+        _share_content(doc, shared_strings.adder(), shared_containers.adder(), own_members=True)
     return doc
 
 
-def _share_content(node: Any, add: Callable[[str, str], str], pool: Callable[[Hashable, Any], Any]) -> bool:
+def _share_content(
+    node: Any, add: Callable[[str, str], str], pool: Callable[[bytes, Any], Any], own_members: bool = False
+) -> bool:
     """Shares ``node``'s strings and those of its containers whose content is only values (keyed by
-    their JSON: ``1``, ``1.0`` and ``true`` stay apart); returns whether ``node`` too holds only values
-    (its parent may then be shared)."""
+    their JSON: ``1``, ``1.0`` and ``true`` stay apart), ``node``'s own members apart when
+    ``own_members``; returns whether ``node`` too holds only values (its parent may then share it)."""
     pairs = node.items() if type(node) is dict else enumerate(node)
     whole = True
     for k, v in pairs:  # replacing a value in place leaves the container's size, hence the walk, as it is
@@ -87,7 +83,7 @@ def _share_content(node: Any, add: Callable[[str, str], str], pool: Callable[[Ha
         if t is str:
             node[k] = add(v, v)
         elif t is dict or t is list:
-            if _share_content(v, add, pool):
+            if _share_content(v, add, pool) and not own_members:
                 node[k] = pool(orjson.dumps(v), v)
             else:
                 whole = False

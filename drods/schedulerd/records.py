@@ -47,7 +47,7 @@ from drods.model.binding import (
 )
 from drods.model.migration import parse_pin
 from drods.model.packing import Packer
-from drods.model.sharing import SharedValues
+from drods.model.sharing import SharedPool
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.scheduler.offers import OfferDemand
 
@@ -76,7 +76,7 @@ Placement = tuple[tuple[str, int], ...]
 Requirements = tuple[float, float, float, float, float]
 # Records share their requirement tuples and phases: a fleet's bindings repeat a few shapes (~180
 # bytes each), and 100,000 records are kept. Bounded: emptied when full.
-_SHAPES: SharedValues[Requirements] = SharedValues(4096)
+_SHAPES: SharedPool[Requirements, Requirements] = SharedPool(4096)
 _PHASES = {p: p for p in ("Pending", "Scheduled", "Unschedulable")}
 
 

@@ -117,6 +117,13 @@ class Fleet:
     def work(self, key: str) -> WorkRecord | None:
         return self.works.get(key)
 
+    def live_works_by_main(self, cluster: str) -> dict[Any, list[WorkRecord]]:
+        out: dict[Any, list[WorkRecord]] = {}
+        for w in self.works.values():
+            if w.cluster == cluster and w.main is not None and not w.deleting:
+                out.setdefault(w.main, []).append(w)
+        return out
+
     def of(self, binding: str) -> WorkRecord:
         [record] = [w for w in self.works.values() if w.binding == binding]
         return record
