@@ -114,6 +114,16 @@ def normal_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def same_spec(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether two specs store the same, the fields others set apart. Equal as they are is enough (a
+    restart's pass over every workload finds most so); only specs that differ are normalised to tell
+    a difference the store would not keep (a default, a number's form) from a real one."""
+    if {k: v for k, v in stored.items() if k not in KEPT_SPEC_FIELDS} == \
+            {k: v for k, v in wanted.items() if k not in KEPT_SPEC_FIELDS}:
+        return True
+    return normal_spec(stored) == normal_spec(wanted)
+
+
 # ---------------------------------------------------------------------- the controller
 class ResourceDetector:
     """Workload + matching policy → Binding (see the module docstring); single-active.
@@ -300,7 +310,7 @@ class ResourceDetector:
             return None
         if existing["metadata"].get("deletionTimestamp"):
             return 1.0  # the old binding is still being cleaned up; create the new one after
-        if normal_spec(existing.get("spec") or {}) == normal_spec(want["spec"]) and \
+        if same_spec(existing.get("spec") or {}, want["spec"]) and \
                 all((existing["metadata"].get("labels") or {}).get(k) == v
                     for k, v in want["metadata"]["labels"].items()):
             return None
