@@ -35,7 +35,7 @@ from drods.sim.movers import role
 from drods.sim.nodes import build_nodes, node_ip, preload_pods
 from drods.sim.placer import place, rooms
 from drods.sim.registry import SimRegistry
-from drods.sim.resources import condition, is_terminal, node_ready, of_list
+from drods.sim.resources import Resources, condition, is_terminal, node_ready, of_list, pod_requests
 from drods.sim.storage import Network, WriteClock
 from drods.store import KeyValue, Store
 
@@ -142,6 +142,9 @@ class SimController:
         # (kind, uid) -> the inputs a settled workload was last planned on: a pass skips it while they
         # hold, so a pass costs what changed, not every workload the member holds
         self._settled: dict[tuple[str, str], tuple[Any, ...]] = {}
+        # (uid, resourceVersion) -> a bound pod's requests: the rooms of a pass that binds pods
+        # subtract every pod's, most of them unchanged since the last pass
+        self._requests: dict[tuple[str, str], Resources] = {}
 
     def _changed(self, _key: str, _old: Any, _new: Any) -> None:
         self._wake.set()
@@ -496,11 +499,25 @@ class SimController:
 
     async def _schedule(self, pods: dict[tuple[str, str], Obj], nodes: list[Obj], now: float) -> None:
         """Bind pending pods first-fit; those that fit nowhere get PodScheduled=False and stay Pending."""
-        room = rooms(nodes, list(pods.values()))
-        ips = pod_ips(pods.values())
         pending = sorted((p for p in pods.values() if not (p.get("spec") or {}).get("nodeName")
                           and not is_terminal(p) and not p["metadata"].get("deletionTimestamp")),
                          key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+        if not pending:
+            return
+        known, self._requests = self._requests, {}
+
+        def requests(pod: Obj) -> Resources:
+            meta = pod["metadata"]
+            key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+            r = known.get(key) if all(key) else None
+            if r is None:
+                r = pod_requests(pod)
+            if all(key):
+                self._requests[key] = r
+            return r
+
+        room = rooms(nodes, list(pods.values()), requests)
+        ips = pod_ips(pods.values())
         writes = []
         for pod in pending:
             node, reason = place(pod, room)

@@ -4,6 +4,7 @@ node selector / required node affinity, taints, pod count) and its way of explai
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +22,10 @@ class NodeRoom:
     pods_free: int
 
 
-def rooms(nodes: list[Obj], pods: list[Obj]) -> dict[str, NodeRoom]:
-    """Free room per node: allocatable minus the requests of the non-terminal pods bound to it."""
+def rooms(nodes: list[Obj], pods: list[Obj],
+          requests: Callable[[Obj], Resources] = pod_requests) -> dict[str, NodeRoom]:
+    """Free room per node: allocatable minus the requests of the non-terminal pods bound to it
+    (``requests``: a pod's, as `pod_requests` reads them, or a memo of it)."""
     out: dict[str, NodeRoom] = {}
     for n in sorted(nodes, key=lambda n: n["metadata"]["name"]):
         alloc, max_pods = node_allocatable(n)
@@ -31,7 +34,7 @@ def rooms(nodes: list[Obj], pods: list[Obj]) -> dict[str, NodeRoom]:
         node = (p.get("spec") or {}).get("nodeName")
         if node in out and not is_terminal(p):
             room = out[node]
-            room.free = room.free - pod_requests(p)
+            room.free = room.free - requests(p)
             room.pods_free -= 1
     return out
 

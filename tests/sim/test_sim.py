@@ -145,6 +145,25 @@ def test_first_fit_by_requests(a: client.ApiClient) -> None:
     wait_until(lambda: not pods_of(a, "ff"), what="cleanup")
 
 
+def test_pods_bound_in_an_earlier_pass_still_take_their_room(a: client.ApiClient) -> None:
+    """Two 1.5-core pods bound, then one more: a later pass subtracts what the first two requested
+    (kept from the pass that bound them) and binds the third on the next node."""
+    apps = apps_api(a)
+    apps.create_namespaced_deployment("default", deployment("later", 2, cpu="1500m"))
+    wait_until(lambda: len(pods := pods_of(a, "later")) == 2 and all(p.spec.node_name for p in pods),
+               what="2 bound pods")
+    apps.patch_namespaced_deployment("later", "default", {"spec": {"replicas": 3}})
+
+    def bound() -> list[Any]:
+        pods = pods_of(a, "later")
+        return pods if len(pods) == 3 and all(p.spec.node_name for p in pods) else []
+
+    pods = wait_until(bound, what="3 bound pods")
+    assert sorted(p.spec.node_name for p in pods) == ["sim-a-node-0", "sim-a-node-0", "sim-a-node-1"]
+    apps.delete_namespaced_deployment("later", "default")
+    wait_until(lambda: not pods_of(a, "later"), what="cleanup")
+
+
 def test_statefulset_and_job_status_move(a: client.ApiClient) -> None:
     apps, batch = apps_api(a), batch_api(a)
     sts = deployment("db", 2)
