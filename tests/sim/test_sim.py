@@ -131,15 +131,21 @@ def test_what_does_not_fit_stays_pending_with_a_reason(a: client.ApiClient) -> N
     wait_until(lambda: not pods_of(a, "huge"), what="pending pods deleted")
 
 
+def bound_pods(a: client.ApiClient, app: str, n: int) -> list[Any]:
+    """``app``'s pods once there are ``n`` of them, each bound to a node."""
+    def bound() -> list[Any]:
+        pods = pods_of(a, app)
+        return pods if len(pods) == n and all(p.spec.node_name for p in pods) else []
+
+    pods: list[Any] = wait_until(bound, what=f"{n} bound pods of {app}")
+    return pods
+
+
 def test_first_fit_by_requests(a: client.ApiClient) -> None:
     """Three 1.5-core pods on 4-core nodes: two fit on the first node, the third goes to the next."""
     apps = apps_api(a)
     apps.create_namespaced_deployment("default", deployment("ff", 3, cpu="1500m"))
-    def bound() -> list[Any]:
-        pods = pods_of(a, "ff")
-        return pods if len(pods) == 3 and all(p.spec.node_name for p in pods) else []
-
-    pods = wait_until(bound, what="3 bound pods")
+    pods = bound_pods(a, "ff", 3)
     assert sorted(p.spec.node_name for p in pods) == ["sim-a-node-0", "sim-a-node-0", "sim-a-node-1"]
     apps.delete_namespaced_deployment("ff", "default")
     wait_until(lambda: not pods_of(a, "ff"), what="cleanup")
@@ -150,15 +156,9 @@ def test_pods_bound_in_an_earlier_pass_still_take_their_room(a: client.ApiClient
     (kept from the pass that bound them) and binds the third on the next node."""
     apps = apps_api(a)
     apps.create_namespaced_deployment("default", deployment("later", 2, cpu="1500m"))
-    wait_until(lambda: len(pods := pods_of(a, "later")) == 2 and all(p.spec.node_name for p in pods),
-               what="2 bound pods")
+    bound_pods(a, "later", 2)
     apps.patch_namespaced_deployment("later", "default", {"spec": {"replicas": 3}})
-
-    def bound() -> list[Any]:
-        pods = pods_of(a, "later")
-        return pods if len(pods) == 3 and all(p.spec.node_name for p in pods) else []
-
-    pods = wait_until(bound, what="3 bound pods")
+    pods = bound_pods(a, "later", 3)
     assert sorted(p.spec.node_name for p in pods) == ["sim-a-node-0", "sim-a-node-0", "sim-a-node-1"]
     apps.delete_namespaced_deployment("later", "default")
     wait_until(lambda: not pods_of(a, "later"), what="cleanup")
