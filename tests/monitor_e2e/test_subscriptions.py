@@ -68,9 +68,14 @@ async def test_subscription_api_roles_validation_and_agent_interval(smon: Mon) -
     assert {"accepted", "cluster", "waterLevel", "visibleWaterLevel", "clockSkewClamped", "published",
             "publishReason", "events"} <= r.json().keys()  # the existing fields stay
 
-    r = await m.call("GET", SUBS, role="viewer")
-    assert r.status_code == 200, r.text
-    body = r.json()
+    async def listed_with_both() -> dict[str, Any] | None:
+        # the intervals are per cluster the monitor knows, which it learns by watch
+        r = await m.call("GET", SUBS, role="viewer")
+        assert r.status_code == 200, r.text
+        listed: dict[str, Any] = r.json()
+        return listed if {"a", "b"} <= listed["intervals"].keys() else None
+
+    body = await eventually(listed_with_both, what="both clusters in the intervals")
     assert [(x["name"], x["builtin"], x["setting"]) for x in body["items"]] == [
         ("autoops", True, "autoopsMaxAgeSeconds"), ("scheduler", True, "schedulerMaxAgeSeconds")]
     assert body["intervals"] == {"a": {"seconds": DEFAULT_S, "subscription": None},
