@@ -83,8 +83,7 @@ class Informer:
         self.prefix = prefix
         self.decode = decode
         self._kept_encoded = decode if isinstance(decode, KeptEncoded) else None
-        self._encoded = self._kept_encoded is not None
-        self.cache: MutableMapping[str, Any] = DecodingCache(decode) if self._encoded else {}
+        self.cache: MutableMapping[str, Any] = DecodingCache(decode) if self._kept_encoded is not None else {}
         self.revision = 0
         self._listed_at = 0  # the revision of the last listing: events up to it are in the cache
         self._handlers: list[Handler] = []
@@ -129,7 +128,7 @@ class Informer:
         """Take a listing (values made by ``keep``) as the cache and report what differs from the one
         it replaces."""
         old = self._held()
-        self.cache = DecodingCache(self.decode, fresh) if self._encoded else fresh
+        self.cache = DecodingCache(self.decode, fresh) if self._kept_encoded is not None else fresh
         self.revision = revision
         self._listed_at = revision
         async for key, held in yielding(list(fresh.items())):
@@ -159,7 +158,7 @@ class Informer:
         """Tell the handlers of a change between two held values (decoded once for all of them)."""
         if not self._handlers:
             return
-        if self._encoded:
+        if self._kept_encoded is not None:
             old = None if old is None else self.decode(old)
             new = None if new is None else self.decode(new)
         for h in tuple(self._handlers):
