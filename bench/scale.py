@@ -702,6 +702,7 @@ def distribution(b: Bench) -> dict[str, Any]:
     it were answered (a few in flight at once), as users' requests arrive."""
     args = b.args
     b.steady(args.workloads)
+    wait_until(lambda: _converged(b), 120, "the steady state", interval=1.0)
     store = StoreWatch(b.http) if args.stages else None
     if store is not None:
         time.sleep(1.0)  # its watches open before the first operation

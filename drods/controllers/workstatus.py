@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,6 +141,7 @@ class WorkStatusController:
         self._following: dict[str, set[Kind]] = {}  # per cluster: the kinds whose watch is up
         # per cluster, per followed kind: its copies as the watch last brought them
         self._copies: dict[str, dict[Kind, dict[Ref, _Listed]]] = {}
+        self._phased: set[str] = set()  # clusters polled at their own point of the period
 
     async def run(self) -> None:
         try:
@@ -181,7 +183,7 @@ class WorkStatusController:
             self._follow(cluster, kinds, events)
 
         async def wait() -> None:
-            await asyncio.sleep(max(self.list_period(cluster), cost * 10))
+            await asyncio.sleep(self.wait_seconds(cluster, cost))
 
         try:
             # the first list at once: the watches start from it
@@ -190,16 +192,31 @@ class WorkStatusController:
             await stop_tasks([consumer, *self._watches.pop(cluster, {}).values()])
             self._following.pop(cluster, None)
             self._copies.pop(cluster, None)
+            self._phased.discard(cluster)
+
+    def wait_seconds(self, cluster: str, cost: float) -> float:
+        """Seconds to the cluster's next poll: its list period, at least ten times the last list's
+        cost. The first wait once every kind is followed is a point of the period of the cluster's own:
+        a fleet joined together would otherwise be listed (and its usage read and written on every
+        Work) all at once every period, stalling the control plane for a second or two each time."""
+        period = self.list_period(cluster)
+        if cluster not in self._phased and self._all_followed(cluster):
+            self._phased.add(cluster)
+            period = random.uniform(0.0, period)
+        return max(period, cost * 10)
+
+    def _all_followed(self, cluster: str) -> bool:
+        followed = self._watches.get(cluster, {}).keys()
+        return bool(followed) and self._following.get(cluster, set()) >= followed
 
     def list_period(self, cluster: str) -> float:
         """Seconds to the cluster's next poll: ``statusPollSeconds`` while a kind its Works carry is not
         followed (the poll lists it); ``statusResyncSeconds`` while a watch follows every kind (the poll
         checks the copies it keeps), and no longer than ``usagePollSeconds`` when one of them is a
         workload kind — the poll reads the usage, which no watch brings."""
-        followed = self._watches.get(cluster, {}).keys()
-        if not followed or not self._following.get(cluster, set()) >= followed:
+        if not self._all_followed(cluster):
             return self.settings.statusPollSeconds
-        if any(kind in WORKLOAD_KINDS for _, kind in followed):
+        if any(kind in WORKLOAD_KINDS for _, kind in self._watches[cluster]):
             return min(self.settings.statusResyncSeconds, self.settings.usagePollSeconds)
         return self.settings.statusResyncSeconds
 

@@ -46,6 +46,25 @@ async def test_the_resync_stays_when_the_usage_period_is_longer() -> None:
     watch.cancel()
 
 
+async def test_members_joined_together_are_polled_at_their_own_places_in_the_period() -> None:
+    """Until every kind is followed a member is polled at the short period; the first wait after is a
+    point of the period of its own, so a fleet that joined together is not listed (and its usage not
+    written on every Work) all at once every period; the waits after that are the period."""
+    c = controller(statusPollSeconds=0.5, statusResyncSeconds=15, usagePollSeconds=10)
+    watch = asyncio.get_running_loop().create_future()
+    names = [f"c{i}" for i in range(40)]
+    for n in names:
+        c._watches[n] = {DEPLOYMENTS: watch}  # type: ignore[dict-item]
+    assert {c.wait_seconds(n, 0.0) for n in names} == {0.5}  # not followed yet
+    for n in names:
+        c._following[n] = {DEPLOYMENTS}
+    first = sorted(c.wait_seconds(n, 0.0) for n in names)
+    assert first[0] >= 0.0 and first[-1] <= 10.0 and first[-1] - first[0] > 5.0, first
+    assert {c.wait_seconds(n, 0.0) for n in names} == {10.0}
+    assert c.wait_seconds("c0", 2.0) == 20.0  # a slow list: never more than ~10 % of the time listing
+    watch.cancel()
+
+
 def deployment(name: str, rv: str) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": "default", "resourceVersion": rv},
