@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ async def run_agent(cluster: str, member: MemberClient, server: str, token: str,
     stats = stats or AgentStats()
     stats.interval = interval
     backoff = 1.0
+    phased = False
     member.follow_pods()  # reported every interval: its pods followed, not listed each time
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=server.rstrip("/"), headers=headers, transport=async_transport(verify),
@@ -88,7 +90,10 @@ async def run_agent(cluster: str, member: MemberClient, server: str, token: str,
                 if r.status_code == 200:
                     stats.reports += 1
                     stats.interval = next_report_seconds(r.json(), interval)
-                    wait = stats.interval
+                    # the report after the first at a point of the interval of this member's own:
+                    # agents started together (one process for many) would otherwise report at once
+                    wait = stats.interval if phased else random.uniform(0.0, stats.interval)
+                    phased = True
                 else:  # 202 stale/out of order, 422 invalid, 5xx: logged, the next report may fare better
                     stats.failures += 1
                     log.warning("report for %s not applied: HTTP %d %s", cluster, r.status_code, r.text[:300])

@@ -9,6 +9,7 @@ one listing. The document shape is `drods.model.workload_usage`.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -153,20 +154,27 @@ def key_of(obj: Obj) -> WorkloadKey:
 
 
 class UsageReader:
-    """Reads usage at most every ``interval`` seconds and hands out the last reading in between."""
+    """Reads usage at most every ``interval`` seconds and hands out the last reading in between.
+
+    The reading after the first is due at a point of the interval of the member's own, then every
+    interval: members that start together (a fleet joined at once, an agents process) would otherwise
+    be read, and their usage written on every Work, all at once every interval."""
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self.read_at: float | None = None
+        self.due_at = 0.0
         self.docs: dict[WorkloadKey, Obj] = {}
 
     async def read(self, client: MemberClient, workloads: Iterable[Obj], now: float) -> dict[WorkloadKey, Obj]:
         """Usage documents by workload; on a member failure, the last reading (nothing new measured)."""
-        if self.read_at is not None and 0 <= now - self.read_at < self.interval:
+        if self.read_at is not None and self.read_at <= now < self.due_at:
             return self.docs
         try:
             measured = await collect(client, workloads)
         except (MemberUnavailable, MemberError):
             return self.docs
+        first = self.read_at is None
         self.read_at, self.docs = now, {k: u.to_doc() for k, u in measured.items()}
+        self.due_at = now + (random.uniform(0.0, self.interval) if first else self.interval)
         return self.docs

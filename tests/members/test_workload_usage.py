@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from drods.cli.top import workload_rows
-from drods.members.workload_usage import measure
+from drods.members import workload_usage
+from drods.members.workload_usage import UsageReader, measure
 from drods.model.workload_usage import WorkloadUsage, summed_doc
 
 Obj = dict[str, Any]
@@ -77,3 +80,30 @@ def test_pods_not_measured_yet_are_not_a_zero() -> None:
     assert "cpu" not in got.to_doc()
     empty = measure([_deploy("web")], [], [])[("shop", "Deployment", "web")]
     assert empty.used is None and not empty.unavailable and empty.to_doc() == {"pods": 0, "readyPods": 0}
+
+
+async def test_members_read_together_are_read_again_at_their_own_places_in_the_interval(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reading after the first is due at a point of the interval of the member's own, then every
+    interval: members started together are not all read (and their Works all written) at once."""
+    reads: list[float] = []
+
+    async def collect(_client: object, _workloads: object) -> dict[object, WorkloadUsage]:
+        reads.append(now)
+        return {}
+
+    monkeypatch.setattr(workload_usage, "collect", collect)
+    readers = [UsageReader(15.0) for _ in range(40)]
+    now = 1_000.0
+    for r in readers:
+        await r.read(None, [], now)  # type: ignore[arg-type]
+    assert len(reads) == 40
+    due = sorted(r.due_at - now for r in readers)
+    assert due[0] >= 0.0 and due[-1] <= 15.0 and due[-1] - due[0] > 7.0, due
+    first = readers[0]
+    now = first.due_at - 0.01
+    await first.read(None, [], now)  # type: ignore[arg-type]
+    assert len(reads) == 40  # not due yet: the last reading
+    now = first.due_at
+    await first.read(None, [], now)  # type: ignore[arg-type]
+    assert len(reads) == 41 and first.due_at == now + 15.0
