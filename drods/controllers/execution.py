@@ -69,6 +69,19 @@ def manifest_status(obj: Obj, observed: str, usage: Obj | None = None,
                           observedTime=observed, usage=usage, health=health, report=run_report(obj))
 
 
+def last_usage(status: Obj, obj: Obj) -> Obj | None:
+    """The use last measured of ``obj`` as the Work's status carries it: an apply keeps it (the workload's
+    pods use what they used until the next reading says otherwise) — dropped, it was written back at
+    the next reading, and the Binding's and the template's usage went and came back with it."""
+    meta = obj.get("metadata") or {}
+    ident = (obj.get("apiVersion"), obj.get("kind"), meta.get("namespace") or "", meta.get("name"))
+    for m in status.get("manifests") or ():
+        if (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == ident:
+            usage = m.get("usage")
+            return usage if isinstance(usage, dict) else None
+    return None
+
+
 class _Conflict(Exception):
     """The object exists in the member and DRO-DS did not create it."""
 
@@ -206,8 +219,9 @@ class Execution:
             return await self._failed(key, work, f"{type(e).__name__}: {e}", permanent=False, whole=whole)
         self._retry_at.pop(key, None)
         now = self.clock()
-        seen = [manifest_status(out, rfc3339(now), how=self.fleet.informers.interpreter.of(
-            str(out.get("apiVersion")), str(out.get("kind"))))] if out is not None else []
+        seen = [] if out is None else [manifest_status(
+            out, rfc3339(now), last_usage(work.status, out),
+            how=self.fleet.informers.interpreter.of(str(out.get("apiVersion")), str(out.get("kind"))))]
         status = WorkStatus(observedHash=work.hash, observedGeneration=work.generation, applied=True, manifests=seen,
                             appliedTime=rfc3339_ms(now))
         return await self._write_applied(work, status.model_dump(exclude_defaults=True), whole)

@@ -135,6 +135,32 @@ async def test_an_apply_whose_status_write_lost_to_the_members_report_is_recorde
     assert fleet.written == []
 
 
+async def test_an_apply_keeps_the_use_last_measured_of_the_workload() -> None:
+    """A new spec applied keeps the workload's last usage reading on the Work (dropped, the next reading
+    wrote it back, and the Binding's and the template's usage went and came back with it)."""
+    usage = {"pods": 2, "readyPods": 2, "cpu": {"used": "150m", "requested": "200m"}}
+    fleet, member = Fleet(), Member(200, refusals=0)
+    execution = Execution(fleet, MemberSettings(), clock=lambda: 100.0)  # type: ignore[arg-type]
+    doc = {"metadata": {"name": "web.aws", "generation": 3},
+           "spec": {"cluster": "aws", "binding": "web", "hash": "h3", "manifests": [DEPLOYMENT]},
+           "status": {"applied": True, "observedHash": "h2", "manifests": [
+               {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "web",
+                "usage": {"pods": 9}},
+               {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web",
+                "status": {"readyReplicas": 2}, "usage": usage}]}}
+    w = work_record(doc, 7)
+    assert w is not None
+    assert await execution._apply("aws", w.key, w, {"spec": doc["spec"]}, member, None) is None  # type: ignore[arg-type]
+    (st,) = fleet.written
+    assert st["applied"] is True and st["observedHash"] == "h3"
+    assert st["manifests"][0]["usage"] == usage  # the Deployment's own, not another manifest's
+
+    fresh = work()  # never measured: nothing made up
+    assert await execution._apply("aws", fresh.key, fresh, {"spec": {"manifests": [DEPLOYMENT]}}, member,  # type: ignore[arg-type]
+                                  None) is None
+    assert "usage" not in fleet.written[-1]["manifests"][0]
+
+
 @dataclass
 class FollowedMember(Member):
     """A member whose objects without DRO-DS's label (``theirs``: names) are followed by watch; counts reads."""
