@@ -507,7 +507,8 @@ class MemberClient:
         cancelled = threading.Event()  # set when the caller gave up while the request was on its way
 
         def run() -> str:
-            query = [("watch", "true"), ("resourceVersion", resource_version), ("timeoutSeconds", int(seconds))]
+            query = [("watch", "true"), ("resourceVersion", resource_version),
+                     ("timeoutSeconds", max(1, round(seconds)))]
             if label_selector:
                 query.append(("labelSelector", label_selector))
             resp = self._send("GET", res.path, query=query,

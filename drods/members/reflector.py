@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -50,7 +51,7 @@ class Reflector(Generic[T]):
     expired: Callable[[BaseException], bool] = lambda _e: False  # the member no longer has the history (410)
     expired_unsynced: bool = False  # an expiry when not synced (the listing's) lists again at once too
     resync: bool = False  # list again after each watch length, instead of watching on from its rv
-    watch_seconds: float
+    watch_seconds: float  # the longest a watch request runs (each one between half of it and all of it)
     retry_seconds: float
     synced: bool = field(default=False, init=False)  # listed, and the watch goes on from that listing
     _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
@@ -95,6 +96,12 @@ class Reflector(Generic[T]):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    def watch_length(self) -> float:
+        """One watch request's length, drawn between half of ``watch_seconds`` and all of it (client-go
+        draws its own between one and two minimum timeouts): the watches of members joined together
+        would otherwise end, and with ``resync`` list their kinds again, all at once every length."""
+        return self.watch_seconds * random.uniform(0.5, 1.0)
+
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
 
@@ -107,9 +114,9 @@ class Reflector(Generic[T]):
                 if self.replace([self.transform(o) for o in items]) is False:
                     return
                 self.synced = True
-                rv = await self.watch_call(rv, self.watch_seconds, deliver)
+                rv = await self.watch_call(rv, self.watch_length(), deliver)
                 while not self.resync:
-                    rv = await self.watch_call(rv, self.watch_seconds, deliver)
+                    rv = await self.watch_call(rv, self.watch_length(), deliver)
                 continue  # the watch ran its length: list again (a resync) and go on
             except BaseException as e:  # a broken or refused watch: list again (its users list meanwhile)
                 was_synced, self.synced = self.synced, False

@@ -41,6 +41,7 @@ class _Source:
         self.items = [_obj("a"), _obj("b")]
         self.lists: list[float] = []  # when each listing was made
         self.watched: list[str] = []  # the resourceVersion each watch started from
+        self.lengths: list[float] = []  # the seconds each watch was asked to run
         self.failed_at = 0.0
         self.gate = asyncio.Event()  # a listing waits until it is set
         self.gate.set()
@@ -55,6 +56,7 @@ class _Source:
 
     async def watch(self, resource_version: str, seconds: float, deliver: Deliver) -> str:
         self.watched.append(resource_version)
+        self.lengths.append(seconds)
         failure = self.watch_failures.pop(0) if self.watch_failures else None
         if failure is not None:
             self.failed_at = time.monotonic()
@@ -169,6 +171,18 @@ async def test_a_resync_lists_again_after_each_watch_and_stays_synced() -> None:
     await wait_until(lambda: len(source.watched) >= 3, 5.0, "three watches")
     assert source.watched[:3] == ["rv1", "rv1+", "rv1++"] and len(source.lists) == 1
     await _stop(task)
+
+
+async def test_each_watch_runs_a_length_of_its_own_up_to_watch_seconds() -> None:
+    """Between half of ``watch_seconds`` and all of it, drawn per watch: members joined together do not
+    end their watches (and list again) all at once every length."""
+    source, held = _Source(ends=True), _Held()
+    r = _reflector(source, held, watch_seconds=0.02, resync=True)
+    task = asyncio.create_task(r.run())
+    await wait_until(lambda: len(source.lengths) >= 20, 5.0, "twenty watches")
+    await _stop(task)
+    assert all(0.01 <= s <= 0.02 for s in source.lengths), source.lengths
+    assert max(source.lengths) - min(source.lengths) > 0.003, source.lengths
 
 
 async def test_synced_only_once_listed_and_not_after_a_failure() -> None:
