@@ -17,7 +17,8 @@ client, as an operator would.
   is in a member (``start_s``: until it answers ``/readyz``), then ``works`` (Works in the store,
   ``works_applied`` of them with status applied),
   ``works_per_s``, ``peak_rss_mb`` and ``cpu_s`` per process.
-* ``distribution``: steady state with ``--workloads`` placed, then ``--rate`` operations/s for
+* ``distribution``: steady state with ``--workloads`` placed (every Binding scheduled, every Work
+  applied), then ``--rate`` operations/s for
   ``--seconds`` (creates and updates alternating; an update changes an annotation): ``p50_ms`` /
   ``p99_ms`` / ``max_ms`` from the request to the member's watch event showing it (or a later version of
   the same workload: two updates close together may arrive as one),
