@@ -26,6 +26,8 @@ async def test_agents_started_together_report_at_their_own_places_in_the_interva
         return httpx.Response(200, json={"nextReportSeconds": interval})
 
     monkeypatch.setattr(agent, "report_once", report_once)
+    # no TLS context per agent (each ~50 ms of the loop): the reports are what is measured
+    monkeypatch.setattr(agent, "async_transport", lambda _verify: httpx.MockTransport(lambda _r: httpx.Response(500)))
     member = SimpleNamespace(follow_pods=lambda: None)
     stop = asyncio.Event()
     names = [f"c{i}" for i in range(30)]
@@ -37,6 +39,7 @@ async def test_agents_started_together_report_at_their_own_places_in_the_interva
         stop.set()
         await asyncio.gather(*tasks)
     second = sorted(reports[n][1] - reports[n][0] for n in names)
-    assert second[0] >= 0.0 and second[-1] <= interval + 0.2 and second[-1] - second[0] > interval / 3, second
-    # then every interval the answer names (the default, 60 s, is not used)
-    assert all(interval - 0.05 <= reports[n][2] - reports[n][1] <= interval + 0.3 for n in names), reports
+    assert second[0] >= 0.0 and second[-1] <= interval + 0.5 and second[-1] - second[0] > interval / 3, second
+    # then every interval the answer names (the default, 60 s, is not used); the upper bounds leave
+    # room for a loaded machine's late timers
+    assert all(interval - 0.05 <= reports[n][2] - reports[n][1] <= interval + 0.5 for n in names), reports
