@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from drods.api.app import create_app
 from drods.api.serving import serving_config
 from drods.assembly import APISERVER, Component, ComponentSettings, assemble
+from drods.machinery.eventloop import favour_event_loop
 from drods.machinery.memory import tune_for_serving
 from drods.security.files import make_private
 from drods.security.tls import ensure_certs
@@ -62,7 +63,8 @@ def build_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
 
 class _Server(uvicorn.Server):
     """Exit status 0 after a graceful stop on SIGTERM/SIGINT (uvicorn re-raises the signal instead),
-    open watches ended at once on stop; memory management tuned for serving (`tune_for_serving`).
+    open watches ended at once on stop; memory management tuned for serving (`tune_for_serving`) and the
+    event loop's thread favoured for the interpreter lock (`favour_event_loop`).
 
     Once stopped — the components ended, the store closed, every acknowledged write on disk — the
     process ends at once instead of letting the interpreter take its heap apart object by object:
@@ -71,6 +73,7 @@ class _Server(uvicorn.Server):
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         tune_for_serving()
+        favour_event_loop()
         super().run(sockets)
         if self.started:  # a start that failed ends as the interpreter ends: its error is reported
             logging.shutdown()

@@ -131,6 +131,7 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     if port == 0:
         async def headless() -> None:
             tune_for_serving()
+            eventloop.favour_event_loop()
             stop = asyncio.Event()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 asyncio.get_running_loop().add_signal_handler(sig, stop.set)
