@@ -124,7 +124,9 @@ class Execution:
     def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
         if new is None:
             self._retry_at.pop(key, None)
+            self.fleet.applies.forget(key)
             return
+        self.fleet.applies.pending(new)  # a record the view now holds is let go here, event or not
         cluster = new.cluster
         pulled = self.fleet.pull(cluster) and not new.deleting
         if cluster and not pulled and self._needs_action(new):
@@ -171,7 +173,11 @@ class Execution:
         whole = await self.fleet.work_object(work)  # the manifests, read for this apply only
         if whole is None:
             return None  # changed since it was queued: the watch queues the new version
-        return await self._apply(cluster, key, work, whole, client, why)
+        self.fleet.applies.started(key)
+        try:
+            return await self._apply(cluster, key, work, whole, client, why)
+        finally:
+            self.fleet.applies.ended(key)
 
     async def _apply(self, cluster: str, key: str, work: WorkRecord, whole: Obj, client: MemberClient | None,
                      why: str | None) -> float | None:
@@ -227,11 +233,13 @@ class Execution:
         return await self._write_applied(work, status.model_dump(exclude_defaults=True), whole)
 
     async def _write_applied(self, work: WorkRecord, applied: Obj, whole: Obj) -> float | None:
-        """Record the apply. When the work-status controller recorded the member's copy on the same
-        spec meanwhile (its watch can see the apply before this write), the compare-and-swap is
+        """Record the apply (the work-status controller leaves the Work to this record until its view
+        has it, `apply_records`). When that controller recorded the member's copy on the same spec
+        meanwhile (its watch saw the apply before this apply was marked), the compare-and-swap is
         lost but the apply stands: "applied" goes onto that newer status, whose observation of the
         copy is the newer, instead of the Work being applied to the member again."""
-        if await self.fleet.write_work_status(work, applied, body=whole):
+        if revision := await self.fleet.write_work_status(work, applied, body=whole):
+            self.fleet.applies.recorded(work.key, revision)
             return None
         latest = await self.fleet.stored_work(work.key)
         if latest is None:
@@ -241,8 +249,9 @@ class Execution:
         if not same_spec or fresh.deleting or fresh.holds_current:
             return None  # the spec moved, or it is going, or recorded already: the watch brings it back
         observed = fresh.status.get("manifests")
-        await self.fleet.write_work_status(fresh, {**applied, **({"manifests": observed} if observed else {})},
-                                           body=body)
+        if revision := await self.fleet.write_work_status(
+                fresh, {**applied, **({"manifests": observed} if observed else {})}, body=body):
+            self.fleet.applies.recorded(work.key, revision)
         return None
 
     async def _failed(self, key: str, work: WorkRecord, error: str, *, permanent: bool,

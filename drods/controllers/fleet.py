@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from drods.controllers.apply_records import ApplyRecords
 from drods.controllers.work_record import RecentWorks, WorkRecord, decode_work, with_status
 from drods.machinery.informer import Informer
 from drods.machinery.shared import decode_template
@@ -154,6 +155,7 @@ class MemberFleet:
         self._by_main: dict[str, dict[Ref, tuple[str, ...]]] = {}
         self.owned: dict[str, set[Ref]] = {}  # cluster → objects known to carry our label
         self.ns_ok: dict[str, set[str]] = {}  # cluster → namespaces known to exist
+        self.applies = ApplyRecords()  # push applies whose record on the Work is still coming
         self._unsubscribe: list[Callable[[], None]] = []
 
     async def start(self) -> None:
@@ -302,19 +304,18 @@ class MemberFleet:
         whole = decode_stored(kv) if kv is not None else None
         return (record, whole) if record is not None and whole is not None else None
 
-    async def write_work_status(self, work: WorkRecord, status: Obj, *, body: Obj | None = None) -> bool:
+    async def write_work_status(self, work: WorkRecord, status: Obj, *, body: Obj | None = None) -> int:
         """``work``'s status replaced, with a compare-and-swap on the revision it was cached at — the
         execution and work-status controllers' one write per change. ``body``: the whole Work at that
-        revision when the caller read it already (else it is read here). False when it changed
-        meanwhile (the watch brings the new version back)."""
+        revision when the caller read it already (else it is read here). The revision written, 0 when
+        it changed meanwhile (the watch brings the new version back)."""
         whole = body if body is not None else await self.work_object(work)
         if whole is None:
-            return False
+            return 0
         try:
-            await self.store.put(work.key, with_status(whole, status), expect_revision=work.revision)
+            return await self.store.put(work.key, with_status(whole, status), expect_revision=work.revision)
         except CasFailed:
-            return False
-        return True
+            return 0
 
     def wants(self, cluster: str, ref: Ref, *, exclude: str | None = None) -> bool:
         """Does some live Work (other than the one keyed ``exclude``) want ``ref`` on ``cluster``?"""

@@ -316,7 +316,8 @@ class WorkStatusController:
     async def _on_event(self, cluster: str, event: str, it: _Listed, work: WorkRecord, now: float) -> bool:
         """A member copy changed (its status recorded on its Work) or went away (applied before:
         its Work is marked not applied, so it is applied again). False when the write found the
-        Work changed since it was cached."""
+        Work changed since it was cached, or the execution controller's record of an apply is still
+        coming (`apply_records`): the event is looked at again with the newer Work."""
         ref = it.ref
         if event == "DELETED":
             st = work.status
@@ -329,6 +330,8 @@ class WorkStatusController:
             return True
         if event not in ("ADDED", "MODIFIED"):
             return True
+        if self.fleet.applies.pending(work):
+            return False  # the apply's own record is coming: look at the copy again once the view has it
         self.fleet.owned.setdefault(cluster, set()).add(ref)
         reader = self._usage.get(cluster)
         workload = it.workload
@@ -445,4 +448,4 @@ class WorkStatusController:
         return Recorded.WRITTEN if await self._write(work, st) else Recorded.STALE
 
     async def _write(self, work: WorkRecord, status: Obj) -> bool:
-        return await self.fleet.write_work_status(work, status)
+        return bool(await self.fleet.write_work_status(work, status))

@@ -6,12 +6,14 @@ reads the member's object only when the member's followed foreign names hold its
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from drods.controllers.apply_records import ApplyRecords
 from drods.controllers.execution import Execution
 from drods.controllers.settings import MemberSettings
 from drods.controllers.work_record import WorkRecord, work_record
@@ -61,10 +63,11 @@ class Fleet:
     informers: Any = field(default_factory=lambda: SimpleNamespace(interpreter=Interpreter()))
     cleanups: Any = field(default_factory=lambda: SimpleNamespace(cache={}))
     registry: Any = None
+    applies: ApplyRecords = field(default_factory=ApplyRecords)
 
-    async def write_work_status(self, record: WorkRecord, status: dict[str, Any], body: Any = None) -> bool:
+    async def write_work_status(self, record: WorkRecord, status: dict[str, Any], body: Any = None) -> int:
         self.written.append(status)
-        return True
+        return 100 + len(self.written)  # the revision written
 
 
 @pytest.mark.parametrize(("status", "permanent", "longest_wait"), [(409, False, 1.0), (422, True, 30.0)])
@@ -95,12 +98,12 @@ class RacedFleet(Fleet):
     stored: WorkRecord | None = None
     refused: int = 1
 
-    async def write_work_status(self, record: WorkRecord, status: dict[str, Any], body: Any = None) -> bool:
+    async def write_work_status(self, record: WorkRecord, status: dict[str, Any], body: Any = None) -> int:
         if self.refused:
             self.refused -= 1
-            return False  # the compare-and-swap lost: the Work moved on
+            return 0  # the compare-and-swap lost: the Work moved on
         self.written.append(status)
-        return True
+        return 100 + len(self.written)
 
     async def stored_work(self, key: str) -> tuple[WorkRecord, dict[str, Any]] | None:
         return (self.stored, {}) if self.stored is not None else None
@@ -127,6 +130,8 @@ async def test_an_apply_whose_status_write_lost_to_the_members_report_is_recorde
     st = fleet.written[0]
     assert st["applied"] is True and st["observedHash"] == "h" and st["observedGeneration"] == 2
     assert st["manifests"][0]["status"] == {"readyReplicas": 2}  # the report's observation, the newer
+    # the watch's view of the Work waits for that record (`apply_records`) before it writes again
+    assert fleet.applies.pending(w) and not fleet.applies.pending(dataclasses.replace(w, revision=101))
 
     # the spec moved on meanwhile: nothing is written over it (the watch brings the new spec to apply)
     fleet = RacedFleet(stored=recorded("h2", 3))
