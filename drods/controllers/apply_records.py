@@ -38,18 +38,16 @@ class ApplyRecords:
         if self._by_key.get(key) == _IN_FLIGHT:
             del self._by_key[key]
 
-    def forget(self, key: str) -> None:
-        self._by_key.pop(key, None)
+    def seen(self, key: str, work: WorkRecord | None) -> None:
+        """The Work view changed: a record it now holds (or a Work gone) leaves nothing to wait for."""
+        revision = self._by_key.get(key)
+        if revision is not None and (work is None or (revision != _IN_FLIGHT and work.revision >= revision)):
+            del self._by_key[key]
 
     def pending(self, work: WorkRecord) -> bool:
         """Is an apply of ``work`` running, or recorded at a revision newer than this view of it?"""
-        revision = self._by_key.get(work.key)
-        if revision is None:
-            return False
-        if revision != _IN_FLIGHT and work.revision >= revision:
-            del self._by_key[work.key]
-            return False
-        return True
+        self.seen(work.key, work)
+        return work.key in self._by_key
 
     def __len__(self) -> int:
         return len(self._by_key)

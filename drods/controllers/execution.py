@@ -124,9 +124,7 @@ class Execution:
     def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
         if new is None:
             self._retry_at.pop(key, None)
-            self.fleet.applies.forget(key)
             return
-        self.fleet.applies.pending(new)  # a record the view now holds is let go here, event or not
         cluster = new.cluster
         pulled = self.fleet.pull(cluster) and not new.deleting
         if cluster and not pulled and self._needs_action(new):

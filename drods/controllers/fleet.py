@@ -177,6 +177,7 @@ class MemberFleet:
 
     # ------------------------------------------------------------------ indexes
     def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
+        self.applies.seen(key, new)
         prev = self._work_index.pop(key, None)
         if prev is not None:
             binding, cluster = prev
