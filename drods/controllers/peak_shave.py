@@ -9,12 +9,13 @@ action (a ``Rebalance`` in the operations log, with the levels before and after)
 `Rescheduler` asks the scheduler for exactly the planned moves (`drods.schedulerd.shaving`), which
 the scheduler's move budget paces and the propagation makes gracefully (new copies first).
 
-The latency SLO guard: a workload with users (declared ``placement.users`` or learned) and a latency
-SLO (``placement.latencySLOMs`` or the learned one) may move only to clusters within the SLO of every
-user place, latency read as the ``UserLatency`` plugin reads it (`latency_matrix`): a measured C2 pair
+The users: a workload with users (declared ``placement.users`` or learned) moves to the allowed cluster
+nearest them, latency read as the ``UserLatency`` plugin reads it (`latency_matrix`): a measured C2 pair
 (``/status/network/``, read each pass) first, then the cluster's declared ``spec.network.latencyMs``,
-then local for a cluster in the users' own region or city — a cluster of unknown latency is not a target.
-The same latencies decide which replicas the pass then returns near their users (`homeward`).
+then local for a cluster in the users' own region or city (one of unknown latency last). The same
+latencies decide which replicas the pass then returns near their users (`homeward`), with or without
+a latency SLO. The SLO guard: with a latency SLO (``placement.latencySLOMs`` or the learned one) it
+moves only to clusters within the SLO of every user place — one of unknown latency is not a target.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ class PeakShaver:
                 masks[sel] = allowed
         users, slo = user_demand(spec, obj)
         latency = None
-        if users is not None and slo is not None:
+        if users is not None:  # with or without an SLO: moves go nearest the users, and come back
             if self.latencies is None:  # outside a pass: declared latencies only
                 self.latencies = LatencyView.of(sorted(index, key=index.__getitem__), specs, {})
             latency = self.latencies.farthest(users)

@@ -15,7 +15,8 @@ stands above the level the fleet could reach:
 * a cluster is **hot** while its water level is above the target + ``margin``; once hot for the
   damping window (`PeakWatch`) it is shaved;
 * **shaving** moves one replica at a time — the one whose departure lowers the cluster most — to
-  the allowed cluster nearest the workload's users, then lowest after receiving it, only while that
+  the allowed cluster nearest the workload's users (with or without a latency SLO; one of unknown
+  latency last), then lowest after receiving it, only while that
   cluster stays at or under its limit less ``headroom`` (one at its limit is a noise step from a
   breach), under the source's new level and under the ceiling, and never
   beyond a workload's latency SLO (a cluster of unknown latency counts as beyond it). It stops at
@@ -218,8 +219,8 @@ def _best_step(c: int, levels: FloatArr, limits: FloatArr, open_: BoolArr, ceili
         ok[c] = False
         if not ok.any():
             continue
-        if h.latency is not None:  # nearest the users first, then the lowest (NaN is never a target)
-            lat = np.where(ok, h.latency, np.inf)
+        if h.latency is not None:  # nearest the users first (unknown last), then the lowest
+            lat = np.where(ok, np.nan_to_num(h.latency, nan=np.inf), np.inf)
             ok &= lat <= lat.min()
         t = int(np.argmin(np.where(ok, after, np.inf)))
         if best is None or float(after[t]) < best.after:

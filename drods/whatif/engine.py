@@ -326,7 +326,8 @@ class PolicyRun:
         self.now_s = 0.0
         self.moves = MoveBudget(SchedulerSettings().fleet_max_moves_per_minute, lambda: self.now_s)
         self.failing_back: list[str] = []  # fail-backs the move budget has not granted yet
-        self.shaver = PeakShavePass(self.ops, f.names, f.cpu, f.memory, f.latency, self.slo)
+        self.shaver = PeakShavePass(self.ops, f.names, f.cpu, f.memory, f.latency, self.slo,
+                                    knows_users=self.pol.knows_users)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t = 0
 

@@ -36,20 +36,22 @@ class PeakShavePass:
     """One policy run's peak shaving: the damping watch and the pass per tick."""
 
     def __init__(self, ops: AutoOps, names: list[str], cpu: FloatArr, memory: FloatArr, latency: FloatArr,
-                 slo_ms: float | None) -> None:
+                 slo_ms: float | None, *, knows_users: bool = True) -> None:
         self.ops = ops
         self.names = names
         self.fleet = Capacity(cpu, memory)
         # ms from each users' region to every cluster: one array per region, shared by its workloads
         self.latency = [np.ascontiguousarray(latency[:, r]) for r in range(latency.shape[1])]
         self.slo_ms = slo_ms
+        self.knows_users = knows_users
         self.shaving = ShavingPass.of(ops.policy)
         self._all = np.ones(len(names), dtype=bool)
 
     def holdings(self, workloads: Iterable[Placed]) -> list[Holding]:
-        """Every placed workload (the simulator's are all divided by water level and select every cluster)."""
+        """Every placed workload (the simulator's are all divided by water level and select every cluster);
+        its users' latencies whenever the policy knows its users, with or without a latency SLO."""
         return [Holding(w.name, dict(w.placement), w.cpu, w.memory, self._all,
-                        self.latency[w.origin] if self.slo_ms is not None else None, self.slo_ms)
+                        self.latency[w.origin] if self.knows_users else None, self.slo_ms)
                 for w in workloads if w.placement]
 
     def run(self, loop: asyncio.AbstractEventLoop, now_s: float, levels: FloatArr, limits: FloatArr,

@@ -61,7 +61,12 @@ def test_slo_guard_reads_measured_latency_first_then_declared_then_local() -> No
     d = declared.holding(binding("web", users), index, specs, facts)  # nothing measured: far-1 is unknown
     assert d is not None and d.latency is not None
     assert np.isnan(d.latency[3]) and d.latency[:3].tolist() == [0.0, 40.0, 40.0]
-    assert shaver.holding(binding("web", {"users": [{"region": "east"}]}), index, specs, facts).latency is None  # type: ignore[union-attr]
+    # users without an SLO: their latencies still steer the moves (and the returns); no cluster is out of bounds
+    free = shaver.holding(binding("web", {"users": [{"region": "east"}]}), index, specs, facts)
+    assert free is not None and free.slo_ms is None and free.latency is not None
+    assert free.latency.tolist() == [0.0, 40.0, 180.0, 30.0]
+    assert free.targets().tolist() == [True, True, True, True]
+    assert shaver.holding(binding("web"), index, specs, facts).latency is None  # type: ignore[union-attr]
 
 
 def test_a_pass_with_no_measured_level_reads_no_binding() -> None:

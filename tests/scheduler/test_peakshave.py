@@ -123,6 +123,23 @@ def test_a_move_never_takes_a_replica_beyond_the_latency_slo() -> None:
     assert plan.after == pytest.approx(0.58)
 
 
+def test_without_a_latency_slo_a_move_goes_nearest_the_users_and_an_unknown_cluster_comes_last() -> None:
+    """Users known, no SLO: no cluster is out of bounds, yet replicas fill the cluster nearest their users
+    (up to the ceiling, 0.52) before a farther one takes any; without users the two take turns."""
+    def plan_for(latency: list[float] | None, levels: list[float]) -> dict[int, int]:
+        plan = shave(0, AT_050, np.array(levels), LIMITS, OPEN, FLEET, [holding("web", {0: 20}, latency=latency)],
+                     min_gain=0.01, budget=100)
+        assert plan is not None
+        return plan.placements["web"]
+
+    assert plan_for([5.0, 20.0, 200.0], [0.70, 0.40, 0.40]) == {1: 12, 2: 8}
+    assert plan_for(None, [0.70, 0.40, 0.40]) == {1: 10, 2: 10}
+    # cluster 1's latency unknown: it is allowed (no SLO), after the known one however low it stands
+    assert plan_for([5.0, float("nan"), 200.0], [0.70, 0.30, 0.45]) == {2: 7, 1: 13}
+    # nothing known anywhere: the lowest first, as without users
+    assert plan_for([5.0, float("nan"), float("nan")], [0.70, 0.45, 0.40]) == {0: 2, 1: 7, 2: 11}
+
+
 def test_the_placement_policy_and_closed_clusters_are_respected() -> None:
     levels = np.array([0.70, 0.40, 0.40])
     only_2 = holding("web", {0: 20}, allowed=[True, False, True])
@@ -188,6 +205,11 @@ def test_a_return_must_gain_the_minimum_latency_and_stay_within_the_budget() -> 
     assert [(m.source, m.replicas) for m in plans[0].moves] == [(2, 10)]  # 90 → 5 ms gains only 85
     assert sum(p.replicas for p in back(np.array([0.30, 0.60, 0.60]), web(), budget=3)) == 3
     assert back(np.array([0.30, 0.60, 0.60]), web(), budget=0) == []
+
+
+def test_replicas_go_back_near_their_users_without_a_latency_slo() -> None:
+    plans = back(np.array([0.30, 0.60, 0.60]), holding("web", {1: 10, 2: 10}, latency=AWAY))
+    assert [(p.cluster, p.replicas) for p in plans] == [(0, 18)]
 
 
 def test_a_workloads_replicas_go_to_one_cluster_a_pass() -> None:
