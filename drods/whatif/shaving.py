@@ -36,7 +36,7 @@ class PeakShavePass:
     """One policy run's peak shaving: the damping watch and the pass per tick."""
 
     def __init__(self, ops: AutoOps, names: list[str], cpu: FloatArr, memory: FloatArr, latency: FloatArr,
-                 slo_ms: float | None, *, knows_users: bool = True) -> None:
+                 slo_ms: float | None, *, knows_users: bool) -> None:
         self.ops = ops
         self.names = names
         self.fleet = Capacity(cpu, memory)
