@@ -34,7 +34,7 @@ from drods.machinery.informer import subscribed
 from drods.machinery.tasks import stop_tasks, yielding
 from drods.members.client import MemberClient, MemberError, MemberUnavailable
 from drods.model import jsondoc
-from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed, run_report
+from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed, manifest_hash, run_report
 from drods.model.dispatch import may_adopt
 from drods.model.interpreter import Interpretation
 from drods.model.keys import CLEANUP_PREFIX
@@ -99,6 +99,8 @@ class Execution:
         # (the policy or the template changed) is tried at once
         self._retry_at: dict[str, tuple[str, float]] = {}
         self._delete_failures: dict[str, int] = {}  # Work key → refused deletions in a row
+        # cluster → dependent → (its manifest's digest, the resourceVersion its apply returned): `_holds`
+        self._sent: dict[str, dict[Ref, tuple[str, str]]] = {}
 
     async def run(self) -> None:
         f = self.fleet
@@ -133,6 +135,7 @@ class Execution:
     def _on_cluster(self, key: str, old: Obj | None, new: Obj | None) -> None:
         name = key.rsplit("/", 1)[-1]
         if new is None:
+            self._sent.pop(name, None)
             ctl = self.syncers.pop(name, None)
             task = self._tasks.pop(name, None)
             if task is not None:
@@ -185,6 +188,7 @@ class Execution:
             return await self._failed(key, work, why or "no client", permanent=True, whole=whole)
         owned = self.fleet.owned.setdefault(cluster, set())
         ns_ok = self.fleet.ns_ok.setdefault(cluster, set())
+        sent = self._sent.setdefault(cluster, {})
         out: Obj | None = None
         try:
             for ns in sorted({str((m.get("metadata") or {}).get("namespace") or "") for m in manifests} - {""}):
@@ -195,6 +199,10 @@ class Execution:
                     ns_ok.add(ns)
             for m in manifests:
                 ref = Ref.of(m)
+                digest = manifest_hash(m) if ref != work.main else None  # a dependent's, which may be held
+                if ref in owned and self._holds(cluster, ref, digest):
+                    await self._cancel_cleanup(cluster, ref)
+                    continue
                 how = self.fleet.informers.interpreter.of(ref.api_version, ref.kind)
                 # first contact needs the member's copy only when one that is not DRO-DS's may be there
                 first = ref not in owned and not client.foreign_names().absent(
@@ -212,6 +220,8 @@ class Execution:
                 if cur is not None and how.retains and is_managed(cur):  # Karmada's Retain over the member's copy
                     m = how.retained(m, cur)
                 out = await client.apply(m)
+                if digest:
+                    sent[ref] = (digest, str((out.get("metadata") or {}).get("resourceVersion") or ""))
         except _Conflict as e:
             return await self._failed(key, work, str(e), permanent=True, whole=whole)
         except MemberUnavailable as e:
@@ -229,6 +239,14 @@ class Execution:
         status = WorkStatus(observedHash=work.hash, observedGeneration=work.generation, applied=True, manifests=seen,
                             appliedTime=rfc3339_ms(now))
         return await self._write_applied(work, status.model_dump(exclude_defaults=True), whole)
+
+    def _holds(self, cluster: str, ref: Ref, digest: str | None) -> bool:
+        """The member holds dependent ``ref`` as this controller last applied it: the same manifest (its
+        ``digest``) was applied, and the copy followed by watch is at the resourceVersion that apply
+        returned (`drods.controllers.copy_versions`). A Work whose workload changed then sends only the
+        workload; its main object, whose apply the Work's status records, is always sent."""
+        last = self._sent.get(cluster, {}).get(ref) if digest else None
+        return last is not None and last[0] == digest and last[1] == self.fleet.copy_versions.version(cluster, ref)
 
     async def _write_applied(self, work: WorkRecord, applied: Obj, whole: Obj) -> float | None:
         """Record the apply (the work-status controller leaves the Work to this record until its view
@@ -285,6 +303,7 @@ class Execution:
                 if cur is not None and is_managed(cur):
                     await client.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
                 self.fleet.owned.get(cluster, set()).discard(ref)
+                self._sent.get(cluster, {}).pop(ref, None)
                 done.append(ref)
         except (MemberUnavailable, MemberError) as e:
             rest = [r for r in pending if r not in done]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from drods.controllers.apply_records import ApplyRecords
+from drods.controllers.copy_versions import CopyVersions
 from drods.controllers.work_record import RecentWorks, WorkRecord, decode_work, with_status
 from drods.machinery.informer import Informer
 from drods.machinery.shared import decode_template
@@ -156,6 +157,7 @@ class MemberFleet:
         self.owned: dict[str, set[Ref]] = {}  # cluster → objects known to carry our label
         self.ns_ok: dict[str, set[str]] = {}  # cluster → namespaces known to exist
         self.applies = ApplyRecords()  # push applies whose record on the Work is still coming
+        self.copy_versions = CopyVersions()  # the members' copies of the Works' dependents, followed
         self._unsubscribe: list[Callable[[], None]] = []
 
     async def start(self) -> None:
@@ -274,6 +276,22 @@ class MemberFleet:
             works = self.live_works_delivering(cluster, main)
             if works:
                 out[main] = works
+        return out
+
+    def dependent_kinds(self, cluster: str) -> Counter[tuple[str, str]]:
+        """(apiVersion, kind) of the objects live Works want on ``cluster`` other than their main ones, counted."""
+        mains = self._by_main.get(cluster, {})
+        return Counter((r.api_version, r.kind) for r, n in self._wanted.get(cluster, Counter()).items()
+                       if n > 0 and r not in mains)
+
+    def live_dependents(self, cluster: str) -> list[tuple[WorkRecord, tuple[Ref, ...]]]:
+        """The cluster's Works not being deleted, each with its objects other than its main one."""
+        out: list[tuple[WorkRecord, tuple[Ref, ...]]] = []
+        for key in self.works_by_cluster.get(cluster, ()):
+            live = self._live_refs.get(key)
+            rec = self.work(key) if live is not None and len(live[1]) > 1 else None
+            if rec is not None and live is not None:
+                out.append((rec, tuple(r for r in live[1] if r != live[2])))
         return out
 
     def works_of(self, binding: str) -> dict[str, WorkRecord]:

@@ -25,6 +25,7 @@ No watch brings it, so a member holding workloads is polled at least that often,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import random
@@ -41,7 +42,7 @@ from drods.controllers.work_record import WorkRecord
 from drods.machinery.fence import LeadershipLost
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import raise_ended, stop_tasks
-from drods.members.client import MemberClient, MemberError, MemberUnavailable, history_gone
+from drods.members.client import COPY_WATCHES, MemberClient, MemberError, MemberUnavailable, history_gone
 from drods.members.reflector import KindCalls, Reflector, without_managed_fields
 from drods.members.workload_usage import UsageReader, key_of
 from drods.model import jsondoc
@@ -124,6 +125,11 @@ def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | 
     return main
 
 
+def _version_of(obj: Obj) -> tuple[Ref, str]:
+    """What is kept of a dependent's copy (in the member client's thread): what it is, its resourceVersion."""
+    return Ref.of(obj), str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 class WorkStatusController:
     def __init__(self, fleet: MemberFleet, settings: MemberSettings, *,
                  clock: Callable[[], float] = time.time) -> None:
@@ -142,6 +148,8 @@ class WorkStatusController:
         # per cluster, per followed kind: its copies as the watch last brought them
         self._copies: dict[str, dict[Kind, dict[Ref, _Listed]]] = {}
         self._phased: set[str] = set()  # clusters polled at their own point of the period
+        # per cluster: the watch following each kind of the Works' dependents (`copy_versions`)
+        self._dependent_watches: dict[str, dict[Kind, asyncio.Task[None]]] = {}
 
     async def run(self) -> None:
         try:
@@ -181,15 +189,30 @@ class WorkStatusController:
             finally:
                 cost = time.monotonic() - started
             self._follow(cluster, kinds, events)
+            self._follow_dependents(cluster, kinds, gone)
+            await self._missing_dependents(cluster)
 
         async def wait() -> None:
-            await asyncio.sleep(self.wait_seconds(cluster, cost))
+            """The period, and meanwhile a dependent's copy deleted in the member brought back at once
+            (after the poll period: a burst goes together, and a deleting Work's record arrives)."""
+            deadline = time.monotonic() + self.wait_seconds(cluster, cost)
+            while (left := deadline - time.monotonic()) > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(gone.wait(), left)
+                if gone.is_set():
+                    gone.clear()
+                    await asyncio.sleep(self.settings.statusPollSeconds)
+                    await self._missing_dependents(cluster)
+
+        gone = asyncio.Event()  # the dependents' watch saw a copy deleted
 
         try:
             # the first list at once: the watches start from it
             await Periodic("work-status-poll", poll, None, wait=wait, first_at_start=True).run()
         finally:
-            await stop_tasks([consumer, *self._watches.pop(cluster, {}).values()])
+            await stop_tasks([consumer, *self._watches.pop(cluster, {}).values(),
+                              *self._dependent_watches.pop(cluster, {}).values()])
+            self.fleet.copy_versions.unsynced(cluster)
             self._following.pop(cluster, None)
             self._copies.pop(cluster, None)
             self._phased.discard(cluster)
@@ -240,11 +263,6 @@ class WorkStatusController:
         following = self._following.setdefault(cluster, set())
         copies: dict[Ref, _Listed] = {}
 
-        def client() -> MemberClient:
-            if (c := self.fleet.clients.cached(cluster)) is None:
-                raise MemberUnavailable(cluster, "no client")
-            return c
-
         def listed(objs: list[Obj]) -> None:
             copies.clear()
             for obj in objs:  # what changed between the poll's list and this one
@@ -265,12 +283,76 @@ class WorkStatusController:
         # the member client's threads only trim a copy; what is kept of it is read on the event loop, as
         # before copies were kept (read in those threads, a cold start of 30,000 Works lost every lease
         # once: a hundred members' threads then compete with the loop for the GIL)
-        calls = KindCalls(client, kind, MANAGED_SELECTOR)
+        calls = KindCalls(self._client_of(cluster), kind, MANAGED_SELECTOR)
         await Reflector[Obj](
             name=f"{cluster} {kind[1]}", list_call=calls.list, watch_call=calls.watch, replace=listed,
             transform=without_managed_fields, apply=changed, unsynced=lambda: following.discard(kind),
             expired=history_gone, expired_unsynced=True,
             watch_seconds=WATCH_SECONDS, retry_seconds=self.settings.statusPollSeconds).run()
+
+    def _client_of(self, cluster: str) -> Callable[[], MemberClient]:
+        def client() -> MemberClient:
+            if (c := self.fleet.clients.cached(cluster)) is None:
+                raise MemberUnavailable(cluster, "no client")
+            return c
+        return client
+
+    def _follow_dependents(self, cluster: str, main_kinds: list[Kind], gone: asyncio.Event) -> None:
+        """A watch for the kinds of the cluster's Works' dependents (their resourceVersions only:
+        `copy_versions`), the commonest first, in the member client's watch threads the main kinds
+        leave (none while the member could not be listed)."""
+        watches = self._dependent_watches.setdefault(cluster, {})
+        room = COPY_WATCHES - len(main_kinds) if main_kinds else 0
+        counts = self.fleet.dependent_kinds(cluster)
+        kinds = sorted(set(counts) - set(main_kinds), key=lambda k: (-counts[k], k))[:max(room, 0)]
+        for stale in set(watches) - set(kinds):
+            watches.pop(stale).cancel()
+            self.fleet.copy_versions.unsynced(cluster, stale)
+        for kind in kinds:
+            if kind not in watches or watches[kind].done():
+                watches[kind] = asyncio.create_task(self._watch_dependents(cluster, kind, gone),
+                                                    name=f"work-status-dependents-{cluster}-{kind[1]}")
+
+    async def _watch_dependents(self, cluster: str, kind: Kind, gone: asyncio.Event) -> None:
+        """List and watch one kind of the cluster's managed objects for their resourceVersions; a
+        deletion sets ``gone``."""
+        versions = self.fleet.copy_versions
+
+        def changed(event: str, copy: tuple[Ref, str]) -> None:
+            if event in ("ADDED", "MODIFIED"):
+                versions.changed(cluster, kind, copy[0], copy[1])
+            elif event == "DELETED":
+                versions.changed(cluster, kind, copy[0], None)
+                gone.set()
+
+        calls = KindCalls(self._client_of(cluster), kind, MANAGED_SELECTOR)
+        await Reflector[tuple[Ref, str]](
+            name=f"{cluster} {kind[1]} (dependents)", list_call=calls.list, watch_call=calls.watch,
+            replace=lambda copies: versions.listed(cluster, kind, copies), transform=_version_of,
+            apply=changed, unsynced=lambda: versions.unsynced(cluster, kind), expired=history_gone,
+            expired_unsynced=True, watch_seconds=WATCH_SECONDS, retry_seconds=self.settings.statusPollSeconds).run()
+
+    async def _missing_dependents(self, cluster: str) -> None:
+        """Works applied a while ago (longer than a watch event may trail the apply) whose dependent, of a
+        kind followed by watch, the member no longer holds: marked not applied, so the execution
+        controller applies them again (Karmada re-creates a deleted dependent the same way)."""
+        versions = self.fleet.copy_versions
+        now = self.clock()
+        for work, dependents in self.fleet.live_dependents(cluster):
+            gone = [r for r in dependents if versions.holds(cluster, r) is False]
+            if not gone or not work.holds_current or self.fleet.applies.pending(work):
+                continue
+            st = work.status
+            applied_at = parse_rfc3339(st.get("appliedTime"))
+            if applied_at is None or applied_at >= now - self.settings.statusPollSeconds:
+                continue  # the watch event of a copy applied a moment ago may still be on its way
+            log.info("%s: %s is missing in the member; applying %s again", cluster, gone[0], work.name)
+            try:
+                await self._write(work, {**st, "applied": False, "observedHash": ""})
+            except LeadershipLost:
+                raise
+            except Exception:  # noqa: BLE001 - one Work's write failing must not stop the cluster's others
+                log.exception("%s: marking %s not applied failed", cluster, work.name)
 
     def seen_copy(self, obj: Obj) -> _Listed:
         """What is kept of a member copy seen now."""

@@ -475,3 +475,42 @@ def watch_events(env: Env, path: str, since: str) -> list[dict[str, Any]]:
     r = env.http.get(path, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "1"}, timeout=10)
     assert r.status_code == 200, r.text
     return [json.loads(line) for line in r.text.splitlines() if line.strip()]
+
+
+def test_a_dependent_deleted_or_edited_in_the_member_is_applied_again(env: Env) -> None:
+    """A workload's ConfigMap deleted behind DRO-DS's back comes back (the member's dependents are
+    followed by watch); one edited there is put back by the workload's next change, which — while the
+    member holds the ConfigMap as last applied — sends the workload alone."""
+    from kubernetes import client as k8s
+
+    env.create("/api/v1/namespaces/default/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                         "metadata": {"name": "dep-cfg", "namespace": "default"},
+                                                         "data": {"mode": "fast"}})
+    d = deployment("dep", 1)
+    d["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "dep-cfg"}}]
+    env.create(deploy_path(), d)
+    env.placed_binding("dep", "dep", {"aws-dfw": 1})
+    core = k8s.CoreV1Api(env.members["aws-dfw"].api)
+
+    def data() -> dict[str, str] | None:
+        try:
+            return dict(core.read_namespaced_config_map("dep-cfg", "default", _request_timeout=3).data or {})
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    wait_for(lambda: data() == {"mode": "fast"} and env.copies("dep") == {"aws-dfw": 1}, 10, "both copies")
+    core.delete_namespaced_config_map("dep-cfg", "default")
+    # the member's ConfigMaps are followed from the work-status controller's next poll (a resync period)
+    wait_for(lambda: data() == {"mode": "fast"}, 40, "the deleted ConfigMap applied again")
+    core.patch_namespaced_config_map("dep-cfg", "default", {"data": {"mode": "edited"}})
+    env.http.patch(deploy_path(name="dep"), json={"spec": {"replicas": 2}},
+                   headers={"Content-Type": "application/merge-patch+json"})
+    env.place("dep", {"aws-dfw": 2})
+    wait_for(lambda: env.copies("dep") == {"aws-dfw": 2} and data() == {"mode": "fast"}, 10,
+             "the workload's change applied, and the edited ConfigMap put back", what_else=data)
+    env.delete(f"{BINDINGS}/dep")
+    wait_for(lambda: env.binding("dep") is None and data() is None, 10, "copies deleted")
+    env.delete(deploy_path(name="dep"))
+    env.delete("/api/v1/namespaces/default/configmaps/dep-cfg")
