@@ -220,8 +220,9 @@ class Execution:
                 if cur is not None and how.retains and is_managed(cur):  # Karmada's Retain over the member's copy
                     m = how.retained(m, cur)
                 out = await client.apply(m)
-                if digest:
-                    sent[ref] = (digest, str((out.get("metadata") or {}).get("resourceVersion") or ""))
+                if digest:  # keyed by the Work record's own Ref, whose strings the records share
+                    kept = next((r for r in work.refs if r == ref), ref)
+                    sent[kept] = (digest, str((out.get("metadata") or {}).get("resourceVersion") or ""))
         except _Conflict as e:
             return await self._failed(key, work, str(e), permanent=True, whole=whole)
         except MemberUnavailable as e:

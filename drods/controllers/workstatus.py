@@ -29,6 +29,7 @@ import contextlib
 import enum
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,8 +127,11 @@ def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | 
 
 
 def _version_of(obj: Obj) -> tuple[Ref, str]:
-    """What is kept of a dependent's copy (in the member client's thread): what it is, its resourceVersion."""
-    return Ref.of(obj), str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    """What is kept of a dependent's copy (in the member client's thread): what it is (the strings that
+    every copy of a kind repeats shared), its resourceVersion."""
+    ref = Ref.of(obj)
+    return (Ref(sys.intern(ref.api_version), sys.intern(ref.kind), sys.intern(ref.namespace), ref.name),
+            str((obj.get("metadata") or {}).get("resourceVersion") or ""))
 
 
 class WorkStatusController:
@@ -336,6 +340,8 @@ class WorkStatusController:
         """Works applied a while ago (longer than a watch event may trail the apply) whose dependent, of a
         kind followed by watch, the member no longer holds: marked not applied, so the execution
         controller applies them again (Karmada re-creates a deleted dependent the same way)."""
+        if not self._dependent_watches.get(cluster):
+            return
         versions = self.fleet.copy_versions
         now = self.clock()
         for work, dependents in self.fleet.live_dependents(cluster):
