@@ -39,11 +39,11 @@ class WorkState:
     observed_time: str | None = None
 
 
-def observation(work: WorkRecord | None, main: Ref | None) -> tuple[Observation | None, str | None]:
-    """The member's status of ``main`` as the Work's status reports it (with when it was seen)."""
-    if work is None or main is None or main.kind not in WORKLOAD_KINDS:
+def observation(status: Obj | None, main: Ref | None) -> tuple[Observation | None, str | None]:
+    """The member's status of ``main`` as a Work's (decoded) ``status`` reports it (with when it was seen)."""
+    if status is None or main is None or main.kind not in WORKLOAD_KINDS:
         return None, None
-    for m in work.status.get("manifests") or []:
+    for m in status.get("manifests") or []:
         if not isinstance(m, dict) or m.get("status") is None:
             continue
         if (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
@@ -55,22 +55,22 @@ def observation(work: WorkRecord | None, main: Ref | None) -> tuple[Observation 
     return None, None
 
 
-def _manifest_part(work: WorkRecord | None, main: Ref | None, part: str) -> Obj | None:
-    """One object-valued part (``usage``, ``report``) of the Work's status of ``main``, None if unreported."""
-    if work is None or main is None:
+def _manifest_part(status: Obj | None, main: Ref | None, part: str) -> Obj | None:
+    """One object-valued part (``usage``, ``report``) of a Work ``status``'s row of ``main``, None if unreported."""
+    if status is None or main is None:
         return None
-    for m in work.status.get("manifests") or []:
+    for m in status.get("manifests") or []:
         if isinstance(m, dict) and isinstance(m.get(part), dict) and \
                 (m.get("kind"), m.get("namespace") or "", m.get("name")) == (main.kind, main.namespace, main.name):
             return dict(m[part])
     return None
 
 
-def member_entry(work: WorkRecord | None, main: Ref | None) -> Obj | None:
-    """The Work status's entry of ``main`` (its reported status, health, …), None if unreported."""
-    if work is None or main is None:
+def member_entry(status: Obj | None, main: Ref | None) -> Obj | None:
+    """A Work ``status``'s entry of ``main`` (its reported status, health, …), None if unreported."""
+    if status is None or main is None:
         return None
-    for m in work.status.get("manifests") or []:
+    for m in status.get("manifests") or []:
         if isinstance(m, dict) and \
                 (m.get("apiVersion"), m.get("kind"), m.get("namespace") or "", m.get("name")) == \
                 (main.api_version, main.kind, main.namespace, main.name):
@@ -83,9 +83,9 @@ def member_status(work: WorkRecord | None, main: Ref | None) -> Obj | None:
     return work_member_status(None if work is None else {"status": work.status}, main)
 
 
-def fill_health(entry: Obj, work: WorkRecord | None, main: Ref | None) -> None:
-    """A scripted kind's health in the member (InterpretHealth), as the Work reports it."""
-    health = (member_entry(work, main) or {}).get("health")
+def fill_health(entry: Obj, status: Obj | None, main: Ref | None) -> None:
+    """A scripted kind's health in the member (InterpretHealth), as the Work's ``status`` reports it."""
+    health = (member_entry(status, main) or {}).get("health")
     if isinstance(health, str):
         entry["health"] = health
     else:
@@ -100,7 +100,7 @@ def status_items(works: Mapping[str, WorkRecord], plans: Mapping[str, ManifestSe
         if not isinstance(p, ManifestSet):
             continue
         work = works.get(c)
-        m = member_entry(work, p.main) or {}
+        m = member_entry(work.status if work is not None else None, p.main) or {}
         item: Obj = {"clusterName": c, "applied": work is not None and work.applied,
                      "health": str(m.get("health") or "Unknown")}
         if isinstance(m.get("status"), dict):
@@ -109,21 +109,24 @@ def status_items(works: Mapping[str, WorkRecord], plans: Mapping[str, ManifestSe
     return out
 
 
-def fill_usage(entry: Obj, work: WorkRecord | None, main: Ref | None) -> None:
-    """The entry's ``usage`` and — for a Job — its ``report`` (`drods.model.annotations.RUN_REPORT`)."""
+def fill_usage(entry: Obj, status: Obj | None, main: Ref | None) -> None:
+    """The entry's ``usage`` and — for a Job — its ``report`` (`drods.model.annotations.RUN_REPORT`), from
+    a Work's ``status``."""
     for part in ("usage", "report"):
-        value = _manifest_part(work, main, part) if part == "usage" or (main and main.kind == "Job") else None
+        value = _manifest_part(status, main, part) if part == "usage" or (main and main.kind == "Job") else None
         if value is None:
             entry.pop(part, None)
         else:
             entry[part] = value
 
 
-def work_state(work: WorkRecord | None, want: ManifestSet, *, pull: bool, failure_threshold: int) -> WorkState:
-    obs, seen = observation(work, want.main)
-    if work is None or work.hash != want.hash:
+def work_state(work: WorkRecord | None, want: ManifestSet, *, pull: bool, failure_threshold: int,
+               status: Obj | None = None) -> WorkState:
+    """``status``: the Work's, when the caller decoded it already (each decoding unpacks and parses it)."""
+    st = status if status is not None or work is None else work.status
+    obs, seen = observation(st, want.main)
+    if work is None or st is None or work.hash != want.hash:
         return WorkState(False, observation=obs, observed_time=seen)
-    st = work.status
     if st.get("observedHash") == want.hash and work.observes_this_generation:
         if st.get("applied"):
             return WorkState(True, observation=obs, observed_time=seen)
@@ -184,7 +187,9 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
             out.entries.append(e)
             continue
         e["resources"] = [str(r) for r in p.refs]
-        state = work_state(works.get(c), p, pull=pull.get(c, False), failure_threshold=failure_threshold)
+        work = works.get(c)
+        st = work.status if work is not None else None  # decoded once for every part read below
+        state = work_state(work, p, pull=pull.get(c, False), failure_threshold=failure_threshold, status=st)
         e["applied"] = state.applied
         if state.applied or state.error is None:
             e.pop("lastError", None)
@@ -193,10 +198,11 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
             if state.failed:
                 out.errors.append(f"{c}: {state.error}")
         fill_observation(e, kind, state.observation, state.observed_time)
-        fill_usage(e, works.get(c), p.main)
-        fill_health(e, works.get(c), p.main)
+        fill_usage(e, st, p.main)
+        fill_health(e, st, p.main)
         if rule is not None and rule.ready is not None:
-            ready_count = read_path(member_status(works.get(c), p.main) or {}, rule.ready.removeprefix("status."))
+            reported = work_member_status(None if st is None else {"status": st}, p.main)
+            ready_count = read_path(reported or {}, rule.ready.removeprefix("status."))
             if isinstance(ready_count, int) and not isinstance(ready_count, bool):
                 e["readyReplicas"] = ready_count
         current = state.observation if state.observation is not None and state.observation.hash == p.main_hash \
@@ -216,9 +222,10 @@ def removing_entry(cluster: str, kind: str, work: WorkRecord, previous: Obj | No
     e["removingSince"] = since
     if work.refs:
         e["resources"] = [str(r) for r in work.refs]
-    obs, seen = observation(work, work.main)
+    st = work.status
+    obs, seen = observation(st, work.main)
     fill_observation(e, kind, obs, seen)
-    fill_usage(e, work, work.main)
+    fill_usage(e, st, work.main)
     return e
 
 

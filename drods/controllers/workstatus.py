@@ -343,9 +343,12 @@ class WorkStatusController:
         if not self._dependent_watches.get(cluster):
             return
         versions = self.fleet.copy_versions
+        owned = self.fleet.owned.get(cluster, set())
         now = self.clock()
         for work, dependents in self.fleet.live_dependents(cluster):
-            gone = [r for r in dependents if versions.holds(cluster, r) is False]
+            # only what DRO-DS applied there: a member's own object (a CRD its operator installed, left
+            # as it is) carries no DRO-DS label, and no watch of DRO-DS's copies will ever show it
+            gone = [r for r in dependents if r in owned and versions.holds(cluster, r) is False]
             if not gone or not work.holds_current or self.fleet.applies.pending(work):
                 continue
             st = work.status
@@ -353,6 +356,7 @@ class WorkStatusController:
             if applied_at is None or applied_at >= now - self.settings.statusPollSeconds:
                 continue  # the watch event of a copy applied a moment ago may still be on its way
             log.info("%s: %s is missing in the member; applying %s again", cluster, gone[0], work.name)
+            owned.difference_update(gone)  # its next apply makes first contact again
             try:
                 await self._write(work, {**st, "applied": False, "observedHash": ""})
             except LeadershipLost:

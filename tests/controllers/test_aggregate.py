@@ -101,8 +101,11 @@ def test_a_jobs_own_report_reaches_its_binding_entry() -> None:
     row = {"apiVersion": "batch/v1", "kind": "Job", "namespace": "shop", "name": "copy-0",
            "status": {"succeeded": 1}, "report": report}
 
-    def rec(rows: list[dict[str, Any]]) -> WorkRecord | None:
-        return work_record({"metadata": {"name": "w"}, "spec": {}, "status": {"manifests": rows}}, 1)
+    def rec(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """The status of a Work carrying ``rows``, as its record decodes it."""
+        record = work_record({"metadata": {"name": "w"}, "spec": {}, "status": {"manifests": rows}}, 1)
+        assert record is not None
+        return record.status
 
     entry: dict[str, Any] = {"cluster": "b"}
     aggregate.fill_usage(entry, rec([row]), job)

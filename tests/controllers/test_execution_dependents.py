@@ -159,3 +159,32 @@ async def test_dependents_are_followed_in_the_watch_threads_the_main_kinds_leave
         assert controller._dependent_watches["aws"] == {}
     finally:
         await stop_tasks(list(controller._dependent_watches["aws"].values()))
+
+
+async def test_a_dependent_gone_from_the_member_marks_its_work_for_another_apply_unless_it_was_never_ours() -> None:
+    """A ConfigMap DRO-DS applied and the member no longer holds: its Work is applied again. One the
+    execution controller left as the member had it (a CRD of the member's own operator) carries no
+    DRO-DS label and is never seen by the watch: it is not taken for deleted."""
+    doc = {"metadata": {"name": "web.aws", "generation": 1},
+           "spec": {"cluster": "aws", "binding": "web", "hash": "h", "manifests": manifests("c1", "d1")},
+           "status": {"applied": True, "observedHash": "h", "observedGeneration": 1,
+                      "appliedTime": "2026-01-01T00:00:00.000Z"}}
+    record = work_record(doc, 3)
+    assert record is not None
+    written: list[dict[str, Any]] = []
+
+    async def write_work_status(w: WorkRecord, status: dict[str, Any], body: Any = None) -> int:
+        written.append(status)
+        return 4
+
+    fleet = SimpleNamespace(copy_versions=CopyVersions(), owned={"aws": set()}, applies=ApplyRecords(),
+                            live_dependents=lambda c: [(record, (CONFIG,))], write_work_status=write_work_status)
+    controller = WorkStatusController(fleet, MemberSettings())  # type: ignore[arg-type]
+    controller._dependent_watches["aws"] = {CONFIG_KIND: asyncio.get_running_loop().create_future()}  # type: ignore[dict-item]
+    fleet.copy_versions.listed("aws", CONFIG_KIND, [])  # followed: the member holds none
+    await controller._missing_dependents("aws")
+    assert written == []  # never applied by DRO-DS there
+    fleet.owned["aws"].add(CONFIG)
+    await controller._missing_dependents("aws")
+    assert [(s["applied"], s["observedHash"]) for s in written] == [(False, "")]
+    assert CONFIG not in fleet.owned["aws"]  # its next apply makes first contact again
