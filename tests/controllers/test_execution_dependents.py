@@ -20,8 +20,8 @@ from drods.controllers.workstatus import WorkStatusController
 from drods.machinery.tasks import stop_tasks
 from drods.members.foreign_names import ForeignNames
 from drods.model.annotations import ANN_HASH
-from drods.model.interpreter import Interpreter
 from drods.model.work import Ref
+from tests.controllers.test_execution_conflicts import Fleet as ConflictsFleet
 
 CONFIG_KIND = ("v1", "ConfigMap")
 CONFIG = Ref("v1", "ConfigMap", "default", "web-config")
@@ -66,19 +66,10 @@ class Member:
 
 
 @dataclass
-class Fleet:
-    written: list[dict[str, Any]] = field(default_factory=list)
-    owned: dict[str, set[Any]] = field(default_factory=lambda: {"aws": set()})
-    ns_ok: dict[str, set[str]] = field(default_factory=lambda: {"aws": {"default"}})
-    informers: Any = field(default_factory=lambda: SimpleNamespace(interpreter=Interpreter()))
-    cleanups: Any = field(default_factory=lambda: SimpleNamespace(cache={}))
-    registry: Any = None
-    applies: ApplyRecords = field(default_factory=ApplyRecords)
-    copy_versions: CopyVersions = field(default_factory=CopyVersions)
+class Fleet(ConflictsFleet):
+    """The execution controller's fleet, with the members' dependents as the watches see them."""
 
-    async def write_work_status(self, record: WorkRecord, status: dict[str, Any], body: Any = None) -> int:
-        self.written.append(status)
-        return 100 + len(self.written)
+    copy_versions: CopyVersions = field(default_factory=CopyVersions)
 
 
 async def test_a_changed_workload_is_sent_alone_while_the_member_holds_its_dependent_as_last_applied() -> None:
