@@ -75,6 +75,10 @@ class AutoOpsPolicy(BaseModel):
     peakshaveMargin: float = Field(default=0.01, ge=0, le=1)  # above the achievable level (water level)
     peakshaveAfterSeconds: float = Field(default=1800.0, ge=0)  # hot this long in a row first
     peakshaveMinGain: float = Field(default=0.03, ge=0, le=1)  # the cluster must drop at least this much
+    # a cluster at least this far above the level its replicas could reach (None: none) is shaved after
+    # the shorter window: that far above, its level is no passing noise, and the fleet's peak is there
+    peakshaveSevereMargin: float | None = Field(default=0.05, gt=0, le=1)
+    peakshaveSevereAfterSeconds: float = Field(default=300.0, ge=0)
     # a receiving cluster ends at least this far under its water-level limit: one at its limit is a
     # noise step from a breach (and from an evacuation undoing the move)
     peakshaveHeadroom: float = Field(default=0.03, ge=0, le=1)

@@ -109,6 +109,7 @@ class Shave:
     # then the clusters they left
     kind: Literal["shave", "return"] = "shave"
     hot_since: float | None = None  # a shave: since when its cluster had been hot
+    severe: bool = False  # a shave due after the shorter window: far above what its replicas could reach
 
     @property
     def replicas(self) -> int:
@@ -131,6 +132,7 @@ class Shave:
                            "replicas": m.replicas} for m in self.moves],
                 "kind": self.kind,
                 **({"hotSince": self.hot_since} if self.hot_since is not None else {}),
+                **({"severe": True} if self.severe else {}),
                 ("sources" if self.kind == "return" else "targets"):
                     {names[t]: {"waterLevelBefore": round(b, 4), "waterLevelAfter": round(a, 4)}
                      for t, (b, a) in sorted(self.targets.items())}}
@@ -160,6 +162,12 @@ class Hot:
 
     target: float  # the fleet's achievable level, never below the cluster's own background
     ceiling: float  # the achievable level over the clusters its workloads may use (+ margin)
+    reachable: float = 0.0  # the highest of the two achievable levels: as low as its replicas can go
+
+    def excess(self, level: float) -> float:
+        """How far ``level`` stands above what its replicas could reach: far above it, the level is no
+        passing noise, and there is room for them (a region whose users may not leave it is not)."""
+        return level - max(self.target, self.reachable)
 
 
 def hot_clusters(levels: FloatArr, capacity: FloatArr, open_: BoolArr, holdings: Sequence[Holding],
@@ -189,7 +197,8 @@ def hot_clusters(levels: FloatArr, capacity: FloatArr, open_: BoolArr, holdings:
             among |= h.targets()
         among = (among & open_ & known)
         among[c] = True
-        out[c] = Hot(target, max(achievable_level(levels, capacity, movable, among), fleet) + margin)
+        reachable = max(achievable_level(levels, capacity, movable, among), fleet)
+        out[c] = Hot(target, reachable + margin, reachable)
     return out
 
 
