@@ -104,12 +104,19 @@ class Descheduler:
                                           self.svc.settings.forecastIntervalSeconds).run(),
                                  Periodic("restore", self.restore, check).run(),
                                  # a pass reads every Binding: at 100,000 it took ~15 s of each minute
-                                 Periodic("peak-shave", self.peakshave,
-                                          min(60.0, max(self.policy.peakshaveAfterSeconds / 30.0, 0.1)),
-                                          pace=SHAVE_PACE).run(),
+                                 Periodic("peak-shave", self.peakshave, self.shave_interval(), pace=SHAVE_PACE).run(),
                                  *((self.traffic.run(),) if self.traffic is not None else ()))
         finally:
             stop_hearing()
+
+    def shave_interval(self) -> float:
+        """Seconds between peak-shaving passes: 30 a damping window and 5 a shorter window far above
+        (each window seen often enough to start near its beginning), at most a minute."""
+        p = self.policy
+        windows = [p.peakshaveAfterSeconds / 30.0]
+        if p.peakshaveSevereMargin is not None:
+            windows.append(p.peakshaveSevereAfterSeconds / 5.0)
+        return min(60.0, max(min(windows), 0.1))
 
     def _on_cluster(self, name: str, old: ClusterInfo | None, new: ClusterInfo | None) -> None:
         """Every NotReady is heard, however short: a fail-back pass sees only the readiness of its moment."""

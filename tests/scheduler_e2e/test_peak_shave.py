@@ -83,6 +83,35 @@ async def test_a_cluster_whose_background_rises_gives_replicas_to_clusters_with_
         assert entry["trigger"]["reason"].startswith("peak shave c")
 
 
+async def test_a_cluster_far_above_where_its_replicas_could_go_is_shaved_after_the_shorter_window_and_says_so(
+        store: Store, tmp_path: Path) -> None:
+    await store.delete_prefix("/")
+    clock = Clock(live=True)
+    severe_s = 10.0
+    monitoring, autoops = _settings(peakshaveAfterSeconds=3600.0, peakshaveMargin=0.01, peakshaveMinGain=0.03,
+                                    peakshaveSevereMargin=0.05, peakshaveSevereAfterSeconds=severe_s)
+    cpu = {"a": 62.0, "b": 62.0, "c": 62.0}
+    async with serve(store, tmp_path / "data", components=frozenset({Component.DESCHEDULER}), monitoring=monitoring,
+                     autoops=autoops, clock=clock) as plane, _reporting(plane, cpu, clock=clock):
+        await plane.bind(WEB)
+        first = await _placed(plane, "web", lambda p: p == {"a": 4, "b": 4, "c": 4}, "web spread 4/4/4")
+        cpu["c"] = 75.0  # 0.0625 above the 0.6875 the three could reach: far above, at least 0.05
+        raised_at = clock()
+
+        async def shaved() -> dict[str, int] | None:
+            clock.advance(1.0)  # far less than the hour's window passes on the injected clock
+            st = await plane.try_status("web")
+            got = {t["cluster"]: t["replicas"] for t in (st or {}).get("placement") or []}
+            return got if got != first else None
+
+        assert await eventually(shaved, 30.0, "web shaved off c") == {"a": 6, "b": 6}
+        assert clock() - raised_at < 3600.0
+        r = await plane.call("GET", "/api/v1/monitor/operations", role="viewer")
+        op = next(o for o in r.json()["items"] if o["cluster"] == "c" and o["kind"] == "Rebalance")
+        trigger = op["details"]["trigger"]
+        assert trigger["severe"] is True and decided_at(op) - trigger["hotSince"] >= severe_s
+
+
 async def test_replicas_placed_away_from_their_users_go_back_once_their_cluster_has_had_room(
         store: Store, tmp_path: Path) -> None:
     """web's users are in eu, where near is too busy at first: web goes to far-2 in us (90 ms, within
