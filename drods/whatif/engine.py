@@ -373,10 +373,16 @@ class PolicyRun:
         if self.within is None:
             tr.ideal_peak[t] = ideal_peak(cpu, mem, f.cpu, f.memory, ok, placed_cpu, placed_mem)
         else:
+            # what runs beyond the SLO now (it gave way there: the users' region down, no room within it)
+            # may go anywhere in the bound, so it holds for this placement; the rest stays within the SLO
+            inside = self.within & ok[:, None]
+            held_cpu, held_mem = self.cpu_origin * up[:, None], self.mem_origin * up[:, None]
+            near_cpu, near_mem = (held_cpu * inside).sum(axis=0), (held_mem * inside).sum(axis=0)
             tr.ideal_peak[t] = ideal_peak_within_slo(
-                cpu, mem, f.cpu, f.memory, ok, (self.cpu_origin * up[:, None]).sum(axis=0),
-                (self.mem_origin * up[:, None]).sum(axis=0), self.within,
-                float(self.limits[ok].min()) if ok.any() else self.scn.waterLevelLimit)
+                cpu, mem, f.cpu, f.memory, ok, near_cpu, near_mem, self.within,
+                float(self.limits[ok].min()) if ok.any() else self.scn.waterLevelLimit,
+                beyond_cpu=max(0.0, float(held_cpu.sum() - near_cpu.sum())),
+                beyond_mem=max(0.0, float(held_mem.sum() - near_mem.sum())))
         big_cpu = max((w.cpu for w in self.workloads.values()), default=0.0)
         big_mem = max((w.memory for w in self.workloads.values()), default=0.0)
         tr.full[t] = not fits_under_limits(cpu, mem, f.cpu, f.memory, ok,

@@ -11,7 +11,9 @@ Both are lower bounds from a fluid relaxation (replicas divisible, nothing else 
 * **peak within the latency SLO** — for a policy bound by the users' latency SLO (the default, which
   knows the users): the same filling where each user region's replicas may use only the clusters
   within the SLO of it, as long as that level stays under the water-level limit (past it the SLO
-  gives way: the policy's own rule);
+  gives way: the policy's own rule); the replicas it runs beyond the SLO at that tick (the SLO gave
+  way there: their region down, or no room within it) may go anywhere, so the bound holds for the
+  placement measured;
 * **latency** — each user region's replicas at the nearest clusters with room under their
   water-level limit (then up to their full capacity), each region as if it were alone.
 
@@ -66,13 +68,18 @@ def place_sets(k: int) -> list[np.ndarray]:
     return [np.array([r]) for r in range(k)] + [np.arange(k)]
 
 
-def slo_level(background: FloatArr, capacity: FloatArr, demand: FloatArr, eligible: np.ndarray) -> float:
+def slo_level(background: FloatArr, capacity: FloatArr, demand: FloatArr, eligible: np.ndarray,
+              anywhere: float = 0.0) -> float:
     """The lowest level at which each user place's ``demand`` fits on the clusters ``eligible`` for it
-    (clusters × places). By Hall's theorem a fluid placement exists at level L iff every set S of places
-    fits on the clusters eligible for any of S, so the bound is the highest of those sets' own fluid
-    levels; a place with demand and no eligible cluster makes it infinite."""
+    (clusters × places), and ``anywhere`` more on any cluster. By Hall's theorem a fluid placement exists
+    at level L iff every set S of places fits on the clusters eligible for any of S, so the bound is the
+    highest of those sets' own fluid levels (a set with ``anywhere`` in it may use every cluster: of
+    those, the set of all of them is the highest); a place with demand and no eligible cluster makes it
+    infinite."""
     want = np.flatnonzero(demand > 0)
     level = float(background.max()) if background.size else float("nan")
+    if anywhere > 0:
+        level = max(level, fluid_level(background, capacity, float(demand.sum()) + anywhere))
     for sub in place_sets(want.size):
         places = want[sub]
         rows = eligible[:, places].any(axis=1)
@@ -83,18 +90,22 @@ def slo_level(background: FloatArr, capacity: FloatArr, demand: FloatArr, eligib
 
 
 def ideal_peak_within_slo(bg_cpu: FloatArr, bg_mem: FloatArr, cpu: FloatArr, mem: FloatArr, up: np.ndarray,
-                          demand_cpu: FloatArr, demand_mem: FloatArr, within: np.ndarray, limit: float) -> float:
+                          demand_cpu: FloatArr, demand_mem: FloatArr, within: np.ndarray, limit: float, *,
+                          beyond_cpu: float = 0.0, beyond_mem: float = 0.0) -> float:
     """The fluid lower bound of the peak for a policy bound by a latency SLO that gives way to room:
     each user region's requests (``demand_*[r]``) on the ``up`` clusters ``within`` (clusters × regions)
-    its SLO while that stays at or under ``limit``; past it the SLO gives way, and the bound is the
-    unconstrained one, never below ``limit`` (the clusters within the SLO fill to it first)."""
+    its SLO while that stays at or under ``limit``, and ``beyond_*`` (what runs beyond the SLO now) on
+    any; past the limit the SLO gives way, and the bound is the unconstrained one, never below ``limit``
+    (the clusters within the SLO fill to it first)."""
     if not up.any():
         return float("nan")
     near = within[up]
-    bound = max(slo_level(bg_cpu[up], cpu[up], demand_cpu, near), slo_level(bg_mem[up], mem[up], demand_mem, near))
+    bound = max(slo_level(bg_cpu[up], cpu[up], demand_cpu, near, beyond_cpu),
+                slo_level(bg_mem[up], mem[up], demand_mem, near, beyond_mem))
     if bound <= limit:
         return bound
-    free = ideal_peak(bg_cpu, bg_mem, cpu, mem, up, float(demand_cpu.sum()), float(demand_mem.sum()))
+    free = ideal_peak(bg_cpu, bg_mem, cpu, mem, up, float(demand_cpu.sum()) + beyond_cpu,
+                      float(demand_mem.sum()) + beyond_mem)
     return min(bound, max(free, limit))
 
 

@@ -23,8 +23,8 @@ from drods.whatif.ideal import weighted_p95
 
 METRICS = ("peak_water_level", "p95_water_level", "spread_sd", "pending_replica_minutes",
            "pending_replica_minutes_not_full", "full_minutes", "sla_breaches",
-           "replicas_moved", "cross_domain_bytes", "cost", "ideal_peak_mean", "peak_gap_mean", "p95_user_latency_ms",
-           "latency_gap_ms", "sla_water_level_breaches", "sla_latency_breaches")
+           "replicas_moved", "cross_domain_bytes", "cost", "ideal_peak_mean", "ideal_peak_max", "peak_gap_mean",
+           "p95_user_latency_ms", "latency_gap_ms", "sla_water_level_breaches", "sla_latency_breaches")
 
 
 def figures(tr: Trace, tick_minutes: float) -> dict[str, float]:
@@ -70,6 +70,8 @@ def against_ideal(tr: Trace) -> dict[str, float]:
     best = weighted_p95(tr.latency_bins, tr.ideal_latency_hist)
     return {
         "ideal_peak_mean": round(float(ideal.mean()), 4) if ideal.size else 0.0,
+        # rounded down: still a bound no placement under the policy's constraints could stay below
+        "ideal_peak_max": float(np.floor(ideal.max() * 1e4) / 1e4) if ideal.size else 0.0,
         "peak_gap_mean": round(float(gap.mean()), 4) if gap.size else 0.0,
         "p95_user_latency_ms": round(p95, 1),
         "latency_gap_ms": round(p95 - best, 1),
@@ -134,11 +136,23 @@ def dominance(wl: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
 
 
 def gives_way(wl: dict[str, float], b: dict[str, float], worse: list[str]) -> dict[str, str]:
-    """Why WaterLevel is worse on a figure where the scenario leaves it that choice: pending replicas
-    while the fleet is full (the replicas requested fill it to its water-level limits) — the policy
-    holds the limit, a baseline without one runs them above it — when all of its pending beyond the
-    baseline's falls in those minutes."""
+    """Why WaterLevel is worse on a figure where the scenario leaves it no choice:
+
+    * pending replicas while the fleet is full (the replicas requested fill it to its water-level
+      limits) — the policy holds the limit, a baseline without one runs them above it — when all of
+      its pending beyond the baseline's falls in those minutes;
+    * the peak, when at some tick even the lowest peak any placement of its replicas could reach under
+      its constraints (`ideal_peak_max`: its users' latency SLO while a cluster within it has room under
+      the limit) is at or above the baseline's peak — its peak cannot be lower, whatever it does then.
+    """
     out: dict[str, str] = {}
+    if "peak_water_level" in worse and wl.get("ideal_peak_max", 0.0) >= b.get("peak_water_level", float("inf")):
+        out["peak_water_level"] = (
+            f"the lowest peak any placement of the replicas it ran could reach under its constraints (each "
+            f"users' region within its latency SLO while a cluster there has room under the water-level limit) "
+            f"rose to {wl['ideal_peak_max']:.3f}, above the baseline's {b['peak_water_level']:.3f}, which "
+            f"ignores the users ({wl.get('sla_latency_breaches', 0):,} latency breaches against "
+            f"{b.get('sla_latency_breaches', 0):,})")
     if "pending_replica_minutes" in worse and wl.get("full_minutes", 0) > 0 and \
             wl.get("pending_replica_minutes_not_full", 0.0) <= b["pending_replica_minutes"]:
         out["pending_replica_minutes"] = (

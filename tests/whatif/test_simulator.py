@@ -93,7 +93,31 @@ def test_pending_gives_way_only_where_the_fleet_was_full() -> None:
         "pending_replica_minutes"]
     assert gives_way({**wl, "full_minutes": 0.0}, {**b, "pending_replica_minutes": 10.0},
                      ["pending_replica_minutes"]) == {}
-    assert gives_way(wl, {**b, "pending_replica_minutes": 10.0}, ["peak_water_level"]) == {}  # only pending
+    # a worse peak with no ideal above the baseline's is a loss, not a figure the scenario forced
+    assert gives_way(wl, {**b, "pending_replica_minutes": 10.0}, ["peak_water_level"]) == {}
+
+
+def test_the_peak_gives_way_where_the_users_slo_leaves_no_lower_one() -> None:
+    # users in eu (SLO 50 ms), us 100 ms away. eu-000 at 0.25, us-000 at 0.1: WaterLevel keeps the 4 × 8 cores
+    # within the SLO on eu (0.25 + 32/64 = 0.75); AvailableReplicas spreads 2 + 2 (0.5 and 0.35) and breaches
+    # the users' SLO every tick. No placement within the SLO peaks below 0.75: the peak gives way
+    doc = tiny(4, regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
+               clusters=[{"region": r, "count": 1, "cpu": 64, "memoryGiB": 256} for r in ("eu", "us")],
+               events=[{"at": 0, "type": "surge", "cluster": "eu-000", "factor": 2.5}],
+               sla={"waterLevel": 0.85, "latencyMs": 50})
+    wl, av = run(doc, "WaterLevel"), run(doc, "AvailableReplicas")
+    assert wl["peak_water_level"] == pytest.approx(0.75) and wl["ideal_peak_max"] == pytest.approx(0.75)
+    assert av["peak_water_level"] == pytest.approx(0.5) and av["sla_latency_breaches"] == 4
+    verdict = comparison({"WaterLevel": wl, "AvailableReplicas": av})["AvailableReplicas"]
+    assert verdict["worseOn"] == ["peak_water_level"]
+    why = verdict["givesWay"]["peak_water_level"]
+    assert "rose to 0.750, above the baseline's 0.500" in why and "(0 latency breaches against 4)" in why
+    # us within a 150 ms SLO: a placement within it could peak at 0.425, so the same peak is a loss
+    doc["sla"]["latencyMs"] = 150
+    wide = run(doc, "WaterLevel")
+    assert wide["ideal_peak_max"] == pytest.approx(0.425) and wide["peak_water_level"] > av["peak_water_level"]
+    verdict = comparison({"WaterLevel": wide, "AvailableReplicas": av})["AvailableReplicas"]
+    assert verdict["worseOn"] == ["peak_water_level"] and verdict["givesWay"] == {}
 
 
 def test_failover_and_latency_and_cross_domain() -> None:
@@ -377,6 +401,12 @@ def test_ideal_peak_within_the_latency_slo_by_hand() -> None:
     assert ideal_peak_within_slo(bg, bg, cap, cap, up, np.array([8.0, 0.0]), np.zeros(2), own, 0.8) == \
         pytest.approx(0.8)
     assert slo_level(bg, cap, np.array([1.0, 0.0]), np.zeros((2, 2), dtype=bool)) == float("inf")
+    # demand running beyond the SLO may go anywhere: 2 cores more leave region 0's own cluster the highest
+    # (0.6); 8 more fill both clusters past it (12 cores over 20: 0.8)
+    assert slo_level(bg, cap, np.array([4.0, 0.0]), own, 2.0) == pytest.approx(0.6)
+    assert slo_level(bg, cap, np.array([4.0, 0.0]), own, 8.0) == pytest.approx(0.8)
+    assert ideal_peak_within_slo(bg, bg, cap, cap, up, np.zeros(2), np.zeros(2), own, 0.8,
+                                 beyond_cpu=4.0) == pytest.approx(0.4)  # nothing within: spread over both
     assert [s.tolist() for s in place_sets(2)] == [[0], [1], [0, 1]] and len(place_sets(13)) == 14
 
 
@@ -421,3 +451,23 @@ def test_replicas_placed_away_from_their_users_return_once_their_region_has_had_
                                atol=1e-6)
     doc["autoops"]["peakshaveReturn"] = False
     assert run(doc, "WaterLevel")["replicas_moved"] == 0
+
+
+def test_the_ideal_within_the_slo_stays_a_lower_bound_while_the_users_region_is_down() -> None:
+    # eu-000 (the users' only cluster within the 50 ms SLO) is down from minute 30 to 90: app runs on us,
+    # 100 ms away. No placement within the SLO exists then, so the bound counts where the replicas run
+    # beyond it (the SLO gave way): us at 0.1 + 32/64 = 0.6 — not the limit, which nothing reaches
+    doc = tiny(4, durationHours=3, tickMinutes=5,
+               regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
+               clusters=[{"region": "eu", "count": 1, "cpu": 128, "memoryGiB": 256},
+                         {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
+               events=[{"at": 30, "type": "fail", "cluster": "eu-000", "durationMinutes": 60}],
+               sla={"waterLevel": 0.85, "latencyMs": 50})
+    doc["autoops"] = {"preallocate": False, "failback": False, "peakshave": False}  # stays on us once there
+    tr = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel")).run()
+    peak = np.nanmax(tr.water_level, axis=1)
+    assert np.all(tr.ideal_peak <= peak + 1e-6), (tr.ideal_peak - peak).max()  # water levels are float32
+    np.testing.assert_allclose(tr.ideal_peak[6:18], 0.6)  # eu down: the replicas' own cluster, us
+    # eu back (minute 90) and app still on us, beyond its SLO: eu or us, whichever is lower, still bounds it
+    np.testing.assert_allclose(tr.ideal_peak[18:], 0.1 + 32 / (128 + 64))
+    assert figures(tr, 5)["peak_gap_mean"] >= 0
