@@ -471,3 +471,20 @@ def test_the_ideal_within_the_slo_stays_a_lower_bound_while_the_users_region_is_
     # eu back (minute 90) and app still on us, beyond its SLO: eu or us, whichever is lower, still bounds it
     np.testing.assert_allclose(tr.ideal_peak[18:], 0.1 + 32 / (128 + 64))
     assert figures(tr, 5)["peak_gap_mean"] >= 0
+
+
+def test_no_tick_of_a_generated_day_has_its_ideal_above_its_peak() -> None:
+    # region a fails for an hour; b is 120 ms from a's users, beyond their 100 ms SLO: they run there meanwhile
+    doc = {
+        "name": "gen", "durationHours": 6, "tickMinutes": 10, "seed": 11,
+        "regions": [{"name": "a", "utcOffsetHours": 8, "latencyMs": {"b": 120}}, {"name": "b"}],
+        "clusters": [{"region": "a", "count": 4, "cpu": 32}, {"region": "b", "count": 4, "cpu": 32}],
+        "workloads": {"generate": {"initial": 10, "events": 120}},
+        "events": [{"at": 120, "type": "fail", "region": "a", "durationMinutes": 60}],
+        "sla": {"waterLevel": 0.85, "latencyMs": 100},
+    }
+    for name, tr in simulate(prepare(parse_scenario(doc)), ["WaterLevel", "AvailableReplicas"]).items():
+        peak = np.nanmax(tr.water_level, axis=1)
+        assert np.all(tr.ideal_peak <= peak + 1e-6), (name, float((tr.ideal_peak - peak).max()))
+        assert figures(tr, 10)["ideal_peak_max"] <= figures(tr, 10)["peak_water_level"]
+    assert tr.latency_breaches > 0  # (AvailableReplicas) the SLO is one a placement can miss here
