@@ -22,8 +22,10 @@
 While Ready is False the cluster carries the taint ``cluster.multicluster.io/not-ready:NoExecute``
 in ``spec.taints`` (the scheduler filters NoExecute taints a placement does not tolerate); it is
 removed on recovery. The Cluster's ``status`` also gets ``kubernetesVersion``, ``nodeSummary`` and
-``resourceSummary`` (what ``kubectl get clusters`` shows); it is rewritten when one of those or
-the condition changes, or every ``heartbeatWriteSeconds`` to refresh ``lastHeartbeatTime`` — or
+``resourceSummary`` (what ``kubectl get clusters`` shows; a pull member's ``resourceSummary`` from its
+last report, refreshed with each write of its status, as Karmada's agent writes its own); it is
+rewritten when one of those or the condition changes, or every ``heartbeatWriteSeconds`` to refresh
+``lastHeartbeatTime`` — or
 less often on a fleet so large that its heartbeats would pass ``heartbeatWritesPerSecond``: at
 10,000 clusters, writes of nothing but a heartbeat had filled the store's writer and every other
 component waited behind them (as Kubernetes rewrites an unchanged node status only every 5 min).
@@ -56,7 +58,8 @@ from drods.model import member_status as ms
 from drods.model.conditions import condition
 from drods.model.keys import STATUS_PREFIX
 from drods.model.kinds import CLUSTER
-from drods.model.timefmt import rfc3339
+from drods.model.timefmt import parse_rfc3339, rfc3339
+from drods.monitor.statusdoc import scheduler_view
 from drods.registry.patch import MERGE_PATCH
 
 if TYPE_CHECKING:
@@ -86,14 +89,16 @@ def _round(x: Any, digits: int = 2) -> float:
     return round(float(x or 0.0), digits)
 
 
-def resource_summary(s: ClusterSummary) -> Obj:
-    st = s.member_status
+def resource_summary(st: ms.MemberStatus) -> Obj:
+    """What ``kubectl get clusters`` shows of a member's status (a report stating only capacity counts
+    it as allocatable)."""
     out: Obj = {}
     for res, part in ((ms.CPU, st.cpu), (ms.MEMORY, st.memory), (ms.GPU, st.gpu)):
         part = part or ms.Resource()
-        if res == ms.GPU and not part.allocatable:
+        allocatable = part.allocatable if part.allocatable is not None else part.capacity
+        if res == ms.GPU and not allocatable:
             continue
-        out[res] = {ms.ALLOCATABLE: _round(part.allocatable), ms.ALLOCATED: _round(part.allocated),
+        out[res] = {ms.ALLOCATABLE: _round(allocatable), ms.ALLOCATED: _round(part.allocated),
                     ms.USED: _round(part.used, 1)}
     out[ms.PODS] = {ms.CAPACITY: int(ms.zero_if_absent(st.pods_capacity)),
                     ms.USED: int(ms.zero_if_absent(st.pods_used))}
@@ -318,6 +323,19 @@ class ClusterHealth:
                 times.append(float(got.received_ts))
         return max(times) if times else None
 
+    async def _report(self, name: str) -> ms.MemberStatus | None:
+        """A pull member's last report: the stored one, or one this process's monitor accepted since
+        (the document is published after the report that wakes this check)."""
+        kv = await self.fleet.store.get(f"{STATUS_PREFIX}{name}")
+        doc = None if kv is None else ms.stored_document(kv.value)
+        st = None if doc is None else doc.get("status")
+        stored = ms.MemberStatus.read(st) if isinstance(st, dict) else None
+        got = self.monitor.pipeline.normaliser.latest(name) if self.monitor is not None else None
+        if got is None or (stored is not None and
+                           (parse_rfc3339(stored.received_at) or 0.0) >= got.received_ts):
+            return stored
+        return ms.MemberStatus.read(scheduler_view(got))
+
     async def _stored_report(self, name: str) -> float | None:
         kv = await self.fleet.store.get(f"{STATUS_PREFIX}{name}")
         return decode_report_time(kv) if kv is not None else None
@@ -340,7 +358,7 @@ class ClusterHealth:
             s = st.summary
             new["kubernetesVersion"] = s.kubernetes_version or st.version
             new["nodeSummary"] = {"totalNum": s.node_count, "readyNum": s.ready_nodes}
-            new["resourceSummary"] = resource_summary(s)
+            new["resourceSummary"] = resource_summary(s.member_status)
         others = {k: v for k, v in new.items() if k != "conditions"}
         # a NotReady message carries the last error, which varies: it is refreshed with the heartbeat only
         material = transition or (ready == "True" and cur.get("message") != message) or \
@@ -348,6 +366,12 @@ class ClusterHealth:
         due = now - st.written >= self._heartbeat_every() and \
             (heartbeat != cur.get("lastHeartbeatTime") or cur.get("message") != message)
         written: Obj | None = None
+        if (material or due) and ready == "True" and is_pull(obj):
+            # a pull member's last report, as its agent would write it in Karmada: refreshed with the
+            # writes made anyway (a report alone writes nothing: 10,000 members report every 15-30 s)
+            report = await self._report(name)
+            if report is not None:
+                new["resourceSummary"] = resource_summary(report)
         if material or due:
             try:
                 written = await self.fleet.registry.update_status(

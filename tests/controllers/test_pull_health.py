@@ -211,3 +211,39 @@ async def test_a_watch_that_lags_never_turns_a_reporting_cluster_not_ready(tmp_p
         assert _ready(fleet.obj) == "True", fleet.obj["status"]
     finally:
         await store.close()
+
+
+class _Reported:
+    """The store's copy of c1's last report."""
+
+    def __init__(self) -> None:
+        self.doc: Obj | None = None
+
+    async def get(self, _key: str) -> Any:
+        return None if self.doc is None else type("KV", (), {"value": jsondoc.dumps(self.doc)})()
+
+
+async def test_a_pull_clusters_resource_summary_comes_from_its_report_with_the_writes_made_anyway() -> None:
+    """What ``kubectl get clusters`` shows of a pull member (nodes, cpu, water level) was empty: only
+    push members were summarised. Its last report fills it, refreshed with the heartbeat, not per report."""
+    now = 1_000.0
+    fleet = _Fleet(None)
+    fleet.store = reports = _Reported()  # type: ignore[assignment]
+    reports.doc = {"status": {"receivedAt": rfc3339_ms(now), "cpu": {"capacity": 64, "used": 46.3},
+                              "memory": {"capacity": 256, "used": 240.8}, "waterLevel": 0.94}}
+    settings = MemberSettings(heartbeatWriteSeconds=20, pullGraceSeconds=600)
+    health = ClusterHealth(fleet=fleet, settings=settings, monitor=None,  # type: ignore[arg-type]
+                           clock=lambda: now)
+    st = health.state["c1"] = _Health(first_seen=now, last_ok=now)
+    await health.check("c1")
+    assert len(fleet.writes) == 1 and fleet.writes[0]["resourceSummary"] == {
+        "cpu": {"allocatable": 64.0, "allocated": 0.0, "used": 46.3},
+        "memory": {"allocatable": 256.0, "allocated": 0.0, "used": 240.8},
+        "pods": {"capacity": 0, "used": 0}, "waterLevel": 0.94}
+    reports.doc["status"]["waterLevel"] = 0.5  # a newer report: no write of its own
+    now, st.last_ok = 1_010.0, 1_010.0
+    await health.check("c1")
+    assert len(fleet.writes) == 1
+    now, st.last_ok = 1_021.0, 1_021.0  # the heartbeat's write carries it
+    await health.check("c1")
+    assert len(fleet.writes) == 2 and fleet.writes[1]["resourceSummary"]["waterLevel"] == 0.5
