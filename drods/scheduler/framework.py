@@ -28,6 +28,7 @@ import numpy as np
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.scheduler.adjuster import Adjustment
 from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
+from drods.scheduler.capacity import replica_shape
 from drods.scheduler.concentrate import affinity_mean, concentrate
 from drods.scheduler.cost_first import cheapest_fill
 from drods.scheduler.divide import DivisionInput, divide
@@ -45,7 +46,7 @@ from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.stateful import TopologyChoice, place_topology
 from drods.scheduler.task import Task, TaskInfo, analyse
 from drods.scheduler.tiers import divide_in_tiers
-from drods.scheduler.user_division import NEAR_MS, divide_by_users
+from drods.scheduler.user_division import NEAR_CEILING_MARGIN, NEAR_MS, Ceiling, divide_by_users
 from drods.scheduler.weights import static_weights
 
 Phase = Literal["Scheduled", "Unschedulable"]
@@ -269,8 +270,11 @@ class Scheduler:
         # the users' shares divide the replicas while the UserLatency score is on
         user_latency = [p for p, _ in self.profile.scores if p.name == "UserLatency"]
         self.follows_users = bool(user_latency)
-        near = getattr(user_latency[0], "args", {}).get("nearMs") if user_latency else None
+        args = getattr(user_latency[0], "args", {}) if user_latency else {}
+        near = args.get("nearMs")
         self.near_ms = NEAR_MS if near is None else float(near)  # UserLatency pluginArgs nearMs
+        margin = args.get("nearCeilingMargin", NEAR_CEILING_MARGIN)
+        self.near_ceiling = None if margin is None else float(margin)  # and nearCeilingMargin
 
     # ------------------------------------------------------------------ helpers
     def _current(self, info: TaskInfo, snap: Snapshot) -> None:
@@ -529,6 +533,17 @@ class Scheduler:
                 cyc.required = conc.required
             cyc.base["analysis"] = {**info.analysis(), "concentration": conc.record(cyc.cand.size)}
 
+    def _ceiling(self, info: TaskInfo, snap: Snapshot, rows: IntArr) -> Ceiling | None:
+        """How high a nearer band of the users' clusters fills while a farther one has room (None: to
+        its caps)."""
+        if self.near_ceiling is None:
+            return None
+        shape = replica_shape(info, snap)
+        if not shape.wl_rs:
+            return None
+        steps = shape.step[rows][:, list(shape.wl_rs)].max(axis=1)
+        return Ceiling(snap.water_level[rows], steps, self.near_ceiling)
+
     def _divide(self, cyc: CycleState) -> IntArr:
         """S7, S10: replicas per selected candidate (in ``cyc.rows_sel`` order)."""
         t0 = time.perf_counter()
@@ -573,8 +588,8 @@ class Scheduler:
             lat = latency_matrix(snap, users)[:, rows_sel]
             group = nearest_user(lat, info.latency_slo_ms)
             own = np.where(group >= 0, lat[np.maximum(group, 0), np.arange(group.size)], np.fmin.reduce(lat, axis=0))
-            counts = divide_by_users(inp, group, users.weights, own,
-                                     near_ms=self.near_ms)
+            counts = divide_by_users(inp, group, users.weights, own, near_ms=self.near_ms,
+                                     ceiling=self._ceiling(info, snap, rows_sel))
         else:
             counts = divide(inp)
         cyc.timings["divide"] = (time.perf_counter() - t0) * 1e3

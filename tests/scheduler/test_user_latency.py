@@ -133,8 +133,11 @@ def test_near_ms_lets_the_water_level_decide_within_the_slo(snap: Snapshot, sche
     # users in eu, SLO 100 ms: us (90 ms) is within it and much quieter than eu
     fleet(snap, used={"eu-0": 60.0, "eu-1": 60.0, "us-0": 10.0, "us-1": 10.0, "ap-0": 10.0, "ap-1": 10.0})
     spec = task(replicas=10, placement=Placement.model_validate({"users": [{"region": "eu"}], "latencySLOMs": 100}))
-    nearest_first = by_region(sched.schedule(spec, snap, name="w").pairs)
-    assert nearest_first == {"eu": 10}  # the default band (20 ms): eu fills first while it has room
+    to_caps = Scheduler(Profile.from_dict({"pluginArgs": {"UserLatency": {"nearCeilingMargin": None}}}), rng_seed=7)
+    nearest_first = by_region(to_caps.schedule(spec, snap, name="w").pairs)
+    assert nearest_first == {"eu": 10}  # the default band (20 ms) with no ceiling: eu fills first while it has room
+    # with the default ceiling (the bands' mean level + 0.03) eu, far above it, takes none while us has room
+    assert by_region(sched.schedule(spec, snap, name="w").pairs) == {"us": 10}
     within = Scheduler(Profile.from_dict({"pluginArgs": {"UserLatency": {"nearMs": 100}}}), rng_seed=7)
     balanced = by_region(within.schedule(spec, snap, name="w").pairs)
     # one band up to the SLO: the quieter us clusters take a part (the score still leans to eu), ap
@@ -143,3 +146,23 @@ def test_near_ms_lets_the_water_level_decide_within_the_slo(snap: Snapshot, sche
     for bad in (0, -5, "near", True):
         with pytest.raises(ValueError, match="nearMs"):
             Profile.from_dict({"pluginArgs": {"UserLatency": {"nearMs": bad}}})
+
+
+def test_a_nearer_band_fills_only_to_the_mean_plus_the_margin_while_a_farther_one_within_the_slo_has_room(
+        snap: Snapshot, sched: Scheduler) -> None:
+    # users in eu, SLO 100 ms: us (90 ms) within it, ap (220 ms) not; 1-core replicas on 100-core clusters
+    spec = task(replicas=10, placement=Placement.model_validate({"users": [{"region": "eu"}], "latencySLOMs": 100}))
+    ceiling = Scheduler(Profile.from_dict({"pluginArgs": {"UserLatency": {"nearCeilingMargin": 0.05}}}), rng_seed=7)
+    off = Scheduler(Profile.from_dict({"pluginArgs": {"UserLatency": {"nearCeilingMargin": None}}}), rng_seed=7)
+    # eu at 0.25, us at 0.20: the group's mean is 0.225, eu fills to 0.275 (2 replicas each), the rest to us
+    fleet(snap, used={"eu-0": 25.0, "eu-1": 25.0, "us-0": 20.0, "us-1": 20.0, "ap-0": 5.0, "ap-1": 5.0})
+    assert by_region(ceiling.schedule(spec, snap, name="w").pairs) == {"eu": 4, "us": 6}
+    assert by_region(off.schedule(spec, snap, name="w").pairs) == {"eu": 10}  # the band to its caps
+    # eu already above the mean + the margin: all to us; eu the cooler: all to eu, as without a ceiling
+    for used, where in (({"eu-0": 40.0, "eu-1": 40.0}, {"us": 10}), ({"us-0": 50.0, "us-1": 50.0}, {"eu": 10})):
+        s = Snapshot()
+        fleet(s, used={"eu-0": 20.0, "eu-1": 20.0, "us-0": 20.0, "us-1": 20.0, **used})
+        assert by_region(ceiling.schedule(spec, s, name="w").pairs) == where
+    for bad in (-0.1, "high", True):
+        with pytest.raises(ValueError, match="nearCeilingMargin"):
+            Profile.from_dict({"pluginArgs": {"UserLatency": {"nearCeilingMargin": bad}}})

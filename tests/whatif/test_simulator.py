@@ -358,9 +358,11 @@ def test_scenario_plugin_args_reach_the_default_policy_only() -> None:
                          {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
                background={"diurnal": {**FLAT, "base": 0.45}},
                events=[{"at": 0, "type": "surge", "cluster": "eu-000", "factor": 1.6}],
-               sla={"waterLevel": 0.85, "latencyMs": 100})
+               sla={"waterLevel": 0.85, "latencyMs": 100},
+               # the users' band to its caps (no ceiling over the bands' mean): the band alone decides
+               pluginArgs={"UserLatency": {"nearCeilingMargin": None}})
     doc["workloads"]["items"][0]["cpu"] = 1
-    near = run(doc, "WaterLevel")
+    near = figures(simulate(prepare(parse_scenario(doc)), ["WaterLevel"])["WaterLevel"], 15)
     wide = {**doc, "pluginArgs": {"UserLatency": {"nearMs": 100}}}
     scn = parse_scenario(wide)
     traces = simulate(prepare(scn), ["WaterLevel", "Static"])

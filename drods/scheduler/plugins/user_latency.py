@@ -8,7 +8,9 @@ no users (declared ``placement.users`` or learned from steering's demand).
 
 ``nearMs`` (pluginArgs, default 20): clusters this close in latency to the nearest of a user place's
 group count as equally near when replicas are divided (`user_division.py`); set to the latency SLO,
-the water level decides within it.
+the water level decides within it. ``nearCeilingMargin`` (pluginArgs, a water level; null: none): a
+nearer band fills first only up to its group's mean level + this while a farther band within the SLO
+has room under it.
 
 ``UserLatencySLO`` (filter, after WaterLevelLimit): with ``placement.latencySLOMs`` (or the
 ServiceRegistration's ``sla.maxDelayMs``) it drops clusters beyond the SLO from every user place
@@ -43,6 +45,10 @@ class UserLatency(PluginBase):
         near = self.args.get("nearMs")
         if near is not None and (isinstance(near, bool) or not isinstance(near, int | float) or near <= 0):
             raise ValueError(f"pluginArgs: UserLatency nearMs must be a positive number of ms, not {near!r}")
+        margin = self.args.get("nearCeilingMargin")
+        if margin is not None and (isinstance(margin, bool) or not isinstance(margin, int | float) or margin < 0):
+            raise ValueError("pluginArgs: UserLatency nearCeilingMargin must be a water level ≥ 0 (or null), "
+                             f"not {margin!r}")
 
     def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
         return task.users is None
