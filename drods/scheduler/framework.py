@@ -588,8 +588,13 @@ class Scheduler:
             lat = latency_matrix(snap, users)[:, rows_sel]
             group = nearest_user(lat, info.latency_slo_ms)
             own = np.where(group >= 0, lat[np.maximum(group, 0), np.arange(group.size)], np.fmin.reduce(lat, axis=0))
-            counts = divide_by_users(inp, group, users.weights, own, near_ms=self.near_ms,
-                                     ceiling=self._ceiling(info, snap, rows_sel))
+            ceiling = self._ceiling(info, snap, rows_sel)
+            info.cache.pop("nearCeiling", None)
+            counts = divide_by_users(inp, group, users.weights, own, near_ms=self.near_ms, ceiling=ceiling)
+            if ceiling is not None and ceiling.held_back:
+                info.cache["nearCeiling"] = (
+                    f"the users' nearest clusters took replicas up to water level {max(ceiling.held_back):.2f} "
+                    f"(their group's mean + {ceiling.margin:g}); the rest went to clusters farther within the SLO")
         else:
             counts = divide(inp)
         cyc.timings["divide"] = (time.perf_counter() - t0) * 1e3
@@ -619,7 +624,10 @@ class Scheduler:
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)
         analysis = base["analysis"]
         if info.users is not None and isinstance(analysis, dict) and isinstance(users := analysis.get("users"), dict):
-            base["analysis"] = {**analysis, "users": {**users, "latencyMs": chosen_latency(snap, info.users, rows)}}
+            users = {**users, "latencyMs": chosen_latency(snap, info.users, rows)}
+            if "nearCeiling" in info.cache:  # set by this cycle's division, after the analysis was taken
+                users["nearCeiling"] = info.cache["nearCeiling"]
+            base["analysis"] = {**analysis, "users": users}
         if info.demand is not None and (room := headroom(info, snap, rows, per_cluster)):
             base["analysis"] = {**base["analysis"], "headroom": room}  # type: ignore[dict-item]  # F1/S3
         cyc.timings["total"] = (time.perf_counter() - cyc.t_start) * 1e3

@@ -26,7 +26,7 @@ each move a copy of the replica's state. The default, 0.03 (the group's capacity
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -57,17 +57,23 @@ class Ceiling:
     levels: FloatArr
     steps: FloatArr
     margin: float
+    held_back: list[float] = field(default_factory=list)  # the levels at which it held a nearer band back
 
-    def room(self, g: IntArr) -> FloatArr:
-        """Replicas each of the positions ``g`` holds under the group's mean level + the margin."""
+    def level(self, g: IntArr) -> float | None:
+        """The group's capacity-weighted mean level + the margin (None: no position takes a replica)."""
         w = 1.0 / self.steps[g]
         ok = np.isfinite(w) & (w > 0)
         if not ok.any():
+            return None
+        return float((self.levels[g][ok] * w[ok]).sum() / w[ok].sum()) + self.margin
+
+    def room(self, g: IntArr, level: float | None) -> FloatArr:
+        """Replicas each of the positions ``g`` holds under ``level``."""
+        if level is None:
             return np.zeros(g.size)
-        mean = float((self.levels[g][ok] * w[ok]).sum() / w[ok].sum())
         with np.errstate(divide="ignore", invalid="ignore"):
-            fit = np.floor((mean + self.margin - self.levels[g]) / self.steps[g] + 1e-9)
-        return np.where(ok, np.maximum(fit, 0.0), 0.0)
+            fit = np.floor((level - self.levels[g]) / self.steps[g] + 1e-9)
+        return np.where(np.isfinite(fit), np.maximum(fit, 0.0), 0.0)
 
 
 def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency: FloatArr,
@@ -100,7 +106,12 @@ def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency
             elif ceiling is None or width != near_ms:
                 counts[g] = divide_in_tiers(sub, bands, lambda d, _pos: divide(d), regroup=False)
             else:
-                counts[g] = _fill_under_ceiling(sub, bands, ceiling.room(g))
+                level = ceiling.level(g)
+                got = counts[g] = _fill_under_ceiling(sub, bands, ceiling.room(g, level))
+                near, had = bands == 0, held[g]
+                if level is not None and np.any(got[~near] > had[~near]) and \
+                        np.any(got[near] < np.floor(np.maximum(inp.caps[g][near], had[near]))):
+                    ceiling.held_back.append(level)  # the farther band took what the nearer had room for
     return counts
 
 

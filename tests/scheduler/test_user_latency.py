@@ -156,13 +156,20 @@ def test_a_nearer_band_fills_only_to_the_mean_plus_the_margin_while_a_farther_on
     off = Scheduler(Profile.from_dict({"pluginArgs": {"UserLatency": {"nearCeilingMargin": None}}}), rng_seed=7)
     # eu at 0.25, us at 0.20: the group's mean is 0.225, eu fills to 0.275 (2 replicas each), the rest to us
     fleet(snap, used={"eu-0": 25.0, "eu-1": 25.0, "us-0": 20.0, "us-1": 20.0, "ap-0": 5.0, "ap-1": 5.0})
-    assert by_region(ceiling.schedule(spec, snap, name="w").pairs) == {"eu": 4, "us": 6}
-    assert by_region(off.schedule(spec, snap, name="w").pairs) == {"eu": 10}  # the band to its caps
+    held = ceiling.schedule(spec, snap, name="w")
+    assert by_region(held.pairs) == {"eu": 4, "us": 6}
+    assert held.analysis["users"]["nearCeiling"] == ("the users' nearest clusters took replicas up to water level "
+                                                     "0.28 (their group's mean + 0.05); the rest went to clusters "
+                                                     "farther within the SLO")
+    to_caps = off.schedule(spec, snap, name="w")
+    assert by_region(to_caps.pairs) == {"eu": 10} and "nearCeiling" not in to_caps.analysis["users"]
     # eu already above the mean + the margin: all to us; eu the cooler: all to eu, as without a ceiling
     for used, where in (({"eu-0": 40.0, "eu-1": 40.0}, {"us": 10}), ({"us-0": 50.0, "us-1": 50.0}, {"eu": 10})):
         s = Snapshot()
         fleet(s, used={"eu-0": 20.0, "eu-1": 20.0, "us-0": 20.0, "us-1": 20.0, **used})
-        assert by_region(ceiling.schedule(spec, s, name="w").pairs) == where
+        res = ceiling.schedule(spec, s, name="w")
+        assert by_region(res.pairs) == where
+        assert ("nearCeiling" in res.analysis["users"]) == ("us" in where)  # said only when it held eu back
     for bad in (-0.1, "high", True):
         with pytest.raises(ValueError, match="nearCeilingMargin"):
             Profile.from_dict({"pluginArgs": {"UserLatency": {"nearCeilingMargin": bad}}})
