@@ -170,14 +170,19 @@ def test_peak_shaving_spreads_a_packed_cluster_through_the_descheduler_decision(
     assert run(doc, "WaterLevel")["replicas_moved"] == 0
 
 
-def test_deterministic_for_a_seed() -> None:
-    doc = {
+def generated_day() -> dict[str, Any]:
+    """Six hours of generated workloads on two regions 120 ms apart; region a fails for an hour."""
+    return {
         "name": "gen", "durationHours": 6, "tickMinutes": 10, "seed": 11,
         "regions": [{"name": "a", "utcOffsetHours": 8, "latencyMs": {"b": 120}}, {"name": "b"}],
         "clusters": [{"region": "a", "count": 4, "cpu": 32}, {"region": "b", "count": 4, "cpu": 32}],
         "workloads": {"generate": {"initial": 10, "events": 120}},
         "events": [{"at": 120, "type": "fail", "region": "a", "durationMinutes": 60}],
     }
+
+
+def test_deterministic_for_a_seed() -> None:
+    doc = generated_day()
     scn = parse_scenario(doc)
     a = simulate(prepare(scn), ["WaterLevel", "Static"])
     b = simulate(prepare(scn), ["WaterLevel", "Static"])
@@ -412,13 +417,18 @@ def test_ideal_peak_within_the_latency_slo_by_hand() -> None:
     assert [s.tolist() for s in place_sets(2)] == [[0], [1], [0, 1]] and len(place_sets(13)) == 14
 
 
+def eu_down_for_an_hour() -> dict[str, Any]:
+    """Users in eu (SLO 50 ms) on its one 128-core cluster, down from minute 30 to 90; us, 100 ms away, 64 cores."""
+    return tiny(4, durationHours=3, tickMinutes=5,
+                regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
+                clusters=[{"region": "eu", "count": 1, "cpu": 128, "memoryGiB": 256},
+                          {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
+                events=[{"at": 30, "type": "fail", "cluster": "eu-000", "durationMinutes": 60}],
+                sla={"waterLevel": 0.85, "latencyMs": 50})
+
+
 def test_failed_over_replicas_fail_back_after_the_damping_window() -> None:
-    doc = tiny(4, durationHours=3, tickMinutes=5,
-               regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
-               clusters=[{"region": "eu", "count": 1, "cpu": 128, "memoryGiB": 256},
-                         {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
-               events=[{"at": 30, "type": "fail", "cluster": "eu-000", "durationMinutes": 60}],
-               sla={"waterLevel": 0.85, "latencyMs": 50})
+    doc = eu_down_for_an_hour()
     inputs = prepare(parse_scenario(doc))
     back = PolicyRun(inputs, make_policy("WaterLevel"))
     tr = back.run()
@@ -459,12 +469,7 @@ def test_the_ideal_within_the_slo_stays_a_lower_bound_while_the_users_region_is_
     # eu-000 (the users' only cluster within the 50 ms SLO) is down from minute 30 to 90: app runs on us,
     # 100 ms away. No placement within the SLO exists then, so the bound counts where the replicas run
     # beyond it (the SLO gave way): us at 0.1 + 32/64 = 0.6 — not the limit, which nothing reaches
-    doc = tiny(4, durationHours=3, tickMinutes=5,
-               regions=[{"name": "eu", "latencyMs": {"us": 100}}, {"name": "us"}],
-               clusters=[{"region": "eu", "count": 1, "cpu": 128, "memoryGiB": 256},
-                         {"region": "us", "count": 1, "cpu": 64, "memoryGiB": 256}],
-               events=[{"at": 30, "type": "fail", "cluster": "eu-000", "durationMinutes": 60}],
-               sla={"waterLevel": 0.85, "latencyMs": 50})
+    doc = eu_down_for_an_hour()
     doc["autoops"] = {"preallocate": False, "failback": False, "peakshave": False}  # stays on us once there
     tr = PolicyRun(prepare(parse_scenario(doc)), make_policy("WaterLevel")).run()
     peak = np.nanmax(tr.water_level, axis=1)
@@ -477,14 +482,7 @@ def test_the_ideal_within_the_slo_stays_a_lower_bound_while_the_users_region_is_
 
 def test_no_tick_of_a_generated_day_has_its_ideal_above_its_peak() -> None:
     # region a fails for an hour; b is 120 ms from a's users, beyond their 100 ms SLO: they run there meanwhile
-    doc = {
-        "name": "gen", "durationHours": 6, "tickMinutes": 10, "seed": 11,
-        "regions": [{"name": "a", "utcOffsetHours": 8, "latencyMs": {"b": 120}}, {"name": "b"}],
-        "clusters": [{"region": "a", "count": 4, "cpu": 32}, {"region": "b", "count": 4, "cpu": 32}],
-        "workloads": {"generate": {"initial": 10, "events": 120}},
-        "events": [{"at": 120, "type": "fail", "region": "a", "durationMinutes": 60}],
-        "sla": {"waterLevel": 0.85, "latencyMs": 100},
-    }
+    doc = {**generated_day(), "sla": {"waterLevel": 0.85, "latencyMs": 100}}
     for name, tr in simulate(prepare(parse_scenario(doc)), ["WaterLevel", "AvailableReplicas"]).items():
         peak = np.nanmax(tr.water_level, axis=1)
         assert np.all(tr.ideal_peak <= peak + 1e-6), (name, float((tr.ideal_peak - peak).max()))
