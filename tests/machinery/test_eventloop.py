@@ -47,9 +47,20 @@ def _lock_waits(samples: int = 40) -> float:
         worker.join()
 
 
+def _contended_lock_waits(deadline_s: float = 20.0) -> float:
+    """``_lock_waits`` measured again until the worker thread ran on a core while it was taken: on a
+    machine whose cores are busy with other tests it may not have been scheduled at all, and then
+    nobody held the lock (seen once in a whole-suite run: 0.06 ms)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        waits = _lock_waits()
+        if waits > 0.003 or time.monotonic() > end:
+            return waits
+
+
 def test_a_favoured_loop_thread_waits_a_fraction_of_the_default_for_the_lock(restored_interval: None) -> None:
     sys.setswitchinterval(0.005)
-    default = _lock_waits()
+    default = _contended_lock_waits()
     favour_event_loop()
     assert sys.getswitchinterval() == pytest.approx(LOOP_SWITCH_INTERVAL)
     favoured = _lock_waits()
