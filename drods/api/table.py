@@ -166,7 +166,11 @@ def _nodes(obj: Obj) -> str | None:
 
 def _cpu(obj: Obj) -> str | None:
     cpu = _get(obj, "status.resourceSummary.cpu") or {}
-    return f"{cpu.get('allocated', 0):g}/{cpu.get('used', 0):g} of {cpu.get('allocatable', 0):g}" if cpu else None
+
+    def shown(key: str) -> str:  # a value the member did not state is not a 0
+        v = cpu.get(key)
+        return f"{v:g}" if isinstance(v, int | float) else "-"
+    return f"{shown('allocated')}/{shown('used')} of {shown('allocatable')}" if cpu else None
 
 
 def _water(obj: Obj) -> str | None:

@@ -85,24 +85,25 @@ class _Health:
 
 
 
-def _round(x: Any, digits: int = 2) -> float:
-    return round(float(x or 0.0), digits)
+def _stated(**values: tuple[float | None, int]) -> Obj:
+    """The values a member stated, rounded to their digits; one it did not state is left out, not 0."""
+    return {k: round(float(v), d) if d else int(v) for k, (v, d) in values.items() if v is not None}
 
 
 def resource_summary(st: ms.MemberStatus) -> Obj:
     """What ``kubectl get clusters`` shows of a member's status (a report stating only capacity counts
-    it as allocatable)."""
+    it as allocatable; what it does not state is left out)."""
     out: Obj = {}
     for res, part in ((ms.CPU, st.cpu), (ms.MEMORY, st.memory), (ms.GPU, st.gpu)):
         part = part or ms.Resource()
         allocatable = part.allocatable if part.allocatable is not None else part.capacity
         if res == ms.GPU and not allocatable:
             continue
-        out[res] = {ms.ALLOCATABLE: _round(allocatable), ms.ALLOCATED: _round(part.allocated),
-                    ms.USED: _round(part.used, 1)}
-    out[ms.PODS] = {ms.CAPACITY: int(ms.zero_if_absent(st.pods_capacity)),
-                    ms.USED: int(ms.zero_if_absent(st.pods_used))}
-    out[ms.WATER_LEVEL] = _round(st.water_level)
+        out[res] = _stated(**{ms.ALLOCATABLE: (allocatable, 2), ms.ALLOCATED: (part.allocated, 2),
+                              ms.USED: (part.used, 1)})
+    if pods := _stated(**{ms.CAPACITY: (st.pods_capacity, 0), ms.USED: (st.pods_used, 0)}):
+        out[ms.PODS] = pods
+    out.update(_stated(**{ms.WATER_LEVEL: (st.water_level, 2)}))
     return out
 
 

@@ -245,6 +245,7 @@ class CycleState:
     overflow: bool = False
     sel: IntArr | None = None
     tier: IntArr | None = None  # per kept position: its tier when tiers are filled in order
+    near_ceiling: str | None = None  # the division held the users' nearest band back: how
     required: IntArr = field(default_factory=_no_rows)  # positions that need at least one replica
     topo: TopologyChoice | None = None
     rows_sel: IntArr = field(default_factory=_no_rows)
@@ -589,10 +590,9 @@ class Scheduler:
             group = nearest_user(lat, info.latency_slo_ms)
             own = np.where(group >= 0, lat[np.maximum(group, 0), np.arange(group.size)], np.fmin.reduce(lat, axis=0))
             ceiling = self._ceiling(info, snap, rows_sel)
-            info.cache.pop("nearCeiling", None)
             counts = divide_by_users(inp, group, users.weights, own, near_ms=self.near_ms, ceiling=ceiling)
             if ceiling is not None and ceiling.held_back:
-                info.cache["nearCeiling"] = (
+                cyc.near_ceiling = (
                     f"the users' nearest clusters took replicas up to water level {max(ceiling.held_back):.2f} "
                     f"(their group's mean + {ceiling.margin:g}); the rest went to clusters farther within the SLO")
         else:
@@ -625,8 +625,8 @@ class Scheduler:
         analysis = base["analysis"]
         if info.users is not None and isinstance(analysis, dict) and isinstance(users := analysis.get("users"), dict):
             users = {**users, "latencyMs": chosen_latency(snap, info.users, rows)}
-            if "nearCeiling" in info.cache:  # set by this cycle's division, after the analysis was taken
-                users["nearCeiling"] = info.cache["nearCeiling"]
+            if cyc.near_ceiling is not None:  # set by this cycle's division, after the analysis was taken
+                users["nearCeiling"] = cyc.near_ceiling
             base["analysis"] = {**analysis, "users": users}
         if info.demand is not None and (room := headroom(info, snap, rows, per_cluster)):
             base["analysis"] = {**base["analysis"], "headroom": room}  # type: ignore[dict-item]  # F1/S3

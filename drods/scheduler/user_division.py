@@ -49,10 +49,11 @@ def latency_bands(latency: FloatArr, near_ms: float = NEAR_MS) -> IntArr:
     return np.unique(band, return_inverse=True)[1].astype(np.intp)  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ceiling:
     """Per position: its water level now and the level one replica adds; ``margin`` above the group's
-    mean level is as high as a nearer band fills while a farther band within the SLO has room below it."""
+    mean level is as high as a nearer band fills while a farther band within the SLO has room below it.
+    ``held_back`` is filled in by the division (what the decision's explanation says)."""
 
     levels: FloatArr
     steps: FloatArr

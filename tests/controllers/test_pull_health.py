@@ -236,10 +236,10 @@ async def test_a_pull_clusters_resource_summary_comes_from_its_report_with_the_w
                            clock=lambda: now)
     st = health.state["c1"] = _Health(first_seen=now, last_ok=now)
     await health.check("c1")
+    # what the report did not state (allocated, pods) is left out, not written as 0
     assert len(fleet.writes) == 1 and fleet.writes[0]["resourceSummary"] == {
-        "cpu": {"allocatable": 64.0, "allocated": 0.0, "used": 46.3},
-        "memory": {"allocatable": 256.0, "allocated": 0.0, "used": 240.8},
-        "pods": {"capacity": 0, "used": 0}, "waterLevel": 0.94}
+        "cpu": {"allocatable": 64.0, "used": 46.3}, "memory": {"allocatable": 256.0, "used": 240.8},
+        "waterLevel": 0.94}
     reports.doc["status"]["waterLevel"] = 0.5  # a newer report: no write of its own
     now, st.last_ok = 1_010.0, 1_010.0
     await health.check("c1")
