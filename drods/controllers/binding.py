@@ -395,6 +395,9 @@ class BindingController:
                 await self.store.delete(BINDING.key(name), expect_revision=revision)
             except CasFailed:
                 return "conflict"
+            if template is not None and kind is not None and rule is None and not (how and how.scripts_status):
+                # no longer placed (its policy went): the template must not go on showing the copies
+                await self._write_template_status(kind, template, tkind, [], False)
         suspend = frozenset(c for c in plans if suspended(spec, c))
         if any(isinstance(p, ManifestSet) and not p.complete and not _same(name, c, p, works.get(c), c in suspend)
                for c, p in plans.items()) and template is not None:

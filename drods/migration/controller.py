@@ -35,7 +35,7 @@ from drods.migration.estimate import bandwidth, decode_pair, estimate
 from drods.migration.hooks import hook_binding, hook_job
 from drods.migration.record import record, worth_recording
 from drods.migration.target import choose_target
-from drods.model.annotations import PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
+from drods.model.annotations import FAILED_OVER_FROM, MIGRATED_FROM, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.conditions import condition
 from drods.model.data_jobs import job_name, job_outcome, job_report
 from drods.model.detection import binding_name
@@ -45,6 +45,7 @@ from drods.model.migration import (
     FAILED,
     MIGRATION_FINALIZER,
     PENDING,
+    SUCCEEDED,
     TERMINAL,
     MigrationPlanSpec,
     pin_annotation,
@@ -319,7 +320,7 @@ class MigrationController:
         st, fx = step.status, step.effects
         again = False
         if fx.touch_binding and st.get("binding"):
-            again = await self._annotate(str(st["binding"]), ns, name, fx) or again
+            again = await self._annotate(str(st["binding"]), ns, name, fx, st) or again
         uid = str(meta.get("uid") or "")
         claims: Claims | None = None
         for run in fx.runs:
@@ -343,7 +344,7 @@ class MigrationController:
         except NotFound:
             return None
 
-    async def _annotate(self, binding: str, ns: str, name: str, fx: phases.Effects) -> bool:
+    async def _annotate(self, binding: str, ns: str, name: str, fx: phases.Effects, st: Obj) -> bool:
         obj = self._binding(binding)
         if obj is None:
             return False
@@ -356,6 +357,12 @@ class MigrationController:
                 patch[PINNED_PLACEMENT] = want
         elif PINNED_PLACEMENT in ann and by == plan_ref(ns, name):
             patch[PINNED_PLACEMENT] = None
+            if st.get("phase") == SUCCEEDED and st.get("sourceCluster"):
+                # moved on purpose, with its data: no fleet change brings it back (`moved_away_from`),
+                # and a fail-back waiting from an earlier failover would undo the move
+                patch[MIGRATED_FROM] = str(st["sourceCluster"])
+                if FAILED_OVER_FROM in ann:
+                    patch[FAILED_OVER_FROM] = None
         want_w = ",".join(sorted(fx.withdrawn)) or None
         if (ann.get(TRAFFIC_WITHDRAWN) or None) != want_w and (by in (None, plan_ref(ns, name))):
             patch[TRAFFIC_WITHDRAWN] = want_w

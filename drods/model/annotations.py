@@ -81,6 +81,9 @@ PINNED_PLACEMENT = "multicluster.io/pinned-placement"
 # Binding: clusters whose copies no longer receive traffic (comma-separated): steering routes and the
 # service directory leave them out while the copies still run (a plan's switch-traffic phase).
 TRAFFIC_WITHDRAWN = "multicluster.io/traffic-withdrawn"
+# Binding: the cluster a MigrationPlan that succeeded moved it off: a fleet change never moves it back
+# there on its own (`moved_away_from`); the next plan replaces it
+MIGRATED_FROM = "multicluster.io/migrated-from"
 # Workload template (a StatefulSet): the hook a drain migrates it with (JSON or YAML of a MigrationHook).
 MIGRATION_HOOK = "multicluster.io/migration-hook"
 # Hook Jobs and their Bindings: the plan (``<namespace>.<name>``) they belong to.
@@ -114,17 +117,26 @@ def drain_reason(cluster: str, reason: str | None = None) -> str:
 
 def moved_away_from(obj: Mapping[str, Any]) -> frozenset[str]:
     """The clusters a Binding was moved off on purpose — by failover or a drain (its last
-    reschedule reason, written by `failover_reason` / `drain_reason`) or by automatic operations
-    (``evacuated-from``, which the descheduler offers back once calm): a fleet change must not move
-    it back there on its own (S11; Karmada does not move a failed-over workload back either)."""
+    reschedule reason, written by `failover_reason` / `drain_reason`), by automatic operations
+    (``evacuated-from``, which the descheduler offers back once calm) or by a MigrationPlan
+    (``migrated-from``): a fleet change must not move it back there on its own (S11; Karmada does not
+    move a failed-over workload back either; a workload's data moves only with a plan)."""
     reason = str(((obj.get("metadata") or {}).get("annotations") or {}).get(RESCHEDULE_REASON) or "")
     out = set(evacuated_from(obj))
+    if (migrated := migrated_from(obj)) is not None:
+        out.add(migrated)
     words = reason.split(" ")
     if len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady":
         out.add(words[1])
     elif len(words) >= 2 and words[0] == "drain":
         out.add(words[1].rstrip(":"))
     return frozenset(out)
+
+
+def migrated_from(obj: Mapping[str, Any]) -> str | None:
+    """The cluster the last MigrationPlan that succeeded moved a Binding off (with its data)."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(MIGRATED_FROM)
+    return str(raw) if raw else None
 
 
 def is_managed(obj: Mapping[str, Any] | None) -> bool:

@@ -124,6 +124,10 @@ class Task:
     users: UserDemand | None = None
     # the ServiceRegistration's delay threshold (``placement.latencySLOMs`` takes precedence)
     latency_slo_ms: float | None = None
+    # the binding's spec changed (Karmada's ReconcileSchedule): replicas beyond a latency SLO it now
+    # states leave while a cluster within it has room, as replicas on a cluster its affinity no longer
+    # selects do (a change of learned users moves them only when the move pays)
+    placement_changed: bool = False
 
 
 @dataclass(slots=True)
@@ -168,6 +172,7 @@ class TaskInfo:
     primary: str | None = None  # F3: the topology's primary cluster now
     users: UserDemand | None = None  # where the users are (declared or learned)
     latency_slo_ms: float | None = None  # no replica beyond this from the users while room allows
+    placement_changed: bool = False  # `Task.placement_changed`
     min_gpu_perf: float | None = None  # F1: a GPU at least this fast (relative performance)
     storage_gib: float = 0.0  # per replica, on ``storage_tier`` when named
     demand: OfferDemand | None = None  # F1: GPUs of an eligible model, GiB of a tier (None: neither)
@@ -230,7 +235,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
     elif current is not None:
         task = Task(task.spec, task.name, current, task.preferred_regions, task.preferred_zones,
                     task.rebalance, task.workload_class, task.workload, task.primary, task.users,
-                    task.latency_slo_ms)
+                    task.latency_slo_ms, task.placement_changed)
     spec = task.spec
     res = spec.resources
     req = requirement_vector(res)
@@ -290,6 +295,7 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         demand=OfferDemand.of(res) if res.gpu or res.storageTier else None,
         users=users_of(pl, task.users),
         latency_slo_ms=pl.latencySLOMs if pl.latencySLOMs is not None else task.latency_slo_ms,
+        placement_changed=task.placement_changed,
     )
 
 

@@ -49,6 +49,7 @@ from drods.schedulerd.fleet import (
     CAPABILITIES_CHANGED,
     CLUSTER_ADDED,
     CLUSTER_READY,
+    CLUSTER_REMOVED,
     COST_CHANGED,
     LABELS_CHANGED,
     TAINTS_LIFTED,
@@ -240,6 +241,8 @@ class SchedulerCache:
             self.unknown.discard(name)
             if name in self.snap:
                 self.snap.remove_cluster(name)
+            if old is not None:  # its bindings' replicas there go elsewhere
+                ev.fleet.append(FleetChange(name, (CLUSTER_REMOVED,), None, old.facts, False))
             return ev
         self.clusters[name] = rec
         st = self.statuses.get(name)

@@ -9,7 +9,8 @@ distinct selection once against the cluster's facts before and after, and enqueu
 * every binding of a selection that admits the cluster now and did not before (or that admits it
   and the change is about more than selection, e.g. a lifted taint) — while the cluster is Ready;
 * the bindings of a selection that admitted it before and no longer does, only those with replicas
-  there.
+  there — as every binding with replicas on a cluster that was removed (``ClusterRemoved``: no facts
+  now, so no selection admits it).
 
 The re-decision changes the changed cluster's part of the placement only (``toward``): a Duplicated
 binding gains or loses that cluster's copy; a binding divided by water level or available replicas
@@ -39,6 +40,7 @@ TAINTS_LIFTED = "ClusterTaintsLifted"
 CAPABILITIES_CHANGED = "ClusterCapabilitiesChanged"
 COST_CHANGED = "ClusterCostChanged"
 UNCORDONED = "ClusterUncordoned"
+CLUSTER_REMOVED = "ClusterRemoved"
 
 # changes that select the cluster differently; any other kind may admit it anew whatever selects it
 _SELECTING = frozenset({LABELS_CHANGED, TOPOLOGY_CHANGED})
@@ -50,7 +52,7 @@ class FleetChange:
 
     cluster: str
     kinds: tuple[str, ...]
-    now: ClusterFacts
+    now: ClusterFacts | None  # None: the cluster was removed
     before: ClusterFacts | None  # None: the cluster was not a candidate before (new, or not Ready)
     ready: bool
     # Seen as the scheduler started, not as it happened: when it happened by the cluster's object (0:
@@ -65,6 +67,10 @@ class FleetChange:
     def admits_anew(self) -> bool:
         """More than selection changed: the cluster may now pass filters it failed before."""
         return self.before is None or any(k not in _SELECTING for k in self.kinds)
+
+    @property
+    def removed(self) -> bool:
+        return self.now is None
 
     def describe(self) -> str:
         return f"{', '.join(self.kinds)} {self.cluster}"

@@ -17,12 +17,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from drods.model.annotations import moved_away_from, placement_offers
+from drods.model.annotations import migrated_from, moved_away_from, placement_offers
 from drods.model.binding import BindingSpec, placeable
 from drods.model.placement import Placement as PlacementSpec
 from drods.scheduler.framework import ScheduleResult
 from drods.scheduler.selection import ClusterSelection
-from drods.schedulerd.fleet import FleetChange, MoveBudget, SelectionIndex, moved, toward, worth_moving
+from drods.schedulerd.fleet import (
+    UNCORDONED,
+    FleetChange,
+    MoveBudget,
+    SelectionIndex,
+    moved,
+    toward,
+    worth_moving,
+)
 from drods.schedulerd.records import BindingRecord, Placement
 
 
@@ -124,8 +132,21 @@ class FleetFollower:
         many = rec.name in self._many
         self._many.discard(rec.name)
         current = tuple(sorted(rec.placement))
-        if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current)):
-            return Refit()  # never fewer replicas for a fleet change; parked retries place the rest
+        obj = rec.object()
+        away = moved_away_from(obj)
+        if away:  # never back onto a cluster it was moved off on purpose, whatever its division, unless
+            # the operator uncordoned it (a drained copy of a Duplicated workload returns): data
+            # that moved with a plan goes back only with another
+            held, migrated = {c for c, _ in current}, migrated_from(obj)
+            changes = {c: ch for c, ch in changes.items()
+                       if c not in away or c in held or (UNCORDONED in ch.kinds and c != migrated)}
+            if not changes:
+                return Refit()
+        # never fewer replicas for a fleet change (parked retries place the rest) — but a removed
+        # cluster's replicas are gone already: what fits elsewhere goes there now
+        gone = sum(n for c, n in current if c in changes and changes[c].removed)
+        if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current) - gone):
+            return Refit()
         pl = spec.placement
         deferred: dict[str, FleetChange]
         if _static(rec, pl):
@@ -162,7 +183,7 @@ class FleetFollower:
         it, else within the same switch, minimum move and budget — unless it would bring replicas back
         to a cluster they were moved off on purpose (fail-back brings them)."""
         sel = self.selections.selection(rec.name)
-        left = any(c in changes and sel is not None and not sel.selects(changes[c].now) for c, _ in current)
+        left = any(c in changes and _left(sel, changes[c]) for c, _ in current)
         if left or rec.duplicated:
             return fresh, {}
         switch = pl.rebalanceOnFleetChange
@@ -203,7 +224,7 @@ class FleetFollower:
         away = moved_away_from(rec.object())
         for cluster, ch in changes.items():
             here = dict(target)
-            left = cluster in here and sel is not None and not sel.selects(ch.now)
+            left = cluster in here and _left(sel, ch)
             if rec.duplicated:
                 if cluster in want:
                     here[cluster] = want[cluster]
@@ -229,6 +250,12 @@ class FleetFollower:
                 cand = toward(target, fresh, cluster, limit=granted)
             target = cand
         return target, deferred
+
+
+def _left(sel: ClusterSelection | None, ch: FleetChange) -> bool:
+    """The changed cluster no longer admits the binding: removed, or no longer selected (a spec that
+    does not parse is judged as selecting every cluster)."""
+    return ch.now is None or (sel is not None and not sel.selects(ch.now))
 
 
 def _static(rec: BindingRecord, pl: PlacementSpec) -> bool:

@@ -490,7 +490,8 @@ class SchedulerService:
             rebalance = stype in (RESCHEDULE, FOLLOW)
             users, slo = learned(obj)
             task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
-                        workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo)
+                        workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo,
+                        placement_changed=stype == RECONCILE)
             slo_ms = spec.placement.latencySLOMs if spec.placement.latencySLOMs is not None else slo
             decided: ScheduleResult | None = shaved(
                 obj, rec, self.cache.snap, self.fleet.moves, self.queue, users_of(spec.placement, users), slo_ms) \

@@ -412,8 +412,12 @@ spec:
     env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/team/propagationpolicies/kweb")
     wait_for(lambda: env.copies("kweb", "team") == {"gcp-sin": 6}, 30, "moved to the cluster-wide policy's cluster")
     env.delete("/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/everything-to-sin")
+    wait_for(lambda: env.copies("kweb", "team") == {}, 20, "copies deleted with the last policy")
+    # no longer placed: the template no longer shows the copies that are gone
+    st = wait_for(lambda: (s := env.http.get(deploy_path("team", "kweb")).json().get("status") or {})
+                  .get("readyReplicas", 0) == 0 and s, 20, "the template's status without the copies")
+    assert not st.get("clusters") and st.get("replicas", 0) == 0, st
     env.delete(deploy_path("team", "kweb"))
-    wait_for(lambda: env.copies("kweb", "team") == {}, 20, "copies deleted")
 
 
 def test_a_new_bindings_finalizer_and_its_works_land_in_one_write(env: Env) -> None:

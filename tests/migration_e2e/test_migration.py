@@ -32,7 +32,7 @@ import pytest
 import yaml
 from kubernetes import config as k8s_config
 
-from drods.model.annotations import MIGRATION_HOOK, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
+from drods.model.annotations import MIGRATED_FROM, MIGRATION_HOOK, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.registry.secrets import load_or_create_key
 from drods.security.envelope import KEYRING_FILE, Keyring
 from drods.sim.harness import SimProcess
@@ -270,6 +270,8 @@ def test_drain_migrates_with_a_kill_between_every_phase(fleet: Fleet) -> None:
     # the status says Succeeded first (a crash after it redoes the rest); the pin goes right after
     wait_for(lambda: PINNED_PLACEMENT not in (fleet.binding(f"statefulset-{NS}-orders")["metadata"].get(
         "annotations") or {}), 20, "the plan's pin removed")
+    # moved with its data on purpose: no fleet change (the source uncordoned) brings it back there
+    assert fleet.binding(f"statefulset-{NS}-orders")["metadata"]["annotations"][MIGRATED_FROM] == source
     # the hook Job and its Binding are gone
     wait_for(lambda: not fleet.http.get(f"/apis/batch/v1/namespaces/{NS}/jobs").json().get("items"), 20,
              "the hook Job removed")
@@ -299,6 +301,7 @@ def test_failed_hook_rolls_back_with_the_source_serving(fleet: Fleet) -> None:
     b = fleet.binding(f"statefulset-{NS}-ledger")
     assert [(t["cluster"], t["replicas"]) for t in b["status"]["placement"]] == [(source, 2)]
     assert PINNED_PLACEMENT not in (b["metadata"].get("annotations") or {})
+    assert MIGRATED_FROM not in (b["metadata"].get("annotations") or {})  # it never left the source
     # a finished plan does not block a new one; a second plan while one runs is refused (409)
     body = {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan", "metadata": {"namespace": NS},
             "spec": {"workloadRef": {"name": "ledger"}, "sourceCluster": source, "targetCluster": target}}

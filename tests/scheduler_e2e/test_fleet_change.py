@@ -108,6 +108,30 @@ async def test_relabelling_a_cluster_out_of_the_affinity_removes_what_it_holds(p
     assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2, "c": 2})
 
 
+async def test_a_removed_clusters_replicas_go_to_the_others_whatever_the_switch(plane: Plane) -> None:
+    for name in ("a", "b", "c"):
+        await plane.cluster(name, BUSY)
+    await plane.seen("a", "b", "c")
+    dup = await plane.place({"name": "dup", "replicas": 2, "resources": {"cpu": 1}, "placement": DUP})
+    wl = await plane.place({"name": "wl", "replicas": 6, "resources": {"cpu": 1},
+                            "placement": {**WATER, "rebalanceOnFleetChange": False}})
+    assert set(placement(dup)) == {"a", "b", "c"} and set(placement(wl)) == {"a", "b", "c"}
+    untouched = await plane.place({"name": "only-a", "replicas": 2, "resources": {"cpu": 1},
+                                   "placement": {**WATER, "clusterAffinity": {"clusterNames": ["a"]}}})
+
+    r = await plane.call("DELETE", "/api/v1/clusters/c")
+    assert r.status_code == 200, r.text
+    assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2}, what="the copy on c dropped")
+    got = await _placed(plane, "wl", lambda p: "c" not in p, what="wl's replicas off the removed cluster")
+    assert sum(got.values()) == 6 and set(got) == {"a", "b"}, got
+    (entry, *_) = await _fleet_entries(plane, "wl")
+    assert entry["trigger"]["kind"] == "ClusterRemoved" and entry["trigger"]["clusters"] == ["c"], entry["trigger"]
+    assert (await plane.status("wl"))["message"].startswith("re-placed after ClusterRemoved c")
+    # a binding with nothing on it is not re-decided
+    assert placement(await plane.status("only-a")) == placement(untouched)
+    assert await _fleet_entries(plane, "only-a") == []
+
+
 async def test_the_switch_keeps_a_divided_binding_where_it_is(plane: Plane) -> None:
     for name in ("a", "b"):
         await plane.register(name)

@@ -182,3 +182,28 @@ async def test_follower_is_placed_with_its_primary_and_moves_when_it_moves(plane
     r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "db-backup"})
     e = r.json()["items"][0]
     assert e["scheduleType"] == "FollowUpMoved" and e["trigger"]["kind"] == "FollowUp"
+
+
+async def test_a_changed_users_or_slo_moves_replicas_now_beyond_it(plane: Plane) -> None:
+    """Declared users moved (the spec changed, Karmada's ReconcileSchedule): replicas now beyond the
+    latency SLO leave while a cluster within it has room, as a cluster no longer selected loses its
+    replicas; the explanation's verdicts agree with the placement."""
+    await plane.cluster("dfw", 20, region="us")
+    await plane.cluster("lhr", 20, region="eu", network={"latencyMs": {"us": 80}})
+    await plane.seen("dfw", "lhr")
+    body = {"name": "r1", "replicas": 4, "resources": {"cpu": 0.5, "memory": 1},
+            "placement": {"users": [{"region": "us"}], "latencySLOMs": 30}}
+    assert placement(await plane.place(body)) == {"dfw": 4}
+
+    r = await plane.call("PATCH", "/api/v1/bindings/r1", json={"placement": {"users": [{"region": "eu"}]}},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def moved() -> dict[str, int] | None:
+        got = placement(await plane.status("r1"))
+        return got if got != {"dfw": 4} else None
+
+    assert await eventually(moved, 10.0, "r1 beyond its SLO moved to its users") == {"lhr": 4}
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "r1"})
+    newest = r.json()["items"][0]
+    assert newest["scheduleType"] == "ReconcileSchedule", newest

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from drods.model.annotations import MIGRATED_FROM, RESCHEDULE_REASON, drain_reason
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.scheduler.framework import ScheduleResult
@@ -21,8 +22,10 @@ from drods.schedulerd.cache import ClusterRecord, SchedulerCache, StatusRecord
 from drods.schedulerd.fleet import (
     CLUSTER_ADDED,
     CLUSTER_READY,
+    CLUSTER_REMOVED,
     LABELS_CHANGED,
     TAINTS_LIFTED,
+    UNCORDONED,
     FleetChange,
     MoveBudget,
     SelectionIndex,
@@ -230,6 +233,10 @@ def test_cache_reports_clusters_that_become_ready_and_change(cache: SchedulerCac
     assert cache.on_cluster("b", _rec("b", ready=True, taints=[taint])).fleet == []
     (lift,) = cache.on_cluster("b", _rec("b", ready=True)).fleet
     assert lift.kinds == (TAINTS_LIFTED,)
+    # removed: no facts now, what it had before (its bindings' replicas there go elsewhere)
+    (gone,) = cache.on_cluster("b", None).fleet
+    assert gone.kinds == (CLUSTER_REMOVED,) and gone.removed and gone.before is not None and not gone.ready
+    assert "b" not in cache.snap and cache.on_cluster("b", None).fleet == []  # told once
 
 
 def test_a_fresh_division_does_not_see_the_binding_own_assumed_load(cache: SchedulerCache) -> None:
@@ -252,13 +259,7 @@ def test_a_fresh_division_does_not_see_the_binding_own_assumed_load(cache: Sched
 
 
 def test_the_clusters_a_binding_was_moved_off_on_purpose() -> None:
-    from drods.model.annotations import (
-        EVACUATED_FROM,
-        RESCHEDULE_REASON,
-        drain_reason,
-        failover_reason,
-        moved_away_from,
-    )
+    from drods.model.annotations import EVACUATED_FROM, failover_reason, moved_away_from
 
     def obj(**ann: str) -> dict[str, Any]:
         return {"metadata": {"annotations": ann}}
@@ -268,8 +269,53 @@ def test_the_clusters_a_binding_was_moved_off_on_purpose() -> None:
     assert moved_away_from(obj(**{RESCHEDULE_REASON: drain_reason("gcp-sin", "maintenance")})) == {"gcp-sin"}
     assert moved_away_from(obj(**{RESCHEDULE_REASON: drain_reason("gcp-sin")})) == {"gcp-sin"}
     assert moved_away_from(obj(**{EVACUATED_FROM: "a,b"})) == {"a", "b"}
+    assert moved_away_from(obj(**{MIGRATED_FROM: "lhr", EVACUATED_FROM: "a"})) == {"a", "lhr"}
     assert moved_away_from(obj(**{RESCHEDULE_REASON: "requested"})) == frozenset()
     assert moved_away_from({}) == frozenset()
+
+
+def _dup(annotations: dict[str, str]) -> BindingRecord:
+    raw = json.dumps({"metadata": {"name": "dup", "generation": 1, "annotations": annotations},
+                      "spec": {"replicas": 2, "placement": {"replicaScheduling": {
+                          "replicaSchedulingType": "Duplicated"}}},
+                      "status": {"phase": "Scheduled", "scheduledGeneration": 1,
+                                 "placement": [{"cluster": "a", "replicas": 2}, {"cluster": "b", "replicas": 2}]}})
+    rec = decode_binding("/registry/multicluster.io/bindings/dup", raw.encode(), 7)
+    assert rec is not None and rec.duplicated
+    return rec
+
+
+def test_a_fleet_change_never_puts_replicas_back_where_they_were_moved_off_on_purpose() -> None:
+    """Whatever the division (a Duplicated copy here, which a fleet change adds otherwise): the cluster a
+    binding was failed over, drained, evacuated or migrated off is offered back by fail-back, not by
+    the fleet change — an uncordon brings a drained copy back, never data a plan moved; a removed
+    cluster's replicas go at once."""
+    follower = FleetFollower(rebalance=True, min_move_fraction=0.0, max_moves_per_minute=1000)
+    rec = _dup({MIGRATED_FROM: "c"})
+    follower.index(rec)
+    spec = BindingSpec.model_validate(rec.object()["spec"])
+    facts = ClusterFacts("c", {}, {})
+    everywhere = _fresh("dup", (("a", 2), ("b", 2), ("c", 2)))
+    for kind in (TAINTS_LIFTED, UNCORDONED):
+        back = FleetChange("c", (kind,), facts, facts, True)
+        assert [r.name for r in follower.affected([back], lambda n: rec)] == ["dup"]
+        assert follower.refit(rec, spec, everywhere).result is None and not follower.waiting("dup")
+    drained = _dup({RESCHEDULE_REASON: drain_reason("c")})
+    follower.affected([FleetChange("c", (TAINTS_LIFTED,), facts, facts, True)], lambda n: drained)
+    assert follower.refit(drained, spec, everywhere).result is None
+    follower.affected([FleetChange("c", (UNCORDONED,), facts, facts, True)], lambda n: drained)
+    out = follower.refit(drained, spec, everywhere)
+    assert out.result is not None and out.result.pairs == (("a", 2), ("b", 2), ("c", 2))
+    # a cluster it was not moved off is added as before; a removed one loses its copy
+    added = FleetChange("d", (CLUSTER_READY,), ClusterFacts("d", {}, {}), None, True)
+    follower.affected([added], lambda n: rec)
+    out = follower.refit(rec, spec, _fresh("dup", (("a", 2), ("b", 2), ("c", 2), ("d", 2))))
+    assert out.result is not None and out.result.pairs == (("a", 2), ("b", 2), ("d", 2))
+    removed = FleetChange("b", (CLUSTER_REMOVED,), None, ClusterFacts("b", {}, {}), False)
+    follower.affected([removed], lambda n: rec)
+    out = follower.refit(rec, spec, _fresh("dup", (("a", 2),)))
+    assert out.result is not None and out.result.pairs == (("a", 2),)
+    assert out.trigger is not None and out.trigger["kind"] == CLUSTER_REMOVED
 
 
 # ---------------------------------------------------------------- a whole fleet back at once

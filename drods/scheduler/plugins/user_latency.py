@@ -97,7 +97,10 @@ class UserLatencySLO(PluginBase):
             exp = expected_latency(mat, task.users.weights)
             reason = f"beyond the users' latency SLO of {slo:g} ms"
 
-            return mask & ~far, [reject(self.name, reason, far, latency_detail(reason, exp), capacity_only=True)]
+            # replicas already there stay (no growth) unless the spec changed: users moving within a
+            # declared placement move them only when the move pays (`drods.schedulerd.users`)
+            return mask & ~far, [reject(self.name, reason, far, latency_detail(reason, exp),
+                                        capacity_only=not task.placement_changed)]
         task.cache["latencySLO"] = (
             f"only {int(room)} of {need} replicas fit within {slo:g} ms of the users under the water-level "
             f"limit: the rest go to the nearest clusters beyond it")
