@@ -6,7 +6,8 @@ apply``); the controller does the rest. The source is ``--from``, else the one c
 runs on; the hook is ``--hook-file`` (YAML or JSON of a plan's ``spec.hook``), else the workload's
 annotation ``multicluster.io/migration-hook``, else none — which the control plane refuses for a workload
 with volumes (400 ``DATA_STEP_REQUIRED``) unless ``--no-data`` says so; ``--volume-copy-image`` copies
-every volume with the built-in VolumeCopy mover instead.
+every volume with the built-in VolumeCopy mover instead, fencing the source for ``--freeze-seconds``
+(default ``migration.freezeSeconds``' default, as a drain's plan) while the final sync runs.
 """
 
 from __future__ import annotations
@@ -95,6 +96,10 @@ def migrate(
                                           "explicitly; a workload with volumes is refused otherwise.")] = False,
     volume_copy_image: Annotated[str | None, typer.Option("--volume-copy-image", help="Copy every volume with the "
                                                           "VolumeCopy mover, using this transport image.")] = None,
+    freeze_seconds: Annotated[float | None, typer.Option(
+        "--freeze-seconds", min=0, help="Fence the source this long for the final sync (spec.switch.freezeSeconds; "
+        "0: switch without one). Default with --volume-copy-image: the default of the configuration's "
+        "migration.freezeSeconds, as a drain's plan; else none.")] = None,
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded on the plan).")] = "requested",
     wait: Annotated[bool, typer.Option("--wait", help="Return when the plan has ended.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 1800.0,
@@ -105,7 +110,7 @@ def migrate(
     insecure: InsecureOpt = False,
 ) -> None:
     """Move a workload (and, with a hook, its data) to another cluster with a MigrationPlan."""
-    from drods.model.migration import TERMINAL, plan_object
+    from drods.model.migration import TERMINAL, MigrationSettings, plan_object
 
     check_output(output)
     kind, ns, name = parse_ref(ref)
@@ -132,7 +137,10 @@ def migrate(
             raise CliError(f"reading {hook_file}: {e}", "INVALID_HOOK") from e
     else:
         hook = workload_hook(workload)
-    body = plan_object(kind, ns, name, source, to, hook, "Operator", reason)
+    if freeze_seconds is None:  # the built-in mover freezes writes for the final sync, as a drain's plan does
+        freeze_seconds = float(MigrationSettings.model_fields["freezeSeconds"].default) \
+            if volume_copy_image is not None else 0.0
+    body = plan_object(kind, ns, name, source, to, hook, "Operator", reason, freeze_seconds=freeze_seconds)
     if no_data:
         body["spec"]["data"] = "None"
     plan = create_plan(api, body)

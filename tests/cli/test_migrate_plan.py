@@ -1,0 +1,60 @@
+"""``drods migrate``'s plan: the built-in mover freezes writes for the final sync, as a drain's plan does
+(without the freeze the plan switched with no final sync and lost the writes made during the copy)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from drods.cli import migrate as cli
+from drods.model.migration import MigrationPlanSpec
+
+STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "pg", "namespace": "db"},
+       "spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}}]}}
+
+
+@pytest.fixture
+def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    bodies: list[dict[str, Any]] = []
+
+    class Api:
+        def get_json(self, path: str) -> dict[str, Any]:
+            assert path == "/apis/apps/v1/namespaces/db/statefulsets/pg", path
+            return STS
+
+    def create(api: Any, body: dict[str, Any]) -> dict[str, Any]:
+        bodies.append(body)
+        return body
+
+    monkeypatch.setattr(cli, "connect", lambda *a: Api())
+    monkeypatch.setattr(cli, "create_plan", create)
+    return bodies
+
+
+def run(*args: str) -> None:
+    app = typer.Typer()
+    cli.register(app)  # the one command: invoked without its name
+    r = CliRunner().invoke(app, ["statefulset/db/pg", "--from", "aws", "--to", "lhr", "--token", "t", *args])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize(("flags", "freeze"), [
+    ((), 60.0),  # the configuration's default for a drain's plan
+    (("--freeze-seconds", "15"), 15.0),
+    (("--freeze-seconds", "0"), None),  # said explicitly: no final sync
+])
+def test_volume_copy_freezes_the_source_for_the_final_sync(created: list[dict[str, Any]], flags: tuple[str, ...],
+                                                           freeze: float | None) -> None:
+    run("--volume-copy-image", "img:1", *flags)
+    (body,) = created
+    spec = MigrationPlanSpec.model_validate(body["spec"])  # what the server validates
+    assert spec.data_step() is not None and body["spec"]["data"] == {"mover": "VolumeCopy", "image": "img:1"}
+    assert (body["spec"].get("switch") or {}).get("freezeSeconds") == freeze
+
+
+def test_without_the_built_in_mover_no_freeze_is_added(created: list[dict[str, Any]]) -> None:
+    run("--no-data")
+    assert "switch" not in created[0]["spec"] and created[0]["spec"]["data"] == "None"
