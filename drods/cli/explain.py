@@ -109,8 +109,22 @@ def _inputs_line(inputs: Mapping[str, Any]) -> str:
                                                    for k, v in lat.items()))
     named = [k for k in inputs if k not in ("adjuster", "candidates", "metrics", "bounds", "weights", "filters",
                                             "analysis", "users", "waterLevels", "latencies")]
-    parts += [f"{k}: {inputs[k]}" for k in named]
+    parts += [f"{k}: {_flat(inputs[k])}" for k in named]
     return "; ".join(parts)
+
+
+def _flat(value: Any, prefix: str = "") -> str:
+    """A nested input as text: ``cpu.used 500m, pods 4`` (not a Python dict's repr)."""
+    if isinstance(value, Mapping):
+        return ", ".join(_flat(v, f"{prefix}{k}.") for k, v in value.items()) or f"{prefix.rstrip('.')} -"
+    if isinstance(value, list):
+        value = ", ".join(_flat(v) for v in value)
+    return f"{prefix.rstrip('.')} {value}".strip()
+
+
+def _trigger(trig: Mapping[str, Any]) -> str:
+    """Why a decision was taken: its reason, else its kind (a reschedule asked for without a reason)."""
+    return str(trig.get("reason") or trig.get("kind") or "")
 
 
 def _pct(x: Any) -> str:
@@ -140,7 +154,7 @@ def _users_text(users: Mapping[str, Any]) -> str:
 def describe_decision(record: Mapping[str, Any]) -> None:
     """One decision, ``kubectl describe`` style."""
     trig = record.get("trigger") or {}
-    _say(f"{record.get('type')} at {record.get('time')} — trigger {trig.get('reason') or trig.get('kind') or '-'}")
+    _say(f"{record.get('type')} at {record.get('time')} — trigger {_trigger(trig) or '-'}")
     _say(f"  {record.get('summary')}")
     line = _inputs_line(record.get("inputs") or {})
     if line:
@@ -210,8 +224,7 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
     _say(f"Placement:  {_placement_line(status)}")
     if history:
         _say("History:")
-        rows = [[r.get("time"), r.get("type"), (r.get("trigger") or {}).get("reason") or "", r.get("summary")]
-                for r in items]
+        rows = [[r.get("time"), r.get("type"), _trigger(r.get("trigger") or {}), r.get("summary")] for r in items]
         print_table(["time", "type", "trigger", "summary"], rows)
         return
     if not latest:

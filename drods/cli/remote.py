@@ -12,7 +12,7 @@ import ssl
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TextIO
 
 import httpx
 import typer
@@ -39,13 +39,22 @@ OutputOpt = Annotated[str, typer.Option("--output", "-o", help="table, json or y
 OUTPUTS = ("table", "json", "yaml")
 
 
+def _width(stream: TextIO) -> int | None:
+    """The terminal's width (``COLUMNS`` first, as rich reads it); piped output is not wrapped at 80
+    columns — scripts and tests read it — and a wider ``COLUMNS`` widens it (a wide table is cut to
+    the width)."""
+    if stream.isatty():
+        return None
+    cols = os.environ.get("COLUMNS", "")
+    return max(250, int(cols)) if cols.isdigit() else 250
+
+
 def stdout() -> Console:
-    # Piped output must not be wrapped at 80 columns: scripts and tests read it.
-    return Console(width=None if sys.stdout.isatty() else 250, highlight=False, soft_wrap=False)
+    return Console(width=_width(sys.stdout), highlight=False, soft_wrap=False)
 
 
 def stderr() -> Console:
-    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 250)
+    return Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 
 class CliError(Exception):

@@ -136,7 +136,7 @@ def simulate(
         scn, base = load_scenario(scenario)
         inputs = prepare(scn, seed, base)
     except ApiError as e:
-        fail(CliError(e.message, e.code, e.status, e.details))
+        fail(CliError(e.message, e.code, details=e.details))  # a local file: no HTTP status to name
     except ValueError as e:
         fail(CliError(str(e), "VALIDATION_FAILED"))
     console = stderr()

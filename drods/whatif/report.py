@@ -95,8 +95,7 @@ def summary(inputs: Inputs, traces: dict[str, Trace]) -> dict[str, Any]:
         },
     }
     pol = out["policies"]
-    if "WaterLevel" in pol and len(pol) > 1:
-        out["comparison"] = comparison(pol)
+    out["comparison"] = comparison(pol) if "WaterLevel" in pol else {}  # always there: {} without both sides
     return out
 
 
@@ -278,7 +277,7 @@ def write_index(path: Path, summ: dict[str, Any], images: list[str]) -> None:
                    for n, v in pol.items())
     imgs = "".join(f'<figure><img src="{html.escape(i)}" alt="{html.escape(i)}"></figure>' for i in images)
     comp = ""
-    if "comparison" in summ:
+    if summ.get("comparison"):
         comp = "<h2>WaterLevel against the baselines</h2><pre>" + html.escape(
             json.dumps(summ["comparison"], indent=2)) + "</pre>"
     doc = f"""<!doctype html>

@@ -20,3 +20,8 @@ def test_no_users_no_users_text() -> None:
 def test_a_route_decision_s_measured_delays_read_as_text() -> None:
     line = _inputs_line({"latencies": {"DFW → azure-lhr": 9.0, "DFW → gcp-sin": None}})
     assert line == "measured delay DFW → azure-lhr 9 ms, DFW → gcp-sin unknown"
+
+
+def test_other_inputs_read_as_text_not_as_a_python_dict() -> None:
+    line = _inputs_line({"usage": {"pods": 4, "cpu": {"used": "500m"}}, "clusters": ["a", "b"], "reason": "x"})
+    assert line == "usage: pods 4, cpu.used 500m; clusters: a, b; reason: x"

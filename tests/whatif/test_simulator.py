@@ -273,6 +273,10 @@ def test_simulate_command(tmp_path: Path) -> None:
     row = [line.split(None, 2) for line in r.output.splitlines() if line.startswith("Static ")][-1]
     verdict = summary["comparison"]["Static"]
     assert row[1:] == [str(verdict["dominates"]).lower(), ", ".join(verdict["worseOn"]) or "-"], r.output
+    # one policy: the key is there all the same (docs/whatif.md), with nothing to compare
+    r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(tmp_path / "one"), "--policies",
+                                 "WaterLevel"])
+    assert r.exit_code == 0 and json.loads((tmp_path / "one" / "summary.json").read_text())["comparison"] == {}
     r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(out), "--policies", "Best"])
     assert r.exit_code == 2
     broken = copy.deepcopy(tiny(4))
