@@ -324,7 +324,8 @@ def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
                 for fo in rule.fieldOverrider:
                     apply_field_overrider(obj, fo)
             except (OverrideError, FieldOverrideError) as e:
-                raise OverrideError(f"ClusterOverridePolicy {name}: {e}") from e
+                kind = "OverridePolicy" if "/" in name else "ClusterOverridePolicy"  # namespaced: "ns/name"
+                raise OverrideError(f"{kind} {name}: {e}") from e
         if used:
             applied.append(name)
     return applied

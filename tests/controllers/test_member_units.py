@@ -105,6 +105,14 @@ def test_overrides_select_resources_and_clusters() -> None:
     assert "team" not in edge["metadata"]["annotations"] and "paused" not in edge["spec"]
     untouched = deploy()
     assert apply_overrides(untouched, "lhr", {}, [("a-web", policy)]) == [] and untouched == deploy()
+    # a failing patch names the policy by its own kind: a namespaced one is an OverridePolicy
+    bad = ClusterOverridePolicySpec.model_validate({
+        "resourceSelectors": [{"kind": "Deployment", "name": "web"}],
+        "overrides": [{"clusterSelector": {}, "fieldPatches": [{"path": "spec.template.spec.containers.9.env",
+                                                                "op": "replace", "value": []}]}]})
+    for name, kind in (("shop/web-env", "OverridePolicy"), ("web-env", "ClusterOverridePolicy")):
+        with pytest.raises(OverrideError, match=f"^{kind} {name}: "):
+            apply_overrides(deploy(), "lhr", {}, [(name, bad)])
 
 
 def test_member_manifest_shares_ownership_and_hash() -> None:
