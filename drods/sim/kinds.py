@@ -42,9 +42,17 @@ RESOURCE_QUOTA = Kind("", "v1", "ResourceQuota", "resourcequotas", True, short_n
 # Written by the sim's endpoint-slice step for Services with a selector (and kept as given when
 # someone else — the control plane's service directory — writes them).
 ENDPOINT_SLICE = Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True)
+# RBAC objects a policy propagates (a workload's Role and binding, a ClusterRole): stored as given
+# (a sim authorises nothing by them)
+_RBAC = "rbac.authorization.k8s.io"
+ROLE = Kind(_RBAC, "v1", "Role", "roles", True)
+ROLE_BINDING = Kind(_RBAC, "v1", "RoleBinding", "rolebindings", True)
+CLUSTER_ROLE = Kind(_RBAC, "v1", "ClusterRole", "clusterroles", False)
+CLUSTER_ROLE_BINDING = Kind(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", False)
 
 WORKLOADS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, JOB)
 NAMESPACED: tuple[Kind, ...] = (POD, SERVICE, CONFIG_MAP, SECRET, EVENT, SERVICE_ACCOUNT, PERSISTENT_VOLUME_CLAIM,
-                                INGRESS, CRON_JOB, ENDPOINT_SLICE, RESOURCE_QUOTA, *WORKLOADS)
+                                INGRESS, CRON_JOB, ENDPOINT_SLICE, RESOURCE_QUOTA, ROLE, ROLE_BINDING, *WORKLOADS)
 # A member serves the custom kinds of the definitions it holds (DRO-DS sends a definition with its resources).
-SIM_KINDS: tuple[Kind, ...] = (NAMESPACE, NODE, *NAMESPACED, NODE_METRICS, POD_METRICS, CUSTOM_RESOURCE_DEFINITION)
+SIM_KINDS: tuple[Kind, ...] = (NAMESPACE, NODE, *NAMESPACED, CLUSTER_ROLE, CLUSTER_ROLE_BINDING, NODE_METRICS,
+                               POD_METRICS, CUSTOM_RESOURCE_DEFINITION)

@@ -214,6 +214,23 @@ def test_server_side_apply_creates_then_merges(a: client.ApiClient) -> None:
     apps_api(a).delete_namespaced_deployment("ssa", "default")
 
 
+def test_rbac_objects_a_policy_propagates_are_served(a: client.ApiClient) -> None:
+    rbac = client.RbacAuthorizationV1Api(a)
+    rule = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}
+    rbac.create_cluster_role({"metadata": {"name": "pod-reader"}, "rules": [rule]})
+    rbac.create_namespaced_role("default", {"metadata": {"name": "cm-reader"}, "rules": [rule]})
+    rbac.create_namespaced_role_binding("default", {
+        "metadata": {"name": "cm-reader"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                       "name": "cm-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]})
+    assert rbac.read_cluster_role("pod-reader").rules[0].verbs == ["get", "list"]
+    assert [r.metadata.name for r in rbac.list_namespaced_role_binding("default").items] == ["cm-reader"]
+    rbac.delete_cluster_role("pod-reader")
+    with pytest.raises(ApiException) as gone:
+        rbac.read_cluster_role("pod-reader")
+    assert gone.value.status == 404
+
+
 # ---- usage and metrics --------------------------------------------------------------------------
 
 
