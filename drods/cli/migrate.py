@@ -81,7 +81,22 @@ def placement(binding: dict[str, Any] | None) -> dict[str, int]:
 
 def create_plan(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
     ns = body["metadata"]["namespace"]
-    return dict(api.request("POST", plans_path(ns), json=body).json())
+    try:
+        return dict(api.request("POST", plans_path(ns), json=body).json())
+    except CliError as e:
+        if e.code == "DATA_STEP_REQUIRED":  # the server names the fields; say which flags set them
+            e.message += " (drods migrate: --volume-copy-image IMAGE, --hook-file FILE or --no-data)"
+        raise
+
+
+def check_target(api: ApiClient, cluster: str) -> None:
+    """A target that is not registered is refused here rather than by a plan that fails later."""
+    try:
+        api.get_json(f"/api/v1/clusters/{cluster}")
+    except CliError as e:
+        if e.status == 404:
+            raise CliError(f"cluster {cluster} is not registered (drods get clusters)", "NOT_FOUND", 404) from e
+        raise
 
 
 @handles_errors
@@ -116,6 +131,8 @@ def migrate(
     kind, ns, name = parse_ref(ref)
     api = connect(server, token, ca_file, insecure)
     workload = api.get_json(workload_path(kind, ns, name))
+    if to is not None:
+        check_target(api, to)
     if source is None:
         placed = placement(binding_of(api, kind, ns, name))
         others = sorted(c for c in placed if c != to)

@@ -10,6 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from drods.cli import migrate as cli
+from drods.cli.remote import CliError
 from drods.model.migration import MigrationPlanSpec
 
 STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "pg", "namespace": "db"},
@@ -22,6 +23,10 @@ def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     class Api:
         def get_json(self, path: str) -> dict[str, Any]:
+            if path.startswith("/api/v1/clusters/"):
+                if path.endswith("/nowhere"):
+                    raise CliError("not found", "NOT_FOUND", 404)
+                return {"name": path.rsplit("/", 1)[1]}
             assert path == "/apis/apps/v1/namespaces/db/statefulsets/pg", path
             return STS
 
@@ -34,11 +39,12 @@ def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return bodies
 
 
-def run(*args: str) -> None:
+def run(*args: str, to: str = "lhr", code: int = 0) -> str:
     app = typer.Typer()
     cli.register(app)  # the one command: invoked without its name
-    r = CliRunner().invoke(app, ["statefulset/db/pg", "--from", "aws", "--to", "lhr", "--token", "t", *args])
-    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["statefulset/db/pg", "--from", "aws", "--to", to, "--token", "t", *args])
+    assert r.exit_code == code, r.output
+    return r.output
 
 
 @pytest.mark.parametrize(("flags", "freeze"), [
@@ -58,3 +64,8 @@ def test_volume_copy_freezes_the_source_for_the_final_sync(created: list[dict[st
 def test_without_the_built_in_mover_no_freeze_is_added(created: list[dict[str, Any]]) -> None:
     run("--no-data")
     assert "switch" not in created[0]["spec"] and created[0]["spec"]["data"] == "None"
+
+
+def test_a_target_that_is_not_registered_is_refused_before_any_plan(created: list[dict[str, Any]]) -> None:
+    out = run("--no-data", to="nowhere", code=1)
+    assert "cluster nowhere is not registered" in out and created == []
