@@ -30,6 +30,8 @@ STORAGE_BY_TIER = "storageByTier"
 LARGEST_NODE_FREE = "largestNodeFree"
 NETWORK = "network"
 WATER_LEVEL = "waterLevel"
+NODES = "nodes"  # {total, ready}: what a pull member's Cluster status shows (its agent's report)
+KUBERNETES_VERSION = "kubernetesVersion"
 # keys inside the sections
 CAPACITY = "capacity"
 ALLOCATABLE = "allocatable"
@@ -39,6 +41,8 @@ MEASURED = "measured"
 AVAILABLE = "available"
 IN_MBPS = "inMbps"
 OUT_MBPS = "outMbps"
+TOTAL = "total"
+READY = "ready"
 RX_BPS = "rxBytesPerSecond"  # the same traffic in bytes per second (null when unknown)
 TX_BPS = "txBytesPerSecond"
 
@@ -118,15 +122,18 @@ class MemberStatus:
     network_in_mbps: float | None = None
     network_out_mbps: float | None = None
     water_level: float | None = None
+    nodes_total: float | None = None
+    nodes_ready: float | None = None
+    kubernetes_version: str | None = None
 
     @classmethod
     def read(cls, doc: Mapping[str, Any] | None) -> MemberStatus | None:
         """The typed form of a stored document (None for none)."""
         if not doc:
             return None
-        st, pods, lnf, net = (_section(doc, k) for k in (STORAGE, PODS, LARGEST_NODE_FREE, NETWORK))
+        st, pods, lnf, net, nodes = (_section(doc, k) for k in (STORAGE, PODS, LARGEST_NODE_FREE, NETWORK, NODES))
         gbm, sbt = doc.get(GPU_BY_MODEL), doc.get(STORAGE_BY_TIER)
-        ts, rcv, src = doc.get(TIMESTAMP), doc.get(RECEIVED_AT), doc.get(SOURCE)
+        ts, rcv, src, ver = doc.get(TIMESTAMP), doc.get(RECEIVED_AT), doc.get(SOURCE), doc.get(KUBERNETES_VERSION)
         return cls(
             timestamp=ts if isinstance(ts, str) else None,
             received_at=rcv if isinstance(rcv, str) else None,
@@ -142,6 +149,9 @@ class MemberStatus:
             network_in_mbps=None if net is None else number(net, IN_MBPS),
             network_out_mbps=None if net is None else number(net, OUT_MBPS),
             water_level=number(doc, WATER_LEVEL),
+            nodes_total=None if nodes is None else number(nodes, TOTAL),
+            nodes_ready=None if nodes is None else number(nodes, READY),
+            kubernetes_version=ver if isinstance(ver, str) and ver else None,
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -169,6 +179,11 @@ class MemberStatus:
                             TX_BPS: bytes_per_second(self.network_out_mbps)}
         if self.water_level is not None:
             doc[WATER_LEVEL] = self.water_level
+        nodes = {k: v for k, v in ((TOTAL, self.nodes_total), (READY, self.nodes_ready)) if v is not None}
+        if nodes:
+            doc[NODES] = nodes
+        if self.kubernetes_version is not None:
+            doc[KUBERNETES_VERSION] = self.kubernetes_version
         return doc
 
 

@@ -130,7 +130,16 @@ def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
         largest_node_free=ms.NodeFree(*free) if any(v is not None for v in free) else None,
         network_in_mbps=status.get(r.NETWORK_IN), network_out_mbps=status.get(r.NETWORK_OUT),
         water_level=status.water_level,
+        nodes_total=_count(status.extras.get("nodes")), nodes_ready=_count(status.extras.get("readyNodes")),
+        kubernetes_version=version if isinstance(version := status.extras.get("kubernetesVersion"), str) and version
+        else None,
     ).to_doc()
+
+
+def _count(v: Any) -> float | None:
+    """A reported count (nodes), None unless a finite non-negative number."""
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 \
+        else None
 
 
 def _resource(view: ResourceView, section: str, extras: Mapping[tuple[str, str], float]) -> ms.Resource:

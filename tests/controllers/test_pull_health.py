@@ -247,3 +247,10 @@ async def test_a_pull_clusters_resource_summary_comes_from_its_report_with_the_w
     now, st.last_ok = 1_021.0, 1_021.0  # the heartbeat's write carries it
     await health.check("c1")
     assert len(fleet.writes) == 2 and fleet.writes[1]["resourceSummary"]["waterLevel"] == 0.5
+    assert "nodeSummary" not in fleet.writes[1] and "kubernetesVersion" not in fleet.writes[1]  # not reported
+    # an agent's report names its nodes and version: the VERSION and NODES columns show them
+    reports.doc["status"].update(nodes={"total": 3, "ready": 2}, kubernetesVersion="v1.30.0")
+    now, st.last_ok = 1_042.0, 1_042.0
+    await health.check("c1")
+    assert fleet.writes[2]["nodeSummary"] == {"totalNum": 3, "readyNum": 2}
+    assert fleet.writes[2]["kubernetesVersion"] == "v1.30.0"

@@ -27,7 +27,8 @@ def test_status_document_round_trips_with_provenance() -> None:
         "cluster": "c", "timestamp": datetime.fromtimestamp(T0, UTC), "cpuCapacity": 64, "cpuUsage": 50,
         "memoryCapacity": 256, "memoryAvailable": 192, "gpuCapacity": 4, "gpuUsage": 25, "storageCapacity": 1000,
         "storageAvailable": 400, "networkIn": 10, "networkOut": 5, "pods": 12, "requestRate": 3,
-        "largestNodeFree": {"cpu": 4, "memory": 16, "gpu": 1}, "cpuAllocatable": 60, "podsCapacity": 110})
+        "largestNodeFree": {"cpu": 4, "memory": 16, "gpu": 1}, "cpuAllocatable": 60, "podsCapacity": 110,
+        "nodes": 3, "readyNodes": 2, "kubernetesVersion": "v1.30.0"})
     st = normalise(rep, T0 + 1)
     assert isinstance(st, NormalisedStatus)
     doc = build_doc(st, rep.model_dump(mode="json"), T0 + 2)
@@ -39,6 +40,8 @@ def test_status_document_round_trips_with_provenance() -> None:
     assert view["cpu"] == {"capacity": 64.0, "used": 32.0, "allocatable": 60.0}
     assert view["pods"] == {"used": 12, "capacity": 110.0} and view["storage"] == {"capacity": 1000.0,
                                                                                    "available": 400.0}
+    assert view["nodes"] == {"total": 3.0, "ready": 2.0} and view["kubernetesVersion"] == "v1.30.0"  # a pull
+    # member's Cluster status shows them (`drods.controllers.health`)
     assert "timestamp" not in comparable(view) and "receivedAt" not in comparable(view)
     assert allocation_errors({"cpuAllocated": -1, "gpuAllocatable": True, "podsCapacity": 3}) == [
         {"field": "cpuAllocated", "message": "must be a finite non-negative number"},
