@@ -651,6 +651,11 @@ class Scheduler:
                    "(resource fit / water-level limit)")
         else:
             msg = f"scheduled {placed} replicas on {len(pairs)}/{n} clusters ({m} feasible)"
+        if "latencySLO" in info.cache:  # the users' SLO could not hold every replica: said where it is read
+            msg = f"{msg}; {info.cache['latencySLO']}"
+        elif info.latency_slo_ms is not None and info.users is None:
+            msg = (f"{msg}; latency SLO {info.latency_slo_ms:g} ms not applied: no users known yet "
+                   "(placement.users, or learned from the demand of the workload's ServiceRegistration)")
         return ScheduleResult(
             phase="Scheduled", pairs=pairs, placed=placed, message=msg, feasible=m,
             weights=adj.weights, spread=adj.spread, fleet_water_level=cyc.fleet, surge=adj.surge,

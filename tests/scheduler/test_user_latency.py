@@ -88,6 +88,10 @@ def test_full_region_overflows_to_the_nearest_beyond_the_slo_and_says_so(snap: S
     placed = by_region(res.pairs)
     assert res.placed == 10 and placed["ap"] == 4 and placed.get("us", 0) == 6 and "eu" not in placed
     assert "only 4 of 10 replicas fit within 100 ms" in res.analysis["users"]["latencySLO"]
+    assert res.message.endswith(res.analysis["users"]["latencySLO"])  # the status and explain say it too
+    # an SLO without users known is said to wait for them, not dropped in silence
+    alone = sched.schedule(task(replicas=2, placement=Placement.model_validate({"latencySLOMs": 30})), snap, name="x")
+    assert alone.phase == "Scheduled" and "latency SLO 30 ms not applied: no users known yet" in alone.message
 
 
 def test_existing_replicas_beyond_the_slo_stay_until_a_rebalance(snap: Snapshot, sched: Scheduler) -> None:
@@ -98,6 +102,9 @@ def test_existing_replicas_beyond_the_slo_stay_until_a_rebalance(snap: Snapshot,
     assert dict(kept.pairs) == {"eu-0": 4}  # the filter limits growth only: nothing moves by itself
     moved = sched.schedule(Task(spec, name="w", current=cur, rebalance=True), snap)
     assert by_region(moved.pairs) == {"ap": 4}
+    # the spec changed (declared users or SLO): what is now beyond the SLO leaves, as for an affinity
+    changed = sched.schedule(Task(spec, name="w", current=cur, placement_changed=True), snap)
+    assert by_region(changed.pairs) == {"ap": 4}
 
 
 def test_score_is_neutral_where_latency_is_unknown_and_measured_wins(snap: Snapshot) -> None:
