@@ -196,7 +196,8 @@ class Rescheduler:
         """Cordon ``cluster`` and move every binding with replicas there (``drods cluster drain`` and
         the dashboard's drain): a StatefulSet that declares a migration hook by a MigrationPlan, the
         others re-placed from scratch (propagation moves them gracefully). Nothing is marked as
-        evacuated: a drained cluster gets no replicas back when it is uncordoned. A ``dry_run`` writes
+        evacuated: the descheduler offers a drained cluster nothing back; on its uncordon a Duplicated copy
+        or a static-weight share returns (the fleet change), a divided binding's replicas do not. A ``dry_run`` writes
         nothing and answers the plan: the bindings it would re-place, the StatefulSets
         ("namespace/name") that would get a MigrationPlan (in ``plans``)."""
         if dry_run:

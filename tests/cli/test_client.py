@@ -196,7 +196,8 @@ def test_tls_server_with_ca_file(tmp_path: Path) -> None:
         ok = server.run_cli("get", "clusters", "--server", server.url, "--ca-file", str(server.cert), env=env)
         assert ok.returncode == 0, ok.stderr
         untrusted = server.run_cli("get", "clusters", "--server", server.url, env={**env, "DRODS_CA_FILE": ""})
-        assert untrusted.returncode == 1 and "CONNECTION_FAILED" in untrusted.stderr
+        assert untrusted.returncode == 1 and "CERTIFICATE_UNTRUSTED" in untrusted.stderr
+        assert "--ca-file" in untrusted.stderr and "Is the server running" not in untrusted.stderr
         insecure = server.run_cli("version", "--server", server.url, "--insecure-skip-tls-verify", env=env)
         assert insecure.returncode == 0, insecure.stderr
 
