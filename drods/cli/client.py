@@ -81,6 +81,8 @@ def get(
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="List across namespaces.")] = False,
     selector: Annotated[str | None, typer.Option("--selector", "-l", help="Label selector, e.g. env=prod.")] = None,
     output: OutputOpt = "table",
+    no_headers: Annotated[bool, typer.Option("--no-headers", help="The table's rows without its header "
+                                                                 "(as kubectl).")] = False,
     server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
@@ -111,7 +113,7 @@ def get(
         columns = ["Namespace", *columns]
         cells = [[(r.get("object") or {}).get("metadata", {}).get("namespace", ""), *c] for r, c in zip(rows, cells,
                                                                                                      strict=True)]
-    print_table(columns, cells)
+    print_table(columns, cells, show_header=not no_headers)
 
 
 # ---- apply -------------------------------------------------------------------------------------

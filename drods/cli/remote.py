@@ -243,8 +243,8 @@ def dump(data: Any, output: str) -> None:
         typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, show_header: bool = True) -> None:
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", show_header=show_header)
     for h in headers:
         table.add_column(h.upper(), no_wrap=True, overflow="fold")
     for row in rows:
