@@ -247,9 +247,15 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, show_h
     table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", show_header=show_header)
     for h in headers:
         table.add_column(h.upper(), no_wrap=True, overflow="fold")
-    for row in rows:
-        table.add_row(*("" if c is None else str(c) for c in row))
+    texts = [["" if c is None else str(c) for c in row] for row in rows]
+    for row in texts:
+        table.add_row(*row)
     console = stdout()
+    # never cut a cell (as kubectl): as wide as the table needs, a terminal wraps the longer lines
+    natural = sum(max([len(h), *(len(r[i]) for r in texts if i < len(r))]) for i, h in enumerate(headers)) \
+        + 2 * max(len(headers) - 1, 0)
+    if natural > console.width:
+        console = Console(width=natural, highlight=False, soft_wrap=False)
     with console.capture() as captured:
         console.print(table)
     typer.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
