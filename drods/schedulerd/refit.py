@@ -142,6 +142,9 @@ class FleetFollower:
                        if c not in away or c in held or (UNCORDONED in ch.kinds and c != migrated)}
             if not changes:
                 return Refit()
+        # a division taken whole (static weights, a Duplicated binding's fleet back at once) must not
+        # bring them back either, but for an uncordon let through above
+        blocked = frozenset(c for c in away if c not in {c for c, _ in current} and c not in changes)
         # never fewer replicas for a fleet change (parked retries place the rest) — but a removed
         # cluster's replicas are gone already: what fits elsewhere goes there now
         gone = sum(n for c, n in current if c in changes and changes[c].removed)
@@ -150,11 +153,12 @@ class FleetFollower:
         pl = spec.placement
         deferred: dict[str, FleetChange]
         if _static(rec, pl):
-            target, deferred = fresh.pairs, {}
+            # re-divided whole, but not onto a cluster it was moved off on purpose: fail-back brings it
+            target, deferred = (current if _onto(fresh.pairs, blocked) else fresh.pairs), {}
         elif many:
-            target, deferred = self._follow_whole(rec, pl, current, fresh.pairs, changes)
+            target, deferred = self._follow_whole(rec, pl, current, fresh.pairs, changes, away, blocked)
         else:
-            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes)
+            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes, away)
         if deferred:
             self._note(rec.name, deferred)
             if many:
@@ -177,21 +181,22 @@ class FleetFollower:
                      len(moves) if rec.duplicated else moved(current, target), bool(deferred))
 
     def _follow_whole(self, rec: BindingRecord, pl: PlacementSpec, current: Placement, fresh: Placement,
-                      changes: dict[str, FleetChange]) -> tuple[Placement, dict[str, FleetChange]]:
+                      changes: dict[str, FleetChange], away: frozenset[str], blocked: frozenset[str]
+                      ) -> tuple[Placement, dict[str, FleetChange]]:
         """`_follow` for a binding that waits for more than ``MAX_FOLLOWED`` clusters' changes (a fleet
         coming back at once): ``fresh`` as a whole — at once when a cluster it runs on no longer admits
         it, else within the same switch, minimum move and budget — unless it would bring replicas back
         to a cluster they were moved off on purpose (fail-back brings them)."""
         sel = self.selections.selection(rec.name)
         left = any(c in changes and _left(sel, changes[c]) for c, _ in current)
-        if left or rec.duplicated:
+        if rec.duplicated:  # every copy it may have, but none back where it was moved off on purpose
+            return tuple((c, n) for c, n in fresh if c not in blocked), {}
+        if left:
             return fresh, {}
         switch = pl.rebalanceOnFleetChange
         if not (self.rebalance if switch is None else switch):
             return current, {}
-        away = set(moved_away_from(rec.object()))
-        before = dict(current)
-        if any(n > before.get(c, 0) for c, n in fresh if c in away):
+        if _onto(fresh, away):
             return current, {}
         n = moved(current, fresh)
         if not worth_moving(rec.replicas, n, self.min_move_fraction):
@@ -212,7 +217,7 @@ class FleetFollower:
         return not (rec.duplicated or _static(rec, pl) or _holistic(pl) or rec.name in self._many)
 
     def _follow(self, rec: BindingRecord, pl: PlacementSpec, current: Placement, fresh: Placement,
-                changes: dict[str, FleetChange]) -> tuple[Placement, dict[str, FleetChange]]:
+                changes: dict[str, FleetChange], away: frozenset[str]) -> tuple[Placement, dict[str, FleetChange]]:
         """The placement with each changed cluster brought to its part of ``fresh``; the changes
         the move budget could not afford yet."""
         sel = self.selections.selection(rec.name)
@@ -221,7 +226,6 @@ class FleetFollower:
         deferred: dict[str, FleetChange] = {}
         switch = pl.rebalanceOnFleetChange
         holistic = _holistic(pl)
-        away = moved_away_from(rec.object())
         for cluster, ch in changes.items():
             here = dict(target)
             left = cluster in here and _left(sel, ch)
@@ -250,6 +254,11 @@ class FleetFollower:
                 cand = toward(target, fresh, cluster, limit=granted)
             target = cand
         return target, deferred
+
+
+def _onto(target: Placement, clusters: frozenset[str]) -> bool:
+    """``target`` puts replicas on one of ``clusters`` (where the binding holds none now)."""
+    return any(n > 0 for c, n in target if c in clusters)
 
 
 def _left(sel: ClusterSelection | None, ch: FleetChange) -> bool:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drods.model.annotations import MIGRATED_FROM, RESCHEDULE_REASON, drain_reason
+from drods.model.annotations import MIGRATED_FROM, RESCHEDULE_REASON, drain_reason, failover_reason
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.scheduler.framework import ScheduleResult
@@ -259,7 +259,7 @@ def test_a_fresh_division_does_not_see_the_binding_own_assumed_load(cache: Sched
 
 
 def test_the_clusters_a_binding_was_moved_off_on_purpose() -> None:
-    from drods.model.annotations import EVACUATED_FROM, failover_reason, moved_away_from
+    from drods.model.annotations import EVACUATED_FROM, moved_away_from
 
     def obj(**ann: str) -> dict[str, Any]:
         return {"metadata": {"annotations": ann}}
@@ -283,6 +283,36 @@ def _dup(annotations: dict[str, str]) -> BindingRecord:
     rec = decode_binding("/registry/multicluster.io/bindings/dup", raw.encode(), 7)
     assert rec is not None and rec.duplicated
     return rec
+
+
+def test_static_weights_redivided_whole_wait_for_fail_back_to_use_a_failed_over_cluster() -> None:
+    """Another cluster joining re-divides static weights whole: not onto the cluster the binding was
+    failed over from (its fail-back brings it), which an uncordon of a drained one does."""
+    follower = FleetFollower(rebalance=True, min_move_fraction=0.0, max_moves_per_minute=1000)
+    weights = {"replicaScheduling": {"replicaSchedulingType": "Divided", "weightPreference": {"staticWeightList": [
+        {"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in ("a", "b", "c", "d")]}}}
+
+    def static(reason: str) -> BindingRecord:
+        raw = json.dumps({"metadata": {"name": "web", "generation": 1, "annotations": {RESCHEDULE_REASON: reason}},
+                          "spec": {"replicas": 4, "placement": weights},
+                          "status": {"phase": "Scheduled", "scheduledGeneration": 1,
+                                     "placement": [{"cluster": "a", "replicas": 2}, {"cluster": "b", "replicas": 2}]}})
+        rec = decode_binding("/registry/multicluster.io/bindings/web", raw.encode(), 7)
+        assert rec is not None
+        return rec
+
+    failed_over = static(failover_reason("c", "2026-01-01T00:00:00Z", 30))
+    follower.index(failed_over)
+    spec = BindingSpec.model_validate(failed_over.object()["spec"])
+    whole = _fresh("web", (("a", 1), ("b", 1), ("c", 1), ("d", 1)))
+    joined = FleetChange("d", (CLUSTER_READY,), ClusterFacts("d", {}, {}), None, True)
+    follower.affected([joined], lambda n: failed_over)
+    assert follower.refit(failed_over, spec, whole).result is None
+    drained = static(drain_reason("c"))
+    facts = ClusterFacts("c", {}, {})
+    follower.affected([FleetChange("c", (UNCORDONED,), facts, facts, True)], lambda n: drained)
+    out = follower.refit(drained, spec, whole)
+    assert out.result is not None and out.result.pairs == whole.pairs
 
 
 def test_a_fleet_change_never_puts_replicas_back_where_they_were_moved_off_on_purpose() -> None:
