@@ -18,6 +18,7 @@ import httpx
 import typer
 import yaml
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from drods.security.trust import client_context
@@ -37,6 +38,7 @@ InsecureOpt = Annotated[bool, typer.Option("--insecure-skip-tls-verify", envvar=
 OutputOpt = Annotated[str, typer.Option("--output", "-o", help="table, json or yaml.")]
 
 OUTPUTS = ("table", "json", "yaml")
+UNBOUNDED = 1 << 20  # columns: a table measured without the console's width
 
 
 def _width(stream: TextIO) -> int | None:
@@ -247,13 +249,11 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, show_h
     table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", show_header=show_header)
     for h in headers:
         table.add_column(h.upper(), no_wrap=True, overflow="fold")
-    texts = [["" if c is None else str(c) for c in row] for row in rows]
-    for row in texts:
-        table.add_row(*row)
+    for row in rows:
+        table.add_row(*("" if c is None else str(c) for c in row))
     console = stdout()
     # never cut a cell (as kubectl): as wide as the table needs, a terminal wraps the longer lines
-    natural = sum(max([len(h), *(len(r[i]) for r in texts if i < len(r))]) for i, h in enumerate(headers)) \
-        + 2 * max(len(headers) - 1, 0)
+    natural = Measurement.get(console, console.options.update_width(UNBOUNDED), table).maximum
     if natural > console.width:
         console = Console(width=natural, highlight=False, soft_wrap=False)
     with console.capture() as captured:

@@ -375,9 +375,8 @@ class ClusterHealth:
                 new["resourceSummary"] = resource_summary(report)
                 if report.kubernetes_version is not None:
                     new["kubernetesVersion"] = report.kubernetes_version
-                if report.nodes_total is not None:
-                    new["nodeSummary"] = {"totalNum": int(report.nodes_total),
-                                          "readyNum": int(report.nodes_ready or 0)}
+                if report.nodes_total is not None and report.nodes_ready is not None:
+                    new["nodeSummary"] = {"totalNum": int(report.nodes_total), "readyNum": int(report.nodes_ready)}
         if material or due:
             try:
                 written = await self.fleet.registry.update_status(

@@ -137,9 +137,8 @@ def scheduler_view(status: NormalisedStatus) -> dict[str, Any]:
 
 
 def _count(v: Any) -> float | None:
-    """A reported count (nodes), None unless a finite non-negative number."""
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 \
-        else None
+    """A reported count (nodes), None unless an amount."""
+    return float(v) if _amount(v) else None
 
 
 def _resource(view: ResourceView, section: str, extras: Mapping[tuple[str, str], float]) -> ms.Resource:

@@ -134,17 +134,18 @@ class FleetFollower:
         current = tuple(sorted(rec.placement))
         obj = rec.object()
         away = moved_away_from(obj)
+        held = {c for c, _ in current}
         if away:  # never back onto a cluster it was moved off on purpose, whatever its division, unless
             # the operator uncordoned it (a drained copy of a Duplicated workload returns): data
             # that moved with a plan goes back only with another
-            held, migrated = {c for c, _ in current}, migrated_from(obj)
+            migrated = migrated_from(obj)
             changes = {c: ch for c, ch in changes.items()
                        if c not in away or c in held or (UNCORDONED in ch.kinds and c != migrated)}
             if not changes:
                 return Refit()
         # a division taken whole (static weights, a Duplicated binding's fleet back at once) must not
         # bring them back either, but for an uncordon let through above
-        blocked = frozenset(c for c in away if c not in {c for c, _ in current} and c not in changes)
+        blocked = frozenset(away - held - changes.keys())
         # never fewer replicas for a fleet change (parked retries place the rest) — but a removed
         # cluster's replicas are gone already: what fits elsewhere goes there now
         gone = sum(n for c, n in current if c in changes and changes[c].removed)

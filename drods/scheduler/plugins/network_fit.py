@@ -31,7 +31,7 @@ def latency_detail(reason: str, lat: FloatArr) -> Callable[[IntArr], Callable[[i
     """A rejection's per-cluster text: the reason and that cluster's latency."""
     def make(rows: IntArr) -> Callable[[int], str]:
         vals = lat[rows]
-        return lambda k: f"{reason} ({vals[k]:g} ms)" if vals[k] == vals[k] else f"{reason} (latency unknown)"
+        return lambda k: f"{reason} (latency unknown)" if np.isnan(vals[k]) else f"{reason} ({vals[k]:g} ms)"
     return make
 
 
