@@ -25,9 +25,10 @@ from drods.machinery.shared import decode_template
 from drods.machinery.tasks import yielding
 from drods.members.clients import MemberClients, is_pull
 from drods.model import member_status as ms
+from drods.model import reachability
 from drods.model.conditions import condition
 from drods.model.interpreter import Interpreter
-from drods.model.keys import CLEANUP_PREFIX, STATUS_PREFIX
+from drods.model.keys import CLEANUP_PREFIX, CLUSTER_EVENTS_PREFIX, STATUS_PREFIX
 from drods.model.kinds import (
     ALL_KINDS,
     BINDING,
@@ -44,6 +45,7 @@ from drods.model.kinds import (
     WORK,
     WORKLOAD_REBALANCER,
 )
+from drods.model.reachability import Reachability
 from drods.model.timefmt import parse_rfc3339
 from drods.model.work import Ref
 from drods.registry.catalog import KindCatalog
@@ -79,6 +81,8 @@ class MemberInformers:
     remedies: Informer | None = None  # Karmada's Remedies (drods.controllers.remedy)
     # each cluster's newest report time (`decode_report_time`): what a pull member's health is judged by
     reports: Informer | None = None
+    # pull agents' ClusterNotReachable / ClusterReachable events (`decode_reachability`)
+    reachability: Informer | None = None
     recent_works: RecentWorks | None = None  # the last Works the informer decoded, whole
 
     @classmethod
@@ -101,12 +105,14 @@ class MemberInformers:
                    manager.informer(FEDERATED_RESOURCE_QUOTA.key_prefix(), decode_stored),
                    manager.informer(WORKLOAD_REBALANCER.key_prefix(), decode_stored),
                    manager.informer(REMEDY.key_prefix(), decode_stored),
-                   manager.informer(STATUS_PREFIX, decode_report_time), recent_works)
+                   manager.informer(STATUS_PREFIX, decode_report_time),
+                   manager.informer(CLUSTER_EVENTS_PREFIX, decode_reachability), recent_works)
 
     def all(self) -> list[Informer]:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,
                 self.works, *self.templates.values(), self.bindings,
-                *(i for i in (self.taint_policies, self.quotas, self.reports) if i is not None)]
+                *(i for i in (self.taint_policies, self.quotas, self.reports, self.reachability)
+                   if i is not None)]
 
 
 def decode_report_time(kv: KeyValue) -> float | None:
@@ -120,6 +126,12 @@ def decode_report_time(kv: KeyValue) -> float | None:
     times = [t for t in (parse_rfc3339(received), parse_rfc3339(doc.get("publishedAt")))
              if t is not None]
     return max(times) if times else None
+
+
+def decode_reachability(kv: KeyValue) -> Reachability | None:
+    """A pull agent's word on whether it reaches its member (`drods.model.reachability`); None for
+    every other domain event."""
+    return reachability.read(kv.key, kv.value)
 
 
 class MemberFleet:

@@ -17,6 +17,9 @@
   cluster that is not Ready (checked every probe interval all the same), and a Ready one is looked at
   again only when its grace would run out or its heartbeat is due. 10,000 pull members were otherwise
   10,000 reads and decodes of their status documents every 5 s.
+  An agent that cannot reach its member says so (`drods.model.reachability`, a watch of the clusters'
+  domain events): Ready=False at once with reason ``ClusterNotReachable``, until a report or its
+  ``ClusterReachable`` comes after it.
 * Per cluster, the annotation ``multicluster.io/not-ready-grace-seconds`` overrides the grace.
 
 While Ready is False the cluster carries the taint ``cluster.multicluster.io/not-ready:NoExecute``
@@ -58,6 +61,7 @@ from drods.model import member_status as ms
 from drods.model.conditions import condition
 from drods.model.keys import STATUS_PREFIX
 from drods.model.kinds import CLUSTER
+from drods.model.reachability import NOT_REACHABLE, Reachability
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.monitor.statusdoc import scheduler_view
 from drods.registry.patch import MERGE_PATCH
@@ -119,13 +123,17 @@ class ClusterHealth:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(settings.probeConcurrency)
         self._reported: dict[str, asyncio.Event] = {}  # pull clusters: set by a report that may change Ready
+        self._reach: dict[str, Reachability] = {}  # pull clusters: their agent's newest reachability event
         self._started_for = -1  # the fleet's membership the probe loops were last started for
 
     async def run(self) -> None:
         await self.fleet.synced.wait()
-        reports = self.fleet.informers.reports
+        reports, reach = self.fleet.informers.reports, self.fleet.informers.reachability
         try:
-            with subscribed(*(((reports, self._on_report),) if reports is not None else ())):
+            with subscribed(*(((reports, self._on_report),) if reports is not None else ()),
+                            *(((reach, self._on_reach),) if reach is not None else ())):
+                for key, event in list(reach.cache.items()) if reach is not None else ():
+                    self._on_reach(key, None, event)
                 await Periodic("cluster-health", self._start_probes, min(0.5, self.settings.probeIntervalSeconds),
                                first_at_start=True).run()
         finally:
@@ -136,6 +144,17 @@ class ClusterHealth:
         st = self.state.get(name)
         if new is not None and new != old and (st is None or st.ready != "True") and name in self._reported:
             self._reported[name].set()  # Ready only moves a deadline: that waits for its check
+
+    def _on_reach(self, _key: str, _old: Reachability | None, new: Reachability | None) -> None:
+        """An agent said whether it reaches its member: kept if it is the cluster's newest, and its
+        check woken (a Ready cluster too: the word of an agent is not a deadline to wait for)."""
+        if new is None:
+            return  # its lease ran out: a newer one or the reports have the word by then
+        cur = self._reach.get(new.cluster)
+        if cur is None or new.at > cur.at:
+            self._reach[new.cluster] = new
+            if new.cluster in self._reported:
+                self._reported[new.cluster].set()
 
     async def _start_probes(self) -> None:
         """One probe loop per registered cluster (a loop ended by `LeadershipLost` ends this term)."""
@@ -149,6 +168,7 @@ class ClusterHealth:
         for n in set(self._tasks) - names:
             self._tasks.pop(n).cancel()
             self.state.pop(n, None)
+            self._reach.pop(n, None)
 
     async def _loop(self, name: str) -> None:
         """One cluster's probes: one every probe interval from the start of the last (at least
@@ -234,9 +254,15 @@ class ClusterHealth:
                 stored = await self._stored_report(name)
                 if stored is not None:
                     st.last_ok = max(st.last_ok or 0.0, stored)
+            unreachable = self._unreachable(name, st)
         else:
             await self._probe(name, st)
-        if st.last_ok is not None and now - st.last_ok < grace:
+            unreachable = None
+        if unreachable is not None:
+            ready, reason = "False", NOT_REACHABLE
+            message = f"its agent cannot reach the member's API (said at {rfc3339(unreachable.at)}): " \
+                f"{unreachable.message or 'no answer'}"
+        elif st.last_ok is not None and now - st.last_ok < grace:
             ready, reason = "True", "ClusterReady"
             message = self._ready_message(obj, st)
         elif now - (st.last_ok or st.first_seen) >= grace:
@@ -255,6 +281,17 @@ class ClusterHealth:
                     (f" ({st.last_error})" if st.last_error else "")
         st.ready = ready
         await self._write(name, obj, st, ready, reason, message, now)
+
+    def _unreachable(self, name: str, st: _Health) -> Reachability | None:
+        """The agent's ClusterNotReachable, unless a report or its ClusterReachable came since (which
+        counts as a report: the agent read its member then)."""
+        reach = self._reach.get(name)
+        if reach is None:
+            return None
+        if reach.reachable:
+            st.last_ok = max(st.last_ok or 0.0, reach.at)
+            return None
+        return reach if reach.at > (st.last_ok or 0.0) else None
 
     def _ready_message(self, obj: Obj, st: _Health) -> str:
         if is_pull(obj):

@@ -10,6 +10,12 @@ subscriptions that match the cluster (`drods.monitor.subscriptions`) — sets th
 It never gives up on a transient failure: a member or control plane that is down is retried at the
 report interval (with backoff for the control plane), so the agent outlives restarts on both sides.
 A refused token (401/403) is not transient: `run_agent` raises `AgentRefused`.
+
+A member that stops answering (its client NotReady: ``failure_threshold`` attempts in a row failed) is
+said at once, as a ``ClusterNotReachable`` domain event, and its return as ``ClusterReachable``
+(`drods.model.reachability`): the cluster turns NotReady within a report interval, not after the
+control plane's ``pullGraceSeconds`` of silence. An event that did not get through is sent again the
+next round.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import httpx
 
 from drods.members.client import MemberClient
 from drods.members.collector import report_from_summary
+from drods.model import reachability
 from drods.transport import async_transport
 
 log = logging.getLogger(__name__)
@@ -57,6 +64,20 @@ async def report_once(member: MemberClient, http: httpx.AsyncClient, cluster: st
     return await http.put("/api/v1/metrics", json=body)
 
 
+async def say_reachable(http: httpx.AsyncClient, cluster: str, reachable: bool, message: str) -> bool:
+    """Tell the control plane whether the member answers; whether it took the word."""
+    try:
+        r = await http.post("/api/v1/metrics/events", json=reachability.event(cluster, reachable, message))
+    except httpx.HTTPError as e:
+        log.warning("cannot tell %s that cluster %s is %s: %s", http.base_url, cluster,
+                    "reachable" if reachable else "not reachable", e)
+        return False
+    if r.status_code != 201:
+        log.warning("%s for cluster %s not recorded: HTTP %d %s", reachability.event(cluster, reachable, "")["type"],
+                    cluster, r.status_code, r.text[:300])
+    return r.status_code == 201
+
+
 async def run_agent(cluster: str, member: MemberClient, server: str, token: str, *,
                     interval: float = 15.0, verify: ssl.SSLContext | bool = True, max_backoff: float = 60.0,
                     stop: asyncio.Event | None = None, stats: AgentStats | None = None) -> AgentStats:
@@ -66,6 +87,7 @@ async def run_agent(cluster: str, member: MemberClient, server: str, token: str,
     stats.interval = interval
     backoff = 1.0
     phased = False
+    said_unreachable = False  # the control plane has the member's ClusterNotReachable
     member.follow_pods()  # reported every interval: its pods followed, not listed each time
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=server.rstrip("/"), headers=headers, transport=async_transport(verify),
@@ -79,14 +101,18 @@ async def run_agent(cluster: str, member: MemberClient, server: str, token: str,
                 wait = min(backoff, max_backoff)
                 backoff = min(backoff * 2, max_backoff)
                 log.warning("cannot reach %s: %s; retrying in %.0fs", server, e, wait)
-            except Exception as e:  # noqa: BLE001 - the member is unreadable; its silence shows as stale reports
+            except Exception as e:  # noqa: BLE001 - the member is unreadable: said once it does not answer
                 stats.failures += 1
                 log.warning("cannot read cluster %s: %s", cluster, e)
+                if not said_unreachable and member.state.condition == "NotReady":
+                    said_unreachable = await say_reachable(http, cluster, False, member.state.last_error or str(e))
             else:
                 backoff = 1.0
                 if r.status_code in (401, 403):
                     raise AgentRefused(f"{server} refused the token for cluster {cluster}: HTTP {r.status_code} "
                                        f"{r.text[:300]}")
+                if said_unreachable:
+                    said_unreachable = not await say_reachable(http, cluster, True, "answering again")
                 if r.status_code == 200:
                     stats.reports += 1
                     stats.interval = next_report_seconds(r.json(), interval)

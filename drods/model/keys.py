@@ -25,6 +25,9 @@ DECISIONS_PREFIX = "/history/decisions/"  # X1: route changes, migrations, cache
 # Monitoring's events (prefix-watchable, leased).
 THRESHOLD_EVENTS_PREFIX = "/events/thresholds/"
 SUSTAINED_EVENTS_PREFIX = "/events/sustained/"
+# Domain events an agent or collector posted for a cluster (``POST /api/v1/metrics/events``, leased):
+# ``/events/clusters/<cluster>/<nanoseconds>``; `drods.model.reachability` reads a pull agent's.
+CLUSTER_EVENTS_PREFIX = "/events/clusters/"
 # Collection subscriptions (C1).
 SUBSCRIPTIONS_PREFIX = "/monitor/subscriptions/"
 # Latest application feedback per workload (H3): ``/feedback/<namespace>/<kind>/<name>``.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from drods.controllers.fleet import decode_report_time
+from drods.controllers.fleet import decode_reachability, decode_report_time
 from drods.controllers.health import ClusterHealth, _Health
 from drods.controllers.settings import MemberSettings
 from drods.machinery.informer import Informer
-from drods.model import jsondoc
-from drods.model.keys import STATUS_PREFIX
+from drods.model import jsondoc, reachability
+from drods.model.keys import CLUSTER_EVENTS_PREFIX, STATUS_PREFIX
 from drods.model.timefmt import rfc3339_ms
 from drods.store.sqlite import SqliteStore
 
@@ -33,14 +34,14 @@ Obj = dict[str, Any]
 class _Fleet:
     """One pull cluster held as the informer would hold it; status writes counted and kept."""
 
-    def __init__(self, reports: Informer | None) -> None:
+    def __init__(self, reports: Informer | None, reachability: Informer | None = None) -> None:
         self.obj: Obj = {"metadata": {"name": "c1", "resourceVersion": "1"}, "spec": {"syncMode": "Pull"},
                          "status": {}}
         self.synced = asyncio.Event()
         self.synced.set()
         self.membership = 1
         self.clusters = _Cache({"/registry/multicluster.io/clusters/c1": self.obj})
-        self.informers = _Informers(reports)
+        self.informers = _Informers(reports, reachability)
         self.registry = self
         self.store = _NoReports()
         self.writes: list[Obj] = []
@@ -74,8 +75,9 @@ class _Cache:
 
 
 class _Informers:
-    def __init__(self, reports: Informer | None) -> None:
+    def __init__(self, reports: Informer | None, reachability: Informer | None = None) -> None:
         self.reports = reports
+        self.reachability = reachability
 
 
 def _ready(obj: Obj) -> str | None:
@@ -254,3 +256,53 @@ async def test_a_pull_clusters_resource_summary_comes_from_its_report_with_the_w
     await health.check("c1")
     assert fleet.writes[2]["nodeSummary"] == {"totalNum": 3, "readyNum": 2}
     assert fleet.writes[2]["kubernetesVersion"] == "v1.30.0"
+
+
+async def _said(store: SqliteStore, reachable: bool, message: str = "") -> None:
+    """What the agent's ``POST /api/v1/metrics/events`` stores."""
+    body = json.dumps(reachability.event("c1", reachable, message)).encode()
+    await store.put(f"{CLUSTER_EVENTS_PREFIX}c1/{time.time_ns():020d}", body)
+
+
+async def test_an_agent_that_cannot_reach_its_member_turns_it_not_ready_at_once_not_at_the_grace(
+        tmp_path: Path) -> None:
+    # a grace and a probe interval far longer than the test: only the agent's word can turn it NotReady
+    settings = MemberSettings(probeIntervalSeconds=60, pullGraceSeconds=600, heartbeatWriteSeconds=600)
+    store = SqliteStore(str(tmp_path / "db"))
+    reports = Informer(store, STATUS_PREFIX, decode_report_time)
+    reach = Informer(store, CLUSTER_EVENTS_PREFIX, decode_reachability)
+    fleet = _Fleet(reports, reach)
+    tasks = [asyncio.create_task(reports.run()), asyncio.create_task(reach.run())]
+    try:
+        await reports.wait_synced()
+        await reach.wait_synced()
+        await store.put(f"{CLUSTER_EVENTS_PREFIX}c1/{time.time_ns():020d}",
+                        json.dumps({"cluster": "c1", "type": "NodeNotReady", "severity": "critical"}).encode())
+        await _report(store, time.time())
+        await _until(lambda: reports.cache.get(f"{STATUS_PREFIX}c1") is not None, 5, "the report in the watch")
+        tasks.append(asyncio.create_task(ClusterHealth(fleet=fleet, settings=settings,  # type: ignore[arg-type]
+                                                       monitor=None).run()))
+        await _until(lambda: _ready(fleet.obj) == "True", 5, "Ready from the report (another event changes nothing)")
+
+        await _said(store, False, "HTTPSConnectionPool: connection refused")
+        await _until(lambda: _ready(fleet.obj) == "False", 5, "NotReady on the agent's word")
+        cond = next(c for c in fleet.obj["status"]["conditions"] if c["type"] == "Ready")
+        assert cond["reason"] == "ClusterNotReachable" and "connection refused" in cond["message"]
+        assert any(t["key"] == "cluster.multicluster.io/not-ready" for t in fleet.obj["spec"].get("taints") or [])
+
+        await _report(store, time.time() - 30)  # a report older than the agent's word does not undo it
+        await asyncio.sleep(0.3)
+        assert _ready(fleet.obj) == "False"
+        await _said(store, True, "answering again")
+        await _until(lambda: _ready(fleet.obj) == "True", 5, "Ready again when the agent reads its member again")
+        assert not any(t["key"] == "cluster.multicluster.io/not-ready" for t in fleet.obj["spec"].get("taints") or [])
+
+        await _said(store, False, "read timed out")
+        await _until(lambda: _ready(fleet.obj) == "False", 5, "NotReady on the agent's word again")
+        await _report(store, time.time())  # a report after it: the member answers
+        await _until(lambda: _ready(fleet.obj) == "True", 5, "Ready again on a newer report")
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await store.close()

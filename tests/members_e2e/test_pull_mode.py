@@ -202,3 +202,28 @@ def test_a_custom_resource_reaches_a_pull_mode_member_with_its_definition_and_it
         assert http.delete(f"{runs}/resnet").status_code in (200, 202)
         wait_for(lambda: pull.member.get(f"{runs}/resnet") is None, 20, "the run removed from the member")
         assert http.delete(f"{RPP}/resnet").status_code in (200, 202)
+
+
+def _ready(http: httpx.Client) -> dict[str, Any]:
+    conds = (http.get(f"/api/v1/clusters/{EDGE}").json().get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c.get("type") == "Ready"), {})
+
+
+def test_a_pull_member_whose_api_stops_answering_turns_not_ready_at_its_agents_word(pull: Pull) -> None:
+    """The agent says so at once (``ClusterNotReachable``) instead of falling silent: NotReady within a
+    few report intervals (2 s here), not after ``pullGraceSeconds`` (180 s, the default here)."""
+    with pull.http() as http:
+        wait_for(lambda: _ready(http).get("status") == "True", 20, "the cluster Ready from its reports")
+        pull.member.fault("down")
+        try:
+            cond = wait_for(lambda: (c := _ready(http)).get("status") == "False" and c, 30,
+                            "NotReady on the agent's word, long before the grace",
+                            what_else=lambda: (_ready(http), pull.agent_log()[-1500:]))
+            assert cond["reason"] == "ClusterNotReachable", cond
+            assert "cannot reach the member's API" in cond["message"], cond
+            taints = http.get(f"/apis/multicluster.io/v1alpha1/clusters/{EDGE}").json()["spec"].get("taints") or []
+            assert any(t.get("key") == "cluster.multicluster.io/not-ready" for t in taints), taints
+        finally:
+            pull.member.fault("up")
+        wait_for(lambda: _ready(http).get("status") == "True", 30, "Ready again once the member answers",
+                 what_else=lambda: (_ready(http), pull.agent_log()[-1500:]))

@@ -39,6 +39,7 @@ from drods.api.context import authenticate, monitoring
 from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import not_found, validation_failed
+from drods.model.keys import CLUSTER_EVENTS_PREFIX
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport
 from drods.monitor.service import MonitorService
@@ -148,7 +149,7 @@ async def _next_report_seconds(svc: MonitorService, info: ClusterInfo) -> float:
 async def post_event(request: Request, event: DomainEvent = Body(...),
                      principal: Principal = Depends(authenticate)) -> JSONResponse:
     svc = await _ensure_cluster(request, principal, event.cluster)
-    key = f"/events/clusters/{event.cluster}/{time.time_ns():020d}"
+    key = f"{CLUSTER_EVENTS_PREFIX}{event.cluster}/{time.time_ns():020d}"
     doc: dict[str, Any] = event.model_dump(mode="json")
     await svc.leases.put(key, json.dumps(doc).encode())  # one shared lease (eventTtlSeconds), not one per event
     await svc.record_domain_event(event.cluster, doc)
