@@ -272,6 +272,8 @@ class ResourceDetector:
         if match is None or obj is None:
             if obj is None:
                 self._custom_kinds.pop(key, None)
+            elif self._karmada_policy_deleted(existing):
+                return None  # Karmada keeps what a deleted policy placed: the Binding stays as it is
             await self._delete_binding(bname, existing)
             return None
         if match.karmada is not None:
@@ -341,6 +343,19 @@ class ResourceDetector:
         if not existing["metadata"].get("deletionTimestamp"):
             await self.registry.delete(BINDING, bname)
             log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
+
+    def _karmada_policy_deleted(self, existing: dict[str, Any] | None) -> bool:
+        """Whether ``existing`` was placed by a Karmada PropagationPolicy or ClusterPropagationPolicy
+        that is gone. Karmada keeps the ResourceBinding and the copies in the members when the policy
+        is deleted (karmada#601): the workload stays where it runs until another policy claims it or
+        it is deleted itself. A policy that still exists but no longer selects the workload lets it go."""
+        ref = ((existing or {}).get("spec") or {}).get("policyRef") or {}
+        kind = next((k for k in KARMADA_PROPAGATION_KINDS
+                     if k.api_version == ref.get("apiVersion") and k.kind == ref.get("kind")), None)
+        if kind is None or not ref.get("name"):
+            return False
+        key = kind.key(str(ref["name"]), str(ref.get("namespace") or "") or None)
+        return not any(key in inf.cache for inf in self.policies)
 
     def _dependents_present(self, names: Sequence[str], namespace: str) -> bool:
         have = {(str(o["metadata"].get("namespace") or ""), str(o["metadata"].get("name")))
