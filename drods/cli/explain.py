@@ -11,7 +11,7 @@ evacuation or pre-allocation is an eviction, a restore a rebalance) with the wat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -43,7 +43,14 @@ def _say(text: str) -> None:
 
 
 def _kind_of(word: str) -> str:
-    return _ALIASES.get(word.lower(), word[:1].upper() + word[1:])
+    """The kind a word names as kubectl reads it: kind, plural, singular or short name, any case."""
+    from drods.model.kinds import ALL_KINDS
+
+    w = word.lower()
+    if w in _ALIASES:
+        return _ALIASES[w]
+    known = next((k for k in ALL_KINDS if w in (k.kind.lower(), k.plural, k.singular, *k.short_names)), None)
+    return known.kind if known is not None else word[:1].upper() + word[1:]
 
 
 def _binding_id(kind: str, namespace: str, name: str) -> str:
@@ -87,8 +94,8 @@ def _options_table(record: Mapping[str, Any]) -> None:
 def _inputs_line(inputs: Mapping[str, Any]) -> str:
     parts: list[str] = []
     adj = inputs.get("adjuster") or {}
-    if adj.get("fleetWaterLevel") is not None:
-        parts.append(f"fleet water level {adj['fleetWaterLevel'] * 100:.0f}%, adjuster {adj.get('mode')} "
+    if adj.get("fleetWaterLevel") is not None and adj.get("mode") is not None:  # none: no division ran
+        parts.append(f"fleet water level {adj['fleetWaterLevel'] * 100:.0f}%, adjuster {adj['mode']} "
                      f"(spread {adj.get('spread')})")
     cand = inputs.get("candidates") or {}
     if "belowLimit" in cand:
@@ -208,8 +215,14 @@ def _explain_plan(api: ApiClient, word: str, namespace: str, name: str, history:
 
 
 def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, history: bool, output: str) -> None:
-    from drods.model.decision import TYPES, latest_per_type
+    from drods.model.decision import latest_per_type
 
+    if kind == "Binding":  # its decisions are kept under the workload it places
+        r = api.request("GET", f"/apis/multicluster.io/v1alpha1/bindings/{name}", ok=(404,))
+        ref = ((r.json().get("spec") or {}).get("resource") or {}) if r.status_code == 200 else {}
+        if not ref.get("kind") or not ref.get("name"):
+            raise CliError(f"binding {name!r} not found")
+        kind, namespace, name = str(ref["kind"]), str(ref.get("namespace") or ""), str(ref["name"])
     status = _binding(api, _binding_id(kind, namespace, name))
     items = _decisions(api, {"kind": kind, "namespace": namespace, "name": name})
     if status is None and not items:
@@ -229,10 +242,13 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
         return
     if not latest:
         _say("No decision kept (placements are kept 1 hour, scaling 7 days, routes 1 day).")
-    for t in TYPES:
-        if t in latest:
-            _say("")
-            describe_decision(latest[t])
+    for record in _newest_first(latest.values()):
+        _say("")  # the latest of each type, newest first as --history lists them
+        describe_decision(record)
+
+
+def _newest_first(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(records, key=lambda r: str(r.get("time") or ""), reverse=True)
 
 
 def _cluster_rows(name: str, bindings: Sequence[Mapping[str, Any]],
@@ -283,7 +299,7 @@ def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
         print_table(["workload", "verdict", "why", "decided"], away)
     _say(f"Decisions about the cluster ({len(own)}):")
     latest = latest_per_type(own)
-    for d in latest.values():
+    for d in _newest_first(latest.values()):
         _say("")
         describe_decision(d)
     if len(own) > len(latest):

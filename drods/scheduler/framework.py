@@ -650,7 +650,7 @@ class Scheduler:
                    f"clusters; the {cyc.rows_sel.size} selected feasible clusters can hold no more "
                    "(resource fit / water-level limit)")
         else:
-            msg = f"scheduled {placed} replicas on {len(pairs)}/{n} clusters ({m} feasible)"
+            msg = f"scheduled {placed} replica{'' if placed == 1 else 's'} on {len(pairs)}/{n} clusters ({m} feasible)"
         if "latencySLO" in info.cache:  # the users' SLO could not hold every replica: said where it is read
             msg = f"{msg}; {info.cache['latencySLO']}"
         elif info.latency_slo_ms is not None and info.users is None:

@@ -112,6 +112,11 @@ def test_drods_explain_reads_as_text_json_history_and_per_cluster(env: Env, lone
     assert out["latest"]["Placement"]["subject"]["name"] == LONE and out["placement"]["placed"] >= 1
     history = _explain(env, f"deployment/{LONE}", "--history")
     assert "FirstSchedule" in history and "TRIGGER" in history
+    # the words kubectl takes name the same workload: a plural, and its Binding (its decisions are the workload's)
+    for word in (f"deployments/{LONE}", f"binding/deployment-default-{LONE}", f"bindings/deployment-default-{LONE}"):
+        got = json.loads(_explain(env, word, "-o", "json"))
+        assert got["subject"] == {"kind": "Deployment", "namespace": "default", "name": LONE}, (word, got["subject"])
+        assert got["latest"]["Placement"]["subject"]["name"] == LONE
     away = next(o["name"] for o in d["options"] if not o["chosen"])
     per_cluster = json.loads(_explain(env, "cluster", away, "-o", "json"))
     assert any(w["workload"] == f"Deployment/default/{LONE}" and w["reason"] for w in per_cluster["notPlaced"]) or \
