@@ -103,8 +103,11 @@ def resource_summary(st: ms.MemberStatus) -> Obj:
         allocatable = part.allocatable if part.allocatable is not None else part.capacity
         if res == ms.GPU and not allocatable:
             continue
+        # used: what metrics.k8s.io measured when the member serves it (a report's ``used`` folds the
+        # requests in for the water level: a pull member showed its requests as its use)
+        used = part.measured if part.measured is not None else part.used
         out[res] = _stated(**{ms.ALLOCATABLE: (allocatable, 2), ms.ALLOCATED: (part.allocated, 2),
-                              ms.USED: (part.used, 1)})
+                              ms.USED: (used, 1)})
     if pods := _stated(**{ms.CAPACITY: (st.pods_capacity, 0), ms.USED: (st.pods_used, 0)}):
         out[ms.PODS] = pods
     out.update(_stated(**{ms.WATER_LEVEL: (st.water_level, 2)}))

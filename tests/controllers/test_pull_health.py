@@ -256,6 +256,12 @@ async def test_a_pull_clusters_resource_summary_comes_from_its_report_with_the_w
     await health.check("c1")
     assert fleet.writes[2]["nodeSummary"] == {"totalNum": 3, "readyNum": 2}
     assert fleet.writes[2]["kubernetesVersion"] == "v1.30.0"
+    # the report's used folds the requests in (the water level's max(used, allocated)); what metrics.k8s.io
+    # measured, when stated, is what the member uses
+    reports.doc["status"]["cpu"] = {"capacity": 24, "allocated": 1, "used": 1, "measured": 0.5}
+    now, st.last_ok = 1_063.0, 1_063.0
+    await health.check("c1")
+    assert fleet.writes[3]["resourceSummary"]["cpu"] == {"allocatable": 24.0, "allocated": 1.0, "used": 0.5}
 
 
 async def _said(store: SqliteStore, reachable: bool, message: str = "") -> None:
