@@ -26,6 +26,7 @@ from drods.model.annotations import evacuated_from, failed_over_from
 from drods.model.keys import DESCHEDULER_STATE_KEY, SUSTAINED_EVENTS_PREFIX
 from drods.model.preallocation import parse_hold
 from drods.model.reschedule import RescheduleHook
+from drods.model.timefmt import rfc3339
 from drods.monitor.autoops import Action, AutoOps, AutoOpsPolicy, RestoreWatch, execute
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.service import MonitorService
@@ -247,8 +248,8 @@ class Descheduler:
             calm = (f"water level {details[c]['waterLevel']:.2f} below the limit "
                     f"{svc.water_level_limit(c):.2f} for {now - since:.0f}s")
             if action == "failback":
-                reason, info = f"cluster {c} Ready again, {calm}", {"readySince": since, "recovered": c}
+                reason, info = f"cluster {c} Ready again, {calm}", {"readySince": rfc3339(since), "recovered": c}
             else:
-                reason, info = calm, {"calmSince": since}
+                reason, info = calm, {"calmSince": rfc3339(since)}
             outcome = await self._execute(action, c, reason, {"waterLevel": details[c]["waterLevel"], **info})
             watch.done(c, outcome, now)
