@@ -229,6 +229,9 @@ def plot_comparison(path: Path, figs: dict[str, dict[str, float]]) -> None:
     for ax, metric in zip(axes.flat, METRICS, strict=False):
         vals = [figs[n][metric] for n in names]
         ax.bar(range(len(names)), vals, color=[colours[i % len(colours)] for i in range(len(names))])
+        if not any(vals):  # matplotlib centres an all-zero axis on 0 (−0.04…0.04): say it instead
+            ax.set_ylim(0, 1)
+            ax.text(0.5, 0.5, "0 for every policy", ha="center", va="center", fontsize=8, transform=ax.transAxes)
         ax.set_xticks(range(len(names)), names, rotation=25, fontsize=7, ha="right")
         ax.set_title(metric, fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
@@ -270,16 +273,39 @@ def plot_ideal(path: Path, inputs: Inputs, traces: dict[str, Trace]) -> None:
     plt.close(fig)
 
 
+def _cell(value: Any) -> str:
+    """A figure as a reader takes it in: counts and large amounts whole with thousands separators
+    (bytes too), levels and ratios to four significant digits."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return html.escape(str(value))
+    if isinstance(value, int) or abs(value) >= 1000 or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def _comparison_table(comparison: dict[str, Any]) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("baseline", "dominates", "worse on", "peak reduction",
+                                             "pending ratio", "replicas moved beyond it", "where it gives way"))
+    rows = "".join(
+        "<tr><th>" + html.escape(name) + "</th>"
+        f"<td>{'yes' if c.get('dominates') else 'no'}</td>"
+        f"<td>{html.escape(', '.join(c.get('worseOn') or []) or '—')}</td>"
+        f"<td>{c['peakReduction']:.1%}</td>"
+        f"<td>{'—' if c.get('pendingRatio') is None else _cell(c['pendingRatio'])}</td>"
+        f"<td>{_cell(c.get('movedExtra', 0))}</td>"
+        "<td style='text-align:left'>" + html.escape("; ".join(f"{k}: {v}" for k, v in (c.get("givesWay") or {})
+                                                              .items()) or "—") + "</td></tr>"
+        for name, c in comparison.items())
+    return f"<h2>WaterLevel against the baselines</h2><table><tr>{head}</tr>{rows}</table>"
+
+
 def write_index(path: Path, summ: dict[str, Any], images: list[str]) -> None:
     pol = summ["policies"]
     head = "".join(f"<th>{html.escape(m)}</th>" for m in METRICS)
-    rows = "".join("<tr><th>" + html.escape(n) + "</th>" + "".join(f"<td>{v[m]:,}</td>" for m in METRICS) + "</tr>"
-                   for n, v in pol.items())
+    rows = "".join("<tr><th>" + html.escape(n) + "</th>" + "".join(f"<td>{_cell(v[m])}</td>" for m in METRICS)
+                   + "</tr>" for n, v in pol.items())
     imgs = "".join(f'<figure><img src="{html.escape(i)}" alt="{html.escape(i)}"></figure>' for i in images)
-    comp = ""
-    if summ.get("comparison"):
-        comp = "<h2>WaterLevel against the baselines</h2><pre>" + html.escape(
-            json.dumps(summ["comparison"], indent=2)) + "</pre>"
+    comp = _comparison_table(summ["comparison"]) if summ.get("comparison") else ""
     doc = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>DRO-DS what-if: {html.escape(summ['scenario'])}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}

@@ -211,6 +211,12 @@ def test_report_files_and_valid_pngs(tmp_path: Path) -> None:
         img = mpimg.imread(tmp_path / png)
         assert img.shape[0] > 100 and img.shape[1] > 100
         assert png in (tmp_path / "index.html").read_text()
+    # the page reads as figures, not as Python floats and JSON: bytes whole with separators, the
+    # comparison a table naming whether WaterLevel dominates
+    page = (tmp_path / "index.html").read_text()
+    assert "<pre>" not in page and "<th>dominates</th>" in page
+    wl_bytes = on_disk["policies"]["WaterLevel"]["cross_domain_bytes"]
+    assert f"<td>{wl_bytes:,.0f}</td>" in page and ".0</td>" not in page
 
 
 def test_trace_csv_replaces_the_generator(tmp_path: Path) -> None:
