@@ -411,7 +411,24 @@ spec:
     # without the namespaced policy the cluster-wide one takes over
     env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/team/propagationpolicies/kweb")
     wait_for(lambda: env.copies("kweb", "team") == {"gcp-sin": 6}, 30, "moved to the cluster-wide policy's cluster")
+    kept = env.binding("deployment-team-kweb")
+    assert kept is not None
+    # the last Karmada policy deleted: as in Karmada, its Binding and the copies stay (karmada#601) until
+    # another policy claims the workload — the same Binding, moved, not one made again
     env.delete("/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/everything-to-sin")
+    own = {"apiVersion": "multicluster.io/v1alpha1", "kind": "ResourcePlacementPolicy",
+           "metadata": {"name": "kweb-own"},
+           "spec": {"resourceSelector": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "kweb",
+                                         "namespace": "team"},
+                    "targetClusters": [{"selectorType": "name", "values": ["aws-dfw"]}],
+                    "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}}}
+    env.create("/apis/multicluster.io/v1alpha1/resourceplacementpolicies", own)
+    wait_for(lambda: env.copies("kweb", "team") == {"aws-dfw": 6}, 30, "claimed by DRO-DS's policy and moved")
+    claimed = env.binding("deployment-team-kweb")
+    assert claimed is not None and claimed["metadata"]["uid"] == kept["metadata"]["uid"], \
+        "the Binding of the deleted Karmada policy was deleted and made again, not kept"
+    # DRO-DS's own policy deleted: its Binding and the copies go
+    env.delete("/apis/multicluster.io/v1alpha1/resourceplacementpolicies/kweb-own")
     wait_for(lambda: env.copies("kweb", "team") == {}, 20, "copies deleted with the last policy")
     # no longer placed: the template no longer shows the copies that are gone
     st = wait_for(lambda: (s := env.http.get(deploy_path("team", "kweb")).json().get("status") or {})
