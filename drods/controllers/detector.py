@@ -354,7 +354,7 @@ class ResourceDetector:
                      if k.api_version == ref.get("apiVersion") and k.kind == ref.get("kind")), None)
         if kind is None or not ref.get("name"):
             return False
-        key = kind.key(str(ref["name"]), str(ref.get("namespace") or "") or None)
+        key = kind.key(str(ref["name"]), ref.get("namespace") or None)
         return not any(key in inf.cache for inf in self.policies)
 
     def _dependents_present(self, names: Sequence[str], namespace: str) -> bool:

@@ -257,7 +257,12 @@ class ClusterHealth:
                 stored = await self._stored_report(name)
                 if stored is not None:
                     st.last_ok = max(st.last_ok or 0.0, stored)
-            unreachable = self._unreachable(name, st)
+            reach = self._reach.get(name)
+            if reach is not None and reach.reachable:  # the agent read its member then: as good as a report
+                st.last_ok = max(st.last_ok or 0.0, reach.at)
+            # its ClusterNotReachable holds until a report or its ClusterReachable comes after it
+            unreachable = reach if reach is not None and not reach.reachable and reach.at > (st.last_ok or 0.0) \
+                else None
         else:
             await self._probe(name, st)
             unreachable = None
@@ -284,17 +289,6 @@ class ClusterHealth:
                     (f" ({st.last_error})" if st.last_error else "")
         st.ready = ready
         await self._write(name, obj, st, ready, reason, message, now)
-
-    def _unreachable(self, name: str, st: _Health) -> Reachability | None:
-        """The agent's ClusterNotReachable, unless a report or its ClusterReachable came since (which
-        counts as a report: the agent read its member then)."""
-        reach = self._reach.get(name)
-        if reach is None:
-            return None
-        if reach.reachable:
-            st.last_ok = max(st.last_ok or 0.0, reach.at)
-            return None
-        return reach if reach.at > (st.last_ok or 0.0) else None
 
     def _ready_message(self, obj: Obj, st: _Health) -> str:
         if is_pull(obj):

@@ -66,15 +66,14 @@ async def report_once(member: MemberClient, http: httpx.AsyncClient, cluster: st
 
 async def say_reachable(http: httpx.AsyncClient, cluster: str, reachable: bool, message: str) -> bool:
     """Tell the control plane whether the member answers; whether it took the word."""
+    body = reachability.event(cluster, reachable, message)
     try:
-        r = await http.post("/api/v1/metrics/events", json=reachability.event(cluster, reachable, message))
+        r = await http.post("/api/v1/metrics/events", json=body)
     except httpx.HTTPError as e:
-        log.warning("cannot tell %s that cluster %s is %s: %s", http.base_url, cluster,
-                    "reachable" if reachable else "not reachable", e)
+        log.warning("cannot send %s for cluster %s to %s: %s", body["type"], cluster, http.base_url, e)
         return False
     if r.status_code != 201:
-        log.warning("%s for cluster %s not recorded: HTTP %d %s", reachability.event(cluster, reachable, "")["type"],
-                    cluster, r.status_code, r.text[:300])
+        log.warning("%s for cluster %s not recorded: HTTP %d %s", body["type"], cluster, r.status_code, r.text[:300])
     return r.status_code == 201
 
 
