@@ -158,8 +158,8 @@ class Rescheduler:
             replicas += int(((obj.get("spec") or {}).get("replicas")) or 0)
         if not names:
             return RescheduleResult(False, 0, f"no binding failed over from {req.cluster}")
-        return RescheduleResult(True, replicas, f"offering recovered {req.cluster} back to {len(names)} "
-                                                f"binding(s): {', '.join(names[:10])}", tuple(names))
+        return RescheduleResult(True, 0, f"offering recovered {req.cluster} back to {len(names)} "
+                                         f"binding(s): {', '.join(names[:10])}", tuple(names), offered=replicas)
 
     async def evacuate(self, req: RescheduleRequest) -> RescheduleResult:
         by_name = {obj["metadata"]["name"]: (n, obj) for obj in await self.registry.scan(BINDING)
@@ -353,8 +353,8 @@ class Rescheduler:
             replicas += int(((obj.get("spec") or {}).get("replicas")) or 0)
         if not names:
             return RescheduleResult(False, 0, f"no binding was moved away from {req.cluster}")
-        return RescheduleResult(True, replicas, f"offering {req.cluster} back to {len(names)} binding(s): "
-                                                f"{', '.join(names[:10])}", tuple(names))
+        return RescheduleResult(True, 0, f"offering {req.cluster} back to {len(names)} binding(s): "
+                                         f"{', '.join(names[:10])}", tuple(names), offered=replicas)
 
     async def offer(self, req: RescheduleRequest) -> RescheduleResult:
         name = req.details.get("binding")
@@ -386,7 +386,8 @@ class Rescheduler:
         when = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else self.clock()
         await trigger(self.registry, name, req.reason, self.clock, {TRAFFIC_REBALANCED_AT: rfc3339_ms(when)})
         replicas = int(((obj.get("spec") or {}).get("replicas")) or 0)
-        return RescheduleResult(True, replicas, f"re-placing binding {name} nearer its traffic peers", (name,))
+        return RescheduleResult(True, 0, f"re-placing binding {name} nearer its traffic peers", (name,),
+                                offered=replicas)
 
     async def peakshave(self, req: RescheduleRequest) -> RescheduleResult:
         moves = req.details.get("moves")

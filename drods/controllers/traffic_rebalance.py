@@ -168,7 +168,8 @@ class TrafficRebalancer:
                 info["error"] = f"{type(e).__name__}: {e}"
             else:
                 outcome = "executed" if result.accepted else "refused"
-                info["result"] = {"accepted": result.accepted, "moved": result.moved, "message": result.message}
+                info["result"] = {"accepted": result.accepted, "moved": result.moved, "message": result.message,
+                                  **({"offered": result.offered} if result.offered else {})}
         info["outcome"] = outcome
         if self.record is not None:
             await self.record(KIND, reason, cluster=target, binding=rec.name, ts=now, details=info)

@@ -41,6 +41,9 @@ class RescheduleResult:
     # `CONSIDERED_TOP_K` beyond those moved — and how many more it left unnamed
     considered: tuple[tuple[str, int], ...] = ()
     omitted: int = 0
+    # replicas of the bindings offered a cluster back (restore, fail-back, a traffic rebalance): the
+    # scheduler decides how many of them go, so none is counted as moved here
+    offered: int = 0
 
 
 class RescheduleHook(Protocol):

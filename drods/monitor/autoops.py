@@ -189,6 +189,7 @@ async def execute(ops: AutoOps, action: Action, cluster: str, reason: str, now: 
                 outcome = "executed" if result.accepted else "refused"
                 info["result"] = {"accepted": result.accepted, "moved": result.moved, "message": result.message,
                                   "bindings": list(result.bindings),
+                                  **({"offered": result.offered} if result.offered else {}),
                                   **({"considered": [{"binding": b, "replicas": n} for b, n in result.considered],
                                       "omitted": result.omitted} if result.considered else {})}
     info["outcome"] = outcome

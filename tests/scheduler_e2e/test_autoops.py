@@ -163,6 +163,7 @@ async def test_overload_moves_replicas_away_and_calm_brings_them_back(store: Sto
         assert sum(back.values()) == 12
         op = await _operation(plane, "c", "Restore")
         assert op["details"]["outcome"] == "executed" and "below the limit" in op["reason"]
+        assert op["details"]["result"]["offered"] == 12 and op["details"]["result"]["moved"] == 0
         assert EVACUATED_FROM not in await _annotations(plane, "bindings", "web")
         # Calm: one move away, one move back — no oscillation.
         assert sorted(o["kind"] for o in await _operations(plane, "c")) == ["Evacuate", "Restore"]
@@ -279,6 +280,8 @@ async def test_replicas_fail_back_once_the_cluster_is_ready_and_calm(store: Stor
         assert sum(back.values()) == 12
         op = await _operation(plane, "c", "Rebalance")
         assert op["details"]["outcome"] == "executed" and op["details"]["result"]["bindings"] == ["web"]
+        # the operation offered web's 12 replicas back; how many went is the scheduler's decision, not a move
+        assert op["details"]["result"]["offered"] == 12 and op["details"]["result"]["moved"] == 0
         assert op["reason"].startswith("cluster c Ready again") and op["details"]["trigger"]["recovered"] == "c"
         assert FAILED_OVER_FROM not in await _annotations(plane, "bindings", "web")
         r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "web", "maxEntries": 1})
