@@ -164,13 +164,24 @@ def _nodes(obj: Obj) -> str | None:
     return f"{ns.get('readyNum', 0)}/{ns.get('totalNum', 0)}" if ns else None
 
 
-def _cpu(obj: Obj) -> str | None:
-    cpu = _get(obj, "status.resourceSummary.cpu") or {}
+def _summary(resource: str, total: str = "allocatable", parts: tuple[str, ...] = ("allocated", "used")
+             ) -> Callable[[Obj], str | None]:
+    """``allocated/used of allocatable`` of one resource of the member's summary."""
+    def cell(obj: Obj) -> str | None:
+        got = _get(obj, f"status.resourceSummary.{resource}") or {}
 
-    def shown(key: str) -> str:  # a value the member did not state is not a 0
-        v = cpu.get(key)
-        return f"{v:g}" if isinstance(v, int | float) else "-"
-    return f"{shown('allocated')}/{shown('used')} of {shown('allocatable')}" if cpu else None
+        def shown(key: str) -> str:  # a value the member did not state is not a 0
+            v = got.get(key)
+            return f"{v:g}" if isinstance(v, int | float) else "-"
+        return f"{'/'.join(shown(p) for p in parts)} of {shown(total)}" if got else None
+
+    cell.__name__ = resource
+    return cell
+
+
+def _taints(obj: Obj) -> str | None:
+    rows = _list(obj, "spec.taints")
+    return ",".join(f"{t.get('key')}:{t.get('effect')}" for t in rows if isinstance(t, dict)) or None
 
 
 def _water(obj: Obj) -> str | None:
@@ -277,7 +288,13 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
     "Cluster": (NAME, Column("Mode", "spec.syncMode", default="Push"), Column("Region", "spec.region"),
                 Column("Provider", "spec.provider"), Column("City", "spec.city"), Column("Ready", _ready_condition),
                 Column("Version", "status.kubernetesVersion"), Column("Nodes", _nodes),
-                Column("CPU(alloc/used)", _cpu), Column("Water", _water), Column("Heartbeat", _heartbeat), AGE),
+                Column("CPU(alloc/used)", _summary("cpu")), Column("Water", _water), Column("Heartbeat", _heartbeat),
+                AGE, Column("Zone", "spec.zone", priority=1, default="<none>"),
+                Column("APIEndpoint", "spec.endpoint", priority=1, default="<none>"),
+                Column("Memory(alloc/used)", _summary("memory"), priority=1, default="<none>"),
+                Column("Pods(used)", _summary("pods", "capacity", ("used",)), priority=1, default="<none>"),
+                Column("Taints", _taints, priority=1, default="<none>"),
+                Column("Cordoned", "spec.unschedulable", "boolean", priority=1, default=False)),
     "Binding": (NAME, Column("Replicas", "spec.replicas", "integer"), Column("Phase", "status.phase"),
                 Column("Clusters", _per_cluster("status.placement")), AGE, *USAGE_COLUMNS,
                 Column("Cost/h", "status.estimatedHourlyCost", "number", priority=1, default="<none>"),

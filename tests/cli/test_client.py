@@ -84,6 +84,9 @@ def test_apply_get_delete(drods: Drods, tmp_path: Path) -> None:
 
     cluster = json.loads(drods("get", "clusters", "c-aws", "-o", "json").stdout)
     assert cluster["spec"]["region"] == "us-east-2"
+    plain, wide = (drods("get", "clusters", *o).stdout.splitlines()[0].split() for o in ((), ("-o", "wide")))
+    assert "APIENDPOINT" not in plain and wide[:len(plain)] == plain, (plain, wide)
+    assert wide[len(plain):] == ["ZONE", "APIENDPOINT", "MEMORY(ALLOC/USED)", "PODS(USED)", "TAINTS", "CORDONED"]
     assert "capabilities" not in cluster["spec"]
 
     listed = yaml.safe_load(drods("get", "cluster", "-l", "env=prod", "-o", "yaml").stdout)
