@@ -70,6 +70,12 @@ def _ratio(used: np.ndarray, cap: np.ndarray) -> float | None:
     return float(used[both].sum()) / total
 
 
+def shown_level(level: float | None) -> float | None:
+    """A water level as the API shows it: six digits, without a sum's float noise (0.029167, not
+    0.029167000000000002); the scheduler decides on the level as computed."""
+    return None if level is None else round(float(level), 6)
+
+
 def realtime(
     statuses: Mapping[str, NormalisedStatus],
     ready: Mapping[str, bool],
@@ -100,8 +106,8 @@ def realtime(
             _ratio(_col(act, r.MEMORY_USED), _col(act, r.MEMORY_CAPACITY)),
         ]
         known = [p for p in parts if p is not None]
-        fleet_wl = min(max(known), 1.0) if known else None
-    per_cluster = {c: (None if s is None else s.water_level) for c, s in zip(names, present, strict=True)}
+        fleet_wl = shown_level(min(max(known), 1.0)) if known else None
+    per_cluster = {c: (None if s is None else shown_level(s.water_level)) for c, s in zip(names, present, strict=True)}
     return RealtimeSnapshot(
         activeClusters=int(active.sum()),
         totalPods=int(pods.sum()),

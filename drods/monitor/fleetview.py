@@ -23,7 +23,7 @@ from drods.model.keys import STATUS_PREFIX, SURGE_KEY
 from drods.model.kinds import CLUSTER
 from drods.model.member_status import stored_document
 from drods.model.timefmt import parse_rfc3339
-from drods.monitor.fleet import RealtimeSnapshot, realtime
+from drods.monitor.fleet import RealtimeSnapshot, realtime, shown_level
 from drods.monitor.report import NormalisedStatus
 from drods.monitor.statusdoc import status_from_dict
 from drods.store import KeyValue, Store
@@ -278,7 +278,7 @@ class FleetView:
                 "ready": ready[c],
                 "active": c not in unhealthy,
                 "waterLevel": snap.waterLevel.clusters.get(c),
-                "schedulerWaterLevel": None if seen is None else seen.water_level,
+                "schedulerWaterLevel": None if seen is None else shown_level(seen.water_level),
                 "reportAgeSeconds": None if age is None else round(age, 3),
             }
         return snap, details

@@ -81,3 +81,11 @@ def test_realtime_empty_fleet() -> None:
     snap = realtime({}, {}, NOW)
     assert snap.activeClusters == 0 and snap.totalPods == 0 and snap.waterLevel.fleet is None
     assert snap.networkTraffic == "unknown" and snap.networkTrafficMbps is None  # nothing measured is not 0
+
+
+def test_realtime_shows_levels_without_float_noise() -> None:
+    """A member at 2.9167 % shows 0.029167, not the 0.029167000000000002 the division makes."""
+    st = status("a", cpuCapacity=24, cpuUsage=2.9167)
+    wl = realtime({"a": st}, {"a": True}, NOW).model_dump()["waterLevel"]
+    assert st.water_level != round(st.water_level, 6)  # the level as computed carries the digits
+    assert wl["clusters"]["a"] == 0.029167 and wl["fleet"] == 0.029167
