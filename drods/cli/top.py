@@ -3,11 +3,13 @@
 
 Reads GET /api/v1/monitor/realtime (readiness, activity, report age, fleet totals) and
 GET /api/v1/clusters (each cluster's scheduler-visible status), so it shows exactly what
-placement decisions use. ``--once`` prints one table and exits (scripts, tests).
+placement decisions use. It refreshes on a terminal; ``--once``, or an output that is not a terminal
+(a pipe, a script's capture), prints one table and exits.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Annotated, Any
 
@@ -135,10 +137,10 @@ def top_clusters(
     once: Annotated[bool, typer.Option("--once", help="Print one table and exit.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between refreshes.")] = 2.0,
 ) -> None:
-    """Water level, CPU, memory, pods, network and report age of every cluster, refreshing."""
+    """Water level, CPU, memory, pods, network and report age of every cluster, refreshing on a terminal."""
     api = connect(server, token, ca_file, insecure)
     try:
-        if once:
+        if once or not sys.stdout.isatty():
             console = stdout()
             with console.capture() as captured:
                 console.print(render(*fetch(api)))

@@ -238,5 +238,9 @@ async def test_drods_top_clusters_once(mon_sqlite: Mon) -> None:
     west = next(line for line in lines if line.startswith("west"))
     assert "True (stale)" in west
 
+    # not on a terminal (a script's capture) it prints once and exits without --once, as kubectl top
+    piped = await asyncio.to_thread(CliRunner().invoke, app, [a for a in args if a != "--once"])
+    assert piped.exit_code == 0 and piped.output.splitlines()[1].split()[:3] == ["NAME", "READY", "WATER"]
+
     result = await asyncio.to_thread(CliRunner().invoke, app, [*args[:-1], "not-a-token"])
     assert result.exit_code == 1 and "401" in result.output
