@@ -23,6 +23,8 @@ def fleet(
     resync: Annotated[float, typer.Option("--resync-seconds", min=0.5, help="Each member's controller passes "
                                           "at least this often without a change (changes wake it at once).")]
     = 30.0,
+    base_port: Annotated[int, typer.Option("--base-port", help="Member i serves on BASE_PORT + i (0: any free "
+                                           "port; a restart keeps each member's last one when free).")] = 0,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start every member from an empty store.")] = False,
     no_tls: Annotated[bool, typer.Option("--no-tls", help="Plain HTTP (kubectl then sends no token).")] = False,
     log_level: Annotated[str, typer.Option("--log-level")] = "warning",
@@ -44,7 +46,8 @@ def fleet(
         pool = NodePool(nodes_per_cluster, parse_cpu(node_cpu), parse_memory(node_memory), max_pods=max_pods)
         template = SimConfig(name="template", pools=[pool], startup_seconds=startup, state_dir=out,
                              tls=not no_tls, resync_seconds=resync)
-        cfg = FleetConfig(clusters=clusters, out=out.resolve(), template=template, prefix=prefix)
+        cfg = FleetConfig(clusters=clusters, out=out.resolve(), template=template, prefix=prefix,
+                          base_port=base_port)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     try:

@@ -48,17 +48,20 @@ class FleetConfig:
     out: Path
     template: SimConfig
     prefix: str = ""
+    base_port: int = 0  # member i serves on base_port + i (0: any free port, kept over restarts)
 
     def __post_init__(self) -> None:
         if self.clusters < 1:
             raise ValueError("--clusters must be at least 1")
+        if self.base_port and not 1024 <= self.base_port <= 65536 - self.clusters:
+            raise ValueError(f"--base-port must leave room for {self.clusters} ports: 1024..{65536 - self.clusters}")
 
     def member(self, i: int) -> SimConfig:
         where = site(i)
         name = f"{self.prefix}-{where.name}" if self.prefix else where.name
         return replace(self.template, name=name, region=where.region, zone=where.zone, provider=where.provider,
-                       city=where.city, port=0, data_dir=self.out / name, state_dir=self.out,
-                       kubeconfig_out=self.out / name / "kubeconfig")
+                       city=where.city, port=self.base_port + i if self.base_port else 0,
+                       data_dir=self.out / name, state_dir=self.out, kubeconfig_out=self.out / name / "kubeconfig")
 
 
 def manifest_entry(sim: SimServer) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import shutil
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from fastapi import FastAPI, Request
@@ -32,7 +33,7 @@ from drods.machinery.informer import Informer
 from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION
 from drods.registry.objects import decode_stored
-from drods.security.tls import ensure_certs
+from drods.security.tls import Certs, ensure_certs
 from drods.security.tokens import decode_record
 from drods.security.tokens import revocations as followed_revocations
 from drods.sim.config import SimConfig
@@ -58,6 +59,15 @@ STORE_TICK = 0.5  # seconds between the sim store's looks for another process's 
 # the default, 809 with 256 KiB; 30,000 workloads: 1,031 MiB with 256, 1,016.5 with 128); the pages stay
 # in the OS's cache, so a miss here is a copy, not a read.
 STORE_CACHE_KIB = 128
+
+
+def last_port(kubeconfig_path: Path) -> int | None:
+    """The port of the server a kubeconfig written by an earlier start names (None: none written)."""
+    try:
+        doc = yaml.safe_load(kubeconfig_path.read_text())
+        return urlsplit(str(doc["clusters"][0]["cluster"]["server"])).port
+    except (OSError, ValueError, yaml.YAMLError, KeyError, IndexError, TypeError):
+        return None
 
 
 def _kubernetes_errors(app: FastAPI) -> None:
@@ -143,8 +153,7 @@ class SimServer:
         app.add_middleware(DistanceMiddleware, table=self.distance)
         app.add_middleware(FaultMiddleware, fault=self.fault)
         certs = ensure_certs(data, f"drods-sim-{cfg.name}", cfg.host) if cfg.tls else None
-        self._listener = HttpListener(app, cfg.host, cfg.port, certs)
-        await self._listener.up()
+        self._listener = await self._listen(app, certs)
         host = "127.0.0.1" if cfg.host in ("0.0.0.0", "") else ("[::1]" if cfg.host == "::" else cfg.host)
         self.server_url = f"{'https' if certs else 'http'}://{host}:{self._listener.port}"
         self.token = await issue_recorded(ctx.tokens, self._store, Role.ADMIN, subject=f"sim:{cfg.name}",
@@ -161,6 +170,23 @@ class SimServer:
         self._control = ControlServer(self._command)
         await self._control.start()
         self._write_state()  # last: its presence means "ready"
+
+    async def _listen(self, app: FastAPI, certs: Certs | None) -> HttpListener:
+        """On the port asked for; asked for any (0), on the port of the last start over the same data
+        when it is free, so that a member restarted keeps the endpoint the control plane registered."""
+        cfg = self.cfg
+        last = None if cfg.port or self.fresh else last_port(cfg.kubeconfig_out or cfg.data_path / "kubeconfig")
+        if last:
+            listener = HttpListener(app, cfg.host, last, certs)
+            try:
+                await listener.up()
+                return listener
+            except OSError as e:
+                log.warning("sim %s: port %d of its last start is not free (%s); serving on another, "
+                            "so its registration needs the new endpoint", cfg.name, last, e)
+        listener = HttpListener(app, cfg.host, cfg.port, certs)
+        await listener.up()
+        return listener
 
     def _write_state(self) -> None:
         assert self._control is not None and self._listener is not None

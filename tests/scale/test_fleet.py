@@ -4,15 +4,18 @@ nodes, fault port), read with kubectl; `drods cluster join --from` refuses what 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
 from drods.sim.harness import drods_command
+from tests.free_port import free_port
 from tests.server_process import wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -95,3 +98,53 @@ def test_join_from_takes_no_single_member_flags(tmp_path: Path) -> None:
 def test_fleet_needs_a_member(tmp_path: Path) -> None:
     done = drods("sim", "fleet", "--clusters", "0", "--out", str(tmp_path))
     assert done.exit_code == 2 and "--clusters" in done.output
+
+
+def _serve(out: Path, *extra: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([*drods_command(), "sim", "fleet", "--clusters", "2", "--nodes-per-cluster", "1",
+                             "--out", str(out), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: (out / "fleet.yaml").exists() or proc.poll() is not None, 90, "the fleet to serve")
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    assert proc.wait(30) == 0
+
+
+def _two_free_ports() -> int:
+    for _ in range(50):
+        base = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", base + 1))
+            except OSError:
+                continue
+        return base
+    raise AssertionError("no two free ports in a row")
+
+
+def test_members_keep_their_endpoints_over_a_restart(tmp_path: Path) -> None:
+    """A fleet restarted over its directory serves each member where the control plane registered it
+    (the last start's port), and the credentials it was joined with still work; ``--base-port`` pins them."""
+    out, base = tmp_path / "fleet", _two_free_ports()
+    proc = _serve(out, "--base-port", str(base))
+    try:
+        first = members(out)
+        assert [urlsplit(m["server"]).port for m in first] == [base, base + 1]
+        joined_with = (tmp_path / "joined.kubeconfig")
+        joined_with.write_text(Path(first[1]["kubeconfig"]).read_text())
+    finally:
+        _stop(proc)
+    proc = _serve(out)  # no --base-port: each member takes its last port again
+    try:
+        assert [m["server"] for m in members(out)] == [m["server"] for m in first]
+        assert kubectl(str(joined_with), "get", "nodes").returncode == 0
+    finally:
+        _stop(proc)
+
+
+def test_a_base_port_that_leaves_no_room_is_refused(tmp_path: Path) -> None:
+    done = drods("sim", "fleet", "--clusters", "3", "--base-port", "65534", "--out", str(tmp_path))
+    assert done.exit_code == 2 and "--base-port" in done.output
