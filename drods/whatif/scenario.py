@@ -32,7 +32,8 @@ class Region(_Strict):
 
 
 class ClusterGroup(_Strict):
-    """``count`` identical clusters named ``<prefix>-<i>`` (prefix defaults to the region)."""
+    """``count`` identical clusters named ``<prefix>-<i>`` (prefix defaults to the region), or as
+    ``names`` lists them (then ``count`` may be left out)."""
 
     region: str
     count: int = Field(default=1, ge=1, le=100_000)
@@ -49,6 +50,8 @@ class ClusterGroup(_Strict):
 
     @model_validator(mode="after")
     def _names(self) -> ClusterGroup:
+        if self.names and "count" not in self.model_fields_set:
+            self.count = len(self.names)  # the names say how many
         if self.names and len(self.names) != self.count:
             raise ValueError(f"names lists {len(self.names)} clusters but count is {self.count}")
         return self

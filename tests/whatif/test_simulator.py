@@ -254,6 +254,14 @@ def test_bad_scenarios_are_validation_errors() -> None:
         parse_policies("WaterLevel,Nope")
 
 
+def test_a_group_named_by_its_names_needs_no_count() -> None:
+    doc = {**tiny(1), "clusters": [{"region": "eu", "names": ["a1", "a2"]}, {"region": "eu", "names": ["a3"]}]}
+    assert prepare(parse_scenario(doc)).fleet.names == ["a1", "a2", "a3"]
+    with pytest.raises(ApiError) as e:  # a count that says otherwise is still an error
+        parse_scenario({**tiny(1), "clusters": [{"region": "eu", "names": ["a1", "a2"], "count": 3}]})
+    assert "names lists 2 clusters but count is 3" in str(e.value.details)
+
+
 def test_choose_evacuation_most_replicas_first_until_the_fraction() -> None:
     on = [(2, "b"), (5, "a"), (2, "a2"), (1, "z")]
     assert choose_evacuation(on, 0.25) == [(5, "a")]  # 25 % of 10 = 2.5 → the 5 covers it
