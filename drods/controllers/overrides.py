@@ -283,18 +283,24 @@ def policy_applies(spec: ClusterOverridePolicySpec, obj: Obj, name: str = "") ->
     return not selectors or any(resource_matches(s, obj) for s in selectors)
 
 
+def implicit_priority(spec: ClusterOverridePolicySpec, obj: Obj) -> int:
+    """How specifically a policy selects ``obj``, as Karmada ranks it: 3 by name, 2 by label selector,
+    1 by kind alone or with no selector at all. The more specific policy is applied later, so it wins."""
+    matched = [s for s in spec.selectors() if resource_matches(s, obj)]
+    return max((3 if s.name else 2 if s.labelSelector is not None else 1 for s in matched), default=1)
+
+
 def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
                     policies: Iterable[tuple[str, ClusterOverridePolicySpec]],
                     cluster_fields: Mapping[str, str] | None = None) -> list[str]:
     """Change ``obj`` (a member copy) in place; returns the names of the policies that changed it.
 
-    ``policies`` are (name, spec) pairs; cluster-wide ones are applied in name order, then the
-    namespaced ones (named ``namespace/name``), so a namespaced policy has the last word, as in
-    Karmada. Raises `OverrideError`."""
+    ``policies`` are (name, spec) pairs; cluster-wide ones are applied first, then the namespaced ones
+    (named ``namespace/name``), so a namespaced policy has the last word; within each, the least
+    specific first (`implicit_priority`), then by name — Karmada's order. Raises `OverrideError`."""
     applied: list[str] = []
-    for name, spec in sorted(policies, key=lambda p: ("/" in p[0], p[0])):
-        if not policy_applies(spec, obj, name):
-            continue
+    chosen = [(name, spec) for name, spec in policies if policy_applies(spec, obj, name)]
+    for name, spec in sorted(chosen, key=lambda p: ("/" in p[0], implicit_priority(p[1], obj), p[0])):
         used = False
         for rule in spec.overrides:
             if not cluster_matches(rule.clusterSelector, cluster, cluster_labels, cluster_fields):

@@ -297,6 +297,22 @@ def test_karmada_override_policies_translate_and_namespaced_ones_win() -> None:
     elsewhere = deploy()
     elsewhere["metadata"]["namespace"] = "billing"
     assert M.apply_overrides(elsewhere, "dfw", {}, [("shop/team", team)]) == []
+
+    # Karmada's implicit priority within one scope: the policy naming the workload is applied after
+    # the one selecting its kind, whatever their names, so the specific one wins
+    def by(selector: dict[str, Any], tag: str) -> Any:
+        return KarmadaOverrideSpec.model_validate({
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", **selector}],
+            "overrideRules": [{"overriders": {"imageOverrider": [
+                {"component": "Tag", "operator": "replace", "value": tag}]}}]}).as_override_policy("shop")
+    named, labelled, kind_only = by({"name": "web"}, "named"), by({"labelSelector": {"matchLabels": {
+        "app": "web"}}}, "labelled"), by({}, "kind")
+    ranked = deploy()
+    ranked["metadata"]["labels"] = {"app": "web"}
+    order = M.apply_overrides(ranked, "dfw", {}, [("shop/a-named", named), ("shop/b-labelled", labelled),
+                                                  ("shop/c-kind", kind_only)])
+    assert order == ["shop/c-kind", "shop/b-labelled", "shop/a-named"]
+    assert ranked["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:named"
     # an imageOverrider's predicate (Karmada: which image path it applies to) is accepted as written
     spec = KarmadaOverrideSpec.model_validate({
         "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
