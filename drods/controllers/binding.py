@@ -322,7 +322,7 @@ class BindingController:
 
     def _plan(self, name: str, uid: str, kind: Kind | None, template: Obj, wanted: dict[str, int],
               roles: dict[str, str] | None = None, conflict: str = "Abort",
-              labels: dict[str, str] | None = None, *,
+              labels: dict[str, str] | None = None, *, preserve: bool = False,
               complete: bool = False) -> dict[str, ManifestSet | OverrideError]:
         """The binding's plan per wanted cluster: with its manifests when planned now (or ``complete``
         is asked for), else the kept summary of an earlier pass with the same inputs. ``labels`` (the
@@ -338,10 +338,10 @@ class BindingController:
         if definition is not None:  # the custom kind's definition goes first, so the member serves the kind
             deps = [definition, *deps]
         targets = [Target(c, s, dict(((self.fleet.cluster(c) or {}).get("metadata") or {}).get("labels") or {}),
-                          (roles or {}).get(c), _topology(self.fleet.cluster(c)), conflict)
+                          (roles or {}).get(c), _topology(self.fleet.cluster(c)), conflict, preserve)
                    for c, s in sorted(wanted.items())]
         # kept as a hash: the inputs themselves were ~1 KB a Binding, 100 MB at 100,000
-        inputs = hash((uid, rev(template), conflict, tuple(sorted((labels or {}).items())),
+        inputs = hash((uid, rev(template), conflict, preserve, tuple(sorted((labels or {}).items())),
                        tuple((t.cluster, t.share, tuple(sorted(t.labels.items())), t.role,
                               tuple(sorted(t.fields.items()))) for t in targets),
                        tuple(rev(d) for d in deps), self._policy_epoch, self.interpreter.epoch))
@@ -368,7 +368,8 @@ class BindingController:
         divisible = how.divisible if how is not None else tkind in M.REPLICA_KINDS
         wanted, roles = self._wanted(status, divisible) if active else ({}, {})
         plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles,
-                           str(spec.get("conflictResolution") or "Abort"), label_state(spec)) \
+                           str(spec.get("conflictResolution") or "Abort"), label_state(spec),
+                           preserve=bool(spec.get("preserveResourcesOnDeletion"))) \
             if wanted and template is not None else {}
         works = self.fleet.works_of(name)
         previous = {str(e["cluster"]): e for e in status.get("clusters") or []
@@ -403,6 +404,7 @@ class BindingController:
                for c, p in plans.items()) and template is not None:
             plans = self._plan(name, str(meta.get("uid") or ""), kind, template, wanted, roles,
                                str(spec.get("conflictResolution") or "Abort"), label_state(spec),
+                               preserve=bool(spec.get("preserveResourcesOnDeletion")),
                                complete=True)  # to write them
         batch = await self._work_batch(name, [(c, p, works.get(c)) for c, p in sorted(plans.items())
                                               if isinstance(p, ManifestSet)], suspend, absent_known=first)

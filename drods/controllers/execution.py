@@ -301,8 +301,8 @@ class Execution:
         try:
             for ref in pending:
                 cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                if cur is not None and is_managed(cur):
-                    await client.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                if cur is not None and is_managed(cur):  # deleted, or released if it is to be preserved
+                    await client.remove(ref.api_version, ref.kind, ref.name, ref.namespace or None, cur)
                 self.fleet.owned.get(cluster, set()).discard(ref)
                 self._sent.get(cluster, {}).pop(ref, None)
                 done.append(ref)

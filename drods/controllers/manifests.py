@@ -50,7 +50,7 @@ from drods.model.annotations import (
     STATEFUL_ROLE_LABEL,
     manifest_hash,
 )
-from drods.model.dispatch import CONFLICT_ANNOTATION
+from drods.model.dispatch import CONFLICT_ANNOTATION, PRESERVE_ANNOTATION
 from drods.model.interpreter import DependencyRef, Interpretation
 from drods.model.pod_references import pod_spec_references
 from drods.model.policy import ClusterOverridePolicySpec
@@ -154,9 +154,11 @@ def quantities_as_strings(obj: Obj) -> None:
 
 
 def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, cluster: str,
-        overrides: list[str], dependent_of: str | None = None, overwrite: bool = False) -> Obj:
+        overrides: list[str], dependent_of: str | None = None, overwrite: bool = False,
+        preserve: bool = False) -> Obj:
     """Add the ownership metadata and the manifest hash (of everything else) to a member copy;
-    ``overwrite`` lets the applier adopt an object the member already has (``Overwrite``)."""
+    ``overwrite`` lets the applier adopt an object the member already has (``Overwrite``), ``preserve``
+    keeps the copy, released, where it would be deleted (``preserveResourcesOnDeletion``)."""
     meta = obj.setdefault("metadata", {})
     labels = meta.setdefault("labels", {})
     labels[MANAGED_BY] = MANAGER
@@ -172,6 +174,8 @@ def own(obj: Obj, *, binding: str, binding_uid: str, template_generation: int, c
         anns[ANN_DEPENDENT_OF] = dependent_of
     if overwrite:
         anns[CONFLICT_ANNOTATION] = "overwrite"
+    if preserve:
+        anns[PRESERVE_ANNOTATION] = "true"
     anns.pop(ANN_HASH, None)
     anns[ANN_HASH] = digest(obj)
     return obj
@@ -248,6 +252,7 @@ class Target:
     role: str | None = None  # F3: Primary / Replica of a stateful topology (labels the main object)
     fields: dict[str, str] = field(default_factory=dict)  # provider / region / zone / city (fieldSelector)
     conflict: str = "Abort"  # the Binding's conflictResolution: Overwrite marks the manifests
+    preserve: bool = False  # the Binding's preserveResourcesOnDeletion: marks the manifests
 
 
 def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, deps: list[Obj],
@@ -263,7 +268,7 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
         manifests.append(own(m, binding=binding, binding_uid=binding_uid, cluster=target.cluster,
                              template_generation=int((dep.get("metadata") or {}).get("generation") or 1),
                              overrides=applied, dependent_of=str(main_ref),
-                             overwrite=target.conflict == "Overwrite"))
+                             overwrite=target.conflict == "Overwrite", preserve=target.preserve))
     m = strip(template)
     if how is not None and not how.built_in:
         how.set_replicas(m, target.share)  # where the kind's customization says its replicas are
@@ -274,7 +279,8 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
     if target.role:
         m.setdefault("metadata", {}).setdefault("labels", {})[STATEFUL_ROLE_LABEL] = target.role.lower()
     manifests.append(own(m, binding=binding, binding_uid=binding_uid, template_generation=gen,
-                         cluster=target.cluster, overrides=applied, overwrite=target.conflict == "Overwrite"))
+                         cluster=target.cluster, overrides=applied, overwrite=target.conflict == "Overwrite",
+                         preserve=target.preserve))
     refs = [Ref.of(x) for x in manifests]
     ns = str((template.get("metadata") or {}).get("namespace") or "") or None
     return ManifestSet(binding, manifests, refs, digest([manifest_hash(x) for x in manifests]), ns, main_ref,

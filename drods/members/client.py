@@ -42,6 +42,7 @@ from drods.members.pod_cache import PodCache
 from drods.members.summary import ClusterSummary, summarise
 from drods.members.traffic import Sample, TrafficMeter, node_sample
 from drods.model import jsondoc
+from drods.model.dispatch import preserved, release_patch
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -456,6 +457,31 @@ class MemberClient:
             return True
 
         return await self._call(self._translate_missing_kind(run))
+
+    async def release(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Hand an object over to the member (``preserveResourcesOnDeletion``): DRO-DS's ownership labels
+        and annotations removed by a merge patch, the object kept; False if it was not there."""
+        def run() -> bool:
+            res = self._resource(api_version, kind)
+            ns = (namespace or "default") if res.namespaced else None
+            try:
+                self._send("PATCH", res.item(name, ns), body=release_patch(),
+                           content_type="application/merge-patch+json").read()
+            except ApiException as e:
+                if e.status == HTTPStatus.NOT_FOUND:
+                    return False
+                raise
+            return True
+
+        return await self._call(self._translate_missing_kind(run))
+
+    async def remove(self, api_version: str, kind: str, name: str, namespace: str | None,
+                     current: Mapping[str, Any]) -> bool:
+        """Delete a copy DRO-DS no longer wants (``current``: as the member holds it), or release it when
+        it says to be preserved (`drods.model.dispatch.preserved`); False if it was not there."""
+        if preserved(current):
+            return await self.release(api_version, kind, name, namespace)
+        return await self.delete(api_version, kind, name, namespace)
 
     async def delete_manifest(self, manifest: Mapping[str, Any]) -> bool:
         meta = manifest.get("metadata") or {}

@@ -53,7 +53,7 @@ from drods.model.annotations import (
     is_managed,
     run_report,
 )
-from drods.model.dispatch import may_adopt
+from drods.model.dispatch import may_adopt, preserved
 from drods.model.kinds import WORKLOAD_KINDS
 from drods.model.work import ManifestStatus, Ref, WorkStatus
 
@@ -390,8 +390,9 @@ class WorkAgent:
                     ref = Ref(api_version, kind, str(meta.get("namespace") or ""), str(meta.get("name")))
                     if ref in wanted:
                         continue
-                    log.info("pruning %s: no Work wants it any more", ref)
-                    await self.member.delete(api_version, kind, ref.name, ref.namespace or None)
+                    log.info("pruning %s: no Work wants it any more%s", ref,
+                             " (preserved: released, not deleted)" if preserved(it) else "")
+                    await self.member.remove(api_version, kind, ref.name, ref.namespace or None, it)
                     self.owned.discard(ref)
                     self.sent.pop(ref, None)
         except (MemberUnavailable, MemberError) as e:

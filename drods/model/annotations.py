@@ -30,6 +30,10 @@ ANN_HASH = "multicluster.io/manifest-hash"
 ANN_CLUSTER = "multicluster.io/cluster"
 ANN_OVERRIDES = "multicluster.io/applied-overrides"
 ANN_DEPENDENT_OF = "multicluster.io/dependent-of"
+# what `drods.controllers.manifests.own` writes on a member copy (a released copy loses them all)
+OWNERSHIP_LABELS = (MANAGED_BY, BINDING_LABEL)
+OWNERSHIP_ANNOTATIONS = (ANN_BINDING, ANN_BINDING_UID, ANN_TEMPLATE_GENERATION, ANN_HASH, ANN_CLUSTER, ANN_OVERRIDES,
+                         ANN_DEPENDENT_OF)
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl's; never copied to members
 
 # ---- placement (H2): the workload's class, copied from the workload to its Binding by the detector;

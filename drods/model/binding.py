@@ -90,6 +90,7 @@ class BindingSpec(BaseModel):
     # Karmada's dispatch controls, copied from its propagation policy (drods.model.dispatch)
     conflictResolution: ConflictResolution = "Abort"
     suspension: Suspension | None = None
+    preserveResourcesOnDeletion: bool = False  # member copies released, not deleted (drods.model.dispatch)
     # Karmada 1.17: written by the resource detector from placement.workloadAffinity and the labels
     affinityGroups: BindingAffinityGroups | None = None
     # Karmada's application failover, copied from its propagation policy (drods.model.app_failover)

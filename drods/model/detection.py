@@ -230,7 +230,8 @@ def _extra(spec: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 def _karmada_extra(spec: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """The Karmada policy fields a Binding takes as they are (how its Works are dispatched)."""
-    return tuple((k, spec[k]) for k in ("conflictResolution", "suspension", "failover") if spec.get(k))
+    return tuple((k, spec[k]) for k in ("conflictResolution", "suspension", "failover", "preserveResourcesOnDeletion")
+                 if spec.get(k))
 
 
 def _karmada_terms(kp: KarmadaPropagationSpec) -> KarmadaTerms:

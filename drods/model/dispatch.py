@@ -1,10 +1,14 @@
-"""How a Binding's Works reach the members: Karmada's ``conflictResolution`` and ``suspension``.
+"""How a Binding's Works reach the members: Karmada's ``conflictResolution``, ``suspension`` and
+``preserveResourcesOnDeletion``.
 
 A Karmada propagation policy says both; the detector copies them into the Binding it makes, the
 binding controller marks each Work (`WORK_SUSPENDED` on a suspended cluster's Work, `CONFLICT_ANNOTATION`
 on the manifests of an ``Overwrite`` policy), and whoever applies Works (the execution controller,
 a pull-mode agent) reads the marks: a suspended Work is not applied, and an object a member already
-has that DRO-DS did not create is adopted only when its manifest says ``overwrite``.
+has that DRO-DS did not create is adopted only when its manifest says ``overwrite``. A manifest of a
+``preserveResourcesOnDeletion`` policy says ``PRESERVE_ANNOTATION``; the member's copy carries it, and
+whoever would delete the copy (its Work deleted, or pruned) releases it instead — DRO-DS's ownership
+labels and annotations removed, the object left running — as Karmada's execution controller does.
 """
 
 from __future__ import annotations
@@ -14,11 +18,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from drods.model.annotations import OWNERSHIP_ANNOTATIONS, OWNERSHIP_LABELS
+
 ConflictResolution = Literal["Abort", "Overwrite"]
 
 # On a manifest: "overwrite" lets the applier adopt an object the member already has (Karmada's
 # ``work.karmada.io/conflict-resolution`` annotation, the same meaning).
 CONFLICT_ANNOTATION = "multicluster.io/conflict-resolution"
+
+
+# On a manifest, and so on the member's copy: "true" keeps the copy when DRO-DS would delete it (Karmada's
+# ``preserveResourcesOnDeletion``); it is released instead (`release_patch`)
+PRESERVE_ANNOTATION = "multicluster.io/preserve-on-deletion"
 
 
 class SuspendClusters(BaseModel):
@@ -58,3 +69,15 @@ def suspended(binding_spec: Mapping[str, Any], cluster: str) -> bool:
 def may_adopt(manifest: Mapping[str, Any]) -> bool:
     """An object the member already has may be taken over by this manifest (``Overwrite``)."""
     return ((manifest.get("metadata") or {}).get("annotations") or {}).get(CONFLICT_ANNOTATION) == "overwrite"
+
+
+def preserved(obj: Mapping[str, Any] | None) -> bool:
+    """A member's copy to keep, released, where DRO-DS would delete it (``preserveResourcesOnDeletion``)."""
+    return ((((obj or {}).get("metadata") or {}).get("annotations")) or {}).get(PRESERVE_ANNOTATION) == "true"
+
+
+def release_patch() -> dict[str, Any]:
+    """The JSON merge patch that hands a member's copy over to its cluster: DRO-DS's ownership labels and
+    annotations removed (Karmada removes its claim metadata the same way), so nothing prunes it later."""
+    return {"metadata": {"labels": dict.fromkeys(OWNERSHIP_LABELS), "annotations": dict.fromkeys(
+        (*OWNERSHIP_ANNOTATIONS, CONFLICT_ANNOTATION, PRESERVE_ANNOTATION))}}

@@ -257,3 +257,48 @@ def test_refused_fields_change_nothing(env: Env, doc: str, why: str) -> None:
                       content=(body + doc).encode(), headers={"Content-Type": "application/yaml"})
     assert r.status_code == 422 and why in r.text
     assert env.http.get(PP.format(ns="x", name="bad")).status_code == 404
+
+
+PRESERVED = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: keep, namespace: keep}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]
+  preserveResourcesOnDeletion: true
+  placement:
+    clusterAffinity: {clusterNames: [aws-dfw]}
+"""
+
+
+def test_preserve_resources_on_deletion_keeps_the_members_copies_released(env: Env, kubectl: Kubectl) -> None:
+    """Karmada's ``preserveResourcesOnDeletion``: deleting the template keeps the member's copy (and its
+    dependent) running, no longer DRO-DS's — its ownership labels and annotations gone, so nothing
+    prunes it later; without the field the copy goes with the template."""
+    dfw = env.members["aws-dfw"]
+    kubectl.run("apply", "-f", "-", input=PRESERVED)
+    env.create("/api/v1/namespaces/keep/configmaps", {"metadata": {"name": "web-conf", "namespace": "keep"},
+                                                      "data": {"a": "1"}})
+    web = deployment("web", 2, namespace="keep", cpu="50m", memory="32Mi")
+    web["spec"]["template"]["spec"]["volumes"] = [{"name": "conf", "configMap": {"name": "web-conf"}}]
+    env.create(deploy_path("keep"), web)
+    wait_for(lambda: env.copies("web", "keep") == {"aws-dfw": 2}, 30, "web on aws-dfw")
+    assert (dfw.deployment("web", "keep").metadata.annotations or {})["multicluster.io/preserve-on-deletion"] == "true"
+    env.delete(deploy_path("keep", "web"))
+    wait_for(lambda: env.binding("deployment-keep-web") is None, 30, "the Binding gone with its template")
+    released = wait_for(lambda: (d := dfw.deployment("web", "keep")) is not None
+                        and "multicluster.io/managed-by" not in (d.metadata.labels or {}) and d,
+                        30, "the member's copy released")
+    assert released.spec.replicas == 2 and not any(
+        k.startswith("multicluster.io/") for k in (released.metadata.annotations or {}))
+    conf = dfw.get("/api/v1/namespaces/keep/configmaps/web-conf")
+    assert conf is not None and "multicluster.io/managed-by" not in (conf["metadata"].get("labels") or {})
+
+    # the same without the field: the copy goes with its template
+    merge(env, PP.format(ns="keep", name="keep"), {"spec": {"preserveResourcesOnDeletion": None}})
+    env.create(deploy_path("keep"), deployment("gone", 1, namespace="keep", cpu="50m", memory="32Mi"))
+    wait_for(lambda: env.copies("gone", "keep") == {"aws-dfw": 1}, 30, "gone on aws-dfw")
+    env.delete(deploy_path("keep", "gone"))
+    wait_for(lambda: dfw.deployment("gone", "keep") is None, 30, "the copy deleted with its template")
+    assert dfw.deployment("web", "keep") is not None  # the released one stays the member's
+    env.delete(PP.format(ns="keep", name="keep"))
