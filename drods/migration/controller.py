@@ -264,7 +264,7 @@ class MigrationController:
         if self.store is not None:
             choice = await choose_target(self.store, self.profile, binding, spec.sourceCluster, spec.targetCluster)
             facts = replace(facts, chosen_target=None if spec.targetCluster else choice.target,
-                            target_note=choice.note, target_options=choice.options,
+                            target_note=choice.note, target_refused=choice.refused, target_options=choice.options,
                             target_weights=dict(choice.weights))
         elif not spec.targetCluster:
             facts = replace(facts, target_note="no store to ask the scheduler's view")

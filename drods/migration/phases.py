@@ -100,6 +100,7 @@ class Facts:
     deleting: bool = False  # the plan is being deleted
     chosen_target: str | None = None  # a plan without targetCluster: where the scheduler would put it
     target_note: str = ""  # why (or why none)
+    target_refused: str | None = None  # a given target the scheduler's filters turn away: why
     # X1: the other clusters as the scheduler weighed them (total, per-plugin scores), and its weights
     target_options: tuple[Obj, ...] = ()
     target_weights: Obj = field(default_factory=dict)
@@ -262,6 +263,10 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
         _finish(st, FAILED, "UnknownTarget", f"target cluster {dst} does not exist", f.now)
     elif f.clusters.get(dst) is not True:
         _finish(st, FAILED, "TargetNotReady", f"target cluster {dst} is not Ready", f.now)
+    elif f.target_refused:
+        _finish(st, FAILED, "TargetNotAllowed", f"the scheduler would not place {ref} on {dst}: {f.target_refused} "
+                "(a plan there would wait for replicas that never start, or the next decision would move it back "
+                "without its data)", f.now)
     elif f.placement.get(src, 0) <= 0:
         _finish(st, FAILED, "NothingOnSource", f"{ref} has no replicas on {src} (placement: "
                 f"{dict(f.placement) or 'none'})", f.now)

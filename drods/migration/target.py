@@ -27,12 +27,16 @@ class TargetChoice:
     note: str
     options: tuple[dict[str, Any], ...] = ()
     weights: Mapping[str, float] = field(default_factory=dict)
+    refused: str | None = None  # a given target the scheduler's filters turn away: why
 
 
 async def choose_target(store: Store, profile: Profile, binding: Mapping[str, Any], source: str,
                         given: str | None = None) -> TargetChoice:
     """Where the scheduler would put the workload with ``source`` cordoned; a ``given`` target is kept
-    (the operator's choice) and the scheduler's answer only says how the alternatives compare."""
+    (the operator's choice) unless the scheduler's filters turn it away (``refused``: the workload's
+    placement does not admit it, or it has no room — a plan there would wait for replicas that never
+    start, or the next decision would move the workload back without its data); else the scheduler's
+    answer only says how the alternatives compare."""
     name = str(binding["metadata"]["name"])
     try:
         spec = BindingSpec.model_validate(binding.get("spec") or {})
@@ -40,7 +44,7 @@ async def choose_target(store: Store, profile: Profile, binding: Mapping[str, An
         return TargetChoice(given, f"the Binding's spec is unreadable: {e.errors()[0].get('msg')}")
     view, _ = await view_from_store(store, profile)  # placed from scratch, as a drain re-places it
     apply_changes(view, [Change(cluster=source, cordon=True)])
-    answer = dry_run(view, spec, name)
+    answer = dry_run(view, spec, name, about=given)
     explanation = answer.get("explanation") or {}
     options = tuple(sorted(({"cluster": str(o["cluster"]), "total": o.get("total"), "scores": o.get("scores") or {},
                              **({"room": o["room"]} if o.get("room") is not None else {})}
@@ -48,6 +52,10 @@ async def choose_target(store: Store, profile: Profile, binding: Mapping[str, An
                            key=lambda o: -float(o["total"] or 0.0))[:OPTIONS_TOP_K])
     weights = dict(explanation.get("weights") or {})
     if given:
+        refused = (answer.get("about") or {}).get("filtered")
+        if refused:  # the policy would not have it there, or it has no room: the next decision moves it away
+            return TargetChoice(given, f"{given} was given, but the scheduler would not place it there: {refused}",
+                                options, weights, refused=str(refused))
         return TargetChoice(given, f"{given} was given; the others as the scheduler weighs them", options, weights)
     where = [(int(t.get("replicas") or 0), str(t["cluster"])) for t in answer.get("placement") or []
              if t.get("cluster") != source and int(t.get("replicas") or 0) > 0]

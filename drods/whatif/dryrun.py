@@ -133,8 +133,11 @@ def _add_cluster(view: LiveView, body: Mapping[str, Any], path: str) -> None:
     view.clusters[name] = ClusterFacts(dict(labels), spec, ready, status, None)
 
 
-def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None = None) -> dict[str, Any]:
-    """Schedule ``spec`` as ``name`` on the view; the answer of ``POST /api/v1/whatif``."""
+def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None = None,
+            about: str | None = None) -> dict[str, Any]:
+    """Schedule ``spec`` as ``name`` on the view; the answer of ``POST /api/v1/whatif``. With ``about`` (a
+    cluster) the answer also says why the filters turned that cluster away (``filtered``: None when
+    they did not), however many others they turned away."""
     snap = view.snapshot
     cur = view.current.get(name)
     # An existing binding is placed as a change of itself (a scale keeps what still fits), against
@@ -147,8 +150,11 @@ def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None =
     explanation = decision_record(result, binding=name, generation=0, schedule_type=SCALE if cur else FIRST,
                                   ts=time.time() if now is None else now, scheduler=WHATIF_SCHEDULER,
                                   profile=view.profile.name, base_weights=base, workload=_workload(spec))
-    return {"placement": [{"cluster": t.cluster, "replicas": t.replicas} for t in result.placement],
-            "phase": result.phase, "explanation": explanation}
+    answer = {"placement": [{"cluster": t.cluster, "replicas": t.replicas} for t in result.placement],
+              "phase": result.phase, "explanation": explanation}
+    if about is not None:
+        answer["about"] = {"cluster": about, "filtered": result.reasons.get(about)}
+    return answer
 
 
 def _workload(spec: BindingSpec) -> dict[str, str] | None:

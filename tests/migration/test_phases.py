@@ -64,6 +64,7 @@ def test_start_records_the_move_and_pins_source_plus_target() -> None:
     ({"clusters": {"a": False, "b": True}}, "SourceUnavailable"),
     ({"older_plan": "first"}, "AnotherPlanRunning"),
     ({"pinned_by_other": "MigrationPlan default/x"}, "AlreadyPinned"),
+    ({"target_refused": "not in clusterAffinity.clusterNames"}, "TargetNotAllowed"),
 ])
 def test_a_plan_that_cannot_start_fails_without_touching_anything(kw: dict[str, Any], reason: str) -> None:
     step = advance(spec(), {}, facts(T0, **kw))

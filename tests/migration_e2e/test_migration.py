@@ -329,6 +329,31 @@ def test_failed_hook_rolls_back_with_the_source_serving(fleet: Fleet) -> None:
     assert fleet.ready_in_members("ledger") == {source: 2}
 
 
+def test_a_given_target_the_scheduler_turns_away_fails_the_plan_before_anything_moves(fleet: Fleet) -> None:
+    """A target the workload's placement would not have (here: cordoned) fails the plan at its start with
+    the scheduler's reason; a plan there would wait for replicas that never start, or the next decision
+    would move the workload back without its data."""
+    source, target = deploy(fleet, "pinned", 1, hook())
+    cluster = f"/apis/multicluster.io/v1alpha1/clusters/{target}"
+    cordon = {"spec": {"unschedulable": True}}
+    assert fleet.http.patch(cluster, json=cordon, headers={"content-type": "application/merge-patch+json"}
+                            ).status_code == 200
+    try:
+        r = fleet.http.post(PLANS, json={**plan_body("pinned-away", "pinned", source, target),
+                                         "metadata": {"name": "pinned-away", "namespace": NS}})
+        assert r.status_code == 201, r.text
+        st = wait_for(lambda: (s := fleet.plan("pinned-away").get("status") or {}).get("phase") == "Failed" and s,
+                      30, "the plan failed at its start")
+        failed = {c["type"]: c for c in st["conditions"]}["Failed"]
+        assert failed["reason"] == "TargetNotAllowed" and target in failed["message"], failed
+        assert fleet.ready_in_members("pinned") == {source: 1}
+        b = fleet.binding(f"statefulset-{NS}-pinned")
+        assert PINNED_PLACEMENT not in (b["metadata"].get("annotations") or {})
+    finally:
+        fleet.http.patch(cluster, json={"spec": {"unschedulable": False}},
+                         headers={"content-type": "application/merge-patch+json"})
+
+
 def test_kubectl_lists_and_applies_migration_plans(fleet: Fleet, tmp_path: Path) -> None:
     def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["kubectl", "--kubeconfig", str(fleet.kubeconfig), *args], capture_output=True,
