@@ -36,6 +36,11 @@ OWNERSHIP_ANNOTATIONS = (ANN_BINDING, ANN_BINDING_UID, ANN_TEMPLATE_GENERATION, 
                          ANN_DEPENDENT_OF)
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl's; never copied to members
 
+# ---- F3: on a Binding (the detector's), its workload keeps data in PersistentVolumeClaims: its replicas
+# leave a cluster only with a plan (drain, evacuation, `drods migrate`) or by failover, never by a fleet
+# change, a peak shave or a move towards its users, which would bring them up on empty claims
+KEEPS_DATA_LABEL = "multicluster.io/keeps-data"
+
 # ---- placement (H2): the workload's class, copied from the workload to its Binding by the detector;
 # the scheduler's Dissonance score reads it there
 WORKLOAD_CLASS_LABEL = "multicluster.io/workload-class"

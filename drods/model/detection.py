@@ -20,7 +20,13 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from drods.model.annotations import DETECTOR_NAME, MANAGED_BY, RESOURCE_KIND_LABEL, WORKLOAD_CLASS_LABEL
+from drods.model.annotations import (
+    DETECTOR_NAME,
+    KEEPS_DATA_LABEL,
+    MANAGED_BY,
+    RESOURCE_KIND_LABEL,
+    WORKLOAD_CLASS_LABEL,
+)
 from drods.model.interpreter import Interpreter, interpretation
 from drods.model.karmada import KarmadaPropagationSpec
 from drods.model.kinds import (
@@ -33,6 +39,7 @@ from drods.model.kinds import (
 )
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.model.quantity import cores, count, gib
+from drods.model.volume_claims import workload_claims
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +331,8 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
     wclass = (meta.get("labels") or {}).get(WORKLOAD_CLASS_LABEL)
     if wclass:
         labels[WORKLOAD_CLASS_LABEL] = wclass  # H2: the scheduler's Dissonance score reads it here
+    if workload_claims(obj):
+        labels[KEEPS_DATA_LABEL] = "true"  # F3: its data moves only with a plan
     return {
         "apiVersion": BINDING.api_version, "kind": BINDING.kind,
         "metadata": {"name": binding_name(kind.kind, ns if kind.namespaced else "", meta["name"]), "labels": labels},

@@ -32,6 +32,7 @@ from typing import Any
 from drods.model import jsondoc
 from drods.model.annotations import (
     DETECTOR_NAME,
+    KEEPS_DATA_LABEL,
     MANAGED_BY,
     PINNED_PLACEMENT,
     WORKLOAD_CLASS_LABEL,
@@ -114,6 +115,7 @@ class BindingRecord:
     requirements: Requirements
     managed: bool  # created by the resource detector
     workload_class: str | None = None  # H2: label multicluster.io/workload-class
+    keeps_data: bool = False  # F3: label multicluster.io/keeps-data — moved only by a plan or failover
     workload: str = ""  # H1: "namespace/name" of spec.resource, else "default/<binding name>"
     follow: str | None = None  # F3: "namespace/name" of spec.followUp
     pin: Placement | None = None  # F3: the placement a running MigrationPlan pinned (sorted by cluster)
@@ -189,6 +191,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         requirements=requirement_tuple(spec.get("resources")),
         managed=labels.get(MANAGED_BY) == DETECTOR_NAME,
         workload_class=labels.get(WORKLOAD_CLASS_LABEL) or None,
+        keeps_data=labels.get(KEEPS_DATA_LABEL) == "true",
         workload=workload_of(name, spec.get("resource")),
         follow=_follow_of(spec.get("followUp")),
         pin=_pin_of(meta),

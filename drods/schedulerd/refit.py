@@ -148,6 +148,10 @@ class FleetFollower:
         blocked = frozenset(away - held - changes.keys())
         # never fewer replicas for a fleet change (parked retries place the rest) — but a removed
         # cluster's replicas are gone already: what fits elsewhere goes there now
+        if rec.keeps_data and current:
+            sel = self.selections.selection(rec.name)
+            if not any(c in changes and _left(sel, changes[c]) for c, _ in current):
+                return Refit()  # F3: its data moves only with a plan; a fleet change brings none of it up empty
         gone = sum(n for c, n in current if c in changes and changes[c].removed)
         if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current) - gone):
             return Refit()

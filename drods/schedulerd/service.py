@@ -557,7 +557,7 @@ class SchedulerService:
         if users is None or result.phase != "Scheduled":
             return result
         verdict = judge_move(self.cache.snap, users, rec.placement, result.pairs, self.settings.users_min_gain_ms)
-        if verdict.pays:
+        if verdict.pays and not rec.keeps_data:  # F3: data moves only with a plan
             if self.fleet.moves.take_whole(verdict.moved):
                 result.message = f"{result.message}; {verdict.message}"
                 result.analysis["usersMove"] = verdict.as_json()
@@ -568,7 +568,9 @@ class SchedulerService:
             return None
         task.rebalance = False  # where it is, scaled as asked
         kept = self.scheduler.schedule(task, self.cache.snap)
-        kept.message = f"{kept.message}; {verdict.message}"
+        kept.message = f"{kept.message}; {verdict.message}" + (
+            " — not moved: it keeps its data in PersistentVolumeClaims, which move only with a plan"
+            if verdict.pays else "")
         kept.analysis["usersMove"] = verdict.as_json()
         return kept
 

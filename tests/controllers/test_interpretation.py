@@ -110,3 +110,19 @@ def test_pruning_keeps_what_the_schema_names_or_preserves() -> None:
                             "spec": {"a": "one", "labels": {"k": 3}}})
     assert kept["metadata"] == {"name": "n"}
     assert sorted(e["field"] for e in errors) == ["spec.a", "spec.labels.k"]
+
+
+def test_a_binding_says_when_its_workload_keeps_data_in_claims() -> None:
+    """F3: the detector labels the Binding of a workload with claims, so that no fleet change, peak shave or
+    move towards users moves it without a plan."""
+    from drods.model.annotations import KEEPS_DATA_LABEL
+    from drods.model.kinds import by_kind
+
+    kind = by_kind("apps/v1", "StatefulSet")
+    assert kind is not None
+    match = PolicyMatch(1, 3, 0, 1, "p", PROPAGATION_POLICY, {}, (), ())
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"},
+           "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "db", "image": "pg"}]}}}}
+    assert KEEPS_DATA_LABEL not in desired_binding(kind, sts, match)["metadata"]["labels"]
+    sts["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "data"}}]
+    assert desired_binding(kind, sts, match)["metadata"]["labels"][KEEPS_DATA_LABEL] == "true"

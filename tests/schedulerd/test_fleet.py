@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drods.model.annotations import MIGRATED_FROM, RESCHEDULE_REASON, drain_reason, failover_reason
+from drods.model.annotations import KEEPS_DATA_LABEL, MIGRATED_FROM, RESCHEDULE_REASON, drain_reason, failover_reason
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.scheduler.framework import ScheduleResult
@@ -426,3 +426,25 @@ def test_only_a_refit_taken_cluster_by_cluster_divides_from_scratch() -> None:
     follower.affected([FleetChange(f"c{i}", (CLUSTER_READY,), ClusterFacts(f"c{i}", {}, {}), None, True)
                        for i in range(MAX_FOLLOWED + 1)], {"many": many}.get)
     assert not follower.by_parts(many, placement())
+
+
+def test_a_workload_that_keeps_data_moves_for_no_fleet_change_but_a_cluster_that_no_longer_admits_it() -> None:
+    """F3: a StatefulSet with claims (its Binding labelled ``keeps-data`` by the detector) stays where its
+    data is when a better cluster recovers or joins — only a plan (drain, evacuation, migrate) or failover
+    moves it; a removed cluster's replicas still go."""
+    follower = FleetFollower(rebalance=True, min_move_fraction=0.0, max_moves_per_minute=1000)
+    raw = json.dumps({"metadata": {"name": "db", "generation": 1, "labels": {KEEPS_DATA_LABEL: "true"}},
+                      "spec": {"replicas": 2, "resources": {"cpu": 0.5, "memory": 1.0},
+                               "placement": {"spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1}]}},
+                      "status": {"phase": "Scheduled", "scheduledGeneration": 1,
+                                 "placement": [{"cluster": "b", "replicas": 2}]}}).encode()
+    rec = decode_binding("/registry/multicluster.io/bindings/db", raw, 7)
+    assert rec is not None and rec.keeps_data
+    follower.index(rec)
+    spec = BindingSpec.model_validate(rec.object()["spec"])
+    facts = ClusterFacts("a", {}, {})
+    follower.affected([FleetChange("a", (TAINTS_LIFTED,), facts, facts, True)], lambda n: rec)
+    assert follower.refit(rec, spec, _fresh("db", (("a", 2),))).result is None  # stays on b, with its data
+    follower.affected([FleetChange("b", (CLUSTER_REMOVED,), None, ClusterFacts("b", {}, {}), False)], lambda n: rec)
+    out = follower.refit(rec, spec, _fresh("db", (("a", 2),)))
+    assert out.result is not None and out.result.pairs == (("a", 2),)
