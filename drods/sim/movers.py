@@ -79,12 +79,14 @@ def copy_step(pod: Mapping[str, Any], claim: Obj | None, src: Published | None, 
     prog: Obj = json.loads(raw) if raw else {}
     tw, tu = _count(claim, ANN_WRITES), _count(claim, ANN_USED_BYTES)
     if env.get("MIGRATION_FOLLOW") == "true" and run == "catchup":
+        if not _replica(claim):  # a final run promoted it (the follower's Job not deleted yet): it is no copy now
+            return Progress(message="the copy is promoted: nothing to follow")
         n = min(max(src.writes - tw, 0), math.floor(bandwidth * max(now - float(prog.get("at", now)), 0)
                                                       / max(src.write_bytes, 1)))
         prog.update(at=now, moved=int(prog.get("moved", 0)) + n * src.write_bytes)
         new = set_content({**claim}, src.used if tw + n >= src.writes else tu + n * src.write_bytes, tw + n, now)
         new["metadata"]["annotations"][ANN_REPLICA_OF] = source
-        return Progress(json.dumps(prog), new if n > 0 or not _replica(claim) else None)
+        return Progress(json.dumps(prog), new if n > 0 else None)
     if not prog:
         total = src.used if run == "copy" else max(src.writes - tw, 0) * src.write_bytes
         prog = {"total": total, "moved": 0, "goalWrites": src.writes, "goalUsed": src.used, "startedAt": now, "at": now}

@@ -465,8 +465,12 @@ def test_volume_copy_moves_two_written_claims_and_loses_no_write(fleet: Fleet) -
         src = claim(fleet, source, claim_name)
         assert writes(src) == rec["goalWrites"], (claim_name, writes(src), rec)
         assert src["metadata"]["annotations"]["sim.drods.io/checksum"] == rec["checksum"]
-        assert writes(claim(fleet, target, claim_name)) >= rec["goalWrites"]  # promoted: written again since
+        assert writes(claim(fleet, target, claim_name)) >= rec["goalWrites"]
     assert fleet.ready_in_members("catalog") == {target: 1}
+    for c in st["data"]["claims"]:  # promoted for good: the copy takes the workload's writes from now on
+        wait_for(lambda c=c: "sim.drods.io/replica-of" not in (got := claim(fleet, target, c["name"]))["metadata"][
+            "annotations"] and writes(got) > writes(claim(fleet, source, c["name"])) and got, 30,
+            f"{c['name']} written on {target} past the source's last write")
 
 
 def test_a_failed_volume_copy_rolls_back_with_the_source_untouched(fleet: Fleet) -> None:

@@ -135,3 +135,19 @@ def test_the_probe_judges_the_lag_in_seconds_of_writes() -> None:
     fresh = {("shop", "data-db-0"): target_claim(0)}  # not a copy yet
     assert probe_exit(probe, fresh, {"src": {"shop/data-db-0": Published(0, 5, False, rate=10)}}) == 1
     assert progress_of({"metadata": {}}) == {}
+
+
+def test_a_follower_leaves_a_copy_the_final_run_promoted() -> None:
+    """A catch-up run that follows the source (its Job not deleted yet when the final run ends) must not
+    turn the promoted copy back into a replica: it would take no writes after the switch."""
+    follow = mover("catchup")
+    follow["spec"]["containers"][0]["env"].append({"name": "MIGRATION_FOLLOW", "value": "true"})
+    replica = target_claim(490)
+    replica["metadata"]["annotations"][ANN_REPLICA_OF] = "src"
+    follow["metadata"]["annotations"]["sim.drods.io/copy"] = copy_step(
+        follow, replica, Published(10_000, 500, False), T0, 1e6).pod_annotation
+    step = copy_step(follow, replica, Published(10_000, 500, False), T0 + 1, 1e6)  # a replica behind: follows
+    assert step.claim is not None and ann(step.claim)[ANN_REPLICA_OF] == "src"
+    promoted = target_claim(500)  # the final run popped replica-of
+    step = copy_step(follow, promoted, Published(10_000, 500, True), T0 + 2, 1e6)
+    assert step.claim is None and step.exit_code is None
