@@ -243,7 +243,7 @@ def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], positions: list[int]
         """Every threshold holds, the maxima scaled by ``scale`` (the minimum divided by it); the
         terms without a client-site axis are combined before they are broadcast."""
         per_instance = (cost <= max_cost * scale) & (util <= max_load * scale)  # (S, 1, I)
-        ok = delay <= max_delay * scale
+        ok = (delay <= max_delay * scale) & np.isfinite(delay)  # no delay known: no route, with or without an SLA
         if np.isfinite(max_jitter).any():
             ok &= jitter <= max_jitter * scale
         if np.isfinite(max_loss).any():
@@ -252,7 +252,7 @@ def _evaluate_chunk(fleet: Fleet, plans: list[ServicePlan], positions: list[int]
             ok &= bandwidth >= min_bw / scale
         return ok & per_instance & candidate
 
-    valid = within(1.0)  # delay is +inf where unreachable, so this is False there
+    valid = within(1.0)  # delay is +inf where unreachable: False there
     valid_enter = valid & within(m)
     sensitive = {a: np.array([a in p.sensitive for p in plans])[:, None, None]
                  for a in ("delay", "jitter", "loss", "bandwidth", "cost", "load")}

@@ -84,6 +84,13 @@ def test_max_load_threshold_and_unknown_sites() -> None:
     state = step(ev, None, 0.0, Damping()).state
     out = render(ev, state, [None, None])
     assert out[1] == {"clientSite": "SIN", "instances": [], "changedAt": None, "eligible": []}
+    # a site whose paths have no delay known has no route either, with or without an SLA (not a route
+    # with an infinite delay)
+    inf = float("inf")
+    ev = evaluate(fleet(delay=[[4.0, 20.0, 100.0], [inf, inf, inf]]), [plan(sla={})])[0]
+    out = render(ev, step(ev, None, 0.0, Damping()).state, [None, None])
+    assert out[1] == {"clientSite": "LHR", "instances": [], "changedAt": None, "eligible": []}
+    assert out[0]["instances"][0]["cluster"] == "aws-dfw"  # type: ignore[index]
 
 
 def test_composite_evaluation_is_an_l2_score_on_0_to_100() -> None:
