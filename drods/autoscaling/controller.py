@@ -60,6 +60,7 @@ from drods.model.autoscaling import (
     OwnerIndex,
     scaled_workload,
 )
+from drods.model.conditions import kept_transitions
 from drods.model.detection import binding_name
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
 from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
@@ -401,6 +402,8 @@ class Autoscaler:
                                                                       str(e).splitlines()[0], now)]}, None
         new_status["observedGeneration"] = (obj.get("metadata") or {}).get("generation")
         new_status["lastEvaluatedTime"] = rfc3339_ms(now)
+        if isinstance(new_status.get("conditions"), list):
+            new_status["conditions"] = kept_transitions(status.get("conditions"), new_status["conditions"])
         meta = obj["metadata"]
         try:
             await self.registry.update_status(kind, meta["name"], new_status, meta.get("namespace"),

@@ -26,3 +26,16 @@ def is_false(obj: Mapping[str, Any] | None, type_: str = "Ready") -> bool:
     """Explicitly False (an absent condition is unknown, not False)."""
     c = condition(obj, type_)
     return c is not None and c.get("status") == "False"
+
+
+def kept_transitions(before: Any, after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``after`` with each condition's ``lastTransitionTime`` taken from ``before``'s condition of the same
+    type when its status did not change (Kubernetes moves it only on a change of status)."""
+    old = {c.get("type"): c for c in before or [] if isinstance(c, dict)}
+    out = []
+    for c in after:
+        prev = old.get(c.get("type"))
+        if prev is not None and prev.get("status") == c.get("status") and prev.get("lastTransitionTime"):
+            c = {**c, "lastTransitionTime": prev["lastTransitionTime"]}
+        out.append(c)
+    return out

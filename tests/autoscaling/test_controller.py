@@ -127,6 +127,13 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
             assert st["scaleEvents"] == [{"time": "2027-01-15T08:00:00.000Z", "change": 2}]
             # Within the sync period the same generation is not evaluated again (our own write).
             assert await a.reconcile(key) == 15.0
+            # A period later, evaluated again: a condition whose status holds keeps its lastTransitionTime
+            first = {c["type"]: c for c in st["conditions"]}
+            clock.t += 16.0
+            again = await _status_after(a, FEDERATED_HPA, "web", key,
+                                        lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
+            held = [c for c in again["conditions"] if c["status"] == first.get(c["type"], {}).get("status")]
+            assert held and all(c["lastTransitionTime"] == first[c["type"]]["lastTransitionTime"] for c in held)
         page = await Journal(store, AUTOSCALING_PREFIX, clock=clock).query(clock.t - 1, clock.t + 1, 10)
         assert [(e["from"], e["to"], e["metrics"][0]["value"]) for e in page.items] == [(4, 6, 90.0)]
 
