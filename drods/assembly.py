@@ -63,6 +63,7 @@ from drods.machinery.tasks import stop_tasks
 from drods.members.clients import MemberClients
 from drods.migration.controller import LEASE as MIGRATION_LEASE
 from drods.migration.controller import MigrationController
+from drods.model.annotations import LEARNED_USERS
 from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import (
@@ -80,6 +81,7 @@ from drods.monitor.components import MonitorCollectors, MonitorMaintenance
 from drods.monitor.service import MonitorService, MonitorSettings
 from drods.monitor.subscriptions import subscriptions_of
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
+from drods.registry.patch import MERGE_PATCH
 from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.security.at_rest import EncryptionConfig
@@ -342,7 +344,11 @@ def _steering(plane: ControlPlane, s: ComponentSettings) -> None:
         async def reschedule(name: str, reason: str, annotations: Mapping[str, str]) -> None:
             await trigger(lead.registry, name, reason, s.clock, annotations=annotations)
 
-        return UsersLearner(lead.store, reschedule, steering_informers, steering_settings.users, clock=s.clock)
+        async def forget(name: str) -> None:
+            await lead.registry.patch(BINDING, name, {"metadata": {"annotations": {LEARNED_USERS: None}}}, MERGE_PATCH)
+
+        return UsersLearner(lead.store, reschedule, steering_informers, steering_settings.users, clock=s.clock,
+                            forget=forget)
 
     manager.add_leader(USERS_LEASE, users_learner)
     if steering_settings.probe.enabled:

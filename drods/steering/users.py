@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 LEASE = "steering-users"
 # (binding name, reason, annotations): re-place the binding from scratch with those annotations set
 Reschedule = Callable[[str, str, Mapping[str, str]], Awaitable[None]]
+# (binding name): drop its learned users, moving nothing (their registration is gone)
+Forget = Callable[[str], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -89,14 +91,16 @@ class UsersLearner:
     """The leader that turns demand into learned users on Bindings (see the module doc)."""
 
     def __init__(self, store: Store, reschedule: Reschedule, informers: SteeringInformers,
-                 settings: UserLearning, clock: Callable[[], float] = time.time) -> None:
+                 settings: UserLearning, clock: Callable[[], float] = time.time, forget: Forget | None = None) -> None:
         self.store = store
         self.reschedule = reschedule
+        self.forget = forget
         self.inf = informers
         self.settings = settings
         self.clock = clock
         self.rates: dict[str, SiteRates] = {}
         self.pending: dict[str, float] = {}  # service → since when its users differ from those written
+        self.registered: set[tuple[str, str]] | None = None  # (service, binding) last poll; None: not yet looked
 
     async def run(self) -> None:
         if not self.settings.enabled:
@@ -139,6 +143,7 @@ class UsersLearner:
     async def step(self) -> None:
         s, now = self.settings, self.clock()
         services = self._services()
+        await self._forget_orphans(services)
         for sid, counts in (await self._demand()).items():
             rates = self.rates.setdefault(sid, SiteRates())
             rates.observe(counts, now, s.windowSeconds)
@@ -156,6 +161,27 @@ class UsersLearner:
                 continue
             await self._publish(sid, binding, shares, slo, before, now)
             self.pending.pop(sid, None)
+
+    async def _forget_orphans(self, services: Mapping[str, tuple[dict[str, Any], float | None]]) -> None:
+        """A Binding's learned users whose registration is gone (or now names another workload) are dropped:
+        nothing learns them any more, and their SLO would filter its clusters for ever. Looked for at the
+        first poll and whenever a registration went since the last one (not a scan of the fleet every poll)."""
+        now_registered = {(sid, str(b["metadata"]["name"])) for sid, (b, _) in services.items()}
+        gone = self.registered is None or bool(self.registered - now_registered)
+        self.registered = now_registered
+        if not gone or self.forget is None:
+            return
+        for b in list(self.inf.bindings.cache.values()):
+            doc = learned_users(b or {})
+            name = str(((b or {}).get("metadata") or {}).get("name") or "")
+            if doc is None or not name or (str(doc.get("serviceId") or ""), name) in now_registered:
+                continue
+            try:
+                await self.forget(name)
+                log.info("steering: binding %s forgets the users learned for service %s: its registration is gone",
+                         name, doc.get("serviceId"))
+            except Exception:  # noqa: BLE001 - one binding's failure must not stop the others
+                log.exception("steering: forgetting the learned users of %s failed", name)
 
     async def _publish(self, sid: str, binding: Mapping[str, Any], shares: Mapping[str, float], slo: float | None,
                        before: Mapping[str, float] | None, now: float) -> None:

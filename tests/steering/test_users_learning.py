@@ -98,3 +98,30 @@ async def test_a_move_is_written_after_the_settle_time_and_a_burst_is_not(store:
     assert "(were east 100%)" in written[1][1]
     stored = await store.get(demand_key("shop.example", rec.process))
     assert stored is not None and jsondoc.loads(stored.value)["counts"] == counts
+
+
+async def test_a_bindings_learned_users_go_with_their_registration(store: SqliteStore) -> None:
+    """A deleted ServiceRegistration leaves no learned users (and their SLO) steering its Binding's
+    placement for ever: they are dropped, nothing moved; a live registration's stay."""
+    doc = json.dumps({"sites": [{"site": "east", "weight": 1.0}], "latencySLOMs": 80, "serviceId": "shop.example"})
+    binding: dict[str, Any] = {"metadata": {"name": "shop-b", "annotations": {LEARNED_USERS: doc}},
+                               "spec": {"resource": {"kind": "Deployment", "name": "shop", "namespace": "default"}}}
+    forgotten: list[str] = []
+
+    async def forget(name: str) -> None:
+        forgotten.append(name)
+        binding["metadata"]["annotations"].pop(LEARNED_USERS, None)
+
+    async def reschedule(name: str, reason: str, annotations: Mapping[str, str]) -> None:
+        raise AssertionError("nothing is re-placed")
+
+    inf = informers(binding)
+    learner = UsersLearner(store, reschedule, inf, UserLearning(pollSeconds=1.0), clock=Clock(), forget=forget)
+    await learner.step()
+    await learner.step()
+    assert not forgotten  # registered: kept
+    inf.registrations.cache.clear()  # kubectl delete serviceregistration shop
+    await learner.step()
+    assert forgotten == ["shop-b"] and LEARNED_USERS not in binding["metadata"]["annotations"]
+    await learner.step()
+    assert forgotten == ["shop-b"]  # looked for once per registration gone, not every poll
