@@ -64,7 +64,8 @@ def to_table(kind: Kind, items: list[Obj], revision: int) -> Obj:
     if kind.custom is not None and kind.custom.printer_columns:  # a CRD's printer columns after the name
         columns: tuple[Column, ...] = (NAME, *(_printer_column(*c) for c in kind.custom.printer_columns))
     else:
-        columns = kind.columns if isinstance(kind, PrintedKind) and kind.columns else _COLUMNS.get(kind.kind) \
+        columns = kind.columns if isinstance(kind, PrintedKind) and kind.columns else \
+            _GROUP_COLUMNS.get((kind.group, kind.kind)) or _COLUMNS.get(kind.kind) \
             or (KUBERNETES_COLUMNS.get(kind.kind) if kind.spec_model is None and kind.custom is None else None) \
             or _PLAIN  # a built-in kind the control plane has no view of its own for prints as a cluster does
     rows = [{"cells": [c.value(obj) for c in columns],
@@ -315,11 +316,36 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
                   Column("Phase", "status.phase", default="Pending"), Column("Bytes", "status.bytesMoved", "integer"),
                   Column("Cost", "status.transferCost", "number", priority=1),
                   Column("Message", "status.message", priority=1), AGE),
+    # Karmada's printer columns (autoscaling.karmada.io's FederatedHPA is the same object)
+    "FederatedHPA": (NAME, Column("Reference-Kind", "spec.scaleTargetRef.kind"),
+                     Column("Reference-Name", "spec.scaleTargetRef.name"),
+                     Column("MinPods", "spec.minReplicas", "integer", default=1),
+                     Column("MaxPods", "spec.maxReplicas", "integer"),
+                     Column("Replicas", "status.currentReplicas", "integer"), AGE),
     "MigrationPlan": (NAME, Column("Workload", _workload_ref), Column("From", "spec.sourceCluster"),
                       Column("To", _plan_target), Column("Phase", "status.phase", default="Pending"),
                       Column("Trigger", "spec.trigger", priority=1, default="Operator"),
                       Column("Message", "status.message", priority=1), AGE),
 }
+
+
+# Kinds whose name another group shares, by (group, kind): Karmada's, as its CRDs' printer columns say
+_KARMADA_PROPAGATION = (NAME, Column("Conflict-Resolution", "spec.conflictResolution", default="Abort"),
+                        Column("Priority", "spec.priority", "integer", default=0), AGE)
+_GROUP_COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
+    ("policy.karmada.io", "PropagationPolicy"): _KARMADA_PROPAGATION,
+    ("policy.karmada.io", "ClusterPropagationPolicy"): _KARMADA_PROPAGATION,
+    ("policy.karmada.io", "FederatedResourceQuota"): (
+        NAME, Column("Overall", lambda o: _quantities(_get(o, "status.overall")), default="<none>"),
+        Column("Overall_Used", lambda o: _quantities(_get(o, "status.overallUsed")), default="<none>"), AGE),
+}
+
+
+def _quantities(value: Any) -> str | None:
+    """A resource list as kubectl prints one in a column (``map[cpu:20 memory:10Gi]``)."""
+    if not isinstance(value, dict) or not value:
+        return None
+    return "map[" + " ".join(f"{k}:{v}" for k, v in sorted(value.items())) + "]"
 
 
 # ---- Kubernetes' built-in kinds, as kube-apiserver prints them ----------------------------------------
