@@ -84,7 +84,10 @@ def create_plan(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
     try:
         return dict(api.request("POST", plans_path(ns), json=body).json())
     except CliError as e:
-        if e.code == "DATA_STEP_REQUIRED":  # the server names the fields; say which flags set them
+        # the Kubernetes path answers a Status (reason BadRequest, a cause on spec.data) where /api/v1 says
+        # DATA_STEP_REQUIRED: either way, say which flags set the field
+        if e.code == "DATA_STEP_REQUIRED" or any(isinstance(c, dict) and c.get("field") == "spec.data"
+                                                 for c in (e.details or {}).get("causes") or []):
             e.message += " (drods migrate: --volume-copy-image IMAGE, --hook-file FILE or --no-data)"
         raise
 

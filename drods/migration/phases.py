@@ -340,7 +340,9 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
     elif phase == RETIRE_SOURCE:
         want = without_source(st)
         if dict(f.placement) == want and src not in f.copies:
-            _done(st, phase, f.now, f"the {src} copy is gone")
+            _done(st, phase, f.now, f"the {src} copy is gone" if f.clusters.get(src) is True else
+                  f"the {src} copy's Work is gone, but {src} does not answer: its copy there is deleted once it "
+                  "answers again (a deferred cleanup)")
             _finish(st, SUCCEEDED, "Succeeded", f"moved {st.get('sourceReplicas')} replica(s) from {src} to {dst}",
                     f.now)
         elif elapsed > spec.timeouts.retireSource:

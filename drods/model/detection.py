@@ -54,7 +54,18 @@ class Stored(Protocol):
     def value(self) -> bytes: ...
 
 
-DETECTED_KINDS: tuple[Kind, ...] = tuple(k for k in TEMPLATE_KINDS if k.kind != "Namespace")
+DETECTED_KINDS: tuple[Kind, ...] = TEMPLATE_KINDS
+# Namespaces every cluster has of its own: never placed by a policy (Karmada's namespace sync skips them too)
+RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+
+
+def placeable(kind: Kind, obj: Mapping[str, Any]) -> bool:
+    """A Namespace is placed only by a cluster-wide policy that selects it, never one of the members' own
+    (`RESERVED_NAMESPACES`, ``kube-*``); a member otherwise gets a namespace where a workload lands."""
+    if kind.kind != "Namespace":
+        return True
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    return name not in RESERVED_NAMESPACES and not name.startswith("kube-")
 
 
 def binding_name(kind: str, namespace: str, name: str) -> str:
@@ -251,7 +262,7 @@ def best_policy(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any],
                 claimed: Mapping[str, Any] | None = None) -> PolicyMatch | None:
     """The policy that places ``obj``. ``claimed`` is the ``policyRef`` of its current Binding: a
     Karmada policy that still matches keeps its claim unless another preempts it (Karmada's rule)."""
-    matches = _matches(policies, kind, obj)
+    matches = _matches(policies, kind, obj) if placeable(kind, obj) else []
     if not matches:
         return None
     best = min(matches, key=PolicyMatch.order)
@@ -268,7 +279,7 @@ def _matches(policies: list[_Policy], kind: Kind, obj: Mapping[str, Any]) -> lis
     for p in policies:
         spec = max((s for s in (selector_specificity(sel, kind, obj) for sel in p.selectors) if s is not None),
                    default=None)
-        if spec is None:
+        if spec is None or (p.namespace is not None and not kind.namespaced):  # a namespaced policy: its namespace's
             continue
         if p.namespace is not None and p.namespace != ((obj.get("metadata") or {}).get("namespace") or "default"):
             continue

@@ -72,7 +72,7 @@ from drods.schedulerd.records import (
 from drods.schedulerd.refit import FleetFollower
 from drods.schedulerd.shaving import shaved, shaving
 from drods.schedulerd.spec_cache import SpecCache
-from drods.schedulerd.users import decision_users, judge_move, learned, users_moved
+from drods.schedulerd.users import decision_users, declared_users_changed, judge_move, learned, users_moved
 from drods.schedulerd.writer import DecisionWriter, Plan
 from drods.store import KeyValue, Store
 
@@ -487,8 +487,11 @@ class SchedulerService:
             result, trigger = refit
         else:
             current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
-            rebalance = stype in (RESCHEDULE, FOLLOW)
             users, slo = learned(obj)
+            # restated users (a spec change): divided by the new shares again, within the move budget
+            restated = stype == RECONCILE and bool(rec.placement) and not rec.keeps_data and \
+                declared_users_changed(users_of(spec.placement, None), obj)
+            rebalance = stype in (RESCHEDULE, FOLLOW) or restated
             task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
                         workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo,
                         placement_changed=stype == RECONCILE)
@@ -499,6 +502,8 @@ class SchedulerService:
             if stype == RESCHEDULE and decided is not None and (users_moved(obj) or fails_back(obj)):
                 decided = self._follow_users(task, rec, decided) if users_moved(obj) else \
                     within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
+            elif restated and decided is not None:
+                decided = within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
             if decided is None:
                 return None  # out of move budget: queued again
             result = decided

@@ -90,3 +90,22 @@ def decision_users(analysis: Mapping[str, Any]) -> dict[str, Any] | None:
     cluster's latency from them (None: the decision knew no users)."""
     users = analysis.get("users")
     return dict(users) if isinstance(users, dict) else None
+
+
+def declared_users_changed(declared: UserDemand | None, obj: Mapping[str, Any]) -> bool:
+    """A spec change that restates the users (``placement.users``) differently from those the last decision
+    used: the operator said where the demand is now, so the placement is divided by the new shares again
+    (within the move budget) rather than kept wherever it still meets the SLO."""
+    if declared is None:
+        return False
+    last = (obj.get("status") or {}).get("users")
+    if not isinstance(last, dict) or last.get("source") != "declared":
+        return True
+    return sorted(map(_site_key, last.get("sites") or [])) != sorted(map(_site_key, declared.to_list()))
+
+
+def _site_key(site: Any) -> tuple[str, str, float]:
+    """A ``status.users.sites`` row as (kind, place, share rounded as stored)."""
+    row = site if isinstance(site, Mapping) else {}
+    kind = next((k for k in ("site", "city", "region") if k in row), "")
+    return kind, str(row.get(kind, "")), round(float(row.get("weight") or 0.0), 4)

@@ -69,3 +69,18 @@ def test_without_the_built_in_mover_no_freeze_is_added(created: list[dict[str, A
 def test_a_target_that_is_not_registered_is_refused_before_any_plan(created: list[dict[str, Any]]) -> None:
     out = run("--no-data", to="nowhere", code=1)
     assert "cluster nowhere is not registered" in out and created == []
+
+
+@pytest.mark.parametrize("answer", [
+    CliError("spec.data: say how the data moves", "DATA_STEP_REQUIRED", 400),  # /api/v1's {code, …}
+    CliError("spec.data: say how the data moves", "BadRequest", 400,  # the Kubernetes path's Status
+             {"causes": [{"reason": "FieldValueInvalid", "field": "spec.data", "message": "…"}]}),
+])
+def test_a_refused_data_step_names_the_flags_that_set_it(answer: CliError) -> None:
+    class Api:
+        def request(self, *_a: Any, **_kw: Any) -> Any:
+            raise answer
+
+    with pytest.raises(CliError) as e:
+        cli.create_plan(Api(), {"metadata": {"namespace": "db"}})  # type: ignore[arg-type]
+    assert "--volume-copy-image IMAGE, --hook-file FILE or --no-data" in e.value.message

@@ -302,3 +302,49 @@ def test_preserve_resources_on_deletion_keeps_the_members_copies_released(env: E
     wait_for(lambda: dfw.deployment("gone", "keep") is None, 30, "the copy deleted with its template")
     assert dfw.deployment("web", "keep") is not None  # the released one stays the member's
     env.delete(PP.format(ns="keep", name="keep"))
+
+
+NAMESPACED = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: team-a-ns}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Namespace, name: team-a}]
+  placement:
+    clusterAffinity: {clusterNames: [aws-dfw]}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: team-a-network}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Namespace, name: team-a}]
+  overrideRules:
+    - targetCluster: {clusterNames: [aws-dfw]}
+      overriders:
+        labelsOverrider: [{operator: add, value: {topology.istio.io/network: network1}}]
+"""
+
+
+def test_a_cluster_propagation_policy_places_a_namespace_with_its_overrides(env: Env, kubectl: Kubectl) -> None:
+    """Karmada's namespace management: a ClusterPropagationPolicy selecting a Namespace puts it (and a
+    ClusterOverridePolicy's labels) on its clusters only; the members' own namespaces are never placed."""
+    kubectl.run("apply", "-f", "-", input=NAMESPACED)
+    dfw = env.members["aws-dfw"]
+    ns = wait_for(lambda: (n := dfw.get("/api/v1/namespaces/team-a")) is not None and (n["metadata"].get(
+        "labels") or {}).get("topology.istio.io/network") == "network1" and n, 30, "team-a on aws-dfw, labelled")
+    assert ns["metadata"]["labels"]["multicluster.io/managed-by"] == "drods"
+    assert all(m.get("/api/v1/namespaces/team-a") is None for n, m in env.members.items() if n != "aws-dfw")
+    b = env.binding("namespace--team-a")
+    assert b is not None and [t["cluster"] for t in b["status"]["placement"]] == ["aws-dfw"]
+    # a policy selecting every Namespace leaves the members' own alone
+    kubectl.run("apply", "-f", "-", input=NAMESPACED.split("---")[1].replace("name: team-a}]", "}]").replace(
+        "name: team-a-ns", "name: every-ns"))
+    wait_for(lambda: (env.binding("namespace--team-a") or {}).get("spec", {}).get("policyRef") is not None, 10,
+             "team-a still bound")
+    assert env.binding("namespace--default") is None and env.binding("namespace--kube-system") is None
+    kubectl.run("delete", "clusterpropagationpolicies.policy.karmada.io", "every-ns", "team-a-ns")
+    kubectl.run("delete", "clusteroverridepolicies.policy.karmada.io", "team-a-network")

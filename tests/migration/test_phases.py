@@ -115,6 +115,12 @@ def test_the_whole_way_with_each_pass_repeatable() -> None:
                                          "SourceRetired")] == ["True"] * 5
     assert all(c["startTime"] <= c["lastTransitionTime"] for c in conds.values())
     assert done.requeue is None
+    assert conds["SourceRetired"]["message"] == "the a copy is gone"
+    # the source's Work went while the source does not answer: the copy there is not said to be gone
+    away = advance(s, rt.status, replace(f, copies={"b": Copy(3, 3, True), "c": Copy(1, 1, True)},
+                                         clusters={**READY, "a": False}))
+    assert away.status["phase"] == "Succeeded"
+    assert "does not answer" in conditions(away.status)["SourceRetired"]["message"]
 
 
 def test_catch_up_can_run_the_hook_again() -> None:

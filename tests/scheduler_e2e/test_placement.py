@@ -207,3 +207,28 @@ async def test_a_changed_users_or_slo_moves_replicas_now_beyond_it(plane: Plane)
     r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "r1"})
     newest = r.json()["items"][0]
     assert newest["scheduleType"] == "ReconcileSchedule", newest
+
+
+async def test_restated_user_shares_divide_the_replicas_again(plane: Plane) -> None:
+    """Declared users' shares turned around (the spec changed) with every site within the SLO: the
+    replicas are divided by the new shares, as a new copy of the workload would be, not kept where they
+    still meet the SLO."""
+    await plane.cluster("dfw", 20, region="us", network={"latencyMs": {"eu": 80}})
+    await plane.cluster("lhr", 20, region="eu", network={"latencyMs": {"us": 80}})
+    await plane.seen("dfw", "lhr")
+    body = {"name": "r2", "replicas": 8, "resources": {"cpu": 0.5, "memory": 1},
+            "placement": {"users": [{"region": "us", "weight": 3}, {"region": "eu", "weight": 1}],
+                          "latencySLOMs": 50}}
+    first = placement(await plane.place(body))
+    assert first["dfw"] > first.get("lhr", 0), first
+    r = await plane.call("PATCH", "/api/v1/bindings/r2", json={"placement": {"users": [
+        {"region": "us", "weight": 1}, {"region": "eu", "weight": 3}]}},
+        headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def turned() -> dict[str, int] | None:
+        got = placement(await plane.status("r2"))
+        return got if got.get("lhr", 0) > got.get("dfw", 0) else None
+
+    assert await eventually(turned, 10.0, "r2 divided by the restated shares") == {
+        "dfw": first.get("lhr", 0), "lhr": first["dfw"]}
