@@ -9,6 +9,8 @@ reads ``status``.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 
@@ -98,4 +100,27 @@ def _snake(kind: str) -> str:
         if ch.isupper() and i:
             out += "_"
         out += ch.upper()
+    return out
+
+
+# the steps pydantic adds to an error's location for the branch of a union it tried (``literal['None']``,
+# ``function-after[_check(), DataStep]``, ``str``): not fields a client wrote
+_BRANCH = re.compile(r"^[a-z][a-z0-9-]*\[.*\]$|^(str|int|float|bool|dict|list|none|bytes)$")
+
+
+def field_path(loc: Sequence[Any], prefix: str = "") -> str:
+    """A validation error's location as the field a client wrote: ``spec.data.mover``, ``items[2].name``."""
+    parts = [f"[{p}]" if isinstance(p, int) else str(p) for p in loc
+             if not (isinstance(p, str) and (p == "body" or _BRANCH.match(p)))]
+    path = ".".join(parts).replace(".[", "[")
+    return f"{prefix}{path}" if path else prefix.rstrip(".")
+
+
+def field_errors_of(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> list[dict[str, Any]]:
+    """pydantic's errors as ``[{field, message}]``, each once."""
+    out: list[dict[str, Any]] = []
+    for err in errors:
+        row = {"field": field_path(err.get("loc", ()), prefix), "message": err.get("msg", "invalid")}
+        if row not in out:
+            out.append(row)
     return out

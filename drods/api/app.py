@@ -24,7 +24,7 @@ from drods.api.context import ApiContext
 from drods.api.dryrun import marked_dry_run, query_is_dry_run
 from drods.api.json_response import JSONResponse
 from drods.api.status import error_response
-from drods.errors import ApiError, BadRequest, Invalid
+from drods.errors import ApiError, BadRequest, Invalid, field_errors_of
 from drods.registry import changes
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -107,10 +107,7 @@ def _install_error_handlers(app: FastAPI) -> None:
                              {"errors": [str(e.get("ctx", {}).get("error", "")) for e in errors]},
                              code="MALFORMED_BODY")
             return error_response(request.url.path, err)
-        fields = []
-        for e in errors:
-            loc = [str(p) for p in e.get("loc", ()) if p != "body"]
-            fields.append({"field": ".".join(loc), "message": e.get("msg", "invalid")})
+        fields = field_errors_of(errors)
         return error_response(request.url.path, Invalid("request validation failed", {"fields": fields}))
 
     @app.exception_handler(StarletteHTTPException)

@@ -26,6 +26,7 @@ from drods.errors import (
     already_exists,
     bad_request,
     conflict,
+    field_errors_of,
     not_found,
     validation_failed,
 )
@@ -49,12 +50,7 @@ Admission = Callable[["ObjectRegistry", Kind, Obj], Awaitable[None]]
 
 
 def field_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, Any]]:
-    out = []
-    for err in exc.errors():
-        loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in err["loc"])
-        loc = loc.replace(".[", "[")
-        out.append({"field": f"{prefix}{loc}" if loc else prefix.rstrip("."), "message": err["msg"]})
-    return out
+    return field_errors_of(exc.errors(), prefix)
 
 
 class ObjectRegistry:

@@ -220,3 +220,15 @@ def test_a_plan_without_a_target_takes_the_chosen_one() -> None:
     none = advance(s, {}, facts(T0, target_note="no cluster but a can take it"))
     assert none.status["phase"] == "Failed" and conditions(none.status)["Failed"]["reason"] == "NoTarget"
     assert "no cluster but a" in none.status["message"]
+
+
+def test_a_refused_mover_names_the_field_a_client_wrote() -> None:
+    """422 field paths carry no validator internals (``function-after[…]``, ``literal['None']``)."""
+    from pydantic import ValidationError
+
+    from drods.registry.objects import field_errors
+
+    with pytest.raises(ValidationError) as e:
+        MigrationPlanSpec.model_validate({"workloadRef": {"name": "x"}, "sourceCluster": "a", "targetCluster": "b",
+                                          "data": {"mover": "Snapshot"}})
+    assert [f["field"] for f in field_errors(e.value, "spec.")] == ["spec.data.mover", "spec.data"]
