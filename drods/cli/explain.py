@@ -217,12 +217,15 @@ def _explain_plan(api: ApiClient, word: str, namespace: str, name: str, history:
 def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, history: bool, output: str) -> None:
     from drods.model.decision import latest_per_type
 
-    if kind == "Binding":  # its decisions are kept under the workload it places
+    if kind == "Binding":  # its decisions are kept under the workload it places (a Binding of none: its own)
         r = api.request("GET", f"/apis/multicluster.io/v1alpha1/bindings/{name}", ok=(404,))
-        ref = ((r.json().get("spec") or {}).get("resource") or {}) if r.status_code == 200 else {}
-        if not ref.get("kind") or not ref.get("name"):
+        if r.status_code == 404:
             raise CliError(f"binding {name!r} not found")
-        kind, namespace, name = str(ref["kind"]), str(ref.get("namespace") or ""), str(ref["name"])
+        ref = (r.json().get("spec") or {}).get("resource") or {}
+        if ref.get("kind") and ref.get("name"):
+            kind, namespace, name = str(ref["kind"]), str(ref.get("namespace") or ""), str(ref["name"])
+        else:
+            namespace = namespace or "default"
     status = _binding(api, _binding_id(kind, namespace, name))
     items = _decisions(api, {"kind": kind, "namespace": namespace, "name": name})
     if status is None and not items:

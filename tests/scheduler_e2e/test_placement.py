@@ -232,3 +232,6 @@ async def test_restated_user_shares_divide_the_replicas_again(plane: Plane) -> N
 
     assert await eventually(turned, 10.0, "r2 divided by the restated shares") == {
         "dfw": first.get("lhr", 0), "lhr": first["dfw"]}
+    users = (await plane.status("r2"))["users"]  # /status says which users the decision used
+    assert users["source"] == "declared" and {s["region"]: s["weight"] for s in users["sites"]} == {
+        "us": 0.25, "eu": 0.75}

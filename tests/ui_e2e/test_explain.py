@@ -117,6 +117,18 @@ def test_drods_explain_reads_as_text_json_history_and_per_cluster(env: Env, lone
         got = json.loads(_explain(env, word, "-o", "json"))
         assert got["subject"] == {"kind": "Deployment", "namespace": "default", "name": LONE}, (word, got["subject"])
         assert got["latest"]["Placement"]["subject"]["name"] == LONE
+    # a Binding made through the API places no workload: its own decisions explain it
+    r = env.http.post("/api/v1/bindings", json={"name": "bare-explained", "replicas": 1,
+                                                "resources": {"cpu": 0.1, "memory": 0.1}})
+    assert r.status_code in (201, 202), r.text
+
+    def bare() -> dict[str, Any] | None:
+        done = CliRunner().invoke(app, ["explain", "binding/bare-explained", "-o", "json", *cli_tls(env.server)])
+        got = json.loads(done.stdout) if done.exit_code == 0 else None
+        return got if got and got.get("latest") else None
+
+    got = wait_for(bare, 15, "the bare Binding explained")
+    assert got["subject"] == {"kind": "Binding", "namespace": "default", "name": "bare-explained"}, got["subject"]
     away = next(o["name"] for o in d["options"] if not o["chosen"])
     per_cluster = json.loads(_explain(env, "cluster", away, "-o", "json"))
     assert any(w["workload"] == f"Deployment/default/{LONE}" and w["reason"] for w in per_cluster["notPlaced"]) or \

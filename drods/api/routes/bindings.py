@@ -82,7 +82,7 @@ def status_view(obj: dict[str, Any]) -> dict[str, Any]:
     }
     if meta.get("deletionTimestamp"):
         out["deletionTimestamp"] = meta["deletionTimestamp"]
-    for k in ("clusters", "conditions", "estimatedHourlyCost"):
+    for k in ("clusters", "conditions", "estimatedHourlyCost", "users"):
         if k in st:
             out[k] = st[k]
     return out
