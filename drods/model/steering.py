@@ -13,12 +13,14 @@ steering controller publishes, and the network status agents report.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from drods.model.binding import ObjectReference
 from drods.model.meta import check_name
+from drods.model.timefmt import parse_rfc3339
 
 Strategy = Literal["experienceFirst", "costFirst", "resourceFirst"]
 Output = Literal["preferred", "balanced"]
@@ -186,6 +188,20 @@ class Measurement(BaseModel):
     def _finite(cls, v: float | None) -> float | None:
         if v is not None and not math.isfinite(v):
             raise ValueError("must be finite")
+        return v
+
+    @field_validator("timestamp", "measuredAt")
+    @classmethod
+    def _a_time_not_ahead(cls, v: str | None) -> str | None:
+        """RFC 3339, and not more than 5 minutes ahead of this clock (as feedback's): a measurement from the
+        future would stay the freshest for as long."""
+        if v is None:
+            return v
+        at = parse_rfc3339(v)
+        if at is None:
+            raise ValueError("must be an RFC 3339 time")
+        if at > time.time() + 300:
+            raise ValueError("is more than 5 minutes in the future")
         return v
 
     @field_validator("source_site", "to")

@@ -75,6 +75,9 @@ async def test_feedback_validation(plane: Plane) -> None:
     assert r.status_code == 422, r.text
     r = await plane.call("PUT", "/api/v1/feedback", role="viewer", json=body)
     assert r.status_code == 403, r.text
+    # no timestamp: measured now, as a metrics report without one
+    r = await plane.call("PUT", "/api/v1/feedback", json={k: v for k, v in body.items() if k != "timestamp"})
+    assert r.status_code == 200 and r.json()["timestamp"] >= body["timestamp"][:19], r.text
     for bad in ({**body, "timestamp": "yesterday"}, {**body, "metrics": "fast"}, {**body, "workload": {"kind": "x"}},
                 {**body, "timestamp": (datetime.now(UTC) + timedelta(hours=1)).isoformat()}, [], {**body, "x": 1}):
         r = await plane.call("PUT", "/api/v1/feedback", json=bad)

@@ -90,6 +90,9 @@ async def test_routes_follow_load_calmly_and_placement_adds_a_nearer_cluster(pla
     assert r.status_code == 200 and r.json()["ignored"] == ["unknownMetric"], r.text
     bad = await plane.call("PUT", "/api/v1/network/status", json={"measurements": [{"from": "DFW", "delayMs": -1}]})
     assert bad.status_code == 422 and bad.json()["code"] == "VALIDATION_FAILED"
+    ahead = await plane.call("PUT", "/api/v1/network/status", json={"measurements": [
+        {"from": "DFW", "to": "aws-dfw", "delayMs": 1, "timestamp": "2099-01-01T00:00:00Z"}]})
+    assert ahead.status_code == 422 and ahead.json()["details"]["fields"][0]["field"] == "measurements[0].timestamp"
     await plane.place({"name": "video", "replicas": 1,
                        "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "video",
                                     "namespace": "default"},

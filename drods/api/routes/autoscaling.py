@@ -3,7 +3,7 @@
 * ``PUT /api/v1/feedback`` — an application says how well it does::
 
       {"workload": {"apiVersion", "kind", "namespace", "name"},
-       "metrics": {"latencyP99Ms", "throughput", "errorRate"}, "timestamp": RFC 3339, "cluster"?}
+       "metrics": {"latencyP99Ms", "throughput", "errorRate"}, "timestamp"?: RFC 3339 (absent: now), "cluster"?}
 
   With ``cluster``, the report is how the application does in that cluster (kept per cluster at
   ``/feedback/<namespace>/<kind>/<name>/<cluster>``): it moves the per-cluster weights
@@ -61,7 +61,7 @@ class Feedback(BaseModel):
 
     workload: WorkloadRef
     metrics: FeedbackMetrics
-    timestamp: str = Field(json_schema_extra={"format": "date-time"})
+    timestamp: str | None = Field(default=None, json_schema_extra={"format": "date-time"})  # absent: now
     # how the application does in one cluster (per-cluster weights); absent: the workload as a whole
     cluster: str | None = Field(default=None, min_length=1, max_length=253)
 
@@ -70,7 +70,7 @@ class Feedback(BaseModel):
 async def put_feedback(request: Request, body: Feedback,
                        _: Principal = Depends(authenticate)) -> JSONResponse:
     ctx = context(request)
-    ts = parse_rfc3339(body.timestamp)
+    ts = time.time() if body.timestamp is None else parse_rfc3339(body.timestamp)
     if ts is None:
         raise validation_failed("timestamp must be RFC 3339", [{"field": "timestamp", "message": "not RFC 3339"}])
     if ts > time.time() + 300:
