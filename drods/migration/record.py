@@ -26,9 +26,9 @@ def migration_record(plan: Mapping[str, Any], status: Mapping[str, Any]) -> dict
     ref = spec.get("workloadRef") or {}
     conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
     why = conds.get("Failed") or conds.get("RolledBack") or {}
-    placement = status.get("originalPlacement") or []
     n = int(status.get("sourceReplicas") or 0)
     target = status.get("targetCluster") or spec.get("targetCluster")
+    placement = _after(status, target) if status.get("phase") == "Succeeded" else status.get("originalPlacement") or []
     weighed = status.get("targetOptions") or {}
     # X1: the target against the other clusters the scheduler weighed (a runner-up is derived from them)
     options = [{"cluster": o["cluster"], "replicas": n if o["cluster"] == target else 0, "total": o.get("total"),
@@ -49,6 +49,16 @@ def migration_record(plan: Mapping[str, Any], status: Mapping[str, Any]) -> dict
                           "estimate": status.get("estimate"),
                           "catchUp": status.get("catchUp"), "freeze": status.get("freeze"),
                           "reason": why.get("reason")}}
+
+
+def _after(status: Mapping[str, Any], target: Any) -> list[dict[str, Any]]:
+    """Where the workload runs once the plan succeeded: the source's replicas on the target."""
+    rows = {str(r["cluster"]): int(r.get("replicas") or 0) for r in status.get("originalPlacement") or []
+            if isinstance(r, dict) and r.get("cluster")}
+    moved = rows.pop(str(status.get("sourceCluster")), 0)
+    if target:
+        rows[str(target)] = rows.get(str(target), 0) + moved
+    return [{"cluster": c, "replicas": k} for c, k in sorted(rows.items()) if k > 0]
 
 
 def worth_recording(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:

@@ -26,6 +26,14 @@ def test_what_is_recorded_and_when() -> None:
     assert rec["scheduleType"] == "Migration" and rec["binding"] == "statefulset-shop-db"
     assert rec["migration"]["data"]["lostWrites"] == 0 and rec["migration"]["freeze"]["downtimeSeconds"] == 3.2
     assert rec["migration"]["plan"] == "shop/move" and rec["result"]["placed"] == 2
+    # a plan that succeeded records where the workload runs now; one that did not, where it ran
+    assert rec["result"]["placement"] == [{"cluster": "b", "replicas": 2}]
+    kept = migration_record(PLAN, {**ENDED, "phase": "RolledBack", "originalPlacement": [
+        {"cluster": "a", "replicas": 2}, {"cluster": "c", "replicas": 1}]})
+    assert kept["result"]["placement"] == [{"cluster": "a", "replicas": 2}, {"cluster": "c", "replicas": 1}]
+    both = migration_record(PLAN, {**ENDED, "originalPlacement": [{"cluster": "a", "replicas": 2},
+                                                                  {"cluster": "c", "replicas": 1}]})
+    assert both["result"]["placement"] == [{"cluster": "b", "replicas": 2}, {"cluster": "c", "replicas": 1}]
     refused = {"phase": "Failed", "message": "keeps its data…", "completionTime": "2027-01-15T08:00:00.000Z",
                "conditions": [{"type": "Failed", "status": "True", "reason": "NoDataStep"}]}
     assert migration_record(PLAN, refused)["migration"]["reason"] == "NoDataStep"
