@@ -127,7 +127,8 @@ def migrate(
     ca_file: CaFileOpt = None,
     insecure: InsecureOpt = False,
 ) -> None:
-    """Move a workload (and, with a hook, its data) to another cluster with a MigrationPlan."""
+    """Move a workload and its data (VolumeCopy, a hook, or --no-data said explicitly) to another cluster with
+    a MigrationPlan."""
     from drods.model.migration import TERMINAL, MigrationSettings, plan_object
 
     check_output(output)
@@ -139,9 +140,11 @@ def migrate(
     if source is None:
         placed = placement(binding_of(api, kind, ns, name))
         others = sorted(c for c in placed if c != to)
+        if not others and to in placed:
+            raise CliError(f"{kind} {ns}/{name} runs on {to} already: nothing to move", "INVALID_ARGUMENT")
         if len(others) != 1:
-            raise CliError(f"{kind} {ns}/{name} runs on {others or 'no cluster'}: name the source with --from",
-                           "INVALID_ARGUMENT")
+            raise CliError(f"{kind} {ns}/{name} runs on {', '.join(others) or 'no cluster'}: name the source with "
+                           "--from", "INVALID_ARGUMENT")
         source = others[0]
     if sum((hook_file is not None, no_data, volume_copy_image is not None)) > 1:
         raise CliError("choose one of --hook-file, --no-data and --volume-copy-image", "INVALID_ARGUMENT")
