@@ -151,10 +151,11 @@ def _users_text(users: Mapping[str, Any]) -> str:
     text = f"users ({users.get('source', 'unknown')}): {sites or 'none'}"
     if users.get("latencySLOMs") is not None:
         text += f", SLO {users['latencySLOMs']} ms"
-    latency = users.get("latencyMs") or {}
+    latency, nearest = users.get("latencyMs") or {}, users.get("latencyFrom") or {}
     if latency:
-        text += "; latency " + ", ".join(f"{c} {ms:.0f} ms" if isinstance(ms, (int, float)) else f"{c} unknown"
-                                         for c, ms in latency.items())
+        text += "; latency " + ", ".join(
+            (f"{c} {ms:.0f} ms" + (f" from {nearest[c]}" if len(users.get("sites") or []) > 1 and c in nearest else ""))
+            if isinstance(ms, (int, float)) else f"{c} unknown" for c, ms in latency.items())
     return text
 
 

@@ -624,7 +624,8 @@ class Scheduler:
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)
         analysis = base["analysis"]
         if info.users is not None and isinstance(analysis, dict) and isinstance(users := analysis.get("users"), dict):
-            users = {**users, "latencyMs": chosen_latency(snap, info.users, rows)}
+            latency, nearest = chosen_latency(snap, info.users, rows)
+            users = {**users, "latencyMs": latency, "latencyFrom": nearest}
             if cyc.near_ceiling is not None:  # set by this cycle's division, after the analysis was taken
                 users["nearCeiling"] = cyc.near_ceiling
             base["analysis"] = {**analysis, "users": users}

@@ -11,6 +11,8 @@ def test_the_inputs_line_names_the_users_and_each_chosen_clusters_latency() -> N
     line = _inputs_line({"analysis": {"users": users}, "users": users})
     assert "users (learned): us-west 60%, lhr 40%, SLO 80 ms; latency dfw 31 ms, lhr unknown" in line
     assert "users: {" not in line  # not dumped raw as well
+    users["latencyFrom"] = {"dfw": "us-west"}  # with several places, from which one
+    assert "latency dfw 31 ms from us-west, lhr unknown" in _inputs_line({"analysis": {"users": users}, "users": users})
 
 
 def test_no_users_no_users_text() -> None:

@@ -77,6 +77,11 @@ def test_shares_divide_the_replicas(snap: Snapshot, sched: Scheduler) -> None:
         {"users": [{"region": "eu", "weight": 6}, {"region": "us", "weight": 4}], "latencySLOMs": 100}))
     res = sched.schedule(spec, snap, name="w")
     assert by_region(res.pairs) == {"eu": 6, "us": 4}
+    # each chosen cluster's latency is from the users it is nearest (its own region's), not an average
+    # over the users of the other region too
+    users = res.analysis["users"]
+    assert users["latencyMs"] == {c: 5.0 for c, _ in res.pairs}
+    assert users["latencyFrom"] == {c: c.split("-")[0] for c, _ in res.pairs}
 
 
 def test_full_region_overflows_to_the_nearest_beyond_the_slo_and_says_so(snap: Snapshot) -> None:

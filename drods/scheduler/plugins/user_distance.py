@@ -81,9 +81,19 @@ def placement_latency(snap: Snapshot, users: UserDemand, pairs: Sequence[tuple[s
     return tot / n if n else None
 
 
-def chosen_latency(snap: Snapshot, users: UserDemand, rows: IntArr) -> dict[str, float | None]:
-    """Per chosen cluster, the share-weighted latency from the users (None: unknown): what a
-    decision's explanation shows."""
-    exp = expected_latency(latency_matrix(snap, users), users.weights)[rows]
+def chosen_latency(snap: Snapshot, users: UserDemand, rows: IntArr) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Per chosen cluster, the latency from the nearest of the users' places (None: unknown) and which
+    place that is: what a decision's explanation shows. A cluster chosen for the users near it reads
+    as their latency, not as an average over users it does not serve."""
+    mat = latency_matrix(snap, users)[:, rows]
+    filled = np.where(np.isnan(mat), np.inf, mat)
+    best = np.argmin(filled, axis=0) if mat.size else np.zeros(0, dtype=np.intp)
     names = snap.names_arr[rows].tolist()
-    return {str(c): (None if np.isnan(v) else round(float(v), 1)) for c, v in zip(names, exp.tolist(), strict=True)}
+    ms: dict[str, float | None] = {}
+    place: dict[str, str] = {}
+    for j, c in enumerate(names):
+        v = float(filled[best[j], j]) if mat.shape[0] else np.inf
+        ms[str(c)] = round(v, 1) if np.isfinite(v) else None
+        if np.isfinite(v):
+            place[str(c)] = users.shares[int(best[j])].place
+    return ms, place
