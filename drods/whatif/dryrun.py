@@ -189,7 +189,7 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
     kind = by_kind(str(workload.get("apiVersion", "")), str(workload.get("kind", "")))
     meta = workload.get("metadata")
     if kind is None or kind not in DETECTED_KINDS:
-        raise _field_error("workload.kind", "a kind DRO-DS stores on its Kubernetes paths (not a Namespace)")
+        raise _field_error("workload.kind", "a kind DRO-DS stores on its Kubernetes paths")
     if not isinstance(meta, dict) or not meta.get("name"):
         raise _field_error("workload.metadata.name", "required")
 

@@ -131,8 +131,11 @@ async def test_bad_input_is_a_clear_error_and_changes_nothing(plane: Plane) -> N
         ({"binding": {"replicas": 1}, "changes": [{"profile": {"filters": ["Nope"]}}]}, 422, "VALIDATION_FAILED"),
         ({"binding": {"replicas": -1}}, 422, "VALIDATION_FAILED"),
         ({"replicas": 1}, 422, "VALIDATION_FAILED"),
-        ({"workload": {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "x"}}}, 422,
+        ({"workload": {"kind": "Widget", "apiVersion": "example.com/v1", "metadata": {"name": "x"}}}, 422,
          "VALIDATION_FAILED"),
+        # a Namespace is placed only by a policy that selects it (Karmada's namespace management)
+        ({"workload": {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "x"}}}, 422,
+         "NO_MATCHING_POLICY"),
     ]
     for body, status, code in cases:
         r = await plane.call("POST", "/api/v1/whatif", json=body)
