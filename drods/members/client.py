@@ -445,28 +445,22 @@ class MemberClient:
 
     async def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """Delete (dependents in the background); False if it was not there. Idempotent."""
-        def run() -> bool:
-            res = self._resource(api_version, kind)
-            ns = (namespace or "default") if res.namespaced else None
-            try:
-                self._send("DELETE", res.item(name, ns), body={"propagationPolicy": "Background"}).read()
-            except ApiException as e:
-                if e.status == HTTPStatus.NOT_FOUND:
-                    return False
-                raise
-            return True
-
-        return await self._call(self._translate_missing_kind(run))
+        return await self._to_item("DELETE", api_version, kind, name, namespace, {"propagationPolicy": "Background"})
 
     async def release(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """Hand an object over to the member (``preserveResourcesOnDeletion``): DRO-DS's ownership labels
         and annotations removed by a merge patch, the object kept; False if it was not there."""
+        return await self._to_item("PATCH", api_version, kind, name, namespace, release_patch(),
+                                   "application/merge-patch+json")
+
+    async def _to_item(self, method: str, api_version: str, kind: str, name: str, namespace: str | None,
+                       body: Any, content_type: str = "application/json") -> bool:
+        """``method`` on one object (namespaced ones default to ``default``); False if it was not there."""
         def run() -> bool:
             res = self._resource(api_version, kind)
             ns = (namespace or "default") if res.namespaced else None
             try:
-                self._send("PATCH", res.item(name, ns), body=release_patch(),
-                           content_type="application/merge-patch+json").read()
+                self._send(method, res.item(name, ns), body=body, content_type=content_type).read()
             except ApiException as e:
                 if e.status == HTTPStatus.NOT_FOUND:
                     return False
