@@ -86,14 +86,11 @@ def chosen_latency(snap: Snapshot, users: UserDemand, rows: IntArr) -> tuple[dic
     place that is: what a decision's explanation shows. A cluster chosen for the users near it reads
     as their latency, not as an average over users it does not serve."""
     mat = latency_matrix(snap, users)[:, rows]
-    filled = np.where(np.isnan(mat), np.inf, mat)
-    best = np.argmin(filled, axis=0) if mat.size else np.zeros(0, dtype=np.intp)
-    names = snap.names_arr[rows].tolist()
-    ms: dict[str, float | None] = {}
-    place: dict[str, str] = {}
-    for j, c in enumerate(names):
-        v = float(filled[best[j], j]) if mat.shape[0] else np.inf
-        ms[str(c)] = round(v, 1) if np.isfinite(v) else None
-        if np.isfinite(v):
-            place[str(c)] = users.shares[int(best[j])].place
+    filled = np.where(np.isnan(mat), np.inf, mat)  # a demand has at least one place: argmin has a row
+    best = filled.argmin(axis=0)
+    near = filled[best, np.arange(rows.size)]
+    names = [str(c) for c in snap.names_arr[rows].tolist()]
+    ms = {c: (round(float(v), 1) if np.isfinite(v) else None) for c, v in zip(names, near.tolist(), strict=True)}
+    place = {c: users.shares[int(b)].place for c, b, v in zip(names, best.tolist(), near.tolist(), strict=True)
+             if np.isfinite(v)}
     return ms, place
