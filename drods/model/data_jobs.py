@@ -86,7 +86,9 @@ def _entry(binding: Mapping[str, Any] | None, cluster: str) -> Mapping[str, Any]
 
 
 def job_outcome(binding: Mapping[str, Any] | None, cluster: str) -> tuple[str, str]:
-    """(absent | running | complete | failed, message) of a pinned Job from its Binding's status."""
+    """(absent | running | complete | failed, message) of a pinned Job from its Binding's status. A
+    failed Job's message leads with the cause its run wrote in its report (``error``: "no space left
+    on device"), which the Job's own condition ("backoff limit") does not carry."""
     if binding is None:
         return "absent", ""
     status = binding.get("status") or {}
@@ -96,7 +98,9 @@ def job_outcome(binding: Mapping[str, Any] | None, cluster: str) -> tuple[str, s
             return "complete", ""
         for c in e.get("conditions") or []:
             if isinstance(c, dict) and c.get("type") == "Failed" and c.get("status") == "True":
-                return "failed", str(c.get("message") or c.get("reason") or "the Job failed")
+                why = str(c.get("message") or c.get("reason") or "the Job failed")
+                cause = (e.get("report") or {}).get("error") if isinstance(e.get("report"), dict) else None
+                return "failed", f"{cause} ({why})" if isinstance(cause, str) and cause else why
     if status.get("phase") == "Failed":
         return "failed", str(status.get("message") or "its Binding failed")
     return "running", ""

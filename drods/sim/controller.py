@@ -407,8 +407,9 @@ class SimController:
                         self.network, self.write_clock, now, stamp, self.cfg.volume_bandwidth_mbps * 1e6 / 8)
         await self._gather(self._report(pod, report) for pod, report in out.reports)  # before the Job completes
         changed = [self._put(K.POD, p) for p in out.pods]
-        changed += [self._put(K.POD, {**p, "status": self._finished_status(p, p.get("status") or {}, now, code)})
-                    for p, code in out.finished]
+        changed += [self._put(K.POD, {**p, "status": self._finished_status(p, p.get("status") or {}, now, code,
+                                                                             message)})
+                    for p, code, message in out.finished]
         for result in await self._gather([*changed, *(self._create(K.PERSISTENT_VOLUME_CLAIM, c) for c in out.create),
                                           *(self._put(K.PERSISTENT_VOLUME_CLAIM, c) for c in out.update)]):
             if result is not None and result.get("kind") == "Pod":
@@ -482,8 +483,9 @@ class SimController:
             return 0
 
     @staticmethod
-    def _finished_status(pod: Obj, status: Obj, now: float, exit_code: int = 0) -> Obj:
-        """Succeeded on exit code 0, Failed (reason Error) otherwise, as the kubelet reports them."""
+    def _finished_status(pod: Obj, status: Obj, now: float, exit_code: int = 0, message: str = "") -> Obj:
+        """Succeeded on exit code 0, Failed (reason Error) otherwise, as the kubelet reports them; a
+        ``message`` is the container's termination message (what it wrote to its terminationMessagePath)."""
         at = rfc3339(now)
         started = status.get("startTime", at)
         reason = "Completed" if exit_code == 0 else "Error"
@@ -494,7 +496,7 @@ class SimController:
                 "containerStatuses": [
                     {**cs, "ready": False, "started": False,
                      "state": {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started,
-                                              "finishedAt": at}}}
+                                              "finishedAt": at, **({"message": message} if message else {})}}}
                     for cs in status.get("containerStatuses") or []]}
 
     async def _schedule(self, pods: dict[tuple[str, str], Obj], nodes: list[Obj], now: float) -> None:

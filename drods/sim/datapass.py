@@ -116,7 +116,7 @@ def _movers(pods: Iterable[Obj], claims: dict[tuple[str, str], Obj], network: Ne
         if step.report is not None:
             out.reports.append((updated, step.report))
         if step.exit_code is not None:
-            out.finished.append((updated, step.exit_code))
+            out.finished.append((updated, step.exit_code, step.message))
         elif updated is not pod:
             out.pods.append(updated)
     return fences

@@ -48,7 +48,13 @@ class Progress:
     claim: Obj | None = None  # the target claim's new content
     exit_code: int | None = None  # set when the pod ends
     message: str = ""
-    report: Obj | None = None  # what the mover writes on its Job when it ends well
+    report: Obj | None = None  # what the mover writes on its Job when it ends (its ``error`` when it fails)
+
+
+def failed(message: str, pod_annotation: str | None = None) -> Progress:
+    """A mover that gives up: exit 1, its cause as its termination message and in the report it writes
+    on its Job (``{error}``), as a transport client says why before it exits."""
+    return Progress(pod_annotation, exit_code=1, message=message, report={"error": message})
 
 
 def _count(claim: Mapping[str, Any], key: str) -> int:
@@ -92,8 +98,7 @@ def copy_step(pod: Mapping[str, Any], claim: Obj | None, src: Published | None, 
         prog = {"total": total, "moved": 0, "goalWrites": src.writes, "goalUsed": src.used, "startedAt": now, "at": now}
     cap = _capacity(claim)
     if cap is not None and int(prog["goalUsed"]) > cap:
-        return Progress(json.dumps(prog), exit_code=1,
-                        message=f"no space left on device: {prog['goalUsed']} bytes into a {cap}-byte claim")
+        return failed(f"no space left on device: {prog['goalUsed']} bytes into a {cap}-byte claim", json.dumps(prog))
     moved = min(float(prog["total"]), float(prog["moved"]) + bandwidth * max(now - float(prog["at"]), 0))
     prog.update(moved=moved, at=now)
     if moved < float(prog["total"]):
@@ -125,7 +130,7 @@ def dataset_step(pod: Mapping[str, Any], now: float, bandwidth: float, claim: Ob
     try:
         total = max(int(float(env.get("COPY_SIZE_BYTES") or 0)), 0)
     except ValueError:
-        return Progress(exit_code=1, message="COPY_SIZE_BYTES is not a number")
+        return failed("COPY_SIZE_BYTES is not a number")
     raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANN_COPY)
     prog: Obj = json.loads(raw) if raw else {"total": total, "moved": 0, "startedAt": now, "at": now}
     moved = min(float(prog["total"]), float(prog["moved"]) + bandwidth * max(now - float(prog["at"]), 0))

@@ -188,7 +188,7 @@ class StoragePass:
     create: list[Obj] = field(default_factory=list)  # new claims
     update: list[Obj] = field(default_factory=list)  # claims with new content or fencing
     pods: list[Obj] = field(default_factory=list)  # mover pods with new progress
-    finished: list[tuple[Obj, int]] = field(default_factory=list)  # mover pods that ended, with exit codes
+    finished: list[tuple[Obj, int, str]] = field(default_factory=list)  # mover pods that ended: exit code, message
     reports: list[tuple[Obj, Obj]] = field(default_factory=list)  # (mover pod, what it writes on its Job)
 
 

@@ -84,6 +84,9 @@ def test_hook_job_and_binding() -> None:
     failed = {"status": {"clusters": [{"cluster": "b", "conditions": [
         {"type": "Failed", "status": "True", "message": "Job has reached the specified backoff limit"}]}]}}
     assert hook_outcome(failed, "b") == ("failed", "Job has reached the specified backoff limit")
+    failed["status"]["clusters"][0]["report"] = {"error": "no space left on device"}  # what the run wrote
+    assert hook_outcome(failed, "b") == (
+        "failed", "no space left on device (Job has reached the specified backoff limit)")
     assert hook_outcome({"status": {"clusters": [{"cluster": "b", "complete": True}]}}, "b") == ("complete", "")
 
 

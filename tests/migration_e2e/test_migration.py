@@ -483,6 +483,7 @@ def test_a_failed_volume_copy_rolls_back_with_the_source_untouched(fleet: Fleet)
     st = wait_for(lambda: s if (s := fleet.plan("ledger2-move").get("status") or {}).get("phase") in (
         "RolledBack", "Failed", "Succeeded") else None, 90, "the plan ended")
     assert st["phase"] == "RolledBack" and st["rollbackReason"] == "HookFailed", st
+    assert "no space left on device" in st["rollbackMessage"], st  # the cause, not only the backoff limit
     assert fleet.ready_in_members("ledger2") == {source: 1}
     src = claim(fleet, source, "data-ledger2-0")
     assert "sim.drods.io/read-only" not in src["metadata"]["annotations"]  # never fenced

@@ -120,6 +120,7 @@ def test_a_copy_that_does_not_fit_fails() -> None:
     small = {**target_claim(), "status": {"capacity": {"storage": "1Mi"}}}
     step = copy_step(mover("copy"), small, Published(3_000_000, 0, False), T0, 1e6)
     assert step.exit_code == 1 and "no space left" in step.message
+    assert step.report == {"error": step.message}  # written on its Job: the cause reaches the plan
 
 
 def test_the_probe_judges_the_lag_in_seconds_of_writes() -> None:
