@@ -144,10 +144,14 @@ def _water_levels_text(levels: Mapping[str, Any]) -> str:
                                        for c, v in levels.items())
 
 
+def _place(site: Mapping[str, Any]) -> str:
+    """A users' place entry's place (its site, city or region)."""
+    return next((str(v) for k, v in site.items() if k != "weight"), "?")
+
+
 def _users_text(users: Mapping[str, Any]) -> str:
     """Where the users are (and how that is known) and the latency from them to each chosen cluster."""
-    sites = ", ".join(f"{next((str(v) for k, v in site.items() if k != 'weight'), '?')} "
-                      f"{float(site.get('weight', 0)) * 100:.0f}%" for site in users.get("sites") or [])
+    sites = ", ".join(f"{_place(site)} {float(site.get('weight', 0)) * 100:.0f}%" for site in users.get("sites") or [])
     text = f"users ({users.get('source', 'unknown')}): {sites or 'none'}"
     if users.get("latencySLOMs") is not None:
         text += f", SLO {users['latencySLOMs']} ms"
@@ -156,6 +160,9 @@ def _users_text(users: Mapping[str, Any]) -> str:
         text += "; latency " + ", ".join(
             (f"{c} {ms:.0f} ms" + (f" from {nearest[c]}" if len(users.get("sites") or []) > 1 and c in nearest else ""))
             if isinstance(ms, (int, float)) else f"{c} unknown" for c, ms in latency.items())
+    unknown = [_place(site) for site in users.get("unknownPlaces") or []]
+    if unknown:
+        text += f"; no latency known from {', '.join(unknown)} to any cluster (weighed as neutral)"
     return text
 
 

@@ -38,7 +38,7 @@ from drods.scheduler.options import Options, weigh_options
 from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.plugins.gpu_storage_fit import headroom
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
-from drods.scheduler.plugins.user_distance import chosen_latency, latency_matrix, nearest_user
+from drods.scheduler.plugins.user_distance import chosen_latency, latency_matrix, nearest_user, unknown_places
 from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.selectors import overflow_tiers
@@ -626,6 +626,8 @@ class Scheduler:
         if info.users is not None and isinstance(analysis, dict) and isinstance(users := analysis.get("users"), dict):
             latency, nearest = chosen_latency(snap, info.users, rows)
             users = {**users, "latencyMs": latency, "latencyFrom": nearest}
+            if unknown := unknown_places(snap, info.users):
+                users["unknownPlaces"] = unknown
             if cyc.near_ceiling is not None:  # set by this cycle's division, after the analysis was taken
                 users["nearCeiling"] = cyc.near_ceiling
             base["analysis"] = {**analysis, "users": users}

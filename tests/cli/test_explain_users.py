@@ -27,3 +27,10 @@ def test_a_route_decision_s_measured_delays_read_as_text() -> None:
 def test_other_inputs_read_as_text_not_as_a_python_dict() -> None:
     line = _inputs_line({"usage": {"pods": 4, "cpu": {"used": "500m"}}, "clusters": ["a", "b"], "reason": "x"})
     assert line == "usage: pods 4, cpu.used 500m; clusters: a, b; reason: x"
+
+
+def test_a_place_with_no_latency_known_is_said() -> None:
+    users = {"source": "declared", "sites": [{"region": "eu", "weight": 0.75}, {"site": "ATLANTIS", "weight": 0.25}],
+             "latencyMs": {"eu-0": 5.0}, "unknownPlaces": [{"site": "ATLANTIS", "weight": 0.25}]}
+    line = _inputs_line({"analysis": {"users": users}, "users": users})
+    assert line.endswith("no latency known from ATLANTIS to any cluster (weighed as neutral)")

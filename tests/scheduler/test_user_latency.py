@@ -185,3 +185,16 @@ def test_a_nearer_band_fills_only_to_the_mean_plus_the_margin_while_a_farther_on
     for bad in (-0.1, "high", True):
         with pytest.raises(ValueError, match="nearCeilingMargin"):
             Profile.from_dict({"pluginArgs": {"UserLatency": {"nearCeilingMargin": bad}}})
+
+
+def test_a_place_no_cluster_has_a_latency_from_is_named_in_the_decision(snap: Snapshot, sched: Scheduler) -> None:
+    # a misspelt site weighs as neutral; the decision says so instead of placing in silence
+    fleet(snap)
+    spec = task(replicas=4, placement=Placement.model_validate(
+        {"users": [{"region": "eu", "weight": 3}, {"site": "ATLANTIS", "weight": 1}]}))
+    res = sched.schedule(spec, snap, name="w")
+    assert res.phase == "Scheduled"
+    assert res.analysis["users"]["unknownPlaces"] == [{"site": "ATLANTIS", "weight": 0.25}]
+    known = sched.schedule(task(replicas=4, placement=Placement.model_validate({"users": [{"region": "eu"}]})),
+                           snap, name="v")
+    assert "unknownPlaces" not in known.analysis["users"]

@@ -94,3 +94,10 @@ def chosen_latency(snap: Snapshot, users: UserDemand, rows: IntArr) -> tuple[dic
     place = {c: users.shares[int(b)].place for c, b, v in zip(names, best.tolist(), near.tolist(), strict=True)
              if np.isfinite(v)}
     return ms, place
+
+
+def unknown_places(snap: Snapshot, users: UserDemand) -> list[dict[str, object]]:
+    """The users' places no cluster has a latency from (none measured, declared or local): a place
+    misspelt, or not measured yet. Their share is weighed as neutral, so the decision says so."""
+    blind = np.isnan(latency_matrix(snap, users)[:, : snap.n]).all(axis=1)
+    return [users.shares[i].to_dict() for i in blind.nonzero()[0].tolist()]
