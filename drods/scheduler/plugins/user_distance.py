@@ -99,5 +99,5 @@ def chosen_latency(snap: Snapshot, users: UserDemand, rows: IntArr) -> tuple[dic
 def unknown_places(snap: Snapshot, users: UserDemand) -> list[dict[str, object]]:
     """The users' places no cluster has a latency from (none measured, declared or local): a place
     misspelt, or not measured yet. Their share is weighed as neutral, so the decision says so."""
-    blind = np.isnan(latency_matrix(snap, users)[:, : snap.n]).all(axis=1)
-    return [users.shares[i].to_dict() for i in blind.nonzero()[0].tolist()]
+    blind: BoolArr = np.isnan(latency_matrix(snap, users)[:, : snap.n]).all(axis=1)
+    return [u.to_dict() for u, b in zip(users.shares, blind.tolist(), strict=True) if b]
