@@ -99,5 +99,5 @@ def chosen_latency(snap: Snapshot, users: UserDemand, rows: IntArr) -> tuple[dic
 def unknown_places(snap: Snapshot, users: UserDemand) -> list[dict[str, object]]:
     """The users' places no cluster has a latency from (none measured, declared or local): a place
     misspelt, or not measured yet. Their share is weighed as neutral, so the decision says so."""
-    blind: BoolArr = np.isnan(latency_matrix(snap, users)[:, : snap.n]).all(axis=1)
-    return [u.to_dict() for u, b in zip(users.shares, blind.tolist(), strict=True) if b]
+    blind = np.all(np.isnan(latency_matrix(snap, users)[:, : snap.n]), axis=1).tolist()
+    return [u.to_dict() for u, b in zip(users.shares, blind, strict=True) if b]
