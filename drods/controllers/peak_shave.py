@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from drods.machinery.informer import Informer
 from drods.machinery.tasks import yielding
-from drods.model.annotations import KEEPS_DATA_LABEL, learned_users
+from drods.model.annotations import keeps_data, learned_users
 from drods.model.binding import BindingSpec
 from drods.model.cluster import ClusterSpec
 from drods.model.keys import NETWORK_PREFIX, pair_of
@@ -176,7 +176,7 @@ class PeakShaver:
         10,000 Bindings past the leases' TTL)."""
         meta, status = obj.get("metadata") or {}, obj.get("status") or {}
         if meta.get("deletionTimestamp") or pinned_placement(obj) is not None or \
-                (meta.get("labels") or {}).get(KEEPS_DATA_LABEL) == "true":  # F3: its data moves only with a plan
+                keeps_data(meta.get("labels")):  # F3: its data moves only with a plan
             return None
         placed = {index[t["cluster"]]: int(t.get("replicas") or 0) for t in status.get("placement") or []
                   if isinstance(t, dict) and t.get("cluster") in index and int(t.get("replicas") or 0) > 0}

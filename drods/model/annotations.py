@@ -148,6 +148,11 @@ def migrated_from(obj: Mapping[str, Any]) -> str | None:
     return str(raw) if raw else None
 
 
+def keeps_data(labels: Mapping[str, Any] | None) -> bool:
+    """A Binding's labels say its workload keeps data in claims (``KEEPS_DATA_LABEL``)."""
+    return (labels or {}).get(KEEPS_DATA_LABEL) == "true"
+
+
 def is_managed(obj: Mapping[str, Any] | None) -> bool:
     """Did DRO-DS create this member object (so it may update and delete it)?"""
     return bool(obj) and (((obj or {}).get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGER

@@ -32,10 +32,10 @@ from typing import Any
 from drods.model import jsondoc
 from drods.model.annotations import (
     DETECTOR_NAME,
-    KEEPS_DATA_LABEL,
     MANAGED_BY,
     PINNED_PLACEMENT,
     WORKLOAD_CLASS_LABEL,
+    keeps_data,
     placement_offers,
 )
 from drods.model.binding import (
@@ -191,7 +191,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         requirements=requirement_tuple(spec.get("resources")),
         managed=labels.get(MANAGED_BY) == DETECTOR_NAME,
         workload_class=labels.get(WORKLOAD_CLASS_LABEL) or None,
-        keeps_data=labels.get(KEEPS_DATA_LABEL) == "true",
+        keeps_data=keeps_data(labels),
         workload=workload_of(name, spec.get("resource")),
         follow=_follow_of(spec.get("followUp")),
         pin=_pin_of(meta),
