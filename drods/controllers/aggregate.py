@@ -15,10 +15,11 @@ from typing import Any
 
 from drods.controllers.manifests import REPLICA_KINDS, WORKLOAD_KINDS, ManifestSet
 from drods.controllers.overrides import OverrideError
-from drods.controllers.status import Observation, condition, copy_ready, observe
+from drods.controllers.status import Observation, copy_ready, observe
 from drods.controllers.work_record import WorkRecord
 from drods.model.annotations import ANN_HASH
 from drods.model.binding import PROPAGATING_PHASES, BindingStatus, owned_status
+from drods.model.conditions import transition
 from drods.model.interpreter import StatusRule, read_path
 from drods.model.work import Ref
 from drods.model.work import member_status as work_member_status
@@ -237,7 +238,7 @@ def binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], 
     new = _binding_status(status, kind, rollup, removing, active=active, now=now)
     if script_failures and "conditions" in new:
         previous = status.get("conditions") if isinstance(status.get("conditions"), list) else None
-        new["conditions"] = [*new["conditions"], condition(
+        new["conditions"] = [*new["conditions"], transition(
             "InterpreterScriptFailed", True, "ScriptError", "; ".join(script_failures)[:1000], previous, now)]
     return new
 
@@ -261,8 +262,8 @@ def _binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj],
     if rollup.errors:
         msg = "; ".join(rollup.errors)[:1000]
         new["phase"] = "Failed"
-        new["conditions"] = [condition("Propagated", False, "ApplyFailed", msg, previous, now),
-                             condition("Ready", False, "ApplyFailed", msg, previous, now)]
+        new["conditions"] = [transition("Propagated", False, "ApplyFailed", msg, previous, now),
+                             transition("Ready", False, "ApplyFailed", msg, previous, now)]
         return owned_status(status, new, BindingStatus.CONTROLLER_FIELDS)
     applied, ready = rollup.all_applied, rollup.all_ready
     new["phase"] = "Running" if applied and ready else "Propagated" if applied else "Scheduled"
@@ -270,9 +271,9 @@ def _binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj],
     ready_total = sum(int(e.get("readyReplicas") or 0) for e in rollup.entries)
     replica_kind = kind in REPLICA_KINDS
     new["conditions"] = [
-        condition("Propagated", applied, "Applied" if applied else "Applying",
+        transition("Propagated", applied, "Applied" if applied else "Applying",
                   f"applied in {n_applied}/{wanted} cluster(s)", previous, now),
-        condition("Ready", ready, "Ready" if ready else "NotReady",
+        transition("Ready", ready, "Ready" if ready else "NotReady",
                   f"{ready_total}/{rollup.desired} replicas ready" if replica_kind else
                   ("ready" if ready else "waiting for the member copies"), previous, now)]
     return owned_status(status, new, BindingStatus.CONTROLLER_FIELDS)

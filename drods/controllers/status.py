@@ -17,6 +17,7 @@ from typing import Any
 
 from drods.controllers.manifests import WORKLOAD_KINDS
 from drods.model.annotations import ANN_HASH
+from drods.model.conditions import transition
 from drods.model.interpreter import StatusRule, read_path, write_path
 from drods.model.rollout import minimum_available
 from drods.model.workload_usage import summed_doc
@@ -78,14 +79,6 @@ def copy_ready(kind: str, share: int, obs: Observation | None, parallelism: int 
     return obs.observed_generation >= obs.generation and obs.ready >= share and obs.replicas <= share
 
 
-def condition(type_: str, ok: bool, reason: str, message: str, previous: list[Obj] | None, now: str) -> Obj:
-    """A Kubernetes-style condition; the transition time moves only when the status does."""
-    status = "True" if ok else "False"
-    prev = next((c for c in previous or [] if c.get("type") == type_), None)
-    since = prev.get("lastTransitionTime") if prev and prev.get("status") == status else now
-    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
-
-
 def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], cluster_info: dict[str, Obj],
                     all_applied: bool, previous: Obj, now: str) -> Obj:
     """The workload template's aggregated status from the binding's ``status.clusters[]`` (with
@@ -120,7 +113,7 @@ def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], c
     if kind == "Job":
         out.update(active=max(replicas - available, 0), succeeded=available)
         done = all(e.get("complete") for e in entries if not e.get("removing")) and bool(entries)
-        out["conditions"] = [condition("Complete", done, "AllClustersComplete" if done else "Running",
+        out["conditions"] = [transition("Complete", done, "AllClustersComplete" if done else "Running",
                                        f"{sum(1 for e in entries if e.get('complete'))}/{len(entries)} clusters "
                                        "complete", prev_conds, now)]
     elif kind == "DaemonSet":
@@ -132,7 +125,7 @@ def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], c
             out["unavailableReplicas"] = replicas - available
         minimum = minimum_available(spec, desired) if kind == "Deployment" else desired
         ok = bool(entries) and available >= minimum
-        out["conditions"] = [condition("Available", ok, "MinimumReplicasAvailable" if ok else
+        out["conditions"] = [transition("Available", ok, "MinimumReplicasAvailable" if ok else
                                        "MinimumReplicasUnavailable",
                                        f"{available}/{desired} replicas available in {len(detail)} cluster(s)",
                                        prev_conds, now)]

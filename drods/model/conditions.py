@@ -28,6 +28,15 @@ def is_false(obj: Mapping[str, Any] | None, type_: str = "Ready") -> bool:
     return c is not None and c.get("status") == "False"
 
 
+def transition(type_: str, ok: bool, reason: str, message: str, previous: list[dict[str, Any]] | None,
+               now: str) -> dict[str, Any]:
+    """A condition as it stands now; its ``lastTransitionTime`` is ``previous``'s while the status holds."""
+    status = "True" if ok else "False"
+    prev = next((c for c in previous or [] if c.get("type") == type_), None)
+    since = prev.get("lastTransitionTime") if prev and prev.get("status") == status else now
+    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
+
+
 def kept_transitions(before: Any, after: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``after`` with each condition's ``lastTransitionTime`` taken from ``before``'s condition of the same
     type when its status did not change (Kubernetes moves it only on a change of status)."""

@@ -44,6 +44,7 @@ from drods.machinery.periodic import Periodic
 from drods.machinery.shared import decode_template
 from drods.model import jsondoc
 from drods.model.annotations import MANAGED_BY
+from drods.model.conditions import transition
 from drods.model.keys import ENDPOINTS_PREFIX, endpoints_key
 from drods.model.kinds import (
     BINDING,
@@ -154,13 +155,6 @@ def imported_slices(e: Exposure, docs: Mapping[str, Obj], fenced: frozenset[str]
 
 def _binding(name: str, resource: Obj, clusters: Iterable[str], mcs: str) -> Obj:
     return duplicated_binding(name, resource, sorted(clusters), {MANAGED_BY: MCS_MANAGER, MCS_LABEL: mcs})
-
-
-def _condition(type_: str, ok: bool, reason: str, message: str, previous: list[Obj], now: str) -> Obj:
-    status = "True" if ok else "False"
-    prev = next((c for c in previous if c.get("type") == type_), None)
-    since = prev.get("lastTransitionTime") if prev and prev.get("status") == status else now
-    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +362,7 @@ class MultiClusterServiceController:
         conditions = list(p.conditions)
         if published is not None and conditions[0][1]:
             conditions.append(load_balancer_condition_of(*published))
-        status = {**previous, "conditions": [_condition(t, ok, r, m, prev_conds, now) for t, ok, r, m in conditions],
+        status = {**previous, "conditions": [transition(t, ok, r, m, prev_conds, now) for t, ok, r, m in conditions],
                   "loadBalancer": published[1] if published is not None and conditions[0][1] else {}}
         if status == previous:
             return
