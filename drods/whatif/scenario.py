@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from drods.errors import BadRequest, Invalid
+from drods.errors import BadRequest, Invalid, field_errors_of
 from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.scheduler.profile import Profile
@@ -189,8 +189,7 @@ def parse_scenario(data: Any) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
-        fields = [{"field": ".".join(str(x) for x in err["loc"]) or "<root>", "message": err["msg"]}
-                  for err in e.errors()]
+        fields = [{**f, "field": f["field"] or "<root>"} for f in field_errors_of(e.errors())]
         raise Invalid("invalid scenario: " + "; ".join(
             f"{f['field']}: {f['message']}" for f in fields[:5]),
                       {"fields": fields}) from e

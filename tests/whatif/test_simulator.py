@@ -241,7 +241,7 @@ def test_bad_scenarios_are_validation_errors() -> None:
     for doc, field in [
         ({**tiny(1), "clusters": [{"region": "mars"}]}, ""),
         ({**tiny(1), "tickMinutes": 0}, "tickMinutes"),
-        ({**tiny(1), "events": [{"at": 1, "type": "fail"}]}, "events.0"),
+        ({**tiny(1), "events": [{"at": 1, "type": "fail"}]}, "events[0]"),
         ({**tiny(1), "colour": "blue"}, "colour"),
         ({**tiny(1), "pluginArgs": {"UserLatency": {"nearMs": -1}}}, ""),
         ({**tiny(1), "pluginArgs": {"Nope": {}}}, ""),

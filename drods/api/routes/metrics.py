@@ -38,7 +38,7 @@ from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, monitoring
 from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import not_found, validation_failed
+from drods.errors import field_errors_of, not_found, validation_failed
 from drods.model.keys import CLUSTER_EVENTS_PREFIX
 from drods.monitor.fleetview import ClusterInfo
 from drods.monitor.report import MetricsReport
@@ -86,9 +86,7 @@ async def _record_invalid(request: Request, exc: RequestValidationError) -> None
         svc = await monitoring(request)
         if await svc.cluster(cluster) is None:
             return
-        fields = [{"field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"), "message": e.get("msg", "")}
-                  for e in exc.errors()]
-        await svc.record_invalid(cluster, fields)
+        await svc.record_invalid(cluster, field_errors_of(exc.errors()))
     except Exception as e:  # noqa: BLE001 - the 422 goes out whatever happens here
         log.debug("could not record invalid report: %s", e)
 

@@ -16,7 +16,7 @@ from drods.api.body import read_body
 from drods.api.context import authenticate, context
 from drods.api.dryrun import is_dry_run
 from drods.api.json_response import JSONResponse
-from drods.errors import BadRequest, Conflict
+from drods.errors import BadRequest, Conflict, field_errors_of
 from drods.model.kinds import by_kind
 
 router = APIRouter(include_in_schema=False)  # a Kubernetes path: in /openapi/v2 and v3, not the façade's
@@ -56,8 +56,7 @@ async def _bind(request: Request, principal: Principal, ns: str, pod: str | None
     try:
         body = PodBinding.model_validate(raw)
     except ValidationError as e:
-        raise BadRequest(f"Binding is invalid: {e.errors()[0]['msg']}", {"causes": [
-            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]} for err in e.errors()]}) from e
+        raise BadRequest(f"Binding is invalid: {e.errors()[0]['msg']}", {"causes": field_errors_of(e.errors())}) from e
     name = pod or body.metadata.name
     if not name:
         raise BadRequest("Binding is invalid: metadata.name names the Pod", {"causes": [
