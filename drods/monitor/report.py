@@ -370,8 +370,8 @@ def normalise(
         return Rejection(
             report.cluster,
             "STALE_REPORT",
-            f"report is {now_ts - ts:.0f}s old; reports older than {max_age_s:.0f}s go to history only, "
-            "not to the live view",
+            f"report is {now_ts - ts:.0f}s old; a report older than {max_age_s:.0f}s is not live: it goes to the "
+            "metrics history (within its retention), not to the live view",
             history=_status(report, ts, now_ts, {}, source, clamped),
         )
     if last_accepted_ts is not None and ts <= last_accepted_ts:

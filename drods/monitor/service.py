@@ -282,7 +282,7 @@ class MonitorService:
             surge=SurgeDetector(SurgeConfig(baseline_tau_s=s.surgeBaselineSeconds,
                                             surging_baseline_tau_s=8 * s.surgeBaselineSeconds,
                                             fast_tau_s=s.surgeFastSeconds, warmup_s=s.surgeWarmupSeconds)),
-            normaliser=_SeedableNormaliser(),
+            normaliser=_SeedableNormaliser(max_age_s=s.staleAfterSeconds),  # one threshold for "stale"
             damper=StatusDamper(RateController(rates)),
             thresholds=ThresholdDetector(
                 [ThresholdRule(x.metric, x.level, x.hysteresis, x.name) for x in s.thresholds]),

@@ -65,6 +65,8 @@ async def test_push_auth_validation_clamping_staleness(mon: Mon) -> None:
     assert r.status_code == 202 and r.json() == {
         "accepted": False, "stale": True, "cluster": "a", "code": "STALE_REPORT",
         "reason": r.json()["reason"]}
+    r = await mon.report("a", at=mon.clock() - 200, **node_report(50))  # staleAfterSeconds: 180 by default
+    assert r.status_code == 202 and r.json()["code"] == "STALE_REPORT" and "older than 180s" in r.json()["reason"]
     r = await mon.report("a", at=now - 5, **node_report(50))
     assert r.status_code == 202 and r.json()["code"] == "OUT_OF_ORDER_REPORT" and r.json()["stale"] is False
 
