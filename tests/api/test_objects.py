@@ -60,7 +60,8 @@ async def test_propagation_policy_merge_patch_and_conflict(api: Api) -> None:
     assert (await api.call("POST", "/api/v1/propagationpolicies", json=body)).status_code == 201
     r = await api.call("POST", "/api/v1/propagationpolicies", json=body)
     assert r.status_code == 409
-    assert r.json()["code"] == "POLICY_CONFLICT" and r.json()["details"] == {"policyName": "cross-region-policy"}
+    assert r.json() == {"code": "POLICY_CONFLICT", "message": "Policy name already exists",  # the draft's example
+                        "details": {"policyName": "cross-region-policy"}}
 
     r = await api.call("PATCH", "/api/v1/propagationpolicies/cross-region-policy",
                        headers={"content-type": "application/merge-patch+json"},

@@ -30,7 +30,8 @@ clusters = flat_router(CLUSTER, "/api/v1/clusters", ClusterRegistration,
                        conflict_code="CLUSTER_ALREADY_EXISTS", conflict_detail="clusterName",
                        decorate=_with_live_status)
 propagation_policies = flat_router(PROPAGATION_POLICY, "/api/v1/propagationpolicies", PropagationPolicyBody,
-                                   conflict_code="POLICY_CONFLICT", conflict_detail="policyName")
+                                   conflict_code="POLICY_CONFLICT", conflict_detail="policyName",
+                                   conflict_message="Policy name already exists")  # the draft's example, as written
 
 drain = APIRouter(prefix="/api/v1/clusters", tags=["clusters"], responses=ERROR_RESPONSES)
 

@@ -87,8 +87,10 @@ async def _merge_patched(patch_doc: dict[str, Any], ctx: ApiContext, kind: Kind,
 
 
 def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_code: str,
-                conflict_detail: str, decorate: Any = None) -> APIRouter:
-    """CRUD + merge-patch for one kind at ``path``; ``decorate(ctx, flat)`` may add live fields on read."""
+                conflict_detail: str, conflict_message: str | None = None, decorate: Any = None) -> APIRouter:
+    """CRUD + merge-patch for one kind at ``path``; ``decorate(ctx, flat)`` may add live fields on read.
+    A create of a name taken answers 409 ``conflict_code`` with ``{conflict_detail: name}`` and
+    ``conflict_message`` (else the store's message)."""
     router = APIRouter(prefix=path, tags=[kind.plural], responses=ERROR_RESPONSES)
 
     async def render(ctx: ApiContext, obj: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +121,8 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
             obj = await ctx.registry.create(kind, to_object(kind, flat), dry_run=dry_run)
         except ApiError as e:
             if e.code == "ALREADY_EXISTS":
-                raise Conflict(e.message, {conflict_detail: flat["name"]}, code=conflict_code) from e
+                raise Conflict(conflict_message or e.message, {conflict_detail: flat["name"]},
+                               code=conflict_code) from e
             raise _flat_errors(e) from e
         return JSONResponse(await render(ctx, obj), status_code=201)
 

@@ -5,8 +5,8 @@ PUT /api/v1/metrics runs the report through the monitoring pipeline (`drods.moni
 * 200 ``{"accepted": true, …}`` — applied. ``published`` says whether the scheduler-visible
   status document changed (rate control, SPEC C8, holds back jitter and flapping);
 * 202 ``{"accepted": false, "stale": true, "code": "STALE_REPORT", "reason"}`` — older than
-  ``staleAfterSeconds``: stored in history (within its retention) (``GET /api/v1/history/metrics``) as a measurement of its time,
-  but it does not change the live view; 202 ``{"accepted": false, "stale": false, "code":
+  ``staleAfterSeconds``: stored in history (``GET /api/v1/history/metrics``, within its retention)
+  as a measurement of its time, but it does not change the live view; 202 ``{"accepted": false, "stale": false, "code":
   "OUT_OF_ORDER_REPORT"}`` — not newer than the last accepted report: dropped. Nothing to retry in
   either case, so not an error status. A report without ``timestamp`` was measured now;
 * 422 ``VALIDATION_FAILED`` with ``details.fields[].field`` paths (e.g. ``largestNodeFree.cpu``);
