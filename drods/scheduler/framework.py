@@ -180,7 +180,7 @@ class ScheduleResult:
         if self._reasons is not None and per_reason is None:
             return dict(list(self._reasons.items())[:limit]), len(self._reasons)
         total = len(self.extra_reasons) + sum(int(rej.rows.size) for rej in (*self._rejections, *self._notes))
-        out: dict[str, str] = {}
+        out: dict[str, str] = dict(list(self.extra_reasons.items())[:limit])  # the task's own named clusters first
         names = self._names
         if names is not None:
             rendered = self._rendered  # the status and the history entry sample mostly the same clusters
@@ -197,10 +197,6 @@ class ScheduleResult:
                     if text is None:
                         text = rendered[j, k] = rej.message(k)
                     out.setdefault(str(name), text)
-        for nm, why in self.extra_reasons.items():
-            if len(out) >= limit:
-                break
-            out[nm] = why
         return out, total
 
     def reason_counts(self) -> dict[str, int]:
@@ -654,6 +650,8 @@ class Scheduler:
                    "(resource fit / water-level limit)")
         else:
             msg = f"scheduled {placed} replica{'' if placed == 1 else 's'} on {len(pairs)}/{n} clusters ({m} feasible)"
+        if info.missing_targets:  # placed on the others: the status still names the ones that are not there
+            msg += f"; target clusters not registered: {', '.join(info.missing_targets)}"
         if "latencySLO" in info.cache:  # the users' SLO could not hold every replica: said where it is read
             msg = f"{msg}; {info.cache['latencySLO']}"
         elif info.latency_slo_ms is not None and info.users is None:

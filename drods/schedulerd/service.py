@@ -527,8 +527,10 @@ class SchedulerService:
             self.metrics.attempt("success" if ok else "unschedulable", stype, None)
             self.queue.unschedulable(name)
             return None
+        # a placed Binding's status keeps no per-cluster reasons (bounded status in a storm), but for
+        # its own named targets that are not registered: few, and what the user asked for
         reasons, dropped = result.reasons_sample(MAX_STATUS_REASONS, STATUS_REASONS_PER_VERDICT) \
-            if not ok or result.partial else ({}, 0)
+            if not ok or result.partial or result.extra_reasons else ({}, 0)
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
                      result.roles if ok else None, users=decision_users(result.analysis) if ok else None,

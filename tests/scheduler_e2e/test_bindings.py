@@ -113,6 +113,12 @@ async def test_fragmentation_conflicts_and_explicit_targets(plane: Plane) -> Non
     assert st["reasons"]["roomy"] == "insufficient cpu: need 100 cores, free 24 cores"
     assert st["reasons"]["ghost"] == "target cluster not registered"
     assert "Target clusters not registered: ghost" in st["message"]
+    # placed on the registered target: the status still names the one that is not there
+    st = await plane.place({"name": "half-there", "replicas": 1, "targetClusters": ["roomy", "ghost"],
+                            "resources": {"cpu": 1}})
+    assert st["phase"] == "Scheduled" and [p["cluster"] for p in st["placement"]] == ["roomy"]
+    assert st["reasons"]["ghost"] == "target cluster not registered"
+    assert st["message"].endswith("; target clusters not registered: ghost")
 
     # Unschedulable attempts are in the failure log.
     async def logged() -> bool:
