@@ -5,13 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from drods.model.annotations import LAST_APPLIED
 from drods.model.kinds import SECRET, WORK, Kind
 
 _DATA = ("data", "stringData")
 
 
 def _strip_secret(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k not in _DATA}
+    """Without its data, and without ``kubectl apply``'s copy of the applied Secret (its annotation
+    holds the values as written)."""
+    out = {k: v for k, v in obj.items() if k not in _DATA}
+    meta = out.get("metadata")
+    if isinstance(meta, dict) and LAST_APPLIED in (meta.get("annotations") or {}):
+        annotations = {k: v for k, v in meta["annotations"].items() if k != LAST_APPLIED}
+        out["metadata"] = {**meta, "annotations": annotations}
+    return out
 
 
 def metadata_only(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from drods.model.annotations import LAST_APPLIED
 from drods.model.kinds import SECRET, WORK, Kind
 
 REDACTED = "***"
@@ -74,21 +75,44 @@ def diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
 
 def _sensitive(kind: Kind) -> tuple[str, ...]:
     paths = [f"/spec/{p.replace('.', '/')}" for p in kind.secret_paths]
-    if kind is SECRET:
-        paths += ["/data", "/stringData"]
+    if kind is SECRET:  # kubectl apply's annotation holds the values as they were applied
+        paths += ["/data", "/stringData", f"/metadata/annotations/{_escape(LAST_APPLIED)}"]
     if kind is WORK:
         paths += ["/spec/manifests"]
     return tuple(paths)
 
 
+def _unescape(part: str) -> str:
+    return part.replace("~1", "/").replace("~0", "~")
+
+
+def _redacted_within(value: Any, parts: list[str]) -> Any:
+    """``value`` with what lies at ``parts`` under it replaced by ``REDACTED`` (a copy where it changes)."""
+    if not parts or not isinstance(value, dict):  # not a mapping to look into: all of it, to be safe
+        return REDACTED
+    if parts[0] not in value:
+        return value
+    return {**value, parts[0]: _redacted_within(value[parts[0]], parts[1:])}
+
+
 def redact(kind: Kind, patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each op's value with every sensitive field in it redacted: the whole value when the op is at
+    (or under) a sensitive path, the sensitive fields inside it when it holds one (a create's
+    ``/metadata`` keeps its labels but not kubectl's copy of a Secret's values)."""
     sensitive = _sensitive(kind)
     out = []
     for op in patch:
         path = op["path"]
-        if "value" in op and any(path == s or path.startswith(s + "/") or s.startswith(path + "/") or path == ""
-                                 for s in sensitive):
-            op = {**op, "value": REDACTED}
+        if "value" in op:
+            if path == "" and not isinstance(op["value"], dict) or \
+                    any(path == s or path.startswith(s + "/") for s in sensitive):
+                op = {**op, "value": REDACTED}
+            else:
+                value = op["value"]
+                for s in sensitive:
+                    if s.startswith(path + "/"):
+                        value = _redacted_within(value, [_unescape(p) for p in s[len(path) + 1:].split("/")])
+                op = {**op, "value": value}
         out.append(op)
     return out
 

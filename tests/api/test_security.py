@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import jwt
@@ -73,10 +74,22 @@ async def test_audit_carries_the_change_and_filters(api: Api) -> None:
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "team-a"},
               "stringData": {"password": "secret-value-2"}}
     assert (await api.call("POST", "/api/v1/namespaces/team-a/secrets", json=secret)).status_code == 201
+    # as `kubectl apply` sends it: the applied document, values and all, in an annotation
+    applied = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "applied", "namespace": "team-a", "labels": {"app": "x"},
+        "annotations": {"kubectl.kubernetes.io/last-applied-configuration": json.dumps(
+            {"kind": "Secret", "stringData": {"token": "secret-value-3"}})}}, "stringData": {"token": "secret-value-3"}}
+    assert (await api.call("POST", "/api/v1/namespaces/team-a/secrets", json=applied)).status_code == 201
+    seen = (await api.call("GET", "/api/v1/namespaces/team-a/secrets/applied", role="viewer")).json()
+    assert "secret-value-3" not in json.dumps(seen) and seen["metadata"]["labels"] == {"app": "x"}
     r = await api.call("POST", "/api/v1/metrics/events", json={"cluster": "c1", "type": "NodeNotReady"})
     assert r.status_code == 201
     everything = (await api.call("GET", "/api/v1/audit")).json()["items"]
     assert "cred-value-1" not in str(everything) and "secret-value-2" not in str(everything)
+    assert "secret-value-3" not in str(everything)
+    created = next(c for e in everything for c in e.get("changes") or [] if c["name"] == "applied")
+    assert {"op": "add", "path": "/metadata/labels", "value": {"app": "x"}} in created["patch"] or any(
+        op["path"] == "/metadata" and op["value"]["labels"] == {"app": "x"} for op in created["patch"])
     patched = [e for e in everything if e["verb"] == "PATCH"]
     assert patched and patched[0]["result"] == 200 and patched[0]["role"] == "admin"
     (change,) = patched[0]["changes"]
@@ -84,7 +97,7 @@ async def test_audit_carries_the_change_and_filters(api: Api) -> None:
     assert {"op": "replace", "path": "/spec/region", "value": "us"} in change["patch"]
     assert any(e["path"] == "/api/v1/metrics/events" and e["result"] == 201 for e in everything)  # events too
     secrets = (await api.call("GET", "/api/v1/audit", params={"kind": "Secret", "namespace": "team-a"})).json()["items"]
-    assert [e["changes"][0]["name"] for e in secrets] == ["s"]
+    assert [e["changes"][0]["name"] for e in secrets] == ["s", "applied"]
     assert all(op.get("value") == "***" for op in secrets[0]["changes"][0]["patch"] if op["path"].startswith("/string"))
     assert (await api.call("GET", "/api/v1/audit", params={"subject": "nobody"})).json()["items"] == []
 
