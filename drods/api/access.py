@@ -120,7 +120,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/agent/autonomy"): WORK_REPORT,
     ("GET", "/api/v1/agent/probe-targets"): WORK_READ,
     # feedback, steering, traffic, datasets
-    ("PUT", "/api/v1/feedback"): Rule(Action.REPORT, DryRun.REFUSED),
+    ("PUT", "/api/v1/feedback"): REPORT,  # a cluster agent: its own cluster's feedback only
     ("GET", "/api/v1/autoscaling/history"): READ,
     ("GET", "/api/v1/decisions"): READ,
     ("PUT", "/api/v1/network/status"): REPORT,

@@ -170,3 +170,21 @@ async def test_rs256_tokens_from_a_configured_public_key(tmp_path) -> None:  # t
     with pytest.raises(Exception) as err:
         TokenAuthority(b"x" * 48).verify(token)
     assert getattr(err.value, "status", None) == 401
+
+
+async def test_a_cluster_agent_gives_feedback_for_its_own_cluster_only(api: Api) -> None:
+    for name in ("a", "b"):
+        assert (await api.call("POST", "/api/v1/clusters", json={"name": name})).status_code == 201
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {
+               "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    assert (await api.call("POST", "/apis/apps/v1/namespaces/default/deployments", json=dep)).status_code == 201
+    body = {"workload": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+            "metrics": {"latencyP99Ms": 5000.0}}
+    r = await api.call("PUT", "/api/v1/feedback", role="agent-a", json={**body, "cluster": "b"})
+    assert r.status_code == 403 and r.json()["details"]["tokenCluster"] == "a", r.text
+    r = await api.call("PUT", "/api/v1/feedback", role="agent-a", json=body)  # the whole workload's: not an agent's
+    assert r.status_code == 403, r.text
+    r = await api.call("PUT", "/api/v1/feedback", role="agent-a", json={**body, "cluster": "a"})
+    assert r.status_code == 200 and r.json()["accepted"], r.text
+    assert (await api.call("PUT", "/api/v1/feedback", json=body)).status_code == 200  # an operator's or admin's

@@ -25,11 +25,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from drods.api.auth import Principal
+from drods.api.auth import Action, Principal, Role
 from drods.api.context import authenticate, context
 from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES
-from drods.errors import Conflict, not_found, validation_failed
+from drods.errors import Conflict, Forbidden, not_found, validation_failed
 from drods.machinery.journal import Journal
 from drods.model.keys import AUTOSCALING_PREFIX, cluster_feedback_key, feedback_key
 from drods.model.kinds import CLUSTER, WORKLOAD_KINDS, by_kind
@@ -68,8 +68,12 @@ class Feedback(BaseModel):
 
 @router.put("/feedback", summary="An application reports how well it does (H3)")
 async def put_feedback(request: Request, body: Feedback,
-                       _: Principal = Depends(authenticate)) -> JSONResponse:
+                       principal: Principal = Depends(authenticate)) -> JSONResponse:
     ctx = context(request)
+    if principal.role is Role.CLUSTER_AGENT and body.cluster is None:
+        raise Forbidden(f"a cluster-agent token reports feedback for its own cluster only: set cluster: "
+                        f"{principal.cluster}", {"role": principal.role.value, "tokenCluster": principal.cluster})
+    principal.require(Action.REPORT, body.cluster)  # a cluster agent: only for the cluster it is bound to
     ts = time.time() if body.timestamp is None else parse_rfc3339(body.timestamp)
     if ts is None:
         raise validation_failed("timestamp must be RFC 3339", [{"field": "timestamp", "message": "not RFC 3339"}])
