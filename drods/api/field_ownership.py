@@ -2,7 +2,11 @@
 ``metadata.managedFields`` (``FieldsV1``; lists are atomic), and a field a manager applied before
 and leaves out of its next apply is removed — unless another manager applies it too — as the
 Kubernetes API server does. Without it a field once applied stays for ever (an override removed,
-a Service made a LoadBalancer and then not)."""
+a Service made a LoadBalancer and then not).
+
+An apply that would change a field another manager applied is a conflict (409, each field and its
+manager named) unless it is forced (``force=true``), which takes the field over; the same value
+applied by two managers is shared. Writes other than apply are not recorded as owners."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from drods.errors import Conflict
 from drods.model.timefmt import rfc3339
 
 Path = tuple[str, ...]
@@ -68,18 +73,78 @@ def _owned(entries: list[Any], manager: str) -> tuple[set[Path], set[Path]]:
     return mine, others
 
 
+_ABSENT = object()
+
+
+def _value(doc: Mapping[str, Any] | None, path: Path) -> Any:
+    node: Any = doc
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+def _overlap(a: Path, b: Path) -> Path | None:
+    """The shorter of two paths when one lies within the other (the field both set), else None."""
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return short if long_[:len(short)] == short else None
+
+
+def dotted(path: Path) -> str:
+    return "." + ".".join(path)
+
+
+def conflicts(body: Mapping[str, Any], existing: Mapping[str, Any] | None, entries: list[Any],
+              manager: str, new: set[Path]) -> list[tuple[int, str, Path]]:
+    """(entry index, its manager, field) for each field ``body`` applies with a value other than the
+    one another manager's apply left."""
+    out: list[tuple[int, str, Path]] = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, Mapping) or e.get("operation") != "Apply" or e.get("manager") == manager:
+            continue
+        for theirs in sorted(from_fields_v1(e.get("fieldsV1"))):
+            for mine in new:
+                field = _overlap(mine, theirs)
+                if field is not None and _value(body, field) != _value(existing, field):
+                    out.append((i, str(e.get("manager")), theirs))
+                    break
+    return out
+
+
+def conflict_error(found: list[tuple[int, str, Path]]) -> Conflict:
+    """409 as the Kubernetes API server words it: kubectl prints the fields and their managers."""
+    n = len(found)
+    listed = "\n".join(f'- conflict with "{m}": {dotted(p)}' for _, m, p in found)
+    return Conflict(f"Apply failed with {n} conflict{'s' if n > 1 else ''}:\n{listed}", {"causes": [
+        {"reason": "FieldManagerConflict", "message": f'conflict with "{m}"', "field": dotted(p)}
+        for _, m, p in found]}, code="APPLY_CONFLICT")  # not a lost race: applying again would not help
+
+
 def _entry(manager: str, api_version: str, fields: set[Path], now: float) -> Obj:
     return {"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": rfc3339(now),
             "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(fields)}
 
 
 def with_ownership(body: Obj, existing: Mapping[str, Any] | None, manager: str,
-                   now: float | None = None) -> Obj:
+                   now: float | None = None, *, force: bool = False) -> Obj:
     """``body`` as the merge patch (or the object to create) that applies it for ``manager``: the
-    fields it applied before and leaves out now set to null, and its managedFields entry updated."""
+    fields it applied before and leaves out now set to null, and its managedFields entry updated.
+    Raises `Conflict` when it changes another manager's field, unless ``force`` (then the field is
+    taken from that manager's entry)."""
     now = time.time() if now is None else now
     entries = list((existing or {}).get("metadata", {}).get("managedFields") or [])
     new = applied_fields(body)
+    found = conflicts(body, existing, entries, manager, new)
+    if found and not force:
+        raise conflict_error(found)
+    for i in sorted({i for i, _, _ in found}, reverse=True):
+        lost = {p for j, _, p in found if j == i}
+        left = from_fields_v1(entries[i].get("fieldsV1")) - lost
+        if left:
+            entries[i] = {**entries[i], "fieldsV1": to_fields_v1(left)}
+        else:
+            del entries[i]
     mine, others = _owned(entries, manager)
     out: Obj = {**body, "metadata": dict(body.get("metadata") or {})}
     for path in sorted(mine - new - others):

@@ -35,7 +35,9 @@ def kubernetes_status(err: ApiError) -> dict[str, Any]:
         if src in err.details:
             details[dst] = err.details[src]
     fields = err.details.get("fields")
-    if fields:
+    if isinstance(err.details.get("causes"), list):  # already in Kubernetes' words (a field manager conflict)
+        details["causes"] = err.details["causes"]
+    elif fields:
         details["causes"] = [
             {"reason": "FieldValueInvalid", "field": f.get("field", ""), "message": f.get("message", "")}
             for f in fields

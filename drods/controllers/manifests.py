@@ -121,11 +121,13 @@ def split_largest_remainder(total: int, weights: list[int]) -> list[int]:
 
 
 def set_replicas(obj: Obj, share: int, job_completions: int | None = None) -> None:
-    spec = obj.setdefault("spec", {})
+    """A workload's share in one cluster; a kind without replicas is left as it is (a ``spec`` added
+    to a ConfigMap would be an undeclared field, which a member's server-side apply refuses)."""
     kind = obj.get("kind")
     if kind in ("Deployment", "StatefulSet"):
-        spec["replicas"] = share
+        obj.setdefault("spec", {})["replicas"] = share
     elif kind == "Job":
+        spec = obj.setdefault("spec", {})
         spec["parallelism"] = share
         if job_completions is not None:
             spec["completions"] = job_completions

@@ -403,3 +403,32 @@ async def test_server_side_apply_removes_what_a_manager_no_longer_applies(api: A
     managers = {e["manager"]: e["fieldsV1"] for e in got["metadata"]["managedFields"]}
     assert set(managers) == {"drods", "ops"} and "f:type" not in managers["drods"]["f:spec"]
     assert managers["ops"] == {"f:metadata": {"f:annotations": {"f:team": {}}}, "f:spec": {"f:sessionAffinity": {}}}
+
+
+async def test_server_side_apply_conflicts_with_another_managers_field_unless_forced(api: Api) -> None:
+    """As the Kubernetes API server does: a field another manager applied with another value is a 409
+    naming the field and the manager; the same value is shared; ``force`` takes the field over."""
+    path = "/apis/apps/v1/namespaces/default/deployments/ssa"
+    apply_ = {"content-type": "application/apply-patch+yaml"}
+
+    def dep(**spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ssa"}, "spec": spec}
+
+    template = {"metadata": {"labels": {"app": "ssa"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    body = dep(replicas=2, selector={"matchLabels": {"app": "ssa"}}, template=template)
+    assert (await api.call("PATCH", f"{path}?fieldManager=alice", headers=apply_, json=body)).status_code == 201
+    r = await api.call("PATCH", f"{path}?fieldManager=bob", headers=apply_, json=dep(replicas=5))
+    assert r.status_code == 409 and r.json()["reason"] == "Conflict", r.text
+    assert 'conflict with "alice": .spec.replicas' in r.json()["message"]
+    assert r.json()["details"]["causes"] == [
+        {"reason": "FieldManagerConflict", "message": 'conflict with "alice"', "field": ".spec.replicas"}]
+    assert (await api.call("GET", path)).json()["spec"]["replicas"] == 2  # nothing changed
+    r = await api.call("PATCH", f"{path}?fieldManager=bob", headers=apply_, json=dep(replicas=2))
+    assert r.status_code == 200, r.text  # the same value: shared
+    r = await api.call("PATCH", f"{path}?fieldManager=carol&force=true", headers=apply_, json=dep(replicas=5))
+    assert r.status_code == 200 and r.json()["spec"]["replicas"] == 5, r.text
+    owners = {e["manager"]: e["fieldsV1"] for e in r.json()["metadata"]["managedFields"]}
+    assert "f:replicas" not in owners["alice"]["f:spec"] and "f:replicas" in owners["carol"]["f:spec"]
+    assert "bob" not in owners  # its one field went to carol
+    r = await api.call("PATCH", path, headers=apply_, json=dep(replicas=1))  # no fieldManager
+    assert r.status_code == 422 and "fieldManager is required" in r.json()["message"], r.text

@@ -179,8 +179,12 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
     body = await read_body(request)
     dry_run = is_dry_run(request)
     if content_type.startswith(APPLY_PATCH):
-        return await _server_side_apply(ctx, kind, name, body, namespace, subresource, dry_run,
-                                        request.query_params.get("fieldManager") or "unknown")
+        manager = request.query_params.get("fieldManager")
+        if not manager:
+            raise Invalid("fieldManager is required for apply patch", {"fields": [
+                {"field": "fieldManager", "message": "Required value: is required for apply patch"}]})
+        force = request.query_params.get("force", "").lower() in ("true", "1")
+        return await _server_side_apply(ctx, kind, name, body, namespace, subresource, dry_run, manager, force)
     if content_type.startswith(STRATEGIC_MERGE_PATCH):
         # kubectl sends these for built-in kinds; list fields merge by key, so apply them as such.
         if not isinstance(body, dict):
@@ -192,15 +196,17 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
 
 
 async def _server_side_apply(ctx: ApiContext, kind: Kind, name: str, body: Any, namespace: str | None,
-                             subresource: str | None, dry_run: bool, manager: str) -> JSONResponse:
+                             subresource: str | None, dry_run: bool, manager: str, force: bool) -> JSONResponse:
     """Create if missing, else merge what the applier owns — worked out on the object as it is when
     written: a concurrent writer (another apply, a create) makes it worked out again over the winner,
-    as the Kubernetes API server's guaranteed update does. Two applies never make a 409."""
+    as the Kubernetes API server's guaranteed update does. A 409 only for a field another manager
+    applied with another value (`drods.api.field_ownership`), unless forced."""
     named = sets_resource_version(body, APPLY_PATCH)
 
     async def attempt(_: int) -> tuple[dict[str, Any], int]:
         existing = await ctx.registry.try_get(kind, name, namespace)
-        applied = with_ownership(body, existing, manager) if isinstance(body, dict) and subresource is None else body
+        applied = with_ownership(body, existing, manager, force=force) \
+            if isinstance(body, dict) and subresource is None else body
         if existing is None:
             if isinstance(applied, dict):
                 applied.setdefault("metadata", {}).setdefault("name", name)
