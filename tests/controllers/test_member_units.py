@@ -320,3 +320,12 @@ def test_karmada_override_policies_translate_and_namespaced_ones_win() -> None:
             {"component": "Tag", "operator": "replace", "value": "x", "predicate": {"path": "/a"}}]}}]})
     assert spec.model_dump(exclude_none=True)["overrideRules"][0]["overriders"]["imageOverrider"][0][
         "predicate"] == {"path": "/a"}
+
+
+def test_a_kind_without_replicas_goes_out_as_written() -> None:
+    # a `spec` added to a ConfigMap or Secret is a field their schema does not declare: a member's
+    # server-side apply refuses it
+    for kind, body in (("ConfigMap", {"data": {"a": "1"}}), ("Secret", {"data": {"a": "MQ=="}, "type": "Opaque"})):
+        obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x", "namespace": "shop"}, **body}
+        w = M.plan("b", "u", obj, [M.Target("dfw", 1, {})], [], [])["dfw"]
+        assert isinstance(w, M.ManifestSet) and "spec" not in w.manifests[-1], w.manifests[-1]
