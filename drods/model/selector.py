@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from drods.model.meta import check_label_key, check_label_value
+
 
 class LabelSelectorRequirement(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -92,6 +94,16 @@ def parse_selector(text: str) -> LabelSelector:
             reqs.append(LabelSelectorRequirement(key=raw[1:].strip(), operator="DoesNotExist"))
         else:
             reqs.append(LabelSelectorRequirement(key=raw, operator="Exists"))
+    # as the Kubernetes API server parses one: a key or value no label could have is an error, not
+    # a selector that matches nothing (`a===b`, `=b`, `a b c`)
+    for key in match_labels:
+        check_label_key(key)
+    for value in match_labels.values():
+        check_label_value(value)
+    for r in reqs:
+        check_label_key(r.key)
+        for value in r.values:
+            check_label_value(value)
     return LabelSelector(matchLabels=match_labels, matchExpressions=reqs)
 
 

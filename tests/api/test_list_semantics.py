@@ -63,6 +63,21 @@ async def test_field_selectors_on_name_and_namespace(api: Api) -> None:
     assert r.status_code == 400 and "field label not supported: spec.type" in r.text
     r = await api.call("GET", q + "nonsense")
     assert r.status_code == 400
+    for bad in ("a===b", "=b", "a b c", "a in (b"):  # no label could have these: an error, not an empty list
+        r = await api.call("GET", "/api/v1/services", params={"labelSelector": bad})
+        assert r.status_code == 400 and "invalid labelSelector" in r.json()["message"], (bad, r.text)
+
+
+async def test_a_delete_with_a_uid_precondition_deletes_that_object_only(api: Api) -> None:
+    await seed(api)
+    path = "/api/v1/namespaces/team-a/services/web"
+    uid = (await api.call("GET", path)).json()["metadata"]["uid"]
+    wrong = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "not-" + uid}}
+    r = await api.call("DELETE", path, json=wrong)
+    assert r.status_code == 409 and "Precondition failed: UID in precondition" in r.json()["message"], r.text
+    assert (await api.call("GET", path)).status_code == 200  # still there
+    r = await api.call("DELETE", path, json={**wrong, "preconditions": {"uid": uid}})
+    assert r.status_code == 200 and (await api.call("GET", path)).status_code == 404
 
 
 async def test_watch_across_namespaces_with_a_field_selector(api: Api) -> None:

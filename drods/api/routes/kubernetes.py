@@ -102,8 +102,9 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
 
 def expired_event(message: str) -> bytes:
     """The watch event that ends a stream whose resourceVersion is no longer kept (410): the client lists again."""
-    return jsondoc.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
-                                                       "message": message}})
+    return jsondoc.dumps({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                                       "status": "Failure", "message": message,
+                                                       "reason": "Expired", "code": 410}})
 
 
 async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: int,
@@ -239,12 +240,19 @@ async def _strategic_patch(ctx: ApiContext, kind: Kind, name: str, body: dict[st
 
 
 async def delete(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None) -> JSONResponse:
-    rv, dry_in_body = None, None
+    rv, uid, dry_in_body = None, None, None
     if int(request.headers.get("content-length") or 0) > 0:
         opts = await read_body(request)
         if isinstance(opts, dict):
             rv = (opts.get("preconditions") or {}).get("resourceVersion")
+            uid = (opts.get("preconditions") or {}).get("uid")
             dry_in_body = opts.get("dryRun")  # kubectl delete --dry-run=server says it in DeleteOptions
+    if uid:  # checked on the version deleted: that one, or a 409 when it changed meanwhile
+        current = await ctx.registry.get(kind, name, namespace)
+        if current["metadata"].get("uid") != uid:
+            raise Conflict(f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                           f"{current['metadata'].get('uid')}", {"name": name, "kind": kind.plural})
+        rv = rv or current["metadata"].get("resourceVersion")
     obj, gone = await ctx.registry.delete(kind, name, namespace, resource_version=rv,
                                           dry_run=is_dry_run(request, dry_in_body))
     if gone:
