@@ -97,7 +97,7 @@ def token_create(
     role: Annotated[Role, typer.Option("--role", help="admin | operator | viewer | cluster-agent")],
     cluster: Annotated[str | None, typer.Option("--cluster", help="the cluster a cluster-agent reports for")] = None,
     subject: Annotated[str | None, typer.Option("--subject", help="who the token is for (audit log)")] = None,
-    ttl: Annotated[int, typer.Option("--ttl", help="lifetime in seconds (0 = never expires)")] = 30 * 24 * 3600,
+    ttl: Annotated[int, typer.Option("--ttl", min=0, help="lifetime in seconds (0 = never expires)")] = 30 * 24 * 3600,
     namespace: Annotated[list[str] | None, typer.Option(
         "--namespace", help="limit an operator or viewer token to this namespace (repeatable)")] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
@@ -119,7 +119,7 @@ def kubeconfig(
     ca_file: Annotated[Path | None, typer.Option("--ca-file", envvar="DRODS_CA_FILE",
                                                  help="CA certificate of the server (default: DATA_DIR/tls/ca.crt)")]
     = None,
-    ttl: Annotated[int, typer.Option("--ttl", help="lifetime in seconds of the token minted without --token "
+    ttl: Annotated[int, typer.Option("--ttl", min=0, help="lifetime in seconds of the token minted without --token "
                                                    "(0 = never expires)")] = 30 * 24 * 3600,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     store: Annotated[str | None, typer.Option(
