@@ -32,8 +32,9 @@ from drods.errors import (
 )
 from drods.model import jsondoc
 from drods.model.binding import without_reasons
-from drods.model.kinds import Kind
+from drods.model.kinds import SECRET, Kind
 from drods.model.meta import ObjectMeta, check_name
+from drods.model.secret_data import normalised_secret
 from drods.model.selector import LabelSelector
 from drods.model.timefmt import now_rfc3339
 from drods.registry import changes
@@ -139,6 +140,10 @@ class ObjectRegistry:
         if status is not None and not isinstance(status, dict):
             raise validation_failed("status must be a mapping", [{"field": "status", "message": "not a mapping"}],
                                     **ident)
+        if kind is SECRET:
+            out, errors = normalised_secret(out)
+            if errors:
+                raise validation_failed(f'Secret "{meta.name}" is invalid', errors, **ident)
         if kind.custom is not None:  # a CRD's structural schema: prune unknown fields, then check the rest
             out, errors = kind.custom.admit(out)
             if errors:

@@ -432,3 +432,18 @@ async def test_server_side_apply_conflicts_with_another_managers_field_unless_fo
     assert "bob" not in owners  # its one field went to carol
     r = await api.call("PATCH", path, headers=apply_, json=dep(replicas=1))  # no fieldManager
     assert r.status_code == 422 and "fieldManager is required" in r.json()["message"], r.text
+
+
+async def test_a_secrets_string_data_is_stored_as_data_as_kubernetes_does(api: Api) -> None:
+    path = "/api/v1/namespaces/default/secrets"
+    body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"a": "YQ==", "b": "b2xk"}, "stringData": {"b": "new", "c": "sé"}}
+    got = (await api.call("POST", path, json=body)).json()
+    assert got["data"] == {"a": "YQ==", "b": "bmV3", "c": "c8Op"} and "stringData" not in got
+    assert got["type"] == "Opaque"  # defaulted
+    r = await api.call("PATCH", f"{path}/s", json={"stringData": {"a": "z"}},
+                       headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200 and r.json()["data"]["a"] == "eg==" and "stringData" not in r.json(), r.text
+    r = await api.call("POST", path, json={**body, "metadata": {"name": "bad"}, "stringData": {"n": 1}})
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "stringData.n", r.text
+    assert (await api.call("GET", f"{path}/bad")).status_code == 404

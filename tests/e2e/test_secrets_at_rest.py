@@ -213,7 +213,7 @@ def test_secrets_are_encrypted_at_rest_hidden_from_viewers_and_rotated_live(
         fresh = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "after", "namespace": "default"},
                  "stringData": {"k": "v"}}
         assert http.post(SECRETS, json=fresh).status_code == 201
-        assert http.get(f"{SECRETS}/after").json()["stringData"] == {"k": "v"}
+        assert http.get(f"{SECRETS}/after").json()["data"] == {"k": "dg=="}  # stringData, stored as data
         envelope = Envelope(Keyring.load(data))
         raw = _raw_etcd_values(etcd_endpoint) if etcd_endpoint else _raw_sqlite_values(data / "drods.db")
         sealed = [v for k, v in raw if k.startswith(tuple(kind.key_prefix() for kind in SEALED))]

@@ -51,7 +51,7 @@ def test_namespaced_tokens_and_revocation(tmp_path: Path, kubectl_path: str) -> 
             secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "team-a"},
                       "stringData": {"password": "p"}}
             assert http.post("/api/v1/namespaces/team-a/secrets", json=secret).status_code == 201
-            assert http.get("/api/v1/namespaces/team-a/secrets/db").json()["stringData"] == {"password": "p"}
+            assert http.get("/api/v1/namespaces/team-a/secrets/db").json()["data"] == {"password": "cA=="}
             # Not another namespace, not all namespaces, nothing cluster-scoped, on any path.
             refusals = [
                 http.post(DEPLOYS.format(ns="team-c"), json=deployment("web", "team-c")),
