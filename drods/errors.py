@@ -116,11 +116,17 @@ def field_path(loc: Sequence[Any], prefix: str = "") -> str:
     return f"{prefix}{path}" if path else prefix.rstrip(".")
 
 
+MAX_MESSAGE = 500  # a field's message quotes what was sent: a 60 MB value is not sent back
+
+
 def field_errors_of(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> list[dict[str, Any]]:
     """pydantic's errors as ``[{field, message}]``, each once."""
     out: list[dict[str, Any]] = []
     for err in errors:
-        row = {"field": field_path(err.get("loc", ()), prefix), "message": err.get("msg", "invalid")}
+        msg = str(err.get("msg", "invalid"))
+        if len(msg) > MAX_MESSAGE:
+            msg = f"{msg[:MAX_MESSAGE]}… ({len(msg)} characters)"
+        row = {"field": field_path(err.get("loc", ()), prefix), "message": msg}
         if row not in out:
             out.append(row)
     return out

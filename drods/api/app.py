@@ -19,6 +19,7 @@ from drods import __version__
 from drods.api.access import enforce
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.auth import Principal, bearer_token
+from drods.api.body import BodyLimit
 from drods.api.body import too_deep as body_too_deep
 from drods.api.context import ApiContext
 from drods.api.dryrun import marked_dry_run, query_is_dry_run
@@ -90,6 +91,7 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
 
         mount(app)  # the dashboard (UI1): static pages that call this API with the user's token
     _install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=ctx.api.maxBodyBytes)  # every route, a typed body's too
     app.add_middleware(AuditAndMetrics, ctx=ctx, audited=audited)
     return app
 
@@ -112,7 +114,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+        codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
         code = codes.get(exc.status_code, "HTTP_ERROR")
         message = {404: f"no such path {request.url.path}",
                    405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))

@@ -7,8 +7,12 @@ from typing import Any
 
 import yaml
 from fastapi import Request
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from drods.api.settings import ApiSettings
+from drods.api.status import error_response
 from drods.errors import ApiError, BadRequest
 
 _DEFAULTS = ApiSettings()
@@ -88,3 +92,34 @@ async def read_body(request: Request, *, limit: int | None = None) -> Any:
 
 def too_large(size: int, limit: int) -> ApiError:
     return ApiError(413, "PAYLOAD_TOO_LARGE", f"request body of {size} bytes exceeds {limit}", {"limit": limit})
+
+
+class BodyLimit:
+    """Pure ASGI middleware: no request body beyond ``limit`` bytes reaches a handler — one that says
+    so in ``Content-Length`` is refused before it is read, a longer stream when it passes the limit —
+    whatever reads it (`read_body`, or FastAPI for a typed body). The 413 is the path's error shape."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        if declared and declared.isdigit() and int(declared) > self.limit:
+            await error_response(scope["path"], too_large(int(declared), self.limit))(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:  # an HTTPException: FastAPI lets it through the reading of a typed body
+                    raise HTTPException(413, too_large(seen, self.limit).message)
+            return message
+
+        await self.app(scope, limited, send)

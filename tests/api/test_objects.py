@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from drods.controllers.overrides import policy_applies
@@ -447,3 +448,19 @@ async def test_a_secrets_string_data_is_stored_as_data_as_kubernetes_does(api: A
     r = await api.call("POST", path, json={**body, "metadata": {"name": "bad"}, "stringData": {"n": 1}})
     assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "stringData.n", r.text
     assert (await api.call("GET", f"{path}/bad")).status_code == 404
+
+
+async def test_a_body_past_the_limit_is_a_413_on_every_route_sent_whole_or_streamed(api: Api) -> None:
+    limit = api.app.state.ctx.api.maxBodyBytes  # type: ignore[attr-defined]
+    big = json.dumps({"name": "big", "labels": {"a": "x" * (limit + 10)}}).encode()
+
+    async def streamed() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        for i in range(0, len(big), 1 << 20):
+            yield big[i:i + (1 << 20)]
+
+    for path in ("/api/v1/clusters", "/api/v1/namespaces/default/configmaps"):
+        for content in (big, streamed()):
+            r = await api.call("POST", path, content=content, headers={"content-type": "application/json"})
+            assert r.status_code == 413 and len(r.content) < 1000, (path, r.text[:300])
+            assert "exceeds" in r.json()["message"], r.text
+    assert (await api.call("GET", "/api/v1/clusters/big")).status_code == 404

@@ -62,6 +62,10 @@ scheduler: {profile: {name: from-config}}
                "metadata": {"name": "big", "annotations": {"padding": "x" * 4096}}, "spec": {}}
         r = http.post("/apis/multicluster.io/v1alpha1/clusters", json=big)
         assert r.status_code == 413 and r.json()["message"].endswith("exceeds 2048"), r.text  # a Kubernetes Status
+        r = http.post("/api/v1/clusters", json={"name": "big", "labels": {"a": "x" * 4096}})  # a typed body too
+        assert r.status_code == 413 and r.json()["code"] == "PAYLOAD_TOO_LARGE", r.text
+        r = http.post("/api/v1/clusters", json={"name": "big", "labels": {"a": "x" * 1500}})
+        assert r.status_code == 422 and len(r.text) < 1500, r.text  # the value is not sent back whole
         del big["metadata"]["annotations"]
         assert http.post("/apis/multicluster.io/v1alpha1/clusters", json=big).status_code != 413
         r = http.get("/api/v1/monitor/subscriptions")
