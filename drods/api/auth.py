@@ -134,6 +134,11 @@ class TokenAuthority:
             claims["aud"] = self._audience
         return jwt.encode(claims, self._key, algorithm="HS256")
 
+    def still_valid(self, principal: Principal) -> bool:
+        """The token a request was made with is neither revoked nor expired now: a watch it opened
+        ends once it is not (a revoked token must not go on streaming what it could read)."""
+        return principal.token_id not in self.revoked and (principal.expires is None or principal.expires > time.time())
+
     def verify(self, token: str) -> Principal:
         """The token's principal; a token signed by a JWKS key may fetch the key set (a blocking
         call: a server verifies with `verify_async`)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -104,8 +105,24 @@ def test_namespaced_tokens_and_revocation(tmp_path: Path, kubectl_path: str) -> 
         assert listed.returncode == 0, listed.stderr
         records = {r["subject"]: r for r in json.loads(listed.stdout)["items"]}
         assert records["team-lead"]["namespaces"] == ["team-a", "team-b"] and records["team-lead"]["role"] == "operator"
+        # a watch the token opened before: it ends once the token is revoked, not streams on for ever
+        first, ended = threading.Event(), threading.Event()
+
+        def watch() -> None:
+            with _client(server, team) as http, http.stream(
+                    "GET", "/api/v1/namespaces/team-a/secrets", params={"watch": "true"},
+                    timeout=httpx.Timeout(10, read=None)) as r:
+                for line in r.iter_lines():
+                    if line.strip():
+                        first.set()
+            ended.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        assert first.wait(10), "the watch saw the Secret"
+        assert not ended.is_set()
         revoked = server.run_cli("token", "revoke", records["team-lead"]["id"], "--data-dir", str(server.data_dir))
         assert revoked.returncode == 0, revoked.stderr
+        assert ended.wait(15), "a watch of the revoked token still streams"
         with _client(server, team) as http:
             deadline = time.monotonic() + 10
             while http.get(DEPLOYS.format(ns="team-a")).status_code != 401:

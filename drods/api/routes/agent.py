@@ -35,7 +35,7 @@ from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
 from drods.api.json_response import JSONResponse
 from drods.api.routes.autoscaling import WorkloadRef
-from drods.api.routes.kubernetes import watch_stream
+from drods.api.routes.kubernetes import watch_alive, watch_stream
 from drods.api.schemas import ERROR_RESPONSES
 from drods.autoscaling import autonomy
 from drods.autoscaling.controller import AutoscalerSettings
@@ -105,7 +105,8 @@ async def list_works(request: Request) -> Response:
         shared = ctx.work_watches.watch(cluster, int(rv), selector) if int(rv) > 0 else None
         return StreamingResponse(watch_stream(ctx, WORK, None, int(rv), selector, None,
                                                float(timeout) if timeout else None,
-                                               accept=lambda obj: _mine(obj, cluster), events=shared),
+                                               accept=lambda obj: _mine(obj, cluster), events=shared,
+                                               alive=watch_alive(ctx, request)),
                                  media_type="application/json")
     items, revision = await ctx.work_watches.list(cluster, selector)
     return JSONResponse({"kind": "WorkList", "apiVersion": WORK.api_version,

@@ -82,7 +82,8 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
         return StreamingResponse(
             watch_stream(ctx, kind, namespace, int(rv_text), selector, fields,
                           float(timeout) if timeout and timeout.isdigit() else None, wants_table(request),
-                          view=(lambda o: metadata_only(kind, o)) if hide_data else None),
+                          view=(lambda o: metadata_only(kind, o)) if hide_data else None,
+                          alive=watch_alive(ctx, request)),
             media_type="application/json",
         )
     page = await read_list(ctx.registry, kind, namespace, selector, fields, PageRequest.of(request))
@@ -100,6 +101,12 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
     return list_response({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}, page, view)
 
 
+def watch_alive(ctx: ApiContext, request: Request) -> Callable[[], bool] | None:
+    """Whether the token that opened a watch is still good (None: no token was asked for)."""
+    principal = getattr(request.state, "principal", None)
+    return None if principal is None else (lambda: ctx.tokens.still_valid(principal))
+
+
 def expired_event(message: str) -> bytes:
     """The watch event that ends a stream whose resourceVersion is no longer kept (410): the client lists again."""
     return jsondoc.dumps({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -112,10 +119,11 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
                         timeout_s: float | None, as_table: bool = False,
                         accept: Callable[[dict[str, Any]], bool] | None = None,
                         view: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                        events: AsyncIterator[tuple[str, dict[str, Any]]] | None = None) -> AsyncIterator[bytes]:
+                        events: AsyncIterator[tuple[str, dict[str, Any]]] | None = None,
+                        alive: Callable[[], bool] | None = None) -> AsyncIterator[bytes]:
     """Kubernetes watch events, one JSON object a line; ``accept`` drops objects a caller may not see,
     ``view`` trims what it may not read; ``events``: where they come from, if not a watch of the store
-    of its own (`drods.api.work_watches`).
+    of its own (`drods.api.work_watches`); ``alive``: the caller's token still good (`watch_alive`).
 
     A resourceVersion older than the store's history ends the stream with a 410 ``Expired`` event,
     as the Kubernetes API server does, so the client relists."""
@@ -124,7 +132,7 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
         events = ctx.registry.watch(kind, namespace, rv or None, selector)
     try:
         async with asyncio.timeout(timeout_s):
-            async for event_type, obj in until_stopped(ctx.stopping, events):
+            async for event_type, obj in until_stopped(ctx.stopping, events, alive):
                 if fields is not None and not fields.matches(obj):
                     continue
                 if accept is not None and not accept(obj):

@@ -28,7 +28,7 @@ from drods.api.context import authenticate, context
 from drods.api.fields import parse_field_selector
 from drods.api.json_response import JSONResponse
 from drods.api.routes import discovery
-from drods.api.routes.kubernetes import expired_event, selector_of
+from drods.api.routes.kubernetes import expired_event, selector_of, watch_alive
 from drods.api.secret_view import hides_data, metadata_only
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
@@ -108,7 +108,8 @@ async def serve_cached(request: Request, principal: Principal, path: str) -> Res
     if request.query_params.get("watch") in ("true", "1"):
         timeout = request.query_params.get("timeoutSeconds") or ""
         return StreamingResponse(_watch(ctx.search, ctx.stopping, query, _since(request), kind, view,
-                                        float(timeout) if timeout.isdigit() else None, wants_table(request)),
+                                        float(timeout) if timeout.isdigit() else None, wants_table(request),
+                                        watch_alive(ctx, request)),
                                  media_type="application/json")
     items = [v for o in ctx.search.find(query) if (v := view(o)) is not None]
     if rp.name is not None:
@@ -131,7 +132,7 @@ def _since(request: Request) -> int | None:
 
 async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, since: int | None, kind: Kind,
                  view: Callable[[dict[str, Any]], dict[str, Any] | None], timeout_s: float | None,
-                 as_table: bool) -> AsyncIterator[bytes]:
+                 as_table: bool, alive: Callable[[], bool] | None) -> AsyncIterator[bytes]:
     """Kubernetes watch events of the cache, one JSON object a line; a version no longer kept (or a
     watcher too far behind) ends with a 410 ``Expired`` event, so the client lists again."""
     try:
@@ -149,7 +150,7 @@ async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, sinc
 
     try:
         async with asyncio.timeout(timeout_s):
-            async for type_, obj in until_stopped(stopping, events()):
+            async for type_, obj in until_stopped(stopping, events(), alive):
                 if as_table:  # kubectl get -w asks for rows
                     obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]))
                 yield jsondoc.dumps({"type": type_, "object": obj}) + b"\n"

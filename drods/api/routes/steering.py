@@ -28,7 +28,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
@@ -37,6 +37,7 @@ from fastapi.responses import Response, StreamingResponse
 from drods.api.auth import Action, Principal, Role
 from drods.api.context import ApiContext, authenticate, context
 from drods.api.json_response import JSONResponse
+from drods.api.routes.kubernetes import watch_alive
 from drods.api.schemas import ERROR_RESPONSES
 from drods.api.streaming import until_stopped
 from drods.errors import Conflict, Invalid, NotFound
@@ -125,7 +126,8 @@ async def get_routes(request: Request, service_id: str, _: Principal = Depends(a
             raise Invalid("timeoutSeconds must be a number in (0, 86400]",
                           {"fields": [{"field": "timeoutSeconds", "message": "out of range"}]})
         rv = int(obj["metadata"]["resourceVersion"]) if obj is not None else None
-        return StreamingResponse(_watch(ctx, service_id, obj, rv, timeout), media_type="application/x-ndjson")
+        return StreamingResponse(_watch(ctx, service_id, obj, rv, timeout, watch_alive(ctx, request)),
+                                 media_type="application/x-ndjson")
     if obj is None:
         raise NotFound(f"no routes for service {service_id!r} (not registered, or not evaluated yet)",
                        {"serviceId": service_id}, code="SERVICE_NOT_FOUND")
@@ -133,7 +135,7 @@ async def get_routes(request: Request, service_id: str, _: Principal = Depends(a
 
 
 async def _watch(ctx: ApiContext, service_id: str, first: dict[str, Any] | None, rv: int | None,
-                 timeout_s: float) -> AsyncIterator[bytes]:
+                 timeout_s: float, alive: Callable[[], bool] | None) -> AsyncIterator[bytes]:
     import asyncio
 
     ctx.metrics.watches.inc()
@@ -144,7 +146,7 @@ async def _watch(ctx: ApiContext, service_id: str, first: dict[str, Any] | None,
         if first is not None:
             yield (json.dumps(routes_view(first), separators=(",", ":")) + "\n").encode()
         async with asyncio.timeout(timeout_s):
-            async for event_type, obj in until_stopped(ctx.stopping, events):
+            async for event_type, obj in until_stopped(ctx.stopping, events, alive):
                 if obj["metadata"]["name"] != service_id:
                     continue
                 view = routes_view(obj) if event_type != "DELETED" else {"serviceId": service_id, "deleted": True}
