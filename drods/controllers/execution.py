@@ -32,7 +32,7 @@ from drods.errors import NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.machinery.tasks import stop_tasks, yielding
-from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.members.client import MemberClient, MemberError, MemberUnavailable, WritesRefused
 from drods.model import jsondoc
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed, manifest_hash, run_report
 from drods.model.dispatch import may_adopt
@@ -223,6 +223,8 @@ class Execution:
                 if digest:  # keyed by the Work record's own Ref, whose strings the records share
                     kept = next((r for r in work.refs if r == ref), ref)
                     sent[kept] = (digest, str((out.get("metadata") or {}).get("resourceVersion") or ""))
+        except WritesRefused:
+            raise  # this process may no longer lead: nothing to record, the next leader applies it
         except _Conflict as e:
             return await self._failed(key, work, str(e), permanent=True, whole=whole)
         except MemberUnavailable as e:

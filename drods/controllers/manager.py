@@ -12,6 +12,7 @@ everything from the store) when this one stops.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from drods.controllers.app_failover import ApplicationFailover
@@ -51,7 +52,9 @@ class MemberControllers:
 
     async def run(self) -> None:
         s = self.settings
-        clients = MemberClients(self.lead.registry, s.member_options())
+        # a member cannot refuse a deposed leader's apply as the store refuses its writes: each is
+        # sent only while this process's lease cannot have expired yet
+        clients = MemberClients(self.lead.registry, replace(s.member_options(), may_write=self.lead.fresh))
         fleet = self.fleet = MemberFleet(self.lead.store, self.lead.registry, self.informers, clients)
         try:
             await fleet.start()

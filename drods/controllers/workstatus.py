@@ -111,6 +111,21 @@ class _Listed:
         return out
 
 
+def recorded_hash(status: Obj) -> str | None:
+    """The manifest hash of the main object as its last apply recorded it on the Work."""
+    rows = status.get("manifests") or []
+    last = rows[-1] if rows and isinstance(rows[-1], dict) else {}
+    return last.get("manifestHash") or None
+
+
+def overwritten(work: WorkRecord, seen: Obj) -> bool:
+    """The member's copy carries another manifest than the one applied for this Work, which says it
+    holds its current spec: someone wrote over it — a deposed leader whose apply was already on its
+    way, or a hand — and it is to be applied again, not recorded as it is."""
+    recorded, held = recorded_hash(work.status), seen.get("manifestHash")
+    return work.holds_current and bool(recorded) and bool(held) and held != recorded
+
+
 def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | None:
     """The Work's main object when its status is aggregated: a workload kind, a Pod
     (`drods.controllers.pod_status`), an Ingress or a Service (a MultiClusterIngress and a
@@ -532,8 +547,15 @@ class WorkStatusController:
 
     async def _record(self, work: WorkRecord, fresh: Obj) -> Recorded:
         """Write a member copy's status (and usage), as a Work carries it, on ``work`` if it differs
-        from what the Work says."""
+        from what the Work says — or, when the copy carries another manifest than the Work's last
+        apply (`overwritten`), mark the Work not applied, so it is applied again."""
         st = dict(work.status)
+        if overwritten(work, fresh):
+            log.warning("%s: %s holds manifest %s, not the %s applied for its Work (written over since): "
+                        "applying it again", work.cluster, work.main, fresh.get("manifestHash"), recorded_hash(st))
+            self._agreed.get(work.cluster, {}).pop(work.binding, None)
+            return Recorded.WRITTEN if await self._write(work, {**st, "applied": False, "observedHash": ""}) \
+                else Recorded.STALE
         old = [m for m in st.get("manifests") or [] if isinstance(m, dict)]
         same = [m for m in old if (m.get("kind"), m.get("namespace") or "", m.get("name")) ==
                 (fresh["kind"], fresh.get("namespace") or "", fresh["name"])]

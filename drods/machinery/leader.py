@@ -2,6 +2,11 @@
 
 Winning writes ``/leases/<name>`` (attached to a lease) and yields a `Fence`: the key's revision
 at that moment. Writes made under it are refused once the key is gone or re-taken (`FencedStore`).
+
+A write the store cannot fence — an apply to a member cluster — is guarded by `LeaderElector.fresh`
+instead: true only while the lease cannot have expired yet by this process's own monotonic clock
+(its TTL from before the last grant or keep-alive the store answered). A leader paused or cut off
+past its TTL finds it false the moment it runs again, before its keeper has heard of the loss.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -24,13 +30,21 @@ Lead = Callable[[Fence], Coroutine[Any, Any, None]]
 class LeaderElector:
     """Campaign for ``name``; run ``lead(fence)`` while leader and cancel it the moment leadership is lost."""
 
-    def __init__(self, store: Store, name: str, identity: str, *, ttl: int = 10) -> None:
+    def __init__(self, store: Store, name: str, identity: str, *, ttl: int = 10,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.name = name
         self.key = lease_key(name)
         self.identity = identity
         self.ttl = ttl
         self.fence: Fence | None = None
+        self.clock = clock  # monotonic: it goes on while the process is stopped
+        self._valid_until = 0.0  # by ``clock``: the lease cannot have expired before then
+
+    def fresh(self) -> bool:
+        """This process leads and its lease cannot have expired yet (`time.monotonic`, which goes on
+        while the process is stopped): what a write outside the store checks just before it is sent."""
+        return self.fence is not None and self.clock() < self._valid_until
 
     @property
     def is_leader(self) -> bool:
@@ -39,7 +53,9 @@ class LeaderElector:
     async def run(self, lead: Lead) -> None:
         """Campaign, lead, and campaign again after losing; returns when ``lead`` returns normally."""
         while True:
+            asked = self.clock()
             lease = await self.store.grant_lease(self.ttl)
+            self._valid_until = asked + self.ttl
             try:
                 revision = await self.store.put(self.key, self.identity.encode(), expect_revision=0, lease=lease.id)
             except CasFailed:
@@ -83,6 +99,7 @@ class LeaderElector:
         interval = max(self.ttl / 3, 0.2)
         while True:
             await asyncio.sleep(interval)
+            asked = self.clock()
             try:
                 await self.store.keep_alive(lease_id)
             except LeaseNotFound:
@@ -91,6 +108,7 @@ class LeaderElector:
             kv = await self.store.get(self.key)
             if kv is None or kv.mod_revision != fence.generation:
                 return
+            self._valid_until = asked + self.ttl
 
     async def _wait_vacant(self) -> None:
         kv = await self.store.get(self.key)

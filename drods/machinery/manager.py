@@ -62,6 +62,9 @@ class Leadership:
     fence: Fence
     store: Store
     registry: ObjectRegistry
+    # still leading by this process's clock (`LeaderElector.fresh`): the guard of writes the store
+    # cannot fence, such as applies to member clusters
+    fresh: Callable[[], bool] = lambda: True
 
     @property
     def generation(self) -> int:
@@ -157,7 +160,7 @@ class Manager:
 
         async def lead(fence: Fence) -> None:
             fenced = FencedStore(self.store, fence)
-            leadership = Leadership(e.name, fence, fenced, self.registry.with_store(fenced))
+            leadership = Leadership(e.name, fence, fenced, self.registry.with_store(fenced), elector.fresh)
             await factory(leadership).run()
 
         return lambda: elector.run(lead)

@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -67,10 +67,18 @@ class MemberOptions:
     field_manager: str = "drods"
     page_size: int = 500  # list pagination
     node_stats_per_summary: int = 5  # kubelet stats summaries read per resource summary, in turn (0: all)
+    # asked just before each write (not a read) is sent: False refuses it (`WritesRefused`) — a leader
+    # whose lease may have expired writes nothing to a member (`drods.machinery.leader`)
+    may_write: Callable[[], bool] | None = field(default=None, compare=False)
 
     @property
     def timeout(self) -> tuple[float, float]:
         return (self.connect_timeout, self.read_timeout)
+
+
+class WritesRefused(Exception):
+    """A write this process may no longer send: the lease it writes under may have expired, and a
+    member cluster cannot refuse a deposed leader's write the way the store does."""
 
 
 @dataclass(frozen=True)
@@ -322,6 +330,8 @@ class MemberClient:
                 started = time.monotonic()
                 try:
                     result = await loop.run_in_executor(self._pool, fn)
+                except WritesRefused:
+                    raise  # never sent: it says nothing of the member
                 except Exception as exc:
                     if overloaded(exc):
                         window.overloaded()
@@ -348,7 +358,10 @@ class MemberClient:
 
     def _request(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: Any = None,
                  content_type: str = "application/json", timeout: tuple[float, float] | None = None) -> Any:
-        """The member's answer, whatever its status (the client's `RESTResponse`, its body not read)."""
+        """The member's answer, whatever its status (the client's `RESTResponse`, its body not read). A
+        write is first allowed by ``options.may_write``, here in the thread, as late as it can be asked."""
+        if method != "GET" and self.options.may_write is not None and not self.options.may_write():
+            raise WritesRefused(f"{method} {path} to {self.name} not sent: this process's leadership may have lapsed")
         api = self._client()
         req = api.param_serialize(method, path, query_params=list(query or []), body=body,
                                   header_params={"Accept": "application/json", "Content-Type": content_type},

@@ -231,3 +231,22 @@ async def test_readiness_waits_for_the_informers_and_warm_runnables_and_reconcil
         await eventually(lambda: _async(manager.readiness() == {"informers": True, "warm": True}), what="ready")
         assert manager.metrics.registry.get_sample_value(
             "drods_controller_reconcile_total", {"controller": "warm", "result": "success"}) == 1
+
+
+async def test_the_elector_is_fresh_only_while_its_lease_cannot_have_expired(store: Store) -> None:
+    """What guards writes the store cannot fence (applies to members): a leader stopped past its TTL
+    finds itself stale the moment it runs again, before its keeper has heard of the loss."""
+    await store.delete_prefix("/")
+    now = [1000.0]
+    elector = LeaderElector(store, "fresh", "same-id", ttl=30, clock=lambda: now[0])
+    seen: list[bool] = []
+
+    async def lead(fence: Fence) -> None:
+        seen.append(elector.fresh())
+        now[0] += 29.0
+        seen.append(elector.fresh())
+        now[0] += 2.0  # as after a SIGSTOP longer than the TTL: no keep-alive since the grant
+        seen.append(elector.fresh())
+
+    await asyncio.wait_for(elector.run(lead), timeout=20)
+    assert seen == [True, True, False] and not elector.fresh()

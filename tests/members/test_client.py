@@ -6,6 +6,7 @@ import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from drods.members.client import (
     MemberOptions,
     MemberPool,
     MemberUnavailable,
+    WritesRefused,
     with_credentials_checked_every,
 )
 from drods.sim.harness import SimProcess
@@ -283,3 +285,26 @@ async def test_a_kind_follows_its_definition_in_the_member(members: dict[str, Me
     assert again["spec"] == {"n": 1} and "namespace" not in again["metadata"]
     assert not (await east.resource("gadgets.example.org/v1", "Gadget")).namespaced
     assert await east.delete_manifest(crd) is True
+
+
+async def test_a_write_the_leadership_no_longer_allows_is_never_sent(sims: dict[str, SimProcess]) -> None:
+    """A leader whose lease may have lapsed (paused past its TTL) reads, but sends no write: the member
+    keeps what the new leader applied, and the refusal says nothing of the member's health."""
+    allowed = [True]
+    west = MemberClient.from_kubeconfig("m-west", sims["m-west"].kubeconfig,
+                                        options=replace(FAST, may_write=lambda: allowed[0]))
+    try:
+        manifest = deployment("fenced", 1, {"cpu": "100m"})
+        await west.apply(manifest)
+        allowed[0] = False
+        stale = {**manifest, "spec": {**manifest["spec"], "replicas": 2}}
+        for write in (west.apply(stale), west.delete_manifest(manifest)):
+            with pytest.raises(WritesRefused):
+                await write
+        got = await west.get("apps/v1", "Deployment", "fenced", "default")  # reads still go
+        assert got is not None and got["spec"]["replicas"] == 1
+        assert west.state.condition == "Ready" and west.state.consecutive_failures == 0
+        allowed[0] = True
+        assert await west.delete_manifest(manifest) is True
+    finally:
+        await west.close()

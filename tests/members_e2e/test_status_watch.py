@@ -11,10 +11,12 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from drods.model.annotations import ANN_HASH
 from drods.sim.harness import SimProcess
 from tests.members_e2e.conftest import FAST, SIMS, Env, Member, deploy_path, deployment, wait_for
 from tests.server_process import ServerProcess
 
+WORKS = "/apis/multicluster.io/v1alpha1/works"
 LISTS_A_MINUTE_APART = FAST.replace("statusPollSeconds: 0.5", "statusPollSeconds: 60\nstatusResyncSeconds: 60")
 
 
@@ -63,3 +65,26 @@ def test_status_and_a_deletion_behind_our_back_arrive_through_the_watch(slow_lis
     wait_for(lambda: env.members["aws-dfw"].deployment("watched") is not None, 15,
              "the copy deleted behind DRO-DS's back applied again, long before the next list")
     wait_for(running, 15, "Running again")
+
+
+def test_a_copy_written_over_with_another_manifest_is_applied_again(slow_lists: Env) -> None:
+    """A member copy that carries another manifest than its Work's — a deposed leader's apply that was
+    already on its way, or a hand — is applied again, not recorded as held."""
+    env = slow_lists
+    env.create(deploy_path(), deployment("overwritten", 1))
+    env.placed_binding("overwritten", "overwritten", {"aws-dfw": 1})
+    apps = k8s.AppsV1Api(env.members["aws-dfw"].api)
+
+    def copy() -> k8s.V1Deployment:
+        return apps.read_namespaced_deployment("overwritten", "default")
+
+    wait_for(lambda: env.members["aws-dfw"].deployment("overwritten") is not None, 15, "the copy applied")
+    right = copy().metadata.annotations[ANN_HASH]
+    apps.patch_namespaced_deployment("overwritten", "default", {  # as an older manifest would land
+        "metadata": {"annotations": {ANN_HASH: "0123456789abcdef"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "stale:1"}]}}}})
+    wait_for(lambda: copy().metadata.annotations.get(ANN_HASH) == right, 15,
+             "the copy applied again with its Work's manifest, long before the next list",
+             what_else=lambda: [w["status"] for w in env.http.get(WORKS).json()["items"]
+                                if "overwritten" in w["metadata"]["name"]])
+    assert all(c.image != "stale:1" for c in copy().spec.template.spec.containers)
