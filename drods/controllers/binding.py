@@ -380,7 +380,10 @@ class BindingController:
                                            self.settings.applyFailureThreshold, rule)
         now = self.clock()
         counts_ready = tkind in M.REPLICA_KINDS or (rule is not None and rule.ready is not None)
-        covered = rollup.all_applied and (not counts_ready or rollup.ready_applied >= rollup.desired)
+        # scaled to zero: no copy is wanted anywhere, so none waits for another to be ready first
+        zero = active and divisible and not wanted and status.get("phase") not in (None, "", "Pending") and \
+            int(spec.get("replicas", 1) or 0) == 0
+        covered = zero or rollup.all_applied and (not counts_ready or rollup.ready_applied >= rollup.desired)
         retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered,
                                   evictions={t.fromCluster: t for t in eviction_tasks(spec)})
         failing = _script_failures(how, template) if active and template is not None else []

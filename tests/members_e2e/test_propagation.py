@@ -538,3 +538,19 @@ def test_a_dependent_deleted_or_edited_in_the_member_is_applied_again(env: Env) 
     wait_for(lambda: env.binding("dep") is None and data() is None, 10, "copies deleted")
     env.delete(deploy_path(name="dep"))
     env.delete("/api/v1/namespaces/default/configmaps/dep-cfg")
+
+
+def test_scaled_to_zero_the_copies_go_at_once(env: Env) -> None:
+    """No copy is wanted anywhere: none waits out the graceful timeout (600 s) for another to be ready."""
+    env.create(deploy_path(), deployment("zero", 2))
+    env.placed_binding("zero", "zero", {"aws-dfw": 1, "gcp-sin": 1}, replicas=2)
+    wait_for(lambda: env.copies("zero") == {"aws-dfw": 1, "gcp-sin": 1}, 10, "placed")
+    b = env.binding("zero")
+    assert b is not None
+    b["spec"]["replicas"] = 0  # as the detector writes a template scaled to 0
+    assert env.http.put(f"{BINDINGS}/zero", json=b).status_code == 200
+    env.place("zero", {})
+    wait_for(lambda: env.copies("zero") == {}, 15, "every copy gone, not kept for the graceful timeout",
+             what_else=lambda: (env.binding("zero") or {}).get("status", {}).get("clusters"))
+    env.delete(f"{BINDINGS}/zero")
+    env.delete(deploy_path(name="zero"))
