@@ -3,7 +3,8 @@
 How long a binding stays (first match wins):
 
 1. the binding's ``spec.placement.clusterTolerations`` entry that tolerates the taint
-   ``cluster.multicluster.io/not-ready:NoExecute`` — its ``tolerationSeconds`` (none = forever:
+   ``cluster.multicluster.io/not-ready:NoExecute`` (or Karmada's ``cluster.karmada.io/not-ready`` /
+   ``cluster.karmada.io/unreachable``, `drods.model.taints`) — its ``tolerationSeconds`` (none = forever:
    that binding never fails over);
 2. the cluster's annotation ``multicluster.io/toleration-seconds``;
 3. ``tolerationSeconds`` of the settings (30 s).
@@ -31,7 +32,6 @@ from typing import Any
 
 from drods.controllers.cluster_eviction import evict, release, tasked
 from drods.controllers.fleet import MemberFleet
-from drods.controllers.health import NOT_READY_TAINT
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
@@ -41,6 +41,7 @@ from drods.machinery.tasks import each_bounded, yielding
 from drods.model.annotations import failover_reason
 from drods.model.conditions import condition
 from drods.model.kinds import BINDING, CLUSTER
+from drods.model.taints import NOT_READY_TAINT, taint_key_matches
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.scheduler.plugins.taint_toleration import tolerates
 
@@ -55,7 +56,8 @@ def toleration_seconds(binding: Obj, cluster: Obj, default: float) -> float | No
         if not isinstance(t, dict):
             continue
         key, op, effect = t.get("key"), t.get("operator") or "Equal", t.get("effect")
-        key_ok = key == NOT_READY_TAINT or (op == "Exists" and not key)
+        # Karmada's cluster.karmada.io/not-ready and /unreachable name the same taint (drods.model.taints)
+        key_ok = taint_key_matches(key, NOT_READY_TAINT) if key else op == "Exists"
         if key_ok and effect in (None, "NoExecute"):
             secs = t.get("tolerationSeconds")
             return None if secs is None else float(secs)
@@ -76,16 +78,18 @@ def taint_text(taint: Obj) -> str:
 
 def taint_toleration_seconds(binding: Obj, taint: Obj) -> float | None:
     """Seconds ``binding`` stays on a cluster with the NoExecute ``taint`` (Kubernetes' taint manager,
-    Karmada's NoExecute eviction): 0 when no ``clusterTolerations`` entry tolerates it, the matching
-    entry's ``tolerationSeconds``, None (for good) when that entry has none."""
+    Karmada's NoExecute eviction): 0 when no ``clusterTolerations`` entry tolerates it, the shortest
+    ``tolerationSeconds`` of the matching entries, None (for good) when none of them has seconds —
+    Karmada's ``GetMinTolerationTime``, the rule the scheduler's TaintToleration filter applies too."""
     placement = (binding.get("spec") or {}).get("placement") or {}
     key, value = str(taint["key"]), str(taint.get("value") or "")
-    for t in placement.get("clusterTolerations") or []:
-        if isinstance(t, dict) and tolerates((t.get("key"), str(t.get("operator") or "Equal"), t.get("value"),
-                                              t.get("effect")), key, value, "NoExecute"):
-            secs = t.get("tolerationSeconds")
-            return None if secs is None else float(secs)
-    return 0.0
+    matching = [t for t in placement.get("clusterTolerations") or []
+                if isinstance(t, dict) and tolerates((t.get("key"), str(t.get("operator") or "Equal"), t.get("value"),
+                                                      t.get("effect")), key, value, "NoExecute")]
+    if not matching:
+        return 0.0
+    timed = [float(t["tolerationSeconds"]) for t in matching if t.get("tolerationSeconds") is not None]
+    return min(timed) if timed else None
 
 
 def taint_reason(cluster: str, taint: Obj, toleration_s: float) -> str:

@@ -62,6 +62,7 @@ from drods.model.conditions import condition
 from drods.model.keys import STATUS_PREFIX
 from drods.model.kinds import CLUSTER
 from drods.model.reachability import NOT_REACHABLE, Reachability
+from drods.model.taints import NOT_READY_TAINT
 from drods.model.timefmt import parse_rfc3339, rfc3339
 from drods.monitor.statusdoc import scheduler_view
 from drods.registry.patch import MERGE_PATCH
@@ -71,8 +72,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-
-NOT_READY_TAINT = "cluster.multicluster.io/not-ready"
 
 
 @dataclass

@@ -4,7 +4,8 @@ Single-valued attributes (labels, region, zone, provider, city, network identifi
 arrays per key with a vocabulary, so ``label == v`` is one vector compare and a key with 10,000
 distinct values costs one array, not 10,000 masks. Multi-valued attributes (capabilities, GPU
 models, storage tiers, taints) keep one boolean mask per distinct value, reference-counted and
-dropped with their last user. Latency to named sites is one float array per site (NaN = unknown).
+dropped with their last user; a taint also keeps when each row got it (NoExecute tolerations with
+``tolerationSeconds`` run out from then). Latency to named sites is one float array per site (NaN = unknown).
 
 Rows are the snapshot's (dense, swap-removed); every array here is allocated to its capacity and
 read through ``[:n]`` views.
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from drods.model.cluster import ClusterSpec
+from drods.model.timefmt import parse_rfc3339
 from drods.scheduler.arrays import BoolArr
 
 TOPOLOGY_FIELDS = ("region", "zone", "provider", "city", "network")
@@ -63,6 +65,9 @@ class ValueIndexes:
         # multi-valued attributes → one boolean mask per distinct value
         self.sets: dict[str, dict[str, np.ndarray]] = {f: {} for f in SET_FIELDS}
         self.taints: dict[tuple[str, str, str], np.ndarray] = {}
+        # per taint, since when each row has it (epoch seconds, NaN where it has not): its ``timeAdded``,
+        # else when this snapshot first saw it there — the failover controller's start of the episode
+        self.taint_added: dict[tuple[str, str, str], np.ndarray] = {}
         # latency (ms) from each cluster to a named site/cluster, NaN when unknown (cluster profiles)
         self.latency: dict[str, np.ndarray] = {}
         self.rows: list[RowInfo] = []
@@ -75,6 +80,7 @@ class ValueIndexes:
         self.label_codes = {k: _grown(v, cap, new, -1) for k, v in self.label_codes.items()}
         self.sets = {f: {k: _grown(v, cap, new, False) for k, v in d.items()} for f, d in self.sets.items()}
         self.taints = {k: _grown(v, cap, new, False) for k, v in self.taints.items()}
+        self.taint_added = {k: _grown(v, cap, new, np.nan) for k, v in self.taint_added.items()}
         self.latency = {k: _grown(v, cap, new, np.nan) for k, v in self.latency.items()}
         self._cap = new
 
@@ -100,8 +106,10 @@ class ValueIndexes:
                 del self.sets[f][v]
         for t in info.taints:
             self.taints[t][row] = False
+            self.taint_added[t][row] = np.nan
             if self._ref(("taint", *t), -1) == 0:
                 del self.taints[t]
+                del self.taint_added[t]
         for target in info.latency:
             self.latency[target][row] = np.nan
             if self._ref(("lat", target), -1) == 0:
@@ -109,7 +117,13 @@ class ValueIndexes:
         for f in TOPOLOGY_FIELDS:
             self.topo[f][row] = -1
 
-    def set(self, row: int, labels: Mapping[str, str], spec: ClusterSpec) -> None:
+    def taint_times(self, row: int) -> dict[tuple[str, str, str], float]:
+        """Since when ``row`` has each of its taints (kept across a spec change that keeps the taint)."""
+        return {t: float(self.taint_added[t][row]) for t in self.rows[row].taints}
+
+    def set(self, row: int, labels: Mapping[str, str], spec: ClusterSpec, *, now: float = 0.0,
+            seen: Mapping[tuple[str, str, str], float] | None = None) -> None:
+        """Index ``row``; a taint without ``timeAdded`` dates from ``seen`` (the row had it) or ``now``."""
         info = RowInfo(labels=dict(labels), spec=spec)
         for key, value in labels.items():
             codes = self.label_codes.get(key)
@@ -141,11 +155,12 @@ class ValueIndexes:
                 m[row] = True
                 self._ref(("set", f, v), 1)
                 info.sets.append((f, v))
-        self._set_taints(row, spec, info)
+        self._set_taints(row, spec, info, now, seen or {})
         self._set_latency(row, spec, info)
         self.rows[row] = info
 
-    def _set_taints(self, row: int, spec: ClusterSpec, info: RowInfo) -> None:
+    def _set_taints(self, row: int, spec: ClusterSpec, info: RowInfo, now: float,
+                    seen: Mapping[tuple[str, str, str], float]) -> None:
         for t in spec.taints:
             tk = (t.key, t.value, t.effect)
             if tk in info.taints:
@@ -154,7 +169,10 @@ class ValueIndexes:
             if m is None:
                 m = np.zeros(self._cap, dtype=bool)
                 self.taints[tk] = m
+                self.taint_added[tk] = np.full(self._cap, np.nan)
             m[row] = True
+            added = parse_rfc3339(t.timeAdded)
+            self.taint_added[tk][row] = added if added is not None else seen.get(tk, now)
             self._ref(("taint", *tk), 1)
             info.taints.append(tk)
 
@@ -185,6 +203,8 @@ class ValueIndexes:
             for t in info.taints:
                 self.taints[t][row] = True
                 self.taints[t][last] = False
+                self.taint_added[t][row] = self.taint_added[t][last]
+                self.taint_added[t][last] = np.nan
             for target in info.latency:
                 self.latency[target][row] = self.latency[target][last]
                 self.latency[target][last] = np.nan

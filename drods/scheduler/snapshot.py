@@ -32,6 +32,7 @@ on top. A pre-allocation hold (F6) raises the status value to the forecast while
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -62,8 +63,11 @@ def _derived(alloc: FloatArr, used: FloatArr, wl_offset: FloatArr,
 class Snapshot:
     """Global view of the fleet as arrays; see the module docstring for the semantics."""
 
-    def __init__(self, capacity: int = 16) -> None:
+    def __init__(self, capacity: int = 16, clock: Callable[[], float] = time.time) -> None:
         cap = max(1, capacity)
+        # when a taint without ``timeAdded`` was first seen, and whether a NoExecute toleration's
+        # ``tolerationSeconds`` ran out (TaintToleration): the only wall-clock reads of the snapshot
+        self.clock = clock
         self._cap = cap
         self.n = 0
         self.index: dict[str, int] = {}
@@ -250,6 +254,7 @@ class Snapshot:
         labels = labels or {}
         row = self.index.get(name)
         topology_changed = True
+        seen: dict[tuple[str, str, str], float] = {}
         if row is None:
             if self.n == self._cap:
                 self._grow()
@@ -262,9 +267,10 @@ class Snapshot:
         else:
             topology_changed = self.indexes.changed(row, labels, spec)
             if topology_changed:
+                seen = self.indexes.taint_times(row)  # a taint that stays keeps its first-seen time
                 self.indexes.clear(row)
         if topology_changed:
-            self.indexes.set(row, labels, spec)
+            self.indexes.set(row, labels, spec, now=self.clock() if spec.taints else 0.0, seen=seen)
             self.offers.set_spec(row, spec)
         self.unschedulable[row] = spec.unschedulable
         self.limit[row] = spec.waterLevelLimit if spec.waterLevelLimit is not None else 1.0

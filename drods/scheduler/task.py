@@ -148,6 +148,8 @@ class TaskInfo:
     capabilities: tuple[str, ...]
     targets: tuple[str, ...]
     tolerations: tuple[tuple[str | None, str, str | None, str | None], ...]
+    # each toleration's ``tolerationSeconds`` (None: for good), in ``tolerations`` order
+    toleration_seconds: tuple[float | None, ...]
     affinity_terms: tuple[AffinityKey | None, ...]
     shorthand: tuple[tuple[str, tuple[str, ...]], ...]
     spread: tuple[SpreadConstraint, ...]
@@ -269,6 +271,8 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         capabilities=tuple(spec.capabilities),
         targets=tuple(spec.targetClusters),
         tolerations=tuple((t.key, t.operator, t.value, t.effect) for t in pl.clusterTolerations),
+        toleration_seconds=tuple(None if t.tolerationSeconds is None else float(t.tolerationSeconds)
+                                 for t in pl.clusterTolerations),
         affinity_terms=terms,
         shorthand=shorthand,
         spread=tuple(pl.spreadConstraints),

@@ -190,7 +190,7 @@ def only_restricts(old: ClusterSpec, new: ClusterSpec) -> bool:
 class SchedulerCache:
     def __init__(self, *, clock: Callable[[], float] = time.time, status_max_age: float = 180.0,
                  assume_ttl: float = 60.0) -> None:
-        self.snap = Snapshot(capacity=64)
+        self.snap = Snapshot(capacity=64, clock=clock)
         self.clock = clock
         self.status_max_age = status_max_age
         self.assume_ttl = assume_ttl

@@ -6,7 +6,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from drods.controllers.failover import EVICTIONS_IN_FLIGHT, Failover
+from drods.controllers.failover import EVICTIONS_IN_FLIGHT, Failover, taint_toleration_seconds
 from drods.controllers.settings import MemberSettings
 from drods.errors import Conflict
 from drods.model.annotations import FAILED_OVER_FROM
@@ -93,6 +93,43 @@ async def test_a_no_execute_taint_evicts_what_does_not_tolerate_it() -> None:
     tainted["spec"] = {"taints": []}  # removed: the episode is over
     assert failover.observe(CLUSTER.key("c1"), None, tainted)
     assert await failover.tick() == [] and failover.triggered == {}
+
+
+async def test_karmadas_never_fail_over_tolerations_keep_a_binding_on_a_not_ready_cluster() -> None:
+    """Karmada's idiom: tolerate ``cluster.karmada.io/not-ready`` and ``/unreachable`` (NoExecute, no
+    seconds) and the binding never fails over; DRO-DS's not-ready taint is the same condition."""
+    now = [100.0]
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0)})
+    never, limited = binding("never"), binding("limited")
+    never["spec"] = {"placement": {"clusterTolerations": [
+        {"key": "cluster.karmada.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "cluster.karmada.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]}}
+    limited["spec"] = {"placement": {"clusterTolerations": [
+        {"key": "cluster.karmada.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 120}]}}
+    bindings = SimpleNamespace(cache={BINDING.key(b["metadata"]["name"]): b
+                                      for b in (binding("plain"), never, limited)})
+    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"plain", "never", "limited"}})
+    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Asked(), clock=lambda: now[0])  # type: ignore[arg-type]
+    assert await failover.tick() == ["plain"]
+    now[0] = 131.0  # the Karmada key's 120 s count, not the default 30 s
+    assert await failover.tick() == ["limited"]
+    now[0] = 10_000.0
+    assert await failover.tick() == []
+
+
+def test_the_shortest_matching_toleration_seconds_count_for_a_no_execute_taint() -> None:
+    """Karmada's GetMinTolerationTime (the scheduler's filter uses the same rule): a matching toleration
+    without seconds does not extend one with seconds."""
+    taint = {"key": "maintenance", "effect": "NoExecute"}
+    both = {"spec": {"placement": {"clusterTolerations": [
+        {"key": "maintenance", "operator": "Exists"},
+        {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 25},
+        {"key": "maintenance", "operator": "Exists", "tolerationSeconds": 40}]}}}
+    assert taint_toleration_seconds(both, taint) == 25
+    forever = {"spec": {"placement": {"clusterTolerations": [{"key": "maintenance", "operator": "Exists"}]}}}
+    assert taint_toleration_seconds(forever, taint) is None
+    assert taint_toleration_seconds({"spec": {}}, taint) == 0
 
 
 class CountedReads(dict[str, Any]):

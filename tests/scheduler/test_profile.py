@@ -42,7 +42,8 @@ def test_load_yaml_profile(tmp_path: Path) -> None:
     assert prof.name == "latency-first"
     assert [f.name for f in prof.filters] == ["Readiness", "ResourceFit", "WaterLevelLimit"]
     assert [(s.name, w) for s, w in prof.scores] == [("LeastWaterLevel", 2.0), ("NetworkLocality", 1.0)]
-    assert len(prof.estimators) == 2
+    # Readiness too: a cordoned cluster the workload runs on keeps its replicas and fits no more
+    assert len(prof.estimators) == 3
     assert prof.adjuster.config.pack_below == 0.2
     assert prof.adjuster.adjust(0.0).weights["LeastWaterLevel"] == 0.5
     assert prof.adjuster.adjust(1.0, surge=1.0).weights["NetworkLocality"] == 5.0

@@ -2,68 +2,138 @@
 
 Per distinct toleration set the combined "untolerated" mask is computed once per topology version,
 so the cost per task does not grow with the number of distinct taints in the fleet.
+
+A cluster the workload already runs on passes an untolerated NoSchedule taint, as in Karmada
+(``TargetContains`` in its TaintToleration filter): NoSchedule keeps new placements off, it moves
+nothing. Such a cluster keeps the replicas it has and gets no more (``max_replicas`` is 0 there; a
+Duplicated copy follows the workload's count). An untolerated NoExecute taint drops it, and so does
+a NoExecute toleration with ``tolerationSeconds`` once ``timeAdded + tolerationSeconds`` has passed
+(``snap.clock``): else the failover controller's eviction would be placed straight back.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from drods.scheduler.arrays import BoolArr
+from drods.model.taints import taint_key_matches
+from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, distinct
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
 Toleration = tuple[str | None, str, str | None, str | None]
+_NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
 
 
 def tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:
+    """Kubernetes' ToleratesTaint, with Karmada's not-ready / unreachable keys as DRO-DS's (``model.taints``)."""
     tkey, op, tval, teffect = tol
     if teffect is not None and teffect != effect:
         return False
     if tkey is None or tkey == "":
         return op == "Exists"
-    if tkey != key:
+    if not taint_key_matches(tkey, key):
         return False
     return op == "Exists" or (tval or "") == value
 
 
-def _fmt(t: tuple[str, str, str]) -> str:
+def _text(t: tuple[str, str, str]) -> str:
     k, v, e = t
-    return f"untolerated taint {k}={v}:{e}" if v else f"untolerated taint {k}:{e}"
+    return f"{k}={v}:{e}" if v else f"{k}:{e}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdicts:
+    """What one toleration set makes of the fleet's taints (cached per topology version)."""
+
+    which: IntArr  # per row: its first untolerated taint (NoExecute first) into ``reasons``; -1 none
+    evicts: BoolArr  # per reason: a NoExecute taint (a current cluster is not kept)
+    reasons: list[str]
+    expires: FloatArr | None  # per row: when a NoExecute toleration with seconds runs out (inf never)
+    expiring: IntArr  # per row: which of ``expired`` runs out first
+    expired: list[str]
 
 
 class TaintToleration(PluginBase):
     name = "TaintToleration"
 
-    def _index(self, task: TaskInfo, snap: Snapshot) -> tuple[BoolArr, np.ndarray, list[str]]:
-        ck = ("taints", task.tolerations)
+    def _verdicts(self, task: TaskInfo, snap: Snapshot) -> _Verdicts:
+        ck = ("taints", task.tolerations, task.toleration_seconds)
         hit = snap.cache.get(ck)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
         n = snap.n
-        which = np.full(n, -1, dtype=np.int32)
+        idx = snap.indexes
+        which = np.full(n, -1, dtype=np.intp)
         reasons: list[str] = []
-        for t, m in snap.indexes.taints.items():
+        evicts: list[bool] = []
+        expires: FloatArr | None = None
+        expiring = np.full(n, -1, dtype=np.intp)
+        expired: list[str] = []
+        tols = tuple(zip(task.tolerations, task.toleration_seconds or (None,) * len(task.tolerations), strict=True))
+        # NoExecute first: a cluster with both kinds untolerated is explained (and dropped) by the evicting one
+        for t, m in sorted(idx.taints.items(), key=lambda kv: kv[0][2] != "NoExecute"):
             if t[2] not in ("NoSchedule", "NoExecute"):
                 continue
-            if any(tolerates(tol, *t) for tol in task.tolerations):
+            secs = [s for tol, s in tols if tolerates(tol, *t)]
+            if not secs:
+                sel = m[:n] & (which < 0)
+                if sel.any():
+                    which[sel] = len(reasons)
+                    reasons.append(f"untolerated taint {_text(t)}")
+                    evicts.append(t[2] == "NoExecute")
                 continue
-            sel = m[:n] & (which < 0)
+            timed = [s for s in secs if s is not None]
+            if t[2] != "NoExecute" or not timed:
+                continue  # tolerated for good
+            limit = min(timed)  # Karmada's GetMinTolerationTime: the earliest trigger time of those with seconds
+            until = idx.taint_added[t][:n] + limit
+            if expires is None:
+                expires = np.full(n, np.inf)
+            sel = m[:n] & (until < expires)
             if sel.any():
-                which[sel] = len(reasons)
-                reasons.append(_fmt(t))
-        res = (which >= 0, which, reasons)
+                expires[sel] = until[sel]
+                expiring[sel] = len(expired)
+                expired.append(f"toleration of taint {_text(t)} ran out ({limit:g}s)")
+        res = _Verdicts(which, np.asarray(evicts, dtype=bool), reasons, expires, expiring, expired)
         snap.cache[ck] = res
         return res
+
+    @staticmethod
+    def _held(task: TaskInfo, v: _Verdicts) -> IntArr:
+        """Current clusters whose only untolerated taints are NoSchedule: they keep their replicas."""
+        cur = task.current_rows
+        if task.rebalance or not cur.size or not v.reasons:
+            return _NO_ROWS
+        w = v.which[cur]
+        return cur[(w >= 0) & ~v.evicts[np.maximum(w, 0)]]  # type: ignore[no-any-return]
 
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
         if not snap.indexes.taints:
             return mask, []
-        bad, which, reasons = self._index(task, snap)
-        drop = mask & bad
-        if not drop.any():
-            return mask, []
-        rows = drop.nonzero()[0]
-        codes = which[rows]
-        out = [Rejection(reasons[c], rows[codes == c], self.name) for c in distinct(codes)]
-        return mask & ~bad, out
+        v = self._verdicts(task, snap)
+        out: list[Rejection] = []
+        drop = mask & (v.which >= 0)
+        if drop.any():
+            drop[self._held(task, v)] = False
+            rows = drop.nonzero()[0]
+            codes = v.which[rows]
+            out = [Rejection(v.reasons[c], rows[codes == c], self.name) for c in distinct(codes)]
+            mask = mask & ~drop
+        if v.expires is not None:
+            late = mask & (v.expires <= snap.clock())
+            if late.any():
+                rows = late.nonzero()[0]
+                codes = v.expiring[rows]
+                out += [Rejection(v.expired[c], rows[codes == c], self.name) for c in distinct(codes)]
+                mask = mask & ~late
+        return mask, out
+
+    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
+        """No more replicas on a kept NoSchedule-tainted cluster (it holds what it has)."""
+        room = np.full(snap.n, np.inf)
+        if snap.indexes.taints and task.division != "Duplicated":
+            room[self._held(task, self._verdicts(task, snap))] = 0.0
+        return room

@@ -1,0 +1,189 @@
+"""Cordon, NoSchedule, NoExecute and tolerationSeconds on clusters a workload already runs on.
+
+Karmada's TaintToleration filter passes a cluster the binding is already scheduled on: NoSchedule
+(and DRO-DS's cordon) keeps new placements off and moves nothing; NoExecute evicts, and a
+toleration with ``tolerationSeconds`` stops tolerating at ``timeAdded + tolerationSeconds``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from drods.model.binding import TargetCluster
+from drods.model.cluster import Taint
+from drods.model.placement import (
+    ClusterAffinity,
+    Placement,
+    ReplicaScheduling,
+    StaticClusterWeight,
+    Toleration,
+    WeightPreference,
+)
+from drods.scheduler import Scheduler, Snapshot, Task
+from tests.scheduler.conftest import add, task
+
+FOUR = ("m1", "m2", "m3", "m4")
+T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+T0_TEXT = "2023-11-14T22:13:20Z"
+
+
+def _on(placement: dict[str, int]) -> list[TargetCluster]:
+    return [TargetCluster(cluster=c, replicas=n) for c, n in placement.items()]
+
+
+def _static() -> Placement:
+    return Placement(replicaScheduling=ReplicaScheduling(weightPreference=WeightPreference(staticWeightList=[
+        StaticClusterWeight(targetCluster=ClusterAffinity(clusterNames=[c]), weight=1) for c in FOUR])))
+
+
+def _duplicated() -> Placement:
+    return Placement(replicaScheduling=ReplicaScheduling(replicaSchedulingType="Duplicated"))
+
+
+def _fleet(snap: Snapshot, **m1: Any) -> None:
+    for c in FOUR:
+        add(snap, c, **(m1 if c == "m1" else {}))
+
+
+HOLDS = [pytest.param({"unschedulable": True}, id="cordoned"),
+         pytest.param({"taints": [Taint(key="dedicated", value="ml", effect="NoSchedule")]}, id="NoSchedule")]
+
+
+@pytest.mark.parametrize("m1", HOLDS)
+@pytest.mark.parametrize("placement", [pytest.param(Placement(), id="dynamic"),
+                                       pytest.param(_static(), id="static")])
+def test_a_held_cluster_keeps_its_replicas_on_scale_up_and_takes_none(
+        snap: Snapshot, sched: Scheduler, m1: dict[str, Any], placement: Placement) -> None:
+    _fleet(snap, **m1)
+    before = dict.fromkeys(FOUR, 3)
+    r = sched.schedule(Task(task(replicas=16, placement=placement), name="dyn", current=_on(before)), snap)
+    got = r.placement_dict()
+    assert got["m1"] == 3  # kept, no more
+    assert sum(got.values()) == 16
+    assert all(got[c] >= 3 for c in FOUR[1:])  # a scale-up only adds
+
+
+@pytest.mark.parametrize("m1", HOLDS)
+def test_a_held_cluster_may_give_replicas_back_on_scale_down(
+        snap: Snapshot, sched: Scheduler, m1: dict[str, Any]) -> None:
+    _fleet(snap, **m1)
+    r = sched.schedule(Task(task(replicas=4, placement=_static()), name="dyn",
+                            current=_on(dict.fromkeys(FOUR, 3))), snap)
+    assert r.placement_dict() == dict.fromkeys(FOUR, 1)  # equal weights: the held cluster too
+
+
+@pytest.mark.parametrize("m1", HOLDS)
+def test_a_held_cluster_keeps_a_duplicated_copy(snap: Snapshot, sched: Scheduler, m1: dict[str, Any]) -> None:
+    _fleet(snap, **m1)
+    r = sched.schedule(Task(task(replicas=5, placement=_duplicated()), name="dup",
+                            current=_on(dict.fromkeys(FOUR, 3))), snap)
+    assert r.placement_dict() == dict.fromkeys(FOUR, 5)
+    fresh = sched.schedule(Task(task(replicas=5, placement=_duplicated()), name="new"), snap)
+    assert "m1" not in fresh.placement_dict()  # no new copy there
+
+
+@pytest.mark.parametrize("m1", HOLDS)
+def test_a_held_cluster_gets_no_new_workload_nor_a_rebalanced_one(
+        snap: Snapshot, sched: Scheduler, m1: dict[str, Any]) -> None:
+    _fleet(snap, **m1)
+    fresh = sched.schedule(Task(task(replicas=8), name="new", current=_on({"m2": 2})), snap)
+    assert "m1" not in fresh.placement_dict()
+    assert "m1" in fresh.reasons
+    again = sched.schedule(Task(task(replicas=12), name="dyn", current=_on(dict.fromkeys(FOUR, 3)),
+                                rebalance=True), snap)
+    assert "m1" not in again.placement_dict()
+
+
+@pytest.mark.parametrize("m1", [
+    pytest.param({"taints": [Taint(key="failing", effect="NoExecute")]}, id="NoExecute"),
+    pytest.param({"ready": False}, id="NotReady"),
+    pytest.param({"unschedulable": True, "taints": [Taint(key="failing", effect="NoExecute")]},
+                 id="cordoned+NoExecute"),
+    pytest.param({"taints": [Taint(key="dedicated", effect="NoSchedule"), Taint(key="failing", effect="NoExecute")]},
+                 id="NoSchedule+NoExecute"),
+])
+def test_an_evicting_cluster_is_not_kept(snap: Snapshot, sched: Scheduler, m1: dict[str, Any]) -> None:
+    _fleet(snap, **m1)
+    r = sched.schedule(Task(task(replicas=12), name="dyn", current=_on(dict.fromkeys(FOUR, 3))), snap)
+    assert "m1" not in r.placement_dict()
+    assert sum(r.placement_dict().values()) == 12
+
+
+def test_a_cordoned_cluster_the_affinity_no_longer_selects_is_not_kept(snap: Snapshot, sched: Scheduler) -> None:
+    _fleet(snap, unschedulable=True)
+    pl = Placement(clusterAffinity=ClusterAffinity(clusterNames=list(FOUR[1:])))
+    r = sched.schedule(Task(task(replicas=12, placement=pl), name="dyn", current=_on(dict.fromkeys(FOUR, 3))), snap)
+    assert "m1" not in r.placement_dict()
+
+
+def _clocked(now: list[float]) -> Snapshot:
+    return Snapshot(clock=lambda: now[0])
+
+
+def _tolerating(seconds: int | None, key: str = "failing") -> Placement:
+    return Placement(clusterTolerations=[Toleration(key=key, operator="Exists", effect="NoExecute",
+                                                    tolerationSeconds=seconds)])
+
+
+def test_toleration_seconds_run_out_from_time_added(sched: Scheduler) -> None:
+    now = [T0 + 10]
+    snap = _clocked(now)
+    _fleet(snap, taints=[Taint(key="failing", effect="NoExecute", timeAdded=T0_TEXT)])
+    current = _on(dict.fromkeys(FOUR, 3))
+    r = sched.schedule(Task(task(replicas=12, placement=_tolerating(25)), name="w", current=current), snap)
+    assert r.placement_dict()["m1"] == 3  # still tolerated
+    now[0] = T0 + 25
+    r = sched.schedule(Task(task(replicas=12, placement=_tolerating(25)), name="w", current=current,
+                            rebalance=True), snap)
+    assert "m1" not in r.placement_dict()  # the eviction is not placed straight back
+    assert r.reasons["m1"] == "toleration of taint failing:NoExecute ran out (25s)"
+    forever = sched.schedule(Task(task(replicas=12, placement=_tolerating(None)), name="w", current=current), snap)
+    assert forever.placement_dict()["m1"] == 3
+
+
+def test_toleration_seconds_count_from_first_seen_without_time_added(sched: Scheduler) -> None:
+    now = [T0]
+    snap = _clocked(now)
+    _fleet(snap, taints=[Taint(key="failing", effect="NoExecute")])
+    now[0] = T0 + 20  # a spec change that keeps the taint keeps when it was first seen
+    add(snap, "m1", labels={"changed": "yes"}, taints=[Taint(key="failing", effect="NoExecute")])
+    pl = _tolerating(25)
+    assert "m1" not in sched.schedule(Task(task(replicas=4, placement=pl), name="w"), snap).reasons
+    now[0] = T0 + 30
+    assert sched.schedule(Task(task(replicas=4, placement=pl), name="w"), snap).reasons == {
+        "m1": "toleration of taint failing:NoExecute ran out (25s)"}
+
+
+def test_the_shortest_toleration_with_seconds_wins(sched: Scheduler) -> None:
+    """Karmada's GetMinTolerationTime: tolerations without seconds do not extend one with seconds."""
+    now = [T0 + 30]
+    snap = _clocked(now)
+    _fleet(snap, taints=[Taint(key="failing", effect="NoExecute", timeAdded=T0_TEXT)])
+    pl = Placement(clusterTolerations=[Toleration(key="failing", operator="Exists"),
+                                       Toleration(operator="Exists", effect="NoExecute", tolerationSeconds=25)])
+    r = sched.schedule(Task(task(replicas=4, placement=pl), name="w"), snap)
+    assert "m1" in r.reasons
+
+
+@pytest.mark.parametrize("key", ["cluster.karmada.io/not-ready", "cluster.karmada.io/unreachable"])
+def test_karmada_not_ready_keys_tolerate_the_drods_taint(sched: Scheduler, key: str) -> None:
+    snap = Snapshot()
+    _fleet(snap, taints=[Taint(key="cluster.multicluster.io/not-ready", effect="NoExecute")])
+    r = sched.schedule(Task(task(replicas=4, placement=_tolerating(None, key)), name="w"), snap)
+    assert "m1" not in r.reasons
+    r = sched.schedule(Task(task(replicas=4), name="w"), snap)
+    assert "m1" in r.reasons
+
+
+def test_the_drods_key_tolerates_karmadas_taint(sched: Scheduler) -> None:
+    snap = Snapshot()
+    _fleet(snap, taints=[Taint(key="cluster.karmada.io/unreachable", effect="NoExecute")])
+    r = sched.schedule(Task(task(replicas=4, placement=_tolerating(None, "cluster.multicluster.io/not-ready")),
+                            name="w"), snap)
+    assert "m1" not in r.reasons
+    # Karmada's own two keys stay apart
+    r = sched.schedule(Task(task(replicas=4, placement=_tolerating(None, "cluster.karmada.io/not-ready")),
+                            name="w"), snap)
+    assert "m1" in r.reasons
