@@ -13,6 +13,7 @@ API + monitoring ingest   every replica            —
 monitoring maintenance    every replica            — (idempotent)
 scheduler                 every replica (warm)     ``scheduler`` (decisions, fenced)
 resource detector         leader                   ``resource-detector``
+namespace controller      leader                   ``namespace-controller`` (with the detector)
 member controllers        leader                   ``member-controllers``
 search cache (Karmada)    every API replica        ``search-cache`` (its registries' status)
 monitoring collectors     leader                   ``monitor-collectors``
@@ -53,6 +54,8 @@ from drods.controllers.detector import ResourceDetector
 from drods.controllers.fleet import MemberInformers
 from drods.controllers.manager import LEASE as MEMBERS_LEASE
 from drods.controllers.manager import MemberControllers
+from drods.controllers.namespaces import LEASE as NAMESPACES_LEASE
+from drods.controllers.namespaces import NamespaceController
 from drods.controllers.rescheduler import Rescheduler, trigger
 from drods.controllers.search import LEASE as SEARCH_LEASE
 from drods.controllers.search import SearchCacheController, SearchStatusTerm
@@ -250,6 +253,10 @@ def assemble(store: Store, data_dir: Path, components: Iterable[Component] = SER
         workers = (s.members or MemberSettings()).detectorWorkers
         manager.add_leader("resource-detector", lambda lead: ResourceDetector(
             lead.registry, **informers, catalog=ctx.catalog, interpreter=interpreter, workers=workers))
+        # a deleted namespace's templates go, so the detector's Bindings and the members' copies go
+        namespace_informers = NamespaceController.informers(manager)
+        manager.add_leader(NAMESPACES_LEASE, lambda lead: NamespaceController(
+            lead.registry, **namespace_informers, catalog=ctx.catalog))
     if Component.API in chosen:
         _search_cache(plane, s)
     if monitor is not None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from drods.errors import (
     ApiError,
     Conflict,
+    Forbidden,
     Invalid,
     NotFound,
     already_exists,
@@ -34,6 +35,7 @@ from drods.model import jsondoc
 from drods.model.binding import without_reasons
 from drods.model.kinds import SECRET, Kind
 from drods.model.meta import ObjectMeta, check_name
+from drods.model.namespaces import FINALIZE, IMMORTAL, NAMESPACE, defaulted, finalized, kept_on_update, marked
 from drods.model.secret_data import normalised_secret
 from drods.model.selector import LabelSelector
 from drods.model.timefmt import now_rfc3339
@@ -239,7 +241,11 @@ class ObjectRegistry:
         """``dry_run``: everything a create does (validation, defaulting, the name check) but the write."""
         obj = self.validate(kind, obj, namespace=namespace)
         await self._admit(kind, obj)
+        if kind is NAMESPACE:
+            obj = defaulted(obj)
         meta = obj["metadata"]
+        if kind.namespaced:
+            await self._refuse_terminating({meta["namespace"]})
         for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
             meta.pop(f, None)
         meta["uid"] = str(uuid.uuid4())
@@ -351,7 +357,11 @@ class ObjectRegistry:
         self, kind: Kind, name: str, namespace: str | None = None, *, resource_version: str | None = None,
         dry_run: bool = False,
     ) -> tuple[Obj, bool]:
-        """Returns (object, gone). With finalizers the object is only marked for deletion."""
+        """Returns (object, gone). With finalizers the object is only marked for deletion (a Namespace
+        while its ``spec.finalizers`` hold it too: it turns Terminating, `drods.model.namespaces`)."""
+        if kind is NAMESPACE and name in IMMORTAL:
+            raise Forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                            {"name": name, "kind": "namespaces"})
         key = kind.key(name, self._ns(kind, namespace))
 
         async def attempt(_: int) -> tuple[Obj, bool]:
@@ -363,17 +373,15 @@ class ObjectRegistry:
             current: Obj = jsondoc.loads(kv.value)
             meta = current["metadata"]
             if dry_run:
-                return self.decode(kind, kv, reveal=False), not meta.get("finalizers")
+                return self.decode(kind, kv, reveal=False), not _held(kind, current)
             try:
-                if meta.get("finalizers"):
+                if _held(kind, current):
                     if meta.get("deletionTimestamp"):
                         return self.decode(kind, kv, reveal=False), False
-                    marked = copy.deepcopy(current)
-                    marked["metadata"]["deletionTimestamp"] = now_rfc3339()
-                    marked["metadata"]["deletionGracePeriodSeconds"] = 0
-                    rev = await self.store.put(key, _encode(marked), expect_revision=kv.mod_revision)
-                    await changes.note(kind, "delete", name, meta.get("namespace"), current, marked)
-                    return self._result(kind, marked, rev), False
+                    stamped = _marked(kind, current)
+                    rev = await self.store.put(key, _encode(stamped), expect_revision=kv.mod_revision)
+                    await changes.note(kind, "delete", name, meta.get("namespace"), current, stamped)
+                    return self._result(kind, stamped, rev), False
                 await self.store.delete(key, expect_revision=kv.mod_revision)
                 await changes.note(kind, "delete", name, meta.get("namespace"), current, None)
                 return self.decode(kind, kv, reveal=False), True
@@ -397,11 +405,10 @@ class ObjectRegistry:
             fins = current["metadata"].get("finalizers", [])
             if finalizer not in fins:
                 return
-            fins = [f for f in fins if f != finalizer]
-            if not fins and current["metadata"].get("deletionTimestamp"):
+            current["metadata"]["finalizers"] = [f for f in fins if f != finalizer]
+            if _finalized(kind, current) and current["metadata"].get("deletionTimestamp"):
                 await self.store.delete(key, expect_revision=kv.mod_revision)
             else:
-                current["metadata"]["finalizers"] = fins
                 await self.store.put(key, _encode(current), expect_revision=kv.mod_revision)
 
         await read_modify_write(attempt, exhausted=lambda: conflict(kind.kind, name, None))
@@ -469,6 +476,8 @@ class ObjectRegistry:
             validated.append((kind, obj, key))
         unknown = [key for _, _, key in validated if key not in known and key not in absent]
         read = dict(zip(unknown, await asyncio.gather(*(self.store.get(key) for key in unknown)), strict=True))
+        await self._refuse_terminating({obj["metadata"]["namespace"] for kind, obj, key in validated
+                                        if kind.namespaced and key not in known and read.get(key) is None})
         plans: builtins.list[_Upsert] = []
         before: dict[str, Obj] = {}
         for kind, obj, key in validated:
@@ -480,6 +489,8 @@ class ObjectRegistry:
                 continue
             kv = read.get(key)
             if kv is None:
+                if kind is NAMESPACE:
+                    obj = defaulted(obj)
                 meta = obj["metadata"]
                 for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
                     meta.pop(f, None)
@@ -555,6 +566,17 @@ class ObjectRegistry:
             return None
         return namespace or "default"
 
+    async def _refuse_terminating(self, namespaces: Collection[str]) -> None:
+        """Nothing new goes into a Terminating namespace: the namespace controller is deleting what
+        it holds, and a newcomer would outlive it (kube-apiserver's NamespaceLifecycle admission).
+        A namespace that does not exist is no refusal here (objects may precede their namespace)."""
+        asked = sorted(set(namespaces) - IMMORTAL)  # those are never deleted
+        found = await asyncio.gather(*(self.store.get(NAMESPACE.key(ns)) for ns in asked))
+        for ns, kv in zip(asked, found, strict=True):
+            if kv is not None and jsondoc.loads(kv.value).get("metadata", {}).get("deletionTimestamp"):
+                raise Forbidden(f"unable to create new content in namespace {ns} because it is being terminated",
+                                {"name": ns, "kind": "namespaces"})
+
     def _carry_over(self, kind: Kind, current: Obj, incoming: Obj, subresource: str | None) -> Obj:
         """Keep server-owned fields; the status subresource changes only status, the main one only the rest."""
         meta, cur_meta = incoming["metadata"], current["metadata"]
@@ -568,6 +590,13 @@ class ObjectRegistry:
             out = copy.deepcopy(current)
             out["status"] = incoming.get("status", {})
             return out
+        if kind is NAMESPACE:
+            if subresource == FINALIZE:  # spec.finalizers, and nothing else
+                out = copy.deepcopy(current)
+                out["spec"] = {**(current.get("spec") or {}),
+                               "finalizers": (incoming.get("spec") or {}).get("finalizers") or []}
+                return out
+            incoming = kept_on_update(current, incoming)
         status_apart = kind.custom.status_subresource if kind.custom is not None else True
         if status_apart and (kind.spec_model is not None or "status" in current):
             incoming["status"] = current.get("status", {})
@@ -596,7 +625,7 @@ class ObjectRegistry:
             raise conflict(kind.kind, name, str(e.current.mod_revision) if e.current else None) from e
         await changes.note(kind, "update", name, new["metadata"].get("namespace"), current, new)
         # A deleted object whose last finalizer was removed by this write goes away now.
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        if new["metadata"].get("deletionTimestamp") and _finalized(kind, new):
             with contextlib.suppress(CasFailed):
                 await self.store.delete(key, expect_revision=rev)
         return self._result(kind, new, rev)
@@ -651,6 +680,29 @@ def decode_binding_kept(kv: KeyValue) -> Obj | None:
     if obj is not None and isinstance(status, dict) and (kept := without_reasons(status)) is not None:
         obj["status"] = kept
     return obj
+
+
+def _finalized(kind: Kind, obj: Obj) -> bool:
+    """No finalizer holds ``obj`` once deleted: for a Namespace, ``spec.finalizers`` count too."""
+    return finalized(obj) if kind is NAMESPACE else not obj["metadata"].get("finalizers")
+
+
+def _held(kind: Kind, obj: Obj) -> bool:
+    """A delete of ``obj`` only marks it. A Namespace is always held on its first delete: every one
+    carries the ``kubernetes`` finalizer until it is emptied (one stored before that rule gets it then)."""
+    if kind is NAMESPACE and not obj["metadata"].get("deletionTimestamp"):
+        return True
+    return not _finalized(kind, obj)
+
+
+def _marked(kind: Kind, obj: Obj) -> Obj:
+    """``obj`` as a delete that finalizers hold leaves it."""
+    if kind is NAMESPACE:
+        return marked(obj, now_rfc3339())
+    out = copy.deepcopy(obj)
+    out["metadata"]["deletionTimestamp"] = now_rfc3339()
+    out["metadata"]["deletionGracePeriodSeconds"] = 0
+    return out
 
 
 def _content(obj: Obj) -> Any:

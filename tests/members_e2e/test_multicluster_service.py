@@ -112,7 +112,7 @@ def test_a_consumer_receives_the_service_and_the_providers_endpoints(env: Env, k
     kubectl.run("delete", "-f", "-", input=EXPOSE)
     wait_for(lambda: not slices(env, "gcp-sin") and service(env, "gcp-sin") is None, 60,
              "the Service and the imported EndpointSlice gone from gcp-sin")
-    kubectl.run("delete", "-f", "-", "--wait=false", input=SHOP)
+    kubectl.run("delete", "-f", "-", "--wait=false", "--ignore-not-found", input=SHOP)
 
 
 FRONT = """
@@ -211,7 +211,7 @@ def test_a_multicluster_ingress_goes_where_its_backends_run_and_reports_their_lo
              "the remedy actions cleared")
     wait_for(lambda: ingress(env, "azure-lhr"), 60, "the Ingress back on azure-lhr")
 
-    kubectl.run("delete", "-f", "-", "--wait=false", input=FRONT)
+    kubectl.run("delete", "-f", "-", "--wait=false", "--ignore-not-found", input=FRONT)
     wait_for(lambda: ingress(env, "azure-lhr") is None, 60, "the Ingress gone from azure-lhr")
 
 

@@ -34,6 +34,7 @@ from drods.api.table import to_table, wants_table
 from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, Invalid, NotFound, not_found
 from drods.model import jsondoc
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
+from drods.model.namespaces import NAMESPACE
 from drods.model.selector import LabelSelector, parse_selector
 from drods.registry.catalog import established
 from drods.registry.patch import STRATEGIC_MERGE_PATCH, sets_resource_version
@@ -268,7 +269,8 @@ async def delete(ctx: ApiContext, request: Request, kind: Kind, name: str, names
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
             "details": {"name": name, "group": kind.group, "kind": kind.plural, "uid": obj["metadata"].get("uid")},
         })
-    return JSONResponse(obj, status_code=202)
+    # a Namespace answers 200 with itself, Terminating (as kube-apiserver does): its deletion has begun
+    return JSONResponse(obj, status_code=200 if kind is NAMESPACE else 202)
 
 
 async def dispatch(request: Request, principal: Principal, kind: Kind, namespace: str | None,

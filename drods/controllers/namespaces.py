@@ -1,0 +1,104 @@
+"""The namespace controller: a deleted Namespace takes everything stored in it along (kube-controller-manager's).
+
+Deleting a Namespace only marks it Terminating (`drods.model.namespaces`): the registry refuses new
+content in it from then on, and this controller deletes what it holds — every namespaced kind the
+process's `KindCatalog` knows, built-in and custom — then removes the ``kubernetes`` finalizer, and
+the Namespace goes. An object held by finalizers of its own is only marked by that delete and waited
+for: the namespace is looked at again every `RECHECK_SECONDS` until nothing is left. Deleting the
+templates is all it takes for the members: the detector deletes their Bindings, whose finalizers
+remove the copies.
+
+Single-active (lease ``namespace-controller``); level-triggered: a pass over a namespace deletes what
+is left and is safe to repeat, so a new leader simply goes over every Terminating namespace again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+from drods.errors import Conflict, NotFound
+from drods.machinery.controller import Controller
+from drods.machinery.informer import Informer, subscribed, wait_synced
+from drods.machinery.manager import Manager
+from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind
+from drods.model.namespaces import FINALIZE, FINALIZER, NAMESPACE, spec_finalizers, terminating, without_finalizer
+from drods.registry.catalog import KindCatalog
+from drods.registry.objects import ObjectRegistry, decode_stored
+
+log = logging.getLogger(__name__)
+
+LEASE = "namespace-controller"
+RECHECK_SECONDS = 1.0  # while objects held by their own finalizers remain (their controllers are at work)
+
+
+class NamespaceController:
+    """Empties a Terminating namespace, then lets it go (see the module docstring)."""
+
+    def __init__(self, registry: ObjectRegistry, *, namespaces: Informer, definitions: Informer,
+                 catalog: KindCatalog, workers: int = 2) -> None:
+        self.registry = registry
+        self.namespaces = namespaces
+        self.definitions = definitions  # the catalog learns custom kinds from it: synced before a pass
+        self.catalog = catalog
+        self.controller = Controller(LEASE, self.reconcile, workers=workers)
+
+    @staticmethod
+    def informers(manager: Manager) -> dict[str, Any]:
+        """The shared informers it reads, as keyword arguments of its constructor."""
+        return {"namespaces": manager.informer(NAMESPACE.key_prefix(), decode_stored),
+                "definitions": manager.informer(CUSTOM_RESOURCE_DEFINITION.key_prefix(), decode_stored)}
+
+    async def run(self) -> None:
+        with subscribed((self.namespaces, self._on_namespace)):
+            await wait_synced(self.namespaces, self.definitions)
+            for key, obj in list(self.namespaces.cache.items()):
+                self._on_namespace(key, None, obj)
+            await self.controller.run()
+
+    def _on_namespace(self, key: str, old: Any, new: Any) -> None:
+        if isinstance(new, dict) and terminating(new) and FINALIZER in spec_finalizers(new):
+            self.controller.queue.add(key.rsplit("/", 1)[-1])
+
+    def kinds(self) -> list[Kind]:
+        """Every namespaced kind, once per storage (kinds sharing one and a custom kind's versions)."""
+        by_prefix: dict[str, Kind] = {}
+        for kind in self.catalog.kinds():
+            if kind.namespaced:
+                by_prefix.setdefault(kind.key_prefix(), kind)
+        return list(by_prefix.values())
+
+    async def reconcile(self, key: Hashable) -> float | None:
+        name = str(key)
+        ns = self.namespaces.cache.get(NAMESPACE.key(name))
+        if not isinstance(ns, dict) or not terminating(ns) or FINALIZER not in spec_finalizers(ns):
+            return None
+        if await self.delete_contents(name):
+            return RECHECK_SECONDS
+        try:
+            current = await self.registry.get(NAMESPACE, name)
+            if FINALIZER in spec_finalizers(current):
+                await self.registry.update(NAMESPACE, without_finalizer(current), subresource=FINALIZE)
+                log.info("namespace %s is empty: deleted", name)
+        except NotFound:
+            return None
+        except Conflict:
+            return RECHECK_SECONDS  # changed meanwhile: look again
+        return None
+
+    async def delete_contents(self, namespace: str) -> int:
+        """Delete every object stored in ``namespace``; how many are still there (held by finalizers)."""
+        left = 0
+        for kind in self.kinds():
+            items, _ = await self.registry.list(kind, namespace)
+            for obj in items:
+                if obj["metadata"].get("deletionTimestamp"):
+                    left += 1
+                    continue
+                try:
+                    _, gone = await self.registry.delete(kind, obj["metadata"]["name"], namespace)
+                except NotFound:
+                    continue
+                left += not gone
+        return left
