@@ -27,6 +27,7 @@ from drods.api.json_response import JSONResponse
 from drods.api.status import error_response
 from drods.errors import ApiError, BadRequest, Invalid, field_errors_of
 from drods.registry import changes
+from drods.store import Unavailable
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # High-rate data-plane reports (metrics, network status) are not changes to objects: they go to
@@ -123,6 +124,15 @@ def _install_error_handlers(app: FastAPI) -> None:
         response.headers.update(exc.headers or {})
         if exc.status_code == 405:
             response.headers["Allow"] = ", ".join(_allowed_methods(request))
+        return response
+
+    @app.exception_handler(Unavailable)
+    async def store_away(request: Request, exc: Unavailable) -> JSONResponse:
+        # the store did not answer (within its own deadline across its endpoints): nothing was
+        # changed that the client was told of, and the same request may succeed once it is back
+        response = error_response(request.url.path, ApiError(
+            503, "STORE_UNAVAILABLE", f"the store is unavailable, try again: {exc}", {}))
+        response.headers["Retry-After"] = "5"
         return response
 
     @app.exception_handler(RecursionError)

@@ -7,6 +7,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from drods.controllers.overrides import policy_applies
 from drods.model.policy import ClusterOverridePolicySpec
 from tests.api.conftest import Api
@@ -464,3 +466,22 @@ async def test_a_body_past_the_limit_is_a_413_on_every_route_sent_whole_or_strea
             assert r.status_code == 413 and len(r.content) < 1000, (path, r.text[:300])
             assert "exceeds" in r.json()["message"], r.text
     assert (await api.call("GET", "/api/v1/clusters/big")).status_code == 404
+
+
+async def test_a_store_that_does_not_answer_is_a_503_to_retry_not_an_internal_error(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    from drods.store import Unavailable
+
+    store = api.app.state.ctx.store  # type: ignore[attr-defined]
+
+    async def away(*_: object, **__: object) -> None:
+        raise Unavailable("etcd unreachable at 127.0.0.1:2379: deadline exceeded")
+
+    monkeypatch.setattr(store, "range", away)
+    monkeypatch.setattr(store, "get", away)
+    for path in ("/api/v1/clusters", "/api/v1/namespaces/default/configmaps"):
+        r = await api.call("GET", path)
+        assert r.status_code == 503 and r.headers["retry-after"] == "5", r.text
+        body = r.json()
+        code = body.get("code") if path.startswith("/api/v1/clusters") else body.get("reason")
+        assert code in ("STORE_UNAVAILABLE", "ServiceUnavailable") and "etcd unreachable" in body["message"], body

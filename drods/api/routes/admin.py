@@ -45,7 +45,8 @@ async def readyz(request: Request) -> Response:
         async with asyncio.timeout(2):
             await ctx.store.current_revision()
     except Exception as e:  # noqa: BLE001 - any store failure means not ready
-        return JSONResponse({"code": "STORE_UNAVAILABLE", "message": f"store not reachable: {e}", "details": {}},
+        why = str(e) or ("no answer within 2s" if isinstance(e, TimeoutError) else type(e).__name__)
+        return JSONResponse({"code": "STORE_UNAVAILABLE", "message": f"store not reachable: {why}", "details": {}},
                             status_code=503)
     checks = ctx.readiness() if ctx.readiness is not None else {}
     waiting = sorted(name for name, ok in checks.items() if not ok)
