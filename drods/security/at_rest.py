@@ -7,7 +7,8 @@ group DRO-DS does not serve names a custom kind (F7), which may be defined later
 a store key prefix that `drods.store.encrypted.EncryptingStore` seals.
 
 The default seals what carries credentials or task configuration: Secrets, Works, Clusters, the
-Bindings and every propagated template kind. Cluster credentials are sealed field by field as well,
+Bindings and every propagated built-in template kind; a custom kind's resources when the list names
+them (its ``PLURAL.GROUP``, ``*.GROUP`` or ``*.*``). Cluster credentials are sealed field by field as well,
 whatever the list says (`drods.registry.secrets`): they are never stored in plaintext. The audit log
 records what each write changed (SEC3) — the values of any kind — so it is sealed whenever any kind
 is.
