@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import uvicorn
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from drods.api.serving import serving_config
 from drods.security.tls import Certs
@@ -56,19 +56,29 @@ class FaultState:
 
 
 class FaultMiddleware:
-    """Outermost ASGI layer: hold requests during a partition, delay them when slow."""
+    """Outermost ASGI layer: hold requests during a partition, delay them when slow. A partition holds
+    what answers were already flowing too — a watch opened before it sends nothing more, and does not
+    end, until it heals — as a cut network would: a client must not hear from a member it cannot reach."""
 
     def __init__(self, app: ASGIApp, fault: FaultState) -> None:
         self.app = app
         self.fault = fault
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.fault.mode == "partition":
+            await self.fault.wait_healed()
+        if self.fault.delay_ms:
+            await asyncio.sleep(self.fault.delay_ms / 1000)
+
+        async def held(message: Message) -> None:
             if self.fault.mode == "partition":
                 await self.fault.wait_healed()
-            if self.fault.delay_ms:
-                await asyncio.sleep(self.fault.delay_ms / 1000)
-        await self.app(scope, receive, send)
+            await send(message)
+
+        await self.app(scope, receive, held)
 
 
 class HttpListener:

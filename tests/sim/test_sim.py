@@ -7,6 +7,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -343,14 +344,26 @@ def test_faults_down_slow_partition_up(sims: dict[str, SimProcess], fault_port: 
     elapsed, err = _timed(lambda: core.list_node(_request_timeout=(2, 5)))
     assert err is None and elapsed >= 0.4
 
+    # a watch open when the partition comes hears nothing more, and does not end, until it heals
+    resp = core.list_node(watch=True, timeout_seconds=2, _preload_content=False, _request_timeout=(2, 30))
+    ended = threading.Event()
+
+    def drain() -> None:
+        for _ in resp.stream(64):
+            pass
+        ended.set()
+
+    threading.Thread(target=drain, daemon=True).start()
     sim.fault("partition")
     elapsed, err = _timed(lambda: core.list_node(_request_timeout=(1, 1)))
     assert isinstance(err, urllib3.exceptions.ReadTimeoutError | urllib3.exceptions.TimeoutError), err
     assert 0.9 <= elapsed < 3
+    assert not ended.wait(3), "a watch of a partitioned member ended as if it had answered"
 
     sim.fault("up")
     elapsed, err = _timed(lambda: core.list_node(_request_timeout=(2, 5)))
     assert err is None and elapsed < 1.0
+    assert ended.wait(10), "the watch goes on once the partition heals"
 
 
 def test_a_sim_signalled_again_while_it_stops_still_stops_cleanly(tmp_path: Path) -> None:
