@@ -12,6 +12,7 @@ import asyncio
 import builtins
 import contextlib
 import copy
+import secrets
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -238,8 +239,9 @@ class ObjectRegistry:
     # ---- writes -----------------------------------------------------------------------------
 
     async def create(self, kind: Kind, obj: Any, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
-        """``dry_run``: everything a create does (validation, defaulting, the name check) but the write."""
-        obj = self.validate(kind, obj, namespace=namespace)
+        """``dry_run``: everything a create does (validation, defaulting, the name check) but the write.
+        An object with ``metadata.generateName`` and no name is named from it (`generated_name`)."""
+        obj = self.validate(kind, with_generated_name(obj), namespace=namespace)
         await self._admit(kind, obj)
         if kind is NAMESPACE:
             obj = defaulted(obj)
@@ -680,6 +682,21 @@ def decode_binding_kept(kv: KeyValue) -> Obj | None:
     if obj is not None and isinstance(status, dict) and (kept := without_reasons(status)) is not None:
         obj["status"] = kept
     return obj
+
+
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes': no vowels, no look-alikes
+
+
+def with_generated_name(obj: Any) -> Any:
+    """``obj`` named ``generateName`` + five random characters when it asks for one (Kubernetes'
+    ``metadata.generateName``); any other object as it is. A name taken is a 409, as in Kubernetes
+    (the client creates again)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or meta.get("name") or not isinstance(meta.get("generateName"), str) \
+            or not meta["generateName"]:
+        return obj
+    suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+    return {**obj, "metadata": {**meta, "name": f"{meta['generateName'][:58]}{suffix}"}}
 
 
 def _finalized(kind: Kind, obj: Obj) -> bool:

@@ -485,3 +485,14 @@ async def test_a_store_that_does_not_answer_is_a_503_to_retry_not_an_internal_er
         body = r.json()
         code = body.get("code") if path.startswith("/api/v1/clusters") else body.get("reason")
         assert code in ("STORE_UNAVAILABLE", "ServiceUnavailable") and "etcd unreachable" in body["message"], body
+
+
+async def test_a_create_with_generate_name_is_named_from_it(api: Api) -> None:
+    path = "/apis/batch/v1/namespaces/default/jobs"
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "backup-"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}}
+    made = [(await api.call("POST", path, json=job)).json()["metadata"]["name"] for _ in range(2)]
+    assert all(n.startswith("backup-") and len(n) == len("backup-") + 5 for n in made) and made[0] != made[1], made
+    assert (await api.call("GET", f"{path}/{made[0]}")).status_code == 200
+    r = await api.call("POST", path, json={**job, "metadata": {}})
+    assert r.status_code == 422 and "metadata.name is required" in r.json()["message"], r.text
