@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -41,7 +43,14 @@ async def api(store_factory: Callable[[], Store], tmp_path: Path) -> AsyncIterat
     ctx = app.state.ctx
     tokens = {r.value: ctx.tokens.issue(r, subject=f"test-{r.value}") for r in Role if r is not Role.CLUSTER_AGENT}
     tokens["agent-a"] = ctx.tokens.issue(Role.CLUSTER_AGENT, subject="agent-a", cluster="a")
-    # A real HTTP server on loopback: streaming (watch) and the HTTP layer are part of what is tested.
+    async with served(app, tokens) as api_:
+        yield api_
+
+
+@contextlib.asynccontextmanager
+async def served(app: Any, tokens: dict[str, str]) -> AsyncIterator[Api]:
+    """``app`` on a real HTTP server on loopback (streaming and the HTTP layer are part of what is
+    tested), with a client calling it."""
     server = uvicorn.Server(serving_config(app, "127.0.0.1", 0, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(10):

@@ -11,17 +11,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 
 from drods.api.auth import Role
-from drods.api.serving import serving_config
 from drods.assembly import Component
 from drods.server import ServerConfig, build_app
 from drods.store import Store
-from drods.transport import async_transport
-from tests.api.conftest import Api
+from tests.api.conftest import Api, served
 
 NS = "/api/v1/namespaces"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -36,21 +32,8 @@ async def api(store_factory: Callable[[], Store], tmp_path: Path) -> AsyncIterat
     app = build_app(ServerConfig(store_url="unused://", data_dir=tmp_path / "data",
                                  components=frozenset({Component.API, Component.DETECTOR})), store=store)
     tokens = {"admin": app.state.ctx.tokens.issue(Role.ADMIN, subject="test-admin")}
-    server = uvicorn.Server(serving_config(app, "127.0.0.1", 0, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(10):
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30,
-                                     transport=async_transport()) as client:
-            yield Api(client, tokens, app)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
+    async with served(app, tokens) as api_:
+        yield api_
 
 
 def contents(ns: str) -> dict[str, dict[str, Any]]:
