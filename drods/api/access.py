@@ -71,6 +71,7 @@ _K8S = "/apis/{group}/{version}"
 _K8S_NS = f"{_K8S}/namespaces/{{ns}}/{{plural}}/{{name}}"
 _CORE_NS = "/api/v1/namespaces/{ns}/{plural}"
 
+OWN_NAMESPACE = "/api/v1/namespaces/{name}"  # a namespaced token may read the Namespace it is limited to
 RULES: dict[tuple[str, str], Rule] = {
     # health, the API's documentation and the dashboard's static pages
     ("GET", "/healthz"): PUBLIC,
@@ -149,7 +150,8 @@ RULES: dict[tuple[str, str], Rule] = {
     **_kubernetes(_K8S_NS, "GET PUT PATCH DELETE"),
     **_kubernetes(f"{_K8S_NS}/{{sub}}", "GET PUT PATCH"),
     **_kubernetes("/api/v1/namespaces", "GET POST"),
-    **_kubernetes("/api/v1/namespaces/{name}", "GET PUT PATCH DELETE"),
+    # a Namespace is read by a token of that namespace, written only by a cluster-wide one
+    ("GET", OWN_NAMESPACE): K8S_READ, **{(m, OWN_NAMESPACE): WRITE for m in ("PUT", "PATCH", "DELETE")},
     **_kubernetes(_CORE_NS, "GET POST"),
     **_kubernetes(f"{_CORE_NS}/{{name}}", "GET PUT PATCH DELETE"),
     **_kubernetes(f"{_CORE_NS}/{{name}}/{{sub}}", "GET PUT PATCH"),
@@ -196,8 +198,12 @@ async def enforce(request: Request) -> None:
         return
     principal = await authenticate(request)
     if rule.action is not None:
-        # a namespaced token: only in a namespace of its own (the handler also checks the kind is namespaced)
-        principal.require(rule.action, namespace=namespace_of(request.path_params) if rule.namespaced else None)
+        # a namespaced token: only in a namespace of its own (the handler also checks the kind is namespaced);
+        # reading a Namespace is reading that namespace
+        namespace = namespace_of(request.path_params) if rule.namespaced else None
+        if template == OWN_NAMESPACE and request.method in ("GET", "HEAD"):
+            namespace = request.path_params.get("name")
+        principal.require(rule.action, namespace=namespace)
     if rule.dry_run is DryRun.REFUSED and is_dry_run(request):
         raise ApiError(400, "DRY_RUN_UNSUPPORTED",
                        f"{request.method} {template} cannot simulate a change: nothing was done; "

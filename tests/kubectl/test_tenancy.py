@@ -46,6 +46,10 @@ def test_namespaced_tokens_and_revocation(tmp_path: Path, kubectl_path: str) -> 
                                  "--namespace", "x")
         assert refused.returncode != 0 and "operator and viewer" in refused.stderr
 
+        with _client(server, server.token("admin")) as admin:
+            r = admin.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                        "metadata": {"name": "team-a"}})
+            assert r.status_code == 201, r.text
         with _client(server, team) as http:
             for ns in ("team-a", "team-b"):
                 assert http.post(DEPLOYS.format(ns=ns), json=deployment("web", ns)).status_code == 201
@@ -53,6 +57,10 @@ def test_namespaced_tokens_and_revocation(tmp_path: Path, kubectl_path: str) -> 
                       "stringData": {"password": "p"}}
             assert http.post("/api/v1/namespaces/team-a/secrets", json=secret).status_code == 201
             assert http.get("/api/v1/namespaces/team-a/secrets/db").json()["data"] == {"password": "cA=="}
+            # its own Namespace object it may read, no other, and it may not delete it
+            assert http.get("/api/v1/namespaces/team-a").status_code == 200
+            assert http.get("/api/v1/namespaces/team-c").status_code == 403
+            assert http.delete("/api/v1/namespaces/team-a").status_code == 403
             # Not another namespace, not all namespaces, nothing cluster-scoped, on any path.
             refusals = [
                 http.post(DEPLOYS.format(ns="team-c"), json=deployment("web", "team-c")),

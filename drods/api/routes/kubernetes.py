@@ -407,7 +407,12 @@ async def core_namespaces(request: Request, p: Principal = Depends(_principal)) 
 
 @router.api_route("/api/v1/namespaces/{name}", methods=_ITEM_METHODS)
 async def core_namespace(request: Request, name: str, p: Principal = Depends(_principal)) -> Response:
-    return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, name, None)
+    kind = resolve(request, "", "v1", "namespaces")
+    if request.method in ("GET", "HEAD") and p.namespaces is not None:
+        # a namespaced token reads the Namespace it is limited to (a Role granting namespaces does)
+        p.require(Action.READ, namespace=name)
+        return await _dispatch(context(request), request, p, kind, None, name, None)
+    return await dispatch(request, p, kind, None, name, None)
 
 
 @router.api_route("/api/v1/namespaces/{ns}/{plural}", methods=_COLLECTION_METHODS)
