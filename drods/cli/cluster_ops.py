@@ -133,9 +133,10 @@ def cluster_uncordon(
     stdout().print(f"cluster/{name} uncordoned", markup=False)
 
 
-def bindings_on(api: ApiClient, cluster: str) -> tuple[list[str], list[str]]:
-    """(bindings placing replicas on ``cluster``, bindings with any copy there still)."""
-    placed, present = [], []
+def bindings_on(api: ApiClient, cluster: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """(bindings placing replicas on ``cluster``, bindings with any copy there still, and of those the
+    ones the scheduler found no other place for, with its message)."""
+    placed, present, stuck = [], [], {}
     for b in api.get_json(BINDINGS).get("items") or []:
         st = b.get("status") or {}
         name = b["metadata"]["name"]
@@ -143,7 +144,9 @@ def bindings_on(api: ApiClient, cluster: str) -> tuple[list[str], list[str]]:
             placed.append(name)
         if any(e.get("cluster") == cluster for e in st.get("clusters") or []) or name in placed:
             present.append(name)
-    return placed, present
+            if st.get("phase") == "Unschedulable":
+                stuck[name] = str(st.get("message") or "no feasible cluster")
+    return placed, present, stuck
 
 
 @cluster_app.command("drain")
@@ -174,7 +177,10 @@ def cluster_drain(
         return
     deadline = time.monotonic() + timeout
     while True:
-        _, on = bindings_on(api, name)
+        _, on, stuck = bindings_on(api, name)
+        for b in sorted(stuck.keys() - kept):  # decided: it has nowhere else to go, waiting will not move it
+            stdout().print(f"left in place: {b}: cannot be placed elsewhere: {stuck[b]}", markup=False)
+            kept.add(b)
         present = [b for b in on if b not in kept]
         if not present:
             stdout().print(f"cluster/{name} drained" + (f" ({len(kept)} binding(s) left in place)" if kept else ""),

@@ -115,7 +115,9 @@ def test_partition_is_handled_like_down(fresh: Env) -> None:
 def test_cordon_and_drain(env: Env) -> None:
     env.create(RPP, policy("dr", "dr", ["aws-dfw", "gcp-sin"]))
     env.create(deploy_path(), deployment("dr", 4))
-    wait_for(lambda: running(env, "dr"), 20, "dr Running")
+    env.create(RPP, policy("pinned", "pinned", ["gcp-sin"]))  # nowhere else to go
+    env.create(deploy_path(), deployment("pinned", 1))
+    wait_for(lambda: running(env, "dr") and running(env, "pinned"), 20, "dr and pinned Running")
     cli = ["--server", env.server.url, "--token", env.server.token("admin")]
     out = env.server.run_cli("cluster", "cordon", "gcp-sin", *cli)
     assert out.returncode == 0 and "cluster/gcp-sin cordoned" in out.stdout
@@ -123,8 +125,11 @@ def test_cordon_and_drain(env: Env) -> None:
     assert env.members["gcp-sin"].deployment("dr") is not None  # cordon moves nothing
     out = env.server.run_cli("cluster", "drain", "gcp-sin", "--wait", "--timeout", "30", *cli)
     assert out.returncode == 0, out.stderr
-    assert "1 binding(s) rescheduled: deployment-default-dr" in out.stdout and "drained" in out.stdout
-    assert env.copies("dr") == {"aws-dfw": 4}
+    assert "deployment-default-dr" in out.stdout and "drained" in out.stdout
+    # the one that cannot move is said at once, not waited for until the timeout
+    assert "left in place: deployment-default-pinned: cannot be placed elsewhere" in out.stdout, out.stdout
+    assert env.copies("dr") == {"aws-dfw": 4} and env.copies("pinned") == {"gcp-sin": 1}
     out = env.server.run_cli("cluster", "uncordon", "gcp-sin", *cli)
     assert out.returncode == 0 and env.cluster("gcp-sin")["spec"]["unschedulable"] is False
     cleanup(env, "dr")
+    cleanup(env, "pinned")
