@@ -163,6 +163,10 @@ class EtcdMember:
         return ""
 
 
+class _PortTaken(RuntimeError):
+    """A member could not bind a chosen port: another server took it first."""
+
+
 class EtcdCluster:
     """``size`` members on loopback; start() blocks until every member reports healthy."""
 
@@ -182,7 +186,23 @@ class EtcdCluster:
     def endpoints(self) -> list[str]:
         return [m.endpoint for m in self.members]
 
-    def start(self, timeout: float = START_TIMEOUT) -> EtcdCluster:
+    def start(self, timeout: float = START_TIMEOUT, attempts: int = 3) -> EtcdCluster:
+        """Start every member; a port another test server bound between its choice and etcd's bind
+        (``free_port`` only chooses) starts the cluster afresh on new ports, as ``ServerProcess`` does."""
+        for attempt in range(attempts):
+            try:
+                return self._start_once(timeout)
+            except _PortTaken:
+                if attempt == attempts - 1:
+                    raise
+                for m in self.members:
+                    shutil.rmtree(m.data_dir / "data", ignore_errors=True)
+                    (m.data_dir / "etcd.log").unlink(missing_ok=True)
+                    m.client_port, m.peer_port = free_port(), free_port()
+                self.token = f"drods-{os.getpid()}-{time.monotonic_ns()}"
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> EtcdCluster:
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
         for m in self.members:
             m.start(self.binary, initial, self.token)
@@ -193,6 +213,9 @@ class EtcdCluster:
             dead = [m for m in pending if not m.alive()]
             if dead or (pending and time.monotonic() > deadline):
                 tail = "\n".join(f"--- {m.name}\n{m.log_tail()}" for m in dead or pending)
+                self.stop(keep_dirs=True)
+                if dead and "address already in use" in tail:
+                    raise _PortTaken(tail)
                 self.stop()
                 raise RuntimeError(f"etcd did not become healthy within {timeout}s:\n{tail}")
             if pending:
@@ -211,10 +234,10 @@ class EtcdCluster:
                 raise RuntimeError(f"no etcd leader within {timeout}s")
             time.sleep(0.05)
 
-    def stop(self) -> None:
+    def stop(self, *, keep_dirs: bool = False) -> None:
         for m in self.members:
             m.stop()
-        if self._tmp:
+        if self._tmp and not keep_dirs:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __enter__(self) -> EtcdCluster:
