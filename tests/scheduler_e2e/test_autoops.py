@@ -268,6 +268,12 @@ async def test_replicas_fail_back_once_the_cluster_is_ready_and_calm(store: Stor
 
         # c goes NotReady and its toleration runs out: failover moves web off it (S11) and web remembers c
         await _set_ready(plane, "c", False)
+        snap = plane.scheduler.cache.snap
+
+        async def c_not_ready() -> bool:  # as a real failover comes only after NotReady has lasted
+            return not bool(snap.ready[snap.index["c"]])
+
+        await eventually(c_not_ready, what="the scheduler to see c NotReady")
         await plane.ctx.rescheduler.failover("web", "c", failover_reason("c", "now", 0), [])
         away = await _placed(plane, "web", lambda p: "c" not in p, "web failed over off c")
         assert sum(away.values()) == 12
