@@ -118,11 +118,11 @@ def recorded_hash(status: Obj) -> str | None:
     return last.get("manifestHash") or None
 
 
-def overwritten(work: WorkRecord, seen: Obj) -> bool:
+def overwritten(work: WorkRecord, status: Obj, seen: Obj) -> bool:
     """The member's copy carries another manifest than the one applied for this Work, which says it
     holds its current spec: someone wrote over it — a deposed leader whose apply was already on its
     way, or a hand — and it is to be applied again, not recorded as it is."""
-    recorded, held = recorded_hash(work.status), seen.get("manifestHash")
+    recorded, held = recorded_hash(status), seen.get("manifestHash")
     return work.holds_current and bool(recorded) and bool(held) and held != recorded
 
 
@@ -550,7 +550,7 @@ class WorkStatusController:
         from what the Work says — or, when the copy carries another manifest than the Work's last
         apply (`overwritten`), mark the Work not applied, so it is applied again."""
         st = dict(work.status)
-        if overwritten(work, fresh):
+        if overwritten(work, st, fresh):  # ``st``: the Work's status, decoded once for both
             log.warning("%s: %s holds manifest %s, not the %s applied for its Work (written over since): "
                         "applying it again", work.cluster, work.main, fresh.get("manifestHash"), recorded_hash(st))
             self._agreed.get(work.cluster, {}).pop(work.binding, None)
