@@ -413,6 +413,8 @@ class Scheduler:
             if skip is not None and skip(info, snap):
                 continue
             fit = est.max_replicas(info, snap)
+            if fit is None:
+                continue
             if not all_feasible:
                 fit = fit[cand]
             extra_fit = fit if extra_fit is None else np.minimum(extra_fit, fit, out=extra_fit)

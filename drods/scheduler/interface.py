@@ -58,9 +58,10 @@ class FilterPlugin(Protocol):
 
 @runtime_checkable
 class ReplicaEstimator(Protocol):
-    """Optional second face of a filter: how many more replicas fit per cluster (Karmada estimator)."""
+    """Optional second face of a filter: how many more replicas fit per cluster (Karmada estimator);
+    None when this task meets no limit of its (no fleet-sized array of infinities per decision)."""
 
-    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr: ...
+    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr | None: ...
 
 
 @runtime_checkable

@@ -90,11 +90,23 @@ async def test_a_consumer_receives_the_derived_service_and_the_providers_endpoin
         east_pods = await eventually(lambda: provider(2), 60.0, "east's EndpointSlice of web with 2 ready pods")
     except AssertionError as e:  # what the control plane and the member held then (one CI run timed out here)
         works = (await plane.call("GET", "/apis/multicluster.io/v1alpha1/works")).json().get("items") or []
+        carried = {w["metadata"]["name"]: [f"{m.get('kind')}/{(m.get('metadata') or {}).get('name')}"
+                                           for m in (w.get("spec") or {}).get("manifests") or []] for w in works}
         held = await asyncio.to_thread(
             lambda: k8s.AppsV1Api(east).list_namespaced_deployment("default", _request_timeout=3).items)
         deployments = [(d.metadata and d.metadata.name, d.status) for d in held]
-        raise AssertionError(f"{e}; Works: {[(w['metadata']['name'], w.get('status')) for w in works]}; "
-                             f"east's Deployments: {deployments}") from e
+        services = await asyncio.to_thread(
+            lambda: [s.metadata.name for s in k8s.CoreV1Api(east).list_namespaced_service(
+                "default", _request_timeout=3).items])
+        east_slices = [(sl.metadata.name, [(ep.addresses, ep.conditions.ready) for ep in sl.endpoints or []])
+                       for sl in await asyncio.to_thread(slices, east, "web")]
+        pods = await asyncio.to_thread(
+            lambda: [(p.metadata.name, p.status.pod_ip, p.status.phase)
+                     for p in k8s.CoreV1Api(east).list_namespaced_pod("default", _request_timeout=3).items])
+        raise AssertionError(f"{e}; Works carry {carried}; their status: "
+                             f"{[(w['metadata']['name'], w.get('status')) for w in works]}; east's Deployments: "
+                             f"{deployments}; Services: {services}; web's slices: {east_slices}; pods: {pods}; "
+                             f"east's log: {sims['east'].log_tail()}") from e
 
     # The directory lists east's endpoints with their health.
     async def listed(n: int) -> dict[str, Any] | None:

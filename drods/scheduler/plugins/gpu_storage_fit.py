@@ -94,9 +94,9 @@ class GpuStorageFit(PluginBase):
                 mask = mask & ~short
         return mask, out
 
-    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
+    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr | None:
         if task.demand is None:
-            return np.full(snap.n, np.inf)
+            return None
         g_fit, _, t_fit, _ = self._fits(task, snap)
         if g_fit is not None and t_fit is not None:
             return np.minimum(g_fit, t_fit)  # type: ignore[no-any-return]

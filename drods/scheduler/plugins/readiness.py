@@ -54,9 +54,13 @@ class Readiness(PluginBase):
                 mask = mask & ~drop
         return mask, out
 
-    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
-        """No more replicas on a kept cordoned cluster."""
+    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr | None:
+        """No more replicas on a kept cordoned cluster (None: the task keeps none)."""
+        if task.division == "Duplicated" or snap.status_cache.get("readiness-all-ok"):
+            return None
+        held = _held(task, snap)
+        if not held.size:
+            return None
         room = np.full(snap.n, np.inf)
-        if task.division != "Duplicated" and not snap.status_cache.get("readiness-all-ok"):
-            room[_held(task, snap)] = 0.0
+        room[held] = 0.0
         return room

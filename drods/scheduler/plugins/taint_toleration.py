@@ -131,9 +131,13 @@ class TaintToleration(PluginBase):
                 mask = mask & ~late
         return mask, out
 
-    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
+    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr | None:
         """No more replicas on a kept NoSchedule-tainted cluster (it holds what it has)."""
+        if not snap.indexes.taints or task.division == "Duplicated":
+            return None
+        held = self._held(task, self._verdicts(task, snap))
+        if not held.size:
+            return None
         room = np.full(snap.n, np.inf)
-        if snap.indexes.taints and task.division != "Duplicated":
-            room[self._held(task, self._verdicts(task, snap))] = 0.0
+        room[held] = 0.0
         return room
