@@ -85,12 +85,6 @@ def _value(doc: Mapping[str, Any] | None, path: Path) -> Any:
     return node
 
 
-def _overlap(a: Path, b: Path) -> Path | None:
-    """The shorter of two paths when one lies within the other (the field both set), else None."""
-    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    return short if long_[:len(short)] == short else None
-
-
 def dotted(path: Path) -> str:
     return "." + ".".join(path)
 
@@ -100,15 +94,15 @@ def conflicts(body: Mapping[str, Any], existing: Mapping[str, Any] | None, entri
     """(entry index, its manager, field) for each field ``body`` applies with a value other than the
     one another manager's apply left."""
     out: list[tuple[int, str, Path]] = []
+    within = {p[:k] for p in new for k in range(1, len(p) + 1)}  # a path holding one of ours, or ours
     for i, e in enumerate(entries):
         if not isinstance(e, Mapping) or e.get("operation") != "Apply" or e.get("manager") == manager:
             continue
         for theirs in sorted(from_fields_v1(e.get("fieldsV1"))):
-            for mine in new:
-                field = _overlap(mine, theirs)
-                if field is not None and _value(body, field) != _value(existing, field):
-                    out.append((i, str(e.get("manager")), theirs))
-                    break
+            # the fields both set: theirs when it holds one of ours, else each of ours that holds theirs
+            shared = [theirs] if theirs in within else [theirs[:k] for k in range(1, len(theirs)) if theirs[:k] in new]
+            if any(_value(body, f) != _value(existing, f) for f in shared):
+                out.append((i, str(e.get("manager")), theirs))
     return out
 
 
