@@ -11,7 +11,8 @@ When it runs out, one write to the Binding adds a graceful eviction task for the
 state the policy's ``statePreservation`` reads from the failed copy's status) and asks for a
 re-placement from scratch (``spec.rescheduleTriggeredAt`` and the reason, which the decision record
 and ``drods explain`` show). The scheduler then leaves the cluster out and the binding controller
-removes the old copy as the task's ``purgeMode`` says.
+removes the old copy as the task's ``purgeMode`` says. Once the move is over (`task_done`) the task
+goes, its preserved labels kept in ``spec.preservedLabelState``.
 """
 
 from __future__ import annotations
@@ -29,14 +30,18 @@ from drods.errors import ApiError
 from drods.machinery.informer import subscribed
 from drods.machinery.periodic import Periodic
 from drods.model.app_failover import (
+    PRODUCER,
     ApplicationFailoverBehavior,
+    GracefulEvictionTask,
     copy_health,
     declared_behavior,
     eviction_task,
     eviction_tasks,
+    task_done,
 )
 from drods.model.kinds import BINDING
-from drods.model.timefmt import rfc3339
+from drods.model.timefmt import parse_rfc3339, rfc3339
+from drods.registry.patch import MERGE_PATCH
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -96,6 +101,8 @@ class ApplicationFailover:
                 if await self._evict(name, binding, behavior, cluster, since, now):
                     moved.append((name, cluster))
                     break  # one eviction per write: the next pass sees the stored task
+            else:
+                await self._finish(name, binding, now)
         for gone in self.unhealthy_since.keys() - seen:
             del self.unhealthy_since[gone]
         return moved
@@ -118,6 +125,35 @@ class ApplicationFailover:
                 out.append((cluster, since))
         return out
 
+    async def _finish(self, name: str, binding: Obj, now: float) -> None:
+        """Take this controller's finished tasks off the Binding, their preserved labels kept."""
+        spec, status = binding.get("spec") or {}, binding.get("status") or {}
+        tasks = [t for t in eviction_tasks(spec) if t.producer == PRODUCER]
+        if not tasks:
+            return
+        works = self.fleet.works_of(name)
+        placed = {str(t.get("cluster")) for t in status.get("placement") or [] if isinstance(t, dict)}
+        health = {str(e.get("cluster")): copy_health(e) for e in status.get("clusters") or [] if isinstance(e, dict)}
+        healthy = bool(placed) and all(health.get(c) == "Healthy" for c in placed)
+        done = [t for t in tasks if task_done(t, now, parse_rfc3339(t.creationTimestamp), new_copies_healthy=healthy,
+                                             old_copy_gone=t.fromCluster not in works)]
+        if not done:
+            return
+        kept = [raw for raw in spec.get("gracefulEvictionTasks") or []
+                if not (isinstance(raw, dict) and any(_same_task(raw, t) for t in done))]
+        labels: dict[str, str] = {}
+        for t in done:
+            labels.update(t.preservedLabelState)
+        patch: Obj = {"gracefulEvictionTasks": kept}
+        if labels:
+            patch["preservedLabelState"] = labels
+        try:
+            await self.rescheduler.registry.patch(BINDING, name, {"spec": patch}, MERGE_PATCH)
+        except ApiError as e:
+            log.warning("taking %s's finished eviction tasks off failed: %s", name, e.message)
+            return
+        log.info("%s: the moves off %s are over", name, ", ".join(sorted(t.fromCluster for t in done)))
+
     async def _evict(self, name: str, binding: Obj, behavior: ApplicationFailoverBehavior, cluster: str,
                      since: float, now: float) -> bool:
         spec = binding.get("spec") or {}
@@ -137,3 +173,8 @@ class ApplicationFailover:
         self.unhealthy_since.pop((name, cluster), None)
         log.info("%s: %s", name, message)
         return True
+
+
+def _same_task(raw: Obj, task: GracefulEvictionTask) -> bool:
+    return raw.get("fromCluster") == task.fromCluster and raw.get("producer", PRODUCER) == task.producer and \
+        raw.get("creationTimestamp") == task.creationTimestamp

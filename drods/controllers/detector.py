@@ -103,7 +103,7 @@ log = logging.getLogger(__name__)
 
 
 # spec fields others write on a Binding the detector made: kept when it rewrites the spec
-KEPT_SPEC_FIELDS = ("rescheduleTriggeredAt", "gracefulEvictionTasks")
+KEPT_SPEC_FIELDS = ("rescheduleTriggeredAt", "gracefulEvictionTasks", "preservedLabelState")
 
 
 def normal_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -321,8 +321,9 @@ class ResourceDetector:
         trigger = (existing.get("spec") or {}).get("rescheduleTriggeredAt")
         if trigger and (parse_rfc3339(trigger) or 0.0) > (parse_rfc3339(spec.get("rescheduleTriggeredAt")) or 0.0):
             spec["rescheduleTriggeredAt"] = trigger  # the later trigger wins
-        if (existing.get("spec") or {}).get("gracefulEvictionTasks"):
-            spec["gracefulEvictionTasks"] = existing["spec"]["gracefulEvictionTasks"]  # the failover's record
+        for kept in ("gracefulEvictionTasks", "preservedLabelState"):  # the failover's record
+            if (existing.get("spec") or {}).get(kept):
+                spec[kept] = existing["spec"][kept]
         new["spec"] = spec
         new["metadata"]["labels"] = {**(existing["metadata"].get("labels") or {}), **want["metadata"]["labels"]}
         try:

@@ -8,8 +8,12 @@ controller removes the old copy as ``purgeMode`` says (`purge_due`). ``statePres
 values from the failed copy's status (Kubernetes JSONPath, relative to ``status`` as in Karmada) and
 the new copies carry them as labels (``preservedLabelState``).
 
-The task stays on the Binding as the record of the move (and keeps the cluster out for this
-binding) until someone removes it — with ``purgeMode: Never`` that is also how the old copy goes.
+The task keeps the cluster out for this binding while the move is under way. As Karmada's
+graceful eviction controller does, it goes once the new copies are healthy or its grace period has
+passed (`task_done`) — here also only once the old copy is gone — and the cluster may be chosen
+again by a later decision. Its preserved state stays: it moves to ``spec.preservedLabelState``, so
+the copies keep their labels after the task. A ``purgeMode: Never`` task stays until someone removes
+it, which is also how its old copy goes.
 """
 
 from __future__ import annotations
@@ -195,11 +199,23 @@ def eviction_tasks(binding_spec: Mapping[str, Any]) -> list[GracefulEvictionTask
 
 
 def label_state(binding_spec: Mapping[str, Any]) -> dict[str, str]:
-    """The labels the workload's new copies carry: every task's preserved state (later tasks win)."""
-    out: dict[str, str] = {}
+    """The labels the workload's new copies carry: the state kept from finished moves, then every
+    task's preserved state (later tasks win)."""
+    kept = binding_spec.get("preservedLabelState")
+    out = {str(k): str(v) for k, v in kept.items()} if isinstance(kept, dict) else {}
     for t in eviction_tasks(binding_spec):
         out.update(t.preservedLabelState)
     return out
+
+
+def task_done(task: GracefulEvictionTask, now: float, created: float | None, *, new_copies_healthy: bool,
+              old_copy_gone: bool) -> bool:
+    """Whether the move ``task`` records is over: its old copy is gone and the new copies are healthy
+    or its grace period has passed (Karmada's graceful eviction controller); never for ``Never``."""
+    if task.purgeMode == "Never" or not old_copy_gone:
+        return False
+    grace = task.gracePeriodSeconds or DEFAULT_GRACE_PERIOD_SECONDS
+    return new_copies_healthy or (created is not None and now - created >= grace)
 
 
 def purge_due(task: GracefulEvictionTask, now: float, created: float | None, new_copies_healthy: bool) -> bool:

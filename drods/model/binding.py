@@ -97,6 +97,8 @@ class BindingSpec(BaseModel):
     failover: FailoverBehavior | None = None
     # the clusters it was moved off (written by the application failover controller; kept by the detector)
     gracefulEvictionTasks: list[GracefulEvictionTask] = Field(default_factory=list)
+    # the labels finished moves preserved (their tasks gone): the copies go on carrying them
+    preservedLabelState: dict[str, str] = Field(default_factory=dict)
 
 
 StatefulRole = Literal["Primary", "Replica"]

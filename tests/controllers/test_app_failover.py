@@ -13,7 +13,7 @@ from drods.controllers.binding import BindingController, _Retiring
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.work_record import WorkRecord, work_record
-from drods.model.app_failover import GracefulEvictionTask
+from drods.model.app_failover import GracefulEvictionTask, label_state
 from drods.model.kinds import BINDING
 from drods.registry.objects import ObjectRegistry
 
@@ -151,3 +151,55 @@ def test_the_old_copy_goes_as_the_purge_mode_says() -> None:
     assert list(retire("Graciously", 30.0, covered=False, grace=30).to_delete) == ["a"]
     never = retire("Never", 1e9, covered=True)
     assert list(never.to_mark) == ["a"] and not never.to_delete and never.requeue is None
+
+
+def moved(mode: str, *, healthy_b: bool, created: str = "1970-01-01T00:16:40Z") -> Obj:
+    """The binding after a move off ``a`` (task stored, re-placed on ``b``), with a label kept earlier."""
+    b = binding(available_a=0)
+    b["spec"]["gracefulEvictionTasks"] = [
+        {"fromCluster": "a", "purgeMode": mode, "producer": "application-failover", "reason": "ApplicationFailure",
+         "creationTimestamp": created, "preservedLabelState": {"app.io/revision": "web-7f9"}},
+        {"fromCluster": "c", "producer": "TaintManager", "reason": "TaintUntolerated", "purgeMode": "Directly",
+         "creationTimestamp": created}]
+    b["spec"]["preservedLabelState"] = {"app.io/shard": "2"}
+    b["status"] = {"placement": [{"cluster": "b", "replicas": 4}],
+                   "clusters": [{"cluster": "b", "replicas": 4, "applied": True,
+                                 "availableReplicas": 4 if healthy_b else 1}]}
+    return b
+
+
+async def test_a_finished_move_takes_its_task_off_and_keeps_its_labels() -> None:
+    now = [1010.0]
+    ctl, fleet, registry = controller(now)
+    put(ctl, fleet, moved("Immediately", healthy_b=False))
+    fleet.works["deployment-shop-web"] = {"a": work_with_status({}), "b": work_with_status({})}
+    await ctl.tick()
+    assert registry.patches == []  # the old copy is still there
+    del fleet.works["deployment-shop-web"]["a"]
+    await ctl.tick()
+    assert registry.patches == []  # gone, but the new copies are not healthy yet
+    put(ctl, fleet, moved("Immediately", healthy_b=True))
+    await ctl.tick()
+    (name, patch), = registry.patches
+    # the cluster failover's task is another controller's; the labels stay on the new copies
+    assert patch == {"spec": {"gracefulEvictionTasks": [moved("Immediately", healthy_b=True)["spec"][
+        "gracefulEvictionTasks"][1]], "preservedLabelState": {"app.io/revision": "web-7f9"}}}
+    after = moved("Immediately", healthy_b=True)
+    after["spec"]["gracefulEvictionTasks"] = patch["spec"]["gracefulEvictionTasks"]
+    after["spec"]["preservedLabelState"].update(patch["spec"]["preservedLabelState"])
+    assert label_state(after["spec"]) == {"app.io/shard": "2", "app.io/revision": "web-7f9"}
+
+
+async def test_an_unhealthy_move_ends_with_its_grace_period_and_a_never_task_stays() -> None:
+    now = [1000.0 + 599]
+    ctl, fleet, registry = controller(now)
+    put(ctl, fleet, moved("Gracefully", healthy_b=False))
+    await ctl.tick()
+    assert registry.patches == []
+    now[0] = 1000.0 + 600  # the default grace period (600 s) from the task's creation
+    await ctl.tick()
+    assert len(registry.patches) == 1
+    ctl, fleet, registry = controller([1e9])
+    put(ctl, fleet, moved("Never", healthy_b=True))
+    await ctl.tick()
+    assert registry.patches == []
