@@ -585,15 +585,28 @@ class SchedulerService:
         """S11: a decision from scratch, without the binding's own assumed replicas, of which the
         fleet changes it waits for take their part (``refit``). None: nothing to write (the queue
         entry is settled here)."""
+        snap = self.cache.snap
+        # a cordon keeps what a cluster runs: the fresh division is of the rest, beside it
+        cordoned = frozenset(c for c, _ in rec.placement
+                             if (row := snap.index.get(c)) is not None and snap.unschedulable[row])
+        kept = () if rec.duplicated or spec.placement.statefulTopology is not None else \
+            tuple((c, n) for c, n in sorted(rec.placement) if c in cordoned)  # (a Duplicated copy is held anyway)
+        divided = spec.model_copy(update={"replicas": spec.replicas - sum(n for _, n in kept)}) if kept else spec
         current = [] if self.fleet.by_parts(rec, spec.placement) else \
-            [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement)]
+            [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement)
+             if c not in dict(kept)]
         users, slo = learned(rec.object())
-        task = Task(spec, name=rec.name, current=current, rebalance=not rec.duplicated,
+        task = Task(divided, name=rec.name, current=current, rebalance=not rec.duplicated,
                     workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary,
                     users=users, latency_slo_ms=slo)
         with self.cache.excluding(rec.name):
-            fresh = self.scheduler.schedule(task, self.cache.snap)
-        out = self.fleet.refit(rec, spec, fresh)
+            fresh = self.scheduler.schedule(task, snap)
+        if kept:
+            pairs = tuple(sorted({**dict(fresh.pairs), **dict(kept)}.items()))
+            held = sum(n for _, n in kept)
+            fresh = replace(fresh, pairs=pairs, requested=fresh.requested + held, placed=fresh.placed + held,
+                            _placement=None)
+        out = self.fleet.refit(rec, spec, fresh, frozenset(dict(kept)))
         if out.result is None or out.trigger is None:
             # deferred: out of move budget, again after a backoff
             (self.queue.retry if out.deferred else self.queue.done)(rec.name)

@@ -85,6 +85,27 @@ async def test_a_cluster_joining_a_running_fleet_receives_its_share(plane: Plane
     assert trigger["kind"] in ("ClusterAdded", "ClusterReady") and trigger["clusters"] == ["d"]
 
 
+async def test_a_cordoned_cluster_keeps_its_replicas_when_a_new_cluster_draws_a_share(plane: Plane) -> None:
+    for name in ("a", "b"):
+        await plane.cluster(name, BUSY)
+    await plane.seen("a", "b")
+    before = placement(await plane.place({"name": "wl", "replicas": 8, "resources": {"cpu": 1},
+                                          "placement": WATER}))
+    assert set(before) == {"a", "b"}
+    r = await plane.call("PATCH", "/apis/multicluster.io/v1alpha1/clusters/a", json={"spec": {"unschedulable": True}},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def cordoned() -> bool:
+        snap = plane.scheduler.cache.snap
+        return bool(snap.unschedulable[snap.index["a"]])
+
+    await eventually(cordoned, what="the scheduler to see a cordoned")
+    await plane.cluster("d", 60)
+    got = await _placed(plane, "wl", lambda p: p.get("d", 0) > 0, what="a share of wl on the new cluster")
+    assert got["a"] == before["a"] and sum(got.values()) == 8, (before, got)  # d's share came from b alone
+
+
 async def test_relabelling_a_cluster_out_of_the_affinity_removes_what_it_holds(plane: Plane) -> None:
     for name in ("a", "b", "c"):
         await plane.cluster(name, BUSY, {"tier": "prod"})

@@ -34,7 +34,7 @@ from drods.schedulerd.fleet import (
     worth_moving,
 )
 from drods.schedulerd.records import BindingRecord, decode_binding, selection_key
-from drods.schedulerd.refit import MAX_FOLLOWED, FleetFollower
+from drods.schedulerd.refit import MAX_FOLLOWED, FleetFollower, keeping
 
 
 def _facts(name: str, **labels: str) -> ClusterFacts:
@@ -403,6 +403,26 @@ def test_a_few_changes_are_followed_cluster_by_cluster_and_merged() -> None:
     fit = follower.refit(r, spec, _fresh("b", (("c1", 1), ("c2", 1), ("old", 2))))
     assert fit.result is not None and fit.result.pairs == (("c1", 1), ("c2", 1), ("old", 2))
     assert fit.trigger is not None and fit.trigger["clusters"] == ["c1", "c2"]
+
+
+def test_a_refit_moves_nothing_off_a_cordoned_cluster() -> None:
+    """A cordon keeps what a cluster runs (Karmada's NoSchedule cordon): the replicas a new cluster
+    draws come from the others, whether its part is taken cluster by cluster or whole."""
+    follower = FleetFollower(rebalance=True, min_move_fraction=0.0, max_moves_per_minute=1000)
+    r = _binding_rec("b", [("cordoned", 3), ("open", 3)])
+    follower.index(r)
+    new = FleetChange("new", (CLUSTER_ADDED,), ClusterFacts("new", {}, {}), None, True)
+    spec = BindingSpec.model_validate({"replicas": 6})
+    fresh = _fresh("b", (("new", 3), ("open", 3)))  # a decision from scratch leaves the cordoned cluster out
+    follower.affected([new], {"b": r}.get)
+    assert follower.refit(r, spec, fresh).result.pairs == (("new", 3), ("open", 3))  # type: ignore[union-attr]
+    # the service divides the rest beside the cordoned cluster's replicas
+    follower.affected([new], {"b": r}.get)
+    fit = follower.refit(r, spec, _fresh("b", (("cordoned", 3), ("new", 2), ("open", 1))), frozenset({"cordoned"}))
+    assert fit.result is not None and fit.result.pairs == (("cordoned", 3), ("new", 2), ("open", 1))
+    # and whatever a division taken whole says, what the cordoned cluster holds stays
+    assert keeping((("cordoned", 3), ("open", 3)), (("new", 4), ("open", 2)), frozenset({"cordoned"})) == \
+        (("cordoned", 3), ("new", 1), ("open", 2))
 
 
 def test_only_a_refit_taken_cluster_by_cluster_divides_from_scratch() -> None:
