@@ -97,6 +97,15 @@ def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: floa
             differences: Mapping[str, float]) -> str:
     """One sentence: why a feasible option received nothing."""
     name, other = option["name"], weakest["name"]
+    weight = option.get("staticWeight")
+    if weight is not None:  # divided by static weights: the weights decided, not the scores
+        if weight <= 0:
+            return f"{name} has no static weight: no rule of the staticWeightList names it (weight 0)"
+        room = option.get("room")
+        if room is not None and room <= 0:
+            return f"{name} has static weight {weight:g} but had room for no replica"
+        return (f"{name} has static weight {weight:g} against {other}'s {float(weakest.get('staticWeight') or 0):g}: "
+                "the replicas go by weight (ties by name) and were too few for it to get one")
     if lost_by < 0:  # it scored higher: room or a constraint kept it out, not its score
         room = option.get("room")
         if room is not None and room <= 0:
@@ -114,7 +123,7 @@ def _schedule_options(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     for o in entry.get("options") or []:
         out.append({"name": o["cluster"], "chosen": int(o.get("replicas") or 0) > 0, "feasible": True,
                     "total": o.get("total"), "scores": o.get("scores") or {}, "replicas": o.get("replicas", 0),
-                    "room": o.get("room")})
+                    "room": o.get("room"), **({"staticWeight": o["staticWeight"]} if "staticWeight" in o else {})})
     if not out:  # an entry written before options were kept: the chosen clusters' scores only
         scores: Mapping[str, Mapping[str, float]] = entry.get("scores") or {}
         for p in (entry.get("result") or {}).get("placement") or []:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -147,9 +147,14 @@ class ScheduleResult:
         got = dict(self.pairs)
         cols = matrix[:, opts.positions].round(3).T.tolist()
         plugins = self._score_keys[:-1]
-        return [{"cluster": nm, "replicas": got.get(nm, 0), "total": col[-1], "room": room,
-                 "scores": dict(zip(plugins, col[:-1], strict=True))}
-                for nm, col, room in zip(opts.names, cols, opts.room, strict=True)]
+        out: list[dict[str, object]] = [
+            {"cluster": nm, "replicas": got.get(nm, 0), "total": col[-1], "room": room,
+             "scores": dict(zip(plugins, col[:-1], strict=True))}
+            for nm, col, room in zip(opts.names, cols, opts.room, strict=True)]
+        if opts.static_weights is not None:
+            for o, w in zip(out, opts.static_weights, strict=True):
+                o["staticWeight"] = w
+        return out
 
     @property
     def options_omitted(self) -> int:
@@ -616,7 +621,12 @@ class Scheduler:
         base["_score_keys"] = (*(p.name for p, _ in cyc.scores), "total")
         base["_score_pos"] = chosen if cyc.sel is None else cyc.sel[chosen]
         base["_score_names"] = names_arr[rows]
-        base["_options"] = weigh_options(names_arr, cyc.cand, cyc.stacked[-1], base["_score_pos"], cyc.caps)  # type: ignore[arg-type]
+        opts = weigh_options(names_arr, cyc.cand, cyc.stacked[-1], base["_score_pos"], cyc.caps)  # type: ignore[arg-type]
+        if info.division == "StaticWeight":  # why a feasible cluster got nothing: its weight, not its score
+            weights = static_weights(snap, info.static_weights)
+            if (weights[cyc.rows_sel] > 0).any():  # else every cluster weighed 1 (Karmada)
+                opts = replace(opts, static_weights=tuple(weights[cyc.cand[opts.positions]].tolist()))
+        base["_options"] = opts
         per_cluster = cnt if not duplicated else np.full(rows.size, info.replicas, dtype=np.intp)
         est_cost = hourly_cost(info, snap, rows, per_cluster)
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)

@@ -26,6 +26,7 @@ class Options:
     chosen: int  # the first ``chosen`` entries received replicas
     room: tuple[int | None, ...]  # replicas each could hold (None: not estimated)
     feasible: int
+    static_weights: tuple[float, ...] | None = None  # divided by static weights: each one's weight
 
     @property
     def omitted(self) -> int:

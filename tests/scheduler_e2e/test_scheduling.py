@@ -115,6 +115,24 @@ async def test_history_explains_decisions_and_honours_time_window(plane: Plane) 
         assert r.json()["details"]["fields"][0]["field"].removeprefix("query.") == field
 
 
+async def test_a_cluster_left_out_by_static_weights_is_explained_by_its_weight(plane: Plane) -> None:
+    for name, cpu in (("a", 60), ("b", 60), ("c", 10)):  # c is the quietest, and has no weight
+        await plane.cluster(name, cpu)
+    await plane.seen("a", "b", "c")
+    weights = {"replicaScheduling": {"weightPreference": {"staticWeightList": [
+        {"targetCluster": {"clusterNames": ["a"]}, "weight": 1},
+        {"targetCluster": {"clusterNames": ["b"]}, "weight": 2}]}}}
+    assert placement(await plane.place({"name": "weighted", "replicas": 3, "resources": {"cpu": 1},
+                                        "placement": weights})) == {"a": 1, "b": 2}
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "weighted"}, role="viewer")
+    options = {o["cluster"]: o for o in r.json()["items"][0]["options"]}
+    assert {c: o.get("staticWeight") for c, o in options.items()} == {"a": 1.0, "b": 2.0, "c": 0.0}
+    r = await plane.call("GET", "/api/v1/decisions", params={"since": "1h", "type": "Placement"}, role="viewer")
+    rec = next(d for d in r.json()["items"] if d["source"]["binding"] == "weighted")
+    assert rec["runnerUp"]["name"] == "c"
+    assert rec["runnerUp"]["why"] == "c has no static weight: no rule of the staticWeightList names it (weight 0)"
+
+
 async def test_reschedule_moves_away_from_a_failed_cluster(plane: Plane) -> None:
     for name in ("a", "b", "c"):
         await plane.cluster(name, 40, report={"cores": 128})
