@@ -152,6 +152,7 @@ RULES: dict[tuple[str, str], Rule] = {
     **_kubernetes("/api/v1/namespaces", "GET POST"),
     # a Namespace is read by a token of that namespace, written only by a cluster-wide one
     ("GET", OWN_NAMESPACE): K8S_READ, **{(m, OWN_NAMESPACE): WRITE for m in ("PUT", "PATCH", "DELETE")},
+    **{(m, f"{OWN_NAMESPACE}/{{sub}}"): WRITE for m in ("PUT", "PATCH")},  # its status and finalize
     **_kubernetes(_CORE_NS, "GET POST"),
     **_kubernetes(f"{_CORE_NS}/{{name}}", "GET PUT PATCH DELETE"),
     **_kubernetes(f"{_CORE_NS}/{{name}}/{{sub}}", "GET PUT PATCH"),

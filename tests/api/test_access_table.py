@@ -62,6 +62,7 @@ READS: dict[str, str] = {
     "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}": f"{DEPLOY}/nope",
     "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}": f"{DEPLOY}/nope/status",
     "/api/v1/namespaces": "/api/v1/namespaces", "/api/v1/namespaces/{name}": "/api/v1/namespaces/nope",
+    "/api/v1/namespaces/{name}/{sub}": "/api/v1/namespaces/nope/finalize",
     "/api/v1/namespaces/{ns}/{plural}": CM, "/api/v1/namespaces/{ns}/{plural}/{name}": f"{CM}/nope",
     "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}": f"{CM}/nope/status", "/api/v1/{plural}": "/api/v1/configmaps",
     "/api/v1/{plural}/{name}": "/api/v1/persistentvolumes/nope",

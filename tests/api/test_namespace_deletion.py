@@ -166,3 +166,31 @@ async def test_an_update_keeps_the_finalizer_and_a_namespace_stored_without_one_
     assert (await api.call("DELETE", f"{NS}/old")).status_code == 200
     await until_gone(api, f"{NS}/old")
     assert (await api.call("GET", f"{NS}/old/configmaps")).json()["items"] == []
+
+
+async def test_a_stuck_namespace_is_let_go_through_its_finalize_subresource(api: Api) -> None:
+    """What an operator does with a namespace a finalizer keeps Terminating (kube-apiserver's
+    ``PUT …/namespaces/NAME/finalize``, as ``kubectl replace --raw`` sends it)."""
+    r = await api.call("POST", NS, json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "stuck"}})
+    assert r.status_code == 201, r.text
+    held = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "held", "finalizers": [HOLD]}}
+    assert (await api.call("POST", f"{NS}/stuck/configmaps", json=held)).status_code == 201
+    assert (await api.call("DELETE", f"{NS}/stuck")).status_code == 200
+    ns = (await api.call("GET", f"{NS}/stuck")).json()
+    assert ns["status"]["phase"] == "Terminating" and ns["spec"]["finalizers"] == ["kubernetes"]
+    for method in ("GET", "PATCH", "POST"):
+        r = await api.call(method, f"{NS}/stuck/finalize", json={})
+        assert r.status_code == 405 and r.json()["reason"] == "MethodNotAllowed", (method, r.text)
+    # only spec.finalizers changes through it: the labels sent along are not taken
+    let_go = {**ns, "metadata": {**ns["metadata"], "labels": {"sneaked": "in"}}, "spec": {"finalizers": []}}
+    r = await api.call("PUT", f"{NS}/stuck/finalize", json=let_go)
+    assert r.status_code == 200, r.text
+    assert "sneaked" not in (r.json()["metadata"].get("labels") or {})
+    await until_gone(api, f"{NS}/stuck")
+    # a live namespace is not deleted by it, only its finalizers set
+    assert (await api.call("POST", NS, json={"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": "live"}})).status_code == 201
+    r = await api.call("PUT", f"{NS}/live/finalize", json={"metadata": {"name": "live"}, "spec": {"finalizers": []}})
+    assert r.status_code == 200, r.text
+    live = (await api.call("GET", f"{NS}/live")).json()
+    assert live["status"]["phase"] == "Active" and live["spec"]["finalizers"] == []

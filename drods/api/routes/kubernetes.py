@@ -34,7 +34,7 @@ from drods.api.table import to_table, wants_table
 from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, Invalid, NotFound, not_found
 from drods.model import jsondoc
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
-from drods.model.namespaces import NAMESPACE
+from drods.model.namespaces import FINALIZE, NAMESPACE
 from drods.model.selector import LabelSelector, parse_selector
 from drods.registry.catalog import established
 from drods.registry.patch import STRATEGIC_MERGE_PATCH, sets_resource_version
@@ -286,6 +286,11 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
         is_dry_run(request)  # a bad dryRun value is refused before anything is read or written
     if subresource == "scale" and name is not None and kind.scale_paths is not None:
         return await serve_scale(ctx, request, kind, name, namespace)
+    if subresource == FINALIZE and kind is NAMESPACE and name is not None:
+        if method != "PUT":  # kube-apiserver serves the finalize subresource for update alone
+            raise ApiError(405, "METHOD_NOT_ALLOWED", f"{method} is not supported on namespaces/finalize: PUT it",
+                           {"kind": "namespaces", "name": name, "subresource": FINALIZE})
+        return await _dispatch(ctx, request, principal, kind, namespace, name, subresource)
     if subresource not in (None, "status") or (subresource == "status" and kind.custom is not None
                                                and not kind.has_status):
         raise not_found(kind.kind, f"{name}/{subresource}")
@@ -415,11 +420,25 @@ async def core_namespace(request: Request, name: str, p: Principal = Depends(_pr
     return await dispatch(request, p, kind, None, name, None)
 
 
+# a Namespace's own subresources share their path's shape with a namespaced collection
+_NAMESPACE_SUBRESOURCES = frozenset({"status", FINALIZE})
+
+
 @router.api_route("/api/v1/namespaces/{ns}/{plural}", methods=_COLLECTION_METHODS)
 async def core_ns_collection(request: Request, ns: str, plural: str, p: Principal = Depends(_principal)) -> Response:
+    if plural in _NAMESPACE_SUBRESOURCES:
+        return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, ns, plural)
     kind = resolve(request, "", "v1", plural)
     _namespaced(kind, ns)
     return await dispatch(request, p, kind, ns, None, None)
+
+
+@router.api_route("/api/v1/namespaces/{name}/{sub}", methods=["PUT", "PATCH"])
+async def core_namespace_sub(request: Request, name: str, sub: str, p: Principal = Depends(_principal)) -> Response:
+    if sub not in _NAMESPACE_SUBRESOURCES:
+        raise ApiError(405, "METHOD_NOT_ALLOWED", f"{request.method} is not allowed on a collection",
+                       {"method": request.method})
+    return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, name, sub)
 
 
 @router.api_route("/api/v1/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
