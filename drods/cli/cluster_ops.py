@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -40,6 +40,7 @@ from drods.cli.remote import (
     dump,
     stdout,
 )
+from drods.model.timefmt import parse_rfc3339
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
@@ -135,7 +136,7 @@ def cluster_uncordon(
 
 def bindings_on(api: ApiClient, cluster: str) -> tuple[list[str], list[str], dict[str, str]]:
     """(bindings placing replicas on ``cluster``, bindings with any copy there still, and of those the
-    ones the scheduler found no other place for, with its message)."""
+    ones the scheduler found no other place for since it was asked to move them, with its message)."""
     placed, present, stuck = [], [], {}
     for b in api.get_json(BINDINGS).get("items") or []:
         st = b.get("status") or {}
@@ -144,9 +145,17 @@ def bindings_on(api: ApiClient, cluster: str) -> tuple[list[str], list[str], dic
             placed.append(name)
         if any(e.get("cluster") == cluster for e in st.get("clusters") or []) or name in placed:
             present.append(name)
-            if st.get("phase") == "Unschedulable":
+            if st.get("phase") == "Unschedulable" and _decided_since_asked(b):
                 stuck[name] = str(st.get("message") or "no feasible cluster")
     return placed, present, stuck
+
+
+def _decided_since_asked(binding: dict[str, Any]) -> bool:
+    """The binding's status is a decision made after its last reschedule request (the drain's): an
+    Unschedulable phase from before says nothing about where it can go now."""
+    asked = parse_rfc3339((binding.get("spec") or {}).get("rescheduleTriggeredAt"))
+    decided = parse_rfc3339((binding.get("status") or {}).get("scheduledTime"))
+    return asked is None or (decided is not None and decided >= asked)
 
 
 @cluster_app.command("drain")

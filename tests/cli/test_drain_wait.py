@@ -1,0 +1,31 @@
+"""``drods cluster drain --wait`` names a binding as left in place only on a decision the scheduler
+made after the drain asked it to move: an Unschedulable phase from before says nothing yet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drods.cli.cluster_ops import bindings_on
+
+
+class _Api:
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items = items
+
+    def get_json(self, path: str) -> dict[str, Any]:
+        return {"items": self.items}
+
+
+def _binding(name: str, decided: str, asked: str | None) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"rescheduleTriggeredAt": asked} if asked else {},
+            "status": {"phase": "Unschedulable", "message": "no room", "scheduledTime": decided,
+                       "placement": [{"cluster": "c", "replicas": 2}]}}
+
+
+def test_only_a_decision_after_the_drain_leaves_a_binding_in_place() -> None:
+    api = _Api([_binding("old-verdict", "2026-12-05T10:00:00.000Z", "2026-12-05T10:05:00Z"),
+                _binding("decided", "2026-12-05T10:05:01.000Z", "2026-12-05T10:05:00Z"),
+                _binding("never-asked", "2026-12-05T09:00:00.000Z", None)])
+    placed, present, stuck = bindings_on(api, "c")  # type: ignore[arg-type]
+    assert placed == present == ["old-verdict", "decided", "never-asked"]
+    assert stuck == {"decided": "no room", "never-asked": "no room"}
