@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import jsonpatch
+import jsonpointer
 
 from drods.errors import ApiError, bad_request
 
@@ -51,10 +53,19 @@ def apply_patch(doc: dict[str, Any], patch: Any, content_type: str) -> dict[str,
     if media == JSON_PATCH:
         if not isinstance(patch, list):
             raise bad_request("a JSON patch must be a JSON array of operations")
-        try:
-            result = jsonpatch.apply_patch(doc, patch)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as e:
-            raise bad_request(f"JSON patch failed: {e}") from e
+        result: Any = copy.deepcopy(doc)
+        for i, op in enumerate(patch):  # one at a time, so a refusal names the operation that failed
+            try:
+                result = jsonpatch.apply_patch(result, [op], in_place=True)
+            except jsonpatch.JsonPatchTestFailed as e:
+                path = op.get("path") if isinstance(op, dict) else None
+                actual = _at(result, path)
+                raise bad_request(f"JSON patch operation {i} (test {path}) failed: the value is {actual}, the patch "
+                                  f"expected {json.dumps(op.get('value'))}", operation=i, path=path) from e
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError,
+                    AttributeError) as e:
+                what = f"{op.get('op')} {op.get('path')}" if isinstance(op, dict) else repr(op)
+                raise bad_request(f"JSON patch operation {i} ({what}) failed: {e}", operation=i) from e
         if not isinstance(result, dict):
             raise bad_request("a JSON patch must leave an object")
         return result
@@ -62,3 +73,11 @@ def apply_patch(doc: dict[str, Any], patch: Any, content_type: str) -> dict[str,
         415, "UNSUPPORTED_MEDIA_TYPE", f"unsupported patch type {media!r}",
         {"supported": [MERGE_PATCH, STRATEGIC_MERGE_PATCH, JSON_PATCH]},
     )
+
+
+def _at(doc: Any, path: Any) -> str:
+    """The JSON text at ``path`` in ``doc`` (for a message), or "absent"."""
+    try:
+        return json.dumps(jsonpointer.resolve_pointer(doc, str(path)))
+    except (jsonpointer.JsonPointerException, TypeError):
+        return "absent"
