@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from drods.model.placement import ClusterAffinity, Placement
 
@@ -50,6 +50,12 @@ class StatePreservationRule(BaseModel):
 
     aliasLabelName: str = Field(min_length=1, max_length=317)
     jsonPath: str = Field(min_length=1)
+
+    @field_validator("jsonPath")
+    @classmethod
+    def _one_value(cls, v: str) -> str:
+        parse_json_path(v)  # a filter, wildcard or range is refused when the policy is written
+        return v
 
 
 class StatePreservation(BaseModel):
@@ -180,7 +186,10 @@ def preserved_labels(rules: list[StatePreservationRule], status: Mapping[str, An
     (Karmada reads from ``status``: ``{.replicas}``, not ``{.status.replicas}``)."""
     out: dict[str, str] = {}
     for r in rules:
-        value = read_json_path(dict(status or {}), r.jsonPath)
+        try:
+            value = read_json_path(dict(status or {}), r.jsonPath)
+        except JsonPathError:  # stored before such paths were refused: no label, no failed move
+            continue
         if value is None or isinstance(value, (dict, list)):
             continue
         out[r.aliasLabelName] = str(value).lower() if isinstance(value, bool) else str(value)

@@ -57,6 +57,11 @@ def test_state_is_read_from_the_failed_copys_status_by_jsonpath() -> None:
         parse_json_path("{.items[?(@.name=='x')]}")
     with pytest.raises(JsonPathError):
         parse_json_path("{}")
+    # a rule selecting several values is refused when the policy is written (it used to fail each pass)
+    with pytest.raises(ValidationError, match="only field and index steps"):
+        StatePreservationRule(aliasLabelName="a", jsonPath='{.conditions[?(@.type=="Available")].status}')
+    stored = StatePreservationRule.model_construct(aliasLabelName="a", jsonPath="{.items[*].name}")
+    assert preserved_labels([stored, rules[1]], status) == {"failover.io/replicas": "3"}  # one stored before
 
 
 def task(mode: str, grace: int | None = None) -> GracefulEvictionTask:
