@@ -91,21 +91,26 @@ class ApplicationFailover:
         moved: list[tuple[str, str]] = []
         seen: set[tuple[str, str]] = set()
         for name in sorted(self.watched):
-            binding = self.fleet.bindings.cache.get(BINDING.key(name))
-            behavior = declared_behavior(binding, "application", ApplicationFailoverBehavior) \
-                if binding is not None else None
-            if binding is None or behavior is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            due = self._overdue(name, binding, behavior, now, seen)
-            for cluster, since in due:
-                if await self._evict(name, binding, behavior, cluster, since, now):
-                    moved.append((name, cluster))
-                    break  # one eviction per write: the next pass sees the stored task
-            else:
-                await self._finish(name, binding, now)
+            try:
+                moved += await self._binding(name, now, seen)
+            except Exception:  # noqa: BLE001 - one binding's failure must not stop the others' failover
+                log.exception("application failover of %s failed", name)
         for gone in self.unhealthy_since.keys() - seen:
             del self.unhealthy_since[gone]
         return moved
+
+    async def _binding(self, name: str, now: float, seen: set[tuple[str, str]]) -> list[tuple[str, str]]:
+        """One binding's part of a pass: a move off a cluster its copy failed on, or its finished moves."""
+        binding = self.fleet.bindings.cache.get(BINDING.key(name))
+        behavior = declared_behavior(binding, "application", ApplicationFailoverBehavior) \
+            if binding is not None else None
+        if binding is None or behavior is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
+            return []
+        for cluster, since in self._overdue(name, binding, behavior, now, seen):
+            if await self._evict(name, binding, behavior, cluster, since, now):
+                return [(name, cluster)]  # one eviction per write: the next pass sees the stored task
+        await self._finish(name, binding, now)
+        return []
 
     def _overdue(self, name: str, binding: Obj, behavior: ApplicationFailoverBehavior, now: float,
                  seen: set[tuple[str, str]]) -> list[tuple[str, float]]:

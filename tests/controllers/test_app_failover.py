@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import pytest
+
+from drods.controllers import app_failover
 from drods.controllers.app_failover import ApplicationFailover
 from drods.controllers.binding import BindingController, _Retiring
 from drods.controllers.fleet import MemberFleet
@@ -203,3 +206,23 @@ async def test_an_unhealthy_move_ends_with_its_grace_period_and_a_never_task_sta
     put(ctl, fleet, moved("Never", healthy_b=True))
     await ctl.tick()
     assert registry.patches == []
+
+
+async def test_one_binding_that_fails_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    ctl, fleet, registry = controller(now)
+    for name in ("a-broken", "b-fine"):
+        b = binding(available_a=0)
+        b["metadata"]["name"] = name
+        put(ctl, fleet, b)
+    real = app_failover.preserved_state
+
+    def state(fleet: Any, name: str, *args: Any) -> dict[str, str]:
+        if name == "a-broken":
+            raise RuntimeError("a status no rule can read")
+        return real(fleet, name, *args)
+
+    monkeypatch.setattr(app_failover, "preserved_state", state)
+    await ctl.tick()
+    now[0] = 60.0
+    assert await ctl.tick() == [("b-fine", "a")]
