@@ -44,6 +44,8 @@ CLUSTER_REMOVED = "ClusterRemoved"
 
 # changes that select the cluster differently; any other kind may admit it anew whatever selects it
 _SELECTING = frozenset({LABELS_CHANGED, TOPOLOGY_CHANGED})
+# changes that only open the cluster to more: none of them is a reason to take replicas off it
+_OPENING = frozenset({CLUSTER_ADDED, CLUSTER_READY, UNCORDONED, TAINTS_LIFTED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,11 @@ class FleetChange:
     def news_to(self, decided_at: float | None) -> bool:
         """Did a decision made at ``decided_at`` (None: none yet) not see this change?"""
         return self.since is None or decided_at is None or decided_at < self.since
+
+    @property
+    def only_opens(self) -> bool:
+        """The cluster was only opened to more (joined, Ready, uncordoned, a taint lifted)."""
+        return all(k in _OPENING for k in self.kinds)
 
     @property
     def admits_anew(self) -> bool:

@@ -166,7 +166,7 @@ class FleetFollower:
         elif many:
             target, deferred = self._follow_whole(rec, pl, current, fresh.pairs, changes, away, blocked)
         else:
-            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes, away)
+            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes, away, blocked)
         if deferred:
             self._note(rec.name, deferred)
             if many:
@@ -227,9 +227,11 @@ class FleetFollower:
         return not (rec.duplicated or _static(rec, pl) or _holistic(pl) or rec.name in self._many)
 
     def _follow(self, rec: BindingRecord, pl: PlacementSpec, current: Placement, fresh: Placement,
-                changes: dict[str, FleetChange], away: frozenset[str]) -> tuple[Placement, dict[str, FleetChange]]:
+                changes: dict[str, FleetChange], away: frozenset[str], blocked: frozenset[str] = frozenset()
+                ) -> tuple[Placement, dict[str, FleetChange]]:
         """The placement with each changed cluster brought to its part of ``fresh``; the changes
-        the move budget could not afford yet."""
+        the move budget could not afford yet. A cluster only opened to more never loses replicas by
+        it, and none go onto a ``blocked`` cluster (moved off on purpose, not the change's own)."""
         sel = self.selections.selection(rec.name)
         want = dict(fresh)
         target = current
@@ -252,6 +254,8 @@ class FleetFollower:
             if not (self.rebalance if switch is None else switch) or cluster in away:
                 continue  # switched off, or moved off that cluster on purpose (failover, drain, evacuation)
             cand = fresh if holistic else toward(target, fresh, cluster)
+            if _onto(cand, blocked) or (ch.only_opens and dict(cand).get(cluster, 0) < dict(target).get(cluster, 0)):
+                continue
             n = moved(target, cand)
             if not worth_moving(rec.replicas, n, self.min_move_fraction):
                 continue

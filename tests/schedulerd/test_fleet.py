@@ -425,6 +425,32 @@ def test_a_refit_moves_nothing_off_a_cordoned_cluster() -> None:
         (("cordoned", 3), ("new", 1), ("open", 2))
 
 
+def test_an_uncordon_takes_nothing_off_the_cluster_and_puts_nothing_back_where_a_drain_took_it() -> None:
+    """A cluster uncordoned (or joined, Ready again) is only opened to more: its replicas stay. And what
+    a fresh division offers a cluster the binding was drained off is not taken by another's change."""
+    follower = FleetFollower(rebalance=True, min_move_fraction=0.0, max_moves_per_minute=1000)
+    raw = json.dumps({"metadata": {"name": "web", "generation": 1,
+                                   "annotations": {RESCHEDULE_REASON: drain_reason("m3")}},
+                      "spec": {"replicas": 6}, "status": {"phase": "Scheduled", "scheduledGeneration": 1,
+                                                          "placement": [{"cluster": "m1", "replicas": 3},
+                                                                        {"cluster": "m2", "replicas": 3}]}})
+    rec = decode_binding("/registry/multicluster.io/bindings/web", raw.encode(), 7)
+    assert rec is not None
+    follower.index(rec)
+    spec = BindingSpec.model_validate({"replicas": 6})
+    facts = ClusterFacts("m1", {}, {})
+    uncordoned = FleetChange("m1", (UNCORDONED,), facts, facts, True)
+    # from scratch: m1 would get 2, the drained m3 1 — neither move is the uncordon's to make
+    follower.affected([uncordoned], lambda n: rec)
+    assert follower.refit(rec, spec, _fresh("web", (("m1", 2), ("m2", 3), ("m3", 1)))).result is None
+    follower.affected([uncordoned], lambda n: rec)
+    assert follower.refit(rec, spec, _fresh("web", (("m1", 0), ("m2", 6)))).result is None
+    # it still draws replicas when the fresh division offers it more
+    follower.affected([uncordoned], lambda n: rec)
+    out = follower.refit(rec, spec, _fresh("web", (("m1", 4), ("m2", 2))))
+    assert out.result is not None and out.result.pairs == (("m1", 4), ("m2", 2))
+
+
 def test_only_a_refit_taken_cluster_by_cluster_divides_from_scratch() -> None:
     """The part each changed cluster is offered must not lean on where the replicas are now (that
     made the outcome depend on whether two clusters were judged in one batch or two); a division
