@@ -143,6 +143,8 @@ class ObjectRegistry:
         if status is not None and not isinstance(status, dict):
             raise validation_failed("status must be a mapping", [{"field": "status", "message": "not a mapping"}],
                                     **ident)
+        if kind.custom is None and kind.scale_paths is not None:
+            _check_replicas(out, ident)
         if kind is SECRET:
             out, errors = normalised_secret(out)
             if errors:
@@ -697,6 +699,29 @@ def with_generated_name(obj: Any) -> Any:
         return obj
     suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
     return {**obj, "metadata": {**meta, "name": f"{meta['generateName'][:58]}{suffix}"}}
+
+
+def _check_replicas(obj: Obj, ident: dict[str, Any]) -> None:
+    """A built-in kind's ``spec.replicas`` is a whole number of at least 0, as the Kubernetes API
+    server validates it (the rest of a built-in template is kept as given). A word or a negative
+    count was stored, and the workload divided as one replica."""
+    spec = obj.get("spec")
+    if spec is None:
+        return
+    if not isinstance(spec, dict):
+        raise validation_failed("spec must be a mapping", [{"field": "spec", "message": "not a mapping"}], **ident)
+    replicas = spec.get("replicas")
+    if replicas is None:
+        return
+    if not isinstance(replicas, int) or isinstance(replicas, bool):
+        raise validation_failed(f'{ident["kind"]} "{ident["name"]}" is invalid: spec.replicas must be an integer',
+                                [{"field": "spec.replicas", "message": f"must be an integer, got {replicas!r}"}],
+                                **ident)
+    if replicas < 0:
+        raise validation_failed(f'{ident["kind"]} "{ident["name"]}" is invalid: spec.replicas must be greater '
+                                "than or equal to 0",
+                                [{"field": "spec.replicas", "message": "must be greater than or equal to 0"}],
+                                **ident)
 
 
 def _finalized(kind: Kind, obj: Obj) -> bool:
