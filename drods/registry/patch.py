@@ -64,8 +64,12 @@ def apply_patch(doc: dict[str, Any], patch: Any, content_type: str) -> dict[str,
                                   f"expected {json.dumps(op.get('value'))}", operation=i, path=path) from e
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError,
                     AttributeError) as e:
-                what = f"{op.get('op')} {op.get('path')}" if isinstance(op, dict) else repr(op)
-                raise bad_request(f"JSON patch operation {i} ({what}) failed: {e}", operation=i) from e
+                if not isinstance(op, dict):
+                    raise bad_request(f"JSON patch operation {i} ({op!r}) failed: {e}", operation=i) from e
+                source = f" from {op['from']}" if "from" in op else ""
+                why = f"nothing at {op['from']}" if source and _at(result, op["from"]) == "absent" else str(e)
+                raise bad_request(f"JSON patch operation {i} ({op.get('op')} {op.get('path')}{source}) failed: {why}",
+                                  operation=i) from e
         if not isinstance(result, dict):
             raise bad_request("a JSON patch must leave an object")
         return result

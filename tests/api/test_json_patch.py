@@ -16,6 +16,8 @@ from drods.registry.patch import JSON_PATCH, apply_patch
      "JSON patch operation 1 (test /spec/paused) failed: the value is absent, the patch expected true"),
     ([{"op": "remove", "path": "/spec/missing"}],
      "JSON patch operation 0 (remove /spec/missing) failed: can't remove a non-existent object 'missing'"),
+    ([{"op": "move", "from": "/spec/nope", "path": "/spec/x"}],
+     "JSON patch operation 0 (move /spec/x from /spec/nope) failed: nothing at /spec/nope"),
 ])
 def test_a_failed_operation_is_named_and_nothing_changes(ops: list[dict[str, object]], message: str) -> None:
     doc = {"spec": {"replicas": 3}}
