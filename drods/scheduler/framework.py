@@ -391,6 +391,9 @@ class Scheduler:
                 cyc.tried.append(term.name)
         for t in info.missing_targets:  # known once TargetClusters has looked
             cyc.extra[t] = "target cluster not registered"
+        for c, why in info.evicted:  # said so, not as the clusterAffinity.exclude that carries it
+            if c in snap.index:
+                cyc.extra[c] = why
         names_view = snap.names_arr[: cyc.n] if cyc.rejections else None  # copied before a row moves
         cyc.base = dict(
             name=info.key, requested=info.replicas, clusters=cyc.n, division=info.division,

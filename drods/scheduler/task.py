@@ -181,6 +181,8 @@ class TaskInfo:
     current_rows: IntArr = field(default_factory=lambda: _NO_ROWS)
     current_counts: IntArr = field(default_factory=lambda: _NO_ROWS)
     missing_targets: tuple[str, ...] = ()
+    # the clusters graceful eviction tasks keep out (placement.exclude carries them), with why
+    evicted: tuple[tuple[str, str], ...] = ()
     cache: dict[str, Any] = field(default_factory=dict)
 
     def analysis(self) -> dict[str, Any]:
@@ -300,6 +302,8 @@ def analyse(task: Task | BindingSpec, *, name: str = "", current: Sequence[Targe
         users=users_of(pl, task.users),
         latency_slo_ms=pl.latencySLOMs if pl.latencySLOMs is not None else task.latency_slo_ms,
         placement_changed=task.placement_changed,
+        evicted=tuple((t.fromCluster, f"moved off it ({t.reason}, {t.producer}) at {t.creationTimestamp}: kept out "
+                       "until that move is over") for t in spec.gracefulEvictionTasks),
     )
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from drods.model.binding import TargetCluster
+from drods.model.app_failover import GracefulEvictionTask
+from drods.model.binding import TargetCluster, placeable
 from drods.model.cluster import Taint
 from drods.model.placement import (
     ClusterAffinity,
@@ -187,3 +188,16 @@ def test_the_drods_key_tolerates_karmadas_taint(sched: Scheduler) -> None:
     r = sched.schedule(Task(task(replicas=4, placement=_tolerating(None, "cluster.karmada.io/not-ready")),
                             name="w"), snap)
     assert "m1" in r.reasons
+
+
+def test_a_cluster_an_eviction_task_keeps_out_is_explained_by_the_move(snap: Snapshot, sched: Scheduler) -> None:
+    """The task's cluster is carried as a ``clusterAffinity.exclude`` (`placeable`); its reason names
+    the move, not an exclude the policy never had."""
+    _fleet(snap)
+    moved = GracefulEvictionTask(fromCluster="m1", reason="ApplicationFailure", producer="application-failover",
+                                 creationTimestamp=T0_TEXT)
+    spec = placeable(task(replicas=4, gracefulEvictionTasks=[moved]), [])
+    r = sched.schedule(Task(spec, name="web"), snap)
+    assert r.phase == "Scheduled" and "m1" not in dict(r.pairs)
+    assert r.reasons["m1"] == (f"moved off it (ApplicationFailure, application-failover) at {T0_TEXT}: kept out "
+                               "until that move is over")
