@@ -125,12 +125,10 @@ class FleetFollower:
             self._many.add(name)
 
     # ------------------------------------------------------------------ deciding
-    def refit(self, rec: BindingRecord, spec: BindingSpec, fresh: ScheduleResult,
-              cordoned: frozenset[str] = frozenset()) -> Refit:
+    def refit(self, rec: BindingRecord, spec: BindingSpec, fresh: ScheduleResult) -> Refit:
         """The binding's placement after the changes it waits for: of ``fresh`` (a decision from
-        scratch) only the changed clusters' parts are taken. What a divided binding holds on
-        ``cordoned`` clusters stays there (a cordon keeps what a cluster runs; a fleet change elsewhere
-        moves none of it): ``fresh`` divides the rest beside it."""
+        scratch) only the changed clusters' parts are taken. (What a divided binding holds on cordoned
+        clusters is in ``fresh`` as it is, `SchedulerService._refit`: no change moves it.)"""
         changes = self._pending.pop(rec.name, {})
         many = rec.name in self._many
         self._many.discard(rec.name)
@@ -171,8 +169,6 @@ class FleetFollower:
             self._note(rec.name, deferred)
             if many:
                 self._many.add(rec.name)
-        if cordoned & held:
-            target = keeping(current, target, cordoned & held)
         if target == current:
             return Refit(deferred=bool(deferred))
         before, after = dict(current), dict(target)
@@ -268,25 +264,6 @@ class FleetFollower:
                 cand = toward(target, fresh, cluster, limit=granted)
             target = cand
         return target, deferred
-
-
-def keeping(current: Placement, target: Placement, keep: frozenset[str]) -> Placement:
-    """``target`` with what ``current`` holds on the ``keep`` clusters back there, as many replicas
-    taken one by one from the clusters ``target`` grows most (the total stays where it can)."""
-    before, out = dict(current), dict(target)
-    owed = 0
-    for c in keep:
-        short = before.get(c, 0) - out.get(c, 0)
-        if short > 0:
-            out[c] = before[c]
-            owed += short
-    for _ in range(owed):
-        src = max((c for c, n in out.items() if c not in keep and n > before.get(c, 0)), default=None,
-                  key=lambda c: (out[c] - before.get(c, 0), out[c]))
-        if src is None:
-            break
-        out[src] -= 1
-    return tuple(sorted((c, n) for c, n in out.items() if n > 0))
 
 
 def _onto(target: Placement, clusters: frozenset[str]) -> bool:

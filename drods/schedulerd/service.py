@@ -589,12 +589,12 @@ class SchedulerService:
         # a cordon keeps what a cluster runs: the fresh division is of the rest, beside it
         cordoned = frozenset(c for c, _ in rec.placement
                              if (row := snap.index.get(c)) is not None and snap.unschedulable[row])
-        kept = () if rec.duplicated or spec.placement.statefulTopology is not None else \
-            tuple((c, n) for c, n in sorted(rec.placement) if c in cordoned)  # (a Duplicated copy is held anyway)
-        divided = spec.model_copy(update={"replicas": spec.replicas - sum(n for _, n in kept)}) if kept else spec
+        kept = {} if rec.duplicated or spec.placement.statefulTopology is not None else \
+            {c: n for c, n in rec.placement if c in cordoned}  # (a Duplicated copy is held anyway)
+        held = sum(kept.values())
+        divided = spec.model_copy(update={"replicas": spec.replicas - held}) if kept else spec
         current = [] if self.fleet.by_parts(rec, spec.placement) else \
-            [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement)
-             if c not in dict(kept)]
+            [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement) if c not in kept]
         users, slo = learned(rec.object())
         task = Task(divided, name=rec.name, current=current, rebalance=not rec.duplicated,
                     workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary,
@@ -602,11 +602,9 @@ class SchedulerService:
         with self.cache.excluding(rec.name):
             fresh = self.scheduler.schedule(task, snap)
         if kept:
-            pairs = tuple(sorted({**dict(fresh.pairs), **dict(kept)}.items()))
-            held = sum(n for _, n in kept)
-            fresh = replace(fresh, pairs=pairs, requested=fresh.requested + held, placed=fresh.placed + held,
-                            _placement=None)
-        out = self.fleet.refit(rec, spec, fresh, frozenset(dict(kept)))
+            fresh = replace(fresh, pairs=tuple(sorted({**dict(fresh.pairs), **kept}.items())),
+                            requested=fresh.requested + held, placed=fresh.placed + held, _placement=None)
+        out = self.fleet.refit(rec, spec, fresh)
         if out.result is None or out.trigger is None:
             # deferred: out of move budget, again after a backoff
             (self.queue.retry if out.deferred else self.queue.done)(rec.name)

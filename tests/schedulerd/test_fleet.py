@@ -34,7 +34,7 @@ from drods.schedulerd.fleet import (
     worth_moving,
 )
 from drods.schedulerd.records import BindingRecord, decode_binding, selection_key
-from drods.schedulerd.refit import MAX_FOLLOWED, FleetFollower, keeping
+from drods.schedulerd.refit import MAX_FOLLOWED, FleetFollower
 
 
 def _facts(name: str, **labels: str) -> ClusterFacts:
@@ -407,7 +407,7 @@ def test_a_few_changes_are_followed_cluster_by_cluster_and_merged() -> None:
 
 def test_a_refit_moves_nothing_off_a_cordoned_cluster() -> None:
     """A cordon keeps what a cluster runs (Karmada's NoSchedule cordon): the replicas a new cluster
-    draws come from the others, whether its part is taken cluster by cluster or whole."""
+    draws come from the others (the service's fresh division carries the cordoned cluster's as they are)."""
     follower = FleetFollower(rebalance=True, min_move_fraction=0.0, max_moves_per_minute=1000)
     r = _binding_rec("b", [("cordoned", 3), ("open", 3)])
     follower.index(r)
@@ -418,11 +418,8 @@ def test_a_refit_moves_nothing_off_a_cordoned_cluster() -> None:
     assert follower.refit(r, spec, fresh).result.pairs == (("new", 3), ("open", 3))  # type: ignore[union-attr]
     # the service divides the rest beside the cordoned cluster's replicas
     follower.affected([new], {"b": r}.get)
-    fit = follower.refit(r, spec, _fresh("b", (("cordoned", 3), ("new", 2), ("open", 1))), frozenset({"cordoned"}))
+    fit = follower.refit(r, spec, _fresh("b", (("cordoned", 3), ("new", 2), ("open", 1))))
     assert fit.result is not None and fit.result.pairs == (("cordoned", 3), ("new", 2), ("open", 1))
-    # and whatever a division taken whole says, what the cordoned cluster holds stays
-    assert keeping((("cordoned", 3), ("open", 3)), (("new", 4), ("open", 2)), frozenset({"cordoned"})) == \
-        (("cordoned", 3), ("new", 1), ("open", 2))
 
 
 def test_an_uncordon_takes_nothing_off_the_cluster_and_puts_nothing_back_where_a_drain_took_it() -> None:
