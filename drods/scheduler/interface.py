@@ -89,6 +89,16 @@ class PluginBase:
         self.args: dict[str, Any] = dict(args or {})
 
 
+def none_more_on(held: IntArr, n: int) -> FloatArr | None:
+    """An estimate of no more replicas on the ``held`` rows (clusters that keep what they have), no
+    limit elsewhere; None when there are none."""
+    if not held.size:
+        return None
+    room = np.full(n, np.inf)
+    room[held] = 0.0
+    return room
+
+
 def distinct(values: npt.NDArray[Any]) -> list[Any]:
     """The distinct values, ascending: ``np.unique`` without its sort when all are equal (the usual
     case for the few reasons a filter groups its drops by)."""

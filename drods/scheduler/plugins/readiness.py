@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
-from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, reject
+from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, none_more_on, reject
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -58,9 +58,4 @@ class Readiness(PluginBase):
         """No more replicas on a kept cordoned cluster (None: the task keeps none)."""
         if task.division == "Duplicated" or snap.status_cache.get("readiness-all-ok"):
             return None
-        held = _held(task, snap)
-        if not held.size:
-            return None
-        room = np.full(snap.n, np.inf)
-        room[held] = 0.0
-        return room
+        return none_more_on(_held(task, snap), snap.n)

@@ -19,7 +19,7 @@ import numpy as np
 
 from drods.model.taints import taint_key_matches
 from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
-from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, distinct
+from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, distinct, none_more_on
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -135,9 +135,4 @@ class TaintToleration(PluginBase):
         """No more replicas on a kept NoSchedule-tainted cluster (it holds what it has)."""
         if not snap.indexes.taints or task.division == "Duplicated":
             return None
-        held = self._held(task, self._verdicts(task, snap))
-        if not held.size:
-            return None
-        room = np.full(snap.n, np.inf)
-        room[held] = 0.0
-        return room
+        return none_more_on(self._held(task, self._verdicts(task, snap)), snap.n)
