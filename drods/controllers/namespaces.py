@@ -14,16 +14,25 @@ is left and is safe to repeat, so a new leader simply goes over every Terminatin
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Hashable
 from typing import Any
 
-from drods.errors import Conflict, NotFound
+from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind
-from drods.model.namespaces import FINALIZE, FINALIZER, NAMESPACE, spec_finalizers, terminating, without_finalizer
+from drods.model.namespaces import (
+    FINALIZE,
+    FINALIZER,
+    NAMESPACE,
+    SYSTEM,
+    spec_finalizers,
+    terminating,
+    without_finalizer,
+)
 from drods.registry.catalog import KindCatalog
 from drods.registry.objects import ObjectRegistry, decode_stored
 
@@ -53,6 +62,7 @@ class NamespaceController:
     async def run(self) -> None:
         with subscribed((self.namespaces, self._on_namespace)):
             await wait_synced(self.namespaces, self.definitions)
+            await self.ensure_system()
             for key, obj in list(self.namespaces.cache.items()):
                 self._on_namespace(key, None, obj)
             await self.controller.run()
@@ -60,6 +70,17 @@ class NamespaceController:
     def _on_namespace(self, key: str, old: Any, new: Any) -> None:
         if isinstance(new, dict) and terminating(new) and FINALIZER in spec_finalizers(new):
             self.controller.queue.add(key.rsplit("/", 1)[-1])
+
+    async def ensure_system(self) -> None:
+        """Create the `SYSTEM` namespaces not stored yet, as kube-apiserver does at its start: a
+        Kubernetes user expects ``kubectl get ns default`` to answer from the first start on."""
+        for name in SYSTEM:
+            if NAMESPACE.key(name) in self.namespaces.cache:
+                continue
+            with contextlib.suppress(AlreadyExists):
+                await self.registry.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace",
+                                                       "metadata": {"name": name}})
+                log.info("created the system namespace %s", name)
 
     def kinds(self) -> list[Kind]:
         """Every namespaced kind, once per storage (kinds sharing one and a custom kind's versions)."""

@@ -37,6 +37,7 @@ from drods.model.kinds import (
     TEMPLATE_KINDS,
     Kind,
 )
+from drods.model.namespaces import SYSTEM
 from drods.model.policy import PropagationPolicySpec, ResourcePlacementPolicySpec, ResourceSelector
 from drods.model.quantity import cores, count, gib
 from drods.model.volume_claims import workload_claims
@@ -56,7 +57,7 @@ class Stored(Protocol):
 
 DETECTED_KINDS: tuple[Kind, ...] = TEMPLATE_KINDS
 # Namespaces every cluster has of its own: never placed by a policy (Karmada's namespace sync skips them too)
-RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+RESERVED_NAMESPACES = frozenset(SYSTEM)
 
 
 def placeable(kind: Kind, obj: Mapping[str, Any]) -> bool:

@@ -6,7 +6,7 @@ namespace controller (`drods.controllers.namespaces`) deletes what is stored in 
 the finalizer, and the Namespace goes. Meanwhile nothing new may be created in it, so what the
 controller deleted cannot come back behind it. ``default``, ``kube-system`` and ``kube-public``
 may not be deleted at all (kube-apiserver's NamespaceLifecycle admission: every cluster relies on
-them being there).
+them being there); they and ``kube-node-lease`` are there from the start (`SYSTEM`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ Obj = dict[str, Any]
 NAMESPACE: Kind = next(k for k in WORKLOAD_KINDS if k.kind == "Namespace")
 FINALIZER = "kubernetes"  # the namespace controller's, in ``spec.finalizers``
 IMMORTAL = frozenset({"default", "kube-system", "kube-public"})
+# the namespaces every cluster has from its start (kube-apiserver creates them): stored objects here too
+SYSTEM = ("default", "kube-system", "kube-public", "kube-node-lease")
 FINALIZE = "finalize"  # the subresource that alone changes ``spec.finalizers``
 
 

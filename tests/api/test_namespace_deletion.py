@@ -152,6 +152,24 @@ async def test_default_and_kube_system_may_not_be_deleted(api: Api) -> None:
         assert "deletionTimestamp" not in ns["metadata"] and ns["status"]["phase"] == "Active"
 
 
+async def test_the_system_namespaces_are_there_from_the_start(api: Api) -> None:
+    """As on a Kubernetes cluster, ``kubectl get ns default`` answers on a fresh control plane: the
+    system namespaces are stored objects, Active with the ``kubernetes`` finalizer, and creating one
+    again is AlreadyExists."""
+    names = ("default", "kube-system", "kube-public", "kube-node-lease")
+    async with asyncio.timeout(15):
+        while True:
+            if {i["metadata"]["name"] for i in (await api.call("GET", NS)).json()["items"]} >= set(names):
+                break
+            await asyncio.sleep(0.05)
+    for name in names:
+        ns = (await api.call("GET", f"{NS}/{name}")).json()
+        assert ns["kind"] == "Namespace" and ns["status"]["phase"] == "Active", ns
+        assert ns["spec"]["finalizers"] == ["kubernetes"], ns
+    r = await api.call("POST", NS, json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    assert r.status_code == 409 and r.json()["reason"] == "AlreadyExists", r.text
+
+
 async def test_an_update_keeps_the_finalizer_and_a_namespace_stored_without_one_is_still_emptied(api: Api) -> None:
     """``kubectl replace`` without a spec must not let a delete skip the cleanup, nor may a Namespace
     stored before the finalizer rule (it gets it on delete)."""
