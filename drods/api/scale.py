@@ -82,7 +82,7 @@ async def serve_scale(ctx: ApiContext, request: Request, kind: Kind, name: str, 
         return JSONResponse(current)
     if request.method not in ("PUT", "PATCH"):
         raise ApiError(405, "METHOD_NOT_ALLOWED", f"{request.method} is not allowed on /scale",
-                       {"method": request.method})
+                       {"method": request.method, "allowed": ["GET", "PUT", "PATCH"]})
     wanted = _wanted(current, await read_body(request), request.method, request.headers.get("content-type", ""))
     replicas = (wanted.get("spec") or {}).get("replicas")
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:

@@ -58,5 +58,7 @@ def kubernetes_error_response(err: ApiError) -> JSONResponse:
 
 
 def _response(body: dict[str, Any], err: ApiError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
-    return JSONResponse(body, status_code=err.status, headers=headers)
+    headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
+    if err.status == 405 and isinstance(allowed := err.details.get("allowed"), list):
+        headers["Allow"] = ", ".join(allowed)  # RFC 9110: a 405 names the methods the resource takes
+    return JSONResponse(body, status_code=err.status, headers=headers or None)

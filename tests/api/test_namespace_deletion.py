@@ -199,6 +199,7 @@ async def test_a_stuck_namespace_is_let_go_through_its_finalize_subresource(api:
     for method in ("GET", "PATCH", "POST"):
         r = await api.call(method, f"{NS}/stuck/finalize", json={})
         assert r.status_code == 405 and r.json()["reason"] == "MethodNotAllowed", (method, r.text)
+        assert r.headers["Allow"] == "PUT"
     # only spec.finalizers changes through it: the labels sent along are not taken
     let_go = {**ns, "metadata": {**ns["metadata"], "labels": {"sneaked": "in"}}, "spec": {"finalizers": []}}
     r = await api.call("PUT", f"{NS}/stuck/finalize", json=let_go)

@@ -289,7 +289,7 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
     if subresource == FINALIZE and kind is NAMESPACE and name is not None:
         if method != "PUT":  # kube-apiserver serves the finalize subresource for update alone
             raise ApiError(405, "METHOD_NOT_ALLOWED", f"{method} is not supported on namespaces/finalize: PUT it",
-                           {"kind": "namespaces", "name": name, "subresource": FINALIZE})
+                           {"kind": "namespaces", "name": name, "subresource": FINALIZE, "allowed": ["PUT"]})
         return await _dispatch(ctx, request, principal, kind, namespace, name, subresource)
     if subresource not in (None, "status") or (subresource == "status" and kind.custom is not None
                                                and not kind.has_status):
@@ -340,7 +340,8 @@ async def _dispatch(ctx: ApiContext, request: Request, principal: Principal, kin
             return await patch(ctx, request, kind, name, namespace, subresource)
         if method == "DELETE" and subresource is None:
             return await delete(ctx, request, kind, name, namespace)
-    raise ApiError(405, "METHOD_NOT_ALLOWED", f"{method} is not allowed here", {"method": method})
+    allowed = ["GET", "POST"] if name is None else ["GET", "PUT", "PATCH"] + (["DELETE"] if subresource is None else [])
+    raise ApiError(405, "METHOD_NOT_ALLOWED", f"{method} is not allowed here", {"method": method, "allowed": allowed})
 
 
 def _namespaced(kind: Kind, namespace: str | None) -> None:
@@ -382,7 +383,8 @@ async def group_item_sub(request: Request, group: str, version: str, plural: str
         _namespaced(kind, name)
         return await dispatch(request, p, kind, name, None, None)
     if request.method == "POST":
-        raise ApiError(405, "METHOD_NOT_ALLOWED", "POST is not allowed here", {"method": "POST"})
+        raise ApiError(405, "METHOD_NOT_ALLOWED", "POST is not allowed here",
+                       {"method": "POST", "allowed": ["GET", "PUT", "PATCH"]})  # a subresource
     return await dispatch(request, p, resolve(request, group, version, plural), None, name, sub)
 
 
@@ -437,7 +439,7 @@ async def core_ns_collection(request: Request, ns: str, plural: str, p: Principa
 async def core_namespace_sub(request: Request, name: str, sub: str, p: Principal = Depends(_principal)) -> Response:
     if sub not in _NAMESPACE_SUBRESOURCES:
         raise ApiError(405, "METHOD_NOT_ALLOWED", f"{request.method} is not allowed on a collection",
-                       {"method": request.method})
+                       {"method": request.method, "allowed": ["GET", "POST"]})
     return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, name, sub)
 
 
