@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
 from drods.errors import AlreadyExists, Conflict, NotFound
@@ -29,12 +30,14 @@ from drods.model.namespaces import (
     FINALIZER,
     NAMESPACE,
     SYSTEM,
+    deletion_conditions,
     spec_finalizers,
     terminating,
     without_finalizer,
 )
+from drods.model.timefmt import now_rfc3339
 from drods.registry.catalog import KindCatalog
-from drods.registry.objects import ObjectRegistry, decode_stored
+from drods.registry.objects import Obj, ObjectRegistry, decode_stored
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +98,9 @@ class NamespaceController:
         ns = self.namespaces.cache.get(NAMESPACE.key(name))
         if not isinstance(ns, dict) or not terminating(ns) or FINALIZER not in spec_finalizers(ns):
             return None
-        if await self.delete_contents(name):
+        left = await self.delete_contents(name)
+        if left:
+            await self.report(name, left)
             return RECHECK_SECONDS
         try:
             current = await self.registry.get(NAMESPACE, name)
@@ -108,18 +113,52 @@ class NamespaceController:
             return RECHECK_SECONDS  # changed meanwhile: look again
         return None
 
-    async def delete_contents(self, namespace: str) -> int:
-        """Delete every object stored in ``namespace``; how many are still there (held by finalizers)."""
-        left = 0
+    async def delete_contents(self, namespace: str) -> Remaining:
+        """Delete every object stored in ``namespace``; what is still there (held by finalizers)."""
+        left = Remaining()
         for kind in self.kinds():
             items, _ = await self.registry.list(kind, namespace)
             for obj in items:
-                if obj["metadata"].get("deletionTimestamp"):
-                    left += 1
-                    continue
-                try:
-                    _, gone = await self.registry.delete(kind, obj["metadata"]["name"], namespace)
-                except NotFound:
-                    continue
-                left += not gone
+                if not obj["metadata"].get("deletionTimestamp"):
+                    try:
+                        obj, gone = await self.registry.delete(kind, obj["metadata"]["name"], namespace)
+                    except NotFound:
+                        continue
+                    if gone:
+                        continue
+                left.add(kind, obj)
         return left
+
+    async def report(self, name: str, left: Remaining) -> None:
+        """Say on the namespace what holds it, in the conditions kube's namespace controller keeps
+        (``kubectl describe ns`` shows them); written only when they change."""
+        try:
+            current = await self.registry.get(NAMESPACE, name)
+        except NotFound:
+            return
+        status = dict(current.get("status") or {})
+        before = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        conditions = deletion_conditions(left.resources, left.finalizers, before, now_rfc3339())
+        if [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions] == \
+                [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in before]:
+            return
+        with contextlib.suppress(Conflict, NotFound):  # changed meanwhile: the next pass says it again
+            await self.registry.update_status(NAMESPACE, name, {**status, "conditions": conditions},
+                                              resource_version=int(current["metadata"]["resourceVersion"]))
+
+
+@dataclass(slots=True)
+class Remaining:
+    """What a pass left in a namespace: objects per ``<plural>.<group>`` and per finalizer holding them."""
+
+    resources: dict[str, int] = field(default_factory=dict)
+    finalizers: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: Kind, obj: Obj) -> None:
+        resource = f"{kind.plural}.{kind.group}"
+        self.resources[resource] = self.resources.get(resource, 0) + 1
+        for finalizer in obj["metadata"].get("finalizers") or []:
+            self.finalizers[str(finalizer)] = self.finalizers.get(str(finalizer), 0) + 1
+
+    def __bool__(self) -> bool:
+        return bool(self.resources)

@@ -12,7 +12,7 @@ them being there); they and ``kube-node-lease`` are there from the start (`SYSTE
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from drods.model.kinds import WORKLOAD_KINDS, Kind
@@ -78,4 +78,41 @@ def without_finalizer(ns: Mapping[str, Any], finalizer: str = FINALIZER) -> Obj:
     """What the namespace controller writes through `FINALIZE` once the namespace is empty."""
     out = copy.deepcopy(dict(ns))
     out["spec"] = {**(out.get("spec") or {}), "finalizers": [f for f in spec_finalizers(ns) if f != finalizer]}
+    return out
+
+
+# The conditions kube-controller-manager's namespace controller keeps on a Terminating namespace, with
+# its reasons and messages when all is well (`kubectl describe ns` shows them): False unless content or
+# its finalizers remain.
+CONTENT_REMAINING = "NamespaceContentRemaining"
+FINALIZERS_REMAINING = "NamespaceFinalizersRemaining"
+_SETTLED = {
+    "NamespaceDeletionDiscoveryFailure": ("ResourcesDiscovered", "All resources successfully discovered"),
+    "NamespaceDeletionGroupVersionParsingFailure": ("ParsedGroupVersions", "All legacy kube types successfully parsed"),
+    "NamespaceDeletionContentFailure": ("ContentDeleted",
+                                        "All content successfully deleted, may be waiting on finalization"),
+    CONTENT_REMAINING: ("ContentRemoved", "All content successfully removed"),
+    FINALIZERS_REMAINING: ("ContentHasNoFinalizers", "All content-preserving finalizers finished"),
+}
+
+
+def deletion_conditions(resources: Mapping[str, int], finalizers: Mapping[str, int],
+                        previous: Sequence[Mapping[str, Any]], now: str) -> list[Obj]:
+    """The Terminating namespace's conditions: what is left of its content (``resources``:
+    ``<plural>.<group>`` → objects, as kube words it) and the finalizers holding it (→ objects);
+    a condition keeps its ``lastTransitionTime`` while its status stays."""
+    wanted = {kind: ("False", reason, message) for kind, (reason, message) in _SETTLED.items()}
+    if resources:
+        left = ", ".join(sorted(f"{r} has {n} resource instances" for r, n in resources.items()))
+        wanted[CONTENT_REMAINING] = ("True", "SomeResourcesRemain", f"Some resources are remaining: {left}")
+    if finalizers:
+        held = ", ".join(sorted(f"{f} in {n} resource instances" for f, n in finalizers.items()))
+        wanted[FINALIZERS_REMAINING] = ("True", "SomeFinalizersRemain",
+                                        f"Some content in the namespace has finalizers remaining: {held}")
+    before = {c.get("type"): c for c in previous}
+    out = []
+    for kind, (status, reason, message) in wanted.items():
+        old = before.get(kind) or {}
+        since = old.get("lastTransitionTime") if old.get("status") == status and old.get("lastTransitionTime") else now
+        out.append({"type": kind, "status": status, "lastTransitionTime": since, "reason": reason, "message": message})
     return out

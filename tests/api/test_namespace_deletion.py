@@ -111,6 +111,22 @@ async def test_an_object_held_by_a_finalizer_keeps_its_namespace_terminating_unt
                 break
             await asyncio.sleep(0.05)
     assert (await api.call("GET", f"{NS}/held")).json()["status"]["phase"] == "Terminating"
+    # what holds it is said on it, in the conditions and words of kube's namespace controller
+    left = "Some resources are remaining: configmaps. has 1 resource instances"
+    conditions: dict[str, Any] = {}
+    async with asyncio.timeout(15):  # the first pass may still count what other finalizers held a moment
+        while True:
+            ns = (await api.call("GET", f"{NS}/held")).json()
+            conditions = {c["type"]: c for c in ns["status"].get("conditions") or []}
+            if conditions.get("NamespaceContentRemaining", {}).get("message") == left:
+                break
+            await asyncio.sleep(0.05)
+    remaining, held_by = conditions["NamespaceContentRemaining"], conditions["NamespaceFinalizersRemaining"]
+    assert (remaining["status"], remaining["reason"]) == ("True", "SomeResourcesRemain"), conditions
+    assert (held_by["status"], held_by["reason"]) == ("True", "SomeFinalizersRemain"), conditions
+    assert held_by["message"] == f"Some content in the namespace has finalizers remaining: {HOLD} in 1 resource " \
+        "instances"
+    assert conditions["NamespaceDeletionContentFailure"]["status"] == "False" and remaining["lastTransitionTime"]
     r = await api.call("PATCH", f"{NS}/held/configmaps/held", json={"metadata": {"finalizers": None}},
                        headers={"content-type": "application/merge-patch+json"})
     assert r.status_code == 200, r.text
