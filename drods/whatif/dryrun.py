@@ -25,16 +25,18 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from drods.errors import ApiError, Invalid
+from drods.model import jsondoc
 from drods.model import member_status as ms
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec
-from drods.model.kinds import PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, by_kind
+from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, by_kind
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile, ProfileError
 from drods.scheduler.status import parse_status
-from drods.scheduler.task import Task
+from drods.scheduler.task import Task, users_of
 from drods.schedulerd.history import decision_record
-from drods.schedulerd.records import FIRST, SCALE
+from drods.schedulerd.records import FIRST, RECONCILE, SCALE, decode_binding
+from drods.schedulerd.users import declared_users_changed, learned
 from drods.schedulerd.view import ClusterFacts, LiveView
 from drods.store import KeyValue
 
@@ -134,20 +136,22 @@ def _add_cluster(view: LiveView, body: Mapping[str, Any], path: str) -> None:
 
 
 def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None = None,
-            about: str | None = None) -> dict[str, Any]:
+            about: str | None = None, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Schedule ``spec`` as ``name`` on the view; the answer of ``POST /api/v1/whatif``. With ``about`` (a
     cluster) the answer also says why the filters turned that cluster away (``filtered``: None when
-    they did not), however many others they turned away."""
+    they did not), however many others they turned away. ``stored``: the Binding ``name`` as stored
+    now, which ``spec`` would replace."""
     snap = view.snapshot
     cur = view.current.get(name)
-    # An existing binding is placed as a change of itself (a scale keeps what still fits), against
-    # the snapshot as the scheduler has it — its own assumed load included, as the real cycle does.
+    # An existing binding is placed as a change of itself, against the snapshot as the scheduler has
+    # it — its own assumed load included, as the real cycle does.
     current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in (cur or {}).items()]
+    task, schedule_type = as_decided(spec, name, current, stored)
     sched = Scheduler(view.profile)
     sched.rng = view.rng
-    result: ScheduleResult = sched.schedule(Task(spec, name=name, current=current), snap)
+    result: ScheduleResult = sched.schedule(task, snap)
     base = {p.name: w for p, w in view.profile.scores}
-    explanation = decision_record(result, binding=name, generation=0, schedule_type=SCALE if cur else FIRST,
+    explanation = decision_record(result, binding=name, generation=0, schedule_type=schedule_type,
                                   ts=time.time() if now is None else now, scheduler=WHATIF_SCHEDULER,
                                   profile=view.profile.name, base_weights=base, workload=_workload(spec))
     answer = {"placement": [{"cluster": t.cluster, "replicas": t.replicas} for t in result.placement],
@@ -155,6 +159,36 @@ def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None =
     if about is not None:
         answer["about"] = {"cluster": about, "filtered": result.reasons.get(about)}
     return answer
+
+
+def as_decided(spec: BindingSpec, name: str, current: list[TargetCluster],
+               stored: Mapping[str, Any] | None) -> tuple[Task, str]:
+    """The task the scheduler service would decide ``spec`` with, and why (its ``scheduleType``), once
+    it replaced the Binding ``stored`` placed at ``current``: a change beyond the replicas is a
+    ReconcileSchedule (replicas beyond a latency SLO the new placement sets move; restated users divide
+    again), a change of the replicas alone a ScaleSchedule (what still fits stays); the users learned
+    from demand and the binding's own labels as the stored Binding carries them."""
+    if not current:
+        return Task(spec, name=name), FIRST
+    if stored is None:
+        return Task(spec, name=name, current=current), SCALE
+    rec = decode_binding(BINDING.key(name), jsondoc.dumps(stored), 0)
+    try:
+        before: BindingSpec | None = BindingSpec.model_validate(stored.get("spec") or {})
+    except ValidationError:
+        before = None
+    changed = before is None or _but_replicas(before) != _but_replicas(spec)
+    users, slo = learned(stored)
+    restated = changed and rec is not None and not rec.keeps_data and \
+        declared_users_changed(users_of(spec.placement, None), stored)
+    task = Task(spec, name=name, current=current, rebalance=restated, users=users, latency_slo_ms=slo,
+                placement_changed=changed, workload_class=rec.workload_class if rec else None,
+                workload=rec.workload if rec else "", primary=rec.primary if rec else None)
+    return task, RECONCILE if changed else SCALE
+
+
+def _but_replicas(spec: BindingSpec) -> BindingSpec:
+    return spec.model_copy(update={"replicas": 0, "rescheduleTriggeredAt": None})
 
 
 def _workload(spec: BindingSpec) -> dict[str, str] | None:

@@ -196,3 +196,31 @@ async def test_api_server_without_a_scheduler_builds_the_view_from_the_store(tmp
         assert out["explanation"]["candidates"]["total"] == 4
         assert "water level" in out["explanation"]["filters"]["reasons"]["d"]
         assert (await plane.call("GET", "/api/v1/bindings")).json()["items"] == []
+
+
+@pytest.mark.parametrize("change, after", [
+    # the users moved beyond the SLO of where the replicas run: a ReconcileSchedule moves them
+    ({"users": [{"region": "eu"}]}, {"lhr": 4}),
+    # restated shares, every site within the SLO: divided by the new shares again
+    ({"users": [{"region": "us", "weight": 1}, {"region": "eu", "weight": 3}]}, {"dfw": 1, "lhr": 3}),
+])
+async def test_a_change_of_the_users_is_answered_as_the_scheduler_then_decides_it(
+        plane: Plane, change: dict[str, Any], after: dict[str, int]) -> None:
+    """The what-if of a stored binding's changed users or SLO is the ReconcileSchedule the scheduler
+    makes once the change is stored (it was answered as a scale of the placement, which stayed)."""
+    await plane.cluster("dfw", 20, region="us", network={"latencyMs": {"eu": 40}})
+    await plane.cluster("lhr", 20, region="eu", network={"latencyMs": {"us": 40}})
+    await plane.seen("dfw", "lhr")
+    body = {"name": "r1", "replicas": 4, "resources": {"cpu": 0.5, "memory": 1},
+            "placement": {"users": [{"region": "us"}], "latencySLOMs": 30}}
+    assert placement(await plane.place(body)) == {"dfw": 4}
+    changed = {**body, "placement": {**body["placement"], **change,
+                                     "latencySLOMs": 30 if len(change["users"]) == 1 else 50}}
+    dry = await whatif(plane, {"binding": changed})
+    assert {p["cluster"]: p["replicas"] for p in dry["placement"]} == after, dry
+    assert dry["explanation"]["scheduleType"] == "ReconcileSchedule"
+    r = await plane.call("PATCH", "/api/v1/bindings/r1", json={"placement": changed["placement"]},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    st = await plane.decided("r1")
+    assert placement(st) == after

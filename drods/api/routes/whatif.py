@@ -6,6 +6,10 @@ stored policy the resource detector would pick>}``, plus ``"changes": [...]``
 (`drods.whatif.dryrun`). Answer: ``{"placement": [{cluster, replicas}], "phase": "Scheduled" |
 "Unschedulable", "explanation": <one /history/schedules entry>}``.
 
+A binding that exists is decided as a change of itself, as the scheduler would decide it once the
+change is stored (a placement change as a ReconcileSchedule, replicas alone as a ScaleSchedule; its
+learned users as the stored Binding carries them).
+
 It runs against a copy of the live scheduler's snapshot, profile and tie-break RNG when this process
 runs the scheduler (``drods serve``). An API server without one (``drods apiserver``) builds the
 view a scheduler starting now would have, from the store, with the scheduler's own cache code; its
@@ -89,20 +93,25 @@ async def whatif(request: Request, body: WhatIfRequest = Body(...),
         spec = BindingSpec.model_validate(spec_doc)  # as the scheduler reads the stored binding
     else:
         assert body.workload is not None
-        stored: list[dict[str, Any]] = []
+        policies: list[dict[str, Any]] = []
         if body.policy is None:
             for kind in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY):
                 items, _rev = await ctx.registry.list(kind)
-                stored.extend(o for o in items if not o["metadata"].get("deletionTimestamp"))
-        name, spec = workload_binding(body.workload, body.policy, stored)
+                policies.extend(o for o in items if not o["metadata"].get("deletionTimestamp"))
+        name, spec = workload_binding(body.workload, body.policy, policies)
     svc = live_scheduler(ctx)
+    stored: dict[str, Any] | None = None  # the Binding the answer would replace
     if svc is not None:
         view = live_view(svc)
         cur = current_placement(svc, name)
+        if cur is not None:
+            stored = svc.bindings.cache[BINDING.key(name)].object()
     else:
         view, placements = await store_view(ctx)
         cur = placements.get(name)
+        if cur is not None:
+            stored = await ctx.registry.try_get(BINDING, name)
     if cur is not None:
         view.current[name] = cur
     apply_changes(view, body.changes)
-    return JSONResponse(dry_run(view, spec, name))
+    return JSONResponse(dry_run(view, spec, name, stored=stored))
