@@ -163,7 +163,7 @@ def _decided_since_asked(binding: dict[str, Any]) -> bool:
 def cluster_drain(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
     wait: Annotated[bool, typer.Option("--wait", help="Return when no binding has a copy there.")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 300.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=0, help="Seconds --wait waits.")] = 300.0,
     server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,

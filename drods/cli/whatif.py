@@ -116,7 +116,7 @@ def simulate(
     out: Annotated[Path, typer.Option("--out", help="Folder for summary.json, the plots and index.html.")],
     policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated: WaterLevel,"
                                                  "AvailableReplicas,Static,Aggregated (default: all).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Override the scenario's seed.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", min=0, help="Override the scenario's seed.")] = None,
 ) -> None:
     """Run a scenario through the policies in simulated time and write an evaluation report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -132,6 +132,8 @@ def simulate(
         names = parse_policies(policies)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--policies") from e
+    if out.exists() and not out.is_dir():  # said now, not after the whole run
+        raise typer.BadParameter(f"{out} is a file, not a folder", param_hint="--out")
     try:
         scn, base = load_scenario(scenario)
         inputs = prepare(scn, seed, base)

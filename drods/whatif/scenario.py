@@ -8,8 +8,9 @@ is validated here, at the edge; the engine works on plain dataclasses and arrays
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -27,7 +28,8 @@ class _Strict(BaseModel):
 class Region(_Strict):
     name: str = Field(min_length=1)
     utcOffsetHours: float = Field(default=0.0, ge=-12, le=14)
-    latencyMs: dict[str, float] = Field(default_factory=dict)  # to other regions; same region: localLatencyMs
+    # to other regions (either side may say it; both: the same); same region: localLatencyMs
+    latencyMs: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
     localLatencyMs: float = Field(default=5.0, ge=0)
 
 
@@ -153,16 +155,29 @@ class Scenario(_Strict):
             Profile.from_dict({"pluginArgs": self.pluginArgs})  # a ProfileError names what is wrong
         names = {r.name for r in self.regions}
         if len(names) != len(self.regions):
-            raise ValueError("regions: a name is listed twice")
-        for g in self.clusters:
+            twice = sorted(n for n in names if sum(r.name == n for r in self.regions) > 1)
+            raise ValueError(f"regions: {', '.join(twice)} listed twice")
+        said: dict[tuple[str, str], float] = {}
+        for i, r in enumerate(self.regions):
+            for other, ms in r.latencyMs.items():
+                where = f"regions[{i}].latencyMs.{other}"
+                if other not in names:
+                    raise ValueError(f"{where}: unknown region {other!r}")
+                if other == r.name:
+                    raise ValueError(f"{where}: a region's own latency is localLatencyMs")
+                back = said.get((other, r.name))
+                if back is not None and back != ms:
+                    raise ValueError(f"{where}: {ms:g} ms, but {other}'s latencyMs.{r.name} says {back:g} ms")
+                said[(r.name, other)] = ms
+        for i, g in enumerate(self.clusters):
             if g.region not in names:
-                raise ValueError(f"clusters: unknown region {g.region!r}")
+                raise ValueError(f"clusters[{i}].region: unknown region {g.region!r}")
         for w in self.workloads.items:
             if w.region is not None and w.region not in names:
                 raise ValueError(f"workloads.items[{w.name}]: unknown region {w.region!r}")
-        for e in self.events:
+        for i, e in enumerate(self.events):
             if e.region is not None and e.region not in names:
-                raise ValueError(f"events: unknown region {e.region!r}")
+                raise ValueError(f"events[{i}].region: unknown region {e.region!r}")
         if self.autoops.preallocate:
             raise ValueError("autoops.preallocate is not simulated (it needs the forecaster's history); set it false")
         return self
@@ -189,7 +204,21 @@ def parse_scenario(data: Any) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
-        fields = [{**f, "field": f["field"] or "<root>"} for f in field_errors_of(e.errors())]
+        fields = [_placed(f) for f in field_errors_of(e.errors())]
         raise Invalid("invalid scenario: " + "; ".join(
             f"{f['field']}: {f['message']}" for f in fields[:5]),
                       {"fields": fields}) from e
+
+
+# a check across fields (`Scenario._refs`) names the field it is about first: "clusters[2].region: …"
+_NAMED = re.compile(r"^(?:Value error, )?(?P<field>[A-Za-z]\w*(?:\[[^\]]*\]|\.[\w-]+)*): (?P<message>.+)$", re.S)
+
+
+def _placed(f: dict[str, Any]) -> dict[str, Any]:
+    """A field error at the document's root that names its field, placed at that field."""
+    if f["field"]:
+        return f
+    m = _NAMED.match(str(f.get("message", "")))
+    if m is None:
+        return {**f, "field": "<root>"}
+    return {**f, "field": m["field"], "message": m["message"]}

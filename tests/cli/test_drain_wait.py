@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from typer.testing import CliRunner
+
 from drods.cli.cluster_ops import bindings_on
+from drods.cli.main import app
 
 
 class _Api:
@@ -29,3 +32,10 @@ def test_only_a_decision_after_the_drain_leaves_a_binding_in_place() -> None:
     placed, present, stuck = bindings_on(api, "c")  # type: ignore[arg-type]
     assert placed == present == ["old-verdict", "decided", "never-asked"]
     assert stuck == {"decided": "no room", "never-asked": "no room"}
+
+
+def test_a_negative_timeout_is_refused_before_the_drain() -> None:
+    """It was taken, and the cluster cordoned and drained without waiting at all."""
+    r = CliRunner().invoke(app, ["cluster", "drain", "m1", "--wait", "--timeout", "-5",
+                                 "--server", "https://127.0.0.1:9"])  # nothing listens: it must not get there
+    assert r.exit_code == 2 and "--timeout" in r.output, r.output

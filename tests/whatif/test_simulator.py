@@ -239,7 +239,14 @@ def test_trace_csv_replaces_the_generator(tmp_path: Path) -> None:
 
 def test_bad_scenarios_are_validation_errors() -> None:
     for doc, field in [
-        ({**tiny(1), "clusters": [{"region": "mars"}]}, ""),
+        ({**tiny(1), "clusters": [{"region": "eu"}, {"region": "mars"}]}, "clusters[1].region"),
+        # latencies to a region that is not there, below zero, or said two ways
+        ({**tiny(1), "regions": [{"name": "eu", "latencyMs": {"mars": 5}}]}, "regions[0].latencyMs.mars"),
+        ({**tiny(1), "regions": [{"name": "eu", "latencyMs": {"us": -160}}, {"name": "us"}]},
+         "regions[0].latencyMs.us"),
+        ({**tiny(1), "regions": [{"name": "eu", "latencyMs": {"us": 160}}, {"name": "us", "latencyMs": {"eu": 5}}]},
+         "regions[1].latencyMs.eu"),
+        ({**tiny(1), "regions": [{"name": "eu", "latencyMs": {"eu": 5}}]}, "regions[0].latencyMs.eu"),
         ({**tiny(1), "tickMinutes": 0}, "tickMinutes"),
         ({**tiny(1), "events": [{"at": 1, "type": "fail"}]}, "events[0]"),
         ({**tiny(1), "colour": "blue"}, "colour"),
@@ -249,7 +256,7 @@ def test_bad_scenarios_are_validation_errors() -> None:
         with pytest.raises(ApiError) as e:
             parse_scenario(doc)
         assert e.value.status == 422 and e.value.code == "VALIDATION_FAILED"
-        assert any(f["field"].startswith(field) for f in e.value.details["fields"])
+        assert any(f["field"].startswith(field) for f in e.value.details["fields"]), (field, e.value.details)
     with pytest.raises(ValueError):
         parse_policies("WaterLevel,Nope")
 
@@ -293,6 +300,12 @@ def test_simulate_command(tmp_path: Path) -> None:
     assert r.exit_code == 0 and json.loads((tmp_path / "one" / "summary.json").read_text())["comparison"] == {}
     r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(out), "--policies", "Best"])
     assert r.exit_code == 2
+    # an --out that is a file, or a negative --seed, is said before anything runs (it was a traceback at the end)
+    (tmp_path / "afile").write_text("kept")
+    r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(tmp_path / "afile")])
+    assert r.exit_code == 2 and "is a file" in r.output and (tmp_path / "afile").read_text() == "kept", r.output
+    r = CliRunner().invoke(app, ["simulate", "--scenario", str(scen), "--out", str(out), "--seed", "-5"])
+    assert r.exit_code == 2 and "--seed" in r.output, r.output
     broken = copy.deepcopy(tiny(4))
     broken["regions"] = []
     scen.write_text(json.dumps(broken))
