@@ -99,6 +99,24 @@ def test_full_region_overflows_to_the_nearest_beyond_the_slo_and_says_so(snap: S
     assert alone.phase == "Scheduled" and "latency SLO 30 ms not applied: no users known yet" in alone.message
 
 
+def test_users_no_feasible_cluster_is_near_are_named_though_others_are_served(snap: Snapshot) -> None:
+    """Half the users (ap) have no cluster within the SLO, the other half (eu) have room: the filter
+    passes the eu clusters and the decision said nothing of ap's users."""
+    fleet(snap)
+    sched = Scheduler(Profile.default(), rng_seed=7)
+    spec = task(replicas=4, placement=Placement.model_validate(
+        {"users": [{"region": "eu"}, {"region": "ap"}], "latencySLOMs": 100,
+         "clusterAffinity": {"clusterNames": ["eu-0", "eu-1", "us-0", "us-1"]}}))
+    res = sched.schedule(spec, snap, name="w")
+    assert res.placed == 4 and set(by_region(res.pairs)) == {"eu"}, res.pairs
+    said = ("no feasible cluster is within 100 ms of the users at region ap (50% of them): they are served "
+            "from beyond it")
+    assert res.analysis["users"]["latencySLO"] == said and res.message.endswith(said), res.message
+    both = sched.schedule(task(replicas=4, placement=Placement.model_validate(
+        {"users": [{"region": "eu"}, {"region": "ap"}], "latencySLOMs": 100})), snap, name="v")
+    assert "latencySLO" not in both.analysis["users"], both.analysis["users"]  # ap's own clusters are feasible
+
+
 def test_existing_replicas_beyond_the_slo_stay_until_a_rebalance(snap: Snapshot, sched: Scheduler) -> None:
     fleet(snap)
     spec = task(replicas=4, placement=Placement.model_validate({"users": [{"region": "ap"}], "latencySLOMs": 100}))

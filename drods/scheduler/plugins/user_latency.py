@@ -33,6 +33,7 @@ from drods.scheduler.plugins.user_distance import expected_latency, latency_matr
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
+from drods.scheduler.users import UserDemand
 
 DEFAULT_UNKNOWN_SCORE = 50.0
 
@@ -84,6 +85,9 @@ class UserLatencySLO(PluginBase):
         assert task.users is not None and task.latency_slo_ms is not None
         slo = task.latency_slo_ms
         mat = latency_matrix(snap, task.users)
+        unserved = _unserved(task.users, mat, mask, slo)
+        if unserved:  # those users are served from beyond their SLO, however the rest are placed
+            task.cache["latencySLO"] = unserved
         near = within_slo(mat, slo)
         far = mask & ~near
         if not far.any():
@@ -101,7 +105,18 @@ class UserLatencySLO(PluginBase):
             # declared placement move them only when the move pays (`drods.schedulerd.users`)
             return mask & ~far, [reject(self.name, reason, far, latency_detail(reason, exp),
                                         capacity_only=not task.placement_changed)]
-        task.cache["latencySLO"] = (
-            f"only {int(room)} of {need} replicas fit within {slo:g} ms of the users under the water-level "
-            f"limit: the rest go to the nearest clusters beyond it")
+        short = (f"only {int(room)} of {need} replicas fit within {slo:g} ms of the users under the water-level "
+                 f"limit: the rest go to the nearest clusters beyond it")
+        task.cache["latencySLO"] = f"{short}; {unserved}" if unserved else short
         return mask, []
+
+
+def _unserved(users: UserDemand, mat: FloatArr, mask: BoolArr, slo: float) -> str:
+    """Which user places no feasible cluster is within the SLO of ('' when every one has one): a cluster
+    near other users passes the filter, so without this a decision would not say that some are not served."""
+    near: BoolArr = np.asarray((np.where(np.isnan(mat[:, mask]), np.inf, mat[:, mask]) <= slo).any(axis=1))
+    lost = [u for u, ok in zip(users.shares, near.tolist(), strict=True) if not ok]
+    if not lost:
+        return ""
+    places = ", ".join(f"{u.kind} {u.place} ({u.share:.0%} of them)" for u in lost)
+    return f"no feasible cluster is within {slo:g} ms of the users at {places}: they are served from beyond it"
