@@ -10,6 +10,8 @@ member without DRO-DS's label is a conflict and left alone, unless its manifest 
 (Karmada's ``conflictResolution: Overwrite``, `drods.model.dispatch`): then it is adopted. A Work
 marked ``suspendDispatching`` is not applied until the mark goes (the policy's ``suspension``).
 
+An object a Work's manifests stop listing (a dependent deleted, or no longer named by its workload) is
+taken off the member with the Work's next apply, unless another live Work on the cluster wants it.
 A deleted Work (it carries `EXECUTION_FINALIZER`) is emptied: its objects that no other live Work
 on the cluster wants are deleted, workloads before their dependents; what an unreachable member
 cannot take now is recorded under ``/cleanup/`` (`drods.controllers.cleanup`); then the finalizer
@@ -101,6 +103,9 @@ class Execution:
         self._delete_failures: dict[str, int] = {}  # Work key → refused deletions in a row
         # cluster → dependent → (its manifest's digest, the resourceVersion its apply returned): `_holds`
         self._sent: dict[str, dict[Ref, tuple[str, str]]] = {}
+        # Work key → objects its manifests no longer list (a dependent deleted, or no longer named by
+        # the template): taken off the member with the next apply unless another Work wants them
+        self._dropped: dict[str, set[Ref]] = {}
 
     async def run(self) -> None:
         f = self.fleet
@@ -126,7 +131,14 @@ class Execution:
     def _on_work(self, key: str, old: WorkRecord | None, new: WorkRecord | None) -> None:
         if new is None:
             self._retry_at.pop(key, None)
+            self._dropped.pop(key, None)
             return
+        if old is not None and old.refs != new.refs:
+            dropped = (self._dropped.get(key, set()) | set(old.refs)) - set(new.refs)
+            if dropped:
+                self._dropped[key] = dropped
+            else:
+                self._dropped.pop(key, None)
         cluster = new.cluster
         pulled = self.fleet.pull(cluster) and not new.deleting
         if cluster and not pulled and self._needs_action(new):
@@ -235,6 +247,7 @@ class Execution:
             log.exception("applying %s to %s failed", key, cluster)
             return await self._failed(key, work, f"{type(e).__name__}: {e}", permanent=False, whole=whole)
         self._retry_at.pop(key, None)
+        await self._prune(cluster, key, work, client)
         now = self.clock()
         seen = [] if out is None else [manifest_status(
             out, rfc3339(now), last_usage(work.status, out),
@@ -318,6 +331,25 @@ class Execution:
         self._delete_failures.pop(key, None)
         await self._reapply_sharers(cluster, key, [r for r in work.refs if r not in pending])
         return await self._release(work)
+
+    async def _prune(self, cluster: str, key: str, work: WorkRecord, client: MemberClient) -> None:
+        """Take off the member what the Work's manifests no longer list and no live Work wants there (a
+        dependent deleted on the control plane, or one the template stopped naming): as Karmada deletes
+        a dependent's own Work. What the member cannot take now goes to the cleanup records."""
+        dropped = sorted(self._dropped.pop(key, set()) - set(work.refs), key=str)
+        pending = [r for r in dropped if not self.fleet.wants(cluster, r)]
+        done: list[Ref] = []
+        try:
+            for ref in pending:
+                cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                if cur is not None and is_managed(cur):
+                    await client.remove(ref.api_version, ref.kind, ref.name, ref.namespace or None, cur)
+                    log.info("removed %s from %s: the Work %s no longer lists it", ref, cluster, key)
+                self.fleet.owned.get(cluster, set()).discard(ref)
+                self._sent.get(cluster, {}).pop(ref, None)
+                done.append(ref)
+        except (MemberUnavailable, MemberError) as e:
+            await self._defer(cluster, work.binding, [r for r in pending if r not in done], str(e))
 
     async def _reapply_sharers(self, cluster: str, key: str, kept: list[Ref]) -> None:
         """What this Work leaves because another Work wants it holds this Work's last apply (a

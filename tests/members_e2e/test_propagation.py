@@ -540,6 +540,47 @@ def test_a_dependent_deleted_or_edited_in_the_member_is_applied_again(env: Env) 
     env.delete("/api/v1/namespaces/default/configmaps/dep-cfg")
 
 
+def test_a_dependent_deleted_or_no_longer_named_leaves_the_member(env: Env) -> None:
+    """A ConfigMap deleted on the control plane, and one the template stops naming, are taken off the
+    member (they stayed there for good, and outlived the workload); one another workload still names
+    stays."""
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(env.members["aws-dfw"].api)
+    for name in ("gone-cfg", "kept-cfg", "shared-cfg"):
+        env.create("/api/v1/namespaces/default/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                             "metadata": {"name": name, "namespace": "default"},
+                                                             "data": {"k": name}})
+
+    def named(workload: str, *configmaps: str) -> dict[str, Any]:
+        d = deployment(workload, 1)
+        d["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": c}}
+                                                                     for c in configmaps]
+        return d
+
+    env.create(deploy_path(), named("prune", "gone-cfg", "kept-cfg", "shared-cfg"))
+    env.create(deploy_path(), named("other", "shared-cfg"))
+    env.placed_binding("prune", "prune", {"aws-dfw": 1})
+    env.placed_binding("other", "other", {"aws-dfw": 1})
+
+    def held() -> set[str]:
+        return {c.metadata.name for c in core.list_namespaced_config_map("default", _request_timeout=3).items
+                if c.metadata.name.endswith("-cfg")}
+
+    wait_for(lambda: {"gone-cfg", "kept-cfg", "shared-cfg"} <= held(), 15, "the dependents applied", what_else=held)
+    env.delete("/api/v1/namespaces/default/configmaps/gone-cfg")
+    wait_for(lambda: "gone-cfg" not in held(), 15, "the deleted dependent taken off the member", what_else=held)
+    # the template stops naming two of them: the one no other workload names goes, the shared one stays
+    env.http.put(deploy_path(name="prune"), json={**named("prune"), "metadata": {
+        **env.http.get(deploy_path(name="prune")).json()["metadata"]}}).raise_for_status()
+    wait_for(lambda: "kept-cfg" not in held(), 15, "the dependent no longer named taken off", what_else=held)
+    assert "shared-cfg" in held() and env.copies("prune") == {"aws-dfw": 1}
+    for name in ("prune", "other"):
+        env.delete(deploy_path(name=name))
+    for name in ("kept-cfg", "shared-cfg"):
+        env.delete(f"/api/v1/namespaces/default/configmaps/{name}")
+
+
 def test_scaled_to_zero_the_copies_go_at_once(env: Env) -> None:
     """No copy is wanted anywhere: none waits out the graceful timeout (600 s) for another to be ready."""
     env.create(deploy_path(), deployment("zero", 2))
