@@ -210,7 +210,7 @@ class BindingController:
             self._own_templates.forget(key)
         elif self._own_templates.is_echo(key, rev(old) if old is not None else None, rev(new)):
             return  # our own status write
-        self._enqueue(self.by_template.get(key))
+        self._enqueue(self._held(self.by_template.get(key)) if new is not None else self.by_template.get(key))
         obj = new or old
         if obj is None:
             return
@@ -220,6 +220,13 @@ class BindingController:
         self._enqueue(self.by_dep.get((str(kind), ns, "*")))  # dependents by label selector
         if kind in ("Service", "Ingress"):
             self._enqueue(self.by_ns.get(ns))
+
+    def _held(self, names: set[str] | None) -> set[str]:
+        """Of ``names``, the Bindings a policy still holds: while none does (a Karmada policy deleted), a
+        change to the workload is not propagated, as in Karmada, where only the policy's detector would
+        carry it to the Binding; the next pass the Binding itself asks for renders it."""
+        informers, cache = self.fleet.informers, self.fleet.bindings.cache
+        return {n for n in names or () if not informers.karmada_policy_gone(cache.get(BINDING.key(n)) or {})}
 
     # ------------------------------------------------------------------ lookups
     def _templates_of(self, kind: Kind) -> Mapping[str, Obj] | None:

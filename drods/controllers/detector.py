@@ -76,6 +76,7 @@ from drods.model.detection import (
     binding_name,
     decode_policy,
     desired_binding,
+    karmada_policy_key,
     static_weight_list,
 )
 from drods.model.interpreter import Interpreter
@@ -350,13 +351,8 @@ class ResourceDetector:
         that is gone. Karmada keeps the ResourceBinding and the copies in the members when the policy
         is deleted (karmada#601): the workload stays where it runs until another policy claims it or
         it is deleted itself. A policy that still exists but no longer selects the workload lets it go."""
-        ref = ((existing or {}).get("spec") or {}).get("policyRef") or {}
-        kind = next((k for k in KARMADA_PROPAGATION_KINDS
-                     if k.api_version == ref.get("apiVersion") and k.kind == ref.get("kind")), None)
-        if kind is None or not ref.get("name"):
-            return False
-        key = kind.key(str(ref["name"]), ref.get("namespace") or None)
-        return not any(key in inf.cache for inf in self.policies)
+        key = karmada_policy_key(existing or {})
+        return key is not None and not any(key in inf.cache for inf in self.policies)
 
     def _dependents_present(self, names: Sequence[str], namespace: str) -> bool:
         have = {(str(o["metadata"].get("namespace") or ""), str(o["metadata"].get("name")))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from drods.members.clients import MemberClients, is_pull
 from drods.model import member_status as ms
 from drods.model import reachability
 from drods.model.conditions import condition
+from drods.model.detection import karmada_policy_key
 from drods.model.interpreter import Interpreter
 from drods.model.keys import CLEANUP_PREFIX, CLUSTER_EVENTS_PREFIX, STATUS_PREFIX
 from drods.model.kinds import (
@@ -40,6 +41,7 @@ from drods.model.kinds import (
     FEDERATED_RESOURCE_QUOTA,
     INTERPRETER_CUSTOMIZATION_KINDS,
     KARMADA_OVERRIDE_KINDS,
+    KARMADA_PROPAGATION_KINDS,
     REMEDY,
     TEMPLATE_KINDS,
     WORK,
@@ -84,6 +86,9 @@ class MemberInformers:
     # pull agents' ClusterNotReachable / ClusterReachable events (`decode_reachability`)
     reachability: Informer | None = None
     recent_works: RecentWorks | None = None  # the last Works the informer decoded, whole
+    # which Karmada PropagationPolicies and ClusterPropagationPolicies exist (`decode_present`): a
+    # workload whose policy is gone is not propagated on its own changes (`BindingController`)
+    karmada_propagation: tuple[Informer, ...] = ()
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -106,13 +111,27 @@ class MemberInformers:
                    manager.informer(WORKLOAD_REBALANCER.key_prefix(), decode_stored),
                    manager.informer(REMEDY.key_prefix(), decode_stored),
                    manager.informer(STATUS_PREFIX, decode_report_time),
-                   manager.informer(CLUSTER_EVENTS_PREFIX, decode_reachability), recent_works)
+                   manager.informer(CLUSTER_EVENTS_PREFIX, decode_reachability), recent_works,
+                   tuple(manager.informer(k.key_prefix(), decode_present) for k in KARMADA_PROPAGATION_KINDS))
+
+    def karmada_policy_gone(self, binding: Mapping[str, Any]) -> bool:
+        """``binding`` was placed by a Karmada PropagationPolicy or ClusterPropagationPolicy that is gone
+        (the detector keeps such a Binding as it was, karmada#601)."""
+        key = karmada_policy_key(binding)
+        return key is not None and bool(self.karmada_propagation) and \
+            not any(key in inf.cache for inf in self.karmada_propagation)
 
     def all(self) -> list[Informer]:
-        return [self.clusters, self.policies, *self.karmada_overrides, *self.interpretation, self.cleanups,
+        return [self.clusters, self.policies, *self.karmada_overrides, *self.karmada_propagation,
+                *self.interpretation, self.cleanups,
                 self.works, *self.templates.values(), self.bindings,
                 *(i for i in (self.taint_policies, self.quotas, self.reports, self.reachability)
                    if i is not None)]
+
+
+def decode_present(kv: KeyValue) -> bool:
+    """That an object is there, and nothing of it."""
+    return True
 
 
 def decode_report_time(kv: KeyValue) -> float | None:

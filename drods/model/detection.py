@@ -60,6 +60,17 @@ DETECTED_KINDS: tuple[Kind, ...] = TEMPLATE_KINDS
 RESERVED_NAMESPACES = frozenset(SYSTEM)
 
 
+def karmada_policy_key(binding: Mapping[str, Any]) -> str | None:
+    """The store key of the Karmada PropagationPolicy or ClusterPropagationPolicy that placed ``binding``
+    (its ``policyRef``); None when another kind of policy did."""
+    ref = (binding.get("spec") or {}).get("policyRef") or {}
+    kind = next((k for k in KARMADA_PROPAGATION_KINDS
+                 if k.api_version == ref.get("apiVersion") and k.kind == ref.get("kind")), None)
+    if kind is None or not ref.get("name"):
+        return None
+    return kind.key(str(ref["name"]), ref.get("namespace") or None)
+
+
 def placeable(kind: Kind, obj: Mapping[str, Any]) -> bool:
     """A Namespace is placed only by a cluster-wide policy that selects it, never one of the members' own
     (`RESERVED_NAMESPACES`, ``kube-*``); a member otherwise gets a namespace where a workload lands."""

@@ -437,6 +437,47 @@ spec:
     env.delete(deploy_path("team", "kweb"))
 
 
+def test_while_no_policy_holds_a_workload_its_changes_are_not_propagated(env: Env) -> None:
+    """A Karmada policy deleted keeps the copies as they were (karmada#601), and a change to the workload
+    is not propagated (docs/karmada.md); it was, all but the replicas. A workload still held, changed
+    after it, is the barrier: once its change is in the member, the other's would have been too."""
+    pp = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: NAME, namespace: default}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: NAME}]
+  placement: {clusterAffinity: {clusterNames: [aws-dfw]}}
+"""
+    for name in ("loose", "held"):
+        r = env.http.post("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies",
+                          content=pp.replace("NAME", name).encode(), headers={"Content-Type": "application/yaml"})
+        assert r.status_code == 201, r.text
+        env.create(deploy_path(), deployment(name, 1, cpu="100m", memory="64Mi"))
+    dfw = env.members["aws-dfw"]
+
+    def image(name: str) -> str | None:
+        d = dfw.deployment(name)
+        return None if d is None else str(d.spec.template.spec.containers[0].image)
+
+    wait_for(lambda: image("loose") == image("held") == "nginx:1.25", 30, "both copies in aws-dfw")
+    env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/loose")
+    wait_for(lambda: env.binding("deployment-default-loose") is not None and env.http.get(
+        "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/loose").status_code == 404, 10,
+        "the policy gone, its Binding kept")
+    for name in ("loose", "held"):
+        r = env.http.patch(deploy_path(name=name), json=[
+            {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "nginx:1.27"}],
+            headers={"Content-Type": "application/json-patch+json"})
+        assert r.status_code == 200, r.text
+    wait_for(lambda: image("held") == "nginx:1.27", 30, "the held workload's change in the member")
+    assert image("loose") == "nginx:1.25", "the change of a workload no policy holds was propagated"
+    assert env.copies("loose") == {"aws-dfw": 1}
+    for name in ("loose", "held"):
+        env.delete(deploy_path(name=name))
+    env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/held")
+
+
 def test_a_new_bindings_finalizer_and_its_works_land_in_one_write(env: Env) -> None:
     """The finalizer that covers a Binding's Works is stored with them, in one transaction: the Works
     reach the members a store round trip sooner, and no Work ever exists without it."""
