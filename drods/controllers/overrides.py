@@ -7,7 +7,8 @@ applies to a cluster when its ``clusterSelector`` matches (``names``, ``labelSel
 every cluster) and the cluster is not in ``exclude``. Policies apply in name order, rules in their
 order, and within a rule: ``fieldPatches``, then the Karmada-style ``imageOverrider``,
 ``commandOverrider``, ``argsOverrider``, ``labelsOverrider``, ``annotationsOverrider``,
-``fieldOverrider`` (`drods.controllers.field_overrider`).
+``fieldOverrider`` (`drods.controllers.field_overrider`), and last Karmada's ``plaintext`` (RFC 6902:
+a ``replace`` or ``remove`` of a path that is not there, or an ``add`` under one, fails the override).
 
 Field patch paths use dots and ``[i]`` indexes (``spec.template.spec.containers[0].resources.limits``);
 a key that contains dots goes in brackets (``metadata.labels[app.kubernetes.io/name]``), and a path
@@ -34,6 +35,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import jsonpatch
+import jsonpointer
+
 from drods.controllers.field_overrider import FieldOverrideError, apply_field_overrider
 from drods.model.policy import (
     ClusterOverridePolicySpec,
@@ -42,6 +46,7 @@ from drods.model.policy import (
     ImageOverrider,
     MapOverrider,
     OverrideClusterSelector,
+    PlaintextPatch,
     ResourceSelector,
 )
 from drods.registry.patch import merge_patch
@@ -139,6 +144,18 @@ def apply_field_patch(obj: Obj, patch: FieldPatch) -> None:
 
 
 # ---- Karmada-style overriders ------------------------------------------------------------------
+
+def apply_plaintext(obj: Obj, patch: PlaintextPatch) -> None:
+    """One RFC 6902 operation, as Karmada applies its ``plaintext`` overrider: a path that is not there
+    fails the override (the copy is not sent) instead of being skipped or made."""
+    op: Obj = {"op": patch.operator, "path": patch.path}
+    if patch.operator != "remove":
+        op["value"] = copy.deepcopy(patch.value)
+    try:
+        jsonpatch.apply_patch(obj, [op], in_place=True)
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as e:
+        raise OverrideError(f"plaintext {patch.operator} {patch.path}: {e}") from e
+
 
 
 def pod_spec(obj: Obj) -> Obj | None:
@@ -329,6 +346,8 @@ def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
                     _map(obj, "annotations", an)
                 for fo in rule.fieldOverrider:
                     apply_field_overrider(obj, fo)
+                for pt in rule.plaintext:
+                    apply_plaintext(obj, pt)
             except (OverrideError, FieldOverrideError) as e:
                 kind = "OverridePolicy" if "/" in name else "ClusterOverridePolicy"  # namespaced: "ns/name"
                 raise OverrideError(f"{kind} {name}: {e}") from e

@@ -14,7 +14,7 @@ The deprecated ``association`` is refused by name (``propagateDeps`` replaced it
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,11 +25,11 @@ from drods.model.policy import (
     ClusterOverridePolicySpec,
     CommandArgsOverrider,
     FieldOverrider,
-    FieldPatch,
     ImageOverrider,
     MapOverrider,
     OverrideClusterSelector,
     OverrideRule,
+    PlaintextPatch,
     ResourceSelector,
 )
 
@@ -75,18 +75,10 @@ class KarmadaClusterAffinity(ClusterAffinity):
     """An override rule's ``targetCluster`` (Karmada's ClusterAffinity): empty means every cluster."""
 
 
-class KarmadaPlaintext(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    path: str = Field(min_length=2, pattern=r"^/")
-    operator: Literal["add", "remove", "replace"]
-    value: Any = None
-
-
 class KarmadaOverriders(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    plaintext: list[KarmadaPlaintext] = Field(default_factory=list)
+    plaintext: list[PlaintextPatch] = Field(default_factory=list)
     imageOverrider: list[ImageOverrider] = Field(default_factory=list)
     commandOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
     argsOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
@@ -126,7 +118,7 @@ class KarmadaOverrideSpec(BaseModel):
                                                         labelSelector=target.labelSelector,
                                                         exclude=list(target.exclude),
                                                         fieldSelector=target.fieldSelector),
-                fieldPatches=[FieldPatch(path=p.path, op=p.operator, value=p.value) for p in o.plaintext],
+                plaintext=list(o.plaintext),
                 imageOverrider=list(o.imageOverrider), commandOverrider=list(o.commandOverrider),
                 argsOverrider=list(o.argsOverrider), labelsOverrider=list(o.labelsOverrider),
                 annotationsOverrider=list(o.annotationsOverrider), fieldOverrider=list(o.fieldOverrider)))

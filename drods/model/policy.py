@@ -156,11 +156,23 @@ class FieldOverrider(BaseModel):
         return self
 
 
+class PlaintextPatch(BaseModel):
+    """Karmada's ``plaintext`` overrider: one RFC 6902 operation (JSON pointer ``path``) — ``replace``
+    and ``remove`` need the path, ``add`` its parent, or the override fails."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: str = Field(min_length=2, pattern=r"^/")
+    operator: Literal["add", "remove", "replace"]
+    value: Any = None
+
+
 class OverrideRule(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     clusterSelector: OverrideClusterSelector
     fieldPatches: list[FieldPatch] = Field(default_factory=list)
+    plaintext: list[PlaintextPatch] = Field(default_factory=list)  # applied last, as Karmada does
     imageOverrider: list[ImageOverrider] = Field(default_factory=list)
     commandOverrider: list[CommandArgsOverrider] = Field(default_factory=list)
     argsOverrider: list[CommandArgsOverrider] = Field(default_factory=list)

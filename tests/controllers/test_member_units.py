@@ -20,6 +20,7 @@ from drods.controllers.overrides import (
 from drods.controllers.status import copy_ready, observe, template_status
 from drods.members.summary import ClusterSummary
 from drods.model import annotations as A
+from drods.model.karmada import KarmadaOverrideSpec
 from drods.model.policy import ClusterOverridePolicySpec, FieldPatch, ImageOverrider
 
 
@@ -275,8 +276,6 @@ def test_report_from_summary_keeps_the_water_level() -> None:
 
 
 def test_karmada_override_policies_translate_and_namespaced_ones_win() -> None:
-    from drods.model.karmada import KarmadaOverrideSpec
-
     def karmada(image_tag: str, **target: Any) -> KarmadaOverrideSpec:
         return KarmadaOverrideSpec.model_validate({
             "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
@@ -329,3 +328,29 @@ def test_a_kind_without_replicas_goes_out_as_written() -> None:
         obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x", "namespace": "shop"}, **body}
         w = M.plan("b", "u", obj, [M.Target("dfw", 1, {})], [], [])["dfw"]
         assert isinstance(w, M.ManifestSet) and "spec" not in w.manifests[-1], w.manifests[-1]
+
+
+@pytest.mark.parametrize("op, path", [
+    ("replace", "/spec/template/spec/nosuch/field"),  # was skipped in silence (or the maps made)
+    ("remove", "/metadata/labels/absent"),
+    ("add", "/spec/nosuch/field"),  # add needs the parent
+])
+def test_a_karmada_plaintext_patch_on_a_path_that_is_not_there_fails_the_override(op: str, path: str) -> None:
+    spec = KarmadaOverrideSpec.model_validate({"overrideRules": [{"overriders": {
+        "plaintext": [{"path": path, "operator": op, "value": 1}]}}]}).as_override_policy("shop")
+    d = deploy()
+    with pytest.raises(OverrideError) as e:
+        M.apply_overrides(d, "dfw", {}, [("shop/bad", spec)])
+    assert str(e.value).startswith(f"OverridePolicy shop/bad: plaintext {op} {path}:"), str(e.value)
+
+
+def test_karmada_plaintext_applies_after_the_other_overriders_as_in_karmada() -> None:
+    """Karmada applies the plaintext overrider last: a replace of the image wins over imageOverrider."""
+    spec = KarmadaOverrideSpec.model_validate({"overrideRules": [{"overriders": {
+        "plaintext": [{"path": "/spec/template/spec/containers/0/image", "operator": "replace", "value": "busybox"},
+                      {"path": "/metadata/labels/app", "operator": "remove"}],
+        "imageOverrider": [{"component": "Tag", "operator": "replace", "value": "9.9"}]}}]}).as_override_policy(None)
+    d = deploy()
+    assert M.apply_overrides(d, "dfw", {}, [("p", spec)]) == ["p"]
+    assert d["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox"
+    assert "app" not in d["metadata"]["labels"]
