@@ -49,7 +49,39 @@ def kubernetes_status(err: ApiError) -> dict[str, Any]:
 
 
 def error_response(path: str, err: ApiError) -> JSONResponse:
-    return _response(kubernetes_status(err) if is_kubernetes_path(path) else err.body(), err)
+    if not is_kubernetes_path(path):
+        return _response(err.body(), err)
+    return _response(in_kubernetes_words(kubernetes_status(err), path), err)
+
+
+def in_kubernetes_words(status: dict[str, Any], path: str) -> dict[str, Any]:
+    """A NotFound or AlreadyExists of an object named by ``path`` said as kube-apiserver says it —
+    ``deployments.apps "web" not found``, ``details.kind`` the resource — which kubectl prints and
+    scripts match."""
+    name, kind = status["details"].get("name"), str(status["details"].get("kind") or "").lower()
+    resource = resource_of(path)
+    if resource is None or not isinstance(name, str) or status["reason"] not in ("NotFound", "AlreadyExists"):
+        return status
+    plural, group = resource
+    if not kind or not plural.startswith(kind[:-1]):
+        return status  # about another object than the path's (its namespace, say)
+    what = "not found" if status["reason"] == "NotFound" else "already exists"
+    details = {**status["details"], "kind": plural, **({"group": group} if group else {})}
+    return {**status, "message": f'{plural}{"." + group if group else ""} "{name}" {what}', "details": details}
+
+
+def resource_of(path: str) -> tuple[str, str] | None:
+    """(plural, group) of the resource a Kubernetes object or collection path names."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, rest = parts[1], parts[3:]
+    else:
+        return None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    return (rest[0], group) if rest else None
 
 
 def kubernetes_error_response(err: ApiError) -> JSONResponse:

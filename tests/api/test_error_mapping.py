@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -10,6 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from drods.api.app import _install_error_handlers
+from drods.api.status import error_response
 from drods.errors import (
     AlreadyExists,
     ApiError,
@@ -90,3 +92,21 @@ def test_the_types_tell_refusals_apart() -> None:
     assert not isinstance(already_exists("Cluster", "c"), Conflict)
     assert isinstance(conflict("Cluster", "c", None), ApiError)
     assert isinstance(not_found("Cluster", "c"), NotFound) and isinstance(validation_failed("x"), Invalid)
+
+
+@pytest.mark.parametrize("path, err, message, details", [
+    ("/api/v1/namespaces/shop/configmaps/nope", not_found("ConfigMap", "nope"), 'configmaps "nope" not found',
+     {"name": "nope", "kind": "configmaps"}),
+    ("/apis/apps/v1/namespaces/shop/deployments/web/scale", not_found("Deployment", "web"),
+     'deployments.apps "web" not found', {"name": "web", "kind": "deployments", "group": "apps"}),
+    ("/api/v1/namespaces", already_exists("Namespace", "team"), 'namespaces "team" already exists',
+     {"name": "team", "kind": "namespaces"}),
+    # about another object than the path's: kept as it was
+    ("/api/v1/namespaces/gone/configmaps", not_found("Namespace", "gone"), "Namespace 'gone' not found",
+     {"name": "gone", "kind": "Namespace"}),
+])
+def test_a_missing_or_taken_object_is_said_in_kubernetes_words(path: str, err: ApiError, message: str,
+                                                                details: dict[str, str]) -> None:
+    """``kubectl get cm nope`` prints kube-apiserver's words, which scripts match."""
+    body = json.loads(bytes(error_response(path, err).body))
+    assert (body["message"], body["details"]) == (message, details), body
