@@ -75,12 +75,16 @@ async def read_body(request: Request, *, limit: int | None = None) -> Any:
             raise too_large(len(raw), limit)
     if not raw.strip():
         raise BadRequest("request body is required", code="EMPTY_BODY")
-    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower() or \
+        "application/json"
+    yaml_media = media in ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml")
+    if not yaml_media and not (media == "application/json" or media.endswith("+json")):
+        # as kube-apiserver answers a body it cannot decode (text/plain, protobuf, a form)
+        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE",
+                       f"the body's content type {media!r} is not supported: send application/json or application/yaml",
+                       {"contentType": media})
     try:
-        if media in ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml"):
-            doc = _yaml_or_json(bytes(raw))
-        else:
-            doc = json.loads(bytes(raw))
+        doc = _yaml_or_json(bytes(raw)) if yaml_media else json.loads(bytes(raw))
     except RecursionError as e:
         raise too_deep() from e
     except (ValueError, yaml.YAMLError) as e:

@@ -5,6 +5,7 @@ a cluster-scoped kind)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from drods.api.auth import Role
@@ -56,3 +57,18 @@ async def test_cluster_scoped_core_kinds_on_kubernetes_paths(api: Api) -> None:
     assert r.status_code == 403
     assert (await api.call("DELETE", f"{PV}/pv-a")).status_code == 200
     assert (await api.call("GET", f"{PV}/pv-a")).status_code == 404
+
+
+async def test_a_body_in_a_content_type_the_server_does_not_decode_is_a_415_and_stores_nothing(api: Api) -> None:
+    """A create sent as text/plain (or protobuf, or a form) was decoded as JSON and stored; kube-apiserver
+    answers 415. JSON, YAML and a missing content type still work."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain"}, "data": {"k": "v"}}
+    path = "/api/v1/namespaces/default/configmaps"
+    for media in ("text/plain", "application/vnd.kubernetes.protobuf", "application/x-www-form-urlencoded"):
+        r = await api.call("POST", path, content=json.dumps(cm).encode(), headers={"content-type": media})
+        assert r.status_code == 415 and r.json()["reason"] == "UnsupportedMediaType", (media, r.text)
+        assert media in r.json()["message"]
+    assert (await api.call("GET", f"{path}/plain")).status_code == 404
+    r = await api.call("POST", path, content=b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n",
+                       headers={"content-type": "application/yaml"})
+    assert r.status_code == 201, r.text
