@@ -88,12 +88,13 @@ class Cleanup:
             except KeyError:
                 await self._drop(key)
                 continue
-            if fleet.wants(cluster, ref):
+            implicit = not rec.get("binding")  # a namespace made for a Work's objects, no Work's own
+            if self._wanted(cluster, ref, implicit):
                 await self._drop(key)  # wanted there again: leave the object alone
                 continue
             try:
                 cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                if cur is not None and is_managed(cur) and not fleet.wants(cluster, ref):
+                if cur is not None and is_managed(cur) and not self._wanted(cluster, ref, implicit):
                     await client.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
                     deleted += 1
                     log.info("cleanup: deleted %s from %s (pending since %s)", ref, cluster, rec.get("since"))
@@ -106,6 +107,13 @@ class Cleanup:
             fleet.owned.get(cluster, set()).discard(ref)
             await self._drop(key)
         return deleted
+
+    def _wanted(self, cluster: str, ref: Ref, implicit: bool) -> bool:
+        """An object is wanted while a live Work wants it; a namespace DRO-DS made for the objects it
+        placed (``implicit``) also while the control plane has it or a live Work wants anything in it."""
+        if implicit and ref.api_version == "v1" and ref.kind == "Namespace":
+            return self.fleet.namespace_stored(ref.name) or self.fleet.wants_namespace(cluster, ref.name)
+        return self.fleet.wants(cluster, ref)
 
     async def _drop(self, key: str) -> None:
         with contextlib.suppress(CasFailed):

@@ -12,6 +12,8 @@ marked ``suspendDispatching`` is not applied until the mark goes (the policy's `
 
 An object a Work's manifests stop listing (a dependent deleted, or no longer named by its workload) is
 taken off the member with the Work's next apply, unless another live Work on the cluster wants it.
+A namespace DRO-DS created in a member goes once the control plane's is gone and no live Work wants
+anything in it, as Karmada deletes the namespaces it propagated.
 A deleted Work (it carries `EXECUTION_FINALIZER`) is emptied: its objects that no other live Work
 on the cluster wants are deleted, workloads before their dependents; what an unreachable member
 cannot take now is recorded under ``/cleanup/`` (`drods.controllers.cleanup`); then the finalizer
@@ -47,6 +49,7 @@ from drods.store import CasFailed
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+NAMESPACE_CHECK = "namespace:"  # a cluster queue's key for `_drop_namespace` (a Work's key is a store key, "/…")
 
 # a member's refusal that the same apply will meet again; a 409 is not one: with conflicts forced,
 # an apply meets one only when a concurrent write won (Kubernetes clients retry on conflict)
@@ -109,8 +112,9 @@ class Execution:
 
     async def run(self) -> None:
         f = self.fleet
+        namespaces = [(f.informers.namespaces, self._on_namespace)] if f.informers.namespaces is not None else []
         try:
-            with subscribed((f.works, self._on_work), (f.clusters, self._on_cluster)):
+            with subscribed((f.works, self._on_work), (f.clusters, self._on_cluster), *namespaces):
                 async for key, obj in yielding(list(f.works.cache.items())):
                     self._on_work(key, None, obj)
                 await asyncio.Event().wait()
@@ -159,6 +163,17 @@ class Execution:
             if work is not None and self._needs_action(work):
                 self.syncer(name).queue.add(wkey)
 
+    def _on_namespace(self, key: str, old: Any, new: Any) -> None:
+        """A Namespace gone from the control plane: each push member drops the one DRO-DS made there
+        (`_drop_namespace`), as Karmada deletes the namespaces it propagated."""
+        if new is not None or old is None:
+            return
+        name = key.rsplit("/", 1)[-1]
+        for cluster in list(self.fleet.clusters.cache):
+            cluster = cluster.rsplit("/", 1)[-1]
+            if not self.fleet.pull(cluster):
+                self.syncer(cluster).queue.add(f"{NAMESPACE_CHECK}{name}")
+
     @staticmethod
     def _needs_action(work: WorkRecord) -> bool:
         if work.deleting:
@@ -169,6 +184,8 @@ class Execution:
 
     # ------------------------------------------------------------------ one Work
     async def _sync(self, cluster: str, key: str) -> float | None:
+        if key.startswith(NAMESPACE_CHECK):
+            return await self._drop_namespace(cluster, key[len(NAMESPACE_CHECK):])
         work = self.fleet.work(key)
         if work is None or not self._needs_action(work):
             return None
@@ -330,7 +347,30 @@ class Execution:
             await self._defer(cluster, binding, rest, str(e))
         self._delete_failures.pop(key, None)
         await self._reapply_sharers(cluster, key, [r for r in work.refs if r not in pending])
+        for ns in {r.namespace for r in work.refs if r.namespace} - {""}:
+            if not self.fleet.namespace_stored(ns):  # its namespace went first: it may be the last of it
+                self.syncer(cluster).queue.add(f"{NAMESPACE_CHECK}{ns}")
         return await self._release(work)
+
+    async def _drop_namespace(self, cluster: str, namespace: str) -> float | None:
+        """Delete the member's ``namespace`` that DRO-DS made there (its label says so) once the control
+        plane has none and no live Work wants anything in it; a member away gets a cleanup record."""
+        if self.fleet.namespace_stored(namespace) or self.fleet.wants_namespace(cluster, namespace):
+            return None
+        ref = Ref("v1", "Namespace", "", namespace)
+        client, why = await self.fleet.clients.get(cluster)
+        if client is None:
+            await self._defer(cluster, "", [ref], why or "no client")
+            return None
+        try:
+            cur = await client.get("v1", "Namespace", namespace)
+            if cur is not None and is_managed(cur):
+                await client.delete("v1", "Namespace", namespace, None)
+                log.info("deleted namespace %s from %s: gone from the control plane", namespace, cluster)
+        except (MemberUnavailable, MemberError) as e:
+            await self._defer(cluster, "", [ref], str(e))
+        self.fleet.ns_ok.get(cluster, set()).discard(namespace)
+        return None
 
     async def _prune(self, cluster: str, key: str, work: WorkRecord, client: MemberClient) -> None:
         """Take off the member what the Work's manifests no longer list and no live Work wants there (a

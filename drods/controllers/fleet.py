@@ -47,6 +47,7 @@ from drods.model.kinds import (
     WORK,
     WORKLOAD_REBALANCER,
 )
+from drods.model.namespaces import NAMESPACE
 from drods.model.reachability import Reachability
 from drods.model.timefmt import parse_rfc3339
 from drods.model.work import Ref
@@ -89,6 +90,7 @@ class MemberInformers:
     # which Karmada PropagationPolicies and ClusterPropagationPolicies exist (`decode_present`): a
     # workload whose policy is gone is not propagated on its own changes (`BindingController`)
     karmada_propagation: tuple[Informer, ...] = ()
+    namespaces: Informer | None = None  # which Namespaces the control plane holds (`decode_present`)
 
     @classmethod
     def of(cls, manager: Manager, catalog: KindCatalog | None = None,
@@ -112,7 +114,8 @@ class MemberInformers:
                    manager.informer(REMEDY.key_prefix(), decode_stored),
                    manager.informer(STATUS_PREFIX, decode_report_time),
                    manager.informer(CLUSTER_EVENTS_PREFIX, decode_reachability), recent_works,
-                   tuple(manager.informer(k.key_prefix(), decode_present) for k in KARMADA_PROPAGATION_KINDS))
+                   tuple(manager.informer(k.key_prefix(), decode_present) for k in KARMADA_PROPAGATION_KINDS),
+                   manager.informer(NAMESPACE.key_prefix(), decode_present))
 
     def karmada_policy_gone(self, binding: Mapping[str, Any]) -> bool:
         """``binding`` was placed by a Karmada PropagationPolicy or ClusterPropagationPolicy that is gone
@@ -125,7 +128,7 @@ class MemberInformers:
         return [self.clusters, self.policies, *self.karmada_overrides, *self.karmada_propagation,
                 *self.interpretation, self.cleanups,
                 self.works, *self.templates.values(), self.bindings,
-                *(i for i in (self.taint_policies, self.quotas, self.reports, self.reachability)
+                *(i for i in (self.taint_policies, self.quotas, self.reports, self.reachability, self.namespaces)
                    if i is not None)]
 
 
@@ -366,6 +369,16 @@ class MemberFleet:
             return await self.store.put(work.key, with_status(whole, status), expect_revision=work.revision)
         except CasFailed:
             return 0
+
+    def wants_namespace(self, cluster: str, namespace: str) -> bool:
+        """Does some live Work want the Namespace, or anything in it, on ``cluster``?"""
+        return any(n > 0 and (r.namespace == namespace or (r.kind == "Namespace" and r.name == namespace))
+                   for r, n in self._wanted.get(cluster, Counter()).items())
+
+    def namespace_stored(self, namespace: str) -> bool:
+        """Is the Namespace on the control plane (True when this process does not follow them)?"""
+        inf = self.informers.namespaces
+        return inf is None or NAMESPACE.key(namespace) in inf.cache
 
     def wants(self, cluster: str, ref: Ref, *, exclude: str | None = None) -> bool:
         """Does some live Work (other than the one keyed ``exclude``) want ``ref`` on ``cluster``?"""

@@ -622,6 +622,38 @@ def test_a_dependent_deleted_or_no_longer_named_leaves_the_member(env: Env) -> N
         env.delete(f"/api/v1/namespaces/default/configmaps/{name}")
 
 
+def test_a_namespace_deleted_on_the_control_plane_leaves_the_members_it_was_made_in(env: Env) -> None:
+    """The namespace a member got with a workload goes from it once the control plane's is deleted (it
+    stayed there, Active, for good); one the member had of its own is left alone."""
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(env.members["aws-dfw"].api)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="own-ns")))
+    for ns in ("made-ns", "own-ns"):
+        env.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        env.create(deploy_path(ns), deployment("nsweb", 1, namespace=ns, cpu="100m", memory="64Mi"))
+        env.placed_binding(f"nsweb-{ns}", "nsweb", {"aws-dfw": 1}, namespace=ns)
+
+    def present(ns: str) -> bool:
+        try:
+            got = core.read_namespace(ns, _request_timeout=3)
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return got.status.phase != "Terminating"
+
+    wait_for(lambda: env.copies("nsweb", "made-ns") == env.copies("nsweb", "own-ns") == {"aws-dfw": 1}, 20,
+             "the workloads in both namespaces")
+    for ns in ("made-ns", "own-ns"):
+        env.delete(f"{BINDINGS}/nsweb-{ns}")
+        env.delete(f"/api/v1/namespaces/{ns}")
+    wait_for(lambda: not present("made-ns"), 30, "the namespace made in the member deleted with the control plane's")
+    wait_for(lambda: env.copies("nsweb", "own-ns") == {}, 20, "the workload in the member's own namespace gone")
+    assert present("own-ns"), "the member's own namespace was deleted"
+    core.delete_namespace("own-ns")
+
+
 def test_scaled_to_zero_the_copies_go_at_once(env: Env) -> None:
     """No copy is wanted anywhere: none waits out the graceful timeout (600 s) for another to be ready."""
     env.create(deploy_path(), deployment("zero", 2))
