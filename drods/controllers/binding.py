@@ -58,6 +58,7 @@ from drods.model.app_failover import (
     purge_due,
 )
 from drods.model.binding import PROPAGATION_FINALIZER
+from drods.model.detection import karmada_policy_key
 from drods.model.dispatch import suspended
 from drods.model.interpreter import DependencyRef, Interpretation, StatusRule
 from drods.model.karmada import KarmadaOverrideSpec
@@ -130,6 +131,7 @@ class BindingController:
                         (f.informers.policies, self._on_policy),
                         *((inf, self._on_policy) for inf in f.informers.karmada_overrides),
                         *((inf, self._on_policy) for inf in f.informers.interpretation),
+                        *((inf, self._on_propagation_policy) for inf in f.informers.karmada_propagation),
                         *((inf, self._on_template) for inf in self.templates.values())):
             self._on_policy("", None, None)
             async for key, obj in yielding(list(f.bindings.cache.items())):
@@ -221,12 +223,24 @@ class BindingController:
         if kind in ("Service", "Ingress"):
             self._enqueue(self.by_ns.get(ns))
 
+    def _on_propagation_policy(self, key: str, old: Any, new: Any) -> None:
+        """A Karmada policy made again under the name of one that was deleted: the Bindings it placed
+        take the workload as it is now (what changed while no policy held it), though their spec, which
+        names the same policy, does not change."""
+        if old is not None or new is None:
+            return
+        self._enqueue({k[len(BINDING.key_prefix()):] for k, b in list(self.fleet.bindings.cache.items())
+                       if b is not None and karmada_policy_key(b) == key})
+
     def _held(self, names: set[str] | None) -> set[str]:
         """Of ``names``, the Bindings a policy still holds: while none does (a Karmada policy deleted), a
         change to the workload is not propagated, as in Karmada, where only the policy's detector would
         carry it to the Binding; the next pass the Binding itself asks for renders it."""
-        informers, cache = self.fleet.informers, self.fleet.bindings.cache
-        return {n for n in names or () if not informers.karmada_policy_gone(cache.get(BINDING.key(n)) or {})}
+        informers = self.fleet.informers
+        if not names or not informers.karmada_propagation:
+            return names or set()
+        cache = self.fleet.bindings.cache
+        return {n for n in names if not informers.karmada_policy_gone(cache.get(BINDING.key(n)) or {})}
 
     # ------------------------------------------------------------------ lookups
     def _templates_of(self, kind: Kind) -> Mapping[str, Obj] | None:

@@ -32,7 +32,7 @@ def record(cluster: str, spec_hash: str, revision: int, **status: Any) -> WorkRe
 
 
 def controller(pull: set[str]) -> BindingController:
-    informers = SimpleNamespace(templates={}, catalog=None, interpreter=None)
+    informers = SimpleNamespace(templates={}, catalog=None, interpreter=None, karmada_propagation=())
     fleet = SimpleNamespace(store=None, registry=None, informers=informers, pull=lambda c: c in pull,
                             by_cluster={"east": {"web"}})
     return BindingController(fleet, MemberSettings(), generation=1)  # type: ignore[arg-type]

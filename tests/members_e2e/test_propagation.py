@@ -473,6 +473,12 @@ spec:
     wait_for(lambda: image("held") == "nginx:1.27", 30, "the held workload's change in the member")
     assert image("loose") == "nginx:1.25", "the change of a workload no policy holds was propagated"
     assert env.copies("loose") == {"aws-dfw": 1}
+    # the same policy made again (same name: the Binding's spec does not change) delivers what waited
+    r = env.http.post("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies",
+                      content=pp.replace("NAME", "loose").encode(), headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    wait_for(lambda: image("loose") == "nginx:1.27", 30, "the change delivered once the policy is back")
+    env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/loose")
     for name in ("loose", "held"):
         env.delete(deploy_path(name=name))
     env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/held")
