@@ -22,6 +22,7 @@ from drods.members.search_cache import SearchCache
 from drods.migration.admission import data_step_declared, one_plan_per_workload
 from drods.model.kinds import ALL_KINDS, Kind
 from drods.registry.catalog import KindCatalog, check_definition
+from drods.registry.cluster_identity import one_cluster_per_member
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.security.envelope import Envelope, Keyring
@@ -91,7 +92,7 @@ class ApiContext:
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
         registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload, one_plan_per_workload,
-                                                          data_step_declared, check_definition))
+                                                          data_step_declared, check_definition, one_cluster_per_member))
         return cls(instrumented, registry, tokens, AuditLog(instrumented),
                    metrics, data_dir, KindCatalog(kinds))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,10 @@ async def inspect_member(name: str, doc: dict[str, Any], context: str | None) ->
     client = MemberClient.from_kubeconfig(name, doc, context, MemberOptions(connect_timeout=5, read_timeout=15,
                                                                              retries=1))
     try:
-        return await client.summary()
+        summary = await client.summary()
+        system = await client.get("v1", "Namespace", "kube-system")  # what the member is: one Cluster each
+        uid = str(((system or {}).get("metadata") or {}).get("uid") or "") or None
+        return dataclasses.replace(summary, cluster_id=uid)
     except (MemberUnavailable, MemberError) as e:
         raise CliError(f"cannot read the member cluster: {e}", "MEMBER_UNREACHABLE") from e
     finally:
@@ -88,6 +92,8 @@ def member_body(name: str, doc: dict[str, Any], context: str | None, summary: An
     if summary.gpu_allocatable > 0 and "gpu" not in caps:
         caps.append("gpu")
     body: dict[str, Any] = {"name": name, "syncMode": "Pull" if pull else "Push", "endpoint": server_of(doc, context)}
+    if getattr(summary, "cluster_id", None):
+        body["id"] = summary.cluster_id
     if not pull:
         body["credentials"] = {"kubeconfig": yaml.safe_dump(doc, sort_keys=False)}
         if context:

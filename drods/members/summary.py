@@ -97,6 +97,7 @@ class ClusterSummary:
     # F1: per GPU model (node label nvidia.com/gpu.product): capacity, allocatable, allocated devices
     gpu_by_model: dict[str, dict[str, float]] = field(default_factory=dict)
     metrics_available: bool = False
+    cluster_id: str | None = None  # its kube-system namespace's UID (Karmada's cluster ID), read at join
 
     @property
     def status(self) -> dict[str, Any]:

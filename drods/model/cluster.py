@@ -84,6 +84,9 @@ class StorageOffer(BaseModel):
 class ClusterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    # Karmada's ``spec.id``: what the member says it is (its kube-system namespace's UID, read at join);
+    # one Cluster per member (`drods.registry.cluster_identity`)
+    id: str | None = Field(default=None, min_length=1, max_length=253)
     endpoint: str | None = None
     syncMode: Literal["Push", "Pull"] = "Push"
     region: str | None = None

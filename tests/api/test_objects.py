@@ -43,6 +43,23 @@ async def test_register_get_list_delete_cluster(api: Api) -> None:
                         "details": {"kind": "Cluster", "name": "gcp-production"}}
 
 
+async def test_one_member_is_one_cluster(api: Api) -> None:
+    """The same member (its cluster ID, which `drods cluster join` reads) registered under a second
+    name is refused, naming the first, as karmadactl join refuses it; another member, a re-write of the
+    same Cluster and a Cluster without an ID are taken."""
+    one = {"name": "push1", "endpoint": "https://127.0.0.1:1", "id": "0c1d-kube-system-uid"}
+    assert (await api.call("POST", "/api/v1/clusters", json=one)).status_code == 201
+    r = await api.call("POST", "/api/v1/clusters", json={**one, "name": "dup1"})
+    assert r.status_code == 409 and r.json()["code"] == "CLUSTER_ALREADY_JOINED", r.text
+    assert "registered with name 'push1'" in r.json()["message"]
+    assert (await api.call("GET", "/api/v1/clusters/dup1")).status_code == 404
+    r = await api.call("PATCH", "/api/v1/clusters/push1", json={"labels": {"tier": "a"}},
+                       headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    for body in ({**one, "name": "other", "id": "another-uid"}, {"name": "no-id", "endpoint": "https://127.0.0.1:2"}):
+        assert (await api.call("POST", "/api/v1/clusters", json=body)).status_code == 201
+
+
 async def test_duplicate_and_invalid_change_nothing(api: Api) -> None:
     assert (await api.call("POST", "/api/v1/clusters", json=CLUSTER)).status_code == 201
     r = await api.call("POST", "/api/v1/clusters", json=CLUSTER | {"region": "elsewhere"})

@@ -11,6 +11,18 @@ from tests.members_e2e.conftest import BINDINGS, Env, deploy_path, deployment, w
 WORKS = "/apis/multicluster.io/v1alpha1/works"
 
 
+def test_a_member_joined_again_under_another_name_is_refused(env: Env) -> None:
+    """karmadactl join refuses the same cluster under a second name; joined twice, a divided workload
+    counted two shares of which the member ran one."""
+    first = env.cluster("aws-dfw")
+    assert first["spec"].get("id"), first["spec"]  # read from the member at join: its kube-system UID
+    assert len({env.cluster(n)["spec"]["id"] for n in env.members}) == len(env.members)
+    done = env.server.run_cli("cluster", "join", "dup-dfw", "--kubeconfig", str(env.members["aws-dfw"].sim.kubeconfig),
+                              "--server", env.server.url, "--token", env.server.token("admin"))
+    assert done.returncode != 0 and "registered with name 'aws-dfw'" in done.stderr, (done.stdout, done.stderr)
+    assert env.http.get("/api/v1/clusters/dup-dfw").status_code == 404
+
+
 def test_join_reads_the_members_topology_and_health(env: Env) -> None:
     c = env.cluster("gcp-sin")
     assert {k: c["spec"].get(k) for k in ("region", "zone", "provider", "city", "syncMode")} == {
