@@ -162,6 +162,18 @@ class Env:
         return out
 
 
+def karmada_policy(name: str, cluster: str = "aws-dfw") -> str:
+    """A Karmada PropagationPolicy (YAML) placing the Deployment ``name`` of ``default`` on ``cluster``."""
+    return f"""
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: {name}}}]
+  placement: {{clusterAffinity: {{clusterNames: [{cluster}]}}}}
+"""
+
+
 def deployment(name: str, replicas: int, *, namespace: str = "default", cpu: str = "500m", memory: str = "256Mi",
                image: str = "nginx:1.25", **template_spec: Any) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},

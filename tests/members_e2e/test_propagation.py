@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from tests.members_e2e.conftest import BINDINGS, Env, deploy_path, deployment, wait_for
+from tests.members_e2e.conftest import BINDINGS, Env, deploy_path, deployment, karmada_policy, wait_for
 
 WORKS = "/apis/multicluster.io/v1alpha1/works"
 
@@ -453,17 +453,9 @@ def test_while_no_policy_holds_a_workload_its_changes_are_not_propagated(env: En
     """A Karmada policy deleted keeps the copies as they were (karmada#601), and a change to the workload
     is not propagated (docs/karmada.md); it was, all but the replicas. A workload still held, changed
     after it, is the barrier: once its change is in the member, the other's would have been too."""
-    pp = """
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: NAME, namespace: default}
-spec:
-  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: NAME}]
-  placement: {clusterAffinity: {clusterNames: [aws-dfw]}}
-"""
     for name in ("loose", "held"):
         r = env.http.post("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies",
-                          content=pp.replace("NAME", name).encode(), headers={"Content-Type": "application/yaml"})
+                          content=karmada_policy(name).encode(), headers={"Content-Type": "application/yaml"})
         assert r.status_code == 201, r.text
         env.create(deploy_path(), deployment(name, 1, cpu="100m", memory="64Mi"))
     dfw = env.members["aws-dfw"]
@@ -487,7 +479,7 @@ spec:
     assert env.copies("loose") == {"aws-dfw": 1}
     # the same policy made again (same name: the Binding's spec does not change) delivers what waited
     r = env.http.post("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies",
-                      content=pp.replace("NAME", "loose").encode(), headers={"Content-Type": "application/yaml"})
+                      content=karmada_policy("loose").encode(), headers={"Content-Type": "application/yaml"})
     assert r.status_code == 201, r.text
     wait_for(lambda: image("loose") == "nginx:1.27", 30, "the change delivered once the policy is back")
     env.delete("/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/loose")
@@ -523,16 +515,8 @@ def test_a_templates_status_waits_for_the_decision_and_says_where_its_copies_go(
     before its Binding is decided (a "0/0 in 0 cluster(s)" superseded a moment later), and every
     status written names the cluster its copy went to."""
     since = env.http.get(BINDINGS, params={"limit": 1}).json()["metadata"]["resourceVersion"]
-    policy = """
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: reported, namespace: default}
-spec:
-  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: reported}]
-  placement: {clusterAffinity: {clusterNames: [aws-dfw]}}
-"""
     path = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
-    r = env.http.post(path, content=policy.encode(), headers={"Content-Type": "application/yaml"})
+    r = env.http.post(path, content=karmada_policy("reported").encode(), headers={"Content-Type": "application/yaml"})
     assert r.status_code == 201, r.text
     env.create(deploy_path(), deployment("reported", 1, cpu="100m", memory="64Mi"))
     wait_for(lambda: ((env.http.get(deploy_path(name="reported")).json().get("status") or {})
