@@ -24,6 +24,7 @@ controller ``clusters[]`` and the propagation phases.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -123,6 +124,7 @@ class BindingController:
         self._own_work_hash: dict[str, str] = {}  # Work key -> the spec hash this controller last wrote
         self._plans: dict[str, tuple[int, dict[str, ManifestSet | OverrideError]]] = {}
         self._policies: list[tuple[str, ClusterOverridePolicySpec]] = []
+        self._made_again: set[str] = set()  # Karmada policies (re)made since the last pass over the Bindings
         self._policy_epoch = 0
 
     async def run(self) -> None:
@@ -229,8 +231,14 @@ class BindingController:
         names the same policy, does not change."""
         if old is not None or new is None:
             return
+        if not self._made_again:  # one pass over the Bindings for a burst of them (a relist: every policy)
+            asyncio.get_running_loop().call_soon(self._wake_made_again)
+        self._made_again.add(key)
+
+    def _wake_made_again(self) -> None:
+        keys, self._made_again = self._made_again, set()
         self._enqueue({k[len(BINDING.key_prefix()):] for k, b in list(self.fleet.bindings.cache.items())
-                       if b is not None and karmada_policy_key(b) == key})
+                       if b is not None and karmada_policy_key(b) in keys})
 
     def _held(self, names: set[str] | None) -> set[str]:
         """Of ``names``, the Bindings a policy still holds: while none does (a Karmada policy deleted), a
