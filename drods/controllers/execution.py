@@ -12,8 +12,9 @@ marked ``suspendDispatching`` is not applied until the mark goes (the policy's `
 
 An object a Work's manifests stop listing (a dependent deleted, or no longer named by its workload) is
 taken off the member with the Work's next apply, unless another live Work on the cluster wants it.
-A namespace DRO-DS created in a member goes once the control plane's is gone and no live Work wants
-anything in it, as Karmada deletes the namespaces it propagated.
+A namespace DRO-DS created in a member goes once the control plane's is deleted and no live Work
+wants anything in it, as Karmada deletes the namespaces it propagated (one the control plane never
+had, whose objects were placed all the same, stays).
 A deleted Work (it carries `EXECUTION_FINALIZER`) is emptied: its objects that no other live Work
 on the cluster wants are deleted, workloads before their dependents; what an unreachable member
 cannot take now is recorded under ``/cleanup/`` (`drods.controllers.cleanup`); then the finalizer
@@ -109,6 +110,7 @@ class Execution:
         # Work key → objects its manifests no longer list (a dependent deleted, or no longer named by
         # the template): taken off the member with the next apply unless another Work wants them
         self._dropped: dict[str, set[Ref]] = {}
+        self._ns_deleted: set[str] = set()  # Namespaces seen deleted on the control plane (and not made again)
 
     async def run(self) -> None:
         f = self.fleet
@@ -164,11 +166,16 @@ class Execution:
                 self.syncer(name).queue.add(wkey)
 
     def _on_namespace(self, key: str, old: Any, new: Any) -> None:
-        """A Namespace gone from the control plane: each push member drops the one DRO-DS made there
-        (`_drop_namespace`), as Karmada deletes the namespaces it propagated."""
-        if new is not None or old is None:
-            return
+        """A Namespace deleted on the control plane: each push member drops the one DRO-DS made there
+        (`_drop_namespace`), as Karmada deletes the namespaces it propagated. Only a deleted one: objects
+        may be placed in a namespace the control plane never had, and their namespace stays."""
         name = key.rsplit("/", 1)[-1]
+        if new is not None:
+            self._ns_deleted.discard(name)
+            return
+        if old is None:
+            return
+        self._ns_deleted.add(name)
         for cluster in list(self.fleet.clusters.cache):
             cluster = cluster.rsplit("/", 1)[-1]
             if not self.fleet.pull(cluster):
@@ -347,15 +354,16 @@ class Execution:
             await self._defer(cluster, binding, rest, str(e))
         self._delete_failures.pop(key, None)
         await self._reapply_sharers(cluster, key, [r for r in work.refs if r not in pending])
-        for ns in {r.namespace for r in work.refs if r.namespace} - {""}:
-            if not self.fleet.namespace_stored(ns):  # its namespace went first: it may be the last of it
-                self.syncer(cluster).queue.add(f"{NAMESPACE_CHECK}{ns}")
+        for ns in {r.namespace for r in work.refs if r.namespace} & self._ns_deleted:
+            # its namespace was deleted first: this may have been the last of it
+            self.syncer(cluster).queue.add(f"{NAMESPACE_CHECK}{ns}")
         return await self._release(work)
 
     async def _drop_namespace(self, cluster: str, namespace: str) -> float | None:
         """Delete the member's ``namespace`` that DRO-DS made there (its label says so) once the control
         plane has none and no live Work wants anything in it; a member away gets a cleanup record."""
-        if self.fleet.namespace_stored(namespace) or self.fleet.wants_namespace(cluster, namespace):
+        if namespace not in self._ns_deleted or self.fleet.namespace_stored(namespace) or \
+                self.fleet.wants_namespace(cluster, namespace):
             return None
         ref = Ref("v1", "Namespace", "", namespace)
         client, why = await self.fleet.clients.get(cluster)
@@ -376,8 +384,11 @@ class Execution:
         """Take off the member what the Work's manifests no longer list and no live Work wants there (a
         dependent deleted on the control plane, or one the template stopped naming): as Karmada deletes
         a dependent's own Work. What the member cannot take now goes to the cleanup records."""
-        dropped = sorted(self._dropped.pop(key, set()) - set(work.refs), key=str)
-        pending = [r for r in dropped if not self.fleet.wants(cluster, r)]
+        listed = set(work.refs)
+        waiting = self._dropped.pop(key, set())
+        if still := waiting & listed:  # this apply was of a version from before the drop: the next one's
+            self._dropped[key] = still
+        pending = [r for r in sorted(waiting - listed, key=str) if not self.fleet.wants(cluster, r)]
         done: list[Ref] = []
         try:
             for ref in pending:

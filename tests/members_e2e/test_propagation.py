@@ -612,11 +612,11 @@ def test_a_dependent_deleted_or_no_longer_named_leaves_the_member(env: Env) -> N
 
     wait_for(lambda: {"gone-cfg", "kept-cfg", "shared-cfg"} <= held(), 15, "the dependents applied", what_else=held)
     env.delete("/api/v1/namespaces/default/configmaps/gone-cfg")
-    wait_for(lambda: "gone-cfg" not in held(), 15, "the deleted dependent taken off the member", what_else=held)
+    wait_for(lambda: "gone-cfg" not in held(), 30, "the deleted dependent taken off the member", what_else=held)
     # the template stops naming two of them: the one no other workload names goes, the shared one stays
     env.http.put(deploy_path(name="prune"), json={**named("prune"), "metadata": {
         **env.http.get(deploy_path(name="prune")).json()["metadata"]}}).raise_for_status()
-    wait_for(lambda: "kept-cfg" not in held(), 15, "the dependent no longer named taken off", what_else=held)
+    wait_for(lambda: "kept-cfg" not in held(), 30, "the dependent no longer named taken off", what_else=held)
     assert "shared-cfg" in held() and env.copies("prune") == {"aws-dfw": 1}
     for name in ("prune", "other"):
         env.delete(deploy_path(name=name))
