@@ -338,13 +338,7 @@ class Execution:
             return await self._release(work)
         done: list[Ref] = []
         try:
-            for ref in pending:
-                cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                if cur is not None and is_managed(cur):  # deleted, or released if it is to be preserved
-                    await client.remove(ref.api_version, ref.kind, ref.name, ref.namespace or None, cur)
-                self.fleet.owned.get(cluster, set()).discard(ref)
-                self._sent.get(cluster, {}).pop(ref, None)
-                done.append(ref)
+            await self._take_off(cluster, client, pending, done)
         except (MemberUnavailable, MemberError) as e:
             rest = [r for r in pending if r not in done]
             failures = self._delete_failures.get(key, 0) + 1
@@ -391,16 +385,22 @@ class Execution:
         pending = [r for r in sorted(waiting - listed, key=str) if not self.fleet.wants(cluster, r)]
         done: list[Ref] = []
         try:
-            for ref in pending:
-                cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-                if cur is not None and is_managed(cur):
-                    await client.remove(ref.api_version, ref.kind, ref.name, ref.namespace or None, cur)
-                    log.info("removed %s from %s: the Work %s no longer lists it", ref, cluster, key)
-                self.fleet.owned.get(cluster, set()).discard(ref)
-                self._sent.get(cluster, {}).pop(ref, None)
-                done.append(ref)
+            await self._take_off(cluster, client, pending, done)
         except (MemberUnavailable, MemberError) as e:
             await self._defer(cluster, work.binding, [r for r in pending if r not in done], str(e))
+        if done:
+            log.info("removed %s from %s: the Work %s no longer lists them", ", ".join(map(str, done)), cluster, key)
+
+    async def _take_off(self, cluster: str, client: MemberClient, refs: list[Ref], done: list[Ref]) -> None:
+        """Remove ``refs`` from the member where DRO-DS's label says they are its (deleted, or released
+        if they are to be preserved), appending each to ``done``; a member error ends it (raised)."""
+        for ref in refs:
+            cur = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+            if cur is not None and is_managed(cur):
+                await client.remove(ref.api_version, ref.kind, ref.name, ref.namespace or None, cur)
+            self.fleet.owned.get(cluster, set()).discard(ref)
+            self._sent.get(cluster, {}).pop(ref, None)
+            done.append(ref)
 
     async def _reapply_sharers(self, cluster: str, key: str, kept: list[Ref]) -> None:
         """What this Work leaves because another Work wants it holds this Work's last apply (a
