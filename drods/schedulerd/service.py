@@ -46,6 +46,7 @@ from drods.scheduler.profile import Profile
 from drods.scheduler.task import Task, users_of
 from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, status_decoder
 from drods.schedulerd.commits import GroupCommit
+from drods.schedulerd.decision_task import decision_task
 from drods.schedulerd.failback import fails_back, within_budget
 from drods.schedulerd.fleet import FleetChange
 from drods.schedulerd.history import decision_record, measured_usage, schedule_history
@@ -72,7 +73,7 @@ from drods.schedulerd.records import (
 from drods.schedulerd.refit import FleetFollower
 from drods.schedulerd.shaving import shaved, shaving
 from drods.schedulerd.spec_cache import SpecCache
-from drods.schedulerd.users import decision_users, declared_users_changed, judge_move, learned, users_moved
+from drods.schedulerd.users import decision_users, judge_move, learned, users_moved
 from drods.schedulerd.writer import DecisionWriter, Plan
 from drods.store import KeyValue, Store
 
@@ -486,18 +487,10 @@ class SchedulerService:
                 return None
             result, trigger = refit
         else:
-            current = [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in rec.placement]
-            users, slo = learned(obj)
-            # restated users (a spec change): divided by the new shares again, within the move budget
-            restated = stype == RECONCILE and bool(rec.placement) and not rec.keeps_data and \
-                declared_users_changed(users_of(spec.placement, None), obj)
-            rebalance = stype in (RESCHEDULE, FOLLOW) or restated
-            task = Task(spec, name=name, current=current, rebalance=rebalance, workload_class=rec.workload_class,
-                        workload=rec.workload, primary=rec.primary, users=users, latency_slo_ms=slo,
-                        placement_changed=stype == RECONCILE)
-            slo_ms = spec.placement.latencySLOMs if spec.placement.latencySLOMs is not None else slo
+            task, restated = decision_task(spec, rec, obj, stype)
+            slo_ms = spec.placement.latencySLOMs if spec.placement.latencySLOMs is not None else task.latency_slo_ms
             decided: ScheduleResult | None = shaved(
-                obj, rec, self.cache.snap, self.fleet.moves, self.queue, users_of(spec.placement, users), slo_ms) \
+                obj, rec, self.cache.snap, self.fleet.moves, self.queue, users_of(spec.placement, task.users), slo_ms) \
                 if stype == RESCHEDULE and shaving(obj) else self.scheduler.schedule(task, self.cache.snap)
             if stype == RESCHEDULE and decided is not None and (users_moved(obj) or fails_back(obj)):
                 decided = self._follow_users(task, rec, decided) if users_moved(obj) else \

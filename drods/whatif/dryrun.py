@@ -33,10 +33,10 @@ from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_PO
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile, ProfileError
 from drods.scheduler.status import parse_status
-from drods.scheduler.task import Task, users_of
+from drods.scheduler.task import Task
+from drods.schedulerd.decision_task import decision_task
 from drods.schedulerd.history import decision_record
 from drods.schedulerd.records import FIRST, RECONCILE, SCALE, decode_binding
-from drods.schedulerd.users import declared_users_changed, learned
 from drods.schedulerd.view import ClusterFacts, LiveView
 from drods.store import KeyValue
 
@@ -178,13 +178,11 @@ def as_decided(spec: BindingSpec, name: str, current: list[TargetCluster],
     except ValidationError:
         before = None
     changed = before is None or _but_replicas(before) != _but_replicas(spec)
-    users, slo = learned(stored)
-    restated = changed and rec is not None and not rec.keeps_data and \
-        declared_users_changed(users_of(spec.placement, None), stored)
-    task = Task(spec, name=name, current=current, rebalance=restated, users=users, latency_slo_ms=slo,
-                placement_changed=changed, workload_class=rec.workload_class if rec else None,
-                workload=rec.workload if rec else "", primary=rec.primary if rec else None)
-    return task, RECONCILE if changed else SCALE
+    stype = RECONCILE if changed else SCALE
+    if rec is None:
+        return Task(spec, name=name, current=current, placement_changed=changed), stype
+    task, _ = decision_task(spec, rec, stored, stype, current)
+    return task, stype
 
 
 def _but_replicas(spec: BindingSpec) -> BindingSpec:
