@@ -34,6 +34,7 @@ from drods.errors import (
 )
 from drods.model import jsondoc
 from drods.model.binding import without_reasons
+from drods.model.builtin_fields import model_name, unknown_or_misshapen
 from drods.model.kinds import SECRET, Kind
 from drods.model.meta import ObjectMeta, check_name
 from drods.model.namespaces import FINALIZE, IMMORTAL, NAMESPACE, defaulted, finalized, kept_on_update, marked
@@ -145,6 +146,8 @@ class ObjectRegistry:
                                     **ident)
         if kind.custom is None and kind.scale_paths is not None:
             _check_replicas(out, ident)
+        if kind.spec_model is None and kind.custom is None and not trusted:
+            _check_built_in_fields(kind, out, ident)
         if kind is SECRET:
             out, errors = normalised_secret(out)
             if errors:
@@ -721,6 +724,19 @@ def _check_replicas(obj: Obj, ident: dict[str, Any]) -> None:
         raise validation_failed(f'{ident["kind"]} "{ident["name"]}" is invalid: spec.replicas must be greater '
                                 "than or equal to 0",
                                 [{"field": "spec.replicas", "message": "must be greater than or equal to 0"}],
+                                **ident)
+
+
+def _check_built_in_fields(kind: Kind, obj: Obj, ident: dict[str, Any]) -> None:
+    """A built-in kind's fields as kube-apiserver's strict field validation takes them: a field its
+    schema does not name, or a value of the wrong shape, is refused with every such field named."""
+    model = model_name(kind.group, kind.version, kind.kind)
+    if model is None:
+        return
+    errors = unknown_or_misshapen(obj, model)
+    if errors:
+        said = "; ".join(f"{e.field}: {e.message}" for e in errors)
+        raise validation_failed(f'{kind.kind} "{ident["name"]}" is invalid: {said}', [e.as_json() for e in errors],
                                 **ident)
 
 

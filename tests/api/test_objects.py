@@ -513,3 +513,43 @@ async def test_a_create_with_generate_name_is_named_from_it(api: Api) -> None:
     assert (await api.call("GET", f"{path}/{made[0]}")).status_code == 200
     r = await api.call("POST", path, json={**job, "metadata": {}})
     assert r.status_code == 422 and "metadata.name is required" in r.json()["message"], r.text
+
+
+async def test_a_built_in_kinds_unknown_or_misshapen_fields_are_refused_as_strict_validation_does(api: Api) -> None:
+    """kubectl skips its own validation because the server says it validates fields; a typo such as
+    ``spec.replica`` must then be refused by name, on create, update and patch, and nothing written."""
+    path = "/apis/apps/v1/namespaces/default/deployments"
+    good = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+                                                           "ports": [{"containerPort": 80}],
+                                                           "resources": {"requests": {"cpu": 1, "memory": "1Gi"}}}]}}}}
+    typo = json.loads(json.dumps(good))
+    typo["metadata"]["name"] = "typo"
+    typo["spec"]["replica"] = 3
+    typo["spec"]["template"]["spec"]["containers"][0]["ports"] = {"containerPort": 80}
+    r = await api.call("POST", path, json=typo)
+    assert r.status_code == 422, r.text
+    causes = [(c["field"], c["message"]) for c in r.json()["details"]["causes"]]
+    assert causes == [("spec.template.spec.containers[0].ports", "must be a list, not a mapping"),
+                      ("spec.replica", "unknown field")], causes
+    assert "spec.replica: unknown field" in r.json()["message"], r.text
+    assert (await api.call("GET", f"{path}/typo")).status_code == 404
+    r = await api.call("POST", path, json={**good, "spec": {**good["spec"], "replicas": 2}, "extra": 1})
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "extra", r.text
+    # a well-formed object, then a PUT and a merge patch that each add an unknown field
+    assert (await api.call("POST", path, json=good)).status_code == 201
+    r = await api.call("PUT", f"{path}/web", json={**good, "spec": {**good["spec"], "paused": True, "replicaz": 4}})
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "spec.replicaz", r.text
+    r = await api.call("PATCH", f"{path}/web", json={"spec": {"template": {"spec": {"nodeSelektor": {"a": "b"}}}}},
+                       headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["details"]["causes"][0]["field"] == "spec.template.spec.nodeSelektor", r.text
+    got = (await api.call("GET", f"{path}/web")).json()
+    assert "paused" not in got["spec"] and "nodeSelektor" not in got["spec"]["template"]["spec"], got
+    # another group's kind is checked by its own schema; a ConfigMap's data values must be strings' shape
+    r = await api.call("POST", "/api/v1/namespaces/default/configmaps",
+                       json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                             "data": {"k": {"x": 1}}})
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "data.k", r.text

@@ -199,6 +199,15 @@ def test_invalid_objects_are_refused_by_the_server(kubectl: Kubectl, tmp_path: P
     missing = kubectl.run("get", "cluster", "k-bad", check=False)
     assert missing.returncode != 0 and "NotFound" in missing.stderr
 
+    typo = tmp_path / "typo.yaml"  # a built-in kind: refused by its Kubernetes schema, by name
+    typo.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: typo}\nspec:\n  replica: 3\n"
+                    "  selector: {matchLabels: {app: t}}\n  template:\n    metadata: {labels: {app: t}}\n"
+                    "    spec: {containers: [{name: t, image: nginx}]}\n")
+    done = kubectl.run("apply", "-f", str(typo), check=False)
+    assert done.returncode != 0 and "spec.replica: unknown field" in done.stderr, done.stderr
+    assert "--validate" not in done.stderr
+    assert kubectl.run("get", "deployment", "typo", check=False).returncode != 0
+
 
 def test_viewer_can_read_but_not_write(kubectl: Kubectl, tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
