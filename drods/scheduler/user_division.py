@@ -97,14 +97,14 @@ def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency
         quota[-1] += min(left, max(0, int(caps[-1]) - int(quota[-1])))
     # beyond every user place's SLO (the overflow), the nearest go first whatever the band within it
     widths = [near_ms] * k + [NEAR_MS]
-    for g, share, width in zip(members, quota.tolist(), widths, strict=True):
+    for u, (g, share, width) in enumerate(zip(members, quota.tolist(), widths, strict=True)):
         if share > 0 and g.size:
             sub = replace(inp, total=int(share), caps=inp.caps[g], existing=inp.existing[g], scores=inp.scores[g],
                           prefer=inp.prefer[g], required=None, static_weights=None)
             bands = latency_bands(latency[g], width)
             if bands.max() == 0:
                 counts[g] = divide(sub)
-            elif ceiling is None or width != near_ms:
+            elif ceiling is None or u == k:  # the overflow: no band within the SLO to share with
                 counts[g] = divide_in_tiers(sub, bands, lambda d, _pos: divide(d), regroup=False)
             else:
                 level = ceiling.level(g)

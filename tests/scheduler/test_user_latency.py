@@ -216,3 +216,15 @@ def test_a_place_no_cluster_has_a_latency_from_is_named_in_the_decision(snap: Sn
     known = sched.schedule(task(replicas=4, placement=Placement.model_validate({"users": [{"region": "eu"}]})),
                            snap, name="v")
     assert "unknownPlaces" not in known.analysis["users"]
+
+
+def test_with_no_cluster_within_the_slo_the_overflow_goes_nearest_first_however_busy(snap: Snapshot) -> None:
+    """Every cluster is beyond a 3 ms SLO: the replicas go to the users' nearest clusters while they have
+    room, even where those stand above the others' mean level (the near-ceiling rule shares a group's
+    replicas among bands *within* the SLO; beyond it, nearest first is all there is)."""
+    fleet(snap, used={"us-0": 45.0, "us-1": 45.0, "eu-0": 10.0, "eu-1": 10.0, "ap-0": 10.0, "ap-1": 10.0})
+    sched = Scheduler(Profile.default(), rng_seed=7)
+    res = sched.schedule(task(replicas=2, placement=Placement.model_validate(
+        {"users": [{"region": "us"}], "latencySLOMs": 3})), snap, name="w")
+    assert res.phase == "Scheduled" and by_region(res.pairs) == {"us": 2}, res.pairs
+    assert "nearCeiling" not in res.analysis["users"], res.analysis["users"]
