@@ -12,15 +12,18 @@ Effects per phase (N = the source's replicas when the plan started, O = the plac
 phase              pin (the Binding's placement)            traffic withdrawn  hook run
 =================  =======================================  =================  ============
 Pending            — (validated, nothing touched)           —                  —
-PrepareTarget      O + N on the target                      —                  —
-CopyData           O + N on the target                      —                  copy
-CatchUp            O + N on the target                      —                  catchup (Run)
+PrepareTarget      O + N on the target                      the target*        —
+CopyData           O + N on the target                      the target*        copy
+CatchUp            O + N on the target                      the target*        catchup (Run)
 SwitchTraffic      O + N on the target                      the source         —
 RetireSource       O − the source + N on the target         the source         —
 RollingBack        O                                        —                  — (deleted)
 Succeeded, Rolled  released                                 —                  — (deleted)
 Back, Failed
 =================  =======================================  =================  ============
+
+(*: unless the target held replicas of O: those keep their traffic.) Clients keep going to the
+source until SwitchTraffic moves them — a copy without its data yet gets none.
 
 The source keeps all its replicas until RetireSource, and there the binding controller removes
 them only once the target's ready replicas cover the count (its graceful move), so a planned move
@@ -187,7 +190,7 @@ def effects_of(status: Mapping[str, Any], now: float | None = None) -> Effects:
     phase = str(status.get("phase") or PENDING)
     source = str(status.get("sourceCluster") or "")
     if phase in (PREPARE_TARGET, COPY_DATA, CATCH_UP):
-        return Effects(with_target(status), frozenset(), _runs_of(status, now), False, True)
+        return Effects(with_target(status), _new_copy(status), _runs_of(status, now), False, True)
     if phase == SWITCH_TRAFFIC:
         return Effects(with_target(status), frozenset({source}), _runs_of(status, now), False, True)
     if phase == RETIRE_SOURCE:
@@ -196,6 +199,14 @@ def effects_of(status: Mapping[str, Any], now: float | None = None) -> Effects:
         return Effects(_placement(status, "originalPlacement"), frozenset(), (), True, True)
     started = bool(status.get("binding")) and phase != PENDING
     return Effects(None, frozenset(), (), phase in TERMINAL, started and phase in TERMINAL)
+
+
+def _new_copy(status: Mapping[str, Any]) -> frozenset[str]:
+    """The target while its copy is new there and its data not yet switched to: no client is steered to
+    a copy whose data is still being copied (the target's replicas of the placement before, if any,
+    keep theirs)."""
+    target = str(status.get("targetCluster") or "")
+    return frozenset({target}) if target and not _placement(status, "originalPlacement").get(target) else frozenset()
 
 
 def _runs_of(status: Mapping[str, Any], now: float | None) -> tuple[str, ...]:

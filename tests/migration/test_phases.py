@@ -50,7 +50,8 @@ def test_start_records_the_move_and_pins_source_plus_target() -> None:
     assert st["sourceReplicas"] == 3 and st["originalPlacement"] == [{"cluster": "a", "replicas": 3},
                                                                      {"cluster": "c", "replicas": 1}]
     assert step.effects.pin == {"a": 3, "b": 3, "c": 1}  # the source keeps all its replicas
-    assert step.effects.withdrawn == frozenset() and step.effects.runs == ()
+    # the target's new copy has no data yet: steering sends it no client until SwitchTraffic
+    assert step.effects.withdrawn == frozenset({"b"}) and step.effects.runs == ()
     cond = conditions(st)["TargetPrepared"]
     assert cond["status"] == "Unknown" and cond["startTime"] == st["phaseStartTime"]
     assert step.requeue is not None and step.requeue <= phases.POLL_SECONDS
@@ -86,11 +87,13 @@ def test_the_whole_way_with_each_pass_repeatable() -> None:
     ready = {"a": Copy(3, 3, True), "b": Copy(3, 3, True), "c": Copy(1, 1, True)}
     step = advance(s, again.status, replace(f, now=T0 + 2, copies=ready))
     assert step.status["phase"] == "CopyData" and step.effects.runs == ("copy",) and step.effects.pin == pin
+    assert step.effects.withdrawn == frozenset({"b"})
     assert conditions(step.status)["TargetPrepared"]["status"] == "True"
     f = facts(T0 + 3, placement=pin, copies=ready, hooks={"copy": HookState("running")})
     assert advance(s, step.status, f).status["phase"] == "CopyData"
     step = advance(s, step.status, replace(f, hooks={"copy": HookState("complete")}))
     assert step.status["phase"] == "CatchUp" and step.effects.runs == ()  # a declared wait, not a run
+    assert step.effects.withdrawn == frozenset({"b"})
     # catch-up waits its 10 s
     assert advance(s, step.status, replace(f, now=T0 + 12)).status["phase"] == "CatchUp"
     w = advance(s, step.status, replace(f, now=T0 + 3 + 10))
@@ -232,3 +235,10 @@ def test_a_refused_mover_names_the_field_a_client_wrote() -> None:
         MigrationPlanSpec.model_validate({"workloadRef": {"name": "x"}, "sourceCluster": "a", "targetCluster": "b",
                                           "data": {"mover": "Snapshot"}})
     assert [f["field"] for f in field_errors(e.value, "spec.")] == ["spec.data.mover", "spec.data"]
+
+
+def test_a_target_that_already_served_keeps_its_traffic_while_the_source_is_copied_to_it() -> None:
+    """c held a replica of the placement before the plan: its copy has its own data and keeps serving."""
+    step = advance(spec(targetCluster="c"), {}, facts(T0))
+    assert step.status["phase"] == "PrepareTarget" and step.effects.pin == {"a": 3, "c": 4}
+    assert step.effects.withdrawn == frozenset()
