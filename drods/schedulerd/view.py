@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from drods.model import jsondoc
 from drods.model.cluster import ClusterSpec
-from drods.model.keys import STATUS_PREFIX
-from drods.model.kinds import BINDING, CLUSTER
+from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY
+from drods.model.kinds import BINDING, CLUSTER, DATASET
 from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot
 from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
@@ -96,6 +97,7 @@ async def view_and_bindings(store: Store, profile: Profile) -> tuple[LiveView, l
         name = kv.key[len(STATUS_PREFIX):]
         if "/" not in name:
             cache.on_status(name, decode_status(kv))
+    await _signals(store, cache)
     records: list[BindingRecord] = []
     kvs, _ = await store.range(BINDING.key_prefix())
     for kv in kvs:
@@ -106,6 +108,32 @@ async def view_and_bindings(store: Store, profile: Profile) -> tuple[LiveView, l
                       unschedulable=b.phase == "Unschedulable")
         records.append(b)
     return view_of_cache(cache, profile, np.random.default_rng(profile.spec.defaults.seed)), records
+
+
+async def _signals(store: Store, cache: SchedulerCache) -> None:
+    """What the scheduler service's informers feed its cache besides clusters and Bindings: measured
+    network pairs (a user's latency to each cluster), the traffic graph, Datasets' copies and the
+    fleet's surge — a what-if or a migration's target weighed without them would differ from the
+    decision the scheduler then makes."""
+    kvs, _ = await store.range(NETWORK_PREFIX)
+    for kv in kvs:
+        cache.on_network(kv.key, None, _json(kv.value))
+    kvs, _ = await store.range(DATASET.key_prefix())
+    for kv in kvs:
+        cache.on_dataset(None, _json(kv.value))
+    traffic, surge = await store.get(TRAFFIC_KEY), await store.get(SURGE_KEY)
+    if traffic is not None:
+        cache.on_traffic(_json(traffic.value))
+    if surge is not None:
+        doc = _json(surge.value)
+        cache.on_surge(doc if isinstance(doc, dict) else None)
+
+
+def _json(value: bytes) -> Any:
+    try:
+        return jsondoc.loads(value)
+    except ValueError:
+        return None
 
 
 def summed(placement: Any) -> dict[str, int]:

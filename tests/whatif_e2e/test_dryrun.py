@@ -198,6 +198,23 @@ async def test_api_server_without_a_scheduler_builds_the_view_from_the_store(tmp
         assert (await plane.call("GET", "/api/v1/bindings")).json()["items"] == []
 
 
+async def test_a_view_built_from_the_store_knows_the_measured_latencies(tmp_path: Path) -> None:
+    """An API server without a scheduler (and a migration weighing its target) builds its view from the
+    store: the users' latency measured to each cluster must be in it, or users at a site are placed as
+    if no latency were known (neutral scores) where the scheduler puts them near."""
+    async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data", scheduler=False) as plane:
+        for name in ("near", "far"):
+            await plane.cluster(name, 20, region="ap")
+        r = await plane.call("PUT", "/api/v1/network/status", json={"measurements": [
+            {"from": "SIN", "to": "near", "delayMs": 2}, {"from": "SIN", "to": "far", "delayMs": 150}]})
+        assert r.status_code == 200, r.text
+        out = await whatif(plane, {"binding": {"name": "web", "replicas": 4, "resources": {"cpu": 0.5},
+                                               "placement": {"users": [{"site": "SIN"}], "latencySLOMs": 30}}})
+        assert {p["cluster"]: p["replicas"] for p in out["placement"]} == {"near": 4}, out
+        users = out["explanation"]["analysis"]["users"]
+        assert users["latencyMs"] == {"near": 2.0}, users
+
+
 @pytest.mark.parametrize("change, after", [
     # the users moved beyond the SLO of where the replicas run: a ReconcileSchedule moves them
     ({"users": [{"region": "eu"}]}, {"lhr": 4}),
