@@ -22,7 +22,7 @@ from drods.machinery.memory import tune_for_serving
 from drods.security.files import make_private
 from drods.security.tls import ensure_certs
 from drods.security.trust import SERVER_TLS_DIR
-from drods.store import Store, open_store
+from drods.store import Store, open_store, record_served_store
 
 log = logging.getLogger("drods")
 
@@ -109,6 +109,7 @@ def serving_certs(config: ServerConfig) -> tuple[str, str] | None:
 def run(config: ServerConfig) -> None:
     """Serve in the foreground until SIGTERM/SIGINT, then stop cleanly."""
     make_private(config.data_dir)
+    record_served_store(config.data_dir, config.store_url)  # `drods token …` with this data dir writes there
     tls = serving_certs(config)
     app = build_app(config)
     server = _Server(serving_config(app, config.host, config.port,

@@ -19,6 +19,7 @@ import jwt
 
 from drods.errors import ApiError, Forbidden
 from drods.keyfile import load_or_create
+from drods.model.meta import check_namespace_name
 from drods.security import tokens as token_records
 from drods.store import Store
 
@@ -119,6 +120,8 @@ class TokenAuthority:
             raise ValueError("only operator and viewer tokens may be limited to namespaces")
         if namespaces is not None and not namespaces:
             raise ValueError("a namespaced token needs at least one namespace")
+        for ns in namespaces or ():
+            check_namespace_name(ns)
         now = int(time.time())
         claims: dict[str, Any] = {
             "iss": ISSUER, "sub": subject or f"{role.value}-{uuid.uuid4().hex[:8]}",

@@ -103,13 +103,15 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.machinery.memory import tune_for_serving
     from drods.security.files import make_private
     from drods.server import _Server
-    from drods.store import default_store_url, open_store
+    from drods.store import default_store_url, open_store, record_served_store
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     make_private(data_dir)
-    plane = assemble(open_store(store_url or default_store_url(data_dir)), data_dir, components, settings=settings)
+    url = store_url or default_store_url(data_dir)
+    record_served_store(data_dir, url)
+    plane = assemble(open_store(url), data_dir, components, settings=settings)
     log = logging.getLogger(f"drods.{name}")
 
     def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]

@@ -18,7 +18,8 @@ def rotate(
     data_dir: Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR",
                                            help="Where the keyring (keyring.json) is.")] = Path.home() / ".drods",
     store: Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,…] "
-                                                              "(default: the data dir's SQLite file)")] = None,
+                                                              "(default: the store the data dir's server serves from, "
+                                                              "else its SQLite file)")] = None,
     config_file: ConfigOpt = None,
     settle: Annotated[float, typer.Option("--settle-seconds", help="wait for running servers to take the "
                                                                    "new key before re-encrypting")] = 2.0,
@@ -33,7 +34,7 @@ def rotate(
     from drods.config import ConfigError, resolve
     from drods.security.files import make_private
     from drods.security.rotation import rotate as run
-    from drods.store import default_store_url, open_store
+    from drods.store import open_store, served_store_url
 
     try:
         encryption = resolve(data_dir, config_file).config.encryption
@@ -42,7 +43,7 @@ def rotate(
 
     async def main() -> dict[str, object]:
         make_private(data_dir)
-        s = encrypted_store(open_store(store or default_store_url(data_dir)), data_dir, encryption)
+        s = encrypted_store(open_store(store or served_store_url(data_dir)), data_dir, encryption)
         try:
             r = await run(s, data_dir, settle_seconds=settle)
         finally:

@@ -101,7 +101,9 @@ def token_create(
     namespace: Annotated[list[str] | None, typer.Option(
         "--namespace", help="limit an operator or viewer token to this namespace (repeatable)")] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
-    store: StoreOpt = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="where the token is recorded (default: the store the data dir's server serves from, "
+        "else its SQLite file)")] = None,
 ) -> None:
     """Print a signed token on stdout (and nothing else); its ID and claims (never the token) are
     recorded in the store for `drods token list` and `drods token revoke`."""
@@ -113,9 +115,11 @@ def token_create(
 
 @app.command()
 def kubeconfig(
+    ctx: typer.Context,
     server: Annotated[str, typer.Option("--server", envvar="DRODS_SERVER")] = "https://127.0.0.1:8080",
-    token: Annotated[str | None, typer.Option("--token", envvar="DRODS_TOKEN")] = None,
-    role: Annotated[Role, typer.Option("--role", help="role of the token minted without --token")] = Role.ADMIN,
+    token: Annotated[str | None, typer.Option("--token", envvar="DRODS_TOKEN", help="the token to embed (else one "
+                                              "is minted; --role mints one even with DRODS_TOKEN set)")] = None,
+    role: Annotated[Role | None, typer.Option("--role", help="role of the token minted (default admin)")] = None,
     ca_file: Annotated[Path | None, typer.Option("--ca-file", envvar="DRODS_CA_FILE",
                                                  help="CA certificate of the server (default: DATA_DIR/tls/ca.crt)")]
     = None,
@@ -123,8 +127,8 @@ def kubeconfig(
                                                    "(0 = never expires)")] = 30 * 24 * 3600,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     store: Annotated[str | None, typer.Option(
-        "--store", help="where the minted token is recorded: the server's store (default: the data dir's "
-        "SQLite file, as `drods serve` uses it)")] = None,
+        "--store", help="where the minted token is recorded (default: the store the data dir's server serves "
+        "from, else its SQLite file)")] = None,
 ) -> None:
     """Print a kubeconfig that points kubectl at DRO-DS, with the server's CA embedded. Without
     --token it carries a new token (subject ``kubectl``), recorded in the server's store like one
@@ -138,8 +142,14 @@ def kubeconfig(
     if server.startswith("https://") and not ca.is_file():
         raise typer.BadParameter(f"{ca} not found: start `drods serve` once (it makes the CA) or pass "
                                  "the server's CA with --ca-file", param_hint="--ca-file")
+    if token is not None and role is not None:
+        source = ctx.get_parameter_source("token")
+        if getattr(source, "name", None) != "ENVIRONMENT":  # typer's own click: its enum, compared by name
+            raise typer.BadParameter("--token embeds a token, --role mints a new one: give one of them",
+                                     param_hint="--role")
+        token = None  # --role asks for a new token: DRODS_TOKEN (the caller's own) is not it
     if token is None:
-        token = mint(data_dir, store, role, subject="kubectl", ttl_seconds=ttl or None)
+        token = mint(data_dir, store, role or Role.ADMIN, subject="kubectl", ttl_seconds=ttl or None)
     cluster: dict[str, object] = {"server": server}
     if server.startswith("https://"):
         cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()

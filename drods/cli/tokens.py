@@ -15,16 +15,16 @@ if TYPE_CHECKING:
 
 DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", show_envvar=True,
                                           help="Keys and the embedded store live here.")]
-StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://… (default: the data "
-                                                              "dir's SQLite file, as `drods serve` uses it)")]
+StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://… (default: the store the "
+                                                              "data dir's server serves from, else its SQLite file)")]
 
 
 def _open(store: str | None, data_dir: Path) -> Store:
     from drods.security.files import make_private
-    from drods.store import default_store_url, open_store
+    from drods.store import open_store, served_store_url
 
     make_private(data_dir)  # the SQLite file it may create is the control plane's: 0600 like the server's
-    return open_store(store or default_store_url(data_dir))
+    return open_store(store or served_store_url(data_dir))
 
 
 def mint(data_dir: Path, store: str | None, role: Role, *, subject: str | None = None, cluster: str | None = None,

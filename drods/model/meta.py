@@ -25,6 +25,17 @@ def check_name(name: str) -> str:
     return name
 
 
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def check_namespace_name(name: str) -> str:
+    """A namespace's name is an RFC 1123 label, as Kubernetes requires of it."""
+    if not name or len(name) > 63 or not _DNS_LABEL.match(name):
+        raise ValueError(f"namespace {name!r}: must be a lowercase RFC 1123 label: a-z, 0-9 and '-', starting and "
+                         "ending with an alphanumeric character, at most 63 characters")
+    return name
+
+
 def check_label_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
     if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):

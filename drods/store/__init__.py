@@ -26,13 +26,43 @@ from drods.store.base import (
 __all__ = [
     "CasFailed", "Compacted", "Compare", "Delete", "EventType", "Get", "KeyValue", "Lease",
     "LeaseNotFound", "Put", "Store", "StoreError", "TxnResult", "Unavailable", "WatchEvent",
-    "default_store_url", "open_store", "prefix_end",
+    "default_store_url", "open_store", "prefix_end", "record_served_store", "served_store_url",
 ]
 
 
 def default_store_url(data_dir: Path) -> str:
     """The embedded store of a data directory: the SQLite file every process of it opens by default."""
     return f"sqlite://{(data_dir / 'drods.db').resolve()}"
+
+
+SERVED_STORE_FILE = "store.url"
+
+
+def record_served_store(data_dir: Path, url: str) -> None:
+    """Note in ``data_dir`` the store a server process of it serves from (an etcd password left out:
+    ``DRODS_ETCD_PASSWORD`` gives it, as to the server), so that the commands that share the data dir's
+    keys — `drods token`, `drods kubeconfig`, `drods keys rotate` — write where the server reads."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "etcd" and parts.password is not None:
+        hosts = parts.netloc.rpartition("@")[2]
+        url = urlunsplit(parts._replace(netloc=f"{parts.username}@{hosts}"))
+    path = data_dir / SERVED_STORE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(url + "\n")
+    tmp.chmod(0o600)
+    tmp.replace(path)
+
+
+def served_store_url(data_dir: Path) -> str:
+    """The store the data directory's server processes serve from: the one the last of them to start
+    recorded (`record_served_store`), else the embedded one."""
+    try:
+        recorded = (data_dir / SERVED_STORE_FILE).read_text().strip()
+    except OSError:
+        recorded = ""
+    return recorded or default_store_url(data_dir)
 
 
 def open_store(url: str) -> Store:

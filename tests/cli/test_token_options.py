@@ -13,3 +13,65 @@ def test_a_negative_ttl_is_an_option_error(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["token", "create", "--role", "admin", "--ttl", "-5", "--data-dir", str(tmp_path)])
     assert r.exit_code == 2 and "Invalid value for '--ttl'" in r.output, r.output  # typer's usage error
     assert not (tmp_path / "drods.db").exists()  # nothing minted, nothing recorded
+
+
+def _claims(token: str) -> dict[str, object]:
+    import jwt
+
+    return jwt.decode(token, options={"verify_signature": False})
+
+
+def _kubeconfig_token(output: str) -> str:
+    import yaml
+
+    return str(yaml.safe_load(output)["users"][0]["user"]["token"])
+
+
+def test_kubeconfig_role_mints_that_role_even_with_a_token_in_the_environment(tmp_path: Path) -> None:
+    """``DRODS_TOKEN`` (an admin's, as the README exports it) must not stand in for the ``--role`` asked for:
+    the kubeconfig a viewer is handed would otherwise write anything."""
+    (tmp_path / "tls").mkdir()
+    (tmp_path / "tls" / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    runner = CliRunner()
+    admin = runner.invoke(app, ["token", "create", "--role", "admin", "--data-dir", str(tmp_path)])
+    assert admin.exit_code == 0, admin.output
+    env = {"DRODS_TOKEN": admin.output.strip()}
+    r = runner.invoke(app, ["kubeconfig", "--role", "viewer", "--data-dir", str(tmp_path)], env=env)
+    assert r.exit_code == 0, r.output
+    assert _claims(_kubeconfig_token(r.output))["role"] == "viewer"
+    # without --role the environment's token is the kubeconfig's, as before
+    r = runner.invoke(app, ["kubeconfig", "--data-dir", str(tmp_path)], env=env)
+    assert r.exit_code == 0 and _kubeconfig_token(r.output) == env["DRODS_TOKEN"], r.output
+    # a token given on the command line and a role are two answers to one question
+    r = runner.invoke(app, ["kubeconfig", "--token", env["DRODS_TOKEN"], "--role", "viewer",
+                            "--data-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "--role" in r.output, r.output
+
+
+def test_a_namespace_that_cannot_exist_is_an_option_error(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["token", "create", "--role", "operator", "--namespace", "Bad_NS!",
+                                 "--data-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "Bad_NS!" in r.output, r.output
+    listed = CliRunner().invoke(app, ["token", "list", "-o", "json", "--data-dir", str(tmp_path)])
+    assert listed.exit_code == 0 and "Bad_NS" not in listed.output, listed.output  # nothing recorded
+
+
+def test_token_commands_use_the_store_the_data_dirs_server_uses(tmp_path: Path) -> None:
+    """A server started with ``--store`` records it in its data dir; a token minted, listed or revoked
+    with that data dir alone lands in that store, where the server reads revocations, not in a SQLite
+    file beside it that nothing serves from."""
+    from drods.store import record_served_store
+
+    served = tmp_path / "served.db"
+    record_served_store(tmp_path, f"sqlite://{served}")
+    runner = CliRunner()
+    made = runner.invoke(app, ["token", "create", "--role", "viewer", "--data-dir", str(tmp_path)])
+    assert made.exit_code == 0, made.output
+    assert served.exists() and not (tmp_path / "drods.db").exists()
+    token_id = str(_claims(made.output.strip())["jti"])
+    listed = runner.invoke(app, ["token", "list", "-o", "json", "--data-dir", str(tmp_path)])
+    assert token_id in listed.output, listed.output
+    gone = runner.invoke(app, ["token", "revoke", token_id, "--data-dir", str(tmp_path)])
+    assert gone.exit_code == 0, gone.output
+    listed = runner.invoke(app, ["token", "list", "-o", "json", "--data-dir", str(tmp_path)])
+    assert token_id not in listed.output, listed.output
