@@ -149,7 +149,8 @@ RULES: dict[tuple[str, str], Rule] = {
     **_kubernetes(f"{_K8S}/{{plural}}/{{name}}/{{sub}}", "GET PUT PATCH POST"),
     **_kubernetes(_K8S_NS, "GET PUT PATCH DELETE"),
     **_kubernetes(f"{_K8S_NS}/{{sub}}", "GET PUT PATCH"),
-    **_kubernetes("/api/v1/namespaces", "GET POST"),
+    # Namespaces are cluster-scoped: listed and made by cluster-wide tokens only (as Kubernetes' RBAC has it)
+    ("GET", "/api/v1/namespaces"): READ, ("POST", "/api/v1/namespaces"): WRITE,
     # a Namespace is read by a token of that namespace, written only by a cluster-wide one
     ("GET", OWN_NAMESPACE): K8S_READ, **{(m, OWN_NAMESPACE): WRITE for m in ("PUT", "PATCH", "DELETE")},
     **{(m, f"{OWN_NAMESPACE}/{{sub}}"): WRITE for m in ("PUT", "PATCH")},  # its status and finalize
