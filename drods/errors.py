@@ -119,14 +119,23 @@ def field_path(loc: Sequence[Any], prefix: str = "") -> str:
 MAX_MESSAGE = 500  # a field's message quotes what was sent: a 60 MB value is not sent back
 
 
+# a check across fields names the field it is about first: "targetCluster: must differ from sourceCluster"
+_NAMED = re.compile(r"^(?P<field>[A-Za-z]\w*(?:\[[^\]]*\]|\.[\w-]+)*): (?P<message>.+)$", re.S)
+
+
 def field_errors_of(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> list[dict[str, Any]]:
-    """pydantic's errors as ``[{field, message}]``, each once."""
+    """pydantic's errors as ``[{field, message}]``, each once; an error of a whole object whose message
+    names its field first is placed at that field."""
     out: list[dict[str, Any]] = []
     for err in errors:
-        msg = str(err.get("msg", "invalid"))
+        loc = tuple(err.get("loc", ()))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # a validator's own words
+        field = field_path(loc, prefix)
+        if err.get("type") == "value_error" and not field_path(loc) and (m := _NAMED.match(msg)) is not None:
+            field, msg = f"{prefix}{m['field']}", m["message"]
         if len(msg) > MAX_MESSAGE:
             msg = f"{msg[:MAX_MESSAGE]}… ({len(msg)} characters)"
-        row = {"field": field_path(err.get("loc", ()), prefix), "message": msg}
+        row = {"field": field, "message": msg}
         if row not in out:
             out.append(row)
     return out

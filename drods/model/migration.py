@@ -196,7 +196,7 @@ class MigrationPlanSpec(BaseModel):
     @model_validator(mode="after")
     def _distinct(self) -> MigrationPlanSpec:
         if self.sourceCluster == self.targetCluster:
-            raise ValueError("sourceCluster and targetCluster must differ")
+            raise ValueError("targetCluster: must differ from sourceCluster")
         if self.hook is not None and self.data is not None:
             raise ValueError("set spec.data or spec.hook, not both (spec.hook is spec.data with mover Hook)")
         if self.switch.freezeSeconds > 0 and self.data_step() is None:

@@ -8,7 +8,6 @@ is validated here, at the edge; the engine works on plain dataclasses and arrays
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -210,15 +209,6 @@ def parse_scenario(data: Any) -> Scenario:
                       {"fields": fields}) from e
 
 
-# a check across fields (`Scenario._refs`) names the field it is about first: "clusters[2].region: …"
-_NAMED = re.compile(r"^(?:Value error, )?(?P<field>[A-Za-z]\w*(?:\[[^\]]*\]|\.[\w-]+)*): (?P<message>.+)$", re.S)
-
-
 def _placed(f: dict[str, Any]) -> dict[str, Any]:
-    """A field error at the document's root that names its field, placed at that field."""
-    if f["field"]:
-        return f
-    m = _NAMED.match(str(f.get("message", "")))
-    if m is None:
-        return {**f, "field": "<root>"}
-    return {**f, "field": m["field"], "message": m["message"]}
+    """A field error of the whole document (one that names no field of it) said to be at its root."""
+    return f if f["field"] else {**f, "field": "<root>"}
