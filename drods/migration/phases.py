@@ -280,7 +280,7 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
                 "without its data)", f.now)
     elif f.placement.get(src, 0) <= 0:
         _finish(st, FAILED, "NothingOnSource", f"{ref} has no replicas on {src} (placement: "
-                f"{dict(f.placement) or 'none'})", f.now)
+                f"{', '.join(f'{c}: {n}' for c, n in sorted(f.placement.items())) or 'none'})", f.now)
     elif f.clusters.get(src) is False:
         _finish(st, FAILED, "SourceUnavailable", f"source cluster {src} is not Ready: there is nothing to copy "
                 "from (failover re-places the workload without its data)", f.now)

@@ -71,6 +71,8 @@ def test_a_plan_that_cannot_start_fails_without_touching_anything(kw: dict[str, 
     step = advance(spec(), {}, facts(T0, **kw))
     assert step.status["phase"] == "Failed"
     assert conditions(step.status)["Failed"]["reason"] == reason
+    if reason == "NothingOnSource":  # the placement in words, not a Python dict
+        assert step.status["message"].endswith("has no replicas on a (placement: c: 4)"), step.status["message"]
     assert step.effects.pin is None and not step.effects.touch_binding and step.requeue is None
 
 
