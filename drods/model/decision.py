@@ -75,8 +75,10 @@ def subject_of(record: Mapping[str, Any]) -> Subject:
     return Subject(str(s.get("kind") or ""), str(s.get("namespace") or ""), str(s.get("name") or ""))
 
 
-def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float]) -> dict[str, Any] | None:
-    """Why the best unchosen feasible option lost to the weakest chosen one (``None``: nothing to compare)."""
+def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float],
+              held_back: str | None = None) -> dict[str, Any] | None:
+    """Why the best unchosen feasible option lost to the weakest chosen one (``None``: nothing to compare);
+    ``held_back``: the decision's users' division held its nearest clusters back (``nearCeiling``)."""
     chosen = [o for o in options if o.get("chosen") and o.get("total") is not None]
     rest = [o for o in options if not o.get("chosen") and o.get("feasible", True) and o.get("total") is not None]
     if not chosen or not rest:
@@ -90,11 +92,11 @@ def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float]) -> di
     ordered = dict(sorted(diffs.items(), key=lambda kv: -abs(kv[1])))
     lost_by = round(float(weakest["total"]) - float(best["total"]), 3)
     return {"name": best["name"], "against": weakest["name"], "lostBy": lost_by, "differences": ordered,
-            "why": why_not(best, weakest, lost_by, ordered)}
+            "why": why_not(best, weakest, lost_by, ordered, held_back)}
 
 
 def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: float,
-            differences: Mapping[str, float]) -> str:
+            differences: Mapping[str, float], held_back: str | None = None) -> str:
     """One sentence: why a feasible option received nothing."""
     name, other = option["name"], weakest["name"]
     weight = option.get("staticWeight")
@@ -110,6 +112,9 @@ def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: floa
         room = option.get("room")
         if room is not None and room <= 0:
             return f"{name} scored {-lost_by:.1f} points above {other} but had room for no replica"
+        if held_back:
+            return f"{name} scored {-lost_by:.1f} points above {other} but the division by users kept it out: " \
+                f"{held_back}"
         return (f"{name} scored {-lost_by:.1f} points above {other} but was outside the selection "
                 "(spread constraints, affinity tier or the replicas were already placed)")
     top = [f"{p} {d:+.1f}" for p, d in list(differences.items())[:3] if d]
@@ -175,10 +180,12 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
     """A schedule-history entry (``drods.schedulerd.history``) as a decision record."""
     options = _schedule_options(entry)
     weights = entry.get("weights") or {}
-    ru = runner_up(options, weights)
+    users = (entry.get("analysis") or {}).get("users")
+    held = str(users["nearCeiling"]) if isinstance(users, dict) and users.get("nearCeiling") else None
+    ru = runner_up(options, weights, held)
     for o in options:
         if o["feasible"] and not o["chosen"] and ru is not None:
-            o["reason"] = ru["why"] if o["name"] == ru["name"] else _why_unchosen(o, options, weights)
+            o["reason"] = ru["why"] if o["name"] == ru["name"] else _why_unchosen(o, options, weights, held)
     result = entry.get("result") or {}
     trigger = dict(entry.get("trigger") or {})
     trigger.setdefault("reason", entry.get("scheduleType"))
@@ -219,9 +226,10 @@ def _top_k(entry: Mapping[str, Any]) -> int | None:
     return OPTIONS_TOP_K if entry.get("options") is not None else None
 
 
-def _why_unchosen(option: Mapping[str, Any], options: list[dict[str, Any]], weights: Mapping[str, float]) -> str:
+def _why_unchosen(option: Mapping[str, Any], options: list[dict[str, Any]], weights: Mapping[str, float],
+                  held_back: str | None = None) -> str:
     """Why a feasible option other than the runner-up got nothing (against the weakest chosen one)."""
-    ru = runner_up([o for o in options if o.get("chosen")] + [dict(option)], weights)
+    ru = runner_up([o for o in options if o.get("chosen")] + [dict(option)], weights, held_back)
     return ru["why"] if ru is not None else f"{option['name']} received nothing"
 
 

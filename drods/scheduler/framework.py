@@ -600,7 +600,8 @@ class Scheduler:
             if ceiling is not None and ceiling.held_back:
                 cyc.near_ceiling = (
                     f"the users' nearest clusters took replicas up to water level {max(ceiling.held_back):.2f} "
-                    f"(their group's mean + {ceiling.margin:g}); the rest went to clusters farther within the SLO")
+                    f"(their group's mean + {ceiling.margin:g}); the rest went to clusters farther "
+                    f"{'within the SLO' if info.latency_slo_ms is not None else 'away'}")
         else:
             counts = divide(inp)
         cyc.timings["divide"] = (time.perf_counter() - t0) * 1e3

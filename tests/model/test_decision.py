@@ -59,6 +59,19 @@ def test_a_schedule_entry_names_every_option_and_why_the_runner_up_lost() -> Non
     assert rec["inputs"]["adjuster"]["fleetWaterLevel"] == 0.4 and rec["optionsTopK"] == 10
 
 
+def test_a_higher_scored_cluster_the_users_division_held_back_is_said_so() -> None:
+    """c scored above the chosen a with room to spare: the users' near-ceiling rule kept it out, and the
+    why-not says that rather than naming spread constraints or affinity tiers the binding has none of."""
+    options = [{"cluster": "a", "replicas": 2, "total": 80.0, "room": 10, "scores": {"LeastWaterLevel": 90.0}},
+               {"cluster": "c", "replicas": 0, "total": 90.0, "room": 10, "scores": {"LeastWaterLevel": 95.0}}]
+    held = "the users' nearest clusters took replicas up to water level 0.62 (their group's mean + 0.03); the rest " \
+        "went to clusters farther away"
+    rec = from_schedule(_entry(options=options, analysis={"users": {"source": "declared", "nearCeiling": held}}))
+    assert rec["runnerUp"]["why"] == f"c scored 10.0 points above a but the division by users kept it out: {held}"
+    plain = from_schedule(_entry(options=options))
+    assert "outside the selection" in plain["runnerUp"]["why"]
+
+
 def test_the_differences_add_up_to_the_loss_over_the_plugins_that_scored() -> None:
     options = [{"name": "a", "chosen": True, "total": 80.0,
                 "scores": {"LeastWaterLevel": 90.0, "BalancedAllocation": 60.0}},
