@@ -623,7 +623,9 @@ class SchedulerService:
         if self.cache.assume_decision(name, rec.placement, pairs, rec.requirements, ts, rec.demand):
             self._cluster_event("GpuStorageFreed")
         self.cache.snap.workload_placements[rec.workload] = pairs
-        d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None)
+        # the users the last decision weighed stay said while the plan holds the placement (it weighs none)
+        users = status.get("users") if isinstance(status.get("users"), dict) else None
+        d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None, users=users)
         obj["status"] = merge_status(status, d)
         value = encode_object(obj)
         return Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},

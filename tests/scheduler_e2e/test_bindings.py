@@ -252,3 +252,30 @@ async def test_decisions_made_while_a_status_write_is_in_flight_go_in_the_next_t
                  'drods_scheduler_status_write_batch_size_bucket{le="2.0"} 1.0',
                  'drods_scheduler_status_write_batch_size_bucket{le="4.0"} 2.0'):
         assert line in text, line
+
+
+async def test_a_pinned_binding_keeps_saying_which_users_it_was_placed_for(plane: Plane) -> None:
+    """A MigrationPlan's pin writes the pinned placement without weighing users; the users the last
+    decision used stay on the status (they went, and `drods get bindings -o wide` showed none)."""
+    from drods.model.annotations import PINNED_PLACEMENT
+    from drods.model.migration import pin_annotation
+
+    await plane.cluster("dfw", 20, region="us", network={"latencyMs": {"eu": 40}})
+    await plane.cluster("lhr", 20, region="eu", network={"latencyMs": {"us": 40}})
+    await plane.seen("dfw", "lhr")
+    st = await plane.place({"name": "pw", "replicas": 2, "resources": {"cpu": 0.5},
+                            "placement": {"users": [{"region": "us"}], "latencySLOMs": 30}})
+    assert placement(st) == {"dfw": 2} and st["users"]["source"] == "declared", st
+    pin = pin_annotation("MigrationPlan default/m", {"dfw": 2, "lhr": 2})
+    r = await plane.call("PATCH", "/apis/multicluster.io/v1alpha1/bindings/pw",
+                         json={"metadata": {"annotations": {PINNED_PLACEMENT: pin}}},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def pinned() -> dict[str, Any] | None:
+        now = await plane.status("pw")
+        return now if placement(now) == {"dfw": 2, "lhr": 2} else None
+
+    now = await eventually(pinned, 15, "the pinned placement")
+    assert "pinned by MigrationPlan default/m" in now["message"], now
+    assert now["users"] == st["users"], now
