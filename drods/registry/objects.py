@@ -379,8 +379,10 @@ class ObjectRegistry:
                 raise conflict(kind.kind, name, str(kv.mod_revision))
             current: Obj = jsondoc.loads(kv.value)
             meta = current["metadata"]
-            if dry_run:
-                return self.decode(kind, kv, reveal=False), not _held(kind, current)
+            if dry_run:  # answered as the delete would leave it: marked (a Namespace Terminating) or gone
+                held = _held(kind, current)
+                answer = self.decode(kind, kv, reveal=False)
+                return (_marked(kind, answer) if held and not meta.get("deletionTimestamp") else answer), not held
             try:
                 if _held(kind, current):
                     if meta.get("deletionTimestamp"):

@@ -168,6 +168,15 @@ async def test_default_and_kube_system_may_not_be_deleted(api: Api) -> None:
         assert "deletionTimestamp" not in ns["metadata"] and ns["status"]["phase"] == "Active"
 
 
+async def test_a_dry_run_delete_answers_the_namespace_as_the_delete_would_leave_it(api: Api) -> None:
+    await api.call("POST", NS, json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dry"}})
+    r = await api.call("DELETE", f"{NS}/dry", params={"dryRun": "All"})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["phase"] == "Terminating" and r.json()["metadata"].get("deletionTimestamp"), r.text
+    ns = (await api.call("GET", f"{NS}/dry")).json()  # and nothing changed
+    assert "deletionTimestamp" not in ns["metadata"] and ns["status"]["phase"] == "Active", ns
+
+
 async def test_the_system_namespaces_are_there_from_the_start(api: Api) -> None:
     """As on a Kubernetes cluster, ``kubectl get ns default`` answers on a fresh control plane: the
     system namespaces are stored objects, Active with the ``kubernetes`` finalizer, and creating one
