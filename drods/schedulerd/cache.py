@@ -341,17 +341,17 @@ class SchedulerCache:
         """Count what a new decision adds beyond the placement already in the status.
 
         Replicas of ``old`` that are still assumed stay assumed; replicas of ``old`` whose
-        assumption was already forgotten are in the clusters' status, so only growth is added.
+        assumption was already forgotten are in the clusters' status, so only growth is added. A
+        shrink takes its replicas off the assumed ones first (they are the ones the status does not
+        show), and a cluster never has more assumed than placed: kept whole, scale-downs and -ups in
+        turn (an autoscaler's, a cron rule's) piled up assumed load until the fleet looked full.
         True when the new placement holds fewer GPUs or less tier storage somewhere (a retry cue)."""
         prev = self._assumed.get(key)
         counts: dict[str, int] = dict(prev.counts) if prev is not None else {}
-        old_map = dict(old)
+        old_map, new_map = dict(old), dict(new)
         for cluster, replicas in new:
-            grow = replicas - old_map.get(cluster, 0)
-            if grow > 0:
-                counts[cluster] = counts.get(cluster, 0) + grow
-        new_names = {cluster for cluster, _ in new}
-        counts = {c: n for c, n in counts.items() if n > 0 and c in new_names}
+            counts[cluster] = counts.get(cluster, 0) + replicas - old_map.get(cluster, 0)
+        counts = {c: min(n, new_map[c]) for c, n in counts.items() if n > 0 and c in new_map}
         self._set(key, counts, req, ts, demand)
         return self.snap.place_offers(key, new, demand)
 
@@ -463,5 +463,7 @@ class SchedulerCache:
                 snap.set_status(name, st.status if st else None)
                 ev.retry = True
                 ev.reasons.append("PreallocationExpired")
-        self.expire()
+        if self.expire():  # the load it assumed is now the members' to report: room may have come back
+            ev.retry = True
+            ev.reasons.append("AssumedLoadExpired")
         return ev

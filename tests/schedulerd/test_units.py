@@ -189,6 +189,44 @@ def test_assumed_load_grows_only_and_expires_once_status_covers_it() -> None:
     assert c.assumed("old") is None
 
 
+def test_a_shrink_takes_its_replicas_off_the_assumed_ones_and_scaling_in_turn_piles_nothing_up() -> None:
+    """An autoscaler or a cron rule scales a binding down and up within the assumption's lifetime: each
+    decision refreshes it, so it never expires — it must stay what the placement holds beyond the
+    status, not grow with every scale-up after a scale-down (the fleet looked full at ~60 %)."""
+    now = [1000.0]
+    c = _cache(now)
+    c.on_cluster("a", ClusterRecord("a", {}, ClusterSpec(), True))
+    c.on_status("a", _status(12, 1000.0))  # the 12 replicas placed before are in the status
+    req = (1.0, 0.0, 0.0, 1.0, 0.0)
+    free = c.snap.free[c.snap.index["a"], 0]
+    c.assume_decision("k", (("a", 12),), (("a", 20),), req, 1001.0)
+    assert c.assumed("k") == {"a": 8}
+    c.assume_decision("k", (("a", 20),), (("a", 12),), req, 1002.0)  # the 8 new ones go first
+    assert c.assumed("k") is None and c.snap.free[c.snap.index["a"], 0] == pytest.approx(free)
+    placed = 12
+    for t in range(5):  # up and down again and again: never more than what is placed beyond the status
+        c.assume_decision("k", (("a", placed),), (("a", 20),), req, 1003.0 + 2 * t)
+        assert c.assumed("k") == {"a": 8}
+        c.assume_decision("k", (("a", 20),), (("a", 15),), req, 1004.0 + 2 * t)
+        assert c.assumed("k") == {"a": 3}
+        placed = 15
+    c.assume_decision("k", (("a", 15),), (("a", 2),), req, 1020.0)  # below what the status shows
+    assert c.assumed("k") is None
+
+
+def test_an_expired_assumption_retries_the_parked_bindings() -> None:
+    now = [1000.0]
+    c = _cache(now)
+    c.on_cluster("a", ClusterRecord("a", {}, ClusterSpec(), True))
+    c.on_status("a", _status(0, 1000.0))
+    c.assume_decision("k", (), (("a", 3),), (1.0, 0.0, 0.0, 1.0, 0.0), 1000.0)
+    assert not c.sweep().retry
+    now[0] = 1070.0
+    c.on_status("a", _status(3, 1065.0))
+    ev = c.sweep()
+    assert c.assumed("k") is None and ev.retry and "AssumedLoadExpired" in ev.reasons
+
+
 def test_an_unschedulable_status_adopts_no_assumption() -> None:
     """A decision that placed nothing keeps the placement from before in its status: adopting it
     would count those replicas twice (and, on clusters that never report again, for good)."""
