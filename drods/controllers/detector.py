@@ -72,12 +72,12 @@ from drods.model.binding import BindingSpec
 from drods.model.detection import (
     DETECTED_KINDS,
     _Policy,
+    autoscaled,
     best_policy,
     binding_name,
     decode_policy,
     desired_binding,
     karmada_policy_key,
-    static_weight_list,
 )
 from drods.model.interpreter import Interpreter
 from drods.model.kinds import (
@@ -292,18 +292,8 @@ class ResourceDetector:
                 log.info("resource detector: %s waits for PriorityClass %s", key, match.karmada.priority_class)
                 return None
             want["spec"]["priority"] = value
-        scaled = self.owners.owned_replicas((kind.api_version, kind.kind, ns, name))
-        if scaled is not None:
-            want["spec"]["replicas"] = scaled
-        weights, moved_at = self.owners.owned_weights((kind.api_version, kind.kind, ns, name))
-        placement = want["spec"].get("placement") or {}
-        if weights and (placement.get("replicaScheduling") or {}).get("replicaSchedulingType") != "Duplicated":
-            # the autoscaler's per-cluster weights from feedback (H3) divide the whole total again
-            want["spec"]["placement"] = {**placement, "replicaScheduling": {
-                "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
-                "weightPreference": {"staticWeightList": static_weight_list(weights)}}}
-            if moved_at:
-                want["spec"]["rescheduleTriggeredAt"] = moved_at
+        workload = (kind.api_version, kind.kind, ns, name)
+        autoscaled(want["spec"], self.owners.owned_replicas(workload), *self.owners.owned_weights(workload))
         if existing is None:
             try:
                 made = await self.registry.create(BINDING, want)

@@ -379,3 +379,19 @@ def static_weight_list(weights: Mapping[str, float]) -> list[dict[str, object]]:
     """The Binding's ``weightPreference.staticWeightList`` for ``weights`` (integer weights, ‰)."""
     return [{"targetCluster": {"clusterNames": [c]}, "weight": max(1, round(w * 1000))}
             for c, w in sorted(weights.items())]
+
+
+def autoscaled(spec: dict[str, Any], replicas: int | None, weights: Mapping[str, float],
+               moved_at: str | None) -> None:
+    """A derived Binding ``spec`` under the workload's autoscaler: the total it decided
+    (``status.desiredReplicas``) instead of the template's, and the per-cluster weights it set from
+    feedback (H3) dividing the whole total again (not for a Duplicated placement)."""
+    if replicas is not None:
+        spec["replicas"] = replicas
+    placement = spec.get("placement") or {}
+    if weights and (placement.get("replicaScheduling") or {}).get("replicaSchedulingType") != "Duplicated":
+        spec["placement"] = {**placement, "replicaScheduling": {
+            "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+            "weightPreference": {"staticWeightList": static_weight_list(weights)}}}
+        if moved_at:
+            spec["rescheduleTriggeredAt"] = moved_at

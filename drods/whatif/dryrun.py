@@ -212,11 +212,21 @@ def _policy_object(pol: Mapping[str, Any], kind_name: str, workload_kind: str) -
 
 
 def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | None,
-                     stored: Sequence[Mapping[str, Any]] = ()) -> tuple[str, BindingSpec]:
+                     stored: Sequence[Mapping[str, Any]] = (),
+                     autoscalers: Sequence[Mapping[str, Any]] = ()) -> tuple[str, BindingSpec]:
     """The Binding the resource detector would derive for ``workload``, with the detector's own functions:
     under ``policy`` when given (whatever its selectors say), else under the best of the ``stored``
-    PropagationPolicy / ResourcePlacementPolicy objects."""
-    from drods.model.detection import DETECTED_KINDS, PolicyMatch, best_policy, decode_policy, desired_binding
+    PropagationPolicy / ResourcePlacementPolicy objects; with the replicas (and feedback weights) of
+    the stored FederatedHPA / CronFederatedHPA that owns the workload's replicas, as the detector does."""
+    from drods.model.autoscaling import owned_replicas, owned_weights
+    from drods.model.detection import (
+        DETECTED_KINDS,
+        PolicyMatch,
+        autoscaled,
+        best_policy,
+        decode_policy,
+        desired_binding,
+    )
 
     kind = by_kind(str(workload.get("apiVersion", "")), str(workload.get("kind", "")))
     meta = workload.get("metadata")
@@ -244,6 +254,8 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
         raise Invalid("no propagation policy selects this workload; pass one as \"policy\"",
                       {"kind": kind.kind, "name": meta["name"]}, code="NO_MATCHING_POLICY")
     obj = desired_binding(kind, workload, match)
+    key = (kind.api_version, kind.kind, str(meta.get("namespace") or "default"), str(meta["name"]))
+    autoscaled(obj["spec"], owned_replicas(autoscalers, key), *owned_weights(autoscalers, key))
     try:
         spec = BindingSpec.model_validate(obj["spec"])
     except ValidationError as e:

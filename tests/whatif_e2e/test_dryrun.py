@@ -120,6 +120,20 @@ async def test_workload_under_a_given_or_stored_policy(plane: Plane) -> None:
     out = await whatif(plane, {"workload": deploy})
     assert out["placement"] == [{"cluster": "a", "replicas": 3}]
 
+    # a FederatedHPA owns shop's replicas: the detector's Binding carries its 5, not the template's 3
+    fhpa = "/apis/multicluster.io/v1alpha1/namespaces/default/federatedhpas"
+    r = await plane.call("POST", fhpa, json={
+        "apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA", "metadata": {"name": "shop"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"},
+                 "minReplicas": 1, "maxReplicas": 10, "metrics": [{"type": "Resource", "resource": {
+                     "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]}})
+    assert r.status_code == 201, r.text
+    r = await plane.call("PATCH", f"{fhpa}/shop/status", json={"status": {"desiredReplicas": 5}},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    out = await whatif(plane, {"workload": deploy})
+    assert out["placement"] == [{"cluster": "a", "replicas": 5}], out["placement"]
+
 
 async def test_bad_input_is_a_clear_error_and_changes_nothing(plane: Plane) -> None:
     await fleet(plane)

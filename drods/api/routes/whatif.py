@@ -29,7 +29,13 @@ from drods.api.json_response import JSONResponse
 from drods.api.routes.bindings import BindingRequest
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.binding import BindingSpec
-from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY
+from drods.model.kinds import (
+    BINDING,
+    CRON_FEDERATED_HPA,
+    FEDERATED_HPA,
+    PROPAGATION_POLICY,
+    RESOURCE_PLACEMENT_POLICY,
+)
 from drods.schedulerd.view import LiveView, summed, view_from_store, view_of_cache
 from drods.whatif.dryrun import Change, apply_changes, dry_run, workload_binding
 
@@ -98,7 +104,11 @@ async def whatif(request: Request, body: WhatIfRequest = Body(...),
             for kind in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY):
                 items, _rev = await ctx.registry.list(kind)
                 policies.extend(o for o in items if not o["metadata"].get("deletionTimestamp"))
-        name, spec = workload_binding(body.workload, body.policy, policies)
+        autoscalers: list[dict[str, Any]] = []
+        for kind in (FEDERATED_HPA, CRON_FEDERATED_HPA):  # an autoscaler owning the replicas decides them
+            items, _rev = await ctx.registry.list(kind)
+            autoscalers.extend(items)
+        name, spec = workload_binding(body.workload, body.policy, policies, autoscalers)
     svc = live_scheduler(ctx)
     stored: dict[str, Any] | None = None  # the Binding the answer would replace
     if svc is not None:
