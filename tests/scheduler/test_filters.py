@@ -335,3 +335,17 @@ def test_a_cluster_named_by_two_verdicts_keeps_the_first_in_a_reasons_sample() -
     assert list(shown.items()) == [("b", "first"), ("c", "first"), ("d", "second"), ("a", "second")]
     assert total == 5
     assert r.reasons == shown
+
+
+def test_a_binding_without_replicas_is_not_barred_by_the_water_level(snap: Snapshot, sched: Scheduler) -> None:
+    """A ConfigMap's or a Service's Binding runs nothing: a cluster above its water-level limit still
+    gets it (Karmada places it wherever the policy says); a workload's replica does not."""
+    from drods.model.placement import Placement
+
+    add(snap, "busy", st=status(cpu_used=95.0))
+    add(snap, "calm", st=status(cpu_used=10.0))
+    dup = Placement.model_validate({"replicaScheduling": {"replicaSchedulingType": "Duplicated"}})
+    res = sched.schedule(task(replicas=1, resources=ReplicaRequirements(), placement=dup), snap, name="cm")
+    assert res.phase == "Scheduled" and {c for c, _ in res.pairs} == {"busy", "calm"}, (res.pairs, res.reasons)
+    res = sched.schedule(task(replicas=1, cpu=1.0, placement=dup), snap, name="web")
+    assert {c for c, _ in res.pairs} == {"calm"} and "water level above" in res.reasons["busy"], res.reasons

@@ -2,8 +2,9 @@
 
 The effective limit of a cluster is min(placement.waterLevelLimit, cluster spec.waterLevelLimit).
 A cluster is dropped when its water level is already above the limit, or when one more replica
-would push it above. ``max_replicas`` is how many replicas fit below the limit, so division
-never raises a cluster above its limit.
+would push it above — unless the binding is a whole object that requests nothing (see ``skip``).
+``max_replicas`` is how many replicas fit below the limit, so division never raises a cluster above
+its limit.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.capacity import replica_shape
 from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, distinct
+from drods.scheduler.resources import PODS
 from drods.scheduler.snapshot import Snapshot
 from drods.scheduler.task import TaskInfo
 
@@ -40,6 +42,12 @@ def _grouped(plugin: str, fmt: str, drop: BoolArr, lim: FloatArr, wl: FloatArr) 
 class WaterLevelLimit(PluginBase):
     name = "WaterLevelLimit"
     capacity_only = True
+
+    def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
+        """A whole object that requests nothing (a ConfigMap, a Service, a Role: Duplicated, no pod
+        template) runs nothing: a cluster above its limit still gets it, as Karmada places it wherever
+        the policy says. A workload's replicas are barred, requests or not."""
+        return task.division == "Duplicated" and set(task.requested) <= {PODS}
 
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
         shape = replica_shape(task, snap)
