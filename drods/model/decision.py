@@ -76,9 +76,11 @@ def subject_of(record: Mapping[str, Any]) -> Subject:
 
 
 def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float],
-              held_back: str | None = None) -> dict[str, Any] | None:
+              held_back: str | None = None, kept_shares: Mapping[str, float] | None = None) -> dict[str, Any] | None:
     """Why the best unchosen feasible option lost to the weakest chosen one (``None``: nothing to compare);
-    ``held_back``: the decision's users' division held its nearest clusters back (``nearCeiling``)."""
+    ``held_back``: the decision's users' division held its nearest clusters back (``nearCeiling``);
+    ``kept_shares``: the decision kept a placement it did not make afresh (D2), and what each cluster's
+    static weight would give it of the total."""
     chosen = [o for o in options if o.get("chosen") and o.get("total") is not None]
     rest = [o for o in options if not o.get("chosen") and o.get("feasible", True) and o.get("total") is not None]
     if not chosen or not rest:
@@ -92,11 +94,12 @@ def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float],
     ordered = dict(sorted(diffs.items(), key=lambda kv: -abs(kv[1])))
     lost_by = round(float(weakest["total"]) - float(best["total"]), 3)
     return {"name": best["name"], "against": weakest["name"], "lostBy": lost_by, "differences": ordered,
-            "why": why_not(best, weakest, lost_by, ordered, held_back)}
+            "why": why_not(best, weakest, lost_by, ordered, held_back, kept_shares)}
 
 
 def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: float,
-            differences: Mapping[str, float], held_back: str | None = None) -> str:
+            differences: Mapping[str, float], held_back: str | None = None,
+            kept_shares: Mapping[str, float] | None = None) -> str:
     """One sentence: why a feasible option received nothing."""
     name, other = option["name"], weakest["name"]
     weight = option.get("staticWeight")
@@ -106,6 +109,12 @@ def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: floa
         room = option.get("room")
         if room is not None and room <= 0:
             return f"{name} has static weight {weight:g} but had room for no replica"
+        share = (kept_shares or {}).get(name, 0.0)
+        if share >= 1.0:
+            return (f"{name} has static weight {weight:g} (about {share:.1f} replicas of the total) but the "
+                    "placement stays where it is: a change of weights or clusters alone moves no replica "
+                    "(docs/karmada.md, D2); a scale divides what it adds or removes by them, a reschedule "
+                    "divides every replica")
         return (f"{name} has static weight {weight:g} against {other}'s {float(weakest.get('staticWeight') or 0):g}: "
                 "the replicas go by weight (ties by name) and were too few for it to get one")
     if lost_by < 0:  # it scored higher: room or a constraint kept it out, not its score
@@ -182,10 +191,11 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
     weights = entry.get("weights") or {}
     users = (entry.get("analysis") or {}).get("users")
     held = str(users["nearCeiling"]) if isinstance(users, dict) and users.get("nearCeiling") else None
-    ru = runner_up(options, weights, held)
+    kept = _kept_shares(entry, options)
+    ru = runner_up(options, weights, held, kept)
     for o in options:
         if o["feasible"] and not o["chosen"] and ru is not None:
-            o["reason"] = ru["why"] if o["name"] == ru["name"] else _why_unchosen(o, options, weights, held)
+            o["reason"] = ru["why"] if o["name"] == ru["name"] else _why_unchosen(o, options, weights, held, kept)
     result = entry.get("result") or {}
     trigger = dict(entry.get("trigger") or {})
     trigger.setdefault("reason", entry.get("scheduleType"))
@@ -226,10 +236,23 @@ def _top_k(entry: Mapping[str, Any]) -> int | None:
     return OPTIONS_TOP_K if entry.get("options") is not None else None
 
 
+def _kept_shares(entry: Mapping[str, Any], options: list[dict[str, Any]]) -> dict[str, float] | None:
+    """A static-weight decision that kept a placement (not a first placement, not a reschedule from
+    scratch): the replicas each option's weight would give it of the total (None: not such a decision)."""
+    if str(entry.get("scheduleType") or "") in ("FirstSchedule", "RescheduleTriggered", ""):
+        return None
+    total = sum(float(o.get("staticWeight") or 0.0) for o in options if o.get("feasible"))
+    requested = (entry.get("result") or {}).get("requested")
+    if total <= 0 or not isinstance(requested, int | float):
+        return None
+    return {o["name"]: float(requested) * float(o.get("staticWeight") or 0.0) / total
+            for o in options if o.get("feasible") and o.get("staticWeight") is not None}
+
+
 def _why_unchosen(option: Mapping[str, Any], options: list[dict[str, Any]], weights: Mapping[str, float],
-                  held_back: str | None = None) -> str:
+                  held_back: str | None = None, kept_shares: Mapping[str, float] | None = None) -> str:
     """Why a feasible option other than the runner-up got nothing (against the weakest chosen one)."""
-    ru = runner_up([o for o in options if o.get("chosen")] + [dict(option)], weights, held_back)
+    ru = runner_up([o for o in options if o.get("chosen")] + [dict(option)], weights, held_back, kept_shares)
     return ru["why"] if ru is not None else f"{option['name']} received nothing"
 
 

@@ -72,6 +72,20 @@ def test_a_higher_scored_cluster_the_users_division_held_back_is_said_so() -> No
     assert "outside the selection" in plain["runnerUp"]["why"]
 
 
+def test_a_kept_static_weight_placement_says_d2_not_too_few_replicas() -> None:
+    """A policy edit adds m3 at weight 1 beside m2's 1, 4 replicas: the placement stays m2:4 (D2), and the
+    why-not said the replicas were 'too few' for m3 to get one where its weight would give it two."""
+    options = [{"cluster": "m2", "replicas": 4, "total": 50.0, "room": 20, "scores": {}, "staticWeight": 1},
+               {"cluster": "m3", "replicas": 0, "total": 50.0, "room": 20, "scores": {}, "staticWeight": 1}]
+    result = {"phase": "Scheduled", "placement": [{"cluster": "m2", "replicas": 4}], "requested": 4, "placed": 4}
+    rec = from_schedule(_entry(options=options, scheduleType="ReconcileSchedule", result=result))
+    why = rec["runnerUp"]["why"]
+    assert why.startswith("m3 has static weight 1 (about 2.0 replicas of the total) but the placement stays") \
+        and "D2" in why, why
+    first = from_schedule(_entry(options=options, scheduleType="FirstSchedule", result=result))
+    assert "too few for it to get one" in first["runnerUp"]["why"]
+
+
 def test_the_differences_add_up_to_the_loss_over_the_plugins_that_scored() -> None:
     options = [{"name": "a", "chosen": True, "total": 80.0,
                 "scores": {"LeastWaterLevel": 90.0, "BalancedAllocation": 60.0}},
