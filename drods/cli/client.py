@@ -34,6 +34,7 @@ from drods.cli.remote import (
     Resource,
     ServerOpt,
     TokenOpt,
+    WideOutputOpt,
     check_output,
     connect,
     dump,
@@ -80,7 +81,7 @@ def get(
     namespace: NamespaceOpt = None,
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="List across namespaces.")] = False,
     selector: Annotated[str | None, typer.Option("--selector", "-l", help="Label selector, e.g. env=prod.")] = None,
-    output: OutputOpt = "table",
+    output: WideOutputOpt = "table",
     no_headers: Annotated[bool, typer.Option("--no-headers", help="The table's rows without its header "
                                                                  "(as kubectl).")] = False,
     server: ServerOpt = "https://127.0.0.1:8080",

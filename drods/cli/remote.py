@@ -36,6 +36,7 @@ CaFileOpt = Annotated[str | None, typer.Option("--ca-file", envvar="DRODS_CA_FIL
 InsecureOpt = Annotated[bool, typer.Option("--insecure-skip-tls-verify", envvar="DRODS_INSECURE",
                                            help="Do not verify the server's TLS certificate.")]
 OutputOpt = Annotated[str, typer.Option("--output", "-o", help="table, json or yaml.")]
+WideOutputOpt = Annotated[str, typer.Option("--output", "-o", help="table, wide (more columns), json or yaml.")]
 
 OUTPUTS = ("table", "json", "yaml")
 UNBOUNDED = 1 << 20  # columns: a table measured without the console's width

@@ -131,6 +131,8 @@ async def test_a_cluster_left_out_by_static_weights_is_explained_by_its_weight(p
     rec = next(d for d in r.json()["items"] if d["source"]["binding"] == "weighted")
     assert rec["runnerUp"]["name"] == "c"
     assert rec["runnerUp"]["why"] == "c has no static weight: no rule of the staticWeightList names it (weight 0)"
+    r = await plane.call("GET", "/api/v1/decisions", params={"since": "abc"}, role="viewer")
+    assert r.status_code == 422 and "or a duration back from now (90s, 15m, 2h, 7d)" in r.json()["message"], r.text
 
 
 async def test_reschedule_moves_away_from_a_failed_cluster(plane: Plane) -> None:

@@ -55,7 +55,11 @@ def parse_since(value: str | None, now: float) -> float:
     m = _DURATION.match(value.strip())
     if m:
         return now - float(m.group(1)) * _UNITS[m.group(2)]
-    dt = parse_time("since", value)
+    try:
+        dt = parse_time("since", value)
+    except Invalid as e:
+        raise Invalid("since must be an RFC 3339 time or a duration back from now (90s, 15m, 2h, 7d)",
+                      e.details) from e
     assert dt is not None
     return dt.timestamp()
 
