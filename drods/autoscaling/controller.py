@@ -35,7 +35,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -533,8 +533,12 @@ class Autoscaler:
             turn.recommendation = turn.forecast_info["recommended"]
         self._feedback_step(turn, status, promql, now)
         turn.weights, turn.weights_info = self._weights(spec, (ns, ref.kind, ref.name), placement, status, now)
-        turn.recommendation = min(max(turn.recommendation, turn.lo), turn.hi)
+        raw = turn.recommendation
+        turn.recommendation = min(max(raw, turn.lo), turn.hi)
         outcome, window = self._decide(turn, status, now)
+        if not outcome.reason and outcome.desired == turn.recommendation != raw:
+            # the bounds (a cron rule's, or the spec's) made the count, not the metrics: ScalingLimited says so
+            outcome = replace(outcome, reason="minReplicas" if raw < turn.lo else "maxReplicas")
         return _hpa_status(turn, outcome, window, status, now), _hpa_record(turn, outcome, status)
 
     def _feedback_step(self, turn: _HPATurn, status: Mapping[str, Any],

@@ -261,6 +261,9 @@ async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: P
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "cronRule" in s)
             assert st["desiredReplicas"] == 8 and st["minReplicas"] == 8
             assert st["cronRule"] == "CronFederatedHPA/office:day"
+            # the metrics recommend 4: the rule's floor made the 8, and ScalingLimited says so
+            limited = next(c for c in st["conditions"] if c["type"] == "ScalingLimited")
+            assert limited["status"] == "True" and limited["reason"] == "minReplicas", limited
     finally:
         await store.close()
 
