@@ -654,10 +654,13 @@ class Autoscaler:
         if fired is not None:
             out["activeRule"] = fired.rule.name
             if spec.scaleTargetRef.kind != FEDERATED_HPA.kind and fired.rule.targetReplicas is not None:
+                ref = spec.scaleTargetRef
                 before = status.get("desiredReplicas")
+                if before is None:  # the rule's first count: what the workload's Binding held before it
+                    bound = self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name)))
+                    before = (bound.get("spec") or {}).get("replicas") if bound is not None else None
                 out["desiredReplicas"] = fired.rule.targetReplicas
-                if before != fired.rule.targetReplicas:
-                    ref = spec.scaleTargetRef
+                if status.get("desiredReplicas") != fired.rule.targetReplicas:
                     record = {"autoscaler": f"{CRON_KIND}/{ns}/{meta.get('name')}",
                               "workload": f"{ref.kind}/{ns}/{ref.name}", "from": before,
                               "to": fired.rule.targetReplicas, "reason": "cron rule",

@@ -186,9 +186,14 @@ async def test_cron_sets_a_workload_total_and_a_second_owner_is_ambiguous(tmp_pa
             clock.t = fire - 1.0
             st = await _status_after(a, CRON_FEDERATED_HPA, "web-cron", ckey, lambda s: "conditions" in s)
             assert "desiredReplicas" not in st and st["conditions"][0]["reason"] == "NoRuleFired"
+            await _binding(a.registry, 3, {"a": 3})
+            await eventually(lambda: _has(a.bindings, BINDING.key("deployment-default-web")), 5.0, "the Binding")
             clock.t = fire + 16.0
             st = await _status_after(a, CRON_FEDERATED_HPA, "web-cron", ckey, lambda s: "desiredReplicas" in s)
             assert st["desiredReplicas"] == 8 and st["activeRule"] == "morning"
+            # the rule's first count is recorded from the workload's replicas before it (not from nothing)
+            page = await Journal(store, AUTOSCALING_PREFIX, clock=clock).query(clock.t - 60, clock.t + 1, 10)
+            assert [(e["from"], e["to"], e["reason"]) for e in page.items] == [(3, 8, "cron rule")], page.items
             # A FederatedHPA for the same workload written past admission (a race): it is not the owner.
             await a.registry.create(FEDERATED_HPA, _hpa("late"), "default")
             hkey = FEDERATED_HPA.key("late", "default")
