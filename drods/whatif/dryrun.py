@@ -29,7 +29,13 @@ from drods.model import jsondoc
 from drods.model import member_status as ms
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec
-from drods.model.kinds import BINDING, PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, by_kind
+from drods.model.kinds import (
+    BINDING,
+    KARMADA_PROPAGATION_KINDS,
+    PROPAGATION_POLICY,
+    RESOURCE_PLACEMENT_POLICY,
+    by_kind,
+)
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile, ProfileError
 from drods.scheduler.status import parse_status
@@ -211,12 +217,17 @@ def _policy_object(pol: Mapping[str, Any], kind_name: str, workload_kind: str) -
     return body
 
 
+# the policy kinds the resource detector places workloads by: DRO-DS's and Karmada's
+POLICY_KINDS = (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)
+
+
 def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | None,
                      stored: Sequence[Mapping[str, Any]] = (),
                      autoscalers: Sequence[Mapping[str, Any]] = ()) -> tuple[str, BindingSpec]:
     """The Binding the resource detector would derive for ``workload``, with the detector's own functions:
     under ``policy`` when given (whatever its selectors say), else under the best of the ``stored``
-    PropagationPolicy / ResourcePlacementPolicy objects; with the replicas (and feedback weights) of
+    PropagationPolicy / ResourcePlacementPolicy objects (Karmada's PropagationPolicy and
+    ClusterPropagationPolicy too); with the replicas (and feedback weights) of
     the stored FederatedHPA / CronFederatedHPA that owns the workload's replicas, as the detector does."""
     from drods.model.autoscaling import owned_replicas, owned_weights
     from drods.model.detection import (
@@ -236,8 +247,11 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
         raise _field_error("workload.metadata.name", "required")
 
     def decode(pol: Mapping[str, Any], i: int, path: str) -> Any:
-        pkind = RESOURCE_PLACEMENT_POLICY if pol.get("kind") == RESOURCE_PLACEMENT_POLICY.kind else PROPAGATION_POLICY
-        body = _policy_object(pol, pkind.kind, kind.kind) if path == "policy" else pol
+        named = by_kind(str(pol.get("apiVersion", "")), str(pol.get("kind", "")))
+        pkind = named if named in POLICY_KINDS else \
+            RESOURCE_PLACEMENT_POLICY if pol.get("kind") == RESOURCE_PLACEMENT_POLICY.kind else PROPAGATION_POLICY
+        given = path == "policy" and pkind not in KARMADA_PROPAGATION_KINDS  # a DRO-DS object, spec or placement
+        body = _policy_object(pol, pkind.kind, kind.kind) if given else pol
         p = decode_policy(pkind)(KeyValue(f"/whatif/{i}", json.dumps(body).encode(), 0, 0, 0))
         if p is None and path == "policy":
             raise _field_error(path, f"not a valid {pkind.kind}")
@@ -245,8 +259,10 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
 
     if policy is not None:
         p = decode(policy, 0, "policy")
-        match: PolicyMatch | None = PolicyMatch(1, 3, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1,
-                                                p.name, p.kind, p.placement, p.target_names, p.target_labels)
+        # as the detector matches it (a Karmada policy's terms, a policy's datasets), else whatever its selectors say
+        match: PolicyMatch | None = best_policy([p], kind, workload) or PolicyMatch(
+            1, 3, p.priority, 0 if p.kind is RESOURCE_PLACEMENT_POLICY else 1, p.name, p.kind, p.placement,
+            p.target_names, p.target_labels)
     else:
         decoded = [decode(s, i, f"stored[{i}]") for i, s in enumerate(stored)]
         match = best_policy([p for p in decoded if p is not None], kind, workload)

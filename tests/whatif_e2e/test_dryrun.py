@@ -134,6 +134,18 @@ async def test_workload_under_a_given_or_stored_policy(plane: Plane) -> None:
     out = await whatif(plane, {"workload": deploy})
     assert out["placement"] == [{"cluster": "a", "replicas": 5}], out["placement"]
 
+    # a Karmada PropagationPolicy stored as Karmada writes it places a workload too (it was not looked at)
+    karm = {**deploy, "metadata": {"name": "karm", "namespace": "default"}}
+    kpp = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+           "metadata": {"name": "karm", "namespace": "default"},
+           "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "karm"}],
+                    "placement": {"clusterAffinity": {"clusterNames": ["b"]}}}}
+    r = await plane.call("POST", "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies", json=kpp)
+    assert r.status_code == 201, r.text
+    out = await whatif(plane, {"workload": karm})
+    assert out["placement"] == [{"cluster": "b", "replicas": 3}], out
+    assert (await whatif(plane, {"workload": karm, "policy": kpp}))["placement"] == [{"cluster": "b", "replicas": 3}]
+
 
 async def test_bad_input_is_a_clear_error_and_changes_nothing(plane: Plane) -> None:
     await fleet(plane)

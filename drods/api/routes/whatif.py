@@ -33,11 +33,9 @@ from drods.model.kinds import (
     BINDING,
     CRON_FEDERATED_HPA,
     FEDERATED_HPA,
-    PROPAGATION_POLICY,
-    RESOURCE_PLACEMENT_POLICY,
 )
 from drods.schedulerd.view import LiveView, summed, view_from_store, view_of_cache
-from drods.whatif.dryrun import Change, apply_changes, dry_run, workload_binding
+from drods.whatif.dryrun import POLICY_KINDS, Change, apply_changes, dry_run, workload_binding
 
 if TYPE_CHECKING:
     from drods.schedulerd.service import SchedulerService
@@ -101,7 +99,7 @@ async def whatif(request: Request, body: WhatIfRequest = Body(...),
         assert body.workload is not None
         policies: list[dict[str, Any]] = []
         if body.policy is None:
-            for kind in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY):
+            for kind in POLICY_KINDS:
                 items, _rev = await ctx.registry.list(kind)
                 policies.extend(o for o in items if not o["metadata"].get("deletionTimestamp"))
         autoscalers: list[dict[str, Any]] = []
