@@ -48,11 +48,13 @@ def record_served_store(data_dir: Path, url: str) -> None:
     if parts.scheme == "etcd" and parts.password is not None:
         hosts = parts.netloc.rpartition("@")[2]
         url = urlunsplit(parts._replace(netloc=f"{parts.username}@{hosts}"))
-    path = data_dir / SERVED_STORE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(url + "\n")
-    tmp.chmod(0o600)
-    tmp.replace(path)
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=f".{SERVED_STORE_FILE}.")  # 0600; one per writer
+    with os.fdopen(fd, "w") as f:  # several processes of a data dir start at once
+        f.write(url + "\n")
+    os.replace(tmp, data_dir / SERVED_STORE_FILE)
 
 
 def served_store_url(data_dir: Path) -> str:

@@ -75,3 +75,17 @@ def test_token_commands_use_the_store_the_data_dirs_server_uses(tmp_path: Path) 
     assert gone.exit_code == 0, gone.output
     listed = runner.invoke(app, ["token", "list", "-o", "json", "--data-dir", str(tmp_path)])
     assert token_id not in listed.output, listed.output
+
+
+def test_processes_starting_together_each_note_the_store_without_tripping_over_each_other(tmp_path: Path) -> None:
+    """`drods apiserver`, `scheduler` and `controllers` of one data dir start at once, each noting its store."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from drods.store import record_served_store, served_store_url
+
+    urls = [f"etcd://u:secret@127.0.0.{i}:2379" for i in range(1, 9)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda u: [record_served_store(tmp_path, u) for _ in range(50)], urls))
+    assert served_store_url(tmp_path) in {u.replace("u:secret@", "u@") for u in urls}  # the password left out
+    assert [p.name for p in tmp_path.iterdir()] == ["store.url"]
+    assert (tmp_path / "store.url").stat().st_mode & 0o777 == 0o600
