@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from drods.machinery.journal import Journal
+from drods.model.detection import binding_name
 from drods.model.migration import PREPARE_TARGET, TERMINAL
 from drods.model.timefmt import parse_rfc3339
 
@@ -34,7 +35,10 @@ def migration_record(plan: Mapping[str, Any], status: Mapping[str, Any]) -> dict
     options = [{"cluster": o["cluster"], "replicas": n if o["cluster"] == target else 0, "total": o.get("total"),
                 "scores": o.get("scores") or {}, **({"room": o["room"]} if "room" in o else {})}
                for o in weighed.get("clusters") or [] if isinstance(o, dict) and o.get("cluster")]
-    return {"binding": status.get("binding"), "scheduleType": SCHEDULE_TYPE, "scheduler": RECORDER,
+    # a plan refused at its start never recorded its Binding: named from the workload, it is found with it
+    binding = status.get("binding") or binding_name(str(ref.get("kind") or "StatefulSet"),
+                                                    str(meta.get("namespace") or "default"), str(ref.get("name")))
+    return {"binding": binding, "scheduleType": SCHEDULE_TYPE, "scheduler": RECORDER,
             **({"options": options, "weights": weighed.get("weights") or {}} if options else {}),
             "trigger": {"kind": SCHEDULE_TYPE, "reason": status.get("message")},
             "result": {"phase": status.get("phase"), "placement": list(placement), "requested": n, "placed": n,

@@ -37,6 +37,8 @@ def test_what_is_recorded_and_when() -> None:
     refused = {"phase": "Failed", "message": "keeps its data…", "completionTime": "2027-01-15T08:00:00.000Z",
                "conditions": [{"type": "Failed", "status": "True", "reason": "NoDataStep"}]}
     assert migration_record(PLAN, refused)["migration"]["reason"] == "NoDataStep"
+    # refused before it recorded its Binding: still filed under the workload's, so its history shows it
+    assert migration_record(PLAN, refused)["binding"] == "statefulset-shop-db"
     assert worth_recording({"phase": "Pending"}, {"phase": "PrepareTarget"})
     assert worth_recording({"phase": "RollingBack"}, {"phase": "RolledBack"})
     assert not worth_recording({"phase": "CopyData"}, {"phase": "CatchUp"})
