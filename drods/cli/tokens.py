@@ -78,7 +78,7 @@ def register_token_commands(token_app: typer.Typer) -> None:
             typer.echo(json.dumps({"items": rows}, indent=2))
             return
         print_table(["id", "subject", "role", "namespaces", "cluster", "expires"],
-                    [[r["id"], r["subject"], r["role"], ",".join(r["namespaces"] or ()) or "*",  # type: ignore[arg-type]
+                    [[r["id"], r["subject"], r["role"], _namespaces(r),
                       r["cluster"] or "", rfc3339(r["expiresAt"]) if r["expiresAt"] else "never"]  # type: ignore[arg-type]
                      for r in rows])
 
@@ -101,3 +101,12 @@ def register_token_commands(token_app: typer.Typer) -> None:
             typer.echo(f"Error: no token {token_id!r} was recorded in this store", err=True)
             raise typer.Exit(1)
         typer.echo(f"token {token_id} revoked")
+
+
+def _namespaces(row: dict[str, object]) -> str:
+    """The NAMESPACES column: the token's namespaces, ``*`` for every one, ``-`` where none apply (a
+    cluster-agent reports for its cluster, not on namespaced objects)."""
+    if row["role"] == "cluster-agent":
+        return "-"
+    names = row.get("namespaces")
+    return ",".join(str(n) for n in names) if isinstance(names, list | tuple) and names else "*"

@@ -89,3 +89,13 @@ def test_processes_starting_together_each_note_the_store_without_tripping_over_e
     assert served_store_url(tmp_path) in {u.replace("u:secret@", "u@") for u in urls}  # the password left out
     assert [p.name for p in tmp_path.iterdir()] == ["store.url"]
     assert (tmp_path / "store.url").stat().st_mode & 0o777 == 0o600
+
+
+def test_token_list_says_which_namespaces_each_token_may_act_in(tmp_path: Path) -> None:
+    runner = CliRunner()
+    for args in (["--role", "admin"], ["--role", "viewer", "--namespace", "team-a", "--namespace", "team-b"],
+                 ["--role", "cluster-agent", "--cluster", "edge-1"]):
+        assert runner.invoke(app, ["token", "create", *args, "--data-dir", str(tmp_path)]).exit_code == 0
+    out = runner.invoke(app, ["token", "list", "--data-dir", str(tmp_path)]).output
+    rows = {line.split()[2]: line.split()[3] for line in out.splitlines()[1:] if line.strip()}
+    assert rows == {"admin": "*", "viewer": "team-a,team-b", "cluster-agent": "-"}, out
