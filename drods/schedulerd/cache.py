@@ -10,8 +10,8 @@ keeps the assumed load (S7) honest:
   ``staleAfterSeconds``). ``sweep()`` re-judges freshness as time passes.
 * **Assumed load** — right after a decision the snapshot counts the replicas it placed
   (``assume``), because the member's status will show them only later. The assumption of a binding
-  is dropped when the binding is deleted, replaced when it is rescheduled, and forgotten once
-  every cluster it placed replicas on has published a status document at least ``assume_ttl``
+  is dropped when the binding is deleted, replaced when it is rescheduled, and forgotten cluster by
+  cluster: a cluster's part once that cluster has published a status document at least ``assume_ttl``
   seconds (default 60) after the decision — by then that status includes the new replicas.
   A scheduler that starts (or takes over) assumes the placements whose clusters have not yet
   published such a status, so a fail-over never forgets recent decisions.
@@ -423,7 +423,8 @@ class SchedulerCache:
         return True
 
     def expire(self) -> int:
-        """Forget the assumptions fresh status now covers; returns how many."""
+        """Forget the assumptions (or each cluster's part of one) that fresh status now covers; returns how
+        many it forgot or shrank."""
         now = self.clock()
         n = 0
         while self._due and self._due[0][0] <= now:
@@ -434,9 +435,16 @@ class SchedulerCache:
             if self._covered(a.counts, ts):
                 self.forget(key)
                 n += 1
-            else:
-                a.checks += 1
-                heapq.heappush(self._due, (now + min(self.assume_ttl, 2.0 * 2 ** min(a.checks, 10)), key, ts))
+                continue
+            left = {c: k for c, k in a.counts.items() if not self._covered({c: k}, ts)}
+            if left != a.counts:  # the clusters that reported since count their part: one slow member
+                # does not keep the others' counted twice (a second assume under the key replaces the first)
+                self.snap.assume(tuple(left.items()), np.asarray(a.req, dtype=np.float64), key=key,
+                                 demand=a.demand, hold=False)
+                a.counts = left
+                n += 1
+            a.checks += 1
+            heapq.heappush(self._due, (now + min(self.assume_ttl, 2.0 * 2 ** min(a.checks, 10)), key, ts))
         return n
 
     def sweep(self) -> CacheEvents:

@@ -162,7 +162,7 @@ def test_parked_bindings_are_retried_for_a_cluster_change_that_can_admit_them_on
     for labels, spec, retried in steps:
         assert c.on_cluster("a", ClusterRecord("a", labels, spec, True)).retry is retried, (labels, spec)
 
-def test_assumed_load_grows_only_and_expires_once_status_covers_it() -> None:
+def test_assumed_load_grows_only_and_expires_as_status_covers_it() -> None:
     now = [1000.0]
     c = _cache(now)
     for n in ("a", "b"):
@@ -178,7 +178,7 @@ def test_assumed_load_grows_only_and_expires_once_status_covers_it() -> None:
     assert c.snap.free[c.snap.index["a"], 0] == pytest.approx(7.0)
     now[0] = 1040.0
     c.on_status("a", _status(3, 1040.0))  # a now reports the replicas; b has not reported since
-    assert c.expire() == 0 and c.assumed("k") is not None
+    assert c.expire() == 1 and c.assumed("k") == {"b": 2}  # a's part is in its status now, b's is not
     c.on_status("b", _status(2, 1040.0))
     now[0] = 1060.0
     assert c.expire() == 1 and c.assumed("k") is None
@@ -212,6 +212,25 @@ def test_a_shrink_takes_its_replicas_off_the_assumed_ones_and_scaling_in_turn_pi
         placed = 15
     c.assume_decision("k", (("a", 15),), (("a", 2),), req, 1020.0)  # below what the status shows
     assert c.assumed("k") is None
+
+
+def test_each_cluster_that_reported_stops_counting_its_part_of_an_assumption() -> None:
+    """One member slow to report kept a binding's replicas on every other cluster counted twice too."""
+    now = [1000.0]
+    c = _cache(now)
+    for n in ("a", "b"):
+        c.on_cluster(n, ClusterRecord(n, {}, ClusterSpec(), True))
+        c.on_status(n, _status(0, 1000.0))
+    req = (1.0, 0.0, 0.0, 1.0, 0.0)
+    c.assume_decision("k", (), (("a", 3), ("b", 2)), req, 1000.0)
+    now[0] = 1070.0
+    c.on_status("a", _status(3, 1065.0))  # a reports the replicas; b has not reported since
+    assert c.expire() == 1 and c.assumed("k") == {"b": 2}
+    assert c.snap.free[c.snap.index["a"], 0] == pytest.approx(7.0)  # counted once: in a's status
+    assert c.snap.free[c.snap.index["b"], 0] == pytest.approx(8.0)  # still assumed on b
+    now[0] = 1200.0
+    c.on_status("b", _status(2, 1190.0))
+    assert c.expire() == 1 and c.assumed("k") is None
 
 
 def test_an_expired_assumption_retries_the_parked_bindings() -> None:
