@@ -162,12 +162,18 @@ def test_parked_bindings_are_retried_for_a_cluster_change_that_can_admit_them_on
     for labels, spec, retried in steps:
         assert c.on_cluster("a", ClusterRecord("a", labels, spec, True)).retry is retried, (labels, spec)
 
-def test_assumed_load_grows_only_and_expires_as_status_covers_it() -> None:
-    now = [1000.0]
+def _empty_pair(now: list[float]) -> SchedulerCache:
+    """Clusters a and b, ready, each with an empty status published at 1000."""
     c = _cache(now)
     for n in ("a", "b"):
         c.on_cluster(n, ClusterRecord(n, {}, ClusterSpec(), True))
         c.on_status(n, _status(0, 1000.0))
+    return c
+
+
+def test_assumed_load_grows_only_and_expires_as_status_covers_it() -> None:
+    now = [1000.0]
+    c = _empty_pair(now)
     req = (1.0, 0.0, 0.0, 1.0, 0.0)
     c.assume_decision("k", (), (("a", 3),), req, 1000.0)
     assert c.assumed("k") == {"a": 3}
@@ -217,10 +223,7 @@ def test_a_shrink_takes_its_replicas_off_the_assumed_ones_and_scaling_in_turn_pi
 def test_each_cluster_that_reported_stops_counting_its_part_of_an_assumption() -> None:
     """One member slow to report kept a binding's replicas on every other cluster counted twice too."""
     now = [1000.0]
-    c = _cache(now)
-    for n in ("a", "b"):
-        c.on_cluster(n, ClusterRecord(n, {}, ClusterSpec(), True))
-        c.on_status(n, _status(0, 1000.0))
+    c = _empty_pair(now)
     req = (1.0, 0.0, 0.0, 1.0, 0.0)
     c.assume_decision("k", (), (("a", 3), ("b", 2)), req, 1000.0)
     now[0] = 1070.0
