@@ -12,7 +12,7 @@ from typing import Any
 
 from drods.errors import Conflict
 from drods.model.autoscaling import scaled_workload
-from drods.model.kinds import CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
+from drods.model.kinds import AUTOSCALER_KINDS, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.registry.objects import ObjectRegistry
 
 
@@ -23,7 +23,7 @@ async def one_autoscaler_per_workload(registry: ObjectRegistry, kind: Kind, obj:
     if target is None:
         return
     meta = obj["metadata"]
-    for other_kind in (FEDERATED_HPA, CRON_FEDERATED_HPA):
+    for other_kind in AUTOSCALER_KINDS:
         others, _ = await registry.list(other_kind, target[2])
         for o in others:
             if other_kind.kind == kind.kind and o["metadata"]["name"] == meta["name"]:

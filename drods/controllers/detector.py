@@ -82,17 +82,14 @@ from drods.model.detection import (
 from drods.model.interpreter import Interpreter
 from drods.model.kinds import (
     ALL_KINDS,
+    AUTOSCALER_KINDS,
     BINDING,
-    CRON_FEDERATED_HPA,
     CUSTOM_RESOURCE_DEFINITION,
     CUSTOM_RESOURCES_PREFIX,
-    FEDERATED_HPA,
     INTERPRETER_CUSTOMIZATION_KINDS,
     KARMADA_OVERRIDE_KINDS,
-    KARMADA_PROPAGATION_KINDS,
+    PLACEMENT_POLICY_KINDS,
     PRIORITY_CLASS,
-    PROPAGATION_POLICY,
-    RESOURCE_PLACEMENT_POLICY,
     Kind,
 )
 from drods.model.migration import MANAGED_BY_MIGRATION
@@ -168,11 +165,11 @@ class ResourceDetector:
                 "interpretation": [manager.informer(k.key_prefix(), decode_stored)
                                    for k in (CUSTOM_RESOURCE_DEFINITION, *INTERPRETER_CUSTOMIZATION_KINDS)],
                 "policies": [manager.informer(k.key_prefix(), decode_policy(k))
-                             for k in (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)],
+                             for k in PLACEMENT_POLICY_KINDS],
                 "bindings": manager.informer(BINDING.key_prefix(), decode_binding_kept),
                 "overrides": [manager.informer(k.key_prefix(), decode_stored) for k in KARMADA_OVERRIDE_KINDS],
                 "autoscalers": [manager.informer(k.key_prefix(), decode_stored)
-                                for k in (FEDERATED_HPA, CRON_FEDERATED_HPA)]}
+                                for k in AUTOSCALER_KINDS]}
 
     def _autoscaler_changed(self, key: str, old: Any, new: Any) -> None:
         self.owners.update(key, new)

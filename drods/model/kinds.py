@@ -243,6 +243,10 @@ KARMADA_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "Ov
 KARMADA_CLUSTER_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterOverridePolicy",
                                        "clusteroverridepolicies", False, KarmadaOverrideSpec, categories=_OURS)
 KARMADA_PROPAGATION_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMADA_CLUSTER_PROPAGATION_POLICY)
+# the policies the resource detector places workloads by: DRO-DS's and Karmada's
+PLACEMENT_POLICY_KINDS: tuple[Kind, ...] = (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)
+# the autoscalers that may own a workload's replicas (one each: `drods.autoscaling.admission`)
+AUTOSCALER_KINDS: tuple[Kind, ...] = (FEDERATED_HPA, CRON_FEDERATED_HPA)
 # autoscaling.karmada.io: the same objects as DRO-DS's FederatedHPA / CronFederatedHPA (one storage)
 KARMADA_AUTOSCALING_KINDS: tuple[Kind, ...] = (
     Kind("autoscaling.karmada.io", "v1alpha1", "FederatedHPA", "federatedhpas", True, FederatedHPASpec,

@@ -33,7 +33,6 @@ from drods.machinery.manager import Manager, default_identity
 from drods.machinery.periodic import Periodic
 from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
-from drods.model import jsondoc
 from drods.model.annotations import RESCHEDULE_REASON
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, lease_key
@@ -74,6 +73,7 @@ from drods.schedulerd.refit import FleetFollower
 from drods.schedulerd.shaving import shaved, shaving
 from drods.schedulerd.spec_cache import SpecCache
 from drods.schedulerd.users import decision_users, judge_move, learned, users_moved
+from drods.schedulerd.view import decode_json
 from drods.schedulerd.writer import DecisionWriter, Plan
 from drods.store import KeyValue, Store
 
@@ -133,10 +133,10 @@ class SchedulerService:
         self._elects_itself = True  # until `register` hands the election to a manager
         self.clusters = shared.informer(CLUSTER.key_prefix(), decode_cluster)
         self.statuses = shared.informer(STATUS_PREFIX, status_decoder(clock))
-        self.surge = shared.informer(SURGE_KEY, _decode_json)
-        self.traffic = shared.informer(TRAFFIC_KEY, _decode_json)
-        self.datasets = shared.informer(DATASET.key_prefix(), _decode_json)
-        self.network = shared.informer(NETWORK_PREFIX, _decode_json)
+        self.surge = shared.informer(SURGE_KEY, decode_json)
+        self.traffic = shared.informer(TRAFFIC_KEY, decode_json)
+        self.datasets = shared.informer(DATASET.key_prefix(), decode_json)
+        self.network = shared.informer(NETWORK_PREFIX, decode_json)
         self.bindings = shared.informer(BINDING.key_prefix(), self._decode_binding)
         self._binding_handler = False  # `_on_binding` subscribed (once clusters and statuses are listed)
         self.clusters.on_change(self._on_cluster)
@@ -728,9 +728,4 @@ class _Leading:
         await self.service._lead(self.fence)
 
 
-def _decode_json(kv: KeyValue) -> Any:
-    try:
-        return jsondoc.loads(kv.value)
-    except ValueError:
-        return None
 

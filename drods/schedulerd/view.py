@@ -23,7 +23,7 @@ from drods.scheduler.profile import Profile
 from drods.scheduler.snapshot import Snapshot
 from drods.schedulerd.cache import SchedulerCache, decode_cluster, status_decoder
 from drods.schedulerd.records import BindingRecord, decode_binding
-from drods.store import Store
+from drods.store import KeyValue, Store
 
 
 @dataclass(slots=True)
@@ -117,21 +117,22 @@ async def _signals(store: Store, cache: SchedulerCache) -> None:
     decision the scheduler then makes."""
     kvs, _ = await store.range(NETWORK_PREFIX)
     for kv in kvs:
-        cache.on_network(kv.key, None, _json(kv.value))
+        cache.on_network(kv.key, None, decode_json(kv))
     kvs, _ = await store.range(DATASET.key_prefix())
     for kv in kvs:
-        cache.on_dataset(None, _json(kv.value))
+        cache.on_dataset(None, decode_json(kv))
     traffic, surge = await store.get(TRAFFIC_KEY), await store.get(SURGE_KEY)
     if traffic is not None:
-        cache.on_traffic(_json(traffic.value))
+        cache.on_traffic(decode_json(traffic))
     if surge is not None:
-        doc = _json(surge.value)
+        doc = decode_json(surge)
         cache.on_surge(doc if isinstance(doc, dict) else None)
 
 
-def _json(value: bytes) -> Any:
+def decode_json(kv: KeyValue) -> Any:
+    """A store value as JSON (None: not JSON): the documents the scheduler's informers and views read."""
     try:
-        return jsondoc.loads(value)
+        return jsondoc.loads(kv.value)
     except ValueError:
         return None
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from drods.store.base import (
     CasFailed,
@@ -42,15 +45,10 @@ def record_served_store(data_dir: Path, url: str) -> None:
     """Note in ``data_dir`` the store a server process of it serves from (an etcd password left out:
     ``DRODS_ETCD_PASSWORD`` gives it, as to the server), so that the commands that share the data dir's
     keys — `drods token`, `drods kubeconfig`, `drods keys rotate` — write where the server reads."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(url)
     if parts.scheme == "etcd" and parts.password is not None:
         hosts = parts.netloc.rpartition("@")[2]
         url = urlunsplit(parts._replace(netloc=f"{parts.username}@{hosts}"))
-    import os
-    import tempfile
-
     fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=f".{SERVED_STORE_FILE}.")  # 0600; one per writer
     with os.fdopen(fd, "w") as f:  # several processes of a data dir start at once
         f.write(url + "\n")
@@ -81,8 +79,6 @@ def open_store(url: str) -> Store:
             raise ValueError("sqlite URL needs a path: sqlite:///path/to/drods.db")
         return SqliteStore(path)
     if url.startswith("etcd://"):
-        import os
-        from pathlib import Path
         from urllib.parse import parse_qs, unquote
 
         from drods.store.etcd import EtcdStore, EtcdTLS

@@ -32,6 +32,7 @@ from drods.model.cluster import ClusterSpec
 from drods.model.kinds import (
     BINDING,
     KARMADA_PROPAGATION_KINDS,
+    PLACEMENT_POLICY_KINDS,
     PROPAGATION_POLICY,
     RESOURCE_PLACEMENT_POLICY,
     by_kind,
@@ -217,10 +218,6 @@ def _policy_object(pol: Mapping[str, Any], kind_name: str, workload_kind: str) -
     return body
 
 
-# the policy kinds the resource detector places workloads by: DRO-DS's and Karmada's
-POLICY_KINDS = (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)
-
-
 def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | None,
                      stored: Sequence[Mapping[str, Any]] = (),
                      autoscalers: Sequence[Mapping[str, Any]] = ()) -> tuple[str, BindingSpec]:
@@ -248,7 +245,7 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
 
     def decode(pol: Mapping[str, Any], i: int, path: str) -> Any:
         named = by_kind(str(pol.get("apiVersion", "")), str(pol.get("kind", "")))
-        pkind = named if named in POLICY_KINDS else \
+        pkind = named if named in PLACEMENT_POLICY_KINDS else \
             RESOURCE_PLACEMENT_POLICY if pol.get("kind") == RESOURCE_PLACEMENT_POLICY.kind else PROPAGATION_POLICY
         given = path == "policy" and pkind not in KARMADA_PROPAGATION_KINDS  # a DRO-DS object, spec or placement
         body = _policy_object(pol, pkind.kind, kind.kind) if given else pol

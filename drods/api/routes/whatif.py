@@ -30,12 +30,12 @@ from drods.api.routes.bindings import BindingRequest
 from drods.api.schemas import ERROR_RESPONSES
 from drods.model.binding import BindingSpec
 from drods.model.kinds import (
+    AUTOSCALER_KINDS,
     BINDING,
-    CRON_FEDERATED_HPA,
-    FEDERATED_HPA,
+    PLACEMENT_POLICY_KINDS,
 )
 from drods.schedulerd.view import LiveView, summed, view_from_store, view_of_cache
-from drods.whatif.dryrun import POLICY_KINDS, Change, apply_changes, dry_run, workload_binding
+from drods.whatif.dryrun import Change, apply_changes, dry_run, workload_binding
 
 if TYPE_CHECKING:
     from drods.schedulerd.service import SchedulerService
@@ -99,11 +99,11 @@ async def whatif(request: Request, body: WhatIfRequest = Body(...),
         assert body.workload is not None
         policies: list[dict[str, Any]] = []
         if body.policy is None:
-            for kind in POLICY_KINDS:
+            for kind in PLACEMENT_POLICY_KINDS:
                 items, _rev = await ctx.registry.list(kind)
                 policies.extend(o for o in items if not o["metadata"].get("deletionTimestamp"))
         autoscalers: list[dict[str, Any]] = []
-        for kind in (FEDERATED_HPA, CRON_FEDERATED_HPA):  # an autoscaler owning the replicas decides them
+        for kind in AUTOSCALER_KINDS:  # an autoscaler owning the replicas decides them
             items, _rev = await ctx.registry.list(kind)
             autoscalers.extend(items)
         name, spec = workload_binding(body.workload, body.policy, policies, autoscalers)
