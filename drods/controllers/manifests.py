@@ -230,17 +230,40 @@ def dependents(template: Obj, lookup: Callable[[str, str, str], Obj | None],
             elif (o := named(ref.api_version, ref.kind, ref.namespace, ref.name)) is not None and o not in found:
                 found.append(o)
     pod = dict(p) if how is not None and how.pod_template and (p := how.pod_template_of(template)) else None
-    if pod is None and pod_spec(template) is None:
-        return found, wanted
-    uses = {(kind, ns, name) for kind, name in referenced(template, pod)}
-    wanted |= uses
-    found += [o for kind, _, name in sorted(uses) if (o := lookup(kind, ns, name)) is not None]
+    if pod is None and (not built_in_group(template) or pod_spec(template) is None):
+        return _once(found), wanted  # a custom kind's pod template is where its interpretation says, or none
+    # a GetDependencies script is the kind's whole answer (Karmada's interpreter runs one implementation
+    # of an operation): the pod template's ConfigMaps, Secrets, account and claims are not added to it
+    if how is None or how.lua is None or not how.lua.has("dependencyInterpretation"):
+        uses = {(kind, ns, name) for kind, name in referenced(template, pod)}
+        wanted |= uses
+        found += [o for kind, _, name in sorted(uses) if (o := lookup(kind, ns, name)) is not None]
     selected = sorted((s for s in services(ns) if selects(s, template, pod)), key=lambda s: str(s["metadata"]["name"]))
     found += selected
     names = {str(s["metadata"]["name"]) for s in selected}
     found += sorted((i for i in ingresses(ns) if ingress_backends(i) & names),
                     key=lambda i: str(i["metadata"]["name"]))
-    return found, wanted
+    return _once(found), wanted
+
+
+def built_in_group(obj: Obj) -> bool:
+    """A Kubernetes kind (core or an undotted group: apps, batch): its pod template is found where
+    Kubernetes keeps one; a custom kind's only where its interpretation declares it."""
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    return "." not in group
+
+
+def _once(objs: list[Obj]) -> list[Obj]:
+    """Each object once, in its first place: a script may name what a pod template also names."""
+    seen: set[tuple[str, str, str, str]] = set()
+    out = []
+    for o in objs:
+        meta = o.get("metadata") or {}
+        key = (str(o.get("apiVersion")), str(o.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+        if key not in seen:
+            seen.add(key)
+            out.append(o)
+    return out
 
 
 # ---- the plan for one binding ------------------------------------------------------------------

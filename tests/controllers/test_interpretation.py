@@ -126,3 +126,50 @@ def test_a_binding_says_when_its_workload_keeps_data_in_claims() -> None:
     assert KEEPS_DATA_LABEL not in desired_binding(kind, sts, match)["metadata"]["labels"]
     sts["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "data"}}]
     assert desired_binding(kind, sts, match)["metadata"]["labels"][KEEPS_DATA_LABEL] == "true"
+
+
+def karmada_dependencies(api_version: str, kind: str, script: str) -> dict[str, Any]:
+    return {"apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+            "metadata": {"name": kind.lower()},
+            "spec": {"target": {"apiVersion": api_version, "kind": kind},
+                     "customizations": {"dependencyInterpretation": {"luaScript": script}}}}
+
+
+NAMES_THE_ACCOUNT = """
+function GetDependencies(desiredObj)
+  return {{apiVersion = "v1", kind = "ServiceAccount", namespace = desiredObj.metadata.namespace,
+           name = desiredObj.spec.template.spec.serviceAccountName}}
+end"""
+
+
+def with_template(api_version: str, kind: str) -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "w", "namespace": "ns"},
+            "spec": {"template": {"spec": {"serviceAccountName": "runner", "containers": [
+                {"name": "c", "envFrom": [{"configMapRef": {"name": "settings"}}]}]}}}}
+
+
+def test_a_scripts_dependencies_are_the_kinds_whole_answer_each_object_once() -> None:
+    """Karmada's sample GetDependencies names the account the custom kind's template also names: sent
+    once. A custom kind's ``spec.template`` is no pod template unless its interpretation says so; a
+    Deployment's script replaces the references of its pod template."""
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "runner", "namespace": "ns"}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "ns"}}
+    stored = {("ServiceAccount", "runner"): sa, ("ConfigMap", "settings"): cm}
+
+    def found(obj: dict[str, Any], interp: Interpreter) -> list[str]:
+        deps, _ = M.dependents(obj, lambda k, ns, n: stored.get((k, n)), lambda ns: [],
+                               how=interp.of(obj["apiVersion"], obj["kind"]),
+                               named=lambda av, k, ns, n: stored.get((k, n)))
+        return [f"{o['kind']}/{o['metadata']['name']}" for o in deps]
+
+    interp = Interpreter()
+    workload = with_template("workload.example.io/v1alpha1", "Workload")
+    assert found(workload, interp) == []  # no interpretation: the object goes whole, nothing follows it
+    interp.learn("/registry/config.karmada.io/resourceinterpretercustomizations/w", None,
+                 karmada_dependencies("workload.example.io/v1alpha1", "Workload", NAMES_THE_ACCOUNT))
+    assert found(workload, interp) == ["ServiceAccount/runner"]
+    deployment = with_template("apps/v1", "Deployment")
+    assert found(deployment, interp) == ["ConfigMap/settings", "ServiceAccount/runner"]  # the built-in references
+    interp.learn("/registry/config.karmada.io/resourceinterpretercustomizations/d", None,
+                 karmada_dependencies("apps/v1", "Deployment", NAMES_THE_ACCOUNT))
+    assert found(deployment, interp) == ["ServiceAccount/runner"]
