@@ -225,6 +225,7 @@ def _explain_plan(api: ApiClient, word: str, namespace: str, name: str, history:
 def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, history: bool, output: str) -> None:
     from drods.model.decision import latest_per_type
 
+    binding_id = name if kind == "Binding" else _binding_id(kind, namespace, name)
     if kind == "Binding":  # its decisions are kept under the workload it places (a Binding of none: its own)
         r = api.request("GET", f"/apis/multicluster.io/v1alpha1/bindings/{name}", ok=(404,))
         if r.status_code == 404:
@@ -234,8 +235,11 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
             kind, namespace, name = str(ref["kind"]), str(ref.get("namespace") or ""), str(ref["name"])
         else:
             namespace = namespace or "default"
-    status = _binding(api, _binding_id(kind, namespace, name))
+    status = _binding(api, binding_id)
     items = _decisions(api, {"kind": kind, "namespace": namespace, "name": name})
+    if status is None:  # a Binding written by hand for the workload has its own name: its decisions say it
+        written = next((b for d in items if (b := (d.get("source") or {}).get("binding"))), None)
+        status = _binding(api, str(written)) if written else None
     if status is None and not items:
         raise CliError(f"{kind} {namespace}/{name}: no binding and no decision recorded (is the name right?)")
     latest = latest_per_type(items)

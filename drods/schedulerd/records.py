@@ -379,6 +379,8 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
             status.pop("users", None)
     else:
         status["phase"] = "Unschedulable"
+        if tuple(sorted(d.placement)) != tuple(sorted(old_placement)):  # a removed cluster's part taken off
+            status["placement"] = placement_json(d.placement, None)
         status.setdefault("placement", [])
     status["message"] = d.message
     explain(status, d)

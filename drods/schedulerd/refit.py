@@ -154,11 +154,19 @@ class FleetFollower:
             if not any(c in changes and _left(sel, changes[c]) for c, _ in current):
                 return Refit()  # F3: its data moves only with a plan; a fleet change brings none of it up empty
         gone = sum(n for c, n in current if c in changes and changes[c].removed)
-        if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current) - gone):
-            return Refit()
         pl = spec.placement
-        deferred: dict[str, FleetChange]
-        if _static(rec, pl):
+        deferred: dict[str, FleetChange] = {}
+        short = ""
+        if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current) - gone):
+            if not gone:
+                return Refit()
+            # nowhere else fits them: the removed clusters' replicas are pending, not placed where no
+            # cluster is (the rest stays; a Binding left with nothing is Unschedulable, parked for a retry)
+            target = tuple((c, n) for c, n in current if not (c in changes and changes[c].removed))
+            short = f"; {fresh.message}" if fresh.phase != "Scheduled" else "; the rest fit nowhere now"
+            fresh = replace(fresh, phase="Scheduled" if target else "Unschedulable",
+                            placed=(fresh.requested if target else 0) if rec.duplicated else fresh.placed)
+        elif _static(rec, pl):
             # re-divided whole, but not onto a cluster it was moved off on purpose: fail-back brings it
             target, deferred = (current if _onto(fresh.pairs, blocked) else fresh.pairs), {}
         elif many:
@@ -179,7 +187,8 @@ class FleetFollower:
         reason = "; ".join(changes[c].describe() for c in named)
         if many or len(changes) > len(named):
             reason = f"{reason} and other clusters"
-        message = f"re-placed after {reason}: " + ", ".join(f"{m['cluster']} {m['from']}→{m['to']}" for m in moves)
+        message = f"re-placed after {reason}: " + ", ".join(f"{m['cluster']} {m['from']}→{m['to']}" for m in moves) \
+            + short
         placed = fresh.placed if rec.duplicated else sum(n for _, n in target)
         trigger = {"kind": kinds[0] if len(kinds) == 1 else "FleetChanged", "kinds": kinds,
                    "clusters": named, "reason": reason, "moves": moves}

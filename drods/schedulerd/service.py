@@ -512,7 +512,8 @@ class SchedulerService:
             if rec.workload_class:  # the next decision sees this class here before the watch says so
                 self.cache.snap.set_class_placement(name, rec.workload_class, list(result.pairs),
                                                     rec.requirements[0])
-        placement = result.pairs if ok else rec.placement
+        # an unplaced decision keeps what runs, but for a removed cluster's part (a refit says so: FLEET)
+        placement = result.pairs if ok or stype == FLEET else rec.placement
         status = obj.get("status") or {}
         if stype == RETRY and (rec.phase == "Unschedulable") == (not ok) and placement == rec.placement and \
                 result.message == status.get("message"):

@@ -139,9 +139,27 @@ async def test_a_removed_clusters_replicas_go_to_the_others_whatever_the_switch(
     assert set(placement(dup)) == {"a", "b", "c"} and set(placement(wl)) == {"a", "b", "c"}
     untouched = await plane.place({"name": "only-a", "replicas": 2, "resources": {"cpu": 1},
                                    "placement": {**WATER, "clusterAffinity": {"clusterNames": ["a"]}}})
+    only_c = await plane.place({"name": "only-c", "replicas": 1, "resources": {"cpu": 1},
+                                "placement": {**WATER, "clusterAffinity": {"clusterNames": ["c"]}}})
+    some_c = await plane.place({"name": "b-and-c", "replicas": 4, "resources": {"cpu": 1},
+                                "placement": {**WATER, "clusterAffinity": {"clusterNames": ["b", "c"]}}})
+    assert placement(only_c) == {"c": 1} and set(placement(some_c)) == {"b", "c"}
+    on_b = placement(some_c)["b"]
 
     r = await plane.call("DELETE", "/api/v1/clusters/c")
     assert r.status_code == 200, r.text
+    # what may run only on the removed cluster is not left placed there: pending, and said so
+    async def unplaced() -> dict[str, Any] | None:
+        st = await plane.status("only-c")
+        return st if placement(st) == {} else None
+
+    st = await eventually(unplaced, 10.0, "only-c's replica off the removed cluster")
+    assert st["phase"] == "Unschedulable" and st["message"].startswith("re-placed after ClusterRemoved c: c 1→0; ")
+    (entry, *_) = await _fleet_entries(plane, "only-c")
+    assert entry["trigger"]["kind"] == "ClusterRemoved", entry
+    # what b runs stays where it is when b has no room for c's part (b-and-c: b's part as it was at most)
+    got = await _placed(plane, "b-and-c", lambda p: "c" not in p, what="b-and-c's replicas off the removed cluster")
+    assert set(got) <= {"b"} and got.get("b", 0) >= on_b, got
     assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2}, what="the copy on c dropped")
     got = await _placed(plane, "wl", lambda p: "c" not in p, what="wl's replicas off the removed cluster")
     assert sum(got.values()) == 6 and set(got) == {"a", "b"}, got

@@ -1,0 +1,47 @@
+"""``drods explain`` of a Binding written by hand for a workload (its own name, not the derived one):
+the placement is that Binding's, asked as ``binding/NAME`` or as the workload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from drods.cli.explain import _explain_workload
+
+TRAIN = {"metadata": {"name": "train"},
+         "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "ml", "name": "train"}}}
+STATUS = {"phase": "Scheduled", "placement": [{"cluster": "azure-lhr", "replicas": 4}], "placed": 4, "requested": 4}
+DECISION = {"type": "Placement", "time": "2026-12-05T10:00:00Z", "summary": "placed 4 replicas",
+            "subject": {"kind": "Deployment", "namespace": "ml", "name": "train"},
+            "source": {"journal": "schedules", "binding": "train"}}
+
+
+@dataclass
+class _Answer:
+    status_code: int
+    body: Any
+
+    def json(self) -> Any:
+        return self.body
+
+
+class _Api:
+    def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> _Answer:
+        if path == "/apis/multicluster.io/v1alpha1/bindings/train":
+            return _Answer(200, TRAIN)
+        if path == "/api/v1/bindings/train/status":
+            return _Answer(200, STATUS)
+        if path.startswith("/api/v1/bindings/"):
+            return _Answer(404, {"code": "NOT_FOUND"})
+        assert path == "/api/v1/decisions", path
+        return _Answer(200, {"items": [DECISION]})
+
+
+@pytest.mark.parametrize("kind, namespace, name", [("Binding", "default", "train"), ("Deployment", "ml", "train")])
+def test_a_binding_with_its_own_name_shows_its_placement(kind: str, namespace: str, name: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    _explain_workload(_Api(), kind, namespace, name, False, "table")  # type: ignore[arg-type]
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Placement: azure-lhr 4 (phase Scheduled, 4/4)" in text and "no binding" not in text
