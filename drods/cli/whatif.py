@@ -34,25 +34,30 @@ from drods.cli.remote import (
     stdout,
 )
 
-WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
-POLICY_KINDS = ("PropagationPolicy", "ResourcePlacementPolicy")
-
 
 def request_body(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``POST /api/v1/whatif`` body for the documents of ``-f``."""
+    """The ``POST /api/v1/whatif`` body for the documents of ``-f``: a request, a binding body, a Binding
+    as ``kubectl get binding -o yaml`` prints it, or one workload with at most one placement policy."""
+    from drods.model.detection import DETECTED_KINDS
+    from drods.model.kinds import BINDING, PLACEMENT_POLICY_KINDS, by_kind
+
     if len(docs) == 1 and ("binding" in docs[0] or "workload" in docs[0]):
         return dict(docs[0])
-    workloads = [d for d in docs if d.get("kind") in WORKLOAD_KINDS]
-    policies = [d for d in docs if d.get("kind") in POLICY_KINDS]
+    if len(docs) == 1 and "kind" not in docs[0]:
+        return {"binding": docs[0]}
+    kinds = [by_kind(str(d.get("apiVersion", "")), str(d.get("kind", ""))) for d in docs]
+    if len(docs) == 1 and kinds[0] is BINDING:
+        name = (docs[0].get("metadata") or {}).get("name")
+        return {"binding": {**(docs[0].get("spec") or {}), **({"name": name} if name else {})}}
+    workloads = [d for d, k in zip(docs, kinds, strict=True) if k in DETECTED_KINDS]
+    policies = [d for d, k in zip(docs, kinds, strict=True) if k in PLACEMENT_POLICY_KINDS]
     if len(workloads) == 1 and len(policies) <= 1 and len(docs) == len(workloads) + len(policies):
         body: dict[str, Any] = {"workload": workloads[0]}
         if policies:
             body["policy"] = policies[0]
         return body
-    if len(docs) == 1 and "kind" not in docs[0]:
-        return {"binding": docs[0]}
-    raise CliError("FILE must hold a what-if request, a binding body, or one workload (and at most one policy)",
-                   "MALFORMED_FILE")
+    raise CliError("FILE must hold a what-if request, a binding (its body or the Binding object), or one "
+                   "workload (and at most one placement policy)", "MALFORMED_FILE")
 
 
 def _changes(down: list[str], cordon: list[str], water: list[str]) -> list[dict[str, Any]]:

@@ -175,10 +175,16 @@ def as_decided(spec: BindingSpec, name: str, current: list[TargetCluster],
     ReconcileSchedule (replicas beyond a latency SLO the new placement sets move; restated users divide
     again), a change of the replicas alone a ScaleSchedule (what still fits stays); the users learned
     from demand and the binding's own labels as the stored Binding carries them."""
-    if not current:
-        return Task(spec, name=name), FIRST
-    if stored is None:
-        return Task(spec, name=name, current=current), SCALE
+    if not current or stored is None:
+        # a Binding not stored yet is decided as the record its body would make (its workload's traffic
+        # peers, its class, its primary), as the scheduler service decides the one written
+        body = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Binding", "metadata": {"name": name},
+                "spec": spec.model_dump(mode="json", exclude_none=True)}
+        new = decode_binding(BINDING.key(name), jsondoc.dumps(body), 0)
+        stype = FIRST if not current else SCALE
+        if new is None:
+            return Task(spec, name=name, current=current), stype
+        return decision_task(spec, new, body, stype, current)[0], stype
     rec = decode_binding(BINDING.key(name), jsondoc.dumps(stored), 0)
     try:
         before: BindingSpec | None = BindingSpec.model_validate(stored.get("spec") or {})

@@ -104,3 +104,16 @@ def test_workload_binding_is_the_detectors() -> None:
     with pytest.raises(ApiError) as e:
         workload_binding(deploy, None, stored[:1])
     assert e.value.code == "NO_MATCHING_POLICY"
+
+
+def test_a_binding_not_stored_yet_is_decided_with_its_workloads_traffic_peers() -> None:
+    """The what-if of a new Binding for ``shop/web`` weighs the traffic to ``shop/db`` (placed on c, the
+    busiest), as the real decision of that Binding does once written."""
+    snap, facts = live()
+    snap.traffic["shop/web"] = {"shop/db": 5e6}
+    snap.workload_placements["shop/db"] = (("c", 1),)
+    spec = BindingSpec.model_validate({"replicas": 1, "resources": {"cpu": 1, "memory": 1}, "resource": {
+        "apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "web"}})
+    out = dry_run(LiveView.of(snap, Profile.default(), np.random.default_rng(3), facts), spec, "web2")
+    assert "TrafficAffinity" in out["explanation"]["scores"], out["explanation"]["scores"]
+    assert out["placement"] == [{"cluster": "c", "replicas": 1}]
