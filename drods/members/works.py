@@ -271,6 +271,10 @@ class WorkAgent:
     async def reconcile_once(self) -> None:
         await self.saver.flush()  # what is applied is on disk first: a restart cut off applies no older state
         works = dict(self.works)
+        # taken with the Works it prunes against: a relist during this pass (an agent restarted over its
+        # cached Works) asks the next pass, which holds what the relist found, to prune
+        prune = self.authoritative and self.prune_due
+        self.prune_due = self.prune_due and not prune
         just_applied: set[str] = set()
         for name, w in sorted(works.items()):
             h = str(w.spec.get("hash") or "")
@@ -287,10 +291,8 @@ class WorkAgent:
         for name in (self.applied.keys() | self.errors.keys()) - works.keys():
             self.applied.pop(name, None)
             self.errors.pop(name, None)
-        if self.authoritative and self.prune_due:
-            self.prune_due = False
-            if not await self.prune(works):
-                self.prune_due = True
+        if prune and not await self.prune(works):
+            self.prune_due = True
         later = just_applied - self._reported_later  # a Work applied pass after pass is still reported
         self._reported_later = later
         await self._report_statuses(works, later=later)

@@ -17,7 +17,7 @@ import httpx
 from drods.members.client import ServedResource
 from drods.members.foreign_names import ForeignNames
 from drods.members.works import WorkAgent, _Work
-from drods.model.annotations import ANN_HASH, FOREIGN_SELECTOR, MANAGED_BY, MANAGER, is_managed
+from drods.model.annotations import ANN_CLUSTER, ANN_HASH, FOREIGN_SELECTOR, MANAGED_BY, MANAGER, is_managed
 from tests.members.waiting import wait_until
 
 Obj = dict[str, Any]
@@ -89,6 +89,10 @@ class Member:
         out = {**m, "metadata": {**meta, "resourceVersion": str(self.revision)}}
         self.objects[(m["kind"], meta.get("namespace") or "", meta["name"])] = {**out, "status": {"ready": True}}
         return out
+
+    async def remove(self, api_version: str, kind: str, name: str, namespace: str | None, obj: Obj) -> None:
+        self.calls[f"remove {kind}"] += 1
+        self.objects.pop((kind, namespace or "", name), None)
 
     async def pods(self, namespace: str | None = None) -> list[Obj]:
         return []  # the workloads' usage (read once an interval) is not what is counted here
@@ -299,3 +303,30 @@ async def test_a_just_applied_work_is_reported_once_with_its_rollout_not_in_the_
         assert a.works["w0"].status["observedHash"] == "h3"
     finally:
         await a.copies.close()
+
+
+async def test_a_relist_during_a_pass_over_the_cached_works_prunes_what_the_works_no_longer_hold(
+        tmp_path: Path) -> None:
+    """An agent restarted over its cached Works applies them while it relists; the control plane deleted
+    the Work meanwhile (its cluster failed over): the pass after the relist prunes the copies — the pass
+    that was under way held the cached Works and must not spend the relist's prune."""
+    member = Member()
+    cached = [{**m, "metadata": {**m["metadata"], "annotations": {ANN_CLUSTER: "edge"}}} for m in manifests("web")]
+    a = agent(member, [], tmp_path)  # the control plane's list holds no Work
+    a.works = {"w0": _Work(work("w0", "h0", cached)["spec"])}  # as loaded from the state file
+    applying, go_on = asyncio.Event(), asyncio.Event()
+    apply = member.apply
+
+    async def slow_apply(m: Obj) -> Obj:
+        applying.set()
+        await go_on.wait()
+        return await apply(m)
+
+    member.apply = slow_apply  # type: ignore[method-assign]
+    under_way = asyncio.create_task(a.reconcile_once())
+    await applying.wait()
+    await a._list()
+    go_on.set()
+    await under_way
+    await a.reconcile_once()  # the pass the relist woke
+    assert not [k for k in member.objects if k[0] in ("ConfigMap", "Deployment")], member.objects
