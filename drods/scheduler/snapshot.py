@@ -515,6 +515,35 @@ class Snapshot:
         if self.offers.drop(key):
             self._bump()
 
+    def lift_load(self, placement: PlacementLike,
+                  requirements: ReplicaRequirements | Sequence[float] | FloatArr) -> tuple[np.ndarray, FloatArr]:
+        """Take ``placement``'s replicas off their clusters' observed load (never below 0) — a binding's
+        own replicas, which their status shows, while it is divided afresh; `restore_load` puts back
+        exactly what was there."""
+        names, counts = names_counts(placement)
+        pairs = [(self.index[c], k) for c, k in zip(names, counts, strict=True) if c in self.index and k > 0]
+        rows = np.asarray([r for r, _ in pairs], dtype=np.intp)
+        saved = self.load[rows].copy()
+        if rows.size:
+            req = requirement_vector(requirements)
+            k = np.asarray([n for _, n in pairs], dtype=np.float64)
+            self.load[rows] = np.maximum(saved - k[:, None] * req, 0.0)
+            self._load_changed(rows)
+        return rows, saved
+
+    def restore_load(self, lifted: tuple[np.ndarray, FloatArr]) -> None:
+        rows, saved = lifted
+        if rows.size:
+            self.load[rows] = saved
+            self._load_changed(rows)
+
+    def _load_changed(self, rows: np.ndarray) -> None:
+        fresh = self._derived_version == self.version
+        self.version += 1
+        if fresh:
+            self._derive_rows(rows)
+            self._derived_version = self.version
+
     def _bump(self) -> None:
         """A change no derived cpu/memory view depends on: a new version, the views stay fresh."""
         fresh = self._derived_version == self.version

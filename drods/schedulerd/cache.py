@@ -387,19 +387,26 @@ class SchedulerCache:
         heapq.heappush(self._due, (ts + self.assume_ttl, key, ts))
 
     @contextlib.contextmanager
-    def excluding(self, key: str) -> Iterator[None]:
-        """The snapshot without ``key``'s assumed load for a while: a fresh division of a placed
-        binding must not see its own replicas as another workload's load (S11)."""
+    def excluding(self, key: str, placement: Placement = (), req: tuple[float, ...] = ()) -> Iterator[None]:
+        """The snapshot without ``key``'s replicas for a while: a fresh division of a placed binding must
+        not see its own replicas as another workload's load (S11) — neither those still assumed nor, given
+        its ``placement`` and per-replica ``req``, those its clusters' status already shows (else the
+        clusters it runs on look busier than an empty one by its own load, and it moves there whole)."""
         a = self._assumed.get(key)
-        if a is None:
-            yield
-            return
-        self.snap.forget(key=key, offers=False)
+        assumed = a.counts if a is not None else {}
+        shown = tuple((c, n - assumed.get(c, 0)) for c, n in placement
+                      if n > assumed.get(c, 0) and c in self.snap.index) if req else ()
+        if a is not None:
+            self.snap.forget(key=key, offers=False)
+        lifted = self.snap.lift_load(shown, np.asarray(req, dtype=np.float64)) if shown else None
         try:
             yield
         finally:
-            self.snap.assume(tuple(a.counts.items()), np.asarray(a.req, dtype=np.float64), key=key,
-                             demand=a.demand, hold=False)
+            if lifted is not None:
+                self.snap.restore_load(lifted)
+            if a is not None:
+                self.snap.assume(tuple(a.counts.items()), np.asarray(a.req, dtype=np.float64), key=key,
+                                 demand=a.demand, hold=False)
 
     def forget(self, key: str) -> bool:
         """Drop the assumed cpu/memory/... of ``key`` (the status shows it now); its GPUs and tier

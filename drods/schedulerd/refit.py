@@ -56,6 +56,10 @@ def selection_of(rec: BindingRecord) -> ClusterSelection | None:
 
 # A binding waiting for more clusters' changes than this takes the fresh division whole (`_follow_whole`)
 MAX_FOLLOWED = 16
+# A quiet fleet packs: a fresh division puts a binding whole on its best cluster, so a cluster that joins
+# or returns a hair better than where it runs would take every replica. Such a move is made only when
+# that cluster's total score beats those of the clusters it takes replicas from by this much (of 100).
+PACK_MIN_GAIN = 5.0
 
 
 class FleetFollower:
@@ -172,7 +176,8 @@ class FleetFollower:
         elif many:
             target, deferred = self._follow_whole(rec, pl, current, fresh.pairs, changes, away, blocked)
         else:
-            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes, away, blocked)
+            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes, away, blocked,
+                                            pays=_packing_pays(fresh) if fresh.spread == 0.0 else None)
         if deferred:
             self._note(rec.name, deferred)
             if many:
@@ -232,11 +237,13 @@ class FleetFollower:
         return not (rec.duplicated or _static(rec, pl) or _holistic(pl) or rec.name in self._many)
 
     def _follow(self, rec: BindingRecord, pl: PlacementSpec, current: Placement, fresh: Placement,
-                changes: dict[str, FleetChange], away: frozenset[str], blocked: frozenset[str] = frozenset()
+                changes: dict[str, FleetChange], away: frozenset[str], blocked: frozenset[str] = frozenset(),
+                pays: Callable[[Placement, Placement], bool] | None = None
                 ) -> tuple[Placement, dict[str, FleetChange]]:
         """The placement with each changed cluster brought to its part of ``fresh``; the changes
         the move budget could not afford yet. A cluster only opened to more never loses replicas by
-        it, and none go onto a ``blocked`` cluster (moved off on purpose, not the change's own)."""
+        it, and none go onto a ``blocked`` cluster (moved off on purpose, not the change's own);
+        ``pays`` (a packed division) judges whether a move onto the changed cluster is worth making."""
         sel = self.selections.selection(rec.name)
         want = dict(fresh)
         target = current
@@ -264,6 +271,8 @@ class FleetFollower:
             n = moved(target, cand)
             if not worth_moving(rec.replicas, n, self.min_move_fraction):
                 continue
+            if pays is not None and not pays(target, cand):
+                continue
             granted = self.moves.take(n)
             if granted < n:
                 deferred[cluster] = ch
@@ -273,6 +282,23 @@ class FleetFollower:
                 cand = toward(target, fresh, cluster, limit=granted)
             target = cand
         return target, deferred
+
+
+def _packing_pays(fresh: ScheduleResult) -> Callable[[Placement, Placement], bool]:
+    """Whether moving from ``before`` to ``after`` gains ``PACK_MIN_GAIN``: every cluster gaining replicas
+    scores that much above every cluster losing some (one not among the decision's options scored lower
+    than all of them: it gains nothing to stay there)."""
+    totals: dict[str, float] = {}
+
+    def pays(before: Placement, after: Placement) -> bool:
+        if not totals:
+            totals.update((str(o["cluster"]), float(o["total"])) for o in fresh.options())  # type: ignore[arg-type]
+        was, now = dict(before), dict(after)
+        gaining = [totals.get(c, 0.0) for c, k in now.items() if k > was.get(c, 0)]
+        losing = [totals[c] for c, k in was.items() if k > now.get(c, 0) and c in totals]
+        return not losing or not gaining or min(gaining) >= max(losing) + PACK_MIN_GAIN
+
+    return pays
 
 
 def _onto(target: Placement, clusters: frozenset[str]) -> bool:

@@ -593,7 +593,7 @@ class SchedulerService:
         task = Task(divided, name=rec.name, current=current, rebalance=not rec.duplicated,
                     workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary,
                     users=users, latency_slo_ms=slo)
-        with self.cache.excluding(rec.name):
+        with self.cache.excluding(rec.name, rec.placement, rec.requirements):
             fresh = self.scheduler.schedule(task, snap)
         if kept:
             fresh = replace(fresh, pairs=tuple(sorted({**dict(fresh.pairs), **kept}.items())),

@@ -94,3 +94,4 @@ def test_no_move_beside_its_heaviest_peer_without_peers_or_without_the_plugin(fl
     assert traffic_verdict(sched, _db(fleet), fleet, 0.4).reason == "no placed traffic peer"
     no_traffic = Scheduler(Profile.from_dict({"scores": {"LeastWaterLevel": 1.0}}), rng_seed=1)
     assert not traffic_verdict(no_traffic, _db(fleet), fleet, 0.4).move
+

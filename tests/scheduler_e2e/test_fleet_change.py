@@ -12,6 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from drods.monitor.service import MonitorSettings
 from drods.store import Store
 from tests.scheduler_e2e.conftest import Plane, eventually, fast_settings, placement, serve
 
@@ -275,3 +278,35 @@ async def test_a_restarted_scheduler_moves_nothing_but_toward_a_cluster_that_joi
         # what c does not concern stays as decided: nothing re-divided it between a and b
         assert await _fleet_entries(plane, "pinned") == []
         assert placement(await plane.status("pinned")) == placement(pinned)
+
+
+async def test_a_returning_cluster_that_is_only_as_good_moves_nothing_onto_it(
+        store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    """A quiet fleet packs a binding onto one cluster, whose status then shows its replicas. A cluster
+    that joins empty is no better once the binding's own replicas are not counted against where it runs,
+    and a hair better (another binding's 0.1 core on a) is no reason to move 20 replicas: they stay (they
+    moved there whole when its own load made its cluster look busier than the empty one)."""
+    store = store_factory()
+    await store.delete_prefix("/")
+    async with serve(store, tmp_path / "data", settings=fast_settings(assume_ttl=0.3),
+                     monitoring=MonitorSettings(rateMinIntervalSeconds=0.0)) as plane:
+        await plane.cluster("a", 0.0, report={"mem_pct": 0.0})
+        await plane.seen("a")
+        wl = await plane.place({"name": "wl", "replicas": 20, "resources": {"cpu": 1}, "placement": WATER})
+        dup = await plane.place({"name": "dup", "replicas": 1, "resources": {"cpu": 0.1}, "placement": DUP})
+        assert placement(wl) == {"a": 20} and placement(dup) == {"a": 1}
+        await asyncio.sleep(0.4)  # a's next status is made after the assumption's time
+        await plane.report("a", 100 * 20.1 / 64, mem_pct=0.0)  # the member's status shows them
+        snap, cache = plane.scheduler.cache.snap, plane.scheduler.cache
+
+        async def counted_once() -> bool:
+            cache.expire()
+            return not cache._assumed
+
+        await eventually(counted_once, 5.0, "the assumptions covered by a's status")
+        await plane.cluster("b", 0.0, report={"mem_pct": 0.0})
+        # the fleet change is decided: the Duplicated binding gains its copy on b in the same pass
+        assert await _placed(plane, "dup", lambda p: p == {"a": 1, "b": 1})
+        assert placement(await plane.status("wl")) == {"a": 20}
+        assert await _fleet_entries(plane, "wl") == []
+        assert snap.water_level[snap.index["a"]] == pytest.approx(20.1 / 64, abs=1e-3)  # its own load again
