@@ -166,6 +166,8 @@ def test_autoscaling_shows_each_autoscaler_as_the_api_has_it(page: Any, world: E
 
 def test_whatif_dry_runs_against_the_live_fleet_as_the_api_does(page: Any, world: Env) -> None:
     _open(page, "whatif", "What-if")
+    page.reload()  # opened by its address: the form is drawn before the clusters are listed, then filled
+    page.get_by_role("heading", name="What-if", exact=True).wait_for()
     down = sorted(SIMS)[0]
     binding = {"replicas": 2, "resources": {"cpu": 0.5, "memory": 0.5}}
     page.get_by_label("Binding (the body of POST /api/v1/bindings, JSON)").fill(json.dumps(binding))

@@ -58,16 +58,30 @@ export default {
   route: /^whatif$/,
   visible: () => true,
   render(main, { session, live }) {
-    const clusters = [...live.clusters.items.keys()].sort();
     const result = h("div", { dataset: { testid: "whatif-result" }, "aria-live": "polite" });
     const body = h("textarea", { name: "body", rows: "8", cols: "60", spellcheck: "false" }, EXAMPLE);
+    const pickers = h("div", { class: "assumptions" });
+    const level = h("select", { name: "wlCluster" }, h("option", { value: "" }, "—"));
     const form = h("form", { class: "whatif", "aria-label": "Dry-run a placement" },
-      field("Binding (the body of POST /api/v1/bindings, JSON)", body),
-      clusterChecks("down", "Assume down", clusters), clusterChecks("cordon", "Assume cordoned", clusters),
-      h("fieldset", {}, h("legend", {}, "Assume a water level"),
-        field("Cluster", h("select", { name: "wlCluster" }, h("option", { value: "" }, "—"), clusters.map((c) => h("option", { value: c }, c)))),
+      field("Binding (the body of POST /api/v1/bindings, JSON)", body), pickers,
+      h("fieldset", {}, h("legend", {}, "Assume a water level"), field("Cluster", level),
         field("Water level (%)", h("input", { name: "wlValue", type: "number", min: "0", max: "200", step: "1" }))),
       h("button", { type: "submit" }, "Dry-run"));
+    // The clusters to assume things of, as the live list has them (opened by its address, the page
+    // renders before the list arrives); what was ticked or chosen stays so.
+    let shown = null;
+    const drawPickers = () => {
+      const clusters = [...live.clusters.items.keys()].sort();
+      if (shown === clusters.join("\n")) return;
+      shown = clusters.join("\n");
+      const ticked = new Set([...form.querySelectorAll("input[type=checkbox]:checked")].map((c) => `${c.name}/${c.value}`));
+      const chosen = level.value;
+      replace(pickers, clusterChecks("down", "Assume down", clusters), clusterChecks("cordon", "Assume cordoned", clusters));
+      for (const c of pickers.querySelectorAll("input[type=checkbox]")) c.checked = ticked.has(`${c.name}/${c.value}`);
+      replace(level, h("option", { value: "" }, "—"), clusters.map((c) => h("option", { value: c }, c)));
+      level.value = clusters.includes(chosen) ? chosen : "";
+    };
+    drawPickers();
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       let binding;
@@ -90,6 +104,6 @@ export default {
       h("section", { "aria-labelledby": "h-sim" }, h("h2", { id: "h-sim" }, "Simulation reports"),
         h("p", { class: "muted" }, "The server keeps no report of drods simulate runs; load one or two report folders to compare."),
         picker(0), picker(1), reports));
-    return null;
+    return live.clusters.subscribe(drawPickers);
   },
 };
