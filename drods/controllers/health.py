@@ -382,9 +382,10 @@ class ClusterHealth:
         cur = next((c for c in conds if c.get("type") == "Ready"), None) or {}
         stamp = rfc3339(now)
         transition = cur.get("status") != ready or cur.get("reason") != reason
-        heartbeat = rfc3339(st.last_ok) if st.last_ok is not None else cur.get("lastHeartbeatTime", stamp)
+        # the member's last word: none yet for a cluster never heard from (not the time of this write)
+        heartbeat = rfc3339(st.last_ok) if st.last_ok is not None else cur.get("lastHeartbeatTime")
         cond = {"type": "Ready", "status": ready, "reason": reason, "message": message,
-                "lastHeartbeatTime": heartbeat,
+                **({"lastHeartbeatTime": heartbeat} if heartbeat else {}),
                 "lastTransitionTime": stamp if transition else cur.get("lastTransitionTime", stamp)}
         new = dict(status)
         new["conditions"] = [c for c in conds if c.get("type") != "Ready"] + [cond]

@@ -25,7 +25,7 @@ from drods.controllers.settings import MemberSettings
 from drods.machinery.informer import Informer
 from drods.model import jsondoc, reachability
 from drods.model.keys import CLUSTER_EVENTS_PREFIX, STATUS_PREFIX
-from drods.model.timefmt import rfc3339_ms
+from drods.model.timefmt import rfc3339, rfc3339_ms
 from drods.store.sqlite import SqliteStore
 
 Obj = dict[str, Any]
@@ -78,6 +78,11 @@ class _Informers:
     def __init__(self, reports: Informer | None, reachability: Informer | None = None) -> None:
         self.reports = reports
         self.reachability = reachability
+
+
+def _condition(obj: Obj) -> Obj:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    return next(c for c in conds if c.get("type") == "Ready")
 
 
 def _ready(obj: Obj) -> str | None:
@@ -142,11 +147,14 @@ async def test_a_report_makes_a_pull_cluster_ready_at_once_and_a_ready_one_is_no
         # on only a report wakes a check (a check counted before then could be either)
         await _until(lambda: health is not None and health.checks >= 2, 5, "the first checks")
         assert health is not None and _ready(fleet.obj) == "Unknown"
+        assert "lastHeartbeatTime" not in _condition(fleet.obj)  # never heard from: no heartbeat to show
         fleet.ready_changed.clear()
         checks = health.checks
-        await _report(store, time.time())
+        at = time.time()
+        await _report(store, at)
         await asyncio.wait_for(fleet.ready_changed.wait(), 5)
         assert _ready(fleet.obj) == "True" and health.checks == checks + 1
+        assert _condition(fleet.obj)["lastHeartbeatTime"] == rfc3339(at)
         await _report(store, time.time())  # a Ready cluster's report only moves its deadline
         await asyncio.sleep(0.5)
         assert health.checks == checks + 1, "a Ready pull cluster was checked again for a report"
