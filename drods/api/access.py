@@ -132,6 +132,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/api/v1/steering/services/{service_id}/resolve"): READ,
     ("GET", "/api/v1/steering/directory"): READ,
     ("PUT", "/api/v1/traffic"): WRITE_NO_DRY_RUN,
+    ("GET", "/api/v1/traffic"): READ,
     ("PUT", "/api/v1/datasets/access"): WRITE_NO_DRY_RUN,
     ("GET", "/api/v1/datasets/access"): READ,
     # the Kubernetes paths: schemas and discovery for any token, objects by role and namespace

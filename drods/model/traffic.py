@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 HALF_LIFE_S = 3600.0
 MIN_BYTES_PER_SECOND = 1.0
@@ -38,6 +38,12 @@ class TrafficEdge(BaseModel):
     to: WorkloadRef
     bytesPerSecond: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     requestsPerSecond: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _between_two(self) -> TrafficEdge:
+        if self.source.key == self.to.key:
+            raise ValueError("to: a workload's traffic with itself places nothing: name another workload")
+        return self
 
 
 class TrafficReport(BaseModel):
@@ -93,3 +99,23 @@ def peers(graph: Mapping[str, Any] | None, now: float) -> dict[str, dict[str, fl
         out.setdefault(src, {})[dst] = out.get(src, {}).get(dst, 0.0) + v
         out.setdefault(dst, {})[src] = out.get(dst, {}).get(src, 0.0) + v
     return out
+
+
+def edges_now(graph: Mapping[str, Any] | None, now: float) -> list[dict[str, Any]]:
+    """The directed edges decayed to ``now``, heaviest first: what ``GET /api/v1/traffic`` answers."""
+    if not graph:
+        return []
+    half = float(graph.get("halfLifeSeconds") or HALF_LIFE_S)
+    out = []
+    for k, e in (graph.get("edges") or {}).items():
+        src, _, dst = k.partition(">")
+        age = now - float(e.get("time", now))
+        b = decay(float(e.get("bytesPerSecond", 0.0)), age, half)
+        if not dst or b < MIN_BYTES_PER_SECOND:
+            continue
+        (sns, _, sname), (dns, _, dname) = src.partition("/"), dst.partition("/")
+        out.append({"from": {"namespace": sns, "name": sname}, "to": {"namespace": dns, "name": dname},
+                    "bytesPerSecond": round(b, 3),
+                    "requestsPerSecond": round(decay(float(e.get("requestsPerSecond", 0.0)), age, half), 3),
+                    "reportedAt": float(e.get("time", now))})
+    return sorted(out, key=lambda e: (-e["bytesPerSecond"], e["from"]["namespace"], e["from"]["name"]))

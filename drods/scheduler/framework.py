@@ -668,6 +668,9 @@ class Scheduler:
             msg = f"scheduled {placed} replica{'' if placed == 1 else 's'} on {len(pairs)}/{n} clusters ({m} feasible)"
         if info.missing_targets:  # placed on the others: the status still names the ones that are not there
             msg += f"; target clusters not registered: {', '.join(info.missing_targets)}"
+        if unknown_data := [key for key, _ in info.datasets if key not in snap.datasets]:
+            msg += (f"; no copy of {', '.join(unknown_data)} on any cluster (no such Dataset, or no location): "
+                    "its reads counted as from another cluster")
         if "latencySLO" in info.cache:  # the users' SLO could not hold every replica: said where it is read
             msg = f"{msg}; {info.cache['latencySLO']}"
         elif info.latency_slo_ms is not None and info.users is None:

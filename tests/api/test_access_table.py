@@ -53,6 +53,7 @@ READS: dict[str, str] = {
     "/api/v1/steering/services/{service_id}/routes": "/api/v1/steering/services/nope/routes",
     "/api/v1/steering/services/{service_id}/resolve": "/api/v1/steering/services/nope/resolve",
     "/api/v1/steering/directory": "/api/v1/steering/directory", "/api/v1/datasets/access": "/api/v1/datasets/access",
+    "/api/v1/traffic": "/api/v1/traffic",
     "/openapi/v3": "/openapi/v3", "/openapi/v3/{gv:path}": "/openapi/v3/apis/apps/v1", "/openapi/v2": "/openapi/v2",
     "/version": "/version", "/api": "/api", "/api/v1": "/api/v1", "/apis": "/apis", "/apis/{group}": "/apis/apps",
     "/apis/{group}/{version}": "/apis/apps/v1",

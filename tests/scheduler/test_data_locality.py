@@ -58,6 +58,17 @@ def test_skipped_without_known_datasets(snap: Snapshot) -> None:
     assert plugin.skip(analyse(task(datasets=[DatasetRead(name="nowhere", readGiBPerHour=5)])), snap)
 
 
+def test_a_dataset_that_does_not_exist_is_said_in_the_decision(snap: Snapshot) -> None:
+    fleet(snap)
+    spec = task(replicas=1, datasets=[DatasetRead(name="nosuch", readGiBPerHour=50),
+                                      DatasetRead(name="images", readGiBPerHour=5)],
+                resource=ObjectReference(apiVersion="apps/v1", kind="Deployment", name="t", namespace="ml"))
+    r = Scheduler(Profile.default(), rng_seed=1).schedule(Task(spec, name="t"), snap)
+    assert r.phase == "Scheduled", r.message
+    assert "no copy of ml/nosuch on any cluster (no such Dataset, or no location)" in r.message, r.message
+    assert "images" not in r.message
+
+
 def test_decision_prefers_the_data_and_records_bytes(snap: Snapshot) -> None:
     fleet(snap)
     spec = task(replicas=2, datasets=[DatasetRead(name="images", readGiBPerHour=40)],

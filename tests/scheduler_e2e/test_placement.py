@@ -80,11 +80,18 @@ async def test_traffic_graph_places_a_service_near_its_peer(plane: Plane) -> Non
     viewer = await plane.call("PUT", "/api/v1/traffic", role="viewer",
                               json={"edges": [{"from": {"name": "web"}, "to": {"name": "db"}}]})
     assert viewer.status_code == 403
+    itself = await plane.call("PUT", "/api/v1/traffic", json={"edges": [{"from": {"name": "web"}, "to": {"name": "web"},
+                                                                         "bytesPerSecond": 5}]})
+    assert itself.status_code == 422 and "with itself" in itself.text, itself.text
+    assert (await plane.call("GET", "/api/v1/traffic", role="viewer")).json() == {"edges": []}
     ok = await plane.call("PUT", "/api/v1/traffic", json={
         "edges": [{"from": {"namespace": "default", "name": "web"}, "to": {"namespace": "default", "name": "db"},
                    "bytesPerSecond": 5e6, "requestsPerSecond": 800}],
         "timestamp": datetime.now(UTC).isoformat()})
     assert ok.status_code == 200 and ok.json() == {"accepted": 1, "edges": 1}
+    (edge,) = (await plane.call("GET", "/api/v1/traffic", role="viewer")).json()["edges"]
+    assert edge["from"] == {"namespace": "default", "name": "web"} and edge["to"]["name"] == "db"
+    assert 4.9e6 < edge["bytesPerSecond"] <= 5e6 and edge["reportedAt"].endswith("Z")
     snap = plane.scheduler.cache.snap
 
     async def graph_seen() -> bool:
