@@ -137,8 +137,12 @@ def migrate(
     workload = api.get_json(workload_path(kind, ns, name))
     if to is not None:
         check_target(api, to)
+    placed = placement(binding_of(api, kind, ns, name))
+    if source is not None and source not in placed:
+        where = ", ".join(sorted(placed)) or "no cluster"
+        raise CliError(f"{kind} {ns}/{name} runs nothing on {source} (it runs on {where}): nothing to move from there",
+                       "INVALID_ARGUMENT")
     if source is None:
-        placed = placement(binding_of(api, kind, ns, name))
         others = sorted(c for c in placed if c != to)
         if not others and to in placed:
             raise CliError(f"{kind} {ns}/{name} runs on {to} already: nothing to move", "INVALID_ARGUMENT")

@@ -27,6 +27,9 @@ def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
                 if path.endswith("/nowhere"):
                     raise CliError("not found", "NOT_FOUND", 404)
                 return {"name": path.rsplit("/", 1)[1]}
+            if path == cli.BINDINGS:  # pg runs on aws
+                return {"items": [{"spec": {"resource": {"kind": "StatefulSet", "namespace": "db", "name": "pg"}},
+                                   "status": {"placement": [{"cluster": "aws", "replicas": 1}]}}]}
             assert path == "/apis/apps/v1/namespaces/db/statefulsets/pg", path
             return STS
 
@@ -39,10 +42,10 @@ def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return bodies
 
 
-def run(*args: str, to: str = "lhr", code: int = 0) -> str:
+def run(*args: str, to: str = "lhr", code: int = 0, source: str = "aws") -> str:
     app = typer.Typer()
     cli.register(app)  # the one command: invoked without its name
-    r = CliRunner().invoke(app, ["statefulset/db/pg", "--from", "aws", "--to", to, "--token", "t", *args])
+    r = CliRunner().invoke(app, ["statefulset/db/pg", "--from", source, "--to", to, "--token", "t", *args])
     assert r.exit_code == code, r.output
     return r.output
 
@@ -69,6 +72,11 @@ def test_without_the_built_in_mover_no_freeze_is_added(created: list[dict[str, A
 def test_a_target_that_is_not_registered_is_refused_before_any_plan(created: list[dict[str, Any]]) -> None:
     out = run("--no-data", to="nowhere", code=1)
     assert "cluster nowhere is not registered" in out and created == []
+
+
+def test_a_source_it_does_not_run_on_is_refused_before_any_plan(created: list[dict[str, Any]]) -> None:
+    out = run("--no-data", source="gcp", code=1)
+    assert "runs nothing on gcp (it runs on aws)" in " ".join(out.split()) and created == []
 
 
 @pytest.mark.parametrize("answer", [
