@@ -126,10 +126,10 @@ class FleetEvent:
 def fleet_events(scn: Scenario, fleet: Fleet) -> list[FleetEvent]:
     undo = {"fail": "recover", "drain": "uncordon", "surge": "surge-end"}
     out: list[FleetEvent] = []
-    for e in scn.events:
+    for i, e in enumerate(scn.events):
         if e.cluster is not None:
             if e.cluster not in fleet.names:
-                raise ValueError(f"events: unknown cluster {e.cluster!r}")
+                raise ValueError(f"events[{i}].cluster: unknown cluster {e.cluster!r}")
             rows: tuple[int, ...] = (fleet.names.index(e.cluster),)
             region: int | None = None  # a cluster's surge is its background only (a region's scales workloads)
         else:

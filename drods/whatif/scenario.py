@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from drods.errors import BadRequest, Invalid, field_errors_of
 from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
@@ -100,6 +100,14 @@ class WorkloadGenerator(_Strict):
     leaveShare: float = Field(default=0.2, ge=0, le=1)
     followDiurnal: bool = True  # arrivals and scale-ups follow the origin region's day
 
+    @field_validator("replicas", "cpu", "memoryGiB")
+    @classmethod
+    def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        low, high = v
+        if low < 0 or high < low:
+            raise ValueError(f"a range [low, high] with 0 ≤ low ≤ high, not [{low:g}, {high:g}]")
+        return v
+
 
 class Workloads(_Strict):
     generate: WorkloadGenerator | None = None
@@ -177,6 +185,9 @@ class Scenario(_Strict):
         for i, e in enumerate(self.events):
             if e.region is not None and e.region not in names:
                 raise ValueError(f"events[{i}].region: unknown region {e.region!r}")
+            if e.at >= self.durationHours * 60:
+                raise ValueError(f"events[{i}].at: minute {e.at:g} is not within the scenario's "
+                                 f"{self.durationHours * 60:g} minutes")
         if self.autoops.preallocate:
             raise ValueError("autoops.preallocate is not simulated (it needs the forecaster's history); set it false")
         return self

@@ -249,6 +249,10 @@ def test_bad_scenarios_are_validation_errors() -> None:
         ({**tiny(1), "regions": [{"name": "eu", "latencyMs": {"eu": 5}}]}, "regions[0].latencyMs.eu"),
         ({**tiny(1), "tickMinutes": 0}, "tickMinutes"),
         ({**tiny(1), "events": [{"at": 1, "type": "fail"}]}, "events[0]"),
+        ({**tiny(1), "events": [{"at": 3000, "type": "surge", "region": "eu"}]}, "events[0].at"),  # after its end
+        # generated ranges: below zero (it crashed mid-run), or the wrong way round (numpy's "low >= high")
+        ({**tiny(1), "workloads": {"generate": {"cpu": [-1, 0.5]}}}, "workloads.generate.cpu"),
+        ({**tiny(1), "workloads": {"generate": {"replicas": [10, 2]}}}, "workloads.generate.replicas"),
         ({**tiny(1), "colour": "blue"}, "colour"),
         ({**tiny(1), "pluginArgs": {"UserLatency": {"nearMs": -1}}}, ""),
         ({**tiny(1), "pluginArgs": {"Nope": {}}}, ""),
@@ -259,6 +263,8 @@ def test_bad_scenarios_are_validation_errors() -> None:
         assert any(f["field"].startswith(field) for f in e.value.details["fields"]), (field, e.value.details)
     with pytest.raises(ValueError):
         parse_policies("WaterLevel,Nope")
+    with pytest.raises(ValueError, match=r"events\[0\]\.cluster: unknown cluster 'eu-009'"):
+        prepare(parse_scenario({**tiny(1), "events": [{"at": 1, "type": "fail", "cluster": "eu-009"}]}))
 
 
 def test_a_group_named_by_its_names_needs_no_count() -> None:
