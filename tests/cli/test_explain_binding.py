@@ -3,12 +3,12 @@ the placement is that Binding's, asked as ``binding/NAME`` or as the workload.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from drods.cli.explain import _explain_workload
+from tests.cli.fixed_answer import FixedAnswer
 
 TRAIN = {"metadata": {"name": "train"},
          "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "ml", "name": "train"}}}
@@ -18,25 +18,16 @@ DECISION = {"type": "Placement", "time": "2026-12-05T10:00:00Z", "summary": "pla
             "source": {"journal": "schedules", "binding": "train"}}
 
 
-@dataclass
-class _Answer:
-    status_code: int
-    body: Any
-
-    def json(self) -> Any:
-        return self.body
-
-
 class _Api:
-    def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> _Answer:
+    def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> FixedAnswer:
         if path == "/apis/multicluster.io/v1alpha1/bindings/train":
-            return _Answer(200, TRAIN)
+            return FixedAnswer(200, TRAIN)
         if path == "/api/v1/bindings/train/status":
-            return _Answer(200, STATUS)
+            return FixedAnswer(200, STATUS)
         if path.startswith("/api/v1/bindings/"):
-            return _Answer(404, {"code": "NOT_FOUND"})
+            return FixedAnswer(404, {"code": "NOT_FOUND"})
         assert path == "/api/v1/decisions", path
-        return _Answer(200, {"items": [DECISION]})
+        return FixedAnswer(200, {"items": [DECISION]})
 
 
 @pytest.mark.parametrize("kind, namespace, name", [("Binding", "default", "train"), ("Deployment", "ml", "train")])

@@ -5,22 +5,13 @@ The API's answers are records as ``GET /api/v1/decisions`` gives them (`from_ope
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from drods.cli.explain import _explain_cluster
 from drods.model.decision import from_operation
-
-
-@dataclass
-class _Answer:
-    status_code: int
-    body: Any
-
-    def json(self) -> Any:
-        return self.body
+from tests.cli.fixed_answer import FixedAnswer
 
 
 class _Api:
@@ -29,14 +20,14 @@ class _Api:
     def __init__(self, decisions: list[dict[str, Any]]) -> None:
         self.decisions = decisions
 
-    def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> _Answer:
+    def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> FixedAnswer:
         if path == "/api/v1/clusters/c":
-            return _Answer(200, {"spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+            return FixedAnswer(200, {"spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
         if path == "/api/v1/bindings":
             web = {"name": "web", "status": {"placement": [{"cluster": "a", "replicas": 6}]}}
-            return _Answer(200, {"items": [web]})
+            return FixedAnswer(200, {"items": [web]})
         assert path == "/api/v1/decisions", path
-        return _Answer(200, {"items": self.decisions})
+        return FixedAnswer(200, {"items": self.decisions})
 
 
 EVACUATION = from_operation({
