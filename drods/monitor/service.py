@@ -313,6 +313,7 @@ class MonitorService:
         self._closed = False
         self._not_ready: list[tuple[str, float, dict[str, Any]]] = []  # failure-log entries still to write
         self._not_ready_writer: asyncio.Task[None] | None = None
+        self._dropping: set[asyncio.Task[None]] = set()  # deleted clusters' status documents being dropped
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -374,6 +375,11 @@ class MonitorService:
     def _on_cluster_change(self, name: str, old: ClusterInfo | None, new: ClusterInfo | None) -> None:
         if new is None:
             self.forget(name)
+            entry = self.fleet.statuses.get(name)
+            if entry is not None:  # a cluster registered again under the name starts with no status of its own
+                task = asyncio.create_task(self._drop_status(name, entry.revision), name=f"drop-status-{name}")
+                self._dropping.add(task)
+                task.add_done_callback(self._dropping.discard)
             return
         if old is not None and old.ready is not False and new.ready is False:
             when = self.clock()
@@ -381,6 +387,11 @@ class MonitorService:
             self._not_ready.append((name, since or when, {"conditions": _conditions(new)}))
             if self._not_ready_writer is None or self._not_ready_writer.done():
                 self._not_ready_writer = asyncio.create_task(self._write_not_ready(), name="failure-log-not-ready")
+
+    async def _drop_status(self, name: str, revision: int) -> None:
+        """The deleted cluster's status document, unless a report rewrote it since (the name registered again)."""
+        with contextlib.suppress(CasFailed):
+            await self.store.delete(status_key(name), expect_revision=revision)
 
     async def _write_not_ready(self) -> None:
         """The failure log's NotReady entries, written off the clusters' watch: awaited in its handler, each

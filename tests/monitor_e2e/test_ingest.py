@@ -243,3 +243,21 @@ async def test_two_api_replicas_share_one_cluster(store_factory: Callable[[], St
             assert r.status_code == 202 and r.json()["code"] == "OUT_OF_ORDER_REPORT"
         kv = await a.store.get("/status/clusters/r")
         assert kv is not None and json.loads(kv.value)["observed"]["timestamp"] == latest
+
+
+async def test_a_cluster_registered_again_under_a_deleted_name_has_no_status_of_the_old_one(mon: Mon) -> None:
+    """The draft's DELETE, then its POST of the same name at once: the new cluster has reported nothing."""
+    await mon.register("gcp-production")
+    r = await mon.report("gcp-production", **node_report(94))
+    assert r.status_code == 200 and r.json()["published"], r.text
+    assert await mon.store.get("/status/clusters/gcp-production") is not None
+    r = await mon.call("DELETE", "/api/v1/clusters/gcp-production")
+    assert r.status_code == 200, r.text
+
+    async def dropped() -> bool:
+        return await mon.store.get("/status/clusters/gcp-production") is None
+
+    await eventually(dropped, 5.0, "the deleted cluster's status document dropped")
+    await mon.register("gcp-production")
+    r = await mon.call("GET", "/api/v1/clusters/gcp-production", role="viewer")
+    assert r.status_code == 200 and not (r.json().get("status") or {}).get("resources"), r.json()
