@@ -91,11 +91,11 @@ def test_steering_walkthrough_as_written(tmp_path: Path) -> None:
         assert '"serviceId":"video.example"' in out.replace(" ", "") and "DFW→aws-dfw,LHR→azure-lhr" in out
 
         shell.run(script["congest"])
-        t_moved = wait_for(lambda: time.monotonic() if table(shell.run(script["moved"])).get("DFW", ("",))[0]
-                           == "azure-lhr" else None, 90, "DFW moved to azure-lhr")
+        t_moved = wait_for(lambda: time.monotonic() if table(shell.run(script["moved"])).get("LHR", ("",))[0]
+                           == "aws-dfw" else None, 90, "LHR moved to aws-dfw")
         shell.run(script["recover"])
-        wait_for(lambda: table(shell.run(script["returned"])).get("DFW", ("",))[0] == "aws-dfw", 90,
-                 "DFW back on aws-dfw")
+        wait_for(lambda: table(shell.run(script["returned"])).get("LHR", ("",))[0] == "azure-lhr", 90,
+                 "LHR back on azure-lhr")
         assert time.monotonic() - t_moved >= 9.0  # the minimum interval (10 s), not the first good report
 
         shell.run(script["singapore"])
