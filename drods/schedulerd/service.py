@@ -500,6 +500,8 @@ class SchedulerService:
             if decided is None:
                 return None  # out of move budget: queued again
             result = decided
+        # a refit that placed nothing took a removed cluster's part off (`FleetFollower.refit`): that is written
+        taken_off = stype == FLEET and result.phase != "Scheduled"
         result = within_quota(self.quotas, rec.namespace, name, rec.requirements, result)
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
@@ -512,8 +514,7 @@ class SchedulerService:
             if rec.workload_class:  # the next decision sees this class here before the watch says so
                 self.cache.snap.set_class_placement(name, rec.workload_class, list(result.pairs),
                                                     rec.requirements[0])
-        # an unplaced decision keeps what runs, but for a removed cluster's part (a refit says so: FLEET)
-        placement = result.pairs if ok or stype == FLEET else rec.placement
+        placement = result.pairs if ok or taken_off else rec.placement  # else an unplaced decision keeps what runs
         status = obj.get("status") or {}
         if stype == RETRY and (rec.phase == "Unschedulable") == (not ok) and placement == rec.placement and \
                 result.message == status.get("message"):
