@@ -165,6 +165,13 @@ class ScheduleResult:
         return self.phase == "Scheduled" and self.placed < self.requested
 
     @property
+    def held_back(self) -> bool:
+        """A Duplicated placement that left a cluster out for room only (its water level, resources, GPUs
+        or tier storage, or too small for every replica): room freed there may add its copy."""
+        return self.division == "Duplicated" and self.phase == "Scheduled" and (
+            bool(self._notes) or any(r.plugin in ROOM_FILTERS for r in self._rejections))
+
+    @property
     def reasons(self) -> dict[str, str]:
         """Why each dropped cluster was dropped (materialised on first access)."""
         if self._reasons is None:
@@ -212,6 +219,10 @@ class ScheduleResult:
 
     def placement_dict(self) -> dict[str, int]:
         return dict(self.pairs)
+
+
+# the filters that turn a cluster away for room alone (a Duplicated binding's copy waits there for it)
+ROOM_FILTERS = frozenset({"WaterLevelLimit", "ResourceFit", "GpuStorageFit"})
 
 
 @dataclass(slots=True)

@@ -159,6 +159,9 @@ class SchedulerService:
         self._written: dict[str, tuple[bytes, BindingRecord]] = {}
         # binding → hash of the verdict last logged (a storm parks every binding: not its message)
         self._logged_failure: dict[str, int] = {}
+        # Duplicated bindings whose last decision left a cluster out for room alone: parked as partial ones
+        # are, so room freed there (a cluster event) retries them (this process's decisions only)
+        self._held_back: set[str] = set()
         self._kick: asyncio.TimerHandle | None = None
         self._kick_reasons: set[str] = set()
         self._fleet_batch: list[FleetChange] = []
@@ -365,6 +368,7 @@ class SchedulerService:
             self.fleet.forget(gone.name)
             self._specs.forget(gone.name)
             self._logged_failure.pop(gone.name, None)
+            self._held_back.discard(gone.name)
             if self.cache.release(gone.name):
                 self._cluster_event("BindingDeleted")
             return
@@ -394,7 +398,7 @@ class SchedulerService:
                               unschedulable=new.phase == "Unschedulable"):
             self._cluster_event("GpuStorageFreed")
         where = self.queue.where(new.name)
-        if new.phase == "Unschedulable" or new.partial:
+        if new.phase == "Unschedulable" or new.partial or new.name in self._held_back:
             if where is None:  # parked until a cluster event (or until this process leads)
                 self.queue.add(new.name, RETRY, new.priority)
                 self.queue.unschedulable(new.name)
@@ -445,7 +449,7 @@ class SchedulerService:
             stype = FOLLOW
         self._moved_followers.discard(name)
         if stype is None:
-            if rec.phase == "Unschedulable" or rec.partial:
+            if rec.phase == "Unschedulable" or rec.partial or name in self._held_back:
                 self.fleet.drop(name)  # a retry places what is missing wherever it fits now
                 return RETRY
             if not self.fleet.waiting(name) or rec.key in self._written:
@@ -505,6 +509,7 @@ class SchedulerService:
         result = within_quota(self.quotas, rec.namespace, name, rec.requirements, result)
         ts = whole_ms(self.clock())
         ok = result.phase == "Scheduled"
+        (self._held_back.add if result.held_back else self._held_back.discard)(name)
         if ok:
             self.quotas.hold(rec.namespace, name, held(result.pairs, rec.requirements))
             if self.cache.assume_decision(name, rec.placement, result.pairs, rec.requirements, ts, rec.demand):
@@ -525,7 +530,7 @@ class SchedulerService:
         # a placed Binding's status keeps no per-cluster reasons (bounded status in a storm), but for
         # its own named targets that are not registered: few, and what the user asked for
         reasons, dropped = result.reasons_sample(MAX_STATUS_REASONS, STATUS_REASONS_PER_VERDICT) \
-            if not ok or result.partial or result.extra_reasons else ({}, 0)
+            if not ok or result.partial or result.held_back or result.extra_reasons else ({}, 0)
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
                      result.roles if ok else None, users=decision_users(result.analysis) if ok else None,
@@ -650,7 +655,7 @@ class SchedulerService:
             if out == "ok":
                 res = "success" if p.decision.scheduled else "unschedulable"
                 self.metrics.attempt(res, p.schedule_type, now - p.entry.added_at)
-                if p.decision.scheduled and not p.result.partial:
+                if p.decision.scheduled and not p.result.partial and not p.result.held_back:
                     self.queue.done(name)
                     self._specs.forget(name)  # kept only for retries: 100,000 specs would weigh
                     if self.fleet.waiting(name):  # a fleet change arrived while deciding for another reason

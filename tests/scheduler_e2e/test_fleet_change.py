@@ -310,3 +310,20 @@ async def test_a_returning_cluster_that_is_only_as_good_moves_nothing_onto_it(
         assert placement(await plane.status("wl")) == {"a": 20}
         assert await _fleet_entries(plane, "wl") == []
         assert snap.water_level[snap.index["a"]] == pytest.approx(20.1 / 64, abs=1e-3)  # its own load again
+
+
+async def test_a_duplicated_copy_held_back_for_room_is_placed_when_room_frees(
+        store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    """Karmada leaves such a copy out until something else re-decides the binding; here the cluster's
+    room coming back retries it (as a partial placement is retried), and the status says why it waits."""
+    store = store_factory()
+    await store.delete_prefix("/")
+    async with serve(store, tmp_path / "data", monitoring=MonitorSettings(rateMinIntervalSeconds=0.0)) as plane:
+        await plane.cluster("a", 30, report={"mem_pct": 0.0})
+        await plane.cluster("b", 95, report={"mem_pct": 0.0})  # above its water-level limit
+        await plane.seen("a", "b")
+        dup = await plane.place({"name": "dup", "replicas": 2, "resources": {"cpu": 1}, "placement": DUP})
+        assert placement(dup) == {"a": 2}
+        assert "b" in ((await plane.status("dup")).get("reasons") or {})  # why b has no copy
+        await plane.report("b", 30, mem_pct=0.0)  # b has room again: nothing else changed
+        assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2}, what="the copy on b")
