@@ -25,6 +25,7 @@ from drods.registry.catalog import KindCatalog, check_definition
 from drods.registry.cluster_identity import one_cluster_per_member
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.registry.taint_policies import one_policy_per_taint
 from drods.security.envelope import Envelope, Keyring
 from drods.store import Store
 
@@ -92,7 +93,8 @@ class ApiContext:
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
         registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload, one_plan_per_workload,
-                                                          data_step_declared, check_definition, one_cluster_per_member))
+                                                          data_step_declared, check_definition, one_cluster_per_member,
+                                                          one_policy_per_taint))
         return cls(instrumented, registry, tokens, AuditLog(instrumented),
                    metrics, data_dir, KindCatalog(kinds))
 

@@ -15,10 +15,11 @@ other name (limits, object counts) is left to the members' ResourceQuotas.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from drods.model.quantity import GIB, quantity
 
@@ -35,8 +36,31 @@ ENFORCED: Mapping[str, str] = {
 }
 
 
+# kube-apiserver's standard ResourceQuota names (any other name must carry a domain: ``nvidia.com/gpu``,
+# ``count/deployments.apps``), as Karmada's validating webhook checks them
+STANDARD_QUOTA_NAMES = frozenset({
+    "cpu", "memory", "ephemeral-storage", "storage", "pods", "services", "replicationcontrollers",
+    "resourcequotas", "secrets", "configmaps", "persistentvolumeclaims", "services.nodeports",
+    "services.loadbalancers", "requests.cpu", "requests.memory", "requests.storage",
+    "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage"})
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _resource_name(name: str) -> str | None:
+    """Why ``name`` is no ResourceQuota resource name (None: it is one)."""
+    if not _QUALIFIED.match(name):
+        return "not a qualified name ([DNS-subdomain/]name)"
+    bare = name.removeprefix("requests.").removeprefix("limits.")
+    if "/" not in name and name not in STANDARD_QUOTA_NAMES and not bare.startswith("hugepages-"):
+        return f"not a standard quota resource ({', '.join(sorted(STANDARD_QUOTA_NAMES))}; others name a domain)"
+    return None
+
+
 def _valid(v: ResourceList) -> ResourceList:
     for name, q in v.items():
+        if (why := _resource_name(name)) is not None:
+            raise ValueError(f"{name}: {why}")
         try:
             if quantity(q) < 0:
                 raise ValueError(f"{name}: a quantity may not be negative")
@@ -76,6 +100,22 @@ class FederatedResourceQuotaSpec(BaseModel):
         if twice:
             raise ValueError(f"clusterName listed twice: {', '.join(twice)}")
         return v
+
+    @model_validator(mode="after")
+    def _assignments_within_overall(self) -> FederatedResourceQuotaSpec:
+        """Karmada's webhook rule: every assigned resource is in ``overall``, and the assignments of each
+        add up to no more than it."""
+        total: dict[str, Any] = {}
+        for i, a in enumerate(self.staticAssignments):
+            for name, q in a.hard.items():
+                if name not in self.overall:
+                    raise ValueError(f"staticAssignments[{i}].hard.{name}: not a resource of overall")
+                total[name] = total.get(name, 0) + quantity(q)
+        for name, assigned in total.items():
+            if assigned > quantity(self.overall[name]):
+                raise ValueError(f"overall.{name}: {self.overall[name]} is less than the static assignments' "
+                                 f"sum of it")
+        return self
 
 
 def in_units(name: str, value: Any) -> float:

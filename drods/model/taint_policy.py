@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.model.placement import ClusterAffinity
 
@@ -48,6 +48,16 @@ class ClusterTaintPolicySpec(BaseModel):
     addOnConditions: list[MatchCondition] = Field(default_factory=list)
     removeOnConditions: list[MatchCondition] = Field(default_factory=list)
     taints: list[PolicyTaint] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _each_taint_once(self) -> ClusterTaintPolicySpec:
+        """One taint per key and effect (Karmada's webhook): the second would silently replace the first."""
+        seen: set[tuple[str, str]] = set()
+        for i, t in enumerate(self.taints):
+            if (t.key, t.effect) in seen:
+                raise ValueError(f"taints[{i}]: taint({t.key}:{t.effect}) listed twice")
+            seen.add((t.key, t.effect))
+        return self
 
 
 def all_hold(conds: Sequence[MatchCondition], conditions: Sequence[Mapping[str, Any]]) -> bool:

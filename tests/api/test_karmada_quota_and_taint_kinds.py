@@ -33,14 +33,31 @@ async def test_stored_as_written_and_bad_input_changes_nothing(api: Api) -> None
            (CTP, {**TAINT, "metadata": {"name": "z"}, "spec": {**TAINT["spec"], "taints": []}}, "spec.taints"),
            (CTP, {**TAINT, "metadata": {"name": "w"}, "spec": {**TAINT["spec"], "addOnConditions": [
                {"conditionType": "Ready", "operator": "Exists", "statusValues": ["True"]}]}},
-            "spec.addOnConditions[0].operator")]
+            "spec.addOnConditions[0].operator"),
+           # what Karmada's validating webhooks refuse: assignments beyond overall or outside it, names that
+           # are no quota resource, a taint (key, effect) twice
+           (FRQ, {**QUOTA, "metadata": {"name": "v"}, "spec": {"overall": {"cpu": "1"}, "staticAssignments": [
+               {"clusterName": "a", "hard": {"cpu": "2"}}]}}, "spec.overall.cpu"),
+           (FRQ, {**QUOTA, "metadata": {"name": "u"}, "spec": {"overall": {"cpu": "1"}, "staticAssignments": [
+               {"clusterName": "a", "hard": {"memory": "2Gi"}}]}}, "spec.staticAssignments[0].hard.memory"),
+           (FRQ, {**QUOTA, "metadata": {"name": "t"}, "spec": {"overall": {"foo": "1"}}}, "spec.overall"),
+           (FRQ, {**QUOTA, "metadata": {"name": "s"}, "spec": {"overall": {"cpu ": "1"}}}, "spec.overall"),
+           (CTP, {**TAINT, "metadata": {"name": "r"}, "spec": {**TAINT["spec"], "taints": [
+               {"key": "x", "effect": "NoSchedule"}, {"key": "x", "effect": "NoSchedule", "value": "v"}]}},
+            "spec.taints[1]")]
     for path, obj, field in bad:
         r = await api.call("POST", path, json=obj)
         assert r.status_code == 422, r.text
         causes = r.json()["details"]["causes"]
         assert r.json()["reason"] == "Invalid" and any(c["field"] == field for c in causes), r.text
         assert (await api.call("GET", f"{path}/{obj['metadata']['name']}")).status_code == 404
-    dry = {**TAINT, "metadata": {"name": "dry"}}
+    # a taint another policy adds is refused, naming it
+    twice = {**TAINT, "metadata": {"name": "again"}}
+    r = await api.call("POST", CTP, json=twice)
+    assert r.status_code == 409 and "ClusterTaintPolicy 'down'" in r.json()["message"], r.text
+    assert (await api.call("GET", f"{CTP}/again")).status_code == 404
+    dry = {**TAINT, "metadata": {"name": "dry"}, "spec": {**TAINT["spec"], "taints": [
+        {"key": "cluster.karmada.io/unreachable", "effect": "NoExecute"}]}}
     r = await api.call("POST", f"{CTP}?dryRun=All", json=dry)
     assert r.status_code == 201 and r.json()["metadata"]["name"] == "dry"
     assert (await api.call("GET", f"{CTP}/dry")).status_code == 404

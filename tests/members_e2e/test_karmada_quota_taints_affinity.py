@@ -45,7 +45,7 @@ spec:
 
 def test_quota_refuses_the_replica_that_would_exceed_overall(env: Env, kubectl: Kubectl) -> None:
     kubectl.run("create", "namespace", "quota")
-    kubectl.run("apply", "-f", "-", input=QUOTA % ("2", '[{clusterName: aws-dfw, hard: {cpu: "1", pods: 10}}]'))
+    kubectl.run("apply", "-f", "-", input=QUOTA % ("2", '[{clusterName: aws-dfw, hard: {cpu: "1", memory: 1Gi}}]'))
     env.create(deploy_path("quota"), labelled("web", 4, "quota", {}, cpu="500m"))
     wait_for(lambda: sum(placement(env.binding("deployment-quota-web")).values()) == 4 or None, 30,
              "four replicas of 500m placed under a 2-core quota")
@@ -65,7 +65,7 @@ def test_quota_refuses_the_replica_that_would_exceed_overall(env: Env, kubectl: 
                   what_else=lambda: [(w["metadata"]["name"], w.get("status")) for w in
                                      env.http.get("/apis/multicluster.io/v1alpha1/works").json()["items"]
                                      if w["spec"]["binding"].startswith("FederatedResourceQuota_")])
-    assert rq["spec"]["hard"] == {"cpu": "1", "pods": "10"}
+    assert rq["spec"]["hard"] == {"cpu": "1", "memory": "1Gi"}
     assert env.members["gcp-sin"].get("/api/v1/namespaces/quota/resourcequotas/team") is None
     kubectl.run("apply", "-f", "-", input=QUOTA % ("3", "[]"))  # room again: the parked binding is retried
     wait_for(lambda: sum(placement(env.binding("deployment-quota-web")).values()) == 5 or None, 30,
