@@ -11,7 +11,7 @@ deleting it; edges decayed below ``MIN_BYTES_PER_SECOND`` are dropped on the nex
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -83,17 +83,24 @@ def merge_report(graph: Mapping[str, Any] | None, report: TrafficReport, now: fl
     return {"edges": edges, "halfLifeSeconds": half_life_s}
 
 
-def peers(graph: Mapping[str, Any] | None, now: float) -> dict[str, dict[str, float]]:
-    """Undirected, decayed bytes/s between workloads: ``{workload: {peer: bytes/s}}``."""
-    out: dict[str, dict[str, float]] = {}
+def _live_edges(graph: Mapping[str, Any] | None, now: float) -> Iterator[tuple[str, str, float, float, float]]:
+    """(from, to, bytes/s, requests/s, reported at) of each directed edge, decayed to ``now``."""
     if not graph:
-        return out
+        return
     half = float(graph.get("halfLifeSeconds") or HALF_LIFE_S)
     for k, e in (graph.get("edges") or {}).items():
         src, _, dst = k.partition(">")
         if not dst or src == dst:
             continue
-        v = decay(float(e.get("bytesPerSecond", 0.0)), now - float(e.get("time", now)), half)
+        at = float(e.get("time", now))
+        yield (src, dst, decay(float(e.get("bytesPerSecond", 0.0)), now - at, half),
+               decay(float(e.get("requestsPerSecond", 0.0)), now - at, half), at)
+
+
+def peers(graph: Mapping[str, Any] | None, now: float) -> dict[str, dict[str, float]]:
+    """Undirected, decayed bytes/s between workloads: ``{workload: {peer: bytes/s}}``."""
+    out: dict[str, dict[str, float]] = {}
+    for src, dst, v, _, _ in _live_edges(graph, now):
         if v <= 0:
             continue
         out.setdefault(src, {})[dst] = out.get(src, {}).get(dst, 0.0) + v
@@ -103,19 +110,11 @@ def peers(graph: Mapping[str, Any] | None, now: float) -> dict[str, dict[str, fl
 
 def edges_now(graph: Mapping[str, Any] | None, now: float) -> list[dict[str, Any]]:
     """The directed edges decayed to ``now``, heaviest first: what ``GET /api/v1/traffic`` answers."""
-    if not graph:
-        return []
-    half = float(graph.get("halfLifeSeconds") or HALF_LIFE_S)
     out = []
-    for k, e in (graph.get("edges") or {}).items():
-        src, _, dst = k.partition(">")
-        age = now - float(e.get("time", now))
-        b = decay(float(e.get("bytesPerSecond", 0.0)), age, half)
-        if not dst or b < MIN_BYTES_PER_SECOND:
+    for src, dst, b, r, at in _live_edges(graph, now):
+        if b < MIN_BYTES_PER_SECOND:
             continue
         (sns, _, sname), (dns, _, dname) = src.partition("/"), dst.partition("/")
         out.append({"from": {"namespace": sns, "name": sname}, "to": {"namespace": dns, "name": dname},
-                    "bytesPerSecond": round(b, 3),
-                    "requestsPerSecond": round(decay(float(e.get("requestsPerSecond", 0.0)), age, half), 3),
-                    "reportedAt": float(e.get("time", now))})
+                    "bytesPerSecond": round(b, 3), "requestsPerSecond": round(r, 3), "reportedAt": at})
     return sorted(out, key=lambda e: (-e["bytesPerSecond"], e["from"]["namespace"], e["from"]["name"]))

@@ -696,9 +696,8 @@ class MonitorService:
         stale_after = self.settings.staleAfterSeconds
         for name, entry in list(self.fleet.statuses.items()):
             if name not in self.fleet.clusters:
-                if self.fleet.synced and now - entry.published_at > 60:
-                    with contextlib.suppress(CasFailed):
-                        await self.store.delete(status_key(name), expect_revision=entry.revision)
+                if self.fleet.synced and now - entry.published_at > 60:  # a deletion this process missed
+                    await self._drop_status(name, entry.revision)
                 continue
             st = entry.status
             if st is None or now - st.received_ts <= stale_after:
