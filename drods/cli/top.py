@@ -114,9 +114,10 @@ def render(realtime: dict[str, Any], clusters: list[dict[str, Any]]) -> Group:
         res = (c.get("status") or {}).get("resources") or {}
         wl = res.get("waterLevel", d.get("waterLevel"))
         limit = float(c.get("waterLevelLimit") or DEFAULT_WATER_LEVEL_LIMIT)
-        ready = "True" if d.get("ready", True) else "False"
-        if d and not d.get("active"):
-            ready += " (stale)" if d.get("ready", True) else ""
+        condition = d.get("ready")  # the Ready condition: True, False, None while Unknown
+        ready = "Unknown" if condition is None else str(bool(condition))
+        if d.get("ready") and not d.get("active"):
+            ready += " (stale)"
         pods = res.get("pods") or {}
         pods_s = "-" if pods.get("used") is None else (
             f"{pods['used']}" + (f"/{_num(pods['capacity'])}" if pods.get("capacity") is not None else ""))

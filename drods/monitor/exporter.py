@@ -34,7 +34,8 @@ class FleetCollector(Collector):
         now = fleet.clock()
         snap, details = fleet.realtime(self.active_max_age_s(), now)
         wl = GaugeMetricFamily("drods_cluster_water_level", "Scheduler-visible water level (0..1)", labels=["cluster"])
-        ready = GaugeMetricFamily("drods_cluster_ready", "Cluster Ready (1) or not (0)", labels=["cluster"])
+        ready = GaugeMetricFamily("drods_cluster_ready", "Cluster Ready (1, also while Unknown) or not (0)",
+                                  labels=["cluster"])
         active = GaugeMetricFamily("drods_cluster_active", "Ready and reporting (1) or not (0)", labels=["cluster"])
         age = GaugeMetricFamily("drods_cluster_report_age_seconds", "Seconds since the last report was received",
                                 labels=["cluster"])
@@ -48,7 +49,7 @@ class FleetCollector(Collector):
                                   labels=["cluster"])
         surge_doc = fleet.surge.get("clusters") or {}
         for c, d in details.items():
-            ready.add_metric([c], 1.0 if d["ready"] else 0.0)
+            ready.add_metric([c], 0.0 if d["ready"] is False else 1.0)
             active.add_metric([c], 1.0 if d["active"] else 0.0)
             if d["waterLevel"] is not None:
                 wl.add_metric([c], d["waterLevel"])

@@ -252,6 +252,9 @@ class FleetView:
                  latest: Mapping[str, NormalisedStatus] | None = None) -> tuple[RealtimeSnapshot, dict[str, Any]]:
         """The API8 fleet view, plus per-cluster details (ready, active, water level, age).
 
+        A cluster's ``ready`` there is its Ready condition as stored (``null`` while Unknown: never
+        heard from); the fleet figures count an Unknown cluster as ready, as the scheduler does.
+
         Without ``latest`` it is the scheduler's (rate-controlled) view. With it — this replica's
         latest accepted report per cluster — each cluster shows the newest of that, the stored
         document's latest report and its visible status: what was measured last, while
@@ -275,7 +278,7 @@ class FleetView:
             age = None if shown is None else max(now - shown.received_ts, 0.0)
             seen = visible.get(c)
             details[c] = {
-                "ready": ready[c],
+                "ready": self.clusters[c].ready,
                 "active": c not in unhealthy,
                 "waterLevel": snap.waterLevel.clusters.get(c),
                 "schedulerWaterLevel": None if seen is None else shown_level(seen.water_level),

@@ -23,6 +23,22 @@ async def set_ready(mon: Mon, name: str, ready: bool) -> None:
     await mon.ctx.registry.update_status(CLUSTER, name, {"conditions": [cond]})
 
 
+async def test_a_clusters_ready_in_the_view_is_its_condition_unknown_until_a_controller_says(mon_sqlite: Mon) -> None:
+    mon = mon_sqlite
+    for name in ("up", "down", "unheard"):
+        await mon.register(name)
+    await set_ready(mon, "up", True)
+    await set_ready(mon, "down", False)
+
+    async def ready_when_set() -> dict[str, bool | None] | None:
+        clusters = (await mon.call("GET", "/api/v1/monitor/realtime", role="viewer")).json()["clusters"]
+        ready = {c: d["ready"] for c, d in clusters.items()}
+        return ready if ready["up"] is True and ready["down"] is False else None
+
+    assert await eventually(ready_when_set, what="the conditions in the view") == {
+        "up": True, "down": False, "unheard": None}
+
+
 async def test_realtime_view_and_watch_stream(mon_sqlite: Mon) -> None:
     mon = mon_sqlite
     await mon.register("a")
@@ -40,6 +56,8 @@ async def test_realtime_view_and_watch_stream(mon_sqlite: Mon) -> None:
     assert view["waterLevel"]["clusters"] == {"a": 0.5, "b": 0.3, "silent": None}
     assert abs(view["waterLevel"]["fleet"] - (32 + 57.6) / 256) < 1e-9  # capacity-weighted CPU (the binding one)
     assert view["clusters"]["a"]["active"] and view["clusters"]["a"]["reportAgeSeconds"] == 0
+    # never heard from, and no controller has said anything: not claimed ready (its condition is Unknown)
+    assert view["clusters"]["silent"]["ready"] is None and not view["clusters"]["silent"]["active"]
 
     async with mon.client.stream("GET", "/api/v1/monitor/realtime", params={"watch": "true", "timeoutSeconds": 30},
                                  headers=mon.auth("viewer")) as stream:
@@ -236,7 +254,15 @@ async def test_drods_top_clusters_once(mon_sqlite: Mon) -> None:
     assert "█" in east and "85%" in east and "54.4/64" in east and "64/256" in east and "120" in east
     assert "900Mbps/300Mbps" in east and east.rstrip().endswith("0s")
     west = next(line for line in lines if line.startswith("west"))
-    assert "True (stale)" in west
+    assert "Unknown" in west  # never heard from
+    await set_ready(mon, "west", True)  # a controller says Ready, and yet no report comes
+
+    async def west_line() -> str | None:
+        out = (await asyncio.to_thread(CliRunner().invoke, app, args)).output
+        line = next(x for x in out.splitlines() if x.startswith("west"))
+        return line if "True" in line else None
+
+    assert "True (stale)" in await eventually(west_line, what="west's condition in drods top")
 
     # not on a terminal (a script's capture) it prints once and exits without --once, as kubectl top
     piped = await asyncio.to_thread(CliRunner().invoke, app, [a for a in args if a != "--once"])
