@@ -40,6 +40,7 @@ import jsonpointer
 
 from drods.controllers.field_overrider import FieldOverrideError, apply_field_overrider
 from drods.model.policy import (
+    IDENTITY_MESSAGE,
     ClusterOverridePolicySpec,
     CommandArgsOverrider,
     FieldPatch,
@@ -317,6 +318,7 @@ def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
     specific first (`implicit_priority`), then by name — Karmada's order. Raises `OverrideError`."""
     applied: list[str] = []
     chosen = [(name, spec) for name, spec in policies if policy_applies(spec, obj, name)]
+    identity = _identity(obj)
     for name, spec in sorted(chosen, key=lambda p: ("/" in p[0], implicit_priority(p[1], obj), p[0])):
         used = False
         for rule in spec.overrides:
@@ -348,9 +350,24 @@ def apply_overrides(obj: Obj, cluster: str, cluster_labels: dict[str, str],
                     apply_field_overrider(obj, fo)
                 for pt in rule.plaintext:
                     apply_plaintext(obj, pt)
+                if _identity(obj) != identity:
+                    raise OverrideError(f"{IDENTITY_MESSAGE} (it would be {_shown(_identity(obj))}, not "
+                                        f"{_shown(identity)})")
             except (OverrideError, FieldOverrideError) as e:
                 kind = "OverridePolicy" if "/" in name else "ClusterOverridePolicy"  # namespaced: "ns/name"
                 raise OverrideError(f"{kind} {name}: {e}") from e
         if used:
             applied.append(name)
     return applied
+
+
+def _identity(obj: Obj) -> tuple[Any, Any, Any, Any]:
+    """What the member copy is — what its Work manages (an override changes anything else)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"), meta.get("name")
+
+
+def _shown(identity: tuple[Any, Any, Any, Any]) -> str:
+    api_version, kind, namespace, name = identity
+    return f"{api_version} {kind} {f'{namespace}/' if namespace else ''}{name}"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from drods.model.binding import ObjectReference
 from drods.model.dataset import DatasetRead
@@ -77,6 +78,23 @@ class ResourcePlacementPolicySpec(BaseModel):
     followUp: ObjectReference | None = None
 
 
+# What a member copy is (its Work manages that object and no other): no override may change it — a
+# tenant's override could otherwise turn its ConfigMap into a ClusterRoleBinding, or write into
+# another namespace. The override engine checks the result too (`drods.controllers.overrides`).
+IDENTITY_FIELDS = frozenset({("apiVersion",), ("kind",), ("metadata",), ("metadata", "name"),
+                             ("metadata", "namespace")})
+IDENTITY_MESSAGE = "an override may not change the object's apiVersion, kind, name or namespace"
+
+
+def _not_identity(path: str) -> str:
+    """``path`` (a JSON pointer, or dots and brackets) does not name an identity field or the root."""
+    tokens = tuple(p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")) if path.startswith("/") \
+        else tuple(re.findall(r"[^.\[\]]+", path))
+    if not any(tokens) or tokens in IDENTITY_FIELDS:
+        raise ValueError(f"{path}: {IDENTITY_MESSAGE}")
+    return path
+
+
 class FieldPatch(BaseModel):
     """``path`` uses dots and ``[i]`` indexes: ``spec.template.spec.containers[0].resources.limits``."""
 
@@ -85,6 +103,8 @@ class FieldPatch(BaseModel):
     path: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-./\[\]]+$")
     op: Literal["replace", "add", "remove", "merge"] = "replace"
     value: Any = None
+
+    _path_is_not_identity = field_validator("path")(_not_identity)
 
 
 class ImagePredicate(BaseModel):
@@ -165,6 +185,8 @@ class PlaintextPatch(BaseModel):
     path: str = Field(min_length=2, pattern=r"^/")
     operator: Literal["add", "remove", "replace"]
     value: Any = None
+
+    _path_is_not_identity = field_validator("path")(_not_identity)
 
 
 class OverrideRule(BaseModel):

@@ -553,3 +553,34 @@ async def test_a_built_in_kinds_unknown_or_misshapen_fields_are_refused_as_stric
                        json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
                              "data": {"k": {"x": 1}}})
     assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "data.k", r.text
+
+
+@pytest.mark.parametrize("overriders, field", [
+    ({"plaintext": [{"operator": "replace", "path": "/kind", "value": "ClusterRoleBinding"}]},
+     "spec.overrideRules[0].overriders.plaintext[0].path"),
+    ({"plaintext": [{"operator": "replace", "path": "/metadata/namespace", "value": "kube-system"}]},
+     "spec.overrideRules[0].overriders.plaintext[0].path"),
+    ({"plaintext": [{"operator": "add", "path": "/metadata", "value": {"name": "x"}}]},
+     "spec.overrideRules[0].overriders.plaintext[0].path"),
+])
+async def test_an_override_of_what_the_copy_is_is_refused(api: Api, overriders: dict[str, Any], field: str) -> None:
+    """A tenant's OverridePolicy turned its ConfigMap into a cluster-admin ClusterRoleBinding on a member,
+    or wrote over another team's Deployment: the copy's apiVersion, kind, name and namespace are not
+    an override's to change (the engine refuses the result as well)."""
+    body = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+            "metadata": {"name": "esc", "namespace": "team-a"},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "esc"}],
+                     "overrideRules": [{"targetCluster": {"clusterNames": ["m1"]}, "overriders": overriders}]}}
+    r = await api.call("POST", "/apis/policy.karmada.io/v1alpha1/namespaces/team-a/overridepolicies", json=body)
+    assert r.status_code == 422, r.text
+    cause = r.json()["details"]["causes"][0]
+    assert cause["field"] == field and "may not change the object's apiVersion, kind, name or namespace" in \
+        cause["message"], cause
+    r = await api.call("GET", "/apis/policy.karmada.io/v1alpha1/namespaces/team-a/overridepolicies")
+    assert r.json()["items"] == []
+    cop = {"apiVersion": "multicluster.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "rename"},
+           "spec": {"overrides": [{"clusterSelector": {"names": ["a"]},
+                                   "fieldPatches": [{"path": "metadata[name]", "value": "web"}]}]}}
+    r = await api.call("POST", f"{GV}/clusteroverridepolicies", json=cop)
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == \
+        "spec.overrides[0].fieldPatches[0].path", r.text

@@ -218,3 +218,29 @@ def test_field_overrider_needs_exactly_one_format() -> None:
     with pytest.raises(ValidationError, match="exactly one of json or yaml"):
         KarmadaOverrideSpec.model_validate({"overrideRules": [{"overriders": {"fieldOverrider": [
             {"fieldPath": "/data/x"}]}}]})
+
+
+def test_an_override_that_would_change_what_the_copy_is_fails_whatever_wrote_it() -> None:
+    """Admission refuses such paths; a policy stored before that rule (or a merge into ``metadata``)
+    is refused by the engine: the Work for that cluster is not written."""
+    from drods.model.policy import (
+        ClusterOverridePolicySpec,
+        FieldPatch,
+        OverrideClusterSelector,
+        OverrideRule,
+        PlaintextPatch,
+    )
+
+    for patch in (PlaintextPatch.model_construct(path="/metadata/namespace", operator="replace", value="kube-system"),
+                  PlaintextPatch.model_construct(path="/kind", operator="replace", value="ClusterRoleBinding")):
+        rule = OverrideRule.model_construct(clusterSelector=OverrideClusterSelector(), fieldPatches=[],
+                                            plaintext=[patch], imageOverrider=[], commandOverrider=[],
+                                            argsOverrider=[], labelsOverrider=[], annotationsOverrider=[],
+                                            fieldOverrider=[])
+        spec = ClusterOverridePolicySpec.model_construct(resourceSelectors=[], overrides=[rule])
+        cm = configmap()
+        with pytest.raises(OverrideError, match="may not change the object's apiVersion, kind, name or namespace"):
+            apply_overrides(cm, "m1", {}, [("shop/op", spec)])
+    with pytest.raises(ValidationError, match="may not change"):
+        FieldPatch(path="/metadata/name", value="web")
+    FieldPatch(path="metadata.labels[name]", value="web")  # a label called name is no identity
