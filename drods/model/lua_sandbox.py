@@ -27,7 +27,7 @@ from lupa import lua54
 
 # Karmada scripts were written for Lua 5.1 (gopher-lua): ``unpack`` is kept as an alias.
 _BOOTSTRAP = """
-local sethook, fail, kube, clock = debug.sethook, error, ...
+local sethook, fail, kube, clock, PATTERN_BUDGET_ARG = debug.sethook, error, ...
 for _, name in ipairs({"os", "io", "debug", "package", "dofile", "loadfile", "load", "loadstring",
                        "collectgarbage", "coroutine", "print", "require", "python"}) do _G[name] = nil end
 string.dump = nil
@@ -42,6 +42,70 @@ require = function(name)
   if name == "kube" then return kube end
   fail("module '" .. tostring(name) .. "' not found (only \\"kube\\" is available)", 2)
 end
+-- Pattern matching runs in C, out of the instruction hook's reach: "a*a*a*a*b" over 200 characters ran
+-- 15 s with the interpreter lock held. A call whose backtracking could pass PATTERN_BUDGET steps is
+-- refused before it starts: the bound is the start positions tried times, for each repeated item, one
+-- more than the characters of the subject that item matches (each %b or back-reference: the length).
+local sfind, smatch, sgmatch, sgsub, ssub, sel, slen, type, tostring = string.find, string.match,
+  string.gmatch, string.gsub, string.sub, select, string.len, type, tostring  -- a script may rebind the globals
+local PATTERN_BUDGET = PATTERN_BUDGET_ARG
+local function set_end(p, i)  -- p[i] is "[": the index after its closing "]" (as lstrlib's classEnd)
+  local j = i + 1
+  if ssub(p, j, j) == "^" then j = j + 1 end
+  repeat
+    if j > #p then return #p + 1 end  -- malformed: the call itself says so
+    local ch = ssub(p, j, j)
+    j = j + (ch == "%" and 2 or 1)
+  until ssub(p, j, j) == "]"
+  return j + 1
+end
+local function guard(s, p, anchorable)
+  if type(s) == "number" then s = tostring(s) end
+  if type(p) == "number" then p = tostring(p) end
+  if type(s) ~= "string" or type(p) ~= "string" then return end  -- the call itself refuses them
+  local n, m, i, bound = #s, #p, 1, #s + 1
+  if anchorable and ssub(p, 1, 1) == "^" then bound, i = 1, 2 end
+  local matched = {}
+  while i <= m do
+    local c, item, j = ssub(p, i, i), nil, nil
+    if c == "(" or c == ")" then
+      i = i + 1
+    elseif c == "%" then
+      local d = ssub(p, i + 1, i + 1)
+      if d == "b" then bound, i = bound * (n + 1), i + 4
+      elseif d == "f" then i = set_end(p, i + 2)
+      elseif sfind(d, "^%d$") then bound, i = bound * (n + 1), i + 2
+      else item, j = ssub(p, i, i + 1), i + 2 end
+    elseif c == "[" then
+      j = set_end(p, i); item = ssub(p, i, j - 1)
+    else
+      item, j = c, i + 1
+    end
+    if item then
+      local q, rest = ssub(p, j, j), ssub(p, j + 1)
+      if (q == "*" or q == "+" or q == "-") and not sfind(rest, "^%)*$") then  -- a last item never backtracks
+        local k = matched[item]
+        if k == nil then k = sel(2, sgsub(s, item, "")); matched[item] = k end
+        bound, i = bound * (k + 1), j + 1
+      elseif q == "*" or q == "+" or q == "-" or q == "?" then
+        bound, i = bound * (q == "?" and 2 or 1), j + 1
+      else
+        i = j
+      end
+    end
+    if bound > PATTERN_BUDGET then
+      fail(("pattern %q over %d characters could backtrack too long (more than %d steps)"):format(
+        slen(p) > 40 and ssub(p, 1, 40) .. "..." or p, n, PATTERN_BUDGET), 3)
+    end
+  end
+end
+string.find = function(s, p, init, plain)
+  if not plain then guard(s, p, true) end
+  return sfind(s, p, init, plain)
+end
+string.match = function(s, p, init) guard(s, p, true); return smatch(s, p, init) end
+string.gmatch = function(s, p, init) guard(s, p, false); return sgmatch(s, p, init) end
+string.gsub = function(s, p, repl, limit) guard(s, p, true); return sgsub(s, p, repl, limit) end
 return function(step, budget, seconds)
   local used, deadline = 0, clock() + seconds
   sethook(function()
@@ -70,6 +134,9 @@ class Limits:
     instructions: int = 5_000_000
     seconds: float = 0.5
     memory: int = 32 * 1024 * 1024  # bytes
+    # a bound on one pattern match's backtracking (run in C, unseen by the instruction count): at
+    # most ~4 ns a step measured, so ~0.1 s
+    pattern_steps: int = 25_000_000
 
 
 class LuaSandbox:
@@ -101,7 +168,7 @@ class LuaSandbox:
         kube = rt.table()
         for name, helper in self.helpers.items():
             kube[name] = _bridged(rt, helper)
-        arm = rt.execute(_BOOTSTRAP, kube, time.monotonic)  # the wall clock, kept from the script
+        arm = rt.execute(_BOOTSTRAP, kube, time.monotonic, self.limits.pattern_steps)  # the clock: kept from the script
         return rt, arm
 
     def _load(self, rt: Any, arm: Any, script: str, function: str) -> Any:

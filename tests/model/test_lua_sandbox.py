@@ -57,6 +57,34 @@ def test_no_finalizer_escapes_the_hook() -> None:
         run("local x <close> = setmetatable({}, {__close = function() while true do end end}) return 1")
 
 
+@pytest.mark.parametrize("body", [
+    "return string.find(string.rep('a', 200), string.rep('a*', 4) .. 'b')",  # ran 15 s in C, unseen
+    "return (string.rep('a', 200)):find(string.rep('a*', 4) .. 'b')",  # the method form
+    "return string.match(string.rep('a', 2000), 'a-a-b')",
+    "for _ in string.gmatch(string.rep('a', 20000), 'a*b') do end",
+    "return string.gsub(string.rep('(', 200000), '%b()', '')",
+    "type = function() return 'table' end; return string.find(string.rep('a', 200), string.rep('a*', 4) .. 'b')",
+])
+def test_a_pattern_that_could_backtrack_for_seconds_is_refused_before_it_starts(body: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(LuaScriptError, match="could backtrack too long"):
+        run(body)
+    assert time.monotonic() - started < 1.0  # refused, not run (the first ran 15 s)
+
+
+@pytest.mark.parametrize("body, want", [
+    ("return string.match('  web-1  ', '^%s*(.-)%s*$')", "web-1"),
+    ("return string.match(string.rep('x', 900) .. string.rep(' ', 100), '^%s*(.-)%s*$'):len()", 900),
+    ("return ('registry.io/app:v1'):match('^(.-):(.*)$')", "registry.io/app"),
+    ("return (string.gsub(string.rep('a b ', 5000), '%s+', ''))", "ab" * 5000),
+    ("local n = 0 for _ in ('a,b,,c'):gmatch('[^,]+') do n = n + 1 end return n", 3),
+    ("return string.find(string.rep('a*', 10000), 'a*a*b', 1, true)", None),  # plain: no pattern
+    ("return string.find('x]y', '[]]')", 2),
+])
+def test_the_patterns_scripts_use_still_match(body: str, want: object) -> None:
+    assert run(body)[0] == want
+
+
 def test_memory_is_bounded() -> None:
     with pytest.raises(LuaScriptError, match="memory limit exceeded"):
         run("local t = {} for i = 1, 1e8 do t[i] = string.rep('x', 64) .. i end return #t")
