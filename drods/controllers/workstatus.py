@@ -2,7 +2,8 @@
 
 It lists each member's DRO-DS-managed workloads of the kinds its Works carry, and writes the main
 manifest's status onto the Work when it changed — the same ``status.manifests`` a pull-mode agent
-reports. A copy deleted behind DRO-DS's back (applied before the listing started, missing from it)
+reports. A copy deleted behind DRO-DS's back (applied before the listing started, missing from it),
+or whose spec was changed there (its generation rose past the one applied: `changed_in_member`),
 marks its Work not applied, so the execution controller applies it again.
 
 Between lists it follows each of those kinds through a watch (Karmada's member informers): a change
@@ -124,6 +125,23 @@ def overwritten(work: WorkRecord, status: Obj, seen: Obj) -> bool:
     way, or a hand — and it is to be applied again, not recorded as it is."""
     recorded, held = recorded_hash(status), seen.get("manifestHash")
     return work.holds_current and bool(recorded) and bool(held) and held != recorded
+
+
+def changed_in_member(work: WorkRecord, status: Obj, seen: Obj) -> tuple[int, int] | None:
+    """The member's copy still carries the manifest last applied for this Work, but its spec changed
+    since (its generation rose: ``kubectl scale`` or ``set image`` in the member, another controller
+    there): (the generation applied, the member's now), to be applied again as Karmada's work-status
+    controller puts a changed copy back. Status changes leave the generation alone; an apply of our
+    own that moved it is recorded before its copy's events are looked at (`apply_records`)."""
+    rows = status.get("manifests") or []
+    last = rows[-1] if rows and isinstance(rows[-1], dict) else {}
+    applied, now = last.get("generation"), seen.get("generation")
+    same = (last.get("kind"), last.get("namespace") or "", last.get("name")) == \
+        (seen.get("kind"), seen.get("namespace") or "", seen.get("name"))
+    if not (work.holds_current and same and isinstance(applied, int) and isinstance(now, int) and now > applied):
+        return None
+    recorded, held = last.get("manifestHash"), seen.get("manifestHash")
+    return (applied, now) if recorded and held == recorded else None
 
 
 def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | None:
@@ -556,6 +574,13 @@ class WorkStatusController:
             self._agreed.get(work.cluster, {}).pop(work.binding, None)
             return Recorded.WRITTEN if await self._write(work, {**st, "applied": False, "observedHash": ""}) \
                 else Recorded.STALE
+        if (moved := changed_in_member(work, st, fresh)) is not None:
+            log.warning("%s: %s was changed in the member (generation %d, applied at %d): applying it again",
+                        work.cluster, work.main, moved[1], moved[0])
+            self._agreed.get(work.cluster, {}).pop(work.binding, None)
+            message = f"{work.main} was changed in the member (generation {moved[0]} → {moved[1]}): applied again"
+            return Recorded.WRITTEN if await self._write(
+                work, {**st, "applied": False, "observedHash": "", "message": message}) else Recorded.STALE
         old = [m for m in st.get("manifests") or [] if isinstance(m, dict)]
         same = [m for m in old if (m.get("kind"), m.get("namespace") or "", m.get("name")) ==
                 (fresh["kind"], fresh.get("namespace") or "", fresh["name"])]

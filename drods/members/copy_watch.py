@@ -52,6 +52,7 @@ class FollowedCopies:
         self._copies: dict[Kind, dict[Key, Obj]] = {}
         self._synced: set[Kind] = set()  # listed, and the watch goes on from that listing
         self._tasks: dict[Kind, asyncio.Task[None]] = {}
+        self._modified: dict[tuple[Kind, Key], Obj] = {}  # copies changed in the member since `take_modified`
         self.lists = 0  # listings made (each kind's first, one a watch length, each after a failure)
 
     def follow(self, kinds: Iterable[Kind]) -> None:
@@ -76,6 +77,11 @@ class FollowedCopies:
         kind = (str(obj.get("apiVersion")), str(obj.get("kind")))
         if kind in self._synced:
             self._copies[kind][_key(obj)] = without_managed_fields(obj)
+
+    def take_modified(self) -> list[Obj]:
+        """The copies a watch brought as changed since the last call (each as it is now)."""
+        out, self._modified = list(self._modified.values()), {}
+        return out
 
     async def close(self) -> None:
         tasks, self._tasks = list(self._tasks.values()), {}
@@ -102,8 +108,11 @@ class FollowedCopies:
             return
         if event == "DELETED":
             held.pop(_key(obj), None)
+            self._modified.pop((kind, _key(obj)), None)
         elif event in ("ADDED", "MODIFIED"):
             held[_key(obj)] = obj
+            if event == "MODIFIED":
+                self._modified[(kind, _key(obj))] = obj
         else:
             return
         self.on_change()

@@ -276,6 +276,7 @@ class WorkAgent:
         prune = self.authoritative and self.prune_due
         self.prune_due = self.prune_due and not prune
         just_applied: set[str] = set()
+        self._put_back_changed(works)
         for name, w in sorted(works.items()):
             h = str(w.spec.get("hash") or "")
             if self.applied.get(name) != h and not w.spec.get("suspendDispatching"):
@@ -361,6 +362,24 @@ class WorkAgent:
         except Exception as e:  # noqa: BLE001 - a bad manifest must not stop the others
             return f"{type(e).__name__}: {e}"
         return None
+
+    def _put_back_changed(self, works: Mapping[str, _Work]) -> None:
+        """A copy whose spec was changed in the member since this agent applied it (its generation rose
+        past the one the apply left: ``kubectl scale`` or ``set image`` there) has its Work applied again
+        in this pass, as Karmada's agent puts a changed copy back. Only the copies a watch brought as
+        changed are looked at; a kind without a generation (a ConfigMap) is not."""
+        for obj in self.copies.take_modified():
+            ref = Ref.of(obj)
+            sent = self.sent.get(ref)
+            generation = (obj.get("metadata") or {}).get("generation")
+            if sent is None or not sent.written.startswith("g") or not isinstance(generation, int) or \
+                    generation <= int(sent.written[1:]):
+                continue
+            for name, w in works.items():
+                if name in self.applied and ref in _refs(w.spec):
+                    log.warning("%s was changed in the member (generation %d, applied at %s): applying Work %s "
+                                "again", ref, generation, sent.written[1:], name)
+                    self.applied.pop(name)
 
     def _holds(self, ref: Ref, m: Mapping[str, Any], digest: str, local: int | None) -> bool:
         """The member holds this manifest as this agent last applied it: the same manifest (its digest)

@@ -149,6 +149,14 @@ def test_pull_mode_member_follows_its_works_and_survives_the_control_plane(pull:
 
         wait_for(lambda: image() == "mirror.hel.example/nginx:1.25", 20, "the override in the member",
                  what_else=image)
+        # changed in the member behind the agent's back (kubectl scale / set image there): put back
+        member_apps = k8s.AppsV1Api(pull.member.api)
+        member_apps.patch_namespaced_deployment_scale("pw", "default", {"spec": {"replicas": 6}})
+        member_apps.patch_namespaced_deployment("pw", "default", {"spec": {"template": {"spec": {"containers": [
+            {"name": "app", "image": "evil:1"}]}}}})
+        wait_for(lambda: pull.replicas("pw") == 3 and image() == "mirror.hel.example/nginx:1.25", 20,
+                 "the copy changed in the member put back by the agent",
+                 what_else=lambda: (pull.replicas("pw"), image(), pull.agent_log()[-1500:]))
 
     # the control plane goes away: the agent keeps running, deletes nothing, keeps the last desired state
     pull.server.stop()

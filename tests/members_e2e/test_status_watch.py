@@ -88,3 +88,35 @@ def test_a_copy_written_over_with_another_manifest_is_applied_again(slow_lists: 
              what_else=lambda: [w["status"] for w in env.http.get(WORKS).json()["items"]
                                 if "overwritten" in w["metadata"]["name"]])
     assert all(c.image != "stale:1" for c in copy().spec.template.spec.containers)
+
+
+def test_a_copy_changed_in_the_member_is_put_back(slow_lists: Env) -> None:
+    """``kubectl scale`` or ``set image`` in the member, on a copy that still carries its Work's manifest
+    (its hash annotation untouched): the generation rose past the one applied, so the Work is applied
+    again, as Karmada's work-status controller puts a changed copy back — long before the next list."""
+    env = slow_lists
+    env.create(deploy_path(), deployment("drifted", 2, image="nginx:1.25"))
+    env.placed_binding("drifted", "drifted", {"aws-dfw": 2})
+    apps = k8s.AppsV1Api(env.members["aws-dfw"].api)
+    wait_for(lambda: env.members["aws-dfw"].deployment("drifted") is not None, 15, "the copy applied")
+
+    def works() -> list[object]:
+        return [w["status"] for w in env.http.get(WORKS).json()["items"] if "drifted" in w["metadata"]["name"]]
+
+    wait_for(lambda: all(s.get("applied") and s.get("manifests") for s in works()), 15, "its Work applied",
+             what_else=works)
+    before = apps.read_namespaced_deployment("drifted", "default").metadata.generation
+    apps.patch_namespaced_deployment_scale("drifted", "default", {"spec": {"replicas": 7}})
+    apps.patch_namespaced_deployment("drifted", "default", {"spec": {"template": {"spec": {"containers": [
+        {"name": "app", "image": "evil:1"}]}}}})
+    assert apps.read_namespaced_deployment("drifted", "default").metadata.generation > before
+
+    def put_back() -> bool:
+        d = apps.read_namespaced_deployment("drifted", "default")
+        return d.spec.replicas == 2 and [c.image for c in d.spec.template.spec.containers] == ["nginx:1.25"]
+
+    wait_for(put_back, 15, "the member's copy put back as its Work says, long before the next list",
+             what_else=lambda: (apps.read_namespaced_deployment("drifted", "default").spec, works()))
+    gen = apps.read_namespaced_deployment("drifted", "default").metadata.generation
+    wait_for(lambda: all(s.get("applied") for s in works()), 15, "its Work applied again", what_else=works)
+    assert apps.read_namespaced_deployment("drifted", "default").metadata.generation == gen  # no fight: settled
