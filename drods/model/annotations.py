@@ -124,6 +124,21 @@ def drain_reason(cluster: str, reason: str | None = None) -> str:
     return f"drain {cluster}" + (f": {reason}" if reason else "")
 
 
+def evicted_from(obj: Mapping[str, Any]) -> str | None:
+    """The cluster the Binding's last reschedule moves it off — failover (`failover_reason`), a NoExecute
+    taint it does not tolerate (`drods.controllers.failover.taint_reason`) or a drain (`drain_reason`) —
+    else None (a rebalance, a fail-back, a peak shave …). Its replicas elsewhere stay where they run."""
+    reason = str(((obj.get("metadata") or {}).get("annotations") or {}).get(RESCHEDULE_REASON) or "")
+    words = reason.split(" ")
+    if len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady":
+        return words[1]
+    if len(words) >= 2 and words[0] == "drain":
+        return words[1].rstrip(":")
+    if len(words) >= 5 and words[0] == "taint" and words[2:4] == ["on", "cluster"]:
+        return words[4]
+    return None
+
+
 def moved_away_from(obj: Mapping[str, Any]) -> frozenset[str]:
     """The clusters a Binding was moved off on purpose — by failover or a drain (its last
     reschedule reason, written by `failover_reason` / `drain_reason`), by automatic operations
@@ -134,11 +149,8 @@ def moved_away_from(obj: Mapping[str, Any]) -> frozenset[str]:
     out = set(evacuated_from(obj))
     if (migrated := migrated_from(obj)) is not None:
         out.add(migrated)
-    words = reason.split(" ")
-    if len(words) >= 3 and words[0] == "cluster" and words[2] == "NotReady":
-        out.add(words[1])
-    elif len(words) >= 2 and words[0] == "drain":
-        out.add(words[1].rstrip(":"))
+    if (evicted := evicted_from(obj)) is not None and not reason.startswith("taint "):
+        out.add(evicted)
     return frozenset(out)
 
 

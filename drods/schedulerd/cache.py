@@ -12,7 +12,10 @@ keeps the assumed load (S7) honest:
   (``assume``), because the member's status will show them only later. The assumption of a binding
   is dropped when the binding is deleted, replaced when it is rescheduled, and forgotten cluster by
   cluster: a cluster's part once that cluster has published a status document at least ``assume_ttl``
-  seconds (default 60) after the decision — by then that status includes the new replicas.
+  seconds (default 60) after the decision — by then that status includes the new replicas — or,
+  sooner, once the binding's status shows its copy there with all its replicas (``observedReplicas``,
+  read at ``observedTime``) and the cluster has published a status since: their requests are in its
+  allocated load from then on.
   A scheduler that starts (or takes over) assumes the placements whose clusters have not yet
   published such a status, so a fail-over never forgets recent decisions.
 * **GPUs by model, storage by tier** (F1) — assumed like cpu and memory where the member reports
@@ -150,6 +153,8 @@ class _Assumption:
     time: float
     checks: int = 0
     demand: OfferDemand | None = None
+    placed: dict[str, int] = field(default_factory=dict)  # the binding's whole placement
+    shown: dict[str, tuple[int, float]] = field(default_factory=dict)  # cluster → (copy's replicas, read at)
 
 
 @dataclass(slots=True)
@@ -198,6 +203,8 @@ class SchedulerCache:
         self.statuses: dict[str, StatusRecord] = {}
         self._assumed: dict[str, _Assumption] = {}
         self._due: list[tuple[float, str, float]] = []
+        self.settled = False  # an assumption's part went since the last sweep (members' status counts it)
+        self._waiting: dict[str, set[str]] = {}  # cluster → assumptions whose part there its next status counts
         self._held: set[str] = set()  # clusters whose status the scheduler raises to a hold's forecast
         self.unknown: set[str] = set()  # registered clusters with neither a status nor a Ready condition
 
@@ -297,7 +304,19 @@ class SchedulerCache:
                 or _offers_freed(before_offers, _offer_room(snap, row)):
             ev.retry = True
             ev.reasons.append("ClusterCapacityFreed")
+        if rec is not None and self._settle_waiting(name):
+            ev.retry = True
+            ev.reasons.append("AssumedLoadShown")
         return ev
+
+    def _settle_waiting(self, cluster: str) -> bool:
+        settled = False
+        for key in self._waiting.pop(cluster, ()):
+            a = self._assumed.get(key)
+            if a is not None and self._settle(key, a):
+                settled = True
+            self._await_status(key)  # not counted yet (a status read before the copy): the next one
+        return settled
 
     def on_traffic(self, doc: Any) -> None:
         """H1: the graph, decayed to now; the TrafficAffinity score reads it from the snapshot."""
@@ -356,7 +375,8 @@ class SchedulerCache:
         return self.snap.place_offers(key, new, demand)
 
     def observe(self, key: str, placement: Placement, scheduled_time: float | None, req: tuple[float, ...],
-                demand: OfferDemand | None = None, *, unschedulable: bool = False) -> bool:
+                demand: OfferDemand | None = None, *, unschedulable: bool = False,
+                shown: tuple[tuple[str, int, float], ...] = ()) -> bool:
         """A binding's status as stored: adopt its assumption when this process did not make it;
         its placement holds its GPUs and tier storage either way (True: it holds less than before).
 
@@ -367,23 +387,38 @@ class SchedulerCache:
         prev = self._assumed.get(key)
         if scheduled_time is None or not placement or unschedulable:
             return freed
+        seen = {c: (n, t) for c, n, t in shown}
         if prev is not None and abs(prev.time - scheduled_time) < 5e-4:
+            placed = dict(placement)
+            for c, (n, t) in seen.items():  # a copy's later reads (its pods turning ready) do not move when
+                was = prev.shown.get(c)     # it first showed them all: a status taken since counts them
+                if was is not None and was[0] >= placed.get(c, 0) and n >= placed.get(c, 0):
+                    seen[c] = (n, min(t, was[1]))
+            if seen != prev.shown:  # the members showed more of its copies: their status may count them now
+                prev.placed, prev.shown = placed, seen
+                if self._settle(key, prev):
+                    self.settled = True
+                self._await_status(key)
             return freed
-        if self._covered(dict(placement), scheduled_time):
+        counts = {c: n for c, n in placement if n > 0}
+        adopted = _Assumption(counts, req, scheduled_time, demand=demand, placed=dict(placement), shown=seen)
+        if all(self._part_covered(c, adopted) for c in counts):
             if prev is not None:
                 self.forget(key)
             return freed
-        self._set(key, {c: n for c, n in placement if n > 0}, req, scheduled_time, demand)
+        self._set(key, counts, req, scheduled_time, demand, placed=dict(placement), shown=seen)
         return freed
 
     def _set(self, key: str, counts: dict[str, int], req: tuple[float, ...], ts: float,
-             demand: OfferDemand | None = None) -> None:
+             demand: OfferDemand | None = None, *, placed: dict[str, int] | None = None,
+             shown: dict[str, tuple[int, float]] | None = None) -> None:
         if not counts:
             self.forget(key)
             return
         self.snap.assume(tuple(counts.items()), np.asarray(req, dtype=np.float64), key=key, demand=demand,
                          hold=False)
-        self._assumed[key] = _Assumption(counts, req, ts, demand=demand)
+        self._assumed[key] = _Assumption(counts, req, ts, demand=demand, placed=dict(counts) if placed is None
+                                         else placed, shown=shown or {})
         heapq.heappush(self._due, (ts + self.assume_ttl, key, ts))
 
     @contextlib.contextmanager
@@ -422,11 +457,49 @@ class SchedulerCache:
         self.snap.drop_offers(key)
         return self.forget(key) or held
 
-    def _covered(self, counts: Mapping[str, int], ts: float) -> bool:
-        for c in counts:
-            st = self.statuses.get(c)
-            if c in self.clusters and (st is None or st.time < ts + self.assume_ttl):
-                return False
+    def _part_covered(self, cluster: str, a: _Assumption) -> bool:
+        """The cluster's status counts its part of ``a``: published ``assume_ttl`` after the decision, or
+        taken since the member showed the binding's copy there with all its replicas (their requests are
+        in the cluster's allocated load from then on: counted twice, a cluster looked full at half its
+        capacity, and a scale-up stopped at 28 of 40 on a fleet at 60 %)."""
+        if cluster not in self.clusters:
+            return True
+        st = self.statuses.get(cluster)
+        if st is None:
+            return False
+        if st.time >= a.time + self.assume_ttl:
+            return True
+        return self._shown_whole(cluster, a) and st.time >= a.shown[cluster][1] + 1.0  # read at whole seconds
+
+    @staticmethod
+    def _shown_whole(cluster: str, a: _Assumption) -> bool:
+        """The member showed the binding's copy on ``cluster`` with all its replicas, read after the
+        decision (``observedTime`` has whole seconds: a read in the decision's second counts)."""
+        seen = a.shown.get(cluster)
+        return seen is not None and seen[0] >= a.placed.get(cluster, 0) and seen[1] >= math.floor(a.time)
+
+    def _await_status(self, key: str) -> None:
+        """The clusters whose part of ``key``'s assumption the members have shown whole: their next status
+        counts it (`on_status` settles it then, not at the next expiry check)."""
+        a = self._assumed.get(key)
+        if a is None:
+            return
+        for c in a.counts:
+            if self._shown_whole(c, a):
+                self._waiting.setdefault(c, set()).add(key)
+
+    def _settle(self, key: str, a: _Assumption) -> bool:
+        """Forget the parts of ``a`` its clusters' status now counts; True when any went."""
+        left = {c: k for c, k in a.counts.items() if not self._part_covered(c, a)}
+        if left == a.counts:
+            return False
+        if not left:
+            self.forget(key)
+            return True
+        # one slow member does not keep the others' counted twice (a second assume under the key replaces the first)
+        self.snap.assume(tuple(left.items()), np.asarray(a.req, dtype=np.float64), key=key, demand=a.demand,
+                         hold=False)
+        a.counts = left
         return True
 
     def expire(self) -> int:
@@ -439,17 +512,10 @@ class SchedulerCache:
             a = self._assumed.get(key)
             if a is None or abs(a.time - ts) >= 5e-4:
                 continue  # replaced or forgotten since
-            if self._covered(a.counts, ts):
-                self.forget(key)
+            if self._settle(key, a):
                 n += 1
-                continue
-            left = {c: k for c, k in a.counts.items() if not self._covered({c: k}, ts)}
-            if left != a.counts:  # the clusters that reported since count their part: one slow member
-                # does not keep the others' counted twice (a second assume under the key replaces the first)
-                self.snap.assume(tuple(left.items()), np.asarray(a.req, dtype=np.float64), key=key,
-                                 demand=a.demand, hold=False)
-                a.counts = left
-                n += 1
+                if key not in self._assumed:
+                    continue
             a.checks += 1
             heapq.heappush(self._due, (now + min(self.assume_ttl, 2.0 * 2 ** min(a.checks, 10)), key, ts))
         return n
@@ -478,7 +544,8 @@ class SchedulerCache:
                 snap.set_status(name, st.status if st else None)
                 ev.retry = True
                 ev.reasons.append("PreallocationExpired")
-        if self.expire():  # the load it assumed is now the members' to report: room may have come back
+        if self.expire() or self.settled:  # the load it assumed is now the members' to report: room may be back
+            self.settled = False
             ev.retry = True
             ev.reasons.append("AssumedLoadExpired")
         return ev

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from drods.model.annotations import evicted_from
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.scheduler.task import Task, users_of
 from drods.schedulerd.records import FOLLOW, RECONCILE, RESCHEDULE, BindingRecord
@@ -24,7 +25,12 @@ def decision_task(spec: BindingSpec, rec: BindingRecord, obj: Mapping[str, Any],
     users, slo = learned(obj)
     restated = schedule_type == RECONCILE and bool(placed) and not rec.keeps_data and \
         declared_users_changed(users_of(spec.placement, None), obj)
-    task = Task(spec, name=rec.name, current=placed, rebalance=schedule_type in (RESCHEDULE, FOLLOW) or restated,
+    # moved off one cluster (failover, a NoExecute taint, a drain): its replicas on the others stay where
+    # they run, the moved ones are placed anew — as Karmada's scheduler assigns only a failover's missing
+    # replicas (a fresh division had dropped 14 running replicas from a busy but healthy member)
+    evicting = schedule_type == RESCHEDULE and evicted_from(obj) is not None
+    task = Task(spec, name=rec.name, current=placed,
+                rebalance=(schedule_type in (RESCHEDULE, FOLLOW) and not evicting) or restated,
                 workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary, users=users,
                 latency_slo_ms=slo, placement_changed=schedule_type == RECONCILE)
     return task, restated

@@ -395,7 +395,7 @@ class SchedulerService:
             self.metrics.incoming_event("BindingAdd" if old is None else "BindingUpdate")
             return
         if self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements, new.demand,
-                              unschedulable=new.phase == "Unschedulable"):
+                              unschedulable=new.phase == "Unschedulable", shown=new.shown):
             self._cluster_event("GpuStorageFreed")
         where = self.queue.where(new.name)
         if new.phase == "Unschedulable" or new.partial or new.name in self._held_back:
@@ -683,7 +683,7 @@ class SchedulerService:
         cur = self.bindings.cache.get(p.rec.key)
         if cur is not None and not cur.deleting:
             self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements, cur.demand,
-                               unschedulable=cur.phase == "Unschedulable")
+                               unschedulable=cur.phase == "Unschedulable", shown=cur.shown)
 
     def _history_record(self, p: Plan) -> dict[str, Any]:
         ns, _, nm = p.rec.workload.partition("/")

@@ -133,8 +133,8 @@ async def test_relabelling_a_cluster_out_of_the_affinity_removes_what_it_holds(p
 
 
 async def test_a_removed_clusters_replicas_go_to_the_others_whatever_the_switch(plane: Plane) -> None:
-    for name in ("a", "b", "c"):
-        await plane.cluster(name, BUSY)
+    for name, cpu in (("a", BUSY), ("b", BUSY), ("c", 30)):  # c has room for b's replicas
+        await plane.cluster(name, cpu)
     await plane.seen("a", "b", "c")
     dup = await plane.place({"name": "dup", "replicas": 2, "resources": {"cpu": 1}, "placement": DUP})
     wl = await plane.place({"name": "wl", "replicas": 6, "resources": {"cpu": 1},
@@ -327,3 +327,32 @@ async def test_a_duplicated_copy_held_back_for_room_is_placed_when_room_frees(
         assert "b" in ((await plane.status("dup")).get("reasons") or {})  # why b has no copy
         await plane.report("b", 30, mem_pct=0.0)  # b has room again: nothing else changed
         assert await _placed(plane, "dup", lambda p: p == {"a": 2, "b": 2}, what="the copy on b")
+
+
+async def test_a_failover_keeps_the_replicas_running_on_a_healthy_cluster_that_is_full(plane: Plane) -> None:
+    """b fails while a is over its water-level limit: b's replicas go to c, and a keeps what runs there —
+    a fresh division dropped a (full, for new replicas) and deleted its running replicas with b's."""
+    from datetime import UTC, datetime
+
+    from drods.model.annotations import failover_reason
+    from drods.model.kinds import CLUSTER
+    from drods.registry.patch import MERGE_PATCH
+
+    for name, cpu in (("a", BUSY), ("b", BUSY), ("c", 30)):  # c has room for b's replicas
+        await plane.cluster(name, cpu)
+    await plane.seen("a", "b", "c")
+    await plane.bind({"name": "web", "replicas": 30, "resources": {"cpu": 1}, "placement": WATER})
+    spread = await _placed(plane, "web", lambda p: len(p) == 3 and sum(p.values()) == 30, what="web on a, b and c")
+    r = await plane.call("PATCH", "/api/v1/clusters/a", json={"waterLevelLimit": 0.6})
+    assert r.status_code == 200, r.text  # a (at 0.65) is above its limit now: no room for one more replica
+    cond = {"type": "Ready", "status": "False", "reason": "Test", "lastTransitionTime": datetime.now(UTC).isoformat()}
+    await plane.ctx.registry.patch(CLUSTER, "b", {"status": {"conditions": [cond]}}, MERGE_PATCH, subresource="status")
+    snap = plane.scheduler.cache.snap
+
+    async def seen() -> bool:
+        return not bool(snap.ready[snap.index["b"]]) and float(snap.limit[snap.index["a"]]) == 0.6
+
+    await eventually(seen, what="the scheduler to see b NotReady and a full")
+    await plane.ctx.rescheduler.failover("web", "b", failover_reason("b", "now", 0), [])
+    moved = await _placed(plane, "web", lambda p: "b" not in p, what="web off b")
+    assert moved == {"a": spread["a"], "c": spread["c"] + spread["b"]}, (spread, moved)

@@ -249,6 +249,31 @@ def test_an_expired_assumption_retries_the_parked_bindings() -> None:
     assert c.assumed("k") is None and ev.retry and "AssumedLoadExpired" in ev.reasons
 
 
+def test_an_assumption_goes_once_the_members_show_its_copies_and_their_status_counts_them() -> None:
+    """The pods' requests are in a cluster's allocated load from the first status taken after the copy
+    showed them: held for the whole ``assume_ttl`` on top of that, a cluster looked full at half its
+    capacity, and a scale-up stopped at 28 of 40 on a fleet at 60 %."""
+    now = [1000.0]
+    c = _empty_pair(now)
+    req = (1.0, 0.0, 0.0, 1.0, 0.0)
+    c.assume_decision("k", (), (("a", 3), ("b", 2)), req, 1000.0)
+    # the members' copies: a's with all 3 replicas at 1002 (b's still creating its pods)
+    c.observe("k", (("a", 3), ("b", 2)), 1000.0, req, shown=(("a", 3, 1002.0), ("b", 1, 1002.0)))
+    assert c.assumed("k") == {"a": 3, "b": 2}  # no status taken since: it does not count them yet
+    ev = c.on_status("a", _status(3, 1005.0))  # a's status taken after its copy showed its pods
+    assert c.assumed("k") == {"b": 2} and ev.retry and "AssumedLoadShown" in ev.reasons  # not in 30 s: now
+    c.on_status("b", _status(1, 1005.0))
+    assert c.snap.free[c.snap.index["a"], 0] == pytest.approx(7.0)  # counted once: in a's status
+    c.observe("k", (("a", 3), ("b", 2)), 1000.0, req, shown=(("a", 3, 1002.0), ("b", 2, 1006.0)))
+    assert c.assumed("k") == {"b": 2}  # b's status predates its copy's last pod
+    assert c.on_status("b", _status(2, 1010.0)).retry and c.assumed("k") is None
+    # a copy read before the decision says nothing of its new replicas
+    c.assume_decision("j", (), (("a", 2),), req, 1020.0)
+    c.on_status("a", _status(5, 1021.0))
+    c.observe("j", (("a", 2),), 1020.0, req, shown=(("a", 2, 1019.0),))
+    assert c.assumed("j") == {"a": 2}
+
+
 def test_an_unschedulable_status_adopts_no_assumption() -> None:
     """A decision that placed nothing keeps the placement from before in its status: adopting it
     would count those replicas twice (and, on clusters that never report again, for good)."""
