@@ -57,9 +57,14 @@ def error_response(path: str, err: ApiError) -> JSONResponse:
 def in_kubernetes_words(status: dict[str, Any], path: str) -> dict[str, Any]:
     """A NotFound or AlreadyExists of an object named by ``path`` said as kube-apiserver says it —
     ``deployments.apps "web" not found``, ``details.kind`` the resource — which kubectl prints and
-    scripts match."""
-    name, kind = status["details"].get("name"), str(status["details"].get("kind") or "").lower()
+    scripts match; an Invalid one names its causes in its message (kubectl prints only the message:
+    ``… "web" is invalid: spec.minReplicas: …``), a Forbidden one the resource it was refused."""
     resource = resource_of(path)
+    if resource is not None and status["reason"] == "Invalid" and status["details"].get("causes"):
+        return _invalid(status, resource)
+    if resource is not None and status["reason"] == "Forbidden":
+        return _forbidden(status, path, resource)
+    name, kind = status["details"].get("name"), str(status["details"].get("kind") or "").lower()
     if resource is None or not isinstance(name, str) or status["reason"] not in ("NotFound", "AlreadyExists"):
         return status
     plural, group = resource
@@ -68,6 +73,28 @@ def in_kubernetes_words(status: dict[str, Any], path: str) -> dict[str, Any]:
     what = "not found" if status["reason"] == "NotFound" else "already exists"
     details = {**status["details"], "kind": plural, **({"group": group} if group else {})}
     return {**status, "message": f'{plural}{"." + group if group else ""} "{name}" {what}', "details": details}
+
+
+def _invalid(status: dict[str, Any], resource: tuple[str, str]) -> dict[str, Any]:
+    causes = [f"{c.get('field')}: {c.get('message')}" if c.get("field") else str(c.get("message"))
+              for c in status["details"]["causes"]]
+    said = causes[0] if len(causes) == 1 else f"[{', '.join(causes)}]"
+    name = status["details"].get("name")
+    plural, group = resource
+    kind = str(status["details"].get("kind") or plural)
+    what = f'{kind}{"." + group if group else ""} "{name}"' if isinstance(name, str) and name else status["message"]
+    return {**status, "message": f"{what} is invalid: {said}"}
+
+
+def _forbidden(status: dict[str, Any], path: str, resource: tuple[str, str]) -> dict[str, Any]:
+    plural, group = resource
+    parts = [p for p in path.split("/") if p]
+    at = parts.index(plural) if plural in parts else -1
+    name = parts[at + 1] if 0 <= at < len(parts) - 1 else status["details"].get("name")
+    what = f'{plural}{"." + group if group else ""}' + (f' "{name}"' if isinstance(name, str) and name else "")
+    details = {**status["details"], "kind": plural, **({"group": group} if group else {}),
+               **({"name": name} if isinstance(name, str) and name else {})}
+    return {**status, "message": f"{what} is forbidden: {status['message']}", "details": details}
 
 
 def resource_of(path: str) -> tuple[str, str] | None:

@@ -272,6 +272,10 @@ class CronRule(BaseModel):
     def _one_target(self) -> CronRule:
         if self.targetReplicas is None and self.targetMinReplicas is None and self.targetMaxReplicas is None:
             raise ValueError("set targetReplicas, targetMinReplicas or targetMaxReplicas")
+        if self.targetMinReplicas is not None and self.targetMaxReplicas is not None and \
+                self.targetMinReplicas > self.targetMaxReplicas:
+            raise ValueError(f"targetMinReplicas ({self.targetMinReplicas}) must not exceed targetMaxReplicas "
+                             f"({self.targetMaxReplicas})")
         return self
 
     @field_validator("timeZone")

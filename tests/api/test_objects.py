@@ -584,3 +584,20 @@ async def test_an_override_of_what_the_copy_is_is_refused(api: Api, overriders: 
     r = await api.call("POST", f"{GV}/clusteroverridepolicies", json=cop)
     assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == \
         "spec.overrides[0].fieldPatches[0].path", r.text
+
+
+async def test_a_refusal_says_which_object_as_kube_apiserver_does(api: Api) -> None:
+    """``kubectl -n team-b scale deploy web`` with a team-a token printed "no objects passed to scale":
+    a Forbidden Status without the object's name and resource reads to kubectl as no object at all."""
+    from drods.api.auth import Role
+
+    ctx = api.app.state.ctx  # type: ignore[attr-defined]
+    api.tokens["team-a"] = ctx.tokens.issue(Role.OPERATOR, subject="team-a", namespaces=["team-a"])
+    r = await api.call("GET", "/apis/apps/v1/namespaces/team-b/deployments/web/scale", role="team-a")
+    assert r.status_code == 403, r.text
+    status = r.json()
+    assert status["reason"] == "Forbidden" and status["details"] == {"name": "web", "group": "apps",
+                                                                     "kind": "deployments"}, status
+    assert status["message"].startswith('deployments.apps "web" is forbidden: '), status
+    r = await api.call("GET", "/api/v1/namespaces/team-b/configmaps", role="team-a")  # a collection: no name
+    assert r.status_code == 403 and r.json()["message"].startswith("configmaps is forbidden: "), r.text

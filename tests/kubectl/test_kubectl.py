@@ -208,6 +208,17 @@ def test_invalid_objects_are_refused_by_the_server(kubectl: Kubectl, tmp_path: P
     assert "--validate" not in done.stderr
     assert kubectl.run("get", "deployment", "typo", check=False).returncode != 0
 
+    # refused by a check beyond the schema: kubectl prints the Status message, which says why
+    never = tmp_path / "never.yaml"
+    never.write_text("apiVersion: autoscaling.karmada.io/v1alpha1\nkind: CronFederatedHPA\n"
+                     "metadata: {name: never, namespace: default}\nspec:\n"
+                     "  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+                     "  rules:\n  - {name: feb30, schedule: '0 0 30 2 *', targetReplicas: 3}\n"
+                     "  - {name: upside-down, schedule: '0 8 * * *', targetMinReplicas: 12, targetMaxReplicas: 10}\n")
+    done = kubectl.run("apply", "-f", str(never), check=False)
+    assert done.returncode != 0 and "never fires" in done.stderr, done.stderr
+    assert "spec.rules[1]" in done.stderr and "targetMinReplicas" in done.stderr, done.stderr
+
 
 def test_viewer_can_read_but_not_write(kubectl: Kubectl, tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"

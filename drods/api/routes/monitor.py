@@ -53,7 +53,7 @@ MAX_WATCH_SECONDS = 24 * 3600
 
 
 class ClusterRealtime(BaseModel):
-    ready: bool
+    ready: bool | None = Field(description="the Cluster's Ready condition; null while Unknown (never heard from)")
     active: bool = Field(description="ready and reporting within activeMaxAgeSeconds")
     waterLevel: float | None = Field(description="of the latest accepted report")
     schedulerWaterLevel: float | None = Field(description="what the scheduler sees (after rate control)")
