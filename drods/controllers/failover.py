@@ -11,7 +11,8 @@ How long a binding stays (first match wins):
 
 The clock starts at the Ready condition's ``lastTransitionTime`` to False. When it runs out, the
 binding is handed to the `Rescheduler` (a ``spec.rescheduleTriggeredAt`` patch), and whichever
-scheduler leads re-places that cluster's replicas on healthy clusters (those running elsewhere stay); the binding controller then moves it gracefully
+scheduler leads re-places that cluster's replicas on healthy clusters (those running elsewhere stay);
+the binding controller then moves it gracefully
 and the old copies are deleted — now if the member answers, else when it is back (`drods.controllers.cleanup`). One
 trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered. The binding
 remembers the cluster (``multicluster.io/failed-over-from``): once it is Ready and calm again the descheduler
