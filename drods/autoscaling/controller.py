@@ -60,10 +60,10 @@ from drods.model.autoscaling import (
     OwnerIndex,
     scaled_workload,
 )
-from drods.model.conditions import kept_transitions
+from drods.model.conditions import condition, kept_transitions
 from drods.model.detection import binding_name
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
-from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
+from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.model.workload_usage import WorkloadUsage
 from drods.model.workload_usage import total as workload_total
@@ -109,6 +109,17 @@ def decode_utilisation(kv: KeyValue) -> dict[str, float] | None:
     if isinstance(wl, (int, float)):
         out[WATER_LEVEL] = float(wl)
     return out
+
+
+def decode_not_ready(kv: KeyValue) -> str | None:
+    """A Cluster → why it is not Ready (its Ready condition False), None while it is (or Unknown)."""
+    try:
+        cond = condition(json.loads(kv.value))
+    except (ValueError, AttributeError):
+        return None
+    if cond is None or cond.get("status") != "False":
+        return None
+    return f"cluster NotReady ({cond.get('reason') or 'no reason'}): its last reading is not used"
 
 
 def decode_feedback(kv: KeyValue) -> Observation | None:
@@ -168,13 +179,17 @@ class _HPATurn:
     resource_metrics: int = 0  # the first observations are the Resource metrics (the forecast scales those)
 
 
-def workload_usage(binding: Mapping[str, Any]) -> dict[str, WorkloadUsage | None]:
+def workload_usage(binding: Mapping[str, Any],
+                   not_ready: Callable[[str], str | None] = lambda _: None) -> dict[str, WorkloadUsage | None]:
     """Cluster → the workload's own measured use there (``status.clusters[].usage``), None for a
-    cluster holding replicas that has reported none yet."""
+    cluster holding replicas that has reported none yet. A NotReady cluster's last reading is no
+    measurement (its member may run other counts now): unmeasured, with ``not_ready``'s reason."""
     out: dict[str, WorkloadUsage | None] = {}
     for e in (binding.get("status") or {}).get("clusters") or []:
         if isinstance(e, dict) and e.get("cluster"):
             u = WorkloadUsage.from_doc(e.get("usage"))
+            if u is not None and (why := not_ready(str(e["cluster"]))) is not None:
+                u = WorkloadUsage(pods=u.pods, ready_pods=u.ready_pods, unavailable=[why])
             if u is not None or int(e.get("replicas") or 0) > 0:
                 out[str(e["cluster"])] = u
     return out
@@ -301,7 +316,7 @@ class Autoscaler:
     """Evaluates every FederatedHPA and CronFederatedHPA (see the module docstring)."""
 
     def __init__(self, registry: ObjectRegistry, store: Store, *, hpas: Informer, crons: Informer,
-                 bindings: Informer, clusters: Informer, feedback: Informer,
+                 bindings: Informer, clusters: Informer, feedback: Informer, members: Informer,
                  settings: AutoscalerSettings | None = None, clock: Callable[[], float] = time.time,
                  forecast: Forecast | None = None) -> None:
         self.registry = registry
@@ -309,6 +324,7 @@ class Autoscaler:
         self.settings = settings or AutoscalerSettings()
         self.clock = clock
         self.hpas, self.crons, self.bindings, self.clusters, self.feedback = hpas, crons, bindings, clusters, feedback
+        self.members = members  # Cluster → why it is NotReady (None: Ready or Unknown)
         self.history = Journal(store, AUTOSCALING_PREFIX, retention_s=self.settings.history_retention_s, clock=clock)
         self.controller = Controller(LEASE, self.reconcile, workers=2)
         url = self.settings.feedback_prometheus_url
@@ -329,7 +345,8 @@ class Autoscaler:
                 "crons": manager.informer(CRON_FEDERATED_HPA.key_prefix(), decode_stored),
                 "bindings": manager.informer(BINDING.key_prefix(), decode_binding_kept),
                 "clusters": manager.informer(STATUS_PREFIX, decode_utilisation),
-                "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback)}
+                "feedback": manager.informer(FEEDBACK_PREFIX, decode_feedback),
+                "members": manager.informer(CLUSTER.key_prefix(), decode_not_ready)}
 
     def _feedback_changed(self, key: str, old: Any, new: Any) -> None:
         parts = key[len(FEEDBACK_PREFIX):].split("/")
@@ -368,7 +385,7 @@ class Autoscaler:
     async def run(self) -> None:
         with subscribed((self.hpas, self._hpa_changed), (self.crons, self._cron_changed),
                         (self.feedback, self._feedback_changed)):
-            await wait_synced(self.hpas, self.crons, self.bindings, self.clusters, self.feedback)
+            await wait_synced(self.hpas, self.crons, self.bindings, self.clusters, self.feedback, self.members)
             self.sync_index()
             for inf in (self.hpas, self.crons):
                 for key in inf.cache:
@@ -524,7 +541,7 @@ class Autoscaler:
         cmin, cmax, rule = self._cron_bounds(obj, now)
         lo, hi = (cmin if cmin is not None else lo), (cmax if cmax is not None else hi)
         turn = _HPATurn(spec, ns, str(meta.get("name")), current, placement, min(lo, hi), hi, rule,
-                        usage=workload_usage(binding))
+                        usage=workload_usage(binding, lambda c: self.members.cache.get(CLUSTER.key(c))))
         _observe(turn)
         _observe_custom(turn, custom or {})
         turn.recommendation = _recommend(turn)

@@ -12,13 +12,19 @@ from typing import Any
 
 from cryptography.fernet import Fernet
 
-from drods.autoscaling.controller import Autoscaler, AutoscalerSettings, decode_feedback, decode_utilisation
+from drods.autoscaling.controller import (
+    Autoscaler,
+    AutoscalerSettings,
+    decode_feedback,
+    decode_not_ready,
+    decode_utilisation,
+)
 from drods.autoscaling.cron import next_fire
 from drods.machinery.informer import Informer
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import CronRule
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, status_key
-from drods.model.kinds import BINDING, CRON_FEDERATED_HPA, FEDERATED_HPA
+from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA
 from drods.model.timefmt import parse_rfc3339
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.secrets import SecretBox
@@ -43,7 +49,8 @@ async def _autoscaler(store: SqliteStore, clock: Clock,
             "crons": Informer(store, CRON_FEDERATED_HPA.key_prefix(), decode_stored),
             "bindings": Informer(store, BINDING.key_prefix(), decode_binding_kept),
             "clusters": Informer(store, STATUS_PREFIX, decode_utilisation),
-            "feedback": Informer(store, FEEDBACK_PREFIX, decode_feedback)}
+            "feedback": Informer(store, FEEDBACK_PREFIX, decode_feedback),
+            "members": Informer(store, CLUSTER.key_prefix(), decode_not_ready)}
     tasks = [asyncio.create_task(i.run()) for i in infs.values()]
     for i in infs.values():
         await i.wait_synced()
@@ -296,6 +303,25 @@ async def test_members_without_metrics_are_named_left_out_and_no_data_decides_no
             assert st["desiredReplicas"] == 6
             [missing] = [c for c in st["conditions"] if c["type"] == "MetricsUnavailable"]
             assert missing["status"] == "True" and missing["message"].startswith("b: the cluster serves no metrics")
+
+            # a cut off, its last reading (90 %) is no measurement: a NotReady cluster is named and left out
+            b = await reg.get(BINDING, name)
+            b["status"]["clusters"] = [{"cluster": "a", "replicas": 2, "usage": usage_doc(90.0, 2)},
+                                       {"cluster": "b", "replicas": 2, "usage": usage_doc(30.0, 2)}]
+            await reg.update_status(BINDING, name, b["status"])
+            await reg.create(CLUSTER, {"apiVersion": CLUSTER.api_version, "kind": "Cluster", "metadata": {"name": "a"},
+                                       "spec": {}})
+            await reg.update_status(CLUSTER, "a", {"conditions": [
+                {"type": "Ready", "status": "False", "reason": "ClusterNotReachable",
+                 "lastTransitionTime": "2027-01-15T08:00:00Z"}]})
+            await eventually(lambda: _usage_seen(a, 2), 5.0, "both usages in the informer")
+            await eventually(lambda: _has(a.members, CLUSTER.key("a")), 5.0, "a NotReady in the informer")
+            clock.t += 20.0
+            st = await _status_after(a, FEDERATED_HPA, "web", key,
+                                     lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
+            assert st["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 30.0  # b's alone
+            [missing] = [c for c in st["conditions"] if c["type"] == "MetricsUnavailable"]
+            assert missing["message"].startswith("a: cluster NotReady (ClusterNotReachable)"), missing
 
             # no member measured: no decision, the count stays
             b = await reg.get(BINDING, name)
