@@ -33,6 +33,7 @@ from drods.machinery.informer import Informer
 from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION
 from drods.registry.objects import decode_stored
+from drods.security.files import make_private
 from drods.security.tls import Certs, ensure_certs
 from drods.security.tokens import decode_record
 from drods.security.tokens import revocations as followed_revocations
@@ -123,7 +124,7 @@ class SimServer:
         if self.fresh and (data / "sim.db").exists():
             for f in data.glob("sim.db*"):
                 f.unlink()
-        data.mkdir(parents=True, exist_ok=True)
+        make_private(data)  # its store holds what was applied to it, Secrets included, and its keys
         # others write it only to revoke a token: noticed within a second, without a fleet of sims
         # waking a thousand times a second to look
         self._store = SqliteStore(str((data / "sim.db").resolve()), tick=STORE_TICK,

@@ -247,3 +247,12 @@ async def test_a_list_is_rendered_an_object_at_a_time_and_reads_as_one_document(
         if not token:
             break
     assert paged == names
+
+
+@pytest.mark.parametrize("rv, says", [("99999999999999999999999", "Too large resource version"),
+                                      ("12abc", "resourceVersion must be an integer")])
+async def test_a_watch_from_a_revision_no_store_holds_is_a_bad_request(api: Api, rv: str, says: str) -> None:
+    """A 23-digit resourceVersion overflowed SQLite's INTEGER: a 500 in the log, an empty 200 to the client."""
+    for path in ("/api/v1/namespaces/default/configmaps", "/apis/multicluster.io/v1alpha1/bindings"):
+        r = await api.call("GET", path, params={"watch": "1", "resourceVersion": rv, "timeoutSeconds": "1"})
+        assert r.status_code == 400 and r.json()["kind"] == "Status" and says in r.json()["message"], r.text

@@ -6,6 +6,7 @@ import contextlib
 import shutil
 import signal
 import ssl
+import stat
 import subprocess
 import threading
 import time
@@ -387,3 +388,12 @@ def test_a_sim_signalled_again_while_it_stops_still_stops_cleanly(tmp_path: Path
             sim.proc.send_signal(signal.SIGTERM)
         time.sleep(0.001)
     assert sim.stop() == 0, sim.log_tail()
+
+
+def test_a_sims_store_and_keys_are_its_owners_alone(sims: dict[str, SimProcess]) -> None:
+    """Its store holds what was applied to it, Secrets included: 0700 / 0600 as the control plane's."""
+    data = sims["sim-a"].state_dir / "sim-a"
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    files = [p for p in data.iterdir() if p.is_file() and p.suffix != ".crt"]  # certificates are public
+    assert {"sim.db", "jwt.key", "ca.key"} <= {p.name for p in files}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files), [(p.name, oct(p.stat().st_mode)) for p in files]

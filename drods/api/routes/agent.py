@@ -35,7 +35,7 @@ from drods.api.auth import Action, Principal
 from drods.api.context import authenticate, context
 from drods.api.json_response import JSONResponse
 from drods.api.routes.autoscaling import WorkloadRef
-from drods.api.routes.kubernetes import watch_alive, watch_stream
+from drods.api.routes.kubernetes import watch_alive, watch_revision, watch_stream
 from drods.api.schemas import ERROR_RESPONSES
 from drods.autoscaling import autonomy
 from drods.autoscaling.controller import AutoscalerSettings
@@ -97,13 +97,13 @@ async def list_works(request: Request) -> Response:
     selector = parse_selector(f"{CLUSTER_LABEL}={label_value(cluster)}")
     q = request.query_params
     if q.get("watch") in ("true", "1"):
-        rv = q.get("resourceVersion") or "0"
+        rv = watch_revision(request)
         timeout = q.get("timeoutSeconds") or ""
-        if not rv.isdigit() or (timeout and not timeout.isdigit()):
-            raise BadRequest("resourceVersion and timeoutSeconds must be integers")
+        if timeout and not timeout.isdigit():
+            raise BadRequest("timeoutSeconds must be an integer")
         # from a listed revision: the process's one watch of the Works, handed on by cluster
-        shared = ctx.work_watches.watch(cluster, int(rv), selector) if int(rv) > 0 else None
-        return StreamingResponse(watch_stream(ctx, WORK, None, int(rv), selector, None,
+        shared = ctx.work_watches.watch(cluster, rv, selector) if rv > 0 else None
+        return StreamingResponse(watch_stream(ctx, WORK, None, rv, selector, None,
                                                float(timeout) if timeout else None,
                                                accept=lambda obj: _mine(obj, cluster), events=shared,
                                                alive=watch_alive(ctx, request)),

@@ -76,12 +76,9 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
     selector = selector_of(request)
     fields = fields_of(request)
     if request.query_params.get("watch") in ("true", "1"):
-        rv_text = request.query_params.get("resourceVersion") or "0"
-        if not rv_text.isdigit():
-            raise BadRequest("resourceVersion must be an integer")
         timeout = request.query_params.get("timeoutSeconds")
         return StreamingResponse(
-            watch_stream(ctx, kind, namespace, int(rv_text), selector, fields,
+            watch_stream(ctx, kind, namespace, watch_revision(request), selector, fields,
                           float(timeout) if timeout and timeout.isdigit() else None, wants_table(request),
                           view=(lambda o: metadata_only(kind, o)) if hide_data else None,
                           alive=watch_alive(ctx, request)),
@@ -100,6 +97,20 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
         table["metadata"] = meta
         return JSONResponse(table)
     return list_response({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}, page, view)
+
+
+MAX_REVISION = 2**63 - 1  # the stores' revisions are signed 64-bit integers (SQLite's INTEGER, etcd's int64)
+
+
+def watch_revision(request: Request) -> int:
+    """The ``resourceVersion`` a watch starts from (0: now); 400 unless it is a revision a store can hold
+    (a 23-digit one overflowed SQLite's INTEGER: a 500 and an empty 200 to the client)."""
+    text = request.query_params.get("resourceVersion") or "0"
+    if not text.isdigit():
+        raise BadRequest("resourceVersion must be an integer", {"resourceVersion": text})
+    if int(text) > MAX_REVISION:
+        raise BadRequest(f"Too large resource version: {text}", {"resourceVersion": text})
+    return int(text)
 
 
 def watch_alive(ctx: ApiContext, request: Request) -> Callable[[], bool] | None:

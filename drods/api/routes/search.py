@@ -28,11 +28,11 @@ from drods.api.context import authenticate, context
 from drods.api.fields import parse_field_selector
 from drods.api.json_response import JSONResponse
 from drods.api.routes import discovery
-from drods.api.routes.kubernetes import expired_event, selector_of, watch_alive
+from drods.api.routes.kubernetes import expired_event, selector_of, watch_alive, watch_revision
 from drods.api.secret_view import hides_data, metadata_only
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
-from drods.errors import ApiError, BadRequest, NotFound
+from drods.errors import ApiError, NotFound
 from drods.members.search_cache import Expired, Query, SearchCache
 from drods.model import jsondoc
 from drods.model.kinds import Kind
@@ -124,10 +124,7 @@ async def serve_cached(request: Request, principal: Principal, path: str) -> Res
 
 
 def _since(request: Request) -> int | None:
-    text = request.query_params.get("resourceVersion") or "0"
-    if not text.isdigit():
-        raise BadRequest("resourceVersion must be an integer", {"resourceVersion": text})
-    return int(text) or None
+    return watch_revision(request) or None
 
 
 async def _watch(cache: SearchCache, stopping: asyncio.Event, query: Query, since: int | None, kind: Kind,
