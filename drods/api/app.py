@@ -167,11 +167,14 @@ class AuditAndMetrics:
         audited = self.audited and method in MUTATING and (method, path.rstrip("/")) not in NOT_AUDITED \
             and not query_is_dry_run(scope.get("query_string", b""))
         audit_id = uuid.uuid4().hex if audited else ""
+        # a report refused (another cluster's, a bad token) changes nothing, yet someone tried: recorded
+        refusals_only = self.audited and (method, path.rstrip("/")) in NOT_AUDITED
         principal = await self._principal(scope) if audited else None
         if principal is not None:
             # Write-ahead: no record, no change.
             try:
-                await self.ctx.audit.append(self._entry(audit_id, "request", method, path, principal, None))
+                await self.ctx.audit.append(self._entry(audit_id, "request", method, path, principal, None,
+                                                        scope=scope))
             except Exception:  # noqa: BLE001 - whatever broke the audit write, the request must not run
                 self.ctx.metrics.requests.labels("audit-write-failed", method, "0").inc()
                 err = ApiError(503, "AUDIT_UNAVAILABLE", "the audit log cannot be written: nothing was changed; retry",
@@ -189,6 +192,8 @@ class AuditAndMetrics:
             if message["type"] == "http.response.start":
                 responded = True
                 await self._account(scope, message["status"], started, audit_id, recorder)
+                if refusals_only and message["status"] in (401, 403):
+                    await self._refused(scope, message["status"])
             await send(message)
 
         try:
@@ -226,7 +231,7 @@ class AuditAndMetrics:
         if audit_id:
             state: dict[str, Any] = scope.get("state") or {}
             entry = self._entry(audit_id, "response", scope["method"], scope["path"], state.get("principal"), status,
-                                [c.to_dict() for c in recorder.changes])
+                                [c.to_dict() for c in recorder.changes], scope=scope)
             if marked_dry_run(state):
                 entry = replace(entry, dryRun=True, changes=[])
             try:
@@ -234,15 +239,28 @@ class AuditAndMetrics:
             except Exception:  # noqa: BLE001 - the request record is written; the outcome shows as unknown
                 self.ctx.metrics.requests.labels("audit-write-failed", scope["method"], "0").inc()
 
+    async def _refused(self, scope: Scope, status: int) -> None:
+        """A refused report's one record (its outcome: nothing was changed, nothing written ahead)."""
+        entry = self._entry(uuid.uuid4().hex, "response", scope["method"], scope["path"], await self._principal(scope),
+                            status, scope=scope)
+        try:
+            await self.ctx.audit.append(entry)
+        except Exception:  # noqa: BLE001 - the refusal stands whether or not its record is written
+            self.ctx.metrics.requests.labels("audit-write-failed", scope["method"], "0").inc()
+
     @staticmethod
     def _entry(audit_id: str, stage: str, method: str, path: str, principal: Principal | None, status: int | None,
-               changed: list[dict[str, Any]] | None = None) -> AuditEntry:
+               changed: list[dict[str, Any]] | None = None, scope: Scope | None = None) -> AuditEntry:
+        client = (scope or {}).get("client")
+        agent = next((v for k, v in (scope or {}).get("headers", ()) if k == b"user-agent"), None)
         return AuditEntry(
             time=utc_now_iso(), id=audit_id, stage=stage,
             subject=principal.subject if principal else "anonymous",
             role=principal.role.value if principal else "",
             namespaces=sorted(principal.namespaces) if principal and principal.namespaces else None,
             verb=method, path=path, object=_object_of(path), result=status, changes=changed or [],
+            sourceIPs=[str(client[0])] if client else None,
+            userAgent=agent.decode("latin-1")[:256] if agent else None,
         )
 
 

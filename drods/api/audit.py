@@ -48,6 +48,8 @@ class AuditEntry:
     # written-ahead record is dropped from queries with this outcome, as it changed nothing
     dryRun: bool = False
     replica: str | None = None  # a component's change: the process (replica identity) that made it
+    sourceIPs: list[str] | None = None  # the caller's address, as Kubernetes' audit events carry it
+    userAgent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

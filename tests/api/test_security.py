@@ -62,6 +62,17 @@ async def test_audit_records_who_what_result(api: Api) -> None:
         ("test-viewer", "POST", "/api/v1/clusters", 403),
         ("test-admin", "DELETE", "/api/v1/clusters/a", 200),
     ]
+    # a report is no change (not audited) — but one refused is someone trying: recorded, with where from
+    await api.call("POST", "/api/v1/clusters", json={"name": "b"})
+    other = await api.call("PUT", "/api/v1/metrics", role="agent-a", json={"cluster": "b", "cpuUsage": 10})
+    forged = await api.client.put("/api/v1/network/status", headers={"Authorization": "Bearer x.y.z"},
+                                  json={"measurements": []})
+    assert (other.status_code, forged.status_code) == (403, 401), other.text
+    reports = [e for e in (await api.call("GET", "/api/v1/audit")).json()["items"]
+               if e["path"] in ("/api/v1/metrics", "/api/v1/network/status")]
+    assert [(e["subject"], e["path"], e["result"]) for e in reports] == [
+        ("agent-a", "/api/v1/metrics", 403), ("anonymous", "/api/v1/network/status", 401)], reports
+    assert all(e["sourceIPs"] and e["userAgent"] for e in reports), reports
     r = await api.call("GET", "/api/v1/audit?startTime=2999-01-01T00:00:00Z")
     assert r.json()["items"] == []
 
