@@ -181,3 +181,6 @@ app.add_typer(__import__("drods.cli.sim", fromlist=["app"]).app, name="sim")  # 
 app.add_typer(__import__("drods.cli.top", fromlist=["app"]).app, name="top")  # drods top clusters
 app.add_typer(__import__("drods.cli.keys", fromlist=["app"]).app, name="keys")  # drods keys rotate
 app.command("agent")(__import__("drods.cli.agent", fromlist=["agent"]).agent)  # a member's metrics agent
+
+if __name__ == "__main__":  # python -m drods.cli.main …
+    app(prog_name="drods")
