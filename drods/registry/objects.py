@@ -207,8 +207,12 @@ class ObjectRegistry:
         """``list_page`` (or ``list``, ``limit`` 0) without a filter, as stored: for an answer that
         decodes one object at a time (`decode`) as it renders them."""
         prefix = kind.key_prefix(namespace if kind.namespaced else None)
-        kvs, revision = await self.store.range(prefix, limit=limit, after=after)
-        return kvs, revision, kvs[-1].key if limit and len(kvs) == limit else ""
+        # one more than the page: a page that ends the kind says so (no ``continue`` to an empty page)
+        kvs, revision = await self.store.range(prefix, limit=limit + 1 if limit else 0, after=after)
+        if limit and len(kvs) > limit:
+            del kvs[limit:]
+            return kvs, revision, kvs[-1].key
+        return kvs, revision, ""
 
     async def list_page(self, kind: Kind, namespace: str | None, matches: Callable[[Obj], bool] | None, *,
                         limit: int, after: str = "") -> tuple[builtins.list[Obj], int, str]:

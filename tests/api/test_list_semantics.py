@@ -143,6 +143,9 @@ async def test_lists_in_pages_with_limit_and_continue(api: Api) -> None:
     assert r.json()["kind"] == "Table" and len(r.json()["rows"]) == 1 and r.json()["metadata"]["continue"]
     # no limit: everything, no token
     assert "continue" not in (await api.call("GET", "/api/v1/services")).json()["metadata"]
+    # a page that takes the last of them says so, as kube-apiserver does: no token to an empty page
+    r = await api.call("GET", "/api/v1/namespaces/team-b/services", params={"limit": "2"})
+    assert len(r.json()["items"]) == 2 and "continue" not in r.json()["metadata"], r.json()["metadata"]
 
 
 async def test_a_continue_token_this_server_did_not_make_is_refused(api: Api) -> None:
