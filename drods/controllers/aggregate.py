@@ -198,7 +198,12 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
             e["lastError"] = state.error
             if state.failed:
                 out.errors.append(f"{c}: {state.error}")
-        fill_observation(e, kind, state.observation, state.observed_time)
+        if state.observation is not None and not state.observation.hash and not state.applied:
+            # another's object of that name (a conflict): its counts are not the workload's
+            for k in ("observedReplicas", "readyReplicas", "availableReplicas", "updatedReplicas", "conditions"):
+                e.pop(k, None)
+        else:
+            fill_observation(e, kind, state.observation, state.observed_time)
         fill_usage(e, st, p.main)
         fill_health(e, st, p.main)
         if rule is not None and rule.ready is not None:

@@ -69,6 +69,24 @@ def test_failures_fail_the_binding_after_the_threshold_or_at_once_when_permanent
     assert st["phase"] == "Failed" and st["conditions"][0]["reason"] == "ApplyFailed"
 
 
+def test_anothers_object_of_that_name_counts_for_nothing() -> None:
+    """A copy DRO-DS refuses to manage (not its object: "not managed by DRO-DS") still added the other
+    Deployment's ready replicas to the workload's — a pull agent reports what the member holds."""
+    plans = plan({"a": 1})
+    theirs = work(plans["a"], applied=False, ready=4, message="Deployment default/web already exists in a and is "
+                  "not managed by DRO-DS", failures=1, permanent=True)
+    row = theirs.status["manifests"][0]
+    del row["manifestHash"]  # no hash of ours on it
+    spec = {"hash": plans["a"].hash, "manifests": plans["a"].manifests}
+    theirs = work_record({"metadata": {"name": "w"}, "spec": spec, "status": {**theirs.status, "manifests": [row]}},
+                         1) or theirs
+    before = {"a": {"cluster": "a", "readyReplicas": 4, "observedReplicas": 4}}  # as an older status counted them
+    rollup = aggregate.current_entries("Deployment", {"a": 1}, plans, {"a": theirs}, before, {}, 3)
+    (entry,) = rollup.entries
+    assert not entry.get("readyReplicas") and not entry.get("observedReplicas") and not entry["applied"], entry
+    assert "not managed by DRO-DS" in entry["lastError"]
+
+
 def test_a_pull_work_waits_for_its_agent_and_an_old_status_does_not_count() -> None:
     plans = plan({"edge": 1})
     stale = {"edge": work(plans["edge"], observed="older-hash")}

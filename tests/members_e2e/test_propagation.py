@@ -203,6 +203,16 @@ def test_scale_and_move_gracefully(env: Env) -> None:
 
     b = wait_for(conflict, 10, "conflict")
     assert b["status"]["phase"] == "Failed"
+    # the other's Deployment of that name runs its replica: none of it is counted as the workload's
+    wait_for(lambda: (apps.read_namespaced_deployment("sc", "default").status.ready_replicas or 0) == 1, 10,
+             "the other's copy ready in gcp-sin")
+
+    def entries() -> dict[str, Any] | None:
+        got = {e["cluster"]: e for e in (env.binding("sc") or {}).get("status", {}).get("clusters") or []}
+        return got if got.get("aws-dfw", {}).get("readyReplicas") == 1 else None
+
+    ours = wait_for(entries, 10, "our copy ready in aws-dfw")
+    assert not ours["gcp-sin"].get("readyReplicas") and not ours["gcp-sin"].get("observedReplicas"), ours
     assert "not managed by DRO-DS" in next(c for c in b["status"]["conditions"] if c["type"] == "Propagated")["message"]
     env.delete(f"{BINDINGS}/sc")
     wait_for(lambda: env.binding("sc") is None, 10, "binding deleted")
