@@ -93,7 +93,10 @@ class WorkloadUsage:
             value = self.utilisation(name)
             if value is None or target.averageUtilization is None:
                 return None
-            current: Obj = {"averageUtilization": round(value, 2)}
+            # as the HPA writes it: an int32 percentage (a typed client fails on 59.96) and the use per pod
+            current: Obj = {"averageUtilization": int(value)}
+            if (per_pod := self.average(name)) is not None:
+                current["averageValue"] = _fmt(name, per_pod)
             return value, float(target.averageUtilization), current
         value = self.average(name)
         if value is None:

@@ -130,7 +130,8 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
             # 90 % against 60 %: ceil(4 × 1.5) = 6
             assert st["desiredReplicas"] == 6 and st["currentReplicas"] == 4
-            assert st["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 90.0
+            # as autoscaling/v2 types it: an int32 percentage, and the use per pod beside it
+            assert st["currentMetrics"][0]["resource"]["current"] == {"averageUtilization": 90, "averageValue": "900m"}
             assert st["scaleEvents"] == [{"time": "2027-01-15T08:00:00.000Z", "change": 2}]
             # Within the sync period the same generation is not evaluated again (our own write).
             assert await a.reconcile(key) == 15.0
