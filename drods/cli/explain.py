@@ -322,7 +322,8 @@ def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
 
 
 def explain(
-    target: Annotated[str, typer.Argument(help="KIND/NAME (deployment/web, migrationplan/NAME), or 'cluster'.")],
+    target: Annotated[str, typer.Argument(help="KIND/NAME (deployment/web, migrationplan/NAME, cluster/NAME), "
+                                               "or 'cluster'.")],
     name: Annotated[str | None, typer.Argument(help="With 'cluster': the cluster's name.")] = None,
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="The workload's namespace.")] = "default",
     history: Annotated[bool, typer.Option("--history", help="Every kept decision, newest first.")] = False,
@@ -344,6 +345,9 @@ def explain(
         kind, sep, wname = target.partition("/")
         if not sep or not kind or not wname or name is not None:
             raise typer.BadParameter(f"{target!r}: use KIND/NAME, e.g. deployment/web", param_hint="TARGET")
+        if kind.lower() in ("cluster", "clusters"):  # kubectl's form of `drods explain cluster NAME`
+            _explain_cluster(api, wname, output)
+            return
         if kind.lower() in _PLANS:
             _explain_plan(api, kind.lower(), namespace, wname, history, output)
             return

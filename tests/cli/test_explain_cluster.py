@@ -62,3 +62,17 @@ def test_explain_cluster_as_json_carries_the_decisions(capsys: pytest.CaptureFix
     assert [d["type"] for d in out["decisions"]] == ["Eviction"]
     assert out["decisions"][0]["options"][1] == {"name": "db", "chosen": False, "feasible": True, "replicas": 2,
                                                  "reason": out["decisions"][0]["runnerUp"]["why"]}
+
+
+def test_cluster_slash_name_is_the_cluster_not_a_workload(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``drods explain cluster/c`` (kubectl's form) answered "Cluster default/c: no binding and no decision"."""
+    from typer.testing import CliRunner
+
+    import drods.cli.explain as explain
+    from drods.cli.main import app
+
+    monkeypatch.setattr(explain, "connect", lambda *a, **k: _Api([EVACUATION]))
+    done = CliRunner().invoke(app, ["explain", "cluster/c", "--server", "https://x", "--token", "t"])
+    assert done.exit_code == 0, done.output
+    assert "Cluster:    c" in done.output and "Eviction at 2026-11-28T06:00:00.000Z" in done.output, done.output
