@@ -28,7 +28,10 @@ def decision_task(spec: BindingSpec, rec: BindingRecord, obj: Mapping[str, Any],
     # moved off one cluster (failover, a NoExecute taint, a drain): its replicas on the others stay where
     # they run, the moved ones are placed anew — as Karmada's scheduler assigns only a failover's missing
     # replicas (a fresh division had dropped 14 running replicas from a busy but healthy member)
-    evicting = schedule_type == RESCHEDULE and evicted_from(obj) is not None
+    evicted = evicted_from(obj) if schedule_type == RESCHEDULE else None
+    evicting = evicted is not None
+    if evicting:  # its replicas there are the ones to place anew (a cordoned cluster would keep them)
+        placed = [t for t in placed if t.cluster != evicted]
     task = Task(spec, name=rec.name, current=placed,
                 rebalance=(schedule_type in (RESCHEDULE, FOLLOW) and not evicting) or restated,
                 workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary, users=users,

@@ -125,9 +125,6 @@ class BindingRecord:
     workload_kind: str = ""  # X1: spec.resource.kind ("" for a binding without a resource)
     groups: tuple[str, ...] = ()  # workloadAffinity: "namespace/labelKey=labelValue" of spec.affinityGroups
     namespace: str = "default"  # spec.resource's (a FederatedResourceQuota counts it there)
-    # what the members showed of its copies: (cluster, the copy's replicas, when read) per entry of
-    # ``status.clusters`` that says both — a cluster's status taken since then counts those pods
-    shown: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def placed(self) -> int:
@@ -204,12 +201,14 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         workload_kind=_kind_of(spec.get("resource")),
         groups=_groups_of(spec),
         namespace=_namespace_of(spec.get("resource")),
-        shown=shown_of(status),
     )
 
 
-def shown_of(status: Mapping[str, Any]) -> tuple[tuple[str, int, float], ...]:
-    """Each member copy's replica count as last read, and when (``status.clusters[]``)."""
+def shown_of(rec: BindingRecord) -> tuple[tuple[str, int, float], ...]:
+    """What the members showed of its copies: (cluster, the copy's replicas, when read) per entry of
+    ``status.clusters`` that says both. Read from the stored bytes when asked (only while the binding's
+    placement is assumed), not kept on every record: 100,000 records would hold ~15 MB of it."""
+    status = rec.object().get("status") or {}
     out = []
     for e in status.get("clusters") or ():
         if not isinstance(e, dict):
@@ -303,7 +302,7 @@ def with_status(rec: BindingRecord, obj: Mapping[str, Any], raw: bytes) -> Bindi
     return replace(rec, packed=BINDING_BYTES.pack(kept_bytes(obj, raw)), phase=_phase(status.get("phase")),
                    placement=placement_of(status.get("placement")), primary=primary_of(status.get("placement")),
                    scheduled_generation=int(sg) if isinstance(sg, int) else None,
-                   scheduled_time=parse_rfc3339(status.get("scheduledTime")), shown=shown_of(status))
+                   scheduled_time=parse_rfc3339(status.get("scheduledTime")))
 
 
 def _spec_but_replicas(rec: BindingRecord) -> dict[str, Any]:

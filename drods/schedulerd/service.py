@@ -67,6 +67,7 @@ from drods.schedulerd.records import (
     encode_object,
     merge_status,
     schedule_type,
+    shown_of,
     with_status,
 )
 from drods.schedulerd.refit import FleetFollower
@@ -327,6 +328,10 @@ class SchedulerService:
         if self.cache.on_network(key, old, new):
             self._cluster_event("NetworkStatus")
 
+    def _shown(self, rec: BindingRecord) -> tuple[tuple[str, int, float], ...]:
+        """What the members showed of ``rec``'s copies, read only while its placement is assumed."""
+        return shown_of(rec) if self.cache.assumed(rec.name) is not None else ()
+
     def _primary(self, workload: str, cluster: str | None) -> None:
         """F3: where a stateful topology's primary runs; its followers go there (FollowUp)."""
         if cluster is None:
@@ -395,7 +400,7 @@ class SchedulerService:
             self.metrics.incoming_event("BindingAdd" if old is None else "BindingUpdate")
             return
         if self.cache.observe(new.name, new.placement, new.scheduled_time, new.requirements, new.demand,
-                              unschedulable=new.phase == "Unschedulable", shown=new.shown):
+                              unschedulable=new.phase == "Unschedulable", shown=self._shown(new)):
             self._cluster_event("GpuStorageFreed")
         where = self.queue.where(new.name)
         if new.phase == "Unschedulable" or new.partial or new.name in self._held_back:
@@ -683,7 +688,7 @@ class SchedulerService:
         cur = self.bindings.cache.get(p.rec.key)
         if cur is not None and not cur.deleting:
             self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements, cur.demand,
-                               unschedulable=cur.phase == "Unschedulable", shown=cur.shown)
+                               unschedulable=cur.phase == "Unschedulable", shown=self._shown(cur))
 
     def _history_record(self, p: Plan) -> dict[str, Any]:
         ns, _, nm = p.rec.workload.partition("/")

@@ -105,7 +105,7 @@ async def view_and_bindings(store: Store, profile: Profile) -> tuple[LiveView, l
         if b is None or b.deleting:
             continue
         cache.observe(b.name, b.placement, b.scheduled_time, b.requirements, b.demand,
-                      unschedulable=b.phase == "Unschedulable", shown=b.shown)
+                      unschedulable=b.phase == "Unschedulable")
         records.append(b)
     return view_of_cache(cache, profile, np.random.default_rng(profile.spec.defaults.seed)), records
 
