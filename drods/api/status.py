@@ -82,8 +82,9 @@ def _invalid(status: dict[str, Any], resource: tuple[str, str]) -> dict[str, Any
     name = status["details"].get("name")
     plural, group = resource
     kind = str(status["details"].get("kind") or plural)
-    what = f'{kind}{"." + group if group else ""} "{name}"' if isinstance(name, str) and name else status["message"]
-    return {**status, "message": f"{what} is invalid: {said}"}
+    if not (isinstance(name, str) and name):
+        return {**status, "message": f"{status['message']}: {said}"}
+    return {**status, "message": f'{kind}{"." + group if group else ""} "{name}" is invalid: {said}'}
 
 
 def _forbidden(status: dict[str, Any], path: str, resource: tuple[str, str]) -> dict[str, Any]:

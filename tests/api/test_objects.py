@@ -601,3 +601,17 @@ async def test_a_refusal_says_which_object_as_kube_apiserver_does(api: Api) -> N
     assert status["message"].startswith('deployments.apps "web" is forbidden: '), status
     r = await api.call("GET", "/api/v1/namespaces/team-b/configmaps", role="team-a")  # a collection: no name
     assert r.status_code == 403 and r.json()["message"].startswith("configmaps is forbidden: "), r.text
+
+
+async def test_an_invalid_objects_status_message_names_its_causes(api: Api) -> None:
+    """kubectl prints the Status message when it cannot build its own line: "invalid FederatedHPA spec"
+    said nothing of why."""
+    fhpa = {"apiVersion": "autoscaling.karmada.io/v1alpha1", "kind": "FederatedHPA",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                     "minReplicas": 0, "maxReplicas": 10}}
+    r = await api.call("POST", "/apis/autoscaling.karmada.io/v1alpha1/namespaces/shop/federatedhpas", json=fhpa)
+    assert r.status_code == 422, r.text
+    status = r.json()
+    assert status["reason"] == "Invalid" and "spec.minReplicas" in status["message"], status
+    assert status["message"].count("is invalid") <= 1, status
