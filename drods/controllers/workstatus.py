@@ -112,11 +112,15 @@ class _Listed:
         return out
 
 
+def _main_row(status: Obj) -> Obj:
+    """The main object's row of a Work's ``status.manifests`` (the last one), {} when there is none."""
+    rows = status.get("manifests") or []
+    return rows[-1] if rows and isinstance(rows[-1], dict) else {}
+
+
 def recorded_hash(status: Obj) -> str | None:
     """The manifest hash of the main object as its last apply recorded it on the Work."""
-    rows = status.get("manifests") or []
-    last = rows[-1] if rows and isinstance(rows[-1], dict) else {}
-    return last.get("manifestHash") or None
+    return _main_row(status).get("manifestHash") or None
 
 
 def overwritten(work: WorkRecord, status: Obj, seen: Obj) -> bool:
@@ -133,15 +137,14 @@ def changed_in_member(work: WorkRecord, status: Obj, seen: Obj) -> tuple[int, in
     there): (the generation applied, the member's now), to be applied again as Karmada's work-status
     controller puts a changed copy back. Status changes leave the generation alone; an apply of our
     own that moved it is recorded before its copy's events are looked at (`apply_records`)."""
-    rows = status.get("manifests") or []
-    last = rows[-1] if rows and isinstance(rows[-1], dict) else {}
+    last = _main_row(status)
     applied, now = last.get("generation"), seen.get("generation")
     same = (last.get("kind"), last.get("namespace") or "", last.get("name")) == \
         (seen.get("kind"), seen.get("namespace") or "", seen.get("name"))
     if not (work.holds_current and same and isinstance(applied, int) and isinstance(now, int) and now > applied):
         return None
-    recorded, held = last.get("manifestHash"), seen.get("manifestHash")
-    return (applied, now) if recorded and held == recorded else None
+    recorded = last.get("manifestHash")
+    return (applied, now) if recorded and seen.get("manifestHash") == recorded else None
 
 
 def main_ref(work: WorkRecord, interpreter: Interpreter | None = None) -> Ref | None:

@@ -27,7 +27,7 @@ from lupa import lua54
 
 # Karmada scripts were written for Lua 5.1 (gopher-lua): ``unpack`` is kept as an alias.
 _BOOTSTRAP = """
-local sethook, fail, kube, clock, PATTERN_BUDGET_ARG = debug.sethook, error, ...
+local sethook, fail, kube, clock, PATTERN_BUDGET = debug.sethook, error, ...
 for _, name in ipairs({"os", "io", "debug", "package", "dofile", "loadfile", "load", "loadstring",
                        "collectgarbage", "coroutine", "print", "require", "python"}) do _G[name] = nil end
 string.dump = nil
@@ -48,7 +48,6 @@ end
 -- more than the characters of the subject that item matches (each %b or back-reference: the length).
 local sfind, smatch, sgmatch, sgsub, ssub, sel, slen, type, tostring = string.find, string.match,
   string.gmatch, string.gsub, string.sub, select, string.len, type, tostring  -- a script may rebind the globals
-local PATTERN_BUDGET = PATTERN_BUDGET_ARG
 local function set_end(p, i)  -- p[i] is "[": the index after its closing "]" (as lstrlib's classEnd)
   local j = i + 1
   if ssub(p, j, j) == "^" then j = j + 1 end

@@ -351,6 +351,10 @@ class SchedulerCache:
         self.snap.signals[SURGE_SIGNAL] = min(1.0, max(0.0, val))
 
     # ------------------------------------------------------------------ assumed load (S7)
+    def assuming(self, key: str) -> bool:
+        """Is ``key``'s placement assumed now (its members' status does not count it all yet)?"""
+        return key in self._assumed
+
     def assumed(self, key: str) -> dict[str, int] | None:
         a = self._assumed.get(key)
         return dict(a.counts) if a is not None else None

@@ -29,11 +29,10 @@ def decision_task(spec: BindingSpec, rec: BindingRecord, obj: Mapping[str, Any],
     # they run, the moved ones are placed anew — as Karmada's scheduler assigns only a failover's missing
     # replicas (a fresh division had dropped 14 running replicas from a busy but healthy member)
     evicted = evicted_from(obj) if schedule_type == RESCHEDULE else None
-    evicting = evicted is not None
-    if evicting:  # its replicas there are the ones to place anew (a cordoned cluster would keep them)
+    if evicted is not None:  # its replicas there are the ones to place anew (a cordoned cluster would keep them)
         placed = [t for t in placed if t.cluster != evicted]
     task = Task(spec, name=rec.name, current=placed,
-                rebalance=(schedule_type in (RESCHEDULE, FOLLOW) and not evicting) or restated,
+                rebalance=(schedule_type in (RESCHEDULE, FOLLOW) and evicted is None) or restated,
                 workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary, users=users,
                 latency_slo_ms=slo, placement_changed=schedule_type == RECONCILE)
     return task, restated

@@ -330,7 +330,7 @@ class SchedulerService:
 
     def _shown(self, rec: BindingRecord) -> tuple[tuple[str, int, float], ...]:
         """What the members showed of ``rec``'s copies, read only while its placement is assumed."""
-        return shown_of(rec) if self.cache.assumed(rec.name) is not None else ()
+        return shown_of(rec) if self.cache.assuming(rec.name) else ()
 
     def _primary(self, workload: str, cluster: str | None) -> None:
         """F3: where a stateful topology's primary runs; its followers go there (FollowUp)."""
