@@ -278,6 +278,7 @@ class SchedulerCache:
         ev = CacheEvents()
         if rec is None:
             self.statuses.pop(name, None)
+            self._waiting.pop(name, None)  # no status will settle what waited for it (gone: not counted there)
         else:
             self.statuses[name] = rec
         row = self.snap.index.get(name)
