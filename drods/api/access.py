@@ -145,6 +145,10 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/apis"): SIGNED_IN,
     ("GET", "/apis/{group}"): SIGNED_IN,
     ("GET", "/apis/{group}/{version}"): SIGNED_IN,
+    # who a token is and what it may do (`kubectl auth whoami`, `kubectl auth can-i [--list]`): any token, of itself
+    ("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews"): SIGNED_IN,
+    ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"): SIGNED_IN,
+    ("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"): SIGNED_IN,
     **_kubernetes(f"{_K8S}/{{plural}}", "GET POST"),
     **_kubernetes(f"{_K8S}/{{plural}}/{{name}}", "GET PUT PATCH DELETE"),
     **_kubernetes(f"{_K8S}/{{plural}}/{{name}}/{{sub}}", "GET PUT PATCH POST"),

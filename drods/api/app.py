@@ -54,6 +54,7 @@ FACADE_ROUTERS = (
 )
 KUBERNETES_ROUTERS = ("drods.api.routes.openapi_k8s:router", "drods.api.routes.discovery:router",
                       "drods.api.routes.component_status:router", "drods.api.routes.pod_binding:router",
+                      "drods.api.routes.access_review:router",
                       "drods.api.routes.kubernetes:router")  # the generic paths last: the others are exceptions
 
 

@@ -70,6 +70,14 @@ CASES: dict[tuple[str, str], tuple[str, Any, dict[str, str]]] = {
     ("PUT", "/api/v1/agent/works/{name}/status"): ("/api/v1/agent/works/w1/status?cluster=a", {"applied": True}, {}),
     ("POST", "/api/v1/agent/autonomy"): ("/api/v1/agent/autonomy?cluster=a", {"decisions": []}, {}),
     ("POST", "/api/v1/whatif"): ("/api/v1/whatif", {"binding": {"resource": _WORKLOAD, "replicas": 2}}, {}),
+    # questions, not writes: who am I, may I
+    ("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews"): (
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews", {"apiVersion": "authentication.k8s.io/v1"}, {}),
+    ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"): (
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        {"spec": {"resourceAttributes": {"verb": "create", "group": "apps", "resource": "deployments"}}}, {}),
+    ("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"): (
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", {"spec": {"namespace": "default"}}, {}),
     ("PUT", "/api/v1/feedback"): ("/api/v1/feedback", {"workload": _WORKLOAD, "metrics": {"errorRate": 0.1},
                                                        "timestamp": "2026-01-01T00:00:00Z"}, {}),
     ("PUT", "/api/v1/network/status"): ("/api/v1/network/status", {"measurements": []}, {}),

@@ -32,6 +32,7 @@ print(" ".join(sorted(m for m in sys.modules if m.partition(".")[0] == "numpy"
 def test_a_sim_does_not_load_the_control_plane() -> None:
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["drods.api.routes.admin", "drods.api.routes.component_status",
+    assert done.stdout.split() == ["drods.api.routes.access_review", "drods.api.routes.admin",
+                                   "drods.api.routes.component_status",
                                    "drods.api.routes.discovery", "drods.api.routes.kubernetes",
                                    "drods.api.routes.openapi_k8s", "drods.api.routes.pod_binding"]

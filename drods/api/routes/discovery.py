@@ -11,6 +11,7 @@ from drods import __version__
 from drods.api.auth import Principal
 from drods.api.context import authenticate, context
 from drods.api.json_response import JSONResponse
+from drods.api.routes.access_review import REVIEW_RESOURCES
 from drods.api.routes.component_status import COMPONENT_STATUS
 from drods.errors import NotFound
 from drods.model.kinds import Kind
@@ -21,12 +22,13 @@ KUBE_GIT_VERSION = "v1.30.0"  # the Kubernetes API level DRO-DS serves
 
 
 def _groups(kinds: tuple[Kind, ...]) -> dict[str, list[str]]:
+    """Each group's versions: the kinds' and the computed reviews' (`drods.api.routes.access_review`)."""
     out: dict[str, list[str]] = {}
-    for k in kinds:
-        if k.group:
-            versions = out.setdefault(k.group, [])
-            if k.version not in versions:
-                versions.append(k.version)
+    versions_of = [(k.group, k.version) for k in kinds if k.group]
+    for group, version in [*versions_of, *(tuple(gv.split("/")) for gv in REVIEW_RESOURCES)]:
+        versions = out.setdefault(group, [])
+        if version not in versions:
+            versions.append(version)
     return out
 
 
@@ -97,7 +99,8 @@ async def group(request: Request, group: str, _: Principal = Depends(authenticat
 async def group_version(request: Request, group: str, version: str,
                         _: Principal = Depends(authenticate)) -> JSONResponse:
     kinds = [k for k in context(request).kinds if k.group == group and k.version == version]
-    if not kinds:
+    computed = REVIEW_RESOURCES.get(f"{group}/{version}", [])
+    if not kinds and not computed:
         raise NotFound(f"API {group}/{version} not found", {"group": group})
     return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",
-                         "resources": _resources(kinds)})
+                         "resources": _resources(kinds) + computed})

@@ -23,6 +23,7 @@ from drods.api.dryrun import is_dry_run
 from drods.api.field_ownership import with_ownership
 from drods.api.fields import FieldSelector, parse_field_selector
 from drods.api.json_response import JSONResponse
+from drods.api.kind_access import require_on_kind
 from drods.api.list_pages import PageRequest, read_list
 from drods.api.list_response import list_response
 from drods.api.scale import serve_scale
@@ -31,7 +32,7 @@ from drods.api.status import error_response
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
-from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, Invalid, NotFound, not_found
+from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Invalid, NotFound, not_found
 from drods.model import jsondoc
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.namespaces import FINALIZE, NAMESPACE
@@ -288,11 +289,7 @@ async def dispatch(request: Request, principal: Principal, kind: Kind, namespace
                    name: str | None, subresource: str | None) -> Response:
     ctx = context(request)
     method = request.method
-    principal.require(Action.READ if method == "GET" else Action.WRITE,
-                      namespace=namespace if kind.namespaced else None)
-    if method != "GET" and not kind.tenant_writable and principal.namespaces is not None:
-        raise Forbidden(f"{kind.plural}.{kind.group} are written by cluster-wide tokens only: a namespaced token "
-                        "may read its namespace's", {"kind": kind.kind, "namespaces": sorted(principal.namespaces)})
+    require_on_kind(principal, kind, method != "GET", namespace)
     if method != "GET":
         is_dry_run(request)  # a bad dryRun value is refused before anything is read or written
     if subresource == "scale" and name is not None and kind.scale_paths is not None:
