@@ -98,10 +98,16 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
     return app
 
 
+def _refusal(request: Request, err: ApiError) -> JSONResponse:
+    """The error's answer, its reason kept for the request's audit record (`AuditAndMetrics`)."""
+    request.state.refusal = f"{err.code}: {err.message}"
+    return error_response(request.url.path, err)
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return error_response(request.url.path, exc)
+        return _refusal(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -110,9 +116,9 @@ def _install_error_handlers(app: FastAPI) -> None:
             err = BadRequest("request body is not valid JSON",
                              {"errors": [str(e.get("ctx", {}).get("error", "")) for e in errors]},
                              code="MALFORMED_BODY")
-            return error_response(request.url.path, err)
+            return _refusal(request, err)
         fields = field_errors_of(errors)
-        return error_response(request.url.path, Invalid("request validation failed", {"fields": fields}))
+        return _refusal(request, Invalid("request validation failed", {"fields": fields}))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -120,7 +126,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         code = codes.get(exc.status_code, "HTTP_ERROR")
         message = {404: f"no such path {request.url.path}",
                    405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
-        response = error_response(request.url.path, ApiError(exc.status_code, code, message,
+        response = _refusal(request, ApiError(exc.status_code, code, message,
                                                              {"path": request.url.path, "method": request.method}))
         response.headers.update(exc.headers or {})
         if exc.status_code == 405:
@@ -131,7 +137,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def store_away(request: Request, exc: Unavailable) -> JSONResponse:
         # the store did not answer (within its own deadline across its endpoints): nothing was
         # changed that the client was told of, and the same request may succeed once it is back
-        response = error_response(request.url.path, ApiError(
+        response = _refusal(request, ApiError(
             503, "STORE_UNAVAILABLE", f"the store is unavailable, try again: {exc}", {}))
         response.headers["Retry-After"] = "5"
         return response
@@ -140,11 +146,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def too_deep(request: Request, exc: RecursionError) -> JSONResponse:
         # A body nested deeper than the parser or validator can follow (e.g. FastAPI's own JSON
         # parsing of a model body): refused before anything was changed.
-        return error_response(request.url.path, body_too_deep())
+        return _refusal(request, body_too_deep())
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(request.url.path, ApiError(500, "INTERNAL", f"internal error: {type(exc).__name__}",
+        return _refusal(request, ApiError(500, "INTERNAL", f"internal error: {type(exc).__name__}",
                                                          {}))
 
 
@@ -262,7 +268,13 @@ class AuditAndMetrics:
             verb=method, path=path, object=_object_of(path), result=status, changes=changed or [],
             sourceIPs=[str(client[0])] if client else None,
             userAgent=agent.decode("latin-1")[:256] if agent else None,
+            message=_refusal_of(scope) if status and status >= 400 else "",
         )
+
+
+def _refusal_of(scope: Scope | None) -> str:
+    """Why the request was refused (its error's code and message), as the error handler noted it."""
+    return str(((scope or {}).get("state") or {}).get("refusal", ""))[:1024]
 
 
 def _allowed_methods(request: Request) -> list[str]:

@@ -466,9 +466,10 @@ def audit(
         return "unknown" if e.get("result") is None else e.get("result")
 
     # Who: a user's token subject, or a component (``component:<name>``) and the replica that ran it.
-    print_table(("Time", "Subject", "Replica", "Role", "Verb", "Path", "Result", "Changes"),
+    # What: the changes made, or for a refusal its reason.
+    print_table(("Time", "Subject", "Replica", "Role", "Verb", "Path", "Result", "Changes or reason"),
                 [[e.get("time"), e.get("subject"), e.get("replica") or "", e.get("role"), e.get("verb"),
-                  e.get("path"), result(e), changed(e)] for e in items])
+                  e.get("path"), result(e), changed(e) or e.get("message") or ""] for e in items])
 
 
 @handles_errors

@@ -62,6 +62,9 @@ async def test_audit_records_who_what_result(api: Api) -> None:
         ("test-viewer", "POST", "/api/v1/clusters", 403),
         ("test-admin", "DELETE", "/api/v1/clusters/a", 200),
     ]
+    # a refusal says why, an acknowledged change says nothing
+    said = {e["result"]: e["message"] for e in r.json()["items"]}
+    assert said == {201: "", 403: "FORBIDDEN: role 'viewer' may not write", 200: ""}, said
     # a report is no change (not audited) — but one refused is someone trying: recorded, with where from
     await api.call("POST", "/api/v1/clusters", json={"name": "b"})
     other = await api.call("PUT", "/api/v1/metrics", role="agent-a", json={"cluster": "b", "cpuUsage": 10})
@@ -73,6 +76,8 @@ async def test_audit_records_who_what_result(api: Api) -> None:
     assert [(e["subject"], e["path"], e["result"]) for e in reports] == [
         ("agent-a", "/api/v1/metrics", 403), ("anonymous", "/api/v1/network/status", 401)], reports
     assert all(e["sourceIPs"] and e["userAgent"] for e in reports), reports
+    assert "may only act for cluster 'a'" in reports[0]["message"], reports
+    assert reports[1]["message"].startswith("UNAUTHENTICATED"), reports
     r = await api.call("GET", "/api/v1/audit?startTime=2999-01-01T00:00:00Z")
     assert r.json()["items"] == []
 

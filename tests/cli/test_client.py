@@ -169,6 +169,10 @@ def test_audit(drods: Drods) -> None:
     assert future["items"] == []
     denied = drods("audit", role="viewer")
     assert denied.returncode == 1 and "FORBIDDEN" in denied.stderr
+    refused = drods("cluster", "register", "c-refused", "--endpoint", "https://a", role="viewer")
+    assert refused.returncode == 1
+    table = drods("audit", "--limit", "5").stdout  # the reason beside the refusal
+    assert any("403" in line and "may not write" in line for line in table.splitlines()), table
 
 
 def test_errors_exit_1_with_the_server_message(drods: Drods, tmp_path: Path) -> None:
