@@ -162,6 +162,10 @@ def directory_entries(exports: Iterable[Obj], services: Mapping[tuple[str, str],
                 live = reachable and doc.get("reachable") is not False
                 row["endpoints"] = [{**e, "ready": bool(e.get("ready")) and live} for e in doc.get("endpoints") or []]
                 row["readyEndpoints"] = sum(1 for e in row["endpoints"] if e["ready"])
+                # the member's own endpoints outrank the replicas last reported: none ready there (or the
+                # member not reached when they were collected) is not healthy, before the cluster turns NotReady
+                if doc.get("reachable") is False or (row["endpoints"] and not row["readyEndpoints"]):
+                    row["healthy"] = False
                 row["endpointPorts"] = doc.get("ports") or []
                 row["endpointsObservedAt"] = doc.get("observedAt")
         entry["clusters"] = sorted(rows.values(), key=lambda r: r["cluster"])

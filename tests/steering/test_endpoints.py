@@ -74,6 +74,11 @@ def test_an_unreachable_or_deleted_provider_has_its_endpoints_marked_not_ready_a
     e = entries({"east": cluster("east")}, docs, "east", "gone")[0]
     rows = {r["cluster"]: r for r in e["clusters"]}
     assert rows["east"]["readyEndpoints"] == 0 and rows["gone"]["readyEndpoints"] == 0  # no Cluster object: gone
+    # east's member was not reached: not healthy, though its cluster is still Ready and reported a ready replica
+    assert rows["east"]["clusterReady"] and rows["east"]["readyReplicas"] == 1 and not rows["east"]["healthy"]
+    # reached, and none of its endpoints ready: not healthy either
+    e = entries({"east": cluster("east")}, [doc("east", "10.0.0.1", ready=False)], "east")[0]
+    assert not e["clusters"][0]["healthy"]
     # No longer placed there: no row, so no slice.
     e = entries({"east": cluster("east")}, docs, "east")[0]
     assert [r["cluster"] for r in e["clusters"]] == ["east"]
