@@ -127,7 +127,8 @@ def field_errors_of(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> li
     """pydantic's errors as ``[{field, message}]``, each once; an error of a whole object whose message
     names its field first is placed at that field."""
     out: list[dict[str, Any]] = []
-    for err in errors:
+    errors = list(errors)
+    for err in _without_other_branches(errors, prefix):
         loc = tuple(err.get("loc", ()))
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # a validator's own words
         field = field_path(loc, prefix)
@@ -139,3 +140,19 @@ def field_errors_of(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> li
         if row not in out:
             out.append(row)
     return out
+
+
+def _without_other_branches(errors: list[Mapping[str, Any]], prefix: str) -> list[Mapping[str, Any]]:
+    """A union's literal branch (``data: None``) refused where another branch found what is wrong inside
+    the field (``data.mover``) or in the mapping given (its validator's words) says nothing the client
+    needs: left out. Input of the wrong shape altogether keeps every branch's error."""
+    def literal_branch(e: Mapping[str, Any]) -> bool:
+        loc = tuple(e.get("loc", ()))
+        return bool(loc) and str(loc[-1]).startswith("literal[")
+
+    def closer(field: str, other: Mapping[str, Any]) -> bool:
+        at = field_path(tuple(other.get("loc", ())), prefix)
+        return at.startswith(f"{field}.") or (at == field and other.get("type") == "value_error")
+
+    return [e for e in errors if not literal_branch(e)
+            or not any(closer(field_path(tuple(e.get("loc", ())), prefix), o) for o in errors if o is not e)]

@@ -196,7 +196,9 @@ class MigrationController:
             pin=pinned_placement(binding), pinned_by_other=by if by is not None and by != plan_ref(ns, name) else None,
             clusters=clusters, hooks=hooks,
             older_plan=self._older_plan(plan) if str(status.get("phase") or PENDING) == PENDING else None,
-            deleting=bool(meta.get("deletionTimestamp")))
+            deleting=bool(meta.get("deletionTimestamp")),
+            duplicated=(((((binding or {}).get("spec") or {}).get("placement") or {}).get("replicaScheduling") or {})
+                        .get("replicaSchedulingType") == "Duplicated"))
 
     # ------------------------------------------------------------------ the pass
     async def reconcile(self, item: Hashable) -> float | None:

@@ -110,6 +110,7 @@ class Facts:
     claims: tuple[str, ...] = ()  # the workload's PersistentVolumeClaims on the source (its data)
     claims_note: str = ""  # where they come from (volumeClaimTemplates …)
     estimate: Obj | None = None  # bytes to move and the copy time (`drods.migration.estimate`)
+    duplicated: bool = False  # the Binding runs the whole count on each cluster (Duplicated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +279,9 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
         _finish(st, FAILED, "TargetNotAllowed", f"the scheduler would not place {ref} on {dst}: {f.target_refused} "
                 "(a plan there would wait for replicas that never start, or the next decision would move it back "
                 "without its data)", f.now)
+    elif f.duplicated and f.placement.get(dst, 0) > 0:
+        _finish(st, FAILED, "TargetAlreadyRuns", f"{ref} is Duplicated and {dst} already runs all its replicas: a move "
+                f"there would run them twice; take {src} out of its placement instead", f.now)
     elif f.placement.get(src, 0) <= 0:
         _finish(st, FAILED, "NothingOnSource", f"{ref} has no replicas on {src} (placement: "
                 f"{', '.join(f'{c}: {n}' for c, n in sorted(f.placement.items())) or 'none'})", f.now)
@@ -557,6 +561,9 @@ def _skip(st: Obj, phase: str, reason: str, message: str, now: float) -> None:
 
 
 def _finish(st: Obj, phase: str, reason: str, message: str, now: float) -> None:
+    running = str(st.get("phase"))
+    if phase == FAILED and running in CONDITION_OF:  # the phase it failed in says so, as a rollback's does
+        set_condition(st, CONDITION_OF[running], "False", reason, message, now)
     st["phase"] = phase
     st["message"] = message
     st["completionTime"] = rfc3339_ms(now)

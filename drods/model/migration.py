@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from drods.model.annotations import MIGRATION_HOOK, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
+from drods.model.meta import check_name
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 COPY_IMAGE = "registry.example/volume-copy-rsync:1"  # the documented rsync transport's client
@@ -192,6 +193,11 @@ class MigrationPlanSpec(BaseModel):
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
     trigger: Literal["Operator", "Drain", "Automatic"] = "Operator"
     reason: str = Field(default="", max_length=1024)
+
+    @field_validator("sourceCluster", "targetCluster")
+    @classmethod
+    def _cluster_name(cls, v: str | None) -> str | None:
+        return v if v is None else check_name(v)  # a name no Cluster can have is refused, not failed later
 
     @model_validator(mode="after")
     def _distinct(self) -> MigrationPlanSpec:

@@ -66,6 +66,7 @@ def test_start_records_the_move_and_pins_source_plus_target() -> None:
     ({"older_plan": "first"}, "AnotherPlanRunning"),
     ({"pinned_by_other": "MigrationPlan default/x"}, "AlreadyPinned"),
     ({"target_refused": "not in clusterAffinity.clusterNames"}, "TargetNotAllowed"),
+    ({"duplicated": True, "placement": {"a": 3, "b": 3}}, "TargetAlreadyRuns"),  # it would run 6 on b
 ])
 def test_a_plan_that_cannot_start_fails_without_touching_anything(kw: dict[str, Any], reason: str) -> None:
     step = advance(spec(), {}, facts(T0, **kw))
@@ -190,6 +191,9 @@ def test_lost_source_before_the_copy_ends_fails_and_asks_for_failover() -> None:
     assert step.status["phase"] == "Failed" and step.reschedule
     assert step.effects.pin is None and step.effects.touch_binding  # released so failover can move it
     assert conditions(step.status)["Failed"]["reason"] == "SourceUnavailable"
+    # the phase it failed in says so: no condition left InProgress on a Failed plan
+    copied = conditions(step.status)["DataCopied"]
+    assert (copied["status"], copied["reason"]) == ("False", "SourceUnavailable"), copied
 
 
 def test_a_deleted_binding_ends_the_plan() -> None:
@@ -236,7 +240,24 @@ def test_a_refused_mover_names_the_field_a_client_wrote() -> None:
     with pytest.raises(ValidationError) as e:
         MigrationPlanSpec.model_validate({"workloadRef": {"name": "x"}, "sourceCluster": "a", "targetCluster": "b",
                                           "data": {"mover": "Snapshot"}})
-    assert [f["field"] for f in field_errors(e.value, "spec.")] == ["spec.data.mover", "spec.data"]
+    # the mover at fault, not also the other form data may take (``data: None``)
+    assert field_errors(e.value, "spec.") == [{"field": "spec.data.mover",
+                                              "message": "Input should be 'VolumeCopy' or 'Hook'"}]
+    with pytest.raises(ValidationError) as e:
+        MigrationPlanSpec.model_validate({"workloadRef": {"name": "x"}, "sourceCluster": "a", "targetCluster": "b",
+                                          "data": "Nope"})  # no form fits: both said
+    assert [f["field"] for f in field_errors(e.value, "spec.")] == ["spec.data", "spec.data"]
+
+
+def test_a_cluster_name_no_cluster_can_have_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from drods.registry.objects import field_errors
+
+    with pytest.raises(ValidationError) as e:
+        MigrationPlanSpec.model_validate({"workloadRef": {"name": "x"}, "sourceCluster": "a",
+                                          "targetCluster": "Bad_Name!", "data": "None"})
+    assert [f["field"] for f in field_errors(e.value, "spec.")] == ["spec.targetCluster"]
 
 
 def test_a_target_that_already_served_keeps_its_traffic_while_the_source_is_copied_to_it() -> None:
