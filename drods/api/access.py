@@ -75,6 +75,7 @@ OWN_NAMESPACE = "/api/v1/namespaces/{name}"  # a namespaced token may read the N
 RULES: dict[tuple[str, str], Rule] = {
     # health, the API's documentation and the dashboard's static pages
     ("GET", "/healthz"): PUBLIC,
+    ("GET", "/livez"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
     ("GET", "/docs"): PUBLIC,
@@ -139,7 +140,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/openapi/v3"): SIGNED_IN,
     ("GET", "/openapi/v3/{gv:path}"): SIGNED_IN,
     ("GET", "/openapi/v2"): SIGNED_IN,
-    ("GET", "/version"): SIGNED_IN,
+    ("GET", "/version"): PUBLIC,  # as Kubernetes' system:public-info-viewer has it
     ("GET", "/api"): SIGNED_IN,
     ("GET", "/api/v1"): SIGNED_IN,
     ("GET", "/apis"): SIGNED_IN,

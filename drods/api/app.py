@@ -182,10 +182,9 @@ class AuditAndMetrics:
             try:
                 await self.ctx.audit.append(self._entry(audit_id, "request", method, path, principal, None,
                                                         scope=scope))
-            except Exception:  # noqa: BLE001 - whatever broke the audit write, the request must not run
+            except Exception as e:  # noqa: BLE001 - whatever broke the audit write, the request must not run
                 self.ctx.metrics.requests.labels("audit-write-failed", method, "0").inc()
-                err = ApiError(503, "AUDIT_UNAVAILABLE", "the audit log cannot be written: nothing was changed; retry",
-                               {})
+                err = _audit_refusal(e)
                 responded = True
                 self._measure(scope, 503, started)
                 await error_response(path, err)(scope, receive, send)
@@ -275,6 +274,15 @@ class AuditAndMetrics:
 def _refusal_of(scope: Scope | None) -> str:
     """Why the request was refused (its error's code and message), as the error handler noted it."""
     return str(((scope or {}).get("state") or {}).get("refusal", ""))[:1024]
+
+
+def _audit_refusal(e: Exception) -> ApiError:
+    """Why a request whose audit record could not be written ahead was refused: the store itself away
+    (where the audit log is) is what an operator must look at, said as a read says it."""
+    if isinstance(e, Unavailable | TimeoutError):
+        return ApiError(503, "STORE_UNAVAILABLE", f"the store is unavailable, try again: {e or type(e).__name__}; "
+                        "nothing was changed (its audit record could not be written ahead)", {})
+    return ApiError(503, "AUDIT_UNAVAILABLE", "the audit log cannot be written: nothing was changed; retry", {})
 
 
 def _allowed_methods(request: Request) -> list[str]:

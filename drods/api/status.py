@@ -112,9 +112,11 @@ def resource_of(path: str) -> tuple[str, str] | None:
     return (rest[0], group) if rest else None
 
 
-def kubernetes_error_response(err: ApiError) -> JSONResponse:
-    """``err`` as a Kubernetes ``Status`` whatever the path (a member speaks only that dialect)."""
-    return _response(kubernetes_status(err), err)
+def kubernetes_error_response(err: ApiError, path: str | None = None) -> JSONResponse:
+    """``err`` as a Kubernetes ``Status`` whatever the path (a member speaks only that dialect), in
+    kube-apiserver's words for the object ``path`` names."""
+    status = kubernetes_status(err)
+    return _response(in_kubernetes_words(status, path) if path is not None else status, err)
 
 
 def _response(body: dict[str, Any], err: ApiError) -> JSONResponse:

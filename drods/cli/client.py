@@ -16,8 +16,9 @@ import functools
 import importlib
 import json
 import pkgutil
+import re
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar
 
@@ -422,8 +423,10 @@ def cluster_remove(
 
 @handles_errors
 def audit(
-    since: Annotated[str | None, typer.Option("--since", help="Only entries at or after this RFC 3339 time.")] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Only entries at or before this time.")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only entries at or after this RFC 3339 time, or "
+                                              "this long ago (30s, 15m, 2h, 1d).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Only entries at or before this time (or this long "
+                                              "ago).")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many (the newest).")] = 1000,
     subject: Annotated[str | None, typer.Option("--subject", help="Only requests by this subject.")] = None,
     kind: Annotated[str | None, typer.Option("--kind", help="Only requests that changed objects of this kind.")]
@@ -442,9 +445,9 @@ def audit(
     check_output(output)
     params: dict[str, Any] = {"limit": limit}
     if since:
-        params["startTime"] = since
+        params["startTime"] = _time_or_ago(since, "--since")
     if until:
-        params["endTime"] = until
+        params["endTime"] = _time_or_ago(until, "--until")
     for name, value in (("subject", subject), ("kind", kind), ("namespace", namespace)):
         if value:
             params[name] = value
@@ -470,6 +473,25 @@ def audit(
     print_table(("Time", "Subject", "Replica", "Role", "Verb", "Path", "Result", "Changes or reason"),
                 [[e.get("time"), e.get("subject"), e.get("replica") or "", e.get("role"), e.get("verb"),
                   e.get("path"), result(e), changed(e) or e.get("message") or ""] for e in items])
+
+
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _time_or_ago(value: str, flag: str) -> str:
+    """An RFC 3339 time as given, or a duration (``30m``) as the time that long ago, as ``kubectl logs
+    --since`` reads one; anything else is refused here, in the flag's name."""
+    ago = _AGO.match(value.strip())
+    if ago is not None:
+        at = datetime.now(UTC) - timedelta(seconds=float(ago[1]) * _SECONDS[ago[2]])
+        return at.isoformat(timespec="seconds").replace("+00:00", "Z")
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is neither an RFC 3339 time (2026-01-01T00:00:00Z) nor a duration "
+                                 "(30s, 15m, 2h, 1d)", param_hint=flag) from None
+    return value
 
 
 @handles_errors

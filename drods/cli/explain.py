@@ -323,7 +323,7 @@ def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
 
 def explain(
     target: Annotated[str, typer.Argument(help="KIND/NAME (deployment/web, migrationplan/NAME, cluster/NAME), "
-                                               "or 'cluster'.")],
+                                               "KIND/NAMESPACE/NAME, or 'cluster'.")],
     name: Annotated[str | None, typer.Argument(help="With 'cluster': the cluster's name.")] = None,
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="The workload's namespace.")] = "default",
     history: Annotated[bool, typer.Option("--history", help="Every kept decision, newest first.")] = False,
@@ -343,8 +343,11 @@ def explain(
             _explain_cluster(api, name, output)
             return
         kind, sep, wname = target.partition("/")
-        if not sep or not kind or not wname or name is not None:
-            raise typer.BadParameter(f"{target!r}: use KIND/NAME, e.g. deployment/web", param_hint="TARGET")
+        if wname.count("/") == 1:  # KIND/NAMESPACE/NAME, as `drods migrate` names a workload
+            namespace, _, wname = wname.partition("/")
+        if not sep or not kind or not wname or "/" in wname or not namespace or name is not None:
+            raise typer.BadParameter(f"{target!r}: use KIND/NAME (with -n NAMESPACE) or KIND/NAMESPACE/NAME, e.g. "
+                                     "deployment/web", param_hint="TARGET")
         if kind.lower() in ("cluster", "clusters"):  # kubectl's form of `drods explain cluster NAME`
             _explain_cluster(api, wname, output)
             return

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Hashable
 
 from drods.machinery import metrics
 from drods.machinery.workqueue import WorkQueue
+from drods.store import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,10 @@ class Controller:
                     again = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
+            except Unavailable as e:  # the store away: a line, not a traceback per key and retry
+                delay = self.queue.add_rate_limited(key)
+                log.warning("%s: reconcile %s: the store is unavailable (%s); retry in %.2fs", self.name, key, e,
+                            delay)
             except Exception:
                 delay = self.queue.add_rate_limited(key)
                 log.exception("%s: reconcile %s failed; retry in %.2fs", self.name, key, delay)

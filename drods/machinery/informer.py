@@ -20,7 +20,7 @@ from typing import Any
 
 from drods.machinery.tasks import YIELD_EVERY, stop_tasks, yielding
 from drods.model.packing import Packer
-from drods.store import Compacted, EventType, KeyValue, Store
+from drods.store import Compacted, EventType, KeyValue, Store, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +228,11 @@ class Reflector:
                     raise
                 except Compacted:
                     log.info("watch on %s compacted; relisting", self.prefix)
+                except Unavailable as e:  # the store away: one line when it goes, none per retry
+                    log.log(logging.WARNING if backoff == 0.1 else logging.DEBUG,
+                            "watch on %s: the store is unavailable (%s); relisting once it answers", self.prefix, e)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
                 except Exception:
                     log.exception("watch on %s failed; relisting in %.1fs", self.prefix, backoff)
                     await asyncio.sleep(backoff)

@@ -30,6 +30,7 @@ from typing import Any
 
 from drods.machinery import metrics
 from drods.machinery.fence import LeadershipLost
+from drods.store import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +75,14 @@ class Periodic:
                 await self.step()
         except (asyncio.CancelledError, LeadershipLost):
             raise
-        except Exception:
+        except Exception as e:
             self.passes += 1
             if self.restart_on_failure:
                 raise
-            log.exception("periodic task %s failed", self.name)
+            if isinstance(e, Unavailable):  # the store away: a line, not a traceback per pass
+                log.warning("periodic task %s: the store is unavailable (%s)", self.name, e)
+            else:
+                log.exception("periodic task %s failed", self.name)
             return
         finally:
             self.took = time.monotonic() - started

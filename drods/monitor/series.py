@@ -109,12 +109,32 @@ class SeriesStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-        self._sid: dict[tuple[str, str], int] = {
-            (c, m): i for i, c, m in self._db.execute("SELECT id, cluster, metric FROM series")
-        }
-        self._wm: dict[int, float] = {
-            int(k[3:]): v for k, v in self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'wm:%'")
-        }
+        self._sid: dict[tuple[str, str], int] = {}
+        self._wm: dict[int, float] = {}
+        self._read_at = -math.inf
+        self._reread()
+
+    def _reread(self) -> None:
+        """The series as the file has them now, at most once a second: another process over the same
+        file (an API replica beside the controllers that collect) adds series."""
+        now = self.clock()
+        if abs(now - self._read_at) < 1.0:
+            return
+        self._read_at = now
+        self._sid.update({(c, m): i for i, c, m in self._db.execute("SELECT id, cluster, metric FROM series")})
+        self._reread_watermarks()
+
+    def _reread_watermarks(self) -> None:
+        """How far each tier was rolled up, by whichever process did it."""
+        rows = self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'wm:%'")
+        self._wm.update({int(k[3:]): v for k, v in rows})
+
+    def _series_id(self, cluster: str, metric: str) -> int | None:
+        sid = self._sid.get((cluster, metric))
+        if sid is None:
+            self._reread()
+            sid = self._sid.get((cluster, metric))
+        return sid
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -178,9 +198,10 @@ class SeriesStore:
         if step <= 0:
             raise ValueError("step must be positive")
         with self._lock:
-            sid = self._sid.get((cluster, metric))
+            sid = self._series_id(cluster, metric)
             if sid is None:
                 return []
+            self._reread_watermarks()
             bounds = self._boundaries(self.clock())
             parts: list[str] = []
             args: list[float | int] = []
@@ -205,7 +226,7 @@ class SeriesStore:
 
     def latest(self, cluster: str, metric: str) -> Point | None:
         with self._lock:
-            sid = self._sid.get((cluster, metric))
+            sid = self._series_id(cluster, metric)
             if sid is None:
                 return None
             row = self._db.execute(
@@ -215,6 +236,7 @@ class SeriesStore:
 
     def series(self) -> list[tuple[str, str]]:
         with self._lock:
+            self._reread()
             return sorted(self._sid)
 
     # -- maintenance --------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from drods.errors import (
 from drods.model import jsondoc
 from drods.model.binding import without_reasons
 from drods.model.builtin_fields import model_name, unknown_or_misshapen
+from drods.model.immutable_fields import check_update
 from drods.model.kinds import SECRET, Kind
 from drods.model.meta import ObjectMeta, check_name
 from drods.model.namespaces import FINALIZE, IMMORTAL, NAMESPACE, defaulted, finalized, kept_on_update, marked
@@ -603,6 +604,8 @@ class ObjectRegistry:
             out = copy.deepcopy(current)
             out["status"] = incoming.get("status", {})
             return out
+        if subresource is None and kind.custom is None:
+            check_update(kind.group, kind.kind, str(meta.get("name")), current, incoming)
         if kind is NAMESPACE:
             if subresource == FINALIZE:  # spec.finalizers, and nothing else
                 out = copy.deepcopy(current)

@@ -76,7 +76,7 @@ def _kubernetes_errors(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return kubernetes_error_response(exc)
+        return kubernetes_error_response(exc, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

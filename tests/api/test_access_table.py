@@ -29,7 +29,8 @@ CM = "/api/v1/namespaces/default/configmaps"
 
 # (GET, route) → a cheap request: a bogus name is fine (an allowed caller may get a 404).
 READS: dict[str, str] = {
-    "/healthz": "/healthz", "/readyz": "/readyz", "/openapi.json": "/openapi.json", "/docs": "/docs",
+    "/healthz": "/healthz", "/livez": "/livez", "/readyz": "/readyz", "/openapi.json": "/openapi.json",
+    "/docs": "/docs",
     "/docs/oauth2-redirect": "/docs/oauth2-redirect", "/redoc": "/redoc", "/ui": "/ui/", "/metrics": "/metrics",
     "/api/v1/audit": "/api/v1/audit?limit=1",
     "/api/v1/clusters": "/api/v1/clusters", "/api/v1/clusters/{name}": "/api/v1/clusters/nope",

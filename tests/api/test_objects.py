@@ -615,3 +615,46 @@ async def test_an_invalid_objects_status_message_names_its_causes(api: Api) -> N
     status = r.json()
     assert status["reason"] == "Invalid" and "spec.minReplicas" in status["message"], status
     assert status["message"].count("is invalid") <= 1, status
+
+
+async def test_fields_kubernetes_keeps_fixed_are_refused_on_update(api: Api) -> None:
+    """A StatefulSet's volumeClaimTemplates (or a Deployment's selector) changed here would be refused by
+    every member it goes to, its Works failing one by one: refused here first, in kube-apiserver's words,
+    while the fields Kubernetes lets change still change."""
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "default"},
+           "spec": {"replicas": 2, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                    "template": {"metadata": {"labels": {"app": "db"}},
+                                 "spec": {"containers": [{"name": "db", "image": "postgres:16"}]}},
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}
+    path = "/apis/apps/v1/namespaces/default/statefulsets"
+    assert (await api.call("POST", path, json=sts)).status_code == 201
+    current = (await api.call("GET", f"{path}/db")).json()
+    grown = json.loads(json.dumps(current))
+    grown["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = "20Gi"
+    r = await api.call("PUT", f"{path}/db", json=grown)
+    assert r.status_code == 422, r.text
+    assert r.json()["message"].startswith('StatefulSet.apps "db" is invalid: spec: Forbidden: updates to statefulset '
+                                          "spec for fields other than 'replicas'"), r.json()["message"]
+    r = await api.call("PATCH", f"{path}/db", json={"spec": {"serviceName": "other"}},
+                       headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 422, r.text
+    # what Kubernetes lets change does, and a default written out is no change
+    r = await api.call("PATCH", f"{path}/db", json={"spec": {"replicas": 3, "podManagementPolicy": "OrderedReady",
+                                                             "template": {"spec": {"containers": [
+                                                                 {"name": "db", "image": "postgres:17"}]}}}},
+                       headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    stored = (await api.call("GET", f"{path}/db")).json()["spec"]
+    assert stored["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert stored["replicas"] == 3 and stored["serviceName"] == "db"
+
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                       "template": {"metadata": {"labels": {"app": "web", "tier": "x"}},
+                                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    deploys = "/apis/apps/v1/namespaces/default/deployments"
+    assert (await api.call("POST", deploys, json=deploy)).status_code == 201
+    r = await api.call("PATCH", f"{deploys}/web", json={"spec": {"selector": {"matchLabels": {"tier": "x"}}}},
+                       headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 422 and "spec.selector: field is immutable" in r.json()["message"], r.text

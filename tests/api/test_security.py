@@ -8,7 +8,7 @@ import time
 import jwt
 import pytest
 
-from drods.store import StoreError
+from drods.store import StoreError, Unavailable
 from tests.api.conftest import Api
 
 
@@ -133,6 +133,14 @@ async def test_a_change_that_cannot_be_audited_is_refused_and_not_made(api: Api,
                        json={"apiVersion": "multicluster.io/v1alpha1", "kind": "Cluster",
                              "metadata": {"name": "unaudited"}, "spec": {}})
     assert r.status_code == 503 and r.json()["kind"] == "Status"
+
+    async def store_away(entry: object) -> None:
+        raise Unavailable("etcd unreachable at 127.0.0.1:2379")
+
+    monkeypatch.setattr(audit, "append", store_away)  # the store itself gone: said so, not blamed on the audit
+    r = await api.call("POST", "/api/v1/clusters", json={"name": "unaudited"})
+    assert r.status_code == 503 and r.json()["code"] == "STORE_UNAVAILABLE", r.text
+    assert "etcd unreachable" in r.json()["message"] and "nothing was changed" in r.json()["message"]
     monkeypatch.undo()
     assert (await api.call("GET", "/api/v1/clusters/unaudited")).status_code == 404
     assert (await api.call("GET", "/api/v1/clusters")).status_code == 200  # reads need no audit

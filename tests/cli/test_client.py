@@ -167,6 +167,11 @@ def test_audit(drods: Drods) -> None:
     assert "VERB" in drods("audit", "--limit", "2").stdout
     future = json.loads(drods("audit", "--since", "2999-01-01T00:00:00Z", "-o", "json").stdout)
     assert future["items"] == []
+    recent = json.loads(drods("audit", "--since", "10m", "-o", "json").stdout)["items"]  # as kubectl logs --since
+    assert any(e["path"].endswith("c-audit") for e in recent), recent[-3:]
+    assert json.loads(drods("audit", "--until", "1d", "-o", "json").stdout)["items"] == []
+    bad = drods("audit", "--since", "yesterday")
+    assert bad.returncode == 2 and "--since" in bad.stderr and "duration" in bad.stderr, bad.stderr
     denied = drods("audit", role="viewer")
     assert denied.returncode == 1 and "FORBIDDEN" in denied.stderr
     refused = drods("cluster", "register", "c-refused", "--endpoint", "https://a", role="viewer")

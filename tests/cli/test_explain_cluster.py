@@ -76,3 +76,12 @@ def test_cluster_slash_name_is_the_cluster_not_a_workload(monkeypatch: pytest.Mo
     done = CliRunner().invoke(app, ["explain", "cluster/c", "--server", "https://x", "--token", "t"])
     assert done.exit_code == 0, done.output
     assert "Cluster:    c" in done.output and "Eviction at 2026-11-28T06:00:00.000Z" in done.output, done.output
+
+
+def test_a_workload_named_with_its_namespace_as_drods_migrate_names_it(drods: Any) -> None:
+    """``drods explain statefulset/shop/db`` reads shop's db (it was read as a workload named ``shop/db``)."""
+    missing = drods("explain", "statefulset/shop/db")
+    assert missing.returncode == 1 and "shop/db" in missing.stderr and "default/shop" not in missing.stderr, \
+        missing.stderr
+    bad = drods("explain", "statefulset/a/b/c")
+    assert bad.returncode == 2 and "KIND/NAMESPACE/NAME" in bad.stderr, bad.stderr

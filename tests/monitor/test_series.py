@@ -158,3 +158,20 @@ async def test_async_wrapper(store: SeriesStore) -> None:
     assert await a.query("c", "m", T0, T0 + 9, 5) == [(T0, 2.0), (T0 + 5, 7.0)]
     await a.maintain()
     await a.close()
+
+
+def test_a_reader_over_the_same_file_sees_series_another_process_added(tmp_path: Path, clock: Clock) -> None:
+    """An API replica opened the history before the controllers collected a cluster's first sample: it
+    answers what the file holds, as every other replica over that file does."""
+    reader = SeriesStore(tmp_path / "history.db", clock=clock, grace_s=300)
+    writer = SeriesStore(tmp_path / "history.db", clock=clock, grace_s=300)
+    try:
+        assert reader.query("c9", "cpu.utilisation", T0, T0 + 60, 10) == []
+        writer.append([("c9", "cpu.utilisation", T0 + 10, 0.5)])
+        clock.t = T0 + 60  # re-read at most once a second
+        assert reader.query("c9", "cpu.utilisation", T0, T0 + 60, 10) == [(T0 + 10, 0.5)]
+        assert reader.latest("c9", "cpu.utilisation") == (T0 + 10, 0.5)
+        assert ("c9", "cpu.utilisation") in reader.series()
+    finally:
+        reader.close()
+        writer.close()

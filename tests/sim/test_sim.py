@@ -306,6 +306,12 @@ def test_kubectl_get_apply_top(sims: dict[str, SimProcess], tmp_path: Path) -> N
     assert "sim-a-node-0" in top and "CPU" in top
     kubectl("describe", "node", "sim-a-node-0")
     kubectl("delete", "-f", str(manifest))
+    def gone() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kubectl", "--kubeconfig", kc, "get", "deploy", "kc"], capture_output=True, text=True,
+                              timeout=30)
+
+    wait_until(lambda: gone().returncode == 1, what="the Deployment gone")
+    assert 'deployments.apps "kc" not found' in gone().stderr  # in kube-apiserver's words, as a member's
 
 
 # ---- faults ------------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ def parse_time(name: str, value: str | None) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+@router.get("/livez", tags=["health"], summary="Liveness, as kube-apiserver's (no auth)",
+            response_class=PlainTextResponse)
 @router.get("/healthz", tags=["health"], summary="Liveness (no auth)", response_class=PlainTextResponse)
 async def healthz() -> PlainTextResponse:
     return PlainTextResponse("ok")
