@@ -15,6 +15,12 @@ from drods.errors import BadRequest
 
 # What every kind can be selected by, as Kubernetes does.
 COMMON_FIELDS: frozenset[str] = frozenset({"metadata.name", "metadata.namespace"})
+# Events add what `kubectl describe` selects an object's events by (kube-apiserver's own set).
+EVENT_FIELDS: frozenset[str] = COMMON_FIELDS | {
+    "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+    "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+    "reportingComponent", "source", "type"}
+_ALIASES = {"source": "source.component"}  # a selector's name for a nested field
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +65,7 @@ def parse_field_selector(text: str, allowed: Collection[str] | None = COMMON_FIE
         if allowed is not None and path not in allowed:
             raise BadRequest(f"field label not supported: {path} (use {', '.join(sorted(allowed))})",
                              {"fieldSelector": text})
-        out.append(FieldTerm(path, equal, value.strip()))
+        out.append(FieldTerm(_ALIASES.get(path, path), equal, value.strip()))
     return FieldSelector(tuple(out))
 
 

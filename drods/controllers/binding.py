@@ -45,6 +45,7 @@ from drods.controllers.status import declared_status, template_status
 from drods.controllers.work_record import WorkRecord
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
+from drods.machinery.event_log import EventLog
 from drods.machinery.informer import subscribed
 from drods.machinery.own_writes import OwnWrites
 from drods.machinery.tasks import yielding
@@ -61,6 +62,7 @@ from drods.model.app_failover import (
 from drods.model.binding import PROPAGATION_FINALIZER
 from drods.model.detection import karmada_policy_key
 from drods.model.dispatch import suspended
+from drods.model.events import involved_of
 from drods.model.interpreter import DependencyRef, Interpretation, StatusRule
 from drods.model.karmada import KarmadaOverrideSpec
 from drods.model.kinds import BINDING, CLUSTER_OVERRIDE_POLICY, CUSTOM_RESOURCES_PREFIX, WORK, Kind, by_kind
@@ -126,6 +128,24 @@ class BindingController:
         self._policies: list[tuple[str, ClusterOverridePolicySpec]] = []
         self._made_again: set[str] = set()  # Karmada policies (re)made since the last pass over the Bindings
         self._policy_epoch = 0
+        self.events = EventLog(self.store, "drods-controllers")
+
+    async def _tell(self, b: Obj, old: Obj, new: Obj) -> None:
+        """An Event on the workload when its copies turn failed (or fail anew) or all run: what
+        ``kubectl describe`` shows beside its scheduling (Karmada's SyncFailed / SyncSucceed)."""
+        phase, before = new.get("phase"), old.get("phase")
+        if phase == "Failed":
+            message = next((str(c.get("message")) for c in new.get("conditions") or []
+                            if c.get("type") == "Propagated" and c.get("reason") == "ApplyFailed"), None)
+            said = next((c.get("message") for c in old.get("conditions") or []
+                         if c.get("type") == "Propagated" and c.get("reason") == "ApplyFailed"), None)
+            if message is not None and (before != "Failed" or said != message):
+                await self.events.record(involved_of(b), "Warning", "SyncFailed", message)
+        elif phase == "Running" and before != "Running":
+            clusters = sorted(str(e.get("cluster")) for e in new.get("clusters") or []
+                              if isinstance(e, dict) and e.get("applied") and not e.get("removing"))
+            await self.events.record(involved_of(b), "Normal", "SyncSucceed",
+                                     f"applied and ready in {len(clusters)} cluster(s): {', '.join(clusters)}")
 
     async def run(self) -> None:
         f = self.fleet
@@ -445,6 +465,7 @@ class BindingController:
             written = await self._store_binding(name, b, revision, batch)
             if written is None:
                 return "conflict"
+            await self._tell(b, status, new_status)
             if not written:
                 again = await self._write_works(name, batch) or again
         elif batch.items:

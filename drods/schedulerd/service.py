@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from drods.machinery.event_log import EventLog
 from drods.machinery.fence import Fence
 from drods.machinery.leader import LeaderElector
 from drods.machinery.manager import Manager, default_identity
@@ -35,6 +36,7 @@ from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.model.annotations import RESCHEDULE_REASON
 from drods.model.binding import BindingSpec, TargetCluster
+from drods.model.events import involved_of
 from drods.model.keys import FAILURES_PREFIX, NETWORK_PREFIX, STATUS_PREFIX, SURGE_KEY, TRAFFIC_KEY, lease_key
 from drods.model.kinds import BINDING, CLUSTER, DATASET, FEDERATED_RESOURCE_QUOTA
 from drods.model.migration import pinned_by
@@ -130,7 +132,8 @@ class SchedulerService:
         self.history = schedule_history(store, s.history_retention_s, clock)
         # the fence of the term this process leads the scheduler in (None: not leading)
         self._term: Fence | None = None
-        self.writer = DecisionWriter(store, self.history, self.metrics, lambda: self._term, lease_key(LEASE_NAME))
+        self.writer = DecisionWriter(store, self.history, self.metrics, lambda: self._term, lease_key(LEASE_NAME),
+                                     EventLog(store, "drods-scheduler", s.identity))
         self._elects_itself = True  # until `register` hands the election to a manager
         self.clusters = shared.informer(CLUSTER.key_prefix(), decode_cluster)
         self.statuses = shared.informer(STATUS_PREFIX, status_decoder(clock))
@@ -550,7 +553,7 @@ class SchedulerService:
                                    self._scores)
         value = encode_object(obj)
         return Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
-                     len(self.cache.unknown))
+                     len(self.cache.unknown), involved_of(obj))
 
     def _invalid(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str,
                  e: ValidationError) -> Plan:
@@ -560,7 +563,7 @@ class SchedulerService:
                              message=msg, clusters=self.cache.snap.n, feasible=0, division="")
         d = Decision(False, rec.placement, msg, {}, rec.generation, whole_ms(self.clock()))
         obj["status"] = merge_status(obj.get("status"), d)
-        return Plan(entry, rec, bad, d, encode_object(obj), stype, None)
+        return Plan(entry, rec, bad, d, encode_object(obj), stype, None, involved=involved_of(obj))
 
     def _follow_users(self, task: Task, rec: BindingRecord, result: ScheduleResult) -> ScheduleResult | None:
         """Issue 34: keep the placement unless the move towards the users pays (``users.judge_move``)
@@ -641,7 +644,7 @@ class SchedulerService:
         obj["status"] = merge_status(status, d)
         value = encode_object(obj)
         return Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},
-                     with_status(rec, obj, value))
+                     with_status(rec, obj, value), involved=involved_of(obj))
 
     # ------------------------------------------------------------------ writing decisions
     async def _commit(self, plans: list[Plan]) -> None:

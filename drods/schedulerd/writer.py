@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drods.errors import Conflict
+from drods.machinery.event_log import EventLog
 from drods.machinery.fence import Fence, LeadershipLost
 from drods.machinery.journal import Journal
 from drods.model import jsondoc
@@ -43,16 +44,30 @@ class Plan:
     trigger: dict[str, Any] | None
     written: BindingRecord | None = None  # what ``value`` decodes to (but its revision)
     unknown: int = 0  # registered clusters not yet known (no status, no Ready condition) at the decision
+    involved: dict[str, Any] | None = None  # what the decision's Event is about (its template)
 
 
 class DecisionWriter:
     def __init__(self, store: Store, history: Journal, metrics: SchedulerMetrics, term: Callable[[], Fence | None],
-                 lease_key: str) -> None:
+                 lease_key: str, events: EventLog | None = None) -> None:
         self.store = store
         self.history = history
         self.metrics = metrics
         self.term = term  # the fence of the scheduler's current term (None: not leading)
         self.lease_key = lease_key
+        self.events = events
+
+    def _event(self, p: Plan, lease: int) -> list[Put]:
+        """The decision's Event, in Karmada's words (``kubectl describe`` of the template shows it)."""
+        if self.events is None or p.involved is None:
+            return []
+        d = p.decision
+        if d.scheduled:
+            result = ", ".join(f"{c}:{n}" for c, n in sorted(d.placement))
+            return [self.events.put(p.involved, "Normal", "ScheduleBindingSucceed",
+                                    f"Binding has been scheduled successfully. Result: {{{result}}}. {d.message}",
+                                    d.time, lease)]
+        return [self.events.put(p.involved, "Warning", "ScheduleBindingFailed", d.message, d.time, lease)]
 
     @property
     def _fence(self) -> Compare:
@@ -65,7 +80,8 @@ class DecisionWriter:
         """Each decision and its history entry in one transaction (so a decided status is always
         explained), many decisions per transaction, each guarded by the binding's revision."""
         lease = await self.history.lease()
-        chunk = max(1, (self.store.max_txn_ops - 1) * 3 // 4)
+        event_lease = await self.events.lease() if self.events is not None else 0
+        chunk = max(1, (self.store.max_txn_ops - 1) * 3 // (8 if self.events is not None else 4))
         outcomes: list[str] = [""] * len(plans)
         fallback: list[int] = []
         for start in range(0, len(plans), chunk):
@@ -74,7 +90,8 @@ class DecisionWriter:
                 res = await self.store.txn(
                     [self._fence, *(Compare(plans[i].rec.key, "mod", "=", plans[i].rec.mod_revision) for i in part)],
                     [*(Put(plans[i].rec.key, plans[i].value) for i in part),
-                     *self.history.puts([(plans[i].decision.time, records[i]) for i in part], lease)])
+                     *self.history.puts([(plans[i].decision.time, records[i]) for i in part], lease),
+                     *(put for i in part for put in self._event(plans[i], event_lease))])
                 ok = res.succeeded
             except StoreError as e:
                 log.warning("status transaction failed (%s); writing one by one", e)
@@ -89,8 +106,9 @@ class DecisionWriter:
                 for i in fallback:
                     outcomes[i] = "not-leader"
                 return outcomes
-            results = await asyncio.gather(*(self._write_one(plans[i], self.history.puts(
-                [(plans[i].decision.time, records[i])], lease)) for i in fallback),
+            results = await asyncio.gather(*(self._write_one(plans[i], [*self.history.puts(
+                [(plans[i].decision.time, records[i])], lease), *self._event(plans[i], event_lease)])
+                for i in fallback),
                                            return_exceptions=True)
             for i, r in zip(fallback, results, strict=True):
                 outcomes[i] = r if isinstance(r, str) else "error"

@@ -203,6 +203,15 @@ def test_scale_and_move_gracefully(env: Env) -> None:
 
     b = wait_for(conflict, 10, "conflict")
     assert b["status"]["phase"] == "Failed"
+    # `kubectl describe deployment sc` tells both: it ran everywhere, then a member refused its copy
+    def events(reason: str) -> list[dict[str, Any]]:
+        selector = f"involvedObject.name=sc,involvedObject.kind=Deployment,reason={reason}"
+        r = env.http.get("/api/v1/namespaces/default/events", params={"fieldSelector": selector})
+        return list(r.json()["items"])
+
+    failed = wait_for(lambda: events("SyncFailed"), 10, "a SyncFailed event")
+    assert failed[-1]["type"] == "Warning" and "not managed by DRO-DS" in failed[-1]["message"], failed
+    assert any(e["type"] == "Normal" and "applied and ready in" in e["message"] for e in events("SyncSucceed"))
     # the other's Deployment of that name runs its replica: none of it is counted as the workload's
     wait_for(lambda: (apps.read_namespaced_deployment("sc", "default").status.ready_replicas or 0) == 1, 10,
              "the other's copy ready in gcp-sin")

@@ -21,7 +21,7 @@ from drods.api.body import read_body
 from drods.api.context import ApiContext, context
 from drods.api.dryrun import is_dry_run
 from drods.api.field_ownership import with_ownership
-from drods.api.fields import FieldSelector, parse_field_selector
+from drods.api.fields import COMMON_FIELDS, EVENT_FIELDS, FieldSelector, parse_field_selector
 from drods.api.json_response import JSONResponse
 from drods.api.kind_access import require_on_kind
 from drods.api.list_pages import PageRequest, read_list
@@ -66,16 +66,18 @@ def selector_of(request: Request) -> LabelSelector | None:
         raise BadRequest(f"invalid labelSelector: {e}", {"labelSelector": text}) from e
 
 
-def fields_of(request: Request) -> FieldSelector | None:
+def fields_of(request: Request, kind: Kind) -> FieldSelector | None:
     text = request.query_params.get("fieldSelector")
-    return parse_field_selector(text) if text else None
+    if not text:
+        return None
+    return parse_field_selector(text, EVENT_FIELDS if (kind.group, kind.kind) == ("", "Event") else COMMON_FIELDS)
 
 
 async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None,
                         hide_data: bool = False) -> Response:
     """``namespace=None`` on a namespaced kind is every namespace (``kubectl get -A``)."""
     selector = selector_of(request)
-    fields = fields_of(request)
+    fields = fields_of(request, kind)
     if request.query_params.get("watch") in ("true", "1"):
         timeout = request.query_params.get("timeoutSeconds")
         return StreamingResponse(

@@ -1,0 +1,51 @@
+"""Writing Events (`drods.model.events`) beside the changes they tell of: every key under one store
+lease of the events' TTL, renewed every quarter of it (each Event lives 3/4 to 1 × the TTL with no
+pruning job, as kube-apiserver's do in etcd). Never audited (an Event changes nothing) and never
+allowed to hold back or fail the change it tells of."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from drods.model import jsondoc
+from drods.model.events import EVENT, EVENT_TTL_S, EventType, event
+from drods.store import Put, Store, StoreError
+
+log = logging.getLogger(__name__)
+
+
+class EventLog:
+    def __init__(self, store: Store, component: str, instance: str = "", ttl_s: int = EVENT_TTL_S) -> None:
+        self.store = store
+        self.component = component
+        self.instance = instance
+        self.ttl_s = ttl_s
+        self._lease = 0
+        self._granted = 0.0
+        self.dropped = 0  # events not written (the store refused or was away)
+
+    async def lease(self) -> int:
+        now = time.time()  # store leases run on wall time
+        if not self._lease or now - self._granted >= self.ttl_s / 4:
+            self._lease, self._granted = (await self.store.grant_lease(self.ttl_s)).id, now
+        return self._lease
+
+    def put(self, involved: Mapping[str, Any], type_: EventType, reason: str, message: str, ts: float,
+            lease: int) -> Put:
+        """The write of one Event, for a transaction of the caller's (its change's own)."""
+        ev = event(involved, type_, reason, message, ts, self.component, self.instance)
+        meta = ev["metadata"]
+        return Put(EVENT.key(meta["name"], meta["namespace"]), jsondoc.dumps(ev), lease)
+
+    async def record(self, involved: Mapping[str, Any], type_: EventType, reason: str, message: str,
+                     ts: float | None = None) -> None:
+        """One Event on its own (a change made elsewhere, a member's refusal): best effort."""
+        try:
+            p = self.put(involved, type_, reason, message, time.time() if ts is None else ts, await self.lease())
+            await self.store.put(p.key, p.value, lease=p.lease)
+        except (StoreError, OSError) as e:
+            self.dropped += 1
+            log.debug("event %s about %s not written: %s", reason, involved.get("name"), e)
