@@ -34,6 +34,8 @@ def sim(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Option("--name", help="Cluster name (also the node name prefix).")] = None,
     port: Annotated[int, typer.Option("--port", help="API port (0 = any free port).")] = 0,
+    control_port: Annotated[int, typer.Option("--control-port", help="Loopback port `drods sim fault` reaches "
+                                              "the sim on (0 = any free port).", min=0, max=65535)] = 0,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     nodes: Annotated[int, typer.Option("--nodes", help="Nodes of the default shape.")] = 3,
     node_cpu: Annotated[str, typer.Option("--node-cpu", help="Cores per node (8, 7500m).")] = "8",
@@ -95,7 +97,8 @@ def sim(
         pools = [NodePool(nodes, parse_cpu(node_cpu), parse_memory(node_memory), gpus, gpu_model, max_pods=max_pods)]
         pools += [NodePool.parse(p) for p in node_pool or []]
         cfg = SimConfig(
-            name=name, pools=pools, host=host, port=port, region=region, zone=zone, provider=provider, city=city,
+            name=name, pools=pools, host=host, port=port, control_port=control_port, region=region, zone=zone,
+            provider=provider, city=city,
             preload=preload, reserved_cpu=float(quantity(reserved_cpu)),
             reserved_memory=parse_memory(reserved_memory) if quantity(reserved_memory) else 0,
             usage=UsageModel(cpu_util, memory_util, amplitude, period), startup_seconds=startup,

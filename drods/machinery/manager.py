@@ -97,6 +97,8 @@ class Manager:
         self.max_backoff = max_backoff
         self.informers = SharedInformers(store)
         self.metrics = metrics.ReconcileMetrics()
+        self.metrics.registry.register(metrics.LeasesHeld(
+            lambda: {e.name: e.elector.fence is not None for e in self._entries if e.elector is not None}))
         self.loop_lag = LoopLag(self.metrics.registry)
         self.heap_return = HeapReturn(self.metrics.registry)
         self.audit_sink: changes.Sink | None = None

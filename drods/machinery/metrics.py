@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
-from collections.abc import Iterator, Sized
+from collections.abc import Callable, Iterator, Mapping, Sized
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -68,6 +68,20 @@ class QueueDepths(Collector):
                               labels=["controller"])
         for name, queue in sorted(self.queues.items()):
             g.add_metric([name], len(queue))
+        yield g
+
+
+class LeasesHeld(Collector):
+    """``drods_leader{lease}``: 1 for each single-active part this process leads now, 0 for those it
+    stands by for — which replica leads each, read from any replica's ``/metrics``."""
+
+    def __init__(self, leading: Callable[[], Mapping[str, bool]]) -> None:
+        self.leading = leading
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = GaugeMetricFamily("drods_leader", "1 while this process holds the part's leader lease", labels=["lease"])
+        for name, held in sorted(self.leading().items()):
+            g.add_metric([name], 1.0 if held else 0.0)
         yield g
 
 

@@ -274,7 +274,16 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
     elif dst not in f.clusters:
         _finish(st, FAILED, "UnknownTarget", f"target cluster {dst} does not exist", f.now)
     elif f.clusters.get(dst) is not True:
-        _finish(st, FAILED, "TargetNotReady", f"target cluster {dst} is not Ready", f.now)
+        # a target that is not Ready yet (joined a moment ago, back from a restart) is waited for, as long
+        # as the target's preparation may take, before the plan gives up on it
+        since = parse_rfc3339(st.get("waitingSince")) or f.now
+        if f.now - since >= spec.timeouts.prepareTarget:
+            st.pop("waitingSince", None)
+            _finish(st, FAILED, "TargetNotReady", f"target cluster {dst} is not Ready (waited {f.now - since:.0f}s)",
+                    f.now)
+        else:
+            st.update(phase=PENDING, waitingSince=rfc3339_ms(since), message=f"waiting for target cluster {dst} "
+                      f"to be Ready (up to {spec.timeouts.prepareTarget:.0f}s)")
     elif f.target_refused:
         _finish(st, FAILED, "TargetNotAllowed", f"the scheduler would not place {ref} on {dst}: {f.target_refused} "
                 "(a plan there would wait for replicas that never start, or the next decision would move it back "
@@ -290,6 +299,7 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
                 "from (failover re-places the workload without its data)", f.now)
     else:
         n = int(f.placement[src])
+        st.pop("waitingSince", None)
         st.update(binding=f.binding, sourceCluster=src, targetCluster=dst, sourceReplicas=n,
                   originalPlacement=_as_list(f.placement), startTime=rfc3339_ms(f.now), data=_data_record(spec, f))
         step = spec.data_step()
@@ -358,8 +368,8 @@ def _forward(spec: MigrationPlanSpec, st: Obj, f: Facts) -> str | None:
             _done(st, phase, f.now, f"the {src} copy is gone" if f.clusters.get(src) is True else
                   f"the {src} copy's Work is gone, but {src} does not answer: its copy there is deleted once it "
                   "answers again (a deferred cleanup)")
-            _finish(st, SUCCEEDED, "Succeeded", f"moved {st.get('sourceReplicas')} replica(s) from {src} to {dst}",
-                    f.now)
+            _finish(st, SUCCEEDED, "Succeeded", f"moved {st.get('sourceReplicas')} replica(s) from {src} to {dst}"
+                    f"{_claims_left(st, src)}", f.now)
         elif elapsed > spec.timeouts.retireSource:
             st["message"] = f"the {src} copy is still there after {elapsed:.0f}s (no rollback: {dst} holds the data)"
         else:
@@ -558,6 +568,16 @@ def _roll_back(st: Obj, reason: str, message: str, now: float) -> None:
 
 def _skip(st: Obj, phase: str, reason: str, message: str, now: float) -> None:
     set_condition(st, CONDITION_OF[phase], "True", reason, message, now, start=True)
+
+
+def _claims_left(st: Obj, src: str) -> str:
+    """What a move leaves on its source: the claims, with the data as of the switch. The member keeps
+    them (a StatefulSet's claims outlive it), and the workload placed back there later comes up on them."""
+    names = [str(c.get("name")) for c in data_of(st).get("claims") or [] if isinstance(c, dict) and c.get("name")]
+    if not names:
+        return ""
+    return (f"; its PersistentVolumeClaims {', '.join(names)} stay on {src} with the data as of the switch "
+            f"(delete them there, or the workload placed on {src} again comes up on them)")
 
 
 def _finish(st: Obj, phase: str, reason: str, message: str, now: float) -> None:

@@ -126,6 +126,7 @@ class SimConfig:
     pools: list[NodePool]
     host: str = "127.0.0.1"
     port: int = 0  # 0 = any free port (the real one is written to the state file and kubeconfig)
+    control_port: int = 0  # loopback, for `drods sim fault` (0 = any free port; written to the state file)
     region: str | None = None
     zone: str | None = None
     provider: str | None = None

@@ -56,14 +56,14 @@ def list_states(state_dir: Path) -> list[dict[str, Any]]:
 class ControlServer:
     """The sim's side: accepts commands from `send_command` on 127.0.0.1."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, port: int = 0) -> None:
         self.handler = handler
         self.token = secrets.token_urlsafe(24)
-        self.port = 0
+        self.port = port
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=MAX_LINE)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, limit=MAX_LINE)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:

@@ -168,7 +168,7 @@ class SimServer:
             yaml.safe_dump(doc, out, sort_keys=False)
         os.replace(tmp, self.kubeconfig_path)
         self._task = asyncio.create_task(self.controller.run(), name=f"sim-{cfg.name}")
-        self._control = ControlServer(self._command)
+        self._control = ControlServer(self._command, self.cfg.control_port)
         await self._control.start()
         self._write_state()  # last: its presence means "ready"
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 
 from drods.machinery.controller import Controller
 from drods.machinery.fence import Fence, FencedStore, LeadershipLost
@@ -151,6 +152,10 @@ async def test_one_leader_at_a_time_and_a_standby_takes_over(store_factory: Call
         leader = 0 if managers[0].fence("work") is not None else 1
         assert log[0][0] == f"m{leader}"
         assert managers[1 - leader].fence("work") is None
+        # which replica leads, read from either one's /metrics
+        held = [generate_latest(m.metrics.registry).decode() for m in managers]
+        assert 'drods_leader{lease="work"} 1.0' in held[leader], held[leader]
+        assert 'drods_leader{lease="work"} 0.0' in held[1 - leader], held[1 - leader]
         if leader == 0:
             first.cancel()
             await asyncio.gather(first, return_exceptions=True)

@@ -61,7 +61,6 @@ def test_start_records_the_move_and_pins_source_plus_target() -> None:
     ({"binding": None}, "NoBinding"),
     ({"placement": {"c": 4}}, "NothingOnSource"),
     ({"clusters": {"a": True}}, "UnknownTarget"),
-    ({"clusters": {"a": True, "b": False}}, "TargetNotReady"),
     ({"clusters": {"a": False, "b": True}}, "SourceUnavailable"),
     ({"older_plan": "first"}, "AnotherPlanRunning"),
     ({"pinned_by_other": "MigrationPlan default/x"}, "AlreadyPinned"),
@@ -265,3 +264,34 @@ def test_a_target_that_already_served_keeps_its_traffic_while_the_source_is_copi
     step = advance(spec(targetCluster="c"), {}, facts(T0))
     assert step.status["phase"] == "PrepareTarget" and step.effects.pin == {"a": 3, "c": 4}
     assert step.effects.withdrawn == frozenset()
+
+
+def test_a_finished_move_names_the_claims_it_left_on_the_source() -> None:
+    """A StatefulSet's claims outlive it on the source: the workload placed there again (a failover) would
+    come up on them, with the data as of the switch — the plan's last word says so."""
+    s = spec()
+    st = advance(s, {}, facts(T0, claims=("data-db-0", "data-db-1"))).status
+    retiring = {**st, "phase": "RetireSource", "phaseStartTime": "2020-01-01T00:00:00.000Z"}
+    done = advance(s, retiring, facts(T0 + 30, placement={"b": 3, "c": 1}, withdrawn=frozenset({"a"}),
+                                      copies={"b": Copy(3, 3, True), "c": Copy(1, 1, True)}))
+    assert done.status["phase"] == "Succeeded", done.status
+    assert done.status["message"].endswith("its PersistentVolumeClaims data-db-0, data-db-1 stay on a with the data "
+                                           "as of the switch (delete them there, or the workload placed on a again "
+                                           "comes up on them)"), done.status["message"]
+
+
+def test_a_target_not_ready_yet_is_waited_for_then_given_up_on() -> None:
+    """A target that joined a moment ago or is back from a restart: the plan waits (Pending) as long as the
+    target's preparation may take, starts once it is Ready, and fails only past that."""
+    s = spec()
+    down = {"a": True, "b": False}
+    wait = advance(s, {}, facts(T0, clusters=down))
+    assert wait.status["phase"] == "Pending" and "waiting for target cluster b" in wait.status["message"]
+    assert wait.effects.pin is None and wait.requeue is not None
+    later = advance(s, wait.status, facts(T0 + 30, clusters=down))
+    assert later.status["phase"] == "Pending" and later.status["waitingSince"] == wait.status["waitingSince"]
+    started_now = advance(s, later.status, facts(T0 + 40))
+    assert started_now.status["phase"] == "PrepareTarget" and "waitingSince" not in started_now.status
+    failed = advance(s, wait.status, facts(T0 + 60, clusters=down))  # prepareTarget: 60 s
+    assert failed.status["phase"] == "Failed" and conditions(failed.status)["Failed"]["reason"] == "TargetNotReady"
+    assert failed.effects.pin is None and not failed.effects.touch_binding

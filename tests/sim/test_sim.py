@@ -40,12 +40,19 @@ def fault_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def sims(tmp_path_factory: pytest.TempPathFactory, fault_port: int) -> Iterator[dict[str, SimProcess]]:
+def control_port() -> int:
+    """The fault sim's loopback control port, chosen as its API port is."""
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def sims(tmp_path_factory: pytest.TempPathFactory, fault_port: int,
+         control_port: int) -> Iterator[dict[str, SimProcess]]:
     state = tmp_path_factory.mktemp("sims")
     with running_sims(state, {
         "sim-a": SIM_A,  # the others take any free port (--port 0, the default)
         "sim-busy": ["--nodes", "2", "--node-cpu", "8", "--node-memory", "16Gi", "--preload", "0.7"],
-        "sim-fault": ["--nodes", "1", "--port", str(fault_port)],
+        "sim-fault": ["--nodes", "1", "--port", str(fault_port), "--control-port", str(control_port)],
     }) as s:
         yield s
 
@@ -333,9 +340,10 @@ def _timed(fn: Any) -> tuple[float, BaseException | None]:
     return time.monotonic() - started, None
 
 
-def test_faults_down_slow_partition_up(sims: dict[str, SimProcess], fault_port: int) -> None:
+def test_faults_down_slow_partition_up(sims: dict[str, SimProcess], fault_port: int, control_port: int) -> None:
     sim = sims["sim-fault"]
     assert sim.server == f"https://127.0.0.1:{fault_port}"
+    assert sim.state["controlPort"] == control_port  # every port it listens on, chosen by its operator
     core = _fault_client(sim)
     assert len(core.list_node(_request_timeout=(2, 5)).items) == 1
 

@@ -267,6 +267,18 @@ def test_roles_decide_what_the_dashboard_offers(browse: Browse, env: Env, web: s
     finally:
         env.delete(f"{RPP}/later")
     admin.locator('main tr[data-name="later"]').wait_for(state="detached")
+    # Karmada's policies as written are there too, beside DRO-DS's own
+    karmada = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
+    env.create(karmada, {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+                         "metadata": {"name": "k-pp", "namespace": "default"},
+                         "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                                         "name": "not-here"}],
+                                  "placement": {"clusterAffinity": {"clusterNames": ["azure-lhr"]}}}})
+    try:
+        row = admin.locator('main tr[data-name="default/k-pp"]').inner_text()
+        assert "PropagationPolicy (Karmada)" in row and "azure-lhr" in row and "Deployment not-here" in row, row
+    finally:
+        env.delete(f"{karmada}/k-pp")
     admin.get_by_role("link", name="Operations").click()
     admin.get_by_role("heading", name="Automatic operations").wait_for()
     admin.get_by_role("link", name="Clusters").click()

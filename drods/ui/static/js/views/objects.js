@@ -5,8 +5,11 @@
 import { h, keepFocus, replace, table } from "../dom.js";
 import { ObjectSet } from "../live.js";
 
-// columns: [[header, (object) => text or element], …]; the first column is the name.
-export function objectList({ id, title, path, caption, columns, empty }) {
+// columns: [[header, (object) => text or element], …]; the first column is the name (namespace/name for
+// a namespaced object). sources: [{path, kind}, …] lists several collections in one table, with a Kind column.
+export function objectList({ id, title, path, sources, caption, columns, empty }) {
+  const from = sources || [{ path }];
+  const qualified = (o) => (o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name);
   return {
     id,
     title,
@@ -17,18 +20,24 @@ export function objectList({ id, title, path, caption, columns, empty }) {
       const holder = h("div", { class: "scroll" }, h("p", { class: "muted" }, "Loading…"));
       replace(main, h("h1", {}, title), holder);
       const controller = new AbortController();
-      const objects = new ObjectSet(session, path, (err) => { if (err) say(`${title}: ${err.message}`); });
+      const sets = from.map((source) => ({
+        kind: source.kind,
+        objects: new ObjectSet(session, source.path, (err) => { if (err) say(`${title}: ${err.message}`); }),
+      }));
+      const headers = ["Name", ...(sources ? ["Kind"] : []), ...columns.map(([header]) => header)];
       const draw = () => {
-        const items = [...objects.items.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+        const items = sets.flatMap(({ kind, objects }) => [...objects.items.values()].map((o) => ({ o, kind })))
+          .sort((a, b) => qualified(a.o).localeCompare(qualified(b.o)) || String(a.kind).localeCompare(String(b.kind)));
         keepFocus(holder, () => replace(holder, items.length
-          ? table(caption, ["Name", ...columns.map(([header]) => header)], items.map((o) =>
-            h("tr", { dataset: { name: o.metadata.name } }, h("th", { scope: "row" }, o.metadata.name),
+          ? table(caption, headers, items.map(({ o, kind }) =>
+            h("tr", { dataset: { name: qualified(o) } }, h("th", { scope: "row" }, qualified(o)),
+              sources ? h("td", {}, kind) : null,
               columns.map(([, cell]) => h("td", {}, cell(o) ?? "—")))), { class: "data" })
           : h("p", { class: "muted" }, empty || `No ${title.toLowerCase()}.`)));
       };
-      const off = objects.subscribe(draw);
-      objects.run(controller.signal);
-      return () => { off(); controller.abort(); };
+      const offs = sets.map(({ objects }) => objects.subscribe(draw));
+      sets.forEach(({ objects }) => objects.run(controller.signal));
+      return () => { offs.forEach((off) => off()); controller.abort(); };
     },
   };
 }
