@@ -79,6 +79,19 @@ def placement(binding: dict[str, Any] | None) -> dict[str, int]:
             .get("placement") or [] if isinstance(t, dict) and int(t.get("replicas") or 0) > 0}
 
 
+def running_plan(api: ApiClient, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    """A plan of this workload that has not ended (mid-move it runs on both clusters: that, not which
+    cluster to move from, is what the user must hear)."""
+    from drods.model.migration import TERMINAL
+
+    for p in api.get_json(plans_path(namespace)).get("items") or []:
+        ref = (p.get("spec") or {}).get("workloadRef") or {}
+        if ref.get("name") == name and str(ref.get("kind") or "StatefulSet") == kind and \
+                str((p.get("status") or {}).get("phase") or "Pending") not in TERMINAL:
+            return dict(p)
+    return None
+
+
 def create_plan(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
     ns = body["metadata"]["namespace"]
     try:
@@ -137,6 +150,12 @@ def migrate(
     workload = api.get_json(workload_path(kind, ns, name))
     if to is not None:
         check_target(api, to)
+    running = running_plan(api, kind, ns, name)
+    if running is not None:
+        pname, phase = running["metadata"]["name"], (running.get("status") or {}).get("phase") or "Pending"
+        raise CliError(f"{kind} {ns}/{name} is already being moved by MigrationPlan {pname!r} ({phase}); wait for "
+                       f"it to finish (drods explain migrationplan/{pname} -n {ns}) or delete it",
+                       "MIGRATION_IN_PROGRESS")
     placed = placement(binding_of(api, kind, ns, name))
     if source is not None and source not in placed:
         where = ", ".join(sorted(placed)) or "no cluster"

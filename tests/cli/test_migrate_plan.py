@@ -13,6 +13,7 @@ from drods.cli import migrate as cli
 from drods.cli.remote import CliError
 from drods.model.migration import MigrationPlanSpec
 
+PLANS: list[dict[str, Any]] = []  # the plans in db, as listed
 STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "pg", "namespace": "db"},
        "spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}}]}}
 
@@ -27,6 +28,8 @@ def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
                 if path.endswith("/nowhere"):
                     raise CliError("not found", "NOT_FOUND", 404)
                 return {"name": path.rsplit("/", 1)[1]}
+            if path == cli.plans_path("db"):
+                return {"items": PLANS}
             if path == cli.BINDINGS:  # pg runs on aws
                 return {"items": [{"spec": {"resource": {"kind": "StatefulSet", "namespace": "db", "name": "pg"}},
                                    "status": {"placement": [{"cluster": "aws", "replicas": 1}]}}]}
@@ -92,3 +95,16 @@ def test_a_refused_data_step_names_the_flags_that_set_it(answer: CliError) -> No
     with pytest.raises(CliError) as e:
         cli.create_plan(Api(), {"metadata": {"namespace": "db"}})  # type: ignore[arg-type]
     assert "--volume-copy-image IMAGE, --hook-file FILE or --no-data" in e.value.message
+
+
+def test_a_workload_being_moved_is_refused_for_that_reason(created: list[dict[str, Any]],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mid-move a workload runs on its source and its target: the user hears about the plan, not that the
+    source is ambiguous."""
+    running = {"metadata": {"name": "pg-move"}, "spec": {"workloadRef": {"kind": "StatefulSet", "name": "pg"}},
+               "status": {"phase": "CopyData"}}
+    monkeypatch.setattr(f"{__name__}.PLANS", [running, {**running, "metadata": {"name": "old"},
+                                                        "status": {"phase": "Succeeded"}}])
+    out = " ".join(run("--no-data", code=1).split())
+    assert "MIGRATION_IN_PROGRESS" in out and "already being moved by MigrationPlan 'pg-move' (CopyData)" in out, out
+    assert created == []
