@@ -241,7 +241,8 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
         written = next((b for d in items if (b := (d.get("source") or {}).get("binding"))), None)
         status = _binding(api, str(written)) if written else None
     if status is None and not items:
-        raise CliError(f"{kind} {namespace}/{name}: no binding and no decision recorded (is the name right?)", "NOT_FOUND")
+        raise CliError(f"{kind} {namespace}/{name}: no binding and no decision recorded (is the name right?)",
+                       "NOT_FOUND")
     latest = latest_per_type(items)
     if output != "table":
         body = {"subject": {"kind": kind, "namespace": namespace, "name": name}, "placement": status,
