@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from drods.controllers.rescheduler import Rescheduler
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.controller import Controller
+from drods.machinery.event_log import EventLog
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.migration import phases
@@ -39,6 +40,7 @@ from drods.model.annotations import FAILED_OVER_FROM, MIGRATED_FROM, PINNED_PLAC
 from drods.model.conditions import condition
 from drods.model.data_jobs import job_name, job_outcome, job_report
 from drods.model.detection import binding_name
+from drods.model.events import involved_of
 from drods.model.keys import network_key
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
 from drods.model.migration import (
@@ -85,6 +87,7 @@ class MigrationController:
         self.controller = Controller("migration", self.reconcile, workers=workers)
         self.by_binding: dict[str, set[str]] = {}  # binding name → plan keys that read it
         self._indexed: dict[str, set[str]] = {}
+        self.events = EventLog(registry.store, "drods-migration")
 
     @staticmethod
     def informers(manager: Manager) -> dict[str, Any]:
@@ -169,6 +172,14 @@ class MigrationController:
                 return str(o["metadata"]["name"])
         return None
 
+    def _later_plan(self, plan: Obj) -> bool:
+        """A plan for the same workload made after this one (its own move tells the data's story since)."""
+        me = workload_of(plan)
+        mine = (str(plan["metadata"].get("creationTimestamp") or ""), str(plan["metadata"]["name"]))
+        return any(workload_of(o) == me and (str(o["metadata"].get("creationTimestamp") or ""),
+                                             str(o["metadata"]["name"])) > mine
+                   for o in self.plans.cache.values() if o["metadata"].get("uid") != plan["metadata"].get("uid"))
+
     def _facts(self, plan: Obj, spec: MigrationPlanSpec, binding: Obj | None) -> phases.Facts:
         meta = plan["metadata"]
         ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
@@ -197,6 +208,7 @@ class MigrationController:
             clusters=clusters, hooks=hooks,
             older_plan=self._older_plan(plan) if str(status.get("phase") or PENDING) == PENDING else None,
             deleting=bool(meta.get("deletionTimestamp")),
+            later_plan=self._later_plan(plan),
             duplicated=(((((binding or {}).get("spec") or {}).get("placement") or {}).get("replicaScheduling") or {})
                         .get("replicaSchedulingType") == "Duplicated"))
 
@@ -235,6 +247,10 @@ class MigrationController:
                 return 0.2  # changed meanwhile: the new version is coming
             if worth_recording(status, step.status):
                 await self._record(plan, step.status)
+            reused = step.status.get("claimsLeftReused")
+            if reused and not status.get("claimsLeftReused") and binding is not None:
+                await self.events.record(involved_of(binding), "Warning", "ClaimsLeftByMove",
+                                         f"MigrationPlan {name}: {reused['message']}")
         again = await self._apply(plan, spec, step, facts)
         if str(step.status.get("phase")) in TERMINAL and step.effects.cleanup and not again \
                 and not status.get("hooksRemoved") and step.status == status:

@@ -111,6 +111,7 @@ class Facts:
     claims_note: str = ""  # where they come from (volumeClaimTemplates …)
     estimate: Obj | None = None  # bytes to move and the copy time (`drods.migration.estimate`)
     duplicated: bool = False  # the Binding runs the whole count on each cluster (Duplicated)
+    later_plan: bool = False  # a plan for the same workload was made after this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,8 +250,24 @@ def advance(spec: MigrationPlanSpec, status: Mapping[str, Any], facts: Facts) ->
     elif phase == ROLLING_BACK:
         _rolling_back(st, facts)
     phase = str(st.get("phase"))
+    if phase == SUCCEEDED:
+        _claims_reused(st, facts)
     requeue = None if phase in TERMINAL else _requeue(spec, st, now)
     return Step(st, effects_of(st, now), requeue, reschedule)
+
+
+def _claims_reused(st: Obj, f: Facts) -> None:
+    """The workload placed on its old source again (a failover, a rebalance) after this move, and no move
+    of it since: its copy there comes up on the claims this move left, with the data as of the switch.
+    Said once (``claimsLeftReused``; the controller tells it as a Warning Event on the workload)."""
+    src = str(st.get("sourceCluster") or "")
+    names = [str(c.get("name")) for c in data_of(st).get("claims") or [] if isinstance(c, dict) and c.get("name")]
+    if st.get("claimsLeftReused") or not names or f.later_plan or f.binding is None or f.placement.get(src, 0) <= 0:
+        return
+    st["claimsLeftReused"] = {"cluster": src, "time": rfc3339_ms(f.now), "claims": names,
+                              "message": f"placed on {src} again, where this move left its PersistentVolumeClaims "
+                                         f"{', '.join(names)} at {st.get('completionTime')}: if they are still there, "
+                                         "its copy comes up on them, with the data as of that move"}
 
 
 def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
