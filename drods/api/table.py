@@ -659,6 +659,27 @@ def _event_message(ev: Obj) -> str:
     return str(ev.get("message") or "").strip()
 
 
+_ACCESS = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+
+
+def _access_modes(pvc: Obj) -> str:
+    return ",".join(_ACCESS.get(str(m), str(m)) for m in _list(pvc, "status.accessModes"))
+
+
+def _slice_ports(es: Obj) -> str:
+    ports = [str(p.get("port")) for p in _list(es, "ports") if isinstance(p, dict) and p.get("port") is not None]
+    return ",".join(ports) or "<unset>"
+
+
+def _slice_endpoints(es: Obj) -> str:
+    """The first three addresses and how many more, as kubectl prints a slice's."""
+    addresses = [str(a) for e in _list(es, "endpoints") if isinstance(e, dict) for a in e.get("addresses") or []]
+    if not addresses:
+        return "<unset>"
+    more = f" + {len(addresses) - 3} more..." if len(addresses) > 3 else ""
+    return ",".join(addresses[:3]) + more
+
+
 def _wide(name: str, cell: str | Callable[[Obj], Any], type_: str = "string", default: Any = None) -> Column:
     return Column(name, cell, type_, priority=1, default=default)
 
@@ -721,6 +742,14 @@ KUBERNETES_COLUMNS: dict[str, tuple[Column, ...]] = {
     "Service": (NAME, Column("Type", "spec.type", default="ClusterIP"), Column("Cluster-IP", _cluster_ip),
                 Column("External-IP", _external_ip), Column("Port(s)", _ports), AGE,
                 _wide("Selector", _service_selector)),
+    "PersistentVolumeClaim": (NAME, Column("Status", "status.phase", default="Pending"),
+                              Column("Volume", "spec.volumeName"),
+                              Column("Capacity", "status.capacity.storage"), Column("Access Modes", _access_modes),
+                              Column("StorageClass", "spec.storageClassName"),
+                              Column("VolumeAttributesClass", "spec.volumeAttributesClassName", default="<unset>"),
+                              AGE, _wide("VolumeMode", "spec.volumeMode", default="Filesystem")),
+    "EndpointSlice": (NAME, Column("AddressType", "addressType"), Column("Ports", _slice_ports),
+                      Column("Endpoints", _slice_endpoints), AGE),
     "ConfigMap": (NAME, Column("Data", _data_count, "integer"), AGE),
     "Secret": (NAME, Column("Type", "type", default="Opaque"), Column("Data", _data_count, "integer"), AGE),
     "ServiceAccount": (NAME, Column("Secrets", _secret_count, "integer"), AGE),

@@ -41,6 +41,12 @@ MANIFESTS = [
      "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}},
     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
      "spec": {"type": "LoadBalancer", "selector": {"app": "web"}, "ports": [{"port": 443, "nodePort": 30443}]}},
+    {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "files"},
+     "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "standard",
+              "resources": {"requests": {"storage": "2Gi"}}}},
+    {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "by-hand"},
+     "addressType": "IPv4", "ports": [{"port": 80}, {"port": 443}],
+     "endpoints": [{"addresses": [f"10.9.0.{i}"]} for i in range(1, 5)]},
 ]
 
 
@@ -152,6 +158,20 @@ def test_services_and_namespaces(kubectl: Kubectl) -> None:
     headers, namespaces = parse(kubectl("get", "namespaces"))
     assert headers == ["NAME", "STATUS", "AGE"]
     assert {n["NAME"]: n["STATUS"] for n in namespaces}["team-a"] == "Active"
+
+
+def test_claims_and_endpoint_slices(kubectl: Kubectl) -> None:
+    headers, claims = parse(kubectl("get", "pvc"))
+    assert headers == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS",
+                       "VOLUMEATTRIBUTESCLASS", "AGE"]
+    files = rows(kubectl("get", "pvc"))["files"]  # no pod uses it yet: Pending, as WaitForFirstConsumer leaves it
+    assert (files["STATUS"], files["CAPACITY"], files["ACCESS MODES"], files["STORAGECLASS"],
+            files["VOLUMEATTRIBUTESCLASS"]) == ("Pending", "", "", "standard", "<unset>"), files
+    headers, _ = parse(kubectl("get", "endpointslices"))
+    assert headers == ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"]
+    by_hand = rows(kubectl("get", "endpointslices"))["by-hand"]
+    assert (by_hand["ADDRESSTYPE"], by_hand["PORTS"], by_hand["ENDPOINTS"]) == (
+        "IPv4", "80,443", "10.9.0.1,10.9.0.2,10.9.0.3 + 1 more..."), by_hand
 
 
 def test_get_all_lists_workloads_and_services_only(kubectl: Kubectl) -> None:
