@@ -306,7 +306,8 @@ def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
         return
     spec, st = cluster.get("spec") or {}, cluster.get("status") or {}
     ready = next((c.get("status") for c in st.get("conditions") or [] if c.get("type") == "Ready"), "Unknown")
-    _say(f"Cluster:    {name}\nReady:      {ready}\nCordoned:   {bool(spec.get('unschedulable'))}")
+    cordoned = bool(cluster.get("unschedulable") or spec.get("unschedulable"))  # the flat view's, or a spec's
+    _say(f"Cluster:    {name}\nReady:      {ready}\nCordoned:   {cordoned}")
     _say(f"Placed here ({len(here)}):")
     if here:
         print_table(["binding", "replicas"], here)

@@ -9,13 +9,14 @@ keeping aetcd for the channel, the stubs and the watch stream.
 
 What this layer adds over the raw client:
 
-* Failover: one aetcd client per endpoint; a call that fails with UNAVAILABLE or a timeout moves
-  to the next endpoint and retries with backoff until ``deadline`` expires, then raises
-  ``Unavailable``. A lost answer to a write is ambiguous (it may have been applied, e.g. a
-  proposal forwarded to a leader that just died), so writes are only blindly retried when doing
-  them twice is harmless (plain put/delete, lease grant). A CAS put/delete resolves the doubt by
-  reading the key back; a txn with writes raises ``Unavailable`` and leaves the decision to the
-  caller, as etcd's own client does.
+* Failover: one aetcd client per endpoint; a call that fails with UNAVAILABLE or a timeout moves to
+  the next endpoint and retries with backoff until ``deadline`` expires, then raises
+  ``Unavailable``; until a member answers again, later calls get one RPC ``timeout`` instead (an
+  outage is reported in seconds, not a whole deadline per request). A lost answer to a write is
+  ambiguous (it may have been applied, e.g. a proposal forwarded to a leader that just died), so
+  writes are only blindly retried when doing them twice is harmless (plain put/delete, lease grant).
+  A CAS put/delete resolves the doubt by reading the key back; a txn with writes raises
+  ``Unavailable`` and leaves the decision to the caller, as etcd's own client does.
 * Resumable watch: on a broken stream the watch is re-created on the next endpoint from the last
   delivered revision + 1, so no event is lost or repeated; etcd's compaction answer becomes
   ``Compacted``.
@@ -219,6 +220,9 @@ class EtcdStore(Store):
         self._current = 0
         self._seen_rev = 0  # highest revision seen in any response (anchors watch-from-now)
         self._closed = False
+        # The last call ran out its deadline with no member answering: until one answers again, a call
+        # gets one RPC timeout, not the whole deadline (an outage is reported in seconds, not 15 s each).
+        self._unreachable = False
 
     @property
     def current_endpoint(self) -> str:
@@ -267,13 +271,15 @@ class EtcdStore(Store):
         ``repeatable``: applying the request twice is as good as once, so it may be resent after
         a lost answer; otherwise only errors proving it was never sent are retried.
         """
-        deadline = time.monotonic() + self.deadline
+        deadline = time.monotonic() + (min(self.timeout, self.deadline) if self._unreachable else self.deadline)
         backoff = 0.02
         while True:
             index = self._current
             try:
                 client = await self._client(index)
-                return await fn(client)
+                answer = await fn(client)
+                self._unreachable = False
+                return answer
             except (grpc.aio.AioRpcError, aetcd.exceptions.ClientError) as exc:
                 if self._auth is not None and "auth token" in _details(exc).lower() and \
                         time.monotonic() < deadline:
@@ -285,6 +291,7 @@ class EtcdStore(Store):
                 if not repeatable and not any(s in _details(exc).lower() for s in _UNSENT):
                     raise _Ambiguous(f"etcd write outcome unknown: {_details(exc)}") from exc
                 if time.monotonic() + backoff > deadline:
+                    self._unreachable = True
                     raise Unavailable(f"etcd unreachable at {self._endpoints}: {_details(exc)}") from exc
                 await asyncio.sleep(backoff)  # let an election finish / the next member answer
                 backoff = min(backoff * 2, 0.5)

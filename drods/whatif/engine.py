@@ -27,7 +27,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -289,7 +289,9 @@ class PolicyRun:
         self.inp = inputs
         self.scn = scn = inputs.scenario
         self.pol = policy
-        f = self.fleet = inputs.fleet
+        # its own copy of the clusters' specs: a drain cordons them for this policy's run only (every
+        # policy replays the same inputs, whatever ran before it)
+        f = self.fleet = replace(inputs.fleet, specs=list(inputs.fleet.specs))
         n = f.n
         self.sched = Scheduler(policy.profile, rng_seed=inputs.seed)
         self.snap = Snapshot(capacity=max(16, n))

@@ -102,8 +102,14 @@ def read_trace(path: Path) -> dict[str, tuple[FloatArr, FloatArr, FloatArr]]:
 
 def apply_trace(load: BackgroundLoad, trace: dict[str, tuple[FloatArr, FloatArr, FloatArr]], names: list[str],
                 tick_minutes: float) -> int:
-    """Replace the generated load of the clusters the trace has; returns how many it covered."""
+    """Replace the generated load of the clusters the trace has; returns how many it covered. A cluster
+    the scenario does not have is a mistake (a typo would leave the generator's load in place, unseen)."""
     index = {n: i for i, n in enumerate(names)}
+    unknown = sorted(set(trace) - set(index))
+    if unknown:
+        raise Invalid(f"the trace names clusters the scenario does not have: {', '.join(unknown[:10])}"
+                      f"{' …' if len(unknown) > 10 else ''} (the scenario's: {', '.join(names[:10])}"
+                      f"{' …' if len(names) > 10 else ''})", {"unknown": unknown[:100]})
     ticks = load.cpu.shape[0]
     at = np.arange(ticks) * tick_minutes * 60.0
     covered = 0

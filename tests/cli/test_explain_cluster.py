@@ -22,7 +22,9 @@ class _Api:
 
     def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> FixedAnswer:
         if path == "/api/v1/clusters/c":
-            return FixedAnswer(200, {"spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+            # the flat view's shape: a cordon is top-level (it always printed "Cordoned: False")
+            return FixedAnswer(200, {"name": "c", "unschedulable": True,
+                                     "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
         if path == "/api/v1/bindings":
             web = {"name": "web", "status": {"placement": [{"cluster": "a", "replicas": 6}]}}
             return FixedAnswer(200, {"items": [web]})
@@ -48,7 +50,7 @@ def test_explain_cluster_shows_the_descheduler_s_latest_decisions_with_what_they
         capsys: pytest.CaptureFixture[str]) -> None:
     _explain_cluster(_Api([RESTORE, EVACUATION]), "c", "table")  # type: ignore[arg-type]
     text = " ".join(capsys.readouterr().out.split())
-    assert "Decisions about the cluster (2):" in text
+    assert "Decisions about the cluster (2):" in text and "Cordoned: True" in text
     assert "Eviction at 2026-11-28T06:00:00.000Z — trigger Evacuate" in text
     assert "water levels c 92% (limit 80%), a 41% (limit 80%)" in text
     assert "2 other active cluster(s) below their limit" in text

@@ -235,6 +235,11 @@ def test_trace_csv_replaces_the_generator(tmp_path: Path) -> None:
     with pytest.raises(ApiError) as e:
         read_trace(bad)
     assert e.value.status == 422
+    typo = tmp_path / "typo.csv"  # a cluster the scenario does not have: said, not skipped unseen
+    typo.write_text("time,cluster,cpu,memory\n0,eu-000,0.2,0.1\n900,eu-999,0.2,0.2\n")
+    with pytest.raises(ApiError) as e:
+        apply_trace(load, read_trace(typo), fleet.names, 15)
+    assert e.value.status == 422 and "eu-999" in e.value.message and "eu-000, eu-001" in e.value.message
 
 
 def test_bad_scenarios_are_validation_errors() -> None:
@@ -526,3 +531,17 @@ def test_no_tick_of_a_generated_day_has_its_ideal_above_its_peak() -> None:
         assert np.all(tr.ideal_peak <= peak + 1e-6), (name, float((tr.ideal_peak - peak).max()))
         assert figures(tr, 10)["ideal_peak_max"] <= figures(tr, 10)["peak_water_level"]
     assert tr.latency_breaches > 0  # (AvailableReplicas) the SLO is one a placement can miss here
+
+
+def test_a_drain_in_one_policys_run_does_not_reach_the_next() -> None:
+    """Every policy replays the same inputs: a cordon (a drain never uncordoned within the scenario) made in
+    one run left the next policy's clusters cordoned from minute 0, and nothing placed."""
+    doc = tiny(4, durationHours=2, events=[{"at": 30, "type": "drain", "cluster": "eu-000"},
+                                           {"at": 30, "type": "drain", "cluster": "eu-001"}])
+    scn = parse_scenario(doc)
+    inputs = prepare(scn)
+    first = figures(PolicyRun(inputs, make_policy("WaterLevel")).run(), scn.tickMinutes)
+    after = figures(PolicyRun(inputs, make_policy("AvailableReplicas")).run(), scn.tickMinutes)
+    alone = run(doc, "AvailableReplicas")
+    assert after == alone and after["pending_replica_minutes"] == 0, (after, alone)
+    assert first == run(doc, "WaterLevel")
