@@ -385,11 +385,19 @@ class PolicyRun:
                 float(self.limits[ok].min()) if ok.any() else self.scn.waterLevelLimit,
                 beyond_cpu=max(0.0, float(held_cpu.sum() - near_cpu.sum())),
                 beyond_mem=max(0.0, float(held_mem.sum() - near_mem.sum())))
-        big_cpu = max((w.cpu for w in self.workloads.values()), default=0.0)
-        big_mem = max((w.memory for w in self.workloads.values()), default=0.0)
-        tr.full[t] = not fits_under_limits(cpu, mem, f.cpu, f.memory, ok,
-                                           np.minimum(self.limits, self.scn.waterLevelLimit),
-                                           float(self.demand_cpu.sum()), self.demand_mem, big_cpu, big_mem)
+        limits = np.minimum(self.limits, self.scn.waterLevelLimit)
+        # a replica no cluster could hold under its limit even empty is unplaceable, not a sign of a full
+        # fleet: left out of the demand and of the largest replica the room is measured with
+        most_cpu = float((limits * f.cpu)[ok].max()) if ok.any() else 0.0
+        most_mem = float((limits * f.memory)[ok].max()) if ok.any() else 0.0
+        never = [w for w in self.workloads.values() if w.cpu > most_cpu or w.memory > most_mem]
+        fits = [w for w in self.workloads.values() if w.cpu <= most_cpu and w.memory <= most_mem]
+        big_cpu = max((w.cpu for w in fits), default=0.0)
+        big_mem = max((w.memory for w in fits), default=0.0)
+        tr.full[t] = not fits_under_limits(cpu, mem, f.cpu, f.memory, ok, limits,
+                                           float(self.demand_cpu.sum()) - sum(w.spec.replicas * w.cpu for w in never),
+                                           self.demand_mem - sum(w.spec.replicas * w.memory for w in never),
+                                           big_cpu, big_mem) if ok.any() else bool(self.demand_cpu.sum() > 0)
         room = np.where(ok, np.maximum(self.limits - cpu, 0.0) * f.cpu, 0.0)
         cap = np.where(ok, np.maximum(1.0 - cpu, 0.0) * f.cpu, 0.0)
         tr.ideal_latency_hist += ideal_latency_hist(f.latency, room, cap, self.demand_cpu, self.demand_replicas,

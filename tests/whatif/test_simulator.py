@@ -545,3 +545,13 @@ def test_a_drain_in_one_policys_run_does_not_reach_the_next() -> None:
     alone = run(doc, "AvailableReplicas")
     assert after == alone and after["pending_replica_minutes"] == 0, (after, alone)
     assert first == run(doc, "WaterLevel")
+
+
+def test_a_replica_no_cluster_can_hold_is_pending_but_does_not_make_the_fleet_full() -> None:
+    """One 100-core replica on 64-core clusters is never placed: that pending is not the fleet being full
+    (which would excuse any policy's pending as giving way), and the 8-core app beside it still counts."""
+    doc = tiny(2)
+    doc["workloads"]["items"].append({"name": "giant", "replicas": 1, "cpu": 100, "memoryGiB": 0, "region": "eu"})
+    f = run(doc, "WaterLevel")
+    assert f["full_minutes"] == 0, f
+    assert f["pending_replica_minutes"] == f["pending_replica_minutes_not_full"] == 60, f  # 1 replica × 60 min
