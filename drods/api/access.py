@@ -24,7 +24,7 @@ from fastapi import Request
 from drods.api.auth import Action
 from drods.api.context import authenticate
 from drods.api.dryrun import is_dry_run
-from drods.errors import ApiError
+from drods.errors import ApiError, Forbidden
 
 
 class DryRun(enum.StrEnum):
@@ -205,6 +205,10 @@ async def enforce(request: Request) -> None:
     if rule.public:
         return
     principal = await authenticate(request)
+    asked = sorted(h for h in request.headers if h.lower().startswith("impersonate-"))
+    if asked:  # kubectl --as: answering as the caller instead would be a wrong answer about someone else
+        raise Forbidden(f"impersonation ({', '.join(asked)}) is not served: no role may act as another; make the "
+                        "request with that user's own token", {"headers": asked})
     if rule.action is not None:
         # a namespaced token: only in a namespace of its own (the handler also checks the kind is namespaced);
         # reading a Namespace is reading that namespace

@@ -60,7 +60,17 @@ def wants_table(request: Request) -> bool:
     return "as=Table" in request.headers.get("accept", "")
 
 
-def to_table(kind: Kind, items: list[Obj], revision: int) -> Obj:
+def _row_object(kind: Kind, obj: Obj, include: str | None) -> Obj | None:
+    """What a row carries, as ``?includeObject=`` asks: the object whole (``Object``: what ``kubectl get
+    --sort-by=.lastTimestamp`` sorts on), nothing (``None``), else its metadata."""
+    if include == "Object":
+        return {"kind": kind.kind, "apiVersion": kind.api_version, **obj}
+    if include == "None":
+        return None
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+
+
+def to_table(kind: Kind, items: list[Obj], revision: int, include: str | None = None) -> Obj:
     if kind.custom is not None and kind.custom.printer_columns:  # a CRD's printer columns after the name
         columns: tuple[Column, ...] = (NAME, *(_printer_column(*c) for c in kind.custom.printer_columns))
     else:
@@ -68,9 +78,7 @@ def to_table(kind: Kind, items: list[Obj], revision: int) -> Obj:
             _GROUP_COLUMNS.get((kind.group, kind.kind)) or _COLUMNS.get(kind.kind) \
             or (KUBERNETES_COLUMNS.get(kind.kind) if kind.spec_model is None and kind.custom is None else None) \
             or _PLAIN  # a built-in kind the control plane has no view of its own for prints as a cluster does
-    rows = [{"cells": [c.value(obj) for c in columns],
-             "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}}
-            for obj in items]
+    rows = [{"cells": [c.value(obj) for c in columns], "object": _row_object(kind, obj, include)} for obj in items]
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(revision)},
             "columnDefinitions": [c.definition() for c in columns], "rows": rows}
 

@@ -247,7 +247,7 @@ async def list_with_fields(request: Request, p: Principal, group: str, version: 
     items, revision = await ctx.registry.list(kind, ns, selector_of(request))
     items = [o for o in items if fields.matches(o)]
     if wants_table(request):
-        return JSONResponse(to_table(kind, items, revision))
+        return JSONResponse(to_table(kind, items, revision, request.query_params.get("includeObject")))
     return JSONResponse({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
                          "metadata": {"resourceVersion": str(revision)}, "items": items})
 

@@ -55,6 +55,11 @@ def test_can_i_answers_as_the_requests_are_answered(kubectl: Kubectl) -> None:
     allowed, said = _can_i(kubectl, team, "create", "deployments", "-n", "team-b")
     assert not allowed and "only in namespaces team-a" in said
     assert not _can_i(kubectl, team, "get", "clusters")[0]
+    everything = _can_i(kubectl, team, "*", "*", "-n", "team-a")  # not every kind: its quota it may not write
+    assert not everything[0] and "federatedresourcequotas" in everything[1], everything
+    assert _can_i(kubectl, None, "get", "componentstatuses")[0]  # `kubectl get cs` works: the answer is yes
+    assert _can_i(kubectl, viewer, "get", "componentstatuses")[0]
+    assert not _can_i(kubectl, None, "delete", "componentstatuses")[0]  # computed: nobody writes them
     quota = _can_i(kubectl, team, "create", "federatedresourcequotas", "-n", "team-a")
     assert not quota[0] and "cluster-wide tokens only" in quota[1]
     assert not _can_i(kubectl, viewer, "delete", "deployments", "-n", "team-a")[0]
@@ -98,3 +103,12 @@ def test_a_review_without_its_question_is_refused(kubectl: Kubectl) -> None:
     assert "exactly one of spec.resourceAttributes" in neither.json()["message"]
     assert no_verb.status_code == 422 and "spec.resourceAttributes.verb" in no_verb.json()["message"], no_verb.text
     assert {r["name"] for r in found["resources"]} == {"selfsubjectaccessreviews", "selfsubjectrulesreviews"}
+
+
+def test_impersonation_is_refused_not_ignored(kubectl: Kubectl) -> None:
+    """``--as=bob`` was ignored: an admin asking what bob may do got the admin's own answer."""
+    done = kubectl.run("auth", "can-i", "delete", "deployments", "-n", "team-b", "--as=bob", check=False)
+    assert done.returncode != 0 and "impersonation" in done.stderr and "not served" in done.stderr, \
+        (done.stdout, done.stderr)
+    done = kubectl.run("get", "deployments", "--as=bob", check=False)
+    assert done.returncode != 0 and "impersonation" in done.stderr, done.stderr

@@ -466,3 +466,23 @@ def test_explain_reads_the_generated_schema(kubectl: Kubectl) -> None:
         pytest.skip("kubectl < 1.27 explains from OpenAPI v2, which DRO-DS serves without definitions")
     done = kubectl.run("explain", "clusteroverridepolicies.spec.overrides.fieldPatches")
     assert "path" in done.stdout and "value" in done.stdout
+
+
+def test_sort_by_a_field_beyond_metadata(kubectl: Kubectl, tmp_path: Path) -> None:
+    """``kubectl get … --sort-by=.spec.replicas`` (or events by ``.lastTimestamp``) asks for table rows with
+    the whole object (``includeObject=Object``): with metadata alone it printed "No resources found"."""
+    ns = "sorting"
+    docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}]
+    for name, replicas in (("three", 3), ("one", 1), ("two", 2)):
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+                     "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                              "template": {"metadata": {"labels": {"app": name}},
+                                           "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    manifest = tmp_path / "sort.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    kubectl.run("apply", "-f", str(manifest))
+    out = kubectl.run("get", "deployments", "-n", ns, "--sort-by=.spec.replicas", "-o", "name").stdout.split()
+    assert out == ["deployment.apps/one", "deployment.apps/two", "deployment.apps/three"], out
+    table = kubectl.run("get", "deployments", "-n", ns, "--sort-by=.spec.replicas").stdout.splitlines()
+    assert [line.split()[0] for line in table[1:]] == ["one", "two", "three"], table
+    kubectl.run("delete", "namespace", ns, "--wait=false")

@@ -96,7 +96,7 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
     if page.following:
         meta["continue"] = page.following
     if wants_table(request):
-        table = to_table(kind, [view(o) for o in page], page.revision)
+        table = to_table(kind, [view(o) for o in page], page.revision, request.query_params.get("includeObject"))
         table["metadata"] = meta
         return JSONResponse(table)
     return list_response({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}, page, view)
@@ -181,7 +181,8 @@ async def get_one(ctx: ApiContext, request: Request, kind: Kind, name: str, name
     if hide_data:
         obj = metadata_only(kind, obj)
     if wants_table(request):
-        return JSONResponse(to_table(kind, [obj], int(obj["metadata"]["resourceVersion"])))
+        return JSONResponse(to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]),
+                                     request.query_params.get("includeObject")))
     return JSONResponse(obj)
 
 

@@ -118,7 +118,7 @@ async def serve_cached(request: Request, principal: Principal, path: str) -> Res
                            {"kind": kind.kind, "name": rp.name, "namespace": rp.namespace})
         return JSONResponse(items[0])
     if wants_table(request):
-        return JSONResponse(to_table(kind, items, 0))
+        return JSONResponse(to_table(kind, items, 0, request.query_params.get("includeObject")))
     return JSONResponse({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
                          "metadata": {"resourceVersion": str(ctx.search.revision)}, "items": items})
 
