@@ -37,7 +37,7 @@ from drods.errors import NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.informer import subscribed
 from drods.machinery.tasks import stop_tasks, yielding
-from drods.members.client import MemberClient, MemberError, MemberUnavailable, WritesRefused
+from drods.members.client import PERMANENT_STATUS, MemberClient, MemberError, MemberUnavailable, WritesRefused
 from drods.model import jsondoc
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed, manifest_hash, run_report
 from drods.model.dispatch import may_adopt
@@ -52,9 +52,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 NAMESPACE_CHECK = "namespace:"  # a cluster queue's key for `_drop_namespace` (a Work's key is a store key, "/…")
 
-# a member's refusal that the same apply will meet again; a 409 is not one: with conflicts forced,
-# an apply meets one only when a concurrent write won (Kubernetes clients retry on conflict)
-PERMANENT_STATUS = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
 
 
 def cleanup_key(cluster: str, ref: Ref) -> str:

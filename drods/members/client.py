@@ -106,6 +106,11 @@ class MemberError(Exception):
         self.message = message
 
 
+# a member's refusal that the same apply will meet again; a 409 is not one: with conflicts forced,
+# an apply meets one only when a concurrent write won (Kubernetes clients retry on conflict)
+PERMANENT_STATUS = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
+
+
 class WatchExpired(Exception):
     """The cluster ended a watch with an error (410 Gone: its history is compacted): list again."""
 

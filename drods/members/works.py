@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 
 from drods.members.agent import AgentRefused
-from drods.members.client import MemberClient, MemberError, MemberUnavailable
+from drods.members.client import PERMANENT_STATUS, MemberClient, MemberError, MemberUnavailable
 from drods.members.copy_watch import FollowedCopies
 from drods.members.state_file import StateFile, StateSaver
 from drods.members.workload_usage import USAGE_KINDS, UsageReader
@@ -88,6 +88,17 @@ def _written(obj: Obj) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class ApplyFailure:
+    """Why a Work's apply failed here: ``permanent`` when the same apply meets it again (another's object
+    of that name, a manifest the member refuses); ``times`` in a row for the Work's ``hash``."""
+
+    message: str
+    permanent: bool = False
+    times: int = 1
+    hash: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class _Sent:
     digest: str  # the manifest's ANN_HASH
     local: int | None  # the local replica count sent in its place (regional autonomy)
@@ -114,7 +125,7 @@ class WorkAgent:
         self.watch_timeout = watch_timeout
         self.works: dict[str, _Work] = {}
         self.applied: dict[str, str] = {}  # work → hash the member holds
-        self.errors: dict[str, str] = {}  # work → why its last apply failed
+        self.errors: dict[str, ApplyFailure] = {}  # work → why its last apply failed, how often in a row
         self.authoritative = False  # works mirror the control plane right now: pruning is safe
         self.prune_due = False
         self.ns_ok: set[str] = set()
@@ -287,8 +298,10 @@ class WorkAgent:
                     self.errors.pop(name, None)
                 else:
                     self.applied.pop(name, None)
-                    self.errors[name] = err
-                    log.warning("applying Work %s failed: %s", name, err)
+                    last = self.errors.get(name)
+                    times = last.times + 1 if last is not None and last.hash == h else 1
+                    self.errors[name] = ApplyFailure(err.message, err.permanent, times, h)
+                    log.warning("applying Work %s failed (%d in a row): %s", name, times, err.message)
         for name in (self.applied.keys() | self.errors.keys()) - works.keys():
             self.applied.pop(name, None)
             self.errors.pop(name, None)
@@ -326,8 +339,8 @@ class WorkAgent:
             if self.authoritative and status != works[name].status and name not in later:
                 await self.report(name, works[name], status)
 
-    async def apply(self, spec: Mapping[str, Any]) -> str | None:
-        """Apply a Work's manifests in order; None, or why it failed."""
+    async def apply(self, spec: Mapping[str, Any]) -> ApplyFailure | None:
+        """Apply a Work's manifests in order; None, or why it failed (and whether trying again can help)."""
         try:
             for m in spec.get("manifests") or []:
                 meta = m.get("metadata") or {}
@@ -342,8 +355,8 @@ class WorkAgent:
                         ref.api_version, ref.kind, ref.name, ns):  # first contact: did someone else create it?
                     cur = await self.member.get(ref.api_version, ref.kind, ref.name, ns)
                     if cur is not None and not is_managed(cur) and not may_adopt(m):
-                        return (f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in {self.cluster} "
-                                "and is not managed by DRO-DS")
+                        return ApplyFailure(f"{m.get('kind')} {ns or ''}/{meta.get('name')} already exists in "
+                                            f"{self.cluster} and is not managed by DRO-DS", permanent=True)
                 local = self.replicas_for(m) if self.replicas_for is not None else None
                 digest = (meta.get("annotations") or {}).get(ANN_HASH)
                 if digest and self._holds(ref, m, str(digest), local):
@@ -356,11 +369,11 @@ class WorkAgent:
                 if digest:
                     self.sent[ref] = _Sent(str(digest), local, _written(out))
         except MemberUnavailable as e:
-            return f"unreachable: {e}"
+            return ApplyFailure(f"unreachable: {e}")
         except MemberError as e:
-            return str(e)
+            return ApplyFailure(str(e), permanent=e.status in PERMANENT_STATUS)
         except Exception as e:  # noqa: BLE001 - a bad manifest must not stop the others
-            return f"{type(e).__name__}: {e}"
+            return ApplyFailure(f"{type(e).__name__}: {e}")
         return None
 
     def _put_back_changed(self, works: Mapping[str, _Work]) -> None:
@@ -482,8 +495,13 @@ class WorkAgent:
             log.debug("reading the status of %s failed: %s", name, e)
             return None
         applied = self.applied.get(name) == h
-        return WorkStatus(observedHash=h if applied or name in self.errors else "",
-                          applied=applied, message="" if applied else self.errors.get(name, "")[:1000],
+        failed = None if applied else self.errors.get(name)
+        # as the execution controller reports a push member's: the binding is Failed after the threshold
+        # of failures in a row, or at once for a refusal the same apply meets again (a conflict)
+        return WorkStatus(observedHash=h if applied or failed is not None else "",
+                          applied=applied, message=failed.message[:1000] if failed is not None else "",
+                          failures=failed.times if failed is not None else 0,
+                          permanent=failed.permanent if failed is not None else False,
                           manifests=rows).model_dump(mode="json")
 
     async def report(self, name: str, w: _Work, status: Obj) -> None:

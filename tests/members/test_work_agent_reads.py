@@ -162,7 +162,11 @@ async def test_first_applies_read_only_what_the_members_foreign_names_hold(tmp_p
     await a.reconcile_once()
     # no read before the first applies, but of the namespace and of the one name someone else holds
     assert member.calls["get"] == 2 and member.calls["apply"] == 4, member.calls
-    assert "not managed by DRO-DS" in a.errors["w1"]
+    assert "not managed by DRO-DS" in a.errors["w1"].message
+    # reported as a push member's is: a conflict the same apply meets again fails the binding at once
+    assert a.errors["w1"].permanent and a.errors["w1"].times == 1
+    status = await a.status_of("w1", a.works["w1"].spec)
+    assert status is not None and status["permanent"] and status["failures"] == 1 and not status["applied"]
     assert member.objects[("ConfigMap", "default", "app1-config")] is theirs  # left alone
 
 
