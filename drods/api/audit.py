@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from drods.api.status import resource_of
 from drods.machinery.journal import Journal
 from drods.model.keys import AUDIT_PREFIX
 from drods.model.timefmt import parse_rfc3339
@@ -62,9 +63,22 @@ class AuditFilter:
         if self.subject is not None and e.get("subject") != self.subject:
             return False
         changes = e.get("changes") or []
+        if not changes:  # a refusal (or a request that changed nothing): what its path names
+            return self._path_matches(str(e.get("path") or ""))
         if self.kind is not None and not any(str(c.get("kind", "")).lower() == self.kind.lower() for c in changes):
             return False
         return self.namespace is None or any(c.get("namespace") == self.namespace for c in changes)
+
+    def _path_matches(self, path: str) -> bool:
+        parts = [p for p in path.split("/") if p]
+        if self.namespace is not None and not any(
+                p == "namespaces" and parts[i + 1:i + 2] == [self.namespace] for i, p in enumerate(parts)):
+            return False
+        if self.kind is not None:
+            resource = resource_of(path)
+            want = self.kind.lower()
+            return resource is not None and resource[0] in (want, f"{want}s", f"{want}es")
+        return True
 
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(AuditEntry))

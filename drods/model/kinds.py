@@ -221,7 +221,7 @@ RESOURCE_KINDS: tuple[Kind, ...] = (
 # stored, listed and watched on the control plane as on any cluster, never propagated.
 CONTROL_PLANE_KINDS: tuple[Kind, ...] = (
     Kind("", "v1", "Node", "nodes", False, short_names=("no",)),
-    Kind("", "v1", "Event", "events", True, short_names=("ev",)),
+    Kind("", "v1", "Event", "events", True, short_names=("ev",), tenant_writable=False),  # components write them
     Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True),
     Kind("coordination.k8s.io", "v1", "Lease", "leases", True),
     Kind("storage.k8s.io", "v1", "CSINode", "csinodes", False),

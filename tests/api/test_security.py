@@ -213,3 +213,15 @@ async def test_a_cluster_agent_gives_feedback_for_its_own_cluster_only(api: Api)
     r = await api.call("PUT", "/api/v1/feedback", role="agent-a", json={**body, "cluster": "a"})
     assert r.status_code == 200 and r.json()["accepted"], r.text
     assert (await api.call("PUT", "/api/v1/feedback", json=body)).status_code == 200  # an operator's or admin's
+
+
+async def test_audit_filters_find_a_refusal_by_the_object_its_path_names(api: Api) -> None:
+    """A refusal changes nothing, so it has no changes to match: the namespace and kind filters found none
+    of them (``drods audit --namespace team-b`` said "No audit entries" beside a refused delete there)."""
+    r = await api.call("DELETE", "/apis/apps/v1/namespaces/team-b/deployments/web", role="viewer")
+    assert r.status_code == 403
+    for query in ("namespace=team-b", "kind=Deployment", "namespace=team-b&kind=deployments"):
+        items = (await api.call("GET", f"/api/v1/audit?{query}")).json()["items"]
+        assert [(e["verb"], e["result"]) for e in items] == [("DELETE", 403)], (query, items)
+    assert (await api.call("GET", "/api/v1/audit?namespace=team-a")).json()["items"] == []
+    assert (await api.call("GET", "/api/v1/audit?kind=ConfigMap")).json()["items"] == []

@@ -60,6 +60,8 @@ def test_can_i_answers_as_the_requests_are_answered(kubectl: Kubectl) -> None:
     assert _can_i(kubectl, None, "get", "componentstatuses")[0]  # `kubectl get cs` works: the answer is yes
     assert _can_i(kubectl, viewer, "get", "componentstatuses")[0]
     assert not _can_i(kubectl, None, "delete", "componentstatuses")[0]  # computed: nobody writes them
+    forged = _can_i(kubectl, team, "create", "events", "-n", "team-a")  # what the components say is theirs
+    assert not forged[0] and "cluster-wide tokens only" in forged[1], forged
     quota = _can_i(kubectl, team, "create", "federatedresourcequotas", "-n", "team-a")
     assert not quota[0] and "cluster-wide tokens only" in quota[1]
     assert not _can_i(kubectl, viewer, "delete", "deployments", "-n", "team-a")[0]
