@@ -130,7 +130,7 @@ class BindingController:
         self._policy_epoch = 0
         self.events = EventLog(self.store, "drods-controllers")
 
-    async def _tell(self, b: Obj, old: Obj, new: Obj) -> None:
+    def _tell(self, b: Obj, old: Obj, new: Obj) -> None:
         """An Event on the workload when its copies turn failed (or fail anew) or all run: what
         ``kubectl describe`` shows beside its scheduling (Karmada's SyncFailed / SyncSucceed)."""
         phase, before = new.get("phase"), old.get("phase")
@@ -140,12 +140,12 @@ class BindingController:
             said = next((c.get("message") for c in old.get("conditions") or []
                          if c.get("type") == "Propagated" and c.get("reason") == "ApplyFailed"), None)
             if message is not None and (before != "Failed" or said != message):
-                await self.events.record(involved_of(b), "Warning", "SyncFailed", message)
+                self.events.tell(involved_of(b), "Warning", "SyncFailed", message)
         elif phase == "Running" and before != "Running":
             clusters = sorted(str(e.get("cluster")) for e in new.get("clusters") or []
                               if isinstance(e, dict) and e.get("applied") and not e.get("removing"))
-            await self.events.record(involved_of(b), "Normal", "SyncSucceed",
-                                     f"applied and ready in {len(clusters)} cluster(s): {', '.join(clusters)}")
+            self.events.tell(involved_of(b), "Normal", "SyncSucceed",
+                             f"applied and ready in {len(clusters)} cluster(s): {', '.join(clusters)}")
 
     async def run(self) -> None:
         f = self.fleet
@@ -465,7 +465,7 @@ class BindingController:
             written = await self._store_binding(name, b, revision, batch)
             if written is None:
                 return "conflict"
-            await self._tell(b, status, new_status)
+            self._tell(b, status, new_status)
             if not written:
                 again = await self._write_works(name, batch) or again
         elif batch.items:

@@ -5,6 +5,7 @@ allowed to hold back or fail the change it tells of."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -18,6 +19,9 @@ log = logging.getLogger(__name__)
 
 
 class EventLog:
+    max_in_flight = 256  # `tell`'s writes under way; beyond it an event is dropped (counted), as a full
+    # recorder's queue drops in Kubernetes' client
+
     def __init__(self, store: Store, component: str, instance: str = "", ttl_s: int = EVENT_TTL_S) -> None:
         self.store = store
         self.component = component
@@ -25,7 +29,18 @@ class EventLog:
         self.ttl_s = ttl_s
         self._lease = 0
         self._granted = 0.0
-        self.dropped = 0  # events not written (the store refused or was away)
+        self.dropped = 0  # events not written (the store refused or was away, or too many under way)
+        self._in_flight: set[asyncio.Task[None]] = set()
+
+    def tell(self, involved: Mapping[str, Any], type_: EventType, reason: str, message: str) -> None:
+        """`record` without waiting for it: the pass that saw the change goes on (a controller's latency
+        is the workload's), the write follows."""
+        if len(self._in_flight) >= self.max_in_flight:
+            self.dropped += 1
+            return
+        task = asyncio.create_task(self.record(involved, type_, reason, message, time.time()))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
 
     async def lease(self) -> int:
         now = time.time()  # store leases run on wall time
