@@ -176,7 +176,8 @@ def decide_resource(request: Request, principal: Principal, attrs: ResourceAttri
     namespace = attrs.namespace or None
     if attrs.resource == "*":
         kinds: list[Kind | None] = [None]
-        fixed = sorted(f"{k.plural}.{k.group}" for k in context(request).kinds if not k.tenant_writable)
+        fixed = sorted(f"{k.plural}.{k.group}" if k.group else k.plural
+                       for k in context(request).kinds if not k.tenant_writable)
         if True in writes and principal.namespaces is not None and fixed:  # every kind: these it may not write
             return Decision(False, f"{', '.join(fixed)} are written by cluster-wide tokens only")
     elif (attrs.group, attrs.resource) == ("", "componentstatuses"):  # computed, read-only, cluster-scoped
