@@ -818,7 +818,10 @@ def storm(b: Bench) -> dict[str, Any]:
         down_s = time.monotonic() - t0
         if all_redecided_s is None and redecided == len(after):
             all_redecided_s = round(down_s, 1)
-        if down_s >= args.down_seconds and (all_redecided_s is not None or down_s >= args.timeout):
+        # every member is down: the storm is over once each binding's latest decision is that nothing can run
+        # (a binding first moved to a member not yet NotReady is decided again when that one goes)
+        settled = all_redecided_s is not None and set(phases) <= {"Unschedulable"}
+        if down_s >= args.down_seconds and (settled or down_s >= args.timeout):
             break
     _faults(b, "up")
     t1 = time.monotonic()

@@ -34,14 +34,14 @@ NODE_METRICS = Kind("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, 
 POD_METRICS = Kind("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", True, verbs=("get", "list"))
 
 # Stored as given (no controller acts on them in a sim), so the objects that follow a workload land.
-PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, short_names=("pvc",))
+PERSISTENT_VOLUME_CLAIM = _kind("", "PersistentVolumeClaim", "persistentvolumeclaims", True, "pvc")
 INGRESS = _kind("networking.k8s.io", "Ingress", "ingresses", True, "ing")
 CRON_JOB = _kind("batch", "CronJob", "cronjobs", True, "cj")
 # A FederatedResourceQuota's static assignment lands as one (no quota controller fills its status here).
 RESOURCE_QUOTA = Kind("", "v1", "ResourceQuota", "resourcequotas", True, short_names=("quota",))
 # Written by the sim's endpoint-slice step for Services with a selector (and kept as given when
 # someone else — the control plane's service directory — writes them).
-ENDPOINT_SLICE = Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True)
+ENDPOINT_SLICE = _kind("discovery.k8s.io", "EndpointSlice", "endpointslices", True)
 # RBAC objects a policy propagates (a workload's Role and binding, a ClusterRole): stored as given
 # (a sim authorises nothing by them)
 _RBAC = "rbac.authorization.k8s.io"
