@@ -135,11 +135,8 @@ class BindingController:
         ``kubectl describe`` shows beside its scheduling (Karmada's SyncFailed / SyncSucceed)."""
         phase, before = new.get("phase"), old.get("phase")
         if phase == "Failed":
-            message = next((str(c.get("message")) for c in new.get("conditions") or []
-                            if c.get("type") == "Propagated" and c.get("reason") == "ApplyFailed"), None)
-            said = next((c.get("message") for c in old.get("conditions") or []
-                         if c.get("type") == "Propagated" and c.get("reason") == "ApplyFailed"), None)
-            if message is not None and (before != "Failed" or said != message):
+            message = _apply_failure(new)
+            if message is not None and (before != "Failed" or _apply_failure(old) != message):
                 self.events.tell(involved_of(b), "Warning", "SyncFailed", message)
         elif phase == "Running" and before != "Running":
             clusters = sorted(str(e.get("cluster")) for e in new.get("clusters") or []
@@ -747,6 +744,12 @@ class _WorkBatch:
     held: dict[str, Obj] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)
     again: bool = False
+
+
+def _apply_failure(status: Obj) -> str | None:
+    """What the copies' failure said (the Propagated condition's ApplyFailed message), if they failed."""
+    return next((str(c.get("message")) for c in status.get("conditions") or []
+                 if c.get("type") == "Propagated" and c.get("reason") == "ApplyFailed"), None)
 
 
 def _binding_change(b: Obj, status: Obj, new_status: Obj, *, deleting: bool, gone: bool,

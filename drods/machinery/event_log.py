@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from drods.machinery.lease_pool import LeasePool
 from drods.model import jsondoc
 from drods.model.events import EVENT, EVENT_TTL_S, EventType, event
 from drods.store import Put, Store, StoreError
@@ -26,9 +27,7 @@ class EventLog:
         self.store = store
         self.component = component
         self.instance = instance
-        self.ttl_s = ttl_s
-        self._lease = 0
-        self._granted = 0.0
+        self.leases = LeasePool(store, ttl_s, time.time, renew_after=0.25)  # store leases run on wall time
         self.dropped = 0  # events not written (the store refused or was away, or too many under way)
         self._in_flight: set[asyncio.Task[None]] = set()
 
@@ -43,10 +42,7 @@ class EventLog:
         task.add_done_callback(self._in_flight.discard)
 
     async def lease(self) -> int:
-        now = time.time()  # store leases run on wall time
-        if not self._lease or now - self._granted >= self.ttl_s / 4:
-            self._lease, self._granted = (await self.store.grant_lease(self.ttl_s)).id, now
-        return self._lease
+        return await self.leases.get()
 
     def put(self, involved: Mapping[str, Any], type_: EventType, reason: str, message: str, ts: float,
             lease: int) -> Put:
@@ -59,8 +55,8 @@ class EventLog:
                      ts: float | None = None) -> None:
         """One Event on its own (a change made elsewhere, a member's refusal): best effort."""
         try:
-            p = self.put(involved, type_, reason, message, time.time() if ts is None else ts, await self.lease())
-            await self.store.put(p.key, p.value, lease=p.lease)
+            p = self.put(involved, type_, reason, message, time.time() if ts is None else ts, 0)
+            await self.leases.put(p.key, p.value)
         except (StoreError, OSError) as e:
             self.dropped += 1
             log.debug("event %s about %s not written: %s", reason, involved.get("name"), e)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from drods.machinery.lease_pool import LeasePool
 from drods.model import jsondoc
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.store import CasFailed, Put, Store
@@ -70,18 +71,13 @@ class Journal:
         self.prefix = prefix
         self.retention_s = None if retention_s is None else max(4.0, float(retention_s))
         self.clock = clock
-        self._lease = 0
-        self._lease_granted = 0.0
+        # store leases run on wall time, whatever the journal's clock
+        self._leases = None if self.retention_s is None else \
+            LeasePool(store, int(self.retention_s), time.time, renew_after=0.25)
 
     async def lease(self) -> int:
         """The lease new entries are attached to (0 = none: the journal has no lease retention)."""
-        if self.retention_s is None:
-            return 0
-        now = time.time()  # store leases run on wall time, whatever the journal's clock
-        if not self._lease or now - self._lease_granted >= self.retention_s / 4:
-            lease = await self.store.grant_lease(int(self.retention_s))
-            self._lease, self._lease_granted = lease.id, now
-        return self._lease
+        return 0 if self._leases is None else await self._leases.get()
 
     def puts(self, records: Iterable[tuple[float, Entry]], lease: int = 0) -> list[Put]:
         """The store writes for ``records`` (time, entry) written together — e.g. inside the

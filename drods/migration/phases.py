@@ -261,7 +261,7 @@ def _claims_reused(st: Obj, f: Facts) -> None:
     of it since: its copy there comes up on the claims this move left, with the data as of the switch.
     Said once (``claimsLeftReused``; the controller tells it as a Warning Event on the workload)."""
     src = str(st.get("sourceCluster") or "")
-    names = [str(c.get("name")) for c in data_of(st).get("claims") or [] if isinstance(c, dict) and c.get("name")]
+    names = _claim_names(st)
     if st.get("claimsLeftReused") or not names or f.later_plan or f.binding is None or f.placement.get(src, 0) <= 0:
         return
     st["claimsLeftReused"] = {"cluster": src, "time": rfc3339_ms(f.now), "claims": names,
@@ -587,10 +587,15 @@ def _skip(st: Obj, phase: str, reason: str, message: str, now: float) -> None:
     set_condition(st, CONDITION_OF[phase], "True", reason, message, now, start=True)
 
 
+def _claim_names(st: Mapping[str, Any]) -> list[str]:
+    """The claims the plan moved (``status.data.claims``), by name."""
+    return [str(c.get("name")) for c in data_of(st).get("claims") or [] if isinstance(c, dict) and c.get("name")]
+
+
 def _claims_left(st: Obj, src: str) -> str:
     """What a move leaves on its source: the claims, with the data as of the switch. The member keeps
     them (a StatefulSet's claims outlive it), and the workload placed back there later comes up on them."""
-    names = [str(c.get("name")) for c in data_of(st).get("claims") or [] if isinstance(c, dict) and c.get("name")]
+    names = _claim_names(st)
     if not names:
         return ""
     return (f"; its PersistentVolumeClaims {', '.join(names)} stay on {src} with the data as of the switch "

@@ -35,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.errors import Conflict
+from drods.machinery.lease_pool import LeasePool
 from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import each_bounded, stop_tasks
 from drods.model import jsondoc
@@ -55,7 +56,6 @@ from drods.monitor.exporter import MonitorMetrics
 from drods.monitor.fleetview import ClusterInfo, FleetView, StatusEntry, decode_cluster, decode_status
 from drods.monitor.forecast import Forecaster
 from drods.monitor.history import HistoryLog
-from drods.monitor.lease_pool import LeasePool
 from drods.monitor.metric_history import Backend, MetricHistory, open_history
 from drods.monitor.pipeline import DEFAULT_RULES, MonitorPipeline
 from drods.monitor.prom_history import check_labels

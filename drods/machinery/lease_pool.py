@@ -1,4 +1,5 @@
-"""Short-lived keys (threshold and sustained events) written with one shared store lease."""
+"""Short-lived keys written with one shared store lease: monitoring's threshold and sustained events,
+Kubernetes Events (`drods.machinery.event_log`), a journal's entries (`drods.machinery.journal`)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,22 @@ from drods.store import LeaseNotFound, Store
 
 
 class LeasePool:
-    """One shared lease for short-lived keys, renewed by replacement: keys written with it live
-    between 90 % and 100 % of the TTL, and no keep-alive traffic is needed."""
+    """One shared lease for short-lived keys, renewed by replacement after ``renew_after`` of its TTL:
+    keys written with it live between ``1 - renew_after`` and all of the TTL, and no keep-alive traffic
+    is needed."""
 
-    def __init__(self, store: Store, ttl: int, clock: Callable[[], float]) -> None:
+    def __init__(self, store: Store, ttl: int, clock: Callable[[], float], renew_after: float = 0.1) -> None:
         self.store = store
         self.ttl = ttl
         self.clock = clock
+        self.renew_after = renew_after
         self._id: int | None = None
         self._granted = 0.0
         self._lock = asyncio.Lock()
 
     async def get(self) -> int:
         async with self._lock:
-            if self._id is None or self.clock() - self._granted >= self.ttl * 0.1:
+            if self._id is None or self.clock() - self._granted >= self.ttl * self.renew_after:
                 lease = await self.store.grant_lease(self.ttl)
                 self._id, self._granted = lease.id, self.clock()
             return self._id
