@@ -136,7 +136,8 @@ def cluster_uncordon(
 
 def bindings_on(api: ApiClient, cluster: str) -> tuple[list[str], list[str], dict[str, str]]:
     """(bindings placing replicas on ``cluster``, bindings with any copy there still, and of those the
-    ones the scheduler found no other place for since it was asked to move them, with its message)."""
+    ones the scheduler found no other place for since it was asked to move them — none, or not for all
+    their replicas — with why)."""
     placed, present, stuck = [], [], {}
     for b in api.get_json(BINDINGS).get("items") or []:
         st = b.get("status") or {}
@@ -145,8 +146,17 @@ def bindings_on(api: ApiClient, cluster: str) -> tuple[list[str], list[str], dic
             placed.append(name)
         if any(e.get("cluster") == cluster for e in st.get("clusters") or []) or name in placed:
             present.append(name)
-            if st.get("phase") == "Unschedulable" and _decided_since_asked(b):
-                stuck[name] = str(st.get("message") or "no feasible cluster")
+            if not _decided_since_asked(b):
+                continue
+            asked = int((b.get("spec") or {}).get("replicas") or 0)
+            elsewhere = sum(int(t.get("replicas") or 0) for t in st.get("placement") or []
+                            if t.get("cluster") != cluster)
+            if st.get("phase") == "Unschedulable":
+                stuck[name] = f"cannot be placed elsewhere: {st.get('message') or 'no feasible cluster'}"
+            elif name not in placed and 0 < elsewhere < asked:
+                # a partial placement: the copy here stays until the rest is ready elsewhere
+                stuck[name] = f"{elsewhere} of {asked} replicas placed elsewhere, the copy there stays until " \
+                              f"the rest are (or the graceful timeout passes)"
     return placed, present, stuck
 
 
@@ -188,7 +198,7 @@ def cluster_drain(
     while True:
         _, on, stuck = bindings_on(api, name)
         for b in sorted(stuck.keys() - kept):  # decided: it has nowhere else to go, waiting will not move it
-            stdout().print(f"left in place: {b}: cannot be placed elsewhere: {stuck[b]}", markup=False)
+            stdout().print(f"left in place: {b}: {stuck[b]}", markup=False)
             kept.add(b)
         present = [b for b in on if b not in kept]
         if not present:

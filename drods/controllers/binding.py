@@ -10,8 +10,9 @@ share of the replicas, its overrides, ownership metadata), and then:
 2. upserts the Work of every target cluster, push and pull alike, stamped with this term's
    leadership generation (`LEADER_GENERATION`; every write is fenced on it);
 3. moves gracefully (S11): a cluster that left the placement keeps its Work, untouched and marked
-   `REMOVING_SINCE`, until the new placement's ready replicas cover the desired count, or the
-   cluster is unreachable, or ``gracefulTimeoutSeconds`` passed; then its Work is deleted (the
+   `REMOVING_SINCE`, until the new placement's ready replicas cover the desired count (the
+   workload's, not a partial placement's), or the cluster is unreachable, or
+   ``gracefulTimeoutSeconds`` passed; then its Work is deleted (the
    execution controller empties a push member first; a pull member's agent prunes by itself);
 4. rolls the entries up into the workload template's status (what ``kubectl get deploy`` shows):
    by the kind's interpreter customization when it declares a status rule, else the built-in
@@ -429,7 +430,11 @@ class BindingController:
         # scaled to zero: no copy is wanted anywhere, so none waits for another to be ready first
         zero = active and divisible and not wanted and status.get("phase") not in (None, "", "Pending") and \
             int(spec.get("replicas", 1) or 0) == 0
-        covered = zero or rollup.all_applied and (not counts_ready or rollup.ready_applied >= rollup.desired)
+        # a divided binding's placement may be partial (the rest pending): an old copy waits for the
+        # replicas the workload asks for, not only the ones placed so far (Karmada's graceful eviction)
+        asked = int(spec.get("replicas", 0) or 0) if divisible else 0
+        covered = zero or rollup.all_applied and (not counts_ready or
+                                                  rollup.ready_applied >= max(rollup.desired, asked))
         retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered,
                                   evictions={t.fromCluster: t for t in eviction_tasks(spec)})
         failing = _script_failures(how, template) if active and template is not None else []

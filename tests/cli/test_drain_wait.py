@@ -31,7 +31,8 @@ def test_only_a_decision_after_the_drain_leaves_a_binding_in_place() -> None:
                 _binding("never-asked", "2026-12-05T09:00:00.000Z", None)])
     placed, present, stuck = bindings_on(api, "c")  # type: ignore[arg-type]
     assert placed == present == ["old-verdict", "decided", "never-asked"]
-    assert stuck == {"decided": "no room", "never-asked": "no room"}
+    assert stuck == {"decided": "cannot be placed elsewhere: no room",
+                     "never-asked": "cannot be placed elsewhere: no room"}
 
 
 def test_a_negative_timeout_is_refused_before_the_drain() -> None:
@@ -39,3 +40,22 @@ def test_a_negative_timeout_is_refused_before_the_drain() -> None:
     r = CliRunner().invoke(app, ["cluster", "drain", "m1", "--wait", "--timeout", "-5",
                                  "--server", "https://127.0.0.1:9"])  # nothing listens: it must not get there
     assert r.exit_code == 2 and "--timeout" in r.output, r.output
+
+
+def test_a_partial_placement_elsewhere_leaves_the_copy_in_place_and_says_how_much_moved() -> None:
+    """The binding controller keeps the drained cluster's copy until the workload's replicas are ready
+    elsewhere: waiting for it to go would last the graceful timeout."""
+    partial = {"metadata": {"name": "web"},
+               "spec": {"replicas": 4, "rescheduleTriggeredAt": "2026-12-05T10:05:00Z"},
+               "status": {"phase": "Scheduled", "scheduledTime": "2026-12-05T10:05:01.000Z",
+                          "placement": [{"cluster": "d", "replicas": 3}],
+                          "clusters": [{"cluster": "d", "replicas": 3}, {"cluster": "c", "removing": True}]}}
+    whole = {"metadata": {"name": "api"},
+             "spec": {"replicas": 2, "rescheduleTriggeredAt": "2026-12-05T10:05:00Z"},
+             "status": {"phase": "Scheduled", "scheduledTime": "2026-12-05T10:05:01.000Z",
+                        "placement": [{"cluster": "d", "replicas": 2}],
+                        "clusters": [{"cluster": "d", "replicas": 2}, {"cluster": "c", "removing": True}]}}
+    placed, present, stuck = bindings_on(_Api([partial, whole]), "c")  # type: ignore[arg-type]
+    assert placed == [] and present == ["web", "api"]
+    assert stuck == {"web": "3 of 4 replicas placed elsewhere, the copy there stays until the rest are "
+                            "(or the graceful timeout passes)"}
