@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from drods.model.kinds import Kind, by_kind
@@ -33,18 +34,40 @@ def involved_of(binding: Mapping[str, Any]) -> dict[str, Any]:
             **({"uid": meta["uid"]} if meta.get("uid") else {})}
 
 
+@dataclass(slots=True)
+class Occurrence:
+    """An Event already written, told again: the same object kept with its count and first time
+    (client-go's correlator), instead of one more object per repetition."""
+
+    name: str
+    uid: str
+    first: str
+    count: int = 1
+
+
+def correlation_key(involved: Mapping[str, Any], type_: EventType, reason: str, message: str) -> tuple[str, ...]:
+    """What makes two Events the same one told twice (client-go's ``getEventKey``, the source aside:
+    one `EventLog` is one source)."""
+    return (*(str(involved.get(k) or "") for k in ("apiVersion", "kind", "namespace", "name", "uid")),
+            type_, reason, message)
+
+
 def event(involved: Mapping[str, Any], type_: EventType, reason: str, message: str, ts: float, component: str,
-          instance: str = "") -> dict[str, Any]:
+          instance: str = "", seen: Occurrence | None = None) -> dict[str, Any]:
     """One Event about ``involved``, named as kube-apiserver's recorder names them (object.nanoseconds in
-    hex), in the object's namespace (``default`` for a cluster-scoped one)."""
+    hex), in the object's namespace (``default`` for a cluster-scoped one); ``seen``: the earlier
+    occurrence this one repeats (its name, uid, first time and count)."""
     when = rfc3339_ms(ts)
     namespace = str(involved.get("namespace") or "default")
     note = message if len(message) <= MAX_MESSAGE else f"{message[:MAX_MESSAGE - 1]}…"
+    first = seen.first if seen is not None else when
     return {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{involved.get('name')}.{int(ts * 1e9):x}", "namespace": namespace,
-                     "uid": str(uuid.uuid4()), "creationTimestamp": when},
+        "metadata": {"name": seen.name if seen is not None else f"{involved.get('name')}.{int(ts * 1e9):x}",
+                     "namespace": namespace, "uid": seen.uid if seen is not None else str(uuid.uuid4()),
+                     "creationTimestamp": first},
         "involvedObject": dict(involved), "type": type_, "reason": reason, "message": note,
         "source": {"component": component}, "reportingComponent": component, "reportingInstance": instance,
-        "firstTimestamp": when, "lastTimestamp": when, "eventTime": None, "count": 1,
+        "firstTimestamp": first, "lastTimestamp": when, "eventTime": None,
+        "count": seen.count if seen is not None else 1,
     }
