@@ -199,7 +199,10 @@ def as_decided(spec: BindingSpec, name: str, current: list[TargetCluster],
 
 
 def _but_replicas(spec: BindingSpec) -> BindingSpec:
-    return spec.model_copy(update={"replicas": 0, "rescheduleTriggeredAt": None})
+    """What of ``spec`` a change of is more than a scale; a workload's manifest as a user submits it to the
+    what-if carries no uid, its stored Binding the template's."""
+    ref = spec.resource.model_copy(update={"uid": None}) if spec.resource is not None else None
+    return spec.model_copy(update={"replicas": 0, "rescheduleTriggeredAt": None, "resource": ref})
 
 
 def _workload(spec: BindingSpec) -> dict[str, str] | None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from drods.store.sqlite import SqliteStore
+from tests.monitor_e2e.conftest import eventually
 from tests.scheduler_e2e.conftest import Plane, placement, serve
 
 VOLATILE = ("time", "scheduler", "generation", "timingsMs", "scheduleType")
@@ -267,3 +268,38 @@ async def test_a_change_of_the_users_is_answered_as_the_scheduler_then_decides_i
     assert r.status_code == 200, r.text
     st = await plane.decided("r1")
     assert placement(st) == after
+
+
+async def test_a_workloads_manifest_scaled_is_answered_as_the_scale_the_scheduler_then_makes(plane: Plane) -> None:
+    """A manifest as a user submits it has no uid, the stored Binding's reference the template's: the
+    difference made the what-if of a scale a ReconcileSchedule (a fresh division), the real one a scale."""
+    await fleet(plane)
+    pp = {"apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "spread"},
+          "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}],
+                   "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                       "weightPreference": {"dynamicWeight": "WaterLevel"}}}}}
+    r = await plane.call("POST", "/apis/multicluster.io/v1alpha1/propagationpolicies", json=pp)
+    assert r.status_code == 201, r.text
+    deploy: dict[str, Any] = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "namespace": "default"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "shop"}},
+                 "template": {"metadata": {"labels": {"app": "shop"}}, "spec": {"containers": [
+                     {"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]}}}}
+    r = await plane.call("POST", "/apis/apps/v1/namespaces/default/deployments", json=deploy)
+    assert r.status_code == 201, r.text
+    first = await plane.decided("deployment-default-shop")
+    scaled = {**deploy, "spec": {**deploy["spec"], "replicas": 6}}
+    dry = await whatif(plane, {"workload": scaled})
+    assert dry["explanation"]["scheduleType"] == "ScaleSchedule", dry["explanation"]["scheduleType"]
+    r = await plane.call("PATCH", "/apis/apps/v1/namespaces/default/deployments/shop", json={"spec": {"replicas": 6}},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def rescheduled() -> dict[str, Any] | None:
+        st = await plane.decided("deployment-default-shop")
+        return st if st["scheduledGeneration"] > first["scheduledGeneration"] else None
+
+    st = await eventually(rescheduled, what="the scale decided")
+    assert placement(st) == {p["cluster"]: p["replicas"] for p in dry["placement"]}
+    r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "deployment-default-shop"})
+    assert stable(dry["explanation"]) == stable(r.json()["items"][0])
