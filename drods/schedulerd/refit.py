@@ -177,7 +177,10 @@ class FleetFollower:
             target, deferred = self._follow_whole(rec, pl, current, fresh.pairs, changes, away, blocked)
         else:
             target, deferred = self._follow(rec, pl, current, fresh.pairs, changes, away, blocked,
-                                            pays=_packing_pays(fresh) if fresh.spread == 0.0 else None)
+                                            # cost-first: the fresh division is the cheapest fill, what
+                                            # the binding asks for, whatever the scores say
+                                            pays=_packing_pays(fresh) if fresh.spread == 0.0 and not pl.costFirst
+                                            else None)
         if deferred:
             self._note(rec.name, deferred)
             if many:

@@ -47,6 +47,31 @@ async def test_prices_drive_placement_bill_history_and_wide_table(plane: Plane) 
     assert abs(row["cells"][at] - 0.192) < 1e-9
 
 
+async def test_a_cost_first_binding_follows_a_price_drop_on_a_quiet_fleet(plane: Plane) -> None:
+    """A quiet fleet packs, and a fleet change moves a packed binding only for a clearly better score; a
+    cost-first binding asked for the cheapest placement, so a price drop elsewhere moves it whatever the
+    scores say (it stayed on the dearer cluster)."""
+    await plane.cluster("us", 3, region="us", cost={"cpuCoreHour": 0.05, "memoryGiBHour": 0.006})
+    await plane.cluster("eu", 9, region="eu", cost={"cpuCoreHour": 0.02, "memoryGiBHour": 0.003})
+    await plane.cluster("ap", 2, region="ap", cost={"cpuCoreHour": 0.08, "memoryGiBHour": 0.01})
+    await plane.seen("us", "eu", "ap")
+    st = await plane.place({"name": "thrifty", "replicas": 2, "resources": {"cpu": 1, "memory": 2},
+                            "placement": {"costFirst": True, "waterLevelLimit": 0.8}})
+    assert placement(st) == {"eu": 2}
+    r = await plane.call("PATCH", "/api/v1/clusters/ap", json={"cost": {"cpuCoreHour": 0.001, "memoryGiBHour": 0.0001}},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def moved() -> dict[str, Any] | None:
+        st = await plane.status("thrifty")
+        return st if placement(st) == {"ap": 2} else None
+
+    st = await eventually(moved, what="the cost-first binding on the now cheapest cluster")
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "thrifty"})
+    assert r.json()["items"][0]["trigger"]["kind"] == "ClusterCostChanged"
+    assert st["estimatedHourlyCost"] < 0.01
+
+
 async def test_workload_class_keeps_clashing_classes_apart(plane: Plane) -> None:
     await plane.cluster("batchy", 5)
     await plane.cluster("calm", 45)
