@@ -9,7 +9,7 @@ from typing import Any
 from drods.model.annotations import evicted_from
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.scheduler.task import Task, users_of
-from drods.schedulerd.records import FOLLOW, RECONCILE, RESCHEDULE, BindingRecord
+from drods.schedulerd.records import DATA_MOVED, FOLLOW, RECONCILE, RESCHEDULE, BindingRecord
 from drods.schedulerd.users import declared_users_changed, learned
 
 
@@ -32,7 +32,7 @@ def decision_task(spec: BindingSpec, rec: BindingRecord, obj: Mapping[str, Any],
     if evicted is not None:  # its replicas there are the ones to place anew (a cordoned cluster would keep them)
         placed = [t for t in placed if t.cluster != evicted]
     task = Task(spec, name=rec.name, current=placed,
-                rebalance=(schedule_type in (RESCHEDULE, FOLLOW) and evicted is None) or restated,
+                rebalance=(schedule_type in (RESCHEDULE, FOLLOW, DATA_MOVED) and evicted is None) or restated,
                 workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary, users=users,
                 latency_slo_ms=slo, placement_changed=schedule_type == RECONCILE)
     return task, restated

@@ -65,6 +65,7 @@ RECONCILE = "ReconcileSchedule"
 SCALE = "ScaleSchedule"
 RESCHEDULE = "RescheduleTriggered"
 FOLLOW = "FollowUpMoved"  # F3: the workload it follows was placed elsewhere
+DATA_MOVED = "DatasetMoved"  # F4: a Dataset it reads has its copies on other clusters now
 PINNED = "Pinned"  # F3: a MigrationPlan pinned a placement the status does not show yet
 FLEET = "FleetChanged"  # S11: a cluster it may select joined, became Ready or changed
 
@@ -125,6 +126,7 @@ class BindingRecord:
     workload_kind: str = ""  # X1: spec.resource.kind ("" for a binding without a resource)
     groups: tuple[str, ...] = ()  # workloadAffinity: "namespace/labelKey=labelValue" of spec.affinityGroups
     namespace: str = "default"  # spec.resource's (a FederatedResourceQuota counts it there)
+    reads: tuple[str, ...] = ()  # F4: "namespace/name" of the Datasets in spec.datasets
 
     @property
     def placed(self) -> int:
@@ -201,6 +203,7 @@ def decode_binding(key: str, raw: bytes, mod_revision: int) -> BindingRecord | N
         workload_kind=_kind_of(spec.get("resource")),
         groups=_groups_of(spec),
         namespace=_namespace_of(spec.get("resource")),
+        reads=_reads_of(spec),
     )
 
 
@@ -222,6 +225,15 @@ def shown_of(rec: BindingRecord) -> tuple[tuple[str, int, float], ...]:
 def _namespace_of(resource: Any) -> str:
     ns = resource.get("namespace") if isinstance(resource, dict) else None
     return sys.intern(ns) if isinstance(ns, str) and ns else "default"
+
+
+def _reads_of(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    reads = spec.get("datasets")
+    if not isinstance(reads, list) or not reads:
+        return ()
+    ns = _namespace_of(spec.get("resource"))
+    return tuple(sys.intern(f"{ns}/{d['name']}") for d in reads
+                 if isinstance(d, dict) and isinstance(d.get("name"), str))
 
 
 def _groups_of(spec: Mapping[str, Any]) -> tuple[str, ...]:

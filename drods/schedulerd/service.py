@@ -54,7 +54,9 @@ from drods.schedulerd.history import decision_record, measured_usage, schedule_h
 from drods.schedulerd.metrics import SchedulerMetrics
 from drods.schedulerd.queue import QueueEntry, SchedulingQueue
 from drods.schedulerd.quota import NamespaceQuotas, decode_quota, held, within_quota
+from drods.schedulerd.readers import DatasetReaders
 from drods.schedulerd.records import (
+    DATA_MOVED,
     FIRST,
     FLEET,
     FOLLOW,
@@ -147,7 +149,7 @@ class SchedulerService:
         self.statuses.on_change(self._on_status)
         self.surge.on_change(lambda _k, _o, new: self.cache.on_surge(new))
         self.traffic.on_change(lambda _k, _o, new: self.cache.on_traffic(new))
-        self.datasets.on_change(lambda _k, old, new: self.cache.on_dataset(old, new))
+        self.datasets.on_change(self._on_dataset)
         self.network.on_change(self._on_network)
         # FederatedResourceQuota: a decision that would take a namespace above its overall is refused
         self.quotas = NamespaceQuotas(lambda ns: ((r.name, held(r.placement, r.requirements))
@@ -175,6 +177,7 @@ class SchedulerService:
         # F3: followed workload → its followers' binding names; followers to re-place from scratch
         self._followers: dict[str, set[str]] = {}
         self._moved_followers: set[str] = set()
+        self.readers = DatasetReaders()  # F4: a Dataset's readers, decided again when its copies move
         self.fleet = FleetFollower(rebalance=s.fleet_rebalance, min_move_fraction=s.fleet_min_move_fraction,
                                    max_moves_per_minute=s.fleet_max_moves_per_minute, clock=clock)
         self._known: asyncio.Event | None = None  # set once no registered cluster is unknown
@@ -327,6 +330,16 @@ class SchedulerService:
         if self.quotas.on_quota(key, old, new):
             self._cluster_event("FederatedResourceQuota")
 
+    def _on_dataset(self, key: str, old: Any, new: Any) -> None:
+        """F4: DataLocality reads the copies from the snapshot; placed readers of a Dataset whose copies
+        moved are decided again (within the move budget)."""
+        self.cache.on_dataset(old, new)
+        _, readers = self.readers.changed(old, new)
+        for r in readers:
+            rec = self.bindings.cache.get(BINDING.key(r))
+            if rec is not None and rec.placement and not rec.keeps_data:
+                self.queue.add(r, DATA_MOVED, rec.priority)
+
     def _on_network(self, key: str, old: Any, new: Any) -> None:
         if self.cache.on_network(key, old, new):
             self._cluster_event("NetworkStatus")
@@ -367,6 +380,7 @@ class SchedulerService:
                 return
             self.cache.snap.drop_class_placement(gone.name)
             self._index_follower(gone.name, gone.follow, None)
+            self.readers.index(gone.name, gone.reads, ())
             self.cache.snap.workload_placements.pop(gone.workload, None)
             self.cache.snap.workload_primaries.pop(gone.workload, None)
             self.cache.snap.workload_groups.set(gone.workload, ())
@@ -387,6 +401,7 @@ class SchedulerService:
         self.fleet.index(new)
         self._primary(new.workload, new.primary)
         self._index_follower(new.name, old.follow if old is not None else None, new.follow)
+        self.readers.index(new.name, old.reads if old is not None else (), new.reads)
         if old is not None and old.placement != new.placement:
             for f in self._followers.get(new.workload, ()):
                 frec = self.bindings.cache.get(BINDING.key(f))
@@ -456,6 +471,8 @@ class SchedulerService:
         if stype is None and name in self._moved_followers:
             stype = FOLLOW
         self._moved_followers.discard(name)
+        if stype is None and self.readers.due(name) and not rec.keeps_data and rec.placement:
+            stype = DATA_MOVED
         if stype is None:
             if rec.phase == "Unschedulable" or rec.partial or name in self._held_back:
                 self.fleet.drop(name)  # a retry places what is missing wherever it fits now
@@ -507,7 +524,7 @@ class SchedulerService:
             if stype == RESCHEDULE and decided is not None and (users_moved(obj) or fails_back(obj)):
                 decided = self._follow_users(task, rec, decided) if users_moved(obj) else \
                     within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
-            elif restated and decided is not None:
+            elif (restated or stype == DATA_MOVED) and decided is not None:
                 decided = within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
             if decided is None:
                 return None  # out of move budget: queued again
@@ -549,6 +566,9 @@ class SchedulerService:
             trigger = {"kind": "Reschedule", "at": spec.rescheduleTriggeredAt, "reason": ann.get(RESCHEDULE_REASON)}
         elif stype == FOLLOW:
             trigger = {"kind": "FollowUp", "reason": f"{spec.followUp.name if spec.followUp else ''} moved"}
+        data_moved = self.readers.take(name)  # any decision now sees where its data is
+        if stype == DATA_MOVED:
+            trigger = {"kind": DATA_MOVED, "reason": data_moved or ""}
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
         value = encode_object(obj)

@@ -188,6 +188,28 @@ async def test_dataset_draws_its_readers_and_decisions_record_bytes(plane: Plane
     assert e["dataMovedGiBPerHour"] == 0.0 and e["scores"]["DataLocality"] == {"data": 100.0}
     plain = await plane.place({"name": "plain", "replicas": 2, "resources": {"cpu": 1, "memory": 1}})
     assert "empty" in {p["cluster"] for p in plain["placement"]}
+    # the data moves: its reader follows it (it stayed, reading 50 GiB an hour across clusters);
+    # a change that leaves the copies where they are moves nothing
+    r = await plane.call("PATCH", f"{base}/images", json={"spec": {"sizeGiB": 900}},
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    moved = {"spec": {"locations": [{"cluster": "empty", "kind": "Primary"}]}}
+    r = await plane.call("PATCH", f"{base}/images", json=moved,
+                         headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+    async def followed() -> dict[str, Any] | None:
+        st = await plane.status("train")
+        return st if placement(st) == {"empty": 2} else None
+
+    await eventually(followed, what="the reader beside its data again")
+    r = await plane.call("GET", "/api/v1/history/schedules", role="viewer", params={"binding": "train"})
+    items = r.json()["items"]
+    assert len(items) == 2, [i["trigger"] for i in items]  # the size change decided nothing
+    assert items[0]["scheduleType"] == "DatasetMoved" and items[0]["dataMovedGiBPerHour"] == 0.0
+    assert items[0]["trigger"] == {"kind": "DatasetMoved",
+                                   "reason": "Dataset ml/images moved: copies on empty (were on data)"}
+    assert placement(await plane.status("plain")) == placement(plain)  # not a reader: not decided again
 
 
 async def test_follower_is_placed_with_its_primary_and_moves_when_it_moves(plane: Plane) -> None:
