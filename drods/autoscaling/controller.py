@@ -55,6 +55,7 @@ from drods.model import scaling
 from drods.model.autoscaling import (
     CRON_KIND,
     CronFederatedHPASpec,
+    CronRule,
     FederatedHPASpec,
     FeedbackQueries,
     OwnerIndex,
@@ -488,7 +489,8 @@ class Autoscaler:
                 spec = CronFederatedHPASpec.model_validate(c.get("spec") or {})
             except ValidationError:
                 continue
-            fired = cron.in_effect(spec.rules, now, parse_rfc3339(cmeta.get("creationTimestamp")) or 0.0)
+            fired = cron.in_effect(spec.rules, now, parse_rfc3339(cmeta.get("creationTimestamp")) or 0.0,
+                                   cron.recorded_fires(c.get("status")))
             if fired is not None and (best is None or fired.at >= best[0]):
                 best = (fired.at, fired.rule.targetMinReplicas, fired.rule.targetMaxReplicas,
                         f"{CRON_KIND}/{cmeta.get('name')}:{fired.rule.name}")
@@ -655,31 +657,84 @@ class Autoscaler:
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         since = parse_rfc3339(meta.get("creationTimestamp")) or 0.0
-        fired = cron.in_effect(spec.rules, now, since)
+        frozen = cron.recorded_fires(status)
+        fired = cron.in_effect(spec.rules, now, since, frozen)
+        missing = self._cron_target_missing(spec, ns)
         out: dict[str, Any] = {k: v for k, v in status.items() if k in ("desiredReplicas",)}
-        out["executionHistories"] = [
-            {"ruleName": r.name, **({"nextExecutionTime": rfc3339_ms(t)} if (t := cron.next_fire(r, now)) else {}),
-             **({"lastExecutionTime": rfc3339_ms(cron.last_fire(r, now))} if cron.last_fire(r, now) >= since else {})}
-            for r in spec.rules]
+        before = {h["ruleName"]: h for h in status.get("executionHistories") or []
+                  if isinstance(h, dict) and isinstance(h.get("ruleName"), str)}
+        out["executionHistories"] = [_execution_history(r, before.get(r.name) or {}, now, since, frozen, missing)
+                                     for r in spec.rules]
         ambiguous = self._ambiguous(obj, out, now)
         if ambiguous is not None:
             return ambiguous, None
-        out["conditions"] = [_condition("ScalingActive", fired is not None, "RuleInEffect" if fired else "NoRuleFired",
-                                        f"rule {fired.rule.name} fired at {rfc3339_ms(fired.at)}" if fired
-                                        else "no rule has fired since creation", now)]
+        suspended = [r.name for r in spec.rules if r.suspend]
+        if fired is not None and missing is not None:
+            active = _condition("ScalingActive", False, "TargetNotFound",
+                                f"rule {fired.rule.name} fired at {rfc3339_ms(fired.at)}, but {missing}", now)
+        elif fired is not None:
+            active = _condition("ScalingActive", True, "RuleInEffect",
+                                f"rule {fired.rule.name} fired at {rfc3339_ms(fired.at)}"
+                                + (" (suspended since: no further runs)" if fired.rule.suspend else ""), now)
+        else:
+            active = _condition("ScalingActive", False, "NoRuleFired",
+                                "no rule has fired since creation" +
+                                (f" (suspended: {', '.join(suspended)})" if suspended else ""), now)
+        out["conditions"] = [active]
         record = None
-        if fired is not None:
+        if fired is not None and missing is None:
             out["activeRule"] = fired.rule.name
             if spec.scaleTargetRef.kind != FEDERATED_HPA.kind and fired.rule.targetReplicas is not None:
                 ref = spec.scaleTargetRef
-                before = status.get("desiredReplicas")
-                if before is None:  # the rule's first count: what the workload's Binding held before it
+                was = status.get("desiredReplicas")
+                if was is None:  # the rule's first count: what the workload's Binding held before it
                     bound = self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name)))
-                    before = (bound.get("spec") or {}).get("replicas") if bound is not None else None
+                    was = (bound.get("spec") or {}).get("replicas") if bound is not None else None
                 out["desiredReplicas"] = fired.rule.targetReplicas
                 if status.get("desiredReplicas") != fired.rule.targetReplicas:
                     record = {"autoscaler": f"{CRON_KIND}/{ns}/{meta.get('name')}",
-                              "workload": f"{ref.kind}/{ns}/{ref.name}", "from": before,
+                              "workload": f"{ref.kind}/{ns}/{ref.name}", "from": was,
                               "to": fired.rule.targetReplicas, "reason": "cron rule",
                               "cronRule": fired.rule.name, "firedAt": rfc3339_ms(fired.at)}
         return out, record
+
+    def _cron_target_missing(self, spec: CronFederatedHPASpec, ns: str) -> str | None:
+        """Why the cron's target cannot be scaled (None: it can): its FederatedHPA does not exist, or its
+        workload has no Binding."""
+        ref = spec.scaleTargetRef
+        if ref.kind == FEDERATED_HPA.kind:
+            hpa = self.hpas.cache.get(FEDERATED_HPA.key(ref.name, ns))
+            if hpa is None or (hpa.get("metadata") or {}).get("deletionTimestamp"):
+                return f"FederatedHPA {ns}/{ref.name} does not exist"
+            return None
+        if self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name))) is None:
+            return f"{ref.kind} {ns}/{ref.name} has no Binding (it does not exist, or no policy places it)"
+        return None
+
+
+def _execution_history(rule: CronRule, before: Mapping[str, Any], now: float, since: float,
+                       frozen: Mapping[str, float], missing: str | None) -> dict[str, Any]:
+    """One rule's ``executionHistories`` entry (Karmada's shape): its next and last run, and the runs
+    that scaled its target or could not (newest first, as many as the rule's history limits keep). A
+    suspended rule has no next run and keeps its last."""
+    out: dict[str, Any] = {"ruleName": rule.name}
+    if not rule.suspend and (nxt := cron.next_fire(rule, now)) is not None:
+        out["nextExecutionTime"] = rfc3339_ms(nxt)
+    last = cron.fired_at(rule, now, frozen)
+    ok = [e for e in before.get("successfulExecutions") or [] if isinstance(e, dict)]
+    failed = [e for e in before.get("failedExecutions") or [] if isinstance(e, dict)]
+    if last is not None and last >= since:
+        out["lastExecutionTime"] = rfc3339_ms(last)
+        if not rule.suspend and frozen.get(rule.name) != last:  # a run since the last look
+            run: dict[str, Any] = {"scheduleTime": rfc3339_ms(last), "executionTime": rfc3339_ms(now)}
+            if missing is not None:
+                failed = [{**run, "message": missing}, *failed]
+            else:
+                applied = {"appliedReplicas": rule.targetReplicas, "appliedMinReplicas": rule.targetMinReplicas,
+                           "appliedMaxReplicas": rule.targetMaxReplicas}
+                ok = [{**run, **{k: v for k, v in applied.items() if v is not None}}, *ok]
+    if ok[:rule.successfulHistoryLimit]:
+        out["successfulExecutions"] = ok[:rule.successfulHistoryLimit]
+    if failed[:rule.failedHistoryLimit]:
+        out["failedExecutions"] = failed[:rule.failedHistoryLimit]
+    return out

@@ -225,6 +225,9 @@ class FeedbackTargets(BaseModel):
         return self
 
 
+DEFAULT_CPU_UTILISATION = 80  # a FederatedHPA without metrics (or feedback) scales on this, as Karmada's
+
+
 class FederatedHPASpec(BaseModel):
     model_config = _STRICT
 
@@ -239,8 +242,11 @@ class FederatedHPASpec(BaseModel):
     def _bounds(self) -> FederatedHPASpec:
         if self.minReplicas > self.maxReplicas:
             raise ValueError("minReplicas must not exceed maxReplicas")
+        self.minReplicas = self.minReplicas  # stored as defaulted (Karmada's webhook writes 1)
         if not self.metrics and self.feedback is None:
-            raise ValueError("set metrics, feedback or both")
+            # Karmada's default: 80 % average CPU utilisation
+            self.metrics = [MetricSpec(type="Resource", resource=ResourceMetricSource(
+                name="cpu", target=MetricTarget(type="Utilization", averageUtilization=DEFAULT_CPU_UTILISATION)))]
         return self
 
 
@@ -254,6 +260,9 @@ class CronRule(BaseModel):
     targetMaxReplicas: int | None = Field(default=None, ge=1)
     suspend: bool = False
     timeZone: str | None = None
+    # Karmada's bounds on the executions kept in status (executionHistories[].successful/failedExecutions)
+    successfulHistoryLimit: int = Field(default=3, ge=0, le=32)
+    failedHistoryLimit: int = Field(default=3, ge=0, le=32)
 
     @field_validator("schedule")
     @classmethod
@@ -270,6 +279,7 @@ class CronRule(BaseModel):
 
     @model_validator(mode="after")
     def _one_target(self) -> CronRule:
+        self.successfulHistoryLimit, self.failedHistoryLimit = self.successfulHistoryLimit, self.failedHistoryLimit
         if self.targetReplicas is None and self.targetMinReplicas is None and self.targetMaxReplicas is None:
             raise ValueError("set targetReplicas, targetMinReplicas or targetMaxReplicas")
         if self.targetMinReplicas is not None and self.targetMaxReplicas is not None and \

@@ -25,7 +25,7 @@ from drods.machinery.journal import Journal
 from drods.model.autoscaling import CronRule
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, status_key
 from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA
-from drods.model.timefmt import parse_rfc3339
+from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.secrets import SecretBox
 from drods.store.sqlite import SqliteStore
@@ -346,3 +346,72 @@ async def test_members_without_metrics_are_named_left_out_and_no_data_decides_no
 async def _usage_seen(a: Autoscaler, n: int) -> bool:
     return any(sum(1 for e in (b.get("status") or {}).get("clusters") or [] if e.get("usage")) == n
                for b in a.bindings.cache.values())
+
+
+async def test_cron_runs_kept_as_karmada_keeps_them_a_missing_target_fails_and_suspend_stops_later_runs(
+        tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    try:
+        clock = Clock(0.0)
+        async with _autoscaler(store, clock) as (a, _):
+            await a.registry.create(FEDERATED_HPA, _hpa(), "default")
+            rule = {"name": "tick", "schedule": "*/10 * * * *", "targetMinReplicas": 5,
+                    "successfulHistoryLimit": 2, "failedHistoryLimit": 3}  # Karmada's fields, as Karmada writes them
+            made = {}
+            for name, target in (("office", "web"), ("ghost", "nosuch")):
+                made[name] = await a.registry.create(CRON_FEDERATED_HPA, {
+                    "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"scaleTargetRef": {"apiVersion": "autoscaling.karmada.io/v1alpha1",
+                                                "kind": "FederatedHPA", "name": target}, "rules": [rule]}}, "default")
+            t = parse_rfc3339(made["office"]["metadata"]["creationTimestamp"]) or 0.0
+            fires = []
+            for _ in range(4):
+                nxt = next_fire(CronRule(name="t", schedule="*/10 * * * *", targetMinReplicas=5), t)
+                assert nxt is not None
+                fires.append(nxt)
+                t = nxt
+            office, ghost = (CRON_FEDERATED_HPA.key(n, "default") for n in ("office", "ghost"))
+            hkey = FEDERATED_HPA.key("web", "default")
+
+            async def synced() -> bool:
+                return office in a.crons.cache and ghost in a.crons.cache and hkey in a.hpas.cache
+
+            await eventually(synced, 5.0, "the autoscalers in the informers")
+
+            def ran_at(at: float) -> Any:
+                return lambda s: (s.get("executionHistories") or [{}])[0].get("lastExecutionTime") == rfc3339_ms(at)
+
+            for at in fires[:3]:
+                clock.t = at + 1.0
+                st = await _status_after(a, CRON_FEDERATED_HPA, "office", office, ran_at(at))
+            history = st["executionHistories"][0]
+            assert [e["scheduleTime"] for e in history["successfulExecutions"]] == \
+                [rfc3339_ms(fires[2]), rfc3339_ms(fires[1])]  # newest first, the limit's two
+            assert history["successfulExecutions"][0]["appliedMinReplicas"] == 5
+            assert history["nextExecutionTime"] == rfc3339_ms(fires[3])
+            assert st["activeRule"] == "tick" and st["conditions"][0]["reason"] == "RuleInEffect"
+            # a target that does not exist: a failed run, said, and no rule in effect
+            st = await _status_after(a, CRON_FEDERATED_HPA, "ghost", ghost, ran_at(fires[2]))
+            failed = st["executionHistories"][0]["failedExecutions"]
+            assert [f["message"] for f in failed] == ["FederatedHPA default/nosuch does not exist"]
+            assert "successfulExecutions" not in st["executionHistories"][0] and "activeRule" not in st
+            assert st["conditions"][0]["status"] == "False" and st["conditions"][0]["reason"] == "TargetNotFound"
+            # suspended: no later run, and what its last run set stays in effect (the bound had gone with it)
+            obj = await a.registry.get(CRON_FEDERATED_HPA, "office", "default")
+            obj["spec"]["rules"][0]["suspend"] = True
+            await a.registry.update(CRON_FEDERATED_HPA, obj)
+
+            async def suspended() -> bool:
+                return bool(((a.crons.cache.get(office) or {}).get("spec") or {})["rules"][0].get("suspend"))
+
+            await eventually(suspended, 5.0, "the suspended rule in the informer")
+            clock.t = fires[3] + 1.0
+            st = await _status_after(a, CRON_FEDERATED_HPA, "office", office,
+                                     lambda s: "nextExecutionTime" not in (s.get("executionHistories") or [{}])[0])
+            history = st["executionHistories"][0]
+            assert history["lastExecutionTime"] == rfc3339_ms(fires[2]) and len(history["successfulExecutions"]) == 2
+            assert st["conditions"][0]["reason"] == "RuleInEffect" and "suspended" in st["conditions"][0]["message"]
+            assert a._cron_bounds(a.hpas.cache[hkey], clock.t) == (5, None, "CronFederatedHPA/office:tick")
+    finally:
+        await store.close()

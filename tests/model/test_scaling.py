@@ -120,6 +120,16 @@ def test_specs_refuse_what_they_cannot_honour() -> None:
             {"name": "x", "schedule": "0 9 * * *", "targetMaxReplicas": 3}]})
 
 
+def test_a_federated_hpa_without_metrics_scales_on_80_percent_cpu_as_karmadas() -> None:
+    spec = FederatedHPASpec.model_validate({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                               "name": "web"}, "maxReplicas": 4})
+    stored = spec.model_dump(mode="json", exclude_unset=True)  # what the registry keeps, as Karmada's webhook
+    assert stored["minReplicas"] == 1 and stored["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+    assert [m.model_dump(exclude_none=True) for m in spec.metrics] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+
+
 def test_owner_is_the_oldest_autoscaler_of_the_workload() -> None:
     def obj(kind: str, name: str, created: str, target_kind: str, desired: int | None) -> dict:  # type: ignore[type-arg]
         return {"kind": kind, "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},

@@ -159,6 +159,20 @@ def test_autoscaling_shows_each_autoscaler_as_the_api_has_it(page: Any, world: E
     cells = [row.locator("td").nth(i).inner_text() for i in range(6)]
     assert cells[0] == f"Deployment default/{SOLO}" and cells[3:5] == ["1", "3"]
     assert cells[1] in (str(st.get("currentReplicas", "—")), "—", "1") and "cpu" in cells[5] and "of 60%" in cells[5]
+    # a cron rule that only caps: its bound and that it is suspended are said (it read "→ ?")
+    cron = {"apiVersion": "autoscaling.karmada.io/v1alpha1", "kind": "CronFederatedHPA",
+            "metadata": {"name": "cap", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "autoscaling.karmada.io/v1alpha1", "kind": "FederatedHPA",
+                                        "name": SOLO},
+                     "rules": [{"name": "night", "schedule": "0 22 * * *", "targetMaxReplicas": 2, "suspend": True}]}}
+    r = world.http.post("/apis/autoscaling.karmada.io/v1alpha1/namespaces/default/cronfederatedhpas", json=cron)
+    assert r.status_code == 201, r.text
+    try:
+        rule = page.get_by_test_id("crons").locator("tr[data-name='cap'] td").nth(1)
+        rule.wait_for()
+        assert rule.inner_text() == "night: 0 22 * * * → max 2 (suspended)"
+    finally:
+        world.http.delete("/apis/autoscaling.karmada.io/v1alpha1/namespaces/default/cronfederatedhpas/cap")
     page.get_by_role("heading", name="Scaling decisions").wait_for()
     accessible(page, "autoscaling")
     shot(page, "view-autoscaling")

@@ -29,13 +29,26 @@ const hpaRow = (o) => {
   return h("tr", { dataset: { name: o.metadata.name } }, h("th", { scope: "row" }, `${o.metadata.namespace || "default"}/${o.metadata.name}`),
     h("td", {}, ref(o)), h("td", { class: "num" }, String(st.currentReplicas ?? "—")),
     h("td", { class: "num" }, String(st.desiredReplicas ?? "—")),
-    h("td", { class: "num" }, String(o.spec.minReplicas ?? 1)), h("td", { class: "num" }, String(o.spec.maxReplicas ?? "—")),
+    h("td", { class: "num" }, bound(st.minReplicas, o.spec.minReplicas ?? 1)),
+    h("td", { class: "num" }, bound(st.maxReplicas, o.spec.maxReplicas)),
     h("td", {}, metrics(o)));
 };
 
+// The bound in effect (a cron rule's, from the status), with the spec's beside it when they differ.
+const bound = (effective, spec) =>
+  effective === undefined || effective === spec ? String(spec ?? "—") : `${effective} (spec ${spec ?? "—"})`;
+
+function ruleText(r) {
+  const parts = [];
+  if (r.targetReplicas !== undefined) parts.push(String(r.targetReplicas));
+  if (r.targetMinReplicas !== undefined) parts.push(`min ${r.targetMinReplicas}`);
+  if (r.targetMaxReplicas !== undefined) parts.push(`max ${r.targetMaxReplicas}`);
+  return `${r.name}: ${r.schedule} → ${parts.join(", ") || "?"}${r.suspend ? " (suspended)" : ""}`;
+}
+
 const cronRow = (o) => {
   const st = o.status || {};
-  const rules = ((o.spec || {}).rules || []).map((r) => `${r.name}: ${r.schedule} → ${r.targetReplicas ?? r.targetMinReplicas ?? "?"}`);
+  const rules = ((o.spec || {}).rules || []).map(ruleText);
   return h("tr", { dataset: { name: o.metadata.name } }, h("th", { scope: "row" }, `${o.metadata.namespace || "default"}/${o.metadata.name}`),
     h("td", {}, ref(o)), h("td", {}, rules.join("; ") || "—"),
     h("td", {}, st.activeRule || (st.executionHistories || []).map((x) => x.ruleName).join(", ") || "—"));
