@@ -85,7 +85,7 @@ class TrafficRebalancer:
             doc = jsondoc.loads(kv.value) if kv is not None else None
         except ValueError:
             doc = None
-        traffic = peers(doc if isinstance(doc, dict) else None, now)
+        traffic = peers(doc if isinstance(doc, dict) else None, now, self.policy.settleSeconds)
         if not traffic:
             return None
         view, bindings = await view_and_bindings(self.store, self.profile)

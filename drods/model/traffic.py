@@ -5,7 +5,9 @@ store document (``TRAFFIC_KEY``): per directed edge the smoothed ``bytesPerSecon
 ``requestsPerSecond`` and when they were last reported. A report blends into the stored value
 with weight w = 0.5^(Δt / half-life) on the old one (an exponentially weighted mean over time), and
 a reader decays an edge by 0.5^(age / half-life), so traffic that stops fades out without anyone
-deleting it; edges decayed below ``MIN_BYTES_PER_SECOND`` are dropped on the next write.
+deleting it; edges decayed below ``MIN_BYTES_PER_SECOND`` are dropped on the next write. Each edge
+also keeps when it was first reported (``since``): a move for traffic (the traffic rebalance) reads
+only edges reported over at least its settle window, so one report of a burst moves nothing.
 """
 
 from __future__ import annotations
@@ -74,17 +76,22 @@ def merge_report(graph: Mapping[str, Any] | None, report: TrafficReport, now: fl
         k = edge_key(e.source.key, e.to.key)
         prev = edges.get(k)
         if prev is None:
-            b, r = e.bytesPerSecond, e.requestsPerSecond
+            b, r, since = e.bytesPerSecond, e.requestsPerSecond, now
         else:
             w = math.pow(0.5, max(0.0, now - float(prev["time"])) / half_life_s)
             b = w * float(prev["bytesPerSecond"]) + (1 - w) * e.bytesPerSecond
             r = w * float(prev["requestsPerSecond"]) + (1 - w) * e.requestsPerSecond
-        edges[k] = {"bytesPerSecond": b, "requestsPerSecond": r, "time": now}
+            since = min(float(prev.get("since", prev["time"])), now) if "since" in prev else float("-inf")
+        edges[k] = {"bytesPerSecond": b, "requestsPerSecond": r, "time": now,
+                    **({"since": since} if math.isfinite(since) else {})}
     return {"edges": edges, "halfLifeSeconds": half_life_s}
 
 
-def _live_edges(graph: Mapping[str, Any] | None, now: float) -> Iterator[tuple[str, str, float, float, float]]:
-    """(from, to, bytes/s, requests/s, reported at) of each directed edge, decayed to ``now``."""
+def _live_edges(graph: Mapping[str, Any] | None, now: float,
+                settled_s: float = 0.0) -> Iterator[tuple[str, str, float, float, float]]:
+    """(from, to, bytes/s, requests/s, reported at) of each directed edge, decayed to ``now``;
+    ``settled_s``: only edges reported over at least that long (an edge stored without ``since``
+    predates the field and counts as settled)."""
     if not graph:
         return
     half = float(graph.get("halfLifeSeconds") or HALF_LIFE_S)
@@ -93,14 +100,17 @@ def _live_edges(graph: Mapping[str, Any] | None, now: float) -> Iterator[tuple[s
         if not dst or src == dst:
             continue
         at = float(e.get("time", now))
+        if settled_s > 0 and "since" in e and at - float(e["since"]) < settled_s:
+            continue
         yield (src, dst, decay(float(e.get("bytesPerSecond", 0.0)), now - at, half),
                decay(float(e.get("requestsPerSecond", 0.0)), now - at, half), at)
 
 
-def peers(graph: Mapping[str, Any] | None, now: float) -> dict[str, dict[str, float]]:
-    """Undirected, decayed bytes/s between workloads: ``{workload: {peer: bytes/s}}``."""
+def peers(graph: Mapping[str, Any] | None, now: float, settled_s: float = 0.0) -> dict[str, dict[str, float]]:
+    """Undirected, decayed bytes/s between workloads: ``{workload: {peer: bytes/s}}`` (``settled_s``: only
+    the edges reported over at least that long)."""
     out: dict[str, dict[str, float]] = {}
-    for src, dst, v, _, _ in _live_edges(graph, now):
+    for src, dst, v, _, _ in _live_edges(graph, now, settled_s):
         if v <= 0:
             continue
         out.setdefault(src, {})[dst] = out.get(src, {}).get(dst, 0.0) + v
@@ -111,10 +121,13 @@ def peers(graph: Mapping[str, Any] | None, now: float) -> dict[str, dict[str, fl
 def edges_now(graph: Mapping[str, Any] | None, now: float) -> list[dict[str, Any]]:
     """The directed edges decayed to ``now``, heaviest first: what ``GET /api/v1/traffic`` answers."""
     out = []
+    stored = (graph or {}).get("edges") or {}
     for src, dst, b, r, at in _live_edges(graph, now):
         if b < MIN_BYTES_PER_SECOND:
             continue
         (sns, _, sname), (dns, _, dname) = src.partition("/"), dst.partition("/")
+        since = (stored.get(edge_key(src, dst)) or {}).get("since")
         out.append({"from": {"namespace": sns, "name": sname}, "to": {"namespace": dns, "name": dname},
-                    "bytesPerSecond": round(b, 3), "requestsPerSecond": round(r, 3), "reportedAt": at})
+                    "bytesPerSecond": round(b, 3), "requestsPerSecond": round(r, 3), "reportedAt": at,
+                    **({"firstReportedAt": since} if since is not None else {})})
     return sorted(out, key=lambda e: (-e["bytesPerSecond"], e["from"]["namespace"], e["from"]["name"]))

@@ -54,6 +54,8 @@ class TrafficRebalancePolicy(BaseModel):
     minCostReduction: float = Field(default=DEFAULT_MIN_REDUCTION, ge=0, lt=1)
     cooldownSeconds: float = Field(default=3600.0, ge=0)  # per workload, between two moves
     intervalSeconds: float = Field(default=60.0, gt=0)  # between two passes over the placed workloads
+    # an edge moves a workload only once reported over this long: a burst reported once moves nothing
+    settleSeconds: float = Field(default=300.0, ge=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,15 @@ async def test_a_callee_moves_to_its_later_caller_once_per_cooldown(tmp_path: Pa
                                      clock=clock, record=record)
 
         reb = rebalancer(TrafficRebalancePolicy(cooldownSeconds=600))
+        # one report is a burst until the same edge is reported over the settle window (300 s)
+        assert await reb.pass_once() == []
+        clock.advance(299)
+        graph = merge_report(json.loads((await store.get(TRAFFIC_KEY)).value), report, clock())  # type: ignore[union-attr]
+        await store.put(TRAFFIC_KEY, json.dumps(graph).encode())
+        assert await reb.pass_once() == []
+        clock.advance(1)
+        graph = merge_report(graph, report, clock())
+        await store.put(TRAFFIC_KEY, json.dumps(graph).encode())
         moves = await reb.pass_once()
         assert [(m.binding, m.outcome) for m in moves] == [(DB, "executed")]  # web is kept by its latency need
         assert moves[0].verdict.placement == (("us1", 2),)

@@ -144,8 +144,9 @@ async def test_traffic_rebalance_moves_the_callee_to_its_later_caller(plane: Pla
     ui = await plane.place({"name": "ui", "replicas": 1, "resources": {"cpu": 0.5, "memory": 1},
                             "targetClusters": ["busy"]})  # its own constraint: only busy
     assert placement(ui) == {"busy": 1}
-    rebalancer = TrafficRebalancer(plane.store, plane.ctx.registry, Profile.default(), TrafficRebalancePolicy(),
-                                   Rescheduler(plane.ctx.registry))
+    # every edge as settled (the settle window is on an injected clock in tests/controllers/test_traffic_rebalance.py)
+    rebalancer = TrafficRebalancer(plane.store, plane.ctx.registry, Profile.default(),
+                                   TrafficRebalancePolicy(settleSeconds=0), Rescheduler(plane.ctx.registry))
     moves = await rebalancer.pass_once()
     assert [(m.binding, m.outcome) for m in moves] == [("api", "executed")]
 
