@@ -218,6 +218,20 @@ def test_a_place_no_cluster_has_a_latency_from_is_named_in_the_decision(snap: Sn
     assert "unknownPlaces" not in known.analysis["users"]
 
 
+def test_an_slo_for_users_no_latency_is_known_from_says_so_and_filters_nothing(snap: Snapshot,
+                                                                             sched: Scheduler) -> None:
+    """It said "only 0 of 3 replicas fit within 50 ms … the rest go to the nearest clusters beyond it":
+    nothing was near or far, the latency was unknown."""
+    fleet(snap)
+    res = sched.schedule(task(replicas=3, placement=Placement.model_validate(
+        {"users": [{"region": "mars-1"}], "latencySLOMs": 50})), snap, name="w")
+    assert res.phase == "Scheduled" and sum(n for _, n in res.pairs) == 3
+    said = res.analysis["users"]["latencySLO"]
+    assert said == "no latency is known from the users at region mars-1 (100% of them) to any feasible cluster: " \
+                   "the 50 ms SLO cannot be judged for them", said
+    assert "fit within" not in res.message
+
+
 def test_with_no_cluster_within_the_slo_the_overflow_goes_nearest_first_however_busy(snap: Snapshot) -> None:
     """Every cluster is beyond a 3 ms SLO: the replicas go to the users' nearest clusters while they have
     room, even where those stand above the others' mean level (the near-ceiling rule shares a group's

@@ -92,6 +92,8 @@ class UserLatencySLO(PluginBase):
         far = mask & ~near
         if not far.any():
             return mask, []
+        if np.isnan(mat[:, mask]).all():  # nothing to judge the SLO by: no cluster is nearer than another
+            return mask, []
         inside = mask & near
         held = sum(k for name, k in task.current.items()
                    if (row := snap.index.get(name)) is not None and row < near.size and inside[row])
@@ -114,9 +116,18 @@ class UserLatencySLO(PluginBase):
 def _unserved(users: UserDemand, mat: FloatArr, mask: BoolArr, slo: float) -> str:
     """Which user places no feasible cluster is within the SLO of ('' when every one has one): a cluster
     near other users passes the filter, so without this a decision would not say that some are not served."""
-    near: BoolArr = np.asarray((np.where(np.isnan(mat[:, mask]), np.inf, mat[:, mask]) <= slo).any(axis=1))
-    lost = [u for u, ok in zip(users.shares, near.tolist(), strict=True) if not ok]
-    if not lost:
-        return ""
-    places = ", ".join(f"{u.kind} {u.place} ({u.share:.0%} of them)" for u in lost)
-    return f"no feasible cluster is within {slo:g} ms of the users at {places}: they are served from beyond it"
+    seen = mat[:, mask]
+    near: BoolArr = np.asarray((np.where(np.isnan(seen), np.inf, seen) <= slo).any(axis=1))
+    known: BoolArr = np.asarray((~np.isnan(seen)).any(axis=1))
+    lost = [u for u, ok, k in zip(users.shares, near.tolist(), known.tolist(), strict=True) if not ok and k]
+    blind = [u for u, k in zip(users.shares, known.tolist(), strict=True) if not k]
+    said = []
+    if lost:
+        places = ", ".join(f"{u.kind} {u.place} ({u.share:.0%} of them)" for u in lost)
+        said.append(f"no feasible cluster is within {slo:g} ms of the users at {places}: they are served from "
+                    f"beyond it")
+    if blind:
+        places = ", ".join(f"{u.kind} {u.place} ({u.share:.0%} of them)" for u in blind)
+        said.append(f"no latency is known from the users at {places} to any feasible cluster: the {slo:g} ms SLO "
+                    f"cannot be judged for them")
+    return "; ".join(said)
