@@ -76,11 +76,13 @@ def subject_of(record: Mapping[str, Any]) -> Subject:
 
 
 def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float],
-              held_back: str | None = None, kept_shares: Mapping[str, float] | None = None) -> dict[str, Any] | None:
+              held_back: str | None = None, kept_shares: Mapping[str, float] | None = None,
+              selection: str | None = None) -> dict[str, Any] | None:
     """Why the best unchosen feasible option lost to the weakest chosen one (``None``: nothing to compare);
     ``held_back``: the decision's users' division held its nearest clusters back (``nearCeiling``);
     ``kept_shares``: the decision kept a placement it did not make afresh (D2), and what each cluster's
-    static weight would give it of the total."""
+    static weight would give it of the total; ``selection``: what chose the clusters other than their
+    total score (`selection_rule`)."""
     chosen = [o for o in options if o.get("chosen") and o.get("total") is not None]
     rest = [o for o in options if not o.get("chosen") and o.get("feasible", True) and o.get("total") is not None]
     if not chosen or not rest:
@@ -94,12 +96,25 @@ def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float],
     ordered = dict(sorted(diffs.items(), key=lambda kv: -abs(kv[1])))
     lost_by = round(float(weakest["total"]) - float(best["total"]), 3)
     return {"name": best["name"], "against": weakest["name"], "lostBy": lost_by, "differences": ordered,
-            "why": why_not(best, weakest, lost_by, ordered, held_back, kept_shares)}
+            "why": why_not(best, weakest, lost_by, ordered, held_back, kept_shares, selection)}
+
+
+def selection_rule(entry: Mapping[str, Any]) -> str | None:
+    """What chose a decision's clusters other than their total score, in words (None: the scores did): the
+    cost-first division, or the affinity concentration's tier (`drods.scheduler.concentrate`)."""
+    if entry.get("division") == "CostFirst":
+        return "placement.costFirst fills the cheapest clusters first"
+    conc = (entry.get("analysis") or {}).get("concentration")
+    if isinstance(conc, Mapping) and conc.get("plugins"):
+        plugins = ", ".join(str(p) for p in conc["plugins"])
+        return (f"the affinity concentration kept the {conc.get('kept')} of {conc.get('of')} candidates whose "
+                f"{plugins} score is within the best tier (from {conc.get('tierFrom')})")
+    return None
 
 
 def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: float,
             differences: Mapping[str, float], held_back: str | None = None,
-            kept_shares: Mapping[str, float] | None = None) -> str:
+            kept_shares: Mapping[str, float] | None = None, selection: str | None = None) -> str:
     """One sentence: why a feasible option received nothing."""
     name, other = option["name"], weakest["name"]
     weight = option.get("staticWeight")
@@ -124,6 +139,8 @@ def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: floa
         if held_back:
             return f"{name} scored {-lost_by:.1f} points above {other} but the division by users kept it out: " \
                 f"{held_back}"
+        if selection:
+            return f"{name} scored {-lost_by:.1f} points above {other} but {selection}"
         return (f"{name} scored {-lost_by:.1f} points above {other} but was outside the selection "
                 "(spread constraints, affinity tier or the replicas were already placed)")
     top = [f"{p} {d:+.1f}" for p, d in list(differences.items())[:3] if d]
@@ -192,10 +209,12 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
     users = (entry.get("analysis") or {}).get("users")
     held = str(users["nearCeiling"]) if isinstance(users, dict) and users.get("nearCeiling") else None
     kept = _kept_shares(entry, options)
-    ru = runner_up(options, weights, held, kept)
+    rule = selection_rule(entry)
+    ru = runner_up(options, weights, held, kept, rule)
     for o in options:
         if o["feasible"] and not o["chosen"] and ru is not None:
-            o["reason"] = ru["why"] if o["name"] == ru["name"] else _why_unchosen(o, options, weights, held, kept)
+            o["reason"] = ru["why"] if o["name"] == ru["name"] else \
+                _why_unchosen(o, options, weights, held, kept, rule)
     result = entry.get("result") or {}
     trigger = dict(entry.get("trigger") or {})
     trigger.setdefault("reason", entry.get("scheduleType"))
@@ -250,9 +269,11 @@ def _kept_shares(entry: Mapping[str, Any], options: list[dict[str, Any]]) -> dic
 
 
 def _why_unchosen(option: Mapping[str, Any], options: list[dict[str, Any]], weights: Mapping[str, float],
-                  held_back: str | None = None, kept_shares: Mapping[str, float] | None = None) -> str:
+                  held_back: str | None = None, kept_shares: Mapping[str, float] | None = None,
+                  selection: str | None = None) -> str:
     """Why a feasible option other than the runner-up got nothing (against the weakest chosen one)."""
-    ru = runner_up([o for o in options if o.get("chosen")] + [dict(option)], weights, held_back, kept_shares)
+    ru = runner_up([o for o in options if o.get("chosen")] + [dict(option)], weights, held_back, kept_shares,
+                   selection)
     return ru["why"] if ru is not None else f"{option['name']} received nothing"
 
 

@@ -72,6 +72,20 @@ def test_a_higher_scored_cluster_the_users_division_held_back_is_said_so() -> No
     assert "outside the selection" in plain["runnerUp"]["why"]
 
 
+def test_a_higher_scored_cluster_left_out_by_cost_first_or_an_affinity_tier_is_said_so() -> None:
+    """It said "outside the selection (spread constraints, affinity tier or …)" for a cost-first binding and
+    for a reader kept beside its data: the rule that chose is named."""
+    options = [{"cluster": "a", "replicas": 2, "total": 50.0, "room": 10, "scores": {"Cost": 100.0}},
+               {"cluster": "c", "replicas": 0, "total": 96.8, "room": 10, "scores": {"Cost": 10.0}}]
+    cheap = from_schedule(_entry(options=options, division="CostFirst"))
+    assert cheap["runnerUp"]["why"] == "c scored 46.8 points above a but placement.costFirst fills the cheapest " \
+        "clusters first"
+    conc = {"plugins": ["DataLocality"], "kept": 1, "of": 3, "affinitySpread": 100.0, "tierFrom": 99.5}
+    data = from_schedule(_entry(options=options, analysis={"concentration": conc}))
+    assert data["runnerUp"]["why"] == "c scored 46.8 points above a but the affinity concentration kept the 1 of 3 " \
+        "candidates whose DataLocality score is within the best tier (from 99.5)"
+
+
 def test_a_kept_static_weight_placement_says_d2_not_too_few_replicas() -> None:
     """A policy edit adds m3 at weight 1 beside m2's 1, 4 replicas: the placement stays m2:4 (D2), and the
     why-not said the replicas were 'too few' for m3 to get one where its weight would give it two."""
