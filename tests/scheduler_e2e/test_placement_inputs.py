@@ -100,6 +100,14 @@ async def test_overflow_stateful_datasets_cache_plans_and_measured_latency(plane
     bad = await plane.call("PUT", "/api/v1/datasets/access", json={"reads": [
         {"dataset": {"name": "logs"}, "cluster": "spare", "readGiBPerHour": -1}]})
     assert bad.status_code == 422 and "readGiBPerHour" in bad.text
+    unknown = await plane.call("PUT", "/api/v1/datasets/access", json={"reads": [
+        {"dataset": {"name": "logs"}, "cluster": "spare", "readGiBPerHour": 1},
+        {"dataset": {"name": "nope"}, "cluster": "mars", "readGiBPerHour": 3}]})
+    assert unknown.status_code == 422, unknown.text
+    assert [(f["field"], f["message"]) for f in unknown.json()["details"]["fields"]] == [
+        ("reads[1].dataset", "no Dataset default/nope"), ("reads[1].cluster", "no cluster 'mars' is registered")]
+    hot = (await plane.call("GET", "/api/v1/datasets/access", role="viewer")).json()
+    assert hot["datasets"] == {}  # nothing of the refused report was recorded
     r = await plane.call("PUT", "/api/v1/datasets/access", json={"reads": [
         {"dataset": {"name": "logs"}, "cluster": "spare", "readGiBPerHour": 400}]})
     assert r.status_code == 200 and r.json() == {"accepted": 1, "entries": 1}, r.text

@@ -14,8 +14,10 @@ from drods.api.context import authenticate, context
 from drods.api.json_response import JSONResponse
 from drods.api.merged_document import merge_into, report_time
 from drods.api.schemas import ERROR_RESPONSES
+from drods.errors import validation_failed
 from drods.model.dataset_access import DatasetAccessReport, hotness, merge_access
 from drods.model.keys import DATASET_ACCESS_KEY
+from drods.model.kinds import CLUSTER, DATASET
 
 router = APIRouter(prefix="/api/v1/datasets/access", tags=["datasets"], responses=ERROR_RESPONSES)
 
@@ -23,8 +25,20 @@ router = APIRouter(prefix="/api/v1/datasets/access", tags=["datasets"], response
 @router.put("", summary="Report Dataset reads by cluster (F4 hotness)")
 async def put_access(request: Request, report: DatasetAccessReport = Body(...),
                      _: Principal = Depends(authenticate)) -> JSONResponse:
+    """Reads of a Dataset that does not exist, or from a cluster that is not registered, are refused
+    (422 naming each): they would show as hotness nobody can act on."""
+    ctx = context(request)
+    fields: list[dict[str, str]] = []
+    for i, r in enumerate(report.reads):
+        if await ctx.registry.try_get(DATASET, r.dataset.name, r.dataset.namespace) is None:
+            fields.append({"field": f"reads[{i}].dataset",
+                           "message": f"no Dataset {r.dataset.namespace}/{r.dataset.name}"})
+        if await ctx.registry.try_get(CLUSTER, r.cluster) is None:
+            fields.append({"field": f"reads[{i}].cluster", "message": f"no cluster {r.cluster!r} is registered"})
+    if fields:
+        raise validation_failed(f"{len(fields)} read(s) name what does not exist; nothing was recorded", fields)
     now = report_time(report.timestamp)
-    doc = await merge_into(context(request).store, DATASET_ACCESS_KEY,
+    doc = await merge_into(ctx.store, DATASET_ACCESS_KEY,
                            lambda stored: merge_access(stored, report, now), "access document")
     return JSONResponse({"accepted": len(report.reads), "entries": len(doc["reads"])})
 
