@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from drods.autoscaling import cron, custom_metrics
+from drods.autoscaling.autonomy import REASON_ADOPTED
 from drods.autoscaling.cluster_weights import WeightSettings, rebalance
 from drods.autoscaling.feedback import FeedbackSettings, LoopState, Observation
 from drods.autoscaling.feedback import step as feedback_step
@@ -269,13 +270,53 @@ def _hpa_status(turn: _HPATurn, outcome: scaling.Outcome, window: scaling.Window
     out["conditions"] = [
         _condition("ScalingActive", able, "ValidMetricFound" if able else "NoMetrics",
                    "metrics read" if able else "no placed cluster reports the metrics yet", now),
-        _condition("ScalingLimited", bool(outcome.reason), outcome.reason.replace(" ", "-") or "DesiredWithinRange",
-                   outcome.reason or "the desired count is the recommendation", now)]
+        _able_to_scale(outcome, turn.recommendation, current, now),
+        _scaling_limited(outcome, turn.lo, turn.hi, now)]
     if turn.unavailable:
         out["conditions"].append(_condition(
             "MetricsUnavailable", True, "MetricsUnavailable",
             "; ".join(f"{c}: {why}" for c, why in turn.unavailable.items())[:1000], now))
     return out
+
+
+# the HorizontalPodAutoscaler's ScalingLimited reasons and messages for the outcome's limit
+_LIMITED: dict[str, tuple[str, str]] = {
+    "maxReplicas": ("TooManyReplicas", "the desired replica count is more than the maximum replica count ({hi})"),
+    "minReplicas": ("TooFewReplicas", "the desired replica count is less than the minimum replica count ({lo})"),
+    "scale-up rate limit": ("ScaleUpLimit", "the desired replica count is increasing faster than the maximum "
+                                            "scale rate"),
+    "scale-down rate limit": ("ScaleDownLimit", "the desired replica count is decreasing faster than the maximum "
+                                                "scale rate"),
+}
+
+
+def _able_to_scale(outcome: scaling.Outcome, recommendation: int, current: int, now: float) -> dict[str, Any]:
+    """``AbleToScale`` as Kubernetes' HPA says it: a stabilisation window holding the count, a count adopted
+    from a member's agent (M2), or ready for the next change."""
+    if outcome.reason == "stabilisation window":
+        if outcome.stabilised > recommendation:
+            return _condition("AbleToScale", True, "ScaleDownStabilized", "recent recommendations were higher than "
+                              "the current one, applying the highest recent recommendation", now)
+        return _condition("AbleToScale", True, "ScaleUpStabilized", "recent recommendations were lower than the "
+                          "current one, applying the lowest recent recommendation", now)
+    if outcome.reason == REASON_ADOPTED:
+        return _condition("AbleToScale", True, "AdoptedFromAgent", "the count a member's agent decided while it "
+                          "could not reach the control plane is kept until the central loop resumes", now)
+    if outcome.desired != current:
+        return _condition("AbleToScale", True, "SucceededRescale",
+                          f"the HPA controller was able to update the target scale to {outcome.desired}", now)
+    return _condition("AbleToScale", True, "ReadyForNewScale", "recommended size matches current size", now)
+
+
+def _scaling_limited(outcome: scaling.Outcome, lo: int, hi: int, now: float) -> dict[str, Any]:
+    """``ScalingLimited`` as Kubernetes' HPA says it (a stabilisation window does not limit the count:
+    it shows in the decision's reason, as kube's ``AbleToScale`` tells it apart)."""
+    limit = _LIMITED.get(outcome.reason)
+    if limit is None:
+        return _condition("ScalingLimited", False, "DesiredWithinRange",
+                          "the desired count is within the acceptable range"
+                          + (f" ({outcome.reason})" if outcome.reason else ""), now)
+    return _condition("ScalingLimited", True, limit[0], limit[1].format(lo=lo, hi=hi), now)
 
 
 def _hpa_record(turn: _HPATurn, outcome: scaling.Outcome, status: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -555,8 +596,9 @@ class Autoscaler:
         raw = turn.recommendation
         turn.recommendation = min(max(raw, turn.lo), turn.hi)
         outcome, window = self._decide(turn, status, now)
-        if not outcome.reason and outcome.desired == turn.recommendation != raw:
-            # the bounds (a cron rule's, or the spec's) made the count, not the metrics: ScalingLimited says so
+        if outcome.reason in ("", "minReplicas", "maxReplicas") and outcome.desired == turn.recommendation != raw:
+            # the bounds (a cron rule's, or the spec's) made the count, not the metrics: ScalingLimited says
+            # so, by the side the metrics' count was clamped from (behave saw the clamped one)
             outcome = replace(outcome, reason="minReplicas" if raw < turn.lo else "maxReplicas")
         return _hpa_status(turn, outcome, window, status, now), _hpa_record(turn, outcome, status)
 
@@ -599,7 +641,7 @@ class Autoscaler:
                         and 0 <= now - adopted_at < self.settings.adopt_hold_s)
         if turn.holding and isinstance(held, int):  # an agent's count was just adopted: keep it
             kept = min(max(held, turn.lo), turn.hi)
-            return scaling.Outcome(kept, kept, "adopted from agent"), _window(status)
+            return scaling.Outcome(kept, kept, REASON_ADOPTED), _window(status)
         return scaling.behave(turn.current, turn.recommendation, _window(status), turn.spec.behavior, now,
                               turn.lo, turn.hi)
 

@@ -155,8 +155,8 @@ def behave(current: int, recommendation: int, window: Window, behavior: Behavior
         if desired < allowed:
             desired, reason = allowed, "scale-down rate limit" if allowed > lo else "minReplicas"
     clamped = min(max(desired, lo), hi)
-    if clamped != desired:
-        desired, reason = clamped, "minReplicas" if clamped == lo else "maxReplicas"
+    if clamped != desired:  # by the side it was clamped from (min and max may be equal)
+        desired, reason = clamped, "maxReplicas" if desired > hi else "minReplicas"
     keep = max(up_w, down_w)
     longest = max((p.periodSeconds for r in (up_rules, down_rules) for p in r.policies or []), default=0)
     events = [(t, c) for t, c in window.events if now - t < longest]

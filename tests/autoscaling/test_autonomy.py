@@ -90,7 +90,7 @@ async def test_adoption_clamps_is_idempotent_holds_then_central_resumes(tmp_path
             await eventually(lambda: _seen(a, key, 6), 5.0, "the adoption in the informers")
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: s.get("lastEvaluatedTime"))
             assert st["desiredReplicas"] == 6
-            assert [c["reason"] for c in st["conditions"] if c["type"] == "ScalingLimited"] == ["adopted-from-agent"]
+            assert [c["reason"] for c in st["conditions"] if c["type"] == "AbleToScale"] == ["AdoptedFromAgent"]
             # ... and decides again once the hold is over: 20 % against 60 % → ceil(6 / 3) = 2
             clock.t = T0 + a.settings.adopt_hold_s + 1
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: s.get("desiredReplicas") != 6)

@@ -156,7 +156,10 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
             st = await _status_after(a, FEDERATED_HPA, "web", key,
                                      lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
             assert st["desiredReplicas"] == 6  # ceil(6 × 20/60) = 2, held by the window
-            assert st["conditions"][1]["reason"] == "stabilisation-window"
+            conds = {c["type"]: c for c in st["conditions"]}  # as kube's HPA says a held scale-down
+            assert conds["AbleToScale"]["reason"] == "ScaleDownStabilized"
+            assert (conds["ScalingLimited"]["status"], conds["ScalingLimited"]["reason"]) == ("False",
+                                                                                          "DesiredWithinRange")
             clock.t += 61.0
             st = await _status_after(a, FEDERATED_HPA, "web", key,
                                      lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
@@ -276,7 +279,8 @@ async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: P
             assert st["cronRule"] == "CronFederatedHPA/office:day"
             # the metrics recommend 4: the rule's floor made the 8, and ScalingLimited says so
             limited = next(c for c in st["conditions"] if c["type"] == "ScalingLimited")
-            assert limited["status"] == "True" and limited["reason"] == "minReplicas", limited
+            assert limited["status"] == "True" and limited["reason"] == "TooFewReplicas", limited
+            assert limited["message"] == "the desired replica count is less than the minimum replica count (8)"
     finally:
         await store.close()
 
@@ -413,5 +417,41 @@ async def test_cron_runs_kept_as_karmada_keeps_them_a_missing_target_fails_and_s
             assert history["lastExecutionTime"] == rfc3339_ms(fires[2]) and len(history["successfulExecutions"]) == 2
             assert st["conditions"][0]["reason"] == "RuleInEffect" and "suspended" in st["conditions"][0]["message"]
             assert a._cron_bounds(a.hpas.cache[hkey], clock.t) == (5, None, "CronFederatedHPA/office:tick")
+    finally:
+        await store.close()
+
+
+async def test_a_cron_cap_below_the_specs_min_limits_a_hot_workload_by_its_max(tmp_path: Path) -> None:
+    """Spec min 3, a cron rule's max 2, the workload at 7 and hot: the bounds in effect are 2..2 and the
+    count 2 is limited by the maximum (it said TooFewReplicas / minReplicas)."""
+    store = SqliteStore(str(tmp_path / "s.db"))
+    try:
+        clock = Clock(0.0)
+        async with _autoscaler(store, clock) as (a, _):
+            await _cluster(store, "a", 9.0)
+            await _binding(a.registry, 7, {"a": 7}, {"a": 200.0})
+            hpa = _hpa()
+            hpa["spec"]["minReplicas"] = 3
+            await a.registry.create(FEDERATED_HPA, hpa, "default")
+            cron = await a.registry.create(CRON_FEDERATED_HPA, {
+                "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
+                "metadata": {"name": "cap", "namespace": "default"},
+                "spec": {"scaleTargetRef": {"apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA",
+                                            "name": "web"},
+                         "rules": [{"name": "night", "schedule": "0 22 * * *", "targetMaxReplicas": 2}]}}, "default")
+            fire = next_fire(CronRule(name="n", schedule="0 22 * * *", targetMaxReplicas=2),
+                             parse_rfc3339(cron["metadata"]["creationTimestamp"]) or 0.0)
+            assert fire is not None
+            key = FEDERATED_HPA.key("web", "default")
+
+            async def ready() -> bool:
+                return key in a.hpas.cache and len(a.crons.cache) == 1 and bool(a.clusters.cache)
+
+            await eventually(ready, 5.0, "inputs in the informers")
+            clock.t = fire + 1.0
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "cronRule" in s)
+            assert st["desiredReplicas"] == 2 and (st["minReplicas"], st["maxReplicas"]) == (2, 2)
+            limited = next(c for c in st["conditions"] if c["type"] == "ScalingLimited")
+            assert limited["reason"] == "TooManyReplicas", limited
     finally:
         await store.close()

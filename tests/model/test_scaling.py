@@ -143,3 +143,13 @@ def test_owner_is_the_oldest_autoscaler_of_the_workload() -> None:
     assert owner([second, driver, first], wl) is first
     assert owned_replicas([second, driver, first], wl) == 7
     assert owned_replicas([driver], wl) is None
+
+
+def test_a_count_clamped_where_min_and_max_meet_is_limited_by_the_side_it_came_from() -> None:
+    """A cron rule capped max at 2 under a min of 3 (bounds 2..2): a 7 → 2 scale-down said minReplicas."""
+    from drods.model.scaling import Window, behave
+
+    out, _ = behave(7, 7, Window(), None, 1000.0, 2, 2)
+    assert (out.desired, out.reason) == (2, "maxReplicas")
+    out, _ = behave(1, 1, Window(), None, 1000.0, 2, 2)
+    assert (out.desired, out.reason) == (2, "minReplicas")
