@@ -309,6 +309,8 @@ def test_cut_off_agent_scales_alone_and_reconciles_on_return(fleet: Fleet) -> No
     assert reasons.count(REASON_ADOPTED) == 1 and REASON_LOCAL in reasons, reasons
     local = [e for e in hist if e["reason"] == REASON_LOCAL]
     assert all(e["cluster"] == EDGE and e["to"] <= 5 for e in local) and local[0]["to"] == 5
+    bad = f.http.get("/api/v1/autoscaling/history", params={"workload": "garbage"})  # not KIND/NAMESPACE/NAME
+    assert bad.status_code == 422 and bad.json()["code"] == "VALIDATION_FAILED", bad.text
     gone = f.http.get("/api/v1/autoscaling/history", params={"workload": "Deployment/default/gone"}).json()["items"]
     assert REASON_ADOPTED not in [e["reason"] for e in gone]
 

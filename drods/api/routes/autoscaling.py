@@ -117,7 +117,8 @@ async def put_feedback(request: Request, body: Feedback,
 @router.get("/autoscaling/history", summary="Scaling decisions with their inputs (F5)")
 async def autoscaling_history(
     request: Request,
-    workload: str | None = Query(default=None, max_length=600, description="KIND/NAMESPACE/NAME"),
+    workload: str | None = Query(default=None, max_length=600, pattern=r"^[^/\s]+/[^/\s]+/[^/\s]+$",
+                                 description="KIND/NAMESPACE/NAME"),
     maxEntries: int = Query(default=100, ge=1, le=10_000),
     seconds: float = Query(default=86_400.0, gt=0, le=30 * 86_400.0, description="how far back"),
     _: Principal = Depends(authenticate),
