@@ -28,8 +28,11 @@ class MatchCondition(BaseModel):
     statusValues: list[Literal["True", "False", "Unknown"]] = Field(min_length=1)
 
     def holds(self, conditions: Sequence[Mapping[str, Any]]) -> bool:
-        """A condition the cluster does not report has no status: In fails, NotIn holds."""
+        """A condition the cluster does not report matches neither operator (Karmada's ``conditionMatches``):
+        a policy on a condition only some clusters report taints none of the others."""
         status = next((c.get("status") for c in conditions if c.get("type") == self.conditionType), None)
+        if status is None:
+            return False
         return (status in self.statusValues) == (self.operator == "In")
 
 

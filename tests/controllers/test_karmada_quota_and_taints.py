@@ -35,12 +35,15 @@ def test_taints_follow_the_conditions_of_the_target_clusters() -> None:
     assert tainted(cluster("b", "True", {"env": "dev"}, down), [POLICY], NOW) is None  # keeps what it has
     other = {"key": "mine", "effect": "NoSchedule"}
     assert tainted(cluster("a", "True", {"env": "prod"}, [other, *down]), [POLICY], NOW) == [other]
-    # a missing condition: In fails, NotIn holds; an empty list never acts
+    # a missing condition matches neither In nor NotIn (Karmada's conditionMatches: its own guide's
+    # KubeComponentsHealthy NotIn [True] tainted every cluster that does not report it); an empty list never acts
     gone = ClusterTaintPolicySpec.model_validate({
         "addOnConditions": [{"conditionType": "NetworkOK", "operator": "NotIn", "statusValues": ["True"]}],
         "taints": [{"key": "net", "effect": "NoSchedule"}]})
-    assert tainted(cluster("c", "True"), [gone], NOW) == [{"key": "net", "value": "", "effect": "NoSchedule",
-                                                           "timeAdded": NOW}]
+    assert tainted(cluster("c", "True"), [gone], NOW) is None
+    reported = cluster("c", "True")
+    reported["status"]["conditions"].append({"type": "NetworkOK", "status": "False"})
+    assert tainted(reported, [gone], NOW) == [{"key": "net", "value": "", "effect": "NoSchedule", "timeAdded": NOW}]
     never = ClusterTaintPolicySpec.model_validate({"taints": [{"key": "x", "effect": "NoSchedule"}]})
     assert tainted(cluster("c", "False"), [never], NOW) is None
     # a changed value is taken, the taint kept
