@@ -106,7 +106,7 @@ class WorkloadRebalancerController:
 
     async def _rebalance(self, rebalancer: str, w: WorkloadReference) -> ObservedWorkload:
         """Ask for ``w``'s Binding to be decided afresh; an entry without a result means try again."""
-        bname = binding_name(w.kind, w.namespace, w.name)
+        bname = binding_name(w.kind, w.namespace or "", w.name)
         try:
             binding = await self.registry.get(BINDING, bname)
             ref = (binding.get("spec") or {}).get("resource") or {}

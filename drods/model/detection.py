@@ -321,8 +321,9 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
     """The Binding object the detector wants for ``obj`` under ``match`` (replicas and requests read
     through ``interpreter``, else the built-in interpretation)."""
     meta = obj.get("metadata") or {}
-    ns = meta.get("namespace") or "default"
-    ref = {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"], "namespace": ns}
+    ref = {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"]}
+    if kind.namespaced:  # a cluster-scoped object's reference names no namespace (as Karmada's)
+        ref["namespace"] = meta.get("namespace") or "default"
     if meta.get("uid"):
         ref["uid"] = meta["uid"]
     how = interpreter.of(kind.api_version, kind.kind) if interpreter else interpretation(kind.api_version, kind.kind)
@@ -358,7 +359,8 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
         labels[KEEPS_DATA_LABEL] = "true"  # F3: its data moves only with a plan
     return {
         "apiVersion": BINDING.api_version, "kind": BINDING.kind,
-        "metadata": {"name": binding_name(kind.kind, ns if kind.namespaced else "", meta["name"]), "labels": labels},
+        "metadata": {"name": binding_name(kind.kind, str(ref.get("namespace") or ""), meta["name"]),
+                     "labels": labels},
         "spec": spec,
     }
 

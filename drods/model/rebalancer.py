@@ -26,11 +26,11 @@ class WorkloadReference(BaseModel):
 
     apiVersion: str = Field(min_length=1)
     kind: str = Field(min_length=1)
-    namespace: str = ""
+    namespace: str | None = None  # printed only when given, as Karmada's
     name: str = Field(min_length=1)
 
     def key(self) -> tuple[str, str, str, str]:
-        return self.apiVersion, self.kind, self.namespace, self.name
+        return self.apiVersion, self.kind, self.namespace or "", self.name
 
 
 class WorkloadRebalancerSpec(BaseModel):

@@ -90,3 +90,29 @@ async def test_a_binding_of_another_workload_is_not_taken_for_it(tmp_path: Path)
     await ctl.reconcile(rb)  # finished, no TTL: it stays
     await registry.get(WORKLOAD_REBALANCER, "x")
     await store.close()
+
+
+async def test_a_cluster_scoped_workload_is_found_by_its_detector_made_binding(tmp_path: Path) -> None:
+    """Karmada's rebalancer guide lists a ClusterRole (no namespace): its Binding's reference carried
+    namespace "default", so the rebalancer said ReferencedBindingNotFound."""
+    from drods.model.detection import PolicyMatch, desired_binding
+    from drods.model.kinds import PROPAGATION_POLICY, by_kind
+
+    store = SqliteStore(str(tmp_path / "db"))
+    registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp_path / "k")))
+    ctl = WorkloadRebalancerController(registry, Informer(store, WORKLOAD_REBALANCER.key_prefix(), decode_stored))
+    role_kind = by_kind("rbac.authorization.k8s.io/v1", "ClusterRole")
+    assert role_kind is not None and not role_kind.namespaced
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "demo-role"},
+            "rules": []}
+    made = desired_binding(role_kind, role, PolicyMatch(1, 3, 0, 1, "p", PROPAGATION_POLICY, {}, (), ()))
+    assert "namespace" not in made["spec"]["resource"] and made["metadata"]["name"] == "clusterrole--demo-role"
+    await registry.create(BINDING, made)
+    workload = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "demo-role"}
+    await registry.create(WORKLOAD_REBALANCER, {
+        "apiVersion": "apps.karmada.io/v1alpha1", "kind": "WorkloadRebalancer", "metadata": {"name": "roles"},
+        "spec": {"workloads": [workload]}})
+    await ctl.reconcile(await registry.get(WORKLOAD_REBALANCER, "roles"))
+    rb = await registry.get(WORKLOAD_REBALANCER, "roles")
+    assert rb["status"]["observedWorkloads"] == [{"workload": workload, "result": "Successful"}], rb["status"]
+    await store.close()
