@@ -5,7 +5,9 @@ default), and a value of the wrong shape — a mapping where a string goes, a st
 DRO-DS keeps built-in templates as given (F7), so it checks them the same way, by the schema the
 Kubernetes Python client is generated from (each model's ``openapi_types`` and ``attribute_map``):
 a typo such as ``spec.replica`` is an error naming the field, not a silently ignored key. Scalars
-are not checked beyond their shape (a quantity may be a number or a string; an int-or-string either).
+are not checked beyond their shape (a quantity may be a number or a string; an int-or-string either),
+but for the maps that hold only strings in Kubernetes (a ConfigMap's and a Secret's data): a number
+there is refused as kube-apiserver's decoding refuses it.
 ``metadata`` is the registry's to check (`drods.model.meta`); ``status`` is not the writer's (the main
 path keeps the stored one, and DRO-DS adds its per-cluster view, ``status.clusters``, to any kind).
 """
@@ -23,6 +25,9 @@ _DICT = re.compile(r"^(?:Dict|dict)\[?\(?str, (.+?)\)?\]?$")
 _SCALARS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
             "datetime": "a timestamp", "date": "a date"}
 _MAX_ERRORS = 20
+# top-level maps whose values kube-apiserver decodes as strings only (the client models them as dict(str, str),
+# as it does quantities, which take numbers too)
+_STRING_MAPS = {"V1ConfigMap": ("data", "binaryData"), "V1Secret": ("data", "stringData")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,9 @@ def unknown_or_misshapen(obj: dict[str, Any], model: str) -> list[FieldError]:
             continue
         if key not in fields:
             errors.append(FieldError(key, "unknown field"))
+        elif key in _STRING_MAPS.get(model, ()) and isinstance(value, dict):
+            errors.extend(FieldError(f"{key}.{k}", f"must be a string, not {_shape(v)}")
+                          for k, v in value.items() if not isinstance(v, str))
         else:
             _check(value, fields[key], key, errors)
         if len(errors) >= _MAX_ERRORS:

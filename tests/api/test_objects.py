@@ -553,6 +553,16 @@ async def test_a_built_in_kinds_unknown_or_misshapen_fields_are_refused_as_stric
                        json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
                              "data": {"k": {"x": 1}}})
     assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "data.k", r.text
+    # ... and strings: Karmada's override guide writes `data: {example: 1}`, which kube-apiserver refuses
+    r = await api.call("POST", "/api/v1/namespaces/default/configmaps",
+                       json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                             "data": {"example": 1, "ok": "yes"}})
+    assert r.status_code == 422, r.text
+    assert [(c["field"], c["message"]) for c in r.json()["details"]["causes"]] == [
+        ("data.example", "must be a string, not a number")]
+    r = await api.call("POST", "/api/v1/namespaces/default/secrets",
+                       json={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"n": 2}})
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "stringData.n", r.text
 
 
 @pytest.mark.parametrize("overriders, field", [
