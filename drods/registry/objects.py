@@ -263,9 +263,7 @@ class ObjectRegistry:
         meta["uid"] = str(uuid.uuid4())
         meta["generation"] = 1
         meta["creationTimestamp"] = now_rfc3339()
-        if kind.custom is not None and kind.custom.status_subresource:
-            obj["status"] = {}  # with a status subresource, status is written only through it
-        obj.setdefault("status", {})
+        _initial_status(kind, obj)
         self._seal(kind, obj, None)
         key = kind.key(meta["name"], meta.get("namespace"))
         if dry_run:
@@ -509,7 +507,7 @@ class ObjectRegistry:
                 for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
                     meta.pop(f, None)
                 meta.update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=now_rfc3339())
-                obj.setdefault("status", {})
+                _initial_status(kind, obj)
                 self._seal(kind, obj, None)
                 plans.append((kind, key, obj, 0))
             else:
@@ -616,6 +614,8 @@ class ObjectRegistry:
         status_apart = kind.custom.status_subresource if kind.custom is not None else True
         if status_apart and (kind.spec_model is not None or "status" in current):
             incoming["status"] = current.get("status", {})
+        elif status_apart and kind.custom is not None:
+            incoming.pop("status", None)  # none written through the status subresource yet: still none
         if cur_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers", [])) - set(cur_meta.get("finalizers", []))
             if added:
@@ -734,6 +734,16 @@ def _check_replicas(obj: Obj, ident: dict[str, Any]) -> None:
                                 "than or equal to 0",
                                 [{"field": "spec.replicas", "message": "must be greater than or equal to 0"}],
                                 **ident)
+
+
+def _initial_status(kind: Kind, obj: Obj) -> None:
+    """A new object's status: a custom resource with a status subresource has none until it is written
+    through it (kube-apiserver drops it on create: an empty one fails a schema that requires status fields,
+    and every later update of the object with it); others start empty."""
+    if kind.custom is not None and kind.custom.status_subresource:
+        obj.pop("status", None)
+    else:
+        obj.setdefault("status", {})
 
 
 def _check_built_in_fields(kind: Kind, obj: Obj, ident: dict[str, Any]) -> None:
