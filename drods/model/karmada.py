@@ -7,9 +7,9 @@ The placement vocabulary is DRO-DS's own (`drods.model.placement`, Karmada's wit
 docs/karmada.md). Every v1alpha1 propagation field is read with Karmada's meaning: ``preemption``,
 ``conflictResolution`` and ``suspension`` (`drods.model.dispatch`), ``dependentOverrides``,
 ``activationPreference: Lazy`` and ``schedulePriority`` (the resource detector acts on them).
-The deprecated ``association`` is refused by name (``propagateDeps`` replaced it). Dependents
-(ConfigMaps, Secrets, ServiceAccounts, PVCs a pod template names) always follow their workload, so
-``propagateDeps`` is accepted either way.
+Dependents (ConfigMaps, Secrets, ServiceAccounts, PVCs a pod template names) always follow their
+workload, so ``propagateDeps`` — and the deprecated ``association`` it replaced, still in Karmada's
+API and its own samples — are accepted either way.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ class KarmadaPropagationSpec(BaseModel):
     priority: int = 0
     schedulerName: str | None = None
     propagateDeps: bool = False
+    association: bool = False  # deprecated in Karmada for propagateDeps; dependents follow either way
     # Always: may take a resource another (lower-priority) policy has claimed; Never keeps claims
     preemption: Literal["Always", "Never"] = "Never"
     # OverridePolicies (in the policy's namespace) that must exist before the policy takes effect

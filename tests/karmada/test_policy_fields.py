@@ -122,9 +122,10 @@ activationPreference: Lazy
 suspension: {dispatching: true}
 preserveResourcesOnDeletion: true
 schedulePriority: {priorityClassSource: KubePriorityClass, priorityClassName: high}
+association: true
 placement:
   spreadConstraints: [{maxGroups: 2, minGroups: 1}]
-"""))
+"""))  # association: deprecated, still in Karmada's own artifacts/example/policy_with_labelSelector.yaml
     assert spec.suspension is not None and spec.suspension.suspends("anything")
     assert spec.placement is not None and spec.placement.spreadConstraints[0].spreadByField == "cluster"
 

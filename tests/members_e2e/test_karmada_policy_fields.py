@@ -247,7 +247,7 @@ def test_a_pod_is_propagated_and_listed_by_kubectl(env: Env, kubectl: Kubectl) -
 
 
 @pytest.mark.parametrize("doc, why", [
-    ("spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  association: true\n", "association"),
+    ("spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  associatoin: true\n", "associatoin"),
     ("spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  preemption: Sometimes\n",
      "preemption"),
 ])
