@@ -197,15 +197,27 @@ def _register(api: ApiClient, name: str, inspected: tuple[dict[str, Any], Any] |
 
 
 def _write_agents(root: Path, members: list[DirectoryMember], minter: tuple[Path, str | None], server: str) -> None:
-    """``root/agents.yaml``: a cluster-agent token per pull member, for ``drods agent --from``."""
+    """``root/agents.yaml``: a cluster-agent token per pull member, for ``drods agent --from``. A member the
+    file already gives a token for the same server keeps it: a join run again mints none (each run had
+    minted a fresh, never-expiring token per member and left the old ones valid). Delete the file for
+    new ones (and revoke the old with `drods token revoke`)."""
     from drods.api.auth import Role
+    from drods.cli.agents import read_agents_file
     from drods.cli.tokens import mint
 
     data_dir, store = minter
-    agents = [{"cluster": m.name, "kubeconfig": str(m.kubeconfig),
-               "token": mint(data_dir, store, Role.CLUSTER_AGENT, subject=f"agent:{m.name}", cluster=m.name,
-                             ttl_seconds=None)} for m in members]
     path = root / AGENTS_FILE
+    kept: dict[str, str] = {}
+    if path.exists():
+        try:
+            written, entries = read_agents_file(path)
+        except ValueError:
+            written, entries = "", []
+        if written == server:
+            kept = {e["cluster"]: e["token"] for e in entries}
+    agents = [{"cluster": m.name, "kubeconfig": str(m.kubeconfig),
+               "token": kept.get(m.name) or mint(data_dir, store, Role.CLUSTER_AGENT, subject=f"agent:{m.name}",
+                                                 cluster=m.name, ttl_seconds=None)} for m in members]
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
