@@ -54,6 +54,9 @@ WATCH_THREADS = 1 + COPY_WATCHES + FOREIGN_KINDS
 CREDENTIALS_CHECK_SECONDS = 1.0  # a kubeconfig's token checked for expiry at most this often
 
 
+WATCH_CONNECTIONS = 4  # pooled connections kept beside the calls' for watches in flight
+
+
 @dataclass(frozen=True)
 class MemberOptions:
     connect_timeout: float = 3.0  # seconds, per HTTP call
@@ -282,7 +285,9 @@ class MemberClient:
                 self._configure(cfg)
                 with_credentials_checked_every(cfg, CREDENTIALS_CHECK_SECONDS)
                 cfg.retries = False  # retries are ours, with backoff and state
-                cfg.connection_pool_maxsize = self.options.concurrency
+                # the calls' threads and the long-lived watches (pods, resources) each hold a connection:
+                # a pool of the calls' size alone warned "Connection pool is full" on every watch's return
+                cfg.connection_pool_maxsize = self.options.concurrency + WATCH_CONNECTIONS
                 api = k8s.ApiClient(cfg)
                 _with_default_timeout(api, self.options.timeout)
                 self._api = api
