@@ -58,7 +58,7 @@ async def evict(fleet: MemberFleet, rescheduler: Rescheduler, name: str, binding
     behavior = declared_behavior(binding, "cluster", ClusterFailoverBehavior)
     if behavior is None:
         if failed_over:
-            return False, await rescheduler.failover(name, cluster, reason, failed_over_from(binding))
+            return False, await rescheduler.failover(name, cluster, reason)
         await rescheduler.binding(name, reason)
         return False, None
     task = eviction_task(binding, cluster, rfc3339(now),

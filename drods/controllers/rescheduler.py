@@ -80,11 +80,14 @@ PLAN_KINDS = ("StatefulSet", "Deployment")  # the kinds a MigrationPlan moves (`
 
 async def trigger(registry: ObjectRegistry, name: str, reason: str, clock: Callable[[], float] = time.time,
                   annotations: Mapping[str, str | None] | None = None,
-                  spec: Mapping[str, Any] | None = None) -> Obj:
+                  spec: Mapping[str, Any] | None = None, resource_version: str | None = None) -> Obj:
     """Ask for ``name`` to be re-placed from scratch; ``annotations`` are set (None removes) and
-    ``spec`` fields merged in the same write. Returns the Binding as written."""
-    patch = {"metadata": {"annotations": {RESCHEDULE_REASON: (reason or "requested")[:1024], **(annotations or {})}},
-             "spec": {**(spec or {}), "rescheduleTriggeredAt": rfc3339_ms(clock())}}
+    ``spec`` fields merged in the same write; ``resource_version``: only over that version (else a
+    ``Conflict``). Returns the Binding as written."""
+    meta: dict[str, Any] = {"annotations": {RESCHEDULE_REASON: (reason or "requested")[:1024], **(annotations or {})}}
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    patch = {"metadata": meta, "spec": {**(spec or {}), "rescheduleTriggeredAt": rfc3339_ms(clock())}}
     return await registry.patch(BINDING, name, patch, MERGE_PATCH)  # re-applied by the registry after a lost race
 
 
@@ -94,6 +97,9 @@ def _replicas_on(binding: Mapping[str, Any], cluster: str) -> int:
         return 0
     return sum(int(t.get("replicas") or 0) for t in (binding.get("status") or {}).get("placement") or []
                if isinstance(t, dict) and t.get("cluster") == cluster)
+
+
+FAILOVER_ATTEMPTS = 8  # reads and writes of a Binding before a failover gives up on a busy one
 
 
 def _joined(clusters: list[str]) -> str | None:
@@ -134,10 +140,20 @@ class Rescheduler:
     async def binding(self, name: str, reason: str) -> None:
         await trigger(self.registry, name, reason, self.clock)
 
-    async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> Obj:
-        """S11: move ``name`` off ``cluster`` and remember it (with ``before``, the clusters it
-        already failed over from), so it can fail back. Returns the Binding as written."""
-        return await trigger(self.registry, name, reason, self.clock, {FAILED_OVER_FROM: _joined([*before, cluster])})
+    async def failover(self, name: str, cluster: str, reason: str) -> Obj:
+        """S11: move ``name`` off ``cluster`` and remember it with the clusters it already failed over
+        from, so it can fail back — read and written over one version: several clusters failing at
+        once each add theirs (a write over a stale list lost one, and that cluster was then offered
+        its copies back as soon as it recovered). Returns the Binding as written."""
+        for _ in range(FAILOVER_ATTEMPTS):
+            current = await self.registry.get(BINDING, name)
+            moved = _joined([*failed_over_from(current), cluster])
+            try:
+                return await trigger(self.registry, name, reason, self.clock, {FAILED_OVER_FROM: moved},
+                                     resource_version=str(current["metadata"]["resourceVersion"]))
+            except Conflict:
+                continue
+        raise Conflict(f"binding {name} kept changing while failing over from {cluster}", {"name": name})
 
     async def failback(self, req: RescheduleRequest) -> RescheduleResult:
         """Offer a recovered cluster back to the bindings that failed over from it."""

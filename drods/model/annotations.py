@@ -140,13 +140,14 @@ def evicted_from(obj: Mapping[str, Any]) -> str | None:
 
 
 def moved_away_from(obj: Mapping[str, Any]) -> frozenset[str]:
-    """The clusters a Binding was moved off on purpose — by failover or a drain (its last
+    """The clusters a Binding was moved off on purpose — by failover (``failed-over-from``, until fail-back
+    offers a cluster back) or a drain (its last
     reschedule reason, written by `failover_reason` / `drain_reason`), by automatic operations
     (``evacuated-from``, which the descheduler offers back once calm) or by a MigrationPlan
     (``migrated-from``): a fleet change must not move it back there on its own (S11; Karmada does not
     move a failed-over workload back either; a workload's data moves only with a plan)."""
     reason = str(((obj.get("metadata") or {}).get("annotations") or {}).get(RESCHEDULE_REASON) or "")
-    out = set(evacuated_from(obj))
+    out = set(evacuated_from(obj)) | set(failed_over_from(obj))  # every cluster failed over from, not the last only
     if (migrated := migrated_from(obj)) is not None:
         out.add(migrated)
     if (evicted := evicted_from(obj)) is not None and not reason.startswith("taint "):

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from drods.controllers.failover import EVICTIONS_IN_FLIGHT, Failover, taint_toleration_seconds
+from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import MemberSettings
 from drods.errors import Conflict
-from drods.model.annotations import FAILED_OVER_FROM
+from drods.model.annotations import FAILED_OVER_FROM, moved_away_from
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import rfc3339_ms
+from drods.registry.objects import ObjectRegistry
+from drods.registry.secrets import SecretBox, load_or_create_key
+from drods.store.sqlite import SqliteStore
 
 
 def cluster(ready: bool, since: float) -> dict[str, Any]:
@@ -28,7 +33,7 @@ class Asked:
     def __init__(self) -> None:
         self.names: list[str] = []
 
-    async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> None:
+    async def failover(self, name: str, cluster: str, reason: str) -> None:
         assert cluster == "c1"
         self.names.append(name)
 
@@ -188,7 +193,7 @@ async def test_a_pass_asks_for_many_bindings_at_once() -> None:
             self.in_flight = self.most = 0
             self.refuse = {"b007"}
 
-        async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> None:
+        async def failover(self, name: str, cluster: str, reason: str) -> None:
             self.in_flight += 1
             self.most = max(self.most, self.in_flight)
             await asyncio.sleep(0.001)
@@ -250,26 +255,25 @@ async def test_within_the_toleration_a_pass_reads_no_binding_until_one_runs_out(
     assert await failover.tick() == ["patient"]
 
 
-async def test_a_binding_failed_over_from_two_clusters_in_one_pass_remembers_both() -> None:
-    """The second move starts from what the first wrote, not from the copy the pass found: a binding
-    on two clusters that went down together can fail back to either."""
-    down = {n: {**cluster(False, 10.0), "metadata": {"name": n}} for n in ("c1", "c2")}
-    clusters = SimpleNamespace(cache={CLUSTER.key(n): c for n, c in down.items()})
+async def test_a_binding_failed_over_from_two_clusters_in_one_pass_remembers_both(tmp_path: Path) -> None:
+    """Each move is written over the Binding as stored, not the copy the pass found (an informer may lag
+    behind the first write): a binding on two clusters that went down together remembers both, and so
+    is offered neither back by a fleet change, only by fail-back."""
+    registry = ObjectRegistry(SqliteStore(str(tmp_path / "db")), SecretBox(load_or_create_key(tmp_path / "k")))
     found = binding("a")
     found["status"]["placement"] = [{"cluster": "c1", "replicas": 1}, {"cluster": "c2", "replicas": 1}]
-    bindings = SimpleNamespace(cache={BINDING.key("a"): found})
+    await registry.create(BINDING, {"apiVersion": "multicluster.io/v1alpha1", "kind": "Binding",
+                                    "metadata": {"name": "a"}, "spec": {"replicas": 2}})
+    down = {n: {**cluster(False, 10.0), "metadata": {"name": n}} for n in ("c1", "c2")}
+    clusters = SimpleNamespace(cache={CLUSTER.key(n): c for n, c in down.items()})
+    bindings = SimpleNamespace(cache={BINDING.key("a"): found})  # never told of the writes
     fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a"}, "c2": {"a"}})
-    calls: list[tuple[str, list[str]]] = []
-
-    class Remembering:
-        async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> dict[str, Any]:
-            calls.append((cluster, before))  # the cache is not told: an informer may lag behind the write
-            return {**found, "metadata": {"name": name, "annotations": {
-                FAILED_OVER_FROM: ",".join(sorted({*before, cluster}))}}}
-
-    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Remembering(), clock=lambda: 100.0)  # type: ignore[arg-type]
+    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Rescheduler(registry), clock=lambda: 100.0)  # type: ignore[arg-type]
     assert await failover.tick() == ["a", "a"]
-    assert calls == [("c1", []), ("c2", ["c1"])]
+    written = await registry.get(BINDING, "a")
+    assert written["metadata"]["annotations"][FAILED_OVER_FROM] == "c1,c2"
+    assert moved_away_from(written) == {"c1", "c2"}
+    await registry.store.close()
 
 
 async def test_a_binding_deleted_before_its_turn_is_not_asked_for() -> None:
@@ -278,8 +282,8 @@ async def test_a_binding_deleted_before_its_turn_is_not_asked_for() -> None:
     fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a", "b"}})
 
     class DeletesB(Asked):
-        async def failover(self, name: str, cluster: str, reason: str, before: list[str]) -> None:
-            await super().failover(name, cluster, reason, before)
+        async def failover(self, name: str, cluster: str, reason: str) -> None:
+            await super().failover(name, cluster, reason)
             bindings.cache.pop(BINDING.key("b"), None)  # deleted while "a" was asked for
 
     asked = DeletesB()

@@ -274,7 +274,7 @@ async def test_replicas_fail_back_once_the_cluster_is_ready_and_calm(store: Stor
             return not bool(snap.ready[snap.index["c"]])
 
         await eventually(c_not_ready, what="the scheduler to see c NotReady")
-        await plane.ctx.rescheduler.failover("web", "c", failover_reason("c", "now", 0), [])
+        await plane.ctx.rescheduler.failover("web", "c", failover_reason("c", "now", 0))
         away = await _placed(plane, "web", lambda p: "c" not in p, "web failed over off c")
         assert sum(away.values()) == 12
         assert (await _annotations(plane, "bindings", "web"))[FAILED_OVER_FROM] == "c"

@@ -353,6 +353,6 @@ async def test_a_failover_keeps_the_replicas_running_on_a_healthy_cluster_that_i
         return not bool(snap.ready[snap.index["b"]]) and float(snap.limit[snap.index["a"]]) == 0.6
 
     await eventually(seen, what="the scheduler to see b NotReady and a full")
-    await plane.ctx.rescheduler.failover("web", "b", failover_reason("b", "now", 0), [])
+    await plane.ctx.rescheduler.failover("web", "b", failover_reason("b", "now", 0))
     moved = await _placed(plane, "web", lambda p: "b" not in p, what="web off b")
     assert moved == {"a": spread["a"], "c": spread["c"] + spread["b"]}, (spread, moved)
