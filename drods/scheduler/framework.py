@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -101,6 +101,10 @@ class ScheduleResult:
     _notes: list[Rejection] = field(default_factory=list, repr=False)
     _score_names: np.ndarray | None = field(default=None, repr=False)
     _options: Options | None = field(default=None, repr=False)
+    # the candidates' snapshot rows (the score matrix's columns) and the snapshot's name → row, read only
+    # by `totals_for` within the cycle that made the result (rows move when a cluster goes)
+    _cand_rows: IntArr | None = field(default=None, repr=False)
+    _row_of: Mapping[str, int] | None = field(default=None, repr=False)
 
     @property
     def placement(self) -> list[TargetCluster]:
@@ -154,6 +158,23 @@ class ScheduleResult:
         if opts.static_weights is not None:
             for o, w in zip(out, opts.static_weights, strict=True):
                 o["staticWeight"] = w
+        return out
+
+    def totals_for(self, clusters: Iterable[str]) -> dict[str, float]:
+        """The total score of each of ``clusters`` that was a feasible candidate, whether or not it is among
+        the named options: a fleet refit weighs the clusters a binding would leave (it had counted one
+        outside the best ten as scoring lower than every one of them)."""
+        matrix, rows, index = self._score_matrix, self._cand_rows, self._row_of
+        if matrix is None or rows is None or index is None:
+            return {}
+        out: dict[str, float] = {}
+        for c in clusters:
+            row = index.get(c)
+            if row is None:
+                continue
+            pos = np.flatnonzero(rows == row)
+            if pos.size:
+                out[c] = round(float(matrix[-1, int(pos[0])]), 3)
         return out
 
     @property
@@ -642,6 +663,7 @@ class Scheduler:
             if (weights[cyc.rows_sel] > 0).any():  # else every cluster weighed 1 (Karmada)
                 opts = replace(opts, static_weights=tuple(weights[cyc.cand[opts.positions]].tolist()))
         base["_options"] = opts
+        base["_cand_rows"], base["_row_of"] = cyc.cand, snap.index
         per_cluster = cnt if not duplicated else np.full(rows.size, info.replicas, dtype=np.intp)
         est_cost = hourly_cost(info, snap, rows, per_cluster)
         moved = moved_gib_per_hour(info, snap, rows, per_cluster)

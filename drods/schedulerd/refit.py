@@ -188,8 +188,10 @@ class FleetFollower:
         if target == current:
             return Refit(deferred=bool(deferred))
         before, after = dict(current), dict(target)
-        moves = [{"cluster": c, "from": before.get(c, 0), "to": after.get(c, 0)}
-                 for c in sorted(set(before) | set(after)) if before.get(c, 0) != after.get(c, 0)]
+        moved_on = sorted(c for c in set(before) | set(after) if before.get(c, 0) != after.get(c, 0))
+        scored = fresh.totals_for(moved_on)  # the record shows what each cluster it left or joined scored
+        moves = [{"cluster": c, "from": before.get(c, 0), "to": after.get(c, 0),
+                  **({"total": scored[c]} if c in scored else {})} for c in moved_on]
         kinds = sorted({k for ch in changes.values() for k in ch.kinds})
         named = sorted(changes)[:MAX_FOLLOWED]
         reason = "; ".join(changes[c].describe() for c in named)
@@ -289,14 +291,15 @@ class FleetFollower:
 
 def _packing_pays(fresh: ScheduleResult) -> Callable[[Placement, Placement], bool]:
     """Whether moving from ``before`` to ``after`` gains ``PACK_MIN_GAIN``: every cluster gaining replicas
-    scores that much above every cluster losing some (one not among the decision's options scored lower
-    than all of them: it gains nothing to stay there)."""
+    scores that much above every cluster losing some (one no longer a feasible candidate has no score:
+    it gains nothing to stay there)."""
     totals: dict[str, float] = {}
 
     def pays(before: Placement, after: Placement) -> bool:
         if not totals:
             totals.update((str(o["cluster"]), float(o["total"])) for o in fresh.options())  # type: ignore[arg-type]
         was, now = dict(before), dict(after)
+        totals.update(fresh.totals_for(c for c in was if c not in totals))  # beyond the ten options named
         gaining = [totals.get(c, 0.0) for c, k in now.items() if k > was.get(c, 0)]
         losing = [totals[c] for c, k in was.items() if k > now.get(c, 0) and c in totals]
         return not losing or not gaining or min(gaining) >= max(losing) + PACK_MIN_GAIN

@@ -491,3 +491,27 @@ def test_a_workload_that_keeps_data_moves_for_no_fleet_change_but_a_cluster_that
     follower.affected([FleetChange("b", (CLUSTER_REMOVED,), None, ClusterFacts("b", {}, {}), False)], lambda n: rec)
     out = follower.refit(rec, spec, _fresh("db", (("a", 2),)))
     assert out.result is not None and out.result.pairs == (("a", 2),)
+
+
+def test_a_packed_move_off_a_cluster_beyond_the_ten_named_options_must_pay_too() -> None:
+    """Thirteen near-equal quiet clusters: the binding runs on the 13th best, a point below the best. A
+    cluster outside the decision's ten named options had counted as scoring lower than all of them, so a
+    recovered cluster a point better drew whole workloads off it (walkthrough V: three 12-replica
+    workloads 11 s after a member came back)."""
+    from drods.scheduler import Scheduler
+    from drods.schedulerd.refit import _packing_pays
+    from tests.scheduler.conftest import add, status, task
+
+    snap = Snapshot()
+    for i in range(13):
+        add(snap, f"c{i:02d}", st=status(cpu_used=10 + i * 0.3))
+    fresh = Scheduler(rng_seed=0).schedule(task(replicas=2), snap)
+    assert fresh.spread == 0.0 and fresh.pairs == (("c00", 2),)
+    named = {str(o["cluster"]) for o in fresh.options()}
+    assert "c12" not in named and abs(fresh.totals_for(["c12"])["c12"] - 27.456) < 1e-9
+    assert not _packing_pays(fresh)((("c12", 2),), fresh.pairs)  # a point better: not worth the move
+    far = Snapshot()
+    for i in range(13):
+        add(far, f"c{i:02d}", st=status(cpu_used=10 + i * 2.0))
+    wide = Scheduler(rng_seed=0).schedule(task(replicas=2), far)
+    assert _packing_pays(wide)((("c12", 2),), wide.pairs)  # clearly better: moved
