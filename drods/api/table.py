@@ -331,6 +331,8 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
                      Column("MinPods", "spec.minReplicas", "integer", default=1),
                      Column("MaxPods", "spec.maxReplicas", "integer"),
                      Column("Replicas", "status.currentReplicas", "integer"), AGE),
+    "CronFederatedHPA": (NAME, Column("Reference-Kind", "spec.scaleTargetRef.kind"),
+                         Column("Reference-Name", "spec.scaleTargetRef.name"), AGE),
     "MigrationPlan": (NAME, Column("Workload", _workload_ref), Column("From", "spec.sourceCluster"),
                       Column("To", _plan_target), Column("Phase", "status.phase", default="Pending"),
                       Column("Trigger", "spec.trigger", priority=1, default="Operator"),

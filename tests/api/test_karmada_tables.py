@@ -40,3 +40,11 @@ def test_federated_hpa_shows_its_target_bounds_and_replicas() -> None:
                                        "maxReplicas": 9}, "status": {"currentReplicas": 4}})
     assert [got[k] for k in ("Reference-Kind", "Reference-Name", "MinPods", "MaxPods", "Replicas")] == [
         "Deployment", "web", 2, 9, 4]
+
+
+def test_cron_federated_hpa_shows_its_target() -> None:
+    from drods.model.kinds import CRON_FEDERATED_HPA
+
+    got = row(CRON_FEDERATED_HPA, {"spec": {"scaleTargetRef": {"kind": "FederatedHPA", "name": "web"}, "rules": []}})
+    assert list(got) == ["Name", "Reference-Kind", "Reference-Name", "Age"]
+    assert (got["Reference-Kind"], got["Reference-Name"]) == ("FederatedHPA", "web")
