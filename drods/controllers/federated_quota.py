@@ -54,14 +54,16 @@ def placed_use(bindings: Iterable[Obj], namespaces: set[str]) -> dict[str, dict[
 
 def quota_status(spec: Mapping[str, Any], by_cluster: Mapping[str, Mapping[str, float]]) -> Obj:
     """The status of a quota with ``spec`` over what its namespace has placed on each cluster."""
-    overall = dict(spec.get("overall") or {})
+    # quantities as Kubernetes serializes a ResourceList: strings, as `used` is (`cpu: 100` read back "100")
+    overall = {r: str(q) for r, q in (spec.get("overall") or {}).items()}
     names = [r for r in overall if r in ENFORCED]
 
     def used(amounts: Iterable[Mapping[str, float]]) -> dict[str, str]:
         totals = list(amounts)
         return {r: format_used(r, sum(a.get(ENFORCED[r], 0.0) for a in totals)) for r in names}
 
-    hard = {a["clusterName"]: a["hard"] for a in spec.get("staticAssignments") or []}
+    hard = {a["clusterName"]: {r: str(q) for r, q in (a.get("hard") or {}).items()}
+            for a in spec.get("staticAssignments") or []}
     per_cluster = [{"clusterName": c, **({"hard": hard[c]} if c in hard else {}), "used": used([by_cluster.get(c, {})])}
                    for c in sorted(set(hard) | set(by_cluster))]
     return {"overall": overall, "overallUsed": used(by_cluster.values()), "aggregatedStatus": per_cluster}

@@ -67,6 +67,10 @@ def test_quota_status_counts_what_the_namespace_placed() -> None:
         "aggregatedStatus": [{"clusterName": "a", "used": {"cpu": "2", "memory": "1536Mi"}},
                              {"clusterName": "b", "used": {"cpu": "500m", "memory": "256Mi"}},
                              {"clusterName": "c", "hard": {"cpu": "1"}, "used": {"cpu": "0", "memory": "0"}}]}
+    # a quantity written as a number reads back as Kubernetes serializes it, a string (it came back as 100)
+    numbers = quota_status({"overall": {"cpu": 100}, "staticAssignments": [{"clusterName": "c", "hard": {"cpu": 20}}]},
+                           {})
+    assert numbers["overall"] == {"cpu": "100"} and numbers["aggregatedStatus"][0]["hard"] == {"cpu": "20"}
 
 
 def test_namespace_quota_refuses_what_would_exceed_overall_and_frees_on_release() -> None:
