@@ -97,6 +97,8 @@ def _inputs_line(inputs: Mapping[str, Any]) -> str:
     if adj.get("fleetWaterLevel") is not None and adj.get("mode") is not None:  # none: no division ran
         parts.append(f"fleet water level {adj['fleetWaterLevel'] * 100:.0f}%, adjuster {adj['mode']} "
                      f"(spread {adj.get('spread')})")
+    if inputs.get("division"):
+        parts.append(f"division {inputs['division']}")
     cand = inputs.get("candidates") or {}
     if "belowLimit" in cand:
         parts.append(f"{cand['belowLimit']} other active cluster(s) below their limit")
@@ -104,7 +106,9 @@ def _inputs_line(inputs: Mapping[str, Any]) -> str:
         parts.append(f"{cand.get('feasible')}/{cand.get('total')} clusters feasible")
     for m in inputs.get("metrics") or []:
         target = f" (target {m['target']})" if m.get("target") is not None else ""
-        parts.append(f"{m.get('name')} {m.get('value')}{target}")
+        value = m.get("value")
+        shown = f"{value:.4g}" if isinstance(value, float) else value  # it printed cpu 133.33333333333334
+        parts.append(f"{m.get('name')} {shown}{target}")
     if inputs.get("bounds"):
         parts.append(f"bounds {inputs['bounds']}")
     if isinstance(users := inputs.get("users"), Mapping):

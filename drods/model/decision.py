@@ -99,11 +99,14 @@ def runner_up(options: list[dict[str, Any]], weights: Mapping[str, float],
             "why": why_not(best, weakest, lost_by, ordered, held_back, kept_shares, selection)}
 
 
+COST_FIRST_RULE = "placement.costFirst fills the cheapest clusters first"
+
+
 def selection_rule(entry: Mapping[str, Any]) -> str | None:
     """What chose a decision's clusters other than their total score, in words (None: the scores did): the
     cost-first division, or the affinity concentration's tier (`drods.scheduler.concentrate`)."""
     if entry.get("division") == "CostFirst":
-        return "placement.costFirst fills the cheapest clusters first"
+        return COST_FIRST_RULE
     conc = (entry.get("analysis") or {}).get("concentration")
     if isinstance(conc, Mapping) and conc.get("plugins"):
         plugins = ", ".join(str(p) for p in conc["plugins"])
@@ -132,6 +135,11 @@ def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: floa
                     "divides every replica")
         return (f"{name} has static weight {weight:g} against {other}'s {float(weakest.get('staticWeight') or 0):g}: "
                 "the replicas go by weight (ties by name) and were too few for it to get one")
+    if selection and selection.startswith(COST_FIRST_RULE):  # the prices chose, whatever the scores
+        room = option.get("room")
+        if room is not None and room <= 0:
+            return f"{name} had room for no replica"
+        return f"{name} received nothing: {selection} ({other} is cheaper or the replicas were already placed)"
     if lost_by < 0:  # it scored higher: room or a constraint kept it out, not its score
         room = option.get("room")
         if room is not None and room <= 0:
@@ -221,6 +229,7 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
     feasible = (entry.get("candidates") or {}).get("feasible")
     named = sum(1 for o in options if o["feasible"])
     inputs: dict[str, Any] = {
+        "division": entry.get("division"),
         "candidates": entry.get("candidates"),
         "adjuster": entry.get("adjuster"),
         "weights": {"used": weights, "profile": entry.get("baseWeights") or {}},

@@ -34,3 +34,9 @@ def test_a_place_with_no_latency_known_is_said() -> None:
              "latencyMs": {"eu-0": 5.0}, "unknownPlaces": [{"site": "ATLANTIS", "weight": 0.25}]}
     line = _inputs_line({"analysis": {"users": users}, "users": users})
     assert line.endswith("no latency known from ATLANTIS to any cluster (weighed as neutral)")
+
+
+def test_the_inputs_line_names_the_division_and_rounds_a_metric() -> None:
+    """A cost-first decision said nothing of it; a scaling input printed cpu 133.33333333333334."""
+    line = _inputs_line({"division": "CostFirst", "metrics": [{"name": "cpu", "value": 400 / 3, "target": 60.0}]})
+    assert "division CostFirst" in line and "cpu 133.3 (target 60.0)" in line, line

@@ -78,8 +78,12 @@ def test_a_higher_scored_cluster_left_out_by_cost_first_or_an_affinity_tier_is_s
     options = [{"cluster": "a", "replicas": 2, "total": 50.0, "room": 10, "scores": {"Cost": 100.0}},
                {"cluster": "c", "replicas": 0, "total": 96.8, "room": 10, "scores": {"Cost": 10.0}}]
     cheap = from_schedule(_entry(options=options, division="CostFirst"))
-    assert cheap["runnerUp"]["why"] == "c scored 46.8 points above a but placement.costFirst fills the cheapest " \
-        "clusters first"
+    said = "c received nothing: placement.costFirst fills the cheapest clusters first (a is cheaper or the " \
+        "replicas were already placed)"
+    assert cheap["runnerUp"]["why"] == said and cheap["inputs"]["division"] == "CostFirst"
+    # a lower-scored one too: the prices chose, not the scores (it said "scored 0.7 points below")
+    lower = [options[0], {**options[1], "total": 49.3}]
+    assert from_schedule(_entry(options=lower, division="CostFirst"))["runnerUp"]["why"] == said
     conc = {"plugins": ["DataLocality"], "kept": 1, "of": 3, "affinitySpread": 100.0, "tierFrom": 99.5}
     data = from_schedule(_entry(options=options, analysis={"concentration": conc}))
     assert data["runnerUp"]["why"] == "c scored 46.8 points above a but the affinity concentration kept the 1 of 3 " \
