@@ -134,21 +134,3 @@ def test_region_swapped_for_one_that_holds_the_replicas() -> None:
     big = Scheduler(rng_seed=0).schedule(task(replicas=50, cpu=0, mem=0, placement=pl), snap)
     assert big.placement_dict() == {"b1": 50} and not big.partial
 
-
-def test_a_spread_by_label_groups_by_the_labels_value_and_leaves_out_clusters_without_it() -> None:
-    """docs/karmada.md D15: Karmada's scheduler ignores spreadByLabel; DRO-DS applies it."""
-    snap = Snapshot()
-    for name, zone in (("a", "z1"), ("b", "z1"), ("c", "z2"), ("d", None)):
-        add(snap, name, labels={"failuredomain.kubernetes.io/zone": zone} if zone else {})
-    pl = Placement(spreadConstraints=[SpreadConstraint(spreadByLabel="failuredomain.kubernetes.io/zone",
-                                                       maxGroups=2, minGroups=2)],
-                   replicaScheduling=ReplicaScheduling(replicaSchedulingType="Duplicated"))
-    res = Scheduler(rng_seed=0).schedule(task(replicas=1, placement=pl), snap)
-    assert res.phase == "Scheduled" and "d" not in res.placement_dict()
-    zones = {"a": "z1", "b": "z1", "c": "z2"}
-    assert {zones[c] for c in res.placement_dict()} == {"z1", "z2"}
-    bare = Snapshot()
-    add(bare, "x")
-    add(bare, "y")
-    none = Scheduler(rng_seed=0).schedule(task(replicas=1, placement=pl), bare)
-    assert none.phase == "Unschedulable" and "failuredomain.kubernetes.io/zone" in none.message, none.message

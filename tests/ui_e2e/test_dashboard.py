@@ -79,6 +79,15 @@ def test_sign_in_and_see_every_cluster_with_its_water_level(browse: Browse, env:
     page.get_by_text("The server does not accept this token.").wait_for()
     shot(page, "login")
     assert [e for e in console.errors if "401" not in e] == []  # the browser logs the refused call
+    # A tenant's token: said plainly, before any call (it read "… is forbidden … (403 403)")
+    made = env.server.run_cli("token", "create", "--role", "operator", "--namespace", "shop",
+                              "--data-dir", str(env.server.data_dir))
+    assert made.returncode == 0, made.stderr
+    token_field.fill(made.stdout.strip())
+    page.get_by_role("button", name="Sign in").click()
+    said = page.get_by_role("alert")
+    said.get_by_text("acts only in namespace(s) shop").wait_for()
+    assert "needs a cluster-wide token" in said.inner_text() and "403" not in said.inner_text()
     console.errors.clear()
     token_field.fill(browse.server.token("operator"))
     page.get_by_role("button", name="Sign in").click()

@@ -106,6 +106,27 @@ def test_workload_shows_why_not_for_each_feasible_cluster_and_the_timeline(page:
     shot(page, "view-workload")
 
 
+def test_a_decision_for_users_shows_where_they_are_and_the_latency_to_each_chosen_cluster(page: Any,
+                                                                                         world: Env) -> None:
+    """`drods explain` said it; the workload page did not (it showed the division only)."""
+    body = {"name": "nearby", "replicas": 1, "resources": {"cpu": 0.1, "memory": 0.1},
+            "placement": {"users": [{"region": "eu-west", "weight": 3}, {"region": "us-east", "weight": 1}],
+                          "latencySLOMs": 500}}
+    r = world.http.post("/api/v1/bindings", json=body)
+    assert r.status_code == 202, r.text  # accepted, decided by the scheduler
+    try:
+        wait_for(lambda: world.http.get("/api/v1/history/schedules", params={"binding": "nearby"}).json()["items"],
+                 15, "nearby decided")
+        _open(page, "workloads/nearby", "nearby")
+        users = page.get_by_test_id("users")
+        users.wait_for()
+        text = users.inner_text()
+        assert text.startswith("declared: eu-west 75%, us-east 25%; SLO 500 ms; latency "), text
+        assert "undefined" not in text and "NaN" not in text
+    finally:
+        world.http.delete("/api/v1/bindings/nearby")
+
+
 def test_topology_draws_binding_works_and_member_objects_as_the_api_lists_them(page: Any, world: Env) -> None:
     name = binding_of(SOLO)
     works = world.http.get(f"{GROUP}/works",

@@ -5,7 +5,9 @@ const WRITERS = new Set(["admin", "operator"]);
 
 export class ApiError extends Error {
   constructor(status, body) {
-    super(body && body.message ? `${body.message} (${status} ${body.code || ""})`.trim() : `HTTP ${status}`);
+    // DRO-DS's errors carry a string code; a Kubernetes Status carries the HTTP status as its code, and a reason
+    const code = body && (typeof body.code === "string" ? body.code : body.reason) || "";
+    super(body && body.message ? `${body.message} (${status}${code ? ` ${code}` : ""})` : `HTTP ${status}`);
     this.status = status;
     this.body = body;
   }
@@ -36,6 +38,7 @@ export class Session {
     const c = claims(token) || {};
     this.role = c.role || "";
     this.subject = c.sub || "";
+    this.namespaces = Array.isArray(c.namespaces) ? c.namespaces : null;  // a tenant's token
   }
 
   static restore() {

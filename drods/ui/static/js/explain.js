@@ -61,6 +61,7 @@ export function explanation(entry) {
       h("dt", {}, "Candidates"), h("dd", { dataset: { testid: "candidates" } },
         `${cand.total ?? "?"} candidate clusters, ${cand.feasible ?? "?"} feasible`),
       h("dt", {}, "Division"), h("dd", {}, entry.division || "—"),
+      ...usersFacts((entry.analysis || {}).users),
       h("dt", {}, "Adjuster mode"), h("dd", { dataset: { testid: "adjuster" } },
         adj.mode ? adjusterSentence(adj)
           : cand.feasible === 0 ? "no scoring (no feasible cluster)"
@@ -91,6 +92,24 @@ export function explanation(entry) {
       ? h("p", { class: "muted" }, `Decided in ${num(entry.timingsMs.total, 2)} ms.`) : null);
 }
 
+// Where the workload's users are (declared, learned), its latency SLO and the latency from them to each
+// chosen cluster: what `drods explain` says on its inputs line.
+function usersFacts(users) {
+  if (!users || !(users.sites || []).length) return [];
+  const place = (site) => Object.entries(site).find(([k]) => k !== "weight")?.[1] ?? "?";
+  const sites = users.sites.map((s) => `${place(s)} ${Math.round((s.weight || 0) * 100)}%`).join(", ");
+  const latency = Object.entries(users.latencyMs || {}).map(([c, ms]) =>
+    typeof ms === "number" ? `${c} ${Math.round(ms)} ms${users.latencyFrom && users.latencyFrom[c] && users.sites.length > 1 ? ` from ${users.latencyFrom[c]}` : ""}` : `${c} unknown`);
+  const unknown = (users.unknownPlaces || []).map(place);
+  return [
+    h("dt", {}, "Users"), h("dd", { dataset: { testid: "users" } },
+      `${users.source || "unknown"}: ${sites}`, users.latencySLOMs !== undefined && users.latencySLOMs !== null ? `; SLO ${users.latencySLOMs} ms` : "",
+      latency.length ? `; latency ${latency.join(", ")}` : "",
+      unknown.length ? `; no latency known from ${unknown.join(", ")} (weighed as neutral)` : "",
+      users.latencySLO ? ` — ${users.latencySLO}` : ""),
+  ];
+}
+
 // Why each feasible cluster that received nothing lost, against the weakest chosen cluster: each
 // plugin's weighted contribution to the difference of totals (as GET /api/v1/decisions' runnerUp).
 export function whyNot(entry) {
@@ -100,8 +119,19 @@ export function whyNot(entry) {
   if (!chosen.length) return out;
   const weakest = chosen.reduce((a, b) => (b.total < a.total ? b : a));
   const weights = entry.weights || {};
+  const conc = (entry.analysis || {}).concentration;
   for (const o of options.filter((x) => !(x.replicas > 0))) {
     const lost = weakest.total - o.total;
+    if (entry.division === "CostFirst") {  // the prices chose, whatever the scores (drods.model.decision)
+      out.set(o.cluster, o.room !== null && o.room <= 0 ? "had room for no replica"
+        : `received nothing: placement.costFirst fills the cheapest clusters first (${weakest.cluster} is cheaper or the replicas were already placed)`);
+      continue;
+    }
+    if (lost < 0 && conc && (conc.plugins || []).length && !(o.room !== null && o.room <= 0)) {
+      out.set(o.cluster, `scored ${num(-lost, 1)} above ${weakest.cluster} but the affinity concentration kept the ` +
+        `${conc.kept} of ${conc.of} candidates whose ${conc.plugins.join(", ")} score is within the best tier`);
+      continue;
+    }
     if (lost < 0) {
       out.set(o.cluster, o.room !== null && o.room <= 0
         ? `scored ${num(-lost, 1)} above ${weakest.cluster} but had room for no replica`

@@ -28,6 +28,12 @@ async function signIn(text, error) {
   const session = new Session(tokenOf(text));
   if (!session.role) { error.textContent = "This is not a DRO-DS token."; return; }
   if (session.role === "cluster-agent") { error.textContent = "A cluster agent's token cannot sign in here."; return; }
+  if (session.namespaces) {  // the dashboard reads the whole fleet: clusters and Bindings are cluster-scoped
+    error.textContent = `This token acts only in namespace(s) ${session.namespaces.join(", ")}. The dashboard shows ` +
+      "the whole fleet and needs a cluster-wide token (a viewer token will do: drods token create --role viewer); " +
+      "use kubectl with this one.";
+    return;
+  }
   try {
     await session.get(CLUSTERS, { fieldSelector: "metadata.name=~none~" });
   } catch (err) {
