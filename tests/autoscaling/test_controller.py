@@ -247,6 +247,25 @@ async def test_forecast_pre_scales_before_the_peak(tmp_path: Path) -> None:
         await store.close()
 
 
+async def _cron_on_web(a: Autoscaler, name: str, rule: dict[str, Any]) -> float:
+    """A CronFederatedHPA ``name`` with ``rule`` driving the FederatedHPA ``web``, once the informers have it
+    beside ``web`` and the clusters' use; returns when the rule first fires after its creation."""
+    cron = await a.registry.create(CRON_FEDERATED_HPA, {
+        "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"scaleTargetRef": {"apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA", "name": "web"},
+                 "rules": [rule]}}, "default")
+    fire = next_fire(CronRule.model_validate(rule), parse_rfc3339(cron["metadata"]["creationTimestamp"]) or 0.0)
+    assert fire is not None
+    key = FEDERATED_HPA.key("web", "default")
+
+    async def ready() -> bool:
+        return key in a.hpas.cache and len(a.crons.cache) == 1 and bool(a.clusters.cache)
+
+    await eventually(ready, 5.0, "inputs in the informers")
+    return fire
+
+
 async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: Path) -> None:
     store = SqliteStore(str(tmp_path / "s.db"))
     try:
@@ -255,21 +274,8 @@ async def test_cron_bounds_a_federated_hpa_as_soon_as_its_rule_fires(tmp_path: P
             await _cluster(store, "a", 6.0)  # 60 % = the target: no change on metrics
             await _binding(a.registry, 4, {"a": 4}, {"a": 60.0})
             await a.registry.create(FEDERATED_HPA, _hpa(), "default")
-            cron = await a.registry.create(CRON_FEDERATED_HPA, {
-                "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
-                "metadata": {"name": "office", "namespace": "default"},
-                "spec": {"scaleTargetRef": {"apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA",
-                                            "name": "web"},
-                         "rules": [{"name": "day", "schedule": "0 9 * * *", "targetMinReplicas": 8}]}}, "default")
-            fire = next_fire(CronRule(name="d", schedule="0 9 * * *", targetMinReplicas=8),
-                             parse_rfc3339(cron["metadata"]["creationTimestamp"]) or 0.0)
-            assert fire is not None
+            fire = await _cron_on_web(a, "office", {"name": "day", "schedule": "0 9 * * *", "targetMinReplicas": 8})
             key = FEDERATED_HPA.key("web", "default")
-
-            async def ready() -> bool:
-                return key in a.hpas.cache and len(a.crons.cache) == 1 and bool(a.clusters.cache)
-
-            await eventually(ready, 5.0, "inputs in the informers")
             clock.t = fire - 5.0
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
             assert st["desiredReplicas"] == 4 and "cronRule" not in st
@@ -433,21 +439,8 @@ async def test_a_cron_cap_below_the_specs_min_limits_a_hot_workload_by_its_max(t
             hpa = _hpa()
             hpa["spec"]["minReplicas"] = 3
             await a.registry.create(FEDERATED_HPA, hpa, "default")
-            cron = await a.registry.create(CRON_FEDERATED_HPA, {
-                "apiVersion": CRON_FEDERATED_HPA.api_version, "kind": "CronFederatedHPA",
-                "metadata": {"name": "cap", "namespace": "default"},
-                "spec": {"scaleTargetRef": {"apiVersion": "multicluster.io/v1alpha1", "kind": "FederatedHPA",
-                                            "name": "web"},
-                         "rules": [{"name": "night", "schedule": "0 22 * * *", "targetMaxReplicas": 2}]}}, "default")
-            fire = next_fire(CronRule(name="n", schedule="0 22 * * *", targetMaxReplicas=2),
-                             parse_rfc3339(cron["metadata"]["creationTimestamp"]) or 0.0)
-            assert fire is not None
+            fire = await _cron_on_web(a, "cap", {"name": "night", "schedule": "0 22 * * *", "targetMaxReplicas": 2})
             key = FEDERATED_HPA.key("web", "default")
-
-            async def ready() -> bool:
-                return key in a.hpas.cache and len(a.crons.cache) == 1 and bool(a.clusters.cache)
-
-            await eventually(ready, 5.0, "inputs in the informers")
             clock.t = fire + 1.0
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "cronRule" in s)
             assert st["desiredReplicas"] == 2 and (st["minReplicas"], st["maxReplicas"]) == (2, 2)
