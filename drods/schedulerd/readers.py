@@ -9,7 +9,7 @@ names the Dataset and its new clusters.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -36,7 +36,9 @@ class DatasetReaders:
         self._readers: dict[str, set[str]] = {}
         self._moved: dict[str, str] = {}  # reader → why (the Dataset and where its copies are now)
 
-    def index(self, binding: str, old: Iterable[str], new: Iterable[str]) -> None:
+    def index(self, binding: str, old: Sequence[str], new: Sequence[str]) -> None:
+        if old == new:  # every status write of every binding passes here: most read nothing
+            return
         was, now = set(old), set(new)
         for d in was - now:
             s = self._readers.get(d)
