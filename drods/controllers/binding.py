@@ -432,7 +432,8 @@ class BindingController:
             int(spec.get("replicas", 1) or 0) == 0
         # a divided binding's placement may be partial (the rest pending): an old copy waits for the
         # replicas the workload asks for, not only the ones placed so far (Karmada's graceful eviction)
-        asked = int(spec.get("replicas", 0) or 0) if divisible else 0
+        topology = ((spec.get("placement") or {}).get("statefulTopology")) is not None  # its own counts
+        asked = int(spec.get("replicas", 0) or 0) if divisible and not topology else 0
         covered = zero or rollup.all_applied and (not counts_ready or
                                                   rollup.ready_applied >= max(rollup.desired, asked))
         retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered,
