@@ -286,6 +286,7 @@ def test_roles_decide_what_the_dashboard_offers(browse: Browse, env: Env, web: s
     try:
         row = admin.locator('main tr[data-name="default/k-pp"]').inner_text()
         assert "PropagationPolicy (Karmada)" in row and "azure-lhr" in row and "Deployment not-here" in row, row
+        assert "WaterLevel (default)" in row, row  # no replicaScheduling: the water level divides (it read blank)
     finally:
         env.delete(f"{karmada}/k-pp")
     admin.get_by_role("link", name="Operations").click()

@@ -26,10 +26,16 @@ function targets(spec) {
   return parts.length ? parts.join("; ") : "any cluster";
 }
 
+// What divides the replicas: Karmada's replicaScheduling, DRO-DS's cost-first fill and users' shares; with none
+// of them, the water level (docs/karmada.md D3) — it read blank.
 function division(spec) {
-  const rs = (spec.placement || {}).replicaScheduling || {};
+  const pl = spec.placement || {};
+  const rs = pl.replicaScheduling || {};
   const pref = rs.weightPreference || {};
-  return [rs.replicaSchedulingType, rs.replicaDivisionPreference, pref.dynamicWeight].filter(Boolean).join(" · ");
+  const parts = [rs.replicaSchedulingType, rs.replicaDivisionPreference, pref.dynamicWeight,
+    pref.staticWeightList ? "static weights" : null, pl.costFirst ? "cost-first" : null,
+    (pl.users || []).length ? `by users' shares${pl.latencySLOMs ? ` (SLO ${pl.latencySLOMs} ms)` : ""}` : null];
+  return parts.filter(Boolean).join(" · ") || "WaterLevel (default)";
 }
 
 function selects(spec) {
