@@ -51,20 +51,20 @@ class DatasetReaders:
         if not now:
             self._moved.pop(binding, None)
 
-    def changed(self, old: Any, new: Any) -> tuple[str, list[str]]:
+    def changed(self, old: Any, new: Any) -> list[str]:
         """A Dataset stored as ``new`` (None: deleted) over ``old``: the readers to decide again when
-        its copies are on other clusters now (none when they are not), and why."""
+        its copies are on other clusters now (none when they are not); why is kept for each (`take`)."""
         name = dataset_name(new) or dataset_name(old)
         if name is None or old is None or new is None:
-            return "", []  # a new Dataset is news to no placed reader's decision; a deleted one moves none
+            return []  # a new Dataset is news to no placed reader's decision; a deleted one moves none
         before, after = copy_clusters(old), copy_clusters(new)
         if before == after or not after:
-            return "", []
+            return []
         why = f"Dataset {name} moved: copies on {', '.join(after)} (were on {', '.join(before) or 'none'})"
         readers = sorted(self._readers.get(name, ()))
         for r in readers:
             self._moved[r] = why
-        return why, readers
+        return readers
 
     def due(self, binding: str) -> bool:
         return binding in self._moved

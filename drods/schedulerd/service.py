@@ -334,8 +334,7 @@ class SchedulerService:
         """F4: DataLocality reads the copies from the snapshot; placed readers of a Dataset whose copies
         moved are decided again (within the move budget)."""
         self.cache.on_dataset(old, new)
-        _, readers = self.readers.changed(old, new)
-        for r in readers:
+        for r in self.readers.changed(old, new):
             rec = self.bindings.cache.get(BINDING.key(r))
             if rec is not None and rec.placement and not rec.keeps_data:
                 self.queue.add(r, DATA_MOVED, rec.priority)
