@@ -167,15 +167,12 @@ class ScheduleResult:
         matrix, rows, index = self._score_matrix, self._cand_rows, self._row_of
         if matrix is None or rows is None or index is None:
             return {}
-        out: dict[str, float] = {}
-        for c in clusters:
-            row = index.get(c)
-            if row is None:
-                continue
-            pos = np.flatnonzero(rows == row)
-            if pos.size:
-                out[c] = round(float(matrix[-1, int(pos[0])]), 3)
-        return out
+        name_of_row = {index[c]: c for c in clusters if c in index}
+        if not name_of_row:
+            return {}
+        wanted = np.fromiter(name_of_row, dtype=rows.dtype, count=len(name_of_row))
+        return {name_of_row[int(rows[p])]: round(float(matrix[-1, p]), 3)
+                for p in np.flatnonzero(np.isin(rows, wanted))}
 
     @property
     def options_omitted(self) -> int:

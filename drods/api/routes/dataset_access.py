@@ -26,14 +26,19 @@ router = APIRouter(prefix="/api/v1/datasets/access", tags=["datasets"], response
 async def put_access(request: Request, report: DatasetAccessReport = Body(...),
                      _: Principal = Depends(authenticate)) -> JSONResponse:
     """Reads of a Dataset that does not exist, or from a cluster that is not registered, are refused
-    (422 naming each): they would show as hotness nobody can act on."""
+    (422 naming each): they would show as hotness nobody can act on. Each distinct name is looked up
+    once: a report may carry thousands of entries over a few Datasets and clusters."""
     ctx = context(request)
+    missing_datasets = {(ns, name) for ns, name in {(r.dataset.namespace, r.dataset.name) for r in report.reads}
+                        if await ctx.registry.try_get(DATASET, name, ns) is None}
+    missing_clusters = {c for c in {r.cluster for r in report.reads}
+                        if await ctx.registry.try_get(CLUSTER, c) is None}
     fields: list[dict[str, str]] = []
     for i, r in enumerate(report.reads):
-        if await ctx.registry.try_get(DATASET, r.dataset.name, r.dataset.namespace) is None:
+        if (r.dataset.namespace, r.dataset.name) in missing_datasets:
             fields.append({"field": f"reads[{i}].dataset",
                            "message": f"no Dataset {r.dataset.namespace}/{r.dataset.name}"})
-        if await ctx.registry.try_get(CLUSTER, r.cluster) is None:
+        if r.cluster in missing_clusters:
             fields.append({"field": f"reads[{i}].cluster", "message": f"no cluster {r.cluster!r} is registered"})
     if fields:
         raise validation_failed(f"{len(fields)} read(s) name what does not exist; nothing was recorded", fields)
