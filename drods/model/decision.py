@@ -260,6 +260,15 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
     }
 
 
+def with_why_not(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A schedule-history entry with why each feasible cluster it weighed got nothing (``whyNot``: cluster →
+    sentence) and its ``runnerUp``, by the rules of the record: the dashboard shows these beside the entry
+    and must say what `drods explain` says."""
+    record = from_schedule(entry)
+    return {**entry, "runnerUp": record["runnerUp"],
+            "whyNot": {o["name"]: o["reason"] for o in record["options"] if o["feasible"] and o.get("reason")}}
+
+
 def _top_k(entry: Mapping[str, Any]) -> int | None:
     return OPTIONS_TOP_K if entry.get("options") is not None else None
 

@@ -29,6 +29,7 @@ from drods.model import jsondoc
 from drods.model import member_status as ms
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.model.cluster import ClusterSpec
+from drods.model.decision import with_why_not
 from drods.model.kinds import (
     BINDING,
     KARMADA_PROPAGATION_KINDS,
@@ -158,9 +159,9 @@ def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None =
     sched.rng = view.rng
     result: ScheduleResult = sched.schedule(task, snap)
     base = {p.name: w for p, w in view.profile.scores}
-    explanation = decision_record(result, binding=name, generation=0, schedule_type=schedule_type,
-                                  ts=time.time() if now is None else now, scheduler=WHATIF_SCHEDULER,
-                                  profile=view.profile.name, base_weights=base, workload=_workload(spec))
+    explanation = with_why_not(decision_record(
+        result, binding=name, generation=0, schedule_type=schedule_type, ts=time.time() if now is None else now,
+        scheduler=WHATIF_SCHEDULER, profile=view.profile.name, base_weights=base, workload=_workload(spec)))
     answer = {"placement": [{"cluster": t.cluster, "replicas": t.replicas} for t in result.placement],
               "phase": result.phase, "explanation": explanation}
     if about is not None:

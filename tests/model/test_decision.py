@@ -17,6 +17,7 @@ from drods.model.decision import (
     from_scaling,
     from_schedule,
     runner_up,
+    with_why_not,
 )
 from drods.steering.route_decisions import route_decision
 
@@ -88,6 +89,19 @@ def test_a_higher_scored_cluster_left_out_by_cost_first_or_an_affinity_tier_is_s
     data = from_schedule(_entry(options=options, analysis={"concentration": conc}))
     assert data["runnerUp"]["why"] == "c scored 46.8 points above a but the affinity concentration kept the 1 of 3 " \
         "candidates whose DataLocality score is within the best tier (from 99.5)"
+
+
+def test_the_history_entry_carries_the_record_s_why_not_for_each_unchosen_feasible_cluster() -> None:
+    """The dashboard showed its own copy of these rules (and had to be taught each case twice): it now reads
+    the sentences the record gives, beside each schedule-history entry."""
+    options = [{"cluster": "a", "replicas": 2, "total": 50.0, "room": 10, "scores": {"Cost": 100.0}},
+               {"cluster": "c", "replicas": 0, "total": 96.8, "room": 10, "scores": {"Cost": 10.0}}]
+    for entry in (_entry(), _entry(options=options, division="CostFirst")):
+        rec, shown = from_schedule(entry), with_why_not(entry)
+        assert shown["whyNot"] == {o["name"]: o["reason"] for o in rec["options"] if o["feasible"] and not o["chosen"]}
+        assert shown["runnerUp"] == rec["runnerUp"] and shown["options"] == entry["options"]
+    assert list(with_why_not(_entry())["whyNot"]) == ["b", "c"] and "d" not in with_why_not(_entry())["whyNot"]
+    assert "cheapest" in with_why_not(_entry(options=options, division="CostFirst"))["whyNot"]["c"]
 
 
 def test_a_kept_static_weight_placement_says_d2_not_too_few_replicas() -> None:

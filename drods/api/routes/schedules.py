@@ -3,7 +3,8 @@
 Every scheduling decision, newest first, explained: candidate clusters, filter verdicts (reason
 counts and per-cluster reasons), each score plugin's score for the clusters that received
 replicas, the weights the adjuster used and its mode (spread / pack / blend), the result and the
-timings (entry shape: `drods.schedulerd.history`). ``maxEntries`` defaults to 100; times are
+timings (entry shape: `drods.schedulerd.history`), and why each feasible cluster weighed got nothing
+(``whyNot``, ``runnerUp``: `drods.model.decision.with_why_not`). ``maxEntries`` defaults to 100; times are
 RFC 3339; ``binding`` narrows to one task. ``/api/v1/history/failures`` (monitoring's route)
 lists the unschedulable attempts the scheduler appends to the shared failure log.
 
@@ -23,6 +24,7 @@ from drods.api.json_response import JSONResponse
 from drods.api.routes.admin import parse_time
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import Invalid
+from drods.model.decision import with_why_not
 from drods.model.timefmt import rfc3339_ms
 from drods.schedulerd import history as schedules
 
@@ -64,7 +66,7 @@ async def schedule_history(
     svc = ctx.scheduler
     history = svc.history if svc is not None else schedules.schedule_history(ctx.store)
     page = await history.query(start, end, maxEntries, schedules.for_binding(binding))
-    items, truncated = page.items, page.truncated
+    items, truncated = [with_why_not(e) for e in page.items], page.truncated
     return JSONResponse({"items": items, "truncated": truncated, "startTime": rfc3339_ms(start),
                          "endTime": rfc3339_ms(end)})
 

@@ -110,45 +110,11 @@ function usersFacts(users) {
   ];
 }
 
-// Why each feasible cluster that received nothing lost, against the weakest chosen cluster: each
-// plugin's weighted contribution to the difference of totals (as GET /api/v1/decisions' runnerUp).
+// Why each feasible cluster that received nothing lost, and the runner-up: the sentences the API gives
+// beside the entry (`whyNot`, `runnerUp`: drods.model.decision, what `drods explain` says), so the page
+// cannot tell a story of its own.
 export function whyNot(entry) {
-  const out = new Map();
-  const options = entry.options || [];
-  const chosen = options.filter((o) => o.replicas > 0);
-  if (!chosen.length) return out;
-  const weakest = chosen.reduce((a, b) => (b.total < a.total ? b : a));
-  const weights = entry.weights || {};
-  const conc = (entry.analysis || {}).concentration;
-  for (const o of options.filter((x) => !(x.replicas > 0))) {
-    const lost = weakest.total - o.total;
-    if (entry.division === "CostFirst") {  // the prices chose, whatever the scores (drods.model.decision)
-      out.set(o.cluster, o.room !== null && o.room <= 0 ? "had room for no replica"
-        : `received nothing: placement.costFirst fills the cheapest clusters first (${weakest.cluster} is cheaper or the replicas were already placed)`);
-      continue;
-    }
-    if (lost < 0 && conc && (conc.plugins || []).length && !(o.room !== null && o.room <= 0)) {
-      out.set(o.cluster, `scored ${num(-lost, 1)} above ${weakest.cluster} but the affinity concentration kept the ` +
-        `${conc.kept} of ${conc.of} candidates whose ${conc.plugins.join(", ")} score is within the best tier`);
-      continue;
-    }
-    if (lost < 0) {
-      out.set(o.cluster, o.room !== null && o.room <= 0
-        ? `scored ${num(-lost, 1)} above ${weakest.cluster} but had room for no replica`
-        : `scored ${num(-lost, 1)} above ${weakest.cluster} but was outside the selection (spread, affinity tier, or the replicas were placed)`);
-      continue;
-    }
-    const names = Object.keys(o.scores || {}).filter((p) => (weights[p] || 0) > 0 && (weakest.scores || {})[p] !== undefined);
-    const wsum = names.reduce((acc, p) => acc + weights[p], 0) || 1;
-    const parts = names.map((p) => [p, (weights[p] * (weakest.scores[p] - o.scores[p])) / wsum])
-      .filter(([, d]) => Math.abs(d) >= 0.05).sort((a, b) => Math.abs(b[1]) - Math.abs(a[1])).slice(0, 3)
-      .map(([p, d]) => `${p} ${d > 0 ? "+" : ""}${num(d, 1)}`);
-    out.set(o.cluster, `scored ${num(lost, 1)} below ${weakest.cluster}${parts.length ? ` (${parts.join(", ")})` : ""}`);
-  }
-  const rest = options.filter((x) => !(x.replicas > 0));
-  if (rest.length) {
-    const best = rest.reduce((a, b) => (b.total > a.total ? b : a));
-    out.runnerUp = `${best.cluster} ${out.get(best.cluster)}`;
-  }
+  const out = new Map(Object.entries(entry.whyNot || {}));  // the options' order: best first
+  if (entry.runnerUp) out.runnerUp = entry.runnerUp.why;
   return out;
 }
