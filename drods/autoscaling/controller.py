@@ -23,7 +23,10 @@ so a new leader resumes where the last one stopped). The resource detector reads
 ``status.desiredReplicas`` of the workload's one autoscaler (`drods.model.autoscaling.owner`) as the
 Binding's total instead of the template's ``spec.replicas``, which stays the user's; the scheduler
 then divides the new total by water level, so a burst spills to other clusters by itself (F6).
-A change of desired replicas is recorded with its inputs in the journal ``/history/autoscaling/``.
+A change of desired replicas is recorded with its inputs in the journal ``/history/autoscaling/`` and told
+as Kubernetes' HPA tells it: a ``SuccessfulRescale`` Event on the FederatedHPA (``New size: N; reason: …``);
+a cron run that could not scale its target is a ``ScaleFailed`` warning on the CronFederatedHPA, as
+Karmada's cron controller records it.
 
 A CronFederatedHPA whose target is a workload sets ``desiredReplicas`` to its rule in effect; one
 whose target is a FederatedHPA records the bounds it imposes and that FederatedHPA applies them.
@@ -48,6 +51,7 @@ from drods.autoscaling.feedback import step as feedback_step
 from drods.autoscaling.promql_feedback import PromQLFeedback
 from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.controller import Controller
+from drods.machinery.event_log import EventLog
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.journal import Journal
 from drods.machinery.manager import Manager
@@ -343,6 +347,37 @@ def _hpa_record(turn: _HPATurn, outcome: scaling.Outcome, status: Mapping[str, A
     return record
 
 
+def rescale_reason(record: Mapping[str, Any]) -> str:
+    """Why a FederatedHPA's count changed, in the words of Kubernetes' HPA events: the metrics above their
+    target (or all below), else what set the count (a bound, a stabilisation window, a cron rule)."""
+    if record.get("reason") not in (None, "recommendation"):
+        return str(record["reason"])
+    above = [m for m in record.get("metrics") or [] if _above(m)]
+    if int(record.get("to") or 0) > int(record.get("from") or 0) and above:
+        return ", ".join(f"{m['name']} resource utilization (percentage of request) above target"
+                         if m.get("type") == "Resource" else f"{m['type'].lower()} metric {m['name']} above target"
+                         for m in above)
+    return "All metrics below target"
+
+
+def _above(metric: Mapping[str, Any]) -> bool:
+    try:
+        return float(metric["value"]) > float(metric["target"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _new_failures(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The messages of a cron's failed runs recorded by this evaluation (not in ``before``)."""
+    seen = {(h.get("ruleName"), e.get("scheduleTime"))
+            for h in before.get("executionHistories") or [] if isinstance(h, dict)
+            for e in h.get("failedExecutions") or [] if isinstance(e, dict)}
+    return [f"rule {h.get('ruleName')}: {e.get('message')}"
+            for h in after.get("executionHistories") or [] if isinstance(h, dict)
+            for e in h.get("failedExecutions") or []
+            if isinstance(e, dict) and (h.get("ruleName"), e.get("scheduleTime")) not in seen]
+
+
 def _recommend(turn: _HPATurn) -> int:
     """Kubernetes' replica calculator: within the tolerance the count stays; otherwise
     ceil(ratio × the ready pods) — pods not ready yet are not assumed busy or idle; a member
@@ -368,6 +403,7 @@ class Autoscaler:
         self.hpas, self.crons, self.bindings, self.clusters, self.feedback = hpas, crons, bindings, clusters, feedback
         self.members = members  # Cluster → why it is NotReady (None: Ready or Unknown)
         self.history = Journal(store, AUTOSCALING_PREFIX, retention_s=self.settings.history_retention_s, clock=clock)
+        self.events = EventLog(store, "drods-autoscaler")
         self.controller = Controller(LEASE, self.reconcile, workers=2)
         url = self.settings.feedback_prometheus_url
         self.promql = PromQLFeedback(url) if url else None
@@ -473,12 +509,25 @@ class Autoscaler:
             return None
         if record is not None:
             await self.history.append(record, ts=now)
+        self._tell(obj, status, new_status, record)
         if kind is CRON_FEDERATED_HPA:  # look again when the next rule fires, not a period later
             fires = [t for h in new_status.get("executionHistories") or []
                      if (t := parse_rfc3339(h.get("nextExecutionTime"))) is not None]
             if fires:
                 return max(0.05, min(period, min(fires) - now + 0.01))
         return period
+
+    def _tell(self, obj: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any],
+              record: Mapping[str, Any] | None) -> None:
+        """The Events ``kubectl describe`` shows for this evaluation: a rescale, or cron runs that failed."""
+        meta = obj.get("metadata") or {}
+        involved = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta.get("name"),
+                    "namespace": meta.get("namespace") or "default", "uid": meta.get("uid")}
+        if record is not None and record.get("to") != record.get("from") and obj.get("kind") == FEDERATED_HPA.kind:
+            self.events.tell(involved, "Normal", "SuccessfulRescale",
+                             f"New size: {record.get('to')}; reason: {rescale_reason(record)}")
+        for message in _new_failures(before, after):
+            self.events.tell(involved, "Warning", "ScaleFailed", message)
 
     def sync_index(self) -> None:
         """Index every autoscaler in the informers (changes keep it current afterwards)."""

@@ -24,6 +24,7 @@ from drods.machinery.informer import Informer
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import CronRule
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, status_key
+from drods.model.events import EVENT
 from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
@@ -133,6 +134,11 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
             # as autoscaling/v2 types it: an int32 percentage, and the use per pod beside it
             assert st["currentMetrics"][0]["resource"]["current"] == {"averageUtilization": 90, "averageValue": "900m"}
             assert st["scaleEvents"] == [{"time": "2027-01-15T08:00:00.000Z", "change": 2}]
+            # told as kube's HPA tells it, on the FederatedHPA (`kubectl describe federatedhpa web`)
+            told = await eventually(lambda: _events(store, "SuccessfulRescale", 1), 5.0, "the rescale's Event")
+            assert told[0]["message"] == "New size: 6; reason: cpu resource utilization (percentage of request) " \
+                "above target" and told[0]["type"] == "Normal"
+            assert (told[0]["involvedObject"]["kind"], told[0]["involvedObject"]["name"]) == ("FederatedHPA", "web")
             # Within the sync period the same generation is not evaluated again (our own write).
             assert await a.reconcile(key) == 15.0
             # A period later, evaluated again: a condition whose status holds keeps its lastTransitionTime
@@ -164,8 +170,18 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
             st = await _status_after(a, FEDERATED_HPA, "web", key,
                                      lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == clock.t)
             assert st["desiredReplicas"] == 2
+            told = await eventually(lambda: _events(store, "SuccessfulRescale", 2), 5.0, "the scale-down's Event")
+            assert sorted(e["message"] for e in told)[0] == "New size: 2; reason: All metrics below target"
     finally:
         await store.close()
+
+
+async def _events(store: SqliteStore, reason: str, count: int) -> list[dict[str, Any]] | None:
+    """The Events of ``reason`` in the store once there are ``count`` of them (the autoscaler tells them after
+    its status write, without waiting)."""
+    kvs, _ = await store.range(EVENT.key_prefix())
+    found = [ev for kv in kvs if (ev := json.loads(kv.value))["reason"] == reason]
+    return found if len(found) == count else None
 
 
 async def _ready(a: Autoscaler, key: str) -> bool:
@@ -407,6 +423,9 @@ async def test_cron_runs_kept_as_karmada_keeps_them_a_missing_target_fails_and_s
             assert [f["message"] for f in failed] == ["FederatedHPA default/nosuch does not exist"]
             assert "successfulExecutions" not in st["executionHistories"][0] and "activeRule" not in st
             assert st["conditions"][0]["status"] == "False" and st["conditions"][0]["reason"] == "TargetNotFound"
+            failed_told = await eventually(lambda: _events(store, "ScaleFailed", 1), 5.0, "the failed run's Event")
+            assert failed_told[0]["type"] == "Warning" and failed_told[0]["involvedObject"]["name"] == "ghost"
+            assert failed_told[0]["message"] == "rule tick: FederatedHPA default/nosuch does not exist"
             # suspended: no later run, and what its last run set stays in effect (the bound had gone with it)
             obj = await a.registry.get(CRON_FEDERATED_HPA, "office", "default")
             obj["spec"]["rules"][0]["suspend"] = True
