@@ -69,7 +69,7 @@ from drods.model.autoscaling import (
 from drods.model.conditions import condition, kept_transitions
 from drods.model.detection import binding_name
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
-from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind
+from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind, by_kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.model.workload_usage import WorkloadUsage
 from drods.model.workload_usage import total as workload_total
@@ -416,6 +416,7 @@ class Autoscaler:
         self.cluster_feedback: dict[tuple[str, str, str], dict[str, Observation]] = {}
         self._util_at = -1
         self._util: dict[str, dict[str, float]] = {"cpu": {}, "memory": {}}
+        self._released: dict[str, Mapping[str, Any]] = {}  # key → an autoscaler deleted while it set a count
 
     @staticmethod
     def informers(manager: Manager) -> dict[str, Informer]:
@@ -438,7 +439,14 @@ class Autoscaler:
 
     def _hpa_changed(self, key: str, old: Any, new: Any) -> None:
         self.owners.update(key, new)
+        self._note_release(key, old, new)
         self.controller.queue.add(key)
+
+    def _note_release(self, key: str, old: Any, new: Any) -> None:
+        """An autoscaler that set its workload's count is gone: its turn journals the count going back."""
+        if new is None and isinstance(old, Mapping) and scaled_workload(old) is not None and \
+                isinstance((old.get("status") or {}).get("desiredReplicas"), int):
+            self._released[key] = old
 
     def _index_driver(self, key: str, obj: Mapping[str, Any] | None) -> None:
         old = self._driven.pop(key, None)
@@ -452,6 +460,7 @@ class Autoscaler:
 
     def _cron_changed(self, key: str, old: Any, new: Any) -> None:
         self.owners.update(key, new)
+        self._note_release(key, old, new)
         self._index_driver(key, new)
         self.controller.queue.add(key)
         for obj in (old, new):  # a cron driving a FederatedHPA: evaluate that one too
@@ -476,6 +485,8 @@ class Autoscaler:
         kind: Kind = FEDERATED_HPA if key.startswith(FEDERATED_HPA.key_prefix()) else CRON_FEDERATED_HPA
         inf = self.hpas if kind is FEDERATED_HPA else self.crons
         obj = inf.cache.get(key)
+        if obj is None and (gone := self._released.pop(key, None)) is not None:
+            await self._journal_release(gone)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None
         now = self.clock()
@@ -528,6 +539,30 @@ class Autoscaler:
                              f"New size: {record.get('to')}; reason: {rescale_reason(record)}")
         for message in _new_failures(before, after):
             self.events.tell(involved, "Warning", "ScaleFailed", message)
+
+    async def _journal_release(self, gone: Mapping[str, Any]) -> None:
+        """The decision a deletion makes: the workload's count goes back to its template's ``spec.replicas``
+        (or to the autoscaler that owns it now), journalled as any other change of count."""
+        workload = scaled_workload(gone)
+        assert workload is not None
+        api_version, kind_name, ns, name = workload
+        meta = gone.get("metadata") or {}
+        was = int((gone.get("status") or {})["desiredReplicas"])
+        heir = self.owners.owner(workload)
+        if heir is not None:
+            now_count: int | None = self.owners.owned_replicas(workload)
+            why = f"{gone.get('kind')} deleted: {heir.get('kind')} {(heir.get('metadata') or {}).get('name')} owns " \
+                "the count"
+        else:
+            kind = by_kind(api_version, kind_name)
+            template = await self.registry.try_get(kind, name, ns) if kind is not None else None
+            now_count = ((template or {}).get("spec") or {}).get("replicas", 1) if template is not None else None
+            why = f"{gone.get('kind')} deleted: the template's spec.replicas holds again"
+        if now_count is None or now_count == was:
+            return
+        await self.history.append({"autoscaler": f"{gone.get('kind')}/{ns}/{meta.get('name')}",
+                                   "workload": f"{kind_name}/{ns}/{name}", "from": was, "to": now_count,
+                                   "reason": why}, ts=self.clock())
 
     def sync_index(self) -> None:
         """Index every autoscaler in the informers (changes keep it current afterwards)."""

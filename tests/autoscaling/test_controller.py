@@ -20,12 +20,12 @@ from drods.autoscaling.controller import (
     decode_utilisation,
 )
 from drods.autoscaling.cron import next_fire
-from drods.machinery.informer import Informer
+from drods.machinery.informer import Informer, subscribed
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import CronRule
-from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, status_key
 from drods.model.events import EVENT
-from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA
+from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, status_key
+from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA, by_kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.secrets import SecretBox
@@ -172,6 +172,42 @@ async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Pat
             assert st["desiredReplicas"] == 2
             told = await eventually(lambda: _events(store, "SuccessfulRescale", 2), 5.0, "the scale-down's Event")
             assert sorted(e["message"] for e in told)[0] == "New size: 2; reason: All metrics below target"
+    finally:
+        await store.close()
+
+
+async def test_deleting_an_autoscaler_journals_the_count_going_back_to_the_template(tmp_path: Path) -> None:
+    """The workload drops to its template's count when its FederatedHPA goes: a decision like any other
+    rescale, which the journal (and so `drods explain`, the dashboard's timeline) did not show."""
+    store = SqliteStore(str(tmp_path / "s.db"))
+    clock = Clock(1_800_000_000.0)
+    key = FEDERATED_HPA.key("web", "default")
+    try:
+        async with _autoscaler(store, clock) as (a, _):
+            reg = a.registry
+            deployment = by_kind("apps/v1", "Deployment")
+            assert deployment is not None
+            await reg.create(deployment, {"apiVersion": "apps/v1", "kind": "Deployment",
+                                          "metadata": {"name": "web", "namespace": "default"},
+                                          "spec": {"replicas": 3, "template": {"spec": {"containers": [
+                                              {"name": "web", "image": "nginx"}]}}}}, "default")
+            await _cluster(store, "a", 9.0)
+            await _cluster(store, "b", 9.0)
+            await _binding(reg, 4, {"a": 2, "b": 2}, {"a": 90.0, "b": 90.0})
+            await reg.create(FEDERATED_HPA, _hpa(), "default")
+            await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
+            await _status_after(a, FEDERATED_HPA, "web", key, lambda s: s.get("desiredReplicas") == 6)
+            with subscribed((a.hpas, a._hpa_changed)):  # as run() subscribes
+                await reg.delete(FEDERATED_HPA, "web", "default")
+
+                async def gone() -> bool:
+                    return key not in a.hpas.cache
+
+                await eventually(gone, 5.0, "the deletion in the informer")
+            await a.reconcile(key)
+        page = await Journal(store, AUTOSCALING_PREFIX, clock=clock).query(clock.t - 1, clock.t + 1, 10)
+        assert sorted((e["from"], e["to"], e["reason"]) for e in page.items) == [
+            (4, 6, "recommendation"), (6, 3, "FederatedHPA deleted: the template's spec.replicas holds again")]
     finally:
         await store.close()
 
