@@ -27,6 +27,7 @@ from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.registry.taint_policies import one_policy_per_taint
 from drods.security.envelope import Envelope, Keyring
+from drods.steering.admission import workload_of_own_namespace
 from drods.store import Store
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class ApiContext:
                                 jwks_url=jwks_url, rs256_public_key=rs256_public_key)
         registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload, one_plan_per_workload,
                                                           data_step_declared, check_definition, one_cluster_per_member,
-                                                          one_policy_per_taint))
+                                                          one_policy_per_taint, workload_of_own_namespace))
         return cls(instrumented, registry, tokens, AuditLog(instrumented),
                    metrics, data_dir, KindCatalog(kinds))
 

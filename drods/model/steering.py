@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -104,6 +105,27 @@ class ServiceRegistrationSpec(BaseModel):
         if any(not s or len(s) > 253 for s in v):
             raise ValueError("a client site is 1-253 characters")
         return v
+
+
+def foreign_workload(registration: Mapping[str, Any]) -> str | None:
+    """Why a ServiceRegistration may not steer the workload it names (None: it may). Like any namespaced
+    reference, ``spec.workload`` is of the registration's own namespace: naming another one would let a
+    tenant of one namespace draw another's workload to clusters its policy does not name (the placement
+    feedback offers it nearer clusters)."""
+    own = str((registration.get("metadata") or {}).get("namespace") or "default")
+    workload = (registration.get("spec") or {}).get("workload")
+    named = workload.get("namespace") if isinstance(workload, Mapping) else None
+    if named in (None, "", own):
+        return None
+    return f"spec.workload.namespace: a ServiceRegistration steers a workload of its own namespace ({own}), " \
+        f"not of {named}"
+
+
+def workload_key(registration: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(apiVersion, kind, namespace, name) of the workload a registration steers: of its own namespace."""
+    ref = (registration.get("spec") or {}).get("workload") or {}
+    own = str((registration.get("metadata") or {}).get("namespace") or "default")
+    return (str(ref.get("apiVersion")), str(ref.get("kind")), str(ref.get("namespace") or own), str(ref.get("name")))
 
 
 class RouteInstance(BaseModel):

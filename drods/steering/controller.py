@@ -46,7 +46,7 @@ from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, network_key, pair_of
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.migration import traffic_withdrawn
 from drods.model.reschedule import RescheduleHook, RescheduleRequest
-from drods.model.steering import ServiceRegistrationSpec
+from drods.model.steering import ServiceRegistrationSpec, foreign_workload, workload_key
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry, decode_binding_kept, decode_stored
 from drods.registry.patch import MERGE_PATCH
@@ -363,12 +363,15 @@ class SteeringController:
                                  "message": f"unknown evaluation function {spec.evaluation!r}; known: "
                                             f"{', '.join(sorted(EVALUATIONS))}"}
                 continue
+            if (foreign := foreign_workload(obj)) is not None:  # stored before admission refused it
+                statuses[key] = {"phase": "Invalid", "message": foreign, "observedGeneration": gen}
+                continue
             if spec.serviceId in services:
                 owner = services[spec.serviceId].key
                 statuses[key] = {"phase": "Conflict", "observedGeneration": gen,
                                  "message": f"serviceId {spec.serviceId} is registered by {owner}"}
                 continue
-            named = _ref_key(spec.workload.model_dump())
+            named = workload_key(obj)
             self._named.add(named)
             binding, instances = self._placed.get(named, (None, []))
             instances = [c for c in instances if c in known]

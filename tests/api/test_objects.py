@@ -668,3 +668,29 @@ async def test_fields_kubernetes_keeps_fixed_are_refused_on_update(api: Api) -> 
     r = await api.call("PATCH", f"{deploys}/web", json={"spec": {"selector": {"matchLabels": {"tier": "x"}}}},
                        headers={"content-type": "application/merge-patch+json"})
     assert r.status_code == 422 and "spec.selector: field is immutable" in r.json()["message"], r.text
+
+
+async def test_a_service_registration_steers_a_workload_of_its_own_namespace_only(api: Api) -> None:
+    """A team-a operator registered a service naming default's workload: its placement feedback then drew
+    that workload to a cluster its own policy does not name. The reference is of the registration's
+    namespace, as every namespaced reference is; another one is refused and nothing is stored."""
+    from drods.api.auth import Role
+
+    ctx = api.app.state.ctx  # type: ignore[attr-defined]
+    api.tokens["team-a"] = ctx.tokens.issue(Role.OPERATOR, subject="team-a", namespaces=["team-a"])
+    path = "/apis/multicluster.io/v1alpha1/namespaces/team-a/serviceregistrations"
+
+    def registration(name: str, **workload: str) -> dict[str, object]:
+        return {"apiVersion": "multicluster.io/v1alpha1", "kind": "ServiceRegistration",
+                "metadata": {"name": name, "namespace": "team-a"},
+                "spec": {"serviceId": f"{name}.example", "clientSites": ["SIN"],
+                         "workload": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "video", **workload}}}
+
+    r = await api.call("POST", path, json=registration("steal", namespace="default"), role="team-a")
+    assert r.status_code == 422, r.text
+    status = r.json()
+    assert status["reason"] == "Invalid" and "its own namespace (team-a), not of default" in status["message"], status
+    assert (await api.call("GET", f"{path}/steal", role="team-a")).status_code == 404
+    for name, workload in (("own", {"namespace": "team-a"}), ("implied", {})):
+        r = await api.call("POST", path, json=registration(name, **workload), role="team-a")
+        assert r.status_code == 201, r.text
