@@ -66,12 +66,19 @@ def workload_hook(workload: dict[str, Any]) -> dict[str, Any] | Literal["None"] 
         raise CliError(str(e), "INVALID_HOOK") from e
 
 
-def binding_of(api: ApiClient, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-    for b in api.get_json(BINDINGS).get("items") or []:
-        r = (b.get("spec") or {}).get("resource") or {}
-        if r.get("kind") == kind and r.get("name") == name and (r.get("namespace") or "default") == namespace:
-            return dict(b)
-    return None
+def placed_on(api: ApiClient, kind: str, namespace: str, name: str) -> dict[str, int] | None:
+    """Where the workload runs, from its Binding ({}: it has none); None when this token may not read
+    Bindings (cluster-scoped: a token limited to namespaces), so the source must be named."""
+    from drods.model.detection import binding_name
+
+    try:
+        return placement(api.get_json(f"{BINDINGS}/{binding_name(kind, namespace, name)}"))
+    except CliError as e:
+        if e.status == 404:
+            return {}
+        if e.status == 403:
+            return None
+        raise
 
 
 def placement(binding: dict[str, Any] | None) -> dict[str, int]:
@@ -112,7 +119,8 @@ def check_target(api: ApiClient, cluster: str) -> None:
     except CliError as e:
         if e.status == 404:
             raise CliError(f"cluster {cluster} is not registered (drods get clusters)", "NOT_FOUND", 404) from e
-        raise
+        if e.status != 403:  # a namespaced token reads no Cluster: the plan says UnknownTarget if it is not
+            raise
 
 
 @handles_errors
@@ -156,7 +164,12 @@ def migrate(
         raise CliError(f"{kind} {ns}/{name} is already being moved by MigrationPlan {pname!r} ({phase}); wait for "
                        f"it to finish (drods explain migrationplan/{pname} -n {ns}) or delete it",
                        "MIGRATION_IN_PROGRESS")
-    placed = placement(binding_of(api, kind, ns, name))
+    placed = placed_on(api, kind, ns, name)
+    if placed is None:  # the plan's controller checks the source instead
+        if source is None:
+            raise CliError(f"this token may not read Bindings (cluster-scoped), so where {kind} {ns}/{name} runs is "
+                           "not known here: name the source with --from", "INVALID_ARGUMENT")
+        placed = {source: 1}
     if source is not None and source not in placed:
         where = ", ".join(sorted(placed)) or "no cluster"
         raise CliError(f"{kind} {ns}/{name} runs nothing on {source} (it runs on {where}): nothing to move from there",

@@ -14,6 +14,7 @@ from drods.cli.remote import CliError
 from drods.model.migration import MigrationPlanSpec
 
 PLANS: list[dict[str, Any]] = []  # the plans in db, as listed
+TENANT = False  # the token is limited to namespaces: no Cluster or Binding may be read
 STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "pg", "namespace": "db"},
        "spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}}]}}
 
@@ -24,15 +25,17 @@ def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     class Api:
         def get_json(self, path: str) -> dict[str, Any]:
+            if TENANT and (path.startswith("/api/v1/clusters/") or path.startswith(cli.BINDINGS)):
+                raise CliError("forbidden: this token acts only in namespaces db", "FORBIDDEN", 403)
             if path.startswith("/api/v1/clusters/"):
                 if path.endswith("/nowhere"):
                     raise CliError("not found", "NOT_FOUND", 404)
                 return {"name": path.rsplit("/", 1)[1]}
             if path == cli.plans_path("db"):
                 return {"items": PLANS}
-            if path == cli.BINDINGS:  # pg runs on aws
-                return {"items": [{"spec": {"resource": {"kind": "StatefulSet", "namespace": "db", "name": "pg"}},
-                                   "status": {"placement": [{"cluster": "aws", "replicas": 1}]}}]}
+            if path == f"{cli.BINDINGS}/statefulset-db-pg":  # pg runs on aws
+                return {"spec": {"resource": {"kind": "StatefulSet", "namespace": "db", "name": "pg"}},
+                        "status": {"placement": [{"cluster": "aws", "replicas": 1}]}}
             assert path == "/apis/apps/v1/namespaces/db/statefulsets/pg", path
             return STS
 
@@ -108,3 +111,17 @@ def test_a_workload_being_moved_is_refused_for_that_reason(created: list[dict[st
     out = " ".join(run("--no-data", code=1).split())
     assert "MIGRATION_IN_PROGRESS" in out and "already being moved by MigrationPlan 'pg-move' (CopyData)" in out, out
     assert created == []
+
+
+def test_a_token_limited_to_namespaces_moves_its_workload_naming_the_source(created: list[dict[str, Any]],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was refused outright: the command listed every Binding (cluster-scoped) to find the source. The plan
+    is the tenant's to write; where the workload runs it cannot read, so it names it (the controller checks)."""
+    monkeypatch.setattr(f"{__name__}.TENANT", True)
+    run("--no-data")
+    assert created[0]["spec"]["sourceCluster"] == "aws" and created[0]["spec"]["targetCluster"] == "lhr"
+    app = typer.Typer()
+    cli.register(app)
+    r = CliRunner().invoke(app, ["statefulset/db/pg", "--to", "lhr", "--no-data", "--token", "t"])
+    assert r.exit_code == 1 and "name the source with --from" in " ".join(r.output.split()), r.output
+    assert len(created) == 1
