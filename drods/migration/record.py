@@ -40,19 +40,27 @@ def migration_record(plan: Mapping[str, Any], status: Mapping[str, Any]) -> dict
                                                     str(meta.get("namespace") or "default"), str(ref.get("name")))
     return {"binding": binding, "scheduleType": SCHEDULE_TYPE, "scheduler": RECORDER,
             **({"options": options, "weights": weighed.get("weights") or {}} if options else {}),
-            "trigger": {"kind": SCHEDULE_TYPE, "reason": status.get("message")},
+            "trigger": _trigger(spec),
             "result": {"phase": status.get("phase"), "placement": list(placement), "requested": n, "placed": n,
                        "message": status.get("message")},
             "workload": {"kind": ref.get("kind") or "StatefulSet", "namespace": meta.get("namespace") or "default",
                          "name": ref.get("name")},
-            "migration": {"plan": f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
-                          "workload": f"{ref.get('kind') or 'StatefulSet'}/{ref.get('name')}",
-                          "sourceCluster": status.get("sourceCluster") or spec.get("sourceCluster"),
-                          "targetCluster": status.get("targetCluster") or spec.get("targetCluster"),
-                          "trigger": spec.get("trigger"), "data": status.get("data"),
-                          "estimate": status.get("estimate"),
-                          "catchUp": status.get("catchUp"), "freeze": status.get("freeze"),
-                          "reason": why.get("reason")}}
+            "migration": {k: v for k, v in {
+                "plan": f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
+                "workload": f"{ref.get('kind') or 'StatefulSet'}/{ref.get('name')}",
+                "sourceCluster": status.get("sourceCluster") or spec.get("sourceCluster"),
+                "targetCluster": status.get("targetCluster") or spec.get("targetCluster"),
+                "trigger": spec.get("trigger"), "requestReason": spec.get("reason") or None,
+                "data": status.get("data"), "estimate": status.get("estimate"),
+                "catchUp": status.get("catchUp"), "freeze": status.get("freeze"),
+                "reason": why.get("reason")}.items() if v is not None}}
+
+
+def _trigger(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What started the move: who asked for it (Operator, Drain, Evacuation …) and the reason given on the
+    plan (`drods migrate --reason`), not how it ended (the record's result says that)."""
+    by, reason = str(spec.get("trigger") or "Operator"), str(spec.get("reason") or "")
+    return {"kind": SCHEDULE_TYPE, "by": by, "reason": f"{by}: {reason}" if reason and reason != by else by}
 
 
 def _after(status: Mapping[str, Any], target: Any) -> list[dict[str, Any]]:

@@ -140,6 +140,8 @@ def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: floa
         if room is not None and room <= 0:
             return f"{name} had room for no replica"
         return f"{name} received nothing: {selection} ({other} is cheaper or the replicas were already placed)"
+    # "scored 0.0 points below" read as a loss by the scores
+    tie = f"{name} tied with {other} at {float(option['total']):.1f} points; the tie went to {other}"
     if lost_by < 0:  # it scored higher: room or a constraint kept it out, not its score
         room = option.get("room")
         if room is not None and room <= 0:
@@ -149,8 +151,12 @@ def why_not(option: Mapping[str, Any], weakest: Mapping[str, Any], lost_by: floa
                 f"{held_back}"
         if selection:
             return f"{name} scored {-lost_by:.1f} points above {other} but {selection}"
+        if round(lost_by, 1) == 0:
+            return tie
         return (f"{name} scored {-lost_by:.1f} points above {other} but was outside the selection "
                 "(spread constraints, affinity tier or the replicas were already placed)")
+    if round(lost_by, 1) == 0:
+        return tie
     top = [f"{p} {d:+.1f}" for p, d in list(differences.items())[:3] if d]
     detail = f" ({', '.join(top)})" if top else ""
     return f"{name} scored {lost_by:.1f} points below {other}{detail}"

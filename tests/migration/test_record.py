@@ -26,6 +26,12 @@ def test_what_is_recorded_and_when() -> None:
     assert rec["scheduleType"] == "Migration" and rec["binding"] == "statefulset-shop-db"
     assert rec["migration"]["data"]["lostWrites"] == 0 and rec["migration"]["freeze"]["downtimeSeconds"] == 3.2
     assert rec["migration"]["plan"] == "shop/move" and rec["result"]["placed"] == 2
+    # what started it, not how it ended (`drods explain` printed "trigger moved 2 replica(s) …")
+    assert rec["trigger"] == {"kind": "Migration", "by": "Operator", "reason": "Operator"}
+    assert "reason" not in rec["migration"] and "requestReason" not in rec["migration"]  # none: not "None"
+    asked = migration_record({**PLAN, "spec": {**PLAN["spec"], "reason": "rack 4 maintenance"}}, ENDED)
+    assert asked["trigger"]["reason"] == "Operator: rack 4 maintenance"
+    assert asked["migration"]["requestReason"] == "rack 4 maintenance"
     # a plan that succeeded records where the workload runs now; one that did not, where it ran
     assert rec["result"]["placement"] == [{"cluster": "b", "replicas": 2}]
     kept = migration_record(PLAN, {**ENDED, "phase": "RolledBack", "originalPlacement": [

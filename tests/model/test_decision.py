@@ -104,6 +104,14 @@ def test_the_history_entry_carries_the_record_s_why_not_for_each_unchosen_feasib
     assert "cheapest" in with_why_not(_entry(options=options, division="CostFirst"))["whyNot"]["c"]
 
 
+def test_an_exact_tie_is_said_as_a_tie_not_a_loss_of_zero_points() -> None:
+    """A migration's given target against a cluster scoring the same read "scored 0.0 points below"."""
+    options = [{"cluster": "a", "replicas": 2, "total": 70.0, "room": 10, "scores": {"LeastWaterLevel": 70.0}},
+               {"cluster": "b", "replicas": 0, "total": 70.02, "room": 10, "scores": {"LeastWaterLevel": 70.02}}]
+    why = from_schedule(_entry(options=options))["runnerUp"]["why"]
+    assert why == "b tied with a at 70.0 points; the tie went to a", why
+
+
 def test_a_kept_static_weight_placement_says_d2_not_too_few_replicas() -> None:
     """A policy edit adds m3 at weight 1 beside m2's 1, 4 replicas: the placement stays m2:4 (D2), and the
     why-not said the replicas were 'too few' for m3 to get one where its weight would give it two."""
