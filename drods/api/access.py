@@ -42,6 +42,7 @@ class Rule:
     dry_run: DryRun = DryRun.NOT_A_WRITE
     public: bool = False  # no token needed (health, the API's own documentation, the dashboard)
     namespaced: bool = False  # namespaced tokens may call it in their namespaces (`namespace_of` the path)
+    query_namespace: bool = False  # … or in the namespace its ``?namespace=`` names (a flat read narrowed to one)
     own_cluster: bool = False  # a cluster agent only for the cluster it names (checked by the handler)
 
 
@@ -54,6 +55,7 @@ REPORT = Rule(Action.REPORT, DryRun.REFUSED, own_cluster=True)
 WORK_READ = Rule(Action.WORK, own_cluster=True)
 WORK_REPORT = Rule(Action.WORK, DryRun.REFUSED, own_cluster=True)
 K8S_READ = Rule(Action.READ, namespaced=True)
+READ_BY_NAMESPACE = Rule(Action.READ, namespaced=True, query_namespace=True)
 K8S_WRITE = Rule(Action.WRITE, DryRun.HONOURED, namespaced=True)
 
 
@@ -124,7 +126,7 @@ RULES: dict[tuple[str, str], Rule] = {
     # feedback, steering, traffic, datasets
     ("PUT", "/api/v1/feedback"): REPORT,  # a cluster agent: its own cluster's feedback only
     ("GET", "/api/v1/autoscaling/history"): READ,
-    ("GET", "/api/v1/decisions"): READ,
+    ("GET", "/api/v1/decisions"): READ_BY_NAMESPACE,  # a tenant reads its namespace's decisions
     ("PUT", "/api/v1/network/status"): REPORT,
     ("GET", "/api/v1/network/intervals"): READ,
     ("GET", "/api/v1/network/status"): READ,
@@ -212,7 +214,8 @@ async def enforce(request: Request) -> None:
     if rule.action is not None:
         # a namespaced token: only in a namespace of its own (the handler also checks the kind is namespaced);
         # reading a Namespace is reading that namespace
-        namespace = namespace_of(request.path_params) if rule.namespaced else None
+        namespace = None if not rule.namespaced else request.query_params.get("namespace") \
+            if rule.query_namespace else namespace_of(request.path_params)
         if template == OWN_NAMESPACE and request.method in ("GET", "HEAD"):
             namespace = request.path_params.get("name")
         principal.require(rule.action, namespace=namespace)

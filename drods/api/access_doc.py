@@ -34,7 +34,9 @@ def answer(rule: Rule, role: Role | None, namespaced: bool) -> str:
     if rule.action not in ALLOWED[role]:
         return NO
     if namespaced:
-        return OWN_NAMESPACES if rule.namespaced else NO
+        if not rule.namespaced:
+            return NO
+        return f"{OWN_NAMESPACES} (`?namespace=`)" if rule.query_namespace else OWN_NAMESPACES
     return OWN_CLUSTER if role is Role.CLUSTER_AGENT and rule.own_cluster else YES
 
 

@@ -68,9 +68,13 @@ def _decisions(api: ApiClient, params: Mapping[str, Any]) -> list[dict[str, Any]
     return list(body["items"])
 
 
+HIDDEN: dict[str, Any] = {"hidden": True}  # a Binding this token may not read (cluster-scoped)
+
+
 def _binding(api: ApiClient, binding_id: str) -> dict[str, Any] | None:
-    r = api.request("GET", f"/api/v1/bindings/{binding_id}/status", ok=(404,))
-    return None if r.status_code == 404 else dict(r.json())
+    """The Binding's status (None: no such Binding; `HIDDEN`: a token limited to namespaces reads none)."""
+    r = api.request("GET", f"/api/v1/bindings/{binding_id}/status", ok=(403, 404))
+    return None if r.status_code == 404 else HIDDEN if r.status_code == 403 else dict(r.json())
 
 
 def _num(x: Any) -> str:
@@ -187,6 +191,8 @@ def describe_decision(record: Mapping[str, Any]) -> None:
 def _placement_line(status: Mapping[str, Any] | None) -> str:
     if status is None:
         return "no binding (not placed by DRO-DS)"
+    if status is HIDDEN:
+        return "not readable with this token (Bindings are cluster-scoped): the latest placement decision says where"
     shown = ", ".join(f"{p['cluster']} {p.get('replicas', '')}".strip() for p in status.get("placement") or [])
     return f"{shown or 'nowhere'} (phase {status.get('phase')}, {status.get('placed')}/{status.get('requested')})"
 
@@ -244,7 +250,7 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
     if status is None:  # a Binding written by hand for the workload has its own name: its decisions say it
         written = next((b for d in items if (b := (d.get("source") or {}).get("binding"))), None)
         status = _binding(api, str(written)) if written else None
-    if status is None and not items:
+    if (status is None or status is HIDDEN) and not items:
         raise CliError(f"{kind} {namespace}/{name}: no binding and no decision recorded (is the name right?)",
                        "NOT_FOUND")
     latest = latest_per_type(items)

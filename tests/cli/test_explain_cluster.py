@@ -87,3 +87,30 @@ def test_a_workload_named_with_its_namespace_as_drods_migrate_names_it(drods: An
         missing.stderr
     bad = drods("explain", "statefulset/a/b/c")
     assert bad.returncode == 2 and "KIND/NAMESPACE/NAME" in bad.stderr, bad.stderr
+
+
+def test_a_token_limited_to_namespaces_explains_its_workload_from_its_decisions(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A tenant's `drods explain deployment/web -n team-a` failed on the Binding (cluster-scoped, 403): the
+    decisions are its to read, and the placement line says why it shows none."""
+    from drods.cli.explain import _explain_workload
+    from drods.model.decision import from_schedule
+
+    placed = from_schedule({"time": "2026-11-28T06:00:00.000Z", "binding": "deployment-team-a-web",
+                            "scheduleType": "FirstSchedule",
+                            "workload": {"kind": "Deployment", "namespace": "team-a", "name": "web"},
+                            "result": {"phase": "Scheduled", "placement": [{"cluster": "a", "replicas": 2}],
+                                       "requested": 2, "placed": 2, "message": "scheduled 2 replicas on a"}})
+
+    class Tenant:
+        def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> FixedAnswer:
+            if path.startswith("/api/v1/bindings/"):
+                assert 403 in ok, "a refused Binding read must not end the command"
+                return FixedAnswer(403, {"code": "FORBIDDEN", "message": "this token acts only in namespaces team-a"})
+            assert path == "/api/v1/decisions" and params["namespace"] == "team-a", (path, params)
+            return FixedAnswer(200, {"items": [placed]})
+
+    _explain_workload(Tenant(), "Deployment", "team-a", "web", False, "table")  # type: ignore[arg-type]
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Placement: not readable with this token (Bindings are cluster-scoped)" in text, text
+    assert "scheduled 2 replicas on a" in text, text

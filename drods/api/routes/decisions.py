@@ -64,11 +64,15 @@ def parse_since(value: str | None, now: float) -> float:
     return dt.timestamp()
 
 
-def matcher(kind: str | None, namespace: str | None, name: str | None, type_: str | None) -> Match:
+def matcher(kind: str | None, namespace: str | None, name: str | None, type_: str | None,
+            tenant: bool = False) -> Match:
+    """``tenant``: the caller may read one namespace only: a decision about a Binding (cluster-scoped, named
+    ``default`` when it stands for no workload) is not its to read."""
     def match(src: Source, entry: Mapping[str, Any]) -> bool:
         found = src.types(entry)  # "" for a journal entry that is no decision (monitoring's events)
-        return (bool(found) and (type_ is None or found == type_)
-                and src.subject(entry).matches(kind, namespace, name))
+        subject = src.subject(entry)
+        return (bool(found) and (type_ is None or found == type_) and subject.matches(kind, namespace, name)
+                and not (tenant and subject.kind == "Binding"))
     return match
 
 
@@ -137,13 +141,14 @@ async def list_decisions(
     limit: int = Query(default=100, ge=1, le=1000),
     watch: bool = Query(default=False),
     timeoutSeconds: float = Query(default=1800.0, gt=0, le=MAX_WATCH_SECONDS),
-    _: Principal = Depends(authenticate),
+    principal: Principal = Depends(authenticate),
 ) -> Response:
+    """A token limited to namespaces reads the decisions of one of its namespaces (``?namespace=``)."""
     if type is not None and type not in TYPES:
         raise Invalid(f"type must be one of {', '.join(TYPES)}",
                       {"fields": [{"field": "type", "message": f"unknown decision type {type!r}"}]})
     ctx = context(request)
-    match = matcher(kind, namespace, name, type)
+    match = matcher(kind, namespace, name, type, tenant=principal.namespaces is not None)
     if watch:
         return StreamingResponse(_watch(ctx, match, timeoutSeconds), media_type="application/x-ndjson")
     start = parse_since(since, time.time())
