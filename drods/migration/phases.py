@@ -566,7 +566,7 @@ def _rolling_back(st: Obj, f: Facts) -> None:
         reason = str(st.get("rollbackReason") or "RolledBack")
         st["phase"] = ROLLED_BACK
         st["completionTime"] = rfc3339_ms(f.now)
-        st["message"] = f"rolled back ({reason}): {st.get('sourceCluster')} kept serving"
+        st["message"] = f"rolled back ({reason}): {st.get('sourceCluster')} kept serving{_claims_prepared(st, dst)}"
         set_condition(st, ROLLED_BACK_CONDITION, "True", reason, str(st.get("rollbackMessage") or reason), f.now)
     else:
         st["message"] = f"rolling back: removing the {dst} copy ({st.get('rollbackReason')})"
@@ -600,6 +600,16 @@ def _claims_left(st: Obj, src: str) -> str:
         return ""
     return (f"; its PersistentVolumeClaims {', '.join(names)} stay on {src} with the data as of the switch "
             f"(delete them there, or the workload placed on {src} again comes up on them)")
+
+
+def _claims_prepared(st: Obj, dst: str) -> str:
+    """What a rolled-back move leaves on its target: the claims it prepared for the copy, as a move that
+    succeeded leaves its source's (the copy's workload goes, its claims stay)."""
+    names = _claim_names(st)
+    if not names:
+        return ""
+    return (f"; those of its PersistentVolumeClaims ({', '.join(names)}) created on {dst} for the copy stay there "
+            f"(delete them there, or the workload placed on {dst} later comes up on them)")
 
 
 def _finish(st: Obj, phase: str, reason: str, message: str, now: float) -> None:

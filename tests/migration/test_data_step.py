@@ -204,3 +204,9 @@ def test_a_copy_that_does_not_verify_rolls_back(bad: HookState, says: str) -> No
     assert step.status["phase"] == "RollingBack" and cond(step.status, "RolledBack")["reason"] == "ChecksumMismatch"
     assert f"claim data-db-1: {says}" in step.status["message"]
     assert step.status["data"]["claims"][0]["checksum"] == "c10"
+    # rolled back: the target's copy is gone, the claims made for it are not, and the plan says so (a deleted
+    # plan left 20Gi on the target that nothing named)
+    end = advance(s, step.status, facts(T0 + 3)).status
+    assert end["phase"] == "RolledBack", end["message"]
+    assert "those of its PersistentVolumeClaims (data-db-0, wal-db-0, data-db-1, wal-db-1) created on b for the " \
+        "copy stay there" in end["message"], end["message"]
