@@ -163,7 +163,7 @@ def migrate(
         pname, phase = running["metadata"]["name"], (running.get("status") or {}).get("phase") or "Pending"
         raise CliError(f"{kind} {ns}/{name} is already being moved by MigrationPlan {pname!r} ({phase}); wait for "
                        f"it to finish (drods explain migrationplan/{pname} -n {ns}) or delete it",
-                       "MIGRATION_IN_PROGRESS")
+                       "MIGRATION_IN_PROGRESS", 409)
     placed = placed_on(api, kind, ns, name)
     if placed is None:  # the plan's controller checks the source instead
         if source is None:

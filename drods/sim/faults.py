@@ -27,6 +27,17 @@ from drods.api.serving import serving_config
 from drods.security.tls import Certs
 
 log = logging.getLogger("drods.sim")
+
+
+class _CancelledByFault(logging.Filter):
+    """A fault cancels the requests in flight on purpose: uvicorn's "Exception in ASGI application" with a
+    CancelledError traceback is then no error of the application (five of them per `sim fault down`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info is not None and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+_CANCELLED_BY_FAULT = _CancelledByFault()
 Mode = Literal["up", "down", "slow", "partition"]
 MODES: tuple[str, ...] = ("up", "down", "slow", "partition")
 
@@ -116,6 +127,7 @@ class HttpListener:
         sock.listen(self.config.backlog)
         sock.setblocking(False)
         self.port = sock.getsockname()[1]  # the real one when asked for port 0
+        logging.getLogger("uvicorn.error").addFilter(_CANCELLED_BY_FAULT)  # once: a filter is added as a set
         server = uvicorn.Server(self.config)
         server.lifespan = self.config.lifespan_class(self.config)
         await server.startup(sockets=[sock])
