@@ -191,3 +191,6 @@ async def test_routes_follow_load_calmly_and_placement_adds_a_nearer_cluster(pla
     assert first["serviceId"] == "video.example"
     missing = await plane.call("GET", "/api/v1/steering/services/nope/routes")
     assert missing.status_code == 404 and missing.json()["code"] == "SERVICE_NOT_FOUND"
+    for bad in ("watch=maybe", "watch=true&timeoutSeconds=0"):  # "maybe" was answered as a plain GET
+        r = await plane.call("GET", f"{ROUTES}?{bad}")
+        assert r.status_code == 422 and set(r.json()) == {"code", "message", "details"}, r.text

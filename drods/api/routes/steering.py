@@ -40,7 +40,7 @@ from drods.api.json_response import JSONResponse
 from drods.api.routes.kubernetes import watch_alive
 from drods.api.schemas import ERROR_RESPONSES
 from drods.api.streaming import until_stopped
-from drods.errors import Conflict, Invalid, NotFound
+from drods.errors import Conflict, NotFound
 from drods.model.keys import NETWORK_PREFIX
 from drods.model.kinds import CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.steering import NetworkStatus
@@ -114,17 +114,14 @@ async def list_services(request: Request, _: Principal = Depends(authenticate)) 
 
 
 @router.get("/services/{service_id}/routes", summary="A service's routes per client site (C7); ?watch=true streams")
-async def get_routes(request: Request, service_id: str, _: Principal = Depends(authenticate)) -> Response:
+async def get_routes(request: Request, service_id: str,
+                     watch: bool = Query(default=False, description="stream the routes as they change (NDJSON)"),
+                     timeoutSeconds: float = Query(default=1800.0, gt=0, le=MAX_WATCH_SECONDS),
+                     _: Principal = Depends(authenticate)) -> Response:
     ctx = context(request)
     obj = await ctx.registry.try_get(SERVICE_ROUTE, service_id)
-    if request.query_params.get("watch") in ("true", "1"):
-        try:
-            timeout = float(request.query_params.get("timeoutSeconds", "1800"))
-        except ValueError:
-            timeout = -1.0
-        if not 0 < timeout <= MAX_WATCH_SECONDS:
-            raise Invalid("timeoutSeconds must be a number in (0, 86400]",
-                          {"fields": [{"field": "timeoutSeconds", "message": "out of range"}]})
+    if watch:
+        timeout = timeoutSeconds
         rv = int(obj["metadata"]["resourceVersion"]) if obj is not None else None
         return StreamingResponse(_watch(ctx, service_id, obj, rv, timeout, watch_alive(ctx, request)),
                                  media_type="application/x-ndjson")
