@@ -90,6 +90,8 @@ def test_steering_walkthrough_as_written(tmp_path: Path) -> None:
         out = shell.run(script["routes"])
         assert '"serviceId":"video.example"' in out.replace(" ", "") and "DFW→aws-dfw,LHR→azure-lhr" in out
 
+        changes = "kubectl get serviceroute video.example -o jsonpath='{.spec.changes}'"
+        before = int(shell.run(changes))
         shell.run(script["congest"])
         t_moved = wait_for(lambda: time.monotonic() if table(shell.run(script["moved"])).get("LHR", ("",))[0]
                            == "aws-dfw" else None, 90, "LHR moved to aws-dfw")
@@ -97,6 +99,7 @@ def test_steering_walkthrough_as_written(tmp_path: Path) -> None:
         wait_for(lambda: table(shell.run(script["returned"])).get("LHR", ("",))[0] == "azure-lhr", 90,
                  "LHR back on azure-lhr")
         assert time.monotonic() - t_moved >= 9.0  # the minimum interval (10 s), not the first good report
+        assert int(shell.run(changes)) == before + 2  # "two changes in all": away and back
 
         shell.run(script["singapore"])
 
