@@ -61,6 +61,7 @@ import logging
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from drods.controllers.cache_copy import MANAGED_BY_CACHE
 from drods.errors import AlreadyExists, Conflict
 from drods.machinery.controller import Controller
 from drods.machinery.informer import Informer, subscribed, wait_synced
@@ -252,8 +253,11 @@ class ResourceDetector:
         bname = binding_name(kind.kind, ns, name)
         # the informer's copy, only read here (a stale one costs a 409 and a retry; its arrival enqueues again)
         existing: dict[str, Any] | None = self.bindings.cache.get(BINDING.key(bname))
-        if existing is not None and (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
-            log.warning("binding %s exists and is not managed by the resource detector; leaving it", bname)
+        manager = (existing["metadata"].get("labels") or {}).get(MANAGED_BY) if existing is not None else None
+        if existing is not None and manager != DETECTOR_NAME:
+            # a migration's or cache plan's copy Job has its own Binding: expected, said only when debugging
+            (log.debug if manager in (MANAGED_BY_MIGRATION, MANAGED_BY_CACHE) else log.warning)(
+                "binding %s exists and is not managed by the resource detector; leaving it", bname)
             return None
         if bname in self._wrote:
             seen = int((existing or {}).get("metadata", {}).get("resourceVersion") or 0)
