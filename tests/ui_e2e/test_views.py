@@ -195,6 +195,16 @@ def test_autoscaling_shows_each_autoscaler_as_the_api_has_it(page: Any, world: E
     finally:
         world.http.delete("/apis/autoscaling.karmada.io/v1alpha1/namespaces/default/cronfederatedhpas/cap")
     page.get_by_role("heading", name="Scaling decisions").wait_for()
+    # one decision on a chart: its time axis is ten minutes ending at it, not "06:00 … 06:00" with the dot on
+    # the left edge
+    axis = page.evaluate("""async () => {
+        const { lineChart } = await import(new URL("js/charts.js", document.baseURI).href);
+        const t = Date.parse("2026-12-06T06:00:00Z");
+        const svg = lineChart({ title: "one", series: [{ label: "web", points: [{ t, v: 0.5 }] }] });
+        return { labels: [...svg.querySelectorAll("text.axis")].slice(-2).map((e) => e.textContent),
+                 dot: Number(svg.querySelector("circle").getAttribute("cx")) };
+    }""")
+    assert axis["labels"][0] != axis["labels"][1] and axis["dot"] == 640 - 12, axis
     accessible(page, "autoscaling")
     shot(page, "view-autoscaling")
 

@@ -25,8 +25,10 @@ export function lineChart({ title, series, yMax = 1, yFormat = (v) => `${Math.ro
     svg.append(s("text", { x: width / 2, y: height / 2, "text-anchor": "middle", class: "muted" }, "no data yet"));
     return svg;
   }
-  const t0 = Math.min(...all.map((p) => p.t));
-  const t1 = Math.max(...all.map((p) => p.t), t0 + 1);
+  // at least ten minutes wide, ending at the latest point: one decision sat on the left edge of a time axis
+  // that read "06:00 … 06:00"
+  const t1 = Math.max(...all.map((p) => p.t));
+  const t0 = Math.min(...all.map((p) => p.t), t1 - 600_000);
   const top = Math.max(yMax, ...all.map((p) => p.v));
   const x = (t) => pad.l + ((t - t0) / (t1 - t0)) * w;
   const y = (v) => pad.t + hgt - (v / top) * hgt;
