@@ -174,6 +174,8 @@ def cluster_drain(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
     wait: Annotated[bool, typer.Option("--wait", help="Return when no binding has a copy there.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0, help="Seconds --wait waits.")] = 300.0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Change nothing: say what the drain would move, "
+                                          "where to, and how many replicas would wait for room.")] = False,
     server: ServerOpt = "https://127.0.0.1:8080",
     token: TokenOpt = None,
     ca_file: CaFileOpt = None,
@@ -183,6 +185,10 @@ def cluster_drain(
     a workload with PersistentVolumeClaims moves with its data (a MigrationPlan: its declared data
     step, else the VolumeCopy mover), or stays, said, when its data cannot move."""
     api = connect(server, token, ca_file, insecure)
+    if dry_run:
+        _print_drain_forecast(api.request("POST", f"/api/v1/clusters/{name}/drain", json={},
+                                          params={"dryRun": "All"}).json())
+        return
     done = api.request("POST", f"/api/v1/clusters/{name}/drain", json={}).json()
     placed, plans = list(done.get("rescheduled") or []), list(done.get("migrationPlans") or [])
     stdout().print(f"cluster/{name} cordoned; {len(placed)} binding(s) rescheduled"
@@ -209,6 +215,20 @@ def cluster_drain(
             raise CliError(f"{len(present)} binding(s) still on {name} after {timeout:g}s: {', '.join(present)}",
                            "TIMEOUT")
         time.sleep(1.0)
+
+
+def _print_drain_forecast(answer: dict[str, Any]) -> None:
+    """A drain's dry run: its plan, and where each re-placed binding would go (`drods.whatif.drain`)."""
+    out = stdout()
+    out.print(str(answer.get("message") or ""), markup=False)
+    for plan in answer.get("migrationPlans") or []:
+        out.print(f"would get a migration plan: {plan}", markup=False)
+    for refusal in answer.get("refused") or []:
+        out.print(f"would be left in place: {refusal}", markup=False)
+    for f in (answer.get("forecast") or {}).get("bindings") or []:
+        where = ", ".join(f"{p['cluster']} {p['replicas']}" for p in f.get("placement") or []) or "nowhere"
+        pending = f"; {f['pending']} of {f['requested']} replica(s) would wait for room" if f.get("pending") else ""
+        out.print(f"  {f['binding']}: {where}{pending}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -59,3 +59,34 @@ def test_a_partial_placement_elsewhere_leaves_the_copy_in_place_and_says_how_muc
     assert placed == [] and present == ["web", "api"]
     assert stuck == {"web": "3 of 4 replicas placed elsewhere, the copy there stays until the rest are "
                             "(or the graceful timeout passes)"}
+
+
+def test_a_dry_run_says_where_each_binding_would_go_and_what_would_wait(monkeypatch: Any) -> None:
+    """`--dry-run` asks the server's dry run (nothing cordoned) and prints its forecast."""
+    import drods.cli.cluster_ops as ops
+    from tests.cli.fixed_answer import FixedAnswer
+
+    asked: list[tuple[str, Any]] = []
+    answer = {"cluster": "c", "cordoned": False, "dryRun": True, "rescheduled": ["web", "api"],
+              "migrationPlans": ["shop/db"], "refused": [], "replicas": 14,
+              "message": "dry run: cluster c would be cordoned; 2 binding(s) rescheduled, 1 workload(s) migrated; "
+                         "3 replica(s) would wait for room (see forecast)",
+              "forecast": {"pendingReplicas": 3, "bindings": [
+                  {"binding": "web", "placement": [{"cluster": "d", "replicas": 5}], "requested": 5, "placed": 5,
+                   "pending": 0},
+                  {"binding": "api", "placement": [{"cluster": "d", "replicas": 4}], "requested": 7, "placed": 4,
+                   "pending": 3}]}}
+
+    class Api:
+        def request(self, method: str, path: str, **kw: Any) -> FixedAnswer:
+            asked.append((path, kw.get("params")))
+            return FixedAnswer(200, answer)
+
+    monkeypatch.setattr(ops, "connect", lambda *a, **k: Api())
+    r = CliRunner().invoke(app, ["cluster", "drain", "c", "--dry-run", "--server", "https://x", "--token", "t"])
+    assert r.exit_code == 0, r.output
+    assert asked == [("/api/v1/clusters/c/drain", {"dryRun": "All"})]
+    lines = r.output.splitlines()
+    assert lines[0].endswith("3 replica(s) would wait for room (see forecast)")
+    assert "would get a migration plan: shop/db" in lines and "  web: d 5" in lines
+    assert "  api: d 4; 3 of 7 replica(s) would wait for room" in lines, lines

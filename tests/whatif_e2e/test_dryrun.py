@@ -303,3 +303,54 @@ async def test_a_workloads_manifest_scaled_is_answered_as_the_scale_the_schedule
     assert placement(st) == {p["cluster"]: p["replicas"] for p in dry["placement"]}
     r = await plane.call("GET", "/api/v1/history/schedules", params={"binding": "deployment-default-shop"})
     assert stable(dry["explanation"]) == stable(r.json()["items"][0])
+
+
+@pytest.fixture
+async def prompt_plane(tmp_path: Path) -> AsyncIterator[Plane]:
+    """Every report published at once (no 30 s rate limit): a cluster's load changes within the test."""
+    from drods.monitor.service import MonitorSettings
+
+    async with serve(SqliteStore(str(tmp_path / "drods.db")), tmp_path / "data",
+                     monitoring=MonitorSettings(rateMinIntervalSeconds=0.0)) as p:
+        yield p
+
+
+async def test_a_drain_dry_run_forecasts_where_the_replicas_go_and_how_many_wait(prompt_plane: Plane) -> None:
+    """The dry run listed the bindings it would re-place but not whether the rest of the fleet could take
+    them: its forecast is the scheduler's own decisions on a copy of its view, and the drain then does that."""
+    plane = prompt_plane
+    await plane.cluster("a", 10)
+    for name in ("b", "c"):
+        await plane.cluster(name, 84)  # full under the 85 % limit: the workloads go to a
+    await plane.seen("a", "b", "c")
+    for i in range(3):
+        st = await plane.place({"name": f"web-{i}", "replicas": 10, "resources": {"cpu": 1, "memory": 1}})
+        assert placement(st) == {"a": 10}, st
+    await plane.report("b", 50)  # room for 22 one-core replicas under the limit; c still has none
+
+    async def b_reported() -> bool:
+        snap = plane.scheduler.cache.snap
+        return bool(snap.water_level[snap.index["b"]] < 0.6)
+
+    await eventually(b_reported, what="b's new water level in the scheduler's view")
+    r = await plane.call("POST", "/api/v1/clusters/a/drain", params={"dryRun": "All"}, json={})
+    assert r.status_code == 200, r.text
+    dry = r.json()
+    forecast = dry["forecast"]
+    assert sorted(f["binding"] for f in forecast["bindings"]) == ["web-0", "web-1", "web-2"]
+    assert forecast["pendingReplicas"] == 8 and "8 replica(s) would wait for room" in dry["message"], dry
+    assert sum(p["replicas"] for f in forecast["bindings"] for p in f["placement"] if p["cluster"] == "b") == 22
+    assert not any(p["cluster"] in ("a", "c") for f in forecast["bindings"] for p in f["placement"])
+    r = await plane.call("GET", "/api/v1/clusters/a")
+    assert r.json().get("unschedulable") is not True  # a dry run cordons nothing
+
+    r = await plane.call("POST", "/api/v1/clusters/a/drain", json={})
+    assert r.status_code == 200, r.text
+
+    async def drained() -> list[dict[str, Any]] | None:
+        sts = [await plane.status(f"web-{i}") for i in range(3)]
+        return sts if all("a" not in placement(s) for s in sts) and \
+            sum(placement(s).get("b", 0) for s in sts) == 22 else None
+
+    sts = await eventually(drained, 15.0, "the drain's reschedules")
+    assert sum(s["requested"] - s["placed"] for s in sts) == forecast["pendingReplicas"]

@@ -14,10 +14,12 @@ from drods.api.context import ApiContext, authenticate, context
 from drods.api.dryrun import dry_run_param
 from drods.api.json_response import JSONResponse
 from drods.api.routes.flat import flat_router
+from drods.api.routes.whatif import live_scheduler, live_view, store_view
 from drods.api.schemas import ERROR_RESPONSES, ClusterRegistration, PropagationPolicyBody
 from drods.controllers.rescheduler import Rescheduler
 from drods.model.keys import status_key
-from drods.model.kinds import CLUSTER, PROPAGATION_POLICY
+from drods.model.kinds import BINDING, CLUSTER, PROPAGATION_POLICY
+from drods.whatif.drain import Forecast, forecast_drain
 
 
 async def _with_live_status(ctx: ApiContext, flat: dict[str, Any]) -> None:
@@ -50,11 +52,28 @@ async def drain_cluster(request: Request, name: str, body: DrainRequest | None =
     workload with PersistentVolumeClaims or a declared data step moves with its data by a MigrationPlan
     (the default VolumeCopy mover when it declares none), or stays when its data cannot move
     (``refused``: each binding with why). A dry run answers that plan (``migrationPlans`` names the
-    workloads) and changes nothing."""
+    workloads) and changes nothing, with a ``forecast`` of where each re-placed binding would go and how
+    many replicas would wait for room (`drods.whatif.drain`)."""
     ctx = context(request)
     rescheduler = ctx.rescheduler or Rescheduler(ctx.registry)
     result = await rescheduler.drain(name, body.reason if body else "", dry_run=dry_run)
-    out = {"cluster": name, "cordoned": not dry_run, "rescheduled": list(result.bindings),
-           "migrationPlans": list(result.plans), "refused": list(result.refused), "replicas": result.moved,
-           "message": result.message}
-    return JSONResponse({**out, "dryRun": True} if dry_run else out)
+    out: dict[str, Any] = {"cluster": name, "cordoned": not dry_run, "rescheduled": list(result.bindings),
+                           "migrationPlans": list(result.plans), "refused": list(result.refused),
+                           "replicas": result.moved, "message": result.message}
+    if not dry_run:
+        return JSONResponse(out)
+    forecast = await _forecast(ctx, name, result.bindings)
+    pending = sum(f.pending for f in forecast)
+    if pending:
+        out["message"] += f"; {pending} replica(s) would wait for room (see forecast)"
+    return JSONResponse({**out, "dryRun": True, "forecast": {
+        "pendingReplicas": pending, "bindings": [f.as_json() for f in forecast],
+        "basis": "the scheduler's view now; each binding re-placed as a drain's reschedule is, one after another"}})
+
+
+async def _forecast(ctx: ApiContext, cluster: str, names: tuple[str, ...]) -> list[Forecast]:
+    """Where the re-placed bindings would go, on a copy of what the scheduler decides with."""
+    svc = live_scheduler(ctx)
+    view = live_view(svc) if svc is not None else (await store_view(ctx))[0]
+    stored = [b for n in names if (b := await ctx.registry.try_get(BINDING, n)) is not None]
+    return forecast_drain(view, cluster, stored)
