@@ -208,6 +208,10 @@ def test_drain_a_cluster_and_watch_its_workloads_move(browse: Browse, env: Env, 
     page.get_by_role("button", name="Drain").click()
     dialog = page.get_by_role("dialog")
     assert "move every workload" in dialog.inner_text()
+    # what the drain would do, from its dry run: where the replicas would run, and that they all fit
+    said = " ".join(dialog.inner_text().split())
+    assert "1 workload(s) would be re-placed (then running on aws-dfw ×4); every replica would find room." in said, said
+    assert env.cluster("gcp-sin")["spec"].get("unschedulable") is not True  # the dry run cordoned nothing
     # A live update while the dialog is open rebuilds the button that opened it (a heartbeat would).
     page.evaluate("document.querySelector('.actions button.danger').__opener = true")
     env.http.patch("/api/v1/clusters/gcp-sin", json={"labels": {"touched": "while-confirming"}},

@@ -51,3 +51,22 @@ export async function reschedule(session, binding, reason) {
 export async function drain(session, cluster) {
   return session.post(`/api/v1/clusters/${encodeURIComponent(cluster)}/drain`, {});
 }
+
+// The drain's dry run, said in one sentence for its confirmation: how many workloads would move, where
+// their replicas would run then, and how many would wait for room (the server's forecast).
+export async function drainForecast(session, cluster) {
+  const plan = await session.post(`/api/v1/clusters/${encodeURIComponent(cluster)}/drain?dryRun=All`, {});
+  const f = plan.forecast || {};
+  const where = new Map();
+  for (const b of f.bindings || []) {
+    for (const p of b.placement || []) where.set(p.cluster, (where.get(p.cluster) || 0) + p.replicas);
+  }
+  const moved = (plan.rescheduled || []).length;
+  const plans = (plan.migrationPlans || []).length;
+  const kept = (plan.refused || []).length;
+  return `${moved} workload(s) would be re-placed`
+    + (where.size ? ` (then running on ${[...where].map(([c, k]) => `${c} ×${k}`).join(", ")})` : "")
+    + (plans ? `, ${plans} moved with their data by a migration plan` : "")
+    + (kept ? `, ${kept} left in place (their data would not move)` : "")
+    + (f.pendingReplicas ? `; ${f.pendingReplicas} replica(s) would wait for room elsewhere.` : "; every replica would find room.");
+}

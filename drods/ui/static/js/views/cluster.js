@@ -1,7 +1,7 @@
 // One cluster: what it is, its health, load history and forecast, its workloads (live), its
 // events, the descheduler's decisions about it; cordon / uncordon / drain for operators.
 
-import { confirmAction, drain, setUnschedulable } from "../actions.js";
+import { confirmAction, drain, drainForecast, setUnschedulable } from "../actions.js";
 import { legend, lineChart } from "../charts.js";
 import { decisionsOf, timeline } from "../decisions.js";
 import { age, badge, errorBox, h, keepFocus, pct, replace, table, when } from "../dom.js";
@@ -131,8 +131,9 @@ export default {
               "Uncordon", async () => { await setUnschedulable(session, name, false); return `${name} uncordoned`; }) }, "Uncordon")
             : h("button", { type: "button", onclick: () => act("Cordon", `Stop placing new replicas on ${name}? What runs there stays.`,
               "Cordon", async () => { await setUnschedulable(session, name, true); return `${name} cordoned`; }) }, "Cordon"),
-          h("button", { type: "button", class: "danger", onclick: () => act("Drain",
-            `Cordon ${name} and move every workload with replicas there to other clusters (new copies become ready first)?`,
+          h("button", { type: "button", class: "danger", onclick: async () => act("Drain",
+            `Cordon ${name} and move every workload with replicas there to other clusters (new copies become ready first)? `
+              + await drainForecast(session, name).catch((err) => `(Its dry run failed: ${err.message}.)`),
             "Drain", async () => {
               const done = await drain(session, name);
               const moved = done.rescheduled, plans = done.migrationPlans, kept = done.refused || [];
