@@ -116,18 +116,22 @@ def _hpa(name: str = "web") -> dict[str, Any]:
                      "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}}
 
 
+async def _hot_web(a: Autoscaler, store: SqliteStore, key: str) -> None:
+    """web's 4 replicas at 90 % of their CPU on a and b, its FederatedHPA (60 %) created and in the informers."""
+    await _cluster(store, "a", 9.0)
+    await _cluster(store, "b", 9.0)
+    await _binding(a.registry, 4, {"a": 2, "b": 2}, {"a": 90.0, "b": 90.0})
+    await a.registry.create(FEDERATED_HPA, _hpa(), "default")
+    await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
+
+
 async def test_decides_records_and_a_new_leader_resumes_the_window(tmp_path: Path) -> None:
     store = SqliteStore(str(tmp_path / "s.db"))
     clock = Clock(1_800_000_000.0)
     key = FEDERATED_HPA.key("web", "default")
     try:
         async with _autoscaler(store, clock) as (a, _):
-            reg = a.registry
-            await _cluster(store, "a", 9.0)
-            await _cluster(store, "b", 9.0)
-            await _binding(reg, 4, {"a": 2, "b": 2}, {"a": 90.0, "b": 90.0})
-            await reg.create(FEDERATED_HPA, _hpa(), "default")
-            await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
+            await _hot_web(a, store, key)
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
             # 90 % against 60 %: ceil(4 × 1.5) = 6
             assert st["desiredReplicas"] == 6 and st["currentReplicas"] == 4
@@ -191,11 +195,7 @@ async def test_deleting_an_autoscaler_journals_the_count_going_back_to_the_templ
                                           "metadata": {"name": "web", "namespace": "default"},
                                           "spec": {"replicas": 3, "template": {"spec": {"containers": [
                                               {"name": "web", "image": "nginx"}]}}}}, "default")
-            await _cluster(store, "a", 9.0)
-            await _cluster(store, "b", 9.0)
-            await _binding(reg, 4, {"a": 2, "b": 2}, {"a": 90.0, "b": 90.0})
-            await reg.create(FEDERATED_HPA, _hpa(), "default")
-            await eventually(lambda: _ready(a, key), 5.0, "inputs in the informers")
+            await _hot_web(a, store, key)
             await _status_after(a, FEDERATED_HPA, "web", key, lambda s: s.get("desiredReplicas") == 6)
             with subscribed((a.hpas, a._hpa_changed)):  # as run() subscribes
                 await reg.delete(FEDERATED_HPA, "web", "default")
