@@ -63,12 +63,15 @@ def forecast_drain(view: LiveView, cluster: str, bindings: Sequence[Mapping[str,
             continue
         task, _ = decision_task(spec, rec, obj, RESCHEDULE)
         result = sched.schedule(task, snap)
-        pairs = tuple((t.cluster, t.replicas) for t in result.placement if t.replicas > 0)
         if result.phase == "Scheduled":
+            pairs = tuple((t.cluster, t.replicas) for t in result.placement if t.replicas > 0)
             was = dict(rec.placement)
             added = tuple((c, n - was.get(c, 0)) for c, n in pairs if n > was.get(c, 0))
             if added:
                 snap.assume(added, rec.requirements)  # the next binding sees them
-        out.append(Forecast(name, pairs if result.phase == "Scheduled" else (), result.requested,
-                            result.placed if result.phase == "Scheduled" else 0, result.message))
+            placed = result.placed
+        else:  # nowhere for the drained replicas: those elsewhere run on
+            pairs = tuple((t.cluster, t.replicas) for t in task.current if t.replicas > 0)
+            placed = sum(n for _, n in pairs)
+        out.append(Forecast(name, pairs, result.requested, placed, result.message))
     return out
