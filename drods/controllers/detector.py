@@ -237,10 +237,20 @@ class ResourceDetector:
             for inf in self.autoscalers:
                 for akey, a in list(inf.cache.items()):
                     self.owners.update(akey, a)
-            for inf in self.workloads:
-                for key in inf.cache:
-                    self.controller.queue.add(key)
+            self.queue_everything()
             await self.controller.run()
+
+    def queue_everything(self) -> None:
+        """A new leader's first pass: every workload, and the workload of every Binding this detector made —
+        one deleted while no detector led (the last leader killed before it saw the delete) is in no workload
+        informer, and its Binding would stay placed for good with nothing to tell of it."""
+        for inf in self.workloads:
+            for key in inf.cache:
+                self.controller.queue.add(key)
+        for obj in list(self.bindings.cache.values()):
+            if obj is not None and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) \
+                    == DETECTOR_NAME and (wkey := workload_key(obj, self.catalog)) is not None:
+                self.controller.queue.add(wkey)
 
     async def reconcile(self, item: Hashable) -> float | None:
         key = str(item)

@@ -117,3 +117,35 @@ async def test_a_workload_no_policy_places_costs_no_store_read_and_a_stray_bindi
     detector._binding_changed(key, None, stray)
     assert queue.added == [WEB]
     assert await detector.reconcile(WEB) is None and registry.deleted == ["deployment-default-web"]
+
+
+async def test_a_new_leader_deletes_the_binding_of_a_workload_deleted_while_none_led() -> None:
+    """The leader was killed; the Deployment was deleted before the next one led: its Binding stayed, placed
+    and Ready, for good — the new leader queued only the workloads its informers held."""
+
+    class Deleting(Registry):
+        def __init__(self) -> None:
+            super().__init__()
+            self.deleted: list[str] = []
+
+        async def delete(self, kind: Any, name: str) -> None:
+            self.deleted.append(name)
+
+    registry = Deleting()
+    orphan = {"apiVersion": "multicluster.io/v1alpha1", "kind": "Binding",
+              "metadata": {"name": "deployment-default-gone", "resourceVersion": "7",
+                           "labels": {"multicluster.io/managed-by": "resource-detector"}},
+              "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "gone",
+                                    "namespace": "default"}}}
+    handmade = {**orphan, "metadata": {"name": "mine", "resourceVersion": "8", "labels": {}}}
+    bindings = SimpleNamespace(cache={BINDING.key("deployment-default-gone"): orphan, BINDING.key("mine"): handmade})
+    detector = ResourceDetector(registry, workloads=[SimpleNamespace(cache={WEB: deployment(2)})],  # type: ignore[arg-type, list-item]
+                                policies=[SimpleNamespace(cache={})], bindings=bindings)  # type: ignore[list-item, arg-type]
+    queue = Queue()
+    detector.controller.queue = queue  # type: ignore[assignment]
+    detector.queue_everything()
+    gone = by_kind("apps/v1", "Deployment").key("gone", "default")  # type: ignore[union-attr]
+    assert sorted(queue.added) == sorted([WEB, gone]), queue.added  # not the hand-made Binding's workload
+    for key in queue.added:
+        assert await detector.reconcile(key) is None
+    assert registry.deleted == ["deployment-default-gone"]
