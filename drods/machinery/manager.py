@@ -37,7 +37,7 @@ from drods.machinery.shared import SharedInformers
 from drods.machinery.tasks import stop_tasks
 from drods.registry import changes
 from drods.registry.objects import ObjectRegistry
-from drods.store import Store
+from drods.store import Store, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,26 @@ class _Entry:
     runnable: Runnable | None = None
     factory: LeaderFactory | None = None
     elector: LeaderElector | None = None
+
+
+@dataclass(slots=True)
+class RestartBackoff:
+    """How long a crashed runnable waits before it runs again: doubling from ``first`` up to ``cap``, and
+    from ``first`` again once a run lasted ``cap`` (a crash after a good while is a new fault, not the last
+    one again: after one etcd outage a scheduler waited 30 s at its next one's first crash). A store outage
+    waits at most ``store_cap``: the runnable is back within seconds of the store."""
+
+    first: float = 0.5
+    cap: float = 30.0
+    store_cap: float = 4.0
+    _next: float = 0.0
+
+    def after(self, ran_s: float, *, store_away: bool) -> float:
+        if self._next <= 0.0 or ran_s >= self.cap:
+            self._next = self.first
+        delay = min(self._next, self.store_cap) if store_away else self._next
+        self._next = min(self._next * 2, self.cap)
+        return delay
 
 
 class Manager:
@@ -175,14 +195,20 @@ class Manager:
         if self.audit_sink is not None:
             changes.COMPONENT.set((name, self.audit_sink))  # its writes are audited under its name
         metrics.CURRENT.set(self.metrics)  # its controllers' reconciles are counted here
-        delay = 0.5
+        backoff = RestartBackoff(cap=self.max_backoff)
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             try:
                 await body()  # type: ignore[misc]
                 return
             except asyncio.CancelledError:
                 raise
+            except Unavailable as e:  # the store is away (an etcd restart): no fault of the runnable's
+                delay = backoff.after(loop.time() - started, store_away=True)
+                log.warning("%s: the store is unavailable (%s); restarting in %.1fs", name, e, delay)
+                await asyncio.sleep(delay)
             except Exception:
+                delay = backoff.after(loop.time() - started, store_away=False)
                 log.exception("%s crashed; restarting in %.1fs", name, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_backoff)

@@ -255,3 +255,17 @@ async def test_the_elector_is_fresh_only_while_its_lease_cannot_have_expired(sto
 
     await asyncio.wait_for(elector.run(lead), timeout=20)
     assert seen == [True, True, False] and not elector.fresh()
+
+
+def test_the_restart_backoff_starts_over_after_a_good_run_and_a_store_outage_waits_little() -> None:
+    """After one etcd outage the scheduler waited 30 s at the first crash of the next one (the delay was never
+    reset), so nothing led for 24 s after etcd was back."""
+    from drods.machinery.manager import RestartBackoff
+
+    b = RestartBackoff(first=0.5, cap=30.0, store_cap=4.0)
+    assert [b.after(0.1, store_away=False) for _ in range(8)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+    assert b.after(240.0, store_away=False) == 0.5  # ran four minutes: a fresh fault
+    assert b.after(0.1, store_away=False) == 1
+    outage = RestartBackoff(first=0.5, cap=30.0, store_cap=4.0)
+    assert [outage.after(2.6, store_away=True) for _ in range(6)] == [0.5, 1, 2, 4, 4, 4]
+    assert outage.after(600.0, store_away=True) == 0.5  # the next outage starts over too
