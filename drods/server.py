@@ -108,11 +108,14 @@ def serving_certs(config: ServerConfig) -> tuple[str, str] | None:
 
 def run(config: ServerConfig) -> None:
     """Serve in the foreground until SIGTERM/SIGINT, then stop cleanly."""
+    # one line shape for every process (`drods scheduler`, `controllers`, `agent`, `sim` log so): a time and a
+    # level on each line, uvicorn's own among them, so an API server's log lines up with the others'
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     make_private(config.data_dir)
     record_served_store(config.data_dir, config.store_url)  # `drods token …` with this data dir writes there
     tls = serving_certs(config)
     app = build_app(config)
     server = _Server(serving_config(app, config.host, config.port,
                                     ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None,
-                                    log_level="info", timeout_graceful_shutdown=5))
+                                    log_level="info", log_config=None, timeout_graceful_shutdown=5))
     server.run()
