@@ -627,11 +627,12 @@ def test_drain_of_a_workload_with_claims_and_no_hook_copies_its_volumes(fleet: F
         assert {o["name"] for o in moved[0]["options"]} == {target, third}
         explained = fleet.api.run_cli("explain", "statefulset/stock", "-n", NS, "--server", fleet.api.url,
                                       "--token", fleet.api.token())
-        assert explained.returncode == 0 and f"runner-up: {third} scored" in explained.stdout, explained.stdout
+        lost = (f"runner-up: {third} scored", f"runner-up: {third} tied with {target}")  # identical sims may tie
+        assert explained.returncode == 0 and any(w in explained.stdout for w in lost), explained.stdout
         by_plan = fleet.api.run_cli("explain", f"migrationplan/{plan_name}", "-n", NS, "--server", fleet.api.url,
                                     "--token", fleet.api.token())
         assert by_plan.returncode == 0 and "Subject:    StatefulSet/stock" in by_plan.stdout, by_plan.stdout
-        assert f"runner-up: {third} scored" in by_plan.stdout, by_plan.stdout
+        assert any(w in by_plan.stdout for w in lost), by_plan.stdout
     finally:
         fleet.http.patch(f"/apis/multicluster.io/v1alpha1/clusters/{source}", json={"spec": {"unschedulable": False}},
                          headers={"content-type": "application/merge-patch+json"})

@@ -113,7 +113,8 @@ async def list_services(request: Request, _: Principal = Depends(authenticate)) 
     return JSONResponse({"services": [{k: v for k, v in routes_view(o).items() if k != "routes"} for o in items]})
 
 
-@router.get("/services/{service_id}/routes", summary="A service's routes per client site (C7); ?watch=true streams")
+@router.get("/services/{service_id}/routes", summary="A service's routes per client site (C7); ?watch=true streams",
+            responses={200: {"content": {"application/json": {}, "application/x-ndjson": {}}}})
 async def get_routes(request: Request, service_id: str,
                      watch: bool = Query(default=False, description="stream the routes as they change (NDJSON)"),
                      timeoutSeconds: float = Query(default=1800.0, gt=0, le=MAX_WATCH_SECONDS),
