@@ -174,8 +174,10 @@ class AuditAndMetrics:
         audited = self.audited and method in MUTATING and (method, path.rstrip("/")) not in NOT_AUDITED \
             and not query_is_dry_run(scope.get("query_string", b""))
         audit_id = uuid.uuid4().hex if audited else ""
-        # a report refused (another cluster's, a bad token) changes nothing, yet someone tried: recorded
-        refusals_only = self.audited and (method, path.rstrip("/")) in NOT_AUDITED
+        # a report refused (another cluster's, a bad token) changes nothing, yet someone tried: recorded;
+        # so is a dry run refused to its caller (a viewer trying what a write would do)
+        refusals_only = self.audited and ((method, path.rstrip("/")) in NOT_AUDITED
+                                          or (method in MUTATING and not audited))
         principal = await self._principal(scope) if audited else None
         if principal is not None:
             # Write-ahead: no record, no change.

@@ -193,9 +193,12 @@ async def test_a_dry_run_drain_answers_the_plan_of_moves(api: Api) -> None:
     assert plan["rescheduled"] == ["web"] and plan["migrationPlans"] == ["default/db"] and plan["replicas"] == 4
     r = await api.call("POST", "/api/v1/clusters/nowhere/drain", params=DRY, json={})
     assert r.status_code == 404 and set(r.json()) == {"code", "message", "details"}
+    assert await _snapshot(api) == before
     r = await api.call("POST", "/api/v1/clusters/a/drain", role="viewer", params=DRY, json={})
     assert r.status_code == 403
-    assert await _snapshot(api) == before
+    after = await _snapshot(api)  # a refused dry run is someone trying: its refusal audited, nothing else
+    assert [k.split("/")[1] for k in set(after) - set(before)] == ["audit"] and \
+        {k: v for k, v in after.items() if k in before} == before
 
     # the same request without dryRun does what the plan said
     r = await api.call("POST", "/api/v1/clusters/a/drain", json={"reason": "upgrade"})

@@ -78,6 +78,16 @@ async def test_audit_records_who_what_result(api: Api) -> None:
     assert all(e["sourceIPs"] and e["userAgent"] for e in reports), reports
     assert "may only act for cluster 'a'" in reports[0]["message"], reports
     assert reports[1]["message"].startswith("UNAUTHENTICATED"), reports
+    # a dry run changes nothing (not audited) — but one refused to its caller is someone trying, as above
+    assert (await api.call("POST", "/api/v1/clusters?dryRun=All", json={"name": "z"})).status_code == 201
+    tried = await api.call("DELETE", "/api/v1/clusters/b?dryRun=All", role="viewer")
+    assert tried.status_code == 403, tried.text
+    items = (await api.call("GET", "/api/v1/audit")).json()["items"]
+    dry = [e for e in items if e["path"] == "/api/v1/clusters/b"
+           or e["path"] == "/api/v1/clusters" and e["subject"] == "test-admin"]
+    assert [(e["subject"], e["verb"], e["path"], e["result"]) for e in dry] == [
+        ("test-admin", "POST", "/api/v1/clusters", 201),  # the cluster b registered above, not the dry run's z
+        ("test-viewer", "DELETE", "/api/v1/clusters/b", 403)], dry
     r = await api.call("GET", "/api/v1/audit?startTime=2999-01-01T00:00:00Z")
     assert r.json()["items"] == []
 
