@@ -160,7 +160,8 @@ class Rollup:
     errors: list[str] = field(default_factory=list)
     all_applied: bool = False
     all_ready: bool = False
-    desired: int = 0
+    desired: int = 0  # replicas the copies ask for, overrides applied
+    placed: int = 0  # replicas the placement gives
 
     @property
     def ready_applied(self) -> int:
@@ -173,13 +174,17 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
                     failure_threshold: int, rule: StatusRule | None = None) -> Rollup:
     """``status.clusters[]`` entries of the clusters in the placement (``rule``: a customized kind's
     status rule, whose ready path gives each entry's ``readyReplicas``)."""
-    out = Rollup(all_applied=bool(wanted), all_ready=bool(wanted), desired=sum(wanted.values()))
+    out = Rollup(all_applied=bool(wanted), all_ready=bool(wanted), desired=sum(wanted.values()),
+                 placed=sum(wanted.values()))
     for c, share in sorted(wanted.items()):
         e = dict(previous.get(c) or {"cluster": c})
+        p = plans[c]
+        if isinstance(p, ManifestSet) and p.replicas is not None and kind in REPLICA_KINDS and p.replicas != share:
+            out.desired += p.replicas - share  # an override set the copy's count: it is judged by that
+            share = p.replicas
         e["replicas"] = share
         e.pop("removing", None)
         e.pop("removingSince", None)
-        p = plans[c]
         if isinstance(p, OverrideError):
             e["applied"] = False
             e["lastError"] = str(p)

@@ -434,6 +434,7 @@ class BindingController:
         # replicas the workload asks for, not only the ones placed so far (Karmada's graceful eviction)
         topology = ((spec.get("placement") or {}).get("statefulTopology")) is not None  # its own counts
         asked = int(spec.get("replicas", 0) or 0) if divisible and not topology else 0
+        asked += rollup.desired - rollup.placed if asked else 0  # what overrides set the copies' counts to
         covered = zero or rollup.all_applied and (not counts_ready or
                                                   rollup.ready_applied >= max(rollup.desired, asked))
         retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered,

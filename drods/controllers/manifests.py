@@ -83,6 +83,9 @@ class ManifestSet:
     main_hash: str | None = None  # ``manifest_hash`` of the main manifest (the member copy's annotation)
     digest: bytes = b""  # ``manifests_digest(manifests)``: compared with a stored Work's
     complete: bool = True  # False: a summary, without ``manifests``
+    # the replicas the main manifest asks of its cluster, overrides applied (None: no ``spec.replicas``):
+    # an OverridePolicy may set another count than the placement's share, and the copy is judged by it
+    replicas: int | None = None
 
     def summary(self) -> ManifestSet:
         return replace(self, manifests=[], complete=False)
@@ -308,8 +311,10 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
                          preserve=target.preserve))
     refs = [Ref.of(x) for x in manifests]
     ns = str((template.get("metadata") or {}).get("namespace") or "") or None
+    count = (m.get("spec") or {}).get("replicas")
     return ManifestSet(binding, manifests, refs, digest([manifest_hash(x) for x in manifests]), ns, main_ref,
-                       manifest_hash(manifests[-1]), manifests_digest(manifests))
+                       manifest_hash(manifests[-1]), manifests_digest(manifests),
+                       replicas=count if isinstance(count, int) and not isinstance(count, bool) else None)
 
 
 def plan(binding: str, binding_uid: str, template: Obj, targets: list[Target], deps: list[Obj],

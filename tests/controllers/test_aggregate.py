@@ -133,3 +133,24 @@ def test_a_jobs_own_report_reaches_its_binding_entry() -> None:
     web = Ref("apps/v1", "Deployment", "shop", "copy-0")
     aggregate.fill_usage(entry, rec([{**row, "kind": "Deployment", "apiVersion": "apps/v1"}]), web)
     assert "report" not in entry
+
+
+def test_a_copy_whose_count_an_override_set_is_judged_by_that_count() -> None:
+    """Duplicated 2 to a, b and c with an OverridePolicy giving a one replica: the Binding said "5/6 replicas
+    ready" for good and its old copies waited the graceful timeout, while the Deployment was Available."""
+    from drods.model.policy import ClusterOverridePolicySpec
+
+    one_on_a = ClusterOverridePolicySpec.model_validate({
+        "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
+        "overrides": [{"clusterSelector": {"names": ["a"]},
+                       "plaintext": [{"path": "/spec/replicas", "operator": "replace", "value": 1}]}]})
+    shares = {"a": 2, "b": 2, "c": 2}
+    plans = M.plan("b", "uid", deployment(2), [M.Target(c, n, {}) for c, n in shares.items()], [],
+                   [("web-cop", one_on_a)])
+    assert plans["a"].replicas == 1 and plans["a"].summary().replicas == 1 and plans["b"].replicas == 2
+    works = {"a": work(plans["a"], ready=1), "b": work(plans["b"], ready=2), "c": work(plans["c"], ready=2)}
+    rollup = aggregate.current_entries("Deployment", shares, plans, works, {}, {}, 3)
+    assert rollup.all_ready and (rollup.desired, rollup.placed, rollup.ready_applied) == (5, 6, 5)
+    st = aggregate.binding_status({"phase": "Scheduled"}, "Deployment", rollup, [], active=True, now="t")
+    assert st["phase"] == "Running" and [e["replicas"] for e in st["clusters"]] == [1, 2, 2]
+    assert next(c for c in st["conditions"] if c["type"] == "Ready")["status"] == "True", st["conditions"]
