@@ -147,6 +147,9 @@ def fill_observation(entry: Obj, kind: str, obs: Observation | None, seen: str |
                      updatedReplicas=obs.updated)
         if kind == "Job":
             entry["complete"] = obs.complete
+            for key, value in zip(("startTime", "completionTime"), obs.times, strict=True):
+                if value:
+                    entry[key] = value
         entry["conditions"] = obs.conditions_json()
     if seen:
         entry["observedTime"] = seen

@@ -39,6 +39,7 @@ class Observation:
     updated: int
     complete: bool
     conditions: tuple[tuple[str, str, str, str], ...]  # (type, status, reason, message)
+    times: tuple[str | None, str | None] = (None, None)  # a Job's startTime, completionTime
 
     def conditions_json(self) -> list[dict[str, str]]:
         return [{"type": t, "status": s, **({"reason": r} if r else {}), **({"message": m} if m else {})}
@@ -62,8 +63,10 @@ def observe(obj: Obj) -> Observation:
         replicas, ready = int(st.get("replicas") or 0), int(st.get("readyReplicas") or 0)
         available, updated = int(st.get("availableReplicas") or 0), int(st.get("updatedReplicas") or 0)
     complete = any(c[0] == "Complete" and c[1] == "True" for c in conds)
+    times = (st.get("startTime"), st.get("completionTime")) if kind == "Job" else (None, None)
     return Observation(kind, (meta.get("annotations") or {}).get(ANN_HASH), int(meta.get("generation") or 1),
-                       int(st.get("observedGeneration") or 0), replicas, ready, available, updated, complete, conds)
+                       int(st.get("observedGeneration") or 0), replicas, ready, available, updated, complete, conds,
+                       (str(times[0]) if times[0] else None, str(times[1]) if times[1] else None))
 
 
 def copy_ready(kind: str, share: int, obs: Observation | None, parallelism: int | None = None) -> bool:
@@ -116,6 +119,14 @@ def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], c
         out["conditions"] = [transition("Complete", done, "AllClustersComplete" if done else "Running",
                                        f"{sum(1 for e in entries if e.get('complete'))}/{len(entries)} clusters "
                                        "complete", prev_conds, now)]
+        # as Karmada aggregates a Job: the earliest start, and the latest completion once every copy completed
+        # (`kubectl get jobs` reads DURATION from them)
+        starts = [str(e["startTime"]) for e in entries if e.get("startTime")]
+        if starts:
+            out["startTime"] = min(starts)
+        current = [e for e in entries if not e.get("removing")]
+        if done and all(e.get("completionTime") for e in current):
+            out["completionTime"] = max(str(e["completionTime"]) for e in current)
     elif kind == "DaemonSet":
         out.update(desiredNumberScheduled=replicas, currentNumberScheduled=replicas, numberReady=ready,
                    numberAvailable=available, updatedNumberScheduled=updated)

@@ -154,3 +154,31 @@ def test_a_copy_whose_count_an_override_set_is_judged_by_that_count() -> None:
     st = aggregate.binding_status({"phase": "Scheduled"}, "Deployment", rollup, [], active=True, now="t")
     assert st["phase"] == "Running" and [e["replicas"] for e in st["clusters"]] == [1, 2, 2]
     assert next(c for c in st["conditions"] if c["type"] == "Ready")["status"] == "True", st["conditions"]
+
+
+def test_a_jobs_start_and_completion_are_aggregated_as_karmada_does() -> None:
+    """`kubectl get jobs` showed an empty DURATION: the earliest start, and the latest completion once every
+    copy completed."""
+    from drods.controllers.status import observe, template_status
+
+    def member_job(start: str, end: str | None) -> dict[str, Any]:
+        conds = [{"type": "Complete", "status": "True"}] if end else []
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi", "generation": 1},
+                "status": {"startTime": start, "succeeded": 1 if end else 0, "active": 0 if end else 1,
+                           **({"completionTime": end} if end else {}), "conditions": conds}}
+
+    def entries(*jobs: dict[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        for c, job in zip("ab", jobs, strict=True):
+            e: dict[str, Any] = {"cluster": c, "replicas": 1, "applied": True}
+            aggregate.fill_observation(e, "Job", observe(job), None)
+            out.append(e)
+        return out
+
+    running = template_status("Job", {}, 1, entries(member_job("2026-12-06T06:00:05Z", "2026-12-06T06:00:40Z"),
+                                                     member_job("2026-12-06T06:00:02Z", None)), {}, True, {}, "t")
+    assert running["startTime"] == "2026-12-06T06:00:02Z" and "completionTime" not in running
+    done = template_status("Job", {}, 1, entries(member_job("2026-12-06T06:00:05Z", "2026-12-06T06:00:40Z"),
+                                                  member_job("2026-12-06T06:00:02Z", "2026-12-06T06:00:31Z")),
+                           {}, True, {}, "t")
+    assert (done["startTime"], done["completionTime"]) == ("2026-12-06T06:00:02Z", "2026-12-06T06:00:40Z")
