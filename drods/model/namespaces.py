@@ -27,9 +27,21 @@ SYSTEM = ("default", "kube-system", "kube-public", "kube-node-lease")
 FINALIZE = "finalize"  # the subresource that alone changes ``spec.finalizers``
 
 
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def labelled(ns: Obj) -> Obj:
+    """The Namespace with the label kube-apiserver keeps on every one (1.21+), its name: namespace
+    selectors (NetworkPolicies, webhooks, `kubectl get ns -l …`) rely on it."""
+    meta = dict(ns.get("metadata") or {})
+    meta["labels"] = {**(meta.get("labels") or {}), NAME_LABEL: str(meta.get("name") or "")}
+    return {**ns, "metadata": meta}
+
+
 def defaulted(ns: Obj) -> Obj:
-    """A new Namespace as kube-apiserver stores it: with the ``kubernetes`` finalizer and Active."""
-    out = dict(ns)
+    """A new Namespace as kube-apiserver stores it: with the ``kubernetes`` finalizer and Active, and
+    its name label."""
+    out = labelled(ns)
     spec = dict(out.get("spec") or {})
     finalizers = [f for f in spec.get("finalizers") or [] if isinstance(f, str)]
     spec["finalizers"] = finalizers if FINALIZER in finalizers else [*finalizers, FINALIZER]

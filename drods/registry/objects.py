@@ -38,7 +38,7 @@ from drods.model.builtin_fields import model_name, unknown_or_misshapen
 from drods.model.immutable_fields import check_update
 from drods.model.kinds import SECRET, Kind
 from drods.model.meta import ObjectMeta, check_name
-from drods.model.namespaces import FINALIZE, IMMORTAL, NAMESPACE, defaulted, finalized, kept_on_update, marked
+from drods.model.namespaces import FINALIZE, IMMORTAL, NAMESPACE, defaulted, finalized, kept_on_update, labelled, marked
 from drods.model.secret_data import normalised_secret
 from drods.model.selector import LabelSelector
 from drods.model.timefmt import now_rfc3339
@@ -288,6 +288,8 @@ class ObjectRegistry:
             incoming = self.validate(kind, obj, namespace=namespace)
             if subresource is None:
                 await self._admit(kind, incoming)
+            if kind is NAMESPACE:
+                incoming = labelled(incoming)  # kept, as kube-apiserver keeps it, whatever the update says
             meta = incoming["metadata"]
             key = kind.key(meta["name"], meta.get("namespace"))
             kv = await self.store.get(key)
@@ -338,6 +340,8 @@ class ObjectRegistry:
             incoming = self.validate(kind, patched, namespace=namespace)
             if subresource is None:
                 await self._admit(kind, incoming)
+            if kind is NAMESPACE:
+                incoming = labelled(incoming)
             stored: Obj = jsondoc.loads(kv.value)
             merged = self._carry_over(kind, stored, incoming, subresource)
             if dry_run:

@@ -8,6 +8,7 @@ from typing import Any
 
 from drods.errors import ApiError, Forbidden, NotFound, conflict, not_found
 from drods.model.kinds import Kind
+from drods.model.namespaces import labelled
 from drods.registry.objects import ObjectRegistry
 from drods.sim.kinds import NAMESPACE
 
@@ -41,6 +42,8 @@ class SimRegistry(ObjectRegistry):
                                 "being terminated", {"name": ns, "kind": "namespaces"})
         if isinstance(obj, dict) and kind.kind in INITIAL_STATUS:
             obj = {**obj, "status": dict(INITIAL_STATUS[kind.kind])}  # a create never sets status
+        if isinstance(obj, dict) and kind.kind == "Namespace":
+            obj = labelled(obj)  # kube-apiserver's name label (1.21+)
         return await super().create(kind, obj, namespace, dry_run=dry_run)
 
     async def put_object(self, kind: Kind, obj: Obj, *, resource_version: str | None = None) -> Obj:

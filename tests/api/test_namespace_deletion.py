@@ -245,3 +245,18 @@ async def test_a_stuck_namespace_is_let_go_through_its_finalize_subresource(api:
     assert r.status_code == 200, r.text
     live = (await api.call("GET", f"{NS}/live")).json()
     assert live["status"]["phase"] == "Active" and live["spec"]["finalizers"] == []
+
+
+async def test_a_namespace_carries_its_name_label_as_kube_apiserver_keeps_it(api: Api) -> None:
+    """`kubectl get ns -l kubernetes.io/metadata.name=shop` found nothing: kube-apiserver (1.21+) labels every
+    Namespace with its name, and keeps the label whatever an update or a patch says."""
+    r = await api.call("POST", "/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                             "metadata": {"name": "shop", "labels": {"team": "a"}}})
+    assert r.status_code == 201, r.text
+    assert r.json()["metadata"]["labels"] == {"team": "a", "kubernetes.io/metadata.name": "shop"}
+    r = await api.call("PATCH", "/api/v1/namespaces/shop", json={"metadata": {"labels": {
+        "kubernetes.io/metadata.name": None, "team": "b"}}}, headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["labels"] == {"team": "b", "kubernetes.io/metadata.name": "shop"}
+    r = await api.call("GET", "/api/v1/namespaces", params={"labelSelector": "kubernetes.io/metadata.name=shop"})
+    assert [n["metadata"]["name"] for n in r.json()["items"]] == ["shop"], r.text
