@@ -244,11 +244,13 @@ def removing_entry(cluster: str, kind: str, work: WorkRecord, previous: Obj | No
 
 
 def binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], *, active: bool,
-                   now: str, script_failures: list[str] | None = None) -> Obj:
+                   now: str, script_failures: list[str] | None = None,
+                   suspended: frozenset[str] = frozenset()) -> Obj:
     """The Binding's status with the controllers' fields (``clusters``, and phase and conditions while
     propagating) replaced; the scheduler's fields are left as they are. ``script_failures``: the
-    kind's Lua interpreter scripts failing on this workload (an InterpreterScriptFailed condition)."""
-    new = _binding_status(status, kind, rollup, removing, active=active, now=now)
+    kind's Lua interpreter scripts failing on this workload (an InterpreterScriptFailed condition);
+    ``suspended``: the clusters the policy's ``suspension`` holds its changes from."""
+    new = _binding_status(status, kind, rollup, removing, active=active, now=now, suspended=suspended)
     if script_failures and "conditions" in new:
         previous = status.get("conditions") if isinstance(status.get("conditions"), list) else None
         new["conditions"] = [*new["conditions"], transition(
@@ -257,7 +259,7 @@ def binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], 
 
 
 def _binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], *, active: bool,
-                    now: str) -> Obj:
+                    now: str, suspended: frozenset[str] = frozenset()) -> Obj:
     new = dict(status)
     entries = rollup.entries + removing
     if entries or "clusters" in status:
@@ -283,9 +285,12 @@ def _binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj],
     n_applied = sum(1 for e in rollup.entries if e.get("applied"))
     ready_total = sum(int(e.get("readyReplicas") or 0) for e in rollup.entries)
     replica_kind = kind in REPLICA_KINDS
+    held = "" if applied or not suspended else \
+        f"; dispatching to {', '.join(sorted(suspended))} is suspended (spec.suspension): the copies there stay " \
+        "as they were"
     new["conditions"] = [
-        transition("Propagated", applied, "Applied" if applied else "Applying",
-                  f"applied in {n_applied}/{wanted} cluster(s)", previous, now),
+        transition("Propagated", applied, "Applied" if applied else "Suspended" if held else "Applying",
+                  f"applied in {n_applied}/{wanted} cluster(s){held}", previous, now),
         transition("Ready", ready, "Ready" if ready else "NotReady",
                   f"{ready_total}/{rollup.desired} replicas ready" if replica_kind else
                   ("ready" if ready else "waiting for the member copies"), previous, now)]

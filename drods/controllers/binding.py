@@ -441,7 +441,8 @@ class BindingController:
                                   evictions={t.fromCluster: t for t in eviction_tasks(spec)})
         failing = _script_failures(how, template) if active and template is not None else []
         new_status = aggregate.binding_status(status, tkind, rollup, retiring.removing, active=active,
-                                              now=rfc3339(now), script_failures=failing)
+                                              now=rfc3339(now), script_failures=failing,
+                                              suspended=frozenset(c for c in wanted if suspended(spec, c)))
         gone = deleting and not works
         # the Works only with (or after) the finalizer that covers them: in one transaction with the
         # Binding's own write when it has one, so a new Binding's Works reach the members a store

@@ -182,3 +182,19 @@ def test_a_jobs_start_and_completion_are_aggregated_as_karmada_does() -> None:
                                                   member_job("2026-12-06T06:00:02Z", "2026-12-06T06:00:31Z")),
                            {}, True, {}, "t")
     assert (done["startTime"], done["completionTime"]) == ("2026-12-06T06:00:02Z", "2026-12-06T06:00:40Z")
+
+
+def test_a_suspended_dispatch_says_so_rather_than_applying() -> None:
+    """`spec.suspension.dispatching` and a scale: the Binding read "Applying: applied in 0/3 cluster(s)"
+    while the members ran the previous copies and nothing would apply."""
+    plans = plan({"a": 2, "b": 1})
+    stale = {"a": work(plans["a"], observed="old", ready=2), "b": work(plans["b"], observed="old", ready=1)}
+    rollup = aggregate.current_entries("Deployment", {"a": 2, "b": 1}, plans, stale, {}, {}, 3)
+    assert not rollup.all_applied
+    st = aggregate.binding_status({"phase": "Scheduled"}, "Deployment", rollup, [], active=True, now="t",
+                                  suspended=frozenset({"a", "b"}))
+    cond = next(c for c in st["conditions"] if c["type"] == "Propagated")
+    assert (cond["status"], cond["reason"]) == ("False", "Suspended"), cond
+    assert "dispatching to a, b is suspended (spec.suspension)" in cond["message"], cond
+    plain = aggregate.binding_status({"phase": "Scheduled"}, "Deployment", rollup, [], active=True, now="t")
+    assert next(c for c in plain["conditions"] if c["type"] == "Propagated")["reason"] == "Applying"
