@@ -67,7 +67,9 @@ def apply_patch(doc: dict[str, Any], patch: Any, content_type: str) -> dict[str,
                 if not isinstance(op, dict):
                     raise bad_request(f"JSON patch operation {i} ({op!r}) failed: {e}", operation=i) from e
                 source = f" from {op['from']}" if "from" in op else ""
-                why = f"nothing at {op['from']}" if source and _at(result, op["from"]) == "absent" else str(e)
+                # jsonpointer's "member 'x' not found in {…the whole object…}": the object itself is no reason
+                why = f"nothing at {op['from']}" if source and _at(result, op["from"]) == "absent" else \
+                    str(e).split(" in {", 1)[0].split(" in [", 1)[0]
                 raise bad_request(f"JSON patch operation {i} ({op.get('op')} {op.get('path')}{source}) failed: {why}",
                                   operation=i) from e
         if not isinstance(result, dict):

@@ -18,6 +18,9 @@ from drods.registry.patch import JSON_PATCH, apply_patch
      "JSON patch operation 0 (remove /spec/missing) failed: can't remove a non-existent object 'missing'"),
     ([{"op": "move", "from": "/spec/nope", "path": "/spec/x"}],
      "JSON patch operation 0 (move /spec/x from /spec/nope) failed: nothing at /spec/nope"),
+    # it printed the whole object after "not found in", as a Python dict
+    ([{"op": "replace", "path": "/spec/nope/x", "value": 1}],
+     "JSON patch operation 0 (replace /spec/nope/x) failed: member 'nope' not found"),
 ])
 def test_a_failed_operation_is_named_and_nothing_changes(ops: list[dict[str, object]], message: str) -> None:
     doc = {"spec": {"replicas": 3}}
