@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import uvicorn
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from drods.api.serving import serving_config
@@ -30,11 +31,13 @@ log = logging.getLogger("drods.sim")
 
 
 class _CancelledByFault(logging.Filter):
-    """A fault cancels the requests in flight on purpose: uvicorn's "Exception in ASGI application" with a
-    CancelledError traceback is then no error of the application (five of them per `sim fault down`)."""
+    """A fault cancels the requests in flight (or cuts their clients off) on purpose: uvicorn's "Exception in
+    ASGI application" with a CancelledError or ClientDisconnect traceback is then no error of the application
+    (five of them per `sim fault down`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info is not None and isinstance(record.exc_info[1], asyncio.CancelledError))
+        return not (record.exc_info is not None
+                    and isinstance(record.exc_info[1], asyncio.CancelledError | ClientDisconnect))
 
 
 _CANCELLED_BY_FAULT = _CancelledByFault()

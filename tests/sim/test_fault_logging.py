@@ -6,6 +6,8 @@ import asyncio
 import logging
 import sys
 
+from starlette.requests import ClientDisconnect
+
 from drods.sim.faults import _CANCELLED_BY_FAULT
 
 
@@ -20,6 +22,7 @@ def _record(exc: BaseException) -> logging.LogRecord:
 def test_a_request_cancelled_by_a_fault_is_not_logged_as_an_error_and_a_real_error_is() -> None:
     """`sim fault down` printed five CancelledError tracebacks as "Exception in ASGI application"."""
     assert not _CANCELLED_BY_FAULT.filter(_record(asyncio.CancelledError()))
+    assert not _CANCELLED_BY_FAULT.filter(_record(ClientDisconnect()))  # a partition's cut client
     assert _CANCELLED_BY_FAULT.filter(_record(ValueError("a handler's own bug")))
     plain = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1, "Started server process", None, None)
     assert _CANCELLED_BY_FAULT.filter(plain)
