@@ -12,6 +12,7 @@ evacuation or pre-allocation is an eviction, a restore a rebalance) with the wat
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -68,13 +69,21 @@ def _decisions(api: ApiClient, params: Mapping[str, Any]) -> list[dict[str, Any]
     return list(body["items"])
 
 
-HIDDEN: dict[str, Any] = {"hidden": True}  # a Binding this token may not read (cluster-scoped)
+@dataclass(frozen=True, slots=True)
+class BindingRead:
+    """A Binding's status as this token reads it: a token limited to namespaces reads no Binding
+    (Bindings are cluster-scoped), and then only the decisions say where the workload runs."""
+
+    status: dict[str, Any] | None  # None: not readable
+
+    def as_json(self) -> dict[str, Any]:
+        return self.status if self.status is not None else {"readable": False}
 
 
-def _binding(api: ApiClient, binding_id: str) -> dict[str, Any] | None:
-    """The Binding's status (None: no such Binding; `HIDDEN`: a token limited to namespaces reads none)."""
+def _binding(api: ApiClient, binding_id: str) -> BindingRead | None:
+    """The Binding's status (None: no such Binding)."""
     r = api.request("GET", f"/api/v1/bindings/{binding_id}/status", ok=(403, 404))
-    return None if r.status_code == 404 else HIDDEN if r.status_code == 403 else dict(r.json())
+    return None if r.status_code == 404 else BindingRead(None if r.status_code == 403 else dict(r.json()))
 
 
 def _num(x: Any) -> str:
@@ -188,10 +197,11 @@ def describe_decision(record: Mapping[str, Any]) -> None:
         _say(f"  runner-up: {ru['why']}")
 
 
-def _placement_line(status: Mapping[str, Any] | None) -> str:
-    if status is None:
+def _placement_line(read: BindingRead | None) -> str:
+    if read is None:
         return "no binding (not placed by DRO-DS)"
-    if status is HIDDEN:
+    status = read.status
+    if status is None:
         return "not readable with this token (Bindings are cluster-scoped): the latest placement decision says where"
     shown = ", ".join(f"{p['cluster']} {p.get('replicas', '')}".strip() for p in status.get("placement") or [])
     return f"{shown or 'nowhere'} (phase {status.get('phase')}, {status.get('placed')}/{status.get('requested')})"
@@ -250,12 +260,13 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
     if status is None:  # a Binding written by hand for the workload has its own name: its decisions say it
         written = next((b for d in items if (b := (d.get("source") or {}).get("binding"))), None)
         status = _binding(api, str(written)) if written else None
-    if (status is None or status is HIDDEN) and not items:
+    if (status is None or status.status is None) and not items:
         raise CliError(f"{kind} {namespace}/{name}: no binding and no decision recorded (is the name right?)",
                        "NOT_FOUND")
     latest = latest_per_type(items)
     if output != "table":
-        body = {"subject": {"kind": kind, "namespace": namespace, "name": name}, "placement": status,
+        body = {"subject": {"kind": kind, "namespace": namespace, "name": name},
+                "placement": status.as_json() if status else None,
                 **({"history": items} if history else {"latest": latest})}
         dump(body, output)
         return

@@ -222,6 +222,7 @@ class Rescheduler:
             await self.registry.patch(CLUSTER, cluster, {"spec": {"unschedulable": True}}, MERGE_PATCH)
         why = drain_reason(cluster, reason)
         names: list[str] = []
+        as_read: list[Mapping[str, Any]] = []
         plans: list[str] = []
         moved = 0
         refused: list[str] = []
@@ -244,6 +245,7 @@ class Rescheduler:
                 if not dry_run:
                     await trigger(self.registry, bname, why, self.clock)
                 names.append(bname)
+                as_read.append(obj)
             elif move.plan:
                 plans.append(move.plan)
             moved += n
@@ -251,7 +253,7 @@ class Rescheduler:
         if dry_run:
             return RescheduleResult(True, moved, f"dry run: cluster {cluster} would be cordoned; {len(names)} "
                                                  f"binding(s) rescheduled, {len(plans)} workload(s) migrated{left}",
-                                    tuple(names), tuple(plans), tuple(refused))
+                                    tuple(names), tuple(plans), tuple(refused), as_read=tuple(as_read))
         return RescheduleResult(True, moved, f"cluster {cluster} cordoned; {len(names)} binding(s) rescheduled, "
                                              f"{len(plans)} migration plan(s) started{left}", tuple(names),
                                 tuple(plans), tuple(refused))

@@ -218,17 +218,8 @@ def _schedule_subject(entry: Mapping[str, Any]) -> Subject:
 
 def from_schedule(entry: Mapping[str, Any]) -> Record:
     """A schedule-history entry (``drods.schedulerd.history``) as a decision record."""
-    options = _schedule_options(entry)
+    options, ru = _reasoned_options(entry)
     weights = entry.get("weights") or {}
-    users = (entry.get("analysis") or {}).get("users")
-    held = str(users["nearCeiling"]) if isinstance(users, dict) and users.get("nearCeiling") else None
-    kept = _kept_shares(entry, options)
-    rule = selection_rule(entry)
-    ru = runner_up(options, weights, held, kept, rule)
-    for o in options:
-        if o["feasible"] and not o["chosen"] and ru is not None:
-            o["reason"] = ru["why"] if o["name"] == ru["name"] else \
-                _why_unchosen(o, options, weights, held, kept, rule)
     result = entry.get("result") or {}
     trigger = dict(entry.get("trigger") or {})
     trigger.setdefault("reason", entry.get("scheduleType"))
@@ -266,13 +257,29 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
     }
 
 
+def _reasoned_options(entry: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """A schedule entry's options, each feasible unchosen one with its ``reason``, and the runner-up."""
+    options = _schedule_options(entry)
+    weights = entry.get("weights") or {}
+    users = (entry.get("analysis") or {}).get("users")
+    held = str(users["nearCeiling"]) if isinstance(users, dict) and users.get("nearCeiling") else None
+    kept = _kept_shares(entry, options)
+    rule = selection_rule(entry)
+    ru = runner_up(options, weights, held, kept, rule)
+    for o in options:
+        if o["feasible"] and not o["chosen"] and ru is not None:
+            o["reason"] = ru["why"] if o["name"] == ru["name"] else \
+                _why_unchosen(o, options, weights, held, kept, rule)
+    return options, ru
+
+
 def with_why_not(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A schedule-history entry with why each feasible cluster it weighed got nothing (``whyNot``: cluster →
     sentence) and its ``runnerUp``, by the rules of the record: the dashboard shows these beside the entry
     and must say what `drods explain` says."""
-    record = from_schedule(entry)
-    return {**entry, "runnerUp": record["runnerUp"],
-            "whyNot": {o["name"]: o["reason"] for o in record["options"] if o["feasible"] and o.get("reason")}}
+    options, ru = _reasoned_options(entry)
+    return {**entry, "runnerUp": ru,
+            "whyNot": {o["name"]: o["reason"] for o in options if o["feasible"] and o.get("reason")}}
 
 
 def _top_k(entry: Mapping[str, Any]) -> int | None:

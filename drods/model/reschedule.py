@@ -44,6 +44,8 @@ class RescheduleResult:
     # replicas of the bindings offered a cluster back (restore, fail-back, a traffic rebalance): the
     # scheduler decides how many of them go, so none is counted as moved here
     offered: int = 0
+    # a dry run's bindings asked to move, as it read them: the drain forecast decides on these
+    as_read: tuple[Mapping[str, Any], ...] = ()
 
 
 class RescheduleHook(Protocol):

@@ -149,6 +149,8 @@ class ObjectRegistry:
             _check_replicas(out, ident)
         if kind.spec_model is None and kind.custom is None and not trusted:
             _check_built_in_fields(kind, out, ident)
+        if kind is NAMESPACE:  # its name label is kept, as kube-apiserver keeps it, whatever a write says
+            out = labelled(out)
         if kind is SECRET:
             out, errors = normalised_secret(out)
             if errors:
@@ -288,8 +290,6 @@ class ObjectRegistry:
             incoming = self.validate(kind, obj, namespace=namespace)
             if subresource is None:
                 await self._admit(kind, incoming)
-            if kind is NAMESPACE:
-                incoming = labelled(incoming)  # kept, as kube-apiserver keeps it, whatever the update says
             meta = incoming["metadata"]
             key = kind.key(meta["name"], meta.get("namespace"))
             kv = await self.store.get(key)
@@ -340,8 +340,6 @@ class ObjectRegistry:
             incoming = self.validate(kind, patched, namespace=namespace)
             if subresource is None:
                 await self._admit(kind, incoming)
-            if kind is NAMESPACE:
-                incoming = labelled(incoming)
             stored: Obj = jsondoc.loads(kv.value)
             merged = self._carry_over(kind, stored, incoming, subresource)
             if dry_run:

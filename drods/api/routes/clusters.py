@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request
@@ -18,7 +19,7 @@ from drods.api.routes.whatif import live_scheduler, live_view, store_view
 from drods.api.schemas import ERROR_RESPONSES, ClusterRegistration, PropagationPolicyBody
 from drods.controllers.rescheduler import Rescheduler
 from drods.model.keys import status_key
-from drods.model.kinds import BINDING, CLUSTER, PROPAGATION_POLICY
+from drods.model.kinds import CLUSTER, PROPAGATION_POLICY
 from drods.whatif.drain import Forecast, forecast_drain
 
 
@@ -62,7 +63,7 @@ async def drain_cluster(request: Request, name: str, body: DrainRequest | None =
                            "replicas": result.moved, "message": result.message}
     if not dry_run:
         return JSONResponse(out)
-    forecast = await _forecast(ctx, name, result.bindings)
+    forecast = await _forecast(ctx, name, result.as_read)
     pending = sum(f.pending for f in forecast)
     if pending:
         out["message"] += f"; {pending} replica(s) would wait for room (see forecast)"
@@ -71,9 +72,8 @@ async def drain_cluster(request: Request, name: str, body: DrainRequest | None =
         "basis": "the scheduler's view now; each binding re-placed as a drain's reschedule is, one after another"}})
 
 
-async def _forecast(ctx: ApiContext, cluster: str, names: tuple[str, ...]) -> list[Forecast]:
+async def _forecast(ctx: ApiContext, cluster: str, bindings: Sequence[Mapping[str, Any]]) -> list[Forecast]:
     """Where the re-placed bindings would go, on a copy of what the scheduler decides with."""
     svc = live_scheduler(ctx)
     view = live_view(svc) if svc is not None else (await store_view(ctx))[0]
-    stored = [b for n in names if (b := await ctx.registry.try_get(BINDING, n)) is not None]
-    return forecast_drain(view, cluster, stored)
+    return forecast_drain(view, cluster, bindings)
