@@ -41,6 +41,7 @@ from drods.cli.remote import (
     stdout,
 )
 from drods.model.timefmt import parse_rfc3339
+from drods.security.trust import data_dir_ca
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
@@ -65,8 +66,9 @@ def cluster_join(
     city: Annotated[str | None, typer.Option("--city", help="City code; default: the nodes' city label.")] = None,
     label: Annotated[list[str] | None, typer.Option("--label", help="key=value; repeatable.")] = None,
     capability: Annotated[list[str] | None, typer.Option("--capability", help="e.g. gpu; repeatable.")] = None,
-    data_dir: Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", help="With --from --pull: the "
-                                           "control plane's data dir, whose key signs the agents' tokens.")]
+    data_dir: Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", help="The control plane's data "
+                                           "dir: its CA is trusted (without --ca-file) and, with --from --pull, its "
+                                           "key signs the agents' tokens.")]
     = Path.home() / ".drods",
     store: Annotated[str | None, typer.Option("--store", help="With --from --pull: where the tokens are recorded "
                                               "(default: the data dir's SQLite file).")] = None,
@@ -80,6 +82,8 @@ def cluster_join(
     agent pulls), or with --from every member of a directory."""
     check_output(output)
     labels = _labels(label) if label else None
+    if ca_file is None and data_dir_ca(data_dir).is_file():
+        ca_file = str(data_dir_ca(data_dir))  # the control plane's own CA, in the data dir it was given
     if from_dir is not None:
         if name or kubeconfig or context or region or zone or provider or city:
             raise typer.BadParameter("--from joins a whole directory: give no NAME, --kubeconfig, --context or "

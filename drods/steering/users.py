@@ -23,6 +23,7 @@ from typing import Any
 from drods.machinery.periodic import Periodic
 from drods.model.annotations import LEARNED_USERS, USERS_MOVED, learned_users
 from drods.model.keys import DEMAND_PREFIX
+from drods.model.steering import foreign_workload, workload_key
 from drods.model.timefmt import rfc3339_ms
 from drods.steering.controller import SteeringInformers
 from drods.steering.settings import UserLearning
@@ -132,10 +133,11 @@ class UsersLearner:
                 by_ref[(str(ref.get("kind")), str(ref.get("namespace") or "default"), str(ref.get("name")))] = b
         out: dict[str, tuple[dict[str, Any], float | None]] = {}
         for reg in self.inf.registrations.cache.values():
-            spec = (reg or {}).get("spec") or {}
-            ref = spec.get("workload") or {}
-            ns = str(ref.get("namespace") or reg["metadata"].get("namespace") or "default")
-            b = by_ref.get((str(ref.get("kind")), ns, str(ref.get("name"))))
+            if not reg or foreign_workload(reg) is not None:  # another namespace's workload is not its to steer
+                continue
+            spec = reg.get("spec") or {}
+            _, kind, ns, name = workload_key(reg)
+            b = by_ref.get((kind, ns, name))
             if b is not None and spec.get("serviceId"):
                 out[str(spec["serviceId"])] = (b, (spec.get("sla") or {}).get("maxDelayMs"))
         return out

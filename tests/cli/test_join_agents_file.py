@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -34,3 +35,24 @@ def test_a_join_run_again_mints_no_new_agent_tokens(tmp_path: Path) -> None:
     _write_agents(tmp_path, members, (tmp_path, None), "https://other:8080")
     _, other = read_agents_file(tmp_path / "agents.yaml")
     assert {a["token"] for a in other}.isdisjoint(a["token"] for a in first) and _tokens(tmp_path) == 5
+
+
+def test_a_join_trusts_the_ca_of_the_data_dir_it_is_given(tmp_path: Path, monkeypatch: Any) -> None:
+    """`drods cluster join --data-dir DIR` failed with CERTIFICATE_UNTRUSTED until DRODS_CA_FILE was set: the
+    data dir's own CA is trusted, as `drods kubeconfig` trusts it, unless --ca-file says otherwise."""
+    import drods.cli.cluster_ops as ops
+
+    (tmp_path / "tls").mkdir()
+    (tmp_path / "tls" / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    trusted: list[str | None] = []
+
+    def connect(server: str, token: str | None, ca_file: str | None = None, insecure: bool = False) -> Any:
+        trusted.append(ca_file)
+        raise SystemExit(0)  # the connection is all this test looks at
+
+    monkeypatch.setattr(ops, "connect", connect)
+    monkeypatch.setattr(ops, "join_directory", lambda *a, **k: None)
+    for extra in ([], ["--ca-file", "/elsewhere/ca.crt"]):
+        CliRunner().invoke(app, ["cluster", "join", "--from", str(tmp_path), "--data-dir", str(tmp_path),
+                                 "--token", "t", *extra])
+    assert trusted == [str(tmp_path / "tls" / "ca.crt"), "/elsewhere/ca.crt"], trusted

@@ -125,3 +125,25 @@ async def test_a_bindings_learned_users_go_with_their_registration(store: Sqlite
     assert forgotten == ["shop-b"] and LEARNED_USERS not in binding["metadata"]["annotations"]
     await learner.step()
     assert forgotten == ["shop-b"]  # looked for once per registration gone, not every poll
+
+
+async def test_a_registration_learns_users_only_for_a_workload_of_its_own_namespace(store: SqliteStore) -> None:
+    """A registration stored before admission refused it, naming another namespace's workload, must not write
+    learned users onto that workload's Binding; one naming none means its own namespace."""
+    theirs = {"metadata": {"name": "deployment-default-shop", "annotations": {}},
+              "spec": {"resource": {"kind": "Deployment", "name": "shop", "namespace": "default"}}}
+    ours = {"metadata": {"name": "deployment-team-a-shop", "annotations": {}},
+            "spec": {"resource": {"kind": "Deployment", "name": "shop", "namespace": "team-a"}}}
+
+    def reg(**workload: str) -> dict[str, Any]:
+        return {"metadata": {"name": "shop", "namespace": "team-a"},
+                "spec": {"serviceId": "shop.example", "workload": {"kind": "Deployment", "name": "shop", **workload}}}
+
+    async def reschedule(name: str, reason: str, annotations: Mapping[str, str]) -> None:
+        raise AssertionError("not called here")
+
+    for registration, expected in ((reg(namespace="default"), {}), (reg(), {"shop.example": ours})):
+        inf = SimpleNamespace(bindings=SimpleNamespace(cache={"t": theirs, "o": ours}),
+                              registrations=SimpleNamespace(cache={"r": registration}))
+        learner = UsersLearner(store, reschedule, inf, UserLearning(), clock=Clock())
+        assert {sid: b for sid, (b, _) in learner._services().items()} == expected
