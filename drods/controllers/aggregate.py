@@ -221,8 +221,9 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
                 e["readyReplicas"] = ready_count
         current = state.observation if state.observation is not None and state.observation.hash == p.main_hash \
             else None
-        # a copy the kind's InterpretHealth script calls Unhealthy is not ready (Karmada's health)
-        ready = state.applied and copy_ready(kind, share, current) and e.get("health") != "Unhealthy"
+        # a copy the kind's InterpretHealth script calls Unhealthy is not ready (Karmada's health), nor one
+        # whose script failed (Unknown): nothing says it is
+        ready = state.applied and copy_ready(kind, share, current) and e.get("health") not in ("Unhealthy", "Unknown")
         out.all_applied = out.all_applied and state.applied
         out.all_ready = out.all_ready and ready
         out.entries.append(e)

@@ -64,6 +64,7 @@ from typing import Any
 from drods.controllers.cache_copy import MANAGED_BY_CACHE
 from drods.errors import AlreadyExists, Conflict
 from drods.machinery.controller import Controller
+from drods.machinery.event_log import EventLog
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.shared import decode_template
@@ -72,6 +73,7 @@ from drods.model.autoscaling import OwnerIndex
 from drods.model.binding import BindingSpec
 from drods.model.detection import (
     DETECTED_KINDS,
+    ReplicasUnknown,
     _Policy,
     autoscaled,
     best_policy,
@@ -156,6 +158,7 @@ class ResourceDetector:
         self._wrote: dict[str, int] = {}
         self.bindings = bindings
         self.controller = Controller("resource-detector", self.reconcile, workers=workers)
+        self.events = EventLog(registry.store, "resource-detector")
 
     @staticmethod
     def informers(manager: Manager) -> dict[str, Any]:
@@ -296,7 +299,13 @@ class ResourceDetector:
                 log.info("resource detector: %s waits for the OverridePolicies %s of %s", key,
                          ", ".join(match.karmada.dependent_overrides), match.name)
                 return None  # an override policy's arrival enqueues every workload again
-        want = desired_binding(kind, obj, match, self.interpreter)
+        try:
+            want = desired_binding(kind, obj, match, self.interpreter)
+        except ReplicasUnknown as e:  # no count is right: the Binding stays as it is (none is made)
+            held = "no Binding made" if existing is None else "its Binding left as it is"
+            self.events.tell(_involved(kind, obj), "Warning", "ApplyPolicyFailed",
+                             f"replicas not interpreted, {held} until the script succeeds: {e}")
+            return None  # the workload's next change, or the customization's, sends it here again
         if match.karmada is not None and match.karmada.priority_class is not None:
             value = self._priority_class_value(match.karmada.priority_class)
             if value is None:
@@ -366,6 +375,13 @@ class ResourceDetector:
         pc = next((inf.cache.get(key) for inf in self.workloads if key in inf.cache), None)
         value = (pc or {}).get("value")
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _involved(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta.get("name"),
+            **({"namespace": meta.get("namespace") or "default"} if kind.namespaced else {}),
+            **({"uid": meta["uid"]} if meta.get("uid") else {})}
 
 
 def _apart_from_status(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -316,10 +316,15 @@ def _with_labels(placement: dict[str, Any], labels: tuple[tuple[str, str], ...])
     return out
 
 
+class ReplicasUnknown(Exception):
+    """The kind's GetReplicas script failed on the object: what its Binding would ask for is unknown."""
+
+
 def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
                     interpreter: Interpreter | None = None) -> dict[str, Any]:
     """The Binding object the detector wants for ``obj`` under ``match`` (replicas and requests read
-    through ``interpreter``, else the built-in interpretation)."""
+    through ``interpreter``, else the built-in interpretation). Raises `ReplicasUnknown` when a
+    GetReplicas script fails on ``obj`` (Karmada builds no binding then either)."""
     meta = obj.get("metadata") or {}
     ref = {"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"]}
     if kind.namespaced:  # a cluster-scoped object's reference names no namespace (as Karmada's)
@@ -328,6 +333,8 @@ def desired_binding(kind: Kind, obj: Mapping[str, Any], match: PolicyMatch,
         ref["uid"] = meta["uid"]
     how = interpreter.of(kind.api_version, kind.kind) if interpreter else interpretation(kind.api_version, kind.kind)
     needs = how.scripted_needs(obj)  # a Karmada GetReplicas script: its count and per-replica requests
+    if needs is None and (why := how.replicas_unknown(obj)) is not None:
+        raise ReplicasUnknown(why)
     spec: dict[str, Any] = {
         "resource": ref,
         "replicas": needs.replicas if needs is not None else how.replicas_of(obj),

@@ -129,6 +129,13 @@ class Interpretation:
         lua = self.lua
         return lua.run_or("replicaResource", obj, lambda: lua.get_replicas(obj), None)
 
+    def replicas_unknown(self, obj: Mapping[str, Any]) -> str | None:
+        """After `scripted_needs`: why ``obj``'s replica count cannot be read (its GetReplicas script
+        failed on it), else None. Then no count is right — not 1, not the template's."""
+        if self.lua is None or not self.lua.has("replicaResource"):
+            return None
+        return self.lua.failure_of("replicaResource", obj)
+
     def pod_template_of(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         t = read_path(obj, self.pod_template) if self.pod_template else None
         return t if isinstance(t, Mapping) else None
@@ -169,7 +176,7 @@ class Interpretation:
         return lua.run_or("retention", desired, lambda: lua.retain(desired, observed), desired)
 
     def reflected(self, observed: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-        """(the status to report from a member's copy, "Healthy"/"Unhealthy" or None): the copy's own
+        """(the status to report from a member's copy, "Healthy"/"Unhealthy"/"Unknown" or None): the copy's own
         status unless the kind scripts ReflectStatus; its health when it scripts InterpretHealth."""
         raw = observed.get("status")
         status: dict[str, Any] = dict(raw) if isinstance(raw, Mapping) else {}
@@ -179,9 +186,11 @@ class Interpretation:
         if lua.has("statusReflection"):
             got = lua.run_or("statusReflection", observed, lambda: lua.reflect_status(observed), status)
             status = dict(got) if isinstance(got, Mapping) else {}
-        healthy = lua.run_or("healthInterpretation", observed, lambda: lua.interpret_health(observed), None) \
-            if lua.has("healthInterpretation") else None
-        return status, None if healthy is None else "Healthy" if healthy else "Unhealthy"
+        if not lua.has("healthInterpretation"):
+            return status, None
+        healthy = lua.run_or("healthInterpretation", observed, lambda: lua.interpret_health(observed), None)
+        # a script that failed says nothing of the copy: Unknown (Karmada's), neither Healthy nor failed over
+        return status, "Unknown" if healthy is None else "Healthy" if healthy else "Unhealthy"
 
     def aggregated_status(self, template: Mapping[str, Any], items: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The template's status by the kind's AggregateStatus script over Karmada's statusItems
@@ -331,7 +340,7 @@ def _merged(found: Any) -> dict[tuple[str, str], LuaCustomization]:
     for target, lua in sorted(found, key=lambda t: t[1].name, reverse=True):
         prev = out.get(target)
         out[target] = lua if prev is None else replace(lua, scripts={**prev.scripts, **lua.scripts},
-                                                       name=lua.name)
+                                                       name=lua.name, failures={}, stalled={})
     return out
 
 

@@ -117,6 +117,10 @@ class LuaCustomization:
     sandbox: LuaSandbox = SANDBOX
     # (object "<namespace>/<name>", operation) → its script's last failure there, cleared by a success
     failures: dict[tuple[str, str], str] = field(default_factory=dict, compare=False, hash=False)
+    # operation → why it is no longer run: it ran out of time once (a changed customization is a new
+    # object, run again). Each run costs its whole time bound on the controllers' event loop, and a
+    # status round runs a script once per copy: 39 copies held the API server for 25 s a round.
+    stalled: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
     def of(cls, name: str, spec: KarmadaInterpreterCustomizationSpec) -> LuaCustomization:
@@ -133,12 +137,25 @@ class LuaCustomization:
         log.warning("interpreter customization %s: %s on %s: %s", self.name, FUNCTIONS[operation], _where(obj), error)
 
     def run_or(self, operation: str, obj: Mapping[str, Any], call: Callable[[], T], fallback: T) -> T:
-        """``call()`` — or ``fallback`` when the operation's script fails on ``obj`` (noted, not raised)."""
+        """``call()`` — or ``fallback`` when the operation's script fails on ``obj`` (noted, not raised),
+        or is not run since it ran out of time."""
+        if operation in self.stalled:
+            self.failures[(_where(obj), operation)] = self.stalled[operation]
+            return fallback
         try:
             return call()
         except LuaScriptError as e:
             self.failed(operation, obj, e)
+            if e.timed_out:
+                self.stalled[operation] = f"{e} on {_where(obj)}: not run again until the customization changes"
+                log.warning("interpreter customization %s: %s is not run again until the customization changes",
+                            self.name, FUNCTIONS[operation])
             return fallback
+
+    def failure_of(self, operation: str, obj: Mapping[str, Any]) -> str | None:
+        """The operation's last failure on ``obj`` (None: its last run there succeeded)."""
+        msg = self.failures.get((_where(obj), operation))
+        return None if msg is None else f"{self.name}: {msg}"
 
     def failures_of(self, obj: Mapping[str, Any]) -> list[str]:
         """The scripts failing on ``obj`` (or on a member's copy of it), one message each."""

@@ -125,6 +125,11 @@ class LuaScriptError(Exception):
         self.function = function
         self.reason = reason
 
+    @property
+    def timed_out(self) -> bool:
+        """It ran its whole wall-clock bound: each run again would cost that much again."""
+        return self.reason == "timeout"
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:

@@ -77,7 +77,8 @@ class ManifestStatus(BaseModel):
     observedTime: str | None = None  # when this status was read from the member (RFC 3339)
     # the workload's measured use in this member (`drods.model.workload_usage`); None: not read
     usage: dict[str, Any] | None = None
-    # "Healthy" / "Unhealthy" as the kind's InterpretHealth script says (Karmada); None: not interpreted
+    # "Healthy" / "Unhealthy" as the kind's InterpretHealth script says, "Unknown" when it failed (Karmada);
+    # None: not interpreted
     health: str | None = None
     # a run-to-completion Job's own account of what it did (its ``multicluster.io/run-report``
     # annotation, JSON): a data mover's bytes, rate and checksums; None: none reported

@@ -28,6 +28,8 @@ def deployment(replicas: int) -> dict[str, Any]:
 class Registry:
     """The store as far as the detector writes it: each write a new revision, kept here."""
 
+    store: Any = None  # no Event is written through it here
+
     def __init__(self) -> None:
         self.rev = 10
         self.stored: dict[str, Any] | None = None

@@ -35,6 +35,8 @@ def deployment(replicas: int = 2, labels: dict[str, str] | None = None) -> dict[
 class Registry:
     """The Bindings as the detector writes them, kept where its informer would show them."""
 
+    store: Any = None  # no Event is written through it here
+
     def __init__(self, bindings: SimpleNamespace) -> None:
         self.bindings = bindings
         self.rev = 10

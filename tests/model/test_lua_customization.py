@@ -172,3 +172,34 @@ def test_a_failing_script_falls_back_and_is_reported() -> None:
     assert len(failures) == 2 and any("GetReplicas" in f and "nil value" in f for f in failures)
     assert any("instruction limit exceeded" in f for f in failures)
     assert how.script_failures({"metadata": {"name": "other", "namespace": "ml"}}) == []
+
+
+def test_a_script_that_ran_out_of_time_is_not_run_again_until_its_customization_changes() -> None:
+    """Each run of a script that times out holds the event loop for its whole bound, once per copy and
+    status round: after the first, the operation falls back at once, reported on every object asked."""
+    from dataclasses import replace
+
+    from drods.model.lua_customization import SANDBOX
+
+    runs: list[str] = []
+
+    class Counting:
+        def call(self, script: str, function: str, *args: Any, like: Any = ()) -> Any:
+            runs.append(function)
+            return SANDBOX.call(script, function, *args, like=like)
+
+    slow = "function InterpretHealth(o) local x while true do x = string.rep('ab', 2000000) end end"
+    it = interpreter(lua_customization(healthInterpretation=slow))
+    how = it.of("ml.example.org/v1", "TrainingRun")
+    assert how.lua is not None
+    how = replace(how, lua=replace(how.lua, sandbox=Counting()))  # type: ignore[arg-type]
+    first, other = run_object(4), {**run_object(4), "metadata": {"name": "other", "namespace": "ml"}}
+    assert how.reflected(first)[1] == "Unknown"  # timed out: nothing says it is healthy
+    for _ in range(20):
+        assert how.reflected(other)[1] == "Unknown"
+    assert runs == ["InterpretHealth"]  # once: twenty more runs would have held the loop ~16 s
+    assert any("timeout" in f and "not run again" in f for f in how.script_failures(other))
+    fast = "function InterpretHealth(o) return true end"
+    it.learn("/registry/config.karmada.io/resourceinterpretercustomizations/trainingrun", None,
+             lua_customization(healthInterpretation=fast))
+    assert it.of("ml.example.org/v1", "TrainingRun").reflected(other)[1] == "Healthy"
