@@ -299,7 +299,10 @@ def plan_cluster(binding: str, binding_uid: str, template: Obj, target: Target, 
                              overwrite=target.conflict == "Overwrite", preserve=target.preserve))
     m = strip(template)
     if how is not None and not how.built_in:
-        how.set_replicas(m, target.share)  # where the kind's customization says its replicas are
+        # where the kind's customization says its replicas are; a failed revision is not sent (the
+        # whole template's count on every member was: 18 copies for 6)
+        if (unrevised := how.set_replicas(m, target.share)) is not None:
+            raise OverrideError(f"replicas not revised: {unrevised}")
     else:
         set_replicas(m, target.share, completions)
     applied = apply_overrides(m, target.cluster, target.labels, policies, target.fields)

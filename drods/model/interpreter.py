@@ -140,16 +140,20 @@ class Interpretation:
         t = read_path(obj, self.pod_template) if self.pod_template else None
         return t if isinstance(t, Mapping) else None
 
-    def set_replicas(self, obj: dict[str, Any], share: int) -> None:
+    def set_replicas(self, obj: dict[str, Any], share: int) -> str | None:
+        """``obj`` given ``share`` replicas; returns why it could not be (its ReviseReplica script
+        failed: no count written is right, so the caller writes none), else None."""
         if self.lua is not None and self.lua.has("replicaRevision"):
             lua = self.lua
             revised = lua.run_or("replicaRevision", obj, lambda: lua.revise_replica(obj, share), None)
-            if revised is not None:
-                obj.clear()
-                obj.update(revised)
-                return
+            if revised is None:
+                return lua.failure_of("replicaRevision", obj) or "ReviseReplica failed"
+            obj.clear()
+            obj.update(revised)
+            return None
         if self.replicas:
             write_path(obj, self.replicas, share)
+        return None
 
     def script_failures(self, obj: Mapping[str, Any]) -> list[str]:
         """The kind's scripts failing on ``obj`` or a member's copy of it (empty: none, or not scripted)."""
@@ -299,10 +303,16 @@ class Interpreter:
         self._custom: dict[str, tuple[tuple[str, str], ResourceInterpreterCustomizationSpec]] = {}
         self._lua: dict[str, tuple[tuple[str, str], LuaCustomization]] = {}
         self._by_target: dict[tuple[str, str], Interpretation] = {}
+        self._by_group_kind: dict[tuple[str, str], Interpretation] = {}  # the first version's, by name order
         self.epoch = 0  # bumped on every change: plans derived from an interpretation are stale
 
     def of(self, api_version: str, kind: str) -> Interpretation:
-        return self._by_target.get((api_version, kind)) or BUILT_IN.get((api_version, kind), NONE)
+        """The kind's interpretation; a customization of another version of the same group and kind serves
+        too: a custom resource is one object whichever served version wrote it, and a customization of
+        ``v1`` half-applied to an object written as ``v2`` (counted by v1's GetReplicas, never revised:
+        every member ran the whole count)."""
+        return self._by_target.get((api_version, kind)) or self._by_group_kind.get((_group(api_version), kind)) \
+            or BUILT_IN.get((api_version, kind), NONE)
 
     def learn(self, key: str, old: Any, new: Any) -> None:
         """Informer handler for the customizations' prefixes (objects decoded as mappings)."""
@@ -317,6 +327,7 @@ class Interpreter:
             base = by_target.get(target) or BUILT_IN.get(target, NONE)
             by_target[target] = replace(base, built_in=False, lua=lua)
         self._by_target = by_target
+        self._by_group_kind = {(_group(v), k): how for (v, k), how in sorted(by_target.items(), reverse=True)}
         self.epoch += 1
 
     def _read(self, key: str, obj: dict[str, Any]) -> None:
@@ -331,6 +342,10 @@ class Interpreter:
                 self._custom[key] = ((own.target.apiVersion, own.target.kind), own)
         except ValidationError:
             log.warning("ignoring unreadable interpreter customization %s", key)
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
 
 
 def _merged(found: Any) -> dict[tuple[str, str], LuaCustomization]:

@@ -166,8 +166,15 @@ def test_a_failing_script_falls_back_and_is_reported() -> None:
                                                                                         "TrainingRun")
     obj = run_object(4)
     assert how.replicas_of(obj) == 1  # no declarative path: a kind without a readable count
-    how.set_replicas(obj, 2)
-    assert obj == run_object(4)  # unchanged
+    unrevised = how.set_replicas(obj, 2)
+    assert obj == run_object(4) and unrevised is not None and "instruction limit exceeded" in unrevised
+
+    from drods.controllers.manifests import Target, plan
+    from drods.controllers.overrides import OverrideError
+
+    plans = plan("b", "u", run_object(4), [Target("m1", 2, {}), Target("m2", 2, {})], [], [], how)
+    # no copy is sent with the template's whole count (each member ran all of it): the Work stays as it was
+    assert all(isinstance(p, OverrideError) and "replicas not revised" in str(p) for p in plans.values()), plans
     failures = how.script_failures(obj)
     assert len(failures) == 2 and any("GetReplicas" in f and "nil value" in f for f in failures)
     assert any("instruction limit exceeded" in f for f in failures)
@@ -203,3 +210,15 @@ def test_a_script_that_ran_out_of_time_is_not_run_again_until_its_customization_
     it.learn("/registry/config.karmada.io/resourceinterpretercustomizations/trainingrun", None,
              lua_customization(healthInterpretation=fast))
     assert it.of("ml.example.org/v1", "TrainingRun").reflected(other)[1] == "Healthy"
+
+
+def test_a_customization_serves_every_version_of_its_kind() -> None:
+    """An object written as v2 of a custom kind whose customization targets v1 was counted by v1's
+    GetReplicas and never revised (each member ran the whole count): one object, one interpretation."""
+    it = interpreter(lua_customization(**ALL))
+    v2 = {**run_object(6), "apiVersion": "ml.example.org/v2"}
+    how = it.of("ml.example.org/v2", "TrainingRun")
+    assert how.replicas_of(v2) == 6
+    how.set_replicas(v2, 2)
+    assert v2["spec"]["workers"]["count"] == 2
+    assert it.of("other.example.org/v1", "TrainingRun").lua is None  # another group's kind is another kind
