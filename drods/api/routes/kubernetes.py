@@ -36,6 +36,7 @@ from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Invalid,
 from drods.model import jsondoc
 from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.namespaces import FINALIZE, NAMESPACE
+from drods.model.policy_warnings import policy_warnings
 from drods.model.selector import LabelSelector, parse_selector
 from drods.registry.catalog import established
 from drods.registry.patch import STRATEGIC_MERGE_PATCH, sets_resource_version
@@ -172,7 +173,7 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
 async def create(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None) -> JSONResponse:
     body = await read_body(request)
     obj = await ctx.registry.create(kind, body, namespace, dry_run=is_dry_run(request))
-    return JSONResponse(obj, status_code=201)
+    return written(kind, obj, 201)
 
 
 async def get_one(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None,
@@ -195,7 +196,7 @@ async def replace(ctx: ApiContext, request: Request, kind: Kind, name: str, name
     if isinstance(meta, dict) and meta.get("name") not in (None, name):
         raise BadRequest("metadata.name does not match the name in the path", {"name": name})
     obj = await ctx.registry.update(kind, body, namespace, subresource=subresource, dry_run=is_dry_run(request))
-    return JSONResponse(obj)
+    return written(kind, obj)
 
 
 async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namespace: str | None,
@@ -214,10 +215,10 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
         # kubectl sends these for built-in kinds; list fields merge by key, so apply them as such.
         if not isinstance(body, dict):
             raise BadRequest("a strategic merge patch must be a JSON object")
-        return JSONResponse(await _strategic_patch(ctx, kind, name, body, namespace, subresource, dry_run))
+        return written(kind, await _strategic_patch(ctx, kind, name, body, namespace, subresource, dry_run))
     obj = await ctx.registry.patch(kind, name, body, content_type, namespace, subresource=subresource,
                                    dry_run=dry_run)
-    return JSONResponse(obj)
+    return written(kind, obj)
 
 
 async def _server_side_apply(ctx: ApiContext, kind: Kind, name: str, body: Any, namespace: str | None,
@@ -246,7 +247,17 @@ async def _server_side_apply(ctx: ApiContext, kind: Kind, name: str, body: Any, 
                                         subresource=subresource, dry_run=dry_run), 200
 
     obj, status = await read_modify_write(attempt, retry=not named)
-    return JSONResponse(obj, status_code=status)
+    return written(kind, obj, status)
+
+
+def written(kind: Kind, obj: dict[str, Any], status: int = 200) -> JSONResponse:
+    """A write's answer, with a ``Warning`` header (kubectl prints it) for each thing the object asks
+    for and will not get (`drods.model.policy_warnings`)."""
+    out = JSONResponse(obj, status_code=status)
+    for text in policy_warnings(kind, obj):  # a header is latin-1, its text quoted: the names in it may be neither
+        safe = text.replace('"', "'").encode("ascii", "replace").decode()
+        out.headers.append("Warning", f'299 - "{safe}"')
+    return out
 
 
 async def _strategic_patch(ctx: ApiContext, kind: Kind, name: str, body: dict[str, Any], namespace: str | None,

@@ -1,0 +1,49 @@
+"""A policy that is valid but asks for what it will not get is stored, and kubectl prints why (the API
+server's ``Warning`` headers): a namespaced PropagationPolicy selecting another namespace matched
+nothing, and a ClusterPropagationPolicy selecting a CustomResourceDefinition did nothing, in silence."""
+
+from __future__ import annotations
+
+from tests.kubectl.conftest import Kubectl
+
+ELSEWHERE = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: elsewhere, namespace: warn-a}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, namespace: default, name: web}]
+  placement: {clusterAffinity: {clusterNames: [m1]}}
+"""
+CRDS = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: crds}
+spec:
+  resourceSelectors: [{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: widgets.example.io}]
+  placement: {clusterAffinity: {clusterNames: [m1]}}
+"""
+PLAIN = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: plain, namespace: warn-a}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
+  placement: {clusterAffinity: {clusterNames: [m1]}}
+"""
+
+
+def test_kubectl_prints_what_a_stored_policy_will_not_do(kubectl: Kubectl) -> None:
+    kubectl.run("create", "namespace", "warn-a")
+    done = kubectl.run("apply", "-f", "-", input=ELSEWHERE)
+    assert "propagationpolicy.policy.karmada.io/elsewhere created" in done.stdout
+    assert "Warning: spec.resourceSelectors[0].namespace: default is not the policy's namespace warn-a" \
+        in done.stderr, done.stderr
+    done = kubectl.run("apply", "-f", "-", input=CRDS)
+    assert "Warning: spec.resourceSelectors[0]: a CustomResourceDefinition is not placed by a policy" \
+        in done.stderr, done.stderr
+    done = kubectl.run("apply", "-f", "-", input=PLAIN)  # nothing to say
+    assert "Warning" not in done.stderr and "created" in done.stdout, done.stderr
+    done = kubectl.run("label", "propagationpolicy.policy.karmada.io", "elsewhere", "-n", "warn-a", "team=a")
+    assert "Warning: spec.resourceSelectors[0].namespace" in done.stderr, done.stderr  # a patch says it again
+    kubectl.run("delete", "propagationpolicy.policy.karmada.io", "elsewhere", "plain", "-n", "warn-a")
+    kubectl.run("delete", "clusterpropagationpolicy.policy.karmada.io", "crds")
