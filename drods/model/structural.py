@@ -21,8 +21,9 @@ Schema = dict[str, Any]
 _IDENTITY = ("apiVersion", "kind", "metadata")
 
 
-def prune(value: Any, schema: Schema) -> Any:
-    """``value`` without the object fields ``schema`` does not name (Kubernetes' pruning)."""
+def prune(value: Any, schema: Schema, dropped: list[str] | None = None, at: str = "") -> Any:
+    """``value`` without the object fields ``schema`` does not name (Kubernetes' pruning); the path of
+    each field dropped is added to ``dropped`` when given."""
     if isinstance(value, dict):
         if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
             return value
@@ -30,15 +31,18 @@ def prune(value: Any, schema: Schema) -> Any:
         extra = schema.get("additionalProperties")
         out: dict[str, Any] = {}
         for k, v in value.items():
+            here = f"{at}.{k}" if at else str(k)
             if isinstance(props, dict) and k in props:
-                out[k] = prune(v, props[k])
+                out[k] = prune(v, props[k], dropped, here)
             elif isinstance(extra, dict):
-                out[k] = prune(v, extra)
+                out[k] = prune(v, extra, dropped, here)
             elif extra is True or schema.get("x-kubernetes-preserve-unknown-fields"):
                 out[k] = v
+            elif dropped is not None:
+                dropped.append(here)
         return out
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [prune(v, schema["items"]) for v in value]
+        return [prune(v, schema["items"], dropped, f"{at}[{i}]") for i, v in enumerate(value)]
     return value
 
 
@@ -79,18 +83,25 @@ class StructuralSchema:
     # the ``scale`` subresource: (spec replicas path, status replicas path, label selector path or "")
     scale: tuple[str, str, str] | None = None
     _validator: Draft4Validator = field(init=False, repr=False)
+    _body: Schema = field(init=False, repr=False)  # the schema without the identity fields (the registry's)
 
     def __post_init__(self) -> None:
-        body = {k: v for k, v in self.schema.items() if k != "properties"}
-        body["properties"] = {k: v for k, v in (self.schema.get("properties") or {}).items() if k not in _IDENTITY}
+        body = {**self.schema, "properties": {k: v for k, v in (self.schema.get("properties") or {}).items()
+                                              if k not in _IDENTITY}}
+        object.__setattr__(self, "_body", body)
         object.__setattr__(self, "_validator", Draft4Validator(_json_schema(body)))
+
+    def unknown_fields(self, obj: dict[str, Any]) -> list[str]:
+        """The fields of ``obj`` (an object or a merge patch of one) its schema does not name: pruned,
+        or refused when the writer asks for ``fieldValidation=Strict`` (kubectl's default)."""
+        dropped: list[str] = []
+        prune({k: v for k, v in obj.items() if k not in _IDENTITY}, self._body, dropped)
+        return dropped
 
     def admit(self, obj: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
         """(the pruned object, the field errors of what is left)."""
         body = {k: v for k, v in obj.items() if k not in _IDENTITY}
-        top = {**self.schema, "properties": {k: v for k, v in (self.schema.get("properties") or {}).items()
-                                             if k not in _IDENTITY}}
-        pruned = prune(copy.deepcopy(body), top)
+        pruned = prune(copy.deepcopy(body), self._body)
         errors = []
         for e in sorted(self._validator.iter_errors(pruned), key=lambda e: list(map(str, e.absolute_path))):
             where = _path(e.absolute_path)

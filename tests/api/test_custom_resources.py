@@ -56,6 +56,18 @@ async def test_a_definition_serves_its_kind_validates_and_prunes(api: Api) -> No
     assert r.status_code == 201, r.text
     assert r.json()["spec"] == {"size": 3, "colour": "red", "extra": {"any": [1]}}
     assert "toplevel" not in r.json()
+    # unless the writer asks for strict field validation (kubectl's default): then it is a 400 naming
+    # each unknown field, as kube-apiserver's strict decoding answers, and nothing is stored
+    junk = {**gadget("strict", size=3, junk=1, extra={"any": 1}), "toplevel": "x"}
+    r = await api.call("POST", f"{GADGETS}?fieldValidation=Strict", json=junk)
+    assert r.status_code == 400, r.text
+    assert 'strict decoding error: unknown field "spec.junk", unknown field "toplevel"' in r.json()["message"]
+    assert (await api.call("GET", f"{GADGETS}/strict")).status_code == 404
+    r = await api.call("PATCH", f"{GADGETS}/g1?fieldValidation=Strict", json={"spec": {"sise": 4}},
+                       headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 400 and 'unknown field "spec.sise"' in r.json()["message"], r.text
+    r = await api.call("POST", f"{GADGETS}?fieldValidation=Ignore", json=junk)
+    assert r.status_code == 201 and r.json()["spec"] == {"size": 3, "extra": {"any": 1}}, r.text
     # invalid ones: a Kubernetes 422 naming each field, nothing stored
     r = await api.call("POST", GADGETS, json=gadget("bad", size=11, colour="green"))
     assert r.status_code == 422, r.text

@@ -170,8 +170,22 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
         await events.aclose()  # type: ignore[attr-defined]
 
 
+def refuse_unknown_fields(request: Request, kind: Kind, body: Any) -> None:
+    """``fieldValidation=Strict`` (kubectl's default): a custom resource's field its schema does not name
+    is refused, as kube-apiserver's strict decoding refuses it, not pruned in silence (a merge or apply
+    patch is checked as the object it writes into; built-in kinds are checked in the registry)."""
+    if kind.custom is None or request.query_params.get("fieldValidation") != "Strict" or not isinstance(body, dict):
+        return
+    unknown = kind.custom.unknown_fields(body)
+    if unknown:
+        raise BadRequest(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: strict '
+                         "decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown),
+                         {"unknownFields": unknown})
+
+
 async def create(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None) -> JSONResponse:
     body = await read_body(request)
+    refuse_unknown_fields(request, kind, body)
     obj = await ctx.registry.create(kind, body, namespace, dry_run=is_dry_run(request))
     return written(kind, obj, 201)
 
@@ -192,6 +206,7 @@ async def replace(ctx: ApiContext, request: Request, kind: Kind, name: str, name
     body = await read_body(request)
     if not isinstance(body, dict):
         raise Invalid("object must be a mapping")
+    refuse_unknown_fields(request, kind, body)
     meta = body.get("metadata")
     if isinstance(meta, dict) and meta.get("name") not in (None, name):
         raise BadRequest("metadata.name does not match the name in the path", {"name": name})
@@ -204,6 +219,8 @@ async def patch(ctx: ApiContext, request: Request, kind: Kind, name: str, namesp
     content_type = request.headers.get("content-type", "")
     body = await read_body(request)
     dry_run = is_dry_run(request)
+    if not content_type.startswith("application/json-patch"):
+        refuse_unknown_fields(request, kind, body)
     if content_type.startswith(APPLY_PATCH):
         manager = request.query_params.get("fieldManager")
         if not manager:
