@@ -2,7 +2,7 @@
 would be refused by every member it goes to (its Works failing there, one by one), so the control
 plane refuses it first, in the same words: a StatefulSet's spec beyond the fields Kubernetes lets change
 (its ``volumeClaimTemplates``, ``serviceName``, ``selector`` …) and a Deployment's, ReplicaSet's or
-DaemonSet's ``spec.selector``."""
+DaemonSet's ``spec.selector``; a CustomResourceDefinition's versions that objects are stored in."""
 
 from __future__ import annotations
 
@@ -42,3 +42,22 @@ def check_update(group: str, kind: str, name: str, current: dict[str, Any], inco
         raise Invalid(f"{kind} {name!r}: spec.selector is immutable",
                       {"name": name, "kind": kind, "fields": [
                           {"field": "spec.selector", "message": "field is immutable"}]})
+    elif (group, kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+        _check_stored_versions(name, current, new)
+
+
+def _check_stored_versions(name: str, current: dict[str, Any], new: dict[str, Any]) -> None:
+    """A version objects may be stored in stays in ``spec.versions`` (kube-apiserver's rule): dropped,
+    its objects were served as another version with fields that version's schema lacks, and their Works
+    kept applying the dropped one to the members."""
+    versions = new.get("versions")
+    served = {v.get("name") for v in versions if isinstance(v, dict)} if isinstance(versions, list) else set()
+    stored = (current.get("status") or {}).get("storedVersions") or []
+    missing = [(i, v) for i, v in enumerate(stored) if v not in served]
+    if missing:
+        i, v = missing[0]
+        raise Invalid(f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: status.storedVersions[{i}]: '
+                      f'Invalid value: "{v}": must appear in spec.versions',
+                      {"name": name, "kind": "CustomResourceDefinition", "fields": [
+                          {"field": f"status.storedVersions[{j}]", "message": f'Invalid value: "{w}": must appear in '
+                           "spec.versions"} for j, w in missing]})

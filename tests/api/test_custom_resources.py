@@ -203,3 +203,35 @@ async def test_a_status_schema_with_required_fields_does_not_refuse_the_objects_
     r = await api.call("PATCH", f"{books}/gb", json={"spec": {"size": 5}},
                        headers={"content-type": "application/merge-patch+json"})
     assert r.status_code == 200 and r.json()["status"] == {"active": "a", "standby": "b"}, r.text
+
+
+async def test_a_version_objects_may_be_stored_in_is_not_dropped(api: Api) -> None:
+    """kube-apiserver's rule: every ``status.storedVersions`` entry stays in ``spec.versions`` until the
+    status says no object is stored in it (objects written as a dropped version were served as another
+    with fields its schema lacks, and their Works kept applying the dropped version)."""
+    crd = definition(plural="widgets", kind="Widget")
+    crd["metadata"]["name"] = "widgets.toys.example.com"
+    v1 = crd["spec"]["versions"][0]
+    v2 = {**v1, "name": "v2", "storage": False}
+    r = await api.call("POST", CRDS, json=crd)
+    assert r.status_code == 201, r.text
+    path = f"{CRDS}/widgets.toys.example.com"
+    for versions in ([v1, v2], [{**v1, "storage": False}, {**v2, "storage": True}]):  # v2 becomes the storage one
+        current = (await api.call("GET", path)).json()
+        r = await api.call("PUT", path, json={**current, "spec": {**current["spec"], "versions": versions}})
+        assert r.status_code == 200, r.text
+    assert (await api.call("GET", path)).json()["status"]["storedVersions"] == ["v1", "v2"]
+    current = (await api.call("GET", path)).json()
+    only_v2 = {**current, "spec": {**current["spec"], "versions": [{**v2, "storage": True}]}}
+    r = await api.call("PUT", path, json=only_v2)
+    assert r.status_code == 422, r.text
+    assert 'status.storedVersions[0]: Invalid value: "v1": must appear in spec.versions' in r.json()["message"]
+    assert [v["name"] for v in (await api.call("GET", path)).json()["spec"]["versions"]] == ["v1", "v2"]
+    # the operator's step once no object is stored as v1: the status says so, then v1 may go
+    r = await api.call("PATCH", f"{path}/status", json={"status": {"storedVersions": ["v2"]}},
+                       headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    current = (await api.call("GET", path)).json()
+    r = await api.call("PUT", path, json={**only_v2, "metadata": current["metadata"]})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["storedVersions"] == ["v2"]
