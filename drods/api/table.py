@@ -344,6 +344,10 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
 _KARMADA_PROPAGATION = (NAME, Column("Conflict-Resolution", "spec.conflictResolution", default="Abort"),
                         Column("Priority", "spec.priority", "integer", default=0), AGE)
 _GROUP_COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): (NAME, Column("Created At", "metadata.creationTimestamp",
+                                                                        format="date")),
+    ("config.karmada.io", "ResourceInterpreterCustomization"): (
+        NAME, Column("Target-API-Version", "spec.target.apiVersion"), Column("Target-Kind", "spec.target.kind"), AGE),
     ("policy.karmada.io", "PropagationPolicy"): _KARMADA_PROPAGATION,
     ("policy.karmada.io", "ClusterPropagationPolicy"): _KARMADA_PROPAGATION,
     ("policy.karmada.io", "FederatedResourceQuota"): (

@@ -139,9 +139,13 @@ spec:
 
 
 def test_printer_columns_scale_subresource_and_every_served_version(applied: Kubectl) -> None:
-    # (named with their version: discovery does not yet prefer v1 over v1beta1 as kube-apiserver does)
-    table = applied.run("get", "webapps.v1.apps.example.com", "-n", "conformance").stdout.splitlines()
+    # discovery prefers v1 over v1beta1, as kube-apiserver does: the kind's plain name reads v1
+    table = applied.run("get", "webapps", "-n", "conformance").stdout.splitlines()
     assert table[0].split()[:3] == ["NAME", "SIZE", "IMAGE"] and table[1].split()[:3] == ["shop", "2", "nginx:1.25"]
+    plain = json.loads(applied.run("get", "webapps", "shop", "-n", "conformance", "-o", "json").stdout)
+    assert plain["apiVersion"] == "apps.example.com/v1"
+    crds = applied.run("get", "crd", "webapps.apps.example.com").stdout.splitlines()
+    assert crds[0].split() == ["NAME", "CREATED", "AT"] and crds[1].split()[0] == "webapps.apps.example.com"
     applied.run("scale", "webapps.v1.apps.example.com/shop", "-n", "conformance", "--replicas=5")
     got = json.loads(applied.run("get", "webapps.v1.apps.example.com", "shop", "-n", "conformance",
                                  "-o", "json").stdout)

@@ -47,3 +47,23 @@ def test_kubectl_prints_what_a_stored_policy_will_not_do(kubectl: Kubectl) -> No
     assert "Warning: spec.resourceSelectors[0].namespace" in done.stderr, done.stderr  # a patch says it again
     kubectl.run("delete", "propagationpolicy.policy.karmada.io", "elsewhere", "plain", "-n", "warn-a")
     kubectl.run("delete", "clusterpropagationpolicy.policy.karmada.io", "crds")
+
+
+RIC = """
+apiVersion: config.karmada.io/v1alpha1
+kind: ResourceInterpreterCustomization
+metadata: {name: warn-widgets}
+spec:
+  target: {apiVersion: example.io/v1, kind: Widget}
+  customizations:
+    healthInterpretation: {luaScript: "function InterpretHealth(o) return true end"}
+"""
+
+
+def test_a_karmada_interpreter_customization_prints_its_target(kubectl: Kubectl) -> None:
+    """As Karmada prints it: TARGET-API-VERSION and TARGET-KIND."""
+    kubectl.run("apply", "-f", "-", input=RIC)
+    rows = kubectl.run("get", "resourceinterpretercustomizations.config.karmada.io", "warn-widgets").stdout.splitlines()
+    assert rows[0].split()[:3] == ["NAME", "TARGET-API-VERSION", "TARGET-KIND"], rows
+    assert rows[1].split()[:3] == ["warn-widgets", "example.io/v1", "Widget"], rows
+    kubectl.run("delete", "resourceinterpretercustomizations.config.karmada.io", "warn-widgets")

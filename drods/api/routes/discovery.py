@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -76,8 +77,21 @@ CORE_BINDINGS = [{"name": "pods/binding", "singularName": "", "namespaced": True
                   "verbs": ["create"]}]
 
 
+_KUBE_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
+
+
+def _version_priority(version: str) -> tuple[int, int, int, str]:
+    """Kubernetes' version priority, highest first when sorted: GA, then beta, then alpha, each by its
+    numbers, newest first; other names last, by name (a CRD serving v1 and v2 prefers v2)."""
+    m = _KUBE_VERSION.fullmatch(version)
+    if m is None:
+        return (3, 0, 0, version)
+    stage = {None: 0, "beta": 1, "alpha": 2}[m.group(2)]
+    return (stage, -int(m.group(1)), -int(m.group(3) or 0), version)
+
+
 def _group_doc(name: str, versions: list[str]) -> dict[str, Any]:
-    gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in sorted(versions, key=_version_priority)]
     return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
 
