@@ -135,6 +135,9 @@ class BindingController:
         """An Event on the workload when its copies turn failed (or fail anew) or all run: what
         ``kubectl describe`` shows beside its scheduling (Karmada's SyncFailed / SyncSucceed)."""
         phase, before = new.get("phase"), old.get("phase")
+        script = _script_failure(new)
+        if script is not None and script != _script_failure(old):  # an interpreter script fails (anew)
+            self.events.tell(involved_of(b), "Warning", "InterpreterScriptFailed", script)
         if phase == "Failed":
             message = _apply_failure(new)
             if message is not None and (before != "Failed" or _apply_failure(old) != message):
@@ -758,6 +761,12 @@ def _apply_failure(status: Obj) -> str | None:
     """What the copies' failure said (the Propagated condition's ApplyFailed message), if they failed."""
     return next((str(c.get("message")) for c in status.get("conditions") or []
                  if c.get("type") == "Propagated" and c.get("reason") == "ApplyFailed"), None)
+
+
+def _script_failure(status: Obj) -> str | None:
+    """What the InterpreterScriptFailed condition says, while the kind's scripts fail on the workload."""
+    return next((str(c.get("message")) for c in status.get("conditions") or []
+                 if c.get("type") == "InterpreterScriptFailed" and c.get("status") == "True"), None)
 
 
 def _binding_change(b: Obj, status: Obj, new_status: Obj, *, deleting: bool, gone: bool,

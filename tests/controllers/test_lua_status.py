@@ -52,3 +52,27 @@ def test_status_items_health_and_the_failure_condition() -> None:
     assert cond["InterpreterScriptFailed"]["message"] == failing[0]
     healed = aggregate.binding_status(st, "ModelServer", rollup, [], active=True, now="t2", script_failures=[])
     assert "InterpreterScriptFailed" not in {c["type"] for c in healed["conditions"]}
+
+
+def test_a_failing_script_is_told_as_an_event_once_per_new_failure() -> None:
+    """``kubectl describe`` showed no Event while a script failed: one Warning when it starts failing or
+    fails anew, none while it keeps failing the same way, none once it succeeds."""
+    from types import SimpleNamespace
+
+    from drods.controllers.binding import BindingController
+
+    told: list[tuple[str, str, str]] = []
+    fake = SimpleNamespace(events=SimpleNamespace(tell=lambda inv, t, r, m: told.append((t, r, m))))
+    b = {"metadata": {"name": "modelserver-serving-llm"},
+         "spec": {"resource": {"apiVersion": "serving.example.org/v1", "kind": "ModelServer", "name": "llm",
+                               "namespace": "serving"}}}
+
+    def status(message: str | None) -> dict[str, Any]:
+        conds = [{"type": "InterpreterScriptFailed", "status": "True", "message": message}] if message else []
+        return {"phase": "Running", "conditions": conds}
+
+    for old, new in ((None, "s: GetReplicas: boom"), ("s: GetReplicas: boom", "s: GetReplicas: boom"),
+                     ("s: GetReplicas: boom", "s: InterpretHealth: timeout"), ("s: InterpretHealth: timeout", None)):
+        BindingController._tell(fake, b, status(old), status(new))  # type: ignore[arg-type]
+    assert told == [("Warning", "InterpreterScriptFailed", "s: GetReplicas: boom"),
+                    ("Warning", "InterpreterScriptFailed", "s: InterpretHealth: timeout")]
