@@ -231,6 +231,7 @@ class WorkStatusController:
             self._follow(cluster, kinds, events)
             self._follow_dependents(cluster, kinds, gone)
             await self._missing_dependents(cluster)
+            await self._missing_unfollowed(cluster)
 
         async def wait() -> None:
             """The period, and meanwhile a dependent's copy deleted in the member brought back at once
@@ -372,11 +373,34 @@ class WorkStatusController:
             apply=changed, unsynced=lambda: versions.unsynced(cluster, kind), expired=history_gone,
             expired_unsynced=True, watch_seconds=WATCH_SECONDS, retry_seconds=self.settings.statusPollSeconds).run()
 
-    async def _missing_dependents(self, cluster: str) -> None:
+    async def _missing_unfollowed(self, cluster: str) -> None:
+        """The dependents' kinds no watch follows (the main kinds took the member client's watch
+        threads) listed at each poll, so that one deleted in the member comes back within a poll period
+        too: with Deployments and Services as main kinds none was followed, and a deleted ConfigMap
+        stayed gone. A listing is true only at its moment: the kinds are unknown again right after."""
+        watched = self._dependent_watches.get(cluster, {})
+        kinds = [k for k in self.fleet.dependent_kinds(cluster) if k not in watched]  # a main kind's too
+        if not kinds:
+            return
+        versions = self.fleet.copy_versions
+        try:
+            for kind in kinds:
+                try:
+                    objs, _ = await KindCalls(self._client_of(cluster), kind, MANAGED_SELECTOR).list()
+                except Exception as e:  # noqa: BLE001 - a kind the member can't list now is looked at next poll
+                    log.debug("%s: listing %s for missing dependents failed: %s", cluster, kind[1], e)
+                    continue
+                versions.listed(cluster, kind, [_version_of(o) for o in objs])
+            await self._missing_dependents(cluster, listed=True)
+        finally:
+            for kind in kinds:
+                versions.unsynced(cluster, kind)
+
+    async def _missing_dependents(self, cluster: str, *, listed: bool = False) -> None:
         """Works applied a while ago (longer than a watch event may trail the apply) whose dependent, of a
-        kind followed by watch, the member no longer holds: marked not applied, so the execution
+        kind followed by watch (or just ``listed``), the member no longer holds: marked not applied, so the execution
         controller applies them again (Karmada re-creates a deleted dependent the same way)."""
-        if not self._dependent_watches.get(cluster):
+        if not self._dependent_watches.get(cluster) and not listed:
             return
         versions = self.fleet.copy_versions
         owned = self.fleet.owned.get(cluster, set())

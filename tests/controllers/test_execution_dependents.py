@@ -179,3 +179,43 @@ async def test_a_dependent_gone_from_the_member_marks_its_work_for_another_apply
     await controller._missing_dependents("aws")
     assert [(s["applied"], s["observedHash"]) for s in written] == [(False, "")]
     assert CONFIG not in fleet.owned["aws"]  # its next apply makes first contact again
+
+
+async def test_a_dependent_of_a_kind_no_watch_follows_is_found_missing_by_a_listing() -> None:
+    """With the main kinds in every watch thread (Deployments and StatefulSets, say) no dependent kind was
+    followed, and a ConfigMap deleted in the member stayed gone for good: each poll now lists such kinds,
+    and forgets the listing right after (it is true only at its moment)."""
+    doc = {"metadata": {"name": "web.aws", "generation": 1},
+           "spec": {"cluster": "aws", "binding": "web", "hash": "h", "manifests": manifests("c1", "d1")},
+           "status": {"applied": True, "observedHash": "h", "observedGeneration": 1,
+                      "appliedTime": "2026-01-01T00:00:00.000Z"}}
+    record = work_record(doc, 3)
+    assert record is not None
+    written: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": "web-config", "namespace": "default", "resourceVersion": "7"}}]
+
+    async def write_work_status(w: WorkRecord, status: dict[str, Any], body: Any = None) -> int:
+        written.append(status)
+        return 4
+
+    class Client:
+        async def resource(self, api_version: str, kind: str) -> str:
+            return f"{api_version}/{kind}"
+
+        async def list_versioned(self, res: str, selector: str) -> tuple[list[dict[str, Any]], str]:
+            assert res == "v1/ConfigMap" and selector
+            return list(held), "9"
+
+    fleet = SimpleNamespace(copy_versions=CopyVersions(), owned={"aws": {CONFIG}}, applies=ApplyRecords(),
+                            live_dependents=lambda c: [(record, (CONFIG,))], write_work_status=write_work_status,
+                            dependent_kinds=lambda c: Counter({CONFIG_KIND: 1}),
+                            clients=SimpleNamespace(cached=lambda c: Client()))
+    controller = WorkStatusController(fleet, MemberSettings())  # type: ignore[arg-type]
+    await controller._missing_unfollowed("aws")
+    assert written == []  # the member holds it
+    assert fleet.copy_versions.holds("aws", CONFIG) is None  # the listing is not kept as if followed
+    held.clear()  # deleted in the member
+    await controller._missing_unfollowed("aws")
+    assert [(s["applied"], s["observedHash"]) for s in written] == [(False, "")]
+    assert fleet.copy_versions.holds("aws", CONFIG) is None
