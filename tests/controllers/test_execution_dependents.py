@@ -152,10 +152,8 @@ async def test_dependents_are_followed_in_the_watch_threads_the_main_kinds_leave
         await stop_tasks(list(controller._dependent_watches["aws"].values()))
 
 
-async def test_a_dependent_gone_from_the_member_marks_its_work_for_another_apply_unless_it_was_never_ours() -> None:
-    """A ConfigMap DRO-DS applied and the member no longer holds: its Work is applied again. One the
-    execution controller left as the member had it (a CRD of the member's own operator) carries no
-    DRO-DS label and is never seen by the watch: it is not taken for deleted."""
+def applied_work() -> tuple[WorkRecord, list[dict[str, Any]], Any]:
+    """A Work applied a while ago, and a status writer keeping what is written."""
     doc = {"metadata": {"name": "web.aws", "generation": 1},
            "spec": {"cluster": "aws", "binding": "web", "hash": "h", "manifests": manifests("c1", "d1")},
            "status": {"applied": True, "observedHash": "h", "observedGeneration": 1,
@@ -168,6 +166,14 @@ async def test_a_dependent_gone_from_the_member_marks_its_work_for_another_apply
         written.append(status)
         return 4
 
+    return record, written, write_work_status
+
+
+async def test_a_dependent_gone_from_the_member_marks_its_work_for_another_apply_unless_it_was_never_ours() -> None:
+    """A ConfigMap DRO-DS applied and the member no longer holds: its Work is applied again. One the
+    execution controller left as the member had it (a CRD of the member's own operator) carries no
+    DRO-DS label and is never seen by the watch: it is not taken for deleted."""
+    record, written, write_work_status = applied_work()
     fleet = SimpleNamespace(copy_versions=CopyVersions(), owned={"aws": set()}, applies=ApplyRecords(),
                             live_dependents=lambda c: [(record, (CONFIG,))], write_work_status=write_work_status)
     controller = WorkStatusController(fleet, MemberSettings())  # type: ignore[arg-type]
@@ -185,19 +191,9 @@ async def test_a_dependent_of_a_kind_no_watch_follows_is_found_missing_by_a_list
     """With the main kinds in every watch thread (Deployments and StatefulSets, say) no dependent kind was
     followed, and a ConfigMap deleted in the member stayed gone for good: each poll now lists such kinds,
     and forgets the listing right after (it is true only at its moment)."""
-    doc = {"metadata": {"name": "web.aws", "generation": 1},
-           "spec": {"cluster": "aws", "binding": "web", "hash": "h", "manifests": manifests("c1", "d1")},
-           "status": {"applied": True, "observedHash": "h", "observedGeneration": 1,
-                      "appliedTime": "2026-01-01T00:00:00.000Z"}}
-    record = work_record(doc, 3)
-    assert record is not None
-    written: list[dict[str, Any]] = []
+    record, written, write_work_status = applied_work()
     held: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ConfigMap",
                                    "metadata": {"name": "web-config", "namespace": "default", "resourceVersion": "7"}}]
-
-    async def write_work_status(w: WorkRecord, status: dict[str, Any], body: Any = None) -> int:
-        written.append(status)
-        return 4
 
     class Client:
         async def resource(self, api_version: str, kind: str) -> str:
