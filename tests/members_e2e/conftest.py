@@ -152,6 +152,12 @@ class Env:
             assert r.status_code == 409, r.text
         raise AssertionError("could not write the placement")
 
+    def scheduler_levels(self) -> dict[str, float]:
+        """Each member's water level as the scheduler decides on it (rate-controlled: after a workload
+        another test deleted, its load stays there for up to 30 s)."""
+        clusters = self.http.get("/api/v1/monitor/realtime").json()["clusters"]
+        return {n: float(clusters[n]["schedulerWaterLevel"] or 0.0) for n in self.members if n in clusters}
+
     def copies(self, workload: str, namespace: str = "default") -> dict[str, int]:
         """Replicas of the workload's copy in each member that has one."""
         out = {}

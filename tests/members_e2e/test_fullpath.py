@@ -45,6 +45,10 @@ def cleanup(env: Env, workload: str) -> None:
 
 
 def test_divide_by_water_level_propagate_scale_and_aggregate(env: Env) -> None:
+    # what the division below is judged by: azure-lhr (preloaded) the fullest in the scheduler's view,
+    # once the load another test left on the others has gone from it
+    wait_for(lambda: (lv := env.scheduler_levels()) and all(lv[c] < lv["azure-lhr"] for c in ("aws-dfw", "gcp-sin")),
+             60, "the scheduler's view with azure-lhr the fullest", what_else=env.scheduler_levels)
     env.create(RPP, policy("web", "web"))
     env.create(deploy_path(), deployment("web", 6))
     b = wait_for(lambda: running(env, "web"), 20, "web Running")

@@ -30,10 +30,13 @@ def test_the_next_workload_finds_the_room_the_last_one_left(env: Env) -> None:
             env.delete(deploy_path(name=name))
         env.delete(f"{PP}/roomy")
         wait_for(lambda: not env.copies("first") and not env.copies("second"), 30, "the copies gone",
-                 what_else=env.copies)
+                 what_else=lambda: (env.copies("first"), env.copies("second")))
 
 
 def _fill_and_refill(env: Env) -> None:
+    # the room this needs: no load another test left, in the scheduler's view, on the two members
+    wait_for(lambda: all(env.scheduler_levels().get(n, 1.0) <= 0.05 for n in ("aws-dfw", "gcp-sin")), 60,
+             "the scheduler's view of aws-dfw and gcp-sin idle", what_else=env.scheduler_levels)
     env.create(PP, {"apiVersion": "multicluster.io/v1alpha1", "kind": "PropagationPolicy",
                     "metadata": {"name": "roomy"},
                     "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "first"},
@@ -44,18 +47,15 @@ def _fill_and_refill(env: Env) -> None:
     wait_for(lambda: _placed(env, "first") == 12 and sum(env.copies("first").values()) == 12, 20,
              "12 replicas placed and applied", what_else=lambda: _status(env, "first"))
 
-    def seen_by_the_scheduler() -> dict[str, Any]:
-        clusters = env.http.get("/api/v1/monitor/realtime").json()["clusters"]
-        return {n: clusters[n]["schedulerWaterLevel"] for n in ("aws-dfw", "gcp-sin")}
-
     # the status the scheduler decides on is rate-controlled (a change shows after up to 30 s)
-    wait_for(lambda: all((w or 0) >= 0.24 for w in seen_by_the_scheduler().values()), 60,
+    wait_for(lambda: all(env.scheduler_levels()[n] >= 0.24 for n in ("aws-dfw", "gcp-sin")), 60,
              "the scheduler's view of both members counting the first workload's pods",
-             what_else=seen_by_the_scheduler)
+             what_else=env.scheduler_levels)
     # 12 + 24 cores of 2 × 24 under the 0.85 water-level limit (40.8): room for both, if the first
     # workload's pods are counted once — not also as the scheduler's assumption of them
     env.create(deploy_path(), deployment("second", 24, cpu="1", memory="1Gi"))
     wait_for(lambda: _placed(env, "second") == 24, 15,
              "all 24 placed at once (the first one's assumption would have held until 60 s after its decision)",
              what_else=lambda: (_status(env, "second") or {}).get("conditions"))
-    wait_for(lambda: sum(env.copies("second").values()) == 24, 20, "24 in the members", what_else=env.copies)
+    wait_for(lambda: sum(env.copies("second").values()) == 24, 20, "24 in the members",
+             what_else=lambda: env.copies("second"))
