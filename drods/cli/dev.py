@@ -114,6 +114,10 @@ def up(
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Where everything lives (default: a new "
                                                   "temporary directory).")] = None,
     port: Annotated[int, typer.Option("--port", help="Control plane HTTPS port.")] = 8443,
+    member_ports: Annotated[int, typer.Option("--member-ports", min=0, max=65535 - 128,
+                                              help="First of the members' ports: member i serves its API on "
+                                              "START+2i and `drods sim fault` on START+2i+1 (0: any free ports).")]
+    = 0,
     nodes: Annotated[int, typer.Option("--nodes", help="Nodes per member.")] = 3,
     even: Annotated[bool, typer.Option("--even", help="No preloaded member (all start empty).")] = False,
     probe_interval: Annotated[float | None, typer.Option("--probe-interval", help="Health probe seconds (5).")]
@@ -153,8 +157,8 @@ def up(
                  "--host", "127.0.0.1", "--port", str(port)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         sites = [site(i) for i in range(clusters)]
-        for s in sites:
-            sims.append(_start_sim(root, s, nodes, even))
+        for i, s in enumerate(sites):
+            sims.append(_start_sim(root, s, nodes, even, member_ports + 2 * i if member_ports else 0))
         _wait_ready(url, certs.ca, server, 60)
         for sim in sims:
             sim.wait_ready(60)
@@ -238,10 +242,12 @@ def _watch(stop: threading.Event, server: subprocess.Popen[bytes], sims: list[An
     return 0
 
 
-def _start_sim(root: Path, s: Any, nodes: int, even: bool) -> Any:
+def _start_sim(root: Path, s: Any, nodes: int, even: bool, port: int) -> Any:
+    """The member ``s`` (``port``: its API's, the next one its fault control's; 0: any free ones)."""
     from drods.sim.harness import SimProcess
 
-    extra = [*s.extra, *(["--preload", str(s.preload)] if s.preload and not even else [])]
+    extra = [*s.extra, *(["--preload", str(s.preload)] if s.preload and not even else []),
+             *(["--port", str(port), "--control-port", str(port + 1)] if port else [])]
     return SimProcess(s.name, root / "sims", [
         "--region", s.region, "--zone", s.zone, "--provider", s.provider, "--city", s.city,
         "--nodes", str(nodes), "--data-dir", str(root / "sims" / s.name),

@@ -22,6 +22,17 @@ from tests.server_process import wait_until
 REVOKED_WITHIN = 1.0
 
 
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _env_file(path: Path) -> dict[str, str]:
     out = {}
     for line in path.read_text().splitlines():
@@ -32,9 +43,12 @@ def _env_file(path: Path) -> dict[str, str]:
 
 def test_dev_up_tokens_are_recorded_and_revocable(tmp_path: Path) -> None:
     root = tmp_path / "dev"
+    member = free_port()
+    while not _free(member + 1):  # the member's fault control takes the next port
+        member = free_port()
     dev = subprocess.Popen([*drods_command(), "dev", "up", "--clusters", "1", "--nodes", "1", "--data-dir", str(root),
-                            "--port", str(free_port())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-)
+                            "--port", str(free_port()), "--member-ports", str(member)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: (root / "env.sh").exists() or dev.poll() is not None, 120, "drods dev up")
         assert dev.poll() is None, (root / "logs" / "server.log").read_text()[-2000:]
@@ -49,6 +63,9 @@ def test_dev_up_tokens_are_recorded_and_revocable(tmp_path: Path) -> None:
         [record] = [r for r in json.loads(listed.stdout)["items"] if r["subject"] == "dev"]
         assert record["role"] == "admin"
         [sim_db] = list((root / "sims").glob("*/sim.db"))
+        # the member on the ports asked for: its API on the first, `drods sim fault` on the next
+        [state] = [json.loads(f.read_text()) for f in (root / "sims").glob("*.json")]
+        assert state["server"].endswith(f":{member}") and str(member + 1) in json.dumps(state), state
         member = drods("token", "list", "--store", f"sqlite://{sim_db}", "-o", "json")
         assert [r["subject"] for r in json.loads(member.stdout)["items"]] == [f"sim:{sim_db.parent.name}"]
 
