@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from drods.errors import ApiError, Invalid
+from drods.errors import ApiError, Invalid, field_errors_of
 from drods.model import jsondoc
 from drods.model import member_status as ms
 from drods.model.binding import BindingSpec, TargetCluster
@@ -259,6 +259,13 @@ def workload_binding(workload: Mapping[str, Any], policy: Mapping[str, Any] | No
             RESOURCE_PLACEMENT_POLICY if pol.get("kind") == RESOURCE_PLACEMENT_POLICY.kind else PROPAGATION_POLICY
         given = path == "policy" and pkind not in KARMADA_PROPAGATION_KINDS  # a DRO-DS object, spec or placement
         body = _policy_object(pol, pkind.kind, kind.kind) if given else pol
+        if path == "policy" and pkind.spec_model is not None:  # each bad field named, as a write of it would
+            try:
+                pkind.spec_model.model_validate(body.get("spec") or {})
+            except ValidationError as e:
+                fields = field_errors_of(e.errors(), "policy.spec.")
+                raise Invalid(f"policy: not a valid {pkind.kind}: " + "; ".join(
+                    f"{f['field']}: {f['message']}" for f in fields), {"fields": fields}) from e
         p = decode_policy(pkind)(KeyValue(f"/whatif/{i}", json.dumps(body).encode(), 0, 0, 0))
         if p is None and path == "policy":
             raise _field_error(path, f"not a valid {pkind.kind}")

@@ -104,6 +104,15 @@ def test_workload_binding_is_the_detectors() -> None:
     with pytest.raises(ApiError) as e:
         workload_binding(deploy, None, stored[:1])
     assert e.value.code == "NO_MATCHING_POLICY"
+    # a bad policy names each bad field, as a write of it would (it said only "policy: not a valid …")
+    karmada = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+               "metadata": {"name": "bad", "namespace": "ns"},
+               "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}],
+                        "placement": {"replicaScheduling": {"replicaSchedulingType": "Halved"}}, "colour": "red"}}
+    with pytest.raises(ApiError) as e:
+        workload_binding(deploy, karmada)
+    fields = {f["field"] for f in (e.value.details or {})["fields"]}
+    assert {"policy.spec.colour", "policy.spec.placement.replicaScheduling.replicaSchedulingType"} <= fields, fields
 
 
 def test_a_binding_not_stored_yet_is_decided_with_its_workloads_traffic_peers() -> None:
