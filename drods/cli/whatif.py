@@ -99,6 +99,8 @@ def whatif(
     ex = out["explanation"]
     res = ex["result"]
     stdout().print(f"{out['phase']}: {res['message']}", markup=False)
+    if out.get("placementKept"):
+        stdout().print("placement kept: nothing moves (an unplaced decision keeps what runs)", markup=False)
     adj = ex.get("adjuster") or {}
     stdout().print(f"profile {ex['profile']}, division {ex['division']}, adjuster {adj.get('mode')} "
                    f"(σ={adj.get('spread')}, fleet water level {adj.get('fleetWaterLevel')})", markup=False)

@@ -162,8 +162,12 @@ def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None =
     explanation = with_why_not(decision_record(
         result, binding=name, generation=0, schedule_type=schedule_type, ts=time.time() if now is None else now,
         scheduler=WHATIF_SCHEDULER, profile=view.profile.name, base_weights=base, workload=_workload(spec)))
-    answer = {"placement": [{"cluster": t.cluster, "replicas": t.replicas} for t in result.placement],
-              "phase": result.phase, "explanation": explanation}
+    # as the scheduler writes it: a decision that places nothing keeps what runs (Karmada's too)
+    kept = result.phase != "Scheduled" and bool(current)
+    answer = {"placement": [{"cluster": t.cluster, "replicas": t.replicas}
+                            for t in (current if kept else result.placement)],
+              "phase": result.phase, "explanation": explanation,
+              **({"placementKept": True} if kept else {})}
     if about is not None:
         answer["about"] = {"cluster": about, "filtered": result.reasons.get(about)}
     return answer

@@ -126,3 +126,17 @@ def test_a_binding_not_stored_yet_is_decided_with_its_workloads_traffic_peers() 
     out = dry_run(LiveView.of(snap, Profile.default(), np.random.default_rng(3), facts), spec, "web2")
     assert "TrafficAffinity" in out["explanation"]["scores"], out["explanation"]["scores"]
     assert out["placement"] == [{"cluster": "c", "replicas": 1}]
+
+
+def test_a_placed_binding_whose_new_decision_places_nothing_keeps_its_placement() -> None:
+    """As the scheduler writes it: an Unschedulable decision keeps what runs. The what-if answered an empty
+    placement, as if every replica were about to go (walkthrough AC: a policy naming only absent clusters)."""
+    snap, facts = live()
+    view = LiveView.of(snap, Profile.default(), np.random.default_rng(3), facts, current={"web": {"a": 2, "b": 1}})
+    spec = BindingSpec.model_validate({"replicas": 3, "resources": {"cpu": 1, "memory": 1},
+                                       "placement": {"clusterAffinity": {"clusterNames": ["nosuch"]}}})
+    out = dry_run(view, spec, "web")
+    assert out["phase"] == "Unschedulable" and out["placementKept"] is True
+    assert out["placement"] == [{"cluster": "a", "replicas": 2}, {"cluster": "b", "replicas": 1}]
+    first = dry_run(view, spec, "new")  # nothing runs yet: nothing is kept
+    assert first["placement"] == [] and "placementKept" not in first
