@@ -112,8 +112,12 @@ def whatif(
         print_table(["cluster", "replicas", "total", *plugins], rows)
     reasons = ex["filters"]["reasons"]
     if reasons:
+        # a cluster a capacity filter turned away keeps what it runs there (no growth): said so, or the
+        # table would contradict the placement above it
+        running = {p["cluster"] for p in out["placement"]}
         stdout().print("filtered out:", markup=False)
-        print_table(["cluster", "reason"], sorted(reasons.items()))
+        print_table(["cluster", "reason"], sorted(
+            (c, f"{r} (keeps the replicas it runs, takes no more)" if c in running else r) for c, r in reasons.items()))
         if ex["filters"].get("reasonsOmitted"):
             stdout().print(f"… and {ex['filters']['reasonsOmitted']} more", markup=False)
 
