@@ -50,7 +50,10 @@ def _kind_of(word: str) -> str:
     w = word.lower()
     if w in _ALIASES:
         return _ALIASES[w]
-    known = next((k for k in ALL_KINDS if w in (k.kind.lower(), k.plural, k.singular, *k.short_names)), None)
+    # kubectl's resource.group and resource.version.group forms (deployments.apps, deployments.v1.apps)
+    w, _, group = w.partition(".")
+    known = next((k for k in ALL_KINDS if w in (k.kind.lower(), k.plural, k.singular, *k.short_names)
+                  and (not group or group in (k.group, f"{k.version}.{k.group}"))), None)
     return known.kind if known is not None else word[:1].upper() + word[1:]
 
 
@@ -314,7 +317,7 @@ def _explain_cluster(api: ApiClient, name: str, output: str) -> None:
 
     r = api.request("GET", f"/api/v1/clusters/{name}", ok=(404,))
     if r.status_code == 404:
-        raise CliError(f"cluster {name!r} not found")
+        raise CliError(f"cluster {name!r} not found", "NOT_FOUND")
     cluster = r.json()
     bindings = api.request("GET", "/api/v1/bindings").json()["items"]
     items = _decisions(api, {})

@@ -114,3 +114,11 @@ def test_a_token_limited_to_namespaces_explains_its_workload_from_its_decisions(
     text = " ".join(capsys.readouterr().out.split())
     assert "Placement: not readable with this token (Bindings are cluster-scoped)" in text, text
     assert "scheduled 2 replicas on a" in text, text
+
+
+def test_kubectl_s_resource_group_form_names_the_kind() -> None:
+    """``drods explain deployments.apps/web`` (kubectl's form) looked for a kind "Deployments.apps"."""
+    from drods.cli.explain import _kind_of
+
+    assert [_kind_of(w) for w in ("deployments.apps", "deployments.v1.apps", "deploy", "jobs.batch", "Widget")] == \
+        ["Deployment", "Deployment", "Deployment", "Job", "Widget"]
