@@ -221,6 +221,8 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
     options, ru = _reasoned_options(entry)
     weights = entry.get("weights") or {}
     result = entry.get("result") or {}
+    summary = "; ".join(x for x in (result.get("message") or "", _kept_note(result, _kept_shares(entry, options)))
+                        if x)
     trigger = dict(entry.get("trigger") or {})
     trigger.setdefault("reason", entry.get("scheduleType"))
     feasible = (entry.get("candidates") or {}).get("feasible")
@@ -251,7 +253,7 @@ def from_schedule(entry: Mapping[str, Any]) -> Record:
                     "requested": result.get("requested"), "placed": result.get("placed"),
                     **({"topology": entry["topology"]} if entry.get("topology") else {}),
                     **({"usersMove": move} if (move := _users_move(entry)) is not None else {})},
-        "summary": result.get("message") or "", "runnerUp": ru,
+        "summary": summary, "runnerUp": ru,
         "source": {"journal": "schedules", "binding": entry.get("binding"), "generation": entry.get("generation"),
                    "scheduler": entry.get("scheduler"), "profile": entry.get("profile")},
     }
@@ -284,6 +286,19 @@ def with_why_not(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def _top_k(entry: Mapping[str, Any]) -> int | None:
     return OPTIONS_TOP_K if entry.get("options") is not None else None
+
+
+def _kept_note(result: Mapping[str, Any], shares: Mapping[str, float] | None) -> str:
+    """A kept static-weight placement (D2) that its weights would divide otherwise, said: every cluster
+    may hold replicas, so no why-not says it (a weight edit 1:1 → 3:1 left 2:2, and nothing told why)."""
+    if not shares:
+        return ""
+    placed = {str(p.get("cluster")): int(p.get("replicas") or 0) for p in result.get("placement") or []}
+    if all(abs(placed.get(c, 0) - v) < 1 for c, v in shares.items()):
+        return ""
+    would = ", ".join(f"{c} {v:.3g}" for c, v in sorted(shares.items()))
+    return (f"placement kept: the static weights would give {would}; a scale divides what it adds or removes "
+            "by them, a reschedule every replica (docs/karmada.md D2)")
 
 
 def _kept_shares(entry: Mapping[str, Any], options: list[dict[str, Any]]) -> dict[str, float] | None:

@@ -126,6 +126,21 @@ def test_a_kept_static_weight_placement_says_d2_not_too_few_replicas() -> None:
     assert "too few for it to get one" in first["runnerUp"]["why"]
 
 
+def test_a_kept_static_weight_placement_its_weights_would_divide_otherwise_is_said_in_the_summary() -> None:
+    """Weights 1:1 → 3:1 at 4 replicas left 2:2 (D2): both clusters hold replicas, so no why-not said it."""
+    options = [{"cluster": "m1", "replicas": 2, "total": 50.0, "room": 20, "scores": {}, "staticWeight": 3},
+               {"cluster": "m2", "replicas": 2, "total": 50.0, "room": 20, "scores": {}, "staticWeight": 1}]
+    result = {"phase": "Scheduled", "placement": [{"cluster": "m1", "replicas": 2}, {"cluster": "m2", "replicas": 2}],
+              "requested": 4, "placed": 4, "message": "scheduled 4 replicas on 2/2 clusters"}
+    rec = from_schedule(_entry(options=options, scheduleType="ReconcileSchedule", result=result))
+    assert rec["summary"] == ("scheduled 4 replicas on 2/2 clusters; placement kept: the static weights would give "
+                              "m1 3, m2 1; a scale divides what it adds or removes by them, a reschedule every "
+                              "replica (docs/karmada.md D2)"), rec["summary"]
+    even = [{**o, "staticWeight": 1} for o in options]  # the weights' own division: nothing to say
+    assert from_schedule(_entry(options=even, scheduleType="ReconcileSchedule", result=result))["summary"] == \
+        "scheduled 4 replicas on 2/2 clusters"
+
+
 def test_the_differences_add_up_to_the_loss_over_the_plugins_that_scored() -> None:
     options = [{"name": "a", "chosen": True, "total": 80.0,
                 "scores": {"LeastWaterLevel": 90.0, "BalancedAllocation": 60.0}},
