@@ -27,6 +27,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.scratch import scratch_dir  # noqa: E402
+
 
 def pct(values: list[float], q: float) -> float:
     if not values:
@@ -178,7 +180,7 @@ def main() -> None:
     server = etcd = None
     url, token = args.server, args.token
     if url is None:
-        tmp = Path(tempfile.mkdtemp(prefix="drods-bench-api-"))
+        tmp = scratch_dir("drods-bench-api-")
         extra: list[str] = []
         if args.store == "etcd":
             from tests.etcd_server import EtcdCluster

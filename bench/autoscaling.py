@@ -54,6 +54,14 @@ class Cache:
         return lambda: None
 
 
+def usage(pods: int, rng: random.Random) -> dict[str, Any]:
+    """A member's reading of the workload's ``pods`` (0.5 cores and 512 MiB requested each), used at 20–95 %."""
+    cpu, mem = rng.uniform(0.2, 0.95), rng.uniform(0.2, 0.8)
+    return {"pods": pods, "readyPods": pods,
+            "cpu": {"used": f"{int(pods * 500 * cpu)}m", "requested": f"{pods * 500}m"},
+            "memory": {"used": f"{int(pods * 512 * mem)}Mi", "requested": f"{pods * 512}Mi"}}
+
+
 def fleet(n: int, clusters: int, rng: random.Random) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     names = [f"c{i:03d}" for i in range(clusters)]
     util = {f"{STATUS_PREFIX}{c}": {"cpu": rng.uniform(20, 95), "memory": rng.uniform(20, 80)} for c in names}
@@ -66,7 +74,10 @@ def fleet(n: int, clusters: int, rng: random.Random) -> tuple[dict[str, Any], di
         split = [replicas // 4 + (1 if k < replicas % 4 else 0) for k in range(4)]
         bindings[BINDING.key(f"deployment-default-{name}")] = {
             "spec": {"replicas": replicas},
-            "status": {"placement": [{"cluster": c, "replicas": r} for c, r in zip(where, split, strict=True)]}}
+            "status": {"placement": [{"cluster": c, "replicas": r} for c, r in zip(where, split, strict=True)],
+                       # what the autoscaler reads: the workload's own pods' use in each member
+                       "clusters": [{"cluster": c, "replicas": r, "usage": usage(r, rng)}
+                                    for c, r in zip(where, split, strict=True)]}}
         hpas[FEDERATED_HPA.key(name, "default")] = {
             "apiVersion": FEDERATED_HPA.api_version, "kind": "FederatedHPA",
             "metadata": {"name": name, "namespace": "default", "uid": f"u{i}", "generation": 1,
@@ -95,7 +106,8 @@ async def main() -> None:
         store = SqliteStore(str(Path(tmp) / "bench.db"))
         registry = ObjectRegistry(store, SecretBox(Fernet.generate_key()))
         a = Autoscaler(registry, store, hpas=Cache(hpas), crons=Cache({}), bindings=Cache(bindings),  # type: ignore[arg-type]
-                       clusters=Cache(util), feedback=Cache({}), settings=AutoscalerSettings())  # type: ignore[arg-type]
+                       clusters=Cache(util), feedback=Cache({}), members=Cache({}),  # type: ignore[arg-type]
+                       settings=AutoscalerSettings())
         a.sync_index()
         print(f"# {args.workloads} FederatedHPAs (2 metrics, 4 clusters each) over {args.clusters} clusters; "
               f"python {platform.python_version()}, {platform.machine()}")

@@ -32,13 +32,13 @@ import platform
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.scratch import scratch_dir  # noqa: E402
 from drods.machinery.informer import Informer  # noqa: E402
 from drods.machinery.memory import tune_for_serving  # noqa: E402
 from drods.machinery.tasks import stop_tasks  # noqa: E402
@@ -110,7 +110,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.gc == "server":
         tune_for_serving()
     rng = random.Random(args.seed)
-    tmp = Path(tempfile.mkdtemp(prefix="drods-cats-"))
+    tmp = scratch_dir("drods-cats-")
     store = SqliteStore(str(tmp / "drods.db"))
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp / "encryption.key")))
     clusters = [f"site-{i:03d}" for i in range(args.instance_sites)]

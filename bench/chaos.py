@@ -21,12 +21,12 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.scratch import scratch_dir  # noqa: E402
 from tests.ha_e2e.chaos import KINDS, campaign, fleet  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def main() -> None:
     print(f"conditions: python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}; "
           f"kinds {kinds} x {args.kills_per_kind}, seed {args.seed}, time limit {args.time_limit:g}s, "
           f"converge timeout {args.converge_timeout:g}s, lease TTL {args.lease_ttl}s", flush=True)
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="drods-chaos-"))
+    root = Path(args.dir) if args.dir else scratch_dir("drods-chaos-")
     started = time.monotonic()
     with fleet(root, lease_ttl=args.lease_ttl) as fl:
         print(f"fleet up in {time.monotonic() - started:.1f}s ({root})", flush=True)

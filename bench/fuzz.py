@@ -23,7 +23,6 @@ import os
 import platform
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
+from bench.scratch import scratch_dir  # noqa: E402
 from tests.api.test_campaign import MUTATING, PARAMS, _body, _deep, _object, _shape_ok, _yaml_bomb  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
@@ -66,7 +66,7 @@ def _app_routes() -> list[tuple[str, str]]:
     from drods.store.sqlite import SqliteStore
     from tests.api.test_campaign import _routes
 
-    d = Path(tempfile.mkdtemp(prefix="drods-fuzz-routes-"))
+    d = scratch_dir("drods-fuzz-routes-")
     app = build_app(ServerConfig(store_url="unused://", data_dir=d), store=SqliteStore(str(d / "routes.db")))
     return sorted((p, m) for p, methods in _routes(app.routes) for m in methods
                   if m in ("GET", "POST", "PUT", "PATCH", "DELETE"))
@@ -95,7 +95,7 @@ def main() -> None:
     print(f"conditions: python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}; "
           f"drods serve (SQLite, HTTPS) as its own process; {args.requests} requests, seed {args.seed}, "
           f"time limit {args.time_limit:g}s", flush=True)
-    root = Path(tempfile.mkdtemp(prefix="drods-fuzz-"))
+    root = scratch_dir("drods-fuzz-")
     counts: collections.Counter[int] = collections.Counter()
     by_kind: collections.Counter[str] = collections.Counter()
     media_seen: collections.Counter[str] = collections.Counter()

@@ -49,7 +49,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -59,6 +58,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.scratch import scratch_dir  # noqa: E402
 from drods.assembly import encrypted_store  # noqa: E402
 from drods.controllers import manifests as M  # noqa: E402
 from drods.model.annotations import LEADER_GENERATION  # noqa: E402
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--list-limit needs --works (the Works it lists)")
     if args.outage and args.members != "reporting":
         ap.error("--outage needs --members reporting (the members that go quiet and come back)")
-    data_dir = Path(tempfile.mkdtemp(prefix="drods-membench-"))
+    data_dir = scratch_dir("drods-membench-")
     url = f"sqlite://{data_dir / 'drods.db'}"
     t0 = time.perf_counter()
     rng = np.random.default_rng(args.seed)

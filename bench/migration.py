@@ -25,7 +25,6 @@ import argparse
 import json
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes.dynamic import DynamicClient  # noqa: E402
 
+from bench.scratch import scratch_dir  # noqa: E402
 from drods.model.timefmt import parse_rfc3339  # noqa: E402
 from drods.sim.harness import SimProcess  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
@@ -70,7 +70,7 @@ def wait(fn: Any, timeout: float, what: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    root = Path(tempfile.mkdtemp(prefix="bench-migration-"))
+    root = scratch_dir("bench-migration-")
     sim_args = ["--job-seconds", "1", "--volume-bandwidth-mbps", str(args.bandwidth_mbps)]
     sims = {n: SimProcess(n, root / "sims", sim_args).start() for n in ("mig-a", "mig-b")}
     data = root / "server"
@@ -103,6 +103,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         wait(lambda: int(claim("mig-a", "vol0-db-0")["metadata"]["annotations"]["sim.drods.io/writes"]) > 0
              if _exists(members["mig-a"], "vol0-db-0") else None, 120, "the source's claims written")
+        # a move goes only where the workload's placement allows it: the policy widened first (the copy stays
+        # where it runs: a placement change alone moves nothing)
+        http.patch("/apis/multicluster.io/v1alpha1/propagationpolicies/db",
+                   json={"spec": {"placement": {"clusterAffinity": {"clusterNames": ["mig-a", "mig-b"]}}}},
+                   headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+        binding = f"/apis/multicluster.io/v1alpha1/bindings/statefulset-{NS}-db"
+        wait(lambda: "mig-b" in str(http.get(binding).json().get("spec", {}).get("placement")) or None, 60,
+             "the binding's placement widened")
         plan = {"apiVersion": "multicluster.io/v1alpha1", "kind": "MigrationPlan", "metadata": {"name": "move"},
                 "spec": {"workloadRef": {"name": "db"}, "sourceCluster": "mig-a", "targetCluster": "mig-b",
                          "trafficDrainSeconds": 0, "switch": {"freezeSeconds": 120},

@@ -38,7 +38,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -49,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.scratch import scratch_dir  # noqa: E402
 from drods.monitor import report as r  # noqa: E402
 from drods.monitor.pipeline import MonitorPipeline  # noqa: E402
 from drods.monitor.report import MetricsReport  # noqa: E402
@@ -198,7 +198,7 @@ def history_bytes_per_cluster_day(tmpdir: Path, clusters: int = 10, interval: fl
 
 def run(args: argparse.Namespace, make_sink: Callable[[MonitorPipeline], Sink]) -> dict[str, Any]:
     fleet = Fleet(args.clusters)
-    tmp = Path(tempfile.mkdtemp(prefix="drods-bench-"))
+    tmp = scratch_dir("drods-bench-")
     now = [T0]
     store = SeriesStore(tmp / "history.db", clock=lambda: now[0])
     pipe = MonitorPipeline(
@@ -432,7 +432,7 @@ async def run_via_api(args: argparse.Namespace) -> dict[str, Any]:
     from drods.store import EventType, open_store
     from drods.transport import async_transport
 
-    root = Path(tempfile.mkdtemp(prefix="drods-bench-api-"))
+    root = scratch_dir("drods-bench-api-")
     own = OwnServer(root, args.server_command) if args.via_api == "self" else None
     url = own.url if own else args.via_api
     token = own.token if own else args.token

@@ -30,7 +30,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes import watch as k8s_watch  # noqa: E402
 
+from bench.scratch import scratch_dir  # noqa: E402
 from drods.sim.harness import SimProcess  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
@@ -189,7 +189,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    root = Path(tempfile.mkdtemp(prefix="bench-propagation-"))
+    root = scratch_dir("bench-propagation-")
     names = [f"m{i:02d}" for i in range(args.clusters)]
     sim_args = ["--nodes", str(args.nodes), "--max-pods", "500", *(["--no-tls"] if args.no_tls else [])]
     sims = [SimProcess(n, root / "sims", sim_args).start() for n in names]

@@ -74,7 +74,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -91,6 +90,7 @@ from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes import watch as k8s_watch  # noqa: E402
 
+from bench.scratch import scratch_dir  # noqa: E402
 from drods.sim.harness import drods_command  # noqa: E402
 from tests.server_process import ServerProcess, wait_until  # noqa: E402
 
@@ -395,7 +395,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace, stack: ExitStack) -> None:
         self.args = args
         self.synced = 0  # workloads the sync scenario seeded so far
-        self.root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+        self.root = scratch_dir("bench-scale-")
         self.fleet, self.members = stack.enter_context(
             fleet(self.root, args.clusters, args.nodes_per_cluster, args.max_pods))
         self.url = stack.enter_context(store_url(args.store, self.root))

@@ -47,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.scratch import scratch_dir  # noqa: E402
 from drods.model.binding import (  # noqa: E402
     BindingSpec,
     NetworkRequirements,
@@ -433,7 +434,6 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     import shutil
     import signal
     import subprocess
-    import tempfile
 
     from drods.assembly import encrypted_store
     from drods.model.kinds import BINDING
@@ -443,7 +443,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     from drods.security.at_rest import DEFAULT_RESOURCES, EncryptionConfig, resource_name
     from drods.store import EventType, open_store
 
-    tmp = Path(tempfile.mkdtemp(prefix="drods-bench-"))
+    tmp = scratch_dir("drods-bench-")
     etcd = None
     if args.store == "etcd":
         from tests.etcd_server import EtcdCluster
@@ -594,7 +594,6 @@ def run_fleet_change(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _fleet_change(args: argparse.Namespace) -> dict[str, Any]:
-    import tempfile
 
     from drods.model.kinds import BINDING, CLUSTER
     from drods.registry.objects import ObjectRegistry
@@ -602,7 +601,7 @@ async def _fleet_change(args: argparse.Namespace) -> dict[str, Any]:
     from drods.schedulerd.service import SchedulerService, SchedulerSettings
     from drods.store import EventType, open_store
 
-    tmp = Path(tempfile.mkdtemp(prefix="drods-bench-"))
+    tmp = scratch_dir("drods-bench-")
     store = open_store(f"sqlite://{tmp / 'drods.db'}")
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp / "encryption.key")))
     rng = np.random.default_rng(args.seed)
