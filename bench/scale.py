@@ -90,6 +90,7 @@ from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes import watch as k8s_watch  # noqa: E402
 
+from bench.arguments import positive_float, positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.sim.harness import drods_command  # noqa: E402
 from tests.server_process import ServerProcess, wait_until  # noqa: E402
@@ -866,6 +867,8 @@ def scenarios(text: str) -> list[str]:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"unknown scenario {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    if "cold-start" in names[1:]:
+        raise argparse.ArgumentTypeError("cold-start fills the store before the control plane starts: it comes first")
     return names
 
 
@@ -874,26 +877,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", required=True, type=scenarios,
                     help=f"one of {', '.join(SCENARIOS)}, or several comma-separated, run in turn over one "
                          "fleet and control plane (one JSON line each)")
-    ap.add_argument("--clusters", type=int, default=3, help="simulated members (one `drods sim fleet`)")
-    ap.add_argument("--nodes-per-cluster", type=int, default=3)
-    ap.add_argument("--max-pods", type=int, default=1000, help="pods a simulated node holds")
-    ap.add_argument("--workloads", type=int, default=20, help="Deployments, each with a ConfigMap dependent")
+    ap.add_argument("--clusters", type=positive_int, default=3, help="simulated members (one `drods sim fleet`)")
+    ap.add_argument("--nodes-per-cluster", type=positive_int, default=3)
+    ap.add_argument("--max-pods", type=positive_int, default=1000, help="pods a simulated node holds")
+    ap.add_argument("--workloads", type=positive_int, default=20, help="Deployments, each with a ConfigMap dependent")
     ap.add_argument("--store", choices=["sqlite", "etcd"], default="sqlite")
     ap.add_argument("--mode", choices=["push", "pull"], default="push")
     ap.add_argument("--processes", choices=["one", "split"], default="one",
                     help="the control plane as one `drods serve`, or `drods apiserver`, `drods scheduler` and "
                          "`drods controllers` apart over the same store")
-    ap.add_argument("--rate", type=float, default=5.0, help="distribution: creates + updates per second")
-    ap.add_argument("--seconds", type=float, default=5.0, help="distribution: how long the stream runs; "
+    ap.add_argument("--rate", type=positive_float, default=5.0, help="distribution: creates + updates per second")
+    ap.add_argument("--seconds", type=positive_float, default=5.0, help="distribution: how long the stream runs; "
                                                                "idle: how long CPU is measured")
     ap.add_argument("--stages", action="store_true", help="distribution: also the p50/p99 of each step (Binding, "
                     "scheduled, Work written, applied, in the member), from the control plane's watch streams")
     ap.add_argument("--trace", type=Path, default=None, help="distribution: one JSON line per operation "
                     "(at_s, op, name, ms) written to this file")
-    ap.add_argument("--down-seconds", type=float, default=20.0, help="storm: how long every member is down")
-    ap.add_argument("--flat-window", type=float, default=120.0, help="storm: RSS growth over this last window")
-    ap.add_argument("--timeout", type=float, default=600.0, help="seconds a phase may take before it is reported "
-                                                                 "as not reached (null figures)")
+    ap.add_argument("--down-seconds", type=positive_float, default=20.0, help="storm: how long every member is down")
+    ap.add_argument("--flat-window", type=positive_float, default=120.0, help="storm: RSS growth over this last window")
+    ap.add_argument("--timeout", type=positive_float, default=600.0,
+                    help="seconds a phase may take before it is reported as not reached (null figures)")
     args = ap.parse_args(argv)
     print(f"# conditions: scenario {','.join(args.scenario)}, {args.clusters} members x {args.nodes_per_cluster} nodes "
           f"(one drods sim fleet), {args.workloads} Deployments + {args.workloads} ConfigMaps, "

@@ -47,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.model.binding import (  # noqa: E402
     BindingSpec,
@@ -679,8 +680,8 @@ async def _fleet_change(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--clusters", type=int, default=100)
-    ap.add_argument("--tasks", type=int, default=10_000)
+    ap.add_argument("--clusters", type=positive_int, default=100)
+    ap.add_argument("--tasks", type=positive_int, default=10_000)
     ap.add_argument("--mode", choices=["algorithm", "e2e", "fleet-change"], default="algorithm")
     ap.add_argument("--pools", type=int, default=50, help="fleet-change: label pools the bindings select")
     ap.add_argument("--store", choices=["sqlite", "etcd"], default=None)

@@ -32,3 +32,17 @@ def test_the_migration_bench_moves_the_data_and_loses_no_write() -> None:
     out = run("migration.py", "--size-gib", "0.01", "--bandwidth-mbps", "400")
     assert out["lost_writes"] == 0 and out["checksums_equal"] is True
     assert int(out["status_bytes_copied"]) > 0
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--clusters", "0"], "argument --clusters: 0: must be 1 or more"),
+    (["--rate", "0"], "argument --rate: 0: must be more than 0"),
+    (["--workloads", "-5"], "argument --workloads: -5: must be 1 or more"),
+    (["--scenario", "idle,cold-start"], "cold-start fills the store before the control plane starts: it comes first"),
+])
+def test_a_bad_size_is_one_error_line_before_anything_starts(args: list[str], says: str) -> None:
+    """A fleet of 0 members failed with a traceback after starting; a rate of 0 divided by zero 12 s in."""
+    scenario = [] if "--scenario" in args else ["--scenario", "distribution"]
+    done = subprocess.run([sys.executable, str(BENCH / "scale.py"), *scenario, *args], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
