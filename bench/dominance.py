@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import positive_int  # noqa: E402
 from drods.whatif.engine import PolicyRun, prepare  # noqa: E402
 from drods.whatif.policies import make_policy  # noqa: E402
 from drods.whatif.report import dominance, figures  # noqa: E402
@@ -130,10 +131,12 @@ def judged(wl: dict[str, float], baselines: dict[str, dict[str, float]]) -> dict
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", default="all")
+    ap.add_argument("--runs", default="all",
+                    help="all (default), shipped, seeds, variants, or NAME[:SEED],… (a shipped scenario, and a seed)")
     ap.add_argument("--autoops", type=json.loads, default={}, help="JSON object over each scenario's autoops")
     ap.add_argument("--plugin-args", type=json.loads, default={}, help="JSON object over each scenario's pluginArgs")
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--workers", type=positive_int, default=min(2, os.cpu_count() or 1),
+                    help="processes running the policy runs")
     ap.add_argument("--cache", type=Path, default=None, help="folder keeping the baselines' figures")
     args = ap.parse_args()
     runs = chosen_runs(args.runs)

@@ -872,8 +872,12 @@ def scenarios(text: str) -> list[str]:
     return names
 
 
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The docstring as written, and each option's default."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
     ap.add_argument("--scenario", required=True, type=scenarios,
                     help=f"one of {', '.join(SCENARIOS)}, or several comma-separated, run in turn over one "
                          "fleet and control plane (one JSON line each)")
