@@ -27,6 +27,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.arguments import positive_float, positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 
 
@@ -165,13 +166,13 @@ def batch_once(url: str, token: str, n: int, run: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--clusters", type=int, default=1000)
-    ap.add_argument("--connections", type=int, default=32)
-    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--clusters", type=positive_int, default=1000)
+    ap.add_argument("--connections", type=positive_int, default=32)
+    ap.add_argument("--seconds", type=positive_float, default=20)
     ap.add_argument("--store", choices=["sqlite", "etcd"], default="sqlite")
     ap.add_argument("--server")
     ap.add_argument("--token")
-    ap.add_argument("--batches", type=int, default=5)
+    ap.add_argument("--batches", type=positive_int, default=5)
     ap.add_argument("--python-client", action="store_true", help="use httpx even when wrk is installed")
     args = ap.parse_args()
 

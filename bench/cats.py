@@ -38,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.arguments import positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.machinery.informer import Informer  # noqa: E402
 from drods.machinery.memory import tune_for_serving  # noqa: E402
@@ -217,11 +218,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--services", type=int, default=1000)
-    ap.add_argument("--instance-sites", type=int, default=100)
-    ap.add_argument("--client-sites", type=int, default=50)
-    ap.add_argument("--changes", type=int, default=30)
-    ap.add_argument("--full-rounds", type=int, default=3)
+    ap.add_argument("--services", type=positive_int, default=1000)
+    ap.add_argument("--instance-sites", type=positive_int, default=100)
+    ap.add_argument("--client-sites", type=positive_int, default=50)
+    ap.add_argument("--changes", type=positive_int, default=30)
+    ap.add_argument("--full-rounds", type=positive_int, default=3)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--gc", choices=("server", "default"), default="server",
                     help="garbage collector tuning: as `drods serve` (server) or CPython's defaults")

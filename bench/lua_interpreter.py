@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.arguments import positive_int  # noqa: E402
 from drods.model.lua_customization import LuaCustomization  # noqa: E402
 from drods.model.lua_sandbox import LuaScriptError  # noqa: E402
 
@@ -50,7 +51,7 @@ def timed(fn: object, calls: int) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--calls", type=positive_int, default=2000)
     args = ap.parse_args()
     lua = LuaCustomization("bench", SCRIPTS)
     obj = workload()

@@ -58,6 +58,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.assembly import encrypted_store  # noqa: E402
 from drods.controllers import manifests as M  # noqa: E402
@@ -237,8 +238,8 @@ def _list_works(server: ServerProcess, limit: int) -> tuple[int, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--clusters", type=int, default=10_000)
-    ap.add_argument("--bindings", type=int, default=100_000)
+    ap.add_argument("--clusters", type=positive_int, default=10_000)
+    ap.add_argument("--bindings", type=positive_int, default=100_000)
     ap.add_argument("--settle", type=float, default=30.0, help="seconds of RSS sampling after /readyz")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--members", choices=["reporting", "unreachable"], default="reporting",

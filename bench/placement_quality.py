@@ -51,6 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import positive_int  # noqa: E402
 from drods.model.binding import BindingSpec, NetworkRequirements, ReplicaRequirements  # noqa: E402
 from drods.model.cluster import ClusterSpec, CostModel, NetworkProfile  # noqa: E402
 from drods.model.dataset import DatasetRead  # noqa: E402
@@ -280,8 +281,8 @@ def colocated(placements: list[dict[str, int]], talk: dict[int, tuple[int, float
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--clusters", type=int, default=24)
-    ap.add_argument("--workloads", type=int, default=240)
+    ap.add_argument("--clusters", type=positive_int, default=24)
+    ap.add_argument("--workloads", type=positive_int, default=240)
     ap.add_argument("--min-reduction", type=float, default=DEFAULT_MIN_REDUCTION,
                     help="traffic rebalance: share of the traffic-weighted network cost a move must save "
                          "(the configuration's default)")

@@ -44,6 +44,7 @@ from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes import watch as k8s_watch  # noqa: E402
 
+from bench.arguments import positive_float, positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.sim.harness import SimProcess  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
@@ -338,12 +339,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clusters", type=int, default=20)
-    ap.add_argument("--workloads", type=int, default=1000)
-    ap.add_argument("--spread", type=int, default=2, help="members per binding")
-    ap.add_argument("--rate", type=float, default=10.0, help="bindings per second in the latency phase (keep "
+    ap.add_argument("--clusters", type=positive_int, default=20)
+    ap.add_argument("--workloads", type=positive_int, default=1000)
+    ap.add_argument("--spread", type=positive_int, default=2, help="members per binding")
+    ap.add_argument("--rate", type=positive_float, default=10.0, help="bindings per second in the latency phase (keep "
                     "rate x spread below the burst phase's copies_per_s, or the latency measures queueing)")
-    ap.add_argument("--nodes", type=int, default=3, help="nodes per member")
+    ap.add_argument("--nodes", type=positive_int, default=3, help="nodes per member")
     ap.add_argument("--failover", type=int, default=100, help="workloads on the failing member (0 = skip)")
     ap.add_argument("--failover-timeout", type=float, default=60.0)
     ap.add_argument("--store", default=None, help="store URL for drods serve (default: its sqlite)")

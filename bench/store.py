@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import positive_int  # noqa: E402
 from drods.store import Store  # noqa: E402
 from drods.store.etcd import EtcdStore  # noqa: E402
 from drods.store.sqlite import SqliteStore  # noqa: E402
@@ -232,8 +233,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 def cli() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=["sqlite", "etcd"], required=True)
-    ap.add_argument("--writers", type=int, default=32, help="concurrent writers (and readers)")
-    ap.add_argument("--ops", type=int, default=20000, help="CAS writes (and reads) in the concurrent runs")
+    ap.add_argument("--writers", type=positive_int, default=32, help="concurrent writers (and readers)")
+    ap.add_argument("--ops", type=positive_int, default=20000, help="CAS writes (and reads) in the concurrent runs")
     ap.add_argument("--seq-ops", type=int, default=3000, help="CAS writes by the single sequential writer")
     ap.add_argument("--watch-samples", type=int, default=500)
     ap.add_argument("--endpoints", help="etcd host:port[,host:port]; default: start a private etcd")

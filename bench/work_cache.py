@@ -33,6 +33,7 @@ import cramjam
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import positive_int  # noqa: E402
 from drods.controllers import manifests as M  # noqa: E402
 from drods.controllers.execution import manifest_status  # noqa: E402
 from drods.controllers.work_record import decode_work  # noqa: E402
@@ -114,8 +115,8 @@ def weigh(kvs: list[KeyValue], keep: Callable[[KeyValue], Any]) -> tuple[float, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--works", type=int, default=20_000)
-    ap.add_argument("--clusters", type=int, default=100)
+    ap.add_argument("--works", type=positive_int, default=20_000)
+    ap.add_argument("--clusters", type=positive_int, default=100)
     args = ap.parse_args(argv)
     kvs = stored_works(args.works, args.clusters)
     stored = sum(len(kv.value) for kv in kvs) / len(kvs)
