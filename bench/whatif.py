@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from drods.errors import ApiError  # noqa: E402
 from drods.whatif.engine import PolicyRun, prepare  # noqa: E402
 from drods.whatif.policies import make_policy, parse_policies  # noqa: E402
 from drods.whatif.report import write_report  # noqa: E402
@@ -38,9 +39,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", default=None, help="report folder (default: a temporary one)")
     args = ap.parse_args()
-    names = parse_policies(args.policies)
     t0 = time.perf_counter()
-    scn, base = load_scenario(args.scenario)
+    try:
+        names = parse_policies(args.policies)
+        scn, base = load_scenario(args.scenario)
+    except (ApiError, ValueError) as e:  # the product's own words: one line, as `drods simulate` says them
+        ap.error(str(getattr(e, "message", None) or e))
     inputs = prepare(scn, args.seed, base)
     t_prep = time.perf_counter() - t0
     print(f"# conditions: scenario {scn.name}, {inputs.fleet.n} clusters, {scn.ticks} ticks of "
