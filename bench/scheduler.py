@@ -675,7 +675,10 @@ async def _fleet_change(args: argparse.Namespace) -> dict[str, Any]:
             "moved_replicas": int(svc.metrics.fleet_moved._value.get() - moved_before),
             "p50_ms": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
             "p99_ms": round(float(np.percentile(lat, 99)), 1) if lat.size else None,
-            "last_ms": round(float(lat[-1]), 1) if lat.size else None}
+            "last_ms": round(float(lat[-1]), 1) if lat.size else None,
+            # re-decisions over the span from the label write to the last of them
+            "throughput_per_s": round(lat.size / (float(lat[-1]) / 1e3), 1) if lat.size and lat[-1] > 0 else None,
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
