@@ -62,6 +62,7 @@ from bench.arguments import positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.assembly import encrypted_store  # noqa: E402
 from drods.controllers import manifests as M  # noqa: E402
+from drods.controllers.settings import MemberSettings  # noqa: E402
 from drods.model.annotations import LEADER_GENERATION  # noqa: E402
 from drods.model.kinds import BINDING, CLUSTER, WORK, by_kind  # noqa: E402
 from drods.model.timefmt import rfc3339_ms  # noqa: E402
@@ -260,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--list-limit needs --works (the Works it lists)")
     if args.outage and args.members != "reporting":
         ap.error("--outage needs --members reporting (the members that go quiet and come back)")
+    grace = MemberSettings().pullGraceSeconds
+    if 0 < args.outage <= grace:  # the members would be Ready throughout: nothing to converge from
+        ap.error(f"--outage {args.outage:g}: a member goes NotReady only after the pull grace ({grace:g} s); "
+                 "give a longer outage")
     data_dir = scratch_dir("drods-membench-")
     url = f"sqlite://{data_dir / 'drods.db'}"
     t0 = time.perf_counter()
