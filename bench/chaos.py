@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("--dir", help="keep the fleet's data and logs here (default: a temporary dir)")
     args = ap.parse_args()
     kinds = tuple(k for k in args.kinds.split(",") if k)
-    assert set(kinds) <= set(KINDS), kinds
+    if not kinds or not set(kinds) <= set(KINDS):
+        ap.error(f"--kinds {args.kinds}: each of {', '.join(KINDS)}")
     print(f"conditions: python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}; "
           f"kinds {kinds} x {args.kills_per_kind}, seed {args.seed}, time limit {args.time_limit:g}s, "
           f"converge timeout {args.converge_timeout:g}s, lease TTL {args.lease_ttl}s", flush=True)

@@ -103,7 +103,12 @@ def main() -> None:
     p.add_argument("--window", type=float, default=10.0, help="seconds of idle CPU measurement")
     p.add_argument("--budget-gib", type=float, default=16.0, help="memory budget for the estimate")
     args = p.parse_args()
-    counts = [int(c) for c in args.counts.split(",") if c.strip()]
+    try:
+        counts = [int(c) for c in args.counts.split(",") if c.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        p.error(f"--counts {args.counts}: whole numbers of sims, 1 or more, comma-separated")
     cores = os.cpu_count() or 1
     with open("/proc/meminfo") as f:
         mem_total = int(f.readline().split()[1]) * 1024
