@@ -82,6 +82,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/openapi.json"): PUBLIC,
     ("GET", "/docs"): PUBLIC,
     ("GET", "/docs/oauth2-redirect"): PUBLIC,
+    ("GET", "/docs/assets"): PUBLIC,
     ("GET", "/redoc"): PUBLIC,
     ("GET", "/ui"): PUBLIC,
     ("GET", "/metrics"): READ,

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from drods import __version__
+from drods.api import reference_page
 from drods.api.access import enforce
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.auth import Principal, bearer_token
@@ -76,12 +77,14 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
         "Every call needs `Authorization: Bearer <token>` (make one with `drods token create`).",
         lifespan=lifespan,
         default_response_class=JSONResponse,
+        docs_url=None,  # `drods.api.reference_page` serves it, with no CDN
     )
     app.state.ctx = ctx
     facade = [load(r) for r in FACADE_ROUTERS] if flat_api else []
     # The product's routes answer to one table (`drods.api.access`); a simulated member's own routes
     # (``extra_routers``) keep their own checks, as a member cluster's API server would.
     ruled = [Depends(enforce)]
+    reference_page.mount(app)
     for r in [load(r) for r in COMMON_ROUTERS] + facade:
         app.include_router(r, dependencies=ruled)
     for r in extra_routers or []:

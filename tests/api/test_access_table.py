@@ -31,7 +31,8 @@ CM = "/api/v1/namespaces/default/configmaps"
 READS: dict[str, str] = {
     "/healthz": "/healthz", "/livez": "/livez", "/readyz": "/readyz", "/openapi.json": "/openapi.json",
     "/docs": "/docs",
-    "/docs/oauth2-redirect": "/docs/oauth2-redirect", "/redoc": "/redoc", "/ui": "/ui/", "/metrics": "/metrics",
+    "/docs/oauth2-redirect": "/docs/oauth2-redirect", "/docs/assets": "/docs/assets/swagger-ui.css",
+    "/redoc": "/redoc", "/ui": "/ui/", "/metrics": "/metrics",
     "/api/v1/audit": "/api/v1/audit?limit=1",
     "/api/v1/clusters": "/api/v1/clusters", "/api/v1/clusters/{name}": "/api/v1/clusters/nope",
     "/api/v1/propagationpolicies": "/api/v1/propagationpolicies",
