@@ -436,10 +436,10 @@ class BindingController:
         # a divided binding's placement may be partial (the rest pending): an old copy waits for the
         # replicas the workload asks for, not only the ones placed so far (Karmada's graceful eviction)
         topology = ((spec.get("placement") or {}).get("statefulTopology")) is not None  # its own counts
-        asked = int(spec.get("replicas", 0) or 0) if divisible and not topology else 0
-        asked += rollup.desired - rollup.placed if asked else 0  # what overrides set the copies' counts to
+        pending = max(0, int(spec.get("replicas", 0) or 0) - rollup.placed) if divisible and not topology else 0
+        # the copies' own counts (overrides applied) and the replicas not placed yet
         covered = zero or rollup.all_applied and (not counts_ready or
-                                                  rollup.ready_applied >= max(rollup.desired, asked))
+                                                  rollup.ready_applied >= rollup.desired + pending)
         retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered,
                                   evictions={t.fromCluster: t for t in eviction_tasks(spec)})
         failing = _script_failures(how, template) if active and template is not None else []
