@@ -81,6 +81,19 @@ def test_overrides_apply_only_to_the_named_cluster(env: Env) -> None:
     wait_for(lambda: env.copies("ov") == {}, 10, "copies deleted")
 
 
+def changed(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """What an unexpected write changed, so a failure names its writer's field."""
+    def flat(obj: Any, path: str = "") -> dict[str, Any]:
+        if isinstance(obj, dict):
+            return {k: v for key, val in obj.items() for k, v in flat(val, f"{path}.{key}").items()}
+        if isinstance(obj, list):
+            return {k: v for i, val in enumerate(obj) for k, v in flat(val, f"{path}[{i}]").items()}
+        return {path: obj}
+    old, new = flat(before), flat(after)
+    return "; ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old.keys() | new.keys())
+                     if old.get(k) != new.get(k))
+
+
 def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
     ns = "shop"
     env.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -139,11 +152,18 @@ def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
     out = env.server.run_cli("get", "deploy", "cart", "-n", ns, "--server", env.server.url,
                              "--token", env.server.token("admin")).stdout
     assert out.splitlines()[1].split()[:5] == ["cart", "5/5", "5", "5", "aws-dfw:3,azure-lhr:2"]
-    # idempotent: nothing changes while nothing changes
-    rv = (env.binding("cart") or {})["metadata"]["resourceVersion"]
+    # idempotent: nothing changes while nothing changes — once the usage read (every usagePollSeconds, 15 s)
+    # has seen every copy's pods: until then its next reading is a change, and is written
+    def pods_counted() -> dict[str, Any] | None:
+        b = env.binding("cart") or {}
+        return b if all((e.get("usage") or {}).get("pods") == e["replicas"] for e in b["status"]["clusters"]) \
+            else None
+
+    before = wait_for(pods_counted, 20, "every copy's pods in the Binding's usage")
     gen = dfw.deployment("cart", ns).metadata.generation
     time.sleep(1.5)  # several status polls and probes: none of them may write anything
-    assert (env.binding("cart") or {})["metadata"]["resourceVersion"] == rv
+    after = env.binding("cart") or {}
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], changed(before, after)
     assert dfw.deployment("cart", ns).metadata.generation == gen
     # a config change reaches the dependent copy
     env.http.patch(f"/api/v1/namespaces/{ns}/configmaps/cart-cfg", json={"data": {"mode": "safe"}},
