@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drods.monitor import holt_winters  # noqa: E402
-from drods.monitor.forecast import DAY, evaluate, forecast, forecasts, mape  # noqa: E402
+from drods.monitor.forecast import DAY, evaluate, forecast, forecasts, mape, model_season  # noqa: E402
 
 STEP = 300
 T = TypeVar("T")
@@ -125,7 +125,10 @@ def refresh(rng: np.random.Generator, days: int, clusters: int) -> dict[str, obj
     one_s, _ = _cpu(lambda: [forecast(y, SEASON, step_s=STEP) for y in now])
     search_s, done = _cpu(lambda: forecasts([(0.0, y) for y in now], SEASON, step_s=STEP))
     later = [(0.0, y) for y in ys]
-    fits = [fit for _, fit in done]
+    # an hour's more history can cross into another model (two days: Holt's trend → Holt-Winters), whose
+    # parameters are searched again, as the product's forecaster does
+    fits = [fit if fit is not None and len(fit.season) == model_season(ys.shape[1], SEASON) else None
+            for _, fit in done]
     refit_s, reused = _cpu(lambda: forecasts(later, SEASON, step_s=STEP, like=fits))
     fresh = forecasts(later, SEASON, step_s=STEP)
     gap = float(np.mean([mape(f.values, r.values) for (f, _), (r, _) in zip(fresh, reused, strict=True)]))
