@@ -135,7 +135,7 @@ async def timed(work: Callable[[], Awaitable[Any]]) -> float:
 
 async def run(driver: Driver, args: argparse.Namespace) -> dict[str, float]:
     p = f"/bench/{uuid.uuid4().hex[:8]}/{driver.name}"
-    per = max(1, args.ops // args.writers)
+    per = _ops(args) // args.writers
 
     chains = [driver.cas_chain(f"{p}/c/{w}", per) for w in range(args.writers)]
     elapsed = await timed(lambda: asyncio.gather(*chains))
@@ -184,12 +184,17 @@ async def run(driver: Driver, args: argparse.Namespace) -> dict[str, float]:
     }
 
 
+def _ops(args: argparse.Namespace) -> int:
+    """The concurrent runs' operations as made: ``--ops`` shared evenly by the writers (at least one each)."""
+    return max(1, args.ops // args.writers) * args.writers
+
+
 def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(statistics.fmean(r[k] for r in runs), 3) for k in runs[0]}
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    figures: dict[str, Any] = {"backend": args.backend, "writers": args.writers, "ops": args.ops,
+    figures: dict[str, Any] = {"backend": args.backend, "writers": args.writers, "ops": _ops(args),
                                "seq_ops": args.seq_ops, "watch_samples": args.watch_samples}
     if args.backend == "sqlite":
         with tempfile.TemporaryDirectory(prefix="drods-bench-", dir=args.dir) as tmp:
@@ -235,8 +240,8 @@ def cli() -> None:
     ap.add_argument("--backend", choices=["sqlite", "etcd"], required=True)
     ap.add_argument("--writers", type=positive_int, default=32, help="concurrent writers (and readers)")
     ap.add_argument("--ops", type=positive_int, default=20000, help="CAS writes (and reads) in the concurrent runs")
-    ap.add_argument("--seq-ops", type=int, default=3000, help="CAS writes by the single sequential writer")
-    ap.add_argument("--watch-samples", type=int, default=500)
+    ap.add_argument("--seq-ops", type=positive_int, default=3000, help="CAS writes by the single sequential writer")
+    ap.add_argument("--watch-samples", type=positive_int, default=500)
     ap.add_argument("--endpoints", help="etcd host:port[,host:port]; default: start a private etcd")
     ap.add_argument("--dir", help="directory for the sqlite file (default: system temp dir)")
     args = ap.parse_args()
@@ -245,8 +250,8 @@ def cli() -> None:
         where = args.dir or tempfile.gettempdir()
         print(f"sqlite {sqlite3.sqlite_version}, WAL, synchronous=FULL, file in {where}")
     print(
-        f"workload: {args.writers} concurrent writers x {args.ops // args.writers} CAS writes on own keys; "
-        f"1 writer x {args.seq_ops} CAS writes; {args.writers} readers x {args.ops // args.writers} gets; "
+        f"workload: {args.writers} concurrent writers x {_ops(args) // args.writers} CAS writes on own keys; "
+        f"1 writer x {args.seq_ops} CAS writes; {args.writers} readers x {_ops(args) // args.writers} gets; "
         f"{args.watch_samples} put->watch-event round trips; values {len(VALUE)} B"
     )
     figures = asyncio.run(main(args))
