@@ -59,7 +59,7 @@ def divisible(spec: BindingSpec) -> bool:
     pl = spec.placement
     rs = pl.replicaScheduling
     if rs is not None and (rs.replicaSchedulingType != "Divided" or rs.replicaDivisionPreference == "Aggregated"
-                           or (rs.weightPreference is not None and rs.weightPreference.staticWeightList)):
+                           or (rs.weightPreference is not None and rs.weightPreference.static_weights)):
         return False
     return not (pl.spreadConstraints or pl.statefulTopology is not None)
 

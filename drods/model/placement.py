@@ -93,6 +93,12 @@ class WeightPreference(BaseModel):
     staticWeightList: list[StaticClusterWeight] = Field(default_factory=list)
     dynamicWeight: Literal["WaterLevel", "AvailableReplicas"] | None = None
 
+    @property
+    def static_weights(self) -> list[StaticClusterWeight]:
+        """The static weights that divide the replicas: none when a ``dynamicWeight`` is set, which
+        makes Karmada ignore the ``staticWeightList``."""
+        return [] if self.dynamicWeight else self.staticWeightList
+
 
 class ReplicaScheduling(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -228,7 +234,7 @@ class Placement(BaseModel):
             rs = self.replicaScheduling
             wp = rs.weightPreference if rs is not None else None
             if (rs is None or rs.replicaSchedulingType != "Divided" or rs.replicaDivisionPreference != "Weighted"
-                    or (wp is not None and wp.staticWeightList)):
+                    or (wp is not None and wp.static_weights)):
                 raise ValueError("overflowAffinities can only be used with replicaScheduling Divided, "
                                  "Weighted by a dynamic weight (WaterLevel or AvailableReplicas)")
         return self

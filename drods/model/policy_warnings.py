@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from drods.model.kinds import PLACEMENT_POLICY_KINDS, Kind
+from drods.model.kinds import PLACEMENT_POLICY_KINDS, Kind, by_kind
 
 
 def policy_warnings(kind: Kind, obj: Mapping[str, Any]) -> list[str]:
@@ -26,4 +26,13 @@ def policy_warnings(kind: Kind, obj: Mapping[str, Any]) -> list[str]:
         if own and sel.get("namespace") and sel["namespace"] != own:
             out.append(f"spec.resourceSelectors[{i}].namespace: {sel['namespace']} is not the policy's namespace "
                        f"{own}; a {kind.kind} selects in its own namespace only, so this selector matches nothing")
+        selected = by_kind(str(sel.get("apiVersion")), str(sel.get("kind")))
+        if own and selected is not None and not selected.namespaced:
+            out.append(f"spec.resourceSelectors[{i}]: {selected.kind} is cluster-scoped and a {kind.kind} selects "
+                       "namespaced objects only, so this selector matches nothing; a cluster-wide policy places it")
+    weights = ((spec.get("placement") or {}).get("replicaScheduling") or {}).get("weightPreference") \
+        if isinstance(spec, Mapping) else None
+    if isinstance(weights, Mapping) and weights.get("dynamicWeight") and weights.get("staticWeightList"):
+        out.append("spec.placement.replicaScheduling.weightPreference: dynamicWeight is set, so the staticWeightList "
+                   f"is ignored (Karmada's meaning): replicas are divided by {weights['dynamicWeight']}")
     return out

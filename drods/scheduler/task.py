@@ -224,8 +224,8 @@ def _division(pl: Placement, default: Division) -> tuple[Division, StaticRules]:
         return "Duplicated", _NO_RULES
     if rs is not None and rs.replicaDivisionPreference == "Aggregated":
         return "Aggregated", _NO_RULES
-    if rs is not None and rs.weightPreference is not None and rs.weightPreference.staticWeightList:
-        return "StaticWeight", StaticRules.of(rs.weightPreference.staticWeightList)
+    if rs is not None and rs.weightPreference is not None and rs.weightPreference.static_weights:
+        return "StaticWeight", StaticRules.of(rs.weightPreference.static_weights)
     if rs is not None and rs.weightPreference is not None and rs.weightPreference.dynamicWeight:
         return rs.weightPreference.dynamicWeight, _NO_RULES
     return default, _NO_RULES

@@ -322,7 +322,7 @@ def _static(rec: BindingRecord, pl: PlacementSpec) -> bool:
     """Divided by static weights: a fleet change re-divides it whole."""
     rs = pl.replicaScheduling
     return not rec.duplicated and rs is not None and rs.weightPreference is not None and \
-        bool(rs.weightPreference.staticWeightList)
+        bool(rs.weightPreference.static_weights)
 
 
 def _holistic(pl: PlacementSpec) -> bool:

@@ -22,6 +22,20 @@ spec:
   resourceSelectors: [{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: widgets.example.io}]
   placement: {clusterAffinity: {clusterNames: [m1]}}
 """
+CLUSTER_SCOPED = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: roles, namespace: warn-a}
+spec:
+  resourceSelectors: [{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: reader}]
+  placement:
+    clusterAffinity: {clusterNames: [m1, m2]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      weightPreference:
+        dynamicWeight: AvailableReplicas
+        staticWeightList: [{targetCluster: {clusterNames: [m1]}, weight: 1}]
+"""
 PLAIN = """
 apiVersion: policy.karmada.io/v1alpha1
 kind: PropagationPolicy
@@ -41,11 +55,15 @@ def test_kubectl_prints_what_a_stored_policy_will_not_do(kubectl: Kubectl) -> No
     done = kubectl.run("apply", "-f", "-", input=CRDS)
     assert "Warning: spec.resourceSelectors[0]: a CustomResourceDefinition is not placed by a policy" \
         in done.stderr, done.stderr
+    done = kubectl.run("apply", "-f", "-", input=CLUSTER_SCOPED)
+    assert "Warning: spec.resourceSelectors[0]: ClusterRole is cluster-scoped" in done.stderr, done.stderr
+    assert "Warning: spec.placement.replicaScheduling.weightPreference: dynamicWeight is set, so the " \
+        "staticWeightList is ignored" in done.stderr, done.stderr
     done = kubectl.run("apply", "-f", "-", input=PLAIN)  # nothing to say
     assert "Warning" not in done.stderr and "created" in done.stdout, done.stderr
     done = kubectl.run("label", "propagationpolicy.policy.karmada.io", "elsewhere", "-n", "warn-a", "team=a")
     assert "Warning: spec.resourceSelectors[0].namespace" in done.stderr, done.stderr  # a patch says it again
-    kubectl.run("delete", "propagationpolicy.policy.karmada.io", "elsewhere", "plain", "-n", "warn-a")
+    kubectl.run("delete", "propagationpolicy.policy.karmada.io", "elsewhere", "plain", "roles", "-n", "warn-a")
     kubectl.run("delete", "clusterpropagationpolicy.policy.karmada.io", "crds")
 
 

@@ -178,6 +178,18 @@ def test_static_weights_through_scheduler(snap: Snapshot, sched: Scheduler) -> N
     assert r.placement_dict() == {"member1": 4, "member2": 3}
 
 
+def test_a_dynamic_weight_makes_the_static_list_ignored(snap: Snapshot, sched: Scheduler) -> None:
+    """Karmada's ``dynamicWeight``: "if specified, StaticWeightList will be ignored" — every cluster shares."""
+    for c in ("member1", "member2", "member3"):
+        add(snap, c, st=status(cpu=1000, mem=4000))
+    placement = static_placement({"member1": 1, "member2": 5})
+    assert placement.replicaScheduling is not None and placement.replicaScheduling.weightPreference is not None
+    placement.replicaScheduling.weightPreference.dynamicWeight = "AvailableReplicas"
+    r = sched.schedule(task(replicas=6, placement=placement), snap)
+    assert r.division == "AvailableReplicas"
+    assert r.placement_dict() == {"member1": 2, "member2": 2, "member3": 2}
+
+
 def test_static_weights_capped_and_redistributed(snap: Snapshot, sched: Scheduler) -> None:
     add(snap, "small", st=status(cpu=4, mem=400))  # 3 one-core replicas below 85%
     add(snap, "big", st=status(cpu=1000, mem=4000))
