@@ -160,9 +160,26 @@ def kubeconfig(
         "apiVersion": "v1", "kind": "Config", "current-context": "drods",
         "clusters": [{"name": "drods", "cluster": cluster}],
         "users": [{"name": "drods", "user": {"token": token}}],
-        "contexts": [{"name": "drods", "context": {"cluster": "drods", "user": "drods", "namespace": "default"}}],
+        "contexts": [{"name": "drods", "context": {"cluster": "drods", "user": "drods",
+                                                   "namespace": _context_namespace(token)}}],
     }
     typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+
+
+def _context_namespace(token: str) -> str:
+    """The kubeconfig context's namespace: a namespace-limited token's first namespace (``default`` would
+    be refused to it at kubectl's first command), else ``default``. Read without the signature: the
+    server checks it; this only picks where kubectl starts."""
+    import jwt
+
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return "default"
+    namespaces = claims.get("namespaces")
+    if isinstance(namespaces, list) and namespaces and all(isinstance(n, str) for n in namespaces):
+        return "default" if "default" in namespaces else sorted(namespaces)[0]
+    return "default"
 
 
 def _register_client_commands() -> None:

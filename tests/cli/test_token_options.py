@@ -99,3 +99,23 @@ def test_token_list_says_which_namespaces_each_token_may_act_in(tmp_path: Path) 
     out = runner.invoke(app, ["token", "list", "--data-dir", str(tmp_path)]).output
     rows = {line.split()[2]: line.split()[3] for line in out.splitlines()[1:] if line.strip()}
     assert rows == {"admin": "*", "viewer": "team-a,team-b", "cluster-agent": "-"}, out
+
+
+def test_a_namespaced_tokens_kubeconfig_starts_in_its_namespace(tmp_path: Path) -> None:
+    """kubectl's first command with a team's kubeconfig lands in the team's namespace, not in ``default``,
+    which the token may not touch."""
+    import yaml
+
+    (tmp_path / "tls").mkdir()
+    (tmp_path / "tls" / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    runner = CliRunner()
+
+    def context_namespace(*create: str) -> str:
+        token = runner.invoke(app, ["token", "create", *create, "--data-dir", str(tmp_path)]).output.strip()
+        r = runner.invoke(app, ["kubeconfig", "--token", token, "--data-dir", str(tmp_path)])
+        assert r.exit_code == 0, r.output
+        return str(yaml.safe_load(r.output)["contexts"][0]["context"]["namespace"])
+
+    assert context_namespace("--role", "operator", "--namespace", "team-b", "--namespace", "team-a") == "team-a"
+    assert context_namespace("--role", "viewer", "--namespace", "team-a", "--namespace", "default") == "default"
+    assert context_namespace("--role", "admin") == "default"
