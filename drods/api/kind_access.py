@@ -15,5 +15,6 @@ def require_on_kind(principal: Principal, kind: Kind, write: bool, namespace: st
     theirs), and kinds only cluster-wide tokens write."""
     principal.require(Action.WRITE if write else Action.READ, namespace=namespace if kind.namespaced else None)
     if write and not kind.tenant_writable and principal.namespaces is not None:
-        raise Forbidden(f"{kind.plural}.{kind.group} are written by cluster-wide tokens only: a namespaced token "
+        what = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+        raise Forbidden(f"{what} are written by cluster-wide tokens only: a namespaced token "
                         "may read its namespace's", {"kind": kind.kind, "namespaces": sorted(principal.namespaces)})

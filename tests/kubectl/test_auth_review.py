@@ -61,7 +61,7 @@ def test_can_i_answers_as_the_requests_are_answered(kubectl: Kubectl) -> None:
     assert _can_i(kubectl, viewer, "get", "componentstatuses")[0]
     assert not _can_i(kubectl, None, "delete", "componentstatuses")[0]  # computed: nobody writes them
     forged = _can_i(kubectl, team, "create", "events", "-n", "team-a")  # what the components say is theirs
-    assert not forged[0] and "cluster-wide tokens only" in forged[1], forged
+    assert not forged[0] and "events are written by cluster-wide tokens only" in forged[1], forged
     quota = _can_i(kubectl, team, "create", "federatedresourcequotas", "-n", "team-a")
     assert not quota[0] and "cluster-wide tokens only" in quota[1]
     assert not _can_i(kubectl, viewer, "delete", "deployments", "-n", "team-a")[0]
@@ -69,6 +69,12 @@ def test_can_i_answers_as_the_requests_are_answered(kubectl: Kubectl) -> None:
     assert not _can_i(kubectl, viewer, "get", "/api/v1/audit")[0]
     assert not _can_i(kubectl, agent, "list", "deployments", "-A")[0]
     assert _can_i(kubectl, agent, "get", "/api/v1/agent/works")[0]
+    # a flat read narrowed to a namespace by its query: judged by that namespace, as the request is
+    assert _can_i(kubectl, team, "get", "/api/v1/decisions?namespace=team-a")[0]
+    assert not _can_i(kubectl, team, "get", "/api/v1/decisions?namespace=team-b")[0]
+    assert not _can_i(kubectl, team, "get", "/api/v1/decisions")[0]
+    collection = _can_i(kubectl, None, "deletecollection", "configmaps", "-n", "team-a")  # a DELETE of a list: 405
+    assert not collection[0] and "deletecollection is not served" in collection[1], collection
 
     # each answer against the request it is about
     cases = [(team, "team-a", True), (team, "team-b", False), (viewer, "team-a", False), (agent, "team-a", False)]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, TypeVar
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,7 +37,8 @@ REVIEW_RESOURCES: dict[str, list[dict[str, Any]]] = {
                       (AUTHORIZATION, ("SelfSubjectAccessReview", "SelfSubjectRulesReview")))}
 
 READ_VERBS = ("get", "list", "watch")
-WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+# deletecollection (a DELETE on a list's path) is not served: ``kubectl delete --all`` deletes each object
+WRITE_VERBS = ("create", "update", "patch", "delete")
 SUBRESOURCES = ("", "status", "scale")  # served for the kinds that have them; the rest are not served
 _METHODS = {"get": ("GET",), "head": ("GET",), "post": ("POST",), "put": ("PUT",), "patch": ("PATCH",),
             "delete": ("DELETE",), "*": ("GET", "POST", "PUT", "PATCH", "DELETE")}
@@ -170,6 +172,9 @@ def _actions(verb: str) -> list[bool] | None:
 
 def decide_resource(request: Request, principal: Principal, attrs: ResourceAttributes) -> Decision:
     writes = _actions(attrs.verb)
+    if attrs.verb == "deletecollection":
+        return Decision(False, "deletecollection is not served (a DELETE of a list is a 405): delete each object, "
+                               "as `kubectl delete --all` does")
     if writes is None:
         return Decision(False, f"no role grants {attrs.verb!r}: DRO-DS's roles grant "
                                f"{', '.join(READ_VERBS + WRITE_VERBS)}")
@@ -231,11 +236,19 @@ def _rule_of_path(method: str, path: str) -> tuple[Rule, dict[str, str]] | None:
     return rule, params
 
 
-def _refusal(principal: Principal, rule: Rule, params: dict[str, str]) -> str | None:
+def _refusal(principal: Principal, rule: Rule, params: dict[str, str], query: str = "") -> str | None:
+    """Why the request is refused, as the access check answers it (``query``: the path's query string,
+    whose ``namespace`` a flat read narrowed to one namespace is judged by)."""
     if rule.public or rule.action is None:
         return None
+    if not rule.namespaced:
+        namespace = None
+    elif rule.query_namespace:
+        namespace = (parse_qs(query).get("namespace") or [None])[0]
+    else:
+        namespace = namespace_of(params)
     try:
-        principal.require(rule.action, namespace=namespace_of(params) if rule.namespaced else None)
+        principal.require(rule.action, namespace=namespace)
     except Forbidden as e:
         return e.message
     return None
@@ -245,12 +258,13 @@ def decide_path(principal: Principal, attrs: NonResourceAttributes) -> Decision:
     methods = _METHODS.get(attrs.verb.lower())
     if methods is None:
         return Decision(False, f"{attrs.verb!r} is not an HTTP verb the server serves")
-    ruled = [(m, _rule_of_path(m, attrs.path)) for m in methods]
+    path, _, query = attrs.path.partition("?")
+    ruled = [(m, _rule_of_path(m, path)) for m in methods]
     served = [(m, r) for m, r in ruled if r is not None]
     if not served:
         return Decision(False, f"no route serves {attrs.verb.upper()} {attrs.path}: refused to everyone")
     for method, (rule, params) in served:
-        refusal = _refusal(principal, rule, params)
+        refusal = _refusal(principal, rule, params, query)
         if refusal is not None:
             return Decision(False, f"{method} {attrs.path}: {refusal}")
     return Decision(True, f"role {principal.role.value!r} may {attrs.verb} {attrs.path}")
