@@ -86,6 +86,23 @@ IDENTITY_FIELDS = frozenset({("apiVersion",), ("kind",), ("metadata",), ("metada
 IDENTITY_MESSAGE = "an override may not change the object's apiVersion, kind, name or namespace"
 
 
+_POINTER_TOKEN = re.compile(r"(?:[^/~]|~[01])+")
+
+
+def _object_pointer(path: str) -> str:
+    """``path`` is a JSON pointer (RFC 6901) to a field of a Kubernetes object: ``~`` only as ``~0`` or
+    ``~1``, and no empty segment (no field of an object has an empty name) — refused when written, not
+    when the override fails at every sync."""
+    if not path.startswith("/"):
+        raise ValueError(f"{path}: a JSON pointer starts with /")
+    for token in path[1:].split("/"):
+        if not token:
+            raise ValueError(f"{path}: an empty segment (//, or a trailing /) names no field of an object")
+        if not _POINTER_TOKEN.fullmatch(token):
+            raise ValueError(f"{path}: {token!r} has a ~ that is not ~0 (for ~) or ~1 (for /)")
+    return path
+
+
 def _not_identity(path: str) -> str:
     """``path`` (a JSON pointer, or dots and brackets) does not name an identity field or the root."""
     tokens = tuple(p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")) if path.startswith("/") \
@@ -113,6 +130,8 @@ class ImagePredicate(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     path: str = Field(pattern=r"^/")
+
+    _path_is_a_pointer = field_validator("path")(_object_pointer)
 
 
 class ImageOverrider(BaseModel):
@@ -169,6 +188,8 @@ class FieldOverrider(BaseModel):
     json_ops: list[FieldOverrideOperation] = Field(default_factory=list, alias="json")
     yaml: list[FieldOverrideOperation] = Field(default_factory=list)
 
+    _field_path_is_a_pointer = field_validator("fieldPath")(_object_pointer)
+
     @model_validator(mode="after")
     def _one_format(self) -> FieldOverrider:
         if bool(self.json_ops) == bool(self.yaml):
@@ -186,6 +207,7 @@ class PlaintextPatch(BaseModel):
     operator: Literal["add", "remove", "replace"]
     value: Any = None
 
+    _path_is_a_pointer = field_validator("path")(_object_pointer)
     _path_is_not_identity = field_validator("path")(_not_identity)
 
 

@@ -596,6 +596,27 @@ async def test_an_override_of_what_the_copy_is_is_refused(api: Api, overriders: 
         "spec.overrides[0].fieldPatches[0].path", r.text
 
 
+@pytest.mark.parametrize("path, message", [
+    ("/metadata/~6namespace", "has a ~ that is not ~0 (for ~) or ~1 (for /)"),
+    ("/metadata/name/", "an empty segment"),
+    ("/metadata//namespace", "an empty segment"),
+])
+async def test_a_malformed_override_pointer_is_refused_when_written(api: Api, path: str, message: str) -> None:
+    """Stored, these failed at every sync ("Found invalid escape ~6") and held the copy back."""
+    body = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+            "metadata": {"name": "bad-path", "namespace": "team-a"},
+            "spec": {"overrideRules": [{"overriders": {
+                "plaintext": [{"operator": "replace", "path": path, "value": "x"}],
+                "fieldOverrider": [{"fieldPath": "/data/a~1b", "yaml": [{"subPath": "/x", "operator": "remove"}]}]}}]}}
+    r = await api.call("POST", "/apis/policy.karmada.io/v1alpha1/namespaces/team-a/overridepolicies", json=body)
+    assert r.status_code == 422, r.text
+    cause = r.json()["details"]["causes"][0]
+    assert cause["field"] == "spec.overrideRules[0].overriders.plaintext[0].path" and message in cause["message"], \
+        cause
+    r = await api.call("GET", "/apis/policy.karmada.io/v1alpha1/namespaces/team-a/overridepolicies")
+    assert r.json()["items"] == []
+
+
 async def test_a_refusal_says_which_object_as_kube_apiserver_does(api: Api) -> None:
     """``kubectl -n team-b scale deploy web`` with a team-a token printed "no objects passed to scale":
     a Forbidden Status without the object's name and resource reads to kubectl as no object at all."""
