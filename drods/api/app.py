@@ -272,6 +272,8 @@ class AuditAndMetrics:
             verb=method, path=path, object=_object_of(path), result=status, changes=changed or [],
             sourceIPs=[str(client[0])] if client else None,
             userAgent=agent.decode("latin-1")[:256] if agent else None,
+            # a refused dry run reads as one, not as the change it would have tried
+            dryRun=query_is_dry_run((scope or {}).get("query_string", b"")),
             message=_refusal_of(scope) if status and status >= 400 else "",
         )
 

@@ -147,9 +147,17 @@ class AuditLog:
             else:  # the outcome of a request written ahead: keep the request's time
                 joined[key] = {**e, "time": joined[key]["time"]}
             joined[key].pop("stage", None)
-        out = [joined[k] for k in order if not joined[k].pop("dryRun", False)
-               and (where is None or where.matches(joined[k]))]
+        out = [e for k in order if not _changed_nothing(e := joined[k]) and (where is None or where.matches(e))]
         return out[-limit:]
+
+
+def _changed_nothing(e: dict[str, Any]) -> bool:
+    """A dry run that was answered changed nothing and is left out; one refused is someone trying, and
+    is kept with ``dryRun: true``, so it does not read as the change it would have tried."""
+    if not e.get("dryRun"):
+        e.pop("dryRun", None)
+        return False
+    return not (isinstance(e.get("result"), int) and e["result"] >= 400)
 
 
 class ComponentAudit:

@@ -88,6 +88,7 @@ async def test_audit_records_who_what_result(api: Api) -> None:
     assert [(e["subject"], e["verb"], e["path"], e["result"]) for e in dry] == [
         ("test-admin", "POST", "/api/v1/clusters", 201),  # the cluster b registered above, not the dry run's z
         ("test-viewer", "DELETE", "/api/v1/clusters/b", 403)], dry
+    assert [e.get("dryRun", False) for e in dry] == [False, True], dry  # the refusal was of a dry run, not of a delete
     r = await api.call("GET", "/api/v1/audit?startTime=2999-01-01T00:00:00Z")
     assert r.json()["items"] == []
 
