@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,14 +44,22 @@ log = logging.getLogger(__name__)
 
 LEASE = "namespace-controller"
 RECHECK_SECONDS = 1.0  # while objects held by their own finalizers remain (their controllers are at work)
+# How long a namespace is Terminating before its objects are deleted: ``kubectl delete -f`` of a file that
+# starts with its Namespace deletes the objects after it one by one, and each must still be found (on
+# kube-apiserver the namespace controller's discovery pass leaves that time; here a pass is at once).
+CONTENT_GRACE_SECONDS = 2.0
 
 
 class NamespaceController:
     """Empties a Terminating namespace, then lets it go (see the module docstring)."""
 
     def __init__(self, registry: ObjectRegistry, *, namespaces: Informer, definitions: Informer,
-                 catalog: KindCatalog, workers: int = 2) -> None:
+                 catalog: KindCatalog, workers: int = 2, grace_seconds: float = CONTENT_GRACE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = registry
+        self.grace_seconds = grace_seconds
+        self.clock = clock
+        self._terminating_since: dict[str, float] = {}  # when this process first saw each one Terminating
         self.namespaces = namespaces
         self.definitions = definitions  # the catalog learns custom kinds from it: synced before a pass
         self.catalog = catalog
@@ -97,7 +106,11 @@ class NamespaceController:
         name = str(key)
         ns = self.namespaces.cache.get(NAMESPACE.key(name))
         if not isinstance(ns, dict) or not terminating(ns) or FINALIZER not in spec_finalizers(ns):
+            self._terminating_since.pop(name, None)
             return None
+        waited = self.clock() - self._terminating_since.setdefault(name, self.clock())
+        if waited < self.grace_seconds:
+            return self.grace_seconds - waited
         left = await self.delete_contents(name)
         if left:
             await self.report(name, left)
@@ -107,7 +120,9 @@ class NamespaceController:
             if FINALIZER in spec_finalizers(current):
                 await self.registry.update(NAMESPACE, without_finalizer(current), subresource=FINALIZE)
                 log.info("namespace %s is empty: deleted", name)
+            self._terminating_since.pop(name, None)
         except NotFound:
+            self._terminating_since.pop(name, None)
             return None
         except Conflict:
             return RECHECK_SECONDS  # changed meanwhile: look again

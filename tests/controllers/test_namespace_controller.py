@@ -3,6 +3,7 @@ and leaves a namespace alone unless it is Terminating with the ``kubernetes`` fi
 
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 from typing import Any
 
@@ -58,3 +59,21 @@ async def test_a_namespace_not_terminating_is_left_alone() -> None:
     for name in ("a", "f", "missing"):
         assert await ctl.reconcile(name) is None
     assert registry.calls == []
+
+
+async def test_a_terminating_namespace_is_emptied_only_after_its_grace() -> None:
+    """``kubectl delete -f`` of a file that starts with its Namespace deletes the objects after it one by one:
+    each must still be there to be deleted (it failed NotFound when the contents went at once)."""
+    now = [100.0]
+    gone = {"metadata": {"name": "g", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Terminating"}}
+    ctl, registry = controller({NAMESPACE.key("g"): gone})
+    ctl.clock = lambda: now[0]
+    assert await ctl.reconcile("g") == ctl.grace_seconds  # first seen: wait, delete nothing
+    now[0] += ctl.grace_seconds / 2
+    assert await ctl.reconcile("g") == ctl.grace_seconds / 2
+    assert registry.calls == []
+    now[0] += ctl.grace_seconds / 2
+    with contextlib.suppress(AttributeError):  # the recording fake answers its final get in a list's shape
+        await ctl.reconcile("g")
+    assert "list" in registry.calls  # the grace is over: its contents are gone through

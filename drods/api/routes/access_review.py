@@ -244,7 +244,7 @@ def _refusal(principal: Principal, rule: Rule, params: dict[str, str], query: st
     if not rule.namespaced:
         namespace = None
     elif rule.query_namespace:
-        namespace = (parse_qs(query).get("namespace") or [None])[0]
+        namespace = next(iter(parse_qs(query).get("namespace", [])), None)
     else:
         namespace = namespace_of(params)
     try:
