@@ -12,11 +12,13 @@ Ready condition and these labels (names in `drods.members.labels`):
 * ``multicluster.io/city`` (``--city``, M1 city codes such as ``DFW``)
 * ``nvidia.com/gpu.product`` / ``nvidia.com/gpu.count`` (``--gpus`` / ``--gpu-model``)
 
-Behaviour (`drods.sim.controller`): Deployments, StatefulSets, DaemonSets and Jobs make pods (owner
-references, no ReplicaSets); a first-fit placer binds pods by requests or leaves them Pending with
-``PodScheduled=False``; pods are Ready after ``--startup-seconds``; Job pods succeed after
+Behaviour (`drods.sim.controller`): Deployments, StatefulSets, DaemonSets, Jobs and ReplicaSets make
+pods (owner references; a Deployment makes no ReplicaSet); a first-fit placer binds pods by requests
+or leaves them Pending with ``PodScheduled=False``; pods are Ready after ``--startup-seconds``; Job pods succeed after
 ``--job-seconds``; workload status counts replicas; deleting an owner or a namespace deletes what it
-owns; objects need an existing namespace.
+owns; objects need an existing namespace. The other built-in kinds `drods.sim.kinds` lists
+(HorizontalPodAutoscaler, PodDisruptionBudget, NetworkPolicy, PriorityClass, StorageClass, …) are
+stored as given: no controller acts on them.
 
 Usage (`drods.sim.usage`): each running pod uses a fraction of its requests (``--cpu-utilisation``,
 ``--memory-utilisation``, optional sinusoid ``--usage-amplitude``/``--usage-period``), per pod

@@ -34,21 +34,21 @@ from drods.sim.datapass import data_pass
 from drods.sim.movers import role
 from drods.sim.nodes import build_nodes, node_ip, preload_pods
 from drods.sim.placer import place, rooms
-from drods.sim.registry import SimRegistry
+from drods.sim.registry import NS_FINALIZER, SimRegistry
 from drods.sim.resources import Resources, condition, is_terminal, node_ready, of_list, pod_requests
 from drods.sim.storage import Network, WriteClock
 from drods.store import KeyValue, Store
 
 log = logging.getLogger("drods.sim")
 Obj = dict[str, Any]
-NS_FINALIZER = "sim.drods.io/namespace-contents"
-PLANNED_FROM_PODS = frozenset({"Deployment", "StatefulSet"})  # pure functions of the workload and its pods
+# pure functions of the workload and its pods
+PLANNED_FROM_PODS = frozenset({"Deployment", "StatefulSet", "ReplicaSet"})
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 WRITE_CONCURRENCY = 32
 MAX_COALESCE_SECONDS = 0.25
 DATA_TICK_SECONDS = 0.25  # how often moving bytes and written counters are brought up to date
 MANAGED_OWNERS = {"Deployment": K.DEPLOYMENT, "StatefulSet": K.STATEFUL_SET, "DaemonSet": K.DAEMON_SET,
-                  "Job": K.JOB}
+                  "Job": K.JOB, "ReplicaSet": K.REPLICA_SET}
 
 
 
@@ -328,6 +328,8 @@ class SimController:
             return W.plan_statefulset(obj, mine, stamp)
         if kind_name == "Job":
             return W.plan_job(obj, mine, stamp)
+        if kind_name == "ReplicaSet":
+            return W.plan_replicaset(obj, mine)
         template = {"spec": ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}}
         from drods.sim.placer import selector_matches, taints_tolerated
 

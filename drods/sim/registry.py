@@ -13,6 +13,9 @@ from drods.registry.objects import ObjectRegistry
 from drods.sim.kinds import NAMESPACE
 
 Obj = dict[str, Any]
+# Held by every namespace until the sim's controller has deleted what it holds (`drods.sim.controller`);
+# set at create, so a namespace deleted before the controller's next pass still takes its contents along
+NS_FINALIZER = "sim.drods.io/namespace-contents"
 # What a real API server answers for a new object: the status fields Kubernetes' types don't omit
 # when zero (the official client refuses a StatefulSet status without ``replicas``).
 INITIAL_STATUS: dict[str, Obj] = {
@@ -22,6 +25,7 @@ INITIAL_STATUS: dict[str, Obj] = {
     "DaemonSet": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0,
                   "numberReady": 0},
     "Job": {},
+    "ReplicaSet": {"replicas": 0},
 }
 
 
@@ -44,6 +48,9 @@ class SimRegistry(ObjectRegistry):
             obj = {**obj, "status": dict(INITIAL_STATUS[kind.kind])}  # a create never sets status
         if isinstance(obj, dict) and kind.kind == "Namespace":
             obj = labelled(obj)  # kube-apiserver's name label (1.21+)
+            meta = obj["metadata"]
+            if NS_FINALIZER not in (meta.get("finalizers") or []):
+                obj = {**obj, "metadata": {**meta, "finalizers": [*(meta.get("finalizers") or []), NS_FINALIZER]}}
         return await super().create(kind, obj, namespace, dry_run=dry_run)
 
     async def put_object(self, kind: Kind, obj: Obj, *, resource_version: str | None = None) -> Obj:

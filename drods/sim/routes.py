@@ -162,7 +162,7 @@ def _scale_of(obj: Obj) -> Obj:
 
 def _scale_router() -> APIRouter:
     router = APIRouter(include_in_schema=False)
-    scalable = {"deployments": K.DEPLOYMENT, "statefulsets": K.STATEFUL_SET}
+    scalable = {"deployments": K.DEPLOYMENT, "statefulsets": K.STATEFUL_SET, "replicasets": K.REPLICA_SET}
 
     @router.api_route("/apis/apps/v1/namespaces/{ns}/{plural}/{name}/scale", methods=["GET", "PUT", "PATCH"])
     async def scale(request: Request, ns: str, plural: str, name: str,

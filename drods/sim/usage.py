@@ -35,7 +35,7 @@ def _running(pod: Obj) -> bool:
 
 
 def owner_of(pod: Obj) -> tuple[str, str, str] | None:
-    """(namespace, kind, name) of the workload that made the pod (the sim has no ReplicaSets)."""
+    """(namespace, kind, name) of the workload that made the pod (a Deployment's pods name it, not a ReplicaSet)."""
     meta = pod.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") and ref.get("name"):

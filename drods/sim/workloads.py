@@ -135,6 +135,29 @@ def plan_deployment(d: Obj, pods: list[Obj], now: str) -> Plan:
     return plan
 
 
+# ---- ReplicaSet ---------------------------------------------------------------------------------
+
+
+def plan_replicaset(rs: Obj, pods: list[Obj]) -> Plan:
+    """``spec.replicas`` pods from the template (no rollout: a ReplicaSet's template change applies
+    to the pods it makes next, as in Kubernetes), the surplus deleted in `deletion_order`."""
+    spec = rs.get("spec") or {}
+    desired = int(spec.get("replicas", 1))
+    name = rs["metadata"]["name"]
+    pods = live(pods)
+    plan = Plan()
+    for _ in range(max(0, desired - len(pods))):
+        plan.create.append(pod_from_template(rs, f"{name}-{suffix()}", {}))
+    if len(pods) > desired:
+        plan.delete += deletion_order(pods)[: len(pods) - desired]
+    gone = {p["metadata"]["name"] for p in plan.delete}
+    kept = [p for p in pods if p["metadata"]["name"] not in gone]
+    ready = sum(1 for p in kept if is_ready(p))
+    plan.status = {"observedGeneration": rs["metadata"].get("generation", 1), "replicas": len(kept),
+                   "fullyLabeledReplicas": len(kept), "readyReplicas": ready, "availableReplicas": ready}
+    return plan
+
+
 # ---- StatefulSet --------------------------------------------------------------------------------
 
 

@@ -85,8 +85,10 @@ def test_a_kind_prints_by_the_servers_kind_table() -> None:
     assert [c["name"] for c in to_table(K.DEPLOYMENT, [], 1)["columnDefinitions"] if c["priority"] == 0] == [
         "Name", "Ready", "Up-to-date", "Available", "Age"]
     assert isinstance(K.DEPLOYMENT, PrintedKind) and control_plane != K.DEPLOYMENT
-    # every kind kube-apiserver's columns are known for, but ReplicaSet: a sim runs a Deployment's pods itself
-    assert {k.kind for k in K.SIM_KINDS if isinstance(k, PrintedKind)} == set(KUBERNETES_COLUMNS) - {"ReplicaSet"}
+    # every kind kube-apiserver's columns are known for (a sim serves ReplicaSets, though a Deployment makes none)
+    assert {k.kind for k in K.SIM_KINDS if isinstance(k, PrintedKind)} == set(KUBERNETES_COLUMNS)
+    assert [c["name"] for c in to_table(K.REPLICA_SET, [], 1)["columnDefinitions"] if c["priority"] == 0] == [
+        "Name", "Desired", "Current", "Ready", "Age"]
 
 
 def test_events_lead_with_when_not_name() -> None:
