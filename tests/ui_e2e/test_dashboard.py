@@ -88,6 +88,12 @@ def test_sign_in_and_see_every_cluster_with_its_water_level(browse: Browse, env:
     said = page.get_by_role("alert")
     said.get_by_text("acts only in namespace(s) shop").wait_for()
     assert "needs a cluster-wide token" in said.inner_text() and "403" not in said.inner_text()
+    # … and the same token left in the tab's storage is not a session: the page asks to sign in, says why
+    page.evaluate("t => sessionStorage.setItem('drods.token', t)", made.stdout.strip())
+    page.reload()
+    page.get_by_role("alert").get_by_text("acts only in namespace(s) shop").wait_for()
+    assert page.evaluate("() => sessionStorage.getItem('drods.token')") is None
+    token_field = page.get_by_label("Access token")
     console.errors.clear()
     token_field.fill(browse.server.token("operator"))
     page.get_by_role("button", name="Sign in").click()

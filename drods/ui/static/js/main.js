@@ -24,16 +24,22 @@ function showLogin(message) {
   input.focus();
 }
 
-async function signIn(text, error) {
-  const session = new Session(tokenOf(text));
-  if (!session.role) { error.textContent = "This is not a DRO-DS token."; return; }
-  if (session.role === "cluster-agent") { error.textContent = "A cluster agent's token cannot sign in here."; return; }
+// Why a token cannot sign in, before asking the server (null: it may try); a restored tab is judged alike.
+function refusal(session) {
+  if (!session.role) return "This is not a DRO-DS token.";
+  if (session.role === "cluster-agent") return "A cluster agent's token cannot sign in here.";
   if (session.namespaces) {  // the dashboard reads the whole fleet: clusters and Bindings are cluster-scoped
-    error.textContent = `This token acts only in namespace(s) ${session.namespaces.join(", ")}. The dashboard shows ` +
+    return `This token acts only in namespace(s) ${session.namespaces.join(", ")}. The dashboard shows ` +
       "the whole fleet and needs a cluster-wide token (a viewer token will do: drods token create --role viewer); " +
       "use kubectl with this one.";
-    return;
   }
+  return null;
+}
+
+async function signIn(text, error) {
+  const session = new Session(tokenOf(text));
+  const refused = refusal(session);
+  if (refused) { error.textContent = refused; return; }
   try {
     await session.get(CLUSTERS, { fieldSelector: "metadata.name=~none~" });
   } catch (err) {
@@ -109,5 +115,8 @@ function start(session) {
 }
 
 const restored = Session.restore();
-if (restored) start(restored);
-else showLogin();
+if (restored && !refusal(restored)) start(restored);
+else {
+  if (restored) Session.clear();
+  showLogin(restored ? refusal(restored) : undefined);
+}
