@@ -129,6 +129,8 @@ def test_sign_in_and_see_every_cluster_with_its_water_level(browse: Browse, env:
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("heading", name="Fleet").wait_for()
     assert page.locator("#role").inner_text() == "viewer"
+    page.goto(f"{env.server.url}/ui#/audit")  # an admin's page: said so, not "Not found"
+    page.get_by_text("This page is for admins; your token's role is viewer.").wait_for()
     assert console.errors == []
     context.close()
 

@@ -98,7 +98,11 @@ function start(session) {
       else a.removeAttribute("aria-current");
     }
     if (!view) {
-      replace(main, h("h1", {}, "Not found"), h("p", {}, `Nothing at “${path}”. `, h("a", { href: "#/fleet" }, "Back to the fleet")));
+      const hidden = VIEWS.find((v) => !v.visible(session) && path.match(v.route));
+      replace(main, hidden
+        ? [h("h1", {}, hidden.title), h("p", {}, `This page is for admins; your token's role is ${session.role}. `,
+                                         h("a", { href: "#/fleet" }, "Back to the fleet"))]
+        : [h("h1", {}, "Not found"), h("p", {}, `Nothing at “${path}”. `, h("a", { href: "#/fleet" }, "Back to the fleet"))]);
       return;
     }
     replace(main);
