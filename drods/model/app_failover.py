@@ -22,9 +22,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from drods.model.placement import ClusterAffinity, Placement
+from drods.model.placement import ClusterAffinity, Placement, qualified_name_problem
 
 # Karmada 1.19 names; Immediately / Graciously are its older (deprecated) spellings, same meaning.
 PurgeMode = Literal["Directly", "Gracefully", "Never", "Immediately", "Graciously"]
@@ -51,6 +51,14 @@ class StatePreservationRule(BaseModel):
     aliasLabelName: str = Field(min_length=1, max_length=317)
     jsonPath: str = Field(min_length=1)
 
+    @field_validator("aliasLabelName")
+    @classmethod
+    def _label_name(cls, v: str) -> str:
+        # the new copies carry the value under this label (Karmada's webhook checks it is a label name)
+        if (problem := qualified_name_problem(v)) is not None:
+            raise ValueError(f"{problem} (it becomes a label key on the new copies)")
+        return v
+
     @field_validator("jsonPath")
     @classmethod
     def _one_value(cls, v: str) -> str:
@@ -72,6 +80,18 @@ class ApplicationFailoverBehavior(BaseModel):
     # how long a Graciously purge waits for the new copy to be healthy before removing the old one
     gracePeriodSeconds: int | None = Field(default=None, gt=0)
     statePreservation: StatePreservation | None = None
+
+    @field_validator("gracePeriodSeconds")
+    @classmethod
+    def _graceful_only(cls, v: int | None, info: ValidationInfo) -> int | None:
+        # Karmada's webhook: the grace period means something only to a graceful purge, so another
+        # mode with one is refused rather than silently ignored (Gracefully without one: 600 s, as
+        # Karmada's mutating webhook defaults it)
+        mode = info.data.get("purgeMode")
+        if v is not None and mode is not None and mode not in GRACEFUL:
+            raise ValueError(f"only takes effect when purgeMode is Gracefully, not {mode}; remove it or "
+                             "set purgeMode: Gracefully")
+        return v
 
     def grace_seconds(self) -> int:
         return self.gracePeriodSeconds or DEFAULT_GRACE_PERIOD_SECONDS

@@ -9,18 +9,20 @@ docs/karmada.md). Every v1alpha1 propagation field is read with Karmada's meanin
 ``activationPreference: Lazy`` and ``schedulePriority`` (the resource detector acts on them).
 Dependents (ConfigMaps, Secrets, ServiceAccounts, PVCs a pod template names) always follow their
 workload, so ``propagateDeps`` — and the deprecated ``association`` it replaced, still in Karmada's
-API and its own samples — are accepted either way.
+API and its own samples — are accepted either way, except that ``failover.application`` needs
+``propagateDeps: true`` as Karmada's webhook says. The cross-field rules of that webhook are kept
+(`KarmadaPropagationSpec._karmada_webhook_rules`; docs/karmada.md lists them).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drods.model.app_failover import FailoverBehavior
 from drods.model.dispatch import ConflictResolution, Suspension
-from drods.model.placement import ClusterAffinity, Placement
+from drods.model.placement import ClusterAffinity, Placement, karmada_spread_problem
 from drods.model.policy import (
     ClusterOverridePolicySpec,
     CommandArgsOverrider,
@@ -70,6 +72,23 @@ class KarmadaPropagationSpec(BaseModel):
     schedulePriority: SchedulePriority | None = None
     # application failover (drods.model.app_failover); copied into the Binding
     failover: FailoverBehavior | None = None
+
+    @model_validator(mode="after")
+    def _karmada_webhook_rules(self) -> KarmadaPropagationSpec:
+        """What Karmada's validating webhook refuses across fields, refused here too (a policy that
+        Karmada would not take should not quietly mean something here). Each message names its field
+        first, so the API reports it at that field."""
+        if self.preemption == "Always":
+            for i, sel in enumerate(self.resourceSelectors):
+                if not sel.name:
+                    raise ValueError(f"resourceSelectors[{i}].name: must be set when preemption is Always; a "
+                                     "selector without a name could take over resources other policies claim")
+        if self.placement is not None and (problem := karmada_spread_problem(self.placement.spreadConstraints)):
+            raise ValueError(f"placement.spreadConstraints: {problem}")
+        if self.failover is not None and self.failover.application is not None and not self.propagateDeps:
+            raise ValueError("propagateDeps: must be true when failover.application is set (the dependents move "
+                             "with the application)")
+        return self
 
 
 class KarmadaClusterAffinity(ClusterAffinity):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from drods.model.selector import LabelSelector
 
@@ -13,6 +15,29 @@ from drods.model.selector import LabelSelector
 # ``spec.waterLevelLimit`` that stays above it. One constant, so scheduling and evacuation agree about
 # the same cluster (docs/configuration.md says why 0.85).
 DEFAULT_WATER_LEVEL_LIMIT = 0.85
+
+
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """Why ``value`` is not a Kubernetes qualified name (a label key: an optional DNS-subdomain prefix
+    and ``/``, then a name of at most 63 alphanumerics, ``-``, ``_`` or ``.``, alphanumeric at both
+    ends), or None when it is one. Karmada checks affinity names and state-preservation label names so."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return f"{value!r} is not a qualified name: at most one '/' (prefix/name)"
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
+            return (f"{value!r} is not a qualified name: the prefix must be a DNS subdomain (lower-case "
+                    "alphanumerics, '-' and '.', at most 253 characters)")
+    if not name or len(name) > 63 or not _QUALIFIED_NAME_PART.fullmatch(name):
+        return (f"{value!r} is not a qualified name: the name must be 1-63 alphanumerics, '-', '_' or '.', "
+                "beginning and ending with an alphanumeric")
+    return None
 
 
 class FieldSelectorRequirement(BaseModel):
@@ -37,11 +62,27 @@ class ClusterAffinity(BaseModel):
     labelSelector: LabelSelector | None = None
     fieldSelector: FieldSelector | None = None
 
+    def is_empty(self) -> bool:
+        """No names, exclusions or selectors: every cluster."""
+        return (not self.clusterNames and not self.exclude and self.labelSelector is None
+                and self.fieldSelector is None)
+
+
+def _affinity_name(v: str) -> str:
+    if (problem := qualified_name_problem(v)) is not None:
+        raise ValueError(problem)  # Karmada: an affinity name is a label key
+    return v
+
 
 class OverflowClusterAffinity(ClusterAffinity):
     """One overflow tier of a ``clusterAffinities`` term (Karmada 1.18)."""
 
     affinityName: str = Field(min_length=1, max_length=32)
+
+    @field_validator("affinityName")
+    @classmethod
+    def _label_key(cls, v: str) -> str:
+        return _affinity_name(v)
 
 
 class ClusterAffinityTerm(ClusterAffinity):
@@ -49,6 +90,27 @@ class ClusterAffinityTerm(ClusterAffinity):
     # Karmada 1.18: groups used in order once the primary (this term's own selector) is full; the last
     # shrinks first on scale-down. A cluster in several tiers belongs to the first that names it.
     overflowAffinities: list[OverflowClusterAffinity] = Field(default_factory=list)
+
+    @field_validator("affinityName")
+    @classmethod
+    def _label_key(cls, v: str) -> str:
+        return _affinity_name(v)
+
+    @model_validator(mode="after")
+    def _overflow_tiers(self) -> ClusterAffinityTerm:
+        # Karmada's webhook: overflow needs a primary group that is not "every cluster", and every
+        # tier's name differs from the primary's and from the other tiers'
+        if self.overflowAffinities and self.is_empty():
+            raise ValueError(f"overflowAffinities: term {self.affinityName!r} has no clusterNames, exclude, "
+                             "labelSelector or fieldSelector of its own; overflow tiers need a primary group "
+                             "that is not every cluster")
+        seen = {self.affinityName}
+        for i, tier in enumerate(self.overflowAffinities):
+            if tier.affinityName in seen:
+                raise ValueError(f"overflowAffinities[{i}].affinityName: {tier.affinityName!r} is already used "
+                                 "by this term or an earlier tier; each tier needs its own name")
+            seen.add(tier.affinityName)
+        return self
 
 
 class Toleration(BaseModel):
@@ -78,6 +140,23 @@ class SpreadConstraint(BaseModel):
         if self.maxGroups and self.minGroups and self.minGroups > self.maxGroups:
             raise ValueError("minGroups must not exceed maxGroups")
         return self
+
+
+def karmada_spread_problem(constraints: Sequence[SpreadConstraint]) -> str | None:
+    """What Karmada's webhook refuses in a policy's ``spreadConstraints`` beyond each constraint's own
+    checks, or None: one constraint per ``spreadByField``, and a constraint by a field coarser than a
+    cluster (region, zone, provider, and DRO-DS's city) only together with a ``spreadByField:
+    cluster`` one, which says how many clusters to pick. DRO-DS's own placement API keeps allowing
+    a region spread alone (its scheduler reads it with the clusters unbounded)."""
+    fields = [c.spreadByField for c in constraints if c.spreadByField is not None]
+    for f in dict.fromkeys(fields):
+        if fields.count(f) > 1:
+            return f"{fields.count(f)} constraints spread by {f}; at most one constraint per spreadByField"
+    coarser = [f for f in dict.fromkeys(fields) if f != "cluster"]
+    if coarser and "cluster" not in fields:
+        return (f"spreadByField {', '.join(coarser)} needs a spreadByField: cluster constraint alongside it "
+                "(it says how many clusters to select)")
+    return None
 
 
 class StaticClusterWeight(BaseModel):
@@ -193,6 +272,15 @@ class WorkloadAffinity(BaseModel):
     affinity: WorkloadAffinityTerm | None = None
     antiAffinity: WorkloadAffinityTerm | None = None
 
+    @model_validator(mode="after")
+    def _distinct_keys(self) -> WorkloadAffinity:
+        if (self.affinity is not None and self.antiAffinity is not None
+                and self.affinity.groupByLabelKey == self.antiAffinity.groupByLabelKey):
+            raise ValueError(f"affinity and antiAffinity both group by {self.affinity.groupByLabelKey!r}: a "
+                             "workload would have to run with its group and away from it; use different "
+                             "groupByLabelKey values")
+        return self
+
 
 class Placement(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -217,6 +305,16 @@ class Placement(BaseModel):
     latencySLOMs: float | None = Field(default=None, gt=0, le=60_000)
     # Karmada 1.17: co-locate or separate workloads by a label of their templates (drods.model.binding)
     workloadAffinity: WorkloadAffinity | None = None
+
+    @field_validator("clusterAffinities")
+    @classmethod
+    def _unique_affinity_names(cls, terms: list[ClusterAffinityTerm]) -> list[ClusterAffinityTerm]:
+        names = [t.affinityName for t in terms]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"affinityName {', '.join(map(repr, twice))} is used by more than one term; "
+                             "each term needs a unique affinityName")
+        return terms
 
     @model_validator(mode="after")
     def _one_affinity_form(self) -> Placement:

@@ -78,13 +78,13 @@ def test_claim_is_kept_without_preemption() -> None:
 
 
 def test_preemption_always_takes_a_lower_priority_claim() -> None:
-    low, high = policy("low", priority=1), policy("high", priority=5, preemption="Always")
+    low, high = policy("low", priority=1), policy("high", priority=5, preemption="Always", by="name")
     assert winner(low, high, claimed="low") == "high"
     # a cluster policy never preempts a namespaced one, even with a higher priority
     pp = policy("pp", cluster=False, priority=1)
     assert winner(pp, high, claimed="pp", namespaced_claim=True) == "pp"
     # a namespaced policy preempts any cluster policy's claim, whatever the priorities
-    assert winner(high, policy("pp2", cluster=False, preemption="Always"), claimed="high") == "pp2"
+    assert winner(high, policy("pp2", cluster=False, preemption="Always", by="name"), claimed="high") == "pp2"
     assert winner(high, policy("pp3", cluster=False), claimed="high") == "high"
 
 
@@ -113,7 +113,7 @@ def test_binding_carries_dispatch_terms_and_priority_order() -> None:
 
 def test_every_propagation_field_is_read() -> None:
     spec = KarmadaPropagationSpec.model_validate(yaml.safe_load("""
-resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]
+resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
 priority: 3
 preemption: Always
 dependentOverrides: [db-endpoint]
