@@ -249,6 +249,8 @@ def test_audit_filters_as_the_api_does(page: Any, world: Env) -> None:
                    return rows.length > 0
                           && rows.every(r => r.innerText.toLowerCase().includes('serviceregistration')); }""",
         timeout=15_000)
+    changes = page.locator('[data-testid="audit"] tbody tr td:last-child').first.inner_text()
+    assert "ServiceRegistration/" in changes, changes  # what the request changed, beside its result
     page.get_by_label("Kind").fill("NoSuchKind")
     page.get_by_role("button", name="Filter").click()
     page.get_by_text("No change matches.").wait_for()

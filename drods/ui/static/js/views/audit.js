@@ -6,6 +6,11 @@ import { errorBox, h, replace, table, when } from "../dom.js";
 // A component's change names the component and the replica (process) that made it.
 const who = (e) => (e.replica ? `${e.subject} @ ${e.replica}` : e.subject);
 const changed = (e) => (e.changes || []).map((c) => `${c.verb} ${c.kind}/${c.namespace ? `${c.namespace}/` : ""}${c.name}`).join(", ");
+// What a request changed, or — refused — why (the error's code and message, as `drods audit` prints it).
+const outcome = (e) => {
+  const said = e.result >= 400 ? e.message || "" : changed(e);
+  return e.dryRun ? `(dry run) ${said}` : said;
+};
 // A component's record is written once its change is made: there is no HTTP status to show.
 const result = (e) => (e.role === "component" ? "done" : String(e.result));
 
@@ -37,9 +42,10 @@ export default {
         const body = await session.get("/api/v1/audit", params);
         const items = body.items.slice().reverse();
         replace(holder, items.length
-          ? table(`Changes since ${when(params.startTime)}, newest first (at most 500)`, ["Time", "Who", "Role", "Verb", "Path", "Result"],
+          ? table(`Changes since ${when(params.startTime)}, newest first (at most 500)`, ["Time", "Who", "Role", "Verb", "Path", "Result", "Changes or reason"],
             items.map((e) => h("tr", {}, h("td", {}, when(e.time)), h("td", {}, who(e)), h("td", {}, e.role),
-              h("td", {}, e.verb), h("td", {}, e.path || changed(e)), h("td", { class: "num" }, result(e)))),
+              h("td", {}, e.verb), h("td", {}, e.path || "—"), h("td", { class: "num" }, result(e)),
+              h("td", {}, outcome(e)))),
             { class: "data", dataset: { testid: "audit" } })
           : h("p", { class: "muted" }, "No change matches."));
       } catch (err) { replace(holder, errorBox(err)); }
