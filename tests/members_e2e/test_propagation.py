@@ -152,14 +152,17 @@ def test_status_aggregation_dependents_and_namespace(env: Env) -> None:
     out = env.server.run_cli("get", "deploy", "cart", "-n", ns, "--server", env.server.url,
                              "--token", env.server.token("admin")).stdout
     assert out.splitlines()[1].split()[:5] == ["cart", "5/5", "5", "5", "aws-dfw:3,azure-lhr:2"]
-    # idempotent: nothing changes while nothing changes — once the usage read (every usagePollSeconds, 15 s)
-    # has seen every copy's pods: until then its next reading is a change, and is written
+    # idempotent: nothing changes while nothing changes — once the usage read (every usagePollSeconds, 15 s,
+    # at a cluster's poll: up to two periods for a new workload) has seen every copy's pods: until then its
+    # next reading is a change, and is written
     def pods_counted() -> dict[str, Any] | None:
         b = env.binding("cart") or {}
         return b if all((e.get("usage") or {}).get("pods") == e["replicas"] for e in b["status"]["clusters"]) \
             else None
 
-    before = wait_for(pods_counted, 20, "every copy's pods in the Binding's usage")
+    before = wait_for(pods_counted, 45, "every copy's pods in the Binding's usage",
+                      what_else=lambda: [(e["cluster"], e["replicas"], e.get("usage"))
+                                         for e in (env.binding("cart") or {})["status"]["clusters"]])
     gen = dfw.deployment("cart", ns).metadata.generation
     time.sleep(1.5)  # several status polls and probes: none of them may write anything
     after = env.binding("cart") or {}

@@ -263,7 +263,11 @@ async def test_each_cluster_is_pulled_on_its_own_interval() -> None:
     try:
         await eventually(lambda: len(rec.pulls.get("fast", [])) >= 5, within_s=5, what="five fast pulls")
         assert max(rec.gaps("fast")) < 0.35, rec.gaps("fast")
-        assert all(g >= 0.55 for g in rec.gaps("default")), rec.gaps("default")
+        # every 0.6 s as scheduled; a pull's task may start late on a loaded machine (the next on time),
+        # so one gap can be short — never by the fast cluster's 0.1 s, and not on average
+        await eventually(lambda: len(rec.pulls.get("default", [])) >= 4, within_s=5, what="four default pulls")
+        default = rec.gaps("default")
+        assert min(default) >= 0.3 and sum(default) / len(default) >= 0.5, default
         # The hanging cluster is pulled once and never twice at once; it delays nobody.
         assert len(rec.pulls["slow"]) == 1 and rec.in_flight["slow"] == 1
         assert "ignored" not in rec.pulls
