@@ -6,7 +6,7 @@ thousand clusters cost nothing between scrapes and every replica exports the sam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from drods.monitor import report as r
 from drods.monitor.fleetview import FleetView
+from drods.monitor.report import NormalisedStatus
 
 _RESOURCES = (
     ("cpu", r.CPU_CAPACITY, r.CPU_USED),
@@ -25,9 +26,15 @@ _RESOURCES = (
 
 
 class FleetCollector(Collector):
-    def __init__(self, fleet: FleetView, active_max_age_s: Callable[[], float]) -> None:
+    """``latest``: this replica's latest accepted report per cluster — what the report age counts from
+    (the scheduler's view is written only when it changes enough, so its age grew past a healthy
+    cluster's report interval)."""
+
+    def __init__(self, fleet: FleetView, active_max_age_s: Callable[[], float],
+                 latest: Callable[[], Mapping[str, NormalisedStatus]] | None = None) -> None:
         self.fleet = fleet
         self.active_max_age_s = active_max_age_s
+        self.latest = latest
 
     def collect(self) -> Iterator[Metric]:
         fleet = self.fleet
@@ -48,13 +55,18 @@ class FleetCollector(Collector):
         surge = GaugeMetricFamily("drods_cluster_surge_magnitude", "Traffic surge magnitude (0..1)",
                                   labels=["cluster"])
         surge_doc = fleet.surge.get("clusters") or {}
+        latest = self.latest() if self.latest is not None else {}
         for c, d in details.items():
             ready.add_metric([c], 0.0 if d["ready"] is False else 1.0)
             active.add_metric([c], 1.0 if d["active"] else 0.0)
             if d["waterLevel"] is not None:
                 wl.add_metric([c], d["waterLevel"])
-            if d["reportAgeSeconds"] is not None:
-                age.add_metric([c], d["reportAgeSeconds"])
+            report_age = d["reportAgeSeconds"]
+            if (last := latest.get(c)) is not None:
+                newest = max(now - last.received_ts, 0.0)
+                report_age = newest if report_age is None else min(report_age, newest)
+            if report_age is not None:
+                age.add_metric([c], report_age)
             entry = fleet.statuses.get(c)
             st = entry.status if entry is not None else None
             if st is not None:
@@ -65,8 +77,9 @@ class FleetCollector(Collector):
                         used.add_metric([c, name], v)
                 if st.pods is not None:
                     pods.add_metric([c], float(st.pods))
-                net.add_metric([c, "in"], st.get(r.NETWORK_IN) or 0.0)
-                net.add_metric([c, "out"], st.get(r.NETWORK_OUT) or 0.0)
+                for direction, field in (("in", r.NETWORK_IN), ("out", r.NETWORK_OUT)):
+                    if (v := st.get(field)) is not None:  # never measured: no series, not a made-up 0
+                        net.add_metric([c, direction], v)
             s = surge_doc.get(c) if isinstance(surge_doc, dict) else None
             surge.add_metric([c], float(s.get("magnitude", 0.0)) if isinstance(s, dict) else 0.0)
         yield from (wl, ready, active, age, cap, used, pods, net, surge)
@@ -90,9 +103,10 @@ class FleetCollector(Collector):
 class MonitorMetrics:
     """The registry served on the API server's ``/metrics`` (``ctx.prometheus_registries``)."""
 
-    def __init__(self, fleet: FleetView, active_max_age_s: Callable[[], float]) -> None:
+    def __init__(self, fleet: FleetView, active_max_age_s: Callable[[], float],
+                 latest: Callable[[], Mapping[str, NormalisedStatus]] | None = None) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(FleetCollector(fleet, active_max_age_s))
+        self.registry.register(FleetCollector(fleet, active_max_age_s, latest))
         self.reports = Counter("drods_monitor_reports", "Metrics reports by source and result",
                                ["source", "result"], registry=self.registry)
         self.writes = Counter("drods_monitor_status_writes", "Status documents written, by reason",

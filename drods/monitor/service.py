@@ -291,7 +291,8 @@ class MonitorService:
         self.limits = _LimitWatch(s.limitHysteresis, s.sustainedSeconds, max_gap_s=s.staleAfterSeconds)
         self.fleet = FleetView(store, clock=clock, informers=informers)
         self.fleet.on_cluster_change(self._on_cluster_change)
-        self.metrics = MonitorMetrics(self.fleet, lambda: self.settings.activeMaxAgeSeconds)
+        self.metrics = MonitorMetrics(self.fleet, lambda: self.settings.activeMaxAgeSeconds,
+                                      self.pipeline.normaliser.latest_all)
         self.failures = HistoryLog(store, FAILURES_PREFIX)
         self.operations = HistoryLog(store, OPERATIONS_PREFIX)
         self.leases = LeasePool(store, s.eventTtlSeconds, clock)

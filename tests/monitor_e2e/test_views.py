@@ -232,6 +232,18 @@ async def test_prometheus_exposition_of_the_fleet(mon_sqlite: Mon) -> None:
     ):
         assert line in text, (line, [x for x in text.splitlines() if x.startswith(line.split("{")[0].split()[0])])
     assert "drods_apiserver_requests_total" in text  # the API server's own registry is still there
+    # the report age counts from the last report, also one the rate control kept from the scheduler's view
+    # (its status not rewritten: the age grew past a healthy cluster's interval); traffic never measured
+    # has no series, not a made-up 0
+    await mon.register("c")
+    mon.clock.advance(20)
+    report = {k: v for k, v in node_report(50, pods=7).items() if not k.startswith("network")}
+    assert (await mon.report("a", **node_report(50, pods=7))).status_code == 200
+    assert (await mon.report("c", **report)).status_code == 200
+    text = (await mon.call("GET", "/metrics", role="viewer")).text
+    assert 'drods_cluster_report_age_seconds{cluster="a"} 0.0' in text, \
+        [x for x in text.splitlines() if x.startswith("drods_cluster_report_age")]
+    assert 'drods_cluster_pods{cluster="c"} 7.0' in text and 'drods_cluster_network_mbps{cluster="c"' not in text
 
 
 async def test_drods_top_clusters_once(mon_sqlite: Mon) -> None:
