@@ -315,8 +315,11 @@ class ClusterHealth:
                 return
         st.last_ok = self.clock()
         st.last_error = None
-        if st.last_ok - st.summarised < self.settings.summaryIntervalSeconds:
+        # due at the probe nearest the interval's end: a probe a moment early (its round's jitter, or the
+        # last summary's own call) would otherwise wait a whole probe interval more (15 s for 10 s)
+        if st.last_ok - st.summarised < self.settings.summaryIntervalSeconds - self.settings.probeIntervalSeconds / 2:
             return
+        probed = st.last_ok
         client.follow_pods()  # summarised every interval: its pods followed, not listed each time
         try:
             st.summary = await client.summary()
@@ -324,7 +327,7 @@ class ClusterHealth:
             log.info("summary of %s failed: %s", name, e)
             return
         first = st.summarised == 0.0
-        st.summarised = self.clock()
+        st.summarised = probed
         if first:  # the next one at the cluster's own place in the round: a fleet joined together would
             # otherwise be summarised together (nodes, pods, metrics of every member) every interval
             st.summarised -= random.uniform(0.0, self.settings.summaryIntervalSeconds)

@@ -138,6 +138,37 @@ async def test_clusters_joined_together_are_summarised_at_their_own_places_in_th
     assert due[0] >= 0.0 and due[-1] <= 10.0 and due[-1] - due[0] > 5.0, due
 
 
+async def test_summaries_come_every_interval_not_a_probe_later() -> None:
+    """Probes every 5 s, summaries every 10 s: the summary's time was taken after its own call, so the probe
+    10 s on found 9.7 s and waited to 15 s (walkthrough AG)."""
+    now = [1_000.0]
+
+    class _Slow(_Summarised):
+        async def summary(self) -> object:
+            now[0] += 0.3  # the summary's own calls take a moment
+            return object()
+
+    client = _Slow()
+
+    async def get(name: str) -> tuple[_Client, None]:
+        return client, None
+
+    health = _NoFeed(fleet=SimpleNamespace(clients=SimpleNamespace(get=get)),  # type: ignore[arg-type]
+                     settings=MemberSettings(summaryIntervalSeconds=10, probeIntervalSeconds=5), monitor=None,
+                     clock=lambda: now[0])
+    st = health.state["c1"] = _Health(first_seen=now[0])
+    await health._probe("c1", st)
+    start = st.summarised = now[0]  # past the first summary's place in the round: the steady cadence from here
+    summaries = []
+    for i in range(12):  # a minute of probe rounds, each on its own schedule
+        now[0] = start + 5.0 * (i + 1)
+        before = st.summarised
+        await health._probe("c1", st)
+        if st.summarised != before:
+            summaries.append(now[0])
+    assert len(summaries) == 6, summaries
+
+
 async def test_the_not_ready_taint_lands_with_the_transition_on_the_written_object() -> None:
     """The status write's answer is the object the taint is patched on: the informer's copy is older until
     its event arrives, and a patch on it lost its compare-and-swap (the taint came a probe interval later)."""
