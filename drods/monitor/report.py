@@ -97,7 +97,9 @@ PUSHED_NAMES: Mapping[str, PushedName] = {
 # Wire model (edge: pydantic)
 # ---------------------------------------------------------------------------------------------
 
-_NonNeg = Field(default=None, ge=0)
+# No cluster measures a billion cores, GiB, devices, Mbps, pods or requests a second: a larger number is a
+# broken agent's, and 1e308 printed as a 300-digit CPU column pushed every other column off `drods top`
+_NonNeg = Field(default=None, ge=0, le=1e9)
 _Percent = Field(default=None, ge=0, le=100)
 
 

@@ -47,6 +47,8 @@ async def test_push_auth_validation_clamping_staleness(mon: Mon) -> None:
     r = await mon.report("a", at=now + 1, **node_report(140))
     assert r.status_code == 422 and r.json()["code"] == "VALIDATION_FAILED"
     assert r.json()["details"]["fields"][0]["field"] == "cpuUsage"
+    r = await mon.report("a", at=now + 1, **node_report(50, cores=1e308))  # a broken agent's number
+    assert r.status_code == 422 and r.json()["details"]["fields"][0]["field"] == "cpuCapacity", r.text
     r = await mon.report("a", at=now + 1, **node_report(50), largestNodeFree={"cpu": -1})
     assert r.status_code == 422 and r.json()["details"]["fields"][0]["field"] == "largestNodeFree.cpu"
     r = await mon.report("a", at=now + 1, **node_report(50), cpuAllocatable=-5)
