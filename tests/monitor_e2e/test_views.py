@@ -156,6 +156,10 @@ async def test_metric_history_and_its_422s(mon_sqlite: Mon) -> None:
 
     await fails(q | {"step": "5x"}, "step")
     await fails(q | {"step": "0s"}, "step")
+    late = await fails(q | {"endTime": "9999-12-31T23:59:59Z"}, "endTime")  # the message says which bound
+    assert late["details"]["fields"][0]["message"] == "must be between 1970-01-01 and 9999-12-23", late
+    r = await mon.call("GET", "/api/v1/monitor/forecast", params={"cluster": "h", "minutes": "nan"})
+    assert r.status_code == 422 and r.json()["details"]["fields"][0]["field"].endswith("minutes"), r.text
     await fails(q | {"startTime": "yesterday"}, "startTime")
     await fails(q | {"startTime": rfc3339(start + 600)}, "startTime")  # after endTime
     await fails(q | {"step": "1s", "startTime": rfc3339(start - 86_400)}, "step")  # > 11000 points

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -40,6 +41,7 @@ _NICE_STEPS = (10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21_600, 43_
 MAX_POINTS = 11_000
 MAX_STEP_S = 366 * 86_400
 LATEST = 253_402_214_400.0 - 8 * 86_400  # a week before year 10000: date arithmetic stays valid
+LATEST_DATE = datetime.fromtimestamp(LATEST, UTC).date().isoformat()
 
 
 def _invalid(field: str, message: str) -> ApiError:
@@ -49,7 +51,7 @@ def _invalid(field: str, message: str) -> ApiError:
 def parse_step(value: str) -> float:
     m = _STEP.match(value)
     if not m:
-        raise _invalid("step", "must be a duration like 30s, 5m, 1h, 1d (or seconds)")
+        raise _invalid("step", "must be a duration like 30s, 5m, 1h, 1d, or a number of seconds such as 90")
     seconds = float(m.group(1)) * _UNIT[m.group(2)]
     if not 1.0 <= seconds <= MAX_STEP_S:
         raise _invalid("step", f"must be between 1s and {MAX_STEP_S // 86_400}d")
@@ -69,7 +71,7 @@ def _epoch(name: str, value: str | None, default: float) -> float:
         return default
     t = dt.timestamp()
     if not 0 <= t <= LATEST:
-        raise _invalid(name, "must be between 1970 and 9999")
+        raise _invalid(name, f"must be between 1970-01-01 and {LATEST_DATE}")
     return t
 
 

@@ -94,7 +94,7 @@ async def get_realtime(request: Request, _: Principal = Depends(authenticate)) -
             timeout = -1.0
         if not 0 < timeout <= MAX_WATCH_SECONDS:
             raise Invalid("timeoutSeconds must be a number in (0, 86400]",
-                          {"fields": [{"field": "timeoutSeconds", "message": "out of range"}]})
+                          {"fields": [{"field": "timeoutSeconds", "message": "must be a number in (0, 86400]"}]})
         ctx = context(request)
         return StreamingResponse(_watch(ctx, svc, timeout), media_type="application/x-ndjson")
     return JSONResponse(realtime_body(svc))
@@ -126,7 +126,7 @@ async def _watch(ctx: ApiContext, svc: MonitorService, duration_s: float) -> Asy
 
 @router.get("/forecast", summary="Forecast water level of one cluster (F6)", response_model=ForecastView)
 async def get_forecast(request: Request, cluster: str = Query(min_length=1, max_length=253),
-                       minutes: float = Query(default=30.0, gt=0, le=7 * 24 * 60),
+                       minutes: float = Query(default=30.0, gt=0, le=7 * 24 * 60, allow_inf_nan=False),
                        _: Principal = Depends(authenticate)) -> JSONResponse:
     svc = await monitoring(request)
     if await svc.cluster(cluster) is None:

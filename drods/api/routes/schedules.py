@@ -22,6 +22,7 @@ from drods.api.auth import Principal
 from drods.api.context import authenticate, context
 from drods.api.json_response import JSONResponse
 from drods.api.routes.admin import parse_time
+from drods.api.routes.history import LATEST, LATEST_DATE
 from drods.api.schemas import ERROR_RESPONSES
 from drods.errors import Invalid
 from drods.model.decision import with_why_not
@@ -31,7 +32,6 @@ from drods.schedulerd import history as schedules
 router = APIRouter(tags=["scheduler"], responses=ERROR_RESPONSES)
 
 _RFC3339 = {"format": "date-time"}
-LATEST = 253_402_214_400.0 - 8 * 86_400  # stay clear of year 10000 in date arithmetic
 
 
 def _epoch(name: str, value: str | None) -> float | None:
@@ -40,7 +40,8 @@ def _epoch(name: str, value: str | None) -> float | None:
         return None
     t = dt.timestamp()
     if not 0 <= t <= LATEST:
-        raise Invalid(f"{name} must be between 1970 and 9999", {"fields": [{"field": name, "message": "out of range"}]})
+        raise Invalid(f"{name} must be between 1970-01-01 and {LATEST_DATE}",
+                      {"fields": [{"field": name, "message": f"must be between 1970-01-01 and {LATEST_DATE}"}]})
     return t
 
 
