@@ -152,19 +152,40 @@ class SeriesStore:
         if not batch:
             return 0
         with self._lock:
+            self._reread_watermarks()
+            rolled = sorted(((step, wm) for step, wm in self._wm.items() if step > 0), reverse=True)
+            first_wm = min((wm for _, wm in rolled), default=-math.inf)
             self._db.execute("BEGIN")
             try:
                 self._sids((c, m) for c, m, _, _ in batch)
                 sid = self._sid
                 self._db.executemany(
                     "INSERT OR REPLACE INTO samples (step, sid, t, v, n) VALUES (0, ?, ?, ?, 1)",
-                    [(sid[(c, m)], int(t), v) for c, m, t, v in batch],
+                    [(sid[(c, m)], int(t), v) for c, m, t, v in batch if t >= first_wm],
                 )
+                for c, m, t, v in batch:
+                    if t < first_wm:
+                        self._late(sid[(c, m)], int(t), v, rolled)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         return len(batch)
+
+    def _late(self, sid: int, t: int, v: float, rolled: list[tuple[int, float]]) -> None:
+        """A sample older than a tier's rollup (a backfilled report): the rollups already past it take it
+        into their bucket's mean, as the rollup would have — read back from them, it is not lost
+        behind a watermark until the raw tier's retention drops it. A second sample at the same second
+        changes nothing (the raw row is kept, as the first one counted)."""
+        if self._db.execute("INSERT OR IGNORE INTO samples (step, sid, t, v, n) VALUES (0, ?, ?, ?, 1)",
+                            (sid, t, v)).rowcount != 1:
+            return
+        for step, wm in rolled:
+            if t < wm:
+                self._db.execute(
+                    "INSERT INTO samples (step, sid, t, v, n) VALUES (?, ?, ?, ?, 1) "
+                    "ON CONFLICT (step, sid, t) DO UPDATE SET v = (v * n + excluded.v) / (n + 1), n = n + 1",
+                    (step, sid, _align(t, step), v))
 
     @staticmethod
     def samples_of(status: NormalisedStatus) -> list[Sample]:

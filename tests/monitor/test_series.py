@@ -175,3 +175,18 @@ def test_a_reader_over_the_same_file_sees_series_another_process_added(tmp_path:
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_sample_behind_the_rollups_is_read_back_from_them(store: SeriesStore, clock: Clock) -> None:
+    """A backfilled report a day old was stored raw behind the rollups' watermarks: no query read it, and
+    the raw tier's retention dropped it (walkthrough AG)."""
+    store.append([("c", "m", T0 + i * 10, 1.0) for i in range(3 * 360)])
+    clock.t = T0 + 3 * 3600
+    store.downsample()
+    store.append([("c", "m", T0 + 5, 7.0)])  # late: its minute and its hour are rolled up already
+    minute = store.query("c", "m", T0, T0 + 59, 60)
+    assert minute == [(T0, pytest.approx((6 * 1.0 + 7.0) / 7))]
+    hour = store.query("c", "m", T0, T0 + 3599, 3600)
+    assert hour == [(T0, pytest.approx((360 * 1.0 + 7.0) / 361))]
+    store.append([("c", "m", T0 + 5, 9.0)])  # the same second again: counted once
+    assert store.query("c", "m", T0, T0 + 59, 60) == minute
