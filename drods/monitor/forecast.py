@@ -325,6 +325,11 @@ class Forecaster:
             return f.last_v
         return f.forecast.at(at)
 
+    def fit_of(self, cluster: str, metric: str = WATER_LEVEL) -> tuple[str, float] | None:
+        """The method and the time of the forecast answered for ``cluster`` (None: none yet)."""
+        f = self._cache.get((cluster, metric))
+        return None if f is None else (f.forecast.method, f.fitted_at)
+
     def water_level_in(self, cluster: str, minutes: float) -> float | None:
         """Forecast water level ``minutes`` from now (None: no model yet, or past the horizon)."""
         return self.predict(cluster, self.clock() + minutes * 60.0)

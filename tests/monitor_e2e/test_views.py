@@ -175,6 +175,9 @@ async def test_metric_history_and_its_422s(mon_sqlite: Mon) -> None:
     assert r.status_code == 200, r.text
     assert r.json()["waterLevel"] is not None and 0 <= r.json()["waterLevel"] <= 1
     assert mon.svc.forecaster.water_level_in("h", 30) == r.json()["waterLevel"]
+    assert r.json()["method"] in ("holt_winters", "holt", "last_value") and r.json()["fittedAt"], r.json()
+    r = await mon.call("GET", "/api/v1/monitor/forecast", params={"cluster": "h", "minutes": 7 * 24 * 60})
+    assert r.json()["waterLevel"] is None and r.json()["reason"].startswith("past the forecast's horizon"), r.json()
 
 
 async def test_failure_history_window_limit_and_shared_shape(mon_sqlite: Mon) -> None:

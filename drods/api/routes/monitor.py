@@ -70,8 +70,11 @@ class ForecastView(BaseModel):
     cluster: str
     minutes: float
     at: str
-    waterLevel: float | None = Field(description="forecast water level (0..1); null without history")
+    waterLevel: float | None = Field(description="forecast water level (0..1); null: see `reason`")
     currentWaterLevel: float | None
+    method: str | None = Field(default=None, description="holt_winters, holt or last_value (too little history)")
+    fittedAt: str | None = Field(default=None, description="when the forecast was fitted (refitted hourly)")
+    reason: str | None = Field(default=None, description="why waterLevel is null")
 
 
 def realtime_body(svc: MonitorService) -> dict[str, Any]:
@@ -137,8 +140,12 @@ async def get_forecast(request: Request, cluster: str = Query(min_length=1, max_
             await fc.refresh(cluster)
     entry = svc.fleet.status(cluster)
     current = entry.status.water_level if entry is not None and entry.status is not None else None
-    body = ForecastView(cluster=cluster, minutes=minutes, at=iso(svc.clock() + minutes * 60),
-                        waterLevel=fc.water_level_in(cluster, minutes), currentWaterLevel=current)
+    level, fit = fc.water_level_in(cluster, minutes), fc.fit_of(cluster)
+    reason = None if level is not None else "no history to fit yet" if fit is None else \
+        f"past the forecast's horizon of {fc.horizon_s / 60:g} minutes"
+    body = ForecastView(cluster=cluster, minutes=minutes, at=iso(svc.clock() + minutes * 60), waterLevel=level,
+                        currentWaterLevel=current, method=None if fit is None else fit[0],
+                        fittedAt=None if fit is None else iso(fit[1]), reason=reason)
     return JSONResponse(body.model_dump())
 
 
