@@ -325,9 +325,11 @@ class Placement(BaseModel):
             if given:
                 raise ValueError(f"statefulTopology sets the division and the spread itself: "
                                  f"remove {', '.join(given)}")
-        places = [(u.kind, u.place) for u in self.users]
+        # a site and a city of one name read the same latencies: one place, whatever the case
+        places = [(u.kind == "region", u.place.casefold()) for u in self.users]
         if len(set(places)) != len(places):
-            raise ValueError("users: a site, city or region is listed twice")
+            raise ValueError("users: a site, city or region is listed twice (names compared without case; a site "
+                             "and a city of one name are one place)")
         if any(t.overflowAffinities for t in self.clusterAffinities):
             rs = self.replicaScheduling
             wp = rs.weightPreference if rs is not None else None

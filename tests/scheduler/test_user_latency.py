@@ -42,6 +42,7 @@ def test_users_field_contract() -> None:
     assert [(u.kind, u.place, u.weight) for u in pl.users] == [("region", "eu", 3.0), ("site", "LHR", 1.0)]
     for bad in ({"users": [{"region": "eu", "site": "x"}]}, {"users": [{"weight": 1}]},
                 {"users": [{"region": "eu", "weight": 0}]}, {"users": [{"region": "eu"}, {"region": "eu"}]},
+                {"users": [{"site": "LHR"}, {"site": "lhr"}]}, {"users": [{"site": "LHR"}, {"city": "LHR"}]},
                 {"latencySLOMs": 0}, {"users": [{"region": "eu", "extra": 1}]}):
         with pytest.raises(ValidationError):
             Placement.model_validate(bad)
