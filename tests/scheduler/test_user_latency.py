@@ -69,7 +69,7 @@ def test_replicas_go_to_the_users_region_and_the_decision_says_why(snap: Snapsho
     users = res.analysis["users"]
     assert users["source"] == "declared" and users["sites"] == [{"region": "ap", "weight": 1.0}]
     assert users["latencyMs"] == {c: 5.0 for c, _ in res.pairs} and users["latencySLOMs"] == 100
-    assert "beyond the users' latency SLO of 100 ms (220 ms)" in res.reasons["eu-0"]
+    assert "beyond the users' latency SLO of 100 ms (220 ms from the nearest user place)" in res.reasons["eu-0"]
 
 
 def test_shares_divide_the_replicas(snap: Snapshot, sched: Scheduler) -> None:
@@ -93,7 +93,7 @@ def test_full_region_overflows_to_the_nearest_beyond_the_slo_and_says_so(snap: S
     res = sched.schedule(spec, snap, name="w")
     placed = by_region(res.pairs)
     assert res.placed == 10 and placed["ap"] == 4 and placed.get("us", 0) == 6 and "eu" not in placed
-    assert "only 4 of 10 replicas fit within 100 ms" in res.analysis["users"]["latencySLO"]
+    assert "only 4 of the 10 replicas to place fit within 100 ms" in res.analysis["users"]["latencySLO"]
     assert res.message.endswith(res.analysis["users"]["latencySLO"])  # the status and explain say it too
     # an SLO without users known is said to wait for them, not dropped in silence
     alone = sched.schedule(task(replicas=2, placement=Placement.model_validate({"latencySLOMs": 30})), snap, name="x")
