@@ -400,15 +400,15 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
             status["estimatedHourlyCost"] = d.hourly_cost
         else:
             status.pop("estimatedHourlyCost", None)
-        if d.users is not None:
-            status["users"] = dict(d.users)
-        else:
-            status.pop("users", None)
     else:
         status["phase"] = "Unschedulable"
         if tuple(sorted(d.placement)) != tuple(sorted(old_placement)):  # a removed cluster's part taken off
             status["placement"] = placement_json(d.placement, None)
         status.setdefault("placement", [])
+    if d.users is not None:  # the users the decision knew, placed or not (USERS said none while Unschedulable)
+        status["users"] = dict(d.users)
+    else:
+        status.pop("users", None)
     status["message"] = d.message
     explain(status, d)
     status["scheduledGeneration"] = d.generation

@@ -557,7 +557,7 @@ class SchedulerService:
             if not ok or result.partial or result.held_back or result.extra_reasons else ({}, 0)
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
-                     result.roles if ok else None, users=decision_users(result.analysis) if ok else None,
+                     result.roles if ok else None, users=decision_users(result.analysis),
                      reason_counts=result.reason_counts() if reasons else None, dropped=dropped)
         obj["status"] = merge_status(status, d)
         if stype == RESCHEDULE:

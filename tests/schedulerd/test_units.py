@@ -81,6 +81,11 @@ def test_merge_status_keeps_what_others_own() -> None:
     assert stuck["phase"] == "Unschedulable" and stuck["placement"] == prop["placement"]
     assert stuck["reasons"] == {"b": "x"} and stuck["scheduledTime"] == rfc3339_ms(100.0)
     assert "reasons" not in merge_status(stuck, Decision(True, (("a", 2),), "ok", {}, 5, 101.0))
+    # an Unschedulable decision says which users it knew (USERS read `none` for a workload with declared users)
+    users = {"source": "declared", "sites": [{"site": "LHR", "weight": 1.0}], "latencySLOMs": 30}
+    stuck = merge_status({}, Decision(False, (), "0/3 clusters available", {}, 6, 102.0, users=users))
+    assert stuck["phase"] == "Unschedulable" and stuck["users"] == users
+    assert "users" not in merge_status(stuck, Decision(False, (), "invalid binding spec", {}, 7, 103.0))
 
 
 def test_a_status_samples_its_reasons_and_counts_the_rest() -> None:
