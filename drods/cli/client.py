@@ -40,6 +40,7 @@ from drods.cli.remote import (
     connect,
     dump,
     fail,
+    non_finite_field,
     print_table,
     read_sources,
     stderr,
@@ -207,6 +208,9 @@ def apply(
     for source, obj in read_sources(filename):
         label = f"{str(obj.get('kind', '?')).lower()}/{(obj.get('metadata') or {}).get('name', '?')}"
         try:
+            if (field := non_finite_field(obj)) is not None:
+                raise CliError(f"{field}: .nan and .inf are not numbers the API takes (JSON has neither)",
+                               "VALIDATION_FAILED")
             res, result, outcome = apply_one(api, obj, namespace)
         except CliError as e:
             failed = True

@@ -7,6 +7,7 @@ that flags, environment variables, error messages and exit codes stay the same a
 from __future__ import annotations
 
 import json
+import math
 import os
 import ssl
 import sys
@@ -277,6 +278,19 @@ def iter_documents(text: str, source: str) -> Iterator[dict[str, Any]]:
             yield from (i for i in doc.get("items") or [] if isinstance(i, dict))
         else:
             yield doc
+
+
+def non_finite_field(obj: Any, path: str = "") -> str | None:
+    """The first field holding YAML's ``.nan`` or ``.inf`` (JSON, which the API reads, has neither), or None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return path or "."
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for key, value in items:
+        found = non_finite_field(value, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path
+                                 else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def read_sources(paths: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:

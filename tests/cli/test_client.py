@@ -260,3 +260,17 @@ def test_audit_shows_component_changes_beside_user_changes(drods: Drods, cli_ser
     rows = [line for line in table.splitlines() if "audited-web" in line]
     assert any("component:resource-detector" in r and record["replica"] in r and "Binding" in r for r in rows), table
     assert any("admin" in r and "Deployment" in r for r in rows), table  # the user's change beside it
+
+
+def test_apply_of_yaml_nan_or_inf_names_the_field_and_applies_the_rest(drods: Drods, tmp_path: Path) -> None:
+    """YAML's .nan/.inf ended `drods apply` in a traceback ("Out of range float values are not JSON
+    compliant"); now that object fails with the field named, and the others are applied."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: multicluster.io/v1alpha1\nkind: Cluster\nmetadata: {name: c-nan}\n"
+                   "spec: {region: eu, users: [{site: LHR, weight: .inf}]}\n---\n"
+                   "apiVersion: multicluster.io/v1alpha1\nkind: Cluster\nmetadata: {name: c-ok}\nspec: {region: eu}\n")
+    done = drods("apply", "-f", str(bad))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "cluster/c-nan: spec.users[0].weight: .nan and .inf are not numbers" in done.stderr, done.stderr
+    assert "cluster/c-ok created" in done.stdout, done.stdout
+    assert drods("delete", "cluster", "c-ok").returncode == 0
