@@ -628,8 +628,9 @@ class Scheduler:
             counts = divide_by_users(inp, group, users.weights, own, near_ms=self.near_ms, ceiling=ceiling)
             if ceiling is not None and ceiling.held_back:
                 cyc.near_ceiling = (
-                    f"the users' nearest clusters took replicas up to water level {max(ceiling.held_back):.2f} "
-                    f"(their group's mean + {ceiling.margin:g}); the rest went to clusters farther "
+                    f"the users' nearest clusters were filled no higher than water level "
+                    f"{max(ceiling.held_back):.2f} (their group's mean + {ceiling.margin:g}); the rest went to "
+                    f"clusters farther "
                     f"{'within the SLO' if info.latency_slo_ms is not None else 'away'}")
         else:
             counts = divide(inp)

@@ -189,9 +189,9 @@ def test_a_nearer_band_fills_only_to_the_mean_plus_the_margin_while_a_farther_on
     fleet(snap, used={"eu-0": 25.0, "eu-1": 25.0, "us-0": 20.0, "us-1": 20.0, "ap-0": 5.0, "ap-1": 5.0})
     held = ceiling.schedule(spec, snap, name="w")
     assert by_region(held.pairs) == {"eu": 4, "us": 6}
-    assert held.analysis["users"]["nearCeiling"] == ("the users' nearest clusters took replicas up to water level "
-                                                     "0.28 (their group's mean + 0.05); the rest went to clusters "
-                                                     "farther within the SLO")
+    assert held.analysis["users"]["nearCeiling"] == ("the users' nearest clusters were filled no higher than water "
+                                                     "level 0.28 (their group's mean + 0.05); the rest went to "
+                                                     "clusters farther within the SLO")
     to_caps = off.schedule(spec, snap, name="w")
     assert by_region(to_caps.pairs) == {"eu": 10} and "nearCeiling" not in to_caps.analysis["users"]
     # eu already above the mean + the margin: all to us; eu the cooler: all to eu, as without a ceiling
