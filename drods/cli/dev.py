@@ -108,7 +108,11 @@ def write_config(path: Path, probe: float | None, grace: float | None, toleratio
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-@dev_app.command("up")
+@dev_app.command("up", help=(
+    "Start a control plane and N member clusters, join them, and run until SIGTERM/SIGINT.\n\n"
+    "The control plane stands in DFW: its probes measure each member's latency from there. Latency from other "
+    "client sites (placement by users, CATS steering) is sent with `drods sim latency … --send` "
+    "(examples/steering/README.md)."))
 def up(
     clusters: Annotated[int, typer.Option("--clusters", min=1, max=64, help="Member clusters to simulate.")] = 3,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Where everything lives (default: a new "
