@@ -1,8 +1,9 @@
 """The namespace controller: a deleted Namespace takes everything stored in it along (kube-controller-manager's).
 
 Deleting a Namespace only marks it Terminating (`drods.model.namespaces`): the registry refuses new
-content in it from then on, and this controller deletes what it holds — every namespaced kind the
-process's `KindCatalog` knows, built-in and custom — then removes the ``kubernetes`` finalizer, and
+content in it from then on, and this controller deletes what it holds (`CONTENT_GRACE_SECONDS` later)
+— every namespaced kind the process's `KindCatalog` knows, built-in and custom — then removes the
+``kubernetes`` finalizer, and
 the Namespace goes. An object held by finalizers of its own is only marked by that delete and waited
 for: the namespace is looked at again every `RECHECK_SECONDS` until nothing is left. Deleting the
 templates is all it takes for the members: the detector deletes their Bindings, whose finalizers
