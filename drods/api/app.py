@@ -140,10 +140,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def store_away(request: Request, exc: Unavailable) -> JSONResponse:
         # the store did not answer (within its own deadline across its endpoints): nothing was
         # changed that the client was told of, and the same request may succeed once it is back
-        response = _refusal(request, ApiError(
+        return _refusal(request, ApiError(  # with Retry-After (`drods.api.status`)
             503, "STORE_UNAVAILABLE", f"the store is unavailable, try again: {exc}", {}))
-        response.headers["Retry-After"] = "5"
-        return response
 
     @app.exception_handler(RecursionError)
     async def too_deep(request: Request, exc: RecursionError) -> JSONResponse:

@@ -119,8 +119,16 @@ def kubernetes_error_response(err: ApiError, path: str | None = None) -> JSONRes
     return _response(in_kubernetes_words(status, path) if path is not None else status, err)
 
 
+# A 503 of the store (or of the audit log in it) being away says when to try again: kubectl retries such
+# an answer (up to ten times) only when it carries ``Retry-After``.
+RETRY_AFTER_SECONDS = 5
+RETRIED = ("STORE_UNAVAILABLE", "AUDIT_UNAVAILABLE")
+
+
 def _response(body: dict[str, Any], err: ApiError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
+    if err.status == 503 and err.code in RETRIED:
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     if err.status == 405 and isinstance(allowed := err.details.get("allowed"), list):
         headers["Allow"] = ", ".join(allowed)  # RFC 9110: a 405 names the methods the resource takes
     return JSONResponse(body, status_code=err.status, headers=headers or None)

@@ -503,6 +503,13 @@ async def test_a_store_that_does_not_answer_is_a_503_to_retry_not_an_internal_er
         code = body.get("code") if path.startswith("/api/v1/clusters") else body.get("reason")
         assert code in ("STORE_UNAVAILABLE", "ServiceUnavailable") and "etcd unreachable" in body["message"], body
 
+    async def no_revision() -> int:
+        raise Unavailable("etcd unreachable at 127.0.0.1:2379: deadline exceeded")
+
+    monkeypatch.setattr(store, "current_revision", no_revision)
+    r = await api.client.get("/readyz")  # a load balancer's probe is told when to look again too
+    assert r.status_code == 503 and r.headers.get("retry-after") == "5", (r.text, dict(r.headers))
+
 
 async def test_a_create_with_generate_name_is_named_from_it(api: Api) -> None:
     path = "/apis/batch/v1/namespaces/default/jobs"

@@ -152,6 +152,11 @@ async def test_a_change_that_cannot_be_audited_is_refused_and_not_made(api: Api,
     r = await api.call("POST", "/api/v1/clusters", json={"name": "unaudited"})
     assert r.status_code == 503 and r.json()["code"] == "STORE_UNAVAILABLE", r.text
     assert "etcd unreachable" in r.json()["message"] and "nothing was changed" in r.json()["message"]
+    # kubectl retries a 503 only with Retry-After: a write refused for its audit record says when, as a read does
+    assert r.headers.get("retry-after") == "5", dict(r.headers)
+    r = await api.call("POST", "/api/v1/namespaces/default/configmaps",
+                       json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unaudited"}})
+    assert r.status_code == 503 and r.headers.get("retry-after") == "5", (r.text, dict(r.headers))
     monkeypatch.undo()
     assert (await api.call("GET", "/api/v1/clusters/unaudited")).status_code == 404
     assert (await api.call("GET", "/api/v1/clusters")).status_code == 200  # reads need no audit

@@ -14,6 +14,7 @@ from drods.api.auth import Principal
 from drods.api.context import authenticate, context
 from drods.api.json_response import JSONResponse
 from drods.api.schemas import ERROR_RESPONSES, ErrorBody
+from drods.api.status import RETRY_AFTER_SECONDS
 from drods.errors import Invalid
 
 router = APIRouter(responses=ERROR_RESPONSES)
@@ -49,7 +50,7 @@ async def readyz(request: Request) -> Response:
     except Exception as e:  # noqa: BLE001 - any store failure means not ready
         why = str(e) or ("no answer within 2s" if isinstance(e, TimeoutError) else type(e).__name__)
         return JSONResponse({"code": "STORE_UNAVAILABLE", "message": f"store not reachable: {why}", "details": {}},
-                            status_code=503)
+                            status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     checks = ctx.readiness() if ctx.readiness is not None else {}
     waiting = sorted(name for name, ok in checks.items() if not ok)
     if waiting:
