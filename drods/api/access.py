@@ -185,6 +185,14 @@ def rule_for(method: str, path: str) -> Rule | None:
     return RULES.get(("GET" if method == "HEAD" else method, path))
 
 
+def rule_namespace(rule: Rule, params: Mapping[str, str], query_namespace: str | None) -> str | None:
+    """The namespace a request is judged in under ``rule``: none for a cluster-wide route, the path's, or —
+    for a flat read narrowed by ``?namespace=`` — the query's (what the access check and `can-i` both use)."""
+    if not rule.namespaced:
+        return None
+    return query_namespace if rule.query_namespace else namespace_of(params)
+
+
 def namespace_of(params: Mapping[str, str]) -> str | None:
     """The namespace a Kubernetes path names: ``{ns}``, or ``{name}`` of the six-segment
     ``/apis/{group}/{version}/namespaces/{ns}/{plural}`` that the ``{plural}/{name}/{sub}`` route serves,
@@ -215,8 +223,7 @@ async def enforce(request: Request) -> None:
     if rule.action is not None:
         # a namespaced token: only in a namespace of its own (the handler also checks the kind is namespaced);
         # reading a Namespace is reading that namespace
-        namespace = None if not rule.namespaced else request.query_params.get("namespace") \
-            if rule.query_namespace else namespace_of(request.path_params)
+        namespace = rule_namespace(rule, request.path_params, request.query_params.get("namespace"))
         if template == OWN_NAMESPACE and request.method in ("GET", "HEAD"):
             namespace = request.path_params.get("name")
         principal.require(rule.action, namespace=namespace)

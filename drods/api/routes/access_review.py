@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from drods.api.access import RULES, Rule, namespace_of
+from drods.api.access import RULES, Rule, rule_namespace
 from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import authenticate, context
@@ -241,12 +241,7 @@ def _refusal(principal: Principal, rule: Rule, params: dict[str, str], query: st
     whose ``namespace`` a flat read narrowed to one namespace is judged by)."""
     if rule.public or rule.action is None:
         return None
-    if not rule.namespaced:
-        namespace = None
-    elif rule.query_namespace:
-        namespace = next(iter(parse_qs(query).get("namespace", [])), None)
-    else:
-        namespace = namespace_of(params)
+    namespace = rule_namespace(rule, params, next(iter(parse_qs(query).get("namespace", [])), None))
     try:
         principal.require(rule.action, namespace=namespace)
     except Forbidden as e:

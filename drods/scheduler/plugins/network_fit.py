@@ -27,11 +27,13 @@ def latency_to(snap: Snapshot, identifier: str) -> FloatArr:
     return lat
 
 
-def latency_detail(reason: str, lat: FloatArr) -> Callable[[IntArr], Callable[[int], str]]:
-    """A rejection's per-cluster text: the reason and that cluster's latency."""
+def latency_detail(reason: str, lat: FloatArr, measured: str = "") -> Callable[[IntArr], Callable[[int], str]]:
+    """A rejection's per-cluster text: the reason and that cluster's latency (``measured``: from where)."""
+    unit = f"ms {measured}" if measured else "ms"
+
     def make(rows: IntArr) -> Callable[[int], str]:
         vals = lat[rows]
-        return lambda k: f"{reason} (latency unknown)" if np.isnan(vals[k]) else f"{reason} ({vals[k]:g} ms)"
+        return lambda k: f"{reason} (latency unknown)" if np.isnan(vals[k]) else f"{reason} ({vals[k]:g} {unit})"
     return make
 
 

@@ -21,13 +21,13 @@ says so. A drop limits growth only: replicas already beyond keep running until a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
+from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.interface import FilterOutcome, PluginBase, reject
+from drods.scheduler.plugins.network_fit import latency_detail
 from drods.scheduler.plugins.resource_fit import ResourceFit
 from drods.scheduler.plugins.user_distance import expected_latency, latency_matrix, within_slo
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
@@ -102,29 +102,18 @@ class UserLatencySLO(PluginBase):
         if inside.any() and room >= need:
             # the distance the SLO is judged by: from the nearest user place (the share-weighted mean, the
             # score's, read as if the cluster were farther from every place than it is)
-            with np.errstate(invalid="ignore"):
-                nearest = np.where(np.isnan(mat).all(axis=0), np.nan, np.nanmin(np.where(np.isnan(mat), np.inf, mat),
-                                                                                  axis=0))
+            nearest = np.fmin.reduce(mat, axis=0)  # NaN only where no place's latency is known
             reason = f"beyond the users' latency SLO of {slo:g} ms"
 
             # replicas already there stay (no growth) unless the spec changed: users moving within a
             # declared placement move them only when the move pays (`drods.schedulerd.users`)
-            return mask & ~far, [reject(self.name, reason, far, _nearest_detail(reason, nearest),
-                                        capacity_only=not task.placement_changed)]
+            detail = latency_detail(reason, nearest, "from the nearest user place")
+            return mask & ~far, [reject(self.name, reason, far, detail, capacity_only=not task.placement_changed)]
         besides = f" (besides the {held} already running within it)" if held and not task.rebalance else ""
         short = (f"only {int(room)} of the {need} replicas to place fit within {slo:g} ms of the users under the "
                  f"water-level limit{besides}: the rest go to the nearest clusters beyond it")
         task.cache["latencySLO"] = f"{short}; {unserved}" if unserved else short
         return mask, []
-
-
-def _nearest_detail(reason: str, nearest: FloatArr) -> Callable[[IntArr], Callable[[int], str]]:
-    """A rejection's per-cluster text: the reason and the cluster's latency from the nearest user place."""
-    def make(rows: IntArr) -> Callable[[int], str]:
-        vals = nearest[rows]
-        return lambda k: f"{reason} (latency unknown)" if np.isnan(vals[k]) else \
-            f"{reason} ({vals[k]:g} ms from the nearest user place)"
-    return make
 
 
 def _unserved(users: UserDemand, mat: FloatArr, mask: BoolArr, slo: float) -> str:
