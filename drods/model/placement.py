@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from drods.model.meta import check_label_key
 from drods.model.selector import LabelSelector
 
 # The one default water-level limit (a fraction of a cluster's capacity): placements without their own
@@ -17,26 +17,13 @@ from drods.model.selector import LabelSelector
 DEFAULT_WATER_LEVEL_LIMIT = 0.85
 
 
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-
-
 def qualified_name_problem(value: str) -> str | None:
-    """Why ``value`` is not a Kubernetes qualified name (a label key: an optional DNS-subdomain prefix
-    and ``/``, then a name of at most 63 alphanumerics, ``-``, ``_`` or ``.``, alphanumeric at both
-    ends), or None when it is one. Karmada checks affinity names and state-preservation label names so."""
-    parts = value.split("/")
-    if len(parts) > 2:
-        return f"{value!r} is not a qualified name: at most one '/' (prefix/name)"
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
-            return (f"{value!r} is not a qualified name: the prefix must be a DNS subdomain (lower-case "
-                    "alphanumerics, '-' and '.', at most 253 characters)")
-    if not name or len(name) > 63 or not _QUALIFIED_NAME_PART.fullmatch(name):
-        return (f"{value!r} is not a qualified name: the name must be 1-63 alphanumerics, '-', '_' or '.', "
-                "beginning and ending with an alphanumeric")
+    """Why ``value`` is not a Kubernetes qualified name (a label key, `drods.model.meta.check_label_key`),
+    or None when it is one. Karmada checks affinity names and state-preservation label names so."""
+    try:
+        check_label_key(value)
+    except ValueError as e:
+        return f"{value!r} is not a qualified name: {e}"
     return None
 
 
