@@ -219,6 +219,24 @@ def test_a_place_no_cluster_has_a_latency_from_is_named_in_the_decision(snap: Sn
     assert "unknownPlaces" not in known.analysis["users"]
 
 
+def test_a_city_or_region_is_matched_without_case_a_site_as_written(snap: Snapshot, sched: Scheduler) -> None:
+    # the clusters say LHR; a user who writes lhr means it (validation already compares places so)
+    fleet(snap)
+    add(snap, "lhr-0", region="eu", city="LHR", network=NetworkProfile(latencyMs=LAT["eu"]),
+        st=status(cpu_used=30.0))
+    for users in ([{"city": "lhr"}], [{"city": "LHR"}]):
+        res = sched.schedule(task(replicas=3, placement=Placement.model_validate(
+            {"users": users, "latencySLOMs": 4})), snap, name="w")
+        assert res.phase == "Scheduled" and dict(res.pairs) == {"lhr-0": 3}, users
+        assert "unknownPlaces" not in res.analysis["users"]
+    res = sched.schedule(task(replicas=2, placement=Placement.model_validate({"users": [{"region": "AP"}]})),
+                         snap, name="v")
+    assert by_region(res.pairs) == {"ap": 2} and "unknownPlaces" not in res.analysis["users"]
+    res = sched.schedule(task(replicas=2, placement=Placement.model_validate({"users": [{"site": "lhr"}]})),
+                         snap, name="s")
+    assert res.analysis["users"]["unknownPlaces"] == [{"site": "lhr", "weight": 1.0}]
+
+
 def test_an_slo_for_users_no_latency_is_known_from_says_so_and_filters_nothing(snap: Snapshot,
                                                                              sched: Scheduler) -> None:
     """It said "only 0 of 3 replicas fit within 50 ms … the rest go to the nearest clusters beyond it":

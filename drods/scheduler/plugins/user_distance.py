@@ -3,12 +3,14 @@
 The latency from each user place to each cluster is read in one order: a measured pair (C2 network
 status, `Snapshot.set_network_pair`), then the cluster's declared ``network.latencyMs`` to that
 place, then — for a cluster in the users' own region or city — its local latency (0 when it declares
-none); anything else is unknown (NaN), which the UserLatency score treats as neutral.
+none); anything else is unknown (NaN), which the UserLatency score treats as neutral. A city or region
+is matched without case (``lhr`` is the clusters' ``LHR``), as the placement's validation already
+compares user places; a site is a CATS client-site ID and is matched as written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -20,6 +22,8 @@ from drods.scheduler.users import UserDemand
 
 def place_latency(snap: Snapshot, kind: str, place: str) -> FloatArr:
     """Latency (ms) from one user place to every cluster (NaN: unknown)."""
+    if kind in ("region", "city"):
+        place = _as_the_clusters_say(place, snap.indexes.vocab[kind], snap.indexes.latency)
     lat = latency_to(snap, place)
     if kind in ("region", "city"):
         code = snap.indexes.vocab[kind].get(place)
@@ -27,6 +31,19 @@ def place_latency(snap: Snapshot, kind: str, place: str) -> FloatArr:
             local = (snap.indexes.topo[kind][: snap.n] == code) & np.isnan(lat)
             lat[local] = 0.0
     return lat
+
+
+def _as_the_clusters_say(place: str, *spellings: Mapping[str, object]) -> str:
+    """``place`` spelt as the clusters spell it (their topology, then their declared latencies) when it
+    differs only in case."""
+    folded = place.casefold()
+    for names in spellings:
+        if place in names:
+            return place
+        hit = next((name for name in names if name.casefold() == folded), None)
+        if hit is not None:
+            return hit
+    return place
 
 
 def latency_matrix(snap: Snapshot, users: UserDemand) -> FloatArr:
