@@ -104,6 +104,8 @@ class SubscriptionView(BaseModel):
 class ClusterInterval(BaseModel):
     seconds: float
     subscription: str | None = Field(description="the need that sets it; null = collectIntervalSeconds")
+    notApplied: str | None = Field(
+        default=None, description="what of this cluster's collection does not follow the interval (null: none)")
 
 
 class SubscriptionList(BaseModel):
@@ -197,9 +199,22 @@ def builtin_subscriptions(settings: MonitorSettings, autoops: AutoOpsPolicy | No
 class Interval:
     seconds: float
     subscription: str | None  # the need that sets it; None when it is the default
+    not_applied: str | None = None  # what of the cluster's collection keeps its own cadence
 
     def to_view(self) -> ClusterInterval:
-        return ClusterInterval(seconds=round(self.seconds, 3), subscription=self.subscription)
+        return ClusterInterval(seconds=round(self.seconds, 3), subscription=self.subscription,
+                               notApplied=self.not_applied)
+
+
+# A push member the control plane reaches is summarised on the members' own cadence (the summary is a
+# listing of its nodes and pods, sized for the fleet, not for one subscriber): the interval sets its
+# Prometheus pulls and the reports PUT for it, and the list says so rather than let a reader assume more.
+SUMMARY_NOT_APPLIED = ("its Kubernetes summary: a push member the control plane reaches is summarised "
+                       "every members.summaryIntervalSeconds")
+
+
+def _summarised(cluster: ClusterInfo) -> bool:
+    return cluster.spec.get("syncMode", "Push") != "Pull" and bool(cluster.spec.get("credentials"))
 
 
 def effective_interval(cluster: ClusterInfo, subscriptions: Iterable[Subscription],
@@ -211,9 +226,10 @@ def effective_interval(cluster: ClusterInfo, subscriptions: Iterable[Subscriptio
     for s in subscriptions:
         if s.matches(cluster) and (best is None or (s.max_age_s, s.name) < (best.max_age_s, best.name)):
             best = s
+    own = SUMMARY_NOT_APPLIED if _summarised(cluster) else None
     if best is None or best.max_age_s >= ceiling:
-        return Interval(ceiling, None)
-    return Interval(max(best.max_age_s, floor), best.name)
+        return Interval(ceiling, None, own)
+    return Interval(max(best.max_age_s, floor), best.name, own)
 
 
 @dataclass

@@ -89,6 +89,22 @@ def test_effective_interval_is_the_fastest_matching_need_clamped() -> None:
     assert effective_interval(cluster("x"), subs, fast).seconds == 0.5
 
 
+def test_the_interval_says_a_reached_push_members_summary_keeps_its_own_cadence() -> None:
+    # summaries follow members.summaryIntervalSeconds (docs/monitoring.md): the list must not suggest otherwise
+    s = settings(collectIntervalSeconds=15, minCollectIntervalSeconds=2)
+    subs = [Subscription("router", 5)]
+
+    def member(**spec: object) -> ClusterInfo:
+        return ClusterInfo(name="m", ready=True, prometheus=None, water_level_limit=None, spec=spec)
+
+    reached = effective_interval(member(credentials={"kubeconfig": "…"}), subs, s)
+    assert (reached.seconds, reached.subscription) == (5, "router")
+    assert reached.not_applied is not None and "members.summaryIntervalSeconds" in reached.not_applied
+    assert reached.to_view().notApplied == reached.not_applied
+    for spec in ({"syncMode": "Pull", "credentials": {"kubeconfig": "…"}}, {"syncMode": "Push"}, {}):
+        assert effective_interval(member(**spec), subs, s).not_applied is None, spec
+
+
 def test_builtin_needs_come_from_the_settings() -> None:
     default = settings()
     names = {b.name: b.max_age_s for b in builtin_subscriptions(default)}

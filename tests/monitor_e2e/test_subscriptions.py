@@ -78,8 +78,8 @@ async def test_subscription_api_roles_validation_and_agent_interval(smon: Mon) -
     body = await eventually(listed_with_both, what="both clusters in the intervals")
     assert [(x["name"], x["builtin"], x["setting"]) for x in body["items"]] == [
         ("autoops", True, "autoopsMaxAgeSeconds"), ("scheduler", True, "schedulerMaxAgeSeconds")]
-    assert body["intervals"] == {"a": {"seconds": DEFAULT_S, "subscription": None},
-                                 "b": {"seconds": DEFAULT_S, "subscription": None}}
+    assert body["intervals"] == {"a": {"seconds": DEFAULT_S, "subscription": None, "notApplied": None},
+                                 "b": {"seconds": DEFAULT_S, "subscription": None, "notApplied": None}}
     assert body["collectIntervalSeconds"] == DEFAULT_S and body["minCollectIntervalSeconds"] == 1.0
 
     edge = {"maxAgeSeconds": 1, "reason": "edge router needs live load",
@@ -133,8 +133,8 @@ async def test_subscription_api_roles_validation_and_agent_interval(smon: Mon) -
 
     # Each cluster's interval: a follows the edge need (1 s); b's own need is slower than the default.
     r = await m.call("GET", SUBS, role="viewer")
-    assert r.json()["intervals"] == {"a": {"seconds": 1.0, "subscription": "edge-router"},
-                                     "b": {"seconds": DEFAULT_S, "subscription": None}}
+    assert r.json()["intervals"] == {"a": {"seconds": 1.0, "subscription": "edge-router", "notApplied": None},
+                                     "b": {"seconds": DEFAULT_S, "subscription": None, "notApplied": None}}
 
     async def told(cluster: str, seconds: float, at: float) -> bool:
         r = await m.report(cluster, at=at, **node_report(40))
