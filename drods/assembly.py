@@ -66,7 +66,6 @@ from drods.machinery.tasks import stop_tasks
 from drods.members.clients import MemberClients
 from drods.migration.controller import LEASE as MIGRATION_LEASE
 from drods.migration.controller import MigrationController
-from drods.model.annotations import LEARNED_USERS
 from drods.model.interpreter import Interpreter
 from drods.model.keys import TOKENS_PREFIX
 from drods.model.kinds import (
@@ -101,8 +100,8 @@ from drods.steering.multicluster_service import McsInformers, MultiClusterServic
 from drods.steering.probing import LEASE as PROBE_LEASE
 from drods.steering.probing import NetworkProber
 from drods.steering.settings import SteeringSettings
+from drods.steering.users import FORGET, UsersLearner
 from drods.steering.users import LEASE as USERS_LEASE
-from drods.steering.users import UsersLearner
 from drods.store import Store
 from drods.store.encrypted import EncryptingStore
 
@@ -352,7 +351,7 @@ def _steering(plane: ControlPlane, s: ComponentSettings) -> None:
             await trigger(lead.registry, name, reason, s.clock, annotations=annotations)
 
         async def forget(name: str) -> None:
-            await lead.registry.patch(BINDING, name, {"metadata": {"annotations": {LEARNED_USERS: None}}}, MERGE_PATCH)
+            await lead.registry.patch(BINDING, name, {"metadata": {"annotations": dict(FORGET)}}, MERGE_PATCH)
 
         return UsersLearner(lead.store, reschedule, steering_informers, steering_settings.users, clock=s.clock,
                             forget=forget)

@@ -22,7 +22,12 @@ The descheduler (automatic operations, `drods.controllers.descheduler`) sends a 
   a service meets its SLA for some client site, and ``cluster`` is near it. The binding named in
   ``details["binding"]`` remembers the offer (``multicluster.io/placement-offers``) and is re-placed;
   the scheduler adds offered clusters to the names the binding may use
-  (`drods.model.binding.with_offers`), so a Duplicated workload gains a copy there.
+  (`drods.model.binding.with_offers`), so a Duplicated workload gains a copy there. Refused for a
+  binding that follows the users learned for the service (``details["serviceId"]``;
+  `drods.model.annotations.follows_learned_users`): one owner per binding — the learned demand already
+  holds that client site and the latency SLO decides, so an offer only re-decided it to no effect.
+  Steering offers such a binding nothing; the refusal covers an offer sent before its cache saw the users.
+  When the registration goes, steering drops the binding's offers with its learned users (`drods.steering.users`).
 * ``failback`` — a cluster failover moved replicas off is Ready and calm again: re-place the
   bindings that remember it in ``multicluster.io/failed-over-from`` (written by `failover`) with a
   reason beginning "fail back to <cluster>", so the scheduler may take them back there — within the
@@ -63,6 +68,7 @@ from drods.model.annotations import (
     drain_reason,
     evacuated_from,
     failed_over_from,
+    follows_learned_users,
     placement_offers,
 )
 from drods.model.decision import EVICTION
@@ -383,6 +389,9 @@ class Rescheduler:
             await self.registry.get(CLUSTER, req.cluster)
         except NotFound as e:
             return RescheduleResult(False, 0, e.message)
+        sid = req.details.get("serviceId")
+        if follows_learned_users(obj, sid if isinstance(sid, str) else None):
+            return RescheduleResult(False, 0, f"binding {name} follows its learned users: they place it, not offers")
         offers = placement_offers(obj)
         if req.cluster in offers:
             return RescheduleResult(False, 0, f"{req.cluster} was already offered to binding {name}")

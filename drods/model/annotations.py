@@ -198,6 +198,21 @@ def learned_users(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and isinstance(doc.get("sites"), list) else None
 
 
+def follows_learned_users(obj: Mapping[str, Any], service_id: str | None = None) -> bool:
+    """Does the scheduler place this Binding object near users learned from demand (for ``service_id``,
+    when given)? Then the user-following path owns its placement and steering offers it no cluster.
+    Users declared on the placement rule over learned ones (`drods.scheduler.task.users_of`): a
+    binding declaring some does not follow the learned ones."""
+    doc = learned_users(obj)
+    if doc is None or (service_id is not None and doc.get("serviceId") != service_id):
+        return False
+    placement = ((obj.get("spec") or {}).get("placement") or {})
+    if isinstance(placement, dict) and placement.get("users"):
+        return False
+    return any(isinstance(u, dict) and u.get("site") and isinstance(w := u.get("weight"), int | float) and w > 0
+               for u in doc["sites"])
+
+
 def run_report(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The ``RUN_REPORT`` annotation of a member object, parsed; None when absent or not a JSON object."""
     raw = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(RUN_REPORT)

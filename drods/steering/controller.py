@@ -16,7 +16,13 @@ conflict (the Service ID is unique: the oldest registration keeps it).
 
 CCC: a client site no instance serves within the SLA makes the controller look for the nearest
 cluster that would (evaluating the service against every cluster), and offer it to the service's
-workload through the `RescheduleHook` (``offer``), at most once per ``offerCooldownSeconds``.
+workload through the `RescheduleHook` (``offer``), at most once per ``offerCooldownSeconds``. One
+owner per Binding: a Binding whose placement follows the users learned for the service
+(`drods.steering.users`, `drods.model.annotations.follows_learned_users`) is offered nothing — the
+learned demand already holds those client sites and the scheduler's latency SLO decides where they are
+served, so an offer only bought a re-decision that SLO filter then undid. A Binding without learned
+users (demand below ``minRequestsPerSecond``, or users declared on its placement, which rule over
+learned ones) is still offered clusters.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import yielding
+from drods.model.annotations import follows_learned_users
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, network_key, pair_of
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.migration import traffic_withdrawn
@@ -532,7 +539,7 @@ class SteeringController:
                 self.short.add(sid)
             else:
                 self.short.discard(sid)
-            if short and svc.spec.placementFeedback and svc.binding:
+            if short and svc.spec.placementFeedback and svc.binding and not self._follows_users(svc):
                 shortfalls.append((svc, chunk.service(s), short))
         rendered = render_chunk(chunk, stepped, picks, self._instants(stepped, picks, svcs, stamp), previous)
         objects: list[dict[str, Any]] = []
@@ -549,6 +556,11 @@ class SteeringController:
             objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
                             "metadata": {"name": svc.plan.service_id}, "spec": spec})
         return objects
+
+    def _follows_users(self, svc: _Service) -> bool:
+        """Does the service's Binding follow its learned users (then they, not offers, move it)?"""
+        obj = self.inf.bindings.cache.get(BINDING.key(svc.binding)) if svc.binding else None
+        return isinstance(obj, dict) and follows_learned_users(obj, svc.plan.service_id)
 
     @staticmethod
     def _instants(stepped: ChunkStep, picks: list[int], svcs: list[_Service],
@@ -648,7 +660,7 @@ class SteeringController:
                           f"({ev_all.delay[r, j]:.1f} ms)")
                 try:
                     result = await self.placement(RescheduleRequest("offer", cluster, reason, 0.0, 1.0,
-                                                                    {"binding": svc.binding}))
+                                                                    {"binding": svc.binding, "serviceId": sid}))
                     log.info("steering: %s", result.message)
                 except Exception:  # noqa: BLE001 - placement feedback must not stop routing
                     log.exception("steering: offering %s to %s failed", cluster, svc.binding)

@@ -8,6 +8,12 @@ the registration's ``sla.maxDelayMs`` as the users' latency SLO) together with a
 only once they differ from those written before by at least ``change`` (total variation distance)
 for ``settleSeconds`` without a break: a burst shorter than that re-places nothing. The scheduler
 then decides whether the move pays (its ``usersMinGainMs`` and move budget).
+
+When a Binding's registration is gone (or names another workload), what steering fed it goes too, in one
+write (`FORGET`): its learned users and the clusters steering's placement feedback offered it
+(``multicluster.io/placement-offers``). Nothing is re-placed: an offer only widened the names the binding
+may use, so its next decision (for whatever reason) may drop them; moving replicas now would act on a
+deleted registration, which says nothing about where the users are.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from drods.machinery.informer import subscribed
 from drods.machinery.periodic import Periodic
-from drods.model.annotations import LEARNED_USERS, USERS_MOVED, learned_users
+from drods.model.annotations import LEARNED_USERS, PLACEMENT_OFFERS, USERS_MOVED, learned_users, placement_offers
 from drods.model.keys import DEMAND_PREFIX
 from drods.model.steering import foreign_workload, workload_key
 from drods.model.timefmt import rfc3339_ms
@@ -34,8 +41,9 @@ log = logging.getLogger(__name__)
 LEASE = "steering-users"
 # (binding name, reason, annotations): re-place the binding from scratch with those annotations set
 Reschedule = Callable[[str, str, Mapping[str, str]], Awaitable[None]]
-# (binding name): drop its learned users, moving nothing (their registration is gone)
+# (binding name): drop its learned users and placement offers (`FORGET`), moving nothing (their registration is gone)
 Forget = Callable[[str], Awaitable[None]]
+FORGET: Mapping[str, None] = {LEARNED_USERS: None, PLACEMENT_OFFERS: None}  # the annotations `Forget` removes
 
 
 @dataclass(slots=True)
@@ -84,6 +92,11 @@ def _published(binding: Mapping[str, Any]) -> dict[str, float] | None:
     return {str(u.get("site")): float(u.get("weight") or 0.0) for u in doc["sites"] if isinstance(u, dict)}
 
 
+def _names(reg: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a registration's Binding is found by: its service and its workload."""
+    return (reg.get("spec") or {}).get("serviceId"), workload_key(reg)
+
+
 def _describe(shares: Mapping[str, float]) -> str:
     return ", ".join(f"{s} {w:.0%}" for s, w in sorted(shares.items(), key=lambda kv: -kv[1]))
 
@@ -102,12 +115,20 @@ class UsersLearner:
         self.rates: dict[str, SiteRates] = {}
         self.pending: dict[str, float] = {}  # service → since when its users differ from those written
         self.registered: set[tuple[str, str]] | None = None  # (service, binding) last poll; None: not yet looked
+        self.went = False  # a registration was deleted or renamed its service or workload since the last poll
 
     async def run(self) -> None:
         if not self.settings.enabled:
             return
-        await Periodic(LEASE, self.step, self.settings.pollSeconds, first_at_start=True,
-                       restart_on_failure=True).run()
+        with subscribed((self.inf.registrations, self._on_registration)):
+            await Periodic(LEASE, self.step, self.settings.pollSeconds, first_at_start=True,
+                           restart_on_failure=True).run()
+
+    def _on_registration(self, _key: str, old: Any, new: Any) -> None:
+        """Note a registration that went: one that came and went between two polls (its Binding offered a
+        cluster meanwhile) is in no poll's registered set (status writes are no reason to look)."""
+        if isinstance(old, dict) and (not isinstance(new, dict) or _names(old) != _names(new)):
+            self.went = True
 
     async def _demand(self) -> dict[str, dict[str, dict[str, int]]]:
         """service → process → client site → cumulative requests."""
@@ -165,23 +186,27 @@ class UsersLearner:
             self.pending.pop(sid, None)
 
     async def _forget_orphans(self, services: Mapping[str, tuple[dict[str, Any], float | None]]) -> None:
-        """A Binding's learned users whose registration is gone (or now names another workload) are dropped:
-        nothing learns them any more, and their SLO would filter its clusters for ever. Looked for at the
-        first poll and whenever a registration went since the last one (not a scan of the fleet every poll)."""
+        """A Binding's learned users whose registration is gone (or now names another workload) are dropped,
+        with its placement offers: nothing learns them any more, and their SLO would filter its clusters for
+        ever. So are the offers of a Binding no registration names (one without learned users: too little
+        demand). Looked for at the first poll and whenever a registration went since the last one (not a
+        scan of the fleet every poll)."""
         now_registered = {(sid, str(b["metadata"]["name"])) for sid, (b, _) in services.items()}
-        gone = self.registered is None or bool(self.registered - now_registered)
-        self.registered = now_registered
+        gone = self.registered is None or self.went or bool(self.registered - now_registered)
+        self.registered, self.went = now_registered, False
         if not gone or self.forget is None:
             return
+        named = {name for _, name in now_registered}
         for b in list(self.inf.bindings.cache.values()):
             doc = learned_users(b or {})
             name = str(((b or {}).get("metadata") or {}).get("name") or "")
-            if doc is None or not name or (str(doc.get("serviceId") or ""), name) in now_registered:
+            stale_users = doc is not None and (str(doc.get("serviceId") or ""), name) not in now_registered
+            if not name or not (stale_users or (name not in named and placement_offers(b or {}))):
                 continue
             try:
                 await self.forget(name)
-                log.info("steering: binding %s forgets the users learned for service %s: its registration is gone",
-                         name, doc.get("serviceId"))
+                log.info("steering: binding %s forgets the users learned for service %s and its placement offers: "
+                         "its registration is gone", name, (doc or {}).get("serviceId"))
             except Exception:  # noqa: BLE001 - one binding's failure must not stop the others
                 log.exception("steering: forgetting the learned users of %s failed", name)
 

@@ -7,13 +7,17 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from drods.controllers.rescheduler import Rescheduler
 from drods.machinery.informer import Informer
 from drods.machinery.tasks import stop_tasks
+from drods.model.annotations import LEARNED_USERS, PLACEMENT_OFFERS
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, status_key
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
+from drods.model.reschedule import RescheduleHook, RescheduleRequest, RescheduleResult
 from drods.registry.objects import ObjectRegistry, decode_stored
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.steering.controller import Recomputation, SteeringController, SteeringInformers
@@ -26,7 +30,8 @@ def doc(load: float) -> bytes:
     return json.dumps({"status": {"cpu": {"capacity": 10.0, "used": 10.0 * load}}}).encode()
 
 
-def _running(store: Store, registry: ObjectRegistry, clock: Callable[[], float]) -> tuple[
+def _running(store: Store, registry: ObjectRegistry, clock: Callable[[], float],
+             placement: RescheduleHook | None = None) -> tuple[
         SteeringController, Callable[[int], Awaitable[Recomputation]], list[asyncio.Task[None]]]:
     """A steering controller running on its own informers (injected clock, no coalescing); ``after``
     waits for the recomputation that saw a store revision."""
@@ -48,7 +53,7 @@ def _running(store: Store, registry: ObjectRegistry, clock: Callable[[], float])
         return next(r for r in seen if r.revision >= revision)
 
     ctl = SteeringController(registry, informers, SteeringSettings(minIntervalSeconds=10.0, coalesceSeconds=0.0),
-                             clock=clock, observer=observe)
+                             placement, clock=clock, observer=observe)
     tasks = [asyncio.create_task(inf.run()) for inf in informers.all()] + [asyncio.create_task(ctl.run())]
     return ctl, after, tasks
 
@@ -168,5 +173,47 @@ async def test_only_bindings_of_registered_workloads_wake_it(store: Store, tmp_p
         await after(await store.current_revision())
         reg = await registry.get(SERVICE_REGISTRATION, "web", "default")
         assert reg["status"]["instances"] == [] and reg["status"]["binding"] is None
+    finally:
+        await stop_tasks(tasks)
+
+
+@pytest.mark.parametrize("store_factory", ["sqlite"], indirect=True)
+async def test_a_binding_following_its_learned_users_is_offered_no_cluster(store: Store, tmp_path: Path) -> None:
+    """One owner per Binding: DFW has no instance within the SLA (b is 30 ms away, a would serve it). The
+    Binding following users learned for its service gets no offer and no reschedule (the scheduler's SLO
+    filter had undone it); one without learned users, or declaring its users, is still offered a."""
+    registry = await _two_clusters(store, tmp_path)
+    for name, users in (("follow", False), ("plain", False), ("declared", True)):
+        ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "namespace": "default"}
+        spec: dict[str, Any] = {"resource": ref, "placement": {"users": [{"site": "DFW"}]} if users else {}}
+        meta: dict[str, Any] = {"name": name}
+        if name != "plain":
+            meta["annotations"] = {LEARNED_USERS: json.dumps({"sites": [{"site": "DFW", "weight": 1.0}],
+                                                              "latencySLOMs": 20.0, "serviceId": f"{name}.example"})}
+        await store.put(BINDING.key(name), json.dumps({"metadata": meta, "spec": spec, "status": {
+            "placement": [{"cluster": "b", "replicas": 1}]}}).encode())
+        await registry.create(SERVICE_REGISTRATION, {"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "serviceId": f"{name}.example", "workload": ref, "clientSites": ["DFW"], "sla": {"maxDelayMs": 20.0}}})
+    rescheduler = Rescheduler(registry, clock=lambda: 1000.0)
+    asked: list[RescheduleRequest] = []
+
+    async def placement(req: RescheduleRequest) -> RescheduleResult:
+        asked.append(req)
+        return await rescheduler(req)
+
+    _, after, tasks = _running(store, registry, lambda: 1000.0, placement)
+    try:
+        await after(await store.current_revision())
+        assert sorted((r.details["binding"], r.cluster) for r in asked) == [("declared", "a"), ("plain", "a")]
+        for name, offered in (("follow", False), ("plain", True), ("declared", True)):
+            b = await registry.get(BINDING, name)
+            assert (PLACEMENT_OFFERS in b["metadata"].get("annotations", {})) is offered, name
+            assert ("rescheduleTriggeredAt" in b["spec"]) is offered, name
+        # an offer sent before steering's cache saw the learned users is refused where it is written
+        late = await rescheduler(RescheduleRequest("offer", "a", "late", 0.0, 1.0,
+                                                   {"binding": "follow", "serviceId": "follow.example"}))
+        assert not late.accepted and "learned users" in late.message
+        b = await registry.get(BINDING, "follow")
+        assert PLACEMENT_OFFERS not in b["metadata"]["annotations"] and "rescheduleTriggeredAt" not in b["spec"]
     finally:
         await stop_tasks(tasks)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from drods.model import jsondoc
-from drods.model.annotations import LEARNED_USERS, USERS_MOVED
+from drods.model.annotations import LEARNED_USERS, PLACEMENT_OFFERS, USERS_MOVED
 from drods.model.keys import demand_key
 from drods.steering.demand import DemandRecorder
 from drods.steering.settings import UserLearning
-from drods.steering.users import SiteRates, UsersLearner, distance
+from drods.steering.users import FORGET, SiteRates, UsersLearner, distance
 from drods.store.sqlite import SqliteStore
 
 
@@ -125,6 +125,56 @@ async def test_a_bindings_learned_users_go_with_their_registration(store: Sqlite
     assert forgotten == ["shop-b"] and LEARNED_USERS not in binding["metadata"]["annotations"]
     await learner.step()
     assert forgotten == ["shop-b"]  # looked for once per registration gone, not every poll
+
+
+async def test_a_bindings_placement_offers_go_with_their_registration(store: SqliteStore) -> None:
+    """The clusters steering offered a Binding go with its registration too — with its learned users, or
+    alone when its demand was too low to learn any — in the one write that forgets them, nothing re-placed.
+    A Binding of a live registration keeps its offers."""
+    doc = json.dumps({"sites": [{"site": "east", "weight": 1.0}], "latencySLOMs": 80, "serviceId": "shop.example"})
+    ref = {"kind": "Deployment", "name": "shop", "namespace": "default"}
+    both: dict[str, Any] = {"metadata": {"name": "shop-b", "annotations": {LEARNED_USERS: doc, PLACEMENT_OFFERS: "a"}},
+                            "spec": {"resource": ref}}
+    offers_only: dict[str, Any] = {"metadata": {"name": "cart-b", "annotations": {PLACEMENT_OFFERS: "a,b"}},
+                                   "spec": {"resource": {**ref, "name": "cart"}}}
+    kept: dict[str, Any] = {"metadata": {"name": "live-b", "annotations": {PLACEMENT_OFFERS: "c"}},
+                            "spec": {"resource": {**ref, "name": "live"}}}
+    bindings = {"shop-b": both, "cart-b": offers_only, "live-b": kept}
+
+    async def forget(name: str) -> None:  # as the assembly's: a merge patch of `FORGET`
+        annotations = bindings[name]["metadata"]["annotations"]
+        for key in FORGET:
+            annotations.pop(key, None)
+
+    async def reschedule(name: str, reason: str, annotations: Mapping[str, str]) -> None:
+        raise AssertionError("nothing is re-placed")
+
+    inf = informers(both)
+    inf.bindings.cache.update({"c": offers_only, "l": kept})
+    cart = {"metadata": {"name": "cart", "namespace": "default"}, "spec": {"serviceId": "cart.example",
+                                                                           "workload": {**ref, "name": "cart"}}}
+    live = {"metadata": {"name": "live", "namespace": "default"}, "spec": {"serviceId": "live.example",
+                                                                           "workload": {**ref, "name": "live"}}}
+    inf.registrations.cache.update({"c": cart, "l": live})
+    learner = UsersLearner(store, reschedule, inf, UserLearning(pollSeconds=1.0), clock=Clock(), forget=forget)
+    await learner.step()
+    assert both["metadata"]["annotations"].keys() == {LEARNED_USERS, PLACEMENT_OFFERS}
+    assert offers_only["metadata"]["annotations"] == {PLACEMENT_OFFERS: "a,b"}
+    del inf.registrations.cache["r"], inf.registrations.cache["c"]  # kubectl delete serviceregistration shop cart
+    await learner.step()
+    assert both["metadata"]["annotations"] == {} and offers_only["metadata"]["annotations"] == {}
+    assert kept["metadata"]["annotations"] == {PLACEMENT_OFFERS: "c"}
+    # one that came and went between two polls, its Binding offered a cluster meanwhile: its deletion is heard
+    brief: dict[str, Any] = {"metadata": {"name": "brief-b", "annotations": {PLACEMENT_OFFERS: "d"}},
+                             "spec": {"resource": {**ref, "name": "brief"}}}
+    bindings["brief-b"] = inf.bindings.cache["b2"] = brief
+    learner._on_registration("l", live, {**live, "status": {"phase": "Active"}})  # a status write: no reason
+    await learner.step()
+    assert brief["metadata"]["annotations"] == {PLACEMENT_OFFERS: "d"}  # no registration went: not looked for
+    learner._on_registration("b2", {"metadata": {"name": "brief", "namespace": "default"}, "spec": {
+        "serviceId": "brief.example", "workload": {**ref, "name": "brief"}}}, None)
+    await learner.step()
+    assert brief["metadata"]["annotations"] == {} and kept["metadata"]["annotations"] == {PLACEMENT_OFFERS: "c"}
 
 
 async def test_a_registration_learns_users_only_for_a_workload_of_its_own_namespace(store: SqliteStore) -> None:

@@ -194,3 +194,16 @@ async def test_routes_follow_load_calmly_and_placement_adds_a_nearer_cluster(pla
     for bad in ("watch=maybe", "watch=true&timeoutSeconds=0"):  # "maybe" was answered as a plain GET
         r = await plane.call("GET", f"{ROUTES}?{bad}")
         assert r.status_code == 422 and set(r.json()) == {"code", "message", "details"}, r.text
+
+    # The registration goes: so does the offer (with learned users, were there any) — nothing re-placed,
+    # ap-sin's copy runs on until a decision drops it.
+    placed = (await plane.status("video"))["placement"]
+    r = await plane.call("DELETE", f"{REGS}/video")
+    assert r.status_code == 200, r.text
+
+    async def forgotten() -> dict[str, Any] | None:
+        obj = (await plane.call("GET", "/apis/multicluster.io/v1alpha1/bindings/video")).json()
+        return obj if "multicluster.io/placement-offers" not in obj["metadata"].get("annotations", {}) else None
+
+    await eventually(forgotten, 20.0, "the binding to forget the offer")
+    assert (await plane.status("video"))["placement"] == placed
