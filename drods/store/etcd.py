@@ -12,7 +12,13 @@ What this layer adds over the raw client:
 * Failover: one aetcd client per endpoint; a call that fails with UNAVAILABLE or a timeout moves to
   the next endpoint and retries with backoff until ``deadline`` expires, then raises
   ``Unavailable``; until a member answers again, later calls get one RPC ``timeout`` instead (an
-  outage is reported in seconds, not a whole deadline per request). A lost answer to a write is
+  outage is reported in seconds, not a whole deadline per request). The defaults: ``deadline`` 5 s
+  (rides out a leader election or a member restart of a few seconds), ``timeout`` 3 s.
+* Reconnection: gRPC reconnects a channel whose member went away with exponential backoff (1 s
+  growing ×1.6 to 120 s), so after a 40 s outage its next attempt could be half a minute after etcd
+  was back, and every call failed fast meanwhile. The channels here cap that backoff at
+  ``reconnect_backoff`` (gRPC's own ``grpc.max_reconnect_backoff_ms``; gRPC resets it on a
+  connection): a store is back within about that long of its etcd, however long the outage. A lost answer to a write is
   ambiguous (it may have been applied, e.g. a proposal forwarded to a leader that just died), so
   writes are only blindly retried when doing them twice is harmless (plain put/delete, lease grant).
   A CAS put/delete resolves the doubt by reading the key back; a txn with writes raises
@@ -197,8 +203,9 @@ class EtcdStore(Store):
     """``Store`` over etcd v3; ``endpoints`` are ``host:port`` strings of one cluster."""
 
     def __init__(
-        self, endpoints: list[str], *, timeout: float = 3.0, deadline: float = 15.0, watch_check: float = 5.0,
-        tls: EtcdTLS | None = None, username: str | None = None, password: str | None = None,
+        self, endpoints: list[str], *, timeout: float = 3.0, deadline: float = 5.0, watch_check: float = 5.0,
+        reconnect_backoff: float = 1.0, tls: EtcdTLS | None = None, username: str | None = None,
+        password: str | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("EtcdStore needs at least one endpoint")
@@ -215,6 +222,13 @@ class EtcdStore(Store):
         # A watch quiet for this long checks that its member still answers: a hung or partitioned
         # member keeps the stream open but sends nothing (gRPC keepalive did not catch it).
         self.watch_check = watch_check
+        # gRPC's reconnect backoff, capped: a member back after any outage is reconnected within this
+        # (± gRPC's 20 % jitter), not after a backoff grown through the outage (up to 120 s by default).
+        backoff_ms = max(1, round(reconnect_backoff * 1000))
+        self._channel_options = {
+            "grpc.initial_reconnect_backoff_ms": min(100, backoff_ms),
+            "grpc.max_reconnect_backoff_ms": backoff_ms,
+        }
         self._clients: dict[int, aetcd.Client] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._current = 0
@@ -242,7 +256,7 @@ class EtcdStore(Store):
         client = self._clients.get(index)
         if client is None:
             host, port = self._endpoints[index]
-            client = _Client(host=host, port=port, timeout=None, tls=self.tls,
+            client = _Client(host=host, port=port, timeout=None, tls=self.tls, options=self._channel_options,
                              username=self._auth[0] if self._auth else None,
                              password=self._auth[1] if self._auth else None)
             self._clients[index] = client

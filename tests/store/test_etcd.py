@@ -4,18 +4,20 @@ to, and says Unavailable (instead of hanging) when no member answers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from drods.store import EventType, Unavailable, WatchEvent
 from drods.store.etcd import EtcdStore
-from tests.etcd_server import EtcdCluster, etcd_binary
+from tests.etcd_server import EtcdCluster, EtcdMember, etcd_binary
 from tests.free_port import free_port
-from tests.store.util import next_event
+from tests.store.util import next_event, wait_for_condition
 
 
 @pytest.fixture
@@ -141,3 +143,69 @@ async def test_a_watch_given_up_while_created_does_not_take_over_the_next(etcd_e
             await it.aclose()  # type: ignore[attr-defined]
     finally:
         await store.close()
+
+
+async def test_back_within_seconds_of_etcd_returning_after_a_long_outage(tmp_path: Path) -> None:
+    # gRPC reconnects a channel with backoff growing x1.6 (±20 %) from 1 s up to 120 s: after a 40 s
+    # outage an API server's next attempt came up to half a minute after etcd was back, and /readyz
+    # (one current_revision) said 503 all along. The store caps that backoff at `reconnect_backoff`.
+    binary = etcd_binary()
+    if binary is None:
+        pytest.skip("etcd binary not found")
+    member = EtcdMember("m0", tmp_path, free_port(), free_port())
+    initial, token = f"m0={member.peer_url}", f"outage-{os.getpid()}-{time.monotonic_ns()}"
+
+    member.start(binary, initial, token)
+    await wait_for_condition(lambda: asyncio.to_thread(member.healthy), within=30)
+    store = EtcdStore([member.endpoint])  # the defaults, as `open_store` builds it
+    attempts: list[float] = []
+    try:
+        await store.put("/outage/a", b"1")
+        member.kill()
+        killed = time.monotonic()
+        # During the outage every call fails within the deadline (5 s), then within one RPC timeout (3 s).
+        for bound in (5.0, 3.0):
+            started = time.monotonic()
+            with pytest.raises(Unavailable):
+                await store.get("/outage/a")
+            assert time.monotonic() - started < bound + 0.5
+
+        # Meanwhile a listener on etcd's port notes each reconnect attempt of the client (and fails it,
+        # as a refused one), so etcd can come back just after one: the next must not be far off.
+        late_attempt = asyncio.Event()
+
+        async def attempted(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            attempts.append(time.monotonic() - killed)
+            w.close()
+            if attempts[-1] >= 12:  # 12 s into the outage an uncapped backoff is ≥ 8.4 s (the 5th or later)
+                late_attempt.set()
+
+        listener = await asyncio.start_server(attempted, "127.0.0.1", member.client_port, reuse_address=True)
+
+        async def keep_calling() -> None:  # as /readyz polled by a load balancer
+            while True:
+                with contextlib.suppress(Unavailable, TimeoutError):
+                    async with asyncio.timeout(2):
+                        await store.current_revision()
+                await asyncio.sleep(0.1)
+
+        caller = asyncio.create_task(keep_calling())
+        try:
+            await asyncio.wait_for(late_attempt.wait(), 30)
+        finally:
+            caller.cancel()
+            listener.close()
+            await listener.wait_closed()
+        member.start(binary, initial, token)  # the same data dir and port
+        back = time.monotonic()
+        async with asyncio.timeout(30):
+            while True:
+                with contextlib.suppress(Unavailable, TimeoutError):
+                    async with asyncio.timeout(2):
+                        assert (await store.get("/outage/a")) is not None
+                        break
+                await asyncio.sleep(0.1)
+        assert time.monotonic() - back <= 5.0, (time.monotonic() - back, attempts)
+    finally:
+        await store.close()
+        member.stop()
