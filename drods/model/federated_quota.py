@@ -15,12 +15,12 @@ other name (limits, object counts) is left to the members' ResourceQuotas.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from drods.model.meta import check_label_key
 from drods.model.quantity import GIB, quantity
 
 # A ResourceList: resource name → quantity (``"500m"``, ``2``, ``"4Gi"``).
@@ -43,13 +43,13 @@ STANDARD_QUOTA_NAMES = frozenset({
     "resourcequotas", "secrets", "configmaps", "persistentvolumeclaims", "services.nodeports",
     "services.loadbalancers", "requests.cpu", "requests.memory", "requests.storage",
     "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage"})
-_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 def _resource_name(name: str) -> str | None:
     """Why ``name`` is no ResourceQuota resource name (None: it is one)."""
-    if not _QUALIFIED.match(name):
+    try:
+        check_label_key(name)  # a resource name is a qualified name, as a label key is
+    except ValueError:
         return "not a qualified name ([DNS-subdomain/]name)"
     bare = name.removeprefix("requests.").removeprefix("limits.")
     if "/" not in name and name not in STANDARD_QUOTA_NAMES and not bare.startswith("hugepages-"):
