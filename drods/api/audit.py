@@ -147,6 +147,8 @@ class AuditLog:
             else:  # the outcome of a request written ahead: keep the request's time
                 joined[key] = {**e, "time": joined[key]["time"]}
             joined[key].pop("stage", None)
+            if not joined[key].get("dryRun"):
+                joined[key].pop("dryRun", None)  # only a dry run says so
         out = [e for k in order if not _changed_nothing(e := joined[k]) and (where is None or where.matches(e))]
         return out[-limit:]
 
@@ -155,7 +157,6 @@ def _changed_nothing(e: dict[str, Any]) -> bool:
     """A dry run that was answered changed nothing and is left out; one refused is someone trying, and
     is kept with ``dryRun: true``, so it does not read as the change it would have tried."""
     if not e.get("dryRun"):
-        e.pop("dryRun", None)
         return False
     return not (isinstance(e.get("result"), int) and e["result"] >= 400)
 
