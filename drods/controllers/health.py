@@ -7,7 +7,8 @@
   that answered another call within the interval (an apply, a listing) is not probed again: that
   answer is the probe, so a busy member is not sent probes on top of its work.
   A success makes it Ready=True at once; it turns
-  Ready=False only after ``notReadyGraceSeconds`` (15 s: three missed probes) without a success.
+  Ready=False only after ``notReadyGraceSeconds`` (15 s: three missed probes) without a success — and
+  then, for a member that hangs (a partition), at once: a probe is given up when the grace runs out.
   Before its first answer a cluster is Ready=Unknown. One task per cluster: a partitioned member
   costs its own probe timeouts, nobody else's.
 * **Pull mode** (``spec.syncMode: Pull``) — judged by the age of the newest report: the status
@@ -263,7 +264,8 @@ class ClusterHealth:
             unreachable = reach if reach is not None and not reach.reachable and reach.at > (st.last_ok or 0.0) \
                 else None
         else:
-            await self._probe(name, st)
+            await self._probe_within_grace(name, st, grace)
+            now = self.clock()  # judged when the probe ended: a hanging one took seconds
             unreachable = None
         if unreachable is not None:
             ready, reason = "False", NOT_REACHABLE
@@ -300,6 +302,17 @@ class ClusterHealth:
     @staticmethod
     def _condition(obj: Obj) -> Obj | None:
         return condition(obj, "Ready")
+
+    async def _probe_within_grace(self, name: str, st: _Health, grace: float) -> None:
+        """`_probe`, given up when the grace runs out: a partitioned member neither answers nor refuses,
+        and its client's own timeouts (a connect, then a 10 s read) had turned an 8 s grace into 25-33 s
+        to NotReady, while the scheduler, the autoscaler and fail-back took it for Ready."""
+        left = (st.last_ok if st.last_ok is not None else st.first_seen) + grace - self.clock()
+        try:
+            async with asyncio.timeout(max(left, self.settings.probeIntervalSeconds)):
+                await self._probe(name, st)
+        except TimeoutError:
+            st.last_error = f"no answer within the grace ({grace:g}s): the member hangs"
 
     async def _probe(self, name: str, st: _Health) -> None:
         client, why = await self.fleet.clients.get(name)

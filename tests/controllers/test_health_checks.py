@@ -197,3 +197,35 @@ async def test_the_not_ready_taint_lands_with_the_transition_on_the_written_obje
     (taint,) = patches
     assert taint["metadata"] == {"resourceVersion": "6"}
     assert [t["key"] for t in taint["spec"]["taints"]] == ["cluster.multicluster.io/not-ready"]  # type: ignore[index]
+
+
+async def test_a_member_that_hangs_turns_not_ready_when_its_grace_runs_out() -> None:
+    """A partition: no answer and no refusal. The probe is given up at the grace's end and the condition is
+    judged then, not when the client's own timeouts end (25-33 s to NotReady with an 8 s grace, walkthrough AJ)."""
+    written: list[str] = []
+
+    class _Hangs(_Client):
+        async def probe(self) -> str:
+            await asyncio.Event().wait()  # never answers
+            return "never"
+
+    client = _Hangs()
+
+    async def get(_name: str) -> tuple[_Client, None]:
+        return client, None
+
+    class _Recorded(ClusterHealth):
+        async def _write(self, name: str, obj: object, st: _Health, ready: str, *_a: object) -> None:
+            written.append(ready)
+
+    obj = {"metadata": {"name": "c1"}, "spec": {},
+           "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady"}]}}
+    fleet = SimpleNamespace(cluster=lambda _name: obj, clients=SimpleNamespace(get=get))
+    health = _Recorded(fleet=fleet, settings=MemberSettings(notReadyGraceSeconds=1.0,  # type: ignore[arg-type]
+                                                            probeIntervalSeconds=0.2), monitor=None)
+    health.state["c1"] = _Health(first_seen=time.time() - 5.0, last_ok=time.time() - 0.6, version="v1.30.0")
+    started = time.monotonic()
+    await asyncio.wait_for(health.check("c1"), 5.0)  # the client's own timeouts would take 10 s and more
+    assert time.monotonic() - started < 2.0
+    assert written == ["False"], written
+    assert "no answer within the grace" in (health.state["c1"].last_error or "")
