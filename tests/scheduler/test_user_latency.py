@@ -153,6 +153,43 @@ def test_score_is_neutral_where_latency_is_unknown_and_measured_wins(snap: Snaps
     assert exp[snap.index["ap-0"]] == 12.0
 
 
+def test_users_a_cluster_is_not_measured_from_weigh_as_neutral_in_its_score(snap: Snapshot) -> None:
+    # near measured only from its own city's quarter of the users scored as if all of them were there
+    # (walkthrough AL): the other three quarters now weigh as unknownScore
+    add(snap, "near-dfw", st=status(cpu_used=10.0))
+    add(snap, "near-lhr", st=status(cpu_used=10.0))
+    snap.set_network_pair("near-dfw", "DFW", 3.0, None)
+    snap.set_network_pair("near-lhr", "DFW", 84.0, None)
+    snap.set_network_pair("near-lhr", "LHR", 4.0, None)
+    users = UserDemand.of([("site", "LHR", 3.0), ("site", "DFW", 1.0)], "declared")
+    assert users is not None
+    profile = Profile.from_dict({"filters": [], "scores": {"UserLatency": 1.0},
+                                 "pluginArgs": {"UserLatency": {"referenceMs": 120, "unknownScore": 50}}})
+    plugin = Scheduler(profile).profile.scores[0][0]
+    s = plugin.score(analyse(Task(task(), users=users)), snap, np.ones(snap.n, dtype=bool))
+    lhr = 100 * (1 - (0.75 * 4 + 0.25 * 84) / 120)
+    assert s[snap.index["near-lhr"]] == pytest.approx(lhr)
+    assert s[snap.index["near-dfw"]] == pytest.approx(0.25 * 100 * (1 - 3 / 120) + 0.75 * 50)
+    assert s[snap.index["near-lhr"]] > s[snap.index["near-dfw"]]
+
+
+def test_a_cordoned_cluster_within_the_slo_is_no_room_and_the_rest_go_beyond_it(snap: Snapshot,
+                                                                                 sched: Scheduler) -> None:
+    # the only cluster within the SLO cordoned (no new placements): a scale-up had stayed pending with
+    # "can hold no more" (walkthrough AL); the SLO gives way and the decision says so
+    fleet(snap)
+    spec = task(replicas=6, placement=Placement.model_validate({"users": [{"region": "ap"}], "latencySLOMs": 100}))
+    first = sched.schedule(spec, snap, name="w")
+    assert by_region(first.pairs) == {"ap": 6}
+    for c in ("ap-0", "ap-1"):
+        add(snap, c, region="ap", network=NetworkProfile(latencyMs=LAT["ap"]), st=status(cpu_used=10.0),
+            unschedulable=True)
+    cur = [TargetCluster(cluster=c, replicas=k) for c, k in first.pairs]
+    res = sched.schedule(task(replicas=10, placement=spec.placement), snap, name="w", current=cur)
+    assert res.placed == 10 and by_region(res.pairs)["ap"] == 6 and by_region(res.pairs).get("us", 0) == 4
+    assert "only 0 of the 4 replicas to place fit within 100 ms" in res.analysis["users"]["latencySLO"]
+
+
 def test_latency_bands() -> None:
     assert latency_bands(np.array([5.0, 12.0, 90.0, np.nan, 30.0])).tolist() == [0, 0, 2, 3, 1]
     # closed above: a cluster exactly the band's width from the nearest is in its band

@@ -3,7 +3,8 @@ the users' shares — the score — and the latency SLO as a filter that gives w
 
 ``UserLatency`` (score): 100 at 0 ms falling linearly to 0 at ``referenceMs`` (pluginArgs; default
 the task's latency SLO, else the farthest known candidate); a cluster whose latency to every user
-place is unknown scores ``unknownScore`` (pluginArgs, default 50: neutral). Skipped when the task has
+place is unknown scores ``unknownScore`` (pluginArgs, default 50: neutral), and the share of the users a
+cluster's latency is unknown from weighs that score too. Skipped when the task has
 no users (declared ``placement.users`` or learned from steering's demand).
 
 ``nearMs`` (pluginArgs, default 20): clusters this close in latency to the nearest of a user place's
@@ -28,6 +29,7 @@ import numpy as np
 from drods.scheduler.arrays import BoolArr, FloatArr
 from drods.scheduler.interface import FilterOutcome, PluginBase, reject
 from drods.scheduler.plugins.network_fit import latency_detail
+from drods.scheduler.plugins.readiness import Readiness
 from drods.scheduler.plugins.resource_fit import ResourceFit
 from drods.scheduler.plugins.user_distance import expected_latency, latency_matrix, within_slo
 from drods.scheduler.plugins.water_level_limit import WaterLevelLimit
@@ -56,7 +58,8 @@ class UserLatency(PluginBase):
 
     def score(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FloatArr:
         assert task.users is not None
-        exp = expected_latency(latency_matrix(snap, task.users), task.users.weights)
+        mat = latency_matrix(snap, task.users)
+        exp = expected_latency(mat, task.users.weights)
         known = ~np.isnan(exp)
         ref = self.args.get("referenceMs", task.latency_slo_ms)
         if ref is None:
@@ -64,13 +67,23 @@ class UserLatency(PluginBase):
             ref = float(exp[sel].max()) if sel.any() else 1.0
         ref = max(float(ref), 1.0)
         s = 100.0 * np.clip(1.0 - np.nan_to_num(exp) / ref, 0.0, 1.0)
-        s[~known] = float(self.args.get("unknownScore", DEFAULT_UNKNOWN_SCORE))
+        # the users a cluster's latency is unknown from weigh as neutral: a cluster measured only from its
+        # own city's users had scored as if every user were there
+        share_known = (task.users.weights[:, None] * ~np.isnan(mat)).sum(axis=0)
+        unknown = float(self.args.get("unknownScore", DEFAULT_UNKNOWN_SCORE))
+        s = share_known * s + (1.0 - share_known) * unknown
+        s[~known] = unknown
         return s  # type: ignore[no-any-return]
 
 
 def _room(task: TaskInfo, snap: Snapshot, rows: BoolArr) -> float:
-    """Replicas that fit on ``rows`` under their water-level limit and allocatable resources."""
+    """Replicas that fit on ``rows`` under their water-level limit and allocatable resources; none more on a
+    cluster Readiness keeps at what it has (cordoned, or NotReady while tolerated): a cordoned cluster within
+    the SLO had counted as room, and the replicas it would not take stayed pending."""
     fit = np.minimum(WaterLevelLimit().max_replicas(task, snap), ResourceFit().max_replicas(task, snap))
+    held = Readiness().max_replicas(task, snap)
+    if held is not None:
+        np.minimum(fit, held, out=fit)
     return float(np.minimum(fit[rows], 1e9).sum())
 
 
