@@ -8,7 +8,9 @@ and again every ``sync_seconds``. One evaluation reads
 * the workload's own pods' use in each member (``status.clusters[].usage`` on the Binding, measured
   from metrics.k8s.io PodMetrics by the work-status controller or the pull agent): Karmada's
   average utilisation, Σ use of the ready pods ÷ Σ their requests; a member without metrics is
-  named in the ``MetricsUnavailable`` condition and left out, and no metric means no decision;
+  named in the ``MetricsUnavailable`` condition and left out of the ratio, its pods counted as
+  Kubernetes' replica calculator counts missing pods (`resource_replicas`), and no metric means no
+  decision;
 * each placed cluster's status document (``/status/clusters/<name>``), for the water-level
   forecast only (pre-scaling);
 * the application's latest feedback (``/feedback/<namespace>/<kind>/<name>``, H3), or its
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
@@ -179,48 +182,98 @@ class _HPATurn:
     weights: dict[str, float] | None = None
     weights_info: dict[str, Any] | None = None
     holding: bool = False
-    usage: dict[str, WorkloadUsage | None] = field(default_factory=dict)  # cluster → its pods' use
+    resource_proposals: list[int] = field(default_factory=list)  # each Resource metric's count (resource_replicas)
+    usage: dict[str, WorkloadUsage] = field(default_factory=dict)  # cluster → its pods' use
     unavailable: dict[str, str] = field(default_factory=dict)  # cluster → why its metrics are missing
-    ready_pods: int = 0  # ready pods measured, plus the unmeasured members' pods: what the HPA rule multiplies
+    ready_pods: int = 0  # ready pods measured, plus the unmeasured members' pods: a custom metric's rule multiplies
     resource_metrics: int = 0  # the first observations are the Resource metrics (the forecast scales those)
+    pods: PodCounts = field(default_factory=lambda: PodCounts(0, 0, 0))  # the Resource metrics' pods, grouped
+
+
+@dataclass(frozen=True, slots=True)
+class PodCounts:
+    """The workload's pods as Kubernetes' replica calculator groups them (``groupPods``): ready with a
+    measurement, missing (ready, or of unknown readiness, with no measurement: an unmeasured member's),
+    and unready (not ready yet: in the measured members and, by their last report, in the others)."""
+
+    measured: int
+    missing: int
+    unready: int
 
 
 def workload_usage(binding: Mapping[str, Any],
-                   not_ready: Callable[[str], str | None] = lambda _: None) -> dict[str, WorkloadUsage | None]:
-    """Cluster → the workload's own measured use there (``status.clusters[].usage``), None for a
-    cluster holding replicas that has reported none yet. A NotReady cluster's last reading is no
-    measurement (its member may run other counts now): unmeasured, with ``not_ready``'s reason."""
-    out: dict[str, WorkloadUsage | None] = {}
+                   not_ready: Callable[[str], str | None] = lambda _: None) -> dict[str, WorkloadUsage]:
+    """Cluster → the workload's own measured use there (``status.clusters[].usage``). A cluster holding
+    replicas that has reported none yet is unmeasured, with its replicas as (ready) pods: they run, or
+    will, and nothing was read of them. A NotReady cluster's last reading is no measurement (its member
+    may run other counts now): unmeasured, with ``not_ready``'s reason and the pods it last reported."""
+    out: dict[str, WorkloadUsage] = {}
     for e in (binding.get("status") or {}).get("clusters") or []:
         if isinstance(e, dict) and e.get("cluster"):
             u = WorkloadUsage.from_doc(e.get("usage"))
             if u is not None and (why := not_ready(str(e["cluster"]))) is not None:
                 u = WorkloadUsage(pods=u.pods, ready_pods=u.ready_pods, unavailable=[why])
-            if u is not None or int(e.get("replicas") or 0) > 0:
+            replicas = int(e.get("replicas") or 0)
+            if u is None and replicas > 0:
+                u = WorkloadUsage(pods=replicas, ready_pods=replicas, unavailable=["no usage reported yet"])
+            if u is not None:
                 out[str(e["cluster"])] = u
     return out
 
 
 def _observe(turn: _HPATurn) -> None:
     """Each resource metric as Karmada's FederatedHPA reads it: Σ use of the workload's ready pods
-    in every member ÷ Σ their requests. A member without the metrics (API missing or failing, or no
-    report yet) is named in ``turn.unavailable`` and left out; with no member measured the metric
-    gives nothing (and no decision is taken on it)."""
-    measured = {c: u for c, u in turn.usage.items() if u is not None and u.measured}
-    turn.unavailable = {c: ("no usage reported yet" if u is None else "; ".join(u.unavailable) or "not measured")
-                        for c, u in sorted(turn.usage.items()) if c not in measured
-                        and (u is None or u.pods > 0 or u.unavailable)}
+    in every member ÷ Σ their requests. A member without the metrics (API missing or failing, NotReady,
+    or no report yet) is named in ``turn.unavailable`` and left out of the ratio — its pods are
+    *missing* pods for `resource_replicas`; with no member measured the metric gives nothing (and no
+    decision is taken on it)."""
+    measured = {c: u for c, u in turn.usage.items() if u.measured}
+    unmeasured = {c: u for c, u in sorted(turn.usage.items()) if c not in measured and (u.pods > 0 or u.unavailable)}
+    turn.unavailable = {c: "; ".join(u.unavailable) or "not measured" for c, u in unmeasured.items()}
     summed = workload_total(measured) if measured else None
-    # the pods of members without metrics still run: they are counted, not measured
-    turn.ready_pods = (summed.ready_pods if summed is not None else 0) + sum(
-        u.pods for c, u in turn.usage.items() if c not in measured and u is not None)
+    ready = summed.ready_pods if summed is not None else 0
+    turn.pods = PodCounts(
+        measured=ready, missing=sum(min(u.ready_pods, u.pods) for u in unmeasured.values()),
+        unready=sum(max(u.pods - u.ready_pods, 0) for u in (*measured.values(), *unmeasured.values())))
+    # a custom metric's rule: the pods of members without metrics still run, so they are counted
+    turn.ready_pods = ready + sum(u.pods for u in unmeasured.values())
     for m in turn.spec.metrics:
         if m.resource is None or summed is None or (seen := summed.observe(m.resource)) is None:
             continue
         value, target, current = seen
         turn.observations.append((value, target))
         turn.current_metrics.append({"type": "Resource", "resource": {"name": m.resource.name, "current": current}})
+        # a missing pod on a scale-down uses its request (100 %), or the target when that is higher
+        fill = max(100.0, target) / target if m.resource.target.type == "Utilization" and target > 0 else 1.0
+        turn.resource_proposals.append(resource_replicas(turn.current, value / target if target > 0 else 1.0,
+                                                         turn.pods, fill))
     turn.resource_metrics = len(turn.observations)
+
+
+def resource_replicas(current: int, ratio: float, pods: PodCounts, fill: float = 1.0) -> int:
+    """Kubernetes' (and Karmada's FederatedHPA's) replica calculator for one resource metric, ``ratio`` =
+    the measured value ÷ its target over the ``pods.measured`` ready pods. Without missing pods (and
+    without unready ones on a scale-up): ``ceil(ratio × measured)``, the count unchanged within the
+    tolerance. Otherwise the ratio is computed again with the missing pods at 0 % of their request
+    when it says scale up and at ``fill`` × the target (100 % of the request, or the target if higher)
+    when it says scale down, and with the unready pods at 0 % on a scale-up; a missing or unready pod
+    is taken to request what a measured one does. If the new ratio is within the tolerance or points
+    the other way, the count stays — a busy measured pod beside unmeasured ones does not scale up on
+    a guess that they are as busy (nor idle ones scale down)."""
+    n = pods.measured
+    if n <= 0:
+        return current
+    up, down = ratio > 1.0, ratio < 1.0
+    if not (up and pods.unready > 0) and pods.missing == 0:
+        return current if abs(ratio - 1.0) <= scaling.TOLERANCE else math.ceil(ratio * n - 1e-9)
+    counted = n + (pods.missing if up or down else 0) + (pods.unready if up else 0)
+    new = (ratio * n + (pods.missing * fill if down else 0.0)) / counted
+    if abs(new - 1.0) <= scaling.TOLERANCE or (down and new > 1.0) or (up and new < 1.0):
+        return current  # within the tolerance, or the direction reversed: no scale
+    proposal = math.ceil(new * counted - 1e-9)
+    if (new < 1.0 and proposal > current) or (new > 1.0 and proposal < current):
+        return current
+    return proposal
 
 
 def _observe_custom(turn: _HPATurn, readings: dict[int, float | str]) -> None:
@@ -367,6 +420,13 @@ def _above(metric: Mapping[str, Any]) -> bool:
         return False
 
 
+def _next_run(status: Mapping[str, Any]) -> float | None:
+    """The earliest ``nextExecutionTime`` a CronFederatedHPA's status records (None: no rule will run)."""
+    fires = [t for h in status.get("executionHistories") or [] if isinstance(h, Mapping)
+             and (t := parse_rfc3339(h.get("nextExecutionTime"))) is not None]
+    return min(fires) if fires else None
+
+
 def _new_failures(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     """The messages of a cron's failed runs recorded by this evaluation (not in ``before``)."""
     seen = {(h.get("ruleName"), e.get("scheduleTime"))
@@ -379,14 +439,17 @@ def _new_failures(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[s
 
 
 def _recommend(turn: _HPATurn) -> int:
-    """Kubernetes' replica calculator: within the tolerance the count stays; otherwise
-    ceil(ratio × the ready pods) — pods not ready yet are not assumed busy or idle; a member
-    without metrics keeps its pods in the count but not in the ratio."""
+    """Kubernetes' replica calculator, the largest over the metrics: each Resource metric by
+    `resource_replicas` (missing and unready pods as Kubernetes counts them); each custom metric
+    ``ceil(ratio × ready pods)``, the count unchanged within the tolerance."""
     if not turn.observations:
         return turn.current
     base = turn.ready_pods if turn.ready_pods > 0 else turn.current
-    proposal = scaling.recommend(base, turn.observations)
-    return turn.current if proposal == base else proposal
+    proposals = list(turn.resource_proposals)
+    for obs in turn.observations[turn.resource_metrics:]:
+        proposal = scaling.recommend(base, [obs])
+        proposals.append(turn.current if proposal == base else proposal)
+    return max(proposals)
 
 
 class Autoscaler:
@@ -495,8 +558,11 @@ class Autoscaler:
         last = parse_rfc3339(status.get("lastEvaluatedTime"))
         same_gen = status.get("observedGeneration") == (obj.get("metadata") or {}).get("generation")
         cron_moved = kind is FEDERATED_HPA and self._cron_bounds(obj, now)[2] != status.get("cronRule")
-        if same_gen and not cron_moved and last is not None and 0 <= now - last < period:
-            return period - (now - last)  # evaluated this period already (e.g. our own status write)
+        due = _next_run(status) if kind is CRON_FEDERATED_HPA else None  # a rule's next fire
+        if same_gen and not cron_moved and last is not None and 0 <= now - last < period and \
+                (due is None or now < due):
+            # evaluated this period already (e.g. our own status write); a cron looks again when a rule fires
+            return period - (now - last) if due is None else max(0.05, min(period - (now - last), due - now + 0.01))
         try:
             if kind is FEDERATED_HPA:
                 new_status, record = self._evaluate_hpa(obj, status, now, await self._promql(obj, now),
@@ -521,11 +587,8 @@ class Autoscaler:
         if record is not None:
             await self.history.append(record, ts=now)
         self._tell(obj, status, new_status, record)
-        if kind is CRON_FEDERATED_HPA:  # look again when the next rule fires, not a period later
-            fires = [t for h in new_status.get("executionHistories") or []
-                     if (t := parse_rfc3339(h.get("nextExecutionTime"))) is not None]
-            if fires:
-                return max(0.05, min(period, min(fires) - now + 0.01))
+        if kind is CRON_FEDERATED_HPA and (due := _next_run(new_status)) is not None:
+            return max(0.05, min(period, due - now + 0.01))  # look again when the next rule fires
         return period
 
     def _tell(self, obj: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any],
@@ -656,10 +719,12 @@ class Autoscaler:
             return ambiguous, None
         ref = spec.scaleTargetRef
         binding = self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name)))
-        if binding is None:
-            waiting = {**status, "conditions": [_condition(
-                "ScalingActive", False, "NoBinding", f"{ref.kind}/{ref.name} has no Binding (no policy matches it?)",
-                now)]}
+        if binding is None:  # as a CronFederatedHPA says it, and AbleToScale in Karmada's FederatedHPA's words
+            missing = _no_binding(ref.kind, ns, ref.name)
+            waiting = {**status, "conditions": [
+                _condition("ScalingActive", False, "TargetNotFound", missing, now),
+                _condition("AbleToScale", False, "FailedGetBinding",
+                           f"the HPA controller was unable to get the binding by scaleTargetRef: {missing}", now)]}
             return waiting, None
         current = int((binding.get("spec") or {}).get("replicas", 1))
         placement = {p["cluster"]: int(p["replicas"]) for p in (binding.get("status") or {}).get("placement") or []
@@ -834,8 +899,12 @@ class Autoscaler:
                 return f"FederatedHPA {ns}/{ref.name} does not exist"
             return None
         if self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name))) is None:
-            return f"{ref.kind} {ns}/{ref.name} has no Binding (it does not exist, or no policy places it)"
+            return _no_binding(ref.kind, ns, ref.name)
         return None
+
+
+def _no_binding(kind: str, ns: str, name: str) -> str:
+    return f"{kind} {ns}/{name} has no Binding (it does not exist, or no policy places it)"
 
 
 def _execution_history(rule: CronRule, before: Mapping[str, Any], now: float, since: float,

@@ -362,8 +362,10 @@ async def test_members_without_metrics_are_named_left_out_and_no_data_decides_no
             await eventually(lambda: _has(a.hpas, key), 5.0, "the autoscaler in the informer")
             await eventually(lambda: _usage_seen(a, 2), 5.0, "the usage in the informer")
             st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: "desiredReplicas" in s)
-            # only a's pods: 90 % against 60 % → ceil(4 × 1.5) = 6
-            assert st["desiredReplicas"] == 6
+            # only a's pods are measured: 90 % against 60 % says scale up, so b's unmeasured pods count at 0 %
+            # (Kubernetes' rule): (180 + 0) / 4 = 45 % reverses the direction — no scale on a guess
+            assert st["desiredReplicas"] == 4
+            assert st["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 90  # what was measured
             [missing] = [c for c in st["conditions"] if c["type"] == "MetricsUnavailable"]
             assert missing["status"] == "True" and missing["message"].startswith("b: the cluster serves no metrics")
 
@@ -501,5 +503,54 @@ async def test_a_cron_cap_below_the_specs_min_limits_a_hot_workload_by_its_max(t
             assert st["desiredReplicas"] == 2 and (st["minReplicas"], st["maxReplicas"]) == (2, 2)
             limited = next(c for c in st["conditions"] if c["type"] == "ScalingLimited")
             assert limited["reason"] == "TooManyReplicas", limited
+    finally:
+        await store.close()
+
+
+async def test_a_cron_rule_fires_at_its_time_not_at_the_next_sync(tmp_path: Path) -> None:
+    """A rule due 2 s after the last evaluation runs then (its executionTime is its scheduleTime, plus the
+    wake-up's 10 ms), not when the sync period ends (walkthrough AJ #6: 14:20:00 ran at 14:20:13)."""
+    store = SqliteStore(str(tmp_path / "s.db"))
+    try:
+        clock = Clock(0.0)
+        async with _autoscaler(store, clock) as (a, _):
+            await _cluster(store, "a", 6.0)
+            await _binding(a.registry, 4, {"a": 4}, {"a": 60.0})
+            await a.registry.create(FEDERATED_HPA, _hpa(), "default")
+            fire = await _cron_on_web(a, "office", {"name": "day", "schedule": "*/5 * * * *", "targetMinReplicas": 8})
+            key = CRON_FEDERATED_HPA.key("office", "default")
+            clock.t = fire - 2.0
+            st = await _status_after(a, CRON_FEDERATED_HPA, "office", key,
+                                     lambda s: parse_rfc3339(s.get("lastEvaluatedTime")) == fire - 2.0)
+            assert st["executionHistories"][0]["nextExecutionTime"] == rfc3339_ms(fire)
+            # our own status write brings it back within the period: it waits for the rule, not the period
+            clock.t = fire - 1.0
+            assert abs((await a.reconcile(key) or 0.0) - 1.01) < 1e-6
+            clock.t = fire + 0.01  # the wake-up: 2.01 s after the last evaluation, inside the 15 s period
+            st = await _status_after(a, CRON_FEDERATED_HPA, "office", key,
+                                     lambda s: "successfulExecutions" in (s.get("executionHistories") or [{}])[0])
+            [run] = st["executionHistories"][0]["successfulExecutions"]
+            assert run == {"scheduleTime": rfc3339_ms(fire), "executionTime": rfc3339_ms(fire + 0.01),
+                           "appliedMinReplicas": 8}
+    finally:
+        await store.close()
+
+
+async def test_a_federated_hpa_whose_target_has_no_binding_says_target_not_found(tmp_path: Path) -> None:
+    """As a CronFederatedHPA says it (``ScalingActive`` ``TargetNotFound``), with Karmada's FederatedHPA's
+    ``AbleToScale`` ``FailedGetBinding``."""
+    store = SqliteStore(str(tmp_path / "s.db"))
+    try:
+        async with _autoscaler(store, Clock(1_800_000_000.0)) as (a, _):
+            await a.registry.create(FEDERATED_HPA, _hpa(), "default")
+            key = FEDERATED_HPA.key("web", "default")
+            await eventually(lambda: _has(a.hpas, key), 5.0, "the autoscaler in the informer")
+            st = await _status_after(a, FEDERATED_HPA, "web", key, lambda s: bool(s.get("conditions")))
+            active, able = st["conditions"]
+            assert (active["type"], active["status"], active["reason"]) == ("ScalingActive", "False", "TargetNotFound")
+            assert active["message"] == "Deployment default/web has no Binding (it does not exist, or no policy " \
+                "places it)"
+            assert (able["type"], able["status"], able["reason"]) == ("AbleToScale", "False", "FailedGetBinding")
+            assert "desiredReplicas" not in st
     finally:
         await store.close()
