@@ -22,7 +22,8 @@ The descheduler (automatic operations, `drods.controllers.descheduler`) sends a 
   a service meets its SLA for some client site, and ``cluster`` is near it. The binding named in
   ``details["binding"]`` remembers the offer (``multicluster.io/placement-offers``) and is re-placed;
   the scheduler adds offered clusters to the names the binding may use
-  (`drods.model.binding.with_offers`), so a Duplicated workload gains a copy there. Refused for a
+  (`drods.model.binding.with_offers`), so a Duplicated workload gains a copy there; the reschedule keeps
+  what runs (`drods.model.annotations.offered`), so an offer never drops a copy. Refused for a
   binding that follows the users learned for the service (``details["serviceId"]``;
   `drods.model.annotations.follows_learned_users`): one owner per binding — the learned demand already
   holds that client site and the latency SLO decides, so an offer only re-decided it to no effect.
@@ -69,6 +70,7 @@ from drods.model.annotations import (
     evacuated_from,
     failed_over_from,
     follows_learned_users,
+    offer_reason,
     placement_offers,
 )
 from drods.model.decision import EVICTION
@@ -395,7 +397,7 @@ class Rescheduler:
         offers = placement_offers(obj)
         if req.cluster in offers:
             return RescheduleResult(False, 0, f"{req.cluster} was already offered to binding {name}")
-        await trigger(self.registry, name, f"offer {req.cluster}: {req.reason}", self.clock,
+        await trigger(self.registry, name, offer_reason(req.cluster, req.reason), self.clock,
                       {PLACEMENT_OFFERS: _joined([*offers, req.cluster])})
         return RescheduleResult(True, 0, f"offered {req.cluster} to binding {name}", (name,))
 

@@ -66,6 +66,7 @@ EVACUATED_FROM = "multicluster.io/evacuated-from"
 FAILED_OVER_FROM = "multicluster.io/failed-over-from"
 FAIL_BACK = "fail back to"  # how the reschedule reason of a fail-back begins
 PEAK_SHAVE = "peak shave"  # how the reschedule reason of a peak-shaving move begins
+OFFER = "offer"  # how the reschedule reason of a placement offer begins (`offer_reason`)
 # the moves a peak shave planned for a Binding (JSON list of {"from", "to", "replicas"}), written with
 # a ``PEAK_SHAVE`` reschedule and applied as they are by the scheduler (`drods.schedulerd.shaving`)
 PEAK_SHAVE_MOVES = "multicluster.io/peak-shave-moves"
@@ -122,6 +123,17 @@ def failover_reason(cluster: str, since: str, toleration_s: float) -> str:
 
 def drain_reason(cluster: str, reason: str | None = None) -> str:
     return f"drain {cluster}" + (f": {reason}" if reason else "")
+
+
+def offer_reason(cluster: str, reason: str) -> str:
+    return f"{OFFER} {cluster}: {reason}"
+
+
+def offered(obj: Mapping[str, Any]) -> bool:
+    """Was the Binding's last reschedule a placement offer (`offer_reason`)? An offer adds a candidate and
+    re-decides nothing that runs: a fresh division had dropped a copy on a cluster hot with its own load."""
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(RESCHEDULE_REASON) or "") \
+        .startswith(f"{OFFER} ")
 
 
 def evicted_from(obj: Mapping[str, Any]) -> str | None:

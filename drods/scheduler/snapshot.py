@@ -515,19 +515,23 @@ class Snapshot:
         if self.offers.drop(key):
             self._bump()
 
-    def lift_load(self, placement: PlacementLike,
-                  requirements: ReplicaRequirements | Sequence[float] | FloatArr) -> tuple[np.ndarray, FloatArr]:
+    def lift_load(self, placement: PlacementLike, requirements: ReplicaRequirements | Sequence[float] | FloatArr,
+                  used: Mapping[str, Sequence[float]] | None = None) -> tuple[np.ndarray, FloatArr]:
         """Take ``placement``'s replicas off their clusters' observed load (never below 0) — a binding's
         own replicas, which their status shows, while it is divided afresh; `restore_load` puts back
-        exactly what was there."""
+        exactly what was there. ``used``: its measured (cpu cores, memory GiB) per cluster, lifted where
+        more than its requests, as the observed load counts use above requests."""
         names, counts = names_counts(placement)
-        pairs = [(self.index[c], k) for c, k in zip(names, counts, strict=True) if c in self.index and k > 0]
-        rows = np.asarray([r for r, _ in pairs], dtype=np.intp)
+        pairs = [(self.index[c], k, c) for c, k in zip(names, counts, strict=True) if c in self.index and k > 0]
+        rows = np.asarray([r for r, _, _ in pairs], dtype=np.intp)
         saved = self.load[rows].copy()
         if rows.size:
             req = requirement_vector(requirements)
-            k = np.asarray([n for _, n in pairs], dtype=np.float64)
-            self.load[rows] = np.maximum(saved - k[:, None] * req, 0.0)
+            lift = np.asarray([n for _, n, _ in pairs], dtype=np.float64)[:, None] * req
+            for i, (_, _, c) in enumerate(pairs):
+                if used and (u := used.get(c)) is not None:
+                    lift[i, :2] = np.maximum(lift[i, :2], np.asarray(u[:2], dtype=np.float64))
+            self.load[rows] = np.maximum(saved - lift, 0.0)
             self._load_changed(rows)
         return rows, saved
 

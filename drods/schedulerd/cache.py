@@ -45,6 +45,7 @@ from drods.model.keys import pair_of
 from drods.model.preallocation import PreallocationHold, parse_hold
 from drods.model.timefmt import parse_rfc3339
 from drods.model.traffic import peers
+from drods.model.workload_usage import WorkloadUsage
 from drods.scheduler.offers import OfferDemand
 from drods.scheduler.selection import ClusterFacts
 from drods.scheduler.snapshot import Snapshot
@@ -66,6 +67,7 @@ from drods.store import KeyValue
 log = logging.getLogger(__name__)
 
 SURGE_SIGNAL = "trafficSurge"
+GIB = 1024.0**3
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,18 @@ def status_decoder(clock: Callable[[], float]) -> Callable[[KeyValue], StatusRec
         return StatusRecord(name, st, t if t is not None else clock())
 
     return decode
+
+
+def measured_use(obj: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """A Binding's measured (cpu cores, memory GiB) per cluster (``status.clusters[].usage``), where
+    measured: the part of its clusters' observed load that is its own (`SchedulerCache.excluding`)."""
+    out: dict[str, tuple[float, float]] = {}
+    status = obj.get("status")
+    for c in (status.get("clusters") if isinstance(status, Mapping) else None) or []:
+        u = WorkloadUsage.from_doc(c.get("usage")) if isinstance(c, Mapping) else None
+        if u is not None and u.used is not None and isinstance(c.get("cluster"), str):
+            out[c["cluster"]] = (u.used["cpu"], u.used["memory"] / GIB)
+    return out
 
 
 def _num(v: Any) -> float | None:
@@ -427,18 +441,20 @@ class SchedulerCache:
         heapq.heappush(self._due, (ts + self.assume_ttl, key, ts))
 
     @contextlib.contextmanager
-    def excluding(self, key: str, placement: Placement = (), req: tuple[float, ...] = ()) -> Iterator[None]:
+    def excluding(self, key: str, placement: Placement = (), req: tuple[float, ...] = (),
+                  used: Mapping[str, tuple[float, float]] | None = None) -> Iterator[None]:
         """The snapshot without ``key``'s replicas for a while: a fresh division of a placed binding must
         not see its own replicas as another workload's load (S11) — neither those still assumed nor, given
         its ``placement`` and per-replica ``req``, those its clusters' status already shows (else the
-        clusters it runs on look busier than an empty one by its own load, and it moves there whole)."""
+        clusters it runs on look busier than an empty one by its own load, and it moves there whole).
+        ``used`` (`measured_use`): what it uses there beyond its requests is its own load too."""
         a = self._assumed.get(key)
         assumed = a.counts if a is not None else {}
         shown = tuple((c, n - assumed.get(c, 0)) for c, n in placement
                       if n > assumed.get(c, 0) and c in self.snap.index) if req else ()
         if a is not None:
             self.snap.forget(key=key, offers=False)
-        lifted = self.snap.lift_load(shown, np.asarray(req, dtype=np.float64)) if shown else None
+        lifted = self.snap.lift_load(shown, np.asarray(req, dtype=np.float64), used) if shown else None
         try:
             yield
         finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from drods.model.annotations import evicted_from
+from drods.model.annotations import evicted_from, offered
 from drods.model.binding import BindingSpec, TargetCluster
 from drods.scheduler.task import Task, users_of
 from drods.schedulerd.records import DATA_MOVED, FOLLOW, RECONCILE, RESCHEDULE, BindingRecord
@@ -31,8 +31,10 @@ def decision_task(spec: BindingSpec, rec: BindingRecord, obj: Mapping[str, Any],
     evicted = evicted_from(obj) if schedule_type == RESCHEDULE else None
     if evicted is not None:  # its replicas there are the ones to place anew (a cordoned cluster would keep them)
         placed = [t for t in placed if t.cluster != evicted]
+    # a placement offer only adds a candidate: what runs keeps its place (and its bonus)
+    keep = evicted is not None or (schedule_type == RESCHEDULE and offered(obj))
     task = Task(spec, name=rec.name, current=placed,
-                rebalance=(schedule_type in (RESCHEDULE, FOLLOW, DATA_MOVED) and evicted is None) or restated,
+                rebalance=(schedule_type in (RESCHEDULE, FOLLOW, DATA_MOVED) and not keep) or restated,
                 workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary, users=users,
                 latency_slo_ms=slo, placement_changed=schedule_type == RECONCILE)
     return task, restated

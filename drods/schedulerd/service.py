@@ -45,7 +45,7 @@ from drods.monitor.history import append as append_failure
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile
 from drods.scheduler.task import Task, users_of
-from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, status_decoder
+from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, measured_use, status_decoder
 from drods.schedulerd.commits import GroupCommit
 from drods.schedulerd.decision_task import decision_task
 from drods.schedulerd.failback import fails_back, within_budget
@@ -626,7 +626,7 @@ class SchedulerService:
         task = Task(divided, name=rec.name, current=current, rebalance=not rec.duplicated,
                     workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary,
                     users=users, latency_slo_ms=slo)
-        with self.cache.excluding(rec.name, rec.placement, rec.requirements):
+        with self.cache.excluding(rec.name, rec.placement, rec.requirements, measured_use(rec.object())):
             fresh = self.scheduler.schedule(task, snap)
         if kept:
             fresh = replace(fresh, pairs=tuple(sorted({**dict(fresh.pairs), **kept}.items())),
