@@ -256,14 +256,29 @@ def _work_applied(obj: Obj) -> str:
 
 
 def _routes(obj: Obj) -> str | None:
-    """``DFW→aws-dfw,LHR→az-lhr(MAX)``: each client site's first instance."""
+    """``DFW→gcp-sin:71%+azure-lhr:29%,LHR→az-lhr(MAX)``: per client site its instances heaviest first
+    (ties by name), with weights when there are several — the first by name was shown, which for a
+    balanced route was often not the one most flows go to."""
     cells = []
     for r in _list(obj, "spec.routes"):
-        inst = (r.get("instances") or [{}])[0] if isinstance(r, dict) else {}
-        if inst:
-            flag = "(MAX)" if inst.get("metric") == "MAX" else ""
-            cells.append(f"{r.get('clientSite')}→{inst.get('cluster')}{flag}")
+        if not isinstance(r, dict):
+            continue
+        instances = sorted((i for i in r.get("instances") or [] if isinstance(i, dict)),
+                           key=lambda i: (-_weight(i), str(i.get("cluster"))))
+        if not instances:
+            continue
+        flag = "(MAX)" if any(i.get("metric") == "MAX" for i in instances) else ""
+        if len(instances) == 1:
+            served = str(instances[0].get("cluster"))
+        else:
+            served = "+".join(f"{i.get('cluster')}:{round(_weight(i) * 100)}%" for i in instances)
+        cells.append(f"{r.get('clientSite')}→{served}{flag}")
     return ",".join(cells) or None
+
+
+def _weight(instance: dict[str, Any]) -> float:
+    w = instance.get("weight")
+    return float(w) if isinstance(w, int | float) and not isinstance(w, bool) else 0.0
 
 
 def _import_clusters(obj: Obj) -> str | None:

@@ -245,6 +245,18 @@ def _explain_plan(api: ApiClient, word: str, namespace: str, name: str, history:
         describe_decision(record)
 
 
+def _registration_binding(api: ApiClient, namespace: str, name: str) -> str | None:
+    """The Binding a ServiceRegistration's steered workload is placed by (``status.binding``, which
+    the steering controller writes; None: not read, or not placed yet). A ServiceRegistration has no
+    Binding of its own: the name derived from it found none ("no binding (not placed by DRO-DS)")."""
+    r = api.request("GET", f"/apis/multicluster.io/v1alpha1/namespaces/{namespace}/serviceregistrations/{name}",
+                    ok=(403, 404))
+    if r.status_code != 200:
+        return None
+    binding = (r.json().get("status") or {}).get("binding")
+    return str(binding) if isinstance(binding, str) and binding else None
+
+
 def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, history: bool, output: str) -> None:
     from drods.model.decision import latest_per_type
 
@@ -258,6 +270,8 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
             kind, namespace, name = str(ref["kind"]), str(ref.get("namespace") or ""), str(ref["name"])
         else:
             namespace = namespace or "default"
+    if kind == "ServiceRegistration":  # it places nothing: the Binding of the workload it steers, per its status
+        binding_id = _registration_binding(api, namespace, name) or binding_id
     status = _binding(api, binding_id)
     items = _decisions(api, {"kind": kind, "namespace": namespace, "name": name})
     if status is None:  # a Binding written by hand for the workload has its own name: its decisions say it

@@ -205,11 +205,13 @@ class Measurement(BaseModel):
     lossRatio: float | None = Field(default=None, ge=0, le=1)
     measuredAt: str | None = None
 
-    @field_validator("delayMs", "jitterMs", "lossPercent", "bandwidthMbps", "rttMs", "lossRatio")
+    @field_validator("delayMs", "jitterMs", "lossPercent", "bandwidthMbps", "rttMs", "lossRatio", mode="before")
     @classmethod
-    def _finite(cls, v: float | None) -> float | None:
-        if v is not None and not math.isfinite(v):
-            raise ValueError("must be finite")
+    def _finite(cls, v: Any) -> Any:
+        """Before the bounds: NaN was refused as not "greater than or equal to 0", which says nothing
+        of what is wrong with it."""
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"must be a finite number, not {v}")
         return v
 
     @field_validator("timestamp", "measuredAt")

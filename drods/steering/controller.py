@@ -11,8 +11,13 @@ route back, the moment it becomes allowed.
 
 Routes are published as ``ServiceRoute`` objects (named by the Service ID) when a client site's
 route changes, or when its metric moved by more than the change threshold (at most once per
-minimum interval). Each registration's ``status`` says whether it is active, its instances, and any
-conflict (the Service ID is unique: the oldest registration keeps it).
+minimum interval). The controller owns them as a Kubernetes controller owns its objects: it watches
+them (``SteeringInformers.routes``), and one changed or deleted by anyone else is put back as it last
+published it by the next pass — ``coalesceSeconds`` after the watch event, once a pass under way has
+ended — with a warning logged and a ``RouteRestored`` Event on the ServiceRoute. Each registration's
+``status`` says whether it is active, its instances, any conflict (the Service ID is unique: the
+oldest registration keeps it), and why a client site has no route (no measurement from it to any
+instance, …).
 
 CCC: a client site no instance serves within the SLA makes the controller look for the nearest
 cluster that would (evaluating the service against every cluster), and offer it to the service's
@@ -43,12 +48,14 @@ from pydantic import ValidationError
 
 from drods.errors import AlreadyExists, ApiError, Conflict, NotFound
 from drods.machinery.decision_log import decision_log, record_decisions
+from drods.machinery.event_log import EventLog
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.manager import Manager
 from drods.machinery.memory import collections_deferred
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import yielding
 from drods.model.annotations import follows_learned_users
+from drods.model.conditions import is_false
 from drods.model.keys import NETWORK_PREFIX, STATUS_PREFIX, network_key, pair_of
 from drods.model.kinds import BINDING, CLUSTER, SERVICE_REGISTRATION, SERVICE_ROUTE
 from drods.model.migration import traffic_withdrawn
@@ -61,10 +68,11 @@ from drods.steering.engine import I64, Chunk, Fleet, ServiceEval, ServicePlan, e
 from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
-from drods.steering.route_decisions import route_decision
-from drods.steering.routing import ChunkStep, Rendered, RouteState, render_chunk, step_chunk
+from drods.steering.route_decisions import Evaluated, route_decision
+from drods.steering.routing import ChunkStep, Rendered, RouteState, _broken_text, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, utilisation
+from drods.store import KeyValue
 from drods.store.cas import read_modify_write
 
 log = logging.getLogger(__name__)
@@ -75,6 +83,12 @@ _WORSE_UTILISATION = 0.005
 _WORSE_DELAY_MS = 0.05
 
 
+def route_revision(kv: KeyValue) -> int:
+    """What the controller's informer of ServiceRoutes keeps of one: its revision (the routes
+    themselves it holds as it wrote them, `SteeringController.route_objects`)."""
+    return kv.mod_revision
+
+
 @dataclass(frozen=True, slots=True)
 class SteeringInformers:
     registrations: Informer
@@ -82,6 +96,7 @@ class SteeringInformers:
     clusters: Informer
     status: Informer
     network: Informer
+    routes: Informer | None = None  # the ServiceRoutes (`route_revision`): one written by others is put back
 
     @classmethod
     def of(cls, manager: Manager) -> SteeringInformers:
@@ -89,10 +104,12 @@ class SteeringInformers:
                    manager.informer(BINDING.key_prefix(), decode_binding_kept),
                    manager.informer(CLUSTER.key_prefix(), decode_stored),
                    manager.informer(STATUS_PREFIX, decode_stored),
-                   manager.informer(NETWORK_PREFIX, decode_stored))
+                   manager.informer(NETWORK_PREFIX, decode_stored),
+                   manager.informer(SERVICE_ROUTE.key_prefix(), route_revision))
 
     def all(self) -> tuple[Informer, ...]:
-        return (self.registrations, self.bindings, self.clusters, self.status, self.network)
+        own = (self.registrations, self.bindings, self.clusters, self.status, self.network)
+        return own if self.routes is None else (*own, self.routes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +198,12 @@ class SteeringController:
         self.pub_eligible: dict[str, I64] = {}  # the eligible (flow-affinity) pairs last published
         self.rendered: dict[str, Rendered] = {}  # the routes last published, as rendered (reused per site)
         self.route_objects: dict[str, dict[str, Any]] = {}  # store key → the ServiceRoute as last written
+        # store key → the revision a watch saw it written at by someone else (None: deleted), until a pass
+        # puts it back
+        self._tampered: dict[str, int | None] = {}
+        self.restored = 0  # ServiceRoutes put back after someone else changed or deleted them
+        self.events = EventLog(registry.store, "steering-controller")
+        self.unrouted: dict[str, dict[str, str]] = {}  # service ID → client site → why it has no instance
         self.recomputations = 0
         self.observer = observer
         self._wake = asyncio.Event()
@@ -252,13 +275,28 @@ class SteeringController:
             (self._worse_sites if grew else self._better_sites).add(pair[1])
         self._wake.set()
 
+    def _on_route(self, key: str, _old: Any, new: Any) -> None:
+        """A ServiceRoute written or deleted: when by someone else (a revision after the one this
+        controller wrote, or a deletion of one it published), the next pass puts it back."""
+        ours = self.route_objects.get(key)
+        if ours is None:
+            return  # not one of ours (or one it deleted itself)
+        if new is not None and (not isinstance(new, int) or new <= _revision_of(ours)):
+            return  # its own write (or an older event)
+        self._tampered[key] = new if isinstance(new, int) else None
+        self._wake.set()
+
     def _dirty(self) -> bool:
-        return self._all or bool(self._worse or self._better or self._worse_sites or self._better_sites)
+        return self._all or bool(self._worse or self._better or self._worse_sites or self._better_sites
+                                 or self._tampered)
 
     async def run(self) -> None:
-        with subscribed((self.inf.registrations, self._on_structure), (self.inf.bindings, self._on_binding),
-                        (self.inf.clusters, self._on_cluster), (self.inf.status, self._on_status),
-                        (self.inf.network, self._on_network)):
+        handlers = [(self.inf.registrations, self._on_structure), (self.inf.bindings, self._on_binding),
+                    (self.inf.clusters, self._on_cluster), (self.inf.status, self._on_status),
+                    (self.inf.network, self._on_network)]
+        if self.inf.routes is not None:
+            handlers.append((self.inf.routes, self._on_route))
+        with subscribed(*handlers):
             try:
                 await self.apply_files()
                 await wait_synced(*self.inf.all())
@@ -429,6 +467,7 @@ class SteeringController:
     async def _recompute(self) -> int:
         everything, worse, better = self._all, self._worse, self._better
         worse_sites, better_sites = self._worse_sites, self._better_sites
+        tampered, self._tampered = self._tampered, {}
         self._all, self._worse, self._better, self._worse_sites, self._better_sites = False, set(), set(), set(), set()
         now = self.clock()
         wall = time.perf_counter()
@@ -476,17 +515,18 @@ class SteeringController:
 
         shortfalls: list[tuple[_Service, ServiceEval, list[int]]] = []
         publishing: list[asyncio.Task[int]] = []
+        evaluated_now: dict[str, Evaluated] = {}  # service ID → its pairs as evaluated (a route decision's facts)
         try:
             # The smallest chunk last: its routes are the last transaction, the one waited for.
             chunks = sorted(evaluate_chunks(fleet, [s.plan for s in chosen], self.damping.hysteresis),
                             key=lambda c: -len(c.positions))
             for chunk in chunks:
                 objects = self._route_chunk(chunk, [chosen[n] for n in chunk.positions], now, updated, stamp,
-                                            shortfalls)
+                                            shortfalls, evaluated_now)
                 if objects:
                     # One transaction per chunk, committed by the store's writer while the next chunks
                     # are evaluated.
-                    publishing.append(asyncio.create_task(self._publish(objects, now)))
+                    publishing.append(asyncio.create_task(self._publish(objects, now, evaluated_now)))
                     await asyncio.sleep(0)  # let it hand its transaction to the store
             written = sum(await asyncio.gather(*publishing))
         except BaseException:
@@ -494,7 +534,9 @@ class SteeringController:
                 task.cancel()
             raise
         await self._forget(services)
-        await self._write_statuses(statuses)
+        if tampered:
+            written += await self._restore(tampered, services)
+        await self._write_statuses(self._with_unrouted(statuses, services))
         if shortfalls and self.placement is not None:
             await self._offer(fleet, shortfalls, now)
         if self.observer is not None:
@@ -503,9 +545,12 @@ class SteeringController:
 
     def _route_chunk(self, chunk: Chunk, svcs: list[_Service], now: float, updated: str,
                      stamp: Callable[[float], str | None],
-                     shortfalls: list[tuple[_Service, ServiceEval, list[int]]]) -> list[dict[str, Any]]:
+                     shortfalls: list[tuple[_Service, ServiceEval, list[int]]],
+                     evaluated_now: dict[str, Evaluated]) -> list[dict[str, Any]]:
         """Step one chunk's services, keep their new states, and return the ServiceRoutes worth
-        publishing; client sites no instance serves go to ``shortfalls`` (CCC)."""
+        publishing (with, in ``evaluated_now``, what their decision records read); client sites no
+        instance serves within the SLA go to ``shortfalls`` (CCC), those no instance serves at all to
+        ``unrouted`` (the registration's status says why)."""
         states: list[RouteState | None] = []
         for svc in svcs:
             sid, sig = svc.plan.service_id, svc.signature
@@ -513,6 +558,8 @@ class SteeringController:
             self.signatures[sid] = sig
         stepped = step_chunk(chunk, states, now, self.damping)
         served = _Served.of(chunk, stepped)
+        routed = np.zeros(chunk.metric.shape[:2], dtype=bool)
+        routed[stepped.used[0], stepped.used[1]] = True
         picks: list[int] = []
         previous: list[Rendered | None] = []
         for s, (svc, res) in enumerate(zip(svcs, stepped.results, strict=True)):
@@ -541,6 +588,11 @@ class SteeringController:
                 self.short.discard(sid)
             if short and svc.spec.placementFeedback and svc.binding and not self._follows_users(svc):
                 shortfalls.append((svc, chunk.service(s), short))
+            none = np.flatnonzero(~routed[s, :nc]) if ni else np.zeros(0, dtype=np.int64)
+            if len(none):
+                self.unrouted[sid] = self._why_unrouted(chunk.service(s), none.tolist())
+            else:
+                self.unrouted.pop(sid, None)
         rendered = render_chunk(chunk, stepped, picks, self._instants(stepped, picks, svcs, stamp), previous)
         objects: list[dict[str, Any]] = []
         for s, done in zip(picks, rendered, strict=True):
@@ -555,7 +607,49 @@ class SteeringController:
                     "changes": stepped.results[s].state.changes}
             objects.append({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
                             "metadata": {"name": svc.plan.service_id}, "spec": spec})
+            evaluated_now[svc.plan.service_id] = Evaluated(_PairFacts(chunk, s),
+                                                           self.unrouted.get(svc.plan.service_id, {}))
         return objects
+
+    def _why_unrouted(self, ev: ServiceEval, rows: list[int]) -> dict[str, str]:
+        """Why each of these client sites has no instance at all (not even a best-effort one)."""
+        out: dict[str, str] = {}
+        plan = ev.plan
+        for r in rows:
+            site = plan.clients[r]
+            unmeasured, away, saturated = [], [], []
+            for j, cluster in enumerate(plan.instances):
+                obj = self.inf.clusters.cache.get(CLUSTER.key(cluster))
+                if isinstance(obj, dict) and (is_false(obj) or (obj.get("metadata") or {}).get("deletionTimestamp")):
+                    away.append(cluster)
+                elif not np.isfinite(ev.network[r, j]):
+                    unmeasured.append(cluster)
+                elif not np.isfinite(ev.processing[r, j]):
+                    saturated.append(cluster)
+            if len(unmeasured) == len(plan.instances):
+                out[site] = f"no measurement from client site {site} to any instance ({', '.join(unmeasured)})"
+                continue
+            parts = ([f"no measurement to {', '.join(unmeasured)}"] if unmeasured else []) + \
+                ([f"{', '.join(away)} NotReady or leaving"] if away else []) + \
+                ([f"{', '.join(saturated)} saturated"] if saturated else [])
+            out[site] = f"no instance reachable from client site {site}: {'; '.join(parts) or 'none'}"
+        return out
+
+    def _with_unrouted(self, statuses: dict[str, dict[str, Any]],
+                       services: Mapping[str, _Service]) -> dict[str, dict[str, Any]]:
+        """The registrations' statuses, each saying why any client site of its has no route."""
+        if not self.unrouted:
+            return statuses
+        out = dict(statuses)
+        for sid, sites in self.unrouted.items():
+            svc = services.get(sid)
+            status = out.get(svc.key) if svc is not None else None
+            if svc is None or status is None or not sites:
+                continue
+            message = "; ".join(sites[site] for site in sorted(sites))
+            out[svc.key] = {**status, "message": f"{status['message']}; {message}" if status.get("message")
+                            else message}
+        return out
 
     def _follows_users(self, svc: _Service) -> bool:
         """Does the service's Binding follow its learned users (then they, not offers, move it)?"""
@@ -587,7 +681,8 @@ class SteeringController:
             drift = np.abs(metrics - old) > self.damping.changeThreshold * np.maximum(np.abs(old), 1e-9)
         return bool(drift.any())
 
-    async def _publish(self, objects: list[dict[str, Any]], now: float) -> int:
+    async def _publish(self, objects: list[dict[str, Any]], now: float,
+                       evaluated_now: Mapping[str, Evaluated] | None = None) -> int:
         """Write the ServiceRoutes, in one transaction where the store allows. The objects this
         controller wrote last are not read back (a compare-and-swap on their revision guards the
         write); after a conflict they are."""
@@ -596,7 +691,9 @@ class SteeringController:
         decisions = []
         for obj, _ in done:
             sid = obj["metadata"]["name"]
-            if (decision := route_decision(self.published.get(sid), obj["spec"], self._measured_delay)) is not None:
+            facts = (evaluated_now or {}).get(sid)
+            if (decision := route_decision(self.published.get(sid), obj["spec"], self._measured_delay,
+                                           facts)) is not None:
                 decisions.append((now, decision))
             self.route_objects[SERVICE_ROUTE.key(sid)] = obj
             self.published[sid] = obj["spec"]
@@ -617,13 +714,52 @@ class SteeringController:
     async def _forget(self, services: Mapping[str, _Service]) -> None:
         """Routes of services no longer registered are deleted."""
         for sid in [s for s in self.published if s not in services]:
+            self.route_objects.pop(SERVICE_ROUTE.key(sid), None)  # first: its deletion is not someone else's
             with contextlib.suppress(ApiError):
                 await self.registry.delete(SERVICE_ROUTE, sid)
             self.short.discard(sid)
             for d in (self.published, self.published_at, self.states, self.signatures, self.recheck, self.pub_keys,
-                      self.pub_metrics, self.pub_eligible, self.uses, self.rendered):
+                      self.pub_metrics, self.pub_eligible, self.uses, self.rendered, self.unrouted):
                 d.pop(sid, None)  # type: ignore[attr-defined]
-            self.route_objects.pop(SERVICE_ROUTE.key(sid), None)
+
+    async def _restore(self, tampered: Mapping[str, int | None], services: Mapping[str, _Service]) -> int:
+        """Put back, as last published, the ServiceRoutes a watch saw someone else change or delete
+        (compared with the store first: a watch event can overtake this controller's own bookkeeping
+        of a write). Returns how many it wrote."""
+        written = 0
+        for key, seen in tampered.items():
+            ours = self.route_objects.get(key)
+            sid = str((ours or {}).get("metadata", {}).get("name") or "")
+            spec = self.published.get(sid)
+            if ours is None or spec is None or sid not in services:
+                continue
+            if seen is not None and seen <= _revision_of(ours):
+                continue  # its own write, seen before it noted it
+            try:
+                current = await self.registry.try_get(SERVICE_ROUTE, sid)
+                if current is not None and current.get("spec") == spec:
+                    self.route_objects[key] = current
+                    continue
+                done = await self.registry.batch_upsert(
+                    [(SERVICE_ROUTE, {"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind,
+                                      "metadata": {"name": sid}, "spec": spec})], trusted=True)
+            except Conflict:  # written again meanwhile: its watch event comes, and this pass's successor tries again
+                self._tampered.setdefault(key, None)
+                self._wake.set()
+                continue
+            except ApiError as e:
+                log.warning("steering: ServiceRoute %s could not be put back: %s", sid, e.message)
+                continue
+            self.route_objects[key] = done[0][0]
+            written += 1
+            self.restored += 1
+            what = "deleted" if current is None else f"changed (resourceVersion {_revision_of(current)})"
+            message = (f"ServiceRoute {sid} was {what} by someone other than the steering controller; put back "
+                       f"as the controller last published it (ServiceRoutes are written only by the controller)")
+            log.warning("steering: %s", message)
+            self.events.tell({"apiVersion": SERVICE_ROUTE.api_version, "kind": SERVICE_ROUTE.kind, "name": sid},
+                             "Warning", "RouteRestored", message)
+        return written
 
     async def _write_statuses(self, statuses: Mapping[str, dict[str, Any]]) -> None:
         for key, status in statuses.items():
@@ -665,3 +801,44 @@ class SteeringController:
                 except Exception:  # noqa: BLE001 - placement feedback must not stop routing
                     log.exception("steering: offering %s to %s failed", cluster, svc.binding)
 
+
+
+def _revision_of(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class _PairFacts:
+    """A published service's (client site, cluster) pairs as its chunk evaluated them, read only for
+    the sites whose route changed (`drods.steering.route_decisions.PairFacts`)."""
+
+    __slots__ = ("_chunk", "_ev", "_s")
+
+    def __init__(self, chunk: Chunk, s: int) -> None:
+        self._chunk, self._s = chunk, s
+        self._ev: ServiceEval | None = None
+
+    def __call__(self, site: str, cluster: str) -> dict[str, Any] | None:
+        plan = self._chunk.plans[self._s]
+        if site not in plan.clients:
+            return None
+        if cluster not in plan.instances:
+            return {"feasible": False, "metric": None,
+                    "reason": f"{cluster} is no longer an instance of the workload (not placed there, or not ready)"}
+        if self._ev is None:
+            self._ev = self._chunk.service(self._s)
+        ev, r, j = self._ev, plan.clients.index(site), plan.instances.index(cluster)
+
+        def num(a: F) -> float | None:
+            v = float(a[r, j])
+            return round(v, 3) if np.isfinite(v) else None
+
+        feasible = bool(ev.valid[r, j])
+        out: dict[str, Any] = {"feasible": feasible, "metric": num(ev.metric) if feasible else "MAX",
+                               "key": num(ev.key), "delayMs": num(ev.delay), "networkMs": num(ev.network),
+                               "processingMs": num(ev.processing)}
+        if not feasible:
+            out["broken"] = _broken_text(ev, r, j)
+        return out

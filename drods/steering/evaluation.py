@@ -39,6 +39,11 @@ Evaluation = Callable[[Inputs], F]
 EVALUATIONS: dict[str, Evaluation] = {}
 
 
+def unknown_evaluation(name: str) -> str:
+    """Why ``spec.evaluation: name`` is refused (admission) or Invalid (the controller)."""
+    return f"unknown evaluation function {name!r}; known: {', '.join(sorted(EVALUATIONS))}"
+
+
 def register(name: str) -> Callable[[Evaluation], Evaluation]:
     def add(fn: Evaluation) -> Evaluation:
         EVALUATIONS[name] = fn

@@ -456,8 +456,13 @@ def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
         return f"load {ev.load[r, j] * 100:.0f} % > {sla.maxLoadPercent:g} %"
     if code == "cost":
         return f"cost {ev.cost[r, j]:.2f}/h > {sla.maxCostPerHour:g}/h"
-    limits = {"jitter": sla.maxJitterMs, "loss": sla.maxLossPercent, "bandwidth": sla.minBandwidthMbps}
-    return f"{code} threshold {limits.get(code)} broken"
+    if code == "jitter":  # the measured value, as delay's (it said "jitter threshold 1.0 broken")
+        return f"jitter {ev.jitter[r, j]:.1f} ms > {sla.maxJitterMs:g} ms"
+    if code == "loss":
+        return f"loss {ev.loss[r, j]:.2f} % > {sla.maxLossPercent:g} %"
+    if code == "bandwidth":
+        return f"bandwidth {ev.bandwidth[r, j]:.1f} Mbit/s < {sla.minBandwidthMbps:g} Mbit/s"
+    return f"{code} threshold broken"
 
 
 def render(ev: ServiceEval, state: RouteState, changed_at_text: list[str | None],

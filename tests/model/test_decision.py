@@ -19,7 +19,7 @@ from drods.model.decision import (
     runner_up,
     with_why_not,
 )
-from drods.steering.route_decisions import route_decision
+from drods.steering.route_decisions import Evaluated, route_decision
 
 WEIGHTS = {"LeastWaterLevel": 2.0, "BalancedAllocation": 1.0, "Cost": 1.0}  # Cost did not score: skipped
 
@@ -202,7 +202,8 @@ def test_a_route_change_is_a_decision_and_a_metric_refresh_is_not() -> None:
     moved = route_decision(spec("aws-dfw", 10.0), spec("azure-lhr", 80.0))
     assert moved is not None and moved["summary"] == "DFW: aws-dfw → azure-lhr"
     assert [(o["name"], o["chosen"]) for o in moved["options"]] == [("DFW → azure-lhr", True), ("DFW → aws-dfw", False)]
-    assert moved["options"][1]["reason"] == "replaced: lowest delay 80.0 ms"
+    # not evaluated now: named with what was last published of it, not with the winner's reason
+    assert moved["options"][1]["reason"] == "replaced (its metric when last published: 10.0)"
 
 
 def test_a_migrations_start_and_end_are_decisions_naming_the_move_and_its_data() -> None:
@@ -277,21 +278,65 @@ def test_the_descheduler_s_reschedules_are_evictions_or_rebalancing() -> None:
         assert from_schedule(_entry(scheduleType="RescheduleTriggered", trigger=trig))["type"] == kind, reason
 
 
+def _route(cluster: str, metric: object = 1.0, reason: str = "experienceFirst: best e2eDelay") -> dict[str, object]:
+    return {"serviceId": "video.example", "registration": {"name": "video"}, "strategy": "experienceFirst",
+            "evaluation": "e2eDelay",
+            "routes": [{"clientSite": "LHR", "instances": [{"cluster": cluster, "weight": 1.0, "metric": metric,
+                                                            "reason": reason}]}]}
+
+
+def _now(pairs: dict[str, dict[str, object]]) -> Evaluated:
+    return Evaluated(lambda site, cluster: pairs.get(cluster) if site == "LHR" else None)
+
+
 def test_a_route_change_names_the_measured_delays_and_why_the_replaced_instance_lost() -> None:
-    def spec(cluster: str) -> dict[str, object]:
-        return {"serviceId": "video.example", "registration": {"name": "video"},
-                "routes": [{"clientSite": "DFW", "instances": [{"cluster": cluster, "weight": 1.0, "metric": 1.0,
-                                                                "reason": "lowest delay"}]}]}
-    delays = {("DFW", "aws-dfw"): 12.5, ("DFW", "azure-lhr"): 9.0}
-    moved = route_decision(spec("aws-dfw"), spec("azure-lhr"), lambda s, c: delays.get((s, c)))
+    """The runner-up compares the metric the service is evaluated on (here the end-to-end delay:
+    network + processing), not the measured network delay: aws-dfw is 1 ms away but 60 ms busy."""
+    delays = {("LHR", "aws-dfw"): 1.0, ("LHR", "azure-lhr"): 5.4}
+    now = _now({"aws-dfw": {"feasible": True, "metric": 61.0, "key": 61.0, "delayMs": 61.0, "networkMs": 1.0,
+                            "processingMs": 60.0},
+                "azure-lhr": {"feasible": True, "metric": 10.4, "key": 10.4, "delayMs": 10.4, "networkMs": 5.4,
+                              "processingMs": 5.0}})
+    moved = route_decision(_route("aws-dfw", 1.5), _route("azure-lhr", 10.4), lambda s, c: delays.get((s, c)), now)
     assert moved is not None
-    assert moved["inputs"]["latencies"] == {"DFW → azure-lhr": 9.0, "DFW → aws-dfw": 12.5}
+    assert moved["inputs"]["latencies"] == {"LHR → azure-lhr": 5.4, "LHR → aws-dfw": 1.0}
+    replaced = moved["options"][1]
+    assert (replaced["name"], replaced["feasible"], replaced["metric"]) == ("LHR → aws-dfw", True, 61.0)
+    assert replaced["reason"].startswith("lost by 50.6 ms end to end: 61.0 ms against 10.4 ms for LHR → azure-lhr")
     ru = moved["runnerUp"]
-    assert ru["name"] == "DFW → aws-dfw" and ru["against"] == "DFW → azure-lhr" and ru["lostBy"] == 3.5
-    assert ru["why"] == "DFW → aws-dfw measured 12.5 ms against 9 ms for DFW → azure-lhr; chosen by lowest delay"
-    unmeasured = route_decision(spec("aws-dfw"), spec("gcp-sin"), lambda s, c: delays.get((s, c)))
-    assert unmeasured is not None and unmeasured["runnerUp"] is None  # no delay to compare: no runner-up claimed
-    assert unmeasured["inputs"]["latencies"]["DFW → gcp-sin"] is None
+    assert ru["name"] == "LHR → aws-dfw" and ru["against"] == "LHR → azure-lhr" and ru["lostBy"] == 50.6
+    assert ru["differences"] == {"metric": 50.6, "delayMs": 50.6, "networkMs": -4.4, "processingMs": 55.0}
+    assert "lost by 50.6 ms end to end" in ru["why"] and "processing 60.0" in ru["why"]
+
+
+def test_a_replaced_instance_breaking_the_sla_says_so_with_its_current_metric() -> None:
+    """It no longer meets the SLA (158 ms > 120 ms): feasible false, metric MAX, its own reason —
+    not the one it was published with, nor the winner's."""
+    now = _now({"azure-lhr": {"feasible": False, "metric": "MAX", "key": 158.0, "delayMs": 158.0, "networkMs": 153.0,
+                              "processingMs": 5.0, "broken": "delay 158.0 ms > 120 ms"},
+                "aws-dfw": {"feasible": True, "metric": 84.2, "key": 84.2, "delayMs": 84.2, "networkMs": 79.2,
+                            "processingMs": 5.0}})
+    moved = route_decision(_route("azure-lhr", 10.381), _route("aws-dfw", 84.2, "experienceFirst: best e2eDelay; x"),
+                           None, now)
+    assert moved is not None
+    replaced = moved["options"][1]
+    assert (replaced["feasible"], replaced["metric"]) == (False, "MAX")
+    assert replaced["reason"] == ("breaks the SLA: delay 158.0 ms > 120 ms "
+                                  "(delay 158.0 ms = network 153.0 + processing 5.0)")
+    assert moved["runnerUp"]["lostBy"] is None and "breaks the SLA" in moved["runnerUp"]["why"]
+    gone = route_decision(_route("gcp-sin"), _route("aws-dfw"), None, now)  # no longer an instance at all
+    assert gone is not None and gone["options"][1]["feasible"] is False
+    assert "not evaluated now" in gone["options"][1]["reason"]
+
+
+def test_a_route_turning_max_and_back_is_a_decision() -> None:
+    turned = route_decision(_route("azure-lhr", 10.0), _route("azure-lhr", "MAX", "MAX: no instance meets the SLA"))
+    assert turned is not None and turned["summary"] == "LHR: azure-lhr → azure-lhr (MAX: no instance meets the SLA)"
+    assert turned["options"] == [{"name": "LHR → azure-lhr", "chosen": True, "feasible": False, "metric": "MAX",
+                                  "weight": 1.0, "reason": "MAX: no instance meets the SLA"}]
+    back = route_decision(_route("azure-lhr", "MAX"), _route("azure-lhr", 10.0))
+    assert back is not None and back["summary"] == "LHR: azure-lhr → azure-lhr (meets the SLA again)"
+    assert route_decision(_route("azure-lhr", "MAX"), _route("azure-lhr", "MAX")) is None
 
 
 def test_a_placement_names_the_workload_s_measured_usage_when_its_binding_had_one() -> None:
