@@ -201,3 +201,87 @@ def test_a_cluster_an_eviction_task_keeps_out_is_explained_by_the_move(snap: Sna
     assert r.phase == "Scheduled" and "m1" not in dict(r.pairs)
     assert r.reasons["m1"] == (f"moved off it (ApplicationFailure, application-failover) at {T0_TEXT}: kept out "
                                "until that move is over")
+
+
+NOT_READY = "cluster.multicluster.io/not-ready"
+TOLERATING_NOT_READY = [
+    pytest.param(Placement(), id="failover-default"),  # none of its own: the failover controller's default
+    pytest.param(_tolerating(90, NOT_READY), id="90s"),
+    pytest.param(Placement(clusterTolerations=[  # Karmada's webhook default, both keys, 300 s
+        Toleration(key=k, operator="Exists", effect="NoExecute", tolerationSeconds=300)
+        for k in ("cluster.karmada.io/not-ready", "cluster.karmada.io/unreachable")]), id="karmada-300s"),
+    pytest.param(_tolerating(None, NOT_READY), id="for-good"),
+]
+
+
+def _not_ready_m1(now: list[float], **extra: Any) -> Snapshot:
+    """m1 NotReady since T0 with the health controller's taint (timeAdded T0); the others fine."""
+    snap = _clocked(now)
+    for c in FOUR:
+        if c == "m1":
+            add(snap, c, ready=False, taints=[Taint(key=NOT_READY, effect="NoExecute", timeAdded=T0_TEXT),
+                                              *extra.get("taints", [])])
+        else:
+            add(snap, c)
+    return snap
+
+
+def _with(pl: Placement, **kw: Any) -> Placement:
+    return pl.model_copy(update=kw)
+
+
+@pytest.mark.parametrize("tolerated", TOLERATING_NOT_READY)
+@pytest.mark.parametrize("weights", [pytest.param(None, id="dynamic"), pytest.param(_static(), id="static")])
+def test_a_scale_up_keeps_a_tolerated_not_ready_clusters_replicas_and_adds_none_there(
+        sched: Scheduler, tolerated: Placement, weights: Placement | None) -> None:
+    """Walkthrough AJ 1: a FederatedHPA scale-up 30 s into a NotReady episode (toleration 90 s) took the
+    NotReady cluster's replicas away ("cluster not ready"). As in Karmada (the tolerated NoExecute taint
+    passes a cluster the binding targets), they stay; the failover controller moves them once the
+    toleration runs out."""
+    now = [T0 + 30]
+    snap = _not_ready_m1(now)
+    pl = tolerated if weights is None else _with(weights, clusterTolerations=tolerated.clusterTolerations)
+    before = {"m1": 3, "m2": 3, "m3": 3, "m4": 3}
+    r = sched.schedule(Task(task(replicas=16, placement=pl), name="web", current=_on(before)), snap)
+    got = r.placement_dict()
+    assert got["m1"] == 3, (got, r.reasons)  # kept, and no more on a NotReady cluster
+    assert sum(got.values()) == 16 and all(got[c] >= 3 for c in FOUR[1:])  # the extra ones went elsewhere
+    # a scale-down may take from it, like from any cluster that keeps what it has
+    down = sched.schedule(Task(task(replicas=4, placement=_with(_static(), clusterTolerations=pl.clusterTolerations)),
+                               name="web", current=_on(before)), snap).placement_dict()
+    assert down == dict.fromkeys(FOUR, 1)
+
+
+@pytest.mark.parametrize("tolerated", TOLERATING_NOT_READY)
+def test_a_not_ready_cluster_gets_no_new_workload_and_a_decision_from_scratch_leaves_it(
+        sched: Scheduler, tolerated: Placement) -> None:
+    now = [T0 + 30]
+    snap = _not_ready_m1(now)
+    fresh = sched.schedule(Task(task(replicas=8, placement=tolerated), name="new", current=_on({"m2": 2})), snap)
+    assert "m1" not in fresh.placement_dict() and fresh.reasons["m1"] == "cluster not ready"
+    again = sched.schedule(Task(task(replicas=12, placement=tolerated), name="web",
+                                current=_on(dict.fromkeys(FOUR, 3)), rebalance=True), snap)
+    assert "m1" not in again.placement_dict() and sum(again.placement_dict().values()) == 12
+
+
+def test_a_not_ready_clusters_replicas_go_once_its_toleration_ran_out(sched: Scheduler) -> None:
+    """Past ``timeAdded + tolerationSeconds`` a scale no longer keeps them (the failover controller's
+    eviction is not placed back)."""
+    now = [T0 + 90]
+    snap = _not_ready_m1(now)
+    r = sched.schedule(Task(task(replicas=16, placement=_tolerating(90, NOT_READY)), name="web",
+                            current=_on(dict.fromkeys(FOUR, 3))), snap)
+    assert "m1" not in r.placement_dict() and sum(r.placement_dict().values()) == 16
+    assert r.reasons["m1"] == f"toleration of taint {NOT_READY}:NoExecute ran out (90s)"
+
+
+def test_a_not_ready_cluster_with_another_untolerated_no_execute_taint_is_not_kept(sched: Scheduler) -> None:
+    now = [T0 + 30]
+    snap = _not_ready_m1(now, taints=[Taint(key="failing", effect="NoExecute")])
+    r = sched.schedule(Task(task(replicas=16, placement=_tolerating(90, NOT_READY)), name="web",
+                            current=_on(dict.fromkeys(FOUR, 3))), snap)
+    assert "m1" not in r.placement_dict()
+    assert r.reasons["m1"] == "untolerated taint failing:NoExecute"
+    # the same without a toleration of the not-ready taint: the evicting taint explains it, not the held one
+    r = sched.schedule(Task(task(replicas=16), name="web", current=_on(dict.fromkeys(FOUR, 3))), snap)
+    assert "m1" not in r.placement_dict()

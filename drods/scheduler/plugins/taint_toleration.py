@@ -9,6 +9,13 @@ nothing. Such a cluster keeps the replicas it has and gets no more (``max_replic
 Duplicated copy follows the workload's count). An untolerated NoExecute taint drops it, and so does
 a NoExecute toleration with ``tolerationSeconds`` once ``timeAdded + tolerationSeconds`` has passed
 (``snap.clock``): else the failover controller's eviction would be placed straight back.
+
+The health controller's not-ready taint (``cluster.multicluster.io/not-ready:NoExecute``) is the
+exception: a binding without a toleration of it still has the failover controller's default
+toleration (the cluster's ``multicluster.io/toleration-seconds``, else the settings': Karmada's
+webhook adds a default toleration to every policy), so a current cluster with it untolerated is held
+as for NoSchedule — it keeps its replicas and gets no more until the failover controller moves them
+(`drods.controllers.failover`, `Readiness`). A toleration of it with seconds still runs out here.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drods.model.taints import taint_key_matches
+from drods.model.taints import NOT_READY_TAINT, taint_key_matches
 from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.interface import FilterOutcome, PluginBase, Rejection, distinct, none_more_on
 from drods.scheduler.snapshot import Snapshot
@@ -49,7 +56,7 @@ class _Verdicts:
     """What one toleration set makes of the fleet's taints (cached per topology version)."""
 
     which: IntArr  # per row: its first untolerated taint (NoExecute first) into ``reasons``; -1 none
-    evicts: BoolArr  # per reason: a NoExecute taint (a current cluster is not kept)
+    evicts: BoolArr  # per reason: a NoExecute taint but the not-ready one (a current cluster is not kept)
     reasons: list[str]
     expires: FloatArr | None  # per row: when a NoExecute toleration with seconds runs out (inf never)
     expiring: IntArr  # per row: which of ``expired`` runs out first
@@ -73,8 +80,9 @@ class TaintToleration(PluginBase):
         expiring = np.full(n, -1, dtype=np.intp)
         expired: list[str] = []
         tols = tuple(zip(task.tolerations, task.toleration_seconds or (None,) * len(task.tolerations), strict=True))
-        # NoExecute first: a cluster with both kinds untolerated is explained (and dropped) by the evicting one
-        for t, m in sorted(idx.taints.items(), key=lambda kv: kv[0][2] != "NoExecute"):
+        # evicting taints first: a cluster with several kinds untolerated is explained (and dropped) by the
+        # evicting one; then the not-ready taint (held, as NoSchedule, for the failover controller's default)
+        for t, m in sorted(idx.taints.items(), key=lambda kv: (kv[0][2] != "NoExecute", kv[0][0] == NOT_READY_TAINT)):
             if t[2] not in ("NoSchedule", "NoExecute"):
                 continue
             secs = [s for tol, s in tols if tolerates(tol, *t)]
@@ -83,7 +91,7 @@ class TaintToleration(PluginBase):
                 if sel.any():
                     which[sel] = len(reasons)
                     reasons.append(f"untolerated taint {_text(t)}")
-                    evicts.append(t[2] == "NoExecute")
+                    evicts.append(t[2] == "NoExecute" and t[0] != NOT_READY_TAINT)
                 continue
             timed = [s for s in secs if s is not None]
             if t[2] != "NoExecute" or not timed:
@@ -103,7 +111,8 @@ class TaintToleration(PluginBase):
 
     @staticmethod
     def _held(task: TaskInfo, v: _Verdicts) -> IntArr:
-        """Current clusters whose only untolerated taints are NoSchedule: they keep their replicas."""
+        """Current clusters whose only untolerated taints are NoSchedule or the not-ready one: they keep
+        their replicas."""
         cur = task.current_rows
         if task.rebalance or not cur.size or not v.reasons:
             return _NO_ROWS
@@ -132,7 +141,7 @@ class TaintToleration(PluginBase):
         return mask, out
 
     def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr | None:
-        """No more replicas on a kept NoSchedule-tainted cluster (it holds what it has)."""
+        """No more replicas on a kept NoSchedule- or not-ready-tainted cluster (it holds what it has)."""
         if not snap.indexes.taints or task.division == "Duplicated":
             return None
         return none_more_on(self._held(task, self._verdicts(task, snap)), snap.n)
