@@ -17,7 +17,6 @@ from drods.errors import Invalid
 from drods.model.kinds import SERVICE_REGISTRATION, Kind
 from drods.model.steering import foreign_workload
 from drods.registry.objects import ObjectRegistry
-from drods.steering.evaluation import EVALUATIONS, unknown_evaluation
 
 DEFAULT_EVALUATION = "e2eDelay"  # ServiceRegistrationSpec's default
 
@@ -42,6 +41,10 @@ async def known_evaluation(registry: ObjectRegistry, kind: Kind, obj: dict[str, 
     already named the same one)."""
     if kind is not SERVICE_REGISTRATION:
         return
+    # imported here: the evaluation functions bring NumPy, and `drods sim`, which admits objects through
+    # the same chain, must not load it (tests/sim/test_footprint.py)
+    from drods.steering.evaluation import EVALUATIONS, unknown_evaluation
+
     name = _evaluation(obj)
     if not isinstance(name, str) or name in EVALUATIONS:
         return
