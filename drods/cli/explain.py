@@ -257,8 +257,33 @@ def _registration_binding(api: ApiClient, namespace: str, name: str) -> str | No
     return str(binding) if isinstance(binding, str) and binding else None
 
 
+def _scaled_workload(api: ApiClient, kind: str, namespace: str, name: str) -> tuple[str, str] | None:
+    """The workload a FederatedHPA or CronFederatedHPA scales (kind, name), through a CronFederatedHPA's
+    FederatedHPA to its target; None when it cannot be read. Scaling decisions are kept under the workload,
+    so the autoscaler's own name had found "no binding and no decision recorded"."""
+    from drods.model.kinds import CRON_FEDERATED_HPA, FEDERATED_HPA
+
+    for _ in range(2):  # a CronFederatedHPA may scale a FederatedHPA, which scales the workload
+        k = FEDERATED_HPA if kind == "FederatedHPA" else CRON_FEDERATED_HPA
+        r = api.request("GET", f"/apis/{k.api_version}/namespaces/{namespace}/{k.plural}/{name}", ok=(403, 404))
+        if r.status_code != 200:
+            return None
+        ref = (r.json().get("spec") or {}).get("scaleTargetRef") or {}
+        if not ref.get("kind") or not ref.get("name"):
+            return None
+        kind, name = str(ref["kind"]), str(ref["name"])
+        if kind != "FederatedHPA":
+            return kind, name
+    return None
+
+
 def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, history: bool, output: str) -> None:
     from drods.model.decision import latest_per_type
+
+    if kind in ("FederatedHPA", "CronFederatedHPA") and (target := _scaled_workload(api, kind, namespace, name)):
+        if output == "table":
+            _say(f"{kind} {namespace}/{name} scales {target[0]}/{target[1]}: its decisions are the workload's")
+        kind, name = target
 
     binding_id = name if kind == "Binding" else _binding_id(kind, namespace, name)
     if kind == "Binding":  # its decisions are kept under the workload it places (a Binding of none: its own)
