@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -47,6 +47,7 @@ from drods.model.migration import (
     FAILED,
     MIGRATION_FINALIZER,
     PENDING,
+    ROLLED_BACK,
     SUCCEEDED,
     TERMINAL,
     MigrationPlanSpec,
@@ -70,6 +71,43 @@ Obj = dict[str, Any]
 LEASE = "migration"
 JOB = by_kind("batch/v1", "Job")
 assert JOB is not None
+
+
+def _order(plan: Obj) -> tuple[str, str]:
+    return str(plan["metadata"].get("creationTimestamp") or ""), str(plan["metadata"]["name"])
+
+
+def _others(plan: Obj, plans: Iterable[Obj]) -> list[Obj]:
+    """The other plans for the same workload."""
+    me = workload_of(plan)
+    return [o for o in plans if o["metadata"].get("uid") != plan["metadata"].get("uid") and workload_of(o) == me]
+
+
+def superseded(plan: Obj, plans: Iterable[Obj]) -> bool:
+    """A plan for the same workload made after this one that moved it (Succeeded) or is moving it: its own
+    move tells the data's story since. One that Failed or RolledBack moved nothing and does not count (a
+    failover after it places the workload on whatever claims it finds, an earlier move's among them)."""
+    mine = _order(plan)
+    return any(_order(o) > mine and str((o.get("status") or {}).get("phase") or PENDING) not in (FAILED, ROLLED_BACK)
+               for o in _others(plan, plans))
+
+
+def claims_left_on(plan: Obj, plans: Iterable[Obj], cluster: str) -> dict[str, str]:
+    """The claims earlier plans for the same workload left on ``cluster`` — it was their source or their
+    target, and a StatefulSet's claims outlive its copy there — by name, with the latest such plan."""
+    mine = _order(plan)
+    out: dict[str, str] = {}
+    for o in sorted(_others(plan, plans), key=_order):
+        st = o.get("status") or {}
+        if _order(o) > mine or not st.get("startTime") or cluster not in (st.get("sourceCluster"),
+                                                                           st.get("targetCluster")):
+            continue
+        ref = plan_ref(str(o["metadata"].get("namespace") or "default"), str(o["metadata"]["name"]))
+        for c in (st.get("data") or {}).get("claims") or []:
+            name = c.get("name") if isinstance(c, dict) else c
+            if name:
+                out[str(name)] = ref
+    return out
 
 
 class MigrationController:
@@ -112,6 +150,11 @@ class MigrationController:
             for b in names:
                 self.by_binding.setdefault(b, set()).add(key)
             self._indexed[key] = names
+            ended = str((new.get("status") or {}).get("phase") or PENDING) in (FAILED, ROLLED_BACK)
+            if ended and str(((old or {}).get("status") or {}).get("phase") or PENDING) not in TERMINAL:
+                # it moved nothing: an earlier plan it held back from saying its claims were reused may say it now
+                for other in self._same_workload(new):
+                    self.controller.queue.add(other)
         self.controller.queue.add(key)
 
     def _bindings_of(self, plan: Obj) -> set[str]:
@@ -173,12 +216,13 @@ class MigrationController:
         return None
 
     def _later_plan(self, plan: Obj) -> bool:
-        """A plan for the same workload made after this one (its own move tells the data's story since)."""
+        return superseded(plan, self.plans.cache.values())
+
+    def _same_workload(self, plan: Obj) -> list[str]:
+        """The keys of the other plans for the same workload."""
         me = workload_of(plan)
-        mine = (str(plan["metadata"].get("creationTimestamp") or ""), str(plan["metadata"]["name"]))
-        return any(workload_of(o) == me and (str(o["metadata"].get("creationTimestamp") or ""),
-                                             str(o["metadata"]["name"])) > mine
-                   for o in self.plans.cache.values() if o["metadata"].get("uid") != plan["metadata"].get("uid"))
+        return [k for k, o in self.plans.cache.items()
+                if o["metadata"].get("uid") != plan["metadata"].get("uid") and workload_of(o) == me]
 
     def _facts(self, plan: Obj, spec: MigrationPlanSpec, binding: Obj | None) -> phases.Facts:
         meta = plan["metadata"]
@@ -236,7 +280,7 @@ class MigrationController:
         binding = self._find_binding(plan, spec)
         facts = self._facts(plan, spec, binding)
         if phase == PENDING and binding is not None and not facts.deleting:
-            facts = await self._starting_facts(ns, spec, binding, facts)
+            facts = await self._starting_facts(plan, ns, spec, binding, facts)
         step = phases.advance(spec, status, facts)
         if step.status != status:
             if step.status.get("phase") != status.get("phase"):
@@ -270,10 +314,11 @@ class MigrationController:
             return 0.5
         return step.requeue
 
-    async def _starting_facts(self, ns: str, spec: MigrationPlanSpec, binding: Obj,
+    async def _starting_facts(self, plan: Obj, ns: str, spec: MigrationPlanSpec, binding: Obj,
                               facts: phases.Facts) -> phases.Facts:
         """What a plan's start reads besides the Binding: the workload's claims, the target the
-        scheduler would choose (no targetCluster), the estimate of the data's move."""
+        scheduler would choose (no targetCluster), the estimate of the data's move, the claims earlier
+        plans left on the target."""
         workload = await self._workload(ns, spec)
         claims = workload_claims(workload)
         n = facts.placement.get(spec.sourceCluster, 0)
@@ -287,6 +332,8 @@ class MigrationController:
         elif not spec.targetCluster:
             facts = replace(facts, target_note="no store to ask the scheduler's view")
         target = spec.targetCluster or facts.chosen_target
+        if target:
+            facts = replace(facts, claims_on_target=claims_left_on(plan, self.plans.cache.values(), target))
         if claims and target:
             facts = replace(facts, estimate=await self._estimate(workload, claims, n, spec.sourceCluster, target))
         return facts

@@ -111,7 +111,9 @@ class Facts:
     claims_note: str = ""  # where they come from (volumeClaimTemplates …)
     estimate: Obj | None = None  # bytes to move and the copy time (`drods.migration.estimate`)
     duplicated: bool = False  # the Binding runs the whole count on each cluster (Duplicated)
-    later_plan: bool = False  # a plan for the same workload was made after this one
+    later_plan: bool = False  # a plan for the same workload made after this one moved it or is moving it
+    # at the start: the claims earlier plans for the workload left on the target (name → the plan)
+    claims_on_target: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,9 +336,12 @@ def _start(spec: MigrationPlanSpec, st: Obj, f: Facts) -> None:
 def _data_record(spec: MigrationPlanSpec, f: Facts) -> Obj:
     """``status.data``: how the data moves (or that it does not, as the plan says), recorded at the start."""
     step = spec.data_step()
+    rec: Obj = {"mover": step.mover if step is not None else "None", "claims": [{"name": c} for c in f.claims]}
+    found = [{"name": c, "leftBy": f.claims_on_target[c]} for c in f.claims if c in f.claims_on_target]
+    if found:  # there before the plan (an earlier move left them): the target's copy comes up on them
+        rec["claimsFoundOnTarget"] = found
     if step is None:
-        return {"mover": "None", "declaredNone": spec.data_declared_none, "claims": [{"name": c} for c in f.claims]}
-    rec: Obj = {"mover": step.mover, "claims": [{"name": c} for c in f.claims]}
+        return {**rec, "declaredNone": spec.data_declared_none}
     if step.mover == "VolumeCopy":
         rec["transport"] = step.transport
     if step.catchUp is not None:
@@ -603,13 +608,26 @@ def _claims_left(st: Obj, src: str) -> str:
 
 
 def _claims_prepared(st: Obj, dst: str) -> str:
-    """What a rolled-back move leaves on its target: the claims it prepared for the copy, as a move that
-    succeeded leaves its source's (the copy's workload goes, its claims stay)."""
+    """What a rolled-back move leaves on its target: the claims its copy there made, as a move that
+    succeeded leaves its source's (the copy's workload goes, its claims stay) — and those it found there,
+    left by an earlier plan (``status.data.claimsFoundOnTarget``), which stay too."""
     names = _claim_names(st)
     if not names:
         return ""
-    return (f"; those of its PersistentVolumeClaims ({', '.join(names)}) created on {dst} for the copy stay there "
-            f"(delete them there, or the workload placed on {dst} later comes up on them)")
+    found = {str(c.get("name")): str(c.get("leftBy") or "an earlier move")
+             for c in data_of(st).get("claimsFoundOnTarget") or [] if isinstance(c, dict) and c.get("name")}
+    made = [n for n in names if n not in found]
+    parts = []
+    if made:
+        parts.append(f"those of its PersistentVolumeClaims ({', '.join(made)}) created on {dst} for the copy stay "
+                     "there")
+    by_plan: dict[str, list[str]] = {}
+    for n in names:
+        if n in found:
+            by_plan.setdefault(found[n], []).append(n)
+    for by, claims in by_plan.items():
+        parts.append(f"{', '.join(claims)} were on {dst} before this plan (left by {by}) and stay there")
+    return (f"; {'; '.join(parts)} (delete them there, or the workload placed on {dst} later comes up on them)")
 
 
 def _finish(st: Obj, phase: str, reason: str, message: str, now: float) -> None:

@@ -416,8 +416,9 @@ class SimController:
                                           *(self._put(K.PERSISTENT_VOLUME_CLAIM, c) for c in out.update)]):
             if result is not None and result.get("kind") == "Pod":
                 pods[_key(result)] = result
-        if any(role(p) is not None and (p.get("status") or {}).get("phase") == "Running" for p in pods.values()) \
-                or self.write_clock.since:
+        # a Hook's copy follows its source for as long as the plan's runs are there (`movers.hook_step`)
+        if any(role(p) == "hook" or role(p) is not None and (p.get("status") or {}).get("phase") == "Running"
+               for p in pods.values()) or self.write_clock.since:
             return now + DATA_TICK_SECONDS  # bytes move and counters advance with time, not with store changes
         return None
 

@@ -13,6 +13,7 @@ from drods.sim.config import ANN_EXIT_CODE
 from drods.sim.storage import (
     ANN_COPY,
     ANN_READ_ONLY,
+    ANN_REPLICA_OF,
     ANN_WRITE_BYTES,
     ANN_WRITE_RATE,
     DEFAULT_WRITE_BYTES,
@@ -89,8 +90,17 @@ def _movers(pods: Iterable[Obj], claims: dict[tuple[str, str], Obj], network: Ne
         if source and source not in sources:
             sources[source] = network.read(source)
         phase = (pod.get("status") or {}).get("phase")
-        if kind == "copy" and env.get("MIGRATION_RUN") == "final" and not pod["metadata"].get("deletionTimestamp"):
+        final = env.get("MIGRATION_RUN") == "final" and not pod["metadata"].get("deletionTimestamp")
+        if kind == "copy" and final:
             fences.setdefault(source, set()).add(f"{ns}/{env['MIGRATION_CLAIM']}")
+        if kind == "hook":
+            if final and source != network.me:
+                fences.setdefault(source, set()).update(f"{k[0]}/{k[1]}" for k in movers.workload_claims(pod, claims))
+            if not pod["metadata"].get("deletionTimestamp"):
+                for c in movers.hook_step(pod, claims, sources.get(source, {}), network.me, now):
+                    claims[_key(c)] = c
+                    out.update.append(c)
+            continue
         if phase != "Running":
             continue
         if kind == "probe":
@@ -122,6 +132,20 @@ def _movers(pods: Iterable[Obj], claims: dict[tuple[str, str], Obj], network: Ne
     return fences
 
 
+def _promote_unheld(pods: list[Obj], claims: dict[tuple[str, str], Obj], out: StoragePass) -> None:
+    """A copy not yet promoted whose plan is over (no data run of it here any more: the plan's Jobs go when
+    it ends) is the workload's own claim now: it takes the writes of the copy that runs on it — with the
+    data as of its last sync (a move without a final sync loses what the source took since; the plan
+    says it did not measure that, ``lostWritesMeasuredBy: none``)."""
+    busy = movers.held(pods, claims)
+    for key, c in list(claims.items()):
+        ann = dict(c["metadata"].get("annotations") or {})
+        if ann.get(ANN_REPLICA_OF) and key not in busy:
+            ann.pop(ANN_REPLICA_OF)
+            claims[key] = {**c, "metadata": {**c["metadata"], "annotations": ann}}
+            out.update.append(claims[key])
+
+
 def data_pass(statefulsets: list[Obj], pods: list[Obj], claim_list: list[Obj], network: Network, clock: WriteClock,
               now: float, stamp: str, bandwidth: float) -> StoragePass:
     """What to write this pass; ``bandwidth`` in bytes per second."""
@@ -131,6 +155,7 @@ def data_pass(statefulsets: list[Obj], pods: list[Obj], claim_list: list[Obj], n
     _fenced(claims, network.fenced(), out)
     _writes(statefulsets, pods, claims, clock, now, out)
     fences = _movers(pods, claims, network, now, bandwidth, out)
+    _promote_unheld(pods, claims, out)
     network.request_fences(fences)
     network.publish(list(claims.values()) + out.create)
     # one write per claim: the last content wins

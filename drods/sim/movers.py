@@ -1,13 +1,15 @@
 """What the sim's data-mover pods do each pass (see `drods.sim.storage` for the model): a VolumeCopy
 pod moves bytes at the sim's bandwidth from the source's published claim into its target claim; a
-lag probe pod judges the lag of its workload's copies. Pure: (pod, claims, what the source
-published, now) → the pod's progress, the claim's new content, and the exit code once it ends."""
+Hook run in the target copies its workload's claims and leaves them a standby that follows the source
+until the final run or the plan's end promotes it; a lag probe pod judges the lag of its workload's
+copies. Pure: (pod, claims, what the source published, now) → the pod's progress, the claim's new
+content, and the exit code once it ends."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,7 @@ from drods.sim.storage import (
     ANN_WRITES,
     Published,
     checksum,
+    pod_claims,
     set_content,
 )
 
@@ -32,14 +35,84 @@ def env_of(pod: Mapping[str, Any]) -> dict[str, str]:
             if isinstance(e, dict)}
 
 
+HOOK_RUNS = ("copy", "catchup", "final")
+
+
 def role(pod: Mapping[str, Any]) -> str | None:
-    """copy (a VolumeCopy pod), dataset (a CachePlan's copy), probe (a lag probe) or None."""
+    """copy (a VolumeCopy pod), dataset (a CachePlan's copy), probe (a lag probe), hook (a Hook mover's
+    run: your Job, with the plan in its environment) or None."""
     env = env_of(pod)
     if env.get("MIGRATION_CLAIM"):
         return "copy"
     if env.get("COPY_DATASET"):
         return "dataset"
-    return "probe" if "MIGRATION_MAX_LAG_SECONDS" in env else None
+    if "MIGRATION_MAX_LAG_SECONDS" in env:
+        return "probe"
+    return "hook" if env.get("MIGRATION_RUN") in HOOK_RUNS and env.get("MIGRATION_WORKLOAD") else None
+
+
+def workload_claims(pod: Mapping[str, Any], claims: Mapping[tuple[str, str], Obj]) -> list[tuple[str, str]]:
+    """The claims here of the workload a hook or probe pod works for: those it mounts
+    (``mountWorkloadVolumes``), else those named after its workload (``<template>-<name>-<ordinal>``)."""
+    ns = str((pod.get("metadata") or {}).get("namespace") or "default")
+    mounted = [(ns, c) for c in pod_claims(pod) if (ns, c) in claims]
+    if mounted:
+        return mounted
+    kind_ns_name = env_of(pod).get("MIGRATION_WORKLOAD", "").split("/")
+    if len(kind_ns_name) != 3:
+        return []
+    _, wns, name = kind_ns_name
+    return sorted(k for k in claims if k[0] == wns and f"-{name}-" in k[1])
+
+
+def held(pods: Iterable[Mapping[str, Any]], claims: Mapping[tuple[str, str], Obj]) -> set[tuple[str, str]]:
+    """The claims a data run of a plan still in progress works on: a mover pod here (any phase; its Job
+    goes when the plan ends) names them."""
+    out: set[tuple[str, str]] = set()
+    for pod in pods:
+        kind = role(pod)
+        if kind is None or kind == "dataset" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if kind == "copy":
+            out.add((str(pod["metadata"].get("namespace") or "default"), env_of(pod)["MIGRATION_CLAIM"]))
+        else:
+            out.update(workload_claims(pod, claims))
+    return out
+
+
+def hook_step(pod: Mapping[str, Any], claims: Mapping[tuple[str, str], Obj], src: Mapping[str, Published],
+              me: str, now: float) -> list[Obj]:
+    """What a Hook run (your Job, whatever it runs) does to its workload's claims in the target, as the
+    copy a Hook makes (a base backup set up as a streaming standby): from the ``copy`` run on, each claim
+    holds the source's content and is a replica of it (``replica-of``: it takes no writes of its own)
+    that follows the source while the plan's runs are there; a running ``final`` run, once the source
+    is fenced, takes the rest and promotes it. A run in the source (``runOn: Source``) pushes to a
+    cluster this sim does not hold: nothing here."""
+    env = env_of(pod)
+    run, source = env.get("MIGRATION_RUN", ""), env.get("MIGRATION_SOURCE_CLUSTER", "")
+    if not source or source == me:
+        return []
+    running = (pod.get("status") or {}).get("phase") == "Running"
+    out: list[Obj] = []
+    for key in workload_claims(pod, claims):
+        claim, p = claims[key], src.get(f"{key[0]}/{key[1]}")
+        if p is None:
+            continue
+        replica = _ann_of(claim).get(ANN_REPLICA_OF) == source
+        if run == "final" and running and replica and p.read_only:
+            new = set_content({**claim}, p.used, p.writes, now)
+            new["metadata"]["annotations"].pop(ANN_REPLICA_OF, None)  # promoted: it takes the writes now
+            out.append(new)
+        elif (replica or (run == "copy" and running)) and (
+                not replica or _count(claim, ANN_WRITES) != p.writes or _count(claim, ANN_USED_BYTES) != p.used):
+            new = set_content({**claim}, p.used, p.writes, now)
+            new["metadata"]["annotations"][ANN_REPLICA_OF] = source
+            out.append(new)
+    return out
+
+
+def _ann_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
 @dataclass(frozen=True, slots=True)

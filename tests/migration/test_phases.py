@@ -312,3 +312,25 @@ def test_the_workload_placed_back_on_its_old_source_is_said_to_meet_the_claims_l
     assert said["cluster"] == "a" and said["claims"] == ["data-db-0"] and "data as of that move" in said["message"]
     again = advance(s, {**done, "claimsLeftReused": said}, replace(back, now=T0 + 1800)).status
     assert again["claimsLeftReused"] == said  # once
+
+
+def test_a_rolled_back_move_tells_the_claims_it_created_from_those_an_earlier_move_left_on_its_target() -> None:
+    """The target was an earlier move's source: some claims there are that move's, not this plan's (a
+    walkthrough's RolledBack message said "created on aws-dfw for the copy" of claims older than the plan)."""
+    s = spec()
+    found = {"data-db-0": "MigrationPlan default/first"}
+    st = advance(s, {}, facts(T0, claims=("data-db-0", "data-db-1"), claims_on_target=found)).status
+    assert st["data"]["claimsFoundOnTarget"] == [{"name": "data-db-0", "leftBy": "MigrationPlan default/first"}]
+    rolling = advance(s, {**st, "phase": "CopyData"},
+                      facts(T0 + 5, hooks={"copy": HookState("failed", "BackoffLimitExceeded")})).status
+    end = advance(s, rolling, facts(T0 + 6, placement={"a": 3, "c": 1})).status
+    assert end["phase"] == "RolledBack", end
+    msg = end["message"]
+    assert "(data-db-1) created on b for the copy" in msg and "data-db-0, data-db-1" not in msg, msg
+    assert "data-db-0 were on b before this plan (left by MigrationPlan default/first) and stay there" in msg, msg
+    # nothing found there: every claim is the copy's, as before
+    fresh = advance(s, {}, facts(T0, claims=("data-db-0",))).status
+    assert "claimsFoundOnTarget" not in fresh["data"]
+    end = advance(s, advance(s, {**fresh, "phase": "CopyData"}, facts(
+        T0 + 5, hooks={"copy": HookState("failed", "x")})).status, facts(T0 + 6, placement={"a": 3, "c": 1})).status
+    assert "those of its PersistentVolumeClaims (data-db-0) created on b for the copy stay there" in end["message"]

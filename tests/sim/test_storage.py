@@ -152,3 +152,80 @@ def test_a_follower_leaves_a_copy_the_final_run_promoted() -> None:
     promoted = target_claim(500)  # the final run popped replica-of
     step = copy_step(follow, promoted, Published(10_000, 500, True), T0 + 2, 1e6)
     assert step.claim is None and step.exit_code is None
+
+
+def hook_pod(run: str, phase: str = "Running", mounted: bool = True) -> dict[str, Any]:
+    """A Hook mover's run in the target (your Job: the sim runs it for its run time, whatever it says)."""
+    env = {"MIGRATION_RUN": run, "MIGRATION_SOURCE_CLUSTER": "src", "MIGRATION_TARGET_CLUSTER": "dst",
+           "MIGRATION_WORKLOAD": "StatefulSet/shop/db", "MIGRATION_PLAN": "shop/move"}
+    spec: dict[str, Any] = {"containers": [{"env": [{"name": k, "value": v} for k, v in env.items()]}]}
+    if mounted:
+        spec["volumes"] = [{"name": "migration-claim-0", "persistentVolumeClaim": {"claimName": "data-db-0"}}]
+    return {"metadata": {"name": f"move-{run}-abc-x", "namespace": "shop", "annotations": {}}, "spec": spec,
+            "status": {"phase": phase}}
+
+
+def source_claim(writes: int, fenced: bool = False) -> dict[str, Any]:
+    c = target_claim(writes, 1000 + writes * 4096)
+    c["metadata"]["annotations"]["sim.drods.io/write-rate"] = "10"
+    if fenced:
+        c["metadata"]["annotations"][ANN_READ_ONLY] = "true"
+    return c
+
+
+def writes_of(c: dict[str, Any]) -> int:
+    return int(ann(c)["sim.drods.io/writes"])
+
+
+def test_a_hook_copy_takes_no_writes_before_it_is_promoted(tmp_path: Path) -> None:
+    """Walkthrough AJ #5: with the Hook mover the target's copy took writes from PrepareTarget on (292 writes
+    of its own against the source's 670 at the switch). Like a VolumeCopy copy, a Hook's copy holds the
+    source's content and is a replica of it — no writes of its own — until the final run (the source
+    fenced) or the plan's end promotes it."""
+    src, dst, clock = Network(tmp_path, "src"), Network(tmp_path, "dst"), WriteClock()
+    src.publish([source_claim(670)])
+
+    def step(pods: list[dict[str, Any]], c: dict[str, Any], at: float) -> dict[str, Any]:
+        out = data_pass([STS], [writer(), *pods], [c], dst, clock, at, "now", 1e6)
+        return next((u for u in out.update if u["metadata"]["name"] == "data-db-0"), c)
+
+    c = step([], target_claim(5, 1000 + 5 * 4096), T0)  # PrepareTarget: the copy's writer starts
+    c = step([hook_pod("copy")], c, T0 + 1)  # CopyData: the hook's copy
+    assert ann(c)[ANN_REPLICA_OF] == "src" and writes_of(c) == 670, ann(c)
+    assert ann(c)["sim.drods.io/checksum"] == checksum(1000 + 670 * 4096, 670)
+    c = step([hook_pod("copy", "Succeeded")], c, T0 + 5)  # the writer ran 4 s more: no write of its own
+    assert writes_of(c) == 670 and ann(c)[ANN_REPLICA_OF] == "src"
+    src.publish([source_claim(700)])  # the standby follows its source while the plan's runs are there
+    c = step([hook_pod("copy", "Succeeded")], c, T0 + 8)
+    assert writes_of(c) == 700 and ann(c)[ANN_REPLICA_OF] == "src"
+    # the final run: the source fenced first (through the shared directory), then the rest, promoted
+    final = [hook_pod("copy", "Succeeded"), hook_pod("final")]
+    c = step(final, c, T0 + 9)
+    assert json.loads((tmp_path / "fences" / "src" / "dst.json").read_text()) == ["shop/data-db-0"]
+    assert ann(c)[ANN_REPLICA_OF] == "src"
+    src.publish([source_claim(702, fenced=True)])
+    c = step(final, c, T0 + 10)
+    assert ANN_REPLICA_OF not in ann(c) and writes_of(c) == 702
+    c = step(final, c, T0 + 11)  # promoted: it takes the workload's writes now
+    c = step(final, c, T0 + 13)
+    assert writes_of(c) > 702 and ANN_REPLICA_OF not in ann(c)
+
+
+def test_a_copy_left_a_replica_by_a_plan_that_ended_is_promoted(tmp_path: Path) -> None:
+    """No final run (no freeze) or a rollback: once the plan's runs are gone the copy is the workload's
+    own claim, with the data as of its last sync, and takes writes."""
+    src, dst, clock = Network(tmp_path, "src"), Network(tmp_path, "dst"), WriteClock()
+    src.publish([source_claim(670)])
+    (c,) = data_pass([STS], [writer(), hook_pod("copy", mounted=False)], [target_claim(5)], dst, clock, T0,
+                     "now", 1e6).update
+    assert ann(c)[ANN_REPLICA_OF] == "src" and writes_of(c) == 670  # found by its workload's name
+    (c,) = data_pass([STS], [writer()], [c], dst, clock, T0 + 1, "now", 1e6).update
+    assert ANN_REPLICA_OF not in ann(c) and writes_of(c) == 670
+    assert role(hook_pod("copy")) == "hook"
+
+
+def test_a_hook_run_on_the_source_leaves_the_sources_claims_alone(tmp_path: Path) -> None:
+    src, clock = Network(tmp_path, "src"), WriteClock()
+    mine = source_claim(670)
+    out = data_pass([STS], [hook_pod("copy"), hook_pod("final")], [mine], src, clock, T0, "now", 1e6)
+    assert out.update == [] and not (tmp_path / "fences").exists()
