@@ -102,14 +102,18 @@ def whatif(
     if out.get("placementKept"):
         stdout().print("placement kept: nothing moves (an unplaced decision keeps what runs)", markup=False)
     adj = ex.get("adjuster") or {}
-    stdout().print(f"profile {ex['profile']}, division {ex['division']}, adjuster {adj.get('mode')} "
-                   f"(σ={adj.get('spread')}, fleet water level {adj.get('fleetWaterLevel')})", markup=False)
+    line = f"profile {ex['profile']}, division {ex['division']}"
+    if adj.get("mode") is not None:  # an Unschedulable decision ran no adjuster: nothing to say of it
+        line += (f", adjuster {adj['mode']} (σ={adj.get('spread')}, "
+                 f"fleet water level {adj.get('fleetWaterLevel')})")
+    stdout().print(line, markup=False)
     scores = ex.get("scores") or {}
     plugins = [p for p in scores if p != "total"]
     rows = [[p["cluster"], p["replicas"], scores.get("total", {}).get(p["cluster"], ""),
              *(scores[k].get(p["cluster"], "") for k in plugins)] for p in out["placement"]]
     if rows:
         print_table(["cluster", "replicas", "total", *plugins], rows)
+    _why_not(ex)
     reasons = ex["filters"]["reasons"]
     if reasons:
         # a cluster a capacity filter turned away keeps what it runs there (no growth): said so, or the
@@ -120,6 +124,23 @@ def whatif(
             (c, f"{r} (keeps the replicas it runs, takes no more)" if c in running else r) for c, r in reasons.items()))
         if ex["filters"].get("reasonsOmitted"):
             stdout().print(f"… and {ex['filters']['reasonsOmitted']} more", markup=False)
+
+
+WHY_NOT_SHOWN = 10  # the feasible clusters that got nothing said in the table; the JSON has them all
+
+
+def _why_not(ex: dict[str, Any]) -> None:
+    """The runner-up and why each other feasible cluster got nothing, as ``drods explain`` says them."""
+    ru = ex.get("runnerUp") or {}
+    if ru.get("why"):
+        stdout().print(f"runner-up: {ru['why']}", markup=False)
+    why = {c: w for c, w in (ex.get("whyNot") or {}).items() if c != ru.get("name")}
+    if not why:
+        return
+    stdout().print("not chosen:", markup=False)
+    print_table(["cluster", "why"], list(why.items())[:WHY_NOT_SHOWN])
+    if len(why) > WHY_NOT_SHOWN:
+        stdout().print(f"… and {len(why) - WHY_NOT_SHOWN} more (-o json lists them)", markup=False)
 
 
 def simulate(
@@ -152,6 +173,7 @@ def simulate(
         fail(CliError(e.message, e.code, details=e.details))  # a local file: no HTTP status to name
     except ValueError as e:
         fail(CliError(str(e), "VALIDATION_FAILED"))
+    writable_folder(out)  # made once the scenario is valid, proved writable before the run
     console = stderr()
     with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
@@ -164,6 +186,23 @@ def simulate(
     summary = write_report(out, inputs, traces)
     print_summary(summary)
     stdout().print(f"report: {out / 'index.html'}", markup=False)
+
+
+def writable_folder(out: Path) -> None:
+    """``--out`` made (with its parents) and proved writable, or a usage error naming why."""
+    import tempfile
+
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} is a file, not a folder", param_hint="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".drods-write-test-"):
+            pass
+    except OSError as e:
+        why = e.strerror or str(e)
+        if isinstance(e, FileExistsError | NotADirectoryError):
+            why = "a file is in the way of the folder"
+        raise typer.BadParameter(f"cannot write the report under {out}: {why}", param_hint="--out") from e
 
 
 def print_summary(summary: dict[str, Any]) -> None:

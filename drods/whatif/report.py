@@ -241,33 +241,58 @@ def plot_comparison(path: Path, figs: dict[str, dict[str, float]]) -> None:
     plt.close(fig)
 
 
+def _same_ideals(traces: dict[str, Trace]) -> list[list[str]]:
+    """The policies grouped by their ideal (its peak over time and its latencies): one line per distinct one."""
+    groups: list[list[str]] = []
+    for name, tr in traces.items():
+        for g in groups:
+            first = traces[g[0]]
+            if np.array_equal(first.ideal_peak, tr.ideal_peak, equal_nan=True) and \
+                    np.array_equal(first.latency_bins, tr.latency_bins) and \
+                    np.array_equal(first.ideal_latency_hist, tr.ideal_latency_hist):
+                g.append(name)
+                break
+        else:
+            groups.append([name])
+    return groups
+
+
 def plot_ideal(path: Path, inputs: Inputs, traces: dict[str, Trace]) -> None:
-    """Each policy's peak against the ideal peak over time, and its user latencies against the lowest."""
+    """Each policy's peak against its own ideal peak over time (the lowest any placement under its
+    constraints could reach), and its user latencies against its lowest; policies whose ideal is the
+    same share one dashed line, in the first one's colour, and the legend says whose it is."""
     plt = _plt()
     scn = inputs.scenario
     hours = np.arange(scn.ticks) * scn.tickMinutes / 60.0
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 3.6))
-    ideal_drawn = False
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {name: cycle[i % len(cycle)] for i, name in enumerate(traces)}
     for name, tr in traces.items():
         with np.errstate(all="ignore"):
-            ax.plot(hours, np.nanmax(tr.water_level.astype(np.float64), axis=1), label=name, linewidth=1.0)
-        if not ideal_drawn:
-            ax.plot(hours, tr.ideal_peak, color="black", linestyle="--", linewidth=1.0, label="ideal (lower bound)")
-            cum = np.cumsum(tr.ideal_latency_hist)
-            if cum.size and cum[-1] > 0:
-                bx.step(tr.latency_bins, cum / cum[-1], color="black", linestyle="--", where="post", label="ideal")
-            ideal_drawn = True
+            ax.plot(hours, np.nanmax(tr.water_level.astype(np.float64), axis=1), color=colour[name], label=name,
+                    linewidth=1.0)
         cum = np.cumsum(tr.latency_hist)
         if cum.size and cum[-1] > 0:
-            bx.step(tr.latency_bins, cum / cum[-1], where="post", label=name)
+            bx.step(tr.latency_bins, cum / cum[-1], color=colour[name], where="post", label=name)
+    groups = _same_ideals(traces)
+    for group in groups:
+        tr = traces[group[0]]
+        whose = "" if len(groups) == 1 and len(group) > 1 else f" of {', '.join(group)}"
+        ax.plot(hours, tr.ideal_peak, color=colour[group[0]], linestyle="--", linewidth=1.2,
+                label=f"ideal{whose} (lower bound)" if whose else "ideal of every policy (lower bound)")
+        cum = np.cumsum(tr.ideal_latency_hist)
+        if cum.size and cum[-1] > 0:
+            bx.step(tr.latency_bins, cum / cum[-1], color=colour[group[0]], linestyle="--", where="post",
+                    label=f"lowest{whose}" if whose else "lowest, of every policy")
     ax.set_xlabel("simulated hours")
     ax.set_ylabel("peak water level")
-    ax.set_title("peak against the ideal", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_title("peak against each policy's ideal (dashed)", fontsize=10)
+    # below the axes: a line per policy and per distinct ideal would hide the curves
+    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     bx.set_xlabel("latency from the users (ms)")
     bx.set_ylabel("share of replica-time")
-    bx.set_title("user latency (CDF) against the lowest possible", fontsize=10)
-    bx.legend(fontsize=7)
+    bx.set_title("user latency (CDF) against the lowest possible (dashed)", fontsize=10)
+    bx.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -8,6 +8,7 @@ is validated here, at the edge; the engine works on plain dataclasses and arrays
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,6 +19,11 @@ from drods.errors import BadRequest, Invalid, field_errors_of
 from drods.model.placement import DEFAULT_WATER_LEVEL_LIMIT
 from drods.monitor.autoops import AutoOpsPolicy
 from drods.scheduler.profile import Profile
+
+# The simulation's size, validated up front (docs/whatif.md): its arrays are ticks × clusters (float32 per
+# policy, float64 for the background load). Every shipped scenario has 288 ticks; fleet-1000 288,000 cells.
+MAX_TICKS = 50_000  # 31 days of 1-minute ticks are 44,640
+MAX_CELLS = 10_000_000  # ticks × clusters: ≈ 35 × fleet-1000, ≈ 0.2 GB of arrays
 
 
 class _Strict(BaseModel):
@@ -142,7 +148,7 @@ class Scenario(_Strict):
     durationHours: float = Field(default=24.0, gt=0, le=24 * 31)
     tickMinutes: float = Field(default=5.0, gt=0, le=240)
     startHourUtc: float = Field(default=0.0, ge=0, lt=24)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)  # numpy's generators take no negative seed
     regions: list[Region] = Field(min_length=1)
     clusters: list[ClusterGroup] = Field(min_length=1)
     background: Background = Field(default_factory=Background)
@@ -179,9 +185,13 @@ class Scenario(_Strict):
         for i, g in enumerate(self.clusters):
             if g.region not in names:
                 raise ValueError(f"clusters[{i}].region: unknown region {g.region!r}")
-        for w in self.workloads.items:
-            if w.region is not None and w.region not in names:
-                raise ValueError(f"workloads.items[{w.name}]: unknown region {w.region!r}")
+        self._size()
+        self._cluster_names()
+        minutes = self.durationHours * 60
+        seen: dict[str, int] = {}
+        for i, w in enumerate(self.workloads.items):
+            _check_item(f"workloads.items[{i}]", w, minutes, names, seen.get(w.name), self.workloads.generate)
+            seen[w.name] = i
         for i, e in enumerate(self.events):
             if e.region is not None and e.region not in names:
                 raise ValueError(f"events[{i}].region: unknown region {e.region!r}")
@@ -192,9 +202,58 @@ class Scenario(_Strict):
             raise ValueError("autoops.preallocate is not simulated (it needs the forecaster's history); set it false")
         return self
 
+    def _size(self) -> None:
+        """The simulation's size within MAX_TICKS and MAX_CELLS (its arrays are ticks × clusters)."""
+        ticks = self.durationHours * 60.0 / self.tickMinutes
+        if ticks > MAX_TICKS:
+            raise ValueError(f"tickMinutes: {self.tickMinutes:g}-minute ticks over {self.durationHours:g} h are "
+                             f"{ticks:,.0f} ticks, more than {MAX_TICKS:,}; take longer ticks or a shorter scenario")
+        clusters = sum(g.count for g in self.clusters)
+        if self.ticks * clusters > MAX_CELLS:
+            raise ValueError(f"clusters: {clusters:,} clusters × {self.ticks:,} ticks are {self.ticks * clusters:,} "
+                             f"cluster-ticks, more than {MAX_CELLS:,}; take fewer clusters or fewer ticks")
+
+    def _cluster_names(self) -> None:
+        """Each cluster's name (as `drods.whatif.engine.build_fleet` makes them) once across groups."""
+        first: dict[str, int] = {}
+        for i, g in enumerate(self.clusters):
+            prefix = g.prefix or g.region
+            for k in range(g.count):
+                name = g.names[k] if g.names else f"{prefix}-{k:03d}"
+                j = first.setdefault(name, i)
+                if j == i and g.names and g.names.index(name) != k:
+                    raise ValueError(f"clusters[{i}].names: {name!r} is listed twice")
+                if j != i:
+                    raise ValueError(f"clusters[{i}]: its cluster {name!r} is also one of clusters[{j}]'s; cluster "
+                                     f"names must be unique across groups (give one group a prefix or names)")
+
     @property
     def ticks(self) -> int:
         return max(1, int(round(self.durationHours * 60.0 / self.tickMinutes)))
+
+
+def _check_item(where: str, w: WorkloadItem, minutes: float, regions: set[str], twin: int | None,
+                gen: WorkloadGenerator | None) -> None:
+    """One explicit workload: its region known, its times within the scenario and its life, its name its own."""
+    if twin is not None:
+        raise ValueError(f"{where}.name: {w.name!r} is also workloads.items[{twin}]'s name")
+    if gen is not None and (m := re.fullmatch(r"w(\d{5,})", w.name)) and f"w{int(m[1]):05d}" == w.name \
+            and 1 <= int(m[1]) <= gen.initial + gen.events:
+        raise ValueError(f"{where}.name: {w.name!r} is a name the generator gives its workloads (w00001…)")
+    if w.region is not None and w.region not in regions:
+        raise ValueError(f"{where}.region: unknown region {w.region!r}")
+    if w.at >= minutes:
+        raise ValueError(f"{where}.at: minute {w.at:g} is not within the scenario's {minutes:g} minutes")
+    if w.leaveAt is not None and not w.at < w.leaveAt <= minutes:
+        raise ValueError(f"{where}.leaveAt: minute {w.leaveAt:g} is not after its arrival (at {w.at:g}) and "
+                         f"within the scenario's {minutes:g} minutes")
+    end = minutes if w.leaveAt is None else w.leaveAt
+    for k, (minute, replicas) in enumerate(w.scale):
+        if replicas < 0:
+            raise ValueError(f"{where}.scale[{k}]: {replicas} replicas; a scale is to 0 replicas or more")
+        if not w.at <= minute < end:
+            raise ValueError(f"{where}.scale[{k}]: minute {minute:g} is not within the workload's life "
+                             f"(from minute {w.at:g} to {end:g}); a scale outside it is never applied")
 
 
 def load_scenario(path: str | Path) -> tuple[Scenario, Path]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from drods.cli.remote import CliError
@@ -29,3 +31,29 @@ def test_two_workloads_are_refused() -> None:
     with pytest.raises(CliError) as e:
         request_body([DAEMONS, {**DAEMONS, "metadata": {"name": "other"}}])
     assert e.value.code == "MALFORMED_FILE"
+
+
+def test_a_deployment_and_a_policy_in_two_files(tmp_path: Any, monkeypatch: Any) -> None:
+    """docs/whatif.md: ``drods whatif -f deploy.yaml -f policy.yaml`` tries that policy on that Deployment."""
+    from types import SimpleNamespace
+
+    import yaml
+    from typer.testing import CliRunner
+
+    import drods.cli.whatif as cli_whatif
+    from drods.cli.main import app
+
+    sent: list[dict[str, Any]] = []
+
+    def request(method: str, path: str, json: dict[str, Any]) -> Any:
+        sent.append(json)
+        return SimpleNamespace(json=lambda: {"phase": "Scheduled", "placement": []})
+
+    monkeypatch.setattr(cli_whatif, "connect", lambda *a, **k: SimpleNamespace(request=request))
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}}
+    (tmp_path / "deploy.yaml").write_text(yaml.safe_dump(deploy))
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(CLUSTER_POLICY))
+    r = CliRunner().invoke(app, ["whatif", "-f", str(tmp_path / "deploy.yaml"), "-f", str(tmp_path / "policy.yaml"),
+                                 "--server", "https://x", "--token", "t", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert sent == [{"workload": deploy, "policy": CLUSTER_POLICY, "changes": []}]
