@@ -69,7 +69,7 @@ from drods.steering.evaluation import EVALUATIONS, B
 from drods.steering.metrics import F
 from drods.steering.plans import compile_plan
 from drods.steering.route_decisions import Evaluated, route_decision
-from drods.steering.routing import ChunkStep, Rendered, RouteState, _broken_text, render_chunk, step_chunk
+from drods.steering.routing import ChunkStep, Rendered, RouteState, broken_text, render_chunk, step_chunk
 from drods.steering.settings import SteeringSettings
 from drods.steering.status import build_fleet, utilisation
 from drods.store import KeyValue
@@ -840,5 +840,5 @@ class _PairFacts:
                                "key": num(ev.key), "delayMs": num(ev.delay), "networkMs": num(ev.network),
                                "processingMs": num(ev.processing)}
         if not feasible:
-            out["broken"] = _broken_text(ev, r, j)
+            out["broken"] = broken_text(ev, r, j)
         return out

@@ -445,7 +445,7 @@ def step_chunk(chunk: Chunk, states: list[RouteState | None], now: float, dampin
     return ChunkStep(out, n.weights, recent, n.held, n.changed_at, used, *_recent_pairs(recent, now, chunk.valid))
 
 
-def _broken_text(ev: ServiceEval, r: int, j: int) -> str:
+def broken_text(ev: ServiceEval, r: int, j: int) -> str:
     code = ev.broken(r, j)
     sla = ev.plan.sla
     if code == "unreachable":
@@ -617,7 +617,7 @@ def render_chunk(chunk: Chunk, stepped: ChunkStep, picks: list[int], changed_at_
             ev = evals.get(s)
             if ev is None:
                 ev = evals[s] = chunk.service(s)
-            broken = _broken_text(ev, r, cols[n])
+            broken = broken_text(ev, r, cols[n])
             reason = f"MAX: no instance meets the SLA ({broken}); best effort; {_parts(*distinct[f].tolist()[:3])}"
             metric_shown = "MAX"
         routes_of[s][r].append({"cluster": plans[s].instances[cols[n]], "weight": weight_of[n],
