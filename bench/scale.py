@@ -34,7 +34,9 @@ client, as an operator would.
   ``--trace FILE`` writes one JSON line per operation (``at_s`` from the stream's start, ``op``,
   ``name``, ``ms``: null if it never arrived) — periodic stalls show as latency against ``at_s``.
 * ``storm``: steady state, then every member goes ``down`` (``drods sim fault``) for
-  ``--down-seconds``, longer (up to ``--timeout``) until every Binding was decided again:
+  ``--down-seconds``, longer (up to ``--timeout``) until every Binding was decided again after the last
+  member turned NotReady (within the not-ready toleration a decision keeps the replicas where they are, as
+  Karmada's does; ``phases_down`` counts the phases then):
   ``redecisions`` (Bindings the scheduler decided again, from the Bindings' ``scheduledTime``),
   ``all_redecided_s`` (from the fault until the last of them), ``down_s`` and ``redecisions_per_s``
   over it, the control plane's RSS every second
@@ -79,6 +81,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -790,6 +793,18 @@ def _decided(b: Bench) -> tuple[dict[str, str], dict[str, int]]:
     return {x["metadata"]["name"]: str((x.get("status") or {}).get("scheduledTime") or "") for x in bindings}, phases
 
 
+def _decided_after_all_down(b: Bench, decided: dict[str, str]) -> bool:
+    """Every member NotReady, and each Binding's last decision (``scheduledTime``) at or after the last of
+    them turned so."""
+    last = 0.0
+    for x in b.http.get("/api/v1/clusters").json().get("items") or []:
+        ready = next((c for c in (x.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+        if ready is None or ready.get("status") == "True" or not ready.get("lastTransitionTime"):
+            return False
+        last = max(last, datetime.fromisoformat(str(ready["lastTransitionTime"])).timestamp())
+    return all(t and datetime.fromisoformat(t).timestamp() >= last - 0.001 for t in decided.values())
+
+
 def _converged(b: Bench) -> bool:
     if not b.all_ready():
         return False
@@ -819,9 +834,11 @@ def storm(b: Bench) -> dict[str, Any]:
         down_s = time.monotonic() - t0
         if all_redecided_s is None and redecided == len(after):
             all_redecided_s = round(down_s, 1)
-        # every member is down: the storm is over once each binding's latest decision is that nothing can run
-        # (a binding first moved to a member not yet NotReady is decided again when that one goes)
-        settled = all_redecided_s is not None and set(phases) <= {"Unschedulable"}
+        # every member is down: the storm is over once each binding's latest decision came after the last member
+        # turned NotReady (a binding first moved to a member not yet NotReady is decided again when that one
+        # goes); within the not-ready toleration a decision keeps the replicas where they are, after it (the
+        # failover controller's eviction) nothing can run: Unschedulable
+        settled = all_redecided_s is not None and _decided_after_all_down(b, after)
         if down_s >= args.down_seconds and (settled or down_s >= args.timeout):
             break
     _faults(b, "up")

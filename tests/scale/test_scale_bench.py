@@ -50,8 +50,11 @@ def test_every_scenario_in_push_mode(tmp_path: Path) -> None:
     assert [r["at_s"] for r in rows] == sorted(r["at_s"] for r in rows) and rows[-1]["at_s"] < 2.5
     assert max(r["ms"] for r in rows) == dist["max_ms"]
     bindings = 4 + (dist["operations"] + 1) // 2  # the steady ones and those the stream created
-    assert storm["redecisions"] == bindings and storm["phases_down"] == {"Unschedulable": bindings}
-    assert storm["down_s"] >= 8 and 0 < storm["all_redecided_s"] <= storm["down_s"]
+    # within the not-ready toleration a decision keeps each binding's replicas on its NotReady member (as
+    # Karmada's); the storm ends once every binding was decided after the last member went, not at --timeout
+    assert storm["redecisions"] == bindings and sum(storm["phases_down"].values()) == bindings
+    assert set(storm["phases_down"]) <= {"Scheduled", "Propagated", "Running", "Failed", "Unschedulable"}
+    assert 8 <= storm["down_s"] < 120 and 0 < storm["all_redecided_s"] <= storm["down_s"]
     assert len(storm["rss_mb"]) >= 7 and storm["converged_s"] is not None
 
 
