@@ -196,6 +196,10 @@ def test_an_unschedulable_workload_says_why(browse: Browse, env: Env) -> None:
         failures.wait_for()
         assert "Unschedulable" in failures.inner_text()
         assert page.get_by_text("Not placed anywhere.").is_visible()
+        # "why not elsewhere" does not say every feasible cluster received replicas: none was feasible
+        why_not = page.get_by_test_id("why-not")
+        why_not.get_by_text("No cluster was feasible").wait_for()
+        assert "received replicas" not in why_not.inner_text().replace("none received replicas", "")
         shot(page, "unschedulable")
         page.context.close()
     finally:

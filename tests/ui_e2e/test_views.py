@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from drods.model.work import label_value
 from tests.members_e2e.conftest import SIMS, Env, deploy_path, deployment, wait_for
 from tests.members_e2e.test_fullpath import RPP, binding_of, cleanup, policy, running
 from tests.ui_e2e.conftest import Browse, shot
@@ -21,17 +22,33 @@ AXE = (Path(__file__).resolve().parent / "vendor" / "axe.min.js").read_text()
 GROUP = "/apis/multicluster.io/v1alpha1"
 SOLO = "solo"
 VIDEO = "video"
+LONG = "another-very-long-deployment-name-for-topology"  # its binding's name is 65 characters
 SERIOUS = ("serious", "critical")
+CONSOLE_ERRORS: list[str] = []  # the page's, checked when the module ends; a test drops those it caused
 
 
-def accessible(page: Any, view: str) -> None:
-    """axe-core evaluated through the DevTools protocol (the page's CSP is untouched and still enforced)."""
+def expected_console_errors(text: str) -> None:
+    """Drop the console errors containing ``text`` (the browser logs every refused call it made)."""
+    CONSOLE_ERRORS[:] = [e for e in CONSOLE_ERRORS if text not in e]
+
+
+def accessible(page: Any, view: str, widths: tuple[int, ...] = (1280, 375)) -> None:
+    """axe-core evaluated through the DevTools protocol (the page's CSP is untouched and still enforced),
+    on a laptop and on a phone: a table that fits at 1280 px scrolls at 375 px, and a scrolling box a
+    keyboard cannot reach is axe's serious scrollable-region-focusable."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.evaluate(f"() => {{ {AXE}\n}}")
-    result = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
-                           ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help}))")
-    bad = [v for v in result if v["impact"] in SERIOUS]
-    assert not bad, f"{view}: {bad}"
+    size = page.viewport_size
+    try:
+        for width in widths:
+            page.set_viewport_size({"width": width, "height": 800})
+            result = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+                                   ".map(v => ({id: v.id, impact: v.impact, help: v.help,"
+                                   " nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5)}))")
+            bad = [v for v in result if v["impact"] in SERIOUS]
+            assert not bad, f"{view} at {width}px: {bad}"
+    finally:
+        page.set_viewport_size(size)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +57,8 @@ def world(env: Env) -> Iterator[Env]:
     example: the video service, its registration and a latency measurement."""
     env.create(RPP, policy(SOLO, SOLO))
     env.create(deploy_path(), deployment(SOLO, 1))
+    env.create(RPP, policy(LONG, LONG))
+    env.create(deploy_path(), deployment(LONG, 1))
     docs = list(yaml.safe_load_all((ROOT / "examples/steering/video.yaml").read_text()))
     for d in docs:
         env.create(deploy_path() if d["kind"] == "Deployment" else RPP, d)
@@ -56,17 +75,20 @@ def world(env: Env) -> Iterator[Env]:
                      "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]}})
     wait_for(lambda: running(env, SOLO), 30, "solo Running")
     wait_for(lambda: running(env, VIDEO), 30, "video Running")
+    wait_for(lambda: running(env, LONG), 30, f"{LONG} Running")
     yield env
     env.http.delete(f"{GROUP}/namespaces/default/federatedhpas/{SOLO}")
     env.http.delete(f"{GROUP}/namespaces/default/serviceregistrations/{reg['metadata']['name']}")
     cleanup(env, SOLO)
     cleanup(env, VIDEO)
+    cleanup(env, LONG)
 
 
 @pytest.fixture(scope="module")
 def page(browse: Browse, world: Env) -> Iterator[Any]:
     p = browse.login("admin")
-    errors: list[str] = []
+    errors = CONSOLE_ERRORS
+    errors.clear()
     p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     p.on("pageerror", lambda e: errors.append(str(e)))
     yield p
@@ -146,6 +168,36 @@ def test_topology_draws_binding_works_and_member_objects_as_the_api_lists_them(p
     shot(page, "view-topology")
 
 
+def test_topology_of_a_binding_whose_name_is_longer_than_a_label_value(page: Any, world: Env) -> None:
+    """Its Works carry a hashed label value (drods.model.work.label_value): the page asked with the raw
+    name and showed only "invalid labelSelector … at most 63 alphanumerics"."""
+    name = binding_of(LONG)
+    assert len(name) > 63
+    works = [w for w in world.http.get(f"{GROUP}/works").json()["items"] if w["spec"]["binding"] == name]
+    assert works and all(w["metadata"]["labels"]["multicluster.io/binding"] == label_value(name) for w in works)
+    _open(page, f"topology/{name}", f"Topology of {name}")
+    tree = page.get_by_test_id("topology-tree")
+    tree.locator("li[data-cluster]").first.wait_for()
+    shown = tree.locator("li[data-cluster]")
+    assert sorted(shown.nth(i).get_attribute("data-cluster") for i in range(shown.count())) == \
+        sorted(w["spec"]["cluster"] for w in works)
+    tree.locator(f"li[data-object='Deployment/{LONG}']").first.wait_for()
+    assert page.locator("main [role=alert]").count() == 0
+    # the page's label value is the server's, character for character (cut at 52, "-." stripped, hash)
+    names = [name, "a" * 63, "b" * 64, "x" * 51 + "-.-" + "y" * 20, "é" * 70, "dep-" * 20]
+    assert page.evaluate("""async (names) => {
+        const { labelValue } = await import(new URL("js/labels.js", document.baseURI).href);
+        return Promise.all(names.map(labelValue));
+    }""", names) == [label_value(n) for n in names]
+    # a node's text stays inside its box: cut with "…", the whole name in its tooltip
+    widths = page.evaluate("""() => [...document.querySelectorAll('svg.topology g')].map((g) => {
+        const r = g.querySelector('rect'); const t = g.querySelector('text.node-label');
+        return [t.getBBox().x + t.getBBox().width, Number(r.getAttribute('x')) + Number(r.getAttribute('width'))];
+    })""")
+    assert widths and all(end <= box for end, box in widths), widths
+    accessible(page, "topology (long name)")
+
+
 def test_steering_shows_each_sites_route_with_its_metric_and_the_measured_latency(page: Any, world: Env) -> None:
     route = wait_for(lambda: (world.http.get(f"{GROUP}/serviceroutes/video.example").json().get("spec") or {})
                      .get("routes") or None, 30, "video's routes")
@@ -169,6 +221,31 @@ def test_steering_shows_each_sites_route_with_its_metric_and_the_measured_latenc
     assert latest["trigger"]["reason"] in ("FirstRoutes", "RouteChanged") and latest["summary"]
     accessible(page, "steering")
     shot(page, "view-steering")
+
+
+def test_steering_shows_a_client_site_with_no_route_and_why(page: Any, world: Env) -> None:
+    """A client site no instance serves (here: never measured) was left out of the table silently."""
+    reg = f"{GROUP}/namespaces/default/serviceregistrations/video"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    r = world.http.patch(reg, json={"spec": {"clientSites": ["DFW", "LHR", "NRT"]}}, headers=merge)
+    assert r.status_code == 200, r.text
+    try:
+        message = wait_for(lambda: (m := (world.http.get(reg).json().get("status") or {}).get("message") or "")
+                           and "client site NRT" in m and m, 30, "the registration saying why NRT has no route")
+        routes = world.http.get(f"{GROUP}/serviceroutes/video.example").json()["spec"]["routes"]
+        assert not [i for r in routes if r["clientSite"] == "NRT" for i in r["instances"]]
+        _open(page, "steering", "Steering")
+        row = page.locator("section[data-service='video.example'] tr[data-site='NRT']")
+        row.wait_for()
+        why = next(c for c in message.split("; no ") if "client site NRT" in c).removeprefix("no ")
+        page.wait_for_function("([sel, why]) => (document.querySelector(sel) || {}).innerText?.includes(why)",
+                               arg=["section[data-service='video.example'] tr[data-site='NRT']", why], timeout=15_000)
+        text = row.inner_text()
+        assert "no instance" in text and "no route" in text, text
+        assert "NRT" in page.locator("svg.sites").inner_html()  # on the graph too, unconnected
+        accessible(page, "steering (unrouted site)")
+    finally:
+        world.http.patch(reg, json={"spec": {"clientSites": ["DFW", "LHR"]}}, headers=merge)
 
 
 def test_autoscaling_shows_each_autoscaler_as_the_api_has_it(page: Any, world: Env) -> None:
@@ -234,6 +311,51 @@ def test_whatif_dry_runs_against_the_live_fleet_as_the_api_does(page: Any, world
     shot(page, "view-whatif")
 
 
+def test_an_api_error_names_the_fields_it_refuses(page: Any, world: Env) -> None:
+    """It read only "request validation failed (422 VALIDATION_FAILED)", whatever the field."""
+    _open(page, "whatif", "What-if")
+    label = "Binding (the body of POST /api/v1/bindings, JSON)"
+    result = page.get_by_test_id("whatif-result")
+    for binding in ({"replicas": -3}, {"replicas": "many"}):
+        api = world.http.post("/api/v1/whatif", json={"binding": binding, "changes": []})
+        assert api.status_code == 422, api.text
+        fields = api.json()["details"]["fields"]
+        page.get_by_label(label).fill(json.dumps(binding))
+        page.get_by_role("button", name="Dry-run").click()
+        listed = result.get_by_role("alert").get_by_test_id("error-fields")
+        listed.wait_for()
+        text = listed.inner_text()
+        assert all(f["field"] in text and f["message"] in text for f in fields), (text, fields)
+    # a Kubernetes Status names them in details.causes: the same list under its message
+    said = page.evaluate("""async () => {
+        const { Session } = await import(new URL("js/api.js", document.baseURI).href);
+        const { errorBox } = await import(new URL("js/dom.js", document.baseURI).href);
+        try {
+            await Session.restore().post("/apis/multicluster.io/v1alpha1/namespaces/default/federatedhpas",
+              { apiVersion: "multicluster.io/v1alpha1", kind: "FederatedHPA", metadata: { name: "bad" },
+                spec: { scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: "x" },
+                        minReplicas: -1, maxReplicas: "many" } });
+            return null;
+        } catch (err) {
+            const box = errorBox(err);
+            return { causes: err.body.details.causes, text: box.innerText || box.textContent,
+                     items: box.querySelectorAll("ul.fields li").length };
+        }
+    }""")
+    assert said and said["causes"] and said["items"] == len(said["causes"]), said
+    assert all(c["field"] in said["text"] for c in said["causes"]), said
+    # a dry-run the browser refuses (a water level over 200%) does not leave the last answer standing
+    page.get_by_label(label).fill(json.dumps({"replicas": 1}))
+    page.get_by_role("button", name="Dry-run").click()
+    result.locator("p.lead").first.wait_for()
+    page.get_by_label("Water level (%)").fill("500")
+    page.get_by_role("button", name="Dry-run").click()
+    result.get_by_role("alert").get_by_text("Not dry-run").wait_for()
+    assert result.locator("p.lead").count() == 0
+    page.get_by_label("Water level (%)").fill("")
+    expected_console_errors("status of 422")
+
+
 def test_audit_filters_as_the_api_does(page: Any, world: Env) -> None:
     _open(page, "audit", "Audit log")
     page.get_by_label("Kind").fill("ServiceRegistration")
@@ -254,13 +376,37 @@ def test_audit_filters_as_the_api_does(page: Any, world: Env) -> None:
     page.get_by_label("Kind").fill("NoSuchKind")
     page.get_by_role("button", name="Filter").click()
     page.get_by_text("No change matches.").wait_for()
+    # a window that ends before it starts is said to be one, not "No change matches."
+    page.get_by_label("From").fill("2026-01-02T10:00")
+    page.get_by_label("To").fill("2026-01-01T10:00")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_role("alert").get_by_text("“From” is after “To”").wait_for()
+    page.get_by_label("From").fill("")
+    page.get_by_label("To").fill("")
+    page.get_by_label("Kind").fill("")
+    page.get_by_role("button", name="Filter").click()
+    page.locator('[data-testid="audit"] tbody tr').first.wait_for()
     accessible(page, "audit")
     shot(page, "view-audit")
 
 
-def test_fleet_and_clusters_views_are_accessible(page: Any) -> None:
+def test_fleet_clusters_cluster_and_policies_views_are_accessible(page: Any) -> None:
     _open(page, "fleet", "Fleet")
     page.locator(".card").first.wait_for()
     accessible(page, "fleet")
     _open(page, "clusters", "Clusters")
+    page.locator("main table.data tbody tr").first.wait_for()
     accessible(page, "clusters")
+    name = sorted(SIMS)[0]
+    _open(page, f"clusters/{name}", name)
+    page.get_by_role("region", name="Conditions").wait_for()
+    page.locator("svg.chart").first.wait_for()
+    accessible(page, "cluster")
+    page.set_viewport_size({"width": 375, "height": 800})
+    try:  # the conditions scroll in their own box: the page itself does not scroll sideways
+        assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
+    _open(page, "policies", "Policies")
+    page.locator(f"main tr[data-name='{SOLO}']").wait_for()
+    accessible(page, "policies")

@@ -55,19 +55,43 @@ export function num(value, digits = 1) {
   return Number(value).toLocaleString(undefined, { maximumFractionDigits: digits });
 }
 
+// A box that scrolls sideways when its content is wider than the page: focusable (a keyboard user
+// scrolls it with the arrow keys) and named, as axe's scrollable-region-focusable asks.
+export function scrollRegion(label, attrs = {}, ...children) {
+  const { class: cls, ...rest } = attrs || {};
+  return h("div", { class: `scroll${cls ? ` ${cls}` : ""}`, tabindex: "0", role: "region", "aria-label": label, ...rest },
+    ...children);
+}
+
+// A data table in its own scroll region (named by the caption, else by ``attrs.label`` or its columns).
 export function table(caption, headers, rows, attrs = {}) {
-  return h("table", attrs,
-    caption ? h("caption", {}, caption) : null,
-    h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
-    h("tbody", {}, rows));
+  const { label, ...rest } = attrs || {};
+  return scrollRegion(caption || label || `Table: ${headers.join(", ")}`, {},
+    h("table", rest,
+      caption ? h("caption", {}, caption) : null,
+      h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, rows)));
 }
 
 export function badge(text, kind = "") {
   return h("span", { class: `badge ${kind}` }, text);
 }
 
+// Which fields an API error names: DRO-DS's details.fields[] and a Kubernetes Status's details.causes[].
+export function errorFields(err) {
+  const details = (err && err.body && typeof err.body === "object" && err.body.details) || {};
+  const list = [...(Array.isArray(details.fields) ? details.fields : []),
+                ...(Array.isArray(details.causes) ? details.causes : [])];
+  return list.filter((f) => f && typeof f === "object" && (f.field || f.message))
+    .map((f) => ({ field: f.field ? String(f.field) : "", message: f.message ? String(f.message) : "" }));
+}
+
 export function errorBox(err) {
-  return h("p", { class: "error", role: "alert" }, err && err.message ? err.message : String(err));
+  const fields = errorFields(err);
+  return h("div", { class: "error", role: "alert" },
+    h("p", {}, err && err.message ? err.message : String(err)),
+    fields.length ? h("ul", { class: "fields", dataset: { testid: "error-fields" } }, fields.map((f) =>
+      h("li", {}, f.field ? h("code", {}, f.field) : null, f.field && f.message ? ": " : "", f.message))) : null);
 }
 
 // Run ``redraw`` (which rebuilds part of ``container``) without losing keyboard focus: a live
@@ -79,9 +103,10 @@ export function keepFocus(container, redraw) {
   const href = inside ? active.getAttribute("href") : null;
   const label = inside ? active.textContent : null;
   const tag = inside ? active.tagName : null;
+  const named = inside && active.getAttribute("role") === "region" ? active.getAttribute("aria-label") : null;
   redraw();
   if (!inside || container.contains(active)) return;
-  const again = href ? container.querySelector(`a[href="${CSS.escape(href)}"]`) : sameLabel(container, tag, label)
+  const again = named ? container.querySelector(`[role="region"][aria-label="${CSS.escape(named)}"]`) : href ? container.querySelector(`a[href="${CSS.escape(href)}"]`) : sameLabel(container, tag, label)
     || container.querySelector(tag);
   if (again) again.focus();
 }

@@ -72,14 +72,18 @@ function start(session) {
     h("header", { class: "top" },
       h("span", { class: "brand" }, "DRO-DS"),
       nav,
-      h("span", { class: "who" }, `${session.subject} · `, h("strong", { id: "role" }, session.role)),
-      h("button", { type: "button", class: "secondary", onclick: () => signOut("Signed out.") }, "Sign out")),
+      h("span", { class: "account" },
+        h("span", { class: "who" }, `${session.subject} · `, h("strong", { id: "role" }, session.role)),
+        h("button", { type: "button", class: "secondary", onclick: () => signOut("Signed out.") }, "Sign out"))),
     status,
     main);
   current = { session, live, cleanup: null };
+  let said = null;
   const ctx = {
     session, live,
-    say: (text) => { status.textContent = text; },
+    // what an action did: said until the next page, where it would read as that page's news (a cordon
+    // said on a cluster's page, undone since elsewhere, stayed "… cordoned" on every page)
+    say: (text) => { status.textContent = text; said = text; },
     go: (path) => { location.hash = `#/${path}`; },
   };
   const route = () => {
@@ -93,6 +97,8 @@ function start(session) {
     }
     if (current.cleanup) current.cleanup();
     current.cleanup = null;
+    if (said !== null && status.textContent === said) status.textContent = "";
+    said = null;
     for (const a of nav.querySelectorAll("a")) {
       if (view && a.dataset.view === (view.section || view.id)) a.setAttribute("aria-current", "page");
       else a.removeAttribute("aria-current");

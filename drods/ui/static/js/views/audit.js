@@ -27,7 +27,7 @@ export default {
   route: /^audit$/,
   visible: (session) => session.isAdmin,
   render(main, { session }) {
-    const holder = h("div", { class: "scroll", "aria-live": "polite" }, h("p", { class: "muted" }, "Loading…"));
+    const holder = h("div", { "aria-live": "polite" }, h("p", { class: "muted" }, "Loading…"));
     const form = h("form", { class: "filters", "aria-label": "Filter the audit log" },
       input("Subject", "subject"), input("Kind", "kind", { placeholder: "Deployment" }), input("Namespace", "namespace"),
       input("From", "from", { type: "datetime-local" }), input("To", "to", { type: "datetime-local" }),
@@ -37,6 +37,11 @@ export default {
       const f = form.elements;
       const params = { limit: 500, startTime: iso(f.from.value) || new Date(Date.now() - 24 * 3600_000).toISOString() };
       if (f.to.value) params.endTime = iso(f.to.value);
+      if (params.endTime && params.endTime < params.startTime) {
+        replace(holder, errorBox(new Error(f.from.value ? "“From” is after “To”: no change can match; swap them."
+          : "“To” is before the default start (24 hours ago): set “From” too.")));
+        return;
+      }
       for (const k of ["subject", "kind", "namespace"]) if (f[k].value.trim()) params[k] = f[k].value.trim();
       try {
         const body = await session.get("/api/v1/audit", params);

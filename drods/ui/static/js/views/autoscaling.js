@@ -59,12 +59,16 @@ function chart(records) {
   for (const r of records.slice().reverse()) {
     const key = `${r.subject.kind}/${r.subject.namespace}/${r.subject.name}`;
     if (!byWorkload.has(key)) byWorkload.set(key, []);
-    byWorkload.get(key).push({ t: Date.parse(r.time), v: r.outcome.to });
+    // the count before (the line steps up or down from it) and after each decision (a dot)
+    const t = Date.parse(r.time);
+    const from = r.outcome.from;
+    if (typeof from === "number" && from !== r.outcome.to) byWorkload.get(key).push({ t, v: from, mark: true });
+    byWorkload.get(key).push({ t, v: r.outcome.to, mark: true });
   }
   const series = [...byWorkload].slice(0, 6).map(([label, points], i) => ({ label, points, cls: `s${i}` }));
-  const top = Math.max(1, ...records.map((r) => r.outcome.to || 0));
-  return h("figure", {}, lineChart({ title: "Desired replicas per scaling decision", series, yMax: top,
-    yFormat: (v) => String(Math.round(v)) }), h("figcaption", {}, legend(series)));
+  const top = Math.max(1, ...records.map((r) => Math.max(r.outcome.to || 0, r.outcome.from || 0)));
+  return h("figure", {}, lineChart({ title: "Desired replicas per scaling decision (before → after)", series, yMax: top,
+    yFormat: (v) => String(v), integer: true }), h("figcaption", {}, legend(series)));
 }
 
 export default {
@@ -74,8 +78,8 @@ export default {
   route: /^autoscaling$/,
   visible: () => true,
   render(main, { session, say }) {
-    const hpas = h("div", { class: "scroll", dataset: { testid: "hpas" } }, h("p", { class: "muted" }, "Loading…"));
-    const crons = h("div", { class: "scroll", dataset: { testid: "crons" } });
+    const hpas = h("div", { dataset: { testid: "hpas" } }, h("p", { class: "muted" }, "Loading…"));
+    const crons = h("div", { dataset: { testid: "crons" } });
     const decisions = h("div", {}, h("p", { class: "muted" }, "Loading decisions…"));
     replace(main, h("h1", {}, "Autoscaling"),
       h("section", { "aria-labelledby": "h-hpa" }, h("h2", { id: "h-hpa" }, "FederatedHPAs"), hpas),

@@ -32,7 +32,7 @@ export default {
   route: /^clusters$/,
   visible: () => true,
   render(main, { live, session }) {
-    const holder = h("div", { class: "scroll" });
+    const holder = h("div", {});
     replace(main, h("h1", {}, "Clusters"), holder);
     let flat = new Map(); // live status documents (largest free node) from the flat view
     const loadFlat = async () => {

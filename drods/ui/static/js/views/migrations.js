@@ -120,8 +120,8 @@ export default {
   route: /^migrations$/,
   visible: () => true,
   render(main, { session, say }) {
-    const plans = h("div", { class: "scroll", dataset: { testid: "migrationplans" } }, h("p", { class: "muted" }, "Loading…"));
-    const caches = h("div", { class: "scroll", dataset: { testid: "cacheplans" } });
+    const plans = h("div", { dataset: { testid: "migrationplans" } }, h("p", { class: "muted" }, "Loading…"));
+    const caches = h("div", { dataset: { testid: "cacheplans" } });
     const decisions = h("div", {}, h("p", { class: "muted" }, "Loading decisions…"));
     replace(main, h("h1", {}, "Migrations"),
       h("section", { "aria-labelledby": "h-mplans" }, h("h2", { id: "h-mplans" }, "MigrationPlans"), plans),

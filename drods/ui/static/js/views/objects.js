@@ -17,7 +17,7 @@ export function objectList({ id, title, path, sources, caption, columns, empty }
     route: new RegExp(`^${id}$`),
     visible: () => true,
     render(main, { session, say }) {
-      const holder = h("div", { class: "scroll" }, h("p", { class: "muted" }, "Loading…"));
+      const holder = h("div", {}, h("p", { class: "muted" }, "Loading…"));
       replace(main, h("h1", {}, title), holder);
       const controller = new AbortController();
       const sets = from.map((source) => ({

@@ -3,22 +3,46 @@
 // and the sites as a graph with their measured latencies (PUT /api/v1/network/status), as a table too.
 
 import { svgNode as s } from "../charts.js";
-import { badge, errorBox, h, keepFocus, num, replace, table, when } from "../dom.js";
+import { badge, errorBox, h, keepFocus, num, replace, scrollRegion, table, when } from "../dom.js";
 import { ObjectSet } from "../live.js";
 
 const ROUTES = "/apis/multicluster.io/v1alpha1/serviceroutes";
+const REGISTRATIONS = "/apis/multicluster.io/v1alpha1/serviceregistrations";
 
 const slaOf = (inst) => (inst.metric === "MAX" ? badge("SLA not met — best effort", "bad") : badge("SLA met", "ok"));
 
-function serviceTable(o) {
+// Why a client site has no instance, from the registration's status.message (the steering controller
+// writes one clause per unrouted site: "no instance reachable from client site X: …", "no measurement
+// from client site X to any instance (…)"); null when it says nothing about the site.
+export function unroutedReason(message, site) {
+  if (!message) return null;
+  const clauses = String(message).split(/;\s*(?=no (?:instance reachable|measurement) from client site )/);
+  const mine = clauses.filter((c) => new RegExp(`client site ${site.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?![\\w-])`).test(c));
+  return mine.length ? mine.join("; ") : null;
+}
+
+function serviceTable(o, registrations) {
   const spec = o.spec || {};
-  const rows = (spec.routes || []).flatMap((r) => (r.instances || []).map((inst, i) =>
+  const reg = spec.registration || {};
+  const registration = registrations.get(`${reg.namespace || "default"}/${reg.name}`);
+  const message = ((registration || {}).status || {}).message || "";
+  // every client site the registration names, routed or not, in the route's order then the rest
+  const routes = [...(spec.routes || [])];
+  for (const site of ((registration || {}).spec || {}).clientSites || []) {
+    if (!routes.some((r) => r.clientSite === site)) routes.push({ clientSite: site, instances: [] });
+  }
+  const rows = routes.flatMap((r) => ((r.instances || []).length ? r.instances.map((inst, i) =>
     h("tr", { dataset: { site: r.clientSite, cluster: inst.cluster } },
       i ? h("td", {}) : h("th", { scope: "row", rowspan: String((r.instances || []).length) }, r.clientSite),
       h("td", {}, inst.cluster), h("td", { class: "num" }, num(inst.weight, 2)),
       h("td", { class: "num" }, inst.metric === "MAX" ? "MAX" : num(inst.metric, 2)), h("td", {}, slaOf(inst)),
-      h("td", {}, inst.reason || ""))));
-  const reg = spec.registration || {};
+      h("td", {}, inst.reason || "")))
+    : [h("tr", { dataset: { site: r.clientSite, cluster: "" }, class: "unrouted" },
+      h("th", { scope: "row" }, r.clientSite), h("td", {}, badge("no instance", "bad")), h("td", { class: "num" }, "—"),
+      h("td", { class: "num" }, "—"), h("td", {}, badge("no route", "bad")),
+      h("td", {}, unroutedReason(message, r.clientSite)
+        || (registration ? "No instance is routed for this client site (the registration says no more)."
+          : "No instance is routed for this client site.")))]));
   return h("section", { class: "service", dataset: { service: o.metadata.name } },
     h("h3", {}, `${o.metadata.name}`),
     h("p", { class: "muted" }, `${reg.namespace || "default"}/${reg.name || "?"} · strategy ${spec.strategy || "?"} · `
@@ -28,8 +52,9 @@ function serviceTable(o) {
 }
 
 // Client sites on the left, clusters/cities on the right, one line per measured pair.
-function siteGraph(measurements) {
-  const left = [...new Set(measurements.map((m) => m.from))].sort();
+// Client sites with no measurement (a registration's unrouted site) are drawn too, unconnected.
+function siteGraph(measurements, clientSites = []) {
+  const left = [...new Set([...measurements.map((m) => m.from), ...clientSites])].sort();
   const right = [...new Set(measurements.map((m) => m.to))].sort();
   const width = 640;
   const rowH = 36;
@@ -65,29 +90,44 @@ export default {
       h("section", { "aria-labelledby": "h-sites" }, h("h2", { id: "h-sites" }, "Sites and measured latency"), sites));
     const controller = new AbortController();
     const routes = new ObjectSet(session, ROUTES, (err) => { if (err) say(`Routes: ${err.message}`); });
+    const regs = new ObjectSet(session, REGISTRATIONS, (err) => { if (err) say(`Service registrations: ${err.message}`); });
     const draw = () => {
       const items = [...routes.items.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
-      keepFocus(services, () => replace(services, items.length ? items.map(serviceTable)
+      const byName = new Map([...regs.items.values()].map((r) => [`${r.metadata.namespace || "default"}/${r.metadata.name}`, r]));
+      keepFocus(services, () => replace(services, items.length ? items.map((o) => serviceTable(o, byName))
         : h("p", { class: "muted" }, "No service registered for steering.")));
     };
-    const loadSites = async () => {
-      try {
-        const body = await session.get("/api/v1/network/status");
-        const ms = body.measurements || [];
-        replace(sites, ms.length
-          ? [siteGraph(ms), table("Measured pairs", ["From", "To", "Delay", "Jitter", "Loss", "Measured"],
+    let measured = null;  // the last answer of GET /api/v1/network/status
+    const drawSites = () => {
+      if (measured === null) return;
+      const ms = measured;
+      const clientSites = [...regs.items.values()].flatMap((r) => (r.spec || {}).clientSites || []);
+      replace(sites, ms.length
+        ? [scrollRegion("Graph of measured latency between sites", {}, siteGraph(ms, clientSites)),
+          table("Measured pairs", ["From", "To", "Delay", "Jitter", "Loss", "Measured"],
             ms.map((m) => h("tr", {}, h("th", { scope: "row" }, m.from), h("td", {}, m.to),
               h("td", { class: "num" }, m.delayMs == null ? "—" : `${num(m.delayMs, 1)} ms`),
               h("td", { class: "num" }, m.jitterMs == null ? "—" : `${num(m.jitterMs, 1)} ms`),
               h("td", { class: "num" }, m.lossPercent == null ? "—" : `${num(m.lossPercent, 2)}%`),
               h("td", {}, when(m.timestamp)))), { class: "data" })]
-          : h("p", { class: "muted" }, "No latency measured yet."));
+        : h("p", { class: "muted" }, "No latency measured yet."));
+    };
+    let sitesOf = "";
+    const loadSites = async () => {
+      try {
+        measured = (await session.get("/api/v1/network/status")).measurements || [];
+        drawSites();
       } catch (err) { replace(sites, errorBox(err)); }
     };
-    const off = routes.subscribe(draw);
+    const offs = [routes.subscribe(draw), regs.subscribe(() => {
+      draw();
+      const now = [...regs.items.values()].flatMap((r) => (r.spec || {}).clientSites || []).sort().join(",");
+      if (now !== sitesOf) { sitesOf = now; drawSites(); }  // a client site added: on the graph too
+    })];
     routes.run(controller.signal);
+    regs.run(controller.signal);
     loadSites();
     const timer = setInterval(loadSites, 30_000);
-    return () => { off(); controller.abort(); clearInterval(timer); };
+    return () => { offs.forEach((off) => off()); controller.abort(); clearInterval(timer); };
   },
 };

@@ -1,9 +1,11 @@
 // Topology: a workload → its Binding → the Work for each cluster → the objects in each member with
 // their health, as a graph (columns left to right) and, for keyboards and screen readers, the same
-// tree as nested lists. Works are listed by the binding's label (multicluster.io/binding).
+// tree as nested lists. Works are listed by the binding's label (multicluster.io/binding), whose value
+// is the binding's name shortened with a hash beyond 63 characters, as the server writes it.
 
 import { svgNode as s } from "../charts.js";
-import { badge, errorBox, h, keepFocus, replace } from "../dom.js";
+import { badge, errorBox, h, keepFocus, replace, scrollRegion } from "../dom.js";
+import { BINDING_LABEL, labelValue } from "../labels.js";
 import { phaseBadge } from "./workloads.js";
 
 const WORKS = "/apis/multicluster.io/v1alpha1/works";
@@ -20,10 +22,19 @@ export function health(m) {
   return failed ? [`${failed.type}: ${failed.reason || failed.status}`, "bad"] : ["present", "ok"];
 }
 
+// Text cut to what fits ``room`` user units (semibold 12px: at most ~7.6 units a character), with "…".
+export function fit(text, room, perChar = 7.6) {
+  const most = Math.max(4, Math.floor(room / perChar));
+  return text.length > most ? `${text.slice(0, most - 1)}…` : text;
+}
+
 function node(svg, x, y, w, label, sub, kind) {
-  svg.append(s("rect", { x, y, width: w, height: 40, rx: 6, class: `node ${kind}` }));
-  svg.append(s("text", { x: x + 8, y: y + 17, class: "node-label" }, label.length > 22 ? `${label.slice(0, 21)}…` : label));
-  svg.append(s("text", { x: x + 8, y: y + 33, class: "axis" }, sub));
+  const g = s("g", {});
+  g.append(s("title", {}, `${label} — ${sub}`));  // the whole name, when it is cut
+  g.append(s("rect", { x, y, width: w, height: 40, rx: 6, class: `node ${kind}` }));
+  g.append(s("text", { x: x + 8, y: y + 17, class: "node-label" }, fit(label, w - 16)));
+  g.append(s("text", { x: x + 8, y: y + 33, class: "axis" }, fit(sub, w - 16, 6.6)));
+  svg.append(g);
 }
 
 function graph(binding, works) {
@@ -68,6 +79,14 @@ function tree(binding, works) {
           })))))))));
 }
 
+// The binding's Works: by its label; a page that cannot hash a long name (no crypto.subtle over plain
+// HTTP) lists every Work instead. Either way only the Works whose spec.binding is this binding.
+async function worksOf(session, name) {
+  const value = await labelValue(name);
+  const params = value === null ? {} : { labelSelector: `${BINDING_LABEL}=${value}` };
+  return (await session.get(WORKS, params)).items.filter((w) => (w.spec || {}).binding === name);
+}
+
 export default {
   id: "topology",
   title: "Topology",
@@ -89,12 +108,12 @@ export default {
       const b = live.bindings.items.get(name);
       if (!b) { replace(holder, h("p", { class: "muted" }, live.bindings.loaded ? `No workload named ${name}.` : "Loading…")); return; }
       try {
-        const works = (await session.get(WORKS, { labelSelector: `multicluster.io/binding=${name}` })).items
-          .sort((a, c) => a.spec.cluster.localeCompare(c.spec.cluster));
+        const works = (await worksOf(session, name)).sort((a, c) => a.spec.cluster.localeCompare(c.spec.cluster));
         const key = JSON.stringify([b.status, works.map((w) => w.status)]);
         if (key === shown) return;
         shown = key;
-        keepFocus(holder, () => replace(holder, h("figure", {}, graph(b, works)), tree(b, works)));
+        keepFocus(holder, () => replace(holder,
+          scrollRegion(`Topology graph of ${name}`, {}, h("figure", {}, graph(b, works))), tree(b, works)));
       } catch (err) { replace(holder, errorBox(err)); }
     };
     const off = live.bindings.subscribe(draw);

@@ -82,8 +82,16 @@ export default {
       level.value = clusters.includes(chosen) ? chosen : "";
     };
     drawPickers();
+    // A submit the browser blocks (water level out of 0–200) fires no submit: the last answer must not
+    // stay, as if it were the answer to the new input.
+    form.addEventListener("invalid", (ev) => {
+      const input = ev.target;
+      const name = (input.closest("label") || {}).textContent || input.name;
+      replace(result, errorBox(new Error(`Not dry-run: ${name.trim()}: ${input.validationMessage}`)));
+    }, true);
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
+      replace(result, h("p", { class: "muted" }, "Dry-running…"));
       let binding;
       try { binding = JSON.parse(body.value); } catch (err) { replace(result, errorBox(new Error(`The binding is not JSON: ${err.message}`))); return; }
       try {

@@ -7,6 +7,16 @@ import { decisionsOf, timeline } from "../decisions.js";
 import { explanation, whyNot } from "../explain.js";
 import { phaseBadge } from "./workloads.js";
 
+// When no feasible cluster went without: say so only when some cluster received replicas; an
+// unschedulable decision had no feasible cluster (or placed nothing) and says that instead.
+function notElsewhere(entry) {
+  const placed = ((entry.result || {}).placement || []).filter((p) => p.replicas > 0);
+  const feasible = (entry.candidates || {}).feasible;
+  if (feasible === 0) return "No cluster was feasible, so none received replicas (see the filtered-out clusters above).";
+  if (!placed.length) return "No replica was placed: no feasible cluster could take one.";
+  return "Every feasible cluster weighed received replicas.";
+}
+
 export default {
   id: "workload",
   section: "workloads",
@@ -64,7 +74,7 @@ export default {
         replace(notThere, reasons.size
           ? table("Feasible clusters that received nothing", ["Cluster", "Why not"], [...reasons].map(([c, text]) =>
             h("tr", { dataset: { cluster: c } }, h("th", { scope: "row" }, c), h("td", {}, text))), { class: "data" })
-          : h("p", { class: "muted" }, "Every feasible cluster weighed received replicas."));
+          : h("p", { class: "muted" }, notElsewhere(body.items[0])));
         loadTimeline();
         replace(earlier, body.items.length > 1
           ? h("details", {}, h("summary", {}, `${body.items.length - 1} earlier decision(s)`),

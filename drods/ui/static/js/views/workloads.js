@@ -20,7 +20,7 @@ export default {
   route: /^workloads$/,
   visible: () => true,
   render(main, { live }) {
-    const holder = h("div", { class: "scroll" });
+    const holder = h("div", {});
     replace(main, h("h1", {}, "Workloads"), holder);
     const draw = () => {
       if (!live.bindings.loaded) { replace(holder, h("p", { class: "muted" }, "Loading…")); return; }
