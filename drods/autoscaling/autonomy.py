@@ -29,7 +29,7 @@ from typing import Any
 from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.journal import Journal
 from drods.model.autoscaling import owner, scaled_workload
-from drods.model.detection import binding_name
+from drods.model.detection import binding_is_for, binding_name
 from drods.model.kinds import BINDING, FEDERATED_HPA, by_kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
 from drods.registry.objects import ObjectRegistry
@@ -177,6 +177,8 @@ async def _adopt_one(registry: ObjectRegistry, journal: Journal, cluster: str, w
         if why is not None or hpa is None:
             return Result(wid, "deleted", None, why or "gone")
         binding = await registry.try_get(BINDING, binding_name(w[1], w[2], w[3]))
+        if not binding_is_for(binding, w[1], w[2], w[3], api_version=w[0]):
+            binding = None  # another object's Binding under the same name: the workload has none
         placed = {p.get("cluster") for p in ((binding or {}).get("status") or {}).get("placement") or []
                   if isinstance(p, dict)}
         if cluster not in placed:  # moved away meanwhile, or never there: not this agent's to scale

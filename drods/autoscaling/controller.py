@@ -70,7 +70,7 @@ from drods.model.autoscaling import (
     scaled_workload,
 )
 from drods.model.conditions import condition, kept_transitions
-from drods.model.detection import binding_name
+from drods.model.detection import binding_is_for, binding_name
 from drods.model.keys import AUTOSCALING_PREFIX, FEEDBACK_PREFIX, STATUS_PREFIX, feedback_key
 from drods.model.kinds import BINDING, CLUSTER, CRON_FEDERATED_HPA, FEDERATED_HPA, Kind, by_kind
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -718,7 +718,7 @@ class Autoscaler:
         if ambiguous is not None:
             return ambiguous, None
         ref = spec.scaleTargetRef
-        binding = self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name)))
+        binding = self._binding_of(ref.kind, ns, ref.name)
         if binding is None:  # as a CronFederatedHPA says it, and AbleToScale in Karmada's FederatedHPA's words
             missing = _no_binding(ref.kind, ns, ref.name)
             waiting = {**status, "conditions": [
@@ -879,7 +879,7 @@ class Autoscaler:
                 ref = spec.scaleTargetRef
                 was = status.get("desiredReplicas")
                 if was is None:  # the rule's first count: what the workload's Binding held before it
-                    bound = self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name)))
+                    bound = self._binding_of(ref.kind, ns, ref.name)
                     was = (bound.get("spec") or {}).get("replicas") if bound is not None else None
                 out["desiredReplicas"] = fired.rule.targetReplicas
                 if status.get("desiredReplicas") != fired.rule.targetReplicas:
@@ -898,9 +898,15 @@ class Autoscaler:
             if hpa is None or (hpa.get("metadata") or {}).get("deletionTimestamp"):
                 return f"FederatedHPA {ns}/{ref.name} does not exist"
             return None
-        if self.bindings.cache.get(BINDING.key(binding_name(ref.kind, ns, ref.name))) is None:
+        if self._binding_of(ref.kind, ns, ref.name) is None:
             return _no_binding(ref.kind, ns, ref.name)
         return None
+
+    def _binding_of(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+        """The workload's Binding; None when there is none, or the one under its name places another
+        object (names collide across namespaces: `drods.model.detection.binding_is_for`)."""
+        binding: dict[str, Any] | None = self.bindings.cache.get(BINDING.key(binding_name(kind, ns, name)))
+        return binding if binding_is_for(binding, kind, ns, name) else None
 
 
 def _no_binding(kind: str, ns: str, name: str) -> str:

@@ -59,12 +59,17 @@ def _kind_of(word: str) -> str:
 
 def _binding_id(kind: str, namespace: str, name: str) -> str:
     from drods.model.detection import binding_name
-    from drods.model.kinds import TEMPLATE_KINDS
 
     if kind == "Binding":
         return name
-    cluster_scoped = any(k.kind == kind and not k.namespaced for k in TEMPLATE_KINDS)
-    return binding_name(kind, "" if cluster_scoped else namespace, name)
+    return binding_name(kind, _binding_namespace(kind, namespace), name)
+
+
+def _binding_namespace(kind: str, namespace: str) -> str:
+    """The namespace a workload's Binding names it by (none for a cluster-scoped kind)."""
+    from drods.model.kinds import TEMPLATE_KINDS
+
+    return "" if any(k.kind == kind and not k.namespaced for k in TEMPLATE_KINDS) else namespace
 
 
 def _decisions(api: ApiClient, params: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -83,8 +88,18 @@ class BindingRead:
         return self.status if self.status is not None else {"readable": False}
 
 
-def _binding(api: ApiClient, binding_id: str) -> BindingRead | None:
-    """The Binding's status (None: no such Binding)."""
+def _binding(api: ApiClient, binding_id: str, subject: tuple[str, str, str] | None = None) -> BindingRead | None:
+    """The Binding's status (None: no such Binding). With ``subject`` (kind, namespace, name: the id was
+    derived from it) a Binding under that name that places another object is none (names collide across
+    namespaces: `drods.model.detection.binding_is_for`)."""
+    if subject is not None:
+        from drods.model.detection import binding_is_for
+
+        r = api.request("GET", f"/api/v1/bindings/{binding_id}", ok=(403, 404))
+        if r.status_code == 404:
+            return None
+        if r.status_code == 200 and not binding_is_for({"spec": {"resource": r.json().get("resource")}}, *subject):
+            return None
     r = api.request("GET", f"/api/v1/bindings/{binding_id}/status", ok=(403, 404))
     return None if r.status_code == 404 else BindingRead(None if r.status_code == 403 else dict(r.json()))
 
@@ -286,6 +301,9 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
         kind, name = target
 
     binding_id = name if kind == "Binding" else _binding_id(kind, namespace, name)
+    # the Binding named after the workload: only if it places this workload (`_binding`)
+    derived: tuple[str, str, str] | None = None if kind == "Binding" else \
+        (kind, _binding_namespace(kind, namespace), name)
     if kind == "Binding":  # its decisions are kept under the workload it places (a Binding of none: its own)
         r = api.request("GET", f"/apis/multicluster.io/v1alpha1/bindings/{name}", ok=(404,))
         if r.status_code == 404:
@@ -296,8 +314,9 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
         else:
             namespace = namespace or "default"
     if kind == "ServiceRegistration":  # it places nothing: the Binding of the workload it steers, per its status
-        binding_id = _registration_binding(api, namespace, name) or binding_id
-    status = _binding(api, binding_id)
+        registered = _registration_binding(api, namespace, name)
+        binding_id, derived = (registered, None) if registered else (binding_id, derived)
+    status = _binding(api, binding_id, derived)
     items = _decisions(api, {"kind": kind, "namespace": namespace, "name": name})
     if status is None:  # a Binding written by hand for the workload has its own name: its decisions say it
         written = next((b for d in items if (b := (d.get("source") or {}).get("binding"))), None)

@@ -69,10 +69,12 @@ def workload_hook(workload: dict[str, Any]) -> dict[str, Any] | Literal["None"] 
 def placed_on(api: ApiClient, kind: str, namespace: str, name: str) -> dict[str, int] | None:
     """Where the workload runs, from its Binding ({}: it has none); None when this token may not read
     Bindings (cluster-scoped: a token limited to namespaces), so the source must be named."""
-    from drods.model.detection import binding_name
+    from drods.model.detection import binding_is_for, binding_name
 
     try:
-        return placement(api.get_json(f"{BINDINGS}/{binding_name(kind, namespace, name)}"))
+        binding = api.get_json(f"{BINDINGS}/{binding_name(kind, namespace, name)}")
+        # one under the name that places another object (names collide across namespaces) is none
+        return placement(binding) if binding_is_for(binding, kind, namespace, name) else {}
     except CliError as e:
         if e.status == 404:
             return {}

@@ -46,7 +46,7 @@ from drods.model.data_jobs import (
     with_env,
 )
 from drods.model.decision import CACHE_PLAN as CACHE_PLAN_DECISION
-from drods.model.detection import binding_name
+from drods.model.detection import binding_is_for, binding_name
 from drods.model.kinds import BINDING, CACHE_PLAN, DATASET, by_kind
 from drods.model.migration import COPY_IMAGE
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -70,6 +70,18 @@ def copy_run(plan: Mapping[str, Any]) -> tuple[str, str]:
     ns = str(meta.get("namespace") or "default")
     job = job_name(str(meta["name"]), str(meta.get("uid") or ""), "cache")
     return job, binding_name("Job", ns, job)
+
+
+async def delete_job_binding(registry: ObjectRegistry, namespace: str, job: str) -> None:
+    """Delete the Binding of the Job ``namespace``/``job`` — only if the one under its name is that Job's
+    (names collide across namespaces: `drods.model.detection.binding_is_for`)."""
+    name = binding_name("Job", namespace, job)
+    binding = await registry.try_get(BINDING, name)
+    if not binding_is_for(binding, "Job", namespace, job):
+        return
+    assert binding is not None
+    with contextlib.suppress(NotFound):
+        await registry.delete(BINDING, name, resource_version=binding["metadata"].get("resourceVersion"))
 
 
 def source_of(spec: Mapping[str, Any], ds: Mapping[str, Any], cluster: str) -> str | None:
@@ -185,6 +197,8 @@ class CacheCopies:
                 await self._start(started, ds, source)
             return
         binding = await self.registry.try_get(BINDING, copy_run(plan)[1])
+        if not binding_is_for(binding, "Job", str(plan["metadata"].get("namespace") or "default"), copy_run(plan)[0]):
+            binding = None  # another object's Binding under the copy's name is not the copy's
         if binding is None:  # recorded as Copying, its Job not yet there (a crash between the two)
             await self._start(plan, ds, str(status.get("copySource")))
             return
@@ -233,7 +247,8 @@ class CacheCopies:
         if ds is not None and cluster:
             await self._locate(ds, cluster, add=False)
         assert JOB is not None and CLAIM is not None
-        for kind, name, ns in ((BINDING, job[1], None), (JOB, job[0], namespace), (CLAIM, job[0], namespace)):
+        await delete_job_binding(self.registry, namespace, job[0])
+        for kind, name, ns in ((JOB, job[0], namespace), (CLAIM, job[0], namespace)):
             with contextlib.suppress(NotFound):
                 await self.registry.delete(kind, name, ns)
         if plan is not None and not keep_status:

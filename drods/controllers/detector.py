@@ -49,6 +49,13 @@ stably). When no policy matches any more, or the workload is deleted, its Bindin
 propagation controller's finalizers on the Binding clean the members. Bindings the detector did
 not create (no ``multicluster.io/managed-by: resource-detector`` label) are never touched.
 
+A Binding's name is not unique to its workload: Secret ``team-a/s1`` and Secret ``team/a-s1`` are both
+``secret-team-a-s1``. The workload whose Binding holds the name keeps it: one whose computed name is
+held by a Binding of another object (``spec.resource``: kind, namespace, name, uid) gets none — the
+detector never rewrites nor deletes that Binding for it — and a Warning Event ``BindingNameTaken`` on
+it names the other object and asks for one of them to be renamed. It is placed once the name is free
+(the other's Binding deleted).
+
 When a FederatedHPA or CronFederatedHPA owns the workload's replicas (`drods.model.autoscaling.owner`)
 and has decided (``status.desiredReplicas``), that number is the Binding's ``replicas`` instead of the
 template's, which stays the user's and is never edited.
@@ -62,7 +69,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from drods.controllers.cache_copy import MANAGED_BY_CACHE
-from drods.errors import AlreadyExists, Conflict
+from drods.errors import AlreadyExists, Conflict, NotFound
 from drods.machinery.controller import Controller
 from drods.machinery.event_log import EventLog
 from drods.machinery.informer import Informer, subscribed, wait_synced
@@ -77,6 +84,7 @@ from drods.model.detection import (
     _Policy,
     autoscaled,
     best_policy,
+    binding_is_for,
     binding_name,
     decode_policy,
     desired_binding,
@@ -157,6 +165,9 @@ class ResourceDetector:
         # that the Binding is as wanted (a 4 → 1 → 4 → 1 scale would leave it at 4)
         self._wrote: dict[str, int] = {}
         self.bindings = bindings
+        # binding name → workloads refused it because another object's Binding holds it: sent through
+        # reconcile again when that Binding goes
+        self._blocked: dict[str, set[str]] = {}
         self.controller = Controller("resource-detector", self.reconcile, workers=workers)
         self.events = EventLog(registry.store, "resource-detector")
 
@@ -194,6 +205,8 @@ class ResourceDetector:
         bname = key.rsplit("/", 1)[-1]
         if new is None:
             self._wrote.pop(bname, None)
+            for waiting in self._blocked.pop(bname, ()):  # the name is free: one refused it may have it
+                self.controller.queue.add(waiting)
         gone = new is None or bool((new.get("metadata") or {}).get("deletionTimestamp"))
         was_gone = old is not None and bool((old.get("metadata") or {}).get("deletionTimestamp"))
         # a Binding another writer made (e.g. the previous leader, just before it lost the lease) is
@@ -266,6 +279,12 @@ class ResourceDetector:
         bname = binding_name(kind.kind, ns, name)
         # the informer's copy, only read here (a stale one costs a 409 and a retry; its arrival enqueues again)
         existing: dict[str, Any] | None = self.bindings.cache.get(BINDING.key(bname))
+        # another object's Binding under the same name (names collide across namespaces): the first keeps it.
+        # (Not the uid: the same kind, namespace and name is the same store key, an object deleted and made
+        # again, whose Binding is rewritten for it as ever.)
+        if existing is not None and not binding_is_for(existing, kind.kind, ns, name, api_version=kind.api_version):
+            return self._name_taken(key, kind, obj, bname, existing)
+        self._unblock(bname, key)
         manager = (existing["metadata"].get("labels") or {}).get(MANAGED_BY) if existing is not None else None
         if existing is not None and manager != DETECTOR_NAME:
             # a migration's or cache plan's copy Job has its own Binding: expected, said only when debugging
@@ -289,7 +308,10 @@ class ResourceDetector:
                 self._custom_kinds.pop(key, None)
             elif self._karmada_policy_deleted(existing):
                 return None  # Karmada keeps what a deleted policy placed: the Binding stays as it is
-            await self._delete_binding(bname, existing)
+            try:
+                await self._delete_binding(bname, existing)
+            except Conflict:
+                return 0.05  # changed since the informer's copy: look again once it has the new one
             return None
         if match.karmada is not None:
             if match.karmada.lazy and not touched and existing is not None \
@@ -344,16 +366,55 @@ class ResourceDetector:
         self._wrote[bname] = int(written["metadata"]["resourceVersion"])
         return None
 
+    def _unblock(self, bname: str, key: str) -> None:
+        waiting = self._blocked.get(bname)
+        if waiting is not None:
+            waiting.discard(key)
+            if not waiting:
+                del self._blocked[bname]
+
+    def _name_taken(self, key: str, kind: Kind, obj: Mapping[str, Any] | None, bname: str,
+                    existing: Mapping[str, Any]) -> float | None:
+        """``key``'s Binding name is held by a Binding of another object: the first keeps it. This one is
+        not placed (and nothing of the other changes); if a policy would place it, a Warning Event on it
+        says so. It is sent through reconcile again when that Binding goes (`_binding_changed`)."""
+        meta = (obj or {}).get("metadata") or {}
+        wanted = obj is not None and not meta.get("deletionTimestamp") \
+            and (meta.get("labels") or {}).get(MANAGED_BY) != MANAGED_BY_MIGRATION \
+            and best_policy(self._all_policies(), kind, obj) is not None
+        if not wanted:
+            self._unblock(bname, key)
+            if obj is None:
+                self._custom_kinds.pop(key, None)
+            return None
+        self._blocked.setdefault(bname, set()).add(key)
+        assert obj is not None
+        ref = (existing.get("spec") or {}).get("resource") or {}
+        other = "another object"
+        if isinstance(ref, Mapping) and ref.get("name"):
+            where = f"{ref['namespace']}/" if ref.get("namespace") else ""
+            other = f"{ref.get('kind')} {where}{ref['name']}"
+        log.warning("resource detector: %s is not placed: its binding name %s is held by %s", key, bname, other)
+        self.events.tell(_involved(kind, obj), "Warning", "BindingNameTaken",
+                         f"not placed: its Binding would be named {bname}, which the Binding of {other} already "
+                         "holds (names are <kind>-<namespace>-<name>); rename one of the two objects")
+        return None
 
     async def _delete_binding(self, bname: str, existing: dict[str, Any] | None) -> None:
         """The Binding of a workload no policy places (or that is gone) — only one this detector made.
         The informer's copy decides, without a store read for each workload no policy places (every
         ConfigMap of a cold start): this detector's own writes are in it by now (`reconcile` waits for
-        them), and one made elsewhere enqueues its workload when it arrives (`_binding_changed`)."""
+        them), and one made elsewhere enqueues its workload when it arrives (`_binding_changed`). The
+        delete holds only while the Binding is the copy read (the caller checked whose it is, from that
+        copy): one rewritten meanwhile is looked at again."""
         if existing is None or (existing["metadata"].get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             return  # e.g. a migration hook's own Binding
         if not existing["metadata"].get("deletionTimestamp"):
-            await self.registry.delete(BINDING, bname)
+            try:
+                await self.registry.delete(BINDING, bname,
+                                           resource_version=existing["metadata"].get("resourceVersion"))
+            except NotFound:
+                return
             log.info("resource detector: deleted binding %s (workload or policy gone)", bname)
 
     def _karmada_policy_deleted(self, existing: dict[str, Any] | None) -> bool:

@@ -25,7 +25,7 @@ from drods.controllers.rescheduler import trigger
 from drods.errors import ApiError, NotFound
 from drods.machinery.informer import Informer, subscribed, wait_synced
 from drods.machinery.periodic import Periodic
-from drods.model.detection import binding_name
+from drods.model.detection import binding_is_for, binding_name
 from drods.model.kinds import BINDING, WORKLOAD_REBALANCER
 from drods.model.rebalancer import BINDING_NOT_FOUND, ObservedWorkload, WorkloadRebalancerSpec, WorkloadReference
 from drods.model.timefmt import parse_rfc3339, rfc3339
@@ -109,8 +109,7 @@ class WorkloadRebalancerController:
         bname = binding_name(w.kind, w.namespace or "", w.name)
         try:
             binding = await self.registry.get(BINDING, bname)
-            ref = (binding.get("spec") or {}).get("resource") or {}
-            if (ref.get("apiVersion"), ref.get("kind"), ref.get("namespace") or "", ref.get("name")) != w.key():
+            if not binding_is_for(binding, w.kind, w.namespace or "", w.name, api_version=w.apiVersion):
                 raise NotFound(f"binding {bname} places another object")
             await trigger(self.registry, bname, f"WorkloadRebalancer {rebalancer}", self.clock)
         except NotFound:

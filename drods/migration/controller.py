@@ -39,7 +39,7 @@ from drods.migration.target import choose_target
 from drods.model.annotations import FAILED_OVER_FROM, MIGRATED_FROM, PINNED_PLACEMENT, TRAFFIC_WITHDRAWN
 from drods.model.conditions import condition
 from drods.model.data_jobs import job_name, job_outcome, job_report
-from drods.model.detection import binding_name
+from drods.model.detection import binding_is_for, binding_name
 from drods.model.events import involved_of
 from drods.model.keys import network_key
 from drods.model.kinds import BINDING, CLUSTER, MIGRATION_PLAN, by_kind
@@ -187,13 +187,14 @@ class MigrationController:
 
     def _find_binding(self, plan: Obj, spec: MigrationPlanSpec) -> Obj | None:
         """The workload's Binding: the recorded one, the detector's, else one whose resource names it."""
-        recorded = self._binding((plan.get("status") or {}).get("binding"))
-        if recorded is not None:
-            return recorded
         ns = str(plan["metadata"].get("namespace") or "default")
         ref = spec.workloadRef
+        # a Binding under either name that places another object (names collide across namespaces) is not it
+        recorded = self._binding((plan.get("status") or {}).get("binding"))
+        if binding_is_for(recorded, ref.kind, ns, ref.name):
+            return recorded
         obj = self._binding(binding_name(ref.kind, ns, ref.name))
-        if obj is not None:
+        if binding_is_for(obj, ref.kind, ns, ref.name):
             return obj
         for b in self.bindings.cache.values():
             r = (b.get("spec") or {}).get("resource") or {}
@@ -241,7 +242,10 @@ class MigrationController:
         by = pinned_by(binding)
         hooks: dict[str, phases.HookState] = {}
         for run in all_runs(status):
-            hb = self._binding(binding_name("Job", ns, job_name(name, str(meta.get("uid") or ""), run)))
+            job = job_name(name, str(meta.get("uid") or ""), run)
+            hb = self._binding(binding_name("Job", ns, job))
+            if not binding_is_for(hb, "Job", ns, job):
+                hb = None  # another object's Binding under the hook's name is not the hook's
             where = run_cluster(spec, status, run)
             state, message = job_outcome(hb, where)
             hooks[run] = phases.HookState(state, message, job_report(hb, where))
@@ -460,13 +464,23 @@ class MigrationController:
     async def _delete_hook(self, ns: str, job: str) -> bool:
         assert JOB is not None
         again = False
-        for kind, name, namespace in ((JOB, job, ns), (BINDING, binding_name("Job", ns, job), None)):
-            try:
-                await self.registry.delete(kind, name, namespace)
-            except NotFound:
-                pass
-            except ApiError as e:
-                log.warning("deleting the hook %s %s: %s", kind.kind, name, e.message)
-                again = True
+        try:
+            await self.registry.delete(JOB, job, ns)
+        except NotFound:
+            pass
+        except ApiError as e:
+            log.warning("deleting the hook Job %s: %s", job, e.message)
+            again = True
+        bname = binding_name("Job", ns, job)
+        try:  # only the hook's own: another object's Binding under the same name is left alone
+            binding = await self.registry.try_get(BINDING, bname)
+            if binding_is_for(binding, "Job", ns, job):
+                assert binding is not None
+                await self.registry.delete(BINDING, bname, resource_version=binding["metadata"].get("resourceVersion"))
+        except NotFound:
+            pass
+        except ApiError as e:
+            log.warning("deleting the hook Binding %s: %s", bname, e.message)
+            again = True
         return again
 

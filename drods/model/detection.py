@@ -90,6 +90,32 @@ def binding_name(kind: str, namespace: str, name: str) -> str:
     return f"{full[:240].rstrip('-.')}-{digest}"
 
 
+def binding_is_for(binding: Mapping[str, Any] | None, kind: str, namespace: str, name: str, *,
+                   api_version: str | None = None, uid: str | None = None) -> bool:
+    """Whether ``binding`` (one found under `binding_name`'s name) places the object ``kind``
+    ``namespace``/``name`` (namespace empty for a cluster-scoped kind) — its ``spec.resource`` names it,
+    in ``api_version``'s API group and with ``uid`` when those are given and the Binding records them.
+
+    The computed name is not unique (Secret ``team-a/s1`` and Secret ``team/a-s1`` are both
+    ``secret-team-a-s1``): every lookup by that name asks this first and takes a Binding of another
+    object for none, so no one acts on another namespace's Binding through an object of its own."""
+    if binding is None:
+        return False
+    ref = (binding.get("spec") or {}).get("resource")
+    if not isinstance(ref, Mapping) or ref.get("kind") != kind or ref.get("name") != name:
+        return False
+    if str(ref.get("namespace") or "") != (namespace or ""):
+        return False
+    if api_version is not None and ref.get("apiVersion") is not None \
+            and _group(str(ref["apiVersion"])) != _group(api_version):
+        return False
+    return not (uid and ref.get("uid") and ref["uid"] != uid)
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+
 _RESOURCES = (("cpu", cores, "cpu"), ("memory", gib, "memory"), ("ephemeral-storage", gib, "storage"),
               ("nvidia.com/gpu", count, "gpu"))
 

@@ -18,9 +18,13 @@ DECISION = {"type": "Scaling", "time": "2026-12-05T10:00:00Z", "summary": "2 -> 
             "subject": {"kind": "Deployment", "namespace": "default", "name": "web"}}
 
 
+WEB = {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"}
+
+
 class _Api:
-    def __init__(self) -> None:
+    def __init__(self, resource: dict[str, Any] | None = None) -> None:
         self.asked: list[tuple[str, Any]] = []
+        self.resource = resource or WEB  # what the Binding under the workload's name places
 
     def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> FixedAnswer:
         self.asked.append((path, params))
@@ -30,6 +34,8 @@ class _Api:
         if path == CRON:
             return FixedAnswer(200, {"spec": {"scaleTargetRef": {"apiVersion": "autoscaling.karmada.io/v1alpha1",
                                                                  "kind": "FederatedHPA", "name": "web"}}})
+        if path == "/api/v1/bindings/deployment-default-web":
+            return FixedAnswer(200, {"name": "deployment-default-web", "resource": self.resource})
         if path == "/api/v1/bindings/deployment-default-web/status":
             return FixedAnswer(200, STATUS)
         assert path == "/api/v1/decisions", path
@@ -44,3 +50,13 @@ def test_an_autoscaler_is_explained_by_the_workload_it_scales(kind: str, name: s
     text = " ".join(capsys.readouterr().out.split())
     assert f"{kind} default/{name} scales Deployment/web" in text
     assert "Placement: aws-dfw 3 (phase Scheduled, 3/3)" in text
+
+
+def test_a_binding_of_another_object_under_the_name_is_not_the_workloads(capsys: pytest.CaptureFixture[str]) -> None:
+    """Binding names are ``<kind>-<namespace>-<name>``: Deployment ``default/web`` and Deployment
+    ``de/fault-web`` share one. One that places another object is not this workload's."""
+    api = _Api({**WEB, "namespace": "de", "name": "fault-web"})
+    _explain_workload(api, "FederatedHPA", "default", "web", False, "table")  # type: ignore[arg-type]
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Placement: no binding (not placed by DRO-DS)" in text
+    assert ("/api/v1/bindings/deployment-default-web/status", None) not in api.asked

@@ -97,7 +97,7 @@ async def test_a_workload_no_policy_places_costs_no_store_read_and_a_stray_bindi
         async def try_get(self, kind: Any, name: str) -> None:
             raise AssertionError("no store read")
 
-        async def delete(self, kind: Any, name: str) -> None:
+        async def delete(self, kind: Any, name: str, **_: Any) -> None:
             self.deleted.append(name)
 
     registry = Deleting()
@@ -130,7 +130,7 @@ async def test_a_new_leader_deletes_the_binding_of_a_workload_deleted_while_none
             super().__init__()
             self.deleted: list[str] = []
 
-        async def delete(self, kind: Any, name: str) -> None:
+        async def delete(self, kind: Any, name: str, **_: Any) -> None:
             self.deleted.append(name)
 
     registry = Deleting()
