@@ -271,7 +271,8 @@ def _foundation(store: Store, data_dir: Path, chosen: frozenset[Component], s: C
     """The API context, the manager and what every process learns from the store (custom kinds,
     interpreter customizations, token revocations), with the component audit."""
     store = encrypted_store(store, data_dir, s.encryption)
-    ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url or s.api.jwksUrl, rs256_public_key=rs256_public_key)
+    ctx = ApiContext.build(store, data_dir, jwks_url=jwks_url or s.api.jwksUrl, rs256_public_key=rs256_public_key,
+                           jwt_issuer=s.api.jwtIssuer, jwt_audience=s.api.jwtAudience)
     ctx.api = s.api
     ctx.profile = s.profile or Profile.default()
     ctx.probe = (s.steering or SteeringSettings()).probe

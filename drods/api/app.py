@@ -20,7 +20,7 @@ from drods.api import reference_page
 from drods.api.access import enforce
 from drods.api.audit import AuditEntry, utc_now_iso
 from drods.api.auth import Principal, bearer_token
-from drods.api.body import BodyLimit
+from drods.api.body import BodyLimit, depth_checked
 from drods.api.body import too_deep as body_too_deep
 from drods.api.context import ApiContext
 from drods.api.dryrun import marked_dry_run, query_is_dry_run
@@ -85,12 +85,13 @@ def create_app(ctx: ApiContext, *, lifespan: Lifespan | None = None,
     # (``extra_routers``) keep their own checks, as a member cluster's API server would.
     ruled = [Depends(enforce)]
     reference_page.mount(app)
+    # a typed body (the flat routes') is held to the depth limit the Kubernetes paths' `read_body` applies
     for r in [load(r) for r in COMMON_ROUTERS] + facade:
-        app.include_router(r, dependencies=ruled)
+        app.include_router(depth_checked(r), dependencies=ruled)
     for r in extra_routers or []:
         app.include_router(r)
     for r in [load(r) for r in KUBERNETES_ROUTERS]:
-        app.include_router(r, dependencies=ruled)
+        app.include_router(depth_checked(r), dependencies=ruled)
     if flat_api:
         from drods.ui import mount
 

@@ -17,6 +17,7 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +27,9 @@ from drods.machinery.journal import Journal
 from drods.model.keys import AUDIT_PREFIX
 from drods.model.timefmt import parse_rfc3339
 from drods.registry.changes import Change
+from drods.security.tokens import TokenRecord
 from drods.store import Store
+from drods.store.base import Put
 
 log = logging.getLogger("drods.audit")
 
@@ -124,10 +127,24 @@ class AuditLog:
                 if not done.done():
                     done.set_result(None)
 
+    def puts(self, entries: list[AuditEntry]) -> list[Put]:
+        """The store writes of ``entries``, for a transaction that makes the change they record."""
+        return self.journal.puts((parse_rfc3339(e.time) or time.time(), _record(e)) for e in entries)
+
     async def append_many(self, entries: list[AuditEntry]) -> None:
         """Write ``entries`` in one transaction: all are recorded or none."""
-        puts = self.journal.puts((parse_rfc3339(e.time) or time.time(), _record(e)) for e in entries)
-        await self.journal.store.txn([], puts)
+        await self.journal.store.txn([], self.puts(entries))
+
+    def token_changes(self, actor: str, role: str = "cli") -> Callable[[str, TokenRecord], list[Put]]:
+        """The audit writes of a token issued or revoked outside any request (`drods token create`,
+        `drods token revoke`, `drods kubeconfig` …), by ``actor``: written in the transaction of the
+        token's record (`drods.security.tokens`). The record names the token's ID, subject, role,
+        cluster, namespaces and expiry — never the token."""
+
+        def writes(verb: str, rec: TokenRecord) -> list[Put]:
+            return self.puts([token_entry(verb, rec, actor, role)])
+
+        return writes
 
     async def query(
         self, start: datetime | None = None, end: datetime | None = None, limit: int = 1000,
@@ -241,6 +258,34 @@ class ComponentAudit:
         if len(self._pending) < self.max_queue:
             self._room.set()
         return True
+
+
+def token_change(verb: str, rec: TokenRecord) -> Change:
+    """A token's issue (``create``) or revocation (``revoke``) as an audited change of kind ``Token``."""
+    patch: list[dict[str, Any]]
+    if verb == "create":
+        value = {"subject": rec.subject, "role": rec.role, "cluster": rec.cluster,
+                 "namespaces": list(rec.namespaces) if rec.namespaces else None,
+                 "issuedAt": rec.issuedAt, "expiresAt": rec.expiresAt}
+        patch = [{"op": "add", "path": "", "value": value}]
+    else:
+        patch = [{"op": "add", "path": "/revokedAt", "value": rec.revokedAt}]
+    return Change("Token", None, rec.id, verb, patch)
+
+
+def token_message(verb: str, rec: TokenRecord) -> str:
+    scope = f", cluster {rec.cluster}" if rec.cluster else ""
+    scope += f", namespaces {','.join(rec.namespaces)}" if rec.namespaces else ""
+    expiry = (datetime.fromtimestamp(rec.expiresAt, UTC).isoformat().replace("+00:00", "Z")
+              if rec.expiresAt else "never")
+    done = "issued" if verb == "create" else "revoked"
+    return f"{done} token {rec.id} (subject {rec.subject}, role {rec.role}{scope}; expires {expiry})"
+
+
+def token_entry(verb: str, rec: TokenRecord, actor: str, role: str) -> AuditEntry:
+    return AuditEntry(time=utc_now_iso(), subject=actor, role=role, verb=verb.upper(), path="",
+                      object=f"Token/{rec.id}", result=None, message=token_message(verb, rec),
+                      id=uuid.uuid4().hex, changes=[token_change(verb, rec).to_dict()])
 
 
 def utc_now_iso() -> str:

@@ -1,13 +1,19 @@
 """Bearer-token authentication and role checks (SEC1, API0a).
 
-Tokens are JWTs. By default they are HS256 with a key generated on first start (mode 0600);
-RS256 with a public key or a JWKS URL can be configured for tokens issued elsewhere.
+Tokens are JWTs. By default they are HS256 with a key generated on first start (mode 0600), or
+``DRODS_JWT_SECRET`` (at least `MIN_SECRET_BYTES` bytes); RS256 with a public key or a JWKS URL can be
+configured for tokens issued elsewhere. Such a token must carry ``exp``, and its ``iss`` and ``aud``
+must be the configured issuer and audience (``api.jwtIssuer``, ``api.jwtAudience``; a process with a
+public key or JWKS and either unset warns at start: a token another application's identity provider
+minted with ``role: admin`` would be accepted).
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import logging
+import os
 import secrets
 import time
 import uuid
@@ -23,8 +29,13 @@ from drods.model.meta import check_namespace_name
 from drods.security import tokens as token_records
 from drods.store import Store
 
+log = logging.getLogger("drods.auth")
+
 ISSUER = "drods"
 JWKS_TIMEOUT_SECONDS = 5.0  # one fetch of the key set from the JWKS URL
+# An HS256 secret shorter than this is refused (RFC 7518 §3.2: the key at least the hash's size).
+MIN_SECRET_BYTES = 32
+SECRET_ENV = "DRODS_JWT_SECRET"
 
 
 class Role(enum.StrEnum):
@@ -83,8 +94,23 @@ class Principal:
                             {"role": self.role.value, "tokenCluster": self.cluster, "cluster": cluster})
 
 
+class WeakSigningKey(ValueError):
+    """The HS256 signing secret is too short to be safe."""
+
+
+def check_signing_key(key: bytes, source: str) -> bytes:
+    if len(key) < MIN_SECRET_BYTES:
+        raise WeakSigningKey(f"the JWT signing secret in {source} is {len(key)} bytes; at least {MIN_SECRET_BYTES} "
+                             "are required (a short secret can be guessed and any token forged with it): "
+                             "e.g. `openssl rand -base64 48`")
+    return key
+
+
 def load_or_create_signing_key(path: Path) -> bytes:
-    return load_or_create(path, "DRODS_JWT_SECRET", lambda: secrets.token_urlsafe(48).encode())
+    """The HS256 signing key: ``DRODS_JWT_SECRET``, else the key file (made on first use);
+    `WeakSigningKey` when it is shorter than `MIN_SECRET_BYTES`."""
+    key = load_or_create(path, SECRET_ENV, lambda: secrets.token_urlsafe(48).encode())
+    return check_signing_key(key, SECRET_ENV if os.environ.get(SECRET_ENV) else str(path))
 
 
 class TokenAuthority:
@@ -98,16 +124,28 @@ class TokenAuthority:
         *,
         rs256_public_key: str | None = None,
         jwks_url: str | None = None,
+        issuer: str | None = None,
         audience: str | None = None,
     ) -> None:
+        """``issuer`` and ``audience``: what the ``iss`` and ``aud`` of an RS256 token (one issued
+        elsewhere) must be (None: not checked). DRO-DS's own HS256 tokens are always ``iss: drods``
+        and carry no audience."""
         self._key = hs256_key
         self._rs_key = rs256_public_key
         # fetched off the event loop (`verify_async`); an unknown key id fetches again at most every 30 s
         self._jwks = jwt.PyJWKClient(jwks_url, timeout=JWKS_TIMEOUT_SECONDS) if jwks_url else None
+        self._issuer = issuer
         self._audience = audience
         self._cache: dict[str, Principal] = {}
         # IDs of revoked tokens, kept current from the store (`drods.security.tokens`).
         self.revoked: set[str] = set()
+        if (rs256_public_key or jwks_url) and not (issuer and audience):
+            unset = [name for name, value in (("api.jwtIssuer", issuer), ("api.jwtAudience", audience)) if not value]
+            log.warning("RS256 tokens of %s are accepted without %s: any token that key signed is accepted, "
+                        "whichever issuer or audience it names (with a shared identity provider: one minted for "
+                        "another application); set %s (or --jwt-issuer / --jwt-audience)",
+                        "--jwt-public-key" if rs256_public_key else f"the JWKS {jwks_url}", " or ".join(unset),
+                        " and ".join(unset))
 
     def issue(self, role: Role, *, subject: str | None = None, cluster: str | None = None,
               ttl_seconds: int | None = 30 * 24 * 3600, namespaces: list[str] | None = None,
@@ -133,8 +171,6 @@ class TokenAuthority:
             claims["namespaces"] = sorted(set(namespaces))
         if ttl_seconds:
             claims["exp"] = now + ttl_seconds
-        if self._audience:
-            claims["aud"] = self._audience
         return jwt.encode(claims, self._key, algorithm="HS256")
 
     def still_valid(self, principal: Principal) -> bool:
@@ -190,13 +226,17 @@ class TokenAuthority:
         try:
             header = jwt.get_unverified_header(token)
             alg = header.get("alg")
-            options: Any = {"require": ["sub", "iat"], "verify_aud": self._audience is not None}
             if alg == "HS256":
-                claims = jwt.decode(token, self._key, algorithms=["HS256"], audience=self._audience,
-                                    issuer=ISSUER, options=options)
+                claims = jwt.decode(token, self._key, algorithms=["HS256"], issuer=ISSUER,
+                                    options={"require": ["sub", "iat"], "verify_aud": False})
             elif alg == "RS256" and (self._rs_key or self._jwks):
+                # issued elsewhere: it must expire (nothing here can revoke it by ID), and name this
+                # deployment as its audience and the configured identity provider as its issuer
                 key: Any = self._rs_key or self._jwks.get_signing_key_from_jwt(token).key  # type: ignore[union-attr]
-                claims = jwt.decode(token, key, algorithms=["RS256"], audience=self._audience, options=options)
+                required = ["sub", "iat", "exp", *(["iss"] if self._issuer else []),
+                            *(["aud"] if self._audience else [])]
+                claims = jwt.decode(token, key, algorithms=["RS256"], audience=self._audience, issuer=self._issuer,
+                                    options={"require": required, "verify_aud": self._audience is not None})
             else:
                 raise jwt.InvalidAlgorithmError(f"algorithm {alg!r} not accepted")
         except jwt.ExpiredSignatureError as e:
@@ -236,15 +276,33 @@ def bearer_token(authorization: str | None) -> str:
 
 async def issue_recorded(authority: TokenAuthority, store: Store, role: Role, *, subject: str | None = None,
                          cluster: str | None = None, ttl_seconds: int | None = 30 * 24 * 3600,
-                         namespaces: list[str] | None = None) -> str:
-    """Sign a token and record it (ID, subject, role, cluster, namespaces, expiry) in ``store``; the
-    token is returned only once its record is written (a ``ValueError`` for claims that do not go
-    together)."""
+                         namespaces: list[str] | None = None,
+                         audit: token_records.AuditWrites | None = None) -> str:
+    """Sign a token and record it (ID, subject, role, cluster, namespaces, expiry) in ``store`` — with
+    its audit record (``audit``) in the same transaction; the token is returned only once its record is
+    written (a ``ValueError`` for claims that do not go together)."""
     token = authority.issue(role, subject=subject, cluster=cluster, ttl_seconds=ttl_seconds, namespaces=namespaces)
     p = authority.verify(token)
     assert p.token_id is not None
     now = time.time()
     rec = token_records.TokenRecord(p.token_id, p.subject, p.role.value, now, p.expires, p.cluster,
                                     tuple(sorted(p.namespaces)) if p.namespaces else None)
-    await token_records.record(store, rec)
+    await token_records.record(store, rec, audit)
     return token
+
+
+async def cluster_removed(authority: TokenAuthority, store: Store, cluster: str) -> list[str]:
+    """A Cluster was deleted: its cluster-agent tokens are revoked (a cluster registered again under
+    the same name must not accept them) — refused by this server at once, by the others as they
+    follow the records — and noted among the changes of the request being served (its audit
+    record). The IDs revoked."""
+    from drods.api.audit import token_change
+    from drods.registry import changes
+
+    revoked = await token_records.revoke_cluster_agents(store, cluster)
+    recorder = changes.CURRENT.get()
+    for rec in revoked:
+        authority.revoked.add(rec.id)
+        if recorder is not None:
+            recorder.changes.append(token_change("revoke", rec))
+    return [rec.id for rec in revoked]

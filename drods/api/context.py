@@ -86,13 +86,15 @@ class ApiContext:
 
     @classmethod
     def build(cls, store: Store, data_dir: Path, *, jwks_url: str | None = None,
-              rs256_public_key: str | None = None, kinds: tuple[Kind, ...] = ALL_KINDS) -> ApiContext:
+              rs256_public_key: str | None = None, jwt_issuer: str | None = None,
+              jwt_audience: str | None = None, kinds: tuple[Kind, ...] = ALL_KINDS) -> ApiContext:
         data_dir.mkdir(parents=True, exist_ok=True)
         metrics = ApiMetrics()
         instrumented = InstrumentedStore(store, metrics)
         secrets = SecretBox(load_or_create_key(data_dir / "encryption.key"), Envelope(Keyring.load(data_dir)))
         tokens = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"),
-                                jwks_url=jwks_url, rs256_public_key=rs256_public_key)
+                                jwks_url=jwks_url, rs256_public_key=rs256_public_key,
+                                issuer=jwt_issuer, audience=jwt_audience)
         registry = ObjectRegistry(instrumented, secrets, (one_autoscaler_per_workload, one_plan_per_workload,
                                                           data_step_declared, check_definition, one_cluster_per_member,
                                                           one_policy_per_taint, workload_of_own_namespace))

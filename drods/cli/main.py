@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
 
 from drods.api.auth import Role
 from drods.cli.config import ConfigOpt, component_settings
+
+if TYPE_CHECKING:
+    from drods.assembly import ComponentSettings
 
 app = typer.Typer(help="DRO-DS: cross-domain resource orchestration and dynamic scheduling.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -33,10 +36,32 @@ def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_
         raise typer.BadParameter("--tls-cert and --tls-key go together")
     if insecure_http and (tls_cert or tls_san):
         raise typer.BadParameter("--insecure-http serves plain HTTP: no --tls-cert/--tls-key/--tls-san")
+    _check_signing_secret()
     return ServerConfig(store_url=store or default_store_url(data_dir), data_dir=data_dir, host=host, port=port,
                         tls_cert=tls_cert, tls_key=tls_key, insecure_http=insecure_http,
                         tls_sans=tuple(tls_san or ()), jwks_url=jwks_url,
                         rs256_public_key=jwt_public_key.read_text() if jwt_public_key else None)
+
+
+def _check_signing_secret() -> None:
+    """A ``DRODS_JWT_SECRET`` too short to be safe stops the process before it serves."""
+    from drods.api.auth import SECRET_ENV, WeakSigningKey, check_signing_key
+
+    secret = os.environ.get(SECRET_ENV)
+    if secret:
+        try:
+            check_signing_key(secret.encode(), SECRET_ENV)
+        except WeakSigningKey as e:
+            raise typer.BadParameter(str(e), param_hint=SECRET_ENV) from e
+
+
+def _with_token_checks(settings: ComponentSettings, jwt_issuer: str | None,
+                       jwt_audience: str | None) -> ComponentSettings:
+    """``settings`` with ``--jwt-issuer``/``--jwt-audience`` over the file's ``api.jwtIssuer``/``api.jwtAudience``."""
+    update = {k: v for k, v in (("jwtIssuer", jwt_issuer), ("jwtAudience", jwt_audience)) if v}
+    if update:
+        settings.api = settings.api.model_copy(update=update)
+    return settings
 
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
@@ -51,6 +76,10 @@ InsecureHttpOpt = Annotated[bool, typer.Option("--insecure-http", help="serve pl
                                                                        "token)")]
 JwksOpt = Annotated[str | None, typer.Option("--jwks-url", help="also accept RS256 tokens signed by this JWKS")]
 PubKeyOpt = Annotated[Path | None, typer.Option("--jwt-public-key", help="also accept RS256 tokens of this PEM key")]
+IssuerOpt = Annotated[str | None, typer.Option("--jwt-issuer", help="the iss an RS256 token (--jwt-public-key, "
+                                                                     "--jwks-url) must name (api.jwtIssuer)")]
+AudienceOpt = Annotated[str | None, typer.Option("--jwt-audience", help="the aud an RS256 token must name "
+                                                                         "(api.jwtAudience)")]
 HistoryPromOpt = Annotated[str | None, typer.Option(
     "--history-prometheus", help="Keep metric history in this Prometheus (remote-write receiver on), shared by "
     "every API server; default: the SQLite file in the data dir.")]
@@ -60,7 +89,8 @@ HistoryPromOpt = Annotated[str | None, typer.Option(
 def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
           data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
           tls_san: SanOpt = None, insecure_http: InsecureHttpOpt = False,
-          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, config_file: ConfigOpt = None,
+          jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, jwt_issuer: IssuerOpt = None,
+          jwt_audience: AudienceOpt = None, config_file: ConfigOpt = None,
           history_prometheus: HistoryPromOpt = None) -> None:
     """Run the whole control plane in one process (API server, scheduler, controllers, monitoring).
 
@@ -72,7 +102,8 @@ def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8
     config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key,
                             insecure_http, tls_san)
     config.components = SERVE
-    config.settings = component_settings(config_file, data_dir, history_prometheus=history_prometheus)
+    settings = component_settings(config_file, data_dir, history_prometheus=history_prometheus)
+    config.settings = _with_token_checks(settings, jwt_issuer, jwt_audience)
     run(config)
 
 
@@ -80,7 +111,8 @@ def serve(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8
 def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt = 8080,
               data_dir: DataDir = DEFAULT_DATA_DIR, tls_cert: CertOpt = None, tls_key: KeyOpt = None,
               tls_san: SanOpt = None, insecure_http: InsecureHttpOpt = False,
-              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, config_file: ConfigOpt = None,
+              jwks_url: JwksOpt = None, jwt_public_key: PubKeyOpt = None, jwt_issuer: IssuerOpt = None,
+              jwt_audience: AudienceOpt = None, config_file: ConfigOpt = None,
               history_prometheus: HistoryPromOpt = None) -> None:
     """Run only the API server with monitoring ingest (stateless; run several over etcd, sharing
     DATA_DIR/tls or given --tls-cert/--tls-key)."""
@@ -88,7 +120,8 @@ def apiserver(store: StoreOpt = None, host: HostOpt = "127.0.0.1", port: PortOpt
 
     config = _server_config(store, host, port, data_dir, tls_cert, tls_key, jwks_url, jwt_public_key,
                             insecure_http, tls_san)
-    config.settings = component_settings(config_file, data_dir, history_prometheus=history_prometheus)
+    settings = component_settings(config_file, data_dir, history_prometheus=history_prometheus)
+    config.settings = _with_token_checks(settings, jwt_issuer, jwt_audience)
     run(config)
 
 
@@ -109,8 +142,12 @@ def token_create(
     recorded in the store for `drods token list` and `drods token revoke`."""
     from drods.cli.tokens import mint
 
-    typer.echo(mint(data_dir, store, role, subject=subject, cluster=cluster, ttl_seconds=ttl or None,
-                    namespaces=namespace or None))
+    token = mint(data_dir, store, role, subject=subject, cluster=cluster, ttl_seconds=ttl or None,
+                 namespaces=namespace or None)
+    if not ttl:
+        typer.echo(f"warning: --ttl 0: this {role.value} token never expires; only `drods token revoke` "
+                   "(its ID: `drods token list`) ends it", err=True)
+    typer.echo(token)
 
 
 @app.command()

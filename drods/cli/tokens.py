@@ -1,5 +1,7 @@
 """``drods token list`` and ``drods token revoke ID``: the store's record of issued tokens
-(`drods.security.tokens`), and `mint`, through which every command that signs a token records it."""
+(`drods.security.tokens`), and `mint`, through which every command that signs a token records it.
+Issuing and revoking are in the audit log (SEC3), by ``cli:<the local user>``, in the transaction
+that writes the token's record."""
 
 from __future__ import annotations
 
@@ -10,8 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from drods.api.auth import Role
+    from drods.security.tokens import TokenRecord
     from drods.store import Store
+    from drods.store.base import Put
 
 DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", show_envvar=True,
                                           help="Keys and the embedded store live here.")]
@@ -20,11 +26,39 @@ StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or
 
 
 def _open(store: str | None, data_dir: Path) -> Store:
+    """The store, with the audit log's records of these commands sealed at rest with the keyring the
+    control plane shares (DATA_DIR's or ``DRODS_KEYRING``; none yet: they are written as they are, and
+    `drods keys rotate` seals them). The configuration file is not read, its imports would double the
+    command's start: `drods keys rotate` unseals them where it seals no kind."""
+    import os
+
+    from drods.model.keys import AUDIT_PREFIX
+    from drods.security.envelope import ENV_VAR, KEYRING_FILE, Envelope, Keyring
     from drods.security.files import make_private
     from drods.store import open_store, served_store_url
+    from drods.store.encrypted import EncryptingStore
 
     make_private(data_dir)  # the SQLite file it may create is the control plane's: 0600 like the server's
-    return open_store(store or served_store_url(data_dir))
+    opened = open_store(store or served_store_url(data_dir))
+    if not (os.environ.get(ENV_VAR) or (data_dir / KEYRING_FILE).exists()):
+        return opened  # a keyring made here would be one no server knows
+    return EncryptingStore(opened, Envelope(Keyring.load(data_dir)), (AUDIT_PREFIX,))
+
+
+def local_operator() -> str:
+    """Who runs this command, as the audit log names them: ``cli:<login name>`` (``cli`` when unknown)."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no login name and no passwd entry (a container's arbitrary uid)
+        return "cli"
+
+
+def _audit(s: Store) -> Callable[[str, TokenRecord], list[Put]]:
+    from drods.api.audit import AuditLog
+
+    return AuditLog(s).token_changes(local_operator())
 
 
 def mint(data_dir: Path, store: str | None, role: Role, *, subject: str | None = None, cluster: str | None = None,
@@ -34,15 +68,18 @@ def mint(data_dir: Path, store: str | None, role: Role, *, subject: str | None =
     hand out. ``typer.BadParameter`` for claims that do not go together."""
     import asyncio
 
-    from drods.api.auth import TokenAuthority, issue_recorded, load_or_create_signing_key
+    from drods.api.auth import SECRET_ENV, TokenAuthority, WeakSigningKey, issue_recorded, load_or_create_signing_key
 
-    authority = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"))
+    try:
+        authority = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"))
+    except WeakSigningKey as e:
+        raise typer.BadParameter(str(e), param_hint=SECRET_ENV) from e
 
     async def run() -> str:
         s = _open(store, data_dir)
         try:
             return await issue_recorded(authority, s, role, subject=subject, cluster=cluster,
-                                        ttl_seconds=ttl_seconds, namespaces=namespaces)
+                                        ttl_seconds=ttl_seconds, namespaces=namespaces, audit=_audit(s))
         finally:
             await s.close()
 
@@ -93,7 +130,7 @@ def register_token_commands(token_app: typer.Typer) -> None:
         async def run() -> bool:
             s = _open(store, data_dir)
             try:
-                return await revoke(s, token_id) is not None
+                return await revoke(s, token_id, audit=_audit(s)) is not None
             finally:
                 await s.close()
 

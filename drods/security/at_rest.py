@@ -11,14 +11,15 @@ Bindings and every propagated built-in template kind; a custom kind's resources 
 them (its ``PLURAL.GROUP``, ``*.GROUP`` or ``*.*``). Cluster credentials are sealed field by field as well,
 whatever the list says (`drods.registry.secrets`): they are never stored in plaintext. The audit log
 records what each write changed (SEC3) — the values of any kind — so it is sealed whenever any kind
-is.
+is. Domain configuration (``PUT /api/v1/sync/configs``, `ALWAYS_SEALED`) is sealed whatever the list
+says: it is an opaque document its writers keep settings — passwords among them — in.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from drods.model.keys import AUDIT_PREFIX
+from drods.model.keys import AUDIT_PREFIX, SYNC_CONFIGS_PREFIX
 from drods.model.kinds import (
     ALL_KINDS,
     BINDING,
@@ -45,6 +46,10 @@ DEFAULT_RESOURCES: tuple[str, ...] = tuple(dict.fromkeys(
     resource_name(k) for k in (SECRET, WORK, CLUSTER, BINDING, *TEMPLATE_KINDS)))
 
 
+# sealed whatever ``encryption.resources`` lists
+ALWAYS_SEALED: tuple[str, ...] = (SYNC_CONFIGS_PREFIX,)
+
+
 def prefixes_of(name: str) -> tuple[str, ...]:
     """The store key prefixes a resource name covers; ValueError for a name of no kind."""
     plural, dot, group = name.partition(".")
@@ -69,7 +74,7 @@ def prefixes_of(name: str) -> tuple[str, ...]:
 def sealable_prefixes() -> tuple[str, ...]:
     """Every prefix a sealed value may be under, the audit log's included (what rotation scans to
     unseal what the list no longer names)."""
-    return tuple(k.key_prefix() for k in ALL_KINDS) + (CUSTOM_RESOURCES_PREFIX, AUDIT_PREFIX)
+    return tuple(k.key_prefix() for k in ALL_KINDS) + (CUSTOM_RESOURCES_PREFIX, AUDIT_PREFIX, *ALWAYS_SEALED)
 
 
 class EncryptionConfig(BaseModel):
@@ -93,6 +98,6 @@ class EncryptionConfig(BaseModel):
         return list(dict.fromkeys(names))
 
     def prefixes(self) -> tuple[str, ...]:
-        """The sealed key prefixes, none inside another; the audit log's with any kind's."""
+        """The sealed key prefixes, none inside another: `ALWAYS_SEALED`, and the audit log's with any kind's."""
         sealed = [p for name in self.resources for p in prefixes_of(name)]
-        return tuple(outermost([*sealed, AUDIT_PREFIX] if sealed else []))
+        return tuple(outermost([*sealed, AUDIT_PREFIX, *ALWAYS_SEALED] if sealed else [*ALWAYS_SEALED]))

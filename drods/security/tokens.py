@@ -3,20 +3,20 @@ and how ``drods token revoke ID`` reaches every API server (they follow the pref
 and refuse a revoked ID at once, whatever the token's expiry). The token itself is never stored.
 
 Every command that signs a token goes through `drods.api.auth.issue_recorded`: the record is written before the
-token is handed out, so no token exists that ``drods token revoke`` cannot reach."""
+token is handed out, so no token exists that ``drods token revoke`` cannot reach. A record and its audit
+record (``audit``: the writes of the audit log's entry for it, SEC3) are written in one transaction."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from drods.model.keys import TOKENS_PREFIX
 from drods.store import KeyValue, Store
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from drods.store.base import Compare, Put
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ class TokenRecord:
         return self.revokedAt is None and (self.expiresAt is None or self.expiresAt > now)
 
 
+# the writes of the audit record of ``verb`` (create | revoke) on a token's record
+AuditWrites = Callable[[str, TokenRecord], list[Put]]
+
+
 def decode_record(kv: KeyValue) -> TokenRecord | None:
     try:
         doc = json.loads(kv.value)
@@ -44,21 +48,45 @@ def decode_record(kv: KeyValue) -> TokenRecord | None:
         return None
 
 
-async def record(store: Store, rec: TokenRecord) -> None:
-    await store.put(f"{TOKENS_PREFIX}{rec.id}", json.dumps(asdict(rec)).encode())
+def _put(rec: TokenRecord) -> Put:
+    return Put(f"{TOKENS_PREFIX}{rec.id}", json.dumps(asdict(rec)).encode())
 
 
-async def revoke(store: Store, token_id: str, now: float | None = None) -> TokenRecord | None:
-    """Mark ``token_id`` revoked (None: no such token was recorded)."""
+async def record(store: Store, rec: TokenRecord, audit: AuditWrites | None = None) -> None:
+    await store.txn([], [_put(rec), *(audit("create", rec) if audit else ())])
+
+
+async def revoke(store: Store, token_id: str, now: float | None = None,
+                 audit: AuditWrites | None = None) -> TokenRecord | None:
+    """Mark ``token_id`` revoked (None: no such token was recorded); a token revoked already is left
+    as it is (and not audited again)."""
     key = f"{TOKENS_PREFIX}{token_id}"
-    kv = await store.get(key)
-    rec = decode_record(kv) if kv is not None else None
-    if rec is None:
-        return None
-    if rec.revokedAt is None:
+    while True:
+        kv = await store.get(key)
+        rec = decode_record(kv) if kv is not None else None
+        if kv is None or rec is None:
+            return None
+        if rec.revokedAt is not None:
+            return rec
         rec = TokenRecord(**{**asdict(rec), "revokedAt": time.time() if now is None else now})
-        await store.put(key, json.dumps(asdict(rec)).encode(), expect_revision=kv.mod_revision if kv else None)
-    return rec
+        done = await store.txn([Compare(key, "mod", "=", kv.mod_revision)],
+                               [_put(rec), *(audit("revoke", rec) if audit else ())])
+        if done.succeeded:
+            return rec
+
+
+async def revoke_cluster_agents(store: Store, cluster: str, now: float | None = None,
+                                audit: AuditWrites | None = None) -> list[TokenRecord]:
+    """Revoke every live cluster-agent token of ``cluster`` (its Cluster was deleted: a cluster
+    registered again under the name must not accept them); the records revoked now."""
+    t = time.time() if now is None else now
+    out = []
+    for rec in await live(store, t):
+        if rec.role == "cluster-agent" and rec.cluster == cluster:
+            done = await revoke(store, rec.id, t, audit)
+            if done is not None and done.revokedAt == t:
+                out.append(done)
+    return out
 
 
 async def live(store: Store, now: float | None = None) -> list[TokenRecord]:

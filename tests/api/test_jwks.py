@@ -60,7 +60,8 @@ def jwks() -> Iterator[tuple[Jwks, rsa.RSAPrivateKey]]:
 
 
 def token(key: rsa.RSAPrivateKey, kid: str, subject: str = "sso-user") -> str:
-    return jwt.encode({"sub": subject, "role": "viewer", "iat": int(time.time())}, key, algorithm="RS256",
+    now = int(time.time())
+    return jwt.encode({"sub": subject, "role": "viewer", "iat": now, "exp": now + 300}, key, algorithm="RS256",
                       headers={"kid": kid})
 
 

@@ -251,9 +251,12 @@ async def test_domain_configs_put_and_get(api: Api) -> None:
     assert r.status_code == 200, r.text
     r = await api.call("PUT", "/api/v1/sync/configs", json={"configs": {"region": "eu"}})
     assert r.status_code == 200
-    r = await api.call("GET", "/api/v1/sync/configs", params={"cluster": "edge-1"}, role="viewer")
+    r = await api.call("GET", "/api/v1/sync/configs", params={"cluster": "edge-1"}, role="operator")
     assert r.status_code == 200 and r.json()["configs"] == {"maxPods": 40}
-    assert (await api.call("GET", "/api/v1/sync/configs", role="viewer")).json()["configs"] == {"region": "eu"}
+    assert (await api.call("GET", "/api/v1/sync/configs", role="operator")).json()["configs"] == {"region": "eu"}
+    # a viewer sees which settings there are, not their values (they may be credentials)
+    r = await api.call("GET", "/api/v1/sync/configs", params={"cluster": "edge-1"}, role="viewer")
+    assert r.status_code == 200 and r.json()["configs"] == {"maxPods": "***"} and r.json()["redacted"] is True
     r = await api.call("PUT", "/api/v1/sync/configs", json={"cluster": "../x", "configs": {}})
     assert r.status_code == 422
     assert (await api.call("PUT", "/api/v1/sync/configs", json={"configs": {}}, role="viewer")).status_code == 403

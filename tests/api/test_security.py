@@ -199,11 +199,13 @@ async def test_rs256_tokens_from_a_configured_public_key(tmp_path) -> None:  # t
     public_pem = key.public_key().public_bytes(serialization.Encoding.PEM,
                                                serialization.PublicFormat.SubjectPublicKeyInfo).decode()
     authority = TokenAuthority(b"x" * 48, rs256_public_key=public_pem)
-    token = jwt.encode({"sub": "sso-user", "role": "viewer", "iat": int(time.time())}, key, algorithm="RS256")
+    token = jwt.encode({"sub": "sso-user", "role": "viewer", "iat": int(time.time()), "exp": int(time.time()) + 60},
+                       key, algorithm="RS256")
     principal = authority.verify(token)
     assert principal.subject == "sso-user" and principal.role is Role.VIEWER
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    forged = jwt.encode({"sub": "x", "role": "admin", "iat": int(time.time())}, other, algorithm="RS256")
+    forged = jwt.encode({"sub": "x", "role": "admin", "iat": int(time.time()), "exp": int(time.time()) + 60},
+                        other, algorithm="RS256")
     with pytest.raises(Exception) as err:
         authority.verify(forged)
     assert getattr(err.value, "status", None) == 401

@@ -119,3 +119,55 @@ def test_a_namespaced_tokens_kubeconfig_starts_in_its_namespace(tmp_path: Path) 
     assert context_namespace("--role", "operator", "--namespace", "team-b", "--namespace", "team-a") == "team-a"
     assert context_namespace("--role", "viewer", "--namespace", "team-a", "--namespace", "default") == "default"
     assert context_namespace("--role", "admin") == "default"
+
+
+def test_a_token_that_never_expires_is_warned_of_on_stderr(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["token", "create", "--role", "admin", "--ttl", "0", "--data-dir", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "keyring.json").exists()  # no keyring of its own, that no server would know
+    assert "exp" not in _claims(r.stdout.strip())  # stdout is the token alone, as before
+    assert "never expires" in r.stderr and "drods token revoke" in r.stderr, r.stderr
+    r = CliRunner().invoke(app, ["token", "create", "--role", "admin", "--data-dir", str(tmp_path)])
+    assert r.exit_code == 0 and r.stderr == "" and "exp" in _claims(r.stdout.strip()), r.output
+
+
+async def test_issuing_and_revoking_tokens_is_in_the_audit_log(tmp_path: Path) -> None:
+    """``GET /api/v1/audit`` shows who issued and revoked which token (its ID, subject, role,
+    namespaces), never the token, sealed at rest as the rest of the log."""
+    import asyncio
+    import getpass
+
+    from drods.api.auth import Role
+    from drods.model.keys import AUDIT_PREFIX
+    from drods.security.envelope import Envelope, Keyring
+    from drods.server import ServerConfig, build_app
+    from drods.store import default_store_url
+    from drods.store.sqlite import SqliteStore
+    from tests.api.conftest import served
+
+    Keyring.load(tmp_path)  # the data dir's servers have started: their keyring seals the audit log
+    runner = CliRunner()
+    made = await asyncio.to_thread(runner.invoke, app, ["token", "create", "--role", "operator", "--namespace",
+                                                        "team-a", "--subject", "alice", "--data-dir", str(tmp_path)])
+    assert made.exit_code == 0, made.output
+    token = made.stdout.strip()
+    token_id = str(_claims(token)["jti"])
+    gone = await asyncio.to_thread(runner.invoke, app, ["token", "revoke", token_id, "--data-dir", str(tmp_path)])
+    assert gone.exit_code == 0, gone.output
+
+    raw = SqliteStore(str(tmp_path / "drods.db"))
+    audit_kvs, _ = await raw.range(AUDIT_PREFIX)
+    assert audit_kvs and all(Envelope(Keyring.load(tmp_path)).kek_of(kv.value) for kv in audit_kvs)  # sealed
+    await raw.close()
+    server = build_app(ServerConfig(store_url=default_store_url(tmp_path), data_dir=tmp_path))
+    admin = server.state.ctx.tokens.issue(Role.ADMIN)
+    async with served(server, {"admin": admin}) as api:
+        items = (await api.call("GET", "/api/v1/audit", params={"kind": "Token"})).json()["items"]
+    assert [e["verb"] for e in items] == ["CREATE", "REVOKE"], items
+    actor = f"cli:{getpass.getuser()}"
+    for e in items:
+        assert e["subject"] == actor and e["role"] == "cli" and e["object"] == f"Token/{token_id}", e
+        assert e["changes"][0]["name"] == token_id and "alice" in e["message"] and "operator" in e["message"], e
+    created = items[0]["changes"][0]["patch"][0]["value"]
+    assert created["subject"] == "alice" and created["role"] == "operator" and created["namespaces"] == ["team-a"]
+    assert token not in str(items) and token.split(".")[2] not in str(items)  # never the token itself

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from drods.assembly import SCHEDULER, ComponentSettings, assemble, encrypted_store
 from drods.cli.main import app
 from drods.config import ConfigError, parse
-from drods.model.keys import AUDIT_PREFIX
+from drods.model.keys import AUDIT_PREFIX, SYNC_CONFIGS_PREFIX
 from drods.model.kinds import BINDING, CLUSTER, SECRET, TEMPLATE_KINDS, WORK, custom_resources_prefix
 from drods.security.at_rest import DEFAULT_RESOURCES, EncryptionConfig, resource_name, sealable_prefixes
 from drods.security.envelope import Envelope, Keyring
@@ -42,16 +42,18 @@ def test_the_default_seals_secrets_works_clusters_bindings_and_every_template_ki
     config = parse(HEAD, "test")
     expected = {SECRET, WORK, CLUSTER, BINDING, *TEMPLATE_KINDS}
     assert set(config.encryption.resources) == set(DEFAULT_RESOURCES) == {resource_name(k) for k in expected}
-    assert set(config.encryption.prefixes()) == {k.key_prefix() for k in expected} | {AUDIT_PREFIX}
-    assert EncryptionConfig(resources=[]).prefixes() == ()  # nothing listed: not even the audit log
+    assert set(config.encryption.prefixes()) == {k.key_prefix() for k in expected} | {AUDIT_PREFIX, SYNC_CONFIGS_PREFIX}
+    # nothing listed: not even the audit log — but domain configuration, sealed whatever the list says
+    assert EncryptionConfig(resources=[]).prefixes() == (SYNC_CONFIGS_PREFIX,)
 
 
 def test_resources_are_named_as_in_kubernetes_and_unknown_names_refused() -> None:
     c = EncryptionConfig(resources=["secrets", "*.apps", "widgets.example.com", "deployments.apps", "secrets"])
     assert c.resources == ["secrets", "*.apps", "widgets.example.com", "deployments.apps"]  # duplicates dropped
-    assert set(c.prefixes()) == {"/audit/", "/registry/core/secrets/", "/registry/apps/deployments/",
-                                 "/registry/apps/statefulsets/", "/registry/apps/daemonsets/",
-                                 "/registry/apps/replicasets/", "/registry/apps/controllerrevisions/",
+    assert set(c.prefixes()) == {"/audit/", SYNC_CONFIGS_PREFIX, "/registry/core/secrets/",
+                                 "/registry/apps/deployments/", "/registry/apps/statefulsets/",
+                                 "/registry/apps/daemonsets/", "/registry/apps/replicasets/",
+                                 "/registry/apps/controllerrevisions/",
                                  custom_resources_prefix("example.com", "widgets")}
     everything = EncryptionConfig(resources=["*.*", "widgets.example.com"]).prefixes()
     assert set(everything) == set(sealable_prefixes())  # the custom kind is under /registry/custom/
@@ -114,3 +116,31 @@ def test_keys_rotate_brings_the_store_in_line_with_the_configured_list(tmp_path:
     assert envelope.kek_of(cfg) == "k2" and b"task-config" not in cfg
     assert envelope.kek_of(web) is None and json.loads(web) == _deployment("web")
     assert json.loads(envelope.open(cfg, CONFIG_MAP.key("cfg", "default").encode())) == _config_map("cfg")
+
+
+@pytest.mark.parametrize("resources", [None, []], ids=["default", "nothing-listed"])
+async def test_domain_configuration_is_sealed_at_rest_whatever_the_list_says(
+        tmp_path: Path, resources: list[str] | None) -> None:
+    """``PUT /api/v1/sync/configs`` stores an opaque document that may hold passwords: none of it in
+    the SQLite file or its WAL, whichever kinds the configuration lists."""
+    from drods.api.auth import Role
+    from drods.server import ServerConfig, build_app
+    from tests.api.conftest import served
+
+    data = tmp_path / "data"
+    config = parse({**HEAD, **({"encryption": {"resources": resources}} if resources is not None else {})}, "t")
+    raw = SqliteStore(str(tmp_path / "drods.db"))
+    app = build_app(ServerConfig(store_url="unused://", data_dir=data,
+                                 settings=ComponentSettings.from_config(config)), store=raw)
+    admin = app.state.ctx.tokens.issue(Role.ADMIN)
+    async with served(app, {"admin": admin}) as api:
+        body = {"cluster": "c1", "configs": {"dbPassword": "SYNCCFG_MARKER"}}
+        assert (await api.call("PUT", "/api/v1/sync/configs", json=body)).status_code == 200
+        r = await api.call("GET", "/api/v1/sync/configs", params={"cluster": "c1"})
+        assert r.json()["configs"] == {"dbPassword": "SYNCCFG_MARKER"}, r.text  # read back in the clear
+        stored = await raw.get(f"{SYNC_CONFIGS_PREFIX}c1")
+        assert stored is not None and Envelope(Keyring.load(data)).kek_of(stored.value) == "k1"
+        files = {p.name: p.read_bytes() for p in tmp_path.iterdir()  # noqa: ASYNC240 - a test's few small files
+                 if p.name.startswith("drods.db")}
+        assert "drods.db-wal" in files or "drods.db" in files
+        assert not [name for name, content in files.items() if b"SYNCCFG_MARKER" in content]

@@ -11,14 +11,14 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ValidationError
 
-from drods.api.auth import Principal
+from drods.api.auth import Principal, cluster_removed
 from drods.api.context import ApiContext, authenticate, context
 from drods.api.dryrun import dry_run_param
 from drods.api.json_response import JSONResponse
 from drods.api.list_pages import PageRequest, read_list
 from drods.api.schemas import ERROR_RESPONSES, ObjectList
 from drods.errors import ApiError, BadRequest, Conflict, Invalid
-from drods.model.kinds import Kind
+from drods.model.kinds import CLUSTER, Kind
 from drods.registry.objects import field_errors
 from drods.registry.patch import MERGE_PATCH
 
@@ -163,6 +163,8 @@ def flat_router(kind: Kind, path: str, body_model: type[BaseModel], *, conflict_
                     dry_run: bool = Depends(dry_run_param)) -> JSONResponse:
         ctx = context(request)
         obj, gone = await ctx.registry.delete(kind, name, dry_run=dry_run)
+        if kind is CLUSTER and not dry_run:
+            await cluster_removed(ctx.tokens, ctx.store, name)  # its agents' tokens go with it
         flat = await render(ctx, obj)
         return JSONResponse(flat, status_code=200 if gone else 202)
 

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.routing import Match
 
-from drods.api.auth import Action, Principal
+from drods.api.auth import Action, Principal, cluster_removed
 from drods.api.body import read_body
 from drods.api.context import ApiContext, context
 from drods.api.dryrun import is_dry_run
@@ -34,7 +34,7 @@ from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
 from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Invalid, NotFound, not_found
 from drods.model import jsondoc
-from drods.model.kinds import CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
+from drods.model.kinds import CLUSTER, CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
 from drods.model.namespaces import FINALIZE, NAMESPACE
 from drods.model.policy_warnings import policy_warnings
 from drods.model.selector import LabelSelector, parse_selector
@@ -305,8 +305,10 @@ async def delete(ctx: ApiContext, request: Request, kind: Kind, name: str, names
             raise Conflict(f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
                            f"{current['metadata'].get('uid')}", {"name": name, "kind": kind.plural})
         rv = rv or current["metadata"].get("resourceVersion")
-    obj, gone = await ctx.registry.delete(kind, name, namespace, resource_version=rv,
-                                          dry_run=is_dry_run(request, dry_in_body))
+    dry_run = is_dry_run(request, dry_in_body)
+    obj, gone = await ctx.registry.delete(kind, name, namespace, resource_version=rv, dry_run=dry_run)
+    if kind is CLUSTER and not dry_run:
+        await cluster_removed(ctx.tokens, ctx.store, name)  # its agents' tokens go with it
     if gone:
         return JSONResponse({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",

@@ -5,6 +5,11 @@ opaque document — no DRO-DS component interprets it; it is where operators and
 (agents, site automation) keep and share settings of that domain through the control plane, with
 a revision. ``GET /api/v1/sync/configs?cluster=NAME`` reads it back (no ``cluster``: the fleet-wide
 document); 404 when nothing was stored.
+
+Such a document may hold credentials, so it is treated as Secret data is (SEC2): sealed at rest
+whatever ``encryption.resources`` lists (`drods.security.at_rest.ALWAYS_SEALED`), and a reader
+without ``read-secrets`` (a viewer) sees its keys with every value redacted (``"***"``,
+``redacted: true``), never the values.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from drods.api.auth import Principal
+from drods.api.auth import Action, Principal
 from drods.api.body import read_body
 from drods.api.context import authenticate, context
 from drods.api.dryrun import dry_run_param
@@ -29,6 +34,7 @@ from drods.store.cas import read_modify_write
 router = APIRouter(prefix="/api/v1/sync", tags=["sync"], responses=ERROR_RESPONSES)
 
 MAX_BATCH = 1000
+REDACTED = "***"  # as the audit log writes a secret value
 DOMAIN_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"  # a cluster name (RFC 1123)
 
 
@@ -68,14 +74,19 @@ async def put_configs(request: Request, body: DomainConfig = Body(...),
 async def get_configs(request: Request,
                       cluster: str | None = Query(default=None, max_length=253, pattern=DOMAIN_NAME,
                                                   description="the domain; omit for the fleet-wide document"),
-                      _: Principal = Depends(authenticate)) -> JSONResponse:
+                      principal: Principal = Depends(authenticate)) -> JSONResponse:
     ctx = context(request)
     kv = await ctx.store.get(f"{SYNC_CONFIGS_PREFIX}{cluster or FLEET_CONFIG}")
     if kv is None:
         raise NotFound(f"no configuration stored for {cluster or 'the fleet'}",
                        {"cluster": cluster},
                        code="CONFIG_NOT_FOUND")
-    return JSONResponse({"cluster": cluster, "configs": json.loads(kv.value), "resourceVersion": str(kv.mod_revision)})
+    configs = json.loads(kv.value)
+    if not principal.may(Action.READ_SECRETS):  # a viewer: which settings there are, not their values
+        redacted = {k: REDACTED for k in configs} if isinstance(configs, dict) else {}
+        return JSONResponse({"cluster": cluster, "configs": redacted, "redacted": True,
+                             "resourceVersion": str(kv.mod_revision)})
+    return JSONResponse({"cluster": cluster, "configs": configs, "resourceVersion": str(kv.mod_revision)})
 
 
 @router.post("/batch", summary="Create or update up to 1000 objects at once, all or nothing",
