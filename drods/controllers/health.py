@@ -319,20 +319,25 @@ class ClusterHealth:
         if client is None:
             st.last_error = why
             return
-        # another call's answer this interval (an apply, a listing) stands for the probe
-        if st.version is None or not self._answered_since(client.state.last_success, self.clock()):
+        # another call's answer this interval (an apply, a listing) stands for the probe — from when it
+        # was heard, not from now: an answer heard just before a partition would otherwise give the
+        # member up to a probe interval more of grace
+        answered = client.state.last_success
+        if st.version is None or not self._answered_since(answered, self.clock()):
             try:
                 st.version = await client.probe()
             except (MemberUnavailable, MemberError) as e:
                 st.last_error = str(e)[:300]
                 return
-        st.last_ok = self.clock()
+            st.last_ok = self.clock()
+        else:
+            st.last_ok = max(st.last_ok or 0.0, answered or 0.0)
         st.last_error = None
         # due at the probe nearest the interval's end: a probe a moment early (its round's jitter, or the
         # last summary's own call) would otherwise wait a whole probe interval more (15 s for 10 s)
-        if st.last_ok - st.summarised < self.settings.summaryIntervalSeconds - self.settings.probeIntervalSeconds / 2:
+        probed = self.clock()
+        if probed - st.summarised < self.settings.summaryIntervalSeconds - self.settings.probeIntervalSeconds / 2:
             return
-        probed = st.last_ok
         client.follow_pods()  # summarised every interval: its pods followed, not listed each time
         try:
             st.summary = await client.summary()

@@ -98,6 +98,16 @@ class ConnectionState:
         return self.condition == "Ready"
 
 
+class _Heard:
+    """Whether, and when, bytes of the member's answer to one call arrived (set in the call's thread)."""
+
+    __slots__ = ("at", "stream")
+
+    def __init__(self) -> None:
+        self.at: float | None = None  # epoch seconds: the last bytes heard
+        self.stream = False  # a watch: ``at`` is its last line or its end, not the call's
+
+
 class MemberError(Exception):
     """The cluster answered with an error that retrying won't fix (403, 409, 422, …)."""
 
@@ -223,6 +233,7 @@ class MemberClient:
         self._api: k8s.ApiClient | None = None
         self._discovery = MemberDiscovery(self._get_or_none)
         self._state = ConnectionState("Unknown", 0, None, None, None, None)
+        self._call_of_thread = threading.local()  # the `_Heard` of the call a worker thread runs
         self._closed = False
         self._watches: set[Any] = set()  # responses of watches in flight: cut by close()
         self._pod_cache: PodCache | None = None  # `follow_pods`
@@ -299,9 +310,23 @@ class MemberClient:
     def state(self) -> ConnectionState:
         return self._state
 
-    def _succeeded(self, latency: float) -> None:
-        self._state = replace(self._state, condition="Ready", consecutive_failures=0, last_success=time.time(),
+    def _succeeded(self, latency: float, at: float) -> None:
+        """The member answered, its last bytes heard ``at``: ``last_success`` (what the health check takes
+        for a probe's answer) only ever moves forward."""
+        last = max(self._state.last_success or at, at)
+        self._state = replace(self._state, condition="Ready", consecutive_failures=0, last_success=last,
                               latency_ms=round(latency * 1000, 2))
+
+    def _heard(self, *, stream: bool = False) -> None:
+        """Bytes of the member's answer arrived (a response's status line and headers, a watch's line or
+        the end of its stream): in the thread of the call that sent the request, which `_call` then counts
+        as an answer. A call that heard nothing — served from a cache (discovery, the pods followed),
+        refused before it was sent, or left hanging by a partition — says nothing of the member: it
+        must not stand for a probe, nor turn a member that answers nobody Ready again."""
+        heard: _Heard | None = getattr(self._call_of_thread, "heard", None)
+        if heard is not None:
+            heard.at = time.time()
+            heard.stream = heard.stream or stream
 
     def _failed(self, exc: BaseException) -> None:
         failures = self._state.consecutive_failures + 1
@@ -338,16 +363,19 @@ class MemberClient:
                     # it went down while this call waited for a thread: don't queue another timeout
                     raise MemberUnavailable(self.name, f"NotReady ({st.last_error})")
                 started = time.monotonic()
+                heard = _Heard()
                 try:
-                    result = await loop.run_in_executor(self._pool, fn)
+                    result = await loop.run_in_executor(self._pool, self._hearing(fn, heard))
                 except WritesRefused:
                     raise  # never sent: it says nothing of the member
                 except Exception as exc:
                     if overloaded(exc):
                         window.overloaded()
                     if not is_transient(exc):
-                        window.answered()
-                        self._succeeded(time.monotonic() - started)  # it answered: reachable
+                        # an answer (403, 404, 409, 422, …) says the member is reachable; an error raised
+                        # with nothing heard (a kind the cached discovery does not know, a document
+                        # refused here) says nothing of it either way
+                        self._answered(window, heard, started)
                         if isinstance(exc, ApiException):
                             raise MemberError(self.name, int(exc.status or 0), str(exc.reason or ""),
                                               _api_message(exc)) from exc
@@ -355,14 +383,32 @@ class MemberClient:
                     self._failed(exc)
                     failure = exc
                 else:
-                    window.answered()
-                    self._succeeded(time.monotonic() - started)
+                    self._answered(window, heard, started)
                     return result
             if not retry or attempt >= self.options.retries or (self._state.condition == "NotReady" and not probe):
                 raise MemberUnavailable(self.name, _describe(failure)) from failure
             delay = min(self.options.backoff_max, self.options.backoff * 2**attempt)
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             attempt += 1
+
+    def _hearing(self, fn: Callable[[], T], heard: _Heard) -> Callable[[], T]:
+        """``fn``, noting in ``heard`` what of the member's answer its thread hears (`_heard`)."""
+        def run() -> T:
+            self._call_of_thread.heard = heard
+            try:
+                return fn()
+            finally:
+                self._call_of_thread.heard = None
+        return run
+
+    def _answered(self, window: CallWindow, heard: _Heard, started: float) -> None:
+        """A call ended without a transient failure: a success of the member's if it heard the member's
+        answer — when its last bytes arrived (a request's answer read to its end by now; a watch's last
+        line or the end of its stream, not the end of a stream cut here) — else nothing of the member's."""
+        if heard.at is None:
+            return
+        window.answered()
+        self._succeeded(time.monotonic() - started, heard.at if heard.stream else time.time())
 
     # ---- raw requests (run in the cluster's threads) ---------------------------------------------
 
@@ -376,7 +422,9 @@ class MemberClient:
         req = api.param_serialize(method, path, query_params=list(query or []), body=body,
                                   header_params={"Accept": "application/json", "Content-Type": content_type},
                                   auth_settings=["BearerToken"])
-        return api.call_api(*req, _request_timeout=timeout)
+        resp = api.call_api(*req, _request_timeout=timeout)
+        self._heard()  # its status line and headers arrived
+        return resp
 
     def _raise_for(self, resp: Any) -> None:
         """Raise the client's `ApiException` for an answer that is not 2xx (its body read already)."""
@@ -566,7 +614,9 @@ class MemberClient:
                 resp.release_conn()
                 return last
             try:
+                self._heard(stream=True)  # its headers: the stream is open
                 for line in resp:
+                    self._heard(stream=True)
                     if not line.strip():
                         continue
                     event = jsondoc.loads(line)
@@ -575,6 +625,8 @@ class MemberClient:
                         raise WatchExpired(self.name, str(obj.get("message") or "watch ended with an error"))
                     last = str((obj.get("metadata") or {}).get("resourceVersion") or last)
                     deliver(str(event.get("type")), obj)
+                if not (self._closed or cancelled.is_set()):  # the server ended it: its end arrived now
+                    self._heard(stream=True)
             except (urllib3.exceptions.HTTPError, OSError, ValueError):
                 if not self._closed:  # cut by close(): the watch just ends
                     raise

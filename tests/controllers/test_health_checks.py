@@ -229,3 +229,20 @@ async def test_a_member_that_hangs_turns_not_ready_when_its_grace_runs_out() -> 
     assert time.monotonic() - started < 2.0
     assert written == ["False"], written
     assert "no answer within the grace" in (health.state["c1"].last_error or "")
+
+
+async def test_an_answer_that_stands_for_the_probe_counts_from_when_it_was_heard() -> None:
+    """An apply answered 4 s ago stands for this interval's probe — but the grace runs from that answer,
+    not from now: a member partitioned just after it would otherwise get a probe interval more."""
+    client = _Client()
+
+    async def get(_name: str) -> tuple[_Client, None]:
+        return client, None
+
+    fleet = SimpleNamespace(clients=SimpleNamespace(get=get))
+    health = ClusterHealth(fleet=fleet, settings=MemberSettings(probeIntervalSeconds=5,  # type: ignore[arg-type]
+                                                                summaryIntervalSeconds=3600), monitor=None)
+    health.state["c1"] = st = _Health(first_seen=time.time(), summarised=time.time(), version="v1.30.0")
+    client.last_success = heard = time.time() - 4.0
+    await health._probe("c1", st)
+    assert client.probes == 0 and st.last_ok == heard
