@@ -207,9 +207,10 @@ class ServerProcess:
                               env={**self.environ(), **(env or {})}, timeout=timeout, check=False)
 
     def token(self, role: str = "admin", *, cluster: str | None = None, subject: str | None = None) -> str:
-        """A token minted by ``drods token create`` against this server's key (cached per role)."""
+        """A token minted by ``drods token create`` against this server's key (cached per role; a cluster's
+        agent token is minted afresh: deleting the Cluster revokes it, and a test may delete one)."""
         cache_key = (role, cluster)
-        if subject is None and cache_key in self._tokens:
+        if subject is None and cluster is None and cache_key in self._tokens:
             return self._tokens[cache_key]
         args = ["token", "create", "--role", role, "--data-dir", str(self.data_dir)]
         if cluster:
@@ -220,7 +221,7 @@ class ServerProcess:
         if done.returncode != 0:
             raise RuntimeError(f"drods token create failed: {done.stderr}")
         token = done.stdout.strip()
-        if subject is None:
+        if subject is None and cluster is None:
             self._tokens[cache_key] = token
         return token
 
