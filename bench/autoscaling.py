@@ -73,7 +73,8 @@ def fleet(n: int, clusters: int, rng: random.Random) -> tuple[dict[str, Any], di
         replicas = rng.randint(2, 40)
         split = [replicas // 4 + (1 if k < replicas % 4 else 0) for k in range(4)]
         bindings[BINDING.key(f"deployment-default-{name}")] = {
-            "spec": {"replicas": replicas},
+            "spec": {"replicas": replicas, "resource": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                        "namespace": "default", "name": name}},
             "status": {"placement": [{"cluster": c, "replicas": r} for c, r in zip(where, split, strict=True)],
                        # what the autoscaler reads: the workload's own pods' use in each member
                        "clusters": [{"cluster": c, "replicas": r, "usage": usage(r, rng)}
