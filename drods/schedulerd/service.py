@@ -622,11 +622,12 @@ class SchedulerService:
         divided = spec.model_copy(update={"replicas": spec.replicas - held}) if kept else spec
         current = [] if self.fleet.by_parts(rec, spec.placement) else \
             [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement) if c not in kept]
-        users, slo = learned(rec.object())
+        obj = rec.object()  # decoded once: a fleet change redivides every binding on the cluster
+        users, slo = learned(obj)
         task = Task(divided, name=rec.name, current=current, rebalance=not rec.duplicated,
                     workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary,
                     users=users, latency_slo_ms=slo)
-        with self.cache.excluding(rec.name, rec.placement, rec.requirements, measured_use(rec.object())):
+        with self.cache.excluding(rec.name, rec.placement, rec.requirements, measured_use(obj)):
             fresh = self.scheduler.schedule(task, snap)
         if kept:
             fresh = replace(fresh, pairs=tuple(sorted({**dict(fresh.pairs), **kept}.items())),
