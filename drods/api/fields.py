@@ -1,7 +1,9 @@
 """Field selectors (``?fieldSelector=metadata.namespace!=kube-system,metadata.name=web``).
 
 Kubernetes serves ``metadata.name`` and ``metadata.namespace`` on every kind; a member cluster adds
-the few per-kind fields kubectl itself asks for (a node's pods by ``spec.nodeName``). Terms are
+the few per-kind fields kubectl itself asks for (a node's pods by ``spec.nodeName``), and DRO-DS's
+Works add the Binding and the cluster they are for (a Binding's name may be too long for the label
+its Works carry, which holds a hash of it then). Terms are
 ANDed; ``=`` and ``==`` mean equal, ``!=`` not equal; a missing field reads as "".
 """
 
@@ -20,6 +22,8 @@ EVENT_FIELDS: frozenset[str] = COMMON_FIELDS | {
     "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
     "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
     "reportingComponent", "source", "type"}
+# A Work by the Binding it carries and the member it goes to (``kubectl get works --field-selector spec.binding=web``).
+WORK_FIELDS: frozenset[str] = COMMON_FIELDS | {"spec.binding", "spec.cluster"}
 _ALIASES = {"source": "source.component"}  # a selector's name for a nested field
 
 

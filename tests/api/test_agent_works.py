@@ -47,6 +47,26 @@ def test_work_status_is_strict() -> None:
         WorkStatus.model_validate({"observedHash": "h", "surprise": 1})
 
 
+async def test_works_are_selected_by_the_binding_and_cluster_they_are_for(api: Api) -> None:
+    """A long Binding name is hashed in the Works' label: ``spec.binding`` selects them by the name itself
+    (what the dashboard's topology and ``kubectl get works --field-selector`` use)."""
+    long = "deployment-default-" + "w" * 60
+    for binding, cluster in ((long, "a"), (long, "b"), ("short", "a")):
+        assert (await api.call("POST", WORKS, json=work(binding, cluster))).status_code == 201
+    def pairs(r: Any) -> list[tuple[str, str]]:
+        assert r.status_code == 200, r.text
+        return sorted((o["spec"]["binding"], o["spec"]["cluster"]) for o in r.json()["items"])
+    assert pairs(await api.call("GET", WORKS, params={"fieldSelector": f"spec.binding={long}"}, role="viewer")) == [
+        (long, "a"), (long, "b")]
+    assert pairs(await api.call("GET", WORKS, params={"fieldSelector": "spec.cluster=a,spec.binding!=short"})) == [
+        (long, "a")]
+    r = await api.call("GET", WORKS, params={"fieldSelector": "spec.manifests=x"})
+    assert r.status_code == 400 and "spec.binding" in r.json()["message"], r.text
+    # other kinds keep Kubernetes' own set
+    r = await api.call("GET", "/api/v1/services", params={"fieldSelector": "spec.binding=x"})
+    assert r.status_code == 400
+
+
 async def test_works_are_served_on_the_kubernetes_paths_with_a_strict_spec(api: Api) -> None:
     r = await api.call("POST", WORKS, json=work("b1", "a"))
     assert r.status_code == 201, r.text

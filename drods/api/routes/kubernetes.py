@@ -21,7 +21,7 @@ from drods.api.body import read_body
 from drods.api.context import ApiContext, context
 from drods.api.dryrun import is_dry_run
 from drods.api.field_ownership import with_ownership
-from drods.api.fields import COMMON_FIELDS, EVENT_FIELDS, FieldSelector, parse_field_selector
+from drods.api.fields import COMMON_FIELDS, EVENT_FIELDS, WORK_FIELDS, FieldSelector, parse_field_selector
 from drods.api.json_response import JSONResponse
 from drods.api.kind_access import require_on_kind
 from drods.api.list_pages import PageRequest, read_list
@@ -34,7 +34,7 @@ from drods.api.streaming import until_stopped
 from drods.api.table import to_table, wants_table
 from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Invalid, NotFound, not_found
 from drods.model import jsondoc
-from drods.model.kinds import CLUSTER, CUSTOM_RESOURCE_DEFINITION, Kind, custom_resources_prefix
+from drods.model.kinds import CLUSTER, CUSTOM_RESOURCE_DEFINITION, WORK, Kind, custom_resources_prefix
 from drods.model.namespaces import FINALIZE, NAMESPACE
 from drods.model.policy_warnings import policy_warnings
 from drods.model.selector import LabelSelector, parse_selector
@@ -67,11 +67,14 @@ def selector_of(request: Request) -> LabelSelector | None:
         raise BadRequest(f"invalid labelSelector: {e}", {"labelSelector": text}) from e
 
 
+_KIND_FIELDS = {("", "Event"): EVENT_FIELDS, (WORK.group, WORK.kind): WORK_FIELDS}
+
+
 def fields_of(request: Request, kind: Kind) -> FieldSelector | None:
     text = request.query_params.get("fieldSelector")
     if not text:
         return None
-    return parse_field_selector(text, EVENT_FIELDS if (kind.group, kind.kind) == ("", "Event") else COMMON_FIELDS)
+    return parse_field_selector(text, _KIND_FIELDS.get((kind.group, kind.kind), COMMON_FIELDS))
 
 
 async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace: str | None,

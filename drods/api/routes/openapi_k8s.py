@@ -190,7 +190,8 @@ FORCE = _param("force", "Server-side apply: take over conflicting fields.", kind
 DRY_RUN = _param("dryRun", "All: validate and default the object and answer as if written; nothing is stored.")
 _LIST_PARAMS = [
     _param("labelSelector", "Only objects whose labels match, e.g. env=prod,tier in (a,b)."),
-    _param("fieldSelector", "Only metadata.name=NAME is supported."),
+    _param("fieldSelector", "Only objects whose fields match: metadata.name and metadata.namespace on every kind "
+           "(a Work also by spec.binding and spec.cluster, an Event by involvedObject.*), e.g. metadata.name=web."),
     _param("watch", "Stream ADDED/MODIFIED/DELETED events instead of a list.", kind="boolean"),
     _param("resourceVersion", "Watch from this revision (exclusive)."),
     _param("timeoutSeconds", "End a watch after this many seconds.", kind="integer"),

@@ -1,11 +1,9 @@
 // Topology: a workload → its Binding → the Work for each cluster → the objects in each member with
 // their health, as a graph (columns left to right) and, for keyboards and screen readers, the same
-// tree as nested lists. Works are listed by the binding's label (multicluster.io/binding), whose value
-// is the binding's name shortened with a hash beyond 63 characters, as the server writes it.
+// tree as nested lists. Works are listed by the Binding they carry (`fieldSelector=spec.binding=NAME`).
 
 import { svgNode as s } from "../charts.js";
 import { badge, errorBox, h, keepFocus, replace, scrollRegion } from "../dom.js";
-import { BINDING_LABEL, labelValue } from "../labels.js";
 import { phaseBadge } from "./workloads.js";
 
 const WORKS = "/apis/multicluster.io/v1alpha1/works";
@@ -79,12 +77,9 @@ function tree(binding, works) {
           })))))))));
 }
 
-// The binding's Works: by its label; a page that cannot hash a long name (no crypto.subtle over plain
-// HTTP) lists every Work instead. Either way only the Works whose spec.binding is this binding.
+// The binding's Works, selected by the Binding they carry (its label holds a hash of a long name).
 async function worksOf(session, name) {
-  const value = await labelValue(name);
-  const params = value === null ? {} : { labelSelector: `${BINDING_LABEL}=${value}` };
-  return (await session.get(WORKS, params)).items.filter((w) => (w.spec || {}).binding === name);
+  return (await session.get(WORKS, { fieldSelector: `spec.binding=${name}` })).items;
 }
 
 export default {
