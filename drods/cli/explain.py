@@ -92,16 +92,13 @@ def _binding(api: ApiClient, binding_id: str, subject: tuple[str, str, str] | No
     """The Binding's status (None: no such Binding). With ``subject`` (kind, namespace, name: the id was
     derived from it) a Binding under that name that places another object is none (names collide across
     namespaces: `drods.model.detection.binding_is_for`)."""
-    if subject is not None:
-        from drods.model.detection import binding_is_for
+    from drods.model.detection import binding_is_for
 
-        r = api.request("GET", f"/api/v1/bindings/{binding_id}", ok=(403, 404))
-        if r.status_code == 404:
-            return None
-        if r.status_code == 200 and not binding_is_for({"spec": {"resource": r.json().get("resource")}}, *subject):
-            return None
     r = api.request("GET", f"/api/v1/bindings/{binding_id}/status", ok=(403, 404))
-    return None if r.status_code == 404 else BindingRead(None if r.status_code == 403 else dict(r.json()))
+    if r.status_code == 404 or (subject is not None and r.status_code == 200
+                                and not binding_is_for({"spec": {"resource": r.json().get("resource")}}, *subject)):
+        return None
+    return BindingRead(None if r.status_code == 403 else dict(r.json()))
 
 
 def _num(x: Any) -> str:

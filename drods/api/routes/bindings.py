@@ -82,6 +82,8 @@ def status_view(obj: dict[str, Any]) -> dict[str, Any]:
     }
     if meta.get("deletionTimestamp"):
         out["deletionTimestamp"] = meta["deletionTimestamp"]
+    if spec.get("resource"):
+        out["resource"] = spec["resource"]  # the workload it places (a Binding made from a template)
     for k in ("clusters", "conditions", "estimatedHourlyCost", "users"):
         if k in st:
             out[k] = st[k]
