@@ -79,13 +79,18 @@ class _Client:
         return "v1.30.0"
 
 
+def _fleet(clients: _Client | dict[str, _Client], **more: object) -> SimpleNamespace:
+    """A fleet whose clients are ``clients`` (one for every cluster, or one per name)."""
+
+    async def get(name: str) -> tuple[_Client, None]:
+        return (clients[name] if isinstance(clients, dict) else clients), None
+
+    return SimpleNamespace(clients=SimpleNamespace(get=get), **more)
+
+
 async def test_a_member_that_answered_another_call_this_interval_is_not_probed_again() -> None:
     client = _Client()
-
-    async def get(_name: str) -> tuple[_Client, None]:
-        return client, None
-
-    fleet = SimpleNamespace(clients=SimpleNamespace(get=get))
+    fleet = _fleet(client)
     health = ClusterHealth(fleet=fleet, settings=MemberSettings(probeIntervalSeconds=5,  # type: ignore[arg-type]
                                                                 summaryIntervalSeconds=3600), monitor=None)
     health.state["c1"] = st = _Health(first_seen=time.time(), summarised=time.time())
@@ -122,13 +127,9 @@ class _NoFeed(ClusterHealth):
 async def test_clusters_joined_together_are_summarised_at_their_own_places_in_the_round() -> None:
     """The first summary at once; the next at a point of the interval of the cluster's own, so a
     fleet that joined together is not summarised all at once every interval."""
-    clients = {f"c{i}": _Summarised() for i in range(40)}
-
-    async def get(name: str) -> tuple[_Client, None]:
-        return clients[name], None
-
+    clients: dict[str, _Client] = {f"c{i}": _Summarised() for i in range(40)}
     now = 1_000.0
-    health = _NoFeed(fleet=SimpleNamespace(clients=SimpleNamespace(get=get)),  # type: ignore[arg-type]
+    health = _NoFeed(fleet=_fleet(clients),  # type: ignore[arg-type]
                      settings=MemberSettings(summaryIntervalSeconds=10), monitor=None, clock=lambda: now)
     for name in clients:
         health.state[name] = _Health(first_seen=now)
@@ -148,12 +149,7 @@ async def test_summaries_come_every_interval_not_a_probe_later() -> None:
             now[0] += 0.3  # the summary's own calls take a moment
             return object()
 
-    client = _Slow()
-
-    async def get(name: str) -> tuple[_Client, None]:
-        return client, None
-
-    health = _NoFeed(fleet=SimpleNamespace(clients=SimpleNamespace(get=get)),  # type: ignore[arg-type]
+    health = _NoFeed(fleet=_fleet(_Slow()),  # type: ignore[arg-type]
                      settings=MemberSettings(summaryIntervalSeconds=10, probeIntervalSeconds=5), monitor=None,
                      clock=lambda: now[0])
     st = health.state["c1"] = _Health(first_seen=now[0])
@@ -209,18 +205,13 @@ async def test_a_member_that_hangs_turns_not_ready_when_its_grace_runs_out() -> 
             await asyncio.Event().wait()  # never answers
             return "never"
 
-    client = _Hangs()
-
-    async def get(_name: str) -> tuple[_Client, None]:
-        return client, None
-
     class _Recorded(ClusterHealth):
         async def _write(self, name: str, obj: object, st: _Health, ready: str, *_a: object) -> None:
             written.append(ready)
 
     obj = {"metadata": {"name": "c1"}, "spec": {},
            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady"}]}}
-    fleet = SimpleNamespace(cluster=lambda _name: obj, clients=SimpleNamespace(get=get))
+    fleet = _fleet(_Hangs(), cluster=lambda _name: obj)
     health = _Recorded(fleet=fleet, settings=MemberSettings(notReadyGraceSeconds=1.0,  # type: ignore[arg-type]
                                                             probeIntervalSeconds=0.2), monitor=None)
     health.state["c1"] = _Health(first_seen=time.time() - 5.0, last_ok=time.time() - 0.6, version="v1.30.0")
@@ -235,11 +226,7 @@ async def test_an_answer_that_stands_for_the_probe_counts_from_when_it_was_heard
     """An apply answered 4 s ago stands for this interval's probe — but the grace runs from that answer,
     not from now: a member partitioned just after it would otherwise get a probe interval more."""
     client = _Client()
-
-    async def get(_name: str) -> tuple[_Client, None]:
-        return client, None
-
-    fleet = SimpleNamespace(clients=SimpleNamespace(get=get))
+    fleet = _fleet(client)
     health = ClusterHealth(fleet=fleet, settings=MemberSettings(probeIntervalSeconds=5,  # type: ignore[arg-type]
                                                                 summaryIntervalSeconds=3600), monitor=None)
     health.state["c1"] = st = _Health(first_seen=time.time(), summarised=time.time(), version="v1.30.0")
