@@ -107,13 +107,13 @@ class Browse:
     browser: Any
     server: ServerProcess
 
-    def login(self, role: str) -> Any:
+    def login(self, role: str, *, subject: str | None = None) -> Any:
         context = self.browser.new_context(viewport={"width": 1280, "height": 800},
                                            ignore_https_errors=self.server.cert is not None)
         page = context.new_page()
         page.set_default_timeout(20_000)
         page.goto(f"{self.server.url}/ui/")
-        page.get_by_label("Access token").fill(self.server.token(role))
+        page.get_by_label("Access token").fill(self.server.token(role, subject=subject))
         page.get_by_role("button", name="Sign in").click()
         page.get_by_role("heading", name="Fleet").wait_for()
         return page

@@ -135,6 +135,29 @@ def test_sign_in_and_see_every_cluster_with_its_water_level(browse: Browse, env:
     context.close()
 
 
+def test_a_long_subject_is_cut_and_sign_out_stays_on_one_line(browse: Browse) -> None:
+    """An SSO subject can be a long e-mail: it pushed "Sign out" onto two lines (walkthrough AP)."""
+    subject = "platform-engineering.oncall+dro-ds-dashboard@very-long-company-domain.example.com"
+    page = browse.login("viewer", subject=subject)
+    try:
+        who = page.locator("header.top .who .subject")
+        assert who.get_attribute("title") == subject  # whole in its tooltip
+        for width in (1280, 375):
+            page.set_viewport_size({"width": width, "height": 800})
+            box = page.get_by_role("button", name="Sign out").bounding_box()
+            line = page.evaluate("""() => { const b = [...document.querySelectorAll('header.top button')]
+                .find((x) => x.textContent === 'Sign out'); const s = getComputedStyle(b);
+                return parseFloat(s.lineHeight) || parseFloat(s.fontSize) * 1.3; }""")
+            assert box is not None and box["height"] < 2 * line + 12, (width, box, line)  # one line of text
+            cut = page.evaluate("""() => { const e = document.querySelector('header.top .who .subject');
+                return [e.scrollWidth > e.clientWidth, e.getBoundingClientRect().right]; }""")
+            assert cut[0] and cut[1] <= width, (width, cut)  # cut with "…", inside the window
+            assert page.locator("#role").is_visible()
+            assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    finally:
+        page.context.close()
+
+
 def test_read_why_a_workload_is_where_it_is(browse: Browse, env: Env, web: str) -> None:
     page = browse.login("viewer")
     console = Console(page)

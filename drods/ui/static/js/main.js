@@ -73,7 +73,8 @@ function start(session) {
       h("span", { class: "brand" }, "DRO-DS"),
       nav,
       h("span", { class: "account" },
-        h("span", { class: "who" }, `${session.subject} · `, h("strong", { id: "role" }, session.role)),
+        h("span", { class: "who" }, h("span", { class: "subject", title: session.subject }, session.subject), " · ",
+          h("strong", { id: "role" }, session.role)),
         h("button", { type: "button", class: "secondary", onclick: () => signOut("Signed out.") }, "Sign out"))),
     status,
     main);
