@@ -107,6 +107,7 @@ def whatif(
         line += (f", adjuster {adj['mode']} (σ={adj.get('spread')}, "
                  f"fleet water level {adj.get('fleetWaterLevel')})")
     stdout().print(line, markup=False)
+    _unknown(ex)
     scores = ex.get("scores") or {}
     plugins = [p for p in scores if p != "total"]
     rows = [[p["cluster"], p["replicas"], scores.get("total", {}).get(p["cluster"], ""),
@@ -124,6 +125,16 @@ def whatif(
             (c, f"{r} (keeps the replicas it runs, takes no more)" if c in running else r) for c, r in reasons.items()))
         if ex["filters"].get("reasonsOmitted"):
             stdout().print(f"… and {ex['filters']['reasonsOmitted']} more", markup=False)
+
+
+def _unknown(ex: dict[str, Any]) -> None:
+    """Each cluster name the placement gives that no cluster has, said as such: a typo otherwise reads
+    only as every real cluster being "not in clusterAffinity.clusterNames"."""
+    fields = ex.get("unknownClusterFields") or {}
+    for name in ex.get("unknownClusterNames") or []:
+        where = ", ".join(fields.get(name) or []) or "the placement"
+        stdout().print(f"no cluster named {name!r} ({where}): nothing is placed there until a cluster of that "
+                       "name joins — a typo?", markup=False)
 
 
 WHY_NOT_SHOWN = 10  # the feasible clusters that got nothing said in the table; the JSON has them all

@@ -1,5 +1,7 @@
 """The demand steering sees: requests per client site for each service, counted where
 flows are resolved (``GET /api/v1/steering/services/{id}/resolve``) and shared through the store.
+A resolve with ``?dryRun=All`` only looks (an operator checking a route, a dashboard) and is not
+counted: it is nobody's demand, and counting it would move replicas towards whoever looked.
 
 Each API server counts in memory and writes its cumulative counts per service to
 ``/steering/demand/<serviceId>/<process>`` at most once per ``flush_seconds`` (on the next request

@@ -45,8 +45,9 @@ def pick(instances: list[dict[str, Any]], flow: str) -> str:
 
 
 async def resolve(store: Store, service_id: str, route: dict[str, Any], flow: str,
-                  timeout_s: float) -> Resolution | None:
-    """``route``: the client site's published route; None when it has no instance.
+                  timeout_s: float, *, pin: bool = True) -> Resolution | None:
+    """``route``: the client site's published route; None when it has no instance. ``pin`` False: only
+    look (``?dryRun=All``) — the answer the flow would get, its pin neither written nor renewed.
 
     A flow keeps its instance (``pinned: true``) while the route's ``eligible`` list holds it — or,
     where no instance meets the SLA (the route is ``MAX``, ``eligible`` empty), while the route still
@@ -70,7 +71,8 @@ async def resolve(store: Store, service_id: str, route: dict[str, Any], flow: st
             why = f"flow id {flow!r} was pinned to {had} from client site {doc.get('clientSite')}, not {site}"
         elif had in eligible or (not eligible and had in offered):
             try:
-                await store.keep_alive(int(doc["lease"]))
+                if pin:
+                    await store.keep_alive(int(doc["lease"]))
             except LeaseNotFound:  # expired, its key not yet swept
                 why = f"the flow's pin to {had} expired"
             else:
@@ -84,6 +86,8 @@ async def resolve(store: Store, service_id: str, route: dict[str, Any], flow: st
             why = f"{had} is no longer eligible for {site} (no instance meets the SLA, and the route no " \
                 "longer names it)"
     cluster = pick(instances, flow)
+    if not pin:
+        return Resolution(cluster, False, f"{why}: would be pinned to {cluster} from the route (dry run: not pinned)")
     lease = await store.grant_lease(max(1, math.ceil(timeout_s)))
     body = {"cluster": cluster, "clientSite": site, "lease": lease.id}
     await store.put(key, jsondoc.dumps(body), lease=lease.id)

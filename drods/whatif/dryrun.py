@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from drods.model.kinds import (
     RESOURCE_PLACEMENT_POLICY,
     by_kind,
 )
+from drods.model.placement import ClusterAffinity
 from drods.scheduler.framework import Scheduler, ScheduleResult
 from drods.scheduler.profile import Profile, ProfileError
 from drods.scheduler.status import parse_status
@@ -159,9 +160,14 @@ def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None =
     sched.rng = view.rng
     result: ScheduleResult = sched.schedule(task, snap)
     base = {p.name: w for p, w in view.profile.scores}
+    unknown = unknown_cluster_names(spec, snap)
     explanation = with_why_not(decision_record(
         result, binding=name, generation=0, schedule_type=schedule_type, ts=time.time() if now is None else now,
-        scheduler=WHATIF_SCHEDULER, profile=view.profile.name, base_weights=base, workload=_workload(spec)))
+        scheduler=WHATIF_SCHEDULER, profile=view.profile.name, base_weights=base, workload=_workload(spec),
+        unknown_clusters=len(unknown)))
+    if unknown:  # only then, so that a dry run without typos has exactly a real decision's keys
+        explanation["unknownClusterNames"] = sorted(unknown)
+        explanation["unknownClusterFields"] = {c: unknown[c] for c in sorted(unknown)}
     # as the scheduler writes it: a decision that places nothing keeps what runs (Karmada's too)
     kept = result.phase != "Scheduled" and bool(current)
     answer = {"placement": [{"cluster": t.cluster, "replicas": t.replicas}
@@ -171,6 +177,37 @@ def dry_run(view: LiveView, spec: BindingSpec, name: str, *, now: float | None =
     if about is not None:
         answer["about"] = {"cluster": about, "filtered": result.reasons.get(about)}
     return answer
+
+
+def unknown_cluster_names(spec: BindingSpec, known: Container[str]) -> dict[str, list[str]]:
+    """The cluster names ``spec`` gives that no cluster of the view has → the fields that give them.
+
+    Karmada accepts a name of a cluster that does not exist (yet), and so does DRO-DS; but a typo then
+    reads as every other cluster being "not in clusterAffinity.clusterNames", so a dry run says it."""
+    out: dict[str, list[str]] = {}
+
+    def note(names: Sequence[str], path: str) -> None:
+        for n in names:
+            if n not in known and path not in out.setdefault(n, []):
+                out[n].append(path)
+
+    note(spec.targetClusters, "targetClusters")
+    pl = spec.placement
+    terms: list[tuple[str, ClusterAffinity]] = []
+    if pl.clusterAffinity is not None:
+        terms.append(("placement.clusterAffinity", pl.clusterAffinity))
+    for i, term in enumerate(pl.clusterAffinities):
+        terms.append((f"placement.clusterAffinities[{i}]", term))
+        terms += [(f"placement.clusterAffinities[{i}].overflowAffinities[{j}]", o)
+                  for j, o in enumerate(term.overflowAffinities)]
+    wp = pl.replicaScheduling.weightPreference if pl.replicaScheduling is not None else None
+    for i, w in enumerate(wp.staticWeightList if wp is not None else []):
+        terms.append((f"placement.replicaScheduling.weightPreference.staticWeightList[{i}].targetCluster",
+                      w.targetCluster))
+    for path, aff in terms:
+        note(aff.clusterNames, f"{path}.clusterNames")
+        note(aff.exclude, f"{path}.exclude")
+    return out
 
 
 def as_decided(spec: BindingSpec, name: str, current: list[TargetCluster],

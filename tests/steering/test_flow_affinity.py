@@ -80,3 +80,23 @@ async def test_an_expired_pin_says_so(store: Store) -> None:
     res = await resolve(store, SID, route("DFW", "aws-dfw"), "f1", 300)
     assert res is not None and (res.cluster, res.pinned) == ("aws-dfw", False)
     assert res.reason == "the flow's pin to aws-dfw expired: pinned to aws-dfw from the route"
+
+
+async def test_a_look_answers_without_pinning_or_renewing(store: Store) -> None:
+    """``pin=False`` (``?dryRun=All``): a new flow's answer is what it would get, nothing is written; a
+    pinned flow is answered its instance, its pin left as it was."""
+    dfw = route("DFW", "aws-dfw")
+    look = await resolve(store, SID, dfw, "f1", 300, pin=False)
+    assert look is not None and (look.cluster, look.pinned) == ("aws-dfw", False)
+    assert "would be pinned to aws-dfw" in look.reason and "not pinned" in look.reason
+    assert await store.get(flow_key(SID, "f1")) is None
+    await resolve(store, SID, dfw, "f1", 300)
+    pinned = await store.get(flow_key(SID, "f1"))
+    assert pinned is not None
+    kept = await resolve(store, SID, route("DFW", "azure-lhr", eligible=("aws-dfw", "azure-lhr")), "f1", 300,
+                         pin=False)
+    assert kept is not None and (kept.cluster, kept.pinned) == ("aws-dfw", True)
+    moved = await resolve(store, SID, route("DFW", "azure-lhr"), "f1", 300, pin=False)
+    assert moved is not None and (moved.cluster, moved.pinned) == ("azure-lhr", False)
+    after = await store.get(flow_key(SID, "f1"))
+    assert after is not None and after.mod_revision == pinned.mod_revision, "a look rewrote the pin"

@@ -21,7 +21,9 @@
 * ``GET /api/v1/steering/services/{serviceId}/resolve?clientSite=…&flow=…`` — one flow's instance,
   with flow affinity (`drods.steering.flows`): ``{"cluster", "pinned", "reason", …}``; each
   resolution counts as a request from its client site (`drods.steering.demand`: the demand the
-  service's users are learned from).
+  service's users are learned from). ``?dryRun=All`` only looks (an operator, a dashboard): the
+  answer the flow would get, with ``"dryRun": true`` — no pin written or renewed, no demand counted,
+  so looking never moves replicas.
 * ``GET /api/v1/steering/directory`` — the multi-cluster service directory (F8).
 """
 
@@ -36,6 +38,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from drods.api.auth import Action, Principal, Role
 from drods.api.context import ApiContext, authenticate, context
+from drods.api.dryrun import dry_run_param
 from drods.api.json_response import JSONResponse
 from drods.api.routes.kubernetes import watch_alive
 from drods.api.schemas import ERROR_RESPONSES
@@ -159,7 +162,8 @@ async def _watch(ctx: ApiContext, service_id: str, first: dict[str, Any] | None,
 @router.get("/services/{service_id}/resolve", summary="Resolve a flow to an instance, with flow affinity (C7)")
 async def resolve_flow(request: Request, service_id: str, client_site: str = Query(alias="clientSite", min_length=1),
                        flow: str = Query(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9._:-]+$"),
-                       _: Principal = Depends(authenticate)) -> JSONResponse:
+                       _: Principal = Depends(authenticate),
+                       looking: bool = Depends(dry_run_param)) -> JSONResponse:
     ctx = context(request)
     obj = await ctx.registry.try_get(SERVICE_ROUTE, service_id)
     if obj is None:
@@ -172,16 +176,18 @@ async def resolve_flow(request: Request, service_id: str, client_site: str = Que
     ref = spec.get("registration") or {}
     reg = await ctx.registry.try_get(SERVICE_REGISTRATION, str(ref.get("name")), str(ref.get("namespace") or "default"))
     timeout = float((((reg or {}).get("spec") or {}).get("flowAffinity") or {}).get("timeoutSeconds") or 300.0)
-    res = await resolve(ctx.store, service_id, route, flow, timeout)
-    if ctx.demand is None:
-        ctx.demand = DemandRecorder(ctx.store)
-    await ctx.demand.count(service_id, client_site)  # where the users are (steering.users)
+    res = await resolve(ctx.store, service_id, route, flow, timeout, pin=not looking)
+    if not looking:  # a client's request: where the users are (steering.users); a look is no user's
+        if ctx.demand is None:
+            ctx.demand = DemandRecorder(ctx.store)
+        await ctx.demand.count(service_id, client_site)
     if res is None:
         raise Conflict(f"service {service_id!r} has no instance for client site {client_site!r}",
                        {"serviceId": service_id, "clientSite": client_site},
                        code="NO_ROUTE")
     return JSONResponse({"serviceId": service_id, "clientSite": client_site, "flow": flow, "cluster": res.cluster,
-                         "pinned": res.pinned, "reason": res.reason, "affinityTimeoutSeconds": timeout})
+                         "pinned": res.pinned, "reason": res.reason, "affinityTimeoutSeconds": timeout,
+                         **({"dryRun": True} if looking else {})})
 
 
 @router.get("/directory", summary="The multi-cluster service directory (F8, KEP-1645)")

@@ -4,7 +4,9 @@ Body: ``{"binding": <the body of POST /api/v1/bindings>}`` or ``{"workload": <a 
 StatefulSet or Job>, "policy": <optional PropagationPolicy / ResourcePlacementPolicy; default: the
 stored policy the resource detector would pick>}``, plus ``"changes": [...]``
 (`drods.whatif.dryrun`). Answer: ``{"placement": [{cluster, replicas}], "phase": "Scheduled" |
-"Unschedulable", "explanation": <one /history/schedules entry>}``.
+"Unschedulable", "explanation": <one /history/schedules entry>}``; the explanation's ``unknownClusters``
+counts the cluster names the placement gives that no cluster has (``unknownClusterNames``,
+``unknownClusterFields``: reported, not refused — Karmada accepts them).
 
 A binding that exists is decided as a change of itself, as the scheduler would decide it once the
 change is stored (a placement change as a ReconcileSchedule, replicas alone as a ScaleSchedule; its
