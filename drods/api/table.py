@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import Request
 
+from drods.model.annotations import learned_users_forgotten
 from drods.model.conditions import condition
 from drods.model.kinds import Kind
 from drods.model.timefmt import parse_datetime
@@ -301,7 +302,9 @@ def _users(obj: Obj) -> str | None:
         return None
     sites = ",".join(f"{_place(u)}={float(u.get('weight') or 0):g}" for u in users.get("sites") or []
                      if isinstance(u, dict))
-    return f"{users['source']}:{sites}" if sites else str(users["source"])
+    # users learned for a registration since deleted: the last decision's, no longer learned (FORGET)
+    source = "learned(forgotten)" if learned_users_forgotten(obj) else str(users["source"])
+    return f"{source}:{sites}" if sites else source
 
 
 def _place(user: dict[str, Any]) -> str:

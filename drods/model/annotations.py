@@ -235,3 +235,11 @@ def run_report(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def learned_users_forgotten(obj: Mapping[str, Any]) -> bool:
+    """The last decision used learned users (``status.users.source: learned``) that the Binding no longer
+    carries: steering forgot them (its registration was deleted or names another workload). The status
+    keeps the last decision's users — nothing was re-placed — but they are no longer being learned."""
+    users = (obj.get("status") or {}).get("users")
+    return isinstance(users, Mapping) and users.get("source") == "learned" and learned_users(obj) is None

@@ -180,3 +180,17 @@ async def test_replicas_follow_moving_demand_but_not_a_burst(plane: Plane) -> No
         assert obj["status"]["users"]["latencyMs"]["c-west"] == 4.0
     assert not demand.errors, demand.errors[:3]
     assert await users_cell(plane) == "learned:west=1"
+    # The registration goes: what was learned is forgotten, nothing re-placed, and the table says the
+    # last decision's users are no longer being learned (they stayed "learned" with no hint they were gone).
+    placed = (await binding(plane))["status"]
+    r = await plane.call("DELETE", f"{REGS}/shop")
+    assert r.status_code == 200, r.text
+
+    async def forgotten() -> dict[str, Any] | None:
+        obj = await binding(plane)
+        return obj if LEARNED_USERS not in (obj["metadata"].get("annotations") or {}) else None
+
+    obj = await eventually(forgotten, 15.0, "the learned users to be forgotten")
+    assert obj["status"]["users"]["source"] == "learned"  # the last decision's users, as it made it
+    assert obj["status"]["scheduledTime"] == placed["scheduledTime"] and placement(obj["status"]) == placement(placed)
+    assert await users_cell(plane) == "learned(forgotten):west=1"
