@@ -43,6 +43,7 @@ from drods.model.migration import pinned_by
 from drods.model.timefmt import whole_ms
 from drods.monitor.history import append as append_failure
 from drods.scheduler.framework import Scheduler, ScheduleResult
+from drods.scheduler.plugins.readiness import not_ready_tainted
 from drods.scheduler.profile import Profile
 from drods.scheduler.task import Task, users_of
 from drods.schedulerd.cache import CacheEvents, SchedulerCache, decode_cluster, measured_use, status_decoder
@@ -613,13 +614,17 @@ class SchedulerService:
         fleet changes it waits for take their part (``refit``). None: nothing to write (the queue
         entry is settled here)."""
         snap = self.cache.snap
-        # a cordon keeps what a cluster runs: the fresh division is of the rest, beside it
-        cordoned = frozenset(c for c, _ in rec.placement
-                             if (row := snap.index.get(c)) is not None and snap.unschedulable[row])
+        # a cordon keeps what a cluster runs, and so does a NotReady one with the not-ready taint until
+        # failover moves its replicas (as a decision not from scratch holds them, `Readiness`): the
+        # fresh division is of the rest, beside them
+        tainted = not_ready_tainted(snap)
+        holding = frozenset(c for c, _ in rec.placement if (row := snap.index.get(c)) is not None and (
+            snap.unschedulable[row] or (tainted is not None and tainted[row] and not snap.ready[row]
+                                        and snap.has_status[row])))
         kept = {} if rec.duplicated or spec.placement.statefulTopology is not None else \
-            {c: n for c, n in rec.placement if c in cordoned}  # (a Duplicated copy is held anyway)
-        held = sum(kept.values())
-        divided = spec.model_copy(update={"replicas": spec.replicas - held}) if kept else spec
+            {c: n for c, n in rec.placement if c in holding}  # (a Duplicated copy is held anyway)
+        kept_replicas = sum(kept.values())
+        divided = spec.model_copy(update={"replicas": spec.replicas - kept_replicas}) if kept else spec
         current = [] if self.fleet.by_parts(rec, spec.placement) else \
             [TargetCluster.model_construct(cluster=c, replicas=n) for c, n in sorted(rec.placement) if c not in kept]
         obj = rec.object()  # decoded once: a fleet change redivides every binding on the cluster
@@ -631,7 +636,8 @@ class SchedulerService:
             fresh = self.scheduler.schedule(task, snap)
         if kept:
             fresh = replace(fresh, pairs=tuple(sorted({**dict(fresh.pairs), **kept}.items())),
-                            requested=fresh.requested + held, placed=fresh.placed + held, _placement=None)
+                            requested=fresh.requested + kept_replicas, placed=fresh.placed + kept_replicas,
+                            _placement=None)
         out = self.fleet.refit(rec, spec, fresh)
         if out.result is None or out.trigger is None:
             # deferred: out of move budget, again after a backoff

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from drods.model.kinds import CLUSTER
 from drods.monitor.service import MonitorSettings
+from drods.registry.patch import MERGE_PATCH
 from drods.store import Store
 from tests.scheduler_e2e.conftest import Plane, eventually, fast_settings, placement, serve
 
@@ -104,6 +107,32 @@ async def test_a_cordoned_cluster_keeps_its_replicas_when_a_new_cluster_draws_a_
         return bool(snap.unschedulable[snap.index["a"]])
 
     await eventually(cordoned, what="the scheduler to see a cordoned")
+    await plane.cluster("d", 60)
+    got = await _placed(plane, "wl", lambda p: p.get("d", 0) > 0, what="a share of wl on the new cluster")
+    assert got["a"] == before["a"] and sum(got.values()) == 8, (before, got)  # d's share came from b alone
+
+
+async def test_a_not_ready_cluster_keeps_its_replicas_when_a_new_cluster_draws_a_share(plane: Plane) -> None:
+    """The not-ready taint is tolerated until failover moves the replicas (Karmada's taint manager): a
+    refit for a joining cluster is a decision from scratch, and it took a's replicas early (walkthrough AJ)."""
+    for name in ("a", "b"):
+        await plane.cluster(name, BUSY)
+    await plane.seen("a", "b")
+    before = placement(await plane.place({"name": "wl", "replicas": 8, "resources": {"cpu": 1},
+                                          "placement": WATER}))
+    assert set(before) == {"a", "b"}
+    since = datetime.now(UTC).isoformat()
+    cond = {"type": "Ready", "status": "False", "reason": "ClusterNotReachable", "lastTransitionTime": since}
+    await plane.ctx.registry.patch(CLUSTER, "a", {"status": {"conditions": [cond]}}, MERGE_PATCH, subresource="status")
+    taint = {"key": "cluster.multicluster.io/not-ready", "effect": "NoExecute", "timeAdded": since}
+    await plane.ctx.registry.patch(CLUSTER, "a", {"spec": {"taints": [taint]}}, MERGE_PATCH)
+
+    async def not_ready() -> bool:
+        snap = plane.scheduler.cache.snap
+        row = snap.index["a"]
+        return not bool(snap.ready[row]) and bool(snap.indexes.rows[row].taints)
+
+    await eventually(not_ready, what="the scheduler to see a NotReady and tainted")
     await plane.cluster("d", 60)
     got = await _placed(plane, "wl", lambda p: p.get("d", 0) > 0, what="a share of wl on the new cluster")
     assert got["a"] == before["a"] and sum(got.values()) == 8, (before, got)  # d's share came from b alone

@@ -29,7 +29,7 @@ from drods.scheduler.task import TaskInfo
 _NO_ROWS: IntArr = np.zeros(0, dtype=np.intp)
 
 
-def _not_ready_tainted(snap: Snapshot) -> BoolArr | None:
+def not_ready_tainted(snap: Snapshot) -> BoolArr | None:
     """Rows carrying the health controller's not-ready taint (whatever its value); None: none do.
     Cached per topology version (taints are topology)."""
     if "not-ready-tainted" in snap.cache:
@@ -48,7 +48,7 @@ def _held(task: TaskInfo, snap: Snapshot) -> tuple[IntArr, IntArr]:
     cur = task.current_rows
     if task.rebalance or not cur.size:
         return _NO_ROWS, _NO_ROWS
-    tainted = _not_ready_tainted(snap)
+    tainted = not_ready_tainted(snap)
     not_ready = _NO_ROWS if tainted is None else cur[~snap.ready[cur] & snap.has_status[cur] & tainted[cur]]
     return cur[snap.unschedulable[cur]], not_ready
 
