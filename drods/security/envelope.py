@@ -9,12 +9,15 @@ The shape of Kubernetes' encryption at rest (a storage transformer per resource,
 envelope): what reaches SQLite or etcd — files, WAL, revision history, snapshots — is ciphertext;
 the store key is the authenticated data, so a value cannot be moved to another key. Rotation adds
 a KEK and makes it primary; old KEKs stay in the keyring to read what they wrapped until
-``drods keys rotate`` has re-encrypted every value (`drods.store.encrypted.reencrypt`).
+``drods keys rotate`` has re-encrypted every value (`drods.store.encrypted.reencrypt`), and
+``drods keys retire`` then drops one that nothing is sealed with any more (`drods.security.rotation`).
 
-Keyring: ``DATA_DIR/keyring.json`` (0600) — ``{"primary": ID, "keys": {ID: base64 key}}`` — or the
-same document in ``DRODS_KEYRING``; every process over one store must share it. A running process
-notices a rotation by the file's change (checked at most once a second, and at once when a value
-names a KEK it does not know).
+Keyring: ``DATA_DIR/keyring.json`` (0600) — ``{"primary": ID, "keys": {ID: base64 key},
+"added": {ID: RFC 3339}}`` (``added`` is informational, absent from keyrings written before it) —
+or the same document in ``DRODS_KEYRING``; every process over one store must share it. A running
+process notices a rotation or a retirement by the file's change (checked at most once a second, and
+at once when a value names a KEK it does not know); a KEK gone from the file opens nothing more,
+DEKs it unwrapped earlier included.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -47,10 +50,15 @@ class DecryptionFailed(Exception):
 class KeyringDoc:
     primary: str
     keys: dict[str, bytes]
+    added: dict[str, str] = field(default_factory=dict)  # KEK ID → when it was added (RFC 3339), when known
 
     def to_json(self) -> str:
-        return json.dumps({"primary": self.primary,
-                           "keys": {k: base64.b64encode(v).decode() for k, v in self.keys.items()}})
+        doc: dict[str, object] = {"primary": self.primary,
+                                  "keys": {k: base64.b64encode(v).decode() for k, v in self.keys.items()}}
+        added = {k: v for k, v in self.added.items() if k in self.keys}
+        if added:
+            doc["added"] = added
+        return json.dumps(doc)
 
     @classmethod
     def parse(cls, text: str) -> KeyringDoc:
@@ -58,7 +66,13 @@ class KeyringDoc:
         keys = {str(k): base64.b64decode(v) for k, v in doc["keys"].items()}
         if doc["primary"] not in keys or any(len(v) != 32 for v in keys.values()):
             raise ValueError("keyring: primary must name one of its 32-byte keys")
-        return cls(str(doc["primary"]), keys)
+        added = doc.get("added")
+        when = {str(k): str(v) for k, v in added.items() if k in keys} if isinstance(added, dict) else {}
+        return cls(str(doc["primary"]), keys, when)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -89,7 +103,7 @@ class Keyring:
         path = data_dir / KEYRING_FILE
         if not path.exists():
             data_dir.mkdir(parents=True, exist_ok=True)
-            first = KeyringDoc("k1", {"k1": secrets.token_bytes(32)})
+            first = KeyringDoc("k1", {"k1": secrets.token_bytes(32)}, {"k1": _now()})
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:  # another process made it first: use theirs
@@ -135,10 +149,47 @@ class Keyring:
             current = KeyringDoc.parse(self.path.read_text())
             n = 1 + max((int(k[1:]) for k in current.keys if k[1:].isdigit()), default=0)
             new_id = f"k{n}"
-            doc = KeyringDoc(new_id, {**current.keys, new_id: secrets.token_bytes(32)})
+            doc = KeyringDoc(new_id, {**current.keys, new_id: secrets.token_bytes(32)},
+                             {**current.added, new_id: _now()})
             _write_private(self.path, doc.to_json())
             self._doc, self._mtime = doc, self.path.stat().st_mtime_ns
         return new_id
+
+    def document(self) -> KeyringDoc:
+        """The keyring as the file holds it now (what ``drods keys list`` shows)."""
+        self._refresh(force=True)
+        return self._doc
+
+    def retire(self, kek_id: str) -> KeyringDoc:
+        """Remove ``kek_id`` from the keyring file (written whole, then renamed over it: 0600, never
+        half-written); returns the keyring as it was, for `restore`. ``KeyError`` for an ID it does
+        not hold, ``ValueError`` for the primary or a keyring from ``DRODS_KEYRING``. Checking that
+        nothing is still sealed with it is the caller's (`drods.security.rotation.retire`)."""
+        if self.path is None:
+            raise ValueError(f"the keyring comes from {ENV_VAR}: remove the key there")
+        with self._lock:
+            current = KeyringDoc.parse(self.path.read_text())
+            if kek_id not in current.keys:
+                raise KeyError(kek_id)
+            if kek_id == current.primary:
+                raise ValueError(f"{kek_id!r} is the primary key-encryption key")
+            doc = KeyringDoc(current.primary, {k: v for k, v in current.keys.items() if k != kek_id},
+                             {k: v for k, v in current.added.items() if k != kek_id})
+            _write_private(self.path, doc.to_json())
+            self._doc, self._mtime = doc, self.path.stat().st_mtime_ns
+        return current
+
+    def restore(self, kek_id: str, before: KeyringDoc) -> None:
+        """Put back a KEK `retire` removed (something was sealed with it meanwhile), keeping whatever
+        else changed in the file since."""
+        if self.path is None:
+            return
+        with self._lock:
+            current = KeyringDoc.parse(self.path.read_text())
+            added = {**current.added, **({kek_id: before.added[kek_id]} if kek_id in before.added else {})}
+            doc = KeyringDoc(current.primary, {**current.keys, kek_id: before.keys[kek_id]}, added)
+            _write_private(self.path, doc.to_json())
+            self._doc, self._mtime = doc, self.path.stat().st_mtime_ns
 
 
 @dataclass
