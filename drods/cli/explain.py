@@ -147,7 +147,7 @@ def _inputs_line(inputs: Mapping[str, Any]) -> str:
         parts.append("measured delay " + ", ".join(f"{k} {v:g} ms" if isinstance(v, (int, float)) else f"{k} unknown"
                                                    for k, v in lat.items()))
     named = [k for k in inputs if k not in ("adjuster", "candidates", "metrics", "bounds", "weights", "filters",
-                                            "analysis", "users", "waterLevels", "latencies")]
+                                            "analysis", "users", "waterLevels", "latencies", "division")]
     parts += [f"{k}: {_flat(inputs[k])}" for k in named]
     return "; ".join(parts)
 
@@ -328,7 +328,8 @@ def _explain_workload(api: ApiClient, kind: str, namespace: str, name: str, hist
                 **({"history": items} if history else {"latest": latest})}
         dump(body, output)
         return
-    _say(f"Name:       {name}\nNamespace:  {namespace}\nKind:       {kind}")
+    scoped = _binding_namespace(kind, namespace)  # a cluster-scoped kind has none (kubectl describe shows none)
+    _say(f"Name:       {name}\n" + (f"Namespace:  {scoped}\n" if scoped else "") + f"Kind:       {kind}")
     _say(f"Placement:  {_placement_line(status)}")
     if history:
         _say("History:")

@@ -36,3 +36,24 @@ def test_a_binding_with_its_own_name_shows_its_placement(kind: str, namespace: s
     _explain_workload(_Api(), kind, namespace, name, False, "table")  # type: ignore[arg-type]
     text = " ".join(capsys.readouterr().out.split())
     assert "Placement: azure-lhr 4 (phase Scheduled, 4/4)" in text and "no binding" not in text
+
+
+class _NamespaceApi:
+    """A Namespace placed by a ClusterPropagationPolicy: its Binding names no namespace."""
+
+    def request(self, method: str, path: str, params: Any = None, ok: Any = ()) -> FixedAnswer:
+        if path == "/api/v1/bindings/namespace--team-a/status":
+            return FixedAnswer(200, {**STATUS, "resource": {"apiVersion": "v1", "kind": "Namespace", "name": "team-a"}})
+        assert path == "/api/v1/decisions", path
+        return FixedAnswer(200, {"items": [{**DECISION, "subject": {"kind": "Namespace", "namespace": "",
+                                                                    "name": "team-a"},
+                                            "inputs": {"division": "Duplicated"}}]})
+
+
+def test_a_cluster_scoped_workload_is_shown_without_a_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+    """`drods explain namespace/team-a` said "Namespace: default", and every inputs line said the division twice."""
+    _explain_workload(_NamespaceApi(), "Namespace", "default", "team-a", False, "table")  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "Name:       team-a" in out and "Namespace:" not in out.split("Kind:")[0], out
+    assert "Placement: azure-lhr 4" in " ".join(out.split())
+    assert out.count("Duplicated") == 1, out
