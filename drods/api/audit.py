@@ -1,8 +1,10 @@
 """Append-only audit log of every change made through the API (SEC3), kept in the store.
 
 Write-ahead: a mutating request is recorded (``stage: request`` — who, role, verb, path) *before*
-it runs; when that record cannot be written the request is answered 503 ``AUDIT_UNAVAILABLE`` and
-changes nothing. Its outcome is recorded (``stage: response``: the status and every object change
+it runs; when that record cannot be written the request is answered 503 and changes nothing —
+``STORE_UNAVAILABLE`` naming the cause when the store is away or its disk refuses writes (`WriteFailed`:
+the file and the OS's word, so an operator looks at the disk, not at the log), else ``AUDIT_UNAVAILABLE``.
+Its outcome is recorded (``stage: response``: the status and every object change
 the registry made for it as a JSON patch with secret values redacted, `drods.registry.changes`)
 before the client sees the answer. A query joins the two by ``id``; a request without an outcome
 (the process died in between) shows ``result: null``.

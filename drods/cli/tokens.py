@@ -1,7 +1,13 @@
 """``drods token list`` and ``drods token revoke ID``: the store's record of issued tokens
 (`drods.security.tokens`), and `mint`, through which every command that signs a token records it.
 Issuing and revoking are in the audit log (SEC3), by ``cli:<the local user>``, in the transaction
-that writes the token's record."""
+that writes the token's record.
+
+`mint` signs with the data dir's key, the one its server signs with. It never makes one silently:
+in a fresh data dir (nothing of a server's in it) it makes it and says so on stderr — such a token
+is accepted only by a server started with that data dir — and in one that holds a server's store but
+no key (its server signs with ``DRODS_JWT_SECRET``) it refuses, rather than print a token that
+server refuses."""
 
 from __future__ import annotations
 
@@ -18,6 +24,9 @@ if TYPE_CHECKING:
     from drods.security.tokens import TokenRecord
     from drods.store import Store
     from drods.store.base import Put
+
+# what a server leaves in its data dir when it has started once (`drods.api.context`, `drods.store`)
+SERVER_STATE = ("drods.db", "store.url", "encryption.key")
 
 DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", show_envvar=True,
                                           help="Keys and the embedded store live here.")]
@@ -68,10 +77,10 @@ def mint(data_dir: Path, store: str | None, role: Role, *, subject: str | None =
     hand out. ``typer.BadParameter`` for claims that do not go together."""
     import asyncio
 
-    from drods.api.auth import SECRET_ENV, TokenAuthority, WeakSigningKey, issue_recorded, load_or_create_signing_key
+    from drods.api.auth import SECRET_ENV, TokenAuthority, WeakSigningKey, issue_recorded
 
     try:
-        authority = TokenAuthority(load_or_create_signing_key(data_dir / "jwt.key"))
+        authority = TokenAuthority(signing_key(data_dir))
     except WeakSigningKey as e:
         raise typer.BadParameter(str(e), param_hint=SECRET_ENV) from e
 
@@ -87,6 +96,33 @@ def mint(data_dir: Path, store: str | None, role: Role, *, subject: str | None =
         return asyncio.run(run())
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
+
+
+def signing_key(data_dir: Path) -> bytes:
+    """The key tokens of ``data_dir``'s server are signed with: ``DRODS_JWT_SECRET``, else its
+    ``jwt.key``. Made only in a data dir no server has used, and said on stderr: a token signed with a
+    key made here is refused by a server started with any other ``--data-dir`` (the default,
+    ``~/.drods``, is made when the option is forgotten). ``typer.BadParameter`` for a data dir that holds
+    a server's store but no key: its server signs with a secret this command was not given."""
+    import os
+
+    from drods.api.auth import SECRET_ENV, load_or_create_signing_key
+
+    path = data_dir / "jwt.key"
+    if os.environ.get(SECRET_ENV) or path.exists():
+        return load_or_create_signing_key(path)
+    found = [name for name in SERVER_STATE if (data_dir / name).exists()]
+    if found:
+        raise typer.BadParameter(
+            f"{data_dir} holds a server's state ({', '.join(found)}) but no signing key ({path.name}): its server "
+            f"signs with {SECRET_ENV}, or another data dir's key. Set {SECRET_ENV} as the server has it, or pass "
+            "the server's --data-dir; no key is made here, as no server would accept its tokens",
+            param_hint="--data-dir")
+    key = load_or_create_signing_key(path)
+    typer.echo(f"warning: made a new signing key in {path}; only a server started with --data-dir {data_dir} "
+               "accepts this token — a server started with another --data-dir will not (pass its --data-dir, or "
+               f"set {SECRET_ENV} as it has it)", err=True)
+    return key
 
 
 def register_token_commands(token_app: typer.Typer) -> None:

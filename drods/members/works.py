@@ -4,7 +4,11 @@ The control plane cannot reach a pull-mode member, so propagation writes one ``W
 (binding, cluster) with the exact manifests push mode would apply; the agent, next to the member:
 
 * **follows** its cluster's Works: list, then watch (``/api/v1/agent/works``), relist after any
-  break. The set of Works is cached in ``STATE_DIR/works.json`` (mode 0600: manifests may hold
+  break — with a jittered exponential backoff while the control plane cannot be reached, cut short
+  as soon as it answers again: meanwhile the agent asks its ``/readyz`` (one small request, about every
+  ``probe_every`` seconds, jittered so agents cut off together do not come back together), so an
+  outage longer than the backoff's cap does not leave the Works unfollowed for up to that cap after
+  it. The set of Works is cached in ``STATE_DIR/works.json`` (mode 0600: manifests may hold
   Secrets) on every change, written behind the event loop and before the change is applied;
 * **applies** each Work whose hash the member does not hold yet, by server-side apply with the
   ownership metadata the manifests carry; an object that exists and is not DRO-DS's is refused,
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -60,6 +65,8 @@ from drods.model.work import ManifestStatus, Ref, WorkStatus
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 WORKS = "/api/v1/agent/works"
+READYZ = "/readyz"
+UNREACHABLE = frozenset({502, 503, 504})  # a proxy's word for a control plane that is not there (or not ready)
 STATUS_COALESCE_SECONDS = 0.5  # a followed copy's changes within this long are reported together
 # What propagation sends, workloads before their dependents (so a pod never loses its ConfigMap first).
 PRUNE_KINDS = tuple((k.api_version, k.kind) for k in WORKLOAD_KINDS if k.kind != "Namespace")
@@ -111,10 +118,21 @@ class _Work:
     status: Obj = field(default_factory=dict)  # as the control plane holds it
 
 
+def _unreachable(e: Exception) -> bool:
+    """Whether ``e`` says the control plane is not there (no connection, or a proxy's 502/503/504), rather
+    than that it answered wrongly: only then is it worth asking when it is back."""
+    if isinstance(e, httpx.HTTPStatusError):
+        return e.response.status_code in UNREACHABLE
+    return isinstance(e, httpx.TransportError)
+
+
 class WorkAgent:
     def __init__(self, cluster: str, member: MemberClient, http: httpx.AsyncClient, state_dir: Path, *,
                  resync: float = 3.0, max_backoff: float = 30.0, watch_timeout: int = 240,
-                 usage_interval: float = 15.0, clock: Callable[[], float] = time.time) -> None:
+                 usage_interval: float = 15.0, clock: Callable[[], float] = time.time,
+                 first_backoff: float = 1.0, probe_every: float = 2.0) -> None:
+        """``first_backoff`` … ``max_backoff``: the waits between relists while they fail; ``probe_every``:
+        about how often the control plane is asked whether it is back meanwhile."""
         self.cluster = cluster
         self.member = member
         self.http = http
@@ -122,6 +140,8 @@ class WorkAgent:
         self.saver = StateSaver(self.state_file, self._state)
         self.resync = resync
         self.max_backoff = max_backoff
+        self.first_backoff = first_backoff
+        self.probe_every = probe_every
         self.watch_timeout = watch_timeout
         self.works: dict[str, _Work] = {}
         self.applied: dict[str, str] = {}  # work → hash the member holds
@@ -133,7 +153,8 @@ class WorkAgent:
         self.sent: dict[Ref, _Sent] = {}  # each object's last apply by this agent
         self._held_kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) some Work has held
         self.wake = asyncio.Event()
-        self.reachable = asyncio.Event()  # someone saw the control plane answer: relist now, not after the backoff
+        # the control plane answers again (local autonomy's calls, or this agent's probe): relist now
+        self.reachable = asyncio.Event()
         # A local replica count for a manifest (regional autonomy), None to apply it as sent.
         self.replicas_for: Callable[[Mapping[str, Any]], int | None] | None = None
         self.usage = UsageReader(usage_interval)
@@ -193,23 +214,51 @@ class WorkAgent:
         self.wake.set()
 
     async def _follow(self, stop: asyncio.Event) -> None:
-        backoff = 1.0
+        backoff = self.first_backoff
         while not stop.is_set():
             try:
                 rv = await self._list()
-                backoff = 1.0
+                backoff = self.first_backoff
                 await self._watch(rv)
             except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
                 self.authoritative = False
-                log.warning("cannot follow the Works of %s: %s; retrying in %.0fs", self.cluster, e, backoff)
-                self.reachable.clear()
-                waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.reachable.wait())]
-                try:
-                    await asyncio.wait(waits, timeout=backoff, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for w in waits:
-                        w.cancel()
+                wait = random.uniform(backoff / 2, backoff)  # agents cut off together do not retry together
+                log.warning("cannot follow the Works of %s: %s; retrying in %.1fs", self.cluster, e, wait)
+                await self._wait_to_retry(stop, wait, probe=_unreachable(e))
                 backoff = min(backoff * 2, self.max_backoff)
+
+    async def _wait_to_retry(self, stop: asyncio.Event, seconds: float, *, probe: bool) -> None:
+        """``seconds``, or less: until `reachable` is set — by local autonomy's calls when it runs, or,
+        when the control plane could not be reached (``probe``), by `_probe` — so the agent follows its
+        Works within about ``probe_every`` of the control plane's return, however long it was away. (The
+        metrics heartbeat says nothing here: it runs on its own, with its own backoff up to 60 s.)"""
+        self.reachable.clear()
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait()),
+                                            asyncio.ensure_future(self.reachable.wait())]
+        if probe and seconds > self.probe_every / 2:
+            waits.append(asyncio.ensure_future(self._probe()))
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def _probe(self) -> None:
+        """Ask the control plane whether it is ready, every ``probe_every`` seconds (jittered by half), until
+        it is: one small request, cheaper than a relist of every Work, and refused at once (or by its
+        proxy) while it is down. Sets `reachable` when it answers 200."""
+        while True:
+            await asyncio.sleep(self.probe_every * random.uniform(0.5, 1.5))
+            try:
+                r = await self.http.get(READYZ, timeout=max(1.0, self.probe_every))
+            except httpx.HTTPError as e:
+                log.debug("control plane of %s still away: %s", self.cluster, e)
+                continue
+            if r.status_code == 200:
+                log.info("control plane of %s answers again: following its Works", self.cluster)
+                self.reachable.set()
+                return
 
     def _check(self, r: httpx.Response) -> None:
         if r.status_code in (401, 403):

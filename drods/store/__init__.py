@@ -23,12 +23,13 @@ from drods.store.base import (
     TxnResult,
     Unavailable,
     WatchEvent,
+    WriteFailed,
     prefix_end,
 )
 
 __all__ = [
     "CasFailed", "Compacted", "Compare", "Delete", "EventType", "Get", "KeyValue", "Lease",
-    "LeaseNotFound", "Put", "Store", "StoreError", "TxnResult", "Unavailable", "WatchEvent",
+    "LeaseNotFound", "Put", "Store", "StoreError", "TxnResult", "Unavailable", "WatchEvent", "WriteFailed",
     "default_store_url", "open_store", "prefix_end", "record_served_store", "served_store_url",
 ]
 

@@ -39,7 +39,18 @@ class LeaseNotFound(StoreError):
 
 
 class Unavailable(StoreError):
-    """The backend could not be reached within its deadline."""
+    """The backend could not be reached within its deadline, or cannot write now (`WriteFailed`)."""
+
+
+class WriteFailed(Unavailable):
+    """The backend cannot write: its disk is full, read-only or failing (``path``: where; ``cause``: the
+    OS's or SQLite's word). An `Unavailable`, so every caller that waits for the store to come back
+    waits for space too; the API answers it 503 ``STORE_UNAVAILABLE`` naming both."""
+
+    def __init__(self, path: str, cause: str) -> None:
+        super().__init__(f"cannot write the store {path}: {cause}")
+        self.path = path
+        self.cause = cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +233,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None: ...
+
+    def write_failure(self) -> WriteFailed | None:
+        """Why this process's last write could not be made (disk full, read-only, I/O error), until a
+        write or the store's own probe succeeds: readiness (``/readyz``) is false meanwhile, so a load
+        balancer stops sending writes to a server that cannot take them. None when writes go through."""
+        return None
 
     async def __aenter__(self) -> Store:
         return self

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from drods.store.base import Compare, KeyValue, Lease, Store, TxnOp, TxnResult, WatchEvent
+from drods.store.base import Compare, KeyValue, Lease, Store, TxnOp, TxnResult, WatchEvent, WriteFailed
 
 
 class DelegatingStore(Store):
@@ -58,3 +58,6 @@ class DelegatingStore(Store):
 
     async def close(self) -> None:
         await self.inner.close()
+
+    def write_failure(self) -> WriteFailed | None:
+        return self.inner.write_failure()

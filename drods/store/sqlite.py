@@ -33,6 +33,11 @@ Why it looks the way it does:
   watch as it does its own commits. A store that others seldom write (a simulated member's, which
   only ``drods token revoke`` shares) takes a longer ``tick``: a hundred of them in one process woke
   a thousand times a second with nothing to find.
+* A write the disk refuses (full, read-only, an I/O error) is `WriteFailed` naming the file and the
+  cause, and is remembered (`write_failure`, which ``/readyz`` reports) until the writer's probe — two
+  pages written and removed in one transaction, every ``PROBE_EVERY`` while writes fail and at once
+  after a write that went through — commits: a small update that fit in place proves no room, and the
+  server is ready again within a second of space being freed.
 """
 
 from __future__ import annotations
@@ -41,9 +46,12 @@ import asyncio
 import bisect
 import collections
 import contextlib
+import errno
 import functools
+import os
 import queue
 import secrets
+import shutil
 import sqlite3
 import threading
 import time
@@ -71,6 +79,7 @@ from drods.store.base import (
     TxnOp,
     TxnResult,
     WatchEvent,
+    WriteFailed,
     compare_holds,
 )
 
@@ -86,6 +95,13 @@ BUSY_TIMEOUT_MS = 30_000
 COMPRESS_MIN = 2048  # bytes; smaller values are stored as they are
 _RAW, _ZLIB, _LZ4 = 0, 1, 2  # codecs of a stored value (an LZ4 block carries its size)
 _UNREAD = object()  # a row not read yet
+PROBE_EVERY = 1.0  # seconds between the writer's probe writes while the disk refuses writes
+PROBE_BYTES = 8192  # a probe's write: more than a page, so it needs pages the file may not have room for
+# what says the disk, not the write, is at fault (primary result codes; errnos of an OSError)
+_UNWRITABLE_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY,
+                               sqlite3.SQLITE_CANTOPEN})
+_UNWRITABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
+_UNCAPPED_PAGES = 1073741823  # SQLite's default max_page_count (older builds; newer ones allow more)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -400,8 +416,12 @@ class SqliteStore(Store):
         self._local = threading.local()
         self._watchers: set[_Watcher] = set()
         self._closed = False
+        self._write_failure: WriteFailed | None = None  # set and cleared by the writer thread
 
     # ------------------------------------------------------------------ plumbing
+
+    def write_failure(self) -> WriteFailed | None:
+        return self._write_failure
 
     def _check_open(self) -> None:
         if self._closed:
@@ -454,7 +474,7 @@ class SqliteStore(Store):
 
     def _writer_main(self) -> None:
         conn = _connect(self.path, cache_kib=self.cache_kib)
-        next_sweep = next_notice = last_foreign = 0.0
+        next_sweep = next_notice = last_foreign = next_probe = 0.0
         stopping = False
         try:
             while not stopping:
@@ -480,6 +500,9 @@ class SqliteStore(Store):
                         last_foreign = now
                     # each wake costs ~0.1 ms of CPU: checks are frequent only while others write
                     next_notice = now + (NOTICE if now - last_foreign < QUIET else self.tick)
+                if self._write_failure is not None and not batch and now >= next_probe:
+                    next_probe = now + PROBE_EVERY
+                    self._probe(conn)
                 sweep = now >= next_sweep
                 if sweep:
                     next_sweep = now + self.tick
@@ -489,7 +512,8 @@ class SqliteStore(Store):
                     try:
                         self._commit(conn, batch, sweep)
                     except Exception as exc:  # never let the writer die: callers would hang
-                        self._settle([(req, None, StoreError(f"sqlite writer: {exc!r}")) for req in batch])
+                        error = self._failed(exc, conn) or StoreError(f"sqlite writer: {exc!r}")
+                        self._settle([(req, None, error) for req in batch])
         finally:
             conn.close()
             leftovers: list[tuple[_Request, Any, BaseException | None]] = []
@@ -499,6 +523,30 @@ class SqliteStore(Store):
                     if isinstance(item, _Request):
                         leftovers.append((item, None, StoreError("store is closed")))
             self._settle(leftovers)
+
+    def _failed(self, exc: BaseException, conn: sqlite3.Connection) -> WriteFailed | None:
+        """``exc`` as `WriteFailed` when the disk refused the write, remembered for readiness."""
+        failed = write_failure_of(exc, self.path, conn)
+        if failed is not None:
+            self._write_failure = failed
+        return failed
+
+    def _probe(self, conn: sqlite3.Connection) -> None:
+        """Whether the disk takes writes again while they fail: ``PROBE_BYTES`` written to a table of
+        its own and removed in one transaction (no revision, no event), that needs fresh pages as a
+        write does. Its commit clears `write_failure`."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, pad BLOB NOT NULL)")
+            conn.execute("INSERT INTO write_probe (pad) VALUES (zeroblob(?))", (PROBE_BYTES,))
+            conn.execute("DELETE FROM write_probe")
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            self._failed(exc, conn)  # its cause may have changed (full, then read-only)
+            return
+        self._write_failure = None
 
     def _notice_other_writers(self, conn: sqlite3.Connection) -> bool:
         """Pass on to every watch what another process sharing the file has committed.
@@ -573,8 +621,10 @@ class SqliteStore(Store):
         trace while the others still commit. If the commit itself fails, each op is retried alone.
         """
         outcomes: list[tuple[_Request, Any, BaseException | None]] = []
+        refused = False  # the disk refused one of the ops (that SQLite undid alone)
         try:
             conn.execute("BEGIN IMMEDIATE")
+            changes = conn.total_changes
             txn = _WriteTxn(conn, time.time())
             foreign = self._foreign_before(conn, txn)
             for req in batch:
@@ -583,11 +633,15 @@ class SqliteStore(Store):
                 try:
                     result = req.fn(txn)
                 except Exception as exc:
+                    if not conn.in_transaction:
+                        raise  # SQLite rolled the whole transaction back (disk full, I/O error): its cause
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     txn.rev, txn.compact_rev = rev, compact_rev
                     del txn.events[n_events:]
-                    outcomes.append((req, None, exc))
+                    failed = self._failed(exc, conn)
+                    refused = refused or failed is not None
+                    outcomes.append((req, None, failed or exc))
                 else:
                     conn.execute("RELEASE op")
                     outcomes.append((req, result, None))
@@ -599,12 +653,15 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
+            failed = self._failed(exc, conn)  # all or nothing was written: nothing
             if len(batch) > 1:
-                for req in batch:
+                for req in batch:  # each alone: one that fits (or breaks nothing) is still made
                     self._commit(conn, [req], False)
             else:
-                self._settle([(req, None, StoreError(f"sqlite: {exc}")) for req in batch])
+                self._settle([(req, None, failed or StoreError(f"sqlite: {exc}")) for req in batch])
             return
+        # a write went through while writes failed: room again, or only an update that fit in place?
+        probe = self._write_failure is not None and conn.total_changes > changes and not refused
         if foreign is not None:
             self._fan_out(foreign[0], functools.partial(_deliver_all, batch=foreign[1]))
         elif txn.base_rev > self._writer_rev and not txn.events:
@@ -614,6 +671,8 @@ class SqliteStore(Store):
             self._publish((txn.base_rev, txn.rev, txn.events))
         self._saw(txn.rev)
         self._settle(outcomes)
+        if probe:
+            self._probe(conn)
 
     def _settle(self, outcomes: list[tuple[_Request, Any, BaseException | None]]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]]
@@ -922,6 +981,42 @@ def _add_columns(conn: sqlite3.Connection) -> None:
         if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
             with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+
+
+def write_failure_of(exc: BaseException, path: str, conn: sqlite3.Connection | None = None) -> WriteFailed | None:
+    """``exc`` as the `WriteFailed` it is when the disk, not the write, is at fault (full, read-only, an
+    I/O error; an ``OSError`` of ENOSPC, EROFS, EIO or EDQUOT too); None for any other failure."""
+    if isinstance(exc, WriteFailed):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in _UNWRITABLE_ERRNOS:
+        return WriteFailed(path, f"{exc.strerror or exc} ({errno.errorcode.get(exc.errno or 0, exc.errno)})")
+    code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.Error) else None
+    if not isinstance(code, int) or code & 0xFF not in _UNWRITABLE_CODES:
+        return None
+    cause = f"{exc} ({getattr(exc, 'sqlite_errorname', None) or f'SQLite error {code}'})"
+    if code & 0xFF == sqlite3.SQLITE_FULL:
+        cause += f"; {_room(path, conn)}"
+    return WriteFailed(path, cause)
+
+
+def _room(path: str, conn: sqlite3.Connection | None) -> str:
+    """What is full: the file's filesystem (its free bytes), and the file's own size cap when it has one."""
+    where = os.path.dirname(os.path.abspath(path))
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError as e:
+        said = f"free space of {where} unknown ({e.strerror or e})"
+    else:
+        said = f"{free} bytes free on the filesystem of {where}"
+        if free < 1 << 20:
+            said = f"no space left on device (ENOSPC): {said}"
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error):
+            cap = int(conn.execute("PRAGMA max_page_count").fetchone()[0])
+            if cap < _UNCAPPED_PAGES:
+                held = int(conn.execute("PRAGMA page_count").fetchone()[0])
+                said += f"; the file is capped at {cap} pages (PRAGMA max_page_count) and holds {held}"
+    return said
 
 
 def _read_rev(c: sqlite3.Connection) -> int:

@@ -35,7 +35,7 @@ def test_kubeconfig_role_mints_that_role_even_with_a_token_in_the_environment(tm
     runner = CliRunner()
     admin = runner.invoke(app, ["token", "create", "--role", "admin", "--data-dir", str(tmp_path)])
     assert admin.exit_code == 0, admin.output
-    env = {"DRODS_TOKEN": admin.output.strip()}
+    env = {"DRODS_TOKEN": admin.stdout.strip()}
     r = runner.invoke(app, ["kubeconfig", "--role", "viewer", "--data-dir", str(tmp_path)], env=env)
     assert r.exit_code == 0, r.output
     assert _claims(_kubeconfig_token(r.output))["role"] == "viewer"
@@ -60,15 +60,17 @@ def test_token_commands_use_the_store_the_data_dirs_server_uses(tmp_path: Path) 
     """A server started with ``--store`` records it in its data dir; a token minted, listed or revoked
     with that data dir alone lands in that store, where the server reads revocations, not in a SQLite
     file beside it that nothing serves from."""
+    from drods.api.auth import load_or_create_signing_key
     from drods.store import record_served_store
 
     served = tmp_path / "served.db"
+    load_or_create_signing_key(tmp_path / "jwt.key")  # as the server did at its start
     record_served_store(tmp_path, f"sqlite://{served}")
     runner = CliRunner()
     made = runner.invoke(app, ["token", "create", "--role", "viewer", "--data-dir", str(tmp_path)])
     assert made.exit_code == 0, made.output
     assert served.exists() and not (tmp_path / "drods.db").exists()
-    token_id = str(_claims(made.output.strip())["jti"])
+    token_id = str(_claims(made.stdout.strip())["jti"])
     listed = runner.invoke(app, ["token", "list", "-o", "json", "--data-dir", str(tmp_path)])
     assert token_id in listed.output, listed.output
     gone = runner.invoke(app, ["token", "revoke", token_id, "--data-dir", str(tmp_path)])
@@ -111,7 +113,7 @@ def test_a_namespaced_tokens_kubeconfig_starts_in_its_namespace(tmp_path: Path) 
     runner = CliRunner()
 
     def context_namespace(*create: str) -> str:
-        token = runner.invoke(app, ["token", "create", *create, "--data-dir", str(tmp_path)]).output.strip()
+        token = runner.invoke(app, ["token", "create", *create, "--data-dir", str(tmp_path)]).stdout.strip()
         r = runner.invoke(app, ["kubeconfig", "--token", token, "--data-dir", str(tmp_path)])
         assert r.exit_code == 0, r.output
         return str(yaml.safe_load(r.output)["contexts"][0]["context"]["namespace"])

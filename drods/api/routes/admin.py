@@ -40,7 +40,7 @@ async def healthz() -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-@router.get("/readyz", tags=["health"], summary="Readiness: the store answers (no auth)",
+@router.get("/readyz", tags=["health"], summary="Readiness: the store answers and takes writes (no auth)",
             response_class=PlainTextResponse, responses={503: {"model": ErrorBody}})
 async def readyz(request: Request) -> Response:
     ctx = context(request)
@@ -50,6 +50,11 @@ async def readyz(request: Request) -> Response:
     except Exception as e:  # noqa: BLE001 - any store failure means not ready
         why = str(e) or ("no answer within 2s" if isinstance(e, TimeoutError) else type(e).__name__)
         return JSONResponse({"code": "STORE_UNAVAILABLE", "message": f"store not reachable: {why}", "details": {}},
+                            status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    failed = ctx.store.write_failure()  # a full or read-only disk: writes must go to another replica
+    if failed is not None:
+        return JSONResponse({"code": "STORE_UNAVAILABLE", "message": f"store failed: {failed}",
+                             "details": {"failed": ["store"], "path": failed.path, "cause": failed.cause}},
                             status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     checks = ctx.readiness() if ctx.readiness is not None else {}
     waiting = sorted(name for name, ok in checks.items() if not ok)
