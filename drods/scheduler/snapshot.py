@@ -535,6 +535,13 @@ class Snapshot:
             self._load_changed(rows)
         return rows, saved
 
+    def lower_load(self, name: str, amount: FloatArr) -> None:
+        """Take ``amount`` off a cluster's observed load (never below 0) until its next status: replicas a
+        decision removed that the status still counts (``SchedulerCache`` releases them)."""
+        row = self.index[name]
+        self.load[row] = np.maximum(self.load[row] - amount, 0.0)
+        self._load_changed(np.asarray([row], dtype=np.intp))
+
     def restore_load(self, lifted: tuple[np.ndarray, FloatArr]) -> None:
         rows, saved = lifted
         if rows.size:

@@ -172,6 +172,19 @@ class _Assumption:
 
 
 @dataclass(slots=True)
+class _Release:
+    """Replicas a decision took off a cluster that its status still counts (their pods go after it)."""
+
+    key: str
+    left: np.ndarray  # cpu, memory, gpu, pods (storage is not per pod) still to come off the status
+    time: float  # the decision's
+
+
+# what of a replica's requests a member stops reporting when its pod goes (storage is the volumes' own)
+_POD_RESOURCES = np.array([1.0, 1.0, 1.0, 1.0, 0.0])
+
+
+@dataclass(slots=True)
 class CacheEvents:
     """What a cache update means for parked bindings."""
 
@@ -221,6 +234,8 @@ class SchedulerCache:
         self._waiting: dict[str, set[str]] = {}  # cluster → assumptions whose part there its next status counts
         self._held: set[str] = set()  # clusters whose status the scheduler raises to a hold's forecast
         self.unknown: set[str] = set()  # registered clusters with neither a status nor a Ready condition
+        self._released: dict[str, list[_Release]] = {}  # cluster → releases, oldest first
+        self._reported: dict[str, np.ndarray] = {}  # cluster with releases → its load as its status says
 
     # ------------------------------------------------------------------ readiness
     def _became_ready(self, name: str, ev: CacheEvents) -> None:
@@ -260,6 +275,8 @@ class SchedulerCache:
         if rec is None:
             self.clusters.pop(name, None)
             self.unknown.discard(name)
+            self._released.pop(name, None)
+            self._reported.pop(name, None)
             if name in self.snap:
                 self.snap.remove_cluster(name)
             if old is not None:  # its bindings' replicas there go elsewhere
@@ -270,6 +287,7 @@ class SchedulerCache:
         was_ready = bool(self.snap.ready[self.snap.index[name]]) if name in self.snap else False
         self.snap.upsert_cluster(name, rec.labels, rec.spec, self._ready(name), st.status if st else None,
                                  self._floor(name))
+        self._ease(name)
         now_ready = self._ready(name)
         if old is None or (now_ready and not was_ready) or old.labels != rec.labels or old.hold != rec.hold \
                 or (old.spec != rec.spec and not only_restricts(old.spec, rec.spec)):
@@ -305,6 +323,7 @@ class SchedulerCache:
         was_ready = bool(snap.ready[row])
         had = bool(snap.has_status[row])
         snap.set_status(name, rec.status if rec else None, self._floor(name))
+        self._ease(name, rec.time if rec is not None else None)
         ready = self._ready(name)
         if ready != was_ready:
             snap.set_ready(name, ready)
@@ -385,13 +404,83 @@ class SchedulerCache:
         turn (an autoscaler's, a cron rule's) piled up assumed load until the fleet looked full.
         True when the new placement holds fewer GPUs or less tier storage somewhere (a retry cue)."""
         prev = self._assumed.get(key)
-        counts: dict[str, int] = dict(prev.counts) if prev is not None else {}
+        was: dict[str, int] = dict(prev.counts) if prev is not None else {}
+        counts = dict(was)
         old_map, new_map = dict(old), dict(new)
         for cluster, replicas in new:
             counts[cluster] = counts.get(cluster, 0) + replicas - old_map.get(cluster, 0)
         counts = {c: min(n, new_map[c]) for c, n in counts.items() if n > 0 and c in new_map}
         self._set(key, counts, req, ts, demand)
+        # what the status counts of it beyond what it counts of the new placement: replicas removed
+        # (scaled down, moved off) whose pods the status shows until they go
+        for cluster, n in old_map.items():
+            shown = (n - was.get(cluster, 0)) - (new_map.get(cluster, 0) - counts.get(cluster, 0))
+            if shown > 0 and req:
+                self._release(key, cluster, shown * np.asarray(req, dtype=np.float64) * _POD_RESOURCES, ts)
         return self.snap.place_offers(key, new, demand)
+
+    # ------------------------------------------------------------------ released load
+    def _release(self, key: str, cluster: str, amount: np.ndarray, ts: float) -> None:
+        """Stop counting ``amount`` of ``cluster``'s reported load now: a decision removed the replicas
+        behind it (as kube-scheduler forgets a pod once its binding goes), though the member reports
+        their requests until the pods are gone and monitoring's rate control lets the fall through —
+        a scale-down from 15 replicas to 1 kept the cluster at 74 % for a minute, and the next
+        placement went there against a real 16 %. Each status consumes the release by as much as its
+        reported load fell (`_ease`)."""
+        row = self.snap.index.get(cluster)
+        if row is None or not self.snap.has_status[row]:
+            return
+        if cluster not in self._released:
+            self._reported[cluster] = self.snap.load[row].copy()
+        amount = np.minimum(amount, self.snap.load[row])  # never more than the status counts (nor what it omits)
+        if not bool(np.any(amount > 1e-9)):
+            if not self._released.get(cluster):
+                self._reported.pop(cluster, None)
+            return
+        self._released.setdefault(cluster, []).append(_Release(key, amount, ts))
+        self.snap.lower_load(cluster, amount)
+
+    def _ease(self, cluster: str, published: float | None = None) -> None:
+        """The cluster's load was set from its status (``snap.load``): what it fell by since the last
+        one is its released replicas going (oldest release first); what is left of them comes off the
+        load again. A status published ``assume_ttl`` after a decision no longer counts what it removed
+        (its pods are gone by then), as for the load a decision adds (`_part_covered`)."""
+        releases = self._released.get(cluster)
+        row = self.snap.index.get(cluster)
+        if row is None:
+            return
+        if not releases:
+            self._released.pop(cluster, None)
+            self._reported.pop(cluster, None)
+            return
+        reported = self.snap.load[row].copy()
+        fell = np.maximum(self._reported[cluster] - reported, 0.0)
+        kept: list[_Release] = []
+        for r in releases:
+            took = np.minimum(r.left, fell)
+            r.left, fell = r.left - took, fell - took
+            if bool(np.any(r.left > 1e-9)) and (published is None or published < r.time + self.assume_ttl):
+                kept.append(r)
+        if not kept:
+            del self._released[cluster], self._reported[cluster]
+            return
+        self._released[cluster] = kept
+        self._reported[cluster] = reported
+        self.snap.lower_load(cluster, np.sum([r.left for r in kept], axis=0))
+
+    def unrelease(self, key: str) -> None:
+        """``key``'s decision was not written: the replicas it removed run on, and their load counts again."""
+        for cluster in [c for c, rs in self._released.items() if any(r.key == key for r in rs)]:
+            self._released[cluster] = [r for r in self._released[cluster] if r.key != key]
+            row = self.snap.index.get(cluster)
+            if row is not None:  # the load as reported, less the releases that stay
+                self.snap.restore_load((np.asarray([row], dtype=np.intp), self._reported[cluster][None, :].copy()))
+            self._ease(cluster)
+
+    def released(self, cluster: str) -> np.ndarray | None:
+        """What ``cluster``'s reported load counts that decisions removed (None: nothing)."""
+        rs = self._released.get(cluster)
+        return np.sum([r.left for r in rs], axis=0) if rs else None
 
     def observe(self, key: str, placement: Placement, scheduled_time: float | None, req: tuple[float, ...],
                 demand: OfferDemand | None = None, *, unschedulable: bool = False,
@@ -563,6 +652,7 @@ class SchedulerCache:
             if name in snap and self._floor(name) is None:  # the hold ran out: the observed level again
                 st = self.statuses.get(name)
                 snap.set_status(name, st.status if st else None)
+                self._ease(name)
                 ev.retry = True
                 ev.reasons.append("PreallocationExpired")
         if self.expire() or self.settled:  # the load it assumed is now the members' to report: room may be back

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,7 +21,7 @@ from drods.model.annotations import migrated_from, moved_away_from, placement_of
 from drods.model.binding import BindingSpec, placeable
 from drods.model.placement import Placement as PlacementSpec
 from drods.scheduler.framework import ScheduleResult
-from drods.scheduler.selection import ClusterSelection
+from drods.scheduler.selection import ClusterFacts, ClusterSelection
 from drods.schedulerd.fleet import (
     UNCORDONED,
     FleetChange,
@@ -129,10 +129,25 @@ class FleetFollower:
             self._many.add(name)
 
     # ------------------------------------------------------------------ deciding
-    def refit(self, rec: BindingRecord, spec: BindingSpec, fresh: ScheduleResult) -> Refit:
+    def stale(self, rec: BindingRecord, facts: Callable[[str], ClusterFacts | None],
+              held: Collection[str] = ()) -> frozenset[str]:
+        """The clusters ``rec`` runs on that its selection no longer admits (affinity, labels, fields),
+        whatever change made them so: a change on one cluster re-decides only that cluster's part, so
+        a copy left on a cluster relabelled out while nothing else fitted stayed there for good. Not
+        ``held`` ones (cordoned, NotReady with the taint: kept on purpose) nor unknown ones (a removal
+        is its own change)."""
+        sel = self.selections.selection(rec.name)
+        if sel is None:
+            return frozenset()
+        return frozenset(c for c, _ in rec.placement if c not in held and (f := facts(c)) is not None
+                         and not sel.selects(f))
+
+    def refit(self, rec: BindingRecord, spec: BindingSpec, fresh: ScheduleResult,
+              stale: frozenset[str] = frozenset()) -> Refit:
         """The binding's placement after the changes it waits for: of ``fresh`` (a decision from
-        scratch) only the changed clusters' parts are taken. (What a divided binding holds on cordoned
-        clusters is in ``fresh`` as it is, `SchedulerService._refit`: no change moves it.)"""
+        scratch) only the changed clusters' parts are taken, and the parts of the ``stale`` clusters
+        (`stale`) go too. (What a divided binding holds on cordoned clusters is in ``fresh`` as it is,
+        `SchedulerService._refit`: no change moves it.)"""
         changes = self._pending.pop(rec.name, {})
         many = rec.name in self._many
         self._many.discard(rec.name)
@@ -148,22 +163,23 @@ class FleetFollower:
                        if c not in away or c in held or (UNCORDONED in ch.kinds and c != migrated)}
             if not changes:
                 return Refit()
+        stale = stale - changes.keys()
         # a division taken whole (static weights, a Duplicated binding's fleet back at once) must not
         # bring them back either, but for an uncordon let through above
         blocked = frozenset(away - held - changes.keys())
         # never fewer replicas for a fleet change (parked retries place the rest) — but a removed
         # cluster's replicas are gone already: what fits elsewhere goes there now
-        if rec.keeps_data and current:
-            sel = self.selections.selection(rec.name)
-            if not any(c in changes and _left(sel, changes[c]) for c, _ in current):
-                return Refit()  # F3: its data moves only with a plan; a fleet change brings none of it up empty
+        sel = self.selections.selection(rec.name)
+        left = sorted(c for c, _ in current if c in stale or (c in changes and _left(sel, changes[c])))
+        if rec.keeps_data and current and not left:
+            return Refit()  # F3: its data moves only with a plan; a fleet change brings none of it up empty
         gone = sum(n for c, n in current if c in changes and changes[c].removed)
         pl = spec.placement
         deferred: dict[str, FleetChange] = {}
         short = ""
         if fresh.phase != "Scheduled" or (not rec.duplicated and fresh.placed < sum(n for _, n in current) - gone):
             if not gone:
-                return Refit()
+                return self._kept(fresh, changes, current, left, many) if left else Refit()
             # nowhere else fits them: the removed clusters' replicas are pending, not placed where no
             # cluster is (the rest stays; a Binding left with nothing is Unschedulable, parked for a retry)
             target = tuple((c, n) for c, n in current if not (c in changes and changes[c].removed))
@@ -174,9 +190,9 @@ class FleetFollower:
             # re-divided whole, but not onto a cluster it was moved off on purpose: fail-back brings it
             target, deferred = (current if _onto(fresh.pairs, blocked) else fresh.pairs), {}
         elif many:
-            target, deferred = self._follow_whole(rec, pl, current, fresh.pairs, changes, away, blocked)
+            target, deferred = self._follow_whole(rec, pl, current, fresh.pairs, changes, away, blocked, stale)
         else:
-            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes, away, blocked,
+            target, deferred = self._follow(rec, pl, current, fresh.pairs, changes, away, blocked, stale,
                                             # cost-first: the fresh division is the cheapest fill, what
                                             # the binding asks for, whatever the scores say
                                             pays=_packing_pays(fresh) if fresh.spread == 0.0 and not pl.costFirst
@@ -194,9 +210,11 @@ class FleetFollower:
                   **({"total": scored[c]} if c in scored else {})} for c in moved_on]
         kinds = sorted({k for ch in changes.values() for k in ch.kinds})
         named = sorted(changes)[:MAX_FOLLOWED]
-        reason = "; ".join(changes[c].describe() for c in named)
-        if many or len(changes) > len(named):
-            reason = f"{reason} and other clusters"
+        reason = _reason(changes, named, many)
+        dropped = sorted(c for c in stale if c not in after)
+        if dropped:
+            reason = f"{reason} ({', '.join(dropped)} no longer {'matches' if len(dropped) == 1 else 'match'} " \
+                "the placement)"
         message = f"re-placed after {reason}: " + ", ".join(f"{m['cluster']} {m['from']}→{m['to']}" for m in moves) \
             + short
         placed = fresh.placed if rec.duplicated else sum(n for _, n in target)
@@ -205,15 +223,35 @@ class FleetFollower:
         return Refit(replace(fresh, pairs=target, placed=placed, message=message, _placement=None), trigger,
                      len(moves) if rec.duplicated else moved(current, target), bool(deferred))
 
+    @staticmethod
+    def _kept(fresh: ScheduleResult, changes: dict[str, FleetChange], current: Placement, left: list[str],
+              many: bool) -> Refit:
+        """Clusters it runs on no longer admit it and no other cluster fits: what runs stays (as Karmada
+        keeps a binding's clusters when none fits), and the decision says so — Unschedulable with its
+        placement kept, parked until a cluster event retries it (written, not silently skipped: the
+        status still said it was scheduled on feasible clusters)."""
+        named = sorted(changes)[:MAX_FOLLOWED]
+        reason = _reason(changes, named, many) if changes else "a fleet change"
+        verb = "matches" if len(left) == 1 else "match"
+        fits = "no other cluster fits" if fresh.phase != "Scheduled" else \
+            f"the other clusters fit {fresh.placed} of its replicas"
+        message = f"kept on {', '.join(left)}, which no longer {verb} the placement after {reason}: " \
+            f"{fits} ({fresh.message})"
+        kinds = sorted({k for ch in changes.values() for k in ch.kinds})
+        trigger = {"kind": kinds[0] if len(kinds) == 1 else "FleetChanged", "kinds": kinds, "clusters": named,
+                   "reason": reason, "moves": [], "unmatched": left}
+        return Refit(replace(fresh, phase="Unschedulable", pairs=current, placed=0, message=message,
+                             _placement=None), trigger)
+
     def _follow_whole(self, rec: BindingRecord, pl: PlacementSpec, current: Placement, fresh: Placement,
-                      changes: dict[str, FleetChange], away: frozenset[str], blocked: frozenset[str]
-                      ) -> tuple[Placement, dict[str, FleetChange]]:
+                      changes: dict[str, FleetChange], away: frozenset[str], blocked: frozenset[str],
+                      stale: frozenset[str] = frozenset()) -> tuple[Placement, dict[str, FleetChange]]:
         """`_follow` for a binding that waits for more than ``MAX_FOLLOWED`` clusters' changes (a fleet
         coming back at once): ``fresh`` as a whole — at once when a cluster it runs on no longer admits
         it, else within the same switch, minimum move and budget — unless it would bring replicas back
         to a cluster they were moved off on purpose (fail-back brings them)."""
         sel = self.selections.selection(rec.name)
-        left = any(c in changes and _left(sel, changes[c]) for c, _ in current)
+        left = any(c in stale or (c in changes and _left(sel, changes[c])) for c, _ in current)
         if rec.duplicated:  # every copy it may have, but none back where it was moved off on purpose
             return tuple((c, n) for c, n in fresh if c not in blocked), {}
         if left:
@@ -243,18 +281,24 @@ class FleetFollower:
 
     def _follow(self, rec: BindingRecord, pl: PlacementSpec, current: Placement, fresh: Placement,
                 changes: dict[str, FleetChange], away: frozenset[str], blocked: frozenset[str] = frozenset(),
-                pays: Callable[[Placement, Placement], bool] | None = None
+                stale: frozenset[str] = frozenset(), pays: Callable[[Placement, Placement], bool] | None = None
                 ) -> tuple[Placement, dict[str, FleetChange]]:
-        """The placement with each changed cluster brought to its part of ``fresh``; the changes
-        the move budget could not afford yet. A cluster only opened to more never loses replicas by
-        it, and none go onto a ``blocked`` cluster (moved off on purpose, not the change's own);
-        ``pays`` (a packed division) judges whether a move onto the changed cluster is worth making."""
+        """The placement with each ``stale`` cluster's part taken off and each changed cluster brought to
+        its part of ``fresh``; the changes the move budget could not afford yet. A cluster only opened to
+        more never loses replicas by it, and none go onto a ``blocked`` cluster (moved off on purpose, not
+        the change's own); ``pays`` (a packed division) judges whether a move onto the changed cluster is
+        worth making."""
         sel = self.selections.selection(rec.name)
         want = dict(fresh)
         target = current
         deferred: dict[str, FleetChange] = {}
         switch = pl.rebalanceOnFleetChange
         holistic = _holistic(pl)
+        for cluster in sorted(stale):  # no longer admitted: its part goes, whatever the budget (as `left` below)
+            if rec.duplicated:
+                target = tuple((c, n) for c, n in target if c != cluster)
+            else:
+                target = fresh if holistic else toward(target, fresh, cluster)
         for cluster, ch in changes.items():
             here = dict(target)
             left = cluster in here and _left(sel, ch)
@@ -305,6 +349,12 @@ def _packing_pays(fresh: ScheduleResult) -> Callable[[Placement, Placement], boo
         return not losing or not gaining or min(gaining) >= max(losing) + PACK_MIN_GAIN
 
     return pays
+
+
+def _reason(changes: dict[str, FleetChange], named: list[str], many: bool) -> str:
+    """The changes a decision followed, as its record and status name them."""
+    reason = "; ".join(changes[c].describe() for c in named)
+    return f"{reason} and other clusters" if many or len(changes) > len(named) else reason
 
 
 def _onto(target: Placement, clusters: frozenset[str]) -> bool:

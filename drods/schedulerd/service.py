@@ -638,7 +638,9 @@ class SchedulerService:
             fresh = replace(fresh, pairs=tuple(sorted({**dict(fresh.pairs), **kept}.items())),
                             requested=fresh.requested + kept_replicas, placed=fresh.placed + kept_replicas,
                             _placement=None)
-        out = self.fleet.refit(rec, spec, fresh)
+        facts = self.cache.clusters
+        out = self.fleet.refit(rec, spec, fresh, self.fleet.stale(
+            rec, lambda c: r.facts if (r := facts.get(c)) is not None else None, holding))
         if out.result is None or out.trigger is None:
             # deferred: out of move budget, again after a backoff
             (self.queue.retry if out.deferred else self.queue.done)(rec.name)
@@ -714,6 +716,7 @@ class SchedulerService:
         """The decision was not written: the assumed load goes back to what the store says."""
         self._written.pop(p.rec.key, None)
         self.cache.release(p.rec.name)
+        self.cache.unrelease(p.rec.name)
         cur = self.bindings.cache.get(p.rec.key)
         if cur is not None and not cur.deleting:
             self.cache.observe(p.rec.name, cur.placement, cur.scheduled_time, cur.requirements, cur.demand,

@@ -385,3 +385,78 @@ async def test_a_failover_keeps_the_replicas_running_on_a_healthy_cluster_that_i
     await plane.ctx.rescheduler.failover("web", "b", failover_reason("b", "now", 0))
     moved = await _placed(plane, "web", lambda p: "b" not in p, what="web off b")
     assert moved == {"a": spread["a"], "c": spread["c"] + spread["b"]}, (spread, moved)
+
+
+async def test_a_copy_left_on_a_cluster_relabelled_out_goes_once_another_cluster_matches(plane: Plane) -> None:
+    """Relabelled out of the affinity while no other cluster matches, a binding stays where it runs and
+    says why (Unschedulable, its placement kept); once another cluster matches, the change re-decides it
+    and the copy on the cluster that no longer matches goes — it stayed there for good, re-decisions
+    changing only the changed cluster's part."""
+    for name, env in (("m1", "prod"), ("m2", "prod"), ("m3", "dev")):
+        await plane.cluster(name, BUSY, {"env": env})
+    await plane.seen("m1", "m2", "m3")
+    dev = {"clusterAffinity": {"labelSelector": {"matchLabels": {"env": "dev"}}}}
+    dup = await plane.place({"name": "dup", "replicas": 1, "resources": {"cpu": 1}, "placement": {**dev, **DUP}})
+    wl = await plane.place({"name": "wl", "replicas": 4, "resources": {"cpu": 1}, "placement": {**dev, **WATER}})
+    assert placement(dup) == {"m3": 1} and placement(wl) == {"m3": 4}
+
+    r = await plane.call("PATCH", "/api/v1/clusters/m3", json={"labels": {"env": "staging"}})
+    assert r.status_code == 200, r.text
+    for name, kept in (("dup", {"m3": 1}), ("wl", {"m3": 4})):
+        async def explained(name: str = name) -> dict[str, Any] | None:
+            st = await plane.status(name)
+            return st if st["phase"] == "Unschedulable" else None
+
+        st = await eventually(explained, 10.0, f"{name}'s status to say m3 no longer matches")
+        assert placement(st) == kept, st  # nothing else fits: what runs stays
+        assert st["message"].startswith("kept on m3, which no longer matches the placement after "
+                                        "ClusterLabelsChanged m3: no other cluster fits"), st["message"]
+        (entry, *_) = await _fleet_entries(plane, name)
+        assert entry["trigger"]["kind"] == "ClusterLabelsChanged" and entry["trigger"]["moves"] == [], entry
+
+    r = await plane.call("PATCH", "/api/v1/clusters/m2", json={"labels": {"env": "dev"}})
+    assert r.status_code == 200, r.text
+    assert await _placed(plane, "dup", lambda p: p == {"m2": 1}, what="dup's copy on m2 alone")
+    assert await _placed(plane, "wl", lambda p: p == {"m2": 4}, what="wl's replicas on m2 alone")
+    for name in ("dup", "wl"):
+        st = await plane.status(name)
+        assert st["phase"] == "Scheduled", st
+
+
+async def test_a_copy_on_a_cluster_relabelled_out_while_no_scheduler_ran_goes_with_the_next_change(
+        store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    """A cluster relabelled out of a binding's affinity while no scheduler ran is not news to a restarted
+    one (nothing is re-decided for the listing); the next change that re-decides the binding, about
+    another cluster, drops the copy there too, not only the changed cluster's part."""
+    store = store_factory()
+    await store.delete_prefix("/")
+    dev = {"clusterAffinity": {"labelSelector": {"matchLabels": {"env": "dev"}}}}
+    async with serve(store, tmp_path / "data") as plane:
+        for name, env in (("m1", "prod"), ("m2", "prod"), ("m3", "dev")):
+            await plane.cluster(name, BUSY, {"env": env})
+        await plane.seen("m1", "m2", "m3")
+        await asyncio.sleep(1.0 - time.time() % 1.0)  # decided in a later second than the clusters joined
+        dup = await plane.place({"name": "dup", "replicas": 1, "resources": {"cpu": 1}, "placement": {**dev, **DUP}})
+        wl = await plane.place({"name": "wl", "replicas": 4, "resources": {"cpu": 1},
+                                "placement": {**dev, **WATER}})
+    assert placement(dup) == {"m3": 1} and placement(wl) == {"m3": 4}
+    async with serve(store_factory(), tmp_path / "data", scheduler=False) as plane:
+        r = await plane.call("PATCH", "/api/v1/clusters/m3", json={"labels": {"env": "staging"}})
+        assert r.status_code == 200, r.text
+    async with serve(store_factory(), tmp_path / "data") as plane:
+        await plane.seen("m1", "m2", "m3")
+        sched = plane.scheduler
+
+        async def leads() -> bool:
+            return sched.ready.is_set()
+
+        await eventually(leads, 30.0, "the scheduler to lead, its fleet known")
+        assert placement(await plane.status("dup")) == {"m3": 1}  # a restart re-decides nothing
+        r = await plane.call("PATCH", "/api/v1/clusters/m2", json={"labels": {"env": "dev"}})
+        assert r.status_code == 200, r.text
+        assert await _placed(plane, "dup", lambda p: p == {"m2": 1}, 15.0, "dup's copy on m2 alone")
+        assert await _placed(plane, "wl", lambda p: p == {"m2": 4}, 15.0, "wl's replicas on m2 alone")
+        (entry, *_) = await _fleet_entries(plane, "dup")
+        assert entry["trigger"]["kind"] == "ClusterLabelsChanged" and entry["trigger"]["clusters"] == ["m2"], entry
+        assert "(m3 no longer matches the placement)" in entry["trigger"]["reason"], entry["trigger"]
+        assert {(m["cluster"], m["from"], m["to"]) for m in entry["trigger"]["moves"]} == {("m2", 0, 1), ("m3", 1, 0)}
