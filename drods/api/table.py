@@ -4,23 +4,32 @@ Every table is a list of `Column`s — a dotted JSON path or a small formatter o
 kind, in two sets: the control plane's own (`_COLUMNS`, by kind name) and what kube-apiserver
 prints for the built-in kinds (`KUBERNETES_COLUMNS`, after ``pkg/printers/internalversion``). The
 same kind prints differently on the two kinds of server (a Deployment on the control plane is a
-template with per-cluster status; on a member it is a live object), so a server whose Kind table
+template placed on clusters; on a member it is a live object), so a server whose Kind table
 is a plain cluster's (``drods sim``) serves `PrintedKind`s that carry their columns.
+
+The control plane's Deployment prints where its copies run and their measured use, which are its
+Binding's status (``status.clusters[]``, ``status.usage``), not the template's (its status keeps to
+``DeploymentStatus``: `drods.controllers.status`): the caller reads the Bindings (`bindings_of`) and
+those columns read them as ``binding.status.…``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
 
+from drods.errors import NotFound
 from drods.model.annotations import learned_users_forgotten
 from drods.model.conditions import condition
-from drods.model.kinds import Kind
+from drods.model.detection import binding_is_for, binding_name
+from drods.model.kinds import BINDING, Kind
 from drods.model.timefmt import parse_datetime
+from drods.registry.objects import ObjectRegistry
 
 Obj = dict[str, Any]
 
@@ -71,15 +80,55 @@ def _row_object(kind: Kind, obj: Obj, include: str | None) -> Obj | None:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
 
 
-def to_table(kind: Kind, items: list[Obj], revision: int, include: str | None = None) -> Obj:
+def _columns(kind: Kind) -> tuple[Column, ...]:
     if kind.custom is not None and kind.custom.printer_columns:  # a CRD's printer columns after the name
-        columns: tuple[Column, ...] = (NAME, *(_printer_column(*c) for c in kind.custom.printer_columns))
-    else:
-        columns = kind.columns if isinstance(kind, PrintedKind) and kind.columns else \
-            _GROUP_COLUMNS.get((kind.group, kind.kind)) or _COLUMNS.get(kind.kind) \
-            or (KUBERNETES_COLUMNS.get(kind.kind) if kind.spec_model is None and kind.custom is None else None) \
-            or _PLAIN  # a built-in kind the control plane has no view of its own for prints as a cluster does
-    rows = [{"cells": [c.value(obj) for c in columns], "object": _row_object(kind, obj, include)} for obj in items]
+        return (NAME, *(_printer_column(*c) for c in kind.custom.printer_columns))
+    return kind.columns if isinstance(kind, PrintedKind) and kind.columns else \
+        _GROUP_COLUMNS.get((kind.group, kind.kind)) or _COLUMNS.get(kind.kind) \
+        or (KUBERNETES_COLUMNS.get(kind.kind) if kind.spec_model is None and kind.custom is None else None) \
+        or _PLAIN  # a built-in kind the control plane has no view of its own for prints as a cluster does
+
+
+def reads_binding(kind: Kind) -> bool:
+    """Whether ``kind``'s columns read each object's Binding (``binding.status.…``) besides the object."""
+    return any(isinstance(c.cell, str) and c.cell.startswith("binding.") or
+               getattr(c.cell, "__name__", "").startswith("binding.") for c in _columns(kind))
+
+
+async def bindings_of(registry: ObjectRegistry, kind: Kind, items: Sequence[Obj]) -> list[Obj | None] | None:
+    """Each object's Binding (None where it has none) when ``kind``'s columns read it, else None: the one
+    of the detector's name (`binding_name`), one read each. A Binding made by hand under another name is
+    not looked for: finding it would decode every Binding for each page of a list (an unplaced
+    Deployment has none), so such a row shows no clusters (`drods get bindings` does)."""
+    if not reads_binding(kind):
+        return None
+
+    def ident(obj: Obj) -> tuple[str, str, str | None]:
+        meta = obj.get("metadata") or {}
+        return str(meta.get("namespace") or ""), str(meta.get("name") or ""), meta.get("uid")
+
+    def places(b: Obj | None, obj: Obj) -> bool:
+        ns, name, uid = ident(obj)
+        return binding_is_for(b, kind.kind, ns, name, api_version=kind.api_version, uid=uid)
+
+    async def named(obj: Obj) -> Obj | None:
+        ns, name, _ = ident(obj)
+        try:
+            b = await registry.get(BINDING, binding_name(kind.kind, ns, name))
+        except NotFound:
+            return None
+        return b if places(b, obj) else None
+
+    return list(await asyncio.gather(*(named(o) for o in items)))
+
+
+def to_table(kind: Kind, items: list[Obj], revision: int, include: str | None = None,
+             bindings: Sequence[Obj | None] | None = None) -> Obj:
+    """``bindings``: each item's Binding (`bindings_of`), which ``binding.status.…`` columns read."""
+    columns = _columns(kind)
+    seen = items if bindings is None else [{**o, "binding": b or {}} for o, b in zip(items, bindings, strict=True)]
+    rows = [{"cells": [c.value(view) for c in columns], "object": _row_object(kind, obj, include)}
+            for obj, view in zip(items, seen, strict=True)]
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(revision)},
             "columnDefinitions": [c.definition() for c in columns], "rows": rows}
 
@@ -217,11 +266,11 @@ def _per_cluster(path: str) -> Callable[[Obj], str | None]:
     return cell
 
 
-def _usage(resource: str) -> Callable[[Obj], str | None]:
-    """``used/requested`` of the workload's ready pods over its clusters (``status.usage``);
+def _usage(resource: str, path: str) -> Callable[[Obj], str | None]:
+    """``used/requested`` of the workload's ready pods over its clusters (a Binding's ``status.usage``);
     ``<unknown>`` when no member's metrics were read."""
     def cell(obj: Obj) -> str | None:
-        usage = _get(obj, "status.usage")
+        usage = _get(obj, path)
         if not isinstance(usage, dict):
             return None
         part = usage.get(resource)
@@ -229,19 +278,28 @@ def _usage(resource: str) -> Callable[[Obj], str | None]:
             return "<unknown>"
         return f"{part.get('used')}/{part.get('requested')}"
 
-    cell.__name__ = f"status.usage.{resource}"
+    cell.__name__ = f"{path}.{resource}"
     return cell
 
 
-def _pods_ready(obj: Obj) -> str | None:
-    if not isinstance(_get(obj, "status.usage"), dict):
-        return None
-    return f"{_get(obj, 'status.usage.readyPods') or 0}/{_get(obj, 'status.usage.pods') or 0}"
+def _pods_ready(path: str) -> Callable[[Obj], str | None]:
+    def cell(obj: Obj) -> str | None:
+        if not isinstance(_get(obj, path), dict):
+            return None
+        return f"{_get(obj, f'{path}.readyPods') or 0}/{_get(obj, f'{path}.pods') or 0}"
+
+    cell.__name__ = f"{path}.pods"
+    return cell
 
 
-USAGE_COLUMNS = (Column("CPU(used/req)", _usage("cpu"), priority=1, default="<none>"),
-                 Column("Memory(used/req)", _usage("memory"), priority=1, default="<none>"),
-                 Column("Pods(ready)", _pods_ready, priority=1, default="<none>"))
+def usage_columns(path: str) -> tuple[Column, ...]:
+    """The measured-use columns (``-o wide``) of the usage document at ``path``."""
+    return (Column("CPU(used/req)", _usage("cpu", path), priority=1, default="<none>"),
+            Column("Memory(used/req)", _usage("memory", path), priority=1, default="<none>"),
+            Column("Pods(ready)", _pods_ready(path), priority=1, default="<none>"))
+
+
+USAGE_COLUMNS = usage_columns("status.usage")
 
 
 def _manifest_count(obj: Obj) -> int:
@@ -328,7 +386,8 @@ _COLUMNS: dict[str, tuple[Column, ...]] = {
                 Column("Users", _users, priority=1, default="none")),
     "Deployment": (NAME, Column("Ready", _replicas_ready), Column("Up-to-date", "status.updatedReplicas", "integer"),
                    Column("Available", "status.availableReplicas", "integer"),
-                   Column("Clusters", _per_cluster("status.clusters")), AGE, *USAGE_COLUMNS),
+                   Column("Clusters", _per_cluster("binding.status.clusters")), AGE,
+                   *usage_columns("binding.status.usage")),
     "Work": (NAME, Column("Cluster", "spec.cluster"), Column("Binding", "spec.binding"),
              Column("Manifests", _manifest_count, "integer"), Column("Applied", _work_applied), AGE),
     "ServiceRegistration": (NAME, Column("Service", "spec.serviceId"),

@@ -93,6 +93,34 @@ def fill_health(entry: Obj, status: Obj | None, main: Ref | None) -> None:
         entry.pop("health", None)
 
 
+LOCATION_FIELDS = ("city", "region", "zone", "provider")
+POD_COPY_FIELDS = ("phase", "hostIP", "podIP")
+
+
+def fill_location(entries: list[Obj], cluster_specs: Mapping[str, Obj]) -> None:
+    """Where each copy runs (the cluster's city code, region, zone, provider: M1), on its entry: the
+    Binding's ``status.clusters[]`` is the per-cluster view (the template's status keeps to its kind's schema)."""
+    for e in entries:
+        spec = cluster_specs.get(str(e.get("cluster"))) or {}
+        for k in LOCATION_FIELDS:
+            if spec.get(k):
+                e[k] = spec[k]
+            else:
+                e.pop(k, None)
+
+
+def fill_pod(entry: Obj, status: Obj | None, main: Ref | None) -> None:
+    """A Pod copy's ``phase``, ``hostIP`` and ``podIP`` in the member: the Binding's entry carries them
+    because the template Pod's status keeps to ``PodStatus`` (`drods.controllers.pod_status`)."""
+    reported = work_member_status(None if status is None else {"status": status}, main) \
+        if main is not None and main.kind == "Pod" else None
+    for k in POD_COPY_FIELDS:
+        if reported and reported.get(k):
+            entry[k] = reported[k]
+        else:
+            entry.pop(k, None)
+
+
 def status_items(works: Mapping[str, WorkRecord], plans: Mapping[str, ManifestSet | OverrideError]) -> list[Obj]:
     """Karmada's statusItems for AggregateStatus: one per cluster holding a copy — ``clusterName``,
     the reflected ``status``, ``applied`` and ``health`` (Healthy / Unhealthy / Unknown)."""
@@ -214,6 +242,7 @@ def current_entries(kind: str, wanted: Mapping[str, int], plans: Mapping[str, Ma
             fill_observation(e, kind, state.observation, state.observed_time)
         fill_usage(e, st, p.main)
         fill_health(e, st, p.main)
+        fill_pod(e, st, p.main)
         if rule is not None and rule.ready is not None:
             reported = work_member_status(None if st is None else {"status": st}, p.main)
             ready_count = read_path(reported or {}, rule.ready.removeprefix("status."))

@@ -61,6 +61,7 @@ from drods.model.app_failover import (
     purge_due,
 )
 from drods.model.binding import PROPAGATION_FINALIZER
+from drods.model.builtin_fields import model_name, schema_status
 from drods.model.detection import karmada_policy_key
 from drods.model.dispatch import suspended
 from drods.model.events import involved_of
@@ -443,6 +444,9 @@ class BindingController:
         retiring = self._retiring(works, wanted, previous, tkind, now, active=active, covered=covered,
                                   evictions={t.fromCluster: t for t in eviction_tasks(spec)})
         failing = _script_failures(how, template) if active and template is not None else []
+        located = rollup.entries + retiring.removing
+        aggregate.fill_location(located, {str(e["cluster"]): (self.fleet.cluster(str(e["cluster"])) or {}).get("spec")
+                                          or {} for e in located})
         new_status = aggregate.binding_status(status, tkind, rollup, retiring.removing, active=active,
                                               now=rfc3339(now), script_failures=failing,
                                               suspended=frozenset(c for c in wanted if suspended(spec, c)))
@@ -685,8 +689,7 @@ class BindingController:
             return False
         meta = template["metadata"]
         previous = dict(template.get("status") or {})
-        info = {c: (self.fleet.cluster(c) or {}).get("spec") or {} for c in (str(e["cluster"]) for e in entries)}
-        new = template_status(tkind, template.get("spec") or {}, int(meta.get("generation") or 1), entries, info,
+        new = template_status(tkind, template.get("spec") or {}, int(meta.get("generation") or 1), entries,
                               all_applied, previous, rfc3339(self.clock()))
         return await self._put_template_status(kind, template, previous, new)
 
@@ -722,6 +725,11 @@ class BindingController:
         return await self._put_template_status(kind, template, previous, pod_status(members))
 
     async def _put_template_status(self, kind: Kind, template: Obj, previous: Obj, new: Obj) -> bool:
+        """Write the template's aggregated status; a built-in kind's is kept to its schema (`schema_status`:
+        kubectl's apply of a saved template refuses a field the typed struct lacks)."""
+        model = model_name(kind.group, kind.version, kind.kind) if kind.custom is None else None
+        if model is not None:
+            new = schema_status(new, model)
         if new == previous:
             return False
         meta = template["metadata"]

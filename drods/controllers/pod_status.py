@@ -10,7 +10,10 @@ adds them, with one difference so the counts stay those of one Pod:
   copy's, so two clusters print ``2/1`` ready) — ready and started only when so on every copy,
   ``restartCount`` summed, ``state`` and ``lastState`` of the first copy (by cluster name) not running;
 * ``conditions``: every type a copy reports, True only when True on every copy;
-* ``startTime``: the earliest; ``clusters[]``: each copy's cluster, phase, node and pod IP.
+* ``startTime``: the earliest.
+
+Each copy's own phase, node and pod IP are on the Binding's ``status.clusters[]`` (`drods.controllers.aggregate`),
+not here: a Pod's status keeps to ``PodStatus``, so a saved Pod applies back with kubectl.
 """
 
 from __future__ import annotations
@@ -70,6 +73,4 @@ def pod_status(members: dict[str, Obj]) -> Obj:
     qos = next((st["qosClass"] for _, st in copies if st.get("qosClass")), None)
     if qos is not None:
         out["qosClass"] = qos
-    out["clusters"] = [{"cluster": c, **{k: st[k] for k in ("phase", "hostIP", "podIP") if st.get(k)}}
-                       for c, st in copies]
     return out

@@ -6,8 +6,11 @@ placement and its phases, the binding controller ``clusters[]``, ``conditions[]`
 Scheduled → Propagated → Running, or Failed, for the current placement.
 
 The template's status carries the sums a user expects (``replicas``, ``readyReplicas``,
-``availableReplicas``, ``updatedReplicas``) and, in ``status.clusters[]``, where each instance
-runs: cluster, city code, region, provider, replicas and ready replicas (M1).
+``availableReplicas``, ``updatedReplicas``) and nothing its kind's schema does not name: kubectl's
+client-side apply of a saved template (``kubectl get -o yaml`` then ``apply -f``) patches against the
+typed struct and fails on an unknown status field. Where each instance runs, with its replicas, ready
+replicas and measured use (M1), is the Binding's ``status.clusters[]`` and ``status.usage``, as
+Karmada keeps it on the ResourceBinding.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from drods.model.annotations import ANN_HASH
 from drods.model.conditions import transition
 from drods.model.interpreter import StatusRule, read_path, write_path
 from drods.model.rollout import minimum_available
-from drods.model.workload_usage import summed_doc
 
 Obj = dict[str, Any]
 
@@ -82,34 +84,21 @@ def copy_ready(kind: str, share: int, obs: Observation | None, parallelism: int 
     return obs.observed_generation >= obs.generation and obs.ready >= share and obs.replicas <= share
 
 
-def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], cluster_info: dict[str, Obj],
-                    all_applied: bool, previous: Obj, now: str) -> Obj:
-    """The workload template's aggregated status from the binding's ``status.clusters[]`` (with
-    the measured use per cluster and summed, as on the Binding).
+def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], all_applied: bool, previous: Obj,
+                    now: str) -> Obj:
+    """The workload template's aggregated status from the binding's ``status.clusters[]``: the kind's
+    own fields only (the per-cluster rows and the measured use stay on the Binding).
 
     ``Available`` means what it means on a Deployment: enough replicas available under the rollout
     budget (``spec.strategy``'s ``maxUnavailable``, 25 % by default) — it stays True while an update
     is applied and rolled out, which ``observedGeneration`` and ``updatedReplicas`` follow."""
     replicas = ready = available = updated = 0
-    detail = []
     for e in entries:
         replicas += int(e.get("observedReplicas") or 0)
         ready += int(e.get("readyReplicas") or 0)
         available += int(e.get("availableReplicas") or 0)
         if not e.get("removing"):
             updated += int(e.get("updatedReplicas") or 0)
-        info = cluster_info.get(e["cluster"]) or {}
-        row: Obj = {"cluster": e["cluster"]}
-        for k in ("city", "region", "zone", "provider"):
-            if info.get(k):
-                row[k] = info[k]
-        row.update(replicas=int(e.get("replicas") or 0), readyReplicas=int(e.get("readyReplicas") or 0),
-                   availableReplicas=int(e.get("availableReplicas") or 0), applied=bool(e.get("applied")))
-        if e.get("removing"):
-            row["removing"] = True
-        if isinstance(e.get("usage"), dict):
-            row["usage"] = e["usage"]
-        detail.append(row)
     out: Obj = {}
     prev_conds = previous.get("conditions") if isinstance(previous.get("conditions"), list) else None
     desired = sum(int(e.get("replicas") or 0) for e in entries if not e.get("removing"))
@@ -138,13 +127,9 @@ def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], c
         ok = bool(entries) and available >= minimum
         out["conditions"] = [transition("Available", ok, "MinimumReplicasAvailable" if ok else
                                        "MinimumReplicasUnavailable",
-                                       f"{available}/{desired} replicas available in {len(detail)} cluster(s)",
+                                       f"{available}/{desired} replicas available in {len(entries)} cluster(s)",
                                        prev_conds, now)]
     out["observedGeneration"] = generation if all_applied else int(previous.get("observedGeneration") or 0)
-    out["clusters"] = detail
-    usage = summed_doc(entries)
-    if usage is not None:
-        out["usage"] = usage
     return out
 
 

@@ -141,6 +141,15 @@ class ClusterStatus(BaseModel):
     removingSince: str | None = None
     # the workload's measured use in this cluster (`drods.model.workload_usage`), as last reported
     usage: dict[str, Any] | None = None
+    # where the copy runs (the Cluster's spec: M1)
+    city: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    provider: str | None = None
+    # a Pod copy's own (the template Pod's status keeps to PodStatus: `drods.controllers.pod_status`)
+    phase: str | None = None
+    hostIP: str | None = None
+    podIP: str | None = None
 
 
 class BindingStatus(BaseModel):

@@ -9,7 +9,10 @@ are not checked beyond their shape (a quantity may be a number or a string; an i
 but for the maps that hold only strings in Kubernetes (a ConfigMap's and a Secret's data): a number
 there is refused as kube-apiserver's decoding refuses it.
 ``metadata`` is the registry's to check (`drods.model.meta`); ``status`` is not the writer's (the main
-path keeps the stored one, and DRO-DS adds its per-cluster view, ``status.clusters``, to any kind).
+path keeps the stored one). The status the control plane aggregates onto a built-in kind is kept to the
+kind's schema (`schema_status`): kubectl's client-side apply patches against the typed struct and fails on
+a field it does not name, so the per-cluster view is the Binding's (``status.clusters[]``), not the
+template's.
 """
 
 from __future__ import annotations
@@ -86,6 +89,30 @@ def unknown_or_misshapen(obj: dict[str, Any], model: str) -> list[FieldError]:
         if len(errors) >= _MAX_ERRORS:
             break
     return errors[:_MAX_ERRORS]
+
+
+def schema_status(status: dict[str, Any], model: str) -> dict[str, Any]:
+    """``status`` without the fields the built-in kind's status schema does not name (at any depth), as
+    kube-apiserver's typed decoding drops them: so a status the control plane aggregates (a kind's Lua
+    AggregateStatus script's too) round-trips through ``kubectl get -o yaml`` / ``kubectl apply -f``."""
+    type_name = (_json_fields(model) or {}).get("status")
+    if type_name is None:
+        return {}
+    kept = _pruned(status, type_name)
+    return kept if isinstance(kept, dict) else {}
+
+
+def _pruned(value: Any, type_name: str) -> Any:
+    if value is None or type_name in _SCALARS or type_name == "object":
+        return value
+    if (m := _LIST.match(type_name)) is not None:
+        return [_pruned(v, m.group(1)) for v in value] if isinstance(value, list) else value
+    if (m := _DICT.match(type_name)) is not None:
+        return {k: _pruned(v, m.group(1)) for k, v in value.items()} if isinstance(value, dict) else value
+    fields = _json_fields(type_name)
+    if fields is None or not isinstance(value, dict):
+        return value  # a type the client does not model, or a misshapen value: taken as given
+    return {k: _pruned(v, fields[k]) for k, v in value.items() if k in fields}
 
 
 def _check(value: Any, type_name: str, path: str, errors: list[FieldError]) -> None:

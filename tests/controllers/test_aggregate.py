@@ -176,11 +176,11 @@ def test_a_jobs_start_and_completion_are_aggregated_as_karmada_does() -> None:
         return out
 
     running = template_status("Job", {}, 1, entries(member_job("2026-12-06T06:00:05Z", "2026-12-06T06:00:40Z"),
-                                                     member_job("2026-12-06T06:00:02Z", None)), {}, True, {}, "t")
+                                                     member_job("2026-12-06T06:00:02Z", None)), True, {}, "t")
     assert running["startTime"] == "2026-12-06T06:00:02Z" and "completionTime" not in running
     done = template_status("Job", {}, 1, entries(member_job("2026-12-06T06:00:05Z", "2026-12-06T06:00:40Z"),
                                                   member_job("2026-12-06T06:00:02Z", "2026-12-06T06:00:31Z")),
-                           {}, True, {}, "t")
+                           True, {}, "t")
     assert (done["startTime"], done["completionTime"]) == ("2026-12-06T06:00:02Z", "2026-12-06T06:00:40Z")
 
 

@@ -210,11 +210,13 @@ def test_readiness_and_template_status() -> None:
                 "availableReplicas": 3, "updatedReplicas": 3},
                {"cluster": "lhr", "replicas": 2, "applied": True, "observedReplicas": 2, "readyReplicas": 1,
                 "availableReplicas": 1, "updatedReplicas": 2}]
-    st = template_status("Deployment", {"replicas": 5}, 4, entries, {"dfw": {"city": "DFW", "region": "us-east"}},
-                         True, {}, "2026-01-01T00:00:00Z")
+    entries[0]["usage"] = {"pods": 3, "readyPods": 3}
+    st = template_status("Deployment", {"replicas": 5}, 4, entries, True, {}, "2026-01-01T00:00:00Z")
     assert (st["replicas"], st["readyReplicas"], st["availableReplicas"], st["observedGeneration"]) == (5, 4, 4, 4)
-    assert st["clusters"][0] == {"cluster": "dfw", "city": "DFW", "region": "us-east", "replicas": 3,
-                                 "readyReplicas": 3, "availableReplicas": 3, "applied": True}
+    # DeploymentStatus' fields only (kubectl apply of a saved template refuses others): the per-cluster
+    # rows and the measured use are the Binding's
+    assert set(st) <= {"replicas", "readyReplicas", "availableReplicas", "updatedReplicas", "unavailableReplicas",
+                       "conditions", "observedGeneration"}, st
     # 4 of 5 available is within the default rollout budget (25 % of 5, rounded down: 1)
     assert st["conditions"][0]["status"] == "True" and st["unavailableReplicas"] == 1
 
@@ -225,7 +227,7 @@ def test_template_available_follows_the_rollout_budget_not_the_apply() -> None:
     def status(available: int, all_applied: bool, spec: dict[str, Any] | None = None) -> dict[str, Any]:
         entries = [{"cluster": "dfw", "replicas": 4, "applied": all_applied, "observedReplicas": 4,
                     "readyReplicas": available, "availableReplicas": available, "updatedReplicas": 4}]
-        st = template_status("Deployment", spec or {"replicas": 4}, 2, entries, {}, all_applied,
+        st = template_status("Deployment", spec or {"replicas": 4}, 2, entries, all_applied,
                              {"observedGeneration": 1}, "2026-01-01T00:00:00Z")
         return st
 
@@ -239,7 +241,7 @@ def test_template_available_follows_the_rollout_budget_not_the_apply() -> None:
     strict = {"replicas": 4, "strategy": {"rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}
     assert available(status(3, all_applied=True, spec=strict)) == "False"
     assert available(status(3, all_applied=True, spec={"strategy": {"type": "Recreate"}})) == "False"
-    nothing_placed = template_status("Deployment", {"replicas": 2}, 1, [], {}, False, {}, "2026-01-01T00:00:00Z")
+    nothing_placed = template_status("Deployment", {"replicas": 2}, 1, [], False, {}, "2026-01-01T00:00:00Z")
     assert available(nothing_placed) == "False"
 
 

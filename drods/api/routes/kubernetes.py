@@ -31,7 +31,7 @@ from drods.api.secret_view import hides_data, metadata_only
 from drods.api.status import error_response
 from drods.api.strategic_merge import strategic_merge
 from drods.api.streaming import until_stopped
-from drods.api.table import to_table, wants_table
+from drods.api.table import bindings_of, to_table, wants_table
 from drods.errors import AlreadyExists, ApiError, BadRequest, Conflict, Invalid, NotFound, not_found
 from drods.model import jsondoc
 from drods.model.kinds import CLUSTER, CUSTOM_RESOURCE_DEFINITION, WORK, Kind, custom_resources_prefix
@@ -100,7 +100,9 @@ async def list_or_watch(ctx: ApiContext, request: Request, kind: Kind, namespace
     if page.following:
         meta["continue"] = page.following
     if wants_table(request):
-        table = to_table(kind, [view(o) for o in page], page.revision, request.query_params.get("includeObject"))
+        items = [view(o) for o in page]
+        table = to_table(kind, items, page.revision, request.query_params.get("includeObject"),
+                         await bindings_of(ctx.registry, kind, items))
         table["metadata"] = meta
         return JSONResponse(table)
     return list_response({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}, page, view)
@@ -159,7 +161,8 @@ async def watch_stream(ctx: ApiContext, kind: Kind, namespace: str | None, rv: i
                 if view is not None:
                     obj = view(obj)
                 if as_table:  # kubectl get -w asks for rows, so events print in the same columns
-                    obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]))
+                    obj = to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]),
+                                   bindings=await bindings_of(ctx.registry, kind, [obj]))
                 yield jsondoc.dumps({"type": event_type, "object": obj}) + b"\n"
     except TimeoutError:
         return
@@ -200,7 +203,8 @@ async def get_one(ctx: ApiContext, request: Request, kind: Kind, name: str, name
         obj = metadata_only(kind, obj)
     if wants_table(request):
         return JSONResponse(to_table(kind, [obj], int(obj["metadata"]["resourceVersion"]),
-                                     request.query_params.get("includeObject")))
+                                     request.query_params.get("includeObject"),
+                                     await bindings_of(ctx.registry, kind, [obj])))
     return JSONResponse(obj)
 
 
