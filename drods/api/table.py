@@ -97,9 +97,9 @@ def reads_binding(kind: Kind) -> bool:
 
 async def bindings_of(registry: ObjectRegistry, kind: Kind, items: Sequence[Obj]) -> list[Obj | None] | None:
     """Each object's Binding (None where it has none) when ``kind``'s columns read it, else None: the one
-    of the detector's name (`binding_name`), one read each. A Binding made by hand under another name is
-    not looked for: finding it would decode every Binding for each page of a list (an unplaced
-    Deployment has none), so such a row shows no clusters (`drods get bindings` does)."""
+    of the detector's name (`binding_name`), one read each; else, for a template the binding controller
+    has written a status on, one made by hand whose ``spec.resource`` names it (one list of the
+    Bindings, only then: a page of unplaced Deployments, which have no status, reads no more)."""
     if not reads_binding(kind):
         return None
 
@@ -119,7 +119,14 @@ async def bindings_of(registry: ObjectRegistry, kind: Kind, items: Sequence[Obj]
             return None
         return b if places(b, obj) else None
 
-    return list(await asyncio.gather(*(named(o) for o in items)))
+    found: list[Obj | None] = list(await asyncio.gather(*(named(o) for o in items)))
+    # a template with a status and no Binding of the detector's name is placed by one made by hand
+    # (POST /api/v1/bindings with its resource): look those up in one list; an unplaced one has none
+    if any(b is None and o.get("status") for o, b in zip(items, found, strict=True)):
+        every, _ = await registry.list(BINDING)
+        found = [b if b is not None or not o.get("status") else next((x for x in every if places(x, o)), None)
+                 for o, b in zip(items, found, strict=True)]
+    return found
 
 
 def to_table(kind: Kind, items: list[Obj], revision: int, include: str | None = None,

@@ -275,12 +275,15 @@ def removing_entry(cluster: str, kind: str, work: WorkRecord, previous: Obj | No
 
 def binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], *, active: bool,
                    now: str, script_failures: list[str] | None = None,
-                   suspended: frozenset[str] = frozenset()) -> Obj:
+                   suspended: frozenset[str] = frozenset(), pending: int = 0) -> Obj:
     """The Binding's status with the controllers' fields (``clusters``, and phase and conditions while
     propagating) replaced; the scheduler's fields are left as they are. ``script_failures``: the
     kind's Lua interpreter scripts failing on this workload (an InterpreterScriptFailed condition);
-    ``suspended``: the clusters the policy's ``suspension`` holds its changes from."""
-    new = _binding_status(status, kind, rollup, removing, active=active, now=now, suspended=suspended)
+    ``suspended``: the clusters the policy's ``suspension`` holds its changes from; ``pending``: the
+    replicas a partial placement left unplaced (a ``Scheduled`` False condition says so: the placed
+    copies can all be ready while most of the workload waits for room)."""
+    new = _binding_status(status, kind, rollup, removing, active=active, now=now, suspended=suspended,
+                          pending=pending)
     if script_failures and "conditions" in new:
         previous = status.get("conditions") if isinstance(status.get("conditions"), list) else None
         new["conditions"] = [*new["conditions"], transition(
@@ -289,7 +292,7 @@ def binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], 
 
 
 def _binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj], *, active: bool,
-                    now: str, suspended: frozenset[str] = frozenset()) -> Obj:
+                    now: str, suspended: frozenset[str] = frozenset(), pending: int = 0) -> Obj:
     new = dict(status)
     entries = rollup.entries + removing
     if entries or "clusters" in status:
@@ -322,6 +325,11 @@ def _binding_status(status: Obj, kind: str, rollup: Rollup, removing: list[Obj],
         transition("Propagated", applied, "Applied" if applied else "Suspended" if held else "Applying",
                   f"applied in {n_applied}/{wanted} cluster(s){held}", previous, now),
         transition("Ready", ready, "Ready" if ready else "NotReady",
-                  f"{ready_total}/{rollup.desired} replicas ready" if replica_kind else
+                  (f"{ready_total}/{rollup.desired} replicas ready"
+                   + (f" ({pending} more not placed)" if pending else "")) if replica_kind else
                   ("ready" if ready else "waiting for the member copies"), previous, now)]
+    if pending:
+        new["conditions"].append(transition(
+            "Scheduled", False, "PartiallyScheduled",
+            f"placed {rollup.placed}/{rollup.placed + pending} replicas: {pending} not placed (yet)", previous, now))
     return owned_status(status, new, BindingStatus.CONTROLLER_FIELDS)

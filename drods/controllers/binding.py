@@ -449,7 +449,8 @@ class BindingController:
                                           or {} for e in located})
         new_status = aggregate.binding_status(status, tkind, rollup, retiring.removing, active=active,
                                               now=rfc3339(now), script_failures=failing,
-                                              suspended=frozenset(c for c in wanted if suspended(spec, c)))
+                                              suspended=frozenset(c for c in wanted if suspended(spec, c)),
+                                              pending=pending)
         gone = deleting and not works
         # the Works only with (or after) the finalizer that covers them: in one transaction with the
         # Binding's own write when it has one, so a new Binding's Works reach the members a store
@@ -500,7 +501,7 @@ class BindingController:
             else:
                 again = await self._write_template_status(kind, template, tkind,
                                                           rollup.entries + retiring.removing,
-                                                          rollup.all_applied) or again
+                                                          rollup.all_applied, pending) or again
         if gone:
             self._forget(name)
         requeue = 0.2 if again else retiring.requeue
@@ -683,14 +684,15 @@ class BindingController:
 
     # ------------------------------------------------------------------ the template's status
     async def _write_template_status(self, kind: Kind, template: Obj, tkind: str, entries: list[Obj],
-                                     all_applied: bool) -> bool:
-        """Aggregate into the template's status; True when it must be tried again (conflict)."""
+                                     all_applied: bool, pending: int = 0) -> bool:
+        """Aggregate into the template's status (``pending``: replicas not placed); True when it must be
+        tried again (conflict)."""
         if tkind not in M.WORKLOAD_KINDS:
             return False
         meta = template["metadata"]
         previous = dict(template.get("status") or {})
         new = template_status(tkind, template.get("spec") or {}, int(meta.get("generation") or 1), entries,
-                              all_applied, previous, rfc3339(self.clock()))
+                              all_applied, previous, rfc3339(self.clock()), pending)
         return await self._put_template_status(kind, template, previous, new)
 
     async def _write_declared_status(self, kind: Kind, template: Obj, rule: StatusRule,

@@ -85,13 +85,15 @@ def copy_ready(kind: str, share: int, obs: Observation | None, parallelism: int 
 
 
 def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], all_applied: bool, previous: Obj,
-                    now: str) -> Obj:
+                    now: str, pending: int = 0) -> Obj:
     """The workload template's aggregated status from the binding's ``status.clusters[]``: the kind's
     own fields only (the per-cluster rows and the measured use stay on the Binding).
 
     ``Available`` means what it means on a Deployment: enough replicas available under the rollout
     budget (``spec.strategy``'s ``maxUnavailable``, 25 % by default) — it stays True while an update
-    is applied and rolled out, which ``observedGeneration`` and ``updatedReplicas`` follow."""
+    is applied and rolled out, which ``observedGeneration`` and ``updatedReplicas`` follow. ``pending``:
+    replicas a partial placement left unplaced, which count as wanted and unavailable (39 of 500 placed
+    and ready is not an available Deployment of 500)."""
     replicas = ready = available = updated = 0
     for e in entries:
         replicas += int(e.get("observedReplicas") or 0)
@@ -101,7 +103,7 @@ def template_status(kind: str, spec: Obj, generation: int, entries: list[Obj], a
             updated += int(e.get("updatedReplicas") or 0)
     out: Obj = {}
     prev_conds = previous.get("conditions") if isinstance(previous.get("conditions"), list) else None
-    desired = sum(int(e.get("replicas") or 0) for e in entries if not e.get("removing"))
+    desired = sum(int(e.get("replicas") or 0) for e in entries if not e.get("removing")) + pending
     if kind == "Job":
         out.update(active=max(replicas - available, 0), succeeded=available)
         done = all(e.get("complete") for e in entries if not e.get("removing")) and bool(entries)

@@ -198,3 +198,28 @@ def test_a_suspended_dispatch_says_so_rather_than_applying() -> None:
     assert "dispatching to a, b is suspended (spec.suspension)" in cond["message"], cond
     plain = aggregate.binding_status({"phase": "Scheduled"}, "Deployment", rollup, [], active=True, now="t")
     assert next(c for c in plain["conditions"] if c["type"] == "Propagated")["reason"] == "Applying"
+
+
+def test_a_partial_placement_says_what_is_not_placed() -> None:
+    """39 of 500 placed and all ready read as a healthy workload: Binding Ready "39/39", the Deployment
+    Available "39/39" (walkthrough AQ). The unplaced replicas are a Scheduled False condition and count
+    as wanted and unavailable on the template."""
+    from drods.controllers.status import template_status
+
+    plans = plan({"a": 2, "b": 1})
+    works = {"a": work(plans["a"], ready=2), "b": work(plans["b"], ready=1)}
+    rollup = aggregate.current_entries("Deployment", {"a": 2, "b": 1}, plans, works, {}, {}, 3)
+    st = aggregate.binding_status({"phase": "Scheduled"}, "Deployment", rollup, [], active=True, now="t", pending=7)
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["Scheduled"]["status"] == "False" and conds["Scheduled"]["reason"] == "PartiallyScheduled"
+    assert conds["Scheduled"]["message"] == "placed 3/10 replicas: 7 not placed (yet)"
+    assert conds["Ready"]["message"] == "3/3 replicas ready (7 more not placed)"
+    whole = aggregate.binding_status({"phase": "Scheduled"}, "Deployment", rollup, [], active=True, now="t")
+    assert "Scheduled" not in {c["type"] for c in whole["conditions"]}
+    entries = [{"cluster": "a", "replicas": 3, "applied": True, "observedReplicas": 3, "readyReplicas": 3,
+                "availableReplicas": 3, "updatedReplicas": 3}]
+    partial = template_status("Deployment", {"replicas": 10}, 1, entries, True, {}, "t", pending=7)
+    (available,) = partial["conditions"]
+    assert available["status"] == "False" and available["message"].startswith("3/10 replicas available"), available
+    whole_template = template_status("Deployment", {"replicas": 3}, 1, entries, True, {}, "t")
+    assert whole_template["conditions"][0]["status"] == "True"
