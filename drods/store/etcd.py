@@ -28,6 +28,12 @@ What this layer adds over the raw client:
   ``Compacted``.
 * The clients are bound to the event loop that created them (gRPC aio channels are), so a store
   used from a new loop quietly builds new ones.
+* etcd over its backend quota (``--quota-backend-bytes``) raises its NOSPACE alarm and refuses every
+  write that stores something ("mvcc: database space exceeded"; deletes still go through): that is
+  `WriteFailed` naming the endpoints and what the operator must do, as the embedded store's full disk
+  is, and is remembered (`write_failure`, which ``/readyz`` reports) until a write that stores
+  something goes through or etcd's alarm list — read every ``ALARM_CHECK_EVERY`` while writes fail
+  (Maintenance.Alarm GET: no revision, no watch event) — holds no NOSPACE alarm any more.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ from drods.store.base import (
     TxnResult,
     Unavailable,
     WatchEvent,
+    WriteFailed,
 )
 from drods.store.etcd_watch import WatchStream
 
@@ -84,6 +91,13 @@ _TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 # Errors that prove the request never reached raft, so even a non-repeatable write may be resent.
 _UNSENT = ("failed to connect", "connection refused", "no leader", "too many requests")
 _ALL_KEYS = b"\0"
+ALARM_CHECK_EVERY = 1.0  # seconds between looks at etcd's alarms while it refuses writes for space
+_NOSPACE = "database space exceeded"  # etcd's ErrGRPCNoSpace (quota check, or a member's NOSPACE alarm)
+NOSPACE_CAUSE = (
+    "etcd's backend quota is exceeded (mvcc: database space exceeded; its NOSPACE alarm is raised) and it "
+    "takes no writes until space is reclaimed and the alarm disarmed: compact its history (etcdctl compact "
+    "REV), defragment every member (etcdctl defrag --cluster) or give it a larger --quota-backend-bytes, "
+    "then etcdctl alarm disarm")
 
 
 def _kb(key: str) -> bytes:
@@ -237,6 +251,16 @@ class EtcdStore(Store):
         # The last call ran out its deadline with no member answering: until one answers again, a call
         # gets one RPC timeout, not the whole deadline (an outage is reported in seconds, not 15 s each).
         self._unreachable = False
+        self._write_failure: WriteFailed | None = None  # etcd refused a write for space (NOSPACE)
+        self._alarm_check: asyncio.Task[None] | None = None  # looks at etcd's alarms while it is set
+
+    @property
+    def where(self) -> str:
+        """The cluster as `WriteFailed` names it: ``etcd://host:port[,host:port]`` (no credentials)."""
+        return "etcd://" + ",".join(f"{host}:{port}" for host, port in self._endpoints)
+
+    def write_failure(self) -> WriteFailed | None:
+        return self._write_failure
 
     @property
     def current_endpoint(self) -> str:
@@ -279,11 +303,14 @@ class EtcdStore(Store):
             self._seen_rev = rev
         return rev
 
-    async def _call(self, fn: Callable[[aetcd.Client], Awaitable[T]], *, repeatable: bool = True) -> T:
+    async def _call(self, fn: Callable[[aetcd.Client], Awaitable[T]], *, repeatable: bool = True,
+                    stores: bool = False) -> T:
         """Run one RPC, failing over between endpoints until ``deadline``.
 
         ``repeatable``: applying the request twice is as good as once, so it may be resent after
         a lost answer; otherwise only errors proving it was never sent are retried.
+        ``stores``: the request stores something (a put, a txn with one, a lease grant), which etcd
+        refuses while its NOSPACE alarm stands: its answer clears `write_failure`.
         """
         deadline = time.monotonic() + (min(self.timeout, self.deadline) if self._unreachable else self.deadline)
         backoff = 0.02
@@ -293,6 +320,8 @@ class EtcdStore(Store):
                 client = await self._client(index)
                 answer = await fn(client)
                 self._unreachable = False
+                if stores:
+                    self._write_failure = None
                 return answer
             except (grpc.aio.AioRpcError, aetcd.exceptions.ClientError) as exc:
                 if self._auth is not None and "auth token" in _details(exc).lower() and \
@@ -300,7 +329,7 @@ class EtcdStore(Store):
                     await self._drop_client(index)  # the auth token expired: authenticate again
                     continue
                 if _status(exc) not in _TRANSIENT:
-                    raise _translate(exc) from exc
+                    raise self._refused(exc) from exc
                 self._failover(index)
                 if not repeatable and not any(s in _details(exc).lower() for s in _UNSENT):
                     raise _Ambiguous(f"etcd write outcome unknown: {_details(exc)}") from exc
@@ -309,6 +338,39 @@ class EtcdStore(Store):
                     raise Unavailable(f"etcd unreachable at {self._endpoints}: {_details(exc)}") from exc
                 await asyncio.sleep(backoff)  # let an election finish / the next member answer
                 backoff = min(backoff * 2, 0.5)
+
+    def _refused(self, exc: BaseException) -> StoreError:
+        """A non-retryable error as the contract's: etcd out of space is `WriteFailed`, remembered until
+        a write stores something again or its alarm list shows no NOSPACE alarm."""
+        if _NOSPACE not in _details(exc):
+            return _translate(exc)
+        failed = self._write_failure = WriteFailed(self.where, NOSPACE_CAUSE)
+        loop = asyncio.get_running_loop()
+        task = self._alarm_check
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._alarm_check = loop.create_task(self._check_alarms(), name="etcd-nospace-alarm-check")
+        return failed
+
+    async def _check_alarms(self) -> None:
+        """While `write_failure` is set: every ``ALARM_CHECK_EVERY``, etcd's alarms (a GET of the
+        Maintenance Alarm API: no revision, no watch event, unlike a probe write); once no member has a
+        NOSPACE alarm (an operator freed space and disarmed it) the failure is cleared."""
+        get = rpc.AlarmRequest(action=rpc.AlarmRequest.GET, memberID=0, alarm=rpc.NONE)
+
+        async def alarms(c: aetcd.Client) -> Any:
+            return await c.maintenancestub.Alarm(get, timeout=self.timeout, metadata=c.metadata)
+
+        while not self._closed:
+            await asyncio.sleep(ALARM_CHECK_EVERY)
+            failed = self._write_failure
+            if failed is None:
+                return
+            try:
+                resp = await self._call(alarms)
+            except Exception:  # noqa: BLE001 - unreachable, or not allowed to look: not known to be fixed
+                continue
+            if not any(a.alarm == rpc.NOSPACE for a in resp.alarms) and self._write_failure is failed:
+                self._write_failure = None  # (a failure newer than the look stands)
 
     async def _range(self, client: aetcd.Client, req: Any) -> Any:
         resp = await client.kvstub.Range(req, timeout=self.timeout, metadata=client.metadata)
@@ -364,7 +426,7 @@ class EtcdStore(Store):
                 self._saw(resp.header)
                 return resp
 
-            return int((await self._call(plain)).header.revision)  # a resend rewrites the same value
+            return int((await self._call(plain, stores=True)).header.revision)  # a resend rewrites the same value
         req = rpc.TxnRequest(
             compare=[self._guard_on(kraw, expect_revision)],
             success=[rpc.RequestOp(request_put=put)],
@@ -373,7 +435,7 @@ class EtcdStore(Store):
         deadline = time.monotonic() + self.deadline
         while True:
             try:
-                resp = await self._call(lambda c: self._txn(c, req), repeatable=False)
+                resp = await self._call(lambda c: self._txn(c, req), repeatable=False, stores=True)
             except _Ambiguous:
                 # Did our write land? Read the key back: ours if it moved on and holds what we wrote.
                 cur = await self.get(key)
@@ -474,7 +536,8 @@ class EtcdStore(Store):
             failure=[self._op(o) for o in failure],
         )
         writes = any(isinstance(o, Put | Delete) for o in (*success, *failure))
-        resp = await self._call(lambda c: self._txn(c, req), repeatable=not writes)
+        stores = any(isinstance(o, Put) for o in (*success, *failure))  # etcd weighs both branches' puts
+        resp = await self._call(lambda c: self._txn(c, req), repeatable=not writes, stores=stores)
         ops = success if resp.succeeded else failure
         rev = int(resp.header.revision)
         responses: list[object] = []
@@ -513,7 +576,7 @@ class EtcdStore(Store):
             self._saw(resp.header)
             return resp
 
-        resp = await self._call(call)  # a duplicate grant just expires unused
+        resp = await self._call(call, stores=True)  # a duplicate grant just expires unused
         if resp.error:
             raise StoreError(f"etcd: {resp.error}")
         return Lease(int(resp.ID), int(resp.TTL))
@@ -617,6 +680,9 @@ class EtcdStore(Store):
         if self._closed:
             return
         self._closed = True
+        check = self._alarm_check
+        if check is not None and check.get_loop() is asyncio.get_running_loop():
+            check.cancel()  # (one on a loop that is gone ends with it)
         clients, self._clients = list(self._clients.values()), {}
         if self._loop is not asyncio.get_running_loop():
             return  # they belong to another loop; the process exit releases them
