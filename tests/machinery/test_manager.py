@@ -165,6 +165,44 @@ async def test_one_leader_at_a_time_and_a_standby_takes_over(store_factory: Call
         await s.close()
 
 
+async def test_a_standby_waits_through_a_compaction_and_takes_over_within_the_ttl(
+        store_factory: Callable[[], Store]) -> None:
+    """A kept-alive lease never rewrites its key: a standby watched from the key's own revision, which the
+    compactor had passed (controllers compact every 10 minutes), failed with Compacted in a restart loop
+    and took over 25-35 s after the leader died instead of within the TTL (walkthrough AR)."""
+    stores = [store_factory(), store_factory()]
+    await stores[0].delete_prefix("/")
+    leading = asyncio.Event()
+
+    async def hold(fence: Fence) -> None:
+        leading.set()
+        await asyncio.Event().wait()
+
+    first = asyncio.create_task(LeaderElector(stores[0], "compacted", "a", ttl=2).run(hold))
+    try:
+        await asyncio.wait_for(leading.wait(), 10)
+        for i in range(20):  # history moves on past the lease key's revision, and is compacted
+            await stores[0].put(f"/data/{i}", b"x")
+        await stores[0].compact(await stores[0].current_revision())
+        took: list[Fence] = []
+
+        async def take(fence: Fence) -> None:
+            took.append(fence)
+
+        standby = asyncio.create_task(LeaderElector(stores[1], "compacted", "b", ttl=2).run(take))
+        await asyncio.sleep(0.5)  # the standby is waiting (a crash would end its run with Compacted)
+        assert not standby.done() or standby.exception() is None, standby.exception()
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        await asyncio.wait_for(standby, 10)  # the lease ends within its TTL (2 s) and b takes it
+        assert len(took) == 1
+    finally:
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        for st in stores:
+            await st.close()
+
+
 async def test_a_crashing_runnable_is_restarted(store: Store, tmp_path: Path) -> None:
     runs: list[int] = []
 
