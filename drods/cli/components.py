@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from drods.api.serving import serving_config
-from drods.cli.config import ConfigOpt, component_settings
+from drods.cli.config import ConfigOpt, checked_store_url, component_settings
 
 if TYPE_CHECKING:
     from drods.assembly import Component, ComponentSettings
 
 DEFAULT_DATA_DIR = Path(os.environ.get("DRODS_DATA_DIR", str(Path.home() / ".drods")))
 
-StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
+StoreOpt = Annotated[str | None, typer.Option("--store", callback=checked_store_url, help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
 DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR",
                                           help="Keys (shared with the API servers), default store.")]
 IdOpt = Annotated[str | None, typer.Option("--id", help="Name in the leader elections (default host-pid-random).")]
@@ -107,6 +107,9 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
+    for flag, file in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if file and not Path(file).is_file():
+            raise typer.BadParameter(f"{file}: no such file", param_hint=flag)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     make_private(data_dir)
     url = store_url or default_store_url(data_dir)

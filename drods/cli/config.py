@@ -19,6 +19,20 @@ ConfigOpt = Annotated[Path | None, typer.Option(
                      "see `drods config default`).")]
 
 
+def checked_store_url(url: str | None) -> str | None:
+    """``--store``'s callback: a URL no store takes is a usage error (exit 2) before anything is
+    recorded in the data dir or started (it was a traceback, and a recorded ``store.url`` that broke
+    ``drods token`` afterwards)."""
+    if url is not None:
+        from drods.store import check_store_url
+
+        try:
+            check_store_url(url)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--store") from None
+    return url
+
+
 def component_settings(config: Path | None, data_dir: Path, *, profile: Path | None = None,
                        identity: str | None = None, lease_ttl: int = 10,
                        history_prometheus: str | None = None) -> ComponentSettings:

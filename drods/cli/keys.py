@@ -9,13 +9,14 @@ from typing import Annotated
 
 import typer
 
-from drods.cli.config import ConfigOpt
+from drods.cli.config import ConfigOpt, checked_store_url
 
 app = typer.Typer(help="Encryption keys of data at rest.", no_args_is_help=True)
 
 DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR",
                                           help="Where the keyring (keyring.json) is.")]
-StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,…] "
+StoreOpt = Annotated[str | None, typer.Option(
+    "--store", callback=checked_store_url, help="sqlite:///PATH or etcd://HOST:PORT[,…] "
                                                               "(default: the store the data dir's server serves from, "
                                                               "else its SQLite file)")]
 DEFAULT_DIR = Path.home() / ".drods"

@@ -10,7 +10,7 @@ import typer
 import yaml
 
 from drods.api.auth import Role
-from drods.cli.config import ConfigOpt, component_settings
+from drods.cli.config import ConfigOpt, checked_store_url, component_settings
 
 if TYPE_CHECKING:
     from drods.assembly import ComponentSettings
@@ -34,6 +34,9 @@ def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_
 
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
+    for flag, file in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if file and not Path(file).is_file():
+            raise typer.BadParameter(f"{file}: no such file", param_hint=flag)
     if insecure_http and (tls_cert or tls_san):
         raise typer.BadParameter("--insecure-http serves plain HTTP: no --tls-cert/--tls-key/--tls-san")
     _check_signing_secret()
@@ -64,7 +67,7 @@ def _with_token_checks(settings: ComponentSettings, jwt_issuer: str | None,
     return settings
 
 
-StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
+StoreOpt = Annotated[str | None, typer.Option("--store", callback=checked_store_url, help="sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT…]")]
 HostOpt = Annotated[str, typer.Option("--host")]
 PortOpt = Annotated[int, typer.Option("--port")]
 CertOpt = Annotated[str | None, typer.Option("--tls-cert", help="serve with this certificate (PEM) instead of "

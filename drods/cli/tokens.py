@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from drods.cli.config import checked_store_url
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -30,7 +32,8 @@ SERVER_STATE = ("drods.db", "store.url", "encryption.key")
 
 DataDirOpt = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", show_envvar=True,
                                           help="Keys and the embedded store live here.")]
-StoreOpt = Annotated[str | None, typer.Option("--store", help="sqlite:///PATH or etcd://… (default: the store the "
+StoreOpt = Annotated[str | None, typer.Option(
+    "--store", callback=checked_store_url, help="sqlite:///PATH or etcd://… (default: the store the "
                                                               "data dir's server serves from, else its SQLite file)")]
 
 

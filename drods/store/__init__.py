@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,7 +31,7 @@ from drods.store.base import (
 __all__ = [
     "CasFailed", "Compacted", "Compare", "Delete", "EventType", "Get", "KeyValue", "Lease",
     "LeaseNotFound", "Put", "Store", "StoreError", "TxnResult", "Unavailable", "WatchEvent", "WriteFailed",
-    "default_store_url", "open_store", "prefix_end", "record_served_store", "served_store_url",
+    "check_store_url", "default_store_url", "open_store", "prefix_end", "record_served_store", "served_store_url",
 ]
 
 
@@ -72,13 +73,23 @@ def open_store(url: str) -> Store:
     etcd: ``ca`` turns on TLS (the CA of etcd's certificate), ``cert``/``key`` are this client's
     certificate for ``--client-cert-auth``; a USER without PASSWORD takes it from
     ``DRODS_ETCD_PASSWORD`` (kept out of process listings)."""
+    return _opener(url)()
+
+
+def check_store_url(url: str) -> None:
+    """``ValueError`` saying what is wrong with ``url`` (as `open_store` would), opening nothing: a
+    command checks its ``--store`` before it records it or starts."""
+    _opener(url)
+
+
+def _opener(url: str) -> Callable[[], Store]:
     if url.startswith("sqlite://"):
         from drods.store.sqlite import SqliteStore
 
         path = url.removeprefix("sqlite://")
         if not path:
             raise ValueError("sqlite URL needs a path: sqlite:///path/to/drods.db")
-        return SqliteStore(path)
+        return lambda: SqliteStore(path)
     if url.startswith("etcd://"):
         from urllib.parse import parse_qs, unquote
 
@@ -104,5 +115,5 @@ def open_store(url: str) -> Store:
             password = unquote(secret) if sep else os.environ.get("DRODS_ETCD_PASSWORD")
             if password is None:
                 raise ValueError("etcd URL names a user: give its password in the URL or DRODS_ETCD_PASSWORD")
-        return EtcdStore(endpoints, tls=tls, username=user, password=password)
+        return lambda: EtcdStore(endpoints, tls=tls, username=user, password=password)
     raise ValueError(f"unknown store URL {url!r}: use sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT]")

@@ -1,0 +1,34 @@
+"""A server command given a store URL no store takes, or a certificate file that is not there, stops with
+a usage error before it records or starts anything (walkthrough AR: a traceback, and a recorded
+``store.url`` that broke ``drods token`` afterwards)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from drods.cli.main import app
+from drods.store import SERVED_STORE_FILE
+
+
+@pytest.mark.parametrize("command", [["apiserver"], ["scheduler"], ["controllers"], ["serve"]])
+def test_a_bad_store_url_is_a_usage_error_and_records_nothing(command: list[str], tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, [*command, "--store", "etcdd://127.0.0.1:2379", "--data-dir", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert "unknown store URL 'etcdd://127.0.0.1:2379'" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / SERVED_STORE_FILE).exists()
+
+
+def test_token_commands_refuse_a_bad_store_url_too(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["token", "list", "--store", "etcd://", "--data-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "at least one host:port" in r.output, r.output
+
+
+def test_a_missing_certificate_file_is_named(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["apiserver", "--tls-cert", str(tmp_path / "nope.crt"), "--tls-key",
+                                 str(tmp_path / "nope.key"), "--data-dir", str(tmp_path)],
+                           env={"COLUMNS": "400"})
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and "--tls-cert" in said and "nope.crt: no such file" in said, r.output
