@@ -201,7 +201,7 @@ class ControlPlane:
                 await self.monitor.start()
                 await subs.acquire()
             except Exception as e:  # noqa: BLE001 - routes retry start(); the process must come up
-                log.warning("monitoring did not start: %s", e)
+                log.warning("monitoring did not start: %s", str(e) or type(e).__name__)  # (a timeout says nothing)
         try:
             yield
         finally:

@@ -162,8 +162,9 @@ class ApiClient:
             resp = self.http.request(method, path, **kwargs)
         except httpx.ConnectError as e:
             if "CERTIFICATE_VERIFY_FAILED" in str(e):  # it answered: with a certificate we do not trust
-                raise CliError(f"the certificate of {self.server} is not trusted ({e}): pass --ca-file or set "
-                               "DRODS_CA_FILE to the server's DATA_DIR/tls/ca.crt", "CERTIFICATE_UNTRUSTED") from e
+                raise CliError(f"the certificate of {self.server} is not trusted ({e}): pass --ca-file (or "
+                               "DRODS_CA_FILE) with the CA that signed it — the server's DATA_DIR/tls/ca.crt, or "
+                               "your own CA if it serves your certificate (--tls-cert)", "CERTIFICATE_UNTRUSTED") from e
             raise CliError(f"cannot connect to DRO-DS at {self.server}: {e}. Is the server running? "
                            "(set --server or DRODS_SERVER)", "CONNECTION_FAILED") from e
         except httpx.TimeoutException as e:

@@ -212,6 +212,8 @@ def test_tls_server_with_ca_file(tmp_path: Path) -> None:
         untrusted = server.run_cli("get", "clusters", "--server", server.url, env={**env, "DRODS_CA_FILE": ""})
         assert untrusted.returncode == 1 and "CERTIFICATE_UNTRUSTED" in untrusted.stderr
         assert "--ca-file" in untrusted.stderr and "Is the server running" not in untrusted.stderr
+        # it serves its own certificate: the hint names that case, not only the data dir's CA (walkthrough AR)
+        assert "your own CA" in untrusted.stderr, untrusted.stderr
         insecure = server.run_cli("version", "--server", server.url, "--insecure-skip-tls-verify", env=env)
         assert insecure.returncode == 0, insecure.stderr
 
