@@ -208,7 +208,6 @@ class FleetFollower:
         scored = fresh.totals_for(moved_on)  # the record shows what each cluster it left or joined scored
         moves = [{"cluster": c, "from": before.get(c, 0), "to": after.get(c, 0),
                   **({"total": scored[c]} if c in scored else {})} for c in moved_on]
-        kinds = sorted({k for ch in changes.values() for k in ch.kinds})
         named = sorted(changes)[:MAX_FOLLOWED]
         reason = _reason(changes, named, many)
         dropped = sorted(c for c in stale if c not in after)
@@ -218,8 +217,7 @@ class FleetFollower:
         message = f"re-placed after {reason}: " + ", ".join(f"{m['cluster']} {m['from']}→{m['to']}" for m in moves) \
             + short
         placed = fresh.placed if rec.duplicated else sum(n for _, n in target)
-        trigger = {"kind": kinds[0] if len(kinds) == 1 else "FleetChanged", "kinds": kinds,
-                   "clusters": named, "reason": reason, "moves": moves}
+        trigger = _trigger(changes, named, reason, moves)
         return Refit(replace(fresh, pairs=target, placed=placed, message=message, _placement=None), trigger,
                      len(moves) if rec.duplicated else moved(current, target), bool(deferred))
 
@@ -237,9 +235,7 @@ class FleetFollower:
             f"the other clusters fit {fresh.placed} of its replicas"
         message = f"kept on {', '.join(left)}, which no longer {verb} the placement after {reason}: " \
             f"{fits} ({fresh.message})"
-        kinds = sorted({k for ch in changes.values() for k in ch.kinds})
-        trigger = {"kind": kinds[0] if len(kinds) == 1 else "FleetChanged", "kinds": kinds, "clusters": named,
-                   "reason": reason, "moves": [], "unmatched": left}
+        trigger = {**_trigger(changes, named, reason, []), "unmatched": left}
         return Refit(replace(fresh, phase="Unschedulable", pairs=current, placed=0, message=message,
                              _placement=None), trigger)
 
@@ -355,6 +351,14 @@ def _reason(changes: dict[str, FleetChange], named: list[str], many: bool) -> st
     """The changes a decision followed, as its record and status name them."""
     reason = "; ".join(changes[c].describe() for c in named)
     return f"{reason} and other clusters" if many or len(changes) > len(named) else reason
+
+
+def _trigger(changes: dict[str, FleetChange], named: list[str], reason: str,
+             moves: list[dict[str, Any]]) -> dict[str, Any]:
+    """A fleet decision's ``trigger`` in its record: the kinds of change it followed, on which clusters."""
+    kinds = sorted({k for ch in changes.values() for k in ch.kinds})
+    return {"kind": kinds[0] if len(kinds) == 1 else "FleetChanged", "kinds": kinds, "clusters": named,
+            "reason": reason, "moves": moves}
 
 
 def _onto(target: Placement, clusters: frozenset[str]) -> bool:
