@@ -67,7 +67,7 @@ from drods.members.clients import MemberClients
 from drods.migration.controller import LEASE as MIGRATION_LEASE
 from drods.migration.controller import MigrationController
 from drods.model.interpreter import Interpreter
-from drods.model.keys import TOKENS_PREFIX
+from drods.model.keys import CLUSTER_CUTOFFS_PREFIX, TOKENS_PREFIX
 from drods.model.kinds import (
     BINDING,
     CLUSTER,
@@ -88,7 +88,7 @@ from drods.scheduler.profile import Profile
 from drods.schedulerd.service import SchedulerService, SchedulerSettings
 from drods.security.at_rest import EncryptionConfig
 from drods.security.envelope import Envelope, Keyring
-from drods.security.tokens import decode_record, revocations
+from drods.security.tokens import cutoffs, decode_cutoff, decode_record, revocations
 from drods.steering.controller import LEASE as STEERING_LEASE
 from drods.steering.controller import SteeringController, SteeringInformers
 from drods.steering.directory import LEASE as DIRECTORY_LEASE
@@ -213,9 +213,11 @@ class ControlPlane:
 
 
 def follow_revocations(manager: Manager, tokens: TokenAuthority) -> None:
-    """Keep ``tokens.revoked`` equal to the revoked IDs in the store (`drods token revoke`)."""
+    """Keep ``tokens.revoked`` equal to the revoked IDs in the store (`drods token revoke`), and its agent
+    cutoffs to the deleted Clusters'."""
 
     manager.informer(TOKENS_PREFIX, decode_record).on_change(revocations(tokens))
+    manager.informer(CLUSTER_CUTOFFS_PREFIX, decode_cutoff).on_change(cutoffs(tokens))
 
 
 def encrypted_store(store: Store, data_dir: Path, encryption: EncryptionConfig | None = None) -> EncryptingStore:

@@ -72,6 +72,7 @@ class Principal:
     # (None: cluster-wide).
     namespaces: frozenset[str] | None = None
     token_id: str | None = None
+    issued_at: float | None = None
 
     def may(self, action: Action) -> bool:
         return action in ALLOWED[self.role]
@@ -139,6 +140,8 @@ class TokenAuthority:
         self._cache: dict[str, Principal] = {}
         # IDs of revoked tokens, kept current from the store (`drods.security.tokens`).
         self.revoked: set[str] = set()
+        # Per deleted Cluster, the second before which its agent tokens were issued: refused, recorded or not.
+        self.agent_cutoffs: dict[str, int] = {}
         if (rs256_public_key or jwks_url) and not (issuer and audience):
             unset = [name for name, value in (("api.jwtIssuer", issuer), ("api.jwtAudience", audience)) if not value]
             log.warning("RS256 tokens of %s are accepted without %s: any token that key signed is accepted, "
@@ -176,7 +179,24 @@ class TokenAuthority:
     def still_valid(self, principal: Principal) -> bool:
         """The token a request was made with is neither revoked nor expired now: a watch it opened
         ends once it is not (a revoked token must not go on streaming what it could read)."""
-        return principal.token_id not in self.revoked and (principal.expires is None or principal.expires > time.time())
+        return principal.token_id not in self.revoked and self._cut_off(principal) is None \
+            and (principal.expires is None or principal.expires > time.time())
+
+    def _cut_off(self, principal: Principal) -> str | None:
+        """Why a cluster agent's token is refused: its Cluster was deleted after it was issued."""
+        if principal.cluster is None:
+            return None
+        cutoff = self.agent_cutoffs.get(principal.cluster)
+        if cutoff is None or (principal.issued_at is not None and principal.issued_at >= cutoff):
+            return None
+        return f"token issued before cluster {principal.cluster!r} was deleted; its agent needs a new one"
+
+    def _refuse_revoked(self, principal: Principal) -> None:
+        if principal.token_id in self.revoked:
+            raise unauthenticated("token revoked")
+        why = self._cut_off(principal)
+        if why is not None:
+            raise unauthenticated(why)
 
     def verify(self, token: str) -> Principal:
         """The token's principal; a token signed by a JWKS key may fetch the key set (a blocking
@@ -187,8 +207,7 @@ class TokenAuthority:
     def _verified(self, token: str) -> Principal:
         """A token not in the cache, verified and cached."""
         principal = self._decode(token)
-        if principal.token_id in self.revoked:
-            raise unauthenticated("token revoked")
+        self._refuse_revoked(principal)
         if len(self._cache) >= self._CACHE_MAX:
             self._cache.clear()
         self._cache[token] = principal
@@ -215,8 +234,7 @@ class TokenAuthority:
         cached = self._cache.get(token)
         if cached is None:
             return None
-        if cached.token_id in self.revoked:
-            raise unauthenticated("token revoked")
+        self._refuse_revoked(cached)
         if cached.expires is None or cached.expires > time.time():
             return cached
         self._cache.pop(token, None)
@@ -258,7 +276,7 @@ class TokenAuthority:
         jti = claims.get("jti")
         return Principal(str(claims["sub"]), role, cluster, float(exp) if exp is not None else None,
                          frozenset(namespaces) if namespaces is not None else None,
-                         str(jti) if jti is not None else None)
+                         str(jti) if jti is not None else None, float(claims["iat"]))
 
 
 def unauthenticated(message: str) -> ApiError:
@@ -295,10 +313,11 @@ async def cluster_removed(authority: TokenAuthority, store: Store, cluster: str)
     """A Cluster was deleted: its cluster-agent tokens are revoked (a cluster registered again under
     the same name must not accept them) — refused by this server at once, by the others as they
     follow the records — and noted among the changes of the request being served (its audit
-    record). The IDs revoked."""
+    record). Those issued before now with no record are refused too (the cutoff). The IDs revoked."""
     from drods.api.audit import token_change
     from drods.registry import changes
 
+    authority.agent_cutoffs[cluster] = await token_records.cut_off_cluster_agents(store, cluster)
     revoked = await token_records.revoke_cluster_agents(store, cluster)
     recorder = changes.CURRENT.get()
     for rec in revoked:

@@ -16,6 +16,8 @@ CLEANUP_PREFIX = "/cleanup/"
 AUDIT_PREFIX = "/audit/"
 # Issued API tokens (never the token itself) and their revocation.
 TOKENS_PREFIX = "/auth/tokens/"
+# When each deleted Cluster went (``/auth/cluster-cutoffs/<cluster>``): its agent tokens issued before are refused.
+CLUSTER_CUTOFFS_PREFIX = "/auth/cluster-cutoffs/"
 SCHEDULES_PREFIX = "/history/schedules/"
 FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"

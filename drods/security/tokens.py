@@ -9,12 +9,13 @@ record (``audit``: the writes of the audit log's entry for it, SEC3) are written
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-from drods.model.keys import TOKENS_PREFIX
+from drods.model.keys import CLUSTER_CUTOFFS_PREFIX, TOKENS_PREFIX
 from drods.store import KeyValue, Store
 from drods.store.base import Compare, Put
 
@@ -89,6 +90,23 @@ async def revoke_cluster_agents(store: Store, cluster: str, now: float | None = 
     return out
 
 
+async def cut_off_cluster_agents(store: Store, cluster: str, now: float | None = None) -> int:
+    """Refuse every ``cluster``-agent token issued before now, recorded or not (one signed with the key
+    outside the CLI has no record to revoke). ``iat`` has whole seconds: the cutoff is this second's
+    start, so a cluster registered again at once can be given a token in the same second. The cutoff."""
+    cutoff = math.floor(time.time() if now is None else now)
+    await store.put(f"{CLUSTER_CUTOFFS_PREFIX}{cluster}",
+                    json.dumps({"cluster": cluster, "notIssuedBefore": cutoff}).encode())
+    return cutoff
+
+
+def decode_cutoff(kv: KeyValue) -> int | None:
+    try:
+        return int(json.loads(kv.value)["notIssuedBefore"])
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 async def live(store: Store, now: float | None = None) -> list[TokenRecord]:
     kvs, _ = await store.range(TOKENS_PREFIX)
     t = time.time() if now is None else now
@@ -97,6 +115,10 @@ async def live(store: Store, now: float | None = None) -> list[TokenRecord]:
 
 class _Revoking(Protocol):
     revoked: set[str]
+
+
+class _CuttingOff(Protocol):
+    agent_cutoffs: dict[str, int]
 
 
 def revocations(authority: _Revoking) -> Callable[[str, TokenRecord | None, TokenRecord | None], None]:
@@ -109,5 +131,18 @@ def revocations(authority: _Revoking) -> Callable[[str, TokenRecord | None, Toke
             authority.revoked.add(token_id)
         else:
             authority.revoked.discard(token_id)
+
+    return changed
+
+
+def cutoffs(authority: _CuttingOff) -> Callable[[str, int | None, int | None], None]:
+    """An informer handler of ``/auth/cluster-cutoffs/`` keeping ``authority.agent_cutoffs`` equal to them."""
+
+    def changed(key: str, old: int | None, new: int | None) -> None:
+        cluster = key[len(CLUSTER_CUTOFFS_PREFIX):]
+        if new is not None:
+            authority.agent_cutoffs[cluster] = new
+        else:
+            authority.agent_cutoffs.pop(cluster, None)
 
     return changed

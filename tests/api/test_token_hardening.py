@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ from typer.testing import CliRunner
 
 from drods.api.auth import Role, TokenAuthority, issue_recorded, load_or_create_signing_key
 from drods.errors import ApiError
-from tests.api.conftest import Api
+from drods.server import ServerConfig, build_app
+from drods.store import Store
+from tests.api.conftest import Api, served
 
 IDP = "https://idp.example.com"
 AUDIENCE = "drods-prod"
@@ -88,7 +91,6 @@ def test_the_configuration_file_sets_issuer_and_audience_and_the_flags_win(
 
     import drods.server
     from drods.cli.main import app
-    from drods.server import ServerConfig, build_app
     from drods.store.sqlite import SqliteStore
 
     key, pem = rsa_key
@@ -159,6 +161,36 @@ async def test_deleting_a_cluster_revokes_its_agent_tokens(api: Api) -> None:
             c for c in deletion["changes"] if c["kind"] == "Token").items()
         assert agent not in str(items)
         assert (await api.call("DELETE", "/api/v1/clusters/c2")).status_code == 200
+
+
+async def test_a_deleted_clusters_agent_tokens_without_a_record_are_refused_everywhere(
+        api: Api, store_factory: Callable[[], Store], tmp_path: Path) -> None:
+    """A token signed with the key outside the CLI has no record to revoke: the deletion's cutoff refuses
+    it all the same, on this server at once and on another that follows the store, after the cluster
+    is registered again too; a token issued since is accepted."""
+    key = load_or_create_signing_key(tmp_path / "data" / "jwt.key")
+    before = int(time.time()) - 5
+
+    def unrecorded(iat: int) -> str:
+        return jwt.encode({"iss": "drods", "sub": "agent:c2", "role": "cluster-agent", "cluster": "c2",
+                           "iat": iat, "exp": iat + 3600, "jti": f"by-hand-{iat}"}, key, algorithm="HS256")
+
+    api.tokens.update({"old": unrecorded(before), "c3": await issue_recorded(
+        api.app.state.ctx.tokens, api.app.state.ctx.store, Role.CLUSTER_AGENT, cluster="c3")})  # type: ignore[attr-defined]
+    assert (await api.call("POST", "/api/v1/clusters", json={"name": "c2"})).status_code == 201
+    assert (await api.call("GET", "/api/v1/agent/works", role="old")).status_code == 200
+    assert (await api.call("DELETE", "/apis/multicluster.io/v1alpha1/clusters/c2")).status_code == 200
+    r = await api.call("GET", "/api/v1/agent/works", role="old")
+    assert r.status_code == 401 and "issued before cluster 'c2' was deleted" in r.json()["message"], r.text
+    assert (await api.call("POST", "/api/v1/clusters", json={"name": "c2"})).status_code == 201
+    api.tokens["new"] = unrecorded(int(time.time()))  # the deletion's second: registered again at once
+    # another API server over the same store (or this one restarted) learns the cutoff from the store
+    other = build_app(ServerConfig(store_url="unused://", data_dir=tmp_path / "data"), store=store_factory())
+    async with served(other, api.tokens) as api2:
+        for server in (api, api2):
+            assert (await server.call("GET", "/api/v1/agent/works", role="old")).status_code == 401
+            assert (await server.call("GET", "/api/v1/agent/works", role="new")).status_code == 200
+            assert (await server.call("GET", "/api/v1/agent/works", role="c3")).status_code == 200
 
 
 async def test_a_viewer_reads_domain_configuration_keys_not_values(api: Api) -> None:
