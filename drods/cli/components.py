@@ -20,6 +20,7 @@ import typer
 
 from drods.api.serving import serving_config
 from drods.cli.config import ConfigOpt, checked_store_url, component_settings
+from drods.security.tls import UnusableServingPair, check_serving_pair
 
 if TYPE_CHECKING:
     from drods.assembly import Component, ComponentSettings
@@ -105,11 +106,10 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.server import _Server
     from drods.store import default_store_url, open_store, record_served_store
 
-    if bool(tls_cert) != bool(tls_key):
-        raise typer.BadParameter("--tls-cert and --tls-key go together")
-    for flag, file in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
-        if file and not Path(file).is_file():
-            raise typer.BadParameter(f"{file}: no such file", param_hint=flag)
+    try:
+        check_serving_pair(tls_cert, tls_key)
+    except UnusableServingPair as e:
+        raise typer.BadParameter(str(e), param_hint=e.flag) from e
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     make_private(data_dir)
     url = store_url or default_store_url(data_dir)

@@ -12,6 +12,7 @@ import datetime as dt
 import ipaddress
 import os
 import socket
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,34 @@ def _write(path: Path, data: bytes, mode: int = 0o644) -> None:
         f.write(data)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+class UnusableServingPair(ValueError):
+    """A ``--tls-cert``/``--tls-key`` pair a server could not serve with; ``flag`` names the option at fault."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(message)
+        self.flag = flag
+
+
+def check_serving_pair(cert: str | None, key: str | None) -> None:
+    """The pair loads as a server's (both given, present, PEM, the key the certificate's), checked before
+    anything starts: else the server died at its first bind with a bare ``ssl.SSLError``."""
+    if bool(cert) != bool(key):
+        raise UnusableServingPair("--tls-cert", "--tls-cert and --tls-key go together")
+    if not cert or not key:
+        return
+    for flag, file in (("--tls-cert", cert), ("--tls-key", key)):
+        if not Path(file).is_file():
+            raise UnusableServingPair(flag, f"{file}: no such file")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except ssl.SSLError as e:
+        why = "the key is not the certificate's" if "KEY_VALUES_MISMATCH" in str(e) \
+            else f"not a PEM certificate and its private key ({e.reason or e})"
+        raise UnusableServingPair("--tls-key", f"{cert} with {key}: {why}") from e
+    except OSError as e:
+        raise UnusableServingPair("--tls-cert", f"{cert} with {key}: {e.strerror or e}") from e
 
 
 def _general_name(name: str) -> x509.GeneralName:

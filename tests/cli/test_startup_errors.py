@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from drods.cli.main import app
+from drods.security.tls import ensure_certs
 from drods.store import SERVED_STORE_FILE
 
 
@@ -32,3 +33,19 @@ def test_a_missing_certificate_file_is_named(tmp_path: Path) -> None:
                            env={"COLUMNS": "400"})
     said = " ".join(r.output.split())
     assert r.exit_code == 2 and "--tls-cert" in said and "nope.crt: no such file" in said, r.output
+
+
+@pytest.mark.parametrize("command", [["serve"], ["apiserver"]])
+def test_a_certificate_and_key_that_do_not_belong_together_are_a_usage_error(command: list[str],
+                                                                             tmp_path: Path) -> None:
+    """Before, the server died at its first bind with a bare ``ssl.SSLError`` traceback."""
+    one, other = ensure_certs(tmp_path / "one", "drods", "localhost"), ensure_certs(tmp_path / "two", "drods", "x")
+    (tmp_path / "junk.key").write_text("not a key\n")
+    data = tmp_path / "data"
+    for key, expected in ((other.key, "the key is not the certificate's"),
+                          (tmp_path / "junk.key", "not a PEM certificate and its private key")):
+        r = CliRunner().invoke(app, [*command, "--tls-cert", str(one.cert), "--tls-key", str(key),
+                                     "--data-dir", str(data)], env={"COLUMNS": "400"})
+        said = " ".join(r.output.split())
+        assert r.exit_code == 2 and "--tls-key" in said and expected in said, r.output
+        assert "Traceback" not in r.output and not (data / SERVED_STORE_FILE).exists()
