@@ -468,8 +468,8 @@ def audit(
                         f"{c.get('name')}" for c in e.get("changes") or [])
 
     def result(e: dict[str, Any]) -> object:
-        if e.get("role") == "component":
-            return "done"  # recorded once made; a component's change has no HTTP status
+        if e.get("role") in ("component", "cli"):
+            return "done"  # recorded with the change it made (a component's, a token the CLI signed): no HTTP status
         return "unknown" if e.get("result") is None else e.get("result")
 
     # Who: a user's token subject, or a component (``component:<name>``) and the replica that ran it.

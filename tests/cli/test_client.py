@@ -262,6 +262,13 @@ def test_audit_shows_component_changes_beside_user_changes(drods: Drods, cli_ser
     rows = [line for line in table.splitlines() if "audited-web" in line]
     assert any("component:resource-detector" in r and record["replica"] in r and "Binding" in r for r in rows), table
     assert any("admin" in r and "Deployment" in r for r in rows), table  # the user's change beside it
+    assert all(" done " in r for r in rows if "component:resource-detector" in r), rows
+    # a token the CLI signs is recorded with its audit entry in one transaction: done, not "unknown"
+    made = drods("token", "create", "--role", "viewer", "--subject", "audited-token", "--data-dir",
+                 str(cli_server.data_dir), role=None)
+    assert made.returncode == 0, made.stderr
+    rows = [line for line in drods("audit", "--kind", "Token").stdout.splitlines() if " cli " in line]
+    assert rows and all(" done " in r and "unknown" not in r for r in rows), rows
 
 
 def test_apply_of_yaml_nan_or_inf_names_the_field_and_applies_the_rest(drods: Drods, tmp_path: Path) -> None:
