@@ -542,6 +542,16 @@ class Snapshot:
         self.load[row] = np.maximum(self.load[row] - amount, 0.0)
         self._load_changed(np.asarray([row], dtype=np.intp))
 
+    def set_offsets(self, rows: np.ndarray, offsets: FloatArr) -> FloatArr:
+        """Replace the rows' water-level offsets (what a status or a hold adds to the observed level);
+        the ones replaced."""
+        saved = self.wl_offset[rows].copy()
+        if rows.size:
+            self.wl_offset[rows] = offsets
+            self._load_changed(rows)
+            self.status_cache.clear()  # the replica shapes' room is the limit less the offset
+        return saved
+
     def restore_load(self, lifted: tuple[np.ndarray, FloatArr]) -> None:
         rows, saved = lifted
         if rows.size:

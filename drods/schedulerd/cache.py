@@ -49,6 +49,7 @@ from drods.model.workload_usage import WorkloadUsage
 from drods.scheduler.offers import OfferDemand
 from drods.scheduler.selection import ClusterFacts
 from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.status import parse_status
 from drods.schedulerd.fleet import (
     CAPABILITIES_CHANGED,
     CLUSTER_ADDED,
@@ -552,6 +553,41 @@ class SchedulerCache:
             if a is not None:
                 self.snap.assume(tuple(a.counts.items()), np.asarray(a.req, dtype=np.float64), key=key,
                                  demand=a.demand, hold=False)
+
+    @contextlib.contextmanager
+    def lifted(self, copies: Placement, req: tuple[float, ...]) -> Iterator[None]:
+        """``copies`` (a binding's own, `kept_copies`) off their clusters' observed load for a while."""
+        copies = tuple((c, n) for c, n in copies if c in self.snap.index)
+        saved = self.snap.lift_load(copies, np.asarray(req, dtype=np.float64)) if copies and req else None
+        try:
+            yield
+        finally:
+            if saved is not None:
+                self.snap.restore_load(saved)
+
+    @contextlib.contextmanager
+    def holds_set_aside(self) -> Iterator[tuple[str, ...]]:
+        """The clusters under a pre-allocation hold at their observed level for a while (the ones it
+        raised, yielded): a hold steers new replicas elsewhere before a forecast peak; where nowhere else
+        has room, they go to the room the held clusters have now rather than wait out the horizon."""
+        names: list[str] = []
+        rows: list[int] = []
+        offsets: list[float] = []
+        for name in sorted(self._held):
+            row, st = self.snap.index.get(name), self.statuses.get(name)
+            if row is None or st is None or st.status is None:
+                continue
+            observed = parse_status(st.status).wl_offset
+            if observed < self.snap.wl_offset[row] - 1e-9:
+                names.append(name)
+                rows.append(row)
+                offsets.append(observed)
+        at = np.asarray(rows, dtype=np.intp)
+        saved = self.snap.set_offsets(at, np.asarray(offsets, dtype=np.float64))
+        try:
+            yield tuple(names)
+        finally:
+            self.snap.set_offsets(at, saved)
 
     def forget(self, key: str) -> bool:
         """Drop the assumed cpu/memory/... of ``key`` (the status shows it now); its GPUs and tier

@@ -48,7 +48,7 @@ class SchedulingQueue:
         *,
         clock: Callable[[], float] = time.monotonic,
         initial_backoff: float = 1.0,
-        max_backoff: float = 60.0,
+        max_backoff: float = 10.0,
         max_unschedulable: float = 300.0,
     ) -> None:
         self._clock = clock

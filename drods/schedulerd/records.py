@@ -222,6 +222,20 @@ def shown_of(rec: BindingRecord) -> tuple[tuple[str, int, float], ...]:
     return tuple(out)
 
 
+def kept_copies(obj: Mapping[str, Any], placement: Placement) -> Placement:
+    """The binding's copies the members still run on clusters its placement left (a drain's, kept with
+    its Work marked removing until the replicas are ready elsewhere): (cluster, replicas). Their pods are
+    the binding's own load there, not another workload's; placed there again, the copy is reused."""
+    placed = {c for c, _ in placement}
+    out = []
+    for e in (obj.get("status") or {}).get("clusters") or ():
+        if isinstance(e, dict) and e.get("removing") and isinstance(c := e.get("cluster"), str) and c not in placed:
+            n = e.get("observedReplicas")
+            if isinstance(n, int) and n > 0:
+                out.append((c, n))
+    return tuple(sorted(out))
+
+
 def _namespace_of(resource: Any) -> str:
     ns = resource.get("namespace") if isinstance(resource, dict) else None
     return sys.intern(ns) if isinstance(ns, str) and ns else "default"

@@ -70,6 +70,7 @@ from drods.schedulerd.records import (
     Decision,
     decode_binding,
     encode_object,
+    kept_copies,
     merge_status,
     schedule_type,
     shown_of,
@@ -106,7 +107,7 @@ class SchedulerSettings:
     sweep_seconds: float = 1.0
     history_retention_s: float = 3600.0
     initial_backoff: float = 1.0
-    max_backoff: float = 60.0
+    max_backoff: float = 10.0  # kube-scheduler's podMaxBackoffSeconds
     max_unschedulable: float = 300.0
     rng_seed: int | None = None
     # S11: placements follow the fleet (``drods.schedulerd.fleet``)
@@ -518,14 +519,15 @@ class SchedulerService:
         else:
             task, restated = decision_task(spec, rec, obj, stype)
             slo_ms = spec.placement.latencySLOMs if spec.placement.latencySLOMs is not None else task.latency_slo_ms
-            decided: ScheduleResult | None = shaved(
-                obj, rec, self.cache.snap, self.fleet.moves, self.queue, users_of(spec.placement, task.users), slo_ms) \
-                if stype == RESCHEDULE and shaving(obj) else self.scheduler.schedule(task, self.cache.snap)
-            if stype == RESCHEDULE and decided is not None and (users_moved(obj) or fails_back(obj)):
-                decided = self._follow_users(task, rec, decided) if users_moved(obj) else \
-                    within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
-            elif (restated or stype == DATA_MOVED) and decided is not None:
-                decided = within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
+            with self.cache.lifted(kept_copies(obj, rec.placement), rec.requirements):
+                decided: ScheduleResult | None = shaved(
+                    obj, rec, self.cache.snap, self.fleet.moves, self.queue, users_of(spec.placement, task.users),
+                    slo_ms) if stype == RESCHEDULE and shaving(obj) else self._schedule(task)
+                if stype == RESCHEDULE and decided is not None and (users_moved(obj) or fails_back(obj)):
+                    decided = self._follow_users(task, rec, decided) if users_moved(obj) else \
+                        within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
+                elif (restated or stype == DATA_MOVED) and decided is not None:
+                    decided = within_budget(self.fleet.moves, self.queue, name, rec.placement, decided)
             if decided is None:
                 return None  # out of move budget: queued again
             result = decided
@@ -574,6 +576,25 @@ class SchedulerService:
         value = encode_object(obj)
         return Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
                      len(self.cache.unknown), involved_of(obj))
+
+    def _schedule(self, task: Task) -> ScheduleResult:
+        """F6: a pre-allocation hold raises a cluster's level to its forecast peak, so new replicas go
+        elsewhere first; replicas nowhere else has room for go to the held clusters' room as it is now (else
+        they wait out the hold's horizon, 30 minutes by default, beside that room)."""
+        result = self.scheduler.schedule(task, self.cache.snap)
+        if result.placed >= result.requested:
+            return result
+        with self.cache.holds_set_aside() as held:
+            if not held:
+                return result
+            again = self.scheduler.schedule(task, self.cache.snap)
+        if again.placed <= result.placed:
+            return result
+        on = sorted(set(held) & {c for c, n in again.pairs if n > 0})
+        if on:
+            again.analysis["preallocationHoldsSetAside"] = on
+            again.message += f" (pre-allocation hold set aside on {', '.join(on)}: no other cluster had room)"
+        return again
 
     def _invalid(self, entry: QueueEntry, rec: BindingRecord, obj: dict[str, Any], stype: str,
                  e: ValidationError) -> Plan:
@@ -632,7 +653,8 @@ class SchedulerService:
         task = Task(divided, name=rec.name, current=current, rebalance=not rec.duplicated,
                     workload_class=rec.workload_class, workload=rec.workload, primary=rec.primary,
                     users=users, latency_slo_ms=slo)
-        with self.cache.excluding(rec.name, rec.placement, rec.requirements, measured_use(obj)):
+        own = rec.placement + kept_copies(obj, rec.placement)  # a drained cluster's kept copy is its own load too
+        with self.cache.excluding(rec.name, own, rec.requirements, measured_use(obj)):
             fresh = self.scheduler.schedule(task, snap)
         if kept:
             fresh = replace(fresh, pairs=tuple(sorted({**dict(fresh.pairs), **kept}.items())),
@@ -770,6 +792,3 @@ class _Leading:
 
     async def run(self) -> None:
         await self.service._lead(self.fence)
-
-
-
