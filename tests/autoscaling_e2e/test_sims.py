@@ -177,6 +177,8 @@ def test_cpu_fhpa_against_a_sim_scales_out_then_in(fleet: Fleet) -> None:
     # ceil(2 × 150 / 50) = 6, and then 1.5 / (6 × 0.5) = 50 %: the target, it stays
     wait_for(lambda: desired() == 6 and f.replicas(f.push, "cpu") == 6 and utilisation() == 50.0, 30,
              "scaled out to 6, at the target", what_else=lambda: f.fhpa("cpu").get("status"))
+    # `kubectl get deploy`: READY against the autoscaler's 6, not the template's own 2 (it read 6/2)
+    wait_for(lambda: _table_row(f, "cpu")["Ready"] == "6/6", 20, "READY 6/6", what_else=lambda: _table_row(f, "cpu"))
     # as a user emulates load: 10 %, ceil(6 × 10 / 50) = 2, the minimum
     done = subprocess.run([*drods_command(), "sim", "load", PUSH, "Deployment/default/cpu", "--cpu", "0.3",
                            "--state-dir", str(f.push.sim.state_dir)], capture_output=True, text=True, timeout=30,
@@ -186,6 +188,14 @@ def test_cpu_fhpa_against_a_sim_scales_out_then_in(fleet: Fleet) -> None:
     wait_for(lambda: desired() == 2 and f.replicas(f.push, "cpu") == 2, 30, "scaled back in to 2",
              what_else=lambda: f.fhpa("cpu").get("status"))
     assert max(seen) < 10, seen  # no run to the maximum: utilisation is the use, not the requests
+
+
+def _table_row(f: Fleet, name: str) -> dict[str, Any]:
+    """The Deployment's row as `kubectl get deploy -o wide` asks for it and shows it."""
+    table = f.http.get(deploy_path(name=name), headers={
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+    names = [c["name"] for c in table["columnDefinitions"]]
+    return dict(zip(names, table["rows"][0]["cells"], strict=True))
 
 
 def _annotated(name: str, replicas: int, cpu_fraction: str) -> dict[str, Any]:
@@ -235,11 +245,7 @@ def test_only_the_busy_workload_scales_out(fleet: Fleet) -> None:
     assert quiet["desiredReplicas"] == 4 and quiet["scaleEvents"] == [], quiet
     template = f.http.get(deploy_path(name="quiet")).json()["status"]
     assert "usage" not in template  # DeploymentStatus' own fields: the measured use is the Binding's
-    # what `kubectl get deploy -o wide` asks for and shows (read from the Binding)
-    table = f.http.get(deploy_path(name="quiet"), headers={
-        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
-    names = [c["name"] for c in table["columnDefinitions"]]
-    row = dict(zip(names, table["rows"][0]["cells"], strict=True))
+    row = _table_row(f, "quiet")  # the wide columns read the Binding
     assert row["CPU(used/req)"] == "80m/800m" and row["Pods(ready)"] == "4/4", row
     top = f.server.run_cli("top", "workloads", "-n", "default", "--server", f.server.url,
                            "--token", f.server.token("admin"))
