@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,6 +48,15 @@ from drods.scheduler.offers import OfferDemand
 from drods.scheduler.resources import CPU, GPU, NRES, requirement_vector
 from drods.scheduler.status import parse_status
 from drods.scheduler.workload_groups import WorkloadGroups
+
+
+class LiftedLoad(NamedTuple):
+    """What `Snapshot.lift_load` replaced on some rows, for `Snapshot.restore_load` (``largest``: None when
+    only the load is restored)."""
+
+    rows: np.ndarray
+    load: FloatArr
+    largest: FloatArr | None = None
 
 
 def _derived(alloc: FloatArr, used: FloatArr, wl_offset: FloatArr,
@@ -516,11 +525,13 @@ class Snapshot:
             self._bump()
 
     def lift_load(self, placement: PlacementLike, requirements: ReplicaRequirements | Sequence[float] | FloatArr,
-                  used: Mapping[str, Sequence[float]] | None = None) -> tuple[np.ndarray, FloatArr]:
+                  used: Mapping[str, Sequence[float]] | None = None) -> LiftedLoad:
         """Take ``placement``'s replicas off their clusters' observed load (never below 0) — a binding's
         own replicas, which their status shows, while it is divided afresh; `restore_load` puts back
         exactly what was there. ``used``: its measured (cpu cores, memory GiB) per cluster, lifted where
-        more than its requests, as the observed load counts use above requests."""
+        more than its requests, as the observed load counts use above requests. A lifted replica's node
+        has room for one again: the largest free node there is at least a replica (the status' own
+        figure counts those pods, and a drained cluster's kept copy was no room for its own replicas)."""
         names, counts = names_counts(placement)
         pairs = [(self.index[c], k, c) for c, k in zip(names, counts, strict=True) if c in self.index and k > 0]
         rows = np.asarray([r for r, _, _ in pairs], dtype=np.intp)
@@ -532,8 +543,11 @@ class Snapshot:
                 if used and (u := used.get(c)) is not None:
                     lift[i, :2] = np.maximum(lift[i, :2], np.asarray(u[:2], dtype=np.float64))
             self.load[rows] = np.maximum(saved - lift, 0.0)
+            largest = self.largest[rows].copy()
+            self.largest[rows] = np.maximum(largest, req[None, :3])
             self._load_changed(rows)
-        return rows, saved
+            return LiftedLoad(rows, saved, largest)
+        return LiftedLoad(rows, saved)
 
     def lower_load(self, name: str, amount: FloatArr) -> None:
         """Take ``amount`` off a cluster's observed load (never below 0) until its next status: replicas a
@@ -552,10 +566,12 @@ class Snapshot:
             self.status_cache.clear()  # the replica shapes' room is the limit less the offset
         return saved
 
-    def restore_load(self, lifted: tuple[np.ndarray, FloatArr]) -> None:
-        rows, saved = lifted
+    def restore_load(self, lifted: LiftedLoad) -> None:
+        rows, saved, largest = lifted
         if rows.size:
             self.load[rows] = saved
+            if largest is not None:
+                self.largest[rows] = largest
             self._load_changed(rows)
 
     def _load_changed(self, rows: np.ndarray) -> None:

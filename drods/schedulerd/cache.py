@@ -48,7 +48,7 @@ from drods.model.traffic import peers
 from drods.model.workload_usage import WorkloadUsage
 from drods.scheduler.offers import OfferDemand
 from drods.scheduler.selection import ClusterFacts
-from drods.scheduler.snapshot import Snapshot
+from drods.scheduler.snapshot import LiftedLoad, Snapshot
 from drods.scheduler.status import parse_status
 from drods.schedulerd.fleet import (
     CAPABILITIES_CHANGED,
@@ -475,7 +475,8 @@ class SchedulerCache:
             self._released[cluster] = [r for r in self._released[cluster] if r.key != key]
             row = self.snap.index.get(cluster)
             if row is not None:  # the load as reported, less the releases that stay
-                self.snap.restore_load((np.asarray([row], dtype=np.intp), self._reported[cluster][None, :].copy()))
+                self.snap.restore_load(LiftedLoad(np.asarray([row], dtype=np.intp),
+                                                             self._reported[cluster][None, :].copy()))
             self._ease(cluster)
 
     def released(self, cluster: str) -> np.ndarray | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from drods.model.annotations import PREALLOCATION
 from drods.model.kinds import BINDING
 from drods.model.preallocation import PreallocationHold
+from drods.monitor.service import MonitorSettings
 from drods.store import Store
 from drods.store.cas import read_modify_write
 from tests.scheduler_e2e.conftest import Plane, eventually, placement, serve
@@ -83,18 +84,31 @@ async def test_a_drained_clusters_kept_copy_is_the_bindings_own_load(
     once the scheduler stopped discounting the removed replicas, and the pending part stayed pending)."""
     store = store_factory()
     await store.delete_prefix("/")
-    async with serve(store, tmp_path / "data") as plane:
-        await plane.register("a", waterLevelLimit=LIMIT)
-        await plane.register("b", waterLevelLimit=LIMIT)
-        await plane.report("a", 25.0, cores=16)  # room for 8 one-core replicas
-        await plane.report("b", 62.5, cores=16)  # 4 cores of others and the 6 of the copy it keeps
+    every_report = MonitorSettings.model_validate({"rateMinIntervalSeconds": 0.0, "flushIntervalSeconds": 0.05,
+                                                   "realtimeMinIntervalSeconds": 0.0})
+    async with serve(store, tmp_path / "data", monitoring=every_report) as plane:
+        for c in ("a", "b"):
+            await plane.register(c, waterLevelLimit=0.85)
+            await plane.report(c, 1.0, cores=24)
         await plane.seen("a", "b")
-        await _cordon(plane, "b", True)
-        st = await plane.place(_web("drained", 12))
-        assert st.get("partial") and placement(st) == {"a": 8}, st
-        # b's copy as the controllers show a drained cluster's, kept until the rest is ready elsewhere
-        clusters = [{"cluster": "a", "observedReplicas": 8},
-                    {"cluster": "b", "removing": True, "removingSince": "2026-01-01T00:00:00Z", "observedReplicas": 6}]
+        body = {"name": "drained", "replicas": 4, "resources": {"cpu": 7},  # no 24-core cluster holds 4 × 7
+                "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                    "weightPreference": {"dynamicWeight": "WaterLevel"}}}}
+        assert placement(await plane.place(body)) == {"a": 2, "b": 2}
+        for c in ("a", "b"):  # the members report the copies' 14 cores, on two of their three 8-core nodes
+            await plane.report(c, 1.0 + 14 / 24 * 100, cores=24, largestNodeFree={"cpu": 6.0, "memory": 30})
+        r = await plane.call("POST", "/api/v1/clusters/b/drain")
+        assert r.status_code == 200 and r.json()["rescheduled"] == ["drained"], r.text
+
+        async def partial() -> dict[str, object] | None:
+            st = await plane.status("drained")
+            return st if st.get("partial") else None
+
+        assert placement(await eventually(partial, 10, "a placed, 2 pending")) == {"a": 2}
+        # b's copy as the controllers show a drained cluster's: kept, its Work marked removing, until the
+        # rest is ready elsewhere
+        clusters = [{"cluster": "a", "observedReplicas": 2},
+                    {"cluster": "b", "removing": True, "removingSince": "2026-01-01T00:00:00Z", "observedReplicas": 2}]
 
         async def show(_: int) -> object:
             status = (await plane.ctx.registry.get(BINDING, "drained")).get("status") or {}
@@ -111,7 +125,7 @@ async def test_a_drained_clusters_kept_copy_is_the_bindings_own_load(
 
         async def whole() -> dict[str, int] | None:
             got = placement(await plane.status("drained"))
-            return got if sum(got.values()) == 12 else None
+            return got if sum(got.values()) == 4 else None
 
-        got = await eventually(whole, 10, "the pending 4 placed on b, in the copy it kept")
-        assert got == {"a": 8, "b": 4}, got
+        got = await eventually(whole, 15, "the pending 2 placed on b, in the copy it kept")
+        assert got == {"a": 2, "b": 2}, got
