@@ -403,8 +403,14 @@ class SchedulerCache:
         shrink takes its replicas off the assumed ones first (they are the ones the status does not
         show), and a cluster never has more assumed than placed: kept whole, scale-downs and -ups in
         turn (an autoscaler's, a cron rule's) piled up assumed load until the fleet looked full.
-        True when the new placement holds fewer GPUs or less tier storage somewhere (a retry cue)."""
+        True when the new placement holds fewer GPUs or less tier storage somewhere (a retry cue).
+
+        A decision that keeps the placement adds nothing: what is assumed of it keeps its time and what the
+        members showed of it (a partial binding retried on every capacity change to the same verdict had its
+        own replicas assumed afresh each time, counted twice for good, and never placed the rest)."""
         prev = self._assumed.get(key)
+        if tuple(old) == tuple(new) and (prev is None or prev.req == tuple(req)):
+            return self.snap.place_offers(key, new, demand)
         was: dict[str, int] = dict(prev.counts) if prev is not None else {}
         counts = dict(was)
         old_map, new_map = dict(old), dict(new)
