@@ -263,9 +263,10 @@ def _heartbeat(obj: Obj) -> str | None:
 def _replicas_ready(obj: Obj) -> str:
     """ready / desired — desired being the total of the Binding that places the template where it has one:
     under a FederatedHPA the autoscaler's count (Karmada writes it into the template; DRO-DS leaves the
-    template's ``spec.replicas`` the user's, and READY read 6/2)."""
+    template's ``spec.replicas`` the user's, and READY read 6/2). A Binding made by hand with no replicas
+    places what the template asks for."""
     desired = _get(obj, "binding.spec.replicas")
-    if not isinstance(desired, int) or isinstance(desired, bool):
+    if not isinstance(desired, int) or isinstance(desired, bool) or desired <= 0:
         desired = _get(obj, "spec.replicas") or 0
     return f"{_get(obj, 'status.readyReplicas') or 0}/{desired}"
 
