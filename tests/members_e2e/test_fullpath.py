@@ -77,7 +77,11 @@ def test_divide_by_water_level_propagate_scale_and_aggregate(env: Env) -> None:
 
 
 def _failover(env: Env, workload: str, mode: str) -> None:
-    env.create(RPP, policy(workload, workload, ["aws-dfw", "gcp-sin"]))
+    # even static weights: by water level, load another test left on one member (its status shows it for up
+    # to 30 s) could draw all 4 small replicas to the other, and there would be nothing to fail over
+    even = {"replicaSchedulingType": "Divided", "weightPreference": {"staticWeightList": [
+        {"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in ("aws-dfw", "gcp-sin")]}}
+    env.create(RPP, policy(workload, workload, ["aws-dfw", "gcp-sin"], replicaScheduling=even))
     env.create(deploy_path(), deployment(workload, 4))
     b = wait_for(lambda: running(env, workload), 20, f"{workload} Running")
     assert set(placement(b)) == {"aws-dfw", "gcp-sin"}, placement(b)
