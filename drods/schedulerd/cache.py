@@ -504,8 +504,10 @@ class SchedulerCache:
         if scheduled_time is None or not placement or unschedulable:
             return freed
         seen = {c: (n, t) for c, n, t in shown}
-        if prev is not None and abs(prev.time - scheduled_time) < 5e-4:
-            placed = dict(placement)
+        placed = dict(placement)
+        # the decision assumed, or a later one that kept its placement (a partial binding's retry whose verdict
+        # read differently is written anew): the assumption keeps its time and what the members showed of it
+        if prev is not None and (abs(prev.time - scheduled_time) < 5e-4 or placed == prev.placed):
             for c, (n, t) in seen.items():  # a copy's later reads (its pods turning ready) do not move when
                 was = prev.shown.get(c)     # it first showed them all: a status taken since counts them
                 if was is not None and was[0] >= placed.get(c, 0) and n >= placed.get(c, 0):

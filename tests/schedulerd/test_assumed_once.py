@@ -41,3 +41,23 @@ def test_a_same_verdict_retry_does_not_assume_the_placement_again() -> None:
     # a decision that changes the placement assumes what it adds, as before
     cache.assume_decision("web", (("m", 9),), (("m", 12),), CPU, now[0])
     assert _level(cache) == pytest.approx(0.60)
+
+
+def test_a_retry_written_anew_with_the_same_placement_keeps_the_assumptions_evidence() -> None:
+    """A retry whose verdict reads differently ("the 2 selected feasible clusters …" for "1 …") is written
+    with a new scheduledTime and the same placement: the assumption keeps its time and what the members
+    showed, and settles once a status taken after that counts the pods — it is not adopted afresh."""
+    now = [1000.0]
+    cache = SchedulerCache(clock=lambda: now[0], assume_ttl=60.0)
+    cache.on_cluster("m", ClusterRecord("m", {}, ClusterSpec(), True))
+    cache.on_status("m", _status(0.0, now[0]))
+    placement = (("m", 9),)
+    cache.assume_decision("web", (), placement, CPU, 1000.0)
+    cache.observe("web", placement, 1000.0, CPU)  # the decision's echo
+    now[0] = 1005.0
+    cache.observe("web", placement, 1000.0, CPU, shown=(("m", 9, 1005.0),))  # the member shows the copy whole
+    cache.observe("web", placement, 1010.0, CPU, shown=(("m", 9, 1005.0),))  # a retry, written anew
+    now[0] = 1012.0
+    cache.on_status("m", _status(9.0, now[0]))  # taken after the copy showed: counts its pods
+    cache.sweep()
+    assert _level(cache) == pytest.approx(0.45)  # once
