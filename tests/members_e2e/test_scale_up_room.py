@@ -59,8 +59,11 @@ def _fill_and_refill(env: Env) -> None:
     wait_for(lambda: _placed(env, "first") == 10 and sum(env.copies("first").values()) == 10, 20,
              "10 replicas placed and applied", what_else=lambda: _status(env, "first"))
 
-    # the status the scheduler decides on is rate-controlled (a change shows after up to 30 s)
-    wait_for(lambda: all(env.scheduler_levels()[n] >= base[n] + 0.15 for n in ("aws-dfw", "gcp-sin")), 60,
+    # the status the scheduler decides on is rate-controlled (a change shows after up to 30 s); the first's 5
+    # cores on each (0.21) above the baseline — or at least its 5 cores, where the baseline was another test's
+    # copies still going (they fall in the same status that shows the first's pods)
+    counted = {n: min(base[n] + 0.15, 5 / 24 - 0.005) for n in ("aws-dfw", "gcp-sin")}
+    wait_for(lambda: all(env.scheduler_levels()[n] >= at_least for n, at_least in counted.items()), 60,
              "the scheduler's view of both members counting the first workload's pods",
              what_else=env.scheduler_levels)
     # 10 + 20 cores and a baseline of at most 2 × 3.6 under the 0.85 water-level limit of 2 × 24 (40.8):
