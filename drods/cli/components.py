@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from drods.api.serving import serving_config
-from drods.cli.config import ConfigOpt, checked_store_url, component_settings
-from drods.security.tls import UnusableServingPair, check_serving_pair
+from drods.cli.config import ConfigOpt, checked_serving_pair, checked_store_url, component_settings
 
 if TYPE_CHECKING:
     from drods.assembly import Component, ComponentSettings
@@ -106,10 +105,7 @@ def run_process(name: str, components: frozenset[Component], store_url: str | No
     from drods.server import _Server
     from drods.store import default_store_url, open_store, record_served_store
 
-    try:
-        check_serving_pair(tls_cert, tls_key)
-    except UnusableServingPair as e:
-        raise typer.BadParameter(str(e), param_hint=e.flag) from e
+    checked_serving_pair(tls_cert, tls_key)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     make_private(data_dir)
     url = store_url or default_store_url(data_dir)

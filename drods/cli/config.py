@@ -33,6 +33,16 @@ def checked_store_url(url: str | None) -> str | None:
     return url
 
 
+def checked_serving_pair(cert: str | None, key: str | None) -> None:
+    """``--tls-cert``/``--tls-key`` that do not load as a server's pair are a usage error naming the flag."""
+    from drods.security.tls import UnusableServingPair, check_serving_pair
+
+    try:
+        check_serving_pair(cert, key)
+    except UnusableServingPair as e:
+        raise typer.BadParameter(str(e), param_hint=e.flag) from e
+
+
 def component_settings(config: Path | None, data_dir: Path, *, profile: Path | None = None,
                        identity: str | None = None, lease_ttl: int = 10,
                        history_prometheus: str | None = None) -> ComponentSettings:

@@ -10,7 +10,7 @@ import typer
 import yaml
 
 from drods.api.auth import Role
-from drods.cli.config import ConfigOpt, checked_store_url, component_settings
+from drods.cli.config import ConfigOpt, checked_serving_pair, checked_store_url, component_settings
 
 if TYPE_CHECKING:
     from drods.assembly import ComponentSettings
@@ -29,14 +29,10 @@ DataDir = Annotated[Path, typer.Option("--data-dir", envvar="DRODS_DATA_DIR", sh
 def _server_config(store: str | None, host: str, port: int, data_dir: Path, tls_cert: str | None,
                    tls_key: str | None, jwks_url: str | None = None, jwt_public_key: Path | None = None,
                    insecure_http: bool = False, tls_san: list[str] | None = None):  # type: ignore[no-untyped-def]
-    from drods.security.tls import UnusableServingPair, check_serving_pair
     from drods.server import ServerConfig
     from drods.store import default_store_url
 
-    try:
-        check_serving_pair(tls_cert, tls_key)
-    except UnusableServingPair as e:
-        raise typer.BadParameter(str(e), param_hint=e.flag) from e
+    checked_serving_pair(tls_cert, tls_key)
     if insecure_http and (tls_cert or tls_san):
         raise typer.BadParameter("--insecure-http serves plain HTTP: no --tls-cert/--tls-key/--tls-san")
     _check_signing_secret()

@@ -549,25 +549,24 @@ class SchedulerCache:
         ``used`` (`measured_use`): what it uses there beyond its requests is its own load too."""
         a = self._assumed.get(key)
         assumed = a.counts if a is not None else {}
-        shown = tuple((c, n - assumed.get(c, 0)) for c, n in placement
-                      if n > assumed.get(c, 0) and c in self.snap.index) if req else ()
+        shown = tuple((c, n - assumed.get(c, 0)) for c, n in placement if n > assumed.get(c, 0))
         if a is not None:
             self.snap.forget(key=key, offers=False)
-        lifted = self.snap.lift_load(shown, np.asarray(req, dtype=np.float64), used) if shown else None
         try:
-            yield
+            with self.lifted(shown, req, used):
+                yield
         finally:
-            if lifted is not None:
-                self.snap.restore_load(lifted)
             if a is not None:
                 self.snap.assume(tuple(a.counts.items()), np.asarray(a.req, dtype=np.float64), key=key,
                                  demand=a.demand, hold=False)
 
     @contextlib.contextmanager
-    def lifted(self, copies: Placement, req: tuple[float, ...]) -> Iterator[None]:
-        """``copies`` (a binding's own, `kept_copies`) off their clusters' observed load for a while."""
+    def lifted(self, copies: Placement, req: tuple[float, ...],
+               used: Mapping[str, tuple[float, float]] | None = None) -> Iterator[None]:
+        """``copies`` (a binding's own: placed, or kept, `kept_copies`) off their clusters' observed load
+        for a while, ``used`` beyond their requests with them."""
         copies = tuple((c, n) for c, n in copies if c in self.snap.index)
-        saved = self.snap.lift_load(copies, np.asarray(req, dtype=np.float64)) if copies and req else None
+        saved = self.snap.lift_load(copies, np.asarray(req, dtype=np.float64), used) if copies and req else None
         try:
             yield
         finally:
