@@ -420,6 +420,8 @@ class Scheduler:
                 cyc.tried.append(term.name)
         for t in info.missing_targets:  # known once TargetClusters has looked
             cyc.extra[t] = "target cluster not registered"
+        for t in info.missing_affinity_names:  # and ClusterAffinity, for the term that admitted some
+            cyc.extra.setdefault(t, "named in clusterAffinity.clusterNames, not registered")
         for c, why in info.evicted:  # said so, not as the clusterAffinity.exclude that carries it
             if c in snap.index:
                 cyc.extra[c] = why
@@ -699,6 +701,8 @@ class Scheduler:
             msg = f"scheduled {placed} replica{'' if placed == 1 else 's'} on {len(pairs)}/{n} clusters ({m} feasible)"
         if info.missing_targets:  # placed on the others: the status still names the ones that are not there
             msg += f"; target clusters not registered: {', '.join(info.missing_targets)}"
+        if info.missing_affinity_names:
+            msg += f"; clusterAffinity.clusterNames not registered: {', '.join(info.missing_affinity_names)}"
         if unknown_data := [key for key, _ in info.datasets if key not in snap.datasets]:
             msg += (f"; no copy of {', '.join(unknown_data)} on any cluster (no such Dataset, or no location): "
                     "its reads counted as from another cluster")
@@ -741,6 +745,8 @@ class Scheduler:
             msg = f"no feasible cluster in affinity groups [{', '.join(cyc.tried)}]; " + msg
         if info.missing_targets:
             msg += f" Target clusters not registered: {', '.join(info.missing_targets)}."
+        if info.missing_affinity_names:
+            msg += f" clusterAffinity.clusterNames not registered: {', '.join(info.missing_affinity_names)}."
         if info.targets:
             by_row: dict[str, str] = {}
             names = base.get("_names")

@@ -181,6 +181,8 @@ class TaskInfo:
     current_rows: IntArr = field(default_factory=lambda: _NO_ROWS)
     current_counts: IntArr = field(default_factory=lambda: _NO_ROWS)
     missing_targets: tuple[str, ...] = ()
+    # the affinity term's clusterNames not registered (a typo, or a cluster yet to join): said, not only filtered
+    missing_affinity_names: tuple[str, ...] = ()
     # the clusters graceful eviction tasks keep out (placement.exclude carries them), with why
     evicted: tuple[tuple[str, str], ...] = ()
     cache: dict[str, Any] = field(default_factory=dict)

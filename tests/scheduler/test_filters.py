@@ -349,3 +349,23 @@ def test_a_binding_without_replicas_is_not_barred_by_the_water_level(snap: Snaps
     assert res.phase == "Scheduled" and {c for c, _ in res.pairs} == {"busy", "calm"}, (res.pairs, res.reasons)
     res = sched.schedule(task(replicas=1, cpu=1.0, placement=dup), snap, name="web")
     assert {c for c, _ in res.pairs} == {"calm"} and "water level above" in res.reasons["busy"], res.reasons
+
+
+def test_an_affinity_naming_a_cluster_not_registered_says_so(snap: Snapshot, sched: Scheduler) -> None:
+    """A typo in clusterAffinity.clusterNames places on the others and names the one not there (it was
+    only "not in clusterAffinity.clusterNames" for every other cluster)."""
+    add(snap, "gcp-production")
+    add(snap, "aws-us-east")
+    aff = ClusterAffinity(clusterNames=["gcp-production", "gcp-prodution"])
+    r = sched.schedule(task(replicas=2, placement=Placement(clusterAffinity=aff)), snap)
+    assert r.placement_dict() == {"gcp-production": 2}
+    assert r.message.endswith("; clusterAffinity.clusterNames not registered: gcp-prodution")
+    assert r.reasons["gcp-prodution"] == "named in clusterAffinity.clusterNames, not registered"
+    r = sched.schedule(task(placement=Placement(clusterAffinity=ClusterAffinity(clusterNames=["gcp-prodution"]))),
+                       snap)
+    assert r.phase == "Unschedulable"
+    assert r.message.endswith(" clusterAffinity.clusterNames not registered: gcp-prodution.")
+    # named in full, nothing to say
+    r = sched.schedule(task(placement=Placement(clusterAffinity=ClusterAffinity(clusterNames=["aws-us-east"]))),
+                       snap)
+    assert r.placement_dict() == {"aws-us-east": 1} and "not registered" not in r.message

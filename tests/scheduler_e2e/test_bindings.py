@@ -119,6 +119,12 @@ async def test_fragmentation_conflicts_and_explicit_targets(plane: Plane) -> Non
     assert st["phase"] == "Scheduled" and [p["cluster"] for p in st["placement"]] == ["roomy"]
     assert st["reasons"]["ghost"] == "target cluster not registered"
     assert st["message"].endswith("; target clusters not registered: ghost")
+    # a typo in an affinity's clusterNames is said in the status too, not only filtered
+    st = await plane.place({"name": "typo", "replicas": 1, "resources": {"cpu": 1},
+                            "placement": {"clusterAffinity": {"clusterNames": ["roomy", "rooomy"]}}})
+    assert st["phase"] == "Scheduled" and [p["cluster"] for p in st["placement"]] == ["roomy"]
+    assert st["reasons"]["rooomy"] == "named in clusterAffinity.clusterNames, not registered"
+    assert st["message"].endswith("; clusterAffinity.clusterNames not registered: rooomy")
 
     # Unschedulable attempts are in the failure log.
     async def logged() -> bool:

@@ -18,6 +18,7 @@ class ClusterAffinity(PluginBase):
     def filter(self, task: TaskInfo, snap: Snapshot, mask: BoolArr) -> FilterOutcome:
         out: list[Rejection] = []
         term = task.affinity
+        task.missing_affinity_names = tuple(snap.rows_of(term.cluster_names)[1]) if term is not None else ()
         if term is not None and term.overflow:  # F6: the primary group or any overflow group
             ok = overflow_mask(snap, term)
             drop = mask & ~ok
