@@ -62,7 +62,9 @@ async def _app_load(plane: Plane, load: dict[str, float]) -> AsyncIterator[None]
 
     async def once() -> None:
         b = await plane.ctx.registry.try_get(BINDING, BINDING_NAME)
-        where = placement((b or {}).get("status") or {"placement": []})
+        # a status without a placement is nothing placed (one with only `clusters: []` was seen once, in a run
+        # whose plane had lost its leases; the loop died on it and the reports stopped)
+        where = placement({"placement": ((b or {}).get("status") or {}).get("placement") or []})
         total = sum(where.values())
         await _report_usage(plane, {c: (n, n * load["cores"] / total) for c, n in where.items()})
         for name, (own_req, own_used) in OWN.items():
