@@ -24,9 +24,11 @@ binding fails over to nowhere, a failure storm rather than a steady state.
 ``--outage S`` (with reporting members): the members stop reporting at ``/readyz`` and report again S
 seconds later, as agents cut off and reconnected would: once their last report is older than the
 pull grace every cluster is NotReady, bindings fail over after the toleration (to nowhere: every
-cluster is down) and the scheduler decides each again; then every cluster is Ready again and the parked
-bindings are placed anew. From the return on the bench reads the Bindings every ``--poll-seconds``
-(another reader of the store file) until every one is Scheduled: ``converge_s``.
+cluster is down) and the scheduler decides each again — a Binding on one cluster turns Unschedulable,
+one on several stays Scheduled on the others, short of its replicas (``Partial`` in the counts); then
+every cluster is Ready again and the parked and short bindings are placed anew. From the return on the
+bench reads the Bindings every ``--poll-seconds`` (another reader of the store file) until every one is
+Scheduled with all its replicas: ``converge_s``.
 
 ``--list-limit N`` (with ``--works``): after the settling, every Work is listed through the API as a
 client would — in pages of N (kubectl's chunk is 500), or all in one answer with 0 — and the server's
@@ -35,9 +37,11 @@ memory is read around it: ``list_s``, ``listed``, ``list_rss_before_mb`` (VmRSS 
 
 Prints the conditions, then one JSON line: ``rss_mb`` (last sample), ``peak_rss_mb`` (VmHWM),
 ``ready_s`` (start → /readyz), the store's size, ``last_120s_growth_pct`` (RSS growth over the last
-two minutes of sampling) and ``binding_phases`` (Bindings per status phase at the end); with
+two minutes of sampling) and ``binding_phases`` (Bindings per status phase at the end, ``Partial`` for
+one Scheduled short of its replicas); with
 ``--outage`` also ``phases_at_return`` (Bindings per phase when the members reported again) and
-``converge_s`` (return → every Binding Scheduled; null if not within ``--settle``). The seed is
+``converge_s`` (return → every Binding Scheduled with all its replicas; null if not within
+``--settle``). The seed is
 sealed at rest with the data dir's keys, as the server's own writes are.
 """
 
@@ -186,14 +190,33 @@ async def seed(url: str, data_dir: Path, clusters: int, bindings: int, rng: np.r
     await store.close()
 
 
+def _phase(binding: dict[str, Any]) -> str:
+    """The status phase, or ``Partial`` for a Scheduled Binding placed with fewer replicas than it asks for:
+    a failover that cannot move a replica anywhere keeps the Binding Scheduled on the clusters that still
+    hold it, so a storm leaves most multi-cluster Bindings Scheduled but short, not Unschedulable."""
+    status = binding.get("status") or {}
+    phase = str(status.get("phase", ""))
+    if phase != "Scheduled":
+        return phase
+    spec = binding.get("spec") or {}
+    wanted = int(spec.get("replicas") or 0)
+    placed = [int(p.get("replicas") or 0) for p in status.get("placement") or []]
+    duplicated = ((spec.get("placement") or {}).get("replicaScheduling") or {}).get("replicaSchedulingType") \
+        == "Duplicated"
+    if duplicated:  # every placed cluster holds them all (the scheduler's own count)
+        return phase if placed else "Partial"
+    return "Partial" if sum(placed) < wanted else phase
+
+
 async def _phases(url: str, data_dir: Path, *, works: bool = True) -> tuple[dict[str, int], int]:
-    """Bindings per status phase in the store (how far a storm got), and the Works (unless not asked)."""
+    """Bindings per status phase in the store (how far a storm got; `_phase`), and the Works (unless not
+    asked)."""
     store = encrypted_store(open_store(url), data_dir)
     try:
         kvs, _ = await store.range(BINDING.key_prefix())
         out: dict[str, int] = {}
         for kv in kvs:
-            phase = str((json.loads(kv.value).get("status") or {}).get("phase", ""))
+            phase = _phase(json.loads(kv.value))
             out[phase] = out.get(phase, 0) + 1
         del kvs
         if not works:

@@ -31,3 +31,21 @@ def test_a_listing_needs_the_works() -> None:
     done = subprocess.run([sys.executable, str(BENCH), "--list-limit", "5"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "--list-limit needs --works" in done.stderr
+
+
+def test_a_scheduled_binding_short_of_its_replicas_is_not_counted_converged() -> None:
+    """A failover with nowhere to go keeps a Binding on several clusters Scheduled on the others, short of
+    its replicas: the storm's convergence waits for those too, not only for the Unschedulable ones."""
+    from bench.memory import _phase
+
+    def binding(replicas: int, placed: list[int], phase: str = "Scheduled", kind: str = "Divided") -> dict:
+        return {"spec": {"replicas": replicas, "placement": {"replicaScheduling": {"replicaSchedulingType": kind}}},
+                "status": {"phase": phase, "placement": [{"cluster": f"c{i}", "replicas": n}
+                                                         for i, n in enumerate(placed)]}}
+
+    assert _phase(binding(3, [1, 1, 1])) == "Scheduled"
+    assert _phase(binding(3, [1, 1])) == "Partial"
+    assert _phase(binding(3, [], "Unschedulable")) == "Unschedulable"
+    assert _phase(binding(2, [2, 2], kind="Duplicated")) == "Scheduled"
+    assert _phase(binding(2, [], kind="Duplicated")) == "Partial"
+    assert _phase({"status": {}}) == ""
