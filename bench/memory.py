@@ -28,7 +28,8 @@ cluster is down) and the scheduler decides each again — a Binding on one clust
 one on several stays Scheduled on the others, short of its replicas (``Partial`` in the counts); then
 every cluster is Ready again and the parked and short bindings are placed anew. From the return on the
 bench reads the Bindings every ``--poll-seconds`` (another reader of the store file) until every one is
-Scheduled with all its replicas: ``converge_s``.
+Scheduled with all its replicas: ``converge_s``; each reading (seconds after the return, Bindings per phase
+and the Ready clusters) is printed among the conditions, so where the time went shows.
 
 ``--list-limit N`` (with ``--works``): after the settling, every Work is listed through the API as a
 client would — in pages of N (kubectl's chunk is 500), or all in one answer with 0 — and the server's
@@ -208,9 +209,14 @@ def _phase(binding: dict[str, Any]) -> str:
     return "Partial" if sum(placed) < wanted else phase
 
 
-async def _phases(url: str, data_dir: Path, *, works: bool = True) -> tuple[dict[str, int], int]:
+def _ready(cluster: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (cluster.get("status") or {}).get("conditions") or [])
+
+
+async def _phases(url: str, data_dir: Path, *, works: bool = True, ready: bool = False) -> tuple[dict[str, int], int]:
     """Bindings per status phase in the store (how far a storm got; `_phase`), and the Works (unless not
-    asked)."""
+    asked); with ``ready``, the Ready clusters too (``ReadyClusters``)."""
     store = encrypted_store(open_store(url), data_dir)
     try:
         kvs, _ = await store.range(BINDING.key_prefix())
@@ -219,6 +225,9 @@ async def _phases(url: str, data_dir: Path, *, works: bool = True) -> tuple[dict
             phase = _phase(json.loads(kv.value))
             out[phase] = out.get(phase, 0) + 1
         del kvs
+        if ready:
+            clusters, _ = await store.range(CLUSTER.key_prefix())
+            out["ReadyClusters"] = sum(_ready(json.loads(kv.value)) for kv in clusters)
         if not works:
             return out, 0
         stored, _ = await store.range(WORK.key_prefix(), limit=0)
@@ -304,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     returned: float | None = None
     at_return: dict[str, int] | None = None
     converge_s: float | None = None
+    timeline: list[tuple[float, dict[str, int]]] = []  # after the return: (seconds, phases and Ready clusters)
     try:
         start = time.monotonic()
         end = start + args.settle
@@ -319,9 +329,10 @@ def main(argv: list[str] | None = None) -> int:
                 asyncio.run(_refresh(url, args.clusters, rng))
                 next_report += args.report_seconds
             if converge_s is None and now >= next_poll:
-                phases_now = asyncio.run(_phases(url, data_dir, works=False))[0]
+                phases_now = asyncio.run(_phases(url, data_dir, works=False, ready=True))[0]
+                assert returned is not None
+                timeline.append((round(time.monotonic() - returned, 1), phases_now))
                 if phases_now.get("Scheduled", 0) == args.bindings:
-                    assert returned is not None
                     converge_s = time.monotonic() - returned
                 next_poll = time.monotonic() + args.poll_seconds
             time.sleep(1.0)
@@ -352,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
           f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     print(f"#   seed_s: {seed_s:.1f}, store_mb: {db_mb:.0f}, stopped: {stopped}, rss samples (MB, 1/s): "
           f"{[round(s / 1024) for s in samples]}")
+    if timeline:
+        print(f"#   after the return (s: Bindings per phase, Ready clusters): {timeline}")
     print(json.dumps({"clusters": args.clusters, "bindings": args.bindings, "ready_s": round(ready_s, 1),
                       "rss_mb": round(samples[-1] / 1024, 1) if samples else None,
                       "peak_rss_mb": round(peak / 1024, 1), "store_mb": round(db_mb, 1), "works": works,

@@ -30,7 +30,7 @@ import heapq
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,6 +236,9 @@ class SchedulerCache:
         self._held: set[str] = set()  # clusters whose status the scheduler raises to a hold's forecast
         self.unknown: set[str] = set()  # registered clusters with neither a status nor a Ready condition
         self._released: dict[str, list[_Release]] = {}  # cluster → releases, oldest first
+        # binding → the clusters holding a release of it: an unwritten decision's releases are found without
+        # a pass over every cluster's (a storm's return undid decisions over tens of thousands of them)
+        self._released_of: dict[str, set[str]] = {}
         self._reported: dict[str, np.ndarray] = {}  # cluster with releases → its load as its status says
 
     # ------------------------------------------------------------------ readiness
@@ -276,7 +279,7 @@ class SchedulerCache:
         if rec is None:
             self.clusters.pop(name, None)
             self.unknown.discard(name)
-            self._released.pop(name, None)
+            self._unindex(name, self._released.pop(name, ()))
             self._reported.pop(name, None)
             if name in self.snap:
                 self.snap.remove_cluster(name)
@@ -445,7 +448,19 @@ class SchedulerCache:
                 self._reported.pop(cluster, None)
             return
         self._released.setdefault(cluster, []).append(_Release(key, amount, ts))
+        self._released_of.setdefault(key, set()).add(cluster)
         self.snap.lower_load(cluster, amount)
+
+    def _unindex(self, cluster: str, gone: Iterable[_Release], kept: Iterable[_Release] = ()) -> None:
+        """``cluster`` no longer holds the releases ``gone``: their bindings hold none there unless ``kept``
+        has one of them."""
+        left = {r.key for r in kept}
+        for key in {r.key for r in gone} - left:
+            clusters = self._released_of.get(key)
+            if clusters is not None:
+                clusters.discard(cluster)
+                if not clusters:
+                    del self._released_of[key]
 
     def _ease(self, cluster: str, published: float | None = None) -> None:
         """The cluster's load was set from its status (``snap.load``): what it fell by since the last
@@ -468,6 +483,7 @@ class SchedulerCache:
             r.left, fell = r.left - took, fell - took
             if bool(np.any(r.left > 1e-9)) and (published is None or published < r.time + self.assume_ttl):
                 kept.append(r)
+        self._unindex(cluster, releases, kept)
         if not kept:
             del self._released[cluster], self._reported[cluster]
             return
@@ -477,7 +493,9 @@ class SchedulerCache:
 
     def unrelease(self, key: str) -> None:
         """``key``'s decision was not written: the replicas it removed run on, and their load counts again."""
-        for cluster in [c for c, rs in self._released.items() if any(r.key == key for r in rs)]:
+        for cluster in self._released_of.pop(key, ()):
+            if cluster not in self._released:
+                continue
             self._released[cluster] = [r for r in self._released[cluster] if r.key != key]
             row = self.snap.index.get(cluster)
             if row is not None:  # the load as reported, less the releases that stay

@@ -574,6 +574,7 @@ class SchedulerService:
         self.metrics.observe_cycle("success" if ok else "unschedulable", result.timings_ms, self._filters,
                                    self._scores)
         value = encode_object(obj)
+        result.compact()  # it waits for its write holding only what its record explains
         return Plan(entry, rec, result, d, value, stype, trigger, with_status(rec, obj, value),
                      len(self.cache.unknown), involved_of(obj))
 

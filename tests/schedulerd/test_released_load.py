@@ -95,3 +95,22 @@ def test_the_next_placement_is_decided_on_the_level_a_scale_down_left() -> None:
     assert result.phase == "Scheduled", result.message
     placed = dict(result.pairs)
     assert placed.get("m1", 0) > placed.get("m2", 0), (placed, result.message)
+
+
+def test_an_unwritten_decision_counts_again_only_its_own_releases_wherever_they_are() -> None:
+    """Found by the binding, not by a pass over every cluster's releases (a storm's return undid decisions
+    over tens of thousands of them); what the statuses consumed is not kept for it."""
+    now = [1000.0]
+    cache = _fleet(now, m1=15.0, m2=10.0, m3=5.0)
+    cache.assume_decision("web", (("m1", 10), ("m2", 5)), (("m1", 1),), CPU, now[0])  # off m1 and m2
+    cache.assume_decision("api", (("m1", 5), ("m3", 5)), (("m3", 5),), CPU, now[0])  # off m1
+    assert _level(cache, "m1") == pytest.approx(0.05) and _level(cache, "m2") == pytest.approx(0.25)
+    cache.unrelease("web")  # web's decision was not written: its 9 on m1 and 5 on m2 count again; api's 5 do not
+    assert _level(cache, "m1") == pytest.approx(0.50) and _level(cache, "m2") == pytest.approx(0.50)
+    assert _level(cache, "m3") == pytest.approx(0.25)
+    now[0] = 1010.0
+    cache.on_status("m1", _status("m1", 10.0, now[0]))  # api's 5 gone from m1: its release there is consumed
+    assert cache.released("m1") is None and _level(cache, "m1") == pytest.approx(0.50)
+    cache.unrelease("api")  # nothing of api's is released any more
+    assert _level(cache, "m1") == pytest.approx(0.50)
+    assert not cache._released_of  # nothing held for bindings with no release left
