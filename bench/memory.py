@@ -67,6 +67,7 @@ from bench.arguments import positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.assembly import encrypted_store  # noqa: E402
 from drods.controllers import manifests as M  # noqa: E402
+from drods.controllers.fleet import ready_condition  # noqa: E402
 from drods.controllers.settings import MemberSettings  # noqa: E402
 from drods.model.annotations import LEADER_GENERATION  # noqa: E402
 from drods.model.kinds import BINDING, CLUSTER, WORK, by_kind  # noqa: E402
@@ -209,11 +210,6 @@ def _phase(binding: dict[str, Any]) -> str:
     return "Partial" if sum(placed) < wanted else phase
 
 
-def _ready(cluster: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (cluster.get("status") or {}).get("conditions") or [])
-
-
 async def _phases(url: str, data_dir: Path, *, works: bool = True, ready: bool = False) -> tuple[dict[str, int], int]:
     """Bindings per status phase in the store (how far a storm got; `_phase`), and the Works (unless not
     asked); with ``ready``, the Ready clusters too (``ReadyClusters``)."""
@@ -227,7 +223,7 @@ async def _phases(url: str, data_dir: Path, *, works: bool = True, ready: bool =
         del kvs
         if ready:
             clusters, _ = await store.range(CLUSTER.key_prefix())
-            out["ReadyClusters"] = sum(_ready(json.loads(kv.value)) for kv in clusters)
+            out["ReadyClusters"] = sum(ready_condition(json.loads(kv.value)) == "True" for kv in clusters)
         if not works:
             return out, 0
         stored, _ = await store.range(WORK.key_prefix(), limit=0)

@@ -494,8 +494,6 @@ class SchedulerCache:
     def unrelease(self, key: str) -> None:
         """``key``'s decision was not written: the replicas it removed run on, and their load counts again."""
         for cluster in self._released_of.pop(key, ()):
-            if cluster not in self._released:
-                continue
             self._released[cluster] = [r for r in self._released[cluster] if r.key != key]
             row = self.snap.index.get(cluster)
             if row is not None:  # the load as reported, less the releases that stay
